@@ -1,0 +1,48 @@
+# The two commands a new user needs: `make run` and `make test`.
+SHELL := /bin/bash
+CELL_PORT ?= 8080
+CELL_DATA ?= ./.cell
+NODE_TEST := node --import tsx --test --test-concurrency=2
+
+.PHONY: install build edge typecheck test test-unit test-e2e run bench demo browser-deps clean
+
+# npm ci only when the lock file changed since the last install.
+node_modules/.install-stamp: package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+install: node_modules/.install-stamp
+
+build: install
+	node scripts/build.mjs
+
+edge: build
+
+typecheck: install
+	npx tsc --noEmit -p tsconfig.json
+	npx tsc --noEmit -p core/tsconfig.json
+
+# Debian's chromium for the browser tests; installed when missing and we are root.
+browser-deps:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; \
+	  else \
+	    echo "chromium is missing: run 'sudo apt-get install -y chromium' (Debian) for the browser tests" >&2; exit 1; \
+	  fi; \
+	fi
+
+test: install typecheck build browser-deps
+	$(NODE_TEST) 'test/**/*.test.ts'
+
+run: build
+	node dist/cell.mjs serve --port $(CELL_PORT) --data $(CELL_DATA)
+
+bench: build
+	node --import tsx bench/run.ts
+
+demo: build
+	node --import tsx scripts/demo.ts
+
+clean:
+	rm -rf dist node_modules .cell test/artifacts

@@ -1,0 +1,57 @@
+/**
+ * The Hono application: request context, the gateway's gates in the spec's
+ * order (rate budget 429, authentication 401, then per route authorization
+ * 403/404 and the credential's rpm 429), every module's routes, and the
+ * envelope for every error.
+ */
+import { OpenAPIHono } from '@hono/zod-openapi';
+import { bodyLimit } from 'hono/body-limit';
+import { ServiceError } from '../core/errors.ts';
+import type { AppEnv, Cell } from './context.ts';
+import type { CellModule } from './module.ts';
+import { authenticate } from './http/authenticate.ts';
+import { onError, onNotFound, validationError } from './http/errors.ts';
+import { gatewayRateLimit } from './http/rate-limit.ts';
+
+/** Paths under /api/public/v1 that need no credential (discovery documents). */
+export const PUBLIC_API_PATHS: readonly string[] = ['/api/public/v1/openapi.json', '/api/public/v1/docs'];
+
+export function createApp(cell: Cell, modules: readonly CellModule[]): OpenAPIHono<AppEnv> {
+  const app = new OpenAPIHono<AppEnv>({
+    defaultHook: (result) => {
+      if (!result.success) throw validationError(result.error);
+    },
+  });
+
+  app.use('*', async function requestContext(c, next) {
+    c.set('cell', cell);
+    c.set('requestId', crypto.randomUUID());
+    await next();
+    c.res.headers.set('X-Request-Id', c.get('requestId'));
+  });
+  app.use('*', gatewayRateLimit({ ...cell.config.rate, clock: cell.clock, trustedProxies: cell.config.trustedProxies }));
+  app.use('*', bodyLimit({
+    maxSize: cell.config.bodyLimitBytes,
+    onError: () => { throw new ServiceError('invalid_request', 'request body too large', { details: { reason: 'body_too_large', limit_bytes: cell.config.bodyLimitBytes } }); },
+  }));
+  const authn = authenticate(cell);
+  app.use('/api/public/v1/*', async function protectedApi(c, next) {
+    if (PUBLIC_API_PATHS.some((p) => c.req.path === p || c.req.path.startsWith(p + '/'))) return next();
+    return authn(c, next);
+  });
+
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
+    type: 'http', scheme: 'bearer',
+    description: 'An API key (`svck_live_...`) or an OAuth access token.',
+  });
+  app.openAPIRegistry.registerComponent('securitySchemes', 'dpop', {
+    type: 'http', scheme: 'DPoP',
+    description: 'A DPoP-bound OAuth access token (RFC 9449) with a `DPoP` proof header.',
+  });
+
+  for (const m of modules) m.routes?.(app, cell);
+
+  app.onError(onError);
+  app.notFound(onNotFound);
+  return app;
+}

@@ -1,0 +1,62 @@
+/**
+ * Every default of the cell in one place, each with why it is what it is.
+ * Command-line flags (cell/main.ts) override these; tests pass their own.
+ */
+
+export type Posture = 'single-cell' | 'multi-cell' | 'sovereign' | 'cloud-enabled';
+export const POSTURES: readonly Posture[] = ['single-cell', 'multi-cell', 'sovereign', 'cloud-enabled'];
+
+export interface CellConfig {
+  /** Stable id of this cell; tokens carry iss `service://<cellId>`. Generated on first start when not given. */
+  cellId: string | null;
+  /** Region this cell serves from; keys with allowed_regions must list it. */
+  region: string;
+  posture: Posture;
+  dataDir: string;
+  host: string;
+  port: number;
+  /** Public base URL (issuer metadata, DPoP htu). Derived from host:port when null. */
+  publicUrl: string | null;
+  /** Gateway token bucket per client IP. */
+  rate: { capacity: number; refillPerSecond: number };
+  /** Socket addresses allowed to set X-Forwarded-For. Empty: X-Forwarded-For is ignored. */
+  trustedProxies: string[];
+  /** Largest request body accepted, bytes. */
+  bodyLimitBytes: number;
+  /** Grace window during which a rotated key's previous secret still verifies, seconds. */
+  keyRotationGraceSeconds: number;
+  /** How long archived principals' soft-deleted keys stay recoverable, seconds. */
+  retentionSeconds: number;
+  /** Standing-agent work quota: most agents that may exist at once. */
+  agentQuota: number;
+  /** OAuth access token lifetime, seconds. */
+  accessTokenTtlSeconds: number;
+  /** Placement: this cell's clearance ceiling and topology labels. */
+  clearance: number;
+  topology: Record<string, string>;
+}
+
+export const DEFAULTS: CellConfig = {
+  cellId: null,
+  region: 'local',
+  posture: 'single-cell',
+  dataDir: './.cell',
+  host: '127.0.0.1',
+  port: 8080,
+  publicUrl: null,
+  // 600 requests of burst per client IP, refilled at 100/s: a busy script is
+  // never throttled, a runaway loop is within seconds.
+  rate: { capacity: 600, refillPerSecond: 100 },
+  trustedProxies: [],
+  // 1 MiB: every documented body is far smaller; larger bodies are refused.
+  bodyLimitBytes: 1024 * 1024,
+  // 24 hours: long enough to roll a secret through a fleet, short enough to bound exposure.
+  keyRotationGraceSeconds: 24 * 3600,
+  // 30 days of recovery for an archived owner's keys.
+  retentionSeconds: 30 * 24 * 3600,
+  agentQuota: 100,
+  // 10 minutes: short-lived, as the spec asks; clients refresh with their grant.
+  accessTokenTtlSeconds: 600,
+  clearance: 0,
+  topology: {},
+};

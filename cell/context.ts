@@ -1,0 +1,69 @@
+/**
+ * The running cell as the route modules see it: config, store, clock,
+ * identity, and the registries modules fill (authenticators).
+ */
+import type { Context } from 'hono';
+import type { IncomingMessage } from 'node:http';
+import type { CellConfig } from './config.ts';
+import type { Store } from './store/types.ts';
+
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+/** A clock tests move by hand. */
+export function manualClock(start = Date.UTC(2026, 0, 1)): Clock & { advance(ms: number): void; set(ms: number): void } {
+  let t = start;
+  return { now: () => t, advance: (ms) => { t += ms; }, set: (ms) => { t = ms; } };
+}
+
+export interface AuthContext {
+  principal: { id: string; kind: string; name: string; roles: string[] };
+  /** The owner's role permissions (selectors). */
+  permissions: string[];
+  /** The credential's scopes ([] or ['*'] = full authority of the owner). */
+  scopes: string[];
+  /** permissions ∩ scopes: what this request may do. */
+  effective: string[];
+  credential: {
+    type: 'api_key' | 'oauth' | 'sat';
+    id: string;
+    /** Per-credential requests-per-minute ceiling, when it has one. */
+    rateLimitRpm?: number;
+    clientId?: string;
+  };
+}
+
+export interface Authenticator {
+  name: string;
+  /**
+   * Returns null when the credential is not of this kind; throws
+   * ServiceError('unauthorized' | 'forbidden') when it is but is refused.
+   */
+  authenticate(cred: { scheme: 'bearer' | 'dpop'; token: string }, c: Context<AppEnv>): Promise<AuthContext | null>;
+}
+
+export interface Logger {
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+export interface Cell {
+  config: CellConfig & { cellId: string };
+  store: Store;
+  clock: Clock;
+  log: Logger;
+  /** Authenticators tried in order for a presented credential. */
+  authenticators: Authenticator[];
+  /** Arbitrary per-module services, keyed by module name (set in a module's init). */
+  services: Map<string, unknown>;
+}
+
+export type AppEnv = {
+  Bindings: { incoming?: IncomingMessage };
+  Variables: { cell: Cell; auth: AuthContext; requestId: string };
+};

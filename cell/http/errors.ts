@@ -1,0 +1,45 @@
+/**
+ * Every error leaves as the spec's envelope: ServiceErrors with their code,
+ * framework errors (malformed JSON, bad body) as invalid_request, anything
+ * else as internal_error with a correlation id (detail goes to the log only).
+ */
+import type { Context, ErrorHandler, NotFoundHandler } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import type { ZodError } from 'zod';
+import { ServiceError, isServiceError, toEnvelope } from '../../core/errors.ts';
+import type { AppEnv } from '../context.ts';
+
+function correlationId(c: Context<AppEnv>): string {
+  return c.get('requestId') ?? crypto.randomUUID();
+}
+
+export const onError: ErrorHandler<AppEnv> = (err, c) => {
+  let e: unknown = err;
+  if (!isServiceError(err) && err instanceof HTTPException) {
+    if (err.status === 413) e = new ServiceError('invalid_request', 'request body too large', { details: { reason: 'body_too_large' } });
+    else if (err.status === 400) e = new ServiceError('invalid_request', 'malformed request body', { details: { reason: 'malformed_body' } });
+    else if (err.status === 401) e = new ServiceError('unauthorized', 'no valid credential');
+    else if (err.status === 404) e = new ServiceError('not_found', 'no such resource');
+  }
+  const id = correlationId(c);
+  const { status, body } = toEnvelope(e, id);
+  if (status >= 500) {
+    const log = c.get('cell')?.log;
+    const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
+    if (log) log.error('request failed', { correlation_id: id, method: c.req.method, path: c.req.path, error: detail });
+    else console.error(`[${id}]`, detail);
+  }
+  const headers: Record<string, string> = {};
+  if (isServiceError(e) && e.headers) Object.assign(headers, e.headers);
+  if (status === 401 && !headers['WWW-Authenticate']) headers['WWW-Authenticate'] = 'Bearer realm="cell", DPoP algs="EdDSA Ed25519 ES256 ES384 RS256"';
+  return c.json(body, status, headers);
+};
+
+export const onNotFound: NotFoundHandler<AppEnv> = (c) =>
+  c.json({ error: 'not_found', message: 'no such resource' }, 404);
+
+/** Failed request validation -> 400 invalid_request, naming the fields (never the values). */
+export function validationError(error: ZodError): ServiceError {
+  const issues = error.issues.slice(0, 20).map((i) => ({ path: i.path.map(String).join('.'), code: i.code, message: i.message }));
+  return new ServiceError('invalid_request', 'request failed validation', { details: { issues } });
+}

@@ -1,0 +1,7 @@
+/** The jobs module (to be filled in). */
+import type { CellModule } from '../module.ts';
+
+export const jobsModule: CellModule = {
+  name: 'jobs',
+  migrations: [],
+};

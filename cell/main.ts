@@ -1,0 +1,107 @@
+/**
+ * The cell's command line: `node dist/cell.mjs <command> [options]`.
+ */
+import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+import { POSTURES, type CellConfig, type Posture } from './config.ts';
+import { consoleLogger, startCell } from './server.ts';
+
+const HELP = `cell: agent teams and jobs under offline-verifiable authority
+
+Usage: node dist/cell.mjs <command> [options]
+
+Commands:
+  serve            start a cell
+    --port N           port to listen on (0 picks a free one; default 8080)
+    --host H           address to bind (default 127.0.0.1)
+    --data DIR         data directory (default ./.cell)
+    --region R         region this cell serves from (default local)
+    --posture P        ${POSTURES.join(' | ')} (default single-cell)
+    --cell-id ID       cell id (default: generated once and kept in DIR)
+    --public-url URL   external base URL (issuer, DPoP htu); default http://host:port
+    --rate-capacity N  gateway bucket capacity per client IP (default 600)
+    --rate-refill N    gateway refill per second (default 100)
+    --agent-quota N    standing-agent work quota (default 100)
+    --clearance N      this cell's clearance ceiling (default 0)
+    --topology k=v,..  this cell's topology labels (site, zone, network)
+  help             this text
+`;
+
+async function serveCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' },
+      region: { type: 'string' }, posture: { type: 'string' }, 'cell-id': { type: 'string' },
+      'public-url': { type: 'string' }, 'rate-capacity': { type: 'string' }, 'rate-refill': { type: 'string' },
+      'agent-quota': { type: 'string' }, clearance: { type: 'string' }, topology: { type: 'string' },
+    },
+    strict: true,
+  });
+  const config: Partial<CellConfig> = {};
+  if (values.port !== undefined) config.port = intArg('port', values.port);
+  if (values.host !== undefined) config.host = values.host;
+  config.dataDir = resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell');
+  if (values.region !== undefined) config.region = values.region;
+  if (values.posture !== undefined) {
+    if (!POSTURES.includes(values.posture as Posture)) fail(`--posture must be one of ${POSTURES.join(', ')}`);
+    config.posture = values.posture as Posture;
+  }
+  if (values['cell-id'] !== undefined) config.cellId = values['cell-id'];
+  if (values['public-url'] !== undefined) config.publicUrl = values['public-url'];
+  if (values['rate-capacity'] !== undefined || values['rate-refill'] !== undefined) {
+    config.rate = {
+      capacity: intArg('rate-capacity', values['rate-capacity'] ?? '600'),
+      refillPerSecond: intArg('rate-refill', values['rate-refill'] ?? '100'),
+    };
+  }
+  if (values['agent-quota'] !== undefined) config.agentQuota = intArg('agent-quota', values['agent-quota']);
+  if (values.clearance !== undefined) config.clearance = intArg('clearance', values.clearance);
+  if (values.topology !== undefined) {
+    config.topology = Object.fromEntries(values.topology.split(',').filter(Boolean).map((kv) => {
+      const [k, v] = kv.split('=');
+      if (!k || v === undefined) fail('--topology takes k=v pairs separated by commas');
+      return [k, v];
+    }));
+  }
+  const running = await startCell({ config, log: consoleLogger });
+  process.stdout.write(`cell ${running.cell.config.cellId} listening on ${running.url}\n`);
+  const shutdown = async () => {
+    await running.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void shutdown());
+  process.on('SIGTERM', () => void shutdown());
+}
+
+function intArg(name: string, v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) fail(`--${name} must be a non-negative integer`);
+  return n;
+}
+
+function fail(msg: string): never {
+  process.stderr.write(`error: ${msg}\n`);
+  process.exit(2);
+}
+
+const COMMANDS: Record<string, (argv: string[]) => Promise<void>> = {
+  serve: serveCommand,
+};
+
+export async function main(argv: string[]): Promise<void> {
+  const [cmd, ...rest] = argv;
+  if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
+    process.stdout.write(HELP);
+    return;
+  }
+  const run = COMMANDS[cmd];
+  if (!run) fail(`unknown command '${cmd}'; see --help`);
+  try {
+    await run(rest);
+  } catch (err) {
+    fail(err instanceof Error ? err.message : String(err));
+  }
+}
+
+await main(process.argv.slice(2));

@@ -1,0 +1,7 @@
+/** The oauth module (to be filled in). */
+import type { CellModule } from '../module.ts';
+
+export const oauthModule: CellModule = {
+  name: 'oauth',
+  migrations: [],
+};

@@ -1,0 +1,46 @@
+/**
+ * The permission catalog: every concrete permission an operation can require,
+ * and the built-in roles. Selectors in roles, keys and tokens are matched
+ * against these names (see core/authority/scopes.ts).
+ */
+
+export const PERMISSIONS = {
+  principalsRead: 'iam.principals.read',
+  principalsWrite: 'iam.principals.write',
+  rolesRead: 'iam.roles.read',
+  rolesWrite: 'iam.roles.write',
+  keysRead: 'iam.keys.read',
+  keysWrite: 'iam.keys.write',
+  satsWrite: 'iam.sats.write',
+  auditRead: 'audit.read',
+  secretsWrite: 'secrets.write',
+  providersRead: 'ai.providers.read',
+  providersWrite: 'ai.providers.write',
+  catalogRead: 'catalog.read',
+  teamsRead: 'agent_teams.read',
+  teamsWrite: 'agent_teams.write',
+  teamsApprove: 'agent_teams.approve',
+  jobsRead: 'system.orchestration.admin.read',
+  jobsWrite: 'system.orchestration.admin.write',
+  oauthClientsRead: 'oauth.clients.read',
+  oauthClientsWrite: 'oauth.clients.write',
+  edgeRead: 'edge.read',
+  edgeWrite: 'edge.write',
+} as const;
+
+export type Permission = (typeof PERMISSIONS)[keyof typeof PERMISSIONS];
+
+export const ALL_PERMISSIONS: readonly Permission[] = Object.values(PERMISSIONS);
+
+/** Built-in roles. They cannot be changed or deleted; custom roles sit beside them. */
+export const BUILTIN_ROLES: Readonly<Record<string, readonly string[]>> = {
+  owner: ['*'],
+  admin: ['iam', 'audit', 'secrets', 'ai', 'catalog', 'agent_teams', 'system.orchestration', 'oauth', 'edge'],
+  operator: ['ai', 'catalog', 'agent_teams', 'system.orchestration', 'iam.keys', 'iam.sats', 'secrets'],
+  jobs: ['system.orchestration.admin', 'iam.keys', 'iam.sats'],
+  viewer: [
+    'iam.principals.read', 'iam.roles.read', 'iam.keys.read', 'audit.read', 'ai.providers.read',
+    'catalog.read', 'agent_teams.read', 'system.orchestration.admin.read', 'oauth.clients.read', 'edge.read',
+  ],
+  agent: ['catalog.read'],
+};
