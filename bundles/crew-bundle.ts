@@ -1,0 +1,74 @@
+/**
+ * Crew bundle: everything a device needs to run one crew offline, signed by
+ * the issuing cell for one device.
+ *
+ * Payload (type `crew`):
+ *   crew: { crew_id, name, formation_id, graph, graph_hash, agents, blueprints,
+ *           skills, tool_grants, budgets }
+ *   model: { sha256, publisher_kid, name } | null   (the model manifest reference)
+ * The graph hash is rechecked by the verifier with the compiler's hash
+ * function (passed in) so a bundle cannot carry a graph other than the one
+ * it names.
+ */
+import { PAYLOAD_FORMAT_VERSION } from './format.ts';
+import { isObject, openEnvelope, refused, sealEnvelope, type OpenedEnvelope, type PayloadHeader } from './envelope.ts';
+import type { Signer, TrustedKey } from './_codec.ts';
+
+export interface CrewContent {
+  crew_id: string;
+  name: string;
+  formation_id: string;
+  /** The compiled execution graph (core/compiler output). */
+  graph: unknown;
+  graph_hash: string;
+  agents: unknown[];
+  blueprints: unknown[];
+  skills: unknown[];
+  /** Tool grants by agent id. */
+  tool_grants: Record<string, string[]>;
+  /** Budget ceilings by agent id (tokens). */
+  budgets: Record<string, number>;
+}
+
+export interface ModelReference {
+  name: string;
+  sha256: string;
+  publisher_kid: string;
+}
+
+export interface CrewBundle extends PayloadHeader {
+  type: 'crew';
+  crew: CrewContent;
+  model: ModelReference | null;
+}
+
+export async function buildCrewBundle(opts: {
+  issuer: string; signer: Signer; audience: string; version: number; issuedAt: number; expiresAt: number | null;
+  crew: CrewContent; model: ModelReference | null;
+}): Promise<string> {
+  const payload: CrewBundle = {
+    format_version: PAYLOAD_FORMAT_VERSION, type: 'crew', issuer: opts.issuer, kid: opts.signer.kid,
+    audience: opts.audience, version: opts.version, issued_at: opts.issuedAt, expires_at: opts.expiresAt,
+    crew: opts.crew, model: opts.model,
+  };
+  return sealEnvelope(payload as unknown as CrewBundle & Record<string, unknown>, opts.signer);
+}
+
+/** Verifies signature and shape; with `hashGraph`, also that graph_hash is the graph's hash. */
+export async function openCrewBundle(text: string, trusted: readonly TrustedKey[], hashGraph?: (graph: unknown) => Promise<string> | string): Promise<OpenedEnvelope<CrewBundle>> {
+  const opened = await openEnvelope(text, trusted, 'crew');
+  const p = opened.payload as Partial<CrewBundle>;
+  const c = p.crew;
+  if (!isObject(c) || typeof c['crew_id'] !== 'string' || typeof c['graph_hash'] !== 'string' || !('graph' in c)
+    || !Array.isArray(c['agents']) || !isObject(c['tool_grants']) || !isObject(c['budgets'])) {
+    throw refused('malformed', 'the crew bundle is malformed', 'invalid_request');
+  }
+  const m = p.model;
+  if (!(m === null || (isObject(m) && typeof m['sha256'] === 'string' && typeof m['publisher_kid'] === 'string'))) {
+    throw refused('malformed', 'the crew bundle model reference is malformed', 'invalid_request');
+  }
+  if (hashGraph && (await hashGraph(c['graph'])) !== c['graph_hash']) {
+    throw refused('graph_hash_mismatch', 'the crew bundle graph does not match its graph hash', 'forbidden');
+  }
+  return opened as OpenedEnvelope<CrewBundle>;
+}

@@ -1,0 +1,113 @@
+/**
+ * The signed envelope of every hand-carried artifact (key bundle, crew
+ * bundle, model manifest, journal export).
+ *
+ * File text: RFC 8785 canonical JSON of
+ *   { format: 'agent-cell-signed/1', kid, payload: <string>, signature }
+ * where `payload` is itself the RFC 8785 canonical JSON of the artifact and
+ * `signature` is Ed25519 (RFC 8032) over the UTF-8 bytes of `payload`,
+ * base64url. Keeping the signed bytes verbatim means a verifier checks the
+ * signature over exactly what it parses, without re-canonicalising (a
+ * 100,000-key bundle is verified in one pass). The payload names its own
+ * `kid`, which must equal the envelope's.
+ */
+import { ServiceError } from '../core/errors.ts';
+import { ENVELOPE_FORMAT, PAYLOAD_FORMAT_VERSION, BUNDLE_TYPES, type BundleType } from './format.ts';
+import { b64url, canonicalJson, fromB64url, sha256Hex, utf8, verifyEd25519, type Signer, type TrustedKey } from './_codec.ts';
+
+/** Fields every artifact payload carries. */
+export interface PayloadHeader {
+  format_version: number;
+  type: BundleType;
+  /** Issuing cell id (or publisher id for model manifests, device id for journals). */
+  issuer: string;
+  /** Id of the signing key. */
+  kid: string;
+  /** Device the artifact is issued to; null when it is for any device (model manifests). */
+  audience: string | null;
+  /** Monotonically increasing per issuer and type. */
+  version: number;
+  issued_at: number;
+  expires_at: number | null;
+}
+
+export interface OpenedEnvelope<P extends PayloadHeader = PayloadHeader> {
+  payload: P;
+  /** SHA-256 (hex) of the signed payload bytes: the artifact's identity. */
+  hash: string;
+  /** Size of the signed payload in bytes. */
+  bytes: number;
+}
+
+/** Refusal of an artifact; `reason` is the stable sub-code in details.reason. */
+export function refused(reason: string, message: string, code: 'invalid_request' | 'forbidden' | 'conflict' = 'forbidden', extra: Record<string, unknown> = {}): ServiceError {
+  return new ServiceError(code, message, { details: { reason, ...extra } });
+}
+
+/** Signs a payload object into envelope text. The payload's kid is set to the signer's. */
+export async function sealEnvelope(payload: PayloadHeader & Record<string, unknown>, signer: Signer): Promise<string> {
+  if (payload.kid !== signer.kid) throw new TypeError('payload kid must be the signer kid');
+  const text = canonicalJson(payload);
+  const sig = await signer.sign(utf8(text));
+  return canonicalJson({ format: ENVELOPE_FORMAT, kid: signer.kid, payload: text, signature: b64url(sig) });
+}
+
+/**
+ * Parses and verifies envelope text against trusted keys: format, a trusted
+ * kid, the signature, then the header fields. Everything else about the
+ * payload is the caller's to check.
+ */
+export async function openEnvelope(text: string, trusted: readonly TrustedKey[], expectType: BundleType): Promise<OpenedEnvelope> {
+  let env: unknown;
+  try {
+    env = JSON.parse(text);
+  } catch {
+    throw refused('malformed', 'the file is not a signed bundle (not JSON)', 'invalid_request');
+  }
+  if (!isObject(env) || typeof env['format'] !== 'string' || typeof env['kid'] !== 'string'
+    || typeof env['payload'] !== 'string' || typeof env['signature'] !== 'string') {
+    throw refused('malformed', 'the file is not a signed bundle', 'invalid_request');
+  }
+  if (env['format'] !== ENVELOPE_FORMAT) {
+    throw refused('unsupported_format', `unsupported envelope format ${JSON.stringify(env['format']).slice(0, 60)}`, 'invalid_request');
+  }
+  const kid = env['kid'];
+  const key = trusted.find((k) => k.kid === kid);
+  if (!key) throw refused('untrusted_issuer', 'the artifact is signed by a key this verifier does not trust', 'forbidden', { kid });
+  const sig = fromB64url(env['signature']);
+  const bytes = utf8(env['payload']);
+  if (!sig || sig.length !== 64 || !(await verifyEd25519(key.jwk, sig, bytes))) {
+    throw refused('bad_signature', 'the artifact signature does not verify', 'forbidden');
+  }
+  let payload: unknown;
+  try {
+    payload = JSON.parse(env['payload']);
+  } catch {
+    throw refused('malformed', 'the signed payload is not JSON', 'invalid_request');
+  }
+  checkHeader(payload, kid, expectType);
+  return { payload, hash: await sha256Hex(bytes), bytes: bytes.length };
+}
+
+function checkHeader(p: unknown, kid: string, expectType: BundleType): asserts p is PayloadHeader {
+  if (!isObject(p)) throw refused('malformed', 'the signed payload is not an object', 'invalid_request');
+  if (p['format_version'] !== PAYLOAD_FORMAT_VERSION) {
+    throw refused('unsupported_format', `unsupported payload format_version ${String(p['format_version'])}`, 'invalid_request');
+  }
+  if (typeof p['type'] !== 'string' || !(BUNDLE_TYPES as readonly string[]).includes(p['type'])) {
+    throw refused('malformed', 'unknown artifact type', 'invalid_request');
+  }
+  if (p['type'] !== expectType) {
+    throw refused('wrong_type', `expected a ${expectType} artifact, got ${String(p['type'])}`, 'invalid_request');
+  }
+  if (p['kid'] !== kid) throw refused('malformed', 'payload kid differs from the envelope kid', 'invalid_request');
+  if (typeof p['issuer'] !== 'string' || p['issuer'] === '') throw refused('malformed', 'payload issuer missing', 'invalid_request');
+  if (!(p['audience'] === null || typeof p['audience'] === 'string')) throw refused('malformed', 'payload audience malformed', 'invalid_request');
+  if (!Number.isSafeInteger(p['version']) || (p['version'] as number) < 1) throw refused('malformed', 'payload version must be a positive integer', 'invalid_request');
+  if (!Number.isSafeInteger(p['issued_at'])) throw refused('malformed', 'payload issued_at malformed', 'invalid_request');
+  if (!(p['expires_at'] === null || Number.isSafeInteger(p['expires_at']))) throw refused('malformed', 'payload expires_at malformed', 'invalid_request');
+}
+
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
