@@ -74,10 +74,10 @@ export function jsonBody<T extends ZodType>(schema: T) {
 /** Bearer security plus the authorization gate for `permission`. */
 export function secured(permission: string) {
   return {
-    security: [{ bearerAuth: [] }, { dpop: [] }],
+    security: [{ bearerAuth: [] as string[] }, { dpop: [] as string[] }],
     'x-required-permission': permission,
     middleware: [requires(permission)],
-  } as const;
+  };
 }
 
 /** Shared pagination query: limit and offset with per-endpoint defaults and ceilings. */

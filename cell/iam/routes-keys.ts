@@ -1,0 +1,169 @@
+/** API key operations: mint (for self or another entity), list, get, rotate, revoke. */
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { effectiveAuthority, grants, isSelector, selectorsSubset } from '../../core/authority/scopes.ts';
+import { parseIpRule } from '../../core/apikey/network.ts';
+import { forbidden, invalid, notFound } from '../../core/errors.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
+import type { AppEnv, AuthContext, Cell } from '../context.ts';
+import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { recordAuditTx } from './audit.ts';
+import { assertManages, visiblePrincipal } from './_authz.ts';
+import { getKeyRow, keyView, listKeyRows, mintKeyTx, revokeKeyTx, rotateKeyTx, type KeyRow } from './keys.ts';
+import { principalPermissions } from './principals.ts';
+
+const TAG = 'API keys';
+
+const Scope = z.string().refine(isSelector, 'not a permission selector').openapi({ example: 'system.orchestration.admin.read' });
+const IpRule = z.string().max(64).refine((s) => parseIpRule(s) !== null, 'not an IP address or CIDR').openapi({ example: '10.0.0.0/8' });
+
+const MintBody = z.object({
+  name: z.string().min(1).max(100),
+  owner_id: z.string().max(40).optional().openapi({ description: 'Mint for another principal the caller manages; default: the caller' }),
+  scopes: z.array(Scope).max(64).default([]).openapi({ description: 'Empty or `*`: the owner\'s full authority; otherwise narrows' }),
+  rate_limit_rpm: z.number().int().min(1).max(1_000_000).nullable().default(null),
+  allowed_ips: z.array(IpRule).max(64).default([]),
+  allowed_regions: z.array(z.string().min(1).max(64)).max(64).default([]),
+  expires_at: z.iso.datetime({ offset: true }).nullable().default(null),
+}).strict().openapi('MintApiKey');
+
+const KeyView = z.object({
+  key_id: z.string(),
+  owner_id: z.string(),
+  name: z.string(),
+  status: z.enum(['active', 'revoked', 'soft_deleted', 'purged']),
+  scopes: z.array(z.string()),
+  rate_limit_rpm: z.number().int().nullable(),
+  allowed_ips: z.array(z.string()),
+  allowed_regions: z.array(z.string()),
+  created_at: z.string(),
+  created_by: z.string(),
+  expires_at: z.string().nullable(),
+  rotated_at: z.string().nullable(),
+  previous_secret_valid_until: z.string().nullable(),
+  revoked_at: z.string().nullable(),
+}).openapi('ApiKey');
+
+const KeyWithSecret = KeyView.extend({
+  secret: z.string().openapi({ description: 'Shown once, now. Only its SHA-256 is stored.', example: 'svck_live_…' }),
+}).openapi('ApiKeyWithSecret');
+
+const KeyId = z.object({ key_id: z.string().regex(/^key_[0-9a-f]{20}$/).openapi({ param: { name: 'key_id', in: 'path' } }) });
+
+const RotateBody = z.object({
+  grace_seconds: z.number().int().min(0).optional().openapi({ description: 'How long the previous secret keeps verifying; default and ceiling: the cell\'s rotation grace window' }),
+}).strict().openapi('RotateApiKey');
+
+function visibleKey(cell: Cell, auth: AuthContext, id: string): KeyRow {
+  const row = getKeyRow(cell.store, id);
+  if (!row) throw notFound('API key');
+  visiblePrincipal(cell, auth, row.owner_id);
+  return row;
+}
+
+export function keyRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+  app.openapi(createRoute({
+    method: 'post', path: '/api/public/v1/admin/api-keys', tags: [TAG], 'x-status': 'Live',
+    summary: 'Mint an API key (secret shown once)',
+    ...secured(PERMISSIONS.keysWrite),
+    request: { body: jsonBody(MintBody) },
+    responses: { 201: json(KeyWithSecret, 'The new key and its secret'), ...errorResponses(400, 401, 403, 404) },
+  }), async (c) => {
+    const auth = c.get('auth');
+    const body = c.req.valid('json');
+    const owner = visiblePrincipal(cell, auth, body.owner_id ?? auth.principal.id);
+    if (owner.status !== 'active') throw invalid('the owner is not active', { reason: 'owner_inactive' });
+    assertManages(cell, auth, owner);
+    const newEffective = effectiveAuthority(principalPermissions(cell, owner), body.scopes);
+    if (!selectorsSubset(newEffective, auth.effective)) {
+      await cell.store.write((tx) => recordAuditTx(tx, {
+        at: cell.clock.now(), actor: auth.principal.id, action: 'api_key.mint', target: owner.id, outcome: 'refused',
+        details: { reason: 'wider_than_caller' },
+      }));
+      throw forbidden('a key may not carry more authority than the credential that mints it; pass narrower scopes', { reason: 'wider_than_caller' });
+    }
+    const expiresAt = body.expires_at === null ? null : Date.parse(body.expires_at);
+    if (expiresAt !== null && expiresAt <= cell.clock.now()) throw invalid('expires_at is in the past');
+    const { row, secret } = await cell.store.write((tx) => {
+      const minted = mintKeyTx(cell, tx, {
+        ownerId: owner.id, name: body.name, scopes: body.scopes, rateLimitRpm: body.rate_limit_rpm,
+        allowedIps: body.allowed_ips, allowedRegions: body.allowed_regions, expiresAt, createdBy: auth.principal.id,
+      });
+      recordAuditTx(tx, {
+        at: cell.clock.now(), actor: auth.principal.id, action: 'api_key.mint', target: minted.row.id, outcome: 'ok',
+        details: { owner_id: owner.id, scopes: body.scopes },
+      });
+      return minted;
+    });
+    return c.json(keyView(row, secret) as z.infer<typeof KeyWithSecret>, 201);
+  });
+
+  app.openapi(createRoute({
+    method: 'get', path: '/api/public/v1/admin/api-keys', tags: [TAG], 'x-status': 'Live',
+    summary: 'List API keys (never secrets). Without iam.principals.read, only the caller\'s own.',
+    ...secured(PERMISSIONS.keysRead),
+    request: { query: pageQuery(100, 1000).extend({ owner_id: z.string().max(40).optional() }) },
+    responses: { 200: json(z.object({ keys: z.array(KeyView), limit: z.number(), offset: z.number() }).openapi('ApiKeyList'), 'Keys, oldest first'), ...errorResponses(400, 401, 403, 404) },
+  }), (c) => {
+    const auth = c.get('auth');
+    const q = c.req.valid('query');
+    const ownerId = q.owner_id ?? (visibleAll(auth) ? undefined : auth.principal.id);
+    if (ownerId) visiblePrincipal(cell, auth, ownerId);
+    const keys = listKeyRows(cell.store, q.limit, q.offset, ownerId).map((r) => keyView(r) as z.infer<typeof KeyView>);
+    return c.json({ keys, limit: q.limit, offset: q.offset }, 200);
+  });
+
+  app.openapi(createRoute({
+    method: 'get', path: '/api/public/v1/admin/api-keys/{key_id}', tags: [TAG], 'x-status': 'Live',
+    summary: 'Get an API key (never its secret)',
+    ...secured(PERMISSIONS.keysRead),
+    request: { params: KeyId },
+    responses: { 200: json(KeyView, 'The key'), ...errorResponses(400, 401, 403, 404) },
+  }), (c) => {
+    const row = visibleKey(cell, c.get('auth'), c.req.valid('param').key_id);
+    return c.json(keyView(row) as z.infer<typeof KeyView>, 200);
+  });
+
+  app.openapi(createRoute({
+    method: 'post', path: '/api/public/v1/admin/api-keys/{key_id}/rotate', tags: [TAG], 'x-status': 'Live',
+    summary: 'Rotate: a new secret (shown once); the previous one verifies for a bounded grace window',
+    ...secured(PERMISSIONS.keysWrite),
+    request: { params: KeyId, body: { required: false, content: { 'application/json': { schema: RotateBody } } } },
+    responses: { 200: json(KeyWithSecret, 'The key and its new secret'), ...errorResponses(400, 401, 403, 404, 409) },
+  }), async (c) => {
+    const auth = c.get('auth');
+    const row = visibleKey(cell, auth, c.req.valid('param').key_id);
+    const owner = visiblePrincipal(cell, auth, row.owner_id);
+    assertManages(cell, auth, owner);
+    const body = c.req.valid('json') ?? {};
+    const max = cell.config.keyRotationGraceSeconds;
+    const grace = Math.min(body.grace_seconds ?? max, max);
+    const { row: next, secret } = await cell.store.write((tx) => {
+      const r = rotateKeyTx(cell, tx, row, grace);
+      recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'api_key.rotate', target: row.id, outcome: 'ok', details: { grace_seconds: grace } });
+      return r;
+    });
+    return c.json(keyView(next, secret) as z.infer<typeof KeyWithSecret>, 200);
+  });
+
+  app.openapi(createRoute({
+    method: 'post', path: '/api/public/v1/admin/api-keys/{key_id}/revoke', tags: [TAG], 'x-status': 'Live',
+    summary: 'Revoke: every presentation refused, current and previous secret alike (idempotent)',
+    ...secured(PERMISSIONS.keysWrite),
+    request: { params: KeyId },
+    responses: { 200: json(KeyView, 'The revoked key'), ...errorResponses(400, 401, 403, 404) },
+  }), async (c) => {
+    const auth = c.get('auth');
+    const row = visibleKey(cell, auth, c.req.valid('param').key_id);
+    assertManages(cell, auth, visiblePrincipal(cell, auth, row.owner_id));
+    const next = await cell.store.write((tx) => {
+      const r = revokeKeyTx(cell, tx, row);
+      recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'api_key.revoke', target: row.id, outcome: 'ok' });
+      return r;
+    });
+    return c.json(keyView(next) as z.infer<typeof KeyView>, 200);
+  });
+}
+
+function visibleAll(auth: AuthContext): boolean {
+  return grants(auth.effective, PERMISSIONS.principalsRead);
+}

@@ -1,0 +1,155 @@
+/** Principals (users, service accounts), their lifecycle, roles, and the audit trail. */
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { isSelector, normalize, selectorsSubset } from '../../core/authority/scopes.ts';
+import { BUILTIN_ROLES, PERMISSIONS } from '../../core/permissions.ts';
+import { conflict, forbidden, invalid } from '../../core/errors.ts';
+import type { AppEnv, Cell } from '../context.ts';
+import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { listAudit, recordAuditTx } from './audit.ts';
+import { assertManages, visiblePrincipal } from './_authz.ts';
+import { applyLifecycleTx, type LifecycleAction } from './lifecycle.ts';
+import { hashPassword } from './passwords.ts';
+import { createPrincipalTx, listPrincipals, principalView } from './principals.ts';
+import { getRole, listRoles, rolePermissions } from './roles.ts';
+
+const PTAG = 'Principals';
+const RTAG = 'Roles';
+const ATAG = 'Audit';
+
+const PrincipalView = z.object({
+  id: z.string(), kind: z.enum(['user', 'service', 'agent']), name: z.string(),
+  status: z.enum(['active', 'archived', 'deleted', 'purged']), roles: z.array(z.string()),
+  created_at: z.string(), created_by: z.string().nullable(),
+}).openapi('Principal');
+
+const CreatePrincipal = z.object({
+  kind: z.enum(['user', 'service']).openapi({ description: 'Agents are minted through agent-teams' }),
+  name: z.string().min(1).max(100).regex(/^[A-Za-z0-9._@-]+$/),
+  roles: z.array(z.string().min(1).max(64)).max(32).default([]),
+  password: z.string().min(12).max(200).optional().openapi({ description: 'Users only: enables login for OAuth consent' }),
+}).strict().openapi('CreatePrincipal');
+
+const PrincipalId = z.object({ id: z.string().regex(/^(usr|svc|agt)_[0-9a-f]{20}$/).openapi({ param: { name: 'id', in: 'path' } }) });
+
+const RoleView = z.object({
+  name: z.string(), permissions: z.array(z.string()), builtin: z.boolean(), description: z.string().nullable(),
+}).openapi('Role');
+
+const CreateRole = z.object({
+  name: z.string().min(1).max(64).regex(/^[a-z][a-z0-9_-]*$/),
+  permissions: z.array(z.string().refine(isSelector, 'not a permission selector')).min(1).max(128),
+  description: z.string().max(500).optional(),
+}).strict().openapi('CreateRole');
+
+const AuditEntry = z.object({
+  seq: z.number().int(), at: z.string(), actor: z.string(), action: z.string(), target: z.string(),
+  outcome: z.string(), details: z.record(z.string(), z.unknown()).nullable(),
+}).openapi('AuditEntry');
+
+type View = z.infer<typeof PrincipalView>;
+
+export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+  app.openapi(createRoute({
+    method: 'post', path: '/api/public/v1/admin/principals', tags: [PTAG], 'x-status': 'Live',
+    summary: 'Create a user or service account',
+    ...secured(PERMISSIONS.principalsWrite),
+    request: { body: jsonBody(CreatePrincipal) },
+    responses: { 201: json(PrincipalView, 'The principal'), ...errorResponses(400, 401, 403, 409) },
+  }), async (c) => {
+    const auth = c.get('auth');
+    const body = c.req.valid('json');
+    for (const r of body.roles) if (!getRole(cell.store, r)) throw invalid(`unknown role '${r}'`, { reason: 'unknown_role' });
+    if (!selectorsSubset(rolePermissions(cell.store, body.roles), auth.effective)) {
+      throw forbidden('a principal may not be given more authority than the caller holds', { reason: 'roles_exceed_caller' });
+    }
+    if (body.password !== undefined && body.kind !== 'user') throw invalid('only users have passwords');
+    const passwordHash = body.password !== undefined ? await hashPassword(body.password) : null;
+    const p = await cell.store.write((tx) => {
+      const created = createPrincipalTx(cell, tx, { kind: body.kind, name: body.name, roles: body.roles, passwordHash, createdBy: auth.principal.id });
+      recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'principal.create', target: created.id, outcome: 'ok', details: { kind: body.kind, roles: body.roles } });
+      return created;
+    });
+    return c.json(principalView(p) as View, 201);
+  });
+
+  app.openapi(createRoute({
+    method: 'get', path: '/api/public/v1/admin/principals', tags: [PTAG], 'x-status': 'Live',
+    summary: 'List principals, oldest first',
+    ...secured(PERMISSIONS.principalsRead),
+    request: { query: pageQuery(100, 1000).extend({ kind: z.enum(['user', 'service', 'agent']).optional() }) },
+    responses: { 200: json(z.object({ principals: z.array(PrincipalView), limit: z.number(), offset: z.number() }).openapi('PrincipalList'), 'Principals'), ...errorResponses(400, 401, 403) },
+  }), (c) => {
+    const q = c.req.valid('query');
+    const principals = listPrincipals(cell.store, q.limit, q.offset, q.kind).map((p) => principalView(p) as View);
+    return c.json({ principals, limit: q.limit, offset: q.offset }, 200);
+  });
+
+  app.openapi(createRoute({
+    method: 'get', path: '/api/public/v1/admin/principals/{id}', tags: [PTAG], 'x-status': 'Live',
+    summary: 'Get a principal',
+    ...secured(PERMISSIONS.principalsRead),
+    request: { params: PrincipalId },
+    responses: { 200: json(PrincipalView, 'The principal'), ...errorResponses(400, 401, 403, 404) },
+  }), (c) => c.json(principalView(visiblePrincipal(cell, c.get('auth'), c.req.valid('param').id)) as View, 200));
+
+  const lifecycle = (action: LifecycleAction, method: 'post' | 'delete', path: string, summary: string) =>
+    app.openapi(createRoute({
+      method, path, tags: [PTAG], 'x-status': 'Live', summary,
+      ...secured(PERMISSIONS.principalsWrite),
+      request: { params: PrincipalId },
+      responses: { 200: json(PrincipalView, 'The principal after the change'), ...errorResponses(400, 401, 403, 404, 409) },
+    }), async (c) => {
+      const auth = c.get('auth');
+      const p = visiblePrincipal(cell, auth, c.req.valid('param').id);
+      if (p.id === auth.principal.id && action !== 'restore') throw conflict('a principal cannot archive, delete or purge itself', { reason: 'self' });
+      assertManages(cell, auth, p);
+      const next = await cell.store.write((tx) => applyLifecycleTx(cell, tx, p, action, auth.principal.id));
+      return c.json(principalView(next) as View, 200);
+    });
+  lifecycle('archive', 'post', '/api/public/v1/admin/principals/{id}/archive', 'Archive: keys soft-deleted, recoverable within the retention window');
+  lifecycle('restore', 'post', '/api/public/v1/admin/principals/{id}/restore', 'Restore an archived or deleted principal and its soft-deleted keys');
+  lifecycle('delete', 'delete', '/api/public/v1/admin/principals/{id}', 'Soft delete: keys soft-deleted, recoverable within the retention window');
+  lifecycle('purge', 'post', '/api/public/v1/admin/principals/{id}/purge', 'Purge: every key hard-deleted and tombstoned');
+
+  app.openapi(createRoute({
+    method: 'post', path: '/api/public/v1/admin/roles', tags: [RTAG], 'x-status': 'Live',
+    summary: 'Create a custom role (built-ins cannot be changed)',
+    ...secured(PERMISSIONS.rolesWrite),
+    request: { body: jsonBody(CreateRole) },
+    responses: { 201: json(RoleView, 'The role'), ...errorResponses(400, 401, 403, 409) },
+  }), async (c) => {
+    const auth = c.get('auth');
+    const body = c.req.valid('json');
+    if (BUILTIN_ROLES[body.name]) throw conflict(`'${body.name}' is a built-in role and cannot be changed`, { reason: 'builtin_role' });
+    if (getRole(cell.store, body.name)) throw conflict(`role '${body.name}' exists`, { reason: 'name_taken' });
+    const permissions = normalize(body.permissions);
+    if (!selectorsSubset(permissions, auth.effective)) throw forbidden('a role may not grant more than the caller holds', { reason: 'role_exceeds_caller' });
+    await cell.store.write((tx) => {
+      tx.run('INSERT INTO roles (name, permissions, description, created_at, created_by) VALUES (?, ?, ?, ?, ?)',
+        [body.name, JSON.stringify(permissions), body.description ?? null, cell.clock.now(), auth.principal.id]);
+      recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'role.create', target: body.name, outcome: 'ok', details: { permissions } });
+    });
+    return c.json({ name: body.name, permissions, builtin: false, description: body.description ?? null }, 201);
+  });
+
+  app.openapi(createRoute({
+    method: 'get', path: '/api/public/v1/admin/roles', tags: [RTAG], 'x-status': 'Live',
+    summary: 'List roles: built-in, then custom',
+    ...secured(PERMISSIONS.rolesRead),
+    responses: { 200: json(z.object({ roles: z.array(RoleView) }).openapi('RoleList'), 'Roles'), ...errorResponses(401, 403) },
+  }), (c) => c.json({ roles: listRoles(cell.store) }, 200));
+
+  app.openapi(createRoute({
+    method: 'get', path: '/api/public/v1/admin/audit', tags: [ATAG], 'x-status': 'Live',
+    summary: 'The audit trail, newest first',
+    ...secured(PERMISSIONS.auditRead),
+    request: { query: pageQuery(100, 1000).extend({ actor: z.string().max(64).optional(), target: z.string().max(64).optional() }) },
+    responses: { 200: json(z.object({ entries: z.array(AuditEntry), limit: z.number(), offset: z.number() }).openapi('AuditList'), 'Entries'), ...errorResponses(400, 401, 403) },
+  }), (c) => {
+    const q = c.req.valid('query');
+    const filter: { actor?: string; target?: string } = {};
+    if (q.actor) filter.actor = q.actor;
+    if (q.target) filter.target = q.target;
+    return c.json({ entries: listAudit(cell.store, q.limit, q.offset, filter), limit: q.limit, offset: q.offset }, 200);
+  });
+}
