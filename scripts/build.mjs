@@ -3,6 +3,7 @@
 // no node_modules beside it.
 import { build } from 'esbuild';
 import { existsSync } from 'node:fs';
+import { embedSwaggerUi } from '../cell/discovery/build-plugin.mjs';
 
 const banner = {
   // Bundled CommonJS dependencies call require(); give ESM output one.
@@ -20,7 +21,8 @@ const common = {
   legalComments: 'none',
 };
 
-await build({ ...common, entryPoints: ['cell/main.ts'], outfile: 'dist/cell.mjs' });
+// The docs page's swagger-ui files are embedded in the cell bundle (cell/discovery/build-plugin.mjs).
+await build({ ...common, entryPoints: ['cell/main.ts'], outfile: 'dist/cell.mjs', plugins: [embedSwaggerUi] });
 if (existsSync('edge/main.ts')) {
   await build({ ...common, entryPoints: ['edge/main.ts'], outfile: 'dist/edge.mjs' });
 }
