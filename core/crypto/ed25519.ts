@@ -1,0 +1,154 @@
+/**
+ * Ed25519 signing and verification (RFC 8032) behind one small module.
+ *
+ * Two paths, same answers:
+ * - async, WebCrypto (`crypto.subtle`, native in Node, browsers and workers):
+ *   the hot path, ~15x faster than pure JS for verification. Imported
+ *   CryptoKeys are cached per JWK.
+ * - sync, @noble/ed25519 with @noble/hashes' SHA-512: for code that must stay
+ *   synchronous or pure. Verification uses RFC 8032 strict rules
+ *   (`zip215: false`), like the native path.
+ *
+ * Keys travel as JWKs (RFC 8037: `{ kty: 'OKP', crv: 'Ed25519', x, d? }`) and
+ * are named by their RFC 7638 thumbprint. Verification never throws on bad
+ * input (a malformed key or signature is simply `false`); signing with a
+ * malformed private key is a programming mistake and throws `TypeError`.
+ */
+import * as ed from '@noble/ed25519';
+import { sha512 } from '@noble/hashes/sha2.js';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { b64url, canonicalJson, fromB64url, utf8 } from '../canonical.ts';
+
+ed.hashes.sha512 = sha512;
+
+const ALG = { name: 'Ed25519' } as const;
+
+/** A freshly generated Ed25519 key pair as JWKs, named by the public key's RFC 7638 thumbprint. */
+export interface Ed25519KeyPair {
+  privateJwk: JsonWebKey;
+  publicJwk: JsonWebKey;
+  kid: string;
+}
+
+function b64field(jwk: JsonWebKey, name: 'x' | 'd'): Uint8Array | null {
+  const v = jwk[name];
+  if (typeof v !== 'string') return null;
+  try {
+    const bytes = fromB64url(v);
+    return bytes.length === 32 ? bytes : null;
+  } catch {
+    return null; // malformed base64url: the caller decides (false or TypeError)
+  }
+}
+
+function isOkpEd25519(jwk: unknown): jwk is JsonWebKey {
+  return typeof jwk === 'object' && jwk !== null && (jwk as JsonWebKey).kty === 'OKP' && (jwk as JsonWebKey).crv === 'Ed25519';
+}
+
+/** Minimal JWKs (no alg/key_ops/ext/kid), so importKey never trips on metadata. */
+function minimalPublic(jwk: JsonWebKey): JsonWebKey {
+  return { kty: 'OKP', crv: 'Ed25519', x: jwk.x as string };
+}
+
+const CACHE_LIMIT = 4096;
+const publicKeys = new Map<string, Promise<CryptoKey>>();
+const privateKeys = new Map<string, Promise<CryptoKey>>();
+
+function cached(map: Map<string, Promise<CryptoKey>>, id: string, load: () => Promise<CryptoKey>): Promise<CryptoKey> {
+  let p = map.get(id);
+  if (p === undefined) {
+    if (map.size >= CACHE_LIMIT) map.clear();
+    p = load();
+    map.set(id, p);
+    p.catch(() => map.delete(id));
+  }
+  return p;
+}
+
+/** Generates an Ed25519 key pair with WebCrypto. */
+export async function generateEd25519(): Promise<Ed25519KeyPair> {
+  const pair = (await crypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const priv = await crypto.subtle.exportKey('jwk', pair.privateKey);
+  const publicJwk: JsonWebKey = { kty: 'OKP', crv: 'Ed25519', x: priv.x as string };
+  const privateJwk: JsonWebKey = { kty: 'OKP', crv: 'Ed25519', x: priv.x as string, d: priv.d as string };
+  return { privateJwk, publicJwk, kid: jwkThumbprint(publicJwk) };
+}
+
+function checkPrivate(privateJwk: JsonWebKey): { d: Uint8Array; x: Uint8Array } {
+  const d = isOkpEd25519(privateJwk) ? b64field(privateJwk, 'd') : null;
+  const x = isOkpEd25519(privateJwk) ? b64field(privateJwk, 'x') : null;
+  if (d === null || x === null) throw new TypeError('signEd25519: not an Ed25519 private JWK (kty OKP, crv Ed25519, 32-byte x and d)');
+  return { d, x };
+}
+
+/** Signs `data` with an Ed25519 private JWK (WebCrypto). Returns the 64-byte signature. */
+export async function signEd25519(privateJwk: JsonWebKey, data: Uint8Array): Promise<Uint8Array> {
+  checkPrivate(privateJwk);
+  const key = await cached(privateKeys, `${privateJwk.d as string}.${privateJwk.x as string}`, () =>
+    crypto.subtle.importKey('jwk', { kty: 'OKP', crv: 'Ed25519', x: privateJwk.x as string, d: privateJwk.d as string }, ALG, false, ['sign']),
+  );
+  return new Uint8Array(await crypto.subtle.sign(ALG, key, data as Uint8Array<ArrayBuffer>));
+}
+
+/** Verifies an Ed25519 signature with WebCrypto. Any malformed input gives `false`, never an exception. */
+export async function verifyEd25519(publicJwk: JsonWebKey, data: Uint8Array, sig: Uint8Array): Promise<boolean> {
+  try {
+    if (!isOkpEd25519(publicJwk) || b64field(publicJwk, 'x') === null) return false;
+    if (!(sig instanceof Uint8Array) || sig.length !== 64 || !(data instanceof Uint8Array)) return false;
+    const key = await cached(publicKeys, publicJwk.x as string, () =>
+      crypto.subtle.importKey('jwk', minimalPublic(publicJwk), ALG, false, ['verify']),
+    );
+    return await crypto.subtle.verify(ALG, key, sig as Uint8Array<ArrayBuffer>, data as Uint8Array<ArrayBuffer>);
+  } catch {
+    return false; // a key WebCrypto refuses (e.g. not a curve point) verifies nothing
+  }
+}
+
+/** Signs `data` with an Ed25519 private JWK, synchronously (@noble/ed25519). */
+export function signEd25519Sync(privateJwk: JsonWebKey, data: Uint8Array): Uint8Array {
+  const { d } = checkPrivate(privateJwk);
+  return ed.sign(data, d);
+}
+
+/** Verifies an Ed25519 signature synchronously (@noble/ed25519, RFC 8032 strict). Never throws. */
+export function verifyEd25519Sync(publicJwk: JsonWebKey, data: Uint8Array, sig: Uint8Array): boolean {
+  try {
+    const x = isOkpEd25519(publicJwk) ? b64field(publicJwk, 'x') : null;
+    if (x === null) return false;
+    if (!(sig instanceof Uint8Array) || sig.length !== 64 || !(data instanceof Uint8Array)) return false;
+    return ed.verify(sig, data, x, { zip215: false });
+  } catch {
+    return false; // noble throws on points that do not decode: not a valid signature
+  }
+}
+
+/** Public JWK of an Ed25519 private JWK (drops `d`). */
+export function publicJwkOf(privateJwk: JsonWebKey): JsonWebKey {
+  if (!isOkpEd25519(privateJwk) || typeof privateJwk.x !== 'string') throw new TypeError('publicJwkOf: not an Ed25519 JWK');
+  return minimalPublic(privateJwk);
+}
+
+const THUMBPRINT_MEMBERS: Record<string, readonly string[]> = {
+  OKP: ['crv', 'kty', 'x'],
+  EC: ['crv', 'kty', 'x', 'y'],
+  RSA: ['e', 'kty', 'n'],
+};
+
+/**
+ * RFC 7638 JWK thumbprint (SHA-256, base64url) over the required members of
+ * an OKP (RFC 8037), EC or RSA key.
+ * @throws TypeError for another key type or a missing member.
+ */
+export function jwkThumbprint(jwk: JsonWebKey): string {
+  const kty = (jwk as { kty?: unknown }).kty;
+  const members = typeof kty === 'string' ? THUMBPRINT_MEMBERS[kty] : undefined;
+  if (members === undefined) throw new TypeError(`jwkThumbprint: unsupported kty ${String(kty)}`);
+  const picked: Record<string, string> = {};
+  for (const m of members) {
+    const v = (jwk as Record<string, unknown>)[m];
+    if (typeof v !== 'string' || v.length === 0) throw new TypeError(`jwkThumbprint: missing member ${m}`);
+    picked[m] = v;
+  }
+  // Members are ASCII strings, so RFC 8785 output equals RFC 7638's required form.
+  return b64url(sha256(utf8(canonicalJson(picked))));
+}
