@@ -1,0 +1,97 @@
+/**
+ * DPoP proof verification (RFC 9449 §4.3), each check on its own code:
+ * typ `dpop+jwt`; asymmetric alg from the allow-list; embedded public JWK
+ * (private or symmetric keys refused); valid signature; `htm` and `htu`
+ * equal to the request's method and URI (query and fragment ignored; the URI
+ * comes from the verifier's own configuration, never the request headers);
+ * `iat` within the freshness window; `jti` unseen (replay cache); `ath` equal
+ * to the hash of the presented access token when there is one.
+ */
+import { calculateJwkThumbprint, decodeProtectedHeader, EmbeddedJWK, jwtVerify, type JWSAlgorithm } from 'jose';
+import { accessTokenHash } from './ath.ts';
+import { TokenError } from './errors.ts';
+import type { ReplayCache } from './replay.ts';
+
+/** Proof algorithms accepted and advertised (`Ed25519` is RFC 9864's name for EdDSA over Ed25519). */
+export const DPOP_ALGS: readonly JWSAlgorithm[] = ['EdDSA', 'Ed25519', 'ES256', 'ES384', 'RS256'];
+
+export interface DpopWindow {
+  /** How old a proof's iat may be, seconds. */
+  pastSeconds: number;
+  /** How far in the future a proof's iat may be, seconds. */
+  futureSeconds: number;
+}
+
+/** 60 s in the past, 5 s in the future. */
+export const DEFAULT_DPOP_WINDOW: DpopWindow = { pastSeconds: 60, futureSeconds: 5 };
+
+export interface VerifyDpopOptions {
+  htm: string;
+  /** The expected request URI (scheme, host, path), built from configuration. */
+  htu: string;
+  now: number;
+  replay: ReplayCache;
+  window?: DpopWindow;
+  /** When present, the proof must carry `ath` for this token. */
+  accessToken?: string;
+}
+
+export interface VerifiedDpop {
+  /** RFC 7638 SHA-256 thumbprint of the proof's public key. */
+  jkt: string;
+  jti: string;
+  iat: number;
+}
+
+/** Normalises a URI for htu comparison: scheme, host (lowercase), port and path; no query or fragment. */
+export function normalizeHtu(uri: string): string | null {
+  try {
+    const u = new URL(uri);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return null;
+  }
+}
+
+export async function verifyDpopProof(proof: string, opts: VerifyDpopOptions): Promise<VerifiedDpop> {
+  const window = opts.window ?? DEFAULT_DPOP_WINDOW;
+  if (proof.length > 8192) throw new TokenError('dpop_invalid', 'proof too large');
+  let header;
+  try {
+    header = decodeProtectedHeader(proof);
+  } catch {
+    throw new TokenError('dpop_invalid', 'unreadable proof header');
+  }
+  if (header.typ !== 'dpop+jwt') throw new TokenError('dpop_invalid', 'proof typ must be dpop+jwt');
+  if (typeof header.alg !== 'string' || !DPOP_ALGS.includes(header.alg)) throw new TokenError('dpop_bad_alg', 'proof alg not accepted');
+  const jwk = header.jwk as Record<string, unknown> | undefined;
+  if (!jwk || typeof jwk !== 'object') throw new TokenError('dpop_bad_key', 'proof has no embedded jwk');
+  if (jwk['kty'] === 'oct' || 'd' in jwk || 'p' in jwk || 'q' in jwk || 'k' in jwk) {
+    throw new TokenError('dpop_bad_key', 'embedded jwk must be a public asymmetric key');
+  }
+  let payload: Record<string, unknown>;
+  try {
+    const r = await jwtVerify(proof, EmbeddedJWK, { typ: 'dpop+jwt', algorithms: [...DPOP_ALGS], currentDate: new Date(opts.now) });
+    payload = r.payload as Record<string, unknown>;
+  } catch {
+    throw new TokenError('dpop_invalid', 'proof signature or structure invalid');
+  }
+  const { htm, htu, iat, jti } = payload;
+  if (typeof jti !== 'string' || jti.length < 8 || jti.length > 256) throw new TokenError('dpop_invalid', 'proof jti missing');
+  if (typeof htm !== 'string' || htm !== opts.htm.toUpperCase()) throw new TokenError('dpop_htm_mismatch', 'proof htm does not match the request method');
+  const want = normalizeHtu(opts.htu);
+  if (typeof htu !== 'string' || want === null || normalizeHtu(htu) !== want) throw new TokenError('dpop_htu_mismatch', 'proof htu does not match the request URI');
+  if (typeof iat !== 'number' || !Number.isFinite(iat)) throw new TokenError('dpop_stale', 'proof iat missing');
+  const nowS = opts.now / 1000;
+  if (iat < nowS - window.pastSeconds || iat > nowS + window.futureSeconds) throw new TokenError('dpop_stale', 'proof iat outside the freshness window');
+  if (opts.accessToken !== undefined) {
+    if (typeof payload['ath'] !== 'string' || payload['ath'] !== (await accessTokenHash(opts.accessToken))) {
+      throw new TokenError('dpop_ath_mismatch', 'proof ath does not bind the access token');
+    }
+  }
+  const jkt = await calculateJwkThumbprint(jwk as Parameters<typeof calculateJwkThumbprint>[0], 'sha256');
+  // The proof can only pass the iat check until iat + pastSeconds: remember it that long.
+  const expiresAt = (iat + window.pastSeconds) * 1000 + 1000;
+  if (!opts.replay.remember(`${jkt}:${jti}`, expiresAt, opts.now)) throw new TokenError('dpop_replay', 'proof jti already used');
+  return { jkt, jti, iat };
+}

@@ -1,0 +1,107 @@
+// DPoP proof verification (RFC 9449 §4.3) and cnf binding checks: one test per refusal.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { verifyDpopProof } from '../../../core/tokens/dpop.ts';
+import { accessTokenHash } from '../../../core/tokens/ath.ts';
+import { checkConfirmation } from '../../../core/tokens/cnf.ts';
+import { MemoryReplayCache } from '../../../core/tokens/replay.ts';
+import { isTokenError } from '../../../core/tokens/errors.ts';
+
+const NOW = Date.UTC(2026, 0, 1);
+const HTU = 'http://127.0.0.1:8080/api/public/v1/admin/audit';
+
+async function keyPair(alg: 'EdDSA' | 'ES256' = 'EdDSA') {
+  const kp = await generateKeyPair(alg, { extractable: true });
+  const jwk = await exportJWK(kp.publicKey);
+  return { ...kp, jwk, jkt: await calculateJwkThumbprint(jwk) };
+}
+
+async function proof(k: Awaited<ReturnType<typeof keyPair>>, claims: Record<string, unknown>, header: Record<string, unknown> = {}, alg = 'EdDSA') {
+  return new SignJWT({ htm: 'GET', htu: HTU, iat: NOW / 1000, jti: crypto.randomUUID(), ...claims })
+    .setProtectedHeader({ alg, typ: 'dpop+jwt', jwk: k.jwk, ...header }).sign(k.privateKey);
+}
+
+async function code(p: Promise<unknown>): Promise<string> {
+  try { await p; return 'accepted'; } catch (e) { assert.ok(isTokenError(e), String(e)); return e.code; }
+}
+
+const opts = (replay = new MemoryReplayCache()) => ({ htm: 'GET', htu: HTU, now: NOW, replay });
+
+test('a valid proof verifies (EdDSA, Ed25519 alg name, ES256) and yields the key thumbprint', async () => {
+  const k = await keyPair();
+  const r = await verifyDpopProof(await proof(k, {}), opts());
+  assert.equal(r.jkt, k.jkt);
+  assert.equal((await verifyDpopProof(await proof(k, {}, { alg: 'Ed25519' }, 'Ed25519'), opts())).jkt, k.jkt);
+  const e = await keyPair('ES256');
+  assert.equal((await verifyDpopProof(await proof(e, {}, {}, 'ES256'), opts())).jkt, e.jkt);
+});
+
+test('replay of the same proof is refused', async () => {
+  const k = await keyPair();
+  const p = await proof(k, {});
+  const replay = new MemoryReplayCache();
+  await verifyDpopProof(p, opts(replay));
+  assert.equal(await code(verifyDpopProof(p, opts(replay))), 'dpop_replay');
+});
+
+test('stale and future iat are refused', async () => {
+  const k = await keyPair();
+  assert.equal(await code(verifyDpopProof(await proof(k, { iat: NOW / 1000 - 61 }), opts())), 'dpop_stale');
+  assert.equal(await code(verifyDpopProof(await proof(k, { iat: NOW / 1000 + 6 }), opts())), 'dpop_stale');
+  assert.equal(await code(verifyDpopProof(await proof(k, { iat: NOW / 1000 - 59 }), opts())), 'accepted');
+});
+
+test('wrong htm and wrong htu are refused; query is ignored', async () => {
+  const k = await keyPair();
+  assert.equal(await code(verifyDpopProof(await proof(k, { htm: 'POST' }), opts())), 'dpop_htm_mismatch');
+  assert.equal(await code(verifyDpopProof(await proof(k, { htu: 'http://evil.example/api/public/v1/admin/audit' }), opts())), 'dpop_htu_mismatch');
+  assert.equal(await code(verifyDpopProof(await proof(k, { htu: HTU + '?x=1' }), opts())), 'accepted');
+});
+
+test('ath must bind the presented access token', async () => {
+  const k = await keyPair();
+  const ok = await proof(k, { ath: await accessTokenHash('token-a') });
+  assert.equal(await code(verifyDpopProof(ok, { ...opts(), accessToken: 'token-a' })), 'accepted');
+  const bad = await proof(k, { ath: await accessTokenHash('token-b') });
+  assert.equal(await code(verifyDpopProof(bad, { ...opts(), accessToken: 'token-a' })), 'dpop_ath_mismatch');
+  assert.equal(await code(verifyDpopProof(await proof(k, {}), { ...opts(), accessToken: 'token-a' })), 'dpop_ath_mismatch');
+});
+
+test('wrong typ, symmetric alg, private embedded key and bad signature are refused', async () => {
+  const k = await keyPair();
+  assert.equal(await code(verifyDpopProof(await proof(k, {}, { typ: 'JWT' }), opts())), 'dpop_invalid');
+  const secret = new Uint8Array(32);
+  const hs = await new SignJWT({ htm: 'GET', htu: HTU, iat: NOW / 1000, jti: crypto.randomUUID() })
+    .setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk: { kty: 'oct', k: 'AAAA' } as never }).sign(secret);
+  assert.equal(await code(verifyDpopProof(hs, opts())), 'dpop_bad_alg');
+  const priv = await exportJWK(k.privateKey);
+  assert.equal(await code(verifyDpopProof(await proof(k, {}, { jwk: priv as never }), opts())), 'dpop_bad_key');
+  const other = await keyPair();
+  assert.equal(await code(verifyDpopProof(await proof(k, {}, { jwk: other.jwk }), opts())), 'dpop_invalid');
+});
+
+test('cnf: bound token needs the matching proof key and certificate', () => {
+  const c = (cnf: Parameters<typeof checkConfirmation>[0], p: Parameters<typeof checkConfirmation>[1]) => {
+    try { checkConfirmation(cnf, p); return 'accepted'; } catch (e) { assert.ok(isTokenError(e)); return e.code; }
+  };
+  assert.equal(c(undefined, { dpopJkt: null, certThumbprint: null }), 'accepted');
+  assert.equal(c({ jkt: 'a' }, { dpopJkt: null, certThumbprint: null }), 'dpop_required');
+  assert.equal(c({ jkt: 'a' }, { dpopJkt: 'b', certThumbprint: null }), 'dpop_key_mismatch');
+  assert.equal(c({ jkt: 'a' }, { dpopJkt: 'a', certThumbprint: null }), 'accepted');
+  assert.equal(c({ 'x5t#S256': 't' }, { dpopJkt: null, certThumbprint: null }), 'cert_required');
+  assert.equal(c({ 'x5t#S256': 't' }, { dpopJkt: null, certThumbprint: 'u' }), 'cert_mismatch');
+  assert.equal(c({ jkt: 'a', 'x5t#S256': 't' }, { dpopJkt: 'a', certThumbprint: 'u' }), 'cert_mismatch');
+  assert.equal(c({ jkt: 'a', 'x5t#S256': 't' }, { dpopJkt: null, certThumbprint: 't' }), 'dpop_required');
+  assert.equal(c({ jkt: 'a', 'x5t#S256': 't' }, { dpopJkt: 'a', certThumbprint: 't' }), 'accepted');
+});
+
+test('replay cache forgets entries once their window has passed and fails closed when full', () => {
+  const r = new MemoryReplayCache(2);
+  assert.equal(r.remember('a', NOW + 1000, NOW), true);
+  assert.equal(r.remember('a', NOW + 1000, NOW), false);
+  assert.equal(r.remember('b', NOW + 1000, NOW), true);
+  assert.equal(r.remember('c', NOW + 1000, NOW), false); // full
+  assert.equal(r.remember('c', NOW + 5000, NOW + 2000), true); // a and b expired
+  assert.equal(r.size, 1);
+});
