@@ -1,0 +1,62 @@
+/**
+ * Starts the real cell, `node dist/cell.mjs serve --port 0`, on a temp data
+ * directory and returns its URL and bootstrap admin key. `make test` builds
+ * dist/ before the tests run; run `node scripts/build.mjs` when running a
+ * single test by hand.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const CELL_BIN = resolve(import.meta.dirname, '../../dist/cell.mjs');
+
+export interface CellProcess {
+  url: string;
+  adminKey: string;
+  dataDir: string;
+  proc: ChildProcess;
+  /** Everything the process printed so far. */
+  output(): string;
+  /** SIGTERM and wait for exit. */
+  stop(): Promise<void>;
+  /** Signal (default SIGKILL) and wait for exit. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  /** Removes the data directory (after stop/kill). */
+  cleanup(): void;
+}
+
+export async function startCellProcess(opts: { dataDir?: string; args?: string[]; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<CellProcess> {
+  if (!existsSync(CELL_BIN)) throw new Error(`${CELL_BIN} is missing: run 'node scripts/build.mjs' (make test does)`);
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'cell-proc-'));
+  const proc = spawn(process.execPath, [CELL_BIN, 'serve', '--port', '0', '--data', dataDir, ...(opts.args ?? [])], {
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
+  proc.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`cell did not start in time:\n${out}`)); }, opts.timeoutMs ?? 20_000);
+    const check = () => {
+      const m = /listening on (http\S+)/.exec(out);
+      if (m) { clearTimeout(timer); proc.stdout!.off('data', check); resolveUrl(m[1]!); }
+    };
+    proc.stdout!.on('data', check);
+    proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`cell exited with ${code} before listening:\n${out}`)); });
+  });
+  const keyFile = join(dataDir, 'bootstrap-admin.key');
+  const adminKey = existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : '';
+  const signal = async (s: NodeJS.Signals) => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill(s);
+    await exited;
+  };
+  return {
+    url, adminKey, dataDir, proc,
+    output: () => out,
+    stop: () => signal('SIGTERM'),
+    kill: (s = 'SIGKILL') => signal(s),
+    cleanup: () => rmSync(dataDir, { recursive: true, force: true }),
+  };
+}
