@@ -1,36 +1,24 @@
 /**
- * Private helpers of the bundle formats: UTF-8, base64url, SHA-256, RFC 8785
- * canonical JSON, and Ed25519 over Web Crypto (native in Node, browsers and
- * workers). Pure: no node: imports.
+ * Private helpers of the bundle formats, over the shared core pieces:
+ * RFC 8785 canonical JSON and base64url (core/canonical.ts), Ed25519
+ * (core/crypto/ed25519.ts, Web Crypto). SHA-256 of large payloads uses Web
+ * Crypto's digest (native) rather than the pure-JS hash. Pure: no node: imports.
  */
-import canonicalize from 'canonicalize';
+import { b64url, canonicalJson, fromB64url as strictFromB64url, utf8 } from '../core/canonical.ts';
+import { generateEd25519 as coreGenerate, signEd25519, verifyEd25519 as coreVerify } from '../core/crypto/ed25519.ts';
 
-const enc = new TextEncoder();
+export { b64url, canonicalJson, utf8 };
+
 const dec = new TextDecoder('utf-8', { fatal: true });
-
-export const utf8 = (s: string): Uint8Array => enc.encode(s);
 export const fromUtf8 = (b: Uint8Array): string => dec.decode(b);
 
-/** RFC 8785 canonical JSON text of a JSON value. */
-export function canonicalJson(value: unknown): string {
-  const s = canonicalize(value);
-  if (typeof s !== 'string') throw new TypeError('value has no canonical JSON form');
-  return s;
-}
-
-export function b64url(bytes: Uint8Array): string {
-  let bin = '';
-  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  return btoa(bin).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-}
-
-/** Decodes base64url; null when the text is not base64url. */
+/** Decodes unpadded base64url; null when the text is not base64url. */
 export function fromB64url(s: string): Uint8Array | null {
-  if (!/^[A-Za-z0-9_-]*$/.test(s) || s.length % 4 === 1) return null;
-  const bin = atob(s.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (s.length % 4)) % 4));
-  const out = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-  return out;
+  try {
+    return strictFromB64url(s);
+  } catch {
+    return null; // malformed: the caller refuses with its own reason
+  }
 }
 
 export function hex(bytes: Uint8Array): string {
@@ -39,6 +27,7 @@ export function hex(bytes: Uint8Array): string {
   return s;
 }
 
+/** Lower-case hex SHA-256 via Web Crypto (native; fast on multi-megabyte payloads). */
 export async function sha256Hex(data: Uint8Array | string): Promise<string> {
   const bytes = typeof data === 'string' ? utf8(data) : data;
   return hex(new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', bytes as Uint8Array<ArrayBuffer>)));
@@ -56,52 +45,17 @@ export interface Signer {
   sign(bytes: Uint8Array): Promise<Uint8Array>;
 }
 
-const importCache = new WeakMap<JsonWebKey, Promise<CryptoKey>>();
-
-function importEd25519Public(jwk: JsonWebKey): Promise<CryptoKey> {
-  let p = importCache.get(jwk);
-  if (!p) {
-    if (jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') {
-      return Promise.reject(new TypeError('not an Ed25519 public JWK'));
-    }
-    p = globalThis.crypto.subtle.importKey('jwk', { kty: 'OKP', crv: 'Ed25519', x: jwk.x }, { name: 'Ed25519' }, false, ['verify']);
-    importCache.set(jwk, p);
-  }
-  return p;
-}
-
-/** Ed25519 verification (RFC 8032) with a public JWK; false on any malformed input. */
-export async function verifyEd25519(jwk: JsonWebKey, signature: Uint8Array, message: Uint8Array): Promise<boolean> {
-  try {
-    const key = await importEd25519Public(jwk);
-    return await globalThis.crypto.subtle.verify('Ed25519', key, signature as Uint8Array<ArrayBuffer>, message as Uint8Array<ArrayBuffer>);
-  } catch {
-    // A malformed key or signature is a failed verification, never an exception.
-    return false;
-  }
+/** Ed25519 verification (RFC 8032); false on any malformed input. */
+export function verifyEd25519(jwk: JsonWebKey, signature: Uint8Array, message: Uint8Array): Promise<boolean> {
+  return coreVerify(jwk, message, signature);
 }
 
 /** A signer over an Ed25519 private JWK (devices, publishers, tests). */
-export async function signerFromJwk(kid: string, privateJwk: JsonWebKey): Promise<Signer> {
-  const key = await globalThis.crypto.subtle.importKey('jwk', privateJwk, { name: 'Ed25519' }, false, ['sign']);
-  return {
-    kid,
-    sign: async (bytes) => new Uint8Array(await globalThis.crypto.subtle.sign('Ed25519', key, bytes as Uint8Array<ArrayBuffer>)),
-  };
+export function signerFromJwk(kid: string, privateJwk: JsonWebKey): Signer {
+  return { kid, sign: (bytes) => signEd25519(privateJwk, bytes) };
 }
 
-/** A fresh Ed25519 key pair as JWKs, with kid = RFC 7638 thumbprint (base64url SHA-256). */
-export async function generateEd25519(): Promise<{ kid: string; publicJwk: JsonWebKey; privateJwk: JsonWebKey }> {
-  const pair = (await globalThis.crypto.subtle.generateKey({ name: 'Ed25519' }, true, ['sign', 'verify'])) as CryptoKeyPair;
-  const pub = await globalThis.crypto.subtle.exportKey('jwk', pair.publicKey);
-  const priv = await globalThis.crypto.subtle.exportKey('jwk', pair.privateKey);
-  const publicJwk: JsonWebKey = { kty: 'OKP', crv: 'Ed25519', x: pub.x! };
-  const privateJwk: JsonWebKey = { kty: 'OKP', crv: 'Ed25519', x: pub.x!, d: priv.d! };
-  return { kid: await jwkThumbprint(publicJwk), publicJwk, privateJwk };
-}
-
-/** RFC 7638 / RFC 8037 thumbprint of an Ed25519 public JWK. */
-export async function jwkThumbprint(jwk: JsonWebKey): Promise<string> {
-  const digest = await globalThis.crypto.subtle.digest('SHA-256', utf8(`{"crv":"Ed25519","kty":"OKP","x":"${jwk.x}"}`) as Uint8Array<ArrayBuffer>);
-  return b64url(new Uint8Array(digest));
+/** A fresh Ed25519 key pair as JWKs, kid = RFC 7638 thumbprint. */
+export function generateEd25519(): Promise<{ kid: string; publicJwk: JsonWebKey; privateJwk: JsonWebKey }> {
+  return coreGenerate();
 }

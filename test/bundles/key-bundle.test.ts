@@ -1,0 +1,59 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { buildKeyBundle, openKeyBundle } from '../../bundles/key-bundle.ts';
+import { hashSecret } from '../../core/apikey/hash.ts';
+import type { KeyRecord } from '../../core/apikey/verify.ts';
+import { keyPair, T0 } from './_fixtures.ts';
+
+const SECRET_A = 'svck_live_' + 'A'.repeat(43);
+const SECRET_A_OLD = 'svck_live_' + 'B'.repeat(43);
+const SECRET_R = 'svck_live_' + 'C'.repeat(43);
+
+function rec(over: Partial<KeyRecord>): KeyRecord {
+  return {
+    key_id: 'key_a', owner_id: 'p_1', owner_status: 'active', status: 'active',
+    hashes: [{ hash: hashSecret(SECRET_A), not_after: null }], expires_at: null,
+    owner_permissions: ['agent_teams', 'edge.read'], scopes: ['agent_teams.read'], rate_limit_rpm: 60,
+    allowed_ips: [], allowed_regions: [], ...over,
+  };
+}
+
+test('a key bundle carries hashes, never secrets, and judges keys like core', async () => {
+  const { signer, trusted } = await keyPair();
+  const records = [
+    rec({ hashes: [{ hash: hashSecret(SECRET_A), not_after: null }, { hash: hashSecret(SECRET_A_OLD), not_after: T0 + 1000 }] }),
+    rec({ key_id: 'key_r', status: 'revoked', hashes: [{ hash: hashSecret(SECRET_R), not_after: null }] }),
+  ];
+  const text = await buildKeyBundle({ issuer: 'cell-a', signer, audience: 'dev-1', version: 1, issuedAt: T0, expiresAt: T0 + 86_400_000, records, tombstones: [{ key_id: 'key_r', at: T0 }] });
+  for (const s of [SECRET_A, SECRET_A_OLD, SECRET_R]) assert.ok(!text.includes(s.slice(10)), 'no secret in the bundle');
+  const { opened, index } = await openKeyBundle(text, [trusted]);
+  assert.equal(opened.payload.keys.length, 2);
+  assert.equal(Object.keys(opened.payload.owners).length, 1, 'owners listed once');
+  const ctx = { now: T0, ip: '10.0.0.1', region: 'local' };
+  const ok = index.check(SECRET_A, ctx);
+  assert.ok(ok.ok);
+  assert.deepEqual(ok.ok && ok.effective, ['agent_teams.read']);
+  assert.deepEqual(index.check(SECRET_A_OLD, ctx).ok, true);
+  assert.deepEqual(index.check(SECRET_A_OLD, { ...ctx, now: T0 + 1000 }), { ok: false, code: 'unauthorized', reason: 'grace_elapsed', record: index.byId('key_a') });
+  const r = index.check(SECRET_R, ctx);
+  assert.equal(!r.ok && r.reason, 'revoked');
+  const u = index.check('svck_live_' + 'Z'.repeat(43), ctx);
+  assert.equal(!u.ok && u.reason, 'unknown_key');
+  assert.equal((index.check('not-a-key', ctx) as { reason: string }).reason, 'unknown_key');
+});
+
+test('a tombstoned key id is refused even if a record says active', async () => {
+  const { signer, trusted } = await keyPair();
+  const text = await buildKeyBundle({ issuer: 'cell-a', signer, audience: 'dev-1', version: 1, issuedAt: T0, expiresAt: T0 + 1, records: [rec({})], tombstones: [{ key_id: 'key_a', at: T0 }] });
+  const { index } = await openKeyBundle(text, [trusted]);
+  const v = index.check(SECRET_A, { now: T0, ip: null, region: 'local' });
+  assert.equal(!v.ok && v.reason, 'revoked');
+});
+
+test('a key bundle with a bad signature or the wrong type is refused', async () => {
+  const { signer, trusted } = await keyPair();
+  const text = await buildKeyBundle({ issuer: 'cell-a', signer, audience: 'dev-1', version: 1, issuedAt: T0, expiresAt: T0 + 1, records: [rec({})], tombstones: [] });
+  const env = JSON.parse(text);
+  env.payload = env.payload.replace('"scopes":["agent_teams.read"]', '"scopes":["*"]');
+  await assert.rejects(openKeyBundle(JSON.stringify(env), [trusted]), (e) => (e as { details: { reason: string } }).details.reason === 'bad_signature');
+});

@@ -1,0 +1,38 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { buildModelManifest, checkModelFile, openModelManifest } from '../../bundles/model-manifest.ts';
+import { buildCrewBundle, openCrewBundle, type CrewContent } from '../../bundles/crew-bundle.ts';
+import { sha256Hex } from '../../bundles/_codec.ts';
+import { contentHash } from '../../core/canonical.ts';
+import { keyPair, T0 } from './_fixtures.ts';
+
+const reason = (e: unknown) => (e as { details?: { reason?: string } }).details?.reason;
+
+test('a model manifest binds the file hash and size; a tampered file or manifest is refused', async () => {
+  const pub = await keyPair();
+  const file = new TextEncoder().encode('GGUF fake model bytes');
+  const sha256 = await sha256Hex(file);
+  const text = await buildModelManifest({ publisher: 'acme', signer: pub.signer, issuedAt: T0, model: { name: 'tiny', format: 'gguf', size: file.length, sha256 } });
+  const opened = await openModelManifest(text, [pub.trusted]);
+  assert.doesNotThrow(() => checkModelFile(opened.payload, { size: file.length, sha256 }));
+  const tampered = file.slice();
+  tampered[0] = tampered[0]! ^ 1;
+  const tamperedHash = await sha256Hex(tampered);
+  assert.throws(() => checkModelFile(opened.payload, { size: tampered.length, sha256: tamperedHash }), (e) => reason(e) === 'model_tampered');
+  const env = JSON.parse(text);
+  env.payload = env.payload.replace(sha256, tamperedHash);
+  await assert.rejects(openModelManifest(JSON.stringify(env), [pub.trusted]), (e) => reason(e) === 'bad_signature');
+  const other = await keyPair();
+  await assert.rejects(openModelManifest(text, [other.trusted]), (e) => reason(e) === 'untrusted_issuer');
+});
+
+test('a crew bundle is refused when its graph does not match its graph hash', async () => {
+  const { signer, trusted } = await keyPair();
+  const graph = { nodes: [{ id: 'a' }], edges: [] };
+  const crew: CrewContent = { crew_id: 'crew_1', name: 'c', formation_id: 'f_1', graph, graph_hash: contentHash(graph), agents: [], blueprints: [], skills: [], tool_grants: {}, budgets: {} };
+  const ok = await buildCrewBundle({ issuer: 'cell-a', signer, audience: 'dev-1', version: 1, issuedAt: T0, expiresAt: null, crew, model: null });
+  const opened = await openCrewBundle(ok, [trusted], contentHash);
+  assert.equal(opened.payload.crew.crew_id, 'crew_1');
+  const bad = await buildCrewBundle({ issuer: 'cell-a', signer, audience: 'dev-1', version: 2, issuedAt: T0, expiresAt: null, crew: { ...crew, graph: { nodes: [], edges: [] } }, model: null });
+  await assert.rejects(openCrewBundle(bad, [trusted], contentHash), (e) => reason(e) === 'graph_hash_mismatch');
+});
