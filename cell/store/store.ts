@@ -1,6 +1,534 @@
-/** Durable store on sql.js: being built (see cell/store/types.ts for the contract). */
-import type { OpenStoreOptions, Store } from './types.ts';
+/**
+ * The cell's durable store: sql.js (SQLite in memory) made durable by a
+ * write-ahead log of committed transactions and periodic snapshots.
+ *
+ * `write(fn)` runs `fn` synchronously inside BEGIN/COMMIT, records the
+ * statements it ran, and appends them as one checksummed log record; the
+ * promise resolves once that record is fsync'd. Records committed while an
+ * fsync is in flight are written and fsync'd together in the next batch
+ * (group commit). A checkpoint exports the database to `snapshot.db` (write
+ * temp, fsync, rename, fsync dir) tagged with the last LSN it contains, then
+ * truncates the log. Opening loads the snapshot, replays log records after
+ * its LSN, and drops only a torn or corrupt tail. Formats and guarantees:
+ * docs/storage.md.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { open, rename, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Database, SqlValue as SqlJsValue } from 'sql.js';
+import { ServiceError } from '../../core/errors.ts';
+import { acquireDirLock, type DirLock } from './_lock.ts';
+import { checkHeader, decodeRecord, encodeHeader, encodeRecord, HEADER_BYTES, type Statement } from './_log.ts';
+import { loadSqlJs } from './_sqljs.ts';
+import type { Migration, OpenStoreOptions, Row, SqlValue, Store, Tx } from './types.ts';
 
-export async function openStore(_opts: OpenStoreOptions): Promise<Store> {
-  throw new TypeError('openStore: not built yet');
+/** Log size that triggers an automatic checkpoint when the caller sets none. */
+export const DEFAULT_CHECKPOINT_BYTES = 64 * 1024 * 1024;
+
+export const SNAPSHOT_FILE = 'snapshot.db';
+export const LOG_FILE = 'wal.log';
+
+export interface StoreStats {
+  /** Transactions appended to the log since open. */
+  commits: number;
+  /** fsync calls on the log since open (one per group-commit batch). */
+  fsyncs: number;
+  checkpoints: number;
+  /** Current log size in bytes (header included). */
+  logBytes: number;
+  /** Last LSN assigned. */
+  lsn: number;
+}
+
+/** The Store contract plus what operators, tests and benchmarks look at. */
+export interface DurableStore extends Store {
+  readonly stats: Readonly<StoreStats>;
+  /** True once a log write or fsync failed: every later write is refused. */
+  readonly failed: boolean;
+}
+
+export interface DurableStoreOptions extends OpenStoreOptions {
+  /** Test seam: replaces the fsync of the log file (e.g. to count or fail it). */
+  fsync?: (fh: FileHandle) => Promise<void>;
+}
+
+interface Pending {
+  lsn: number;
+  buf: Buffer;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+/** Opens (or creates) the store in `opts.dir`: lock, snapshot, replay, migrations. */
+export async function openStore(opts: DurableStoreOptions): Promise<DurableStore> {
+  const note = opts.log ?? ((msg: string) => console.warn(msg));
+  const checkpointBytes = opts.checkpointBytes ?? DEFAULT_CHECKPOINT_BYTES;
+  if (!(checkpointBytes > 0)) throw new TypeError('openStore: checkpointBytes must be positive');
+  checkMigrations(opts.migrations);
+  mkdirSync(opts.dir, { recursive: true });
+  const lock = acquireDirLock(opts.dir, note);
+  let db: Database | undefined;
+  try {
+    const SQL = await loadSqlJs();
+    const snapPath = join(opts.dir, SNAPSHOT_FILE);
+    rmSync(`${snapPath}.tmp`, { force: true });
+    db = existsSync(snapPath) ? new SQL.Database(readFileSync(snapPath)) : new SQL.Database();
+    const snapshotLsn = readSnapshotLsn(db);
+    const logPath = join(opts.dir, LOG_FILE);
+    const replay = await replayLog(db, logPath, opts.dir, snapshotLsn, note);
+    const fh = await open(logPath, 'a');
+    const store = new SqlJsStore(db, fh, lock, opts.dir, {
+      lsn: replay.lastLsn,
+      logBytes: replay.logBytes,
+      checkpointBytes,
+      recovery: replay.recovery,
+      note,
+      fsync: opts.fsync ?? ((h) => h.sync()),
+    });
+    await store.migrate(opts.migrations);
+    return store;
+  } catch (err) {
+    db?.close();
+    lock.release();
+    throw err;
+  }
+}
+
+function checkMigrations(migrations: readonly Migration[]): void {
+  const seen = new Set<string>();
+  for (const m of migrations) {
+    if (typeof m.id !== 'string' || m.id === '' || typeof m.sql !== 'string') {
+      throw new TypeError('openStore: a migration needs a non-empty id and sql');
+    }
+    if (seen.has(m.id)) throw new TypeError(`openStore: duplicate migration id ${m.id}`);
+    seen.add(m.id);
+  }
+}
+
+function readSnapshotLsn(db: Database): number {
+  const t = db.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_store_meta'");
+  if (t.length === 0) return 0;
+  const r = db.exec("SELECT value FROM _store_meta WHERE key = 'lsn'");
+  const v = r[0]?.values[0]?.[0];
+  return typeof v === 'number' ? v : 0;
+}
+
+interface ReplayResult {
+  lastLsn: number;
+  logBytes: number;
+  recovery: { replayed: number; droppedBytes: number; droppedReason: string | null };
+}
+
+/** Replays `logPath` into `db` (records after `snapshotLsn`), truncating a bad tail. */
+async function replayLog(db: Database, logPath: string, dir: string, snapshotLsn: number, note: (m: string) => void): Promise<ReplayResult> {
+  const recovery = { replayed: 0, droppedBytes: 0, droppedReason: null as string | null };
+  if (!existsSync(logPath)) {
+    await createLog(logPath, dir);
+    return { lastLsn: snapshotLsn, logBytes: HEADER_BYTES, recovery };
+  }
+  const buf = readFileSync(logPath);
+  const bad = checkHeader(buf);
+  if (bad) {
+    if (buf.length === 0) {
+      await createLog(logPath, dir);
+      return { lastLsn: snapshotLsn, logBytes: HEADER_BYTES, recovery };
+    }
+    throw new Error(`store: ${logPath} is not a usable log (${bad}); refusing to open`);
+  }
+  let off = HEADER_BYTES;
+  let prev = 0;
+  let last = snapshotLsn;
+  const cache = new Map<string, ReturnType<Database['prepare']>>();
+  db.run('BEGIN');
+  try {
+    while (off < buf.length) {
+      const rec = decodeRecord(buf, off);
+      if (!rec.ok) {
+        recovery.droppedReason = `${rec.reason} at offset ${off}`;
+        break;
+      }
+      if (rec.lsn <= prev) {
+        recovery.droppedReason = `LSN ${rec.lsn} out of order after ${prev} at offset ${off}`;
+        break;
+      }
+      prev = rec.lsn;
+      if (rec.lsn > snapshotLsn) {
+        if (rec.lsn !== last + 1) {
+          throw new Error(`store: log record LSN ${rec.lsn} follows LSN ${last}: records are missing; refusing to open`);
+        }
+        for (const [sql, params] of rec.stmts) {
+          if (params && params.length > 0) {
+            let st = cache.get(sql);
+            if (!st) cache.set(sql, (st = db.prepare(sql)));
+            st.run(params as SqlJsValue[]);
+          } else {
+            db.run(sql);
+          }
+        }
+        last = rec.lsn;
+        recovery.replayed++;
+      }
+      off = rec.next;
+    }
+    for (const st of cache.values()) st.free();
+    cache.clear();
+    db.run('COMMIT');
+  } catch (err) {
+    for (const st of cache.values()) st.free();
+    try {
+      db.run('ROLLBACK');
+    } catch {
+      // The failed statement may already have ended the transaction.
+    }
+    if (err instanceof Error && err.message.startsWith('store:')) throw err;
+    throw new Error(`store: replaying the log failed at offset ${off}: ${(err as Error).message}; refusing to open`);
+  }
+  if (off < buf.length) {
+    recovery.droppedBytes = buf.length - off;
+    note(`store: dropped ${recovery.droppedBytes} bytes of log tail (${recovery.droppedReason}); kept ${recovery.replayed} replayed records`);
+    const fh = await open(logPath, 'r+');
+    try {
+      await fh.truncate(off);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+  }
+  return { lastLsn: last, logBytes: off, recovery };
+}
+
+/** Creates an empty log atomically (temp, fsync, rename, fsync dir). */
+async function createLog(logPath: string, dir: string): Promise<void> {
+  await writeFileDurably(logPath, encodeHeader(), dir);
+}
+
+async function writeFileDurably(path: string, bytes: Uint8Array, dir: string): Promise<void> {
+  const tmp = `${path}.tmp`;
+  const fh = await open(tmp, 'w', 0o600);
+  try {
+    await writeAll(fh, bytes);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, path);
+  await syncDir(dir);
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const d = await open(dir, 'r');
+  try {
+    await d.sync();
+  } finally {
+    await d.close();
+  }
+}
+
+async function writeAll(fh: FileHandle, bytes: Uint8Array): Promise<void> {
+  let done = 0;
+  while (done < bytes.length) {
+    const { bytesWritten } = await fh.write(bytes, done, bytes.length - done, null);
+    if (bytesWritten <= 0) throw new Error('store: short write');
+    done += bytesWritten;
+  }
+}
+
+function unavailable(reason: string): ServiceError {
+  return new ServiceError('service_unavailable', 'The store cannot accept writes.', {
+    details: { reason },
+    retryable: true,
+  });
+}
+
+function copyParams(params: readonly SqlValue[]): SqlValue[] {
+  return params.map((v) => (v instanceof Uint8Array ? v.slice() : v));
+}
+
+function queryAll<T extends Row>(db: Database, sql: string, params: readonly SqlValue[] | undefined, first: boolean): T[] {
+  const st = db.prepare(sql);
+  try {
+    if (params && params.length > 0) st.bind(params as SqlJsValue[]);
+    const rows: T[] = [];
+    while (st.step()) {
+      rows.push(st.getAsObject() as T);
+      if (first) break;
+    }
+    return rows;
+  } finally {
+    st.free();
+  }
+}
+
+function execute(db: Database, sql: string, params: readonly SqlValue[] | undefined): number {
+  if (params && params.length > 0) {
+    const st = db.prepare(sql);
+    try {
+      st.run(params as SqlJsValue[]);
+    } finally {
+      st.free();
+    }
+  } else {
+    db.run(sql);
+  }
+  return db.getRowsModified();
+}
+
+interface StoreInit {
+  lsn: number;
+  logBytes: number;
+  checkpointBytes: number;
+  recovery: ReplayResult['recovery'];
+  note: (msg: string) => void;
+  fsync: (fh: FileHandle) => Promise<void>;
+}
+
+class SqlJsStore implements DurableStore {
+  readonly recovery: ReplayResult['recovery'];
+  readonly stats: StoreStats;
+  #failed = false;
+  #closing = false;
+  #closed = false;
+  #inTx = false;
+  #queue: Pending[] = [];
+  #flushing = false;
+  #paused = false;
+  #pumpScheduled = false;
+  #idleWaiters: (() => void)[] = [];
+  #checkpointing: Promise<void> | null = null;
+  #closingRun: Promise<void> | undefined;
+  readonly #checkpointBytes: number;
+  readonly #note: (msg: string) => void;
+  readonly #fsync: (fh: FileHandle) => Promise<void>;
+
+  constructor(
+    private readonly db: Database,
+    private readonly fh: FileHandle,
+    private readonly lock: DirLock,
+    private readonly dir: string,
+    init: StoreInit,
+  ) {
+    this.recovery = init.recovery;
+    this.stats = { commits: 0, fsyncs: 0, checkpoints: 0, logBytes: init.logBytes, lsn: init.lsn };
+    this.#checkpointBytes = init.checkpointBytes;
+    this.#note = init.note;
+    this.#fsync = init.fsync;
+  }
+
+  get failed(): boolean {
+    return this.#failed;
+  }
+
+  get<T extends Row = Row>(sql: string, params?: readonly SqlValue[]): T | undefined {
+    this.#assertOpen();
+    return queryAll<T>(this.db, sql, params, true)[0];
+  }
+
+  all<T extends Row = Row>(sql: string, params?: readonly SqlValue[]): T[] {
+    this.#assertOpen();
+    return queryAll<T>(this.db, sql, params, false);
+  }
+
+  write<T>(fn: (tx: Tx) => T): Promise<T> {
+    if (this.#closing || this.#closed) return Promise.reject(unavailable('store_closed'));
+    if (this.#failed) return Promise.reject(unavailable('store_failed'));
+    if (this.#inTx) return Promise.reject(new TypeError('store.write: nested write inside a transaction'));
+    const db = this.db;
+    const stmts: Statement[] = [];
+    const tx: Tx = {
+      get<R extends Row = Row>(sql: string, params?: readonly SqlValue[]): R | undefined {
+        return queryAll<R>(db, sql, params, true)[0];
+      },
+      all<R extends Row = Row>(sql: string, params?: readonly SqlValue[]): R[] {
+        return queryAll<R>(db, sql, params, false);
+      },
+      run(sql: string, params?: readonly SqlValue[]) {
+        const changes = execute(db, sql, params);
+        stmts.push(params && params.length > 0 ? [sql, copyParams(params)] : [sql]);
+        return { changes };
+      },
+    };
+    let result: T;
+    this.#inTx = true;
+    try {
+      db.run('BEGIN');
+      result = fn(tx);
+      if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') {
+        throw new TypeError('store.write: the transaction function must be synchronous (it returned a promise)');
+      }
+      db.run('COMMIT');
+    } catch (err) {
+      try {
+        db.run('ROLLBACK');
+      } catch {
+        // SQLite already rolled the transaction back (e.g. a failed COMMIT).
+      }
+      return Promise.reject(err);
+    } finally {
+      this.#inTx = false;
+    }
+    if (stmts.length === 0) return Promise.resolve(result);
+    const lsn = ++this.stats.lsn;
+    const buf = encodeRecord(lsn, stmts);
+    this.stats.commits++;
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({ lsn, buf, resolve: () => resolve(result), reject });
+      this.#schedulePump();
+    });
+  }
+
+  async checkpoint(): Promise<void> {
+    if (this.#closed) throw unavailable('store_closed');
+    if (this.#failed) throw unavailable('store_failed');
+    if (this.#checkpointing) return this.#checkpointing;
+    const run = this.#doCheckpoint().finally(() => {
+      this.#checkpointing = null;
+      this.#paused = false;
+      this.#schedulePump();
+    });
+    this.#checkpointing = run;
+    return run;
+  }
+
+  close(): Promise<void> {
+    this.#closingRun ??= this.#close();
+    return this.#closingRun;
+  }
+
+  async #close(): Promise<void> {
+    this.#closing = true;
+    try {
+      await this.#drained();
+      if (this.#checkpointing) await this.#checkpointing.catch(() => undefined);
+      if (!this.#failed) {
+        try {
+          await this.checkpoint();
+        } catch (err) {
+          this.#note(`store: checkpoint on close failed (the log still holds everything): ${(err as Error).message}`);
+        }
+      }
+    } finally {
+      this.#closed = true;
+      await this.fh.close().catch(() => undefined);
+      this.db.close();
+      this.lock.release();
+    }
+  }
+
+  /** Applies each migration not yet recorded in `_migrations`, in the given order. */
+  async migrate(migrations: readonly Migration[]): Promise<void> {
+    const hasTable = this.get("SELECT 1 AS one FROM sqlite_master WHERE type = 'table' AND name = '_migrations'");
+    if (!hasTable) {
+      await this.write((tx) =>
+        tx.run('CREATE TABLE IF NOT EXISTS _migrations (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, sql_sha256 TEXT NOT NULL)'),
+      );
+    }
+    for (const m of migrations) {
+      const sha = createHash('sha256').update(m.sql).digest('hex');
+      const row = this.get<{ sql_sha256: string }>('SELECT sql_sha256 FROM _migrations WHERE id = ?', [m.id]);
+      if (row) {
+        if (row.sql_sha256 !== sha) this.#note(`store: migration ${m.id} was applied with different SQL; it is not re-run`);
+        continue;
+      }
+      await this.write((tx) => {
+        tx.run(m.sql);
+        const seq = tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM _migrations')?.n ?? 0;
+        tx.run('INSERT INTO _migrations (id, seq, sql_sha256) VALUES (?, ?, ?)', [m.id, seq + 1, sha]);
+      });
+    }
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw unavailable('store_closed');
+  }
+
+  #schedulePump(): void {
+    if (this.#pumpScheduled || this.#flushing || this.#paused) return;
+    this.#pumpScheduled = true;
+    // A microtask groups every transaction committed in the current turn into one batch.
+    queueMicrotask(() => {
+      this.#pumpScheduled = false;
+      void this.#pump();
+    });
+  }
+
+  async #pump(): Promise<void> {
+    if (this.#flushing || this.#paused) return;
+    this.#flushing = true;
+    try {
+      while (this.#queue.length > 0 && !this.#paused && !this.#failed) {
+        const batch = this.#queue;
+        this.#queue = [];
+        const bytes = batch.length === 1 ? batch[0]!.buf : Buffer.concat(batch.map((p) => p.buf));
+        try {
+          await writeAll(this.fh, bytes);
+          await this.#fsync(this.fh);
+          this.stats.fsyncs++;
+          this.stats.logBytes += bytes.length;
+        } catch (err) {
+          this.#fail(err, batch);
+          return;
+        }
+        for (const p of batch) p.resolve();
+      }
+    } finally {
+      this.#flushing = false;
+      if (this.#queue.length === 0 || this.#paused || this.#failed) {
+        const waiters = this.#idleWaiters;
+        this.#idleWaiters = [];
+        for (const w of waiters) w();
+      }
+    }
+    if (this.stats.logBytes > this.#checkpointBytes && !this.#checkpointing && !this.#closing && !this.#failed) {
+      this.checkpoint().catch((err: unknown) => {
+        this.#note(`store: automatic checkpoint failed (the log still holds everything): ${(err as Error).message}`);
+      });
+    }
+  }
+
+  #fail(err: unknown, batch: Pending[]): void {
+    this.#failed = true;
+    this.#note(`store: log write or fsync failed; refusing all further writes: ${(err as Error).message}`);
+    const rejected = [...batch, ...this.#queue];
+    this.#queue = [];
+    for (const p of rejected) p.reject(unavailable('store_failed'));
+  }
+
+  /** Resolves when no flush is running and (unless paused) nothing is queued. */
+  #drained(): Promise<void> {
+    if (!this.#flushing && (this.#queue.length === 0 || this.#paused || this.#failed) && !this.#pumpScheduled) {
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      this.#idleWaiters.push(resolve);
+    }).then(() => this.#drained());
+  }
+
+  async #doCheckpoint(): Promise<void> {
+    this.#paused = true;
+    // Let an in-flight batch finish; queued records wait (they may become redundant).
+    while (this.#flushing) await new Promise<void>((r) => this.#idleWaiters.push(r));
+    if (this.#failed) throw unavailable('store_failed');
+    const lsn = this.stats.lsn;
+    this.db.run('CREATE TABLE IF NOT EXISTS _store_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)');
+    this.db.run("INSERT OR REPLACE INTO _store_meta (key, value) VALUES ('lsn', ?)", [lsn]);
+    const bytes = this.db.export();
+    await writeFileDurably(join(this.dir, SNAPSHOT_FILE), bytes, this.dir);
+    // The snapshot now holds every LSN <= lsn durably: queued records up to it are done.
+    const covered = this.#queue.filter((p) => p.lsn <= lsn);
+    this.#queue = this.#queue.filter((p) => p.lsn > lsn);
+    try {
+      await this.fh.truncate(HEADER_BYTES);
+      await this.#fsync(this.fh);
+      this.stats.fsyncs++;
+    } catch (err) {
+      // Records <= lsn left in the log are skipped on replay; but fail closed on a failed fsync.
+      for (const p of covered) p.resolve();
+      this.#fail(err, []);
+      throw unavailable('store_failed');
+    }
+    this.stats.logBytes = HEADER_BYTES;
+    this.stats.checkpoints++;
+    for (const p of covered) p.resolve();
+  }
 }
