@@ -1,7 +1,26 @@
-/** The runs module (to be filled in). */
+/**
+ * The shared run infrastructure (crew runs and job runs): the `runs` and
+ * `journal` tables, the event bus, run control (cancel) and the journal / SSE
+ * routes under /api/public/v1/admin/jobs/runs/{run_id}/. Entry points for
+ * other modules:
+ * - runs.ts: createRunTx, getRun, listRuns, setRunState(Tx), setRunFlags, activeRuns
+ * - journal.ts: appendJournal, finishRun, readJournal, putBlob/getBlob
+ * - events.ts: subscribe(cell, runId, afterSeq, onEvent) -> unsubscribe
+ * - control.ts: registerDriver, requestCancel
+ * - drive.ts: driveRun (core/engine runGraph with the journal port bound here)
+ */
 import type { CellModule } from '../module.ts';
+import { abortAllDrivers } from './control.ts';
+import { mountRunEventRoutes } from './routes.ts';
+import { RUNS_MIGRATIONS } from './runs.ts';
 
 export const runsModule: CellModule = {
   name: 'runs',
-  migrations: [],
+  migrations: RUNS_MIGRATIONS,
+  routes(app, cell) {
+    mountRunEventRoutes(app, cell);
+  },
+  async stop(cell) {
+    await abortAllDrivers(cell);
+  },
 };

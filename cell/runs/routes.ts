@@ -1,0 +1,148 @@
+/**
+ * The journal snapshot and the live event stream of any run (crew or job):
+ *
+ * - `GET /api/public/v1/admin/jobs/runs/{run_id}/journal`: the sealed records
+ *   so far (optionally after `after_seq`), plus whether the run is finished.
+ * - `GET /api/public/v1/admin/jobs/runs/{run_id}/events/sse`: Server-Sent
+ *   Events. Each event is one journal record: `id:` its seq, `event:` its kind,
+ *   `data:` the record as JSON. Resume with the `Last-Event-ID` header (or
+ *   `?last_event_id=`): delivery restarts after that seq, without loss or
+ *   duplicates. A comment line (`: heartbeat`) is sent every heartbeat interval
+ *   while idle. The stream closes after the `run_finished` event.
+ */
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { streamSSE } from 'hono/streaming';
+import { PERMISSIONS } from '../../core/permissions.ts';
+import { notFound } from '../../core/errors.ts';
+import type { AppEnv, Cell } from '../context.ts';
+import { errorResponses, json, secured } from '../http/openapi.ts';
+import { subscribe } from './events.ts';
+import { TERMINAL_KIND, journalClosed, readJournal, type JournalRecord } from './journal.ts';
+import { getRun, isTerminal } from './runs.ts';
+
+/** Heartbeat interval of SSE streams, ms (env CELL_SSE_HEARTBEAT_MS overrides; tests use it). */
+export function sseHeartbeatMs(): number {
+  const v = Number(globalThis.process?.env?.['CELL_SSE_HEARTBEAT_MS']);
+  return Number.isFinite(v) && v >= 10 ? v : 15_000;
+}
+
+export const JournalRecordSchema = z.object({
+  v: z.literal(1),
+  run_id: z.string(),
+  seq: z.number().int().openapi({ description: 'Position in the journal, contiguous from 1; also the SSE event id' }),
+  step_id: z.string(),
+  kind: z.string().openapi({ description: 'run_started | step | decision | refusal | waiting | cancel_requested | run_finished (see docs/jobs.md)' }),
+  graph_hash: z.string(),
+  input_hash: z.string(),
+  output_hash: z.string(),
+  prev_hash: z.string(),
+  at: z.number().int(),
+  signer_kid: z.string(),
+  sig: z.string(),
+  data: z.record(z.string(), z.unknown()).optional(),
+}).openapi('JournalRecord');
+
+const RunIdParam = z.object({
+  run_id: z.string().min(1).max(64).openapi({ param: { name: 'run_id', in: 'path' }, example: 'run_0123456789abcdef0123' }),
+});
+
+const getJournal = createRoute({
+  method: 'get', path: '/api/public/v1/admin/jobs/runs/{run_id}/journal', tags: ['Job runs'], 'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsRead),
+  summary: 'The run\'s journal so far',
+  description: 'The signed, hash-chained journal records of a run (job or crew run; one run id space), in seq order. `after_seq` returns only later records.',
+  request: {
+    params: RunIdParam,
+    query: z.object({
+      after_seq: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0).openapi({ description: 'Only records with a larger seq' }),
+      limit: z.coerce.number().int().min(1).max(10_000).default(10_000).openapi({ description: 'Most records returned, 1 to 10000' }),
+    }),
+  },
+  responses: {
+    200: json(z.object({
+      run_id: z.string(),
+      state: z.string(),
+      finished: z.boolean().openapi({ description: 'True when the journal holds the run_finished record' }),
+      records: z.array(JournalRecordSchema),
+    }).openapi('RunJournal'), 'The records so far'),
+    ...errorResponses(400, 401, 403, 404),
+  },
+});
+
+const getSse = createRoute({
+  method: 'get', path: '/api/public/v1/admin/jobs/runs/{run_id}/events/sse', tags: ['Job runs'], 'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsRead),
+  summary: 'Live events of a run (Server-Sent Events)',
+  description: 'Each event: `id` = journal seq, `event` = record kind, `data` = the journal record (JSON). Resume with `Last-Event-ID`. Heartbeat comments while idle. Closes after `run_finished`.',
+  request: {
+    params: RunIdParam,
+    query: z.object({
+      last_event_id: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().openapi({ description: 'Same as the Last-Event-ID header (the header wins)' }),
+    }),
+    headers: z.object({ 'last-event-id': z.string().max(32).optional() }),
+  },
+  responses: {
+    200: { description: 'text/event-stream of journal records', content: { 'text/event-stream': { schema: z.string() } } },
+    ...errorResponses(400, 401, 403, 404),
+  },
+});
+
+function parseLastEventId(h: string | undefined, q: number | undefined): number {
+  if (h !== undefined && h.trim() !== '') {
+    const n = Number(h.trim());
+    if (Number.isSafeInteger(n) && n >= 0) return n;
+    return 0;
+  }
+  return q ?? 0;
+}
+
+/** Mounts the journal and SSE routes. */
+export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+  app.openapi(getJournal, (c) => {
+    const { run_id } = c.req.valid('param');
+    const { after_seq, limit } = c.req.valid('query');
+    const run = getRun(cell, run_id);
+    if (!run) throw notFound('run');
+    const records = readJournal(cell, run_id, after_seq, limit);
+    return c.json({ run_id, state: run.state, finished: journalClosed(cell, run_id), records: records as z.infer<typeof JournalRecordSchema>[] }, 200);
+  });
+
+  app.openapi(getSse, (c) => {
+    const { run_id } = c.req.valid('param');
+    const q = c.req.valid('query');
+    const run = getRun(cell, run_id);
+    if (!run) throw notFound('run');
+    const after = parseLastEventId(c.req.header('last-event-id'), q.last_event_id);
+    const heartbeatMs = sseHeartbeatMs();
+    c.header('X-Accel-Buffering', 'no');
+    return streamSSE(c, async (stream) => {
+      let done!: () => void;
+      const finished = new Promise<void>((r) => { done = r; });
+      let writing = Promise.resolve();
+      let closed = false;
+      const finish = () => { if (!closed) { closed = true; done(); } };
+      const send = (rec: JournalRecord) => {
+        writing = writing.then(() => stream.writeSSE({ id: String(rec.seq), event: rec.kind, data: JSON.stringify(rec) }));
+        if (rec.kind === TERMINAL_KIND) void writing.then(finish);
+      };
+      stream.onAbort(finish);
+      c.req.raw.signal?.addEventListener('abort', finish);
+      writing = writing.then(() => stream.write('retry: 1000\n\n').then(() => undefined));
+      const unsubscribe = subscribe(cell, run_id, after, send);
+      // Already finished and nothing left to send after Last-Event-ID: close now.
+      if (!closed && isTerminal(getRun(cell, run_id)?.state ?? 'completed') && journalClosed(cell, run_id)) {
+        const last = cell.store.get<{ seq: number }>('SELECT max(seq) AS seq FROM journal WHERE run_id = ?', [run_id]);
+        if ((last?.seq ?? 0) <= after) finish();
+      }
+      const hb = setInterval(() => { writing = writing.then(() => stream.write(': heartbeat\n\n').then(() => undefined)); }, heartbeatMs);
+      hb.unref?.();
+      try {
+        await finished;
+        await writing;
+      } finally {
+        clearInterval(hb);
+        unsubscribe();
+      }
+    }) as never;
+  });
+}
