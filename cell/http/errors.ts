@@ -17,9 +17,11 @@ export const onError: ErrorHandler<AppEnv> = (err, c) => {
   let e: unknown = err;
   if (!isServiceError(err) && err instanceof HTTPException) {
     if (err.status === 413) e = new ServiceError('invalid_request', 'request body too large', { details: { reason: 'body_too_large' } });
-    else if (err.status === 400) e = new ServiceError('invalid_request', 'malformed request body', { details: { reason: 'malformed_body' } });
+    else if (err.status === 415) e = new ServiceError('invalid_request', 'unsupported media type: send application/json', { details: { reason: 'unsupported_media_type' } });
     else if (err.status === 401) e = new ServiceError('unauthorized', 'no valid credential');
+    else if (err.status === 403) e = new ServiceError('forbidden', 'forbidden');
     else if (err.status === 404) e = new ServiceError('not_found', 'no such resource');
+    else if (err.status >= 400 && err.status < 500) e = new ServiceError('invalid_request', 'malformed request', { details: { reason: 'malformed_request' } });
   }
   const id = correlationId(c);
   const { status, body } = toEnvelope(e, id);
