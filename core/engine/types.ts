@@ -1,0 +1,384 @@
+/**
+ * Types of the run engine: the execution graph the compiler produces, the
+ * fourteen executor kinds and their configs, and the ports through which the
+ * engine touches the world (model, tools, approvals, budget, contracts,
+ * journal, clock, cancellation, recorded outputs). The cell and the edge
+ * implement the ports; the engine itself is pure and deterministic: given the
+ * same graph, input, port answers and clock readings, it takes the same steps
+ * with the same step ids in the same order and writes the same journal.
+ *
+ * Step ids (stable, derived from node ids; `<n>` is a graph node id):
+ *   `run`                 the run_started record
+ *   `<n>`                 node n completed (kind `step`, or `decision` for gate,
+ *                         human_approval, delegate, consensus)
+ *   `<n>/model/<r>`       the r-th model call of agent node n (r from 0)
+ *   `<n>/tool/<r>.<i>`    the i-th tool call requested in model round r
+ *   `<n>/since`, `<n>/due` the first-seen time of an approval / due time of a timer
+ *   `<n>[<i>]`            the i-th item of map node n (sub-steps nest: `<n>[<i>]/model/0`)
+ *   `<n>#<k>`             the k-th iteration of loop node n
+ * Every one of these is "memoized": before running it the engine asks
+ * `ports.recorded(stepId)`; a recorded output is reused and nothing is called
+ * again (recovery never re-executes a completed step, never calls a model twice).
+ */
+import type { JournalKind, JsonObject } from '../journal/record.ts';
+
+// ---------------------------------------------------------------- graph
+
+/** Version of the graph format (part of the graph hash). */
+export const GRAPH_FORMAT_VERSION = 1;
+
+/** The fourteen registered executors. */
+export const EXECUTOR_KINDS = [
+  'agent',
+  'tool',
+  'skill',
+  'conditional',
+  'parallel',
+  'join',
+  'consensus',
+  'human_approval',
+  'gate',
+  'delegate',
+  'map',
+  'loop',
+  'transform',
+  'timer',
+] as const;
+export type ExecutorKind = (typeof EXECUTOR_KINDS)[number];
+
+export type CoordinationPolicy = 'sequential' | 'parallel' | 'consensus' | 'manager-delegates';
+
+/**
+ * Authority envelope of a seat (spec: authority envelope). The graph carries the
+ * effective authority: the agent's blueprint authority intersected with the billet cap.
+ */
+export interface SeatAuthority {
+  allowed_tools: string[];
+  clearance_level: number;
+  /** `ask` (default): side-effecting tools wait for a human approval; `read_only`: side-effecting tools are refused; `auto`: granted tools run without asking. */
+  permission_mode: PermissionMode;
+  data_grant_ids: string[];
+  egress_allowlist: string[];
+  compartments: string[];
+  governing_contract_id: string | null;
+  /** Ceiling in budget units (tokens: input + output) for this seat in one run; null = no seat ceiling (the ledger still applies). */
+  budget_ceiling: number | null;
+}
+export type PermissionMode = 'ask' | 'read_only' | 'auto';
+
+/** A seat (billet) of the graph and the agent bound to it (null when compiled without a crew). */
+export interface SeatSpec {
+  billet_id: string;
+  role_label: string;
+  required_skills: string[];
+  reports_to: string | null;
+  agent_id: string | null;
+  /** Model identifier preferred for this seat (agent / blueprint model_preference), or null for the provider default. */
+  model: string | null;
+  system_prompt: string | null;
+  authority: SeatAuthority;
+}
+
+/** A leaf executor usable as the body of `map` and `loop`. */
+export type LeafSpec =
+  | { kind: 'agent'; seat: string; config: AgentConfig }
+  | { kind: 'tool'; seat?: string; config: ToolConfig }
+  | { kind: 'skill'; seat?: string; config: SkillConfig }
+  | { kind: 'transform'; config: TransformConfig };
+
+export interface AgentConfig {
+  /** Instruction placed before the input in the user message. */
+  prompt?: string;
+  /** Tokens reserved per model call (default limits.default_max_tokens). */
+  max_tokens?: number;
+  /** Bound on model rounds that request tools (default limits.max_tool_rounds). */
+  max_tool_rounds?: number;
+}
+export interface ToolConfig {
+  tool: string;
+  /** Static arguments; when absent and `args_expr` is absent, an object input is the arguments. */
+  args?: JsonObject;
+  /** CEL over `input`, `context` producing a map of arguments. */
+  args_expr?: string;
+}
+export type SkillKind = 'prompt' | 'tool' | 'chain' | 'model' | 'evaluator' | 'transformer' | 'classifier' | 'extractor';
+export interface SkillSpec {
+  name: string;
+  skill_kind: SkillKind;
+  model_preference?: string | null;
+  /**
+   * prompt/model/evaluator/classifier/extractor: `{ prompt?: string, labels?: string[] }` (model call by the seat's agent; classifier answers one of labels);
+   * tool: `{ tool: string, args?: object }`; transformer: `{ expr: string }` (CEL);
+   * chain: `{ steps: SkillSpec[] }` run in order, each output feeding the next.
+   */
+  definition?: JsonObject;
+}
+export interface SkillConfig {
+  skill: SkillSpec;
+}
+export interface ConditionalConfig {
+  /** CEL bool over `input`, `context`. true routes the edges with when 'then' (or no when), false those with when 'else'. */
+  expr: string;
+}
+export interface JoinConfig {
+  /** `object` (default): { [pred node id]: output }; `list`: outputs in predecessor order. Skipped predecessors are absent. */
+  mode?: 'object' | 'list';
+}
+export interface ConsensusConfig {
+  /** majority: strictly more than half agree; unanimity: all agree. A tie or no majority is a refusal. */
+  mode: 'majority' | 'unanimity';
+  /** How answers are compared: `normalized` (default: trimmed, lower-cased, inner whitespace collapsed) or `exact`. */
+  compare?: 'normalized' | 'exact';
+}
+export interface HumanApprovalConfig {
+  /** `quorum`: k distinct approvers from `approvers` (any principal when the list is empty); `two_person`: two distinct principals, neither the run's requester. */
+  rule: 'quorum' | 'two_person';
+  approvers?: string[];
+  quorum?: number;
+  /** The step fails closed (refused, approval_timeout) this long after it was first reached. */
+  timeout_ms: number;
+  prompt?: string;
+}
+export interface GateRule {
+  name: string;
+  /** CEL bool; over `input`, `context` for the gate executor, over `tool`, `args`, `authority`, `context` for the value gate. */
+  expr: string;
+}
+export interface GateConfig {
+  rules: GateRule[];
+  /** A governing contract whose rules are evaluated too (through ports.contracts). */
+  contract_id?: string | null;
+}
+export interface DelegateConfig {
+  /** The manager's seat; its agent chooses. */
+  seat: string;
+  /** Choice keys (report billet ids); the out-edge whose `when` equals the choice is taken. */
+  reports: string[];
+}
+export interface MapConfig {
+  /** CEL over `input`, `context` producing a list. */
+  over: string;
+  /** A longer list is refused (map_too_large), never truncated. */
+  max_items: number;
+  body: LeafSpec;
+}
+export interface LoopConfig {
+  body: LeafSpec;
+  /** CEL bool over `input` (the iteration's input), `output` (its output), `iteration` (0-based, double), `context`. */
+  until: string;
+  max_iterations: number;
+  /** What happens when max_iterations pass without `until`: refuse (default, loop_limit_exceeded) or complete with the last output. */
+  on_limit?: 'refuse' | 'complete';
+}
+export interface TransformConfig {
+  /** CEL over `input`, `context`; its value (as JSON) is the output. */
+  expr: string;
+}
+export interface TimerConfig {
+  delay_ms: number;
+}
+
+/** A node of the execution graph. Configs by kind are the interfaces above. */
+export type GraphNode =
+  | { id: string; kind: 'agent'; seat: string; config: AgentConfig }
+  | { id: string; kind: 'tool'; seat?: string; config: ToolConfig }
+  | { id: string; kind: 'skill'; seat?: string; config: SkillConfig }
+  | { id: string; kind: 'conditional'; config: ConditionalConfig }
+  | { id: string; kind: 'parallel'; config: Record<string, never> }
+  | { id: string; kind: 'join'; config: JoinConfig }
+  | { id: string; kind: 'consensus'; config: ConsensusConfig }
+  | { id: string; kind: 'human_approval'; config: HumanApprovalConfig }
+  | { id: string; kind: 'gate'; config: GateConfig }
+  | { id: string; kind: 'delegate'; seat: string; config: DelegateConfig }
+  | { id: string; kind: 'map'; config: MapConfig }
+  | { id: string; kind: 'loop'; config: LoopConfig }
+  | { id: string; kind: 'transform'; config: TransformConfig }
+  | { id: string; kind: 'timer'; config: TimerConfig };
+
+/**
+ * A data edge. A node runs once every predecessor has settled; it is skipped when
+ * no incoming edge is live. An edge is live when its source ran and either has no
+ * `when` or its `when` equals the source's route (conditional: 'then' | 'else';
+ * delegate: the chosen report).
+ */
+export interface GraphEdge {
+  from: string;
+  to: string;
+  when?: string;
+}
+
+export interface GraphLimits {
+  /** Steps (memoized step executions, replayed ones included) per run. */
+  max_steps: number;
+  /** Steps attributed to one seat (its model calls, tool calls and nodes) per run. */
+  max_steps_per_seat: number;
+  max_tool_rounds: number;
+  default_max_tokens: number;
+}
+
+/** The execution graph. Nodes are listed in the engine's execution order (a stable topological order). */
+export interface Graph {
+  v: 1;
+  formation_hash: string;
+  policy: CoordinationPolicy;
+  entry: string;
+  exit: string;
+  nodes: GraphNode[];
+  edges: GraphEdge[];
+  seats: Record<string, SeatSpec>;
+  limits: GraphLimits;
+  /** Hard placement constraints (core/placement.ts): the highest seat clearance and the formation's topology labels. */
+  placement: { clearance: number; topology: Record<string, string> };
+}
+
+// ---------------------------------------------------------------- ports
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  arguments: JsonObject;
+}
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string;
+  tool_call_id?: string;
+  tool_calls?: ToolCall[];
+}
+export interface ToolDescriptor {
+  name: string;
+  description: string;
+  /** True when the tool changes something outside the run (kv.put, http posts): `ask` mode waits for approval. */
+  side_effects: boolean;
+  /** JSON Schema of the arguments. */
+  parameters: JsonObject;
+}
+export interface ModelRequest {
+  agent: { id: string; seat: string; model: string | null };
+  messages: ChatMessage[];
+  tools: ToolDescriptor[];
+  max_tokens: number;
+}
+export interface ModelResponse {
+  content: string;
+  tool_calls?: ToolCall[];
+  usage: { input_tokens: number; output_tokens: number };
+}
+export interface ModelPort {
+  /** One chat completion. Throw EngineRefusal to refuse (e.g. posture), anything else fails the run (model_error). */
+  complete(req: ModelRequest): Promise<ModelResponse>;
+}
+
+export interface ToolCallContext {
+  run_id: string;
+  step_id: string;
+  seat: string | null;
+  agent_id: string | null;
+  /** The seat's effective authority (egress_allowlist, data_grant_ids, clearance are enforced by the tool port). */
+  authority: SeatAuthority | null;
+}
+export interface ToolsPort {
+  /** The catalog entry, or undefined when the tool does not exist (refused: tool_unknown). */
+  describe(name: string): ToolDescriptor | undefined;
+  /** Runs the tool. Throw EngineRefusal (e.g. reason egress_denied) to refuse; any other throw fails the run (tool_error). Result must be JSON. */
+  call(name: string, args: JsonObject, ctx: ToolCallContext): Promise<unknown>;
+}
+
+export interface ApprovalDecision {
+  principal: string;
+  decision: 'approve' | 'reject';
+  at: number;
+}
+export interface ApprovalsPort {
+  /** Decisions recorded so far for a step (human_approval node id, or a tool-call step id in `ask` mode). */
+  decisions(stepId: string): Promise<ApprovalDecision[]>;
+  /** Called each time the engine starts waiting on a step, so the cell can list it as pending (idempotent). */
+  request?(stepId: string, ask: { kind: 'human_approval' | 'tool_call'; rule: string; approvers: string[]; quorum: number; prompt: string | null; due: number | null }): Promise<void>;
+}
+
+export interface BudgetPort {
+  /** True when a budget ledger is registered for the agent. Checked for every bound agent before the run's first step. */
+  hasLedger(agentId: string): Promise<boolean>;
+  /** Reserves `amount` budget units before a model call. `ok: false` stops the agent with a refusal (budget_exceeded). */
+  reserve(agentId: string, amount: number, ref: { run_id: string; step_id: string }): Promise<{ ok: true; reservation_id: string } | { ok: false; reason: string }>;
+  /** Commits the actual usage of a reservation (0 when the call failed), releasing the rest. */
+  commit(reservationId: string, actual: number): Promise<void>;
+}
+
+export interface GoverningContract {
+  id: string;
+  rules: GateRule[];
+}
+export interface ContractsPort {
+  get(id: string): Promise<GoverningContract | undefined>;
+}
+
+/** Fields the engine hands to the journal port; the port adds run_id, seq, prev_hash, signs (sealRecord) and persists. */
+export interface JournalAppend {
+  step_id: string;
+  kind: JournalKind;
+  graph_hash: string;
+  input_hash: string;
+  output_hash: string;
+  at: number;
+  data?: JsonObject;
+}
+export interface JournalPort {
+  /**
+   * Appends one record durably; resolves only when it is committed (the engine awaits it
+   * before the next step). `payload` holds the step's input/output values: store them
+   * beside the journal under `input_hash` / `output_hash` (content-addressed).
+   */
+  append(fields: JournalAppend, payload: { input: unknown; output: unknown }): Promise<void>;
+}
+
+/** A completed step as recorded in the journal (kind step or decision): its output and data. */
+export interface RecordedStep {
+  output: unknown;
+  data?: JsonObject;
+}
+
+export interface Clock {
+  now(): number;
+}
+
+export interface EnginePorts {
+  model?: ModelPort;
+  tools?: ToolsPort;
+  approvals?: ApprovalsPort;
+  /** Absent = no ledger for anyone: a run with a bound agent refuses (no_budget_ledger). */
+  budget?: BudgetPort;
+  contracts?: ContractsPort;
+  /** Absent = journaling off (benchmarks, dry runs). */
+  journal?: JournalPort;
+  clock: Clock;
+  isCancelled?(): boolean | Promise<boolean>;
+  /** The recorded output of a completed step, from the run's journal (see core/journal/recorded.ts). */
+  recorded?(stepId: string): Promise<RecordedStep | undefined>;
+}
+
+export interface RunOptions {
+  run_id: string;
+  /** The compiler's graph hash (computed from the graph when absent). */
+  graph_hash?: string;
+  /** The principal that started the run (from the session); two-person approvals exclude it. */
+  requester: string;
+  /** Extra values visible to CEL as `context` (JSON). run_id and requester are always present. */
+  context?: JsonObject;
+}
+
+export type RunOutcome = 'completed' | 'failed' | 'refused' | 'cancelled' | 'waiting';
+
+export interface RunResult {
+  outcome: RunOutcome;
+  /** completed: the exit node's output (or the last node that ran when the exit was skipped); otherwise null. */
+  output: unknown;
+  /** Machine reason for failed/refused/cancelled/waiting, e.g. no_budget_ledger, tool_not_granted, gate_declined. */
+  reason?: string;
+  details?: JsonObject;
+  /** For `waiting`: what the run holds on, and when to drive it again (timer due, approval timeout). */
+  waiting?: { step_id: string; for: 'approval' | 'timer'; wake_at: number | null };
+  /** Steps taken in this drive (replayed ones included). */
+  steps: number;
+  /** For `failed` by a port exception: the exception, for the caller's log only (never on the wire). */
+  cause?: unknown;
+}
