@@ -1,0 +1,49 @@
+// The real cell process: --help, port 0, bootstrap printed once, a restart
+// keeps the same cell and prints no key, and an acknowledged write survives SIGKILL.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { request } from 'undici';
+import { CELL_BIN, startCellProcess } from '../helpers/cell-process.ts';
+
+test('--help lists the commands', () => {
+  const out = execFileSync(process.execPath, [CELL_BIN, '--help'], { encoding: 'utf8' });
+  assert.match(out, /serve/);
+  assert.match(out, /--port/);
+});
+
+test('first start prints the bootstrap key once; restart keeps data and prints none; SIGKILL loses no acknowledged write', async () => {
+  const first = await startCellProcess();
+  try {
+    assert.match(first.output(), /bootstrap admin key/);
+    assert.ok(first.output().includes(first.adminKey));
+    assert.match(first.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    const mint = await request(`${first.url}/api/public/v1/admin/api-keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${first.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'survivor', scopes: ['audit.read'] }),
+    });
+    assert.equal(mint.statusCode, 201);
+    const minted = (await mint.body.json()) as { key_id: string; secret: string };
+    for (const h of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']) assert.ok(mint.headers[h], h);
+    await first.kill('SIGKILL');
+
+    const second = await startCellProcess({ dataDir: first.dataDir });
+    try {
+      assert.doesNotMatch(second.output(), /bootstrap admin key/);
+      assert.ok(!second.output().includes(first.adminKey));
+      const r = await request(`${second.url}/api/public/v1/admin/audit?limit=5`, { headers: { authorization: `Bearer ${minted.secret}` } });
+      assert.equal(r.statusCode, 200, 'the key minted before SIGKILL still verifies');
+      await r.body.dump();
+      const bad = await request(`${second.url}/api/public/v1/admin/audit`, { headers: { authorization: 'Bearer nope' } });
+      assert.equal(bad.statusCode, 401);
+      const env = (await bad.body.json()) as { error: string };
+      assert.equal(env.error, 'unauthorized');
+    } finally {
+      await second.stop();
+    }
+  } finally {
+    await first.kill();
+    first.cleanup();
+  }
+});
