@@ -1,7 +1,16 @@
-/** The teams module (to be filled in). */
+/**
+ * The Agent Teams module: its tables (AI providers and secrets, the tool
+ * catalog's workspace storage, and the teams resources) and its routes.
+ */
 import type { CellModule } from '../module.ts';
+import { AI_MIGRATIONS } from '../ai/providers.ts';
+import { aiRoutes } from '../ai/routes.ts';
+import { TOOLS_MIGRATIONS } from '../tools/catalog.ts';
 
 export const teamsModule: CellModule = {
   name: 'teams',
-  migrations: [],
+  migrations: [...AI_MIGRATIONS, ...TOOLS_MIGRATIONS],
+  routes(app, cell) {
+    aiRoutes(app, cell);
+  },
 };

@@ -1,0 +1,152 @@
+/**
+ * A client for the OpenAI Chat Completions protocol (OpenAI, vLLM, llama.cpp
+ * server, Ollama, LM Studio), over undici.
+ *
+ * Each call has a connect/headers timeout and a body timeout; 429, 5xx and
+ * network failures are retried with exponential backoff (honouring a short
+ * Retry-After); everything else fails at once. Failures leave as ServiceError
+ * `service_unavailable` with `details.reason` (`provider_timeout`,
+ * `provider_unreachable`, `provider_rate_limited`, `provider_error`,
+ * `provider_rejected`, `provider_bad_response`) and the provider's HTTP status,
+ * never the provider's body or the key.
+ */
+import { request } from 'undici';
+import { ServiceError } from '../../core/errors.ts';
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string | null;
+  tool_calls?: ToolCall[];
+  tool_call_id?: string;
+  name?: string;
+}
+
+export interface ToolCall { id: string; type: 'function'; function: { name: string; arguments: string } }
+
+export interface ToolSpec { type: 'function'; function: { name: string; description: string; parameters: Record<string, unknown> } }
+
+export interface ChatRequest {
+  model: string;
+  messages: ChatMessage[];
+  tools?: ToolSpec[];
+  temperature?: number;
+  max_tokens?: number;
+}
+
+export interface ChatResult {
+  content: string | null;
+  tool_calls: ToolCall[];
+  finish_reason: string | null;
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+  model: string;
+}
+
+export interface ClientOptions {
+  baseUrl: string;
+  apiKey?: string | undefined;
+  /** Headers (connect + response headers) timeout, ms. Default 30 s. */
+  headersTimeoutMs?: number;
+  /** Body timeout, ms. Default 120 s. */
+  bodyTimeoutMs?: number;
+  /** Retries after the first attempt. Default 2. */
+  retries?: number;
+  /** First backoff, ms; doubles per retry. Default 250 ms. */
+  backoffMs?: number;
+  /** Longest wait honoured from Retry-After, ms. Default 5 s. */
+  maxRetryAfterMs?: number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+const realSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** URL of the chat completions endpoint under a base URL ending in /v1 or not. */
+export function completionsUrl(baseUrl: string): string {
+  const b = baseUrl.replace(/\/+$/, '');
+  return b.endsWith('/chat/completions') ? b : `${b}/chat/completions`;
+}
+
+function fail(reason: string, message: string, extra: Record<string, unknown> = {}, retryable = false): ServiceError {
+  return new ServiceError('service_unavailable', message, { details: { reason, ...extra }, retryable });
+}
+
+/** One chat completion, with timeouts and retries. */
+export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Promise<ChatResult> {
+  const retries = opts.retries ?? 2;
+  const sleep = opts.sleep ?? realSleep;
+  let last: ServiceError = fail('provider_unreachable', 'the model provider is unreachable');
+  for (let attempt = 0; attempt <= retries; attempt++) {
+    let waitMs = (opts.backoffMs ?? 250) * 2 ** attempt;
+    try {
+      const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
+      if (opts.apiKey) headers['authorization'] = `Bearer ${opts.apiKey}`;
+      const res = await request(completionsUrl(opts.baseUrl), {
+        method: 'POST', headers, body: JSON.stringify({ ...body, stream: false }),
+        headersTimeout: opts.headersTimeoutMs ?? 30_000, bodyTimeout: opts.bodyTimeoutMs ?? 120_000,
+        // undici's own timers are coarse (about a second); the signal bounds the whole call exactly.
+        signal: AbortSignal.timeout((opts.headersTimeoutMs ?? 30_000) + (opts.bodyTimeoutMs ?? 120_000)),
+      });
+      const status = res.statusCode;
+      if (status >= 200 && status < 300) {
+        const json: unknown = await res.body.json().catch(() => undefined);
+        return parseCompletion(json);
+      }
+      await res.body.dump();
+      if (status === 429 || status >= 500) {
+        last = status === 429
+          ? fail('provider_rate_limited', 'the model provider is rate limiting', { provider_status: status }, true)
+          : fail('provider_error', 'the model provider failed', { provider_status: status }, true);
+        const ra = Number(res.headers['retry-after']);
+        if (Number.isFinite(ra) && ra >= 0) waitMs = Math.min(ra * 1000, opts.maxRetryAfterMs ?? 5000);
+      } else {
+        throw fail('provider_rejected', 'the model provider rejected the request', { provider_status: status });
+      }
+    } catch (err) {
+      if (err instanceof ServiceError) {
+        if (err.details?.['reason'] === 'provider_rejected' || err.details?.['reason'] === 'provider_bad_response') throw err;
+        last = err;
+      } else {
+        const code = String((err as { code?: unknown }).code ?? '');
+        const name = (err as { name?: string }).name ?? '';
+        last = code.includes('TIMEOUT') || name === 'TimeoutError' || name === 'AbortError'
+          ? fail('provider_timeout', 'the model provider timed out', {}, true)
+          : fail('provider_unreachable', 'the model provider is unreachable', {}, true);
+      }
+    }
+    if (attempt < retries) await sleep(waitMs);
+  }
+  throw last;
+}
+
+/** Validates a Chat Completions response body. */
+export function parseCompletion(json: unknown): ChatResult {
+  const bad = () => fail('provider_bad_response', 'the model provider answered with an unreadable body');
+  if (typeof json !== 'object' || json === null) throw bad();
+  const j = json as { choices?: unknown; usage?: unknown; model?: unknown };
+  if (!Array.isArray(j.choices) || j.choices.length === 0) throw bad();
+  const choice = j.choices[0] as { message?: { content?: unknown; tool_calls?: unknown }; finish_reason?: unknown };
+  const msg = choice.message;
+  if (typeof msg !== 'object' || msg === null) throw bad();
+  const content = typeof msg.content === 'string' ? msg.content : null;
+  const tool_calls: ToolCall[] = [];
+  if (Array.isArray(msg.tool_calls)) {
+    for (const tc of msg.tool_calls as { id?: unknown; function?: { name?: unknown; arguments?: unknown } }[]) {
+      if (typeof tc?.function?.name !== 'string') throw bad();
+      const args = tc.function.arguments;
+      tool_calls.push({
+        id: typeof tc.id === 'string' ? tc.id : `call_${tool_calls.length}`,
+        type: 'function',
+        function: { name: tc.function.name, arguments: typeof args === 'string' ? args : JSON.stringify(args ?? {}) },
+      });
+    }
+  }
+  const u = (j.usage ?? {}) as { prompt_tokens?: unknown; completion_tokens?: unknown; total_tokens?: unknown };
+  const n = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) && x >= 0 ? Math.floor(x) : 0);
+  const prompt_tokens = n(u.prompt_tokens);
+  const completion_tokens = n(u.completion_tokens);
+  return {
+    content, tool_calls,
+    finish_reason: typeof choice.finish_reason === 'string' ? choice.finish_reason : null,
+    usage: { prompt_tokens, completion_tokens, total_tokens: n(u.total_tokens) || prompt_tokens + completion_tokens },
+    model: typeof j.model === 'string' ? j.model : '',
+  };
+}

@@ -1,0 +1,185 @@
+/**
+ * The governed tool catalog: the named, real tools an agent may be granted
+ * through `allowed_tools`. Each tool declares whether it has side effects
+ * (the permission mode `ask` holds side-effecting calls for a human
+ * approval), its JSON-schema parameters (sent to the model as a function),
+ * and what it reads or where it writes, so the security floor (grant,
+ * value gate, egress, data grants, clearance) can judge a call before it runs.
+ *
+ * | tool      | side effects | reads / writes                         |
+ * |-----------|--------------|----------------------------------------|
+ * | calc      | no           | nothing                                |
+ * | clock.now | no           | the cell clock                         |
+ * | http.get  | no           | a URL; the URL must be on egress_allowlist |
+ * | kv.get    | no           | workspace storage; needs data grant `kv:<workspace>` or `kv:*`, and clearance >= the entry's classification |
+ * | kv.put    | yes          | workspace storage; needs egress `kv:<workspace>` or `kv:*` |
+ */
+import { request } from 'undici';
+import { ServiceError, invalid } from '../../core/errors.ts';
+import type { Cell } from '../context.ts';
+import { evaluateArithmetic } from './calc.ts';
+import { egressAllowed } from './egress.ts';
+
+/** The slice of an authority envelope tools look at. */
+export interface ToolAuthority {
+  egress_allowlist?: string[] | undefined;
+  data_grant_ids?: string[] | undefined;
+  clearance_level?: number | undefined;
+}
+
+export interface ToolContext {
+  cell: Cell;
+  workspaceId: string;
+  /** Principal id of the calling agent. */
+  agentId: string;
+  authority: ToolAuthority;
+}
+
+export interface ToolDef {
+  name: string;
+  description: string;
+  side_effects: boolean;
+  parameters: Record<string, unknown>;
+  run(ctx: ToolContext, args: Record<string, unknown>): Promise<unknown>;
+}
+
+/** A refusal of the security floor inside a tool, with a machine reason. */
+export function toolRefusal(reason: string, message: string, extra: Record<string, unknown> = {}): ServiceError {
+  return new ServiceError('forbidden', message, { details: { reason, ...extra } });
+}
+
+const str = (args: Record<string, unknown>, k: string, max = 2048): string => {
+  const v = args[k];
+  if (typeof v !== 'string' || v.length === 0 || v.length > max) throw invalid(`argument '${k}' must be a string of 1 to ${max} characters`, { reason: 'tool_bad_arguments', argument: k });
+  return v;
+};
+
+const KEY = /^[A-Za-z0-9_.:/-]{1,200}$/;
+const HTTP_BODY_LIMIT = 64 * 1024;
+
+function dataGranted(grants: readonly string[] | undefined, workspaceId: string): boolean {
+  return (grants ?? []).some((g) => g === 'kv:*' || g === `kv:${workspaceId}` || g === '*');
+}
+
+export const TOOLS: readonly ToolDef[] = [
+  {
+    name: 'calc',
+    description: 'Evaluate an arithmetic expression (+ - * / % ^, parentheses).',
+    side_effects: false,
+    parameters: { type: 'object', properties: { expression: { type: 'string' } }, required: ['expression'] },
+    async run(_ctx, args) {
+      return { value: evaluateArithmetic(str(args, 'expression', 256)) };
+    },
+  },
+  {
+    name: 'clock.now',
+    description: "The cell's current time.",
+    side_effects: false,
+    parameters: { type: 'object', properties: {} },
+    async run(ctx) {
+      const now = ctx.cell.clock.now();
+      return { epoch_ms: now, iso: new Date(now).toISOString() };
+    },
+  },
+  {
+    name: 'http.get',
+    description: 'Fetch a URL on the egress allowlist (GET, no redirects, 64 KiB, 5 s).',
+    side_effects: false,
+    parameters: { type: 'object', properties: { url: { type: 'string' } }, required: ['url'] },
+    async run(ctx, args) {
+      const url = str(args, 'url');
+      let parsed: URL;
+      try { parsed = new URL(url); } catch { throw invalid("argument 'url' is not a URL", { reason: 'tool_bad_arguments', argument: 'url' }); }
+      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw invalid('only http and https URLs', { reason: 'tool_bad_arguments', argument: 'url' });
+      if (!egressAllowed(ctx.authority.egress_allowlist, parsed.href)) {
+        throw toolRefusal('egress_denied', `egress to ${parsed.host} is not on the allowlist`, { destination: parsed.origin });
+      }
+      try {
+        const res = await request(parsed.href, { method: 'GET', headersTimeout: 5000, bodyTimeout: 5000, maxRedirections: 0 } as Parameters<typeof request>[1]);
+        const chunks: Buffer[] = [];
+        let size = 0;
+        let truncated = false;
+        for await (const c of res.body) {
+          const b = c as Buffer;
+          if (size + b.length > HTTP_BODY_LIMIT) { chunks.push(b.subarray(0, HTTP_BODY_LIMIT - size)); truncated = true; res.body.destroy(); break; }
+          chunks.push(b);
+          size += b.length;
+        }
+        return { status: res.statusCode, content_type: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks).toString('utf8'), truncated };
+      } catch (e) {
+        if (e instanceof ServiceError) throw e;
+        throw new ServiceError('service_unavailable', 'http.get failed to reach the URL', { details: { reason: 'tool_unreachable' }, retryable: true });
+      }
+    },
+  },
+  {
+    name: 'kv.get',
+    description: "Read a value from the run's workspace storage.",
+    side_effects: false,
+    parameters: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] },
+    async run(ctx, args) {
+      const key = str(args, 'key', 200);
+      if (!KEY.test(key)) throw invalid("argument 'key' has characters outside [A-Za-z0-9_.:/-]", { reason: 'tool_bad_arguments', argument: 'key' });
+      if (!dataGranted(ctx.authority.data_grant_ids, ctx.workspaceId)) {
+        throw toolRefusal('data_not_granted', `no data grant covers workspace storage of ${ctx.workspaceId}`, { data: `kv:${ctx.workspaceId}` });
+      }
+      const row = ctx.cell.store.get<{ value: string; classification: number }>(
+        'SELECT value, classification FROM tool_kv WHERE workspace_id = ? AND key = ?', [ctx.workspaceId, key]);
+      if (!row) return { found: false };
+      if (row.classification > (ctx.authority.clearance_level ?? 0)) {
+        throw toolRefusal('clearance_insufficient', 'the entry is classified above the agent clearance', { classification: row.classification });
+      }
+      return { found: true, value: JSON.parse(row.value) as unknown };
+    },
+  },
+  {
+    name: 'kv.put',
+    description: "Write a value to the run's workspace storage.",
+    side_effects: true,
+    parameters: {
+      type: 'object',
+      properties: { key: { type: 'string' }, value: {}, classification: { type: 'integer', minimum: 0 } },
+      required: ['key', 'value'],
+    },
+    async run(ctx, args) {
+      const key = str(args, 'key', 200);
+      if (!KEY.test(key)) throw invalid("argument 'key' has characters outside [A-Za-z0-9_.:/-]", { reason: 'tool_bad_arguments', argument: 'key' });
+      if (!egressAllowed(ctx.authority.egress_allowlist, `kv:${ctx.workspaceId}`)) {
+        throw toolRefusal('egress_denied', `egress to workspace storage of ${ctx.workspaceId} is not on the allowlist`, { destination: `kv:${ctx.workspaceId}` });
+      }
+      const clearance = ctx.authority.clearance_level ?? 0;
+      const cls = args['classification'] === undefined ? 0 : args['classification'];
+      if (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0) throw invalid("argument 'classification' must be a non-negative integer", { reason: 'tool_bad_arguments', argument: 'classification' });
+      if (cls > clearance) throw toolRefusal('clearance_insufficient', 'cannot write above the agent clearance', { classification: cls });
+      const value = JSON.stringify(args['value'] ?? null);
+      if (value.length > 64 * 1024) throw invalid('value larger than 64 KiB', { reason: 'tool_bad_arguments', argument: 'value' });
+      const at = ctx.cell.clock.now();
+      await ctx.cell.store.write((tx) => tx.run(
+        `INSERT INTO tool_kv (workspace_id, key, value, classification, updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (workspace_id, key) DO UPDATE SET value = excluded.value, classification = excluded.classification,
+           updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
+        [ctx.workspaceId, key, value, cls, at, ctx.agentId]));
+      return { ok: true, key };
+    },
+  },
+];
+
+const BY_NAME = new Map(TOOLS.map((t) => [t.name, t]));
+
+export function getTool(name: string): ToolDef | undefined {
+  return BY_NAME.get(name);
+}
+
+export const TOOLS_MIGRATIONS = [
+  {
+    id: 'tools-001-kv',
+    sql: `CREATE TABLE tool_kv (
+      workspace_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, classification INTEGER NOT NULL DEFAULT 0,
+      updated_at INTEGER NOT NULL, updated_by TEXT NOT NULL, PRIMARY KEY (workspace_id, key))`,
+  },
+] as const;
+
+/** The catalog's public view (GET /admin/ai/tool-registry). */
+export function toolRegistryView() {
+  return TOOLS.map((t) => ({ name: t.name, description: t.description, side_effects: t.side_effects, read_only: !t.side_effects, parameters: t.parameters }));
+}

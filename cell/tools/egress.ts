@@ -1,0 +1,42 @@
+/**
+ * Egress allowlist matching: where a tool's output or request may go.
+ *
+ * Entries: an origin (`https://api.example.com`, `http://127.0.0.1:8080`)
+ * matching that scheme, host and port; a bare host (`api.example.com`)
+ * matching it on any scheme and port; a wildcard (`*.example.com`) matching
+ * sub-domains only; `kv:<workspace_id>` or `kv:*` for workspace storage
+ * writes; `*` for anywhere. An empty list allows nothing (deny by default).
+ */
+
+/** True when `destination` (a URL or `kv:<workspace>`) is on the allowlist. */
+export function egressAllowed(allowlist: readonly string[] | undefined, destination: string): boolean {
+  if (!allowlist || allowlist.length === 0) return false;
+  if (destination.startsWith('kv:')) {
+    return allowlist.some((e) => e === '*' || e === 'kv:*' || e === destination);
+  }
+  let url: URL;
+  try {
+    url = new URL(destination);
+  } catch {
+    return false;
+  }
+  const host = url.hostname.toLowerCase();
+  for (const raw of allowlist) {
+    const e = raw.toLowerCase();
+    if (e === '*') return true;
+    if (e.startsWith('kv:')) continue;
+    if (e.includes('://')) {
+      try {
+        const o = new URL(e);
+        if (o.protocol === url.protocol && o.hostname === host && o.port === url.port) return true;
+      } catch {
+        continue;
+      }
+    } else if (e.startsWith('*.')) {
+      if (host.endsWith(e.slice(1)) && host.length > e.length - 1) return true;
+    } else if (e === host || e === `[${host}]`) {
+      return true;
+    }
+  }
+  return false;
+}

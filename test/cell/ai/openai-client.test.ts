@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { chatCompletion, parseCompletion } from '../../../cell/ai/openai-client.ts';
+import { isServiceError } from '../../../core/errors.ts';
+import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
+
+let ai: FakeOpenAI;
+before(async () => { ai = await startOpenAIServer({ apiKey: 'sk-test' }); });
+after(async () => { await ai.close(); });
+
+const noSleep = async () => {};
+
+test('a completion with text and usage', async () => {
+  ai.setResponder(() => ({ content: 'hello', usage: { prompt_tokens: 3, completion_tokens: 2 } }));
+  const r = await chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test' }, { model: 'm', messages: [{ role: 'user', content: 'hi' }] });
+  assert.equal(r.content, 'hello');
+  assert.deepEqual(r.usage, { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
+  assert.equal(ai.requests.at(-1)!.authorization, 'Bearer sk-test');
+});
+
+test('tool calls are parsed', async () => {
+  ai.setResponder(() => ({ tool_calls: [{ name: 'calc', arguments: { expression: '1+2' } }] }));
+  const r = await chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test' }, { model: 'm', messages: [{ role: 'user', content: 'sum' }] });
+  assert.equal(r.tool_calls.length, 1);
+  assert.equal(r.tool_calls[0]!.function.name, 'calc');
+  assert.deepEqual(JSON.parse(r.tool_calls[0]!.function.arguments), { expression: '1+2' });
+});
+
+test('5xx and 429 are retried with backoff, then succeed', async () => {
+  const sleeps: number[] = [];
+  let n = 0;
+  ai.setResponder(() => (++n <= 2 ? (n === 1 ? { status: 503 } : { status: 429, retryAfter: 1 }) : { content: 'third time' }));
+  const r = await chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 2, backoffMs: 10, sleep: async (ms) => { sleeps.push(ms); } },
+    { model: 'm', messages: [{ role: 'user', content: 'x' }] });
+  assert.equal(r.content, 'third time');
+  assert.deepEqual(sleeps, [10, 1000]);
+});
+
+test('retries exhausted -> service_unavailable with reason, never the provider body', async () => {
+  ai.setResponder(() => ({ status: 500 }));
+  await assert.rejects(
+    chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 1, sleep: noSleep }, { model: 'm', messages: [] }),
+    (e: unknown) => isServiceError(e) && e.code === 'service_unavailable' && e.details?.['reason'] === 'provider_error' && !e.message.includes('scripted'),
+  );
+});
+
+test('a wrong key is rejected without retry', async () => {
+  const before = ai.requests.length;
+  await assert.rejects(
+    chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'wrong', retries: 2, sleep: noSleep }, { model: 'm', messages: [] }),
+    (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'provider_rejected' && e.details?.['provider_status'] === 401,
+  );
+  assert.equal(ai.requests.length, before);
+});
+
+test('a timeout maps to provider_timeout', async () => {
+  ai.setResponder(() => ({ content: 'late', delayMs: 400 }));
+  await assert.rejects(
+    chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 0, headersTimeoutMs: 100, bodyTimeoutMs: 100, sleep: noSleep }, { model: 'm', messages: [] }),
+    (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'provider_timeout',
+  );
+});
+
+test('an unreachable provider maps to provider_unreachable', async () => {
+  await assert.rejects(
+    chatCompletion({ baseUrl: 'http://127.0.0.1:1/v1', retries: 0, sleep: noSleep }, { model: 'm', messages: [] }),
+    (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'provider_unreachable',
+  );
+});
+
+test('unreadable bodies are refused', () => {
+  assert.throws(() => parseCompletion({ choices: [] }), (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'provider_bad_response');
+  assert.throws(() => parseCompletion('x'), (e: unknown) => isServiceError(e));
+});
