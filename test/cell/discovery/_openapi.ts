@@ -77,7 +77,7 @@ export function schemaChecker(doc: Json) {
  * Asserts that `status` is documented for the operation, and that the body
  * validates against the documented schema of that status and content type.
  */
-export function checkResponse(doc: Json, checker: ReturnType<typeof schemaChecker>, o: Operation, res: { status: number; contentType: string | null; text: string }, what: string): void {
+export function checkResponse(checker: ReturnType<typeof schemaChecker>, o: Operation, res: { status: number; contentType: string | null; text: string }, what: string): void {
   const label = `${o.method.toUpperCase()} ${o.path} (${what}) -> ${res.status}`;
   const responses = o.op['responses'] as Json;
   const documented = responses[String(res.status)] ?? responses[`${String(res.status)[0]}XX`] ?? responses['default'];
