@@ -1,0 +1,211 @@
+// core/crypto/ed25519.ts: RFC 8032 vectors on both paths, RFC 7638 / RFC 8037 thumbprints.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { b64url, utf8 } from '../../../core/canonical.ts';
+import {
+  generateEd25519,
+  jwkThumbprint,
+  publicJwkOf,
+  signEd25519,
+  signEd25519Sync,
+  verifyEd25519,
+  verifyEd25519Sync,
+} from '../../../core/crypto/ed25519.ts';
+
+const hex = (h: string) => Uint8Array.from(h.match(/../g) ?? [], (b) => parseInt(b, 16));
+const toHex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+
+// RFC 8032 section 7.1, Test Vectors for Ed25519.
+const RFC8032 = [
+  {
+    name: 'TEST 1 (empty message)',
+    secret: '9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60',
+    public: 'd75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a',
+    message: '',
+    signature: 'e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b',
+  },
+  {
+    name: 'TEST 2 (one byte)',
+    secret: '4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb',
+    public: '3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c',
+    message: '72',
+    signature: '92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00',
+  },
+  {
+    name: 'TEST 3 (two bytes)',
+    secret: 'c5aa8df43f9f837bedb7442f31dcb7b166d38535076f094b85ce3a2e0b4458f7',
+    public: 'fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025',
+    message: 'af82',
+    signature: '6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a',
+  },
+  {
+    name: 'TEST SHA(abc)',
+    secret: '833fe62409237b9d62ec77587520911e9a759cec1d19755b7da901b96dca3d42',
+    public: 'ec172b93ad5e563bf4932c70e1245034c35467ef2efd4d64ebf819683467e2bf',
+    message:
+      'ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f',
+    signature: 'dc2a4459e7369633a52b1bf277839a00201009a3efbf3ecb69bea2186c26b58909351fc9ac90b3ecfdfbc7c66431e0303dca179c138ac17ad9bef1177331a704',
+  },
+];
+
+const jwks = (v: (typeof RFC8032)[number]) => {
+  const x = b64url(hex(v.public));
+  return {
+    privateJwk: { kty: 'OKP', crv: 'Ed25519', x, d: b64url(hex(v.secret)) } as JsonWebKey,
+    publicJwk: { kty: 'OKP', crv: 'Ed25519', x } as JsonWebKey,
+  };
+};
+
+test('RFC 8032 section 7.1 vectors: WebCrypto path signs to the exact signature and verifies it', async () => {
+  for (const v of RFC8032) {
+    const { privateJwk, publicJwk } = jwks(v);
+    const sig = await signEd25519(privateJwk, hex(v.message));
+    assert.equal(toHex(sig), v.signature, v.name);
+    assert.equal(await verifyEd25519(publicJwk, hex(v.message), hex(v.signature)), true, v.name);
+  }
+});
+
+test('RFC 8032 section 7.1 vectors: noble (sync) path signs to the exact signature and verifies it', () => {
+  for (const v of RFC8032) {
+    const { privateJwk, publicJwk } = jwks(v);
+    assert.equal(toHex(signEd25519Sync(privateJwk, hex(v.message))), v.signature, v.name);
+    assert.equal(verifyEd25519Sync(publicJwk, hex(v.message), hex(v.signature)), true, v.name);
+  }
+});
+
+test('RFC 8032 vectors: a flipped bit in message, signature or key fails on both paths', async () => {
+  for (const v of RFC8032) {
+    const { publicJwk } = jwks(v);
+    const msg = hex(v.message);
+    const sig = hex(v.signature);
+    const badSig = sig.slice();
+    badSig[5]! ^= 1;
+    const badMsg = msg.length === 0 ? new Uint8Array([0]) : msg.slice();
+    if (msg.length > 0) badMsg[0]! ^= 1;
+    const other = jwks(RFC8032[(RFC8032.indexOf(v) + 1) % RFC8032.length]!).publicJwk;
+    for (const [m, s, k] of [
+      [msg, badSig, publicJwk],
+      [badMsg, sig, publicJwk],
+      [msg, sig, other],
+    ] as const) {
+      assert.equal(await verifyEd25519(k, m, s), false, v.name);
+      assert.equal(verifyEd25519Sync(k, m, s), false, v.name);
+    }
+  }
+});
+
+test('RFC 8037 Appendix A: the Ed25519 JWK thumbprint (A.3) and the JWS signature (A.4)', async () => {
+  const publicJwk = { kty: 'OKP', crv: 'Ed25519', x: '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo' } as JsonWebKey;
+  const privateJwk = { ...publicJwk, d: 'nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A' } as JsonWebKey;
+  assert.equal(jwkThumbprint(publicJwk), 'kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k');
+  assert.equal(jwkThumbprint(privateJwk), 'kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k', 'd is not a thumbprint member');
+  const input = utf8('eyJhbGciOiJFZERTQSJ9.RXhhbXBsZSBvZiBFZDI1NTE5IHNpZ25pbmc');
+  const expected = 'hgyY0il_MGCjP0JzlnLWG1PPOt7-09PGcvMg3AIbQR6dWbhijcNR4ki4iylGjg5BhVsPt9g7sVvpAr_MuM0KAg';
+  assert.equal(b64url(await signEd25519(privateJwk, input)), expected);
+  assert.equal(b64url(signEd25519Sync(privateJwk, input)), expected);
+});
+
+test('RFC 7638 section 3.1: the RSA example thumbprint; members outside the required set are ignored', () => {
+  const rsa = {
+    kty: 'RSA',
+    n: '0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw',
+    e: 'AQAB',
+    alg: 'RS256',
+    kid: '2011-04-29',
+  } as JsonWebKey;
+  assert.equal(jwkThumbprint(rsa), 'NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs');
+});
+
+test('jwkThumbprint supports EC (crv, kty, x, y) and refuses unknown types or missing members', async () => {
+  const pair = (await crypto.subtle.generateKey({ name: 'ECDSA', namedCurve: 'P-256' }, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const jwk = await crypto.subtle.exportKey('jwk', pair.publicKey);
+  const tp = jwkThumbprint(jwk);
+  assert.match(tp, /^[A-Za-z0-9_-]{43}$/);
+  assert.equal(jwkThumbprint({ kty: 'EC', crv: jwk.crv!, x: jwk.x!, y: jwk.y! }), tp);
+  assert.notEqual(jwkThumbprint({ kty: 'EC', crv: jwk.crv!, x: jwk.y!, y: jwk.x! }), tp);
+  assert.throws(() => jwkThumbprint({ kty: 'oct', k: 'AAAA' }), TypeError);
+  assert.throws(() => jwkThumbprint({ kty: 'EC', crv: 'P-256', x: jwk.x! }), TypeError);
+  assert.throws(() => jwkThumbprint({ kty: 'OKP', crv: 'Ed25519' }), TypeError);
+  assert.throws(() => jwkThumbprint({} as JsonWebKey), TypeError);
+});
+
+test('generateEd25519: minimal JWKs, kid = RFC 7638 thumbprint, both paths interoperate', async () => {
+  const k = await generateEd25519();
+  assert.deepEqual(Object.keys(k.publicJwk).sort(), ['crv', 'kty', 'x']);
+  assert.deepEqual(Object.keys(k.privateJwk).sort(), ['crv', 'd', 'kty', 'x']);
+  assert.equal(k.kid, jwkThumbprint(k.publicJwk));
+  assert.deepEqual(publicJwkOf(k.privateJwk), k.publicJwk);
+  const msg = utf8('interop');
+  const s1 = await signEd25519(k.privateJwk, msg);
+  const s2 = signEd25519Sync(k.privateJwk, msg);
+  assert.deepEqual(s1, s2, 'Ed25519 is deterministic: both paths give the same signature');
+  assert.equal(verifyEd25519Sync(k.publicJwk, msg, s1), true);
+  assert.equal(await verifyEd25519(k.publicJwk, msg, s2), true);
+  const k2 = await generateEd25519();
+  assert.notEqual(k2.kid, k.kid);
+  assert.equal(await verifyEd25519(k2.publicJwk, msg, s1), false);
+});
+
+test('verification never throws on garbage: malformed keys, signatures and data give false on both paths', async () => {
+  const { publicJwk } = jwks(RFC8032[0]!);
+  const sig = hex(RFC8032[0]!.signature);
+  const msg = new Uint8Array();
+  const badKeys: unknown[] = [
+    null,
+    undefined,
+    {},
+    'key',
+    { kty: 'OKP', crv: 'Ed448', x: publicJwk.x },
+    { kty: 'OKP', crv: 'Ed25519' },
+    { kty: 'OKP', crv: 'Ed25519', x: 'not base64url!' },
+    { kty: 'OKP', crv: 'Ed25519', x: 'AAAA' },
+    { kty: 'EC', crv: 'Ed25519', x: publicJwk.x },
+    // 32 bytes that do not decode to a curve point (y = 2^255 - 1 region)
+    { kty: 'OKP', crv: 'Ed25519', x: b64url(new Uint8Array(32).fill(0xff)) },
+  ];
+  for (const k of badKeys) {
+    assert.equal(await verifyEd25519(k as JsonWebKey, msg, sig), false, JSON.stringify(k));
+    assert.equal(verifyEd25519Sync(k as JsonWebKey, msg, sig), false, JSON.stringify(k));
+  }
+  for (const s of [new Uint8Array(), new Uint8Array(63), new Uint8Array(65), sig.slice(0, 32), 'sig', null]) {
+    assert.equal(await verifyEd25519(publicJwk, msg, s as Uint8Array), false);
+    assert.equal(verifyEd25519Sync(publicJwk, msg, s as Uint8Array), false);
+  }
+  assert.equal(await verifyEd25519(publicJwk, 'msg' as unknown as Uint8Array, sig), false);
+  assert.equal(verifyEd25519Sync(publicJwk, null as unknown as Uint8Array, sig), false);
+  // RFC 8032 5.1.7: S >= L is refused (S = L added to a valid S), on both paths
+  const L = 2n ** 252n + 27742317777372353535851937790883648493n;
+  const s = sig.slice(32);
+  let n = 0n;
+  for (let i = 31; i >= 0; i--) n = (n << 8n) + BigInt(s[i]!);
+  n += L;
+  const malleable = sig.slice();
+  for (let i = 0; i < 32; i++) {
+    malleable[32 + i] = Number((n >> BigInt(8 * i)) & 0xffn);
+  }
+  assert.equal(await verifyEd25519(publicJwk, msg, malleable), false);
+  assert.equal(verifyEd25519Sync(publicJwk, msg, malleable), false);
+});
+
+test('signing with a malformed private key is a programming mistake: TypeError', async () => {
+  const { publicJwk } = jwks(RFC8032[0]!);
+  await assert.rejects(() => signEd25519(publicJwk, new Uint8Array()), TypeError);
+  assert.throws(() => signEd25519Sync(publicJwk, new Uint8Array()), TypeError);
+  assert.throws(() => signEd25519Sync({ kty: 'OKP', crv: 'Ed25519', x: publicJwk.x!, d: 'short' }, new Uint8Array()), TypeError);
+});
+
+test('property: sync and WebCrypto paths agree on random messages and random tampering', async () => {
+  const k = await generateEd25519();
+  await fc.assert(
+    fc.asyncProperty(fc.uint8Array({ maxLength: 200 }), fc.nat(63), async (msg, flip) => {
+      const s = signEd25519Sync(k.privateJwk, msg);
+      assert.deepEqual(await signEd25519(k.privateJwk, msg), s);
+      assert.equal(await verifyEd25519(k.publicJwk, msg, s), true);
+      const t = s.slice();
+      t[flip]! ^= 0x01;
+      assert.equal(await verifyEd25519(k.publicJwk, msg, t), verifyEd25519Sync(k.publicJwk, msg, t));
+    }),
+    { numRuns: 40 },
+  );
+});
