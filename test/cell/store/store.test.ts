@@ -200,7 +200,7 @@ describe('store: migrations', () => {
     assert.deepEqual(s2.all('SELECT id, seq FROM _migrations ORDER BY seq'), [
       { id: 'b-001', seq: 1 }, { id: 'a-002', seq: 2 }, { id: 'c-003', seq: 3 },
     ]);
-    assert.deepEqual(notes, []);
+    assert.equal(notes.length, 0, notes.join("; "));
     await s2.close();
     const s3 = await openStore({ dir, migrations: [{ id: 'b-001', sql: 'CREATE TABLE x (changed INTEGER)' }], log: (m) => notes.push(m) });
     cleanups.push(() => s3.close());
