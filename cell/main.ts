@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { POSTURES, type CellConfig, type Posture } from './config.ts';
 import { consoleLogger, startCell } from './server.ts';
+import { bundleCommand } from './edge/cli.ts';
 
 const HELP = `cell: agent teams and jobs under offline-verifiable authority
 
@@ -24,6 +25,9 @@ Commands:
     --agent-quota N    standing-agent work quota (default 100)
     --clearance N      this cell's clearance ceiling (default 0)
     --topology k=v,..  this cell's topology labels (site, zone, network)
+  bundle keys      write a signed API-key bundle for an edge device (cell stopped)
+    --data DIR --device ID --out FILE [--ttl-seconds N]
+  bundle trust     write the trust anchor a device pins (--data DIR --out FILE)
   help             this text
 `;
 
@@ -87,6 +91,7 @@ function fail(msg: string): never {
 
 const COMMANDS: Record<string, (argv: string[]) => Promise<void>> = {
   serve: serveCommand,
+  bundle: bundleCommand,
 };
 
 export async function main(argv: string[]): Promise<void> {

@@ -1,0 +1,42 @@
+/**
+ * `node dist/cell.mjs bundle keys --data DIR --device ID --out FILE [--ttl-seconds N]`:
+ * issues a signed key bundle from a stopped cell's data directory (the store
+ * holds a directory lock, so the cell must not be running), for carrying to
+ * a device by hand. `bundle trust --data DIR --out FILE` writes the trust
+ * anchor a device pins with `edge trust`.
+ */
+import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { startCell } from '../server.ts';
+import { issueKeyBundle, trustAnchor } from './export.ts';
+
+const USAGE = 'usage: bundle keys --data DIR --device DEVICE_ID --out FILE [--ttl-seconds N] | bundle trust --data DIR --out FILE';
+
+export async function bundleCommand(argv: string[]): Promise<void> {
+  const [what, ...rest] = argv;
+  if (what !== 'keys' && what !== 'trust') throw new Error(USAGE);
+  const { values } = parseArgs({
+    args: rest,
+    options: { data: { type: 'string' }, device: { type: 'string' }, out: { type: 'string' }, 'ttl-seconds': { type: 'string' } },
+    strict: true,
+  });
+  if (!values.out) throw new Error(USAGE);
+  if (what === 'keys' && !values.device) throw new Error(USAGE);
+  const dataDir = resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell');
+  const quiet = { info() {}, warn() {}, error() {} };
+  const running = await startCell({ config: { dataDir }, listen: false, log: quiet });
+  try {
+    if (what === 'trust') {
+      writeFileSync(values.out, JSON.stringify(trustAnchor(running.cell), null, 2) + '\n');
+      process.stdout.write(`wrote trust anchor of ${running.cell.config.cellId} to ${values.out}\n`);
+      return;
+    }
+    const ttl = values['ttl-seconds'] !== undefined ? Number(values['ttl-seconds']) : undefined;
+    const b = await issueKeyBundle(running.cell, values.device!, ttl);
+    writeFileSync(values.out, b.text, { mode: 0o644 });
+    process.stdout.write(`wrote key bundle version ${b.version} for device ${values.device} to ${values.out} (${b.text.length} bytes, expires ${new Date(b.expires_at!).toISOString()})\n`);
+  } finally {
+    await running.stop();
+  }
+}

@@ -1,0 +1,199 @@
+/**
+ * Edge routes under /api/public/v1/admin/edge: register devices, issue signed
+ * key and crew bundles for a device, import journals carried back.
+ */
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { PERMISSIONS } from '../../core/permissions.ts';
+import { ServiceError, conflict, invalid, notFound } from '../../core/errors.ts';
+import { openJournalExport } from '../../bundles/journal-export.ts';
+import type { CrewContent, ModelReference } from '../../bundles/crew-bundle.ts';
+import type { AppEnv, Cell } from '../context.ts';
+import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { recordAuditTx } from '../iam/audit.ts';
+import { deviceKey, deviceView, getDevice, listDevices, registerDeviceTx, requireDevice } from './devices.ts';
+import { MAX_BUNDLE_TTL_SECONDS, issueCrewBundle, issueKeyBundle, trustAnchor } from './export.ts';
+
+const TAG = 'Edge';
+const P = '/api/public/v1/admin/edge';
+
+const Jwk = z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string().max(64) }).passthrough().openapi('Ed25519PublicJwk');
+
+const RegisterDevice = z.object({
+  name: z.string().min(1).max(100),
+  public_jwk: Jwk.openapi({ description: 'The device public key printed by `edge init`' }),
+}).strict().openapi('RegisterEdgeDevice');
+
+const TrustAnchor = z.object({
+  cell_id: z.string(),
+  keys: z.array(z.object({ kid: z.string(), jwk: z.record(z.string(), z.unknown()) })),
+}).openapi('EdgeTrustAnchor');
+
+const Device = z.object({
+  device_id: z.string().openapi({ description: 'RFC 7638 thumbprint of the device key; bundles name it as audience' }),
+  name: z.string(),
+  public_jwk: z.record(z.string(), z.unknown()),
+  created_at: z.string(),
+  created_by: z.string(),
+}).openapi('EdgeDevice');
+
+const DeviceRegistered = Device.extend({
+  trust: TrustAnchor.openapi({ description: 'Save as a file and pin it on the device with `edge trust --file`' }),
+}).openapi('EdgeDeviceRegistered');
+
+const DeviceId = z.string().regex(/^[A-Za-z0-9_-]{43}$/).openapi({ description: 'device_id from registration' });
+const Ttl = z.number().int().min(1).max(MAX_BUNDLE_TTL_SECONDS);
+
+const Envelope = z.object({
+  format: z.string().max(64),
+  kid: z.string().max(200),
+  payload: z.string().openapi({ description: 'RFC 8785 canonical JSON of the artifact; the signed bytes' }),
+  signature: z.string().max(200),
+}).strict().openapi('SignedArtifact', { description: 'Write the response body to a file verbatim and carry it to the device' });
+
+const KeyBundleRequest = z.object({
+  device_id: DeviceId,
+  ttl_seconds: Ttl.optional().openapi({ description: 'Lifetime; default 7 days' }),
+}).strict().openapi('IssueKeyBundle');
+
+const CrewBundleRequest = z.object({
+  device_id: DeviceId,
+  crew_id: z.string().min(1).max(64),
+  model_manifest: Envelope.optional().openapi({ description: 'The signed model manifest the crew runs on at the edge; referenced by hash and publisher key' }),
+  ttl_seconds: Ttl.optional().openapi({ description: 'Lifetime; default 30 days' }),
+}).strict().openapi('IssueCrewBundle');
+
+const JournalImported = z.object({
+  run_id: z.string(), device_id: z.string(), crew_id: z.string(), graph_hash: z.string(), outcome: z.string(),
+  record_count: z.number().int(), verified: z.literal(true), imported_at: z.string(),
+}).openapi('EdgeJournalImported');
+
+/** Crew export for edge bundles; registered by the teams module under this service name. */
+export const CREW_EXPORT_SERVICE = 'teams.loadCrewForExport';
+export type CrewExporter = (cell: Cell, crewId: string) => CrewContent | Promise<CrewContent>;
+
+function bundleResponse(text: string, version: number) {
+  return new Response(text, { status: 201, headers: { 'content-type': 'application/json', 'x-bundle-version': String(version) } });
+}
+
+function modelReference(manifest: z.infer<typeof Envelope> | undefined): ModelReference | null {
+  if (!manifest) return null;
+  let p: { type?: unknown; model?: { name?: unknown; sha256?: unknown } };
+  try {
+    p = JSON.parse(manifest.payload) as typeof p;
+  } catch {
+    throw invalid('model_manifest payload is not JSON', { reason: 'malformed' });
+  }
+  if (p.type !== 'model-manifest' || typeof p.model?.sha256 !== 'string' || typeof p.model.name !== 'string') {
+    throw invalid('model_manifest is not a model manifest', { reason: 'malformed' });
+  }
+  return { name: p.model.name, sha256: p.model.sha256, publisher_kid: manifest.kid };
+}
+
+export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+  app.openapi(createRoute({
+    method: 'post', path: `${P}/devices`, tags: [TAG], 'x-status': 'Live',
+    summary: 'Register an edge device public key; returns the trust anchor the device pins',
+    ...secured(PERMISSIONS.edgeWrite),
+    request: { body: jsonBody(RegisterDevice) },
+    responses: { 201: json(DeviceRegistered, 'The registered device and the cell trust anchor'), ...errorResponses(400, 401, 403, 409) },
+  }), async (c) => {
+    const auth = c.get('auth');
+    const body = c.req.valid('json');
+    const { jwk, deviceId } = deviceKey(body.public_jwk);
+    const row = { device_id: deviceId, name: body.name, public_jwk: JSON.stringify(jwk), created_at: cell.clock.now(), created_by: auth.principal.id };
+    await cell.store.write((tx) => {
+      registerDeviceTx(tx, row);
+      recordAuditTx(tx, { at: row.created_at, actor: auth.principal.id, action: 'edge.device.register', target: deviceId, outcome: 'ok' });
+    });
+    const anchor = trustAnchor(cell);
+    return c.json({ ...deviceView(row), trust: { cell_id: anchor.cell_id, keys: anchor.keys.map((k) => ({ kid: k.kid, jwk: { ...k.jwk } as Record<string, unknown> })) } }, 201);
+  });
+
+  app.openapi(createRoute({
+    method: 'get', path: `${P}/devices`, tags: [TAG], 'x-status': 'Live',
+    summary: 'List registered edge devices',
+    ...secured(PERMISSIONS.edgeRead),
+    request: { query: pageQuery(100, 1000) },
+    responses: { 200: json(z.object({ devices: z.array(Device) }), 'Devices, oldest first'), ...errorResponses(400, 401, 403) },
+  }), (c) => {
+    const { limit, offset } = c.req.valid('query');
+    return c.json({ devices: listDevices(cell.store, limit, offset).map(deviceView) }, 200);
+  });
+
+  app.openapi(createRoute({
+    method: 'post', path: `${P}/key-bundles`, tags: [TAG], 'x-status': 'Live',
+    summary: 'Issue a signed API-key records bundle for a device',
+    description: 'Every key of this cell as the device must judge it (hashes only, never secrets), the owners\' role permissions at issue time, and tombstones; signed with the cell identity key, audience the device, with a version higher than any issued before.',
+    ...secured(PERMISSIONS.edgeWrite),
+    request: { body: jsonBody(KeyBundleRequest) },
+    responses: { 201: json(Envelope, 'The signed bundle file'), ...errorResponses(400, 401, 403, 404) },
+  }), async (c) => {
+    const auth = c.get('auth');
+    const body = c.req.valid('json');
+    const b = await issueKeyBundle(cell, body.device_id, body.ttl_seconds);
+    await cell.store.write((tx) => recordAuditTx(tx, {
+      at: b.issued_at, actor: auth.principal.id, action: 'edge.key_bundle.issue', target: body.device_id, outcome: 'ok', details: { version: b.version },
+    }));
+    return bundleResponse(b.text, b.version) as never;
+  });
+
+  app.openapi(createRoute({
+    method: 'post', path: `${P}/crew-bundles`, tags: [TAG], 'x-status': 'Partial',
+    summary: 'Issue a signed crew bundle for a device',
+    description: 'Wired slice: the crew\'s compiled graph and hash, agents, blueprints, skills, tool grants and budgets as the teams module exports them, plus the model manifest reference. Answers 503 while the teams export is not registered.',
+    ...secured(PERMISSIONS.edgeWrite),
+    request: { body: jsonBody(CrewBundleRequest) },
+    responses: { 201: json(Envelope, 'The signed crew bundle file'), ...errorResponses(400, 401, 403, 404, 503) },
+  }), async (c) => {
+    const auth = c.get('auth');
+    const body = c.req.valid('json');
+    requireDevice(cell, body.device_id);
+    const exporter = cell.services.get(CREW_EXPORT_SERVICE) as CrewExporter | undefined;
+    if (!exporter) throw new ServiceError('service_unavailable', 'crew export is not available on this cell', { details: { reason: 'crew_export_unavailable' } });
+    const crew = await exporter(cell, body.crew_id);
+    const b = await issueCrewBundle(cell, body.device_id, crew, modelReference(body.model_manifest), body.ttl_seconds);
+    await cell.store.write((tx) => recordAuditTx(tx, {
+      at: b.issued_at, actor: auth.principal.id, action: 'edge.crew_bundle.issue', target: body.device_id, outcome: 'ok', details: { version: b.version, crew_id: body.crew_id },
+    }));
+    return bundleResponse(b.text, b.version) as never;
+  });
+
+  app.openapi(createRoute({
+    method: 'post', path: `${P}/journals`, tags: [TAG], 'x-status': 'Live',
+    summary: 'Import a run journal exported by a device; verifies every signature and the chain',
+    ...secured(PERMISSIONS.edgeWrite),
+    request: { body: jsonBody(Envelope) },
+    responses: { 201: json(JournalImported, 'The journal verified and was stored'), ...errorResponses(400, 401, 403, 404, 409) },
+  }), async (c) => {
+    const auth = c.get('auth');
+    const env = c.req.valid('json');
+    const device = getDevice(cell.store, env.kid);
+    if (!device) throw notFound('device');
+    const text = JSON.stringify(env);
+    let opened;
+    try {
+      opened = await openJournalExport(text, { kid: device.device_id, jwk: JSON.parse(device.public_jwk) as JsonWebKey }, cell.config.cellId);
+    } catch (e) {
+      await cell.store.write((tx) => recordAuditTx(tx, {
+        at: cell.clock.now(), actor: auth.principal.id, action: 'edge.journal.import', target: device.device_id, outcome: 'refused',
+        details: { reason: (e as ServiceError).details?.['reason'] ?? 'invalid' },
+      }));
+      throw e;
+    }
+    const p = opened.payload;
+    const now = cell.clock.now();
+    await cell.store.write((tx) => {
+      const existing = tx.get<{ hash: string }>('SELECT hash FROM edge_journals WHERE run_id = ?', [p.run.run_id]);
+      if (existing && existing.hash !== opened.hash) throw conflict('a different journal for this run was already imported', { reason: 'journal_exists' });
+      if (!existing) {
+        tx.run('INSERT INTO edge_journals (run_id, device_id, crew_id, graph_hash, outcome, record_count, hash, export, imported_at, imported_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+          [p.run.run_id, device.device_id, p.run.crew_id, p.run.graph_hash, p.run.outcome, p.records.length, opened.hash, text, now, auth.principal.id]);
+      }
+      recordAuditTx(tx, { at: now, actor: auth.principal.id, action: 'edge.journal.import', target: device.device_id, outcome: 'ok', details: { run_id: p.run.run_id } });
+    });
+    return c.json({
+      run_id: p.run.run_id, device_id: device.device_id, crew_id: p.run.crew_id, graph_hash: p.run.graph_hash, outcome: p.run.outcome,
+      record_count: p.records.length, verified: true as const, imported_at: new Date(now).toISOString(),
+    }, 201);
+  });
+}

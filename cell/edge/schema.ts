@@ -1,0 +1,34 @@
+/** Tables of the edge module: registered devices, bundle version counters, imported journals. */
+import type { Migration } from '../store/types.ts';
+
+export const EDGE_MIGRATIONS: readonly Migration[] = [
+  {
+    id: 'edge-001-devices',
+    sql: `CREATE TABLE edge_devices (
+      device_id TEXT PRIMARY KEY,          -- the device key's RFC 7638 thumbprint
+      name TEXT NOT NULL,
+      public_jwk TEXT NOT NULL,
+      created_at INTEGER NOT NULL,
+      created_by TEXT NOT NULL
+    )`,
+  },
+  {
+    id: 'edge-002-bundle-versions',
+    sql: 'CREATE TABLE edge_bundle_versions (type TEXT PRIMARY KEY, version INTEGER NOT NULL)',
+  },
+  {
+    id: 'edge-003-journals',
+    sql: `CREATE TABLE edge_journals (
+      run_id TEXT PRIMARY KEY,
+      device_id TEXT NOT NULL,
+      crew_id TEXT NOT NULL,
+      graph_hash TEXT NOT NULL,
+      outcome TEXT NOT NULL,
+      record_count INTEGER NOT NULL,
+      hash TEXT NOT NULL,                  -- SHA-256 of the signed export payload
+      export TEXT NOT NULL,                -- the export file as carried back
+      imported_at INTEGER NOT NULL,
+      imported_by TEXT NOT NULL
+    )`,
+  },
+];
