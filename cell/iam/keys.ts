@@ -13,7 +13,7 @@ import type { AuthContext, Authenticator, Cell } from '../context.ts';
 import { clientIp } from '../http/client-ip.ts';
 import type { Reader, Tx } from '../store/types.ts';
 import { newId } from './ids.ts';
-import { authContextFor, getPrincipal, principalPermissions } from './principals.ts';
+import { getPrincipal, principalPermissions, type Principal } from './principals.ts';
 
 export type KeyStatus = 'active' | 'revoked' | 'soft_deleted' | 'purged';
 
@@ -127,41 +127,45 @@ export function keyRecord(cell: Cell, row: KeyRow): KeyRecord {
 
 // --- lookup cache: hash -> record, dropped whole on any IAM write -------------
 
-const caches = new WeakMap<Cell, Map<string, KeyRecord | null>>();
+interface CacheEntry { record: KeyRecord; owner: Principal | undefined }
+const caches = new WeakMap<Cell, Map<string, CacheEntry | null>>();
 
 export function invalidateKeyCache(cell: Cell): void {
   caches.get(cell)?.clear();
 }
 
-function lookup(cell: Cell, hash: string): KeyRecord | undefined {
+function lookup(cell: Cell, hash: string): CacheEntry | undefined {
   let cache = caches.get(cell);
   if (!cache) { cache = new Map(); caches.set(cell, cache); }
   const hit = cache.get(hash);
   if (hit !== undefined) return hit ?? undefined;
   const row = cell.store.get('SELECT * FROM api_keys WHERE hash = ? OR prev_hash = ? LIMIT 1', [hash, hash]) as unknown as KeyRow | undefined;
-  const rec = row ? keyRecord(cell, row) : null;
+  const entry = row ? { record: keyRecord(cell, row), owner: getPrincipal(cell, row.owner_id) } : null;
   if (cache.size > 50_000) cache.clear();
-  cache.set(hash, rec);
-  return rec ?? undefined;
+  cache.set(hash, entry);
+  return entry ?? undefined;
 }
 
 /** Judges a presented secret; returns the request's authority or throws the refusal. */
 export function authenticateKeySecret(cell: Cell, secret: string, ip: string | null): AuthContext {
   if (!isSecretFormat(secret)) throw unauthorized('malformed API key');
   const hash = hashSecret(secret);
-  const record = lookup(cell, hash);
-  const verdict = verifyPresentedKey(record, hash, { now: cell.clock.now(), ip, region: cell.config.region });
-  if (!verdict.ok) {
-    throw new ServiceError(verdict.code, verdict.code === 'forbidden' ? 'the key may not be used from here' : 'API key refused', {
-      details: { reason: verdict.reason },
+  const entry = lookup(cell, hash);
+  const verdict = verifyPresentedKey(entry?.record, hash, { now: cell.clock.now(), ip, region: cell.config.region });
+  if (!verdict.ok || !entry?.owner) {
+    const code = verdict.ok ? 'unauthorized' : verdict.code;
+    throw new ServiceError(code, code === 'forbidden' ? 'the key may not be used from here' : 'API key refused', {
+      details: { reason: verdict.ok ? 'owner_inactive' : verdict.reason },
     });
   }
-  const owner = getPrincipal(cell, record!.owner_id)!;
-  const ctx = authContextFor(cell, owner, record!.scopes, {
-    type: 'api_key', id: record!.key_id,
-    ...(record!.rate_limit_rpm !== null ? { rateLimitRpm: record!.rate_limit_rpm } : {}),
-  });
-  return ctx;
+  const { record, owner } = entry;
+  return {
+    principal: { id: owner.id, kind: owner.kind, name: owner.name, roles: owner.roles },
+    permissions: record.owner_permissions,
+    scopes: record.scopes,
+    effective: verdict.effective,
+    credential: { type: 'api_key', id: record.key_id, ...(record.rate_limit_rpm !== null ? { rateLimitRpm: record.rate_limit_rpm } : {}) },
+  };
 }
 
 export function apiKeyAuthenticator(cell: Cell): Authenticator {

@@ -9,6 +9,7 @@ import { listAudit, recordAuditTx } from './audit.ts';
 import { assertManages, visiblePrincipal } from './_authz.ts';
 import { applyLifecycleTx, type LifecycleAction } from './lifecycle.ts';
 import { hashPassword } from './passwords.ts';
+import { invalidateKeyCache } from './keys.ts';
 import { createPrincipalTx, listPrincipals, principalView } from './principals.ts';
 import { getRole, listRoles, rolePermissions } from './roles.ts';
 
@@ -129,6 +130,7 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
         [body.name, JSON.stringify(permissions), body.description ?? null, cell.clock.now(), auth.principal.id]);
       recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'role.create', target: body.name, outcome: 'ok', details: { permissions } });
     });
+    invalidateKeyCache(cell); // a principal may already name this role
     return c.json({ name: body.name, permissions, builtin: false, description: body.description ?? null }, 201);
   });
 
