@@ -290,3 +290,17 @@ test('a custom role narrows; built-ins cannot be changed; a principal cannot get
     assert.equal(r.body.details.reason, 'roles_exceed_caller');
   } finally { await t.close(); }
 });
+
+test('a verified-key cache never outlives a change: role created later, owner archived, key revoked', async () => {
+  const t = await inProcessCell();
+  try {
+    const svc = await newService(t, 'late-role', []);
+    await t.cell.store.write((tx) => tx.run("UPDATE principals SET roles = '[\"latecomer\"]' WHERE id = ?", [svc]));
+    const k = await mint(t, { owner_id: svc });
+    assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: k.body.secret })).status, 403);
+    await t.request('POST', '/api/public/v1/admin/roles', { token: t.adminKey, body: { name: 'latecomer', permissions: ['audit.read'] } });
+    assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: k.body.secret })).status, 200);
+    await t.request('POST', `${KEYS}/${k.body.key_id}/revoke`, { token: t.adminKey });
+    assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: k.body.secret })).status, 401);
+  } finally { await t.close(); }
+});
