@@ -1,0 +1,91 @@
+/**
+ * The JWT authenticator of the bearer path. Recognises compact JWTs and
+ * judges them: signature, alg, typ, iss, aud, exp (core/tokens), the
+ * denylist, then the bindings (DPoP proof for cnf.jkt, TLS client
+ * certificate for cnf x5t#S256). Authority is recomputed from the subject
+ * now: effective = the subject's role permissions ∩ the token's scope, so a
+ * demoted or archived principal loses authority at once. Verified tokens are
+ * cached until they expire; the denylist and bindings are checked on every use.
+ */
+import type { Context } from 'hono';
+import { intersectSelectors } from '../../core/authority/scopes.ts';
+import { ServiceError } from '../../core/errors.ts';
+import { looksLikeJwt, verifyAccessToken, type AccessTokenClaims } from '../../core/tokens/access-token.ts';
+import { checkConfirmation, certThumbprint } from '../../core/tokens/cnf.ts';
+import { isTokenError, TokenError } from '../../core/tokens/errors.ts';
+import type { AppEnv, AuthContext, Authenticator, Cell } from '../context.ts';
+import { getPrincipal, principalPermissions } from '../iam/principals.ts';
+import { peerCertificate } from './clients.ts';
+import { isRevoked } from './denylist.ts';
+import { checkRequestProof, dpopHeader } from './dpop-check.ts';
+import { audienceOf, issuerOf, OAUTH } from './settings.ts';
+import { keyring } from './signing-keys.ts';
+
+function refuse(e: TokenError, dpop: boolean): ServiceError {
+  const scheme = dpop ? 'DPoP' : 'Bearer';
+  const err = e.code.startsWith('dpop_') ? 'invalid_dpop_proof' : 'invalid_token';
+  return new ServiceError('unauthorized', `access token refused: ${e.message}`, {
+    details: { reason: e.code },
+    headers: { 'WWW-Authenticate': `${scheme} realm="cell", error="${err}", algs="EdDSA Ed25519 ES256 ES384 RS256"` },
+  });
+}
+
+export function jwtAuthenticator(cell: Cell): Authenticator {
+  const cache = new Map<string, AccessTokenClaims>();
+  async function verified(token: string): Promise<AccessTokenClaims> {
+    const hit = cache.get(token);
+    if (hit) {
+      if (hit.exp * 1000 <= cell.clock.now()) { cache.delete(token); throw new TokenError('expired', 'token expired'); }
+      return hit;
+    }
+    const claims = await verifyAccessToken(token, { keys: keyring(cell).keySet, issuer: issuerOf(cell), audience: audienceOf(cell), now: cell.clock.now() });
+    if (cache.size >= OAUTH.verifiedCacheSize) cache.clear();
+    cache.set(token, claims);
+    return claims;
+  }
+
+  async function judge(scheme: 'bearer' | 'dpop', token: string, c: Context<AppEnv>): Promise<AuthContext> {
+    const claims = await verified(token);
+    if (isRevoked(cell, claims.jti)) throw new TokenError('revoked', 'token revoked');
+    const bound = claims.cnf?.jkt !== undefined;
+    const proof = dpopHeader(c);
+    let dpopJkt: string | null = null;
+    if (bound) {
+      if (scheme !== 'dpop') throw new TokenError('dpop_required', 'a DPoP-bound token is presented with the DPoP scheme');
+      if (proof === null) throw new TokenError('dpop_required', 'a DPoP-bound token needs a DPoP proof');
+      dpopJkt = await checkRequestProof(cell, c, proof, token);
+    } else if (scheme === 'dpop') {
+      throw new TokenError('dpop_invalid', 'the DPoP scheme needs a DPoP-bound token');
+    }
+    let certTp: string | null = null;
+    if (claims.cnf?.['x5t#S256'] !== undefined) {
+      const peer = peerCertificate(c);
+      certTp = peer ? await certThumbprint(peer.der) : null;
+    }
+    checkConfirmation(claims.cnf, { dpopJkt, certThumbprint: certTp });
+    const p = getPrincipal(cell, claims.sub);
+    if (!p || p.status !== 'active') throw new TokenError('revoked', 'the token subject is not active');
+    const permissions = principalPermissions(cell, p);
+    const scopes = claims.scope.split(' ').filter(Boolean);
+    return {
+      principal: { id: p.id, kind: p.kind, name: p.name, roles: p.roles },
+      permissions, scopes,
+      // Never effectiveAuthority here: an empty scope must mean nothing, not everything.
+      effective: intersectSelectors(permissions, scopes),
+      credential: { type: claims.sat ? 'sat' : 'oauth', id: claims.jti, clientId: claims.client_id },
+    };
+  }
+
+  return {
+    name: 'oauth_jwt',
+    async authenticate({ scheme, token }, c) {
+      if (!looksLikeJwt(token)) return null;
+      try {
+        return await judge(scheme, token, c);
+      } catch (e) {
+        if (isTokenError(e)) throw refuse(e, scheme === 'dpop');
+        throw e;
+      }
+    },
+  };
+}

@@ -1,0 +1,169 @@
+/**
+ * OAuth clients (registered by an admin) and client authentication at the
+ * token, device, introspection and revocation endpoints:
+ * `client_secret_basic`, `client_secret_post`, `none` (public clients:
+ * authorization code and device flow only, PKCE required), `tls_client_auth`
+ * (RFC 8705: a client certificate verified against the cell's client CA whose
+ * subject DN matches the registration). An API key may be the client secret:
+ * client_id is then the key's id, its owner is the subject and its scopes cap
+ * the token. Secrets are shown once and stored as SHA-256 hashes.
+ */
+import type { Context } from 'hono';
+import type { TLSSocket } from 'node:tls';
+import { hashSecret, constantTimeEqual } from '../../core/apikey/hash.ts';
+import { isServiceError } from '../../core/errors.ts';
+import type { AppEnv, AuthContext, Cell } from '../context.ts';
+import { clientIp } from '../http/client-ip.ts';
+import { authenticateKeySecret } from '../iam/keys.ts';
+import { getPrincipal, principalPermissions, type Principal } from '../iam/principals.ts';
+import { OAuthError } from './oauth-error.ts';
+
+export const GRANT_CLIENT_CREDENTIALS = 'client_credentials';
+export const GRANT_AUTHORIZATION_CODE = 'authorization_code';
+export const GRANT_DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code';
+export const GRANT_TYPES = [GRANT_CLIENT_CREDENTIALS, GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE] as const;
+export const AUTH_METHODS = ['client_secret_basic', 'client_secret_post', 'none', 'tls_client_auth'] as const;
+export type AuthMethod = (typeof AUTH_METHODS)[number];
+
+export interface ClientRecord {
+  client_id: string; name: string; secret_hash: string | null; auth_method: AuthMethod;
+  redirect_uris: string[]; grant_types: string[]; scope: string[]; subject_id: string | null;
+  tls_subject_dn: string | null; created_at: number; created_by: string;
+}
+
+type ClientRow = Omit<ClientRecord, 'redirect_uris' | 'grant_types' | 'scope'> & { redirect_uris: string; grant_types: string; scope: string };
+
+export function getClient(cell: Cell, clientId: string): ClientRecord | undefined {
+  const r = cell.store.get<ClientRow & Record<string, never>>('SELECT * FROM oauth_clients WHERE client_id = ?', [clientId]) as ClientRow | undefined;
+  return r ? fromRow(r) : undefined;
+}
+
+export function listClients(cell: Cell, limit: number, offset: number): ClientRecord[] {
+  return (cell.store.all('SELECT * FROM oauth_clients ORDER BY created_at, client_id LIMIT ? OFFSET ?', [limit, offset]) as unknown as ClientRow[]).map(fromRow);
+}
+
+function fromRow(r: ClientRow): ClientRecord {
+  return {
+    ...r, redirect_uris: JSON.parse(r.redirect_uris) as string[], grant_types: JSON.parse(r.grant_types) as string[],
+    scope: JSON.parse(r.scope) as string[],
+  };
+}
+
+export function clientView(r: ClientRecord, secret?: string) {
+  return {
+    client_id: r.client_id, name: r.name, token_endpoint_auth_method: r.auth_method, redirect_uris: r.redirect_uris,
+    grant_types: r.grant_types, scope: r.scope, subject_id: r.subject_id, tls_client_auth_subject_dn: r.tls_subject_dn,
+    created_at: new Date(r.created_at).toISOString(), created_by: r.created_by,
+    ...(secret !== undefined ? { client_secret: secret } : {}),
+  };
+}
+
+/** Who a token request acts for, and what caps its scope. */
+export interface AuthenticatedClient {
+  clientId: string;
+  method: AuthMethod | 'api_key';
+  client: ClientRecord | null;
+  /** Set when an API key was the client secret. */
+  apiKey: AuthContext | null;
+  /** SHA-256 thumbprint of a CA-verified client certificate on this connection, if any. */
+  certThumbprint: string | null;
+}
+
+function decodeForm(s: string): string {
+  return decodeURIComponent(s.replace(/\+/g, ' '));
+}
+
+/** The verified TLS client certificate of this connection: DER and subject DN, or null. */
+export function peerCertificate(c: Context<AppEnv>): { der: Uint8Array; subjectDn: string; authorized: boolean } | null {
+  const sock = c.env?.incoming?.socket as TLSSocket | undefined;
+  if (!sock || typeof sock.getPeerCertificate !== 'function') return null;
+  const cert = sock.getPeerCertificate();
+  if (!cert || !cert.raw || cert.raw.length === 0) return null;
+  const subj = cert.subject ? Object.entries(cert.subject).map(([k, v]) => `${k}=${Array.isArray(v) ? v.join('+') : String(v)}`).join(',') : '';
+  return { der: new Uint8Array(cert.raw), subjectDn: subj, authorized: sock.authorized === true };
+}
+
+/**
+ * Authenticates the client of a protocol request from its Authorization
+ * header and form fields. Throws OAuthError('invalid_client') on any failure.
+ */
+export async function authenticateClient(cell: Cell, c: Context<AppEnv>, form: Record<string, string>): Promise<AuthenticatedClient> {
+  const header = c.req.header('authorization');
+  let id: string | undefined;
+  let secret: string | undefined;
+  let method: AuthMethod;
+  if (header && /^basic /i.test(header)) {
+    if (form['client_secret'] !== undefined) throw new OAuthError('invalid_request', 'use one client authentication method');
+    let decoded: string;
+    try {
+      decoded = Buffer.from(header.slice(6).trim(), 'base64').toString('utf8');
+    } catch {
+      throw new OAuthError('invalid_client', 'malformed Basic credentials');
+    }
+    const i = decoded.indexOf(':');
+    if (i < 0) throw new OAuthError('invalid_client', 'malformed Basic credentials');
+    try {
+      id = decodeForm(decoded.slice(0, i));
+      secret = decodeForm(decoded.slice(i + 1));
+    } catch {
+      throw new OAuthError('invalid_client', 'malformed Basic credentials');
+    }
+    method = 'client_secret_basic';
+    if (form['client_id'] !== undefined && form['client_id'] !== id) throw new OAuthError('invalid_request', 'client_id differs from the authenticated client');
+  } else if (form['client_secret'] !== undefined) {
+    id = form['client_id'];
+    secret = form['client_secret'];
+    method = 'client_secret_post';
+  } else {
+    id = form['client_id'];
+    method = 'none';
+  }
+  if (!id || id.length > 200) throw new OAuthError('invalid_client', 'client authentication failed');
+  const peer = peerCertificate(c);
+  const certThumbprint = peer && peer.authorized ? Buffer.from(await crypto.subtle.digest('SHA-256', peer.der as Uint8Array<ArrayBuffer>)).toString('base64url') : null;
+
+  if (secret !== undefined && secret.startsWith('svck_live_')) {
+    let auth: AuthContext;
+    try {
+      auth = authenticateKeySecret(cell, secret, clientIp(c, cell.config.trustedProxies));
+    } catch (e) {
+      if (isServiceError(e)) throw new OAuthError('invalid_client', 'client authentication failed');
+      throw e;
+    }
+    if (auth.credential.id !== id) throw new OAuthError('invalid_client', 'client authentication failed');
+    return { clientId: id, method: 'api_key', client: null, apiKey: auth, certThumbprint };
+  }
+
+  const client = getClient(cell, id);
+  if (!client) throw new OAuthError('invalid_client', 'client authentication failed');
+  if (secret !== undefined) {
+    if (client.secret_hash === null || !constantTimeEqual(hashSecret(secret), client.secret_hash)) {
+      throw new OAuthError('invalid_client', 'client authentication failed');
+    }
+    return { clientId: id, method, client, apiKey: null, certThumbprint };
+  }
+  if (client.auth_method === 'tls_client_auth') {
+    if (!peer || !peer.authorized || peer.subjectDn !== client.tls_subject_dn) throw new OAuthError('invalid_client', 'client authentication failed');
+    return { clientId: id, method: 'tls_client_auth', client, apiKey: null, certThumbprint };
+  }
+  if (client.auth_method !== 'none') throw new OAuthError('invalid_client', 'client authentication failed');
+  return { clientId: id, method: 'none', client, apiKey: null, certThumbprint };
+}
+
+/** The subject a client_credentials token is issued to and the selectors that cap its scope. */
+export function clientCredentialsSubject(cell: Cell, ac: AuthenticatedClient): { subject: Principal; cap: string[] } {
+  if (ac.apiKey) {
+    const p = getPrincipal(cell, ac.apiKey.principal.id);
+    if (!p || p.status !== 'active') throw new OAuthError('invalid_client', 'the key owner is not active');
+    return { subject: p, cap: ac.apiKey.effective };
+  }
+  const client = ac.client!;
+  if (!client.grant_types.includes(GRANT_CLIENT_CREDENTIALS) || client.auth_method === 'none') {
+    throw new OAuthError('unauthorized_client', 'this client may not use client_credentials');
+  }
+  const p = client.subject_id ? getPrincipal(cell, client.subject_id) : undefined;
+  if (!p || p.status !== 'active') throw new OAuthError('invalid_client', 'the client subject is not active');
+  return { subject: p, cap: client.scope };
+}
+
+export { principalPermissions };

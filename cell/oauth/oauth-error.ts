@@ -1,0 +1,29 @@
+/**
+ * Errors of the OAuth protocol endpoints (/oauth/token, /oauth/device_authorization,
+ * /oauth/introspect, /oauth/revoke) use RFC 6749 §5.2's body, because OAuth
+ * clients branch on those codes (`invalid_grant`, `authorization_pending`,
+ * `slow_down`...). The body also carries the envelope's `message`. Everything
+ * else (the gateway's 429, /api/public/v1) keeps the service envelope.
+ */
+import type { Context } from 'hono';
+
+export type OAuthErrorCode =
+  | 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'unauthorized_client' | 'unsupported_grant_type'
+  | 'invalid_scope' | 'invalid_dpop_proof' | 'authorization_pending' | 'slow_down' | 'access_denied' | 'expired_token';
+
+export class OAuthError extends Error {
+  constructor(readonly error: OAuthErrorCode, readonly description: string, readonly status = error === 'invalid_client' ? 401 : 400) {
+    super(description);
+    this.name = 'OAuthError';
+  }
+}
+
+export function isOAuthError(e: unknown): e is OAuthError {
+  return typeof e === 'object' && e !== null && (e as { name?: unknown }).name === 'OAuthError';
+}
+
+export function oauthErrorResponse(c: Context, e: OAuthError): Response {
+  const headers: Record<string, string> = { 'Cache-Control': 'no-store' };
+  if (e.status === 401) headers['WWW-Authenticate'] = 'Basic realm="cell"';
+  return c.json({ error: e.error, error_description: e.description, message: e.description }, e.status as 400, headers);
+}

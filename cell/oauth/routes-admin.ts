@@ -1,0 +1,135 @@
+/**
+ * Admin surface of the authorization server: client registration
+ * (`POST/GET /api/public/v1/admin/oauth/clients`), signing key rotation, and
+ * scoped access tokens (`POST /api/public/v1/admin/sats`).
+ */
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { isSelector, normalize, selectorsSubset } from '../../core/authority/scopes.ts';
+import { forbidden, invalid } from '../../core/errors.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
+import { generateSecret } from '../../core/apikey/secret.ts';
+import type { AppEnv, Cell } from '../context.ts';
+import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { hashSecret } from '../../core/apikey/hash.ts';
+import { recordAuditTx } from '../iam/audit.ts';
+import { newId } from '../iam/ids.ts';
+import { getPrincipal, principalPermissions } from '../iam/principals.ts';
+import { AUTH_METHODS, clientView, getClient, GRANT_CLIENT_CREDENTIALS, GRANT_TYPES, listClients } from './clients.ts';
+import { issueAccessToken, randomToken } from './issue.ts';
+import { OAUTH } from './settings.ts';
+import { keyring, rotateSigningKey } from './signing-keys.ts';
+
+const Selector = z.string().refine(isSelector, 'not a permission selector');
+
+const RegisterClient = z.object({
+  name: z.string().min(1).max(100),
+  grant_types: z.array(z.enum(GRANT_TYPES)).min(1).max(3).default([GRANT_CLIENT_CREDENTIALS]),
+  token_endpoint_auth_method: z.enum(AUTH_METHODS).default('client_secret_basic'),
+  redirect_uris: z.array(z.string().url().max(2000)).max(10).default([]),
+  scope: z.array(Selector).min(1).max(64).openapi({ description: 'Permission selectors this client may ever receive; within the caller\'s own authority' }),
+  subject_id: z.string().max(64).optional().openapi({ description: 'client_credentials: the principal tokens are issued to (default: the caller)' }),
+  tls_client_auth_subject_dn: z.string().max(500).optional().openapi({ description: 'tls_client_auth: the certificate subject DN, e.g. CN=robot' }),
+}).strict().openapi('RegisterOAuthClient');
+
+const ClientView = z.object({
+  client_id: z.string(), name: z.string(), token_endpoint_auth_method: z.string(), redirect_uris: z.array(z.string()),
+  grant_types: z.array(z.string()), scope: z.array(z.string()), subject_id: z.string().nullable(),
+  tls_client_auth_subject_dn: z.string().nullable(), created_at: z.string(), created_by: z.string(),
+  client_secret: z.string().optional().openapi({ description: 'Shown only in the registration response' }),
+}).openapi('OAuthClient');
+
+const MintSat = z.object({
+  scope: z.array(Selector).min(1).max(32).openapi({ description: 'Permission selectors (e.g. `agent_teams.read`); `*` is refused; must be within the caller\'s effective authority' }),
+  ttl_seconds: z.number().int().min(1).max(OAUTH.satMaxTtlSeconds).default(OAUTH.satDefaultTtlSeconds),
+  purpose: z.string().max(200).optional(),
+}).strict().openapi('MintSat');
+
+const SatView = z.object({
+  access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number(), scope: z.string(), jti: z.string(),
+}).openapi('Sat');
+
+export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+  app.openapi(createRoute({
+    method: 'post', path: '/api/public/v1/admin/oauth/clients', tags: ['OAuth'], 'x-status': 'Live',
+    summary: 'Register an OAuth client; its secret is shown once',
+    ...secured(PERMISSIONS.oauthClientsWrite),
+    request: { body: jsonBody(RegisterClient) },
+    responses: { 201: json(ClientView, 'The client, with client_secret for confidential clients'), ...errorResponses(400, 401, 403, 404) },
+  }), async (c) => {
+    const auth = c.get('auth');
+    const b = c.req.valid('json');
+    const scope = normalize(b.scope);
+    if (!selectorsSubset(scope, auth.effective)) throw forbidden('a client may not receive more authority than the caller holds', { reason: 'scope_exceeds_caller' });
+    const needsRedirect = b.grant_types.includes('authorization_code');
+    if (needsRedirect && b.redirect_uris.length === 0) throw invalid('authorization_code clients need redirect_uris');
+    for (const u of b.redirect_uris) if (u.includes('#')) throw invalid('redirect_uris must not contain a fragment');
+    if (b.token_endpoint_auth_method === 'none' && b.grant_types.includes(GRANT_CLIENT_CREDENTIALS)) throw invalid('public clients cannot use client_credentials');
+    if (b.token_endpoint_auth_method === 'tls_client_auth' && !b.tls_client_auth_subject_dn) throw invalid('tls_client_auth needs tls_client_auth_subject_dn');
+    const subjectId = b.subject_id ?? auth.principal.id;
+    const subject = getPrincipal(cell, subjectId);
+    if (!subject || subject.status !== 'active') throw invalid('subject_id is not an active principal', { reason: 'unknown_subject' });
+    const secret = b.token_endpoint_auth_method === 'client_secret_basic' || b.token_endpoint_auth_method === 'client_secret_post'
+      ? `ocs_${randomToken(32)}` : null;
+    const clientId = newId('ocl');
+    const now = cell.clock.now();
+    await cell.store.write((tx) => {
+      tx.run(`INSERT INTO oauth_clients (client_id, name, secret_hash, auth_method, redirect_uris, grant_types, scope, subject_id, tls_subject_dn, created_at, created_by)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
+        clientId, b.name, secret ? hashSecret(secret) : null, b.token_endpoint_auth_method, JSON.stringify(b.redirect_uris),
+        JSON.stringify(b.grant_types), JSON.stringify(scope), subjectId, b.tls_client_auth_subject_dn ?? null, now, auth.principal.id]);
+      recordAuditTx(tx, { at: now, actor: auth.principal.id, action: 'oauth.client.register', target: clientId, outcome: 'ok', details: { grant_types: b.grant_types, scope } });
+    });
+    return c.json(clientView(getClient(cell, clientId)!, secret ?? undefined) as z.infer<typeof ClientView>, 201);
+  });
+
+  app.openapi(createRoute({
+    method: 'get', path: '/api/public/v1/admin/oauth/clients', tags: ['OAuth'], 'x-status': 'Live',
+    summary: 'List OAuth clients, oldest first (no secrets)',
+    ...secured(PERMISSIONS.oauthClientsRead),
+    request: { query: pageQuery(100, 1000) },
+    responses: { 200: json(z.object({ clients: z.array(ClientView), limit: z.number(), offset: z.number() }).openapi('OAuthClientList'), 'Clients'), ...errorResponses(400, 401, 403) },
+  }), (c) => {
+    const { limit, offset } = c.req.valid('query');
+    return c.json({ clients: listClients(cell, limit, offset).map((r) => clientView(r)), limit, offset }, 200);
+  });
+
+  app.openapi(createRoute({
+    method: 'post', path: '/api/public/v1/admin/oauth/signing-keys/rotate', tags: ['OAuth'], 'x-status': 'Live',
+    summary: 'Rotate the token signing key; the previous key stays published until tokens it signed have expired',
+    ...secured(PERMISSIONS.oauthClientsWrite),
+    responses: { 200: json(z.object({ kid: z.string(), published: z.array(z.string()) }).openapi('SigningKeyRotation'), 'The new active key id'), ...errorResponses(401, 403) },
+  }), async (c) => {
+    const auth = c.get('auth');
+    const kid = await rotateSigningKey(cell);
+    await cell.store.write((tx) => recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'oauth.signing_key.rotate', target: kid, outcome: 'ok' }));
+    return c.json({ kid, published: keyring(cell).published.map((k) => k.kid) }, 200);
+  });
+
+  app.openapi(createRoute({
+    method: 'post', path: '/api/public/v1/admin/sats', tags: ['OAuth'], 'x-status': 'Live',
+    summary: 'Mint a scoped access token (SAT) for the caller: short-lived, narrowed to the given scope',
+    ...secured(PERMISSIONS.satsWrite),
+    request: { body: jsonBody(MintSat) },
+    responses: { 201: json(SatView, 'The SAT; shown once'), ...errorResponses(400, 401, 403) },
+  }), async (c) => {
+    const auth = c.get('auth');
+    const b = c.req.valid('json');
+    const scope = normalize(b.scope);
+    if (scope.includes('*')) throw invalid('a SAT names the permissions it needs; `*` is refused', { reason: 'wildcard_scope' });
+    if (!selectorsSubset(scope, auth.effective)) throw forbidden('a SAT may only narrow the caller\'s authority', { reason: 'scope_exceeds_caller' });
+    const p = getPrincipal(cell, auth.principal.id)!;
+    // Bounded by what the caller's credential may do now (a SAT minted with a SAT stays inside it).
+    const effectiveScope = scope.filter((s) => selectorsSubset([s], principalPermissions(cell, p)));
+    if (effectiveScope.length === 0) throw forbidden('no requested scope is within the caller\'s roles', { reason: 'scope_exceeds_caller' });
+    const { token, claims, expiresIn } = await issueAccessToken(cell, {
+      subject: p.id, clientId: `sat:${auth.credential.type}:${auth.credential.id}`, scope: effectiveScope, ttlSeconds: b.ttl_seconds, sat: true,
+    });
+    await cell.store.write((tx) => recordAuditTx(tx, {
+      at: cell.clock.now(), actor: p.id, action: 'oauth.sat.mint', target: claims.jti, outcome: 'ok',
+      details: { scope: claims.scope, exp: claims.exp, ...(b.purpose ? { purpose: b.purpose } : {}) },
+    }));
+    return c.json({ access_token: token, token_type: 'Bearer' as const, expires_in: expiresIn, scope: claims.scope, jti: claims.jti }, 201);
+  });
+}
+
+export { generateSecret };

@@ -1,0 +1,49 @@
+/** RFC 8414 metadata and the published signing keys. Public: no credential. */
+import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
+import { DPOP_ALGS } from '../../core/tokens/dpop.ts';
+import { ALL_PERMISSIONS } from '../../core/permissions.ts';
+import type { AppEnv, Cell } from '../context.ts';
+import { errorResponses } from '../http/openapi.ts';
+import { AUTH_METHODS, GRANT_TYPES } from './clients.ts';
+import { issuerOf, publicBase } from './settings.ts';
+import { keyring } from './signing-keys.ts';
+import { mountRaw } from './form.ts';
+
+export function metadata(cell: Cell) {
+  const base = publicBase(cell);
+  return {
+    issuer: issuerOf(cell),
+    authorization_endpoint: `${base}/oauth/authorize`,
+    token_endpoint: `${base}/oauth/token`,
+    device_authorization_endpoint: `${base}/oauth/device_authorization`,
+    introspection_endpoint: `${base}/oauth/introspect`,
+    revocation_endpoint: `${base}/oauth/revoke`,
+    jwks_uri: `${base}/oauth/jwks.json`,
+    grant_types_supported: [...GRANT_TYPES],
+    response_types_supported: ['code'],
+    response_modes_supported: ['query'],
+    code_challenge_methods_supported: ['S256'],
+    token_endpoint_auth_methods_supported: [...AUTH_METHODS],
+    introspection_endpoint_auth_methods_supported: AUTH_METHODS.filter((m) => m !== 'none'),
+    revocation_endpoint_auth_methods_supported: AUTH_METHODS.filter((m) => m !== 'none'),
+    dpop_signing_alg_values_supported: [...DPOP_ALGS],
+    authorization_response_iss_parameter_supported: true,
+    tls_client_certificate_bound_access_tokens: true,
+    scopes_supported: ['*', ...ALL_PERMISSIONS],
+    service_documentation: `${base}/api/public/v1/docs`,
+  };
+}
+
+export function metadataRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+  mountRaw(app, createRoute({
+    method: 'get', path: '/.well-known/oauth-authorization-server', tags: ['OAuth'], 'x-status': 'Live',
+    summary: 'Authorization server metadata (RFC 8414)',
+    responses: { 200: { description: 'Metadata', content: { 'application/json': { schema: { type: 'object' as const } } } }, ...errorResponses() },
+  }), (c) => c.json(metadata(cell), 200, { 'Cache-Control': 'max-age=300' }));
+
+  mountRaw(app, createRoute({
+    method: 'get', path: '/oauth/jwks.json', tags: ['OAuth'], 'x-status': 'Live',
+    summary: 'Public token signing keys (Ed25519), the active one and retired ones still in their overlap',
+    responses: { 200: { description: 'JWK set', content: { 'application/json': { schema: { type: 'object' as const } } } }, ...errorResponses() },
+  }), (c) => c.json({ keys: keyring(cell).published }, 200, { 'Cache-Control': 'max-age=60' }));
+}

@@ -1,0 +1,178 @@
+/**
+ * The protocol endpoints: token (client_credentials, authorization_code
+ * with PKCE, device_code), device authorization, introspection (RFC 7662)
+ * and revocation (RFC 7009). Each is a list of small steps: read the form,
+ * authenticate the client, check the DPoP proof, run the grant, answer.
+ */
+import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import { isTokenError } from '../../core/tokens/errors.ts';
+import { verifyAccessToken } from '../../core/tokens/access-token.ts';
+import type { AppEnv, Cell } from '../context.ts';
+import { errorResponses } from '../http/openapi.ts';
+import { getPrincipal, principalPermissions } from '../iam/principals.ts';
+import {
+  authenticateClient, clientCredentialsSubject, GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_DEVICE_CODE,
+  type AuthenticatedClient,
+} from './clients.ts';
+import { redeemCode } from './codes.ts';
+import { deny, isRevoked } from './denylist.ts';
+import { pollDeviceCode, startDeviceAuthorization } from './device.ts';
+import { checkRequestProof, dpopHeader } from './dpop-check.ts';
+import { formBody, mountRaw, readForm } from './form.ts';
+import { issueAccessToken } from './issue.ts';
+import { isOAuthError, OAuthError, oauthErrorResponse } from './oauth-error.ts';
+import { narrowScope, parseScope } from './scope.ts';
+import { audienceOf, issuerOf, publicBase } from './settings.ts';
+import { keyring } from './signing-keys.ts';
+
+const TAG = 'OAuth';
+const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
+
+const jsonResponse = (description: string) => ({ description, content: { 'application/json': { schema: { type: 'object' as const } } } });
+
+async function protocol(c: Context<AppEnv>, step: () => Promise<Response>): Promise<Response> {
+  try {
+    return await step();
+  } catch (e) {
+    if (isOAuthError(e)) return oauthErrorResponse(c, e);
+    throw e;
+  }
+}
+
+/** The cnf of a token issued on this request: DPoP key and/or mTLS certificate. */
+async function bindingFor(cell: Cell, c: Context<AppEnv>, ac: AuthenticatedClient): Promise<{ jkt?: string; 'x5t#S256'?: string }> {
+  const cnf: { jkt?: string; 'x5t#S256'?: string } = {};
+  const proof = dpopHeader(c);
+  if (proof !== null) {
+    try {
+      cnf.jkt = await checkRequestProof(cell, c, proof);
+    } catch (e) {
+      if (isTokenError(e)) throw new OAuthError('invalid_dpop_proof', `DPoP proof refused: ${e.code}`);
+      throw e;
+    }
+  }
+  if (ac.certThumbprint) cnf['x5t#S256'] = ac.certThumbprint;
+  return cnf;
+}
+
+async function answerToken(c: Context<AppEnv>, cell: Cell, subjectId: string, clientId: string, scope: string[], cnf: { jkt?: string; 'x5t#S256'?: string }) {
+  const { token, claims, expiresIn } = await issueAccessToken(cell, { subject: subjectId, clientId, scope, cnf });
+  return {
+    claims,
+    response: c.json({ access_token: token, token_type: cnf.jkt ? 'DPoP' : 'Bearer', expires_in: expiresIn, scope: claims.scope }, 200, NO_STORE),
+  };
+}
+
+function activeSubject(cell: Cell, id: string) {
+  const p = getPrincipal(cell, id);
+  if (!p || p.status !== 'active') throw new OAuthError('invalid_grant', 'the subject is no longer active');
+  return p;
+}
+
+export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+  mountRaw(app, createRoute({
+    method: 'post', path: '/oauth/token', tags: [TAG], 'x-status': 'Live',
+    summary: 'Token endpoint: client_credentials, authorization_code (PKCE S256), device_code; DPoP and mTLS binding',
+    request: {
+      body: formBody({
+        grant_type: 'client_credentials | authorization_code | urn:ietf:params:oauth:grant-type:device_code',
+        scope: 'space-separated permission selectors', code: 'authorization code', redirect_uri: 'exact redirect URI',
+        code_verifier: 'PKCE verifier', device_code: 'device code', client_id: 'client id', client_secret: 'client_secret_post',
+      }, ['grant_type']),
+    },
+    responses: { 200: jsonResponse('{access_token, token_type, expires_in, scope}'), ...errorResponses(400, 401) },
+  }), async (c) => protocol(c, async () => {
+    const form = await readForm(c);
+    const grant = form['grant_type'];
+    if (!grant) throw new OAuthError('invalid_request', 'grant_type is required');
+    const ac = await authenticateClient(cell, c, form);
+    const requested = parseScope(form['scope']);
+    if (grant === GRANT_CLIENT_CREDENTIALS) {
+      const { subject, cap } = clientCredentialsSubject(cell, ac);
+      const cnf = await bindingFor(cell, c, ac);
+      const scope = narrowScope(requested, cap, principalPermissions(cell, subject));
+      return (await answerToken(c, cell, subject.id, ac.clientId, scope, cnf)).response;
+    }
+    if (grant === GRANT_AUTHORIZATION_CODE) {
+      if (!ac.client || !ac.client.grant_types.includes(GRANT_AUTHORIZATION_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use authorization_code');
+      const cnf = await bindingFor(cell, c, ac);
+      const { grant: g, recordIssued } = await redeemCode(cell, form['code'] ?? '', ac.clientId, form['redirect_uri'], form['code_verifier']);
+      const subject = activeSubject(cell, g.subjectId);
+      const scope = narrowScope(requested ?? g.scope, g.scope, principalPermissions(cell, subject));
+      const { claims, response } = await answerToken(c, cell, subject.id, ac.clientId, scope, cnf);
+      await recordIssued(claims.jti, claims.exp);
+      return response;
+    }
+    if (grant === GRANT_DEVICE_CODE) {
+      if (!ac.client || !ac.client.grant_types.includes(GRANT_DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use the device flow');
+      const cnf = await bindingFor(cell, c, ac);
+      const g = await pollDeviceCode(cell, form['device_code'] ?? '', ac.clientId);
+      const subject = activeSubject(cell, g.subjectId);
+      const scope = narrowScope(g.scope, principalPermissions(cell, subject));
+      return (await answerToken(c, cell, subject.id, ac.clientId, scope, cnf)).response;
+    }
+    throw new OAuthError('unsupported_grant_type', 'grant_type not supported');
+  }));
+
+  mountRaw(app, createRoute({
+    method: 'post', path: '/oauth/device_authorization', tags: [TAG], 'x-status': 'Live',
+    summary: 'Device authorization (RFC 8628): device_code, user_code, verification URI, interval',
+    request: { body: formBody({ client_id: 'client id', scope: 'space-separated permission selectors' }, ['client_id']) },
+    responses: { 200: jsonResponse('{device_code, user_code, verification_uri, verification_uri_complete, expires_in, interval}'), ...errorResponses(400, 401) },
+  }), async (c) => protocol(c, async () => {
+    const form = await readForm(c);
+    const ac = await authenticateClient(cell, c, form);
+    if (!ac.client || !ac.client.grant_types.includes(GRANT_DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use the device flow');
+    const scope = narrowScope(parseScope(form['scope']), ac.client.scope);
+    const d = await startDeviceAuthorization(cell, ac.clientId, scope);
+    const verification = `${publicBase(cell)}/oauth/device`;
+    return c.json({
+      device_code: d.deviceCode, user_code: d.userCode, verification_uri: verification,
+      verification_uri_complete: `${verification}?user_code=${encodeURIComponent(d.userCode)}`,
+      expires_in: d.expiresIn, interval: d.interval,
+    }, 200, NO_STORE);
+  }));
+
+  mountRaw(app, createRoute({
+    method: 'post', path: '/oauth/introspect', tags: [TAG], 'x-status': 'Live',
+    summary: 'Token introspection (RFC 7662); {"active":false} for any token that does not verify',
+    request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored' }, ['token']) },
+    responses: { 200: jsonResponse('{active: true, ...claims} or exactly {"active":false}'), ...errorResponses(400, 401) },
+  }), async (c) => protocol(c, async () => {
+    const form = await readForm(c);
+    await authenticateClient(cell, c, form);
+    const claims = await verifyOwnToken(cell, form['token'] ?? '');
+    if (!claims) return c.body('{"active":false}', 200, { 'Content-Type': 'application/json', ...NO_STORE });
+    return c.json({ active: true, ...claims, token_type: claims.cnf?.jkt ? 'DPoP' : 'Bearer' }, 200, NO_STORE);
+  }));
+
+  mountRaw(app, createRoute({
+    method: 'post', path: '/oauth/revoke', tags: [TAG], 'x-status': 'Live',
+    summary: 'Token revocation (RFC 7009): always 200; the jti is denylisted until the token expires',
+    request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored' }, ['token']) },
+    responses: { 200: { description: 'Revoked, or nothing to revoke' }, ...errorResponses(400, 401) },
+  }), async (c) => protocol(c, async () => {
+    const form = await readForm(c);
+    const ac = await authenticateClient(cell, c, form);
+    const claims = await verifyOwnToken(cell, form['token'] ?? '');
+    // Only the client the token was issued to (or, for SATs, a client acting for the same subject) may revoke it.
+    if (claims && (claims.client_id === ac.clientId || (claims.sat === true && ac.apiKey?.principal.id === claims.sub))) {
+      await deny(cell, claims.jti, claims.exp);
+    }
+    return c.body(null, 200, NO_STORE);
+  }));
+}
+
+/** Claims of a token this cell issued that verifies now and is not revoked; null otherwise. */
+export async function verifyOwnToken(cell: Cell, token: string) {
+  try {
+    return await verifyAccessToken(token, {
+      keys: keyring(cell).keySet, issuer: issuerOf(cell), audience: audienceOf(cell), now: cell.clock.now(),
+      isRevoked: (jti) => isRevoked(cell, jti),
+    });
+  } catch (e) {
+    if (isTokenError(e)) return null;
+    throw e;
+  }
+}

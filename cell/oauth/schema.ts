@@ -1,0 +1,34 @@
+/** The oauth module's tables. Migration ids are never renamed. */
+import type { Migration } from '../store/types.ts';
+
+export const OAUTH_MIGRATIONS: readonly Migration[] = [
+  {
+    id: 'oauth-001-tables',
+    sql: `
+CREATE TABLE oauth_signing_keys (
+  kid TEXT PRIMARY KEY, private_jwk TEXT NOT NULL, public_jwk TEXT NOT NULL,
+  created_at INTEGER NOT NULL, retired_at INTEGER
+);
+CREATE TABLE oauth_clients (
+  client_id TEXT PRIMARY KEY, name TEXT NOT NULL, secret_hash TEXT, auth_method TEXT NOT NULL,
+  redirect_uris TEXT NOT NULL, grant_types TEXT NOT NULL, scope TEXT NOT NULL, subject_id TEXT,
+  tls_subject_dn TEXT, created_at INTEGER NOT NULL, created_by TEXT NOT NULL
+);
+CREATE TABLE oauth_denylist (jti TEXT PRIMARY KEY, exp INTEGER NOT NULL);
+CREATE TABLE oauth_codes (
+  code_hash TEXT PRIMARY KEY, client_id TEXT NOT NULL, subject_id TEXT NOT NULL, redirect_uri TEXT NOT NULL,
+  scope TEXT NOT NULL, code_challenge TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+  used_at INTEGER, issued TEXT NOT NULL DEFAULT '[]'
+);
+CREATE TABLE oauth_device_codes (
+  device_code_hash TEXT PRIMARY KEY, user_code TEXT NOT NULL UNIQUE, client_id TEXT NOT NULL, scope TEXT NOT NULL,
+  created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, interval_s INTEGER NOT NULL, last_poll_at INTEGER,
+  status TEXT NOT NULL, subject_id TEXT
+);
+CREATE TABLE oauth_sessions (
+  id_hash TEXT PRIMARY KEY, principal_id TEXT NOT NULL, csrf TEXT NOT NULL,
+  created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL
+);
+`,
+  },
+];
