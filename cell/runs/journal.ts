@@ -13,8 +13,9 @@
  *   wins; later calls are no-ops that return false (idempotent cancel).
  * - `readJournal(cell, runId, afterSeq)` returns the sealed records after `afterSeq`.
  *
- * Values larger than BLOB_INLINE_BYTES are stored by content hash in
- * `journal_blobs` (`putBlob` / `getBlob`); records carry hashes only.
+ * Step inputs and outputs are stored by content hash in `journal_blobs`
+ * (`putBlob` / `getBlob`, or the `blobs` of appendJournal, same transaction);
+ * records carry hashes only.
  */
 import { contentHash } from '../../core/canonical.ts';
 import { recordHash } from '../../core/journal/hash.ts';
@@ -49,6 +50,9 @@ export interface AppendFields {
   at?: number;
   data?: JsonObject;
 }
+
+/** Values stored by content hash in the same transaction as the record (a step's input and output). */
+export type AppendBlobs = readonly unknown[];
 
 const EMPTY_HASH = contentHash(null);
 
@@ -118,7 +122,7 @@ function graphHashOf(cell: Cell, runId: string): { state: string; graphHash: str
  * Appends one record to a run's journal: sealed, durable, then published.
  * @throws RunClosedError when the run is unknown or terminal.
  */
-export function appendJournal(cell: Cell, runId: string, fields: AppendFields): Promise<JournalRecord> {
+export function appendJournal(cell: Cell, runId: string, fields: AppendFields, blobs: AppendBlobs = []): Promise<JournalRecord> {
   return serialised(cell, runId, async () => {
     const run = graphHashOf(cell, runId);
     if (!run || isTerminal(run.state)) throw new RunClosedError(runId, run?.state ?? 'unknown');
@@ -126,6 +130,7 @@ export function appendJournal(cell: Cell, runId: string, fields: AppendFields): 
     await cell.store.write((tx) => {
       const s = tx.get<{ state: string }>('SELECT state FROM runs WHERE run_id = ?', [runId]);
       if (!s || isTerminal(s.state)) throw new RunClosedError(runId, s?.state ?? 'unknown');
+      for (const b of blobs) putBlobTx(tx, b);
       insertTx(tx, rec);
     });
     stateOf(cell).tails.set(runId, tail);
@@ -180,11 +185,16 @@ export function journalClosed(cell: Cell, runId: string): boolean {
   return cell.store.get('SELECT 1 AS x FROM journal WHERE run_id = ? AND kind = ? LIMIT 1', [runId, TERMINAL_KIND]) !== undefined;
 }
 
-/** Stores a large value by content hash (idempotent); returns the hash. */
-export async function putBlob(cell: Cell, value: unknown): Promise<string> {
+/** Stores a value by content hash inside a transaction (idempotent); returns the hash. */
+export function putBlobTx(tx: Tx, value: unknown): string {
   const hash = contentHash(value ?? null);
-  await cell.store.write((tx) => tx.run('INSERT OR IGNORE INTO journal_blobs (hash, body) VALUES (?, ?)', [hash, JSON.stringify(value ?? null)]));
+  tx.run('INSERT OR IGNORE INTO journal_blobs (hash, body) VALUES (?, ?)', [hash, JSON.stringify(value ?? null)]);
   return hash;
+}
+
+/** Stores a value by content hash (idempotent); returns the hash. */
+export async function putBlob(cell: Cell, value: unknown): Promise<string> {
+  return cell.store.write((tx) => putBlobTx(tx, value));
 }
 
 /** The value stored under `hash`, or undefined. */

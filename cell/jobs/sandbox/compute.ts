@@ -1,0 +1,140 @@
+/**
+ * Untrusted JavaScript in QuickJS compiled to WebAssembly (quickjs-emscripten,
+ * release-sync variant). Runs inside the sandbox worker (worker.ts).
+ *
+ * The code is the body of a function `(input) => output`: it sees only its
+ * declared `input` (a JSON value, also `globalThis.input`) and a `console.log`
+ * that collects up to 100 lines; whatever it returns, serialised as JSON, is
+ * the output. There is no host access: no require, import, process, fetch,
+ * timers, file system or network exist in the QuickJS context.
+ *
+ * Caps: memory (QuickJS runtime memory limit), stack, time (the interrupt
+ * handler stops the code at the deadline) and output size. A cancel flag in a
+ * SharedArrayBuffer, set by the host, also interrupts the code.
+ */
+import type { QuickJSSyncVariant, QuickJSWASMModule } from 'quickjs-emscripten-core';
+
+export interface ComputeTask {
+  code: string;
+  input: unknown;
+  timeLimitMs: number;
+  memoryLimitBytes: number;
+  outputLimitBytes: number;
+}
+
+export type SandboxFailureReason = 'time_limit' | 'memory_limit' | 'output_limit' | 'cancelled' | 'script_error' | 'row_limit' | 'sql_error' | 'sandbox_crashed';
+
+export type ComputeOutcome =
+  | { ok: true; output: unknown; logs: string[]; duration_ms: number }
+  | { ok: false; reason: SandboxFailureReason; message: string; logs: string[]; duration_ms: number; crashed?: boolean };
+
+/** QuickJS's own stack cap: small enough that QuickJS refuses deep recursion before the host stack overflows. */
+const STACK_LIMIT_BYTES = 192 * 1024;
+
+let loading: Promise<QuickJSWASMModule> | undefined;
+
+async function wasmBytes(): Promise<ArrayBuffer> {
+  let bytes: Uint8Array | undefined;
+  try {
+    // @ts-expect-error: no typings for the .wasm file; esbuild's binary loader gives a Uint8Array.
+    const m = (await import('@jitl/quickjs-wasmfile-release-sync/wasm')) as { default?: unknown };
+    if (m.default instanceof Uint8Array) bytes = m.default;
+  } catch {
+    // Not bundled: Node has no loader for .wasm imports; read the file instead.
+  }
+  if (!bytes) {
+    const { createRequire } = await import('node:module');
+    const { readFileSync } = await import('node:fs');
+    const require = createRequire(import.meta.url);
+    bytes = new Uint8Array(readFileSync(require.resolve('@jitl/quickjs-wasmfile-release-sync/wasm')));
+  }
+  return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+}
+
+/** The QuickJS WebAssembly module, loaded once per thread. */
+export function loadQuickJs(): Promise<QuickJSWASMModule> {
+  loading ??= (async () => {
+    const [{ newQuickJSWASMModuleFromVariant, newVariant }, variantMod, wasmBinary] = await Promise.all([
+      import('quickjs-emscripten-core'),
+      import('@jitl/quickjs-wasmfile-release-sync'),
+      wasmBytes(),
+    ]);
+    const base = ((variantMod as { default?: unknown }).default ?? variantMod) as QuickJSSyncVariant;
+    return newQuickJSWASMModuleFromVariant(newVariant(base, { wasmBinary }));
+  })();
+  return loading;
+}
+
+const PRELUDE = `
+const __logs = [];
+globalThis.console = Object.freeze({ log: (...a) => { if (__logs.length < 100) __logs.push(a.map((x) => typeof x === 'string' ? x : JSON.stringify(x)).join(' ').slice(0, 1000)); } });
+`;
+
+/** Runs one compute task to completion in a fresh QuickJS runtime. */
+export async function runCompute(task: ComputeTask, cancelFlag: Int32Array): Promise<ComputeOutcome> {
+  const started = Date.now();
+  const QuickJS = await loadQuickJs();
+  const rt = QuickJS.newRuntime();
+  const deadline = started + task.timeLimitMs;
+  let stopped: 'time_limit' | 'cancelled' | null = null;
+  rt.setMemoryLimit(task.memoryLimitBytes);
+  rt.setMaxStackSize(STACK_LIMIT_BYTES);
+  rt.setInterruptHandler(() => {
+    if (Atomics.load(cancelFlag, 0) !== 0) { stopped = 'cancelled'; return true; }
+    if (Date.now() > deadline) { stopped = 'time_limit'; return true; }
+    return false;
+  });
+  const vm = rt.newContext();
+  const dur = () => Date.now() - started;
+  let logs: string[] = [];
+  let crashed = false;
+  try {
+    const src = `${PRELUDE}
+globalThis.input = JSON.parse(${JSON.stringify(JSON.stringify(task.input ?? null))});
+(() => {
+  const __f = new Function('input', ${JSON.stringify(task.code)});
+  const __out = __f(globalThis.input);
+  const __json = __out === undefined ? 'null' : JSON.stringify(__out);
+  return JSON.stringify({ o: __json === undefined ? 'null' : __json, l: __logs });
+})()`;
+    const res = vm.evalCode(src, 'job.js');
+    if (res.error) {
+      const e = vm.dump(res.error) as { name?: string; message?: string } | string;
+      res.error.dispose();
+      const logsHandle = vm.evalCode('JSON.stringify(__logs)');
+      if (!logsHandle.error) { try { logs = JSON.parse(vm.getString(logsHandle.value)) as string[]; } catch { logs = []; } logsHandle.value.dispose(); } else logsHandle.error.dispose();
+      const name = typeof e === 'object' && e ? String(e.name ?? 'Error') : 'Error';
+      const message = typeof e === 'object' && e ? String(e.message ?? '') : String(e);
+      if (stopped === 'cancelled') return { ok: false, reason: 'cancelled', message: 'the run was cancelled while the code ran', logs, duration_ms: dur() };
+      if (stopped === 'time_limit') return { ok: false, reason: 'time_limit', message: `the code ran longer than its time cap of ${task.timeLimitMs} ms and was stopped`, logs, duration_ms: dur() };
+      if (/out of memory/i.test(message) || (name === 'InternalError' && /memory/i.test(message))) {
+        return { ok: false, reason: 'memory_limit', message: `the code exceeded its memory cap of ${task.memoryLimitBytes} bytes`, logs, duration_ms: dur() };
+      }
+      if (/stack overflow|call stack/i.test(message)) {
+        return { ok: false, reason: 'memory_limit', message: 'the code exceeded its stack cap', logs, duration_ms: dur() };
+      }
+      return { ok: false, reason: 'script_error', message: `${name}: ${message}`.slice(0, 2000), logs, duration_ms: dur() };
+    }
+    const text = vm.getString(res.value);
+    res.value.dispose();
+    const parsed = JSON.parse(text) as { o: string; l: string[] };
+    logs = parsed.l;
+    if (new TextEncoder().encode(parsed.o).length > task.outputLimitBytes) {
+      return { ok: false, reason: 'output_limit', message: `the output is larger than its cap of ${task.outputLimitBytes} bytes`, logs, duration_ms: dur() };
+    }
+    return { ok: true, output: JSON.parse(parsed.o) as unknown, logs, duration_ms: dur() };
+  } catch (err) {
+    // The WebAssembly instance itself ran out of memory, overflowed the host stack, or aborted:
+    // the caller (worker.ts) discards this thread's QuickJS module after such a failure.
+    crashed = true;
+    const message = err instanceof Error ? err.message : String(err);
+    if (globalThis.process?.env?.['CELL_SANDBOX_DEBUG']) console.error('sandbox error', err);
+    if (/memory|call stack/i.test(message)) return { ok: false, reason: 'memory_limit', message: `the code exceeded its memory or stack cap (${task.memoryLimitBytes} bytes)`, logs, duration_ms: dur(), crashed: true };
+    return { ok: false, crashed: true, reason: 'sandbox_crashed', message: 'the sandbox failed while running the code', logs, duration_ms: dur() };
+  } finally {
+    if (!crashed) {
+      try { vm.dispose(); } catch { /* a runtime that hit its memory cap may refuse to free cleanly */ }
+      try { rt.dispose(); } catch { /* idem */ }
+    }
+  }
+}
