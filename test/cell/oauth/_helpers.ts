@@ -33,3 +33,46 @@ export async function createService(t: InProcess, name: string, roles: string[])
 export function claimsOf(token: string): Record<string, any> {
   return JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString());
 }
+
+/** A minimal cookie jar over the in-process request helper, for the login and consent pages. */
+export function browserish(t: InProcess) {
+  const jar = new Map<string, string>();
+  const absorb = (r: TestResponse) => {
+    const all = (r.headers as Headers & { getSetCookie?: () => string[] }).getSetCookie?.() ?? [];
+    for (const sc of all) {
+      const [kv] = sc.split(';');
+      const i = kv!.indexOf('=');
+      jar.set(kv!.slice(0, i).trim(), kv!.slice(i + 1).trim());
+    }
+    return r;
+  };
+  const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
+  return {
+    jar,
+    async get(path: string) {
+      return absorb(await t.request('GET', path, { headers: { cookie: cookie() } }));
+    },
+    async post(path: string, fields: Record<string, string>) {
+      return absorb(await form(t, path, fields, { cookie: cookie() }));
+    },
+  };
+}
+
+/** Hidden input values of a page. */
+export function hiddenFields(html: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const m of html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)) {
+    out[m[1]!] = m[2]!.replace(/&amp;/g, '&').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>');
+  }
+  return out;
+}
+
+/** Signs in through the login page as `name` and returns the browser. */
+export async function signIn(t: InProcess, name: string, password = 'correct horse battery staple', returnTo = '/oauth/device') {
+  const b = browserish(t);
+  const page = await b.get(`/oauth/login?return_to=${encodeURIComponent(returnTo)}`);
+  const h = hiddenFields(page.text);
+  const r = await b.post('/oauth/login', { csrf: h['csrf']!, return_to: h['return_to']!, username: name, password });
+  if (r.status !== 303) throw new Error(`login failed ${r.status} ${r.text}`);
+  return b;
+}
