@@ -6,11 +6,14 @@ import type { CellModule } from '../module.ts';
 import { AI_MIGRATIONS } from '../ai/providers.ts';
 import { aiRoutes } from '../ai/routes.ts';
 import { TOOLS_MIGRATIONS } from '../tools/catalog.ts';
+import { resourceRoutes } from './routes-resources.ts';
+import { TEAMS_MIGRATIONS } from './schema.ts';
 
 export const teamsModule: CellModule = {
   name: 'teams',
-  migrations: [...AI_MIGRATIONS, ...TOOLS_MIGRATIONS],
+  migrations: [...AI_MIGRATIONS, ...TOOLS_MIGRATIONS, ...TEAMS_MIGRATIONS],
   routes(app, cell) {
     aiRoutes(app, cell);
+    resourceRoutes(app, cell);
   },
 };

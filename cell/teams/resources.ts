@@ -1,0 +1,204 @@
+/**
+ * Skills, blueprints and governing contracts: validation and storage.
+ *
+ * - A skill has one of eight kinds; its `definition` is checked per kind
+ *   (tool skills name a catalog tool, transformer skills carry CEL, chains
+ *   hold steps).
+ * - A blueprint references skills as `skill:<name>`; every reference must
+ *   resolve when the blueprint is authored. `system_prompt_ref` is either
+ *   `skill:<name>` of a prompt skill (its `definition.prompt`) or the prompt
+ *   text itself. `authority_template` is an authority envelope (core schema).
+ * - A contract holds named CEL rules, parsed at authoring; the value gate
+ *   evaluates them over `tool`, `args`, `authority` and `context`.
+ */
+import { compileExpr } from '../../core/expr/compile.ts';
+import { parseAuthority } from '../../core/authority/schema.ts';
+import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
+import { invalid } from '../../core/errors.ts';
+import type { Cell } from '../context.ts';
+import { newId } from '../iam/ids.ts';
+import { getTool } from '../tools/catalog.ts';
+import { iso, parseBody } from './schema.ts';
+
+export const SKILL_KINDS = ['prompt', 'tool', 'chain', 'model', 'evaluator', 'transformer', 'classifier', 'extractor'] as const;
+export type SkillKindName = (typeof SKILL_KINDS)[number];
+
+export interface Skill {
+  skill_id: string; name: string; skill_kind: SkillKindName; model_preference: string | null;
+  definition: Record<string, unknown> | null; created_at: number; created_by: string;
+}
+
+export const MAX_EXPR = 2048;
+
+/** Variables of a contract rule (the value gate) and of a transformer skill. */
+export const CONTRACT_VARIABLES = ['tool', 'args', 'authority', 'context'] as const;
+export const TRANSFORM_VARIABLES = ['input', 'context'] as const;
+
+/** Parses and checks a CEL expression at authoring (core/expr limits); refuses with the path of the field. */
+export function checkCel(expr: unknown, path: string, variables: readonly string[] = TRANSFORM_VARIABLES): string {
+  if (typeof expr !== 'string' || expr.length === 0 || expr.length > MAX_EXPR) {
+    throw invalid(`${path} must be a CEL expression of 1 to ${MAX_EXPR} characters`, { reason: 'invalid_expression', field: path });
+  }
+  const r = compileExpr(expr, { variables });
+  if (!r.ok) throw invalid(`${path} is not a valid expression: ${r.error.message}`, { reason: 'invalid_expression', field: path, code: r.error.code });
+  return expr;
+}
+
+function checkDefinition(kind: SkillKindName, def: Record<string, unknown> | undefined, path: string, depth = 0): void {
+  if (depth > 4) throw invalid('skill chains nest at most 4 deep', { reason: 'invalid_skill', field: path });
+  const d = def ?? {};
+  if (kind === 'tool') {
+    if (typeof d['tool'] !== 'string' || !getTool(d['tool'])) throw invalid(`${path}.tool must name a tool of the catalog`, { reason: 'invalid_skill', field: `${path}.tool` });
+  } else if (kind === 'transformer') {
+    checkCel(d['expr'], `${path}.expr`);
+  } else if (kind === 'chain') {
+    const steps = d['steps'];
+    if (!Array.isArray(steps) || steps.length === 0 || steps.length > 16) throw invalid(`${path}.steps must hold 1 to 16 skills`, { reason: 'invalid_skill', field: `${path}.steps` });
+    steps.forEach((s: unknown, i) => {
+      const st = s as { skill_kind?: unknown; definition?: unknown };
+      if (!SKILL_KINDS.includes(st?.skill_kind as SkillKindName)) throw invalid(`${path}.steps.${i}.skill_kind is not a skill kind`, { reason: 'invalid_skill', field: `${path}.steps.${i}` });
+      checkDefinition(st.skill_kind as SkillKindName, st.definition as Record<string, unknown> | undefined, `${path}.steps.${i}.definition`, depth + 1);
+    });
+  } else {
+    if (d['prompt'] !== undefined && (typeof d['prompt'] !== 'string' || d['prompt'].length > 20_000)) throw invalid(`${path}.prompt must be a string`, { reason: 'invalid_skill', field: `${path}.prompt` });
+    if (kind === 'classifier') {
+      const labels = d['labels'];
+      if (!Array.isArray(labels) || labels.length < 2 || !labels.every((l) => typeof l === 'string' && l.length > 0)) {
+        throw invalid(`${path}.labels must list at least two labels`, { reason: 'invalid_skill', field: `${path}.labels` });
+      }
+    }
+  }
+}
+
+export function prepareSkill(input: { name: string; skill_kind: SkillKindName; model_preference?: string | undefined; definition?: Record<string, unknown> | undefined }, by: string, at: number): Skill {
+  checkDefinition(input.skill_kind, input.definition, 'definition');
+  return {
+    skill_id: newId('skl'), name: input.name, skill_kind: input.skill_kind, model_preference: input.model_preference ?? null,
+    definition: input.definition ?? null, created_at: at, created_by: by,
+  };
+}
+
+type SkillRow = Omit<Skill, 'definition'> & { definition: string | null };
+const skillFromRow = (r: SkillRow): Skill => ({ ...r, definition: r.definition ? parseBody(r.definition) : null });
+
+export function getSkill(cell: Cell, id: string): Skill | undefined {
+  const r = cell.store.get<SkillRow>('SELECT * FROM team_skills WHERE skill_id = ?', [id]);
+  return r ? skillFromRow(r) : undefined;
+}
+export function getSkillByName(cell: Cell, name: string): Skill | undefined {
+  const r = cell.store.get<SkillRow>('SELECT * FROM team_skills WHERE name = ?', [name]);
+  return r ? skillFromRow(r) : undefined;
+}
+export function listSkills(cell: Cell, limit: number, offset: number): Skill[] {
+  return cell.store.all<SkillRow>('SELECT * FROM team_skills ORDER BY created_at, skill_id LIMIT ? OFFSET ?', [limit, offset]).map(skillFromRow);
+}
+export const skillView = (s: Skill) => ({ ...s, created_at: iso(s.created_at) });
+
+/** Resolves `skill:<name>` references; refuses naming every unknown one. */
+export function resolveSkillRefs(cell: Cell, refs: readonly string[], field: string): Skill[] {
+  const out: Skill[] = [];
+  const unknown: string[] = [];
+  const malformed: string[] = [];
+  for (const ref of refs) {
+    const m = /^skill:(.+)$/.exec(ref);
+    if (!m) { malformed.push(ref); continue; }
+    const s = getSkillByName(cell, m[1]!);
+    if (!s) unknown.push(ref); else out.push(s);
+  }
+  if (malformed.length) throw invalid(`${field} entries must be written skill:<name>`, { reason: 'invalid_skill_ref', field, refs: malformed });
+  if (unknown.length) throw invalid(`${field} names skills that do not exist`, { reason: 'unknown_skill', field, refs: unknown });
+  return out;
+}
+
+// ---------------------------------------------------------------- blueprints
+
+export interface BlueprintBody {
+  name: string;
+  role_label: string;
+  system_prompt_ref: string | null;
+  model_preference: string | null;
+  required_skills: string[];
+  authority_template: AuthorityEnvelope;
+  scope: string;
+}
+export interface Blueprint extends BlueprintBody { blueprint_id: string; created_at: number; created_by: string }
+
+export function prepareBlueprint(cell: Cell, input: {
+  name: string; role_label: string; system_prompt_ref?: string | undefined; model_preference?: string | undefined;
+  required_skills?: string[] | undefined; authority_template?: unknown; scope?: string | undefined;
+}, by: string, at: number): Blueprint {
+  resolveSkillRefs(cell, input.required_skills ?? [], 'required_skills');
+  if (input.system_prompt_ref?.startsWith('skill:')) {
+    const [s] = resolveSkillRefs(cell, [input.system_prompt_ref], 'system_prompt_ref');
+    if (typeof s?.definition?.['prompt'] !== 'string') throw invalid('system_prompt_ref must name a skill with definition.prompt', { reason: 'invalid_prompt_ref', field: 'system_prompt_ref' });
+  }
+  const authority = input.authority_template === undefined ? {} : parseAuthority(input.authority_template);
+  checkTools(authority, 'authority_template');
+  return {
+    blueprint_id: newId('bp'), name: input.name, role_label: input.role_label, system_prompt_ref: input.system_prompt_ref ?? null,
+    model_preference: input.model_preference ?? null, required_skills: [...(input.required_skills ?? [])], authority_template: authority,
+    scope: input.scope ?? 'workspace', created_at: at, created_by: by,
+  };
+}
+
+/** Every allowed tool must be in the catalog. */
+export function checkTools(a: AuthorityEnvelope, field: string): void {
+  const unknown = (a.allowed_tools ?? []).filter((t) => !getTool(t));
+  if (unknown.length) throw invalid(`${field}.allowed_tools names tools that are not in the catalog`, { reason: 'unknown_tool', field: `${field}.allowed_tools`, tools: unknown });
+}
+
+type BodyRow = { body: string; created_at: number; created_by: string };
+
+export function getBlueprint(cell: Cell, id: string): Blueprint | undefined {
+  const r = cell.store.get<BodyRow & { blueprint_id: string }>('SELECT * FROM team_blueprints WHERE blueprint_id = ?', [id]);
+  return r ? { blueprint_id: r.blueprint_id, ...parseBody<BlueprintBody>(r.body), created_at: r.created_at, created_by: r.created_by } : undefined;
+}
+export function listBlueprints(cell: Cell, limit: number, offset: number): Blueprint[] {
+  return cell.store.all<BodyRow & { blueprint_id: string }>('SELECT * FROM team_blueprints ORDER BY created_at, blueprint_id LIMIT ? OFFSET ?', [limit, offset])
+    .map((r) => ({ blueprint_id: r.blueprint_id, ...parseBody<BlueprintBody>(r.body), created_at: r.created_at, created_by: r.created_by }));
+}
+export const blueprintView = (b: Blueprint) => ({ ...b, created_at: iso(b.created_at) });
+
+/** The system prompt text of a blueprint. */
+export function blueprintPrompt(cell: Cell, b: { system_prompt_ref: string | null }): string | null {
+  const ref = b.system_prompt_ref;
+  if (!ref) return null;
+  if (ref.startsWith('skill:')) {
+    const s = getSkillByName(cell, ref.slice(6));
+    const p = s?.definition?.['prompt'];
+    return typeof p === 'string' ? p : null;
+  }
+  return ref;
+}
+
+// ---------------------------------------------------------------- contracts
+
+export interface ContractRule { name: string; expr: string }
+export interface Contract { contract_id: string; name: string; description: string | null; rules: ContractRule[]; created_at: number; created_by: string }
+
+export function prepareContract(input: { name: string; description?: string | undefined; rules: ContractRule[] }, by: string, at: number): Contract {
+  const names = new Set<string>();
+  input.rules.forEach((r, i) => {
+    if (names.has(r.name)) throw invalid(`rule names must be unique (${r.name})`, { reason: 'duplicate_rule', field: `rules.${i}.name` });
+    names.add(r.name);
+    checkCel(r.expr, `rules.${i}.expr`, CONTRACT_VARIABLES);
+  });
+  return { contract_id: newId('ctr'), name: input.name, description: input.description ?? null, rules: input.rules, created_at: at, created_by: by };
+}
+
+export function getContract(cell: Cell, id: string): Contract | undefined {
+  const r = cell.store.get<BodyRow & { contract_id: string }>('SELECT * FROM team_contracts WHERE contract_id = ?', [id]);
+  return r ? { contract_id: r.contract_id, ...parseBody<Omit<Contract, 'contract_id' | 'created_at' | 'created_by'>>(r.body), created_at: r.created_at, created_by: r.created_by } : undefined;
+}
+export function listContracts(cell: Cell, limit: number, offset: number): Contract[] {
+  return cell.store.all<BodyRow & { contract_id: string }>('SELECT * FROM team_contracts ORDER BY created_at, contract_id LIMIT ? OFFSET ?', [limit, offset])
+    .map((r) => ({ contract_id: r.contract_id, ...parseBody<Omit<Contract, 'contract_id' | 'created_at' | 'created_by'>>(r.body), created_at: r.created_at, created_by: r.created_by }));
+}
+export const contractView = (c: Contract) => ({ ...c, created_at: iso(c.created_at) });
+
+/** Every governing contract an envelope names must exist. */
+export function checkContracts(cell: Cell, a: AuthorityEnvelope, field: string): void {
+  const ids = [...(a.governing_contract_ids ?? []), ...(a.governing_contract_id ? [a.governing_contract_id] : [])];
+  const missing = ids.filter((id) => !getContract(cell, id));
+  if (missing.length) throw invalid(`${field} names governing contracts that do not exist`, { reason: 'unknown_contract', field: `${field}.governing_contract_id`, contracts: missing });
+}
