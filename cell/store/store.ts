@@ -87,6 +87,8 @@ export async function openStore(opts: DurableStoreOptions): Promise<DurableStore
       fsync: opts.fsync ?? ((h) => h.sync()),
     });
     await store.migrate(opts.migrations);
+    // A long replay is not worth repeating on the next start.
+    if (store.stats.logBytes > checkpointBytes) await store.checkpoint();
     return store;
   } catch (err) {
     db?.close();
@@ -186,7 +188,10 @@ async function replayLog(db: Database, logPath: string, dir: string, snapshotLsn
   }
   if (off < buf.length) {
     recovery.droppedBytes = buf.length - off;
-    note(`store: dropped ${recovery.droppedBytes} bytes of log tail (${recovery.droppedReason}); kept ${recovery.replayed} replayed records`);
+    // Keep the dropped bytes beside the log for forensics; never delete data silently.
+    const keep = `${logPath}.dropped-${Date.now()}`;
+    await writeFileDurably(keep, buf.subarray(off), dir);
+    note(`store: dropped ${recovery.droppedBytes} bytes of log tail (${recovery.droppedReason}); kept ${recovery.replayed} replayed records; the dropped bytes are saved in ${keep}`);
     const fh = await open(logPath, 'r+');
     try {
       await fh.truncate(off);

@@ -1,6 +1,6 @@
 /** A damaged log: the store opens, keeps every complete record before the damage, and reports what it dropped. */
 import { strict as assert } from 'node:assert';
-import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { decodeRecord, HEADER_BYTES } from '../../../cell/store/_log.ts';
@@ -52,6 +52,9 @@ describe('store: recovery from a damaged log', () => {
       assert.match(s.recovery.droppedReason ?? '', new RegExp(`^torn record .* at offset ${last.start}$`));
       assert.ok(notes.some((n) => n.includes(`dropped ${cut - last.start} bytes of log tail`)), notes.join('\n'));
       assert.equal(statSync(path).size, last.start, 'the torn tail is cut off the file');
+      const saved = readdirSync(dir).filter((f) => f.startsWith(`${LOG_FILE}.dropped-`));
+      assert.equal(saved.length, 1, 'the dropped bytes are kept beside the log');
+      assert.equal(statSync(join(dir, saved[0]!)).size, cut - last.start);
       // Life goes on: new writes append after the cut and survive the next open.
       await s.write((tx) => tx.run('INSERT INTO t (id) VALUES (100)'));
       const copy = crashCopy(dir);

@@ -268,6 +268,19 @@ describe('store: checkpoint and replay', () => {
     assert.equal(copy.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 60);
   });
 
+  it('checkpoints right after opening when the replayed log is past checkpointBytes', async () => {
+    const { store, dir } = await fresh();
+    for (let i = 0; i < 40; i++) await store.write((tx) => tx.run('INSERT INTO t (id, v) VALUES (?, ?)', [i, 'y'.repeat(100)]));
+    const copyDir = crashCopy(dir);
+    cleanups.push(() => rmSync(copyDir, { recursive: true, force: true }));
+    const copy = await openStore({ dir: copyDir, migrations: T_MIGRATIONS, checkpointBytes: 2048, log: () => undefined });
+    cleanups.push(() => copy.close());
+    assert.ok(copy.recovery.replayed >= 40);
+    assert.equal(copy.stats.checkpoints, 1);
+    assert.equal(statSync(join(copyDir, LOG_FILE)).size, HEADER_BYTES);
+    assert.equal(copy.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 40);
+  });
+
   it('refuses a log file that is not ours instead of overwriting it', async () => {
     const { dir, cleanup } = tempDir();
     cleanups.push(cleanup);
