@@ -38,6 +38,11 @@ export function isPublic(op: Json): boolean {
   return Array.isArray(op['security']) && op['security'].length === 0;
 }
 
+/** True when the operation requires a bearer credential (a non-empty security requirement). */
+export function isProtected(op: Json): boolean {
+  return Array.isArray(op['security']) && op['security'].length > 0;
+}
+
 export function pathParams(o: Operation): string[] {
   return [...o.path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!);
 }

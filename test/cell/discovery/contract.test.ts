@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { compileErrors, validate } from '@readme/openapi-parser';
 import { startCellProcess, type CellProcess } from '../../helpers/cell-process.ts';
-import { checkResponse, isPublic, operations, pathParams, schemaChecker, type Json, type Operation } from './_openapi.ts';
+import { checkResponse, isProtected, operations, pathParams, schemaChecker, type Json, type Operation } from './_openapi.ts';
 
 let cell: CellProcess;
 let doc: Json;
@@ -41,6 +41,11 @@ function fill(path: string, values: Record<string, string>): string {
   return path.replace(/\{([^}]+)\}/g, (_, name: string) => encodeURIComponent(values[name] ?? 'does-not-exist'));
 }
 
+/** Runs `check` for one operation, collecting its failure instead of stopping at the first. */
+async function collect(problems: string[], o: Operation, check: () => Promise<void>): Promise<void> {
+  try { await check(); } catch (e) { problems.push(`${o.method.toUpperCase()} ${o.path}: ${(e as Error).message.split('\n')[0]}`); }
+}
+
 function expectDocumented(o: Operation, r: Sent, what: string): void {
   checkResponse(checker, o, r, what);
   assert.ok(r.status < 500, `${o.method.toUpperCase()} ${o.path} (${what}): ${r.status} ${r.text.slice(0, 300)}`);
@@ -66,9 +71,10 @@ test('the served document validates as OpenAPI 3.1 (@readme/openapi-parser)', as
 });
 
 test('every protected served operation refuses a missing or unknown credential with the documented 401 envelope', async () => {
-  const ops = operations(doc).filter((o) => !isPublic(o.op) && o.method !== 'head' && o.method !== 'options');
+  const ops = operations(doc).filter((o) => isProtected(o.op) && o.method !== 'head' && o.method !== 'options');
   assert.ok(ops.length > 0);
-  for (const o of ops) {
+  const problems: string[] = [];
+  for (const o of ops) await collect(problems, o, async () => {
     const path = fill(o.path, {});
     const anon = await send(o.method, path);
     assert.equal(anon.status, 401, `${o.method.toUpperCase()} ${o.path} without credential: ${anon.text.slice(0, 200)}`);
@@ -78,44 +84,55 @@ test('every protected served operation refuses a missing or unknown credential w
     const bogus = await send(o.method, path, { token: 'svck_live_' + 'A'.repeat(43) });
     assert.equal(bogus.status, 401, `${o.method.toUpperCase()} ${o.path} with an unknown key`);
     expectDocumented(o, bogus, 'unknown key');
-  }
+  });
+  assert.deepEqual(problems, []);
 });
 
 test('every served GET without path parameters succeeds with the admin key, as documented', async () => {
   const ops = operations(doc).filter((o) => o.method === 'get' && pathParams(o).length === 0);
   assert.ok(ops.length > 0);
-  for (const o of ops) {
-    const r = await send('get', o.path, isPublic(o.op) ? {} : { token: cell.adminKey });
+  const problems: string[] = [];
+  for (const o of ops) await collect(problems, o, async () => {
+    const r = await send('get', o.path, isProtected(o.op) ? { token: cell.adminKey } : {});
     assert.ok(r.status >= 200 && r.status < 300, `${o.path}: ${r.status} ${r.text.slice(0, 300)}`);
     expectDocumented(o, r, 'success');
-  }
+  });
+  assert.deepEqual(problems, []);
 });
 
 test('every served GET with path parameters: a known item validates, an unknown one is a documented refusal', async () => {
   const ops = operations(doc).filter((o) => o.method === 'get' && pathParams(o).length > 0);
-  for (const o of ops) {
+  const problems: string[] = [];
+  for (const o of ops) await collect(problems, o, async () => {
     const unknown = await send('get', fill(o.path, {}), { token: cell.adminKey });
     assert.ok(unknown.status >= 400, `${o.path} with an unknown id: ${unknown.status}`);
     expectDocumented(o, unknown, 'unknown id');
+    // An absurd id (too long, odd characters): refused as documented, never a 5xx.
+    const absurd = Object.fromEntries(pathParams(o).map((p) => [p, `${'x'.repeat(300)}'"<>`]));
+    const odd = await send('get', fill(o.path, absurd), { token: cell.adminKey });
+    assert.ok(odd.status >= 400 && odd.status < 500, `${o.path} with an absurd id: ${odd.status}`);
+    expectDocumented(o, odd, 'absurd id');
     // A known id, taken from the list operation one segment up, when there is one.
     const params = pathParams(o);
     const listPath = o.path.replace(/\/\{[^}]+\}$/, '');
-    if (params.length !== 1 || listPath === o.path || /\{/.test(listPath)) continue;
+    if (params.length !== 1 || listPath === o.path || /\{/.test(listPath)) return;
     const list = operations(doc).find((x) => x.method === 'get' && x.path === listPath);
-    if (!list) continue;
+    if (!list) return;
     const lr = await send('get', listPath, { token: cell.adminKey });
     const item = firstItems(JSON.parse(lr.text))[0];
     const id = item?.[params[0]!] ?? item?.['id'];
-    if (typeof id !== 'string') continue;
+    if (typeof id !== 'string') return;
     const known = await send('get', fill(o.path, { [params[0]!]: id }), { token: cell.adminKey });
     assert.equal(known.status, 200, `${o.path} with ${id}: ${known.text.slice(0, 300)}`);
     expectDocumented(o, known, 'known id');
-  }
+  });
+  assert.deepEqual(problems, []);
 });
 
 test('every served write refuses bad input or an unknown id with a documented 4xx, never a 5xx', async () => {
-  const ops = operations(doc).filter((o) => ['post', 'put', 'patch', 'delete'].includes(o.method) && !isPublic(o.op));
-  for (const o of ops) {
+  const ops = operations(doc).filter((o) => ['post', 'put', 'patch', 'delete'].includes(o.method) && isProtected(o.op));
+  const problems: string[] = [];
+  for (const o of ops) await collect(problems, o, async () => {
     const content = (o.op['requestBody']?.['content'] ?? {}) as Json;
     const hasParams = pathParams(o).length > 0;
     if (content['application/json']) {
@@ -130,5 +147,17 @@ test('every served write refuses bad input or an unknown id with a documented 4x
       assert.ok(r.status >= 400 && r.status < 500, `${o.method.toUpperCase()} ${o.path} with an unknown id: ${r.status}`);
       expectDocumented(o, r, 'unknown id');
     }
-  }
+  });
+  assert.deepEqual(problems, []);
+});
+
+test('every served public write (OAuth protocol endpoints) answers an empty request with a documented status, never a 5xx', async () => {
+  const ops = operations(doc).filter((o) => ['post', 'put', 'patch', 'delete'].includes(o.method) && !isProtected(o.op));
+  const problems: string[] = [];
+  for (const o of ops) await collect(problems, o, async () => {
+    const type = Object.keys((o.op['requestBody']?.['content'] ?? {}) as Json)[0];
+    const r = await send(o.method, fill(o.path, {}), type ? { body: '', contentType: type } : {});
+    expectDocumented(o, r, 'empty request');
+  });
+  assert.deepEqual(problems, []);
 });

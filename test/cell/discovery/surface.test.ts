@@ -8,7 +8,7 @@ import { grants } from '../../../core/authority/scopes.ts';
 import { PUBLIC_API_PATHS } from '../../../cell/app.ts';
 import { isServedTag } from '../../../cell/discovery/allowlist.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { checkResponse, isPublic, operations, pathParams, schemaChecker, type Json, type Operation } from './_openapi.ts';
+import { checkResponse, isProtected, isPublic, operations, pathParams, schemaChecker, type Json, type Operation } from './_openapi.ts';
 
 let t: InProcess;
 let doc: Json;
@@ -51,7 +51,9 @@ test('every served operation documents status, security, errors and pagination',
     const responses = op['responses'] as Json;
     if (!Array.isArray(op['tags']) || op['tags'].length === 0 || !op['tags'].every((x: string) => isServedTag(x))) problems.push(`${at}: tags`);
     if (op['x-status'] !== 'Live' && !(op['x-status'] === 'Partial' && typeof op['description'] === 'string' && op['description'].trim())) problems.push(`${at}: x-status`);
-    if (!Array.isArray(op['security'])) problems.push(`${at}: no security requirement declared (use secured() or security: [])`);
+    // Under /api/public/v1 the security requirement is always explicit; the
+    // OAuth protocol endpoints (absolute paths) describe client authentication themselves.
+    if (!Array.isArray(op['security'])) { if (o.path.startsWith('/api/public/v1/')) problems.push(`${at}: no security requirement declared (use secured() or security: [])`); }
     else if (isPublic(op)) {
       if (o.path.startsWith('/api/public/v1/') && !PUBLIC_API_PATHS.includes(o.path)) problems.push(`${at}: security [] but not in PUBLIC_API_PATHS`);
     } else {
@@ -91,7 +93,7 @@ function canFail(p: Json): boolean {
 
 /** A few served, protected GET operations without path parameters. */
 function protectedGets(): Operation[] {
-  return operations(doc).filter((o) => o.method === 'get' && !isPublic(o.op) && pathParams(o).length === 0);
+  return operations(doc).filter((o) => o.method === 'get' && isProtected(o.op) && pathParams(o).length === 0);
 }
 
 test('publication grants no access: a key scoped to something else gets 403, no credential 401', async () => {
@@ -140,4 +142,19 @@ test('publication grants no access: the gateway budget applies to served operati
   } finally {
     await small.close();
   }
+});
+
+test('publication grants no access: a key\'s own rate_limit_rpm applies to served operations', async () => {
+  const minted = await t.request('POST', '/api/public/v1/admin/api-keys', { token: t.adminKey, body: { name: 'slow', rate_limit_rpm: 2 } });
+  assert.equal(minted.status, 201, minted.text);
+  const key = minted.body.secret as string;
+  const checker = schemaChecker(doc);
+  const o = protectedGets()[0]!;
+  for (let i = 0; i < 2; i++) assert.equal((await t.request('GET', o.path, { token: key })).status, 200);
+  const r = await t.request('GET', o.path, { token: key });
+  assert.equal(r.status, 429, `${o.path}: third request over 2 rpm`);
+  assert.ok(Number(r.headers.get('retry-after')) >= 1);
+  checkResponse(checker, o, { status: r.status, contentType: r.headers.get('content-type'), text: r.text }, 'over rpm');
+  t.clock.advance(60_000);
+  assert.equal((await t.request('GET', o.path, { token: key })).status, 200, 'the budget refills with time');
 });
