@@ -1,0 +1,34 @@
+/**
+ * Loading hand-carried artifacts at the edge: read the file, verify it
+ * against the pinned trust (bundles/), apply the device's acceptance rules,
+ * persist what was seen. Anything wrong refuses the artifact (fail closed).
+ */
+import { readFileSync } from 'node:fs';
+import { acceptArtifact, type DeviceState } from '../bundles/accept.ts';
+import { openKeyBundle } from '../bundles/key-bundle.ts';
+import { openCrewBundle, type CrewBundle } from '../bundles/crew-bundle.ts';
+import type { OpenedEnvelope } from '../bundles/envelope.ts';
+import type { LoadedKeys } from './decide.ts';
+import { EdgeSetupError, type TrustFile } from './files.ts';
+
+function readArtifact(path: string, what: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    throw new EdgeSetupError(`cannot read the ${what} ${path}`);
+  }
+}
+
+export async function loadKeyBundle(path: string, trust: TrustFile, state: DeviceState, now: number): Promise<{ keys: LoadedKeys; state: DeviceState }> {
+  const text = readArtifact(path, 'key bundle');
+  const { opened, index } = await openKeyBundle(text, trust.keys);
+  const next = acceptArtifact(state, opened, { now, issuer: trust.cell_id });
+  return { keys: { index, version: opened.payload.version, expires_at: opened.payload.expires_at, hash: opened.hash }, state: next };
+}
+
+export async function loadCrewBundle(path: string, trust: TrustFile, state: DeviceState, now: number, hashGraph?: (g: unknown) => string): Promise<{ crew: OpenedEnvelope<CrewBundle>; state: DeviceState }> {
+  const text = readArtifact(path, 'crew bundle');
+  const crew = await openCrewBundle(text, trust.keys, hashGraph);
+  const next = acceptArtifact(state, crew, { now, issuer: trust.cell_id });
+  return { crew, state: next };
+}

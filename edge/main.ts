@@ -1,0 +1,206 @@
+/**
+ * The edge program: `node dist/edge.mjs <command>` or the single executable `dist/edge <command>`.
+ * Commands: init, trust, serve, verify-key, journal export, model keygen|sign. See HELP and docs/edge.md.
+ * No top-level await: the same source is bundled as CommonJS for the Node SEA.
+ */
+import { parseArgs } from 'node:util';
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { serve } from '@hono/node-server';
+import type { AddressInfo } from 'node:net';
+import { isServiceError } from '../core/errors.ts';
+import { generateEd25519 } from '../bundles/_codec.ts';
+import { EdgeSetupError, paths, readDevice, readState, readTrust, writeFileDurable, writeState, type DeviceFile, type TrustFile } from './files.ts';
+import { edgeClock } from './clock.ts';
+import { loadKeyBundle } from './load.ts';
+import { authenticateOffline, authorizeOffline, type LoadedKeys } from './decide.ts';
+import { createEdgeApp, type EdgeRuntime } from './gateway.ts';
+import { modelCommand } from './model-cli.ts';
+import { mountOffline, prepareOffline } from './offline.ts';
+import { journalCommand } from './journal-cli.ts';
+
+const HELP = `edge: offline keys and offline crews for an air-gapped device
+
+Usage: edge <command> [options]        (or: node dist/edge.mjs <command>)
+
+Commands:
+  init --data DIR                      create the device key pair; prints device_id and public JWK
+  trust --data DIR --file TRUST.json   pin the cell (file from POST /edge/devices or 'cell bundle trust')
+        [--publisher PUB.json]         also pin a model publisher key ({kid, jwk})
+  serve --data DIR --bundle FILE [--crew-bundle FILE] [--model FILE --model-manifest FILE]
+        [--port N] [--host H] [--region R] [--rate-capacity N] [--rate-refill N]
+                                       the offline gateway (port 0 picks a free one)
+  verify-key --data DIR --bundle FILE [--ip IP] [--region R] [--permission P]
+                                       reads a key from stdin; prints its effective authority
+                                       or the refusal reason (exit 0 allowed, 1 refused)
+  journal export RUN --data DIR --out FILE
+                                       write a run's signed journal for the cell (POST /edge/journals)
+  model keygen --out PUBLISHER.json    a model publisher key pair (keep it off the device)
+  model sign --model FILE --key PUBLISHER.json --name NAME --out MANIFEST
+                                       sign a model manifest (file SHA-256 and size)
+  help                                 this text
+
+Test mode only: with AGENT_CELL_EDGE_TEST_CLOCK=1, serve and verify-key take --now-offset-ms N.
+`;
+
+function fail(msg: string, code = 2): never {
+  process.stderr.write(`error: ${msg}\n`);
+  process.exit(code);
+}
+
+async function initCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({ args: argv, options: { data: { type: 'string' } }, strict: true });
+  if (!values.data) fail('init needs --data DIR');
+  const dir = resolve(values.data);
+  const p = paths(dir);
+  if (existsSync(p.device)) fail(`a device key already exists in ${dir}; refusing to replace it`);
+  const k = await generateEd25519();
+  const device: DeviceFile = { format_version: 1, device_id: k.kid, public_jwk: k.publicJwk, private_jwk: k.privateJwk };
+  writeFileDurable(p.device, JSON.stringify(device, null, 1) + '\n', 0o600);
+  process.stdout.write(JSON.stringify({ device_id: k.kid, public_jwk: k.publicJwk }) + '\n');
+}
+
+async function trustCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({ args: argv, options: { data: { type: 'string' }, file: { type: 'string' }, publisher: { type: 'string', multiple: true } }, strict: true });
+  if (!values.data || !values.file) fail('trust needs --data DIR --file TRUST.json');
+  const dir = resolve(values.data);
+  readDevice(dir);
+  let anchor: { cell_id?: unknown; keys?: unknown; trust?: { cell_id?: unknown; keys?: unknown } };
+  try {
+    anchor = JSON.parse(readFileSync(values.file, 'utf8')) as typeof anchor;
+  } catch {
+    fail(`cannot read ${values.file} as JSON`);
+  }
+  const a = anchor.trust ?? anchor; // accepts the POST /edge/devices response or the trust object itself
+  if (typeof a.cell_id !== 'string' || !Array.isArray(a.keys) || a.keys.length === 0) fail('the trust file needs cell_id and keys');
+  const publishers = (values.publisher ?? []).map((f) => JSON.parse(readFileSync(f, 'utf8')) as { kid: string; jwk: JsonWebKey; private_jwk?: unknown })
+    .map((pk) => ({ kid: pk.kid, jwk: { kty: 'OKP', crv: 'Ed25519', x: pk.jwk.x } as JsonWebKey }));
+  const existing = existsSync(paths(dir).trust) ? readTrust(dir) : null;
+  if (existing && existing.cell_id !== a.cell_id) fail(`this device already trusts cell ${existing.cell_id}; refusing to re-pin to ${String(a.cell_id)}`);
+  const trust: TrustFile = {
+    format_version: 1, cell_id: a.cell_id,
+    keys: (a.keys as { kid: string; jwk: JsonWebKey }[]).map((k) => ({ kid: k.kid, jwk: { kty: 'OKP', crv: 'Ed25519', x: k.jwk.x } as JsonWebKey })),
+    publishers: [...(existing?.publishers ?? []), ...publishers],
+  };
+  writeFileDurable(paths(dir).trust, JSON.stringify(trust, null, 1) + '\n');
+  process.stdout.write(`pinned cell ${trust.cell_id} (${trust.keys.length} key(s)), ${trust.publishers.length} model publisher(s)\n`);
+}
+
+const NOW_OPT = { 'now-offset-ms': { type: 'string' } } as const;
+
+async function serveCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      data: { type: 'string' }, bundle: { type: 'string' }, 'crew-bundle': { type: 'string' },
+      model: { type: 'string' }, 'model-manifest': { type: 'string' }, port: { type: 'string' }, host: { type: 'string' },
+      region: { type: 'string' }, 'rate-capacity': { type: 'string' }, 'rate-refill': { type: 'string' }, ...NOW_OPT,
+    },
+    strict: true,
+  });
+  if (!values.data) fail('serve needs --data DIR');
+  const dir = resolve(values.data);
+  const clock = edgeClock(values['now-offset-ms']);
+  const device = readDevice(dir);
+  const trust = readTrust(dir);
+  let state = readState(dir, device.device_id);
+  let keys: LoadedKeys | null = null;
+  if (values.bundle) {
+    const loaded = await loadKeyBundle(values.bundle, trust, state, clock.now());
+    keys = loaded.keys;
+    state = loaded.state;
+  }
+  const offline = await prepareOffline({ dir, device, trust, state, clock, crewBundle: values['crew-bundle'], model: values.model, modelManifest: values['model-manifest'] });
+  state = offline.state;
+  writeState(dir, state);
+  const rt: EdgeRuntime = {
+    deviceId: device.device_id, cellId: trust.cell_id, region: values.region ?? 'local', clock, keys, state,
+    rate: { capacity: Number(values['rate-capacity'] ?? 600), refillPerSecond: Number(values['rate-refill'] ?? 100) },
+    info: offline.info,
+  };
+  const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, offline));
+  const host = values.host ?? '127.0.0.1';
+  const server = await new Promise<ReturnType<typeof serve>>((res) => {
+    const s = serve({ fetch: app.fetch, port: Number(values.port ?? 8090), hostname: host }, () => res(s));
+  });
+  const port = (server.address() as AddressInfo).port;
+  process.stdout.write(`edge ${device.device_id} listening on http://${host}:${port} (keys: ${keys ? `bundle v${keys.version}, ${keys.index.size} keys` : 'none: no key can be resolved'})\n`);
+  // Persist the clock high-water mark now and then, and on the way out.
+  const persist = () => { try { writeState(dir, rt.state); } catch (e) { process.stderr.write(`state write failed: ${String(e)}\n`); } };
+  const timer = setInterval(persist, 10_000);
+  timer.unref();
+  const shutdown = () => {
+    clearInterval(timer);
+    persist();
+    server.close(() => process.exit(0));
+    (server as { closeAllConnections?: () => void }).closeAllConnections?.();
+  };
+  process.on('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8').trim();
+}
+
+async function verifyKeyCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: { data: { type: 'string' }, bundle: { type: 'string' }, ip: { type: 'string' }, region: { type: 'string' }, permission: { type: 'string' }, ...NOW_OPT },
+    strict: true,
+  });
+  if (!values.data) fail('verify-key needs --data DIR');
+  const dir = resolve(values.data);
+  const clock = edgeClock(values['now-offset-ms']);
+  const device = readDevice(dir);
+  const trust = readTrust(dir);
+  let state = readState(dir, device.device_id);
+  const secret = await readStdin();
+  const now = clock.now();
+  let keys: LoadedKeys | null = null;
+  try {
+    if (values.bundle) {
+      const loaded = await loadKeyBundle(values.bundle, trust, state, now);
+      keys = loaded.keys;
+      state = loaded.state;
+      writeState(dir, state);
+    }
+    const auth = authenticateOffline(keys, secret, { now, ip: values.ip ?? null, region: values.region ?? 'local' });
+    if (values.permission) authorizeOffline(auth, values.permission);
+    process.stdout.write(JSON.stringify({ allowed: true, key_id: auth.key_id, owner_id: auth.owner_id, effective: auth.effective, matched: auth.matched, rate_limit_rpm: auth.rate_limit_rpm }) + '\n');
+  } catch (e) {
+    if (!isServiceError(e)) throw e;
+    process.stdout.write(JSON.stringify({ allowed: false, error: e.code, reason: e.details?.['reason'] ?? null, message: e.message }) + '\n');
+    process.exit(1);
+  }
+}
+
+const COMMANDS: Record<string, (argv: string[]) => Promise<void>> = {
+  init: initCommand,
+  trust: trustCommand,
+  serve: serveCommand,
+  'verify-key': verifyKeyCommand,
+  journal: journalCommand,
+  model: modelCommand,
+};
+
+export async function main(argv: string[]): Promise<void> {
+  const [cmd, ...rest] = argv;
+  if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
+    process.stdout.write(HELP);
+    return;
+  }
+  const run = COMMANDS[cmd];
+  if (!run) fail(`unknown command '${cmd}'; see --help`);
+  try {
+    await run(rest);
+  } catch (err) {
+    if (isServiceError(err)) fail(`${err.code}: ${err.message}${err.details?.['reason'] ? ` (${String(err.details['reason'])})` : ''}`, 1);
+    if (err instanceof EdgeSetupError) fail(err.message);
+    fail(err instanceof Error ? err.message : String(err));
+  }
+}
+
+main(process.argv.slice(2)).catch((e: unknown) => fail(String(e)));
