@@ -15,7 +15,8 @@
  * - refused with `TypeError`: `undefined` at the top level or inside an array,
  *   functions, symbols, bigints, `NaN`, `±Infinity`, lone surrogates, cycles,
  *   and non-plain objects (Date, Map, Uint8Array, class instances; `toJSON` is
- *   never consulted).
+ *   never consulted), and nesting deeper than MAX_DEPTH (so the answer never
+ *   depends on a runtime's stack size: cell and edge agree).
  *
  * Also the small byte helpers every other core module uses: UTF-8 and
  * unpadded base64url (RFC 4648 section 5).
@@ -23,6 +24,9 @@
 import canonicalize from 'canonicalize';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
+
+/** Deepest nesting of arrays/objects `canonicalJson` accepts (the top-level value is depth 1). */
+export const MAX_DEPTH = 256;
 
 function check(value: unknown, path: string, stack: object[], inArray: boolean): void {
   switch (typeof value) {
@@ -40,6 +44,7 @@ function check(value: unknown, path: string, stack: object[], inArray: boolean):
     case 'object': {
       if (value === null) return;
       if (stack.includes(value)) throw new TypeError(`canonicalJson: cycle at ${path}`);
+      if (stack.length >= MAX_DEPTH) throw new TypeError(`canonicalJson: nesting deeper than ${MAX_DEPTH} at ${path.slice(0, 80)}...`);
       stack.push(value);
       if (Array.isArray(value)) {
         for (let i = 0; i < value.length; i++) check(value[i], `${path}[${i}]`, stack, true);

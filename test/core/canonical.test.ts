@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { b64url, canonicalJson, contentHash, fromB64url, sha256Hex, utf8 } from '../../core/canonical.ts';
+import { MAX_DEPTH, b64url, canonicalJson, contentHash, fromB64url, sha256Hex, utf8 } from '../../core/canonical.ts';
 
 // RFC 8785 test data: the RFC's examples (section 3.2.2 "values", section
 // 3.2.3 sorting "weird") and the rest of the author's reference test data
@@ -123,6 +123,17 @@ test('non-JSON values throw TypeError (a programming mistake, not input)', () =>
     ['toJSON is not consulted', { toJSON: () => 'x' }],
   ];
   for (const [name, v] of bad) assert.throws(() => canonicalJson(v), TypeError, name);
+});
+
+test('nesting is bounded by MAX_DEPTH, deterministically (not by the stack size)', () => {
+  const nest = (depth: number): unknown => {
+    let v: unknown = 1;
+    for (let i = 0; i < depth; i++) v = i % 2 ? [v] : { k: v };
+    return v;
+  };
+  assert.doesNotThrow(() => canonicalJson(nest(MAX_DEPTH)));
+  assert.throws(() => canonicalJson(nest(MAX_DEPTH + 1)), TypeError);
+  assert.throws(() => canonicalJson(JSON.parse('['.repeat(100_000) + ']'.repeat(100_000))), TypeError);
 });
 
 test('undefined object members are omitted like JSON.stringify; shared (non-cyclic) references are fine', () => {
