@@ -19,12 +19,17 @@ import { join } from 'node:path';
 import type { Database, SqlValue as SqlJsValue } from 'sql.js';
 import { ServiceError } from '../../core/errors.ts';
 import { acquireDirLock, type DirLock } from './_lock.ts';
-import { checkHeader, decodeRecord, encodeHeader, encodeRecord, HEADER_BYTES, type Statement } from './_log.ts';
+import {
+  checkHeader, decodeRecord, encodeHeader, encodeRecord, HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEAD_BYTES, type Statement,
+} from './_log.ts';
 import { loadSqlJs } from './_sqljs.ts';
 import type { Migration, OpenStoreOptions, Row, SqlValue, Store, Tx } from './types.ts';
 
 /** Log size that triggers an automatic checkpoint when the caller sets none. */
 export const DEFAULT_CHECKPOINT_BYTES = 64 * 1024 * 1024;
+
+/** Statements that would break the store's own BEGIN/COMMIT around write(). */
+const TX_CONTROL = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE|VACUUM|ATTACH|DETACH)\b/i;
 
 export const SNAPSHOT_FILE = 'snapshot.db';
 export const LOG_FILE = 'wal.log';
@@ -348,18 +353,27 @@ class SqlJsStore implements DurableStore {
         return queryAll<R>(db, sql, params, false);
       },
       run(sql: string, params?: readonly SqlValue[]) {
+        if (TX_CONTROL.test(sql)) throw new TypeError(`store: "${sql.trim().split(/\s/)[0]}" is not allowed inside write(); the store owns the transaction`);
         const changes = execute(db, sql, params);
         stmts.push(params && params.length > 0 ? [sql, copyParams(params)] : [sql]);
         return { changes };
       },
     };
     let result: T;
+    let buf: Buffer | undefined;
     this.#inTx = true;
     try {
       db.run('BEGIN');
       result = fn(tx);
       if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') {
         throw new TypeError('store.write: the transaction function must be synchronous (it returned a promise)');
+      }
+      if (stmts.length > 0) {
+        // Encoded before COMMIT: a record the log could not hold is refused, not half-kept.
+        buf = encodeRecord(this.stats.lsn + 1, stmts);
+        if (buf.length - RECORD_HEAD_BYTES > MAX_RECORD_BYTES) {
+          throw new TypeError(`store.write: transaction too large for one log record (${buf.length} bytes)`);
+        }
       }
       db.run('COMMIT');
     } catch (err) {
@@ -372,9 +386,8 @@ class SqlJsStore implements DurableStore {
     } finally {
       this.#inTx = false;
     }
-    if (stmts.length === 0) return Promise.resolve(result);
+    if (!buf) return Promise.resolve(result);
     const lsn = ++this.stats.lsn;
-    const buf = encodeRecord(lsn, stmts);
     this.stats.commits++;
     return new Promise<T>((resolve, reject) => {
       this.#queue.push({ lsn, buf, resolve: () => resolve(result), reject });

@@ -107,6 +107,15 @@ describe('store: transactions', () => {
     assert.equal(store.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 0);
   });
 
+  it('refuses transaction control statements inside write()', async () => {
+    const { store } = await fresh();
+    await assert.rejects(store.write((tx) => {
+      tx.run('INSERT INTO t (id) VALUES (1)');
+      tx.run('COMMIT');
+    }), (err) => err instanceof TypeError && /"COMMIT" is not allowed/.test(err.message));
+    assert.equal(store.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 0);
+  });
+
   it('a read-only transaction resolves without touching the log', async () => {
     const { store } = await fresh();
     const before = store.stats.fsyncs;
