@@ -53,6 +53,8 @@ function minimalPublic(jwk: JsonWebKey): JsonWebKey {
 const CACHE_LIMIT = 4096;
 const publicKeys = new Map<string, Promise<CryptoKey>>();
 const privateKeys = new Map<string, Promise<CryptoKey>>();
+/** Private JWKs whose x was checked against d on the sync path. */
+const checkedPairs = new Set<string>();
 
 function cached(map: Map<string, Promise<CryptoKey>>, id: string, load: () => Promise<CryptoKey>): Promise<CryptoKey> {
   let p = map.get(id);
@@ -84,9 +86,15 @@ function checkPrivate(privateJwk: JsonWebKey): { d: Uint8Array; x: Uint8Array } 
 /** Signs `data` with an Ed25519 private JWK (WebCrypto). Returns the 64-byte signature. */
 export async function signEd25519(privateJwk: JsonWebKey, data: Uint8Array): Promise<Uint8Array> {
   checkPrivate(privateJwk);
-  const key = await cached(privateKeys, `${privateJwk.d as string}.${privateJwk.x as string}`, () =>
-    crypto.subtle.importKey('jwk', { kty: 'OKP', crv: 'Ed25519', x: privateJwk.x as string, d: privateJwk.d as string }, ALG, false, ['sign']),
-  );
+  let key: CryptoKey;
+  try {
+    key = await cached(privateKeys, `${privateJwk.d as string}.${privateJwk.x as string}`, () =>
+      crypto.subtle.importKey('jwk', { kty: 'OKP', crv: 'Ed25519', x: privateJwk.x as string, d: privateJwk.d as string }, ALG, false, ['sign']),
+    );
+  } catch {
+    // WebCrypto's DataError (e.g. x is not d's public key) becomes the same TypeError as the sync path
+    throw new TypeError('signEd25519: private JWK refused (x does not match d?)');
+  }
   return new Uint8Array(await crypto.subtle.sign(ALG, key, data as Uint8Array<ArrayBuffer>));
 }
 
@@ -106,7 +114,16 @@ export async function verifyEd25519(publicJwk: JsonWebKey, data: Uint8Array, sig
 
 /** Signs `data` with an Ed25519 private JWK, synchronously (@noble/ed25519). */
 export function signEd25519Sync(privateJwk: JsonWebKey, data: Uint8Array): Uint8Array {
-  const { d } = checkPrivate(privateJwk);
+  const { d, x } = checkPrivate(privateJwk);
+  const id = `${privateJwk.d as string}.${privateJwk.x as string}`;
+  if (!checkedPairs.has(id)) {
+    const pub = ed.getPublicKey(d);
+    if (pub.length !== x.length || pub.some((b, i) => b !== x[i])) {
+      throw new TypeError('signEd25519Sync: private JWK refused (x does not match d)');
+    }
+    if (checkedPairs.size >= CACHE_LIMIT) checkedPairs.clear();
+    checkedPairs.add(id);
+  }
   return ed.sign(data, d);
 }
 

@@ -193,6 +193,10 @@ test('signing with a malformed private key is a programming mistake: TypeError',
   await assert.rejects(() => signEd25519(publicJwk, new Uint8Array()), TypeError);
   assert.throws(() => signEd25519Sync(publicJwk, new Uint8Array()), TypeError);
   assert.throws(() => signEd25519Sync({ kty: 'OKP', crv: 'Ed25519', x: publicJwk.x!, d: 'short' }, new Uint8Array()), TypeError);
+  // x that is not d's public key: refused the same way on both paths
+  const mismatched = { ...jwks(RFC8032[0]!).privateJwk, x: jwks(RFC8032[1]!).publicJwk.x! };
+  await assert.rejects(() => signEd25519(mismatched, new Uint8Array()), TypeError);
+  assert.throws(() => signEd25519Sync(mismatched, new Uint8Array()), TypeError);
 });
 
 test('property: sync and WebCrypto paths agree on random messages and random tampering', async () => {
