@@ -3,6 +3,7 @@
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { POSTURES, type CellConfig, type Posture } from './config.ts';
 import { consoleLogger, startCell } from './server.ts';
 import { bundleCommand } from './edge/cli.ts';
@@ -25,6 +26,9 @@ Commands:
     --agent-quota N    standing-agent work quota (default 100)
     --clearance N      this cell's clearance ceiling (default 0)
     --topology k=v,..  this cell's topology labels (site, zone, network)
+    --tls-cert FILE    serve https with this PEM certificate (with --tls-key)
+    --tls-key FILE     the certificate's PEM private key
+    --client-ca FILE   PEM CA for client certificates (mTLS, RFC 8705 bound tokens)
   bundle keys      write a signed API-key bundle for an edge device (cell stopped)
     --data DIR --device ID --out FILE [--ttl-seconds N]
   bundle trust     write the trust anchor a device pins (--data DIR --out FILE)
@@ -39,6 +43,7 @@ async function serveCommand(argv: string[]): Promise<void> {
       region: { type: 'string' }, posture: { type: 'string' }, 'cell-id': { type: 'string' },
       'public-url': { type: 'string' }, 'rate-capacity': { type: 'string' }, 'rate-refill': { type: 'string' },
       'agent-quota': { type: 'string' }, clearance: { type: 'string' }, topology: { type: 'string' },
+      'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'client-ca': { type: 'string' },
     },
     strict: true,
   });
@@ -68,7 +73,12 @@ async function serveCommand(argv: string[]): Promise<void> {
       return [k, v];
     }));
   }
-  const running = await startCell({ config, log: consoleLogger });
+  if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
+  if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
+  const tls = values['tls-cert'] !== undefined && values['tls-key'] !== undefined
+    ? { cert: readFileSync(values['tls-cert']), key: readFileSync(values['tls-key']), ...(values['client-ca'] !== undefined ? { ca: readFileSync(values['client-ca']) } : {}) }
+    : undefined;
+  const running = await startCell({ config, log: consoleLogger, ...(tls ? { tls } : {}) });
   process.stdout.write(`cell ${running.cell.config.cellId} listening on ${running.url}\n`);
   const shutdown = async () => {
     await running.stop();

@@ -5,6 +5,7 @@
  */
 import { serve, type ServerType } from '@hono/node-server';
 import { mkdirSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { OpenAPIHono } from '@hono/zod-openapi';
@@ -23,6 +24,8 @@ export interface StartOptions {
   log?: Logger;
   /** Listen on a socket (default true). In-process tests use `app.request()` instead. */
   listen?: boolean;
+  /** Terminate TLS in the cell (PEM). With `ca`, clients may present certificates (RFC 8705 mTLS); the request is not refused without one. */
+  tls?: { cert: string | Buffer; key: string | Buffer; ca?: string | Buffer };
 }
 
 export interface RunningCell {
@@ -69,10 +72,16 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
   let url: string | null = null;
   if (opts.listen !== false) {
     server = await new Promise<ServerType>((resolve) => {
-      const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
+      const tls = opts.tls;
+      const s = tls
+        ? serve({
+          fetch: app.fetch, port: config.port, hostname: config.host, createServer: createHttpsServer,
+          serverOptions: { cert: tls.cert, key: tls.key, ...(tls.ca ? { ca: tls.ca, requestCert: true, rejectUnauthorized: false } : {}) },
+        }, () => resolve(s))
+        : serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
     });
     const addr = server.address() as AddressInfo;
-    url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${addr.port}`;
+    url = `${opts.tls ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${addr.port}`;
     if (!config.publicUrl) cell.config.publicUrl = url;
   }
   for (const m of modules) await m.start?.(cell);
