@@ -1,7 +1,41 @@
-/** The jobs module (to be filled in). */
+/**
+ * The Jobs API (spec: Jobs runs, Jobs definitions; DESIGN: jobs/endpoints):
+ * job runs of every type on the orchestration engine (runner.ts), the sandbox
+ * pool (sandbox/), durable cron definitions and their scheduler, published
+ * endpoints. Shared run infrastructure (run table, journal, events, SSE,
+ * cancel) lives in cell/runs.
+ */
 import type { CellModule } from '../module.ts';
+import { abortAllDrivers } from '../runs/control.ts';
+import { activeRuns } from '../runs/runs.ts';
+import { mountRunRoutes } from './routes-runs.ts';
+import { startJobDrive, jobsService, type JobsService } from './runner.ts';
+import { SandboxPool } from './sandbox/pool.ts';
 
 export const jobsModule: CellModule = {
   name: 'jobs',
   migrations: [],
+  init(cell) {
+    const svc: JobsService = { pool: new SandboxPool(), inflight: new Set() };
+    cell.services.set('jobs', svc);
+  },
+  routes(app, cell) {
+    mountRunRoutes(app, cell);
+  },
+  start(cell) {
+    // Recovery: job runs left queued or running by a previous process are driven
+    // again; completed steps are reused from the journal, not re-executed.
+    for (const run of activeRuns(cell, 'job')) {
+      if (run.state === 'waiting') continue;
+      cell.log.info('recovering job run', { run_id: run.run_id, state: run.state });
+      void startJobDrive(cell, run);
+    }
+  },
+  async stop(cell) {
+    const svc = jobsService(cell);
+    // Leave in-flight runs non-terminal (they are recovered on the next start).
+    await abortAllDrivers(cell);
+    await Promise.allSettled([...svc.inflight]);
+    await svc.pool.close();
+  },
 };

@@ -49,6 +49,11 @@ export function registerDriver(cell: Cell, runId: string): DriverHandle {
   };
 }
 
+/** The abort signal of the driver of `runId` in this process (sandboxes watch it), if any. */
+export function driverSignal(cell: Cell, runId: string): AbortSignal | undefined {
+  return mapOf(cell).get(runId)?.controller.signal;
+}
+
 /** True when this process drives `runId` now. */
 export function isDriven(cell: Cell, runId: string): boolean {
   return mapOf(cell).has(runId);

@@ -1,0 +1,126 @@
+/**
+ * Jobs runs routes (spec: "Jobs runs"): submit, list, status, cancel. The
+ * journal and SSE routes of the same resource are in cell/runs/routes.ts.
+ * Reads need system.orchestration.admin.read, writes .write. The requester is
+ * always the authenticated session's principal; a `requester` in the body is
+ * refused.
+ */
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { invalid, notFound } from '../../core/errors.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
+import type { AppEnv, Cell } from '../context.ts';
+import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { requestCancel } from '../runs/control.ts';
+import { getRun, listRuns, type Run } from '../runs/runs.ts';
+import { parseRunSpec, submitJobRun } from './runner.ts';
+import { CreateRunSchema, JobRunSchema, UnknownRunSchema } from './schemas.ts';
+
+const TAG = 'Job runs';
+
+export function runView(cell: Cell, r: Run): z.infer<typeof JobRunSchema> {
+  return {
+    run_id: r.run_id, job_id: r.run_id, kind: r.kind, job_type: r.job_type, crew_id: r.crew_id, workspace_id: r.workspace_id,
+    spec: r.spec, requester: r.requester, state: r.state, output: r.output ?? null, error: r.error, flags: r.flags,
+    source: r.source, graph_hash: r.graph_hash, coordinator: r.coordinator,
+    created_at: r.created_at, updated_at: r.updated_at, finished_at: r.finished_at,
+    checked_cell_id: cell.config.cellId,
+  };
+}
+
+const Submitted = z.object({
+  run_id: z.string().openapi({ description: 'The orchestration run id; follow it with GET .../runs/{run_id}, /journal and /events/sse' }),
+  job_id: z.string(),
+  state: z.string(),
+  checked_cell_id: z.string(),
+}).openapi('JobRunSubmitted');
+
+const submit = createRoute({
+  method: 'post', path: '/api/public/v1/admin/jobs/runs', tags: [TAG], 'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Run a job',
+  description: 'Starts a run of `job_type` (notebook, compute, sql, single) with `spec` (SqlJobSpec, ComputeJobSpec, NotebookJobSpec, SingleJobSpec) in `workspace_id`. Answers at once with the run id; the run executes on the orchestration engine with a signed journal. The requester is the authenticated principal; a `requester` field is refused.',
+  request: { body: jsonBody(CreateRunSchema) },
+  responses: {
+    202: json(Submitted, 'The run was accepted and is queued'),
+    ...errorResponses(400, 401, 403),
+  },
+});
+
+const list = createRoute({
+  method: 'get', path: '/api/public/v1/admin/jobs/runs', tags: [TAG], 'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsRead),
+  summary: 'List runs',
+  description: 'Runs in a stable order (creation time, then run id; new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all.',
+  request: {
+    query: pageQuery(200, 2000).extend({
+      kind: z.enum(['job', 'crew', 'all']).default('job').openapi({ description: 'job (default) | crew | all' }),
+    }),
+  },
+  responses: {
+    200: json(z.object({
+      items: z.array(JobRunSchema), limit: z.number().int(), offset: z.number().int(), total: z.number().int(), checked_cell_id: z.string(),
+    }).openapi('JobRunList'), 'A page of runs'),
+    ...errorResponses(400, 401, 403),
+  },
+});
+
+const JobIdParam = z.object({ job_id: z.string().min(1).max(200).openapi({ param: { name: 'job_id', in: 'path' }, example: 'run_0123456789abcdef0123' }) });
+const RunIdParam = z.object({ run_id: z.string().min(1).max(200).openapi({ param: { name: 'run_id', in: 'path' }, example: 'run_0123456789abcdef0123' }) });
+
+const status = createRoute({
+  method: 'get', path: '/api/public/v1/admin/jobs/runs/{job_id}', tags: [TAG], 'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsRead),
+  summary: 'Run status',
+  description: 'State, output or error, and `checked_cell_id`. A run this cell does not know answers 200 with state `unknown` and `checked_cell_id` (not 404).',
+  request: { params: JobIdParam },
+  responses: {
+    200: json(z.union([JobRunSchema, UnknownRunSchema]), 'The run, or state unknown'),
+    ...errorResponses(400, 401, 403),
+  },
+});
+
+const cancel = createRoute({
+  method: 'post', path: '/api/public/v1/admin/jobs/runs/{run_id}/cancel', tags: [TAG], 'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Cancel a run (idempotent)',
+  description: 'Interrupts the running step (QuickJS interrupt, SQL worker stop), records `cancel_requested` and a `run_finished` with outcome cancelled in the journal. Cancelling a finished or already-cancelled run changes nothing and answers the run as it is.',
+  request: { params: RunIdParam },
+  responses: {
+    200: json(JobRunSchema, 'The run after the cancel'),
+    ...errorResponses(400, 401, 403, 404),
+  },
+});
+
+export function mountRunRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+  app.openapi(submit, async (c) => {
+    const body = c.req.valid('json');
+    if (body.requester !== undefined) {
+      throw invalid('requester is taken from the authenticated session and cannot be given in the body', { reason: 'requester_from_session', field: 'requester' });
+    }
+    const spec = parseRunSpec(body.job_type, body.spec);
+    const auth = c.get('auth');
+    const { run_id } = await submitJobRun(cell, { job_type: body.job_type, workspace_id: body.workspace_id, spec, requester: auth.principal.id, source: 'api' });
+    c.header('Location', `/api/public/v1/admin/jobs/runs/${run_id}`);
+    return c.json({ run_id, job_id: run_id, state: getRun(cell, run_id)?.state ?? 'queued', checked_cell_id: cell.config.cellId }, 202);
+  });
+
+  app.openapi(list, (c) => {
+    const q = c.req.valid('query');
+    const { items, total } = listRuns(cell, { limit: q.limit, offset: q.offset, ...(q.kind !== 'all' ? { kind: q.kind } : {}) });
+    return c.json({ items: items.map((r) => runView(cell, r)), limit: q.limit, offset: q.offset, total, checked_cell_id: cell.config.cellId }, 200);
+  });
+
+  app.openapi(status, (c) => {
+    const { job_id } = c.req.valid('param');
+    const run = getRun(cell, job_id);
+    if (!run) return c.json({ run_id: job_id, job_id, state: 'unknown' as const, checked_cell_id: cell.config.cellId }, 200);
+    return c.json(runView(cell, run), 200);
+  });
+
+  app.openapi(cancel, async (c) => {
+    const { run_id } = c.req.valid('param');
+    const run = await requestCancel(cell, run_id, c.get('auth').principal.id);
+    if (!run) throw notFound('run');
+    return c.json(runView(cell, run), 200);
+  });
+}
