@@ -1,0 +1,167 @@
+/**
+ * The per-drive state of a run: memoized steps (journal + recorded outputs),
+ * step limits, seat spending, compiled expressions. Internal to the engine.
+ */
+import { canonicalJson, contentHash } from '../canonical.ts';
+import { compileExpr } from '../expr/compile.ts';
+import { evalBool, evalExpr } from '../expr/evaluate.ts';
+import type { ExprProgram } from '../expr/program.ts';
+import type { JournalKind, JsonObject } from '../journal/record.ts';
+import { fail, refuse, Stop } from './_stop.ts';
+import type { EnginePorts, Graph, GoverningContract, RunOptions, SeatSpec } from './types.ts';
+
+/** Variables visible to each kind of expression. */
+export const VARS = {
+  data: ['input', 'context'],
+  loop: ['input', 'output', 'iteration', 'context'],
+  rule: ['tool', 'args', 'authority', 'context'],
+} as const;
+
+/** Makes a port's answer plain JSON (undefined -> null; Dates, class instances via JSON). */
+export function asJson(v: unknown): unknown {
+  if (v === undefined) return null;
+  try {
+    canonicalJson(v);
+    return v;
+  } catch {
+    try {
+      return JSON.parse(JSON.stringify(v)) ?? null;
+    } catch {
+      return null;
+    }
+  }
+}
+
+export class RunContext {
+  readonly runId: string;
+  readonly context: JsonObject;
+  steps = 0;
+  private readonly seatSteps = new Map<string, number>();
+  private readonly seatSpent = new Map<string, number>();
+  private readonly programs = new Map<string, ExprProgram>();
+  private readonly contracts = new Map<string, GoverningContract>();
+
+  constructor(
+    readonly graph: Graph,
+    readonly graphHash: string,
+    readonly ports: EnginePorts,
+    readonly opts: RunOptions,
+  ) {
+    this.runId = opts.run_id;
+    this.context = { ...(opts.context ?? {}), run_id: opts.run_id, requester: opts.requester };
+  }
+
+  seat(id: string): SeatSpec {
+    const s = this.graph.seats[id];
+    if (s === undefined) throw refuse('invalid_graph', { problem: `unknown seat ${id}` });
+    return s;
+  }
+
+  /** The bound agent of a seat that needs one (model calls). */
+  agentOf(seatId: string): string {
+    const a = this.seat(seatId).agent_id;
+    if (a === null) throw refuse('seat_unbound', { seat: seatId });
+    return a;
+  }
+
+  /** Counts a step against the run's and the seat's limits. */
+  count(seat: string | null): void {
+    this.steps++;
+    if (this.steps > this.graph.limits.max_steps) throw refuse('step_limit_exceeded', { limit: this.graph.limits.max_steps, scope: 'run' });
+    if (seat !== null) {
+      const n = (this.seatSteps.get(seat) ?? 0) + 1;
+      this.seatSteps.set(seat, n);
+      if (n > this.graph.limits.max_steps_per_seat) throw refuse('step_limit_exceeded', { limit: this.graph.limits.max_steps_per_seat, scope: 'seat', seat });
+    }
+  }
+
+  spent(seat: string): number {
+    return this.seatSpent.get(seat) ?? 0;
+  }
+  addSpend(seat: string, amount: number): void {
+    this.seatSpent.set(seat, this.spent(seat) + amount);
+  }
+
+  async checkCancelled(): Promise<void> {
+    if (this.ports.isCancelled !== undefined && (await this.ports.isCancelled())) throw new Stop('cancelled', 'cancelled');
+  }
+
+  /** Writes one journal record (no-op when journaling is off). Durable before it resolves. */
+  async append(kind: JournalKind, stepId: string, input: unknown, output: unknown, data?: JsonObject): Promise<void> {
+    const j = this.ports.journal;
+    if (j === undefined) return;
+    const fields = {
+      step_id: stepId,
+      kind,
+      graph_hash: this.graphHash,
+      input_hash: contentHash(input ?? null),
+      output_hash: contentHash(output ?? null),
+      at: this.ports.clock.now(),
+      ...(data !== undefined ? { data } : {}),
+    };
+    await j.append(fields, { input: input ?? null, output: output ?? null });
+  }
+
+  /**
+   * Runs `fn` once per step id across drives: a recorded output is reused, otherwise
+   * `fn` runs and its output is journaled before this resolves.
+   */
+  async memo(
+    stepId: string,
+    kind: 'step' | 'decision',
+    seat: string | null,
+    input: unknown,
+    fn: () => Promise<{ output: unknown; data?: JsonObject }>,
+  ): Promise<{ output: unknown; data: JsonObject | undefined; replayed: boolean }> {
+    this.count(seat);
+    const rec = this.ports.recorded !== undefined ? await this.ports.recorded(stepId) : undefined;
+    if (rec !== undefined) return { output: rec.output, data: rec.data, replayed: true };
+    await this.checkCancelled();
+    const r = await fn();
+    const output = asJson(r.output);
+    await this.append(kind, stepId, input, output, r.data);
+    return { output, data: r.data, replayed: false };
+  }
+
+  program(src: string, vars: readonly string[]): ExprProgram {
+    const key = vars.join(',') + '\u0000' + src;
+    let p = this.programs.get(key);
+    if (p === undefined) {
+      const c = compileExpr(src, { variables: vars });
+      if (!c.ok) throw refuse('invalid_graph', { problem: `expression: ${c.error.code}`, expr: src.slice(0, 200) });
+      p = c.program;
+      this.programs.set(key, p);
+    }
+    return p;
+  }
+
+  /** Evaluates a data expression; an evaluation error fails closed as a refusal. */
+  value(src: string, bindings: Record<string, unknown>, vars: readonly string[] = VARS.data): unknown {
+    const r = evalExpr(this.program(src, vars), { context: this.context, ...bindings });
+    if (!r.ok) throw refuse('expression_failed', { code: r.error.code, expr: src.slice(0, 200) });
+    return r.value;
+  }
+
+  /** Evaluates a condition; errors are reported as `{ ok: false }` for the caller to decide. */
+  test(src: string, bindings: Record<string, unknown>, vars: readonly string[] = VARS.data): { ok: true; value: boolean } | { ok: false; code: string } {
+    const r = evalBool(this.program(src, vars), { context: this.context, ...bindings });
+    return r.ok ? r : { ok: false, code: r.error.code };
+  }
+
+  async contract(id: string): Promise<GoverningContract> {
+    let c = this.contracts.get(id);
+    if (c === undefined) {
+      if (this.ports.contracts === undefined) throw refuse('contract_unavailable', { contract: id });
+      let got: GoverningContract | undefined;
+      try {
+        got = await this.ports.contracts.get(id);
+      } catch (e) {
+        throw fail('contract_error', { contract: id }, e);
+      }
+      if (got === undefined) throw refuse('contract_unavailable', { contract: id });
+      c = got;
+      this.contracts.set(id, c);
+    }
+    return c;
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * A model call by a seat's agent: seat ceiling, budget reserve before and
+ * commit after, memoized so a recorded answer is never asked for again.
+ */
+import type { JsonObject } from '../../journal/record.ts';
+import type { RunContext } from '../_context.ts';
+import { isEngineRefusal } from '../refusal.ts';
+import { fail, refuse } from '../_stop.ts';
+import type { ChatMessage, ModelResponse, ToolCall, ToolDescriptor } from '../types.ts';
+
+function validResponse(r: unknown): ModelResponse | null {
+  if (typeof r !== 'object' || r === null) return null;
+  const x = r as Record<string, unknown>;
+  const usage = x.usage as Record<string, unknown> | undefined;
+  if (typeof x.content !== 'string' && x.content !== null && x.content !== undefined) return null;
+  const inTok = typeof usage?.input_tokens === 'number' && usage.input_tokens >= 0 ? usage.input_tokens : 0;
+  const outTok = typeof usage?.output_tokens === 'number' && usage.output_tokens >= 0 ? usage.output_tokens : 0;
+  const out: ModelResponse = { content: typeof x.content === 'string' ? x.content : '', usage: { input_tokens: inTok, output_tokens: outTok } };
+  if (x.tool_calls !== undefined && x.tool_calls !== null) {
+    if (!Array.isArray(x.tool_calls)) return null;
+    const calls: ToolCall[] = [];
+    for (const c of x.tool_calls as unknown[]) {
+      const cc = c as Record<string, unknown>;
+      if (typeof cc?.name !== 'string' || typeof cc.id !== 'string') return null;
+      const args = cc.arguments;
+      if (typeof args !== 'object' || args === null || Array.isArray(args)) return null;
+      calls.push({ id: cc.id, name: cc.name, arguments: args as JsonObject });
+    }
+    if (calls.length > 0) out.tool_calls = calls;
+  }
+  return out;
+}
+
+/** One model call for `seatId` under step id `stepId`. Returns the (possibly recorded) response. */
+export async function modelCall(ctx: RunContext, seatId: string, stepId: string, messages: ChatMessage[], tools: ToolDescriptor[], maxTokens: number): Promise<ModelResponse> {
+  const seat = ctx.seat(seatId);
+  const agentId = ctx.agentOf(seatId);
+  const input = { seat: seatId, messages, tools: tools.map((t) => t.name), max_tokens: maxTokens };
+  const r = await ctx.memo(stepId, 'step', seatId, input, async () => {
+    const model = ctx.ports.model;
+    if (model === undefined) throw refuse('model_unavailable', { seat: seatId });
+    const ceiling = seat.authority.budget_ceiling;
+    const spent = ctx.spent(seatId);
+    if (ceiling !== null && spent + maxTokens > ceiling) {
+      throw refuse('budget_ceiling_exceeded', { seat: seatId, agent_id: agentId, ceiling, spent, requested: maxTokens });
+    }
+    const budget = ctx.ports.budget;
+    if (budget === undefined) throw refuse('no_budget_ledger', { agent_id: agentId, seat: seatId });
+    const res = await budget.reserve(agentId, maxTokens, { run_id: ctx.runId, step_id: stepId });
+    if (!res.ok) throw refuse('budget_exceeded', { agent_id: agentId, seat: seatId, ledger: res.reason });
+    let raw: unknown;
+    try {
+      raw = await model.complete({ agent: { id: agentId, seat: seatId, model: seat.model }, messages, tools, max_tokens: maxTokens });
+    } catch (e) {
+      await budget.commit(res.reservation_id, 0);
+      if (isEngineRefusal(e)) throw refuse(e.reason, { ...e.details, seat: seatId });
+      throw fail('model_error', { seat: seatId, step_id: stepId }, e);
+    }
+    const resp = validResponse(raw);
+    if (resp === null) {
+      await budget.commit(res.reservation_id, 0);
+      throw fail('model_error', { seat: seatId, step_id: stepId, problem: 'malformed response' });
+    }
+    const used = resp.usage.input_tokens + resp.usage.output_tokens;
+    await budget.commit(res.reservation_id, used);
+    return { output: resp, data: { seat: seatId, agent_id: agentId, usage: used } };
+  });
+  const resp = r.output as ModelResponse;
+  ctx.addSpend(seatId, resp.usage.input_tokens + resp.usage.output_tokens);
+  return resp;
+}
+
+/** Text of a step input for a user message. */
+export function render(input: unknown): string {
+  return typeof input === 'string' ? input : JSON.stringify(input ?? null);
+}

@@ -1,0 +1,61 @@
+/**
+ * A governed tool call: grant (allowed_tools), the governing contract's value
+ * gate, permission mode (ask / read_only / auto, with human approval for side
+ * effects under ask), then the tool port. Memoized per step id.
+ */
+import type { JsonObject } from '../../journal/record.ts';
+import type { RunContext } from '../_context.ts';
+import { VARS } from '../_context.ts';
+import { isEngineRefusal } from '../refusal.ts';
+import { fail, refuse, Stop } from '../_stop.ts';
+
+export async function governedToolCall(ctx: RunContext, seatId: string | null, stepId: string, name: string, args: JsonObject): Promise<unknown> {
+  const seat = seatId !== null ? ctx.seat(seatId) : null;
+  const authority = seat?.authority ?? null;
+  const r = await ctx.memo(stepId, 'step', seatId, { tool: name, args }, async () => {
+    const tools = ctx.ports.tools;
+    if (authority !== null && !authority.allowed_tools.includes(name)) throw refuse('tool_not_granted', { tool: name, seat: seatId });
+    const desc = tools?.describe(name);
+    if (tools === undefined || desc === undefined) throw refuse('tool_unknown', { tool: name, seat: seatId });
+    const data: JsonObject = { tool: name };
+    // The value gate: every rule of the seat's governing contract must hold.
+    const contractId = authority?.governing_contract_id ?? null;
+    if (contractId !== null) {
+      const contract = await ctx.contract(contractId);
+      for (const rule of contract.rules) {
+        const t = ctx.test(rule.expr, { tool: name, args, authority }, VARS.rule);
+        if (!t.ok || !t.value) {
+          const why = t.ok ? `rule ${rule.name} evaluated false` : `rule ${rule.name} failed (${t.code})`;
+          const decision = { decision: 'refuse', gate: 'value', contract: contractId, rule: rule.name, tool: name, reason: why };
+          await ctx.append('decision', `${stepId}/gate`, { tool: name, args }, decision, decision);
+          throw refuse('gate_declined', { tool: name, seat: seatId, contract: contractId, rule: rule.name });
+        }
+      }
+      data.gate = 'allow';
+      data.contract = contractId;
+    }
+    const mode = authority?.permission_mode ?? 'auto';
+    if (desc.side_effects && mode === 'read_only') throw refuse('tool_side_effects_forbidden', { tool: name, seat: seatId });
+    if (desc.side_effects && mode === 'ask') {
+      const approvals = ctx.ports.approvals;
+      if (approvals === undefined) throw refuse('approval_unavailable', { tool: name, step_id: stepId });
+      const ds = await approvals.decisions(stepId);
+      if (ds.some((d) => d.decision === 'reject')) throw refuse('approval_rejected', { tool: name, step_id: stepId });
+      const approvers = [...new Set(ds.filter((d) => d.decision === 'approve').map((d) => d.principal))].sort();
+      if (approvers.length === 0) {
+        await approvals.request?.(stepId, { kind: 'tool_call', rule: 'quorum', approvers: [], quorum: 1, prompt: `tool ${name}`, due: null });
+        throw new Stop('waiting', 'approval_pending', { tool: name }, { step_id: stepId, for: 'approval', wake_at: null });
+      }
+      data.approved_by = approvers;
+    }
+    let out: unknown;
+    try {
+      out = await tools.call(name, args, { run_id: ctx.runId, step_id: stepId, seat: seatId, agent_id: seat?.agent_id ?? null, authority });
+    } catch (e) {
+      if (isEngineRefusal(e)) throw refuse(e.reason, { ...e.details, tool: name, seat: seatId });
+      throw fail('tool_error', { tool: name, step_id: stepId }, e);
+    }
+    return { output: out, data };
+  });
+  return r.output;
+}

@@ -1,0 +1,32 @@
+/**
+ * The `recorded(stepId)` port from a run's journal: the last `step`, `decision`
+ * or `run_started` record of a step id, with its output loaded by output_hash
+ * from the content-addressed store beside the journal. Used by the cell's run
+ * layer, the edge and the in-memory journal, so recovery reuses outputs the
+ * same way everywhere. A referenced output missing from the store is
+ * corruption: it throws (the run fails) rather than re-executing the step.
+ */
+import type { RecordedStep } from '../engine/types.ts';
+import type { JournalRecord } from './record.ts';
+
+const REUSABLE = new Set(['step', 'decision', 'run_started']);
+
+/** Index of the reusable records of a journal. `blob(hash)` returns a stored value or undefined. */
+export function recordedFrom(records: readonly JournalRecord[], blob: (hash: string) => unknown): (stepId: string) => RecordedStep | undefined {
+  const byStep = new Map<string, JournalRecord>();
+  for (const r of records) {
+    if (REUSABLE.has(r.kind)) byStep.set(r.step_id, r);
+  }
+  return (stepId) => {
+    const r = byStep.get(stepId);
+    if (r === undefined) return undefined;
+    const output = blob(r.output_hash);
+    if (output === undefined) throw new TypeError(`journal: output ${r.output_hash} of step ${stepId} is missing from the store`);
+    return r.data !== undefined ? { output, data: r.data } : { output };
+  };
+}
+
+/** True when a record's step output can be reused on a later drive. */
+export function isReusable(kind: string): boolean {
+  return REUSABLE.has(kind);
+}
