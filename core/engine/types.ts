@@ -55,16 +55,22 @@ export type CoordinationPolicy = 'sequential' | 'parallel' | 'consensus' | 'mana
 export interface SeatAuthority {
   allowed_tools: string[];
   clearance_level: number;
-  /** `ask` (default): side-effecting tools wait for a human approval; `read_only`: side-effecting tools are refused; `auto`: granted tools run without asking. */
+  /**
+   * Least to most autonomous (core/authority/envelope.ts): `plan` no tool runs (refused:
+   * tool_forbidden_by_mode); `ask` (default) every tool call waits for a human approval;
+   * `auto-read` read-only tools run, side-effecting ones wait; `auto` granted tools run.
+   * The floor (grant, value gate, egress, clearance, budget) applies in every mode.
+   */
   permission_mode: PermissionMode;
   data_grant_ids: string[];
   egress_allowlist: string[];
   compartments: string[];
-  governing_contract_id: string | null;
+  /** Contracts every tool call is evaluated against (the value gate); sorted, usually zero or one. */
+  governing_contract_ids: string[];
   /** Ceiling in budget units (tokens: input + output) for this seat in one run; null = no seat ceiling (the ledger still applies). */
   budget_ceiling: number | null;
 }
-export type PermissionMode = 'ask' | 'read_only' | 'auto';
+export type PermissionMode = 'plan' | 'ask' | 'auto-read' | 'auto';
 
 /** A seat (billet) of the graph and the agent bound to it (null when compiled without a crew). */
 export interface SeatSpec {

@@ -1,7 +1,7 @@
 /**
  * A governed tool call: grant (allowed_tools), the governing contract's value
- * gate, permission mode (ask / read_only / auto, with human approval for side
- * effects under ask), then the tool port. Memoized per step id.
+ * gate (every governing contract), permission mode (plan / ask / auto-read /
+ * auto, waiting for a human approval where the mode asks), then the tool port. Memoized per step id.
  */
 import type { JsonObject } from '../../journal/record.ts';
 import type { RunContext } from '../_context.ts';
@@ -18,9 +18,9 @@ export async function governedToolCall(ctx: RunContext, seatId: string | null, s
     const desc = tools?.describe(name);
     if (tools === undefined || desc === undefined) throw refuse('tool_unknown', { tool: name, seat: seatId });
     const data: JsonObject = { tool: name };
-    // The value gate: every rule of the seat's governing contract must hold.
-    const contractId = authority?.governing_contract_id ?? null;
-    if (contractId !== null) {
+    // The value gate: every rule of every governing contract of the seat must hold.
+    const contractIds = authority?.governing_contract_ids ?? [];
+    for (const contractId of contractIds) {
       const contract = await ctx.contract(contractId);
       for (const rule of contract.rules) {
         const t = ctx.test(rule.expr, { tool: name, args, authority }, VARS.rule);
@@ -31,12 +31,15 @@ export async function governedToolCall(ctx: RunContext, seatId: string | null, s
           throw refuse('gate_declined', { tool: name, seat: seatId, contract: contractId, rule: rule.name });
         }
       }
-      data.gate = 'allow';
-      data.contract = contractId;
     }
+    if (contractIds.length > 0) {
+      data.gate = 'allow';
+      data.contracts = contractIds;
+    }
+    // Permission mode (seatless tool nodes are built by the cell itself and run as auto).
     const mode = authority?.permission_mode ?? 'auto';
-    if (desc.side_effects && mode === 'read_only') throw refuse('tool_side_effects_forbidden', { tool: name, seat: seatId });
-    if (desc.side_effects && mode === 'ask') {
+    if (mode === 'plan') throw refuse('tool_forbidden_by_mode', { tool: name, seat: seatId, mode });
+    if (mode === 'ask' || (mode === 'auto-read' && desc.side_effects)) {
       const approvals = ctx.ports.approvals;
       if (approvals === undefined) throw refuse('approval_unavailable', { tool: name, step_id: stepId });
       const ds = await approvals.decisions(stepId);

@@ -33,7 +33,7 @@ export function seat(id: string, over: Partial<SeatSpec> = {}, auth: Partial<Sea
       data_grant_ids: [],
       egress_allowlist: [],
       compartments: [],
-      governing_contract_id: null,
+      governing_contract_ids: [],
       budget_ceiling: null,
       ...auth,
     },

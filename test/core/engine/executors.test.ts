@@ -50,7 +50,7 @@ test('agent: the governing contract value gate declines with a decision record',
   const t = tools({ 'http.get': { fn: () => 'page' } });
   const contracts = { async get(id: string) { return id === 'ctr_1' ? { id, rules: [{ name: 'only_internal', expr: "tool != 'http.get' || args.url.startsWith('https://intra.')" }] } : undefined; } };
   const { p, j } = await ports({ model: m.port, tools: t.port, contracts }, ['agt_a']);
-  const g = graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['http.get'], governing_contract_id: 'ctr_1' })]);
+  const g = graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['http.get'], governing_contract_ids: ['ctr_1'] })]);
   const r = await runGraph(g, 'x', p, OPTS);
   assert.equal(r.reason, 'gate_declined');
   assert.equal(r.details?.rule, 'only_internal');
@@ -64,9 +64,9 @@ test('agent: the governing contract value gate declines with a decision record',
   assert.equal((await runGraph(g, 'x', p2, OPTS)).reason, 'contract_unavailable');
 });
 
-test('agent: ask mode waits for approval of a side-effecting tool; read_only refuses; auto runs', async () => {
+test('agent: ask waits for approval of a tool call; auto-read only for side effects; plan refuses; auto runs', async () => {
   const script = () => ({ a: [answer('', [{ id: 'c1', name: 'kv.put', arguments: { key: 'k', value: 'v' } }]), answer('stored')] });
-  const g = (mode: 'ask' | 'read_only' | 'auto') => graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['kv.put'], permission_mode: mode })]);
+  const g = (mode: 'plan' | 'ask' | 'auto-read' | 'auto') => graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['kv.put'], permission_mode: mode })]);
   const t = tools({ 'kv.put': { side_effects: true, fn: () => 'ok' } });
   const ap = approvals();
   const m = scriptedModel(script());
@@ -83,7 +83,14 @@ test('agent: ask mode waits for approval of a side-effecting tool; read_only ref
   assert.equal(t.calls.length, 1);
 
   const { p: p3 } = await ports({ model: scriptedModel(script()).port, tools: t.port }, ['agt_a']);
-  assert.equal((await runGraph(g('read_only'), 'x', p3, OPTS)).reason, 'tool_side_effects_forbidden');
+  assert.equal((await runGraph(g('plan'), 'x', p3, OPTS)).reason, 'tool_forbidden_by_mode');
+  const { p: p6 } = await ports({ model: scriptedModel(script()).port, tools: t.port, approvals: approvals().port }, ['agt_a']);
+  assert.equal((await runGraph(g('auto-read'), 'x', p6, OPTS)).outcome, 'waiting', 'auto-read still asks for side effects');
+  const ro = tools({ 'kv.put': { side_effects: false, fn: () => 'ok' } });
+  const { p: p7 } = await ports({ model: scriptedModel(script()).port, tools: ro.port, approvals: approvals().port }, ['agt_a']);
+  assert.equal((await runGraph(g('auto-read'), 'x', p7, OPTS)).outcome, 'completed', 'auto-read runs read-only tools');
+  const { p: p8 } = await ports({ model: scriptedModel(script()).port, tools: ro.port, approvals: approvals().port }, ['agt_a']);
+  assert.equal((await runGraph(g('ask'), 'x', p8, OPTS)).outcome, 'waiting', 'ask asks even for read-only tools');
   const { p: p4 } = await ports({ model: scriptedModel(script()).port, tools: t.port }, ['agt_a']);
   assert.equal((await runGraph(g('auto'), 'x', p4, OPTS)).outcome, 'completed');
   const { p: p5 } = await ports({ model: scriptedModel(script()).port, tools: t.port, approvals: ap.port }, ['agt_a']);
