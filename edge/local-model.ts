@@ -1,0 +1,101 @@
+/**
+ * The `local-signed` model provider: a GGUF model run on CPU by node-llama-cpp,
+ * loaded only after its signed manifest verified against a pinned publisher
+ * key and the file's size and SHA-256 matched the manifest.
+ *
+ * node-llama-cpp is never bundled: it is imported at run time from
+ * `edge-runtime/node_modules` beside the program (the single executable's own
+ * require() reaches only built-in modules, so a small CommonJS shim in that
+ * folder, `edge-runtime/load.cjs`, does the ESM import). Search order:
+ * $AGENT_CELL_EDGE_RUNTIME, then `edge-runtime/` next to the executable or
+ * script and one level up, then `./edge-runtime`.
+ *
+ * Decoding is greedy (temperature 0), `gpu: false`, `threads: 1` by default
+ * (two threads contend on two cores); each call uses a fresh context sequence
+ * and calls are serialized, so the same prompt gives the same output.
+ */
+import { createRequire } from 'node:module';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { checkModelFile, openModelManifest, type ModelManifest } from '../bundles/model-manifest.ts';
+import type { TrustedKey } from '../bundles/_codec.ts';
+import { EdgeSetupError } from './files.ts';
+import { measureFile } from './model-file.ts';
+
+export interface LocalModel {
+  manifest: ModelManifest;
+  publisherKid: string;
+  /** Greedy completion of `prompt`, at most `maxTokens` new tokens; exact token counts. */
+  complete(prompt: string, maxTokens: number): Promise<{ text: string; inputTokens: number; outputTokens: number }>;
+  dispose(): Promise<void>;
+}
+
+export function findRuntime(): string {
+  const candidates = [
+    process.env['AGENT_CELL_EDGE_RUNTIME'],
+    join(dirname(process.execPath), 'edge-runtime'),
+    join(dirname(process.execPath), '..', 'edge-runtime'),
+    process.argv[1] ? join(dirname(resolve(process.argv[1])), 'edge-runtime') : undefined,
+    process.argv[1] ? join(dirname(resolve(process.argv[1])), '..', 'edge-runtime') : undefined,
+    resolve('edge-runtime'),
+  ].filter((p): p is string => typeof p === 'string');
+  for (const c of candidates) {
+    if (existsSync(join(c, 'load.cjs')) && existsSync(join(c, 'node_modules', 'node-llama-cpp'))) return c;
+  }
+  throw new EdgeSetupError(`the local model runtime is not installed: looked for edge-runtime/ with node_modules/node-llama-cpp in ${candidates.join(', ')} (install: npm install --prefix edge-runtime --omit=optional)`);
+}
+
+/** Verifies manifest and file, then loads the model. Refuses (ServiceError model_tampered / bad_signature / untrusted_issuer) before loading anything. */
+export async function loadLocalSignedModel(opts: {
+  modelPath: string; manifestPath: string; publishers: readonly TrustedKey[]; threads?: number; contextSize?: number;
+}): Promise<LocalModel> {
+  const text = readFileSync(opts.manifestPath, 'utf8');
+  const opened = await openModelManifest(text, opts.publishers);
+  checkModelFile(opened.payload, await measureFile(opts.modelPath));
+  const runtime = findRuntime();
+  const load = createRequire(join(runtime, 'load.cjs'))(join(runtime, 'load.cjs')) as () => Promise<any>;
+  const llamaCpp = await load();
+  const llama = await llamaCpp.getLlama({ gpu: false, build: 'never', logLevel: 'error', progressLogs: false });
+  const model = await llama.loadModel({ modelPath: opts.modelPath, gpuLayers: 0 });
+  const contextSize = opts.contextSize ?? 2048;
+  const context = await model.createContext({ contextSize, threads: opts.threads ?? 1, sequences: 1 });
+  // The file was measured before loading; measure again after, so a swap during the load is caught too.
+  checkModelFile(opened.payload, await measureFile(opts.modelPath));
+  let queue: Promise<unknown> = Promise.resolve();
+
+  async function completeNow(prompt: string, maxTokens: number) {
+    const all: number[] = Array.from(model.tokenize(prompt) as ArrayLike<number>);
+    const budget = Math.max(1, contextSize - maxTokens - 1);
+    const input = all.length > budget ? all.slice(all.length - budget) : all;
+    const withBos = model.tokens?.bos != null ? [model.tokens.bos, ...input] : input;
+    const seq = context.getSequence();
+    const out: number[] = [];
+    try {
+      if (maxTokens > 0) {
+        for await (const token of seq.evaluate(withBos, { temperature: 0 })) {
+          if (model.isEogToken?.(token)) break;
+          out.push(token);
+          if (out.length >= maxTokens) break;
+        }
+      }
+    } finally {
+      seq.dispose();
+    }
+    return { text: model.detokenize(out) as string, inputTokens: withBos.length, outputTokens: out.length };
+  }
+
+  return {
+    manifest: opened.payload,
+    publisherKid: opened.payload.kid,
+    complete(prompt, maxTokens) {
+      const p = queue.then(() => completeNow(prompt, maxTokens));
+      queue = p.catch(() => undefined);
+      return p;
+    },
+    async dispose() {
+      await context.dispose();
+      await model.dispose();
+      await llama.dispose();
+    },
+  };
+}

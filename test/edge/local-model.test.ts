@@ -1,0 +1,80 @@
+// The local-signed model: verified before loading, greedy and deterministic, exact token counts.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
+import { buildModelManifest } from '../../bundles/model-manifest.ts';
+import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/_codec.ts';
+import { findRuntime, loadLocalSignedModel } from '../../edge/local-model.ts';
+
+let runtime: string | null = null;
+try { runtime = findRuntime(); } catch { runtime = null; }
+const skip = runtime ? false : 'edge-runtime/ is not installed (npm install --prefix edge-runtime --omit=optional)';
+
+async function fixture() {
+  const dir = mkdtempSync(join(tmpdir(), 'edge-model-'));
+  const bytes = makeTinyGguf(42);
+  const modelPath = join(dir, 'tiny.gguf');
+  writeFileSync(modelPath, bytes);
+  const pub = await generateEd25519();
+  const manifest = await buildModelManifest({ publisher: 'test-publisher', signer: signerFromJwk(pub.kid, pub.privateJwk), issuedAt: Date.UTC(2026, 0, 1),
+    model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256: await sha256Hex(bytes) } });
+  const manifestPath = join(dir, 'tiny.manifest.json');
+  writeFileSync(manifestPath, manifest);
+  return { dir, bytes, modelPath, manifestPath, publishers: [{ kid: pub.kid, jwk: pub.publicJwk }] };
+}
+
+test('the tiny GGUF is byte-identical for a seed and different across seeds', () => {
+  const a = makeTinyGguf(42);
+  assert.deepEqual(a, makeTinyGguf(42));
+  assert.notDeepEqual(a, makeTinyGguf(43));
+  assert.ok(a.length > 400_000 && a.length < 520_000, `size ${a.length}`);
+  assert.equal(new TextDecoder().decode(a.subarray(0, 4)), 'GGUF');
+});
+
+test('loads only a verified model; greedy output is identical across runs; tokens are counted', { skip, timeout: 60_000 }, async () => {
+  const f = await fixture();
+  try {
+    const m = await loadLocalSignedModel({ modelPath: f.modelPath, manifestPath: f.manifestPath, publishers: f.publishers });
+    try {
+      const a = await m.complete('Summarise the field report.', 24);
+      const b = await m.complete('Summarise the field report.', 24);
+      assert.equal(a.text, b.text);
+      assert.equal(a.outputTokens, b.outputTokens);
+      assert.ok(a.outputTokens > 0 && a.outputTokens <= 24);
+      // Byte-level vocabulary: at least one token per UTF-8 byte of the prompt, plus BOS.
+      assert.equal(a.inputTokens, b.inputTokens);
+      assert.ok(a.inputTokens > new TextEncoder().encode('Summarise the field report.').length, `input tokens ${a.inputTokens}`);
+      const z = await m.complete('x', 0);
+      assert.equal(z.outputTokens, 0);
+    } finally {
+      await m.dispose();
+    }
+  } finally {
+    rmSync(f.dir, { recursive: true, force: true });
+  }
+});
+
+test('a tampered model file or manifest is never loaded', { skip, timeout: 60_000 }, async () => {
+  const f = await fixture();
+  try {
+    const t = f.bytes.slice();
+    t[t.length - 1] = t[t.length - 1]! ^ 0xff;
+    writeFileSync(f.modelPath, t);
+    await assert.rejects(loadLocalSignedModel({ modelPath: f.modelPath, manifestPath: f.manifestPath, publishers: f.publishers }),
+      (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_tampered');
+    writeFileSync(f.modelPath, f.bytes);
+    const env = JSON.parse((await import('node:fs')).readFileSync(f.manifestPath, 'utf8'));
+    env.payload = env.payload.replace('"name":"tiny"', '"name":"tinz"');
+    writeFileSync(f.manifestPath, JSON.stringify(env));
+    await assert.rejects(loadLocalSignedModel({ modelPath: f.modelPath, manifestPath: f.manifestPath, publishers: f.publishers }),
+      (e) => (e as { details?: { reason?: string } }).details?.reason === 'bad_signature');
+    const other = await generateEd25519();
+    await assert.rejects(loadLocalSignedModel({ modelPath: f.modelPath, manifestPath: f.manifestPath, publishers: [{ kid: other.kid, jwk: other.publicJwk }] }),
+      (e) => (e as { details?: { reason?: string } }).details?.reason === 'untrusted_issuer');
+  } finally {
+    rmSync(f.dir, { recursive: true, force: true });
+  }
+});
