@@ -6,10 +6,11 @@
  * (cell/modules.ts) and builds the document on first request, when every
  * route is registered.
  */
+import { createHash } from 'node:crypto';
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import type { AppEnv, Cell } from '../context.ts';
 import type { CellModule } from '../module.ts';
-import { errorResponses } from '../http/openapi.ts';
+import { errorResponses, json } from '../http/openapi.ts';
 import { buildDocument } from './document.ts';
 import { DOCS_ASSETS_PATH, DOCS_HEADERS, DOCS_HTML, DOCS_PATH, OPENAPI_PATH, docsAssets } from './docs-page.ts';
 import type { CurationResult } from './curate.ts';
@@ -21,10 +22,8 @@ const getOpenApi = createRoute({
   summary: 'The curated OpenAPI 3.1 document',
   description: 'This document: every served operation, generated from the route declarations and curated deny-by-default. No credential needed.',
   responses: {
-    200: {
-      description: 'An OpenAPI 3.1 document',
-      content: { 'application/json': { schema: z.object({ openapi: z.string(), info: z.object({ title: z.string(), version: z.string() }), paths: z.record(z.string(), z.unknown()) }).passthrough() } },
-    },
+    200: json(z.object({ openapi: z.string(), info: z.object({ title: z.string(), version: z.string() }), paths: z.record(z.string(), z.unknown()) }).passthrough(), 'An OpenAPI 3.1 document'),
+    304: { description: 'Not modified (the `If-None-Match` ETag matches)' },
     ...errorResponses(),
   },
 });
@@ -34,27 +33,32 @@ const getDocs = createRoute({
   summary: 'The interactive docs page',
   description: 'An HTML page (Swagger UI) over this document. All assets are served by the cell; strict Content-Security-Policy. No credential needed.',
   responses: {
-    200: { description: 'HTML page', content: { 'text/html': { schema: z.string() } } },
+    200: { ...json(z.string(), 'HTML page'), content: { 'text/html': { schema: z.string() } } },
     ...errorResponses(),
   },
 });
 
 /** Mounts the document, the page and the page's assets on `app`. */
 export function mountDiscovery(app: OpenAPIHono<AppEnv>, cell?: Cell): void {
-  let curated: CurationResult | null = null;
-  const document = (): CurationResult => {
-    if (!curated) {
-      curated = buildDocument(app);
+  let served: { text: string; etag: string } | null = null;
+  const document = (): { text: string; etag: string } => {
+    if (!served) {
+      const curated: CurationResult = buildDocument(app);
       for (const d of curated.dropped) {
         cell?.log.info('openapi: operation not served', { method: d.method, path: d.path, reason: d.reason, ...(d.detail ? { detail: d.detail } : {}) });
       }
+      const text = JSON.stringify(curated.document);
+      served = { text, etag: `"${createHash('sha256').update(text).digest('base64url').slice(0, 27)}"` };
     }
-    return curated;
+    return served;
   };
 
   app.openapi(getOpenApi, (c) => {
+    const { text, etag } = document();
     c.header('Cache-Control', 'no-cache');
-    return c.json(document().document as z.infer<typeof getOpenApi.responses[200]['content']['application/json']['schema']>, 200);
+    c.header('ETag', etag);
+    if (c.req.header('if-none-match') === etag) return c.body(null, 304);
+    return c.body(text, 200, { 'Content-Type': 'application/json; charset=utf-8' });
   });
 
   app.openapi(getDocs, (c) => {

@@ -117,3 +117,16 @@ test('the allowlist is one constant of non-empty tag descriptions', () => {
   }
   assert.equal(isServedTag('toString'), false, 'prototype keys are not tags');
 });
+
+test('the document is served with an ETag and revalidates with 304', async () => {
+  const app = testApp();
+  const first = await app.request('/api/public/v1/openapi.json');
+  const etag = first.headers.get('etag');
+  assert.ok(etag);
+  assert.match(first.headers.get('content-type') ?? '', /^application\/json/);
+  const again = await app.request('/api/public/v1/openapi.json', { headers: { 'if-none-match': etag } });
+  assert.equal(again.status, 304);
+  assert.equal(await again.text(), '');
+  const other = await app.request('/api/public/v1/openapi.json', { headers: { 'if-none-match': '"stale"' } });
+  assert.equal(other.status, 200);
+});

@@ -69,6 +69,10 @@ test('every served operation documents status, security, errors and pagination',
         const s = p['schema'] ?? {};
         if (s['default'] === undefined || s['minimum'] === undefined || s['maximum'] === undefined) problems.push(`${at}: limit without default/minimum/maximum`);
       }
+      if (p['in'] === 'query' && p['name'] === 'offset') {
+        const s = p['schema'] ?? {};
+        if (s['default'] === undefined || s['minimum'] === undefined) problems.push(`${at}: offset without default/minimum`);
+      }
     }
     if (!Object.keys(responses).some((s) => /^2\d\d$/.test(s))) problems.push(`${at}: no success response`);
     for (const [status, r] of Object.entries(responses)) {
