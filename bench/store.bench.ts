@@ -2,13 +2,14 @@
  * Store benchmarks, measured side by side in one run:
  *  1. durable writes/s with 32 concurrent writers (group commit) vs bare
  *     `write+fsync` calls/s on the same disk, and their ratio;
+ *     and the same through HTTP (POSTs that commit, real cell, autocannon);
  *  2. restart time (fresh process: sql.js load, snapshot load, log replay) of a
  *     store holding 100k rows in its snapshot plus a 50 MB log.
  * The restart is timed inside a child process (`STORE_BENCH_CHILD=DIR`) so the
  * WebAssembly compile is counted, as it is on a real restart.
  */
 import { spawn } from 'node:child_process';
-import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -108,6 +109,25 @@ async function timeRestart(dir: string): Promise<{ ms: number; replayed: number;
   return { ...(JSON.parse(out) as { ms: number; replayed: number; rows: number }), processMs };
 }
 
+/** The same through HTTP: POSTs that commit (API-key mint + audit row), 32 connections, against the real cell. */
+async function httpCommitRate(dataDir: string, seconds: number): Promise<{ rate: number; non2xx: number; p99: number } | string> {
+  const bin = fileURLToPath(new URL('../dist/cell.mjs', import.meta.url));
+  if (!existsSync(bin)) return 'dist/cell.mjs missing (make bench builds it)';
+  const { spawnServer, load } = await import('./_util.ts');
+  const srv = await spawnServer([bin, 'serve', '--port', '0', '--data', dataDir, '--rate-capacity', '100000000', '--rate-refill', '100000000']);
+  try {
+    const key = readFileSync(join(dataDir, 'bootstrap-admin.key'), 'utf8').trim();
+    const r = await load({
+      url: `${srv.url}/api/public/v1/admin/api-keys`, method: 'POST', connections: 32, seconds,
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'bench' }),
+    });
+    return { rate: r.rps, non2xx: r.non2xx, p99: r.p99 };
+  } finally {
+    await srv.stop();
+  }
+}
+
 export default async function run(): Promise<void> {
   const root = mkdtempSync(join(tmpdir(), 'store-bench-'));
   try {
@@ -116,6 +136,12 @@ export default async function run(): Promise<void> {
     console.log(`  bare write+fsync calls/s (same disk):         ${fmt(fsyncs)}`);
     console.log(`  durable writes/s, 32 writers, group commit:   ${fmt(gc.rate)}  (target >= 1,000)`);
     console.log(`  ratio durable writes / bare fsyncs:           ${fmt(gc.rate / fsyncs, 2)}x  (${fmt(gc.perFsync, 1)} transactions per fsync)`);
+
+    const http = await httpCommitRate(join(root, 'cell'), 5);
+    if (typeof http === 'string') console.log(`  HTTP durable POSTs: skipped, ${http}`);
+    else {
+      console.log(`  HTTP POSTs that commit (mint key), 32 connections: ${fmt(http.rate)}/s  (${fmt(http.rate / fsyncs, 2)}x bare fsyncs; p99 ${http.p99} ms; non-2xx ${http.non2xx})`);
+    }
 
     const rdir = join(root, 'restart');
     const t0 = performance.now();
