@@ -6,8 +6,16 @@
  *   the hot path, ~15x faster than pure JS for verification. Imported
  *   CryptoKeys are cached per JWK.
  * - sync, @noble/ed25519 with @noble/hashes' SHA-512: for code that must stay
- *   synchronous or pure. Verification uses RFC 8032 strict rules
- *   (`zip215: false`), like the native path.
+ *   synchronous or pure.
+ *
+ * Both paths apply ONE verification rule, so a signature never verifies on
+ * one and fails on the other (checked against the ed25519-speccheck edge
+ * cases): RFC 8032 section 5.1.7 with the cofactorless equation, as OpenSSL
+ * (Node's WebCrypto) does it: S < L, and encode([S]B - [k]A) must equal the
+ * R bytes exactly (so a non-canonical R never verifies). On top of that, a
+ * public key must be a canonical encoding (y < p, no "negative zero" x) of a
+ * point that is not of small order; such keys are refused on both paths
+ * (decoded once per key and cached).
  *
  * Keys travel as JWKs (RFC 8037: `{ kty: 'OKP', crv: 'Ed25519', x, d? }`) and
  * are named by their RFC 7638 thumbprint. Verification never throws on bad
@@ -15,8 +23,7 @@
  * malformed private key is a programming mistake and throws `TypeError`.
  */
 import * as ed from '@noble/ed25519';
-import { sha512 } from '@noble/hashes/sha2.js';
-import { sha256 } from '@noble/hashes/sha2.js';
+import { sha256, sha512 } from '@noble/hashes/sha2.js';
 import { b64url, canonicalJson, fromB64url, utf8 } from '../canonical.ts';
 
 ed.hashes.sha512 = sha512;
@@ -103,6 +110,7 @@ export async function verifyEd25519(publicJwk: JsonWebKey, data: Uint8Array, sig
   try {
     if (!isOkpEd25519(publicJwk) || b64field(publicJwk, 'x') === null) return false;
     if (!(sig instanceof Uint8Array) || sig.length !== 64 || !(data instanceof Uint8Array)) return false;
+    if (strictPublicPoint(publicJwk.x as string) === null) return false;
     const key = await cached(publicKeys, publicJwk.x as string, () =>
       crypto.subtle.importKey('jwk', minimalPublic(publicJwk), ALG, false, ['verify']),
     );
@@ -127,15 +135,64 @@ export function signEd25519Sync(privateJwk: JsonWebKey, data: Uint8Array): Uint8
   return ed.sign(data, d);
 }
 
-/** Verifies an Ed25519 signature synchronously (@noble/ed25519, RFC 8032 strict). Never throws. */
+/** Order of the Ed25519 base point (RFC 8032 section 5.1). */
+const L = 2n ** 252n + 27742317777372353535851937790883648493n;
+
+function littleEndian(bytes: Uint8Array): bigint {
+  let n = 0n;
+  for (let i = bytes.length - 1; i >= 0; i--) n = (n << 8n) | BigInt(bytes[i]!);
+  return n;
+}
+
+const points = new Map<string, ed.Point | null>();
+
+/**
+ * The public key point, or null when `x` is not the canonical encoding of a
+ * curve point or the point has small order. Cached per key (decoding costs a
+ * square root).
+ */
+function strictPublicPoint(x: string): ed.Point | null {
+  let p = points.get(x);
+  if (p === undefined) {
+    p = null;
+    try {
+      const bytes = fromB64url(x);
+      if (bytes.length === 32) {
+        const point = ed.Point.fromBytes(bytes, false); // strict: y < p, no negative zero x
+        if (!point.isSmallOrder()) p = point;
+      }
+    } catch {
+      p = null; // not a point: verifies nothing
+    }
+    if (points.size >= CACHE_LIMIT) points.clear();
+    points.set(x, p);
+  }
+  return p;
+}
+
+/** Verifies an Ed25519 signature synchronously (pure JS, same rule as the WebCrypto path). Never throws. */
 export function verifyEd25519Sync(publicJwk: JsonWebKey, data: Uint8Array, sig: Uint8Array): boolean {
   try {
-    const x = isOkpEd25519(publicJwk) ? b64field(publicJwk, 'x') : null;
-    if (x === null) return false;
+    if (!isOkpEd25519(publicJwk) || typeof publicJwk.x !== 'string') return false;
     if (!(sig instanceof Uint8Array) || sig.length !== 64 || !(data instanceof Uint8Array)) return false;
-    return ed.verify(sig, data, x, { zip215: false });
+    const A = strictPublicPoint(publicJwk.x);
+    if (A === null) return false;
+    const r = sig.subarray(0, 32);
+    const s = littleEndian(sig.subarray(32, 64));
+    if (s >= L) return false;
+    const pub = A.toBytes();
+    const h = new Uint8Array(64 + data.length);
+    h.set(r, 0);
+    h.set(pub, 32);
+    h.set(data, 64);
+    const k = littleEndian(sha512(h)) % L;
+    // cofactorless: R' = [S]B - [k]A, and its encoding must equal R exactly
+    const check = ed.Point.BASE.multiply(s, false).subtract(A.multiply(k, false)).toBytes();
+    let diff = 0;
+    for (let i = 0; i < 32; i++) diff |= check[i]! ^ r[i]!;
+    return diff === 0;
   } catch {
-    return false; // noble throws on points that do not decode: not a valid signature
+    return false; // any arithmetic refusal from noble: not a valid signature
   }
 }
 

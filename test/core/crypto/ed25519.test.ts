@@ -2,6 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import * as ed from '@noble/ed25519';
+import { sha512 } from '@noble/hashes/sha2.js';
 import { b64url, utf8 } from '../../../core/canonical.ts';
 import {
   generateEd25519,
@@ -212,4 +214,64 @@ test('property: sync and WebCrypto paths agree on random messages and random tam
     }),
     { numRuns: 40 },
   );
+});
+
+// Edge cases where Ed25519 implementations disagree, from "Taming the many
+// EdDSAs" (Chalkias, Garillot, Nikolaenko, 2020), github.com/novifinancial/
+// ed25519-speccheck cases.json, cases 0-9. Our rule: cofactorless equation
+// with exact R bytes (as OpenSSL), and small-order or non-canonical public
+// keys refused; both paths must give these answers.
+const SPECCHECK: { note: string; message: string; pub: string; sig: string; ok: boolean }[] = [
+  { note: '0: small-order A and R, S = 0', ok: false, message: '8c93255d71dcab10e8f379c26200f3c7bd5f09d9bc3068d3ef4edeb4853022b6', pub: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa', sig: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a0000000000000000000000000000000000000000000000000000000000000000' },
+  { note: '1: small-order A, mixed-order R', ok: false, message: '9bd9f44f4dcc75bd531b56b2cd280b0bb38fc1cd6d1230e14861d861de092e79', pub: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa', sig: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43a5bb704786be79fc476f91d3f3f89b03984d8068dcf1bb7dfc6637b45450ac04' },
+  { note: '2: mixed-order A, small-order R', ok: true, message: 'aebf3f2601a0c8c5d39cc7d8911642f740b78168218da8471772b35f9d35b9ab', pub: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43', sig: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa8c4bd45aecaca5b24fb97bc10ac27ac8751a7dfe1baff8b953ec9f5833ca260e' },
+  { note: '3: mixed-order A and R, cofactorless holds', ok: true, message: '9bd9f44f4dcc75bd531b56b2cd280b0bb38fc1cd6d1230e14861d861de092e79', pub: 'cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d', sig: '9046a64750444938de19f227bb80485e92b83fdb4b6506c160484c016cc1852f87909e14428a7a1d62e9f22f3d3ad7802db02eb2e688b6c52fcd6648a98bd009' },
+  { note: '4: passes only the cofactored equation', ok: false, message: 'e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec4011eaccd55b53f56c', pub: 'cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d', sig: '160a1cb0dc9c0258cd0a7d23e94d8fa878bcb1925f2c64246b2dee1796bed5125ec6bc982a269b723e0668e540911a9a6a58921d6925e434ab10aa7940551a09' },
+  { note: '5: passes only the cofactored equation (other k reduction)', ok: false, message: 'e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec4011eaccd55b53f56c', pub: 'cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d', sig: '21122a84e0b5fca4052f5b1235c80a537878b38f3142356b2c2384ebad4668b7e40bc836dac0f71076f9abe3a53f9c03c1ceeeddb658d0030494ace586687405' },
+  { note: '6: S >= L', ok: false, message: '85e241a07d148b41e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec40', pub: '442aad9f089ad9e14647b1ef9099a1ff4798d78589e66f28eca69c11f582a623', sig: 'e96f66be976d82e60150baecff9906684aebb1ef181f67a7189ac78ea23b6c0e547f7690a0e2ddcd04d87dbc3490dc19b3b3052f7ff0538cb68afb369ba3a514' },
+  { note: '7: S much larger than L', ok: false, message: '85e241a07d148b41e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec40', pub: '442aad9f089ad9e14647b1ef9099a1ff4798d78589e66f28eca69c11f582a623', sig: '8ce5b96c8f26d0ab6c47958c9e68b937104cd36e13c33566acd2fe8d38aa19427e71f98a473474f2f13f06f97c20d58cc3f54b8bd0d272f42b695dd7e89a8c22' },
+  { note: '8: non-canonical R', ok: false, message: 'fdaebc429f4a735932a160da1301080c13280eea8bc280d1b392c6b9e6ba3a5a', pub: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43', sig: 'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f454d370c8d9fc323a41450f8d513eafeb5b0697390c1e505a0d4ddc71f566607' },
+  { note: '9: non-canonical R (other hash)', ok: false, message: '84b698d39be126ff55fe45079e6c8bf64a0d7db6994560b4e96b7021eb39c1a1', pub: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43', sig: 'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f084d5b99c2a9463d9c8bd5026916996984eeec87ddf1d3be329006ace1b37b09' },
+];
+
+test('ed25519-speccheck edge cases: one rule, identical answers on both paths', async () => {
+  for (const c of SPECCHECK) {
+    const jwk = { kty: 'OKP', crv: 'Ed25519', x: b64url(hex(c.pub)) } as JsonWebKey;
+    assert.equal(await verifyEd25519(jwk, hex(c.message), hex(c.sig)), c.ok, `WebCrypto ${c.note}`);
+    assert.equal(verifyEd25519Sync(jwk, hex(c.message), hex(c.sig)), c.ok, `sync ${c.note}`);
+  }
+});
+
+test('a signature with a torsion component added to R (cofactored-only valid) fails on both paths', async () => {
+  const seed = hex(RFC8032[2]!.secret);
+  const { scalar: a, pointBytes } = ed.utils.getExtendedPublicKey(seed);
+  const L = 2n ** 252n + 27742317777372353535851937790883648493n;
+  const le = (b: Uint8Array) => b.reduceRight((n, x) => (n << 8n) | BigInt(x), 0n);
+  const toLe = (n: bigint) => Uint8Array.from({ length: 32 }, (_, i) => Number((n >> BigInt(8 * i)) & 0xffn));
+  const T = ed.Point.fromBytes(hex('c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa')); // order 8
+  const msg = utf8('torsion');
+  const r = 1234567890123456789n;
+  const R2 = ed.Point.BASE.multiply(r).add(T).toBytes();
+  const k = le(sha512(new Uint8Array([...R2, ...pointBytes, ...msg]))) % L;
+  const S = (r + k * a) % L;
+  const sig = new Uint8Array([...R2, ...toLe(S)]);
+  const jwk = { kty: 'OKP', crv: 'Ed25519', x: b64url(pointBytes) } as JsonWebKey;
+  // sanity: noble's cofactored (ZIP-215) verification accepts it, so the case is meaningful
+  assert.equal(ed.verify(sig, msg, pointBytes), true);
+  assert.equal(await verifyEd25519(jwk, msg, sig), false);
+  assert.equal(verifyEd25519Sync(jwk, msg, sig), false);
+});
+
+test('small-order and non-canonical public keys verify nothing, on both paths', async () => {
+  // identity (y = 1) canonical and as y = p + 1; a forged "signature" R = [s]B, S = s verifies under
+  // the identity key with the bare equation, so the refusal must come from the key check
+  const s = 42n;
+  const R = ed.Point.BASE.multiply(s).toBytes();
+  const S = Uint8Array.from({ length: 32 }, (_, i) => Number((s >> BigInt(8 * i)) & 0xffn));
+  const sig = new Uint8Array([...R, ...S]);
+  for (const pub of ['0100000000000000000000000000000000000000000000000000000000000000', 'eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f', 'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f', '0000000000000000000000000000000000000000000000000000000000000080']) {
+    const jwk = { kty: 'OKP', crv: 'Ed25519', x: b64url(hex(pub)) } as JsonWebKey;
+    assert.equal(await verifyEd25519(jwk, utf8('any'), sig), false, pub);
+    assert.equal(verifyEd25519Sync(jwk, utf8('any'), sig), false, pub);
+  }
 });
