@@ -100,12 +100,12 @@ test('every served GET without path parameters succeeds with the admin key, as d
   assert.deepEqual(problems, []);
 });
 
-test('every served GET with path parameters: a known item validates, an unknown one is a documented refusal', async () => {
+test('every served GET with path parameters: a known item validates, an unknown or absurd id gets a documented answer', async () => {
   const ops = operations(doc).filter((o) => o.method === 'get' && pathParams(o).length > 0);
   const problems: string[] = [];
   for (const o of ops) await collect(problems, o, async () => {
     const unknown = await send('get', fill(o.path, {}), { token: cell.adminKey });
-    assert.ok(unknown.status >= 400, `${o.path} with an unknown id: ${unknown.status}`);
+    // Usually 404; some operations document another answer (a job run this cell does not know is 200, state unknown).
     expectDocumented(o, unknown, 'unknown id');
     // An absurd id (too long, odd characters): refused as documented, never a 5xx.
     const absurd = Object.fromEntries(pathParams(o).map((p) => [p, `${'x'.repeat(300)}'"<>`]));
