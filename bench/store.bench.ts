@@ -63,7 +63,7 @@ async function groupCommitRate(dir: string, writers: number, seconds: number): P
 }
 
 /** 100k rows in the snapshot, then `logBytes` of one-row transactions appended to the log. */
-async function buildRestartStore(dir: string, logBytes: number): Promise<{ records: number }> {
+export async function buildRestartStore(dir: string, logBytes: number): Promise<{ records: number }> {
   const store = await openStore({ dir, migrations: MIGRATIONS, log: () => undefined });
   await store.write((tx) => {
     for (let i = 0; i < 100_000; i++) {

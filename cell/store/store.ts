@@ -31,6 +31,9 @@ export const DEFAULT_CHECKPOINT_BYTES = 64 * 1024 * 1024;
 /** Statements that would break the store's own BEGIN/COMMIT around write(). */
 const TX_CONTROL = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE|VACUUM|ATTACH|DETACH)\b/i;
 
+/** SQLite's default page cache (-2000 = 2000 KiB), restored after replay. */
+const DEFAULT_CACHE_SIZE = -2000;
+
 export const SNAPSHOT_FILE = 'snapshot.db';
 export const LOG_FILE = 'wal.log';
 
@@ -79,6 +82,7 @@ export async function openStore(opts: DurableStoreOptions): Promise<DurableStore
     const snapPath = join(opts.dir, SNAPSHOT_FILE);
     rmSync(`${snapPath}.tmp`, { force: true });
     db = existsSync(snapPath) ? new SQL.Database(readFileSync(snapPath)) : new SQL.Database();
+    tune(db);
     const snapshotLsn = readSnapshotLsn(db);
     const logPath = join(opts.dir, LOG_FILE);
     const replay = await replayLog(db, logPath, opts.dir, snapshotLsn, note);
@@ -100,6 +104,16 @@ export async function openStore(opts: DurableStoreOptions): Promise<DurableStore
     lock.release();
     throw err;
   }
+}
+
+/**
+ * The database file lives in sql.js's in-memory filesystem and dies with the
+ * process, so SQLite's own crash safety buys nothing: keep the rollback journal
+ * in memory (ROLLBACK still works) instead of writing it to the emulated file.
+ */
+function tune(db: Database): void {
+  db.run('PRAGMA journal_mode = MEMORY');
+  db.run('PRAGMA temp_store = MEMORY');
 }
 
 function checkMigrations(migrations: readonly Migration[]): void {
@@ -147,6 +161,9 @@ async function replayLog(db: Database, logPath: string, dir: string, snapshotLsn
   let prev = 0;
   let last = snapshotLsn;
   const cache = new Map<string, ReturnType<Database['prepare']>>();
+  // Replay is one big transaction: a large page cache keeps its dirty pages from
+  // spilling into sql.js's emulated file (about 2x faster); back to the default after.
+  db.run('PRAGMA cache_size = -262144');
   db.run('BEGIN');
   try {
     while (off < buf.length) {
@@ -181,6 +198,7 @@ async function replayLog(db: Database, logPath: string, dir: string, snapshotLsn
     for (const st of cache.values()) st.free();
     cache.clear();
     db.run('COMMIT');
+    db.run(`PRAGMA cache_size = ${DEFAULT_CACHE_SIZE}`);
   } catch (err) {
     for (const st of cache.values()) st.free();
     try {
@@ -531,6 +549,7 @@ class SqlJsStore implements DurableStore {
     this.db.run('CREATE TABLE IF NOT EXISTS _store_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)');
     this.db.run("INSERT OR REPLACE INTO _store_meta (key, value) VALUES ('lsn', ?)", [lsn]);
     const bytes = this.db.export();
+    tune(this.db); // older sql.js releases reopen the database in export()
     await writeFileDurably(join(this.dir, SNAPSHOT_FILE), bytes, this.dir);
     // The snapshot now holds every LSN <= lsn durably: queued records up to it are done.
     const covered = this.#queue.filter((p) => p.lsn <= lsn);
