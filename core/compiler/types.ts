@@ -6,18 +6,10 @@
  */
 import type { CoordinationPolicy, Graph, GraphLimits, LeafSpec } from '../engine/types.ts';
 import type { JsonObject } from '../journal/record.ts';
+import type { AuthorityEnvelope } from '../authority/envelope.ts';
 
-/** Authority envelope as authored (blueprint authority_template, billet authority_cap); missing fields take the defaults in docs/engine.md. */
-export interface AuthorityInput {
-  allowed_tools?: string[];
-  clearance_level?: number;
-  permission_mode?: string;
-  data_grant_ids?: string[];
-  egress_allowlist?: string[];
-  compartments?: string[];
-  governing_contract_id?: string | null;
-  budget_ceiling?: number | null;
-}
+/** Authority envelope as authored (blueprint authority_template, billet authority_cap): core/authority/envelope.ts. */
+export type AuthorityInput = AuthorityEnvelope;
 
 /**
  * Optional extra stages around the team (before its entry: `pre`; after its exit: `post`),
