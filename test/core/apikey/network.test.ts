@@ -127,3 +127,41 @@ test('regionAllowed: empty list allows all; otherwise exact match, trimmed and c
   assert.equal(regionAllowed('  ', ['', ' ']), false, 'an empty serving region never matches');
   assert.equal(regionAllowed('us-east-1', ['eu-west-1', 'us-east-1']), true);
 });
+
+test('property: hostile strings never throw: parseIpRule gives null or a rule, ipAllowed/regionAllowed a boolean', () => {
+  const hostile = fc.oneof(
+    fc.string(),
+    fc.string({ unit: fc.constantFrom(...'0123456789abcdefABCDEF:./%x-'.split('')) }),
+    fc.tuple(fc.ipV4(), fc.nat(40)).map(([ip, bits]) => `${ip}/${bits}`),
+    fc.ipV6(),
+    fc.ipV4Extended(),
+  );
+  fc.assert(
+    fc.property(hostile, fc.array(hostile, { maxLength: 3 }), (s, rules) => {
+      const r = parseIpRule(s);
+      assert.ok(r === null || typeof r.text === 'string');
+      if (r !== null) assert.deepEqual(parseIpRule(r.text)?.text, r.text, 'canonical text re-parses to itself');
+      assert.equal(typeof ipAllowed(s, rules), 'boolean');
+      assert.equal(typeof regionAllowed(s, rules), 'boolean');
+    }),
+    { numRuns: 2000 },
+  );
+});
+
+test('property: fast-check\'s IPv6 addresses parse and match themselves; extended IPv4 forms are refused unless dotted decimal', () => {
+  fc.assert(
+    fc.property(fc.ipV6(), (ip) => {
+      const r = parseIpRule(ip);
+      assert.ok(r, ip);
+      assert.equal(ipAllowed(ip, [ip]), true);
+    }),
+    { numRuns: 500 },
+  );
+  fc.assert(
+    fc.property(fc.ipV4Extended(), (ip) => {
+      const strict = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/.test(ip);
+      assert.equal(parseIpRule(ip) !== null, strict, ip);
+    }),
+    { numRuns: 500 },
+  );
+});
