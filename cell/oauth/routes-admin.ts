@@ -106,7 +106,7 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   });
 
   app.openapi(createRoute({
-    method: 'post', path: '/api/public/v1/admin/sats', tags: ['OAuth'], 'x-status': 'Live',
+    method: 'post', path: '/api/public/v1/admin/sats', tags: ['Scoped access tokens'], 'x-status': 'Live',
     summary: 'Mint a scoped access token (SAT) for the caller: short-lived, narrowed to the given scope',
     ...secured(PERMISSIONS.satsWrite),
     request: { body: jsonBody(MintSat) },
