@@ -43,13 +43,13 @@ async function round(dir: string, tag: string, ms: number): Promise<string[]> {
 }
 
 describe('store: crash safety', () => {
-  it(`every acknowledged write survives SIGKILL at a random moment (${ROUNDS} rounds)`, { timeout: 90_000 }, async () => {
+  it(`every acknowledged write survives SIGKILL at a random moment (${ROUNDS} rounds)`, { timeout: 120_000 }, async () => {
     const { dir, cleanup } = tempDir('store-crash-');
     const acked: string[] = [];
     let dropped = 0;
     try {
       for (let r = 0; r < ROUNDS; r++) {
-        const ms = 20 + Math.floor(Math.random() * 300);
+        const ms = 10 + Math.floor(Math.random() * 200);
         const got = await round(dir, `r${r}`, ms);
         acked.push(...got);
         const store = await openStore({ dir, migrations: MIGRATIONS, log: () => undefined });
