@@ -19,11 +19,11 @@ const IpRule = z.string().max(64).refine((s) => parseIpRule(s) !== null, 'not an
 const MintBody = z.object({
   name: z.string().min(1).max(100),
   owner_id: z.string().max(40).optional().openapi({ description: 'Mint for another principal the caller manages; default: the caller' }),
-  scopes: z.array(Scope).max(64).default([]).openapi({ description: 'Empty or `*`: the owner\'s full authority; otherwise narrows' }),
-  rate_limit_rpm: z.number().int().min(1).max(1_000_000).nullable().default(null),
-  allowed_ips: z.array(IpRule).max(64).default([]),
-  allowed_regions: z.array(z.string().min(1).max(64)).max(64).default([]),
-  expires_at: z.iso.datetime({ offset: true }).nullable().default(null),
+  scopes: z.array(Scope).max(64).optional().openapi({ description: 'Empty or `*`: the owner\'s full authority; otherwise narrows' }),
+  rate_limit_rpm: z.number().int().min(1).max(1_000_000).nullable().optional().openapi({ description: 'Per-key requests-per-minute ceiling; default none' }),
+  allowed_ips: z.array(IpRule).max(64).optional().openapi({ description: 'Exact addresses or CIDR ranges, IPv4 or IPv6; default any' }),
+  allowed_regions: z.array(z.string().min(1).max(64)).max(64).optional().openapi({ description: 'Regions the key may be served from; default any' }),
+  expires_at: z.iso.datetime({ offset: true }).nullable().optional().openapi({ description: 'RFC 3339; default never' }),
 }).strict().openapi('MintApiKey');
 
 const KeyView = z.object({
@@ -69,7 +69,11 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     responses: { 201: json(KeyWithSecret, 'The new key and its secret'), ...errorResponses(400, 401, 403, 404) },
   }), async (c) => {
     const auth = c.get('auth');
-    const body = c.req.valid('json');
+    const input = c.req.valid('json');
+    const body = {
+      ...input, scopes: input.scopes ?? [], rate_limit_rpm: input.rate_limit_rpm ?? null,
+      allowed_ips: input.allowed_ips ?? [], allowed_regions: input.allowed_regions ?? [], expires_at: input.expires_at ?? null,
+    };
     const owner = visiblePrincipal(cell, auth, body.owner_id ?? auth.principal.id);
     if (owner.status !== 'active') throw invalid('the owner is not active', { reason: 'owner_inactive' });
     assertManages(cell, auth, owner);

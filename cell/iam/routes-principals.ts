@@ -26,7 +26,7 @@ const PrincipalView = z.object({
 const CreatePrincipal = z.object({
   kind: z.enum(['user', 'service']).openapi({ description: 'Agents are minted through agent-teams' }),
   name: z.string().min(1).max(100).regex(/^[A-Za-z0-9._@-]+$/),
-  roles: z.array(z.string().min(1).max(64)).max(32).default([]),
+  roles: z.array(z.string().min(1).max(64)).max(32).optional().openapi({ description: 'Role names; default none' }),
   password: z.string().min(12).max(200).optional().openapi({ description: 'Users only: enables login for OAuth consent' }),
 }).strict().openapi('CreatePrincipal');
 
@@ -58,7 +58,8 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     responses: { 201: json(PrincipalView, 'The principal'), ...errorResponses(400, 401, 403, 409) },
   }), async (c) => {
     const auth = c.get('auth');
-    const body = c.req.valid('json');
+    const input = c.req.valid('json');
+    const body = { ...input, roles: input.roles ?? [] };
     for (const r of body.roles) if (!getRole(cell.store, r)) throw invalid(`unknown role '${r}'`, { reason: 'unknown_role' });
     if (!selectorsSubset(rolePermissions(cell.store, body.roles), auth.effective)) {
       throw forbidden('a principal may not be given more authority than the caller holds', { reason: 'roles_exceed_caller' });
