@@ -1,0 +1,142 @@
+// The run loop: budget ledger fail-closed, ceilings, step limits, cancellation,
+// invalid graphs, deterministic journals, and recovery that never repeats a step.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { runGraph } from '../../../core/engine/run.ts';
+import { memoryJournal } from '../../../core/journal/memory.ts';
+import { signEd25519 } from '../../../core/crypto/ed25519.ts';
+import type { Graph } from '../../../core/engine/types.ts';
+import { answer, budget, chain, graph, manualClock, OPTS, ports, scriptedModel, seat, signedJournal, tools } from './_harness.ts';
+
+const three = () =>
+  graph(
+    [
+      { id: 'a', kind: 'agent', seat: 'a', config: {} },
+      { id: 'b', kind: 'agent', seat: 'b', config: {} },
+      { id: 'c', kind: 'agent', seat: 'c', config: {} },
+    ],
+    chain('a', 'b', 'c'),
+    [seat('a'), seat('b'), seat('c')],
+  );
+
+test('a run refuses immediately when any bound agent has no budget ledger (fail-closed)', async () => {
+  const m = scriptedModel(() => answer('x'));
+  const { p, j } = await ports({ model: m.port }, ['agt_a', 'agt_c']);
+  const r = await runGraph(three(), 'go', p, OPTS);
+  assert.equal(r.outcome, 'refused');
+  assert.equal(r.reason, 'no_budget_ledger');
+  assert.deepEqual(r.details, { agent_id: 'agt_b', seat: 'b' });
+  assert.equal(m.calls.length, 0);
+  assert.deepEqual(j.records.map((x) => x.kind), ['run_started', 'refusal', 'run_finished']);
+  assert.deepEqual(await j.verify(), { ok: true });
+  // no budget port at all: same refusal
+  const { p: p2 } = await ports({ model: m.port, budget: undefined });
+  delete p2.budget;
+  assert.equal((await runGraph(three(), 'go', p2, OPTS)).reason, 'no_budget_ledger');
+});
+
+test('exceeding the ledger or the billet budget_ceiling stops the agent with a refusal', async () => {
+  const m = scriptedModel(() => answer('x'));
+  const b = budget(['agt_a', 'agt_b', 'agt_c'], 110);
+  const { p } = await ports({ model: m.port, budget: b.port });
+  const r = await runGraph(three(), 'go', p, OPTS);
+  assert.equal(r.reason, 'budget_exceeded');
+  assert.equal(r.details?.agent_id, 'agt_b');
+  assert.equal(m.calls.length, 1);
+
+  const loopy = scriptedModel(() => answer('', [{ id: 'c', name: 'calc', arguments: {} }]));
+  const t = tools({ calc: { fn: () => 1 } });
+  const g = graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['calc'], budget_ceiling: 120 })]);
+  const { p: p2 } = await ports({ model: loopy.port, tools: t.port }, ['agt_a']);
+  const r2 = await runGraph(g, 'go', p2, OPTS);
+  assert.equal(r2.reason, 'budget_ceiling_exceeded');
+  assert.deepEqual(r2.details, { seat: 'a', agent_id: 'agt_a', ceiling: 120, spent: 30, requested: 100 });
+  assert.equal(loopy.calls.length, 2);
+});
+
+test('step limits per run and per seat', async () => {
+  const loopy = scriptedModel(() => answer('', [{ id: 'c', name: 'calc', arguments: {} }]));
+  const t = tools({ calc: { fn: () => 1 } });
+  const g = (limits: Partial<Graph['limits']>) => graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['calc'] })], { max_tool_rounds: 50, ...limits });
+  const { p } = await ports({ model: loopy.port, tools: t.port }, ['agt_a']);
+  const r = await runGraph(g({ max_steps_per_seat: 7 }), 'go', p, OPTS);
+  assert.equal(r.reason, 'step_limit_exceeded');
+  assert.equal(r.details?.scope, 'seat');
+  const { p: p2 } = await ports({ model: loopy.port, tools: t.port }, ['agt_a']);
+  const r2 = await runGraph(g({ max_steps: 5 }), 'go', p2, OPTS);
+  assert.equal(r2.reason, 'step_limit_exceeded');
+  assert.equal(r2.details?.scope, 'run');
+});
+
+test('cancellation stops before the next step', async () => {
+  let cancelled = false;
+  const m = scriptedModel(() => {
+    cancelled = true;
+    return answer('x');
+  });
+  const { p, j } = await ports({ model: m.port, isCancelled: () => cancelled }, ['agt_a', 'agt_b', 'agt_c']);
+  const r = await runGraph(three(), 'go', p, OPTS);
+  assert.equal(r.outcome, 'cancelled');
+  assert.equal(m.calls.length, 1);
+  assert.equal(j.records.at(-1)!.data?.outcome, 'cancelled');
+});
+
+test('an invalid graph is refused before anything runs', async () => {
+  const { p } = await ports();
+  const bad = graph([{ id: 'x', kind: 'transform', config: { expr: 'oops(' } }]);
+  const r = await runGraph(bad, null, p, OPTS);
+  assert.equal(r.reason, 'invalid_graph');
+  const cyc = graph([{ id: 'x', kind: 'parallel', config: {} }, { id: 'y', kind: 'parallel', config: {} }], [{ from: 'y', to: 'x' }]);
+  assert.equal((await runGraph(cyc, null, p, OPTS)).reason, 'invalid_graph');
+  const unknown = graph([{ id: 'x', kind: 'teleport' as never, config: {} as never }]);
+  assert.equal((await runGraph(unknown, null, p, OPTS)).reason, 'invalid_graph');
+});
+
+test('the same run on the same key and clock writes a byte-identical journal', async () => {
+  const first = await signedJournal();
+  const signer = { kid: first.kp.kid, sign: (b: Uint8Array) => signEd25519(first.kp.privateJwk, b) };
+  const drive = async () => {
+    const j = memoryJournal('run_test', signer);
+    const m = scriptedModel((req) => answer(`${req.agent.seat} done`));
+    await runGraph(three(), 'go', { model: m.port, clock: manualClock(), budget: budget(['agt_a', 'agt_b', 'agt_c']).port, journal: j.port, recorded: j.recorded }, OPTS);
+    return j.records;
+  };
+  const a = await drive();
+  const b = await drive();
+  assert.equal(a.length, 8);
+  assert.deepEqual(a, b);
+});
+
+test('recovery: a crashed run resumes from its journal without repeating completed steps', async () => {
+  const j0 = await signedJournal();
+  const signer = { kid: j0.kp.kid, sign: (b: Uint8Array) => signEd25519(j0.kp.privateJwk, b) };
+  const j1 = memoryJournal('run_test', signer);
+  // The coordinator "dies" while seat b's model call is in flight: that call never returns.
+  const calls: string[] = [];
+  const dying = {
+    async complete(req: { agent: { seat: string } }) {
+      calls.push(req.agent.seat);
+      if (req.agent.seat === 'b') throw Object.assign(new Error('SIGKILL'), { crash: true });
+      return answer(`${req.agent.seat} done`);
+    },
+  };
+  const clock = manualClock();
+  const b = budget(['agt_a', 'agt_b', 'agt_c']);
+  const crashing = { ...j1.port, append: async (f: Parameters<typeof j1.port.append>[0], pl: Parameters<typeof j1.port.append>[1]) => (f.kind === 'run_finished' ? Promise.reject(new Error('dead')) : j1.port.append(f, pl)) };
+  const r1 = await runGraph(three(), 'go', { model: dying as never, clock, budget: b.port, journal: crashing, recorded: j1.recorded }, OPTS);
+  assert.equal(r1.outcome, 'failed'); // what the dying process saw; its journal has no run_finished
+  assert.deepEqual(j1.records.map((x) => x.step_id), ['run', 'a/model/0', 'a']);
+
+  // A peer picks the journal up (same records and stored outputs) and drives the run again.
+  const j2 = memoryJournal('run_test', signer, { records: j1.records.map((x) => structuredClone(x)), blobs: new Map(j1.blobs) });
+  const m2 = scriptedModel((req) => answer(`${req.agent.seat} done (peer)`));
+  const r2 = await runGraph(three(), 'go', { model: m2.port, clock, budget: b.port, journal: j2.port, recorded: j2.recorded }, OPTS);
+  assert.equal(r2.outcome, 'completed');
+  assert.equal(r2.output, 'c done (peer)');
+  assert.deepEqual(m2.calls.map((c) => c.agent.seat), ['b', 'c'], 'seat a is not asked again');
+  assert.equal(m2.calls[0]!.messages[1]!.content, 'a done', 'the recorded output of a feeds b');
+  assert.deepEqual(j2.records.map((x) => x.step_id), ['run', 'a/model/0', 'a', 'b/model/0', 'b', 'c/model/0', 'c', 'run/end']);
+  const v = await (await import('../../../core/journal/verify.ts')).verifyJournal(j2.records, (kid) => (kid === j0.kp.kid ? j0.kp.publicJwk : undefined));
+  assert.deepEqual(v, { ok: true });
+  assert.deepEqual(calls, ['a', 'b']);
+});
