@@ -1,4 +1,32 @@
-/** `edge journal export RUN --data DIR --out FILE` (filled in with offline runs). */
+/**
+ * `edge journal export RUN --data DIR --out FILE`: the run's device-signed
+ * journal, its step values and outcome, in a signed envelope addressed to the
+ * pinned cell, for `POST /api/public/v1/admin/edge/journals`.
+ */
+import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+import { buildJournalExport } from '../bundles/journal-export.ts';
+import { signerFromJwk } from '../bundles/_codec.ts';
+import { readDevice, readTrust, writeFileDurable } from './files.ts';
+import { readRun } from './runs.ts';
+
 export async function journalCommand(argv: string[]): Promise<void> {
-  throw new Error(`journal export is not available yet (${argv.join(' ')})`);
+  const [sub, runId, ...rest] = argv;
+  if (sub !== 'export' || !runId) throw new Error('usage: journal export RUN_ID --data DIR --out FILE');
+  const { values } = parseArgs({ args: rest, options: { data: { type: 'string' }, out: { type: 'string' } }, strict: true });
+  if (!values.data || !values.out) throw new Error('usage: journal export RUN_ID --data DIR --out FILE');
+  const dir = resolve(values.data);
+  const device = readDevice(dir);
+  const trust = readTrust(dir);
+  const r = readRun(dir, runId);
+  if (!r) throw new Error(`no run ${runId} on this device`);
+  if (r.run.state === 'running') throw new Error(`run ${runId} is still running`);
+  if (r.journal.records.length === 0) throw new Error(`run ${runId} has no journal records`);
+  const text = await buildJournalExport({
+    deviceId: device.device_id, signer: signerFromJwk(device.device_id, device.private_jwk), audience: trust.cell_id, exportedAt: Date.now(),
+    run: { run_id: r.run.run_id, crew_id: r.run.crew_id, graph_hash: r.run.graph_hash, outcome: r.run.state },
+    records: r.journal.records, values: r.journal.values,
+  });
+  writeFileDurable(values.out, text);
+  process.stdout.write(`exported ${r.journal.records.length} records of ${runId} (${r.run.state}) to ${values.out}\n`);
 }

@@ -17,6 +17,7 @@
 import { createRequire } from 'node:module';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { ServiceError } from '../core/errors.ts';
 import { checkModelFile, openModelManifest, type ModelManifest } from '../bundles/model-manifest.ts';
 import type { TrustedKey } from '../bundles/_codec.ts';
 import { EdgeSetupError } from './files.ts';
@@ -48,9 +49,14 @@ export function findRuntime(): string {
 /** Verifies manifest and file, then loads the model. Refuses (ServiceError model_tampered / bad_signature / untrusted_issuer) before loading anything. */
 export async function loadLocalSignedModel(opts: {
   modelPath: string; manifestPath: string; publishers: readonly TrustedKey[]; threads?: number; contextSize?: number;
+  /** The model a crew bundle names: refused (model_mismatch) before loading when the manifest is another one. */
+  expect?: { sha256: string; publisher_kid: string } | null;
 }): Promise<LocalModel> {
   const text = readFileSync(opts.manifestPath, 'utf8');
   const opened = await openModelManifest(text, opts.publishers);
+  if (opts.expect && (opts.expect.sha256 !== opened.payload.model.sha256 || opts.expect.publisher_kid !== opened.payload.kid)) {
+    throw new ServiceError('forbidden', 'the model is not the one the crew bundle names', { details: { reason: 'model_mismatch' } });
+  }
   checkModelFile(opened.payload, await measureFile(opts.modelPath));
   const runtime = findRuntime();
   const load = createRequire(join(runtime, 'load.cjs'))(join(runtime, 'load.cjs')) as () => Promise<any>;

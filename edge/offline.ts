@@ -1,26 +1,135 @@
 /**
- * Offline crews at the edge: the crew bundle, the signed local model, and the
- * run routes. (Filled in step by step; without a crew bundle the device only
- * checks keys.)
+ * Offline crews at the edge: the crew bundle (verified against the pinned
+ * cell, addressed to this device, graph hash rechecked), the local signed
+ * model it names, and the run routes, with the same paths and permissions as
+ * the cell:
+ *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs         agent_teams.write
+ *   GET  /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id} agent_teams.read
+ *   GET  /api/public/v1/admin/jobs/runs/{run_id}/journal                system.orchestration.admin.read
+ * A run executes on core's engine (runGraph) with the local model, the
+ * device's budget ledgers, and a journal signed by the device key.
  */
 import type { Hono, MiddlewareHandler } from 'hono';
+import { contentHash } from '../core/canonical.ts';
+import { notFound, invalid, ServiceError } from '../core/errors.ts';
+import { PERMISSIONS } from '../core/permissions.ts';
+import { runGraph } from '../core/engine/run.ts';
+import type { EnginePorts, Graph, ModelPort } from '../core/engine/types.ts';
+import { memoryJournal } from '../core/journal/memory.ts';
 import type { DeviceState } from '../bundles/accept.ts';
+import type { CrewBundle } from '../bundles/crew-bundle.ts';
+import type { OpenedEnvelope } from '../bundles/envelope.ts';
+import { signerFromJwk } from '../bundles/_codec.ts';
 import type { EdgeClock } from './clock.ts';
-import type { DeviceFile, TrustFile } from './files.ts';
+import { EdgeSetupError, type DeviceFile, type TrustFile } from './files.ts';
 import type { EdgeEnv, EdgeRuntime } from './gateway.ts';
+import { loadCrewBundle } from './load.ts';
+import { loadLocalSignedModel, type LocalModel } from './local-model.ts';
+import { deviceBudget, newRunId, readRun, writeJournal, writeRun, type RunFile } from './runs.ts';
 
 export interface OfflineSetup {
   state: DeviceState;
   info: Record<string, unknown>;
+  crew: OpenedEnvelope<CrewBundle> | null;
+  model: LocalModel | null;
+  dir: string;
+  device: DeviceFile;
+  clock: EdgeClock;
 }
 
 export async function prepareOffline(opts: {
   dir: string; device: DeviceFile; trust: TrustFile; state: DeviceState; clock: EdgeClock;
   crewBundle: string | undefined; model: string | undefined; modelManifest: string | undefined;
 }): Promise<OfflineSetup> {
-  return { state: opts.state, info: { crew: null, model: null } };
+  let state = opts.state;
+  let crew: OpenedEnvelope<CrewBundle> | null = null;
+  if (opts.crewBundle) {
+    const loaded = await loadCrewBundle(opts.crewBundle, opts.trust, state, opts.clock.now(), contentHash);
+    crew = loaded.crew;
+    state = loaded.state;
+  }
+  if ((opts.model === undefined) !== (opts.modelManifest === undefined)) throw new EdgeSetupError('--model and --model-manifest go together');
+  let model: LocalModel | null = null;
+  const ref = crew?.payload.model ?? null;
+  if (opts.model && opts.modelManifest) {
+    model = await loadLocalSignedModel({ modelPath: opts.model, manifestPath: opts.modelManifest, publishers: opts.trust.publishers, expect: ref });
+  }
+  return {
+    state, crew, model, dir: opts.dir, device: opts.device, clock: opts.clock,
+    info: {
+      crew: crew ? { crew_id: crew.payload.crew.crew_id, version: crew.payload.version, graph_hash: crew.payload.crew.graph_hash } : null,
+      model: model ? { name: model.manifest.model.name, sha256: model.manifest.model.sha256, publisher_kid: model.publisherKid } : null,
+    },
+  };
 }
 
-export function mountOffline(_app: Hono<EdgeEnv>, _guard: (p: string) => MiddlewareHandler<EdgeEnv>, _rt: EdgeRuntime, _setup: OfflineSetup): void {
-  // crew run routes are mounted here once a crew bundle is loaded
+/** The engine's model port over the local model: the chat flattened to a prompt, greedy, exact token usage. */
+function localModelPort(model: LocalModel | null): ModelPort {
+  return {
+    async complete(req) {
+      if (!model) throw new ServiceError('forbidden', 'no local model is loaded on this device', { details: { reason: 'no_local_model' } });
+      const prompt = req.messages.map((m) => `${m.role}: ${m.content}`).join('\n') + '\nassistant:';
+      const r = await model.complete(prompt, req.max_tokens);
+      return { content: r.text, usage: { input_tokens: r.inputTokens, output_tokens: r.outputTokens } };
+    },
+  };
+}
+
+export function mountOffline(app: Hono<EdgeEnv>, guard: (p: string) => MiddlewareHandler<EdgeEnv>, rt: EdgeRuntime, setup: OfflineSetup): void {
+  const crew = setup.crew?.payload.crew ?? null;
+  const budget = deviceBudget(setup.dir, crew?.budgets ?? {});
+  const signer = signerFromJwk(setup.device.device_id, setup.device.private_jwk);
+  const modelPort = localModelPort(setup.model);
+  const P = '/api/public/v1/admin/agent-teams/crews/:crew_id/runs';
+
+  async function drive(run: RunFile, input: unknown): Promise<void> {
+    const journal = memoryJournal(run.run_id, signer);
+    const persist = () => writeJournal(setup.dir, run.run_id, { records: journal.records, values: Object.fromEntries(journal.blobs) });
+    const ports: EnginePorts = {
+      model: modelPort,
+      budget,
+      clock: rt.clock,
+      journal: { append: async (fields, payload) => { await journal.port.append(fields, payload); persist(); } },
+      recorded: journal.recorded,
+    };
+    try {
+      const r = await runGraph(crew!.graph as Graph, input, ports, { run_id: run.run_id, graph_hash: crew!.graph_hash, requester: run.requester });
+      Object.assign(run, { state: r.outcome, output: r.output ?? null, reason: r.reason ?? null, steps: r.steps, updated_at: rt.clock.now() });
+    } catch (e) {
+      process.stderr.write(`run ${run.run_id} failed: ${e instanceof Error ? e.message : String(e)}\n`);
+      Object.assign(run, { state: 'failed', reason: 'engine_error', updated_at: rt.clock.now() });
+    }
+    persist();
+    writeRun(setup.dir, run);
+  }
+
+  app.post(P, guard(PERMISSIONS.teamsWrite), async (c) => {
+    if (!crew || crew.crew_id !== c.req.param('crew_id')) throw notFound('crew');
+    let body: { input?: unknown } = {};
+    const raw = await c.req.text();
+    if (raw.trim() !== '') {
+      try { body = JSON.parse(raw) as { input?: unknown }; } catch { throw invalid('malformed JSON body', { reason: 'malformed_body' }); }
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('the body must be an object');
+    }
+    const now = rt.clock.now();
+    const run: RunFile = {
+      run_id: newRunId(), crew_id: crew.crew_id, graph_hash: crew.graph_hash, requester: c.get('auth').owner_id,
+      state: 'running', output: null, reason: null, steps: 0, created_at: now, updated_at: now,
+    };
+    writeRun(setup.dir, run);
+    void drive(run, body.input ?? null);
+    return c.json({ run_id: run.run_id, crew_id: run.crew_id, state: run.state, graph_hash: run.graph_hash }, 202);
+  });
+
+  app.get(`${P}/:run_id`, guard(PERMISSIONS.teamsRead), (c) => {
+    const r = readRun(setup.dir, c.req.param('run_id'));
+    if (!r || r.run.crew_id !== c.req.param('crew_id')) throw notFound('run');
+    return c.json({ ...r.run, journal_records: r.journal.records.length });
+  });
+
+  app.get('/api/public/v1/admin/jobs/runs/:run_id/journal', guard(PERMISSIONS.jobsRead), (c) => {
+    const r = readRun(setup.dir, c.req.param('run_id'));
+    if (!r) throw notFound('run');
+    return c.json({ run_id: r.run.run_id, records: r.journal.records });
+  });
 }

@@ -1,0 +1,89 @@
+/**
+ * Offline runs on the device: one directory per run under DATA/runs/RUN_ID,
+ *   run.json      the run record (state, outcome, output, reason)
+ *   journal.json  the device-signed journal records and the step values by hash
+ * both rewritten durably after every journal append, so an acknowledged step
+ * survives a crash. Budgets: DATA/budgets.json holds what each agent spent
+ * against the ceiling the crew bundle carries.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { JournalRecord } from '../core/journal/record.ts';
+import type { BudgetPort } from '../core/engine/types.ts';
+import { paths, writeFileDurable } from './files.ts';
+
+export interface RunFile {
+  run_id: string;
+  crew_id: string;
+  graph_hash: string;
+  requester: string;
+  state: 'running' | 'completed' | 'failed' | 'refused' | 'cancelled' | 'waiting';
+  output: unknown;
+  reason: string | null;
+  steps: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface JournalFile {
+  records: JournalRecord[];
+  values: Record<string, unknown>;
+}
+
+export const runDir = (dir: string, runId: string) => join(paths(dir).runs, runId);
+
+export function writeRun(dir: string, run: RunFile): void {
+  writeFileDurable(join(runDir(dir, run.run_id), 'run.json'), JSON.stringify(run, null, 1) + '\n');
+}
+
+export function writeJournal(dir: string, runId: string, j: JournalFile): void {
+  writeFileDurable(join(runDir(dir, runId), 'journal.json'), JSON.stringify(j) + '\n');
+}
+
+const RUN_ID = /^run_[0-9a-f]{20}$/;
+
+export function readRun(dir: string, runId: string): { run: RunFile; journal: JournalFile } | null {
+  if (!RUN_ID.test(runId)) return null;
+  const d = runDir(dir, runId);
+  if (!existsSync(join(d, 'run.json'))) return null;
+  const run = JSON.parse(readFileSync(join(d, 'run.json'), 'utf8')) as RunFile;
+  const journal = existsSync(join(d, 'journal.json'))
+    ? JSON.parse(readFileSync(join(d, 'journal.json'), 'utf8')) as JournalFile
+    : { records: [], values: {} };
+  return { run, journal };
+}
+
+export function newRunId(): string {
+  const b = crypto.getRandomValues(new Uint8Array(10));
+  return `run_${Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')}`;
+}
+
+/** The device's budget ledgers: ceilings from the crew bundle, spending persisted in budgets.json. */
+export function deviceBudget(dir: string, ceilings: Record<string, number>): BudgetPort & { spent(agentId: string): number } {
+  const file = join(dir, 'budgets.json');
+  const spent: Record<string, number> = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) as Record<string, number> : {};
+  const open = new Map<string, { agent: string; amount: number }>();
+  let n = 0;
+  const reservedFor = (agent: string) => [...open.values()].filter((r) => r.agent === agent).reduce((a, r) => a + r.amount, 0);
+  return {
+    spent: (agent) => spent[agent] ?? 0,
+    async hasLedger(agentId) {
+      return Object.hasOwn(ceilings, agentId);
+    },
+    async reserve(agentId, amount) {
+      const ceiling = ceilings[agentId];
+      if (ceiling === undefined) return { ok: false, reason: 'no_budget_ledger' };
+      if ((spent[agentId] ?? 0) + reservedFor(agentId) + amount > ceiling) return { ok: false, reason: 'budget_exceeded' };
+      const id = `res_${++n}`;
+      open.set(id, { agent: agentId, amount });
+      return { ok: true, reservation_id: id };
+    },
+    async commit(reservationId, actual) {
+      const r = open.get(reservationId);
+      if (!r) return;
+      open.delete(reservationId);
+      spent[r.agent] = (spent[r.agent] ?? 0) + actual;
+      writeFileDurable(file, JSON.stringify(spent) + '\n');
+    },
+  };
+}

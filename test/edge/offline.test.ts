@@ -1,0 +1,119 @@
+// Offline crew runs at the edge: bundled crew on the tiny local model, budgets, device-signed journal, export.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { emptyDeviceState } from '../../bundles/accept.ts';
+import { openJournalExport } from '../../bundles/journal-export.ts';
+import { findRuntime } from '../../edge/local-model.ts';
+import { createEdgeApp, type EdgeRuntime } from '../../edge/gateway.ts';
+import { mountOffline, prepareOffline } from '../../edge/offline.ts';
+import { loadKeyBundle } from '../../edge/load.ts';
+import { journalCommand } from '../../edge/journal-cli.ts';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { edgeWorld, SECRET, T0 } from './_edge-fixtures.ts';
+
+let skip: string | false = false;
+try { findRuntime(); } catch { skip = 'edge-runtime/ is not installed (npm install --prefix edge-runtime --omit=optional)'; }
+
+async function start(w: Awaited<ReturnType<typeof edgeWorld>>) {
+  const clock = { now: () => T0 + 1000 };
+  let state = emptyDeviceState(w.device.device_id);
+  const k = await loadKeyBundle(w.keysPath, w.trust, state, clock.now());
+  state = k.state;
+  const setup = await prepareOffline({ dir: w.dir, device: w.device, trust: w.trust, state, clock, crewBundle: w.crewPath, model: w.modelPath, modelManifest: w.manifestPath });
+  const rt: EdgeRuntime = { deviceId: w.device.device_id, cellId: 'cell-a', region: 'local', clock, keys: k.keys, state: setup.state, rate: { capacity: 100, refillPerSecond: 10 }, info: setup.info };
+  const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, setup));
+  const req = async (method: string, path: string, body?: unknown) => {
+    const r = await app.request(path, { method, headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) },
+      { incoming: { socket: { remoteAddress: '127.0.0.1' } } });
+    return { status: r.status, body: (await r.json()) as any };
+  };
+  const runToEnd = async (input: unknown) => {
+    const p = await req('POST', '/api/public/v1/admin/agent-teams/crews/crw_1/runs', { input });
+    assert.equal(p.status, 202, JSON.stringify(p.body));
+    for (let i = 0; i < 200; i++) {
+      const g = await req('GET', `/api/public/v1/admin/agent-teams/crews/crw_1/runs/${p.body.run_id}`);
+      if (g.body.state !== 'running') return g.body;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    throw new Error('run did not finish');
+  };
+  return { setup, req, runToEnd };
+}
+
+test('a bundled crew runs offline on the local model, deterministically, with a device-signed journal', { skip, timeout: 60_000 }, async () => {
+  const w = await edgeWorld();
+  const e = await start(w);
+  try {
+    const r1 = await e.runToEnd('check the pump');
+    assert.equal(r1.state, 'completed', JSON.stringify(r1));
+    const r2 = await e.runToEnd('check the pump');
+    assert.equal(r2.state, 'completed');
+    assert.deepEqual(r2.output, r1.output, 'greedy decoding: same input, same output');
+    assert.ok(r1.journal_records >= 4);
+    const j = await e.req('GET', `/api/public/v1/admin/jobs/runs/${r1.run_id}/journal`);
+    assert.equal(j.status, 200);
+    assert.ok(j.body.records.every((r: { signer_kid: string }) => r.signer_kid === w.device.device_id));
+    // Token accounting: every model step's usage was charged to the agent's ledger.
+    const usage = j.body.records.filter((r: { data?: { usage?: number } }) => typeof r.data?.usage === 'number')
+      .reduce((a: number, r: { data: { usage: number } }) => a + r.data.usage, 0);
+    const spent = JSON.parse(readFileSync(join(w.dir, 'budgets.json'), 'utf8')) as Record<string, number>;
+    assert.ok(usage > 0);
+    assert.equal((spent['agt_a'] ?? 0) + (spent['agt_b'] ?? 0), 2 * usage, 'two identical runs charged exactly their recorded usage');
+    // Export and verify the journal exactly as the cell does.
+    const out = join(w.dir, 'export.json');
+    const orig = process.stdout.write.bind(process.stdout);
+    process.stdout.write = (() => true) as typeof process.stdout.write;
+    try { await journalCommand(['export', r1.run_id, '--data', w.dir, '--out', out]); } finally { process.stdout.write = orig; }
+    const opened = await openJournalExport(readFileSync(out, 'utf8'), { kid: w.device.device_id, jwk: w.device.public_jwk }, 'cell-a');
+    assert.equal(opened.payload.run.outcome, 'completed');
+    assert.equal(opened.payload.records.length, r1.journal_records);
+    // Permissions and unknown crews at the edge gateway.
+    assert.equal((await e.req('POST', '/api/public/v1/admin/agent-teams/crews/crw_other/runs', {})).status, 404);
+  } finally {
+    await e.setup.model?.dispose();
+    rmSync(w.dir, { recursive: true, force: true });
+  }
+});
+
+test('an offline run honours the budget: a ledger too small refuses the run', { skip, timeout: 60_000 }, async () => {
+  const w = await edgeWorld({ budgets: { agt_a: 5, agt_b: 100_000 } });
+  const e = await start(w);
+  try {
+    const r = await e.runToEnd('x');
+    assert.equal(r.state, 'refused');
+    assert.equal(r.reason, 'budget_exceeded');
+    const w2 = await edgeWorld({ budgets: { agt_b: 100_000 } });
+    const e2 = await start(w2);
+    try {
+      const r2 = await e2.runToEnd('x');
+      assert.equal(r2.state, 'refused');
+      assert.equal(r2.reason, 'no_budget_ledger');
+    } finally {
+      await e2.setup.model?.dispose();
+      rmSync(w2.dir, { recursive: true, force: true });
+    }
+  } finally {
+    await e.setup.model?.dispose();
+    rmSync(w.dir, { recursive: true, force: true });
+  }
+});
+
+test('a tampered model refuses to start; a validly signed but different model is not the crew\'s', { skip, timeout: 60_000 }, async () => {
+  const w = await edgeWorld();
+  try {
+    const { writeFileSync } = await import('node:fs');
+    const { makeTinyGguf } = await import('../../scripts/make-tiny-gguf.ts');
+    const { buildModelManifest } = await import('../../bundles/model-manifest.ts');
+    const { sha256Hex } = await import('../../bundles/_codec.ts');
+    const other = makeTinyGguf(7);
+    writeFileSync(w.modelPath, other);
+    const prep = () => prepareOffline({ dir: w.dir, device: w.device, trust: w.trust, state: emptyDeviceState(w.device.device_id), clock: { now: () => T0 }, crewBundle: w.crewPath, model: w.modelPath, modelManifest: w.manifestPath });
+    await assert.rejects(prep(), (err) => (err as { details?: { reason?: string } }).details?.reason === 'model_tampered');
+    writeFileSync(w.manifestPath, await buildModelManifest({ publisher: 'pub', signer: w.pubSigner, issuedAt: T0, model: { name: 'other', format: 'gguf', size: other.length, sha256: await sha256Hex(other) } }));
+    await assert.rejects(prep(), (err) => (err as { details?: { reason?: string } }).details?.reason === 'model_mismatch');
+  } finally {
+    rmSync(w.dir, { recursive: true, force: true });
+  }
+});
