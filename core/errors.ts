@@ -81,9 +81,13 @@ export function isServiceError(err: unknown): err is ServiceError {
 /** Envelope for anything thrown: ServiceErrors pass through, the rest is an internal_error. */
 export function toEnvelope(err: unknown, correlationId: string): { status: ErrorStatus; body: ErrorEnvelope } {
   if (isServiceError(err)) {
-    const body = err.toEnvelope(correlationId);
-    if (err.status >= 500) body.correlation_id = correlationId;
-    return { status: err.status, body };
+    // Built from the fields, not err.toEnvelope(): an error from another bundle may lack the method.
+    const status = ERROR_STATUS[err.code];
+    const body: ErrorEnvelope = { error: err.code, message: String(err.message) };
+    if (err.details !== undefined) body.details = err.details;
+    if (err.retryable !== undefined) body.retryable = err.retryable;
+    if (status >= 500) body.correlation_id = correlationId;
+    return { status, body };
   }
   return {
     status: 500,
