@@ -6,7 +6,9 @@ import type { CellModule } from '../module.ts';
 import { AI_MIGRATIONS } from '../ai/providers.ts';
 import { aiRoutes } from '../ai/routes.ts';
 import { TOOLS_MIGRATIONS } from '../tools/catalog.ts';
+import { formationRoutes } from './routes-formations.ts';
 import { resourceRoutes } from './routes-resources.ts';
+import { runRoutes } from './routes-runs.ts';
 import { TEAMS_MIGRATIONS } from './schema.ts';
 
 export const teamsModule: CellModule = {
@@ -15,5 +17,7 @@ export const teamsModule: CellModule = {
   routes(app, cell) {
     aiRoutes(app, cell);
     resourceRoutes(app, cell);
+    formationRoutes(app, cell);
+    runRoutes(app, cell);
   },
 };

@@ -16,7 +16,7 @@ import { conflict } from '../../core/errors.ts';
 const P = '/api/public/v1/admin/agent-teams';
 const name = z.string().min(1).max(100).regex(/^[A-Za-z0-9._ -]+$/);
 const anyObject = z.record(z.string(), z.unknown());
-const Authority = authoritySchema.openapi('AuthorityEnvelope');
+const Authority = authoritySchema;
 const listOf = <T extends z.ZodTypeAny>(key: string, item: T, id: string) => z.object({ [key]: z.array(item), limit: z.number(), offset: z.number() }).openapi(id);
 const idParam = (n: string) => z.object({ [n]: z.string().max(64).openapi({ param: { name: n, in: 'path' } }) });
 

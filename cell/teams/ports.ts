@@ -1,0 +1,132 @@
+/**
+ * The cell's implementations of the engine's ports for a crew run: the model
+ * (the agent's provider over the OpenAI-compatible client), the governed tool
+ * catalog, approvals (stored decisions), budget ledgers, and governing
+ * contracts. Journal, clock, cancellation and recorded steps are bound by
+ * cell/runs/drive.ts.
+ *
+ * Tool names travel to the model with `.` spelled `__` (function names of the
+ * Chat Completions protocol allow only [A-Za-z0-9_-]); answers in either
+ * spelling map back to the catalog name.
+ */
+import { EngineRefusal } from '../../core/engine/refusal.ts';
+import type {
+  ApprovalDecision, ApprovalsPort, BudgetPort, ContractsPort, ModelPort, ModelRequest, ModelResponse, ToolsPort,
+} from '../../core/engine/types.ts';
+import type { JsonObject } from '../../core/journal/record.ts';
+import { isServiceError } from '../../core/errors.ts';
+import type { Cell } from '../context.ts';
+import { callProvider } from '../ai/providers.ts';
+import type { ChatMessage as WireMessage, ToolSpec } from '../ai/openai-client.ts';
+import { getTool } from '../tools/catalog.ts';
+import { commitBudget, getAgent, getLedger, providerFor, reserveBudget } from './agents.ts';
+import { getContract } from './resources.ts';
+import type { DrivePorts } from '../runs/drive.ts';
+
+export const toWireName = (n: string) => n.replace(/\./g, '__');
+export const fromWireName = (n: string) => n.replace(/__/g, '.');
+
+/** Counts of model calls per run (tests and the run view read it). */
+export function modelPort(cell: Cell): ModelPort {
+  return {
+    async complete(req: ModelRequest): Promise<ModelResponse> {
+      const agent = getAgent(cell, req.agent.id);
+      if (!agent) throw new EngineRefusal('agent_unknown', 'the seat has no agent', { agent_id: req.agent.id });
+      const providerId = providerFor(cell, agent);
+      if (!providerId) throw new EngineRefusal('no_provider', 'no model provider is registered', { agent_id: agent.agent_id });
+      const messages: WireMessage[] = req.messages.map((m) => {
+        const w: WireMessage = { role: m.role, content: m.content };
+        if (m.tool_call_id !== undefined) w.tool_call_id = m.tool_call_id;
+        if (m.tool_calls?.length) {
+          w.tool_calls = m.tool_calls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: toWireName(c.name), arguments: JSON.stringify(c.arguments) } }));
+        }
+        return w;
+      });
+      const tools: ToolSpec[] = req.tools.map((t) => ({ type: 'function', function: { name: toWireName(t.name), description: t.description, parameters: t.parameters } }));
+      try {
+        const r = await callProvider(cell, providerId, {
+          ...(req.agent.model ? { model: req.agent.model } : {}),
+          messages, ...(tools.length ? { tools } : {}), max_tokens: req.max_tokens,
+        });
+        const out: ModelResponse = { content: r.content ?? '', usage: { input_tokens: r.usage.prompt_tokens, output_tokens: r.usage.completion_tokens } };
+        if (r.tool_calls.length) {
+          out.tool_calls = r.tool_calls.map((c) => {
+            let args: unknown;
+            try { args = JSON.parse(c.function.arguments); } catch { args = undefined; }
+            return { id: c.id, name: fromWireName(c.function.name), arguments: (typeof args === 'object' && args !== null && !Array.isArray(args) ? args : { _unparsed: c.function.arguments }) as JsonObject };
+          });
+        }
+        return out;
+      } catch (e) {
+        if (isServiceError(e) && e.code === 'forbidden') throw new EngineRefusal(String(e.details?.['reason'] ?? 'posture_forbidden'), e.message, { ...(e.details ?? {}) } as JsonObject);
+        throw e;
+      }
+    },
+  };
+}
+
+export function toolsPort(cell: Cell, workspaceId: string): ToolsPort {
+  return {
+    describe(name) {
+      const t = getTool(name);
+      return t ? { name: t.name, description: t.description, side_effects: t.side_effects, parameters: t.parameters as JsonObject } : undefined;
+    },
+    async call(name, args, ctx) {
+      const t = getTool(name);
+      if (!t) throw new EngineRefusal('tool_unknown', `no tool ${name}`, { tool: name });
+      const a = ctx.authority;
+      try {
+        return await t.run({
+          cell, workspaceId, agentId: ctx.agent_id ?? 'none',
+          authority: { egress_allowlist: a?.egress_allowlist ?? [], data_grant_ids: a?.data_grant_ids ?? [], clearance_level: a?.clearance_level ?? 0 },
+        }, args);
+      } catch (e) {
+        if (isServiceError(e) && e.code === 'forbidden') throw new EngineRefusal(String(e.details?.['reason'] ?? 'tool_refused'), e.message, { ...(e.details ?? {}) } as JsonObject);
+        // Bad arguments go back to the model as the tool's answer, so it can correct itself.
+        if (isServiceError(e) && e.code === 'invalid_request') return { error: 'invalid_request', message: e.message };
+        throw e;
+      }
+    },
+  };
+}
+
+export function approvalsPort(cell: Cell, runId: string): ApprovalsPort {
+  return {
+    async decisions(stepId): Promise<ApprovalDecision[]> {
+      return cell.store.all<{ principal: string; decision: string; at: number }>(
+        'SELECT principal, decision, at FROM team_approvals WHERE run_id = ? AND step_id = ? ORDER BY at, principal', [runId, stepId],
+      ).map((r) => ({ principal: r.principal, decision: r.decision as 'approve' | 'reject', at: r.at }));
+    },
+    async request(stepId, ask) {
+      if (cell.store.get('SELECT 1 AS x FROM team_approval_requests WHERE run_id = ? AND step_id = ?', [runId, stepId])) return;
+      const at = cell.clock.now();
+      await cell.store.write((tx) => tx.run('INSERT OR IGNORE INTO team_approval_requests (run_id, step_id, body, at) VALUES (?, ?, ?, ?)',
+        [runId, stepId, JSON.stringify(ask), at]));
+    },
+  };
+}
+
+export function budgetPort(cell: Cell): BudgetPort {
+  return {
+    async hasLedger(agentId) { return getLedger(cell, agentId) !== undefined; },
+    reserve: (agentId, amount, ref) => reserveBudget(cell, agentId, amount, ref),
+    commit: (id, actual) => commitBudget(cell, id, actual),
+  };
+}
+
+export function contractsPort(cell: Cell): ContractsPort {
+  return {
+    async get(id) {
+      const k = getContract(cell, id);
+      return k ? { id: k.contract_id, rules: k.rules } : undefined;
+    },
+  };
+}
+
+/** Every port a crew run needs except those driveRun binds. */
+export function crewPorts(cell: Cell, runId: string, workspaceId: string): DrivePorts {
+  return {
+    model: modelPort(cell), tools: toolsPort(cell, workspaceId), approvals: approvalsPort(cell, runId),
+    budget: budgetPort(cell), contracts: contractsPort(cell),
+  };
+}

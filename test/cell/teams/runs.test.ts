@@ -1,0 +1,244 @@
+/**
+ * Crew runs in process: every coordination policy end to end against a real
+ * HTTP server speaking Chat Completions, tool calls, and every refusal.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { settled } from '../../../cell/teams/runs.ts';
+import { readJournal } from '../../../cell/runs/journal.ts';
+import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
+import { lastUser, startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
+import { A, T, ok, provider, roleOf, team, type Api } from './_setup.ts';
+
+let t: InProcess;
+let ai: FakeOpenAI;
+let api: Api;
+before(async () => {
+  t = await inProcessCell({ config: { clearance: 2, topology: { site: 'hq' } } });
+  ai = await startOpenAIServer({ apiKey: 'sk-fake' });
+  api = { request: t.request, token: t.adminKey };
+  await provider(api, ai);
+});
+after(async () => { await t.close(); await ai.close(); });
+
+async function run(crew: string, input: unknown, expect = [201]): Promise<any> {
+  const r = await ok(api, 'POST', `${T}/crews/${crew}/runs`, { input }, expect);
+  if (r.run_id) await settled(t.cell, r.run_id);
+  return r;
+}
+async function status(crew: string, runId: string): Promise<any> {
+  await settled(t.cell, runId);
+  return ok(api, 'GET', `${T}/crews/${crew}/runs/${runId}`);
+}
+const kinds = (runId: string) => readJournal(t.cell, runId).map((r) => r.kind);
+
+test('sequential: a pipeline, each seat sees the previous answer', async () => {
+  ai.setResponder((req) => ({ content: `${roleOf(req)} says: ${lastUser(req).slice(-40)}` }));
+  const tm = await team(api, 'sequential', [{ role: 'writer' }, { role: 'editor' }]);
+  const before = ai.requests.length;
+  const r = await run(tm.crew, 'write a poem');
+  const s = await status(tm.crew, r.run_id);
+  assert.equal(s.state, 'completed', JSON.stringify(s.error));
+  assert.match(String(s.output), /^editor says: .*writer says/);
+  assert.equal(ai.requests.length - before, 2);
+  assert.equal(s.requester.startsWith('usr_'), true);
+  const k = kinds(r.run_id);
+  assert.equal(k[0], 'run_requested');
+  assert.ok(k.includes('run_started') && k.at(-1) === 'run_finished', k.join(','));
+});
+
+test('parallel: fan-out and join', async () => {
+  ai.setResponder((req) => ({ content: `from ${roleOf(req)}` }));
+  const tm = await team(api, 'parallel', [{ role: 'a1' }, { role: 'a2' }, { role: 'a3' }]);
+  const r = await run(tm.crew, 'go');
+  const s = await status(tm.crew, r.run_id);
+  assert.equal(s.state, 'completed', JSON.stringify(s.error));
+  const text = JSON.stringify(s.output);
+  for (const x of ['from a1', 'from a2', 'from a3']) assert.ok(text.includes(x), text);
+});
+
+test('consensus: majority wins; a tie is a refusal', async () => {
+  ai.setResponder((req) => ({ content: roleOf(req) === 'c3' ? 'No' : 'Yes' }));
+  const tm = await team(api, 'consensus', [{ role: 'c1' }, { role: 'c2' }, { role: 'c3' }]);
+  const r = await run(tm.crew, 'is it?');
+  const s = await status(tm.crew, r.run_id);
+  assert.equal(s.state, 'completed', JSON.stringify(s.error));
+  assert.match(JSON.stringify(s.output), /yes/i);
+
+  ai.setResponder((req) => ({ content: roleOf(req) === 't1' ? 'left' : 'right' }));
+  const tie = await team(api, 'consensus', [{ role: 't1' }, { role: 't2' }]);
+  const r2 = await run(tie.crew, 'which way?');
+  const s2 = await status(tie.crew, r2.run_id);
+  assert.equal(s2.state, 'refused');
+  assert.match(String(s2.error.reason), /consensus|tie|no_majority/);
+});
+
+test('manager-delegates: the manager routes to one report, the choice recorded', async () => {
+  ai.setResponder((req) => {
+    const role = roleOf(req);
+    if (role === 'boss') {
+      const u = lastUser(req);
+      // Delegation prompt: answer with the billet id of the researcher when asked to choose.
+      const m = /(blt_[0-9a-f]{20})[^\n]*researcher/i.exec(u) ?? /researcher[^\n]*?(blt_[0-9a-f]{20})/i.exec(u);
+      return { content: m ? m[1]! : `boss summary: ${u.slice(-30)}` };
+    }
+    return { content: `${role} did the work` };
+  });
+  const tm = await team(api, 'manager-delegates', [{ role: 'boss' }, { role: 'researcher', reports_to: 'boss' }, { role: 'coder', reports_to: 'boss' }]);
+  const r = await run(tm.crew, 'find facts');
+  const s = await status(tm.crew, r.run_id);
+  assert.equal(s.state, 'completed', JSON.stringify(s.error) + JSON.stringify(ai.requests.slice(-3).map((x) => lastUser(x.body))));
+  assert.ok(readJournal(t.cell, r.run_id).some((x) => x.kind === 'decision'));
+});
+
+test('an agent calls a granted tool (calc) and answers with its result', async () => {
+  ai.setResponder((req) => {
+    const last = req.messages.at(-1)!;
+    if (last.role === 'tool') return { content: `the answer is ${JSON.parse(last.content!).value}` };
+    return { tool_calls: [{ name: 'calc', arguments: { expression: '6*7' } }] };
+  });
+  const tm = await team(api, 'sequential', [{ role: 'mathematician' }]);
+  const r = await run(tm.crew, 'what is six times seven?');
+  const s = await status(tm.crew, r.run_id);
+  assert.equal(s.state, 'completed', JSON.stringify(s.error));
+  assert.equal(s.output, 'the answer is 42');
+  assert.ok(s.tokens_used > 0);
+  const ledger = await ok(api, 'GET', `${T}/agents/${tm.agents['mathematician']}/budget-ledger`);
+  assert.ok(ledger.spent > 0 && ledger.reserved === 0, JSON.stringify(ledger));
+});
+
+test('a tool the grant does not carry is refused, naming the tool', async () => {
+  ai.setResponder(() => ({ tool_calls: [{ name: 'kv__put', arguments: { key: 'k', value: 1 } }] }));
+  const cap = { allowed_tools: ['calc'], permission_mode: 'auto' };
+  const tm = await team(api, 'sequential', [{ role: 'limited', cap }]);
+  const r = await run(tm.crew, 'store something');
+  const s = await status(tm.crew, r.run_id);
+  assert.equal(s.state, 'refused');
+  assert.equal(s.error.reason, 'tool_not_granted');
+  assert.ok(kinds(r.run_id).includes('refusal') || kinds(r.run_id).includes('run_finished'));
+});
+
+test('the value gate declines a call: refused, with a decision record naming the contract and rule', async () => {
+  const k = await ok(api, 'POST', `${T}/contracts`, { name: 'short-sums', rules: [{ name: 'short', expr: 'tool != "calc" || size(args.expression) < 5' }] });
+  ai.setResponder(() => ({ tool_calls: [{ name: 'calc', arguments: { expression: '1+2+3+4+5+6' } }] }));
+  const cap = { allowed_tools: ['calc'], permission_mode: 'auto', governing_contract_id: k.contract_id };
+  const tm = await team(api, 'sequential', [{ role: 'gated', cap }]);
+  const r = await run(tm.crew, 'sum');
+  const s = await status(tm.crew, r.run_id);
+  assert.equal(s.state, 'refused');
+  assert.equal(s.error.reason, 'gate_declined');
+  const decision = readJournal(t.cell, r.run_id).find((x) => x.kind === 'decision');
+  assert.ok(decision, 'a decision record');
+  assert.equal((decision!.data as any).contract, k.contract_id);
+  assert.equal((decision!.data as any).rule, 'short');
+});
+
+test('ask mode: a side-effecting tool waits for approval, then runs', async () => {
+  ai.setResponder((req) => {
+    const last = req.messages.at(-1)!;
+    if (last.role === 'tool') return { content: 'stored' };
+    return { tool_calls: [{ name: 'kv__put', arguments: { key: 'greeting', value: 'hello' } }] };
+  });
+  const cap = { allowed_tools: ['kv.put', 'kv.get'], permission_mode: 'ask', egress_allowlist: ['kv:*'] };
+  const tm = await team(api, 'sequential', [{ role: 'scribe', cap }]);
+  const r = await run(tm.crew, 'remember hello');
+  const s = await status(tm.crew, r.run_id);
+  assert.equal(s.state, 'waiting', JSON.stringify(s));
+  assert.equal(s.pending_approvals.length, 1);
+  const step = s.pending_approvals[0].step_id as string;
+  assert.equal(t.cell.store.get('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['greeting']), undefined);
+  const d = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs/${r.run_id}/approvals/${encodeURIComponent(step)}`, { decision: 'approve' });
+  await settled(t.cell, d.run_id);
+  const s2 = await status(tm.crew, r.run_id);
+  assert.equal(s2.state, 'completed', JSON.stringify(s2.error));
+  assert.ok(t.cell.store.get('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['greeting']));
+});
+
+test('no budget ledger: the run refuses immediately, with a journal record', async () => {
+  ai.setResponder(() => ({ content: 'never called' }));
+  const before = ai.requests.length;
+  const tm = await team(api, 'sequential', [{ role: 'broke', ledger: null }]);
+  const r = await t.request('POST', `${T}/crews/${tm.crew}/runs`, { token: t.adminKey, body: { input: 'x' } });
+  assert.equal(r.status, 409);
+  assert.equal(r.body.details.reason, 'no_budget_ledger');
+  assert.deepEqual(r.body.details.agents, [tm.agents['broke']]);
+  const s = await status(tm.crew, r.body.details.run_id);
+  assert.equal(s.state, 'refused');
+  assert.ok(kinds(r.body.details.run_id).includes('refusal'));
+  assert.equal(ai.requests.length, before);
+});
+
+test('placement: a seat above the cell clearance or missing topology is refused before it starts', async () => {
+  const high = await team(api, 'sequential', [{ role: 'secret', cap: { allowed_tools: [], clearance_level: 5 } }]);
+  const r = await t.request('POST', `${T}/crews/${high.crew}/runs`, { token: t.adminKey, body: { input: 'x' } });
+  assert.equal(r.status, 409, r.text);
+  assert.equal(r.body.details.reason, 'placement_unmet');
+  assert.equal(r.body.details.unmet[0].constraint, 'clearance');
+  const topo = await team(api, 'sequential', [{ role: 'remote' }], { topology: { site: 'moon' } });
+  const r2 = await t.request('POST', `${T}/crews/${topo.crew}/runs`, { token: t.adminKey, body: { input: 'x' } });
+  assert.equal(r2.status, 409);
+  assert.equal(r2.body.details.unmet[0].constraint, 'topology.site');
+});
+
+test('over-authority billet: rejected at authoring, naming the fields', async () => {
+  const f = await ok(api, 'POST', `${T}/formations`, { name: 'strict', coordination_policy: 'manager-delegates' });
+  const boss = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, { role_label: 'boss', required_skills: [], authority_cap: { allowed_tools: ['calc'], clearance_level: 1 } });
+  const r = await t.request('POST', `${T}/formations/${f.formation_id}/billets`, {
+    token: t.adminKey, body: { role_label: 'rogue', required_skills: [], reports_to: boss.billet_id, authority_cap: { allowed_tools: ['calc', 'kv.put'], clearance_level: 3 } },
+  });
+  assert.equal(r.status, 400);
+  assert.equal(r.body.details.reason, 'over_authority');
+  assert.deepEqual(r.body.details.fields, ['allowed_tools', 'clearance_level']);
+  const bad = await t.request('POST', `${T}/formations/${f.formation_id}/billets`, { token: t.adminKey, body: { role_label: 'x', required_skills: [], reports_to: 'blt_00000000000000000000', authority_cap: {} } });
+  assert.equal(bad.body.details.reason, 'unknown_reports_to');
+});
+
+test('graph endpoint: same hash on every call; a new billet changes it', async () => {
+  const tm = await team(api, 'sequential', [{ role: 'g1' }, { role: 'g2' }]);
+  const g1 = await ok(api, 'GET', `${T}/formations/${tm.formation}/graph`);
+  const g2 = await ok(api, 'GET', `${T}/formations/${tm.formation}/graph`);
+  assert.equal(g1.graph_hash, g2.graph_hash);
+  assert.match(g1.graph_hash, /^sha256:[0-9a-f]{64}$/);
+  const bound = await ok(api, 'GET', `${T}/formations/${tm.formation}/graph?crew_id=${tm.crew}`);
+  assert.equal(bound.crew_id, tm.crew);
+  await ok(api, 'POST', `${T}/formations/${tm.formation}/billets`, { role_label: 'g3', required_skills: [], authority_cap: {} });
+  const g3 = await ok(api, 'GET', `${T}/formations/${tm.formation}/graph`);
+  assert.notEqual(g3.formation_hash, g1.formation_hash);
+});
+
+test('recover: refused when the formation changed since the run started', async () => {
+  ai.setResponder(() => ({ tool_calls: [{ name: 'kv__put', arguments: { key: 'x', value: 1 } }] }));
+  const cap = { allowed_tools: ['kv.put'], permission_mode: 'ask', egress_allowlist: ['kv:*'] };
+  const tm = await team(api, 'sequential', [{ role: 'waiter', cap }]);
+  const r = await run(tm.crew, 'wait');
+  assert.equal((await status(tm.crew, r.run_id)).state, 'waiting');
+  await ok(api, 'POST', `${T}/formations/${tm.formation}/billets`, { role_label: 'late', required_skills: [], authority_cap: {} });
+  const rec = await t.request('POST', `${T}/crews/${tm.crew}/runs/${r.run_id}/recover`, { token: t.adminKey });
+  assert.equal(rec.status, 409, rec.text);
+  assert.equal(rec.body.details.reason, 'graph_changed');
+  const s = await status(tm.crew, r.run_id);
+  assert.equal(s.state, 'refused');
+  assert.equal(s.error.reason, 'graph_changed');
+});
+
+test('runs still in flight after their time budget are flagged for investigation', async () => {
+  ai.setResponder(() => ({ tool_calls: [{ name: 'kv__put', arguments: { key: 'y', value: 1 } }] }));
+  const cap = { allowed_tools: ['kv.put'], permission_mode: 'ask', egress_allowlist: ['kv:*'] };
+  const tm = await team(api, 'sequential', [{ role: 'slow', cap }]);
+  const r = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x', max_duration_ms: 1000 });
+  await settled(t.cell, r.run_id);
+  assert.equal((await status(tm.crew, r.run_id)).investigate, null);
+  t.clock.advance(5000);
+  const s = await status(tm.crew, r.run_id);
+  assert.equal(s.investigate.reason, 'time_budget');
+  const list = await ok(api, 'GET', `${T}/runs?investigate=true`);
+  assert.ok(list.runs.some((x: { run_id: string }) => x.run_id === r.run_id));
+  assert.ok(kinds(r.run_id).includes('investigate'));
+});
+
+test('the journal is served by the shared jobs routes for crew runs too', async () => {
+  const list = await ok(api, 'GET', `${T}/runs?limit=1`);
+  const runId = list.runs[0].run_id;
+  const j = await t.request('GET', `${A}/jobs/runs/${runId}/journal`, { token: t.adminKey });
+  assert.equal(j.status, 200, j.text);
+});
