@@ -14,14 +14,15 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
-import { open, rename, type FileHandle } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Database, SqlValue as SqlJsValue } from 'sql.js';
+import type { Database } from 'sql.js';
 import { ServiceError } from '../../core/errors.ts';
+import { writeAll, writeFileDurably } from './_files.ts';
 import { acquireDirLock, type DirLock } from './_lock.ts';
-import {
-  checkHeader, decodeRecord, encodeHeader, encodeRecord, HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEAD_BYTES, type Statement,
-} from './_log.ts';
+import { encodeRecord, HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEAD_BYTES, type Statement } from './_log.ts';
+import { readSnapshotLsn, replayLog, type ReplayResult } from './_replay.ts';
+import { execute, queryAll, tune } from './_sql.ts';
 import { loadSqlJs } from './_sqljs.ts';
 import type { Migration, OpenStoreOptions, Row, SqlValue, Store, Tx } from './types.ts';
 
@@ -30,9 +31,6 @@ export const DEFAULT_CHECKPOINT_BYTES = 64 * 1024 * 1024;
 
 /** Statements that would break the store's own BEGIN/COMMIT around write(). */
 const TX_CONTROL = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE|VACUUM|ATTACH|DETACH)\b/i;
-
-/** SQLite's default page cache (-2000 = 2000 KiB), restored after replay. */
-const DEFAULT_CACHE_SIZE = -2000;
 
 export const SNAPSHOT_FILE = 'snapshot.db';
 export const LOG_FILE = 'wal.log';
@@ -77,16 +75,22 @@ export async function openStore(opts: DurableStoreOptions): Promise<DurableStore
   mkdirSync(opts.dir, { recursive: true });
   const lock = acquireDirLock(opts.dir, note);
   let db: Database | undefined;
+  let fh: FileHandle | undefined;
   try {
     const SQL = await loadSqlJs();
     const snapPath = join(opts.dir, SNAPSHOT_FILE);
     rmSync(`${snapPath}.tmp`, { force: true });
     db = existsSync(snapPath) ? new SQL.Database(readFileSync(snapPath)) : new SQL.Database();
-    tune(db);
-    const snapshotLsn = readSnapshotLsn(db);
+    let snapshotLsn: number;
+    try {
+      tune(db);
+      snapshotLsn = readSnapshotLsn(db);
+    } catch (err) {
+      throw new Error(`store: ${snapPath} is unreadable (${(err as Error).message}); refusing to open`);
+    }
     const logPath = join(opts.dir, LOG_FILE);
     const replay = await replayLog(db, logPath, opts.dir, snapshotLsn, note);
-    const fh = await open(logPath, 'a');
+    fh = await open(logPath, 'a');
     const store = new SqlJsStore(db, fh, lock, opts.dir, {
       lsn: replay.lastLsn,
       logBytes: replay.logBytes,
@@ -100,20 +104,11 @@ export async function openStore(opts: DurableStoreOptions): Promise<DurableStore
     if (store.stats.logBytes > checkpointBytes) await store.checkpoint();
     return store;
   } catch (err) {
+    await fh?.close().catch(() => undefined);
     db?.close();
     lock.release();
     throw err;
   }
-}
-
-/**
- * The database file lives in sql.js's in-memory filesystem and dies with the
- * process, so SQLite's own crash safety buys nothing: keep the rollback journal
- * in memory (ROLLBACK still works) instead of writing it to the emulated file.
- */
-function tune(db: Database): void {
-  db.run('PRAGMA journal_mode = MEMORY');
-  db.run('PRAGMA temp_store = MEMORY');
 }
 
 function checkMigrations(migrations: readonly Migration[]): void {
@@ -127,141 +122,6 @@ function checkMigrations(migrations: readonly Migration[]): void {
   }
 }
 
-function readSnapshotLsn(db: Database): number {
-  const t = db.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_store_meta'");
-  if (t.length === 0) return 0;
-  const r = db.exec("SELECT value FROM _store_meta WHERE key = 'lsn'");
-  const v = r[0]?.values[0]?.[0];
-  return typeof v === 'number' ? v : 0;
-}
-
-interface ReplayResult {
-  lastLsn: number;
-  logBytes: number;
-  recovery: { replayed: number; droppedBytes: number; droppedReason: string | null };
-}
-
-/** Replays `logPath` into `db` (records after `snapshotLsn`), truncating a bad tail. */
-async function replayLog(db: Database, logPath: string, dir: string, snapshotLsn: number, note: (m: string) => void): Promise<ReplayResult> {
-  const recovery = { replayed: 0, droppedBytes: 0, droppedReason: null as string | null };
-  if (!existsSync(logPath)) {
-    await createLog(logPath, dir);
-    return { lastLsn: snapshotLsn, logBytes: HEADER_BYTES, recovery };
-  }
-  const buf = readFileSync(logPath);
-  const bad = checkHeader(buf);
-  if (bad) {
-    if (buf.length === 0) {
-      await createLog(logPath, dir);
-      return { lastLsn: snapshotLsn, logBytes: HEADER_BYTES, recovery };
-    }
-    throw new Error(`store: ${logPath} is not a usable log (${bad}); refusing to open`);
-  }
-  let off = HEADER_BYTES;
-  let prev = 0;
-  let last = snapshotLsn;
-  const cache = new Map<string, ReturnType<Database['prepare']>>();
-  // Replay is one big transaction: a large page cache keeps its dirty pages from
-  // spilling into sql.js's emulated file (about 2x faster); back to the default after.
-  db.run('PRAGMA cache_size = -262144');
-  db.run('BEGIN');
-  try {
-    while (off < buf.length) {
-      const rec = decodeRecord(buf, off);
-      if (!rec.ok) {
-        recovery.droppedReason = `${rec.reason} at offset ${off}`;
-        break;
-      }
-      if (rec.lsn <= prev) {
-        recovery.droppedReason = `LSN ${rec.lsn} out of order after ${prev} at offset ${off}`;
-        break;
-      }
-      prev = rec.lsn;
-      if (rec.lsn > snapshotLsn) {
-        if (rec.lsn !== last + 1) {
-          throw new Error(`store: log record LSN ${rec.lsn} follows LSN ${last}: records are missing; refusing to open`);
-        }
-        for (const [sql, params] of rec.stmts) {
-          if (params && params.length > 0) {
-            let st = cache.get(sql);
-            if (!st) cache.set(sql, (st = db.prepare(sql)));
-            st.run(params as SqlJsValue[]);
-          } else {
-            db.run(sql);
-          }
-        }
-        last = rec.lsn;
-        recovery.replayed++;
-      }
-      off = rec.next;
-    }
-    for (const st of cache.values()) st.free();
-    cache.clear();
-    db.run('COMMIT');
-    db.run(`PRAGMA cache_size = ${DEFAULT_CACHE_SIZE}`);
-  } catch (err) {
-    for (const st of cache.values()) st.free();
-    try {
-      db.run('ROLLBACK');
-    } catch {
-      // The failed statement may already have ended the transaction.
-    }
-    if (err instanceof Error && err.message.startsWith('store:')) throw err;
-    throw new Error(`store: replaying the log failed at offset ${off}: ${(err as Error).message}; refusing to open`);
-  }
-  if (off < buf.length) {
-    recovery.droppedBytes = buf.length - off;
-    // Keep the dropped bytes beside the log for forensics; never delete data silently.
-    const keep = `${logPath}.dropped-${Date.now()}`;
-    await writeFileDurably(keep, buf.subarray(off), dir);
-    note(`store: dropped ${recovery.droppedBytes} bytes of log tail (${recovery.droppedReason}); kept ${recovery.replayed} replayed records; the dropped bytes are saved in ${keep}`);
-    const fh = await open(logPath, 'r+');
-    try {
-      await fh.truncate(off);
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-  }
-  return { lastLsn: last, logBytes: off, recovery };
-}
-
-/** Creates an empty log atomically (temp, fsync, rename, fsync dir). */
-async function createLog(logPath: string, dir: string): Promise<void> {
-  await writeFileDurably(logPath, encodeHeader(), dir);
-}
-
-async function writeFileDurably(path: string, bytes: Uint8Array, dir: string): Promise<void> {
-  const tmp = `${path}.tmp`;
-  const fh = await open(tmp, 'w', 0o600);
-  try {
-    await writeAll(fh, bytes);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await rename(tmp, path);
-  await syncDir(dir);
-}
-
-async function syncDir(dir: string): Promise<void> {
-  const d = await open(dir, 'r');
-  try {
-    await d.sync();
-  } finally {
-    await d.close();
-  }
-}
-
-async function writeAll(fh: FileHandle, bytes: Uint8Array): Promise<void> {
-  let done = 0;
-  while (done < bytes.length) {
-    const { bytesWritten } = await fh.write(bytes, done, bytes.length - done, null);
-    if (bytesWritten <= 0) throw new Error('store: short write');
-    done += bytesWritten;
-  }
-}
-
 function unavailable(reason: string): ServiceError {
   return new ServiceError('service_unavailable', 'The store cannot accept writes.', {
     details: { reason },
@@ -271,35 +131,6 @@ function unavailable(reason: string): ServiceError {
 
 function copyParams(params: readonly SqlValue[]): SqlValue[] {
   return params.map((v) => (v instanceof Uint8Array ? v.slice() : v));
-}
-
-function queryAll<T extends Row>(db: Database, sql: string, params: readonly SqlValue[] | undefined, first: boolean): T[] {
-  const st = db.prepare(sql);
-  try {
-    if (params && params.length > 0) st.bind(params as SqlJsValue[]);
-    const rows: T[] = [];
-    while (st.step()) {
-      rows.push(st.getAsObject() as T);
-      if (first) break;
-    }
-    return rows;
-  } finally {
-    st.free();
-  }
-}
-
-function execute(db: Database, sql: string, params: readonly SqlValue[] | undefined): number {
-  if (params && params.length > 0) {
-    const st = db.prepare(sql);
-    try {
-      st.run(params as SqlJsValue[]);
-    } finally {
-      st.free();
-    }
-  } else {
-    db.run(sql);
-  }
-  return db.getRowsModified();
 }
 
 interface StoreInit {
@@ -467,7 +298,11 @@ class SqlJsStore implements DurableStore {
         continue;
       }
       await this.write((tx) => {
-        tx.run(m.sql);
+        try {
+          tx.run(m.sql);
+        } catch (err) {
+          throw new Error(`store: migration ${m.id} failed: ${(err as Error).message}`);
+        }
         const seq = tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM _migrations')?.n ?? 0;
         tx.run('INSERT INTO _migrations (id, seq, sql_sha256) VALUES (?, ?, ?)', [m.id, seq + 1, sha]);
       });

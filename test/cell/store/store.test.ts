@@ -216,6 +216,25 @@ describe('store: migrations', () => {
     assert.ok(notes.some((n) => /b-001 was applied with different SQL/.test(n)));
   });
 
+  it('a failing migration refuses the open, names the migration, and releases the directory', async () => {
+    const { dir, cleanup } = tempDir();
+    cleanups.push(cleanup);
+    await assert.rejects(
+      openStore({ dir, migrations: [{ id: 'bad-001', sql: 'CREATE TABLE' }], log: () => undefined }),
+      /^Error: store: migration bad-001 failed: incomplete input$/,
+    );
+    const ok = await openStore({ dir, migrations: T_MIGRATIONS, log: () => undefined });
+    cleanups.push(() => ok.close());
+    assert.equal(ok.get<{ n: number }>("SELECT COUNT(*) AS n FROM _migrations WHERE id = 'bad-001'")?.n, 0);
+  });
+
+  it('an unreadable snapshot refuses the open', async () => {
+    const { dir, cleanup } = tempDir();
+    cleanups.push(cleanup);
+    writeFileSync(join(dir, SNAPSHOT_FILE), Buffer.alloc(4096, 7));
+    await assert.rejects(openStore({ dir, migrations: T_MIGRATIONS, log: () => undefined }), /snapshot\.db is unreadable/);
+  });
+
   it('rejects duplicate migration ids', async () => {
     const { dir, cleanup } = tempDir();
     cleanups.push(cleanup);

@@ -1,0 +1,34 @@
+/** Durable file helpers: atomic replace (temp, fsync, rename, fsync dir) and full writes. */
+import { open, rename, type FileHandle } from 'node:fs/promises';
+
+/** Replaces `path` with `bytes` atomically and durably: write temp, fsync, rename, fsync the directory. */
+export async function writeFileDurably(path: string, bytes: Uint8Array, dir: string): Promise<void> {
+  const tmp = `${path}.tmp`;
+  const fh = await open(tmp, 'w', 0o600);
+  try {
+    await writeAll(fh, bytes);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, path);
+  await syncDir(dir);
+}
+
+export async function syncDir(dir: string): Promise<void> {
+  const d = await open(dir, 'r');
+  try {
+    await d.sync();
+  } finally {
+    await d.close();
+  }
+}
+
+export async function writeAll(fh: FileHandle, bytes: Uint8Array): Promise<void> {
+  let done = 0;
+  while (done < bytes.length) {
+    const { bytesWritten } = await fh.write(bytes, done, bytes.length - done, null);
+    if (bytesWritten <= 0) throw new Error('store: short write');
+    done += bytesWritten;
+  }
+}
