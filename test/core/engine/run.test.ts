@@ -30,7 +30,7 @@ test('a run refuses immediately when any bound agent has no budget ledger (fail-
   assert.deepEqual(j.records.map((x) => x.kind), ['run_started', 'refusal', 'run_finished']);
   assert.deepEqual(await j.verify(), { ok: true });
   // no budget port at all: same refusal
-  const { p: p2 } = await ports({ model: m.port, budget: undefined });
+  const { p: p2 } = await ports({ model: m.port });
   delete p2.budget;
   assert.equal((await runGraph(three(), 'go', p2, OPTS)).reason, 'no_budget_ledger');
 });
