@@ -4,7 +4,7 @@
  *
  * Payload (type `crew`):
  *   crew: { crew_id, name, formation_id, graph, graph_hash, agents, blueprints,
- *           skills, tool_grants, budgets }
+ *           skills, contracts, tool_grants, budgets }
  *   model: { sha256, publisher_kid, name } | null   (the model manifest reference)
  * The graph hash is rechecked by the verifier with the compiler's hash
  * function (passed in) so a bundle cannot carry a graph other than the one
@@ -24,6 +24,8 @@ export interface CrewContent {
   agents: unknown[];
   blueprints: unknown[];
   skills: unknown[];
+  /** Governing contracts the seats name: the value gate evaluates their rules offline too. */
+  contracts: { id: string; rules: { name: string; expr: string }[] }[];
   /** Tool grants by agent id. */
   tool_grants: Record<string, string[]>;
   /** Budget ceilings by agent id (tokens). */
@@ -60,7 +62,7 @@ export async function openCrewBundle(text: string, trusted: readonly TrustedKey[
   const p = opened.payload as Partial<CrewBundle>;
   const c = p.crew;
   if (!isObject(c) || typeof c['crew_id'] !== 'string' || typeof c['graph_hash'] !== 'string' || !('graph' in c)
-    || !Array.isArray(c['agents']) || !isObject(c['tool_grants']) || !isObject(c['budgets'])) {
+    || !Array.isArray(c['agents']) || !Array.isArray(c['contracts']) || !isObject(c['tool_grants']) || !isObject(c['budgets'])) {
     throw refused('malformed', 'the crew bundle is malformed', 'invalid_request');
   }
   const m = p.model;

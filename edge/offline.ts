@@ -88,6 +88,7 @@ export function mountOffline(app: Hono<EdgeEnv>, guard: (p: string) => Middlewar
     const ports: EnginePorts = {
       model: modelPort,
       budget,
+      contracts: { get: async (id) => crew!.contracts.find((k) => k.id === id) },
       clock: rt.clock,
       journal: { append: async (fields, payload) => { await journal.port.append(fields, payload); persist(); } },
       recorded: journal.recorded,

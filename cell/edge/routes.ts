@@ -6,7 +6,8 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { ServiceError, conflict, invalid, notFound } from '../../core/errors.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
-import type { CrewContent, ModelReference } from '../../bundles/crew-bundle.ts';
+import type { ModelReference } from '../../bundles/crew-bundle.ts';
+import { crewForEdge } from './crew-source.ts';
 import type { AppEnv, Cell } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { recordAuditTx } from '../iam/audit.ts';
@@ -66,10 +67,6 @@ const JournalImported = z.object({
   run_id: z.string(), device_id: z.string(), crew_id: z.string(), graph_hash: z.string(), outcome: z.string(),
   record_count: z.number().int(), verified: z.literal(true), imported_at: z.string(),
 }).openapi('EdgeJournalImported');
-
-/** Crew export for edge bundles; registered by the teams module under this service name. */
-export const CREW_EXPORT_SERVICE = 'teams.loadCrewForExport';
-export type CrewExporter = (cell: Cell, crewId: string) => CrewContent | Promise<CrewContent>;
 
 function bundleResponse(text: string, version: number) {
   return new Response(text, { status: 201, headers: { 'content-type': 'application/json', 'x-bundle-version': String(version) } });
@@ -138,19 +135,17 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   });
 
   app.openapi(createRoute({
-    method: 'post', path: `${P}/crew-bundles`, tags: [TAG], 'x-status': 'Partial',
+    method: 'post', path: `${P}/crew-bundles`, tags: [TAG], 'x-status': 'Live',
     summary: 'Issue a signed crew bundle for a device',
-    description: 'Wired slice: the crew\'s compiled graph and hash, agents, blueprints, skills, tool grants and budgets as the teams module exports them, plus the model manifest reference. Answers 503 while the teams export is not registered.',
+    description: 'The crew\'s compiled graph and hash, agents, blueprints, skills, contracts, tool grants and remaining budgets, plus the model manifest reference, signed with the cell identity key for one device.',
     ...secured(PERMISSIONS.edgeWrite),
     request: { body: jsonBody(CrewBundleRequest) },
-    responses: { 201: json(Envelope, 'The signed crew bundle file'), ...errorResponses(400, 401, 403, 404, 503) },
+    responses: { 201: json(Envelope, 'The signed crew bundle file'), ...errorResponses(400, 401, 403, 404) },
   }), async (c) => {
     const auth = c.get('auth');
     const body = c.req.valid('json');
     requireDevice(cell, body.device_id);
-    const exporter = cell.services.get(CREW_EXPORT_SERVICE) as CrewExporter | undefined;
-    if (!exporter) throw new ServiceError('service_unavailable', 'crew export is not available on this cell', { details: { reason: 'crew_export_unavailable' } });
-    const crew = await exporter(cell, body.crew_id);
+    const crew = crewForEdge(cell, body.crew_id);
     const b = await issueCrewBundle(cell, body.device_id, crew, modelReference(body.model_manifest), body.ttl_seconds);
     await cell.store.write((tx) => recordAuditTx(tx, {
       at: b.issued_at, actor: auth.principal.id, action: 'edge.crew_bundle.issue', target: body.device_id, outcome: 'ok', details: { version: b.version, crew_id: body.crew_id },

@@ -29,7 +29,7 @@ test('a model manifest binds the file hash and size; a tampered file or manifest
 test('a crew bundle is refused when its graph does not match its graph hash', async () => {
   const { signer, trusted } = await keyPair();
   const graph = { nodes: [{ id: 'a' }], edges: [] };
-  const crew: CrewContent = { crew_id: 'crew_1', name: 'c', formation_id: 'f_1', graph, graph_hash: contentHash(graph), agents: [], blueprints: [], skills: [], tool_grants: {}, budgets: {} };
+  const crew: CrewContent = { crew_id: 'crew_1', name: 'c', formation_id: 'f_1', graph, graph_hash: contentHash(graph), agents: [], blueprints: [], skills: [], contracts: [], tool_grants: {}, budgets: {} };
   const ok = await buildCrewBundle({ issuer: 'cell-a', signer, audience: 'dev-1', version: 1, issuedAt: T0, expiresAt: null, crew, model: null });
   const opened = await openCrewBundle(ok, [trusted], contentHash);
   assert.equal(opened.payload.crew.crew_id, 'crew_1');

@@ -52,7 +52,7 @@ export async function edgeWorld(opts: { budgets?: Record<string, number>; graph?
   const graph = opts.graph ?? twoSeatGraph();
   const crew: CrewContent = {
     crew_id: 'crw_1', name: 'field crew', formation_id: 'frm_1', graph, graph_hash: contentHash(graph),
-    agents: [], blueprints: [], skills: [], tool_grants: {}, budgets: opts.budgets ?? { agt_a: 100_000, agt_b: 100_000 },
+    agents: [], blueprints: [], skills: [], contracts: [], tool_grants: {}, budgets: opts.budgets ?? { agt_a: 100_000, agt_b: 100_000 },
   };
   const crewPath = join(dir, 'crew.bundle.json');
   writeFileSync(crewPath, await buildCrewBundle({ issuer: 'cell-a', signer: cellSigner, audience: dev.kid, version: 1, issuedAt: T0, expiresAt: null, crew, model: { name: 'tiny', sha256, publisher_kid: pub.kid } }));
