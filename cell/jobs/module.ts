@@ -5,24 +5,33 @@
  * endpoints. Shared run infrastructure (run table, journal, events, SSE,
  * cancel) lives in cell/runs.
  */
+import type { Cell } from '../context.ts';
 import type { CellModule } from '../module.ts';
 import { abortAllDrivers } from '../runs/control.ts';
 import { activeRuns } from '../runs/runs.ts';
+import { DEFINITIONS_MIGRATIONS } from './definitions.ts';
+import { ENDPOINTS_MIGRATIONS } from './endpoints.ts';
+import { mountDefinitionRoutes } from './routes-definitions.ts';
+import { mountEndpointRoutes } from './routes-endpoints.ts';
 import { mountRunRoutes } from './routes-runs.ts';
+import { Scheduler } from './scheduler.ts';
 import { startJobDrive, jobsService, type JobsService } from './runner.ts';
 import { SandboxPool } from './sandbox/pool.ts';
 
 export const jobsModule: CellModule = {
   name: 'jobs',
-  migrations: [],
+  migrations: [...DEFINITIONS_MIGRATIONS, ...ENDPOINTS_MIGRATIONS],
   init(cell) {
     const svc: JobsService = { pool: new SandboxPool(), inflight: new Set() };
     cell.services.set('jobs', svc);
+    cell.services.set('jobs.scheduler', new Scheduler(cell));
   },
   routes(app, cell) {
     mountRunRoutes(app, cell);
+    mountDefinitionRoutes(app, cell, () => schedulerOf(cell));
+    mountEndpointRoutes(app, cell);
   },
-  start(cell) {
+  async start(cell) {
     // Recovery: job runs left queued or running by a previous process are driven
     // again; completed steps are reused from the journal, not re-executed.
     for (const run of activeRuns(cell, 'job')) {
@@ -30,8 +39,10 @@ export const jobsModule: CellModule = {
       cell.log.info('recovering job run', { run_id: run.run_id, state: run.state });
       void startJobDrive(cell, run);
     }
+    await schedulerOf(cell).start();
   },
   async stop(cell) {
+    schedulerOf(cell).stop();
     const svc = jobsService(cell);
     // Leave in-flight runs non-terminal (they are recovered on the next start).
     await abortAllDrivers(cell);
@@ -39,3 +50,10 @@ export const jobsModule: CellModule = {
     await svc.pool.close();
   },
 };
+
+/** The cell's job scheduler (tests call `tick()` after moving a manual clock). */
+export function schedulerOf(cell: Cell): Scheduler {
+  const s = cell.services.get('jobs.scheduler') as Scheduler | undefined;
+  if (!s) throw new TypeError('jobs module not initialised');
+  return s;
+}

@@ -102,7 +102,7 @@ export async function driveRun(cell: Cell, runId: string, graph: Graph, ports: D
     }
     const extra: JsonObject = { ...(engineFinal ?? {}), steps: result.steps };
     if (handle.signal.aborted && handle.cancelledBy() !== null) {
-      await finishRun(cell, runId, 'cancelled', { error: { code: 'cancelled', message: 'the run was cancelled', reason: 'cancelled' }, data: { ...extra, by: handle.cancelledBy() } });
+      await finishRun(cell, runId, 'cancelled', { error: { code: 'cancelled', message: 'the run was cancelled', reason: 'cancelled' }, data: { ...extra, reason: 'cancelled', by: handle.cancelledBy() } });
     } else if (result.outcome === 'completed') {
       await finishRun(cell, runId, 'completed', { output: opts.finalOutput ? opts.finalOutput(result) : result.output, data: extra });
     } else if (result.outcome === 'waiting') {

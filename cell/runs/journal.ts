@@ -154,7 +154,7 @@ export function finishRun(cell: Cell, runId: string, outcome: Extract<RunState, 
   return serialised(cell, runId, async () => {
     const run = graphHashOf(cell, runId);
     if (!run || isTerminal(run.state)) return false;
-    const data: JsonObject = { outcome, ...(o.error ? { error: { ...o.error } } : {}), ...o.data };
+    const data: JsonObject = { ...o.data, outcome, ...(o.error ? { error: { ...o.error } } : {}) };
     const { rec } = await sealNext(cell, runId, run.graphHash, {
       step_id: 'run', kind: TERMINAL_KIND, output_hash: contentHash(o.output ?? null), data,
     });

@@ -102,6 +102,11 @@ export class SandboxPool {
     if (this.#closed) return { ok: false, reason: 'sandbox_crashed', message: 'the cell is stopping', logs: [], duration_ms: 0 } satisfies Failure;
     if (signal?.aborted) return { ok: false, reason: 'cancelled', message: 'the run was cancelled', logs: [], duration_ms: 0 } satisfies Failure;
     const w = await this.#take();
+    if (signal?.aborted) {
+      // Cancelled while a worker was being started.
+      this.#give(w, false);
+      return { ok: false, reason: 'cancelled', message: 'the run was cancelled', logs: [], duration_ms: 0 } satisfies Failure;
+    }
     const id = this.#nextId++;
     const started = Date.now();
     return new Promise((resolve) => {

@@ -1,0 +1,154 @@
+/**
+ * Jobs definitions routes (spec: "Jobs definitions"): create, list, get,
+ * update, enable, disable, soft delete. Reads need
+ * system.orchestration.admin.read, writes .write. Each change is audited and
+ * re-arms the scheduler.
+ */
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { notFound } from '../../core/errors.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
+import type { AppEnv, Cell } from '../context.ts';
+import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { recordAuditTx } from '../iam/audit.ts';
+import {
+  assertNotDeleted, definitionView, getDefinition, listDefinitions, newScheduleId, nextFireAfter, parseCron, validateTemplate,
+} from './definitions.ts';
+import type { Scheduler } from './scheduler.ts';
+import { CreateDefinitionSchema, DefinitionSchema, PatchDefinitionSchema } from './schemas.ts';
+
+const TAG = 'Job definitions';
+const BASE = '/api/public/v1/admin/jobs/definitions';
+const IdParam = z.object({ schedule_id: z.string().min(1).max(200).openapi({ param: { name: 'schedule_id', in: 'path' }, example: 'sch_0123456789abcdef0123' }) });
+
+const create = createRoute({
+  method: 'post', path: BASE, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Create a definition (a scheduled job)',
+  description: 'A typed `{job_type, spec}` plus `cron` (5 fields, or 6 with seconds first) and `timezone`. The cron and the template are validated now: agent needs a graph_id this cell knows (a formation_id is refused), team needs a crew_id (a formation_id alone is refused).',
+  request: { body: jsonBody(CreateDefinitionSchema) },
+  responses: { 201: json(DefinitionSchema, 'The definition'), ...errorResponses(400, 401, 403) },
+});
+const list = createRoute({
+  method: 'get', path: BASE, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsRead),
+  summary: 'List definitions',
+  description: 'In creation order. Soft-deleted definitions only with `include_deleted=true`. `limit` 1 to 1000 (default 100).',
+  request: { query: pageQuery(100, 1000).extend({ include_deleted: z.enum(['true', 'false']).default('false') }) },
+  responses: {
+    200: json(z.object({ items: z.array(DefinitionSchema), limit: z.number().int(), offset: z.number().int(), total: z.number().int() }).openapi('JobDefinitionList'), 'A page of definitions'),
+    ...errorResponses(400, 401, 403),
+  },
+});
+const get = createRoute({
+  method: 'get', path: `${BASE}/{schedule_id}`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsRead),
+  summary: 'Get a definition', request: { params: IdParam },
+  responses: { 200: json(DefinitionSchema, 'The definition (soft-deleted ones say deleted: true)'), ...errorResponses(400, 401, 403, 404) },
+});
+const patch = createRoute({
+  method: 'patch', path: `${BASE}/{schedule_id}`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Update a definition',
+  description: 'Changes name, workspace, spec, cron, timezone or catch_up; everything is validated again. The next fire time is recomputed from now.',
+  request: { params: IdParam, body: jsonBody(PatchDefinitionSchema) },
+  responses: { 200: json(DefinitionSchema, 'The definition'), ...errorResponses(400, 401, 403, 404, 409) },
+});
+const enable = createRoute({
+  method: 'post', path: `${BASE}/{schedule_id}/enable`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Enable a definition (idempotent)', description: 'Its next fire time is computed from now: fires missed while disabled are not run.',
+  request: { params: IdParam },
+  responses: { 200: json(DefinitionSchema, 'The definition'), ...errorResponses(400, 401, 403, 404, 409) },
+});
+const disable = createRoute({
+  method: 'post', path: `${BASE}/{schedule_id}/disable`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Disable a definition (idempotent)', description: 'A disabled definition never fires.',
+  request: { params: IdParam },
+  responses: { 200: json(DefinitionSchema, 'The definition'), ...errorResponses(400, 401, 403, 404, 409) },
+});
+const del = createRoute({
+  method: 'delete', path: `${BASE}/{schedule_id}`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Soft-delete a definition (idempotent)', description: 'It never fires again and is listed only with include_deleted=true; its runs stay.',
+  request: { params: IdParam },
+  responses: { 200: json(DefinitionSchema, 'The deleted definition'), ...errorResponses(400, 401, 403, 404) },
+});
+
+export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, cell: Cell, scheduler: () => Scheduler): void {
+  const load = (id: string) => {
+    const d = getDefinition(cell, id);
+    if (!d) throw notFound('definition');
+    return d;
+  };
+
+  app.openapi(create, async (c) => {
+    const b = c.req.valid('json');
+    parseCron(b.cron, b.timezone);
+    const spec = validateTemplate(cell, b.job_type, b.spec);
+    const actor = c.get('auth').principal.id;
+    const now = cell.clock.now();
+    const id = newScheduleId();
+    const next = b.enabled ? nextFireAfter(b.cron, b.timezone, now) : null;
+    await cell.store.write((tx) => {
+      tx.run(`INSERT INTO job_definitions (schedule_id, name, job_type, workspace_id, spec, cron, timezone, catch_up, enabled, deleted_at, next_fire_at,
+                last_fire_at, last_run_id, fire_count, skip_count, lease_owner, lease_until, created_by, created_at, updated_at)
+              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, NULL, 0, 0, NULL, NULL, ?, ?, ?)`,
+      [id, b.name, b.job_type, b.workspace_id, JSON.stringify(spec), b.cron.trim(), b.timezone, b.catch_up, b.enabled ? 1 : 0, next, actor, now, now]);
+      recordAuditTx(tx, { at: now, actor, action: 'jobs.definition.create', target: id, outcome: 'ok', details: { job_type: b.job_type, cron: b.cron } });
+    });
+    scheduler().rearm();
+    return c.json(definitionView(load(id)), 201);
+  });
+
+  app.openapi(list, (c) => {
+    const q = c.req.valid('query');
+    const { items, total } = listDefinitions(cell, { limit: q.limit, offset: q.offset, includeDeleted: q.include_deleted === 'true' });
+    return c.json({ items: items.map(definitionView), limit: q.limit, offset: q.offset, total }, 200);
+  });
+
+  app.openapi(get, (c) => c.json(definitionView(load(c.req.valid('param').schedule_id)), 200));
+
+  app.openapi(patch, async (c) => {
+    const d = load(c.req.valid('param').schedule_id);
+    assertNotDeleted(d);
+    const b = c.req.valid('json');
+    const cron = b.cron ?? d.cron;
+    const timezone = b.timezone ?? d.timezone;
+    parseCron(cron, timezone);
+    const spec = b.spec !== undefined ? validateTemplate(cell, d.job_type, b.spec) : d.spec;
+    const actor = c.get('auth').principal.id;
+    const now = cell.clock.now();
+    const next = d.enabled ? nextFireAfter(cron, timezone, now) : null;
+    await cell.store.write((tx) => {
+      tx.run(`UPDATE job_definitions SET name = ?, workspace_id = ?, spec = ?, cron = ?, timezone = ?, catch_up = ?, next_fire_at = ?, updated_at = ? WHERE schedule_id = ?`,
+        [b.name ?? d.name, b.workspace_id ?? d.workspace_id, JSON.stringify(spec), cron.trim(), timezone, b.catch_up ?? d.catch_up, next, now, d.schedule_id]);
+      recordAuditTx(tx, { at: now, actor, action: 'jobs.definition.update', target: d.schedule_id, outcome: 'ok', details: { fields: Object.keys(b) } });
+    });
+    scheduler().rearm();
+    return c.json(definitionView(load(d.schedule_id)), 200);
+  });
+
+  const setEnabled = async (id: string, actor: string, on: boolean) => {
+    const d = load(id);
+    assertNotDeleted(d);
+    if (d.enabled === on) return d;
+    const now = cell.clock.now();
+    const next = on ? nextFireAfter(d.cron, d.timezone, now) : null;
+    await cell.store.write((tx) => {
+      tx.run('UPDATE job_definitions SET enabled = ?, next_fire_at = ?, updated_at = ? WHERE schedule_id = ?', [on ? 1 : 0, next, now, id]);
+      recordAuditTx(tx, { at: now, actor, action: on ? 'jobs.definition.enable' : 'jobs.definition.disable', target: id, outcome: 'ok' });
+    });
+    scheduler().rearm();
+    return load(id);
+  };
+  app.openapi(enable, async (c) => c.json(definitionView(await setEnabled(c.req.valid('param').schedule_id, c.get('auth').principal.id, true)), 200));
+  app.openapi(disable, async (c) => c.json(definitionView(await setEnabled(c.req.valid('param').schedule_id, c.get('auth').principal.id, false)), 200));
+
+  app.openapi(del, async (c) => {
+    const d = load(c.req.valid('param').schedule_id);
+    if (d.deleted_at === null) {
+      const now = cell.clock.now();
+      const actor = c.get('auth').principal.id;
+      await cell.store.write((tx) => {
+        tx.run('UPDATE job_definitions SET deleted_at = ?, next_fire_at = NULL, updated_at = ? WHERE schedule_id = ?', [now, now, d.schedule_id]);
+        recordAuditTx(tx, { at: now, actor, action: 'jobs.definition.delete', target: d.schedule_id, outcome: 'ok' });
+      });
+      scheduler().rearm();
+    }
+    return c.json(definitionView(load(d.schedule_id)), 200);
+  });
+}

@@ -1,0 +1,152 @@
+/**
+ * Published endpoints routes: admin publish / list / get / unpublish under
+ * /api/public/v1/admin/jobs/endpoints (system.orchestration.admin.read/write),
+ * and the invocation `POST /api/public/v1/jobs/endpoints/{endpoint_id}/invoke`
+ * (any authenticated caller holding the endpoint's required_scopes; its own
+ * rate_limit_rpm). See endpoints.ts for the gates.
+ */
+import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { grants } from '../../core/authority/scopes.ts';
+import { invalid, notFound } from '../../core/errors.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
+import type { AppEnv, Cell } from '../context.ts';
+import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { recordAuditTx } from '../iam/audit.ts';
+import { getRun } from '../runs/runs.ts';
+import {
+  checkInputSchema, endpointForbidden, endpointView, getEndpoint, inputProblems, listEndpoints, missingScope, newEndpointId, takeEndpointBudget,
+} from './endpoints.ts';
+import { parseRunSpec, submitJobRun } from './runner.ts';
+import { CreateEndpointSchema, EndpointSchema, RunErrorSchema } from './schemas.ts';
+
+const TAG = 'Job endpoints';
+const BASE = '/api/public/v1/admin/jobs/endpoints';
+const IdParam = z.object({ endpoint_id: z.string().min(1).max(200).openapi({ param: { name: 'endpoint_id', in: 'path' }, example: 'jep_0123456789abcdef0123' }) });
+
+const publish = createRoute({
+  method: 'post', path: BASE, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Publish a compute or notebook template as an endpoint',
+  description: 'The template is validated now (with the input replaced at invocation). `rate_limit_rpm` (default 60) is this endpoint\'s own budget; `required_scopes` are what a caller\'s credential must grant; `input_schema` (a JSON Schema subset) checks the input.',
+  request: { body: jsonBody(CreateEndpointSchema) },
+  responses: { 201: json(EndpointSchema, 'The endpoint, with its invoke_path'), ...errorResponses(400, 401, 403) },
+});
+const list = createRoute({
+  method: 'get', path: BASE, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsRead),
+  summary: 'List published endpoints', description: 'In creation order; `limit` 1 to 1000 (default 100).',
+  request: { query: pageQuery(100, 1000) },
+  responses: {
+    200: json(z.object({ items: z.array(EndpointSchema), limit: z.number().int(), offset: z.number().int(), total: z.number().int() }).openapi('JobEndpointList'), 'A page of endpoints'),
+    ...errorResponses(400, 401, 403),
+  },
+});
+const get = createRoute({
+  method: 'get', path: `${BASE}/{endpoint_id}`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsRead),
+  summary: 'Get a published endpoint', request: { params: IdParam },
+  responses: { 200: json(EndpointSchema, 'The endpoint'), ...errorResponses(400, 401, 403, 404) },
+});
+const unpublish = createRoute({
+  method: 'delete', path: `${BASE}/{endpoint_id}`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Unpublish an endpoint', description: 'Invocations answer 404 from now on; runs it produced stay.',
+  request: { params: IdParam },
+  responses: { 200: json(EndpointSchema, 'The endpoint as it was'), ...errorResponses(400, 401, 403, 404) },
+});
+
+const InvokeResult = z.object({
+  run_id: z.string(),
+  state: z.string(),
+  output: z.unknown().nullable().optional(),
+  error: RunErrorSchema.nullable().optional(),
+  checked_cell_id: z.string(),
+}).openapi('JobEndpointInvocation');
+
+const invoke = createRoute({
+  method: 'post', path: '/api/public/v1/jobs/endpoints/{endpoint_id}/invoke', tags: [TAG], 'x-status': 'Live',
+  security: [{ bearerAuth: [] }, { dpop: [] }],
+  'x-required-permission': 'the endpoint\'s required_scopes',
+  summary: 'Invoke a published endpoint',
+  description: 'The JSON body is the job\'s input. Gates: authentication, the endpoint\'s required_scopes (403), its rate_limit_rpm (429 + Retry-After, independent of the gateway and per-key budgets), input_schema (400). Mode sync answers 200 with the output when the run ends within sync_timeout_ms, else 202 with the run id; mode async answers 202.',
+  request: { params: IdParam, body: { required: false, content: { 'application/json': { schema: z.unknown().openapi({ description: 'The input (any JSON)' }) } } } },
+  responses: {
+    200: json(InvokeResult, 'The run ended: its output or error'),
+    202: json(InvokeResult, 'The run is still going: follow run_id'),
+    ...errorResponses(400, 401, 403, 404, 429),
+  },
+});
+
+export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+  app.openapi(publish, async (c) => {
+    const b = c.req.valid('json');
+    if (b.input_schema !== undefined) checkInputSchema(b.input_schema);
+    parseRunSpec(b.job_type, { ...b.spec, input: null });
+    const actor = c.get('auth').principal.id;
+    const now = cell.clock.now();
+    const id = newEndpointId();
+    await cell.store.write((tx) => {
+      tx.run(`INSERT INTO job_endpoints (endpoint_id, name, job_type, workspace_id, spec, rate_limit_rpm, required_scopes, input_schema, mode, sync_timeout_ms, created_by, created_at, deleted_at)
+              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
+      [id, b.name, b.job_type, b.workspace_id, JSON.stringify(b.spec), b.rate_limit_rpm, JSON.stringify(b.required_scopes),
+        b.input_schema === undefined ? null : JSON.stringify(b.input_schema), b.mode, b.sync_timeout_ms, actor, now]);
+      recordAuditTx(tx, { at: now, actor, action: 'jobs.endpoint.publish', target: id, outcome: 'ok', details: { job_type: b.job_type, rate_limit_rpm: b.rate_limit_rpm } });
+    });
+    return c.json(endpointView(getEndpoint(cell, id)!), 201);
+  });
+
+  app.openapi(list, (c) => {
+    const q = c.req.valid('query');
+    const { items, total } = listEndpoints(cell, q.limit, q.offset);
+    return c.json({ items: items.map(endpointView), limit: q.limit, offset: q.offset, total }, 200);
+  });
+
+  app.openapi(get, (c) => {
+    const e = getEndpoint(cell, c.req.valid('param').endpoint_id);
+    if (!e) throw notFound('endpoint');
+    return c.json(endpointView(e), 200);
+  });
+
+  app.openapi(unpublish, async (c) => {
+    const e = getEndpoint(cell, c.req.valid('param').endpoint_id);
+    if (!e) throw notFound('endpoint');
+    const now = cell.clock.now();
+    const actor = c.get('auth').principal.id;
+    await cell.store.write((tx) => {
+      tx.run('UPDATE job_endpoints SET deleted_at = ? WHERE endpoint_id = ?', [now, e.endpoint_id]);
+      recordAuditTx(tx, { at: now, actor, action: 'jobs.endpoint.unpublish', target: e.endpoint_id, outcome: 'ok' });
+    });
+    return c.json(endpointView(e), 200);
+  });
+
+  app.openapi(invoke, async (c) => {
+    const e = getEndpoint(cell, c.req.valid('param').endpoint_id);
+    if (!e) throw notFound('endpoint');
+    const auth = c.get('auth');
+    const lacking = missingScope(e.required_scopes, (s) => grants(auth.effective, s));
+    if (lacking !== undefined) throw endpointForbidden(lacking);
+    takeEndpointBudget(cell, e);
+    const text = await c.req.text();
+    let input: unknown = null;
+    if (text.trim() !== '') {
+      try { input = JSON.parse(text) as unknown; } catch { throw invalid('the body is not JSON', { reason: 'malformed_body' }); }
+    }
+    if (e.input_schema) {
+      const problems = inputProblems(e.input_schema, input);
+      if (problems.length) throw invalid('the input does not match the endpoint\'s input_schema', { reason: 'invalid_input', problems });
+    }
+    const spec = parseRunSpec(e.job_type, { ...e.spec, input });
+    const { run_id, done } = await submitJobRun(cell, { job_type: e.job_type, workspace_id: e.workspace_id, spec, requester: auth.principal.id, source: `endpoint:${e.endpoint_id}` });
+    if (e.mode === 'sync') {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const finished = await Promise.race([
+        done.then(() => true),
+        new Promise<boolean>((r) => { timer = setTimeout(() => r(false), e.sync_timeout_ms); }),
+      ]);
+      if (timer) clearTimeout(timer);
+      const run = getRun(cell, run_id)!;
+      if (finished && (run.state === 'completed' || run.state === 'failed' || run.state === 'refused' || run.state === 'cancelled')) {
+        return c.json({ run_id, state: run.state, output: run.output ?? null, error: run.error, checked_cell_id: cell.config.cellId }, 200);
+      }
+    }
+    const run = getRun(cell, run_id)!;
+    c.header('Location', `/api/public/v1/admin/jobs/runs/${run_id}`);
+    return c.json({ run_id, state: run.state, checked_cell_id: cell.config.cellId }, 202);
+  });
+}

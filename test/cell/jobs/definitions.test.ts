@@ -1,0 +1,161 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { manualClock, type Clock } from '../../../cell/context.ts';
+import { startCell, type RunningCell } from '../../../cell/server.ts';
+import { schedulerOf } from '../../../cell/jobs/module.ts';
+
+const quiet = { info() {}, warn() {}, error() {} };
+const DEFS = '/api/public/v1/admin/jobs/definitions';
+const T0 = Date.UTC(2026, 0, 1, 0, 0, 0);
+const MIN = 60_000;
+
+async function boot(dir: string, clock: Clock): Promise<RunningCell> {
+  const origWrite = process.stdout.write.bind(process.stdout);
+  process.stdout.write = ((c: unknown, ...r: unknown[]) => (typeof c === 'string' && /bootstrap|svck_live_/.test(c) ? true : origWrite(c as string, ...(r as [])))) as typeof process.stdout.write;
+  try {
+    return await startCell({ config: { dataDir: dir, cellId: 'cell-sched' }, clock, listen: false, log: quiet });
+  } finally {
+    process.stdout.write = origWrite;
+  }
+}
+
+function client(r: () => RunningCell, key: string) {
+  return async (method: string, path: string, body?: unknown) => {
+    const res = await r().app.request(path, {
+      method, headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    }, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : undefined };
+  };
+}
+
+function scheduledRuns(c: RunningCell, id: string): number {
+  return c.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs WHERE source = ?', [`schedule:${id}`])!.n;
+}
+
+test('definitions: cron, timezone and templates are validated at authoring', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'jobs-defs-'));
+  const clock = manualClock(T0);
+  const c = await boot(dir, clock);
+  const key = c.cell.services.get('iam.bootstrapKey') as string;
+  const req = client(() => c, key);
+  try {
+    const base = { name: 'n', job_type: 'compute', spec: { code: 'return 1' }, cron: '*/5 * * * *' };
+    for (const [body, reason] of [
+      [{ ...base, cron: '61 * * * *' }, 'invalid_cron'],
+      [{ ...base, cron: '* * * * * * *' }, 'invalid_cron'],
+      [{ ...base, cron: 'every minute' }, 'invalid_cron'],
+      [{ ...base, timezone: 'Mars/Olympus' }, 'invalid_timezone'],
+      [{ ...base, spec: { code: '' } }, 'invalid_spec'],
+      [{ ...base, job_type: 'agent', spec: { formation_id: 'frm_1' } }, 'formation_id_not_allowed'],
+      [{ ...base, job_type: 'agent', spec: { graph_id: 'sha256:' + '1'.repeat(64) } }, 'unknown_graph'],
+      [{ ...base, job_type: 'team', spec: { formation_id: 'frm_1' } }, 'formation_id_without_crew'],
+      [{ ...base, job_type: 'team', spec: { crew_id: 'crw_nope' } }, 'unknown_crew'],
+    ] as const) {
+      const r = await req('POST', DEFS, body);
+      assert.equal(r.status, 400, JSON.stringify(body));
+      assert.equal(r.body.error, 'invalid_request');
+      assert.equal(r.body.details.reason, reason, JSON.stringify(r.body));
+    }
+    const noCron = await req('POST', DEFS, { name: 'n', job_type: 'compute', spec: { code: 'return 1' } });
+    assert.equal(noCron.status, 400, 'there is no unscheduled definition');
+    const six = await req('POST', DEFS, { ...base, cron: '30 */5 * * * *', timezone: 'Europe/Paris' });
+    assert.equal(six.status, 201);
+    assert.equal(six.body.next_fire_at, T0 + 30_000);
+  } finally {
+    await c.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('scheduler: fires on the cron with an injected clock, once per time, across a restart; disable/delete stop it', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'jobs-sched-'));
+  const clock = manualClock(T0);
+  let c = await boot(dir, clock);
+  const key = c.cell.services.get('iam.bootstrapKey') as string;
+  const req = client(() => c, key);
+  try {
+    const r = await req('POST', DEFS, { name: 'every 5', job_type: 'compute', workspace_id: 'w', spec: { code: 'return 7' }, cron: '*/5 * * * *' });
+    assert.equal(r.status, 201, JSON.stringify(r.body));
+    const id = r.body.schedule_id as string;
+    assert.match(id, /^sch_[0-9a-f]{20}$/);
+    assert.equal(r.body.next_fire_at, T0 + 5 * MIN);
+    assert.equal(schedulerOf(c.cell).armedFor, T0 + 5 * MIN, 'one timer, armed for the earliest next fire');
+
+    clock.set(T0 + 4 * MIN);
+    assert.equal(await schedulerOf(c.cell).tick(), 0);
+    clock.set(T0 + 5 * MIN);
+    assert.equal(await schedulerOf(c.cell).tick(), 1);
+    assert.equal(await schedulerOf(c.cell).tick(), 0, 'no double fire');
+    assert.equal(scheduledRuns(c, id), 1);
+    const d1 = await req('GET', `${DEFS}/${id}`);
+    assert.equal(d1.body.next_fire_at, T0 + 10 * MIN);
+    assert.equal(d1.body.fire_count, 1);
+    assert.match(d1.body.last_run_id, /^run_/);
+    const run = await req('GET', `/api/public/v1/admin/jobs/runs/${d1.body.last_run_id}`);
+    assert.equal(run.body.source, `schedule:${id}`);
+
+    // Restart between fires: nothing fires at start (the next time is in the future).
+    await c.stop();
+    clock.set(T0 + 7 * MIN);
+    c = await boot(dir, clock);
+    assert.equal(scheduledRuns(c, id), 1, 'no fire on restart');
+    clock.set(T0 + 10 * MIN);
+    assert.equal(await schedulerOf(c.cell).tick(), 1);
+    assert.equal(scheduledRuns(c, id), 2);
+
+    // Disabled: never fires; enabling computes the next time from now.
+    assert.equal((await req('POST', `${DEFS}/${id}/disable`)).body.enabled, false);
+    assert.equal((await req('POST', `${DEFS}/${id}/disable`)).status, 200, 'idempotent');
+    clock.set(T0 + 16 * MIN);
+    assert.equal(await schedulerOf(c.cell).tick(), 0);
+    const en = await req('POST', `${DEFS}/${id}/enable`);
+    assert.equal(en.body.next_fire_at, T0 + 20 * MIN);
+    // PATCH the cron.
+    const p = await req('PATCH', `${DEFS}/${id}`, { cron: '0 * * * *' });
+    assert.equal(p.status, 200);
+    assert.equal(p.body.next_fire_at, T0 + 60 * MIN);
+    assert.equal((await req('PATCH', `${DEFS}/${id}`, { cron: 'bad' })).status, 400);
+    // Soft delete: never fires, listed only when asked.
+    const del = await req('DELETE', `${DEFS}/${id}`);
+    assert.equal(del.body.deleted, true);
+    clock.set(T0 + 61 * MIN);
+    assert.equal(await schedulerOf(c.cell).tick(), 0);
+    assert.equal(scheduledRuns(c, id), 2);
+    assert.equal((await req('GET', DEFS)).body.items.length, 0);
+    assert.equal((await req('GET', `${DEFS}?include_deleted=true`)).body.items.length, 1);
+    assert.equal((await req('PATCH', `${DEFS}/${id}`, { name: 'x' })).status, 409);
+    assert.equal(schedulerOf(c.cell).armedFor, null, 'nothing to fire: no timer');
+  } finally {
+    await c.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('scheduler: fires missed while down run once (catch_up once) or are skipped (catch_up skip)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'jobs-missed-'));
+  const clock = manualClock(T0);
+  let c = await boot(dir, clock);
+  const key = c.cell.services.get('iam.bootstrapKey') as string;
+  const req = client(() => c, key);
+  try {
+    const once = (await req('POST', DEFS, { name: 'once', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '* * * * *', catch_up: 'once' })).body.schedule_id as string;
+    const skip = (await req('POST', DEFS, { name: 'skip', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '* * * * *', catch_up: 'skip' })).body.schedule_id as string;
+    await c.stop();
+    clock.set(T0 + 60 * MIN + 30_000); // an hour of missed fires
+    c = await boot(dir, clock);
+    assert.equal(scheduledRuns(c, once), 1, 'catch_up once: one run for all the missed fires');
+    assert.equal(scheduledRuns(c, skip), 0, 'catch_up skip: none');
+    for (const id of [once, skip]) {
+      const d = (await req('GET', `${DEFS}/${id}`)).body;
+      assert.equal(d.next_fire_at, T0 + 61 * MIN);
+    }
+  } finally {
+    await c.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
