@@ -6,6 +6,7 @@
 import { hashSecret } from '../../core/apikey/hash.ts';
 import { verifyPkceS256 } from '../../core/tokens/pkce.ts';
 import type { Cell } from '../context.ts';
+import { recordAuditTx } from '../iam/audit.ts';
 import { denyTx } from './denylist.ts';
 import { randomToken } from './issue.ts';
 import { OAuthError } from './oauth-error.ts';
@@ -43,7 +44,10 @@ export async function redeemCode(cell: Cell, code: string, clientId: string, red
   const now = cell.clock.now();
   if (row.used_at !== null) {
     const issued = JSON.parse(row.issued) as { jti: string; exp: number }[];
-    const after = await cell.store.write((tx) => issued.map((t) => denyTx(cell, tx, t.jti, t.exp)));
+    const after = await cell.store.write((tx) => {
+      recordAuditTx(tx, { at: now, actor: `oauth_client:${clientId}`, action: 'oauth.code.reuse', target: row.subject_id, outcome: 'refused', details: { revoked: issued.map((t) => t.jti) } });
+      return issued.map((t) => denyTx(cell, tx, t.jti, t.exp));
+    });
     for (const f of after) f();
     throw new OAuthError('invalid_grant', 'authorization code already used; the tokens it issued are revoked');
   }

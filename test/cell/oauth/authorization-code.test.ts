@@ -75,6 +75,8 @@ test('attack: code reuse is refused and revokes the token it issued', async () =
   const use = await t.request('GET', '/api/public/v1/admin/oauth/clients', { token: first.body.access_token });
   assert.equal(use.status, 401);
   assert.equal(use.body.details.reason, 'revoked');
+  const audit = await t.request('GET', '/api/public/v1/admin/audit', { token: t.adminKey });
+  assert.ok(audit.body.entries.some((e: { action: string; outcome: string }) => e.action === 'oauth.code.reuse' && e.outcome === 'refused'), 'code reuse is audited');
 });
 
 test('attack: PKCE mismatch is refused', async () => {

@@ -3,6 +3,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { basic, claimsOf, createService, form, registerClient } from './_helpers.ts';
+import { refreshKeyring } from '../../../cell/oauth/signing-keys.ts';
 
 let t: InProcess;
 let client: { client_id: string; client_secret?: string };
@@ -164,4 +165,10 @@ test('signing key rotation: old tokens keep verifying during the overlap', async
   assert.notEqual(JSON.parse(Buffer.from(before.split('.')[0], 'base64url').toString()).kid, JSON.parse(Buffer.from(afterTok.split('.')[0], 'base64url').toString()).kid);
   assert.equal((await t.request('GET', '/api/public/v1/admin/oauth/clients', { token: before })).status, 200);
   assert.equal((await t.request('GET', '/api/public/v1/admin/oauth/clients', { token: afterTok })).status, 200);
+  // after the overlap (longest token lifetime + 60 s) the retired key leaves the key set
+  t.clock.advance((3600 + 61) * 1000);
+  await refreshKeyring(t.cell);
+  const jwks = await t.request('GET', '/oauth/jwks.json');
+  assert.equal(jwks.body.keys.length, 1);
+  assert.equal(jwks.body.keys[0].kid, rot.body.kid);
 });
