@@ -50,23 +50,30 @@ export async function verifyJournal(
   keys: (kid: string) => JsonWebKey | undefined,
 ): Promise<JournalVerdict> {
   const first = records[0];
-  // Structural pass: shape, run id, seq, graph hash, chain. Cheap, sequential.
-  for (let i = 0; i < records.length; i++) {
+  // Structural pass: shape, run id, seq, graph hash, chain, known key. Cheap, sequential;
+  // stops at the first problem.
+  let structural: { index: number; verdict: JournalVerdict } | null = null;
+  for (let i = 0; i < records.length && structural === null; i++) {
     const r = records[i] as unknown;
-    const seqOf = (x: unknown) => (typeof (x as { seq?: unknown })?.seq === 'number' ? (x as { seq: number }).seq : i + 1);
+    const seq = typeof (r as { seq?: unknown })?.seq === 'number' ? (r as { seq: number }).seq : i + 1;
+    const fail = (reason: string) => (structural = { index: i, verdict: { ok: false, seq, reason } });
     const problem = shapeProblem(r);
-    if (problem !== null) return { ok: false, seq: seqOf(r), reason: problem };
+    if (problem !== null) {
+      fail(problem);
+      break;
+    }
     const rec = r as JournalRecord;
-    if (rec.seq !== i + 1) return { ok: false, seq: rec.seq, reason: `seq not contiguous: expected ${i + 1}` };
-    if (rec.run_id !== first!.run_id) return { ok: false, seq: rec.seq, reason: 'run_id differs from the first record' };
-    if (rec.graph_hash !== first!.graph_hash) return { ok: false, seq: rec.seq, reason: 'graph_hash differs from the first record' };
-    const expectedPrev = i === 0 ? GENESIS_HASH : recordHash(records[i - 1]!);
-    if (rec.prev_hash !== expectedPrev) return { ok: false, seq: rec.seq, reason: 'hash chain broken: prev_hash does not match the previous record' };
-    if (keys(rec.signer_kid) === undefined) return { ok: false, seq: rec.seq, reason: `unknown signer key ${rec.signer_kid}` };
+    if (rec.seq !== i + 1) fail(`seq not contiguous: expected ${i + 1}`);
+    else if (rec.run_id !== first!.run_id) fail('run_id differs from the first record');
+    else if (rec.graph_hash !== first!.graph_hash) fail('graph_hash differs from the first record');
+    else if (rec.prev_hash !== (i === 0 ? GENESIS_HASH : recordHash(records[i - 1]!))) fail('hash chain broken: prev_hash does not match the previous record');
+    else if (keys(rec.signer_kid) === undefined) fail(`unknown signer key ${rec.signer_kid}`);
   }
-  // Signature pass: WebCrypto verifications in parallel batches.
-  for (let start = 0; start < records.length; start += BATCH) {
-    const batch = records.slice(start, start + BATCH);
+  // Signature pass over the records before the first structural problem (a tampered record
+  // also breaks the next record's link: the signature names the record actually changed).
+  const limit = structural === null ? records.length : (structural as { index: number }).index;
+  for (let start = 0; start < limit; start += BATCH) {
+    const batch = records.slice(start, Math.min(start + BATCH, limit));
     const results = await Promise.all(
       batch.map(async (rec) => {
         let sig: Uint8Array;
@@ -81,5 +88,6 @@ export async function verifyJournal(
     const bad = results.indexOf(false);
     if (bad >= 0) return { ok: false, seq: batch[bad]!.seq, reason: 'signature does not verify' };
   }
+  if (structural !== null) return (structural as { verdict: JournalVerdict }).verdict;
   return { ok: true };
 }
