@@ -46,6 +46,24 @@ export function findRuntime(): string {
   throw new EdgeSetupError(`the local model runtime is not installed: looked for edge-runtime/ with node_modules/node-llama-cpp in ${candidates.join(', ')} (install: npm install --prefix edge-runtime --omit=optional)`);
 }
 
+/**
+ * When node-llama-cpp forks `process.execPath` to test its native binding and
+ * the edge is a single executable, the child is the edge itself: it runs the
+ * runtime's script instead of the CLI. Only a script inside the installed
+ * runtime's node-llama-cpp is honoured. Returns true when this process is such a child.
+ */
+export function runtimeChildBridge(): boolean {
+  const script = process.argv[2];
+  if (process.env['TEST_BINDING_CP'] !== 'true' || !script || !script.endsWith('.js')) return false;
+  let runtime: string;
+  try { runtime = findRuntime(); } catch { return false; }
+  const root = join(runtime, 'node_modules', 'node-llama-cpp') + '/';
+  if (!resolve(script).startsWith(root)) return false;
+  const shim = createRequire(join(runtime, 'load.cjs'))(join(runtime, 'load.cjs')) as { importFile(p: string): Promise<unknown> };
+  shim.importFile(resolve(script)).catch((e: unknown) => { process.stderr.write(String(e) + '\n'); process.exit(1); });
+  return true;
+}
+
 /** Verifies manifest and file, then loads the model. Refuses (ServiceError model_tampered / bad_signature / untrusted_issuer) before loading anything. */
 export async function loadLocalSignedModel(opts: {
   modelPath: string; manifestPath: string; publishers: readonly TrustedKey[]; threads?: number; contextSize?: number;

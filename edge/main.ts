@@ -18,6 +18,7 @@ import { createEdgeApp, type EdgeRuntime } from './gateway.ts';
 import { modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { journalCommand } from './journal-cli.ts';
+import { runtimeChildBridge } from './local-model.ts';
 
 const HELP = `edge: offline keys and offline crews for an air-gapped device
 
@@ -203,4 +204,4 @@ export async function main(argv: string[]): Promise<void> {
   }
 }
 
-main(process.argv.slice(2)).catch((e: unknown) => fail(String(e)));
+if (!runtimeChildBridge()) main(process.argv.slice(2)).catch((e: unknown) => fail(String(e)));

@@ -21,6 +21,6 @@ cp "$(command -v node)" dist/edge
 chmod u+w dist/edge
 if command -v strip >/dev/null 2>&1; then strip dist/edge; fi
 npx postject dist/edge NODE_SEA_BLOB dist/edge.blob \
-  --sentinel-fuse NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2 2>&1 | { grep -v -e "Can.t find string offset" -e "^Start injection" -e "^Injection done" || true; }
+  --sentinel-fuse NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2 2>&1 | { grep -v -e "Can.t find string offset" -e "Start injection" -e "Injection done" || true; }
 rm -f dist/edge.blob dist/sea-config.json
 echo "built dist/edge ($(du -h dist/edge | cut -f1))"
