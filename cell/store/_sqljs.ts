@@ -1,10 +1,10 @@
 /**
  * Loads sql.js (SQLite compiled to WebAssembly) once per process.
  *
- * The WebAssembly bytes come from `import('sql.js/dist/sql-wasm.wasm')`: the
+ * The WebAssembly bytes come from `require('sql.js/dist/sql-wasm.wasm')`: the
  * esbuild bundle (binary loader) embeds them, so dist/cell.mjs runs without
- * node_modules. Under tsx/plain Node that import is refused (unknown file
- * extension) and the file is read from node_modules instead.
+ * node_modules. Under tsx/plain Node there is no such module and the file is
+ * read from node_modules instead.
  */
 import initSqlJs, { type SqlJsStatic } from 'sql.js';
 
@@ -17,17 +17,20 @@ export function loadSqlJs(): Promise<SqlJsStatic> {
 }
 
 async function wasmBytes(): Promise<Uint8Array> {
+  // In the esbuild bundle this `require` is resolved at build time to the
+  // embedded bytes (binary loader); a plain require avoids esbuild's ESM interop,
+  // which copies a Uint8Array index by index (~0.5 s at start-up). Under tsx or
+  // plain Node there is no bundled module: fall through to reading the file.
   try {
-    // @ts-expect-error: no typings for the .wasm file; esbuild's binary loader gives a Uint8Array.
-    const m = (await import('sql.js/dist/sql-wasm.wasm')) as { default?: unknown };
-    if (m.default instanceof Uint8Array) return m.default;
+    const m: unknown = typeof require === 'function' ? require('sql.js/dist/sql-wasm.wasm') : undefined;
+    if (m instanceof Uint8Array) return m;
   } catch {
-    // Not bundled: Node has no loader for .wasm imports; fall through to reading the file.
+    // Not bundled: Node cannot require a .wasm file; read it below.
   }
   const { createRequire } = await import('node:module');
   const { readFileSync } = await import('node:fs');
-  const require = createRequire(import.meta.url);
-  return new Uint8Array(readFileSync(require.resolve('sql.js/dist/sql-wasm.wasm')));
+  const req = createRequire(import.meta.url);
+  return new Uint8Array(readFileSync(req.resolve('sql.js/dist/sql-wasm.wasm')));
 }
 
 async function init(): Promise<SqlJsStatic> {
