@@ -12,6 +12,8 @@ import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT } from 'jos
 import { accessTokenHash } from '../../../core/tokens/ath.ts';
 import { manualClock } from '../../../cell/context.ts';
 import { startCell, type RunningCell } from '../../../cell/server.ts';
+import { CELL_BIN, startCellProcess } from '../../helpers/cell-process.ts';
+import { existsSync } from 'node:fs';
 
 const quiet = { info() {}, warn() {}, error() {} };
 let dir: string;
@@ -124,4 +126,31 @@ test('DPoP + mTLS: both bindings are recorded and both must hold', async () => {
   const noProof = await req('robot', path, { headers: { authorization: `DPoP ${tok}` } });
   assert.equal(noProof.status, 401);
   assert.equal(noProof.body.details.reason, 'dpop_required');
+});
+
+test('the real process: serve --tls-cert --tls-key --client-ca serves https and binds tokens to client certificates', {
+  skip: existsSync(CELL_BIN) ? false : 'dist/cell.mjs missing: node scripts/build.mjs',
+}, async () => {
+  const proc = await startCellProcess({ args: ['--cell-id', 'cell-tls', '--tls-cert', join(dir, 'server.pem'), '--tls-key', join(dir, 'server.key'), '--client-ca', join(dir, 'ca.pem')] });
+  try {
+    assert.match(proc.url, /^https:\/\/127\.0\.0\.1:\d+$/);
+    const get = (who: 'robot' | 'none', path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}) =>
+      ufetch(proc.url + path, { ...init, dispatcher: agents[who]! }).then(async (r) => ({ status: r.status, body: await r.json() as any }));
+    const meta = await get('none', '/.well-known/oauth-authorization-server');
+    assert.equal(meta.body.token_endpoint, `${proc.url}/oauth/token`);
+    const reg = await get('none', '/api/public/v1/admin/oauth/clients', {
+      method: 'POST', headers: { authorization: `Bearer ${proc.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'robot', scope: ['oauth.clients.read'], token_endpoint_auth_method: 'tls_client_auth', tls_client_auth_subject_dn: 'CN=robot' }),
+    });
+    assert.equal(reg.status, 201);
+    const tok = await get('robot', '/oauth/token', { method: 'POST', headers: formHeaders, body: `grant_type=client_credentials&client_id=${reg.body.client_id}` });
+    assert.equal(tok.status, 200);
+    const claims = JSON.parse(Buffer.from(tok.body.access_token.split('.')[1], 'base64url').toString());
+    assert.equal(claims.cnf['x5t#S256'], x5t(pem['robot.pem']!));
+    assert.equal((await get('none', '/api/public/v1/admin/oauth/clients', { headers: { authorization: `Bearer ${tok.body.access_token}` } })).status, 401);
+    assert.equal((await get('robot', '/api/public/v1/admin/oauth/clients', { headers: { authorization: `Bearer ${tok.body.access_token}` } })).status, 200);
+  } finally {
+    await proc.stop();
+    proc.cleanup();
+  }
 });
