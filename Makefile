@@ -16,7 +16,13 @@ install: node_modules/.install-stamp
 build: install
 	node scripts/build.mjs
 
-edge: build
+# The single executable dist/edge, and the local model runtime beside it (node-llama-cpp, CPU only, ~85 MB).
+edge-runtime/node_modules/.install-stamp: edge-runtime/package-lock.json
+	npm ci --prefix edge-runtime --omit=optional --no-audit --no-fund
+	touch $@
+
+edge: build edge-runtime/node_modules/.install-stamp
+	scripts/build-sea.sh
 
 typecheck: install
 	npx tsc --noEmit -p tsconfig.json
