@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { settled } from '../../../cell/teams/runs.ts';
 import { readJournal } from '../../../cell/runs/journal.ts';
+import { cellPublicJwks } from '../../../cell/iam/identity.ts';
+import { verifyJournal } from '../../../core/journal/verify.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { lastUser, startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
 import { A, T, ok, provider, roleOf, team, type Api } from './_setup.ts';
@@ -241,4 +243,23 @@ test('the journal is served by the shared jobs routes for crew runs too', async 
   const runId = list.runs[0].run_id;
   const j = await t.request('GET', `${A}/jobs/runs/${runId}/journal`, { token: t.adminKey });
   assert.equal(j.status, 200, j.text);
+});
+
+test('a crew run journal verifies against the cell key; tampering with any field is detected', async () => {
+  ai.setResponder((req) => ({ content: `${roleOf(req)} ok` }));
+  const tm = await team(api, 'sequential', [{ role: 'v1' }, { role: 'v2' }]);
+  const r = await run(tm.crew, 'verify me');
+  assert.equal((await status(tm.crew, r.run_id)).state, 'completed');
+  const records = readJournal(t.cell, r.run_id);
+  const keys = new Map(cellPublicJwks(t.cell).map((k) => [k.kid, k.jwk]));
+  assert.deepEqual(await verifyJournal(records, (kid) => keys.get(kid)), { ok: true });
+  for (const field of ['output_hash', 'step_id', 'at'] as const) {
+    const copy = records.map((x) => ({ ...x }));
+    const target = copy[2]!;
+    (target as any)[field] = field === 'at' ? target.at + 1 : field === 'output_hash' ? 'sha256:' + '1'.repeat(64) : target.step_id + 'x';
+    const v = await verifyJournal(copy, (kid) => keys.get(kid));
+    assert.equal(v.ok, false, field);
+  }
+  const dropped = records.filter((_, i) => i !== 1);
+  assert.equal((await verifyJournal(dropped, (kid) => keys.get(kid))).ok, false);
 });
