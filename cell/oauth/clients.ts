@@ -15,7 +15,7 @@ import { isServiceError } from '../../core/errors.ts';
 import type { AppEnv, AuthContext, Cell } from '../context.ts';
 import { clientIp } from '../http/client-ip.ts';
 import { authenticateKeySecret } from '../iam/keys.ts';
-import { getPrincipal, principalPermissions, type Principal } from '../iam/principals.ts';
+import { getPrincipal, type Principal } from '../iam/principals.ts';
 import { OAuthError } from './oauth-error.ts';
 
 export const GRANT_CLIENT_CREDENTIALS = 'client_credentials';
@@ -166,4 +166,3 @@ export function clientCredentialsSubject(cell: Cell, ac: AuthenticatedClient): {
   return { subject: p, cap: client.scope };
 }
 
-export { principalPermissions };

@@ -7,7 +7,6 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { isSelector, normalize, selectorsSubset } from '../../core/authority/scopes.ts';
 import { forbidden, invalid } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import { generateSecret } from '../../core/apikey/secret.ts';
 import type { AppEnv, Cell } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
@@ -132,4 +131,3 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   });
 }
 
-export { generateSecret };

@@ -18,7 +18,7 @@ import { esc, hidden, page, scopeList } from './html.ts';
 import { isOAuthError } from './oauth-error.ts';
 import { narrowScope, parseScope } from './scope.ts';
 import { issuerOf } from './settings.ts';
-import { createSession, csrfMatches, currentSession, loginCsrf, LOGIN_CSRF_COOKIE } from './sessions.ts';
+import { createSession, csrfMatches, currentSession, endSession, loginCsrf, LOGIN_CSRF_COOKIE } from './sessions.ts';
 import { getCookie } from 'hono/cookie';
 
 const TAG = 'OAuth pages';
@@ -109,6 +109,18 @@ ${hidden({ csrf, return_to: returnTo })}
     return c.redirect(returnTo, 303);
   });
 
+  app.openapi(createRoute({
+    method: 'post', path: '/oauth/logout', tags: [TAG], 'x-status': 'Live', summary: 'Sign out: ends the session',
+    request: { body: formBody({ csrf: 'session form token' }, ['csrf']) },
+    responses: { 200: HTML, 403: HTML },
+  }), async (c) => {
+    const f = await readForm(c);
+    const s = currentSession(cell, c);
+    if (s && !csrfMatches(s.csrf, f['csrf'])) return errorPage(c, 'The form expired; start again.', 403);
+    await endSession(cell, c);
+    return html(c, page('Signed out', '<p id="result">You are signed out.</p>'));
+  });
+
   // --- authorization code ----------------------------------------------------
   app.openapi(createRoute({
     method: 'get', path: '/oauth/authorize', tags: [TAG], 'x-status': 'Live',
@@ -183,7 +195,8 @@ ${hidden({ csrf: s.csrf })}
 <label for="user_code">Code shown on the device</label><input type="text" id="user_code" name="user_code" value="${esc(code ?? typed ?? '')}" autocomplete="off" required>
 <button type="submit" name="decision" value="approve" id="approve">Approve</button>
 <button type="submit" name="decision" value="deny" id="deny">Deny</button>
-</form>`));
+</form>
+<form method="post" action="/oauth/logout">${hidden({ csrf: s.csrf })}<button type="submit" id="logout">Sign out</button></form>`));
   });
 
   app.openapi(createRoute({

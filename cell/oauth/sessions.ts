@@ -6,7 +6,7 @@
  * double-submit cookie.
  */
 import type { Context } from 'hono';
-import { getCookie, setCookie } from 'hono/cookie';
+import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { hashSecret, constantTimeEqual } from '../../core/apikey/hash.ts';
 import type { AppEnv, Cell } from '../context.ts';
 import { getPrincipal, type Principal } from '../iam/principals.ts';
@@ -54,4 +54,11 @@ export function loginCsrf(cell: Cell, c: Context<AppEnv>): string {
   const t = randomToken(24);
   setCookie(c, LOGIN_CSRF_COOKIE, t, cookieOpts(cell, 3600));
   return t;
+}
+
+/** Ends the request's session (server side and cookie). */
+export async function endSession(cell: Cell, c: Context<AppEnv>): Promise<void> {
+  const id = getCookie(c, SESSION_COOKIE);
+  if (id && id.length <= 100) await cell.store.write((tx) => tx.run('DELETE FROM oauth_sessions WHERE id_hash = ?', [hashSecret(id)]));
+  deleteCookie(c, SESSION_COOKIE, { path: '/oauth' });
 }

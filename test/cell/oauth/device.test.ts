@@ -93,3 +93,17 @@ test('device page without a session sends the user to sign in', async () => {
   assert.equal(r.status, 303);
   assert.match(r.headers.get('location')!, /^\/oauth\/login\?return_to=%2Foauth%2Fdevice/);
 });
+
+test('sign out ends the session (a forged CSRF token cannot)', async () => {
+  const b = await signIn(t, 'bob');
+  const page = await b.get('/oauth/device');
+  assert.equal(page.status, 200);
+  assert.equal((await b.post('/oauth/logout', { csrf: 'forged' })).status, 403);
+  assert.equal((await b.get('/oauth/device')).status, 200);
+  const old = b.jar.get('cell_session')!;
+  const out = await b.post('/oauth/logout', { csrf: hiddenFields(page.text)['csrf']! });
+  assert.equal(out.status, 200);
+  assert.equal((await b.get('/oauth/device')).status, 303);
+  b.jar.set('cell_session', old); // the old cookie replayed: the session is gone server side too
+  assert.equal((await b.get('/oauth/device')).status, 303);
+});
