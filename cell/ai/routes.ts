@@ -97,7 +97,7 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     summary: 'Get a model provider',
     ...secured(PERMISSIONS.providersRead),
     request: { params: IdParam },
-    responses: { 200: json(ProviderView, 'The provider'), ...errorResponses(401, 403, 404) },
+    responses: { 200: json(ProviderView, 'The provider'), ...errorResponses(400, 401, 403, 404) },
   }), (c) => {
     const p = getProvider(cell, c.req.valid('param').provider_id);
     if (!p) throw notFound('model provider');

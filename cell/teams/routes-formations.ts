@@ -85,7 +85,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/formations/{formation_id}`, tags: ['Formations'], 'x-status': 'Live', summary: 'Get a formation', ...read,
-    request: { params: idParam('formation_id') }, responses: { 200: json(FormationOut, 'The formation'), ...errorResponses(401, 403, 404) },
+    request: { params: idParam('formation_id') }, responses: { 200: json(FormationOut, 'The formation'), ...errorResponses(400, 401, 403, 404) },
   }), (c) => {
     const f = getFormation(cell, c.req.valid('param')['formation_id']!);
     if (!f) throw notFound('formation');
@@ -103,7 +103,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   app.openapi(createRoute({
     method: 'get', path: `${P}/formations/{formation_id}/billets`, tags: ['Formations'], 'x-status': 'Live', summary: "A formation's billets in order", ...read,
     request: { params: idParam('formation_id') },
-    responses: { 200: json(z.object({ billets: z.array(BilletOut) }).openapi('BilletList'), 'Billets'), ...errorResponses(401, 403, 404) },
+    responses: { 200: json(z.object({ billets: z.array(BilletOut) }).openapi('BilletList'), 'Billets'), ...errorResponses(400, 401, 403, 404) },
   }), (c) => {
     const id = c.req.valid('param')['formation_id']!;
     if (!getFormation(cell, id)) throw notFound('formation');
@@ -160,7 +160,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/crews/{crew_id}`, tags: ['Crews'], 'x-status': 'Live', summary: 'Get a crew with its current graph hash', ...read,
-    request: { params: idParam('crew_id') }, responses: { 200: json(CrewOut, 'The crew'), ...errorResponses(401, 403, 404) },
+    request: { params: idParam('crew_id') }, responses: { 200: json(CrewOut, 'The crew'), ...errorResponses(400, 401, 403, 404) },
   }), (c) => {
     const crew = getCrew(cell, c.req.valid('param')['crew_id']!);
     if (!crew) throw notFound('crew');

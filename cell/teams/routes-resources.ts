@@ -106,7 +106,7 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/skills/{skill_id}`, tags: ['Skills'], 'x-status': 'Live', summary: 'Get a skill', ...read,
-    request: { params: idParam('skill_id') }, responses: { 200: json(SkillOut, 'The skill'), ...errorResponses(401, 403, 404) },
+    request: { params: idParam('skill_id') }, responses: { 200: json(SkillOut, 'The skill'), ...errorResponses(400, 401, 403, 404) },
   }), (c) => {
     const s = getSkill(cell, c.req.valid('param')['skill_id']!);
     if (!s) throw notFound('skill');
@@ -137,7 +137,7 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/blueprints/{blueprint_id}`, tags: ['Blueprints'], 'x-status': 'Live', summary: 'Get a blueprint', ...read,
-    request: { params: idParam('blueprint_id') }, responses: { 200: json(BlueprintOut, 'The blueprint'), ...errorResponses(401, 403, 404) },
+    request: { params: idParam('blueprint_id') }, responses: { 200: json(BlueprintOut, 'The blueprint'), ...errorResponses(400, 401, 403, 404) },
   }), (c) => {
     const b = getBlueprint(cell, c.req.valid('param')['blueprint_id']!);
     if (!b) throw notFound('blueprint');
@@ -162,7 +162,7 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/agents/{agent_id}`, tags: ['Agents'], 'x-status': 'Live', summary: 'Get an agent', ...read,
-    request: { params: idParam('agent_id') }, responses: { 200: json(AgentOut, 'The agent'), ...errorResponses(401, 403, 404) },
+    request: { params: idParam('agent_id') }, responses: { 200: json(AgentOut, 'The agent'), ...errorResponses(400, 401, 403, 404) },
   }), (c) => {
     const a = getAgent(cell, c.req.valid('param')['agent_id']!);
     if (!a) throw notFound('agent');
@@ -178,7 +178,7 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/agents/{agent_id}/budget-ledger`, tags: ['Agents'], 'x-status': 'Live', summary: "An agent's budget ledger", ...read,
-    request: { params: idParam('agent_id') }, responses: { 200: json(LedgerOut, 'The ledger'), ...errorResponses(401, 403, 404) },
+    request: { params: idParam('agent_id') }, responses: { 200: json(LedgerOut, 'The ledger'), ...errorResponses(400, 401, 403, 404) },
   }), (c) => {
     const l = getLedger(cell, c.req.valid('param')['agent_id']!);
     if (!l) throw notFound('budget ledger');
@@ -208,7 +208,7 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/contracts/{contract_id}`, tags: ['Contracts'], 'x-status': 'Live', summary: 'Get a governing contract', ...read,
-    request: { params: idParam('contract_id') }, responses: { 200: json(ContractOut, 'The contract'), ...errorResponses(401, 403, 404) },
+    request: { params: idParam('contract_id') }, responses: { 200: json(ContractOut, 'The contract'), ...errorResponses(400, 401, 403, 404) },
   }), (c) => {
     const k = getContract(cell, c.req.valid('param')['contract_id']!);
     if (!k) throw notFound('contract');
