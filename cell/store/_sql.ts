@@ -1,5 +1,5 @@
 /** Thin helpers over a sql.js Database: settings, queries, statements. */
-import type { Database, SqlValue as SqlJsValue } from 'sql.js';
+import type { Database, SqlValue as SqlJsValue, Statement } from 'sql.js';
 import type { Row, SqlValue } from './types.ts';
 
 /**
@@ -12,8 +12,39 @@ export function tune(db: Database): void {
   db.run('PRAGMA temp_store = MEMORY');
 }
 
-export function queryAll<T extends Row>(db: Database, sql: string, params: readonly SqlValue[] | undefined, first: boolean): T[] {
-  const st = db.prepare(sql);
+/**
+ * Prepared statements kept by SQL text (compiling is about half the cost of a
+ * point lookup). Statements must be dropped before anything that may free them
+ * (`db.export()` in some sql.js releases, `db.close()`): call `clear()`.
+ */
+export class Statements {
+  readonly #map = new Map<string, Statement>();
+  constructor(private readonly db: Database, private readonly max = 256) {}
+
+  get(sql: string): Statement {
+    let st = this.#map.get(sql);
+    if (st) {
+      this.#map.delete(sql);
+    } else {
+      st = this.db.prepare(sql);
+      if (this.#map.size >= this.max) {
+        const [oldest, old] = this.#map.entries().next().value as [string, Statement];
+        this.#map.delete(oldest);
+        old.free();
+      }
+    }
+    this.#map.set(sql, st);
+    return st;
+  }
+
+  clear(): void {
+    for (const st of this.#map.values()) st.free();
+    this.#map.clear();
+  }
+}
+
+export function queryAll<T extends Row>(stmts: Statements, sql: string, params: readonly SqlValue[] | undefined, first: boolean): T[] {
+  const st = stmts.get(sql);
   try {
     if (params && params.length > 0) st.bind(params as SqlJsValue[]);
     const rows: T[] = [];
@@ -23,18 +54,14 @@ export function queryAll<T extends Row>(db: Database, sql: string, params: reado
     }
     return rows;
   } finally {
-    st.free();
+    st.reset();
   }
 }
 
-export function execute(db: Database, sql: string, params: readonly SqlValue[] | undefined): number {
+/** Runs one statement (or, without parameters, a script of several); returns the rows changed. */
+export function execute(db: Database, stmts: Statements, sql: string, params: readonly SqlValue[] | undefined): number {
   if (params && params.length > 0) {
-    const st = db.prepare(sql);
-    try {
-      st.run(params as SqlJsValue[]);
-    } finally {
-      st.free();
-    }
+    stmts.get(sql).run(params as SqlJsValue[]);
   } else {
     db.run(sql);
   }

@@ -22,7 +22,7 @@ import { writeAll, writeFileDurably } from './_files.ts';
 import { acquireDirLock, type DirLock } from './_lock.ts';
 import { encodeRecord, HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEAD_BYTES, type Statement } from './_log.ts';
 import { readSnapshotLsn, replayLog, type ReplayResult } from './_replay.ts';
-import { execute, queryAll, tune } from './_sql.ts';
+import { execute, queryAll, Statements, tune } from './_sql.ts';
 import { loadSqlJs } from './_sqljs.ts';
 import type { Migration, OpenStoreOptions, Row, SqlValue, Store, Tx } from './types.ts';
 
@@ -159,6 +159,7 @@ class SqlJsStore implements DurableStore {
   readonly #checkpointBytes: number;
   readonly #note: (msg: string) => void;
   readonly #fsync: (fh: FileHandle) => Promise<void>;
+  readonly #stmts: Statements;
 
   constructor(
     private readonly db: Database,
@@ -172,6 +173,7 @@ class SqlJsStore implements DurableStore {
     this.#checkpointBytes = init.checkpointBytes;
     this.#note = init.note;
     this.#fsync = init.fsync;
+    this.#stmts = new Statements(db);
   }
 
   get failed(): boolean {
@@ -180,12 +182,12 @@ class SqlJsStore implements DurableStore {
 
   get<T extends Row = Row>(sql: string, params?: readonly SqlValue[]): T | undefined {
     this.#assertOpen();
-    return queryAll<T>(this.db, sql, params, true)[0];
+    return queryAll<T>(this.#stmts, sql, params, true)[0];
   }
 
   all<T extends Row = Row>(sql: string, params?: readonly SqlValue[]): T[] {
     this.#assertOpen();
-    return queryAll<T>(this.db, sql, params, false);
+    return queryAll<T>(this.#stmts, sql, params, false);
   }
 
   write<T>(fn: (tx: Tx) => T): Promise<T> {
@@ -193,18 +195,19 @@ class SqlJsStore implements DurableStore {
     if (this.#failed) return Promise.reject(unavailable('store_failed'));
     if (this.#inTx) return Promise.reject(new TypeError('store.write: nested write inside a transaction'));
     const db = this.db;
-    const stmts: Statement[] = [];
+    const cache = this.#stmts;
+    const recorded: Statement[] = [];
     const tx: Tx = {
       get<R extends Row = Row>(sql: string, params?: readonly SqlValue[]): R | undefined {
-        return queryAll<R>(db, sql, params, true)[0];
+        return queryAll<R>(cache, sql, params, true)[0];
       },
       all<R extends Row = Row>(sql: string, params?: readonly SqlValue[]): R[] {
-        return queryAll<R>(db, sql, params, false);
+        return queryAll<R>(cache, sql, params, false);
       },
       run(sql: string, params?: readonly SqlValue[]) {
         if (TX_CONTROL.test(sql)) throw new TypeError(`store: "${sql.trim().split(/\s/)[0]}" is not allowed inside write(); the store owns the transaction`);
-        const changes = execute(db, sql, params);
-        stmts.push(params && params.length > 0 ? [sql, copyParams(params)] : [sql]);
+        const changes = execute(db, cache, sql, params);
+        recorded.push(params && params.length > 0 ? [sql, copyParams(params)] : [sql]);
         return { changes };
       },
     };
@@ -217,9 +220,9 @@ class SqlJsStore implements DurableStore {
       if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') {
         throw new TypeError('store.write: the transaction function must be synchronous (it returned a promise)');
       }
-      if (stmts.length > 0) {
+      if (recorded.length > 0) {
         // Encoded before COMMIT: a record the log could not hold is refused, not half-kept.
-        buf = encodeRecord(this.stats.lsn + 1, stmts);
+        buf = encodeRecord(this.stats.lsn + 1, recorded);
         if (buf.length - RECORD_HEAD_BYTES > MAX_RECORD_BYTES) {
           throw new TypeError(`store.write: transaction too large for one log record (${buf.length} bytes)`);
         }
@@ -277,6 +280,7 @@ class SqlJsStore implements DurableStore {
     } finally {
       this.#closed = true;
       await this.fh.close().catch(() => undefined);
+      this.#stmts.clear();
       this.db.close();
       this.lock.release();
     }
@@ -383,6 +387,7 @@ class SqlJsStore implements DurableStore {
     const lsn = this.stats.lsn;
     this.db.run('CREATE TABLE IF NOT EXISTS _store_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)');
     this.db.run("INSERT OR REPLACE INTO _store_meta (key, value) VALUES ('lsn', ?)", [lsn]);
+    this.#stmts.clear();
     const bytes = this.db.export();
     tune(this.db); // older sql.js releases reopen the database in export()
     await writeFileDurably(join(this.dir, SNAPSHOT_FILE), bytes, this.dir);

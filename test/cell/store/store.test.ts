@@ -116,6 +116,22 @@ describe('store: transactions', () => {
     assert.equal(store.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 0);
   });
 
+  it('cached statements stay correct across evictions, checkpoints and schema changes', async () => {
+    const { store } = await fresh();
+    await store.write((tx) => tx.run('INSERT INTO t (id, v) VALUES (1, ?)', ['a']));
+    for (let i = 0; i < 300; i++) assert.equal(store.get<{ x: number }>(`SELECT id + ${i} AS x FROM t WHERE id = ?`, [1])?.x, 1 + i);
+    const q = 'SELECT v FROM t WHERE id = ?';
+    assert.deepEqual(store.get(q, [1]), { v: 'a' });
+    assert.equal(store.get(q, [2]), undefined, 'no stale binding');
+    await store.checkpoint();
+    assert.deepEqual(store.get(q, [1]), { v: 'a' });
+    await store.write((tx) => {
+      tx.run('ALTER TABLE t ADD COLUMN w TEXT');
+      tx.run('UPDATE t SET w = ? WHERE id = ?', ['b', 1]);
+    });
+    assert.deepEqual(store.get('SELECT * FROM t WHERE id = ?', [1]), { id: 1, v: 'a', b: null, w: 'b' });
+  });
+
   it('a read-only transaction resolves without touching the log', async () => {
     const { store } = await fresh();
     const before = store.stats.fsyncs;
