@@ -14,6 +14,7 @@ import { looksLikeJwt, verifyAccessToken, type AccessTokenClaims } from '../../c
 import { checkConfirmation, certThumbprint } from '../../core/tokens/cnf.ts';
 import { isTokenError, TokenError } from '../../core/tokens/errors.ts';
 import type { AppEnv, AuthContext, Authenticator, Cell } from '../context.ts';
+import { getKeyRow } from '../iam/keys.ts';
 import { getPrincipal, principalPermissions } from '../iam/principals.ts';
 import { peerCertificate } from './clients.ts';
 import { isRevoked } from './denylist.ts';
@@ -28,6 +29,22 @@ function refuse(e: TokenError, dpop: boolean): ServiceError {
     details: { reason: e.code },
     headers: { 'WWW-Authenticate': `${scheme} realm="cell", error="${err}", algs="EdDSA Ed25519 ES256 ES384 RS256"` },
   });
+}
+
+/**
+ * A token obtained with an API key as the client secret (client_id = key id),
+ * or a SAT minted with an API key (client_id `sat:api_key:<key id>`), lives
+ * and is throttled with that key: refused once the key is revoked or expired,
+ * and counted against the key's requests-per-minute ceiling (bucket per key).
+ */
+function keyDerivedLimits(cell: Cell, claims: AccessTokenClaims): { keyId: string; rpm: number | null } | null {
+  const m = /^(?:sat:api_key:)?(key_[0-9a-f]{20})$/.exec(claims.client_id);
+  if (!m) return null;
+  const k = getKeyRow(cell.store, m[1]!);
+  if (!k || k.status !== 'active' || (k.expires_at !== null && k.expires_at <= cell.clock.now())) {
+    throw new TokenError('revoked', 'the API key this token was obtained with is no longer active');
+  }
+  return { keyId: k.id, rpm: k.rate_limit_rpm };
 }
 
 export function jwtAuthenticator(cell: Cell): Authenticator {
@@ -65,6 +82,7 @@ export function jwtAuthenticator(cell: Cell): Authenticator {
     checkConfirmation(claims.cnf, { dpopJkt, certThumbprint: certTp });
     const p = getPrincipal(cell, claims.sub);
     if (!p || p.status !== 'active') throw new TokenError('revoked', 'the token subject is not active');
+    const limits = keyDerivedLimits(cell, claims);
     const permissions = principalPermissions(cell, p);
     const scopes = claims.scope.split(' ').filter(Boolean);
     return {
@@ -72,7 +90,10 @@ export function jwtAuthenticator(cell: Cell): Authenticator {
       permissions, scopes,
       // Never effectiveAuthority here: an empty scope must mean nothing, not everything.
       effective: intersectSelectors(permissions, scopes),
-      credential: { type: claims.sat ? 'sat' : 'oauth', id: claims.jti, clientId: claims.client_id },
+      credential: {
+        type: claims.sat ? 'sat' : 'oauth', id: limits?.keyId ?? claims.jti, clientId: claims.client_id,
+        ...(limits?.rpm != null ? { rateLimitRpm: limits.rpm } : {}),
+      },
     };
   }
 

@@ -172,3 +172,23 @@ test('signing key rotation: old tokens keep verifying during the overlap', async
   assert.equal(jwks.body.keys.length, 1);
   assert.equal(jwks.body.keys[0].kid, rot.body.kid);
 });
+
+test('a token obtained with an API key keeps the key\'s rpm ceiling and dies with the key', async () => {
+  const k = await t.request('POST', '/api/public/v1/admin/api-keys', { token: t.adminKey, body: { name: 'rpm2', scopes: ['oauth.clients.read'], rate_limit_rpm: 2 } });
+  assert.equal(k.status, 201, k.text);
+  const keyId = k.body.key_id ?? k.body.id;
+  const a = (await token({}, basic(keyId, k.body.secret))).body.access_token;
+  const b = (await token({}, basic(keyId, k.body.secret))).body.access_token;
+  assert.equal((await t.request('GET', '/api/public/v1/admin/oauth/clients', { token: a })).status, 200);
+  assert.equal((await t.request('GET', '/api/public/v1/admin/oauth/clients', { token: b })).status, 200);
+  const third = await t.request('GET', '/api/public/v1/admin/oauth/clients', { token: a });
+  assert.equal(third.status, 429); // two tokens share the key's bucket
+  const sat = await t.request('POST', '/api/public/v1/admin/sats', { token: k.body.secret, body: { scope: ['oauth.clients.read'] } });
+  assert.equal(sat.status, 403); // the key lacks iam.sats.write
+  const rev = await t.request('POST', `/api/public/v1/admin/api-keys/${keyId}/revoke`, { token: t.adminKey });
+  assert.equal(rev.status, 200, rev.text);
+  t.clock.advance(61_000);
+  const dead = await t.request('GET', '/api/public/v1/admin/oauth/clients', { token: b });
+  assert.equal(dead.status, 401);
+  assert.equal(dead.body.details.reason, 'revoked');
+});
