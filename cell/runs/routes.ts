@@ -8,7 +8,9 @@
  *   `data:` the record as JSON. Resume with the `Last-Event-ID` header (or
  *   `?last_event_id=`): delivery restarts after that seq, without loss or
  *   duplicates. A comment line (`: heartbeat`) is sent every heartbeat interval
- *   while idle. The stream closes after the `run_finished` event.
+ *   while idle. The stream closes after the `run_finished` event; a request
+ *   for a finished run with nothing left after Last-Event-ID answers 204 (which
+ *   tells an EventSource to stop reconnecting).
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { streamSSE } from 'hono/streaming';
@@ -83,6 +85,7 @@ const getSse = createRoute({
   },
   responses: {
     200: { description: 'text/event-stream of journal records', content: { 'text/event-stream': { schema: z.string() } } },
+    204: { description: 'The run is finished and nothing is left after Last-Event-ID (an EventSource stops reconnecting)' },
     ...errorResponses(400, 401, 403, 404),
   },
 });
@@ -113,6 +116,11 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void 
     const run = getRun(cell, run_id);
     if (!run) throw notFound('run');
     const after = parseLastEventId(c.req.header('last-event-id'), q.last_event_id);
+    if (isTerminal(run.state) && journalClosed(cell, run_id)) {
+      const last = cell.store.get<{ seq: number }>('SELECT max(seq) AS seq FROM journal WHERE run_id = ?', [run_id]);
+      // Nothing left after Last-Event-ID on a finished run: 204 tells an EventSource to stop reconnecting.
+      if ((last?.seq ?? 0) <= after) return c.body(null, 204) as never;
+    }
     const heartbeatMs = sseHeartbeatMs();
     c.header('X-Accel-Buffering', 'no');
     return streamSSE(c, async (stream) => {

@@ -72,8 +72,9 @@ globalThis.console = Object.freeze({ log: (...a) => { if (__logs.length < 100) _
 
 /** Runs one compute task to completion in a fresh QuickJS runtime. */
 export async function runCompute(task: ComputeTask, cancelFlag: Int32Array): Promise<ComputeOutcome> {
-  const started = Date.now();
+  // The time cap covers the code, not loading the WebAssembly module (once per worker).
   const QuickJS = await loadQuickJs();
+  const started = Date.now();
   const rt = QuickJS.newRuntime();
   const deadline = started + task.timeLimitMs;
   let stopped: 'time_limit' | 'cancelled' | null = null;
@@ -94,6 +95,7 @@ globalThis.input = JSON.parse(${JSON.stringify(JSON.stringify(task.input ?? null
 (() => {
   const __f = new Function('input', ${JSON.stringify(task.code)});
   const __out = __f(globalThis.input);
+  if (__out !== null && typeof __out === 'object' && typeof __out.then === 'function') throw new TypeError('the code returned a promise: return a plain JSON value (async code is not supported)');
   const __json = __out === undefined ? 'null' : JSON.stringify(__out);
   return JSON.stringify({ o: __json === undefined ? 'null' : __json, l: __logs });
 })()`;
@@ -107,7 +109,7 @@ globalThis.input = JSON.parse(${JSON.stringify(JSON.stringify(task.input ?? null
       const message = typeof e === 'object' && e ? String(e.message ?? '') : String(e);
       if (stopped === 'cancelled') return { ok: false, reason: 'cancelled', message: 'the run was cancelled while the code ran', logs, duration_ms: dur() };
       if (stopped === 'time_limit') return { ok: false, reason: 'time_limit', message: `the code ran longer than its time cap of ${task.timeLimitMs} ms and was stopped`, logs, duration_ms: dur() };
-      if (/out of memory/i.test(message) || (name === 'InternalError' && /memory/i.test(message))) {
+      if (/out of memory|string too long/i.test(message) || (name === 'InternalError' && /memory/i.test(message))) {
         return { ok: false, reason: 'memory_limit', message: `the code exceeded its memory cap of ${task.memoryLimitBytes} bytes`, logs, duration_ms: dur() };
       }
       if (/stack overflow|call stack/i.test(message)) {
