@@ -72,7 +72,7 @@ export async function openStore(opts: DurableStoreOptions): Promise<DurableStore
   const checkpointBytes = opts.checkpointBytes ?? DEFAULT_CHECKPOINT_BYTES;
   if (!(checkpointBytes > 0)) throw new TypeError('openStore: checkpointBytes must be positive');
   checkMigrations(opts.migrations);
-  mkdirSync(opts.dir, { recursive: true });
+  mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
   const lock = acquireDirLock(opts.dir, note);
   let db: Database | undefined;
   let fh: FileHandle | undefined;
