@@ -61,7 +61,10 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     if (!selectorsSubset(scope, auth.effective)) throw forbidden('a client may not receive more authority than the caller holds', { reason: 'scope_exceeds_caller' });
     const needsRedirect = b.grant_types.includes('authorization_code');
     if (needsRedirect && b.redirect_uris.length === 0) throw invalid('authorization_code clients need redirect_uris');
-    for (const u of b.redirect_uris) if (u.includes('#')) throw invalid('redirect_uris must not contain a fragment');
+    for (const u of b.redirect_uris) {
+      if (u.includes('#')) throw invalid('redirect_uris must not contain a fragment');
+      if (/^(javascript|data|file|vbscript|blob):/i.test(u)) throw invalid('redirect_uris must be http(s) or an app scheme');
+    }
     if (b.token_endpoint_auth_method === 'none' && b.grant_types.includes(GRANT_CLIENT_CREDENTIALS)) throw invalid('public clients cannot use client_credentials');
     if (b.token_endpoint_auth_method === 'tls_client_auth' && !b.tls_client_auth_subject_dn) throw invalid('tls_client_auth needs tls_client_auth_subject_dn');
     const subjectId = b.subject_id ?? auth.principal.id;

@@ -25,7 +25,7 @@ export function metadata(cell: Cell) {
     code_challenge_methods_supported: ['S256'],
     token_endpoint_auth_methods_supported: [...AUTH_METHODS],
     introspection_endpoint_auth_methods_supported: AUTH_METHODS.filter((m) => m !== 'none'),
-    revocation_endpoint_auth_methods_supported: AUTH_METHODS.filter((m) => m !== 'none'),
+    revocation_endpoint_auth_methods_supported: [...AUTH_METHODS],
     dpop_signing_alg_values_supported: [...DPOP_ALGS],
     authorization_response_iss_parameter_supported: true,
     tls_client_certificate_bound_access_tokens: true,

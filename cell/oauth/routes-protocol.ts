@@ -141,7 +141,8 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     responses: { 200: jsonResponse('{active: true, ...claims} or exactly {"active":false}'), ...errorResponses(400, 401) },
   }), async (c) => protocol(c, async () => {
     const form = await readForm(c);
-    await authenticateClient(cell, c, form);
+    const ac = await authenticateClient(cell, c, form);
+    if (ac.method === 'none') throw new OAuthError('invalid_client', 'introspection needs an authenticated (confidential) client');
     const claims = await verifyOwnToken(cell, form['token'] ?? '');
     if (!claims) return c.body('{"active":false}', 200, { 'Content-Type': 'application/json', ...NO_STORE });
     return c.json({ active: true, ...claims, token_type: claims.cnf?.jkt ? 'DPoP' : 'Bearer' }, 200, NO_STORE);

@@ -107,3 +107,13 @@ test('sign out ends the session (a forged CSRF token cannot)', async () => {
   b.jar.set('cell_session', old); // the old cookie replayed: the session is gone server side too
   assert.equal((await b.get('/oauth/device')).status, 303);
 });
+
+test('a public client cannot introspect; dangerous redirect URI schemes are refused at registration', async () => {
+  const r = await form(t, '/oauth/introspect', { client_id: clientId, token: 'x' });
+  assert.equal(r.status, 401);
+  assert.equal(r.body.error, 'invalid_client');
+  const bad = await t.request('POST', '/api/public/v1/admin/oauth/clients', { token: t.adminKey, body: {
+    name: 'evil', grant_types: ['authorization_code'], token_endpoint_auth_method: 'none', redirect_uris: ['javascript:alert(1)'], scope: ['audit.read'],
+  } });
+  assert.equal(bad.status, 400);
+});
