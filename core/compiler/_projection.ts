@@ -19,6 +19,7 @@ import { normalizeAuthority, PERMISSION_MODES, type AuthorityEnvelope } from '..
 import type { CoordinationPolicy, GraphLimits } from '../engine/types.ts';
 import type { JsonObject } from '../journal/record.ts';
 import type { BilletInput, CompileErrorCode, FormationInput, StageSpec } from './types.ts';
+import { sortedKeys } from './_hash.ts';
 
 export const FORMATION_FORMAT_VERSION = 1;
 export const MAX_BILLETS = 50_000;
@@ -123,6 +124,22 @@ export function project(formation: FormationInput, billets: readonly BilletInput
   if (billets.length === 0) throw new CompileError('empty_formation', 'a formation needs at least one billet');
   if (billets.length > MAX_BILLETS) throw new CompileError('too_many_billets', `at most ${MAX_BILLETS} billets`, { limit: MAX_BILLETS });
   const seen = new Set<string>();
+  // Billets often share a cap: validate and normalize each distinct cap once (same object reused).
+  const caps = new Map<string, AuthorityEnvelope>();
+  const capOf = (v: unknown, field: string): AuthorityEnvelope => {
+    let k: string;
+    try {
+      k = JSON.stringify(v) ?? '';
+    } catch {
+      throw bad(`${field} must be plain JSON`, { field });
+    }
+    let e = caps.get(k);
+    if (e === undefined) {
+      e = sortedKeys(authority(v, field));
+      caps.set(k, e);
+    }
+    return e;
+  };
   const out: ProjectedBillet[] = billets.map((b, i) => {
     if (!isObj(b) || typeof b.id !== 'string' || b.id.length === 0) throw bad(`billet ${i} needs an id`, { field: `billets[${i}].id` });
     if (seen.has(b.id)) throw new CompileError('duplicate_billet', `billet ${b.id} appears twice`, { billet: b.id });
@@ -131,27 +148,28 @@ export function project(formation: FormationInput, billets: readonly BilletInput
     if (b.required_skills !== undefined && !isStrList(b.required_skills)) throw bad(`billet ${b.id}: required_skills must be a list of strings`, { billet: b.id, field: 'required_skills' });
     if (b.reports_to !== undefined && b.reports_to !== null && typeof b.reports_to !== 'string') throw bad(`billet ${b.id}: reports_to must be a billet id`, { billet: b.id, field: 'reports_to' });
     if (b.position !== undefined && b.position !== null && !Number.isSafeInteger(b.position)) throw bad(`billet ${b.id}: position must be an integer`, { billet: b.id, field: 'position' });
+    // Keys in canonical order, so the formation hash takes hashJson's fast path.
     return {
+      authority_cap: capOf(b.authority_cap, `billets.${b.id}.authority_cap`),
       id: b.id,
-      role_label: b.role_label,
-      required_skills: [...new Set(b.required_skills ?? [])].sort(cmp),
-      reports_to: b.reports_to ?? null,
       position: (b.position as number | null | undefined) ?? null,
-      authority_cap: authority(b.authority_cap, `billets.${b.id}.authority_cap`),
+      reports_to: b.reports_to ?? null,
+      required_skills: [...new Set(b.required_skills ?? [])].sort(cmp),
+      role_label: b.role_label,
     };
   });
   out.sort((a, b) => cmp(a.id, b.id));
   return {
-    v: FORMATION_FORMAT_VERSION,
-    name: formation.name,
-    coordination_policy: policy,
-    consensus_mode: mode,
-    limits: limits(formation.limits),
-    topology: { ...(topology as Record<string, string>) },
-    prompt: formation.prompt ?? null,
-    pre: stages(formation.pre, 'pre'),
-    post: stages(formation.post, 'post'),
     billets: out,
+    consensus_mode: mode,
+    coordination_policy: policy,
+    limits: sortedKeys(limits(formation.limits)),
+    name: formation.name,
+    post: sortedKeys(stages(formation.post, 'post')),
+    pre: sortedKeys(stages(formation.pre, 'pre')),
+    prompt: formation.prompt ?? null,
+    topology: sortedKeys({ ...(topology as Record<string, string>) }),
+    v: FORMATION_FORMAT_VERSION,
   };
 }
 

@@ -20,8 +20,10 @@
  *   reports in seat order.
  * `pre` stages run before the team ([pre:<i>]) and `post` stages after ([post:<i>]).
  * Nodes are emitted in a topological order, which is the execution order.
+ * Hashes: formation hash = content hash of the projection (_projection.ts); graph
+ * hash = see graphHashOf.
  */
-import { contentHash } from '../canonical.ts';
+import { hashJson, sortedKeys } from './_hash.ts';
 import { contractsOf, intersectAuthority, isSubset, type AuthorityEnvelope } from '../authority/envelope.ts';
 import { validateGraph } from '../engine/validate.ts';
 import { GRAPH_FORMAT_VERSION, type Graph, type GraphEdge, type GraphNode, type SeatAuthority, type SeatSpec } from '../engine/types.ts';
@@ -69,6 +71,7 @@ function checkHierarchy(p: Projection): Map<string, ProjectedBillet[]> {
   for (const b of p.billets) {
     if (b.reports_to === null) continue;
     const parent = byId.get(b.reports_to)!;
+    if (b.authority_cap === parent.authority_cap) continue; // the same normalized cap object
     const sub = isSubset(b.authority_cap, parent.authority_cap);
     if (!sub.ok) {
       throw new CompileError('over_authority', `billet ${b.id} has authority beyond its manager ${parent.id}: ${sub.fields.join(', ')}`, { billet: b.id, parent: parent.id, fields: sub.fields });
@@ -175,6 +178,7 @@ function seats(p: Projection, agents: Record<string, SeatBinding> | undefined): 
     if (missing.length > 0) throw new CompileError('unbound_seat', `no agent bound to billets ${missing.slice(0, 10).join(', ')}`, { billets: missing.slice(0, 100) });
   }
   const out: Record<string, SeatSpec> = {};
+  const unboundAuthority = new Map<AuthorityEnvelope, SeatAuthority>();
   for (const b of p.billets) {
     const binding = agents?.[b.id];
     const auth = binding?.authority !== undefined ? intersectAuthority(parseAuthority(binding.authority, `agents.${b.id}.authority`), b.authority_cap) : b.authority_cap;
@@ -186,10 +190,35 @@ function seats(p: Projection, agents: Record<string, SeatBinding> | undefined): 
       agent_id: binding?.agent_id ?? null,
       model: binding?.model ?? null,
       system_prompt: binding?.system_prompt ?? null,
-      authority: seatAuthority(auth),
+      authority: binding?.authority !== undefined ? seatAuthority(auth) : (unboundAuthority.get(auth) ?? unboundAuthority.set(auth, seatAuthority(auth)).get(auth)!),
     };
   }
   return out;
+}
+
+/**
+ * The graph hash: the graph is a pure function of (compiler format version, formation
+ * projection, seat bindings), so its hash is the content hash of exactly those:
+ * `{ compiler: GRAPH_FORMAT_VERSION, formation_hash, bindings }` with bindings sorted by
+ * billet id ({ agent_id, authority (normalized), billet, model, system_prompt }) or null
+ * when compiled without a crew. Equal hashes mean equal graphs; any change of the
+ * formation, of a binding, or of the compiler's output (which bumps the version) changes it.
+ */
+function graphHashOf(formationHash: string, p: Projection, agents: Record<string, SeatBinding> | undefined): string {
+  const bindings =
+    agents === undefined
+      ? null
+      : p.billets.map((b) => {
+          const a = agents[b.id]!;
+          return {
+            agent_id: a.agent_id,
+            authority: a.authority !== undefined ? sortedKeys(parseAuthority(a.authority, `agents.${b.id}.authority`)) : null,
+            billet: b.id,
+            model: a.model ?? null,
+            system_prompt: a.system_prompt ?? null,
+          };
+        });
+  return hashJson({ bindings, compiler: GRAPH_FORMAT_VERSION, formation_hash: formationHash });
 }
 
 /**
@@ -203,7 +232,7 @@ export function compileFormation(formation: FormationInput, billets: readonly Bi
     const p = project(formation, billets);
     const children = checkHierarchy(p);
     const shape = build(p, children);
-    const formationHash = contentHash(p);
+    const formationHash = hashJson(p);
     const seatMap = seats(p, agents);
     let clearance = 0;
     for (const s of Object.values(seatMap)) clearance = Math.max(clearance, s.authority.clearance_level);
@@ -221,7 +250,7 @@ export function compileFormation(formation: FormationInput, billets: readonly Bi
     };
     const v = validateGraph(graph);
     if (!v.ok) return { ok: false, code: 'invalid_formation', message: `stage ${v.node ?? ''}: ${v.problem}`, details: { node: v.node, problem: v.problem } };
-    return { ok: true, graph, graphHash: contentHash(graph), formationHash };
+    return { ok: true, graph, graphHash: graphHashOf(formationHash, p, agents), formationHash };
   } catch (e) {
     if (e instanceof CompileError) return { ok: false, code: e.code, message: e.message, details: e.details };
     if (e instanceof TypeError) return { ok: false, code: 'invalid_formation', message: 'formation is not plain JSON or has invalid values', details: {} };

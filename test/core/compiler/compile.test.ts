@@ -204,7 +204,7 @@ const GOLDEN_FORMATION: [FormationInput, BilletInput[]] = [
 ];
 const GOLDEN = {
   formationHash: 'sha256:c0d638fcaef2f7bbe6580a83a37618ac7415cec6beb74a457e5d74f3957ac015',
-  graphHash: 'sha256:f0bbb43afd48022cc7e9cf13a64dc6e9bb7169bbbb2c2ced98c006e9de2fd46c',
+  graphHash: 'sha256:5c24623c02938a4032625be13b80d5d66ceea4ab40d45c0d780b34492ae75968',
 };
 
 test('golden hashes (format v1) are stable in this process and in a separate one', async () => {

@@ -1,0 +1,77 @@
+/**
+ * Fast content hash for the compiler's large documents, equal to
+ * `contentHash` (core/canonical.ts) by construction: when every object in
+ * the value already has its keys in RFC 8785 order (UTF-16 code-unit order,
+ * which is what the compiler emits) and every leaf is plain JSON, the RFC 8785
+ * serialization is exactly `JSON.stringify` (same number formatting and string
+ * escaping), which is native and fast. Anything else (unsorted keys, integer-like
+ * keys, undefined members, lone surrogates, non-finite numbers, non-plain
+ * objects) falls back to `contentHash`, which canonicalizes or throws TypeError.
+ */
+import { contentHash, sha256Hex } from '../canonical.ts';
+
+const SURROGATE = /[\uD800-\uDFFF]/;
+
+function hasLoneSurrogate(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const n = s.charCodeAt(i + 1);
+      if (!(n >= 0xdc00 && n <= 0xdfff)) return true;
+      i++;
+    } else if (c >= 0xdc00 && c <= 0xdfff) return true;
+  }
+  return false;
+}
+
+function fastPathOk(v: unknown, depth: number): boolean {
+  if (depth > 256) return false;
+  switch (typeof v) {
+    case 'string':
+      return !SURROGATE.test(v) || !hasLoneSurrogate(v);
+    case 'number':
+      return Number.isFinite(v);
+    case 'boolean':
+      return true;
+    case 'object': {
+      if (v === null) return true;
+      if (Array.isArray(v)) {
+        for (let i = 0; i < v.length; i++) if (!fastPathOk(v[i], depth + 1)) return false;
+        return true;
+      }
+      const proto: unknown = Object.getPrototypeOf(v);
+      if (proto !== Object.prototype && proto !== null) return false;
+      const keys = Object.keys(v);
+      for (let i = 0; i < keys.length; i++) {
+        const k = keys[i]!;
+        if (i > 0 && !(keys[i - 1]! < k)) return false;
+        if (SURROGATE.test(k)) return false;
+        if (!fastPathOk((v as Record<string, unknown>)[k], depth + 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return false; // undefined, bigint, function, symbol: let contentHash decide
+  }
+}
+
+/** `contentHash(v)`, computed with native JSON.stringify when `v` is already in canonical key order. */
+export function hashJson(v: unknown): string {
+  return fastPathOk(v, 0) ? 'sha256:' + sha256Hex(JSON.stringify(v)) : contentHash(v);
+}
+
+/** A copy of a flat or nested JSON value with object keys inserted in canonical order (so hashJson takes the fast path). */
+export function sortedKeys<T>(v: T): T {
+  if (Array.isArray(v)) return v.map(sortedKeys) as T;
+  if (typeof v === 'object' && v !== null) {
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(v).sort()) {
+      const x = (v as Record<string, unknown>)[k];
+      if (x === undefined) continue;
+      if (k === '__proto__') Object.defineProperty(out, k, { value: sortedKeys(x), enumerable: true, writable: true, configurable: true });
+      else out[k] = sortedKeys(x);
+    }
+    return out as T;
+  }
+  return v;
+}
