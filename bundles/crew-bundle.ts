@@ -6,9 +6,10 @@
  *   crew: { crew_id, name, formation_id, graph, graph_hash, agents, blueprints,
  *           skills, contracts, tool_grants, budgets }
  *   model: { sha256, publisher_kid, name } | null   (the model manifest reference)
- * The graph hash is rechecked by the verifier with the compiler's hash
- * function (passed in) so a bundle cannot carry a graph other than the one
- * it names.
+ * The bundle also carries the compiler's input (formation projection, billets,
+ * seat bindings): a verifier recompiles it with the same pure compiler
+ * (passed in as `checkGraph`) and refuses the bundle unless it yields exactly
+ * the carried graph and graph hash.
  */
 import { PAYLOAD_FORMAT_VERSION } from './format.ts';
 import { isObject, openEnvelope, refused, sealEnvelope, type OpenedEnvelope, type PayloadHeader } from './envelope.ts';
@@ -21,6 +22,8 @@ export interface CrewContent {
   /** The compiled execution graph (core/compiler output). */
   graph: unknown;
   graph_hash: string;
+  /** What the cell compiled: { formation, billets, bindings } (core/compiler inputs). */
+  compiler_input: { formation: unknown; billets: unknown[]; bindings: unknown };
   agents: unknown[];
   blueprints: unknown[];
   skills: unknown[];
@@ -56,20 +59,20 @@ export async function buildCrewBundle(opts: {
   return sealEnvelope(payload as unknown as CrewBundle & Record<string, unknown>, opts.signer);
 }
 
-/** Verifies signature and shape; with `hashGraph`, also that graph_hash is the graph's hash. */
-export async function openCrewBundle(text: string, trusted: readonly TrustedKey[], hashGraph?: (graph: unknown) => Promise<string> | string): Promise<OpenedEnvelope<CrewBundle>> {
+/** Verifies signature and shape; with `checkGraph`, also that recompiling gives the carried graph and hash. */
+export async function openCrewBundle(text: string, trusted: readonly TrustedKey[], checkGraph?: (crew: CrewContent) => Promise<boolean> | boolean): Promise<OpenedEnvelope<CrewBundle>> {
   const opened = await openEnvelope(text, trusted, 'crew');
   const p = opened.payload as Partial<CrewBundle>;
   const c = p.crew;
   if (!isObject(c) || typeof c['crew_id'] !== 'string' || typeof c['graph_hash'] !== 'string' || !('graph' in c)
-    || !Array.isArray(c['agents']) || !Array.isArray(c['contracts']) || !isObject(c['tool_grants']) || !isObject(c['budgets'])) {
+    || !isObject(c['compiler_input']) || !Array.isArray(c['agents']) || !Array.isArray(c['contracts']) || !isObject(c['tool_grants']) || !isObject(c['budgets'])) {
     throw refused('malformed', 'the crew bundle is malformed', 'invalid_request');
   }
   const m = p.model;
   if (!(m === null || (isObject(m) && typeof m['sha256'] === 'string' && typeof m['publisher_kid'] === 'string'))) {
     throw refused('malformed', 'the crew bundle model reference is malformed', 'invalid_request');
   }
-  if (hashGraph && (await hashGraph(c['graph'])) !== c['graph_hash']) {
+  if (checkGraph && !(await checkGraph(c as unknown as CrewContent))) {
     throw refused('graph_hash_mismatch', 'the crew bundle graph does not match its graph hash', 'forbidden');
   }
   return opened as OpenedEnvelope<CrewBundle>;

@@ -6,7 +6,10 @@
 import { readFileSync } from 'node:fs';
 import { acceptArtifact, type DeviceState } from '../bundles/accept.ts';
 import { openKeyBundle } from '../bundles/key-bundle.ts';
-import { openCrewBundle, type CrewBundle } from '../bundles/crew-bundle.ts';
+import { openCrewBundle, type CrewBundle, type CrewContent } from '../bundles/crew-bundle.ts';
+import { compileFormation } from '../core/compiler/compile.ts';
+import type { BilletInput, FormationInput, SeatBinding } from '../core/compiler/types.ts';
+import { contentHash } from '../core/canonical.ts';
 import type { OpenedEnvelope } from '../bundles/envelope.ts';
 import type { LoadedKeys } from './decide.ts';
 import { EdgeSetupError, type TrustFile } from './files.ts';
@@ -26,9 +29,20 @@ export async function loadKeyBundle(path: string, trust: TrustFile, state: Devic
   return { keys: { index, version: opened.payload.version, expires_at: opened.payload.expires_at, hash: opened.hash }, state: next };
 }
 
-export async function loadCrewBundle(path: string, trust: TrustFile, state: DeviceState, now: number, hashGraph?: (g: unknown) => string): Promise<{ crew: OpenedEnvelope<CrewBundle>; state: DeviceState }> {
+/** Recompiles the carried compiler input with core's compiler: it must give exactly the carried graph and hash. */
+export function graphMatches(crew: CrewContent): boolean {
+  const ci = crew.compiler_input as { formation: FormationInput; billets: BilletInput[]; bindings: Record<string, SeatBinding> | null };
+  try {
+    const r = compileFormation(ci.formation, ci.billets, ci.bindings ?? undefined);
+    return r.ok && r.graphHash === crew.graph_hash && contentHash(r.graph) === contentHash(crew.graph);
+  } catch {
+    return false; // malformed input cannot reproduce the graph
+  }
+}
+
+export async function loadCrewBundle(path: string, trust: TrustFile, state: DeviceState, now: number): Promise<{ crew: OpenedEnvelope<CrewBundle>; state: DeviceState }> {
   const text = readArtifact(path, 'crew bundle');
-  const crew = await openCrewBundle(text, trust.keys, hashGraph);
+  const crew = await openCrewBundle(text, trust.keys, graphMatches);
   const next = acceptArtifact(state, crew, { now, issuer: trust.cell_id });
   return { crew, state: next };
 }

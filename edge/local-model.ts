@@ -87,7 +87,9 @@ export async function loadLocalSignedModel(opts: {
   checkModelFile(opened.payload, await measureFile(opts.modelPath));
   let queue: Promise<unknown> = Promise.resolve();
 
-  async function completeNow(prompt: string, maxTokens: number) {
+  async function completeNow(prompt: string, requested: number) {
+    // At most half the context for new tokens; the prompt keeps its most recent tokens in the rest.
+    const maxTokens = Math.min(requested, Math.floor(contextSize / 2));
     const all: number[] = Array.from(model.tokenize(prompt) as ArrayLike<number>);
     const budget = Math.max(1, contextSize - maxTokens - 1);
     const input = all.length > budget ? all.slice(all.length - budget) : all;

@@ -10,7 +10,6 @@
  * device's budget ledgers, and a journal signed by the device key.
  */
 import type { Hono, MiddlewareHandler } from 'hono';
-import { contentHash } from '../core/canonical.ts';
 import { notFound, invalid, ServiceError } from '../core/errors.ts';
 import { PERMISSIONS } from '../core/permissions.ts';
 import { runGraph } from '../core/engine/run.ts';
@@ -44,7 +43,7 @@ export async function prepareOffline(opts: {
   let state = opts.state;
   let crew: OpenedEnvelope<CrewBundle> | null = null;
   if (opts.crewBundle) {
-    const loaded = await loadCrewBundle(opts.crewBundle, opts.trust, state, opts.clock.now(), contentHash);
+    const loaded = await loadCrewBundle(opts.crewBundle, opts.trust, state, opts.clock.now());
     crew = loaded.crew;
     state = loaded.state;
   }

@@ -10,6 +10,7 @@ import type { CrewContent } from '../../bundles/crew-bundle.ts';
 import type { Cell } from '../context.ts';
 import { getLedger } from '../teams/agents.ts';
 import { loadCrewForExport } from '../teams/export.ts';
+import { compilerInput } from '../teams/compile.ts';
 
 export function crewForEdge(cell: Cell, crewId: string): CrewContent {
   const x = loadCrewForExport(cell, crewId);
@@ -25,6 +26,7 @@ export function crewForEdge(cell: Cell, crewId: string): CrewContent {
   return {
     crew_id: x.crew.crew_id, name: x.crew.name, formation_id: x.formation.formation_id,
     graph: x.graph, graph_hash: x.graph_hash,
+    compiler_input: JSON.parse(JSON.stringify(compilerInput(cell, x.formation, x.crew))) as CrewContent['compiler_input'],
     agents: x.agents, blueprints: x.blueprints, skills: x.skills,
     contracts: x.contracts.map((k) => ({ id: k.contract_id, rules: k.rules.map((r) => ({ name: r.name, expr: r.expr })) })),
     tool_grants: toolGrants, budgets,

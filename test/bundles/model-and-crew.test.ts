@@ -26,13 +26,14 @@ test('a model manifest binds the file hash and size; a tampered file or manifest
   await assert.rejects(openModelManifest(text, [other.trusted]), (e) => reason(e) === 'untrusted_issuer');
 });
 
-test('a crew bundle is refused when its graph does not match its graph hash', async () => {
+test('a crew bundle is refused when the verifier cannot reproduce its graph and hash', async () => {
   const { signer, trusted } = await keyPair();
   const graph = { nodes: [{ id: 'a' }], edges: [] };
-  const crew: CrewContent = { crew_id: 'crew_1', name: 'c', formation_id: 'f_1', graph, graph_hash: contentHash(graph), agents: [], blueprints: [], skills: [], contracts: [], tool_grants: {}, budgets: {} };
+  const crew: CrewContent = { crew_id: 'crew_1', name: 'c', formation_id: 'f_1', graph, graph_hash: contentHash(graph), compiler_input: { formation: {}, billets: [], bindings: null }, agents: [], blueprints: [], skills: [], contracts: [], tool_grants: {}, budgets: {} };
   const ok = await buildCrewBundle({ issuer: 'cell-a', signer, audience: 'dev-1', version: 1, issuedAt: T0, expiresAt: null, crew, model: null });
-  const opened = await openCrewBundle(ok, [trusted], contentHash);
+  const check = (c: CrewContent) => contentHash(c.graph) === c.graph_hash; // stand-in for recompiling
+  const opened = await openCrewBundle(ok, [trusted], check);
   assert.equal(opened.payload.crew.crew_id, 'crew_1');
   const bad = await buildCrewBundle({ issuer: 'cell-a', signer, audience: 'dev-1', version: 2, issuedAt: T0, expiresAt: null, crew: { ...crew, graph: { nodes: [], edges: [] } }, model: null });
-  await assert.rejects(openCrewBundle(bad, [trusted], contentHash), (e) => reason(e) === 'graph_hash_mismatch');
+  await assert.rejects(openCrewBundle(bad, [trusted], check), (e) => reason(e) === 'graph_hash_mismatch');
 });

@@ -7,33 +7,24 @@ import { buildCrewBundle, type CrewContent } from '../../bundles/crew-bundle.ts'
 import { buildModelManifest } from '../../bundles/model-manifest.ts';
 import { buildKeyBundle } from '../../bundles/key-bundle.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
-import { contentHash } from '../../core/canonical.ts';
-import type { Graph, SeatSpec } from '../../core/engine/types.ts';
+import { compileFormation } from '../../core/compiler/compile.ts';
 import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 import { writeFileDurable, type DeviceFile, type TrustFile } from '../../edge/files.ts';
 
 export const T0 = Date.UTC(2026, 0, 1);
 export const SECRET = 'svck_live_' + 'E'.repeat(43);
 
-export function seat(id: string, budget: number | null = null): SeatSpec {
-  return {
-    billet_id: id, role_label: `role ${id}`, required_skills: [], reports_to: null, agent_id: `agt_${id}`, model: null, system_prompt: `You are ${id}.`,
-    authority: { allowed_tools: [], clearance_level: 0, permission_mode: 'auto', data_grant_ids: [], egress_allowlist: [], compartments: [], governing_contract_ids: [], budget_ceiling: budget },
-  } as SeatSpec;
+/** A two-seat sequential crew compiled by core's compiler, with short answers. */
+export function compiledCrew(maxTokens = 16) {
+  const formation = { name: 'field', coordination_policy: 'sequential' as const, limits: { default_max_tokens: maxTokens } };
+  const billets = [{ id: 'a', role_label: 'inspector', authority_cap: {}, position: 0 }, { id: 'b', role_label: 'reviewer', authority_cap: {}, position: 1 }];
+  const bindings = { a: { agent_id: 'agt_a', system_prompt: 'You inspect.' }, b: { agent_id: 'agt_b', system_prompt: 'You review.' } };
+  const r = compileFormation(formation, billets, bindings);
+  if (!r.ok) throw new Error(r.message);
+  return { graph: r.graph, graph_hash: r.graphHash, compiler_input: { formation, billets, bindings } };
 }
 
-export function twoSeatGraph(maxTokens = 16): Graph {
-  return {
-    v: 1, formation_hash: 'sha256:' + '1'.repeat(64), policy: 'sequential', entry: 'a', exit: 'b',
-    nodes: [{ id: 'a', kind: 'agent', seat: 'a', config: { prompt: 'Draft.', max_tokens: maxTokens } }, { id: 'b', kind: 'agent', seat: 'b', config: { prompt: 'Review.', max_tokens: maxTokens } }],
-    edges: [{ from: 'a', to: 'b' }],
-    seats: { a: seat('a'), b: seat('b') },
-    limits: { max_steps: 100, max_steps_per_seat: 20, max_tool_rounds: 2, default_max_tokens: maxTokens },
-    placement: { clearance: 0, topology: {} },
-  };
-}
-
-export async function edgeWorld(opts: { budgets?: Record<string, number>; graph?: Graph } = {}) {
+export async function edgeWorld(opts: { budgets?: Record<string, number> } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'edge-dev-'));
   const cellKey = await generateEd25519();
   const cellSigner = signerFromJwk(cellKey.kid, cellKey.privateJwk);
@@ -49,9 +40,9 @@ export async function edgeWorld(opts: { budgets?: Record<string, number>; graph?
   const sha256 = await sha256Hex(bytes);
   const manifestPath = join(dir, 'tiny.manifest.json');
   writeFileSync(manifestPath, await buildModelManifest({ publisher: 'pub', signer: signerFromJwk(pub.kid, pub.privateJwk), issuedAt: T0, model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256 } }));
-  const graph = opts.graph ?? twoSeatGraph();
+  const compiled = compiledCrew();
   const crew: CrewContent = {
-    crew_id: 'crw_1', name: 'field crew', formation_id: 'frm_1', graph, graph_hash: contentHash(graph),
+    crew_id: 'crw_1', name: 'field crew', formation_id: 'frm_1', ...compiled,
     agents: [], blueprints: [], skills: [], contracts: [], tool_grants: {}, budgets: opts.budgets ?? { agt_a: 100_000, agt_b: 100_000 },
   };
   const crewPath = join(dir, 'crew.bundle.json');

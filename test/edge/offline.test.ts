@@ -117,3 +117,18 @@ test('a tampered model refuses to start; a validly signed but different model is
     rmSync(w.dir, { recursive: true, force: true });
   }
 });
+
+test('a signed crew bundle whose graph the compiler does not reproduce is refused', async () => {
+  const w = await edgeWorld();
+  try {
+    const { writeFileSync } = await import('node:fs');
+    const { buildCrewBundle } = await import('../../bundles/crew-bundle.ts');
+    const graph = structuredClone(w.crew.graph) as { limits: { default_max_tokens: number } };
+    graph.limits.default_max_tokens = 100_000;
+    writeFileSync(w.crewPath, await buildCrewBundle({ issuer: 'cell-a', signer: w.cellSigner, audience: w.devKid, version: 2, issuedAt: T0, expiresAt: null, crew: { ...w.crew, graph }, model: null }));
+    await assert.rejects(prepareOffline({ dir: w.dir, device: w.device, trust: w.trust, state: emptyDeviceState(w.device.device_id), clock: { now: () => T0 }, crewBundle: w.crewPath, model: undefined, modelManifest: undefined }),
+      (err) => (err as { details?: { reason?: string } }).details?.reason === 'graph_hash_mismatch');
+  } finally {
+    rmSync(w.dir, { recursive: true, force: true });
+  }
+});
