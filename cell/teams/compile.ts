@@ -7,17 +7,46 @@
 import { compileFormation } from '../../core/compiler/compile.ts';
 import type { BilletInput, FormationInput, SeatBinding } from '../../core/compiler/types.ts';
 import type { Graph } from '../../core/engine/types.ts';
-import { ServiceError } from '../../core/errors.ts';
+import { ServiceError, invalid } from '../../core/errors.ts';
 import type { Cell } from '../context.ts';
 import { getAgent } from './agents.ts';
 import { listBillets, type Crew, type Formation } from './formations.ts';
+import { getSkillByName } from './resources.ts';
 
 export interface CompilerInput { formation: FormationInput; billets: BilletInput[]; bindings: Record<string, SeatBinding> | undefined }
+
+/**
+ * A `skill` stage (or a map/loop body of kind skill) may name a stored skill as
+ * `{ skill: 'skill:<name>' }`; it is replaced by the skill's spec, so the graph
+ * (and its hash) carries the definition that runs.
+ */
+function resolveStageSkills(cell: Cell, stages: unknown[] | undefined, field: string): unknown[] | undefined {
+  if (!stages) return stages;
+  const fix = (node: unknown, path: string): unknown => {
+    if (typeof node !== 'object' || node === null) return node;
+    const n = node as { kind?: unknown; config?: Record<string, unknown> };
+    if (n.kind === 'skill' && typeof n.config?.['skill'] === 'string') {
+      const ref = n.config['skill'];
+      const m = /^skill:(.+)$/.exec(ref);
+      const sk = m ? getSkillByName(cell, m[1]!) : undefined;
+      if (!sk) throw invalid(`${path}.config.skill names no skill (write skill:<name>)`, { reason: 'unknown_skill', field: `${path}.config.skill`, refs: [ref] });
+      const spec: Record<string, unknown> = { name: sk.name, skill_kind: sk.skill_kind };
+      if (sk.model_preference !== null) spec['model_preference'] = sk.model_preference;
+      if (sk.definition !== null) spec['definition'] = sk.definition;
+      return { ...n, config: { ...n.config, skill: spec } };
+    }
+    if ((n.kind === 'map' || n.kind === 'loop') && n.config?.['body']) {
+      return { ...n, config: { ...n.config, body: fix(n.config['body'], `${path}.config.body`) } };
+    }
+    return node;
+  };
+  return stages.map((s, i) => fix(s, `${field}.${i}`));
+}
 
 export function compilerInput(cell: Cell, f: Formation, crew?: Crew): CompilerInput {
   const formation: FormationInput = JSON.parse(JSON.stringify({
     name: f.name, coordination_policy: f.coordination_policy, consensus_mode: f.consensus_mode, limits: f.limits,
-    topology: f.topology, pre: f.pre, post: f.post, prompt: f.prompt,
+    topology: f.topology, pre: resolveStageSkills(cell, f.pre, 'pre'), post: resolveStageSkills(cell, f.post, 'post'), prompt: f.prompt,
   })) as FormationInput;
   const billets: BilletInput[] = listBillets(cell, f.formation_id).map((b) => ({
     id: b.billet_id, role_label: b.role_label, required_skills: b.required_skills, reports_to: b.reports_to,

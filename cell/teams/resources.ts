@@ -45,7 +45,7 @@ export function checkCel(expr: unknown, path: string, variables: readonly string
 }
 
 function checkDefinition(kind: SkillKindName, def: Record<string, unknown> | undefined, path: string, depth = 0): void {
-  if (depth > 4) throw invalid('skill chains nest at most 4 deep', { reason: 'invalid_skill', field: path });
+  if (depth > 2) throw invalid('skill chains nest at most 2 deep', { reason: 'invalid_skill', field: path });
   const d = def ?? {};
   if (kind === 'tool') {
     if (typeof d['tool'] !== 'string' || !getTool(d['tool'])) throw invalid(`${path}.tool must name a tool of the catalog`, { reason: 'invalid_skill', field: `${path}.tool` });

@@ -1,0 +1,140 @@
+/**
+ * Formation stages around the team exercise the other executors end to end:
+ * gate, transform, skill (a stored transformer skill), conditional, tool,
+ * map, loop, timer, and human_approval under the two-person rule through the
+ * approvals route.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { settled } from '../../../cell/teams/runs.ts';
+import { readJournal } from '../../../cell/runs/journal.ts';
+import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
+import { lastUser, startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
+import { A, T, ok, provider, team, type Api } from './_setup.ts';
+
+let t: InProcess;
+let ai: FakeOpenAI;
+let api: Api;
+before(async () => {
+  t = await inProcessCell();
+  ai = await startOpenAIServer({ apiKey: 'sk-fake' });
+  api = { request: t.request, token: t.adminKey };
+  await provider(api, ai);
+  ai.setResponder((req) => ({ content: `agent saw: ${lastUser(req)}` }));
+  await ok(api, 'POST', `${T}/skills`, { name: 'exclaim', skill_kind: 'transformer', definition: { expr: 'input + "?"' } });
+});
+after(async () => { await t.close(); await ai.close(); });
+
+async function approverKey(name: string): Promise<string> {
+  const p = await ok(api, 'POST', `${A}/principals`, { kind: 'service', name, roles: ['operator'] });
+  const k = await ok(api, 'POST', `${A}/api-keys`, { owner_id: p.id, name: `${name}-key` });
+  return k.secret;
+}
+
+const PRE = [
+  { kind: 'gate', config: { rules: [{ name: 'nonempty', expr: 'size(input) > 0' }] } },
+  { kind: 'transform', config: { expr: 'input + "!"' } },
+  { kind: 'skill', config: { skill: 'skill:exclaim' } },
+  { kind: 'conditional', config: { expr: 'input.endsWith("?")' } },
+  { kind: 'tool', config: { tool: 'calc', args: { expression: '2+3' } } },
+  { kind: 'transform', config: { expr: 'input.value' } },
+  { kind: 'map', config: { over: '[input, input]', max_items: 10, body: { kind: 'transform', config: { expr: 'input * 2.0' } } } },
+  { kind: 'loop', config: { body: { kind: 'transform', config: { expr: 'input' } }, until: 'iteration >= 2.0', max_iterations: 5 } },
+  { kind: 'timer', config: { delay_ms: 0 } },
+];
+
+test('every stage executor runs; two-person approval holds the run until two non-requesters approve', async () => {
+  const tm = await team(api, 'sequential', [{ role: 'solo' }], { pre: PRE, post: [{ kind: 'human_approval', config: { rule: 'two_person', timeout_ms: 3_600_000, prompt: 'ship it?' } }] });
+  const graph = await ok(api, 'GET', `${T}/formations/${tm.formation}/graph`);
+  const kinds = new Set(graph.graph.nodes.map((n: { kind: string }) => n.kind));
+  for (const k of ['gate', 'transform', 'skill', 'conditional', 'tool', 'map', 'loop', 'timer', 'agent', 'human_approval']) assert.ok(kinds.has(k), k);
+  const skillNode = graph.graph.nodes.find((n: { kind: string }) => n.kind === 'skill');
+  assert.equal(skillNode.config.skill.skill_kind, 'transformer', 'the stored skill is inlined in the graph');
+
+  const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
+  await settled(t.cell, run.run_id);
+  const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+  assert.equal(s.state, 'waiting', JSON.stringify(s.error));
+  assert.match(lastUser(ai.requests.at(-1)!.body), /\[10,10\]|\[10\.0,10\.0\]/);
+  const step = s.pending_approvals[0].step_id as string;
+  assert.equal(s.pending_approvals[0].rule, 'two_person');
+  const path = `${T}/crews/${tm.crew}/runs/${run.run_id}/approvals/${encodeURIComponent(step)}`;
+
+  const self = await t.request('POST', path, { token: t.adminKey, body: { decision: 'approve' } });
+  assert.equal(self.status, 403);
+  assert.equal(self.body.details.reason, 'requester_cannot_approve');
+
+  const k1 = await approverKey('approver-one');
+  const k2 = await approverKey('approver-two');
+  const first = await t.request('POST', path, { token: k1, body: { decision: 'approve' } });
+  assert.equal(first.status, 200, first.text);
+  await settled(t.cell, run.run_id);
+  assert.equal((await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`)).state, 'waiting');
+  const twice = await t.request('POST', path, { token: k1, body: { decision: 'approve' } });
+  assert.equal(twice.status, 409);
+  const second = await t.request('POST', path, { token: k2, body: { decision: 'approve', comment: 'lgtm' } });
+  assert.equal(second.status, 200, second.text);
+  await settled(t.cell, run.run_id);
+  const done = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+  assert.equal(done.state, 'completed', JSON.stringify(done.error));
+  assert.match(String(done.output), /^agent saw:/);
+  const decisions = readJournal(t.cell, run.run_id).filter((r) => r.kind === 'decision').map((r) => r.step_id);
+  assert.ok(decisions.includes('pre:0') && decisions.includes('post:0'), decisions.join(','));
+});
+
+test('a gate stage that declines refuses the run with a decision record', async () => {
+  const tm = await team(api, 'sequential', [{ role: 'gated-solo' }], { pre: [PRE[0]] });
+  const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: '' });
+  await settled(t.cell, run.run_id);
+  const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+  assert.equal(s.state, 'refused');
+  assert.equal(s.error.reason, 'gate_declined');
+  const d = readJournal(t.cell, run.run_id).find((r) => r.kind === 'decision');
+  assert.equal((d!.data as { rule: string }).rule, 'nonempty');
+});
+
+test('a rejection of a side-effecting tool call refuses the run', async () => {
+  ai.setResponder(() => ({ tool_calls: [{ name: 'kv__put', arguments: { key: 'no', value: 1 } }] }));
+  const cap = { allowed_tools: ['kv.put'], permission_mode: 'ask', egress_allowlist: ['kv:*'] };
+  const tm = await team(api, 'sequential', [{ role: 'rejected', cap }]);
+  const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
+  await settled(t.cell, run.run_id);
+  const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+  const step = s.pending_approvals[0].step_id as string;
+  await ok(api, 'POST', `${T}/crews/${tm.crew}/runs/${run.run_id}/approvals/${encodeURIComponent(step)}`, { decision: 'reject', comment: 'no' });
+  await settled(t.cell, run.run_id);
+  const done = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+  assert.equal(done.state, 'refused');
+  assert.equal(done.error.reason, 'approval_rejected');
+  assert.equal(t.cell.store.get('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['no']), undefined);
+});
+
+test('egress: http.get outside the allowlist is refused; budget: a tiny ledger stops the agent', async () => {
+  ai.setResponder(() => ({ tool_calls: [{ name: 'http__get', arguments: { url: 'http://127.0.0.1:1/secret' } }] }));
+  const cap = { allowed_tools: ['http.get'], permission_mode: 'auto', egress_allowlist: ['https://example.com'] };
+  const tm = await team(api, 'sequential', [{ role: 'fetcher', cap }]);
+  const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
+  await settled(t.cell, run.run_id);
+  const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+  assert.equal(s.state, 'refused');
+  assert.equal(s.error.reason, 'egress_denied');
+
+  ai.setResponder(() => ({ content: 'expensive' }));
+  const poor = await team(api, 'sequential', [{ role: 'poor', ledger: 10 }]);
+  const r2 = await ok(api, 'POST', `${T}/crews/${poor.crew}/runs`, { input: 'x' });
+  await settled(t.cell, r2.run_id);
+  const s2 = await ok(api, 'GET', `${T}/crews/${poor.crew}/runs/${r2.run_id}`);
+  assert.equal(s2.state, 'refused');
+  assert.equal(s2.error.reason, 'budget_exceeded');
+});
+
+test('a provider failure fails the run with model_error, never a leak', async () => {
+  ai.setResponder(() => ({ status: 500 }));
+  const tm = await team(api, 'sequential', [{ role: 'unlucky' }]);
+  const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
+  await settled(t.cell, run.run_id);
+  const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+  assert.equal(s.state, 'failed');
+  assert.equal(s.error.reason, 'model_error');
+  assert.ok(!JSON.stringify(s).includes('scripted error'));
+});
