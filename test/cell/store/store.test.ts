@@ -145,31 +145,37 @@ describe('store: group commit and fsync failure', () => {
   it('batches transactions committed while an fsync is in flight into one write+fsync', async () => {
     let gate = deferred();
     gate.resolve(); // open (migrations) goes through
+    let entered = deferred();
     let calls = 0;
     const fsync = async (fh: FileHandle) => {
       calls++;
+      entered.resolve();
       await gate.promise;
       await fh.sync();
     };
     const { store, dir } = await fresh({ fsync });
     await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (0)'));
     gate = deferred();
-    const base = calls;
-    const first = store.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)'));
-    // Wait until the first batch is inside fsync.
-    for (let i = 0; i < 100 && calls === base; i++) await new Promise((r) => setImmediate(r));
-    assert.equal(calls, base + 1, 'the first write is being fsync\'d');
-    let acked = 0;
-    const rest = Array.from({ length: 31 }, (_, i) =>
-      store.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [i + 2])).then(() => acked++),
-    );
-    await new Promise((r) => setImmediate(r));
-    assert.equal(acked, 0, 'nothing is acknowledged before its fsync');
-    gate.resolve();
-    await first;
-    await Promise.all(rest);
-    assert.equal(calls, base + 2, '31 concurrent transactions shared one fsync');
-    assert.equal(acked, 31);
+    entered = deferred();
+    try {
+      const base = calls;
+      const first = store.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)'));
+      await entered.promise; // the first batch is inside fsync
+      assert.equal(calls, base + 1);
+      let acked = 0;
+      const rest = Array.from({ length: 31 }, (_, i) =>
+        store.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [i + 2])).then(() => acked++),
+      );
+      await new Promise((r) => setImmediate(r));
+      assert.equal(acked, 0, 'nothing is acknowledged before its fsync');
+      gate.resolve();
+      await first;
+      await Promise.all(rest);
+      assert.equal(calls, base + 2, '31 concurrent transactions shared one fsync');
+      assert.equal(acked, 31);
+    } finally {
+      gate.resolve();
+    }
     const copy = await reopen(crashCopy(dir));
     assert.equal(copy.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 33);
   });
@@ -305,7 +311,8 @@ describe('store: checkpoint and replay', () => {
   it('checkpoints automatically when the log passes checkpointBytes', async () => {
     const { store, dir } = await fresh({ checkpointBytes: 4096 });
     for (let i = 0; i < 60; i++) await store.write((tx) => tx.run('INSERT INTO t (id, v) VALUES (?, ?)', [i, 'x'.repeat(100)]));
-    for (let i = 0; i < 100 && store.stats.checkpoints === 0; i++) await new Promise((r) => setImmediate(r));
+    // The automatic checkpoint runs in the background: wait for it, bounded (10 s).
+    for (let i = 0; i < 1000 && store.stats.checkpoints === 0; i++) await new Promise((r) => setTimeout(r, 10));
     assert.ok(store.stats.checkpoints >= 1);
     assert.ok(store.stats.logBytes < 4096 + 1024);
     const copy = await reopen(crashCopy(dir));
