@@ -25,7 +25,7 @@ async function round(dir: string, tag: string, ms: number): Promise<string[]> {
   child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
   child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  const deadline = Date.now() + 15_000;
+  const deadline = Date.now() + 30_000;
   while (!out.startsWith('ready\n')) {
     if (Date.now() > deadline || child.exitCode !== null) {
       child.kill('SIGKILL');
