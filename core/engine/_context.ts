@@ -144,7 +144,13 @@ export class RunContext {
 
   /** Evaluates a condition; errors are reported as `{ ok: false }` for the caller to decide. */
   test(src: string, bindings: Record<string, unknown>, vars: readonly string[] = VARS.data): { ok: true; value: boolean } | { ok: false; code: string } {
-    const r = evalBool(this.program(src, vars), { context: this.context, ...bindings });
+    let program: ExprProgram;
+    try {
+      program = this.program(src, vars);
+    } catch {
+      return { ok: false, code: 'invalid_expression' }; // e.g. a contract rule that does not compile: fails closed
+    }
+    const r = evalBool(program, { context: this.context, ...bindings });
     return r.ok ? r : { ok: false, code: r.error.code };
   }
 

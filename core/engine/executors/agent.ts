@@ -16,7 +16,7 @@ export const agent: Executor = async (ctx, step, input) => {
   const maxTokens = cfg.max_tokens ?? ctx.graph.limits.default_max_tokens;
   const maxRounds = cfg.max_tool_rounds ?? ctx.graph.limits.max_tool_rounds;
   const tools: ToolDescriptor[] = [];
-  if (ctx.ports.tools !== undefined) {
+  if (ctx.ports.tools !== undefined && seat.authority.permission_mode !== 'plan') {
     for (const name of seat.authority.allowed_tools) {
       const d = ctx.ports.tools.describe(name);
       if (d !== undefined) tools.push(d);

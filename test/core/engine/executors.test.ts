@@ -337,3 +337,12 @@ test('timer: durable wait until due, then continues', async () => {
   clock.advance(1);
   assert.equal((await runGraph(g, null, p, OPTS)).output, 'woke');
 });
+
+test('gate: a contract rule that does not compile fails closed (gate_declined)', async () => {
+  const contracts = { async get(id: string) { return { id, rules: [{ name: 'broken', expr: 'nope(' }] }; } };
+  const g = graph([{ id: 'g', kind: 'gate', config: { rules: [], contract_id: 'ctr_bad' } }]);
+  const { p, j } = await ports({ contracts });
+  const r = await runGraph(g, {}, p, OPTS);
+  assert.equal(r.reason, 'gate_declined');
+  assert.match(String(j.records.find((x) => x.kind === 'decision')!.data?.reason), /broken failed \(invalid_expression\)/);
+});
