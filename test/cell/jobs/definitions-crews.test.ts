@@ -1,0 +1,50 @@
+/**
+ * agent and team definitions fire through the Agent Teams crew-run path:
+ * team names a crew; agent pins a compiled crew graph by its hash (graph_id).
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { settled } from '../../../cell/teams/runs.ts';
+import { schedulerOf } from '../../../cell/jobs/module.ts';
+import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
+import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
+import { ok, provider, team, type Api } from '../teams/_setup.ts';
+
+const DEFS = '/api/public/v1/admin/jobs/definitions';
+let t: InProcess;
+let ai: FakeOpenAI;
+let api: Api;
+before(async () => {
+  t = await inProcessCell();
+  ai = await startOpenAIServer({ apiKey: 'sk-fake' });
+  ai.setResponder(() => ({ content: 'done' }));
+  api = { request: t.request, token: t.adminKey };
+  await provider(api, ai);
+});
+after(async () => { await t.close(); await ai.close(); });
+
+test('team and agent definitions launch the crew on their cron, with the schedule recorded on the run', async () => {
+  const tm = await team(api, 'sequential', [{ role: 'writer' }]);
+  const crew = await ok(api, 'GET', `/api/public/v1/admin/agent-teams/crews/${tm.crew}`);
+  const graphId = crew.graph_hash as string;
+  assert.match(graphId, /^sha256:/);
+
+  const teamDef = await ok(api, 'POST', DEFS, { name: 'team', job_type: 'team', spec: { crew_id: tm.crew, input: 'hello' }, cron: '*/10 * * * *' });
+  const agentDef = await ok(api, 'POST', DEFS, { name: 'agent', job_type: 'agent', spec: { graph_id: graphId, input: 'hi' }, cron: '*/10 * * * *' });
+  t.clock.advance(10 * 60_000);
+  assert.equal(await schedulerOf(t.cell).tick(), 2);
+  for (const id of [teamDef.schedule_id, agentDef.schedule_id]) {
+    const d = await ok(api, 'GET', `${DEFS}/${id}`);
+    assert.equal(d.fire_count, 1);
+    assert.match(d.last_run_id, /^run_/, JSON.stringify(d));
+    await settled(t.cell, d.last_run_id);
+    const run = await ok(api, 'GET', `/api/public/v1/admin/jobs/runs/${d.last_run_id}`);
+    assert.equal(run.kind, 'crew');
+    assert.equal(run.crew_id, tm.crew);
+    assert.equal(run.flags.schedule_id, id);
+    assert.equal(run.state, 'completed', JSON.stringify(run));
+  }
+  assert.equal(await schedulerOf(t.cell).tick(), 0, 'no double fire');
+  const fires = t.cell.store.all<{ state: string }>('SELECT state FROM job_fires');
+  assert.deepEqual(fires.map((f) => f.state).sort(), ['dispatched', 'dispatched']);
+});
