@@ -157,6 +157,8 @@ class SqlJsStore implements DurableStore {
   #checkpointing: Promise<void> | null = null;
   #closingRun: Promise<void> | undefined;
   readonly #checkpointBytes: number;
+  /** Log size past which the next automatic checkpoint starts (raised after a failed one). */
+  #autoCheckpointAt: number;
   readonly #note: (msg: string) => void;
   readonly #fsync: (fh: FileHandle) => Promise<void>;
   readonly #stmts: Statements;
@@ -171,6 +173,7 @@ class SqlJsStore implements DurableStore {
     this.recovery = init.recovery;
     this.stats = { commits: 0, fsyncs: 0, checkpoints: 0, logBytes: init.logBytes, lsn: init.lsn };
     this.#checkpointBytes = init.checkpointBytes;
+    this.#autoCheckpointAt = init.checkpointBytes;
     this.#note = init.note;
     this.#fsync = init.fsync;
     this.#stmts = new Statements(db);
@@ -354,10 +357,17 @@ class SqlJsStore implements DurableStore {
         for (const w of waiters) w();
       }
     }
-    if (this.stats.logBytes > this.#checkpointBytes && !this.#checkpointing && !this.#closing && !this.#failed) {
-      this.checkpoint().catch((err: unknown) => {
-        this.#note(`store: automatic checkpoint failed (the log still holds everything): ${(err as Error).message}`);
-      });
+    if (this.stats.logBytes > this.#autoCheckpointAt && !this.#checkpointing && !this.#closing && !this.#failed) {
+      this.checkpoint().then(
+        () => {
+          this.#autoCheckpointAt = this.#checkpointBytes;
+        },
+        (err: unknown) => {
+          // Retry after another quarter of checkpointBytes, not after every batch.
+          this.#autoCheckpointAt = this.stats.logBytes + Math.ceil(this.#checkpointBytes / 4);
+          this.#note(`store: automatic checkpoint failed (the log still holds everything): ${(err as Error).message}`);
+        },
+      );
     }
   }
 
