@@ -8,7 +8,16 @@
  * keys, undefined members, lone surrogates, non-finite numbers, non-plain
  * objects) falls back to `contentHash`, which canonicalizes or throws TypeError.
  */
-import { contentHash, sha256Hex } from '../canonical.ts';
+import { contentHash, sha256Hex, utf8 } from '../canonical.ts';
+
+/** A synchronous SHA-256 (e.g. node:crypto's, passed in by the cell or the edge); the default is @noble/hashes. */
+export type Sha256 = (bytes: Uint8Array) => Uint8Array;
+
+function hex(b: Uint8Array): string {
+  let s = '';
+  for (let i = 0; i < b.length; i++) s += (b[i]! < 16 ? '0' : '') + b[i]!.toString(16);
+  return s;
+}
 
 const SURROGATE = /[\uD800-\uDFFF]/;
 
@@ -55,9 +64,14 @@ function fastPathOk(v: unknown, depth: number): boolean {
   }
 }
 
-/** `contentHash(v)`, computed with native JSON.stringify when `v` is already in canonical key order. */
-export function hashJson(v: unknown): string {
-  return fastPathOk(v, 0) ? 'sha256:' + sha256Hex(JSON.stringify(v)) : contentHash(v);
+/**
+ * `contentHash(v)`, computed with native JSON.stringify when `v` is already in canonical
+ * key order; `sha256` (optional) replaces the pure-JS SHA-256 on large documents.
+ */
+export function hashJson(v: unknown, sha256?: Sha256): string {
+  if (!fastPathOk(v, 0)) return contentHash(v);
+  const text = JSON.stringify(v);
+  return 'sha256:' + (sha256 !== undefined ? hex(sha256(utf8(text))) : sha256Hex(text));
 }
 
 /** A copy of a flat or nested JSON value with object keys inserted in canonical order (so hashJson takes the fast path). */

@@ -23,7 +23,7 @@
  * Hashes: formation hash = content hash of the projection (_projection.ts); graph
  * hash = see graphHashOf.
  */
-import { hashJson, sortedKeys } from './_hash.ts';
+import { hashJson, sortedKeys, type Sha256 } from './_hash.ts';
 import { contractsOf, intersectAuthority, isSubset, type AuthorityEnvelope } from '../authority/envelope.ts';
 import { validateGraph } from '../engine/validate.ts';
 import { GRAPH_FORMAT_VERSION, type Graph, type GraphEdge, type GraphNode, type SeatAuthority, type SeatSpec } from '../engine/types.ts';
@@ -204,7 +204,7 @@ function seats(p: Projection, agents: Record<string, SeatBinding> | undefined): 
  * when compiled without a crew. Equal hashes mean equal graphs; any change of the
  * formation, of a binding, or of the compiler's output (which bumps the version) changes it.
  */
-function graphHashOf(formationHash: string, p: Projection, agents: Record<string, SeatBinding> | undefined): string {
+function graphHashOf(formationHash: string, p: Projection, agents: Record<string, SeatBinding> | undefined, sha256: Sha256 | undefined): string {
   const bindings =
     agents === undefined
       ? null
@@ -218,21 +218,23 @@ function graphHashOf(formationHash: string, p: Projection, agents: Record<string
             system_prompt: a.system_prompt ?? null,
           };
         });
-  return hashJson({ bindings, compiler: GRAPH_FORMAT_VERSION, formation_hash: formationHash });
+  return hashJson({ bindings, compiler: GRAPH_FORMAT_VERSION, formation_hash: formationHash }, sha256);
 }
 
 /**
  * Compiles a formation. With `agents` (a crew's bindings, billet id -> agent) every seat
  * must be bound and carries the agent's authority ∩ the billet cap; without, seats are unbound
  * (the graph of GET .../formations/{id}/graph).
+ * `options.sha256` may supply a native synchronous SHA-256 (the cell passes node:crypto's);
+ * the hashes are the same with or without it, only faster on large formations.
  * @example const r = compileFormation({ name: 'f', coordination_policy: 'sequential' }, [{ id: 'b1', role_label: 'writer', authority_cap: {} }]); if (r.ok) r.graphHash
  */
-export function compileFormation(formation: FormationInput, billets: readonly BilletInput[], agents?: Record<string, SeatBinding>): CompileResult {
+export function compileFormation(formation: FormationInput, billets: readonly BilletInput[], agents?: Record<string, SeatBinding>, options: { sha256?: Sha256 } = {}): CompileResult {
   try {
     const p = project(formation, billets);
     const children = checkHierarchy(p);
     const shape = build(p, children);
-    const formationHash = hashJson(p);
+    const formationHash = hashJson(p, options.sha256);
     const seatMap = seats(p, agents);
     let clearance = 0;
     for (const s of Object.values(seatMap)) clearance = Math.max(clearance, s.authority.clearance_level);
@@ -250,7 +252,7 @@ export function compileFormation(formation: FormationInput, billets: readonly Bi
     };
     const v = validateGraph(graph);
     if (!v.ok) return { ok: false, code: 'invalid_formation', message: `stage ${v.node ?? ''}: ${v.problem}`, details: { node: v.node, problem: v.problem } };
-    return { ok: true, graph, graphHash: graphHashOf(formationHash, p, agents), formationHash };
+    return { ok: true, graph, graphHash: graphHashOf(formationHash, p, agents, options.sha256), formationHash };
   } catch (e) {
     if (e instanceof CompileError) return { ok: false, code: e.code, message: e.message, details: e.details };
     if (e instanceof TypeError) return { ok: false, code: 'invalid_formation', message: 'formation is not plain JSON or has invalid values', details: {} };

@@ -25,3 +25,12 @@ test('edge cases: integer-like keys, -0, escapes, unicode, lone surrogates', () 
   assert.throws(() => hashJson([undefined]), TypeError);
   assert.equal(hashJson({ a: 1, b: undefined }), contentHash({ a: 1 }));
 });
+
+test('a supplied SHA-256 gives the same hash', async () => {
+  const { sha256 } = await import('@noble/hashes/sha2.js');
+  const { createHash } = await import('node:crypto');
+  const native = (b: Uint8Array) => new Uint8Array(createHash('sha256').update(b).digest());
+  const v = sortedKeys({ b: [1, 2, { y: 'é', x: null }], a: 'x' });
+  assert.equal(hashJson(v, native), contentHash(v));
+  assert.equal(hashJson(v, (b) => sha256(b)), contentHash(v));
+});
