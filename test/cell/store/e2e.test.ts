@@ -34,6 +34,43 @@ async function refusedStart(dir: string): Promise<{ code: number | null; out: st
 }
 
 describe('store in the real cell process', () => {
+  it('every 201 answered before a SIGKILL that lands mid-load is there after restart', { timeout: 60_000 }, async () => {
+    const a = await startCellProcess();
+    try {
+      const acked: { key_id: string; secret: string }[] = [];
+      let stop = false;
+      const workers = Array.from({ length: 8 }, async (_, w) => {
+        for (let n = 0; !stop && n < 500; n++) {
+          try {
+            const r = await call(a.url, 'POST', KEYS, a.adminKey, { name: `load-${w}-${n}` });
+            if (r.status === 201) acked.push({ key_id: String(r.body.key_id), secret: String(r.body.secret) });
+          } catch {
+            return; // the connection died with the process: that answer was never given
+          }
+        }
+      });
+      for (let i = 0; i < 1000 && acked.length < 20; i++) await new Promise((r) => setTimeout(r, 10));
+      await a.kill('SIGKILL');
+      stop = true;
+      await Promise.all(workers);
+      assert.ok(acked.length >= 20, `only ${acked.length} writes acknowledged before the kill`);
+      const b = await startCellProcess({ dataDir: a.dataDir });
+      try {
+        const missing: string[] = [];
+        for (const k of acked) {
+          const got = await call(b.url, 'GET', `${KEYS}/${k.key_id}`, k.secret);
+          if (got.status !== 200) missing.push(`${k.key_id}: ${got.status}`);
+        }
+        assert.deepEqual(missing, [], `${missing.length} of ${acked.length} acknowledged keys lost`);
+      } finally {
+        await b.stop();
+      }
+    } finally {
+      await a.kill('SIGKILL');
+      a.cleanup();
+    }
+  });
+
   it('acknowledged POSTs survive SIGKILL; the directory lock refuses a second cell, then yields to the next', { timeout: 60_000 }, async () => {
     const a = await startCellProcess();
     try {
