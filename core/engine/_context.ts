@@ -97,7 +97,8 @@ export class RunContext {
       input_hash: contentHash(input ?? null),
       output_hash: contentHash(output ?? null),
       at: this.ports.clock.now(),
-      ...(data !== undefined ? { data } : {}),
+      // data may carry port-supplied details: keep it plain JSON so a refusal is never lost.
+      ...(data !== undefined ? { data: asJson(data) as JsonObject } : {}),
     };
     await j.append(fields, { input: input ?? null, output: output ?? null });
   }

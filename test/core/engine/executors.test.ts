@@ -346,3 +346,14 @@ test('gate: a contract rule that does not compile fails closed (gate_declined)',
   assert.equal(r.reason, 'gate_declined');
   assert.match(String(j.records.find((x) => x.kind === 'decision')!.data?.reason), /broken failed \(invalid_expression\)/);
 });
+
+test('a port refusal with non-JSON details is still journaled as a refusal', async () => {
+  const m = scriptedModel({ a: [answer('', [{ id: 'c', name: 'http.get', arguments: {} }])] });
+  const t = tools({ 'http.get': { fn: () => { throw new EngineRefusal('egress_denied', 'no', { when: new Date(0) as never, n: 1 }); } } });
+  const { p, j } = await ports({ model: m.port, tools: t.port }, ['agt_a']);
+  const g = graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['http.get'], permission_mode: 'auto' })]);
+  const r = await runGraph(g, 'x', p, OPTS);
+  assert.equal(r.reason, 'egress_denied');
+  assert.equal(j.records.find((x) => x.kind === 'refusal')!.data?.n, 1);
+  assert.deepEqual(await j.verify(), { ok: true });
+});
