@@ -101,7 +101,11 @@ export async function openStore(opts: DurableStoreOptions): Promise<DurableStore
     });
     await store.migrate(opts.migrations);
     // A long replay is not worth repeating on the next start.
-    if (store.stats.logBytes > checkpointBytes) await store.checkpoint();
+    if (store.stats.logBytes > checkpointBytes) {
+      await store.checkpoint().catch((err: unknown) => {
+        note(`store: checkpoint after replay failed (the log still holds everything): ${(err as Error).message}`);
+      });
+    }
     return store;
   } catch (err) {
     await fh?.close().catch(() => undefined);
