@@ -109,12 +109,15 @@ export type NotebookSpec = z.infer<typeof NotebookSpecSchema>;
 export type NotebookCell = z.infer<typeof NotebookCellSchema>;
 export type SingleSpec = z.infer<typeof SingleSpecSchema>;
 
-export const CreateRunSchema = z.object({
-  job_type: z.enum(RUN_JOB_TYPES),
-  workspace_id: WORKSPACE_ID,
-  spec: z.record(z.string(), z.unknown()).openapi({ description: 'Shape by job_type: SqlJobSpec, ComputeJobSpec, NotebookJobSpec, SingleJobSpec' }),
-  requester: z.unknown().optional().openapi({ description: 'Refused when present: the requester is always the authenticated session' }),
-}).strict().openapi('CreateJobRun');
+const requesterRefused = z.unknown().optional().openapi({ description: 'Refused when present: the requester is always the authenticated session' });
+
+/** The run request: one shape per job_type, so each spec is documented and checked against its type. */
+export const CreateRunSchema = z.discriminatedUnion('job_type', [
+  z.object({ job_type: z.literal('sql'), workspace_id: WORKSPACE_ID, spec: SqlSpecSchema, requester: requesterRefused }).strict().openapi('CreateSqlJobRun'),
+  z.object({ job_type: z.literal('compute'), workspace_id: WORKSPACE_ID, spec: ComputeSpecSchema, requester: requesterRefused }).strict().openapi('CreateComputeJobRun'),
+  z.object({ job_type: z.literal('notebook'), workspace_id: WORKSPACE_ID, spec: NotebookSpecSchema, requester: requesterRefused }).strict().openapi('CreateNotebookJobRun'),
+  z.object({ job_type: z.literal('single'), workspace_id: WORKSPACE_ID, spec: SingleSpecSchema, requester: requesterRefused }).strict().openapi('CreateSingleJobRun'),
+]).openapi('CreateJobRun');
 
 export const RunErrorSchema = z.object({
   code: z.string(), message: z.string(), reason: z.string().optional(), details: z.record(z.string(), z.unknown()).optional(),
@@ -165,16 +168,27 @@ export const TeamTemplateSchema = z.object({
 const CronSchema = z.string().min(9).max(200).openapi({ description: '5 fields (minute hour day month weekday) or 6 with seconds first; parsed by croner', example: '*/5 * * * *' });
 const TimezoneSchema = z.string().min(1).max(64).openapi({ description: 'IANA time zone the cron is read in', example: 'UTC' });
 
-export const CreateDefinitionSchema = z.object({
+const definitionCommon = {
   name: z.string().min(1).max(200),
-  job_type: z.enum(DEFINITION_JOB_TYPES),
   workspace_id: WORKSPACE_ID.default('default'),
-  spec: z.record(z.string(), z.unknown()).openapi({ description: 'compute/sql/notebook: the run spec; agent: AgentJobTemplate; team: TeamJobTemplate' }),
   cron: CronSchema,
   timezone: TimezoneSchema.default('UTC'),
   catch_up: z.enum(['once', 'skip']).default('once').openapi({ description: 'A fire missed while no cell ran: `once` runs it once at start (however many were missed), `skip` goes on to the next fire time' }),
   enabled: z.boolean().default(true),
-}).strict().openapi('CreateJobDefinition');
+};
+
+/** Agent and team templates as the route reads them: the template rules (graph_id known, formation_id refused) are checked with named reasons after parsing. */
+const AgentTemplateInput = AgentTemplateSchema.partial().extend({ formation_id: z.unknown().optional().openapi({ description: 'Refused: a formation is a crew; schedule it as team' }) });
+const TeamTemplateInput = TeamTemplateSchema.partial().extend({ formation_id: z.unknown().optional().openapi({ description: 'Refused without crew_id: a template without members' }) });
+
+/** The definition request: one shape per job_type (the spec of that type). */
+export const CreateDefinitionSchema = z.discriminatedUnion('job_type', [
+  z.object({ job_type: z.literal('compute'), spec: ComputeSpecSchema, ...definitionCommon }).strict().openapi('CreateComputeJobDefinition'),
+  z.object({ job_type: z.literal('sql'), spec: SqlSpecSchema, ...definitionCommon }).strict().openapi('CreateSqlJobDefinition'),
+  z.object({ job_type: z.literal('notebook'), spec: NotebookSpecSchema, ...definitionCommon }).strict().openapi('CreateNotebookJobDefinition'),
+  z.object({ job_type: z.literal('agent'), spec: AgentTemplateInput, ...definitionCommon }).strict().openapi('CreateAgentJobDefinition'),
+  z.object({ job_type: z.literal('team'), spec: TeamTemplateInput, ...definitionCommon }).strict().openapi('CreateTeamJobDefinition'),
+]).openapi('CreateJobDefinition');
 
 export const PatchDefinitionSchema = z.object({
   name: z.string().min(1).max(200).optional(),

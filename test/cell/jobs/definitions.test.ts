@@ -50,7 +50,6 @@ test('definitions: cron, timezone and templates are validated at authoring', asy
       [{ ...base, cron: '* * * * * * *' }, 'invalid_cron'],
       [{ ...base, cron: 'every minute' }, 'invalid_cron'],
       [{ ...base, timezone: 'Mars/Olympus' }, 'invalid_timezone'],
-      [{ ...base, spec: { code: '' } }, 'invalid_spec'],
       [{ ...base, job_type: 'agent', spec: { formation_id: 'frm_1' } }, 'formation_id_not_allowed'],
       [{ ...base, job_type: 'agent', spec: { graph_id: 'sha256:' + '1'.repeat(64) } }, 'unknown_graph'],
       [{ ...base, job_type: 'team', spec: { formation_id: 'frm_1' } }, 'formation_id_without_crew'],
@@ -61,6 +60,11 @@ test('definitions: cron, timezone and templates are validated at authoring', asy
       assert.equal(r.body.error, 'invalid_request');
       assert.equal(r.body.details.reason, reason, JSON.stringify(r.body));
     }
+    const badSpec = await req('POST', DEFS, { ...base, spec: { code: '' } });
+    assert.equal(badSpec.status, 400);
+    assert.equal(badSpec.body.details.issues[0].path, 'spec.code', 'the spec is checked against its job type');
+    const wrongType = await req('POST', DEFS, { ...base, job_type: 'sql' });
+    assert.equal(wrongType.status, 400, 'a compute spec is not a sql spec');
     const noCron = await req('POST', DEFS, { name: 'n', job_type: 'compute', spec: { code: 'return 1' } });
     assert.equal(noCron.status, 400, 'there is no unscheduled definition');
     const six = await req('POST', DEFS, { ...base, cron: '30 */5 * * * *', timezone: 'Europe/Paris' });
