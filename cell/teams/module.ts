@@ -9,6 +9,7 @@ import { TOOLS_MIGRATIONS } from '../tools/catalog.ts';
 import { formationRoutes } from './routes-formations.ts';
 import { resourceRoutes } from './routes-resources.ts';
 import { runRoutes } from './routes-runs.ts';
+import { startSweep, stopSweep } from './runs.ts';
 import { TEAMS_MIGRATIONS } from './schema.ts';
 
 export const teamsModule: CellModule = {
@@ -19,5 +20,11 @@ export const teamsModule: CellModule = {
     resourceRoutes(app, cell);
     formationRoutes(app, cell);
     runRoutes(app, cell);
+  },
+  start(cell) {
+    startSweep(cell);
+  },
+  async stop(cell) {
+    await stopSweep(cell);
   },
 };

@@ -18,7 +18,7 @@ import { recordAuditTx } from '../iam/audit.ts';
 import { isDriven } from '../runs/control.ts';
 import { driveRun } from '../runs/drive.ts';
 import { appendJournal, finishRun } from '../runs/journal.ts';
-import { createRunTx, getRun, isTerminal, listRuns, setRunFlags, type Run } from '../runs/runs.ts';
+import { activeRuns, createRunTx, getRun, isTerminal, setRunFlags, type Run } from '../runs/runs.ts';
 import { getLedger, releaseOpenReservations } from './agents.ts';
 import { compileFor } from './compile.ts';
 import { getCrew, getFormation, type Crew } from './formations.ts';
@@ -45,6 +45,24 @@ function track(cell: Cell, runId: string, p: Promise<unknown>): void {
   m.set(runId, p);
   void p.finally(() => { if (m!.get(runId) === p) m!.delete(runId); });
 }
+/** How often the cell looks for runs past their budget, ms. */
+export const INVESTIGATE_SWEEP_MS = 5_000;
+
+const sweeps = new WeakMap<Cell, ReturnType<typeof setInterval>>();
+/** Starts the periodic investigate sweep (module start); `stopSweep` ends it. */
+export function startSweep(cell: Cell): void {
+  if (sweeps.has(cell)) return;
+  const t = setInterval(() => { void flagOverdue(cell).catch((e: unknown) => cell.log.warn('investigate sweep failed', { error: e instanceof Error ? e.message : String(e) })); }, INVESTIGATE_SWEEP_MS);
+  t.unref();
+  sweeps.set(cell, t);
+}
+export async function stopSweep(cell: Cell): Promise<void> {
+  const t = sweeps.get(cell);
+  if (t) clearInterval(t);
+  sweeps.delete(cell);
+  // In-flight drives are aborted by the runs module's stop (it runs after this one).
+}
+
 /** Resolves when this process is no longer driving the run (tests, shutdown). */
 export async function settled(cell: Cell, runId: string): Promise<void> {
   await inflight.get(cell)?.get(runId);
@@ -185,8 +203,8 @@ export async function decideApproval(cell: Cell, actor: string, crewId: string, 
 /** Flags runs still in flight after their time or cost budget (idempotent); an event records it. */
 export async function flagOverdue(cell: Cell): Promise<void> {
   const now = cell.clock.now();
-  for (const run of listRuns(cell, { limit: 2000, offset: 0, kind: 'crew' }).items) {
-    if (isTerminal(run.state) || run.flags['investigate']) continue;
+  for (const run of activeRuns(cell, 'crew')) {
+    if (run.flags['investigate']) continue;
     const spec = run.spec as CrewRunSpec;
     const spent = runTokens(cell, run.run_id);
     let reason: string | null = null;

@@ -114,3 +114,49 @@ test('posture: a sovereign cell refuses a public provider at registration', { ti
     c.cleanup();
   }
 });
+
+test('every coordination policy end to end in the real process', { timeout: 90_000 }, async () => {
+  const c = await startCellProcess();
+  procs.push(c);
+  try {
+    const api = httpApi(c.url, c.adminKey);
+    await provider(api, ai);
+    ai.setResponder((req) => {
+      const role = roleOf(req);
+      const user = req.messages.filter((m) => m.role === 'user').at(-1)?.content ?? '';
+      if (role === 'lead') {
+        const m = /(blt_[0-9a-f]{20}): analyst/.exec(user);
+        return { content: m ? m[1]! : 'lead approves' };
+      }
+      if (role.startsWith('voter')) return { content: role === 'voter3' ? 'blue' : 'Green' };
+      return { content: `${role} answer` };
+    });
+    const finish = async (crew: string, input: unknown) => {
+      const r = await ok(api, 'POST', `${T}/crews/${crew}/runs`, { input });
+      return until(`run ${r.run_id}`, async () => {
+        const s = await ok(api, 'GET', `${T}/crews/${crew}/runs/${r.run_id}`);
+        return ['completed', 'failed', 'refused', 'cancelled'].includes(s.state) ? s : undefined;
+      });
+    };
+    const seq = await team(api, 'sequential', [{ role: 'first' }, { role: 'second' }]);
+    const par = await team(api, 'parallel', [{ role: 'p1' }, { role: 'p2' }]);
+    const con = await team(api, 'consensus', [{ role: 'voter1' }, { role: 'voter2' }, { role: 'voter3' }]);
+    const mgr = await team(api, 'manager-delegates', [{ role: 'lead' }, { role: 'analyst', reports_to: 'lead' }, { role: 'designer', reports_to: 'lead' }]);
+    const [s1, s2, s3, s4] = await Promise.all([finish(seq.crew, 'a'), finish(par.crew, 'b'), finish(con.crew, 'c'), finish(mgr.crew, 'd')]);
+    assert.equal(s1.state, 'completed', JSON.stringify(s1.error));
+    assert.equal(s1.output, 'second answer');
+    assert.equal(s2.state, 'completed', JSON.stringify(s2.error));
+    assert.deepEqual(Object.values(s2.output as object).sort(), ['p1 answer', 'p2 answer']);
+    assert.equal(s3.state, 'completed', JSON.stringify(s3.error));
+    assert.match(JSON.stringify(s3.output), /green/i);
+    assert.equal(s4.state, 'completed', JSON.stringify(s4.error));
+    assert.equal(s4.output, 'lead approves');
+    assert.ok(!ai.requests.some((r) => roleOf(r.body) === 'designer'), 'the report not chosen is never called');
+    const journal = await ok(api, 'GET', `/api/public/v1/admin/jobs/runs/${s4.run_id}/journal`);
+    const recs = (journal.records ?? journal.events ?? journal.journal) as { kind: string; data?: { choice?: string } }[];
+    assert.equal(recs.find((r) => r.data?.choice)!.data!.choice, mgr.billets['analyst']);
+  } finally {
+    await c.stop();
+    c.cleanup();
+  }
+});

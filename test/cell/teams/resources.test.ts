@@ -69,6 +69,11 @@ test('minting an agent creates a principal; quota and caller authority gate it, 
   const principal = await get(`${A}/principals/${a.body.agent_id}`);
   assert.equal(principal.status, 200, principal.text);
   assert.equal(principal.body.kind, 'agent');
+  const agentKey = await post(`${A}/api-keys`, { owner_id: a.body.agent_id, name: 'agent-key' });
+  assert.equal(agentKey.status, 201, agentKey.text);
+  const asAgent = await get(`${A}/ai/tool-registry`, agentKey.body.secret);
+  assert.equal(asAgent.status, 200, 'an agent principal owns a working key (role agent: catalog.read)');
+  assert.equal((await get(`${T}/agents`, agentKey.body.secret)).status, 403);
 
   // A caller with agent_teams.write but without iam.principals.write.
   const role = await post(`${A}/roles`, { name: 'teamster', permissions: ['agent_teams'] });
