@@ -142,6 +142,7 @@ export function project(formation: FormationInput, billets: readonly BilletInput
   };
   const out: ProjectedBillet[] = billets.map((b, i) => {
     if (!isObj(b) || typeof b.id !== 'string' || b.id.length === 0) throw bad(`billet ${i} needs an id`, { field: `billets[${i}].id` });
+    if (/[/[\]#]/.test(b.id) || b.id.length > 190) throw bad(`billet id ${b.id.slice(0, 50)} must not contain / [ ] # and be at most 190 characters`, { field: `billets[${i}].id` });
     if (seen.has(b.id)) throw new CompileError('duplicate_billet', `billet ${b.id} appears twice`, { billet: b.id });
     seen.add(b.id);
     if (typeof b.role_label !== 'string' || b.role_label.length === 0) throw bad(`billet ${b.id} needs a role_label`, { billet: b.id, field: 'role_label' });

@@ -92,6 +92,8 @@ export function validateGraph(g: Graph): GraphVerdict {
     const n = g.nodes[i]!;
     if (typeof n?.id !== 'string' || n.id.length === 0) return { ok: false, node: null, problem: `node ${i} has no id` };
     if (index.has(n.id)) return { ok: false, node: n.id, problem: 'duplicate node id' };
+    // '/', '[', ']' and '#' build derived step ids (<n>/model/0, <n>[i], <n>#k): not allowed in node ids.
+    if (/[/[\]#]/.test(n.id) || n.id === 'run' || n.id.length > 200) return { ok: false, node: n.id, problem: 'node id must not contain / [ ] # (nor be "run"), at most 200 characters' };
     if (!(EXECUTOR_KINDS as readonly string[]).includes(n.kind)) return { ok: false, node: n.id, problem: `unknown executor ${String(n.kind)}` };
     index.set(n.id, i);
   }

@@ -64,6 +64,7 @@ test('refusals are values with codes', () => {
   const md: FormationInput = { name: 'f', coordination_policy: 'manager-delegates' };
   assert.equal(code(md, []), 'empty_formation');
   assert.equal(code(md, [b('a'), b('a')]), 'duplicate_billet');
+  assert.equal(code(md, [b('a/model/0')]), 'invalid_formation'); // would collide with derived step ids
   assert.equal(code(md, [b('a'), b('b', { reports_to: 'ghost' })]), 'unknown_reports_to');
   assert.equal(code(md, [b('a', { reports_to: 'b' }), b('b', { reports_to: 'a' })]), 'reports_to_cycle');
   assert.equal(code(md, [b('a', { reports_to: 'a' })]), 'reports_to_cycle');
