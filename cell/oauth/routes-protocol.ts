@@ -21,7 +21,7 @@ import { pollDeviceCode, startDeviceAuthorization } from './device.ts';
 import { checkRequestProof, dpopHeader } from './dpop-check.ts';
 import { formBody, mountRaw, readForm } from './form.ts';
 import { issueAccessToken } from './issue.ts';
-import { isOAuthError, OAuthError, oauthErrorResponse } from './oauth-error.ts';
+import { isOAuthError, OAuthError, oauthErrorResponse, oauthErrorResponses } from './oauth-error.ts';
 import { narrowScope, parseScope } from './scope.ts';
 import { audienceOf, issuerOf, publicBase } from './settings.ts';
 import { keyring } from './signing-keys.ts';
@@ -81,7 +81,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
         code_verifier: 'PKCE verifier', device_code: 'device code', client_id: 'client id', client_secret: 'client_secret_post',
       }, ['grant_type']),
     },
-    responses: { 200: jsonResponse('{access_token, token_type, expires_in, scope}'), ...errorResponses(400, 401) },
+    responses: { 200: jsonResponse('{access_token, token_type, expires_in, scope}'), ...oauthErrorResponses(), ...errorResponses() },
   }), async (c) => protocol(c, async () => {
     const form = await readForm(c);
     const grant = form['grant_type'];
@@ -119,7 +119,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     method: 'post', path: '/oauth/device_authorization', tags: [TAG], 'x-status': 'Live',
     summary: 'Device authorization (RFC 8628): device_code, user_code, verification URI, interval',
     request: { body: formBody({ client_id: 'client id', scope: 'space-separated permission selectors' }, ['client_id']) },
-    responses: { 200: jsonResponse('{device_code, user_code, verification_uri, verification_uri_complete, expires_in, interval}'), ...errorResponses(400, 401) },
+    responses: { 200: jsonResponse('{device_code, user_code, verification_uri, verification_uri_complete, expires_in, interval}'), ...oauthErrorResponses(), ...errorResponses() },
   }), async (c) => protocol(c, async () => {
     const form = await readForm(c);
     const ac = await authenticateClient(cell, c, form);
@@ -138,7 +138,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     method: 'post', path: '/oauth/introspect', tags: [TAG], 'x-status': 'Live',
     summary: 'Token introspection (RFC 7662); {"active":false} for any token that does not verify',
     request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored' }, ['token']) },
-    responses: { 200: jsonResponse('{active: true, ...claims} or exactly {"active":false}'), ...errorResponses(400, 401) },
+    responses: { 200: jsonResponse('{active: true, ...claims} or exactly {"active":false}'), ...oauthErrorResponses(), ...errorResponses() },
   }), async (c) => protocol(c, async () => {
     const form = await readForm(c);
     const ac = await authenticateClient(cell, c, form);
@@ -152,7 +152,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     method: 'post', path: '/oauth/revoke', tags: [TAG], 'x-status': 'Live',
     summary: 'Token revocation (RFC 7009): always 200; the jti is denylisted until the token expires',
     request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored' }, ['token']) },
-    responses: { 200: { description: 'Revoked, or nothing to revoke' }, ...errorResponses(400, 401) },
+    responses: { 200: { description: 'Revoked, or nothing to revoke' }, ...oauthErrorResponses(), ...errorResponses() },
   }), async (c) => protocol(c, async () => {
     const form = await readForm(c);
     const ac = await authenticateClient(cell, c, form);
