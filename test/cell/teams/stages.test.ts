@@ -138,3 +138,28 @@ test('a provider failure fails the run with model_error, never a leak', async ()
   assert.equal(s.error.reason, 'model_error');
   assert.ok(!JSON.stringify(s).includes('scripted error'));
 });
+
+test('permission modes: auto-read runs read-only tools without asking but holds side effects; plan refuses tools', async () => {
+  let n = 0;
+  ai.setResponder((req) => {
+    const last = req.messages.at(-1)!;
+    if (last.role === 'tool') return n++ === 0 ? { tool_calls: [{ name: 'kv__put', arguments: { key: 'ar', value: 2 } }] } : { content: 'done' };
+    return { tool_calls: [{ name: 'calc', arguments: { expression: '1+1' } }] };
+  });
+  const cap = { allowed_tools: ['calc', 'kv.put'], permission_mode: 'auto-read', egress_allowlist: ['kv:*'] };
+  const tm = await team(api, 'sequential', [{ role: 'autoread', cap }]);
+  const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
+  await settled(t.cell, run.run_id);
+  const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+  assert.equal(s.state, 'waiting');
+  assert.equal(s.pending_approvals.length, 1, 'calc did not ask; kv.put does');
+  assert.match(s.pending_approvals[0].step_id, /tool\/1\.0$/);
+
+  ai.setResponder(() => ({ tool_calls: [{ name: 'calc', arguments: { expression: '1+1' } }] }));
+  const plan = await team(api, 'sequential', [{ role: 'planner', cap: { allowed_tools: ['calc'], permission_mode: 'plan' } }]);
+  const r2 = await ok(api, 'POST', `${T}/crews/${plan.crew}/runs`, { input: 'x' });
+  await settled(t.cell, r2.run_id);
+  const s2 = await ok(api, 'GET', `${T}/crews/${plan.crew}/runs/${r2.run_id}`);
+  assert.equal(s2.state, 'refused');
+  assert.equal(s2.error.reason, 'tool_forbidden_by_mode');
+});
