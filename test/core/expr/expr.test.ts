@@ -76,8 +76,10 @@ test('runtime errors and non-JSON results are values, not exceptions', () => {
 
 // ------------------------------------------------------------ conformance
 
-/** cel-spec conformance files run here: the core language we enable (no extensions, no proto messages). */
-const CONFORMANCE_FILES = ['basic', 'comparisons', 'conversions', 'fp_math', 'integer_math', 'lists', 'logic', 'macros', 'plumbing', 'string', 'fields'];
+/** cel-spec conformance files run here: the core language we enable (no extensions, no proto messages).
+ * Not run: macros2 (two-variable comprehensions and other extension macros), *_ext, proto2/proto3,
+ * wrappers, enums, dynamic, type_deductions, namespace, optionals, unknowns (messages, containers or extensions). */
+const CONFORMANCE_FILES = ['basic', 'comparisons', 'conversions', 'fp_math', 'integer_math', 'lists', 'logic', 'macros', 'plumbing', 'string', 'fields', 'timestamps', 'parse'];
 
 function celOf(v: Value): unknown {
   const k = v.kind;
@@ -184,7 +186,7 @@ test('cel-spec conformance (selected files) through compileExpr/evalRaw', () => 
   const unexpected = failures.filter((f) => !KNOWN.has(f.split(':')[0]!));
   assert.deepEqual(unexpected, [], JSON.stringify(summary));
   const policy = Object.values(summary).reduce((a, s) => a + s.refusedByPolicy, 0);
-  assert.ok(policy < 40, `refused by policy: ${policy}`);
+  assert.ok(policy < 60, `refused by policy: ${policy} ${JSON.stringify(summary)}`);
   assert.ok(total > 500 && passed / total > 0.9, `${passed}/${total} ${JSON.stringify(summary)}`);
 });
 
