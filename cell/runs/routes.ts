@@ -22,6 +22,9 @@ import { subscribe } from './events.ts';
 import { TERMINAL_KIND, journalClosed, readJournal, type JournalRecord } from './journal.ts';
 import { getRun, isTerminal } from './runs.ts';
 
+/** Events buffered for one slow SSE client before its stream is closed (it resumes with Last-Event-ID). */
+export const MAX_PENDING_EVENTS = 100_000;
+
 /** Heartbeat interval of SSE streams, ms (env CELL_SSE_HEARTBEAT_MS overrides; tests use it). */
 export function sseHeartbeatMs(): number {
   const v = Number(globalThis.process?.env?.['CELL_SSE_HEARTBEAT_MS']);
@@ -129,8 +132,12 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void 
       let writing = Promise.resolve();
       let closed = false;
       const finish = () => { if (!closed) { closed = true; done(); } };
+      let pending = 0;
       const send = (rec: JournalRecord) => {
-        writing = writing.then(() => stream.writeSSE({ id: String(rec.seq), event: rec.kind, data: JSON.stringify(rec) }));
+        if (closed) return;
+        // A client that stops reading is cut off rather than buffered without bound; it resumes with Last-Event-ID.
+        if (++pending > MAX_PENDING_EVENTS) { finish(); return; }
+        writing = writing.then(() => stream.writeSSE({ id: String(rec.seq), event: rec.kind, data: JSON.stringify(rec) })).then(() => { pending--; });
         if (rec.kind === TERMINAL_KIND) void writing.then(finish);
       };
       stream.onAbort(finish);
