@@ -78,3 +78,16 @@ export function compileFor(cell: Cell, f: Formation, crew?: Crew): { graph: Grap
   }
   return { graph: r.graph, graphHash: r.graphHash, formationHash: r.formationHash };
 }
+
+/** Billet-independent compile errors (stages, limits, fields) are refused when the formation is authored. */
+const BILLET_CODES = new Set(['empty_formation', 'too_many_billets', 'duplicate_billet', 'unknown_reports_to', 'reports_to_cycle', 'root_count', 'over_authority', 'unbound_seat']);
+
+/** Compiles the formation around one probe seat to refuse bad stages and limits at authoring. */
+export function checkFormationCompiles(cell: Cell, f: Formation): void {
+  const i = compilerInput(cell, f);
+  const probe = { id: 'probe', role_label: 'probe', required_skills: [], reports_to: null, authority_cap: {}, position: 0 };
+  const r = compileFormation(i.formation, [probe], undefined);
+  if (!r.ok && !BILLET_CODES.has(r.code)) {
+    throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, { details: { reason: r.code, ...r.details } });
+  }
+}

@@ -63,8 +63,9 @@ export function listFormations(cell: Cell, limit: number, offset: number): Forma
 }
 export const formationView = (f: Formation) => ({ ...f, created_at: iso(f.created_at), updated_at: iso(f.updated_at) });
 
-export async function createFormation(cell: Cell, actor: string, body: FormationBody): Promise<Formation> {
+export async function createFormation(cell: Cell, actor: string, body: FormationBody, check?: (f: Formation) => void): Promise<Formation> {
   const f: Formation = { formation_id: newId('frm'), ...body, created_at: cell.clock.now(), created_by: actor, updated_at: cell.clock.now() };
+  check?.(f);
   await cell.store.write((tx) => {
     tx.run('INSERT INTO team_formations (formation_id, name, body, created_at, created_by, updated_at) VALUES (?, ?, ?, ?, ?, ?)',
       [f.formation_id, f.name, JSON.stringify(body), f.created_at, actor, f.updated_at]);

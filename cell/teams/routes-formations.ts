@@ -7,7 +7,7 @@ import type { AppEnv, Cell } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { recordAuditTx } from '../iam/audit.ts';
 import { newId } from '../iam/ids.ts';
-import { compileFor } from './compile.ts';
+import { checkFormationCompiles, compileFor } from './compile.ts';
 import {
   POLICIES, addBillet, billetView, checkAssignments, createFormation, crewView, formationView, getCrew, getFormation,
   listBillets, listCrews, listFormations, type Crew,
@@ -72,7 +72,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }), async (c) => {
     const body = c.req.valid('json');
     const clean = JSON.parse(JSON.stringify(body)) as Parameters<typeof createFormation>[2];
-    const f = await createFormation(cell, c.get('auth').principal.id, clean);
+    const f = await createFormation(cell, c.get('auth').principal.id, clean, (x) => checkFormationCompiles(cell, x));
     return c.json(formationView(f) as z.infer<typeof FormationOut>, 201);
   });
   app.openapi(createRoute({

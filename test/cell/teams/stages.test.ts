@@ -163,3 +163,12 @@ test('permission modes: auto-read runs read-only tools without asking but holds 
   assert.equal(s2.state, 'refused');
   assert.equal(s2.error.reason, 'tool_forbidden_by_mode');
 });
+
+test('bad stages are refused when the formation is authored', async () => {
+  const bad = await t.request('POST', `${T}/formations`, { token: t.adminKey, body: { name: 'bad', pre: [{ kind: 'gate', config: { rules: [{ name: 'r', expr: 'input ==' }] } }] } });
+  assert.equal(bad.status, 400, bad.text);
+  assert.equal(bad.body.error, 'invalid_request');
+  const unknownSkill = await t.request('POST', `${T}/formations`, { token: t.adminKey, body: { name: 'bad2', pre: [{ kind: 'skill', config: { skill: 'skill:nope' } }] } });
+  assert.equal(unknownSkill.status, 400);
+  assert.equal(unknownSkill.body.details.reason, 'unknown_skill');
+});
