@@ -60,7 +60,7 @@ export async function buildCrewBundle(opts: {
 }
 
 /** Verifies signature and shape; with `checkGraph`, also that recompiling gives the carried graph and hash. */
-export async function openCrewBundle(text: string, trusted: readonly TrustedKey[], checkGraph?: (crew: CrewContent) => Promise<boolean> | boolean): Promise<OpenedEnvelope<CrewBundle>> {
+export async function openCrewBundle(text: string | Uint8Array, trusted: readonly TrustedKey[], checkGraph?: (crew: CrewContent) => Promise<boolean> | boolean): Promise<OpenedEnvelope<CrewBundle>> {
   const opened = await openEnvelope(text, trusted, 'crew');
   const p = opened.payload as Partial<CrewBundle>;
   const c = p.crew;

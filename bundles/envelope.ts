@@ -2,18 +2,20 @@
  * The signed envelope of every hand-carried artifact (key bundle, crew
  * bundle, model manifest, journal export).
  *
- * File text: RFC 8785 canonical JSON of
- *   { format: 'agent-cell-signed/1', kid, payload: <string>, signature }
- * where `payload` is itself the RFC 8785 canonical JSON of the artifact and
- * `signature` is Ed25519 (RFC 8032) over the UTF-8 bytes of `payload`,
- * base64url. Keeping the signed bytes verbatim means a verifier checks the
- * signature over exactly what it parses, without re-canonicalising (a
- * 100,000-key bundle is verified in one pass). The payload names its own
- * `kid`, which must equal the envelope's.
+ * File layout (UTF-8 text, media type `application/vnd.agent-cell.signed`):
+ *   line 1:  RFC 8785 canonical JSON header { format: 'agent-cell-signed/1', kid, signature }
+ *   rest:    RFC 8785 canonical JSON of the artifact (the payload), no trailing newline
+ * `signature` is Ed25519 (RFC 8032) over exactly the payload bytes, base64url.
+ * A verifier checks the signature over the bytes it then parses, once, without
+ * re-canonicalising or unescaping: a 100,000-key bundle is verified in one
+ * pass. The payload names its own `kid`, which must equal the header's.
+ * The artifact's identity (`hash`) is SHA-256 over `kid.signature`: Ed25519
+ * signatures are deterministic, so equal identities mean equal signed bytes
+ * and different bytes (same version) show up as a different identity.
  */
 import { ServiceError } from '../core/errors.ts';
 import { ENVELOPE_FORMAT, PAYLOAD_FORMAT_VERSION, BUNDLE_TYPES, type BundleType } from './format.ts';
-import { b64url, canonicalJson, fromB64url, sha256Hex, utf8, verifyEd25519, type Signer, type TrustedKey } from './_codec.ts';
+import { b64url, canonicalJson, fromB64url, fromUtf8, sha256Hex, utf8, verifyEd25519, type Signer, type TrustedKey } from './_codec.ts';
 
 /** Fields every artifact payload carries. */
 export interface PayloadHeader {
@@ -33,7 +35,7 @@ export interface PayloadHeader {
 
 export interface OpenedEnvelope<P extends PayloadHeader = PayloadHeader> {
   payload: P;
-  /** SHA-256 (hex) of the signed payload bytes: the artifact's identity. */
+  /** The artifact's identity: SHA-256 (hex) of `kid.signature` (see the module header). */
   hash: string;
   /** Size of the signed payload in bytes. */
   bytes: number;
@@ -44,29 +46,45 @@ export function refused(reason: string, message: string, code: 'invalid_request'
   return new ServiceError(code, message, { details: { reason, ...extra } });
 }
 
-/** Signs a payload object into envelope text. The payload's kid is set to the signer's. */
+/** Signs a payload object into envelope text. The payload's kid must be the signer's. */
 export async function sealEnvelope(payload: PayloadHeader & Record<string, unknown>, signer: Signer): Promise<string> {
   if (payload.kid !== signer.kid) throw new TypeError('payload kid must be the signer kid');
   const text = canonicalJson(payload);
   const sig = await signer.sign(utf8(text));
-  return canonicalJson({ format: ENVELOPE_FORMAT, kid: signer.kid, payload: text, signature: b64url(sig) });
+  return canonicalJson({ format: ENVELOPE_FORMAT, kid: signer.kid, signature: b64url(sig) }) + '\n' + text;
 }
 
+/** The two parts of envelope text (tools and tests); null when it has no header line. */
+export function splitEnvelope(text: string): { header: Record<string, unknown>; payload: string } | null {
+  const nl = text.indexOf('\n');
+  if (nl < 0) return null;
+  try {
+    const header = JSON.parse(text.slice(0, nl)) as unknown;
+    return isObject(header) ? { header, payload: text.slice(nl + 1) } : null;
+  } catch {
+    return null;
+  }
+}
+
+const MAX_HEADER = 4096;
+
 /**
- * Parses and verifies envelope text against trusted keys: format, a trusted
- * kid, the signature, then the header fields. Everything else about the
- * payload is the caller's to check.
+ * Parses and verifies envelope text (or the file's bytes) against trusted
+ * keys: format, a trusted kid, the signature, then the header fields of the
+ * payload. Everything else about the payload is the caller's to check.
  */
-export async function openEnvelope(text: string, trusted: readonly TrustedKey[], expectType: BundleType): Promise<OpenedEnvelope> {
+export async function openEnvelope(input: string | Uint8Array, trusted: readonly TrustedKey[], expectType: BundleType): Promise<OpenedEnvelope> {
+  const bytes = typeof input === 'string' ? utf8(input) : input;
+  const nl = bytes.subarray(0, MAX_HEADER).indexOf(0x0a);
+  if (nl < 0) throw refused('malformed', 'the file is not a signed artifact (no header line)', 'invalid_request');
   let env: unknown;
   try {
-    env = JSON.parse(text);
+    env = JSON.parse(fromUtf8(bytes.subarray(0, nl)));
   } catch {
-    throw refused('malformed', 'the file is not a signed bundle (not JSON)', 'invalid_request');
+    throw refused('malformed', 'the file is not a signed artifact (header is not JSON)', 'invalid_request');
   }
-  if (!isObject(env) || typeof env['format'] !== 'string' || typeof env['kid'] !== 'string'
-    || typeof env['payload'] !== 'string' || typeof env['signature'] !== 'string') {
-    throw refused('malformed', 'the file is not a signed bundle', 'invalid_request');
+  if (!isObject(env) || typeof env['format'] !== 'string' || typeof env['kid'] !== 'string' || typeof env['signature'] !== 'string') {
+    throw refused('malformed', 'the file is not a signed artifact', 'invalid_request');
   }
   if (env['format'] !== ENVELOPE_FORMAT) {
     throw refused('unsupported_format', `unsupported envelope format ${JSON.stringify(env['format']).slice(0, 60)}`, 'invalid_request');
@@ -75,18 +93,18 @@ export async function openEnvelope(text: string, trusted: readonly TrustedKey[],
   const key = trusted.find((k) => k.kid === kid);
   if (!key) throw refused('untrusted_issuer', 'the artifact is signed by a key this verifier does not trust', 'forbidden', { kid });
   const sig = fromB64url(env['signature']);
-  const bytes = utf8(env['payload']);
-  if (!sig || sig.length !== 64 || !(await verifyEd25519(key.jwk, sig, bytes))) {
+  const payloadBytes = bytes.subarray(nl + 1);
+  if (!sig || sig.length !== 64 || !(await verifyEd25519(key.jwk, sig, payloadBytes))) {
     throw refused('bad_signature', 'the artifact signature does not verify', 'forbidden');
   }
   let payload: unknown;
   try {
-    payload = JSON.parse(env['payload']);
+    payload = JSON.parse(fromUtf8(payloadBytes));
   } catch {
     throw refused('malformed', 'the signed payload is not JSON', 'invalid_request');
   }
   checkHeader(payload, kid, expectType);
-  return { payload, hash: await sha256Hex(bytes), bytes: bytes.length };
+  return { payload, hash: await sha256Hex(`${kid}.${env['signature']}`), bytes: payloadBytes.length };
 }
 
 function checkHeader(p: unknown, kid: string, expectType: BundleType): asserts p is PayloadHeader {

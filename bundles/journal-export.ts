@@ -45,7 +45,7 @@ export async function buildJournalExport(opts: {
 }
 
 /** Verifies an exported journal: envelope signature, every record signature, the chain, the values. */
-export async function openJournalExport(text: string, device: TrustedKey, audience: string): Promise<OpenedEnvelope<JournalExport>> {
+export async function openJournalExport(text: string | Uint8Array, device: TrustedKey, audience: string): Promise<OpenedEnvelope<JournalExport>> {
   const opened = await openEnvelope(text, [device], 'journal');
   const p = opened.payload as Partial<JournalExport>;
   if (p.audience !== audience) throw refused('wrong_audience', 'the journal was exported for another cell', 'forbidden');

@@ -58,26 +58,33 @@ export async function buildKeyBundle(opts: {
   return sealEnvelope(payload as unknown as KeyBundle & Record<string, unknown>, opts.signer);
 }
 
-/** The loaded bundle: lookup by SHA-256 of a presented secret. */
+/** SHA-256 (lower-case hex) of a secret's UTF-8 bytes; core's `hashSecret` by default. */
+export type SecretHasher = (secret: string) => string;
+
+/**
+ * The loaded bundle: lookup by SHA-256 of a presented secret. Records are
+ * rebuilt (owner joined, tombstones applied) on first lookup, so loading a
+ * large bundle costs one map entry per hash.
+ */
 export class KeyIndex {
-  readonly #byHash = new Map<string, KeyRecord>();
-  readonly #byId = new Map<string, KeyRecord>();
+  readonly #keys: BundleKey[];
+  readonly #owners: Record<string, BundleOwner>;
+  readonly #byHash = new Map<string, number>();
+  readonly #byId = new Map<string, number>();
+  readonly #records: (KeyRecord | undefined)[];
+  readonly #hash: SecretHasher;
   readonly tombstoned: ReadonlySet<string>;
 
-  constructor(bundle: KeyBundle) {
+  constructor(bundle: KeyBundle, hash: SecretHasher = hashSecret) {
+    this.#keys = bundle.keys;
+    this.#owners = bundle.owners;
+    this.#hash = hash;
+    this.#records = new Array<KeyRecord | undefined>(bundle.keys.length);
     this.tombstoned = new Set(bundle.tombstones.map((t) => t.key_id));
-    for (const k of bundle.keys) {
-      const owner = bundle.owners[k.owner_id];
-      const record: KeyRecord = {
-        ...k,
-        // A key whose owner is missing from the bundle has no authority: judged as a purged owner.
-        owner_status: owner?.status ?? 'purged',
-        owner_permissions: owner?.permissions ?? [],
-        // A tombstoned key id is never honoured, whatever its record says.
-        status: this.tombstoned.has(k.key_id) && k.status === 'active' ? 'revoked' : k.status,
-      };
-      this.#byId.set(k.key_id, record);
-      for (const h of k.hashes) this.#byHash.set(h.hash, record);
+    for (let i = 0; i < bundle.keys.length; i++) {
+      const k = bundle.keys[i]!;
+      this.#byId.set(k.key_id, i);
+      for (const h of k.hashes) this.#byHash.set(h.hash, i);
     }
   }
 
@@ -85,37 +92,60 @@ export class KeyIndex {
     return this.#byId.size;
   }
 
+  #record(i: number): KeyRecord {
+    let r = this.#records[i];
+    if (r === undefined) {
+      const k = this.#keys[i]!;
+      const owner = Object.hasOwn(this.#owners, k.owner_id) ? this.#owners[k.owner_id] : undefined;
+      r = {
+        key_id: k.key_id, owner_id: k.owner_id, status: k.status, hashes: k.hashes, expires_at: k.expires_at,
+        scopes: k.scopes, rate_limit_rpm: k.rate_limit_rpm, allowed_ips: k.allowed_ips, allowed_regions: k.allowed_regions,
+        // A key whose owner is missing from the bundle has no authority: judged as a purged owner.
+        owner_status: owner?.status ?? 'purged',
+        owner_permissions: owner?.permissions ?? [],
+      };
+      // A tombstoned key id is never honoured, whatever its record says.
+      if (this.tombstoned.has(k.key_id) && r.status === 'active') r.status = 'revoked';
+      this.#records[i] = r;
+    }
+    return r;
+  }
+
   byHash(hash: string): KeyRecord | undefined {
-    return this.#byHash.get(hash);
+    const i = this.#byHash.get(hash);
+    return i === undefined ? undefined : this.#record(i);
   }
 
   byId(keyId: string): KeyRecord | undefined {
-    return this.#byId.get(keyId);
+    const i = this.#byId.get(keyId);
+    return i === undefined ? undefined : this.#record(i);
   }
 
   /** Judges a presented secret exactly as the cell does: core's verifyPresentedKey on the bundled record. */
   check(secret: string, ctx: KeyVerifyContext): KeyVerdict & { record?: KeyRecord } {
     if (!isSecretFormat(secret)) return { ok: false, code: 'unauthorized', reason: 'unknown_key' };
-    const hash = hashSecret(secret);
-    const record = this.#byHash.get(hash);
+    const hash = this.#hash(secret);
+    const record = this.byHash(hash);
     const verdict = verifyPresentedKey(record, hash, ctx);
     return record ? { ...verdict, record } : verdict;
   }
 }
 
 /** Verifies signature and shape of a key bundle and indexes it. */
-export async function openKeyBundle(text: string, trusted: readonly TrustedKey[]): Promise<{ opened: OpenedEnvelope<KeyBundle>; index: KeyIndex }> {
-  const opened = await openEnvelope(text, trusted, 'api-key-records');
+export async function openKeyBundle(input: string | Uint8Array, trusted: readonly TrustedKey[], hash?: SecretHasher): Promise<{ opened: OpenedEnvelope<KeyBundle>; index: KeyIndex }> {
+  const opened = await openEnvelope(input, trusted, 'api-key-records');
   const p = opened.payload as Partial<KeyBundle>;
   if (!isObject(p.owners) || !Array.isArray(p.keys) || !Array.isArray(p.tombstones)) {
     throw refused('malformed', 'the key bundle is malformed', 'invalid_request');
   }
   for (const k of p.keys) {
     if (!isObject(k) || typeof k.key_id !== 'string' || typeof k.owner_id !== 'string' || !Array.isArray(k.hashes)
-      || !Array.isArray(k.scopes) || !Array.isArray(k.allowed_ips) || !Array.isArray(k.allowed_regions)
-      || k.hashes.some((h) => !isObject(h) || typeof h.hash !== 'string')) {
+      || !Array.isArray(k.scopes) || !Array.isArray(k.allowed_ips) || !Array.isArray(k.allowed_regions)) {
       throw refused('malformed', 'a key record in the bundle is malformed', 'invalid_request');
     }
+    for (const h of k.hashes) {
+      if (!isObject(h) || typeof h.hash !== 'string') throw refused('malformed', 'a key record in the bundle is malformed', 'invalid_request');
+    }
   }
-  return { opened: opened as OpenedEnvelope<KeyBundle>, index: new KeyIndex(opened.payload as KeyBundle) };
+  return { opened: opened as OpenedEnvelope<KeyBundle>, index: new KeyIndex(opened.payload as KeyBundle, hash) };
 }

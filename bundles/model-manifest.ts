@@ -37,7 +37,7 @@ export async function buildModelManifest(opts: {
 }
 
 /** Verifies a manifest's signature and shape. */
-export async function openModelManifest(text: string, publishers: readonly TrustedKey[]): Promise<OpenedEnvelope<ModelManifest>> {
+export async function openModelManifest(text: string | Uint8Array, publishers: readonly TrustedKey[]): Promise<OpenedEnvelope<ModelManifest>> {
   const opened = await openEnvelope(text, publishers, 'model-manifest');
   const m = (opened.payload as Partial<ModelManifest>).model;
   if (!isObject(m) || typeof m['name'] !== 'string' || !(MODEL_FORMATS as readonly string[]).includes(m['format'] as string)

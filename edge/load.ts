@@ -4,6 +4,7 @@
  * persist what was seen. Anything wrong refuses the artifact (fail closed).
  */
 import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { acceptArtifact, type DeviceState } from '../bundles/accept.ts';
 import { openKeyBundle } from '../bundles/key-bundle.ts';
 import { openCrewBundle, type CrewBundle, type CrewContent } from '../bundles/crew-bundle.ts';
@@ -14,17 +15,26 @@ import type { OpenedEnvelope } from '../bundles/envelope.ts';
 import type { LoadedKeys } from './decide.ts';
 import { EdgeSetupError, type TrustFile } from './files.ts';
 
-function readArtifact(path: string, what: string): string {
+function readArtifact(path: string, what: string): Uint8Array {
   try {
-    return readFileSync(path, 'utf8');
+    return readFileSync(path);
   } catch {
     throw new EdgeSetupError(`cannot read the ${what} ${path}`);
   }
 }
 
+/**
+ * SHA-256 hex of a presented secret with Node's native hash: the same digest
+ * as core's hashSecret (tested), several times faster; the judgement itself
+ * stays core's verifyPresentedKey.
+ */
+export function nodeSha256Hex(secret: string): string {
+  return createHash('sha256').update(secret, 'utf8').digest('hex');
+}
+
 export async function loadKeyBundle(path: string, trust: TrustFile, state: DeviceState, now: number): Promise<{ keys: LoadedKeys; state: DeviceState }> {
   const text = readArtifact(path, 'key bundle');
-  const { opened, index } = await openKeyBundle(text, trust.keys);
+  const { opened, index } = await openKeyBundle(text, trust.keys, nodeSha256Hex);
   const next = acceptArtifact(state, opened, { now, issuer: trust.cell_id });
   return { keys: { index, version: opened.payload.version, expires_at: opened.payload.expires_at, hash: opened.hash }, state: next };
 }

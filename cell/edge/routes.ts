@@ -6,6 +6,7 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { ServiceError, conflict, invalid, notFound } from '../../core/errors.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
+import { splitEnvelope } from '../../bundles/envelope.ts';
 import type { ModelReference } from '../../bundles/crew-bundle.ts';
 import { crewForEdge } from './crew-source.ts';
 import type { AppEnv, Cell } from '../context.ts';
@@ -44,12 +45,12 @@ const DeviceRegistered = Device.extend({
 const DeviceId = z.string().regex(/^[A-Za-z0-9_-]{43}$/).openapi({ description: 'device_id from registration' });
 const Ttl = z.number().int().min(1).max(MAX_BUNDLE_TTL_SECONDS);
 
-const Envelope = z.object({
-  format: z.string().max(64),
-  kid: z.string().max(200),
-  payload: z.string().openapi({ description: 'RFC 8785 canonical JSON of the artifact; the signed bytes' }),
-  signature: z.string().max(200),
-}).strict().openapi('SignedArtifact', { description: 'Write the response body to a file verbatim and carry it to the device' });
+/** Media type of signed artifacts: a canonical JSON header line, then the canonical JSON payload (bundles/envelope.ts). */
+export const SIGNED_MEDIA_TYPE = 'application/vnd.agent-cell.signed';
+const Signed = z.string().openapi({
+  description: 'A signed artifact: line 1 the header {format, kid, signature}, then the RFC 8785 canonical JSON payload the signature covers. Write it to a file verbatim.',
+});
+const signedResponse = (description: string) => ({ description, content: { [SIGNED_MEDIA_TYPE]: { schema: Signed } } });
 
 const KeyBundleRequest = z.object({
   device_id: DeviceId,
@@ -59,7 +60,7 @@ const KeyBundleRequest = z.object({
 const CrewBundleRequest = z.object({
   device_id: DeviceId,
   crew_id: z.string().min(1).max(64),
-  model_manifest: Envelope.optional().openapi({ description: 'The signed model manifest the crew runs on at the edge; referenced by hash and publisher key' }),
+  model_manifest: z.string().max(65536).optional().openapi({ description: 'The signed model manifest file (text) the crew runs on at the edge; referenced by model hash and publisher key' }),
   ttl_seconds: Ttl.optional().openapi({ description: 'Lifetime; default 30 days' }),
 }).strict().openapi('IssueCrewBundle');
 
@@ -69,21 +70,24 @@ const JournalImported = z.object({
 }).openapi('EdgeJournalImported');
 
 function bundleResponse(text: string, version: number) {
-  return new Response(text, { status: 201, headers: { 'content-type': 'application/json', 'x-bundle-version': String(version) } });
+  return new Response(text, { status: 201, headers: { 'content-type': SIGNED_MEDIA_TYPE, 'x-bundle-version': String(version) } });
 }
 
-function modelReference(manifest: z.infer<typeof Envelope> | undefined): ModelReference | null {
-  if (!manifest) return null;
-  let p: { type?: unknown; model?: { name?: unknown; sha256?: unknown } };
+/** The crew bundle names the model by the manifest's file hash and publisher key; the device verifies the manifest itself. */
+function modelReference(manifest: string | undefined): ModelReference | null {
+  if (manifest === undefined) return null;
+  const parts = splitEnvelope(manifest);
+  let p: { type?: unknown; kid?: unknown; model?: { name?: unknown; sha256?: unknown } } = {};
   try {
-    p = JSON.parse(manifest.payload) as typeof p;
+    if (parts) p = JSON.parse(parts.payload) as typeof p;
   } catch {
-    throw invalid('model_manifest payload is not JSON', { reason: 'malformed' });
+    p = {};
   }
-  if (p.type !== 'model-manifest' || typeof p.model?.sha256 !== 'string' || typeof p.model.name !== 'string') {
-    throw invalid('model_manifest is not a model manifest', { reason: 'malformed' });
+  if (!parts || p.type !== 'model-manifest' || typeof p.kid !== 'string' || p.kid !== parts.header['kid']
+    || typeof p.model?.sha256 !== 'string' || typeof p.model.name !== 'string') {
+    throw invalid('model_manifest is not a signed model manifest', { reason: 'malformed' });
   }
-  return { name: p.model.name, sha256: p.model.sha256, publisher_kid: manifest.kid };
+  return { name: p.model.name, sha256: p.model.sha256, publisher_kid: p.kid };
 }
 
 export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
@@ -123,7 +127,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     description: 'Every key of this cell as the device must judge it (hashes only, never secrets), the owners\' role permissions at issue time, and tombstones; signed with the cell identity key, audience the device, with a version higher than any issued before.',
     ...secured(PERMISSIONS.edgeWrite),
     request: { body: jsonBody(KeyBundleRequest) },
-    responses: { 201: json(Envelope, 'The signed bundle file'), ...errorResponses(400, 401, 403, 404) },
+    responses: { 201: signedResponse('The signed key bundle file'), ...errorResponses(400, 401, 403, 404) },
   }), async (c) => {
     const auth = c.get('auth');
     const body = c.req.valid('json');
@@ -140,7 +144,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     description: 'The crew\'s compiled graph and hash, agents, blueprints, skills, contracts, tool grants and remaining budgets, plus the model manifest reference, signed with the cell identity key for one device.',
     ...secured(PERMISSIONS.edgeWrite),
     request: { body: jsonBody(CrewBundleRequest) },
-    responses: { 201: json(Envelope, 'The signed crew bundle file'), ...errorResponses(400, 401, 403, 404) },
+    responses: { 201: signedResponse('The signed crew bundle file'), ...errorResponses(400, 401, 403, 404) },
   }), async (c) => {
     const auth = c.get('auth');
     const body = c.req.valid('json');
@@ -157,14 +161,15 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     method: 'post', path: `${P}/journals`, tags: [TAG], 'x-status': 'Live',
     summary: 'Import a run journal exported by a device; verifies every signature and the chain',
     ...secured(PERMISSIONS.edgeWrite),
-    request: { body: jsonBody(Envelope) },
+    request: { body: { required: true, content: { [SIGNED_MEDIA_TYPE]: { schema: Signed } }, description: 'The file written by `edge journal export`' } },
     responses: { 201: json(JournalImported, 'The journal verified and was stored'), ...errorResponses(400, 401, 403, 404, 409) },
   }), async (c) => {
     const auth = c.get('auth');
-    const env = c.req.valid('json');
-    const device = getDevice(cell.store, env.kid);
+    const text = await c.req.text();
+    const parts = splitEnvelope(text);
+    if (!parts || typeof parts.header['kid'] !== 'string') throw invalid('the body is not a signed journal export', { reason: 'malformed' });
+    const device = getDevice(cell.store, parts.header['kid']);
     if (!device) throw notFound('device');
-    const text = JSON.stringify(env);
     let opened;
     try {
       opened = await openJournalExport(text, { kid: device.device_id, jwk: JSON.parse(device.public_jwk) as JsonWebKey }, cell.config.cellId);

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openEnvelope, sealEnvelope, type PayloadHeader } from '../../bundles/envelope.ts';
+import { openEnvelope, sealEnvelope, splitEnvelope, type PayloadHeader } from '../../bundles/envelope.ts';
 import { acceptArtifact, emptyDeviceState, checkClock } from '../../bundles/accept.ts';
 import { canonicalJson } from '../../bundles/_codec.ts';
 import { keyPair, T0 } from './_fixtures.ts';
@@ -16,10 +16,10 @@ function reason(e: unknown): string {
 test('a sealed envelope is canonical JSON and opens with the trusted key', async () => {
   const { signer, trusted } = await keyPair();
   const text = await sealEnvelope({ ...header(signer.kid), crew: { b: 1, a: 2 } }, signer);
-  assert.equal(text, canonicalJson(JSON.parse(text)));
-  const env = JSON.parse(text);
-  assert.equal(env.format, 'agent-cell-signed/1');
-  assert.equal(env.payload, canonicalJson(JSON.parse(env.payload)));
+  const parts = splitEnvelope(text)!;
+  assert.equal(text.split('\n')[0], canonicalJson(parts.header), 'header line is canonical JSON');
+  assert.equal(parts.header['format'], 'agent-cell-signed/1');
+  assert.equal(parts.payload, canonicalJson(JSON.parse(parts.payload)), 'payload is canonical JSON');
   const opened = await openEnvelope(text, [trusted], 'crew');
   assert.equal(opened.payload.version, 3);
   assert.match(opened.hash, /^[0-9a-f]{64}$/);
@@ -27,19 +27,18 @@ test('a sealed envelope is canonical JSON and opens with the trusted key', async
 
 test('refuses a bad signature (payload changed after signing)', async () => {
   const { signer, trusted } = await keyPair();
-  const env = JSON.parse(await sealEnvelope(header(signer.kid), signer));
-  env.payload = env.payload.replace('"version":3', '"version":4');
-  await assert.rejects(openEnvelope(JSON.stringify(env), [trusted], 'crew'), (e) => reason(e) === 'bad_signature' && (e as { code: string }).code === 'forbidden');
+  const text = await sealEnvelope(header(signer.kid), signer);
+  const tampered = text.replace('"version":3', '"version":4');
+  assert.notEqual(tampered, text);
+  await assert.rejects(openEnvelope(tampered, [trusted], 'crew'), (e) => reason(e) === 'bad_signature' && (e as { code: string }).code === 'forbidden');
 });
 
 test('refuses a signature from another key that claims a trusted kid', async () => {
   const a = await keyPair();
   const b = await keyPair();
   const forged = await sealEnvelope(header(b.signer.kid), b.signer);
-  const env = JSON.parse(forged);
-  env.kid = a.signer.kid;
-  env.payload = env.payload.replace(b.signer.kid, a.signer.kid);
-  await assert.rejects(openEnvelope(JSON.stringify(env), [a.trusted], 'crew'), (e) => reason(e) === 'bad_signature');
+  const claimed = forged.replaceAll(b.signer.kid, a.signer.kid);
+  await assert.rejects(openEnvelope(claimed, [a.trusted], 'crew'), (e) => reason(e) === 'bad_signature');
 });
 
 test('refuses another cell\'s bundle: untrusted key, or a trusted key naming another issuer', async () => {
@@ -111,8 +110,8 @@ test('refuses malformed files, unknown formats and the wrong artifact type', asy
   const { signer, trusted } = await keyPair();
   await assert.rejects(openEnvelope('not json', [trusted], 'crew'), (e) => reason(e) === 'malformed' && (e as { code: string }).code === 'invalid_request');
   const text = await sealEnvelope(header(signer.kid), signer);
-  const env = JSON.parse(text);
-  await assert.rejects(openEnvelope(JSON.stringify({ ...env, format: 'agent-cell-signed/9' }), [trusted], 'crew'), (e) => reason(e) === 'unsupported_format');
+  await assert.rejects(openEnvelope(text.replace('agent-cell-signed/1', 'agent-cell-signed/9'), [trusted], 'crew'), (e) => reason(e) === 'unsupported_format');
+  await assert.rejects(openEnvelope('{"a":1}', [trusted], 'crew'), (e) => reason(e) === 'malformed');
   await assert.rejects(openEnvelope(text, [trusted], 'api-key-records'), (e) => reason(e) === 'wrong_type');
   const v9 = await sealEnvelope({ ...header(signer.kid), format_version: 9 }, signer);
   await assert.rejects(openEnvelope(v9, [trusted], 'crew'), (e) => reason(e) === 'unsupported_format');

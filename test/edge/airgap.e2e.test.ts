@@ -80,7 +80,7 @@ test('air-gapped: keys and a crew run offline on the real dist/edge; the journal
 
     const kb = await post(`${A}/edge/key-bundles`, { device_id: init.device_id });
     writeFileSync(join(work, 'keys.bundle.json'), kb.text);
-    const cb = await post(`${A}/edge/crew-bundles`, { device_id: init.device_id, crew_id: t.crew, model_manifest: JSON.parse(readFileSync(join(work, 'tiny.manifest.json'), 'utf8')) });
+    const cb = await post(`${A}/edge/crew-bundles`, { device_id: init.device_id, crew_id: t.crew, model_manifest: readFileSync(join(work, 'tiny.manifest.json'), 'utf8') });
     writeFileSync(join(work, 'crew.bundle.json'), cb.text);
     assert.ok(!kb.text.includes(keys['valid']!.slice(10)), 'no secret in the key bundle');
     const cellUrl = cell.url;
@@ -123,7 +123,8 @@ test('air-gapped: keys and a crew run offline on the real dist/edge; the journal
 
     // Back at the cell: import and verify the journal.
     cell = await startCellProcess({ dataDir: cell.dataDir });
-    const imp = await fetch(`${cell.url}${A}/edge/journals`, { method: 'POST', headers: { authorization: `Bearer ${cell.adminKey}`, 'content-type': 'application/json' }, body: readFileSync(cfg.exportOut, 'utf8') });
+    const signed = { authorization: `Bearer ${cell.adminKey}`, 'content-type': 'application/vnd.agent-cell.signed' };
+    const imp = await fetch(`${cell.url}${A}/edge/journals`, { method: 'POST', headers: signed, body: readFileSync(cfg.exportOut, 'utf8') });
     const ib = (await imp.json()) as any;
     assert.equal(imp.status, 201, JSON.stringify(ib));
     assert.equal(ib.verified, true);
@@ -131,9 +132,8 @@ test('air-gapped: keys and a crew run offline on the real dist/edge; the journal
     assert.equal(ib.record_count, o.runs[0].journal_records);
     assert.equal(ib.outcome, 'completed');
     // A tampered export is refused.
-    const env = JSON.parse(readFileSync(cfg.exportOut, 'utf8'));
-    env.payload = env.payload.replace('"outcome":"completed"', '"outcome":"failed"');
-    const bad = await fetch(`${cell.url}${A}/edge/journals`, { method: 'POST', headers: { authorization: `Bearer ${cell.adminKey}`, 'content-type': 'application/json' }, body: JSON.stringify(env) });
+    const tampered = readFileSync(cfg.exportOut, 'utf8').replace('"outcome":"completed"', '"outcome":"failed"');
+    const bad = await fetch(`${cell.url}${A}/edge/journals`, { method: 'POST', headers: signed, body: tampered });
     assert.equal(bad.status, 403);
   } finally {
     await cell.stop();

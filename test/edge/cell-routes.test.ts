@@ -12,6 +12,7 @@ import { recordHash } from '../../core/journal/hash.ts';
 import { contentHash } from '../../core/canonical.ts';
 
 const A = '/api/public/v1/admin';
+const SIGNED = { 'content-type': 'application/vnd.agent-cell.signed' };
 
 test('register a device, issue key bundles with rising versions, judge keys like the cell', async () => {
   const t = await inProcessCell();
@@ -85,11 +86,11 @@ test('import a journal exported by a registered device; refuse tampering and unk
     const j = await journal(signer, 'run_edge1', 3);
     const text = await buildJournalExport({ deviceId: dev.kid, signer, audience: 'cell-test', exportedAt: 5000,
       run: { run_id: 'run_edge1', crew_id: 'crew_1', graph_hash: j.graphHash, outcome: 'completed' }, records: j.records, values: j.values });
-    const ok = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: text });
+    const ok = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: text, headers: SIGNED });
     assert.equal(ok.status, 201, ok.text);
     assert.equal(ok.body.record_count, 3);
     assert.equal(ok.body.verified, true);
-    const again = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: text });
+    const again = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: text, headers: SIGNED });
     assert.equal(again.status, 201, 'importing the same export twice is idempotent');
 
     // A record altered after signing (re-sealed envelope by the device key): the record signature fails.
@@ -97,14 +98,12 @@ test('import a journal exported by a registered device; refuse tampering and unk
     bad[1]!.at = 99;
     const t2 = await buildJournalExport({ deviceId: dev.kid, signer, audience: 'cell-test', exportedAt: 5000,
       run: { run_id: 'run_edge2', crew_id: 'crew_1', graph_hash: j.graphHash, outcome: 'completed' }, records: bad.map((r) => ({ ...r, run_id: 'run_edge1' })), values: j.values });
-    const r2 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: t2 });
+    const r2 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: t2, headers: SIGNED });
     assert.equal(r2.status, 403, r2.text);
     assert.equal(r2.body.details.reason, 'journal_invalid');
 
     // Envelope tampered: bad signature.
-    const env = JSON.parse(text);
-    env.payload = env.payload.replace('"completed"', '"failed"');
-    const r3 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, body: env });
+    const r3 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: text.replace('"completed"', '"failed"'), headers: SIGNED });
     assert.equal(r3.status, 403);
     assert.equal(r3.body.details.reason, 'bad_signature');
 
@@ -114,7 +113,7 @@ test('import a journal exported by a registered device; refuse tampering and unk
     const js = await journal(ss, 'run_x', 1);
     const t4 = await buildJournalExport({ deviceId: stranger.kid, signer: ss, audience: 'cell-test', exportedAt: 1,
       run: { run_id: 'run_x', crew_id: 'c', graph_hash: js.graphHash, outcome: 'completed' }, records: js.records, values: js.values });
-    const r4 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: t4 });
+    const r4 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: t4, headers: SIGNED });
     assert.equal(r4.status, 404);
   } finally {
     await t.close();
