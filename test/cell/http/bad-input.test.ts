@@ -7,6 +7,7 @@ import fc from 'fast-check';
 import { inProcessCell, type InProcess, type TestResponse } from '../../helpers/inproc.ts';
 
 const CODES = new Set(['invalid_request', 'unauthorized', 'forbidden', 'not_found', 'conflict', 'rate_limited', 'service_unavailable']);
+const OAUTH_CODES = new Set(['invalid_request', 'invalid_client', 'invalid_grant', 'unauthorized_client', 'unsupported_grant_type', 'invalid_scope', 'invalid_dpop_proof', 'authorization_pending', 'slow_down', 'access_denied', 'expired_token']);
 
 /** Routes that stream until a run ends; covered by their own tests. */
 const SKIP = /\/events\/sse$/;
@@ -14,7 +15,9 @@ const SKIP = /\/events\/sse$/;
 function assertEnvelope(r: TestResponse, what: string): void {
   assert.ok(r.status < 500, `${what} -> ${r.status} ${r.text.slice(0, 300)}`);
   if (r.status >= 400 && (r.headers.get('content-type') ?? '').includes('json')) {
-    assert.ok(CODES.has(r.body?.error), `${what}: envelope error code, got ${r.text.slice(0, 200)}`);
+    // OAuth protocol endpoints answer 400/401 with RFC 6749 §5.2 codes (docs/oauth.md).
+    const oauthProtocol = /^POST \/oauth\/(token|device_authorization|introspect|revoke)$/.test(what) && (r.status === 400 || r.status === 401) && OAUTH_CODES.has(r.body?.error);
+    assert.ok(CODES.has(r.body?.error) || oauthProtocol, `${what}: envelope error code, got ${r.text.slice(0, 200)}`);
     assert.equal(typeof r.body.message, 'string', what);
     assert.ok(!/at .+\.(ts|js|mjs):\d+|TypeError|SyntaxError|SQLITE|sql\.js/i.test(r.text), `${what}: internal text leaked: ${r.text.slice(0, 300)}`);
   }
