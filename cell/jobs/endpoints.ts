@@ -9,7 +9,8 @@
  *
  * Gates of an invocation, in order: gateway rate (429), authentication (401),
  * the endpoint's `required_scopes` against the caller's effective authority
- * (403), then the endpoint's own `rate_limit_rpm` token bucket (429 with
+ * (403), the credential's own rpm ceiling (429, as everywhere), then the
+ * endpoint's own `rate_limit_rpm` token bucket (429 with
  * Retry-After; default 60/min, shared by all callers of that endpoint,
  * separate from the gateway bucket and from per-key limits), then the input
  * against `input_schema` (400).

@@ -10,6 +10,7 @@ import { grants } from '../../core/authority/scopes.ts';
 import { invalid, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, Cell } from '../context.ts';
+import { requires } from '../http/authorize.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { recordAuditTx } from '../iam/audit.ts';
 import { getRun } from '../runs/runs.ts';
@@ -64,7 +65,7 @@ const invoke = createRoute({
   security: [{ bearerAuth: [] }, { dpop: [] }],
   'x-required-permission': 'the endpoint\'s required_scopes',
   summary: 'Invoke a published endpoint',
-  description: 'The JSON body is the job\'s input. Gates: authentication, the endpoint\'s required_scopes (403), its rate_limit_rpm (429 + Retry-After, independent of the gateway and per-key budgets), input_schema (400). Mode sync answers 200 with the output when the run ends within sync_timeout_ms, else 202 with the run id; mode async answers 202.',
+  description: 'The JSON body is the job\'s input. Gates: authentication, the endpoint\'s required_scopes (403), the credential\'s own rpm ceiling (429), the endpoint\'s rate_limit_rpm (429 + Retry-After, a budget of its own, independent of the gateway and per-key budgets), input_schema (400). Mode sync answers 200 with the output when the run ends within sync_timeout_ms, else 202 with the run id; mode async answers 202.',
   request: { params: IdParam, body: { required: false, content: { 'application/json': { schema: z.unknown().openapi({ description: 'The input (any JSON)' }) } } } },
   responses: {
     200: json(InvokeResult, 'The run ended: its output or error'),
@@ -121,6 +122,8 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void 
     const auth = c.get('auth');
     const lacking = missingScope(e.required_scopes, (s) => grants(auth.effective, s));
     if (lacking !== undefined) throw endpointForbidden(lacking);
+    // The caller's own per-key rpm ceiling, as on every protected operation (the first scope is granted: checked above).
+    await requires(e.required_scopes[0]!)(c, async () => {});
     takeEndpointBudget(cell, e);
     const text = await c.req.text();
     let input: unknown = null;

@@ -226,7 +226,8 @@ export const CreateEndpointSchema = z.object({
   workspace_id: WORKSPACE_ID.default('default'),
   spec: z.record(z.string(), z.unknown()).openapi({ description: 'The compute or notebook template; the caller\'s JSON body becomes its `input`' }),
   rate_limit_rpm: z.number().int().min(1).max(100_000).default(60).openapi({ description: 'Invocations per minute for this endpoint (all callers together), separate from the gateway and per-key budgets' }),
-  required_scopes: z.array(z.string().min(1).max(200)).max(50).default([]).openapi({ description: 'Permission selectors the caller must hold (each must be granted by the caller\'s effective authority)' }),
+  required_scopes: z.array(z.string().min(1).max(200)).min(1).max(50).default(['system.orchestration.admin.read'])
+    .openapi({ description: 'Permissions a caller\'s credential must grant (all of them); at least one; default system.orchestration.admin.read' }),
   input_schema: z.record(z.string(), z.unknown()).optional().openapi({ description: 'JSON Schema subset (type, properties, required, items, enum, min/max) the input must satisfy' }),
   mode: z.enum(['sync', 'async']).default('sync').openapi({ description: 'sync: the invocation waits for the result (within sync_timeout_ms, else 202 with the run id); async: 202 with the run id' }),
   sync_timeout_ms: z.number().int().min(100).max(60_000).default(10_000),

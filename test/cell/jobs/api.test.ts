@@ -160,4 +160,13 @@ test('published endpoints: publish, invoke (sync result), scopes 403, own rpm 42
   assert.equal((await t.request('POST', path, { token: svcKey, body: { n: 1 } })).status, 404);
   const def = await t.request('POST', '/api/public/v1/admin/jobs/endpoints', { token: t.adminKey, body: { name: 'd', job_type: 'notebook', spec: { cells: [{ type: 'compute', code: 'return input.input;' }] } } });
   assert.equal(def.body.rate_limit_rpm, 60, 'default rpm');
+  assert.deepEqual(def.body.required_scopes, ['system.orchestration.admin.read'], 'deny by default: a scope is always required');
+  // The caller's own per-key ceiling still applies on invocations.
+  const slowKey = await t.request('POST', '/api/public/v1/admin/api-keys', { token: t.adminKey, body: { name: 'slow', owner_id: svcId, scopes: ['system.orchestration.admin.read'], rate_limit_rpm: 1 } });
+  assert.equal(slowKey.status, 201, slowKey.text);
+  const ep2 = `/api/public/v1/jobs/endpoints/${def.body.endpoint_id}/invoke`;
+  assert.equal((await t.request('POST', ep2, { token: slowKey.body.secret, body: 3 })).status, 200);
+  const keyLimited = await t.request('POST', ep2, { token: slowKey.body.secret, body: 3 });
+  assert.equal(keyLimited.status, 429);
+  assert.match(keyLimited.body.message, /credential/);
 });
