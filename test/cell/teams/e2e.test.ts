@@ -59,6 +59,7 @@ test('SIGKILL mid-run, a peer cell recovers: finished steps are not re-run, no m
     return { content: `${role} done` };
   });
   const tm = await team(apiA, 'sequential', [{ role: 's1' }, { role: 's2' }, { role: 's3' }]);
+  const graphA = await ok(apiA, 'GET', `${T}/formations/${tm.formation}/graph?crew_id=${tm.crew}`);
   const run = await ok(apiA, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'task' });
   await until('the s2 model call', async () => (ai.requests.some((r) => roleOf(r.body) === 's2') ? true : undefined));
   await a.kill('SIGKILL');
@@ -67,7 +68,11 @@ test('SIGKILL mid-run, a peer cell recovers: finished steps are not re-run, no m
   const b = await startCellProcess({ dataDir: a.dataDir, args: ['--cell-id', 'cell-b'] });
   procs.push(b);
   const apiB = httpApi(b.url, a.adminKey);
+  const graphB = await ok(apiB, 'GET', `${T}/formations/${tm.formation}/graph?crew_id=${tm.crew}`);
+  assert.equal(graphB.graph_hash, graphA.graph_hash, 'the compiler gives the same hash in another process');
+  assert.deepEqual(graphB.graph, graphA.graph);
   const before = await ok(apiB, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+  assert.equal(before.graph_hash, graphA.graph_hash);
   assert.equal(before.state, 'running');
   assert.equal(before.coordinator, 'cell-a');
 
