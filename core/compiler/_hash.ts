@@ -8,7 +8,7 @@
  * keys, undefined members, lone surrogates, non-finite numbers, non-plain
  * objects) falls back to `contentHash`, which canonicalizes or throws TypeError.
  */
-import { contentHash, sha256Hex, utf8 } from '../canonical.ts';
+import { canonicalJson, contentHash, sha256Hex, utf8 } from '../canonical.ts';
 
 /** A synchronous SHA-256 (e.g. node:crypto's, passed in by the cell or the edge); the default is @noble/hashes. */
 export type Sha256 = (bytes: Uint8Array) => Uint8Array;
@@ -64,6 +64,11 @@ function fastPathOk(v: unknown, depth: number): boolean {
   }
 }
 
+/** RFC 8785 canonical JSON of `v`: native JSON.stringify when keys are already in canonical order, else canonicalJson. */
+export function canonicalText(v: unknown): string {
+  return fastPathOk(v, 0) ? JSON.stringify(v) : canonicalJson(v);
+}
+
 /**
  * `contentHash(v)`, computed with native JSON.stringify when `v` is already in canonical
  * key order; `sha256` (optional) replaces the pure-JS SHA-256 on large documents.
@@ -74,10 +79,10 @@ export function hashJson(v: unknown, sha256?: Sha256): string {
   return 'sha256:' + (sha256 !== undefined ? hex(sha256(utf8(text))) : sha256Hex(text));
 }
 
-/** A copy of a flat or nested JSON value with object keys inserted in canonical order (so hashJson takes the fast path). */
+/** A copy of a JSON value with plain-object keys inserted in canonical order (so hashJson takes the fast path); other values are kept as they are. */
 export function sortedKeys<T>(v: T): T {
   if (Array.isArray(v)) return v.map(sortedKeys) as T;
-  if (typeof v === 'object' && v !== null) {
+  if (typeof v === 'object' && v !== null && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)) {
     const out: Record<string, unknown> = {};
     for (const k of Object.keys(v).sort()) {
       const x = (v as Record<string, unknown>)[k];

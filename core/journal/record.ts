@@ -14,7 +14,8 @@
  * Changing any field, its meaning, or the bytes that are signed requires a new
  * format version `v`; recorded journals under test/fixtures/journals pin v1.
  */
-import { canonicalJson, utf8 } from '../canonical.ts';
+import { utf8 } from '../canonical.ts';
+import { canonicalText } from '../compiler/_hash.ts';
 
 /** Format version of records written by this code. */
 export const JOURNAL_FORMAT_VERSION = 1;
@@ -68,5 +69,5 @@ export interface JournalSigner {
 /** The bytes a record's signature covers: UTF-8 of the canonical JSON of the record without `sig`. */
 export function signingBytes(record: Omit<JournalRecord, 'sig'> | JournalRecord): Uint8Array {
   const { sig: _sig, ...rest } = record as JournalRecord;
-  return utf8(canonicalJson(rest));
+  return utf8(canonicalText(rest));
 }

@@ -34,3 +34,10 @@ test('a supplied SHA-256 gives the same hash', async () => {
   assert.equal(hashJson(v, native), contentHash(v));
   assert.equal(hashJson(v, (b) => sha256(b)), contentHash(v));
 });
+
+test('sortedKeys leaves non-plain values alone, so hashing them still refuses', () => {
+  const d = new Date(0);
+  const v = sortedKeys({ b: d, a: 1 });
+  assert.equal(v.b, d);
+  assert.throws(() => hashJson(v), TypeError);
+});
