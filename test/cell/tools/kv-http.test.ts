@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, test } from 'node:test';
+import { getTool, type ToolContext } from '../../../cell/tools/catalog.ts';
+import { isServiceError } from '../../../core/errors.ts';
+import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
+
+let t: InProcess;
+let url: string;
+let server: ReturnType<typeof createServer>;
+before(async () => {
+  t = await inProcessCell();
+  server = createServer((req, res) => {
+    if (req.url === '/big') { res.end('x'.repeat(100 * 1024)); return; }
+    if (req.url === '/redirect') { res.writeHead(302, { location: 'http://example.com/' }); res.end(); return; }
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.end('hello from the allowlist');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+after(async () => { await t.close(); server.close(); server.closeAllConnections(); });
+
+const ctx = (authority: ToolContext['authority'], workspaceId = 'ws1'): ToolContext => ({ cell: t.cell, workspaceId, agentId: 'agt_test', authority });
+const refusedWith = (reason: string) => (e: unknown) => isServiceError(e) && e.code === 'forbidden' && e.details?.['reason'] === reason;
+
+test('kv.put needs egress to the workspace; kv.get needs a data grant and enough clearance', async () => {
+  const put = getTool('kv.put')!;
+  const get = getTool('kv.get')!;
+  await assert.rejects(put.run(ctx({ egress_allowlist: [] }), { key: 'a', value: 1 }), refusedWith('egress_denied'));
+  await assert.rejects(put.run(ctx({ egress_allowlist: ['kv:other'] }), { key: 'a', value: 1 }), refusedWith('egress_denied'));
+  assert.deepEqual(await put.run(ctx({ egress_allowlist: ['kv:ws1'] }), { key: 'a', value: { n: 1 } }), { ok: true, key: 'a' });
+  await assert.rejects(put.run(ctx({ egress_allowlist: ['kv:ws1'], clearance_level: 1 }), { key: 's', value: 'secret', classification: 2 }), refusedWith('clearance_insufficient'));
+  await put.run(ctx({ egress_allowlist: ['kv:*'], clearance_level: 2 }), { key: 's', value: 'secret', classification: 2 });
+
+  await assert.rejects(get.run(ctx({ data_grant_ids: [] }), { key: 'a' }), refusedWith('data_not_granted'));
+  assert.deepEqual(await get.run(ctx({ data_grant_ids: ['kv:ws1'] }), { key: 'a' }), { found: true, value: { n: 1 } });
+  assert.deepEqual(await get.run(ctx({ data_grant_ids: ['kv:ws1'] }, 'ws1'), { key: 'missing' }), { found: false });
+  await assert.rejects(get.run(ctx({ data_grant_ids: ['kv:ws1'], clearance_level: 1 }), { key: 's' }), refusedWith('clearance_insufficient'));
+  assert.deepEqual(await get.run(ctx({ data_grant_ids: ['kv:*'], clearance_level: 2 }), { key: 's' }), { found: true, value: 'secret' });
+  // Workspaces are separate.
+  assert.deepEqual(await get.run(ctx({ data_grant_ids: ['kv:*'] }, 'ws2'), { key: 'a' }), { found: false });
+  await assert.rejects(put.run(ctx({ egress_allowlist: ['kv:*'] }), { key: 'bad key!', value: 1 }), (e: unknown) => isServiceError(e) && e.code === 'invalid_request');
+});
+
+test('http.get fetches only allowlisted URLs, without redirects, bounded', async () => {
+  const h = getTool('http.get')!;
+  await assert.rejects(h.run(ctx({ egress_allowlist: [] }), { url: `${url}/` }), refusedWith('egress_denied'));
+  await assert.rejects(h.run(ctx({ egress_allowlist: ['https://example.com'] }), { url: `${url}/` }), refusedWith('egress_denied'));
+  const r = await h.run(ctx({ egress_allowlist: [url] }), { url: `${url}/` }) as { status: number; body: string };
+  assert.equal(r.status, 200);
+  assert.equal(r.body, 'hello from the allowlist');
+  const big = await h.run(ctx({ egress_allowlist: ['127.0.0.1'] }), { url: `${url}/big` }) as { body: string; truncated: boolean };
+  assert.equal(big.truncated, true);
+  assert.equal(big.body.length, 64 * 1024);
+  const redir = await h.run(ctx({ egress_allowlist: [url] }), { url: `${url}/redirect` }) as { status: number };
+  assert.equal(redir.status, 302, 'redirects are not followed (they could leave the allowlist)');
+  await assert.rejects(h.run(ctx({ egress_allowlist: ['*'] }), { url: 'file:///etc/passwd' }), (e: unknown) => isServiceError(e) && e.code === 'invalid_request');
+});
+
+test('clock.now reads the cell clock; calc returns a value', async () => {
+  assert.equal((await getTool('clock.now')!.run(ctx({}), {}) as { epoch_ms: number }).epoch_ms, t.clock.now());
+  assert.deepEqual(await getTool('calc')!.run(ctx({}), { expression: '2^10' }), { value: 1024 });
+});
