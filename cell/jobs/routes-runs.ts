@@ -10,6 +10,7 @@ import { invalid, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, Cell } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { recordAuditTx } from '../iam/audit.ts';
 import { requestCancel } from '../runs/control.ts';
 import { getRun, listRuns, type Run } from '../runs/runs.ts';
 import { parseRunSpec, submitJobRun } from './runner.ts';
@@ -119,8 +120,14 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
 
   app.openapi(cancel, async (c) => {
     const { run_id } = c.req.valid('param');
-    const run = await requestCancel(cell, run_id, c.get('auth').principal.id);
+    const actor = c.get('auth').principal.id;
+    const before = getRun(cell, run_id);
+    const run = await requestCancel(cell, run_id, actor);
     if (!run) throw notFound('run');
+    if (before && before.state !== run.state) {
+      const at = cell.clock.now();
+      await cell.store.write((tx) => recordAuditTx(tx, { at, actor, action: 'jobs.run.cancel', target: run_id, outcome: 'ok', details: { from: before.state } }));
+    }
     return c.json(runView(cell, run), 200);
   });
 }

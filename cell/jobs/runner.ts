@@ -17,6 +17,7 @@ import { driverSignal } from '../runs/control.ts';
 import { driveRun, recordedStep, type DriveResult } from '../runs/drive.ts';
 import { createRunTx, getRun, type Run, type RunError } from '../runs/runs.ts';
 import { validationError } from '../http/errors.ts';
+import { recordAuditTx } from '../iam/audit.ts';
 import { getTool } from '../tools/catalog.ts';
 import { JOB_TOOLS, jobGraph, notebookNodeId } from './graph.ts';
 import type { SandboxPool } from './sandbox/pool.ts';
@@ -62,11 +63,15 @@ export interface SubmitJob {
 /** Records a job run and starts driving it. */
 export async function submitJobRun(cell: Cell, j: SubmitJob): Promise<{ run_id: string; done: Promise<DriveResult> }> {
   const at = cell.clock.now();
-  const runId = await cell.store.write((tx) => createRunTx(tx, {
-    ...(j.run_id ? { run_id: j.run_id } : {}),
-    kind: 'job', job_type: j.job_type, workspace_id: j.workspace_id, requester: j.requester, spec: j.spec,
-    source: j.source ?? 'api', at,
-  }));
+  const runId = await cell.store.write((tx) => {
+    const id = createRunTx(tx, {
+      ...(j.run_id ? { run_id: j.run_id } : {}),
+      kind: 'job', job_type: j.job_type, workspace_id: j.workspace_id, requester: j.requester, spec: j.spec,
+      source: j.source ?? 'api', at,
+    });
+    recordAuditTx(tx, { at, actor: j.requester, action: 'jobs.run', target: id, outcome: 'ok', details: { job_type: j.job_type, workspace_id: j.workspace_id, source: j.source ?? 'api' } });
+    return id;
+  });
   return { run_id: runId, done: startJobDrive(cell, getRun(cell, runId)!) };
 }
 

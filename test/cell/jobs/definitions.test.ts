@@ -163,3 +163,28 @@ test('scheduler: fires missed while down run once (catch_up once) or are skipped
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('scheduler: a live lease held by another cell blocks the fire until it expires', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'jobs-lease-'));
+  const clock = manualClock(T0);
+  const c = await boot(dir, clock);
+  const key = c.cell.services.get('iam.bootstrapKey') as string;
+  const req = client(() => c, key);
+  try {
+    const id = (await req('POST', DEFS, { name: 'l', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '*/5 * * * *' })).body.schedule_id as string;
+    await c.cell.store.write((tx) => tx.run('UPDATE job_definitions SET lease_owner = ?, lease_until = ? WHERE schedule_id = ?', ['cell-other', T0 + 7 * MIN, id]));
+    clock.set(T0 + 5 * MIN);
+    assert.equal(await schedulerOf(c.cell).tick(), 0, 'another cell holds the lease');
+    assert.equal(scheduledRuns(c, id), 0);
+    clock.set(T0 + 7 * MIN);
+    assert.equal(await schedulerOf(c.cell).tick(), 1, 'the lease expired: this cell fires the missed time once');
+    const d = (await req('GET', `${DEFS}/${id}`)).body;
+    assert.equal(d.next_fire_at, T0 + 10 * MIN);
+    const lease = c.cell.store.get<{ lease_owner: string; lease_until: number }>('SELECT lease_owner, lease_until FROM job_definitions WHERE schedule_id = ?', [id])!;
+    assert.equal(lease.lease_owner, 'cell-sched');
+    assert.equal(lease.lease_until, T0 + 7 * MIN + 60_000);
+  } finally {
+    await c.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
