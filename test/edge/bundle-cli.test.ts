@@ -1,0 +1,43 @@
+// `node dist/cell.mjs bundle keys|trust` on a stopped cell's data directory (needs `node scripts/build.mjs`).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startCellProcess, CELL_BIN } from '../helpers/cell-process.ts';
+import { openKeyBundle } from '../../bundles/key-bundle.ts';
+import { generateEd25519 } from '../../bundles/_codec.ts';
+
+test('bundle keys and bundle trust from a stopped cell', { skip: existsSync(CELL_BIN) ? false : 'dist/cell.mjs missing: run node scripts/build.mjs', timeout: 60_000 }, async () => {
+  const cell = await startCellProcess();
+  const out = mkdtempSync(join(tmpdir(), 'bundle-cli-'));
+  try {
+    const dev = await generateEd25519();
+    const h = { authorization: `Bearer ${cell.adminKey}`, 'content-type': 'application/json' };
+    const reg = await fetch(`${cell.url}/api/public/v1/admin/edge/devices`, { method: 'POST', headers: h, body: JSON.stringify({ name: 'd', public_jwk: dev.publicJwk }) });
+    assert.equal(reg.status, 201);
+    const key = (await (await fetch(`${cell.url}/api/public/v1/admin/api-keys`, { method: 'POST', headers: h, body: JSON.stringify({ name: 'k', scopes: ['edge.read'] }) })).json()) as { secret: string };
+    await cell.stop();
+
+    const running = spawnSync(process.execPath, [CELL_BIN, 'bundle', 'keys', '--data', cell.dataDir, '--out', join(out, 'x')], { encoding: 'utf8' });
+    assert.notEqual(running.status, 0, 'no --device: usage error');
+    const t = spawnSync(process.execPath, [CELL_BIN, 'bundle', 'trust', '--data', cell.dataDir, '--out', join(out, 'trust.json')], { encoding: 'utf8' });
+    assert.equal(t.status, 0, t.stderr);
+    const k = spawnSync(process.execPath, [CELL_BIN, 'bundle', 'keys', '--data', cell.dataDir, '--device', dev.kid, '--out', join(out, 'keys.bundle'), '--ttl-seconds', '3600'], { encoding: 'utf8' });
+    assert.equal(k.status, 0, k.stderr);
+    assert.match(k.stdout, /version 1/);
+    const trust = JSON.parse(readFileSync(join(out, 'trust.json'), 'utf8'));
+    const { opened, index } = await openKeyBundle(readFileSync(join(out, 'keys.bundle')), trust.keys);
+    assert.equal(opened.payload.issuer, trust.cell_id);
+    assert.equal(opened.payload.audience, dev.kid);
+    const v = index.check(key.secret, { now: opened.payload.issued_at, ip: '127.0.0.1', region: 'local' });
+    assert.ok(v.ok);
+    const unknownDevice = spawnSync(process.execPath, [CELL_BIN, 'bundle', 'keys', '--data', cell.dataDir, '--device', 'B'.repeat(43), '--out', join(out, 'y')], { encoding: 'utf8' });
+    assert.notEqual(unknownDevice.status, 0);
+  } finally {
+    await cell.stop();
+    cell.cleanup();
+    rmSync(out, { recursive: true, force: true });
+  }
+});
