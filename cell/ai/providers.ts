@@ -126,7 +126,6 @@ export async function callProvider(cell: Cell, providerId: string, req: Omit<Cha
   const apiKey = p.api_key_secret_id ? readSecret(cell, p.api_key_secret_id) : undefined;
   return chatCompletion({
     baseUrl: p.base_url!, apiKey, headersTimeoutMs: p.timeout_ms, bodyTimeoutMs: p.timeout_ms, retries: p.max_retries,
-    backoffMs: Number(process.env['CELL_PROVIDER_BACKOFF_MS'] ?? 250),
   }, body);
 }
 
