@@ -9,7 +9,7 @@ import { recordAuditTx } from '../iam/audit.ts';
 import { newId } from '../iam/ids.ts';
 import { checkFormationCompiles, compileFor } from './compile.ts';
 import {
-  POLICIES, addBillet, billetView, checkAssignments, createFormation, crewView, formationView, getCrew, getFormation,
+  POLICIES, addBillet, billetView, checkAssignments, createFormation, crewView, formationView, getBillet, getCrew, getFormation,
   listBillets, listCrews, listFormations, type Crew,
 } from './formations.ts';
 
@@ -108,6 +108,16 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     const id = c.req.valid('param')['formation_id']!;
     if (!getFormation(cell, id)) throw notFound('formation');
     return c.json({ billets: listBillets(cell, id).map(billetView) } as never, 200);
+  });
+  app.openapi(createRoute({
+    method: 'get', path: `${P}/formations/{formation_id}/billets/{billet_id}`, tags: ['Formations'], 'x-status': 'Live', summary: 'Get a billet', ...read,
+    request: { params: z.object({ formation_id: z.string().max(64).openapi({ param: { name: 'formation_id', in: 'path' } }), billet_id: z.string().max(64).openapi({ param: { name: 'billet_id', in: 'path' } }) }) },
+    responses: { 200: json(BilletOut, 'The billet'), ...errorResponses(400, 401, 403, 404) },
+  }), (c) => {
+    const { formation_id, billet_id } = c.req.valid('param');
+    const b = getBillet(cell, billet_id);
+    if (!b || b.formation_id !== formation_id) throw notFound('billet');
+    return c.json(billetView(b) as z.infer<typeof BilletOut>, 200);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/formations/{formation_id}/graph`, tags: ['Formations'], 'x-status': 'Live',

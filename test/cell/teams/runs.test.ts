@@ -211,6 +211,9 @@ test('graph endpoint: same hash on every call; a new billet changes it', async (
   const g2 = await ok(api, 'GET', `${T}/formations/${tm.formation}/graph`);
   assert.equal(g1.graph_hash, g2.graph_hash);
   assert.match(g1.graph_hash, /^sha256:[0-9a-f]{64}$/);
+  const billet = await ok(api, 'GET', `${T}/formations/${tm.formation}/billets/${tm.billets['g1']}`);
+  assert.equal(billet.role_label, 'g1');
+  assert.equal((await t.request('GET', `${T}/formations/${tm.formation}/billets/blt_00000000000000000000`, { token: t.adminKey })).status, 404);
   const bound = await ok(api, 'GET', `${T}/formations/${tm.formation}/graph?crew_id=${tm.crew}`);
   assert.equal(bound.crew_id, tm.crew);
   await ok(api, 'POST', `${T}/formations/${tm.formation}/billets`, { role_label: 'g3', required_skills: [], authority_cap: {} });
