@@ -50,7 +50,7 @@ test('random and malformed input on every route: never a 5xx, always the envelop
     const routes = routesOf(t);
     assert.ok(routes.length >= 10, `expected many routes, found ${routes.length}`);
     for (const { method, path } of routes) {
-      await fc.assert(fc.asyncProperty(jsonish, pathId, fc.boolean(), async (body, id, raw) => {
+      const failure = await fc.check(fc.asyncProperty(jsonish, pathId, fc.boolean(), async (body, id, raw) => {
         const p = path.replace(/:[A-Za-z_]+/g, () => encodeURIComponent(id) || 'x');
         const opts = raw
           ? { token: t.adminKey, rawBody: JSON.stringify(body).slice(0, -1) + '}{' }
@@ -58,6 +58,10 @@ test('random and malformed input on every route: never a 5xx, always the envelop
         const r = await t.request(method, p, method === 'GET' || method === 'HEAD' ? { token: t.adminKey } : opts);
         assertEnvelope(r, `${method} ${p}`);
       }), { numRuns: 15, seed: 4242 });
+      if (failure.failed) {
+        const cause = failure.errorInstance instanceof Error ? failure.errorInstance.message : String(failure.errorInstance);
+        assert.fail(`${method} ${path} with ${JSON.stringify(failure.counterexample)}: ${cause}`);
+      }
     }
   } finally { await t.close(); }
 });
