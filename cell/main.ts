@@ -80,8 +80,11 @@ async function serveCommand(argv: string[]): Promise<void> {
     : undefined;
   const running = await startCell({ config, log: consoleLogger, ...(tls ? { tls } : {}) });
   process.stdout.write(`cell ${running.cell.config.cellId} listening on ${running.url}\n`);
+  // A second signal during shutdown waits for the same stop: the store's close is never cut short.
+  let stopping: Promise<void> | null = null;
   const shutdown = async () => {
-    await running.stop();
+    stopping ??= running.stop();
+    await stopping;
     process.exit(0);
   };
   process.on('SIGINT', () => void shutdown());
