@@ -105,6 +105,10 @@ export function mountOffline(app: Hono<EdgeEnv>, guard: (p: string) => Middlewar
 
   app.post(P, guard(PERMISSIONS.teamsWrite), async (c) => {
     if (!crew || crew.crew_id !== c.req.param('crew_id')) throw notFound('crew');
+    const expiresAt = setup.crew!.payload.expires_at;
+    if (expiresAt !== null && rt.clock.now() >= expiresAt) {
+      throw new ServiceError('forbidden', 'the crew bundle on this device has expired', { details: { reason: 'expired', expires_at: expiresAt } });
+    }
     let body: { input?: unknown } = {};
     const raw = await c.req.text();
     if (raw.trim() !== '') {

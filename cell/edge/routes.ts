@@ -69,6 +69,11 @@ const JournalImported = z.object({
   record_count: z.number().int(), verified: z.literal(true), imported_at: z.string(),
 }).openapi('EdgeJournalImported');
 
+const ImportedJournal = z.object({
+  run_id: z.string(), device_id: z.string(), crew_id: z.string(), graph_hash: z.string(), outcome: z.string(),
+  record_count: z.number().int(), imported_at: z.string(), records: z.array(z.record(z.string(), z.unknown())),
+}).openapi('EdgeImportedJournal');
+
 function bundleResponse(text: string, version: number) {
   return new Response(text, { status: 201, headers: { 'content-type': SIGNED_MEDIA_TYPE, 'x-bundle-version': String(version) } });
 }
@@ -155,6 +160,23 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
       at: b.issued_at, actor: auth.principal.id, action: 'edge.crew_bundle.issue', target: body.device_id, outcome: 'ok', details: { version: b.version, crew_id: body.crew_id },
     }));
     return bundleResponse(b.text, b.version) as never;
+  });
+
+  app.openapi(createRoute({
+    method: 'get', path: `${P}/journals/{run_id}`, tags: [TAG], 'x-status': 'Live',
+    summary: 'An imported device journal: the run summary and its verified records',
+    ...secured(PERMISSIONS.edgeRead),
+    request: { params: z.object({ run_id: z.string().regex(/^run_[0-9a-f]{20}$/).openapi({ param: { name: 'run_id', in: 'path' } }) }) },
+    responses: { 200: json(ImportedJournal, 'The journal as imported (verified at import)'), ...errorResponses(400, 401, 403, 404) },
+  }), (c) => {
+    const row = cell.store.get<{ run_id: string; device_id: string; crew_id: string; graph_hash: string; outcome: string; record_count: number; export: string; imported_at: number }>(
+      'SELECT run_id, device_id, crew_id, graph_hash, outcome, record_count, export, imported_at FROM edge_journals WHERE run_id = ?', [c.req.valid('param').run_id]);
+    if (!row) throw notFound('journal');
+    const payload = JSON.parse(splitEnvelope(row.export)!.payload) as { records: Record<string, unknown>[] };
+    return c.json({
+      run_id: row.run_id, device_id: row.device_id, crew_id: row.crew_id, graph_hash: row.graph_hash, outcome: row.outcome,
+      record_count: row.record_count, imported_at: new Date(row.imported_at).toISOString(), records: payload.records,
+    }, 200);
   });
 
   app.openapi(createRoute({

@@ -92,6 +92,17 @@ test('import a journal exported by a registered device; refuse tampering and unk
     assert.equal(ok.body.verified, true);
     const again = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: text, headers: SIGNED });
     assert.equal(again.status, 201, 'importing the same export twice is idempotent');
+    const got = await t.request('GET', `${A}/edge/journals/run_edge1`, { token: t.adminKey });
+    assert.equal(got.status, 400, 'a malformed run id is refused');
+    assert.equal((await t.request('GET', `${A}/edge/journals/run_ffffffffffffffffffff`, { token: t.adminKey })).status, 404);
+    const other = await journal(signer, 'run_0123456789abcdef0123', 2);
+    const t5 = await buildJournalExport({ deviceId: dev.kid, signer, audience: 'cell-test', exportedAt: 6000,
+      run: { run_id: 'run_0123456789abcdef0123', crew_id: 'crew_1', graph_hash: other.graphHash, outcome: 'completed' }, records: other.records, values: other.values });
+    assert.equal((await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: t5, headers: SIGNED })).status, 201);
+    const read = await t.request('GET', `${A}/edge/journals/run_0123456789abcdef0123`, { token: t.adminKey });
+    assert.equal(read.status, 200, read.text);
+    assert.equal(read.body.records.length, 2);
+    assert.equal(read.body.records[0].signer_kid, dev.kid);
 
     // A record altered after signing (re-sealed envelope by the device key): the record signature fails.
     const bad = structuredClone(j.records);
