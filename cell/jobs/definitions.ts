@@ -19,8 +19,8 @@ import { Cron } from 'croner';
 import { ServiceError, invalid } from '../../core/errors.ts';
 import type { Cell } from '../context.ts';
 import type { Migration } from '../store/types.ts';
-import { compileFor } from '../teams/compile.ts';
-import { getCrew, getFormation, listCrews } from '../teams/formations.ts';
+import { getCrew } from '../teams/formations.ts';
+import { crewForGraph } from './agent.ts';
 import { parseRunSpec } from './runner.ts';
 import { AgentTemplateSchema, TeamTemplateSchema, type DefinitionJobType } from './schemas.ts';
 
@@ -138,24 +138,6 @@ export function nextFireAfter(cron: string, timezone: string, afterMs: number): 
   const c = new Cron(cron.trim(), { timezone, paused: true });
   const d = c.nextRun(new Date(afterMs));
   return d ? d.getTime() : null;
-}
-
-/** The crew whose current compiled graph has `graphHash`, if any. */
-export function crewForGraph(cell: Cell, graphHash: string): string | undefined {
-  for (let offset = 0; offset < 100_000; offset += 500) {
-    const crews = listCrews(cell, 500, offset);
-    for (const crew of crews) {
-      const f = getFormation(cell, crew.formation_id);
-      if (!f) continue;
-      try {
-        if (compileFor(cell, f, crew).graphHash === graphHash) return crew.crew_id;
-      } catch {
-        // A crew whose formation no longer compiles has no graph: not a match.
-      }
-    }
-    if (crews.length < 500) break;
-  }
-  return undefined;
 }
 
 /** Validates a definition's template for its job type; returns the normalised spec. */

@@ -19,6 +19,7 @@ import { createRunTx, getRun, type Run, type RunError } from '../runs/runs.ts';
 import { validationError } from '../http/errors.ts';
 import { recordAuditTx } from '../iam/audit.ts';
 import { getTool } from '../tools/catalog.ts';
+import { driveAgentRun } from './agent.ts';
 import { JOB_TOOLS, jobGraph, notebookNodeId } from './graph.ts';
 import type { SandboxPool } from './sandbox/pool.ts';
 import { SPEC_BY_TYPE, type ComputeSpec, type NotebookSpec, type RunJobType, type SingleSpec, type SqlSpec } from './schemas.ts';
@@ -79,13 +80,15 @@ export async function submitJobRun(cell: Cell, j: SubmitJob): Promise<{ run_id: 
 export function startJobDrive(cell: Cell, run: Run): Promise<DriveResult> {
   const svc = jobsService(cell);
   const outputs = new Map<number, unknown>();
-  const graph = jobGraph(run.job_type!, run.spec);
-  const p = driveRun(cell, run.run_id, graph, { tools: jobToolsPort(cell, run, svc.pool, outputs) }, null, {
-    requester: run.requester,
-    context: { job_type: run.job_type, workspace_id: run.workspace_id },
-    describeError,
-    finalOutput: (r) => finalOutput(cell, run, r, outputs),
-  }).catch((err: unknown): DriveResult => {
+  const drive = run.job_type === 'agent'
+    ? driveAgentRun(cell, run)
+    : driveRun(cell, run.run_id, jobGraph(run.job_type!, run.spec), { tools: jobToolsPort(cell, run, svc.pool, outputs) }, null, {
+      requester: run.requester,
+      context: { job_type: run.job_type, workspace_id: run.workspace_id },
+      describeError,
+      finalOutput: (r) => finalOutput(cell, run, r, outputs),
+    });
+  const p = drive.catch((err: unknown): DriveResult => {
     cell.log.error('job run drive failed', { run_id: run.run_id, error: err instanceof Error ? err.message : String(err) });
     return { state: 'failed', result: null };
   });

@@ -7,14 +7,15 @@
  * - A fire is one transaction: a compare-and-set on the definition's
  *   `next_fire_at` (the time being fired) advances it to the next cron time,
  *   takes the lease (`lease_owner` = this cell, `lease_until`), records the fire
- *   in `job_fires`, and for compute / sql / notebook creates the run row. So a
+ *   in `job_fires`, and for compute / sql / notebook / agent creates the job run
+ *   row (the same submit path as POST jobs/runs; agent.ts runs the pinned graph). So a
  *   fire happens at most once: a restart, a second tick or a second cell sees
  *   the advanced `next_fire_at` (or a live lease of another cell) and does
  *   nothing. The run is then driven; a crash before that leaves it queued and
  *   the runs recovery drives it.
- * - agent and team fires are recorded `pending` in the same transaction and
- *   dispatched right after (teams' crew run path); pending fires left by a
- *   crash are dispatched on start (durable dispatch).
+ * - team fires are recorded `pending` in the same transaction and dispatched
+ *   right after (Agent Teams' crew run path: compile, placement, ledgers);
+ *   pending fires left by a crash are dispatched on start (durable dispatch).
  * - Missed fires (due while no cell ran, found at start): catch_up `once` runs
  *   the definition once however many were missed, `skip` only advances to the
  *   next future time. Either way `next_fire_at` moves past now.
@@ -24,7 +25,7 @@
 import type { Cell } from '../context.ts';
 import { createRunTx } from '../runs/runs.ts';
 import { startCrewRun } from '../teams/runs.ts';
-import { crewForGraph, getDefinition, nextFireAfter, type Definition } from './definitions.ts';
+import { getDefinition, nextFireAfter, type Definition } from './definitions.ts';
 import { startJobDrive } from './runner.ts';
 import { getRun, setRunFlags } from '../runs/runs.ts';
 
@@ -133,7 +134,7 @@ export class Scheduler {
         return { runId: null as string | null };
       }
       let runId: string | null = null;
-      if (def.job_type === 'compute' || def.job_type === 'sql' || def.job_type === 'notebook') {
+      if (def.job_type !== 'team') {
         runId = createRunTx(tx, { kind: 'job', job_type: def.job_type, workspace_id: def.workspace_id, requester: def.created_by, spec: def.spec, source: `schedule:${id}`, flags: { schedule_id: id, scheduled_for: at }, at: now });
         tx.run('UPDATE job_definitions SET last_run_id = ? WHERE schedule_id = ?', [runId, id]);
       }
@@ -159,11 +160,11 @@ export class Scheduler {
     let state = 'dispatched';
     let detail: string | null = null;
     try {
-      const spec = def.spec as { crew_id?: string; graph_id?: string; input?: unknown };
-      const crewId = def.job_type === 'team' ? spec.crew_id : crewForGraph(this.cell, spec.graph_id ?? '');
+      const spec = def.spec as { crew_id?: string; input?: unknown };
+      const crewId = spec.crew_id;
       if (!crewId) {
         state = 'refused';
-        detail = def.job_type === 'agent' ? 'graph_unknown: the pinned graph is no longer known to this cell' : 'crew_unknown';
+        detail = 'crew_unknown';
       } else {
         const run = await startCrewRun(this.cell, def.created_by, crewId, { input: spec.input ?? null, workspace_id: def.workspace_id });
         runId = run.run_id;

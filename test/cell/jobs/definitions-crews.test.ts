@@ -38,13 +38,42 @@ test('team and agent definitions launch the crew on their cron, with the schedul
     assert.equal(d.fire_count, 1);
     assert.match(d.last_run_id, /^run_/, JSON.stringify(d));
     await settled(t.cell, d.last_run_id);
+    await waitDone(d.last_run_id);
     const run = await ok(api, 'GET', `/api/public/v1/admin/jobs/runs/${d.last_run_id}`);
-    assert.equal(run.kind, 'crew');
-    assert.equal(run.crew_id, tm.crew);
     assert.equal(run.flags.schedule_id, id);
     assert.equal(run.state, 'completed', JSON.stringify(run));
+    if (id === teamDef.schedule_id) {
+      assert.equal(run.kind, 'crew', 'team: the crew is launched');
+      assert.equal(run.crew_id, tm.crew);
+    } else {
+      assert.equal(run.kind, 'job', 'agent: a job run through the jobs submit path');
+      assert.equal(run.job_type, 'agent');
+      assert.equal(run.graph_hash, graphId, 'it ran the pinned graph');
+      assert.equal(run.source, `schedule:${id}`);
+    }
   }
   assert.equal(await schedulerOf(t.cell).tick(), 0, 'no double fire');
   const fires = t.cell.store.all<{ state: string }>('SELECT state FROM job_fires');
   assert.deepEqual(fires.map((f) => f.state).sort(), ['dispatched', 'dispatched']);
+
+  // The pinned graph changes (the crew is rebound to another agent): the agent fire is refused, with a record.
+  const other = await team(api, 'sequential', [{ role: 'writer' }]);
+  assert.notEqual(other.crew, tm.crew);
+  await t.cell.store.write((tx) => tx.run("UPDATE team_crews SET body = json_set(body, '$.assignments', json(?)) WHERE crew_id = ?", [JSON.stringify({ [tm.billets['writer']!]: other.agents['writer'] }), tm.crew]));
+  t.clock.advance(10 * 60_000);
+  assert.equal(await schedulerOf(t.cell).tick(), 2);
+  const d = await ok(api, 'GET', `${DEFS}/${agentDef.schedule_id}`);
+  await waitDone(d.last_run_id);
+  const refused = await ok(api, 'GET', `/api/public/v1/admin/jobs/runs/${d.last_run_id}`);
+  assert.equal(refused.state, 'refused');
+  assert.equal(refused.error.reason, 'graph_unknown');
 });
+
+async function waitDone(runId: string): Promise<void> {
+  await settled(t.cell, runId);
+  for (let i = 0; i < 400; i++) {
+    const r = await ok(api, 'GET', `/api/public/v1/admin/jobs/runs/${runId}`);
+    if (['completed', 'failed', 'refused', 'cancelled'].includes(r.state)) return;
+    await new Promise((res) => setTimeout(res, 25));
+  }
+}
