@@ -86,21 +86,24 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
   }
   for (const m of modules) await m.start?.(cell);
 
-  let stopped = false;
+  let stopping: Promise<void> | null = null;
+  const stopOnce = async () => {
+    for (const m of [...modules].reverse()) await m.stop?.(cell);
+    if (server) {
+      const s = server;
+      await new Promise<void>((resolve) => {
+        s.close(() => resolve());
+        (s as { closeAllConnections?: () => void }).closeAllConnections?.();
+      });
+    }
+    await store.close();
+  };
   return {
     cell, app, server, url,
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      for (const m of [...modules].reverse()) await m.stop?.(cell);
-      if (server) {
-        const s = server;
-        await new Promise<void>((resolve) => {
-          s.close(() => resolve());
-          (s as { closeAllConnections?: () => void }).closeAllConnections?.();
-        });
-      }
-      await store.close();
+    /** Idempotent: every caller waits for the same shutdown. */
+    stop() {
+      stopping ??= stopOnce();
+      return stopping;
     },
   };
 }
