@@ -10,8 +10,9 @@
  *   deadline or on cancel. The workspace database file is only ever replaced
  *   atomically after a commit, so a terminated task leaves it as it was.
  *
- * A worker that crashed or was terminated is discarded; at most MAX_IDLE warm
- * workers are kept. Under tsx the worker runs worker.ts; in the esbuild
+ * At most MAX_WORKERS tasks run at once (others wait for a slot; a cancel
+ * while waiting returns at once). A worker that crashed or was terminated is
+ * discarded; at most MAX_IDLE warm workers are kept. Under tsx the worker runs worker.ts; in the esbuild
  * bundle it runs dist/cell.mjs (which ignores `help` output) with the sandbox
  * role in workerData.
  */
@@ -21,6 +22,8 @@ import type { SqlOutcome, SqlTask } from './sql.ts';
 import { SANDBOX_ROLE, type SandboxReply } from './worker.ts';
 
 const MAX_IDLE = 2;
+/** Sandboxed tasks running at once; more wait for a slot (the time cap starts when a task starts). */
+const MAX_WORKERS = 4;
 /** Extra time a compute task gets to stop on its own (interrupt handler) before its worker is terminated, ms. */
 const COMPUTE_GRACE_MS = 1_500;
 
@@ -42,6 +45,8 @@ function workerSource(): { src: URL | string; eval: boolean } {
 export class SandboxPool {
   readonly #idle: Worker[] = [];
   readonly #busy = new Set<Worker>();
+  readonly #waiters: (() => void)[] = [];
+  #slots = 0;
   #nextId = 1;
   #closed = false;
 
@@ -67,23 +72,48 @@ export class SandboxPool {
     });
   }
 
-  async #take(): Promise<Worker> {
-    const w = this.#idle.pop() ?? await this.#spawn();
-    w.ref();
-    this.#busy.add(w);
-    return w;
+  /** A slot among MAX_WORKERS, then a warm or new worker; null when `signal` aborts while waiting. */
+  async #take(signal?: AbortSignal): Promise<Worker | null> {
+    if (this.#slots >= MAX_WORKERS) {
+      const got = await new Promise<boolean>((resolve) => {
+        const waiter = () => { signal?.removeEventListener('abort', onAbort); resolve(true); };
+        const onAbort = () => { const i = this.#waiters.indexOf(waiter); if (i >= 0) this.#waiters.splice(i, 1); resolve(false); };
+        this.#waiters.push(waiter);
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+      if (!got) return null;
+    } else {
+      this.#slots++;
+    }
+    if (this.#closed) { this.#release(); return null; }
+    try {
+      const w = this.#idle.pop() ?? await this.#spawn();
+      w.ref();
+      this.#busy.add(w);
+      return w;
+    } catch (err) {
+      this.#release();
+      throw err;
+    }
+  }
+
+  /** Frees a slot: hands it to the next waiter, if any. */
+  #release(): void {
+    const next = this.#waiters.shift();
+    if (next) next(); else this.#slots--;
   }
 
   #give(w: Worker, recycle: boolean): void {
     this.#busy.delete(w);
-    if (recycle || this.#closed || this.#idle.length >= MAX_IDLE) { void w.terminate(); return; }
-    w.unref();
-    this.#idle.push(w);
+    if (recycle || this.#closed || this.#idle.length >= MAX_IDLE) void w.terminate();
+    else { w.unref(); this.#idle.push(w); }
+    this.#release();
   }
 
   #kill(w: Worker): void {
     this.#busy.delete(w);
     void w.terminate();
+    this.#release();
   }
 
   /** Runs JavaScript in QuickJS with its caps; `signal` cancels it. */
@@ -101,7 +131,8 @@ export class SandboxPool {
   async #run(req: { kind: 'compute'; task: ComputeTask; cancel: SharedArrayBuffer } | { kind: 'sql'; task: SqlTask }, hardMs: number, signal: AbortSignal | undefined, softCancel: (() => void) | null, cancelGraceMs: number): Promise<unknown> {
     if (this.#closed) return { ok: false, reason: 'sandbox_crashed', message: 'the cell is stopping', logs: [], duration_ms: 0 } satisfies Failure;
     if (signal?.aborted) return { ok: false, reason: 'cancelled', message: 'the run was cancelled', logs: [], duration_ms: 0 } satisfies Failure;
-    const w = await this.#take();
+    const w = await this.#take(signal);
+    if (w === null) return { ok: false, reason: 'cancelled', message: 'the run was cancelled', logs: [], duration_ms: 0 } satisfies Failure;
     if (signal?.aborted) {
       // Cancelled while a worker was being started.
       this.#give(w, false);
