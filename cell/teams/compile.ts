@@ -4,6 +4,7 @@
  * its authority, model and system prompt. Compile errors become
  * invalid_request with `details.reason` = the compiler's code.
  */
+import { createHash } from 'node:crypto';
 import { compileFormation } from '../../core/compiler/compile.ts';
 import type { BilletInput, FormationInput, SeatBinding } from '../../core/compiler/types.ts';
 import type { Graph } from '../../core/engine/types.ts';
@@ -12,6 +13,9 @@ import type { Cell } from '../context.ts';
 import { getAgent } from './agents.ts';
 import { listBillets, type Crew, type Formation } from './formations.ts';
 import { getSkillByName } from './resources.ts';
+
+/** node:crypto's SHA-256 for the compiler (same hashes as core's pure-JS default, faster). */
+const NATIVE = { sha256: (b: Uint8Array) => new Uint8Array(createHash('sha256').update(b).digest()) };
 
 export interface CompilerInput { formation: FormationInput; billets: BilletInput[]; bindings: Record<string, SeatBinding> | undefined }
 
@@ -72,7 +76,7 @@ export function compilerInput(cell: Cell, f: Formation, crew?: Crew): CompilerIn
 /** Compiles a formation (bound to a crew when given); throws invalid_request on a compile error. */
 export function compileFor(cell: Cell, f: Formation, crew?: Crew): { graph: Graph; graphHash: string; formationHash: string } {
   const i = compilerInput(cell, f, crew);
-  const r = compileFormation(i.formation, i.billets, i.bindings);
+  const r = compileFormation(i.formation, i.billets, i.bindings, NATIVE);
   if (!r.ok) {
     throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, { details: { reason: r.code, ...r.details } });
   }
@@ -86,7 +90,7 @@ const BILLET_CODES = new Set(['empty_formation', 'too_many_billets', 'duplicate_
 export function checkFormationCompiles(cell: Cell, f: Formation): void {
   const i = compilerInput(cell, f);
   const probe = { id: 'probe', role_label: 'probe', required_skills: [], reports_to: null, authority_cap: {}, position: 0 };
-  const r = compileFormation(i.formation, [probe], undefined);
+  const r = compileFormation(i.formation, [probe], undefined, NATIVE);
   if (!r.ok && !BILLET_CODES.has(r.code)) {
     throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, { details: { reason: r.code, ...r.details } });
   }
