@@ -3,14 +3,17 @@
  *
  * Payload (type `api-key-records`), besides the common header:
  *   owners:     { [owner_id]: { status, permissions } }   role permissions at projection time
- *   keys:       [{ key_id, owner_id, status, hashes: [{hash, not_after}], expires_at,
- *                  scopes, rate_limit_rpm, allowed_ips, allowed_regions }]
- *   tombstones: [{ key_id, at }]                           revoked or purged keys
- *   region_note: none; the edge applies allowed_regions against its own region.
- * Owners are listed once rather than repeated per key (a 100,000-key bundle
- * stays small). `hashes[0]` is the current secret's SHA-256 (hex);
- * `hashes[1]`, when present, is the previous secret with its grace deadline.
- * No secret ever appears. The edge rebuilds core's `KeyRecord` and judges a
+ *   scope_sets: [[selector, ...], ...]                      distinct scope lists, referenced by index
+ *   key_fields: the names of a key row's columns, in order (a reader checks them):
+ *               key_id, owner_id, status, hashes, expires_at, scopes, rate_limit_rpm,
+ *               allowed_ips, allowed_regions
+ *   keys:       [[key_id, owner_id, status, [hash, not_after, hash, not_after], expires_at,
+ *                 scope_set_index, rate_limit_rpm, allowed_ips, allowed_regions], ...]
+ *   tombstones: [{ key_id, at }]                            revoked, soft-deleted or purged keys
+ * Rows instead of objects, owners and scope lists once: a 100,000-key bundle
+ * stays small and parses fast. The first hash is the current secret's SHA-256
+ * (hex); a second pair is the previous secret with its grace deadline. No
+ * secret ever appears. The edge rebuilds core's `KeyRecord` and judges a
  * presented key with the same `verifyPresentedKey` the cell uses.
  */
 import type { KeyRecord, KeyVerdict, KeyVerifyContext } from '../core/apikey/verify.ts';
@@ -26,12 +29,20 @@ export interface BundleOwner {
   permissions: string[];
 }
 
-export type BundleKey = Omit<KeyRecord, 'owner_status' | 'owner_permissions'>;
+export const KEY_FIELDS = ['key_id', 'owner_id', 'status', 'hashes', 'expires_at', 'scopes', 'rate_limit_rpm', 'allowed_ips', 'allowed_regions'] as const;
+
+/** One key row, columns as KEY_FIELDS. */
+export type KeyRow = [
+  key_id: string, owner_id: string, status: KeyRecord['status'], hashes: (string | number | null)[], expires_at: number | null,
+  scopes: number, rate_limit_rpm: number | null, allowed_ips: string[], allowed_regions: string[],
+];
 
 export interface KeyBundle extends PayloadHeader {
   type: 'api-key-records';
   owners: Record<string, BundleOwner>;
-  keys: BundleKey[];
+  scope_sets: string[][];
+  key_fields: string[];
+  keys: KeyRow[];
   tombstones: { key_id: string; at: number }[];
 }
 
@@ -41,19 +52,20 @@ export async function buildKeyBundle(opts: {
   records: readonly KeyRecord[]; tombstones: readonly { key_id: string; at: number }[];
 }): Promise<string> {
   const owners: Record<string, BundleOwner> = {};
-  const keys: BundleKey[] = [];
+  const scopeSets: string[][] = [];
+  const scopeIndex = new Map<string, number>();
+  const keys: KeyRow[] = [];
   for (const r of opts.records) {
     owners[r.owner_id] ??= { status: r.owner_status, permissions: [...r.owner_permissions] };
-    keys.push({
-      key_id: r.key_id, owner_id: r.owner_id, status: r.status, hashes: r.hashes.map((h) => ({ hash: h.hash, not_after: h.not_after })),
-      expires_at: r.expires_at, scopes: [...r.scopes], rate_limit_rpm: r.rate_limit_rpm,
-      allowed_ips: [...r.allowed_ips], allowed_regions: [...r.allowed_regions],
-    });
+    const sk = JSON.stringify(r.scopes);
+    let si = scopeIndex.get(sk);
+    if (si === undefined) { si = scopeSets.length; scopeSets.push([...r.scopes]); scopeIndex.set(sk, si); }
+    keys.push([r.key_id, r.owner_id, r.status, r.hashes.flatMap((h) => [h.hash, h.not_after]), r.expires_at, si, r.rate_limit_rpm, [...r.allowed_ips], [...r.allowed_regions]]);
   }
   const payload: KeyBundle = {
     format_version: PAYLOAD_FORMAT_VERSION, type: 'api-key-records', issuer: opts.issuer, kid: opts.signer.kid,
     audience: opts.audience, version: opts.version, issued_at: opts.issuedAt, expires_at: opts.expiresAt,
-    owners, keys, tombstones: opts.tombstones.map((t) => ({ key_id: t.key_id, at: t.at })),
+    owners, scope_sets: scopeSets, key_fields: [...KEY_FIELDS], keys, tombstones: opts.tombstones.map((t) => ({ key_id: t.key_id, at: t.at })),
   };
   return sealEnvelope(payload as unknown as KeyBundle & Record<string, unknown>, opts.signer);
 }
@@ -67,8 +79,9 @@ export type SecretHasher = (secret: string) => string;
  * large bundle costs one map entry per hash.
  */
 export class KeyIndex {
-  readonly #keys: BundleKey[];
+  readonly #keys: KeyRow[];
   readonly #owners: Record<string, BundleOwner>;
+  readonly #scopeSets: string[][];
   readonly #byHash = new Map<string, number>();
   readonly #byId = new Map<string, number>();
   readonly #records: (KeyRecord | undefined)[];
@@ -78,13 +91,15 @@ export class KeyIndex {
   constructor(bundle: KeyBundle, hash: SecretHasher = hashSecret) {
     this.#keys = bundle.keys;
     this.#owners = bundle.owners;
+    this.#scopeSets = bundle.scope_sets;
     this.#hash = hash;
     this.#records = new Array<KeyRecord | undefined>(bundle.keys.length);
     this.tombstoned = new Set(bundle.tombstones.map((t) => t.key_id));
     for (let i = 0; i < bundle.keys.length; i++) {
       const k = bundle.keys[i]!;
-      this.#byId.set(k.key_id, i);
-      for (const h of k.hashes) this.#byHash.set(h.hash, i);
+      this.#byId.set(k[0], i);
+      const hs = k[3];
+      for (let j = 0; j < hs.length; j += 2) this.#byHash.set(hs[j] as string, i);
     }
   }
 
@@ -95,17 +110,19 @@ export class KeyIndex {
   #record(i: number): KeyRecord {
     let r = this.#records[i];
     if (r === undefined) {
-      const k = this.#keys[i]!;
-      const owner = Object.hasOwn(this.#owners, k.owner_id) ? this.#owners[k.owner_id] : undefined;
+      const [keyId, ownerId, status, hs, expiresAt, scopes, rpm, ips, regions] = this.#keys[i]!;
+      const owner = Object.hasOwn(this.#owners, ownerId) ? this.#owners[ownerId] : undefined;
+      const hashes: KeyRecord['hashes'] = [];
+      for (let j = 0; j < hs.length; j += 2) hashes.push({ hash: hs[j] as string, not_after: hs[j + 1] as number | null });
       r = {
-        key_id: k.key_id, owner_id: k.owner_id, status: k.status, hashes: k.hashes, expires_at: k.expires_at,
-        scopes: k.scopes, rate_limit_rpm: k.rate_limit_rpm, allowed_ips: k.allowed_ips, allowed_regions: k.allowed_regions,
+        key_id: keyId, owner_id: ownerId, status, hashes, expires_at: expiresAt,
+        scopes: this.#scopeSets[scopes] ?? [], rate_limit_rpm: rpm, allowed_ips: ips, allowed_regions: regions,
         // A key whose owner is missing from the bundle has no authority: judged as a purged owner.
         owner_status: owner?.status ?? 'purged',
         owner_permissions: owner?.permissions ?? [],
       };
       // A tombstoned key id is never honoured, whatever its record says.
-      if (this.tombstoned.has(k.key_id) && r.status === 'active') r.status = 'revoked';
+      if (this.tombstoned.has(keyId) && r.status === 'active') r.status = 'revoked';
       this.#records[i] = r;
     }
     return r;
@@ -135,16 +152,19 @@ export class KeyIndex {
 export async function openKeyBundle(input: string | Uint8Array, trusted: readonly TrustedKey[], hash?: SecretHasher): Promise<{ opened: OpenedEnvelope<KeyBundle>; index: KeyIndex }> {
   const opened = await openEnvelope(input, trusted, 'api-key-records');
   const p = opened.payload as Partial<KeyBundle>;
-  if (!isObject(p.owners) || !Array.isArray(p.keys) || !Array.isArray(p.tombstones)) {
+  if (!isObject(p.owners) || !Array.isArray(p.keys) || !Array.isArray(p.tombstones) || !Array.isArray(p.scope_sets)
+    || !Array.isArray(p.key_fields) || p.key_fields.join(',') !== KEY_FIELDS.join(',')) {
     throw refused('malformed', 'the key bundle is malformed', 'invalid_request');
   }
+  const sets = p.scope_sets.length;
   for (const k of p.keys) {
-    if (!isObject(k) || typeof k.key_id !== 'string' || typeof k.owner_id !== 'string' || !Array.isArray(k.hashes)
-      || !Array.isArray(k.scopes) || !Array.isArray(k.allowed_ips) || !Array.isArray(k.allowed_regions)) {
-      throw refused('malformed', 'a key record in the bundle is malformed', 'invalid_request');
+    if (!Array.isArray(k) || k.length !== 9 || typeof k[0] !== 'string' || typeof k[1] !== 'string' || typeof k[2] !== 'string'
+      || !Array.isArray(k[3]) || k[3].length % 2 !== 0 || !Number.isInteger(k[5]) || (k[5] as number) < 0 || (k[5] as number) >= sets
+      || !Array.isArray(k[7]) || !Array.isArray(k[8])) {
+      throw refused('malformed', 'a key row in the bundle is malformed', 'invalid_request');
     }
-    for (const h of k.hashes) {
-      if (!isObject(h) || typeof h.hash !== 'string') throw refused('malformed', 'a key record in the bundle is malformed', 'invalid_request');
+    for (let j = 0; j < k[3].length; j += 2) {
+      if (typeof k[3][j] !== 'string') throw refused('malformed', 'a key row in the bundle is malformed', 'invalid_request');
     }
   }
   return { opened: opened as OpenedEnvelope<KeyBundle>, index: new KeyIndex(opened.payload as KeyBundle, hash) };

@@ -53,7 +53,7 @@ test('a tombstoned key id is refused even if a record says active', async () => 
 test('a key bundle with a bad signature or the wrong type is refused', async () => {
   const { signer, trusted } = await keyPair();
   const text = await buildKeyBundle({ issuer: 'cell-a', signer, audience: 'dev-1', version: 1, issuedAt: T0, expiresAt: T0 + 1, records: [rec({})], tombstones: [] });
-  const widened = text.replace('"scopes":["agent_teams.read"]', '"scopes":["*"]');
+  const widened = text.replace('"scope_sets":[["agent_teams.read"]]', '"scope_sets":[["*"]]');
   assert.notEqual(widened, text);
   await assert.rejects(openKeyBundle(widened, [trusted]), (e) => (e as { details: { reason: string } }).details.reason === 'bad_signature');
 });
