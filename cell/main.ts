@@ -24,6 +24,7 @@ Commands:
     --rate-capacity N  gateway bucket capacity per client IP (default 600)
     --rate-refill N    gateway refill per second (default 100)
     --agent-quota N    standing-agent work quota (default 100)
+    --trusted-proxies A,B  socket addresses whose X-Forwarded-For is believed (default none)
     --clearance N      this cell's clearance ceiling (default 0)
     --topology k=v,..  this cell's topology labels (site, zone, network)
     --tls-cert FILE    serve https with this PEM certificate (with --tls-key)
@@ -42,7 +43,7 @@ async function serveCommand(argv: string[]): Promise<void> {
       port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' },
       region: { type: 'string' }, posture: { type: 'string' }, 'cell-id': { type: 'string' },
       'public-url': { type: 'string' }, 'rate-capacity': { type: 'string' }, 'rate-refill': { type: 'string' },
-      'agent-quota': { type: 'string' }, clearance: { type: 'string' }, topology: { type: 'string' },
+      'agent-quota': { type: 'string' }, 'trusted-proxies': { type: 'string' }, clearance: { type: 'string' }, topology: { type: 'string' },
       'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'client-ca': { type: 'string' },
     },
     strict: true,
@@ -65,6 +66,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     };
   }
   if (values['agent-quota'] !== undefined) config.agentQuota = intArg('agent-quota', values['agent-quota']);
+  if (values['trusted-proxies'] !== undefined) config.trustedProxies = values['trusted-proxies'].split(',').map((s) => s.trim()).filter(Boolean);
   if (values.clearance !== undefined) config.clearance = intArg('clearance', values.clearance);
   if (values.topology !== undefined) {
     config.topology = Object.fromEntries(values.topology.split(',').filter(Boolean).map((kv) => {

@@ -304,3 +304,14 @@ test('a verified-key cache never outlives a change: role created later, owner ar
     assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: k.body.secret })).status, 401);
   } finally { await t.close(); }
 });
+
+test('X-Forwarded-For is ignored unless the socket peer is a trusted proxy', async () => {
+  const t = await inProcessCell({ config: { trustedProxies: ['10.9.9.9'] } });
+  try {
+    const k = await mint(t, { allowed_ips: ['203.0.113.7'] });
+    const spoof = await t.request('GET', ME_PROBE, { token: k.body.secret, ip: '198.51.100.1', headers: { 'x-forwarded-for': '203.0.113.7' } });
+    assert.equal(spoof.status, 403, 'an untrusted peer cannot claim another address');
+    const viaProxy = await t.request('GET', ME_PROBE, { token: k.body.secret, ip: '10.9.9.9', headers: { 'x-forwarded-for': '1.1.1.1, 203.0.113.7' } });
+    assert.equal(viaProxy.status, 200, 'the trusted proxy\'s last hop is the client');
+  } finally { await t.close(); }
+});
