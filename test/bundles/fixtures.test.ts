@@ -1,0 +1,38 @@
+// Recorded v1 artifacts (test/bundles/fixtures/, written once by _make-fixtures.mts) still verify and
+// still mean the same: a change to the formats or to core that breaks artifacts in the field fails here.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { openKeyBundle } from '../../bundles/key-bundle.ts';
+import { openModelManifest } from '../../bundles/model-manifest.ts';
+import { openJournalExport } from '../../bundles/journal-export.ts';
+
+const dir = join(import.meta.dirname, 'fixtures');
+const read = (f: string) => readFileSync(join(dir, f));
+const keys = JSON.parse(readFileSync(join(dir, 'public-keys.json'), 'utf8')) as Record<'cell' | 'device' | 'publisher', { kid: string; jwk: JsonWebKey }>;
+const T0 = Date.UTC(2026, 0, 1);
+
+test('recorded key bundle v1 verifies and judges keys as recorded', async () => {
+  const { opened, index } = await openKeyBundle(read('keys.v1.bundle'), [keys.cell]);
+  assert.equal(opened.payload.version, 7);
+  assert.equal(opened.payload.issuer, 'cell-fixture');
+  assert.equal(opened.payload.audience, keys.device.kid);
+  const ctx = { now: T0, ip: '10.1.2.3', region: 'local' };
+  assert.deepEqual(index.check('svck_live_' + 'F'.repeat(43), ctx), { ok: true, effective: ['agent_teams.read'], matched: 'current', record: index.byId('key_00000000000000000001') });
+  assert.equal((index.check('svck_live_' + 'G'.repeat(43), ctx) as { matched?: string }).matched, 'previous');
+  assert.equal((index.check('svck_live_' + 'G'.repeat(43), { ...ctx, now: T0 + 3600_000 }) as { reason?: string }).reason, 'grace_elapsed');
+  assert.equal((index.check('svck_live_' + 'F'.repeat(43), { ...ctx, ip: '192.168.1.1' }) as { reason?: string }).reason, 'ip_not_allowed');
+  assert.ok(index.tombstoned.has('key_00000000000000000002'));
+});
+
+test('recorded model manifest v1 verifies', async () => {
+  const m = await openModelManifest(read('model.v1.manifest'), [keys.publisher]);
+  assert.equal(m.payload.model.sha256, 'c7d166504041737c2a7304bf3fc3175284874b5b99041ff4f53eaa5a27224a14');
+});
+
+test('recorded journal export v1 verifies (envelope, every record, the chain, the values)', async () => {
+  const j = await openJournalExport(read('journal.v1.export'), keys.device, 'cell-fixture');
+  assert.equal(j.payload.records.length, 3);
+  assert.equal(j.payload.run.outcome, 'completed');
+});
