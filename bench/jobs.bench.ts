@@ -86,13 +86,8 @@ async function idleCpu(c: RunningCell, windowMs: number): Promise<{ cpuMsPerMin:
 export default async function run(): Promise<void> {
   const { c, key, dir } = await boot();
   try {
-    const one = await fanOut(c, key, 1, 40);
-    const many = await fanOut(c, key, 500, 40);
-    console.log(`  SSE fan-out, 40 events: 1 subscriber p50 ${fmt(one.p50, 1)} ms p99 ${fmt(one.p99, 1)} ms`);
-    console.log(`  SSE fan-out, 40 events: 500 subscribers p50 ${fmt(many.p50, 1)} ms p99 ${fmt(many.p99, 1)} ms (${fmt(many.delivered)}/${fmt(500 * 40)} delivered; p99 ratio ${fmt(many.p99 / Math.max(one.p99, 0.001), 1)}x)`);
-
     const WINDOW = 5_000;
-    await new Promise((r) => setTimeout(r, 1_500)); // let the SSE phase's sockets close
+    await new Promise((r) => setTimeout(r, 1_000)); // let start-up work settle
     const empty = await idleCpu(c, WINDOW);
     const now = c.cell.clock.now();
     const cron = '0 0 1 1 *';
@@ -113,6 +108,11 @@ export default async function run(): Promise<void> {
     const loaded = await idleCpu(c, WINDOW);
     console.log(`  scheduler: 10,000 enabled definitions inserted in ${fmt(insertMs)} ms; re-arm (earliest next fire) ${fmt(rearmMs, 2)} ms; timer armed for ${new Date(schedulerOf(c.cell).armedFor ?? 0).toISOString()}`);
     console.log(`  scheduler idle CPU: ${fmt(loaded.cpuMsPerMin, 1)} ms per minute with 10,000 definitions vs ${fmt(empty.cpuMsPerMin, 1)} ms with none (measured over ${WINDOW / 1000} s, scaled); ticks while idle: ${loaded.ticks}`);
+    const one = await fanOut(c, key, 1, 40);
+    const many = await fanOut(c, key, 500, 40);
+    console.log(`  SSE fan-out, 40 events: 1 subscriber p50 ${fmt(one.p50, 1)} ms p99 ${fmt(one.p99, 1)} ms`);
+    console.log(`  SSE fan-out, 40 events: 500 subscribers p50 ${fmt(many.p50, 1)} ms p99 ${fmt(many.p99, 1)} ms (${fmt(many.delivered)}/${fmt(500 * 40)} delivered; p99 ratio ${fmt(many.p99 / Math.max(one.p99, 0.001), 1)}x)`);
+
   } finally {
     await c.stop();
     rmSync(dir, { recursive: true, force: true });
