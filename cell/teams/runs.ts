@@ -49,9 +49,17 @@ function track(cell: Cell, runId: string, p: Promise<unknown>): void {
 export const INVESTIGATE_SWEEP_MS = 5_000;
 
 const sweeps = new WeakMap<Cell, ReturnType<typeof setInterval>>();
-/** Starts the periodic investigate sweep (module start); `stopSweep` ends it. */
+/**
+ * Module start: waiting crew runs (approval or timer) are driven again so a due
+ * timer or an elapsed approval timeout is acted on after a restart; runs left
+ * `running` by a coordinator that died wait for an explicit recover. Then the
+ * periodic investigate sweep starts; `stopSweep` ends it.
+ */
 export function startSweep(cell: Cell): void {
   if (sweeps.has(cell)) return;
+  for (const r of activeRuns(cell, 'crew')) {
+    if (r.state === 'waiting') void resumeRun(cell, r.run_id, 'restart').catch((e: unknown) => cell.log.warn('waiting run not resumed', { run_id: r.run_id, error: e instanceof Error ? e.message : String(e) }));
+  }
   const t = setInterval(() => { void flagOverdue(cell).catch((e: unknown) => cell.log.warn('investigate sweep failed', { error: e instanceof Error ? e.message : String(e) })); }, INVESTIGATE_SWEEP_MS);
   t.unref();
   sweeps.set(cell, t);

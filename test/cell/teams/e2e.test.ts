@@ -165,3 +165,35 @@ test('every coordination policy end to end in the real process', { timeout: 90_0
     c.cleanup();
   }
 });
+
+test('an approval that times out fails closed, also across a restart', { timeout: 60_000 }, async () => {
+  const a = await startCellProcess();
+  procs.push(a);
+  const api = httpApi(a.url, a.adminKey);
+  await provider(api, ai);
+  ai.setResponder(() => ({ content: 'never needed' }));
+  const approval = (ms: number) => [{ kind: 'human_approval', config: { rule: 'quorum', quorum: 1, timeout_ms: ms } }];
+  const quick = await team(api, 'sequential', [{ role: 'q1' }], { pre: approval(300) });
+  const slow = await team(api, 'sequential', [{ role: 'q2' }], { pre: approval(2500) });
+  const r1 = await ok(api, 'POST', `${T}/crews/${quick.crew}/runs`, { input: 'x' });
+  const r2 = await ok(api, 'POST', `${T}/crews/${slow.crew}/runs`, { input: 'x' });
+  const s1 = await until('the short approval to time out', async () => {
+    const s = await ok(api, 'GET', `${T}/crews/${quick.crew}/runs/${r1.run_id}`);
+    return s.state === 'refused' ? s : undefined;
+  });
+  assert.equal(s1.error.reason, 'approval_timeout');
+  assert.equal((await ok(api, 'GET', `${T}/crews/${slow.crew}/runs/${r2.run_id}`)).state, 'waiting');
+  await a.kill('SIGKILL');
+  await new Promise((r) => setTimeout(r, 2600));
+  const b = await startCellProcess({ dataDir: a.dataDir });
+  procs.push(b);
+  const apiB = httpApi(b.url, a.adminKey);
+  const s2 = await until('the restarted cell to time the approval out', async () => {
+    const s = await ok(apiB, 'GET', `${T}/crews/${slow.crew}/runs/${r2.run_id}`);
+    return s.state === 'refused' ? s : undefined;
+  });
+  assert.equal(s2.error.reason, 'approval_timeout');
+  assert.ok(!ai.requests.some((r) => ['q1', 'q2'].includes(roleOf(r.body))), 'no model was called behind a closed approval');
+  await b.stop();
+  b.cleanup();
+});
