@@ -18,7 +18,7 @@ build: install
 
 # The single executable dist/edge, and the local model runtime beside it (node-llama-cpp, CPU only, ~85 MB).
 edge-runtime/node_modules/.install-stamp: edge-runtime/package-lock.json
-	npm ci --prefix edge-runtime --omit=optional --no-audit --no-fund
+	npm install --prefix edge-runtime --omit=optional --no-audit --no-fund
 	touch $@
 
 edge: build edge-runtime/node_modules/.install-stamp
