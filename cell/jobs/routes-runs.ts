@@ -51,7 +51,7 @@ const list = createRoute({
   method: 'get', path: '/api/public/v1/admin/jobs/runs', tags: [TAG], 'x-status': 'Live',
   ...secured(PERMISSIONS.jobsRead),
   summary: 'List runs',
-  description: 'Runs in a stable order (creation time, then run id; new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all.',
+  description: 'Runs in a stable order: the order they were recorded, oldest first (new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all.',
   request: {
     query: pageQuery(200, 2000).extend({
       kind: z.enum(['job', 'crew', 'all']).default('job').openapi({ description: 'job (default) | crew | all' }),

@@ -165,8 +165,9 @@ export function getRun(cell: Cell, runId: string): Run | undefined {
 export interface ListRunsOptions { limit: number; offset: number; kind?: RunKind; crewId?: string; state?: RunState; flag?: string }
 
 /**
- * Runs in a stable order: creation time ascending, then run id. New runs only
- * ever append, so a page that was read stays the same page.
+ * Runs in a stable order: the order they were recorded (oldest first; the
+ * table's rowid, which log replay reproduces). New runs only ever append, so a
+ * page that was read stays the same page.
  */
 export function listRuns(cell: Cell, o: ListRunsOptions): { items: Run[]; total: number } {
   const where: string[] = [];
@@ -177,15 +178,15 @@ export function listRuns(cell: Cell, o: ListRunsOptions): { items: Run[]; total:
   if (o.flag) { where.push("json_extract(flags, '$.' || ?) IS NOT NULL AND json_extract(flags, '$.' || ?) != 0"); params.push(o.flag, o.flag); }
   const w = where.length ? `WHERE ${where.join(' AND ')}` : '';
   const total = cell.store.get<{ n: number }>(`SELECT count(*) AS n FROM runs ${w}`, params)?.n ?? 0;
-  const items = cell.store.all<RunRow>(`SELECT * FROM runs ${w} ORDER BY created_at, run_id LIMIT ? OFFSET ?`, [...params, o.limit, o.offset]).map(fromRow);
+  const items = cell.store.all<RunRow>(`SELECT * FROM runs ${w} ORDER BY rowid LIMIT ? OFFSET ?`, [...params, o.limit, o.offset]).map(fromRow);
   return { items, total };
 }
 
 /** Runs in non-terminal states (recovery sweeps). */
 export function activeRuns(cell: Cell, kind?: RunKind): Run[] {
   const rows = kind
-    ? cell.store.all<RunRow>("SELECT * FROM runs WHERE kind = ? AND state IN ('queued','running','waiting') ORDER BY created_at, run_id", [kind])
-    : cell.store.all<RunRow>("SELECT * FROM runs WHERE state IN ('queued','running','waiting') ORDER BY created_at, run_id");
+    ? cell.store.all<RunRow>("SELECT * FROM runs WHERE kind = ? AND state IN ('queued','running','waiting') ORDER BY rowid", [kind])
+    : cell.store.all<RunRow>("SELECT * FROM runs WHERE state IN ('queued','running','waiting') ORDER BY rowid");
   return rows.map(fromRow);
 }
 
