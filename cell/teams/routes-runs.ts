@@ -27,6 +27,7 @@ const RunOut = z.object({
   pending_approvals: z.array(z.object({
     step_id: z.string(), kind: z.string(), rule: z.string(), approvers: z.array(z.string()), quorum: z.number(), prompt: z.string().nullable(),
     due: z.string().nullable(), requested_at: z.string(),
+    decisions: z.array(z.object({ principal: z.string(), decision: z.string(), at: z.string() })),
   })),
   created_at: z.string(), updated_at: z.string(), finished_at: z.string().nullable(),
 }).openapi('CrewRun');

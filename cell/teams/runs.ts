@@ -177,9 +177,19 @@ export async function recoverRun(cell: Cell, actor: string, crewId: string, runI
 
 export interface PendingApproval { step_id: string; kind: string; rule: string; approvers: string[]; quorum: number; prompt: string | null; due: number | null; requested_at: number }
 
+/** Approval requests of a run whose step has not completed yet (no step or decision record). */
 export function pendingApprovals(cell: Cell, runId: string): PendingApproval[] {
-  return cell.store.all<{ step_id: string; body: string; at: number }>('SELECT step_id, body, at FROM team_approval_requests WHERE run_id = ? ORDER BY at, step_id', [runId])
+  return cell.store.all<{ step_id: string; body: string; at: number }>(
+    `SELECT r.step_id, r.body, r.at FROM team_approval_requests r WHERE r.run_id = ?
+       AND NOT EXISTS (SELECT 1 FROM journal j WHERE j.run_id = r.run_id AND j.kind IN ('step', 'decision') AND json_extract(j.record, '$.step_id') = r.step_id)
+     ORDER BY r.at, r.step_id`, [runId])
     .map((r) => ({ step_id: r.step_id, ...parseBody<Omit<PendingApproval, 'step_id' | 'requested_at'>>(r.body), requested_at: r.at }));
+}
+
+/** Decisions recorded so far for a step. */
+export function stepDecisions(cell: Cell, runId: string, stepId: string): { principal: string; decision: string; at: string }[] {
+  return cell.store.all<{ principal: string; decision: string; at: number }>('SELECT principal, decision, at FROM team_approvals WHERE run_id = ? AND step_id = ? ORDER BY at, principal', [runId, stepId])
+    .map((d) => ({ ...d, at: iso(d.at) }));
 }
 
 /** Records an approval or rejection of a waiting step, then wakes the run. */
@@ -237,7 +247,9 @@ export function runView(cell: Cell, r: Run) {
     requester: r.requester, state: r.state, graph_hash: r.graph_hash, input: spec?.input ?? null, output: r.output, error: r.error,
     investigate: (r.flags['investigate'] ?? null) as unknown, flags: r.flags, coordinator: r.coordinator, checked_cell_id: cell.config.cellId,
     max_duration_ms: spec?.max_duration_ms ?? DEFAULT_MAX_DURATION_MS, max_tokens: spec?.max_tokens ?? null, tokens_used: runTokens(cell, r.run_id),
-    pending_approvals: isTerminal(r.state) ? [] : pendingApprovals(cell, r.run_id).map((p) => ({ ...p, due: p.due === null ? null : iso(p.due), requested_at: iso(p.requested_at) })),
+    pending_approvals: isTerminal(r.state) ? [] : pendingApprovals(cell, r.run_id).map((p) => ({
+      ...p, due: p.due === null ? null : iso(p.due), requested_at: iso(p.requested_at), decisions: stepDecisions(cell, r.run_id, p.step_id),
+    })),
     created_at: iso(r.created_at), updated_at: iso(r.updated_at), finished_at: r.finished_at === null ? null : iso(r.finished_at),
   };
 }

@@ -69,7 +69,10 @@ test('every stage executor runs; two-person approval holds the run until two non
   const first = await t.request('POST', path, { token: k1, body: { decision: 'approve' } });
   assert.equal(first.status, 200, first.text);
   await settled(t.cell, run.run_id);
-  assert.equal((await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`)).state, 'waiting');
+  const mid = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+  assert.equal(mid.state, 'waiting');
+  assert.equal(mid.pending_approvals.length, 1);
+  assert.equal(mid.pending_approvals[0].decisions.length, 1);
   const twice = await t.request('POST', path, { token: k1, body: { decision: 'approve' } });
   assert.equal(twice.status, 409);
   const second = await t.request('POST', path, { token: k2, body: { decision: 'approve', comment: 'lgtm' } });
@@ -153,6 +156,7 @@ test('permission modes: auto-read runs read-only tools without asking but holds 
   const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(s.state, 'waiting');
   assert.equal(s.pending_approvals.length, 1, 'calc did not ask; kv.put does');
+  assert.equal(s.pending_approvals[0].kind, 'tool_call');
   assert.match(s.pending_approvals[0].step_id, /tool\/1\.0$/);
 
   ai.setResponder(() => ({ tool_calls: [{ name: 'calc', arguments: { expression: '1+1' } }] }));
