@@ -13,7 +13,7 @@
  * registered for an agent before any run that includes it; every model call
  * reserves before and commits after.
  */
-import { grants } from '../../core/authority/scopes.ts';
+import { grants, selectorsSubset } from '../../core/authority/scopes.ts';
 import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { parseAuthority } from '../../core/authority/schema.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
@@ -22,9 +22,13 @@ import type { AuthContext, Cell } from '../context.ts';
 import { recordAuditTx } from '../iam/audit.ts';
 import { newId } from '../iam/ids.ts';
 import { createPrincipalTx, getPrincipal } from '../iam/principals.ts';
+import { rolePermissions } from '../iam/roles.ts';
 import { getProvider, listProviders } from '../ai/providers.ts';
 import { blueprintPrompt, checkContracts, checkTools, getBlueprint } from './resources.ts';
 import { iso, parseBody } from './schema.ts';
+
+/** The built-in role every agent principal holds (core/permissions.ts: catalog.read). */
+export const AGENT_ROLE = 'agent';
 
 export interface AgentBody {
   source: 'blueprint' | 'scratch';
@@ -58,6 +62,9 @@ async function refuse(cell: Cell, auth: AuthContext, err: ServiceError): Promise
 export async function mintAgent(cell: Cell, auth: AuthContext, input: MintInput): Promise<Agent> {
   if (!grants(auth.effective, PERMISSIONS.principalsWrite)) {
     await refuse(cell, auth, forbidden('minting an agent creates a principal: the caller lacks iam.principals.write', { reason: 'cannot_create_principal', required_permission: PERMISSIONS.principalsWrite }));
+  }
+  if (!selectorsSubset(rolePermissions(cell.store, [AGENT_ROLE]), auth.effective)) {
+    await refuse(cell, auth, forbidden(`an agent holds the role ${AGENT_ROLE}; the caller does not hold all of its permissions`, { reason: 'roles_exceed_caller' }));
   }
   let body: AgentBody;
   if (input.source === 'blueprint') {
@@ -96,7 +103,7 @@ export async function mintAgent(cell: Cell, auth: AuthContext, input: MintInput)
     // Re-check the quota inside the transaction: concurrent mints cannot overshoot.
     const n = tx.get<{ n: number }>("SELECT COUNT(*) AS n FROM principals WHERE kind = 'agent' AND status = 'active'")!.n;
     if (n >= quota) throw new ServiceError('conflict', `the standing-agent work quota (${quota}) is reached`, { details: { reason: 'agent_quota_reached', quota, active: n } });
-    const p = createPrincipalTx(cell, tx, { kind: 'agent', name, roles: ['agent'], createdBy: auth.principal.id });
+    const p = createPrincipalTx(cell, tx, { kind: 'agent', name, roles: [AGENT_ROLE], createdBy: auth.principal.id });
     tx.run('INSERT INTO team_agents (agent_id, name, source, blueprint_id, body, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)',
       [p.id, name, body.source, body.blueprint_id, JSON.stringify(body), at, auth.principal.id]);
     recordAuditTx(tx, { at, actor: auth.principal.id, action: 'agent.mint', target: p.id, outcome: 'ok', details: { source: body.source, blueprint_id: body.blueprint_id } });
