@@ -23,11 +23,10 @@
  *   call `tick()` after moving the clock.
  */
 import type { Cell } from '../context.ts';
-import { createRunTx } from '../runs/runs.ts';
+import { createRunTx, getRun, setRunFlags } from '../runs/runs.ts';
 import { startCrewRun } from '../teams/runs.ts';
 import { getDefinition, nextFireAfter, type Definition } from './definitions.ts';
 import { startJobDrive } from './runner.ts';
-import { getRun, setRunFlags } from '../runs/runs.ts';
 
 /** How long a cell's lease on a definition lasts after it fires, ms. */
 export const LEASE_MS = 60_000;
@@ -120,7 +119,7 @@ export class Scheduler {
     const skip = startup && def.catch_up === 'skip';
     const result = await this.cell.store.write((tx) => {
       const cas = tx.run(
-        `UPDATE job_definitions SET next_fire_at = ?, lease_owner = ?, lease_until = ?, updated_at = updated_at,
+        `UPDATE job_definitions SET next_fire_at = ?, lease_owner = ?, lease_until = ?,
            last_fire_at = CASE WHEN ? THEN last_fire_at ELSE ? END,
            fire_count = fire_count + CASE WHEN ? THEN 0 ELSE 1 END,
            skip_count = skip_count + CASE WHEN ? THEN 1 ELSE 0 END
@@ -177,11 +176,9 @@ export class Scheduler {
       state = runId ? 'dispatched' : 'refused';
       detail = typeof d?.['reason'] === 'string' ? d['reason'] : 'dispatch_failed';
     }
-    const now = this.cell.clock.now();
     await this.cell.store.write((tx) => {
       tx.run('UPDATE job_fires SET state = ?, run_id = ?, detail = ? WHERE schedule_id = ? AND fire_at = ?', [state, runId, detail, def.schedule_id, at]);
       if (runId) tx.run('UPDATE job_definitions SET last_run_id = ? WHERE schedule_id = ?', [runId, def.schedule_id]);
-      void now;
     });
   }
 
