@@ -19,7 +19,7 @@ import { isDriven } from '../runs/control.ts';
 import { driveRun } from '../runs/drive.ts';
 import { appendJournal, finishRun } from '../runs/journal.ts';
 import { activeRuns, createRunTx, getRun, isTerminal, setRunFlags, type Run } from '../runs/runs.ts';
-import { getLedger, releaseOpenReservations } from './agents.ts';
+import { agentActive, getLedger, releaseOpenReservations } from './agents.ts';
 import { compileFor } from './compile.ts';
 import { getCrew, getFormation, type Crew } from './formations.ts';
 import { checkPlacement } from './placement.ts';
@@ -132,6 +132,10 @@ export async function startCrewRun(cell: Cell, requester: string, crewId: string
   const unmet = checkPlacement(compiled.graph.placement, cell.config);
   if (unmet.length) {
     await refuseRun(cell, runId, 'placement_unmet', `no cell meets the run's placement constraints: ${unmet.map((u) => u.constraint).join(', ')}`, { unmet: unmet as unknown as JsonObject[] } as JsonObject);
+  }
+  const inactive = [...new Set(Object.values(crew.assignments))].filter((a) => !agentActive(cell, a)).sort();
+  if (inactive.length) {
+    await refuseRun(cell, runId, 'agent_inactive', 'every agent of the crew must be an active principal', { agents: inactive });
   }
   const missing = [...new Set(Object.values(crew.assignments))].filter((a) => !getLedger(cell, a)).sort();
   if (missing.length) {

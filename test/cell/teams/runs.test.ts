@@ -307,3 +307,14 @@ test('loadCrewForExport: crew, graph, agents, blueprints, skills, contracts and 
   assert.deepEqual(e.contracts.map((x) => x.contract_id), [k.contract_id]);
   assert.deepEqual((e.grants[b.billet_id] as { allowed_tools: string[] }).allowed_tools, ['calc'], 'agent authority ∩ billet cap');
 });
+
+test('an archived agent cannot act: the run is refused before it starts', async () => {
+  ai.setResponder(() => ({ content: 'never' }));
+  const tm = await team(api, 'sequential', [{ role: 'retired' }]);
+  const arch = await t.request('POST', `${A}/principals/${tm.agents['retired']}/archive`, { token: t.adminKey });
+  assert.ok(arch.status < 300, arch.text);
+  const r = await t.request('POST', `${T}/crews/${tm.crew}/runs`, { token: t.adminKey, body: { input: 'x' } });
+  assert.equal(r.status, 409, r.text);
+  assert.equal(r.body.details.reason, 'agent_inactive');
+  assert.ok(kinds(r.body.details.run_id).includes('refusal'));
+});
