@@ -42,6 +42,8 @@ export interface LocalModelRuntime {
   complete(provider: Provider, req: ChatRequest): Promise<ChatResult>;
 }
 export const LOCAL_RUNTIME_SERVICE = 'ai.local-runtime';
+/** Names of local-signed models (the runtime's file names under <data>/models). */
+const LOCAL_MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 
 export const AI_MIGRATIONS = [
   {
@@ -66,7 +68,11 @@ export async function registerProvider(cell: Cell, actor: string, input: Provide
     }));
     throw new ServiceError('forbidden', `provider refused by the deployment posture: ${decision.reason}`, { details });
   }
-  if (input.provider_type === 'local-signed' && input.api_key_secret_id) throw invalid('a local-signed provider takes no api_key_secret_id', { reason: 'field_not_allowed', field: 'api_key_secret_id' });
+  if (input.provider_type === 'local-signed') {
+    if (input.api_key_secret_id) throw invalid('a local-signed provider takes no api_key_secret_id', { reason: 'field_not_allowed', field: 'api_key_secret_id' });
+    // The runtime (cell/edge/local-runtime.ts) finds <data>/models/<default_model>.gguf and .manifest by this name.
+    if (!LOCAL_MODEL_NAME.test(input.default_model)) throw invalid('a local-signed default_model is a file name: letters, digits, dot, dash, underscore', { reason: 'bad_model_name', field: 'default_model' });
+  }
   if (input.api_key_secret_id && !secretExists(cell, input.api_key_secret_id)) {
     throw invalid('api_key_secret_id names no stored secret', { reason: 'unknown_secret', field: 'api_key_secret_id' });
   }

@@ -89,3 +89,17 @@ test('without a credential: 401', async () => {
   const r = await t.request('GET', `${A}/ai/tool-registry`);
   assert.equal(r.status, 401);
 });
+
+test('local-signed: a model name, no URL, no secret; a model not installed fails closed at call time', async () => {
+  const ok = await t.request('POST', `${A}/ai/model-providers`, { token: t.adminKey, body: { provider_type: 'local-signed', default_model: 'tiny-model' } });
+  assert.equal(ok.status, 201, ok.text);
+  assert.equal(ok.body.posture.allowed, true);
+  assert.equal(ok.body.posture.rule, 'local-signed');
+  const badName = await t.request('POST', `${A}/ai/model-providers`, { token: t.adminKey, body: { provider_type: 'local-signed', default_model: '../etc/passwd' } });
+  assert.equal(badName.body.details.reason, 'bad_model_name');
+  const url = await t.request('POST', `${A}/ai/model-providers`, { token: t.adminKey, body: { provider_type: 'local-signed', default_model: 'tiny', base_url: 'http://127.0.0.1:1' } });
+  assert.equal(url.status, 403);
+  assert.equal(url.body.details.rule, 'local-signed-no-url');
+  await assert.rejects(callProvider(t.cell, ok.body.provider_id, { messages: [] }),
+    (e: any) => e.code === 'service_unavailable' && ['runtime_unavailable', 'model_missing'].includes(e.details.reason));
+});
