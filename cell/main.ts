@@ -2,6 +2,7 @@
  * The cell's command line: `node dist/cell.mjs <command> [options]`.
  */
 import { parseArgs } from 'node:util';
+import { isMainThread } from 'node:worker_threads';
 import { resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { POSTURES, type CellConfig, type Posture } from './config.ts';
@@ -124,4 +125,6 @@ export async function main(argv: string[]): Promise<void> {
   }
 }
 
-await main(process.argv.slice(2));
+// The bundle is also the entry of the job sandbox's worker threads (cell/jobs/sandbox/worker.ts):
+// there the command line is not ours to run.
+if (isMainThread) await main(process.argv.slice(2));
