@@ -6,6 +6,7 @@
  * address; X-Forwarded-* headers are never read.
  */
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import { ServiceError, isServiceError, toEnvelope, unauthorized } from '../core/errors.ts';
 import { checkClock, type DeviceState } from '../bundles/accept.ts';
 import { authenticateOffline, authorizeOffline, type EdgeAuth, type LoadedKeys } from './decide.ts';
@@ -28,6 +29,9 @@ export type EdgeEnv = {
   Bindings: { incoming?: { socket?: { remoteAddress?: string } } };
   Variables: { auth: EdgeAuth; requestId: string };
 };
+
+/** Largest request body the edge accepts (as the cell: 1 MiB). */
+export const BODY_LIMIT_BYTES = 1024 * 1024;
 
 const AUTH_HEADER = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i;
 
@@ -72,6 +76,11 @@ export function createEdgeApp(rt: EdgeRuntime, mount?: (app: Hono<EdgeEnv>, guar
     await next();
     for (const [k, v] of Object.entries(headers)) if (!c.res.headers.has(k)) c.res.headers.set(k, v);
   });
+
+  app.use('*', bodyLimit({
+    maxSize: BODY_LIMIT_BYTES,
+    onError: () => { throw new ServiceError('invalid_request', 'request body too large', { details: { reason: 'body_too_large', limit_bytes: BODY_LIMIT_BYTES } }); },
+  }));
 
   app.use('/api/public/v1/*', async function authenticate(c, next) {
     const now = rt.clock.now();

@@ -116,13 +116,15 @@ async function serveCommand(argv: string[]): Promise<void> {
   writeState(dir, state);
   const rt: EdgeRuntime = {
     deviceId: device.device_id, cellId: trust.cell_id, region: values.region ?? 'local', clock, keys, state,
-    rate: { capacity: Number(values['rate-capacity'] ?? 600), refillPerSecond: Number(values['rate-refill'] ?? 100) },
+    rate: { capacity: positiveInt('rate-capacity', values['rate-capacity'] ?? '600'), refillPerSecond: positiveInt('rate-refill', values['rate-refill'] ?? '100') },
     info: offline.info,
   };
   const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, offline));
   const host = values.host ?? '127.0.0.1';
+  const port0 = values.port === undefined ? 8090 : Number(values.port);
+  if (!Number.isInteger(port0) || port0 < 0 || port0 > 65535) fail('--port must be 0 to 65535');
   const server = await new Promise<ReturnType<typeof serve>>((res) => {
-    const s = serve({ fetch: app.fetch, port: Number(values.port ?? 8090), hostname: host }, () => res(s));
+    const s = serve({ fetch: app.fetch, port: port0, hostname: host }, () => res(s));
   });
   const port = (server.address() as AddressInfo).port;
   process.stdout.write(`edge ${device.device_id} listening on http://${host}:${port} (keys: ${keys ? `bundle v${keys.version}, ${keys.index.size} keys` : 'none: no key can be resolved'})\n`);
@@ -138,6 +140,12 @@ async function serveCommand(argv: string[]): Promise<void> {
   };
   process.on('SIGINT', shutdown);
   process.on('SIGTERM', shutdown);
+}
+
+function positiveInt(name: string, v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) fail(`--${name} must be a positive integer`);
+  return n;
 }
 
 async function readStdin(): Promise<string> {

@@ -24,7 +24,7 @@ import { EdgeSetupError, type DeviceFile, type TrustFile } from './files.ts';
 import type { EdgeEnv, EdgeRuntime } from './gateway.ts';
 import { loadCrewBundle } from './load.ts';
 import { loadLocalSignedModel, type LocalModel } from './local-model.ts';
-import { deviceBudget, newRunId, readRun, writeJournal, writeRun, type RunFile } from './runs.ts';
+import { deviceBudget, interruptedRuns, newRunId, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
 
 export interface OfflineSetup {
   state: DeviceState;
@@ -81,8 +81,9 @@ export function mountOffline(app: Hono<EdgeEnv>, guard: (p: string) => Middlewar
   const modelPort = localModelPort(setup.model);
   const P = '/api/public/v1/admin/agent-teams/crews/:crew_id/runs';
 
-  async function drive(run: RunFile, input: unknown): Promise<void> {
-    const journal = memoryJournal(run.run_id, signer);
+  async function drive(run: RunFile, existing?: JournalFile): Promise<void> {
+    // Recovery: an interrupted run continues from its journal; recorded steps are reused, never re-run.
+    const journal = memoryJournal(run.run_id, signer, existing ? { records: existing.records, blobs: new Map(Object.entries(existing.values)) } : undefined);
     const persist = () => writeJournal(setup.dir, run.run_id, { records: journal.records, values: Object.fromEntries(journal.blobs) });
     const ports: EnginePorts = {
       model: modelPort,
@@ -93,7 +94,7 @@ export function mountOffline(app: Hono<EdgeEnv>, guard: (p: string) => Middlewar
       recorded: journal.recorded,
     };
     try {
-      const r = await runGraph(crew!.graph as Graph, input, ports, { run_id: run.run_id, graph_hash: crew!.graph_hash, requester: run.requester });
+      const r = await runGraph(crew!.graph as Graph, run.input, ports, { run_id: run.run_id, graph_hash: crew!.graph_hash, requester: run.requester });
       Object.assign(run, { state: r.outcome, output: r.output ?? null, reason: r.reason ?? null, steps: r.steps, updated_at: rt.clock.now() });
     } catch (e) {
       process.stderr.write(`run ${run.run_id} failed: ${e instanceof Error ? e.message : String(e)}\n`);
@@ -101,6 +102,20 @@ export function mountOffline(app: Hono<EdgeEnv>, guard: (p: string) => Middlewar
     }
     persist();
     writeRun(setup.dir, run);
+  }
+
+  // Runs interrupted by a crash or a stop of this device continue now, from their journals.
+  if (crew) {
+    for (const id of interruptedRuns(setup.dir)) {
+      const r = readRun(setup.dir, id);
+      if (!r || r.run.crew_id !== crew.crew_id) continue;
+      if (r.run.graph_hash !== crew.graph_hash) {
+        // The crew changed since the run started: refused, as the cell refuses a resumed run (graph-hash enforcement).
+        writeRun(setup.dir, { ...r.run, state: 'refused', reason: 'graph_changed', updated_at: rt.clock.now() });
+        continue;
+      }
+      void drive(r.run, r.journal);
+    }
   }
 
   app.post(P, guard(PERMISSIONS.teamsWrite), async (c) => {
@@ -118,10 +133,10 @@ export function mountOffline(app: Hono<EdgeEnv>, guard: (p: string) => Middlewar
     const now = rt.clock.now();
     const run: RunFile = {
       run_id: newRunId(), crew_id: crew.crew_id, graph_hash: crew.graph_hash, requester: c.get('auth').owner_id,
-      state: 'running', output: null, reason: null, steps: 0, created_at: now, updated_at: now,
+      input: body.input ?? null, state: 'running', output: null, reason: null, steps: 0, created_at: now, updated_at: now,
     };
     writeRun(setup.dir, run);
-    void drive(run, body.input ?? null);
+    void drive(run);
     return c.json({ run_id: run.run_id, crew_id: run.crew_id, state: run.state, graph_hash: run.graph_hash }, 202);
   });
 

@@ -6,7 +6,7 @@
  * survives a crash. Budgets: DATA/budgets.json holds what each agent spent
  * against the ceiling the crew bundle carries.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JournalRecord } from '../core/journal/record.ts';
 import type { BudgetPort } from '../core/engine/types.ts';
@@ -17,6 +17,8 @@ export interface RunFile {
   crew_id: string;
   graph_hash: string;
   requester: string;
+  /** The run's input, kept so a run interrupted by a crash is driven again from its journal. */
+  input: unknown;
   state: 'running' | 'completed' | 'failed' | 'refused' | 'cancelled' | 'waiting';
   output: unknown;
   reason: string | null;
@@ -41,6 +43,17 @@ export function writeJournal(dir: string, runId: string, j: JournalFile): void {
 }
 
 const RUN_ID = /^run_[0-9a-f]{20}$/;
+
+/** Ids of runs still marked running (interrupted by a crash or a stop), oldest first. */
+export function interruptedRuns(dir: string): string[] {
+  const root = paths(dir).runs;
+  if (!existsSync(root)) return [];
+  return readdirSync(root).filter((id) => RUN_ID.test(id))
+    .map((id) => readRun(dir, id))
+    .filter((r): r is NonNullable<typeof r> => r !== null && r.run.state === 'running')
+    .sort((a, b) => a.run.created_at - b.run.created_at)
+    .map((r) => r.run.run_id);
+}
 
 export function readRun(dir: string, runId: string): { run: RunFile; journal: JournalFile } | null {
   if (!RUN_ID.test(runId)) return null;

@@ -123,4 +123,12 @@ test('without a key bundle the edge says it cannot resolve a key', async () => {
   assert.equal(r.status, 401);
   assert.equal(((await r.json()) as { details: { reason: string } }).details.reason, 'no_key_bundle');
   assert.ok(r.headers.get('x-ratelimit-limit'));
+  const big = await app.request('/api/public/v1/edge/status', { method: 'POST', body: 'x'.repeat(2 * 1024 * 1024), headers: { 'content-length': String(2 * 1024 * 1024) } });
+  assert.equal(big.status, 400);
+  assert.equal(((await big.json()) as { details: { reason: string } }).details.reason, 'body_too_large');
+  // The gateway budget is the first gate: once spent, 429 with Retry-After before any authentication.
+  let last: Response | undefined;
+  for (let i = 0; i < 12; i++) last = await app.request('/api/public/v1/edge/status');
+  assert.equal(last!.status, 429);
+  assert.ok(last!.headers.get('retry-after'));
 });

@@ -132,3 +132,41 @@ test('a signed crew bundle whose graph the compiler does not reproduce is refuse
     rmSync(w.dir, { recursive: true, force: true });
   }
 });
+
+test('a run interrupted on the device continues from its journal when the gateway starts again', { skip, timeout: 60_000 }, async () => {
+  const w = await edgeWorld();
+  const e = await start(w);
+  try {
+    const done = await e.runToEnd('check the valve');
+    assert.equal(done.state, 'completed');
+    const { writeFileSync } = await import('node:fs');
+    const dir = join(w.dir, 'runs', done.run_id);
+    const journal = JSON.parse(readFileSync(join(dir, 'journal.json'), 'utf8'));
+    const full = journal.records.length;
+    // As if the device died after the second record: the run is still 'running', its journal cut short.
+    writeFileSync(join(dir, 'journal.json'), JSON.stringify({ records: journal.records.slice(0, 2), values: journal.values }));
+    writeFileSync(join(dir, 'run.json'), JSON.stringify({ ...JSON.parse(readFileSync(join(dir, 'run.json'), 'utf8')), state: 'running', output: null }));
+    await e.setup.model?.dispose();
+    const e2 = await start(w);
+    try {
+      let r: any;
+      for (let i = 0; i < 200; i++) {
+        r = (await e2.req('GET', `/api/public/v1/admin/agent-teams/crews/crw_1/runs/${done.run_id}`)).body;
+        if (r.state !== 'running') break;
+        await new Promise((res) => setTimeout(res, 25));
+      }
+      assert.equal(r.state, 'completed');
+      assert.deepEqual(r.output, done.output, 'the recovered run ends where the original did');
+      assert.equal(r.journal_records, full);
+      const out = join(w.dir, 'recovered.json');
+      const orig = process.stdout.write.bind(process.stdout);
+      process.stdout.write = (() => true) as typeof process.stdout.write;
+      try { await journalCommand(['export', done.run_id, '--data', w.dir, '--out', out]); } finally { process.stdout.write = orig; }
+      await openJournalExport(readFileSync(out, 'utf8'), { kid: w.device.device_id, jwk: w.device.public_jwk }, 'cell-a');
+    } finally {
+      await e2.setup.model?.dispose();
+    }
+  } finally {
+    rmSync(w.dir, { recursive: true, force: true });
+  }
+});
