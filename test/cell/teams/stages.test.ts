@@ -176,3 +176,24 @@ test('bad stages are refused when the formation is authored', async () => {
   assert.equal(unknownSkill.status, 400);
   assert.equal(unknownSkill.body.details.reason, 'unknown_skill');
 });
+
+test('quorum with named approvers: others are refused, the named one releases the run', async () => {
+  const p = await ok(api, 'POST', `${A}/principals`, { kind: 'service', name: 'named-approver', roles: ['operator'] });
+  const k = await ok(api, 'POST', `${A}/api-keys`, { owner_id: p.id, name: 'named-key' });
+  ai.setResponder((req) => ({ content: `agent saw: ${lastUser(req)}` }));
+  const tm = await team(api, 'sequential', [{ role: 'named-solo' }], { post: [{ kind: 'human_approval', config: { rule: 'quorum', quorum: 1, approvers: [p.id], timeout_ms: 3_600_000 } }] });
+  const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
+  await settled(t.cell, run.run_id);
+  const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+  assert.deepEqual(s.pending_approvals[0].approvers, [p.id]);
+  const path = `${T}/crews/${tm.crew}/runs/${run.run_id}/approvals/${encodeURIComponent(s.pending_approvals[0].step_id)}`;
+  const other = await t.request('POST', path, { token: t.adminKey, body: { decision: 'approve' } });
+  assert.equal(other.status, 403);
+  assert.equal(other.body.details.reason, 'not_an_approver');
+  const unknownStep = await t.request('POST', `${T}/crews/${tm.crew}/runs/${run.run_id}/approvals/nope`, { token: k.secret, body: { decision: 'approve' } });
+  assert.equal(unknownStep.status, 404);
+  const yes = await t.request('POST', path, { token: k.secret, body: { decision: 'approve' } });
+  assert.equal(yes.status, 200, yes.text);
+  await settled(t.cell, run.run_id);
+  assert.equal((await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`)).state, 'completed');
+});
