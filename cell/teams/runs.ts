@@ -222,8 +222,18 @@ export async function decideApproval(cell: Cell, actor: string, crewId: string, 
   return getRun(cell, runId)!;
 }
 
-/** Flags runs still in flight after their time or cost budget (idempotent); an event records it. */
-export async function flagOverdue(cell: Cell): Promise<void> {
+const sweeping = new WeakMap<Cell, Promise<void>>();
+
+/** Flags runs still in flight after their time or cost budget (idempotent, one sweep at a time); an event records it. */
+export function flagOverdue(cell: Cell): Promise<void> {
+  const running = sweeping.get(cell);
+  if (running) return running;
+  const p = flagOverdueOnce(cell).finally(() => sweeping.delete(cell));
+  sweeping.set(cell, p);
+  return p;
+}
+
+async function flagOverdueOnce(cell: Cell): Promise<void> {
   const now = cell.clock.now();
   for (const run of activeRuns(cell, 'crew')) {
     if (run.flags['investigate']) continue;
