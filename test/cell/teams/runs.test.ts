@@ -318,3 +318,17 @@ test('an archived agent cannot act: the run is refused before it starts', async 
   assert.equal(r.body.details.reason, 'agent_inactive');
   assert.ok(kinds(r.body.details.run_id).includes('refusal'));
 });
+
+test('a run still in flight beyond its cost budget is flagged cost_budget', async () => {
+  ai.setResponder((req) => (req.messages.at(-1)!.role === 'tool'
+    ? { tool_calls: [{ name: 'kv__put', arguments: { key: 'cost', value: 1 } }] }
+    : { tool_calls: [{ name: 'calc', arguments: { expression: '1+1' } }] }));
+  const cap = { allowed_tools: ['calc', 'kv.put'], permission_mode: 'auto-read', egress_allowlist: ['kv:*'] };
+  const tm = await team(api, 'sequential', [{ role: 'spender', cap }]);
+  const r = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x', max_tokens: 5 });
+  await settled(t.cell, r.run_id);
+  const s = await status(tm.crew, r.run_id);
+  assert.equal(s.state, 'waiting');
+  assert.ok(s.tokens_used > 5);
+  assert.equal(s.investigate.reason, 'cost_budget');
+});
