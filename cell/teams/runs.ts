@@ -17,7 +17,7 @@ import type { Cell } from '../context.ts';
 import { recordAuditTx } from '../iam/audit.ts';
 import { isDriven } from '../runs/control.ts';
 import { driveRun } from '../runs/drive.ts';
-import { appendJournal, finishRun } from '../runs/journal.ts';
+import { RunClosedError, appendJournal, finishRun } from '../runs/journal.ts';
 import { activeRuns, createRunTx, getRun, isTerminal, setRunFlags, type Run } from '../runs/runs.ts';
 import { agentActive, getLedger, releaseOpenReservations } from './agents.ts';
 import { compileFor } from './compile.ts';
@@ -86,8 +86,12 @@ function loadCrew(cell: Cell, crewId: string): { crew: Crew; formation: NonNulla
 
 /** Ends a run refused before (or instead of) driving it, with a journal record; throws the 409. */
 async function refuseRun(cell: Cell, runId: string, reason: string, message: string, details: JsonObject): Promise<never> {
-  await appendJournal(cell, runId, { step_id: 'run', kind: 'refusal', data: { reason, ...details } });
-  await finishRun(cell, runId, 'refused', { error: { code: 'refused', message, reason, details } });
+  try {
+    await appendJournal(cell, runId, { step_id: 'run', kind: 'refusal', data: { reason, ...details } });
+    await finishRun(cell, runId, 'refused', { error: { code: 'refused', message, reason, details } });
+  } catch (e) {
+    if (!(e instanceof RunClosedError)) throw e; // already ended: the refusal still answers the caller
+  }
   throw new ServiceError('conflict', message, { details: { reason, run_id: runId, ...details } });
 }
 
@@ -173,7 +177,12 @@ export async function recoverRun(cell: Cell, actor: string, crewId: string, runI
   if (!run || run.kind !== 'crew' || run.crew_id !== crewId) throw notFound('run');
   if (isTerminal(run.state)) throw new ServiceError('conflict', `the run is ${run.state}; there is nothing to recover`, { details: { reason: 'run_terminal', state: run.state } });
   if (isDriven(cell, runId)) throw new ServiceError('conflict', 'this cell is driving the run now', { details: { reason: 'run_in_progress' } });
-  await appendJournal(cell, runId, { step_id: 'run', kind: 'recovered', data: { by: actor, cell_id: cell.config.cellId, previous_coordinator: run.coordinator } });
+  try {
+    await appendJournal(cell, runId, { step_id: 'run', kind: 'recovered', data: { by: actor, cell_id: cell.config.cellId, previous_coordinator: run.coordinator } });
+  } catch (e) {
+    if (!(e instanceof RunClosedError)) throw e;
+    throw new ServiceError('conflict', 'the run ended meanwhile; there is nothing to recover', { details: { reason: 'run_terminal', state: e.state } });
+  }
   await cell.store.write((tx) => recordAuditTx(tx, { at: cell.clock.now(), actor, action: 'crew.run.recover', target: runId, outcome: 'ok', details: { previous_coordinator: run.coordinator } }));
   await releaseOpenReservations(cell, runId);
   return resumeRun(cell, runId, 'recover');
@@ -217,7 +226,12 @@ export async function decideApproval(cell: Cell, actor: string, crewId: string, 
     tx.run('INSERT INTO team_approvals (run_id, step_id, principal, decision, comment, at) VALUES (?, ?, ?, ?, ?, ?)', [runId, stepId, actor, decision, comment ?? null, at]);
     recordAuditTx(tx, { at, actor, action: 'crew.run.approval', target: `${runId}:${stepId}`, outcome: 'ok', details: { decision } });
   });
-  await appendJournal(cell, runId, { step_id: stepId, kind: 'approval_received', data: { by: actor, decision } });
+  try {
+    await appendJournal(cell, runId, { step_id: stepId, kind: 'approval_received', data: { by: actor, decision } });
+  } catch (e) {
+    if (!(e instanceof RunClosedError)) throw e;
+    return getRun(cell, runId)!; // the run ended meanwhile; the decision stays recorded (audit)
+  }
   if (run.state === 'waiting') return resumeRun(cell, runId, 'approval');
   return getRun(cell, runId)!;
 }
