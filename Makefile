@@ -4,7 +4,7 @@ CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
 NODE_TEST := node --import tsx --test --test-concurrency=2
 
-.PHONY: install build edge typecheck test test-unit test-e2e run bench demo browser-deps clean
+.PHONY: install build edge edge-runtime typecheck test run bench demo browser-deps clean
 
 # npm ci only when the lock file changed since the last install.
 node_modules/.install-stamp: package-lock.json
@@ -13,16 +13,20 @@ node_modules/.install-stamp: package-lock.json
 
 install: node_modules/.install-stamp
 
+# dist/cell.mjs and dist/edge.mjs (esbuild), then the single executable dist/edge (Node SEA).
 build: install
 	node scripts/build.mjs
+	scripts/build-sea.sh
 
-# The single executable dist/edge, and the local model runtime beside it (node-llama-cpp, CPU only, ~85 MB).
-edge-runtime/node_modules/.install-stamp: edge-runtime/package-lock.json
+# The local model runtime the edge (and a cell's local-signed provider) loads from beside the
+# program: node-llama-cpp, CPU only, ~85 MB, kept out of the root install.
+edge-runtime/node_modules/.install-stamp: edge-runtime/package.json edge-runtime/package-lock.json
 	npm install --prefix edge-runtime --omit=optional --no-audit --no-fund
 	touch $@
 
-edge: build edge-runtime/node_modules/.install-stamp
-	scripts/build-sea.sh
+edge-runtime: edge-runtime/node_modules/.install-stamp
+
+edge: build edge-runtime
 
 typecheck: install
 	npx tsc --noEmit -p tsconfig.json
@@ -41,17 +45,17 @@ browser-deps:
 # Node 20's test runner does not expand globs: list the files.
 TEST_FILES = $(shell find test -name '*.test.ts' -not -path '*/node_modules/*' | sort)
 
-test: install typecheck build browser-deps
+test: install typecheck build edge-runtime browser-deps
 	$(NODE_TEST) $(TEST_FILES)
 
 run: build
 	node dist/cell.mjs serve --port $(CELL_PORT) --data $(CELL_DATA)
 
-bench: build
+bench: build edge-runtime
 	node --import tsx bench/run.ts
 
-demo: build
+demo: build edge-runtime
 	node --import tsx scripts/demo.ts
 
 clean:
-	rm -rf dist node_modules .cell test/artifacts
+	rm -rf dist node_modules edge-runtime/node_modules .cell test/artifacts

@@ -11,6 +11,7 @@ import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, re
 import { dirname, join } from 'node:path';
 import { emptyDeviceState, parseDeviceState, type DeviceState } from '../bundles/accept.ts';
 import type { TrustedKey } from '../bundles/_codec.ts';
+import { SetupError } from '../runtime/setup-error.ts';
 
 export interface DeviceFile {
   format_version: 1;
@@ -54,7 +55,7 @@ export function writeFileDurable(path: string, text: string, mode = 0o644): void
   }
 }
 
-export class EdgeSetupError extends Error {
+export class EdgeSetupError extends SetupError {
   override name = 'EdgeSetupError';
 }
 

@@ -10,7 +10,7 @@ import { serve } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
 import { isServiceError } from '../core/errors.ts';
 import { generateEd25519 } from '../bundles/_codec.ts';
-import { EdgeSetupError, paths, readDevice, readState, readTrust, writeFileDurable, writeState, type DeviceFile, type TrustFile } from './files.ts';
+import { paths, readDevice, readState, readTrust, writeFileDurable, writeState, type DeviceFile, type TrustFile } from './files.ts';
 import { edgeClock } from './clock.ts';
 import { loadKeyBundle } from './load.ts';
 import { authenticateOffline, authorizeOffline, type LoadedKeys } from './decide.ts';
@@ -18,7 +18,8 @@ import { createEdgeApp, type EdgeRuntime } from './gateway.ts';
 import { modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { journalCommand } from './journal-cli.ts';
-import { runtimeChildBridge } from './local-model.ts';
+import { runtimeChildBridge } from '../runtime/local-model.ts';
+import { SetupError } from '../runtime/setup-error.ts';
 
 const HELP = `edge: offline keys and offline crews for an air-gapped device
 
@@ -207,7 +208,7 @@ export async function main(argv: string[]): Promise<void> {
     await run(rest);
   } catch (err) {
     if (isServiceError(err)) fail(`${err.code}: ${err.message}${err.details?.['reason'] ? ` (${String(err.details['reason'])})` : ''}`, 1);
-    if (err instanceof EdgeSetupError) fail(err.message);
+    if (err instanceof SetupError) fail(err.message);
     fail(err instanceof Error ? err.message : String(err));
   }
 }

@@ -9,7 +9,7 @@ import { basename } from 'node:path';
 import { generateEd25519, signerFromJwk } from '../bundles/_codec.ts';
 import { buildModelManifest } from '../bundles/model-manifest.ts';
 import { writeFileDurable } from './files.ts';
-import { measureFile } from './model-file.ts';
+import { measureFile } from '../runtime/model-file.ts';
 
 export async function modelCommand(argv: string[]): Promise<void> {
   const [sub, ...rest] = argv;

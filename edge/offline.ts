@@ -23,7 +23,7 @@ import type { EdgeClock } from './clock.ts';
 import { EdgeSetupError, type DeviceFile, type TrustFile } from './files.ts';
 import type { EdgeEnv, EdgeRuntime } from './gateway.ts';
 import { loadCrewBundle } from './load.ts';
-import { loadLocalSignedModel, type LocalModel } from './local-model.ts';
+import { loadLocalSignedModel, type LocalModel } from '../runtime/local-model.ts';
 import { deviceBudget, interruptedRuns, newRunId, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
 
 export interface OfflineSetup {

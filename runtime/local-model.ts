@@ -20,7 +20,7 @@ import { dirname, join, resolve } from 'node:path';
 import { ServiceError } from '../core/errors.ts';
 import { checkModelFile, openModelManifest, type ModelManifest } from '../bundles/model-manifest.ts';
 import type { TrustedKey } from '../bundles/_codec.ts';
-import { EdgeSetupError } from './files.ts';
+import { SetupError } from './setup-error.ts';
 import { measureFile } from './model-file.ts';
 
 export interface LocalModel {
@@ -43,7 +43,7 @@ export function findRuntime(): string {
   for (const c of candidates) {
     if (existsSync(join(c, 'load.cjs')) && existsSync(join(c, 'node_modules', 'node-llama-cpp'))) return c;
   }
-  throw new EdgeSetupError(`the local model runtime is not installed: looked for edge-runtime/ with node_modules/node-llama-cpp in ${candidates.join(', ')} (install: npm install --prefix edge-runtime --omit=optional)`);
+  throw new SetupError(`the local model runtime is not installed: looked for edge-runtime/ with node_modules/node-llama-cpp in ${candidates.join(', ')} (install: npm install --prefix edge-runtime --omit=optional)`);
 }
 
 /**

@@ -8,7 +8,7 @@ import { callProvider } from '../../cell/ai/providers.ts';
 import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 import { buildModelManifest } from '../../bundles/model-manifest.ts';
 import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/_codec.ts';
-import { findRuntime } from '../../edge/local-model.ts';
+import { findRuntime } from '../../runtime/local-model.ts';
 
 let skip: string | false = false;
 try { findRuntime(); } catch { skip = 'edge-runtime/ is not installed (make edge)'; }

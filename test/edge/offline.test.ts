@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { emptyDeviceState } from '../../bundles/accept.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
-import { findRuntime } from '../../edge/local-model.ts';
+import { findRuntime } from '../../runtime/local-model.ts';
 import { createEdgeApp, type EdgeRuntime } from '../../edge/gateway.ts';
 import { mountOffline, prepareOffline } from '../../edge/offline.ts';
 import { loadKeyBundle } from '../../edge/load.ts';
