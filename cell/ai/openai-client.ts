@@ -55,6 +55,8 @@ export interface ClientOptions {
   /** Longest wait honoured from Retry-After, ms. Default 5 s. */
   maxRetryAfterMs?: number;
   sleep?: (ms: number) => Promise<void>;
+  /** Ask for a streamed answer (Server-Sent Events of chunks) and assemble it; default false. */
+  stream?: boolean;
 }
 
 const realSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -80,13 +82,16 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
       const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
       if (opts.apiKey) headers['authorization'] = `Bearer ${opts.apiKey}`;
       const res = await request(completionsUrl(opts.baseUrl), {
-        method: 'POST', headers, body: JSON.stringify({ ...body, stream: false }),
+        method: 'POST', headers,
+        body: JSON.stringify(opts.stream ? { ...body, stream: true, stream_options: { include_usage: true } } : { ...body, stream: false }),
         headersTimeout: opts.headersTimeoutMs ?? 30_000, bodyTimeout: opts.bodyTimeoutMs ?? 120_000,
         // undici's own timers are coarse (about a second); the signal bounds the whole call exactly.
         signal: AbortSignal.timeout((opts.headersTimeoutMs ?? 30_000) + (opts.bodyTimeoutMs ?? 120_000)),
       });
       const status = res.statusCode;
       if (status >= 200 && status < 300) {
+        const ctype = String(res.headers['content-type'] ?? '');
+        if (opts.stream && ctype.includes('text/event-stream')) return parseCompletion(assembleStream(await res.body.text()));
         const json: unknown = await res.body.json().catch(() => undefined);
         return parseCompletion(json);
       }
@@ -149,4 +154,44 @@ export function parseCompletion(json: unknown): ChatResult {
     usage: { prompt_tokens, completion_tokens, total_tokens: n(u.total_tokens) || prompt_tokens + completion_tokens },
     model: typeof j.model === 'string' ? j.model : '',
   };
+}
+
+/**
+ * Assembles a streamed Chat Completions answer (`data: {chunk}` lines, then
+ * `data: [DONE]`) into the shape of a non-streamed one: content deltas
+ * concatenated, tool calls merged by `index` (arguments concatenated), the
+ * last finish_reason, and the usage chunk when the server sends one.
+ */
+export function assembleStream(text: string): unknown {
+  let content: string | null = null;
+  let finish: unknown = null;
+  let usage: unknown;
+  let model: unknown;
+  const calls = new Map<number, { id?: string; type: 'function'; function: { name: string; arguments: string } }>();
+  for (const line of text.split(/\r?\n/)) {
+    if (!line.startsWith('data:')) continue;
+    const data = line.slice(5).trim();
+    if (data === '[DONE]') break;
+    let chunk: { choices?: { delta?: { content?: unknown; tool_calls?: unknown }; finish_reason?: unknown }[]; usage?: unknown; model?: unknown };
+    try { chunk = JSON.parse(data) as typeof chunk; } catch { return undefined; }
+    if (chunk.usage) usage = chunk.usage;
+    if (chunk.model) model = chunk.model;
+    const c = chunk.choices?.[0];
+    if (!c) continue;
+    if (c.finish_reason) finish = c.finish_reason;
+    const d = c.delta ?? {};
+    if (typeof d.content === 'string') content = (content ?? '') + d.content;
+    if (Array.isArray(d.tool_calls)) {
+      for (const tc of d.tool_calls as { index?: number; id?: string; function?: { name?: string; arguments?: string } }[]) {
+        const i = typeof tc.index === 'number' ? tc.index : 0;
+        const cur = calls.get(i) ?? { type: 'function' as const, function: { name: '', arguments: '' } };
+        if (tc.id) cur.id = tc.id;
+        if (tc.function?.name) cur.function.name += tc.function.name;
+        if (tc.function?.arguments) cur.function.arguments += tc.function.arguments;
+        calls.set(i, cur);
+      }
+    }
+  }
+  const tool_calls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, v]) => v);
+  return { model, usage, choices: [{ message: { content, ...(tool_calls.length ? { tool_calls } : {}) }, finish_reason: finish }] };
 }

@@ -20,6 +20,8 @@ export interface ProviderInput {
   name?: string | undefined;
   timeout_ms?: number | undefined;
   max_retries?: number | undefined;
+  /** Ask the provider for streamed answers (assembled before use); default false. */
+  stream?: boolean | undefined;
 }
 
 export interface Provider {
@@ -31,6 +33,8 @@ export interface Provider {
   api_key_secret_id: string | null;
   timeout_ms: number;
   max_retries: number;
+  /** 1 when answers are streamed (SQLite integer). */
+  stream: number;
   created_at: number;
   created_by: string;
 }
@@ -56,6 +60,7 @@ export const AI_MIGRATIONS = [
         base_url TEXT, api_key_secret_id TEXT, timeout_ms INTEGER NOT NULL, max_retries INTEGER NOT NULL,
         created_at INTEGER NOT NULL, created_by TEXT NOT NULL)`,
   },
+  { id: 'ai-003-provider-stream', sql: 'ALTER TABLE ai_providers ADD COLUMN stream INTEGER NOT NULL DEFAULT 0' },
 ] as const;
 
 /** Registers a provider after the posture gate; a refusal is audited and thrown. */
@@ -85,13 +90,14 @@ export async function registerProvider(cell: Cell, actor: string, input: Provide
     api_key_secret_id: input.api_key_secret_id ?? null,
     timeout_ms: input.timeout_ms ?? 60_000,
     max_retries: input.max_retries ?? 2,
+    stream: input.stream ? 1 : 0,
     created_at: cell.clock.now(),
     created_by: actor,
   };
   await cell.store.write((tx) => {
-    tx.run(`INSERT INTO ai_providers (provider_id, name, provider_type, default_model, base_url, api_key_secret_id, timeout_ms, max_retries, created_at, created_by)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    [p.provider_id, p.name, p.provider_type, p.default_model, p.base_url, p.api_key_secret_id, p.timeout_ms, p.max_retries, p.created_at, p.created_by]);
+    tx.run(`INSERT INTO ai_providers (provider_id, name, provider_type, default_model, base_url, api_key_secret_id, timeout_ms, max_retries, stream, created_at, created_by)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    [p.provider_id, p.name, p.provider_type, p.default_model, p.base_url, p.api_key_secret_id, p.timeout_ms, p.max_retries, p.stream, p.created_at, p.created_by]);
     recordAuditTx(tx, { at: p.created_at, actor, action: 'ai.provider.register', target: p.provider_id, outcome: 'ok', details: { rule: decision.rule } });
   });
   return p;
@@ -110,6 +116,7 @@ export function providerView(cell: Cell, p: Provider) {
   return {
     provider_id: p.provider_id, name: p.name, provider_type: p.provider_type, default_model: p.default_model,
     base_url: p.base_url, api_key_secret_id: p.api_key_secret_id, timeout_ms: p.timeout_ms, max_retries: p.max_retries,
+    stream: p.stream === 1,
     posture: { posture: cell.config.posture, allowed: d.allowed, rule: d.rule },
     created_at: new Date(p.created_at).toISOString(), created_by: p.created_by,
   };
@@ -131,7 +138,7 @@ export async function callProvider(cell: Cell, providerId: string, req: Omit<Cha
   }
   const apiKey = p.api_key_secret_id ? readSecret(cell, p.api_key_secret_id) : undefined;
   return chatCompletion({
-    baseUrl: p.base_url!, apiKey, headersTimeoutMs: p.timeout_ms, bodyTimeoutMs: p.timeout_ms, retries: p.max_retries,
+    baseUrl: p.base_url!, apiKey, headersTimeoutMs: p.timeout_ms, bodyTimeoutMs: p.timeout_ms, retries: p.max_retries, stream: p.stream === 1,
   }, body);
 }
 

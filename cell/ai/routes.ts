@@ -30,11 +30,13 @@ const CreateProvider = z.object({
   name: z.string().min(1).max(100).optional(),
   timeout_ms: z.number().int().min(100).max(600_000).optional().openapi({ description: 'Per-call timeout (default 60000)' }),
   max_retries: z.number().int().min(0).max(5).optional().openapi({ description: 'Retries on 429/5xx/network errors (default 2)' }),
+  stream: z.boolean().optional().openapi({ description: 'openai-compatible: ask for streamed answers (assembled before use); default false' }),
 }).strict().openapi('CreateModelProvider');
 
 const ProviderView = z.object({
   provider_id: z.string(), name: z.string(), provider_type: z.string(), default_model: z.string(),
   base_url: z.string().nullable(), api_key_secret_id: z.string().nullable(), timeout_ms: z.number(), max_retries: z.number(),
+  stream: z.boolean(),
   posture: z.object({ posture: z.string(), allowed: z.boolean(), rule: z.string() }),
   created_at: z.string(), created_by: z.string(),
 }).openapi('ModelProvider');

@@ -72,3 +72,15 @@ test('unreadable bodies are refused', () => {
   assert.throws(() => parseCompletion({ choices: [] }), (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'provider_bad_response');
   assert.throws(() => parseCompletion('x'), (e: unknown) => isServiceError(e));
 });
+
+test('streaming (optional): deltas and split tool-call arguments are assembled, usage kept', async () => {
+  ai.setResponder(() => ({ content: 'streamed answer', usage: { prompt_tokens: 7, completion_tokens: 3 } }));
+  const r = await chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', stream: true }, { model: 'm', messages: [{ role: 'user', content: 'hi' }] });
+  assert.equal(r.content, 'streamed answer');
+  assert.deepEqual(r.usage, { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 });
+  assert.equal(ai.requests.at(-1)!.body['stream'], true);
+  ai.setResponder(() => ({ tool_calls: [{ name: 'calc', arguments: { expression: '12*12' } }, { name: 'clock__now', arguments: {} }] }));
+  const t2 = await chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', stream: true }, { model: 'm', messages: [{ role: 'user', content: 'x' }] });
+  assert.deepEqual(t2.tool_calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]), [['calc', { expression: '12*12' }], ['clock__now', {}]]);
+  assert.equal(t2.finish_reason, 'tool_calls');
+});

@@ -20,10 +20,10 @@ export async function ok(api: Api, method: string, path: string, body?: unknown,
 }
 
 /** Registers a provider on the fake server (with a stored secret) and returns its id. */
-export async function provider(api: Api, ai: FakeOpenAI, apiKey = 'sk-fake'): Promise<string> {
+export async function provider(api: Api, ai: FakeOpenAI, apiKey = 'sk-fake', stream = false): Promise<string> {
   const s = await ok(api, 'POST', `${A}/secrets`, { name: `key-${Math.random().toString(16).slice(2, 8)}`, value: apiKey });
   const p = await ok(api, 'POST', `${A}/ai/model-providers`, {
-    provider_type: 'openai-compatible', default_model: 'fake-model', base_url: `${ai.url}/v1`, api_key_secret_id: s.secret_id, max_retries: 0,
+    provider_type: 'openai-compatible', default_model: 'fake-model', base_url: `${ai.url}/v1`, api_key_secret_id: s.secret_id, max_retries: 0, ...(stream ? { stream: true } : {}),
   });
   return p.provider_id;
 }

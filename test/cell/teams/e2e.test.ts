@@ -125,7 +125,7 @@ test('every coordination policy end to end in the real process', { timeout: 90_0
   procs.push(c);
   try {
     const api = httpApi(c.url, c.adminKey);
-    await provider(api, ai);
+    await provider(api, ai, 'sk-fake', true); // this cell asks for streamed answers
     ai.setResponder((req) => {
       const role = roleOf(req);
       const user = req.messages.filter((m) => m.role === 'user').at(-1)?.content ?? '';
@@ -157,6 +157,7 @@ test('every coordination policy end to end in the real process', { timeout: 90_0
     assert.equal(s4.state, 'completed', JSON.stringify(s4.error));
     assert.equal(s4.output, 'lead approves');
     assert.ok(!ai.requests.some((r) => roleOf(r.body) === 'designer'), 'the report not chosen is never called');
+    assert.ok(ai.requests.filter((r) => roleOf(r.body) === 'lead').every((r) => r.body['stream'] === true), 'streamed');
     const journal = await ok(api, 'GET', `/api/public/v1/admin/jobs/runs/${s4.run_id}/journal`);
     const recs = (journal.records ?? journal.events ?? journal.journal) as { kind: string; data?: { choice?: string } }[];
     assert.equal(recs.find((r) => r.data?.choice)!.data!.choice, mgr.billets['analyst']);
