@@ -46,13 +46,28 @@ export class Statements {
   }
 }
 
+/**
+ * Column names per prepared statement. sql.js's getAsObject() asks SQLite for
+ * every column name on every row (a UTF-8 decode per column); a statement's
+ * columns only change with the schema, and DDL drops every statement.
+ */
+const columnNames = new WeakMap<Statement, string[]>();
+
 export function queryAll<T extends Row>(stmts: Statements, sql: string, params: readonly SqlValue[] | undefined, first: boolean): T[] {
   const st = stmts.get(sql);
   try {
     if (params && params.length > 0) st.bind(params as SqlJsValue[]);
     const rows: T[] = [];
     while (st.step()) {
-      rows.push(st.getAsObject() as T);
+      const values = st.get();
+      let names = columnNames.get(st);
+      if (!names || names.length !== values.length) {
+        names = st.getColumnNames();
+        columnNames.set(st, names);
+      }
+      const row: Row = {};
+      for (let i = 0; i < names.length; i++) row[names[i]!] = values[i] as SqlValue;
+      rows.push(row as T);
       if (first) break;
     }
     return rows;
@@ -61,6 +76,9 @@ export function queryAll<T extends Row>(stmts: Statements, sql: string, params: 
   }
 }
 
+/** Any schema change, anywhere in a script (a false positive only costs re-preparing). */
+const DDL = /\b(CREATE|ALTER|DROP)\s+(TABLE|INDEX|VIEW|TRIGGER|UNIQUE|TEMP|TEMPORARY|VIRTUAL)\b/i;
+
 /** Runs one statement (or, without parameters, a script of several); returns the rows changed. */
 export function execute(db: Database, stmts: Statements, sql: string, params: readonly SqlValue[] | undefined): number {
   if (params && params.length > 0) {
@@ -68,5 +86,8 @@ export function execute(db: Database, stmts: Statements, sql: string, params: re
   } else {
     db.run(sql);
   }
-  return db.getRowsModified();
+  const changed = db.getRowsModified();
+  // A schema change may alter what a cached `SELECT *` returns: prepare afresh.
+  if (DDL.test(sql)) stmts.clear();
+  return changed;
 }

@@ -339,3 +339,20 @@ describe('store: checkpoint and replay', () => {
     await assert.rejects(openStore({ dir, migrations: T_MIGRATIONS, log: () => undefined }), /not a usable log \(bad magic\)/);
   });
 });
+
+it('a cached SELECT * follows a schema change made after it was prepared', async () => {
+  const tmp = tempDir();
+  const s = await openStore({ dir: tmp.dir, migrations: [{ id: 't-1', sql: 'CREATE TABLE t (a INTEGER)' }] });
+  try {
+    await s.write((tx) => tx.run('INSERT INTO t (a) VALUES (?)', [1]));
+    assert.deepEqual(s.get('SELECT * FROM t WHERE a = ?', [1]), { a: 1 });
+    await s.write((tx) => tx.run('ALTER TABLE t ADD COLUMN b TEXT'));
+    await s.write((tx) => tx.run('UPDATE t SET b = ? WHERE a = ?', ['x', 1]));
+    assert.deepEqual(s.get('SELECT * FROM t WHERE a = ?', [1]), { a: 1, b: 'x' });
+    await s.write((tx) => tx.run('ALTER TABLE t RENAME COLUMN b TO c'));
+    assert.deepEqual(s.get('SELECT * FROM t WHERE a = ?', [1]), { a: 1, c: 'x' });
+  } finally {
+    await s.close();
+    tmp.cleanup();
+  }
+});
