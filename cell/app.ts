@@ -30,10 +30,15 @@ export function createApp(cell: Cell, modules: readonly CellModule[]): OpenAPIHo
     c.res.headers.set('X-Request-Id', c.get('requestId'));
   });
   app.use('*', gatewayRateLimit({ ...cell.config.rate, clock: cell.clock, trustedProxies: cell.config.trustedProxies }));
-  app.use('*', bodyLimit({
+  const limitBody = bodyLimit({
     maxSize: cell.config.bodyLimitBytes,
     onError: () => { throw new ServiceError('invalid_request', 'request body too large', { details: { reason: 'body_too_large', limit_bytes: cell.config.bodyLimitBytes } }); },
-  }));
+  });
+  // GET and HEAD carry no body; asking for one would make @hono/node-server
+  // build a full Request object on the hot read path.
+  app.use('*', function bodyLimitUnlessRead(c, next) {
+    return c.req.method === 'GET' || c.req.method === 'HEAD' ? next() : limitBody(c, next);
+  });
   const authn = authenticate(cell);
   app.use('/api/public/v1/*', async function protectedApi(c, next) {
     if (PUBLIC_API_PATHS.some((p) => c.req.path === p || c.req.path.startsWith(p + '/'))) return next();
