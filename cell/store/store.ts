@@ -57,7 +57,16 @@ export interface DurableStore extends Store {
 export interface DurableStoreOptions extends OpenStoreOptions {
   /** Test seam: replaces the fsync of the log file (e.g. to count or fail it). */
   fsync?: (fh: FileHandle) => Promise<void>;
+  /**
+   * A timer checkpoints a log that has grown since the last checkpoint at most
+   * this often (default 5 minutes), so a quiet cell also restarts quickly.
+   * 0 turns the timer off (size and close still checkpoint).
+   */
+  checkpointIntervalMs?: number;
 }
+
+/** How often an idle-but-written store checkpoints by time. */
+export const DEFAULT_CHECKPOINT_INTERVAL_MS = 5 * 60 * 1000;
 
 interface Pending {
   lsn: number;
@@ -100,6 +109,7 @@ export async function openStore(opts: DurableStoreOptions): Promise<DurableStore
       fsync: opts.fsync ?? ((h) => h.sync()),
     });
     await store.migrate(opts.migrations);
+    store.startCheckpointTimer(opts.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS);
     // A long replay is not worth repeating on the next start.
     if (store.stats.logBytes > checkpointBytes) {
       await store.checkpoint().catch((err: unknown) => {
@@ -185,6 +195,23 @@ class SqlJsStore implements DurableStore {
 
   get failed(): boolean {
     return this.#failed;
+  }
+
+  #timer: NodeJS.Timeout | undefined;
+  #checkpointedAtLsn = -1;
+
+  /** Checkpoints by time when the log has grown since the last checkpoint. */
+  startCheckpointTimer(intervalMs: number): void {
+    if (!(intervalMs > 0)) return;
+    this.#checkpointedAtLsn = this.stats.lsn;
+    this.#timer = setInterval(() => {
+      if (this.#closing || this.#failed || this.stats.lsn === this.#checkpointedAtLsn) return;
+      const lsn = this.stats.lsn;
+      this.checkpoint().then(() => { this.#checkpointedAtLsn = lsn; }, (err: unknown) => {
+        this.#note(`store: timed checkpoint failed (the log still holds everything): ${(err as Error).message}`);
+      });
+    }, intervalMs);
+    this.#timer.unref();
   }
 
   get<T extends Row = Row>(sql: string, params?: readonly SqlValue[]): T | undefined {
@@ -274,6 +301,7 @@ class SqlJsStore implements DurableStore {
 
   async #close(): Promise<void> {
     this.#closing = true;
+    clearInterval(this.#timer);
     try {
       await this.#drained();
       if (this.#checkpointing) await this.#checkpointing.catch(() => undefined);

@@ -319,6 +319,15 @@ describe('store: checkpoint and replay', () => {
     assert.equal(copy.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 60);
   });
 
+  it('checkpoints by time when the log grew, and not again while idle', async () => {
+    const { store } = await fresh({ checkpointIntervalMs: 20 });
+    await store.write((tx) => tx.run('INSERT INTO t (id, v) VALUES (?, ?)', [1, 'a']));
+    for (let i = 0; i < 500 && store.stats.checkpoints === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(store.stats.checkpoints, 1);
+    await new Promise((r) => setTimeout(r, 120));
+    assert.equal(store.stats.checkpoints, 1, 'an idle store does not checkpoint again');
+  });
+
   it('checkpoints right after opening when the replayed log is past checkpointBytes', async () => {
     const { store, dir } = await fresh();
     for (let i = 0; i < 40; i++) await store.write((tx) => tx.run('INSERT INTO t (id, v) VALUES (?, ?)', [i, 'y'.repeat(100)]));
