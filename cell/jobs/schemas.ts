@@ -90,7 +90,8 @@ export const SingleSpecSchema = z.object({
     egress_allowlist: z.array(z.string().min(1).max(500)).max(100).optional(),
     data_grant_ids: z.array(z.string().min(1).max(200)).max(100).optional(),
     clearance_level: z.number().int().min(0).max(100).optional(),
-  }).strict().optional().openapi({ description: 'What the tool may reach. Default: the run\'s workspace only (data grant and egress `kv:<workspace_id>`), clearance 0' }),
+    compartments: z.array(z.string().min(1).max(64)).max(16).optional(),
+  }).strict().optional().openapi({ description: 'What the tool may reach. Default: the run\'s workspace only (data grant and egress `kv:<workspace_id>`), clearance 0, no compartments' }),
 }).strict().openapi('SingleJobSpec');
 
 export const RUN_JOB_TYPES = ['notebook', 'compute', 'sql', 'single'] as const;

@@ -91,6 +91,7 @@ export async function runSingleTool(cell: Cell, workspaceId: string, requester: 
     egress_allowlist: spec.authority?.egress_allowlist ?? [`kv:${workspaceId}`],
     data_grant_ids: spec.authority?.data_grant_ids ?? [`kv:${workspaceId}`],
     clearance_level: spec.authority?.clearance_level ?? 0,
+    compartments: spec.authority?.compartments ?? [],
   };
   try {
     return await tool.run({ cell, workspaceId, agentId: requester, authority }, spec.args);

@@ -78,7 +78,7 @@ export function toolsPort(cell: Cell, workspaceId: string): ToolsPort {
       try {
         return await t.run({
           cell, workspaceId, agentId: ctx.agent_id ?? 'none',
-          authority: { egress_allowlist: a?.egress_allowlist ?? [], data_grant_ids: a?.data_grant_ids ?? [], clearance_level: a?.clearance_level ?? 0 },
+          authority: { egress_allowlist: a?.egress_allowlist ?? [], data_grant_ids: a?.data_grant_ids ?? [], clearance_level: a?.clearance_level ?? 0, compartments: a?.compartments ?? [] },
         }, args);
       } catch (e) {
         if (isServiceError(e) && e.code === 'forbidden') throw new EngineRefusal(String(e.details?.['reason'] ?? 'tool_refused'), e.message, { ...(e.details ?? {}) } as JsonObject);

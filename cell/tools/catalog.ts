@@ -11,8 +11,13 @@
  * | calc      | no           | nothing                                |
  * | clock.now | no           | the cell clock                         |
  * | http.get  | no           | a URL; the URL must be on egress_allowlist |
- * | kv.get    | no           | workspace storage; needs data grant `kv:<workspace>` or `kv:*`, and clearance >= the entry's classification |
- * | kv.put    | yes          | workspace storage; needs egress `kv:<workspace>` or `kv:*` |
+ * | kv.get    | no           | workspace storage; needs data grant `kv:<workspace>` or `kv:*`, clearance >= the entry's classification, and every compartment of the entry |
+ * | kv.put    | yes          | workspace storage; needs egress `kv:<workspace>` or `kv:*`; labels an entry only with compartments the writer holds |
+ *
+ * Compartments: an entry may carry compartment labels (`kv.put` argument
+ * `compartments`, each one held by the writing seat). A reader must hold every
+ * label of the entry (need-to-know, on top of clearance); otherwise the read
+ * is refused with reason `compartment_not_granted`.
  */
 import { request } from 'undici';
 import { ServiceError, invalid } from '../../core/errors.ts';
@@ -25,6 +30,8 @@ export interface ToolAuthority {
   egress_allowlist?: string[] | undefined;
   data_grant_ids?: string[] | undefined;
   clearance_level?: number | undefined;
+  /** Compartments the seat holds (need-to-know labels); none when absent. */
+  compartments?: string[] | undefined;
 }
 
 export interface ToolContext {
@@ -56,6 +63,25 @@ const str = (args: Record<string, unknown>, k: string, max = 2048): string => {
 
 const KEY = /^[A-Za-z0-9_.:/-]{1,200}$/;
 const HTTP_BODY_LIMIT = 64 * 1024;
+
+const COMPARTMENT = /^[A-Za-z0-9_.:-]{1,64}$/;
+const MAX_COMPARTMENTS = 16;
+
+/** The `compartments` argument of kv.put: a list of labels, sorted and deduplicated. */
+function compartmentsArg(args: Record<string, unknown>): string[] {
+  const v = args['compartments'];
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v) || v.length > MAX_COMPARTMENTS || !v.every((x) => typeof x === 'string' && COMPARTMENT.test(x))) {
+    throw invalid(`argument 'compartments' must be a list of at most ${MAX_COMPARTMENTS} labels ([A-Za-z0-9_.:-], 1 to 64 characters)`, { reason: 'tool_bad_arguments', argument: 'compartments' });
+  }
+  return [...new Set(v as string[])].sort();
+}
+
+/** Labels of `needed` the holder lacks (sorted). */
+function missingCompartments(needed: readonly string[], held: readonly string[] | undefined): string[] {
+  const have = new Set(held ?? []);
+  return needed.filter((c) => !have.has(c));
+}
 
 function dataGranted(grants: readonly string[] | undefined, workspaceId: string): boolean {
   return (grants ?? []).some((g) => g === 'kv:*' || g === `kv:${workspaceId}` || g === '*');
@@ -123,11 +149,16 @@ export const TOOLS: readonly ToolDef[] = [
       if (!dataGranted(ctx.authority.data_grant_ids, ctx.workspaceId)) {
         throw toolRefusal('data_not_granted', `no data grant covers workspace storage of ${ctx.workspaceId}`, { data: `kv:${ctx.workspaceId}` });
       }
-      const row = ctx.cell.store.get<{ value: string; classification: number }>(
-        'SELECT value, classification FROM tool_kv WHERE workspace_id = ? AND key = ?', [ctx.workspaceId, key]);
+      const row = ctx.cell.store.get<{ value: string; classification: number; compartments: string }>(
+        'SELECT value, classification, compartments FROM tool_kv WHERE workspace_id = ? AND key = ?', [ctx.workspaceId, key]);
       if (!row) return { found: false };
       if (row.classification > (ctx.authority.clearance_level ?? 0)) {
         throw toolRefusal('clearance_insufficient', 'the entry is classified above the agent clearance', { classification: row.classification });
+      }
+      const labels = JSON.parse(row.compartments) as string[];
+      const lacking = missingCompartments(labels, ctx.authority.compartments);
+      if (lacking.length) {
+        throw toolRefusal('compartment_not_granted', 'the entry is labelled with compartments the agent does not hold', { key, missing_compartments: lacking });
       }
       return { found: true, value: JSON.parse(row.value) as unknown };
     },
@@ -138,7 +169,10 @@ export const TOOLS: readonly ToolDef[] = [
     side_effects: true,
     parameters: {
       type: 'object',
-      properties: { key: { type: 'string' }, value: {}, classification: { type: 'integer', minimum: 0 } },
+      properties: {
+        key: { type: 'string' }, value: {}, classification: { type: 'integer', minimum: 0 },
+        compartments: { type: 'array', items: { type: 'string' }, maxItems: MAX_COMPARTMENTS, description: 'Compartment labels of the entry (each held by the writer); readers must hold all of them' },
+      },
       required: ['key', 'value'],
     },
     async run(ctx, args) {
@@ -151,15 +185,28 @@ export const TOOLS: readonly ToolDef[] = [
       const cls = args['classification'] === undefined ? 0 : args['classification'];
       if (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0) throw invalid("argument 'classification' must be a non-negative integer", { reason: 'tool_bad_arguments', argument: 'classification' });
       if (cls > clearance) throw toolRefusal('clearance_insufficient', 'cannot write above the agent clearance', { classification: cls });
+      const labels = compartmentsArg(args);
+      const lacking = missingCompartments(labels, ctx.authority.compartments);
+      if (lacking.length) {
+        throw toolRefusal('compartment_not_granted', 'cannot label an entry with compartments the agent does not hold', { key, missing_compartments: lacking });
+      }
       const value = JSON.stringify(args['value'] ?? null);
       if (value.length > 64 * 1024) throw invalid('value larger than 64 KiB', { reason: 'tool_bad_arguments', argument: 'value' });
       const at = ctx.cell.clock.now();
-      await ctx.cell.store.write((tx) => tx.run(
-        `INSERT INTO tool_kv (workspace_id, key, value, classification, updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?)
+      await ctx.cell.store.write((tx) => {
+        // Overwriting a labelled entry needs its labels too (else a writer could erase or relabel data it may not read).
+        const prior = tx.get<{ compartments: string }>('SELECT compartments FROM tool_kv WHERE workspace_id = ? AND key = ?', [ctx.workspaceId, key]);
+        const priorLacking = prior ? missingCompartments(JSON.parse(prior.compartments) as string[], ctx.authority.compartments) : [];
+        if (priorLacking.length) {
+          throw toolRefusal('compartment_not_granted', 'the existing entry is labelled with compartments the agent does not hold', { key, missing_compartments: priorLacking });
+        }
+        tx.run(
+        `INSERT INTO tool_kv (workspace_id, key, value, classification, compartments, updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (workspace_id, key) DO UPDATE SET value = excluded.value, classification = excluded.classification,
-           updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
-        [ctx.workspaceId, key, value, cls, at, ctx.agentId]));
-      return { ok: true, key };
+           compartments = excluded.compartments, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
+        [ctx.workspaceId, key, value, cls, JSON.stringify(labels), at, ctx.agentId]);
+      });
+      return labels.length ? { ok: true, key, compartments: labels } : { ok: true, key };
     },
   },
 ];
@@ -177,6 +224,7 @@ export const TOOLS_MIGRATIONS = [
       workspace_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, classification INTEGER NOT NULL DEFAULT 0,
       updated_at INTEGER NOT NULL, updated_by TEXT NOT NULL, PRIMARY KEY (workspace_id, key))`,
   },
+  { id: 'tools-002-kv-compartments', sql: "ALTER TABLE tool_kv ADD COLUMN compartments TEXT NOT NULL DEFAULT '[]'" },
 ] as const;
 
 /** The catalog's public view (GET /admin/ai/tool-registry). */
