@@ -436,6 +436,7 @@ try {
   console.error(`\nDEMO FAILED at step ${stepNo}: ${err instanceof Error ? err.message : String(err)}`);
 } finally {
   if (!interrupted) {
+    stepNo = 5; // always step 6, also when an earlier step failed
     step('Clean up');
     const live = cell as CellProcess | null;
     const n = procs.size + (live && live.proc.exitCode === null ? 1 : 0) + (ai ? 1 : 0);
