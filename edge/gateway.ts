@@ -10,7 +10,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { ServiceError, isServiceError, toEnvelope, unauthorized } from '../core/errors.ts';
 import { checkClock, type DeviceState } from '../bundles/accept.ts';
 import { authenticateOffline, authorizeOffline, type EdgeAuth, type LoadedKeys } from './decide.ts';
-import { TokenBuckets, rateHeaders, rateLimited } from './buckets.ts';
+import { TokenBuckets, rateLimitHeaders as rateHeaders, rateLimited } from '../core/ratelimit.ts';
 import type { EdgeClock } from './clock.ts';
 
 export interface EdgeRuntime {

@@ -6,7 +6,7 @@ import type { MiddlewareHandler } from 'hono';
 import { forbidden } from '../../core/errors.ts';
 import { grants } from '../../core/authority/scopes.ts';
 import type { AppEnv, Clock } from '../context.ts';
-import { TokenBuckets, rateLimitHeaders, rateLimited } from './rate-limit.ts';
+import { TokenBuckets, rateLimitHeaders, rateLimited } from '../../core/ratelimit.ts';
 
 /** Per-credential rpm buckets, one set per distinct rpm value. */
 class CredentialLimits {

@@ -17,7 +17,7 @@
  */
 import { ServiceError, invalid } from '../../core/errors.ts';
 import type { Cell, Clock } from '../context.ts';
-import { TokenBuckets, rateLimitHeaders, rateLimited } from '../http/rate-limit.ts';
+import { TokenBuckets, rateLimitHeaders, rateLimited } from '../../core/ratelimit.ts';
 import type { Migration } from '../store/types.ts';
 
 export const ENDPOINTS_MIGRATIONS: readonly Migration[] = [
