@@ -69,7 +69,8 @@ function check(value: unknown, path: string, stack: object[], inArray: boolean):
   }
 }
 
-function hasLoneSurrogate(s: string): boolean {
+/** True when `s` holds a UTF-16 surrogate without its pair (not representable in UTF-8 JSON). */
+export function hasLoneSurrogate(s: string): boolean {
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     if (c >= 0xd800 && c <= 0xdbff) {

@@ -8,7 +8,7 @@
  * keys, undefined members, lone surrogates, non-finite numbers, non-plain
  * objects) falls back to `contentHash`, which canonicalizes or throws TypeError.
  */
-import { canonicalJson, contentHash, sha256Hex, utf8 } from '../canonical.ts';
+import { canonicalJson, contentHash, hasLoneSurrogate, sha256Hex, utf8 } from '../canonical.ts';
 
 /** A synchronous SHA-256 (e.g. node:crypto's, passed in by the cell or the edge); the default is @noble/hashes. */
 export type Sha256 = (bytes: Uint8Array) => Uint8Array;
@@ -20,18 +20,6 @@ function hex(b: Uint8Array): string {
 }
 
 const SURROGATE = /[\uD800-\uDFFF]/;
-
-function hasLoneSurrogate(s: string): boolean {
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff) {
-      const n = s.charCodeAt(i + 1);
-      if (!(n >= 0xdc00 && n <= 0xdfff)) return true;
-      i++;
-    } else if (c >= 0xdc00 && c <= 0xdfff) return true;
-  }
-  return false;
-}
 
 function fastPathOk(v: unknown, depth: number): boolean {
   if (depth > 256) return false;
