@@ -76,7 +76,13 @@ async function stopProc(p: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Pr
 
 async function cleanup(): Promise<void> {
   for (const p of [...procs]) await stopProc(p).catch(() => undefined);
-  if (cell) await cell.stop().catch(() => undefined);
+  if (cell) {
+    const c = cell;
+    // SIGTERM, and SIGKILL if the cell has not exited after 10 s.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([c.stop(), new Promise<void>((r) => { timer = setTimeout(() => void c.kill('SIGKILL').then(r, r), 10_000); })]).catch(() => undefined);
+    clearTimeout(timer);
+  }
   if (ai) await ai.close().catch(() => undefined);
   rmSync(work, { recursive: true, force: true });
 }
