@@ -7,6 +7,7 @@ import { bootstrapOwner } from './bootstrap.ts';
 import { ensureIdentityKey } from './identity.ts';
 import { apiKeyAuthenticator } from './keys.ts';
 import { purgeSweep } from './lifecycle.ts';
+import { identityRoutes } from './routes-identity.ts';
 import { principalRoutes } from './routes-principals.ts';
 import { keyRoutes } from './routes-keys.ts';
 import { IAM_MIGRATIONS } from './schema.ts';
@@ -28,6 +29,7 @@ export const iamModule: CellModule = {
     cell.authenticators.push(apiKeyAuthenticator(cell));
   },
   routes(app, cell) {
+    identityRoutes(app, cell);
     principalRoutes(app, cell);
     keyRoutes(app, cell);
   },

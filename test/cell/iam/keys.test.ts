@@ -315,3 +315,18 @@ test('X-Forwarded-For is ignored unless the socket peer is a trusted proxy', asy
     assert.equal(viaProxy.status, 200, 'the trusted proxy\'s last hop is the client');
   } finally { await t.close(); }
 });
+
+test('the cell publishes its identity keys (public part only), including the journal signer', async () => {
+  const t = await inProcessCell();
+  try {
+    const r = await t.request('GET', '/.well-known/cell-keys.json');
+    assert.equal(r.status, 200);
+    assert.equal(r.body.cell_id, 'cell-test');
+    assert.equal(r.body.keys.length, 1);
+    assert.equal(r.body.keys[0].jwk.kty, 'OKP');
+    assert.equal(r.body.keys[0].jwk.d, undefined, 'never the private part');
+    const { cellSigner } = await import('../../../cell/iam/identity.ts');
+    assert.equal(r.body.keys[0].kid, cellSigner(t.cell).kid);
+    assert.ok(r.headers.get('x-ratelimit-limit'), 'rate-limited like everything else');
+  } finally { await t.close(); }
+});
