@@ -57,9 +57,29 @@ export interface ClientOptions {
   sleep?: (ms: number) => Promise<void>;
   /** Ask for a streamed answer (Server-Sent Events of chunks) and assemble it; default false. */
   stream?: boolean;
+  /**
+   * Cancellation (e.g. the run's): aborting it interrupts the request in flight
+   * and any backoff sleep at once; the call then fails with reason `cancelled`
+   * and is never retried.
+   */
+  signal?: AbortSignal | undefined;
 }
 
-const realSleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+/** A sleep that ends early (rejecting) when `signal` aborts. */
+export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (!signal) return new Promise<void>((r) => setTimeout(r, ms));
+  if (signal.aborted) return Promise.reject(cancelledError());
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => { clearTimeout(t); reject(cancelledError()); };
+    const t = setTimeout(() => { signal.removeEventListener('abort', onAbort); resolve(); }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** The failure of a call interrupted by its caller's cancellation. */
+function cancelledError(): ServiceError {
+  return new ServiceError('service_unavailable', 'the model call was cancelled', { details: { reason: 'cancelled' } });
+}
 
 /** URL of the chat completions endpoint under a base URL ending in /v1 or not. */
 export function completionsUrl(baseUrl: string): string {
@@ -74,9 +94,11 @@ function fail(reason: string, message: string, extra: Record<string, unknown> = 
 /** One chat completion, with timeouts and retries. */
 export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Promise<ChatResult> {
   const retries = opts.retries ?? 2;
-  const sleep = opts.sleep ?? realSleep;
+  const cancel = opts.signal;
+  const sleep = opts.sleep ?? ((ms: number) => abortableSleep(ms, cancel));
   let last: ServiceError = fail('provider_unreachable', 'the model provider is unreachable');
   for (let attempt = 0; attempt <= retries; attempt++) {
+    if (cancel?.aborted) throw cancelledError();
     let waitMs = (opts.backoffMs ?? 250) * 2 ** attempt;
     try {
       const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
@@ -85,8 +107,11 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
         method: 'POST', headers,
         body: JSON.stringify(opts.stream ? { ...body, stream: true, stream_options: { include_usage: true } } : { ...body, stream: false }),
         headersTimeout: opts.headersTimeoutMs ?? 30_000, bodyTimeout: opts.bodyTimeoutMs ?? 120_000,
-        // undici's own timers are coarse (about a second); the signal bounds the whole call exactly.
-        signal: AbortSignal.timeout((opts.headersTimeoutMs ?? 30_000) + (opts.bodyTimeoutMs ?? 120_000)),
+        // undici's own timers are coarse (about a second); the signal bounds the whole call exactly,
+        // and the caller's cancellation interrupts it at once.
+        signal: cancel
+          ? AbortSignal.any([cancel, AbortSignal.timeout((opts.headersTimeoutMs ?? 30_000) + (opts.bodyTimeoutMs ?? 120_000))])
+          : AbortSignal.timeout((opts.headersTimeoutMs ?? 30_000) + (opts.bodyTimeoutMs ?? 120_000)),
       });
       const status = res.statusCode;
       if (status >= 200 && status < 300) {
@@ -106,6 +131,7 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
         throw fail('provider_rejected', 'the model provider rejected the request', { provider_status: status });
       }
     } catch (err) {
+      if (cancel?.aborted) throw cancelledError();
       if (err instanceof ServiceError) {
         if (err.details?.['reason'] === 'provider_rejected' || err.details?.['reason'] === 'provider_bad_response') throw err;
         last = err;
@@ -117,7 +143,10 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
           : fail('provider_unreachable', 'the model provider is unreachable', {}, true);
       }
     }
-    if (attempt < retries) await sleep(waitMs);
+    if (attempt < retries) {
+      await sleep(waitMs);
+      if (cancel?.aborted) throw cancelledError();
+    }
   }
   throw last;
 }

@@ -43,7 +43,8 @@ type Row = Omit<Provider, never>;
 
 /** A local model runtime (the edge issue provides one): same shape as a chat call. */
 export interface LocalModelRuntime {
-  complete(provider: Provider, req: ChatRequest): Promise<ChatResult>;
+  /** `opts.signal` is the caller's cancellation (a runtime may honour it; the call path also stops waiting on it). */
+  complete(provider: Provider, req: ChatRequest, opts?: { signal?: AbortSignal | undefined }): Promise<ChatResult>;
 }
 export const LOCAL_RUNTIME_SERVICE = 'ai.local-runtime';
 /** Names of local-signed models (the runtime's file names under <data>/models). */
@@ -122,8 +123,12 @@ export function providerView(cell: Cell, p: Provider) {
   };
 }
 
-/** Calls a provider's model; the posture gate is re-checked first (fail-closed). */
-export async function callProvider(cell: Cell, providerId: string, req: Omit<ChatRequest, 'model'> & { model?: string }): Promise<ChatResult> {
+/**
+ * Calls a provider's model; the posture gate is re-checked first (fail-closed).
+ * `opts.signal` (the run's cancellation) interrupts the call in flight and its
+ * retries/backoff at once (failure reason `cancelled`).
+ */
+export async function callProvider(cell: Cell, providerId: string, req: Omit<ChatRequest, 'model'> & { model?: string }, opts: { signal?: AbortSignal | undefined } = {}): Promise<ChatResult> {
   const p = getProvider(cell, providerId);
   if (!p) throw notFound('model provider');
   const d = postureAllows(cell.config.posture, p);
@@ -134,12 +139,24 @@ export async function callProvider(cell: Cell, providerId: string, req: Omit<Cha
   if (p.provider_type === 'local-signed') {
     const rt = cell.services.get(LOCAL_RUNTIME_SERVICE) as LocalModelRuntime | undefined;
     if (!rt) throw new ServiceError('service_unavailable', 'no local model runtime on this cell', { details: { reason: 'runtime_unavailable', provider_type: 'local-signed' } });
-    return rt.complete(p, body);
+    return opts.signal ? raceAbort(rt.complete(p, body, { signal: opts.signal }), opts.signal) : rt.complete(p, body);
   }
   const apiKey = p.api_key_secret_id ? readSecret(cell, p.api_key_secret_id) : undefined;
   return chatCompletion({
     baseUrl: p.base_url!, apiKey, headersTimeoutMs: p.timeout_ms, bodyTimeoutMs: p.timeout_ms, retries: p.max_retries, stream: p.stream === 1,
+    signal: opts.signal,
   }, body);
+}
+
+/** Stops waiting on `p` when `signal` aborts (a runtime that ignores the signal cannot hold a cancel). */
+function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  const cancelled = () => new ServiceError('service_unavailable', 'the model call was cancelled', { details: { reason: 'cancelled' } });
+  if (signal.aborted) return Promise.reject(cancelled());
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(cancelled());
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then((v) => { signal.removeEventListener('abort', onAbort); resolve(v); }, (e: unknown) => { signal.removeEventListener('abort', onAbort); reject(e); });
+  });
 }
 
 /** Agent runtimes this cell can run (GET /admin/ai/agent-runtimes). */

@@ -21,13 +21,19 @@ import type { ChatMessage as WireMessage, ToolSpec } from '../ai/openai-client.t
 import { getTool } from '../tools/catalog.ts';
 import { commitBudget, getAgent, getLedger, providerFor, reserveBudget } from './agents.ts';
 import { getContract } from './resources.ts';
+import { driverSignal } from '../runs/control.ts';
 import type { DrivePorts } from '../runs/drive.ts';
 
 export const toWireName = (n: string) => n.replace(/\./g, '__');
 export const fromWireName = (n: string) => n.replace(/__/g, '.');
 
-/** Counts of model calls per run (tests and the run view read it). */
-export function modelPort(cell: Cell): ModelPort {
+/**
+ * The model port of a run: the agent's provider over the OpenAI-compatible
+ * client (or the local runtime). With `runId`, each call carries the abort
+ * signal of this process's driver of the run, so a cancel interrupts a slow
+ * provider at once (the engine then ends the run `cancelled`).
+ */
+export function modelPort(cell: Cell, runId?: string): ModelPort {
   return {
     async complete(req: ModelRequest): Promise<ModelResponse> {
       const agent = getAgent(cell, req.agent.id);
@@ -47,7 +53,7 @@ export function modelPort(cell: Cell): ModelPort {
         const r = await callProvider(cell, providerId, {
           ...(req.agent.model ? { model: req.agent.model } : {}),
           messages, ...(tools.length ? { tools } : {}), max_tokens: req.max_tokens,
-        });
+        }, { signal: runId === undefined ? undefined : driverSignal(cell, runId) });
         const out: ModelResponse = { content: r.content ?? '', usage: { input_tokens: r.usage.prompt_tokens, output_tokens: r.usage.completion_tokens } };
         if (r.tool_calls.length) {
           out.tool_calls = r.tool_calls.map((c) => {
@@ -126,7 +132,7 @@ export function contractsPort(cell: Cell): ContractsPort {
 /** Every port a crew run needs except those driveRun binds. */
 export function crewPorts(cell: Cell, runId: string, workspaceId: string): DrivePorts {
   return {
-    model: modelPort(cell), tools: toolsPort(cell, workspaceId), approvals: approvalsPort(cell, runId),
+    model: modelPort(cell, runId), tools: toolsPort(cell, workspaceId), approvals: approvalsPort(cell, runId),
     budget: budgetPort(cell), contracts: contractsPort(cell),
   };
 }

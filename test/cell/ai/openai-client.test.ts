@@ -84,3 +84,31 @@ test('streaming (optional): deltas and split tool-call arguments are assembled, 
   assert.deepEqual(t2.tool_calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]), [['calc', { expression: '12*12' }], ['clock__now', {}]]);
   assert.equal(t2.finish_reason, 'tool_calls');
 });
+
+test('cancellation: an abort signal interrupts a slow call at once and is never retried', async () => {
+  ai.setResponder(() => ({ content: 'too late', delayMs: 30_000 }));
+  const before = ai.requests.length;
+  const ac = new AbortController();
+  const t0 = Date.now();
+  const call = chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 3, backoffMs: 10, signal: ac.signal }, { model: 'm', messages: [{ role: 'user', content: 'slow' }] });
+  setTimeout(() => ac.abort(new Error('cancelled')), 100);
+  await assert.rejects(call, (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'cancelled');
+  assert.ok(Date.now() - t0 < 5_000, `interrupted at once (${Date.now() - t0} ms)`);
+  assert.equal(ai.requests.length - before, 1, 'no retry after a cancel');
+});
+
+test('cancellation: an abort during the retry backoff ends the wait at once', async () => {
+  ai.setResponder(() => ({ status: 503 }));
+  const before = ai.requests.length;
+  const ac = new AbortController();
+  const t0 = Date.now();
+  const call = chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 3, backoffMs: 60_000, signal: ac.signal }, { model: 'm', messages: [{ role: 'user', content: 'x' }] });
+  setTimeout(() => ac.abort(new Error('cancelled')), 200);
+  await assert.rejects(call, (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'cancelled');
+  assert.ok(Date.now() - t0 < 5_000, `backoff interrupted (${Date.now() - t0} ms)`);
+  assert.equal(ai.requests.length - before, 1);
+  // Already aborted: no request at all.
+  await assert.rejects(chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', signal: AbortSignal.abort() }, { model: 'm', messages: [] }),
+    (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'cancelled');
+  assert.equal(ai.requests.length - before, 1);
+});
