@@ -319,15 +319,11 @@ async function main(): Promise<void> {
   const cj = await must('GET', `${RUNS}/${run.body.run_id}/journal`);
   const crewRecords = cj.body.records as JournalRecord[];
   say(`GET ${RUNS}/${run.body.run_id}/journal -> ${cj.status}, ${crewRecords.length} records: ${crewRecords.map((r) => r.kind).join(', ')}`);
-  // The cell's published identity keys: the trust anchor it answers a device registration with
-  // (the device registered here is the one used in step 5).
-  const dev = join(work, 'device');
-  const init = JSON.parse(edgeCli(['init', '--data', dev]));
-  say(`$ dist/edge init --data <work>/device -> device ${init.device_id}`);
-  const reg = await must('POST', `${A}/edge/devices`, { body: { name: 'pump-house', public_jwk: init.public_jwk } });
-  writeFileSync(join(work, 'trust.json'), reg.text);
-  const cellKeys = new Map<string, JsonWebKey>((reg.body.trust.keys as { kid: string; jwk: JsonWebKey }[]).map((k) => [k.kid, k.jwk]));
-  say(`POST ${A}/edge/devices {name: pump-house, public_jwk} -> ${reg.status}, trust anchor: cell ${reg.body.trust.cell_id}, keys ${[...cellKeys.keys()].join(', ')}`);
+  // The cell's published identity keys (public, like /oauth/jwks.json): what the journal is verified against.
+  const published = await fetch(`${cell.url}/.well-known/cell-keys.json`);
+  const pub1 = (await published.json()) as { cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] };
+  const cellKeys = new Map<string, JsonWebKey>(pub1.keys.map((k) => [k.kid, k.jwk]));
+  say(`GET /.well-known/cell-keys.json -> ${published.status}, cell ${pub1.cell_id}, keys ${[...cellKeys.keys()].join(', ')}`);
   const verdictOk = await verifyJournal(crewRecords, (kid) => cellKeys.get(kid));
   check(verdictOk.ok, `journal does not verify: ${JSON.stringify(verdictOk)}`);
   say(`core/journal verifyJournal(records, the cell's published keys) -> ok: every signature and the hash chain verify`);
@@ -338,6 +334,12 @@ async function main(): Promise<void> {
 
   // 5 ---------------------------------------------------------------------
   step('The edge: signed bundles, keys judged offline, a crew run offline on a signed local model');
+  const dev = join(work, 'device');
+  const init = JSON.parse(edgeCli(['init', '--data', dev]));
+  say(`$ dist/edge init --data <work>/device -> device ${init.device_id}`);
+  const reg = await must('POST', `${A}/edge/devices`, { body: { name: 'pump-house', public_jwk: init.public_jwk } });
+  writeFileSync(join(work, 'trust.json'), reg.text);
+  say(`POST ${A}/edge/devices {name: pump-house, public_jwk} -> ${reg.status}, trust anchor: cell ${reg.body.trust.cell_id} and its published keys`);
   const pub = join(work, 'publisher.json');
   edgeCli(['model', 'keygen', '--out', pub]);
   say('$ dist/edge model keygen --out publisher.json   (the model publisher\'s signing key)');
