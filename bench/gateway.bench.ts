@@ -18,6 +18,16 @@ http.createServer((req, res) => { res.writeHead(200, { 'content-type': 'applicat
   .listen(0, '127.0.0.1', function () { console.log('listening ' + this.address().port); });
 `;
 
+// The same JSON from a bare Hono app on @hono/node-server: the framework's own ceiling.
+const HONO_SERVER = `
+import { Hono } from 'hono';
+import { serve } from '@hono/node-server';
+const body = JSON.parse(${JSON.stringify(JSON.stringify({ key_id: 'key_00000000000000000000', owner_id: 'usr_00000000000000000000', name: 'bench', status: 'active', scopes: [], rate_limit_rpm: null, allowed_ips: [], allowed_regions: [], created_at: '2026-01-01T00:00:00.000Z', created_by: 'usr_00000000000000000000', expires_at: null, rotated_at: null, previous_secret_valid_until: null, revoked_at: null }))});
+const app = new Hono();
+app.get('/x/:id', (c) => c.json(body));
+serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (i) => console.log('listening ' + i.port));
+`;
+
 function bareFsyncRate(dir: string, seconds: number): number {
   const fd = openSync(join(dir, 'fsync.bin'), 'w');
   const buf = Buffer.alloc(200, 7);
@@ -32,6 +42,7 @@ export default async function run(): Promise<void> {
   const data = mkdtempSync(join(tmpdir(), 'bench-gw-'));
   const cell = await spawnServer([CELL, 'serve', '--port', '0', '--data', data, '--rate-capacity', '100000000', '--rate-refill', '100000000']);
   const raw = await spawnServer(['-e', RAW_SERVER]);
+  const hono = await spawnServer(['--input-type=module', '-e', HONO_SERVER]);
   try {
     const key = readFileSync(join(data, 'bootstrap-admin.key'), 'utf8').trim();
     const auth = { authorization: `Bearer ${key}` };
@@ -41,7 +52,9 @@ export default async function run(): Promise<void> {
     await load({ url: raw.url, connections: 10, seconds: 1 });
     const c = await load({ url: keyUrl, connections: 50, seconds: 5, headers: auth });
     const r = await load({ url: raw.url, connections: 50, seconds: 5 });
+    const h = await load({ url: `${hono.url}/x/key_00000000000000000000`, connections: 50, seconds: 5 });
     console.log(`  authenticated GET (API key): cell ${fmt(c.rps)} req/s (p99 ${c.p99} ms, non-2xx ${c.non2xx}) vs raw node:http ${fmt(r.rps)} req/s -> ratio ${fmt(c.rps / r.rps, 2)} (target >= 0.6)`);
+    console.log(`  for scale: a bare Hono app answering the same JSON ${fmt(h.rps)} req/s -> bare Hono / raw ${fmt(h.rps / r.rps, 2)}, cell / bare Hono ${fmt(c.rps / h.rps, 2)}`);
 
     const fsyncs = bareFsyncRate(data, 2);
     const m = await load({
@@ -52,6 +65,7 @@ export default async function run(): Promise<void> {
   } finally {
     await cell.stop();
     await raw.stop();
+    await hono.stop();
     rmSync(data, { recursive: true, force: true });
   }
 }
