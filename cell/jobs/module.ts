@@ -15,7 +15,7 @@ import { mountDefinitionRoutes } from './routes-definitions.ts';
 import { mountEndpointRoutes } from './routes-endpoints.ts';
 import { mountRunRoutes } from './routes-runs.ts';
 import { Scheduler } from './scheduler.ts';
-import { startJobDrive, jobsService, type JobsService } from './runner.ts';
+import { resumeJobRun, startJobDrive, jobsService, type JobsService } from './runner.ts';
 import { SandboxPool } from './sandbox/pool.ts';
 
 export const jobsModule: CellModule = {
@@ -35,7 +35,12 @@ export const jobsModule: CellModule = {
     // Recovery: job runs left queued or running by a previous process are driven
     // again; completed steps are reused from the journal, not re-executed.
     for (const run of activeRuns(cell, 'job')) {
-      if (run.state === 'waiting') continue;
+      if (run.state === 'waiting') {
+        // An agent run waiting on an approval or a timer is looked at again, so a timeout
+        // that passed while the cell was down fails closed now.
+        if (run.job_type === 'agent') void resumeJobRun(cell, run.run_id);
+        continue;
+      }
       cell.log.info('recovering job run', { run_id: run.run_id, state: run.state });
       void startJobDrive(cell, run);
     }

@@ -14,7 +14,8 @@ import { recordAuditTx } from '../iam/audit.ts';
 import { requestCancel } from '../runs/control.ts';
 import { getRun, listRuns, type Run } from '../runs/runs.ts';
 import { parseRunSpec, submitJobRun } from './runner.ts';
-import { CreateRunSchema, JobRunSchema, UnknownRunSchema } from './schemas.ts';
+import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
+import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema } from './schemas.ts';
 
 const TAG = 'Job runs';
 
@@ -25,6 +26,7 @@ export function runView(cell: Cell, r: Run): z.infer<typeof JobRunSchema> {
     source: r.source, graph_hash: r.graph_hash, coordinator: r.coordinator,
     created_at: r.created_at, updated_at: r.updated_at, finished_at: r.finished_at,
     checked_cell_id: cell.config.cellId,
+    ...(r.job_type === 'agent' ? { pending_approvals: jobPendingApprovals(cell, r) } : {}),
   };
 }
 
@@ -92,7 +94,34 @@ const cancel = createRoute({
   },
 });
 
+/** A step id as given (the router already decoded the path); a second decode only when it is well-formed. */
+function safeDecode(v: string): string {
+  try { return decodeURIComponent(v); } catch { return v; }
+}
+
+const approve = createRoute({
+  method: 'post', path: '/api/public/v1/admin/jobs/runs/{run_id}/approvals/{step_id}', tags: [TAG], 'x-status': 'Live',
+  ...secured(PERMISSIONS.teamsApprove),
+  summary: 'Approve or reject a waiting step of an agent job run',
+  description: 'For job runs of job_type `agent` (a scheduled agent definition runs a crew graph): decides a step listed in the run\'s `pending_approvals` (a human_approval stage, or a side-effecting tool call under permission mode `ask`) with the same rules as the crew approvals route: two-person rule refuses the requester (403 requester_cannot_approve), named approvers only (403 not_an_approver), one decision per principal (409 already_decided), 409 run_terminal on an ended run. A decision wakes the run. URL-encode the step id (it contains `/`). Other runs: 404.',
+  request: {
+    params: RunIdParam.extend({ step_id: z.string().min(1).max(300).openapi({ param: { name: 'step_id', in: 'path' } }) }),
+    body: jsonBody(JobApprovalSchema),
+  },
+  responses: {
+    200: json(JobRunSchema, 'The run after the decision'),
+    ...errorResponses(400, 401, 403, 404, 409),
+  },
+});
+
 export function mountRunRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+  app.openapi(approve, async (c) => {
+    const { run_id, step_id } = c.req.valid('param');
+    const body = c.req.valid('json');
+    const run = await decideJobApproval(cell, c.get('auth').principal.id, run_id, safeDecode(step_id), body.decision, body.comment);
+    return c.json(runView(cell, run), 200);
+  });
+
   app.openapi(submit, async (c) => {
     const body = c.req.valid('json');
     if (body.requester !== undefined) {

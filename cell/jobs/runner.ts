@@ -13,7 +13,7 @@ import { invalid } from '../../core/errors.ts';
 import type { RunResult, ToolDescriptor, ToolsPort } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { Cell } from '../context.ts';
-import { driverSignal } from '../runs/control.ts';
+import { driverSignal, isDriven } from '../runs/control.ts';
 import { driveRun, recordedStep, type DriveResult } from '../runs/drive.ts';
 import { createRunTx, getRun, type Run, type RunError } from '../runs/runs.ts';
 import { validationError } from '../http/errors.ts';
@@ -81,7 +81,7 @@ export function startJobDrive(cell: Cell, run: Run): Promise<DriveResult> {
   const svc = jobsService(cell);
   const outputs = new Map<number, unknown>();
   const drive = run.job_type === 'agent'
-    ? driveAgentRun(cell, run)
+    ? driveAgentRun(cell, run).then((r) => { if (r.state === 'waiting') wakeAgentRunAt(cell, run.run_id, r.result?.waiting?.wake_at ?? null); return r; })
     : driveRun(cell, run.run_id, jobGraph(run.job_type!, run.spec), { tools: jobToolsPort(cell, run, svc.pool, outputs) }, null, {
       requester: run.requester,
       context: { job_type: run.job_type, workspace_id: run.workspace_id },
@@ -95,6 +95,25 @@ export function startJobDrive(cell: Cell, run: Run): Promise<DriveResult> {
   svc.inflight.add(p);
   void p.finally(() => svc.inflight.delete(p));
   return p;
+}
+
+/**
+ * Drives a waiting job run again (an approval decision arrived, its timer or
+ * approval timeout is due, the cell started). No-op for a run that is not
+ * waiting or is driven by this process now.
+ */
+export function resumeJobRun(cell: Cell, runId: string): Promise<DriveResult> | undefined {
+  const run = getRun(cell, runId);
+  if (!run || run.kind !== 'job' || run.state !== 'waiting' || isDriven(cell, runId)) return undefined;
+  return startJobDrive(cell, run);
+}
+
+/** Re-drives a waiting agent job run when its timer (or approval timeout) is due. */
+function wakeAgentRunAt(cell: Cell, runId: string, wakeAt: number | null): void {
+  if (wakeAt === null) return;
+  const delay = Math.min(Math.max(0, wakeAt - cell.clock.now()), 2 ** 31 - 1);
+  const t = setTimeout(() => { void resumeJobRun(cell, runId); }, delay);
+  t.unref();
 }
 
 function describeError(r: RunResult): RunError {

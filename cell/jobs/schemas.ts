@@ -142,7 +142,17 @@ export const JobRunSchema = z.object({
   coordinator: z.string().nullable(),
   created_at: z.number().int(), updated_at: z.number().int(), finished_at: z.number().int().nullable(),
   checked_cell_id: z.string().openapi({ description: 'The cell that answered' }),
+  pending_approvals: z.array(z.object({
+    step_id: z.string(), kind: z.string(), rule: z.string(), approvers: z.array(z.string()), quorum: z.number(), prompt: z.string().nullable(),
+    due: z.string().nullable(), requested_at: z.string(),
+    decisions: z.array(z.object({ principal: z.string(), decision: z.string(), at: z.string() })),
+  })).optional().openapi({ description: 'Agent job runs only: steps waiting on a human decision (decide with POST .../runs/{run_id}/approvals/{step_id})' }),
 }).openapi('JobRun');
+
+export const JobApprovalSchema = z.object({
+  decision: z.enum(['approve', 'reject']),
+  comment: z.string().max(2000).optional(),
+}).strict().openapi('JobRunApprovalDecision');
 
 export const UnknownRunSchema = z.object({
   run_id: z.string(),

@@ -205,15 +205,30 @@ export function stepDecisions(cell: Cell, runId: string, stepId: string): { prin
     .map((d) => ({ ...d, at: iso(d.at) }));
 }
 
-/** Records an approval or rejection of a waiting step, then wakes the run. */
+/** Records an approval or rejection of a waiting step of a crew run, then wakes the run. */
 export async function decideApproval(cell: Cell, actor: string, crewId: string, runId: string, stepId: string, decision: 'approve' | 'reject', comment: string | undefined): Promise<Run> {
   const run = getRun(cell, runId);
   if (!run || run.kind !== 'crew' || run.crew_id !== crewId) throw notFound('run');
+  const wake = await recordApproval(cell, actor, run, stepId, decision, comment, 'crew.run.approval');
+  if (wake) return resumeRun(cell, runId, 'approval');
+  return getRun(cell, runId)!;
+}
+
+/**
+ * The approval rules shared by every run that waits on the engine's approvals
+ * port (crew runs, agent job runs): the step must be pending, the run not
+ * terminal; under `two_person` the requester is refused; named approvers only;
+ * one decision per principal. Records the decision (audited as `action`) and an
+ * `approval_received` journal record. True when the caller should wake the run
+ * (it was waiting); false when the run ended meanwhile or is still running.
+ */
+export async function recordApproval(cell: Cell, actor: string, run: Run, stepId: string, decision: 'approve' | 'reject', comment: string | undefined, action: string): Promise<boolean> {
+  const runId = run.run_id;
   const ask = pendingApprovals(cell, runId).find((p) => p.step_id === stepId);
   if (!ask) throw notFound('approval step');
   if (isTerminal(run.state)) throw new ServiceError('conflict', `the run is ${run.state}`, { details: { reason: 'run_terminal', state: run.state } });
   const refuse = async (reason: string, message: string) => {
-    await cell.store.write((tx) => recordAuditTx(tx, { at: cell.clock.now(), actor, action: 'crew.run.approval', target: `${runId}:${stepId}`, outcome: 'refused', details: { reason } }));
+    await cell.store.write((tx) => recordAuditTx(tx, { at: cell.clock.now(), actor, action, target: `${runId}:${stepId}`, outcome: 'refused', details: { reason } }));
     throw new ServiceError('forbidden', message, { details: { reason } });
   };
   if (ask.rule === 'two_person' && actor === run.requester) await refuse('requester_cannot_approve', "the run's requester cannot approve under the two-person rule");
@@ -224,16 +239,15 @@ export async function decideApproval(cell: Cell, actor: string, crewId: string, 
       throw new ServiceError('conflict', 'the caller already decided this step', { details: { reason: 'already_decided' } });
     }
     tx.run('INSERT INTO team_approvals (run_id, step_id, principal, decision, comment, at) VALUES (?, ?, ?, ?, ?, ?)', [runId, stepId, actor, decision, comment ?? null, at]);
-    recordAuditTx(tx, { at, actor, action: 'crew.run.approval', target: `${runId}:${stepId}`, outcome: 'ok', details: { decision } });
+    recordAuditTx(tx, { at, actor, action, target: `${runId}:${stepId}`, outcome: 'ok', details: { decision } });
   });
   try {
     await appendJournal(cell, runId, { step_id: stepId, kind: 'approval_received', data: { by: actor, decision } });
   } catch (e) {
     if (!(e instanceof RunClosedError)) throw e;
-    return getRun(cell, runId)!; // the run ended meanwhile; the decision stays recorded (audit)
+    return false; // the run ended meanwhile; the decision stays recorded (audit)
   }
-  if (run.state === 'waiting') return resumeRun(cell, runId, 'approval');
-  return getRun(cell, runId)!;
+  return run.state === 'waiting';
 }
 
 const sweeping = new WeakMap<Cell, Promise<void>>();
