@@ -51,6 +51,43 @@ export function recordedStep(cell: Cell, runId: string, stepId: string): Recorde
   return { output: output === undefined ? null : output, ...(rec.data !== undefined ? { data: rec.data } : {}) };
 }
 
+const RECORDED_KINDS = new Set(['step', 'decision', 'run_started']);
+
+/**
+ * The recorded steps of a run for one drive: loaded once from the journal when
+ * the drive starts (one query, not one scan per step), then kept current by
+ * the drive's own appends. Answers exactly as recordedStep would (the latest
+ * record of kind step, decision or run_started for the step id), since only
+ * the run's driver appends records of those kinds.
+ */
+class RecordedIndex {
+  readonly #byStep = new Map<string, { outputHash: string | null; output?: unknown; data?: JsonObject }>();
+  constructor(private readonly cell: Cell, runId: string) {
+    const rows = cell.store.all<{ record: string }>(
+      "SELECT record FROM journal WHERE run_id = ? AND kind IN ('step', 'decision', 'run_started') ORDER BY seq", [runId]);
+    for (const row of rows) {
+      const rec = JSON.parse(row.record) as JournalRecord;
+      this.#byStep.set(rec.step_id, { outputHash: rec.output_hash, ...(rec.data !== undefined ? { data: rec.data } : {}) });
+    }
+  }
+  noteAppend(kind: string, stepId: string, output: unknown, data: JsonObject | undefined): void {
+    if (!RECORDED_KINDS.has(kind)) return;
+    // As stored: the blob is JSON (undefined members dropped), read back as null when absent.
+    const out = output === undefined ? null : JSON.parse(JSON.stringify(output)) as unknown;
+    this.#byStep.set(stepId, { outputHash: null, output: out, ...(data !== undefined ? { data } : {}) });
+  }
+  get(stepId: string): RecordedStep | undefined {
+    const e = this.#byStep.get(stepId);
+    if (!e) return undefined;
+    let output = e.output;
+    if (e.outputHash !== null) {
+      const b = getBlob(this.cell, e.outputHash);
+      output = b === undefined ? null : b;
+    }
+    return { output: output ?? null, ...(e.data !== undefined ? { data: e.data } : {}) };
+  }
+}
+
 function defaultError(r: RunResult): RunError {
   const reason = r.reason ?? r.outcome;
   return {
@@ -72,16 +109,18 @@ export async function driveRun(cell: Cell, runId: string, graph: Graph, ports: D
     const moved = await setRunState(cell, runId, 'running', { graph_hash: graphHash, coordinator: cell.config.cellId });
     if (!moved) return { state: getRun(cell, runId)?.state ?? 'failed', result: null };
     let engineFinal: JsonObject | undefined;
+    const recorded = new RecordedIndex(cell, runId);
     const enginePorts: EnginePorts = {
       ...ports,
       clock: cell.clock,
       isCancelled: () => handle.signal.aborted,
-      recorded: async (stepId) => recordedStep(cell, runId, stepId),
+      recorded: async (stepId) => recorded.get(stepId),
       journal: {
         async append(fields, payload) {
           // The run's last record is written by finishRun together with the state change.
           if (fields.kind === TERMINAL_KIND) { engineFinal = fields.data ?? {}; await putBlob(cell, payload.output); return; }
           await appendJournal(cell, runId, { ...fields }, [payload.input, payload.output]);
+          recorded.noteAppend(fields.kind, fields.step_id, payload.output, fields.data);
         },
       },
     };
