@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { POSTURES, type CellConfig, type Posture } from './config.ts';
 import { consoleLogger, startCell } from './server.ts';
 import { bundleCommand } from './edge/cli.ts';
+import { dispatch, fail, type Command } from '../runtime/cli.ts';
 
 const HELP = `cell: agent teams and jobs under offline-verifiable authority
 
@@ -100,29 +101,13 @@ function intArg(name: string, v: string): number {
   return n;
 }
 
-function fail(msg: string): never {
-  process.stderr.write(`error: ${msg}\n`);
-  process.exit(2);
-}
-
-const COMMANDS: Record<string, (argv: string[]) => Promise<void>> = {
+const COMMANDS: Record<string, Command> = {
   serve: serveCommand,
   bundle: bundleCommand,
 };
 
-export async function main(argv: string[]): Promise<void> {
-  const [cmd, ...rest] = argv;
-  if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
-    process.stdout.write(HELP);
-    return;
-  }
-  const run = COMMANDS[cmd];
-  if (!run) fail(`unknown command '${cmd}'; see --help`);
-  try {
-    await run(rest);
-  } catch (err) {
-    fail(err instanceof Error ? err.message : String(err));
-  }
+export function main(argv: string[]): Promise<void> {
+  return dispatch(argv, COMMANDS, HELP);
 }
 
 // The bundle is also the entry of the job sandbox's worker threads (cell/jobs/sandbox/worker.ts):

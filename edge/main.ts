@@ -19,7 +19,7 @@ import { modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { journalCommand } from './journal-cli.ts';
 import { runtimeChildBridge } from '../runtime/local-model.ts';
-import { SetupError } from '../runtime/setup-error.ts';
+import { dispatch, fail, type Command } from '../runtime/cli.ts';
 
 const HELP = `edge: offline keys and offline crews for an air-gapped device
 
@@ -44,11 +44,6 @@ Commands:
 
 Test mode only: with AGENT_CELL_EDGE_TEST_CLOCK=1, serve and verify-key take --now-offset-ms N.
 `;
-
-function fail(msg: string, code = 2): never {
-  process.stderr.write(`error: ${msg}\n`);
-  process.exit(code);
-}
 
 async function initCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { data: { type: 'string' } }, strict: true });
@@ -187,7 +182,7 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
   }
 }
 
-const COMMANDS: Record<string, (argv: string[]) => Promise<void>> = {
+const COMMANDS: Record<string, Command> = {
   init: initCommand,
   trust: trustCommand,
   serve: serveCommand,
@@ -196,21 +191,8 @@ const COMMANDS: Record<string, (argv: string[]) => Promise<void>> = {
   model: modelCommand,
 };
 
-export async function main(argv: string[]): Promise<void> {
-  const [cmd, ...rest] = argv;
-  if (!cmd || cmd === 'help' || cmd === '--help' || cmd === '-h') {
-    process.stdout.write(HELP);
-    return;
-  }
-  const run = COMMANDS[cmd];
-  if (!run) fail(`unknown command '${cmd}'; see --help`);
-  try {
-    await run(rest);
-  } catch (err) {
-    if (isServiceError(err)) fail(`${err.code}: ${err.message}${err.details?.['reason'] ? ` (${String(err.details['reason'])})` : ''}`, 1);
-    if (err instanceof SetupError) fail(err.message);
-    fail(err instanceof Error ? err.message : String(err));
-  }
+export function main(argv: string[]): Promise<void> {
+  return dispatch(argv, COMMANDS, HELP);
 }
 
 if (!runtimeChildBridge()) main(process.argv.slice(2)).catch((e: unknown) => fail(String(e)));
