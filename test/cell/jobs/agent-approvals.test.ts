@@ -10,19 +10,16 @@ import { after, before, test } from 'node:test';
 import { schedulerOf } from '../../../cell/jobs/module.ts';
 import { readJournal } from '../../../cell/runs/journal.ts';
 import { settled } from '../../../cell/teams/runs.ts';
-import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { A, T, ok, provider, team, type Api } from '../teams/_setup.ts';
+import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
+import type { InProcess } from '../../helpers/inproc.ts';
+import { A, T, ok, team, type Api, crewFixture } from '../teams/_setup.ts';
 
 const J = `${A}/jobs`;
 let t: InProcess;
 let ai: FakeOpenAI;
 let api: Api;
 before(async () => {
-  t = await inProcessCell();
-  ai = await startOpenAIServer({ apiKey: 'sk-fake' });
-  api = { request: t.request, token: t.adminKey };
-  await provider(api, ai);
+  ({ t, ai, api } = await crewFixture());
 });
 after(async () => { await t.close(); await ai.close(); });
 

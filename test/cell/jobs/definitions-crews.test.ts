@@ -6,20 +6,17 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { settled } from '../../../cell/teams/runs.ts';
 import { schedulerOf } from '../../../cell/jobs/module.ts';
-import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { ok, provider, team, type Api } from '../teams/_setup.ts';
+import type { InProcess } from '../../helpers/inproc.ts';
+import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
+import { ok, team, type Api, crewFixture } from '../teams/_setup.ts';
 
 const DEFS = '/api/public/v1/admin/jobs/definitions';
 let t: InProcess;
 let ai: FakeOpenAI;
 let api: Api;
 before(async () => {
-  t = await inProcessCell();
-  ai = await startOpenAIServer({ apiKey: 'sk-fake' });
+  ({ t, ai, api } = await crewFixture());
   ai.setResponder(() => ({ content: 'done' }));
-  api = { request: t.request, token: t.adminKey };
-  await provider(api, ai);
 });
 after(async () => { await t.close(); await ai.close(); });
 

@@ -3,7 +3,9 @@
  * and helpers to author a team over the admin API.
  */
 import assert from 'node:assert/strict';
-import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
+import type { CellConfig } from '../../../cell/config.ts';
+import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
+import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 
 export const A = '/api/public/v1/admin';
 export const T = `${A}/agent-teams`;
@@ -17,6 +19,15 @@ export async function ok(api: Api, method: string, path: string, body?: unknown,
   const r = await api.request(method, path, { token: api.token, ...(body !== undefined ? { body } : {}) });
   assert.ok(expect.includes(r.status), `${method} ${path} -> ${r.status} ${r.text}`);
   return r.body;
+}
+
+/** An in-process cell, a fake OpenAI server and a provider registered on it: a crew test file's `before`. */
+export async function crewFixture(config: Partial<CellConfig> = {}): Promise<{ t: InProcess; ai: FakeOpenAI; api: Api }> {
+  const t = await inProcessCell({ config });
+  const ai = await startOpenAIServer({ apiKey: 'sk-fake' });
+  const api: Api = { request: t.request, token: t.adminKey };
+  await provider(api, ai);
+  return { t, ai, api };
 }
 
 /** Registers a provider on the fake server (with a stored secret) and returns its id. */

@@ -9,18 +9,15 @@ import { after, before, test } from 'node:test';
 import { isDriven } from '../../../cell/runs/control.ts';
 import { readJournal } from '../../../cell/runs/journal.ts';
 import { settled } from '../../../cell/teams/runs.ts';
-import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { A, T, ok, provider, team, type Api } from './_setup.ts';
+import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
+import type { InProcess } from '../../helpers/inproc.ts';
+import { A, T, ok, team, type Api, crewFixture } from './_setup.ts';
 
 let t: InProcess;
 let ai: FakeOpenAI;
 let api: Api;
 before(async () => {
-  t = await inProcessCell();
-  ai = await startOpenAIServer({ apiKey: 'sk-fake' });
-  api = { request: t.request, token: t.adminKey };
-  await provider(api, ai);
+  ({ t, ai, api } = await crewFixture());
 });
 after(async () => { await t.close(); await ai.close(); });
 

@@ -8,18 +8,15 @@ import { settled } from '../../../cell/teams/runs.ts';
 import { readJournal } from '../../../cell/runs/journal.ts';
 import { cellPublicJwks } from '../../../cell/iam/identity.ts';
 import { verifyJournal } from '../../../core/journal/verify.ts';
-import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { lastUser, startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { A, T, ok, provider, roleOf, team, type Api } from './_setup.ts';
+import type { InProcess } from '../../helpers/inproc.ts';
+import { lastUser, type FakeOpenAI } from '../../fixtures/openai-server.ts';
+import { A, T, ok, roleOf, team, type Api, crewFixture } from './_setup.ts';
 
 let t: InProcess;
 let ai: FakeOpenAI;
 let api: Api;
 before(async () => {
-  t = await inProcessCell({ config: { clearance: 2, topology: { site: 'hq' } } });
-  ai = await startOpenAIServer({ apiKey: 'sk-fake' });
-  api = { request: t.request, token: t.adminKey };
-  await provider(api, ai);
+  ({ t, ai, api } = await crewFixture({ clearance: 2, topology: { site: 'hq' } }));
 });
 after(async () => { await t.close(); await ai.close(); });
 

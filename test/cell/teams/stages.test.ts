@@ -8,18 +8,15 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { settled } from '../../../cell/teams/runs.ts';
 import { readJournal } from '../../../cell/runs/journal.ts';
-import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { lastUser, startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { A, T, ok, provider, team, type Api } from './_setup.ts';
+import type { InProcess } from '../../helpers/inproc.ts';
+import { lastUser, type FakeOpenAI } from '../../fixtures/openai-server.ts';
+import { A, T, ok, team, type Api, crewFixture } from './_setup.ts';
 
 let t: InProcess;
 let ai: FakeOpenAI;
 let api: Api;
 before(async () => {
-  t = await inProcessCell();
-  ai = await startOpenAIServer({ apiKey: 'sk-fake' });
-  api = { request: t.request, token: t.adminKey };
-  await provider(api, ai);
+  ({ t, ai, api } = await crewFixture());
   ai.setResponder((req) => ({ content: `agent saw: ${lastUser(req)}` }));
   await ok(api, 'POST', `${T}/skills`, { name: 'exclaim', skill_kind: 'transformer', definition: { expr: 'input + "?"' } });
 });

@@ -10,18 +10,15 @@ import { readJournal } from '../../../cell/runs/journal.ts';
 import { settled } from '../../../cell/teams/runs.ts';
 import { getTool, type ToolContext } from '../../../cell/tools/catalog.ts';
 import { isServiceError } from '../../../core/errors.ts';
-import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { T, ok, provider, team, type Api } from '../teams/_setup.ts';
+import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
+import type { InProcess } from '../../helpers/inproc.ts';
+import { T, ok, team, type Api, crewFixture } from '../teams/_setup.ts';
 
 let t: InProcess;
 let ai: FakeOpenAI;
 let api: Api;
 before(async () => {
-  t = await inProcessCell();
-  ai = await startOpenAIServer({ apiKey: 'sk-fake' });
-  api = { request: t.request, token: t.adminKey };
-  await provider(api, ai);
+  ({ t, ai, api } = await crewFixture());
 });
 after(async () => { await t.close(); await ai.close(); });
 
