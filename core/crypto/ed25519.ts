@@ -111,6 +111,7 @@ export async function verifyEd25519(publicJwk: JsonWebKey, data: Uint8Array, sig
     if (!isOkpEd25519(publicJwk) || b64field(publicJwk, 'x') === null) return false;
     if (!(sig instanceof Uint8Array) || sig.length !== 64 || !(data instanceof Uint8Array)) return false;
     if (strictPublicPoint(publicJwk.x as string) === null) return false;
+    if (smallOrderR(sig)) return false;
     const key = await cached(publicKeys, publicJwk.x as string, () =>
       crypto.subtle.importKey('jwk', minimalPublic(publicJwk), ALG, false, ['verify']),
     );
@@ -142,6 +143,35 @@ function littleEndian(bytes: Uint8Array): bigint {
   let n = 0n;
   for (let i = bytes.length - 1; i >= 0; i--) n = (n << 8n) | BigInt(bytes[i]!);
   return n;
+}
+
+/**
+ * Canonical encodings of the eight points of small order (the 8-torsion),
+ * computed once from an order-8 point. A signature whose R is one of them is
+ * refused on both paths, as libsodium does: OpenSSL's answer on such
+ * signatures changed between releases (Node 20 accepts ed25519-speccheck case
+ * 2, Node 24 refuses it), and the cell and the edge must agree on every runtime.
+ */
+let smallOrderEncodings: Uint8Array[] | undefined;
+
+function smallOrderR(sig: Uint8Array): boolean {
+  if (!smallOrderEncodings) {
+    const t = ed.Point.fromBytes(fromHexString('c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a'), false);
+    const out: Uint8Array[] = [];
+    let p = ed.Point.ZERO;
+    for (let k = 0; k < 8; k++) { out.push(p.toBytes()); p = p.add(t); }
+    smallOrderEncodings = out;
+  }
+  for (const e of smallOrderEncodings) {
+    let diff = 0;
+    for (let i = 0; i < 32; i++) diff |= e[i]! ^ sig[i]!;
+    if (diff === 0) return true;
+  }
+  return false;
+}
+
+function fromHexString(h: string): Uint8Array {
+  return Uint8Array.from({ length: h.length / 2 }, (_, i) => parseInt(h.slice(2 * i, 2 * i + 2), 16));
 }
 
 const points = new Map<string, ed.Point | null>();
@@ -177,6 +207,7 @@ export function verifyEd25519Sync(publicJwk: JsonWebKey, data: Uint8Array, sig: 
     if (!(sig instanceof Uint8Array) || sig.length !== 64 || !(data instanceof Uint8Array)) return false;
     const A = strictPublicPoint(publicJwk.x);
     if (A === null) return false;
+    if (smallOrderR(sig)) return false;
     const r = sig.subarray(0, 32);
     const s = littleEndian(sig.subarray(32, 64));
     if (s >= L) return false;

@@ -219,12 +219,14 @@ test('property: sync and WebCrypto paths agree on random messages and random tam
 // Edge cases where Ed25519 implementations disagree, from "Taming the many
 // EdDSAs" (Chalkias, Garillot, Nikolaenko, 2020), github.com/novifinancial/
 // ed25519-speccheck cases.json, cases 0-9. Our rule: cofactorless equation
-// with exact R bytes (as OpenSSL), and small-order or non-canonical public
-// keys refused; both paths must give these answers.
+// with exact R bytes (as OpenSSL), small-order or non-canonical public keys
+// refused, and small-order R refused (as libsodium; OpenSSL's answer on case 2
+// differs between Node 20 and Node 24); both paths, on every runtime, must give
+// these answers.
 const SPECCHECK: { note: string; message: string; pub: string; sig: string; ok: boolean }[] = [
   { note: '0: small-order A and R, S = 0', ok: false, message: '8c93255d71dcab10e8f379c26200f3c7bd5f09d9bc3068d3ef4edeb4853022b6', pub: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa', sig: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a0000000000000000000000000000000000000000000000000000000000000000' },
   { note: '1: small-order A, mixed-order R', ok: false, message: '9bd9f44f4dcc75bd531b56b2cd280b0bb38fc1cd6d1230e14861d861de092e79', pub: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa', sig: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43a5bb704786be79fc476f91d3f3f89b03984d8068dcf1bb7dfc6637b45450ac04' },
-  { note: '2: mixed-order A, small-order R', ok: true, message: 'aebf3f2601a0c8c5d39cc7d8911642f740b78168218da8471772b35f9d35b9ab', pub: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43', sig: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa8c4bd45aecaca5b24fb97bc10ac27ac8751a7dfe1baff8b953ec9f5833ca260e' },
+  { note: '2: mixed-order A, small-order R', ok: false, message: 'aebf3f2601a0c8c5d39cc7d8911642f740b78168218da8471772b35f9d35b9ab', pub: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43', sig: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa8c4bd45aecaca5b24fb97bc10ac27ac8751a7dfe1baff8b953ec9f5833ca260e' },
   { note: '3: mixed-order A and R, cofactorless holds', ok: true, message: '9bd9f44f4dcc75bd531b56b2cd280b0bb38fc1cd6d1230e14861d861de092e79', pub: 'cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d', sig: '9046a64750444938de19f227bb80485e92b83fdb4b6506c160484c016cc1852f87909e14428a7a1d62e9f22f3d3ad7802db02eb2e688b6c52fcd6648a98bd009' },
   { note: '4: passes only the cofactored equation', ok: false, message: 'e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec4011eaccd55b53f56c', pub: 'cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d', sig: '160a1cb0dc9c0258cd0a7d23e94d8fa878bcb1925f2c64246b2dee1796bed5125ec6bc982a269b723e0668e540911a9a6a58921d6925e434ab10aa7940551a09' },
   { note: '5: passes only the cofactored equation (other k reduction)', ok: false, message: 'e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec4011eaccd55b53f56c', pub: 'cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d', sig: '21122a84e0b5fca4052f5b1235c80a537878b38f3142356b2c2384ebad4668b7e40bc836dac0f71076f9abe3a53f9c03c1ceeeddb658d0030494ace586687405' },
