@@ -4,7 +4,7 @@ CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
 NODE_TEST := node --import tsx --test --test-concurrency=2
 
-.PHONY: install build edge edge-runtime typecheck test run bench demo browser-deps clean
+.PHONY: install build edge edge-runtime typecheck test test-compat run bench demo browser-deps clean
 
 # npm ci only when the lock file changed since the last install.
 node_modules/.install-stamp: package-lock.json
@@ -48,6 +48,10 @@ TEST_FILES = $(shell find test -name '*.test.ts' -not -path '*/node_modules/*' |
 test: install typecheck build edge-runtime browser-deps
 	$(NODE_TEST) $(TEST_FILES)
 
+# The same suite on Node 22 and 24 (binaries from the npm registry; not part of `make test`).
+test-compat: install build edge-runtime browser-deps
+	scripts/test-node-versions.sh
+
 run: build
 	node dist/cell.mjs serve --port $(CELL_PORT) --data $(CELL_DATA)
 
@@ -58,4 +62,4 @@ demo: build edge-runtime
 	node --import tsx scripts/demo.ts
 
 clean:
-	rm -rf dist node_modules edge-runtime/node_modules .cell test/artifacts
+	rm -rf dist node_modules edge-runtime/node_modules .node-versions .cell test/artifacts
