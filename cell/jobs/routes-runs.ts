@@ -16,6 +16,7 @@ import { getRun, listRuns, type Run } from '../runs/runs.ts';
 import { parseRunSpec, submitJobRun } from './runner.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
 import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema } from './schemas.ts';
+import { RunIdParam } from '../runs/routes.ts';
 
 const TAG = 'Job runs';
 
@@ -68,7 +69,6 @@ const list = createRoute({
 });
 
 const JobIdParam = z.object({ job_id: z.string().min(1).max(200).openapi({ param: { name: 'job_id', in: 'path' }, example: 'run_0123456789abcdef0123' }) });
-const RunIdParam = z.object({ run_id: z.string().min(1).max(200).openapi({ param: { name: 'run_id', in: 'path' }, example: 'run_0123456789abcdef0123' }) });
 
 const status = createRoute({
   method: 'get', path: '/api/public/v1/admin/jobs/runs/{job_id}', tags: [TAG], 'x-status': 'Live',

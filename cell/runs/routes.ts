@@ -47,7 +47,8 @@ export const JournalRecordSchema = z.object({
   data: z.record(z.string(), z.unknown()).optional(),
 }).openapi('JournalRecord');
 
-const RunIdParam = z.object({
+/** The `{run_id}` path parameter of every run route (jobs and crews share one run id space). */
+export const RunIdParam = z.object({
   run_id: z.string().min(1).max(64).openapi({ param: { name: 'run_id', in: 'path' }, example: 'run_0123456789abcdef0123' }),
 });
 
