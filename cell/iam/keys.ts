@@ -27,12 +27,19 @@ export interface KeyRow {
 export interface MintInput {
   ownerId: string; name: string; scopes: string[]; rateLimitRpm: number | null;
   allowedIps: string[]; allowedRegions: string[]; expiresAt: number | null; createdBy: string;
+  /** A secret generated beforehand (bootstrap writes it to disk before committing); default: a fresh one. */
+  secret?: string;
 }
 
 const randomBytes = (n: number) => crypto.getRandomValues(new Uint8Array(n));
 
 export function getKeyRow(db: Reader, id: string): KeyRow | undefined {
-  return db.get<KeyRow & Record<string, never>>('SELECT * FROM api_keys WHERE id = ?', [id]) as KeyRow | undefined;
+  return db.get('SELECT * FROM api_keys WHERE id = ?', [id]) as unknown as KeyRow | undefined;
+}
+
+/** A fresh API key secret. */
+export function newSecret(): string {
+  return generateSecret(randomBytes);
 }
 
 export function listKeyRows(db: Reader, limit: number, offset: number, ownerId?: string): KeyRow[] {
@@ -43,7 +50,8 @@ export function listKeyRows(db: Reader, limit: number, offset: number, ownerId?:
 
 /** Mints inside the caller's transaction; returns the row and the secret (shown once). */
 export function mintKeyTx(cell: Cell, tx: Tx, input: MintInput): { row: KeyRow; secret: string } {
-  const secret = generateSecret(randomBytes);
+  const secret = input.secret ?? generateSecret(randomBytes);
+  if (!isSecretFormat(secret)) throw new TypeError('mintKeyTx: not an API key secret');
   const row: KeyRow = {
     id: newId('key'), owner_id: input.ownerId, name: input.name, hash: hashSecret(secret),
     prev_hash: null, prev_not_after: null, scopes: JSON.stringify(input.scopes),

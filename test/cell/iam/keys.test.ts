@@ -330,3 +330,17 @@ test('the cell publishes its identity keys (public part only), including the jou
     assert.ok(r.headers.get('x-ratelimit-limit'), 'rate-limited like everything else');
   } finally { await t.close(); }
 });
+
+test('a key file left by a first start that died before committing is replaced on the next start', async () => {
+  const { mkdtempSync, writeFileSync, readFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const dir = mkdtempSync(join(tmpdir(), 'cell-boot-'));
+  writeFileSync(join(dir, 'bootstrap-admin.key'), 'svck_live_' + 'Z'.repeat(43) + '\n', { mode: 0o600 });
+  const t = await inProcessCell({ config: { dataDir: dir } });
+  try {
+    const onDisk = readFileSync(join(dir, 'bootstrap-admin.key'), 'utf8').trim();
+    assert.equal(onDisk, t.adminKey);
+    assert.notEqual(onDisk, 'svck_live_' + 'Z'.repeat(43));
+    assert.equal((await t.request('GET', ME_PROBE, { token: onDisk })).status, 200);
+  } finally { await t.close(); }
+});
