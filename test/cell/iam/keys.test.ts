@@ -342,5 +342,8 @@ test('a key file left by a first start that died before committing is replaced o
     assert.equal(onDisk, t.adminKey);
     assert.notEqual(onDisk, 'svck_live_' + 'Z'.repeat(43));
     assert.equal((await t.request('GET', ME_PROBE, { token: onDisk })).status, 200);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+    (await import('node:fs')).rmSync(dir, { recursive: true, force: true });
+  }
 });
