@@ -7,11 +7,12 @@
  *   runs/         offline runs: journal records and values, by run id
  * Every write is temp file, fsync, rename, so a crash leaves the old or the new file.
  */
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { emptyDeviceState, parseDeviceState, type DeviceState } from '../bundles/accept.ts';
 import type { TrustedKey } from '../bundles/_codec.ts';
 import { SetupError } from '../runtime/setup-error.ts';
+import { writeFileDurable as writeDurable } from '../runtime/write-durable.ts';
 
 export interface DeviceFile {
   format_version: 1;
@@ -35,24 +36,9 @@ export const paths = (dir: string) => ({
   runs: join(dir, 'runs'),
 });
 
-/** Writes a file durably: temp, fsync, rename, fsync of the directory. */
+/** The edge's durable writes: the shared helper, directory fsync best-effort as it always was here. */
 export function writeFileDurable(path: string, text: string, mode = 0o644): void {
-  mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp-${process.pid}`;
-  const fd = openSync(tmp, 'w', mode);
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
-  try {
-    const dfd = openSync(dirname(path), 'r');
-    try { fsyncSync(dfd); } finally { closeSync(dfd); }
-  } catch {
-    // Directory fsync is unsupported on some filesystems; the rename is still atomic.
-  }
+  writeDurable(path, text, { mode, dirSyncBestEffort: true });
 }
 
 export class EdgeSetupError extends SetupError {

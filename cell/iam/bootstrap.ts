@@ -7,8 +7,8 @@
  * and no owner, so the next start bootstraps again and replaces the file. The
  * other order could leave an owner whose key nobody has.
  */
-import { closeSync, fsyncSync, openSync, renameSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { writeFileDurable } from '../../runtime/write-durable.ts';
 import type { Cell } from '../context.ts';
 import { recordAuditTx } from './audit.ts';
 import { mintKeyTx, newSecret } from './keys.ts';
@@ -20,7 +20,7 @@ export const BOOTSTRAP_KEY_FILE = 'bootstrap-admin.key';
 export async function bootstrapOwner(cell: Cell): Promise<string | null> {
   if (cell.store.get('SELECT 1 AS x FROM principals LIMIT 1')) return null;
   const secret = newSecret();
-  writeDurably(join(cell.config.dataDir, BOOTSTRAP_KEY_FILE), secret + '\n');
+  writeFileDurable(join(cell.config.dataDir, BOOTSTRAP_KEY_FILE), secret + '\n', { mode: 0o600 });
   await cell.store.write((tx) => {
     const owner = createPrincipalTx(cell, tx, { kind: 'user', name: 'owner', roles: ['owner'], createdBy: null });
     const { row } = mintKeyTx(cell, tx, {
@@ -30,18 +30,4 @@ export async function bootstrapOwner(cell: Cell): Promise<string | null> {
     recordAuditTx(tx, { at: cell.clock.now(), actor: 'system:bootstrap', action: 'api_key.mint', target: row.id, outcome: 'ok', details: { owner_id: owner.id } });
   });
   return secret;
-}
-
-function writeDurably(path: string, text: string): void {
-  const tmp = `${path}.tmp`;
-  const fd = openSync(tmp, 'w', 0o600);
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
-  const dir = openSync(join(path, '..'), 'r');
-  try { fsyncSync(dir); } finally { closeSync(dir); }
 }

@@ -14,9 +14,9 @@
  * says `truncated: true`); the time cap and cancel are enforced by the host,
  * which terminates this worker (sql.js has no progress handler).
  */
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
 import { loadSqlJs } from '../../store/_sqljs.ts';
+import { writeFileDurable } from '../../../runtime/write-durable.ts';
 
 export type SqlParam = string | number | boolean | null;
 
@@ -46,21 +46,6 @@ function toBind(p: SqlTask['statements'][number]['params']): (string | number | 
   const out: Record<string, string | number | null> = {};
   for (const [k, v] of Object.entries(p)) out[/^[:@$]/.test(k) ? k : `:${k}`] = conv(v);
   return out;
-}
-
-function persist(path: string, bytes: Uint8Array): void {
-  mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp`;
-  const fd = openSync(tmp, 'w', 0o600);
-  try {
-    writeSync(fd, bytes);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
-  const dfd = openSync(dirname(path), 'r');
-  try { fsyncSync(dfd); } finally { closeSync(dfd); }
 }
 
 /** Runs a job's statements as one transaction and persists the database if it may have changed. */
@@ -94,7 +79,7 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
       }
     }
     db.exec('COMMIT');
-    if (writes) persist(task.dbPath, db.export());
+    if (writes) writeFileDurable(task.dbPath, db.export(), { mode: 0o600 });
     return { ok: true, results, duration_ms: Date.now() - started };
   } catch (err) {
     try { db.exec('ROLLBACK'); } catch { /* no transaction open */ }
