@@ -114,8 +114,7 @@ export function keyView(row: KeyRow, secret?: string) {
 }
 
 /** The record core judges, built from a row and its owner. */
-export function keyRecord(cell: Cell, row: KeyRow): KeyRecord {
-  const owner = getPrincipal(cell, row.owner_id);
+export function keyRecord(cell: Cell, row: KeyRow, owner: Principal | undefined = getPrincipal(cell, row.owner_id)): KeyRecord {
   const hashes: KeyRecord['hashes'] = [{ hash: row.hash, not_after: row.expires_at }];
   if (row.prev_hash && row.prev_not_after !== null) hashes.push({ hash: row.prev_hash, not_after: row.prev_not_after });
   return {
@@ -148,7 +147,8 @@ function lookup(cell: Cell, hash: string): CacheEntry | undefined {
   const hit = cache.get(hash);
   if (hit !== undefined) return hit ?? undefined;
   const row = cell.store.get('SELECT * FROM api_keys WHERE hash = ? OR prev_hash = ? LIMIT 1', [hash, hash]) as unknown as KeyRow | undefined;
-  const entry = row ? { record: keyRecord(cell, row), owner: getPrincipal(cell, row.owner_id) } : null;
+  const owner = row ? getPrincipal(cell, row.owner_id) : undefined;
+  const entry = row ? { record: keyRecord(cell, row, owner), owner } : null;
   if (cache.size > 50_000) cache.clear();
   cache.set(hash, entry);
   return entry ?? undefined;
