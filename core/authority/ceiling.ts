@@ -1,0 +1,119 @@
+/**
+ * A principal's authority ceiling: the most envelope authority (service spec,
+ * "Authority envelope") anything it creates, runs or hands out may carry.
+ * Either `'unbounded'` (the bootstrap owner) or an envelope. A credential's
+ * ceiling is its owner's ceiling met with the credential's own cap, so a
+ * credential only ever narrows, as its scopes do for permissions.
+ *
+ * Unlike `isSubset`/`intersectAuthority` (where list entries are exact names,
+ * as the compiler needs), a ceiling reads the wildcards the tools honour in
+ * `egress_allowlist` and `data_grant_ids`: `*` covers every destination,
+ * `kv:*` every `kv:<workspace>`, `*.example.com` every sub-domain of it (and
+ * narrower wildcards under it). So a ceiling of `egress_allowlist: ["*"]`
+ * lets a job ask for `https://api.example.com`, and the job gets exactly what
+ * it asked; a ceiling of `["https://api.example.com"]` never lets it ask `*`.
+ */
+import {
+  contractsOf,
+  intersectAuthority,
+  modeRank,
+  normalizeAuthority,
+  type AuthorityEnvelope,
+  type AuthorityField,
+} from './envelope.ts';
+
+export const UNBOUNDED = 'unbounded' as const;
+
+/** The envelope authority a principal or credential holds. */
+export type Ceiling = AuthorityEnvelope | typeof UNBOUNDED;
+
+const WILDCARD_FIELDS = ['egress_allowlist', 'data_grant_ids'] as const;
+const EXACT_FIELDS = ['allowed_tools', 'compartments'] as const;
+
+/** True when the allowlist entry `parent` grants everything entry `child` grants. */
+export function entryCovers(parent: string, child: string): boolean {
+  if (parent === child || parent === '*') return true;
+  if (child === '*') return false;
+  if (parent === 'kv:*') return child.startsWith('kv:');
+  if (parent.startsWith('*.') && !child.startsWith('kv:')) {
+    const suffix = parent.slice(1).toLowerCase(); // ".example.com"
+    let host = child.toLowerCase();
+    if (host.includes('://')) {
+      try {
+        host = new URL(host).hostname;
+      } catch {
+        return false;
+      }
+    }
+    if (host.startsWith('*.')) host = host.slice(1);
+    return host.endsWith(suffix) && host.length > suffix.length;
+  }
+  return false;
+}
+
+function listCovered(child: readonly string[] | undefined, parent: readonly string[] | undefined, wildcards: boolean): boolean {
+  if (!child || child.length === 0) return true;
+  const p = parent ?? [];
+  return child.every((c) => (wildcards ? p.some((x) => entryCovers(x, c)) : p.includes(c)));
+}
+
+function listMeet(a: readonly string[], b: readonly string[], wildcards: boolean): string[] {
+  if (!wildcards) {
+    const right = new Set(b);
+    return [...new Set(a)].filter((x) => right.has(x)).sort();
+  }
+  // The meet: every entry of either side that the other side covers.
+  const out = new Set<string>();
+  for (const x of a) if (b.some((y) => entryCovers(y, x))) out.add(x);
+  for (const y of b) if (a.some((x) => entryCovers(x, y))) out.add(y);
+  return [...out].sort();
+}
+
+/**
+ * Whether `env` stays inside `ceiling` on every field; when not, every
+ * offending field is named.
+ */
+export function withinCeiling(env: AuthorityEnvelope | Ceiling, ceiling: Ceiling): { ok: true } | { ok: false; fields: (AuthorityField | 'unbounded')[] } {
+  if (ceiling === UNBOUNDED) return { ok: true };
+  if (env === UNBOUNDED) return { ok: false, fields: ['unbounded'] };
+  const fields: AuthorityField[] = [];
+  for (const f of EXACT_FIELDS) if (!listCovered(env[f], ceiling[f], false)) fields.push(f);
+  for (const f of WILDCARD_FIELDS) if (!listCovered(env[f], ceiling[f], true)) fields.push(f);
+  if ((env.clearance_level ?? 0) > (ceiling.clearance_level ?? 0)) fields.push('clearance_level');
+  if (modeRank(env.permission_mode) > modeRank(ceiling.permission_mode)) fields.push('permission_mode');
+  const envContracts = new Set(contractsOf(env));
+  if (!contractsOf(ceiling).every((c) => envContracts.has(c))) fields.push('governing_contract_id');
+  if ((env.budget_ceiling ?? Infinity) > (ceiling.budget_ceiling ?? Infinity)) fields.push('budget_ceiling');
+  return fields.length === 0 ? { ok: true } : { ok: false, fields };
+}
+
+/** `env` narrowed to what `ceiling` allows: never wider than either. */
+export function capToCeiling(env: AuthorityEnvelope, ceiling: Ceiling): AuthorityEnvelope {
+  if (ceiling === UNBOUNDED) return normalizeAuthority(env);
+  const out = intersectAuthority(env, ceiling);
+  for (const f of WILDCARD_FIELDS) {
+    if (env[f] === undefined && ceiling[f] === undefined) continue;
+    out[f] = listMeet(env[f] ?? [], ceiling[f] ?? [], true);
+  }
+  return out;
+}
+
+/** What both ceilings allow. */
+export function meetCeilings(a: Ceiling, b: Ceiling): Ceiling {
+  if (a === UNBOUNDED) return b === UNBOUNDED ? UNBOUNDED : normalizeAuthority(b);
+  if (b === UNBOUNDED) return normalizeAuthority(a);
+  return capToCeiling(a, b);
+}
+
+/** Parses a stored ceiling (JSON text); anything unreadable is the least authority. */
+export function parseCeiling(text: string | null | undefined): Ceiling {
+  if (text === null || text === undefined || text === '') return {};
+  try {
+    const v = JSON.parse(text) as unknown;
+    if (v === UNBOUNDED) return UNBOUNDED;
+    if (v !== null && typeof v === 'object' && !Array.isArray(v)) return v as AuthorityEnvelope;
+  } catch {
+    // fall through: fail closed
+  }
+  return {};
+}
