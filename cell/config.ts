@@ -34,6 +34,8 @@ export interface CellConfig {
   /** Placement: this cell's clearance ceiling and topology labels. */
   clearance: number;
   topology: Record<string, string>;
+  /** CIDR ranges (or addresses) of non-public networks tools may reach anyway (cell/tools/ssrf.ts). */
+  egressAllowPrivate: string[];
 }
 
 export const DEFAULTS: CellConfig = {
@@ -59,4 +61,7 @@ export const DEFAULTS: CellConfig = {
   accessTokenTtlSeconds: 600,
   clearance: 0,
   topology: {},
+  // None: no tool reaches loopback, private or link-local addresses (SSRF) unless an
+  // operator names the range for the whole cell, whatever an egress allowlist says.
+  egressAllowPrivate: [],
 };

@@ -4,6 +4,7 @@
  */
 import type { Context } from 'hono';
 import type { IncomingMessage } from 'node:http';
+import type { Ceiling } from '../core/authority/ceiling.ts';
 import type { CellConfig } from './config.ts';
 import type { Store } from './store/types.ts';
 
@@ -28,9 +29,16 @@ export interface AuthContext {
   scopes: string[];
   /** permissions ∩ scopes: what this request may do. */
   effective: string[];
+  /** The envelope authority this request holds: the principal's ceiling met with the credential's cap. */
+  envelope: Ceiling;
   credential: {
     type: 'api_key' | 'oauth' | 'sat';
     id: string;
+    /**
+     * The credential everything derives from (`api_key:<key id>`, or `token:<jti>` for a
+     * token minted with no key behind it): revoking or throttling it applies to all that derive from it.
+     */
+    root: string;
     /** Per-credential requests-per-minute ceiling, when it has one. */
     rateLimitRpm?: number;
     clientId?: string;

@@ -9,6 +9,7 @@ import { POSTURES, type CellConfig, type Posture } from './config.ts';
 import { consoleLogger, startCell } from './server.ts';
 import { bundleCommand } from './edge/cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
+import { parseIpRule } from '../core/apikey/network.ts';
 
 const HELP = `cell: agent teams and jobs under offline-verifiable authority
 
@@ -32,6 +33,8 @@ Commands:
     --tls-cert FILE    serve https with this PEM certificate (with --tls-key)
     --tls-key FILE     the certificate's PEM private key
     --client-ca FILE   PEM CA for client certificates (mTLS, RFC 8705 bound tokens)
+    --egress-allow-private CIDR,..  non-public ranges tools may reach (default none: loopback,
+                       private and link-local addresses are refused whatever an allowlist says)
   bundle keys      write a signed API-key bundle for an edge device (cell stopped)
     --data DIR --device ID --out FILE [--ttl-seconds N]
   bundle trust     write the trust anchor a device pins (--data DIR --out FILE)
@@ -47,6 +50,7 @@ async function serveCommand(argv: string[]): Promise<void> {
       'public-url': { type: 'string' }, 'rate-capacity': { type: 'string' }, 'rate-refill': { type: 'string' },
       'agent-quota': { type: 'string' }, 'trusted-proxies': { type: 'string' }, clearance: { type: 'string' }, topology: { type: 'string' },
       'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'client-ca': { type: 'string' },
+      'egress-allow-private': { type: 'string' },
     },
     strict: true,
   });
@@ -76,6 +80,11 @@ async function serveCommand(argv: string[]): Promise<void> {
       if (!k || v === undefined) fail('--topology takes k=v pairs separated by commas');
       return [k, v];
     }));
+  }
+  if (values['egress-allow-private'] !== undefined) {
+    const rules = values['egress-allow-private'].split(',').map((s) => s.trim()).filter(Boolean);
+    for (const r of rules) if (parseIpRule(r) === null) fail(`--egress-allow-private: '${r}' is not an address or CIDR range`);
+    config.egressAllowPrivate = rules;
   }
   if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
   if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');

@@ -14,6 +14,8 @@ export const PERMISSIONS = {
   satsWrite: 'iam.sats.write',
   auditRead: 'audit.read',
   secretsWrite: 'secrets.write',
+  /** Bind a stored secret someone else created to a provider (one's own secrets need no permission). */
+  secretsUse: 'secrets.use',
   providersRead: 'ai.providers.read',
   providersWrite: 'ai.providers.write',
   catalogRead: 'catalog.read',

@@ -67,9 +67,19 @@ export function readTrust(dir: string): TrustFile {
   return t;
 }
 
+/**
+ * The device state. `edge init` writes it beside device.json, so an initialised
+ * device without it has lost what it has seen (highest bundle versions, clock
+ * high-water mark): starting as if fresh would accept older bundles again.
+ * Refuse, and say how to start over deliberately (a new device identity).
+ */
 export function readState(dir: string, deviceId: string): DeviceState {
   const p = paths(dir).state;
-  if (!existsSync(p)) return emptyDeviceState(deviceId);
+  if (!existsSync(p)) {
+    throw new EdgeSetupError(`${p} is missing but this device is initialised (device.json): refusing to start, since a device that `
+      + 'forgot what it has seen would accept older bundles again. Restore state.json from a backup, or start over deliberately: '
+      + 'move device.json away, run `edge init --data DIR` (a new device id), register it with the cell and bring new bundles.');
+  }
   try {
     const s = parseDeviceState(JSON.parse(readFileSync(p, 'utf8')));
     if (s.device_id !== deviceId) throw new TypeError('state of another device');
@@ -78,6 +88,11 @@ export function readState(dir: string, deviceId: string): DeviceState {
     // Fail closed: a device that cannot tell what it has seen must not guess.
     throw new EdgeSetupError(`state.json is unreadable (${p}); refusing to start rather than forget what was seen`);
   }
+}
+
+/** The state of a device that has seen nothing yet (written by `edge init`). */
+export function initialState(deviceId: string): DeviceState {
+  return emptyDeviceState(deviceId);
 }
 
 export function writeState(dir: string, s: DeviceState): void {

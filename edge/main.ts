@@ -10,7 +10,7 @@ import { serve } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
 import { isServiceError } from '../core/errors.ts';
 import { generateEd25519 } from '../bundles/_codec.ts';
-import { paths, readDevice, readState, readTrust, writeFileDurable, writeState, type DeviceFile, type TrustFile } from './files.ts';
+import { initialState, paths, readDevice, readState, readTrust, writeFileDurable, writeState, type DeviceFile, type TrustFile } from './files.ts';
 import { edgeClock } from './clock.ts';
 import { loadKeyBundle } from './load.ts';
 import { authenticateOffline, authorizeOffline, type LoadedKeys } from './decide.ts';
@@ -53,6 +53,8 @@ async function initCommand(argv: string[]): Promise<void> {
   if (existsSync(p.device)) fail(`a device key already exists in ${dir}; refusing to replace it`);
   const k = await generateEd25519();
   const device: DeviceFile = { format_version: 1, device_id: k.kid, public_jwk: k.publicJwk, private_jwk: k.privateJwk };
+  // State first: a crash in between leaves no device.json, and init runs again from scratch.
+  writeState(dir, initialState(device.device_id));
   writeFileDurable(p.device, JSON.stringify(device, null, 1) + '\n', 0o600);
   process.stdout.write(JSON.stringify({ device_id: k.kid, public_jwk: k.publicJwk }) + '\n');
 }

@@ -5,12 +5,14 @@
  * not use a provider its posture now forbids (fail-closed).
  */
 import { ServiceError, invalid, notFound } from '../../core/errors.ts';
-import type { Cell } from '../context.ts';
+import type { AuthContext, Cell } from '../context.ts';
 import { newId } from '../iam/ids.ts';
 import { recordAuditTx } from '../iam/audit.ts';
 import { chatCompletion, type ChatRequest, type ChatResult } from './openai-client.ts';
 import { postureAllows, type PostureDecision } from './posture.ts';
-import { readSecret, secretExists } from './secrets.ts';
+import { mayUseSecret, readSecret, secretExists } from './secrets.ts';
+import { getPrincipal, principalPermissions } from '../iam/principals.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
 
 export interface ProviderInput {
   provider_type: string;
@@ -65,7 +67,8 @@ export const AI_MIGRATIONS = [
 ] as const;
 
 /** Registers a provider after the posture gate; a refusal is audited and thrown. */
-export async function registerProvider(cell: Cell, actor: string, input: ProviderInput): Promise<Provider> {
+export async function registerProvider(cell: Cell, auth: AuthContext, input: ProviderInput): Promise<Provider> {
+  const actor = auth.principal.id;
   const decision = postureAllows(cell.config.posture, { provider_type: input.provider_type, base_url: input.base_url ?? null });
   if (!decision.allowed) {
     const details = { reason: 'posture_forbidden', posture: cell.config.posture, rule: decision.rule, provider_type: input.provider_type };
@@ -81,6 +84,14 @@ export async function registerProvider(cell: Cell, actor: string, input: Provide
   }
   if (input.api_key_secret_id && !secretExists(cell, input.api_key_secret_id)) {
     throw invalid('api_key_secret_id names no stored secret', { reason: 'unknown_secret', field: 'api_key_secret_id' });
+  }
+  // Binding a secret sends it to base_url: only its creator, or a holder of secrets.use, may.
+  if (input.api_key_secret_id && !mayUseSecret(cell, actor, auth.effective, input.api_key_secret_id)) {
+    const details = { reason: 'secret_not_usable', field: 'api_key_secret_id', required_permission: PERMISSIONS.secretsUse };
+    await cell.store.write((tx) => recordAuditTx(tx, {
+      at: cell.clock.now(), actor, action: 'ai.provider.register', target: input.api_key_secret_id!, outcome: 'refused', details,
+    }));
+    throw new ServiceError('forbidden', 'the caller may not use this secret: it is not theirs and they lack secrets.use', { details });
   }
   const p: Provider = {
     provider_id: newId('prv'),
@@ -140,6 +151,13 @@ export async function callProvider(cell: Cell, providerId: string, req: Omit<Cha
     const rt = cell.services.get(LOCAL_RUNTIME_SERVICE) as LocalModelRuntime | undefined;
     if (!rt) throw new ServiceError('service_unavailable', 'no local model runtime on this cell', { details: { reason: 'runtime_unavailable', provider_type: 'local-signed' } });
     return opts.signal ? raceAbort(rt.complete(p, body, { signal: opts.signal }), opts.signal) : rt.complete(p, body);
+  }
+  if (p.api_key_secret_id) {
+    // Checked again at every call: the registrant must still be active and still entitled to the secret.
+    const who = getPrincipal(cell, p.created_by);
+    if (!who || who.status !== 'active' || !mayUseSecret(cell, who.id, principalPermissions(cell, who), p.api_key_secret_id)) {
+      throw new ServiceError('forbidden', 'the provider\'s registrant may no longer use its secret', { details: { reason: 'secret_not_usable', provider_id: p.provider_id } });
+    }
   }
   const apiKey = p.api_key_secret_id ? readSecret(cell, p.api_key_secret_id) : undefined;
   return chatCompletion({

@@ -79,7 +79,7 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }), async (c) => {
     const auth = c.get('auth');
     const body = c.req.valid('json');
-    const p = await registerProvider(cell, auth.principal.id, body);
+    const p = await registerProvider(cell, auth, body);
     return c.json(providerView(cell, p), 201);
   });
 

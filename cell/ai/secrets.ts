@@ -15,6 +15,8 @@ import { ServiceError } from '../../core/errors.ts';
 import type { Cell } from '../context.ts';
 import type { Tx } from '../store/types.ts';
 import { newId } from '../iam/ids.ts';
+import { grants } from '../../core/authority/scopes.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
 
 const KEY_FILE = 'secrets.key';
 const keys = new WeakMap<Cell, Buffer>();
@@ -73,6 +75,17 @@ export function insertSecretTx(tx: Tx, row: { secretId: string; name: string; se
 
 export function secretExists(cell: Cell, secretId: string): boolean {
   return cell.store.get('SELECT 1 AS x FROM ai_secrets WHERE secret_id = ?', [secretId]) !== undefined;
+}
+
+/**
+ * Whether a principal holding `permissions` may bind the secret to a provider
+ * (and so send it wherever the provider's base_url points): the secret's
+ * creator may, anyone else needs `secrets.use`. An unknown secret: nobody.
+ */
+export function mayUseSecret(cell: Cell, principalId: string, permissions: readonly string[], secretId: string): boolean {
+  const row = cell.store.get<{ created_by: string }>('SELECT created_by FROM ai_secrets WHERE secret_id = ?', [secretId]);
+  if (!row) return false;
+  return row.created_by === principalId || grants(permissions, PERMISSIONS.secretsUse);
 }
 
 /** The plaintext of a stored secret, for a provider call only. */

@@ -33,7 +33,8 @@ export function requires(permission: string): MiddlewareHandler<AppEnv> {
       const clock = c.get('cell').clock;
       let limits = limitsByClock.get(clock);
       if (!limits) { limits = new CredentialLimits(clock); limitsByClock.set(clock, limits); }
-      const r = limits.take(`${auth.credential.type}:${auth.credential.id}`, rpm);
+      // One bucket per root credential: a token or SAT derived from a key spends the key's budget.
+      const r = limits.take(auth.credential.root, rpm);
       if (!r.allowed) throw rateLimited(r, 'requests-per-minute ceiling of this credential', rateLimitHeaders(r, 'credential', 60));
     }
     await next();

@@ -9,6 +9,7 @@
  */
 import { join } from 'node:path';
 import { writeFileDurable } from '../../runtime/write-durable.ts';
+import { UNBOUNDED } from '../../core/authority/ceiling.ts';
 import type { Cell } from '../context.ts';
 import { recordAuditTx } from './audit.ts';
 import { mintKeyTx, newSecret } from './keys.ts';
@@ -22,7 +23,7 @@ export async function bootstrapOwner(cell: Cell): Promise<string | null> {
   const secret = newSecret();
   writeFileDurable(join(cell.config.dataDir, BOOTSTRAP_KEY_FILE), secret + '\n', { mode: 0o600 });
   await cell.store.write((tx) => {
-    const owner = createPrincipalTx(cell, tx, { kind: 'user', name: 'owner', roles: ['owner'], createdBy: null });
+    const owner = createPrincipalTx(cell, tx, { kind: 'user', name: 'owner', roles: ['owner'], authority: UNBOUNDED, createdBy: null });
     const { row } = mintKeyTx(cell, tx, {
       ownerId: owner.id, name: 'bootstrap', scopes: [], rateLimitRpm: null,
       allowedIps: [], allowedRegions: [], expiresAt: null, createdBy: 'system:bootstrap', secret,

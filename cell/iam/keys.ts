@@ -8,6 +8,10 @@
 import { KEY_PREFIX, generateSecret, isSecretFormat } from '../../core/apikey/secret.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
 import { verifyPresentedKey, type KeyRecord } from '../../core/apikey/verify.ts';
+import { meetCeilings, parseCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
+import { effectiveAuthority } from '../../core/authority/scopes.ts';
+import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
+import type { Grant } from '../../core/authority/contain.ts';
 import { ServiceError, conflict, unauthorized } from '../../core/errors.ts';
 import type { AuthContext, Authenticator, Cell } from '../context.ts';
 import { clientIp } from '../http/client-ip.ts';
@@ -22,11 +26,15 @@ export interface KeyRow {
   scopes: string; rate_limit_rpm: number | null; allowed_ips: string; allowed_regions: string; status: KeyStatus;
   created_at: number; created_by: string; expires_at: number | null; rotated_at: number | null;
   revoked_at: number | null; deleted_at: number | null;
+  /** JSON envelope cap of this key, or null: the owner's full ceiling. */
+  authority: string | null;
 }
 
 export interface MintInput {
   ownerId: string; name: string; scopes: string[]; rateLimitRpm: number | null;
   allowedIps: string[]; allowedRegions: string[]; expiresAt: number | null; createdBy: string;
+  /** Envelope cap of the key; null or absent: the owner's full ceiling. */
+  authority?: AuthorityEnvelope | null;
   /** A secret generated beforehand (bootstrap writes it to disk before committing); default: a fresh one. */
   secret?: string;
 }
@@ -58,6 +66,7 @@ export function mintKeyTx(cell: Cell, tx: Tx, input: MintInput): { row: KeyRow; 
     rate_limit_rpm: input.rateLimitRpm, allowed_ips: JSON.stringify(input.allowedIps),
     allowed_regions: JSON.stringify(input.allowedRegions), status: 'active', created_at: cell.clock.now(),
     created_by: input.createdBy, expires_at: input.expiresAt, rotated_at: null, revoked_at: null, deleted_at: null,
+    authority: input.authority ? JSON.stringify(input.authority) : null,
   };
   const cols = Object.keys(row);
   tx.run(`INSERT INTO api_keys (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, Object.values(row));
@@ -110,7 +119,20 @@ export function keyView(row: KeyRow, secret?: string) {
     rotated_at: iso(row.rotated_at),
     previous_secret_valid_until: row.prev_hash ? iso(row.prev_not_after) : null,
     revoked_at: iso(row.revoked_at),
+    authority: row.authority === null ? null : parseCeiling(row.authority),
   };
+}
+
+/** The envelope a key holds: its owner's ceiling met with the key's own cap. */
+export function keyEnvelope(row: Pick<KeyRow, 'authority'>, owner: Pick<Principal, 'authority'> | undefined): Ceiling {
+  if (!owner) return {};
+  return row.authority === null ? owner.authority : meetCeilings(owner.authority, parseCeiling(row.authority));
+}
+
+/** Everything a key lets its holder do, as containment compares it. */
+export function keyAuthority(cell: Cell, row: KeyRow, owner: Principal | undefined = getPrincipal(cell, row.owner_id)): Grant {
+  const perms = owner ? principalPermissions(cell, owner) : [];
+  return { permissions: effectiveAuthority(perms, JSON.parse(row.scopes) as string[]), envelope: keyEnvelope(row, owner) };
 }
 
 /** The record core judges, built from a row and its owner. */
@@ -134,7 +156,7 @@ export function keyRecord(cell: Cell, row: KeyRow, owner: Principal | undefined 
 
 // --- lookup cache: hash -> record, dropped whole on any IAM write -------------
 
-interface CacheEntry { record: KeyRecord; owner: Principal | undefined }
+interface CacheEntry { record: KeyRecord; owner: Principal | undefined; envelope: Ceiling }
 const caches = new WeakMap<Cell, Map<string, CacheEntry | null>>();
 
 export function invalidateKeyCache(cell: Cell): void {
@@ -148,7 +170,7 @@ function lookup(cell: Cell, hash: string): CacheEntry | undefined {
   if (hit !== undefined) return hit ?? undefined;
   const row = cell.store.get('SELECT * FROM api_keys WHERE hash = ? OR prev_hash = ? LIMIT 1', [hash, hash]) as unknown as KeyRow | undefined;
   const owner = row ? getPrincipal(cell, row.owner_id) : undefined;
-  const entry = row ? { record: keyRecord(cell, row, owner), owner } : null;
+  const entry = row ? { record: keyRecord(cell, row, owner), owner, envelope: keyEnvelope(row, owner) } : null;
   if (cache.size > 50_000) cache.clear();
   cache.set(hash, entry);
   return entry ?? undefined;
@@ -172,7 +194,11 @@ export function authenticateKeySecret(cell: Cell, secret: string, ip: string | n
     permissions: record.owner_permissions,
     scopes: record.scopes,
     effective: verdict.effective,
-    credential: { type: 'api_key', id: record.key_id, ...(record.rate_limit_rpm !== null ? { rateLimitRpm: record.rate_limit_rpm } : {}) },
+    envelope: entry.envelope,
+    credential: {
+      type: 'api_key', id: record.key_id, root: `api_key:${record.key_id}`,
+      ...(record.rate_limit_rpm !== null ? { rateLimitRpm: record.rate_limit_rpm } : {}),
+    },
   };
 }
 

@@ -1,14 +1,18 @@
 /** API key operations: mint (for self or another entity), list, get, rotate, revoke. */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { effectiveAuthority, grants, isSelector, selectorsSubset } from '../../core/authority/scopes.ts';
+import { effectiveAuthority, grants, isSelector } from '../../core/authority/scopes.ts';
+import { authoritySchema } from '../../core/authority/schema.ts';
+import { meetCeilings } from '../../core/authority/ceiling.ts';
+import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { parseIpRule } from '../../core/apikey/network.ts';
-import { forbidden, invalid, notFound } from '../../core/errors.ts';
+import { invalid, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext, Cell } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { recordAuditTx } from './audit.ts';
-import { assertManages, visiblePrincipal } from './_authz.ts';
-import { getKeyRow, keyView, listKeyRows, mintKeyTx, revokeKeyTx, rotateKeyTx, type KeyRow } from './keys.ts';
+import { visiblePrincipal } from './_authz.ts';
+import { assertManages, assertWithinCaller } from './containment.ts';
+import { getKeyRow, keyAuthority, keyView, listKeyRows, mintKeyTx, revokeKeyTx, rotateKeyTx, type KeyRow } from './keys.ts';
 import { principalPermissions } from './principals.ts';
 
 const TAG = 'API keys';
@@ -24,6 +28,7 @@ const MintBody = z.object({
   allowed_ips: z.array(IpRule).max(64).optional().openapi({ description: 'Exact addresses or CIDR ranges, IPv4 or IPv6; default any' }),
   allowed_regions: z.array(z.string().min(1).max(64)).max(64).optional().openapi({ description: 'Regions the key may be served from; default any' }),
   expires_at: z.iso.datetime({ offset: true }).nullable().optional().openapi({ description: 'RFC 3339; default never' }),
+  authority: authoritySchema.nullable().optional().openapi({ description: 'Envelope cap (clearance, data grants, egress, tools, compartments) for what this key may run or hand out; default: the owner\'s full ceiling. Never wider than the minting credential\'s.' }),
 }).strict().openapi('MintApiKey');
 
 const KeyView = z.object({
@@ -41,6 +46,7 @@ const KeyView = z.object({
   rotated_at: z.string().nullable(),
   previous_secret_valid_until: z.string().nullable(),
   revoked_at: z.string().nullable(),
+  authority: z.union([z.literal('unbounded'), z.record(z.string(), z.unknown())]).nullable().openapi({ description: 'The key\'s envelope cap; null: its owner\'s full ceiling' }),
 }).openapi('ApiKey');
 
 const KeyWithSecret = KeyView.extend({
@@ -53,11 +59,21 @@ const RotateBody = z.object({
   grace_seconds: z.number().int().min(0).optional().openapi({ description: 'How long the previous secret keeps verifying; default and ceiling: the cell\'s rotation grace window' }),
 }).strict().openapi('RotateApiKey');
 
+/**
+ * The key, or the same 404 whether it does not exist or belongs to a principal
+ * the caller may not see: a key id is never an existence oracle.
+ */
 function visibleKey(cell: Cell, auth: AuthContext, id: string): KeyRow {
   const row = getKeyRow(cell.store, id);
-  if (!row) throw notFound('API key');
-  visiblePrincipal(cell, auth, row.owner_id);
-  return row;
+  if (row) {
+    try {
+      visiblePrincipal(cell, auth, row.owner_id);
+      return row;
+    } catch {
+      // fall through to the one answer
+    }
+  }
+  throw notFound('API key');
 }
 
 export function keyRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
@@ -76,21 +92,19 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     };
     const owner = visiblePrincipal(cell, auth, body.owner_id ?? auth.principal.id);
     if (owner.status !== 'active') throw invalid('the owner is not active', { reason: 'owner_inactive' });
-    assertManages(cell, auth, owner);
-    const newEffective = effectiveAuthority(principalPermissions(cell, owner), body.scopes);
-    if (!selectorsSubset(newEffective, auth.effective)) {
-      await cell.store.write((tx) => recordAuditTx(tx, {
-        at: cell.clock.now(), actor: auth.principal.id, action: 'api_key.mint', target: owner.id, outcome: 'refused',
-        details: { reason: 'wider_than_caller' },
-      }));
-      throw forbidden('a key may not carry more authority than the credential that mints it; pass narrower scopes', { reason: 'wider_than_caller' });
-    }
+    // Minting for another principal is acting on it: the caller must hold all of its authority.
+    if (owner.id !== auth.principal.id) await assertManages(cell, auth, owner, 'api_key.mint');
+    const cap = (body.authority ?? null) as AuthorityEnvelope | null;
+    await assertWithinCaller(cell, auth, {
+      permissions: effectiveAuthority(principalPermissions(cell, owner), body.scopes),
+      envelope: cap === null ? owner.authority : meetCeilings(owner.authority, cap),
+    }, { action: 'api_key.mint', target: owner.id });
     const expiresAt = body.expires_at === null ? null : Date.parse(body.expires_at);
     if (expiresAt !== null && expiresAt <= cell.clock.now()) throw invalid('expires_at is in the past');
     const { row, secret } = await cell.store.write((tx) => {
       const minted = mintKeyTx(cell, tx, {
         ownerId: owner.id, name: body.name, scopes: body.scopes, rateLimitRpm: body.rate_limit_rpm,
-        allowedIps: body.allowed_ips, allowedRegions: body.allowed_regions, expiresAt, createdBy: auth.principal.id,
+        allowedIps: body.allowed_ips, allowedRegions: body.allowed_regions, expiresAt, createdBy: auth.principal.id, authority: cap,
       });
       recordAuditTx(tx, {
         at: cell.clock.now(), actor: auth.principal.id, action: 'api_key.mint', target: minted.row.id, outcome: 'ok',
@@ -136,8 +150,8 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }), async (c) => {
     const auth = c.get('auth');
     const row = visibleKey(cell, auth, c.req.valid('param').key_id);
-    const owner = visiblePrincipal(cell, auth, row.owner_id);
-    assertManages(cell, auth, owner);
+    // A new secret carries the whole key's authority: only a caller holding all of it may receive one.
+    await assertWithinCaller(cell, auth, keyAuthority(cell, row), { action: 'api_key.rotate', target: row.id });
     const body = c.req.valid('json') ?? {};
     const max = cell.config.keyRotationGraceSeconds;
     const grace = Math.min(body.grace_seconds ?? max, max);
@@ -158,7 +172,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }), async (c) => {
     const auth = c.get('auth');
     const row = visibleKey(cell, auth, c.req.valid('param').key_id);
-    assertManages(cell, auth, visiblePrincipal(cell, auth, row.owner_id));
+    await assertWithinCaller(cell, auth, keyAuthority(cell, row), { action: 'api_key.revoke', target: row.id });
     const next = await cell.store.write((tx) => {
       const r = revokeKeyTx(cell, tx, row);
       recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'api_key.revoke', target: row.id, outcome: 'ok' });

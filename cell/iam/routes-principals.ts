@@ -1,12 +1,15 @@
 /** Principals (users, service accounts), their lifecycle, roles, and the audit trail. */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { isSelector, normalize, selectorsSubset } from '../../core/authority/scopes.ts';
+import { isSelector, normalize } from '../../core/authority/scopes.ts';
+import { authoritySchema } from '../../core/authority/schema.ts';
+import { UNBOUNDED, type Ceiling } from '../../core/authority/ceiling.ts';
 import { BUILTIN_ROLES, PERMISSIONS } from '../../core/permissions.ts';
-import { conflict, forbidden, invalid } from '../../core/errors.ts';
+import { conflict, invalid } from '../../core/errors.ts';
 import type { AppEnv, Cell } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { listAudit, recordAuditTx } from './audit.ts';
-import { assertManages, visiblePrincipal } from './_authz.ts';
+import { visiblePrincipal } from './_authz.ts';
+import { assertManages, assertWithinCaller } from './containment.ts';
 import { applyLifecycleTx, type LifecycleAction } from './lifecycle.ts';
 import { hashPassword } from './passwords.ts';
 import { invalidateKeyCache } from './keys.ts';
@@ -20,14 +23,19 @@ const ATAG = 'Audit';
 const PrincipalView = z.object({
   id: z.string(), kind: z.enum(['user', 'service', 'agent']), name: z.string(),
   status: z.enum(['active', 'archived', 'deleted', 'purged']), roles: z.array(z.string()),
+  authority: z.union([z.literal('unbounded'), z.record(z.string(), z.unknown())]).openapi({ description: 'Envelope ceiling: the most clearance, data, egress, tools and compartments anything this principal runs or hands out may carry' }),
   created_at: z.string(), created_by: z.string().nullable(),
 }).openapi('Principal');
+
+/** An envelope ceiling in a request body: an authority envelope, or `unbounded`. */
+export const CeilingBody = z.union([z.literal(UNBOUNDED), authoritySchema]);
 
 const CreatePrincipal = z.object({
   kind: z.enum(['user', 'service']).openapi({ description: 'Agents are minted through agent-teams' }),
   name: z.string().min(1).max(100).regex(/^[A-Za-z0-9._@-]+$/),
   roles: z.array(z.string().min(1).max(64)).max(32).optional().openapi({ description: 'Role names; default none' }),
   password: z.string().min(12).max(200).optional().openapi({ description: 'Users only: enables login for OAuth consent' }),
+  authority: CeilingBody.optional().openapi({ description: 'Envelope ceiling (an authority envelope, or `unbounded`); default `{}`, the least. Never wider than the caller\'s.' }),
 }).strict().openapi('CreatePrincipal');
 
 const PrincipalId = z.object({ id: z.string().regex(/^(usr|svc|agt)_[0-9a-f]{20}$/).openapi({ param: { name: 'id', in: 'path' } }) });
@@ -61,13 +69,12 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     const input = c.req.valid('json');
     const body = { ...input, roles: input.roles ?? [] };
     for (const r of body.roles) if (!getRole(cell.store, r)) throw invalid(`unknown role '${r}'`, { reason: 'unknown_role' });
-    if (!selectorsSubset(rolePermissions(cell.store, body.roles), auth.effective)) {
-      throw forbidden('a principal may not be given more authority than the caller holds', { reason: 'roles_exceed_caller' });
-    }
+    const authority = (body.authority ?? {}) as Ceiling;
+    await assertWithinCaller(cell, auth, { permissions: rolePermissions(cell.store, body.roles), envelope: authority }, { action: 'principal.create', target: body.name });
     if (body.password !== undefined && body.kind !== 'user') throw invalid('only users have passwords');
     const passwordHash = body.password !== undefined ? await hashPassword(body.password) : null;
     const p = await cell.store.write((tx) => {
-      const created = createPrincipalTx(cell, tx, { kind: body.kind, name: body.name, roles: body.roles, passwordHash, createdBy: auth.principal.id });
+      const created = createPrincipalTx(cell, tx, { kind: body.kind, name: body.name, roles: body.roles, authority, passwordHash, createdBy: auth.principal.id });
       recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'principal.create', target: created.id, outcome: 'ok', details: { kind: body.kind, roles: body.roles } });
       return created;
     });
@@ -104,7 +111,7 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
       const auth = c.get('auth');
       const p = visiblePrincipal(cell, auth, c.req.valid('param').id);
       if (p.id === auth.principal.id && action !== 'restore') throw conflict('a principal cannot archive, delete or purge itself', { reason: 'self' });
-      assertManages(cell, auth, p);
+      await assertManages(cell, auth, p, `principal.${action}`);
       const next = await cell.store.write((tx) => applyLifecycleTx(cell, tx, p, action, auth.principal.id));
       return c.json(principalView(next) as View, 200);
     });
@@ -125,7 +132,7 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     if (BUILTIN_ROLES[body.name]) throw conflict(`'${body.name}' is a built-in role and cannot be changed`, { reason: 'builtin_role' });
     if (getRole(cell.store, body.name)) throw conflict(`role '${body.name}' exists`, { reason: 'name_taken' });
     const permissions = normalize(body.permissions);
-    if (!selectorsSubset(permissions, auth.effective)) throw forbidden('a role may not grant more than the caller holds', { reason: 'role_exceeds_caller' });
+    await assertWithinCaller(cell, auth, { permissions }, { action: 'role.create', target: body.name });
     await cell.store.write((tx) => {
       tx.run('INSERT INTO roles (name, permissions, description, created_at, created_by) VALUES (?, ?, ?, ?, ?)',
         [body.name, JSON.stringify(permissions), body.description ?? null, cell.clock.now(), auth.principal.id]);

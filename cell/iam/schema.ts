@@ -33,4 +33,12 @@ export const IAM_MIGRATIONS: readonly Migration[] = [
     sql: `CREATE TABLE cell_keys (kid TEXT PRIMARY KEY, purpose TEXT NOT NULL, private_jwk TEXT NOT NULL,
       public_jwk TEXT NOT NULL, created_at INTEGER NOT NULL, retired_at INTEGER);`,
   },
+  {
+    // Envelope ceilings (core/authority/ceiling.ts). Existing principals hold the least
+    // authority, except the bootstrap owner; a key's NULL cap is its owner's full ceiling.
+    id: 'iam-005-authority-ceilings',
+    sql: `ALTER TABLE principals ADD COLUMN authority TEXT NOT NULL DEFAULT '{}';
+    UPDATE principals SET authority = '"unbounded"' WHERE roles LIKE '%"owner"%';
+    ALTER TABLE api_keys ADD COLUMN authority TEXT;`,
+  },
 ];

@@ -7,9 +7,11 @@
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { grants } from '../../core/authority/scopes.ts';
-import { invalid, notFound } from '../../core/errors.ts';
+import { ServiceError, invalid, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, Cell } from '../context.ts';
+import { assertWithinCaller } from '../iam/containment.ts';
+import { getPrincipal, principalPermissions } from '../iam/principals.ts';
 import { requires } from '../http/authorize.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { recordAuditTx } from '../iam/audit.ts';
@@ -79,7 +81,10 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void 
     const b = c.req.valid('json');
     if (b.input_schema !== undefined) checkInputSchema(b.input_schema);
     parseRunSpec(b.job_type, { ...b.spec, input: null });
-    const actor = c.get('auth').principal.id;
+    const auth = c.get('auth');
+    const actor = auth.principal.id;
+    // Publishing lets holders of required_scopes run this job: the publisher must hold them itself.
+    await assertWithinCaller(cell, auth, { permissions: b.required_scopes }, { action: 'jobs.endpoint.publish', target: b.name });
     const now = cell.clock.now();
     const id = newEndpointId();
     await cell.store.write((tx) => {
@@ -120,6 +125,11 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void 
     const e = getEndpoint(cell, c.req.valid('param').endpoint_id);
     if (!e) throw notFound('endpoint');
     const auth = c.get('auth');
+    // An endpoint acts on its publisher's authority: only while the publisher is active and may still run jobs.
+    const publisher = getPrincipal(cell, e.created_by);
+    if (!publisher || publisher.status !== 'active' || !grants(principalPermissions(cell, publisher), PERMISSIONS.jobsWrite)) {
+      throw new ServiceError('forbidden', 'this endpoint\'s publisher may no longer run jobs; the endpoint is suspended', { details: { reason: 'publisher_inactive' } });
+    }
     const lacking = missingScope(e.required_scopes, (s) => grants(auth.effective, s));
     if (lacking !== undefined) throw endpointForbidden(lacking);
     // The caller's own per-key rpm ceiling, as on every protected operation (the first scope is granted: checked above).

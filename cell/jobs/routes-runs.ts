@@ -13,12 +13,15 @@ import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/open
 import { recordAuditTx } from '../iam/audit.ts';
 import { requestCancel } from '../runs/control.ts';
 import { getRun, listRuns, type Run } from '../runs/runs.ts';
-import { parseRunSpec, submitJobRun } from './runner.ts';
+import { boundSingleSpec, parseRunSpec, submitJobRun } from './runner.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
-import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema } from './schemas.ts';
+import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './schemas.ts';
 import { RunIdParam } from '../runs/routes.ts';
 
+import { READS_ALL_RUNS } from '../runs/routes.ts';
+
 const TAG = 'Job runs';
+
 
 export function runView(cell: Cell, r: Run): z.infer<typeof JobRunSchema> {
   return {
@@ -54,7 +57,7 @@ const list = createRoute({
   method: 'get', path: '/api/public/v1/admin/jobs/runs', tags: [TAG], 'x-status': 'Live',
   ...secured(PERMISSIONS.jobsRead),
   summary: 'List runs',
-  description: 'Runs in a stable order: the order they were recorded, oldest first (new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all.',
+  description: 'Runs in a stable order: the order they were recorded, oldest first (new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all.' + READS_ALL_RUNS,
   request: {
     query: pageQuery(200, 2000).extend({
       kind: z.enum(['job', 'crew', 'all']).default('job').openapi({ description: 'job (default) | crew | all' }),
@@ -74,7 +77,7 @@ const status = createRoute({
   method: 'get', path: '/api/public/v1/admin/jobs/runs/{job_id}', tags: [TAG], 'x-status': 'Live',
   ...secured(PERMISSIONS.jobsRead),
   summary: 'Run status',
-  description: 'State, output or error, and `checked_cell_id`. A run this cell does not know answers 200 with state `unknown` and `checked_cell_id` (not 404).',
+  description: 'State, output or error, and `checked_cell_id`. A run this cell does not know answers 200 with state `unknown` and `checked_cell_id` (not 404).' + READS_ALL_RUNS,
   request: { params: JobIdParam },
   responses: {
     200: json(z.union([JobRunSchema, UnknownRunSchema]), 'The run, or state unknown'),
@@ -127,8 +130,9 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     if (body.requester !== undefined) {
       throw invalid('requester is taken from the authenticated session and cannot be given in the body', { reason: 'requester_from_session', field: 'requester' });
     }
-    const spec = parseRunSpec(body.job_type, body.spec);
     const auth = c.get('auth');
+    let spec = parseRunSpec(body.job_type, body.spec);
+    if (body.job_type === 'single') spec = await boundSingleSpec(cell, auth, body.workspace_id, spec as SingleSpec);
     const { run_id } = await submitJobRun(cell, { job_type: body.job_type, workspace_id: body.workspace_id, spec, requester: auth.principal.id, source: 'api' });
     c.header('Location', `/api/public/v1/admin/jobs/runs/${run_id}`);
     return c.json({ run_id, job_id: run_id, state: getRun(cell, run_id)?.state ?? 'queued', checked_cell_id: cell.config.cellId }, 202);

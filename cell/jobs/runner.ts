@@ -12,7 +12,8 @@
 import { invalid } from '../../core/errors.ts';
 import type { RunResult, ToolDescriptor, ToolsPort } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
-import type { Cell } from '../context.ts';
+import type { AuthContext, Cell } from '../context.ts';
+import { assertWithinCaller } from '../iam/containment.ts';
 import { driverSignal, isDriven } from '../runs/control.ts';
 import { driveRun, recordedStep, type DriveResult } from '../runs/drive.ts';
 import { createRunTx, getRun, type Run, type RunError } from '../runs/runs.ts';
@@ -23,7 +24,7 @@ import { driveAgentRun } from './agent.ts';
 import { JOB_TOOLS, jobGraph, notebookNodeId } from './graph.ts';
 import type { SandboxPool } from './sandbox/pool.ts';
 import { SPEC_BY_TYPE, type ComputeSpec, type NotebookSpec, type RunJobType, type SingleSpec, type SqlSpec } from './schemas.ts';
-import { JobStepFailure, runComputeStep, runNotebookCell, runSingleTool, runSqlStep } from './steps.ts';
+import { JobStepFailure, runComputeStep, runNotebookCell, runSingleTool, runSqlStep, singleAuthority } from './steps.ts';
 
 export interface JobsService {
   pool: SandboxPool;
@@ -48,6 +49,18 @@ export function parseRunSpec(jobType: RunJobType, spec: unknown): unknown {
     throw invalid(`no tool named ${(r.data as SingleSpec).tool} in the catalog`, { reason: 'tool_unknown' });
   }
   return r.data;
+}
+
+/**
+ * A `single` job's authority is the requester's, intersected with what the spec asks (default:
+ * its workspace only): never the spec alone. The tool itself must be within the caller's
+ * `allowed_tools` (403 wider_than_caller, audited). The effective authority is written into
+ * the run's spec, so the run shows what it may reach; execution narrows it again by the
+ * requester's ceiling at that moment (steps.ts).
+ */
+export async function boundSingleSpec(cell: Cell, auth: AuthContext, workspaceId: string, spec: SingleSpec): Promise<SingleSpec> {
+  await assertWithinCaller(cell, auth, { envelope: { allowed_tools: [spec.tool] } }, { action: 'jobs.run', target: workspaceId });
+  return { ...spec, authority: singleAuthority(spec, workspaceId, auth.envelope) };
 }
 
 export interface SubmitJob {

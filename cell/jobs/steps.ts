@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { Cell } from '../context.ts';
 import { getTool } from '../tools/catalog.ts';
+import { capToCeiling, withinCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
+import { getPrincipal } from '../iam/principals.ts';
 import { isServiceError } from '../../core/errors.ts';
 import type { SandboxPool } from './sandbox/pool.ts';
 import type { SqlParam } from './sandbox/sql.ts';
@@ -83,16 +85,35 @@ export async function runNotebookCell(cell: Cell, pool: SandboxPool, workspaceId
   }
 }
 
-/** A `single` job: one catalog tool, once, with the workspace-scoped authority of the spec. */
-export async function runSingleTool(cell: Cell, workspaceId: string, requester: string, spec: SingleSpec): Promise<unknown> {
-  const tool = getTool(spec.tool);
-  if (!tool) throw new JobStepFailure('tool_unknown', `no tool named ${spec.tool} in the catalog`);
-  const authority = {
+/** What a `single` job's tool may reach: what the spec asks (default: its workspace only) within `ceiling`. */
+export function singleAuthority(spec: SingleSpec, workspaceId: string, ceiling: Ceiling): NonNullable<SingleSpec['authority']> {
+  const asked = {
     egress_allowlist: spec.authority?.egress_allowlist ?? [`kv:${workspaceId}`],
     data_grant_ids: spec.authority?.data_grant_ids ?? [`kv:${workspaceId}`],
     clearance_level: spec.authority?.clearance_level ?? 0,
     compartments: spec.authority?.compartments ?? [],
   };
+  const capped = capToCeiling(asked, ceiling);
+  return {
+    egress_allowlist: capped.egress_allowlist ?? [], data_grant_ids: capped.data_grant_ids ?? [],
+    clearance_level: capped.clearance_level ?? 0, compartments: capped.compartments ?? [],
+  };
+}
+
+/**
+ * A `single` job: one catalog tool, once, with the authority recorded at submit
+ * (the requester's ∩ the spec's), narrowed again by the requester's ceiling now:
+ * an archived requester or a lowered ceiling holds from the next step on.
+ */
+export async function runSingleTool(cell: Cell, workspaceId: string, requester: string, spec: SingleSpec): Promise<unknown> {
+  const tool = getTool(spec.tool);
+  if (!tool) throw new JobStepFailure('tool_unknown', `no tool named ${spec.tool} in the catalog`);
+  const who = getPrincipal(cell, requester);
+  if (!who || who.status !== 'active') throw new JobStepFailure('requester_inactive', 'the run\'s requester is no longer an active principal');
+  if (!withinCeiling({ allowed_tools: [spec.tool] }, who.authority).ok) {
+    throw new JobStepFailure('tool_not_granted', `the requester's authority no longer includes the tool ${spec.tool}`);
+  }
+  const authority = singleAuthority(spec, workspaceId, who.authority);
   try {
     return await tool.run({ cell, workspaceId, agentId: requester, authority }, spec.args);
   } catch (err) {

@@ -17,6 +17,8 @@ export interface IssueInput {
   cnf?: { jkt?: string; 'x5t#S256'?: string };
   ttlSeconds?: number;
   sat?: boolean;
+  /** The root credential (`api_key:<id>` or `token:<jti>`) when the token derives from another credential. */
+  root?: string;
 }
 
 export function randomToken(bytes = 32): string {
@@ -33,6 +35,7 @@ export async function issueAccessToken(cell: Cell, input: IssueInput): Promise<{
     scope: scope.join(' '), iat, exp: iat + ttl, jti: randomToken(16),
     ...(input.cnf && Object.keys(input.cnf).length > 0 ? { cnf: input.cnf } : {}),
     ...(input.sat ? { sat: true } : {}),
+    ...(input.root ? { root: input.root } : {}),
   };
   const ring = keyring(cell);
   const token = await new SignJWT(claims as unknown as Record<string, unknown>)

@@ -6,8 +6,10 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { isSelector, normalize, selectorsSubset } from '../../core/authority/scopes.ts';
 import { forbidden, invalid } from '../../core/errors.ts';
+import { assertManages, assertWithinCaller } from '../iam/containment.ts';
+import { visiblePrincipal } from '../iam/_authz.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv, AuthContext, Cell } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
 import { recordAuditTx } from '../iam/audit.ts';
@@ -47,6 +49,14 @@ const SatView = z.object({
   access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number(), scope: z.string(), jti: z.string(),
 }).openapi('Sat');
 
+function visiblePrincipalOrUndefined(cell: Cell, auth: AuthContext, id: string) {
+  try {
+    return visiblePrincipal(cell, auth, id);
+  } catch {
+    return undefined;
+  }
+}
+
 export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   app.openapi(createRoute({
     method: 'post', path: '/api/public/v1/admin/oauth/clients', tags: ['OAuth'], 'x-status': 'Live',
@@ -58,7 +68,6 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     const auth = c.get('auth');
     const b = c.req.valid('json');
     const scope = normalize(b.scope);
-    if (!selectorsSubset(scope, auth.effective)) throw forbidden('a client may not receive more authority than the caller holds', { reason: 'scope_exceeds_caller' });
     const needsRedirect = b.grant_types.includes('authorization_code');
     if (needsRedirect && b.redirect_uris.length === 0) throw invalid('authorization_code clients need redirect_uris');
     for (const u of b.redirect_uris) {
@@ -67,9 +76,16 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     }
     if (b.token_endpoint_auth_method === 'none' && b.grant_types.includes(GRANT_CLIENT_CREDENTIALS)) throw invalid('public clients cannot use client_credentials');
     if (b.token_endpoint_auth_method === 'tls_client_auth' && !b.tls_client_auth_subject_dn) throw invalid('tls_client_auth needs tls_client_auth_subject_dn');
+    // Tokens of this client act as its subject: the caller itself, or a principal the caller manages
+    // (holds all of its authority). Its scope is bounded by both the caller and the subject.
     const subjectId = b.subject_id ?? auth.principal.id;
-    const subject = getPrincipal(cell, subjectId);
-    if (!subject || subject.status !== 'active') throw invalid('subject_id is not an active principal', { reason: 'unknown_subject' });
+    const subject = subjectId === auth.principal.id ? getPrincipal(cell, subjectId) : visiblePrincipalOrUndefined(cell, auth, subjectId);
+    if (!subject || subject.status !== 'active') throw invalid('subject_id is not an active principal the caller can see', { reason: 'unknown_subject' });
+    if (subject.id !== auth.principal.id) await assertManages(cell, auth, subject, 'oauth.client.register');
+    await assertWithinCaller(cell, auth, { permissions: scope }, { action: 'oauth.client.register', target: subject.id });
+    if (!selectorsSubset(scope, principalPermissions(cell, subject))) {
+      throw invalid('scope must be within the subject\'s own permissions', { reason: 'scope_exceeds_subject' });
+    }
     const secret = b.token_endpoint_auth_method === 'client_secret_basic' || b.token_endpoint_auth_method === 'client_secret_post'
       ? `ocs_${randomToken(32)}` : null;
     const clientId = newId('ocl');
@@ -118,13 +134,15 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     const b = c.req.valid('json');
     const scope = normalize(b.scope);
     if (scope.includes('*')) throw invalid('a SAT names the permissions it needs; `*` is refused', { reason: 'wildcard_scope' });
-    if (!selectorsSubset(scope, auth.effective)) throw forbidden('a SAT may only narrow the caller\'s authority', { reason: 'scope_exceeds_caller' });
+    await assertWithinCaller(cell, auth, { permissions: scope }, { action: 'oauth.sat.mint', target: auth.principal.id });
     const p = getPrincipal(cell, auth.principal.id)!;
     // Bounded by what the caller's credential may do now (a SAT minted with a SAT stays inside it).
     const effectiveScope = scope.filter((s) => selectorsSubset([s], principalPermissions(cell, p)));
-    if (effectiveScope.length === 0) throw forbidden('no requested scope is within the caller\'s roles', { reason: 'scope_exceeds_caller' });
+    if (effectiveScope.length === 0) throw forbidden('no requested scope is within the caller\'s roles', { reason: 'wider_than_caller' });
     const { token, claims, expiresIn } = await issueAccessToken(cell, {
       subject: p.id, clientId: `sat:${auth.credential.type}:${auth.credential.id}`, scope: effectiveScope, ttlSeconds: b.ttl_seconds, sat: true,
+      // Revoking or throttling the credential this SAT derives from (and its own root) applies to the SAT.
+      root: auth.credential.root,
     });
     await cell.store.write((tx) => recordAuditTx(tx, {
       at: cell.clock.now(), actor: p.id, action: 'oauth.sat.mint', target: claims.jti, outcome: 'ok',

@@ -7,7 +7,7 @@
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { isTokenError } from '../../core/tokens/errors.ts';
-import { verifyAccessToken } from '../../core/tokens/access-token.ts';
+import { looksLikeJwt, verifyAccessToken } from '../../core/tokens/access-token.ts';
 import type { AppEnv, Cell } from '../context.ts';
 import { errorResponses } from '../http/openapi.ts';
 import { getPrincipal, principalPermissions } from '../iam/principals.ts';
@@ -25,6 +25,7 @@ import { isOAuthError, OAuthError, oauthErrorResponse, oauthErrorResponses } fro
 import { narrowScope, parseScope } from './scope.ts';
 import { audienceOf, issuerOf, publicBase } from './settings.ts';
 import { keyring } from './signing-keys.ts';
+import { judgeToken } from './verdict.ts';
 
 const TAG = 'OAuth';
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
@@ -56,8 +57,8 @@ async function bindingFor(cell: Cell, c: Context<AppEnv>, ac: AuthenticatedClien
   return cnf;
 }
 
-async function answerToken(c: Context<AppEnv>, cell: Cell, subjectId: string, clientId: string, scope: string[], cnf: { jkt?: string; 'x5t#S256'?: string }) {
-  const { token, claims, expiresIn } = await issueAccessToken(cell, { subject: subjectId, clientId, scope, cnf });
+async function answerToken(c: Context<AppEnv>, cell: Cell, subjectId: string, clientId: string, scope: string[], cnf: { jkt?: string; 'x5t#S256'?: string }, root?: string) {
+  const { token, claims, expiresIn } = await issueAccessToken(cell, { subject: subjectId, clientId, scope, cnf, ...(root ? { root } : {}) });
   return {
     claims,
     response: c.json({ access_token: token, token_type: cnf.jkt ? 'DPoP' : 'Bearer', expires_in: expiresIn, scope: claims.scope }, 200, NO_STORE),
@@ -92,7 +93,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
       const { subject, cap } = clientCredentialsSubject(cell, ac);
       const cnf = await bindingFor(cell, c, ac);
       const scope = narrowScope(requested, cap, principalPermissions(cell, subject));
-      return (await answerToken(c, cell, subject.id, ac.clientId, scope, cnf)).response;
+      return (await answerToken(c, cell, subject.id, ac.clientId, scope, cnf, ac.apiKey?.credential.root)).response;
     }
     if (grant === GRANT_AUTHORIZATION_CODE) {
       if (!ac.client || !ac.client.grant_types.includes(GRANT_AUTHORIZATION_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use authorization_code');
@@ -143,8 +144,12 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     const form = await readForm(c);
     const ac = await authenticateClient(cell, c, form);
     if (ac.method === 'none') throw new OAuthError('invalid_client', 'introspection needs an authenticated (confidential) client');
-    const claims = await verifyOwnToken(cell, form['token'] ?? '');
-    if (!claims) return c.body('{"active":false}', 200, { 'Content-Type': 'application/json', ...NO_STORE });
+    const claims = await activeClaims(cell, form['token'] ?? '');
+    // A registered confidential client (a resource server) may introspect any token of this cell; an
+    // API key acting as a client only its own owner's tokens. Anything else is indistinguishable from inactive.
+    if (!claims || (ac.apiKey && ac.apiKey.principal.id !== claims.sub)) {
+      return c.body('{"active":false}', 200, { 'Content-Type': 'application/json', ...NO_STORE });
+    }
     return c.json({ active: true, ...claims, token_type: claims.cnf?.jkt ? 'DPoP' : 'Bearer' }, 200, NO_STORE);
   }));
 
@@ -165,7 +170,22 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }));
 }
 
-/** Claims of a token this cell issued that verifies now and is not revoked; null otherwise. */
+/** Claims of a token the bearer path would honour now (the same verdict: verdict.ts); null otherwise. */
+async function activeClaims(cell: Cell, token: string) {
+  if (!looksLikeJwt(token)) return null;
+  try {
+    return (await judgeToken(cell, token)).claims;
+  } catch (e) {
+    if (isTokenError(e)) return null;
+    throw e;
+  }
+}
+
+/**
+ * Claims of a token this cell signed that has not expired and is not on the denylist; null otherwise.
+ * Revocation uses this rather than the full verdict: a token refused now only because its subject is
+ * archived must still be revocable, or a restore would bring it back.
+ */
 export async function verifyOwnToken(cell: Cell, token: string) {
   try {
     return await verifyAccessToken(token, {

@@ -22,6 +22,9 @@ import { subscribe } from './events.ts';
 import { TERMINAL_KIND, journalClosed, readJournal, type JournalRecord } from './journal.ts';
 import { getRun, isTerminal } from './runs.ts';
 
+/** What the jobs read permission reads, said wherever it is required. */
+export const READS_ALL_RUNS = ' Read access: `system.orchestration.admin.read` reads every orchestration run of every principal, crew runs included (specs, outputs, journals); hand it out as read access to all runs (docs/security.md).';
+
 /** Events buffered for one slow SSE client before its stream is closed (it resumes with Last-Event-ID). */
 export const MAX_PENDING_EVENTS = 100_000;
 
@@ -56,7 +59,7 @@ const getJournal = createRoute({
   method: 'get', path: '/api/public/v1/admin/jobs/runs/{run_id}/journal', tags: ['Job runs'], 'x-status': 'Live',
   ...secured(PERMISSIONS.jobsRead),
   summary: 'The run\'s journal so far',
-  description: 'The signed, hash-chained journal records of a run (job or crew run; one run id space), in seq order. `after_seq` returns only later records.',
+  description: 'The signed, hash-chained journal records of a run (job or crew run; one run id space), in seq order. `after_seq` returns only later records.' + READS_ALL_RUNS,
   request: {
     params: RunIdParam,
     query: z.object({
@@ -79,7 +82,7 @@ const getSse = createRoute({
   method: 'get', path: '/api/public/v1/admin/jobs/runs/{run_id}/events/sse', tags: ['Job runs'], 'x-status': 'Live',
   ...secured(PERMISSIONS.jobsRead),
   summary: 'Live events of a run (Server-Sent Events)',
-  description: 'Each event: `id` = journal seq, `event` = record kind, `data` = the journal record (JSON). Resume with `Last-Event-ID`. Heartbeat comments while idle. Closes after `run_finished`.',
+  description: 'Each event: `id` = journal seq, `event` = record kind, `data` = the journal record (JSON). Resume with `Last-Event-ID`. Heartbeat comments while idle. Closes after `run_finished`.' + READS_ALL_RUNS,
   request: {
     params: RunIdParam,
     query: z.object({

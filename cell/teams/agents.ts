@@ -13,7 +13,8 @@
  * registered for an agent before any run that includes it; every model call
  * reserves before and commits after.
  */
-import { grants, selectorsSubset } from '../../core/authority/scopes.ts';
+import { grants } from '../../core/authority/scopes.ts';
+import { assertWithinCaller } from '../iam/containment.ts';
 import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { parseAuthority } from '../../core/authority/schema.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
@@ -63,9 +64,6 @@ export async function mintAgent(cell: Cell, auth: AuthContext, input: MintInput)
   if (!grants(auth.effective, PERMISSIONS.principalsWrite)) {
     await refuse(cell, auth, forbidden('minting an agent creates a principal: the caller lacks iam.principals.write', { reason: 'cannot_create_principal', required_permission: PERMISSIONS.principalsWrite }));
   }
-  if (!selectorsSubset(rolePermissions(cell.store, [AGENT_ROLE]), auth.effective)) {
-    await refuse(cell, auth, forbidden(`an agent holds the role ${AGENT_ROLE}; the caller does not hold all of its permissions`, { reason: 'roles_exceed_caller' }));
-  }
   let body: AgentBody;
   if (input.source === 'blueprint') {
     if (!input.blueprint_id) throw invalid('source blueprint needs blueprint_id', { reason: 'missing_field', field: 'blueprint_id' });
@@ -88,6 +86,9 @@ export async function mintAgent(cell: Cell, auth: AuthContext, input: MintInput)
       model_preference: input.model_preference ?? null, system_prompt: input.system_prompt ?? null, authority,
     };
   }
+  // The agent is a principal holding the role `agent` and its authority template as its ceiling:
+  // whoever mints it must hold all of that (from a blueprint or from scratch alike).
+  await assertWithinCaller(cell, auth, { permissions: rolePermissions(cell.store, [AGENT_ROLE]), envelope: body.authority }, { action: 'agent.mint', target: 'agent' });
   if (input.provider_id) {
     if (!getProvider(cell, input.provider_id)) throw invalid('provider_id names no model provider', { reason: 'unknown_provider', field: 'provider_id' });
     body.provider_id = input.provider_id;
@@ -103,7 +104,7 @@ export async function mintAgent(cell: Cell, auth: AuthContext, input: MintInput)
     // Re-check the quota inside the transaction: concurrent mints cannot overshoot.
     const n = tx.get<{ n: number }>("SELECT COUNT(*) AS n FROM principals WHERE kind = 'agent' AND status = 'active'")!.n;
     if (n >= quota) throw new ServiceError('conflict', `the standing-agent work quota (${quota}) is reached`, { details: { reason: 'agent_quota_reached', quota, active: n } });
-    const p = createPrincipalTx(cell, tx, { kind: 'agent', name, roles: [AGENT_ROLE], createdBy: auth.principal.id });
+    const p = createPrincipalTx(cell, tx, { kind: 'agent', name, roles: [AGENT_ROLE], authority: body.authority, createdBy: auth.principal.id });
     tx.run('INSERT INTO team_agents (agent_id, name, source, blueprint_id, body, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)',
       [p.id, name, body.source, body.blueprint_id, JSON.stringify(body), at, auth.principal.id]);
     recordAuditTx(tx, { at, actor: auth.principal.id, action: 'agent.mint', target: p.id, outcome: 'ok', details: { source: body.source, blueprint_id: body.blueprint_id } });

@@ -7,9 +7,11 @@
 import { createHash } from 'node:crypto';
 import { compileFormation } from '../../core/compiler/compile.ts';
 import type { BilletInput, FormationInput, SeatBinding } from '../../core/compiler/types.ts';
-import type { Graph } from '../../core/engine/types.ts';
+import type { Graph, SeatAuthority } from '../../core/engine/types.ts';
+import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { ServiceError, invalid } from '../../core/errors.ts';
-import type { Cell } from '../context.ts';
+import type { AuthContext, Cell } from '../context.ts';
+import { assertWithinCaller } from '../iam/containment.ts';
 import { getAgent } from './agents.ts';
 import { listBillets, type Crew, type Formation } from './formations.ts';
 import { getSkillByName } from './resources.ts';
@@ -93,5 +95,22 @@ export function checkFormationCompiles(cell: Cell, f: Formation): void {
   const r = compileFormation(i.formation, [probe], undefined, NATIVE);
   if (!r.ok && !BILLET_CODES.has(r.code)) {
     throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, { details: { reason: r.code, ...r.details } });
+  }
+}
+
+/** A compiled seat's authority as an envelope (no seat budget ceiling = none). */
+export function seatEnvelope(a: SeatAuthority): AuthorityEnvelope {
+  const { budget_ceiling, ...rest } = a;
+  return budget_ceiling === null ? rest : { ...rest, budget_ceiling };
+}
+
+/**
+ * Binding agents to seats and running them exercises each seat's authority
+ * (agent ∩ billet cap): refused (audited, wider_than_caller) unless every
+ * seat stays inside the caller's envelope authority.
+ */
+export async function assertSeatsWithinCaller(cell: Cell, auth: AuthContext, graph: Graph, ctx: { action: string; target: string }): Promise<void> {
+  for (const seat of Object.values(graph.seats)) {
+    await assertWithinCaller(cell, auth, { envelope: seatEnvelope(seat.authority) }, ctx);
   }
 }

@@ -15,7 +15,8 @@
 import { isSubset, type AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { parseAuthority } from '../../core/authority/schema.ts';
 import { ServiceError, invalid, notFound } from '../../core/errors.ts';
-import type { Cell } from '../context.ts';
+import type { AuthContext, Cell } from '../context.ts';
+import { assertWithinCaller } from '../iam/containment.ts';
 import { recordAuditTx } from '../iam/audit.ts';
 import { newId } from '../iam/ids.ts';
 import { agentActive, getAgent } from './agents.ts';
@@ -87,7 +88,7 @@ export function getBillet(cell: Cell, id: string): Billet | undefined {
 export const billetView = (b: Billet) => ({ ...b, created_at: iso(b.created_at) });
 
 /** Adds a billet after the authoring checks; over-authority is refused and audited. */
-export async function addBillet(cell: Cell, actor: string, formationId: string, input: {
+export async function addBillet(cell: Cell, auth: AuthContext, formationId: string, input: {
   role_label: string; required_skills: string[]; reports_to?: string | null | undefined; authority_cap: unknown;
 }): Promise<Billet> {
   const f = getFormation(cell, formationId);
@@ -96,6 +97,8 @@ export async function addBillet(cell: Cell, actor: string, formationId: string, 
   const cap = parseAuthority(input.authority_cap);
   checkTools(cap, 'authority_cap');
   checkContracts(cell, cap, 'authority_cap');
+  const actor = auth.principal.id;
+  await assertWithinCaller(cell, auth, { envelope: cap }, { action: 'billet.create', target: formationId });
   const reportsTo = input.reports_to ?? null;
   if (reportsTo !== null) {
     const parent = getBillet(cell, reportsTo);

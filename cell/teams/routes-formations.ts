@@ -7,7 +7,7 @@ import type { AppEnv, Cell } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { recordAuditTx } from '../iam/audit.ts';
 import { newId } from '../iam/ids.ts';
-import { checkFormationCompiles, compileFor } from './compile.ts';
+import { assertSeatsWithinCaller, checkFormationCompiles, compileFor } from './compile.ts';
 import {
   POLICIES, addBillet, billetView, checkAssignments, createFormation, crewView, formationView, getBillet, getCrew, getFormation,
   listBillets, listCrews, listFormations, type Crew,
@@ -97,7 +97,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     summary: "Add a billet; a cap outside its manager's is rejected naming the fields", ...write,
     request: { params: idParam('formation_id'), body: jsonBody(BilletIn) }, responses: { 201: json(BilletOut, 'The billet'), ...errorResponses(400, 401, 403, 404) },
   }), async (c) => {
-    const b = await addBillet(cell, c.get('auth').principal.id, c.req.valid('param')['formation_id']!, c.req.valid('json'));
+    const b = await addBillet(cell, c.get('auth'), c.req.valid('param')['formation_id']!, c.req.valid('json'));
     return c.json(billetView(b) as z.infer<typeof BilletOut>, 201);
   });
   app.openapi(createRoute({
@@ -153,6 +153,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
       workspace_id: body.workspace_id ?? f.workspace_id ?? 'default', created_at: cell.clock.now(), created_by: auth.principal.id,
     };
     const compiled = compileFor(cell, f, crew);
+    await assertSeatsWithinCaller(cell, auth, compiled.graph, { action: 'crew.create', target: f.formation_id });
     const { crew_id, formation_id, created_at, created_by, ...rest } = crew;
     await cell.store.write((tx) => {
       tx.run('INSERT INTO team_crews (crew_id, formation_id, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [crew_id, formation_id, JSON.stringify(rest), created_at, created_by]);

@@ -1,6 +1,7 @@
 /** Routes: skills, blueprints, agents (+ budget ledgers) and governing contracts. */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { authoritySchema } from '../../core/authority/schema.ts';
+import { assertWithinCaller } from '../iam/containment.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
 import type { AppEnv, Cell } from '../context.ts';
@@ -121,6 +122,7 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     const auth = c.get('auth');
     const b = prepareBlueprint(cell, c.req.valid('json'), auth.principal.id, cell.clock.now());
     checkContracts(cell, b.authority_template, 'authority_template');
+    await assertWithinCaller(cell, auth, { envelope: b.authority_template }, { action: 'blueprint.create', target: b.name });
     const { blueprint_id, created_at, created_by, ...body } = b;
     await cell.store.write((tx) => {
       tx.run('INSERT INTO team_blueprints (blueprint_id, name, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [blueprint_id, b.name, JSON.stringify(body), created_at, created_by]);

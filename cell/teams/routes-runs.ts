@@ -6,7 +6,8 @@ import type { AppEnv, Cell } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { getRun, listRuns, RUN_STATES, type RunState } from '../runs/runs.ts';
 import { getCrew } from './formations.ts';
-import { decideApproval, flagOverdue, recoverRun, runView, startCrewRun } from './runs.ts';
+import { decideApproval, flagOverdue, loadCrew, recoverRun, runView, startCrewRun } from './runs.ts';
+import { assertSeatsWithinCaller, compileFor } from './compile.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
 const param = (n: string, pattern?: RegExp) => (pattern ? z.string().regex(pattern) : z.string().max(64)).openapi({ param: { name: n, in: 'path' } });
@@ -46,7 +47,11 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     request: { params: z.object({ crew_id: param('crew_id') }), body: jsonBody(RunIn) },
     responses: { 201: json(RunOut, 'The run (driven in the background)'), ...errorResponses(400, 401, 403, 404, 409) },
   }), async (c) => {
-    const run = await startCrewRun(cell, c.get('auth').principal.id, c.req.valid('param').crew_id, c.req.valid('json'));
+    const auth = c.get('auth');
+    const crewId = c.req.valid('param').crew_id;
+    const { crew, formation } = loadCrew(cell, crewId);
+    await assertSeatsWithinCaller(cell, auth, compileFor(cell, formation, crew).graph, { action: 'crew.run', target: crewId });
+    const run = await startCrewRun(cell, auth.principal.id, crewId, c.req.valid('json'));
     return c.json(runView(cell, run) as z.infer<typeof RunOut>, 201);
   });
 

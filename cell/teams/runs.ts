@@ -76,7 +76,7 @@ export async function settled(cell: Cell, runId: string): Promise<void> {
   await inflight.get(cell)?.get(runId);
 }
 
-function loadCrew(cell: Cell, crewId: string): { crew: Crew; formation: NonNullable<ReturnType<typeof getFormation>> } {
+export function loadCrew(cell: Cell, crewId: string): { crew: Crew; formation: NonNullable<ReturnType<typeof getFormation>> } {
   const crew = getCrew(cell, crewId);
   if (!crew) throw notFound('crew');
   const formation = getFormation(cell, crew.formation_id);

@@ -10,7 +10,7 @@
  * |-----------|--------------|----------------------------------------|
  * | calc      | no           | nothing                                |
  * | clock.now | no           | the cell clock                         |
- * | http.get  | no           | a URL; the URL must be on egress_allowlist |
+ * | http.get  | no           | a URL; the URL must be on egress_allowlist, and resolve to a public address (cell/tools/ssrf.ts) |
  * | kv.get    | no           | workspace storage; needs data grant `kv:<workspace>` or `kv:*`, clearance >= the entry's classification, and every compartment of the entry |
  * | kv.put    | yes          | workspace storage; needs egress `kv:<workspace>` or `kv:*`; labels an entry only with compartments the writer holds |
  *
@@ -24,6 +24,15 @@ import { ServiceError, invalid } from '../../core/errors.ts';
 import type { Cell } from '../context.ts';
 import { evaluateArithmetic } from './calc.ts';
 import { egressAllowed } from './egress.ts';
+import { guardedDispatcher, literalHostAllowed, PrivateDestinationError } from './ssrf.ts';
+
+/** True when a connection failed because the floor refused the resolved address. */
+function isPrivateRefusal(e: unknown): boolean {
+  for (let x: unknown = e, i = 0; x && i < 5; x = (x as { cause?: unknown }).cause, i++) {
+    if (x instanceof PrivateDestinationError) return true;
+  }
+  return false;
+}
 
 /** The slice of an authority envelope tools look at. */
 export interface ToolAuthority {
@@ -120,8 +129,14 @@ export const TOOLS: readonly ToolDef[] = [
       if (!egressAllowed(ctx.authority.egress_allowlist, parsed.href)) {
         throw toolRefusal('egress_denied', `egress to ${parsed.host} is not on the allowlist`, { destination: parsed.origin });
       }
+      const allowPrivate = ctx.cell.config.egressAllowPrivate;
+      if (!literalHostAllowed(parsed.hostname, allowPrivate)) {
+        throw toolRefusal('egress_private_address', 'egress to a loopback, private or link-local address is refused', { destination: parsed.origin });
+      }
       try {
-        const res = await request(parsed.href, { method: 'GET', headersTimeout: 5000, bodyTimeout: 5000, maxRedirections: 0 } as Parameters<typeof request>[1]);
+        const res = await request(parsed.href, {
+          method: 'GET', headersTimeout: 5000, bodyTimeout: 5000, maxRedirections: 0, dispatcher: guardedDispatcher(allowPrivate),
+        } as Parameters<typeof request>[1]);
         const chunks: Buffer[] = [];
         let size = 0;
         let truncated = false;
@@ -134,6 +149,7 @@ export const TOOLS: readonly ToolDef[] = [
         return { status: res.statusCode, content_type: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks).toString('utf8'), truncated };
       } catch (e) {
         if (e instanceof ServiceError) throw e;
+        if (isPrivateRefusal(e)) throw toolRefusal('egress_private_address', 'egress to a loopback, private or link-local address is refused', { destination: parsed.origin });
         throw new ServiceError('service_unavailable', 'http.get failed to reach the URL', { details: { reason: 'tool_unreachable' }, retryable: true });
       }
     },

@@ -23,6 +23,12 @@ export interface AccessTokenClaims {
   cnf?: { jkt?: string; 'x5t#S256'?: string };
   /** Present and true on scoped access tokens (SATs). */
   sat?: boolean;
+  /**
+   * The credential this token derives from, when it is not the token itself:
+   * `api_key:<key id>` (obtained or minted with an API key) or `token:<jti>`
+   * (a SAT minted with another token). Revoking or throttling the root applies to this token.
+   */
+  root?: string;
 }
 
 export const ACCESS_TOKEN_TYP = 'at+jwt';
@@ -84,6 +90,7 @@ export async function verifyAccessToken(token: string, opts: VerifyAccessTokenOp
   const tol = opts.clockToleranceSeconds ?? 0;
   if ((c['exp'] as number) <= nowS - tol) throw new TokenError('expired', 'token expired');
   if ((c['iat'] as number) > nowS + tol + 60) throw new TokenError('not_yet_valid', 'token issued in the future');
+  if (c['root'] !== undefined && typeof c['root'] !== 'string') throw new TokenError('malformed_token', 'root must be a string');
   if (c['cnf'] !== undefined && (typeof c['cnf'] !== 'object' || c['cnf'] === null || Array.isArray(c['cnf']))) {
     throw new TokenError('malformed_token', 'cnf must be an object');
   }

@@ -9,7 +9,7 @@ import { buildKeyBundle } from '../../bundles/key-bundle.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
 import { compileFormation } from '../../core/compiler/compile.ts';
 import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
-import { writeFileDurable, type DeviceFile, type TrustFile } from '../../edge/files.ts';
+import { initialState, writeFileDurable, writeState, type DeviceFile, type TrustFile } from '../../edge/files.ts';
 
 export const T0 = Date.UTC(2026, 0, 1);
 export const SECRET = 'svck_live_' + 'E'.repeat(43);
@@ -30,6 +30,7 @@ export async function edgeWorld(opts: { budgets?: Record<string, number> } = {})
   const cellSigner = signerFromJwk(cellKey.kid, cellKey.privateJwk);
   const dev = await generateEd25519();
   const device: DeviceFile = { format_version: 1, device_id: dev.kid, public_jwk: dev.publicJwk, private_jwk: dev.privateJwk };
+  writeState(dir, initialState(device.device_id));
   writeFileDurable(join(dir, 'device.json'), JSON.stringify(device), 0o600);
   const pub = await generateEd25519();
   const trust: TrustFile = { format_version: 1, cell_id: 'cell-a', keys: [{ kid: cellKey.kid, jwk: cellKey.publicJwk }], publishers: [{ kid: pub.kid, jwk: pub.publicJwk }] };

@@ -287,7 +287,7 @@ test('a custom role narrows; built-ins cannot be changed; a principal cannot get
     const opKey = await mint(t, { scopes: ['iam.principals'] });
     const r = await t.request('POST', PRINCIPALS, { token: opKey.body.secret, body: { kind: 'service', name: 'x', roles: ['owner'] } });
     assert.equal(r.status, 403);
-    assert.equal(r.body.details.reason, 'roles_exceed_caller');
+    assert.equal(r.body.details.reason, 'wider_than_caller');
   } finally { await t.close(); }
 });
 

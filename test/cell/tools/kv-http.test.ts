@@ -10,7 +10,8 @@ let t: InProcess;
 let url: string;
 let server: ReturnType<typeof createServer>;
 before(async () => {
-  t = await inProcessCell();
+  // The test server is on loopback: this cell's operator allow-lists it (the default refuses it).
+  t = await inProcessCell({ config: { egressAllowPrivate: ['127.0.0.1'] } });
   server = createServer((req, res) => {
     if (req.url === '/big') { res.end('x'.repeat(100 * 1024)); return; }
     if (req.url === '/redirect') { res.writeHead(302, { location: 'http://example.com/' }); res.end(); return; }
@@ -57,6 +58,26 @@ test('http.get fetches only allowlisted URLs, without redirects, bounded', async
   const redir = await h.run(ctx({ egress_allowlist: [url] }), { url: `${url}/redirect` }) as { status: number };
   assert.equal(redir.status, 302, 'redirects are not followed (they could leave the allowlist)');
   await assert.rejects(h.run(ctx({ egress_allowlist: ['*'] }), { url: 'file:///etc/passwd' }), (e: unknown) => isServiceError(e) && e.code === 'invalid_request');
+});
+
+test('http.get never reaches loopback, private or link-local addresses unless the operator allow-listed them, whatever the allowlist says', async () => {
+  const strict = await inProcessCell();
+  try {
+    const h = getTool('http.get')!;
+    const c = (u: string) => h.run({ cell: strict.cell, workspaceId: 'ws1', agentId: 'agt_test', authority: { egress_allowlist: ['*'] } }, { url: u });
+    const port = (server.address() as AddressInfo).port;
+    for (const u of [`${url}/`, `http://localhost:${port}/`, `http://[::1]:${port}/`, `http://[::ffff:127.0.0.1]:${port}/`,
+      'http://169.254.169.254/latest/meta-data/', 'http://10.0.0.1/', 'http://192.168.1.1/', 'http://0.0.0.0/', 'http://100.64.0.1/']) {
+      await assert.rejects(c(u), refusedWith('egress_private_address'), u);
+    }
+    // The name is judged at connect time (DNS rebinding cannot swap in a private address after the check).
+    await assert.rejects(c(`http://localhost:${port}/`), refusedWith('egress_private_address'));
+    // The allow-listed cell reaches the same server.
+    const ok = await getTool('http.get')!.run(ctx({ egress_allowlist: ['*'] }), { url: `http://localhost:${port}/` }) as { status: number };
+    assert.equal(ok.status, 200);
+  } finally {
+    await strict.close();
+  }
 });
 
 test('clock.now reads the cell clock; calc returns a value', async () => {
