@@ -65,7 +65,7 @@ export function queryAll<T extends Row>(stmts: Statements, sql: string, params: 
         names = st.getColumnNames();
         columnNames.set(st, names);
       }
-      const row: Row = {};
+      const row: Record<string, SqlValue> = {};
       for (let i = 0; i < names.length; i++) row[names[i]!] = values[i] as SqlValue;
       rows.push(row as T);
       if (first) break;

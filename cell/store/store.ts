@@ -12,6 +12,7 @@
  * its LSN, and drops only a torn or corrupt tail. Formats and guarantees:
  * docs/storage.md.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
@@ -24,7 +25,8 @@ import { encodeRecord, HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEAD_BYTES, type S
 import { readSnapshotLsn, replayLog, type ReplayResult } from './_replay.ts';
 import { execute, queryAll, Statements, tune } from './_sql.ts';
 import { loadSqlJs } from './_sqljs.ts';
-import type { Migration, OpenStoreOptions, Row, SqlValue, Store, Tx } from './types.ts';
+import type { Change, Migration, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Tx } from './types.ts';
+import { tablesWritten } from './_tables.ts';
 
 /** Log size that triggers an automatic checkpoint when the caller sets none. */
 export const DEFAULT_CHECKPOINT_BYTES = 64 * 1024 * 1024;
@@ -52,9 +54,17 @@ export interface DurableStore extends Store {
   readonly stats: Readonly<StoreStats>;
   /** True once a log write or fsync failed: every later write is refused. */
   readonly failed: boolean;
+  /** What opening found: records replayed, bytes of torn or corrupt tail dropped. */
+  readonly recovery: { replayed: number; droppedBytes: number; droppedReason: string | null };
+  /** Writes a snapshot and truncates the log. */
+  checkpoint(): Promise<void>;
 }
 
 export interface DurableStoreOptions extends OpenStoreOptions {
+  /** Data directory of the store; created when missing. */
+  dir: string;
+  /** Log size that triggers an automatic checkpoint (bytes). */
+  checkpointBytes?: number;
   /** Test seam: replaces the fsync of the log file (e.g. to count or fail it). */
   fsync?: (fh: FileHandle) => Promise<void>;
   /**
@@ -74,6 +84,9 @@ interface Pending {
   resolve: () => void;
   reject: (err: unknown) => void;
 }
+
+/** The transaction a piece of code runs inside, if any (reads inside it must not wait for it). */
+const inTx = new AsyncLocalStorage<object>();
 
 /** Opens (or creates) the store in `opts.dir`: lock, snapshot, replay, migrations. */
 export async function openStore(opts: DurableStoreOptions): Promise<DurableStore> {
@@ -159,10 +172,15 @@ interface StoreInit {
 class SqlJsStore implements DurableStore {
   readonly recovery: ReplayResult['recovery'];
   readonly stats: StoreStats;
+  readonly engine = 'embedded' as const;
   #failed = false;
   #closing = false;
   #closed = false;
-  #inTx = false;
+  /** The open write transaction (token) and a promise that settles when it ends. */
+  #tx: { token: object; done: Promise<void> } | null = null;
+  /** Writers wait here, one transaction at a time. */
+  #writeLock: Promise<void> = Promise.resolve();
+  readonly #listeners = new Set<(c: Change) => void>();
   #queue: Pending[] = [];
   #flushing = false;
   #paused = false;
@@ -214,78 +232,130 @@ class SqlJsStore implements DurableStore {
     this.#timer.unref();
   }
 
-  get<T extends Row = Row>(sql: string, params?: readonly SqlValue[]): T | undefined {
-    this.#assertOpen();
-    return queryAll<T>(this.#stmts, sql, params, true)[0];
+  async get(sql: string, params?: readonly SqlValue[]): Promise<Row | undefined> {
+    await this.#committedView();
+    return queryAll<Row>(this.#stmts, sql, params, true)[0];
   }
 
-  all<T extends Row = Row>(sql: string, params?: readonly SqlValue[]): T[] {
-    this.#assertOpen();
-    return queryAll<T>(this.#stmts, sql, params, false);
+  async all(sql: string, params?: readonly SqlValue[]): Promise<Row[]> {
+    await this.#committedView();
+    return queryAll<Row>(this.#stmts, sql, params, false);
   }
 
-  write<T>(fn: (tx: Tx) => T): Promise<T> {
+  /**
+   * Reads see committed data only: while a write transaction is open (its
+   * function awaits between statements), readers outside it wait for it to end.
+   */
+  #committedView(): Promise<void> | void {
+    this.#assertOpen();
+    const tx = this.#tx;
+    if (tx && inTx.getStore() !== tx.token) return tx.done.then(() => this.#committedView());
+  }
+
+  onChange(listener: (c: Change) => void): () => void {
+    this.#listeners.add(listener);
+    return () => { this.#listeners.delete(listener); };
+  }
+
+  async health(): Promise<StoreHealth> {
+    if (this.#closing || this.#closed) return { ok: false, reason: 'store_closed' };
+    if (this.#failed) return { ok: false, reason: 'store_failed' };
+    return { ok: true };
+  }
+
+  write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     if (this.#closing || this.#closed) return Promise.reject(unavailable('store_closed'));
     if (this.#failed) return Promise.reject(unavailable('store_failed'));
-    if (this.#inTx) return Promise.reject(new TypeError('store.write: nested write inside a transaction'));
+    if (this.#tx && inTx.getStore() === this.#tx.token) return Promise.reject(new TypeError('store.write: nested write inside a transaction'));
+    const prev = this.#writeLock;
+    let release!: () => void;
+    this.#writeLock = new Promise<void>((r) => { release = r; });
+    // The lock is held until COMMIT only: the next transaction runs while this one's fsync is pending (group commit).
+    return prev.then(() => this.#runTx(fn)).finally(() => release()).then((committed) => committed());
+  }
+
+  /**
+   * One transaction: BEGIN, the function, the log record encoded, COMMIT.
+   * Resolves (at COMMIT) with a function that waits for durability via the group commit.
+   */
+  async #runTx<T>(fn: (tx: Tx) => Promise<T>): Promise<() => Promise<T>> {
+    if (this.#closed) throw unavailable('store_closed');
+    if (this.#failed) throw unavailable('store_failed');
     const db = this.db;
     const cache = this.#stmts;
     const recorded: Statement[] = [];
+    const effects: (() => void)[] = [];
+    const token = {};
+    let endTx!: () => void;
+    this.#tx = { token, done: new Promise<void>((r) => { endTx = r; }) };
     const tx: Tx = {
-      get<R extends Row = Row>(sql: string, params?: readonly SqlValue[]): R | undefined {
-        return queryAll<R>(cache, sql, params, true)[0];
-      },
-      all<R extends Row = Row>(sql: string, params?: readonly SqlValue[]): R[] {
-        return queryAll<R>(cache, sql, params, false);
-      },
-      run(sql: string, params?: readonly SqlValue[]) {
+      get: async (sql, params) => queryAll<Row>(cache, sql, params, true)[0],
+      all: async (sql, params) => queryAll<Row>(cache, sql, params, false),
+      run: async (sql, params) => {
         if (TX_CONTROL.test(sql)) throw new TypeError(`store: "${sql.trim().split(/\s/)[0]}" is not allowed inside write(); the store owns the transaction`);
         const changes = execute(db, cache, sql, params);
         recorded.push(params && params.length > 0 ? [sql, copyParams(params)] : [sql]);
         return { changes };
       },
+      afterCommit: (effect) => { effects.push(effect); },
     };
     let result: T;
     let buf: Buffer | undefined;
-    this.#inTx = true;
     try {
       db.run('BEGIN');
-      result = fn(tx);
-      if (result !== null && typeof result === 'object' && typeof (result as { then?: unknown }).then === 'function') {
-        throw new TypeError('store.write: the transaction function must be synchronous (it returned a promise)');
-      }
-      if (recorded.length > 0) {
-        // Encoded before COMMIT: a record the log could not hold is refused, not half-kept.
-        buf = encodeRecord(this.stats.lsn + 1, recorded);
-        if (buf.length - RECORD_HEAD_BYTES > MAX_RECORD_BYTES) {
-          throw new TypeError(`store.write: transaction too large for one log record (${buf.length} bytes)`);
-        }
-      }
-      db.run('COMMIT');
-    } catch (err) {
       try {
-        db.run('ROLLBACK');
-      } catch {
-        // SQLite already rolled the transaction back (e.g. a failed COMMIT).
+        result = await inTx.run(token, () => fn(tx));
+        if (recorded.length > 0) {
+          // Encoded before COMMIT: a record the log could not hold is refused, not half-kept.
+          buf = encodeRecord(this.stats.lsn + 1, recorded);
+          if (buf.length - RECORD_HEAD_BYTES > MAX_RECORD_BYTES) {
+            throw new TypeError(`store.write: transaction too large for one log record (${buf.length} bytes)`);
+          }
+        }
+        db.run('COMMIT');
+      } catch (err) {
+        try {
+          db.run('ROLLBACK');
+        } catch {
+          // SQLite already rolled the transaction back (e.g. a failed COMMIT).
+        }
+        throw err;
       }
-      return Promise.reject(err);
     } finally {
-      this.#inTx = false;
+      this.#tx = null;
+      endTx();
     }
-    if (!buf) return Promise.resolve(result);
+    if (!buf) {
+      return async () => {
+        for (const e of effects) e();
+        return result;
+      };
+    }
     const lsn = ++this.stats.lsn;
     this.stats.commits++;
-    return new Promise<T>((resolve, reject) => {
-      this.#queue.push({ lsn, buf, resolve: () => resolve(result), reject });
+    const tables = tablesWritten(recorded.map((r) => r[0]));
+    const durable = new Promise<void>((resolve, reject) => {
+      this.#queue.push({ lsn, buf: buf!, resolve, reject });
       this.#schedulePump();
     });
+    return async () => {
+      await durable;
+      for (const e of effects) e();
+      if (tables.size > 0) for (const l of this.#listeners) l({ tables, remote: false });
+      return result;
+    };
   }
 
   async checkpoint(): Promise<void> {
     if (this.#closed) throw unavailable('store_closed');
     if (this.#failed) throw unavailable('store_failed');
     if (this.#checkpointing) return this.#checkpointing;
-    const run = this.#doCheckpoint().finally(() => {
+    // Between transactions only: an open one (its function may be awaiting) must not be exported.
+    const prev = this.#writeLock;
+    let release!: () => void;
+    this.#writeLock = new Promise<void>((r) => { release = r; });
+    const run = prev.then(() => this.#doCheckpoint()).finally(() => {
+      release();
       this.#checkpointing = null;
       this.#paused = false;
       this.#schedulePump();
@@ -323,27 +393,27 @@ class SqlJsStore implements DurableStore {
 
   /** Applies each migration not yet recorded in `_migrations`, in the given order. */
   async migrate(migrations: readonly Migration[]): Promise<void> {
-    const hasTable = this.get("SELECT 1 AS one FROM sqlite_master WHERE type = 'table' AND name = '_migrations'");
+    const hasTable = await this.get("SELECT 1 AS one FROM sqlite_master WHERE type = 'table' AND name = '_migrations'");
     if (!hasTable) {
-      await this.write((tx) =>
-        tx.run('CREATE TABLE IF NOT EXISTS _migrations (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, sql_sha256 TEXT NOT NULL)'),
-      );
+      await this.write(async (tx) => {
+        await tx.run('CREATE TABLE IF NOT EXISTS _migrations (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, sql_sha256 TEXT NOT NULL)');
+      });
     }
     for (const m of migrations) {
       const sha = createHash('sha256').update(m.sql).digest('hex');
-      const row = this.get<{ sql_sha256: string }>('SELECT sql_sha256 FROM _migrations WHERE id = ?', [m.id]);
+      const row = await this.get('SELECT sql_sha256 FROM _migrations WHERE id = ?', [m.id]);
       if (row) {
-        if (row.sql_sha256 !== sha) this.#note(`store: migration ${m.id} was applied with different SQL; it is not re-run`);
+        if (row['sql_sha256'] !== sha) this.#note(`store: migration ${m.id} was applied with different SQL; it is not re-run`);
         continue;
       }
-      await this.write((tx) => {
+      await this.write(async (tx) => {
         try {
-          tx.run(m.sql);
+          await tx.run(m.sql);
         } catch (err) {
           throw new Error(`store: migration ${m.id} failed: ${(err as Error).message}`);
         }
-        const seq = tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM _migrations')?.n ?? 0;
-        tx.run('INSERT INTO _migrations (id, seq, sql_sha256) VALUES (?, ?, ?)', [m.id, seq + 1, sha]);
+        const n = (await tx.get('SELECT COUNT(*) AS n FROM _migrations'))?.['n'];
+        await tx.run('INSERT INTO _migrations (id, seq, sql_sha256) VALUES (?, ?, ?)', [m.id, (typeof n === 'number' ? n : 0) + 1, sha]);
       });
     }
   }

@@ -1,58 +1,88 @@
 /**
- * The contract of the cell's durable store (implementation: cell/store/store.ts).
+ * The contract of the cell's store: one asynchronous interface, two engines
+ * (cell/store/embedded.ts: sql.js + checksummed log + group commit +
+ * snapshots; cell/store/postgres.ts: a PostgreSQL server). Modules never see
+ * which engine they run on; SQL lives in each module's repository file and
+ * stays within the dialect both engines run (docs/storage.md, "One dialect").
  *
- * sql.js holds the database in memory. A write transaction runs synchronously
- * inside BEGIN/COMMIT; its statements are recorded and appended to a
- * checksummed log that is fsync'd before `write()` resolves (group commit:
- * concurrent writers share one fsync). A throwing transaction is rolled back
- * and nothing is logged. Replay re-executes the recorded statements, so a
- * transaction must be deterministic: no `random()`, no `datetime('now')`;
- * pass times and ids in as parameters.
+ * - Reads (`get`, `all`) see committed data only.
+ * - `write(fn)` runs `fn` as one transaction and resolves once it is durable
+ *   (fsync'd log on the embedded engine; a committed, flushed WAL record on
+ *   PostgreSQL). If `fn` throws, nothing is kept and `write` rejects with
+ *   that error. `fn` may run more than once (PostgreSQL retries a
+ *   serialization conflict), so it must have no effect outside the
+ *   transaction: put in-memory effects in `tx.afterCommit`.
+ * - A transaction must be deterministic given its SQL and parameters: no
+ *   `random()`, no current time in SQL; pass times and ids in.
+ * - Rows come back untyped (`Row`): each repository decodes them into its own
+ *   types (cell/store/decode.ts), never by casting.
  */
 
 export type SqlValue = string | number | null | Uint8Array;
-export type Row = Record<string, SqlValue>;
+export type Row = Readonly<Record<string, SqlValue>>;
 
 export interface Reader {
   /** First row of a query, or undefined. */
-  get<T extends Row = Row>(sql: string, params?: readonly SqlValue[]): T | undefined;
+  get(sql: string, params?: readonly SqlValue[]): Promise<Row | undefined>;
   /** All rows of a query. */
-  all<T extends Row = Row>(sql: string, params?: readonly SqlValue[]): T[];
+  all(sql: string, params?: readonly SqlValue[]): Promise<Row[]>;
 }
 
 export interface Tx extends Reader {
-  /** Executes a statement inside the transaction; returns the rows changed. */
-  run(sql: string, params?: readonly SqlValue[]): { changes: number };
+  /** Executes a statement inside the transaction; resolves with the rows changed. */
+  run(sql: string, params?: readonly SqlValue[]): Promise<{ changes: number }>;
+  /**
+   * Runs `effect` once the transaction is durable (never if it rolls back;
+   * once even if `fn` was retried): in-memory mirrors, cache invalidation.
+   */
+  afterCommit(effect: () => void): void;
 }
 
 export interface Migration {
-  /** Unique, stable name, e.g. `iam-001-principals`. Never renamed once shipped. */
+  /** Unique, stable name, e.g. `iam-001-principals`. Never renamed or edited once shipped. */
   id: string;
+  /**
+   * Statements separated by `;`, in the shared dialect. DDL column types are
+   * written as SQLite spells them; the PostgreSQL engine maps `INTEGER` to
+   * BIGINT, `INTEGER PRIMARY KEY AUTOINCREMENT` to BIGSERIAL PRIMARY KEY,
+   * `BLOB` to BYTEA and `REAL` to DOUBLE PRECISION (docs/storage.md).
+   */
   sql: string;
 }
 
+/** A committed change, as `onChange` listeners see it. */
+export interface Change {
+  /** Tables the transaction wrote. */
+  tables: ReadonlySet<string>;
+  /** True when another cell of the group committed it (PostgreSQL only). */
+  remote: boolean;
+}
+
+export interface StoreHealth {
+  ok: boolean;
+  /** Why not, when not ok: `store_closed`, `store_failed`, `connection_lost`, … */
+  reason?: string;
+}
+
 export interface Store extends Reader {
+  readonly engine: 'embedded' | 'postgres';
+  /** Runs `fn` as one transaction; resolves once it is durable. See the module header. */
+  write<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
   /**
-   * Runs `fn` as one transaction and resolves once it is durable on disk.
-   * If `fn` throws, the transaction is rolled back, nothing is logged, and the
-   * returned promise rejects with that error.
+   * Subscribes to committed writes: this process's at once, and on PostgreSQL
+   * every other cell's of the same database within about a second. Returns
+   * the unsubscribe function.
    */
-  write<T>(fn: (tx: Tx) => T): Promise<T>;
-  /** Writes a snapshot and truncates the log. */
-  checkpoint(): Promise<void>;
-  /** Flushes, checkpoints and releases the directory lock. */
+  onChange(listener: (change: Change) => void): () => void;
+  /** Whether a write could succeed now (readiness probe). */
+  health(): Promise<StoreHealth>;
+  /** Flushes and releases everything (lock, connections). Idempotent. */
   close(): Promise<void>;
-  /** What opening found: records replayed, bytes of torn or corrupt tail dropped. */
-  readonly recovery: { replayed: number; droppedBytes: number; droppedReason: string | null };
 }
 
 export interface OpenStoreOptions {
-  /** Data directory; created when missing. */
-  dir: string;
-  /** Migrations applied in order on open (each once, as a logged transaction). */
+  /** Migrations applied in order on open (each once, recorded in `_migrations`). */
   migrations: readonly Migration[];
-  /** Log size that triggers an automatic checkpoint (bytes). */
-  checkpointBytes?: number;
-  /** Called with human-readable notes (e.g. dropped tail) for the operator log. */
+  /** Called with human-readable notes (e.g. a dropped torn tail) for the operator log. */
   log?: (msg: string) => void;
 }
