@@ -1,11 +1,13 @@
 /**
- * The running cell as the route modules see it: config, store, clock,
- * identity, and the registries modules fill (authenticators).
+ * What every module is built from (`CellCore`: config, store, clock, log),
+ * the request's authority as the gateway established it, and the Hono
+ * environment of the app.
  */
 import type { Context } from 'hono';
 import type { IncomingMessage } from 'node:http';
 import type { Ceiling } from '../core/authority/ceiling.ts';
 import type { CellConfig } from './config.ts';
+import type { CredentialLimits } from './http/credential-limits.ts';
 import type { Store } from './store/types.ts';
 
 export interface Clock {
@@ -19,6 +21,20 @@ export const systemClock: Clock = { now: () => Date.now() };
 export function manualClock(start = Date.UTC(2026, 0, 1)): Clock & { advance(ms: number): void; set(ms: number): void } {
   let t = start;
   return { now: () => t, advance: (ms) => { t += ms; }, set: (ms) => { t = ms; } };
+}
+
+export interface Logger {
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/** The cell's config (with its settled id), its store, clock and log: what every module factory takes. */
+export interface CellCore {
+  config: CellConfig & { cellId: string };
+  store: Store;
+  clock: Clock;
+  log: Logger;
 }
 
 export interface AuthContext {
@@ -54,24 +70,7 @@ export interface Authenticator {
   authenticate(cred: { scheme: 'bearer' | 'dpop'; token: string }, c: Context<AppEnv>): Promise<AuthContext | null>;
 }
 
-export interface Logger {
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
-}
-
-export interface Cell {
-  config: CellConfig & { cellId: string };
-  store: Store;
-  clock: Clock;
-  log: Logger;
-  /** Authenticators tried in order for a presented credential. */
-  authenticators: Authenticator[];
-  /** Arbitrary per-module services, keyed by module name (set in a module's init). */
-  services: Map<string, unknown>;
-}
-
 export type AppEnv = {
   Bindings: { incoming?: IncomingMessage };
-  Variables: { cell: Cell; auth: AuthContext; requestId: string };
+  Variables: { auth: AuthContext; requestId: string; credentialLimits: CredentialLimits };
 };

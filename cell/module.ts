@@ -1,21 +1,21 @@
 /**
- * A cell module: its tables, its routes, and what it starts and stops.
- * The list of modules and their order is in cell/modules.ts.
+ * A cell module instance, as cell/server.ts wires it: a factory per module
+ * (e.g. `createIamModule(core)`) takes what the module depends on (the
+ * `CellCore` and other modules' typed APIs) and returns this, plus its own
+ * typed API. Migrations are static per module and listed in cell/migrations.ts
+ * (they are applied before any module is built).
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import type { AppEnv, Cell } from './context.ts';
-import type { Migration } from './store/types.ts';
+import type { AppEnv, Authenticator } from './context.ts';
 
 export interface CellModule {
   name: string;
-  /** Applied in order, each once, as logged transactions. Ids are never renamed. */
-  migrations: readonly Migration[];
-  /** Called once after the store is open and migrated, before routes are mounted. */
-  init?(cell: Cell): Promise<void> | void;
+  /** Authenticators this module contributes to the gateway, tried in module order. */
+  authenticators?: readonly Authenticator[];
   /** Mounts this module's routes. */
-  routes?(app: OpenAPIHono<AppEnv>, cell: Cell): void;
+  routes?(app: OpenAPIHono<AppEnv>): void;
   /** Called once the server listens (schedulers, recovery sweeps). */
-  start?(cell: Cell): Promise<void> | void;
+  start?(): Promise<void>;
   /** Called on shutdown, in reverse module order. */
-  stop?(cell: Cell): Promise<void> | void;
+  stop?(): Promise<void>;
 }

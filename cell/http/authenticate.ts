@@ -5,11 +5,11 @@
  */
 import type { MiddlewareHandler } from 'hono';
 import { unauthorized } from '../../core/errors.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv, Authenticator } from '../context.ts';
 
 const AUTH_HEADER = /^(Bearer|DPoP) +([A-Za-z0-9\-._~+/]+=*)$/i;
 
-export function authenticate(cell: Cell): MiddlewareHandler<AppEnv> {
+export function authenticate(authenticators: readonly Authenticator[]): MiddlewareHandler<AppEnv> {
   return async function authenticate(c, next) {
     const header = c.req.header('authorization');
     if (!header) throw unauthorized('missing bearer credential');
@@ -17,7 +17,7 @@ export function authenticate(cell: Cell): MiddlewareHandler<AppEnv> {
     if (!m) throw unauthorized('malformed Authorization header');
     const scheme = m[1]!.toLowerCase() === 'dpop' ? 'dpop' : 'bearer';
     const token = m[2]!;
-    for (const a of cell.authenticators) {
+    for (const a of authenticators) {
       const auth = await a.authenticate({ scheme, token }, c);
       if (auth) {
         c.set('auth', auth);

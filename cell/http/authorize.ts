@@ -1,27 +1,15 @@
 /**
  * Third and fourth gates of a protected operation: authorization (403) and
- * the credential's own requests-per-minute ceiling (429).
+ * the credential's own requests-per-minute ceiling (429), counted against
+ * its root credential (cell/http/credential-limits.ts).
  */
 import type { MiddlewareHandler } from 'hono';
 import { forbidden } from '../../core/errors.ts';
 import { grants } from '../../core/authority/scopes.ts';
-import type { AppEnv, Clock } from '../context.ts';
-import { TokenBuckets, rateLimitHeaders, rateLimited } from '../../core/ratelimit.ts';
+import { rateLimitHeaders, rateLimited } from '../../core/ratelimit.ts';
+import type { AppEnv } from '../context.ts';
 
-/** Per-credential rpm buckets, one set per distinct rpm value. */
-class CredentialLimits {
-  readonly #byRpm = new Map<number, TokenBuckets>();
-  constructor(private readonly clock: Clock) {}
-  take(credentialId: string, rpm: number) {
-    let b = this.#byRpm.get(rpm);
-    if (!b) { b = new TokenBuckets(rpm, rpm / 60, this.clock); this.#byRpm.set(rpm, b); }
-    return b.take(credentialId);
-  }
-}
-
-const limitsByClock = new WeakMap<Clock, CredentialLimits>();
-
-/** Requires `permission` of the authenticated caller, then applies its per-key rpm. */
+/** Requires `permission` of the authenticated caller, then applies its per-credential rpm. */
 export function requires(permission: string): MiddlewareHandler<AppEnv> {
   return async function requiresPermission(c, next) {
     const auth = c.get('auth');
@@ -30,11 +18,7 @@ export function requires(permission: string): MiddlewareHandler<AppEnv> {
     }
     const rpm = auth.credential.rateLimitRpm;
     if (rpm !== undefined && rpm > 0) {
-      const clock = c.get('cell').clock;
-      let limits = limitsByClock.get(clock);
-      if (!limits) { limits = new CredentialLimits(clock); limitsByClock.set(clock, limits); }
-      // One bucket per root credential: a token or SAT derived from a key spends the key's budget.
-      const r = limits.take(auth.credential.root, rpm);
+      const r = c.get('credentialLimits').take(auth.credential.root, rpm);
       if (!r.allowed) throw rateLimited(r, 'requests-per-minute ceiling of this credential', rateLimitHeaders(r, 'credential', 60));
     }
     await next();

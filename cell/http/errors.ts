@@ -7,13 +7,14 @@ import type { Context, ErrorHandler, NotFoundHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ZodError } from 'zod';
 import { ServiceError, isServiceError, toEnvelope } from '../../core/errors.ts';
-import type { AppEnv } from '../context.ts';
+import type { AppEnv, Logger } from '../context.ts';
 
 function correlationId(c: Context<AppEnv>): string {
   return c.get('requestId') ?? crypto.randomUUID();
 }
 
-export const onError: ErrorHandler<AppEnv> = (err, c) => {
+/** The app's error handler: the envelope on the wire, the cause (5xx) in `log` under the correlation id. */
+export const errorHandler = (log: Logger): ErrorHandler<AppEnv> => (err, c) => {
   let e: unknown = err;
   if (!isServiceError(err) && err instanceof HTTPException) {
     if (err.status === 413) e = new ServiceError('invalid_request', 'request body too large', { details: { reason: 'body_too_large' } });
@@ -26,10 +27,8 @@ export const onError: ErrorHandler<AppEnv> = (err, c) => {
   const id = correlationId(c);
   const { status, body } = toEnvelope(e, id);
   if (status >= 500) {
-    const log = c.get('cell')?.log;
     const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
-    if (log) log.error('request failed', { correlation_id: id, method: c.req.method, path: c.req.path, error: detail });
-    else console.error(`[${id}]`, detail);
+    log.error('request failed', { correlation_id: id, method: c.req.method, path: c.req.path, error: detail });
   }
   const headers: Record<string, string> = {};
   if (isServiceError(e) && e.headers) Object.assign(headers, e.headers);

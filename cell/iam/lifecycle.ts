@@ -4,15 +4,22 @@
  * recoverable within the retention window; restore brings them back; purge
  * hard-deletes every key of the owner and tombstones it. The sweep purges
  * owners, and soft-deleted keys, whose retention window has passed.
+ *
+ * Other modules react to a principal leaving (e.g. the scheduler disables
+ * its definitions) through `onDeactivate` hooks, run inside the same
+ * transaction so the audit trail and the effect land together.
  */
 import { conflict } from '../../core/errors.ts';
-import type { Cell } from '../context.ts';
+import type { CellCore } from '../context.ts';
 import type { Tx } from '../store/types.ts';
-import { recordAuditTx } from './audit.ts';
-import { invalidateKeyCache } from './keys.ts';
+import type { Iam } from './iam.ts';
 import type { Principal } from './principals.ts';
+import * as repo from './repository.ts';
 
 export type LifecycleAction = 'archive' | 'restore' | 'delete' | 'purge';
+
+/** Called inside the transaction that makes a principal inactive (archive, delete, purge, sweep). */
+export type DeactivateHook = (tx: Tx, principalId: string, action: LifecycleAction | 'sweep', actor: string) => Promise<void>;
 
 const NEXT: Record<LifecycleAction, { from: Principal['status'][]; to: Principal['status'] }> = {
   archive: { from: ['active'], to: 'archived' },
@@ -21,57 +28,60 @@ const NEXT: Record<LifecycleAction, { from: Principal['status'][]; to: Principal
   purge: { from: ['active', 'archived', 'deleted'], to: 'purged' },
 };
 
-export function applyLifecycleTx(cell: Cell, tx: Tx, p: Principal, action: LifecycleAction, actor: string): Principal {
-  const rule = NEXT[action];
-  if (!rule.from.includes(p.status)) {
-    throw conflict(`cannot ${action} a principal that is ${p.status}`, { reason: 'invalid_transition', status: p.status });
-  }
-  const now = cell.clock.now();
-  if (action === 'restore' && p.status_changed_at !== null && now - p.status_changed_at > cell.config.retentionSeconds * 1000) {
-    throw conflict('the retention window has passed; the principal can only be purged', { reason: 'retention_elapsed' });
-  }
-  tx.run('UPDATE principals SET status = ?, status_changed_at = ? WHERE id = ?', [rule.to, now, p.id]);
-  let keys = 0;
-  if (action === 'archive' || action === 'delete') {
-    keys = tx.run("UPDATE api_keys SET status = 'soft_deleted', deleted_at = ? WHERE owner_id = ? AND status = 'active'", [now, p.id]).changes;
-  } else if (action === 'restore') {
-    keys = tx.run("UPDATE api_keys SET status = 'active', deleted_at = NULL WHERE owner_id = ? AND status = 'soft_deleted'", [p.id]).changes;
-  } else {
-    keys = purgeKeysTx(tx, 'owner_id = ?', [p.id], now, 'owner_purged');
-    tx.run('UPDATE principals SET password_hash = NULL WHERE id = ?', [p.id]);
-  }
-  recordAuditTx(tx, { at: now, actor, action: `principal.${action}`, target: p.id, outcome: 'ok', details: { keys_affected: keys } });
-  invalidateKeyCache(cell);
-  return { ...p, status: rule.to, status_changed_at: now };
-}
+export class Lifecycle {
+  readonly #hooks: DeactivateHook[] = [];
+  constructor(private readonly core: CellCore, private readonly iam: Iam) {}
 
-function purgeKeysTx(tx: Tx, where: string, params: (string | number)[], now: number, reason: string): number {
-  const rows = tx.all<{ id: string; owner_id: string }>(`SELECT id, owner_id FROM api_keys WHERE ${where}`, params);
-  for (const r of rows) {
-    tx.run('INSERT OR REPLACE INTO key_tombstones (key_id, owner_id, at, reason) VALUES (?, ?, ?, ?)', [r.id, r.owner_id, now, reason]);
+  /** Registers a reaction to a principal becoming inactive. */
+  onDeactivate(hook: DeactivateHook): void {
+    this.#hooks.push(hook);
   }
-  tx.run(`DELETE FROM api_keys WHERE ${where}`, params);
-  return rows.length;
-}
 
-/**
- * The purge sweep: owners archived or deleted longer than the retention window
- * are purged, and soft-deleted keys past the window are collected too.
- */
-export async function purgeSweep(cell: Cell): Promise<{ principals: number; keys: number }> {
-  const now = cell.clock.now();
-  const cutoff = now - cell.config.retentionSeconds * 1000;
-  return cell.store.write((tx) => {
-    const owners = tx.all<{ id: string }>(
-      "SELECT id FROM principals WHERE status IN ('archived', 'deleted') AND status_changed_at <= ?", [cutoff]);
-    let keys = 0;
-    for (const o of owners) {
-      tx.run("UPDATE principals SET status = 'purged', status_changed_at = ?, password_hash = NULL WHERE id = ?", [now, o.id]);
-      keys += purgeKeysTx(tx, 'owner_id = ?', [o.id], now, 'owner_purged');
-      recordAuditTx(tx, { at: now, actor: 'system:sweep', action: 'principal.purge', target: o.id, outcome: 'ok' });
+  async apply(p: Principal, action: LifecycleAction, actor: string): Promise<Principal> {
+    const rule = NEXT[action];
+    if (!rule.from.includes(p.status)) {
+      throw conflict(`cannot ${action} a principal that is ${p.status}`, { reason: 'invalid_transition', status: p.status });
     }
-    keys += purgeKeysTx(tx, "status = 'soft_deleted' AND deleted_at <= ?", [cutoff], now, 'retention_elapsed');
-    if (owners.length || keys) invalidateKeyCache(cell);
-    return { principals: owners.length, keys };
-  });
+    const now = this.core.clock.now();
+    if (action === 'restore' && p.status_changed_at !== null && now - p.status_changed_at > this.core.config.retentionSeconds * 1000) {
+      throw conflict('the retention window has passed; the principal can only be purged', { reason: 'retention_elapsed' });
+    }
+    return this.core.store.write(async (tx) => {
+      await repo.setPrincipalStatus(tx, p.id, rule.to, now);
+      let keys = 0;
+      if (action === 'archive' || action === 'delete') {
+        keys = await repo.softDeleteOwnerKeys(tx, p.id, now);
+      } else if (action === 'restore') {
+        keys = await repo.restoreOwnerKeys(tx, p.id);
+      } else {
+        keys = await repo.purgeOwnerKeys(tx, p.id, now);
+        await repo.clearPassword(tx, p.id);
+      }
+      if (action !== 'restore') for (const h of this.#hooks) await h(tx, p.id, action, actor);
+      await this.iam.audit(tx, { at: now, actor, action: `principal.${action}`, target: p.id, outcome: 'ok', details: { keys_affected: keys } });
+      return { ...p, status: rule.to, status_changed_at: now };
+    });
+  }
+
+  /**
+   * The purge sweep: owners archived or deleted longer than the retention window
+   * are purged, and soft-deleted keys past the window are collected too.
+   */
+  async sweep(): Promise<{ principals: number; keys: number }> {
+    const now = this.core.clock.now();
+    const cutoff = now - this.core.config.retentionSeconds * 1000;
+    return this.core.store.write(async (tx) => {
+      const owners = await repo.expiredPrincipals(tx, cutoff);
+      let keys = 0;
+      for (const id of owners) {
+        await repo.setPrincipalStatus(tx, id, 'purged', now);
+        await repo.clearPassword(tx, id);
+        keys += await repo.purgeOwnerKeys(tx, id, now);
+        for (const h of this.#hooks) await h(tx, id, 'sweep', 'system:sweep');
+        await this.iam.audit(tx, { at: now, actor: 'system:sweep', action: 'principal.purge', target: id, outcome: 'ok' });
+      }
+      keys += await repo.purgeSoftDeletedKeys(tx, cutoff, now);
+      return { principals: owners.length, keys };
+    });
+  }
 }

@@ -1,7 +1,5 @@
 /** Cell-local user passwords, hashed with scrypt (N=2^15, r=8, p=1), compared in constant time. */
 import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
-import type { Cell } from '../context.ts';
-import { getPrincipalByName, type Principal } from './principals.ts';
 
 const N = 1 << 15, R = 8, P = 1, LEN = 32;
 
@@ -22,19 +20,4 @@ export async function checkPassword(password: string, stored: string): Promise<b
   const got = await derive(password, Buffer.from(salt, 'base64url'));
   const want = Buffer.from(key, 'base64url');
   return got.length === want.length && timingSafeEqual(got, want);
-}
-
-/** Dummy hash so unknown users cost the same as known ones. */
-let dummy: string | null = null;
-
-export async function verifyUserPassword(cell: Cell, name: string, password: string): Promise<Principal | null> {
-  const p = getPrincipalByName(cell.store, name);
-  const stored = p?.kind === 'user' && p.status === 'active' ? cell.store.get<{ password_hash: string | null }>(
-    'SELECT password_hash FROM principals WHERE id = ?', [p.id])?.password_hash ?? null : null;
-  if (!stored) {
-    dummy ??= await hashPassword('dummy-password-for-timing');
-    await checkPassword(password, dummy);
-    return null;
-  }
-  return (await checkPassword(password, stored)) ? p! : null;
 }

@@ -5,9 +5,9 @@
  * /oauth/jwks.json (whose keys sign tokens only: the two sets never mix).
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv, CellCore } from '../context.ts';
 import { errorResponses, json } from '../http/openapi.ts';
-import { cellPublicJwks } from './identity.ts';
+import type { Iam } from './iam.ts';
 
 const CellKeys = z.object({
   cell_id: z.string(),
@@ -20,15 +20,15 @@ const CellKeys = z.object({
 
 export const CELL_KEYS_PATH = '/.well-known/cell-keys.json';
 
-export function identityRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function identityRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): void {
   app.openapi(createRoute({
     method: 'get', path: CELL_KEYS_PATH, tags: ['Discovery'], 'x-status': 'Live',
     summary: 'The cell\'s identity keys, which sign its journals and bundles',
     security: [],
     responses: { 200: json(CellKeys, 'Current and retired identity keys'), ...errorResponses() },
   }), (c) => c.json({
-    cell_id: cell.config.cellId,
-    keys: cellPublicJwks(cell).map((k) => ({
+    cell_id: core.config.cellId,
+    keys: iam.identityKeys().map((k) => ({
       kid: k.kid, jwk: k.jwk as Record<string, unknown>,
       retired_at: k.retired_at === null ? null : new Date(k.retired_at).toISOString(),
     })),

@@ -7,13 +7,11 @@ import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { parseIpRule } from '../../core/apikey/network.ts';
 import { invalid, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import type { AppEnv, AuthContext, Cell } from '../context.ts';
+import type { AppEnv, AuthContext, CellCore } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
-import { recordAuditTx } from './audit.ts';
-import { visiblePrincipal } from './_authz.ts';
-import { assertManages, assertWithinCaller } from './containment.ts';
-import { getKeyRow, keyAuthority, keyView, listKeyRows, mintKeyTx, revokeKeyTx, rotateKeyTx, type KeyRow } from './keys.ts';
-import { principalPermissions } from './principals.ts';
+import type { Iam } from './iam.ts';
+import { keyView, mintKeyTx, revokeKeyTx, rotateKeyTx, type KeyRow } from './keys.ts';
+import { countKeys, listKeys } from './repository.ts';
 
 const TAG = 'API keys';
 
@@ -63,11 +61,11 @@ const RotateBody = z.object({
  * The key, or the same 404 whether it does not exist or belongs to a principal
  * the caller may not see: a key id is never an existence oracle.
  */
-function visibleKey(cell: Cell, auth: AuthContext, id: string): KeyRow {
-  const row = getKeyRow(cell.store, id);
+async function visibleKey(iam: Iam, auth: AuthContext, id: string): Promise<KeyRow> {
+  const row = await iam.keyRow(id);
   if (row) {
     try {
-      visiblePrincipal(cell, auth, row.owner_id);
+      await iam.visiblePrincipal(auth, row.owner_id);
       return row;
     } catch {
       // fall through to the one answer
@@ -76,7 +74,8 @@ function visibleKey(cell: Cell, auth: AuthContext, id: string): KeyRow {
   throw notFound('API key');
 }
 
-export function keyRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): void {
+  const { store, clock } = core;
   app.openapi(createRoute({
     method: 'post', path: '/api/public/v1/admin/api-keys', tags: [TAG], 'x-status': 'Live',
     summary: 'Mint an API key (secret shown once)',
@@ -90,26 +89,23 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
       ...input, scopes: input.scopes ?? [], rate_limit_rpm: input.rate_limit_rpm ?? null,
       allowed_ips: input.allowed_ips ?? [], allowed_regions: input.allowed_regions ?? [], expires_at: input.expires_at ?? null,
     };
-    const owner = visiblePrincipal(cell, auth, body.owner_id ?? auth.principal.id);
+    const owner = await iam.visiblePrincipal(auth, body.owner_id ?? auth.principal.id);
     if (owner.status !== 'active') throw invalid('the owner is not active', { reason: 'owner_inactive' });
     // Minting for another principal is acting on it: the caller must hold all of its authority.
-    if (owner.id !== auth.principal.id) await assertManages(cell, auth, owner, 'api_key.mint');
+    if (owner.id !== auth.principal.id) await iam.assertManages(auth, owner, 'api_key.mint');
     const cap = (body.authority ?? null) as AuthorityEnvelope | null;
-    await assertWithinCaller(cell, auth, {
-      permissions: effectiveAuthority(principalPermissions(cell, owner), body.scopes),
+    await iam.assertWithinCaller(auth, {
+      permissions: effectiveAuthority(await iam.permissionsOf(owner), body.scopes),
       envelope: cap === null ? owner.authority : meetCeilings(owner.authority, cap),
     }, { action: 'api_key.mint', target: owner.id });
     const expiresAt = body.expires_at === null ? null : Date.parse(body.expires_at);
-    if (expiresAt !== null && expiresAt <= cell.clock.now()) throw invalid('expires_at is in the past');
-    const { row, secret } = await cell.store.write((tx) => {
-      const minted = mintKeyTx(cell, tx, {
+    if (expiresAt !== null && expiresAt <= clock.now()) throw invalid('expires_at is in the past');
+    const { row, secret } = await store.write(async (tx) => {
+      const minted = await mintKeyTx(clock, tx, {
         ownerId: owner.id, name: body.name, scopes: body.scopes, rateLimitRpm: body.rate_limit_rpm,
         allowedIps: body.allowed_ips, allowedRegions: body.allowed_regions, expiresAt, createdBy: auth.principal.id, authority: cap,
       });
-      recordAuditTx(tx, {
-        at: cell.clock.now(), actor: auth.principal.id, action: 'api_key.mint', target: minted.row.id, outcome: 'ok',
-        details: { owner_id: owner.id, scopes: body.scopes },
-      });
+      await iam.audit(tx, { actor: auth.principal.id, action: 'api_key.mint', target: minted.row.id, outcome: 'ok', details: { owner_id: owner.id, scopes: body.scopes } });
       return minted;
     });
     return c.json(keyView(row, secret) as z.infer<typeof KeyWithSecret>, 201);
@@ -120,14 +116,14 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     summary: 'List API keys (never secrets). Without iam.principals.read, only the caller\'s own.',
     ...secured(PERMISSIONS.keysRead),
     request: { query: pageQuery(100, 1000).extend({ owner_id: z.string().max(40).optional() }) },
-    responses: { 200: json(z.object({ keys: z.array(KeyView), limit: z.number(), offset: z.number() }).openapi('ApiKeyList'), 'Keys, oldest first'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
+    responses: { 200: json(z.object({ keys: z.array(KeyView), limit: z.number(), offset: z.number(), total: z.number() }).openapi('ApiKeyList'), 'Keys, oldest first'), ...errorResponses(400, 401, 403, 404) },
+  }), async (c) => {
     const auth = c.get('auth');
     const q = c.req.valid('query');
     const ownerId = q.owner_id ?? (visibleAll(auth) ? undefined : auth.principal.id);
-    if (ownerId) visiblePrincipal(cell, auth, ownerId);
-    const keys = listKeyRows(cell.store, q.limit, q.offset, ownerId).map((r) => keyView(r) as z.infer<typeof KeyView>);
-    return c.json({ keys, limit: q.limit, offset: q.offset }, 200);
+    if (ownerId) await iam.visiblePrincipal(auth, ownerId);
+    const keys = (await listKeys(store, q.limit, q.offset, ownerId)).map((r) => keyView(r) as z.infer<typeof KeyView>);
+    return c.json({ keys, limit: q.limit, offset: q.offset, total: await countKeys(store, ownerId) }, 200);
   });
 
   app.openapi(createRoute({
@@ -136,8 +132,8 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     ...secured(PERMISSIONS.keysRead),
     request: { params: KeyId },
     responses: { 200: json(KeyView, 'The key'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
-    const row = visibleKey(cell, c.get('auth'), c.req.valid('param').key_id);
+  }), async (c) => {
+    const row = await visibleKey(iam, c.get('auth'), c.req.valid('param').key_id);
     return c.json(keyView(row) as z.infer<typeof KeyView>, 200);
   });
 
@@ -149,15 +145,15 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     responses: { 200: json(KeyWithSecret, 'The key and its new secret'), ...errorResponses(400, 401, 403, 404, 409) },
   }), async (c) => {
     const auth = c.get('auth');
-    const row = visibleKey(cell, auth, c.req.valid('param').key_id);
+    const row = await visibleKey(iam, auth, c.req.valid('param').key_id);
     // A new secret carries the whole key's authority: only a caller holding all of it may receive one.
-    await assertWithinCaller(cell, auth, keyAuthority(cell, row), { action: 'api_key.rotate', target: row.id });
+    await iam.assertWithinCaller(auth, await iam.keyAuthority(row), { action: 'api_key.rotate', target: row.id });
     const body = c.req.valid('json') ?? {};
-    const max = cell.config.keyRotationGraceSeconds;
+    const max = core.config.keyRotationGraceSeconds;
     const grace = Math.min(body.grace_seconds ?? max, max);
-    const { row: next, secret } = await cell.store.write((tx) => {
-      const r = rotateKeyTx(cell, tx, row, grace);
-      recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'api_key.rotate', target: row.id, outcome: 'ok', details: { grace_seconds: grace } });
+    const { row: next, secret } = await store.write(async (tx) => {
+      const r = await rotateKeyTx(clock, tx, row, grace);
+      await iam.audit(tx, { actor: auth.principal.id, action: 'api_key.rotate', target: row.id, outcome: 'ok', details: { grace_seconds: grace } });
       return r;
     });
     return c.json(keyView(next, secret) as z.infer<typeof KeyWithSecret>, 200);
@@ -171,11 +167,11 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     responses: { 200: json(KeyView, 'The revoked key'), ...errorResponses(400, 401, 403, 404) },
   }), async (c) => {
     const auth = c.get('auth');
-    const row = visibleKey(cell, auth, c.req.valid('param').key_id);
-    await assertWithinCaller(cell, auth, keyAuthority(cell, row), { action: 'api_key.revoke', target: row.id });
-    const next = await cell.store.write((tx) => {
-      const r = revokeKeyTx(cell, tx, row);
-      recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'api_key.revoke', target: row.id, outcome: 'ok' });
+    const row = await visibleKey(iam, auth, c.req.valid('param').key_id);
+    await iam.assertWithinCaller(auth, await iam.keyAuthority(row), { action: 'api_key.revoke', target: row.id });
+    const next = await store.write(async (tx) => {
+      const r = await revokeKeyTx(clock, tx, row);
+      await iam.audit(tx, { actor: auth.principal.id, action: 'api_key.revoke', target: row.id, outcome: 'ok' });
       return r;
     });
     return c.json(keyView(next) as z.infer<typeof KeyView>, 200);

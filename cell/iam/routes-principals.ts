@@ -5,16 +5,13 @@ import { authoritySchema } from '../../core/authority/schema.ts';
 import { UNBOUNDED, type Ceiling } from '../../core/authority/ceiling.ts';
 import { BUILTIN_ROLES, PERMISSIONS } from '../../core/permissions.ts';
 import { conflict, invalid } from '../../core/errors.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv, CellCore } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
-import { listAudit, recordAuditTx } from './audit.ts';
-import { visiblePrincipal } from './_authz.ts';
-import { assertManages, assertWithinCaller } from './containment.ts';
-import { applyLifecycleTx, type LifecycleAction } from './lifecycle.ts';
+import type { Iam } from './iam.ts';
+import type { Lifecycle, LifecycleAction } from './lifecycle.ts';
 import { hashPassword } from './passwords.ts';
-import { invalidateKeyCache } from './keys.ts';
-import { createPrincipalTx, listPrincipals, principalView } from './principals.ts';
-import { getRole, listRoles, rolePermissions } from './roles.ts';
+import { createPrincipalTx, principalView } from './principals.ts';
+import { countPrincipals, insertRole, listAudit, listPrincipals } from './repository.ts';
 
 const PTAG = 'Principals';
 const RTAG = 'Roles';
@@ -57,7 +54,8 @@ const AuditEntry = z.object({
 
 type View = z.infer<typeof PrincipalView>;
 
-export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam, lifecycle: Lifecycle): void {
+  const { store, clock } = core;
   app.openapi(createRoute({
     method: 'post', path: '/api/public/v1/admin/principals', tags: [PTAG], 'x-status': 'Live',
     summary: 'Create a user or service account',
@@ -68,14 +66,14 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     const auth = c.get('auth');
     const input = c.req.valid('json');
     const body = { ...input, roles: input.roles ?? [] };
-    for (const r of body.roles) if (!getRole(cell.store, r)) throw invalid(`unknown role '${r}'`, { reason: 'unknown_role' });
+    for (const r of body.roles) if (!(await iam.role(r))) throw invalid(`unknown role '${r}'`, { reason: 'unknown_role' });
     const authority = (body.authority ?? {}) as Ceiling;
-    await assertWithinCaller(cell, auth, { permissions: rolePermissions(cell.store, body.roles), envelope: authority }, { action: 'principal.create', target: body.name });
+    await iam.assertWithinCaller(auth, { permissions: await iam.rolePermissions(body.roles), envelope: authority }, { action: 'principal.create', target: body.name });
     if (body.password !== undefined && body.kind !== 'user') throw invalid('only users have passwords');
     const passwordHash = body.password !== undefined ? await hashPassword(body.password) : null;
-    const p = await cell.store.write((tx) => {
-      const created = createPrincipalTx(cell, tx, { kind: body.kind, name: body.name, roles: body.roles, authority, passwordHash, createdBy: auth.principal.id });
-      recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'principal.create', target: created.id, outcome: 'ok', details: { kind: body.kind, roles: body.roles } });
+    const p = await store.write(async (tx) => {
+      const created = await createPrincipalTx(clock, tx, { kind: body.kind, name: body.name, roles: body.roles, authority, passwordHash, createdBy: auth.principal.id });
+      await iam.audit(tx, { actor: auth.principal.id, action: 'principal.create', target: created.id, outcome: 'ok', details: { kind: body.kind, roles: body.roles } });
       return created;
     });
     return c.json(principalView(p) as View, 201);
@@ -86,11 +84,11 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     summary: 'List principals, oldest first',
     ...secured(PERMISSIONS.principalsRead),
     request: { query: pageQuery(100, 1000).extend({ kind: z.enum(['user', 'service', 'agent']).optional() }) },
-    responses: { 200: json(z.object({ principals: z.array(PrincipalView), limit: z.number(), offset: z.number() }).openapi('PrincipalList'), 'Principals'), ...errorResponses(400, 401, 403) },
-  }), (c) => {
+    responses: { 200: json(z.object({ principals: z.array(PrincipalView), limit: z.number(), offset: z.number(), total: z.number() }).openapi('PrincipalList'), 'Principals'), ...errorResponses(400, 401, 403) },
+  }), async (c) => {
     const q = c.req.valid('query');
-    const principals = listPrincipals(cell.store, q.limit, q.offset, q.kind).map((p) => principalView(p) as View);
-    return c.json({ principals, limit: q.limit, offset: q.offset }, 200);
+    const principals = (await listPrincipals(store, q.limit, q.offset, q.kind)).map((p) => principalView(p) as View);
+    return c.json({ principals, limit: q.limit, offset: q.offset, total: await countPrincipals(store, q.kind) }, 200);
   });
 
   app.openapi(createRoute({
@@ -99,9 +97,9 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     ...secured(PERMISSIONS.principalsRead),
     request: { params: PrincipalId },
     responses: { 200: json(PrincipalView, 'The principal'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => c.json(principalView(visiblePrincipal(cell, c.get('auth'), c.req.valid('param').id)) as View, 200));
+  }), async (c) => c.json(principalView(await iam.visiblePrincipal(c.get('auth'), c.req.valid('param').id)) as View, 200));
 
-  const lifecycle = (action: LifecycleAction, method: 'post' | 'delete', path: string, summary: string) =>
+  const lifecycleRoute = (action: LifecycleAction, method: 'post' | 'delete', path: string, summary: string) =>
     app.openapi(createRoute({
       method, path, tags: [PTAG], 'x-status': 'Live', summary,
       ...secured(PERMISSIONS.principalsWrite),
@@ -109,16 +107,16 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
       responses: { 200: json(PrincipalView, 'The principal after the change'), ...errorResponses(400, 401, 403, 404, 409) },
     }), async (c) => {
       const auth = c.get('auth');
-      const p = visiblePrincipal(cell, auth, c.req.valid('param').id);
+      const p = await iam.visiblePrincipal(auth, c.req.valid('param').id);
       if (p.id === auth.principal.id && action !== 'restore') throw conflict('a principal cannot archive, delete or purge itself', { reason: 'self' });
-      await assertManages(cell, auth, p, `principal.${action}`);
-      const next = await cell.store.write((tx) => applyLifecycleTx(cell, tx, p, action, auth.principal.id));
+      await iam.assertManages(auth, p, `principal.${action}`);
+      const next = await lifecycle.apply(p, action, auth.principal.id);
       return c.json(principalView(next) as View, 200);
     });
-  lifecycle('archive', 'post', '/api/public/v1/admin/principals/{id}/archive', 'Archive: keys soft-deleted, recoverable within the retention window');
-  lifecycle('restore', 'post', '/api/public/v1/admin/principals/{id}/restore', 'Restore an archived or deleted principal and its soft-deleted keys');
-  lifecycle('delete', 'delete', '/api/public/v1/admin/principals/{id}', 'Soft delete: keys soft-deleted, recoverable within the retention window');
-  lifecycle('purge', 'post', '/api/public/v1/admin/principals/{id}/purge', 'Purge: every key hard-deleted and tombstoned');
+  lifecycleRoute('archive', 'post', '/api/public/v1/admin/principals/{id}/archive', 'Archive: keys soft-deleted, recoverable within the retention window');
+  lifecycleRoute('restore', 'post', '/api/public/v1/admin/principals/{id}/restore', 'Restore an archived or deleted principal and its soft-deleted keys');
+  lifecycleRoute('delete', 'delete', '/api/public/v1/admin/principals/{id}', 'Soft delete: keys soft-deleted, recoverable within the retention window');
+  lifecycleRoute('purge', 'post', '/api/public/v1/admin/principals/{id}/purge', 'Purge: every key hard-deleted and tombstoned');
 
   app.openapi(createRoute({
     method: 'post', path: '/api/public/v1/admin/roles', tags: [RTAG], 'x-status': 'Live',
@@ -130,15 +128,13 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     const auth = c.get('auth');
     const body = c.req.valid('json');
     if (BUILTIN_ROLES[body.name]) throw conflict(`'${body.name}' is a built-in role and cannot be changed`, { reason: 'builtin_role' });
-    if (getRole(cell.store, body.name)) throw conflict(`role '${body.name}' exists`, { reason: 'name_taken' });
+    if (await iam.role(body.name)) throw conflict(`role '${body.name}' exists`, { reason: 'name_taken' });
     const permissions = normalize(body.permissions);
-    await assertWithinCaller(cell, auth, { permissions }, { action: 'role.create', target: body.name });
-    await cell.store.write((tx) => {
-      tx.run('INSERT INTO roles (name, permissions, description, created_at, created_by) VALUES (?, ?, ?, ?, ?)',
-        [body.name, JSON.stringify(permissions), body.description ?? null, cell.clock.now(), auth.principal.id]);
-      recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'role.create', target: body.name, outcome: 'ok', details: { permissions } });
+    await iam.assertWithinCaller(auth, { permissions }, { action: 'role.create', target: body.name });
+    await store.write(async (tx) => {
+      await insertRole(tx, { name: body.name, permissions, description: body.description ?? null, created_at: clock.now(), created_by: auth.principal.id });
+      await iam.audit(tx, { actor: auth.principal.id, action: 'role.create', target: body.name, outcome: 'ok', details: { permissions } });
     });
-    invalidateKeyCache(cell); // a principal may already name this role
     return c.json({ name: body.name, permissions, builtin: false, description: body.description ?? null }, 201);
   });
 
@@ -147,19 +143,21 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     summary: 'List roles: built-in, then custom',
     ...secured(PERMISSIONS.rolesRead),
     responses: { 200: json(z.object({ roles: z.array(RoleView) }).openapi('RoleList'), 'Roles'), ...errorResponses(401, 403) },
-  }), (c) => c.json({ roles: listRoles(cell.store) }, 200));
+  }), async (c) => c.json({ roles: await iam.roles() }, 200));
 
   app.openapi(createRoute({
     method: 'get', path: '/api/public/v1/admin/audit', tags: [ATAG], 'x-status': 'Live',
     summary: 'The audit trail, newest first',
     ...secured(PERMISSIONS.auditRead),
     request: { query: pageQuery(100, 1000).extend({ actor: z.string().max(64).optional(), target: z.string().max(64).optional() }) },
-    responses: { 200: json(z.object({ entries: z.array(AuditEntry), limit: z.number(), offset: z.number() }).openapi('AuditList'), 'Entries'), ...errorResponses(400, 401, 403) },
-  }), (c) => {
+    responses: { 200: json(z.object({ entries: z.array(AuditEntry), limit: z.number(), offset: z.number(), total: z.number() }).openapi('AuditList'), 'Entries'), ...errorResponses(400, 401, 403) },
+  }), async (c) => {
     const q = c.req.valid('query');
     const filter: { actor?: string; target?: string } = {};
     if (q.actor) filter.actor = q.actor;
     if (q.target) filter.target = q.target;
-    return c.json({ entries: listAudit(cell.store, q.limit, q.offset, filter), limit: q.limit, offset: q.offset }, 200);
+    const { items, total } = await listAudit(store, q.limit, q.offset, filter);
+    const entries = items.map((e) => ({ ...e, at: new Date(e.at).toISOString() }));
+    return c.json({ entries, limit: q.limit, offset: q.offset, total }, 200);
   });
 }

@@ -1,0 +1,312 @@
+/**
+ * The IAM module's API, as the other modules and the gateway use it: who a
+ * principal is and what it holds, API keys and their judgement, the
+ * containment gate, the audit trail, the cell's identity key.
+ *
+ * Hot records (principals, role permissions, keys by secret hash) are read
+ * through in-process caches that every committed write to their tables
+ * invalidates, this cell's and, on PostgreSQL, every other cell's
+ * (`store.onChange`). A read that raced a write never fills a cache with the
+ * older row: entries are kept only when no invalidation happened meanwhile.
+ */
+import { hashSecret } from '../../core/apikey/hash.ts';
+import { isSecretFormat, KEY_PREFIX } from '../../core/apikey/secret.ts';
+import { verifyPresentedKey, type KeyRecord } from '../../core/apikey/verify.ts';
+import { meetCeilings, toCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
+import { contains, type Containment, type Grant, type Holding } from '../../core/authority/contain.ts';
+import { effectiveAuthority, grants, normalize } from '../../core/authority/scopes.ts';
+import { generateEd25519, signEd25519 } from '../../core/crypto/ed25519.ts';
+import { ServiceError, forbidden, notFound, unauthorized } from '../../core/errors.ts';
+import { BUILTIN_ROLES, PERMISSIONS } from '../../core/permissions.ts';
+import type { AuthContext, Authenticator, CellCore } from '../context.ts';
+import { clientIp } from '../http/client-ip.ts';
+import type { Tx } from '../store/types.ts';
+import { checkPassword, hashPassword } from './passwords.ts';
+import type { Principal } from './principals.ts';
+import * as repo from './repository.ts';
+
+export interface Role { name: string; permissions: string[]; builtin: boolean; description: string | null }
+
+export interface CellKey { kid: string; jwk: JsonWebKey; retired_at: number | null }
+
+export interface Signer { kid: string; sign(bytes: Uint8Array): Promise<Uint8Array> }
+
+const IAM_TABLES = new Set(['principals', 'roles', 'api_keys', 'key_tombstones']);
+
+/** A map that refuses to keep a value read before the last invalidation. */
+class Cache<K, V> {
+  readonly #map = new Map<K, V>();
+  #generation = 0;
+  constructor(private readonly max: number) {}
+  get generation(): number { return this.#generation; }
+  get(k: K): V | undefined { return this.#map.get(k); }
+  has(k: K): boolean { return this.#map.has(k); }
+  /** Keeps `v` only when nothing was invalidated since `generation` was read. */
+  set(k: K, v: V, generation: number): void {
+    if (generation !== this.#generation) return;
+    if (this.#map.size >= this.max) this.#map.clear();
+    this.#map.set(k, v);
+  }
+  clear(): void {
+    this.#generation++;
+    this.#map.clear();
+  }
+}
+
+interface KeyEntry { row: repo.KeyRow; owner: Principal | undefined; record: KeyRecord; envelope: Ceiling }
+
+export class Iam {
+  readonly #principals = new Cache<string, Principal | null>(50_000);
+  readonly #roles = new Cache<string, Role | null>(10_000);
+  readonly #keysByHash = new Cache<string, KeyEntry | null>(50_000);
+  #identity: { signer: Signer; keys: CellKey[] } | null = null;
+  #dummyHash: string | null = null;
+
+  constructor(private readonly core: CellCore) {
+    core.store.onChange((c) => {
+      for (const t of c.tables) {
+        if (IAM_TABLES.has(t)) { this.invalidate(); return; }
+      }
+    });
+  }
+
+  /** Drops every cached IAM record. */
+  invalidate(): void {
+    this.#principals.clear();
+    this.#roles.clear();
+    this.#keysByHash.clear();
+  }
+
+  // ------------------------------------------------------------ principals and roles
+
+  async principal(id: string): Promise<Principal | undefined> {
+    const hit = this.#principals.get(id);
+    if (hit !== undefined) return hit ?? undefined;
+    const gen = this.#principals.generation;
+    const p = await repo.principalById(this.core.store, id);
+    this.#principals.set(id, p ?? null, gen);
+    return p;
+  }
+
+  principalByName(name: string): Promise<Principal | undefined> {
+    return repo.principalByName(this.core.store, name);
+  }
+
+  async role(name: string): Promise<Role | undefined> {
+    const builtin = BUILTIN_ROLES[name];
+    if (builtin) return { name, permissions: [...builtin], builtin: true, description: null };
+    const hit = this.#roles.get(name);
+    if (hit !== undefined) return hit ?? undefined;
+    const gen = this.#roles.generation;
+    const r = await repo.customRole(this.core.store, name);
+    const role = r ? { name: r.name, permissions: r.permissions, builtin: false, description: r.description } : null;
+    this.#roles.set(name, role, gen);
+    return role ?? undefined;
+  }
+
+  async roles(): Promise<Role[]> {
+    return [
+      ...Object.entries(BUILTIN_ROLES).map(([name, p]) => ({ name, permissions: [...p], builtin: true, description: null })),
+      ...(await repo.customRoles(this.core.store)).map((r) => ({ name: r.name, permissions: r.permissions, builtin: false, description: r.description })),
+    ];
+  }
+
+  /** Union of the permission selectors of the named roles (unknown roles grant nothing). */
+  async rolePermissions(roles: readonly string[]): Promise<string[]> {
+    const out: string[] = [];
+    for (const r of roles) out.push(...((await this.role(r))?.permissions ?? []));
+    return normalize(out);
+  }
+
+  /** The principal's role permissions (selectors). */
+  permissionsOf(p: Pick<Principal, 'roles'>): Promise<string[]> {
+    return this.rolePermissions(p.roles);
+  }
+
+  /** Everything a principal holds: its role permissions and its ceiling. */
+  async authorityOf(p: Principal): Promise<Grant> {
+    return { permissions: await this.permissionsOf(p), envelope: p.authority };
+  }
+
+  /** The target principal, or not_found when the caller may not even see it. */
+  async visiblePrincipal(auth: AuthContext, id: string): Promise<Principal> {
+    const p = await this.principal(id);
+    if (!p || p.status === 'purged') throw notFound('principal');
+    if (p.id !== auth.principal.id && !grants(auth.effective, PERMISSIONS.principalsRead)) throw notFound('principal');
+    return p;
+  }
+
+  /** A user principal whose password matches; the same time is spent on unknown names. */
+  async verifyUserPassword(name: string, password: string): Promise<Principal | null> {
+    const p = await this.principalByName(name);
+    const stored = p?.kind === 'user' && p.status === 'active' ? await repo.passwordHashOf(this.core.store, p.id) : null;
+    if (!stored) {
+      this.#dummyHash ??= await hashPassword('dummy-password-for-timing');
+      await checkPassword(password, this.#dummyHash);
+      return null;
+    }
+    return (await checkPassword(password, stored)) ? p! : null;
+  }
+
+  // ------------------------------------------------------------ containment (docs/security.md)
+
+  /** The verdict without side effects. */
+  withinCaller(auth: AuthContext, grant: Grant): Containment {
+    return contains(callerHolding(auth), grant);
+  }
+
+  /**
+   * The one gate of every operation that creates, changes or uses authority:
+   * refuses (audited, 403 `wider_than_caller`) unless `grant` stays inside the
+   * caller's effective authority now.
+   */
+  async assertWithinCaller(auth: AuthContext, grant: Grant, ctx: { action: string; target: string }): Promise<void> {
+    const v = contains(callerHolding(auth), grant);
+    if (v.ok) return;
+    const exceeds = { ...(v.permissions.length ? { permissions: v.permissions } : {}), ...(v.envelope.length ? { envelope: v.envelope } : {}) };
+    await this.auditNow({ actor: auth.principal.id, action: ctx.action, target: ctx.target, outcome: 'refused', details: { reason: 'wider_than_caller', exceeds } });
+    throw forbidden(`${ctx.action}: this would carry more authority than the calling credential holds`, { reason: 'wider_than_caller', exceeds });
+  }
+
+  /** Refuses unless the caller holds every permission and all the envelope authority of `target`. */
+  async assertManages(auth: AuthContext, target: Principal, action: string): Promise<void> {
+    await this.assertWithinCaller(auth, await this.authorityOf(target), { action, target: target.id });
+  }
+
+  // ------------------------------------------------------------ audit
+
+  /** Records an audit entry inside the caller's transaction (`at` defaults to now). */
+  audit(tx: Tx, e: Omit<repo.AuditRecord, 'at'> & { at?: number }): Promise<void> {
+    return repo.insertAudit(tx, { ...e, at: e.at ?? this.core.clock.now() });
+  }
+
+  /** Records an audit entry in a transaction of its own (refusals). */
+  async auditNow(e: Omit<repo.AuditRecord, 'at'> & { at?: number }): Promise<void> {
+    await this.core.store.write((tx) => this.audit(tx, e));
+  }
+
+  // ------------------------------------------------------------ API keys
+
+  keyRow(id: string): Promise<repo.KeyRow | undefined> {
+    return repo.keyById(this.core.store, id);
+  }
+
+  /** The envelope a key holds: its owner's ceiling met with the key's own cap. */
+  keyEnvelope(row: Pick<repo.KeyRow, 'authority'>, owner: Pick<Principal, 'authority'> | undefined): Ceiling {
+    if (!owner) return {};
+    return row.authority === null ? owner.authority : meetCeilings(owner.authority, toCeiling(row.authority));
+  }
+
+  /** Everything a key lets its holder do, as containment compares it. */
+  async keyAuthority(row: repo.KeyRow): Promise<Grant> {
+    const owner = await this.principal(row.owner_id);
+    const perms = owner ? await this.permissionsOf(owner) : [];
+    return { permissions: effectiveAuthority(perms, row.scopes), envelope: this.keyEnvelope(row, owner) };
+  }
+
+  /** The record core judges (and the edge's bundle carries), built from a row and its owner. */
+  async keyRecord(row: repo.KeyRow, owner?: Principal): Promise<KeyRecord> {
+    const o = owner ?? (await this.principal(row.owner_id));
+    const hashes: KeyRecord['hashes'] = [{ hash: row.hash, not_after: row.expires_at }];
+    if (row.prev_hash && row.prev_not_after !== null) hashes.push({ hash: row.prev_hash, not_after: row.prev_not_after });
+    return {
+      key_id: row.id, owner_id: row.owner_id, owner_status: o?.status ?? 'purged', status: row.status, hashes,
+      expires_at: row.expires_at, owner_permissions: o ? await this.permissionsOf(o) : [], scopes: row.scopes,
+      rate_limit_rpm: row.rate_limit_rpm, allowed_ips: row.allowed_ips, allowed_regions: row.allowed_regions,
+    };
+  }
+
+  async #keyEntry(hash: string): Promise<KeyEntry | undefined> {
+    const hit = this.#keysByHash.get(hash);
+    if (hit !== undefined) return hit ?? undefined;
+    const gen = this.#keysByHash.generation;
+    const row = await repo.keyByHash(this.core.store, hash);
+    const owner = row ? await this.principal(row.owner_id) : undefined;
+    const entry = row ? { row, owner, record: await this.keyRecord(row, owner), envelope: this.keyEnvelope(row, owner) } : null;
+    this.#keysByHash.set(hash, entry, gen);
+    return entry ?? undefined;
+  }
+
+  /** Judges a presented secret (core's verifyPresentedKey); returns the request's authority or throws the refusal. */
+  async authenticateKeySecret(secret: string, ip: string | null): Promise<AuthContext> {
+    if (!isSecretFormat(secret)) throw unauthorized('malformed API key');
+    const hash = hashSecret(secret);
+    const entry = await this.#keyEntry(hash);
+    const verdict = verifyPresentedKey(entry?.record, hash, { now: this.core.clock.now(), ip, region: this.core.config.region });
+    if (!verdict.ok || !entry?.owner) {
+      const code = verdict.ok ? 'unauthorized' : verdict.code;
+      throw new ServiceError(code, code === 'forbidden' ? 'the key may not be used from here' : 'API key refused', {
+        details: { reason: verdict.ok ? 'owner_inactive' : verdict.reason },
+      });
+    }
+    const { record, owner } = entry;
+    return {
+      principal: { id: owner.id, kind: owner.kind, name: owner.name, roles: owner.roles },
+      permissions: record.owner_permissions, scopes: record.scopes, effective: verdict.effective, envelope: entry.envelope,
+      credential: {
+        type: 'api_key', id: record.key_id, root: `api_key:${record.key_id}`,
+        ...(record.rate_limit_rpm !== null ? { rateLimitRpm: record.rate_limit_rpm } : {}),
+      },
+    };
+  }
+
+  /** The gateway's authenticator for `Bearer svck_live_…`. */
+  keyAuthenticator(): Authenticator {
+    return {
+      name: 'api_key',
+      authenticate: async ({ scheme, token }, c) => {
+        if (!token.startsWith(KEY_PREFIX)) return null;
+        if (scheme !== 'bearer') throw unauthorized('API keys are presented with the Bearer scheme');
+        return this.authenticateKeySecret(token, clientIp(c, this.core.config.trustedProxies));
+      },
+    };
+  }
+
+  /** Every key as the edge bundle carries it: live records, and tombstones for the dead. */
+  async projectKeyRecords(): Promise<{ records: KeyRecord[]; tombstones: { key_id: string; at: number }[] }> {
+    const records: KeyRecord[] = [];
+    const tombstones: { key_id: string; at: number }[] = [];
+    for (const r of await repo.allKeys(this.core.store)) {
+      if (r.status === 'active') records.push(await this.keyRecord(r));
+      else tombstones.push({ key_id: r.id, at: r.revoked_at ?? r.deleted_at ?? r.created_at });
+    }
+    tombstones.push(...(await repo.keyTombstones(this.core.store)));
+    return { records, tombstones };
+  }
+
+  // ------------------------------------------------------------ the cell's identity (journals, bundles)
+
+  /** Creates the identity key on first start and loads it. */
+  async ensureIdentity(): Promise<void> {
+    let keys = await repo.cellKeys(this.core.store, 'identity');
+    if (!keys.some((k) => k.retired_at === null)) {
+      const k = await generateEd25519();
+      await this.core.store.write((tx) => repo.insertCellKey(tx, {
+        kid: k.kid, purpose: 'identity', private_jwk: k.privateJwk, public_jwk: k.publicJwk, created_at: this.core.clock.now(), retired_at: null,
+      }));
+      keys = await repo.cellKeys(this.core.store, 'identity');
+    }
+    const active = [...keys].reverse().find((k) => k.retired_at === null)!;
+    this.#identity = {
+      signer: { kid: active.kid, sign: (bytes) => signEd25519(active.private_jwk, bytes) },
+      keys: keys.map((k) => ({ kid: k.kid, jwk: k.public_jwk, retired_at: k.retired_at })),
+    };
+  }
+
+  /** Signs journals and bundles. */
+  signer(): Signer {
+    if (!this.#identity) throw new TypeError('cell identity not loaded: ensureIdentity runs at start');
+    return this.#identity.signer;
+  }
+
+  /** This cell's identity keys, retired ones included (journals verify against them). */
+  identityKeys(): CellKey[] {
+    if (!this.#identity) throw new TypeError('cell identity not loaded: ensureIdentity runs at start');
+    return this.#identity.keys;
+  }
+}
+
+/** What the request's credential holds. */
+export function callerHolding(auth: AuthContext): Holding {
+  return { permissions: auth.effective, envelope: auth.envelope };
+}
