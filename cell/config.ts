@@ -13,6 +13,10 @@ export interface CellConfig {
   region: string;
   posture: Posture;
   dataDir: string;
+  /** PostgreSQL URL of the store (`--store`, `CELL_STORE_URL`); null: the embedded store in dataDir. */
+  storeUrl: string | null;
+  /** Connections of the PostgreSQL pool (`--store-pool`). */
+  storePoolSize: number;
   host: string;
   port: number;
   /** Public base URL (issuer metadata, DPoP htu). Derived from host:port when null. */
@@ -43,6 +47,10 @@ export const DEFAULTS: CellConfig = {
   region: 'local',
   posture: 'single-cell',
   dataDir: './.cell',
+  storeUrl: null,
+  // 10 connections: enough for a cell's concurrent transactions on 2-8 cores;
+  // a group of N cells uses N x this many server connections (default max 100).
+  storePoolSize: 10,
   host: '127.0.0.1',
   port: 8080,
   publicUrl: null,

@@ -4,22 +4,22 @@
 import { parseArgs } from 'node:util';
 import { isMainThread } from 'node:worker_threads';
 import { resolve } from 'node:path';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BOOTSTRAP_KEY_FILE } from './iam/bootstrap.ts';
 import { POSTURES, type CellConfig, type Posture } from './config.ts';
 import { consoleLogger, startCell } from './server.ts';
 import { bundleCommand } from './edge/cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
 import { parseIpRule } from '../core/apikey/network.ts';
 
-const HELP = `cell: agent teams and jobs under offline-verifiable authority
-
-Usage: node dist/cell.mjs <command> [options]
-
-Commands:
-  serve            start a cell
+const SERVE_HELP = `  serve            start a cell
     --port N           port to listen on (0 picks a free one; default 8080)
     --host H           address to bind (default 127.0.0.1)
-    --data DIR         data directory (default ./.cell)
+    --data DIR         data directory (default ./.cell, or $CELL_DATA)
+    --store URL        postgres://user@host:port/db: keep the store in PostgreSQL (also $CELL_STORE_URL);
+                       default: the embedded store in DIR. Cells on one database form a group.
+    --store-pool N     PostgreSQL connections of this cell (default 10)
     --region R         region this cell serves from (default local)
     --posture P        ${POSTURES.join(' | ')} (default single-cell)
     --cell-id ID       cell id (default: generated once and kept in DIR)
@@ -35,17 +35,29 @@ Commands:
     --client-ca FILE   PEM CA for client certificates (mTLS, RFC 8705 bound tokens)
     --egress-allow-private CIDR,..  non-public ranges tools may reach (default none: loopback,
                        private and link-local addresses are refused whatever an allowlist says)
-  bundle keys      write a signed API-key bundle for an edge device (cell stopped)
+`;
+
+const HELP = `cell: agent teams and jobs under offline-verifiable authority
+
+Usage: node dist/cell.mjs <command> [options]
+
+Commands:
+${SERVE_HELP}  bundle keys      write a signed API-key bundle for an edge device (cell stopped)
     --data DIR --device ID --out FILE [--ttl-seconds N]
   bundle trust     write the trust anchor a device pins (--data DIR --out FILE)
   help             this text
 `;
 
 async function serveCommand(argv: string[]): Promise<void> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(`Usage: node dist/cell.mjs serve [options]\n\n${SERVE_HELP}`);
+    return;
+  }
   const { values } = parseArgs({
     args: argv,
     options: {
       port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' },
+      store: { type: 'string' }, 'store-pool': { type: 'string' },
       region: { type: 'string' }, posture: { type: 'string' }, 'cell-id': { type: 'string' },
       'public-url': { type: 'string' }, 'rate-capacity': { type: 'string' }, 'rate-refill': { type: 'string' },
       'agent-quota': { type: 'string' }, 'trusted-proxies': { type: 'string' }, clearance: { type: 'string' }, topology: { type: 'string' },
@@ -58,6 +70,12 @@ async function serveCommand(argv: string[]): Promise<void> {
   if (values.port !== undefined) config.port = intArg('port', values.port);
   if (values.host !== undefined) config.host = values.host;
   config.dataDir = resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell');
+  const storeUrl = values.store ?? process.env['CELL_STORE_URL'];
+  if (storeUrl !== undefined && storeUrl !== '') {
+    if (!/^postgres(ql)?:\/\//.test(storeUrl)) fail('--store takes a postgres://user@host:port/db URL');
+    config.storeUrl = storeUrl;
+  }
+  if (values['store-pool'] !== undefined) config.storePoolSize = Math.max(1, intArg('store-pool', values['store-pool']));
   if (values.region !== undefined) config.region = values.region;
   if (values.posture !== undefined) {
     if (!POSTURES.includes(values.posture as Posture)) fail(`--posture must be one of ${POSTURES.join(', ')}`);
@@ -91,8 +109,22 @@ async function serveCommand(argv: string[]): Promise<void> {
   const tls = values['tls-cert'] !== undefined && values['tls-key'] !== undefined
     ? { cert: readFileSync(values['tls-cert']), key: readFileSync(values['tls-key']), ...(values['client-ca'] !== undefined ? { ca: readFileSync(values['client-ca']) } : {}) }
     : undefined;
-  const running = await startCell({ config, log: consoleLogger, ...(tls ? { tls } : {}) });
-  process.stdout.write(`cell ${running.cell.config.cellId} listening on ${running.url}\n`);
+  let running;
+  try {
+    running = await startCell({ config, log: consoleLogger, ...(tls ? { tls } : {}) });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') fail(`port ${config.port ?? 8080} on ${config.host ?? '127.0.0.1'} is already in use; pick another with --port`, 1);
+    if (code === 'EACCES' && (err as { syscall?: string }).syscall === 'listen') fail(`not allowed to listen on port ${config.port}; pick a port above 1023 with --port`, 1);
+    throw err;
+  }
+  process.stdout.write(`cell ${running.core.config.cellId} listening on ${running.url}\n`);
+  const keyFile = join(running.core.config.dataDir, BOOTSTRAP_KEY_FILE);
+  if (running.bootstrapSecret) {
+    process.stdout.write(`bootstrap admin key (shown once, also in ${keyFile}):\n${running.bootstrapSecret}\n`);
+  } else if (existsSync(keyFile)) {
+    process.stdout.write(`the bootstrap admin key was printed at the first start; it is in ${keyFile}\n`);
+  }
   // A second signal during shutdown waits for the same stop: the store's close is never cut short.
   let stopping: Promise<void> | null = null;
   const shutdown = async () => {

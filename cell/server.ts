@@ -1,7 +1,8 @@
 /**
- * Starts a cell: opens the store (snapshot + log replay + migrations), settles
- * the cell id, runs every module's init, mounts the app, listens, and starts
- * the modules. `stop()` undoes it in reverse.
+ * Starts a cell: opens the store (every module's migrations applied), settles
+ * the cell id, builds each module from what it depends on (this file is the
+ * one place modules are wired), bootstraps the owner on a fresh store, mounts
+ * the app, listens, and starts the modules. `stop()` undoes it in reverse.
  */
 import { serve, type ServerType } from '@hono/node-server';
 import { mkdirSync } from 'node:fs';
@@ -10,17 +11,25 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { DEFAULTS, type CellConfig } from './config.ts';
-import { systemClock, type AppEnv, type Cell, type Clock, type Logger } from './context.ts';
+import { systemClock, type AppEnv, type CellCore, type Clock, type Logger } from './context.ts';
 import { createApp } from './app.ts';
 import type { CellModule } from './module.ts';
-import { MODULES } from './modules.ts';
-import { openStore } from './store/store.ts';
-import type { Migration } from './store/types.ts';
+import { MIGRATIONS, settleCellId } from './migrations.ts';
+import { openStore } from './store/open.ts';
+import { createIamModule } from './iam/module.ts';
+import { createOAuthModule } from './oauth/module.ts';
+import { createToolsModule } from './tools/module.ts';
+import { createAiModule } from './ai/module.ts';
+import { createRunsModule } from './runs/module.ts';
+import { createTeamsModule } from './teams/module.ts';
+import { createJobsModule } from './jobs/module.ts';
+import { createEdgeModule } from './edge/module.ts';
+import { createDiscoveryModule } from './discovery/module.ts';
+import { loadLocalRuntime } from './edge/local-runtime.ts';
 
 export interface StartOptions {
   config?: Partial<CellConfig>;
   clock?: Clock;
-  modules?: readonly CellModule[];
   log?: Logger;
   /** Listen on a socket (default true). In-process tests use `app.request()` instead. */
   listen?: boolean;
@@ -28,18 +37,20 @@ export interface StartOptions {
   tls?: { cert: string | Buffer; key: string | Buffer; ca?: string | Buffer };
 }
 
+/** Every module of a running cell, by name, with its typed API. */
+export type Modules = Awaited<ReturnType<typeof buildModules>>;
+
 export interface RunningCell {
-  cell: Cell;
+  core: CellCore;
+  modules: Modules;
   app: OpenAPIHono<AppEnv>;
   server: ServerType | null;
   /** Base URL, e.g. http://127.0.0.1:41234 (null when not listening). */
   url: string | null;
+  /** The bootstrap owner's API key when this start created it (main.ts prints it once the cell listens). */
+  bootstrapSecret: string | null;
   stop(): Promise<void>;
 }
-
-const SYSTEM_MIGRATIONS: Migration[] = [
-  { id: 'sys-001-meta', sql: 'CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)' },
-];
 
 export const consoleLogger: Logger = {
   info: (msg, f) => console.log(JSON.stringify({ level: 'info', msg, ...f })),
@@ -47,48 +58,62 @@ export const consoleLogger: Logger = {
   error: (msg, f) => console.error(JSON.stringify({ level: 'error', msg, ...f })),
 };
 
+/** The wiring: each module built from what it depends on, in dependency order. */
+async function buildModules(core: CellCore) {
+  const iam = await createIamModule(core);
+  const oauth = await createOAuthModule(core, { iam: iam.iam });
+  const tools = createToolsModule(core);
+  const ai = await createAiModule(core, { iam: iam.iam, tools: tools.api, localRuntime: await loadLocalRuntime(core) });
+  const runs = createRunsModule(core, { iam: iam.iam });
+  const teams = createTeamsModule(core, { iam: iam.iam, ai: ai.api, tools: tools.api, runs: runs.api });
+  const jobs = createJobsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, runs: runs.api, teams: teams.api, tools: tools.api });
+  const edge = createEdgeModule(core, { iam: iam.iam, ai: ai.api, teams: teams.api, oauth: oauth.api });
+  const discovery = createDiscoveryModule(core);
+  return { iam, oauth, tools, ai, runs, teams, jobs, edge, discovery };
+}
+
 export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
   const config: CellConfig = { ...DEFAULTS, ...opts.config };
-  const modules = opts.modules ?? MODULES;
   const log = opts.log ?? consoleLogger;
   const clock = opts.clock ?? systemClock;
   mkdirSync(config.dataDir, { recursive: true });
-  const store = await openStore({
-    dir: join(config.dataDir, 'store'),
-    migrations: [...SYSTEM_MIGRATIONS, ...modules.flatMap((m) => m.migrations)],
-    log: (msg) => log.warn(msg),
-  });
-  const cellId = await settleCellId(store, config.cellId);
-  const cell: Cell = {
-    config: { ...config, cellId },
-    store, clock, log,
-    authenticators: [],
-    services: new Map(),
-  };
-  for (const m of modules) await m.init?.(cell);
-  const app = createApp(cell, modules);
+  const store = await openStore(config.storeUrl
+    ? { engine: 'postgres', url: config.storeUrl, poolSize: config.storePoolSize }
+    : { engine: 'embedded', dir: join(config.dataDir, 'store') },
+  { migrations: MIGRATIONS, log: (msg) => log.warn(msg) });
+  let modules: Modules;
+  let core: CellCore;
+  let bootstrapSecret: string | null;
+  try {
+    const cellId = await settleCellId(store, config.dataDir, config.cellId);
+    core = { config: { ...config, cellId }, store, clock, log };
+    modules = await buildModules(core);
+    bootstrapSecret = await modules.iam.bootstrap();
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  const ordered: CellModule[] = Object.values(modules);
+  const app = createApp(core, ordered);
 
   let server: ServerType | null = null;
   let url: string | null = null;
   if (opts.listen !== false) {
-    server = await new Promise<ServerType>((resolve) => {
-      const tls = opts.tls;
-      const s = tls
-        ? serve({
-          fetch: app.fetch, port: config.port, hostname: config.host, createServer: createHttpsServer,
-          serverOptions: { cert: tls.cert, key: tls.key, ...(tls.ca ? { ca: tls.ca, requestCert: true, rejectUnauthorized: false } : {}) },
-        }, () => resolve(s))
-        : serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
-    });
+    try {
+      server = await listen(app, config, opts.tls);
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
     const addr = server.address() as AddressInfo;
     url = `${opts.tls ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${addr.port}`;
-    if (!config.publicUrl) cell.config.publicUrl = url;
+    if (!config.publicUrl) core.config.publicUrl = url;
   }
-  for (const m of modules) await m.start?.(cell);
+  for (const m of ordered) await m.start?.();
 
   let stopping: Promise<void> | null = null;
   const stopOnce = async () => {
-    for (const m of [...modules].reverse()) await m.stop?.(cell);
+    for (const m of [...ordered].reverse()) await m.stop?.();
     if (server) {
       const s = server;
       await new Promise<void>((resolve) => {
@@ -99,7 +124,7 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
     await store.close();
   };
   return {
-    cell, app, server, url,
+    core, modules, app, server, url, bootstrapSecret,
     /** Idempotent: every caller waits for the same shutdown. */
     stop() {
       stopping ??= stopOnce();
@@ -108,14 +133,15 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
   };
 }
 
-async function settleCellId(store: Cell['store'], wanted: string | null): Promise<string> {
-  const row = store.get<{ value: string }>("SELECT value FROM meta WHERE key = 'cell_id'");
-  if (wanted) {
-    if (!row) await store.write((tx) => tx.run("INSERT INTO meta (key, value) VALUES ('cell_id', ?)", [wanted]));
-    return wanted;
-  }
-  if (row) return row.value;
-  const id = `cell-${crypto.randomUUID().slice(0, 8)}`;
-  await store.write((tx) => tx.run("INSERT INTO meta (key, value) VALUES ('cell_id', ?)", [id]));
-  return id;
+/** Listens; rejects (instead of crashing the process) when the address is taken. */
+function listen(app: OpenAPIHono<AppEnv>, config: CellConfig, tls: StartOptions['tls']): Promise<ServerType> {
+  return new Promise<ServerType>((resolve, reject) => {
+    const s = tls
+      ? serve({
+        fetch: app.fetch, port: config.port, hostname: config.host, createServer: createHttpsServer,
+        serverOptions: { cert: tls.cert, key: tls.key, ...(tls.ca ? { ca: tls.ca, requestCert: true, rejectUnauthorized: false } : {}) },
+      }, () => resolve(s))
+      : serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
+    s.once('error', reject);
+  });
 }

@@ -8,7 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv, Logger } from '../context.ts';
 import type { CellModule } from '../module.ts';
 import { errorResponses, json } from '../http/openapi.ts';
 import { buildDocument } from './document.ts';
@@ -39,13 +39,13 @@ const getDocs = createRoute({
 });
 
 /** Mounts the document, the page and the page's assets on `app`. */
-export function mountDiscovery(app: OpenAPIHono<AppEnv>, cell?: Cell): void {
+export function mountDiscovery(app: OpenAPIHono<AppEnv>, log?: Logger): void {
   let served: { text: string; etag: string } | null = null;
   const document = (): { text: string; etag: string } => {
     if (!served) {
       const curated: CurationResult = buildDocument(app);
       for (const d of curated.dropped) {
-        cell?.log.info('openapi: operation not served', { method: d.method, path: d.path, reason: d.reason, ...(d.detail ? { detail: d.detail } : {}) });
+        log?.info('openapi: operation not served', { method: d.method, path: d.path, reason: d.reason, ...(d.detail ? { detail: d.detail } : {}) });
       }
       const text = JSON.stringify(curated.document);
       served = { text, etag: `"${createHash('sha256').update(text).digest('base64url').slice(0, 27)}"` };
@@ -79,8 +79,7 @@ export function mountDiscovery(app: OpenAPIHono<AppEnv>, cell?: Cell): void {
   });
 }
 
-export const discoveryModule: CellModule = {
-  name: 'discovery',
-  migrations: [],
-  routes: mountDiscovery,
-};
+/** Mounted last (cell/server.ts), so the document sees every other module's routes. */
+export function createDiscoveryModule(core: { log: Logger }): CellModule {
+  return { name: 'discovery', routes: (app) => mountDiscovery(app, core.log) };
+}
