@@ -75,15 +75,24 @@ export async function createOAuthModule(core: CellCore, deps: { iam: Iam }): Pro
   };
 
   let stopped = false;
-  const retries = new Set<NodeJS.Timeout>();
+  /** A pending retry per reload that failed. */
+  const retries = new Map<string, NodeJS.Timeout>();
+  const halt = () => {
+    stopped = true;
+    for (const t of retries.values()) clearTimeout(t);
+    retries.clear();
+  };
   /** Runs a reload; on failure logs it and tries again shortly, until one succeeds or the module stops. */
   const follow = (what: string, reload: () => Promise<void>): void => {
     reload().catch((e: unknown) => {
       core.log.error(`oauth: ${what} reload failed; retrying`, { error: String(e) });
-      if (stopped) return;
-      const t = setTimeout(() => { retries.delete(t); if (!stopped) follow(what, reload); }, RELOAD_RETRY_MS);
+      if (stopped || retries.has(what)) return;
+      const t = setTimeout(() => {
+        retries.delete(what);
+        if (!stopped) follow(what, reload);
+      }, RELOAD_RETRY_MS);
       t.unref();
-      retries.add(t);
+      retries.set(what, t);
     });
   };
 
@@ -100,6 +109,7 @@ export async function createOAuthModule(core: CellCore, deps: { iam: Iam }): Pro
     await ctx.denylist.reload();
   } catch (e) {
     unsubscribe();
+    halt();
     throw e;
   }
 
@@ -139,11 +149,9 @@ export async function createOAuthModule(core: CellCore, deps: { iam: Iam }): Pro
       timer.unref();
     },
     async stop() {
-      stopped = true;
       clearInterval(timer);
-      for (const t of retries) clearTimeout(t);
-      retries.clear();
       unsubscribe();
+      halt();
     },
   };
 }
