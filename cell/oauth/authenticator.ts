@@ -10,9 +10,10 @@ import { ServiceError } from '../../core/errors.ts';
 import { looksLikeJwt } from '../../core/tokens/access-token.ts';
 import { checkConfirmation, certThumbprint } from '../../core/tokens/cnf.ts';
 import { isTokenError, TokenError } from '../../core/tokens/errors.ts';
-import type { AppEnv, AuthContext, Authenticator, Cell } from '../context.ts';
+import type { AppEnv, AuthContext, Authenticator } from '../context.ts';
 import { peerCertificate } from './clients.ts';
 import { checkRequestProof, dpopHeader } from './dpop-check.ts';
+import type { OAuthContext } from './oauth-context.ts';
 import { judgeToken } from './verdict.ts';
 
 function refuse(e: TokenError, dpop: boolean): ServiceError {
@@ -24,9 +25,9 @@ function refuse(e: TokenError, dpop: boolean): ServiceError {
   });
 }
 
-export function jwtAuthenticator(cell: Cell): Authenticator {
+export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
   async function judge(scheme: 'bearer' | 'dpop', token: string, c: Context<AppEnv>): Promise<AuthContext> {
-    const v = await judgeToken(cell, token);
+    const v = await judgeToken(ctx, token);
     const { claims } = v;
     const bound = claims.cnf?.jkt !== undefined;
     const proof = dpopHeader(c);
@@ -34,7 +35,7 @@ export function jwtAuthenticator(cell: Cell): Authenticator {
     if (bound) {
       if (scheme !== 'dpop') throw new TokenError('dpop_required', 'a DPoP-bound token is presented with the DPoP scheme');
       if (proof === null) throw new TokenError('dpop_required', 'a DPoP-bound token needs a DPoP proof');
-      dpopJkt = await checkRequestProof(cell, c, proof, token);
+      dpopJkt = await checkRequestProof(ctx, c, proof, token);
     } else if (scheme === 'dpop') {
       throw new TokenError('dpop_invalid', 'the DPoP scheme needs a DPoP-bound token');
     }

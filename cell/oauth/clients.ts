@@ -12,44 +12,31 @@ import type { Context } from 'hono';
 import type { TLSSocket } from 'node:tls';
 import { hashSecret, constantTimeEqual } from '../../core/apikey/hash.ts';
 import { isServiceError } from '../../core/errors.ts';
-import type { AppEnv, AuthContext, Cell } from '../context.ts';
+import type { AppEnv, AuthContext } from '../context.ts';
 import { clientIp } from '../http/client-ip.ts';
-import { authenticateKeySecret } from '../iam/keys.ts';
-import { getPrincipal, type Principal } from '../iam/principals.ts';
+import type { Principal } from '../iam/principals.ts';
 import { OAuthError } from './oauth-error.ts';
+import type { OAuthContext } from './oauth-context.ts';
+import * as repo from './repository.ts';
+
+export { AUTH_METHODS, type AuthMethod, type ClientRecord } from './repository.ts';
 
 export const GRANT_CLIENT_CREDENTIALS = 'client_credentials';
 export const GRANT_AUTHORIZATION_CODE = 'authorization_code';
 export const GRANT_DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code';
 export const GRANT_TYPES = [GRANT_CLIENT_CREDENTIALS, GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE] as const;
-export const AUTH_METHODS = ['client_secret_basic', 'client_secret_post', 'none', 'tls_client_auth'] as const;
-export type AuthMethod = (typeof AUTH_METHODS)[number];
 
-export interface ClientRecord {
-  client_id: string; name: string; secret_hash: string | null; auth_method: AuthMethod;
-  redirect_uris: string[]; grant_types: string[]; scope: string[]; subject_id: string | null;
-  tls_subject_dn: string | null; created_at: number; created_by: string;
+/** A registered client, through the module's client cache (the bearer path asks on every request). */
+export async function getClient(ctx: OAuthContext, clientId: string): Promise<repo.ClientRecord | undefined> {
+  const hit = ctx.clients.get(clientId);
+  if (hit !== undefined) return hit ?? undefined;
+  const gen = ctx.clients.generation;
+  const r = await repo.clientById(ctx.core.store, clientId);
+  ctx.clients.set(clientId, r ?? null, gen);
+  return r;
 }
 
-type ClientRow = Omit<ClientRecord, 'redirect_uris' | 'grant_types' | 'scope'> & { redirect_uris: string; grant_types: string; scope: string };
-
-export function getClient(cell: Cell, clientId: string): ClientRecord | undefined {
-  const r = cell.store.get<ClientRow & Record<string, never>>('SELECT * FROM oauth_clients WHERE client_id = ?', [clientId]) as ClientRow | undefined;
-  return r ? fromRow(r) : undefined;
-}
-
-export function listClients(cell: Cell, limit: number, offset: number): ClientRecord[] {
-  return (cell.store.all('SELECT * FROM oauth_clients ORDER BY created_at, client_id LIMIT ? OFFSET ?', [limit, offset]) as unknown as ClientRow[]).map(fromRow);
-}
-
-function fromRow(r: ClientRow): ClientRecord {
-  return {
-    ...r, redirect_uris: JSON.parse(r.redirect_uris) as string[], grant_types: JSON.parse(r.grant_types) as string[],
-    scope: JSON.parse(r.scope) as string[],
-  };
-}
-
-export function clientView(r: ClientRecord, secret?: string) {
+export function clientView(r: repo.ClientRecord, secret?: string) {
   return {
     client_id: r.client_id, name: r.name, token_endpoint_auth_method: r.auth_method, redirect_uris: r.redirect_uris,
     grant_types: r.grant_types, scope: r.scope, subject_id: r.subject_id, tls_client_auth_subject_dn: r.tls_subject_dn,
@@ -61,8 +48,8 @@ export function clientView(r: ClientRecord, secret?: string) {
 /** Who a token request acts for, and what caps its scope. */
 export interface AuthenticatedClient {
   clientId: string;
-  method: AuthMethod | 'api_key';
-  client: ClientRecord | null;
+  method: repo.AuthMethod | 'api_key';
+  client: repo.ClientRecord | null;
   /** Set when an API key was the client secret. */
   apiKey: AuthContext | null;
   /** SHA-256 thumbprint of a CA-verified client certificate on this connection, if any. */
@@ -87,11 +74,11 @@ export function peerCertificate(c: Context<AppEnv>): { der: Uint8Array; subjectD
  * Authenticates the client of a protocol request from its Authorization
  * header and form fields. Throws OAuthError('invalid_client') on any failure.
  */
-export async function authenticateClient(cell: Cell, c: Context<AppEnv>, form: Record<string, string>): Promise<AuthenticatedClient> {
+export async function authenticateClient(ctx: OAuthContext, c: Context<AppEnv>, form: Record<string, string>): Promise<AuthenticatedClient> {
   const header = c.req.header('authorization');
   let id: string | undefined;
   let secret: string | undefined;
-  let method: AuthMethod;
+  let method: repo.AuthMethod;
   if (header && /^basic /i.test(header)) {
     if (form['client_secret'] !== undefined) throw new OAuthError('invalid_request', 'use one client authentication method');
     let decoded: string;
@@ -125,7 +112,7 @@ export async function authenticateClient(cell: Cell, c: Context<AppEnv>, form: R
   if (secret !== undefined && secret.startsWith('svck_live_')) {
     let auth: AuthContext;
     try {
-      auth = authenticateKeySecret(cell, secret, clientIp(c, cell.config.trustedProxies));
+      auth = await ctx.iam.authenticateKeySecret(secret, clientIp(c, ctx.core.config.trustedProxies));
     } catch (e) {
       if (isServiceError(e)) throw new OAuthError('invalid_client', 'client authentication failed');
       throw e;
@@ -134,7 +121,7 @@ export async function authenticateClient(cell: Cell, c: Context<AppEnv>, form: R
     return { clientId: id, method: 'api_key', client: null, apiKey: auth, certThumbprint };
   }
 
-  const client = getClient(cell, id);
+  const client = await getClient(ctx, id);
   if (!client) throw new OAuthError('invalid_client', 'client authentication failed');
   if (secret !== undefined) {
     if (client.secret_hash === null || !constantTimeEqual(hashSecret(secret), client.secret_hash)) {
@@ -151,9 +138,9 @@ export async function authenticateClient(cell: Cell, c: Context<AppEnv>, form: R
 }
 
 /** The subject a client_credentials token is issued to and the selectors that cap its scope. */
-export function clientCredentialsSubject(cell: Cell, ac: AuthenticatedClient): { subject: Principal; cap: string[] } {
+export async function clientCredentialsSubject(ctx: OAuthContext, ac: AuthenticatedClient): Promise<{ subject: Principal; cap: string[] }> {
   if (ac.apiKey) {
-    const p = getPrincipal(cell, ac.apiKey.principal.id);
+    const p = await ctx.iam.principal(ac.apiKey.principal.id);
     if (!p || p.status !== 'active') throw new OAuthError('invalid_client', 'the key owner is not active');
     return { subject: p, cap: ac.apiKey.effective };
   }
@@ -161,7 +148,7 @@ export function clientCredentialsSubject(cell: Cell, ac: AuthenticatedClient): {
   if (!client.grant_types.includes(GRANT_CLIENT_CREDENTIALS) || client.auth_method === 'none') {
     throw new OAuthError('unauthorized_client', 'this client may not use client_credentials');
   }
-  const p = client.subject_id ? getPrincipal(cell, client.subject_id) : undefined;
+  const p = client.subject_id ? await ctx.iam.principal(client.subject_id) : undefined;
   if (!p || p.status !== 'active') throw new OAuthError('invalid_client', 'the client subject is not active');
   return { subject: p, cap: client.scope };
 }

@@ -1,21 +1,13 @@
 /**
- * The cell side of DPoP: the per-cell replay cache and the proof check of a
- * request, with the expected htu built from the configured public URL and
- * the route path (never from Host or X-Forwarded-* headers).
+ * The cell side of DPoP: the proof check of a request against the module's
+ * replay cache, with the expected htu built from the configured public URL
+ * and the route path (never from Host or X-Forwarded-* headers).
  */
 import type { Context } from 'hono';
 import { verifyDpopProof } from '../../core/tokens/dpop.ts';
-import { MemoryReplayCache } from '../../core/tokens/replay.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv } from '../context.ts';
+import type { OAuthContext } from './oauth-context.ts';
 import { OAUTH, publicBase } from './settings.ts';
-
-const caches = new WeakMap<Cell, MemoryReplayCache>();
-
-export function replayCache(cell: Cell): MemoryReplayCache {
-  let r = caches.get(cell);
-  if (!r) { r = new MemoryReplayCache(); caches.set(cell, r); }
-  return r;
-}
 
 /** The single DPoP header of the request, or null; several headers are malformed. */
 export function dpopHeader(c: Context<AppEnv>): string | null {
@@ -26,12 +18,12 @@ export function dpopHeader(c: Context<AppEnv>): string | null {
 }
 
 /** Verifies the request's DPoP proof; returns its key thumbprint. Throws TokenError. */
-export async function checkRequestProof(cell: Cell, c: Context<AppEnv>, proof: string, accessToken?: string): Promise<string> {
+export async function checkRequestProof(ctx: OAuthContext, c: Context<AppEnv>, proof: string, accessToken?: string): Promise<string> {
   const r = await verifyDpopProof(proof, {
     htm: c.req.method,
-    htu: publicBase(cell) + c.req.path,
-    now: cell.clock.now(),
-    replay: replayCache(cell),
+    htu: publicBase(ctx.core.config) + c.req.path,
+    now: ctx.core.clock.now(),
+    replay: ctx.replay,
     window: OAUTH.dpopWindow,
     ...(accessToken !== undefined ? { accessToken } : {}),
   });

@@ -6,9 +6,8 @@
 import { SignJWT } from 'jose';
 import { normalize } from '../../core/authority/scopes.ts';
 import type { AccessTokenClaims } from '../../core/tokens/access-token.ts';
-import type { Cell } from '../context.ts';
+import type { OAuthContext } from './oauth-context.ts';
 import { audienceOf, issuerOf } from './settings.ts';
-import { keyring } from './signing-keys.ts';
 
 export interface IssueInput {
   subject: string;
@@ -25,20 +24,21 @@ export function randomToken(bytes = 32): string {
   return Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString('base64url');
 }
 
-export async function issueAccessToken(cell: Cell, input: IssueInput): Promise<{ token: string; claims: AccessTokenClaims; expiresIn: number }> {
+export async function issueAccessToken(ctx: OAuthContext, input: IssueInput): Promise<{ token: string; claims: AccessTokenClaims; expiresIn: number }> {
   const scope = normalize(input.scope);
   if (scope.length === 0) throw new TypeError('issueAccessToken: empty scope (callers refuse with invalid_scope first)');
-  const ttl = input.ttlSeconds ?? cell.config.accessTokenTtlSeconds;
-  const iat = Math.floor(cell.clock.now() / 1000);
+  const { config, clock } = ctx.core;
+  const ttl = input.ttlSeconds ?? config.accessTokenTtlSeconds;
+  const iat = Math.floor(clock.now() / 1000);
   const claims: AccessTokenClaims = {
-    iss: issuerOf(cell), sub: input.subject, aud: audienceOf(cell), client_id: input.clientId,
+    iss: issuerOf(config), sub: input.subject, aud: audienceOf(config), client_id: input.clientId,
     scope: scope.join(' '), iat, exp: iat + ttl, jti: randomToken(16),
     ...(input.cnf && Object.keys(input.cnf).length > 0 ? { cnf: input.cnf } : {}),
     ...(input.sat ? { sat: true } : {}),
     ...(input.root ? { root: input.root } : {}),
   };
-  const ring = keyring(cell);
-  const token = await new SignJWT(claims as unknown as Record<string, unknown>)
+  const ring = ctx.keys.current();
+  const token = await new SignJWT({ ...claims })
     .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: ring.active.kid })
     .sign(ring.active.key);
   return { token, claims, expiresIn: ttl };

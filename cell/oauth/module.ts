@@ -2,41 +2,156 @@
  * The OAuth 2.1 authorization server: signing keys, clients, the token,
  * device, introspection and revocation endpoints, the authorization, login
  * and device pages, SATs, and the JWT authenticator of the bearer path.
+ *
+ * The module instance holds the state the cell keeps in memory (the signing
+ * keyring, the denylist mirror, the DPoP replay cache, the verified-token
+ * and client caches). The keyring and the denylist follow the store: on
+ * PostgreSQL, every other cell's writes arrive through `store.onChange`
+ * within about a second, so a token revoked on one cell is refused by all,
+ * and a key rotated on one cell is published and used by all.
  */
+import { MemoryReplayCache } from '../../core/tokens/replay.ts';
+import type { CellCore } from '../context.ts';
+import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
+import { Cache } from './_cache.ts';
 import { jwtAuthenticator } from './authenticator.ts';
-import { sweepDenylist } from './denylist.ts';
-import { pageRoutes } from './routes-pages.ts';
+import { getClient, type ClientRecord } from './clients.ts';
+import { Denylist } from './denylist.ts';
+import type { OAuthContext } from './oauth-context.ts';
+import { TABLES } from './repository.ts';
 import { adminRoutes } from './routes-admin.ts';
 import { metadataRoutes } from './routes-metadata.ts';
+import { pageRoutes } from './routes-pages.ts';
 import { protocolRoutes } from './routes-protocol.ts';
-import { OAUTH_MIGRATIONS } from './schema.ts';
-import { ensureSigningKey, refreshKeyring } from './signing-keys.ts';
+import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
+import { SigningKeys, type Keyring, type PublishedKey } from './signing-keys.ts';
+import { judgeToken, type TokenVerdict } from './verdict.ts';
 
-const SWEEP_MS = 10 * 60 * 1000;
-const timers = new WeakMap<object, NodeJS.Timeout>();
+export type { Keyring, PublishedKey, TokenVerdict, ClientRecord };
 
-export const oauthModule: CellModule = {
-  name: 'oauth',
-  migrations: OAUTH_MIGRATIONS,
-  async init(cell) {
-    await ensureSigningKey(cell);
-    cell.authenticators.push(jwtAuthenticator(cell));
-  },
-  routes(app, cell) {
-    metadataRoutes(app, cell);
-    protocolRoutes(app, cell);
-    pageRoutes(app, cell);
-    adminRoutes(app, cell);
-  },
-  start(cell) {
-    const t = setInterval(() => {
-      Promise.all([sweepDenylist(cell), refreshKeyring(cell)]).catch((e: unknown) => cell.log.error('oauth sweep failed', { error: String(e) }));
-    }, SWEEP_MS);
-    t.unref();
-    timers.set(cell, t);
-  },
-  stop(cell) {
-    clearInterval(timers.get(cell));
-  },
-};
+/** What other modules may ask of the authorization server. */
+export interface OAuthApi {
+  /** Token issuer, `service://<cell id>`. */
+  issuer(): string;
+  /** Token audience, `<public URL>/api/public/v1`. */
+  audience(): string;
+  /** The cell's public base URL, from configuration (settled once the cell listens), without a trailing slash. */
+  publicBase(): string;
+  /** The signing keys now: the active one and the published set (what /oauth/jwks.json serves). */
+  keyring(): Keyring;
+  /** Reads the signing keys again; a retired key whose overlap has passed leaves the published set. */
+  refreshKeyring(): Promise<void>;
+  /**
+   * The one verdict on an access token of this cell (cell/oauth/verdict.ts):
+   * the authority it carries now, or a thrown TokenError. Bindings (cnf) are
+   * the caller's to check against its request.
+   */
+  judgeToken(token: string): Promise<TokenVerdict>;
+  /** Whether a token id is on the denylist. */
+  isRevoked(jti: string): boolean;
+  /** Revoked token ids whose tokens expire after `nowSeconds`, as [jti, exp] sorted by jti. */
+  liveRevocations(nowSeconds: number): [string, number][];
+  /** A registered client. */
+  client(clientId: string): Promise<ClientRecord | undefined>;
+}
+
+export interface OAuthModule extends CellModule {
+  api: OAuthApi;
+}
+
+/** Retry delay of a reload that failed (a store hiccup must not leave a revocation unseen). */
+const RELOAD_RETRY_MS = 1000;
+
+export async function createOAuthModule(core: CellCore, deps: { iam: Iam }): Promise<OAuthModule> {
+  const ctx: OAuthContext = {
+    core,
+    iam: deps.iam,
+    keys: new SigningKeys(core),
+    denylist: new Denylist(core),
+    replay: new MemoryReplayCache(),
+    verified: new Map(),
+    clients: new Cache(OAUTH.clientCacheSize),
+  };
+
+  let stopped = false;
+  /** A pending retry per reload that failed. */
+  const retries = new Map<string, NodeJS.Timeout>();
+  const halt = () => {
+    stopped = true;
+    for (const t of retries.values()) clearTimeout(t);
+    retries.clear();
+  };
+  /** Runs a reload; on failure logs it and tries again shortly, until one succeeds or the module stops. */
+  const follow = (what: string, reload: () => Promise<void>): void => {
+    reload().catch((e: unknown) => {
+      core.log.error(`oauth: ${what} reload failed; retrying`, { error: String(e) });
+      if (stopped || retries.has(what)) return;
+      const t = setTimeout(() => {
+        retries.delete(what);
+        if (!stopped) follow(what, reload);
+      }, RELOAD_RETRY_MS);
+      t.unref();
+      retries.set(what, t);
+    });
+  };
+
+  // Subscribe before the first loads, so no write falls between a load and the subscription.
+  const unsubscribe = core.store.onChange((change) => {
+    if (change.tables.has(TABLES.clients)) ctx.clients.clear();
+    if (change.tables.has(TABLES.signingKeys)) follow('signing keyring', () => ctx.keys.reload());
+    // This cell's revocations reach the mirror as their transaction commits; other cells' are read here
+    // (reading on this cell's own changes too costs one read per revoking transaction, and assumes nothing).
+    if (change.tables.has(TABLES.denylist)) follow('denylist', () => ctx.denylist.reload());
+  });
+  try {
+    await ctx.keys.ensure();
+    await ctx.denylist.reload();
+  } catch (e) {
+    unsubscribe();
+    halt();
+    throw e;
+  }
+
+  let timer: NodeJS.Timeout | undefined;
+  const sweep = async () => {
+    await ctx.denylist.sweep();
+    // Also a safety net for the followers: whatever a notification missed is read here.
+    await ctx.denylist.reload();
+    await ctx.keys.reload();
+  };
+
+  const { config } = core;
+  return {
+    name: 'oauth',
+    authenticators: [jwtAuthenticator(ctx)],
+    api: {
+      issuer: () => issuerOf(config),
+      audience: () => audienceOf(config),
+      publicBase: () => publicBase(config),
+      keyring: () => ctx.keys.current(),
+      refreshKeyring: () => ctx.keys.reload(),
+      judgeToken: (token) => judgeToken(ctx, token),
+      isRevoked: (jti) => ctx.denylist.isRevoked(jti),
+      liveRevocations: (nowSeconds) => ctx.denylist.live(nowSeconds),
+      client: (clientId) => getClient(ctx, clientId),
+    },
+    routes(app) {
+      metadataRoutes(app, ctx);
+      protocolRoutes(app, ctx);
+      pageRoutes(app, ctx);
+      adminRoutes(app, ctx);
+    },
+    async start() {
+      timer = setInterval(() => {
+        sweep().catch((e: unknown) => core.log.error('oauth sweep failed', { error: String(e) }));
+      }, OAUTH.sweepIntervalMs);
+      timer.unref();
+    },
+    async stop() {
+      clearInterval(timer);
+      unsubscribe();
+      halt();
+    },
+  };
+}

@@ -5,20 +5,18 @@
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { isSelector, normalize, selectorsSubset } from '../../core/authority/scopes.ts';
-import { forbidden, invalid } from '../../core/errors.ts';
-import { assertManages, assertWithinCaller } from '../iam/containment.ts';
-import { visiblePrincipal } from '../iam/_authz.ts';
+import { forbidden, invalid, unauthorized } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import type { AppEnv, AuthContext, Cell } from '../context.ts';
+import type { AppEnv, AuthContext } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
-import { recordAuditTx } from '../iam/audit.ts';
-import { newId } from '../iam/ids.ts';
-import { getPrincipal, principalPermissions } from '../iam/principals.ts';
-import { AUTH_METHODS, clientView, getClient, GRANT_CLIENT_CREDENTIALS, GRANT_TYPES, listClients } from './clients.ts';
+import type { Iam } from '../iam/iam.ts';
+import { newId } from '../ids.ts';
+import { AUTH_METHODS, clientView, GRANT_CLIENT_CREDENTIALS, GRANT_TYPES, type ClientRecord } from './clients.ts';
 import { issueAccessToken, randomToken } from './issue.ts';
+import type { OAuthContext } from './oauth-context.ts';
+import { insertClient, listClients } from './repository.ts';
 import { OAUTH } from './settings.ts';
-import { keyring, rotateSigningKey } from './signing-keys.ts';
 
 const Selector = z.string().refine(isSelector, 'not a permission selector');
 
@@ -49,15 +47,16 @@ const SatView = z.object({
   access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number(), scope: z.string(), jti: z.string(),
 }).openapi('Sat');
 
-function visiblePrincipalOrUndefined(cell: Cell, auth: AuthContext, id: string) {
+async function visiblePrincipalOrUndefined(iam: Iam, auth: AuthContext, id: string) {
   try {
-    return visiblePrincipal(cell, auth, id);
+    return await iam.visiblePrincipal(auth, id);
   } catch {
     return undefined;
   }
 }
 
-export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
+  const { core, iam } = ctx;
   app.openapi(createRoute({
     method: 'post', path: '/api/public/v1/admin/oauth/clients', tags: ['OAuth'], 'x-status': 'Live',
     summary: 'Register an OAuth client; its secret is shown once',
@@ -79,25 +78,25 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     // Tokens of this client act as its subject: the caller itself, or a principal the caller manages
     // (holds all of its authority). Its scope is bounded by both the caller and the subject.
     const subjectId = b.subject_id ?? auth.principal.id;
-    const subject = subjectId === auth.principal.id ? getPrincipal(cell, subjectId) : visiblePrincipalOrUndefined(cell, auth, subjectId);
+    const subject = subjectId === auth.principal.id ? await iam.principal(subjectId) : await visiblePrincipalOrUndefined(iam, auth, subjectId);
     if (!subject || subject.status !== 'active') throw invalid('subject_id is not an active principal the caller can see', { reason: 'unknown_subject' });
-    if (subject.id !== auth.principal.id) await assertManages(cell, auth, subject, 'oauth.client.register');
-    await assertWithinCaller(cell, auth, { permissions: scope }, { action: 'oauth.client.register', target: subject.id });
-    if (!selectorsSubset(scope, principalPermissions(cell, subject))) {
+    if (subject.id !== auth.principal.id) await iam.assertManages(auth, subject, 'oauth.client.register');
+    await iam.assertWithinCaller(auth, { permissions: scope }, { action: 'oauth.client.register', target: subject.id });
+    if (!selectorsSubset(scope, await iam.permissionsOf(subject))) {
       throw invalid('scope must be within the subject\'s own permissions', { reason: 'scope_exceeds_subject' });
     }
     const secret = b.token_endpoint_auth_method === 'client_secret_basic' || b.token_endpoint_auth_method === 'client_secret_post'
       ? `ocs_${randomToken(32)}` : null;
-    const clientId = newId('ocl');
-    const now = cell.clock.now();
-    await cell.store.write((tx) => {
-      tx.run(`INSERT INTO oauth_clients (client_id, name, secret_hash, auth_method, redirect_uris, grant_types, scope, subject_id, tls_subject_dn, created_at, created_by)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
-        clientId, b.name, secret ? hashSecret(secret) : null, b.token_endpoint_auth_method, JSON.stringify(b.redirect_uris),
-        JSON.stringify(b.grant_types), JSON.stringify(scope), subjectId, b.tls_client_auth_subject_dn ?? null, now, auth.principal.id]);
-      recordAuditTx(tx, { at: now, actor: auth.principal.id, action: 'oauth.client.register', target: clientId, outcome: 'ok', details: { grant_types: b.grant_types, scope } });
+    const client: ClientRecord = {
+      client_id: newId('ocl'), name: b.name, secret_hash: secret ? hashSecret(secret) : null, auth_method: b.token_endpoint_auth_method,
+      redirect_uris: b.redirect_uris, grant_types: b.grant_types, scope, subject_id: subjectId,
+      tls_subject_dn: b.tls_client_auth_subject_dn ?? null, created_at: core.clock.now(), created_by: auth.principal.id,
+    };
+    await core.store.write(async (tx) => {
+      await insertClient(tx, client);
+      await iam.audit(tx, { at: client.created_at, actor: auth.principal.id, action: 'oauth.client.register', target: client.client_id, outcome: 'ok', details: { grant_types: b.grant_types, scope } });
     });
-    return c.json(clientView(getClient(cell, clientId)!, secret ?? undefined) as z.infer<typeof ClientView>, 201);
+    return c.json(clientView(client, secret ?? undefined) as z.infer<typeof ClientView>, 201);
   });
 
   app.openapi(createRoute({
@@ -106,9 +105,9 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     ...secured(PERMISSIONS.oauthClientsRead),
     request: { query: pageQuery(100, 1000) },
     responses: { 200: json(z.object({ clients: z.array(ClientView), limit: z.number(), offset: z.number() }).openapi('OAuthClientList'), 'Clients'), ...errorResponses(400, 401, 403) },
-  }), (c) => {
+  }), async (c) => {
     const { limit, offset } = c.req.valid('query');
-    return c.json({ clients: listClients(cell, limit, offset).map((r) => clientView(r)), limit, offset }, 200);
+    return c.json({ clients: (await listClients(core.store, limit, offset)).map((r) => clientView(r)), limit, offset }, 200);
   });
 
   app.openapi(createRoute({
@@ -118,9 +117,9 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     responses: { 200: json(z.object({ kid: z.string(), published: z.array(z.string()) }).openapi('SigningKeyRotation'), 'The new active key id'), ...errorResponses(401, 403) },
   }), async (c) => {
     const auth = c.get('auth');
-    const kid = await rotateSigningKey(cell);
-    await cell.store.write((tx) => recordAuditTx(tx, { at: cell.clock.now(), actor: auth.principal.id, action: 'oauth.signing_key.rotate', target: kid, outcome: 'ok' }));
-    return c.json({ kid, published: keyring(cell).published.map((k) => k.kid) }, 200);
+    const kid = await ctx.keys.rotate();
+    await iam.auditNow({ actor: auth.principal.id, action: 'oauth.signing_key.rotate', target: kid, outcome: 'ok' });
+    return c.json({ kid, published: ctx.keys.current().published.map((k) => k.kid) }, 200);
   });
 
   app.openapi(createRoute({
@@ -134,20 +133,23 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     const b = c.req.valid('json');
     const scope = normalize(b.scope);
     if (scope.includes('*')) throw invalid('a SAT names the permissions it needs; `*` is refused', { reason: 'wildcard_scope' });
-    await assertWithinCaller(cell, auth, { permissions: scope }, { action: 'oauth.sat.mint', target: auth.principal.id });
-    const p = getPrincipal(cell, auth.principal.id)!;
+    await iam.assertWithinCaller(auth, { permissions: scope }, { action: 'oauth.sat.mint', target: auth.principal.id });
+    const p = await iam.principal(auth.principal.id);
+    // The gateway authenticated this principal a moment ago; only a purge racing this request removes it.
+    if (!p) throw unauthorized('the calling principal no longer exists');
     // Bounded by what the caller's credential may do now (a SAT minted with a SAT stays inside it).
-    const effectiveScope = scope.filter((s) => selectorsSubset([s], principalPermissions(cell, p)));
+    const held = await iam.permissionsOf(p);
+    const effectiveScope = scope.filter((s) => selectorsSubset([s], held));
     if (effectiveScope.length === 0) throw forbidden('no requested scope is within the caller\'s roles', { reason: 'wider_than_caller' });
-    const { token, claims, expiresIn } = await issueAccessToken(cell, {
+    const { token, claims, expiresIn } = await issueAccessToken(ctx, {
       subject: p.id, clientId: `sat:${auth.credential.type}:${auth.credential.id}`, scope: effectiveScope, ttlSeconds: b.ttl_seconds, sat: true,
       // Revoking or throttling the credential this SAT derives from (and its own root) applies to the SAT.
       root: auth.credential.root,
     });
-    await cell.store.write((tx) => recordAuditTx(tx, {
-      at: cell.clock.now(), actor: p.id, action: 'oauth.sat.mint', target: claims.jti, outcome: 'ok',
+    await iam.auditNow({
+      actor: p.id, action: 'oauth.sat.mint', target: claims.jti, outcome: 'ok',
       details: { scope: claims.scope, exp: claims.exp, ...(b.purpose ? { purpose: b.purpose } : {}) },
-    }));
+    });
     return c.json({ access_token: token, token_type: 'Bearer' as const, expires_in: expiresIn, scope: claims.scope, jti: claims.jti }, 201);
   });
 }

@@ -2,17 +2,18 @@
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { DPOP_ALGS } from '../../core/tokens/dpop.ts';
 import { ALL_PERMISSIONS } from '../../core/permissions.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv } from '../context.ts';
 import { errorResponses } from '../http/openapi.ts';
 import { AUTH_METHODS, GRANT_TYPES } from './clients.ts';
-import { issuerOf, publicBase } from './settings.ts';
-import { keyring } from './signing-keys.ts';
 import { mountRaw } from './form.ts';
+import type { OAuthContext } from './oauth-context.ts';
+import { issuerOf, publicBase } from './settings.ts';
 
-export function metadata(cell: Cell) {
-  const base = publicBase(cell);
+export function metadata(ctx: OAuthContext) {
+  const { config } = ctx.core;
+  const base = publicBase(config);
   return {
-    issuer: issuerOf(cell),
+    issuer: issuerOf(config),
     authorization_endpoint: `${base}/oauth/authorize`,
     token_endpoint: `${base}/oauth/token`,
     device_authorization_endpoint: `${base}/oauth/device_authorization`,
@@ -34,16 +35,16 @@ export function metadata(cell: Cell) {
   };
 }
 
-export function metadataRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function metadataRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
   mountRaw(app, createRoute({
     method: 'get', path: '/.well-known/oauth-authorization-server', tags: ['OAuth'], 'x-status': 'Live',
     summary: 'Authorization server metadata (RFC 8414)',
     responses: { 200: { description: 'Metadata', content: { 'application/json': { schema: { type: 'object' as const } } } }, ...errorResponses() },
-  }), (c) => c.json(metadata(cell), 200, { 'Cache-Control': 'max-age=300' }));
+  }), (c) => c.json(metadata(ctx), 200, { 'Cache-Control': 'max-age=300' }));
 
   mountRaw(app, createRoute({
     method: 'get', path: '/oauth/jwks.json', tags: ['OAuth'], 'x-status': 'Live',
     summary: 'Public token signing keys (Ed25519), the active one and retired ones still in their overlap',
     responses: { 200: { description: 'JWK set', content: { 'application/json': { schema: { type: 'object' as const } } } }, ...errorResponses() },
-  }), (c) => c.json({ keys: keyring(cell).published }, 200, { 'Cache-Control': 'max-age=60' }));
+  }), (c) => c.json({ keys: ctx.keys.current().published }, 200, { 'Cache-Control': 'max-age=60' }));
 }

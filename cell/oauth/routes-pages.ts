@@ -7,15 +7,14 @@
  */
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
-import type { AppEnv, Cell } from '../context.ts';
-import { verifyUserPassword } from '../iam/passwords.ts';
-import { principalPermissions } from '../iam/principals.ts';
+import type { AppEnv } from '../context.ts';
 import { getClient, GRANT_AUTHORIZATION_CODE, type ClientRecord } from './clients.ts';
 import { createCode } from './codes.ts';
 import { decideUserCode, normalizeUserCode, pendingByUserCode } from './device.ts';
 import { formBody, readForm } from './form.ts';
 import { esc, hidden, page, scopeList } from './html.ts';
 import { isOAuthError } from './oauth-error.ts';
+import type { OAuthContext } from './oauth-context.ts';
 import { narrowScope, parseScope } from './scope.ts';
 import { issuerOf } from './settings.ts';
 import { createSession, csrfMatches, currentSession, endSession, loginCsrf, LOGIN_CSRF_COOKIE } from './sessions.ts';
@@ -46,20 +45,20 @@ interface AuthzRequest {
 /** Errors the user sees on our page (the client or redirect_uri cannot be trusted) vs errors sent back to the client. */
 type Checked = { ok: true; req: AuthzRequest } | { ok: false; page: string } | { ok: false; redirect: string };
 
-function redirectWith(cell: Cell, redirectUri: string, params: Record<string, string | undefined>): string {
+function redirectWith(ctx: OAuthContext, redirectUri: string, params: Record<string, string | undefined>): string {
   const u = new URL(redirectUri);
   for (const [k, v] of Object.entries(params)) if (v !== undefined) u.searchParams.set(k, v);
-  u.searchParams.set('iss', issuerOf(cell));
+  u.searchParams.set('iss', issuerOf(ctx.core.config));
   return u.toString();
 }
 
-function checkAuthorizationRequest(cell: Cell, q: Record<string, string | undefined>): Checked {
-  const client = q['client_id'] ? getClient(cell, q['client_id']) : undefined;
+async function checkAuthorizationRequest(ctx: OAuthContext, q: Record<string, string | undefined>): Promise<Checked> {
+  const client = q['client_id'] ? await getClient(ctx, q['client_id']) : undefined;
   if (!client || !client.grant_types.includes(GRANT_AUTHORIZATION_CODE)) return { ok: false, page: 'Unknown client, or a client that may not use the authorization code flow.' };
   const redirectUri = q['redirect_uri'];
   if (!redirectUri || !client.redirect_uris.includes(redirectUri)) return { ok: false, page: 'redirect_uri does not exactly match a registered redirect URI.' };
   const state = q['state'];
-  const back = (error: string, description: string) => ({ ok: false as const, redirect: redirectWith(cell, redirectUri, { error, error_description: description, state }) });
+  const back = (error: string, description: string) => ({ ok: false as const, redirect: redirectWith(ctx, redirectUri, { error, error_description: description, state }) });
   if (q['response_type'] !== 'code') return back('unsupported_response_type', 'response_type must be code');
   if (q['code_challenge_method'] !== 'S256') return back('invalid_request', 'PKCE with code_challenge_method S256 is required');
   const challenge = q['code_challenge'];
@@ -76,10 +75,11 @@ function checkAuthorizationRequest(cell: Cell, q: Record<string, string | undefi
 
 const AUTHZ_PARAMS = ['client_id', 'redirect_uri', 'response_type', 'scope', 'state', 'code_challenge', 'code_challenge_method'] as const;
 
-export function pageRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function pageRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
+  const { iam } = ctx;
   // --- login -------------------------------------------------------------
   const loginPage = (c: Context<AppEnv>, returnTo: string, error?: string) => {
-    const csrf = loginCsrf(cell, c);
+    const csrf = loginCsrf(ctx, c);
     return html(c, page('Sign in', `${error ? `<p class="err" id="error">${esc(error)}</p>` : ''}
 <form method="post" action="/oauth/login">
 ${hidden({ csrf, return_to: returnTo })}
@@ -103,9 +103,9 @@ ${hidden({ csrf, return_to: returnTo })}
     const returnTo = safeReturn(f['return_to']);
     const cookie = getCookie(c, LOGIN_CSRF_COOKIE);
     if (!cookie || !csrfMatches(cookie, f['csrf'])) return errorPage(c, 'The form expired; reload the page and sign in again.', 403);
-    const p = f['username'] && f['password'] ? await verifyUserPassword(cell, f['username'].slice(0, 100), f['password'].slice(0, 200)) : null;
+    const p = f['username'] && f['password'] ? await iam.verifyUserPassword(f['username'].slice(0, 100), f['password'].slice(0, 200)) : null;
     if (!p) return loginPage(c, returnTo, 'Wrong user name or password.');
-    await createSession(cell, c, p.id);
+    await createSession(ctx, c, p.id);
     return c.redirect(returnTo, 303);
   });
 
@@ -115,9 +115,9 @@ ${hidden({ csrf, return_to: returnTo })}
     responses: { 200: HTML, 403: HTML },
   }), async (c) => {
     const f = await readForm(c);
-    const s = currentSession(cell, c);
+    const s = await currentSession(ctx, c);
     if (s && !csrfMatches(s.csrf, f['csrf'])) return errorPage(c, 'The form expired; start again.', 403);
-    await endSession(cell, c);
+    await endSession(ctx, c);
     return html(c, page('Signed out', '<p id="result">You are signed out.</p>'));
   });
 
@@ -126,18 +126,19 @@ ${hidden({ csrf, return_to: returnTo })}
     method: 'get', path: '/oauth/authorize', tags: [TAG], 'x-status': 'Live',
     summary: 'Authorization endpoint: checks the request, signs the user in, shows the consent screen',
     responses: { 200: HTML, 303: REDIRECT, 400: HTML },
-  }), (c) => {
+  }), async (c) => {
     const q = Object.fromEntries(AUTHZ_PARAMS.map((k) => [k, c.req.query(k)]));
-    const checked = checkAuthorizationRequest(cell, q);
+    const checked = await checkAuthorizationRequest(ctx, q);
     if (!checked.ok) return 'page' in checked ? errorPage(c, checked.page) : c.redirect(checked.redirect, 303);
-    const s = currentSession(cell, c);
+    const s = await currentSession(ctx, c);
     if (!s) {
       const url = new URL(c.req.url);
       return c.redirect(`/oauth/login?return_to=${encodeURIComponent(url.pathname + url.search)}`, 303);
     }
     const { req } = checked;
-    const granted = (() => { try { return narrowScope(req.scope, principalPermissions(cell, s.principal)); } catch { return null; } })();
-    if (!granted) return c.redirect(redirectWith(cell, req.redirectUri, { error: 'invalid_scope', error_description: 'none of the requested scopes is within your authority', state: req.state }), 303);
+    const held = await iam.permissionsOf(s.principal);
+    const granted = (() => { try { return narrowScope(req.scope, held); } catch { return null; } })();
+    if (!granted) return c.redirect(redirectWith(ctx, req.redirectUri, { error: 'invalid_scope', error_description: 'none of the requested scopes is within your authority', state: req.state }), 303);
     return html(c, page('Approve access', `<p>Signed in as <b id="who">${esc(s.principal.name)}</b>.</p>
 <p><b id="client">${esc(req.client.name)}</b> asks for these permissions:</p>
 ${scopeList(granted)}
@@ -155,24 +156,24 @@ ${hidden({ ...q, csrf: s.csrf })}
     responses: { 303: REDIRECT, 400: HTML, 401: HTML, 403: HTML },
   }), async (c) => {
     const f = await readForm(c);
-    const s = currentSession(cell, c);
+    const s = await currentSession(ctx, c);
     if (!s) return errorPage(c, 'Sign in first.', 401);
     if (!csrfMatches(s.csrf, f['csrf'])) return errorPage(c, 'The form expired; start again.', 403);
     const q = Object.fromEntries(AUTHZ_PARAMS.map((k) => [k, f[k]]));
-    const checked = checkAuthorizationRequest(cell, q);
+    const checked = await checkAuthorizationRequest(ctx, q);
     if (!checked.ok) return 'page' in checked ? errorPage(c, checked.page) : c.redirect(checked.redirect, 303);
     const { req } = checked;
     if (f['decision'] !== 'approve') {
-      return c.redirect(redirectWith(cell, req.redirectUri, { error: 'access_denied', error_description: 'the user denied the request', state: req.state }), 303);
+      return c.redirect(redirectWith(ctx, req.redirectUri, { error: 'access_denied', error_description: 'the user denied the request', state: req.state }), 303);
     }
     let granted: string[];
     try {
-      granted = narrowScope(req.scope, principalPermissions(cell, s.principal));
+      granted = narrowScope(req.scope, await iam.permissionsOf(s.principal));
     } catch {
-      return c.redirect(redirectWith(cell, req.redirectUri, { error: 'invalid_scope', state: req.state }), 303);
+      return c.redirect(redirectWith(ctx, req.redirectUri, { error: 'invalid_scope', state: req.state }), 303);
     }
-    const code = await createCode(cell, { clientId: req.client.client_id, subjectId: s.principal.id, redirectUri: req.redirectUri, scope: granted, codeChallenge: req.codeChallenge });
-    return c.redirect(redirectWith(cell, req.redirectUri, { code, state: req.state }), 303);
+    const code = await createCode(ctx, { clientId: req.client.client_id, subjectId: s.principal.id, redirectUri: req.redirectUri, scope: granted, codeChallenge: req.codeChallenge });
+    return c.redirect(redirectWith(ctx, req.redirectUri, { code, state: req.state }), 303);
   });
 
   // --- device flow approval ---------------------------------------------
@@ -180,14 +181,14 @@ ${hidden({ ...q, csrf: s.csrf })}
     method: 'get', path: '/oauth/device', tags: [TAG], 'x-status': 'Live',
     summary: 'Device approval page: enter the user code shown on the device',
     responses: { 200: HTML, 303: REDIRECT },
-  }), (c) => {
-    const s = currentSession(cell, c);
+  }), async (c) => {
+    const s = await currentSession(ctx, c);
     const url = new URL(c.req.url);
     if (!s) return c.redirect(`/oauth/login?return_to=${encodeURIComponent(url.pathname + url.search)}`, 303);
     const typed = c.req.query('user_code');
     const code = typed ? normalizeUserCode(typed) : null;
-    const pending = code ? pendingByUserCode(cell, code) : null;
-    const client = pending ? getClient(cell, pending.clientId) : undefined;
+    const pending = code ? await pendingByUserCode(ctx, code) : null;
+    const client = pending ? await getClient(ctx, pending.clientId) : undefined;
     const what = pending && client ? `<p><b id="client">${esc(client.name)}</b> asks for:</p>${scopeList(pending.scope)}` : '';
     return html(c, page('Connect a device', `<p>Signed in as <b id="who">${esc(s.principal.name)}</b>.</p>${what}
 <form method="post" action="/oauth/device">
@@ -206,12 +207,12 @@ ${hidden({ csrf: s.csrf })}
     responses: { 200: HTML, 303: REDIRECT, 400: HTML, 401: HTML, 403: HTML },
   }), async (c) => {
     const f = await readForm(c);
-    const s = currentSession(cell, c);
+    const s = await currentSession(ctx, c);
     if (!s) return errorPage(c, 'Sign in first.', 401);
     if (!csrfMatches(s.csrf, f['csrf'])) return errorPage(c, 'The form expired; start again.', 403);
     const code = f['user_code'] ? normalizeUserCode(f['user_code']) : null;
     const approve = f['decision'] === 'approve';
-    if (!code || !(await decideUserCode(cell, code, s.principal.id, approve))) return errorPage(c, 'Unknown or expired code.');
+    if (!code || !(await decideUserCode(ctx, code, s.principal.id, approve))) return errorPage(c, 'Unknown or expired code.');
     return html(c, page(approve ? 'Device connected' : 'Request denied', `<p id="result">${approve ? 'Approved: you can return to your device.' : 'Denied.'}</p>`));
   });
 }

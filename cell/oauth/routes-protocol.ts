@@ -8,23 +8,21 @@ import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { isTokenError } from '../../core/tokens/errors.ts';
 import { looksLikeJwt, verifyAccessToken } from '../../core/tokens/access-token.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv } from '../context.ts';
 import { errorResponses } from '../http/openapi.ts';
-import { getPrincipal, principalPermissions } from '../iam/principals.ts';
 import {
   authenticateClient, clientCredentialsSubject, GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_DEVICE_CODE,
   type AuthenticatedClient,
 } from './clients.ts';
 import { redeemCode } from './codes.ts';
-import { deny, isRevoked } from './denylist.ts';
 import { pollDeviceCode, startDeviceAuthorization } from './device.ts';
 import { checkRequestProof, dpopHeader } from './dpop-check.ts';
 import { formBody, mountRaw, readForm } from './form.ts';
 import { issueAccessToken } from './issue.ts';
 import { isOAuthError, OAuthError, oauthErrorResponse, oauthErrorResponses } from './oauth-error.ts';
+import type { OAuthContext } from './oauth-context.ts';
 import { narrowScope, parseScope } from './scope.ts';
 import { audienceOf, issuerOf, publicBase } from './settings.ts';
-import { keyring } from './signing-keys.ts';
 import { judgeToken } from './verdict.ts';
 
 const TAG = 'OAuth';
@@ -42,12 +40,12 @@ async function protocol(c: Context<AppEnv>, step: () => Promise<Response>): Prom
 }
 
 /** The cnf of a token issued on this request: DPoP key and/or mTLS certificate. */
-async function bindingFor(cell: Cell, c: Context<AppEnv>, ac: AuthenticatedClient): Promise<{ jkt?: string; 'x5t#S256'?: string }> {
+async function bindingFor(ctx: OAuthContext, c: Context<AppEnv>, ac: AuthenticatedClient): Promise<{ jkt?: string; 'x5t#S256'?: string }> {
   const cnf: { jkt?: string; 'x5t#S256'?: string } = {};
   const proof = dpopHeader(c);
   if (proof !== null) {
     try {
-      cnf.jkt = await checkRequestProof(cell, c, proof);
+      cnf.jkt = await checkRequestProof(ctx, c, proof);
     } catch (e) {
       if (isTokenError(e)) throw new OAuthError('invalid_dpop_proof', `DPoP proof refused: ${e.code}`);
       throw e;
@@ -57,21 +55,22 @@ async function bindingFor(cell: Cell, c: Context<AppEnv>, ac: AuthenticatedClien
   return cnf;
 }
 
-async function answerToken(c: Context<AppEnv>, cell: Cell, subjectId: string, clientId: string, scope: string[], cnf: { jkt?: string; 'x5t#S256'?: string }, root?: string) {
-  const { token, claims, expiresIn } = await issueAccessToken(cell, { subject: subjectId, clientId, scope, cnf, ...(root ? { root } : {}) });
+async function answerToken(c: Context<AppEnv>, ctx: OAuthContext, subjectId: string, clientId: string, scope: string[], cnf: { jkt?: string; 'x5t#S256'?: string }, root?: string) {
+  const { token, claims, expiresIn } = await issueAccessToken(ctx, { subject: subjectId, clientId, scope, cnf, ...(root ? { root } : {}) });
   return {
     claims,
     response: c.json({ access_token: token, token_type: cnf.jkt ? 'DPoP' : 'Bearer', expires_in: expiresIn, scope: claims.scope }, 200, NO_STORE),
   };
 }
 
-function activeSubject(cell: Cell, id: string) {
-  const p = getPrincipal(cell, id);
+async function activeSubject(ctx: OAuthContext, id: string) {
+  const p = await ctx.iam.principal(id);
   if (!p || p.status !== 'active') throw new OAuthError('invalid_grant', 'the subject is no longer active');
   return p;
 }
 
-export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
+  const { iam } = ctx;
   mountRaw(app, createRoute({
     method: 'post', path: '/oauth/token', tags: [TAG], 'x-status': 'Live',
     summary: 'Token endpoint: client_credentials, authorization_code (PKCE S256), device_code; DPoP and mTLS binding',
@@ -87,31 +86,31 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     const form = await readForm(c);
     const grant = form['grant_type'];
     if (!grant) throw new OAuthError('invalid_request', 'grant_type is required');
-    const ac = await authenticateClient(cell, c, form);
+    const ac = await authenticateClient(ctx, c, form);
     const requested = parseScope(form['scope']);
     if (grant === GRANT_CLIENT_CREDENTIALS) {
-      const { subject, cap } = clientCredentialsSubject(cell, ac);
-      const cnf = await bindingFor(cell, c, ac);
-      const scope = narrowScope(requested, cap, principalPermissions(cell, subject));
-      return (await answerToken(c, cell, subject.id, ac.clientId, scope, cnf, ac.apiKey?.credential.root)).response;
+      const { subject, cap } = await clientCredentialsSubject(ctx, ac);
+      const cnf = await bindingFor(ctx, c, ac);
+      const scope = narrowScope(requested, cap, await iam.permissionsOf(subject));
+      return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, ac.apiKey?.credential.root)).response;
     }
     if (grant === GRANT_AUTHORIZATION_CODE) {
       if (!ac.client || !ac.client.grant_types.includes(GRANT_AUTHORIZATION_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use authorization_code');
-      const cnf = await bindingFor(cell, c, ac);
-      const { grant: g, recordIssued } = await redeemCode(cell, form['code'] ?? '', ac.clientId, form['redirect_uri'], form['code_verifier']);
-      const subject = activeSubject(cell, g.subjectId);
-      const scope = narrowScope(requested ?? g.scope, g.scope, principalPermissions(cell, subject));
-      const { claims, response } = await answerToken(c, cell, subject.id, ac.clientId, scope, cnf);
+      const cnf = await bindingFor(ctx, c, ac);
+      const { grant: g, recordIssued } = await redeemCode(ctx, form['code'] ?? '', ac.clientId, form['redirect_uri'], form['code_verifier']);
+      const subject = await activeSubject(ctx, g.subjectId);
+      const scope = narrowScope(requested ?? g.scope, g.scope, await iam.permissionsOf(subject));
+      const { claims, response } = await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf);
       await recordIssued(claims.jti, claims.exp);
       return response;
     }
     if (grant === GRANT_DEVICE_CODE) {
       if (!ac.client || !ac.client.grant_types.includes(GRANT_DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use the device flow');
-      const cnf = await bindingFor(cell, c, ac);
-      const g = await pollDeviceCode(cell, form['device_code'] ?? '', ac.clientId);
-      const subject = activeSubject(cell, g.subjectId);
-      const scope = narrowScope(g.scope, principalPermissions(cell, subject));
-      return (await answerToken(c, cell, subject.id, ac.clientId, scope, cnf)).response;
+      const cnf = await bindingFor(ctx, c, ac);
+      const g = await pollDeviceCode(ctx, form['device_code'] ?? '', ac.clientId);
+      const subject = await activeSubject(ctx, g.subjectId);
+      const scope = narrowScope(g.scope, await iam.permissionsOf(subject));
+      return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf)).response;
     }
     throw new OAuthError('unsupported_grant_type', 'grant_type not supported');
   }));
@@ -123,11 +122,11 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     responses: { 200: jsonResponse('{device_code, user_code, verification_uri, verification_uri_complete, expires_in, interval}'), ...oauthErrorResponses(), ...errorResponses() },
   }), async (c) => protocol(c, async () => {
     const form = await readForm(c);
-    const ac = await authenticateClient(cell, c, form);
+    const ac = await authenticateClient(ctx, c, form);
     if (!ac.client || !ac.client.grant_types.includes(GRANT_DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use the device flow');
     const scope = narrowScope(parseScope(form['scope']), ac.client.scope);
-    const d = await startDeviceAuthorization(cell, ac.clientId, scope);
-    const verification = `${publicBase(cell)}/oauth/device`;
+    const d = await startDeviceAuthorization(ctx, ac.clientId, scope);
+    const verification = `${publicBase(ctx.core.config)}/oauth/device`;
     return c.json({
       device_code: d.deviceCode, user_code: d.userCode, verification_uri: verification,
       verification_uri_complete: `${verification}?user_code=${encodeURIComponent(d.userCode)}`,
@@ -142,9 +141,9 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     responses: { 200: jsonResponse('{active: true, ...claims} or exactly {"active":false}'), ...oauthErrorResponses(), ...errorResponses() },
   }), async (c) => protocol(c, async () => {
     const form = await readForm(c);
-    const ac = await authenticateClient(cell, c, form);
+    const ac = await authenticateClient(ctx, c, form);
     if (ac.method === 'none') throw new OAuthError('invalid_client', 'introspection needs an authenticated (confidential) client');
-    const claims = await activeClaims(cell, form['token'] ?? '');
+    const claims = await activeClaims(ctx, form['token'] ?? '');
     // A registered confidential client (a resource server) may introspect any token of this cell; an
     // API key acting as a client only its own owner's tokens. Anything else is indistinguishable from inactive.
     if (!claims || (ac.apiKey && ac.apiKey.principal.id !== claims.sub)) {
@@ -160,21 +159,21 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     responses: { 200: { description: 'Revoked, or nothing to revoke' }, ...oauthErrorResponses(), ...errorResponses() },
   }), async (c) => protocol(c, async () => {
     const form = await readForm(c);
-    const ac = await authenticateClient(cell, c, form);
-    const claims = await verifyOwnToken(cell, form['token'] ?? '');
+    const ac = await authenticateClient(ctx, c, form);
+    const claims = await verifyOwnToken(ctx, form['token'] ?? '');
     // Only the client the token was issued to (or, for SATs, a client acting for the same subject) may revoke it.
     if (claims && (claims.client_id === ac.clientId || (claims.sat === true && ac.apiKey?.principal.id === claims.sub))) {
-      await deny(cell, claims.jti, claims.exp);
+      await ctx.denylist.deny(claims.jti, claims.exp);
     }
     return c.body(null, 200, NO_STORE);
   }));
 }
 
 /** Claims of a token the bearer path would honour now (the same verdict: verdict.ts); null otherwise. */
-async function activeClaims(cell: Cell, token: string) {
+async function activeClaims(ctx: OAuthContext, token: string) {
   if (!looksLikeJwt(token)) return null;
   try {
-    return (await judgeToken(cell, token)).claims;
+    return (await judgeToken(ctx, token)).claims;
   } catch (e) {
     if (isTokenError(e)) return null;
     throw e;
@@ -186,11 +185,12 @@ async function activeClaims(cell: Cell, token: string) {
  * Revocation uses this rather than the full verdict: a token refused now only because its subject is
  * archived must still be revocable, or a restore would bring it back.
  */
-export async function verifyOwnToken(cell: Cell, token: string) {
+export async function verifyOwnToken(ctx: OAuthContext, token: string) {
+  const { config, clock } = ctx.core;
   try {
     return await verifyAccessToken(token, {
-      keys: keyring(cell).keySet, issuer: issuerOf(cell), audience: audienceOf(cell), now: cell.clock.now(),
-      isRevoked: (jti) => isRevoked(cell, jti),
+      keys: ctx.keys.current().keySet, issuer: issuerOf(config), audience: audienceOf(config), now: clock.now(),
+      isRevoked: (jti) => ctx.denylist.isRevoked(jti),
     });
   } catch (e) {
     if (isTokenError(e)) return null;

@@ -3,7 +3,10 @@
  * itself is cell/config.ts `accessTokenTtlSeconds` (600 s).
  */
 import type { DpopWindow } from '../../core/tokens/dpop.ts';
-import type { Cell } from '../context.ts';
+import type { CellCore } from '../context.ts';
+
+/** The configuration these are derived from (read on every call: the public URL is settled once the cell listens). */
+type Config = CellCore['config'];
 
 export const OAUTH = {
   /** DPoP proofs: 60 s old at most (clock drift + latency), 5 s in the future. The replay cache keeps a jti that long. */
@@ -20,25 +23,29 @@ export const OAUTH = {
   satMaxTtlSeconds: 3600,
   /** Verified-token cache entries (tokens are immutable; exp, denylist and bindings are checked on every hit). */
   verifiedCacheSize: 20_000,
+  /** Registered clients cached by id (every write to oauth_clients, on any cell of the group, empties the cache). */
+  clientCacheSize: 10_000,
+  /** How often expired denylist entries are dropped and retired signing keys past their overlap leave the key set. */
+  sweepIntervalMs: 10 * 60 * 1000,
 } as const;
 
 /** The cell's public base URL, without a trailing slash: from configuration, never from request headers. */
-export function publicBase(cell: Cell): string {
-  const u = cell.config.publicUrl ?? `http://${cell.config.host.includes(':') ? `[${cell.config.host}]` : cell.config.host}:${cell.config.port}`;
+export function publicBase(config: Config): string {
+  const u = config.publicUrl ?? `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`;
   return u.replace(/\/+$/, '');
 }
 
 /** Token issuer: `service://<cell id>`. */
-export function issuerOf(cell: Cell): string {
-  return `service://${cell.config.cellId}`;
+export function issuerOf(config: Config): string {
+  return `service://${config.cellId}`;
 }
 
 /** Token audience: the cell's public API base. */
-export function audienceOf(cell: Cell): string {
-  return `${publicBase(cell)}/api/public/v1`;
+export function audienceOf(config: Config): string {
+  return `${publicBase(config)}/api/public/v1`;
 }
 
 /** Longest lifetime of any token the cell signs, seconds: how long a retired signing key stays published. */
-export function maxTokenLifetimeSeconds(cell: Cell): number {
-  return Math.max(cell.config.accessTokenTtlSeconds, OAUTH.satMaxTtlSeconds);
+export function maxTokenLifetimeSeconds(config: Config): number {
+  return Math.max(config.accessTokenTtlSeconds, OAUTH.satMaxTtlSeconds);
 }

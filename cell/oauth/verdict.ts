@@ -11,18 +11,20 @@
  * client still exists; the subject still active. Authority is recomputed now:
  * effective = the subject's role permissions ∩ the token's scope; envelope =
  * the subject's ceiling ∩ the root key's cap.
+ *
+ * Every check but the signature reads state that other cells of a group may
+ * change: the denylist mirror, the IAM caches and the client cache all follow
+ * `store.onChange`, and the root key is read from the store, so a verdict
+ * taken from the verified-token cache is as current as a fresh one.
  */
 import { meetCeilings, type Ceiling } from '../../core/authority/ceiling.ts';
 import { intersectSelectors } from '../../core/authority/scopes.ts';
 import { verifyAccessToken, type AccessTokenClaims } from '../../core/tokens/access-token.ts';
 import { TokenError } from '../../core/tokens/errors.ts';
-import type { Cell } from '../context.ts';
-import { getKeyRow, keyEnvelope } from '../iam/keys.ts';
-import { getPrincipal, principalPermissions, type Principal } from '../iam/principals.ts';
+import type { Principal } from '../iam/principals.ts';
 import { getClient } from './clients.ts';
-import { isRevoked } from './denylist.ts';
+import type { OAuthContext } from './oauth-context.ts';
 import { audienceOf, issuerOf, OAUTH } from './settings.ts';
-import { keyring } from './signing-keys.ts';
 
 export interface TokenVerdict {
   claims: AccessTokenClaims;
@@ -47,49 +49,53 @@ export function rootOf(claims: AccessTokenClaims): string {
   return m ? `api_key:${m[1]}` : `token:${claims.jti}`;
 }
 
-const caches = new WeakMap<Cell, Map<string, AccessTokenClaims>>();
-
-/** Signature and claims, from the verified-token cache when seen before (exp re-checked on every hit). */
-async function verified(cell: Cell, token: string): Promise<AccessTokenClaims> {
-  let cache = caches.get(cell);
-  if (!cache) { cache = new Map(); caches.set(cell, cache); }
+/**
+ * Signature and claims, from the verified-token cache when seen before (exp
+ * re-checked on every hit). An entry never outlives its signing key: a
+ * retired key stays published until every token it signed has expired.
+ */
+async function verified(ctx: OAuthContext, token: string): Promise<AccessTokenClaims> {
+  const { core, verified: cache } = ctx;
   const hit = cache.get(token);
   if (hit) {
-    if (hit.exp * 1000 <= cell.clock.now()) { cache.delete(token); throw new TokenError('expired', 'token expired'); }
+    if (hit.exp * 1000 <= core.clock.now()) { cache.delete(token); throw new TokenError('expired', 'token expired'); }
     return hit;
   }
-  const claims = await verifyAccessToken(token, { keys: keyring(cell).keySet, issuer: issuerOf(cell), audience: audienceOf(cell), now: cell.clock.now() });
+  const claims = await verifyAccessToken(token, {
+    keys: ctx.keys.current().keySet, issuer: issuerOf(core.config), audience: audienceOf(core.config), now: core.clock.now(),
+  });
   if (cache.size >= OAUTH.verifiedCacheSize) cache.clear();
   cache.set(token, claims);
   return claims;
 }
 
 /** Judges a token; returns the authority it carries now or throws a TokenError. */
-export async function judgeToken(cell: Cell, token: string): Promise<TokenVerdict> {
-  const claims = await verified(cell, token);
-  if (isRevoked(cell, claims.jti)) throw new TokenError('revoked', 'token revoked');
+export async function judgeToken(ctx: OAuthContext, token: string): Promise<TokenVerdict> {
+  const { core, iam, denylist } = ctx;
+  const claims = await verified(ctx, token);
+  if (denylist.isRevoked(claims.jti)) throw new TokenError('revoked', 'token revoked');
   const root = rootOf(claims);
   let rootKeyCap: Ceiling | null = null;
   let rateLimitRpm: number | null = null;
   if (root.startsWith('api_key:')) {
     const keyId = root.slice('api_key:'.length);
-    const k = KEY_ID.test(keyId) ? getKeyRow(cell.store, keyId) : undefined;
-    if (!k || k.status !== 'active' || (k.expires_at !== null && k.expires_at <= cell.clock.now())) {
+    const k = KEY_ID.test(keyId) ? await iam.keyRow(keyId) : undefined;
+    if (!k || k.status !== 'active' || (k.expires_at !== null && k.expires_at <= core.clock.now())) {
       throw new TokenError('revoked', 'the API key this token derives from is no longer active');
     }
     rateLimitRpm = k.rate_limit_rpm;
-    if (k.authority !== null) rootKeyCap = keyEnvelope(k, { authority: 'unbounded' });
+    if (k.authority !== null) rootKeyCap = iam.keyEnvelope(k, { authority: 'unbounded' });
   } else if (root.startsWith('token:')) {
-    if (isRevoked(cell, root.slice('token:'.length))) throw new TokenError('revoked', 'the token this token derives from was revoked');
+    if (denylist.isRevoked(root.slice('token:'.length))) throw new TokenError('revoked', 'the token this token derives from was revoked');
   } else {
     throw new TokenError('malformed_token', 'unknown root credential');
   }
-  if (claims.client_id.startsWith('ocl_') && !getClient(cell, claims.client_id)) {
+  if (claims.client_id.startsWith('ocl_') && !(await getClient(ctx, claims.client_id))) {
     throw new TokenError('revoked', 'the client this token was issued to no longer exists');
   }
-  const subject = getPrincipal(cell, claims.sub);
+  const subject = await iam.principal(claims.sub);
   if (!subject || subject.status !== 'active') throw new TokenError('revoked', 'the token subject is not active');
-  const permissions = principalPermissions(cell, subject);
+  const permissions = await iam.permissionsOf(subject);
   const scopes = claims.scope.split(' ').filter(Boolean);
   return {
     claims, subject, permissions, scopes,

@@ -1,0 +1,28 @@
+/**
+ * What every function of the OAuth module works with: the cell core, the
+ * IAM API, and the module's in-memory state. One per module instance
+ * (createOAuthModule builds it); nothing of the module lives at module level.
+ */
+import type { AccessTokenClaims } from '../../core/tokens/access-token.ts';
+import type { MemoryReplayCache } from '../../core/tokens/replay.ts';
+import type { CellCore } from '../context.ts';
+import type { Iam } from '../iam/iam.ts';
+import type { Cache } from './_cache.ts';
+import type { Denylist } from './denylist.ts';
+import type { ClientRecord } from './repository.ts';
+import type { SigningKeys } from './signing-keys.ts';
+
+export interface OAuthContext {
+  readonly core: CellCore;
+  readonly iam: Iam;
+  /** The signing keyring, following oauth_signing_keys on every cell of the group. */
+  readonly keys: SigningKeys;
+  /** The revoked token ids, mirrored in memory, following oauth_denylist on every cell of the group. */
+  readonly denylist: Denylist;
+  /** DPoP proofs seen (RFC 9449 §11.1), per process, each kept for the proof window. */
+  readonly replay: MemoryReplayCache;
+  /** Claims of tokens whose signature and claims verified, by token, until their exp (tokens are immutable). */
+  readonly verified: Map<string, AccessTokenClaims>;
+  /** Registered clients by id (null: no such client); every write to oauth_clients empties it. */
+  readonly clients: Cache<string, ClientRecord | null>;
+}
