@@ -1,112 +1,66 @@
 /**
- * The JWT authenticator of the bearer path. Recognises compact JWTs and
- * judges them: signature, alg, typ, iss, aud, exp (core/tokens), the
- * denylist, then the bindings (DPoP proof for cnf.jkt, TLS client
- * certificate for cnf x5t#S256). Authority is recomputed from the subject
- * now: effective = the subject's role permissions ∩ the token's scope, so a
- * demoted or archived principal loses authority at once. Verified tokens are
- * cached until they expire; the denylist and bindings are checked on every use.
+ * The JWT authenticator of the bearer path. Recognises compact JWTs and hands
+ * them to core's one token judge (core/tokens/judge.ts), the same function
+ * the edge runs offline: signature, alg, typ, iss, aud, exp, the denylist,
+ * the DPoP proof (expected URI = the configured public URL + the route, never
+ * Host or X-Forwarded-*), the certificate binding (the CA-verified TLS client
+ * leaf), the subject's status now and, for a token obtained with an API key,
+ * that key's status. Authority = the subject's role permissions now ∩ the
+ * token's scope, so a demoted or archived principal loses authority at once.
+ * What the cell supplies are the lookups: its store, its denylist, its
+ * replay cache, its keyring.
  */
 import type { Context } from 'hono';
-import { intersectSelectors } from '../../core/authority/scopes.ts';
-import { ServiceError } from '../../core/errors.ts';
-import { looksLikeJwt, verifyAccessToken, type AccessTokenClaims } from '../../core/tokens/access-token.ts';
-import { checkConfirmation, certThumbprint } from '../../core/tokens/cnf.ts';
-import { isTokenError, TokenError } from '../../core/tokens/errors.ts';
-import type { AppEnv, AuthContext, Authenticator, Cell } from '../context.ts';
+import { looksLikeJwt } from '../../core/tokens/access-token.ts';
+import { VerifiedTokenCache } from '../../core/tokens/cache.ts';
+import { judgeAccessToken, type TokenJudgeConfig, type TokenSubject } from '../../core/tokens/judge.ts';
+import { tokenRefusal } from '../../core/tokens/refusal.ts';
+import { dpopHeaderOf } from '../../core/tokens/request.ts';
+import { verifiedLeafThumbprint } from '../../runtime/peer-certificate.ts';
+import type { AppEnv, Authenticator, Cell } from '../context.ts';
 import { getKeyRow } from '../iam/keys.ts';
-import { getPrincipal, principalPermissions } from '../iam/principals.ts';
-import { peerCertificate } from './clients.ts';
+import { getPrincipal, principalPermissions, type Principal } from '../iam/principals.ts';
 import { isRevoked } from './denylist.ts';
-import { checkRequestProof, dpopHeader } from './dpop-check.ts';
-import { audienceOf, issuerOf, OAUTH } from './settings.ts';
+import { replayCache } from './dpop-check.ts';
+import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
 import { keyring } from './signing-keys.ts';
 
-function refuse(e: TokenError, dpop: boolean): ServiceError {
-  const scheme = dpop ? 'DPoP' : 'Bearer';
-  const err = e.code.startsWith('dpop_') ? 'invalid_dpop_proof' : 'invalid_token';
-  return new ServiceError('unauthorized', `access token refused: ${e.message}`, {
-    details: { reason: e.code },
-    headers: { 'WWW-Authenticate': `${scheme} realm="cell", error="${err}", algs="EdDSA Ed25519 ES256 ES384 RS256"` },
-  });
-}
-
-/**
- * A token obtained with an API key as the client secret (client_id = key id),
- * or a SAT minted with an API key (client_id `sat:api_key:<key id>`), lives
- * and is throttled with that key: refused once the key is revoked or expired,
- * and counted against the key's requests-per-minute ceiling (bucket per key).
- */
-function keyDerivedLimits(cell: Cell, claims: AccessTokenClaims): { keyId: string; rpm: number | null } | null {
-  const m = /^(?:sat:api_key:)?(key_[0-9a-f]{20})$/.exec(claims.client_id);
-  if (!m) return null;
-  const k = getKeyRow(cell.store, m[1]!);
-  if (!k || k.status !== 'active' || (k.expires_at !== null && k.expires_at <= cell.clock.now())) {
-    throw new TokenError('revoked', 'the API key this token was obtained with is no longer active');
-  }
-  return { keyId: k.id, rpm: k.rate_limit_rpm };
-}
+interface CellSubject extends TokenSubject { principal: Principal }
 
 export function jwtAuthenticator(cell: Cell): Authenticator {
-  const cache = new Map<string, AccessTokenClaims>();
-  async function verified(token: string): Promise<AccessTokenClaims> {
-    const hit = cache.get(token);
-    if (hit) {
-      if (hit.exp * 1000 <= cell.clock.now()) { cache.delete(token); throw new TokenError('expired', 'token expired'); }
-      return hit;
-    }
-    const claims = await verifyAccessToken(token, { keys: keyring(cell).keySet, issuer: issuerOf(cell), audience: audienceOf(cell), now: cell.clock.now() });
-    if (cache.size >= OAUTH.verifiedCacheSize) cache.clear();
-    cache.set(token, claims);
-    return claims;
-  }
-
-  async function judge(scheme: 'bearer' | 'dpop', token: string, c: Context<AppEnv>): Promise<AuthContext> {
-    const claims = await verified(token);
-    if (isRevoked(cell, claims.jti)) throw new TokenError('revoked', 'token revoked');
-    const bound = claims.cnf?.jkt !== undefined;
-    const proof = dpopHeader(c);
-    let dpopJkt: string | null = null;
-    if (bound) {
-      if (scheme !== 'dpop') throw new TokenError('dpop_required', 'a DPoP-bound token is presented with the DPoP scheme');
-      if (proof === null) throw new TokenError('dpop_required', 'a DPoP-bound token needs a DPoP proof');
-      dpopJkt = await checkRequestProof(cell, c, proof, token);
-    } else if (scheme === 'dpop') {
-      throw new TokenError('dpop_invalid', 'the DPoP scheme needs a DPoP-bound token');
-    }
-    let certTp: string | null = null;
-    if (claims.cnf?.['x5t#S256'] !== undefined) {
-      const peer = peerCertificate(c);
-      certTp = peer ? await certThumbprint(peer.der) : null;
-    }
-    checkConfirmation(claims.cnf, { dpopJkt, certThumbprint: certTp });
-    const p = getPrincipal(cell, claims.sub);
-    if (!p || p.status !== 'active') throw new TokenError('revoked', 'the token subject is not active');
-    const limits = keyDerivedLimits(cell, claims);
-    const permissions = principalPermissions(cell, p);
-    const scopes = claims.scope.split(' ').filter(Boolean);
-    return {
-      principal: { id: p.id, kind: p.kind, name: p.name, roles: p.roles },
-      permissions, scopes,
-      // Never effectiveAuthority here: an empty scope must mean nothing, not everything.
-      effective: intersectSelectors(permissions, scopes),
-      credential: {
-        type: claims.sat ? 'sat' : 'oauth', id: limits?.keyId ?? claims.jti, clientId: claims.client_id,
-        ...(limits?.rpm != null ? { rateLimitRpm: limits.rpm } : {}),
-      },
-    };
-  }
+  const cache = new VerifiedTokenCache(OAUTH.verifiedCacheSize);
+  // issuer, audience and keys are read per request: the port is known only once the cell listens, keys rotate.
+  const lookups: Omit<TokenJudgeConfig<CellSubject>, 'keys' | 'issuer' | 'audience'> = {
+    replay: replayCache(cell),
+    dpopWindow: OAUTH.dpopWindow,
+    cache,
+    isRevoked: (jti) => isRevoked(cell, jti),
+    subject(id) {
+      const p = getPrincipal(cell, id);
+      return p ? { id: p.id, status: p.status, permissions: p.status === 'active' ? principalPermissions(cell, p) : [], principal: p } : null;
+    },
+    apiKey(keyId) {
+      const k = getKeyRow(cell.store, keyId);
+      return k ? { status: k.status, expires_at: k.expires_at, rate_limit_rpm: k.rate_limit_rpm } : null;
+    },
+  };
 
   return {
     name: 'oauth_jwt',
-    async authenticate({ scheme, token }, c) {
+    async authenticate({ scheme, token }, c: Context<AppEnv>) {
       if (!looksLikeJwt(token)) return null;
-      try {
-        return await judge(scheme, token, c);
-      } catch (e) {
-        if (isTokenError(e)) throw refuse(e, scheme === 'dpop');
-        throw e;
-      }
+      const v = await judgeAccessToken(token, {
+        scheme, method: c.req.method, uri: publicBase(cell) + c.req.path, dpop: dpopHeaderOf(c.req.raw.headers),
+        certThumbprint: () => verifiedLeafThumbprint(c.env?.incoming?.socket), now: cell.clock.now(),
+      }, { ...lookups, keys: keyring(cell).keySet, issuer: issuerOf(cell), audience: audienceOf(cell) });
+      if (!v.ok) throw tokenRefusal(v, scheme, { realm: 'cell' });
+      const p = v.subject.principal;
+      const cred = v.credential;
+      return {
+        principal: { id: p.id, kind: p.kind, name: p.name, roles: p.roles },
+        permissions: [...v.subject.permissions], scopes: v.scopes, effective: v.effective,
+        credential: { type: cred.type, id: cred.id, clientId: cred.clientId, ...(cred.rateLimitRpm !== null ? { rateLimitRpm: cred.rateLimitRpm } : {}) },
+      };
     },
   };
 }
