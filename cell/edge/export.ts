@@ -1,7 +1,9 @@
 /**
  * Issuing signed bundles for a registered device (routes and the
- * `bundle keys` CLI share this): the key bundle from the IAM projection, the
- * crew bundle from a crew's export, and the trust anchor a device pins.
+ * `bundle keys` CLI share this): the key bundle (format 2) from the IAM
+ * projection plus what the device needs to judge this cell's access tokens
+ * (every principal, the token issuer and signing keys, the live denylist),
+ * the crew bundle from a crew's export, and the trust anchor a device pins.
  */
 import type { KeyRecord } from '../../core/apikey/verify.ts';
 import { invalid } from '../../core/errors.ts';
