@@ -85,7 +85,7 @@ export interface PresentedCredential {
  */
 export async function authenticateCredential(
   keys: LoadedKeys | null, tokens: TokenJudgeConfig | null, cred: PresentedCredential,
-  ctx: DecideContext, facts: Omit<TokenRequestFacts, 'scheme' | 'now'>, challenge: { realm: string; resourceMetadata?: string },
+  ctx: DecideContext, facts: Omit<TokenRequestFacts, 'scheme' | 'now'>, challenge: () => { realm: string; resourceMetadata?: string },
 ): Promise<EdgeAuth> {
   const k = requireBundle(keys, ctx.now);
   if (cred.token.startsWith(KEY_PREFIX)) {
@@ -97,7 +97,7 @@ export async function authenticateCredential(
     throw unauthorized('the key bundle on this device carries no token keys: issue a newer bundle to honour access tokens', { reason: 'no_token_keys' });
   }
   const v = await judgeAccessToken(cred.token, { ...facts, scheme: cred.scheme, now: ctx.now }, tokens);
-  if (!v.ok) throw tokenRefusal(v, cred.scheme, challenge);
+  if (!v.ok) throw tokenRefusal(v, cred.scheme, challenge());
   return {
     credential: { type: v.credential.type, id: v.credential.id, client_id: v.credential.clientId },
     owner_id: v.subject.id, scopes: v.scopes, effective: v.effective, rate_limit_rpm: v.credential.rateLimitRpm,

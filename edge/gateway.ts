@@ -126,7 +126,7 @@ export function createEdgeApp(rt: EdgeRuntime, mount?: (app: Hono<EdgeEnv>, guar
     c.set('auth', await authenticateCredential(rt.keys, tokens, cred, { now, ip: clientIp(c), region: rt.region }, {
       method: c.req.method, uri, dpop: dpopHeaderOf(c.req.raw.headers),
       certThumbprint: () => verifiedLeafThumbprint(c.env?.incoming?.socket),
-    }, { realm: 'edge', resourceMetadata: new URL(PROTECTED_RESOURCE_METADATA, uri).href }));
+    }, () => ({ realm: 'edge', resourceMetadata: new URL(PROTECTED_RESOURCE_METADATA, uri).href })));
     await next();
   });
 
