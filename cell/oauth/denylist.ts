@@ -23,6 +23,13 @@ export function isRevoked(cell: Cell, jti: string): boolean {
   return mem(cell).has(jti);
 }
 
+/** Revoked token ids whose tokens expire after `nowSeconds`: [jti, exp], for the devices' key bundles. */
+export function liveRevocations(cell: Cell, nowSeconds: number): [string, number][] {
+  const out: [string, number][] = [];
+  for (const [jti, exp] of mem(cell)) if (exp > nowSeconds) out.push([jti, exp]);
+  return out.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+}
+
 /** Adds to the denylist inside a transaction; call `noteRevokedTx` effects after commit via the returned function. */
 export function denyTx(cell: Cell, tx: Tx, jti: string, expSeconds: number): () => void {
   tx.run('INSERT OR IGNORE INTO oauth_denylist (jti, exp) VALUES (?, ?)', [jti, expSeconds]);

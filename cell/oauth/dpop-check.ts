@@ -6,6 +6,7 @@
 import type { Context } from 'hono';
 import { verifyDpopProof } from '../../core/tokens/dpop.ts';
 import { MemoryReplayCache } from '../../core/tokens/replay.ts';
+import { dpopHeaderOf } from '../../core/tokens/request.ts';
 import type { AppEnv, Cell } from '../context.ts';
 import { OAUTH, publicBase } from './settings.ts';
 
@@ -19,10 +20,7 @@ export function replayCache(cell: Cell): MemoryReplayCache {
 
 /** The single DPoP header of the request, or null; several headers are malformed. */
 export function dpopHeader(c: Context<AppEnv>): string | null {
-  const raw = c.req.raw.headers.get('dpop');
-  if (raw === null) return null;
-  if (raw.includes(',')) return ''; // more than one DPoP header (joined by fetch): refused by the verifier
-  return raw.trim();
+  return dpopHeaderOf(c.req.raw.headers);
 }
 
 /** Verifies the request's DPoP proof; returns its key thumbprint. Throws TokenError. */

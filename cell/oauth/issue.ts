@@ -1,7 +1,8 @@
 /**
  * Mints access tokens (RFC 9068): `typ: at+jwt`, EdDSA with the active
  * signing key, claims iss, sub, aud, client_id, scope, iat, exp, jti and,
- * for bound tokens, cnf. The caller has already narrowed the scope.
+ * for bound tokens, cnf. The caller has already narrowed the scope and
+ * resolved the audience.
  */
 import { SignJWT } from 'jose';
 import { normalize } from '../../core/authority/scopes.ts';
@@ -19,6 +20,8 @@ export interface IssueInput {
   sat?: boolean;
   /** The root credential (`api_key:<id>` or `token:<jti>`) when the token derives from another credential. */
   root?: string;
+  /** `aud`: the cell's API (default) or `edge:<device_id>` (cell/oauth/resource.ts). */
+  audience?: string;
 }
 
 export function randomToken(bytes = 32): string {
@@ -31,7 +34,7 @@ export async function issueAccessToken(cell: Cell, input: IssueInput): Promise<{
   const ttl = input.ttlSeconds ?? cell.config.accessTokenTtlSeconds;
   const iat = Math.floor(cell.clock.now() / 1000);
   const claims: AccessTokenClaims = {
-    iss: issuerOf(cell), sub: input.subject, aud: audienceOf(cell), client_id: input.clientId,
+    iss: issuerOf(cell), sub: input.subject, aud: input.audience ?? audienceOf(cell), client_id: input.clientId,
     scope: scope.join(' '), iat, exp: iat + ttl, jti: randomToken(16),
     ...(input.cnf && Object.keys(input.cnf).length > 0 ? { cnf: input.cnf } : {}),
     ...(input.sat ? { sat: true } : {}),

@@ -23,9 +23,10 @@ import { formBody, mountRaw, readForm } from './form.ts';
 import { issueAccessToken } from './issue.ts';
 import { isOAuthError, OAuthError, oauthErrorResponse, oauthErrorResponses } from './oauth-error.ts';
 import { narrowScope, parseScope } from './scope.ts';
+import { isOwnAudience, requestedAudience } from './resource.ts';
 import { audienceOf, issuerOf, publicBase } from './settings.ts';
 import { keyring } from './signing-keys.ts';
-import { judgeToken } from './verdict.ts';
+import { cellTokenJudge, cellTokenJudgeFor } from './authenticator.ts';
 
 const TAG = 'OAuth';
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
@@ -57,8 +58,8 @@ async function bindingFor(cell: Cell, c: Context<AppEnv>, ac: AuthenticatedClien
   return cnf;
 }
 
-async function answerToken(c: Context<AppEnv>, cell: Cell, subjectId: string, clientId: string, scope: string[], cnf: { jkt?: string; 'x5t#S256'?: string }, root?: string) {
-  const { token, claims, expiresIn } = await issueAccessToken(cell, { subject: subjectId, clientId, scope, cnf, ...(root ? { root } : {}) });
+async function answerToken(c: Context<AppEnv>, cell: Cell, subjectId: string, clientId: string, scope: string[], cnf: { jkt?: string; 'x5t#S256'?: string }, audience: string, root?: string) {
+  const { token, claims, expiresIn } = await issueAccessToken(cell, { subject: subjectId, clientId, scope, cnf, audience, ...(root ? { root } : {}) });
   return {
     claims,
     response: c.json({ access_token: token, token_type: cnf.jkt ? 'DPoP' : 'Bearer', expires_in: expiresIn, scope: claims.scope }, 200, NO_STORE),
@@ -80,6 +81,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
         grant_type: 'client_credentials | authorization_code | urn:ietf:params:oauth:grant-type:device_code',
         scope: 'space-separated permission selectors', code: 'authorization code', redirect_uri: 'exact redirect URI',
         code_verifier: 'PKCE verifier', device_code: 'device code', client_id: 'client id', client_secret: 'client_secret_post',
+        resource: 'RFC 8707: edge:<device_id> for a token a device honours offline; default the cell\'s own API',
       }, ['grant_type']),
     },
     responses: { 200: jsonResponse('{access_token, token_type, expires_in, scope}'), ...oauthErrorResponses(), ...errorResponses() },
@@ -89,11 +91,12 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     if (!grant) throw new OAuthError('invalid_request', 'grant_type is required');
     const ac = await authenticateClient(cell, c, form);
     const requested = parseScope(form['scope']);
+    const audience = await requestedAudience(cell, c);
     if (grant === GRANT_CLIENT_CREDENTIALS) {
       const { subject, cap } = clientCredentialsSubject(cell, ac);
       const cnf = await bindingFor(cell, c, ac);
       const scope = narrowScope(requested, cap, principalPermissions(cell, subject));
-      return (await answerToken(c, cell, subject.id, ac.clientId, scope, cnf, ac.apiKey?.credential.root)).response;
+      return (await answerToken(c, cell, subject.id, ac.clientId, scope, cnf, audience, ac.apiKey?.credential.root)).response;
     }
     if (grant === GRANT_AUTHORIZATION_CODE) {
       if (!ac.client || !ac.client.grant_types.includes(GRANT_AUTHORIZATION_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use authorization_code');
@@ -101,7 +104,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
       const { grant: g, recordIssued } = await redeemCode(cell, form['code'] ?? '', ac.clientId, form['redirect_uri'], form['code_verifier']);
       const subject = activeSubject(cell, g.subjectId);
       const scope = narrowScope(requested ?? g.scope, g.scope, principalPermissions(cell, subject));
-      const { claims, response } = await answerToken(c, cell, subject.id, ac.clientId, scope, cnf);
+      const { claims, response } = await answerToken(c, cell, subject.id, ac.clientId, scope, cnf, audience);
       await recordIssued(claims.jti, claims.exp);
       return response;
     }
@@ -111,7 +114,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
       const g = await pollDeviceCode(cell, form['device_code'] ?? '', ac.clientId);
       const subject = activeSubject(cell, g.subjectId);
       const scope = narrowScope(g.scope, principalPermissions(cell, subject));
-      return (await answerToken(c, cell, subject.id, ac.clientId, scope, cnf)).response;
+      return (await answerToken(c, cell, subject.id, ac.clientId, scope, cnf, audience)).response;
     }
     throw new OAuthError('unsupported_grant_type', 'grant_type not supported');
   }));
@@ -170,26 +173,31 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }));
 }
 
-/** Claims of a token the bearer path would honour now (the same verdict: verdict.ts); null otherwise. */
+/**
+ * Claims of a token the bearer path would honour now, bindings aside (core's one judge, without the
+ * request: cell/oauth/authenticator.ts); null otherwise. Tokens addressed to a device are judged as
+ * the device would, audience aside.
+ */
 async function activeClaims(cell: Cell, token: string) {
   if (!looksLikeJwt(token)) return null;
-  try {
-    return (await judgeToken(cell, token)).claims;
-  } catch (e) {
-    if (isTokenError(e)) return null;
-    throw e;
-  }
+  const v = await cellTokenJudge(cell)(token, { now: cell.clock.now() });
+  if (v.ok) return v.claims;
+  // A token for one of this cell's devices: the same judgement against that audience.
+  const claims = await verifyOwnToken(cell, token);
+  if (!claims || claims.aud === audienceOf(cell)) return null;
+  const d = await cellTokenJudgeFor(cell, claims.aud)(token, { now: cell.clock.now() });
+  return d.ok ? d.claims : null;
 }
 
 /**
- * Claims of a token this cell signed that has not expired and is not on the denylist; null otherwise.
- * Revocation uses this rather than the full verdict: a token refused now only because its subject is
- * archived must still be revocable, or a restore would bring it back.
+ * Claims of a token this cell signed (for itself or for one of its devices) that has not expired and is
+ * not on the denylist; null otherwise. Revocation uses this rather than the full verdict: a token
+ * refused now only because its subject is archived must still be revocable, or a restore would bring it back.
  */
 export async function verifyOwnToken(cell: Cell, token: string) {
   try {
     return await verifyAccessToken(token, {
-      keys: keyring(cell).keySet, issuer: issuerOf(cell), audience: audienceOf(cell), now: cell.clock.now(),
+      keys: keyring(cell).keySet, issuer: issuerOf(cell), audience: (aud) => isOwnAudience(cell, aud), now: cell.clock.now(),
       isRevoked: (jti) => isRevoked(cell, jti),
     });
   } catch (e) {

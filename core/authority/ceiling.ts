@@ -105,15 +105,19 @@ export function meetCeilings(a: Ceiling, b: Ceiling): Ceiling {
   return capToCeiling(a, b);
 }
 
+/** A ceiling from a parsed JSON value; anything else is the least authority (fail closed). */
+export function toCeiling(v: unknown): Ceiling {
+  if (v === UNBOUNDED) return UNBOUNDED;
+  if (v !== null && typeof v === 'object' && !Array.isArray(v)) return v as AuthorityEnvelope;
+  return {};
+}
+
 /** Parses a stored ceiling (JSON text); anything unreadable is the least authority. */
 export function parseCeiling(text: string | null | undefined): Ceiling {
   if (text === null || text === undefined || text === '') return {};
   try {
-    const v = JSON.parse(text) as unknown;
-    if (v === UNBOUNDED) return UNBOUNDED;
-    if (v !== null && typeof v === 'object' && !Array.isArray(v)) return v as AuthorityEnvelope;
+    return toCeiling(JSON.parse(text) as unknown);
   } catch {
-    // fall through: fail closed
+    return {};
   }
-  return {};
 }

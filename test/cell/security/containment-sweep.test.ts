@@ -57,7 +57,7 @@ const askArb = fc.record({
 
 // ---------------------------------------------------------------- helpers
 
-type Caller = fc.RecordValue<typeof callerArb>;
+type Caller = typeof callerArb extends fc.Arbitrary<infer C> ? C : never;
 
 let seq = 0;
 
@@ -85,7 +85,7 @@ function keyHolding(ownerPerms: string[], ownerCeiling: Ceiling, key: { scopes: 
   return { permissions: effectiveAuthority(ownerPerms, key.scopes), envelope: cap === null ? ownerCeiling : meetCeilings(ownerCeiling, cap) };
 }
 
-function assertWithin(holder: Holding, grant: { permissions?: string[]; envelope?: AuthorityEnvelope | Ceiling }, what: string) {
+function assertWithin(holder: Holding, grant: { permissions?: readonly string[]; envelope?: AuthorityEnvelope | Ceiling }, what: string) {
   const v = contains(holder, grant);
   assert.ok(v.ok, `${what} handed out more than the caller holds: ${JSON.stringify(v)} (caller ${JSON.stringify(holder)}, grant ${JSON.stringify(grant)})`);
 }
