@@ -23,6 +23,8 @@ export interface CellConfig {
   trustedProxies: string[];
   /** Largest request body accepted, bytes. */
   bodyLimitBytes: number;
+  /** Deepest nesting of arrays and objects accepted in a request body. */
+  jsonMaxDepth: number;
   /** Grace window during which a rotated key's previous secret still verifies, seconds. */
   keyRotationGraceSeconds: number;
   /** How long archived principals' soft-deleted keys stay recoverable, seconds. */
@@ -50,6 +52,11 @@ export const DEFAULTS: CellConfig = {
   trustedProxies: [],
   // 1 MiB: every documented body is far smaller; larger bodies are refused.
   bodyLimitBytes: 1024 * 1024,
+  // 64: the deepest documented body (a notebook cell's input inside a spec) is a
+  // handful of levels; thousands of levels overflow the stack of every recursive
+  // walker downstream (validation, canonical JSON, storage), so the gateway
+  // refuses them before anything parses the body.
+  jsonMaxDepth: 64,
   // 24 hours: long enough to roll a secret through a fleet, short enough to bound exposure.
   keyRotationGraceSeconds: 24 * 3600,
   // 30 days of recovery for an archived owner's keys.
