@@ -51,6 +51,7 @@ export async function runSqlStep(cell: Cell, pool: SandboxPool, workspaceId: str
   if (!r.ok) {
     const details: JsonObject = { duration_ms: r.duration_ms };
     if ('statement' in r) details['statement'] = r.statement;
+    if ('refused' in r && r.refused !== undefined) details['refused'] = r.refused;
     throw new JobStepFailure(r.reason, r.message, details);
   }
   return { results: r.results, duration_ms: r.duration_ms };
