@@ -31,6 +31,10 @@ export interface CellConfig {
   retentionSeconds: number;
   /** Standing-agent work quota: most agents that may exist at once. */
   agentQuota: number;
+  /** Shortest time between two fires of one job definition, seconds (crons firing more often are refused). */
+  scheduleMinIntervalSeconds: number;
+  /** Most live job definitions that may act as one principal. */
+  definitionQuota: number;
   /** OAuth access token lifetime, seconds. */
   accessTokenTtlSeconds: number;
   /** Placement: this cell's clearance ceiling and topology labels. */
@@ -62,6 +66,13 @@ export const DEFAULTS: CellConfig = {
   // 30 days of recovery for an archived owner's keys.
   retentionSeconds: 30 * 24 * 3600,
   agentQuota: 100,
+  // 60 s: a schedule is for periodic work, not a loop; an every-second cron is
+  // 86,400 runs a day from one request. Continuous work is a run, not a schedule.
+  scheduleMinIntervalSeconds: 60,
+  // 100 live definitions per principal: far above what a team schedules by hand,
+  // low enough that one principal (or a leaked key of it) cannot flood the
+  // scheduler; a service that needs more gets a higher value from its operator.
+  definitionQuota: 100,
   // 10 minutes: short-lived, as the spec asks; clients refresh with their grant.
   accessTokenTtlSeconds: 600,
   clearance: 0,

@@ -26,6 +26,8 @@ Commands:
     --rate-capacity N  gateway bucket capacity per client IP (default 600)
     --rate-refill N    gateway refill per second (default 100)
     --agent-quota N    standing-agent work quota (default 100)
+    --schedule-min-interval S  shortest time between fires of a job definition, seconds (default 60)
+    --definition-quota N  most live job definitions acting as one principal (default 100)
     --trusted-proxies A,B  socket addresses whose X-Forwarded-For is believed (default none)
     --clearance N      this cell's clearance ceiling (default 0)
     --topology k=v,..  this cell's topology labels (site, zone, network)
@@ -45,7 +47,7 @@ async function serveCommand(argv: string[]): Promise<void> {
       port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' },
       region: { type: 'string' }, posture: { type: 'string' }, 'cell-id': { type: 'string' },
       'public-url': { type: 'string' }, 'rate-capacity': { type: 'string' }, 'rate-refill': { type: 'string' },
-      'agent-quota': { type: 'string' }, 'trusted-proxies': { type: 'string' }, clearance: { type: 'string' }, topology: { type: 'string' },
+      'agent-quota': { type: 'string' }, 'schedule-min-interval': { type: 'string' }, 'definition-quota': { type: 'string' }, 'trusted-proxies': { type: 'string' }, clearance: { type: 'string' }, topology: { type: 'string' },
       'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'client-ca': { type: 'string' },
     },
     strict: true,
@@ -68,6 +70,8 @@ async function serveCommand(argv: string[]): Promise<void> {
     };
   }
   if (values['agent-quota'] !== undefined) config.agentQuota = intArg('agent-quota', values['agent-quota']);
+  if (values['schedule-min-interval'] !== undefined) config.scheduleMinIntervalSeconds = intArg('schedule-min-interval', values['schedule-min-interval']);
+  if (values['definition-quota'] !== undefined) config.definitionQuota = intArg('definition-quota', values['definition-quota']);
   if (values['trusted-proxies'] !== undefined) config.trustedProxies = values['trusted-proxies'].split(',').map((s) => s.trim()).filter(Boolean);
   if (values.clearance !== undefined) config.clearance = intArg('clearance', values.clearance);
   if (values.topology !== undefined) {

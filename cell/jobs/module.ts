@@ -7,8 +7,10 @@
  */
 import type { Cell } from '../context.ts';
 import type { CellModule } from '../module.ts';
+import { onPrincipalDeactivated } from '../iam/lifecycle.ts';
 import { abortAllDrivers } from '../runs/control.ts';
 import { activeRuns } from '../runs/runs.ts';
+import { disableAuthoredTx } from './_definitions-store.ts';
 import { DEFINITIONS_MIGRATIONS } from './definitions.ts';
 import { ENDPOINTS_MIGRATIONS } from './endpoints.ts';
 import { mountDefinitionRoutes } from './routes-definitions.ts';
@@ -25,6 +27,10 @@ export const jobsModule: CellModule = {
     const svc: JobsService = { pool: new SandboxPool(), inflight: new Set() };
     cell.services.set('jobs', svc);
     cell.services.set('jobs.scheduler', new Scheduler(cell));
+    // A definition acts as its author: deactivating the author disables what it authored.
+    onPrincipalDeactivated(cell, (tx, principalId, action, actor, at) => {
+      disableAuthoredTx(tx, principalId, `author_${action === 'archive' ? 'archived' : action === 'delete' ? 'deleted' : 'purged'}`, actor, at);
+    });
   },
   routes(app, cell) {
     mountRunRoutes(app, cell);
