@@ -25,6 +25,9 @@
  *   (definition-authority.ts). Otherwise the fire is refused and the
  *   definition disabled, with the reason on it, in `job_fires` and on the
  *   audit trail, in the same compare-and-set transaction.
+ * - Storage: a fire whose workspace (or cell) has no storage room left for a
+ *   run is recorded `refused` (detail `workspace_quota` or
+ *   `cell_storage_quota`) and creates no run (cell/runs/storage.ts).
  * - Minimum interval: the next fire is never sooner than the cell's minimum
  *   interval after this one, even for a definition authored before the
  *   minimum was raised.
@@ -34,6 +37,7 @@
 import type { Cell } from '../context.ts';
 import { createRunTx, getRun, setRunFlags } from '../runs/runs.ts';
 import { startCrewRun } from '../teams/runs.ts';
+import { byteSize, storageRoomRefusal } from '../runs/storage.ts';
 import { disableAtFireTx } from './_definitions-store.ts';
 import { authorityLapse } from './definition-authority.ts';
 import { getDefinition, nextFireAfter, type Definition } from './definitions.ts';
@@ -136,6 +140,9 @@ export class Scheduler {
       if (current && lapse !== null) {
         return disableAtFireTx(tx, current, at, lapse, now, me) ? { runId: null as string | null, refused: lapse } : null;
       }
+      // A workspace (or cell) whose storage has no room for the run: this fire is refused, the next one may run.
+      const noRoom = skip ? null : storageRoomRefusal(this.cell, def.workspace_id, byteSize(JSON.stringify(def.spec ?? null)));
+      const held = skip || noRoom !== null;
       const cas = tx.run(
         `UPDATE job_definitions SET next_fire_at = ?, lease_owner = ?, lease_until = ?,
            last_fire_at = CASE WHEN ? THEN last_fire_at ELSE ? END,
@@ -143,12 +150,12 @@ export class Scheduler {
            skip_count = skip_count + CASE WHEN ? THEN 1 ELSE 0 END
          WHERE schedule_id = ? AND next_fire_at = ? AND enabled = 1 AND deleted_at IS NULL
            AND (lease_owner IS NULL OR lease_owner = ? OR lease_until <= ?)`,
-        [next, me, now + LEASE_MS, skip ? 1 : 0, now, skip ? 1 : 0, skip ? 1 : 0, id, at, me, now]);
+        [next, me, now + LEASE_MS, held ? 1 : 0, now, held ? 1 : 0, held ? 1 : 0, id, at, me, now]);
       if (cas.changes === 0) return null;
-      if (skip) {
+      if (held) {
         tx.run('INSERT OR IGNORE INTO job_fires (schedule_id, fire_at, state, run_id, detail, cell_id, created_at) VALUES (?, ?, ?, NULL, ?, ?, ?)',
-          [id, at, 'skipped', 'missed while no cell ran; catch_up skip', me, now]);
-        return { runId: null as string | null };
+          [id, at, skip ? 'skipped' : 'refused', noRoom?.reason ?? 'missed while no cell ran; catch_up skip', me, now]);
+        return { runId: null as string | null, held: noRoom?.reason ?? 'skipped' };
       }
       let runId: string | null = null;
       if (def.job_type !== 'team') {
@@ -164,7 +171,10 @@ export class Scheduler {
       this.cell.log.warn('scheduled fire refused: definition disabled', { schedule_id: id, reason: result.refused });
       return false;
     }
-    if (skip) return false;
+    if ('held' in result) {
+      if (!skip) this.cell.log.warn('scheduled fire refused: no storage room', { schedule_id: id, reason: result.held });
+      return false;
+    }
     this.fired++;
     if (result.runId) {
       const run = getRun(this.cell, result.runId);

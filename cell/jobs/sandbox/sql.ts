@@ -18,9 +18,13 @@
  * SAVEPOINT, RELEASE), ATTACH, DETACH, VACUUM and PRAGMA are refused, and so is
  * an entry holding a second statement after the first.
  *
- * Caps: a row cap per statement (rows past it are not returned and the result
- * says `truncated: true`); the time cap and cancel are enforced by the host,
- * which terminates this worker (sql.js has no progress handler).
+ * Caps: a row cap per statement and a byte cap on all the rows a job returns
+ * (rows past either are not returned; the statement's result says `truncated:
+ * true` and `truncated_by`); a size cap on the database file (SQLite's
+ * max_page_count, from the workspace's storage quota: a job that would grow
+ * the file past it fails with `workspace_quota` and commits nothing); the time
+ * cap and cancel are enforced by the host, which terminates this worker
+ * (sql.js has no progress handler).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import type { Database, Statement, StatementIterator } from 'sql.js';
@@ -33,18 +37,24 @@ export interface SqlTask {
   dbPath: string;
   statements: { sql: string; params?: SqlParam[] | Record<string, SqlParam> }[];
   rowLimit: number;
+  /** Bytes of rows (as JSON) the job may return in all; past it rows are dropped and the result says so. */
+  maxResultBytes?: number;
+  /** Largest the database file may grow to, bytes; the file and the rows returned together may not pass it either. */
+  maxDbBytes?: number;
 }
 
 export interface SqlStatementResult {
   columns: string[];
   rows: SqlParam[][];
   truncated: boolean;
+  /** Present when truncated: which cap dropped rows. */
+  truncated_by?: 'row_limit' | 'byte_limit';
   changes: number;
 }
 
 export type SqlOutcome =
   | { ok: true; results: SqlStatementResult[]; duration_ms: number }
-  | { ok: false; reason: 'sql_error' | 'statement_refused'; message: string; statement: number; refused?: string; duration_ms: number };
+  | { ok: false; reason: 'sql_error' | 'statement_refused' | 'workspace_quota'; message: string; statement: number; refused?: string; duration_ms: number };
 
 /**
  * Statement kinds (first keyword) a job may not run: each job is one
@@ -128,7 +138,15 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
   const results: SqlStatementResult[] = [];
   let writes = false;
   let index = 0;
+  let resultBytes = 0;
+  const maxResultBytes = task.maxResultBytes ?? Infinity;
   try {
+    if (task.maxDbBytes !== undefined) {
+      // A connection setting, so a job cannot change it (PRAGMA is refused); SQLite keeps a file
+      // already past it as it is and refuses only growth.
+      const pageSize = Number(db.exec('PRAGMA page_size')[0]?.values[0]?.[0] ?? 4096);
+      db.exec(`PRAGMA max_page_count = ${Math.max(1, Math.floor(task.maxDbBytes / pageSize))}`);
+    }
     db.exec('BEGIN');
     for (; index < task.statements.length; index++) {
       const s = task.statements[index]!;
@@ -139,15 +157,25 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
         if (bind !== undefined) stmt.bind(bind);
         const columns = stmt.getColumnNames();
         const rows: SqlParam[][] = [];
-        let truncated = false;
+        let truncatedBy: SqlStatementResult['truncated_by'];
         while (stmt.step()) {
-          if (rows.length >= task.rowLimit) { truncated = true; break; }
-          rows.push(stmt.get().map((v) => (v instanceof Uint8Array ? Buffer.from(v).toString('base64') : v)) as SqlParam[]);
+          if (rows.length >= task.rowLimit) { truncatedBy = 'row_limit'; break; }
+          const row = stmt.get().map((v) => (v instanceof Uint8Array ? Buffer.from(v).toString('base64') : v)) as SqlParam[];
+          const size = Buffer.byteLength(JSON.stringify(row), 'utf8') + 1;
+          if (resultBytes + size > maxResultBytes) { truncatedBy = 'byte_limit'; break; }
+          resultBytes += size;
+          rows.push(row);
         }
-        results.push({ columns, rows, truncated, changes: columns.length === 0 ? db.getRowsModified() : 0 });
+        results.push({ columns, rows, truncated: truncatedBy !== undefined, ...(truncatedBy ? { truncated_by: truncatedBy } : {}), changes: columns.length === 0 ? db.getRowsModified() : 0 });
       } finally {
         release();
       }
+    }
+    if (writes && task.maxDbBytes !== undefined) {
+      // What the workspace keeps after this job: the file as it will be written, and the rows the run will store.
+      const pages = Number(db.exec('PRAGMA page_count')[0]?.values[0]?.[0] ?? 0);
+      const pageSize = Number(db.exec('PRAGMA page_size')[0]?.values[0]?.[0] ?? 4096);
+      if (pages * pageSize + resultBytes > task.maxDbBytes) throw new Error('database or disk is full');
     }
     db.exec('COMMIT');
     if (writes) writeFileDurable(task.dbPath, db.export(), { mode: 0o600 });
@@ -158,6 +186,9 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
       return { ok: false, reason: 'statement_refused', message: err.message, statement: index, refused: err.refused, duration_ms: Date.now() - started };
     }
     const message = err instanceof Error ? err.message : String(err);
+    if (task.maxDbBytes !== undefined && /database or disk is full/i.test(message)) {
+      return { ok: false, reason: 'workspace_quota', message: `the workspace database would grow past the ${task.maxDbBytes} bytes its storage quota leaves it`, statement: index, duration_ms: Date.now() - started };
+    }
     return { ok: false, reason: 'sql_error', message: message.slice(0, 1000), statement: index, duration_ms: Date.now() - started };
   } finally {
     db.close();
