@@ -134,7 +134,7 @@ export function storageRunError(e: RunStorageLimitError): RunError {
   return { code: 'failed', reason: e.reason, message: e.message, details: e.details() };
 }
 
-/** A room for the terminal record, which finishRun measures before sealing it (it is always written). */
+/** Room kept for the terminal record, which finishRun measures before sealing it (it is always written). */
 const TERMINAL_RECORD_ALLOWANCE = 2048;
 
 function graphHashOf(cell: Cell, runId: string): { state: string; graphHash: string } | undefined {
