@@ -4,6 +4,11 @@
  * recoverable within the retention window; restore brings them back; purge
  * hard-deletes every key of the owner and tombstones it. The sweep purges
  * owners, and soft-deleted keys, whose retention window has passed.
+ *
+ * Whatever acts later on a principal's behalf stops with it: archive, delete
+ * and purge (by a caller or by the sweep) call the hooks other modules
+ * register with `onPrincipalDeactivated`, inside the same transaction (the
+ * jobs module disables the principal's job definitions there).
  */
 import { conflict } from '../../core/errors.ts';
 import type { Cell } from '../context.ts';
@@ -13,6 +18,22 @@ import { invalidateKeyCache } from './keys.ts';
 import type { Principal } from './principals.ts';
 
 export type LifecycleAction = 'archive' | 'restore' | 'delete' | 'purge';
+
+/** Runs inside the transaction that archives, deletes or purges principal `principalId`. */
+export type DeactivationHook = (tx: Tx, principalId: string, action: Exclude<LifecycleAction, 'restore'>, actor: string, at: number) => void;
+
+const deactivationHooks = new WeakMap<Cell, DeactivationHook[]>();
+
+/** Registers `hook` for this cell's principal deactivations (a module's init). */
+export function onPrincipalDeactivated(cell: Cell, hook: DeactivationHook): void {
+  const list = deactivationHooks.get(cell) ?? [];
+  list.push(hook);
+  deactivationHooks.set(cell, list);
+}
+
+function deactivatedTx(cell: Cell, tx: Tx, principalId: string, action: Exclude<LifecycleAction, 'restore'>, actor: string, at: number): void {
+  for (const hook of deactivationHooks.get(cell) ?? []) hook(tx, principalId, action, actor, at);
+}
 
 const NEXT: Record<LifecycleAction, { from: Principal['status'][]; to: Principal['status'] }> = {
   archive: { from: ['active'], to: 'archived' },
@@ -41,6 +62,7 @@ export function applyLifecycleTx(cell: Cell, tx: Tx, p: Principal, action: Lifec
     tx.run('UPDATE principals SET password_hash = NULL WHERE id = ?', [p.id]);
   }
   recordAuditTx(tx, { at: now, actor, action: `principal.${action}`, target: p.id, outcome: 'ok', details: { keys_affected: keys } });
+  if (action !== 'restore') deactivatedTx(cell, tx, p.id, action, actor, now);
   invalidateKeyCache(cell);
   return { ...p, status: rule.to, status_changed_at: now };
 }
@@ -69,6 +91,7 @@ export async function purgeSweep(cell: Cell): Promise<{ principals: number; keys
       tx.run("UPDATE principals SET status = 'purged', status_changed_at = ?, password_hash = NULL WHERE id = ?", [now, o.id]);
       keys += purgeKeysTx(tx, 'owner_id = ?', [o.id], now, 'owner_purged');
       recordAuditTx(tx, { at: now, actor: 'system:sweep', action: 'principal.purge', target: o.id, outcome: 'ok' });
+      deactivatedTx(cell, tx, o.id, 'purge', 'system:sweep', now);
     }
     keys += purgeKeysTx(tx, "status = 'soft_deleted' AND deleted_at <= ?", [cutoff], now, 'retention_elapsed');
     if (owners.length || keys) invalidateKeyCache(cell);
