@@ -8,10 +8,12 @@
  * - events.ts: subscribe(cell, runId, afterSeq, onEvent) -> unsubscribe
  * - control.ts: registerDriver, requestCancel
  * - drive.ts: driveRun (core/engine runGraph with the journal port bound here)
+ * - routes-values.ts: a step's input or output by the hash its journal record names
  */
 import type { CellModule } from '../module.ts';
 import { abortAllDrivers } from './control.ts';
 import { mountRunEventRoutes } from './routes.ts';
+import { mountRunValueRoutes } from './routes-values.ts';
 import { RUNS_MIGRATIONS } from './runs.ts';
 
 export const runsModule: CellModule = {
@@ -19,6 +21,7 @@ export const runsModule: CellModule = {
   migrations: RUNS_MIGRATIONS,
   routes(app, cell) {
     mountRunEventRoutes(app, cell);
+    mountRunValueRoutes(app, cell);
   },
   async stop(cell) {
     await abortAllDrivers(cell);
