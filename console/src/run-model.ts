@@ -98,9 +98,20 @@ export function nodeStates(graph: GraphLike, records: readonly RecordLike[], run
   const preds = new Map<string, string[]>();
   for (const e of graph.edges) preds.set(e.to, [...(preds.get(e.to) ?? []), e.from]);
 
+  // Which edges are live, as the engine decides (core/engine/run.ts): the source ran and the edge
+  // has no `when`, or its `when` is the route the source recorded (conditional, delegate).
+  const routeOf = new Map<string, string>();
+  for (const r of records) {
+    if (DONE_KINDS.has(r.kind) && typeof r.data?.['route'] === 'string') routeOf.set(r.step_id, r.data['route']);
+  }
   const out = new Map<string, NodeState>();
+  const skipped = new Set<string>();
+  // Nodes are listed in the engine's execution order, so predecessors are decided first.
   for (const id of ids) {
     let s: NodeState;
+    const p = preds.get(id) ?? [];
+    const settled = p.every((x) => done.has(x) || skipped.has(x));
+    const live = graph.edges.some((e) => e.to === id && done.has(e.from) && (e.when === undefined || e.when === routeOf.get(e.from)));
     if (done.has(id)) s = 'completed';
     else if (refused.has(id)) s = 'refused';
     else if (terminal) {
@@ -110,11 +121,12 @@ export function nodeStates(graph: GraphLike, records: readonly RecordLike[], run
       else s = 'skipped';
     } else if (waiting.has(id)) s = 'waiting';
     else if (touched.has(id)) s = 'running';
+    else if (p.length > 0 && settled && !live) s = 'skipped';
     else {
-      const p = preds.get(id) ?? [];
-      const ready = p.length === 0 ? (graph.entry === undefined || graph.entry === id) : p.every((x) => done.has(x));
+      const ready = p.length === 0 ? (graph.entry === undefined || graph.entry === id) : settled;
       s = ready && runState === 'running' ? 'running' : 'pending';
     }
+    if (s === 'skipped') skipped.add(id);
     out.set(id, s);
   }
   return out;
@@ -162,16 +174,24 @@ export function tokensBySeat(records: readonly RecordLike[]): SeatTokens[] {
 
 export interface Refusal { seq: number; step_id: string; reason: string; data: Record<string, unknown> }
 
-/** Every refusal the journal records, in order, with its reason. */
+/**
+ * Every refusal the journal records, in order, with its reason: refusal
+ * records; refusing decisions (a rejected or timed-out approval, a gate that
+ * refused) unless a refusal record of the same step says it; a refused run's
+ * end when nothing else did.
+ */
 export function refusalsOf(records: readonly RecordLike[]): Refusal[] {
+  const refusedSteps = new Set(records.filter((r) => r.kind === 'refusal').map((r) => r.step_id));
   const out: Refusal[] = [];
   for (const r of records) {
     const d = r.data ?? {};
+    const decision = String(d['decision']);
     const isRefusal = r.kind === 'refusal'
-      || (r.kind === 'decision' && REFUSING_DECISIONS.has(String(d['decision'])))
-      || (r.kind === 'run_finished' && d['outcome'] === 'refused' && !out.length);
+      || (r.kind === 'decision' && REFUSING_DECISIONS.has(decision) && !refusedSteps.has(r.step_id))
+      || (r.kind === 'run_finished' && d['outcome'] === 'refused' && out.length === 0);
     if (!isRefusal) continue;
-    const reason = typeof d['reason'] === 'string' ? d['reason'] : typeof d['why'] === 'string' ? d['why'] : 'refused';
+    const reason = typeof d['reason'] === 'string' ? d['reason']
+      : decision === 'reject' ? 'approval_rejected' : decision === 'timeout' ? 'approval_timeout' : 'refused';
     out.push({ seq: r.seq, step_id: r.step_id, reason, data: d });
   }
   return out;

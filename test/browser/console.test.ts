@@ -141,10 +141,10 @@ async function axe(page: Page, where: string): Promise<void> {
   assert.deepEqual(serious, [], `${where}: axe-core found serious violations`);
 }
 
-async function shot(page: Page, name: string): Promise<void> {
+async function shot(page: Page, name: string, fullPage = true): Promise<void> {
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.evaluate(() => { (document.activeElement as HTMLElement | null)?.blur(); window.scrollTo(0, 0); });
-  await page.screenshot({ path: join(ARTIFACTS, name), fullPage: true });
+  await page.screenshot({ path: join(ARTIFACTS, name), fullPage });
 }
 
 test('the operator console: sign in, run, watch live, two approvers, verify, tamper, refuse, keys, offline, accessible', {
@@ -221,7 +221,7 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     assert.match(await pageA.locator('#run-approvals .blocked').textContent() ?? '', /You have decided/);
     assert.equal((await api('GET', `${A}/jobs/runs/${run1}`)).body.state, 'waiting', 'one of two approvals: the run still waits');
     assert.equal(await pageA.locator('#graph [data-node="pre:0"]').getAttribute('data-state'), 'waiting');
-    await shot(pageA, 'console-run-waiting.png');
+    await shot(pageA, 'console-run-waiting.png', false);
 
     // ------------------------------------------------------------ bob, in another browser, approves
     const ctxB = await newContext(browser, origin, watch);

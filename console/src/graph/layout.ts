@@ -12,7 +12,7 @@ export interface PlacedEdge { from: string; to: string; when: string | null; poi
 export interface Layout { width: number; height: number; nodes: PlacedNode[]; edges: PlacedEdge[] }
 
 const NODE_HEIGHT = 52;
-const CHAR_WIDTH = 7.4;
+const CHAR_WIDTH = 7.8;
 const MIN_WIDTH = 120;
 const MAX_CHARS = 28;
 
@@ -21,12 +21,15 @@ export function clip(s: string, max = MAX_CHARS): string {
   return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
 }
 
-/** The two lines a node shows: what it is (the seat's role for agents) and its kind. */
+/** What a node is called (the seat's role for seated steps, else the node id) and its kind. */
 export function nodeLabels(n: GraphNodeLike, graph: GraphLike): { label: string; sublabel: string } {
   const seat = n.seat !== undefined ? graph.seats?.[n.seat] : undefined;
-  if (seat?.role_label) return { label: seat.role_label, sublabel: `${n.kind} · ${n.id}` };
-  return { label: n.id, sublabel: n.kind };
+  return { label: seat?.role_label ? seat.role_label : n.id, sublabel: n.kind };
 }
+
+/** Room for the second line, `<kind> · <state>`, with the longest state name. */
+const STATE_ROOM = ' · completed'.length;
+const SUB_CHAR_WIDTH = 6.6;
 
 /** Positions every node and edge of `graph`, left to right. */
 export function layoutGraph(graph: GraphLike): Layout {
@@ -37,8 +40,8 @@ export function layoutGraph(graph: GraphLike): Layout {
   for (const n of graph.nodes) {
     const l = nodeLabels(n, graph);
     labels.set(n.id, l);
-    const chars = Math.max(clip(l.label).length, clip(l.sublabel, MAX_CHARS + 6).length * 0.85);
-    g.setNode(n.id, { width: Math.max(MIN_WIDTH, Math.round(chars * CHAR_WIDTH) + 28), height: NODE_HEIGHT });
+    const width = Math.max(clip(l.label).length * CHAR_WIDTH, (l.sublabel.length + STATE_ROOM) * SUB_CHAR_WIDTH);
+    g.setNode(n.id, { width: Math.max(MIN_WIDTH, Math.round(width) + 28), height: NODE_HEIGHT });
   }
   graph.edges.forEach((e, i) => {
     if (g.hasNode(e.from) && g.hasNode(e.to)) g.setEdge(e.from, e.to, {}, `e${i}`);

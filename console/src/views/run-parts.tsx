@@ -119,11 +119,12 @@ export function StepDetails({ runId, nodeId, graph, records }: { runId: string; 
 
 interface Ledger { budget_limit: number; spent: number; reserved: number; available: number }
 
-function LedgerCell({ agentId }: { agentId: string | null }) {
+/** The agent's ledger across all its runs; fetched again when this run's spend changes. */
+function LedgerCell({ agentId, spent }: { agentId: string | null; spent: number }) {
   const { session } = useApp();
   const l = useLoad(async (signal) => (agentId && can(session, 'agent_teams.read')
     ? call<Ledger>(session, 'GET', `${TEAMS}/agents/${seg(agentId)}/budget-ledger`, { signal })
-    : null), [agentId, session]);
+    : null), [agentId, session, spent]);
   if (!agentId) return <span class="muted">-</span>;
   if (l.error) return <span class="muted">unavailable</span>;
   if (!l.data) return <span class="muted">…</span>;
@@ -155,7 +156,7 @@ export function TokensTable({ tokens, graph, max }: { tokens: SeatTokens[]; grap
                   <td>{t.calls}</td>
                   <td class={over ? 'bad-text' : ''}>{t.tokens.toLocaleString()}</td>
                   <td>{ceiling === null ? <span class="muted">none</span> : `${ceiling.toLocaleString()}${ceiling ? ` (${Math.round((t.tokens / ceiling) * 100)}%)` : ''}`}</td>
-                  <td><LedgerCell agentId={t.agent_id ?? seat?.agent_id ?? null} /></td>
+                  <td><LedgerCell agentId={t.agent_id ?? seat?.agent_id ?? null} spent={t.tokens} /></td>
                 </tr>
               );
             })}

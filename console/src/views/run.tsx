@@ -208,6 +208,7 @@ export function RunView({ runId }: { runId: string }) {
       ) : null}
 
       <Section title="Graph" id="graph">
+        {badSeq !== null ? <p class="error">The journal fails verification from record #{badSeq}: step states drawn from that record on cannot be trusted.</p> : null}
         {graphMismatch ? <p class="notice">The formation changed since this run started (graph hash differs): the diagram is drawn from the run's journal.</p> : null}
         {graph ? (
           <>
