@@ -113,11 +113,13 @@ function Shell({ state }: { state: AppState }) {
   const route = useRoute();
   const main = useRef<HTMLElement>(null);
   const first = useRef(true);
+  // The view and its subject, not its filters: changing a filter must not move focus away from it.
+  const place = route.view === 'run' ? `run/${route.runId}` : route.view === 'formations' ? `formations/${route.formationId ?? ''}` : route.view;
   useEffect(() => {
     // Move focus to the new view so keyboard and screen-reader users land on it.
     if (first.current) { first.current = false; return; }
     main.current?.focus();
-  }, [route]);
+  }, [place]);
   const { session } = state;
   const current = route.view === 'run' ? 'runs' : route.view;
   const expires = session.expiresAt;

@@ -336,6 +336,20 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
       assert.ok(await pageO.locator(`#audit-table tr[data-action="${action}"]`).count() > 0, `${action} on the audit trail`);
     }
     await axe(pageO, 'audit trail');
+    // A job run has no compiled graph: the console draws it from the journal, and verifies it too.
+    const job = await ok(api, 'POST', `${A}/jobs/runs`, { job_type: 'compute', workspace_id: 'demo', spec: { code: 'return input.xs.map((x) => x * x)', input: { xs: [1, 2, 3] } } });
+    await until('the job to complete', async () => (await api('GET', `${A}/jobs/runs/${job.run_id}`)).body.state === 'completed');
+    await pageO.locator('#nav-runs').click();
+    await until('focus to move to the new view', async () => (await pageO.evaluate(() => document.activeElement?.id)) === 'main');
+    await pageO.locator('#filter-kind').focus();
+    await pageO.locator('#filter-kind').selectOption('job');
+    await pageO.waitForURL(/kind=job/);
+    await pageO.locator(`#runs-table tr[data-run="${job.run_id}"]`).waitFor();
+    assert.equal(await pageO.evaluate(() => document.activeElement?.id), 'filter-kind', 'a filter keeps the focus');
+    await pageO.locator(`#runs-table tr[data-run="${job.run_id}"] a`).click();
+    await pageO.locator('#journal-verdict[data-verdict="ok"]').waitFor({ timeout: 30_000 });
+    assert.ok(await pageO.locator('#graph [data-node][data-state="completed"]').count() >= 1, 'the job\'s steps, completed');
+    assert.match(await pageO.locator('#io').textContent() ?? '', /\[\s*1,\s*4,\s*9\s*\]/);
     await pageO.locator('#nav-cells').click();
     await pageO.locator('#cells-single, #cells-table').first().waitFor();
     await pageO.locator('#sign-out').click();
