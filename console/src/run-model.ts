@@ -86,9 +86,11 @@ export function nodeStates(graph: GraphLike, records: readonly RecordLike[], run
     if (n === null) continue;
     touched.add(n);
     const refusing = r.kind === 'decision' && REFUSING_DECISIONS.has(String(r.data?.['decision']));
-    if (r.step_id === n && DONE_KINDS.has(r.kind) && !refusing) { done.add(n); waiting.delete(n); }
+    // Waiting (an approval, a tool call under `ask`, a timer) until the node records anything else.
+    if (r.kind === 'waiting') waiting.add(n);
+    else if (r.kind !== 'approval_received') waiting.delete(n);
+    if (r.step_id === n && DONE_KINDS.has(r.kind) && !refusing) done.add(n);
     else if (r.kind === 'refusal' || refusing) refused.add(n);
-    else if (r.kind === 'waiting' && r.step_id === n) waiting.add(n);
   }
   const end = finishedRecord(records);
   const outcome = end ? String(end.data?.['outcome'] ?? runState) : runState;

@@ -107,6 +107,19 @@ test('refusals: a rejected approval, a gate refusal, a failed step, a cancelled 
   assert.equal(liveRunState(cancelled, 'running'), 'cancelled');
 });
 
+test('a tool call waiting for approval under `ask` holds its agent step waiting, until the call runs', () => {
+  const graph: GraphLike = { nodes: [{ id: 'agent:a', kind: 'agent', seat: 'a' }], edges: [], entry: 'agent:a' };
+  const records = [
+    rec(1, 'run', 'run_started'), rec(2, 'agent:a/model/0', 'step', { seat: 'a', usage: 9 }),
+    rec(3, 'agent:a/tool/0.0', 'waiting', { reason: 'approval_pending', for: 'approval' }),
+    rec(4, 'agent:a/tool/0.0', 'approval_received', { by: 'usr_bob', decision: 'approve' }),
+    rec(5, 'agent:a/tool/0.0', 'step', { tool: 'kv.put' }),
+  ];
+  assert.equal(nodeStates(graph, records.slice(0, 3), 'waiting').get('agent:a'), 'waiting');
+  assert.equal(nodeStates(graph, records.slice(0, 4), 'running').get('agent:a'), 'waiting', 'an approval alone does not run the call');
+  assert.equal(nodeStates(graph, records, 'running').get('agent:a'), 'running');
+});
+
 test('a job run without a compiled graph: one node per top-level step, in journal order', () => {
   const records = [
     rec(1, 'run', 'run_started'), rec(2, 'exec', 'step', { executor: 'tool' }), rec(3, 'exec/call', 'step'),
