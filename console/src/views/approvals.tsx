@@ -9,7 +9,8 @@
 import { ADMIN, call, TEAMS } from '../api.ts';
 import { can, knowsPermissions } from '../auth/session.ts';
 import { ErrorNote, Section, useApp, useLoad } from '../ui.tsx';
-import { ApprovalCard, whyNot, type ApprovalRun, type PendingApproval } from './approval-card.tsx';
+import { whyNot, type ApprovalRun, type PendingApproval } from '../approval-model.ts';
+import { ApprovalCard } from './approval-card.tsx';
 
 interface WaitingRun extends ApprovalRun { state: string; job_type?: string | null; pending_approvals?: PendingApproval[] }
 

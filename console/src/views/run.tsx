@@ -19,7 +19,8 @@ import { href } from '../router.ts';
 import { follow } from '../sse.ts';
 import { ErrorNote, Json, Section, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
 import { verifyRunJournal, type Verification } from '../verify.ts';
-import { ApprovalCard, type PendingApproval } from './approval-card.tsx';
+import type { PendingApproval } from '../approval-model.ts';
+import { ApprovalCard } from './approval-card.tsx';
 import { JournalTable, RefusalList, StepDetails, TokensTable, VerificationBanner, type FullRecord } from './run-parts.tsx';
 
 interface RunStatus {
