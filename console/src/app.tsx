@@ -99,7 +99,8 @@ const NAV: { view: Route['view']; label: string; id: string }[] = [
 
 function View({ route }: { route: Route }) {
   switch (route.view) {
-    case 'run': return <RunView runId={route.runId} />;
+    // Keyed by subject: another run or formation starts from a clean state, never another's records.
+    case 'run': return <RunView key={route.runId} runId={route.runId} />;
     case 'approvals': return <ApprovalsView />;
     case 'formations': return <FormationsView formationId={route.formationId} />;
     case 'keys': return <KeysView />;

@@ -158,7 +158,7 @@ export function FormationsView({ formationId }: { formationId: string | null }) 
           </ul>
         </nav>
         <div class="detail">
-          {formationId ? <FormationDetail formationId={formationId} /> : <p class="muted">Choose a formation to see its compiled graph and run its crews.</p>}
+          {formationId ? <FormationDetail key={formationId} formationId={formationId} /> : <p class="muted">Choose a formation to see its compiled graph and run its crews.</p>}
         </div>
       </div>
     </>
