@@ -6,7 +6,7 @@
 // cell/console/build-plugin.mjs) and, when the cell runs from source, by
 // cell/console/_assets.ts on the first request.
 import { build } from 'esbuild';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -50,6 +50,3 @@ export async function buildConsole(opts = {}) {
   }
   return files;
 }
-
-/** Where console/ sits, for tools that need its files. */
-export const CONSOLE_ROOT = join(ROOT, 'console');

@@ -293,6 +293,14 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     assert.equal(refused.body.error, 'forbidden');
     assert.equal(refused.body.details.required_permission, 'agent_teams.approve');
     assert.equal((await api('GET', `${A}/jobs/runs/${run3}`)).body.state, 'waiting');
+    // Signing out revokes the console's token at the cell (RFC 7009) and forgets it.
+    const [revoke] = await Promise.all([pageV.waitForRequest((r) => r.url() === `${origin}/oauth/revoke`), pageV.locator('#sign-out').click()]);
+    const revoked = await revoke.response();
+    assert.equal(revoked?.status(), 200);
+    const form = new URLSearchParams(revoke.postData() ?? '');
+    assert.equal(form.get('client_id'), 'console.cell-console');
+    assert.match(form.get('token') ?? '', /^ey[\w-]+\.[\w-]+\.[\w-]+$/, 'the access token itself');
+    await pageV.locator('#sign-in').waitFor();
 
     // ------------------------------------------------------------ the owner, with a pasted API key: keys and audit
     const ctxO = await newContext(browser, origin, watch);
