@@ -9,6 +9,7 @@ import { runsModule } from './runs/module.ts';
 import { teamsModule } from './teams/module.ts';
 import { jobsModule } from './jobs/module.ts';
 import { edgeModule } from './edge/module.ts';
+import { consoleModule } from './console/module.ts';
 import { discoveryModule } from './discovery/module.ts';
 
 export const MODULES: readonly CellModule[] = [
@@ -18,5 +19,6 @@ export const MODULES: readonly CellModule[] = [
   teamsModule,
   jobsModule,
   edgeModule,
+  consoleModule,
   discoveryModule,
 ];

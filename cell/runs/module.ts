@@ -9,10 +9,12 @@
  * - events.ts: subscribe(cell, runId, afterSeq, onEvent) -> unsubscribe
  * - control.ts: registerDriver, requestCancel
  * - drive.ts: driveRun (core/engine runGraph with the journal port bound here)
+ * - routes-values.ts: a step's input or output by the hash its journal record names
  */
 import type { CellModule } from '../module.ts';
 import { abortAllDrivers } from './control.ts';
 import { mountRunEventRoutes } from './routes.ts';
+import { mountRunValueRoutes } from './routes-values.ts';
 import { RUNS_MIGRATIONS } from './runs.ts';
 import { STORAGE_MIGRATIONS } from './storage.ts';
 
@@ -21,6 +23,7 @@ export const runsModule: CellModule = {
   migrations: [...RUNS_MIGRATIONS, ...STORAGE_MIGRATIONS],
   routes(app, cell) {
     mountRunEventRoutes(app, cell);
+    mountRunValueRoutes(app, cell);
   },
   async stop(cell) {
     await abortAllDrivers(cell);
