@@ -13,7 +13,8 @@ node_modules/.install-stamp: package-lock.json
 
 install: node_modules/.install-stamp
 
-# dist/cell.mjs and dist/edge.mjs (esbuild), then the single executable dist/edge (Node SEA).
+# dist/cell.mjs (with the operator console built from console/ inside) and dist/edge.mjs (esbuild),
+# then the single executable dist/edge (Node SEA).
 build: install
 	node scripts/build.mjs
 	scripts/build-sea.sh
@@ -31,6 +32,7 @@ edge: build edge-runtime
 typecheck: install
 	npx tsc --noEmit -p tsconfig.json
 	npx tsc --noEmit -p core/tsconfig.json
+	npx tsc --noEmit -p console/tsconfig.json
 
 # Debian's chromium for the browser tests; installed when missing and we are root.
 browser-deps:

@@ -14,7 +14,7 @@
  * and different bytes (same version) show up as a different identity.
  */
 import { ServiceError } from '../core/errors.ts';
-import { ENVELOPE_FORMAT, PAYLOAD_FORMAT_VERSION, BUNDLE_TYPES, type BundleType } from './format.ts';
+import { ACCEPTED_FORMAT_VERSIONS, ENVELOPE_FORMAT, BUNDLE_TYPES, type BundleType } from './format.ts';
 import { b64url, canonicalJson, fromB64url, fromUtf8, sha256Hex, utf8, verifyEd25519, type Signer, type TrustedKey } from './_codec.ts';
 
 /** Fields every artifact payload carries. */
@@ -109,7 +109,7 @@ export async function openEnvelope(input: string | Uint8Array, trusted: readonly
 
 function checkHeader(p: unknown, kid: string, expectType: BundleType): asserts p is PayloadHeader {
   if (!isObject(p)) throw refused('malformed', 'the signed payload is not an object', 'invalid_request');
-  if (p['format_version'] !== PAYLOAD_FORMAT_VERSION) {
+  if (typeof p['format_version'] !== 'number' || !ACCEPTED_FORMAT_VERSIONS[expectType].includes(p['format_version'])) {
     throw refused('unsupported_format', `unsupported payload format_version ${String(p['format_version'])}`, 'invalid_request');
   }
   if (typeof p['type'] !== 'string' || !(BUNDLE_TYPES as readonly string[]).includes(p['type'])) {

@@ -7,11 +7,31 @@
 /** The signed envelope around every bundle and manifest. */
 export const ENVELOPE_FORMAT = 'agent-cell-signed/1';
 
-/** Payload format version shared by the artifact types below. */
+/** Payload format version of crew bundles, model manifests and journal exports. */
 export const PAYLOAD_FORMAT_VERSION = 1;
+
+/**
+ * Payload format version of key bundles written now. Version 2 added the
+ * `tokens` section (the cell's token issuer, its token signing keys, the
+ * revoked token ids not yet expired) and lists every principal in `owners`,
+ * so a device judges OAuth access tokens offline (docs/edge.md).
+ */
+export const KEY_BUNDLE_FORMAT_VERSION = 2;
 
 export const BUNDLE_TYPES = ['api-key-records', 'crew', 'model-manifest', 'journal'] as const;
 export type BundleType = (typeof BUNDLE_TYPES)[number];
+
+/**
+ * Payload versions a verifier accepts, per type. A version 1 key bundle still
+ * loads (keys only: the device then refuses every access token with
+ * `no_token_keys`).
+ */
+export const ACCEPTED_FORMAT_VERSIONS: Readonly<Record<BundleType, readonly number[]>> = {
+  'api-key-records': [1, KEY_BUNDLE_FORMAT_VERSION],
+  crew: [PAYLOAD_FORMAT_VERSION],
+  'model-manifest': [PAYLOAD_FORMAT_VERSION],
+  journal: [PAYLOAD_FORMAT_VERSION],
+};
 
 /** Tolerated clock skew between the issuing cell and the device, ms. */
 export const DEFAULT_SKEW_MS = 5 * 60 * 1000;

@@ -1,8 +1,11 @@
 /**
- * API-key records bundle: a cell's keys projected for one device, signed.
+ * API-key records bundle: a cell's credentials projected for one device,
+ * signed: its API keys, and (format 2) what the device needs to judge the
+ * cell's OAuth access tokens offline.
  *
  * Payload (type `api-key-records`), besides the common header:
- *   owners:     { [owner_id]: { status, permissions } }   role permissions at projection time
+ *   owners:     { [principal_id]: { status, permissions } } role permissions at projection time;
+ *               format 2 lists every principal (token subjects too), format 1 key owners only
  *   scope_sets: [[selector, ...], ...]                      distinct scope lists, referenced by index
  *   key_fields: the names of a key row's columns, in order (a reader checks them):
  *               key_id, owner_id, status, hashes, expires_at, scopes, rate_limit_rpm,
@@ -10,6 +13,9 @@
  *   keys:       [[key_id, owner_id, status, [hash, not_after, hash, not_after], expires_at,
  *                 scope_set_index, rate_limit_rpm, allowed_ips, allowed_regions], ...]
  *   tombstones: [{ key_id, at }]                            revoked, soft-deleted or purged keys
+ *   tokens:     (format 2) { issuer, keys: [Ed25519 public JWK with kid], revoked: [[jti, exp], ...] } | null
+ *               the cell's token issuer, its published token signing keys, and the ids of revoked
+ *               tokens that have not expired (exp in seconds); null: no token is honoured
  * Rows instead of objects, owners and scope lists once: a 100,000-key bundle
  * stays small and parses fast. The first hash is the current secret's SHA-256
  * (hex); a second pair is the previous secret with its grace deadline. No
@@ -20,7 +26,7 @@ import type { KeyRecord, KeyVerdict, KeyVerifyContext } from '../core/apikey/ver
 import { verifyPresentedKey } from '../core/apikey/verify.ts';
 import { hashSecret } from '../core/apikey/hash.ts';
 import { isSecretFormat } from '../core/apikey/secret.ts';
-import { PAYLOAD_FORMAT_VERSION } from './format.ts';
+import { KEY_BUNDLE_FORMAT_VERSION } from './format.ts';
 import { isObject, openEnvelope, refused, sealEnvelope, type OpenedEnvelope, type PayloadHeader } from './envelope.ts';
 import type { Signer, TrustedKey } from './_codec.ts';
 
@@ -37,6 +43,25 @@ export type KeyRow = [
   scopes: number, rate_limit_rpm: number | null, allowed_ips: string[], allowed_regions: string[],
 ];
 
+/** A token signing key as carried: an Ed25519 public JWK named by its kid. */
+export interface TokenSigningKey {
+  kid: string;
+  kty: 'OKP';
+  crv: 'Ed25519';
+  x: string;
+  alg: 'EdDSA';
+}
+
+/** What a device needs to judge the issuing cell's access tokens offline (format 2). */
+export interface TokenTrust {
+  /** The tokens' `iss`: `service://<cell id>`. */
+  issuer: string;
+  /** The cell's published token signing keys (the active one and retired ones still in their overlap). */
+  keys: TokenSigningKey[];
+  /** Revoked token ids whose tokens have not expired at issue time: [jti, exp (seconds)]. */
+  revoked: [string, number][];
+}
+
 export interface KeyBundle extends PayloadHeader {
   type: 'api-key-records';
   owners: Record<string, BundleOwner>;
@@ -44,12 +69,21 @@ export interface KeyBundle extends PayloadHeader {
   key_fields: string[];
   keys: KeyRow[];
   tombstones: { key_id: string; at: number }[];
+  /** Format 2; absent in format 1 bundles. */
+  tokens?: TokenTrust | null;
 }
 
-/** Projects core KeyRecords into a signed key bundle for one device. */
+/**
+ * Projects core KeyRecords (and, for tokens, the principals and the token
+ * trust) into a signed key bundle (format 2) for one device.
+ */
 export async function buildKeyBundle(opts: {
   issuer: string; signer: Signer; audience: string; version: number; issuedAt: number; expiresAt: number;
   records: readonly KeyRecord[]; tombstones: readonly { key_id: string; at: number }[];
+  /** Principals that may be token subjects, beyond the keys' owners. */
+  subjects?: Readonly<Record<string, BundleOwner>>;
+  /** Null or absent: the device honours no access token. */
+  tokens?: TokenTrust | null;
 }): Promise<string> {
   const owners: Record<string, BundleOwner> = {};
   const scopeSets: string[][] = [];
@@ -62,10 +96,17 @@ export async function buildKeyBundle(opts: {
     if (si === undefined) { si = scopeSets.length; scopeSets.push([...r.scopes]); scopeIndex.set(sk, si); }
     keys.push([r.key_id, r.owner_id, r.status, r.hashes.flatMap((h) => [h.hash, h.not_after]), r.expires_at, si, r.rate_limit_rpm, [...r.allowed_ips], [...r.allowed_regions]]);
   }
+  for (const [id, o] of Object.entries(opts.subjects ?? {})) owners[id] ??= { status: o.status, permissions: [...o.permissions] };
+  const t = opts.tokens ?? null;
   const payload: KeyBundle = {
-    format_version: PAYLOAD_FORMAT_VERSION, type: 'api-key-records', issuer: opts.issuer, kid: opts.signer.kid,
+    format_version: KEY_BUNDLE_FORMAT_VERSION, type: 'api-key-records', issuer: opts.issuer, kid: opts.signer.kid,
     audience: opts.audience, version: opts.version, issued_at: opts.issuedAt, expires_at: opts.expiresAt,
-    owners, scope_sets: scopeSets, key_fields: [...KEY_FIELDS], keys, tombstones: opts.tombstones.map((t) => ({ key_id: t.key_id, at: t.at })),
+    owners, scope_sets: scopeSets, key_fields: [...KEY_FIELDS], keys, tombstones: opts.tombstones.map((x) => ({ key_id: x.key_id, at: x.at })),
+    tokens: t && {
+      issuer: t.issuer,
+      keys: t.keys.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x, alg: 'EdDSA' as const })),
+      revoked: t.revoked.map(([jti, exp]) => [jti, exp] as [string, number]),
+    },
   };
   return sealEnvelope(payload as unknown as KeyBundle & Record<string, unknown>, opts.signer);
 }
@@ -87,8 +128,11 @@ export class KeyIndex {
   readonly #records: (KeyRecord | undefined)[];
   readonly #hash: SecretHasher;
   readonly tombstoned: ReadonlySet<string>;
+  /** The token section (format 2), or null when the bundle lets no token through. */
+  readonly tokens: TokenTrust | null;
 
   constructor(bundle: KeyBundle, hash: SecretHasher = hashSecret) {
+    this.tokens = bundle.tokens ?? null;
     this.#keys = bundle.keys;
     this.#owners = bundle.owners;
     this.#scopeSets = bundle.scope_sets;
@@ -133,6 +177,11 @@ export class KeyIndex {
     return i === undefined ? undefined : this.#record(i);
   }
 
+  /** A principal as the bundle knows it (key owners, and in format 2 every principal). */
+  owner(principalId: string): BundleOwner | undefined {
+    return Object.hasOwn(this.#owners, principalId) ? this.#owners[principalId] : undefined;
+  }
+
   byId(keyId: string): KeyRecord | undefined {
     const i = this.#byId.get(keyId);
     return i === undefined ? undefined : this.#record(i);
@@ -167,5 +216,27 @@ export async function openKeyBundle(input: string | Uint8Array, trusted: readonl
       if (typeof k[3][j] !== 'string') throw refused('malformed', 'a key row in the bundle is malformed', 'invalid_request');
     }
   }
+  for (const o of Object.values(p.owners)) {
+    if (!isObject(o) || typeof o['status'] !== 'string' || !Array.isArray(o['permissions']) || !o['permissions'].every((x) => typeof x === 'string')) {
+      throw refused('malformed', 'an owner in the bundle is malformed', 'invalid_request');
+    }
+  }
+  if (p.format_version === 1) {
+    if (p.tokens !== undefined) throw refused('malformed', 'a format 1 key bundle has no token section', 'invalid_request');
+  } else if (p.tokens !== null && !isTokenTrust(p.tokens)) {
+    throw refused('malformed', 'the token section of the key bundle is malformed', 'invalid_request');
+  }
   return { opened: opened as OpenedEnvelope<KeyBundle>, index: new KeyIndex(opened.payload as KeyBundle, hash) };
+}
+
+function isTokenTrust(t: unknown): t is TokenTrust {
+  if (!isObject(t) || typeof t['issuer'] !== 'string' || !Array.isArray(t['keys']) || !Array.isArray(t['revoked'])) return false;
+  for (const k of t['keys']) {
+    if (!isObject(k) || typeof k['kid'] !== 'string' || k['kty'] !== 'OKP' || k['crv'] !== 'Ed25519' || typeof k['x'] !== 'string'
+      || k['alg'] !== 'EdDSA' || 'd' in k) return false;
+  }
+  for (const r of t['revoked']) {
+    if (!Array.isArray(r) || r.length !== 2 || typeof r[0] !== 'string' || !Number.isFinite(r[1])) return false;
+  }
+  return true;
 }

@@ -27,12 +27,24 @@ export interface CellConfig {
   trustedProxies: string[];
   /** Largest request body accepted, bytes. */
   bodyLimitBytes: number;
+  /** Deepest nesting of arrays and objects accepted in a request body. */
+  jsonMaxDepth: number;
   /** Grace window during which a rotated key's previous secret still verifies, seconds. */
   keyRotationGraceSeconds: number;
   /** How long archived principals' soft-deleted keys stay recoverable, seconds. */
   retentionSeconds: number;
   /** Standing-agent work quota: most agents that may exist at once. */
   agentQuota: number;
+  /** Most bytes one run may store: journal records, distinct step payloads, final output (cell/runs/storage.ts). */
+  runStorageCapBytes: number;
+  /** Most bytes the runs of one workspace may keep in the store, plus its SQL database file. */
+  workspaceQuotaBytes: number;
+  /** Most bytes all runs of the cell may keep in the store. */
+  runStorageQuotaBytes: number;
+  /** Shortest time between two fires of one job definition, seconds (crons firing more often are refused). */
+  scheduleMinIntervalSeconds: number;
+  /** Most live job definitions that may act as one principal. */
+  definitionQuota: number;
   /** OAuth access token lifetime, seconds. */
   accessTokenTtlSeconds: number;
   /** Placement: this cell's clearance ceiling and topology labels. */
@@ -60,11 +72,36 @@ export const DEFAULTS: CellConfig = {
   trustedProxies: [],
   // 1 MiB: every documented body is far smaller; larger bodies are refused.
   bodyLimitBytes: 1024 * 1024,
+  // 64: the deepest documented body (a notebook cell's input inside a spec) is a
+  // handful of levels; thousands of levels overflow the stack of every recursive
+  // walker downstream (validation, canonical JSON, storage), so the gateway
+  // refuses them before anything parses the body.
+  jsonMaxDepth: 64,
   // 24 hours: long enough to roll a secret through a fleet, short enough to bound exposure.
   keyRotationGraceSeconds: 24 * 3600,
   // 30 days of recovery for an archived owner's keys.
   retentionSeconds: 30 * 24 * 3600,
   agentQuota: 100,
+  // 1 MiB per run (journal, payloads, output): as large as a request body; a
+  // run's product is meant to be read by a person or the next step, not to move
+  // bulk data (a job writes that to its workspace database instead). The output
+  // is kept twice (last step, run row), so a run keeps an output of ~512 KiB.
+  runStorageCapBytes: 1024 * 1024,
+  // 128 MiB per workspace (its runs and its SQL database file): thousands of
+  // ordinary runs, while four full workspaces cannot exhaust the cell.
+  workspaceQuotaBytes: 128 * 1024 * 1024,
+  // 512 MiB for all runs of the cell: the embedded store holds the whole
+  // database in memory (sql.js, WebAssembly: 4 GiB at most) and a checkpoint
+  // exports a copy of it, which failed for good past 2 GiB. Workspace ids are
+  // the caller's choice, so only a cell-wide figure bounds the store.
+  runStorageQuotaBytes: 512 * 1024 * 1024,
+  // 60 s: a schedule is for periodic work, not a loop; an every-second cron is
+  // 86,400 runs a day from one request. Continuous work is a run, not a schedule.
+  scheduleMinIntervalSeconds: 60,
+  // 100 live definitions per principal: far above what a team schedules by hand,
+  // low enough that one principal (or a leaked key of it) cannot flood the
+  // scheduler; a service that needs more gets a higher value from its operator.
+  definitionQuota: 100,
   // 10 minutes: short-lived, as the spec asks; clients refresh with their grant.
   accessTokenTtlSeconds: 600,
   clearance: 0,

@@ -27,6 +27,11 @@ const SERVE_HELP = `  serve            start a cell
     --rate-capacity N  gateway bucket capacity per client IP (default 600)
     --rate-refill N    gateway refill per second (default 100)
     --agent-quota N    standing-agent work quota (default 100)
+    --schedule-min-interval S  shortest time between fires of a job definition, seconds (default 60)
+    --run-storage-cap B   most bytes one run may store: journal, payloads, output (default 1048576)
+    --workspace-quota B   most bytes a workspace's runs and SQL database may take (default 134217728)
+    --run-storage-quota B most bytes all runs of the cell may keep in the store (default 536870912)
+    --definition-quota N  most live job definitions acting as one principal (default 100)
     --trusted-proxies A,B  socket addresses whose X-Forwarded-For is believed (default none)
     --clearance N      this cell's clearance ceiling (default 0)
     --topology k=v,..  this cell's topology labels (site, zone, network)
@@ -60,7 +65,8 @@ async function serveCommand(argv: string[]): Promise<void> {
       store: { type: 'string' }, 'store-pool': { type: 'string' },
       region: { type: 'string' }, posture: { type: 'string' }, 'cell-id': { type: 'string' },
       'public-url': { type: 'string' }, 'rate-capacity': { type: 'string' }, 'rate-refill': { type: 'string' },
-      'agent-quota': { type: 'string' }, 'trusted-proxies': { type: 'string' }, clearance: { type: 'string' }, topology: { type: 'string' },
+      'agent-quota': { type: 'string' }, 'schedule-min-interval': { type: 'string' }, 'definition-quota': { type: 'string' },
+      'run-storage-cap': { type: 'string' }, 'workspace-quota': { type: 'string' }, 'run-storage-quota': { type: 'string' }, 'trusted-proxies': { type: 'string' }, clearance: { type: 'string' }, topology: { type: 'string' },
       'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'client-ca': { type: 'string' },
       'egress-allow-private': { type: 'string' },
     },
@@ -90,6 +96,11 @@ async function serveCommand(argv: string[]): Promise<void> {
     };
   }
   if (values['agent-quota'] !== undefined) config.agentQuota = intArg('agent-quota', values['agent-quota']);
+  if (values['schedule-min-interval'] !== undefined) config.scheduleMinIntervalSeconds = intArg('schedule-min-interval', values['schedule-min-interval']);
+  if (values['definition-quota'] !== undefined) config.definitionQuota = intArg('definition-quota', values['definition-quota']);
+  if (values['run-storage-cap'] !== undefined) config.runStorageCapBytes = intArg('run-storage-cap', values['run-storage-cap']);
+  if (values['workspace-quota'] !== undefined) config.workspaceQuotaBytes = intArg('workspace-quota', values['workspace-quota']);
+  if (values['run-storage-quota'] !== undefined) config.runStorageQuotaBytes = intArg('run-storage-quota', values['run-storage-quota']);
   if (values['trusted-proxies'] !== undefined) config.trustedProxies = values['trusted-proxies'].split(',').map((s) => s.trim()).filter(Boolean);
   if (values.clearance !== undefined) config.clearance = intArg('clearance', values.clearance);
   if (values.topology !== undefined) {

@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { serve } from '@hono/node-server';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { isServiceError } from '../core/errors.ts';
 import { generateEd25519 } from '../bundles/_codec.ts';
@@ -15,6 +16,7 @@ import { edgeClock } from './clock.ts';
 import { loadKeyBundle } from './load.ts';
 import { authenticateOffline, authorizeOffline, type LoadedKeys } from './decide.ts';
 import { createEdgeApp, type EdgeRuntime } from './gateway.ts';
+import { DurableReplayCache } from './replay-log.ts';
 import { modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { journalCommand } from './journal-cli.ts';
@@ -31,7 +33,10 @@ Commands:
         [--publisher PUB.json]         also pin a model publisher key ({kid, jwk})
   serve --data DIR --bundle FILE [--crew-bundle FILE] [--model FILE --model-manifest FILE]
         [--port N] [--host H] [--region R] [--rate-capacity N] [--rate-refill N]
-                                       the offline gateway (port 0 picks a free one)
+        [--tls-cert PEM --tls-key PEM [--client-ca PEM]]
+                                       the offline gateway (port 0 picks a free one); API keys
+                                       and access tokens for edge:<device_id>, DPoP-bound too;
+                                       with --client-ca, certificate-bound tokens (mTLS)
   verify-key --data DIR --bundle FILE [--ip IP] [--region R] [--permission P]
                                        reads a key from stdin; prints its effective authority
                                        or the refusal reason (exit 0 allowed, 1 refused)
@@ -93,11 +98,23 @@ async function serveCommand(argv: string[]): Promise<void> {
     options: {
       data: { type: 'string' }, bundle: { type: 'string' }, 'crew-bundle': { type: 'string' },
       model: { type: 'string' }, 'model-manifest': { type: 'string' }, port: { type: 'string' }, host: { type: 'string' },
-      region: { type: 'string' }, 'rate-capacity': { type: 'string' }, 'rate-refill': { type: 'string' }, ...NOW_OPT,
+      region: { type: 'string' }, 'rate-capacity': { type: 'string' }, 'rate-refill': { type: 'string' },
+      'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'client-ca': { type: 'string' }, ...NOW_OPT,
     },
     strict: true,
   });
   if (!values.data) fail('serve needs --data DIR');
+  if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
+  if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
+  const readPem = (flag: string, f: string) => {
+    try { return readFileSync(f); } catch { return fail(`cannot read --${flag} ${f}`); }
+  };
+  const tls = values['tls-cert'] !== undefined && values['tls-key'] !== undefined
+    ? {
+      cert: readPem('tls-cert', values['tls-cert']), key: readPem('tls-key', values['tls-key']),
+      ...(values['client-ca'] !== undefined ? { ca: readPem('client-ca', values['client-ca']) } : {}),
+    }
+    : null;
   const dir = resolve(values.data);
   const clock = edgeClock(values['now-offset-ms']);
   const device = readDevice(dir);
@@ -112,20 +129,29 @@ async function serveCommand(argv: string[]): Promise<void> {
   const offline = await prepareOffline({ dir, device, trust, state, clock, crewBundle: values['crew-bundle'], model: values.model, modelManifest: values['model-manifest'] });
   state = offline.state;
   writeState(dir, state);
+  // DPoP proofs seen before a restart stay refused after it, for as long as they could pass the freshness check.
+  const replay = await DurableReplayCache.open(dir, clock.now());
   const rt: EdgeRuntime = {
     deviceId: device.device_id, cellId: trust.cell_id, region: values.region ?? 'local', clock, keys, state,
     rate: { capacity: positiveInt('rate-capacity', values['rate-capacity'] ?? '600'), refillPerSecond: positiveInt('rate-refill', values['rate-refill'] ?? '100') },
-    info: offline.info,
+    info: offline.info, replay, clientCa: tls?.ca !== undefined,
   };
   const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, offline));
   const host = values.host ?? '127.0.0.1';
   const port0 = values.port === undefined ? 8090 : Number(values.port);
   if (!Number.isInteger(port0) || port0 < 0 || port0 > 65535) fail('--port must be 0 to 65535');
   const server = await new Promise<ReturnType<typeof serve>>((res) => {
-    const s = serve({ fetch: app.fetch, port: port0, hostname: host }, () => res(s));
+    const s = tls
+      ? serve({
+        fetch: app.fetch, port: port0, hostname: host, createServer: createHttpsServer,
+        // A client certificate is asked for, not required: bearer and DPoP clients connect without one.
+        serverOptions: { cert: tls.cert, key: tls.key, ...(tls.ca ? { ca: tls.ca, requestCert: true, rejectUnauthorized: false } : {}) },
+      }, () => res(s))
+      : serve({ fetch: app.fetch, port: port0, hostname: host }, () => res(s));
   });
   const port = (server.address() as AddressInfo).port;
-  process.stdout.write(`edge ${device.device_id} listening on http://${host}:${port} (keys: ${keys ? `bundle v${keys.version}, ${keys.index.size} keys` : 'none: no key can be resolved'})\n`);
+  const tokenInfo = keys?.index.tokens ? `, tokens for edge:${device.device_id}` : ', no token keys';
+  process.stdout.write(`edge ${device.device_id} listening on ${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port} (keys: ${keys ? `bundle v${keys.version}, ${keys.index.size} keys${tokenInfo}` : 'none: no key can be resolved'})\n`);
   // Persist the clock high-water mark now and then, and on the way out.
   const persist = () => { try { writeState(dir, rt.state); } catch (e) { process.stderr.write(`state write failed: ${String(e)}\n`); } };
   const timer = setInterval(persist, 10_000);

@@ -4,6 +4,8 @@
 import { build } from 'esbuild';
 import { existsSync } from 'node:fs';
 import { embedSwaggerUi } from '../cell/discovery/build-plugin.mjs';
+import { embedConsole } from '../cell/console/build-plugin.mjs';
+import { buildConsole } from '../console/build.mjs';
 
 const banner = {
   // Bundled CommonJS dependencies call require(); give ESM output one.
@@ -21,8 +23,10 @@ const common = {
   legalComments: 'none',
 };
 
-// The docs page's swagger-ui files are embedded in the cell bundle (cell/discovery/build-plugin.mjs).
-await build({ ...common, entryPoints: ['cell/main.ts'], outfile: 'dist/cell.mjs', plugins: [embedSwaggerUi] });
+// The docs page's swagger-ui files (cell/discovery/build-plugin.mjs) and the operator console,
+// built from console/src first (cell/console/build-plugin.mjs), are embedded in the cell bundle.
+const consoleFiles = await buildConsole();
+await build({ ...common, entryPoints: ['cell/main.ts'], outfile: 'dist/cell.mjs', plugins: [embedSwaggerUi, embedConsole(consoleFiles)] });
 if (existsSync('edge/main.ts')) {
   await build({ ...common, entryPoints: ['edge/main.ts'], outfile: 'dist/edge.mjs' });
 }

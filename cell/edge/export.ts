@@ -1,16 +1,22 @@
 /**
  * Issuing signed bundles for a registered device (routes and the
- * `bundle keys` CLI share this): the key bundle from the IAM projection, the
- * crew bundle from a crew's export, and the trust anchor a device pins.
+ * `bundle keys` CLI share this): the key bundle (format 2) from the IAM
+ * projection plus what the device needs to judge this cell's access tokens
+ * (every principal, the token issuer and signing keys, the live denylist),
+ * the crew bundle from a crew's export, and the trust anchor a device pins.
  */
 import type { KeyRecord } from '../../core/apikey/verify.ts';
 import { invalid } from '../../core/errors.ts';
-import { buildKeyBundle } from '../../bundles/key-bundle.ts';
+import { buildKeyBundle, type BundleOwner, type TokenTrust } from '../../bundles/key-bundle.ts';
 import { buildCrewBundle, type CrewContent, type ModelReference } from '../../bundles/crew-bundle.ts';
 import type { Cell } from '../context.ts';
 import type { Tx } from '../store/types.ts';
 import { cellPublicJwks, cellSigner } from '../iam/identity.ts';
 import { getKeyRow, keyRecord, projectKeyRecords } from '../iam/keys.ts';
+import { listPrincipals, principalPermissions } from '../iam/principals.ts';
+import { liveRevocations } from '../oauth/denylist.ts';
+import { issuerOf } from '../oauth/settings.ts';
+import { keyring } from '../oauth/signing-keys.ts';
 import { requireDevice } from './devices.ts';
 
 /** Default lifetime of a key bundle: a week, long enough to carry it, short enough to bound stale keys. */
@@ -54,6 +60,30 @@ export function keyRecordsForEdge(cell: Cell): { records: KeyRecord[]; tombstone
   return { records: all, tombstones };
 }
 
+/**
+ * What a device needs to judge this cell's access tokens offline: the issuer,
+ * the published token signing keys, and the revoked token ids whose tokens
+ * have not expired (tokens are short-lived, so the list stays short).
+ */
+export function tokenTrustForEdge(cell: Cell): TokenTrust {
+  return {
+    issuer: issuerOf(cell),
+    keys: keyring(cell).published.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x!, alg: 'EdDSA' as const })),
+    revoked: liveRevocations(cell, Math.floor(cell.clock.now() / 1000)),
+  };
+}
+
+/** Every principal with its status and, when active, its role permissions: the possible token subjects. */
+export function subjectsForEdge(cell: Cell): Record<string, BundleOwner> {
+  const out: Record<string, BundleOwner> = {};
+  const PAGE = 1000;
+  for (let offset = 0; ; offset += PAGE) {
+    const page = listPrincipals(cell.store, PAGE, offset);
+    for (const p of page) out[p.id] = { status: p.status, permissions: p.status === 'active' ? principalPermissions(cell, p) : [] };
+    if (page.length < PAGE) return out;
+  }
+}
+
 export async function issueKeyBundle(cell: Cell, deviceId: string, ttlSeconds?: number): Promise<IssuedBundle> {
   requireDevice(cell, deviceId);
   const ttl = ttlMs(ttlSeconds, DEFAULT_KEY_BUNDLE_TTL_SECONDS);
@@ -62,7 +92,7 @@ export async function issueKeyBundle(cell: Cell, deviceId: string, ttlSeconds?: 
   const { records, tombstones } = keyRecordsForEdge(cell);
   const text = await buildKeyBundle({
     issuer: cell.config.cellId, signer: cellSigner(cell), audience: deviceId, version,
-    issuedAt: now, expiresAt: now + ttl, records, tombstones,
+    issuedAt: now, expiresAt: now + ttl, records, tombstones, subjects: subjectsForEdge(cell), tokens: tokenTrustForEdge(cell),
   });
   return { text, version, issued_at: now, expires_at: now + ttl };
 }

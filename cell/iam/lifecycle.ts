@@ -18,8 +18,8 @@ import * as repo from './repository.ts';
 
 export type LifecycleAction = 'archive' | 'restore' | 'delete' | 'purge';
 
-/** Called inside the transaction that makes a principal inactive (archive, delete, purge, sweep). */
-export type DeactivateHook = (tx: Tx, principalId: string, action: LifecycleAction | 'sweep', actor: string) => Promise<void>;
+/** Called inside the transaction that makes a principal inactive (archive, delete, purge; the sweep purges). */
+export type DeactivateHook = (tx: Tx, principalId: string, action: Exclude<LifecycleAction, 'restore'>, actor: string, at: number) => Promise<void>;
 
 const NEXT: Record<LifecycleAction, { from: Principal['status'][]; to: Principal['status'] }> = {
   archive: { from: ['active'], to: 'archived' },
@@ -57,7 +57,7 @@ export class Lifecycle {
         keys = await repo.purgeOwnerKeys(tx, p.id, now);
         await repo.clearPassword(tx, p.id);
       }
-      if (action !== 'restore') for (const h of this.#hooks) await h(tx, p.id, action, actor);
+      if (action !== 'restore') for (const h of this.#hooks) await h(tx, p.id, action, actor, now);
       await this.iam.audit(tx, { at: now, actor, action: `principal.${action}`, target: p.id, outcome: 'ok', details: { keys_affected: keys } });
       return { ...p, status: rule.to, status_changed_at: now };
     });
@@ -77,7 +77,7 @@ export class Lifecycle {
         await repo.setPrincipalStatus(tx, id, 'purged', now);
         await repo.clearPassword(tx, id);
         keys += await repo.purgeOwnerKeys(tx, id, now);
-        for (const h of this.#hooks) await h(tx, id, 'sweep', 'system:sweep');
+        for (const h of this.#hooks) await h(tx, id, 'purge', 'system:sweep', now);
         await this.iam.audit(tx, { at: now, actor: 'system:sweep', action: 'principal.purge', target: id, outcome: 'ok' });
       }
       keys += await repo.purgeSoftDeletedKeys(tx, cutoff, now);

@@ -11,14 +11,20 @@
  * - team: `{ crew_id, input? }` naming an existing crew; a formation_id alone
  *   is refused (a template without members).
  *
- * States: enabled / disabled, and soft-deleted (deleted_at set; never fires;
- * listed only with include_deleted). `next_fire_at` is stored: the scheduler
- * (scheduler.ts) sleeps until the earliest one.
+ * States: enabled / disabled (`disabled_reason` says why), and soft-deleted
+ * (deleted_at set; never fires; listed only with include_deleted).
+ * `next_fire_at` is stored: the scheduler (scheduler.ts) sleeps until the
+ * earliest one.
+ *
+ * A definition acts as its author (`author_id`: whoever last created,
+ * changed or enabled it) within the authority recorded then
+ * (definition-authority.ts). Crons that fire more often than the cell's
+ * minimum interval are refused at authoring (`cron_too_frequent`).
  */
-import { Cron } from 'croner';
+import { Cron, CronPattern } from 'croner';
 import { ServiceError, invalid } from '../../core/errors.ts';
 import type { Cell } from '../context.ts';
-import type { Migration } from '../store/types.ts';
+import type { Migration, Reader } from '../store/types.ts';
 import { getCrew } from '../teams/formations.ts';
 import { crewForGraph } from './agent.ts';
 import { parseRunSpec } from './runner.ts';
@@ -62,6 +68,18 @@ export const DEFINITIONS_MIGRATIONS: readonly Migration[] = [
     );
     CREATE INDEX job_fires_pending ON job_fires (state);`,
   },
+  {
+    // Who a definition acts as, within which authority, and why it is disabled.
+    // Definitions authored before this have no recorded authority: they are
+    // disabled at their next fire (author_authority_unknown) until re-enabled.
+    id: 'jobs-002-definition-authors',
+    sql: `ALTER TABLE job_definitions ADD COLUMN author_id TEXT;
+    ALTER TABLE job_definitions ADD COLUMN author_authority TEXT;
+    ALTER TABLE job_definitions ADD COLUMN disabled_reason TEXT;
+    UPDATE job_definitions SET author_id = created_by;
+    UPDATE job_definitions SET disabled_reason = 'requested' WHERE enabled = 0;
+    CREATE INDEX job_definitions_by_author ON job_definitions (author_id) WHERE deleted_at IS NULL;`,
+  },
 ];
 
 export interface Definition {
@@ -83,6 +101,12 @@ export interface Definition {
   lease_owner: string | null;
   lease_until: number | null;
   created_by: string;
+  /** The principal the definition acts as: whoever last created, changed or enabled it. */
+  author_id: string;
+  /** JSON selectors: the author's effective authority when authoring; null for definitions from before it was recorded. */
+  author_authority: string | null;
+  /** Why a disabled definition is disabled: requested, author_archived / _deleted / _purged, author_inactive, author_lacks_permission, author_authority_unknown. */
+  disabled_reason: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -98,8 +122,8 @@ export function newScheduleId(): string {
   return `sch_${Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')}`;
 }
 
-export function getDefinition(cell: Cell, id: string): Definition | undefined {
-  const r = cell.store.get<Row>('SELECT * FROM job_definitions WHERE schedule_id = ?', [id]);
+export function getDefinition(db: Cell | Reader, id: string): Definition | undefined {
+  const r = ('store' in db ? db.store : db).get<Row>('SELECT * FROM job_definitions WHERE schedule_id = ?', [id]);
   return r ? fromRow(r) : undefined;
 }
 
@@ -110,8 +134,11 @@ export function listDefinitions(cell: Cell, o: { limit: number; offset: number; 
   return { items, total };
 }
 
-/** Validated cron: 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first. */
-export function parseCron(expr: string, timezone: string): Cron {
+/**
+ * Validated cron: 5 fields (minute hour day-of-month month day-of-week) or 6
+ * with seconds first, firing at most once per `minIntervalSeconds`.
+ */
+export function parseCron(expr: string, timezone: string, minIntervalSeconds = 0): Cron {
   const fields = expr.trim().split(/\s+/);
   if (fields.length !== 5 && fields.length !== 6) {
     throw invalid('cron must have 5 fields (minute hour day month weekday) or 6 with seconds first', { reason: 'invalid_cron', field: 'cron' });
@@ -130,7 +157,42 @@ export function parseCron(expr: string, timezone: string): Cron {
   if (c.nextRun(new Date(Date.UTC(2000, 0, 1))) === null) {
     throw invalid('cron never fires', { reason: 'invalid_cron', field: 'cron' });
   }
+  if (minIntervalSeconds > 0) {
+    const gap = cronMinGapSeconds(new CronPattern(expr.trim(), timezone));
+    if (gap < minIntervalSeconds) {
+      throw invalid(`cron fires every ${gap} s at times; this cell's minimum interval between fires is ${minIntervalSeconds} s`,
+        { reason: 'cron_too_frequent', field: 'cron', interval_seconds: gap, min_interval_seconds: minIntervalSeconds });
+    }
+  }
   return c;
+}
+
+/**
+ * The shortest time between two fires of a cron pattern, seconds. Days only
+ * choose which days fire; on every firing day the same times of day fire
+ * (hour x minute x second), so the shortest gap is the smallest one between
+ * consecutive times of day, across midnight (the last time of a day to the first
+ * of the next) and, for daylight-saving time ending (an hour repeats, and croner
+ * fires non-fixed times in both), across the end of an hour to its start.
+ */
+export function cronMinGapSeconds(p: CronPattern): number {
+  const on = (a: number[], n: number) => { const out: number[] = []; for (let i = 0; i < n; i++) if (a[i]) out.push(i); return out; };
+  const hours = on(p.hour, 24);
+  const minutes = on(p.minute, 60);
+  const seconds = on(p.second, 60);
+  if (!hours.length || !minutes.length || !seconds.length) return Infinity;
+  let gap = Infinity;
+  let prev: number | null = null;
+  for (const h of hours) for (const m of minutes) for (const s of seconds) {
+    const t = h * 3600 + m * 60 + s;
+    if (prev !== null) gap = Math.min(gap, t - prev);
+    prev = t;
+  }
+  const first = hours[0]! * 3600 + minutes[0]! * 60 + seconds[0]!;
+  gap = Math.min(gap, 86_400 - prev! + first);
+  const inHourFirst = minutes[0]! * 60 + seconds[0]!;
+  const inHourLast = minutes.at(-1)! * 60 + seconds.at(-1)!;
+  return Math.min(gap, 3_600 - inHourLast + inHourFirst);
 }
 
 /** First fire time strictly after `afterMs`, or null. */
@@ -175,7 +237,8 @@ export function definitionView(d: Definition) {
     schedule_id: d.schedule_id, name: d.name, job_type: d.job_type, workspace_id: d.workspace_id, spec: d.spec,
     cron: d.cron, timezone: d.timezone, catch_up: d.catch_up, enabled: d.enabled, deleted: d.deleted_at !== null,
     next_fire_at: d.next_fire_at, last_fire_at: d.last_fire_at, last_run_id: d.last_run_id, fire_count: d.fire_count,
-    created_by: d.created_by, created_at: d.created_at, updated_at: d.updated_at, deleted_at: d.deleted_at,
+    disabled_reason: d.enabled ? null : d.disabled_reason,
+    created_by: d.created_by, author_id: d.author_id, created_at: d.created_at, updated_at: d.updated_at, deleted_at: d.deleted_at,
   };
 }
 

@@ -5,10 +5,14 @@
  * endpoints. Shared run infrastructure (run table, journal, events, SSE,
  * cancel) lives in cell/runs.
  */
+import { statSync } from 'node:fs';
 import type { Cell } from '../context.ts';
 import type { CellModule } from '../module.ts';
+import { onPrincipalDeactivated } from '../iam/lifecycle.ts';
 import { abortAllDrivers } from '../runs/control.ts';
+import { registerWorkspaceFiles } from '../runs/storage.ts';
 import { activeRuns } from '../runs/runs.ts';
+import { disableAuthoredTx } from './_definitions-store.ts';
 import { DEFINITIONS_MIGRATIONS } from './definitions.ts';
 import { ENDPOINTS_MIGRATIONS } from './endpoints.ts';
 import { mountDefinitionRoutes } from './routes-definitions.ts';
@@ -17,6 +21,7 @@ import { mountRunRoutes } from './routes-runs.ts';
 import { Scheduler } from './scheduler.ts';
 import { resumeJobRun, startJobDrive, jobsService, type JobsService } from './runner.ts';
 import { SandboxPool } from './sandbox/pool.ts';
+import { workspaceDbPath } from './steps.ts';
 
 export const jobsModule: CellModule = {
   name: 'jobs',
@@ -25,6 +30,12 @@ export const jobsModule: CellModule = {
     const svc: JobsService = { pool: new SandboxPool(), inflight: new Set() };
     cell.services.set('jobs', svc);
     cell.services.set('jobs.scheduler', new Scheduler(cell));
+    // A workspace's storage quota counts its SQL database file too.
+    registerWorkspaceFiles(cell, (ws) => statSync(workspaceDbPath(cell, ws), { throwIfNoEntry: false })?.size ?? 0);
+    // A definition acts as its author: deactivating the author disables what it authored.
+    onPrincipalDeactivated(cell, (tx, principalId, action, actor, at) => {
+      disableAuthoredTx(tx, principalId, `author_${action === 'archive' ? 'archived' : action === 'delete' ? 'deleted' : 'purged'}`, actor, at);
+    });
   },
   routes(app, cell) {
     mountRunRoutes(app, cell);

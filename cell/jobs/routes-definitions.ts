@@ -3,13 +3,21 @@
  * update, enable, disable, soft delete. Reads need
  * system.orchestration.admin.read, writes .write. Each change is audited and
  * re-arms the scheduler.
+ *
+ * Create, update and enable make the caller the definition's author, with
+ * the caller's effective authority recorded (definition-authority.ts), within
+ * the per-principal quota (409 definition_quota_reached); crons firing more
+ * often than the cell's minimum interval are refused (400 cron_too_frequent).
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { notFound } from '../../core/errors.ts';
+import { conflict, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv, AuthContext, Cell } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { recordAuditTx } from '../iam/audit.ts';
+import type { Tx } from '../store/types.ts';
+import { countAuthored, setAuthorTx } from './_definitions-store.ts';
+import { assertDefinitionSeats, assertMayAuthor } from './definition-authority.ts';
 import {
   assertNotDeleted, definitionView, getDefinition, listDefinitions, newScheduleId, nextFireAfter, parseCron, validateTemplate,
 } from './definitions.ts';
@@ -23,9 +31,9 @@ const IdParam = z.object({ schedule_id: z.string().min(1).max(200).openapi({ par
 const create = createRoute({
   method: 'post', path: BASE, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
   summary: 'Create a definition (a scheduled job)',
-  description: 'A typed `{job_type, spec}` plus `cron` (5 fields, or 6 with seconds first) and `timezone`. The cron and the template are validated now: agent needs a graph_id this cell knows (a formation_id is refused), team needs a crew_id (a formation_id alone is refused).',
+  description: 'A typed `{job_type, spec}` plus `cron` (5 fields, or 6 with seconds first) and `timezone`. The cron and the template are validated now: agent needs a graph_id this cell knows (a formation_id is refused), team needs a crew_id (a formation_id alone is refused); a cron firing more often than the cell\'s minimum interval is refused (cron_too_frequent). The definition acts as the caller, within the caller\'s effective authority now (agent and team definitions need agent_teams.write too), and stops when the caller is deactivated or loses that authority. At most the cell\'s definition quota of live definitions act as one principal (409 definition_quota_reached).',
   request: { body: jsonBody(CreateDefinitionSchema) },
-  responses: { 201: json(DefinitionSchema, 'The definition'), ...errorResponses(400, 401, 403) },
+  responses: { 201: json(DefinitionSchema, 'The definition'), ...errorResponses(400, 401, 403, 409) },
 });
 const list = createRoute({
   method: 'get', path: BASE, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsRead),
@@ -45,13 +53,13 @@ const get = createRoute({
 const patch = createRoute({
   method: 'patch', path: `${BASE}/{schedule_id}`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
   summary: 'Update a definition',
-  description: 'Changes name, workspace, spec, cron, timezone or catch_up; everything is validated again. The next fire time is recomputed from now.',
+  description: 'Changes name, workspace, spec, cron, timezone or catch_up; everything is validated again. The next fire time is recomputed from now. The caller becomes the definition\'s author (it acts as the caller from now on).',
   request: { params: IdParam, body: jsonBody(PatchDefinitionSchema) },
   responses: { 200: json(DefinitionSchema, 'The definition'), ...errorResponses(400, 401, 403, 404, 409) },
 });
 const enable = createRoute({
   method: 'post', path: `${BASE}/{schedule_id}/enable`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
-  summary: 'Enable a definition (idempotent)', description: 'Its next fire time is computed from now: fires missed while disabled are not run.',
+  summary: 'Enable a definition (idempotent)', description: 'Its next fire time is computed from now: fires missed while disabled are not run. The caller becomes the definition\'s author (it acts as the caller from now on).',
   request: { params: IdParam },
   responses: { 200: json(DefinitionSchema, 'The definition'), ...errorResponses(400, 401, 403, 404, 409) },
 });
@@ -75,20 +83,32 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, cell: Cell, sche
     return d;
   };
 
+  /** Refuses (409) a principal that already authors as many live definitions as the quota allows. */
+  const withinQuotaTx = (tx: Tx, authorId: string) => {
+    if (countAuthored(tx, authorId) >= cell.config.definitionQuota) {
+      throw conflict(`at most ${cell.config.definitionQuota} live definitions may act as one principal`, { reason: 'definition_quota_reached', quota: cell.config.definitionQuota });
+    }
+  };
+
   app.openapi(create, async (c) => {
     const b = c.req.valid('json');
-    parseCron(b.cron, b.timezone);
+    const auth = c.get('auth');
+    assertMayAuthor(auth, b.job_type);
+    parseCron(b.cron, b.timezone, cell.config.scheduleMinIntervalSeconds);
     const spec = validateTemplate(cell, b.job_type, b.spec);
-    const actor = c.get('auth').principal.id;
+    await assertDefinitionSeats(cell, auth, { job_type: b.job_type, spec }, 'jobs.definition.create');
+    const actor = auth.principal.id;
     const now = cell.clock.now();
     const id = newScheduleId();
     const next = b.enabled ? nextFireAfter(b.cron, b.timezone, now) : null;
     await cell.store.write((tx) => {
+      withinQuotaTx(tx, actor);
       tx.run(`INSERT INTO job_definitions (schedule_id, name, job_type, workspace_id, spec, cron, timezone, catch_up, enabled, deleted_at, next_fire_at,
-                last_fire_at, last_run_id, fire_count, skip_count, lease_owner, lease_until, created_by, created_at, updated_at)
-              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, NULL, 0, 0, NULL, NULL, ?, ?, ?)`,
-      [id, b.name, b.job_type, b.workspace_id, JSON.stringify(spec), b.cron.trim(), b.timezone, b.catch_up, b.enabled ? 1 : 0, next, actor, now, now]);
-      recordAuditTx(tx, { at: now, actor, action: 'jobs.definition.create', target: id, outcome: 'ok', details: { job_type: b.job_type, cron: b.cron } });
+                last_fire_at, last_run_id, fire_count, skip_count, lease_owner, lease_until, created_by, created_at, updated_at, disabled_reason)
+              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, NULL, 0, 0, NULL, NULL, ?, ?, ?, ?)`,
+      [id, b.name, b.job_type, b.workspace_id, JSON.stringify(spec), b.cron.trim(), b.timezone, b.catch_up, b.enabled ? 1 : 0, next, actor, now, now, b.enabled ? null : 'requested']);
+      setAuthorTx(tx, id, actor, auth.effective);
+      recordAuditTx(tx, { at: now, actor, action: 'jobs.definition.create', target: id, outcome: 'ok', details: { job_type: b.job_type, cron: b.cron, credential: auth.credential.id } });
     });
     scheduler().rearm();
     return c.json(definitionView(load(id)), 201);
@@ -106,37 +126,51 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, cell: Cell, sche
     const d = load(c.req.valid('param').schedule_id);
     assertNotDeleted(d);
     const b = c.req.valid('json');
+    const auth = c.get('auth');
+    assertMayAuthor(auth, d.job_type);
     const cron = b.cron ?? d.cron;
     const timezone = b.timezone ?? d.timezone;
-    parseCron(cron, timezone);
+    parseCron(cron, timezone, cell.config.scheduleMinIntervalSeconds);
     const spec = b.spec !== undefined ? validateTemplate(cell, d.job_type, b.spec) : d.spec;
-    const actor = c.get('auth').principal.id;
+    await assertDefinitionSeats(cell, auth, { job_type: d.job_type, spec }, 'jobs.definition.update');
+    const actor = auth.principal.id;
     const now = cell.clock.now();
     const next = d.enabled ? nextFireAfter(cron, timezone, now) : null;
     await cell.store.write((tx) => {
+      if (d.author_id !== actor) withinQuotaTx(tx, actor);
       tx.run(`UPDATE job_definitions SET name = ?, workspace_id = ?, spec = ?, cron = ?, timezone = ?, catch_up = ?, next_fire_at = ?, updated_at = ? WHERE schedule_id = ?`,
         [b.name ?? d.name, b.workspace_id ?? d.workspace_id, JSON.stringify(spec), cron.trim(), timezone, b.catch_up ?? d.catch_up, next, now, d.schedule_id]);
-      recordAuditTx(tx, { at: now, actor, action: 'jobs.definition.update', target: d.schedule_id, outcome: 'ok', details: { fields: Object.keys(b) } });
+      setAuthorTx(tx, d.schedule_id, actor, auth.effective);
+      recordAuditTx(tx, { at: now, actor, action: 'jobs.definition.update', target: d.schedule_id, outcome: 'ok', details: { fields: Object.keys(b), previous_author: d.author_id, credential: auth.credential.id } });
     });
     scheduler().rearm();
     return c.json(definitionView(load(d.schedule_id)), 200);
   });
 
-  const setEnabled = async (id: string, actor: string, on: boolean) => {
+  const setEnabled = async (id: string, auth: AuthContext, on: boolean) => {
     const d = load(id);
     assertNotDeleted(d);
+    if (on) {
+      assertMayAuthor(auth, d.job_type);
+      await assertDefinitionSeats(cell, auth, d, 'jobs.definition.enable');
+    }
     if (d.enabled === on) return d;
+    const actor = auth.principal.id;
     const now = cell.clock.now();
     const next = on ? nextFireAfter(d.cron, d.timezone, now) : null;
     await cell.store.write((tx) => {
-      tx.run('UPDATE job_definitions SET enabled = ?, next_fire_at = ?, updated_at = ? WHERE schedule_id = ?', [on ? 1 : 0, next, now, id]);
-      recordAuditTx(tx, { at: now, actor, action: on ? 'jobs.definition.enable' : 'jobs.definition.disable', target: id, outcome: 'ok' });
+      if (on && d.author_id !== actor) withinQuotaTx(tx, actor);
+      tx.run('UPDATE job_definitions SET enabled = ?, next_fire_at = ?, disabled_reason = ?, updated_at = ? WHERE schedule_id = ?', [on ? 1 : 0, next, on ? null : 'requested', now, id]);
+      // Enabling makes it act again, so it acts as the one who enabled it, within their authority now.
+      if (on) setAuthorTx(tx, id, actor, auth.effective);
+      recordAuditTx(tx, { at: now, actor, action: on ? 'jobs.definition.enable' : 'jobs.definition.disable', target: id, outcome: 'ok',
+        details: on ? { previous_author: d.author_id, credential: auth.credential.id } : { reason: 'requested' } });
     });
     scheduler().rearm();
     return load(id);
   };
-  app.openapi(enable, async (c) => c.json(definitionView(await setEnabled(c.req.valid('param').schedule_id, c.get('auth').principal.id, true)), 200));
-  app.openapi(disable, async (c) => c.json(definitionView(await setEnabled(c.req.valid('param').schedule_id, c.get('auth').principal.id, false)), 200));
+  app.openapi(enable, async (c) => c.json(definitionView(await setEnabled(c.req.valid('param').schedule_id, c.get('auth'), true)), 200));
+  app.openapi(disable, async (c) => c.json(definitionView(await setEnabled(c.req.valid('param').schedule_id, c.get('auth'), false)), 200));
 
   app.openapi(del, async (c) => {
     const d = load(c.req.valid('param').schedule_id);

@@ -67,12 +67,12 @@ const invoke = createRoute({
   security: [{ bearerAuth: [] }, { dpop: [] }],
   'x-required-permission': 'the endpoint\'s required_scopes',
   summary: 'Invoke a published endpoint',
-  description: 'The JSON body is the job\'s input. Gates: authentication, the endpoint\'s required_scopes (403), the credential\'s own rpm ceiling (429), the endpoint\'s rate_limit_rpm (429 + Retry-After, a budget of its own, independent of the gateway and per-key budgets), input_schema (400). Mode sync answers 200 with the output when the run ends within sync_timeout_ms, else 202 with the run id; mode async answers 202.',
+  description: 'The JSON body is the job\'s input. Gates: authentication, the endpoint\'s required_scopes (403), the credential\'s own rpm ceiling (429), the endpoint\'s rate_limit_rpm (429 + Retry-After, a budget of its own, independent of the gateway and per-key budgets), input_schema (400), the workspace\'s and the cell\'s storage quotas (409). Mode sync answers 200 with the output when the run ends within sync_timeout_ms, else 202 with the run id; mode async answers 202.',
   request: { params: IdParam, body: { required: false, content: { 'application/json': { schema: z.unknown().openapi({ description: 'The input (any JSON)' }) } } } },
   responses: {
     200: json(InvokeResult, 'The run ended: its output or error'),
     202: json(InvokeResult, 'The run is still going: follow run_id'),
-    ...errorResponses(400, 401, 403, 404, 429),
+    ...errorResponses(400, 401, 403, 404, 409, 429),
   },
 });
 

@@ -45,11 +45,11 @@ const submit = createRoute({
   method: 'post', path: '/api/public/v1/admin/jobs/runs', tags: [TAG], 'x-status': 'Live',
   ...secured(PERMISSIONS.jobsWrite),
   summary: 'Run a job',
-  description: 'Starts a run of `job_type` (notebook, compute, sql, single) with `spec` (SqlJobSpec, ComputeJobSpec, NotebookJobSpec, SingleJobSpec) in `workspace_id`. Answers at once with the run id; the run executes on the orchestration engine with a signed journal. The requester is the authenticated principal; a `requester` field is refused.',
+  description: 'Starts a run of `job_type` (notebook, compute, sql, single) with `spec` (SqlJobSpec, ComputeJobSpec, NotebookJobSpec, SingleJobSpec) in `workspace_id`. Answers at once with the run id; the run executes on the orchestration engine with a signed journal. The requester is the authenticated principal; a `requester` field is refused. A spec that leaves no room within the run storage cap is 400 (`run_storage_cap`); a workspace whose runs and SQL database leave no room within its storage quota, or a cell whose runs leave none within theirs, is 409 (`workspace_quota`, `cell_storage_quota`); a run that would store more than its cap fails with `run_storage_cap`.',
   request: { body: jsonBody(CreateRunSchema) },
   responses: {
     202: json(Submitted, 'The run was accepted and is queued'),
-    ...errorResponses(400, 401, 403),
+    ...errorResponses(400, 401, 403, 409),
   },
 });
 

@@ -17,6 +17,7 @@ import { assertWithinCaller } from '../iam/containment.ts';
 import { driverSignal, isDriven } from '../runs/control.ts';
 import { driveRun, recordedStep, type DriveResult } from '../runs/drive.ts';
 import { createRunTx, getRun, type Run, type RunError } from '../runs/runs.ts';
+import { assertStorageRoom, byteSize } from '../runs/storage.ts';
 import { validationError } from '../http/errors.ts';
 import { recordAuditTx } from '../iam/audit.ts';
 import { getTool } from '../tools/catalog.ts';
@@ -24,7 +25,7 @@ import { driveAgentRun } from './agent.ts';
 import { JOB_TOOLS, jobGraph, notebookNodeId } from './graph.ts';
 import type { SandboxPool } from './sandbox/pool.ts';
 import { SPEC_BY_TYPE, type ComputeSpec, type NotebookSpec, type RunJobType, type SingleSpec, type SqlSpec } from './schemas.ts';
-import { JobStepFailure, runComputeStep, runNotebookCell, runSingleTool, runSqlStep, singleAuthority } from './steps.ts';
+import { JobStepFailure, runComputeStep, runNotebookCell, runSingleTool, runSqlStep, singleAuthority, sqlStorageCaps } from './steps.ts';
 
 export interface JobsService {
   pool: SandboxPool;
@@ -74,8 +75,13 @@ export interface SubmitJob {
   run_id?: string;
 }
 
-/** Records a job run and starts driving it. */
+/**
+ * Records a job run and starts driving it. A workspace (or a cell) whose runs
+ * already keep as much as its storage quota allows is refused first (409,
+ * cell/runs/storage.ts); nothing is written.
+ */
 export async function submitJobRun(cell: Cell, j: SubmitJob): Promise<{ run_id: string; done: Promise<DriveResult> }> {
+  assertStorageRoom(cell, j.workspace_id, byteSize(JSON.stringify(j.spec ?? null)));
   const at = cell.clock.now();
   const runId = await cell.store.write((tx) => {
     const id = createRunTx(tx, {
@@ -169,7 +175,7 @@ export function jobToolsPort(cell: Cell, run: Run, pool: SandboxPool, outputs: M
     },
     async call(name, args) {
       switch (name) {
-        case JOB_TOOLS.sql: return runSqlStep(cell, pool, ws, run.spec as SqlSpec, signal());
+        case JOB_TOOLS.sql: return runSqlStep(cell, pool, ws, run.spec as SqlSpec, signal(), sqlStorageCaps(cell, run.run_id, ws));
         case JOB_TOOLS.compute: {
           const spec = run.spec as ComputeSpec;
           return runComputeStep(pool, spec, spec.input, signal());
@@ -178,7 +184,7 @@ export function jobToolsPort(cell: Cell, run: Run, pool: SandboxPool, outputs: M
           const index = Number(args['index']);
           const prior: unknown[] = [];
           for (let i = 0; i < index; i++) prior.push(outputs.has(i) ? outputs.get(i) : (recordedStep(cell, run.run_id, notebookNodeId(i))?.output ?? null));
-          const out = await runNotebookCell(cell, pool, ws, run.spec as NotebookSpec, index, prior, signal());
+          const out = await runNotebookCell(cell, pool, run.run_id, ws, run.spec as NotebookSpec, index, prior, signal());
           outputs.set(index, out);
           return out;
         }

@@ -19,12 +19,27 @@
  * - Missed fires (due while no cell ran, found at start): catch_up `once` runs
  *   the definition once however many were missed, `skip` only advances to the
  *   next future time. Either way `next_fire_at` moves past now.
+ * - Authority at fire time: the definition acts as its author only while the
+ *   author is an active principal whose recorded authority, intersected with
+ *   its current role permissions, still grants what the job type needs
+ *   (definition-authority.ts). Otherwise the fire is refused and the
+ *   definition disabled, with the reason on it, in `job_fires` and on the
+ *   audit trail, in the same compare-and-set transaction.
+ * - Storage: a fire whose workspace (or cell) has no storage room left for a
+ *   run is recorded `refused` (detail `workspace_quota` or
+ *   `cell_storage_quota`) and creates no run (cell/runs/storage.ts).
+ * - Minimum interval: the next fire is never sooner than the cell's minimum
+ *   interval after this one, even for a definition authored before the
+ *   minimum was raised.
  * - Times come from the cell clock (injectable). With a manual clock, tests
  *   call `tick()` after moving the clock.
  */
 import type { Cell } from '../context.ts';
 import { createRunTx, getRun, setRunFlags } from '../runs/runs.ts';
 import { startCrewRun } from '../teams/runs.ts';
+import { byteSize, storageRoomRefusal } from '../runs/storage.ts';
+import { disableAtFireTx } from './_definitions-store.ts';
+import { authorityLapse } from './definition-authority.ts';
 import { getDefinition, nextFireAfter, type Definition } from './definitions.ts';
 import { startJobDrive } from './runner.ts';
 
@@ -115,9 +130,19 @@ export class Scheduler {
     if (!def || !def.enabled || def.deleted_at !== null || def.next_fire_at !== at) return false;
     const me = this.cell.config.cellId;
     if (def.lease_owner !== null && def.lease_owner !== me && (def.lease_until ?? 0) > now) return false;
-    const next = nextFireAfter(def.cron, def.timezone, now);
+    // Never sooner than the minimum interval after this fire.
+    const next = nextFireAfter(def.cron, def.timezone, Math.max(now, at + this.cell.config.scheduleMinIntervalSeconds * 1000 - 1));
     const skip = startup && def.catch_up === 'skip';
     const result = await this.cell.store.write((tx) => {
+      // The author, as it is now, in the fire's own transaction.
+      const current = getDefinition(tx, id);
+      const lapse = current ? authorityLapse(tx, current, this.cell) : null;
+      if (current && lapse !== null) {
+        return disableAtFireTx(tx, current, at, lapse, now, me) ? { runId: null as string | null, refused: lapse } : null;
+      }
+      // A workspace (or cell) whose storage has no room for the run: this fire is refused, the next one may run.
+      const noRoom = skip ? null : storageRoomRefusal(this.cell, def.workspace_id, byteSize(JSON.stringify(def.spec ?? null)));
+      const held = skip || noRoom !== null;
       const cas = tx.run(
         `UPDATE job_definitions SET next_fire_at = ?, lease_owner = ?, lease_until = ?,
            last_fire_at = CASE WHEN ? THEN last_fire_at ELSE ? END,
@@ -125,16 +150,16 @@ export class Scheduler {
            skip_count = skip_count + CASE WHEN ? THEN 1 ELSE 0 END
          WHERE schedule_id = ? AND next_fire_at = ? AND enabled = 1 AND deleted_at IS NULL
            AND (lease_owner IS NULL OR lease_owner = ? OR lease_until <= ?)`,
-        [next, me, now + LEASE_MS, skip ? 1 : 0, now, skip ? 1 : 0, skip ? 1 : 0, id, at, me, now]);
+        [next, me, now + LEASE_MS, held ? 1 : 0, now, held ? 1 : 0, held ? 1 : 0, id, at, me, now]);
       if (cas.changes === 0) return null;
-      if (skip) {
+      if (held) {
         tx.run('INSERT OR IGNORE INTO job_fires (schedule_id, fire_at, state, run_id, detail, cell_id, created_at) VALUES (?, ?, ?, NULL, ?, ?, ?)',
-          [id, at, 'skipped', 'missed while no cell ran; catch_up skip', me, now]);
-        return { runId: null as string | null };
+          [id, at, skip ? 'skipped' : 'refused', noRoom?.reason ?? 'missed while no cell ran; catch_up skip', me, now]);
+        return { runId: null as string | null, held: noRoom?.reason ?? 'skipped' };
       }
       let runId: string | null = null;
       if (def.job_type !== 'team') {
-        runId = createRunTx(tx, { kind: 'job', job_type: def.job_type, workspace_id: def.workspace_id, requester: def.created_by, spec: def.spec, source: `schedule:${id}`, flags: { schedule_id: id, scheduled_for: at }, at: now });
+        runId = createRunTx(tx, { kind: 'job', job_type: def.job_type, workspace_id: def.workspace_id, requester: current?.author_id ?? def.author_id, spec: def.spec, source: `schedule:${id}`, flags: { schedule_id: id, scheduled_for: at }, at: now });
         tx.run('UPDATE job_definitions SET last_run_id = ? WHERE schedule_id = ?', [runId, id]);
       }
       tx.run('INSERT OR IGNORE INTO job_fires (schedule_id, fire_at, state, run_id, detail, cell_id, created_at) VALUES (?, ?, ?, ?, NULL, ?, ?)',
@@ -142,7 +167,14 @@ export class Scheduler {
       return { runId };
     });
     if (result === null) return false;
-    if (skip) return false;
+    if ('refused' in result) {
+      this.cell.log.warn('scheduled fire refused: definition disabled', { schedule_id: id, reason: result.refused });
+      return false;
+    }
+    if ('held' in result) {
+      if (!skip) this.cell.log.warn('scheduled fire refused: no storage room', { schedule_id: id, reason: result.held });
+      return false;
+    }
     this.fired++;
     if (result.runId) {
       const run = getRun(this.cell, result.runId);
@@ -161,11 +193,16 @@ export class Scheduler {
     try {
       const spec = def.spec as { crew_id?: string; input?: unknown };
       const crewId = spec.crew_id;
-      if (!crewId) {
+      // A pending fire dispatched after a restart: its author is judged again.
+      const lapse = authorityLapse(this.cell.store, getDefinition(this.cell, def.schedule_id) ?? def, this.cell);
+      if (lapse !== null) {
+        state = 'refused';
+        detail = lapse;
+      } else if (!crewId) {
         state = 'refused';
         detail = 'crew_unknown';
       } else {
-        const run = await startCrewRun(this.cell, def.created_by, crewId, { input: spec.input ?? null, workspace_id: def.workspace_id });
+        const run = await startCrewRun(this.cell, def.author_id, crewId, { input: spec.input ?? null, workspace_id: def.workspace_id });
         runId = run.run_id;
         await setRunFlags(this.cell, runId, { schedule_id: def.schedule_id, scheduled_for: at });
       }

@@ -176,7 +176,7 @@ export const TeamTemplateSchema = z.object({
   input: z.unknown().optional(),
 }).strict().openapi('TeamJobTemplate');
 
-const CronSchema = z.string().min(9).max(200).openapi({ description: '5 fields (minute hour day month weekday) or 6 with seconds first; parsed by croner', example: '*/5 * * * *' });
+const CronSchema = z.string().min(9).max(200).openapi({ description: '5 fields (minute hour day month weekday) or 6 with seconds first; parsed by croner. Crons firing more often than the cell\'s minimum interval (default 60 s) are refused (cron_too_frequent)', example: '*/5 * * * *' });
 const TimezoneSchema = z.string().min(1).max(64).openapi({ description: 'IANA time zone the cron is read in', example: 'UTC' });
 
 const definitionCommon = {
@@ -225,7 +225,9 @@ export const DefinitionSchema = z.object({
   last_fire_at: z.number().int().nullable(),
   last_run_id: z.string().nullable(),
   fire_count: z.number().int(),
+  disabled_reason: z.string().nullable().openapi({ description: 'Why a disabled definition is disabled (null when enabled): requested, author_archived, author_deleted, author_purged, author_inactive, author_lacks_permission, author_authority_unknown' }),
   created_by: z.string(),
+  author_id: z.string().openapi({ description: 'The principal the definition acts as (its runs\' requester): whoever last created, changed or enabled it, within the authority they held then' }),
   created_at: z.number().int(), updated_at: z.number().int(), deleted_at: z.number().int().nullable(),
 }).openapi('JobDefinition');
 

@@ -6,6 +6,11 @@
  * A sandbox failure (time cap, memory cap, output cap, script or SQL error,
  * cancel) throws a JobStepFailure carrying a machine reason; the runner
  * (runner.ts) turns it into the run's error.
+ *
+ * Storage: a SQL step returns at most the bytes of rows the run can still
+ * store twice (in its journal and as its output; cell/runs/storage.ts; rows
+ * past it are dropped, `truncated_by: byte_limit`), and its database file, together with those rows, may take only
+ * what the workspace's quota leaves after its runs (`sqlStorageCaps`).
  */
 import { join } from 'node:path';
 import type { JsonObject } from '../../core/journal/record.ts';
@@ -14,6 +19,7 @@ import { getTool } from '../tools/catalog.ts';
 import { capToCeiling, withinCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
 import { getPrincipal } from '../iam/principals.ts';
 import { isServiceError } from '../../core/errors.ts';
+import { byteSize, storageLeft, workspaceUsage } from '../runs/storage.ts';
 import type { SandboxPool } from './sandbox/pool.ts';
 import type { SqlParam } from './sandbox/sql.ts';
 import type { ComputeSpec, NotebookCell, NotebookSpec, SingleSpec, SqlSpec } from './schemas.ts';
@@ -46,13 +52,39 @@ function inWorkspaceQueue<T>(cell: Cell, ws: string, fn: () => Promise<T>): Prom
 
 type SqlLike = Pick<SqlSpec, 'row_limit' | 'time_limit_ms'> & { sql?: string | undefined; params?: SqlSpec['params']; statements?: SqlSpec['statements'] };
 
-export async function runSqlStep(cell: Cell, pool: SandboxPool, workspaceId: string, spec: SqlLike, signal: AbortSignal): Promise<unknown> {
+/** Room kept for a step's journal records and wrapper around its result, bytes. */
+const STEP_RECORD_ROOM = 8 * 1024;
+
+export interface SqlStorageCaps { maxResultBytes: number; maxDbBytes: number }
+
+/**
+ * What a SQL step of run `runId` may return and grow its database to: the
+ * result gets half of what the run can still store, less the earlier notebook
+ * cells' outputs `prior` (the run's output, kept on the run row, repeats the
+ * result and those outputs once more); the database file and that result
+ * together get what the workspace's quota leaves after its runs.
+ */
+export function sqlStorageCaps(cell: Cell, runId: string, workspaceId: string, prior: readonly unknown[] = []): SqlStorageCaps {
+  const left = storageLeft(cell, runId);
+  const forResult = (left - (prior.length ? byteSize(JSON.stringify(prior)) : 0)) / 2;
+  const ws = workspaceUsage(cell, workspaceId);
+  return {
+    maxResultBytes: Math.max(0, Math.floor(forResult) - STEP_RECORD_ROOM),
+    maxDbBytes: Math.max(0, ws.quota_bytes - ws.run_bytes - STEP_RECORD_ROOM),
+  };
+}
+
+export async function runSqlStep(cell: Cell, pool: SandboxPool, workspaceId: string, spec: SqlLike, signal: AbortSignal, caps: SqlStorageCaps): Promise<unknown> {
   const statements = (spec.statements ?? [{ sql: spec.sql!, ...(spec.params !== undefined ? { params: spec.params } : {}) }])
     .map((s) => ({ sql: s.sql, ...(s.params !== undefined ? { params: s.params as SqlParam[] | Record<string, SqlParam> } : {}) }));
-  const r = await inWorkspaceQueue(cell, workspaceId, () => pool.sql({ dbPath: workspaceDbPath(cell, workspaceId), statements, rowLimit: spec.row_limit }, spec.time_limit_ms, signal));
+  const r = await inWorkspaceQueue(cell, workspaceId, () => pool.sql({
+    dbPath: workspaceDbPath(cell, workspaceId), statements, rowLimit: spec.row_limit, maxResultBytes: caps.maxResultBytes, maxDbBytes: caps.maxDbBytes,
+  }, spec.time_limit_ms, signal));
   if (!r.ok) {
     const details: JsonObject = { duration_ms: r.duration_ms };
     if ('statement' in r) details['statement'] = r.statement;
+    if ('refused' in r && r.refused !== undefined) details['refused'] = r.refused;
+    if (r.reason === 'workspace_quota') details['limit_bytes'] = caps.maxDbBytes;
     throw new JobStepFailure(r.reason, r.message, details);
   }
   return { results: r.results, duration_ms: r.duration_ms };
@@ -69,15 +101,15 @@ export async function runComputeStep(pool: SandboxPool, spec: ComputeLike, input
   return { result: r.output, logs: r.logs, duration_ms: r.duration_ms };
 }
 
-/** One notebook cell; `prior` are the outputs of the cells before it. */
-export async function runNotebookCell(cell: Cell, pool: SandboxPool, workspaceId: string, nb: NotebookSpec, index: number, prior: unknown[], signal: AbortSignal): Promise<unknown> {
+/** One notebook cell of run `runId`; `prior` are the outputs of the cells before it. */
+export async function runNotebookCell(cell: Cell, pool: SandboxPool, runId: string, workspaceId: string, nb: NotebookSpec, index: number, prior: unknown[], signal: AbortSignal): Promise<unknown> {
   const c: NotebookCell | undefined = nb.cells[index];
   if (!c) throw new JobStepFailure('invalid_spec', `notebook has no cell ${index}`);
   switch (c.type) {
     case 'markdown':
       return { type: 'markdown', source: c.source };
     case 'sql':
-      return { type: 'sql', ...(await runSqlStep(cell, pool, workspaceId, c, signal) as object) };
+      return { type: 'sql', ...(await runSqlStep(cell, pool, workspaceId, c, signal, sqlStorageCaps(cell, runId, workspaceId, prior)) as object) };
     case 'compute': {
       const input = c.input !== undefined ? c.input : { input: nb.input ?? null, cells: prior };
       return { type: 'compute', ...(await runComputeStep(pool, c, input, signal) as object) };

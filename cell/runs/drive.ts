@@ -17,7 +17,8 @@ import type { EnginePorts, Graph, RecordedStep, RunResult } from '../../core/eng
 import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
 import type { Cell } from '../context.ts';
 import { registerDriver } from './control.ts';
-import { TERMINAL_KIND, appendJournal, finishRun, getBlob, putBlob } from './journal.ts';
+import { TERMINAL_KIND, appendJournal, finishRun, getBlob, putRunBlob, storageRunError } from './journal.ts';
+import { storageLimitOf } from './storage.ts';
 import { getRun, isTerminal, setRunState, type RunError, type RunState } from './runs.ts';
 
 export type DrivePorts = Omit<EnginePorts, 'journal' | 'clock' | 'isCancelled' | 'recorded'>;
@@ -118,7 +119,7 @@ export async function driveRun(cell: Cell, runId: string, graph: Graph, ports: D
       journal: {
         async append(fields, payload) {
           // The run's last record is written by finishRun together with the state change.
-          if (fields.kind === TERMINAL_KIND) { engineFinal = fields.data ?? {}; await putBlob(cell, payload.output); return; }
+          if (fields.kind === TERMINAL_KIND) { engineFinal = fields.data ?? {}; await putRunBlob(cell, runId, payload.output); return; }
           await appendJournal(cell, runId, { ...fields }, [payload.input, payload.output]);
           recorded.noteAppend(fields.kind, fields.step_id, payload.output, fields.data);
         },
@@ -148,6 +149,10 @@ export async function driveRun(cell: Cell, runId: string, graph: Graph, ports: D
       await setRunState(cell, runId, 'waiting');
     } else if (handle.signal.aborted) {
       // Stopped because the cell is shutting down: leave the run for recovery.
+    } else if (result.outcome === 'failed' && storageLimitOf(result.cause) !== undefined) {
+      // A payload was refused by a storage limit (nothing of it was written): that is the run's error.
+      const error = storageRunError(storageLimitOf(result.cause)!);
+      await finishRun(cell, runId, 'failed', { error, data: { ...extra, reason: error.reason ?? null } });
     } else {
       const error = (opts.describeError ?? defaultError)(result);
       await finishRun(cell, runId, result.outcome, { error, data: { ...extra, reason: error.reason ?? result.reason ?? null } });

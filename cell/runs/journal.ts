@@ -14,8 +14,15 @@
  * - `readJournal(cell, runId, afterSeq)` returns the sealed records after `afterSeq`.
  *
  * Step inputs and outputs are stored by content hash in `journal_blobs`
- * (`putBlob` / `getBlob`, or the `blobs` of appendJournal, same transaction);
+ * (`putRunBlob` / `getBlob`, or the `blobs` of appendJournal, same transaction);
  * records carry hashes only.
+ *
+ * Every write here is metered against the run's storage cap, its workspace's
+ * quota and the cell's (storage.ts), in the write's own transaction. A record
+ * carrying a payload that would pass a limit is refused (RunStorageLimitError,
+ * nothing written); a completed run whose final output (kept again on the run
+ * row) would pass one ends `failed` with the limit's reason instead, without
+ * that output.
  */
 import { contentHash } from '../../core/canonical.ts';
 import { recordHash } from '../../core/journal/hash.ts';
@@ -26,6 +33,7 @@ import { cellSigner } from '../iam/identity.ts';
 import type { Tx } from '../store/types.ts';
 import { publish } from './events.ts';
 import { getRun, isTerminal, setRunStateTx, type RunError, type RunState } from './runs.ts';
+import { byteSize, forgetMeter, meterTx, storageRefusal, type PreparedValue, type RunStorageLimitError } from './storage.ts';
 
 export type { JournalRecord } from '../../core/journal/record.ts';
 
@@ -108,9 +116,26 @@ async function sealNext(cell: Cell, runId: string, graphHash: string, f: AppendF
   return { rec, tail: { seq: rec.seq, hash: recordHash(rec) } };
 }
 
-function insertTx(tx: Tx, rec: JournalRecord): void {
-  tx.run('INSERT INTO journal (run_id, seq, kind, record) VALUES (?, ?, ?, ?)', [rec.run_id, rec.seq, rec.kind, JSON.stringify(rec)]);
+function insertTx(tx: Tx, rec: JournalRecord, text: string): void {
+  tx.run('INSERT INTO journal (run_id, seq, kind, record) VALUES (?, ?, ?, ?)', [rec.run_id, rec.seq, rec.kind, text]);
 }
+
+/** A value as journal_blobs stores it. */
+function prepareValue(value: unknown): PreparedValue {
+  return { hash: contentHash(value ?? null), body: JSON.stringify(value ?? null) };
+}
+
+function putPreparedTx(tx: Tx, v: PreparedValue): void {
+  tx.run('INSERT OR IGNORE INTO journal_blobs (hash, body) VALUES (?, ?)', [v.hash, v.body]);
+}
+
+/** The run's error when a storage limit ended it. */
+export function storageRunError(e: RunStorageLimitError): RunError {
+  return { code: 'failed', reason: e.reason, message: e.message, details: e.details() };
+}
+
+/** Room kept for the terminal record, which finishRun measures before sealing it (it is always written). */
+const TERMINAL_RECORD_ALLOWANCE = 2048;
 
 function graphHashOf(cell: Cell, runId: string): { state: string; graphHash: string } | undefined {
   const r = cell.store.get<{ state: string; graph_hash: string | null }>('SELECT state, graph_hash FROM runs WHERE run_id = ?', [runId]);
@@ -126,13 +151,20 @@ export function appendJournal(cell: Cell, runId: string, fields: AppendFields, b
   return serialised(cell, runId, async () => {
     const run = graphHashOf(cell, runId);
     if (!run || isTerminal(run.state)) throw new RunClosedError(runId, run?.state ?? 'unknown');
+    const values = blobs.map(prepareValue);
     const { rec, tail } = await sealNext(cell, runId, run.graphHash, fields);
+    const text = JSON.stringify(rec);
+    // A record carrying a payload is refused past a limit; one carrying none (a refusal, a cancel, a wait) never is.
+    const enforce = values.some((v) => v.body !== 'null');
+    let metered = () => {};
     await cell.store.write((tx) => {
       const s = tx.get<{ state: string }>('SELECT state FROM runs WHERE run_id = ?', [runId]);
       if (!s || isTerminal(s.state)) throw new RunClosedError(runId, s?.state ?? 'unknown');
-      for (const b of blobs) putBlobTx(tx, b);
-      insertTx(tx, rec);
+      metered = meterTx(cell, tx, runId, byteSize(text), values, enforce);
+      for (const v of values) putPreparedTx(tx, v);
+      insertTx(tx, rec, text);
     });
+    metered();
     stateOf(cell).tails.set(runId, tail);
     publish(cell, rec);
     return rec;
@@ -150,24 +182,43 @@ export interface FinishOptions {
  * Moves a run to a terminal state and writes its `run_finished` record in one
  * transaction. Returns false (changing nothing) when it is already terminal.
  */
-export function finishRun(cell: Cell, runId: string, outcome: Extract<RunState, 'completed' | 'failed' | 'refused' | 'cancelled'>, o: FinishOptions = {}): Promise<boolean> {
+export function finishRun(cell: Cell, runId: string, requested: Extract<RunState, 'completed' | 'failed' | 'refused' | 'cancelled'>, opts: FinishOptions = {}): Promise<boolean> {
   return serialised(cell, runId, async () => {
     const run = graphHashOf(cell, runId);
     if (!run || isTerminal(run.state)) return false;
+    let outcome = requested;
+    let o = opts;
+    // The run row keeps its output (a second copy of the last step's): it counts in full.
+    let outputBytes = 'output' in o ? byteSize(JSON.stringify(o.output ?? null)) : 0;
+    if (outcome === 'completed' && outputBytes > 0) {
+      const refused = storageRefusal(cell, runId, TERMINAL_RECORD_ALLOWANCE + outputBytes, []);
+      if (refused) {
+        // The run did its work but its output does not fit: it ends failed, without it.
+        const error = storageRunError(refused);
+        outcome = 'failed';
+        o = { error, data: { ...o.data, reason: refused.reason } };
+        outputBytes = 0;
+      }
+    }
     const data: JsonObject = { ...o.data, outcome, ...(o.error ? { error: { ...o.error } } : {}) };
     const { rec } = await sealNext(cell, runId, run.graphHash, {
       step_id: 'run', kind: TERMINAL_KIND, output_hash: contentHash(o.output ?? null), data,
     });
     const at = rec.at;
+    const text = JSON.stringify(rec);
+    let metered = () => {};
     const changed = await cell.store.write((tx) => {
       const patch: { output?: unknown; error?: RunError | null } = {};
       if ('output' in o) patch.output = o.output;
       if (o.error !== undefined) patch.error = o.error;
       if (!setRunStateTx(tx, runId, outcome, at, patch)) return false;
-      insertTx(tx, rec);
+      metered = meterTx(cell, tx, runId, byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0), [], false);
+      insertTx(tx, rec, text);
       return true;
     });
     if (!changed) return false;
+    metered();
+    forgetMeter(cell, runId);
     stateOf(cell).tails.delete(runId);
     publish(cell, rec);
     return true;
@@ -185,16 +236,20 @@ export function journalClosed(cell: Cell, runId: string): boolean {
   return cell.store.get('SELECT 1 AS x FROM journal WHERE run_id = ? AND kind = ? LIMIT 1', [runId, TERMINAL_KIND]) !== undefined;
 }
 
-/** Stores a value by content hash inside a transaction (idempotent); returns the hash. */
-export function putBlobTx(tx: Tx, value: unknown): string {
-  const hash = contentHash(value ?? null);
-  tx.run('INSERT OR IGNORE INTO journal_blobs (hash, body) VALUES (?, ?)', [hash, JSON.stringify(value ?? null)]);
-  return hash;
-}
-
-/** Stores a value by content hash (idempotent); returns the hash. */
-export async function putBlob(cell: Cell, value: unknown): Promise<string> {
-  return cell.store.write((tx) => putBlobTx(tx, value));
+/**
+ * Stores a value of a run by content hash (idempotent), metered for that run
+ * but not refused (the engine's final output, always a value a step already
+ * stored); returns the hash.
+ */
+export async function putRunBlob(cell: Cell, runId: string, value: unknown): Promise<string> {
+  const v = prepareValue(value);
+  let metered = () => {};
+  await cell.store.write((tx) => {
+    metered = meterTx(cell, tx, runId, 0, [v], false);
+    putPreparedTx(tx, v);
+  });
+  metered();
+  return v.hash;
 }
 
 /** The value stored under `hash`, or undefined. */

@@ -15,6 +15,7 @@ import type { JsonObject } from '../../core/journal/record.ts';
 import { ServiceError, notFound } from '../../core/errors.ts';
 import type { Cell } from '../context.ts';
 import { recordAuditTx } from '../iam/audit.ts';
+import { assertStorageRoom, byteSize } from '../runs/storage.ts';
 import { isDriven } from '../runs/control.ts';
 import { driveRun } from '../runs/drive.ts';
 import { RunClosedError, appendJournal, finishRun } from '../runs/journal.ts';
@@ -123,6 +124,8 @@ export async function startCrewRun(cell: Cell, requester: string, crewId: string
   };
   const at = cell.clock.now();
   const workspaceId = body.workspace_id ?? crew.workspace_id;
+  // No room for the run in its workspace (or the cell): refused before anything is written.
+  assertStorageRoom(cell, workspaceId, byteSize(JSON.stringify(spec)));
   const runId = await cell.store.write((tx) => {
     const id = createRunTx(tx, {
       kind: 'crew', crew_id: crew.crew_id, workspace_id: workspaceId, requester, graph_hash: compiled.graphHash,

@@ -38,7 +38,8 @@ export interface VerifyAccessTokenOptions {
   /** Resolves the verification key by the token's header (e.g. jose's createLocalJWKSet). */
   keys: JWTVerifyGetKey;
   issuer: string;
-  audience: string;
+  /** The expected `aud`, or a test of it (the authorization server accepts every audience it issues for). */
+  audience: string | ((aud: string) => boolean);
   /** Current time, ms since the epoch. */
   now: number;
   /** Tolerated clock skew, seconds (default 0). */
@@ -85,7 +86,8 @@ export async function verifyAccessToken(token: string, opts: VerifyAccessTokenOp
     if (typeof c[k] !== 'number' || !Number.isFinite(c[k])) throw new TokenError('missing_claim', `claim ${k} is missing or not a number`);
   }
   if (c['iss'] !== opts.issuer) throw new TokenError('bad_issuer', 'unexpected issuer');
-  if (c['aud'] !== opts.audience) throw new TokenError('bad_audience', 'unexpected audience');
+  const audOk = typeof opts.audience === 'string' ? c['aud'] === opts.audience : opts.audience(c['aud'] as string);
+  if (!audOk) throw new TokenError('bad_audience', 'unexpected audience');
   const nowS = Math.floor(opts.now / 1000);
   const tol = opts.clockToleranceSeconds ?? 0;
   if ((c['exp'] as number) <= nowS - tol) throw new TokenError('expired', 'token expired');

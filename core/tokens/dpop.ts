@@ -2,8 +2,10 @@
  * DPoP proof verification (RFC 9449 §4.3), each check on its own code:
  * typ `dpop+jwt`; asymmetric alg from the allow-list; embedded public JWK
  * (private or symmetric keys refused); valid signature; `htm` and `htu`
- * equal to the request's method and URI (query and fragment ignored; the URI
- * comes from the verifier's own configuration, never the request headers);
+ * equal to the request's method and URI (query and fragment ignored; the
+ * verifier derives the URI by its own rule, never from X-Forwarded-*: the cell
+ * from its configured public URL, the edge from the request's own scheme, Host
+ * and route);
  * `iat` within the freshness window; `jti` unseen (replay cache); `ath` equal
  * to the hash of the presented access token when there is one.
  */
@@ -27,7 +29,7 @@ export const DEFAULT_DPOP_WINDOW: DpopWindow = { pastSeconds: 60, futureSeconds:
 
 export interface VerifyDpopOptions {
   htm: string;
-  /** The expected request URI (scheme, host, path), built from configuration. */
+  /** The expected request URI (scheme, host, path), derived by the verifier (see the module header). */
   htu: string;
   now: number;
   replay: ReplayCache;
@@ -92,6 +94,6 @@ export async function verifyDpopProof(proof: string, opts: VerifyDpopOptions): P
   const jkt = await calculateJwkThumbprint(jwk as Parameters<typeof calculateJwkThumbprint>[0], 'sha256');
   // The proof can only pass the iat check until iat + pastSeconds: remember it that long.
   const expiresAt = (iat + window.pastSeconds) * 1000 + 1000;
-  if (!opts.replay.remember(`${jkt}:${jti}`, expiresAt, opts.now)) throw new TokenError('dpop_replay', 'proof jti already used');
+  if (!(await opts.replay.remember(`${jkt}:${jti}`, expiresAt, opts.now))) throw new TokenError('dpop_replay', 'proof jti already used');
   return { jkt, jti, iat };
 }

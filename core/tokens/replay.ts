@@ -2,11 +2,14 @@
  * The DPoP replay cache: remembers each proof's `jti` until the proof could
  * no longer pass the freshness check, so its size is bounded by the rate of
  * proofs times the freshness window. An implementation must be atomic per
- * key: `remember` returns false when the key was already there.
+ * key: `remember` returns false when the key was already there. A durable
+ * implementation (the edge's, which survives a restart) decides synchronously
+ * and resolves once the entry is on disk; a failed write rejects, and the
+ * request is refused (fail closed).
  */
 export interface ReplayCache {
   /** Records `key` until `expiresAt` (ms); false when it is already recorded (a replay). */
-  remember(key: string, expiresAt: number, now: number): boolean;
+  remember(key: string, expiresAt: number, now: number): boolean | Promise<boolean>;
 }
 
 /**
@@ -29,6 +32,13 @@ export class MemoryReplayCache implements ReplayCache {
     if (this.#entries.size >= this.maxEntries) return false;
     this.#entries.set(key, expiresAt);
     return true;
+  }
+
+  /** Every unexpired entry, `[key, expiresAt]` (for persisting the cache). */
+  live(now: number): [string, number][] {
+    const out: [string, number][] = [];
+    for (const [k, exp] of this.#entries) if (exp > now) out.push([k, exp]);
+    return out;
   }
 
   #sweep(now: number): void {

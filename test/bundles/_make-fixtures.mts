@@ -1,6 +1,8 @@
-// Writes the recorded v1 artifacts under test/bundles/fixtures/ (run once; the files are committed and
+// Wrote the recorded v1 artifacts under test/bundles/fixtures/ (run once; the files are committed and
 // verified by fixtures.test.ts, so a change that breaks artifacts already in the field fails loudly).
-// Usage: node --import tsx test/bundles/_make-fixtures.ts
+// Do not run it again: the key bundle builder now writes format 2, so this would replace the recorded
+// format 1 key bundle with a format 2 one; the format 2 fixtures come from _make-fixtures-v2.mts.
+// Usage (historical): node --import tsx test/bundles/_make-fixtures.mts
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateEd25519, signerFromJwk } from '../../bundles/_codec.ts';

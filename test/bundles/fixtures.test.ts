@@ -1,5 +1,6 @@
-// Recorded v1 artifacts (test/bundles/fixtures/, written once by _make-fixtures.mts) still verify and
-// still mean the same: a change to the formats or to core that breaks artifacts in the field fails here.
+// Recorded artifacts (test/bundles/fixtures/: v1 written once by _make-fixtures.mts, the format 2 key
+// bundle by _make-fixtures-v2.mts) still verify and still mean the same: a change to the formats or to
+// core that breaks artifacts in the field fails here.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -7,6 +8,9 @@ import { join } from 'node:path';
 import { openKeyBundle } from '../../bundles/key-bundle.ts';
 import { openModelManifest } from '../../bundles/model-manifest.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
+import { edgeAudience, tokenJudgeFromBundle } from '../../bundles/token-trust.ts';
+import { judgeAccessToken } from '../../core/tokens/judge.ts';
+import { MemoryReplayCache } from '../../core/tokens/replay.ts';
 
 const dir = join(import.meta.dirname, 'fixtures');
 const read = (f: string) => readFileSync(join(dir, f));
@@ -35,4 +39,24 @@ test('recorded journal export v1 verifies (envelope, every record, the chain, th
   const j = await openJournalExport(read('journal.v1.export'), keys.device, 'cell-fixture');
   assert.equal(j.payload.records.length, 3);
   assert.equal(j.payload.run.outcome, 'completed');
+});
+
+test('recorded key bundle v2 verifies, judges keys, and judges the recorded tokens as recorded', async () => {
+  const v2 = JSON.parse(readFileSync(join(dir, 'public-keys.v2.json'), 'utf8')) as Record<'cell' | 'device', { kid: string; jwk: JsonWebKey }>;
+  const tokens = JSON.parse(readFileSync(join(dir, 'tokens.v2.json'), 'utf8')) as Record<'good' | 'revoked' | 'archived_subject', string>;
+  const { opened, index } = await openKeyBundle(read('keys.v2.bundle'), [v2.cell]);
+  assert.equal(opened.payload.format_version, 2);
+  assert.equal(opened.payload.version, 8);
+  assert.equal((index.check('svck_live_' + 'F'.repeat(43), { now: T0, ip: null, region: 'local' }) as { ok: boolean }).ok, true);
+  const judge = tokenJudgeFromBundle(index, { audience: edgeAudience(v2.device.kid), replay: new MemoryReplayCache() })!;
+  assert.equal(judge.issuer, 'service://cell-fixture');
+  const facts = { scheme: 'bearer' as const, method: 'GET', uri: 'http://device/x', dpop: null, certThumbprint: () => null, now: T0 + 1000 };
+  const good = await judgeAccessToken(tokens.good, facts, judge);
+  assert.ok(good.ok);
+  assert.deepEqual(good.effective, ['catalog.read', 'edge.read']);
+  assert.equal((await judgeAccessToken(tokens.revoked, facts, judge) as { code: string }).code, 'revoked');
+  assert.equal((await judgeAccessToken(tokens.archived_subject, facts, judge) as { code: string }).code, 'revoked');
+  assert.equal((await judgeAccessToken(tokens.good, { ...facts, now: T0 + 600_000 }, judge) as { code: string }).code, 'expired');
+  const other = tokenJudgeFromBundle(index, { audience: edgeAudience('another-device'), replay: new MemoryReplayCache() })!;
+  assert.equal((await judgeAccessToken(tokens.good, facts, other) as { code: string }).code, 'bad_audience');
 });

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildKeyBundle, openKeyBundle } from '../../bundles/key-bundle.ts';
+import { sealEnvelope, splitEnvelope } from '../../bundles/envelope.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
 import type { KeyRecord } from '../../core/apikey/verify.ts';
 import { keyPair, T0 } from './_fixtures.ts';
@@ -56,4 +57,31 @@ test('a key bundle with a bad signature or the wrong type is refused', async () 
   const widened = text.replace('"scope_sets":[["agent_teams.read"]]', '"scope_sets":[["*"]]');
   assert.notEqual(widened, text);
   await assert.rejects(openKeyBundle(widened, [trusted]), (e) => (e as { details: { reason: string } }).details.reason === 'bad_signature');
+});
+
+test('format 2: the token section and every principal travel signed; a malformed section is refused', async () => {
+  const { signer, trusted } = await keyPair();
+  const tokens = { issuer: 'service://cell-a', keys: [{ kid: 'k1', kty: 'OKP' as const, crv: 'Ed25519' as const, x: 'A'.repeat(43), alg: 'EdDSA' as const }], revoked: [['jti-1', 1_800_000_000] as [string, number]] };
+  const base = { issuer: 'cell-a', signer, audience: 'dev-1', version: 1, issuedAt: T0, expiresAt: T0 + 86_400_000, records: [rec({})], tombstones: [] };
+  const { opened, index } = await openKeyBundle(await buildKeyBundle({ ...base, tokens, subjects: { svc_2: { status: 'active', permissions: ['edge'] } } }), [trusted]);
+  assert.equal(opened.payload.format_version, 2);
+  assert.deepEqual(index.tokens, tokens);
+  assert.deepEqual(index.owner('svc_2'), { status: 'active', permissions: ['edge'] });
+  assert.deepEqual(index.owner('p_1'), { status: 'active', permissions: ['agent_teams', 'edge.read'] }, 'a key owner stays as its record says');
+  assert.equal(index.owner('nobody'), undefined);
+  assert.equal((await openKeyBundle(await buildKeyBundle(base), [trusted])).index.tokens, null, 'issued without a token section');
+
+  const reason = (e: unknown) => (e as { details?: { reason?: string } }).details?.reason;
+  const sealed = async (payload: Record<string, unknown>) => sealEnvelope({ ...JSON.parse(splitEnvelope(await buildKeyBundle({ ...base, tokens }))!.payload), ...payload }, signer);
+  for (const [what, over] of [
+    ['a private key among the token keys', { tokens: { ...tokens, keys: [{ ...tokens.keys[0], d: 'secret' }] } }],
+    ['an RSA token key', { tokens: { ...tokens, keys: [{ ...tokens.keys[0], kty: 'RSA' }] } }],
+    ['a revoked entry without exp', { tokens: { ...tokens, revoked: [['jti-1']] } }],
+    ['format 2 without a token member', { tokens: undefined }],
+    ['format 1 with a token section', { format_version: 1 }],
+    ['an owner without permissions', { owners: { p_1: { status: 'active' } } }],
+  ] as const) {
+    await assert.rejects(openKeyBundle(await sealed(over as Record<string, unknown>), [trusted]), (e) => reason(e) === 'malformed', what);
+  }
+  await assert.rejects(openKeyBundle(await sealed({ format_version: 3 }), [trusted]), (e) => reason(e) === 'unsupported_format');
 });

@@ -2,7 +2,15 @@
 // answered by the real cell routes (in-process) and by the edge gateway from the signed bundle alone.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { inProcessCell, type InProcess } from '../helpers/inproc.ts';
+import { makeTestCerts, tlsSocket } from '../helpers/certs.ts';
+import { accessTokenHash } from '../../core/tokens/ath.ts';
+import { publicBase } from '../../cell/oauth/settings.ts';
+import { keyring } from '../../cell/oauth/signing-keys.ts';
 import { openKeyBundle } from '../../bundles/key-bundle.ts';
 import { acceptArtifact, emptyDeviceState } from '../../bundles/accept.ts';
 import { generateEd25519 } from '../../bundles/_codec.ts';
@@ -132,3 +140,260 @@ test('without a key bundle the edge says it cannot resolve a key', async () => {
   assert.equal(last!.status, 429);
   assert.ok(last!.headers.get('retry-after'));
 });
+
+// --- the token axis ------------------------------------------------------------------------------
+// Every row is asked twice: the real cell routes judge the token addressed to the cell (aud = its
+// API), the edge gateway judges the twin token addressed to the device (aud = edge:<device_id>,
+// RFC 8707 resource at /oauth/token), each with proofs and client certificates for its own URI.
+// Both run core's judgeAccessToken; the answer (status, error, details.reason) must be the same.
+
+type Side = 'cell' | 'edge';
+type Kind = 'plain' | 'dpop' | 'cert' | 'both' | 'revoked' | 'leaver' | 'keyed' | 'narrow' | 'sat';
+interface Presentation { scheme?: 'Bearer' | 'DPoP'; token: string; dpop?: string | string[]; socket?: ReturnType<typeof tlsSocket> }
+
+test('cell and edge agree on every access token: bindings, replay, expiry, revocation, audience, forgeries', async () => {
+  const work = mkdtempSync(join(tmpdir(), 'agree-tokens-'));
+  const certs = makeTestCerts(work);
+  const t = await inProcessCell();
+  try {
+    const A_ = A;
+    const post = async (path: string, body: unknown) => {
+      const r = await t.request('POST', path, { token: t.adminKey, body });
+      assert.ok(r.status === 200 || r.status === 201, `${path}: ${r.status} ${r.text}`);
+      return r.body;
+    };
+    const svc = await post(`${A_}/principals`, { kind: 'service', name: 'robot-svc', roles: ['admin'] });
+    const leaver = await post(`${A_}/principals`, { kind: 'service', name: 'leaver-svc', roles: ['admin'] });
+    const client = await post(`${A_}/oauth/clients`, { name: 'robot', scope: ['edge.read', 'oauth.clients.read'], subject_id: svc.id });
+    const leaverClient = await post(`${A_}/oauth/clients`, { name: 'leaver', scope: ['edge.read', 'oauth.clients.read'], subject_id: leaver.id });
+    const dev = await generateEd25519();
+    const reg = await post(`${A_}/edge/devices`, { name: 'd', public_jwk: dev.publicJwk });
+    const other = await generateEd25519();
+    await post(`${A_}/edge/devices`, { name: 'other', public_jwk: other.publicJwk });
+    const EDGE_AUD = `edge:${dev.kid}`;
+    const k1 = await dpopKey();
+    const k2 = await dpopKey();
+    const cellBase = publicBase(t.cell);
+
+    const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`;
+    async function obtain(o: { client?: { client_id: string; client_secret: string }; basicAuth?: string; resource?: string; dpop?: boolean; cert?: boolean; scope?: string }): Promise<string> {
+      const c = o.client ?? client;
+      const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', authorization: o.basicAuth ?? basic(c.client_id, c.client_secret) };
+      if (o.dpop) headers['dpop'] = await proofFor(k1, 'POST', `${cellBase}/oauth/token`, t.clock.now());
+      const fields: Record<string, string> = { grant_type: 'client_credentials', ...(o.scope ? { scope: o.scope } : {}), ...(o.resource ? { resource: o.resource } : {}) };
+      const socket = o.cert ? tlsSocket(certs.der('robot'), true) : { remoteAddress: '127.0.0.1' };
+      const r = await t.app.request('/oauth/token', { method: 'POST', headers, body: new URLSearchParams(fields).toString() }, { incoming: { socket } } as never);
+      const b = (await r.json()) as { access_token?: string };
+      assert.equal(r.status, 200, JSON.stringify(b));
+      return b.access_token!;
+    }
+    /** The twin tokens of a kind: [addressed to the cell, addressed to the device]. */
+    const tokens = {} as Record<Kind, Record<Side, string>>;
+    const both = async (kind: Kind, o: Parameters<typeof obtain>[0] = {}) => {
+      tokens[kind] = { cell: await obtain(o), edge: await obtain({ ...o, resource: EDGE_AUD }) };
+    };
+    await both('plain');
+    await both('dpop', { dpop: true });
+    await both('cert', { cert: true });
+    await both('both', { dpop: true, cert: true });
+    await both('narrow', { scope: 'oauth.clients.read' });
+    await both('revoked');
+    await both('leaver', { client: leaverClient });
+    const key = await post(`${A_}/api-keys`, { name: 'as-client', scopes: ['edge.read'] });
+    await both('keyed', { basicAuth: basic(key.key_id, key.secret) });
+    tokens['sat'] = {
+      cell: (await post(`${A_}/sats`, { scope: ['edge.read'] })).access_token,
+      edge: (await post(`${A_}/sats`, { scope: ['edge.read'], resource: EDGE_AUD })).access_token,
+    };
+    for (const tk of Object.values(tokens)) assert.equal(claims(tk.edge).aud, EDGE_AUD);
+    assert.equal(claims(tokens.dpop.edge).cnf.jkt, k1.jkt);
+    assert.equal(claims(tokens.cert.edge).cnf['x5t#S256'], certs.x5t('robot'));
+
+    // Before the bundle: revoke one token pair, archive one subject, revoke the key one pair was obtained with.
+    for (const tk of Object.values(tokens.revoked)) {
+      const r = await t.request('POST', '/oauth/revoke', { rawBody: new URLSearchParams({ token: tk }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(client.client_id, client.client_secret) } });
+      assert.equal(r.status, 200);
+    }
+    await post(`${A_}/principals/${leaver.id}/archive`, {});
+    await post(`${A_}/api-keys/${key.key_id}/revoke`, {});
+
+    const b = await t.request('POST', `${A_}/edge/key-bundles`, { token: t.adminKey, body: { device_id: dev.kid } });
+    assert.equal(b.status, 201, b.text);
+    const { opened, index } = await openKeyBundle(b.text, reg.trust.keys);
+    assert.equal(opened.payload.format_version, 2);
+    const state = acceptArtifact(emptyDeviceState(dev.kid), opened, { now: t.clock.now(), issuer: t.cell.config.cellId });
+    const edge = createEdgeApp({
+      deviceId: dev.kid, cellId: t.cell.config.cellId, region: t.cell.config.region, clock: t.clock, state,
+      keys: { index, version: opened.payload.version, expires_at: opened.payload.expires_at, hash: opened.hash },
+      rate: { capacity: 100_000, refillPerSecond: 100_000 }, info: {}, clientCa: true,
+    });
+
+    // Foreign tokens: another cell's (its own keys and issuer), and forgeries with this cell's key.
+    const foreignCell = await inProcessCell({ config: { cellId: 'cell-foreign' } });
+    const foreign = { cell: '', edge: '' };
+    try {
+      const fc = await foreignCell.request('POST', `${A_}/sats`, { token: foreignCell.adminKey, body: { scope: ['edge.read'] } });
+      foreign.cell = foreign.edge = fc.body.access_token;
+    } finally {
+      await foreignCell.close();
+    }
+    const ring = keyring(t.cell);
+    const forge = async (over: Record<string, unknown>, aud: string) => new SignJWT({ ...claims(tokens.plain.cell), aud, ...over })
+      .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: ring.active.kid }).sign(ring.active.key);
+    const pub = ring.published.find((k) => k.kid === ring.active.kid)!;
+    const unsigned = (aud: string) => `${b64j({ alg: 'none', typ: 'at+jwt', kid: pub.kid })}.${b64j({ ...claims(tokens.plain.cell), aud })}.`;
+    const hs256 = async (aud: string) => new SignJWT({ ...claims(tokens.plain.cell), aud }).setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: pub.kid })
+      .sign(new TextEncoder().encode(JSON.stringify(pub)));
+    const cellAud = `${cellBase}/api/public/v1`;
+    const forged = {
+      issuer: { cell: await forge({ iss: 'service://cell-foreign' }, cellAud), edge: await forge({ iss: 'service://cell-foreign' }, EDGE_AUD) },
+      none: { cell: unsigned(cellAud), edge: unsigned(EDGE_AUD) },
+      hs256: { cell: await hs256(cellAud), edge: await hs256(EDGE_AUD) },
+      other_device: { cell: tokens.plain.edge, edge: await obtain({ resource: `edge:${other.kid}` }) },
+    };
+
+    // Each side: the path of an operation needing edge.read, its own URI for proofs, its token of a kind.
+    const sides: Record<Side, { path: string; uri: (p: string) => string; send(p: Presentation): Promise<string> }> = {
+      cell: {
+        path: `${A_}/edge/devices`, uri: (p) => cellBase + p,
+        async send(p) { return answer(await t.app.request(`${A_}/edge/devices`, { headers: headersOf(p) }, { incoming: { socket: p.socket ?? { remoteAddress: '127.0.0.1' } } } as never)); },
+      },
+      edge: {
+        path: '/api/public/v1/edge/authz/edge.read', uri: (p) => `http://localhost${p}`,
+        async send(p) { return answer(await edge.request('/api/public/v1/edge/authz/edge.read', { headers: headersOf(p) }, { incoming: { socket: p.socket ?? { remoteAddress: '127.0.0.1' } } })); },
+      },
+    };
+    const now = () => t.clock.now();
+    const ath = (tk: string) => accessTokenHash(tk);
+    const robot = () => tlsSocket(certs.der('robot'), true);
+    type Row = [name: string, expected: string, present: (s: Side) => Promise<Presentation | Presentation[]>];
+    const proof = async (s: Side, tk: string, o: { key?: DpopKey; htm?: string; path?: string; iat?: number; noAth?: boolean } = {}) =>
+      proofFor(o.key ?? k1, o.htm ?? 'GET', sides[s].uri(o.path ?? sides[s].path), o.iat ?? now(), o.noAth ? undefined : await ath(tk));
+    const rows: Row[] = [
+      ['plain bearer', '200 ok', async (s) => ({ token: tokens.plain[s] })],
+      ['plain bearer, scope without the permission', '403 forbidden', async (s) => ({ token: tokens.narrow[s] })],
+      ['SAT', '200 ok', async (s) => ({ token: tokens.sat[s] })],
+      ['plain token with the DPoP scheme', '401 unauthorized dpop_invalid', async (s) => ({ scheme: 'DPoP', token: tokens.plain[s], dpop: await proof(s, tokens.plain[s]) })],
+      ['DPoP-bound, good proof', '200 ok', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s]) })],
+      ['DPoP-bound, replayed proof', '401 unauthorized dpop_replay', async (s) => {
+        const p = await proof(s, tokens.dpop[s]);
+        return [{ scheme: 'DPoP', token: tokens.dpop[s], dpop: p }, { scheme: 'DPoP', token: tokens.dpop[s], dpop: p }];
+      }],
+      ['DPoP-bound, proof for another method', '401 unauthorized dpop_htm_mismatch', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { htm: 'POST' }) })],
+      ['DPoP-bound, proof for another URI', '401 unauthorized dpop_htu_mismatch', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { path: '/api/public/v1/other' }) })],
+      ['DPoP-bound, proof with the wrong key', '401 unauthorized dpop_key_mismatch', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { key: k2 }) })],
+      ['DPoP-bound, stale proof', '401 unauthorized dpop_stale', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { iat: now() - 120_000 }) })],
+      ['DPoP-bound, proof without ath', '401 unauthorized dpop_ath_mismatch', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { noAth: true }) })],
+      ['DPoP-bound, two DPoP headers', '401 unauthorized dpop_invalid', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: [await proof(s, tokens.dpop[s]), await proof(s, tokens.dpop[s])] })],
+      ['DPoP-bound, no proof', '401 unauthorized dpop_required', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s] })],
+      ['DPoP-bound, Bearer scheme', '401 unauthorized dpop_required', async (s) => ({ token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s]) })],
+      ['cert-bound, right leaf', '200 ok', async (s) => ({ token: tokens.cert[s], socket: robot() })],
+      ['cert-bound, no leaf', '401 unauthorized cert_required', async (s) => ({ token: tokens.cert[s] })],
+      ['cert-bound, another leaf', '401 unauthorized cert_mismatch', async (s) => ({ token: tokens.cert[s], socket: tlsSocket(certs.der('intruder'), true) })],
+      ['cert-bound, the right leaf not verified by the CA', '401 unauthorized cert_required', async (s) => ({ token: tokens.cert[s], socket: tlsSocket(certs.der('robot'), false) })],
+      ['both bindings, both hold', '200 ok', async (s) => ({ scheme: 'DPoP', token: tokens.both[s], dpop: await proof(s, tokens.both[s]), socket: robot() })],
+      ['both bindings, no leaf', '401 unauthorized cert_required', async (s) => ({ scheme: 'DPoP', token: tokens.both[s], dpop: await proof(s, tokens.both[s]) })],
+      ['both bindings, no proof', '401 unauthorized dpop_required', async (s) => ({ scheme: 'DPoP', token: tokens.both[s], socket: robot() })],
+      ['revoked before the bundle', '401 unauthorized revoked', async (s) => ({ token: tokens.revoked[s] })],
+      ['owner archived before the bundle', '401 unauthorized revoked', async (s) => ({ token: tokens.leaver[s] })],
+      ['obtained with an API key revoked before the bundle', '401 unauthorized revoked', async (s) => ({ token: tokens.keyed[s] })],
+      ['wrong audience (the other side\'s token)', '401 unauthorized bad_audience', async (s) => ({ token: tokens.plain[s === 'cell' ? 'edge' : 'cell'] })],
+      ['addressed to another device', '401 unauthorized bad_audience', async (s) => ({ token: forged.other_device[s] })],
+      ['foreign cell', '401 unauthorized bad_signature', async (s) => ({ token: foreign[s] })],
+      ['foreign issuer, this cell\'s key', '401 unauthorized bad_issuer', async (s) => ({ token: forged.issuer[s] })],
+      ['alg none', '401 unauthorized bad_alg', async (s) => ({ token: forged.none[s] })],
+      ['HS256 keyed with the public key', '401 unauthorized bad_alg', async (s) => ({ token: forged.hs256[s] })],
+      ['not a JWT and not a key', '401 unauthorized', async () => ({ token: 'abc.def' })],
+    ];
+
+    const disagreements: string[] = [];
+    const wrong: string[] = [];
+    const run = async (rowsToRun: Row[]) => {
+      for (const [name, expected, present] of rowsToRun) {
+        const got: Record<Side, string> = { cell: '', edge: '' };
+        for (const s of ['cell', 'edge'] as const) {
+          const ps = await present(s);
+          for (const p of Array.isArray(ps) ? ps : [ps]) got[s] = await sides[s].send(p);
+        }
+        if (got.cell !== got.edge) disagreements.push(`${name}: cell ${got.cell} | edge ${got.edge}`);
+        if (got.edge !== expected) wrong.push(`${name}: expected ${expected}, edge ${got.edge}, cell ${got.cell}`);
+      }
+    };
+    await run(rows);
+    // Ten minutes and a second later every token has expired, on both sides alike.
+    t.clock.advance(601_000);
+    await run([
+      ['expired', '401 unauthorized expired', async (s) => ({ token: tokens.plain[s] })],
+      ['expired, DPoP-bound with a good proof', '401 unauthorized expired', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s]) })],
+    ]);
+    assert.deepEqual(disagreements, [], 'cell and edge disagree');
+    assert.deepEqual(wrong, [], 'unexpected answers');
+
+    // The refusal speaks the same challenge on both sides; the edge also points at its RFC 9728 metadata.
+    const challenge = async (s: Side) => {
+      const res = s === 'edge'
+        ? await edge.request(sides.edge.path, { headers: { authorization: `DPoP ${tokens.dpop.edge}` } })
+        : await t.app.request(sides.cell.path, { headers: { authorization: `DPoP ${tokens.dpop.cell}` } }, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
+      return res.headers.get('www-authenticate') ?? '';
+    };
+    const meta = 'resource_metadata="http://localhost/.well-known/oauth-protected-resource"';
+    assert.equal(await challenge('edge'), `DPoP realm="edge", error="invalid_token", algs="EdDSA Ed25519 ES256 ES384 RS256", ${meta}`);
+    assert.equal(await challenge('cell'), 'DPoP realm="cell", error="invalid_token", algs="EdDSA Ed25519 ES256 ES384 RS256"');
+    const stale = await edge.request(sides.edge.path, { headers: headersOf({ scheme: 'DPoP', token: await obtain({ dpop: true, resource: EDGE_AUD }) }) });
+    assert.equal(stale.headers.get('www-authenticate'), `DPoP realm="edge", error="invalid_dpop_proof", algs="EdDSA Ed25519 ES256 ES384 RS256", ${meta}`);
+    const md = await edge.request('/.well-known/oauth-protected-resource');
+    assert.deepEqual(await md.json(), {
+      resource: EDGE_AUD, authorization_servers: [`service://${t.cell.config.cellId}`], bearer_methods_supported: ['header'],
+      dpop_signing_alg_values_supported: ['EdDSA', 'Ed25519', 'ES256', 'ES384', 'RS256'], dpop_bound_access_tokens_required: false,
+      tls_client_certificate_bound_access_tokens: true, resource_name: `agent-cell edge ${dev.kid}`,
+    });
+  } finally {
+    await t.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+});
+
+test('a format 1 key bundle keeps judging keys; the device then refuses every token (no_token_keys)', async () => {
+  const fixture = join(import.meta.dirname, '../bundles/fixtures');
+  const keys = JSON.parse(readFileSync(join(fixture, 'public-keys.json'), 'utf8')) as Record<string, { kid: string; jwk: JsonWebKey }>;
+  const { opened, index } = await openKeyBundle(readFileSync(join(fixture, 'keys.v1.bundle')), [keys['cell']!]);
+  assert.equal(opened.payload.format_version, 1);
+  const T = Date.UTC(2026, 0, 1);
+  const app = createEdgeApp({
+    deviceId: keys['device']!.kid, cellId: 'cell-fixture', region: 'local', clock: { now: () => T }, state: emptyDeviceState(keys['device']!.kid),
+    keys: { index, version: 7, expires_at: opened.payload.expires_at, hash: opened.hash }, rate: { capacity: 100, refillPerSecond: 100 }, info: {},
+  });
+  const ip = { incoming: { socket: { remoteAddress: '10.1.2.3' } } };
+  const ok = await app.request('/api/public/v1/edge/authz/agent_teams.read', { headers: { authorization: `Bearer svck_live_${'F'.repeat(43)}` } }, ip);
+  assert.equal(ok.status, 200);
+  const jwt = await new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt' }).sign((await generateKeyPair('Ed25519')).privateKey);
+  const no = await app.request('/api/public/v1/edge/authz/agent_teams.read', { headers: { authorization: `Bearer ${jwt}` } }, ip);
+  assert.equal(no.status, 401);
+  assert.equal(((await no.json()) as { details: { reason: string } }).details.reason, 'no_token_keys');
+});
+
+interface DpopKey { privateKey: CryptoKey; jwk: Record<string, unknown>; jkt: string }
+async function dpopKey(): Promise<DpopKey> {
+  const kp = await generateKeyPair('Ed25519', { extractable: true });
+  const jwk = await exportJWK(kp.publicKey);
+  return { privateKey: kp.privateKey, jwk, jkt: await calculateJwkThumbprint(jwk) };
+}
+function proofFor(k: DpopKey, htm: string, htu: string, nowMs: number, ath?: string): Promise<string> {
+  return new SignJWT({ htm, htu, iat: Math.floor(nowMs / 1000), jti: crypto.randomUUID(), ...(ath ? { ath } : {}) })
+    .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk: k.jwk }).sign(k.privateKey);
+}
+function headersOf(p: Presentation): Headers {
+  const h = new Headers({ authorization: `${p.scheme ?? 'Bearer'} ${p.token}` });
+  for (const d of p.dpop === undefined ? [] : Array.isArray(p.dpop) ? p.dpop : [p.dpop]) h.append('dpop', d);
+  return h;
+}
+async function answer(r: Response): Promise<string> {
+  const b = (await r.json()) as { error?: string; details?: { reason?: string } };
+  return `${r.status} ${b.error ?? 'ok'}${b.details?.reason ? ` ${b.details.reason}` : ''}`;
+}
+function claims(token: string): Record<string, any> {
+  return JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString());
+}
+function b64j(v: unknown): string {
+  return Buffer.from(JSON.stringify(v)).toString('base64url');
+}

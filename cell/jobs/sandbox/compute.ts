@@ -4,8 +4,10 @@
  *
  * The code is the body of a function `(input) => output`: it sees only its
  * declared `input` (a JSON value, also `globalThis.input`) and a `console.log`
- * that collects up to 100 lines; whatever it returns, serialised as JSON, is
- * the output. There is no host access: no require, import, process, fetch,
+ * that collects up to 100 lines of up to 1000 characters, at most
+ * LOGS_MAX_BYTES in all (past that, a last line `[logs truncated: ...]` says
+ * how many were not kept); whatever it returns, serialised as JSON, is the
+ * output. There is no host access: no require, import, process, fetch,
  * timers, file system or network exist in the QuickJS context.
  *
  * Caps: memory (QuickJS runtime memory limit), stack, time (the interrupt
@@ -27,6 +29,30 @@ export type SandboxFailureReason = 'time_limit' | 'memory_limit' | 'output_limit
 export type ComputeOutcome =
   | { ok: true; output: unknown; logs: string[]; duration_ms: number }
   | { ok: false; reason: SandboxFailureReason; message: string; logs: string[]; duration_ms: number; crashed?: boolean };
+
+/** Bytes of log lines kept per compute step (as stored: JSON strings); the rest is replaced by one marker line. */
+export const LOGS_MAX_BYTES = 64 * 1024;
+const LOG_LINES_MAX = 100;
+
+/**
+ * The log lines a step keeps: in order, while they fit in LOGS_MAX_BYTES, then
+ * a marker line naming how many lines (`dropped` were never collected) were not kept.
+ */
+export function capLogs(lines: readonly string[], dropped: number): string[] {
+  const enc = new TextEncoder();
+  const room = LOGS_MAX_BYTES - 200; // the marker line's room
+  const kept: string[] = [];
+  let used = 2;
+  for (const line of lines) {
+    const size = enc.encode(JSON.stringify(line)).length + 1;
+    if (used + size > room) break;
+    kept.push(line);
+    used += size;
+  }
+  const lost = lines.length - kept.length + dropped;
+  if (lost > 0) kept.push(`[logs truncated: ${lost} of ${lines.length + dropped} lines not kept (at most ${LOG_LINES_MAX} lines, ${LOGS_MAX_BYTES} bytes)]`);
+  return kept;
+}
 
 /** QuickJS's own stack cap: small enough that QuickJS refuses deep recursion before the host stack overflows. */
 const STACK_LIMIT_BYTES = 192 * 1024;
@@ -67,7 +93,8 @@ export function loadQuickJs(): Promise<QuickJSWASMModule> {
 
 const PRELUDE = `
 const __logs = [];
-globalThis.console = Object.freeze({ log: (...a) => { if (__logs.length < 100) __logs.push(a.map((x) => typeof x === 'string' ? x : JSON.stringify(x)).join(' ').slice(0, 1000)); } });
+let __dropped = 0;
+globalThis.console = Object.freeze({ log: (...a) => { if (__logs.length < ${LOG_LINES_MAX}) __logs.push(a.map((x) => typeof x === 'string' ? x : JSON.stringify(x)).join(' ').slice(0, 1000)); else __dropped++; } });
 `;
 
 /** Runs one compute task to completion in a fresh QuickJS runtime. */
@@ -97,14 +124,20 @@ globalThis.input = JSON.parse(${JSON.stringify(JSON.stringify(task.input ?? null
   const __out = __f(globalThis.input);
   if (__out !== null && typeof __out === 'object' && typeof __out.then === 'function') throw new TypeError('the code returned a promise: return a plain JSON value (async code is not supported)');
   const __json = __out === undefined ? 'null' : JSON.stringify(__out);
-  return JSON.stringify({ o: __json === undefined ? 'null' : __json, l: __logs });
+  return JSON.stringify({ o: __json === undefined ? 'null' : __json, l: __logs, d: __dropped });
 })()`;
     const res = vm.evalCode(src, 'job.js');
     if (res.error) {
       const e = vm.dump(res.error) as { name?: string; message?: string } | string;
       res.error.dispose();
-      const logsHandle = vm.evalCode('JSON.stringify(__logs)');
-      if (!logsHandle.error) { try { logs = JSON.parse(vm.getString(logsHandle.value)) as string[]; } catch { logs = []; } logsHandle.value.dispose(); } else logsHandle.error.dispose();
+      const logsHandle = vm.evalCode('JSON.stringify({ l: __logs, d: __dropped })');
+      if (!logsHandle.error) {
+        try {
+          const got = JSON.parse(vm.getString(logsHandle.value)) as { l: string[]; d: number };
+          logs = capLogs(got.l, got.d);
+        } catch { logs = []; }
+        logsHandle.value.dispose();
+      } else logsHandle.error.dispose();
       const name = typeof e === 'object' && e ? String(e.name ?? 'Error') : 'Error';
       const message = typeof e === 'object' && e ? String(e.message ?? '') : String(e);
       if (stopped === 'cancelled') return { ok: false, reason: 'cancelled', message: 'the run was cancelled while the code ran', logs, duration_ms: dur() };
@@ -119,8 +152,8 @@ globalThis.input = JSON.parse(${JSON.stringify(JSON.stringify(task.input ?? null
     }
     const text = vm.getString(res.value);
     res.value.dispose();
-    const parsed = JSON.parse(text) as { o: string; l: string[] };
-    logs = parsed.l;
+    const parsed = JSON.parse(text) as { o: string; l: string[]; d: number };
+    logs = capLogs(parsed.l, parsed.d);
     if (new TextEncoder().encode(parsed.o).length > task.outputLimitBytes) {
       return { ok: false, reason: 'output_limit', message: `the output is larger than its cap of ${task.outputLimitBytes} bytes`, logs, duration_ms: dur() };
     }

@@ -10,11 +10,24 @@
  * point leaves the previous committed file. The host serialises jobs of one
  * workspace, so there is a single writer per file.
  *
- * Caps: a row cap per statement (rows past it are not returned and the result
- * says `truncated: true`); the time cap and cancel are enforced by the host,
- * which terminates this worker (sql.js has no progress handler).
+ * Each entry of the job is exactly one statement, judged on what SQLite itself
+ * parsed, never on the text: the entry is prepared (SQLite skips whitespace
+ * and comments of every kind), and the statement's first keyword is read from
+ * SQLite's normalized form of the prepared statement (comments removed,
+ * keywords upper-cased). Transaction control (BEGIN, COMMIT, END, ROLLBACK,
+ * SAVEPOINT, RELEASE), ATTACH, DETACH, VACUUM and PRAGMA are refused, and so is
+ * an entry holding a second statement after the first.
+ *
+ * Caps: a row cap per statement and a byte cap on all the rows a job returns
+ * (rows past either are not returned; the statement's result says `truncated:
+ * true` and `truncated_by`); a size cap on the database file (SQLite's
+ * max_page_count, from the workspace's storage quota: a job that would grow
+ * the file past it fails with `workspace_quota` and commits nothing); the time
+ * cap and cancel are enforced by the host, which terminates this worker
+ * (sql.js has no progress handler).
  */
 import { existsSync, readFileSync } from 'node:fs';
+import type { Database, Statement, StatementIterator } from 'sql.js';
 import { loadSqlJs } from '../../store/_sqljs.ts';
 import { writeFileDurable } from '../../../runtime/write-durable.ts';
 
@@ -24,20 +37,89 @@ export interface SqlTask {
   dbPath: string;
   statements: { sql: string; params?: SqlParam[] | Record<string, SqlParam> }[];
   rowLimit: number;
+  /** Bytes of rows (as JSON) the job may return in all; past it rows are dropped and the result says so. */
+  maxResultBytes?: number;
+  /** Largest the database file may grow to, bytes; the file and the rows returned together may not pass it either. */
+  maxDbBytes?: number;
 }
 
 export interface SqlStatementResult {
   columns: string[];
   rows: SqlParam[][];
   truncated: boolean;
+  /** Present when truncated: which cap dropped rows. */
+  truncated_by?: 'row_limit' | 'byte_limit';
   changes: number;
 }
 
 export type SqlOutcome =
   | { ok: true; results: SqlStatementResult[]; duration_ms: number }
-  | { ok: false; reason: 'sql_error'; message: string; statement: number; duration_ms: number };
+  | { ok: false; reason: 'sql_error' | 'statement_refused' | 'workspace_quota'; message: string; statement: number; refused?: string; duration_ms: number };
 
-const REFUSED = /^\s*(begin|commit|end|rollback|savepoint|release|attach|detach|vacuum)\b/i;
+/**
+ * Statement kinds (first keyword) a job may not run: each job is one
+ * transaction on its own workspace database, with the connection settings
+ * the cell chose.
+ */
+const REFUSED_KINDS: ReadonlySet<string> = new Set(['BEGIN', 'COMMIT', 'END', 'ROLLBACK', 'SAVEPOINT', 'RELEASE', 'ATTACH', 'DETACH', 'VACUUM', 'PRAGMA']);
+/** Kinds that never change the database (anything else may, and makes the job persist the file). */
+const READ_KINDS: ReadonlySet<string> = new Set(['SELECT', 'VALUES', 'EXPLAIN']);
+
+/** A statement refused before it ran; `refused` names the kind or the rule. */
+class Refused extends Error {
+  constructor(readonly refused: string, message: string) {
+    super(message);
+  }
+}
+
+/** The first keyword of a prepared statement, from SQLite's own normalized text; null when SQLite gives none. */
+export function statementKind(stmt: Statement): string | null {
+  const normalized = stmt.getNormalizedSQL();
+  const m = typeof normalized === 'string' ? /^[A-Z]+/.exec(normalized) : null;
+  return m ? m[0] : null;
+}
+
+/** Frees an iterator's statement and SQL text when it is not run to its end (sql.js implements `return`; its typings omit it). */
+function closeIterator(it: StatementIterator): void {
+  (it as Iterator<Statement>).return?.();
+}
+
+/** True when `rest` (the text after a prepared statement) holds anything but whitespace and comments. */
+function holdsAnotherStatement(db: Database, rest: string): boolean {
+  if (rest.trim() === '') return false;
+  const it = db.iterateStatements(rest);
+  try {
+    return !it.next().done;
+  } catch {
+    // SQLite could not prepare it: something other than whitespace and comments is there.
+    return true;
+  } finally {
+    closeIterator(it);
+  }
+}
+
+/**
+ * Prepares the one statement of a job entry and judges it; the caller runs it
+ * and calls `release()` once done (whatever happens).
+ */
+function prepareOne(db: Database, sql: string): { stmt: Statement; kind: string; release(): void } {
+  const it = db.iterateStatements(sql);
+  const release = () => closeIterator(it);
+  try {
+    const first = it.next();
+    if (first.done) throw new Refused('empty_statement', 'the statement is empty: only whitespace or comments');
+    const kind = statementKind(first.value);
+    if (kind === null) throw new Refused('unreadable_statement', 'the statement could not be classified');
+    if (REFUSED_KINDS.has(kind)) {
+      throw new Refused(kind, `${kind} is not allowed: transaction control, ATTACH, DETACH, VACUUM and PRAGMA are refused (each job is one transaction on its own database)`);
+    }
+    if (holdsAnotherStatement(db, it.getRemainingSQL())) throw new Refused('multiple_statements', 'one statement per entry: use statements[] for several');
+    return { stmt: first.value, kind, release };
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
 
 function toBind(p: SqlTask['statements'][number]['params']): (string | number | null)[] | Record<string, string | number | null> | undefined {
   if (p === undefined) return undefined;
@@ -56,34 +138,57 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
   const results: SqlStatementResult[] = [];
   let writes = false;
   let index = 0;
+  let resultBytes = 0;
+  const maxResultBytes = task.maxResultBytes ?? Infinity;
   try {
+    if (task.maxDbBytes !== undefined) {
+      // A connection setting, so a job cannot change it (PRAGMA is refused); SQLite keeps a file
+      // already past it as it is and refuses only growth.
+      const pageSize = Number(db.exec('PRAGMA page_size')[0]?.values[0]?.[0] ?? 4096);
+      db.exec(`PRAGMA max_page_count = ${Math.max(1, Math.floor(task.maxDbBytes / pageSize))}`);
+    }
     db.exec('BEGIN');
     for (; index < task.statements.length; index++) {
       const s = task.statements[index]!;
-      if (REFUSED.test(s.sql)) throw new Error('transaction control, ATTACH, DETACH and VACUUM are not allowed: each job is one transaction');
-      if (!/^\s*select\b/i.test(s.sql)) writes = true;
-      const stmt = db.prepare(s.sql);
+      const { stmt, kind, release } = prepareOne(db, s.sql);
+      if (!READ_KINDS.has(kind)) writes = true;
       try {
         const bind = toBind(s.params);
         if (bind !== undefined) stmt.bind(bind);
         const columns = stmt.getColumnNames();
         const rows: SqlParam[][] = [];
-        let truncated = false;
+        let truncatedBy: SqlStatementResult['truncated_by'];
         while (stmt.step()) {
-          if (rows.length >= task.rowLimit) { truncated = true; break; }
-          rows.push(stmt.get().map((v) => (v instanceof Uint8Array ? Buffer.from(v).toString('base64') : v)) as SqlParam[]);
+          if (rows.length >= task.rowLimit) { truncatedBy = 'row_limit'; break; }
+          const row = stmt.get().map((v) => (v instanceof Uint8Array ? Buffer.from(v).toString('base64') : v)) as SqlParam[];
+          const size = Buffer.byteLength(JSON.stringify(row), 'utf8') + 1;
+          if (resultBytes + size > maxResultBytes) { truncatedBy = 'byte_limit'; break; }
+          resultBytes += size;
+          rows.push(row);
         }
-        results.push({ columns, rows, truncated, changes: columns.length === 0 ? db.getRowsModified() : 0 });
+        results.push({ columns, rows, truncated: truncatedBy !== undefined, ...(truncatedBy ? { truncated_by: truncatedBy } : {}), changes: columns.length === 0 ? db.getRowsModified() : 0 });
       } finally {
-        stmt.free();
+        release();
       }
+    }
+    if (writes && task.maxDbBytes !== undefined) {
+      // What the workspace keeps after this job: the file as it will be written, and the rows the run will store.
+      const pages = Number(db.exec('PRAGMA page_count')[0]?.values[0]?.[0] ?? 0);
+      const pageSize = Number(db.exec('PRAGMA page_size')[0]?.values[0]?.[0] ?? 4096);
+      if (pages * pageSize + resultBytes > task.maxDbBytes) throw new Error('database or disk is full');
     }
     db.exec('COMMIT');
     if (writes) writeFileDurable(task.dbPath, db.export(), { mode: 0o600 });
     return { ok: true, results, duration_ms: Date.now() - started };
   } catch (err) {
     try { db.exec('ROLLBACK'); } catch { /* no transaction open */ }
+    if (err instanceof Refused) {
+      return { ok: false, reason: 'statement_refused', message: err.message, statement: index, refused: err.refused, duration_ms: Date.now() - started };
+    }
     const message = err instanceof Error ? err.message : String(err);
+    if (task.maxDbBytes !== undefined && /database or disk is full/i.test(message)) {
+      return { ok: false, reason: 'workspace_quota', message: `the workspace database would grow past the ${task.maxDbBytes} bytes its storage quota leaves it`, statement: index, duration_ms: Date.now() - started };
+    }
     return { ok: false, reason: 'sql_error', message: message.slice(0, 1000), statement: index, duration_ms: Date.now() - started };
   } finally {
     db.close();

@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { contains, type Holding } from '../../../core/authority/contain.ts';
 import { capToCeiling, meetCeilings, parseCeiling, UNBOUNDED, type Ceiling } from '../../../core/authority/ceiling.ts';
 import { effectiveAuthority, intersectSelectors, normalize } from '../../../core/authority/scopes.ts';
-import type { AuthorityEnvelope } from '../../../core/authority/envelope.ts';
+import { intersectAuthority, type AuthorityEnvelope } from '../../../core/authority/envelope.ts';
 import { ALL_PERMISSIONS, BUILTIN_ROLES } from '../../../core/permissions.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { basic, claimsOf, form } from '../oauth/_helpers.ts';
@@ -57,7 +57,7 @@ const askArb = fc.record({
 
 // ---------------------------------------------------------------- helpers
 
-type Caller = fc.RecordValue<typeof callerArb>;
+type Caller = typeof callerArb extends fc.Arbitrary<infer C> ? C : never;
 
 let seq = 0;
 
@@ -85,7 +85,7 @@ function keyHolding(ownerPerms: string[], ownerCeiling: Ceiling, key: { scopes: 
   return { permissions: effectiveAuthority(ownerPerms, key.scopes), envelope: cap === null ? ownerCeiling : meetCeilings(ownerCeiling, cap) };
 }
 
-function assertWithin(holder: Holding, grant: { permissions?: string[]; envelope?: AuthorityEnvelope | Ceiling }, what: string) {
+function assertWithin(holder: Holding, grant: { permissions?: readonly string[]; envelope?: AuthorityEnvelope | Ceiling }, what: string) {
   const v = contains(holder, grant);
   assert.ok(v.ok, `${what} handed out more than the caller holds: ${JSON.stringify(v)} (caller ${JSON.stringify(holder)}, grant ${JSON.stringify(grant)})`);
 }
@@ -107,6 +107,7 @@ export const SWEPT = [
   'POST /api/public/v1/admin/jobs/runs',
   'POST /api/public/v1/admin/ai/model-providers',
   'POST /api/public/v1/admin/jobs/endpoints',
+  'POST /api/public/v1/admin/jobs/definitions',
 ];
 
 test('containment sweep: no route hands out or exercises more than its caller holds', async () => {
@@ -188,7 +189,16 @@ test('containment sweep: no route hands out or exercises more than its caller ho
       const crewFormation = (await ok(t, 'POST', `${T}/formations`, { name: `cf${++seq}` })).formation_id;
       const seat = (await ok(t, 'POST', `${T}/formations/${crewFormation}/billets`, { role_label: 'r', required_skills: [], authority_cap: ask.env })).billet_id;
       r = await call('POST', `${T}/crews`, { formation_id: crewFormation, assignments: { [seat]: wideAgent } });
-      if (r.status === 201) assertWithin(caller, { envelope: meetCeilings(wideEnv as AuthorityEnvelope, ask.env) }, 'crew seat');
+      // The seat's authority as the compiler computes it: agent ∩ billet cap (exact names).
+      const seatEnv = intersectAuthority(wideEnv as AuthorityEnvelope, ask.env);
+      if (r.status === 201) assertWithin(caller, { envelope: seatEnv }, 'crew seat');
+      // A schedule that runs that crew later, as the caller.
+      const crewId = r.status === 201 ? r.body.crew_id as string : (await ok(t, 'POST', `${T}/crews`, { formation_id: crewFormation, assignments: { [seat]: wideAgent } })).crew_id as string;
+      r = await call('POST', `${A}/jobs/definitions`, { name: `d${++seq}`, job_type: 'team', workspace_id: 'w1', cron: '0 * * * *', spec: { crew_id: crewId } });
+      if (r.status === 201) {
+        assertWithin(caller, { envelope: seatEnv }, 'definition seats');
+        assertWithin(caller, { permissions: ['system.orchestration.admin.write', 'agent_teams.write'] }, 'definition author');
+      }
 
       // Jobs: a single tool run, a published endpoint.
       r = await call('POST', `${A}/jobs/runs`, { job_type: 'single', workspace_id: 'w1', spec: { tool: ask.tool, args: {}, authority: { egress_allowlist: ask.env.egress_allowlist ?? [], data_grant_ids: ask.env.data_grant_ids ?? [], clearance_level: ask.env.clearance_level ?? 0, compartments: ask.env.compartments ?? [] } } });
@@ -223,7 +233,6 @@ const NOT_AUTHORITY = new Map<string, string>([
   ['POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/approvals/:step_id', 'a decision by the caller, not a grant'],
   ['POST /api/public/v1/admin/jobs/runs/:run_id/cancel', 'stops a run'],
   ['POST /api/public/v1/admin/jobs/runs/:run_id/approvals/:step_id', 'a decision by the caller, not a grant'],
-  ['POST /api/public/v1/admin/jobs/definitions', 'acts only while its author is active, within the author\'s authority at authoring (jobs tests)'],
   ['PATCH /api/public/v1/admin/jobs/definitions/:schedule_id', 'as create'],
   ['POST /api/public/v1/admin/jobs/definitions/:schedule_id/enable', 'as create'],
   ['POST /api/public/v1/admin/jobs/definitions/:schedule_id/disable', 'stops a schedule'],

@@ -1,0 +1,199 @@
+/**
+ * The one judgement of a presented access token, shared by the cell's bearer
+ * path (cell/oauth/authenticator.ts) and the edge's offline gateway
+ * (edge/gateway.ts): the same code on both sides, so the same token and the
+ * same request get the same answer, code for code.
+ *
+ * In order, each refusal with its own TokenError code:
+ *   1. the token itself (core/tokens/access-token.ts): shape, alg (EdDSA
+ *      only), typ, signature against the key set, iss, aud, exp, iat;
+ *      verified once, then served from the verified-token cache until `exp`;
+ *   2. the denylist (`revoked`);
+ *   3. DPoP (RFC 9449): a token with `cnf.jkt` needs the DPoP scheme and a
+ *      proof for this method and URI, fresh, unseen, with `ath` of this
+ *      token; the DPoP scheme with an unbound token is refused;
+ *   4. certificate binding (RFC 8705): `cnf["x5t#S256"]` needs the presented
+ *      leaf with that thumbprint; with both bindings both must hold;
+ *   5. the subject: it must exist and be active (`revoked` otherwise);
+ *   6. the root credential (`rootOf`): a token that derives from an API key
+ *      (obtained with it, or a SAT minted with it or with a token rooted in
+ *      it) lives with that key, refused once the key is not active or has
+ *      expired; one that derives from a token dies when that token is
+ *      revoked (`revoked`);
+ *   7. the registered client the token was issued to still exists, where the
+ *      host can tell (`revoked`).
+ * Authority: effective = the subject's role permissions now ∩ the token's
+ * scope (an empty scope grants nothing: never effectiveAuthority here).
+ *
+ * Everything about the host is passed in: the request facts (the host
+ * derives the expected URI by its own rule), the clock reading, the key set,
+ * and the lookups (store on the cell, the signed bundle on the edge). Lookups
+ * may answer synchronously or with a promise.
+ */
+import type { JWTVerifyGetKey } from 'jose';
+import { intersectSelectors } from '../authority/scopes.ts';
+import { verifyAccessToken, type AccessTokenClaims } from './access-token.ts';
+import type { VerifiedTokenCache } from './cache.ts';
+import { checkConfirmation } from './cnf.ts';
+import { verifyDpopProof, type DpopWindow } from './dpop.ts';
+import { isTokenError, TokenError, type TokenErrorCode } from './errors.ts';
+import type { ReplayCache } from './replay.ts';
+
+type MaybePromise<T> = T | Promise<T>;
+
+/** What the host observed about the request. */
+export interface TokenRequestFacts {
+  /** The Authorization scheme the token came with. */
+  scheme: 'bearer' | 'dpop';
+  /** HTTP method, for the proof's `htm`. */
+  method: string;
+  /** The expected `htu`: the cell's configured public URL + route; the edge's own scheme, Host and route. */
+  uri: string;
+  /** The DPoP header: null when absent, '' when several were sent (refused as invalid). */
+  dpop: string | null;
+  /** x5t#S256 of the CA-verified TLS client leaf, or null; asked only for a certificate-bound token. */
+  certThumbprint: () => MaybePromise<string | null>;
+  /** The host's clock, ms since the epoch. */
+  now: number;
+}
+
+/** A token's subject as the host knows it. */
+export interface TokenSubject {
+  id: string;
+  status: string;
+  /** The subject's role permissions (selectors). */
+  permissions: readonly string[];
+}
+
+/** The API key a key-derived token was obtained with, as the host knows it. */
+export interface TokenKeyInfo {
+  status: string;
+  expires_at: number | null;
+  rate_limit_rpm: number | null;
+  /** The key's envelope cap (null: its owner's full ceiling); the host meets it with the subject's ceiling. */
+  authority?: unknown;
+}
+
+export interface TokenJudgeConfig<S extends TokenSubject = TokenSubject> {
+  keys: JWTVerifyGetKey;
+  issuer: string;
+  audience: string;
+  replay: ReplayCache;
+  dpopWindow?: DpopWindow;
+  cache?: VerifiedTokenCache;
+  isRevoked(jti: string): MaybePromise<boolean>;
+  subject(id: string): MaybePromise<S | null>;
+  apiKey(keyId: string): MaybePromise<TokenKeyInfo | null>;
+  /** Whether the registered client `clientId` still exists; hosts that cannot tell omit it. */
+  clientExists?(clientId: string): MaybePromise<boolean>;
+}
+
+export interface TokenCredential {
+  type: 'oauth' | 'sat';
+  /** The token's jti. */
+  id: string;
+  /** `api_key:<key id>` or `token:<jti>`: what revoking and throttling apply to (see rootOf). */
+  root: string;
+  clientId: string;
+  /** The root key's requests-per-minute ceiling, for a key-derived token. */
+  rateLimitRpm: number | null;
+  /** The root key as the host knows it, for a key-derived token. */
+  rootKey: TokenKeyInfo | null;
+}
+
+export type TokenVerdict<S extends TokenSubject = TokenSubject> =
+  | { ok: true; claims: AccessTokenClaims; subject: S; scopes: string[]; effective: string[]; credential: TokenCredential }
+  | { ok: false; code: TokenErrorCode; message: string };
+
+const LEGACY_KEY_CLIENT = /^(?:sat:api_key:)?(key_[0-9a-f]{20})$/;
+const KEY_ID = /^key_[0-9a-f]{20}$/;
+
+/**
+ * The root credential of a token: its `root` claim, else (tokens minted before
+ * the claim) what its client_id says (`key_…`, `sat:api_key:key_…`), else itself.
+ */
+export function rootOf(claims: Pick<AccessTokenClaims, 'root' | 'client_id' | 'jti'>): string {
+  if (claims.root) return claims.root;
+  const m = LEGACY_KEY_CLIENT.exec(claims.client_id);
+  return m ? `api_key:${m[1]}` : `token:${claims.jti}`;
+}
+
+/** Facts of a judgement without a request (introspection): the bindings are reported, not judged. */
+export interface NoRequestFacts { now: number }
+
+async function verified(token: string, now: number, config: TokenJudgeConfig<TokenSubject>): Promise<AccessTokenClaims> {
+  const hit = config.cache?.get(token);
+  if (hit) {
+    if (hit.exp * 1000 <= now) { config.cache!.delete(token); throw new TokenError('expired', 'token expired'); }
+    return hit;
+  }
+  const claims = await verifyAccessToken(token, { keys: config.keys, issuer: config.issuer, audience: config.audience, now });
+  config.cache?.set(token, claims);
+  return claims;
+}
+
+async function judge<S extends TokenSubject>(token: string, facts: TokenRequestFacts | NoRequestFacts, config: TokenJudgeConfig<S>): Promise<TokenVerdict<S>> {
+  const claims = await verified(token, facts.now, config as TokenJudgeConfig<TokenSubject>);
+  if (await config.isRevoked(claims.jti)) throw new TokenError('revoked', 'token revoked');
+
+  if ('method' in facts) {
+    let dpopJkt: string | null = null;
+    if (claims.cnf?.jkt !== undefined) {
+      if (facts.scheme !== 'dpop') throw new TokenError('dpop_required', 'a DPoP-bound token is presented with the DPoP scheme');
+      if (facts.dpop === null) throw new TokenError('dpop_required', 'a DPoP-bound token needs a DPoP proof');
+      const proof = await verifyDpopProof(facts.dpop, {
+        htm: facts.method, htu: facts.uri, now: facts.now, replay: config.replay, accessToken: token,
+        ...(config.dpopWindow ? { window: config.dpopWindow } : {}),
+      });
+      dpopJkt = proof.jkt;
+    } else if (facts.scheme === 'dpop') {
+      throw new TokenError('dpop_invalid', 'the DPoP scheme needs a DPoP-bound token');
+    }
+    const certTp = claims.cnf?.['x5t#S256'] !== undefined ? await facts.certThumbprint() : null;
+    checkConfirmation(claims.cnf, { dpopJkt, certThumbprint: certTp });
+  }
+
+  const subject = await config.subject(claims.sub);
+  if (!subject || subject.status !== 'active') throw new TokenError('revoked', 'the token subject is not active');
+
+  const root = rootOf(claims);
+  let rootKey: TokenKeyInfo | null = null;
+  if (root.startsWith('api_key:')) {
+    const keyId = root.slice('api_key:'.length);
+    const k = KEY_ID.test(keyId) ? await config.apiKey(keyId) : null;
+    if (!k || k.status !== 'active' || (k.expires_at !== null && k.expires_at <= facts.now)) {
+      throw new TokenError('revoked', 'the API key this token derives from is no longer active');
+    }
+    rootKey = k;
+  } else if (root.startsWith('token:')) {
+    const rootJti = root.slice('token:'.length);
+    if (rootJti !== claims.jti && (await config.isRevoked(rootJti))) throw new TokenError('revoked', 'the token this token derives from was revoked');
+  } else {
+    throw new TokenError('malformed_token', 'unknown root credential');
+  }
+  if (config.clientExists && claims.client_id.startsWith('ocl_') && !(await config.clientExists(claims.client_id))) {
+    throw new TokenError('revoked', 'the client this token was issued to no longer exists');
+  }
+  const scopes = claims.scope.split(' ').filter(Boolean);
+  return {
+    ok: true, claims, subject, scopes,
+    effective: intersectSelectors(subject.permissions, scopes),
+    credential: { type: claims.sat ? 'sat' : 'oauth', id: claims.jti, root, clientId: claims.client_id, rateLimitRpm: rootKey?.rate_limit_rpm ?? null, rootKey },
+  };
+}
+
+/**
+ * Judges a presented access token for one request: the verdict with the
+ * effective authority, or the coded refusal. Anything that is not a token
+ * refusal (a lookup or the replay cache failing) is thrown: the host fails
+ * closed. Without request facts (introspection), everything but the
+ * bindings is judged: the same verdict the bearer path would give.
+ */
+export async function judgeAccessToken<S extends TokenSubject>(token: string, facts: TokenRequestFacts | NoRequestFacts, config: TokenJudgeConfig<S>): Promise<TokenVerdict<S>> {
+  try {
+    return await judge(token, facts, config);
+  } catch (e) {
+    if (isTokenError(e)) return { ok: false, code: e.code, message: e.message };
+    throw e;
+  }
+}

@@ -1,0 +1,91 @@
+// Security review, finding 11: a JSON body nested thousands of levels deep gave
+// 500 internal_error (a stack overflow downstream) on crew runs and job runs and
+// could leave a run queued forever. The gateway refuses any body nested deeper
+// than 64 levels with 400 invalid_request / too_deep, and nothing is written.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { nestedDeeperThan } from '../../../cell/app.ts';
+import type { Cell } from '../../../cell/context.ts';
+import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
+import type { InProcess } from '../../helpers/inproc.ts';
+import { A, T, crewFixture, ok, team, type Api } from '../teams/_setup.ts';
+
+let t: InProcess;
+let ai: FakeOpenAI;
+let api: Api;
+let crew: string;
+before(async () => {
+  ({ t, ai, api } = await crewFixture());
+  crew = (await team(api, 'sequential', [{ role: 'solo' }])).crew;
+});
+after(async () => { await t.close(); await ai.close(); });
+
+const RUNS = `${A}/jobs/runs`;
+const arrays = (n: number, inner = '1') => '['.repeat(n) + inner + ']'.repeat(n);
+const objects = (n: number) => '{"a":'.repeat(n) + '1' + '}'.repeat(n);
+
+/** Rows of every table: "nothing written" means none of them changed. */
+function rowCounts(cell: Cell): Record<string, number> {
+  const tables = cell.store.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+  return Object.fromEntries(tables.map(({ name }) => [name, cell.store.get<{ n: number }>(`SELECT count(*) AS n FROM "${name}"`)!.n]));
+}
+
+async function refusedTooDeep(method: string, path: string, rawBody: string, headers: Record<string, string> = {}): Promise<void> {
+  const before = rowCounts(t.cell);
+  const r = await t.request(method, path, { token: t.adminKey, rawBody, headers });
+  assert.equal(r.status, 400, `${path}: ${r.text.slice(0, 200)}`);
+  assert.equal(r.body.error, 'invalid_request');
+  assert.equal(r.body.details.reason, 'too_deep');
+  assert.equal(r.body.details.max_depth, 64);
+  assert.deepEqual(rowCounts(t.cell), before, `${path}: nothing written`);
+}
+
+test('crew runs: input nested 100, 5000 and 100000 deep is 400 too_deep, no run is recorded', async () => {
+  for (const n of [100, 5_000, 100_000]) {
+    await refusedTooDeep('POST', `${T}/crews/${crew}/runs`, `{"input": ${arrays(n)}}`);
+    await refusedTooDeep('POST', `${T}/crews/${crew}/runs`, `{"input": ${objects(n)}}`);
+  }
+  assert.equal(t.cell.store.get<{ n: number }>("SELECT count(*) AS n FROM runs WHERE state IN ('queued', 'running')")!.n, 0, 'no run left queued');
+});
+
+test('job runs: a deep compute input or notebook input is 400 too_deep, no run is recorded', async () => {
+  for (const n of [65, 10_000]) {
+    await refusedTooDeep('POST', RUNS, `{"job_type":"compute","workspace_id":"w","spec":{"code":"return 1","input":${arrays(n)}}}`);
+    await refusedTooDeep('POST', RUNS, `{"job_type":"notebook","workspace_id":"w","spec":{"cells":[{"type":"markdown","source":"x"}],"input":${objects(n)}}}`);
+  }
+});
+
+test('every JSON body: a generic admin route, a definition, and a published endpoint fed text/plain', async () => {
+  await refusedTooDeep('POST', `${A}/principals`, `{"kind":"service","name":"deep","roles":${arrays(5_000, '"viewer"')}}`);
+  await refusedTooDeep('POST', `${A}/jobs/definitions`, `{"name":"d","job_type":"compute","cron":"0 * * * *","spec":{"code":"return 1","input":${arrays(5_000)}}}`);
+  const ep = await ok(api, 'POST', `${A}/jobs/endpoints`, { name: 'echo', job_type: 'compute', spec: { code: 'return input;' }, mode: 'async' });
+  // The invoke route parses its body as JSON whatever the content type says.
+  await refusedTooDeep('POST', ep.invoke_path, arrays(5_000), { 'content-type': 'text/plain' });
+  await refusedTooDeep('POST', ep.invoke_path, arrays(5_000), { 'content-type': 'application/merge-patch+json' });
+});
+
+test('the limit is exactly 64 levels; brackets inside strings do not count; the gate order holds', async () => {
+  const at64 = await t.request('POST', RUNS, { token: t.adminKey, rawBody: `{"job_type":"compute","workspace_id":"w","spec":{"code":"return 1","input":${arrays(62)}}}` });
+  assert.equal(at64.status, 202, `64 levels (body 1 + spec 1 + input 62) are accepted: ${at64.text}`);
+  await refusedTooDeep('POST', RUNS, `{"job_type":"compute","workspace_id":"w","spec":{"code":"return 1","input":${arrays(63)}}}`);
+  const inString = JSON.stringify({ job_type: 'compute', workspace_id: 'w', spec: { code: 'return input.length', input: `${arrays(5_000)}\\"{{{{` } });
+  const s = await t.request('POST', RUNS, { token: t.adminKey, rawBody: inString });
+  assert.equal(s.status, 202, `brackets and escaped quotes inside strings are data: ${s.text.slice(0, 200)}`);
+  const anon = await t.request('POST', RUNS, { rawBody: `{"spec":${arrays(5_000)}}` });
+  assert.equal(anon.status, 401, 'authentication comes first: an anonymous caller learns nothing about the body');
+  const form = await t.request('POST', '/oauth/token', { rawBody: `grant_type=client_credentials&scope=${'['.repeat(100)}`, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  assert.notEqual(form.body?.details?.reason, 'too_deep', 'form bodies are not JSON');
+});
+
+test('nestedDeeperThan: linear scan, strings and escapes skipped, unbalanced input does not go negative', () => {
+  assert.equal(nestedDeeperThan(arrays(64), 64), false);
+  assert.equal(nestedDeeperThan(arrays(65), 64), true);
+  assert.equal(nestedDeeperThan(`["${'['.repeat(100)}"]`, 64), false);
+  assert.equal(nestedDeeperThan(`["\\"${'['.repeat(100)}"]`, 64), false, 'an escaped quote does not end the string');
+  assert.equal(nestedDeeperThan(`["\\\\"${'['.repeat(100)}`, 64), true, 'an escaped backslash does end it');
+  assert.equal(nestedDeeperThan(']'.repeat(100) + arrays(65), 64), true, 'closing brackets first do not buy depth');
+  const big = arrays(1_000_000);
+  const t0 = performance.now();
+  assert.equal(nestedDeeperThan(big, 64), true);
+  assert.ok(performance.now() - t0 < 1_000, 'stops at the first level past the limit');
+});

@@ -1,0 +1,225 @@
+// Security review, finding 5: job output had no effective size cap (sql results and
+// compute logs were stored whole), and a few runs pushed the store past 2 GiB.
+// Everything a run stores is metered (cell/runs/storage.ts): a cap per run, a
+// quota per workspace (its runs and its SQL database file) and one for the cell.
+// Refused payloads are not written; SQL rows and compute logs are truncated
+// with a marker instead.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { CellConfig } from '../../../cell/config.ts';
+import { LOGS_MAX_BYTES } from '../../../cell/jobs/sandbox/compute.ts';
+import { workspaceDbPath } from '../../../cell/jobs/steps.ts';
+import { schedulerOf } from '../../../cell/jobs/module.ts';
+import { cellRunBytes, workspaceUsage } from '../../../cell/runs/storage.ts';
+import { settled } from '../../../cell/teams/runs.ts';
+import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
+import { waitFinished } from '../jobs/_wait.ts';
+import { T, crewFixture, ok, team } from '../teams/_setup.ts';
+
+const RUNS = '/api/public/v1/admin/jobs/runs';
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+async function submit(t: InProcess, job_type: string, spec: unknown, workspace_id: string) {
+  return t.request('POST', RUNS, { token: t.adminKey, body: { job_type, workspace_id, spec } });
+}
+
+async function runToEnd(t: InProcess, job_type: string, spec: unknown, workspace_id = 'ws') {
+  const r = await submit(t, job_type, spec, workspace_id);
+  assert.equal(r.status, 202, r.text);
+  await waitFinished(t.cell, r.body.run_id);
+  return (await t.request('GET', `${RUNS}/${r.body.run_id}`, { token: t.adminKey })).body;
+}
+
+const runBytes = (t: InProcess, runId: string) => t.cell.store.get<{ bytes: number }>('SELECT bytes FROM run_storage WHERE run_id = ?', [runId])?.bytes ?? 0;
+const biggestBlob = (t: InProcess) => t.cell.store.get<{ n: number | null }>('SELECT max(length(body)) AS n FROM journal_blobs')?.n ?? 0;
+const bytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v), 'utf8');
+
+function dirBytes(dir: string): number {
+  let n = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    n += e.isDirectory() ? dirBytes(p) : statSync(p).size;
+  }
+  return n;
+}
+
+test('default cap (1 MiB): a compute run storing more fails run_storage_cap and its output is not written; logs and SQL rows are truncated with a marker', async () => {
+  const t = await inProcessCell();
+  try {
+    // 1,040,000 bytes of output (under output_limit_bytes) plus 64 KiB of logs: past the 1 MiB cap.
+    const big = await runToEnd(t, 'compute', {
+      code: 'for (let i = 0; i < 100; i++) console.log("\\u0000".repeat(1000)); return "x".repeat(1040000);',
+      output_limit_bytes: MiB, time_limit_ms: 30_000,
+    });
+    assert.equal(big.state, 'failed', JSON.stringify(big).slice(0, 300));
+    assert.equal(big.error.reason, 'run_storage_cap');
+    assert.equal(big.error.details.limit_bytes, MiB);
+    assert.equal(big.output, null);
+    assert.ok(biggestBlob(t) < 100 * KiB, 'the refused output was not written to the journal');
+    assert.ok(runBytes(t, big.run_id) <= MiB, 'the run stored no more than its cap');
+
+    // Logs: 100 lines that take 6000 bytes each as JSON, and 50 more past the line cap.
+    const logs = await runToEnd(t, 'compute', { code: 'for (let i = 0; i < 150; i++) console.log("\\u0001".repeat(1000)); return 1;' });
+    assert.equal(logs.state, 'completed');
+    assert.ok(bytes(logs.output.logs) <= LOGS_MAX_BYTES, `logs kept: ${bytes(logs.output.logs)} bytes`);
+    assert.match(logs.output.logs.at(-1), /^\[logs truncated: \d+ of 150 lines not kept/);
+
+    // SQL: 5,000 rows of 1 KB each are ~5 MB; the result keeps what fits the run's room, and says so.
+    const sql = await runToEnd(t, 'sql', { sql: 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 5000) SELECT n, hex(randomblob(500)) FROM c', row_limit: 100_000, time_limit_ms: 30_000 });
+    assert.equal(sql.state, 'completed', JSON.stringify(sql.error));
+    const res = sql.output.results[0];
+    assert.equal(res.truncated, true);
+    assert.equal(res.truncated_by, 'byte_limit');
+    assert.ok(res.rows.length > 100 && res.rows.length < 5000, `${res.rows.length} rows kept`);
+    assert.ok(runBytes(t, sql.run_id) <= MiB, `the sql run stored ${runBytes(t, sql.run_id)} bytes`);
+    const rows = await runToEnd(t, 'sql', { sql: 'SELECT 1 UNION ALL SELECT 2', row_limit: 1 });
+    assert.equal(rows.output.results[0].truncated_by, 'row_limit');
+  } finally {
+    await t.close();
+  }
+});
+
+test('the store stays bounded: 60 runs across 6 workspaces each try to store large outputs; quotas refuse the rest with 409 and nothing is written', async () => {
+  const config: Partial<CellConfig> = { runStorageCapBytes: 64 * KiB, workspaceQuotaBytes: 256 * KiB, runStorageQuotaBytes: 768 * KiB };
+  const t = await inProcessCell({ config });
+  try {
+    const storeBefore = dirBytes(join(t.dir, 'store'));
+    const outcomes = new Map<string, number>();
+    const note = (k: string) => outcomes.set(k, (outcomes.get(k) ?? 0) + 1);
+    for (let i = 0; i < 60; i++) {
+      const ws = `ws-${Math.floor(i / 10)}`;
+      // Alternately a 200 KB output (over the run cap), a 25 KB one (fits, kept twice), and a 3 MB SQL result.
+      const [type, spec] = i % 3 === 0
+        ? ['compute', { code: 'return "a".repeat(200000);', output_limit_bytes: MiB }]
+        : i % 3 === 1
+          ? ['compute', { code: `return "b".repeat(25000) + ${i};`, output_limit_bytes: MiB }]
+          : ['sql', { sql: 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3000) SELECT hex(randomblob(500)) FROM c', row_limit: 100_000, time_limit_ms: 30_000 }];
+      const runsBefore = t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n;
+      const r = await submit(t, type, spec, ws);
+      if (r.status === 409) {
+        assert.ok(['workspace_quota', 'cell_storage_quota'].includes(r.body.details.reason), r.text);
+        assert.equal(t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n, runsBefore, 'a refused submit writes nothing');
+        note(`409 ${r.body.details.reason}`);
+        continue;
+      }
+      assert.equal(r.status, 202, r.text);
+      await waitFinished(t.cell, r.body.run_id);
+      const run = (await t.request('GET', `${RUNS}/${r.body.run_id}`, { token: t.adminKey })).body;
+      note(`${run.state} ${run.error?.reason ?? (run.output?.results?.[0]?.truncated_by ?? '')}`.trim());
+      assert.ok(runBytes(t, run.run_id) <= 64 * KiB + 4 * KiB, `run ${i} stored ${runBytes(t, run.run_id)} bytes`);
+    }
+    const seen = [...outcomes.keys()];
+    for (const expected of ['failed run_storage_cap', 'completed', 'completed byte_limit', 'failed workspace_quota', '409 cell_storage_quota']) {
+      assert.ok(seen.includes(expected), `${expected} among ${JSON.stringify(Object.fromEntries(outcomes))}`);
+    }
+    // Bounds: each workspace and the cell, as metered, and the store's files on disk.
+    for (let w = 0; w < 6; w++) {
+      const u = workspaceUsage(t.cell, `ws-${w}`);
+      assert.ok(u.run_bytes + u.file_bytes <= 256 * KiB + 8 * KiB, `ws-${w}: ${JSON.stringify(u)}`);
+    }
+    assert.ok(cellRunBytes(t.cell) <= 768 * KiB + 8 * KiB, `cell: ${cellRunBytes(t.cell)}`);
+    assert.ok(biggestBlob(t) <= 64 * KiB, 'no payload above the run cap was ever stored');
+    const grown = dirBytes(join(t.dir, 'store')) - storeBefore;
+    // The store's log holds every committed transaction (no checkpoint ran): what runs keep plus the
+    // runs' own rows and the log's framing. Unmetered, these runs alone would have written > 60 MB.
+    assert.ok(grown < 6 * MiB, `the store grew ${grown} bytes`);
+  } finally {
+    await t.close();
+  }
+});
+
+test('a full workspace refuses new runs at submit: 409 workspace_quota, nothing written; other workspaces still run', async () => {
+  const t = await inProcessCell({ config: { workspaceQuotaBytes: 48 * KiB } });
+  try {
+    let refused: { status: number; body: any } | undefined;
+    for (let i = 0; i < 40 && !refused; i++) {
+      const r = await submit(t, 'compute', { code: `return "z".repeat(6000) + ${i};` }, 'ws-small');
+      if (r.status === 409) { refused = r; break; }
+      assert.equal(r.status, 202, r.text);
+      await waitFinished(t.cell, r.body.run_id);
+    }
+    assert.ok(refused, 'the workspace filled up');
+    assert.equal(refused.body.error, 'conflict');
+    assert.equal(refused.body.details.reason, 'workspace_quota');
+    assert.equal(refused.body.details.quota_bytes, 48 * KiB);
+    const before = t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n;
+    assert.equal((await submit(t, 'sql', { sql: 'SELECT 1' }, 'ws-small')).status, 409);
+    assert.equal(t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n, before, 'nothing written');
+    const u = workspaceUsage(t.cell, 'ws-small');
+    assert.ok(u.run_bytes + u.file_bytes <= 48 * KiB, JSON.stringify(u));
+    assert.equal((await runToEnd(t, 'compute', { code: 'return 1' }, 'ws-other')).state, 'completed');
+
+    // A schedule into the full workspace: its fire is refused and creates no run.
+    const def = await t.request('POST', '/api/public/v1/admin/jobs/definitions', { token: t.adminKey, body: { name: 'into full', job_type: 'compute', workspace_id: 'ws-small', spec: { code: 'return 1' }, cron: '*/5 * * * *' } });
+    assert.equal(def.status, 201, def.text);
+    t.clock.advance(5 * 60_000);
+    assert.equal(await schedulerOf(t.cell).tick(), 0);
+    assert.equal(t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n, before + 1, 'no run from the fire (one from ws-other)');
+    assert.deepEqual(t.cell.store.get('SELECT state, detail FROM job_fires WHERE schedule_id = ?', [def.body.schedule_id]), { state: 'refused', detail: 'workspace_quota' });
+    assert.equal((await t.request('GET', `/api/public/v1/admin/jobs/definitions/${def.body.schedule_id}`, { token: t.adminKey })).body.enabled, true, 'the definition stays enabled');
+  } finally {
+    await t.close();
+  }
+});
+
+test('a run\'s spec counts: one larger than the run cap is 400 run_storage_cap at submit, nothing written; a fitting one is counted', async () => {
+  const t = await inProcessCell({ config: { runStorageCapBytes: 64 * KiB } });
+  try {
+    const before = t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n;
+    const big = await submit(t, 'compute', { code: 'return input.length', input: 'i'.repeat(100_000) }, 'ws');
+    assert.equal(big.status, 400, big.text);
+    assert.equal(big.body.details.reason, 'run_storage_cap');
+    assert.equal(t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n, before, 'nothing written');
+    // Just under the cap at submit, past it once the run's records are added: the run fails, its output unwritten.
+    const edge = await runToEnd(t, 'compute', { code: 'return input', input: 'e'.repeat(40_000) });
+    assert.equal(edge.state, 'failed');
+    assert.equal(edge.error.reason, 'run_storage_cap');
+    const small = await runToEnd(t, 'compute', { code: 'return input.length', input: 'i'.repeat(20_000) });
+    assert.equal(small.state, 'completed');
+    assert.ok(runBytes(t, small.run_id) > 20_000, `spec counted: ${runBytes(t, small.run_id)}`);
+  } finally {
+    await t.close();
+  }
+});
+
+test('the workspace SQL database counts: a job that would grow it past the quota fails workspace_quota and leaves the file as it was', async () => {
+  const t = await inProcessCell({ config: { workspaceQuotaBytes: 512 * KiB } });
+  try {
+    const made = await runToEnd(t, 'sql', { statements: [{ sql: 'CREATE TABLE t (b BLOB)' }, { sql: 'INSERT INTO t VALUES (randomblob(1000))' }] }, 'ws-db');
+    assert.equal(made.state, 'completed', JSON.stringify(made.error));
+    const file = workspaceDbPath(t.cell, 'ws-db');
+    const size = statSync(file).size;
+    const grow = await runToEnd(t, 'sql', { sql: 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 2000) INSERT INTO t SELECT randomblob(1000) FROM c', time_limit_ms: 30_000 }, 'ws-db');
+    assert.equal(grow.state, 'failed');
+    assert.equal(grow.error.reason, 'workspace_quota', JSON.stringify(grow.error));
+    assert.equal(statSync(file).size, size, 'the file is unchanged');
+    const count = await runToEnd(t, 'sql', { sql: 'SELECT count(*) FROM t' }, 'ws-db');
+    assert.deepEqual(count.output.results[0].rows, [[1]], 'nothing of the failed job was committed');
+    assert.ok(existsSync(file));
+    const u = workspaceUsage(t.cell, 'ws-db');
+    assert.ok(u.file_bytes + u.run_bytes <= 512 * KiB, JSON.stringify(u));
+  } finally {
+    await t.close();
+  }
+});
+
+test('crew runs are metered too: a model answer past the run cap fails the run run_storage_cap and is not stored', async () => {
+  const { t, ai, api } = await crewFixture({ runStorageCapBytes: 256 * KiB });
+  try {
+    const tm = await team(api, 'sequential', [{ role: 'talker' }]);
+    ai.setResponder(() => ({ content: 'y'.repeat(600 * KiB) }));
+    const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
+    await settled(t.cell, run.run_id);
+    const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+    assert.equal(s.state, 'failed', JSON.stringify(s).slice(0, 300));
+    assert.equal(s.error.reason, 'run_storage_cap');
+    assert.ok(biggestBlob(t) < 256 * KiB, 'the answer was not written');
+    assert.ok(runBytes(t, run.run_id) <= 256 * KiB);
+  } finally {
+    await t.close();
+    await ai.close();
+  }
+});
