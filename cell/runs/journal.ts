@@ -3,15 +3,15 @@
  * core/journal/record.ts), written durably to the `journal` table and then
  * published on the run's event stream (events.ts).
  *
- * - `appendJournal(cell, runId, fields)` assigns `seq` (contiguous from 1) and
+ * - `appendJournal(ctx, runId, fields)` assigns `seq` (contiguous from 1) and
  *   `prev_hash`, seals the record with the cell's identity key, commits it
  *   (durable before it resolves) and publishes it. Appends to one run are
  *   serialised; a run that is already terminal refuses appends (RunClosedError),
  *   so nothing follows the terminal record.
- * - `finishRun(cell, runId, outcome, ...)` moves a run to a terminal state and
+ * - `finishRun(ctx, runId, outcome, ...)` moves a run to a terminal state and
  *   writes its `run_finished` record in the same transaction. The first finisher
  *   wins; later calls are no-ops that return false (idempotent cancel).
- * - `readJournal(cell, runId, afterSeq)` returns the sealed records after `afterSeq`.
+ * - `readJournal(ctx, runId, afterSeq)` returns the sealed records after `afterSeq`.
  *
  * Step inputs and outputs are stored by content hash in `journal_blobs`
  * (`putBlob` / `getBlob`, or the `blobs` of appendJournal, same transaction);
@@ -21,11 +21,11 @@ import { contentHash } from '../../core/canonical.ts';
 import { recordHash } from '../../core/journal/hash.ts';
 import { GENESIS_HASH, type JournalRecord, type JsonObject } from '../../core/journal/record.ts';
 import { sealRecord } from '../../core/journal/seal.ts';
-import type { Cell } from '../context.ts';
-import { cellSigner } from '../iam/identity.ts';
 import type { Tx } from '../store/types.ts';
+import type { JournalTail, RunsContext } from './context.ts';
 import { publish } from './events.ts';
-import { getRun, isTerminal, setRunStateTx, type RunError, type RunState } from './runs.ts';
+import * as repo from './repository.ts';
+import { isTerminal, setRunStateTx, type RunError, type RunState } from './runs.ts';
 
 export type { JournalRecord } from '../../core/journal/record.ts';
 
@@ -56,44 +56,26 @@ export type AppendBlobs = readonly unknown[];
 
 const EMPTY_HASH = contentHash(null);
 
-interface Tail { seq: number; hash: string }
-
-/** Per-cell journal state: the tail of each active run and the per-run append queue. */
-class JournalState {
-  readonly tails = new Map<string, Tail>();
-  readonly queues = new Map<string, Promise<unknown>>();
-}
-
-const states = new WeakMap<Cell, JournalState>();
-function stateOf(cell: Cell): JournalState {
-  let s = states.get(cell);
-  if (!s) { s = new JournalState(); states.set(cell, s); }
-  return s;
-}
-
 /** Runs `fn` after every earlier append of this run has settled. */
-function serialised<T>(cell: Cell, runId: string, fn: () => Promise<T>): Promise<T> {
-  const st = stateOf(cell);
-  const prev = st.queues.get(runId) ?? Promise.resolve();
+function serialised<T>(ctx: RunsContext, runId: string, fn: () => Promise<T>): Promise<T> {
+  const queues = ctx.queues;
+  const prev = queues.get(runId) ?? Promise.resolve();
   const next = prev.then(fn, fn);
   const settled = next.then(() => undefined, () => undefined);
-  st.queues.set(runId, settled);
-  void settled.then(() => { if (st.queues.get(runId) === settled) st.queues.delete(runId); });
+  queues.set(runId, settled);
+  void settled.then(() => { if (queues.get(runId) === settled) queues.delete(runId); });
   return next;
 }
 
-function tailOf(cell: Cell, runId: string): Tail {
-  const st = stateOf(cell);
-  const t = st.tails.get(runId);
+async function tailOf(ctx: RunsContext, runId: string): Promise<JournalTail> {
+  const t = ctx.tails.get(runId);
   if (t) return t;
-  const row = cell.store.get<{ record: string }>('SELECT record FROM journal WHERE run_id = ? ORDER BY seq DESC LIMIT 1', [runId]);
-  if (!row) return { seq: 0, hash: GENESIS_HASH };
-  const rec = JSON.parse(row.record) as JournalRecord;
-  return { seq: rec.seq, hash: recordHash(rec) };
+  const rec = await repo.lastRecord(ctx.core.store, runId);
+  return rec ? { seq: rec.seq, hash: recordHash(rec) } : { seq: 0, hash: GENESIS_HASH };
 }
 
-async function sealNext(cell: Cell, runId: string, graphHash: string, f: AppendFields): Promise<{ rec: JournalRecord; tail: Tail }> {
-  const tail = tailOf(cell, runId);
+async function sealNext(ctx: RunsContext, runId: string, graphHash: string, f: AppendFields): Promise<{ rec: JournalRecord; tail: JournalTail }> {
+  const tail = await tailOf(ctx, runId);
   const rec = await sealRecord({
     run_id: runId,
     seq: tail.seq + 1,
@@ -102,39 +84,29 @@ async function sealNext(cell: Cell, runId: string, graphHash: string, f: AppendF
     graph_hash: f.graph_hash ?? graphHash,
     input_hash: f.input_hash ?? EMPTY_HASH,
     output_hash: f.output_hash ?? EMPTY_HASH,
-    at: f.at ?? cell.clock.now(),
+    at: f.at ?? ctx.core.clock.now(),
     ...(f.data !== undefined ? { data: f.data } : {}),
-  }, tail.hash, cellSigner(cell));
+  }, tail.hash, ctx.iam.signer());
   return { rec, tail: { seq: rec.seq, hash: recordHash(rec) } };
-}
-
-function insertTx(tx: Tx, rec: JournalRecord): void {
-  tx.run('INSERT INTO journal (run_id, seq, kind, record) VALUES (?, ?, ?, ?)', [rec.run_id, rec.seq, rec.kind, JSON.stringify(rec)]);
-}
-
-function graphHashOf(cell: Cell, runId: string): { state: string; graphHash: string } | undefined {
-  const r = cell.store.get<{ state: string; graph_hash: string | null }>('SELECT state, graph_hash FROM runs WHERE run_id = ?', [runId]);
-  if (!r) return undefined;
-  return { state: r.state, graphHash: r.graph_hash ?? EMPTY_HASH };
 }
 
 /**
  * Appends one record to a run's journal: sealed, durable, then published.
  * @throws RunClosedError when the run is unknown or terminal.
  */
-export function appendJournal(cell: Cell, runId: string, fields: AppendFields, blobs: AppendBlobs = []): Promise<JournalRecord> {
-  return serialised(cell, runId, async () => {
-    const run = graphHashOf(cell, runId);
+export function appendJournal(ctx: RunsContext, runId: string, fields: AppendFields, blobs: AppendBlobs = []): Promise<JournalRecord> {
+  return serialised(ctx, runId, async () => {
+    const run = await repo.runHead(ctx.core.store, runId);
     if (!run || isTerminal(run.state)) throw new RunClosedError(runId, run?.state ?? 'unknown');
-    const { rec, tail } = await sealNext(cell, runId, run.graphHash, fields);
-    await cell.store.write((tx) => {
-      const s = tx.get<{ state: string }>('SELECT state FROM runs WHERE run_id = ?', [runId]);
+    const { rec, tail } = await sealNext(ctx, runId, run.graph_hash ?? EMPTY_HASH, fields);
+    await ctx.core.store.write(async (tx) => {
+      const s = await repo.runHead(tx, runId);
       if (!s || isTerminal(s.state)) throw new RunClosedError(runId, s?.state ?? 'unknown');
-      for (const b of blobs) putBlobTx(tx, b);
-      insertTx(tx, rec);
+      for (const b of blobs) await putBlobTx(tx, b);
+      await repo.insertRecord(tx, rec);
     });
-    stateOf(cell).tails.set(runId, tail);
-    publish(cell, rec);
+    ctx.tails.set(runId, tail);
+    publish(ctx, rec);
     return rec;
   });
 }
@@ -150,58 +122,53 @@ export interface FinishOptions {
  * Moves a run to a terminal state and writes its `run_finished` record in one
  * transaction. Returns false (changing nothing) when it is already terminal.
  */
-export function finishRun(cell: Cell, runId: string, outcome: Extract<RunState, 'completed' | 'failed' | 'refused' | 'cancelled'>, o: FinishOptions = {}): Promise<boolean> {
-  return serialised(cell, runId, async () => {
-    const run = graphHashOf(cell, runId);
+export function finishRun(ctx: RunsContext, runId: string, outcome: Extract<RunState, 'completed' | 'failed' | 'refused' | 'cancelled'>, o: FinishOptions = {}): Promise<boolean> {
+  return serialised(ctx, runId, async () => {
+    const run = await repo.runHead(ctx.core.store, runId);
     if (!run || isTerminal(run.state)) return false;
     const data: JsonObject = { ...o.data, outcome, ...(o.error ? { error: { ...o.error } } : {}) };
-    const { rec } = await sealNext(cell, runId, run.graphHash, {
+    const { rec } = await sealNext(ctx, runId, run.graph_hash ?? EMPTY_HASH, {
       step_id: 'run', kind: TERMINAL_KIND, output_hash: contentHash(o.output ?? null), data,
     });
     const at = rec.at;
-    const changed = await cell.store.write((tx) => {
+    const changed = await ctx.core.store.write(async (tx) => {
       const patch: { output?: unknown; error?: RunError | null } = {};
       if ('output' in o) patch.output = o.output;
       if (o.error !== undefined) patch.error = o.error;
-      if (!setRunStateTx(tx, runId, outcome, at, patch)) return false;
-      insertTx(tx, rec);
+      if (!(await setRunStateTx(tx, runId, outcome, at, patch))) return false;
+      await repo.insertRecord(tx, rec);
       return true;
     });
     if (!changed) return false;
-    stateOf(cell).tails.delete(runId);
-    publish(cell, rec);
+    ctx.tails.delete(runId);
+    publish(ctx, rec);
     return true;
   });
 }
 
 /** The run's sealed records with seq > afterSeq, in order. */
-export function readJournal(cell: Cell, runId: string, afterSeq = 0, limit = 100_000): JournalRecord[] {
-  return cell.store.all<{ record: string }>('SELECT record FROM journal WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?', [runId, afterSeq, limit])
-    .map((r) => JSON.parse(r.record) as JournalRecord);
+export function readJournal(ctx: RunsContext, runId: string, afterSeq = 0, limit = 100_000): Promise<JournalRecord[]> {
+  return repo.records(ctx.core.store, runId, afterSeq, limit);
 }
 
 /** Whether the run's journal already holds its terminal record. */
-export function journalClosed(cell: Cell, runId: string): boolean {
-  return cell.store.get('SELECT 1 AS x FROM journal WHERE run_id = ? AND kind = ? LIMIT 1', [runId, TERMINAL_KIND]) !== undefined;
+export function journalClosed(ctx: RunsContext, runId: string): Promise<boolean> {
+  return repo.hasRecordOfKind(ctx.core.store, runId, TERMINAL_KIND);
 }
 
 /** Stores a value by content hash inside a transaction (idempotent); returns the hash. */
-export function putBlobTx(tx: Tx, value: unknown): string {
+export async function putBlobTx(tx: Tx, value: unknown): Promise<string> {
   const hash = contentHash(value ?? null);
-  tx.run('INSERT OR IGNORE INTO journal_blobs (hash, body) VALUES (?, ?)', [hash, JSON.stringify(value ?? null)]);
+  await repo.putBlob(tx, hash, JSON.stringify(value ?? null));
   return hash;
 }
 
 /** Stores a value by content hash (idempotent); returns the hash. */
-export async function putBlob(cell: Cell, value: unknown): Promise<string> {
-  return cell.store.write((tx) => putBlobTx(tx, value));
+export function putBlob(ctx: RunsContext, value: unknown): Promise<string> {
+  return ctx.core.store.write((tx) => putBlobTx(tx, value));
 }
 
 /** The value stored under `hash`, or undefined. */
-export function getBlob(cell: Cell, hash: string): unknown {
-  const r = cell.store.get<{ body: string }>('SELECT body FROM journal_blobs WHERE hash = ?', [hash]);
-  return r ? (JSON.parse(r.body) as unknown) : undefined;
+export function getBlob(ctx: RunsContext, hash: string): Promise<unknown> {
+  return repo.blob(ctx.core.store, hash);
 }
-
-/** Re-exported for routes that need the run row with the journal. */
-export { getRun };
