@@ -32,7 +32,7 @@ export interface DriveOptions {
   context?: JsonObject;
   /** Maps a failed/refused result to the run's error (default: code failed/refused, reason from the engine). */
   describeError?(result: RunResult): RunError;
-  /** Maps a completed result's output to what the run row stores (default: the output as is). */
+  /** Maps a completed result's output to what the run row stores (default: the output as is); may read the journal (async). */
   finalOutput?(result: RunResult): unknown;
 }
 
@@ -149,7 +149,7 @@ export async function driveRun(ctx: RunsContext, runId: string, graph: Graph, po
     if (handle.signal.aborted && handle.cancelledBy() !== null) {
       await finishRun(ctx, runId, 'cancelled', { error: { code: 'cancelled', message: 'the run was cancelled', reason: 'cancelled' }, data: { ...extra, reason: 'cancelled', by: handle.cancelledBy() } });
     } else if (result.outcome === 'completed') {
-      await finishRun(ctx, runId, 'completed', { output: opts.finalOutput ? opts.finalOutput(result) : result.output, data: extra });
+      await finishRun(ctx, runId, 'completed', { output: opts.finalOutput ? await opts.finalOutput(result) : result.output, data: extra });
     } else if (result.outcome === 'waiting') {
       await setRunState(ctx, runId, 'waiting');
     } else if (handle.signal.aborted) {

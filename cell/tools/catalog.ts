@@ -241,3 +241,13 @@ const BY_NAME = new Map(TOOLS.map((t) => [t.name, t]));
 export function catalogEntry(name: string): ToolDef | undefined {
   return BY_NAME.get(name);
 }
+
+/** A catalog tool as GET /admin/ai/tool-registry shows it. */
+export interface ToolRegistryEntry {
+  name: string; description: string; side_effects: boolean; read_only: boolean; parameters: Record<string, unknown>;
+}
+
+/** The catalog's public view (GET /admin/ai/tool-registry). */
+export function toolRegistryView(): ToolRegistryEntry[] {
+  return TOOLS.map((t) => ({ name: t.name, description: t.description, side_effects: t.side_effects, read_only: !t.side_effects, parameters: t.parameters }));
+}

@@ -6,12 +6,7 @@
  */
 import { invalid } from '../../core/errors.ts';
 import type { ToolDescriptor } from '../../core/engine/types.ts';
-import { TOOLS, catalogEntry, type ToolCaller, type ToolsContext } from './catalog.ts';
-
-/** A catalog tool as GET /admin/ai/tool-registry shows it. */
-export interface ToolRegistryEntry {
-  name: string; description: string; side_effects: boolean; read_only: boolean; parameters: Record<string, unknown>;
-}
+import { catalogEntry, toolRegistryView, type ToolCaller, type ToolRegistryEntry, type ToolsContext } from './catalog.ts';
 
 export class Tools {
   constructor(private readonly ctx: ToolsContext) {}
@@ -42,6 +37,6 @@ export class Tools {
 
   /** The catalog's public view (GET /admin/ai/tool-registry). */
   registry(): ToolRegistryEntry[] {
-    return TOOLS.map((t) => ({ name: t.name, description: t.description, side_effects: t.side_effects, read_only: !t.side_effects, parameters: t.parameters }));
+    return toolRegistryView();
   }
 }
