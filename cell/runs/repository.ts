@@ -122,7 +122,7 @@ export async function listRuns(db: Reader, f: RunFilter, limit: number, offset: 
 
 export async function countRuns(db: Reader, f: RunFilter): Promise<number> {
   const w = where(f);
-  return count(await db.get(`SELECT COUNT(*) AS n FROM runs r ${w.sql}`, w.params));
+  return count(await db.get(`SELECT COUNT(*) AS n FROM runs r JOIN run_order o ON o.run_id = r.run_id ${w.sql}`, w.params));
 }
 
 /** Runs in non-terminal states, in the order they were recorded. */
