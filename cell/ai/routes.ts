@@ -5,13 +5,14 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
-import { recordAuditTx } from '../iam/audit.ts';
-import { toolRegistryView } from '../tools/catalog.ts';
+import type { Tools } from '../tools/tools.ts';
+import type { Ai } from './ai.ts';
 import { PROVIDER_TYPES } from './posture.ts';
-import { agentRuntimes, getProvider, listProviders, providerView, registerProvider } from './providers.ts';
-import { insertSecretTx, prepareSecret } from './secrets.ts';
+import { providerView, registerProvider, type AiContext } from './providers.ts';
+import { insertSecret } from './repository.ts';
+import { prepareSecret } from './secrets.ts';
 
 const P = '/api/public/v1/admin';
 
@@ -51,7 +52,8 @@ const Tool = z.object({
 
 const IdParam = z.object({ provider_id: z.string().max(64).openapi({ param: { name: 'provider_id', in: 'path' } }) });
 
-export function aiRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function aiRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext, ai: Ai, tools: Tools): void {
+  const { core, iam } = ctx;
   app.openapi(createRoute({
     method: 'post', path: `${P}/secrets`, tags: ['Secrets'], 'x-status': 'Live',
     summary: 'Store a secret (AES-256-GCM at rest); returns its id, never its value',
@@ -61,11 +63,11 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }), async (c) => {
     const auth = c.get('auth');
     const body = c.req.valid('json');
-    const { secretId, sealed } = prepareSecret(cell, body.value);
-    const at = cell.clock.now();
-    await cell.store.write((tx) => {
-      insertSecretTx(tx, { secretId, name: body.name, sealed, at, by: auth.principal.id });
-      recordAuditTx(tx, { at, actor: auth.principal.id, action: 'secret.create', target: secretId, outcome: 'ok', details: { name: body.name } });
+    const { secretId, sealed } = prepareSecret(ctx.secretsKey(), body.value);
+    const at = core.clock.now();
+    await core.store.write(async (tx) => {
+      await insertSecret(tx, { secretId, name: body.name, sealed, at, by: auth.principal.id });
+      await iam.audit(tx, { at, actor: auth.principal.id, action: 'secret.create', target: secretId, outcome: 'ok', details: { name: body.name } });
     });
     return c.json({ secret_id: secretId, name: body.name, created_at: new Date(at).toISOString() }, 201);
   });
@@ -79,8 +81,8 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }), async (c) => {
     const auth = c.get('auth');
     const body = c.req.valid('json');
-    const p = await registerProvider(cell, auth, body);
-    return c.json(providerView(cell, p), 201);
+    const p = await registerProvider(ctx, auth, body);
+    return c.json(providerView(core.config.posture, p), 201);
   });
 
   app.openapi(createRoute({
@@ -89,9 +91,9 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     ...secured(PERMISSIONS.providersRead),
     request: { query: pageQuery(100, 1000) },
     responses: { 200: json(z.object({ providers: z.array(ProviderView), limit: z.number(), offset: z.number() }).openapi('ModelProviderList'), 'Providers'), ...errorResponses(400, 401, 403) },
-  }), (c) => {
+  }), async (c) => {
     const { limit, offset } = c.req.valid('query');
-    return c.json({ providers: listProviders(cell, limit, offset).map((p) => providerView(cell, p)), limit, offset }, 200);
+    return c.json({ providers: (await ai.providers(limit, offset)).map((p) => providerView(core.config.posture, p)), limit, offset }, 200);
   });
 
   app.openapi(createRoute({
@@ -100,10 +102,10 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     ...secured(PERMISSIONS.providersRead),
     request: { params: IdParam },
     responses: { 200: json(ProviderView, 'The provider'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
-    const p = getProvider(cell, c.req.valid('param').provider_id);
+  }), async (c) => {
+    const p = await ai.provider(c.req.valid('param').provider_id);
     if (!p) throw notFound('model provider');
-    return c.json(providerView(cell, p), 200);
+    return c.json(providerView(core.config.posture, p), 200);
   });
 
   app.openapi(createRoute({
@@ -111,12 +113,12 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     summary: 'Agent runtimes this cell can run',
     ...secured(PERMISSIONS.providersRead),
     responses: { 200: json(z.object({ runtimes: z.array(Runtime) }).openapi('AgentRuntimeList'), 'Runtimes'), ...errorResponses(401, 403) },
-  }), (c) => c.json({ runtimes: agentRuntimes(cell) }, 200));
+  }), (c) => c.json({ runtimes: ai.runtimes() }, 200));
 
   app.openapi(createRoute({
     method: 'get', path: `${P}/ai/tool-registry`, tags: ['Model providers'], 'x-status': 'Live',
     summary: 'The governed tool catalog',
     ...secured(PERMISSIONS.catalogRead),
     responses: { 200: json(z.object({ tools: z.array(Tool) }).openapi('ToolRegistry'), 'Tools'), ...errorResponses(401, 403) },
-  }), (c) => c.json({ tools: toolRegistryView() }, 200));
+  }), (c) => c.json({ tools: tools.registry() }, 200));
 }

@@ -11,32 +11,27 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ServiceError } from '../../core/errors.ts';
-import type { Cell } from '../context.ts';
-import type { Tx } from '../store/types.ts';
-import { newId } from '../iam/ids.ts';
 import { grants } from '../../core/authority/scopes.ts';
+import { ServiceError } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
+import { newId } from '../ids.ts';
+import type { Reader } from '../store/types.ts';
+import { sealedSecret, secretCreator } from './repository.ts';
 
 const KEY_FILE = 'secrets.key';
-const keys = new WeakMap<Cell, Buffer>();
 
-/** The cell's secrets key, created (0600) on first use. */
-export function secretsKey(cell: Cell): Buffer {
-  const cached = keys.get(cell);
-  if (cached) return cached;
-  const path = join(cell.config.dataDir, KEY_FILE);
-  let key: Buffer;
+/** Reads the cell's secrets key from `dataDir`, creating it (0600) when absent. */
+export function loadSecretsKey(dataDir: string): Buffer {
+  const path = join(dataDir, KEY_FILE);
   if (existsSync(path)) {
-    key = readFileSync(path);
+    const key = readFileSync(path);
     if (key.length !== 32) throw new TypeError(`${path} must hold exactly 32 bytes`);
-  } else {
-    mkdirSync(cell.config.dataDir, { recursive: true });
-    key = randomBytes(32);
-    writeFileSync(path, key, { mode: 0o600, flag: 'wx' });
-    chmodSync(path, 0o600);
+    return key;
   }
-  keys.set(cell, key);
+  mkdirSync(dataDir, { recursive: true });
+  const key = randomBytes(32);
+  writeFileSync(path, key, { mode: 0o600, flag: 'wx' });
+  chmodSync(path, 0o600);
   return key;
 }
 
@@ -59,22 +54,10 @@ export function openSecret(key: Buffer, secretId: string, sealed: Uint8Array): s
   return Buffer.concat([d.update(b.subarray(12, b.length - 16)), d.final()]).toString('utf8');
 }
 
-export interface SecretMeta { secret_id: string; name: string; created_at: string; created_by: string }
-
-/** Seals and stores a value (call outside the transaction's hot path: sealing is random). */
-export function prepareSecret(cell: Cell, value: string): { secretId: string; sealed: Uint8Array } {
+/** A fresh secret id and the value sealed under it (sealing is random: do it before the transaction). */
+export function prepareSecret(key: Buffer, value: string): { secretId: string; sealed: Uint8Array } {
   const secretId = newId('sec');
-  return { secretId, sealed: sealSecret(secretsKey(cell), secretId, value) };
-}
-
-export function insertSecretTx(tx: Tx, row: { secretId: string; name: string; sealed: Uint8Array; at: number; by: string }): void {
-  tx.run('INSERT INTO ai_secrets (secret_id, name, sealed, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [
-    row.secretId, row.name, row.sealed, row.at, row.by,
-  ]);
-}
-
-export function secretExists(cell: Cell, secretId: string): boolean {
-  return cell.store.get('SELECT 1 AS x FROM ai_secrets WHERE secret_id = ?', [secretId]) !== undefined;
+  return { secretId, sealed: sealSecret(key, secretId, value) };
 }
 
 /**
@@ -82,26 +65,20 @@ export function secretExists(cell: Cell, secretId: string): boolean {
  * (and so send it wherever the provider's base_url points): the secret's
  * creator may, anyone else needs `secrets.use`. An unknown secret: nobody.
  */
-export function mayUseSecret(cell: Cell, principalId: string, permissions: readonly string[], secretId: string): boolean {
-  const row = cell.store.get<{ created_by: string }>('SELECT created_by FROM ai_secrets WHERE secret_id = ?', [secretId]);
-  if (!row) return false;
-  return row.created_by === principalId || grants(permissions, PERMISSIONS.secretsUse);
+export async function mayUseSecret(db: Reader, principalId: string, permissions: readonly string[], secretId: string): Promise<boolean> {
+  const creator = await secretCreator(db, secretId);
+  if (creator === undefined) return false;
+  return creator === principalId || grants(permissions, PERMISSIONS.secretsUse);
 }
 
 /** The plaintext of a stored secret, for a provider call only. */
-export function readSecret(cell: Cell, secretId: string): string {
-  const row = cell.store.get<{ sealed: Uint8Array }>('SELECT sealed FROM ai_secrets WHERE secret_id = ?', [secretId]);
-  if (!row) throw new ServiceError('service_unavailable', 'the provider secret is missing', { details: { reason: 'secret_missing', secret_id: secretId } });
+export async function readSecret(db: Reader, key: () => Buffer, secretId: string): Promise<string> {
+  const sealed = await sealedSecret(db, secretId);
+  if (!sealed) throw new ServiceError('service_unavailable', 'the provider secret is missing', { details: { reason: 'secret_missing', secret_id: secretId } });
   try {
-    return openSecret(secretsKey(cell), secretId, row.sealed);
+    return openSecret(key(), secretId, sealed);
   } catch {
     // The key file changed or the row was altered: refuse without the cause.
     throw new ServiceError('service_unavailable', 'the provider secret cannot be opened', { details: { reason: 'secret_unreadable', secret_id: secretId } });
   }
-}
-
-export function listSecretMeta(cell: Cell, limit: number, offset: number): SecretMeta[] {
-  return cell.store.all<{ secret_id: string; name: string; created_at: number; created_by: string }>(
-    'SELECT secret_id, name, created_at, created_by FROM ai_secrets ORDER BY created_at, secret_id LIMIT ? OFFSET ?', [limit, offset],
-  ).map((r) => ({ ...r, created_at: new Date(r.created_at).toISOString() }));
 }

@@ -20,9 +20,9 @@ import { ServiceError, forbidden, notFound, unauthorized } from '../../core/erro
 import { BUILTIN_ROLES, PERMISSIONS } from '../../core/permissions.ts';
 import type { AuthContext, Authenticator, CellCore } from '../context.ts';
 import { clientIp } from '../http/client-ip.ts';
-import type { Tx } from '../store/types.ts';
+import type { Reader, Tx } from '../store/types.ts';
 import { checkPassword, hashPassword } from './passwords.ts';
-import type { Principal } from './principals.ts';
+import type { Principal, PrincipalKind } from './principals.ts';
 import * as repo from './repository.ts';
 
 export interface Role { name: string; permissions: string[]; builtin: boolean; description: string | null }
@@ -90,6 +90,11 @@ export class Iam {
 
   principalByName(name: string): Promise<Principal | undefined> {
     return repo.principalByName(this.core.store, name);
+  }
+
+  /** How many principals of a kind are active (Agent Teams' agent quota); pass `tx` to count inside a transaction. */
+  activeCount(kind: PrincipalKind, db: Reader = this.core.store): Promise<number> {
+    return repo.countActive(db, kind);
   }
 
   async role(name: string): Promise<Role | undefined> {

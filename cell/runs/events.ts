@@ -3,28 +3,22 @@
  * An event IS a sealed journal record (core/journal/record.ts); its `seq` is
  * the event id. Crew runs and job runs share it.
  *
- * `subscribe(cell, runId, afterSeq, onEvent)` first replays the durable
+ * `subscribe(ctx, runId, afterSeq, onEvent)` first replays the durable
  * records with seq > afterSeq from the journal table, then delivers live ones,
  * each exactly once and in seq order (a per-subscriber high-water mark drops
- * anything already delivered), so resuming from a Last-Event-ID neither loses
- * nor duplicates events. It returns the unsubscribe function.
+ * anything already delivered; live records published while the backlog is
+ * being read are held back and delivered after it), so resuming from a
+ * Last-Event-ID neither loses nor duplicates events. It resolves, once the
+ * backlog is delivered, with the unsubscribe function.
  */
 import type { JournalRecord } from '../../core/journal/record.ts';
-import type { Cell } from '../context.ts';
+import type { Logger } from '../context.ts';
+import type { RunEventListener, RunsContext, Subscriber } from './context.ts';
+import { records } from './repository.ts';
 
-export type RunEventListener = (rec: JournalRecord) => void;
+export type { RunEventListener } from './context.ts';
 
-interface Subscriber { high: number; fn: RunEventListener }
-
-const buses = new WeakMap<Cell, Map<string, Set<Subscriber>>>();
-
-function busOf(cell: Cell): Map<string, Set<Subscriber>> {
-  let b = buses.get(cell);
-  if (!b) { b = new Map(); buses.set(cell, b); }
-  return b;
-}
-
-function deliver(s: Subscriber, rec: JournalRecord, log: Cell['log']): void {
+function deliver(s: Subscriber, rec: JournalRecord, log: Logger): void {
   if (rec.seq <= s.high) return;
   s.high = rec.seq;
   try {
@@ -35,35 +29,46 @@ function deliver(s: Subscriber, rec: JournalRecord, log: Cell['log']): void {
 }
 
 /** Publishes a durable record to the run's live subscribers (called by journal.ts only). */
-export function publish(cell: Cell, rec: JournalRecord): void {
-  const subs = busOf(cell).get(rec.run_id);
+export function publish(ctx: RunsContext, rec: JournalRecord): void {
+  const subs = ctx.bus.get(rec.run_id);
   if (!subs) return;
-  for (const s of [...subs]) deliver(s, rec, cell.log);
+  for (const s of [...subs]) {
+    if (s.held) s.held.push(rec);
+    else deliver(s, rec, ctx.core.log);
+  }
 }
 
 /**
  * Subscribes to a run's events after `afterSeq` (0 = from the start): the
- * backlog is delivered synchronously before this returns, then live events.
+ * backlog is delivered before the returned promise resolves, then live events.
  */
-export function subscribe(cell: Cell, runId: string, afterSeq: number, onEvent: RunEventListener): () => void {
-  const bus = busOf(cell);
+export async function subscribe(ctx: RunsContext, runId: string, afterSeq: number, onEvent: RunEventListener): Promise<() => void> {
+  const bus = ctx.bus;
   let subs = bus.get(runId);
   if (!subs) { subs = new Set(); bus.set(runId, subs); }
-  const s: Subscriber = { high: afterSeq, fn: onEvent };
+  const s: Subscriber = { high: afterSeq, fn: onEvent, held: [] };
   subs.add(s);
-  // Backlog after registering: a record committed in between is either in the
-  // table (read here) or published later; the high-water mark drops the twin.
-  const rows = cell.store.all<{ record: string }>('SELECT record FROM journal WHERE run_id = ? AND seq > ? ORDER BY seq', [runId, afterSeq]);
-  for (const r of rows) deliver(s, JSON.parse(r.record) as JournalRecord, cell.log);
-  return () => {
+  const unsubscribe = () => {
     const set = bus.get(runId);
     if (!set) return;
     set.delete(s);
     if (set.size === 0) bus.delete(runId);
   };
+  // Backlog after registering: a record committed in between is either in the
+  // table (read here) or held back; the high-water mark drops the twin.
+  try {
+    for (const rec of await records(ctx.core.store, runId, afterSeq, Number.MAX_SAFE_INTEGER)) deliver(s, rec, ctx.core.log);
+  } catch (err) {
+    unsubscribe();
+    throw err;
+  }
+  const held = s.held ?? [];
+  s.held = null;
+  for (const rec of held.sort((a, b) => a.seq - b.seq)) deliver(s, rec, ctx.core.log);
+  return unsubscribe;
 }
 
 /** Number of live subscribers of a run (tests, metrics). */
-export function subscriberCount(cell: Cell, runId: string): number {
-  return busOf(cell).get(runId)?.size ?? 0;
+export function subscriberCount(ctx: RunsContext, runId: string): number {
+  return ctx.bus.get(runId)?.size ?? 0;
 }

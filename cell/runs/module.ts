@@ -1,31 +1,35 @@
 /**
  * The shared run infrastructure (crew runs and job runs): the `runs` and
- * `journal` tables, the event bus, run control (cancel) and the journal / SSE
- * routes under /api/public/v1/admin/jobs/runs/{run_id}/. Entry points for
- * other modules:
- * - runs.ts: createRunTx, getRun, listRuns, setRunState(Tx), setRunFlags, activeRuns
- * - journal.ts: appendJournal, finishRun, readJournal, putRunBlob/getBlob
- * - storage.ts: what runs keep in the store and its limits (run cap, workspace and cell quotas)
- * - events.ts: subscribe(cell, runId, afterSeq, onEvent) -> unsubscribe
- * - control.ts: registerDriver, requestCancel
- * - drive.ts: driveRun (core/engine runGraph with the journal port bound here)
- * - routes-values.ts: a step's input or output by the hash its journal record names
+ * `journal` tables, the event bus, run control (cancel), driving a graph on
+ * the engine, the approvals shared by waiting runs, and the journal / SSE
+ * routes under /api/public/v1/admin/jobs/runs/{run_id}/. Other modules use
+ * its API (`runs`, cell/runs/api.ts). On stop it aborts the drives of this
+ * process (the runs stay non-terminal and are recovered on the next start).
  */
+import type { CellCore } from '../context.ts';
+import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
+import { Runs } from './api.ts';
 import { abortAllDrivers } from './control.ts';
+import { createRunsContext } from './context.ts';
 import { mountRunEventRoutes } from './routes.ts';
 import { mountRunValueRoutes } from './routes-values.ts';
-import { RUNS_MIGRATIONS } from './runs.ts';
-import { STORAGE_MIGRATIONS } from './storage.ts';
 
-export const runsModule: CellModule = {
-  name: 'runs',
-  migrations: [...RUNS_MIGRATIONS, ...STORAGE_MIGRATIONS],
-  routes(app, cell) {
-    mountRunEventRoutes(app, cell);
-    mountRunValueRoutes(app, cell);
-  },
-  async stop(cell) {
-    await abortAllDrivers(cell);
-  },
-};
+export interface RunsModule extends CellModule {
+  runs: Runs;
+}
+
+export async function createRunsModule(core: CellCore, deps: { iam: Iam }): Promise<RunsModule> {
+  const ctx = createRunsContext(core, deps.iam);
+  return {
+    name: 'runs',
+    runs: new Runs(ctx),
+    routes(app) {
+      mountRunEventRoutes(app, ctx);
+      mountRunValueRoutes(app, ctx);
+    },
+    async stop() {
+      await abortAllDrivers(ctx);
+    },
+  };
+}

@@ -2,7 +2,7 @@
  * `GET /api/public/v1/admin/jobs/runs/{run_id}/values/{hash}`: a step's input
  * or output, by the content hash its journal record names. Journal records
  * carry hashes only; the values sit beside the journal by hash (journal.ts
- * putBlob). A value is served only when a record of this run names it as its
+ * putRunBlob). A value is served only when a record of this run names it as its
  * `input_hash` or `output_hash`, so a caller who may read this run learns
  * nothing of another run's values. The answer carries the hash, and the client
  * can check `contentHash(value) === hash` (the operator console does) to know
@@ -12,7 +12,8 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { contentHash } from '../../core/canonical.ts';
 import { notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv } from '../context.ts';
+import type { RunsContext } from './context.ts';
 import { errorResponses, json, secured } from '../http/openapi.ts';
 import { getBlob, readJournal } from './journal.ts';
 import { getRun } from './runs.ts';
@@ -37,13 +38,13 @@ const getValue = createRoute({
 });
 
 /** Mounts the values route. */
-export function mountRunValueRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
-  app.openapi(getValue, (c) => {
+export function mountRunValueRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext): void {
+  app.openapi(getValue, async (c) => {
     const { run_id, hash } = c.req.valid('param');
-    if (!getRun(cell, run_id)) throw notFound('run');
-    const named = readJournal(cell, run_id).some((r) => r.input_hash === hash || r.output_hash === hash);
+    if (!(await getRun(ctx, run_id))) throw notFound('run');
+    const named = (await readJournal(ctx, run_id)).some((r) => r.input_hash === hash || r.output_hash === hash);
     if (!named) throw notFound('value');
-    const value = hash === NULL_HASH ? null : getBlob(cell, hash);
+    const value = hash === NULL_HASH ? null : await getBlob(ctx, hash);
     if (value === undefined) throw notFound('value');
     return c.json({ run_id, hash, value }, 200);
   });

@@ -16,10 +16,12 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { streamSSE } from 'hono/streaming';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv } from '../context.ts';
 import { errorResponses, json, secured } from '../http/openapi.ts';
+import type { RunsContext } from './context.ts';
 import { subscribe } from './events.ts';
 import { TERMINAL_KIND, journalClosed, readJournal, type JournalRecord } from './journal.ts';
+import { lastSeq } from './repository.ts';
 import { getRun, isTerminal } from './runs.ts';
 
 /** What the jobs read permission reads, said wherever it is required. */
@@ -106,28 +108,31 @@ function parseLastEventId(h: string | undefined, q: number | undefined): number 
   return q ?? 0;
 }
 
+/** True when the run is finished and nothing is left after `after`: its stream has nothing more to say. */
+async function exhausted(ctx: RunsContext, runId: string, state: string, after: number): Promise<boolean> {
+  if (!isTerminal(state) || !(await journalClosed(ctx, runId))) return false;
+  return (await lastSeq(ctx.core.store, runId)) <= after;
+}
+
 /** Mounts the journal and SSE routes. */
-export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
-  app.openapi(getJournal, (c) => {
+export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext): void {
+  app.openapi(getJournal, async (c) => {
     const { run_id } = c.req.valid('param');
     const { after_seq, limit } = c.req.valid('query');
-    const run = getRun(cell, run_id);
+    const run = await getRun(ctx, run_id);
     if (!run) throw notFound('run');
-    const records = readJournal(cell, run_id, after_seq, limit);
-    return c.json({ run_id, state: run.state, finished: journalClosed(cell, run_id), records: records as z.infer<typeof JournalRecordSchema>[] }, 200);
+    const records = await readJournal(ctx, run_id, after_seq, limit);
+    return c.json({ run_id, state: run.state, finished: await journalClosed(ctx, run_id), records: records as z.infer<typeof JournalRecordSchema>[] }, 200);
   });
 
-  app.openapi(getSse, (c) => {
+  app.openapi(getSse, async (c) => {
     const { run_id } = c.req.valid('param');
     const q = c.req.valid('query');
-    const run = getRun(cell, run_id);
+    const run = await getRun(ctx, run_id);
     if (!run) throw notFound('run');
     const after = parseLastEventId(c.req.header('last-event-id'), q.last_event_id);
-    if (isTerminal(run.state) && journalClosed(cell, run_id)) {
-      const last = cell.store.get<{ seq: number }>('SELECT max(seq) AS seq FROM journal WHERE run_id = ?', [run_id]);
-      // Nothing left after Last-Event-ID on a finished run: 204 tells an EventSource to stop reconnecting.
-      if ((last?.seq ?? 0) <= after) return c.body(null, 204) as never;
-    }
+    // Nothing left after Last-Event-ID on a finished run: 204 tells an EventSource to stop reconnecting.
+    if (await exhausted(ctx, run_id, run.state, after)) return c.body(null, 204) as never;
     const heartbeatMs = sseHeartbeatMs();
     c.header('X-Accel-Buffering', 'no');
     return streamSSE(c, async (stream) => {
@@ -147,15 +152,12 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void 
       stream.onAbort(finish);
       c.req.raw.signal?.addEventListener('abort', finish);
       writing = writing.then(() => stream.write('retry: 1000\n\n').then(() => undefined));
-      const unsubscribe = subscribe(cell, run_id, after, send);
-      // Already finished and nothing left to send after Last-Event-ID: close now.
-      if (!closed && isTerminal(getRun(cell, run_id)?.state ?? 'completed') && journalClosed(cell, run_id)) {
-        const last = cell.store.get<{ seq: number }>('SELECT max(seq) AS seq FROM journal WHERE run_id = ?', [run_id]);
-        if ((last?.seq ?? 0) <= after) finish();
-      }
+      const unsubscribe = await subscribe(ctx, run_id, after, send);
       const hb = setInterval(() => { writing = writing.then(() => stream.write(': heartbeat\n\n').then(() => undefined)); }, heartbeatMs);
       hb.unref?.();
       try {
+        // Already finished and nothing left to send after Last-Event-ID: close now.
+        if (!closed && (await exhausted(ctx, run_id, (await getRun(ctx, run_id))?.state ?? 'completed', after))) finish();
         await finished;
         await writing;
       } finally {

@@ -26,29 +26,9 @@
  */
 import { ServiceError } from '../../core/errors.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
-import type { Cell } from '../context.ts';
-import type { Migration, Tx } from '../store/types.ts';
-
-export const STORAGE_MIGRATIONS: readonly Migration[] = [
-  {
-    // Runs recorded before metering are counted from what they keep now: records and the
-    // distinct blobs their records name (as stored: UTF-8 bytes of the JSON text).
-    id: 'runs-003-storage',
-    sql: `CREATE TABLE run_storage (run_id TEXT PRIMARY KEY, workspace_id TEXT, bytes INTEGER NOT NULL);
-    CREATE TABLE storage_totals (scope TEXT PRIMARY KEY, bytes INTEGER NOT NULL);
-    INSERT INTO run_storage (run_id, workspace_id, bytes)
-      SELECT r.run_id, r.workspace_id,
-        length(CAST(r.spec AS BLOB)) + COALESCE(length(CAST(r.output AS BLOB)), 0) + COALESCE(length(CAST(r.error AS BLOB)), 0)
-        + COALESCE((SELECT SUM(length(CAST(j.record AS BLOB))) FROM journal j WHERE j.run_id = r.run_id), 0)
-        + COALESCE((SELECT SUM(length(CAST(b.body AS BLOB))) FROM journal_blobs b WHERE b.hash IN (
-            SELECT json_extract(j.record, '$.input_hash') FROM journal j WHERE j.run_id = r.run_id
-            UNION SELECT json_extract(j.record, '$.output_hash') FROM journal j WHERE j.run_id = r.run_id)), 0)
-      FROM runs r;
-    INSERT INTO storage_totals (scope, bytes) SELECT 'cell', COALESCE(SUM(bytes), 0) FROM run_storage;
-    INSERT INTO storage_totals (scope, bytes)
-      SELECT 'workspace:' || workspace_id, SUM(bytes) FROM run_storage WHERE workspace_id IS NOT NULL GROUP BY workspace_id;`,
-  },
-];
+import type { Reader, Tx } from '../store/types.ts';
+import type { RunMeter, RunsContext } from './context.ts';
+import * as repo from './repository.ts';
 
 export type StorageLimit = 'run_storage_cap' | 'workspace_quota' | 'cell_storage_quota';
 
@@ -85,25 +65,12 @@ export function byteSize(s: string): number {
   return Buffer.byteLength(s, 'utf8');
 }
 
-// ------------------------------------------------------------ workspace files
-
-const fileProviders = new WeakMap<Cell, (workspaceId: string) => number>();
-
-/** Registers how big a workspace's files are (the jobs module: its SQL database). */
-export function registerWorkspaceFiles(cell: Cell, bytesOf: (workspaceId: string) => number): void {
-  fileProviders.set(cell, bytesOf);
-}
-
-function fileBytes(cell: Cell, workspaceId: string | null): number {
-  if (workspaceId === null) return 0;
-  return fileProviders.get(cell)?.(workspaceId) ?? 0;
+function fileBytes(ctx: RunsContext, workspaceId: string | null): number {
+  if (workspaceId === null || !ctx.workspaceFiles) return 0;
+  return ctx.workspaceFiles(workspaceId);
 }
 
 // ------------------------------------------------------------ usage
-
-function total(db: Pick<Tx, 'get'>, scope: string): number {
-  return db.get<{ bytes: number }>('SELECT bytes FROM storage_totals WHERE scope = ?', [scope])?.bytes ?? 0;
-}
 
 export interface WorkspaceUsage {
   /** Bytes the runs of the workspace keep in the store. */
@@ -114,26 +81,22 @@ export interface WorkspaceUsage {
 }
 
 /** What a workspace uses now. */
-export function workspaceUsage(cell: Cell, workspaceId: string): WorkspaceUsage {
-  return { run_bytes: total(cell.store, `workspace:${workspaceId}`), file_bytes: fileBytes(cell, workspaceId), quota_bytes: cell.config.workspaceQuotaBytes };
-}
-
-/** Bytes all runs keep in the store. */
-export function cellRunBytes(cell: Cell): number {
-  return total(cell.store, 'cell');
+export async function workspaceUsage(ctx: RunsContext, workspaceId: string, db: Reader = ctx.core.store): Promise<WorkspaceUsage> {
+  return { run_bytes: await repo.storageTotal(db, `workspace:${workspaceId}`), file_bytes: fileBytes(ctx, workspaceId), quota_bytes: ctx.core.config.workspaceQuotaBytes };
 }
 
 /** Room a run needs besides its spec: its records alone (about 650 bytes each, sealed) take a few KiB. */
 export const MIN_RUN_ROOM_BYTES = 8 * 1024;
 
 /** Why a new run of `specBytes` has no room (its own cap, the workspace's quota, the cell's), or null. */
-export function storageRoomRefusal(cell: Cell, workspaceId: string, specBytes: number): { reason: StorageLimit; used_bytes: number; quota_bytes: number } | null {
-  if (specBytes + MIN_RUN_ROOM_BYTES > cell.config.runStorageCapBytes) return { reason: 'run_storage_cap', used_bytes: specBytes, quota_bytes: cell.config.runStorageCapBytes };
-  const ws = workspaceUsage(cell, workspaceId);
+export async function storageRoomRefusal(ctx: RunsContext, workspaceId: string, specBytes: number, db: Reader = ctx.core.store): Promise<{ reason: StorageLimit; used_bytes: number; quota_bytes: number } | null> {
+  const config = ctx.core.config;
+  if (specBytes + MIN_RUN_ROOM_BYTES > config.runStorageCapBytes) return { reason: 'run_storage_cap', used_bytes: specBytes, quota_bytes: config.runStorageCapBytes };
+  const ws = await workspaceUsage(ctx, workspaceId, db);
   const wsUsed = ws.run_bytes + ws.file_bytes;
   if (wsUsed + specBytes + MIN_RUN_ROOM_BYTES > ws.quota_bytes) return { reason: 'workspace_quota', used_bytes: wsUsed, quota_bytes: ws.quota_bytes };
-  const used = cellRunBytes(cell);
-  if (used + specBytes + MIN_RUN_ROOM_BYTES > cell.config.runStorageQuotaBytes) return { reason: 'cell_storage_quota', used_bytes: used, quota_bytes: cell.config.runStorageQuotaBytes };
+  const used = await repo.storageTotal(db, 'cell');
+  if (used + specBytes + MIN_RUN_ROOM_BYTES > config.runStorageQuotaBytes) return { reason: 'cell_storage_quota', used_bytes: used, quota_bytes: config.runStorageQuotaBytes };
   return null;
 }
 
@@ -143,8 +106,8 @@ export function storageRoomRefusal(cell: Cell, workspaceId: string, specBytes: n
  * 409 conflict (`workspace_quota`, `cell_storage_quota`) when the workspace or
  * the cell has none left. Nothing is written.
  */
-export function assertStorageRoom(cell: Cell, workspaceId: string, specBytes: number): void {
-  const r = storageRoomRefusal(cell, workspaceId, specBytes);
+export async function assertStorageRoom(ctx: RunsContext, workspaceId: string, specBytes: number): Promise<void> {
+  const r = await storageRoomRefusal(ctx, workspaceId, specBytes);
   if (r === null) return;
   if (r.reason === 'run_storage_cap') {
     throw new ServiceError('invalid_request', `the spec (${specBytes} bytes) leaves a run no room within the run storage cap of ${r.quota_bytes} bytes`, { details: { reason: r.reason, spec_bytes: specBytes, limit_bytes: r.quota_bytes } });
@@ -157,45 +120,37 @@ export function assertStorageRoom(cell: Cell, workspaceId: string, specBytes: nu
  * Bytes a run may still store before any limit refuses it: its own cap, its
  * workspace's quota and the cell's, whichever is closest (0 when none is left).
  */
-export function storageLeft(cell: Cell, runId: string): number {
-  const m = meterOf(cell, runId);
-  let left = cell.config.runStorageCapBytes - m.bytes;
+export async function storageLeft(ctx: RunsContext, runId: string): Promise<number> {
+  const config = ctx.core.config;
+  const m = await meterOf(ctx, runId);
+  let left = config.runStorageCapBytes - m.bytes;
   if (m.workspace !== null) {
-    const ws = workspaceUsage(cell, m.workspace);
+    const ws = await workspaceUsage(ctx, m.workspace);
     left = Math.min(left, ws.quota_bytes - ws.run_bytes - ws.file_bytes);
   }
-  left = Math.min(left, cell.config.runStorageQuotaBytes - cellRunBytes(cell));
+  left = Math.min(left, config.runStorageQuotaBytes - await repo.storageTotal(ctx.core.store, 'cell'));
   return Math.max(0, left);
 }
 
 // ------------------------------------------------------------ metering (journal.ts)
 
-interface RunMeter {
-  workspace: string | null;
-  bytes: number;
-  hashes: Set<string>;
-  /** The spec's bytes, until the run's first metered write counts them. */
-  spec: number;
-}
-
-const meters = new WeakMap<Cell, Map<string, RunMeter>>();
-
 /** The run's meter: loaded once per process from the store (its total, and the payload hashes its records name). */
-function meterOf(cell: Cell, runId: string): RunMeter {
-  let byRun = meters.get(cell);
-  if (!byRun) { byRun = new Map(); meters.set(cell, byRun); }
-  let m = byRun.get(runId);
-  if (m) return m;
-  const row = cell.store.get<{ bytes: number }>('SELECT bytes FROM run_storage WHERE run_id = ?', [runId]);
-  const run = cell.store.get<{ workspace_id: string | null; spec: string }>('SELECT workspace_id, spec FROM runs WHERE run_id = ?', [runId]);
+async function meterOf(ctx: RunsContext, runId: string): Promise<RunMeter> {
+  const hit = ctx.meters.get(runId);
+  if (hit) return hit;
+  const db = ctx.core.store;
+  const bytes = await repo.runStorageBytes(db, runId);
+  const run = await repo.runWorkspaceAndSpec(db, runId);
   const hashes = new Set<string>();
-  for (const r of cell.store.all<{ record: string }>('SELECT record FROM journal WHERE run_id = ?', [runId])) {
-    const rec = JSON.parse(r.record) as JournalRecord;
+  for (const rec of await repo.records(db, runId, 0, 1_000_000) as JournalRecord[]) {
     hashes.add(rec.input_hash);
     hashes.add(rec.output_hash);
   }
-  m = { workspace: run?.workspace_id ?? null, bytes: row?.bytes ?? 0, hashes, spec: row || !run ? 0 : byteSize(run.spec) };
-  byRun.set(runId, m);
+  const m: RunMeter = { workspace: run?.workspace_id ?? null, bytes: bytes ?? 0, hashes, spec: bytes !== null || !run ? 0 : byteSize(run.spec) };
+  // Another append may have loaded it meanwhile: keep the first.
+  const again = ctx.meters.get(runId);
+  if (again) return again;
+  ctx.meters.set(runId, m);
   return m;
 }
 
@@ -213,50 +168,51 @@ function measure(m: RunMeter, recordBytes: number, values: readonly PreparedValu
   return { adding, fresh };
 }
 
-function refusal(cell: Cell, db: Pick<Tx, 'get'>, m: RunMeter, adding: number): RunStorageLimitError | null {
-  if (m.bytes + adding > cell.config.runStorageCapBytes) return new RunStorageLimitError('run_storage_cap', cell.config.runStorageCapBytes, m.bytes, adding);
+async function refusal(ctx: RunsContext, db: Reader, m: RunMeter, adding: number): Promise<RunStorageLimitError | null> {
+  const config = ctx.core.config;
+  if (m.bytes + adding > config.runStorageCapBytes) return new RunStorageLimitError('run_storage_cap', config.runStorageCapBytes, m.bytes, adding);
   if (m.workspace !== null) {
-    const used = total(db, `workspace:${m.workspace}`) + fileBytes(cell, m.workspace);
-    if (used + adding > cell.config.workspaceQuotaBytes) return new RunStorageLimitError('workspace_quota', cell.config.workspaceQuotaBytes, used, adding);
+    const used = await repo.storageTotal(db, `workspace:${m.workspace}`) + fileBytes(ctx, m.workspace);
+    if (used + adding > config.workspaceQuotaBytes) return new RunStorageLimitError('workspace_quota', config.workspaceQuotaBytes, used, adding);
   }
-  const used = total(db, 'cell');
-  if (used + adding > cell.config.runStorageQuotaBytes) return new RunStorageLimitError('cell_storage_quota', cell.config.runStorageQuotaBytes, used, adding);
+  const used = await repo.storageTotal(db, 'cell');
+  if (used + adding > config.runStorageQuotaBytes) return new RunStorageLimitError('cell_storage_quota', config.runStorageQuotaBytes, used, adding);
   return null;
 }
 
 /** The limit that storing `recordBytes` plus `values` for the run would pass, or null (reads only). */
-export function storageRefusal(cell: Cell, runId: string, recordBytes: number, values: readonly PreparedValue[]): RunStorageLimitError | null {
-  const m = meterOf(cell, runId);
-  return refusal(cell, cell.store, m, measure(m, recordBytes, values).adding);
+export async function storageRefusal(ctx: RunsContext, runId: string, recordBytes: number, values: readonly PreparedValue[]): Promise<RunStorageLimitError | null> {
+  const m = await meterOf(ctx, runId);
+  return refusal(ctx, ctx.core.store, m, measure(m, recordBytes, values).adding);
+}
+
+/** Loads the run's meter before a transaction meters it (so the transaction function reads only through `tx`). */
+export function prepareMeter(ctx: RunsContext, runId: string): Promise<RunMeter> {
+  return meterOf(ctx, runId);
 }
 
 /**
  * Meters what one write of a run stores, inside that write's transaction:
  * `recordBytes` plus the values whose hash is new for the run. With
- * `enforce`, throws RunStorageLimitError (and the caller's transaction rolls
- * back) when that would pass a limit. Returns the commit step, to call once the
- * transaction is durable.
+ * `enforce`, throws RunStorageLimitError (and the transaction rolls back)
+ * when that would pass a limit. The in-memory meter moves once the
+ * transaction is durable (afterCommit), so a retried transaction counts once.
  */
-export function meterTx(cell: Cell, tx: Tx, runId: string, recordBytes: number, values: readonly PreparedValue[], enforce: boolean): () => void {
-  const m = meterOf(cell, runId);
+export async function meterTx(ctx: RunsContext, tx: Tx, m: RunMeter, runId: string, recordBytes: number, values: readonly PreparedValue[], enforce: boolean): Promise<void> {
   const { adding, fresh } = measure(m, recordBytes, values);
   if (enforce) {
-    const refused = refusal(cell, tx, m, adding);
+    const refused = await refusal(ctx, tx, m, adding);
     if (refused) throw refused;
   }
-  tx.run('INSERT INTO run_storage (run_id, workspace_id, bytes) VALUES (?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET bytes = bytes + excluded.bytes', [runId, m.workspace, adding]);
-  const scopes = m.workspace !== null ? ['cell', `workspace:${m.workspace}`] : ['cell'];
-  for (const scope of scopes) {
-    tx.run('INSERT INTO storage_totals (scope, bytes) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET bytes = bytes + excluded.bytes', [scope, adding]);
-  }
-  return () => {
+  await repo.addStorage(tx, runId, m.workspace, adding, m.workspace !== null ? ['cell', `workspace:${m.workspace}`] : ['cell']);
+  tx.afterCommit(() => {
     m.bytes += adding;
     m.spec = 0;
     for (const h of fresh) m.hashes.add(h);
-  };
+  });
 }
 
 /** Forgets a finished run's meter (its totals stay in the store). */
-export function forgetMeter(cell: Cell, runId: string): void {
-  meters.get(cell)?.delete(runId);
+export function forgetMeter(ctx: RunsContext, runId: string): void {
+  ctx.meters.delete(runId);
 }

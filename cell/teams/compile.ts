@@ -10,9 +10,9 @@ import type { BilletInput, FormationInput, SeatBinding } from '../../core/compil
 import type { Graph, SeatAuthority } from '../../core/engine/types.ts';
 import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { ServiceError, invalid } from '../../core/errors.ts';
-import type { AuthContext, Cell } from '../context.ts';
-import { assertWithinCaller } from '../iam/containment.ts';
+import type { AuthContext } from '../context.ts';
 import { getAgent } from './agents.ts';
+import type { TeamsContext } from './context.ts';
 import { listBillets, type Crew, type Formation } from './formations.ts';
 import { getSkillByName } from './resources.ts';
 
@@ -26,15 +26,15 @@ export interface CompilerInput { formation: FormationInput; billets: BilletInput
  * `{ skill: 'skill:<name>' }`; it is replaced by the skill's spec, so the graph
  * (and its hash) carries the definition that runs.
  */
-function resolveStageSkills(cell: Cell, stages: unknown[] | undefined, field: string): unknown[] | undefined {
+async function resolveStageSkills(ctx: TeamsContext, stages: unknown[] | undefined, field: string): Promise<unknown[] | undefined> {
   if (!stages) return stages;
-  const fix = (node: unknown, path: string): unknown => {
+  const fix = async (node: unknown, path: string): Promise<unknown> => {
     if (typeof node !== 'object' || node === null) return node;
     const n = node as { kind?: unknown; config?: Record<string, unknown> };
     if (n.kind === 'skill' && typeof n.config?.['skill'] === 'string') {
       const ref = n.config['skill'];
       const m = /^skill:(.+)$/.exec(ref);
-      const sk = m ? getSkillByName(cell, m[1]!) : undefined;
+      const sk = m ? await getSkillByName(ctx, m[1]!) : undefined;
       if (!sk) throw invalid(`${path}.config.skill names no skill (write skill:<name>)`, { reason: 'unknown_skill', field: `${path}.config.skill`, refs: [ref] });
       const spec: Record<string, unknown> = { name: sk.name, skill_kind: sk.skill_kind };
       if (sk.model_preference !== null) spec['model_preference'] = sk.model_preference;
@@ -42,19 +42,22 @@ function resolveStageSkills(cell: Cell, stages: unknown[] | undefined, field: st
       return { ...n, config: { ...n.config, skill: spec } };
     }
     if ((n.kind === 'map' || n.kind === 'loop') && n.config?.['body']) {
-      return { ...n, config: { ...n.config, body: fix(n.config['body'], `${path}.config.body`) } };
+      return { ...n, config: { ...n.config, body: await fix(n.config['body'], `${path}.config.body`) } };
     }
     return node;
   };
-  return stages.map((s, i) => fix(s, `${field}.${i}`));
+  const out: unknown[] = [];
+  for (const [i, s] of stages.entries()) out.push(await fix(s, `${field}.${i}`));
+  return out;
 }
 
-export function compilerInput(cell: Cell, f: Formation, crew?: Crew): CompilerInput {
+/** The compiler's input for a formation (bound to a crew when given), from the stored resources. */
+export async function compilerInput(ctx: TeamsContext, f: Formation, crew?: Crew): Promise<CompilerInput> {
   const formation: FormationInput = JSON.parse(JSON.stringify({
     name: f.name, coordination_policy: f.coordination_policy, consensus_mode: f.consensus_mode, limits: f.limits,
-    topology: f.topology, pre: resolveStageSkills(cell, f.pre, 'pre'), post: resolveStageSkills(cell, f.post, 'post'), prompt: f.prompt,
+    topology: f.topology, pre: await resolveStageSkills(ctx, f.pre, 'pre'), post: await resolveStageSkills(ctx, f.post, 'post'), prompt: f.prompt,
   })) as FormationInput;
-  const billets: BilletInput[] = listBillets(cell, f.formation_id).map((b) => ({
+  const billets: BilletInput[] = (await listBillets(ctx, f.formation_id)).map((b) => ({
     id: b.billet_id, role_label: b.role_label, required_skills: b.required_skills, reports_to: b.reports_to,
     authority_cap: b.authority_cap as BilletInput['authority_cap'], position: b.position,
   }));
@@ -62,7 +65,7 @@ export function compilerInput(cell: Cell, f: Formation, crew?: Crew): CompilerIn
   if (crew) {
     bindings = {};
     for (const [billetId, agentId] of Object.entries(crew.assignments)) {
-      const a = getAgent(cell, agentId);
+      const a = await getAgent(ctx, agentId);
       const binding: SeatBinding = { agent_id: agentId };
       if (a) {
         binding.authority = a.authority as NonNullable<SeatBinding['authority']>;
@@ -75,9 +78,12 @@ export function compilerInput(cell: Cell, f: Formation, crew?: Crew): CompilerIn
   return { formation, billets, bindings };
 }
 
+/** A compiled formation: the execution graph and its hashes. */
+export interface Compiled { graph: Graph; graphHash: string; formationHash: string }
+
 /** Compiles a formation (bound to a crew when given); throws invalid_request on a compile error. */
-export function compileFor(cell: Cell, f: Formation, crew?: Crew): { graph: Graph; graphHash: string; formationHash: string } {
-  const i = compilerInput(cell, f, crew);
+export async function compileFor(ctx: TeamsContext, f: Formation, crew?: Crew): Promise<Compiled> {
+  const i = await compilerInput(ctx, f, crew);
   const r = compileFormation(i.formation, i.billets, i.bindings, NATIVE);
   if (!r.ok) {
     throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, { details: { reason: r.code, ...r.details } });
@@ -89,8 +95,8 @@ export function compileFor(cell: Cell, f: Formation, crew?: Crew): { graph: Grap
 const BILLET_CODES = new Set(['empty_formation', 'too_many_billets', 'duplicate_billet', 'unknown_reports_to', 'reports_to_cycle', 'root_count', 'over_authority', 'unbound_seat']);
 
 /** Compiles the formation around one probe seat to refuse bad stages and limits at authoring. */
-export function checkFormationCompiles(cell: Cell, f: Formation): void {
-  const i = compilerInput(cell, f);
+export async function checkFormationCompiles(ctx: TeamsContext, f: Formation): Promise<void> {
+  const i = await compilerInput(ctx, f);
   const probe = { id: 'probe', role_label: 'probe', required_skills: [], reports_to: null, authority_cap: {}, position: 0 };
   const r = compileFormation(i.formation, [probe], undefined, NATIVE);
   if (!r.ok && !BILLET_CODES.has(r.code)) {
@@ -109,8 +115,8 @@ export function seatEnvelope(a: SeatAuthority): AuthorityEnvelope {
  * (agent ∩ billet cap): refused (audited, wider_than_caller) unless every
  * seat stays inside the caller's envelope authority.
  */
-export async function assertSeatsWithinCaller(cell: Cell, auth: AuthContext, graph: Graph, ctx: { action: string; target: string }): Promise<void> {
+export async function assertSeatsWithinCaller(ctx: TeamsContext, auth: AuthContext, graph: Graph, what: { action: string; target: string }): Promise<void> {
   for (const seat of Object.values(graph.seats)) {
-    await assertWithinCaller(cell, auth, { envelope: seatEnvelope(seat.authority) }, ctx);
+    await ctx.iam.assertWithinCaller(auth, { envelope: seatEnvelope(seat.authority) }, what);
   }
 }

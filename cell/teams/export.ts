@@ -1,14 +1,15 @@
 /**
  * Everything a crew bundle for the edge needs, read in one place: the crew,
- * its formation and billets, the compiled graph and hashes, the bound agents,
- * their blueprints, the skills they reference, the governing contracts they
- * name, and each seat's effective grants (from the compiled graph).
+ * its formation and billets, the compiled graph and hashes with the
+ * compiler's input, the bound agents, their blueprints and budget ledgers,
+ * the skills they reference, the governing contracts they name, and each
+ * seat's effective grants (from the compiled graph).
  */
 import type { Graph } from '../../core/engine/types.ts';
 import { notFound } from '../../core/errors.ts';
-import type { Cell } from '../context.ts';
-import { getAgent, type Agent } from './agents.ts';
-import { compileFor } from './compile.ts';
+import { getAgent, getLedger, type Agent, type Ledger } from './agents.ts';
+import { compileFor, compilerInput, type CompilerInput } from './compile.ts';
+import type { TeamsContext } from './context.ts';
 import { getCrew, getFormation, listBillets, type Billet, type Crew, type Formation } from './formations.ts';
 import { getBlueprint, getContract, getSkillByName, type Blueprint, type Contract, type Skill } from './resources.ts';
 
@@ -19,40 +20,58 @@ export interface CrewExport {
   graph: Graph;
   graph_hash: string;
   formation_hash: string;
+  /** What the compiler compiled (a device recompiles it to check the graph hash). */
+  compiler_input: CompilerInput;
   agents: Agent[];
   blueprints: Blueprint[];
   skills: Skill[];
   contracts: Contract[];
   /** billet id -> the seat's effective authority (agent authority ∩ billet cap), as compiled. */
   grants: Record<string, unknown>;
+  /** agent id -> its budget ledger now (agents without one are absent). */
+  ledgers: Record<string, Ledger>;
 }
 
-export function loadCrewForExport(cell: Cell, crewId: string): CrewExport {
-  const crew = getCrew(cell, crewId);
+/** Defined items of `ids` in order, each read by `get`. */
+async function each<T>(ids: readonly string[], get: (id: string) => Promise<T | undefined>): Promise<T[]> {
+  const out: T[] = [];
+  for (const id of ids) {
+    const x = await get(id);
+    if (x !== undefined) out.push(x);
+  }
+  return out;
+}
+
+export async function loadCrewForExport(ctx: TeamsContext, crewId: string): Promise<CrewExport> {
+  const crew = await getCrew(ctx, crewId);
   if (!crew) throw notFound('crew');
-  const formation = getFormation(cell, crew.formation_id);
+  const formation = await getFormation(ctx, crew.formation_id);
   if (!formation) throw notFound('formation');
-  const billets = listBillets(cell, formation.formation_id);
-  const compiled = compileFor(cell, formation, crew);
-  const agents = [...new Set(Object.values(crew.assignments))].sort().map((id) => getAgent(cell, id)).filter((a): a is Agent => a !== undefined);
-  const blueprints = [...new Set(agents.map((a) => a.blueprint_id).filter((x): x is string => x !== null))].sort()
-    .map((id) => getBlueprint(cell, id)).filter((b): b is Blueprint => b !== undefined);
+  const billets = await listBillets(ctx, formation.formation_id);
+  const compiled = await compileFor(ctx, formation, crew);
+  const agents = await each([...new Set(Object.values(crew.assignments))].sort(), (id) => getAgent(ctx, id));
+  const blueprints = await each([...new Set(agents.map((a) => a.blueprint_id).filter((x): x is string => x !== null))].sort(), (id) => getBlueprint(ctx, id));
   const skillNames = new Set<string>();
   for (const b of billets) for (const r of b.required_skills) skillNames.add(r.replace(/^skill:/, ''));
   for (const bp of blueprints) {
     for (const r of bp.required_skills) skillNames.add(r.replace(/^skill:/, ''));
     if (bp.system_prompt_ref?.startsWith('skill:')) skillNames.add(bp.system_prompt_ref.slice(6));
   }
-  const skills = [...skillNames].sort().map((n) => getSkillByName(cell, n)).filter((s): s is Skill => s !== undefined);
+  const skills = await each([...skillNames].sort(), (n) => getSkillByName(ctx, n));
   const grants: Record<string, unknown> = {};
   const contractIds = new Set<string>();
   for (const [id, seat] of Object.entries(compiled.graph.seats)) {
     grants[id] = seat.authority;
     for (const id of seat.authority.governing_contract_ids) contractIds.add(id);
   }
-  const contracts = [...contractIds].sort().map((id) => getContract(cell, id)).filter((k): k is Contract => k !== undefined);
+  const contracts = await each([...contractIds].sort(), (id) => getContract(ctx, id));
+  const ledgers: Record<string, Ledger> = {};
+  for (const a of agents) {
+    const l = await getLedger(ctx, a.agent_id);
+    if (l) ledgers[a.agent_id] = l;
+  }
   return {
     crew, formation, billets, graph: compiled.graph, graph_hash: compiled.graphHash, formation_hash: compiled.formationHash,
-    agents, blueprints, skills, contracts, grants,
+    compiler_input: await compilerInput(ctx, formation, crew), agents, blueprints, skills, contracts, grants, ledgers,
   };
 }

@@ -1,30 +1,43 @@
 /**
- * The Agent Teams module: its tables (AI providers and secrets, the tool
- * catalog's workspace storage, and the teams resources) and its routes.
+ * The Agent Teams module: skills, blueprints, agents and their budget
+ * ledgers, formations, billets, crews, governing contracts, and crew runs
+ * (driven through the runs module, with models from the AI module and tools
+ * from the tools module). Other modules use its API (`teams`). On start it
+ * wakes waiting crew runs and starts the investigate sweep; on stop it ends
+ * the sweep and pending wake-ups (the runs module aborts in-flight drives).
  */
+import type { Ai } from '../ai/ai.ts';
+import type { CellCore } from '../context.ts';
+import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
-import { AI_MIGRATIONS } from '../ai/providers.ts';
-import { aiRoutes } from '../ai/routes.ts';
-import { TOOLS_MIGRATIONS } from '../tools/catalog.ts';
+import type { Runs } from '../runs/api.ts';
+import type { Tools } from '../tools/tools.ts';
+import { createTeamsContext } from './context.ts';
 import { formationRoutes } from './routes-formations.ts';
 import { resourceRoutes } from './routes-resources.ts';
 import { runRoutes } from './routes-runs.ts';
 import { startSweep, stopSweep } from './runs.ts';
-import { TEAMS_MIGRATIONS } from './schema.ts';
+import { Teams } from './teams.ts';
 
-export const teamsModule: CellModule = {
-  name: 'teams',
-  migrations: [...AI_MIGRATIONS, ...TOOLS_MIGRATIONS, ...TEAMS_MIGRATIONS],
-  routes(app, cell) {
-    aiRoutes(app, cell);
-    resourceRoutes(app, cell);
-    formationRoutes(app, cell);
-    runRoutes(app, cell);
-  },
-  start(cell) {
-    startSweep(cell);
-  },
-  async stop(cell) {
-    await stopSweep(cell);
-  },
-};
+export interface TeamsModule extends CellModule {
+  teams: Teams;
+}
+
+export async function createTeamsModule(core: CellCore, deps: { iam: Iam; ai: Ai; tools: Tools; runs: Runs }): Promise<TeamsModule> {
+  const ctx = createTeamsContext(core, deps);
+  return {
+    name: 'teams',
+    teams: new Teams(ctx),
+    routes(app) {
+      resourceRoutes(app, ctx);
+      formationRoutes(app, ctx);
+      runRoutes(app, ctx);
+    },
+    async start() {
+      await startSweep(ctx);
+    },
+    async stop() {
+      await stopSweep(ctx);
+    },
+  };
+}

@@ -1,28 +1,23 @@
 /**
  * The cell's implementations of the engine's ports for a crew run: the model
- * (the agent's provider over the OpenAI-compatible client), the governed tool
- * catalog, approvals (stored decisions), budget ledgers, and governing
- * contracts. Journal, clock, cancellation and recorded steps are bound by
- * cell/runs/drive.ts.
+ * (the agent's provider, through the AI module), the governed tool catalog
+ * (through the tools module), approvals (the runs module's), budget ledgers,
+ * and governing contracts. Journal, clock, cancellation and recorded steps
+ * are bound by the runs module's driveRun.
  *
  * Tool names travel to the model with `.` spelled `__` (function names of the
  * Chat Completions protocol allow only [A-Za-z0-9_-]); answers in either
  * spelling map back to the catalog name.
  */
 import { EngineRefusal } from '../../core/engine/refusal.ts';
-import type {
-  ApprovalDecision, ApprovalsPort, BudgetPort, ContractsPort, ModelPort, ModelRequest, ModelResponse, ToolsPort,
-} from '../../core/engine/types.ts';
+import type { BudgetPort, ContractsPort, ModelPort, ModelRequest, ModelResponse, ToolsPort } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { isServiceError } from '../../core/errors.ts';
-import type { Cell } from '../context.ts';
-import { callProvider } from '../ai/providers.ts';
 import type { ChatMessage as WireMessage, ToolSpec } from '../ai/openai-client.ts';
-import { getTool } from '../tools/catalog.ts';
-import { commitBudget, getAgent, getLedger, providerFor, reserveBudget } from './agents.ts';
-import { getContract } from './resources.ts';
-import { driverSignal } from '../runs/control.ts';
 import type { DrivePorts } from '../runs/drive.ts';
+import { commitBudget, getAgent, getLedger, providerFor, reserveBudget } from './agents.ts';
+import type { TeamsContext } from './context.ts';
+import { getContract } from './resources.ts';
 
 export const toWireName = (n: string) => n.replace(/\./g, '__');
 export const fromWireName = (n: string) => n.replace(/__/g, '.');
@@ -33,12 +28,12 @@ export const fromWireName = (n: string) => n.replace(/__/g, '.');
  * signal of this process's driver of the run, so a cancel interrupts a slow
  * provider at once (the engine then ends the run `cancelled`).
  */
-export function modelPort(cell: Cell, runId?: string): ModelPort {
+export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
   return {
     async complete(req: ModelRequest): Promise<ModelResponse> {
-      const agent = getAgent(cell, req.agent.id);
+      const agent = await getAgent(ctx, req.agent.id);
       if (!agent) throw new EngineRefusal('agent_unknown', 'the seat has no agent', { agent_id: req.agent.id });
-      const providerId = providerFor(cell, agent);
+      const providerId = await providerFor(ctx, agent);
       if (!providerId) throw new EngineRefusal('no_provider', 'no model provider is registered', { agent_id: agent.agent_id });
       const messages: WireMessage[] = req.messages.map((m) => {
         const w: WireMessage = { role: m.role, content: m.content };
@@ -50,10 +45,10 @@ export function modelPort(cell: Cell, runId?: string): ModelPort {
       });
       const tools: ToolSpec[] = req.tools.map((t) => ({ type: 'function', function: { name: toWireName(t.name), description: t.description, parameters: t.parameters } }));
       try {
-        const r = await callProvider(cell, providerId, {
+        const r = await ctx.ai.call(providerId, {
           ...(req.agent.model ? { model: req.agent.model } : {}),
           messages, ...(tools.length ? { tools } : {}), max_tokens: req.max_tokens,
-        }, { signal: runId === undefined ? undefined : driverSignal(cell, runId) });
+        }, { signal: runId === undefined ? undefined : ctx.runs.driverSignal(runId) });
         const out: ModelResponse = { content: r.content ?? '', usage: { input_tokens: r.usage.prompt_tokens, output_tokens: r.usage.completion_tokens } };
         if (r.tool_calls.length) {
           out.tool_calls = r.tool_calls.map((c) => {
@@ -71,19 +66,18 @@ export function modelPort(cell: Cell, runId?: string): ModelPort {
   };
 }
 
-export function toolsPort(cell: Cell, workspaceId: string): ToolsPort {
+export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
+  const { tools } = ctx;
   return {
     describe(name) {
-      const t = getTool(name);
-      return t ? { name: t.name, description: t.description, side_effects: t.side_effects, parameters: t.parameters as JsonObject } : undefined;
+      return tools.describe(name);
     },
-    async call(name, args, ctx) {
-      const t = getTool(name);
-      if (!t) throw new EngineRefusal('tool_unknown', `no tool ${name}`, { tool: name });
-      const a = ctx.authority;
+    async call(name, args, call) {
+      if (!tools.has(name)) throw new EngineRefusal('tool_unknown', `no tool ${name}`, { tool: name });
+      const a = call.authority;
       try {
-        return await t.run({
-          cell, workspaceId, agentId: ctx.agent_id ?? 'none',
+        return await tools.run(name, {
+          workspaceId, agentId: call.agent_id ?? 'none',
           authority: { egress_allowlist: a?.egress_allowlist ?? [], data_grant_ids: a?.data_grant_ids ?? [], clearance_level: a?.clearance_level ?? 0, compartments: a?.compartments ?? [] },
         }, args);
       } catch (e) {
@@ -96,43 +90,27 @@ export function toolsPort(cell: Cell, workspaceId: string): ToolsPort {
   };
 }
 
-export function approvalsPort(cell: Cell, runId: string): ApprovalsPort {
+export function budgetPort(ctx: TeamsContext): BudgetPort {
   return {
-    async decisions(stepId): Promise<ApprovalDecision[]> {
-      return cell.store.all<{ principal: string; decision: string; at: number }>(
-        'SELECT principal, decision, at FROM team_approvals WHERE run_id = ? AND step_id = ? ORDER BY at, principal', [runId, stepId],
-      ).map((r) => ({ principal: r.principal, decision: r.decision as 'approve' | 'reject', at: r.at }));
-    },
-    async request(stepId, ask) {
-      if (cell.store.get('SELECT 1 AS x FROM team_approval_requests WHERE run_id = ? AND step_id = ?', [runId, stepId])) return;
-      const at = cell.clock.now();
-      await cell.store.write((tx) => tx.run('INSERT OR IGNORE INTO team_approval_requests (run_id, step_id, body, at) VALUES (?, ?, ?, ?)',
-        [runId, stepId, JSON.stringify(ask), at]));
-    },
+    async hasLedger(agentId) { return (await getLedger(ctx, agentId)) !== undefined; },
+    reserve: (agentId, amount, ref) => reserveBudget(ctx, agentId, amount, ref),
+    commit: (id, actual) => commitBudget(ctx, id, actual),
   };
 }
 
-export function budgetPort(cell: Cell): BudgetPort {
-  return {
-    async hasLedger(agentId) { return getLedger(cell, agentId) !== undefined; },
-    reserve: (agentId, amount, ref) => reserveBudget(cell, agentId, amount, ref),
-    commit: (id, actual) => commitBudget(cell, id, actual),
-  };
-}
-
-export function contractsPort(cell: Cell): ContractsPort {
+export function contractsPort(ctx: TeamsContext): ContractsPort {
   return {
     async get(id) {
-      const k = getContract(cell, id);
+      const k = await getContract(ctx, id);
       return k ? { id: k.contract_id, rules: k.rules } : undefined;
     },
   };
 }
 
-/** Every port a crew run needs except those driveRun binds. */
-export function crewPorts(cell: Cell, runId: string, workspaceId: string): DrivePorts {
+/** Every port a crew run needs except those driveRun binds (approvals are the runs module's). */
+export function crewPorts(ctx: TeamsContext, runId: string, workspaceId: string): DrivePorts {
   return {
-    model: modelPort(cell, runId), tools: toolsPort(cell, workspaceId), approvals: approvalsPort(cell, runId),
-    budget: budgetPort(cell), contracts: contractsPort(cell),
+    model: modelPort(ctx, runId), tools: toolsPort(ctx, workspaceId), approvals: ctx.runs.approvalsPort(runId),
+    budget: budgetPort(ctx), contracts: contractsPort(ctx),
   };
 }

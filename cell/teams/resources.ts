@@ -14,14 +14,15 @@
 import { compileExpr } from '../../core/expr/compile.ts';
 import { parseAuthority } from '../../core/authority/schema.ts';
 import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
-import { invalid } from '../../core/errors.ts';
-import type { Cell } from '../context.ts';
-import { newId } from '../iam/ids.ts';
-import { getTool } from '../tools/catalog.ts';
-import { iso, parseBody } from './schema.ts';
+import { conflict, invalid } from '../../core/errors.ts';
+import type { AuthContext } from '../context.ts';
+import { newId } from '../ids.ts';
+import type { Tools } from '../tools/tools.ts';
+import type { TeamsContext } from './context.ts';
+import * as repo from './repository.ts';
+import { SKILL_KINDS, iso, type SkillKindName } from './schema.ts';
 
-export const SKILL_KINDS = ['prompt', 'tool', 'chain', 'model', 'evaluator', 'transformer', 'classifier', 'extractor'] as const;
-export type SkillKindName = (typeof SKILL_KINDS)[number];
+export { SKILL_KINDS, type SkillKindName } from './schema.ts';
 
 export interface Skill {
   skill_id: string; name: string; skill_kind: SkillKindName; model_preference: string | null;
@@ -44,11 +45,11 @@ export function checkCel(expr: unknown, path: string, variables: readonly string
   return expr;
 }
 
-function checkDefinition(kind: SkillKindName, def: Record<string, unknown> | undefined, path: string, depth = 0): void {
+function checkDefinition(tools: Tools, kind: SkillKindName, def: Record<string, unknown> | undefined, path: string, depth = 0): void {
   if (depth > 2) throw invalid('skill chains nest at most 2 deep', { reason: 'invalid_skill', field: path });
   const d = def ?? {};
   if (kind === 'tool') {
-    if (typeof d['tool'] !== 'string' || !getTool(d['tool'])) throw invalid(`${path}.tool must name a tool of the catalog`, { reason: 'invalid_skill', field: `${path}.tool` });
+    if (typeof d['tool'] !== 'string' || !tools.has(d['tool'])) throw invalid(`${path}.tool must name a tool of the catalog`, { reason: 'invalid_skill', field: `${path}.tool` });
   } else if (kind === 'transformer') {
     checkCel(d['expr'], `${path}.expr`);
   } else if (kind === 'chain') {
@@ -57,7 +58,7 @@ function checkDefinition(kind: SkillKindName, def: Record<string, unknown> | und
     steps.forEach((s: unknown, i) => {
       const st = s as { skill_kind?: unknown; definition?: unknown };
       if (!SKILL_KINDS.includes(st?.skill_kind as SkillKindName)) throw invalid(`${path}.steps.${i}.skill_kind is not a skill kind`, { reason: 'invalid_skill', field: `${path}.steps.${i}` });
-      checkDefinition(st.skill_kind as SkillKindName, st.definition as Record<string, unknown> | undefined, `${path}.steps.${i}.definition`, depth + 1);
+      checkDefinition(tools, st.skill_kind as SkillKindName, st.definition as Record<string, unknown> | undefined, `${path}.steps.${i}.definition`, depth + 1);
     });
   } else {
     if (d['prompt'] !== undefined && (typeof d['prompt'] !== 'string' || d['prompt'].length > 20_000)) throw invalid(`${path}.prompt must be a string`, { reason: 'invalid_skill', field: `${path}.prompt` });
@@ -70,39 +71,45 @@ function checkDefinition(kind: SkillKindName, def: Record<string, unknown> | und
   }
 }
 
-export function prepareSkill(input: { name: string; skill_kind: SkillKindName; model_preference?: string | undefined; definition?: Record<string, unknown> | undefined }, by: string, at: number): Skill {
-  checkDefinition(input.skill_kind, input.definition, 'definition');
+export function prepareSkill(tools: Tools, input: { name: string; skill_kind: SkillKindName; model_preference?: string | undefined; definition?: Record<string, unknown> | undefined }, by: string, at: number): Skill {
+  checkDefinition(tools, input.skill_kind, input.definition, 'definition');
   return {
     skill_id: newId('skl'), name: input.name, skill_kind: input.skill_kind, model_preference: input.model_preference ?? null,
     definition: input.definition ?? null, created_at: at, created_by: by,
   };
 }
 
-type SkillRow = Omit<Skill, 'definition'> & { definition: string | null };
-const skillFromRow = (r: SkillRow): Skill => ({ ...r, definition: r.definition ? parseBody(r.definition) : null });
-
-export function getSkill(cell: Cell, id: string): Skill | undefined {
-  const r = cell.store.get<SkillRow>('SELECT * FROM team_skills WHERE skill_id = ?', [id]);
-  return r ? skillFromRow(r) : undefined;
+export function getSkill(ctx: TeamsContext, id: string): Promise<Skill | undefined> {
+  return repo.skillById(ctx.core.store, id);
 }
-export function getSkillByName(cell: Cell, name: string): Skill | undefined {
-  const r = cell.store.get<SkillRow>('SELECT * FROM team_skills WHERE name = ?', [name]);
-  return r ? skillFromRow(r) : undefined;
+export function getSkillByName(ctx: TeamsContext, name: string): Promise<Skill | undefined> {
+  return repo.skillByName(ctx.core.store, name);
 }
-export function listSkills(cell: Cell, limit: number, offset: number): Skill[] {
-  return cell.store.all<SkillRow>('SELECT * FROM team_skills ORDER BY created_at, skill_id LIMIT ? OFFSET ?', [limit, offset]).map(skillFromRow);
+export function listSkills(ctx: TeamsContext, limit: number, offset: number): Promise<Skill[]> {
+  return repo.listSkills(ctx.core.store, limit, offset);
 }
 export const skillView = (s: Skill) => ({ ...s, created_at: iso(s.created_at) });
 
+/** Creates a skill (names are unique: 409 name_taken), audited. */
+export async function createSkill(ctx: TeamsContext, actor: string, input: Parameters<typeof prepareSkill>[1]): Promise<Skill> {
+  if (await getSkillByName(ctx, input.name)) throw conflict(`a skill named '${input.name}' exists`, { reason: 'name_taken' });
+  const s = prepareSkill(ctx.tools, input, actor, ctx.core.clock.now());
+  await ctx.core.store.write(async (tx) => {
+    await repo.insertSkill(tx, s);
+    await ctx.iam.audit(tx, { at: s.created_at, actor: s.created_by, action: 'skill.create', target: s.skill_id, outcome: 'ok' });
+  });
+  return s;
+}
+
 /** Resolves `skill:<name>` references; refuses naming every unknown one. */
-export function resolveSkillRefs(cell: Cell, refs: readonly string[], field: string): Skill[] {
+export async function resolveSkillRefs(ctx: TeamsContext, refs: readonly string[], field: string): Promise<Skill[]> {
   const out: Skill[] = [];
   const unknown: string[] = [];
   const malformed: string[] = [];
   for (const ref of refs) {
     const m = /^skill:(.+)$/.exec(ref);
     if (!m) { malformed.push(ref); continue; }
-    const s = getSkillByName(cell, m[1]!);
+    const s = await getSkillByName(ctx, m[1]!);
     if (!s) unknown.push(ref); else out.push(s);
   }
   if (malformed.length) throw invalid(`${field} entries must be written skill:<name>`, { reason: 'invalid_skill_ref', field, refs: malformed });
@@ -123,17 +130,17 @@ export interface BlueprintBody {
 }
 export interface Blueprint extends BlueprintBody { blueprint_id: string; created_at: number; created_by: string }
 
-export function prepareBlueprint(cell: Cell, input: {
+export async function prepareBlueprint(ctx: TeamsContext, input: {
   name: string; role_label: string; system_prompt_ref?: string | undefined; model_preference?: string | undefined;
   required_skills?: string[] | undefined; authority_template?: unknown; scope?: string | undefined;
-}, by: string, at: number): Blueprint {
-  resolveSkillRefs(cell, input.required_skills ?? [], 'required_skills');
+}, by: string, at: number): Promise<Blueprint> {
+  await resolveSkillRefs(ctx, input.required_skills ?? [], 'required_skills');
   if (input.system_prompt_ref?.startsWith('skill:')) {
-    const [s] = resolveSkillRefs(cell, [input.system_prompt_ref], 'system_prompt_ref');
+    const [s] = await resolveSkillRefs(ctx, [input.system_prompt_ref], 'system_prompt_ref');
     if (typeof s?.definition?.['prompt'] !== 'string') throw invalid('system_prompt_ref must name a skill with definition.prompt', { reason: 'invalid_prompt_ref', field: 'system_prompt_ref' });
   }
   const authority = input.authority_template === undefined ? {} : parseAuthority(input.authority_template);
-  checkTools(authority, 'authority_template');
+  checkTools(ctx.tools, authority, 'authority_template');
   return {
     blueprint_id: newId('bp'), name: input.name, role_label: input.role_label, system_prompt_ref: input.system_prompt_ref ?? null,
     model_preference: input.model_preference ?? null, required_skills: [...(input.required_skills ?? [])], authority_template: authority,
@@ -142,29 +149,40 @@ export function prepareBlueprint(cell: Cell, input: {
 }
 
 /** Every allowed tool must be in the catalog. */
-export function checkTools(a: AuthorityEnvelope, field: string): void {
-  const unknown = (a.allowed_tools ?? []).filter((t) => !getTool(t));
+export function checkTools(tools: Tools, a: AuthorityEnvelope, field: string): void {
+  const unknown = (a.allowed_tools ?? []).filter((t) => !tools.has(t));
   if (unknown.length) throw invalid(`${field}.allowed_tools names tools that are not in the catalog`, { reason: 'unknown_tool', field: `${field}.allowed_tools`, tools: unknown });
 }
 
-type BodyRow = { body: string; created_at: number; created_by: string };
-
-export function getBlueprint(cell: Cell, id: string): Blueprint | undefined {
-  const r = cell.store.get<BodyRow & { blueprint_id: string }>('SELECT * FROM team_blueprints WHERE blueprint_id = ?', [id]);
-  return r ? { blueprint_id: r.blueprint_id, ...parseBody<BlueprintBody>(r.body), created_at: r.created_at, created_by: r.created_by } : undefined;
+export function getBlueprint(ctx: TeamsContext, id: string): Promise<Blueprint | undefined> {
+  return repo.blueprintById(ctx.core.store, id);
 }
-export function listBlueprints(cell: Cell, limit: number, offset: number): Blueprint[] {
-  return cell.store.all<BodyRow & { blueprint_id: string }>('SELECT * FROM team_blueprints ORDER BY created_at, blueprint_id LIMIT ? OFFSET ?', [limit, offset])
-    .map((r) => ({ blueprint_id: r.blueprint_id, ...parseBody<BlueprintBody>(r.body), created_at: r.created_at, created_by: r.created_by }));
+export function listBlueprints(ctx: TeamsContext, limit: number, offset: number): Promise<Blueprint[]> {
+  return repo.listBlueprints(ctx.core.store, limit, offset);
 }
 export const blueprintView = (b: Blueprint) => ({ ...b, created_at: iso(b.created_at) });
 
+/**
+ * Creates a blueprint: skill references resolved, contracts known, and its
+ * authority template inside the caller's (403 wider_than_caller, audited).
+ */
+export async function createBlueprint(ctx: TeamsContext, auth: AuthContext, input: Parameters<typeof prepareBlueprint>[1]): Promise<Blueprint> {
+  const b = await prepareBlueprint(ctx, input, auth.principal.id, ctx.core.clock.now());
+  await checkContracts(ctx, b.authority_template, 'authority_template');
+  await ctx.iam.assertWithinCaller(auth, { envelope: b.authority_template }, { action: 'blueprint.create', target: b.name });
+  await ctx.core.store.write(async (tx) => {
+    await repo.insertBlueprint(tx, b);
+    await ctx.iam.audit(tx, { at: b.created_at, actor: b.created_by, action: 'blueprint.create', target: b.blueprint_id, outcome: 'ok' });
+  });
+  return b;
+}
+
 /** The system prompt text of a blueprint. */
-export function blueprintPrompt(cell: Cell, b: { system_prompt_ref: string | null }): string | null {
+export async function blueprintPrompt(ctx: TeamsContext, b: { system_prompt_ref: string | null }): Promise<string | null> {
   const ref = b.system_prompt_ref;
   if (!ref) return null;
   if (ref.startsWith('skill:')) {
-    const s = getSkillByName(cell, ref.slice(6));
+    const s = await getSkillByName(ctx, ref.slice(6));
     const p = s?.definition?.['prompt'];
     return typeof p === 'string' ? p : null;
   }
@@ -186,19 +204,28 @@ export function prepareContract(input: { name: string; description?: string | un
   return { contract_id: newId('ctr'), name: input.name, description: input.description ?? null, rules: input.rules, created_at: at, created_by: by };
 }
 
-export function getContract(cell: Cell, id: string): Contract | undefined {
-  const r = cell.store.get<BodyRow & { contract_id: string }>('SELECT * FROM team_contracts WHERE contract_id = ?', [id]);
-  return r ? { contract_id: r.contract_id, ...parseBody<Omit<Contract, 'contract_id' | 'created_at' | 'created_by'>>(r.body), created_at: r.created_at, created_by: r.created_by } : undefined;
+export function getContract(ctx: TeamsContext, id: string): Promise<Contract | undefined> {
+  return repo.contractById(ctx.core.store, id);
 }
-export function listContracts(cell: Cell, limit: number, offset: number): Contract[] {
-  return cell.store.all<BodyRow & { contract_id: string }>('SELECT * FROM team_contracts ORDER BY created_at, contract_id LIMIT ? OFFSET ?', [limit, offset])
-    .map((r) => ({ contract_id: r.contract_id, ...parseBody<Omit<Contract, 'contract_id' | 'created_at' | 'created_by'>>(r.body), created_at: r.created_at, created_by: r.created_by }));
+export function listContracts(ctx: TeamsContext, limit: number, offset: number): Promise<Contract[]> {
+  return repo.listContracts(ctx.core.store, limit, offset);
 }
 export const contractView = (c: Contract) => ({ ...c, created_at: iso(c.created_at) });
 
+/** Creates a governing contract (its CEL rules parsed now), audited. */
+export async function createContract(ctx: TeamsContext, actor: string, input: Parameters<typeof prepareContract>[0]): Promise<Contract> {
+  const k = prepareContract(input, actor, ctx.core.clock.now());
+  await ctx.core.store.write(async (tx) => {
+    await repo.insertContract(tx, k);
+    await ctx.iam.audit(tx, { at: k.created_at, actor: k.created_by, action: 'contract.create', target: k.contract_id, outcome: 'ok' });
+  });
+  return k;
+}
+
 /** Every governing contract an envelope names must exist. */
-export function checkContracts(cell: Cell, a: AuthorityEnvelope, field: string): void {
+export async function checkContracts(ctx: TeamsContext, a: AuthorityEnvelope, field: string): Promise<void> {
   const ids = [...(a.governing_contract_ids ?? []), ...(a.governing_contract_id ? [a.governing_contract_id] : [])];
-  const missing = ids.filter((id) => !getContract(cell, id));
+  const missing: string[] = [];
+  for (const id of ids) if (!(await getContract(ctx, id))) missing.push(id);
   if (missing.length) throw invalid(`${field} names governing contracts that do not exist`, { reason: 'unknown_contract', field: `${field}.governing_contract_id`, contracts: missing });
 }

@@ -3,13 +3,13 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { authoritySchema } from '../../core/authority/schema.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
-import { recordAuditTx } from '../iam/audit.ts';
-import { newId } from '../iam/ids.ts';
-import { assertSeatsWithinCaller, checkFormationCompiles, compileFor } from './compile.ts';
+import { checkFormationCompiles, compileFor } from './compile.ts';
+import type { TeamsContext } from './context.ts';
+import { createCrew } from './crews.ts';
 import {
-  POLICIES, addBillet, billetView, checkAssignments, createFormation, crewView, formationView, getBillet, getCrew, getFormation,
+  POLICIES, addBillet, billetView, createFormation, crewView, formationView, getBillet, getCrew, getFormation,
   listBillets, listCrews, listFormations, type Crew,
 } from './formations.ts';
 
@@ -62,7 +62,7 @@ const CrewOut = z.object({
 
 const GraphOut = z.object({ formation_id: z.string(), crew_id: z.string().nullable(), graph_hash: z.string(), formation_hash: z.string(), graph: anyObject }).openapi('CompiledGraph');
 
-export function formationRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
   const write = secured(PERMISSIONS.teamsWrite);
   const read = secured(PERMISSIONS.teamsRead);
 
@@ -72,22 +72,22 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }), async (c) => {
     const body = c.req.valid('json');
     const clean = JSON.parse(JSON.stringify(body)) as Parameters<typeof createFormation>[2];
-    const f = await createFormation(cell, c.get('auth').principal.id, clean, (x) => checkFormationCompiles(cell, x));
+    const f = await createFormation(ctx, c.get('auth').principal.id, clean, (x) => checkFormationCompiles(ctx, x));
     return c.json(formationView(f) as z.infer<typeof FormationOut>, 201);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/formations`, tags: ['Formations'], 'x-status': 'Live', summary: 'List formations', ...read,
     request: { query: pageQuery(100, 1000) },
     responses: { 200: json(z.object({ formations: z.array(FormationOut), limit: z.number(), offset: z.number() }).openapi('FormationList'), 'Formations'), ...errorResponses(400, 401, 403) },
-  }), (c) => {
+  }), async (c) => {
     const { limit, offset } = c.req.valid('query');
-    return c.json({ formations: listFormations(cell, limit, offset).map(formationView), limit, offset } as never, 200);
+    return c.json({ formations: (await listFormations(ctx, limit, offset)).map(formationView), limit, offset } as never, 200);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/formations/{formation_id}`, tags: ['Formations'], 'x-status': 'Live', summary: 'Get a formation', ...read,
     request: { params: idParam('formation_id') }, responses: { 200: json(FormationOut, 'The formation'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
-    const f = getFormation(cell, c.req.valid('param')['formation_id']!);
+  }), async (c) => {
+    const f = await getFormation(ctx, c.req.valid('param')['formation_id']!);
     if (!f) throw notFound('formation');
     return c.json(formationView(f) as z.infer<typeof FormationOut>, 200);
   });
@@ -97,25 +97,25 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     summary: "Add a billet; a cap outside its manager's is rejected naming the fields", ...write,
     request: { params: idParam('formation_id'), body: jsonBody(BilletIn) }, responses: { 201: json(BilletOut, 'The billet'), ...errorResponses(400, 401, 403, 404) },
   }), async (c) => {
-    const b = await addBillet(cell, c.get('auth'), c.req.valid('param')['formation_id']!, c.req.valid('json'));
+    const b = await addBillet(ctx, c.get('auth'), c.req.valid('param')['formation_id']!, c.req.valid('json'));
     return c.json(billetView(b) as z.infer<typeof BilletOut>, 201);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/formations/{formation_id}/billets`, tags: ['Formations'], 'x-status': 'Live', summary: "A formation's billets in order", ...read,
     request: { params: idParam('formation_id') },
     responses: { 200: json(z.object({ billets: z.array(BilletOut) }).openapi('BilletList'), 'Billets'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
+  }), async (c) => {
     const id = c.req.valid('param')['formation_id']!;
-    if (!getFormation(cell, id)) throw notFound('formation');
-    return c.json({ billets: listBillets(cell, id).map(billetView) } as never, 200);
+    if (!(await getFormation(ctx, id))) throw notFound('formation');
+    return c.json({ billets: (await listBillets(ctx, id)).map(billetView) } as never, 200);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/formations/{formation_id}/billets/{billet_id}`, tags: ['Formations'], 'x-status': 'Live', summary: 'Get a billet', ...read,
     request: { params: z.object({ formation_id: z.string().max(64).openapi({ param: { name: 'formation_id', in: 'path' } }), billet_id: z.string().max(64).openapi({ param: { name: 'billet_id', in: 'path' } }) }) },
     responses: { 200: json(BilletOut, 'The billet'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
+  }), async (c) => {
     const { formation_id, billet_id } = c.req.valid('param');
-    const b = getBillet(cell, billet_id);
+    const b = await getBillet(ctx, billet_id);
     if (!b || b.formation_id !== formation_id) throw notFound('billet');
     return c.json(billetView(b) as z.infer<typeof BilletOut>, 200);
   });
@@ -124,17 +124,17 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     summary: 'The compiled execution graph and its hash, without running (optionally bound to a crew)', ...read,
     request: { params: idParam('formation_id'), query: z.object({ crew_id: z.string().max(64).optional() }) },
     responses: { 200: json(GraphOut, 'Graph and hash'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
+  }), async (c) => {
     const id = c.req.valid('param')['formation_id']!;
-    const f = getFormation(cell, id);
+    const f = await getFormation(ctx, id);
     if (!f) throw notFound('formation');
     const crewId = c.req.valid('query').crew_id;
     let crew: Crew | undefined;
     if (crewId) {
-      crew = getCrew(cell, crewId);
+      crew = await getCrew(ctx, crewId);
       if (!crew || crew.formation_id !== id) throw notFound('crew');
     }
-    const r = compileFor(cell, f, crew);
+    const r = await compileFor(ctx, f, crew);
     return c.json({ formation_id: id, crew_id: crew?.crew_id ?? null, graph_hash: r.graphHash, formation_hash: r.formationHash, graph: r.graph as unknown as Record<string, unknown> }, 200);
   });
 
@@ -143,41 +143,31 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     summary: 'Instantiate a crew: an agent bound to every billet (the crew compiles, or is refused)', ...write,
     request: { body: jsonBody(CrewIn) }, responses: { 201: json(CrewOut, 'The crew'), ...errorResponses(400, 401, 403, 404) },
   }), async (c) => {
-    const auth = c.get('auth');
     const body = c.req.valid('json');
-    const f = getFormation(cell, body.formation_id);
+    const f = await getFormation(ctx, body.formation_id);
     if (!f) throw notFound('formation');
-    checkAssignments(cell, listBillets(cell, f.formation_id), body.assignments);
-    const crew: Crew = {
-      crew_id: newId('crw'), formation_id: f.formation_id, name: body.name ?? `${f.name} crew`, assignments: body.assignments,
-      workspace_id: body.workspace_id ?? f.workspace_id ?? 'default', created_at: cell.clock.now(), created_by: auth.principal.id,
-    };
-    const compiled = compileFor(cell, f, crew);
-    await assertSeatsWithinCaller(cell, auth, compiled.graph, { action: 'crew.create', target: f.formation_id });
-    const { crew_id, formation_id, created_at, created_by, ...rest } = crew;
-    await cell.store.write((tx) => {
-      tx.run('INSERT INTO team_crews (crew_id, formation_id, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [crew_id, formation_id, JSON.stringify(rest), created_at, created_by]);
-      recordAuditTx(tx, { at: created_at, actor: created_by, action: 'crew.create', target: crew_id, outcome: 'ok', details: { formation_id, graph_hash: compiled.graphHash } });
-    });
-    return c.json({ ...crewView(crew), graph_hash: compiled.graphHash }, 201);
+    const { crew, graphHash } = await createCrew(ctx, c.get('auth'), f, body);
+    return c.json({ ...crewView(crew), graph_hash: graphHash }, 201);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/crews`, tags: ['Crews'], 'x-status': 'Live', summary: 'List crews', ...read,
     request: { query: pageQuery(100, 1000) },
     responses: { 200: json(z.object({ crews: z.array(CrewOut.partial({ graph_hash: true })), limit: z.number(), offset: z.number() }).openapi('CrewList'), 'Crews'), ...errorResponses(400, 401, 403) },
-  }), (c) => {
+  }), async (c) => {
     const { limit, offset } = c.req.valid('query');
-    return c.json({ crews: listCrews(cell, limit, offset).map(crewView), limit, offset }, 200);
+    return c.json({ crews: (await listCrews(ctx, limit, offset)).map(crewView), limit, offset }, 200);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/crews/{crew_id}`, tags: ['Crews'], 'x-status': 'Live', summary: 'Get a crew with its current graph hash', ...read,
     request: { params: idParam('crew_id') }, responses: { 200: json(CrewOut, 'The crew'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
-    const crew = getCrew(cell, c.req.valid('param')['crew_id']!);
+  }), async (c) => {
+    const crew = await getCrew(ctx, c.req.valid('param')['crew_id']!);
     if (!crew) throw notFound('crew');
-    const f = getFormation(cell, crew.formation_id)!;
-    let graphHash = '';
-    try { graphHash = compileFor(cell, f, crew).graphHash; } catch { graphHash = 'uncompilable'; }
+    const f = await getFormation(ctx, crew.formation_id);
+    let graphHash = 'uncompilable';
+    if (f) {
+      try { graphHash = (await compileFor(ctx, f, crew)).graphHash; } catch { graphHash = 'uncompilable'; }
+    }
     return c.json({ ...crewView(crew), graph_hash: graphHash }, 200);
   });
 }

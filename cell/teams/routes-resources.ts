@@ -1,18 +1,16 @@
 /** Routes: skills, blueprints, agents (+ budget ledgers) and governing contracts. */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { authoritySchema } from '../../core/authority/schema.ts';
-import { assertWithinCaller } from '../iam/containment.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
-import { recordAuditTx } from '../iam/audit.ts';
 import { agentView, getAgent, getLedger, ledgerView, listAgents, mintAgent, registerLedger } from './agents.ts';
+import type { TeamsContext } from './context.ts';
 import {
-  SKILL_KINDS, blueprintView, checkContracts, contractView, getBlueprint, getContract, getSkill, getSkillByName, listBlueprints,
-  listContracts, listSkills, prepareBlueprint, prepareContract, prepareSkill, skillView,
+  SKILL_KINDS, blueprintView, contractView, createBlueprint, createContract, createSkill, getBlueprint, getContract, getSkill,
+  listBlueprints, listContracts, listSkills, skillView,
 } from './resources.ts';
-import { conflict } from '../../core/errors.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
 const name = z.string().min(1).max(100).regex(/^[A-Za-z0-9._ -]+$/);
@@ -78,7 +76,7 @@ const ContractOut = z.object({
   created_at: z.string(), created_by: z.string(),
 }).openapi('Contract');
 
-export function resourceRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function resourceRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
   const write = secured(PERMISSIONS.teamsWrite);
   const read = secured(PERMISSIONS.teamsRead);
 
@@ -87,29 +85,21 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     method: 'post', path: `${P}/skills`, tags: ['Skills'], 'x-status': 'Live', summary: 'Create a skill', ...write,
     request: { body: jsonBody(SkillIn) }, responses: { 201: json(SkillOut, 'The skill'), ...errorResponses(400, 401, 403, 409) },
   }), async (c) => {
-    const auth = c.get('auth');
-    const body = c.req.valid('json');
-    if (getSkillByName(cell, body.name)) throw conflict(`a skill named '${body.name}' exists`, { reason: 'name_taken' });
-    const s = prepareSkill(body, auth.principal.id, cell.clock.now());
-    await cell.store.write((tx) => {
-      tx.run('INSERT INTO team_skills (skill_id, name, skill_kind, model_preference, definition, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)',
-        [s.skill_id, s.name, s.skill_kind, s.model_preference, s.definition ? JSON.stringify(s.definition) : null, s.created_at, s.created_by]);
-      recordAuditTx(tx, { at: s.created_at, actor: s.created_by, action: 'skill.create', target: s.skill_id, outcome: 'ok' });
-    });
+    const s = await createSkill(ctx, c.get('auth').principal.id, c.req.valid('json'));
     return c.json(skillView(s), 201);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/skills`, tags: ['Skills'], 'x-status': 'Live', summary: 'List skills', ...read,
     request: { query: pageQuery(100, 1000) }, responses: { 200: json(listOf('skills', SkillOut, 'SkillList'), 'Skills'), ...errorResponses(400, 401, 403) },
-  }), (c) => {
+  }), async (c) => {
     const { limit, offset } = c.req.valid('query');
-    return c.json({ skills: listSkills(cell, limit, offset).map(skillView), limit, offset }, 200);
+    return c.json({ skills: (await listSkills(ctx, limit, offset)).map(skillView), limit, offset }, 200);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/skills/{skill_id}`, tags: ['Skills'], 'x-status': 'Live', summary: 'Get a skill', ...read,
     request: { params: idParam('skill_id') }, responses: { 200: json(SkillOut, 'The skill'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
-    const s = getSkill(cell, c.req.valid('param')['skill_id']!);
+  }), async (c) => {
+    const s = await getSkill(ctx, c.req.valid('param')['skill_id']!);
     if (!s) throw notFound('skill');
     return c.json(skillView(s), 200);
   });
@@ -119,29 +109,21 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     method: 'post', path: `${P}/blueprints`, tags: ['Blueprints'], 'x-status': 'Live', summary: 'Create a blueprint (skill references resolved)', ...write,
     request: { body: jsonBody(BlueprintIn) }, responses: { 201: json(BlueprintOut, 'The blueprint'), ...errorResponses(400, 401, 403) },
   }), async (c) => {
-    const auth = c.get('auth');
-    const b = prepareBlueprint(cell, c.req.valid('json'), auth.principal.id, cell.clock.now());
-    checkContracts(cell, b.authority_template, 'authority_template');
-    await assertWithinCaller(cell, auth, { envelope: b.authority_template }, { action: 'blueprint.create', target: b.name });
-    const { blueprint_id, created_at, created_by, ...body } = b;
-    await cell.store.write((tx) => {
-      tx.run('INSERT INTO team_blueprints (blueprint_id, name, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [blueprint_id, b.name, JSON.stringify(body), created_at, created_by]);
-      recordAuditTx(tx, { at: created_at, actor: created_by, action: 'blueprint.create', target: blueprint_id, outcome: 'ok' });
-    });
+    const b = await createBlueprint(ctx, c.get('auth'), c.req.valid('json'));
     return c.json(blueprintView(b) as z.infer<typeof BlueprintOut>, 201);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/blueprints`, tags: ['Blueprints'], 'x-status': 'Live', summary: 'List blueprints', ...read,
     request: { query: pageQuery(100, 1000) }, responses: { 200: json(listOf('blueprints', BlueprintOut, 'BlueprintList'), 'Blueprints'), ...errorResponses(400, 401, 403) },
-  }), (c) => {
+  }), async (c) => {
     const { limit, offset } = c.req.valid('query');
-    return c.json({ blueprints: listBlueprints(cell, limit, offset).map(blueprintView), limit, offset } as never, 200);
+    return c.json({ blueprints: (await listBlueprints(ctx, limit, offset)).map(blueprintView), limit, offset } as never, 200);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/blueprints/{blueprint_id}`, tags: ['Blueprints'], 'x-status': 'Live', summary: 'Get a blueprint', ...read,
     request: { params: idParam('blueprint_id') }, responses: { 200: json(BlueprintOut, 'The blueprint'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
-    const b = getBlueprint(cell, c.req.valid('param')['blueprint_id']!);
+  }), async (c) => {
+    const b = await getBlueprint(ctx, c.req.valid('param')['blueprint_id']!);
     if (!b) throw notFound('blueprint');
     return c.json(blueprintView(b) as z.infer<typeof BlueprintOut>, 200);
   });
@@ -152,37 +134,39 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     summary: 'Mint an agent: a full principal, gated by the standing-agent quota and the caller\'s authority to create principals', ...write,
     request: { body: jsonBody(AgentIn) }, responses: { 201: json(AgentOut, 'The agent'), ...errorResponses(400, 401, 403, 409) },
   }), async (c) => {
-    const a = await mintAgent(cell, c.get('auth'), c.req.valid('json'));
-    return c.json(agentView(cell, a) as z.infer<typeof AgentOut>, 201);
+    const a = await mintAgent(ctx, c.get('auth'), c.req.valid('json'));
+    return c.json(await agentView(ctx, a) as z.infer<typeof AgentOut>, 201);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/agents`, tags: ['Agents'], 'x-status': 'Live', summary: 'List agents', ...read,
     request: { query: pageQuery(100, 1000) }, responses: { 200: json(listOf('agents', AgentOut, 'AgentList'), 'Agents'), ...errorResponses(400, 401, 403) },
-  }), (c) => {
+  }), async (c) => {
     const { limit, offset } = c.req.valid('query');
-    return c.json({ agents: listAgents(cell, limit, offset).map((a) => agentView(cell, a)), limit, offset } as never, 200);
+    const agents = [];
+    for (const a of await listAgents(ctx, limit, offset)) agents.push(await agentView(ctx, a));
+    return c.json({ agents, limit, offset } as never, 200);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/agents/{agent_id}`, tags: ['Agents'], 'x-status': 'Live', summary: 'Get an agent', ...read,
     request: { params: idParam('agent_id') }, responses: { 200: json(AgentOut, 'The agent'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
-    const a = getAgent(cell, c.req.valid('param')['agent_id']!);
+  }), async (c) => {
+    const a = await getAgent(ctx, c.req.valid('param')['agent_id']!);
     if (!a) throw notFound('agent');
-    return c.json(agentView(cell, a) as z.infer<typeof AgentOut>, 200);
+    return c.json(await agentView(ctx, a) as z.infer<typeof AgentOut>, 200);
   });
   app.openapi(createRoute({
     method: 'post', path: `${P}/agents/{agent_id}/budget-ledger`, tags: ['Agents'], 'x-status': 'Live',
     summary: 'Register (or re-limit) the budget ledger a run needs for this agent', ...write,
     request: { params: idParam('agent_id'), body: jsonBody(LedgerIn) }, responses: { 200: json(LedgerOut, 'The ledger'), ...errorResponses(400, 401, 403, 404) },
   }), async (c) => {
-    const l = await registerLedger(cell, c.get('auth').principal.id, c.req.valid('param')['agent_id']!, c.req.valid('json').budget_limit);
+    const l = await registerLedger(ctx, c.get('auth').principal.id, c.req.valid('param')['agent_id']!, c.req.valid('json').budget_limit);
     return c.json(ledgerView(l), 200);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/agents/{agent_id}/budget-ledger`, tags: ['Agents'], 'x-status': 'Live', summary: "An agent's budget ledger", ...read,
     request: { params: idParam('agent_id') }, responses: { 200: json(LedgerOut, 'The ledger'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
-    const l = getLedger(cell, c.req.valid('param')['agent_id']!);
+  }), async (c) => {
+    const l = await getLedger(ctx, c.req.valid('param')['agent_id']!);
     if (!l) throw notFound('budget ledger');
     return c.json(ledgerView(l), 200);
   });
@@ -192,27 +176,21 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     method: 'post', path: `${P}/contracts`, tags: ['Contracts'], 'x-status': 'Live', summary: 'Create a governing contract (CEL rules parsed at authoring)', ...write,
     request: { body: jsonBody(ContractIn) }, responses: { 201: json(ContractOut, 'The contract'), ...errorResponses(400, 401, 403) },
   }), async (c) => {
-    const auth = c.get('auth');
-    const k = prepareContract(c.req.valid('json'), auth.principal.id, cell.clock.now());
-    const { contract_id, created_at, created_by, ...body } = k;
-    await cell.store.write((tx) => {
-      tx.run('INSERT INTO team_contracts (contract_id, name, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [contract_id, k.name, JSON.stringify(body), created_at, created_by]);
-      recordAuditTx(tx, { at: created_at, actor: created_by, action: 'contract.create', target: contract_id, outcome: 'ok' });
-    });
+    const k = await createContract(ctx, c.get('auth').principal.id, c.req.valid('json'));
     return c.json(contractView(k), 201);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/contracts`, tags: ['Contracts'], 'x-status': 'Live', summary: 'List governing contracts', ...read,
     request: { query: pageQuery(100, 1000) }, responses: { 200: json(listOf('contracts', ContractOut, 'ContractList'), 'Contracts'), ...errorResponses(400, 401, 403) },
-  }), (c) => {
+  }), async (c) => {
     const { limit, offset } = c.req.valid('query');
-    return c.json({ contracts: listContracts(cell, limit, offset).map(contractView), limit, offset } as never, 200);
+    return c.json({ contracts: (await listContracts(ctx, limit, offset)).map(contractView), limit, offset } as never, 200);
   });
   app.openapi(createRoute({
     method: 'get', path: `${P}/contracts/{contract_id}`, tags: ['Contracts'], 'x-status': 'Live', summary: 'Get a governing contract', ...read,
     request: { params: idParam('contract_id') }, responses: { 200: json(ContractOut, 'The contract'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
-    const k = getContract(cell, c.req.valid('param')['contract_id']!);
+  }), async (c) => {
+    const k = await getContract(ctx, c.req.valid('param')['contract_id']!);
     if (!k) throw notFound('contract');
     return c.json(contractView(k), 200);
   });

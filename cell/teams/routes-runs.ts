@@ -2,12 +2,13 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
-import { getRun, listRuns, RUN_STATES, type RunState } from '../runs/runs.ts';
+import { RUN_STATES, type Run, type RunState } from '../runs/runs.ts';
+import { assertSeatsWithinCaller, compileFor } from './compile.ts';
+import type { TeamsContext } from './context.ts';
 import { getCrew } from './formations.ts';
 import { decideApproval, flagOverdue, loadCrew, recoverRun, runView, startCrewRun } from './runs.ts';
-import { assertSeatsWithinCaller, compileFor } from './compile.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
 const param = (n: string, pattern?: RegExp) => (pattern ? z.string().regex(pattern) : z.string().max(64)).openapi({ param: { name: n, in: 'path' } });
@@ -40,7 +41,15 @@ const ApprovalIn = z.object({
 
 const RUN_ID = /^run_[0-9a-f]{20}$/;
 
-export function runRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
+  const { runs } = ctx;
+  const view = async (r: Run) => (await runView(ctx, r)) as z.infer<typeof RunOut>;
+  const views = async (rs: readonly Run[]) => {
+    const out: z.infer<typeof RunOut>[] = [];
+    for (const r of rs) out.push(await view(r));
+    return out;
+  };
+
   app.openapi(createRoute({
     method: 'post', path: `${P}/crews/{crew_id}/runs`, tags: ['Crews'], 'x-status': 'Live',
     summary: 'Compile the crew and start a run (refused at once without budget ledgers or placement)', ...secured(PERMISSIONS.teamsWrite),
@@ -49,10 +58,10 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }), async (c) => {
     const auth = c.get('auth');
     const crewId = c.req.valid('param').crew_id;
-    const { crew, formation } = loadCrew(cell, crewId);
-    await assertSeatsWithinCaller(cell, auth, compileFor(cell, formation, crew).graph, { action: 'crew.run', target: crewId });
-    const run = await startCrewRun(cell, auth.principal.id, crewId, c.req.valid('json'));
-    return c.json(runView(cell, run) as z.infer<typeof RunOut>, 201);
+    const { crew, formation } = await loadCrew(ctx, crewId);
+    await assertSeatsWithinCaller(ctx, auth, (await compileFor(ctx, formation, crew)).graph, { action: 'crew.run', target: crewId });
+    const run = await startCrewRun(ctx, auth.principal.id, crewId, c.req.valid('json'));
+    return c.json(await view(run), 201);
   });
 
   app.openapi(createRoute({
@@ -61,11 +70,11 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     responses: { 200: json(z.object({ runs: z.array(RunOut), total: z.number(), limit: z.number(), offset: z.number() }).openapi('CrewRunList'), 'Runs'), ...errorResponses(400, 401, 403, 404) },
   }), async (c) => {
     const crewId = c.req.valid('param').crew_id;
-    if (!getCrew(cell, crewId)) throw notFound('crew');
-    await flagOverdue(cell);
+    if (!(await getCrew(ctx, crewId))) throw notFound('crew');
+    await flagOverdue(ctx);
     const { limit, offset } = c.req.valid('query');
-    const r = listRuns(cell, { limit, offset, kind: 'crew', crewId });
-    return c.json({ runs: r.items.map((x) => runView(cell, x)) as z.infer<typeof RunOut>[], total: r.total, limit, offset }, 200);
+    const r = await runs.listRuns({ limit, offset, kind: 'crew', crewId });
+    return c.json({ runs: await views(r.items), total: r.total, limit, offset }, 200);
   });
 
   app.openapi(createRoute({
@@ -74,10 +83,10 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     request: { query: pageQuery(100, 1000).extend({ investigate: z.enum(['true', 'false']).optional(), state: z.enum(RUN_STATES as [RunState, ...RunState[]]).optional() }) },
     responses: { 200: json(z.object({ runs: z.array(RunOut), total: z.number(), limit: z.number(), offset: z.number() }).openapi('CrewRunPage'), 'Runs'), ...errorResponses(400, 401, 403) },
   }), async (c) => {
-    await flagOverdue(cell);
+    await flagOverdue(ctx);
     const q = c.req.valid('query');
-    const r = listRuns(cell, { limit: q.limit, offset: q.offset, kind: 'crew', ...(q.state ? { state: q.state } : {}), ...(q.investigate === 'true' ? { flag: 'investigate' } : {}) });
-    return c.json({ runs: r.items.map((x) => runView(cell, x)) as z.infer<typeof RunOut>[], total: r.total, limit: q.limit, offset: q.offset }, 200);
+    const r = await runs.listRuns({ limit: q.limit, offset: q.offset, kind: 'crew', state: q.state, investigate: q.investigate === 'true' });
+    return c.json({ runs: await views(r.items), total: r.total, limit: q.limit, offset: q.offset }, 200);
   });
 
   app.openapi(createRoute({
@@ -86,10 +95,10 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     responses: { 200: json(RunOut, 'The run'), ...errorResponses(400, 401, 403, 404) },
   }), async (c) => {
     const { crew_id, run_id } = c.req.valid('param');
-    await flagOverdue(cell);
-    const run = getRun(cell, run_id);
+    await flagOverdue(ctx);
+    const run = await runs.getRun(run_id);
     if (!run || run.kind !== 'crew' || run.crew_id !== crew_id) throw notFound('run');
-    return c.json(runView(cell, run) as z.infer<typeof RunOut>, 200);
+    return c.json(await view(run), 200);
   });
 
   app.openapi(createRoute({
@@ -99,8 +108,8 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     responses: { 202: json(RunOut, 'The run, being driven by this cell'), ...errorResponses(400, 401, 403, 404, 409) },
   }), async (c) => {
     const { crew_id, run_id } = c.req.valid('param');
-    const run = await recoverRun(cell, c.get('auth').principal.id, crew_id, run_id);
-    return c.json(runView(cell, run) as z.infer<typeof RunOut>, 202);
+    const run = await recoverRun(ctx, c.get('auth').principal.id, crew_id, run_id);
+    return c.json(await view(run), 202);
   });
 
   app.openapi(createRoute({
@@ -111,7 +120,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }), async (c) => {
     const { crew_id, run_id, step_id } = c.req.valid('param');
     const body = c.req.valid('json');
-    const run = await decideApproval(cell, c.get('auth').principal.id, crew_id, run_id, decodeURIComponent(step_id), body.decision, body.comment);
-    return c.json(runView(cell, run) as z.infer<typeof RunOut>, 200);
+    const run = await decideApproval(ctx, c.get('auth').principal.id, crew_id, run_id, decodeURIComponent(step_id), body.decision, body.comment);
+    return c.json(await view(run), 200);
   });
 }

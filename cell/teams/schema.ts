@@ -1,4 +1,8 @@
-/** Tables of the Agent Teams resources. Ids are `<prefix>_` + 80 random bits (cell/iam/ids.ts). */
+/**
+ * Tables of the Agent Teams resources. Ids are `<prefix>_` + 80 random bits
+ * (cell/ids.ts). The approval tables (teams-010, teams-011) belong to the
+ * runs module now (cell/runs/schema.ts), under the same migration ids.
+ */
 import type { Migration } from '../store/types.ts';
 
 export const TEAMS_MIGRATIONS: readonly Migration[] = [
@@ -47,21 +51,11 @@ export const TEAMS_MIGRATIONS: readonly Migration[] = [
     sql: `CREATE TABLE team_contracts (contract_id TEXT PRIMARY KEY, name TEXT NOT NULL, body TEXT NOT NULL,
       created_at INTEGER NOT NULL, created_by TEXT NOT NULL)`,
   },
-  {
-    id: 'teams-010-approvals',
-    sql: `CREATE TABLE team_approvals (run_id TEXT NOT NULL, step_id TEXT NOT NULL, principal TEXT NOT NULL, decision TEXT NOT NULL,
-      comment TEXT, at INTEGER NOT NULL, PRIMARY KEY (run_id, step_id, principal))`,
-  },
-  {
-    id: 'teams-011-approval-requests',
-    sql: `CREATE TABLE team_approval_requests (run_id TEXT NOT NULL, step_id TEXT NOT NULL, body TEXT NOT NULL, at INTEGER NOT NULL,
-      PRIMARY KEY (run_id, step_id))`,
-  },
 ];
 
-/** Parses a JSON column. */
-export function parseBody<T>(s: string): T {
-  return JSON.parse(s) as T;
-}
+/** The kinds of a skill (`team_skills.skill_kind`). */
+export const SKILL_KINDS = ['prompt', 'tool', 'chain', 'model', 'evaluator', 'transformer', 'classifier', 'extractor'] as const;
+export type SkillKindName = (typeof SKILL_KINDS)[number];
 
+/** A time (ms since the epoch) as RFC 3339, as the views show it. */
 export const iso = (ms: number) => new Date(ms).toISOString();

@@ -19,12 +19,15 @@
  * label of the entry (need-to-know, on top of clearance); otherwise the read
  * is refused with reason `compartment_not_granted`.
  */
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { ServiceError, invalid } from '../../core/errors.ts';
-import type { Cell } from '../context.ts';
+import type { JsonObject } from '../../core/journal/record.ts';
+import type { Clock } from '../context.ts';
+import type { Store } from '../store/types.ts';
 import { evaluateArithmetic } from './calc.ts';
 import { egressAllowed } from './egress.ts';
-import { guardedDispatcher, literalHostAllowed, PrivateDestinationError } from './ssrf.ts';
+import { kvCompartments, kvEntry, upsertKv } from './repository.ts';
+import { literalHostAllowed, PrivateDestinationError } from './ssrf.ts';
 
 /** True when a connection failed because the floor refused the resolved address. */
 function isPrivateRefusal(e: unknown): boolean {
@@ -43,10 +46,20 @@ export interface ToolAuthority {
   compartments?: string[] | undefined;
 }
 
-export interface ToolContext {
-  cell: Cell;
+/** What the tools module gives every tool: its store, the cell clock, and the network floor. */
+export interface ToolsContext {
+  store: Store;
+  clock: Clock;
+  /** CIDR ranges the operator allow-listed for the whole cell (`--egress-allow-private`). */
+  allowPrivate: readonly string[];
+  /** The dispatcher whose connections pass the floor (cell/tools/ssrf.ts). */
+  dispatcher: Dispatcher;
+}
+
+/** Who calls a tool, where, and with what authority. */
+export interface ToolCaller {
   workspaceId: string;
-  /** Principal id of the calling agent. */
+  /** Principal id of the calling agent (or the requester of a `single` job). */
   agentId: string;
   authority: ToolAuthority;
 }
@@ -55,8 +68,9 @@ export interface ToolDef {
   name: string;
   description: string;
   side_effects: boolean;
-  parameters: Record<string, unknown>;
-  run(ctx: ToolContext, args: Record<string, unknown>): Promise<unknown>;
+  /** JSON Schema of the arguments (sent to the model as a function). */
+  parameters: JsonObject;
+  run(ctx: ToolsContext, caller: ToolCaller, args: Record<string, unknown>): Promise<unknown>;
 }
 
 /** A refusal of the security floor inside a tool, with a machine reason. */
@@ -102,7 +116,7 @@ export const TOOLS: readonly ToolDef[] = [
     description: 'Evaluate an arithmetic expression (+ - * / % ^, parentheses).',
     side_effects: false,
     parameters: { type: 'object', properties: { expression: { type: 'string' } }, required: ['expression'] },
-    async run(_ctx, args) {
+    async run(_ctx, _caller, args) {
       return { value: evaluateArithmetic(str(args, 'expression', 256)) };
     },
   },
@@ -112,7 +126,7 @@ export const TOOLS: readonly ToolDef[] = [
     side_effects: false,
     parameters: { type: 'object', properties: {} },
     async run(ctx) {
-      const now = ctx.cell.clock.now();
+      const now = ctx.clock.now();
       return { epoch_ms: now, iso: new Date(now).toISOString() };
     },
   },
@@ -121,21 +135,20 @@ export const TOOLS: readonly ToolDef[] = [
     description: 'Fetch a URL on the egress allowlist (GET, no redirects, 64 KiB, 5 s).',
     side_effects: false,
     parameters: { type: 'object', properties: { url: { type: 'string' } }, required: ['url'] },
-    async run(ctx, args) {
+    async run(ctx, caller, args) {
       const url = str(args, 'url');
       let parsed: URL;
       try { parsed = new URL(url); } catch { throw invalid("argument 'url' is not a URL", { reason: 'tool_bad_arguments', argument: 'url' }); }
       if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw invalid('only http and https URLs', { reason: 'tool_bad_arguments', argument: 'url' });
-      if (!egressAllowed(ctx.authority.egress_allowlist, parsed.href)) {
+      if (!egressAllowed(caller.authority.egress_allowlist, parsed.href)) {
         throw toolRefusal('egress_denied', `egress to ${parsed.host} is not on the allowlist`, { destination: parsed.origin });
       }
-      const allowPrivate = ctx.cell.config.egressAllowPrivate;
-      if (!literalHostAllowed(parsed.hostname, allowPrivate)) {
+      if (!literalHostAllowed(parsed.hostname, ctx.allowPrivate)) {
         throw toolRefusal('egress_private_address', 'egress to a loopback, private or link-local address is refused', { destination: parsed.origin });
       }
       try {
         const res = await request(parsed.href, {
-          method: 'GET', headersTimeout: 5000, bodyTimeout: 5000, maxRedirections: 0, dispatcher: guardedDispatcher(allowPrivate),
+          method: 'GET', headersTimeout: 5000, bodyTimeout: 5000, maxRedirections: 0, dispatcher: ctx.dispatcher,
         } as Parameters<typeof request>[1]);
         const chunks: Buffer[] = [];
         let size = 0;
@@ -159,24 +172,22 @@ export const TOOLS: readonly ToolDef[] = [
     description: "Read a value from the run's workspace storage.",
     side_effects: false,
     parameters: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] },
-    async run(ctx, args) {
+    async run(ctx, caller, args) {
       const key = str(args, 'key', 200);
       if (!KEY.test(key)) throw invalid("argument 'key' has characters outside [A-Za-z0-9_.:/-]", { reason: 'tool_bad_arguments', argument: 'key' });
-      if (!dataGranted(ctx.authority.data_grant_ids, ctx.workspaceId)) {
-        throw toolRefusal('data_not_granted', `no data grant covers workspace storage of ${ctx.workspaceId}`, { data: `kv:${ctx.workspaceId}` });
+      if (!dataGranted(caller.authority.data_grant_ids, caller.workspaceId)) {
+        throw toolRefusal('data_not_granted', `no data grant covers workspace storage of ${caller.workspaceId}`, { data: `kv:${caller.workspaceId}` });
       }
-      const row = ctx.cell.store.get<{ value: string; classification: number; compartments: string }>(
-        'SELECT value, classification, compartments FROM tool_kv WHERE workspace_id = ? AND key = ?', [ctx.workspaceId, key]);
-      if (!row) return { found: false };
-      if (row.classification > (ctx.authority.clearance_level ?? 0)) {
-        throw toolRefusal('clearance_insufficient', 'the entry is classified above the agent clearance', { classification: row.classification });
+      const entry = await kvEntry(ctx.store, caller.workspaceId, key);
+      if (!entry) return { found: false };
+      if (entry.classification > (caller.authority.clearance_level ?? 0)) {
+        throw toolRefusal('clearance_insufficient', 'the entry is classified above the agent clearance', { classification: entry.classification });
       }
-      const labels = JSON.parse(row.compartments) as string[];
-      const lacking = missingCompartments(labels, ctx.authority.compartments);
+      const lacking = missingCompartments(entry.compartments, caller.authority.compartments);
       if (lacking.length) {
         throw toolRefusal('compartment_not_granted', 'the entry is labelled with compartments the agent does not hold', { key, missing_compartments: lacking });
       }
-      return { found: true, value: JSON.parse(row.value) as unknown };
+      return { found: true, value: entry.value };
     },
   },
   {
@@ -191,36 +202,33 @@ export const TOOLS: readonly ToolDef[] = [
       },
       required: ['key', 'value'],
     },
-    async run(ctx, args) {
+    async run(ctx, caller, args) {
       const key = str(args, 'key', 200);
       if (!KEY.test(key)) throw invalid("argument 'key' has characters outside [A-Za-z0-9_.:/-]", { reason: 'tool_bad_arguments', argument: 'key' });
-      if (!egressAllowed(ctx.authority.egress_allowlist, `kv:${ctx.workspaceId}`)) {
-        throw toolRefusal('egress_denied', `egress to workspace storage of ${ctx.workspaceId} is not on the allowlist`, { destination: `kv:${ctx.workspaceId}` });
+      const ws = caller.workspaceId;
+      if (!egressAllowed(caller.authority.egress_allowlist, `kv:${ws}`)) {
+        throw toolRefusal('egress_denied', `egress to workspace storage of ${ws} is not on the allowlist`, { destination: `kv:${ws}` });
       }
-      const clearance = ctx.authority.clearance_level ?? 0;
+      const clearance = caller.authority.clearance_level ?? 0;
       const cls = args['classification'] === undefined ? 0 : args['classification'];
       if (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0) throw invalid("argument 'classification' must be a non-negative integer", { reason: 'tool_bad_arguments', argument: 'classification' });
       if (cls > clearance) throw toolRefusal('clearance_insufficient', 'cannot write above the agent clearance', { classification: cls });
       const labels = compartmentsArg(args);
-      const lacking = missingCompartments(labels, ctx.authority.compartments);
+      const lacking = missingCompartments(labels, caller.authority.compartments);
       if (lacking.length) {
         throw toolRefusal('compartment_not_granted', 'cannot label an entry with compartments the agent does not hold', { key, missing_compartments: lacking });
       }
       const value = JSON.stringify(args['value'] ?? null);
       if (value.length > 64 * 1024) throw invalid('value larger than 64 KiB', { reason: 'tool_bad_arguments', argument: 'value' });
-      const at = ctx.cell.clock.now();
-      await ctx.cell.store.write((tx) => {
+      const at = ctx.clock.now();
+      await ctx.store.write(async (tx) => {
         // Overwriting a labelled entry needs its labels too (else a writer could erase or relabel data it may not read).
-        const prior = tx.get<{ compartments: string }>('SELECT compartments FROM tool_kv WHERE workspace_id = ? AND key = ?', [ctx.workspaceId, key]);
-        const priorLacking = prior ? missingCompartments(JSON.parse(prior.compartments) as string[], ctx.authority.compartments) : [];
+        const prior = await kvCompartments(tx, ws, key);
+        const priorLacking = prior ? missingCompartments(prior, caller.authority.compartments) : [];
         if (priorLacking.length) {
           throw toolRefusal('compartment_not_granted', 'the existing entry is labelled with compartments the agent does not hold', { key, missing_compartments: priorLacking });
         }
-        tx.run(
-        `INSERT INTO tool_kv (workspace_id, key, value, classification, compartments, updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (workspace_id, key) DO UPDATE SET value = excluded.value, classification = excluded.classification,
-           compartments = excluded.compartments, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
-        [ctx.workspaceId, key, value, cls, JSON.stringify(labels), at, ctx.agentId]);
+        await upsertKv(tx, { workspaceId: ws, key, value, classification: cls, compartments: labels, at, by: caller.agentId });
       });
       return labels.length ? { ok: true, key, compartments: labels } : { ok: true, key };
     },
@@ -229,21 +237,17 @@ export const TOOLS: readonly ToolDef[] = [
 
 const BY_NAME = new Map(TOOLS.map((t) => [t.name, t]));
 
-export function getTool(name: string): ToolDef | undefined {
+/** The catalog entry named `name` (the definitions are static: the same on every cell). */
+export function catalogEntry(name: string): ToolDef | undefined {
   return BY_NAME.get(name);
 }
 
-export const TOOLS_MIGRATIONS = [
-  {
-    id: 'tools-001-kv',
-    sql: `CREATE TABLE tool_kv (
-      workspace_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, classification INTEGER NOT NULL DEFAULT 0,
-      updated_at INTEGER NOT NULL, updated_by TEXT NOT NULL, PRIMARY KEY (workspace_id, key))`,
-  },
-  { id: 'tools-002-kv-compartments', sql: "ALTER TABLE tool_kv ADD COLUMN compartments TEXT NOT NULL DEFAULT '[]'" },
-] as const;
+/** A catalog tool as GET /admin/ai/tool-registry shows it. */
+export interface ToolRegistryEntry {
+  name: string; description: string; side_effects: boolean; read_only: boolean; parameters: Record<string, unknown>;
+}
 
 /** The catalog's public view (GET /admin/ai/tool-registry). */
-export function toolRegistryView() {
+export function toolRegistryView(): ToolRegistryEntry[] {
   return TOOLS.map((t) => ({ name: t.name, description: t.description, side_effects: t.side_effects, read_only: !t.side_effects, parameters: t.parameters }));
 }

@@ -61,15 +61,11 @@ export function literalHostAllowed(host: string, allowPrivate: readonly string[]
   return isPublicAddress(h) || (allowPrivate.length > 0 && ipAllowed(h, allowPrivate));
 }
 
-const agents = new Map<string, Agent>();
-
-/** An undici dispatcher whose connections pass the floor (one per allow-list, reused). */
+/**
+ * An undici dispatcher whose connections pass the floor. The tools module
+ * builds one per cell (its connections are pooled and reused) and closes it
+ * when the cell stops.
+ */
 export function guardedDispatcher(allowPrivate: readonly string[]): Agent {
-  const k = allowPrivate.join(',');
-  let a = agents.get(k);
-  if (!a) {
-    a = new Agent({ connect: { lookup: guardedLookup(allowPrivate) as never } });
-    agents.set(k, a);
-  }
-  return a;
+  return new Agent({ connect: { lookup: guardedLookup(allowPrivate) as never } });
 }

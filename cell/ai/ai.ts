@@ -1,0 +1,39 @@
+/**
+ * The AI module's API, as the other modules use it: model providers (read
+ * one, list them oldest first) and the call path (posture gate, registrant's
+ * right to its secret, the OpenAI-compatible client or the local runtime).
+ * Agent Teams' model port calls models only through `call`.
+ */
+import type { ChatResult } from './openai-client.ts';
+import { agentRuntimes, callProvider, type AgentRuntime, type AiContext, type ProviderRequest } from './providers.ts';
+import { listProviders, providerById, type Provider } from './repository.ts';
+
+export class Ai {
+  constructor(private readonly ctx: AiContext) {}
+
+  /** The provider, or undefined. */
+  provider(id: string): Promise<Provider | undefined> {
+    return providerById(this.ctx.core.store, id);
+  }
+
+  /** Providers in registration order (oldest first). */
+  providers(limit: number, offset = 0): Promise<Provider[]> {
+    return listProviders(this.ctx.core.store, limit, offset);
+  }
+
+  /**
+   * One chat completion on a provider's model (`req.model` defaults to its
+   * default_model). Refusals leave as ServiceError `forbidden`
+   * (posture_forbidden, secret_not_usable), failures as `service_unavailable`
+   * (provider_*, runtime_unavailable, secret_missing, cancelled), an unknown
+   * provider as `not_found`. `opts.signal` interrupts the call (the run's cancel).
+   */
+  call(providerId: string, req: ProviderRequest, opts: { signal?: AbortSignal | undefined } = {}): Promise<ChatResult> {
+    return callProvider(this.ctx, providerId, req, opts);
+  }
+
+  /** Agent runtimes this cell can run. */
+  runtimes(): AgentRuntime[] {
+    return agentRuntimes(this.ctx);
+  }
+}

@@ -1,0 +1,74 @@
+/**
+ * Every SQL statement of the AI module (provider secrets, model providers),
+ * with the row decoders. Statements stay in the dialect both engines run
+ * (docs/storage.md). A secret's value is only ever read here sealed.
+ */
+import { bytes, num, str, strOrNull } from '../store/decode.ts';
+import type { Reader, Row, Tx } from '../store/types.ts';
+
+// ---------------------------------------------------------------- secrets
+
+export interface SecretRow { secretId: string; name: string; sealed: Uint8Array; at: number; by: string }
+
+export async function insertSecret(tx: Tx, row: SecretRow): Promise<void> {
+  await tx.run('INSERT INTO ai_secrets (secret_id, name, sealed, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [
+    row.secretId, row.name, row.sealed, row.at, row.by,
+  ]);
+}
+
+/** Who stored the secret, or undefined when there is no such secret. */
+export async function secretCreator(db: Reader, secretId: string): Promise<string | undefined> {
+  const r = await db.get('SELECT created_by FROM ai_secrets WHERE secret_id = ?', [secretId]);
+  return r ? str(r, 'created_by') : undefined;
+}
+
+/** The sealed value (nonce || ciphertext || tag), or undefined. */
+export async function sealedSecret(db: Reader, secretId: string): Promise<Uint8Array | undefined> {
+  const r = await db.get('SELECT sealed FROM ai_secrets WHERE secret_id = ?', [secretId]);
+  return r ? bytes(r, 'sealed') : undefined;
+}
+
+// ---------------------------------------------------------------- providers
+
+/** A registered model provider as stored. */
+export interface Provider {
+  provider_id: string;
+  name: string;
+  provider_type: string;
+  default_model: string;
+  base_url: string | null;
+  api_key_secret_id: string | null;
+  timeout_ms: number;
+  max_retries: number;
+  /** Answers are asked for streamed (and assembled before use). */
+  stream: boolean;
+  created_at: number;
+  created_by: string;
+}
+
+const PROVIDER_COLUMNS = 'provider_id, name, provider_type, default_model, base_url, api_key_secret_id, timeout_ms, max_retries, stream, created_at, created_by';
+
+function decodeProvider(r: Row): Provider {
+  return {
+    provider_id: str(r, 'provider_id'), name: str(r, 'name'), provider_type: str(r, 'provider_type'), default_model: str(r, 'default_model'),
+    base_url: strOrNull(r, 'base_url'), api_key_secret_id: strOrNull(r, 'api_key_secret_id'), timeout_ms: num(r, 'timeout_ms'),
+    max_retries: num(r, 'max_retries'), stream: num(r, 'stream') === 1, created_at: num(r, 'created_at'), created_by: str(r, 'created_by'),
+  };
+}
+
+export async function insertProvider(tx: Tx, p: Provider): Promise<void> {
+  await tx.run(`INSERT INTO ai_providers (${PROVIDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
+    p.provider_id, p.name, p.provider_type, p.default_model, p.base_url, p.api_key_secret_id, p.timeout_ms, p.max_retries,
+    p.stream ? 1 : 0, p.created_at, p.created_by,
+  ]);
+}
+
+export async function providerById(db: Reader, id: string): Promise<Provider | undefined> {
+  const r = await db.get(`SELECT ${PROVIDER_COLUMNS} FROM ai_providers WHERE provider_id = ?`, [id]);
+  return r ? decodeProvider(r) : undefined;
+}
+
+/** Oldest first. */
+export async function listProviders(db: Reader, limit: number, offset: number): Promise<Provider[]> {
+  return (await db.all(`SELECT ${PROVIDER_COLUMNS} FROM ai_providers ORDER BY created_at, provider_id LIMIT ? OFFSET ?`, [limit, offset])).map(decodeProvider);
+}

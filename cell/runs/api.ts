@@ -1,0 +1,187 @@
+/**
+ * The runs module's API, as the other modules use it (Agent Teams' crew
+ * runs, Jobs' job runs, the scheduler): the run table, the signed journal,
+ * live events, control (drivers, cancel), driving a graph on the engine, and
+ * the approval rules every waiting run shares. Names are those of the
+ * functions it wraps (runs.ts, journal.ts, events.ts, control.ts, drive.ts,
+ * approvals.ts), without their context argument.
+ */
+import type { ApprovalsPort, Graph, RecordedStep } from '../../core/engine/types.ts';
+import type { JournalRecord } from '../../core/journal/record.ts';
+import type { Reader, Tx } from '../store/types.ts';
+import { assertStorageRoom, storageLeft, storageRoomRefusal, workspaceUsage, type StorageLimit, type WorkspaceUsage } from './storage.ts';
+import { approvalsPort, pendingApprovals, pendingApprovalsView, recordApproval, stepDecisions, type PendingApproval, type PendingApprovalView } from './approvals.ts';
+import type { RunEventListener, RunsContext } from './context.ts';
+import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel, type DriverHandle } from './control.ts';
+import { driveRun, recordedStep, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
+import { subscribe, subscriberCount } from './events.ts';
+import { appendJournal, finishRun, journalClosed, readJournal, type AppendBlobs, type AppendFields, type FinishOptions } from './journal.ts';
+import {
+  activeRuns, createRunTx, getRun, listRuns, setRunFlags, setRunState,
+  type ListRunsOptions, type NewRun, type Run, type RunKind, type RunState, type StatePatch,
+} from './runs.ts';
+
+export class Runs {
+  constructor(private readonly ctx: RunsContext) {}
+
+  // ------------------------------------------------------------ the run table
+
+  /** Inserts a run inside the caller's transaction (state `queued` unless given); returns its id. */
+  createRunTx(tx: Tx, r: NewRun): Promise<string> {
+    return createRunTx(tx, r);
+  }
+
+  /** The run, or undefined when this cell does not know it. */
+  getRun(runId: string): Promise<Run | undefined> {
+    return getRun(this.ctx, runId);
+  }
+
+  /** A page of runs in the order they were recorded, and how many match in all. */
+  listRuns(o: ListRunsOptions): Promise<{ items: Run[]; total: number }> {
+    return listRuns(this.ctx, o);
+  }
+
+  /** Runs in non-terminal states (recovery at start), in the order they were recorded. */
+  activeRuns(kind?: RunKind): Promise<Run[]> {
+    return activeRuns(this.ctx, kind);
+  }
+
+  /** Moves a non-terminal run to `state` (false when unknown or terminal). Terminal states: use finishRun. */
+  setRunState(runId: string, state: RunState, patch: StatePatch = {}): Promise<boolean> {
+    return setRunState(this.ctx, runId, state, patch);
+  }
+
+  /** Merges `flags` into the run's flags. */
+  setRunFlags(runId: string, flags: Record<string, unknown>): Promise<void> {
+    return setRunFlags(this.ctx, runId, flags);
+  }
+
+  // ------------------------------------------------------------ the journal
+
+  /** Appends a sealed record (durable, then published); RunClosedError when the run is terminal or unknown. */
+  appendJournal(runId: string, fields: AppendFields, blobs?: AppendBlobs): Promise<JournalRecord> {
+    return appendJournal(this.ctx, runId, fields, blobs);
+  }
+
+  /** Ends a run with its `run_finished` record; false when it had ended already. */
+  finishRun(runId: string, outcome: Extract<RunState, 'completed' | 'failed' | 'refused' | 'cancelled'>, o?: FinishOptions): Promise<boolean> {
+    return finishRun(this.ctx, runId, outcome, o);
+  }
+
+  /** The run's records with seq > afterSeq, in order. */
+  readJournal(runId: string, afterSeq?: number, limit?: number): Promise<JournalRecord[]> {
+    return readJournal(this.ctx, runId, afterSeq, limit);
+  }
+
+  /** Whether the journal holds the run's terminal record. */
+  journalClosed(runId: string): Promise<boolean> {
+    return journalClosed(this.ctx, runId);
+  }
+
+  /** The recorded output of a completed step, from the journal. */
+  recordedStep(runId: string, stepId: string): Promise<RecordedStep | undefined> {
+    return recordedStep(this.ctx, runId, stepId);
+  }
+
+  // ------------------------------------------------------------ events
+
+  /** Delivers the run's records after `afterSeq`, then live ones; resolves (backlog delivered) with the unsubscribe function. */
+  subscribe(runId: string, afterSeq: number, onEvent: RunEventListener): Promise<() => void> {
+    return subscribe(this.ctx, runId, afterSeq, onEvent);
+  }
+
+  /** Live subscribers of a run (tests, metrics). */
+  subscriberCount(runId: string): number {
+    return subscriberCount(this.ctx, runId);
+  }
+
+  // ------------------------------------------------------------ control and driving
+
+  /** Registers this process as the run's driver (its signal aborts on cancel or shutdown). */
+  registerDriver(runId: string): DriverHandle {
+    return registerDriver(this.ctx, runId);
+  }
+
+  /** The abort signal of this process's driver of the run, if any. */
+  driverSignal(runId: string): AbortSignal | undefined {
+    return driverSignal(this.ctx, runId);
+  }
+
+  /** True when this process drives the run now. */
+  isDriven(runId: string): boolean {
+    return isDriven(this.ctx, runId);
+  }
+
+  /** Aborts every drive of this process and waits for them (shutdown; the runs stay for recovery). */
+  abortAllDrivers(): Promise<void> {
+    return abortAllDrivers(this.ctx);
+  }
+
+  /** Cancels a run, idempotently; undefined when the run is unknown. */
+  requestCancel(runId: string, actor: string): Promise<Run | undefined> {
+    return requestCancel(this.ctx, runId, actor);
+  }
+
+  /** Drives the run's graph on the engine until it ends or waits (journal, clock, cancel and recorded steps bound here). */
+  driveRun(runId: string, graph: Graph, ports: DrivePorts, input: unknown, opts: DriveOptions): Promise<DriveResult> {
+    return driveRun(this.ctx, runId, graph, ports, input, opts);
+  }
+
+  // ------------------------------------------------------------ approvals (crew runs, agent job runs)
+
+  /** The engine's approvals port of a run. */
+  approvalsPort(runId: string): ApprovalsPort {
+    return approvalsPort(this.ctx, runId);
+  }
+
+  /** Approvals the run waits on (steps not completed yet). */
+  pendingApprovals(runId: string): Promise<PendingApproval[]> {
+    return pendingApprovals(this.ctx, runId);
+  }
+
+  /** Decisions recorded so far for a step. */
+  stepDecisions(runId: string, stepId: string): Promise<{ principal: string; decision: string; at: string }[]> {
+    return stepDecisions(this.ctx, runId, stepId);
+  }
+
+  /** The run's pending approvals as run views show them (none for a terminal run). */
+  pendingApprovalsView(run: Run): Promise<PendingApprovalView[]> {
+    return pendingApprovalsView(this.ctx, run);
+  }
+
+  /**
+   * Records a decision under the shared rules (pending step, run not terminal,
+   * two-person rule, named approvers, one decision per principal), audited as
+   * `action`; true when the caller should wake the run.
+   */
+  recordApproval(actor: string, run: Run, stepId: string, decision: 'approve' | 'reject', comment: string | undefined, action: string): Promise<boolean> {
+    return recordApproval(this.ctx, actor, run, stepId, decision, comment, action);
+  }
+
+  // ------------------------------------------------------------ storage limits (storage.ts)
+
+  /** Refuses (400 run_storage_cap, 409 workspace_quota / cell_storage_quota) a new run with no room; nothing written. */
+  assertStorageRoom(workspaceId: string, specBytes: number): Promise<void> {
+    return assertStorageRoom(this.ctx, workspaceId, specBytes);
+  }
+
+  /** Why a new run of `specBytes` has no room, or null (read through `db`, e.g. a transaction). */
+  storageRoomRefusal(workspaceId: string, specBytes: number, db?: Reader): Promise<{ reason: StorageLimit; used_bytes: number; quota_bytes: number } | null> {
+    return storageRoomRefusal(this.ctx, workspaceId, specBytes, db);
+  }
+
+  /** Bytes a run may still store before a limit refuses it. */
+  storageLeft(runId: string): Promise<number> {
+    return storageLeft(this.ctx, runId);
+  }
+
+  /** What a workspace uses now. */
+  workspaceUsage(workspaceId: string): Promise<WorkspaceUsage> {
+    return workspaceUsage(this.ctx, workspaceId);
+  }
+
+  /** Registers how big a workspace's files are (the jobs module: its SQL databases). */
+  registerWorkspaceFiles(bytesOf: (workspaceId: string) => number): void {
+    this.ctx.workspaceFiles = bytesOf;
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * Approvals of waiting runs, shared by every run that waits on the engine's
+ * approvals port (crew runs, agent job runs): what the engine asked for
+ * (approval requests), the decisions recorded so far, and the rules a new
+ * decision must pass (recordApproval). The caller (crew route, jobs route)
+ * checks the run is of its kind and wakes it when told to.
+ */
+import { ServiceError, notFound } from '../../core/errors.ts';
+import type { ApprovalDecision, ApprovalsPort } from '../../core/engine/types.ts';
+import type { RunsContext } from './context.ts';
+import { RunClosedError, appendJournal } from './journal.ts';
+import * as repo from './repository.ts';
+import { isTerminal, type Run } from './runs.ts';
+
+/** An approval the engine waits on, for a step that has not completed yet. */
+export interface PendingApproval { step_id: string; kind: string; rule: string; approvers: string[]; quorum: number; prompt: string | null; due: number | null; requested_at: number }
+
+/** The engine's approvals port of one run: decisions read back, requests recorded (idempotent). */
+export function approvalsPort(ctx: RunsContext, runId: string): ApprovalsPort {
+  const { store, clock } = ctx.core;
+  return {
+    async decisions(stepId): Promise<ApprovalDecision[]> {
+      return (await repo.decisions(store, runId, stepId)).map((d) => ({ principal: d.principal, decision: d.decision, at: d.at }));
+    },
+    async request(stepId, ask) {
+      if (await repo.hasApprovalRequest(store, runId, stepId)) return;
+      const at = clock.now();
+      await store.write((tx) => repo.insertApprovalRequest(tx, runId, stepId, { ...ask }, at));
+    },
+  };
+}
+
+/** Approval requests of a run whose step has not completed yet (no step or decision record). */
+export async function pendingApprovals(ctx: RunsContext, runId: string): Promise<PendingApproval[]> {
+  const requests = await repo.approvalRequests(ctx.core.store, runId);
+  if (requests.length === 0) return [];
+  const done = new Set((await repo.recordsOfKinds(ctx.core.store, runId, ['step', 'decision'])).map((r) => r.step_id));
+  return requests.filter((r) => !done.has(r.step_id)).map(({ at, ...r }) => ({ ...r, requested_at: at }));
+}
+
+/** Decisions recorded so far for a step (times ISO 8601). */
+export async function stepDecisions(ctx: RunsContext, runId: string, stepId: string): Promise<{ principal: string; decision: string; at: string }[]> {
+  return (await repo.decisions(ctx.core.store, runId, stepId)).map((d) => ({ ...d, at: new Date(d.at).toISOString() }));
+}
+
+/** A pending approval as the run views show it (times ISO 8601, with the decisions so far). */
+export interface PendingApprovalView {
+  step_id: string; kind: string; rule: string; approvers: string[]; quorum: number; prompt: string | null; due: string | null; requested_at: string;
+  decisions: { principal: string; decision: string; at: string }[];
+}
+
+/** The run's pending approvals as its view shows them; none for a terminal run. */
+export async function pendingApprovalsView(ctx: RunsContext, run: Run): Promise<PendingApprovalView[]> {
+  if (isTerminal(run.state)) return [];
+  const iso = (t: number) => new Date(t).toISOString();
+  const out: PendingApprovalView[] = [];
+  for (const p of await pendingApprovals(ctx, run.run_id)) {
+    out.push({ ...p, due: p.due === null ? null : iso(p.due), requested_at: iso(p.requested_at), decisions: await stepDecisions(ctx, run.run_id, p.step_id) });
+  }
+  return out;
+}
+
+/**
+ * The approval rules shared by every run that waits on the engine's approvals
+ * port (crew runs, agent job runs): the step must be pending, the run not
+ * terminal; under `two_person` the requester is refused; named approvers only;
+ * one decision per principal. Records the decision (audited as `action`) and an
+ * `approval_received` journal record. True when the caller should wake the run
+ * (it was waiting); false when the run ended meanwhile or is still running.
+ */
+export async function recordApproval(ctx: RunsContext, actor: string, run: Run, stepId: string, decision: 'approve' | 'reject', comment: string | undefined, action: string): Promise<boolean> {
+  const { iam } = ctx;
+  const runId = run.run_id;
+  const ask = (await pendingApprovals(ctx, runId)).find((p) => p.step_id === stepId);
+  if (!ask) throw notFound('approval step');
+  if (isTerminal(run.state)) throw new ServiceError('conflict', `the run is ${run.state}`, { details: { reason: 'run_terminal', state: run.state } });
+  const refuse = async (reason: string, message: string): Promise<never> => {
+    await iam.auditNow({ actor, action, target: `${runId}:${stepId}`, outcome: 'refused', details: { reason } });
+    throw new ServiceError('forbidden', message, { details: { reason } });
+  };
+  if (ask.rule === 'two_person' && actor === run.requester) await refuse('requester_cannot_approve', "the run's requester cannot approve under the two-person rule");
+  if (ask.approvers.length > 0 && !ask.approvers.includes(actor)) await refuse('not_an_approver', 'the caller is not a named approver of this step');
+  const at = ctx.core.clock.now();
+  await ctx.core.store.write(async (tx) => {
+    if (await repo.hasDecided(tx, runId, stepId, actor)) {
+      throw new ServiceError('conflict', 'the caller already decided this step', { details: { reason: 'already_decided' } });
+    }
+    await repo.insertDecision(tx, { runId, stepId, principal: actor, decision, comment: comment ?? null, at });
+    await iam.audit(tx, { at, actor, action, target: `${runId}:${stepId}`, outcome: 'ok', details: { decision } });
+  });
+  try {
+    await appendJournal(ctx, runId, { step_id: stepId, kind: 'approval_received', data: { by: actor, decision } });
+  } catch (e) {
+    if (!(e instanceof RunClosedError)) throw e;
+    return false; // the run ended meanwhile; the decision stays recorded (audit)
+  }
+  return run.state === 'waiting';
+}

@@ -1,0 +1,48 @@
+/**
+ * The runs module's instance state, which every function of the module
+ * takes: the core and IAM (journals are signed with the cell identity key,
+ * approvals are audited), each active run's journal tail and append queue,
+ * the live event subscribers, and the runs this process drives now.
+ */
+import type { JournalRecord } from '../../core/journal/record.ts';
+import type { CellCore } from '../context.ts';
+import type { Iam } from '../iam/iam.ts';
+
+export interface JournalTail { seq: number; hash: string }
+
+export type RunEventListener = (rec: JournalRecord) => void;
+
+/** One subscriber of a run's events: its high-water mark, and live records held back until its backlog is delivered. */
+export interface Subscriber { high: number; fn: RunEventListener; held: JournalRecord[] | null }
+
+/** A run this process drives. */
+export interface Driving { controller: AbortController; done: Promise<void>; resolve: () => void; cancelledBy: string | null }
+
+/** What a run keeps in the store, as this process has counted it (storage.ts). */
+export interface RunMeter {
+  workspace: string | null;
+  bytes: number;
+  hashes: Set<string>;
+  /** The spec's bytes, until the run's first metered write counts them. */
+  spec: number;
+}
+
+export interface RunsContext {
+  core: CellCore;
+  iam: Iam;
+  /** The last record of each run this process appended to (until it finishes). */
+  tails: Map<string, JournalTail>;
+  /** Per-run append queue: appends to one run are serialised. */
+  queues: Map<string, Promise<unknown>>;
+  /** Live subscribers of each run's events. */
+  bus: Map<string, Set<Subscriber>>;
+  drivers: Map<string, Driving>;
+  /** Storage meters of runs this process writes to. */
+  meters: Map<string, RunMeter>;
+  /** How big a workspace's files are (the jobs module registers its SQL databases); none: 0. */
+  workspaceFiles: ((workspaceId: string) => number) | null;
+}
+
+export function createRunsContext(core: CellCore, iam: Iam): RunsContext {
+  return { core, iam, tails: new Map(), queues: new Map(), bus: new Map(), drivers: new Map(), meters: new Map(), workspaceFiles: null };
+}

@@ -1,0 +1,83 @@
+/**
+ * Tables of the runs module: the runs (crew and job runs, one id space),
+ * their journals and content-addressed blobs, and the approvals shared by
+ * every run that waits on the engine's approvals port (their tables keep the
+ * names and migration ids they had under Agent Teams).
+ */
+import type { Migration } from '../store/types.ts';
+
+export const RUNS_MIGRATIONS: readonly Migration[] = [
+  {
+    id: 'runs-001-runs',
+    sql: `CREATE TABLE runs (
+      run_id TEXT PRIMARY KEY,
+      kind TEXT NOT NULL,
+      job_type TEXT,
+      crew_id TEXT,
+      workspace_id TEXT,
+      requester TEXT NOT NULL,
+      state TEXT NOT NULL,
+      graph_hash TEXT,
+      spec TEXT NOT NULL,
+      output TEXT,
+      error TEXT,
+      flags TEXT NOT NULL DEFAULT '{}',
+      coordinator TEXT,
+      source TEXT NOT NULL DEFAULT 'api',
+      created_at INTEGER NOT NULL,
+      updated_at INTEGER NOT NULL,
+      finished_at INTEGER
+    );
+    CREATE INDEX runs_by_created ON runs (created_at, run_id);
+    CREATE INDEX runs_by_kind ON runs (kind, created_at, run_id);
+    CREATE INDEX runs_by_state ON runs (state);`,
+  },
+  {
+    id: 'runs-002-journal',
+    sql: `CREATE TABLE journal (
+      run_id TEXT NOT NULL,
+      seq INTEGER NOT NULL,
+      kind TEXT NOT NULL,
+      record TEXT NOT NULL,
+      PRIMARY KEY (run_id, seq)
+    );
+    CREATE TABLE journal_blobs (hash TEXT PRIMARY KEY, body TEXT NOT NULL);`,
+  },
+  {
+    id: 'teams-010-approvals',
+    sql: `CREATE TABLE team_approvals (run_id TEXT NOT NULL, step_id TEXT NOT NULL, principal TEXT NOT NULL, decision TEXT NOT NULL,
+      comment TEXT, at INTEGER NOT NULL, PRIMARY KEY (run_id, step_id, principal))`,
+  },
+  {
+    id: 'teams-011-approval-requests',
+    sql: `CREATE TABLE team_approval_requests (run_id TEXT NOT NULL, step_id TEXT NOT NULL, body TEXT NOT NULL, at INTEGER NOT NULL,
+      PRIMARY KEY (run_id, step_id))`,
+  },
+  {
+    // The order runs were recorded in (lists page by it; PostgreSQL has no rowid), numbered
+    // for existing runs by creation time; and the investigate flag as a column both engines
+    // filter on (flags stays the whole set, as JSON text).
+    id: 'runs-003-order-investigate',
+    sql: `CREATE TABLE run_order (seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE);
+    INSERT INTO run_order (run_id) SELECT run_id FROM runs ORDER BY created_at, run_id;
+    ALTER TABLE runs ADD COLUMN investigate INTEGER NOT NULL DEFAULT 0;
+    UPDATE runs SET investigate = 1 WHERE flags LIKE '%"investigate":{%';`,
+  },
+  {
+    // What runs keep in the store, metered against the run cap and the workspace and cell
+    // quotas (storage.ts). Runs recorded before metering are counted from their row and
+    // their records (the step values they name are not counted). An embedded store that
+    // applied the first, SQLite-only text of this migration keeps what it counted then.
+    id: 'runs-003-storage',
+    sql: `CREATE TABLE run_storage (run_id TEXT PRIMARY KEY, workspace_id TEXT, bytes INTEGER NOT NULL);
+    CREATE TABLE storage_totals (scope TEXT PRIMARY KEY, bytes INTEGER NOT NULL);
+    INSERT INTO run_storage (run_id, workspace_id, bytes)
+      SELECT r.run_id, r.workspace_id,
+        OCTET_LENGTH(r.spec) + COALESCE(OCTET_LENGTH(r.output), 0) + COALESCE(OCTET_LENGTH(r.error), 0)
+        + COALESCE((SELECT SUM(OCTET_LENGTH(j.record)) FROM journal j WHERE j.run_id = r.run_id), 0)
+      FROM runs r;
+    INSERT INTO storage_totals (scope, bytes) SELECT 'cell', COALESCE(SUM(bytes), 0) FROM run_storage;
+    INSERT INTO storage_totals (scope, bytes)
+      SELECT 'workspace:' || workspace_id, SUM(bytes) FROM run_storage WHERE workspace_id IS NOT NULL GROUP BY workspace_id;`,
+  },
+];

@@ -1,0 +1,309 @@
+/**
+ * Every SQL statement of the Agent Teams module (skills, blueprints, agents,
+ * budget ledgers and reservations, formations, billets, crews, governing
+ * contracts), with the row decoders. Bodies are stored as JSON text and
+ * checked when read (they were validated when written). Statements stay in
+ * the dialect both engines run (docs/storage.md).
+ */
+import { authoritySchema } from '../../core/authority/schema.ts';
+import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
+import { count, json, jsonOrNull, num, numOrNull, object, str, strOrNull } from '../store/decode.ts';
+import type { Reader, Row, Tx } from '../store/types.ts';
+import type { Agent, AgentBody, Ledger } from './agents.ts';
+import type { Billet, BilletBody, Crew, CrewBody, Formation, FormationBody } from './formations.ts';
+import type { Blueprint, BlueprintBody, Contract, Skill } from './resources.ts';
+import { SKILL_KINDS, type SkillKindName } from './schema.ts';
+
+// ---------------------------------------------------------------- checks of stored bodies
+
+function bad(what: string): TypeError {
+  return new TypeError(`store row: not ${what}`);
+}
+
+function isAuthority(v: unknown): v is AuthorityEnvelope {
+  return authoritySchema.safeParse(v).success;
+}
+
+const isStringArray = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
+const isStringOrNull = (v: unknown): v is string | null => v === null || typeof v === 'string';
+
+function blueprintBody(v: unknown): BlueprintBody {
+  const o = object(v);
+  if (typeof o['name'] !== 'string' || typeof o['role_label'] !== 'string' || !isStringOrNull(o['system_prompt_ref'])
+    || !isStringOrNull(o['model_preference']) || !isStringArray(o['required_skills']) || !isAuthority(o['authority_template'])
+    || typeof o['scope'] !== 'string') throw bad('a blueprint');
+  return v as BlueprintBody;
+}
+
+function agentBody(v: unknown): AgentBody {
+  const o = object(v);
+  if ((o['source'] !== 'blueprint' && o['source'] !== 'scratch') || !isStringOrNull(o['blueprint_id']) || typeof o['role_label'] !== 'string'
+    || !isStringOrNull(o['provider_id']) || !isStringOrNull(o['model_preference']) || !isStringOrNull(o['system_prompt'])
+    || !isAuthority(o['authority'])) throw bad('an agent');
+  return v as AgentBody;
+}
+
+function formationBody(v: unknown): FormationBody {
+  const o = object(v);
+  if (typeof o['name'] !== 'string' || typeof o['coordination_policy'] !== 'string') throw bad('a formation');
+  return v as FormationBody;
+}
+
+function billetBody(v: unknown): BilletBody {
+  const o = object(v);
+  if (typeof o['role_label'] !== 'string' || !isStringArray(o['required_skills']) || !isStringOrNull(o['reports_to'])
+    || !isAuthority(o['authority_cap'])) throw bad('a billet');
+  return v as BilletBody;
+}
+
+function crewBody(v: unknown): CrewBody {
+  const o = object(v);
+  const a = o['assignments'];
+  if (typeof o['name'] !== 'string' || typeof o['workspace_id'] !== 'string' || typeof a !== 'object' || a === null
+    || !Object.values(a).every((x) => typeof x === 'string')) throw bad('a crew');
+  return v as CrewBody;
+}
+
+type ContractBody = Omit<Contract, 'contract_id' | 'created_at' | 'created_by'>;
+
+function contractBody(v: unknown): ContractBody {
+  const o = object(v);
+  const rules = o['rules'];
+  if (typeof o['name'] !== 'string' || !isStringOrNull(o['description']) || !Array.isArray(rules)
+    || !rules.every((r: unknown) => { const x = object(r); return typeof x['name'] === 'string' && typeof x['expr'] === 'string'; })) {
+    throw bad('a contract');
+  }
+  return v as ContractBody;
+}
+
+// ---------------------------------------------------------------- skills
+
+const SKILL_COLUMNS = 'skill_id, name, skill_kind, model_preference, definition, created_at, created_by';
+
+function skillKind(v: string): SkillKindName {
+  const k = SKILL_KINDS.find((x) => x === v);
+  if (k === undefined) throw bad(`a skill kind (${v})`);
+  return k;
+}
+
+function decodeSkill(r: Row): Skill {
+  return {
+    skill_id: str(r, 'skill_id'), name: str(r, 'name'), skill_kind: skillKind(str(r, 'skill_kind')),
+    model_preference: strOrNull(r, 'model_preference'), definition: jsonOrNull(r, 'definition', object),
+    created_at: num(r, 'created_at'), created_by: str(r, 'created_by'),
+  };
+}
+
+export async function insertSkill(tx: Tx, s: Skill): Promise<void> {
+  await tx.run(`INSERT INTO team_skills (${SKILL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    [s.skill_id, s.name, s.skill_kind, s.model_preference, s.definition ? JSON.stringify(s.definition) : null, s.created_at, s.created_by]);
+}
+
+export async function skillById(db: Reader, id: string): Promise<Skill | undefined> {
+  const r = await db.get(`SELECT ${SKILL_COLUMNS} FROM team_skills WHERE skill_id = ?`, [id]);
+  return r ? decodeSkill(r) : undefined;
+}
+
+export async function skillByName(db: Reader, name: string): Promise<Skill | undefined> {
+  const r = await db.get(`SELECT ${SKILL_COLUMNS} FROM team_skills WHERE name = ?`, [name]);
+  return r ? decodeSkill(r) : undefined;
+}
+
+export async function listSkills(db: Reader, limit: number, offset: number): Promise<Skill[]> {
+  return (await db.all(`SELECT ${SKILL_COLUMNS} FROM team_skills ORDER BY created_at, skill_id LIMIT ? OFFSET ?`, [limit, offset])).map(decodeSkill);
+}
+
+// ---------------------------------------------------------------- blueprints
+
+function decodeBlueprint(r: Row): Blueprint {
+  return { blueprint_id: str(r, 'blueprint_id'), ...json(r, 'body', blueprintBody), created_at: num(r, 'created_at'), created_by: str(r, 'created_by') };
+}
+
+export async function insertBlueprint(tx: Tx, b: Blueprint): Promise<void> {
+  const { blueprint_id, created_at, created_by, ...body } = b;
+  await tx.run('INSERT INTO team_blueprints (blueprint_id, name, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)',
+    [blueprint_id, b.name, JSON.stringify(body), created_at, created_by]);
+}
+
+export async function blueprintById(db: Reader, id: string): Promise<Blueprint | undefined> {
+  const r = await db.get('SELECT blueprint_id, body, created_at, created_by FROM team_blueprints WHERE blueprint_id = ?', [id]);
+  return r ? decodeBlueprint(r) : undefined;
+}
+
+export async function listBlueprints(db: Reader, limit: number, offset: number): Promise<Blueprint[]> {
+  return (await db.all('SELECT blueprint_id, body, created_at, created_by FROM team_blueprints ORDER BY created_at, blueprint_id LIMIT ? OFFSET ?', [limit, offset]))
+    .map(decodeBlueprint);
+}
+
+// ---------------------------------------------------------------- agents
+
+function decodeAgent(r: Row): Agent {
+  return { agent_id: str(r, 'agent_id'), name: str(r, 'name'), ...json(r, 'body', agentBody), created_at: num(r, 'created_at'), created_by: str(r, 'created_by') };
+}
+
+export async function insertAgent(tx: Tx, a: Agent): Promise<void> {
+  const { agent_id, name, created_at, created_by, ...body } = a;
+  await tx.run('INSERT INTO team_agents (agent_id, name, source, blueprint_id, body, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    [agent_id, name, body.source, body.blueprint_id, JSON.stringify(body), created_at, created_by]);
+}
+
+export async function agentById(db: Reader, id: string): Promise<Agent | undefined> {
+  const r = await db.get('SELECT agent_id, name, body, created_at, created_by FROM team_agents WHERE agent_id = ?', [id]);
+  return r ? decodeAgent(r) : undefined;
+}
+
+export async function listAgents(db: Reader, limit: number, offset: number): Promise<Agent[]> {
+  return (await db.all('SELECT agent_id, name, body, created_at, created_by FROM team_agents ORDER BY created_at, agent_id LIMIT ? OFFSET ?', [limit, offset]))
+    .map(decodeAgent);
+}
+
+// ---------------------------------------------------------------- budget ledgers and reservations
+
+function decodeLedger(r: Row): Ledger {
+  return {
+    agent_id: str(r, 'agent_id'), budget_limit: num(r, 'budget_limit'), reserved: num(r, 'reserved'), spent: num(r, 'spent'),
+    created_at: num(r, 'created_at'), updated_at: num(r, 'updated_at'), updated_by: str(r, 'updated_by'),
+  };
+}
+
+export async function ledgerOf(db: Reader, agentId: string): Promise<Ledger | undefined> {
+  const r = await db.get('SELECT agent_id, budget_limit, reserved, spent, created_at, updated_at, updated_by FROM team_ledgers WHERE agent_id = ?', [agentId]);
+  return r ? decodeLedger(r) : undefined;
+}
+
+/** Registers a ledger, or resets the limit of an existing one (reserved and spent stay). */
+export async function upsertLedger(tx: Tx, agentId: string, limit: number, at: number, by: string): Promise<void> {
+  await tx.run(`INSERT INTO team_ledgers (agent_id, budget_limit, reserved, spent, created_at, updated_at, updated_by) VALUES (?, ?, 0, 0, ?, ?, ?)
+      ON CONFLICT (agent_id) DO UPDATE SET budget_limit = excluded.budget_limit, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
+  [agentId, limit, at, at, by]);
+}
+
+export async function insertReservation(tx: Tx, r: { id: string; agentId: string; amount: number; runId: string; stepId: string; at: number }): Promise<void> {
+  await tx.run('UPDATE team_ledgers SET reserved = reserved + ? WHERE agent_id = ?', [r.amount, r.agentId]);
+  await tx.run('INSERT INTO team_reservations (reservation_id, agent_id, amount, actual, run_id, step_id, created_at, committed_at) VALUES (?, ?, ?, NULL, ?, ?, ?, NULL)',
+    [r.id, r.agentId, r.amount, r.runId, r.stepId, r.at]);
+}
+
+export async function reservation(db: Reader, id: string): Promise<{ agent_id: string; amount: number; committed_at: number | null } | undefined> {
+  const r = await db.get('SELECT agent_id, amount, committed_at FROM team_reservations WHERE reservation_id = ?', [id]);
+  return r ? { agent_id: str(r, 'agent_id'), amount: num(r, 'amount'), committed_at: numOrNull(r, 'committed_at') } : undefined;
+}
+
+/** Moves a reservation's amount out of `reserved` (never below 0) and `actual` into `spent`. */
+export async function commitReservation(tx: Tx, id: string, agentId: string, amount: number, actual: number, at: number): Promise<void> {
+  await tx.run('UPDATE team_ledgers SET reserved = CASE WHEN reserved - ? < 0 THEN 0 ELSE reserved - ? END, spent = spent + ? WHERE agent_id = ?',
+    [amount, amount, actual, agentId]);
+  await tx.run('UPDATE team_reservations SET actual = ?, committed_at = ? WHERE reservation_id = ?', [actual, at, id]);
+}
+
+/** Reservations of a run not committed yet. */
+export async function openReservations(db: Reader, runId: string): Promise<string[]> {
+  return (await db.all('SELECT reservation_id FROM team_reservations WHERE run_id = ? AND committed_at IS NULL ORDER BY reservation_id', [runId]))
+    .map((r) => str(r, 'reservation_id'));
+}
+
+/** Tokens a run has spent so far (committed actual usage). */
+export async function runTokens(db: Reader, runId: string): Promise<number> {
+  return count(await db.get('SELECT COALESCE(SUM(actual), 0) AS n FROM team_reservations WHERE run_id = ?', [runId]));
+}
+
+// ---------------------------------------------------------------- formations and billets
+
+function decodeFormation(r: Row): Formation {
+  return {
+    formation_id: str(r, 'formation_id'), ...json(r, 'body', formationBody), created_at: num(r, 'created_at'), created_by: str(r, 'created_by'),
+    updated_at: num(r, 'updated_at'),
+  };
+}
+
+export async function insertFormation(tx: Tx, f: Formation, body: FormationBody): Promise<void> {
+  await tx.run('INSERT INTO team_formations (formation_id, name, body, created_at, created_by, updated_at) VALUES (?, ?, ?, ?, ?, ?)',
+    [f.formation_id, f.name, JSON.stringify(body), f.created_at, f.created_by, f.updated_at]);
+}
+
+export async function formationById(db: Reader, id: string): Promise<Formation | undefined> {
+  const r = await db.get('SELECT formation_id, body, created_at, created_by, updated_at FROM team_formations WHERE formation_id = ?', [id]);
+  return r ? decodeFormation(r) : undefined;
+}
+
+export async function listFormations(db: Reader, limit: number, offset: number): Promise<Formation[]> {
+  return (await db.all('SELECT formation_id, body, created_at, created_by, updated_at FROM team_formations ORDER BY created_at, formation_id LIMIT ? OFFSET ?', [limit, offset]))
+    .map(decodeFormation);
+}
+
+export async function touchFormation(tx: Tx, id: string, at: number): Promise<void> {
+  await tx.run('UPDATE team_formations SET updated_at = ? WHERE formation_id = ?', [at, id]);
+}
+
+function decodeBillet(r: Row): Billet {
+  return {
+    billet_id: str(r, 'billet_id'), formation_id: str(r, 'formation_id'), position: num(r, 'position'), ...json(r, 'body', billetBody),
+    created_at: num(r, 'created_at'), created_by: str(r, 'created_by'),
+  };
+}
+
+const BILLET_COLUMNS = 'billet_id, formation_id, position, body, created_at, created_by';
+
+export async function insertBillet(tx: Tx, b: Billet): Promise<void> {
+  const body: BilletBody = { role_label: b.role_label, required_skills: b.required_skills, reports_to: b.reports_to, authority_cap: b.authority_cap };
+  await tx.run(`INSERT INTO team_billets (${BILLET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)`,
+    [b.billet_id, b.formation_id, b.position, JSON.stringify(body), b.created_at, b.created_by]);
+}
+
+export async function billetById(db: Reader, id: string): Promise<Billet | undefined> {
+  const r = await db.get(`SELECT ${BILLET_COLUMNS} FROM team_billets WHERE billet_id = ?`, [id]);
+  return r ? decodeBillet(r) : undefined;
+}
+
+/** A formation's billets in position order. */
+export async function listBillets(db: Reader, formationId: string): Promise<Billet[]> {
+  return (await db.all(`SELECT ${BILLET_COLUMNS} FROM team_billets WHERE formation_id = ? ORDER BY position, billet_id`, [formationId])).map(decodeBillet);
+}
+
+export async function countBillets(db: Reader, formationId: string): Promise<number> {
+  return count(await db.get('SELECT COUNT(*) AS n FROM team_billets WHERE formation_id = ?', [formationId]));
+}
+
+// ---------------------------------------------------------------- crews
+
+function decodeCrew(r: Row): Crew {
+  return { crew_id: str(r, 'crew_id'), formation_id: str(r, 'formation_id'), ...json(r, 'body', crewBody), created_at: num(r, 'created_at'), created_by: str(r, 'created_by') };
+}
+
+export async function insertCrew(tx: Tx, c: Crew): Promise<void> {
+  const { crew_id, formation_id, created_at, created_by, ...body } = c;
+  await tx.run('INSERT INTO team_crews (crew_id, formation_id, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)',
+    [crew_id, formation_id, JSON.stringify(body), created_at, created_by]);
+}
+
+export async function crewById(db: Reader, id: string): Promise<Crew | undefined> {
+  const r = await db.get('SELECT crew_id, formation_id, body, created_at, created_by FROM team_crews WHERE crew_id = ?', [id]);
+  return r ? decodeCrew(r) : undefined;
+}
+
+export async function listCrews(db: Reader, limit: number, offset: number): Promise<Crew[]> {
+  return (await db.all('SELECT crew_id, formation_id, body, created_at, created_by FROM team_crews ORDER BY created_at, crew_id LIMIT ? OFFSET ?', [limit, offset]))
+    .map(decodeCrew);
+}
+
+// ---------------------------------------------------------------- contracts
+
+function decodeContract(r: Row): Contract {
+  return { contract_id: str(r, 'contract_id'), ...json(r, 'body', contractBody), created_at: num(r, 'created_at'), created_by: str(r, 'created_by') };
+}
+
+export async function insertContract(tx: Tx, k: Contract): Promise<void> {
+  const { contract_id, created_at, created_by, ...body } = k;
+  await tx.run('INSERT INTO team_contracts (contract_id, name, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)',
+    [contract_id, k.name, JSON.stringify(body), created_at, created_by]);
+}
+
+export async function contractById(db: Reader, id: string): Promise<Contract | undefined> {
+  const r = await db.get('SELECT contract_id, body, created_at, created_by FROM team_contracts WHERE contract_id = ?', [id]);
+  return r ? decodeContract(r) : undefined;
+}
+
+export async function listContracts(db: Reader, limit: number, offset: number): Promise<Contract[]> {
+  return (await db.all('SELECT contract_id, body, created_at, created_by FROM team_contracts ORDER BY created_at, contract_id LIMIT ? OFFSET ?', [limit, offset]))
+    .map(decodeContract);
+}

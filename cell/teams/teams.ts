@@ -1,0 +1,66 @@
+/**
+ * The Agent Teams module's API, as the other modules use it: Jobs (the
+ * scheduler's team fires, scheduled agent runs of a crew's graph, template
+ * checks) and Edge (crew bundles). Everything else of the module is behind
+ * its routes.
+ */
+import type { Graph } from '../../core/engine/types.ts';
+import type { DrivePorts } from '../runs/drive.ts';
+import type { Run } from '../runs/runs.ts';
+import { getLedger, type Ledger } from './agents.ts';
+import type { TeamsContext } from './context.ts';
+import { crewByGraph } from './crew-graph.ts';
+import { loadCrewForExport, type CrewExport } from './export.ts';
+import { getCrew, type Crew } from './formations.ts';
+import { checkPlacement, type UnmetConstraint } from './placement.ts';
+import { crewPorts } from './ports.ts';
+import { settled, startCrewRun, type CrewRunInput } from './runs.ts';
+
+export class Teams {
+  constructor(private readonly ctx: TeamsContext) {}
+
+  /** The crew, or undefined. */
+  crew(crewId: string): Promise<Crew | undefined> {
+    return getCrew(this.ctx, crewId);
+  }
+
+  /**
+   * Starts a crew run for `requester` (compile, placement, agents active,
+   * budget ledgers; then driven in the background). A refusal before the first
+   * step is a run too: ServiceError `conflict` with details.reason and
+   * details.run_id; an unknown crew is `not_found`.
+   */
+  startCrewRun(requester: string, crewId: string, input: CrewRunInput): Promise<Run> {
+    return startCrewRun(this.ctx, requester, crewId, input);
+  }
+
+  /** The crew whose current compiled graph has this hash, with the graph; undefined when no crew's does. */
+  crewByGraph(graphHash: string): Promise<{ crew: Crew; graph: Graph; graphHash: string } | undefined> {
+    return crewByGraph(this.ctx, graphHash);
+  }
+
+  /** The placement constraints of a graph this cell does not meet (none: it may run here). */
+  unmetPlacement(graph: Graph): UnmetConstraint[] {
+    return checkPlacement(graph.placement, this.ctx.core.config);
+  }
+
+  /** The engine ports a run of a crew's graph needs (model, tools, approvals, budget, contracts); driveRun binds the rest. */
+  crewPorts(runId: string, workspaceId: string): DrivePorts {
+    return crewPorts(this.ctx, runId, workspaceId);
+  }
+
+  /** Everything a crew bundle carries: crew, formation, billets, graph, compiler input, agents, blueprints, skills, contracts, grants, ledgers. */
+  exportCrew(crewId: string): Promise<CrewExport> {
+    return loadCrewForExport(this.ctx, crewId);
+  }
+
+  /** An agent's budget ledger, or undefined. */
+  ledger(agentId: string): Promise<Ledger | undefined> {
+    return getLedger(this.ctx, agentId);
+  }
+
+  /** Resolves when this process no longer drives the crew run (tests, shutdown). */
+  settled(runId: string): Promise<void> {
+    return settled(this.ctx, runId);
+  }
+}

@@ -1,0 +1,42 @@
+/**
+ * The tools module's API, as the other modules use it: describe a catalog
+ * tool (the engine's tools port, the authoring checks of skills and
+ * authority envelopes), run one for a caller, and the catalog's public view.
+ * Agent Teams' crew ports and Jobs' `single` runs both call tools through it.
+ */
+import { invalid } from '../../core/errors.ts';
+import type { ToolDescriptor } from '../../core/engine/types.ts';
+import { catalogEntry, toolRegistryView, type ToolCaller, type ToolRegistryEntry, type ToolsContext } from './catalog.ts';
+
+export class Tools {
+  constructor(private readonly ctx: ToolsContext) {}
+
+  /** The catalog entry as the engine sees it, or undefined when there is no such tool. */
+  describe(name: string): ToolDescriptor | undefined {
+    const t = catalogEntry(name);
+    return t ? { name: t.name, description: t.description, side_effects: t.side_effects, parameters: t.parameters } : undefined;
+  }
+
+  /** True when the catalog has a tool of this name. */
+  has(name: string): boolean {
+    return catalogEntry(name) !== undefined;
+  }
+
+  /**
+   * Runs a tool for `caller`. The security floor's refusals leave as
+   * ServiceError `forbidden` (details.reason: egress_denied,
+   * egress_private_address, data_not_granted, clearance_insufficient,
+   * compartment_not_granted), bad arguments as `invalid_request`, an unknown
+   * tool as `invalid_request` with reason `tool_unknown`.
+   */
+  run(name: string, caller: ToolCaller, args: Record<string, unknown>): Promise<unknown> {
+    const t = catalogEntry(name);
+    if (!t) return Promise.reject(invalid(`no tool named ${name} in the catalog`, { reason: 'tool_unknown' }));
+    return t.run(this.ctx, caller, args);
+  }
+
+  /** The catalog's public view (GET /admin/ai/tool-registry). */
+  registry(): ToolRegistryEntry[] {
+    return toolRegistryView();
+  }
+}
