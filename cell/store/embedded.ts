@@ -1,41 +1,50 @@
 /**
- * The cell's durable store: sql.js (SQLite in memory) made durable by a
- * write-ahead log of committed transactions and periodic snapshots.
+ * The embedded engine of the store (contract: cell/store/types.ts): sql.js
+ * (SQLite in memory) made durable by a write-ahead log of committed
+ * transactions and periodic snapshots.
  *
- * `write(fn)` runs `fn` synchronously inside BEGIN/COMMIT, records the
- * statements it ran, and appends them as one checksummed log record; the
- * promise resolves once that record is fsync'd. Records committed while an
- * fsync is in flight are written and fsync'd together in the next batch
- * (group commit). A checkpoint exports the database to `snapshot.db` (write
- * temp, fsync, rename, fsync dir) tagged with the last LSN it contains, then
- * truncates the log. Opening loads the snapshot, replays log records after
- * its LSN, and drops only a torn or corrupt tail. Formats and guarantees:
- * docs/storage.md.
+ * `write(fn)` runs `fn` inside BEGIN/COMMIT, one transaction at a time (a
+ * write lock held until COMMIT), records the statements it ran, and appends
+ * them as one checksummed log record; the promise resolves once that record
+ * is fsync'd. Records committed while an fsync is in flight are written and
+ * fsync'd together in the next batch (group commit). Readers outside the
+ * open transaction wait for it to end (they see committed data only). A
+ * checkpoint exports the database to `snapshot.db` (write temp, fsync,
+ * rename, fsync dir) tagged with the last LSN it contains, then truncates the
+ * log. Opening loads the snapshot, replays log records after its LSN, and
+ * drops only a torn or corrupt tail.
+ *
+ * A failed log write or fsync (a full disk) refuses writes with 503; the
+ * store then cuts the log back to what was durable, re-opens itself from
+ * disk, and accepts writes again once a probe write succeeds
+ * (`_recovery.ts`). Formats and guarantees: docs/storage.md.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Database } from 'sql.js';
 import { ServiceError } from '../../core/errors.ts';
 import { writeAll, writeFileDurably } from './_files.ts';
+import { LOG_FILE, loadFromDisk, SNAPSHOT_FILE } from './_load.ts';
 import { acquireDirLock, type DirLock } from './_lock.ts';
 import { encodeRecord, HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEAD_BYTES, type Statement } from './_log.ts';
-import { readSnapshotLsn, replayLog, type ReplayResult } from './_replay.ts';
+import { changedNote, checkMigrations, migrationSha, refuseNewerSchema } from './_migrations.ts';
+import { classifyFailure, probeWritable, type Failure } from './_recovery.ts';
+import type { ReplayResult } from './_replay.ts';
 import { execute, queryAll, Statements, tune } from './_sql.ts';
-import { loadSqlJs } from './_sqljs.ts';
+import { isTxControl, isWriteStatement, tablesWritten } from './_tables.ts';
 import type { Change, Migration, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Tx } from './types.ts';
-import { tablesWritten } from './_tables.ts';
+
+export { LOG_FILE, SNAPSHOT_FILE };
 
 /** Log size that triggers an automatic checkpoint when the caller sets none. */
 export const DEFAULT_CHECKPOINT_BYTES = 64 * 1024 * 1024;
-
-/** Statements that would break the store's own BEGIN/COMMIT around write(). */
-const TX_CONTROL = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE|VACUUM|ATTACH|DETACH)\b/i;
-
-export const SNAPSHOT_FILE = 'snapshot.db';
-export const LOG_FILE = 'wal.log';
+/** How often an idle-but-written store checkpoints by time. */
+export const DEFAULT_CHECKPOINT_INTERVAL_MS = 5 * 60 * 1000;
+/** First wait before probing the disk again after a failed log write; doubled up to 30 s. */
+export const DEFAULT_RECOVERY_DELAY_MS = 1000;
+const MAX_RECOVERY_DELAY_MS = 30_000;
 
 export interface StoreStats {
   /** Transactions appended to the log since open. */
@@ -43,16 +52,19 @@ export interface StoreStats {
   /** fsync calls on the log since open (one per group-commit batch). */
   fsyncs: number;
   checkpoints: number;
-  /** Current log size in bytes (header included). */
+  /** Current log size in bytes (header included) that is durable. */
   logBytes: number;
   /** Last LSN assigned. */
   lsn: number;
+  /** Times the store re-opened itself from disk after a failed log write. */
+  reloads: number;
 }
 
 /** The Store contract plus what operators, tests and benchmarks look at. */
-export interface DurableStore extends Store {
+export interface EmbeddedStore extends Store {
+  readonly engine: 'embedded';
   readonly stats: Readonly<StoreStats>;
-  /** True once a log write or fsync failed: every later write is refused. */
+  /** True while writes are refused after a failed log write or fsync. */
   readonly failed: boolean;
   /** What opening found: records replayed, bytes of torn or corrupt tail dropped. */
   readonly recovery: { replayed: number; droppedBytes: number; droppedReason: string | null };
@@ -60,7 +72,7 @@ export interface DurableStore extends Store {
   checkpoint(): Promise<void>;
 }
 
-export interface DurableStoreOptions extends OpenStoreOptions {
+export interface EmbeddedStoreOptions extends OpenStoreOptions {
   /** Data directory of the store; created when missing. */
   dir: string;
   /** Log size that triggers an automatic checkpoint (bytes). */
@@ -73,10 +85,9 @@ export interface DurableStoreOptions extends OpenStoreOptions {
    * 0 turns the timer off (size and close still checkpoint).
    */
   checkpointIntervalMs?: number;
+  /** First wait before the disk is probed again after a failed log write (ms, default 1000; doubled up to 30 s). */
+  recoveryDelayMs?: number;
 }
-
-/** How often an idle-but-written store checkpoints by time. */
-export const DEFAULT_CHECKPOINT_INTERVAL_MS = 5 * 60 * 1000;
 
 interface Pending {
   lsn: number;
@@ -89,7 +100,7 @@ interface Pending {
 const inTx = new AsyncLocalStorage<object>();
 
 /** Opens (or creates) the store in `opts.dir`: lock, snapshot, replay, migrations. */
-export async function openStore(opts: DurableStoreOptions): Promise<DurableStore> {
+export async function openEmbeddedStore(opts: EmbeddedStoreOptions): Promise<EmbeddedStore> {
   const note = opts.log ?? ((msg: string) => console.warn(msg));
   const checkpointBytes = opts.checkpointBytes ?? DEFAULT_CHECKPOINT_BYTES;
   if (!(checkpointBytes > 0)) throw new TypeError('openStore: checkpointBytes must be positive');
@@ -99,29 +110,25 @@ export async function openStore(opts: DurableStoreOptions): Promise<DurableStore
   let db: Database | undefined;
   let fh: FileHandle | undefined;
   try {
-    const SQL = await loadSqlJs();
-    const snapPath = join(opts.dir, SNAPSHOT_FILE);
-    rmSync(`${snapPath}.tmp`, { force: true });
-    db = existsSync(snapPath) ? new SQL.Database(readFileSync(snapPath)) : new SQL.Database();
-    let snapshotLsn: number;
-    try {
-      tune(db);
-      snapshotLsn = readSnapshotLsn(db);
-    } catch (err) {
-      throw new Error(`store: ${snapPath} is unreadable (${(err as Error).message}); refusing to open`);
-    }
-    const logPath = join(opts.dir, LOG_FILE);
-    const replay = await replayLog(db, logPath, opts.dir, snapshotLsn, note);
-    fh = await open(logPath, 'a');
+    const loaded = await loadFromDisk(opts.dir, note);
+    db = loaded.db;
+    fh = await open(join(opts.dir, LOG_FILE), 'a');
     const store = new SqlJsStore(db, fh, lock, opts.dir, {
-      lsn: replay.lastLsn,
-      logBytes: replay.logBytes,
+      lsn: loaded.replay.lastLsn,
+      logBytes: loaded.replay.logBytes,
       checkpointBytes,
-      recovery: replay.recovery,
+      recovery: loaded.replay.recovery,
       note,
       fsync: opts.fsync ?? ((h) => h.sync()),
+      recoveryDelayMs: opts.recoveryDelayMs ?? DEFAULT_RECOVERY_DELAY_MS,
     });
-    await store.migrate(opts.migrations);
+    db = undefined; // the store owns it now
+    try {
+      await store.migrate(opts.migrations);
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
     store.startCheckpointTimer(opts.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS);
     // A long replay is not worth repeating on the next start.
     if (store.stats.logBytes > checkpointBytes) {
@@ -131,29 +138,17 @@ export async function openStore(opts: DurableStoreOptions): Promise<DurableStore
     }
     return store;
   } catch (err) {
-    await fh?.close().catch(() => undefined);
-    db?.close();
-    lock.release();
+    if (db) {
+      await fh?.close().catch(() => undefined);
+      db.close();
+      lock.release();
+    }
     throw err;
   }
 }
 
-function checkMigrations(migrations: readonly Migration[]): void {
-  const seen = new Set<string>();
-  for (const m of migrations) {
-    if (typeof m.id !== 'string' || m.id === '' || typeof m.sql !== 'string') {
-      throw new TypeError('openStore: a migration needs a non-empty id and sql');
-    }
-    if (seen.has(m.id)) throw new TypeError(`openStore: duplicate migration id ${m.id}`);
-    seen.add(m.id);
-  }
-}
-
-function unavailable(reason: string): ServiceError {
-  return new ServiceError('service_unavailable', 'The store cannot accept writes.', {
-    details: { reason },
-    retryable: true,
-  });
+function closedError(): ServiceError {
+  return new ServiceError('service_unavailable', 'The store is closed.', { details: { reason: 'store_closed' }, retryable: true });
 }
 
 function copyParams(params: readonly SqlValue[]): SqlValue[] {
@@ -167,18 +162,24 @@ interface StoreInit {
   recovery: ReplayResult['recovery'];
   note: (msg: string) => void;
   fsync: (fh: FileHandle) => Promise<void>;
+  recoveryDelayMs: number;
 }
 
-class SqlJsStore implements DurableStore {
+class SqlJsStore implements EmbeddedStore {
   readonly recovery: ReplayResult['recovery'];
   readonly stats: StoreStats;
   readonly engine = 'embedded' as const;
-  #failed = false;
+  #db: Database;
+  #stmts: Statements;
+  #failure: Failure | null = null;
+  /** Consecutive failed log writes without a successful one in between (drives the probe backoff). */
+  #failures = 0;
+  #recoveryTimer: NodeJS.Timeout | undefined;
   #closing = false;
   #closed = false;
   /** The open write transaction (token) and a promise that settles when it ends. */
   #tx: { token: object; done: Promise<void> } | null = null;
-  /** Writers wait here, one transaction at a time. */
+  /** Writers, checkpoints and recoveries wait here, one at a time. */
   #writeLock: Promise<void> = Promise.resolve();
   readonly #listeners = new Set<(c: Change) => void>();
   #queue: Pending[] = [];
@@ -193,37 +194,38 @@ class SqlJsStore implements DurableStore {
   #autoCheckpointAt: number;
   readonly #note: (msg: string) => void;
   readonly #fsync: (fh: FileHandle) => Promise<void>;
-  readonly #stmts: Statements;
+  readonly #recoveryDelayMs: number;
+  #timer: NodeJS.Timeout | undefined;
+  #checkpointedAtLsn = -1;
 
   constructor(
-    private readonly db: Database,
+    db: Database,
     private readonly fh: FileHandle,
     private readonly lock: DirLock,
     private readonly dir: string,
     init: StoreInit,
   ) {
+    this.#db = db;
     this.recovery = init.recovery;
-    this.stats = { commits: 0, fsyncs: 0, checkpoints: 0, logBytes: init.logBytes, lsn: init.lsn };
+    this.stats = { commits: 0, fsyncs: 0, checkpoints: 0, logBytes: init.logBytes, lsn: init.lsn, reloads: 0 };
     this.#checkpointBytes = init.checkpointBytes;
     this.#autoCheckpointAt = init.checkpointBytes;
     this.#note = init.note;
     this.#fsync = init.fsync;
+    this.#recoveryDelayMs = init.recoveryDelayMs;
     this.#stmts = new Statements(db);
   }
 
   get failed(): boolean {
-    return this.#failed;
+    return this.#failure !== null;
   }
-
-  #timer: NodeJS.Timeout | undefined;
-  #checkpointedAtLsn = -1;
 
   /** Checkpoints by time when the log has grown since the last checkpoint. */
   startCheckpointTimer(intervalMs: number): void {
     if (!(intervalMs > 0)) return;
     this.#checkpointedAtLsn = this.stats.lsn;
     this.#timer = setInterval(() => {
-      if (this.#closing || this.#failed || this.stats.lsn === this.#checkpointedAtLsn) return;
+      if (this.#closing || this.#failure || this.stats.lsn === this.#checkpointedAtLsn) return;
       const lsn = this.stats.lsn;
       this.checkpoint().then(() => { this.#checkpointedAtLsn = lsn; }, (err: unknown) => {
         this.#note(`store: timed checkpoint failed (the log still holds everything): ${(err as Error).message}`);
@@ -231,6 +233,8 @@ class SqlJsStore implements DurableStore {
     }, intervalMs);
     this.#timer.unref();
   }
+
+  // ---- reads
 
   async get(sql: string, params?: readonly SqlValue[]): Promise<Row | undefined> {
     await this.#committedView();
@@ -247,10 +251,12 @@ class SqlJsStore implements DurableStore {
    * function awaits between statements), readers outside it wait for it to end.
    */
   #committedView(): Promise<void> | void {
-    this.#assertOpen();
+    if (this.#closed) throw closedError();
     const tx = this.#tx;
     if (tx && inTx.getStore() !== tx.token) return tx.done.then(() => this.#committedView());
   }
+
+  // ---- notifications and health
 
   onChange(listener: (c: Change) => void): () => void {
     this.#listeners.add(listener);
@@ -259,13 +265,15 @@ class SqlJsStore implements DurableStore {
 
   async health(): Promise<StoreHealth> {
     if (this.#closing || this.#closed) return { ok: false, reason: 'store_closed' };
-    if (this.#failed) return { ok: false, reason: 'store_failed' };
+    if (this.#failure) return { ok: false, reason: this.#failure.reason };
     return { ok: true };
   }
 
+  // ---- writes
+
   write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    if (this.#closing || this.#closed) return Promise.reject(unavailable('store_closed'));
-    if (this.#failed) return Promise.reject(unavailable('store_failed'));
+    if (this.#closing || this.#closed) return Promise.reject(closedError());
+    if (this.#failure) return Promise.reject(this.#failure.refusal());
     if (this.#tx && inTx.getStore() === this.#tx.token) return Promise.reject(new TypeError('store.write: nested write inside a transaction'));
     const prev = this.#writeLock;
     let release!: () => void;
@@ -279,32 +287,59 @@ class SqlJsStore implements DurableStore {
    * Resolves (at COMMIT) with a function that waits for durability via the group commit.
    */
   async #runTx<T>(fn: (tx: Tx) => Promise<T>): Promise<() => Promise<T>> {
-    if (this.#closed) throw unavailable('store_closed');
-    if (this.#failed) throw unavailable('store_failed');
-    const db = this.db;
+    if (this.#closed) throw closedError();
+    if (this.#failure) throw this.#failure.refusal();
+    const db = this.#db;
     const cache = this.#stmts;
     const recorded: Statement[] = [];
     const effects: (() => void)[] = [];
     const token = {};
-    let endTx!: () => void;
-    this.#tx = { token, done: new Promise<void>((r) => { endTx = r; }) };
+    let live = true;
+    // As on PostgreSQL, a failed statement aborts the transaction even if `fn` catches the error.
+    let firstError: unknown;
+    const guard = (sql: string): void => {
+      if (!live) throw new TypeError('store: a transaction was used after it ended');
+      if (isTxControl(sql)) throw new TypeError(`store: "${sql.trim().split(/\s/)[0]}" is not allowed inside write(); the store owns the transaction`);
+      if (firstError !== undefined) throw new Error(`store: the transaction is aborted by an earlier error (${(firstError as Error).message})`);
+    };
+    const record = (sql: string, params: readonly SqlValue[] | undefined): void => {
+      recorded.push(params && params.length > 0 ? [sql, copyParams(params)] : [sql]);
+    };
+    const step = <R>(sql: string, run: () => R): R => {
+      guard(sql);
+      try {
+        return run();
+      } catch (err) {
+        firstError = err;
+        throw err;
+      }
+    };
+    const read = (sql: string, params: readonly SqlValue[] | undefined, first: boolean): Row[] => step(sql, () => {
+      const rows = queryAll<Row>(cache, sql, params, first);
+      // A write that returns rows (INSERT … RETURNING) is logged like any write.
+      if (isWriteStatement(sql)) record(sql, params);
+      return rows;
+    });
     const tx: Tx = {
-      get: async (sql, params) => queryAll<Row>(cache, sql, params, true)[0],
-      all: async (sql, params) => queryAll<Row>(cache, sql, params, false),
-      run: async (sql, params) => {
-        if (TX_CONTROL.test(sql)) throw new TypeError(`store: "${sql.trim().split(/\s/)[0]}" is not allowed inside write(); the store owns the transaction`);
+      get: async (sql, params) => read(sql, params, true)[0],
+      all: async (sql, params) => read(sql, params, false),
+      run: async (sql, params) => step(sql, () => {
         const changes = execute(db, cache, sql, params);
-        recorded.push(params && params.length > 0 ? [sql, copyParams(params)] : [sql]);
+        record(sql, params);
         return { changes };
-      },
+      }),
       afterCommit: (effect) => { effects.push(effect); },
     };
+    let endTx!: () => void;
+    this.#tx = { token, done: new Promise<void>((r) => { endTx = r; }) };
     let result: T;
     let buf: Buffer | undefined;
     try {
       db.run('BEGIN');
       try {
         result = await inTx.run(token, () => fn(tx));
+        live = false;
+        if (firstError !== undefined) throw firstError;
         if (recorded.length > 0) {
           // Encoded before COMMIT: a record the log could not hold is refused, not half-kept.
           buf = encodeRecord(this.stats.lsn + 1, recorded);
@@ -314,6 +349,7 @@ class SqlJsStore implements DurableStore {
         }
         db.run('COMMIT');
       } catch (err) {
+        live = false;
         try {
           db.run('ROLLBACK');
         } catch {
@@ -327,7 +363,7 @@ class SqlJsStore implements DurableStore {
     }
     if (!buf) {
       return async () => {
-        for (const e of effects) e();
+        this.#runEffects(effects);
         return result;
       };
     }
@@ -335,27 +371,56 @@ class SqlJsStore implements DurableStore {
     this.stats.commits++;
     const tables = tablesWritten(recorded.map((r) => r[0]));
     const durable = new Promise<void>((resolve, reject) => {
+      // The log failed while this transaction ran: it is refused (and dropped by the re-open from disk).
+      if (this.#failure) return reject(this.#failure.refusal());
       this.#queue.push({ lsn, buf: buf!, resolve, reject });
       this.#schedulePump();
     });
     return async () => {
       await durable;
-      for (const e of effects) e();
-      if (tables.size > 0) for (const l of this.#listeners) l({ tables, remote: false });
+      this.#runEffects(effects);
+      if (tables.size > 0) this.#emit({ tables, remote: false });
       return result;
     };
   }
 
-  async checkpoint(): Promise<void> {
-    if (this.#closed) throw unavailable('store_closed');
-    if (this.#failed) throw unavailable('store_failed');
-    if (this.#checkpointing) return this.#checkpointing;
-    // Between transactions only: an open one (its function may be awaiting) must not be exported.
+  /** Effects and listeners run after durability; one that throws is logged, never turns an acknowledged write into a failure. */
+  #runEffects(effects: (() => void)[]): void {
+    for (const e of effects) {
+      try {
+        e();
+      } catch (err) {
+        this.#note(`store: an afterCommit effect threw: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  #emit(change: Change): void {
+    for (const l of this.#listeners) {
+      try {
+        l(change);
+      } catch (err) {
+        this.#note(`store: a change listener threw: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  /** Takes the write lock for `run` (between transactions). */
+  #exclusive<R>(run: () => Promise<R>): Promise<R> {
     const prev = this.#writeLock;
     let release!: () => void;
     this.#writeLock = new Promise<void>((r) => { release = r; });
-    const run = prev.then(() => this.#doCheckpoint()).finally(() => {
-      release();
+    return prev.then(run).finally(() => release());
+  }
+
+  // ---- checkpoint
+
+  async checkpoint(): Promise<void> {
+    if (this.#closed) throw closedError();
+    if (this.#failure) throw this.#failure.refusal();
+    if (this.#checkpointing) return this.#checkpointing;
+    // Between transactions only: an open one (its function may be awaiting) must not be exported.
+    const run = this.#exclusive(() => this.#doCheckpoint()).finally(() => {
       this.#checkpointing = null;
       this.#paused = false;
       this.#schedulePump();
@@ -363,6 +428,39 @@ class SqlJsStore implements DurableStore {
     this.#checkpointing = run;
     return run;
   }
+
+  async #doCheckpoint(): Promise<void> {
+    this.#paused = true;
+    // Let an in-flight batch finish; queued records wait (they may become redundant).
+    while (this.#flushing) await new Promise<void>((r) => this.#idleWaiters.push(r));
+    if (this.#failure) throw this.#failure.refusal();
+    const lsn = this.stats.lsn;
+    const db = this.#db;
+    db.run('CREATE TABLE IF NOT EXISTS _store_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)');
+    db.run("INSERT OR REPLACE INTO _store_meta (key, value) VALUES ('lsn', ?)", [lsn]);
+    this.#stmts.clear();
+    const bytes = db.export();
+    tune(db); // older sql.js releases reopen the database in export()
+    await writeFileDurably(join(this.dir, SNAPSHOT_FILE), bytes, this.dir);
+    // The snapshot now holds every LSN <= lsn durably: queued records up to it are done,
+    // and nothing in the log is needed any more.
+    const covered = this.#queue.filter((p) => p.lsn <= lsn);
+    this.#queue = this.#queue.filter((p) => p.lsn > lsn);
+    this.stats.logBytes = HEADER_BYTES;
+    for (const p of covered) p.resolve();
+    try {
+      await this.fh.truncate(HEADER_BYTES);
+      await this.#fsync(this.fh);
+      this.stats.fsyncs++;
+    } catch (err) {
+      // Records <= lsn left in the log are skipped on replay; but fail closed on a failed fsync.
+      this.#fail(err, []);
+      throw this.#failure!.refusal();
+    }
+    this.stats.checkpoints++;
+  }
+
+  // ---- close
 
   close(): Promise<void> {
     this.#closingRun ??= this.#close();
@@ -372,10 +470,13 @@ class SqlJsStore implements DurableStore {
   async #close(): Promise<void> {
     this.#closing = true;
     clearInterval(this.#timer);
+    clearTimeout(this.#recoveryTimer);
     try {
+      // Transactions already waiting for the lock run (and are refused); then nothing is open.
+      await this.#exclusive(async () => undefined);
       await this.#drained();
       if (this.#checkpointing) await this.#checkpointing.catch(() => undefined);
-      if (!this.#failed) {
+      if (!this.#failure) {
         try {
           await this.checkpoint();
         } catch (err) {
@@ -384,12 +485,15 @@ class SqlJsStore implements DurableStore {
       }
     } finally {
       this.#closed = true;
+      clearTimeout(this.#recoveryTimer);
       await this.fh.close().catch(() => undefined);
       this.#stmts.clear();
-      this.db.close();
+      this.#db.close();
       this.lock.release();
     }
   }
+
+  // ---- migrations
 
   /** Applies each migration not yet recorded in `_migrations`, in the given order. */
   async migrate(migrations: readonly Migration[]): Promise<void> {
@@ -399,11 +503,15 @@ class SqlJsStore implements DurableStore {
         await tx.run('CREATE TABLE IF NOT EXISTS _migrations (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, sql_sha256 TEXT NOT NULL)');
       });
     }
+    const applied = await this.all('SELECT id, sql_sha256 FROM _migrations ORDER BY seq');
+    refuseNewerSchema(applied.map((r) => String(r['id'])), migrations);
+    const bySha = new Map(applied.map((r) => [String(r['id']), r['sql_sha256']]));
+    let seq = applied.length;
     for (const m of migrations) {
-      const sha = createHash('sha256').update(m.sql).digest('hex');
-      const row = await this.get('SELECT sql_sha256 FROM _migrations WHERE id = ?', [m.id]);
-      if (row) {
-        if (row['sql_sha256'] !== sha) this.#note(`store: migration ${m.id} was applied with different SQL; it is not re-run`);
+      const sha = migrationSha(m);
+      const had = bySha.get(m.id);
+      if (had !== undefined) {
+        if (had !== sha) this.#note(changedNote(m.id));
         continue;
       }
       await this.write(async (tx) => {
@@ -412,15 +520,13 @@ class SqlJsStore implements DurableStore {
         } catch (err) {
           throw new Error(`store: migration ${m.id} failed: ${(err as Error).message}`);
         }
-        const n = (await tx.get('SELECT COUNT(*) AS n FROM _migrations'))?.['n'];
-        await tx.run('INSERT INTO _migrations (id, seq, sql_sha256) VALUES (?, ?, ?)', [m.id, (typeof n === 'number' ? n : 0) + 1, sha]);
+        await tx.run('INSERT INTO _migrations (id, seq, sql_sha256) VALUES (?, ?, ?)', [m.id, seq + 1, sha]);
       });
+      seq++;
     }
   }
 
-  #assertOpen(): void {
-    if (this.#closed) throw unavailable('store_closed');
-  }
+  // ---- group commit
 
   #schedulePump(): void {
     if (this.#pumpScheduled || this.#flushing || this.#paused) return;
@@ -436,7 +542,7 @@ class SqlJsStore implements DurableStore {
     if (this.#flushing || this.#paused) return;
     this.#flushing = true;
     try {
-      while (this.#queue.length > 0 && !this.#paused && !this.#failed) {
+      while (this.#queue.length > 0 && !this.#paused && !this.#failure) {
         const batch = this.#queue;
         this.#queue = [];
         const bytes = batch.length === 1 ? batch[0]!.buf : Buffer.concat(batch.map((p) => p.buf));
@@ -445,6 +551,7 @@ class SqlJsStore implements DurableStore {
           await this.#fsync(this.fh);
           this.stats.fsyncs++;
           this.stats.logBytes += bytes.length;
+          this.#failures = 0;
         } catch (err) {
           this.#fail(err, batch);
           return;
@@ -453,13 +560,13 @@ class SqlJsStore implements DurableStore {
       }
     } finally {
       this.#flushing = false;
-      if (this.#queue.length === 0 || this.#paused || this.#failed) {
+      if (this.#queue.length === 0 || this.#paused || this.#failure) {
         const waiters = this.#idleWaiters;
         this.#idleWaiters = [];
         for (const w of waiters) w();
       }
     }
-    if (this.stats.logBytes > this.#autoCheckpointAt && !this.#checkpointing && !this.#closing && !this.#failed) {
+    if (this.stats.logBytes > this.#autoCheckpointAt && !this.#checkpointing && !this.#closing && !this.#failure) {
       this.checkpoint().then(
         () => {
           this.#autoCheckpointAt = this.#checkpointBytes;
@@ -473,17 +580,9 @@ class SqlJsStore implements DurableStore {
     }
   }
 
-  #fail(err: unknown, batch: Pending[]): void {
-    this.#failed = true;
-    this.#note(`store: log write or fsync failed; refusing all further writes: ${(err as Error).message}`);
-    const rejected = [...batch, ...this.#queue];
-    this.#queue = [];
-    for (const p of rejected) p.reject(unavailable('store_failed'));
-  }
-
   /** Resolves when no flush is running and (unless paused) nothing is queued. */
   #drained(): Promise<void> {
-    if (!this.#flushing && (this.#queue.length === 0 || this.#paused || this.#failed) && !this.#pumpScheduled) {
+    if (!this.#flushing && (this.#queue.length === 0 || this.#paused || this.#failure) && !this.#pumpScheduled) {
       return Promise.resolve();
     }
     return new Promise<void>((resolve) => {
@@ -491,33 +590,79 @@ class SqlJsStore implements DurableStore {
     }).then(() => this.#drained());
   }
 
-  async #doCheckpoint(): Promise<void> {
-    this.#paused = true;
-    // Let an in-flight batch finish; queued records wait (they may become redundant).
-    while (this.#flushing) await new Promise<void>((r) => this.#idleWaiters.push(r));
-    if (this.#failed) throw unavailable('store_failed');
-    const lsn = this.stats.lsn;
-    this.db.run('CREATE TABLE IF NOT EXISTS _store_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)');
-    this.db.run("INSERT OR REPLACE INTO _store_meta (key, value) VALUES ('lsn', ?)", [lsn]);
-    this.#stmts.clear();
-    const bytes = this.db.export();
-    tune(this.db); // older sql.js releases reopen the database in export()
-    await writeFileDurably(join(this.dir, SNAPSHOT_FILE), bytes, this.dir);
-    // The snapshot now holds every LSN <= lsn durably: queued records up to it are done.
-    const covered = this.#queue.filter((p) => p.lsn <= lsn);
-    this.#queue = this.#queue.filter((p) => p.lsn > lsn);
+  // ---- failure and recovery
+
+  /** A log write or fsync failed: refuse writes, reject what waits, and start recovering. */
+  #fail(err: unknown, batch: Pending[]): void {
+    this.#failures++;
+    this.#failure = classifyFailure(err);
+    this.#note(`store: log write or fsync failed (${(err as Error).message}); refusing writes until the store has re-opened from disk`);
+    const rejected = [...batch, ...this.#queue];
+    this.#queue = [];
+    for (const p of rejected) p.reject(this.#failure.refusal());
+    if (!this.#closing) this.#scheduleRecovery(0);
+  }
+
+  #scheduleRecovery(delayMs: number): void {
+    clearTimeout(this.#recoveryTimer);
+    this.#recoveryTimer = setTimeout(() => {
+      this.#recoveryTimer = undefined;
+      void this.#exclusive(() => this.#recover());
+    }, delayMs);
+    this.#recoveryTimer.unref();
+  }
+
+  #nextDelay(): number {
+    return Math.min(MAX_RECOVERY_DELAY_MS, this.#recoveryDelayMs * 2 ** Math.max(0, this.#failures - 1));
+  }
+
+  /**
+   * Recovery, under the write lock: (1) cut the log back to its durable end
+   * (what a failed write may have left after it is neither acknowledged nor
+   * trusted: after a failed fsync the page cache may say anything), (2)
+   * re-open the database from the snapshot and the log, dropping every
+   * transaction that was refused, (3) accept writes again once a probe write
+   * and fsync of the same directory succeed. A step that fails transiently is
+   * tried again later; one that cannot succeed without an operator leaves
+   * the store refusing writes with `retryable: false`.
+   */
+  async #recover(): Promise<void> {
+    const failure = this.#failure;
+    if (!failure || this.#closing || this.#closed) return;
     try {
-      await this.fh.truncate(HEADER_BYTES);
-      await this.#fsync(this.fh);
-      this.stats.fsyncs++;
+      while (this.#flushing) await new Promise<void>((r) => this.#idleWaiters.push(r));
+      if (failure.needsReload) {
+        await this.fh.truncate(this.stats.logBytes);
+        await this.#fsync(this.fh);
+        const { db, replay } = await loadFromDisk(this.dir, this.#note);
+        this.#stmts.clear();
+        this.#db.close();
+        this.#db = db;
+        this.#stmts = new Statements(db);
+        this.stats.lsn = replay.lastLsn;
+        this.stats.logBytes = replay.logBytes;
+        this.stats.reloads++;
+        failure.needsReload = false;
+        this.#note(`store: re-opened from disk after the failed log write (LSN ${replay.lastLsn})`);
+      }
+      if (!failure.retryable) {
+        this.#note('store: the failure is not one that passes by itself; writes stay refused until an operator restarts the cell');
+        return;
+      }
+      await probeWritable(this.dir);
     } catch (err) {
-      // Records <= lsn left in the log are skipped on replay; but fail closed on a failed fsync.
-      for (const p of covered) p.resolve();
-      this.#fail(err, []);
-      throw unavailable('store_failed');
+      const next = classifyFailure(err);
+      if (!next.retryable || (err instanceof Error && err.message.startsWith('store:'))) {
+        failure.retryable = false;
+        this.#note(`store: cannot recover by itself (${(err as Error).message}); writes stay refused until an operator restarts the cell`);
+        return;
+      }
+      failure.reason = next.reason;
+      this.#scheduleRecovery(this.#nextDelay());
+      this.#failures++;
+      return;
     }
-    this.stats.logBytes = HEADER_BYTES;
-    this.stats.checkpoints++;
-    for (const p of covered) p.resolve();
+    this.#failure = null;
+    this.#note('store: the disk accepts writes again; the store accepts writes');
   }
 }
