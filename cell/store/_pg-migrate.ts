@@ -16,6 +16,8 @@ export const MIGRATION_LOCK_KEY = '7162812004535060338';
 
 export async function migratePostgres(pool: pg.Pool, migrations: readonly Migration[], note: (msg: string) => void): Promise<void> {
   const client = await pool.connect();
+  // A connection that dies while checked out emits 'error'; the query in flight rejects with it.
+  client.on('error', () => undefined);
   try {
     await client.query(`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
     try {

@@ -263,6 +263,13 @@ class PgStore implements PostgresStore {
         this.stats.connectionErrors++;
         throw connectionLost();
       }
+      // A checked-out connection that dies between statements emits 'error': the next statement reports it.
+      const onError = (): void => undefined;
+      client.on('error', onError);
+      const release = (err?: Error | boolean): void => {
+        client.off('error', onError);
+        client.release(err);
+      };
       const state: TxState = { store: this, client, live: true, chain: Promise.resolve(), firstError: undefined, written: [] };
       const effects: (() => void)[] = [];
       let xid: number | undefined;
@@ -287,14 +294,14 @@ class PgStore implements PostgresStore {
         const res = await client.query(tables.size > 0 ? `SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(tables)}'); COMMIT` : 'COMMIT');
         const last = results(res).at(-1);
         if (last?.command !== 'COMMIT') throw new Error(`store: COMMIT answered ${String(last?.command)}`);
-        client.release();
+        release();
       } catch (err) {
         state.live = false;
         const lost = isConnectionLost(err);
         if (lost) {
-          client.release(err instanceof Error ? err : true);
+          release(true);
         } else {
-          await client.query('ROLLBACK').then(() => client.release(), (e: unknown) => client.release(e instanceof Error ? e : true));
+          await client.query('ROLLBACK').then(() => release(), () => release(true));
         }
         const cause = state.firstError ?? err;
         if (!lost && isRetryable(cause) && attempt < this.#maxAttempts) {

@@ -1,8 +1,14 @@
-/** Helpers shared by the store tests: temp dirs and "crash copies" of a live store. */
+/**
+ * Helpers shared by the store tests: temp dirs, "crash copies" of a live
+ * embedded store, and the two engines as places to open a fresh store (a temp
+ * directory, or a new database on the run's PostgreSQL server).
+ */
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { StoreConfig } from '../../../cell/store/open.ts';
 import type { Migration } from '../../../cell/store/types.ts';
+import { pgDatabase, pgUnavailable } from '../../helpers/postgres.ts';
 
 export const T_MIGRATIONS: Migration[] = [
   { id: 'test-001-t', sql: 'CREATE TABLE t (id INTEGER, v TEXT, b BLOB)' },
@@ -22,4 +28,42 @@ export function crashCopy(dir: string): string {
   const copy = mkdtempSync(join(tmpdir(), 'store-crash-'));
   cpSync(dir, copy, { recursive: true });
   return copy;
+}
+
+export interface Place {
+  config: StoreConfig;
+  cleanup(): Promise<void>;
+}
+
+export interface Engine {
+  name: 'embedded' | 'postgres';
+  /** Why this engine's tests are skipped here, or false. */
+  skip: string | false;
+  /** A fresh, empty place to open stores at (the same place may be opened again). */
+  fresh(): Promise<Place>;
+}
+
+export const ENGINES: Engine[] = [
+  {
+    name: 'embedded',
+    skip: false,
+    async fresh() {
+      const { dir, cleanup } = tempDir();
+      return { config: { engine: 'embedded', dir }, cleanup: async () => cleanup() };
+    },
+  },
+  {
+    name: 'postgres',
+    skip: pgUnavailable() ?? false,
+    async fresh() {
+      const db = await pgDatabase();
+      return { config: { engine: 'postgres', url: db.url, poolSize: 4 }, cleanup: () => db.drop() };
+    },
+  },
+];
+
+export function deferred<T = void>(): { promise: Promise<T>; resolve(v: T): void } {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
 }
