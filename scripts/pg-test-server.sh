@@ -4,6 +4,8 @@
 #   scripts/pg-test-server.sh start [--durable]    start one; prints CELL_TEST_PG_URL=… and CELL_TEST_PG_DIR=…
 #   scripts/pg-test-server.sh stop DIR             stop it and delete DIR
 #   scripts/pg-test-server.sh restart-immediate DIR  `pg_ctl restart -m immediate` (a crash of the server)
+#   scripts/pg-test-server.sh stop-immediate DIR   `pg_ctl stop -m immediate` (the server crashes; DIR kept)
+#   scripts/pg-test-server.sh start-again DIR      start it again on the same port (after stop-immediate)
 #   scripts/pg-test-server.sh run [--durable] -- CMD [ARGS…]
 #                                                  start, run CMD with CELL_TEST_PG_URL exported, stop;
 #                                                  exits with CMD's status
@@ -78,6 +80,7 @@ cmd_start() {
     if as_owner "$bin/pg_ctl" start -w -t 60 -D "$dir/data" -l "$dir/server.log" \
         -o "-p $port -k $dir ${settings[*]}" >"$dir/pg_ctl.log" 2>&1; then
       echo "$port" >"$dir/port"
+      echo "-p $port -k $dir ${settings[*]}" >"$dir/opts"
       echo "CELL_TEST_PG_URL=postgres://postgres@127.0.0.1:$port/postgres"
       echo "CELL_TEST_PG_DIR=$dir"
       return 0
@@ -90,7 +93,7 @@ cmd_start() {
 }
 
 cmd_stop() {
-  local dir="${1:?stop needs the server's DIR}"
+  local dir="${1:?stop needs the server directory}"
   [[ -d "$dir/data" ]] || die "$dir is not a test server directory"
   local bin
   bin="$(pg_bindir)" || die "PostgreSQL $PG_VERSION is not installed"
@@ -99,11 +102,26 @@ cmd_stop() {
 }
 
 cmd_restart_immediate() {
-  local dir="${1:?restart-immediate needs the server's DIR}"
+  local dir="${1:?restart-immediate needs the server directory}"
   local bin
   bin="$(pg_bindir)" || die "PostgreSQL $PG_VERSION is not installed"
   (cd "$dir" && as_owner "$bin/pg_ctl" restart -m immediate -w -t 60 -D "$dir/data" -l "$dir/server.log" >/dev/null) \
     || { tail -n 20 "$dir/server.log" >&2; die "restart failed"; }
+}
+
+cmd_stop_immediate() {
+  local dir="${1:?stop-immediate needs the server directory}"
+  local bin
+  bin="$(pg_bindir)" || die "PostgreSQL $PG_VERSION is not installed"
+  (cd "$dir" && as_owner "$bin/pg_ctl" stop -m immediate -w -t 60 -D "$dir/data" >/dev/null) || die "stop failed"
+}
+
+cmd_start_again() {
+  local dir="${1:?start-again needs the server directory}"
+  local bin
+  bin="$(pg_bindir)" || die "PostgreSQL $PG_VERSION is not installed"
+  (cd "$dir" && as_owner "$bin/pg_ctl" start -w -t 60 -D "$dir/data" -l "$dir/server.log" -o "$(cat "$dir/opts")" >/dev/null) \
+    || { tail -n 20 "$dir/server.log" >&2; die "start failed"; }
 }
 
 cmd_run() {
@@ -126,6 +144,8 @@ case "${1:-}" in
   start) shift; cmd_start "$@" ;;
   stop) shift; cmd_stop "$@" ;;
   restart-immediate) shift; cmd_restart_immediate "$@" ;;
+  stop-immediate) shift; cmd_stop_immediate "$@" ;;
+  start-again) shift; cmd_start_again "$@" ;;
   run) shift; cmd_run "$@" ;;
-  *) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+ *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

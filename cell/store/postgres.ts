@@ -84,7 +84,8 @@ interface TxState {
 
 const inTx = new AsyncLocalStorage<TxState>();
 
-const BEGIN_SQL = 'BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT txid_current() AS xid';
+/** The transaction's id and the server's start time, to ask about its outcome should COMMIT be cut off. */
+const BEGIN_SQL = 'BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT txid_current() AS xid, pg_postmaster_start_time() AS started';
 
 function closed(): ServiceError {
   return new ServiceError('service_unavailable', 'The store is closed.', { details: { reason: 'store_closed' }, retryable: true });
@@ -273,11 +274,14 @@ class PgStore implements PostgresStore {
       const state: TxState = { store: this, client, live: true, chain: Promise.resolve(), firstError: undefined, written: [] };
       const effects: (() => void)[] = [];
       let xid: number | undefined;
+      let started: SqlValue | undefined;
       let committing = false;
       let result!: T;
       let tables = new Set<string>();
       try {
-        xid = Number(results(await client.query(BEGIN_SQL))[1]?.rows[0]?.['xid']);
+        const begun = results(await client.query(BEGIN_SQL))[1]?.rows[0];
+        xid = Number(begun?.['xid']);
+        started = begun?.['started'];
         const tx: Tx = {
           get: async (sql, params) => (await this.#txQuery(state, sql, params)).rows[0],
           all: async (sql, params) => (await this.#txQuery(state, sql, params)).rows,
@@ -313,7 +317,7 @@ class PgStore implements PostgresStore {
         if (!lost) throw err;
         this.stats.connectionErrors++;
         if (committing && xid !== undefined && Number.isFinite(xid)) {
-          const outcome = await this.#commitOutcome(xid);
+          const outcome = await this.#commitOutcome(xid, started ?? null);
           if (outcome === 'unknown') throw commitUnknown();
           if (outcome === 'committed') return this.#committed(result, effects, tables);
           // Aborted: nothing of it was kept, so a retry by the caller is safe.
@@ -359,17 +363,35 @@ class PgStore implements PostgresStore {
     return JSON.stringify({ i: this.instanceId, t: [...tables] });
   }
 
-  /** Whether transaction `xid` committed, asked of the server once it answers again. */
-  async #commitOutcome(xid: number): Promise<'committed' | 'aborted' | 'unknown'> {
+  /**
+   * Whether transaction `xid` committed, asked of the server once it answers
+   * again. While the server that ran it is still up (same start time), its
+   * commit log is the answer. After a crash, ids never written to the WAL are
+   * handed out again, so "committed" may be another transaction's: only
+   * "aborted", "in progress" (necessarily someone else's) and "not assigned
+   * yet" are conclusive, all meaning ours did not commit; "committed" stays
+   * unknown.
+   */
+  async #commitOutcome(xid: number, started: SqlValue): Promise<'committed' | 'aborted' | 'unknown'> {
     this.stats.commitChecks++;
     const deadline = Date.now() + this.#commitCheckMs;
     while (Date.now() < deadline && !this.#closed) {
       try {
-        const r = await this.pool.query('SELECT txid_status($1) AS s', [xid]);
-        const s = (r.rows[0] as Row | undefined)?.['s'];
-        if (s === 'committed') return 'committed';
-        if (s === 'aborted') return 'aborted';
-        if (s !== 'in progress') return 'unknown';
+        const r = await this.pool.query(
+          "SELECT pg_postmaster_start_time() AS started, CASE WHEN $1 >= txid_snapshot_xmax(txid_current_snapshot()) THEN 'not yet assigned' ELSE txid_status($1) END AS s",
+          [xid],
+        );
+        const row = r.rows[0] as Row | undefined;
+        const s = row?.['s'];
+        const sameServer = started !== null && row?.['started'] === started;
+        if (sameServer) {
+          if (s === 'committed') return 'committed';
+          if (s === 'aborted') return 'aborted';
+          if (s !== 'in progress') return 'unknown';
+        } else {
+          if (s === 'aborted' || s === 'in progress' || s === 'not yet assigned') return 'aborted';
+          return 'unknown';
+        }
       } catch (err) {
         if (!isConnectionLost(err)) return 'unknown';
       }

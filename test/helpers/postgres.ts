@@ -27,6 +27,9 @@ export interface PgServer {
   durable: boolean;
   /** `pg_ctl restart -m immediate`: a crash of the server, then its recovery. */
   restartImmediate(): Promise<void>;
+  /** `pg_ctl stop -m immediate`: the server crashes and stays down until `startAgain()`. */
+  stopImmediate(): Promise<void>;
+  startAgain(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -53,6 +56,12 @@ export async function startPgServer(opts: { durable?: boolean } = {}): Promise<P
     durable: opts.durable ?? false,
     restartImmediate: async () => {
       await run(SCRIPT, ['restart-immediate', dir]);
+    },
+    stopImmediate: async () => {
+      await run(SCRIPT, ['stop-immediate', dir]);
+    },
+    startAgain: async () => {
+      await run(SCRIPT, ['start-again', dir]);
     },
     stop: async () => {
       if (stopped) return;
