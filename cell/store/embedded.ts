@@ -531,8 +531,10 @@ class SqlJsStore implements EmbeddedStore {
   #schedulePump(): void {
     if (this.#pumpScheduled || this.#flushing || this.#paused) return;
     this.#pumpScheduled = true;
-    // A microtask groups every transaction committed in the current turn into one batch.
-    queueMicrotask(() => {
+    // The batch is cut in the check phase of the event loop: every transaction that can commit
+    // in this turn (an async write function takes several microtasks) joins it. A microtask here
+    // cut it after the first commit and halved the transactions per fsync (16 instead of 32 at 32 writers).
+    setImmediate(() => {
       this.#pumpScheduled = false;
       void this.#pump();
     });

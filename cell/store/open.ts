@@ -8,7 +8,7 @@
  * const store = await openStore({ engine: 'postgres', url: process.env.CELL_STORE_URL!, poolSize: 10 }, { migrations, log });
  */
 import { openEmbeddedStore, type EmbeddedStore } from './embedded.ts';
-import { openPostgresStore, type PostgresStore } from './postgres.ts';
+import { openPostgresStore, type NotifyMode, type PostgresStore } from './postgres.ts';
 import type { OpenStoreOptions } from './types.ts';
 
 export interface EmbeddedConfig {
@@ -23,6 +23,8 @@ export interface PostgresConfig {
   url: string;
   /** Pool connections (default 10); one more is used for change notifications. */
   poolSize?: number;
+  /** When other cells hear of a commit (default `in-transaction`; see cell/store/postgres.ts). */
+  notify?: NotifyMode;
 }
 
 export type StoreConfig = EmbeddedConfig | PostgresConfig;
@@ -36,7 +38,12 @@ export function openStore(config: StoreConfig, options: OpenStoreOptions): Promi
     case 'embedded':
       return openEmbeddedStore({ ...options, dir: config.dir });
     case 'postgres':
-      return openPostgresStore({ ...options, url: config.url, ...(config.poolSize !== undefined ? { poolSize: config.poolSize } : {}) });
+      return openPostgresStore({
+        ...options,
+        url: config.url,
+        ...(config.poolSize !== undefined ? { poolSize: config.poolSize } : {}),
+        ...(config.notify !== undefined ? { notify: config.notify } : {}),
+      });
     default:
       throw new TypeError(`openStore: unknown engine ${String((config as { engine?: unknown }).engine)}`);
   }

@@ -130,9 +130,10 @@ describe('PostgreSQL engine', { skip }, () => {
     assert.deepEqual(await stores[5]!.get('SELECT COUNT(*) AS n FROM runs'), { n: 1 });
   });
 
-  it('another store on the same database sees this one\'s changes as remote within a second, and not its own twice', async () => {
+  for (const notify of ['in-transaction', 'after-commit'] as const) it(`another store on the same database sees this one's changes as remote within a second, and not its own twice (notify ${notify})`, async () => {
     const db = await database();
-    const a = await open(db.url);
+    const a = await openStore({ engine: 'postgres', url: db.url, notify }, { migrations: T_MIGRATIONS, log: () => undefined });
+    cleanups.push(() => a.close());
     const b = await open(db.url);
     const atA: Change[] = [];
     const atB: Change[] = [];
