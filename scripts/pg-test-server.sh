@@ -133,7 +133,8 @@ cmd_run() {
   out="$(cmd_start "${flags[@]}")"
   url="$(sed -n 's/^CELL_TEST_PG_URL=//p' <<<"$out")"
   dir="$(sed -n 's/^CELL_TEST_PG_DIR=//p' <<<"$out")"
-  trap 'cmd_stop "$dir"' EXIT
+  RUN_DIR="$dir"
+  trap 'cmd_stop "$RUN_DIR"' EXIT
   echo "pg-test-server: PostgreSQL $PG_VERSION on $url" >&2
   local status=0
   CELL_TEST_PG_URL="$url" CELL_TEST_PG_DIR="$dir" "$@" || status=$?

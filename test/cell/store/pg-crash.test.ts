@@ -24,7 +24,10 @@ describe('PostgreSQL store: crash safety of the cell', { skip: pgUnavailable() ?
     const acked: string[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       const w = await startWriter(db.url, `r${r}`, 30);
-      const ms = 10 + Math.floor(Math.random() * 200);
+      // Killed while writing: after its first acknowledgement, at a random moment.
+      const deadline = Date.now() + 30_000;
+      while (w.acked().length === 0 && w.refused().length === 0 && Date.now() < deadline) await new Promise((res) => setTimeout(res, 5));
+      const ms = Math.floor(Math.random() * 200);
       await new Promise((res) => setTimeout(res, ms));
       await w.kill();
       const got = w.acked();
@@ -35,7 +38,7 @@ describe('PostgreSQL store: crash safety of the cell', { skip: pgUnavailable() ?
       try {
         const present = new Set((await c.query('SELECT id FROM acks')).rows.map((x: { id: string }) => x.id));
         const missing = acked.filter((id) => !present.has(id));
-        assert.deepEqual(missing.slice(0, 10), [], `round ${r} (killed after ${ms} ms): ${missing.length} acknowledged ids missing`);
+        assert.deepEqual(missing.slice(0, 10), [], `round ${r} (killed ${ms} ms after the first acknowledgement): ${missing.length} acknowledged ids missing`);
         for (const id of got) {
           if (Number(id.split('-')[2]) % 3 === 0) assert.ok(present.has(`${id}-pair`), `${id}: half a transaction`);
         }
