@@ -351,7 +351,14 @@ class PgStore implements PostgresStore {
 
   #committed<T>(result: T, effects: (() => void)[], tables: Set<string>): T {
     this.stats.commits++;
-    for (const e of effects) e();
+    // An effect that throws is logged: it never turns a durable write into a failure.
+    for (const e of effects) {
+      try {
+        e();
+      } catch (err) {
+        this.note(`store: an afterCommit effect threw: ${(err as Error).message}`);
+      }
+    }
     if (tables.size > 0) this.#emit({ tables, remote: false });
     return result;
   }

@@ -213,6 +213,25 @@ for (const engine of ENGINES) {
       assert.deepEqual(seen, [{ tables: ['t', 'u'], remote: false }, { tables: ['u'], remote: false }]);
     });
 
+    it('an afterCommit effect or a listener that throws does not turn a durable write into a failure', async () => {
+      const notes: string[] = [];
+      const p = await place();
+      const s = await open(p, T_MIGRATIONS, { log: (m) => notes.push(m) });
+      s.onChange(() => { throw new Error('listener bug'); });
+      let after = 0;
+      const r = await s.write(async (tx) => {
+        await tx.run('INSERT INTO t (id) VALUES (1)');
+        tx.afterCommit(() => { throw new Error('effect bug'); });
+        tx.afterCommit(() => { after++; });
+        return 'done';
+      });
+      assert.equal(r, 'done');
+      assert.equal(after, 1, 'the effects after the throwing one still run');
+      assert.equal(await count(s), 1);
+      assert.ok(notes.some((n) => /afterCommit effect threw: effect bug/.test(n)), notes.join('\n'));
+      assert.ok(notes.some((n) => /change listener threw: listener bug/.test(n)), notes.join('\n'));
+    });
+
     it('health is ok while open and store_closed after close; writes after close get 503', async () => {
       const { store } = await fresh();
       assert.deepEqual(await store.health(), { ok: true });

@@ -175,6 +175,39 @@ describe('embedded store: group commit and a failed fsync', () => {
     assert.deepEqual(await copy.all('SELECT id FROM t ORDER BY id'), [{ id: 1 }, { id: 2 }], 'and on disk: nothing refused, nothing doubled');
   });
 
+  it('a transaction still open when the log fails is refused at its commit, not left hanging', async () => {
+    let gate = deferred();
+    gate.resolve();
+    let failNext = false;
+    const fsync = async (fh: FileHandle) => {
+      await gate.promise;
+      if (failNext) {
+        failNext = false;
+        throw Object.assign(new Error('EIO: simulated'), { code: 'EIO' });
+      }
+      await fh.sync();
+    };
+    const { store } = await fresh({ fsync, recoveryDelayMs: 20 });
+    gate = deferred();
+    failNext = true;
+    const c = insert(store, 1); // its fsync waits on the gate, then fails
+    const inside = deferred();
+    const open = deferred();
+    const a = store.write(async (tx) => {
+      await tx.run('INSERT INTO t (id) VALUES (2)');
+      inside.resolve();
+      await open.promise;
+    });
+    await inside.promise;
+    gate.resolve(); // the log fails while A is open
+    await assert.rejects(c, { code: 'service_unavailable' });
+    open.resolve();
+    await assert.rejects(a, { code: 'service_unavailable' });
+    for (let i = 0; i < 500 && store.failed; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(store.failed, false);
+    assert.equal(await count(store), 0, 'neither refused transaction is kept');
+  });
+
   it('a failure that does not pass by itself keeps refusing writes, saying retryable: false', async () => {
     let fail = false;
     const fsync = async (fh: FileHandle) => {
