@@ -6,6 +6,7 @@
  * together with its `_migrations` row.
  */
 import type pg from 'pg';
+import { checkPortable } from './_dialect.ts';
 import { changedNote, migrationSha, refuseNewerSchema } from './_migrations.ts';
 import { renderMigration } from './_pg-sql.ts';
 import { str } from './decode.ts';
@@ -33,6 +34,7 @@ export async function migratePostgres(pool: pg.Pool, migrations: readonly Migrat
           if (had !== sha) note(changedNote(m.id));
           continue;
         }
+        checkPortable(m.sql);
         const stmts = renderMigration(m.sql);
         await client.query('BEGIN');
         try {

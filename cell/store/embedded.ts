@@ -29,6 +29,7 @@ import { writeAll, writeFileDurably } from './_files.ts';
 import { LOG_FILE, loadFromDisk, SNAPSHOT_FILE } from './_load.ts';
 import { acquireDirLock, type DirLock } from './_lock.ts';
 import { encodeRecord, HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEAD_BYTES, type Statement } from './_log.ts';
+import { checkPortable } from './_dialect.ts';
 import { changedNote, checkMigrations, migrationSha, refuseNewerSchema } from './_migrations.ts';
 import { classifyFailure, probeWritable, type Failure } from './_recovery.ts';
 import type { ReplayResult } from './_replay.ts';
@@ -237,11 +238,13 @@ class SqlJsStore implements EmbeddedStore {
   // ---- reads
 
   async get(sql: string, params?: readonly SqlValue[]): Promise<Row | undefined> {
+    checkPortable(sql);
     await this.#committedView();
     return queryAll<Row>(this.#stmts, sql, params, true)[0];
   }
 
   async all(sql: string, params?: readonly SqlValue[]): Promise<Row[]> {
+    checkPortable(sql);
     await this.#committedView();
     return queryAll<Row>(this.#stmts, sql, params, false);
   }
@@ -308,6 +311,7 @@ class SqlJsStore implements EmbeddedStore {
     const step = <R>(sql: string, run: () => R): R => {
       guard(sql);
       try {
+        checkPortable(sql);
         return run();
       } catch (err) {
         firstError = err;

@@ -25,6 +25,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { ServiceError } from '../../core/errors.ts';
+import { checkPortable } from './_dialect.ts';
 import { ChangeListener } from './_pg-listen.ts';
 import { connectionLost, isConnectionLost, isRetryable } from './_pg-errors.ts';
 import { migratePostgres } from './_pg-migrate.ts';
@@ -235,6 +236,7 @@ class PgStore implements PostgresStore {
   }
 
   async #read(sql: string, params: readonly SqlValue[] | undefined): Promise<Row[]> {
+    checkPortable(sql);
     const ctx = inTx.getStore();
     if (ctx && ctx.store === this && ctx.live) return (await this.#txQuery(ctx, sql, params)).rows;
     if (this.#closed || this.#closing) throw closed();
@@ -371,6 +373,12 @@ class PgStore implements PostgresStore {
     }
     if (state.firstError !== undefined) {
       return Promise.reject(new Error(`store: the transaction is aborted by an earlier error (${(state.firstError as Error).message})`));
+    }
+    try {
+      checkPortable(sql);
+    } catch (err) {
+      state.firstError ??= err;
+      return Promise.reject(err);
     }
     if (isWriteStatement(sql)) state.written.push(sql);
     const { text } = toNumbered(sql);

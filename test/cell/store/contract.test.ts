@@ -232,6 +232,35 @@ for (const engine of ENGINES) {
       assert.ok(notes.some((n) => /change listener threw: listener bug/.test(n)), notes.join('\n'));
     });
 
+    it('refuses SQL outside the shared dialect, naming the portable spelling, and aborts the transaction', async () => {
+      const { store } = await fresh();
+      const refused: [string, RegExp][] = [
+        ['INSERT OR IGNORE INTO t (id) VALUES (1)', /ON CONFLICT/],
+        ['INSERT OR REPLACE INTO t (id) VALUES (1)', /ON CONFLICT/],
+        ['SELECT IFNULL(v, ?) AS v FROM t', /COALESCE/],
+        ['SELECT MAX(id, 3) AS m FROM t', /CASE WHEN/],
+        ["SELECT json_extract(v, '$.a') AS a FROM t", /JSON is stored as TEXT/],
+        ["SELECT datetime('now') AS d", /pass times and ids in/],
+        ['SELECT random() AS r', /pass times and ids in/],
+        ['SELECT rowid AS r FROM t ORDER BY rowid', /RETURNING/],
+        ['SELECT CAST(v AS INTEGER) AS n FROM t', /BIGINT/],
+        ['SELECT id AS keyId FROM t', /lower-case aliases/],
+        ['SELECT v::text AS v FROM t', /CAST/],
+      ];
+      for (const [sql, why] of refused) {
+        await assert.rejects(store.all(sql, sql.includes('?') ? ['x'] : []), (e: Error) => e instanceof TypeError && /not in the shared SQL dialect/.test(e.message) && why.test(e.message), sql);
+      }
+      // Literals and comments are not code.
+      assert.deepEqual(await store.get("SELECT 'INSERT OR IGNORE, IFNULL(a, b), rowid' AS s -- MAX(a, b)"), { s: 'INSERT OR IGNORE, IFNULL(a, b), rowid' });
+      assert.deepEqual(await store.get('SELECT MAX(id) AS m, COALESCE(MIN(id), 0) AS z FROM t'), { m: null, z: 0 });
+      await assert.rejects(store.write(async (tx) => {
+        await tx.run('INSERT INTO t (id) VALUES (1)');
+        await tx.run('INSERT OR IGNORE INTO t (id) VALUES (2)').catch(() => undefined);
+      }), TypeError);
+      assert.equal(await count(store), 0, 'the refusal aborted the transaction');
+      await assert.rejects(openStore((await place()).config, { migrations: [{ id: 'x-001', sql: 'CREATE TABLE w (id TEXT PRIMARY KEY) WITHOUT ROWID' }], log: () => undefined }), /WITHOUT ROWID/);
+    });
+
     it('health is ok while open and store_closed after close; writes after close get 503', async () => {
       const { store } = await fresh();
       assert.deepEqual(await store.health(), { ok: true });
