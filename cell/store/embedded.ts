@@ -30,12 +30,12 @@ import { LOG_FILE, loadFromDisk, SNAPSHOT_FILE } from './_load.ts';
 import { acquireDirLock, type DirLock } from './_lock.ts';
 import { encodeRecord, HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEAD_BYTES, type Statement } from './_log.ts';
 import { checkPortable } from './_dialect.ts';
-import { changedNote, checkMigrations, migrationSha, refuseNewerSchema } from './_migrations.ts';
+import { checkMigrations, migrateEmbedded } from './_migrations.ts';
 import { classifyFailure, probeWritable, type Failure } from './_recovery.ts';
 import type { ReplayResult } from './_replay.ts';
 import { execute, queryAll, Statements, tune } from './_sql.ts';
 import { isTxControl, isWriteStatement, tablesWritten } from './_tables.ts';
-import type { Change, Migration, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Tx } from './types.ts';
+import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Tx } from './types.ts';
 
 export { LOG_FILE, SNAPSHOT_FILE };
 
@@ -125,7 +125,7 @@ export async function openEmbeddedStore(opts: EmbeddedStoreOptions): Promise<Emb
     });
     db = undefined; // the store owns it now
     try {
-      await store.migrate(opts.migrations);
+      await migrateEmbedded(store, opts.migrations, note);
     } catch (err) {
       await store.close();
       throw err;
@@ -494,39 +494,6 @@ class SqlJsStore implements EmbeddedStore {
       this.#stmts.clear();
       this.#db.close();
       this.lock.release();
-    }
-  }
-
-  // ---- migrations
-
-  /** Applies each migration not yet recorded in `_migrations`, in the given order. */
-  async migrate(migrations: readonly Migration[]): Promise<void> {
-    const hasTable = await this.get("SELECT 1 AS one FROM sqlite_master WHERE type = 'table' AND name = '_migrations'");
-    if (!hasTable) {
-      await this.write(async (tx) => {
-        await tx.run('CREATE TABLE IF NOT EXISTS _migrations (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, sql_sha256 TEXT NOT NULL)');
-      });
-    }
-    const applied = await this.all('SELECT id, sql_sha256 FROM _migrations ORDER BY seq');
-    refuseNewerSchema(applied.map((r) => String(r['id'])), migrations);
-    const bySha = new Map(applied.map((r) => [String(r['id']), r['sql_sha256']]));
-    let seq = applied.length;
-    for (const m of migrations) {
-      const sha = migrationSha(m);
-      const had = bySha.get(m.id);
-      if (had !== undefined) {
-        if (had !== sha) this.#note(changedNote(m.id));
-        continue;
-      }
-      await this.write(async (tx) => {
-        try {
-          await tx.run(m.sql);
-        } catch (err) {
-          throw new Error(`store: migration ${m.id} failed: ${(err as Error).message}`);
-        }
-        await tx.run('INSERT INTO _migrations (id, seq, sql_sha256) VALUES (?, ?, ?)', [m.id, seq + 1, sha]);
-      });
-      seq++;
     }
   }
 
