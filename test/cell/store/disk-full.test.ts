@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { openEmbeddedStore } from '../../../cell/store/embedded.ts';
+import type { Store } from '../../../cell/store/types.ts';
 import { crashCopy } from './_util.ts';
 
 function tmpfsUnavailable(): string | false {
@@ -35,12 +36,14 @@ describe('embedded store on a full disk', { skip: tmpfsUnavailable() }, () => {
   it('refuses writes with 503 disk_full while full, recovers by itself once space is freed, loses and doubles nothing', { timeout: 60_000 }, async () => {
     const mnt = mkdtempSync(join(tmpdir(), 'store-full-'));
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', mnt]);
+    let opened: Store | undefined;
     try {
       const dir = join(mnt, 'store');
       const notes: string[] = [];
       const store = await openEmbeddedStore({
         dir, migrations: MIGRATIONS, recoveryDelayMs: 50, checkpointBytes: 1 << 30, checkpointIntervalMs: 0, log: (m) => notes.push(m),
       });
+      opened = store;
       // Leave about 96 KiB: a few dozen writes fit, then the log cannot grow.
       writeFileSync(join(mnt, 'filler'), Buffer.alloc(Math.max(0, free(mnt) - 96 * 1024)));
       const acked: string[] = [];
@@ -88,7 +91,7 @@ describe('embedded store on a full disk', { skip: tmpfsUnavailable() }, () => {
       assert.ok(store.stats.reloads >= 1, 'the store re-opened itself from disk');
       assert.ok(notes.some((n) => /accepts writes again/.test(n)), notes.join('\n'));
 
-      const check = async (s: typeof store, where: string) => {
+      const check = async (s: Store, where: string) => {
         const rows = await s.all('SELECT id, COUNT(*) AS n FROM acks GROUP BY id');
         const doubled = rows.filter((r) => r['n'] !== 1).map((r) => r['id']);
         const present = new Set(rows.map((r) => String(r['id'])));
@@ -108,8 +111,9 @@ describe('embedded store on a full disk', { skip: tmpfsUnavailable() }, () => {
       } finally {
         rmSync(copy, { recursive: true, force: true });
       }
-      await store.close();
     } finally {
+      // Closed before the unmount, failed test or not: open files would keep the tmpfs busy.
+      await opened?.close().catch(() => undefined);
       execFileSync('umount', [mnt]);
       rmSync(mnt, { recursive: true, force: true });
     }
