@@ -65,3 +65,12 @@ demo: build edge-runtime
 
 clean:
 	rm -rf dist node_modules edge-runtime/node_modules .node-versions .cell test/artifacts
+
+# A throw-away PostgreSQL 15 server (scripts/pg-test-server.sh: installed with apt when missing
+# and root) for the duration of one command, its URL exported as CELL_TEST_PG_URL, e.g.
+#   make with-pg CMD="node --import tsx --test test/cell/store/contract.test.ts"
+# Test files then create their own database on it (test/helpers/postgres.ts).
+.PHONY: with-pg
+with-pg: install
+	@test -n "$(CMD)" || { echo 'usage: make with-pg CMD="command to run"' >&2; exit 2; }
+	scripts/pg-test-server.sh run -- bash -c '$(CMD)'

@@ -1,15 +1,21 @@
-/** Durable file helpers: atomic replace (temp, fsync, rename, fsync dir) and full writes. */
-import { open, rename, type FileHandle } from 'node:fs/promises';
+/** Durable file helpers: atomic replace (temp, fsync, rename, fsync dir; the temp file removed on failure) and full writes. */
+import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 
 /** Replaces `path` with `bytes` atomically and durably: write temp, fsync, rename, fsync the directory. */
 export async function writeFileDurably(path: string, bytes: Uint8Array, dir: string): Promise<void> {
   const tmp = `${path}.tmp`;
-  const fh = await open(tmp, 'w', 0o600);
   try {
-    await writeAll(fh, bytes);
-    await fh.sync();
-  } finally {
-    await fh.close();
+    const fh = await open(tmp, 'w', 0o600);
+    try {
+      await writeAll(fh, bytes);
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+  } catch (err) {
+    // A half-written temp file (a full disk) would keep the space taken.
+    await rm(tmp, { force: true }).catch(() => undefined);
+    throw err;
   }
   await rename(tmp, path);
   await syncDir(dir);

@@ -9,7 +9,9 @@
  * - `write(fn)` runs `fn` as one transaction and resolves once it is durable
  *   (fsync'd log on the embedded engine; a committed, flushed WAL record on
  *   PostgreSQL). If `fn` throws, nothing is kept and `write` rejects with
- *   that error. `fn` may run more than once (PostgreSQL retries a
+ *   that error. A statement that fails aborts the transaction, even if `fn`
+ *   catches the error (PostgreSQL's rule, enforced on both engines): `write`
+ *   rejects with the first error. `fn` may run more than once (PostgreSQL retries a
  *   serialization conflict), so it must have no effect outside the
  *   transaction: put in-memory effects in `tx.afterCommit`.
  * - A transaction must be deterministic given its SQL and parameters: no
@@ -60,7 +62,10 @@ export interface Change {
 
 export interface StoreHealth {
   ok: boolean;
-  /** Why not, when not ok: `store_closed`, `store_failed`, `connection_lost`, … */
+  /**
+   * Why not, when not ok: `store_closed`, `store_failed`, `disk_full`
+   * (embedded), `connection_lost`, `notifications_lost` (PostgreSQL).
+   */
   reason?: string;
 }
 

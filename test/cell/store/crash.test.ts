@@ -2,13 +2,14 @@
  * Crash test: a child process writes concurrently and prints every id the store
  * acknowledged; it is SIGKILLed at a random moment, 20 rounds. After each kill
  * the store is reopened and every id acknowledged so far (in any round) must be
- * there, with its pair row when the transaction wrote two.
+ * there, with its pair row when the transaction wrote two. Embedded engine:
+ * the PostgreSQL version is pg-crash.test.ts.
  */
 import { strict as assert } from 'node:assert';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { openStore } from '../../../cell/store/store.ts';
+import { openEmbeddedStore as openStore } from '../../../cell/store/embedded.ts';
 import { tempDir } from './_util.ts';
 
 const WRITER = fileURLToPath(new URL('../../fixtures/store-writer.ts', import.meta.url));
@@ -39,6 +40,8 @@ async function round(dir: string, tag: string, ms: number): Promise<string[]> {
   // Only complete lines: a line cut by the kill was not fully printed, so not counted.
   const lines = out.split('\n');
   lines.pop();
+  const refused = lines.filter((l) => l.startsWith('!'));
+  if (refused.length > 0) throw new Error(`the writer was refused: ${refused.slice(0, 3).join('; ')}`);
   return lines.slice(1);
 }
 
@@ -55,7 +58,7 @@ describe('store: crash safety', () => {
         const store = await openStore({ dir, migrations: MIGRATIONS, log: () => undefined });
         try {
           if (store.recovery.droppedBytes > 0) dropped++;
-          const present = new Set(store.all<{ id: string }>('SELECT id FROM acks').map((x) => x.id));
+          const present = new Set((await store.all('SELECT id FROM acks')).map((x) => String(x['id'])));
           const missing = acked.filter((id) => !present.has(id));
           assert.deepEqual(missing.slice(0, 10), [], `round ${r} (killed after ${ms} ms): ${missing.length} acknowledged ids missing`);
           for (const id of got) {

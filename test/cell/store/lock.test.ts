@@ -1,10 +1,14 @@
-/** The single-writer lock on a store directory: refusal while the holder lives, takeover when it is dead. */
+/**
+ * The single-writer lock on a store directory (embedded engine only: on
+ * PostgreSQL several cells share a database by design): refusal while the
+ * holder lives, takeover when it is dead.
+ */
 import { strict as assert } from 'node:assert';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { openStore } from '../../../cell/store/store.ts';
+import { openEmbeddedStore as openStore } from '../../../cell/store/embedded.ts';
 import { T_MIGRATIONS, tempDir } from './_util.ts';
 
 /** A child process that exits at once: its pid is dead afterwards. */

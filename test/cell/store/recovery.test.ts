@@ -1,10 +1,14 @@
-/** A damaged log: the store opens, keeps every complete record before the damage, and reports what it dropped. */
+/**
+ * A damaged log (embedded engine only: PostgreSQL recovers its own WAL): the
+ * store opens, keeps every complete record before the damage, and reports
+ * what it dropped.
+ */
 import { strict as assert } from 'node:assert';
 import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { decodeRecord, HEADER_BYTES } from '../../../cell/store/_log.ts';
-import { LOG_FILE, openStore } from '../../../cell/store/store.ts';
+import { LOG_FILE, openEmbeddedStore as openStore } from '../../../cell/store/embedded.ts';
 import { crashCopy, T_MIGRATIONS, tempDir } from './_util.ts';
 
 interface Boundary { lsn: number; start: number; end: number }
@@ -32,7 +36,7 @@ async function crashedWithRecords(n: number): Promise<{ dir: string; records: Bo
 
 async function ids(dir: string, notes: string[]) {
   const s = await openStore({ dir, migrations: T_MIGRATIONS, log: (m) => notes.push(m) });
-  const rows = s.all<{ id: number }>('SELECT id FROM t ORDER BY id').map((r) => r.id);
+  const rows = (await s.all('SELECT id FROM t ORDER BY id')).map((r) => r['id']);
   return { s, rows };
 }
 

@@ -1,147 +1,117 @@
-/** Unit tests of the durable store: transactions, group commit, fail-closed fsync, migrations, checkpoint and replay. */
+/**
+ * What only the embedded engine has (PostgreSQL keeps its own log): every
+ * write logged and replayed from a crash copy, group commit, a failed fsync
+ * refused then recovered from disk, checkpoints and replay, the statement
+ * cache. The contract both engines share is in contract.test.ts.
+ */
 import { strict as assert } from 'node:assert';
 import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import { HEADER_BYTES } from '../../../cell/store/_log.ts';
-import { LOG_FILE, openStore, SNAPSHOT_FILE, type DurableStore } from '../../../cell/store/store.ts';
-import { crashCopy, T_MIGRATIONS, tempDir } from './_util.ts';
+import { LOG_FILE, openEmbeddedStore, SNAPSHOT_FILE, type EmbeddedStore, type EmbeddedStoreOptions } from '../../../cell/store/embedded.ts';
+import type { Store } from '../../../cell/store/types.ts';
+import { crashCopy, deferred, T_MIGRATIONS, tempDir } from './_util.ts';
 
 const cleanups: (() => void | Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function fresh(extra: Partial<Parameters<typeof openStore>[0]> = {}): Promise<{ store: DurableStore; dir: string; notes: string[] }> {
+async function fresh(extra: Partial<EmbeddedStoreOptions> = {}): Promise<{ store: EmbeddedStore; dir: string; notes: string[] }> {
   const { dir, cleanup } = tempDir();
   const notes: string[] = [];
-  const store = await openStore({ dir, migrations: T_MIGRATIONS, log: (m) => notes.push(m), ...extra });
+  const store = await openEmbeddedStore({ dir, migrations: T_MIGRATIONS, log: (m) => notes.push(m), ...extra });
   cleanups.push(cleanup, () => store.close());
   return { store, dir, notes };
 }
 
-async function reopen(dir: string, notes: string[] = []): Promise<DurableStore> {
-  const store = await openStore({ dir, migrations: T_MIGRATIONS, log: (m) => notes.push(m) });
+async function reopen(dir: string, notes: string[] = [], migrations = T_MIGRATIONS): Promise<EmbeddedStore> {
+  const store = await openEmbeddedStore({ dir, migrations, log: (m) => notes.push(m) });
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }), () => store.close());
   return store;
 }
 
-function deferred(): { promise: Promise<void>; resolve(): void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
-}
+const count = async (s: Store) => (await s.get('SELECT COUNT(*) AS n FROM t'))?.['n'];
+const insert = (s: Store, id: number, v: string | null = null) => s.write((tx) => tx.run('INSERT INTO t (id, v) VALUES (?, ?)', [id, v]));
 
-describe('store: transactions', () => {
-  it('writes, reads, and keeps everything across close/reopen and across a crash', async () => {
+describe('embedded store: the log', () => {
+  it('every committed write is in the log: a crash copy replays them all', async () => {
     const { store, dir } = await fresh();
-    const blob = new Uint8Array([0, 1, 2, 255]);
-    const changes = await store.write((tx) => tx.run('INSERT INTO t (id, v, b) VALUES (?, ?, ?)', [1, 'one', blob]));
-    assert.deepEqual(changes, { changes: 1 });
-    await store.write((tx) => {
-      tx.run('INSERT INTO t (id, v) VALUES (?, ?)', [2, 'two']);
-      tx.run("UPDATE t SET v = 'uno' WHERE id = 1");
-      return tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n;
-    }).then((n) => assert.equal(n, 2));
-    await store.write((tx) => tx.run('INSERT INTO t (id, v) VALUES (?, ?)', [3, 'tab\tquote"\u00e9\u{1F600}']));
-    assert.deepEqual(store.get('SELECT v FROM t WHERE id = ?', [1]), { v: 'uno' });
-
+    await store.write((tx) => tx.run('INSERT INTO t (id, v, b) VALUES (?, ?, ?)', [1, 'one', new Uint8Array([0, 1, 2, 255])]));
+    await store.write(async (tx) => {
+      await tx.run('INSERT INTO t (id, v) VALUES (?, ?)', [2, 'two']);
+      await tx.run("UPDATE t SET v = 'uno' WHERE id = 1");
+    });
+    await store.write((tx) => tx.get('INSERT INTO t (id, v) VALUES (?, ?) RETURNING id', [3, 'tab\tquote"\u00e9\u{1F600}']));
     const crashed = await reopen(crashCopy(dir));
     assert.ok(crashed.recovery.replayed >= 3, 'the copy replays the log');
     assert.equal(crashed.recovery.droppedBytes, 0);
-    const rows = crashed.all<{ id: number; v: string; b: Uint8Array | null }>('SELECT id, v, b FROM t ORDER BY id');
-    assert.deepEqual(rows.map((r) => [r.id, r.v]), [[1, 'uno'], [2, 'two'], [3, 'tab\tquote"\u00e9\u{1F600}']]);
-    assert.deepEqual([...(rows[0]?.b ?? [])], [0, 1, 2, 255]);
-
+    const rows = await crashed.all('SELECT id, v, b FROM t ORDER BY id');
+    assert.deepEqual(rows.map((r) => [r['id'], r['v']]), [[1, 'uno'], [2, 'two'], [3, 'tab\tquote"\u00e9\u{1F600}']]);
+    assert.deepEqual([...(rows[0]?.['b'] as Uint8Array)], [0, 1, 2, 255]);
     await store.close();
     const again = await reopen(dir);
     assert.equal(again.recovery.replayed, 0, 'close checkpointed: nothing to replay');
-    assert.equal(again.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 3);
+    assert.equal(await count(again), 3);
   });
 
-  it('rolls back a throwing transaction and logs nothing', async () => {
+  it('a rolled-back or read-only transaction logs nothing and costs no fsync', async () => {
     const { store, dir } = await fresh();
-    await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)'));
+    await insert(store, 1);
     const before = { ...store.stats, size: statSync(join(dir, LOG_FILE)).size };
-    const boom = new Error('boom');
-    await assert.rejects(
-      store.write((tx) => {
-        tx.run('INSERT INTO t (id) VALUES (2)');
-        throw boom;
-      }),
-      (err) => err === boom,
-    );
-    assert.equal(store.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 1);
-    assert.equal(store.stats.commits, before.commits);
-    assert.equal(store.stats.lsn, before.lsn);
-    assert.equal(statSync(join(dir, LOG_FILE)).size, before.size);
-    // A later write still works.
-    await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (3)'));
-    assert.deepEqual(store.all('SELECT id FROM t ORDER BY id'), [{ id: 1 }, { id: 3 }]);
-  });
-
-  it('refuses an async transaction function and a nested write, rolling both back', async () => {
-    const { store } = await fresh();
-    await assert.rejects(
-      store.write(async (tx) => tx.run('INSERT INTO t (id) VALUES (1)')),
-      (err) => err instanceof TypeError && /synchronous/.test(err.message),
-    );
-    let inner: Promise<unknown> | undefined;
-    await store.write((tx) => {
-      tx.run('INSERT INTO t (id) VALUES (2)');
-      inner = store.write((tx2) => tx2.run('INSERT INTO t (id) VALUES (3)')).then(() => 'committed', (err: unknown) => err);
-    });
-    const err = await inner;
-    assert.ok(err instanceof TypeError && /nested/.test(err.message));
-    assert.deepEqual(store.all('SELECT id FROM t'), [{ id: 2 }]);
-  });
-
-  it('a SQL error inside a transaction rejects with it and leaves no trace', async () => {
-    const { store } = await fresh();
-    await assert.rejects(store.write((tx) => tx.run('INSERT INTO nope (x) VALUES (1)')), /no such table/);
-    await assert.rejects(store.write((tx) => {
-      tx.run('INSERT INTO t (id) VALUES (1)');
-      tx.run('INSERT INTO t (id, zz) VALUES (1, 2)');
-    }), /zz/);
-    assert.equal(store.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 0);
-  });
-
-  it('refuses transaction control statements inside write()', async () => {
-    const { store } = await fresh();
-    await assert.rejects(store.write((tx) => {
-      tx.run('INSERT INTO t (id) VALUES (1)');
-      tx.run('COMMIT');
-    }), (err) => err instanceof TypeError && /"COMMIT" is not allowed/.test(err.message));
-    assert.equal(store.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 0);
+    await assert.rejects(store.write(async (tx) => {
+      await tx.run('INSERT INTO t (id) VALUES (2)');
+      throw new Error('boom');
+    }));
+    assert.equal(await store.write(async (tx) => (await tx.get('SELECT COUNT(*) AS n FROM t'))?.['n']), 1);
+    assert.deepEqual({ ...store.stats, size: statSync(join(dir, LOG_FILE)).size }, before);
   });
 
   it('cached statements stay correct across evictions, checkpoints and schema changes', async () => {
     const { store } = await fresh();
-    await store.write((tx) => tx.run('INSERT INTO t (id, v) VALUES (1, ?)', ['a']));
-    for (let i = 0; i < 300; i++) assert.equal(store.get<{ x: number }>(`SELECT id + ${i} AS x FROM t WHERE id = ?`, [1])?.x, 1 + i);
+    await insert(store, 1, 'a');
+    for (let i = 0; i < 300; i++) assert.equal((await store.get(`SELECT id + ${i} AS x FROM t WHERE id = ?`, [1]))?.['x'], 1 + i);
     const q = 'SELECT v FROM t WHERE id = ?';
-    assert.deepEqual(store.get(q, [1]), { v: 'a' });
-    assert.equal(store.get(q, [2]), undefined, 'no stale binding');
+    assert.deepEqual(await store.get(q, [1]), { v: 'a' });
+    assert.equal(await store.get(q, [2]), undefined, 'no stale binding');
     await store.checkpoint();
-    assert.deepEqual(store.get(q, [1]), { v: 'a' });
-    await store.write((tx) => {
-      tx.run('ALTER TABLE t ADD COLUMN w TEXT');
-      tx.run('UPDATE t SET w = ? WHERE id = ?', ['b', 1]);
+    assert.deepEqual(await store.get(q, [1]), { v: 'a' });
+    await store.write(async (tx) => {
+      await tx.run('ALTER TABLE t ADD COLUMN w TEXT');
+      await tx.run('UPDATE t SET w = ? WHERE id = ?', ['b', 1]);
     });
-    assert.deepEqual(store.get('SELECT * FROM t WHERE id = ?', [1]), { id: 1, v: 'a', b: null, w: 'b' });
+    assert.deepEqual(await store.get('SELECT * FROM t WHERE id = ?', [1]), { id: 1, v: 'a', b: null, w: 'b' });
+    await store.write((tx) => tx.run('ALTER TABLE t RENAME COLUMN w TO c'));
+    assert.deepEqual(await store.get('SELECT * FROM t WHERE id = ?', [1]), { id: 1, v: 'a', b: null, c: 'b' });
   });
 
-  it('a read-only transaction resolves without touching the log', async () => {
-    const { store } = await fresh();
-    const before = store.stats.fsyncs;
-    const n = await store.write((tx) => tx.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n);
-    assert.equal(n, 0);
-    assert.equal(store.stats.fsyncs, before);
+  it('migrations are logged transactions: a crash copy taken right after open has them', async () => {
+    const { dir, cleanup } = tempDir();
+    cleanups.push(cleanup);
+    const m = [{ id: 'b-001', sql: 'CREATE TABLE x (n INTEGER); INSERT INTO x (n) VALUES (1);' }, { id: 'a-002', sql: 'INSERT INTO x (n) VALUES (2)' }];
+    const s1 = await openEmbeddedStore({ dir, migrations: m, log: () => undefined });
+    const copy = crashCopy(dir);
+    await s1.close();
+    const crashed = await reopen(copy, [], m);
+    assert.deepEqual(await crashed.all('SELECT n FROM x ORDER BY n'), [{ n: 1 }, { n: 2 }]);
+  });
+
+  it('an unreadable snapshot or a log that is not ours refuses the open (nothing overwritten)', async () => {
+    const a = tempDir();
+    cleanups.push(a.cleanup);
+    writeFileSync(join(a.dir, SNAPSHOT_FILE), Buffer.alloc(4096, 7));
+    await assert.rejects(openEmbeddedStore({ dir: a.dir, migrations: T_MIGRATIONS, log: () => undefined }), /snapshot\.db is unreadable/);
+    const b = tempDir();
+    cleanups.push(b.cleanup);
+    writeFileSync(join(b.dir, LOG_FILE), 'definitely not a cell log');
+    await assert.rejects(openEmbeddedStore({ dir: b.dir, migrations: T_MIGRATIONS, log: () => undefined }), /not a usable log \(bad magic\)/);
+    assert.equal(readFileSync(join(b.dir, LOG_FILE), 'utf8'), 'definitely not a cell log');
   });
 });
 
-describe('store: group commit and fsync failure', () => {
+describe('embedded store: group commit and a failed fsync', () => {
   it('batches transactions committed while an fsync is in flight into one write+fsync', async () => {
     let gate = deferred();
     gate.resolve(); // open (migrations) goes through
@@ -154,19 +124,17 @@ describe('store: group commit and fsync failure', () => {
       await fh.sync();
     };
     const { store, dir } = await fresh({ fsync });
-    await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (0)'));
+    await insert(store, 0);
     gate = deferred();
     entered = deferred();
     try {
       const base = calls;
-      const first = store.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)'));
+      const first = insert(store, 1);
       await entered.promise; // the first batch is inside fsync
       assert.equal(calls, base + 1);
       let acked = 0;
-      const rest = Array.from({ length: 31 }, (_, i) =>
-        store.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [i + 2])).then(() => acked++),
-      );
-      await new Promise((r) => setImmediate(r));
+      const rest = Array.from({ length: 31 }, (_, i) => insert(store, i + 2).then(() => acked++));
+      for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
       assert.equal(acked, 0, 'nothing is acknowledged before its fsync');
       gate.resolve();
       await first;
@@ -177,116 +145,109 @@ describe('store: group commit and fsync failure', () => {
       gate.resolve();
     }
     const copy = await reopen(crashCopy(dir));
-    assert.equal(copy.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 33);
+    assert.equal(await count(copy), 33);
   });
 
-  it('a failed fsync rejects the batch with service_unavailable and fails the store closed', async () => {
-    let failNext = false;
+  it('a failed fsync refuses the batch with 503, drops it, re-opens from disk and takes writes again', async () => {
+    let fail = 0;
     const fsync = async (fh: FileHandle) => {
-      if (failNext) throw Object.assign(new Error('EIO: simulated'), { code: 'EIO' });
+      if (fail > 0) {
+        fail--;
+        throw Object.assign(new Error('EIO: simulated'), { code: 'EIO' });
+      }
       await fh.sync();
     };
-    const { store, notes } = await fresh({ fsync });
-    await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)'));
-    failNext = true;
-    const batch = [1, 2, 3].map((i) => store.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [10 + i])));
+    const { store, dir, notes } = await fresh({ fsync, recoveryDelayMs: 20 });
+    await insert(store, 1);
+    fail = 1;
+    const batch = [1, 2, 3].map((i) => insert(store, 10 + i));
     for (const p of batch) {
-      await assert.rejects(p, (err: { code?: string; details?: { reason?: string } }) =>
-        err.code === 'service_unavailable' && err.details?.reason === 'store_failed');
+      await assert.rejects(p, (err: { code?: string; details?: unknown; retryable?: boolean; message: string }) =>
+        err.code === 'service_unavailable' && JSON.stringify(err.details) === '{"reason":"store_failed"}' && err.retryable === true && !/EIO/.test(err.message));
     }
-    assert.equal(store.failed, true);
-    failNext = false;
-    await assert.rejects(store.write((tx) => tx.run('INSERT INTO t (id) VALUES (99)')), { code: 'service_unavailable' });
-    await assert.rejects(store.checkpoint(), { code: 'service_unavailable' });
     assert.ok(notes.some((n) => /fsync failed/.test(n)));
-    const refusal = (await store.write(() => 1).catch((e: unknown) => e)) as Error;
-    assert.ok(!/EIO/.test(refusal.message), 'no internal text in the refusal');
+    for (let i = 0; i < 500 && store.failed; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(store.failed, false, 'recovered by itself');
+    assert.equal(store.stats.reloads, 1);
+    assert.deepEqual(await store.all('SELECT id FROM t ORDER BY id'), [{ id: 1 }], 'the refused batch is gone, in memory too');
+    await insert(store, 2);
+    const copy = await reopen(crashCopy(dir));
+    assert.deepEqual(await copy.all('SELECT id FROM t ORDER BY id'), [{ id: 1 }, { id: 2 }], 'and on disk: nothing refused, nothing doubled');
   });
 
-  it('refuses writes after close', async () => {
-    const { store } = await fresh();
-    await store.close();
-    await assert.rejects(store.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)')), { code: 'service_unavailable' });
-  });
-});
-
-describe('store: migrations', () => {
-  it('applies each migration once, in the given order, as logged transactions', async () => {
-    const { dir, cleanup } = tempDir();
-    cleanups.push(cleanup);
-    const m1 = [
-      { id: 'b-001', sql: 'CREATE TABLE x (n INTEGER); INSERT INTO x (n) VALUES (1);' },
-      { id: 'a-002', sql: 'INSERT INTO x (n) VALUES (2)' },
-    ];
-    const s1 = await openStore({ dir, migrations: m1, log: () => undefined });
-    const copy = crashCopy(dir);
-    await s1.close();
-    const crashed = await reopen(copy);
-    assert.deepEqual(crashed.all('SELECT n FROM x ORDER BY n'), [{ n: 1 }, { n: 2 }], 'migrations were logged');
-
-    const notes: string[] = [];
-    const s2 = await openStore({ dir, migrations: [...m1, { id: 'c-003', sql: 'INSERT INTO x (n) VALUES (3)' }], log: (m) => notes.push(m) });
-    cleanups.push(() => s2.close());
-    assert.deepEqual(s2.all('SELECT n FROM x ORDER BY n'), [{ n: 1 }, { n: 2 }, { n: 3 }]);
-    assert.deepEqual(s2.all('SELECT id, seq FROM _migrations ORDER BY seq'), [
-      { id: 'b-001', seq: 1 }, { id: 'a-002', seq: 2 }, { id: 'c-003', seq: 3 },
-    ]);
-    assert.equal(notes.length, 0, notes.join("; "));
-    await s2.close();
-    const s3 = await openStore({ dir, migrations: [{ id: 'b-001', sql: 'CREATE TABLE x (changed INTEGER)' }], log: (m) => notes.push(m) });
-    cleanups.push(() => s3.close());
-    assert.ok(notes.some((n) => /b-001 was applied with different SQL/.test(n)));
+  it('a transaction still open when the log fails is refused at its commit, not left hanging', async () => {
+    let gate = deferred();
+    gate.resolve();
+    let failNext = false;
+    const fsync = async (fh: FileHandle) => {
+      await gate.promise;
+      if (failNext) {
+        failNext = false;
+        throw Object.assign(new Error('EIO: simulated'), { code: 'EIO' });
+      }
+      await fh.sync();
+    };
+    const { store } = await fresh({ fsync, recoveryDelayMs: 20 });
+    gate = deferred();
+    failNext = true;
+    const c = insert(store, 1); // its fsync waits on the gate, then fails
+    const inside = deferred();
+    const open = deferred();
+    const a = store.write(async (tx) => {
+      await tx.run('INSERT INTO t (id) VALUES (2)');
+      inside.resolve();
+      await open.promise;
+    });
+    await inside.promise;
+    gate.resolve(); // the log fails while A is open
+    await assert.rejects(c, { code: 'service_unavailable' });
+    open.resolve();
+    await assert.rejects(a, { code: 'service_unavailable' });
+    for (let i = 0; i < 500 && store.failed; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(store.failed, false);
+    assert.equal(await count(store), 0, 'neither refused transaction is kept');
   });
 
-  it('a failing migration refuses the open, names the migration, and releases the directory', async () => {
-    const { dir, cleanup } = tempDir();
-    cleanups.push(cleanup);
-    await assert.rejects(
-      openStore({ dir, migrations: [{ id: 'bad-001', sql: 'CREATE TABLE' }], log: () => undefined }),
-      /^Error: store: migration bad-001 failed: incomplete input$/,
-    );
-    const ok = await openStore({ dir, migrations: T_MIGRATIONS, log: () => undefined });
-    cleanups.push(() => ok.close());
-    assert.equal(ok.get<{ n: number }>("SELECT COUNT(*) AS n FROM _migrations WHERE id = 'bad-001'")?.n, 0);
-  });
-
-  it('an unreadable snapshot refuses the open', async () => {
-    const { dir, cleanup } = tempDir();
-    cleanups.push(cleanup);
-    writeFileSync(join(dir, SNAPSHOT_FILE), Buffer.alloc(4096, 7));
-    await assert.rejects(openStore({ dir, migrations: T_MIGRATIONS, log: () => undefined }), /snapshot\.db is unreadable/);
-  });
-
-  it('rejects duplicate migration ids', async () => {
-    const { dir, cleanup } = tempDir();
-    cleanups.push(cleanup);
-    await assert.rejects(
-      openStore({ dir, migrations: [{ id: 'a', sql: 'SELECT 1' }, { id: 'a', sql: 'SELECT 2' }] }),
-      /duplicate migration id a/,
-    );
+  it('a failure that does not pass by itself keeps refusing writes, saying retryable: false', async () => {
+    let fail = false;
+    const fsync = async (fh: FileHandle) => {
+      if (fail) throw new Error('simulated failure with no errno');
+      await fh.sync();
+    };
+    const { store } = await fresh({ fsync, recoveryDelayMs: 10 });
+    await insert(store, 1);
+    fail = true;
+    await assert.rejects(insert(store, 2), { code: 'service_unavailable', retryable: false });
+    fail = false;
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(store.failed, true);
+    await assert.rejects(insert(store, 3), { code: 'service_unavailable', retryable: false });
+    await assert.rejects(store.checkpoint(), { code: 'service_unavailable' });
+    assert.deepEqual(await store.health(), { ok: false, reason: 'store_failed' });
+    assert.deepEqual(await store.all('SELECT id FROM t'), [{ id: 1 }], 'still re-opened from disk: reads show only durable data');
   });
 });
 
-describe('store: checkpoint and replay', () => {
+describe('embedded store: checkpoint and replay', () => {
   it('checkpoint writes a snapshot, truncates the log, and replay applies only later records', async () => {
     const { store, dir } = await fresh();
-    for (let i = 0; i < 20; i++) await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [i]));
+    for (let i = 0; i < 20; i++) await insert(store, i);
     await store.checkpoint();
     assert.equal(statSync(join(dir, LOG_FILE)).size, HEADER_BYTES);
     assert.ok(statSync(join(dir, SNAPSHOT_FILE)).size > 0);
     assert.equal(store.stats.checkpoints, 1);
-    for (let i = 20; i < 25; i++) await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [i]));
+    for (let i = 20; i < 25; i++) await insert(store, i);
     const copy = await reopen(crashCopy(dir));
     assert.equal(copy.recovery.replayed, 5);
-    assert.equal(copy.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 25);
+    assert.equal(await count(copy), 25);
   });
 
   it('replay skips records the snapshot already holds (crash between rename and truncate)', async () => {
     const { store, dir } = await fresh();
-    for (let i = 0; i < 10; i++) await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [i]));
+    for (let i = 0; i < 10; i++) await insert(store, i);
     const oldLog = readFileSync(join(dir, LOG_FILE));
     await store.checkpoint();
-    for (let i = 10; i < 13; i++) await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [i]));
+    for (let i = 10; i < 13; i++) await insert(store, i);
     const newLog = readFileSync(join(dir, LOG_FILE));
     const copyDir = crashCopy(dir);
     // As if the truncate never happened: old records (already in the snapshot), then the new ones.
@@ -295,33 +256,54 @@ describe('store: checkpoint and replay', () => {
     assert.equal(copy.recovery.replayed, 3);
     assert.equal(copy.recovery.droppedBytes, 0);
     // t has no primary key: a double replay would show duplicates.
-    assert.deepEqual(copy.all<{ id: number }>('SELECT id FROM t ORDER BY id').map((r) => r.id), Array.from({ length: 13 }, (_, i) => i));
+    assert.deepEqual((await copy.all('SELECT id FROM t ORDER BY id')).map((r) => r['id']), Array.from({ length: 13 }, (_, i) => i));
   });
 
   it('writes committed during a checkpoint are durable and land after it', async () => {
     const { store, dir } = await fresh();
-    for (let i = 0; i < 5; i++) await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [i]));
+    for (let i = 0; i < 5; i++) await insert(store, i);
     const cp = store.checkpoint();
-    const during = Array.from({ length: 10 }, (_, i) => store.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [100 + i])));
+    const during = Array.from({ length: 10 }, (_, i) => insert(store, 100 + i));
     await Promise.all([cp, ...during]);
     const copy = await reopen(crashCopy(dir));
-    assert.equal(copy.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 15);
+    assert.equal(await count(copy), 15);
+  });
+
+  it('a checkpoint waits for an open transaction whose function is awaiting', async () => {
+    const { store, dir } = await fresh();
+    const gate = deferred();
+    const inside = deferred();
+    const w = store.write(async (tx) => {
+      await tx.run('INSERT INTO t (id) VALUES (1)');
+      inside.resolve();
+      await gate.promise;
+      await tx.run('INSERT INTO t (id) VALUES (2)');
+    });
+    await inside.promise;
+    let checkpointed = false;
+    const cp = store.checkpoint().then(() => { checkpointed = true; });
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    assert.equal(checkpointed, false, 'no snapshot of half a transaction');
+    gate.resolve();
+    await Promise.all([w, cp]);
+    const copy = await reopen(crashCopy(dir));
+    assert.equal(await count(copy), 2);
   });
 
   it('checkpoints automatically when the log passes checkpointBytes', async () => {
     const { store, dir } = await fresh({ checkpointBytes: 4096 });
-    for (let i = 0; i < 60; i++) await store.write((tx) => tx.run('INSERT INTO t (id, v) VALUES (?, ?)', [i, 'x'.repeat(100)]));
+    for (let i = 0; i < 60; i++) await insert(store, i, 'x'.repeat(100));
     // The automatic checkpoint runs in the background: wait for it, bounded (10 s).
     for (let i = 0; i < 1000 && store.stats.checkpoints === 0; i++) await new Promise((r) => setTimeout(r, 10));
     assert.ok(store.stats.checkpoints >= 1);
     assert.ok(store.stats.logBytes < 4096 + 1024);
     const copy = await reopen(crashCopy(dir));
-    assert.equal(copy.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 60);
+    assert.equal(await count(copy), 60);
   });
 
   it('checkpoints by time when the log grew, and not again while idle', async () => {
     const { store } = await fresh({ checkpointIntervalMs: 20 });
-    await store.write((tx) => tx.run('INSERT INTO t (id, v) VALUES (?, ?)', [1, 'a']));
+    await insert(store, 1, 'a');
     for (let i = 0; i < 500 && store.stats.checkpoints === 0; i++) await new Promise((r) => setTimeout(r, 10));
     assert.equal(store.stats.checkpoints, 1);
     await new Promise((r) => setTimeout(r, 120));
@@ -330,38 +312,14 @@ describe('store: checkpoint and replay', () => {
 
   it('checkpoints right after opening when the replayed log is past checkpointBytes', async () => {
     const { store, dir } = await fresh();
-    for (let i = 0; i < 40; i++) await store.write((tx) => tx.run('INSERT INTO t (id, v) VALUES (?, ?)', [i, 'y'.repeat(100)]));
+    for (let i = 0; i < 40; i++) await insert(store, i, 'y'.repeat(100));
     const copyDir = crashCopy(dir);
     cleanups.push(() => rmSync(copyDir, { recursive: true, force: true }));
-    const copy = await openStore({ dir: copyDir, migrations: T_MIGRATIONS, checkpointBytes: 2048, log: () => undefined });
+    const copy = await openEmbeddedStore({ dir: copyDir, migrations: T_MIGRATIONS, checkpointBytes: 2048, log: () => undefined });
     cleanups.push(() => copy.close());
     assert.ok(copy.recovery.replayed >= 40);
     assert.equal(copy.stats.checkpoints, 1);
     assert.equal(statSync(join(copyDir, LOG_FILE)).size, HEADER_BYTES);
-    assert.equal(copy.get<{ n: number }>('SELECT COUNT(*) AS n FROM t')?.n, 40);
+    assert.equal(await count(copy), 40);
   });
-
-  it('refuses a log file that is not ours instead of overwriting it', async () => {
-    const { dir, cleanup } = tempDir();
-    cleanups.push(cleanup);
-    writeFileSync(join(dir, LOG_FILE), 'definitely not a cell log');
-    await assert.rejects(openStore({ dir, migrations: T_MIGRATIONS, log: () => undefined }), /not a usable log \(bad magic\)/);
-  });
-});
-
-it('a cached SELECT * follows a schema change made after it was prepared', async () => {
-  const tmp = tempDir();
-  const s = await openStore({ dir: tmp.dir, migrations: [{ id: 't-1', sql: 'CREATE TABLE t (a INTEGER)' }] });
-  try {
-    await s.write((tx) => tx.run('INSERT INTO t (a) VALUES (?)', [1]));
-    assert.deepEqual(s.get('SELECT * FROM t WHERE a = ?', [1]), { a: 1 });
-    await s.write((tx) => tx.run('ALTER TABLE t ADD COLUMN b TEXT'));
-    await s.write((tx) => tx.run('UPDATE t SET b = ? WHERE a = ?', ['x', 1]));
-    assert.deepEqual(s.get('SELECT * FROM t WHERE a = ?', [1]), { a: 1, b: 'x' });
-    await s.write((tx) => tx.run('ALTER TABLE t RENAME COLUMN b TO c'));
-    assert.deepEqual(s.get('SELECT * FROM t WHERE a = ?', [1]), { a: 1, c: 'x' });
-  } finally {
-    await s.close();
-    tmp.cleanup();
-  }
 });

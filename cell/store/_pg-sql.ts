@@ -1,0 +1,68 @@
+/**
+ * The shared SQL dialect rendered for PostgreSQL: `?` placeholders become
+ * `$1, $2, …` (outside string literals, quoted identifiers and comments), a
+ * migration script is split into its statements, and DDL column types written
+ * as SQLite spells them are mapped (INTEGER → BIGINT, INTEGER PRIMARY KEY
+ * AUTOINCREMENT → BIGSERIAL PRIMARY KEY, BLOB → BYTEA, REAL → DOUBLE
+ * PRECISION). Rules of the dialect: docs/storage.md, "One dialect".
+ */
+import { lex } from './_lex.ts';
+
+const placeholderCache = new Map<string, { text: string; count: number }>();
+const CACHE_MAX = 2000;
+
+/** `?` → `$n` outside literals and comments; the number of placeholders is returned too. Cached by text. */
+export function toNumbered(sql: string): { text: string; count: number } {
+  const hit = placeholderCache.get(sql);
+  if (hit) return hit;
+  let n = 0;
+  let text: string;
+  if (!sql.includes('?')) {
+    text = sql;
+  } else {
+    text = lex(sql).map((p) => (p.code ? p.text.replace(/\?/g, () => `$${++n}`) : p.text)).join('');
+  }
+  const out = { text, count: n };
+  if (placeholderCache.size >= CACHE_MAX) placeholderCache.clear();
+  placeholderCache.set(sql, out);
+  return out;
+}
+
+/** The statements of a script, split at `;` outside literals and comments; empty ones dropped. */
+export function splitStatements(script: string): string[] {
+  const stmts: string[] = [];
+  let cur = '';
+  for (const p of lex(script)) {
+    if (!p.code) { cur += p.text; continue; }
+    const parts = p.text.split(';');
+    for (let k = 0; k < parts.length; k++) {
+      if (k > 0) { stmts.push(cur); cur = ''; }
+      cur += parts[k]!;
+    }
+  }
+  stmts.push(cur);
+  return stmts.map((s) => s.trim()).filter((s) => s !== '' && !/^(--[^\n]*\n?\s*|\/\*[\s\S]*?\*\/\s*)+$/.test(s));
+}
+
+const DDL_HEAD = /^\s*(CREATE\s+(TEMP\s+|TEMPORARY\s+)?TABLE|ALTER\s+TABLE)\b/i;
+
+/** Column types of a DDL statement mapped to PostgreSQL; other statements are returned unchanged. */
+export function renderDdl(stmt: string): string {
+  if (!DDL_HEAD.test(stmt)) return stmt;
+  if (/\bWITHOUT\s+ROWID\b/i.test(stmt)) {
+    throw new TypeError('store: WITHOUT ROWID is SQLite-only; leave it out (docs/storage.md, "One dialect")');
+  }
+  return lex(stmt).map((p) => {
+    if (!p.code) return p.text;
+    return p.text
+      .replace(/\bINTEGER\s+PRIMARY\s+KEY\s+AUTOINCREMENT\b/gi, 'BIGSERIAL PRIMARY KEY')
+      .replace(/\bINTEGER\b/gi, 'BIGINT')
+      .replace(/\bBLOB\b/gi, 'BYTEA')
+      .replace(/\bREAL\b/gi, 'DOUBLE PRECISION');
+  }).join('');
+}
+
+/** A migration script as PostgreSQL statements. */
+export function renderMigration(script: string): string[] {
+  return splitStatements(script).map(renderDdl);
+}

@@ -1,0 +1,491 @@
+/**
+ * The PostgreSQL engine of the store (contract: cell/store/types.ts), over
+ * the `pg` driver's connection pool.
+ *
+ * - Reads outside a transaction go to the pool; reads inside a write function
+ *   (through `tx` or the store itself) go to that transaction's connection.
+ * - `write(fn)` runs `fn` in a SERIALIZABLE transaction on one pooled
+ *   connection. A serialization failure or deadlock (40001, 40P01) runs `fn`
+ *   again (bounded, with jittered backoff); afterCommit effects run once,
+ *   after the COMMIT that succeeded. COMMIT returns once the server has
+ *   flushed the commit record (synchronous_commit is forced on).
+ * - A lost connection is a 503 `service_unavailable` (`connection_lost`,
+ *   retryable); the pool opens new connections as soon as the server is back.
+ *   When the connection drops during COMMIT, the engine asks the server
+ *   (txid_status) whether that transaction committed before answering, so an
+ *   acknowledged write is never reported as failed nor the reverse.
+ * - Change notifications: each committing transaction that wrote issues
+ *   `pg_notify` inside itself (delivered at commit, never on rollback); a
+ *   dedicated LISTEN connection delivers other cells' changes (`remote: true`)
+ *   and, after reconnecting, a change naming every table.
+ * - Migrations: shared with the embedded engine, applied once under an
+ *   advisory lock (docs/storage.md).
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { ServiceError } from '../../core/errors.ts';
+import { checkPortable } from './_dialect.ts';
+import { ChangeListener } from './_pg-listen.ts';
+import { connectionLost, isConnectionLost, isRetryable } from './_pg-errors.ts';
+import { migratePostgres } from './_pg-migrate.ts';
+import { toNumbered } from './_pg-sql.ts';
+import { PG_TYPES, toPgParams } from './_pg-types.ts';
+import { checkMigrations } from './_migrations.ts';
+import { isTxControl, isWriteStatement, tablesWritten } from './_tables.ts';
+import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Tx } from './types.ts';
+
+/** The NOTIFY channel every cell of a database uses. */
+export const CHANGE_CHANNEL = 'cell_store_change';
+export const DEFAULT_POOL_SIZE = 10;
+const DEFAULT_MAX_ATTEMPTS = 30;
+
+export interface PostgresStoreOptions extends OpenStoreOptions {
+  /** `postgres://user:password@host:port/database` (or `postgresql://`). */
+  url: string;
+  /** Connections in the pool (reads and write transactions); one more is used for LISTEN. Default 10. */
+  poolSize?: number;
+  /** Runs of a write function before a serialization conflict is given up as a 503. Default 30. */
+  maxAttempts?: number;
+  /** Time allowed to open a connection (ms). Default 5000. */
+  connectTimeoutMs?: number;
+  /** How long a write cut off during COMMIT waits for the server to say whether it committed (ms). Default 15000. */
+  commitCheckMs?: number;
+  /**
+   * When other cells are told of a commit. `in-transaction` (default): NOTIFY
+   * inside the committing transaction, delivered if and only if it commits;
+   * PostgreSQL then serializes the commits of notifying transactions (one
+   * WAL flush each: about 5x fewer durable writes/s here, docs/storage.md).
+   * `after-commit`: NOTIFY right after COMMIT on the same connection; commits
+   * keep their group flush, but a cell that dies between the two leaves
+   * other cells uninformed of that one commit.
+   */
+  notify?: NotifyMode;
+}
+
+export type NotifyMode = 'in-transaction' | 'after-commit';
+
+export interface PostgresStats {
+  commits: number;
+  /** Write functions run again after a serialization failure or deadlock. */
+  retries: number;
+  /** Operations refused because the server could not be reached. */
+  connectionErrors: number;
+  /** COMMITs cut off by a lost connection whose outcome was then asked of the server. */
+  commitChecks: number;
+  /** Notifications received from other cells. */
+  remoteChanges: number;
+}
+
+/** The Store contract plus what operators, tests and benchmarks look at. */
+export interface PostgresStore extends Store {
+  readonly engine: 'postgres';
+  readonly stats: Readonly<PostgresStats>;
+  /** Random id of this open store, carried in its notifications (so it ignores its own). */
+  readonly instanceId: string;
+}
+
+interface TxState {
+  store: PgStore;
+  client: pg.PoolClient;
+  live: boolean;
+  /** Statements of one transaction run one after another on its connection. */
+  chain: Promise<unknown>;
+  firstError: unknown;
+  written: string[];
+}
+
+const inTx = new AsyncLocalStorage<TxState>();
+
+/** The transaction's id and the server's start time, to ask about its outcome should COMMIT be cut off. */
+const BEGIN_SQL = 'BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT txid_current() AS xid, pg_postmaster_start_time() AS started';
+
+function closed(): ServiceError {
+  return new ServiceError('service_unavailable', 'The store is closed.', { details: { reason: 'store_closed' }, retryable: true });
+}
+
+function conflictExhausted(): ServiceError {
+  return new ServiceError('service_unavailable', 'The write kept conflicting with concurrent writes; try again.', {
+    details: { reason: 'write_conflict' },
+    retryable: true,
+  });
+}
+
+function commitUnknown(): ServiceError {
+  // A blind retry could apply the write twice: not retryable.
+  return new ServiceError('service_unavailable', 'The connection to the store was lost during commit and its outcome is unknown.', {
+    details: { reason: 'commit_unknown' },
+    retryable: false,
+  });
+}
+
+/** `host:port/database` of a URL, for messages (never the password). */
+export function describeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || '5432'}${u.pathname}`;
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
+/** The results of a query: several for a multi-statement (simple protocol) query. */
+function results(res: unknown): pg.QueryResult<Row>[] {
+  return Array.isArray(res) ? res : [res as pg.QueryResult<Row>];
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Opens the store on a PostgreSQL database: pool, server checks, migrations, LISTEN. */
+export async function openPostgresStore(opts: PostgresStoreOptions): Promise<PostgresStore> {
+  checkMigrations(opts.migrations);
+  if (!/^postgres(ql)?:\/\//.test(opts.url)) throw new TypeError('openStore: the PostgreSQL url must start with postgres:// or postgresql://');
+  const poolSize = opts.poolSize ?? DEFAULT_POOL_SIZE;
+  if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000) throw new TypeError('openStore: poolSize must be an integer from 1 to 1000');
+  const note = opts.log ?? ((msg: string) => console.warn(msg));
+  const clientConfig: pg.ClientConfig = {
+    connectionString: opts.url,
+    types: PG_TYPES,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5000,
+    keepAlive: true,
+    application_name: 'agent-cell',
+    // Durable means the commit record is flushed before COMMIT returns, whatever the server's default.
+    options: '-c synchronous_commit=on',
+  };
+  const pool = new pg.Pool({ ...clientConfig, max: poolSize, idleTimeoutMillis: 30_000 });
+  // An idle connection that dies (server restart) is dropped by the pool; the next query opens another.
+  pool.on('error', () => undefined);
+  const store = new PgStore(pool, clientConfig, note, opts);
+  try {
+    await store.init(opts);
+  } catch (err) {
+    await store.close();
+    if (isConnectionLost(err)) {
+      throw new Error(`store: cannot reach PostgreSQL at ${describeUrl(opts.url)}: ${(err as Error).message}`);
+    }
+    throw err;
+  }
+  return store;
+}
+
+class PgStore implements PostgresStore {
+  readonly engine = 'postgres' as const;
+  readonly instanceId = randomBytes(8).toString('hex');
+  readonly stats: PostgresStats = { commits: 0, retries: 0, connectionErrors: 0, commitChecks: 0, remoteChanges: 0 };
+  readonly #listeners = new Set<(c: Change) => void>();
+  readonly #listener: ChangeListener;
+  readonly #maxAttempts: number;
+  readonly #commitCheckMs: number;
+  readonly #notifyInTx: boolean;
+  #closing = false;
+  #closed = false;
+  #closingRun: Promise<void> | undefined;
+  #inflight = 0;
+  #idle: (() => void)[] = [];
+  /** Every table of the schema, for the change sent after a notification gap. */
+  #tables: string[] = [];
+
+  constructor(
+    private readonly pool: pg.Pool,
+    clientConfig: pg.ClientConfig,
+    private readonly note: (msg: string) => void,
+    opts: PostgresStoreOptions,
+  ) {
+    this.#maxAttempts = opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+    this.#commitCheckMs = opts.commitCheckMs ?? 15_000;
+    this.#notifyInTx = (opts.notify ?? 'in-transaction') === 'in-transaction';
+    this.#listener = new ChangeListener({
+      config: clientConfig,
+      channel: CHANGE_CHANNEL,
+      note,
+      onPayload: (p) => this.#remote(p),
+      onGap: () => this.#emit({ tables: new Set(this.#tables), remote: true }),
+    });
+  }
+
+  async init(opts: PostgresStoreOptions): Promise<void> {
+    const s = await this.pool.query(
+      "SELECT current_setting('server_version_num') AS v, current_setting('fsync') AS fsync, datcollate AS collate FROM pg_database WHERE datname = current_database()",
+    );
+    const row = s.rows[0] as Row | undefined;
+    const version = Number(row?.['v']);
+    if (!(version >= 150000)) throw new Error(`store: PostgreSQL ${String(row?.['v'])} is too old; version 15 or newer is needed`);
+    if (row?.['fsync'] === 'off') this.note('store: the PostgreSQL server runs with fsync=off: acknowledged writes survive a crash of the cell or of the server process, not of its machine');
+    const collate = String(row?.['collate']);
+    if (collate !== 'C' && collate !== 'POSIX') {
+      this.note(`store: the database collation is ${collate}, not C: ORDER BY on text may differ from the embedded engine (docs/storage.md)`);
+    }
+    await migratePostgres(this.pool, opts.migrations, this.note);
+    this.#tables = await this.#schemaTables();
+    await this.#listener.start();
+  }
+
+  async #schemaTables(): Promise<string[]> {
+    const r = await this.pool.query("SELECT table_name AS t FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' AND table_name <> '_migrations'");
+    return r.rows.map((x: Row) => String(x['t']));
+  }
+
+  // ---- reads
+
+  async get(sql: string, params?: readonly SqlValue[]): Promise<Row | undefined> {
+    return (await this.#read(sql, params))[0];
+  }
+
+  async all(sql: string, params?: readonly SqlValue[]): Promise<Row[]> {
+    return this.#read(sql, params);
+  }
+
+  async #read(sql: string, params: readonly SqlValue[] | undefined): Promise<Row[]> {
+    checkPortable(sql);
+    const ctx = inTx.getStore();
+    if (ctx && ctx.store === this && ctx.live) return (await this.#txQuery(ctx, sql, params)).rows;
+    if (this.#closed || this.#closing) throw closed();
+    const { text } = toNumbered(sql);
+    const values = toPgParams(params);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return (await this.pool.query(text, values)).rows;
+      } catch (err) {
+        if (!isConnectionLost(err)) throw err;
+        // A read is safe to repeat: once, in case the pool handed out a connection that had just died.
+        if (attempt >= 2) {
+          this.stats.connectionErrors++;
+          throw connectionLost();
+        }
+      }
+    }
+  }
+
+  // ---- writes
+
+  async write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    const ctx = inTx.getStore();
+    if (ctx && ctx.store === this && ctx.live) throw new TypeError('store.write: nested write inside a transaction');
+    if (this.#closing || this.#closed) throw closed();
+    this.#inflight++;
+    try {
+      return await this.#write(fn);
+    } finally {
+      if (--this.#inflight === 0) for (const w of this.#idle.splice(0)) w();
+    }
+  }
+
+  async #write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (err) {
+        if (!isConnectionLost(err)) throw err;
+        this.stats.connectionErrors++;
+        throw connectionLost();
+      }
+      // A checked-out connection that dies between statements emits 'error': the next statement reports it.
+      const onError = (): void => undefined;
+      client.on('error', onError);
+      const release = (err?: Error | boolean): void => {
+        client.off('error', onError);
+        client.release(err);
+      };
+      const state: TxState = { store: this, client, live: true, chain: Promise.resolve(), firstError: undefined, written: [] };
+      const effects: (() => void)[] = [];
+      let xid: number | undefined;
+      let started: SqlValue | undefined;
+      let committing = false;
+      let result!: T;
+      let tables = new Set<string>();
+      try {
+        const begun = results(await client.query(BEGIN_SQL))[1]?.rows[0];
+        xid = Number(begun?.['xid']);
+        started = begun?.['started'];
+        const tx: Tx = {
+          get: async (sql, params) => (await this.#txQuery(state, sql, params)).rows[0],
+          all: async (sql, params) => (await this.#txQuery(state, sql, params)).rows,
+          run: async (sql, params) => ({ changes: (await this.#txQuery(state, sql, params)).rowCount ?? 0 }),
+          afterCommit: (effect) => { effects.push(effect); },
+        };
+        result = await inTx.run(state, () => fn(tx));
+        await state.chain;
+        state.live = false;
+        // A statement that failed aborted the transaction (as PostgreSQL does), even if fn caught it.
+        if (state.firstError !== undefined) throw state.firstError;
+        tables = tablesWritten(state.written);
+        committing = true;
+        const notify = tables.size > 0 ? `SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(tables)}')` : null;
+        const res = await client.query(notify && this.#notifyInTx ? `${notify}; COMMIT` : 'COMMIT');
+        const last = results(res).at(-1);
+        if (last?.command !== 'COMMIT') throw new Error(`store: COMMIT answered ${String(last?.command)}`);
+        committing = false;
+        // After-commit mode: the write is durable whatever happens to this notification.
+        if (notify && !this.#notifyInTx) await client.query(notify).catch(() => undefined);
+        release();
+      } catch (err) {
+        state.live = false;
+        const lost = isConnectionLost(err);
+        if (lost) {
+          release(true);
+        } else {
+          await client.query('ROLLBACK').then(() => release(), () => release(true));
+        }
+        const cause = state.firstError ?? err;
+        if (!lost && isRetryable(cause) && attempt < this.#maxAttempts) {
+          this.stats.retries++;
+          await sleep(Math.random() * Math.min(100, 2 ** attempt));
+          continue;
+        }
+        if (!lost && isRetryable(cause)) throw conflictExhausted();
+        if (!lost) throw err;
+        this.stats.connectionErrors++;
+        if (committing && xid !== undefined && Number.isFinite(xid)) {
+          const outcome = await this.#commitOutcome(xid, started ?? null);
+          if (outcome === 'unknown') throw commitUnknown();
+          if (outcome === 'committed') return this.#committed(result, effects, tables);
+          // Aborted: nothing of it was kept, so a retry by the caller is safe.
+        } else if (attempt === 1) {
+          // Lost before COMMIT was sent: nothing was kept; try once more on a fresh connection.
+          continue;
+        }
+        throw connectionLost();
+      }
+      return this.#committed(result, effects, tables);
+    }
+  }
+
+  #committed<T>(result: T, effects: (() => void)[], tables: Set<string>): T {
+    this.stats.commits++;
+    // An effect that throws is logged: it never turns a durable write into a failure.
+    for (const e of effects) {
+      try {
+        e();
+      } catch (err) {
+        this.note(`store: an afterCommit effect threw: ${(err as Error).message}`);
+      }
+    }
+    if (tables.size > 0) this.#emit({ tables, remote: false });
+    return result;
+  }
+
+  /** One statement of a transaction, after the ones before it; the first failure aborts the transaction. */
+  #txQuery(state: TxState, sql: string, params: readonly SqlValue[] | undefined): Promise<pg.QueryResult> {
+    if (!state.live) return Promise.reject(new TypeError('store: a transaction was used after it ended'));
+    if (isTxControl(sql)) {
+      return Promise.reject(new TypeError(`store: "${sql.trim().split(/\s/)[0]}" is not allowed inside write(); the store owns the transaction`));
+    }
+    if (state.firstError !== undefined) {
+      return Promise.reject(new Error(`store: the transaction is aborted by an earlier error (${(state.firstError as Error).message})`));
+    }
+    try {
+      checkPortable(sql);
+    } catch (err) {
+      state.firstError ??= err;
+      return Promise.reject(err);
+    }
+    if (isWriteStatement(sql)) state.written.push(sql);
+    const { text } = toNumbered(sql);
+    const values = toPgParams(params);
+    const p = state.chain.then(() => state.client.query(text, values));
+    state.chain = p.then(() => undefined, () => undefined);
+    return p.catch((err: unknown) => {
+      state.firstError ??= err;
+      throw err;
+    });
+  }
+
+  #payload(tables: Set<string>): string {
+    // Table names are identifiers ([A-Za-z0-9_]) and the id is hex: nothing to escape in the literal.
+    return JSON.stringify({ i: this.instanceId, t: [...tables] });
+  }
+
+  /**
+   * Whether transaction `xid` committed, asked of the server once it answers
+   * again. While the server that ran it is still up (same start time), its
+   * commit log is the answer. After a crash, ids never written to the WAL are
+   * handed out again, so "committed" may be another transaction's: only
+   * "aborted", "in progress" (necessarily someone else's) and "not assigned
+   * yet" are conclusive, all meaning ours did not commit; "committed" stays
+   * unknown.
+   */
+  async #commitOutcome(xid: number, started: SqlValue): Promise<'committed' | 'aborted' | 'unknown'> {
+    this.stats.commitChecks++;
+    const deadline = Date.now() + this.#commitCheckMs;
+    while (Date.now() < deadline && !this.#closed) {
+      try {
+        const r = await this.pool.query(
+          "SELECT pg_postmaster_start_time() AS started, CASE WHEN $1 >= txid_snapshot_xmax(txid_current_snapshot()) THEN 'not yet assigned' ELSE txid_status($1) END AS s",
+          [xid],
+        );
+        const row = r.rows[0] as Row | undefined;
+        const s = row?.['s'];
+        const sameServer = started !== null && row?.['started'] === started;
+        if (sameServer) {
+          if (s === 'committed') return 'committed';
+          if (s === 'aborted') return 'aborted';
+          if (s !== 'in progress') return 'unknown';
+        } else {
+          if (s === 'aborted' || s === 'in progress' || s === 'not yet assigned') return 'aborted';
+          return 'unknown';
+        }
+      } catch (err) {
+        if (!isConnectionLost(err)) return 'unknown';
+      }
+      await sleep(100);
+    }
+    return 'unknown';
+  }
+
+  // ---- notifications
+
+  onChange(listener: (c: Change) => void): () => void {
+    this.#listeners.add(listener);
+    return () => { this.#listeners.delete(listener); };
+  }
+
+  #emit(change: Change): void {
+    for (const l of this.#listeners) {
+      try {
+        l(change);
+      } catch (err) {
+        this.note(`store: a change listener threw: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  #remote(payload: string): void {
+    let msg: unknown;
+    try {
+      msg = JSON.parse(payload);
+    } catch {
+      return;
+    }
+    const m = msg as { i?: unknown; t?: unknown };
+    if (typeof m.i !== 'string' || m.i === this.instanceId || !Array.isArray(m.t)) return;
+    this.stats.remoteChanges++;
+    this.#emit({ tables: new Set(m.t.filter((x): x is string => typeof x === 'string')), remote: true });
+  }
+
+  // ---- health and close
+
+  async health(): Promise<StoreHealth> {
+    if (this.#closing || this.#closed) return { ok: false, reason: 'store_closed' };
+    try {
+      await this.pool.query('SELECT 1');
+    } catch (err) {
+      return { ok: false, reason: isConnectionLost(err) ? 'connection_lost' : 'store_failed' };
+    }
+    if (!this.#listener.connected) return { ok: false, reason: 'notifications_lost' };
+    return { ok: true };
+  }
+
+  close(): Promise<void> {
+    this.#closingRun ??= this.#close();
+    return this.#closingRun;
+  }
+
+  async #close(): Promise<void> {
+    this.#closing = true;
+    if (this.#inflight > 0) await new Promise<void>((r) => this.#idle.push(r));
+    this.#closed = true;
+    await this.#listener.close();
+    await this.pool.end().catch(() => undefined);
+  }
+}

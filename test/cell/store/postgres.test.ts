@@ -1,0 +1,227 @@
+/**
+ * What only the PostgreSQL engine has: the dialect rendering (`?` → `$n`,
+ * DDL types), serialization-failure retries, concurrent openers under the
+ * migration advisory lock, notifications between stores and processes, and
+ * connections that die under it (pg_terminate_backend on the run's server;
+ * whole-server restarts are in pg-restart.test.ts, on a server of its own).
+ */
+import { strict as assert } from 'node:assert';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, it } from 'node:test';
+import { openStore } from '../../../cell/store/open.ts';
+import type { PostgresStore } from '../../../cell/store/postgres.ts';
+import { renderMigration, splitStatements, toNumbered } from '../../../cell/store/_pg-sql.ts';
+import type { Change, Migration } from '../../../cell/store/types.ts';
+import { adminQuery, pgDatabase, pgServerUrl, pgUnavailable, type PgDatabase } from '../../helpers/postgres.ts';
+import { deferred, T_MIGRATIONS } from './_util.ts';
+
+const WRITER = fileURLToPath(new URL('../../fixtures/store-writer.ts', import.meta.url));
+const skip = pgUnavailable() ?? false;
+
+describe('PostgreSQL dialect rendering (no server)', () => {
+  it('numbers `?` placeholders outside literals, quoted identifiers and comments', () => {
+    assert.deepEqual(toNumbered('SELECT a FROM t WHERE b = ? AND c IN (?, ?)'), { text: 'SELECT a FROM t WHERE b = $1 AND c IN ($2, $3)', count: 3 });
+    assert.deepEqual(toNumbered("SELECT '?', 'it''s ?', \"q?\" FROM t WHERE x = ? -- why?\n AND y = ? /* ? */"), {
+      text: "SELECT '?', 'it''s ?', \"q?\" FROM t WHERE x = $1 -- why?\n AND y = $2 /* ? */",
+      count: 2,
+    });
+    assert.deepEqual(toNumbered('SELECT 1'), { text: 'SELECT 1', count: 0 });
+  });
+
+  it('splits scripts at semicolons outside literals and comments, and maps DDL types', () => {
+    assert.deepEqual(splitStatements("CREATE TABLE a (x TEXT DEFAULT ';'); -- c;\nINSERT INTO a VALUES ('1;2');\n\n"), [
+      "CREATE TABLE a (x TEXT DEFAULT ';')",
+      "-- c;\nINSERT INTO a VALUES ('1;2')",
+    ]);
+    assert.deepEqual(
+      renderMigration("CREATE TABLE e (seq INTEGER PRIMARY KEY AUTOINCREMENT, n INTEGER NOT NULL, b BLOB, r REAL, s TEXT DEFAULT 'INTEGER', real_name TEXT); ALTER TABLE e ADD COLUMN m integer; INSERT INTO e (n) VALUES (1)"),
+      [
+        "CREATE TABLE e (seq BIGSERIAL PRIMARY KEY, n BIGINT NOT NULL, b BYTEA, r DOUBLE PRECISION, s TEXT DEFAULT 'INTEGER', real_name TEXT)",
+        'ALTER TABLE e ADD COLUMN m BIGINT',
+        'INSERT INTO e (n) VALUES (1)',
+      ],
+    );
+    assert.throws(() => renderMigration('CREATE TABLE w (id TEXT PRIMARY KEY) WITHOUT ROWID'), /WITHOUT ROWID is SQLite-only/);
+  });
+});
+
+describe('PostgreSQL engine', { skip }, () => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+  async function database(): Promise<PgDatabase> {
+    const db = await pgDatabase();
+    cleanups.push(() => db.drop());
+    return db;
+  }
+  async function open(url: string, migrations: readonly Migration[] = T_MIGRATIONS, extra: { poolSize?: number; log?: (m: string) => void } = {}): Promise<PostgresStore> {
+    const s = await openStore({ engine: 'postgres', url, ...(extra.poolSize ? { poolSize: extra.poolSize } : {}) }, { migrations, log: extra.log ?? (() => undefined) });
+    cleanups.push(() => s.close());
+    return s;
+  }
+  /** Ends every other session on the database (as a server restart would, without one). */
+  async function terminateSessions(db: PgDatabase): Promise<number> {
+    const r = await adminQuery(await pgServerUrl(), `SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity WHERE datname = '${db.name}' AND pid <> pg_backend_pid()`);
+    return r.rowCount ?? 0;
+  }
+  async function until(what: string, ok: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
+    const end = Date.now() + ms;
+    while (!(await ok())) {
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
+  it('runs a write function again after a serialization failure; its afterCommit effect runs once', async () => {
+    const db = await database();
+    const store = await open(db.url, [{ id: 'c-001', sql: "CREATE TABLE c (k TEXT PRIMARY KEY, n INTEGER NOT NULL); INSERT INTO c (k, n) VALUES ('x', 0)" }], { poolSize: 4 });
+    const N = 4;
+    let calls = 0;
+    let effects = 0;
+    let firstReads = 0;
+    const allRead = deferred();
+    await Promise.all(Array.from({ length: N }, () => store.write(async (tx) => {
+      const first = calls++ < N;
+      const n = (await tx.get("SELECT n FROM c WHERE k = 'x'"))?.['n'];
+      // The first run of each waits until all have read: their updates must conflict.
+      if (first && ++firstReads === N) allRead.resolve();
+      if (first) await allRead.promise;
+      await tx.run("UPDATE c SET n = ? WHERE k = 'x'", [Number(n) + 1]);
+      tx.afterCommit(() => effects++);
+    })));
+    assert.deepEqual(await store.get("SELECT n FROM c WHERE k = 'x'"), { n: N });
+    assert.equal(effects, N, 'one effect per committed write');
+    assert.ok(store.stats.retries >= N - 1, `retries: ${store.stats.retries}`);
+    assert.equal(calls, N + store.stats.retries);
+  });
+
+  it('gives up a write that keeps conflicting with 503 write_conflict (retryable)', async () => {
+    const db = await database();
+    const m = [{ id: 'c-001', sql: "CREATE TABLE c (k TEXT PRIMARY KEY, n INTEGER NOT NULL); INSERT INTO c (k, n) VALUES ('x', 0)" }];
+    await (await open(db.url, m)).close();
+    const store = await openStore({ engine: 'postgres', url: db.url }, { migrations: m, log: () => undefined });
+    cleanups.push(() => store.close());
+    // A second connection keeps changing the row between our read and our write.
+    const other = await open(db.url, m);
+    const err = await store.write(async (tx) => {
+      await tx.get("SELECT n FROM c WHERE k = 'x'");
+      await other.write((t2) => t2.run("UPDATE c SET n = n + 1 WHERE k = 'x'"));
+      await tx.run("UPDATE c SET n = n + 100 WHERE k = 'x'");
+    }).then(() => null, (e: unknown) => e);
+    assert.ok(err && typeof err === 'object');
+    assert.deepEqual({ code: (err as { code?: string }).code, details: (err as { details?: unknown }).details, retryable: (err as { retryable?: boolean }).retryable },
+      { code: 'service_unavailable', details: { reason: 'write_conflict' }, retryable: true });
+    assert.equal(store.stats.retries, 29, 'tried 30 times');
+    assert.deepEqual(await store.get("SELECT n FROM c WHERE k = 'x'"), { n: 30 });
+  });
+
+  it('six cells starting at once on a new database apply each migration once (advisory lock)', async () => {
+    const db = await database();
+    const m: Migration[] = [
+      { id: 'm-001', sql: 'CREATE TABLE runs (id INTEGER PRIMARY KEY, at INTEGER)' },
+      { id: 'm-002', sql: 'INSERT INTO runs (id, at) VALUES (1, 100)' },
+      { id: 'm-003', sql: 'CREATE TABLE counter (n INTEGER); INSERT INTO counter (n) VALUES (1)' },
+    ];
+    const stores = await Promise.all(Array.from({ length: 6 }, () => open(db.url, m, { poolSize: 2 })));
+    assert.deepEqual(await stores[0]!.all('SELECT id, seq FROM _migrations ORDER BY seq'), [{ id: 'm-001', seq: 1 }, { id: 'm-002', seq: 2 }, { id: 'm-003', seq: 3 }]);
+    assert.deepEqual(await stores[3]!.get('SELECT COUNT(*) AS n FROM counter'), { n: 1 });
+    assert.deepEqual(await stores[5]!.get('SELECT COUNT(*) AS n FROM runs'), { n: 1 });
+  });
+
+  for (const notify of ['in-transaction', 'after-commit'] as const) it(`another store on the same database sees this one's changes as remote within a second, and not its own twice (notify ${notify})`, async () => {
+    const db = await database();
+    const a = await openStore({ engine: 'postgres', url: db.url, notify }, { migrations: T_MIGRATIONS, log: () => undefined });
+    cleanups.push(() => a.close());
+    const b = await open(db.url);
+    const atA: Change[] = [];
+    const atB: Change[] = [];
+    a.onChange((c) => atA.push(c));
+    b.onChange((c) => atB.push(c));
+    const t0 = Date.now();
+    await a.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)'));
+    await until('b to hear of a\'s write', () => atB.length > 0, 1000);
+    assert.ok(Date.now() - t0 < 1000);
+    assert.deepEqual(atB.map((c) => ({ tables: [...c.tables], remote: c.remote })), [{ tables: ['t'], remote: true }]);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(atA.map((c) => ({ tables: [...c.tables], remote: c.remote })), [{ tables: ['t'], remote: false }], 'its own notification is not delivered again');
+    await assert.rejects(a.write(async (tx) => { await tx.run('INSERT INTO t (id) VALUES (2)'); throw new Error('rolled back'); }));
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(atB.length, 1, 'a rolled-back transaction notifies nobody');
+  });
+
+  it('a write made by another process reaches this store\'s listeners within a second', { timeout: 60_000 }, async () => {
+    const db = await database();
+    const m = [{ id: 'crash-001-acks', sql: 'CREATE TABLE acks (id TEXT PRIMARY KEY, pad TEXT)' }];
+    const store = await open(db.url, m);
+    const heard: { at: number; tables: string[]; remote: boolean }[] = [];
+    store.onChange((c) => heard.push({ at: Date.now(), tables: [...c.tables], remote: c.remote }));
+    const child = spawn(process.execPath, ['--import', 'tsx', WRITER, db.url, 'x', '1', '0', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+    const exited = new Promise((r) => child.once('exit', r));
+    try {
+      await until('the child to acknowledge a write', () => /\nx-0-0\n/.test(out), 30_000).catch((e: Error) => { throw new Error(`${e.message}: ${err}`); });
+      const ackedAt = Date.now();
+      await until('the remote change', () => heard.length > 0, 1000);
+      assert.deepEqual(heard[0]!.tables, ['acks']);
+      assert.equal(heard[0]!.remote, true);
+      assert.ok(heard[0]!.at - ackedAt < 1000);
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+    }
+  });
+
+  it('connections killed under it: reads and writes go on, the listener comes back and reports the gap', async () => {
+    const db = await database();
+    const notes: string[] = [];
+    const store = await open(db.url, T_MIGRATIONS, { log: (m) => notes.push(m) });
+    const other = await open(db.url);
+    const heard: Change[] = [];
+    store.onChange((c) => heard.push(c));
+    await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)'));
+    assert.ok((await terminateSessions(db)) >= 2);
+    // The pool drops dead idle connections; a read on one that died unseen is tried once more.
+    assert.deepEqual(await store.get('SELECT COUNT(*) AS n FROM t'), { n: 1 });
+    await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (2)'));
+    await until('the listener to reconnect', async () => (await store.health()).ok, 5000);
+    await until('the gap to be reported', () => heard.some((c) => c.remote && c.tables.has('t')), 5000);
+    assert.ok(notes.some((n) => /change-notification connection to PostgreSQL re-established/.test(n)), notes.join('\n'));
+    const before = heard.length;
+    await other.write((tx) => tx.run('INSERT INTO t (id) VALUES (3)'));
+    await until('a remote change after the reconnect', () => heard.length > before, 2000);
+  });
+
+  it('a connection lost in the middle of a write function: nothing half-kept, the function runs again on a fresh connection', async () => {
+    const db = await database();
+    const store = await open(db.url, T_MIGRATIONS, { poolSize: 2 });
+    const inside = deferred();
+    const gate = deferred();
+    let calls = 0;
+    const w = store.write(async (tx) => {
+      calls++;
+      await tx.run('INSERT INTO t (id) VALUES (?)', [calls]);
+      if (calls === 1) {
+        inside.resolve();
+        await gate.promise;
+      }
+      await tx.run('INSERT INTO t (id) VALUES (?)', [calls * 10]);
+    });
+    await inside.promise;
+    await terminateSessions(db);
+    gate.resolve();
+    await w;
+    assert.equal(calls, 2);
+    assert.deepEqual(await store.all('SELECT id FROM t ORDER BY id'), [{ id: 2 }, { id: 20 }]);
+  });
+
+  it('a URL that is not postgres:// and an unreachable server are refused with clear messages', async () => {
+    await assert.rejects(openStore({ engine: 'postgres', url: 'mysql://x@127.0.0.1/db' }, { migrations: [] }), /must start with postgres:\/\//);
+    await assert.rejects(openStore({ engine: 'postgres', url: 'postgres://u:secret@127.0.0.1:1/nodb' }, { migrations: [], log: () => undefined }),
+      (e: Error) => /^store: cannot reach PostgreSQL at 127\.0\.0\.1:1\/nodb/.test(e.message) && !e.message.includes('secret'));
+  });
+});
