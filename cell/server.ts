@@ -25,7 +25,9 @@ import { createTeamsModule } from './teams/module.ts';
 import { createJobsModule } from './jobs/module.ts';
 import { createEdgeModule } from './edge/module.ts';
 import { createDiscoveryModule } from './discovery/module.ts';
-import { loadLocalRuntime } from './edge/local-runtime.ts';
+import { createConsoleModule } from './console/module.ts';
+import { Devices } from './edge/devices.ts';
+import { localRuntime } from './edge/local-runtime.ts';
 
 export interface StartOptions {
   config?: Partial<CellConfig>;
@@ -58,18 +60,28 @@ export const consoleLogger: Logger = {
   error: (msg, f) => console.error(JSON.stringify({ level: 'error', msg, ...f })),
 };
 
-/** The wiring: each module built from what it depends on, in dependency order. */
+/**
+ * The wiring: each module built from what it depends on, in dependency order
+ * (which is also the order of their routes in the OpenAPI document, and the
+ * reverse of the order they stop in). Discovery is last: its document is
+ * built from every route mounted before it.
+ */
 async function buildModules(core: CellCore) {
   const iam = await createIamModule(core);
-  const oauth = await createOAuthModule(core, { iam: iam.iam });
-  const tools = createToolsModule(core);
-  const ai = await createAiModule(core, { iam: iam.iam, tools: tools.api, localRuntime: await loadLocalRuntime(core) });
-  const runs = createRunsModule(core, { iam: iam.iam });
-  const teams = createTeamsModule(core, { iam: iam.iam, ai: ai.api, tools: tools.api, runs: runs.api });
-  const jobs = createJobsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, runs: runs.api, teams: teams.api, tools: tools.api });
-  const edge = createEdgeModule(core, { iam: iam.iam, ai: ai.api, teams: teams.api, oauth: oauth.api });
+  // The device registry is the edge module's, but the OAuth server needs it to issue device-addressed tokens.
+  const devices = new Devices(core.store);
+  const oauth = await createOAuthModule(core, { iam: iam.iam, deviceExists: (id) => devices.exists(id) });
+  const tools = await createToolsModule(core);
+  const runs = await createRunsModule(core, { iam: iam.iam });
+  // The local-signed model runtime when node-llama-cpp is installed beside the program (edge-runtime/).
+  const runtime = localRuntime(core.config.dataDir);
+  const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, ...(runtime ? { localRuntime: runtime } : {}) });
+  const teams = await createTeamsModule(core, { iam: iam.iam, ai: ai.ai, tools: tools.tools, runs: runs.runs });
+  const jobs = createJobsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, runs: runs.runs, teams: teams.teams, tools: tools.tools });
+  const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices });
+  const console = createConsoleModule(core, { oauth: oauth.api });
   const discovery = createDiscoveryModule(core);
-  return { iam, oauth, tools, ai, runs, teams, jobs, edge, discovery };
+  return { iam, oauth, tools, runs, ai, teams, jobs, edge, console, discovery };
 }
 
 export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {

@@ -4,40 +4,39 @@
  * PKCE, redirect URI `<public URL>/console/callback`. One per cell (its id
  * names the cell), so cells sharing a store never overwrite each other's.
  */
-import type { Cell } from '../context.ts';
-import { ensureBuiltInClient } from '../oauth/builtin-clients.ts';
-import { issuerOf, publicBase } from '../oauth/settings.ts';
+import type { CellCore } from '../context.ts';
+import type { OAuthApi } from '../oauth/module.ts';
 import { CONSOLE_CALLBACK_PATH } from './page.ts';
 
 /** The console's client id on this cell. */
-export function consoleClientId(cell: Cell): string {
-  return `console.${cell.config.cellId}`;
+export function consoleClientId(core: CellCore): string {
+  return `console.${core.config.cellId}`;
 }
 
 /** The console's redirect URI on this cell. */
-export function consoleRedirectUri(cell: Cell): string {
-  return publicBase(cell) + CONSOLE_CALLBACK_PATH;
+export function consoleRedirectUri(oauth: OAuthApi): string {
+  return oauth.publicBase() + CONSOLE_CALLBACK_PATH;
 }
 
 /** Registers (or updates) the console's client; called once the cell listens. */
-export async function registerConsoleClient(cell: Cell): Promise<void> {
-  await ensureBuiltInClient(cell, {
-    clientId: consoleClientId(cell),
+export async function registerConsoleClient(core: CellCore, oauth: OAuthApi): Promise<void> {
+  await oauth.ensureBuiltInClient({
+    clientId: consoleClientId(core),
     name: 'agent-cell console',
-    redirectUris: [consoleRedirectUri(cell)],
+    redirectUris: [consoleRedirectUri(oauth)],
     // The user chooses on the consent screen; the token never exceeds the user's permissions.
     scope: ['*'],
   });
 }
 
 /** What the console needs to know before it can sign anyone in (public: no secret in it). */
-export function consoleConfig(cell: Cell) {
+export function consoleConfig(core: CellCore, oauth: OAuthApi) {
   return {
-    cell_id: cell.config.cellId,
-    issuer: issuerOf(cell),
-    public_url: publicBase(cell),
-    client_id: consoleClientId(cell),
-    redirect_uri: consoleRedirectUri(cell),
-    api_base: `${publicBase(cell)}/api/public/v1`,
+    cell_id: core.config.cellId,
+    issuer: oauth.issuer(),
+    public_url: oauth.publicBase(),
+    client_id: consoleClientId(core),
+    redirect_uri: consoleRedirectUri(oauth),
+    api_base: `${oauth.publicBase()}/api/public/v1`,
   };
 }

@@ -17,7 +17,8 @@
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { ServiceError, notFound } from '../../core/errors.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv, CellCore } from '../context.ts';
+import type { OAuthApi } from '../oauth/module.ts';
 import type { CellModule } from '../module.ts';
 import { consoleFiles, type ConsoleFile } from './_assets.ts';
 import { consoleConfig, registerConsoleClient } from './client.ts';
@@ -32,7 +33,7 @@ function withHeaders(c: Context<AppEnv>): void {
 }
 
 /** Mounts the console's pages, assets and configuration on `app`. */
-export function mountConsole(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function mountConsole(app: OpenAPIHono<AppEnv>, core: CellCore, oauth: OAuthApi): void {
   let served: Promise<Map<string, Served>> | null = null;
   const assets = (): Promise<Map<string, Served>> => {
     served ??= consoleFiles().then((files) => new Map(Object.entries(files).map(([name, f]) => [name, { ...f, etag: etagOf(f.body) }])));
@@ -57,7 +58,7 @@ export function mountConsole(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   app.get(CONSOLE_CONFIG_PATH, (c) => {
     withHeaders(c);
     c.header('Cache-Control', 'no-cache');
-    return c.json(consoleConfig(cell), 200);
+    return c.json(consoleConfig(core, oauth), 200);
   });
 
   app.get(`${CONSOLE_ASSETS_PATH}/:name`, async (c) => {
@@ -65,7 +66,7 @@ export function mountConsole(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     try {
       files = await assets();
     } catch (e) {
-      cell.log.error('console assets unavailable', { error: e instanceof Error ? e.message : String(e) });
+      core.log.error('console assets unavailable', { error: e instanceof Error ? e.message : String(e) });
       throw new ServiceError('service_unavailable', 'the console could not be built', { details: { reason: 'console_unavailable' }, retryable: true });
     }
     const a = files.get(c.req.param('name'));
@@ -80,11 +81,11 @@ export function mountConsole(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   });
 }
 
-export const consoleModule: CellModule = {
-  name: 'console',
-  migrations: [],
-  routes: mountConsole,
-  async start(cell) {
-    await registerConsoleClient(cell);
-  },
-};
+export function createConsoleModule(core: CellCore, deps: { oauth: OAuthApi }): CellModule {
+  return {
+    name: 'console',
+    routes: (app) => mountConsole(app, core, deps.oauth),
+    // The redirect URI follows the public URL, known once the cell listens.
+    start: () => registerConsoleClient(core, deps.oauth),
+  };
+}

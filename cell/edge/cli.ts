@@ -9,7 +9,6 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { startCell } from '../server.ts';
-import { issueKeyBundle, trustAnchor } from './export.ts';
 
 const USAGE = 'usage: bundle keys --data DIR --device DEVICE_ID --out FILE [--ttl-seconds N] | bundle trust --data DIR --out FILE';
 
@@ -28,12 +27,12 @@ export async function bundleCommand(argv: string[]): Promise<void> {
   const running = await startCell({ config: { dataDir }, listen: false, log: quiet });
   try {
     if (what === 'trust') {
-      writeFileSync(values.out, JSON.stringify(trustAnchor(running.cell), null, 2) + '\n');
-      process.stdout.write(`wrote trust anchor of ${running.cell.config.cellId} to ${values.out}\n`);
+      writeFileSync(values.out, JSON.stringify(running.modules.edge.trustAnchor(), null, 2) + '\n');
+      process.stdout.write(`wrote trust anchor of ${running.core.config.cellId} to ${values.out}\n`);
       return;
     }
     const ttl = values['ttl-seconds'] !== undefined ? Number(values['ttl-seconds']) : undefined;
-    const b = await issueKeyBundle(running.cell, values.device!, ttl);
+    const b = await running.modules.edge.issueKeyBundle(values.device!, ttl);
     writeFileSync(values.out, b.text, { mode: 0o644 });
     process.stdout.write(`wrote key bundle version ${b.version} for device ${values.device} to ${values.out} (${b.text.length} bytes, expires ${new Date(b.expires_at!).toISOString()})\n`);
   } finally {

@@ -1,29 +1,37 @@
-/** Registered edge devices: a device is named by its public key's thumbprint. */
+/**
+ * Registered edge devices: a device is named by its public key's thumbprint.
+ * `Devices` is built before the OAuth module (which issues tokens addressed
+ * to a device and must know that it is registered) and handed to both.
+ */
 import { jwkThumbprint, publicJwkOf } from '../../core/crypto/ed25519.ts';
 import { conflict, invalid, notFound } from '../../core/errors.ts';
-import type { Cell } from '../context.ts';
-import type { Reader, Tx } from '../store/types.ts';
+import type { Store, Tx } from '../store/types.ts';
+import * as repo from './repository.ts';
+import type { DeviceRow } from './repository.ts';
 
-export interface DeviceRow {
-  device_id: string;
-  name: string;
-  public_jwk: string;
-  created_at: number;
-  created_by: string;
-}
+export type { DeviceRow } from './repository.ts';
 
-export function getDevice(db: Reader, deviceId: string): DeviceRow | undefined {
-  return db.get<DeviceRow & Record<string, string | number>>('SELECT * FROM edge_devices WHERE device_id = ?', [deviceId]);
-}
+export class Devices {
+  constructor(private readonly store: Store) {}
 
-export function requireDevice(cell: Cell, deviceId: string): DeviceRow {
-  const d = getDevice(cell.store, deviceId);
-  if (!d) throw notFound('device');
-  return d;
-}
+  get(deviceId: string): Promise<DeviceRow | undefined> {
+    return repo.deviceById(this.store, deviceId);
+  }
 
-export function listDevices(db: Reader, limit: number, offset: number): DeviceRow[] {
-  return db.all<DeviceRow & Record<string, string | number>>('SELECT * FROM edge_devices ORDER BY created_at, device_id LIMIT ? OFFSET ?', [limit, offset]);
+  async exists(deviceId: string): Promise<boolean> {
+    return (await this.get(deviceId)) !== undefined;
+  }
+
+  /** The device, or 404. */
+  async require(deviceId: string): Promise<DeviceRow> {
+    const d = await this.get(deviceId);
+    if (!d) throw notFound('device');
+    return d;
+  }
+
+  list(limit: number, offset: number): Promise<DeviceRow[]> {
+    return repo.listDevices(this.store, limit, offset);
+  }
 }
 
 /** Validates a device public JWK and returns its minimal form and thumbprint. */
@@ -37,12 +45,12 @@ export function deviceKey(jwk: unknown): { jwk: JsonWebKey; deviceId: string } {
   return { jwk: minimal, deviceId: jwkThumbprint(minimal) };
 }
 
-export function registerDeviceTx(tx: Tx, row: DeviceRow): void {
-  if (tx.get('SELECT 1 AS x FROM edge_devices WHERE device_id = ?', [row.device_id])) {
+/** Registers a device inside the caller's transaction (409 device_exists when its key is already registered). */
+export async function registerDeviceTx(tx: Tx, row: DeviceRow): Promise<void> {
+  if (await repo.deviceById(tx, row.device_id)) {
     throw conflict('this device key is already registered', { reason: 'device_exists', device_id: row.device_id });
   }
-  tx.run('INSERT INTO edge_devices (device_id, name, public_jwk, created_at, created_by) VALUES (?, ?, ?, ?, ?)',
-    [row.device_id, row.name, row.public_jwk, row.created_at, row.created_by]);
+  await repo.insertDevice(tx, row);
 }
 
 export function deviceView(row: DeviceRow) {

@@ -9,15 +9,8 @@ import type { KeyRecord } from '../../core/apikey/verify.ts';
 import { invalid } from '../../core/errors.ts';
 import { buildKeyBundle, type BundleOwner, type TokenTrust } from '../../bundles/key-bundle.ts';
 import { buildCrewBundle, type CrewContent, type ModelReference } from '../../bundles/crew-bundle.ts';
-import type { Cell } from '../context.ts';
-import type { Tx } from '../store/types.ts';
-import { cellPublicJwks, cellSigner } from '../iam/identity.ts';
-import { getKeyRow, keyRecord, projectKeyRecords } from '../iam/keys.ts';
-import { listPrincipals, principalPermissions } from '../iam/principals.ts';
-import { liveRevocations } from '../oauth/denylist.ts';
-import { issuerOf } from '../oauth/settings.ts';
-import { keyring } from '../oauth/signing-keys.ts';
-import { requireDevice } from './devices.ts';
+import type { EdgeContext } from './context.ts';
+import { nextBundleVersion } from './repository.ts';
 
 /** Default lifetime of a key bundle: a week, long enough to carry it, short enough to bound stale keys. */
 export const DEFAULT_KEY_BUNDLE_TTL_SECONDS = 7 * 24 * 3600;
@@ -32,13 +25,6 @@ export interface IssuedBundle {
   expires_at: number | null;
 }
 
-function nextVersionTx(tx: Tx, type: string): number {
-  const row = tx.get<{ version: number }>('SELECT version FROM edge_bundle_versions WHERE type = ?', [type]);
-  const v = (row?.version ?? 0) + 1;
-  tx.run('INSERT INTO edge_bundle_versions (type, version) VALUES (?, ?) ON CONFLICT(type) DO UPDATE SET version = excluded.version', [type, v]);
-  return v;
-}
-
 function ttlMs(ttlSeconds: number | undefined, dflt: number): number {
   const t = ttlSeconds ?? dflt;
   if (!Number.isInteger(t) || t < 1 || t > MAX_BUNDLE_TTL_SECONDS) throw invalid(`ttl_seconds must be 1 to ${MAX_BUNDLE_TTL_SECONDS}`);
@@ -50,12 +36,12 @@ function ttlMs(ttlSeconds: number | undefined, dflt: number): number {
  * revoked or soft-deleted keys (so the device refuses them for the same reason
  * the cell does), plus tombstones for keys that are gone.
  */
-export function keyRecordsForEdge(cell: Cell): { records: KeyRecord[]; tombstones: { key_id: string; at: number }[] } {
-  const { records, tombstones } = projectKeyRecords(cell);
+export async function keyRecordsForEdge(ctx: EdgeContext): Promise<{ records: KeyRecord[]; tombstones: { key_id: string; at: number }[] }> {
+  const { records, tombstones } = await ctx.iam.projectKeyRecords();
   const all = [...records];
   for (const t of tombstones) {
-    const row = getKeyRow(cell.store, t.key_id);
-    if (row) all.push(keyRecord(cell, row));
+    const row = await ctx.iam.keyRow(t.key_id);
+    if (row) all.push(await ctx.iam.keyRecord(row));
   }
   return { records: all, tombstones };
 }
@@ -65,54 +51,54 @@ export function keyRecordsForEdge(cell: Cell): { records: KeyRecord[]; tombstone
  * the published token signing keys, and the revoked token ids whose tokens
  * have not expired (tokens are short-lived, so the list stays short).
  */
-export function tokenTrustForEdge(cell: Cell): TokenTrust {
+export async function tokenTrustForEdge(ctx: EdgeContext): Promise<TokenTrust> {
   return {
-    issuer: issuerOf(cell),
-    keys: keyring(cell).published.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x!, alg: 'EdDSA' as const })),
-    revoked: liveRevocations(cell, Math.floor(cell.clock.now() / 1000)),
+    issuer: ctx.oauth.issuer(),
+    keys: ctx.oauth.keyring().published.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x!, alg: 'EdDSA' as const })),
+    revoked: await ctx.oauth.liveRevocations(Math.floor(ctx.core.clock.now() / 1000)),
   };
 }
 
 /** Every principal with its status and, when active, its role permissions: the possible token subjects. */
-export function subjectsForEdge(cell: Cell): Record<string, BundleOwner> {
+export async function subjectsForEdge(ctx: EdgeContext): Promise<Record<string, BundleOwner>> {
   const out: Record<string, BundleOwner> = {};
   const PAGE = 1000;
   for (let offset = 0; ; offset += PAGE) {
-    const page = listPrincipals(cell.store, PAGE, offset);
-    for (const p of page) out[p.id] = { status: p.status, permissions: p.status === 'active' ? principalPermissions(cell, p) : [] };
+    const page = await ctx.iam.principalsPage(PAGE, offset);
+    for (const p of page) out[p.id] = { status: p.status, permissions: p.status === 'active' ? await ctx.iam.permissionsOf(p) : [] };
     if (page.length < PAGE) return out;
   }
 }
 
-export async function issueKeyBundle(cell: Cell, deviceId: string, ttlSeconds?: number): Promise<IssuedBundle> {
-  requireDevice(cell, deviceId);
+export async function issueKeyBundle(ctx: EdgeContext, deviceId: string, ttlSeconds?: number): Promise<IssuedBundle> {
+  await ctx.devices.require(deviceId);
   const ttl = ttlMs(ttlSeconds, DEFAULT_KEY_BUNDLE_TTL_SECONDS);
-  const now = cell.clock.now();
-  const version = await cell.store.write((tx) => nextVersionTx(tx, 'api-key-records'));
-  const { records, tombstones } = keyRecordsForEdge(cell);
+  const now = ctx.core.clock.now();
+  const version = await ctx.core.store.write((tx) => nextBundleVersion(tx, 'api-key-records'));
+  const { records, tombstones } = await keyRecordsForEdge(ctx);
   const text = await buildKeyBundle({
-    issuer: cell.config.cellId, signer: cellSigner(cell), audience: deviceId, version,
-    issuedAt: now, expiresAt: now + ttl, records, tombstones, subjects: subjectsForEdge(cell), tokens: tokenTrustForEdge(cell),
+    issuer: ctx.core.config.cellId, signer: ctx.iam.signer(), audience: deviceId, version,
+    issuedAt: now, expiresAt: now + ttl, records, tombstones, subjects: await subjectsForEdge(ctx), tokens: await tokenTrustForEdge(ctx),
   });
   return { text, version, issued_at: now, expires_at: now + ttl };
 }
 
-export async function issueCrewBundle(cell: Cell, deviceId: string, crew: CrewContent, model: ModelReference | null, ttlSeconds?: number): Promise<IssuedBundle> {
-  requireDevice(cell, deviceId);
+export async function issueCrewBundle(ctx: EdgeContext, deviceId: string, crew: CrewContent, model: ModelReference | null, ttlSeconds?: number): Promise<IssuedBundle> {
+  await ctx.devices.require(deviceId);
   const ttl = ttlMs(ttlSeconds, DEFAULT_CREW_BUNDLE_TTL_SECONDS);
-  const now = cell.clock.now();
-  const version = await cell.store.write((tx) => nextVersionTx(tx, 'crew'));
+  const now = ctx.core.clock.now();
+  const version = await ctx.core.store.write((tx) => nextBundleVersion(tx, 'crew'));
   const text = await buildCrewBundle({
-    issuer: cell.config.cellId, signer: cellSigner(cell), audience: deviceId, version,
+    issuer: ctx.core.config.cellId, signer: ctx.iam.signer(), audience: deviceId, version,
     issuedAt: now, expiresAt: now + ttl, crew, model,
   });
   return { text, version, issued_at: now, expires_at: now + ttl };
 }
 
 /** What a device pins with `edge trust`: the cell id and its identity public keys. */
-export function trustAnchor(cell: Cell): { cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] } {
+export function trustAnchor(ctx: Pick<EdgeContext, 'core' | 'iam'>): { cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] } {
   return {
-    cell_id: cell.config.cellId,
-    keys: cellPublicJwks(cell).filter((k) => k.retired_at === null).map((k) => ({ kid: k.kid, jwk: k.jwk })),
+    cell_id: ctx.core.config.cellId,
+    keys: ctx.iam.identityKeys().filter((k) => k.retired_at === null).map((k) => ({ kid: k.kid, jwk: k.jwk })),
   };
 }

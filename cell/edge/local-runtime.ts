@@ -1,6 +1,6 @@
 /**
- * The cell's `local-signed` model runtime (registered as the `ai.local-runtime`
- * service that cell/ai calls for providers of type local-signed): the same
+ * The cell's `local-signed` model runtime (handed to the AI module by the
+ * wiring, cell/server.ts, for providers of type local-signed): the same
  * verified loader the edge uses (edge/local-model.ts: manifest signature
  * against a pinned publisher, file size and SHA-256, then node-llama-cpp on
  * CPU, greedy). The one import from edge/ into cell/: the runtime is shared
@@ -19,7 +19,6 @@ import { join } from 'node:path';
 import { ServiceError, invalid } from '../../core/errors.ts';
 import type { TrustedKey } from '../../bundles/_codec.ts';
 import { findRuntime, loadLocalSignedModel, type LocalModel } from '../../runtime/local-model.ts';
-import type { Cell } from '../context.ts';
 import type { ChatRequest, ChatResult } from '../ai/openai-client.ts';
 import type { LocalModelRuntime, Provider } from '../ai/providers.ts';
 
@@ -27,13 +26,13 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const DEFAULT_MAX_TOKENS = 256;
 
 /** The runtime when node-llama-cpp is installed beside the program (edge-runtime/), else null. */
-export function localRuntime(cell: Cell): (LocalModelRuntime & { dispose(): Promise<void> }) | null {
+export function localRuntime(dataDir: string): (LocalModelRuntime & { dispose(): Promise<void> }) | null {
   try {
     findRuntime();
   } catch {
     return null;
   }
-  const dir = join(cell.config.dataDir, 'models');
+  const dir = join(dataDir, 'models');
   const loaded = new Map<string, Promise<LocalModel>>();
 
   function publishers(): TrustedKey[] {

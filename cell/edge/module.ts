@@ -1,26 +1,34 @@
 /**
  * The edge module: devices, signed key and crew bundles issued for them, and
- * journals carried back from them (see docs/edge.md).
+ * journals carried back from them (see docs/edge.md). The device registry
+ * (`Devices`) is built before the OAuth module, which needs to know which
+ * devices exist to issue tokens addressed to one.
  */
+import type { CellCore } from '../context.ts';
+import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
+import type { OAuthApi } from '../oauth/module.ts';
+import type { Teams } from '../teams/teams.ts';
+import type { EdgeContext } from './context.ts';
+import type { Devices } from './devices.ts';
+import { issueKeyBundle, trustAnchor, type IssuedBundle } from './export.ts';
 import { edgeRoutes } from './routes.ts';
-import { EDGE_MIGRATIONS } from './schema.ts';
-import { LOCAL_RUNTIME_SERVICE } from '../ai/providers.ts';
-import { localRuntime } from './local-runtime.ts';
 
-export const edgeModule: CellModule = {
-  name: 'edge',
-  migrations: EDGE_MIGRATIONS,
-  init(cell) {
-    // The local-signed provider type runs on this runtime when node-llama-cpp is installed (edge-runtime/).
-    const rt = localRuntime(cell);
-    if (rt) cell.services.set(LOCAL_RUNTIME_SERVICE, rt);
-  },
-  async stop(cell) {
-    const rt = cell.services.get(LOCAL_RUNTIME_SERVICE) as { dispose?: () => Promise<void> } | undefined;
-    await rt?.dispose?.();
-  },
-  routes(app, cell) {
-    edgeRoutes(app, cell);
-  },
-};
+export interface EdgeModule extends CellModule {
+  /** Issues a signed key bundle for a registered device (`bundle keys` on the command line). */
+  issueKeyBundle(deviceId: string, ttlSeconds?: number): Promise<IssuedBundle>;
+  /** The trust anchor a device pins. */
+  trustAnchor(): { cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] };
+}
+
+export function createEdgeModule(core: CellCore, deps: { iam: Iam; teams: Teams; oauth: OAuthApi; devices: Devices }): EdgeModule {
+  const ctx: EdgeContext = { core, ...deps };
+  return {
+    name: 'edge',
+    issueKeyBundle: (deviceId, ttl) => issueKeyBundle(ctx, deviceId, ttl),
+    trustAnchor: () => trustAnchor(ctx),
+    routes(app) {
+      edgeRoutes(app, ctx);
+    },
+  };
+}

@@ -9,10 +9,11 @@ import { openJournalExport } from '../../bundles/journal-export.ts';
 import { splitEnvelope } from '../../bundles/envelope.ts';
 import type { ModelReference } from '../../bundles/crew-bundle.ts';
 import { crewForEdge } from './crew-source.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
-import { recordAuditTx } from '../iam/audit.ts';
-import { deviceKey, deviceView, getDevice, listDevices, registerDeviceTx, requireDevice } from './devices.ts';
+import type { EdgeContext } from './context.ts';
+import { deviceKey, deviceView, registerDeviceTx } from './devices.ts';
+import * as repo from './repository.ts';
 import { MAX_BUNDLE_TTL_SECONDS, issueCrewBundle, issueKeyBundle, trustAnchor } from './export.ts';
 
 const TAG = 'Edge';
@@ -95,7 +96,8 @@ function modelReference(manifest: string | undefined): ModelReference | null {
   return { name: p.model.name, sha256: p.model.sha256, publisher_kid: p.kid };
 }
 
-export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
+  const { core, iam, devices } = ctx;
   app.openapi(createRoute({
     method: 'post', path: `${P}/devices`, tags: [TAG], 'x-status': 'Live',
     summary: 'Register an edge device public key; returns the trust anchor the device pins',
@@ -106,12 +108,12 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     const auth = c.get('auth');
     const body = c.req.valid('json');
     const { jwk, deviceId } = deviceKey(body.public_jwk);
-    const row = { device_id: deviceId, name: body.name, public_jwk: JSON.stringify(jwk), created_at: cell.clock.now(), created_by: auth.principal.id };
-    await cell.store.write((tx) => {
-      registerDeviceTx(tx, row);
-      recordAuditTx(tx, { at: row.created_at, actor: auth.principal.id, action: 'edge.device.register', target: deviceId, outcome: 'ok' });
+    const row = { device_id: deviceId, name: body.name, public_jwk: JSON.stringify(jwk), created_at: core.clock.now(), created_by: auth.principal.id };
+    await core.store.write(async (tx) => {
+      await registerDeviceTx(tx, row);
+      await iam.audit(tx, { at: row.created_at, actor: auth.principal.id, action: 'edge.device.register', target: deviceId, outcome: 'ok' });
     });
-    const anchor = trustAnchor(cell);
+    const anchor = trustAnchor(ctx);
     return c.json({ ...deviceView(row), trust: { cell_id: anchor.cell_id, keys: anchor.keys.map((k) => ({ kid: k.kid, jwk: { ...k.jwk } as Record<string, unknown> })) } }, 201);
   });
 
@@ -121,9 +123,9 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     ...secured(PERMISSIONS.edgeRead),
     request: { query: pageQuery(100, 1000) },
     responses: { 200: json(z.object({ devices: z.array(Device) }), 'Devices, oldest first'), ...errorResponses(400, 401, 403) },
-  }), (c) => {
+  }), async (c) => {
     const { limit, offset } = c.req.valid('query');
-    return c.json({ devices: listDevices(cell.store, limit, offset).map(deviceView) }, 200);
+    return c.json({ devices: (await devices.list(limit, offset)).map(deviceView) }, 200);
   });
 
   app.openapi(createRoute({
@@ -136,10 +138,8 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }), async (c) => {
     const auth = c.get('auth');
     const body = c.req.valid('json');
-    const b = await issueKeyBundle(cell, body.device_id, body.ttl_seconds);
-    await cell.store.write((tx) => recordAuditTx(tx, {
-      at: b.issued_at, actor: auth.principal.id, action: 'edge.key_bundle.issue', target: body.device_id, outcome: 'ok', details: { version: b.version },
-    }));
+    const b = await issueKeyBundle(ctx, body.device_id, body.ttl_seconds);
+    await iam.auditNow({ at: b.issued_at, actor: auth.principal.id, action: 'edge.key_bundle.issue', target: body.device_id, outcome: 'ok', details: { version: b.version } });
     return bundleResponse(b.text, b.version) as never;
   });
 
@@ -153,12 +153,10 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
   }), async (c) => {
     const auth = c.get('auth');
     const body = c.req.valid('json');
-    requireDevice(cell, body.device_id);
-    const crew = crewForEdge(cell, body.crew_id);
-    const b = await issueCrewBundle(cell, body.device_id, crew, modelReference(body.model_manifest), body.ttl_seconds);
-    await cell.store.write((tx) => recordAuditTx(tx, {
-      at: b.issued_at, actor: auth.principal.id, action: 'edge.crew_bundle.issue', target: body.device_id, outcome: 'ok', details: { version: b.version, crew_id: body.crew_id },
-    }));
+    await devices.require(body.device_id);
+    const crew = await crewForEdge(ctx.teams, body.crew_id);
+    const b = await issueCrewBundle(ctx, body.device_id, crew, modelReference(body.model_manifest), body.ttl_seconds);
+    await iam.auditNow({ at: b.issued_at, actor: auth.principal.id, action: 'edge.crew_bundle.issue', target: body.device_id, outcome: 'ok', details: { version: b.version, crew_id: body.crew_id } });
     return bundleResponse(b.text, b.version) as never;
   });
 
@@ -168,9 +166,8 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     ...secured(PERMISSIONS.edgeRead),
     request: { params: z.object({ run_id: z.string().regex(/^run_[0-9a-f]{20}$/).openapi({ param: { name: 'run_id', in: 'path' } }) }) },
     responses: { 200: json(ImportedJournal, 'The journal as imported (verified at import)'), ...errorResponses(400, 401, 403, 404) },
-  }), (c) => {
-    const row = cell.store.get<{ run_id: string; device_id: string; crew_id: string; graph_hash: string; outcome: string; record_count: number; export: string; imported_at: number }>(
-      'SELECT run_id, device_id, crew_id, graph_hash, outcome, record_count, export, imported_at FROM edge_journals WHERE run_id = ?', [c.req.valid('param').run_id]);
+  }), async (c) => {
+    const row = await repo.journalByRun(core.store, c.req.valid('param').run_id);
     if (!row) throw notFound('journal');
     const payload = JSON.parse(splitEnvelope(row.export)!.payload) as { records: Record<string, unknown>[] };
     return c.json({
@@ -190,28 +187,27 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
     const text = await c.req.text();
     const parts = splitEnvelope(text);
     if (!parts || typeof parts.header['kid'] !== 'string') throw invalid('the body is not a signed journal export', { reason: 'malformed' });
-    const device = getDevice(cell.store, parts.header['kid']);
+    const device = await devices.get(parts.header['kid']);
     if (!device) throw notFound('device');
     let opened;
     try {
-      opened = await openJournalExport(text, { kid: device.device_id, jwk: JSON.parse(device.public_jwk) as JsonWebKey }, cell.config.cellId);
+      opened = await openJournalExport(text, { kid: device.device_id, jwk: JSON.parse(device.public_jwk) as JsonWebKey }, core.config.cellId);
     } catch (e) {
-      await cell.store.write((tx) => recordAuditTx(tx, {
-        at: cell.clock.now(), actor: auth.principal.id, action: 'edge.journal.import', target: device.device_id, outcome: 'refused',
-        details: { reason: (e as ServiceError).details?.['reason'] ?? 'invalid' },
-      }));
+      await iam.auditNow({ actor: auth.principal.id, action: 'edge.journal.import', target: device.device_id, outcome: 'refused', details: { reason: (e as ServiceError).details?.['reason'] ?? 'invalid' } });
       throw e;
     }
     const p = opened.payload;
-    const now = cell.clock.now();
-    await cell.store.write((tx) => {
-      const existing = tx.get<{ hash: string }>('SELECT hash FROM edge_journals WHERE run_id = ?', [p.run.run_id]);
+    const now = core.clock.now();
+    await core.store.write(async (tx) => {
+      const existing = await repo.journalByRun(tx, p.run.run_id);
       if (existing && existing.hash !== opened.hash) throw conflict('a different journal for this run was already imported', { reason: 'journal_exists' });
       if (!existing) {
-        tx.run('INSERT INTO edge_journals (run_id, device_id, crew_id, graph_hash, outcome, record_count, hash, export, imported_at, imported_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-          [p.run.run_id, device.device_id, p.run.crew_id, p.run.graph_hash, p.run.outcome, p.records.length, opened.hash, text, now, auth.principal.id]);
+        await repo.insertJournal(tx, {
+          run_id: p.run.run_id, device_id: device.device_id, crew_id: p.run.crew_id, graph_hash: p.run.graph_hash, outcome: p.run.outcome,
+          record_count: p.records.length, hash: opened.hash, export: text, imported_at: now, imported_by: auth.principal.id,
+        });
       }
-      recordAuditTx(tx, { at: now, actor: auth.principal.id, action: 'edge.journal.import', target: device.device_id, outcome: 'ok', details: { run_id: p.run.run_id } });
+      await iam.audit(tx, { at: now, actor: auth.principal.id, action: 'edge.journal.import', target: device.device_id, outcome: 'ok', details: { run_id: p.run.run_id } });
     });
     return c.json({
       run_id: p.run.run_id, device_id: device.device_id, crew_id: p.run.crew_id, graph_hash: p.run.graph_hash, outcome: p.run.outcome,

@@ -88,6 +88,11 @@ export class Iam {
     return p;
   }
 
+  /** A page of principals, oldest first. */
+  principalsPage(limit: number, offset: number, kind?: string): Promise<Principal[]> {
+    return repo.listPrincipals(this.core.store, limit, offset, kind);
+  }
+
   principalByName(name: string): Promise<Principal | undefined> {
     return repo.principalByName(this.core.store, name);
   }

@@ -11,62 +11,37 @@
  * engine refuses a run whose agents have no budget ledger (`no_budget_ledger`).
  */
 import type { JsonObject } from '../../core/journal/record.ts';
-import type { Cell } from '../context.ts';
-import { driveRun, type DriveResult } from '../runs/drive.ts';
-import { appendJournal, finishRun } from '../runs/journal.ts';
-import { getRun, type Run } from '../runs/runs.ts';
-import { compileFor } from '../teams/compile.ts';
-import { getCrew, getFormation, listCrews } from '../teams/formations.ts';
-import { checkPlacement } from '../teams/placement.ts';
-import { crewPorts } from '../teams/ports.ts';
+import type { DriveResult } from '../runs/drive.ts';
+import type { Run } from '../runs/runs.ts';
+import type { JobsContext } from './context.ts';
 
 export interface AgentSpec { graph_id: string; input?: unknown }
 
-/** The crew whose current compiled graph has `graphHash`, if any. */
-export function crewForGraph(cell: Cell, graphHash: string): string | undefined {
-  for (let offset = 0; offset < 100_000; offset += 500) {
-    const crews = listCrews(cell, 500, offset);
-    for (const crew of crews) {
-      const f = getFormation(cell, crew.formation_id);
-      if (!f) continue;
-      try {
-        if (compileFor(cell, f, crew).graphHash === graphHash) return crew.crew_id;
-      } catch {
-        // A crew whose formation no longer compiles has no graph: not a match.
-      }
-    }
-    if (crews.length < 500) break;
-  }
-  return undefined;
-}
-
-async function refuse(cell: Cell, runId: string, reason: string, message: string, details: JsonObject): Promise<DriveResult> {
+async function refuse(ctx: JobsContext, runId: string, reason: string, message: string, details: JsonObject): Promise<DriveResult> {
   try {
-    await appendJournal(cell, runId, { step_id: 'run', kind: 'refusal', data: { reason, ...details } });
+    await ctx.runs.appendJournal(runId, { step_id: 'run', kind: 'refusal', data: { reason, ...details } });
   } catch {
     // Already terminal (cancelled meanwhile): nothing to add.
   }
-  await finishRun(cell, runId, 'refused', { error: { code: 'refused', message, reason, details }, data: { reason } });
-  return { state: getRun(cell, runId)?.state ?? 'refused', result: null };
+  await ctx.runs.finishRun(runId, 'refused', { error: { code: 'refused', message, reason, details }, data: { reason } });
+  return { state: (await ctx.runs.getRun(runId))?.state ?? 'refused', result: null };
 }
 
 /** Drives an agent job run: resolve the pinned graph, check placement, run it with the crew's ports. */
-export async function driveAgentRun(cell: Cell, run: Run): Promise<DriveResult> {
+export async function driveAgentRun(ctx: JobsContext, run: Run): Promise<DriveResult> {
   const spec = run.spec as AgentSpec;
-  const crewId = crewForGraph(cell, spec.graph_id);
-  const crew = crewId ? getCrew(cell, crewId) : undefined;
-  const formation = crew ? getFormation(cell, crew.formation_id) : undefined;
-  if (!crew || !formation) {
-    return refuse(cell, run.run_id, 'graph_unknown', `graph ${spec.graph_id} is not a graph this cell knows (its formation or crew changed)`, { graph_id: spec.graph_id });
+  const found = await ctx.teams.crewByGraph(spec.graph_id);
+  if (!found) {
+    return refuse(ctx, run.run_id, 'graph_unknown', `graph ${spec.graph_id} is not a graph this cell knows (its formation or crew changed)`, { graph_id: spec.graph_id });
   }
-  const compiled = compileFor(cell, formation, crew);
-  const unmet = checkPlacement(compiled.graph.placement, cell.config);
+  const { crew, graph, graphHash } = found;
+  const unmet = ctx.teams.unmetPlacement(graph);
   if (unmet.length) {
-    return refuse(cell, run.run_id, 'placement_unmet', `this cell does not meet the run's placement constraints: ${unmet.map((u) => u.constraint).join(', ')}`, { unmet: unmet as unknown as JsonObject[] } as JsonObject);
+    return refuse(ctx, run.run_id, 'placement_unmet', `this cell does not meet the run's placement constraints: ${unmet.map((u) => u.constraint).join(', ')}`, { unmet: unmet.map((u) => ({ ...u })) });
   }
   const workspaceId = run.workspace_id ?? crew.workspace_id;
-  return driveRun(cell, run.run_id, compiled.graph, crewPorts(cell, run.run_id, workspaceId), spec.input ?? null, {
-    requester: run.requester, graphHash: compiled.graphHash,
+  return ctx.runs.driveRun(run.run_id, graph, ctx.teams.crewPorts(run.run_id, workspaceId), spec.input ?? null, {
+    requester: run.requester, graphHash,
     context: { crew_id: crew.crew_id, workspace_id: workspaceId, graph_id: spec.graph_id },
   });
 }

@@ -4,30 +4,26 @@
  * stage or on a side-effecting tool call under permission mode `ask`, exactly
  * like a crew run. `POST /admin/jobs/runs/{run_id}/approvals/{step_id}`
  * (permission agent_teams.approve) decides such a step with the same rules as
- * the crew route (cell/teams/runs.ts recordApproval: pending step, not
+ * the crew route (the runs module's recordApproval: pending step, not
  * terminal, two-person rule, named approvers, one decision per principal),
  * audited as `jobs.run.approval`, and wakes the run.
  */
 import { notFound } from '../../core/errors.ts';
-import type { Cell } from '../context.ts';
-import { getRun, isTerminal, type Run } from '../runs/runs.ts';
-import { pendingApprovals, recordApproval, stepDecisions } from '../teams/runs.ts';
-import { iso } from '../teams/schema.ts';
+import type { Run } from '../runs/runs.ts';
+import type { JobsContext } from './context.ts';
 import { resumeJobRun } from './runner.ts';
 
 /** Records a decision on a waiting step of an agent job run, then wakes it. */
-export async function decideJobApproval(cell: Cell, actor: string, runId: string, stepId: string, decision: 'approve' | 'reject', comment: string | undefined): Promise<Run> {
-  const run = getRun(cell, runId);
+export async function decideJobApproval(ctx: JobsContext, actor: string, runId: string, stepId: string, decision: 'approve' | 'reject', comment: string | undefined): Promise<Run> {
+  const run = await ctx.runs.getRun(runId);
   if (!run || run.kind !== 'job' || run.job_type !== 'agent') throw notFound('agent job run');
-  const wake = await recordApproval(cell, actor, run, stepId, decision, comment, 'jobs.run.approval');
-  if (wake) void resumeJobRun(cell, runId); // driven in the background; follow it with GET, /journal or /events/sse
-  return getRun(cell, runId)!;
+  const wake = await ctx.runs.recordApproval(actor, run, stepId, decision, comment, 'jobs.run.approval');
+  if (wake) void resumeJobRun(ctx, runId); // driven in the background; follow it with GET, /journal or /events/sse
+  return (await ctx.runs.getRun(runId))!;
 }
 
 /** Pending approvals of an agent job run (empty for other runs and terminal ones). */
-export function jobPendingApprovals(cell: Cell, run: Run) {
-  if (run.kind !== 'job' || run.job_type !== 'agent' || isTerminal(run.state)) return [];
-  return pendingApprovals(cell, run.run_id).map((p) => ({
-    ...p, due: p.due === null ? null : iso(p.due), requested_at: iso(p.requested_at), decisions: stepDecisions(cell, run.run_id, p.step_id),
-  }));
+export function jobPendingApprovals(ctx: JobsContext, run: Run) {
+  if (run.kind !== 'job' || run.job_type !== 'agent') return Promise.resolve([]);
+  return ctx.runs.pendingApprovalsView(run);
 }

@@ -15,16 +15,14 @@
  *   definitions in the same transaction (the IAM lifecycle hook registered by
  *   the jobs module).
  */
-import { grants, intersectSelectors } from '../../core/authority/scopes.ts';
-import { forbidden } from '../../core/errors.ts';
-import { PERMISSIONS } from '../../core/permissions.ts';
 import { withinCeiling } from '../../core/authority/ceiling.ts';
-import type { AuthContext, Cell } from '../context.ts';
-import { assertSeatsWithinCaller, compileFor, seatEnvelope } from '../teams/compile.ts';
-import { loadCrew } from '../teams/runs.ts';
-import { crewForGraph } from './agent.ts';
-import { getPrincipal, principalPermissions } from '../iam/principals.ts';
-import type { Reader } from '../store/types.ts';
+import { grants, intersectSelectors } from '../../core/authority/scopes.ts';
+import { conflict, forbidden } from '../../core/errors.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
+import type { AuthContext } from '../context.ts';
+import type { Reader, Tx } from '../store/types.ts';
+import type { JobsContext } from './context.ts';
+import * as repo from './repository.ts';
 import type { DefinitionJobType } from './schemas.ts';
 
 /**
@@ -53,22 +51,12 @@ export function assertMayAuthor(auth: AuthContext, jobType: DefinitionJobType): 
 /** Why a definition may not act now. */
 export type AuthorityLapse = 'author_inactive' | 'author_lacks_permission' | 'author_authority_unknown' | 'author_lacks_authority';
 
-/** The crew an agent or team definition runs (its seats carry envelope authority), if any. */
-function definitionCrew(cell: Cell, d: { job_type: DefinitionJobType; spec?: unknown }): string | undefined {
+/** The crew's current graph an agent or team definition runs (its seats carry envelope authority), if any. */
+async function definitionGraph(ctx: JobsContext, d: { job_type: DefinitionJobType; spec?: unknown }) {
   const spec = (d.spec ?? {}) as { crew_id?: unknown; graph_id?: unknown };
-  if (d.job_type === 'team' && typeof spec.crew_id === 'string') return spec.crew_id;
-  if (d.job_type === 'agent' && typeof spec.graph_id === 'string') return crewForGraph(cell, spec.graph_id);
+  if (d.job_type === 'team' && typeof spec.crew_id === 'string') return ctx.teams.crewGraph(spec.crew_id);
+  if (d.job_type === 'agent' && typeof spec.graph_id === 'string') return ctx.teams.crewByGraph(spec.graph_id);
   return undefined;
-}
-
-/** The crew's compiled seats, or null when the crew is gone or no longer compiles (the run itself refuses that). */
-function crewSeats(cell: Cell, crewId: string) {
-  try {
-    const { crew, formation } = loadCrew(cell, crewId);
-    return Object.values(compileFor(cell, formation, crew).graph.seats);
-  } catch {
-    return null;
-  }
 }
 
 /**
@@ -76,30 +64,63 @@ function crewSeats(cell: Cell, crewId: string) {
  * later as the caller: every seat must be within the caller's envelope authority (403
  * wider_than_caller, audited), as for running the crew by hand.
  */
-export async function assertDefinitionSeats(cell: Cell, auth: AuthContext, d: { job_type: DefinitionJobType; spec?: unknown }, action: string): Promise<void> {
-  const crewId = definitionCrew(cell, d);
-  if (!crewId) return;
-  const { crew, formation } = loadCrew(cell, crewId);
-  await assertSeatsWithinCaller(cell, auth, compileFor(cell, formation, crew).graph, { action, target: crewId });
+export async function assertDefinitionSeats(ctx: JobsContext, auth: AuthContext, d: { job_type: DefinitionJobType; spec?: unknown }, action: string): Promise<void> {
+  const found = await definitionGraph(ctx, d);
+  if (found) await ctx.teams.assertSeatsWithinCaller(auth, found.graph, { action, target: found.crew.crew_id });
 }
 
 /**
  * Whether the definition's author may still act through it: null when yes,
- * else the reason. `authorAuthority` is the stored JSON (null for a definition
- * authored before authority was recorded: it fails closed).
+ * else the reason. `author_authority` is the stored JSON (null for a definition
+ * authored before authority was recorded: it fails closed). The seats of the
+ * crew an agent or team definition runs must be within the author's ceiling now.
  */
-export function authorityLapse(db: Reader, d: { job_type: DefinitionJobType; author_id: string; author_authority: string | null; spec?: unknown }, cell?: Cell): AuthorityLapse | null {
-  const author = getPrincipal(db, d.author_id);
+export async function authorityLapse(ctx: JobsContext, d: { job_type: DefinitionJobType; author_id: string; author_authority: string | null; spec?: unknown }): Promise<AuthorityLapse | null> {
+  const author = await ctx.iam.principal(d.author_id);
   if (!author || author.status !== 'active') return 'author_inactive';
   if (d.author_authority === null) return 'author_authority_unknown';
   let recorded: unknown;
   try { recorded = JSON.parse(d.author_authority); } catch { return 'author_authority_unknown'; }
   if (!Array.isArray(recorded) || !recorded.every((s) => typeof s === 'string')) return 'author_authority_unknown';
-  const now = intersectSelectors(recorded as string[], principalPermissions(db, author));
+  const now = intersectSelectors(recorded as string[], await ctx.iam.permissionsOf(author));
   if (!DEFINITION_PERMISSIONS[d.job_type].every((p) => grants(now, p))) return 'author_lacks_permission';
-  // The seats of the crew it runs, within the author's envelope ceiling as it is now.
-  const crewId = cell ? definitionCrew(cell, d) : undefined;
-  const seats = cell && crewId ? crewSeats(cell, crewId) : null;
-  if (seats && !seats.every((s) => withinCeiling(seatEnvelope(s.authority), author.authority).ok)) return 'author_lacks_authority';
+  const found = await definitionGraph(ctx, d);
+  if (found && !Object.values(found.graph.seats).every((s) => {
+    const { budget_ceiling, ...rest } = s.authority;
+    return withinCeiling(budget_ceiling === null ? rest : { ...rest, budget_ceiling }, author.authority).ok;
+  })) return 'author_lacks_authority';
   return null;
+}
+
+/** Refuses (409 definition_quota_reached) a principal that already authors the cell's quota of live definitions. */
+export async function assertWithinQuota(ctx: JobsContext, tx: Reader, authorId: string): Promise<void> {
+  const quota = ctx.core.config.definitionQuota;
+  if (await repo.countAuthored(tx, authorId) >= quota) {
+    throw conflict(`at most ${quota} live definitions may act as one principal`, { reason: 'definition_quota_reached', quota });
+  }
+}
+
+/**
+ * Disables every enabled, live definition authored by `authorId` (its author
+ * was archived, deleted or purged). Audited per definition; returns their ids.
+ */
+export async function disableAuthoredTx(ctx: JobsContext, tx: Tx, authorId: string, reason: string, actor: string, at: number): Promise<string[]> {
+  const ids = await repo.enabledAuthoredBy(tx, authorId);
+  for (const id of ids) {
+    await repo.disableDefinition(tx, id, reason, at);
+    await ctx.iam.audit(tx, { at, actor, action: 'jobs.definition.disable', target: id, outcome: 'ok', details: { reason, author: authorId } });
+  }
+  return ids;
+}
+
+/**
+ * At fire time: disables the definition instead of firing it (compare-and-set
+ * on the fire time `fireAt`, so one cell does it once), records the fire as
+ * refused and audits it. False when another fire or a change got there first.
+ */
+export async function disableAtFireTx(ctx: JobsContext, tx: Tx, d: { schedule_id: string; author_id: string }, fireAt: number, reason: string, now: number): Promise<boolean> {
+  if (!(await repo.disableAtFire(tx, d.schedule_id, fireAt, reason, now))) return false;
+  await repo.recordFire(tx, { schedule_id: d.schedule_id, fire_at: fireAt, state: 'refused', run_id: null, detail: reason, cell_id: ctx.core.config.cellId, at: now });
+  await ctx.iam.audit(tx, { at: now, actor: 'system:scheduler', action: 'jobs.definition.disable', target: d.schedule_id, outcome: 'ok', details: { reason, author: d.author_id } });
+  return true;
 }

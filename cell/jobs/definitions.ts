@@ -23,115 +23,16 @@
  */
 import { Cron, CronPattern } from 'croner';
 import { ServiceError, invalid } from '../../core/errors.ts';
-import type { Cell } from '../context.ts';
-import type { Migration, Reader } from '../store/types.ts';
-import { getCrew } from '../teams/formations.ts';
-import { crewForGraph } from './agent.ts';
+import type { JobsContext } from './context.ts';
+import type { Definition } from './repository.ts';
 import { parseRunSpec } from './runner.ts';
 import { AgentTemplateSchema, TeamTemplateSchema, type DefinitionJobType } from './schemas.ts';
 
-export const DEFINITIONS_MIGRATIONS: readonly Migration[] = [
-  {
-    id: 'jobs-001-definitions',
-    sql: `CREATE TABLE job_definitions (
-      schedule_id TEXT PRIMARY KEY,
-      name TEXT NOT NULL,
-      job_type TEXT NOT NULL,
-      workspace_id TEXT NOT NULL,
-      spec TEXT NOT NULL,
-      cron TEXT NOT NULL,
-      timezone TEXT NOT NULL,
-      catch_up TEXT NOT NULL,
-      enabled INTEGER NOT NULL,
-      deleted_at INTEGER,
-      next_fire_at INTEGER,
-      last_fire_at INTEGER,
-      last_run_id TEXT,
-      fire_count INTEGER NOT NULL DEFAULT 0,
-      skip_count INTEGER NOT NULL DEFAULT 0,
-      lease_owner TEXT,
-      lease_until INTEGER,
-      created_by TEXT NOT NULL,
-      created_at INTEGER NOT NULL,
-      updated_at INTEGER NOT NULL
-    );
-    CREATE INDEX job_definitions_due ON job_definitions (next_fire_at) WHERE enabled = 1 AND deleted_at IS NULL;
-    CREATE TABLE job_fires (
-      schedule_id TEXT NOT NULL,
-      fire_at INTEGER NOT NULL,
-      state TEXT NOT NULL,
-      run_id TEXT,
-      detail TEXT,
-      cell_id TEXT NOT NULL,
-      created_at INTEGER NOT NULL,
-      PRIMARY KEY (schedule_id, fire_at)
-    );
-    CREATE INDEX job_fires_pending ON job_fires (state);`,
-  },
-  {
-    // Who a definition acts as, within which authority, and why it is disabled.
-    // Definitions authored before this have no recorded authority: they are
-    // disabled at their next fire (author_authority_unknown) until re-enabled.
-    id: 'jobs-002-definition-authors',
-    sql: `ALTER TABLE job_definitions ADD COLUMN author_id TEXT;
-    ALTER TABLE job_definitions ADD COLUMN author_authority TEXT;
-    ALTER TABLE job_definitions ADD COLUMN disabled_reason TEXT;
-    UPDATE job_definitions SET author_id = created_by;
-    UPDATE job_definitions SET disabled_reason = 'requested' WHERE enabled = 0;
-    CREATE INDEX job_definitions_by_author ON job_definitions (author_id) WHERE deleted_at IS NULL;`,
-  },
-];
-
-export interface Definition {
-  schedule_id: string;
-  name: string;
-  job_type: DefinitionJobType;
-  workspace_id: string;
-  spec: unknown;
-  cron: string;
-  timezone: string;
-  catch_up: 'once' | 'skip';
-  enabled: boolean;
-  deleted_at: number | null;
-  next_fire_at: number | null;
-  last_fire_at: number | null;
-  last_run_id: string | null;
-  fire_count: number;
-  skip_count: number;
-  lease_owner: string | null;
-  lease_until: number | null;
-  created_by: string;
-  /** The principal the definition acts as: whoever last created, changed or enabled it. */
-  author_id: string;
-  /** JSON selectors: the author's effective authority when authoring; null for definitions from before it was recorded. */
-  author_authority: string | null;
-  /** Why a disabled definition is disabled: requested, author_archived / _deleted / _purged, author_inactive, author_lacks_permission, author_authority_unknown. */
-  disabled_reason: string | null;
-  created_at: number;
-  updated_at: number;
-}
-
-type Row = Omit<Definition, 'spec' | 'enabled' | 'job_type' | 'catch_up'> & { spec: string; enabled: number; job_type: string; catch_up: string };
-
-function fromRow(r: Row): Definition {
-  return { ...r, job_type: r.job_type as DefinitionJobType, catch_up: r.catch_up as 'once' | 'skip', spec: JSON.parse(r.spec) as unknown, enabled: r.enabled === 1 };
-}
+export type { Definition } from './repository.ts';
 
 export function newScheduleId(): string {
   const b = crypto.getRandomValues(new Uint8Array(10));
   return `sch_${Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')}`;
-}
-
-export function getDefinition(db: Cell | Reader, id: string): Definition | undefined {
-  const r = ('store' in db ? db.store : db).get<Row>('SELECT * FROM job_definitions WHERE schedule_id = ?', [id]);
-  return r ? fromRow(r) : undefined;
-}
-
-export function listDefinitions(cell: Cell, o: { limit: number; offset: number; includeDeleted: boolean }): { items: Definition[]; total: number } {
-  const w = o.includeDeleted ? '' : 'WHERE deleted_at IS NULL';
-  const total = cell.store.get<{ n: number }>(`SELECT count(*) AS n FROM job_definitions ${w}`)?.n ?? 0;
-  const items = cell.store.all<Row>(`SELECT * FROM job_definitions ${w} ORDER BY created_at, schedule_id LIMIT ? OFFSET ?`, [o.limit, o.offset]).map(fromRow);
-  return { items, total };
 }
 
 /**
@@ -203,19 +104,19 @@ export function nextFireAfter(cron: string, timezone: string, afterMs: number): 
 }
 
 /** Validates a definition's template for its job type; returns the normalised spec. */
-export function validateTemplate(cell: Cell, jobType: DefinitionJobType, spec: Record<string, unknown>): unknown {
+export async function validateTemplate(ctx: JobsContext, jobType: DefinitionJobType, spec: Record<string, unknown>): Promise<unknown> {
   switch (jobType) {
     case 'compute':
     case 'sql':
     case 'notebook':
-      return parseRunSpec(jobType, spec);
+      return parseRunSpec(ctx, jobType, spec);
     case 'agent': {
       if ('formation_id' in spec) {
         throw invalid('an agent definition names a graph_id; a formation_id is a crew: schedule it as job_type team', { reason: 'formation_id_not_allowed', field: 'spec.formation_id' });
       }
       const r = AgentTemplateSchema.safeParse(spec);
       if (!r.success) throw invalid('an agent definition needs spec.graph_id (and optional input)', { reason: 'invalid_template', field: 'spec' });
-      if (!crewForGraph(cell, r.data.graph_id)) {
+      if (!(await ctx.teams.crewByGraph(r.data.graph_id))) {
         throw invalid(`graph ${r.data.graph_id} is not a graph this cell knows`, { reason: 'unknown_graph', field: 'spec.graph_id' });
       }
       return r.data;
@@ -226,7 +127,7 @@ export function validateTemplate(cell: Cell, jobType: DefinitionJobType, spec: R
       }
       const r = TeamTemplateSchema.safeParse(spec);
       if (!r.success) throw invalid('a team definition needs spec.crew_id (and optional input)', { reason: 'invalid_template', field: 'spec' });
-      if (!getCrew(cell, r.data.crew_id)) throw invalid(`crew ${r.data.crew_id} does not exist`, { reason: 'unknown_crew', field: 'spec.crew_id' });
+      if (!(await ctx.teams.crew(r.data.crew_id))) throw invalid(`crew ${r.data.crew_id} does not exist`, { reason: 'unknown_crew', field: 'spec.crew_id' });
       return r.data;
     }
   }

@@ -16,57 +16,11 @@
  * against `input_schema` (400).
  */
 import { ServiceError, invalid } from '../../core/errors.ts';
-import type { Cell, Clock } from '../context.ts';
 import { TokenBuckets, rateLimitHeaders, rateLimited } from '../../core/ratelimit.ts';
-import type { Migration } from '../store/types.ts';
+import type { JobsContext } from './context.ts';
+import type { Endpoint } from './repository.ts';
 
-export const ENDPOINTS_MIGRATIONS: readonly Migration[] = [
-  {
-    id: 'jobs-002-endpoints',
-    sql: `CREATE TABLE job_endpoints (
-      endpoint_id TEXT PRIMARY KEY,
-      name TEXT NOT NULL,
-      job_type TEXT NOT NULL,
-      workspace_id TEXT NOT NULL,
-      spec TEXT NOT NULL,
-      rate_limit_rpm INTEGER NOT NULL,
-      required_scopes TEXT NOT NULL,
-      input_schema TEXT,
-      mode TEXT NOT NULL,
-      sync_timeout_ms INTEGER NOT NULL,
-      created_by TEXT NOT NULL,
-      created_at INTEGER NOT NULL,
-      deleted_at INTEGER
-    );`,
-  },
-];
-
-export interface Endpoint {
-  endpoint_id: string;
-  name: string;
-  job_type: 'compute' | 'notebook';
-  workspace_id: string;
-  spec: Record<string, unknown>;
-  rate_limit_rpm: number;
-  required_scopes: string[];
-  input_schema: Record<string, unknown> | null;
-  mode: 'sync' | 'async';
-  sync_timeout_ms: number;
-  created_by: string;
-  created_at: number;
-  deleted_at: number | null;
-}
-
-type Row = Omit<Endpoint, 'spec' | 'required_scopes' | 'input_schema' | 'job_type' | 'mode'> & { spec: string; required_scopes: string; input_schema: string | null; job_type: string; mode: string };
-
-function fromRow(r: Row): Endpoint {
-  return {
-    ...r, job_type: r.job_type as Endpoint['job_type'], mode: r.mode as Endpoint['mode'],
-    spec: JSON.parse(r.spec) as Record<string, unknown>,
-    required_scopes: JSON.parse(r.required_scopes) as string[],
-    input_schema: r.input_schema === null ? null : (JSON.parse(r.input_schema) as Record<string, unknown>),
-  };
-}
+export type { Endpoint } from './repository.ts';
 
 export function newEndpointId(): string {
   const b = crypto.getRandomValues(new Uint8Array(10));
@@ -74,17 +28,6 @@ export function newEndpointId(): string {
 }
 
 export const invokePath = (id: string) => `/api/public/v1/jobs/endpoints/${id}/invoke`;
-
-export function getEndpoint(cell: Cell, id: string): Endpoint | undefined {
-  const r = cell.store.get<Row>('SELECT * FROM job_endpoints WHERE endpoint_id = ? AND deleted_at IS NULL', [id]);
-  return r ? fromRow(r) : undefined;
-}
-
-export function listEndpoints(cell: Cell, limit: number, offset: number): { items: Endpoint[]; total: number } {
-  const total = cell.store.get<{ n: number }>('SELECT count(*) AS n FROM job_endpoints WHERE deleted_at IS NULL')?.n ?? 0;
-  const items = cell.store.all<Row>('SELECT * FROM job_endpoints WHERE deleted_at IS NULL ORDER BY created_at, endpoint_id LIMIT ? OFFSET ?', [limit, offset]).map(fromRow);
-  return { items, total };
-}
 
 export function endpointView(e: Endpoint) {
   return {
@@ -94,16 +37,11 @@ export function endpointView(e: Endpoint) {
   };
 }
 
-/** Per-endpoint token buckets (capacity = rpm, refill rpm/60 per second), one set per rpm value and clock. */
-const limiters = new WeakMap<Clock, Map<number, TokenBuckets>>();
-
-/** Takes one invocation from the endpoint's budget or throws 429 with Retry-After. */
-export function takeEndpointBudget(cell: Cell, e: Endpoint): Record<string, string> {
-  let byRpm = limiters.get(cell.clock);
-  if (!byRpm) { byRpm = new Map(); limiters.set(cell.clock, byRpm); }
-  let b = byRpm.get(e.rate_limit_rpm);
-  if (!b) { b = new TokenBuckets(e.rate_limit_rpm, e.rate_limit_rpm / 60, cell.clock); byRpm.set(e.rate_limit_rpm, b); }
-  const r = b.take(`${cell.config.cellId}:${e.endpoint_id}`);
+/** Takes one invocation from the endpoint's budget (capacity = rpm, refill rpm/60 per second) or throws 429 with Retry-After. */
+export function takeEndpointBudget(ctx: JobsContext, e: Endpoint): Record<string, string> {
+  let b = ctx.endpointBuckets.get(e.rate_limit_rpm);
+  if (!b) { b = new TokenBuckets(e.rate_limit_rpm, e.rate_limit_rpm / 60, ctx.core.clock); ctx.endpointBuckets.set(e.rate_limit_rpm, b); }
+  const r = b.take(e.endpoint_id);
   const headers = rateLimitHeaders(r, 'endpoint', 60);
   if (!r.allowed) throw rateLimited(r, `rate_limit_rpm of endpoint ${e.endpoint_id}`, headers);
   return headers;

@@ -10,17 +10,14 @@
  * often than the cell's minimum interval are refused (400 cron_too_frequent).
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { conflict, notFound } from '../../core/errors.ts';
+import { notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import type { AppEnv, AuthContext, Cell } from '../context.ts';
+import type { AppEnv, AuthContext } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
-import { recordAuditTx } from '../iam/audit.ts';
-import type { Tx } from '../store/types.ts';
-import { countAuthored, setAuthorTx } from './_definitions-store.ts';
-import { assertDefinitionSeats, assertMayAuthor } from './definition-authority.ts';
-import {
-  assertNotDeleted, definitionView, getDefinition, listDefinitions, newScheduleId, nextFireAfter, parseCron, validateTemplate,
-} from './definitions.ts';
+import type { JobsContext } from './context.ts';
+import { assertDefinitionSeats, assertMayAuthor, assertWithinQuota } from './definition-authority.ts';
+import { assertNotDeleted, definitionView, newScheduleId, nextFireAfter, parseCron, validateTemplate } from './definitions.ts';
+import * as repo from './repository.ts';
 import type { Scheduler } from './scheduler.ts';
 import { CreateDefinitionSchema, DefinitionSchema, PatchDefinitionSchema } from './schemas.ts';
 
@@ -76,94 +73,89 @@ const del = createRoute({
   responses: { 200: json(DefinitionSchema, 'The deleted definition'), ...errorResponses(400, 401, 403, 404) },
 });
 
-export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, cell: Cell, scheduler: () => Scheduler): void {
-  const load = (id: string) => {
-    const d = getDefinition(cell, id);
+export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext, scheduler: () => Scheduler): void {
+  const { core, iam } = ctx;
+  const load = async (id: string) => {
+    const d = await repo.definitionById(core.store, id);
     if (!d) throw notFound('definition');
     return d;
-  };
-
-  /** Refuses (409) a principal that already authors as many live definitions as the quota allows. */
-  const withinQuotaTx = (tx: Tx, authorId: string) => {
-    if (countAuthored(tx, authorId) >= cell.config.definitionQuota) {
-      throw conflict(`at most ${cell.config.definitionQuota} live definitions may act as one principal`, { reason: 'definition_quota_reached', quota: cell.config.definitionQuota });
-    }
   };
 
   app.openapi(create, async (c) => {
     const b = c.req.valid('json');
     const auth = c.get('auth');
     assertMayAuthor(auth, b.job_type);
-    parseCron(b.cron, b.timezone, cell.config.scheduleMinIntervalSeconds);
-    const spec = validateTemplate(cell, b.job_type, b.spec);
-    await assertDefinitionSeats(cell, auth, { job_type: b.job_type, spec }, 'jobs.definition.create');
+    parseCron(b.cron, b.timezone, core.config.scheduleMinIntervalSeconds);
+    const spec = await validateTemplate(ctx, b.job_type, b.spec);
+    await assertDefinitionSeats(ctx, auth, { job_type: b.job_type, spec }, 'jobs.definition.create');
     const actor = auth.principal.id;
-    const now = cell.clock.now();
+    const now = core.clock.now();
     const id = newScheduleId();
     const next = b.enabled ? nextFireAfter(b.cron, b.timezone, now) : null;
-    await cell.store.write((tx) => {
-      withinQuotaTx(tx, actor);
-      tx.run(`INSERT INTO job_definitions (schedule_id, name, job_type, workspace_id, spec, cron, timezone, catch_up, enabled, deleted_at, next_fire_at,
-                last_fire_at, last_run_id, fire_count, skip_count, lease_owner, lease_until, created_by, created_at, updated_at, disabled_reason)
-              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, NULL, 0, 0, NULL, NULL, ?, ?, ?, ?)`,
-      [id, b.name, b.job_type, b.workspace_id, JSON.stringify(spec), b.cron.trim(), b.timezone, b.catch_up, b.enabled ? 1 : 0, next, actor, now, now, b.enabled ? null : 'requested']);
-      setAuthorTx(tx, id, actor, auth.effective);
-      recordAuditTx(tx, { at: now, actor, action: 'jobs.definition.create', target: id, outcome: 'ok', details: { job_type: b.job_type, cron: b.cron, credential: auth.credential.id } });
+    await core.store.write(async (tx) => {
+      await assertWithinQuota(ctx, tx, actor);
+      await repo.insertDefinition(tx, {
+        schedule_id: id, name: b.name, job_type: b.job_type, workspace_id: b.workspace_id, spec, cron: b.cron.trim(), timezone: b.timezone,
+        catch_up: b.catch_up, enabled: b.enabled, next_fire_at: next, created_by: actor, created_at: now,
+      });
+      await repo.setAuthor(tx, id, actor, auth.effective);
+      await iam.audit(tx, { at: now, actor, action: 'jobs.definition.create', target: id, outcome: 'ok', details: { job_type: b.job_type, cron: b.cron, credential: auth.credential.id } });
     });
     scheduler().rearm();
-    return c.json(definitionView(load(id)), 201);
+    return c.json(definitionView(await load(id)), 201);
   });
 
-  app.openapi(list, (c) => {
+  app.openapi(list, async (c) => {
     const q = c.req.valid('query');
-    const { items, total } = listDefinitions(cell, { limit: q.limit, offset: q.offset, includeDeleted: q.include_deleted === 'true' });
+    const { items, total } = await repo.listDefinitions(core.store, { limit: q.limit, offset: q.offset, includeDeleted: q.include_deleted === 'true' });
     return c.json({ items: items.map(definitionView), limit: q.limit, offset: q.offset, total }, 200);
   });
 
-  app.openapi(get, (c) => c.json(definitionView(load(c.req.valid('param').schedule_id)), 200));
+  app.openapi(get, async (c) => c.json(definitionView(await load(c.req.valid('param').schedule_id)), 200));
 
   app.openapi(patch, async (c) => {
-    const d = load(c.req.valid('param').schedule_id);
+    const d = await load(c.req.valid('param').schedule_id);
     assertNotDeleted(d);
     const b = c.req.valid('json');
     const auth = c.get('auth');
     assertMayAuthor(auth, d.job_type);
     const cron = b.cron ?? d.cron;
     const timezone = b.timezone ?? d.timezone;
-    parseCron(cron, timezone, cell.config.scheduleMinIntervalSeconds);
-    const spec = b.spec !== undefined ? validateTemplate(cell, d.job_type, b.spec) : d.spec;
-    await assertDefinitionSeats(cell, auth, { job_type: d.job_type, spec }, 'jobs.definition.update');
+    parseCron(cron, timezone, core.config.scheduleMinIntervalSeconds);
+    const spec = b.spec !== undefined ? await validateTemplate(ctx, d.job_type, b.spec) : d.spec;
+    await assertDefinitionSeats(ctx, auth, { job_type: d.job_type, spec }, 'jobs.definition.update');
     const actor = auth.principal.id;
-    const now = cell.clock.now();
+    const now = core.clock.now();
     const next = d.enabled ? nextFireAfter(cron, timezone, now) : null;
-    await cell.store.write((tx) => {
-      if (d.author_id !== actor) withinQuotaTx(tx, actor);
-      tx.run(`UPDATE job_definitions SET name = ?, workspace_id = ?, spec = ?, cron = ?, timezone = ?, catch_up = ?, next_fire_at = ?, updated_at = ? WHERE schedule_id = ?`,
-        [b.name ?? d.name, b.workspace_id ?? d.workspace_id, JSON.stringify(spec), cron.trim(), timezone, b.catch_up ?? d.catch_up, next, now, d.schedule_id]);
-      setAuthorTx(tx, d.schedule_id, actor, auth.effective);
-      recordAuditTx(tx, { at: now, actor, action: 'jobs.definition.update', target: d.schedule_id, outcome: 'ok', details: { fields: Object.keys(b), previous_author: d.author_id, credential: auth.credential.id } });
+    await core.store.write(async (tx) => {
+      if (d.author_id !== actor) await assertWithinQuota(ctx, tx, actor);
+      await repo.updateDefinition(tx, d.schedule_id, {
+        name: b.name ?? d.name, workspace_id: b.workspace_id ?? d.workspace_id, spec, cron: cron.trim(), timezone, catch_up: b.catch_up ?? d.catch_up, next_fire_at: next, at: now,
+      });
+      await repo.setAuthor(tx, d.schedule_id, actor, auth.effective);
+      await iam.audit(tx, { at: now, actor, action: 'jobs.definition.update', target: d.schedule_id, outcome: 'ok', details: { fields: Object.keys(b), previous_author: d.author_id, credential: auth.credential.id } });
     });
     scheduler().rearm();
-    return c.json(definitionView(load(d.schedule_id)), 200);
+    return c.json(definitionView(await load(d.schedule_id)), 200);
   });
 
   const setEnabled = async (id: string, auth: AuthContext, on: boolean) => {
-    const d = load(id);
+    const d = await load(id);
     assertNotDeleted(d);
     if (on) {
       assertMayAuthor(auth, d.job_type);
-      await assertDefinitionSeats(cell, auth, d, 'jobs.definition.enable');
+      await assertDefinitionSeats(ctx, auth, d, 'jobs.definition.enable');
     }
     if (d.enabled === on) return d;
     const actor = auth.principal.id;
-    const now = cell.clock.now();
+    const now = core.clock.now();
     const next = on ? nextFireAfter(d.cron, d.timezone, now) : null;
-    await cell.store.write((tx) => {
-      if (on && d.author_id !== actor) withinQuotaTx(tx, actor);
-      tx.run('UPDATE job_definitions SET enabled = ?, next_fire_at = ?, disabled_reason = ?, updated_at = ? WHERE schedule_id = ?', [on ? 1 : 0, next, on ? null : 'requested', now, id]);
+    await core.store.write(async (tx) => {
+      if (on && d.author_id !== actor) await assertWithinQuota(ctx, tx, actor);
+      await repo.setDefinitionEnabled(tx, id, on, next, now);
       // Enabling makes it act again, so it acts as the one who enabled it, within their authority now.
-      if (on) setAuthorTx(tx, id, actor, auth.effective);
-      recordAuditTx(tx, { at: now, actor, action: on ? 'jobs.definition.enable' : 'jobs.definition.disable', target: id, outcome: 'ok',
+      if (on) await repo.setAuthor(tx, id, actor, auth.effective);
+      await iam.audit(tx, { at: now, actor, action: on ? 'jobs.definition.enable' : 'jobs.definition.disable', target: id, outcome: 'ok',
         details: on ? { previous_author: d.author_id, credential: auth.credential.id } : { reason: 'requested' } });
     });
     scheduler().rearm();
@@ -173,16 +165,16 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, cell: Cell, sche
   app.openapi(disable, async (c) => c.json(definitionView(await setEnabled(c.req.valid('param').schedule_id, c.get('auth'), false)), 200));
 
   app.openapi(del, async (c) => {
-    const d = load(c.req.valid('param').schedule_id);
+    const d = await load(c.req.valid('param').schedule_id);
     if (d.deleted_at === null) {
-      const now = cell.clock.now();
+      const now = core.clock.now();
       const actor = c.get('auth').principal.id;
-      await cell.store.write((tx) => {
-        tx.run('UPDATE job_definitions SET deleted_at = ?, next_fire_at = NULL, updated_at = ? WHERE schedule_id = ?', [now, now, d.schedule_id]);
-        recordAuditTx(tx, { at: now, actor, action: 'jobs.definition.delete', target: d.schedule_id, outcome: 'ok' });
+      await core.store.write(async (tx) => {
+        await repo.softDeleteDefinition(tx, d.schedule_id, now);
+        await iam.audit(tx, { at: now, actor, action: 'jobs.definition.delete', target: d.schedule_id, outcome: 'ok' });
       });
       scheduler().rearm();
     }
-    return c.json(definitionView(load(d.schedule_id)), 200);
+    return c.json(definitionView(await load(d.schedule_id)), 200);
   });
 }

@@ -9,15 +9,13 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { grants } from '../../core/authority/scopes.ts';
 import { ServiceError, invalid, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import type { AppEnv, Cell } from '../context.ts';
-import { assertWithinCaller } from '../iam/containment.ts';
-import { getPrincipal, principalPermissions } from '../iam/principals.ts';
+import type { AppEnv } from '../context.ts';
+import type { JobsContext } from './context.ts';
+import * as repo from './repository.ts';
 import { requires } from '../http/authorize.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
-import { recordAuditTx } from '../iam/audit.ts';
-import { getRun } from '../runs/runs.ts';
 import {
-  checkInputSchema, endpointForbidden, endpointView, getEndpoint, inputProblems, listEndpoints, missingScope, newEndpointId, takeEndpointBudget,
+  checkInputSchema, endpointForbidden, endpointView, inputProblems, missingScope, newEndpointId, takeEndpointBudget,
 } from './endpoints.ts';
 import { parseRunSpec, submitJobRun } from './runner.ts';
 import { CreateEndpointSchema, EndpointSchema, RunErrorSchema } from './schemas.ts';
@@ -76,65 +74,67 @@ const invoke = createRoute({
   },
 });
 
-export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void {
+  const { core, iam, runs } = ctx;
   app.openapi(publish, async (c) => {
     const b = c.req.valid('json');
     if (b.input_schema !== undefined) checkInputSchema(b.input_schema);
-    parseRunSpec(b.job_type, { ...b.spec, input: null });
+    parseRunSpec(ctx, b.job_type, { ...b.spec, input: null });
     const auth = c.get('auth');
     const actor = auth.principal.id;
     // Publishing lets holders of required_scopes run this job: the publisher must hold them itself.
-    await assertWithinCaller(cell, auth, { permissions: b.required_scopes }, { action: 'jobs.endpoint.publish', target: b.name });
-    const now = cell.clock.now();
+    await iam.assertWithinCaller(auth, { permissions: b.required_scopes }, { action: 'jobs.endpoint.publish', target: b.name });
+    const now = core.clock.now();
     const id = newEndpointId();
-    await cell.store.write((tx) => {
-      tx.run(`INSERT INTO job_endpoints (endpoint_id, name, job_type, workspace_id, spec, rate_limit_rpm, required_scopes, input_schema, mode, sync_timeout_ms, created_by, created_at, deleted_at)
-              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
-      [id, b.name, b.job_type, b.workspace_id, JSON.stringify(b.spec), b.rate_limit_rpm, JSON.stringify(b.required_scopes),
-        b.input_schema === undefined ? null : JSON.stringify(b.input_schema), b.mode, b.sync_timeout_ms, actor, now]);
-      recordAuditTx(tx, { at: now, actor, action: 'jobs.endpoint.publish', target: id, outcome: 'ok', details: { job_type: b.job_type, rate_limit_rpm: b.rate_limit_rpm } });
+    await core.store.write(async (tx) => {
+      await repo.insertEndpoint(tx, {
+        endpoint_id: id, name: b.name, job_type: b.job_type, workspace_id: b.workspace_id, spec: b.spec, rate_limit_rpm: b.rate_limit_rpm,
+        required_scopes: b.required_scopes, input_schema: b.input_schema ?? null, mode: b.mode, sync_timeout_ms: b.sync_timeout_ms,
+        created_by: actor, created_at: now, deleted_at: null,
+      });
+      await iam.audit(tx, { at: now, actor, action: 'jobs.endpoint.publish', target: id, outcome: 'ok', details: { job_type: b.job_type, rate_limit_rpm: b.rate_limit_rpm } });
     });
-    return c.json(endpointView(getEndpoint(cell, id)!), 201);
+    return c.json(endpointView((await repo.endpointById(core.store, id))!), 201);
   });
 
-  app.openapi(list, (c) => {
+  app.openapi(list, async (c) => {
     const q = c.req.valid('query');
-    const { items, total } = listEndpoints(cell, q.limit, q.offset);
+    const { items, total } = await repo.listEndpoints(core.store, q.limit, q.offset);
     return c.json({ items: items.map(endpointView), limit: q.limit, offset: q.offset, total }, 200);
   });
 
-  app.openapi(get, (c) => {
-    const e = getEndpoint(cell, c.req.valid('param').endpoint_id);
+  app.openapi(get, async (c) => {
+    const e = await repo.endpointById(core.store, c.req.valid('param').endpoint_id);
     if (!e) throw notFound('endpoint');
     return c.json(endpointView(e), 200);
   });
 
   app.openapi(unpublish, async (c) => {
-    const e = getEndpoint(cell, c.req.valid('param').endpoint_id);
+    const e = await repo.endpointById(core.store, c.req.valid('param').endpoint_id);
     if (!e) throw notFound('endpoint');
-    const now = cell.clock.now();
+    const now = core.clock.now();
     const actor = c.get('auth').principal.id;
-    await cell.store.write((tx) => {
-      tx.run('UPDATE job_endpoints SET deleted_at = ? WHERE endpoint_id = ?', [now, e.endpoint_id]);
-      recordAuditTx(tx, { at: now, actor, action: 'jobs.endpoint.unpublish', target: e.endpoint_id, outcome: 'ok' });
+    await core.store.write(async (tx) => {
+      await repo.unpublishEndpoint(tx, e.endpoint_id, now);
+      await iam.audit(tx, { at: now, actor, action: 'jobs.endpoint.unpublish', target: e.endpoint_id, outcome: 'ok' });
     });
     return c.json(endpointView(e), 200);
   });
 
   app.openapi(invoke, async (c) => {
-    const e = getEndpoint(cell, c.req.valid('param').endpoint_id);
+    const e = await repo.endpointById(core.store, c.req.valid('param').endpoint_id);
     if (!e) throw notFound('endpoint');
     const auth = c.get('auth');
     // An endpoint acts on its publisher's authority: only while the publisher is active and may still run jobs.
-    const publisher = getPrincipal(cell, e.created_by);
-    if (!publisher || publisher.status !== 'active' || !grants(principalPermissions(cell, publisher), PERMISSIONS.jobsWrite)) {
+    const publisher = await iam.principal(e.created_by);
+    if (!publisher || publisher.status !== 'active' || !grants(await iam.permissionsOf(publisher), PERMISSIONS.jobsWrite)) {
       throw new ServiceError('forbidden', 'this endpoint\'s publisher may no longer run jobs; the endpoint is suspended', { details: { reason: 'publisher_inactive' } });
     }
     const lacking = missingScope(e.required_scopes, (s) => grants(auth.effective, s));
     if (lacking !== undefined) throw endpointForbidden(lacking);
     // The caller's own per-key rpm ceiling, as on every protected operation (the first scope is granted: checked above).
     await requires(e.required_scopes[0]!)(c, async () => {});
-    takeEndpointBudget(cell, e);
+    takeEndpointBudget(ctx, e);
     const text = await c.req.text();
     let input: unknown = null;
     if (text.trim() !== '') {
@@ -144,8 +144,8 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void 
       const problems = inputProblems(e.input_schema, input);
       if (problems.length) throw invalid('the input does not match the endpoint\'s input_schema', { reason: 'invalid_input', problems });
     }
-    const spec = parseRunSpec(e.job_type, { ...e.spec, input });
-    const { run_id, done } = await submitJobRun(cell, { job_type: e.job_type, workspace_id: e.workspace_id, spec, requester: auth.principal.id, source: `endpoint:${e.endpoint_id}` });
+    const spec = parseRunSpec(ctx, e.job_type, { ...e.spec, input });
+    const { run_id, done } = await submitJobRun(ctx, { job_type: e.job_type, workspace_id: e.workspace_id, spec, requester: auth.principal.id, source: `endpoint:${e.endpoint_id}` });
     if (e.mode === 'sync') {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const finished = await Promise.race([
@@ -153,13 +153,13 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void 
         new Promise<boolean>((r) => { timer = setTimeout(() => r(false), e.sync_timeout_ms); }),
       ]);
       if (timer) clearTimeout(timer);
-      const run = getRun(cell, run_id)!;
+      const run = (await runs.getRun(run_id))!;
       if (finished && (run.state === 'completed' || run.state === 'failed' || run.state === 'refused' || run.state === 'cancelled')) {
-        return c.json({ run_id, state: run.state, output: run.output ?? null, error: run.error, checked_cell_id: cell.config.cellId }, 200);
+        return c.json({ run_id, state: run.state, output: run.output ?? null, error: run.error, checked_cell_id: core.config.cellId }, 200);
       }
     }
-    const run = getRun(cell, run_id)!;
+    const run = (await runs.getRun(run_id))!;
     c.header('Location', `/api/public/v1/admin/jobs/runs/${run_id}`);
-    return c.json({ run_id, state: run.state, checked_cell_id: cell.config.cellId }, 202);
+    return c.json({ run_id, state: run.state, checked_cell_id: core.config.cellId }, 202);
   });
 }

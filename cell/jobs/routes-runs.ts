@@ -8,29 +8,26 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { invalid, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import type { AppEnv, Cell } from '../context.ts';
+import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
-import { recordAuditTx } from '../iam/audit.ts';
-import { requestCancel } from '../runs/control.ts';
-import { getRun, listRuns, type Run } from '../runs/runs.ts';
-import { boundSingleSpec, parseRunSpec, submitJobRun } from './runner.ts';
+import type { Run } from '../runs/runs.ts';
+import { READS_ALL_RUNS, RunIdParam } from '../runs/routes.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
+import type { JobsContext } from './context.ts';
+import { boundSingleSpec, parseRunSpec, submitJobRun } from './runner.ts';
 import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './schemas.ts';
-import { RunIdParam } from '../runs/routes.ts';
-
-import { READS_ALL_RUNS } from '../runs/routes.ts';
 
 const TAG = 'Job runs';
 
 
-export function runView(cell: Cell, r: Run): z.infer<typeof JobRunSchema> {
+export async function runView(ctx: JobsContext, r: Run): Promise<z.infer<typeof JobRunSchema>> {
   return {
     run_id: r.run_id, job_id: r.run_id, kind: r.kind, job_type: r.job_type, crew_id: r.crew_id, workspace_id: r.workspace_id,
     spec: r.spec, requester: r.requester, state: r.state, output: r.output ?? null, error: r.error, flags: r.flags,
     source: r.source, graph_hash: r.graph_hash, coordinator: r.coordinator,
     created_at: r.created_at, updated_at: r.updated_at, finished_at: r.finished_at,
-    checked_cell_id: cell.config.cellId,
-    ...(r.job_type === 'agent' ? { pending_approvals: jobPendingApprovals(cell, r) } : {}),
+    checked_cell_id: ctx.core.config.cellId,
+    ...(r.job_type === 'agent' ? { pending_approvals: await jobPendingApprovals(ctx, r) } : {}),
   };
 }
 
@@ -117,12 +114,13 @@ const approve = createRoute({
   },
 });
 
-export function mountRunRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
+export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void {
+  const { core, iam, runs } = ctx;
   app.openapi(approve, async (c) => {
     const { run_id, step_id } = c.req.valid('param');
     const body = c.req.valid('json');
-    const run = await decideJobApproval(cell, c.get('auth').principal.id, run_id, safeDecode(step_id), body.decision, body.comment);
-    return c.json(runView(cell, run), 200);
+    const run = await decideJobApproval(ctx, c.get('auth').principal.id, run_id, safeDecode(step_id), body.decision, body.comment);
+    return c.json(await runView(ctx, run), 200);
   });
 
   app.openapi(submit, async (c) => {
@@ -131,36 +129,37 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, cell: Cell): void {
       throw invalid('requester is taken from the authenticated session and cannot be given in the body', { reason: 'requester_from_session', field: 'requester' });
     }
     const auth = c.get('auth');
-    let spec = parseRunSpec(body.job_type, body.spec);
-    if (body.job_type === 'single') spec = await boundSingleSpec(cell, auth, body.workspace_id, spec as SingleSpec);
-    const { run_id } = await submitJobRun(cell, { job_type: body.job_type, workspace_id: body.workspace_id, spec, requester: auth.principal.id, source: 'api' });
+    let spec = parseRunSpec(ctx, body.job_type, body.spec);
+    if (body.job_type === 'single') spec = await boundSingleSpec(ctx, auth, body.workspace_id, spec as SingleSpec);
+    const { run_id } = await submitJobRun(ctx, { job_type: body.job_type, workspace_id: body.workspace_id, spec, requester: auth.principal.id, source: 'api' });
     c.header('Location', `/api/public/v1/admin/jobs/runs/${run_id}`);
-    return c.json({ run_id, job_id: run_id, state: getRun(cell, run_id)?.state ?? 'queued', checked_cell_id: cell.config.cellId }, 202);
+    return c.json({ run_id, job_id: run_id, state: (await runs.getRun(run_id))?.state ?? 'queued', checked_cell_id: core.config.cellId }, 202);
   });
 
-  app.openapi(list, (c) => {
+  app.openapi(list, async (c) => {
     const q = c.req.valid('query');
-    const { items, total } = listRuns(cell, { limit: q.limit, offset: q.offset, ...(q.kind !== 'all' ? { kind: q.kind } : {}) });
-    return c.json({ items: items.map((r) => runView(cell, r)), limit: q.limit, offset: q.offset, total, checked_cell_id: cell.config.cellId }, 200);
+    const { items, total } = await runs.listRuns({ limit: q.limit, offset: q.offset, ...(q.kind !== 'all' ? { kind: q.kind } : {}) });
+    const views = [];
+    for (const r of items) views.push(await runView(ctx, r));
+    return c.json({ items: views, limit: q.limit, offset: q.offset, total, checked_cell_id: core.config.cellId }, 200);
   });
 
-  app.openapi(status, (c) => {
+  app.openapi(status, async (c) => {
     const { job_id } = c.req.valid('param');
-    const run = getRun(cell, job_id);
-    if (!run) return c.json({ run_id: job_id, job_id, state: 'unknown' as const, checked_cell_id: cell.config.cellId }, 200);
-    return c.json(runView(cell, run), 200);
+    const run = await runs.getRun(job_id);
+    if (!run) return c.json({ run_id: job_id, job_id, state: 'unknown' as const, checked_cell_id: core.config.cellId }, 200);
+    return c.json(await runView(ctx, run), 200);
   });
 
   app.openapi(cancel, async (c) => {
     const { run_id } = c.req.valid('param');
     const actor = c.get('auth').principal.id;
-    const before = getRun(cell, run_id);
-    const run = await requestCancel(cell, run_id, actor);
+    const before = await runs.getRun(run_id);
+    const run = await runs.requestCancel(run_id, actor);
     if (!run) throw notFound('run');
     if (before && before.state !== run.state) {
-      const at = cell.clock.now();
-      await cell.store.write((tx) => recordAuditTx(tx, { at, actor, action: 'jobs.run.cancel', target: run_id, outcome: 'ok', details: { from: before.state } }));
+      await iam.auditNow({ actor, action: 'jobs.run.cancel', target: run_id, outcome: 'ok', details: { from: before.state } });
     }
-    return c.json(runView(cell, run), 200);
+    return c.json(await runView(ctx, run), 200);
   });
 }

@@ -11,42 +11,24 @@
  */
 import { invalid } from '../../core/errors.ts';
 import type { RunResult, ToolDescriptor, ToolsPort } from '../../core/engine/types.ts';
-import type { JsonObject } from '../../core/journal/record.ts';
-import type { AuthContext, Cell } from '../context.ts';
-import { assertWithinCaller } from '../iam/containment.ts';
-import { driverSignal, isDriven } from '../runs/control.ts';
-import { driveRun, recordedStep, type DriveResult } from '../runs/drive.ts';
-import { createRunTx, getRun, type Run, type RunError } from '../runs/runs.ts';
-import { assertStorageRoom, byteSize } from '../runs/storage.ts';
+import type { AuthContext } from '../context.ts';
+import type { DriveResult } from '../runs/drive.ts';
+import type { Run, RunError } from '../runs/runs.ts';
 import { validationError } from '../http/errors.ts';
-import { recordAuditTx } from '../iam/audit.ts';
-import { getTool } from '../tools/catalog.ts';
 import { driveAgentRun } from './agent.ts';
+import type { JobsContext } from './context.ts';
 import { JOB_TOOLS, jobGraph, notebookNodeId } from './graph.ts';
-import type { SandboxPool } from './sandbox/pool.ts';
 import { SPEC_BY_TYPE, type ComputeSpec, type NotebookSpec, type RunJobType, type SingleSpec, type SqlSpec } from './schemas.ts';
 import { JobStepFailure, runComputeStep, runNotebookCell, runSingleTool, runSqlStep, singleAuthority, sqlStorageCaps } from './steps.ts';
 
-export interface JobsService {
-  pool: SandboxPool;
-  /** Drives in flight in this process (shutdown waits for them). */
-  inflight: Set<Promise<DriveResult>>;
-}
-
-export function jobsService(cell: Cell): JobsService {
-  const s = cell.services.get('jobs') as JobsService | undefined;
-  if (!s) throw new TypeError('jobs module not initialised');
-  return s;
-}
-
 /** Validates a run spec for its job type (defaults applied); 400 invalid_request naming the fields. */
-export function parseRunSpec(jobType: RunJobType, spec: unknown): unknown {
+export function parseRunSpec(ctx: JobsContext, jobType: RunJobType, spec: unknown): unknown {
   const r = SPEC_BY_TYPE[jobType].safeParse(spec);
   if (!r.success) {
     const e = validationError(r.error);
     throw invalid(`spec is not a valid ${jobType} spec`, { reason: 'invalid_spec', ...(e.details ?? {}) });
   }
-  if (jobType === 'single' && !getTool((r.data as SingleSpec).tool)) {
+  if (jobType === 'single' && !ctx.tools.has((r.data as SingleSpec).tool)) {
     throw invalid(`no tool named ${(r.data as SingleSpec).tool} in the catalog`, { reason: 'tool_unknown' });
   }
   return r.data;
@@ -59,8 +41,8 @@ export function parseRunSpec(jobType: RunJobType, spec: unknown): unknown {
  * the run's spec, so the run shows what it may reach; execution narrows it again by the
  * requester's ceiling at that moment (steps.ts).
  */
-export async function boundSingleSpec(cell: Cell, auth: AuthContext, workspaceId: string, spec: SingleSpec): Promise<SingleSpec> {
-  await assertWithinCaller(cell, auth, { envelope: { allowed_tools: [spec.tool] } }, { action: 'jobs.run', target: workspaceId });
+export async function boundSingleSpec(ctx: JobsContext, auth: AuthContext, workspaceId: string, spec: SingleSpec): Promise<SingleSpec> {
+  await ctx.iam.assertWithinCaller(auth, { envelope: { allowed_tools: [spec.tool] } }, { action: 'jobs.run', target: workspaceId });
   return { ...spec, authority: singleAuthority(spec, workspaceId, auth.envelope) };
 }
 
@@ -80,39 +62,38 @@ export interface SubmitJob {
  * already keep as much as its storage quota allows is refused first (409,
  * cell/runs/storage.ts); nothing is written.
  */
-export async function submitJobRun(cell: Cell, j: SubmitJob): Promise<{ run_id: string; done: Promise<DriveResult> }> {
-  assertStorageRoom(cell, j.workspace_id, byteSize(JSON.stringify(j.spec ?? null)));
-  const at = cell.clock.now();
-  const runId = await cell.store.write((tx) => {
-    const id = createRunTx(tx, {
+export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ run_id: string; done: Promise<DriveResult> }> {
+  await ctx.runs.assertStorageRoom(j.workspace_id, Buffer.byteLength(JSON.stringify(j.spec ?? null), 'utf8'));
+  const at = ctx.core.clock.now();
+  const runId = await ctx.core.store.write(async (tx) => {
+    const id = await ctx.runs.createRunTx(tx, {
       ...(j.run_id ? { run_id: j.run_id } : {}),
       kind: 'job', job_type: j.job_type, workspace_id: j.workspace_id, requester: j.requester, spec: j.spec,
       source: j.source ?? 'api', at,
     });
-    recordAuditTx(tx, { at, actor: j.requester, action: 'jobs.run', target: id, outcome: 'ok', details: { job_type: j.job_type, workspace_id: j.workspace_id, source: j.source ?? 'api' } });
+    await ctx.iam.audit(tx, { at, actor: j.requester, action: 'jobs.run', target: id, outcome: 'ok', details: { job_type: j.job_type, workspace_id: j.workspace_id, source: j.source ?? 'api' } });
     return id;
   });
-  return { run_id: runId, done: startJobDrive(cell, getRun(cell, runId)!) };
+  return { run_id: runId, done: startJobDrive(ctx, (await ctx.runs.getRun(runId))!) };
 }
 
 /** Drives a (new or recovered) job run in the background. */
-export function startJobDrive(cell: Cell, run: Run): Promise<DriveResult> {
-  const svc = jobsService(cell);
+export function startJobDrive(ctx: JobsContext, run: Run): Promise<DriveResult> {
   const outputs = new Map<number, unknown>();
   const drive = run.job_type === 'agent'
-    ? driveAgentRun(cell, run).then((r) => { if (r.state === 'waiting') wakeAgentRunAt(cell, run.run_id, r.result?.waiting?.wake_at ?? null); return r; })
-    : driveRun(cell, run.run_id, jobGraph(run.job_type!, run.spec), { tools: jobToolsPort(cell, run, svc.pool, outputs) }, null, {
+    ? driveAgentRun(ctx, run).then((r) => { if (r.state === 'waiting') wakeAgentRunAt(ctx, run.run_id, r.result?.waiting?.wake_at ?? null); return r; })
+    : ctx.runs.driveRun(run.run_id, jobGraph(run.job_type!, run.spec), { tools: jobToolsPort(ctx, run, outputs) }, null, {
       requester: run.requester,
       context: { job_type: run.job_type, workspace_id: run.workspace_id },
       describeError,
-      finalOutput: (r) => finalOutput(cell, run, r, outputs),
+      finalOutput: (r) => finalOutput(ctx, run, r, outputs),
     });
   const p = drive.catch((err: unknown): DriveResult => {
-    cell.log.error('job run drive failed', { run_id: run.run_id, error: err instanceof Error ? err.message : String(err) });
+    ctx.core.log.error('job run drive failed', { run_id: run.run_id, error: err instanceof Error ? err.message : String(err) });
     return { state: 'failed', result: null };
   });
-  svc.inflight.add(p);
-  void p.finally(() => svc.inflight.delete(p));
+  ctx.inflight.add(p);
+  void p.finally(() => ctx.inflight.delete(p));
   return p;
 }
 
@@ -121,18 +102,20 @@ export function startJobDrive(cell: Cell, run: Run): Promise<DriveResult> {
  * approval timeout is due, the cell started). No-op for a run that is not
  * waiting or is driven by this process now.
  */
-export function resumeJobRun(cell: Cell, runId: string): Promise<DriveResult> | undefined {
-  const run = getRun(cell, runId);
-  if (!run || run.kind !== 'job' || run.state !== 'waiting' || isDriven(cell, runId)) return undefined;
-  return startJobDrive(cell, run);
+export async function resumeJobRun(ctx: JobsContext, runId: string): Promise<DriveResult | undefined> {
+  if (ctx.stopped) return undefined;
+  const run = await ctx.runs.getRun(runId);
+  if (!run || run.kind !== 'job' || run.state !== 'waiting' || ctx.runs.isDriven(runId)) return undefined;
+  return startJobDrive(ctx, run);
 }
 
 /** Re-drives a waiting agent job run when its timer (or approval timeout) is due. */
-function wakeAgentRunAt(cell: Cell, runId: string, wakeAt: number | null): void {
-  if (wakeAt === null) return;
-  const delay = Math.min(Math.max(0, wakeAt - cell.clock.now()), 2 ** 31 - 1);
-  const t = setTimeout(() => { void resumeJobRun(cell, runId); }, delay);
+function wakeAgentRunAt(ctx: JobsContext, runId: string, wakeAt: number | null): void {
+  if (wakeAt === null || ctx.stopped) return;
+  const delay = Math.min(Math.max(0, wakeAt - ctx.core.clock.now()), 2 ** 31 - 1);
+  const t = setTimeout(() => { ctx.wakeTimers.delete(t); void resumeJobRun(ctx, runId); }, delay);
   t.unref();
+  ctx.wakeTimers.add(t);
 }
 
 function describeError(r: RunResult): RunError {
@@ -149,10 +132,18 @@ function describeError(r: RunResult): RunError {
   };
 }
 
-function finalOutput(cell: Cell, run: Run, r: RunResult, outputs: Map<number, unknown>): unknown {
+/** A notebook cell's output: from this drive, else as the journal recorded it (a recovered run). */
+async function cellOutput(ctx: JobsContext, run: Run, outputs: Map<number, unknown>, i: number): Promise<unknown> {
+  if (outputs.has(i)) return outputs.get(i);
+  return (await ctx.runs.recordedStep(run.run_id, notebookNodeId(i)))?.output ?? null;
+}
+
+async function finalOutput(ctx: JobsContext, run: Run, r: RunResult, outputs: Map<number, unknown>): Promise<unknown> {
   if (run.job_type !== 'notebook') return r.output;
   const nb = run.spec as NotebookSpec;
-  return { cells: nb.cells.map((_, i) => outputs.has(i) ? outputs.get(i) : (recordedStep(cell, run.run_id, notebookNodeId(i))?.output ?? null)) };
+  const cells: unknown[] = [];
+  for (let i = 0; i < nb.cells.length; i++) cells.push(await cellOutput(ctx, run, outputs, i));
+  return { cells };
 }
 
 const JOB_TOOL_DESCRIPTORS: Record<string, ToolDescriptor> = {
@@ -162,35 +153,34 @@ const JOB_TOOL_DESCRIPTORS: Record<string, ToolDescriptor> = {
 };
 
 /** The engine's tools port for one job run. */
-export function jobToolsPort(cell: Cell, run: Run, pool: SandboxPool, outputs: Map<number, unknown>): ToolsPort {
+export function jobToolsPort(ctx: JobsContext, run: Run, outputs: Map<number, unknown>): ToolsPort {
   const ws = run.workspace_id ?? 'default';
-  const signal = () => driverSignal(cell, run.run_id) ?? new AbortController().signal;
+  const signal = () => ctx.runs.driverSignal(run.run_id) ?? new AbortController().signal;
   return {
     describe(name) {
       const d = JOB_TOOL_DESCRIPTORS[name];
       if (d) return d;
       if (run.job_type !== 'single') return undefined;
-      const t = getTool(name);
-      return t ? { name: t.name, description: t.description, side_effects: t.side_effects, parameters: t.parameters as JsonObject } : undefined;
+      return ctx.tools.describe(name);
     },
     async call(name, args) {
       switch (name) {
-        case JOB_TOOLS.sql: return runSqlStep(cell, pool, ws, run.spec as SqlSpec, signal(), sqlStorageCaps(cell, run.run_id, ws));
+        case JOB_TOOLS.sql: return runSqlStep(ctx, ws, run.spec as SqlSpec, signal(), await sqlStorageCaps(ctx, run.run_id, ws));
         case JOB_TOOLS.compute: {
           const spec = run.spec as ComputeSpec;
-          return runComputeStep(pool, spec, spec.input, signal());
+          return runComputeStep(ctx, spec, spec.input, signal());
         }
         case JOB_TOOLS.notebook: {
           const index = Number(args['index']);
           const prior: unknown[] = [];
-          for (let i = 0; i < index; i++) prior.push(outputs.has(i) ? outputs.get(i) : (recordedStep(cell, run.run_id, notebookNodeId(i))?.output ?? null));
-          const out = await runNotebookCell(cell, pool, run.run_id, ws, run.spec as NotebookSpec, index, prior, signal());
+          for (let i = 0; i < index; i++) prior.push(await cellOutput(ctx, run, outputs, i));
+          const out = await runNotebookCell(ctx, run.run_id, ws, run.spec as NotebookSpec, index, prior, signal());
           outputs.set(index, out);
           return out;
         }
         default:
           if (run.job_type !== 'single') throw new JobStepFailure('tool_unknown', `tool ${name} is not part of this job`);
-          return runSingleTool(cell, ws, run.requester, { ...(run.spec as SingleSpec), tool: name, args: args as Record<string, unknown> });
+          return runSingleTool(ctx, ws, run.requester, { ...(run.spec as SingleSpec), tool: name, args: args as Record<string, unknown> });
       }
     },
   };

@@ -34,21 +34,17 @@
  * - Times come from the cell clock (injectable). With a manual clock, tests
  *   call `tick()` after moving the clock.
  */
-import type { Cell } from '../context.ts';
-import { createRunTx, getRun, setRunFlags } from '../runs/runs.ts';
-import { startCrewRun } from '../teams/runs.ts';
-import { byteSize, storageRoomRefusal } from '../runs/storage.ts';
-import { disableAtFireTx } from './_definitions-store.ts';
-import { authorityLapse } from './definition-authority.ts';
-import { getDefinition, nextFireAfter, type Definition } from './definitions.ts';
+import type { JobsContext } from './context.ts';
+import { authorityLapse, disableAtFireTx } from './definition-authority.ts';
+import { nextFireAfter } from './definitions.ts';
+import * as repo from './repository.ts';
+import type { Definition } from './repository.ts';
 import { startJobDrive } from './runner.ts';
 
 /** How long a cell's lease on a definition lasts after it fires, ms. */
 export const LEASE_MS = 60_000;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const BATCH = 200;
-
-type DefRow = { schedule_id: string; next_fire_at: number };
 
 export class Scheduler {
   #timer: ReturnType<typeof setTimeout> | null = null;
@@ -61,7 +57,7 @@ export class Scheduler {
   /** Ticks run (the bench checks that an idle scheduler does not tick). */
   ticks = 0;
 
-  constructor(private readonly cell: Cell) {}
+  constructor(private readonly ctx: JobsContext) {}
 
   /** Start: dispatch pending fires, handle fires missed while down, then arm. */
   async start(): Promise<void> {
@@ -78,14 +74,19 @@ export class Scheduler {
   /** Re-arms the timer for the earliest next fire (after a definition changed). */
   rearm(): void {
     if (this.#stopped) return;
-    const row = this.cell.store.get<{ t: number | null }>('SELECT min(next_fire_at) AS t FROM job_definitions WHERE enabled = 1 AND deleted_at IS NULL');
-    const t = row?.t ?? null;
+    void repo.earliestFire(this.ctx.core.store).then((t) => this.#arm(t), (err: unknown) => {
+      this.ctx.core.log.error('scheduler: cannot read the next fire time', { error: err instanceof Error ? err.message : String(err) });
+    });
+  }
+
+  #arm(t: number | null): void {
+    if (this.#stopped) return;
     if (this.#timer && this.#armedFor === t) return;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = null;
     this.#armedFor = t;
     if (t === null) return;
-    const delay = Math.min(Math.max(0, t - this.cell.clock.now()), MAX_TIMER_MS);
+    const delay = Math.min(Math.max(0, t - this.ctx.core.clock.now()), MAX_TIMER_MS);
     this.#timer = setTimeout(() => { this.#timer = null; this.#armedFor = null; void this.tick(false); }, delay);
     this.#timer.unref?.();
   }
@@ -103,15 +104,13 @@ export class Scheduler {
     let n = 0;
     try {
       for (let guard = 0; guard < 1000; guard++) {
-        const now = this.cell.clock.now();
-        const due = this.cell.store.all<DefRow>(
-          'SELECT schedule_id, next_fire_at FROM job_definitions WHERE enabled = 1 AND deleted_at IS NULL AND next_fire_at <= ? ORDER BY next_fire_at, schedule_id LIMIT ?',
-          [now, BATCH]);
+        const now = this.ctx.core.clock.now();
+        const due = await repo.dueDefinitions(this.ctx.core.store, now, BATCH);
         for (const d of due) {
           try {
             if (await this.#fire(d.schedule_id, d.next_fire_at, now, startup)) n++;
           } catch (err) {
-            this.cell.log.error('scheduled fire failed', { schedule_id: d.schedule_id, error: err instanceof Error ? err.message : String(err) });
+            this.ctx.core.log.error('scheduled fire failed', { schedule_id: d.schedule_id, error: err instanceof Error ? err.message : String(err) });
           }
         }
         if (due.length < BATCH && !this.#again) break;
@@ -126,59 +125,52 @@ export class Scheduler {
 
   /** One fire of one definition at its scheduled time `at` (compare-and-set). Returns true when it fired. */
   async #fire(id: string, at: number, now: number, startup: boolean): Promise<boolean> {
-    const def = getDefinition(this.cell, id);
+    const { core, runs } = this.ctx;
+    const def = await repo.definitionById(core.store, id);
     if (!def || !def.enabled || def.deleted_at !== null || def.next_fire_at !== at) return false;
-    const me = this.cell.config.cellId;
+    const me = core.config.cellId;
     if (def.lease_owner !== null && def.lease_owner !== me && (def.lease_until ?? 0) > now) return false;
     // Never sooner than the minimum interval after this fire.
-    const next = nextFireAfter(def.cron, def.timezone, Math.max(now, at + this.cell.config.scheduleMinIntervalSeconds * 1000 - 1));
+    const next = nextFireAfter(def.cron, def.timezone, Math.max(now, at + core.config.scheduleMinIntervalSeconds * 1000 - 1));
     const skip = startup && def.catch_up === 'skip';
-    const result = await this.cell.store.write((tx) => {
-      // The author, as it is now, in the fire's own transaction.
-      const current = getDefinition(tx, id);
-      const lapse = current ? authorityLapse(tx, current, this.cell) : null;
-      if (current && lapse !== null) {
-        return disableAtFireTx(tx, current, at, lapse, now, me) ? { runId: null as string | null, refused: lapse } : null;
+    // The author, as it is now. (A deactivation racing this fire disables the definition in its own
+    // transaction: the compare-and-set below then finds it disabled, or the run it made is the last.)
+    const lapse = await authorityLapse(this.ctx, def);
+    const specBytes = Buffer.byteLength(JSON.stringify(def.spec ?? null), 'utf8');
+    const result = await core.store.write(async (tx) => {
+      if (lapse !== null) {
+        return (await disableAtFireTx(this.ctx, tx, def, at, lapse, now)) ? { runId: null as string | null, refused: lapse } : null;
       }
       // A workspace (or cell) whose storage has no room for the run: this fire is refused, the next one may run.
-      const noRoom = skip ? null : storageRoomRefusal(this.cell, def.workspace_id, byteSize(JSON.stringify(def.spec ?? null)));
+      const noRoom = skip ? null : await runs.storageRoomRefusal(def.workspace_id, specBytes, tx);
       const held = skip || noRoom !== null;
-      const cas = tx.run(
-        `UPDATE job_definitions SET next_fire_at = ?, lease_owner = ?, lease_until = ?,
-           last_fire_at = CASE WHEN ? THEN last_fire_at ELSE ? END,
-           fire_count = fire_count + CASE WHEN ? THEN 0 ELSE 1 END,
-           skip_count = skip_count + CASE WHEN ? THEN 1 ELSE 0 END
-         WHERE schedule_id = ? AND next_fire_at = ? AND enabled = 1 AND deleted_at IS NULL
-           AND (lease_owner IS NULL OR lease_owner = ? OR lease_until <= ?)`,
-        [next, me, now + LEASE_MS, held ? 1 : 0, now, held ? 1 : 0, held ? 1 : 0, id, at, me, now]);
-      if (cas.changes === 0) return null;
+      if (!(await repo.claimFire(tx, id, at, { next, cellId: me, now, leaseUntil: now + LEASE_MS, held }))) return null;
       if (held) {
-        tx.run('INSERT OR IGNORE INTO job_fires (schedule_id, fire_at, state, run_id, detail, cell_id, created_at) VALUES (?, ?, ?, NULL, ?, ?, ?)',
-          [id, at, skip ? 'skipped' : 'refused', noRoom?.reason ?? 'missed while no cell ran; catch_up skip', me, now]);
+        await repo.recordFire(tx, { schedule_id: id, fire_at: at, state: skip ? 'skipped' : 'refused', run_id: null,
+          detail: noRoom?.reason ?? 'missed while no cell ran; catch_up skip', cell_id: me, at: now });
         return { runId: null as string | null, held: noRoom?.reason ?? 'skipped' };
       }
       let runId: string | null = null;
       if (def.job_type !== 'team') {
-        runId = createRunTx(tx, { kind: 'job', job_type: def.job_type, workspace_id: def.workspace_id, requester: current?.author_id ?? def.author_id, spec: def.spec, source: `schedule:${id}`, flags: { schedule_id: id, scheduled_for: at }, at: now });
-        tx.run('UPDATE job_definitions SET last_run_id = ? WHERE schedule_id = ?', [runId, id]);
+        runId = await runs.createRunTx(tx, { kind: 'job', job_type: def.job_type, workspace_id: def.workspace_id, requester: def.author_id, spec: def.spec, source: `schedule:${id}`, flags: { schedule_id: id, scheduled_for: at }, at: now });
+        await repo.setLastRun(tx, id, runId);
       }
-      tx.run('INSERT OR IGNORE INTO job_fires (schedule_id, fire_at, state, run_id, detail, cell_id, created_at) VALUES (?, ?, ?, ?, NULL, ?, ?)',
-        [id, at, runId ? 'dispatched' : 'pending', runId, me, now]);
+      await repo.recordFire(tx, { schedule_id: id, fire_at: at, state: runId ? 'dispatched' : 'pending', run_id: runId, detail: null, cell_id: me, at: now });
       return { runId };
     });
     if (result === null) return false;
     if ('refused' in result) {
-      this.cell.log.warn('scheduled fire refused: definition disabled', { schedule_id: id, reason: result.refused });
+      core.log.warn('scheduled fire refused: definition disabled', { schedule_id: id, reason: result.refused });
       return false;
     }
     if ('held' in result) {
-      if (!skip) this.cell.log.warn('scheduled fire refused: no storage room', { schedule_id: id, reason: result.held });
+      if (!skip) core.log.warn('scheduled fire refused: no storage room', { schedule_id: id, reason: result.held });
       return false;
     }
     this.fired++;
     if (result.runId) {
-      const run = getRun(this.cell, result.runId);
-      if (run) void startJobDrive(this.cell, run);
+      const run = await runs.getRun(result.runId);
+      if (run) void startJobDrive(this.ctx, run);
     } else {
       await this.#dispatch(def, at);
     }
@@ -187,14 +179,15 @@ export class Scheduler {
 
   /** Dispatches an agent or team fire recorded pending (crew run path). */
   async #dispatch(def: Definition, at: number): Promise<void> {
+    const { core, runs, teams } = this.ctx;
     let runId: string | null = null;
-    let state = 'dispatched';
+    let state: repo.FireState = 'dispatched';
     let detail: string | null = null;
     try {
       const spec = def.spec as { crew_id?: string; input?: unknown };
       const crewId = spec.crew_id;
       // A pending fire dispatched after a restart: its author is judged again.
-      const lapse = authorityLapse(this.cell.store, getDefinition(this.cell, def.schedule_id) ?? def, this.cell);
+      const lapse = await authorityLapse(this.ctx, (await repo.definitionById(core.store, def.schedule_id)) ?? def);
       if (lapse !== null) {
         state = 'refused';
         detail = lapse;
@@ -202,9 +195,9 @@ export class Scheduler {
         state = 'refused';
         detail = 'crew_unknown';
       } else {
-        const run = await startCrewRun(this.cell, def.author_id, crewId, { input: spec.input ?? null, workspace_id: def.workspace_id });
+        const run = await teams.startCrewRun(def.author_id, crewId, { input: spec.input ?? null, workspace_id: def.workspace_id });
         runId = run.run_id;
-        await setRunFlags(this.cell, runId, { schedule_id: def.schedule_id, scheduled_for: at });
+        await runs.setRunFlags(runId, { schedule_id: def.schedule_id, scheduled_for: at });
       }
     } catch (err) {
       // A crew run refused before its first step is still a run (its id is in details).
@@ -213,16 +206,16 @@ export class Scheduler {
       state = runId ? 'dispatched' : 'refused';
       detail = typeof d?.['reason'] === 'string' ? d['reason'] : 'dispatch_failed';
     }
-    await this.cell.store.write((tx) => {
-      tx.run('UPDATE job_fires SET state = ?, run_id = ?, detail = ? WHERE schedule_id = ? AND fire_at = ?', [state, runId, detail, def.schedule_id, at]);
-      if (runId) tx.run('UPDATE job_definitions SET last_run_id = ? WHERE schedule_id = ?', [runId, def.schedule_id]);
+    const settledRun = runId;
+    await core.store.write(async (tx) => {
+      await repo.settleFire(tx, def.schedule_id, at, state, settledRun, detail);
+      if (settledRun) await repo.setLastRun(tx, def.schedule_id, settledRun);
     });
   }
 
   async #dispatchPending(): Promise<void> {
-    const rows = this.cell.store.all<{ schedule_id: string; fire_at: number }>("SELECT schedule_id, fire_at FROM job_fires WHERE state = 'pending' ORDER BY created_at LIMIT 1000");
-    for (const r of rows) {
-      const def = getDefinition(this.cell, r.schedule_id);
+    for (const r of await repo.pendingFires(this.ctx.core.store, 1000)) {
+      const def = await repo.definitionById(this.ctx.core.store, r.schedule_id);
       if (def) await this.#dispatch(def, r.fire_at);
     }
   }

@@ -14,13 +14,9 @@
  */
 import { join } from 'node:path';
 import type { JsonObject } from '../../core/journal/record.ts';
-import type { Cell } from '../context.ts';
-import { getTool } from '../tools/catalog.ts';
 import { capToCeiling, withinCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
-import { getPrincipal } from '../iam/principals.ts';
 import { isServiceError } from '../../core/errors.ts';
-import { byteSize, storageLeft, workspaceUsage } from '../runs/storage.ts';
-import type { SandboxPool } from './sandbox/pool.ts';
+import type { JobsContext } from './context.ts';
 import type { SqlParam } from './sandbox/sql.ts';
 import type { ComputeSpec, NotebookCell, NotebookSpec, SingleSpec, SqlSpec } from './schemas.ts';
 
@@ -32,21 +28,18 @@ export class JobStepFailure extends Error {
   }
 }
 
-export function workspaceDbPath(cell: Cell, workspaceId: string): string {
-  return join(cell.config.dataDir, 'workspaces', workspaceId, 'sql.sqlite');
+export function workspaceDbPath(dataDir: string, workspaceId: string): string {
+  return join(dataDir, 'workspaces', workspaceId, 'sql.sqlite');
 }
 
-/** Per-workspace queue: SQL jobs of one workspace run one at a time (single writer per database file). */
-const queues = new WeakMap<Cell, Map<string, Promise<unknown>>>();
-function inWorkspaceQueue<T>(cell: Cell, ws: string, fn: () => Promise<T>): Promise<T> {
-  let m = queues.get(cell);
-  if (!m) { m = new Map(); queues.set(cell, m); }
+/** Runs `fn` after the workspace's earlier SQL steps (single writer per database file). */
+function inWorkspaceQueue<T>(ctx: JobsContext, ws: string, fn: () => Promise<T>): Promise<T> {
+  const m = ctx.workspaceQueues;
   const prev = m.get(ws) ?? Promise.resolve();
   const next = prev.then(fn, fn);
   const settled = next.then(() => undefined, () => undefined);
   m.set(ws, settled);
-  const mm = m;
-  void settled.then(() => { if (mm.get(ws) === settled) mm.delete(ws); });
+  void settled.then(() => { if (m.get(ws) === settled) m.delete(ws); });
   return next;
 }
 
@@ -64,21 +57,21 @@ export interface SqlStorageCaps { maxResultBytes: number; maxDbBytes: number }
  * result and those outputs once more); the database file and that result
  * together get what the workspace's quota leaves after its runs.
  */
-export function sqlStorageCaps(cell: Cell, runId: string, workspaceId: string, prior: readonly unknown[] = []): SqlStorageCaps {
-  const left = storageLeft(cell, runId);
-  const forResult = (left - (prior.length ? byteSize(JSON.stringify(prior)) : 0)) / 2;
-  const ws = workspaceUsage(cell, workspaceId);
+export async function sqlStorageCaps(ctx: JobsContext, runId: string, workspaceId: string, prior: readonly unknown[] = []): Promise<SqlStorageCaps> {
+  const left = await ctx.runs.storageLeft(runId);
+  const forResult = (left - (prior.length ? Buffer.byteLength(JSON.stringify(prior), 'utf8') : 0)) / 2;
+  const ws = await ctx.runs.workspaceUsage(workspaceId);
   return {
     maxResultBytes: Math.max(0, Math.floor(forResult) - STEP_RECORD_ROOM),
     maxDbBytes: Math.max(0, ws.quota_bytes - ws.run_bytes - STEP_RECORD_ROOM),
   };
 }
 
-export async function runSqlStep(cell: Cell, pool: SandboxPool, workspaceId: string, spec: SqlLike, signal: AbortSignal, caps: SqlStorageCaps): Promise<unknown> {
+export async function runSqlStep(ctx: JobsContext, workspaceId: string, spec: SqlLike, signal: AbortSignal, caps: SqlStorageCaps): Promise<unknown> {
   const statements = (spec.statements ?? [{ sql: spec.sql!, ...(spec.params !== undefined ? { params: spec.params } : {}) }])
     .map((s) => ({ sql: s.sql, ...(s.params !== undefined ? { params: s.params as SqlParam[] | Record<string, SqlParam> } : {}) }));
-  const r = await inWorkspaceQueue(cell, workspaceId, () => pool.sql({
-    dbPath: workspaceDbPath(cell, workspaceId), statements, rowLimit: spec.row_limit, maxResultBytes: caps.maxResultBytes, maxDbBytes: caps.maxDbBytes,
+  const r = await inWorkspaceQueue(ctx, workspaceId, () => ctx.pool.sql({
+    dbPath: workspaceDbPath(ctx.core.config.dataDir, workspaceId), statements, rowLimit: spec.row_limit, maxResultBytes: caps.maxResultBytes, maxDbBytes: caps.maxDbBytes,
   }, spec.time_limit_ms, signal));
   if (!r.ok) {
     const details: JsonObject = { duration_ms: r.duration_ms };
@@ -92,8 +85,8 @@ export async function runSqlStep(cell: Cell, pool: SandboxPool, workspaceId: str
 
 type ComputeLike = Pick<ComputeSpec, 'code' | 'time_limit_ms' | 'memory_limit_bytes' | 'output_limit_bytes'>;
 
-export async function runComputeStep(pool: SandboxPool, spec: ComputeLike, input: unknown, signal: AbortSignal): Promise<unknown> {
-  const r = await pool.compute({
+export async function runComputeStep(ctx: JobsContext, spec: ComputeLike, input: unknown, signal: AbortSignal): Promise<unknown> {
+  const r = await ctx.pool.compute({
     code: spec.code, input: input ?? null,
     timeLimitMs: spec.time_limit_ms, memoryLimitBytes: spec.memory_limit_bytes, outputLimitBytes: spec.output_limit_bytes,
   }, signal);
@@ -102,17 +95,17 @@ export async function runComputeStep(pool: SandboxPool, spec: ComputeLike, input
 }
 
 /** One notebook cell of run `runId`; `prior` are the outputs of the cells before it. */
-export async function runNotebookCell(cell: Cell, pool: SandboxPool, runId: string, workspaceId: string, nb: NotebookSpec, index: number, prior: unknown[], signal: AbortSignal): Promise<unknown> {
+export async function runNotebookCell(ctx: JobsContext, runId: string, workspaceId: string, nb: NotebookSpec, index: number, prior: unknown[], signal: AbortSignal): Promise<unknown> {
   const c: NotebookCell | undefined = nb.cells[index];
   if (!c) throw new JobStepFailure('invalid_spec', `notebook has no cell ${index}`);
   switch (c.type) {
     case 'markdown':
       return { type: 'markdown', source: c.source };
     case 'sql':
-      return { type: 'sql', ...(await runSqlStep(cell, pool, workspaceId, c, signal, sqlStorageCaps(cell, runId, workspaceId, prior)) as object) };
+      return { type: 'sql', ...(await runSqlStep(ctx, workspaceId, c, signal, await sqlStorageCaps(ctx, runId, workspaceId, prior)) as object) };
     case 'compute': {
       const input = c.input !== undefined ? c.input : { input: nb.input ?? null, cells: prior };
-      return { type: 'compute', ...(await runComputeStep(pool, c, input, signal) as object) };
+      return { type: 'compute', ...(await runComputeStep(ctx, c, input, signal) as object) };
     }
   }
 }
@@ -137,17 +130,16 @@ export function singleAuthority(spec: SingleSpec, workspaceId: string, ceiling: 
  * (the requester's ∩ the spec's), narrowed again by the requester's ceiling now:
  * an archived requester or a lowered ceiling holds from the next step on.
  */
-export async function runSingleTool(cell: Cell, workspaceId: string, requester: string, spec: SingleSpec): Promise<unknown> {
-  const tool = getTool(spec.tool);
-  if (!tool) throw new JobStepFailure('tool_unknown', `no tool named ${spec.tool} in the catalog`);
-  const who = getPrincipal(cell, requester);
+export async function runSingleTool(ctx: JobsContext, workspaceId: string, requester: string, spec: SingleSpec): Promise<unknown> {
+  if (!ctx.tools.has(spec.tool)) throw new JobStepFailure('tool_unknown', `no tool named ${spec.tool} in the catalog`);
+  const who = await ctx.iam.principal(requester);
   if (!who || who.status !== 'active') throw new JobStepFailure('requester_inactive', 'the run\'s requester is no longer an active principal');
   if (!withinCeiling({ allowed_tools: [spec.tool] }, who.authority).ok) {
     throw new JobStepFailure('tool_not_granted', `the requester's authority no longer includes the tool ${spec.tool}`);
   }
   const authority = singleAuthority(spec, workspaceId, who.authority);
   try {
-    return await tool.run({ cell, workspaceId, agentId: requester, authority }, spec.args);
+    return await ctx.tools.run(spec.tool, { workspaceId, agentId: requester, authority }, spec.args);
   } catch (err) {
     if (isServiceError(err)) {
       const reason = typeof err.details?.['reason'] === 'string' ? err.details['reason'] : err.code;

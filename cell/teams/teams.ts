@@ -11,7 +11,9 @@ import { getLedger, type Ledger } from './agents.ts';
 import type { TeamsContext } from './context.ts';
 import { crewByGraph } from './crew-graph.ts';
 import { loadCrewForExport, type CrewExport } from './export.ts';
-import { getCrew, type Crew } from './formations.ts';
+import { getCrew, getFormation, type Crew } from './formations.ts';
+import { assertSeatsWithinCaller, compileFor } from './compile.ts';
+import type { AuthContext } from '../context.ts';
 import { checkPlacement, type UnmetConstraint } from './placement.ts';
 import { crewPorts } from './ports.ts';
 import { settled, startCrewRun, type CrewRunInput } from './runs.ts';
@@ -37,6 +39,24 @@ export class Teams {
   /** The crew whose current compiled graph has this hash, with the graph; undefined when no crew's does. */
   crewByGraph(graphHash: string): Promise<{ crew: Crew; graph: Graph; graphHash: string } | undefined> {
     return crewByGraph(this.ctx, graphHash);
+  }
+
+  /** The crew's current compiled graph; undefined when the crew is gone or no longer compiles. */
+  async crewGraph(crewId: string): Promise<{ crew: Crew; graph: Graph; graphHash: string } | undefined> {
+    const crew = await getCrew(this.ctx, crewId);
+    const formation = crew ? await getFormation(this.ctx, crew.formation_id) : undefined;
+    if (!crew || !formation) return undefined;
+    try {
+      const c = await compileFor(this.ctx, formation, crew);
+      return { crew, graph: c.graph, graphHash: c.graphHash };
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Refuses (audited, 403 wider_than_caller) unless every seat of `graph` is within the caller's envelope authority. */
+  assertSeatsWithinCaller(auth: AuthContext, graph: Graph, what: { action: string; target: string }): Promise<void> {
+    return assertSeatsWithinCaller(this.ctx, auth, graph, what);
   }
 
   /** The placement constraints of a graph this cell does not meet (none: it may run here). */

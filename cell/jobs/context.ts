@@ -1,0 +1,32 @@
+/**
+ * The jobs module's instance state, which every function of the module takes:
+ * the core and the APIs it uses (IAM, runs, Agent Teams, the tool catalog),
+ * the sandbox pool, the drives in flight in this process, the per-workspace
+ * SQL queues, the published endpoints' rate buckets, and the scheduler.
+ */
+import type { TokenBuckets } from '../../core/ratelimit.ts';
+import type { CellCore } from '../context.ts';
+import type { Iam } from '../iam/iam.ts';
+import type { Runs } from '../runs/api.ts';
+import type { DriveResult } from '../runs/drive.ts';
+import type { Teams } from '../teams/teams.ts';
+import type { Tools } from '../tools/tools.ts';
+import type { SandboxPool } from './sandbox/pool.ts';
+
+export interface JobsContext {
+  core: CellCore;
+  iam: Iam;
+  runs: Runs;
+  teams: Teams;
+  tools: Tools;
+  pool: SandboxPool;
+  /** Drives in flight in this process (shutdown waits for them). */
+  inflight: Set<Promise<DriveResult>>;
+  /** Per-workspace queue: SQL jobs of one workspace run one at a time (single writer per database file). */
+  workspaceQueues: Map<string, Promise<unknown>>;
+  /** Published endpoints' token buckets, one set per rpm value. */
+  endpointBuckets: Map<number, TokenBuckets>;
+  /** Wake-up timers of waiting agent job runs (cleared on stop). */
+  wakeTimers: Set<NodeJS.Timeout>;
+  stopped: boolean;
+}
