@@ -3,7 +3,7 @@
  * IAM API, and the module's in-memory state. One per module instance
  * (createOAuthModule builds it); nothing of the module lives at module level.
  */
-import type { AccessTokenClaims } from '../../core/tokens/access-token.ts';
+import type { VerifiedTokenCache } from '../../core/tokens/cache.ts';
 import type { MemoryReplayCache } from '../../core/tokens/replay.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
@@ -21,8 +21,8 @@ export interface OAuthContext {
   readonly denylist: Denylist;
   /** DPoP proofs seen (RFC 9449 §11.1), per process, each kept for the proof window. */
   readonly replay: MemoryReplayCache;
-  /** Claims of tokens whose signature and claims verified, by token, until their exp (tokens are immutable). */
-  readonly verified: Map<string, AccessTokenClaims>;
+  /** Claims of tokens for the cell's own API whose signature and claims verified, by token, until their exp (tokens are immutable). */
+  readonly verified: VerifiedTokenCache;
   /** Registered clients by id (null: no such client); every write to oauth_clients empties it. */
   readonly clients: Cache<string, ClientRecord | null>;
 }

@@ -23,7 +23,7 @@ import { isOAuthError, OAuthError, oauthErrorResponse, oauthErrorResponses } fro
 import type { OAuthContext } from './oauth-context.ts';
 import { narrowScope, parseScope } from './scope.ts';
 import { audienceOf, issuerOf, publicBase } from './settings.ts';
-import { judgeToken } from './verdict.ts';
+import { cellTokenJudge } from './authenticator.ts';
 
 const TAG = 'OAuth';
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
@@ -169,15 +169,14 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
   }));
 }
 
-/** Claims of a token the bearer path would honour now (the same verdict: verdict.ts); null otherwise. */
+/**
+ * Claims of a token the bearer path would honour now, bindings aside (core's one judge, without the
+ * request: cell/oauth/authenticator.ts); null otherwise.
+ */
 async function activeClaims(ctx: OAuthContext, token: string) {
   if (!looksLikeJwt(token)) return null;
-  try {
-    return (await judgeToken(ctx, token)).claims;
-  } catch (e) {
-    if (isTokenError(e)) return null;
-    throw e;
-  }
+  const v = await cellTokenJudge(ctx)(token, { now: ctx.core.clock.now() });
+  return v.ok ? v.claims : null;
 }
 
 /**
