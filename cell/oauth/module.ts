@@ -61,6 +61,17 @@ export interface OAuthApi {
   client(clientId: string): Promise<ClientRecord | undefined>;
 }
 
+export interface OAuthDeps {
+  iam: Iam;
+  /**
+   * Whether an edge device is registered with this cell (the edge module's
+   * answer), for resource indicators `edge:<device_id>`. Called only while
+   * serving requests, never while the module is built, so it may reach a
+   * module built after this one.
+   */
+  deviceExists: (deviceId: string) => Promise<boolean>;
+}
+
 export interface OAuthModule extends CellModule {
   api: OAuthApi;
 }
@@ -68,10 +79,11 @@ export interface OAuthModule extends CellModule {
 /** Retry delay of a reload that failed (a store hiccup must not leave a revocation unseen). */
 const RELOAD_RETRY_MS = 1000;
 
-export async function createOAuthModule(core: CellCore, deps: { iam: Iam }): Promise<OAuthModule> {
+export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promise<OAuthModule> {
   const ctx: OAuthContext = {
     core,
     iam: deps.iam,
+    deviceExists: (deviceId) => deps.deviceExists(deviceId),
     keys: new SigningKeys(core),
     denylist: new Denylist(core),
     replay: new MemoryReplayCache(),

@@ -1,6 +1,7 @@
 /**
  * What every function of the OAuth module works with: the cell core, the
- * IAM API, and the module's in-memory state. One per module instance
+ * module's dependencies (the IAM API, whether an edge device is registered),
+ * and the module's in-memory state. One per module instance
  * (createOAuthModule builds it); nothing of the module lives at module level.
  */
 import type { VerifiedTokenCache } from '../../core/tokens/cache.ts';
@@ -15,6 +16,12 @@ import type { SigningKeys } from './signing-keys.ts';
 export interface OAuthContext {
   readonly core: CellCore;
   readonly iam: Iam;
+  /**
+   * Whether `deviceId` is an edge device registered with this cell (the edge
+   * module's answer; this module never reads the edge module's tables). Asked
+   * only while serving requests (resource indicators, cell/oauth/resource.ts).
+   */
+  readonly deviceExists: (deviceId: string) => Promise<boolean>;
   /** The signing keyring, following oauth_signing_keys on every cell of the group. */
   readonly keys: SigningKeys;
   /** The revoked token ids, mirrored in memory, following oauth_denylist on every cell of the group. */
