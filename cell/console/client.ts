@@ -5,7 +5,7 @@
  * names the cell), so cells sharing a store never overwrite each other's.
  */
 import type { Cell } from '../context.ts';
-import { ensureBuiltInClient } from '../oauth/builtin-clients.ts';
+import type { OAuthApi } from '../oauth/module.ts';
 import { issuerOf, publicBase } from '../oauth/settings.ts';
 import { CONSOLE_CALLBACK_PATH } from './page.ts';
 
@@ -19,9 +19,9 @@ export function consoleRedirectUri(cell: Cell): string {
   return publicBase(cell) + CONSOLE_CALLBACK_PATH;
 }
 
-/** Registers (or updates) the console's client; called once the cell listens. */
-export async function registerConsoleClient(cell: Cell): Promise<void> {
-  await ensureBuiltInClient(cell, {
+/** Registers (or updates) the console's client through the OAuth module's API; called once the cell listens. */
+export async function registerConsoleClient(cell: Cell, oauth: Pick<OAuthApi, 'ensureBuiltInClient'>): Promise<void> {
+  await oauth.ensureBuiltInClient({
     clientId: consoleClientId(cell),
     name: 'agent-cell console',
     redirectUris: [consoleRedirectUri(cell)],

@@ -20,6 +20,7 @@ import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
 import { Cache } from './_cache.ts';
 import { cellTokenJudge, jwtAuthenticator, type CellTokenSubject, type CellTokenVerdict } from './authenticator.ts';
+import { ensureBuiltInClient, type BuiltInClient } from './builtin-clients.ts';
 import { getClient, type ClientRecord } from './clients.ts';
 import { Denylist } from './denylist.ts';
 import type { OAuthContext } from './oauth-context.ts';
@@ -31,7 +32,7 @@ import { protocolRoutes } from './routes-protocol.ts';
 import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
 import { SigningKeys, type Keyring, type PublishedKey } from './signing-keys.ts';
 
-export type { CellTokenSubject, CellTokenVerdict, ClientRecord, Keyring, PublishedKey };
+export type { BuiltInClient, CellTokenSubject, CellTokenVerdict, ClientRecord, Keyring, PublishedKey };
 
 /** What other modules may ask of the authorization server. */
 export interface OAuthApi {
@@ -59,6 +60,8 @@ export interface OAuthApi {
   liveRevocations(nowSeconds: number): [string, number][];
   /** A registered client. */
   client(clientId: string): Promise<ClientRecord | undefined>;
+  /** Creates or updates a built-in public client (the console's); a no-op when it is already as given. */
+  ensureBuiltInClient(client: BuiltInClient): Promise<void>;
 }
 
 export interface OAuthDeps {
@@ -153,6 +156,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
       isRevoked: (jti) => ctx.denylist.isRevoked(jti),
       liveRevocations: (nowSeconds) => ctx.denylist.live(nowSeconds),
       client: (clientId) => getClient(ctx, clientId),
+      ensureBuiltInClient: (client) => ensureBuiltInClient(ctx, client),
     },
     routes(app) {
       metadataRoutes(app, ctx);
