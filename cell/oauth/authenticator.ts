@@ -1,71 +1,111 @@
 /**
- * The JWT authenticator of the bearer path. Recognises compact JWTs, takes
- * the one verdict on the token (verdict.ts: signature, claims, denylist,
- * root credential, client, subject; the same verdict introspection gives),
- * then checks the bindings against this request (DPoP proof for cnf.jkt, TLS
- * client certificate for cnf x5t#S256).
+ * The JWT authenticator of the bearer path. Recognises compact JWTs and hands
+ * them to core's one token judge (core/tokens/judge.ts), the same function
+ * the edge runs offline and introspection runs without the request:
+ * signature, alg, typ, iss, aud, exp, the denylist, the DPoP proof (expected
+ * URI = the configured public URL + the route, never Host or X-Forwarded-*),
+ * the certificate binding (the CA-verified TLS client leaf), the subject's
+ * status now, the root credential (a key-derived token lives with its key; a
+ * SAT of a token dies with that token) and the client. Authority = the
+ * subject's role permissions now ∩ the token's scope; envelope = the subject's
+ * ceiling ∩ the root key's cap. What the cell supplies are the lookups, all
+ * from the module instance: the verified-token cache, the DPoP replay cache,
+ * the denylist mirror, the client cache, and IAM's principals and keys.
+ *
+ * Every lookup but the signature reads state that other cells of a group may
+ * change: the denylist mirror, the IAM caches and the client cache all follow
+ * `store.onChange`, and the root key is read from the store, so a verdict
+ * taken from the verified-token cache is as current as a fresh one.
  */
 import type { Context } from 'hono';
-import { ServiceError } from '../../core/errors.ts';
+import { meetCeilings, toCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
 import { looksLikeJwt } from '../../core/tokens/access-token.ts';
-import { checkConfirmation, certThumbprint } from '../../core/tokens/cnf.ts';
-import { isTokenError, TokenError } from '../../core/tokens/errors.ts';
-import type { AppEnv, AuthContext, Authenticator } from '../context.ts';
-import { peerCertificate } from './clients.ts';
-import { checkRequestProof, dpopHeader } from './dpop-check.ts';
+import type { VerifiedTokenCache } from '../../core/tokens/cache.ts';
+import {
+  judgeAccessToken, type NoRequestFacts, type TokenJudgeConfig, type TokenKeyInfo, type TokenRequestFacts, type TokenSubject, type TokenVerdict,
+} from '../../core/tokens/judge.ts';
+import { tokenRefusal } from '../../core/tokens/refusal.ts';
+import { dpopHeaderOf } from '../../core/tokens/request.ts';
+import { verifiedLeafThumbprint } from '../../runtime/peer-certificate.ts';
+import type { AppEnv, Authenticator } from '../context.ts';
+import type { Principal } from '../iam/principals.ts';
+import { getClient } from './clients.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { judgeToken } from './verdict.ts';
+import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
 
-function refuse(e: TokenError, dpop: boolean): ServiceError {
-  const scheme = dpop ? 'DPoP' : 'Bearer';
-  const err = e.code.startsWith('dpop_') ? 'invalid_dpop_proof' : 'invalid_token';
-  return new ServiceError('unauthorized', `access token refused: ${e.message}`, {
-    details: { reason: e.code },
-    headers: { 'WWW-Authenticate': `${scheme} realm="cell", error="${err}", algs="EdDSA Ed25519 ES256 ES384 RS256"` },
+/** A token subject as the cell knows it: the judge's view plus the principal itself. */
+export interface CellTokenSubject extends TokenSubject { principal: Principal }
+
+export type CellTokenVerdict = TokenVerdict<CellTokenSubject>;
+
+/** Core's judgement with this cell's lookups: with request facts, the bearer path's; with `{ now }` only, introspection's. */
+export type CellTokenJudge = (token: string, facts: TokenRequestFacts | NoRequestFacts) => Promise<CellTokenVerdict>;
+
+/** The cell's token judgement for its own API, sharing the module's verified-token cache. */
+export function cellTokenJudge(ctx: OAuthContext): CellTokenJudge {
+  return judgeFor(ctx, () => audienceOf(ctx.core.config), ctx.verified);
+}
+
+/**
+ * The same judgement for a token addressed to another audience this cell
+ * issues for (one of its devices, `edge:<device_id>`): introspection. No
+ * verified-token cache: one cache belongs to one audience.
+ */
+export function cellTokenJudgeFor(ctx: OAuthContext, audience: string): CellTokenJudge {
+  return judgeFor(ctx, () => audience);
+}
+
+function judgeFor(ctx: OAuthContext, audience: () => string, cache?: VerifiedTokenCache): CellTokenJudge {
+  const { core, iam } = ctx;
+  const lookups: Omit<TokenJudgeConfig<CellTokenSubject>, 'keys' | 'issuer' | 'audience'> = {
+    replay: ctx.replay,
+    dpopWindow: OAUTH.dpopWindow,
+    ...(cache ? { cache } : {}),
+    isRevoked: (jti) => ctx.denylist.isRevoked(jti),
+    async subject(id) {
+      const p = await iam.principal(id);
+      if (!p) return null;
+      return { id: p.id, status: p.status, permissions: p.status === 'active' ? await iam.permissionsOf(p) : [], principal: p };
+    },
+    async apiKey(keyId): Promise<TokenKeyInfo | null> {
+      const k = await iam.keyRow(keyId);
+      return k ? { status: k.status, expires_at: k.expires_at, rate_limit_rpm: k.rate_limit_rpm, authority: k.authority } : null;
+    },
+    clientExists: async (clientId) => (await getClient(ctx, clientId)) !== undefined,
+  };
+  // Issuer, audience and keys are read per judgement: the public URL is settled once the cell listens, keys rotate.
+  return (token, facts) => judgeAccessToken(token, facts, {
+    ...lookups, keys: ctx.keys.current().keySet, issuer: issuerOf(core.config), audience: audience(),
   });
 }
 
-export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
-  async function judge(scheme: 'bearer' | 'dpop', token: string, c: Context<AppEnv>): Promise<AuthContext> {
-    const v = await judgeToken(ctx, token);
-    const { claims } = v;
-    const bound = claims.cnf?.jkt !== undefined;
-    const proof = dpopHeader(c);
-    let dpopJkt: string | null = null;
-    if (bound) {
-      if (scheme !== 'dpop') throw new TokenError('dpop_required', 'a DPoP-bound token is presented with the DPoP scheme');
-      if (proof === null) throw new TokenError('dpop_required', 'a DPoP-bound token needs a DPoP proof');
-      dpopJkt = await checkRequestProof(ctx, c, proof, token);
-    } else if (scheme === 'dpop') {
-      throw new TokenError('dpop_invalid', 'the DPoP scheme needs a DPoP-bound token');
-    }
-    let certTp: string | null = null;
-    if (claims.cnf?.['x5t#S256'] !== undefined) {
-      const peer = peerCertificate(c);
-      certTp = peer ? await certThumbprint(peer.der) : null;
-    }
-    checkConfirmation(claims.cnf, { dpopJkt, certThumbprint: certTp });
-    const p = v.subject;
-    return {
-      principal: { id: p.id, kind: p.kind, name: p.name, roles: p.roles },
-      permissions: v.permissions, scopes: v.scopes, effective: v.effective, envelope: v.envelope,
-      credential: {
-        type: claims.sat ? 'sat' : 'oauth', id: claims.jti, root: v.root, clientId: claims.client_id,
-        ...(v.rateLimitRpm !== null ? { rateLimitRpm: v.rateLimitRpm } : {}),
-      },
-    };
-  }
+/** The envelope a token carries: its subject's ceiling, met with its root key's cap. */
+function tokenEnvelope(p: Pick<Principal, 'authority'>, rootKey: Pick<TokenKeyInfo, 'authority'> | null): Ceiling {
+  return rootKey?.authority ? meetCeilings(p.authority, toCeiling(rootKey.authority)) : p.authority;
+}
 
+export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
+  const judge = cellTokenJudge(ctx);
+  const { config, clock } = ctx.core;
   return {
     name: 'oauth_jwt',
-    async authenticate({ scheme, token }, c) {
+    async authenticate({ scheme, token }, c: Context<AppEnv>) {
       if (!looksLikeJwt(token)) return null;
-      try {
-        return await judge(scheme, token, c);
-      } catch (e) {
-        if (isTokenError(e)) throw refuse(e, scheme === 'dpop');
-        throw e;
-      }
+      const v = await judge(token, {
+        scheme, method: c.req.method, uri: publicBase(config) + c.req.path, dpop: dpopHeaderOf(c.req.raw.headers),
+        certThumbprint: () => verifiedLeafThumbprint(c.env?.incoming?.socket), now: clock.now(),
+      });
+      if (!v.ok) throw tokenRefusal(v, scheme, { realm: 'cell' });
+      const p = v.subject.principal;
+      const cred = v.credential;
+      return {
+        principal: { id: p.id, kind: p.kind, name: p.name, roles: p.roles },
+        permissions: [...v.subject.permissions], scopes: v.scopes, effective: v.effective, envelope: tokenEnvelope(p, cred.rootKey),
+        credential: {
+          type: cred.type, id: cred.id, root: cred.root, clientId: cred.clientId,
+          ...(cred.rateLimitRpm !== null ? { rateLimitRpm: cred.rateLimitRpm } : {}),
+        },
+      };
     },
   };
 }

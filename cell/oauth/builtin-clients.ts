@@ -7,10 +7,12 @@
  * permissions at the consent screen and again at the token endpoint. It is
  * written on start (its redirect URI follows the cell's public URL, known only
  * once the cell listens) and rewritten only when it changed. It shows in the
- * client list like any other, with `created_by` `system`.
+ * client list like any other, with `created_by` `system`. Other modules reach
+ * this through the module's API (`ensureBuiltInClient`).
  */
-import type { Cell } from '../context.ts';
 import { getClient, GRANT_AUTHORIZATION_CODE } from './clients.ts';
+import type { OAuthContext } from './oauth-context.ts';
+import { upsertBuiltInClient } from './repository.ts';
 
 export interface BuiltInClient {
   clientId: string;
@@ -20,19 +22,16 @@ export interface BuiltInClient {
   scope: string[];
 }
 
+const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+
 /** Creates or updates a built-in public client; a no-op when it is already as given. */
-export async function ensureBuiltInClient(cell: Cell, c: BuiltInClient): Promise<void> {
-  const have = getClient(cell, c.clientId);
-  if (have && have.auth_method === 'none' && have.secret_hash === null && have.name === c.name
-    && JSON.stringify(have.redirect_uris) === JSON.stringify(c.redirectUris)
-    && JSON.stringify(have.grant_types) === JSON.stringify([GRANT_AUTHORIZATION_CODE])
-    && JSON.stringify(have.scope) === JSON.stringify(c.scope)) return;
-  const now = cell.clock.now();
-  await cell.store.write((tx) => tx.run(
-    `INSERT INTO oauth_clients (client_id, name, secret_hash, auth_method, redirect_uris, grant_types, scope, subject_id, tls_subject_dn, created_at, created_by)
-     VALUES (?, ?, NULL, 'none', ?, ?, ?, NULL, NULL, ?, 'system')
-     ON CONFLICT (client_id) DO UPDATE SET name = excluded.name, secret_hash = NULL, auth_method = 'none',
-       redirect_uris = excluded.redirect_uris, grant_types = excluded.grant_types, scope = excluded.scope,
-       subject_id = NULL, tls_subject_dn = NULL`,
-    [c.clientId, c.name, JSON.stringify(c.redirectUris), JSON.stringify([GRANT_AUTHORIZATION_CODE]), JSON.stringify(c.scope), now]));
+export async function ensureBuiltInClient(ctx: OAuthContext, c: BuiltInClient): Promise<void> {
+  const grantTypes = [GRANT_AUTHORIZATION_CODE];
+  const have = await getClient(ctx, c.clientId);
+  if (have && have.auth_method === 'none' && have.secret_hash === null && have.subject_id === null && have.tls_subject_dn === null && have.name === c.name
+    && same(have.redirect_uris, c.redirectUris) && same(have.grant_types, grantTypes) && same(have.scope, c.scope)) return;
+  const now = ctx.core.clock.now();
+  await ctx.core.store.write((tx) => upsertBuiltInClient(tx, {
+    client_id: c.clientId, name: c.name, redirect_uris: c.redirectUris, grant_types: grantTypes, scope: c.scope, created_at: now,
+  }));
 }

@@ -9,7 +9,6 @@
  * the token. Secrets are shown once and stored as SHA-256 hashes.
  */
 import type { Context } from 'hono';
-import type { TLSSocket } from 'node:tls';
 import { hashSecret, constantTimeEqual } from '../../core/apikey/hash.ts';
 import { isServiceError } from '../../core/errors.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
@@ -18,6 +17,7 @@ import type { Principal } from '../iam/principals.ts';
 import { OAuthError } from './oauth-error.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import * as repo from './repository.ts';
+import { peerCertificate as peerCertificateOf, type PeerCertificate } from '../../runtime/peer-certificate.ts';
 
 export { AUTH_METHODS, type AuthMethod, type ClientRecord } from './repository.ts';
 
@@ -60,14 +60,9 @@ function decodeForm(s: string): string {
   return decodeURIComponent(s.replace(/\+/g, ' '));
 }
 
-/** The verified TLS client certificate of this connection: DER and subject DN, or null. */
-export function peerCertificate(c: Context<AppEnv>): { der: Uint8Array; subjectDn: string; authorized: boolean } | null {
-  const sock = c.env?.incoming?.socket as TLSSocket | undefined;
-  if (!sock || typeof sock.getPeerCertificate !== 'function') return null;
-  const cert = sock.getPeerCertificate();
-  if (!cert || !cert.raw || cert.raw.length === 0) return null;
-  const subj = cert.subject ? Object.entries(cert.subject).map(([k, v]) => `${k}=${Array.isArray(v) ? v.join('+') : String(v)}`).join(',') : '';
-  return { der: new Uint8Array(cert.raw), subjectDn: subj, authorized: sock.authorized === true };
+/** The TLS client certificate of this connection: DER, subject DN and whether it verified against the client CA; or null. */
+export function peerCertificate(c: Context<AppEnv>): PeerCertificate | null {
+  return peerCertificateOf(c.env?.incoming?.socket);
 }
 
 /**

@@ -1,20 +1,20 @@
 /**
- * The cell side of DPoP: the proof check of a request against the module's
- * replay cache, with the expected htu built from the configured public URL
- * and the route path (never from Host or X-Forwarded-* headers).
+ * The cell side of DPoP at the token endpoint: the proof check of a request
+ * against the module's replay cache, with the expected htu built from the
+ * configured public URL and the route path (never from Host or
+ * X-Forwarded-* headers). The bearer path's proof check is core's token
+ * judge (cell/oauth/authenticator.ts), with the same replay cache.
  */
 import type { Context } from 'hono';
 import { verifyDpopProof } from '../../core/tokens/dpop.ts';
+import { dpopHeaderOf } from '../../core/tokens/request.ts';
 import type { AppEnv } from '../context.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { OAUTH, publicBase } from './settings.ts';
 
 /** The single DPoP header of the request, or null; several headers are malformed. */
 export function dpopHeader(c: Context<AppEnv>): string | null {
-  const raw = c.req.raw.headers.get('dpop');
-  if (raw === null) return null;
-  if (raw.includes(',')) return ''; // more than one DPoP header (joined by fetch): refused by the verifier
-  return raw.trim();
+  return dpopHeaderOf(c.req.raw.headers);
 }
 
 /** Verifies the request's DPoP proof; returns its key thumbprint. Throws TokenError. */

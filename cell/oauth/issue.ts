@@ -1,7 +1,8 @@
 /**
  * Mints access tokens (RFC 9068): `typ: at+jwt`, EdDSA with the active
  * signing key, claims iss, sub, aud, client_id, scope, iat, exp, jti and,
- * for bound tokens, cnf. The caller has already narrowed the scope.
+ * for bound tokens, cnf. The caller has already narrowed the scope and
+ * resolved the audience.
  */
 import { SignJWT } from 'jose';
 import { normalize } from '../../core/authority/scopes.ts';
@@ -18,6 +19,8 @@ export interface IssueInput {
   sat?: boolean;
   /** The root credential (`api_key:<id>` or `token:<jti>`) when the token derives from another credential. */
   root?: string;
+  /** `aud`: the cell's API (default) or `edge:<device_id>` (cell/oauth/resource.ts). */
+  audience?: string;
 }
 
 export function randomToken(bytes = 32): string {
@@ -31,7 +34,7 @@ export async function issueAccessToken(ctx: OAuthContext, input: IssueInput): Pr
   const ttl = input.ttlSeconds ?? config.accessTokenTtlSeconds;
   const iat = Math.floor(clock.now() / 1000);
   const claims: AccessTokenClaims = {
-    iss: issuerOf(config), sub: input.subject, aud: audienceOf(config), client_id: input.clientId,
+    iss: issuerOf(config), sub: input.subject, aud: input.audience ?? audienceOf(config), client_id: input.clientId,
     scope: scope.join(' '), iat, exp: iat + ttl, jti: randomToken(16),
     ...(input.cnf && Object.keys(input.cnf).length > 0 ? { cnf: input.cnf } : {}),
     ...(input.sat ? { sat: true } : {}),

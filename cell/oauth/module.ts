@@ -3,19 +3,24 @@
  * device, introspection and revocation endpoints, the authorization, login
  * and device pages, SATs, and the JWT authenticator of the bearer path.
  *
+ * Tokens are judged by core's one token judge (core/tokens/judge.ts, shared
+ * with the edge) over this module's lookups (cell/oauth/authenticator.ts).
  * The module instance holds the state the cell keeps in memory (the signing
  * keyring, the denylist mirror, the DPoP replay cache, the verified-token
- * and client caches). The keyring and the denylist follow the store: on
+ * and client caches), which are those lookups. The keyring and the denylist follow the store: on
  * PostgreSQL, every other cell's writes arrive through `store.onChange`
  * within about a second, so a token revoked on one cell is refused by all,
  * and a key rotated on one cell is published and used by all.
  */
+import { VerifiedTokenCache } from '../../core/tokens/cache.ts';
+import type { NoRequestFacts, TokenRequestFacts } from '../../core/tokens/judge.ts';
 import { MemoryReplayCache } from '../../core/tokens/replay.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
 import { Cache } from './_cache.ts';
-import { jwtAuthenticator } from './authenticator.ts';
+import { cellTokenJudge, jwtAuthenticator, type CellTokenSubject, type CellTokenVerdict } from './authenticator.ts';
+import { ensureBuiltInClient, type BuiltInClient } from './builtin-clients.ts';
 import { getClient, type ClientRecord } from './clients.ts';
 import { Denylist } from './denylist.ts';
 import type { OAuthContext } from './oauth-context.ts';
@@ -26,9 +31,8 @@ import { pageRoutes } from './routes-pages.ts';
 import { protocolRoutes } from './routes-protocol.ts';
 import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
 import { SigningKeys, type Keyring, type PublishedKey } from './signing-keys.ts';
-import { judgeToken, type TokenVerdict } from './verdict.ts';
 
-export type { Keyring, PublishedKey, TokenVerdict, ClientRecord };
+export type { BuiltInClient, CellTokenSubject, CellTokenVerdict, ClientRecord, Keyring, PublishedKey };
 
 /** What other modules may ask of the authorization server. */
 export interface OAuthApi {
@@ -43,17 +47,32 @@ export interface OAuthApi {
   /** Reads the signing keys again; a retired key whose overlap has passed leaves the published set. */
   refreshKeyring(): Promise<void>;
   /**
-   * The one verdict on an access token of this cell (cell/oauth/verdict.ts):
-   * the authority it carries now, or a thrown TokenError. Bindings (cnf) are
-   * the caller's to check against its request.
+   * Core's one token judgement (core/tokens/judge.ts) with this cell's
+   * lookups, for a token addressed to the cell's own API: with request facts,
+   * the bearer path's verdict (bindings judged); with `{ now }` only,
+   * introspection's (bindings aside). A refusal is `{ ok: false, code }`;
+   * only a failing lookup throws.
    */
-  judgeToken(token: string): Promise<TokenVerdict>;
+  judgeToken(token: string, facts: TokenRequestFacts | NoRequestFacts): Promise<CellTokenVerdict>;
   /** Whether a token id is on the denylist. */
   isRevoked(jti: string): boolean;
   /** Revoked token ids whose tokens expire after `nowSeconds`, as [jti, exp] sorted by jti. */
   liveRevocations(nowSeconds: number): [string, number][];
   /** A registered client. */
   client(clientId: string): Promise<ClientRecord | undefined>;
+  /** Creates or updates a built-in public client (the console's); a no-op when it is already as given. */
+  ensureBuiltInClient(client: BuiltInClient): Promise<void>;
+}
+
+export interface OAuthDeps {
+  iam: Iam;
+  /**
+   * Whether an edge device is registered with this cell (the edge module's
+   * answer), for resource indicators `edge:<device_id>`. Called only while
+   * serving requests, never while the module is built, so it may reach a
+   * module built after this one.
+   */
+  deviceExists: (deviceId: string) => Promise<boolean>;
 }
 
 export interface OAuthModule extends CellModule {
@@ -63,14 +82,15 @@ export interface OAuthModule extends CellModule {
 /** Retry delay of a reload that failed (a store hiccup must not leave a revocation unseen). */
 const RELOAD_RETRY_MS = 1000;
 
-export async function createOAuthModule(core: CellCore, deps: { iam: Iam }): Promise<OAuthModule> {
+export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promise<OAuthModule> {
   const ctx: OAuthContext = {
     core,
     iam: deps.iam,
+    deviceExists: (deviceId) => deps.deviceExists(deviceId),
     keys: new SigningKeys(core),
     denylist: new Denylist(core),
     replay: new MemoryReplayCache(),
-    verified: new Map(),
+    verified: new VerifiedTokenCache(OAUTH.verifiedCacheSize),
     clients: new Cache(OAUTH.clientCacheSize),
   };
 
@@ -122,6 +142,7 @@ export async function createOAuthModule(core: CellCore, deps: { iam: Iam }): Pro
   };
 
   const { config } = core;
+  const judge = cellTokenJudge(ctx);
   return {
     name: 'oauth',
     authenticators: [jwtAuthenticator(ctx)],
@@ -131,10 +152,11 @@ export async function createOAuthModule(core: CellCore, deps: { iam: Iam }): Pro
       publicBase: () => publicBase(config),
       keyring: () => ctx.keys.current(),
       refreshKeyring: () => ctx.keys.reload(),
-      judgeToken: (token) => judgeToken(ctx, token),
+      judgeToken: (token, facts) => judge(token, facts),
       isRevoked: (jti) => ctx.denylist.isRevoked(jti),
       liveRevocations: (nowSeconds) => ctx.denylist.live(nowSeconds),
       client: (clientId) => getClient(ctx, clientId),
+      ensureBuiltInClient: (client) => ensureBuiltInClient(ctx, client),
     },
     routes(app) {
       metadataRoutes(app, ctx);

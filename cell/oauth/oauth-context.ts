@@ -1,9 +1,10 @@
 /**
  * What every function of the OAuth module works with: the cell core, the
- * IAM API, and the module's in-memory state. One per module instance
+ * module's dependencies (the IAM API, whether an edge device is registered),
+ * and the module's in-memory state. One per module instance
  * (createOAuthModule builds it); nothing of the module lives at module level.
  */
-import type { AccessTokenClaims } from '../../core/tokens/access-token.ts';
+import type { VerifiedTokenCache } from '../../core/tokens/cache.ts';
 import type { MemoryReplayCache } from '../../core/tokens/replay.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
@@ -15,14 +16,20 @@ import type { SigningKeys } from './signing-keys.ts';
 export interface OAuthContext {
   readonly core: CellCore;
   readonly iam: Iam;
+  /**
+   * Whether `deviceId` is an edge device registered with this cell (the edge
+   * module's answer; this module never reads the edge module's tables). Asked
+   * only while serving requests (resource indicators, cell/oauth/resource.ts).
+   */
+  readonly deviceExists: (deviceId: string) => Promise<boolean>;
   /** The signing keyring, following oauth_signing_keys on every cell of the group. */
   readonly keys: SigningKeys;
   /** The revoked token ids, mirrored in memory, following oauth_denylist on every cell of the group. */
   readonly denylist: Denylist;
   /** DPoP proofs seen (RFC 9449 §11.1), per process, each kept for the proof window. */
   readonly replay: MemoryReplayCache;
-  /** Claims of tokens whose signature and claims verified, by token, until their exp (tokens are immutable). */
-  readonly verified: Map<string, AccessTokenClaims>;
+  /** Claims of tokens for the cell's own API whose signature and claims verified, by token, until their exp (tokens are immutable). */
+  readonly verified: VerifiedTokenCache;
   /** Registered clients by id (null: no such client); every write to oauth_clients empties it. */
   readonly clients: Cache<string, ClientRecord | null>;
 }

@@ -89,6 +89,22 @@ export async function insertClient(tx: Tx, c: ClientRecord): Promise<void> {
   ]);
 }
 
+/**
+ * Writes a built-in public client (cell/oauth/builtin-clients.ts): no secret, `none` authentication,
+ * no subject, created by `system`. An existing row of that id is rewritten to this shape (its
+ * created_at kept).
+ */
+export async function upsertBuiltInClient(tx: Tx, c: Pick<ClientRecord, 'client_id' | 'name' | 'redirect_uris' | 'grant_types' | 'scope' | 'created_at'>): Promise<void> {
+  await tx.run(
+    `INSERT INTO oauth_clients (${CLIENT_COLUMNS})
+     VALUES (?, ?, NULL, 'none', ?, ?, ?, NULL, NULL, ?, 'system')
+     ON CONFLICT (client_id) DO UPDATE SET name = excluded.name, secret_hash = NULL, auth_method = 'none',
+       redirect_uris = excluded.redirect_uris, grant_types = excluded.grant_types, scope = excluded.scope,
+       subject_id = NULL, tls_subject_dn = NULL`,
+    [c.client_id, c.name, JSON.stringify(c.redirect_uris), JSON.stringify(c.grant_types), JSON.stringify(c.scope), c.created_at],
+  );
+}
+
 // ---------------------------------------------------------------- denylist
 
 export interface DeniedRow { jti: string; exp: number }

@@ -6,34 +6,36 @@
  *     honoured offline by that device only (docs/edge.md), and refused here
  *     (`bad_audience`), since the cell judges tokens addressed to itself.
  * Anything else, or several `resource` parameters, is `invalid_target`.
+ * Whether a device is registered is the edge module's answer
+ * (`ctx.deviceExists`): this module never reads the edge module's tables.
  */
 import type { Context } from 'hono';
-import type { AppEnv, Cell } from '../context.ts';
-import { getDevice } from '../edge/devices.ts';
+import type { AppEnv } from '../context.ts';
 import { OAuthError } from './oauth-error.ts';
+import type { OAuthContext } from './oauth-context.ts';
 import { audienceOf } from './settings.ts';
 
 const EDGE_RESOURCE = /^edge:([A-Za-z0-9_-]{43})$/;
 
-/** The audience of a token for `resource`, or null when this cell does not issue tokens for it. */
-export function audienceFor(cell: Cell, resource: string): string | null {
-  if (resource === audienceOf(cell)) return resource;
-  const m = EDGE_RESOURCE.exec(resource);
-  return m && getDevice(cell.store, m[1]!) ? resource : null;
+/** The device id an `edge:<device_id>` audience names (by its form only), or null. */
+export function edgeDeviceOf(aud: string): string | null {
+  return EDGE_RESOURCE.exec(aud)?.[1] ?? null;
 }
 
-/** True for every audience this cell issues tokens for (its own API and its registered devices). */
-export function isOwnAudience(cell: Cell, aud: string): boolean {
-  return audienceFor(cell, aud) !== null;
+/** The audience of a token for `resource`, or null when this cell does not issue tokens for it. */
+export async function audienceFor(ctx: OAuthContext, resource: string): Promise<string | null> {
+  if (resource === audienceOf(ctx.core.config)) return resource;
+  const device = edgeDeviceOf(resource);
+  return device !== null && (await ctx.deviceExists(device)) ? resource : null;
 }
 
 /** The audience a token request asks for with `resource` (after readForm); the cell's own by default. */
-export async function requestedAudience(cell: Cell, c: Context<AppEnv>): Promise<string> {
+export async function requestedAudience(ctx: OAuthContext, c: Context<AppEnv>): Promise<string> {
   const ct = c.req.header('content-type') ?? '';
   const values = /^application\/x-www-form-urlencoded\b/i.test(ct) ? (await c.req.parseBody({ all: true }))['resource'] : undefined;
-  if (values === undefined) return audienceOf(cell);
+  if (values === undefined) return audienceOf(ctx.core.config);
   if (typeof values !== 'string') throw new OAuthError('invalid_target', 'one resource per token request');
-  const aud = audienceFor(cell, values);
+  const aud = await audienceFor(ctx, values);
   if (aud === null) throw new OAuthError('invalid_target', 'this cell issues tokens for its own API or for a registered device (edge:<device_id>)');
   return aud;
 }

@@ -16,6 +16,7 @@ import { AUTH_METHODS, clientView, GRANT_CLIENT_CREDENTIALS, GRANT_TYPES, type C
 import { issueAccessToken, randomToken } from './issue.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { insertClient, listClients } from './repository.ts';
+import { audienceFor } from './resource.ts';
 import { OAUTH } from './settings.ts';
 
 const Selector = z.string().refine(isSelector, 'not a permission selector');
@@ -41,6 +42,7 @@ const MintSat = z.object({
   scope: z.array(Selector).min(1).max(32).openapi({ description: 'Permission selectors (e.g. `agent_teams.read`); `*` is refused; must be within the caller\'s effective authority' }),
   ttl_seconds: z.number().int().min(1).max(OAUTH.satMaxTtlSeconds).default(OAUTH.satDefaultTtlSeconds),
   purpose: z.string().max(200).optional(),
+  resource: z.string().max(200).optional().openapi({ description: 'RFC 8707 resource: `edge:<device_id>` for a SAT that device honours offline; default the cell\'s own API' }),
 }).strict().openapi('MintSat');
 
 const SatView = z.object({
@@ -132,6 +134,8 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
     const auth = c.get('auth');
     const b = c.req.valid('json');
     const scope = normalize(b.scope);
+    const audience = b.resource === undefined ? undefined : await audienceFor(ctx, b.resource);
+    if (audience === null) throw invalid('resource must be this cell\'s API or edge:<device_id> of a registered device', { reason: 'invalid_target' });
     if (scope.includes('*')) throw invalid('a SAT names the permissions it needs; `*` is refused', { reason: 'wildcard_scope' });
     await iam.assertWithinCaller(auth, { permissions: scope }, { action: 'oauth.sat.mint', target: auth.principal.id });
     const p = await iam.principal(auth.principal.id);
@@ -145,6 +149,7 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
       subject: p.id, clientId: `sat:${auth.credential.type}:${auth.credential.id}`, scope: effectiveScope, ttlSeconds: b.ttl_seconds, sat: true,
       // Revoking or throttling the credential this SAT derives from (and its own root) applies to the SAT.
       root: auth.credential.root,
+      ...(audience !== undefined ? { audience } : {}),
     });
     await iam.auditNow({
       actor: p.id, action: 'oauth.sat.mint', target: claims.jti, outcome: 'ok',

@@ -7,7 +7,7 @@
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { isTokenError } from '../../core/tokens/errors.ts';
-import { looksLikeJwt, verifyAccessToken } from '../../core/tokens/access-token.ts';
+import { looksLikeJwt, verifyAccessToken, type AccessTokenClaims } from '../../core/tokens/access-token.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses } from '../http/openapi.ts';
 import {
@@ -22,8 +22,9 @@ import { issueAccessToken } from './issue.ts';
 import { isOAuthError, OAuthError, oauthErrorResponse, oauthErrorResponses } from './oauth-error.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { narrowScope, parseScope } from './scope.ts';
+import { edgeDeviceOf, requestedAudience } from './resource.ts';
 import { audienceOf, issuerOf, publicBase } from './settings.ts';
-import { judgeToken } from './verdict.ts';
+import { cellTokenJudge, cellTokenJudgeFor } from './authenticator.ts';
 
 const TAG = 'OAuth';
 const NO_STORE = { 'Cache-Control': 'no-store', Pragma: 'no-cache' };
@@ -55,8 +56,8 @@ async function bindingFor(ctx: OAuthContext, c: Context<AppEnv>, ac: Authenticat
   return cnf;
 }
 
-async function answerToken(c: Context<AppEnv>, ctx: OAuthContext, subjectId: string, clientId: string, scope: string[], cnf: { jkt?: string; 'x5t#S256'?: string }, root?: string) {
-  const { token, claims, expiresIn } = await issueAccessToken(ctx, { subject: subjectId, clientId, scope, cnf, ...(root ? { root } : {}) });
+async function answerToken(c: Context<AppEnv>, ctx: OAuthContext, subjectId: string, clientId: string, scope: string[], cnf: { jkt?: string; 'x5t#S256'?: string }, audience: string, root?: string) {
+  const { token, claims, expiresIn } = await issueAccessToken(ctx, { subject: subjectId, clientId, scope, cnf, audience, ...(root ? { root } : {}) });
   return {
     claims,
     response: c.json({ access_token: token, token_type: cnf.jkt ? 'DPoP' : 'Bearer', expires_in: expiresIn, scope: claims.scope }, 200, NO_STORE),
@@ -79,6 +80,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
         grant_type: 'client_credentials | authorization_code | urn:ietf:params:oauth:grant-type:device_code',
         scope: 'space-separated permission selectors', code: 'authorization code', redirect_uri: 'exact redirect URI',
         code_verifier: 'PKCE verifier', device_code: 'device code', client_id: 'client id', client_secret: 'client_secret_post',
+        resource: 'RFC 8707: edge:<device_id> for a token a device honours offline; default the cell\'s own API',
       }, ['grant_type']),
     },
     responses: { 200: jsonResponse('{access_token, token_type, expires_in, scope}'), ...oauthErrorResponses(), ...errorResponses() },
@@ -88,11 +90,12 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
     if (!grant) throw new OAuthError('invalid_request', 'grant_type is required');
     const ac = await authenticateClient(ctx, c, form);
     const requested = parseScope(form['scope']);
+    const audience = await requestedAudience(ctx, c);
     if (grant === GRANT_CLIENT_CREDENTIALS) {
       const { subject, cap } = await clientCredentialsSubject(ctx, ac);
       const cnf = await bindingFor(ctx, c, ac);
       const scope = narrowScope(requested, cap, await iam.permissionsOf(subject));
-      return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, ac.apiKey?.credential.root)).response;
+      return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, ac.apiKey?.credential.root)).response;
     }
     if (grant === GRANT_AUTHORIZATION_CODE) {
       if (!ac.client || !ac.client.grant_types.includes(GRANT_AUTHORIZATION_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use authorization_code');
@@ -100,7 +103,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       const { grant: g, recordIssued } = await redeemCode(ctx, form['code'] ?? '', ac.clientId, form['redirect_uri'], form['code_verifier']);
       const subject = await activeSubject(ctx, g.subjectId);
       const scope = narrowScope(requested ?? g.scope, g.scope, await iam.permissionsOf(subject));
-      const { claims, response } = await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf);
+      const { claims, response } = await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience);
       await recordIssued(claims.jti, claims.exp);
       return response;
     }
@@ -110,7 +113,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       const g = await pollDeviceCode(ctx, form['device_code'] ?? '', ac.clientId);
       const subject = await activeSubject(ctx, g.subjectId);
       const scope = narrowScope(g.scope, await iam.permissionsOf(subject));
-      return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf)).response;
+      return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience)).response;
     }
     throw new OAuthError('unsupported_grant_type', 'grant_type not supported');
   }));
@@ -169,31 +172,43 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
   }));
 }
 
-/** Claims of a token the bearer path would honour now (the same verdict: verdict.ts); null otherwise. */
+/**
+ * Claims of a token the bearer path would honour now, bindings aside (core's one judge, without the
+ * request: cell/oauth/authenticator.ts); null otherwise. Tokens addressed to a device are judged as
+ * the device would, audience aside.
+ */
 async function activeClaims(ctx: OAuthContext, token: string) {
   if (!looksLikeJwt(token)) return null;
-  try {
-    return (await judgeToken(ctx, token)).claims;
-  } catch (e) {
-    if (isTokenError(e)) return null;
-    throw e;
-  }
+  const v = await cellTokenJudge(ctx)(token, { now: ctx.core.clock.now() });
+  if (v.ok) return v.claims;
+  // A token for one of this cell's devices: the same judgement against that audience.
+  const claims = await verifyOwnToken(ctx, token);
+  if (!claims || claims.aud === audienceOf(ctx.core.config)) return null;
+  const d = await cellTokenJudgeFor(ctx, claims.aud)(token, { now: ctx.core.clock.now() });
+  return d.ok ? d.claims : null;
 }
 
 /**
- * Claims of a token this cell signed that has not expired and is not on the denylist; null otherwise.
- * Revocation uses this rather than the full verdict: a token refused now only because its subject is
- * archived must still be revocable, or a restore would bring it back.
+ * Claims of a token this cell signed (for itself or for one of its registered devices) that has not
+ * expired and is not on the denylist; null otherwise. Revocation uses this rather than the full verdict:
+ * a token refused now only because its subject is archived must still be revocable, or a restore would
+ * bring it back.
  */
-export async function verifyOwnToken(ctx: OAuthContext, token: string) {
+export async function verifyOwnToken(ctx: OAuthContext, token: string): Promise<AccessTokenClaims | null> {
   const { config, clock } = ctx.core;
+  const own = audienceOf(config);
+  let claims: AccessTokenClaims;
   try {
-    return await verifyAccessToken(token, {
-      keys: ctx.keys.current().keySet, issuer: issuerOf(config), audience: audienceOf(config), now: clock.now(),
+    claims = await verifyAccessToken(token, {
+      // By form here (the check is synchronous); a device audience must then name a registered device.
+      keys: ctx.keys.current().keySet, issuer: issuerOf(config), audience: (aud) => aud === own || edgeDeviceOf(aud) !== null, now: clock.now(),
       isRevoked: (jti) => ctx.denylist.isRevoked(jti),
     });
   } catch (e) {
     if (isTokenError(e)) return null;
     throw e;
   }
+  if (claims.aud === own) return claims;
+  const device = edgeDeviceOf(claims.aud);
+  return device !== null && (await ctx.deviceExists(device)) ? claims : null;
 }
