@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { testStore } from './inproc.ts';
 
 export const CELL_BIN = resolve(import.meta.dirname, '../../dist/cell.mjs');
 
@@ -26,10 +27,19 @@ export interface CellProcess {
   cleanup(): void;
 }
 
+/** With CELL_TEST_STORE=postgres: each data directory's own database (a restart on the same directory reuses it). */
+const databases = new Map<string, { url: string | null; drop(): Promise<void> }>();
+
 export async function startCellProcess(opts: { dataDir?: string; args?: string[]; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<CellProcess> {
   if (!existsSync(CELL_BIN)) throw new Error(`${CELL_BIN} is missing: run 'node scripts/build.mjs' (make test does)`);
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'cell-proc-'));
-  const proc = spawn(process.execPath, [CELL_BIN, 'serve', '--port', '0', '--data', dataDir, ...(opts.args ?? [])], {
+  let db = databases.get(dataDir);
+  if (!db && !(opts.args ?? []).includes('--store')) {
+    db = await testStore();
+    databases.set(dataDir, db);
+  }
+  const storeArgs = db?.url ? ['--store', db.url] : [];
+  const proc = spawn(process.execPath, [CELL_BIN, 'serve', '--port', '0', '--data', dataDir, ...storeArgs, ...(opts.args ?? [])], {
     env: { ...process.env, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -57,6 +67,11 @@ export async function startCellProcess(opts: { dataDir?: string; args?: string[]
     output: () => out,
     stop: () => signal('SIGTERM'),
     kill: (s = 'SIGKILL') => signal(s),
-    cleanup: () => rmSync(dataDir, { recursive: true, force: true }),
+    cleanup: () => {
+      rmSync(dataDir, { recursive: true, force: true });
+      const d = databases.get(dataDir);
+      databases.delete(dataDir);
+      void d?.drop().catch(() => undefined);
+    },
   };
 }
