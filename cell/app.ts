@@ -17,7 +17,7 @@ import { ServiceError } from '../core/errors.ts';
 import type { AppEnv, CellCore } from './context.ts';
 import type { CellModule } from './module.ts';
 import { authenticate } from './http/authenticate.ts';
-import { CredentialLimits } from './http/credential-limits.ts';
+import { CredentialLimits, bodyTooLarge, requestContext } from '../runtime/gateway.ts';
 import { errorHandler, onNotFound, validationError } from './http/errors.ts';
 import { gatewayRateLimit } from './http/rate-limit.ts';
 
@@ -33,17 +33,13 @@ export function createApp(core: CellCore, modules: readonly CellModule[]): OpenA
     },
   });
 
-  app.use('*', async function requestContext(c, next) {
-    c.set('requestId', crypto.randomUUID());
+  app.use('*', requestContext<AppEnv>());
+  app.use('*', async function credentialLimits(c, next) {
     c.set('credentialLimits', limits);
     await next();
-    c.res.headers.set('X-Request-Id', c.get('requestId'));
   });
   app.use('*', gatewayRateLimit({ ...core.config.rate, clock: core.clock, trustedProxies: core.config.trustedProxies }));
-  const limitBody = bodyLimit({
-    maxSize: core.config.bodyLimitBytes,
-    onError: () => { throw new ServiceError('invalid_request', 'request body too large', { details: { reason: 'body_too_large', limit_bytes: core.config.bodyLimitBytes } }); },
-  });
+  const limitBody = bodyLimit({ maxSize: core.config.bodyLimitBytes, onError: () => { throw bodyTooLarge(core.config.bodyLimitBytes); } });
   // GET and HEAD carry no body; asking for one would make @hono/node-server
   // build a full Request object on the hot read path.
   app.use('*', function bodyLimitUnlessRead(c, next) {

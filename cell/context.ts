@@ -7,7 +7,7 @@ import type { Context } from 'hono';
 import type { IncomingMessage } from 'node:http';
 import type { Ceiling } from '../core/authority/ceiling.ts';
 import type { CellConfig } from './config.ts';
-import type { CredentialLimits } from './http/credential-limits.ts';
+import type { CredentialLimits } from '../runtime/gateway.ts';
 import type { Store } from './store/types.ts';
 
 export interface Clock {

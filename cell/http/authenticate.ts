@@ -1,30 +1,18 @@
 /**
- * Second gate: authentication (401). Reads `Authorization: Bearer <token>`
- * (or `DPoP <token>` for DPoP-bound access tokens) and asks each registered
- * authenticator in turn; the first that recognises the credential decides.
+ * Second gate: authentication (401), runtime/gateway.ts `authGate`: the
+ * registered authenticators (API keys, OAuth access tokens) are asked in
+ * turn; the first that recognises the credential decides.
  */
 import type { MiddlewareHandler } from 'hono';
-import { unauthorized } from '../../core/errors.ts';
-import type { AppEnv, Authenticator } from '../context.ts';
-
-const AUTH_HEADER = /^(Bearer|DPoP) +([A-Za-z0-9\-._~+/]+=*)$/i;
+import { authGate } from '../../runtime/gateway.ts';
+import type { AppEnv, AuthContext, Authenticator } from '../context.ts';
 
 export function authenticate(authenticators: readonly Authenticator[]): MiddlewareHandler<AppEnv> {
-  return async function authenticate(c, next) {
-    const header = c.req.header('authorization');
-    if (!header) throw unauthorized('missing bearer credential');
-    const m = AUTH_HEADER.exec(header.trim());
-    if (!m) throw unauthorized('malformed Authorization header');
-    const scheme = m[1]!.toLowerCase() === 'dpop' ? 'dpop' : 'bearer';
-    const token = m[2]!;
+  return authGate<AuthContext, AppEnv>(async (cred, c) => {
     for (const a of authenticators) {
-      const auth = await a.authenticate({ scheme, token }, c);
-      if (auth) {
-        c.set('auth', auth);
-        await next();
-        return;
-      }
+      const auth = await a.authenticate(cred, c);
+      if (auth) return auth;
     }
-    throw unauthorized('credential not recognised');
-  };
+    return null;
+  });
 }

@@ -4,7 +4,7 @@
  * (core/ratelimit.ts), shared with the edge's gateway.
  */
 import type { MiddlewareHandler } from 'hono';
-import { TokenBuckets, rateLimitHeaders, rateLimited } from '../../core/ratelimit.ts';
+import { rateGate } from '../../runtime/gateway.ts';
 import type { AppEnv, Clock } from '../context.ts';
 import { clientIp } from './client-ip.ts';
 
@@ -12,14 +12,5 @@ import { clientIp } from './client-ip.ts';
 export function gatewayRateLimit(opts: {
   capacity: number; refillPerSecond: number; clock: Clock; trustedProxies: readonly string[];
 }): MiddlewareHandler<AppEnv> {
-  const buckets = new TokenBuckets(opts.capacity, opts.refillPerSecond, opts.clock);
-  const windowSeconds = Math.ceil(opts.capacity / opts.refillPerSecond);
-  return async function gatewayRateLimit(c, next) {
-    const ip = clientIp(c, opts.trustedProxies) ?? 'unknown';
-    const r = buckets.take(ip);
-    const headers = rateLimitHeaders(r, 'gateway', windowSeconds);
-    if (!r.allowed) throw rateLimited(r, 'gateway budget for this client', headers);
-    await next();
-    for (const [k, v] of Object.entries(headers)) if (!c.res.headers.has(k)) c.res.headers.set(k, v);
-  };
+  return rateGate<AppEnv>({ capacity: opts.capacity, refillPerSecond: opts.refillPerSecond, clock: opts.clock, clientIp: (c) => clientIp(c, opts.trustedProxies) });
 }
