@@ -18,7 +18,7 @@ const SERVE_HELP = `  serve            start a cell
     --host H           address to bind (default 127.0.0.1)
     --data DIR         data directory (default ./.cell, or $CELL_DATA)
     --store URL        postgres://user@host:port/db: keep the store in PostgreSQL (also $CELL_STORE_URL);
-                       default: the embedded store in DIR. Cells on one database form a group.
+                       default: the embedded store in DIR
     --store-pool N     PostgreSQL connections of this cell (default 10)
     --region R         region this cell serves from (default local)
     --posture P        ${POSTURES.join(' | ')} (default single-cell)
