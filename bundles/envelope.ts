@@ -94,7 +94,7 @@ export async function openEnvelope(input: string | Uint8Array, trusted: readonly
   if (!key) throw refused('untrusted_issuer', 'the artifact is signed by a key this verifier does not trust', 'forbidden', { kid });
   const sig = fromB64url(env['signature']);
   const payloadBytes = bytes.subarray(nl + 1);
-  if (!sig || sig.length !== 64 || !(await verifyEd25519(key.jwk, sig, payloadBytes))) {
+  if (sig?.length !== 64 || !(await verifyEd25519(key.jwk, sig, payloadBytes))) {
     throw refused('bad_signature', 'the artifact signature does not verify', 'forbidden');
   }
   let payload: unknown;

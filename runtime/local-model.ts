@@ -77,6 +77,8 @@ export async function loadLocalSignedModel(opts: {
   }
   checkModelFile(opened.payload, await measureFile(opts.modelPath));
   const runtime = findRuntime();
+  // node-llama-cpp lives beside the program (edge-runtime/), not in the build: it has no types here.
+  // biome-ignore lint/suspicious/noExplicitAny: the runtime's API is checked by the tests that load a real model.
   const load = createRequire(join(runtime, 'load.cjs'))(join(runtime, 'load.cjs')) as () => Promise<any>;
   const llamaCpp = await load();
   const llama = await llamaCpp.getLlama({ gpu: false, build: 'never', logLevel: 'error', progressLogs: false });

@@ -23,7 +23,7 @@ export function peerCertificate(socket: unknown): PeerCertificate | null {
   const sock = socket as TLSSocket | undefined;
   if (!sock || typeof sock.getPeerCertificate !== 'function') return null;
   const cert = sock.getPeerCertificate();
-  if (!cert || !cert.raw || cert.raw.length === 0) return null;
+  if (!cert?.raw || cert.raw.length === 0) return null;
   const subj = cert.subject ? Object.entries(cert.subject).map(([k, v]) => `${k}=${Array.isArray(v) ? v.join('+') : String(v)}`).join(',') : '';
   return { der: new Uint8Array(cert.raw), subjectDn: subj, authorized: sock.authorized === true };
 }
@@ -31,5 +31,5 @@ export function peerCertificate(socket: unknown): PeerCertificate | null {
 /** x5t#S256 of the connection's CA-verified client leaf, or null when there is none. */
 export async function verifiedLeafThumbprint(socket: unknown): Promise<string | null> {
   const peer = peerCertificate(socket);
-  return peer && peer.authorized ? certThumbprint(peer.der) : null;
+  return peer?.authorized ? certThumbprint(peer.der) : null;
 }

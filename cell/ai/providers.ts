@@ -138,7 +138,7 @@ export async function callProvider(ctx: AiContext, providerId: string, req: Prov
   if (p.api_key_secret_id) {
     // Checked again at every call: the registrant must still be active and still entitled to the secret.
     const who = await iam.principal(p.created_by);
-    if (!who || who.status !== 'active' || !(await mayUseSecret(core.store, who.id, await iam.permissionsOf(who), p.api_key_secret_id))) {
+    if (who?.status !== 'active' || !(await mayUseSecret(core.store, who.id, await iam.permissionsOf(who), p.api_key_secret_id))) {
       throw new ServiceError('forbidden', 'the provider\'s registrant may no longer use its secret', { details: { reason: 'secret_not_usable', provider_id: p.provider_id } });
     }
     apiKey = await readSecret(core.store, ctx.secretsKey, p.api_key_secret_id);

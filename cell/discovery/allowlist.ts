@@ -34,5 +34,5 @@ export const SERVED_TAGS: Readonly<Record<string, string>> = Object.freeze({
 
 /** True when `tag` is on the allowlist. */
 export function isServedTag(tag: string): boolean {
-  return Object.prototype.hasOwnProperty.call(SERVED_TAGS, tag);
+  return Object.hasOwn(SERVED_TAGS, tag);
 }

@@ -4,7 +4,7 @@
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import { ServiceError, conflict, invalid, notFound } from '../../core/errors.ts';
+import { type ServiceError, conflict, invalid, notFound } from '../../core/errors.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
 import { splitEnvelope } from '../../bundles/envelope.ts';
 import type { ModelReference } from '../../bundles/crew-bundle.ts';

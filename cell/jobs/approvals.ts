@@ -16,7 +16,7 @@ import { resumeJobRun } from './runner.ts';
 /** Records a decision on a waiting step of an agent job run, then wakes it. */
 export async function decideJobApproval(ctx: JobsContext, actor: string, runId: string, stepId: string, decision: 'approve' | 'reject', comment: string | undefined): Promise<Run> {
   const run = await ctx.runs.getRun(runId);
-  if (!run || run.kind !== 'job' || run.job_type !== 'agent') throw notFound('agent job run');
+  if (run?.kind !== 'job' || run.job_type !== 'agent') throw notFound('agent job run');
   const wake = await ctx.runs.recordApproval(actor, run, stepId, decision, comment, 'jobs.run.approval');
   if (wake) void resumeJobRun(ctx, runId); // driven in the background; follow it with GET, /journal or /events/sse
   return (await ctx.runs.getRun(runId))!;

@@ -77,7 +77,7 @@ export async function assertDefinitionSeats(ctx: JobsContext, auth: AuthContext,
  */
 export async function authorityLapse(ctx: JobsContext, d: { job_type: DefinitionJobType; author_id: string; author_authority: string | null; spec?: unknown }): Promise<AuthorityLapse | null> {
   const author = await ctx.iam.principal(d.author_id);
-  if (!author || author.status !== 'active') return 'author_inactive';
+  if (author?.status !== 'active') return 'author_inactive';
   if (d.author_authority === null) return 'author_authority_unknown';
   let recorded: unknown;
   try { recorded = JSON.parse(d.author_authority); } catch { return 'author_authority_unknown'; }

@@ -92,7 +92,9 @@ export function inputProblems(schema: Record<string, unknown>, v: unknown, path 
     if (typeof schema['minItems'] === 'number' && v.length < schema['minItems']) out.push(`${path}: fewer than minItems`);
     if (typeof schema['maxItems'] === 'number' && v.length > schema['maxItems']) out.push(`${path}: more than maxItems`);
     const items = schema['items'];
-    if (items && typeof items === 'object') v.forEach((x, i) => inputProblems(items as Record<string, unknown>, x, `${path}[${i}]`, out));
+    if (items && typeof items === 'object') {
+      for (const [i, x] of v.entries()) inputProblems(items as Record<string, unknown>, x, `${path}[${i}]`, out);
+    }
   }
   if (typeOf(v) === 'object') {
     const o = v as Record<string, unknown>;

@@ -127,7 +127,7 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
     const auth = c.get('auth');
     // An endpoint acts on its publisher's authority: only while the publisher is active and may still run jobs.
     const publisher = await iam.principal(e.created_by);
-    if (!publisher || publisher.status !== 'active' || !grants(await iam.permissionsOf(publisher), PERMISSIONS.jobsWrite)) {
+    if (publisher?.status !== 'active' || !grants(await iam.permissionsOf(publisher), PERMISSIONS.jobsWrite)) {
       throw new ServiceError('forbidden', 'this endpoint\'s publisher may no longer run jobs; the endpoint is suspended', { details: { reason: 'publisher_inactive' } });
     }
     const lacking = missingScope(e.required_scopes, (s) => grants(auth.effective, s));

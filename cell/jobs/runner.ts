@@ -105,7 +105,7 @@ export function startJobDrive(ctx: JobsContext, run: Run): Promise<DriveResult> 
 export async function resumeJobRun(ctx: JobsContext, runId: string): Promise<DriveResult | undefined> {
   if (ctx.stopped) return undefined;
   const run = await ctx.runs.getRun(runId);
-  if (!run || run.kind !== 'job' || run.state !== 'waiting' || ctx.runs.isDriven(runId)) return undefined;
+  if (run?.kind !== 'job' || run.state !== 'waiting' || ctx.runs.isDriven(runId)) return undefined;
   return startJobDrive(ctx, run);
 }
 

@@ -127,7 +127,7 @@ export class Scheduler {
   async #fire(id: string, at: number, now: number, startup: boolean): Promise<boolean> {
     const { core, runs } = this.ctx;
     const def = await repo.definitionById(core.store, id);
-    if (!def || !def.enabled || def.deleted_at !== null || def.next_fire_at !== at) return false;
+    if (!def?.enabled || def.deleted_at !== null || def.next_fire_at !== at) return false;
     const me = core.config.cellId;
     if (def.lease_owner !== null && def.lease_owner !== me && (def.lease_until ?? 0) > now) return false;
     // Never sooner than the minimum interval after this fire.

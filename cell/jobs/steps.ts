@@ -133,7 +133,7 @@ export function singleAuthority(spec: SingleSpec, workspaceId: string, ceiling: 
 export async function runSingleTool(ctx: JobsContext, workspaceId: string, requester: string, spec: SingleSpec): Promise<unknown> {
   if (!ctx.tools.has(spec.tool)) throw new JobStepFailure('tool_unknown', `no tool named ${spec.tool} in the catalog`);
   const who = await ctx.iam.principal(requester);
-  if (!who || who.status !== 'active') throw new JobStepFailure('requester_inactive', 'the run\'s requester is no longer an active principal');
+  if (who?.status !== 'active') throw new JobStepFailure('requester_inactive', 'the run\'s requester is no longer an active principal');
   if (!withinCeiling({ allowed_tools: [spec.tool] }, who.authority).ok) {
     throw new JobStepFailure('tool_not_granted', `the requester's authority no longer includes the tool ${spec.tool}`);
   }

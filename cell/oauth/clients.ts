@@ -102,9 +102,9 @@ export async function authenticateClient(ctx: OAuthContext, c: Context<AppEnv>, 
   }
   if (!id || id.length > 200) throw new OAuthError('invalid_client', 'client authentication failed');
   const peer = peerCertificate(c);
-  const certThumbprint = peer && peer.authorized ? Buffer.from(await crypto.subtle.digest('SHA-256', peer.der as Uint8Array<ArrayBuffer>)).toString('base64url') : null;
+  const certThumbprint = peer?.authorized ? Buffer.from(await crypto.subtle.digest('SHA-256', peer.der as Uint8Array<ArrayBuffer>)).toString('base64url') : null;
 
-  if (secret !== undefined && secret.startsWith('svck_live_')) {
+  if (secret?.startsWith('svck_live_')) {
     let auth: AuthContext;
     try {
       auth = await ctx.iam.authenticateKeySecret(secret, clientIp(c, ctx.core.config.trustedProxies));
@@ -125,7 +125,7 @@ export async function authenticateClient(ctx: OAuthContext, c: Context<AppEnv>, 
     return { clientId: id, method, client, apiKey: null, certThumbprint };
   }
   if (client.auth_method === 'tls_client_auth') {
-    if (!peer || !peer.authorized || peer.subjectDn !== client.tls_subject_dn) throw new OAuthError('invalid_client', 'client authentication failed');
+    if (!peer?.authorized || peer.subjectDn !== client.tls_subject_dn) throw new OAuthError('invalid_client', 'client authentication failed');
     return { clientId: id, method: 'tls_client_auth', client, apiKey: null, certThumbprint };
   }
   if (client.auth_method !== 'none') throw new OAuthError('invalid_client', 'client authentication failed');
@@ -136,7 +136,7 @@ export async function authenticateClient(ctx: OAuthContext, c: Context<AppEnv>, 
 export async function clientCredentialsSubject(ctx: OAuthContext, ac: AuthenticatedClient): Promise<{ subject: Principal; cap: string[] }> {
   if (ac.apiKey) {
     const p = await ctx.iam.principal(ac.apiKey.principal.id);
-    if (!p || p.status !== 'active') throw new OAuthError('invalid_client', 'the key owner is not active');
+    if (p?.status !== 'active') throw new OAuthError('invalid_client', 'the key owner is not active');
     return { subject: p, cap: ac.apiKey.effective };
   }
   const client = ac.client!;
@@ -144,7 +144,7 @@ export async function clientCredentialsSubject(ctx: OAuthContext, ac: Authentica
     throw new OAuthError('unauthorized_client', 'this client may not use client_credentials');
   }
   const p = client.subject_id ? await ctx.iam.principal(client.subject_id) : undefined;
-  if (!p || p.status !== 'active') throw new OAuthError('invalid_client', 'the client subject is not active');
+  if (p?.status !== 'active') throw new OAuthError('invalid_client', 'the client subject is not active');
   return { subject: p, cap: client.scope };
 }
 

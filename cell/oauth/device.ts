@@ -48,7 +48,7 @@ export async function startDeviceAuthorization(ctx: OAuthContext, clientId: stri
 /** The pending request behind a user code, if it is still pending and unexpired. */
 export async function pendingByUserCode(ctx: OAuthContext, userCode: string): Promise<{ clientId: string; scope: string[] } | null> {
   const r = await repo.deviceByUserCode(ctx.core.store, userCode);
-  if (!r || r.status !== 'pending' || r.expires_at <= ctx.core.clock.now()) return null;
+  if (r?.status !== 'pending' || r.expires_at <= ctx.core.clock.now()) return null;
   return { clientId: r.client_id, scope: r.scope };
 }
 

@@ -81,7 +81,7 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
     // (holds all of its authority). Its scope is bounded by both the caller and the subject.
     const subjectId = b.subject_id ?? auth.principal.id;
     const subject = subjectId === auth.principal.id ? await iam.principal(subjectId) : await visiblePrincipalOrUndefined(iam, auth, subjectId);
-    if (!subject || subject.status !== 'active') throw invalid('subject_id is not an active principal the caller can see', { reason: 'unknown_subject' });
+    if (subject?.status !== 'active') throw invalid('subject_id is not an active principal the caller can see', { reason: 'unknown_subject' });
     if (subject.id !== auth.principal.id) await iam.assertManages(auth, subject, 'oauth.client.register');
     await iam.assertWithinCaller(auth, { permissions: scope }, { action: 'oauth.client.register', target: subject.id });
     if (!selectorsSubset(scope, await iam.permissionsOf(subject))) {

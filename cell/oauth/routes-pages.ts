@@ -54,7 +54,7 @@ function redirectWith(ctx: OAuthContext, redirectUri: string, params: Record<str
 
 async function checkAuthorizationRequest(ctx: OAuthContext, q: Record<string, string | undefined>): Promise<Checked> {
   const client = q['client_id'] ? await getClient(ctx, q['client_id']) : undefined;
-  if (!client || !client.grant_types.includes(GRANT_AUTHORIZATION_CODE)) return { ok: false, page: 'Unknown client, or a client that may not use the authorization code flow.' };
+  if (!client?.grant_types.includes(GRANT_AUTHORIZATION_CODE)) return { ok: false, page: 'Unknown client, or a client that may not use the authorization code flow.' };
   const redirectUri = q['redirect_uri'];
   if (!redirectUri || !client.redirect_uris.includes(redirectUri)) return { ok: false, page: 'redirect_uri does not exactly match a registered redirect URI.' };
   const state = q['state'];

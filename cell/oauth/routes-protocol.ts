@@ -66,7 +66,7 @@ async function answerToken(c: Context<AppEnv>, ctx: OAuthContext, subjectId: str
 
 async function activeSubject(ctx: OAuthContext, id: string) {
   const p = await ctx.iam.principal(id);
-  if (!p || p.status !== 'active') throw new OAuthError('invalid_grant', 'the subject is no longer active');
+  if (p?.status !== 'active') throw new OAuthError('invalid_grant', 'the subject is no longer active');
   return p;
 }
 
@@ -98,7 +98,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, ac.apiKey?.credential.root)).response;
     }
     if (grant === GRANT_AUTHORIZATION_CODE) {
-      if (!ac.client || !ac.client.grant_types.includes(GRANT_AUTHORIZATION_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use authorization_code');
+      if (!ac.client?.grant_types.includes(GRANT_AUTHORIZATION_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use authorization_code');
       const cnf = await bindingFor(ctx, c, ac);
       const { grant: g, recordIssued } = await redeemCode(ctx, form['code'] ?? '', ac.clientId, form['redirect_uri'], form['code_verifier']);
       const subject = await activeSubject(ctx, g.subjectId);
@@ -108,7 +108,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       return response;
     }
     if (grant === GRANT_DEVICE_CODE) {
-      if (!ac.client || !ac.client.grant_types.includes(GRANT_DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use the device flow');
+      if (!ac.client?.grant_types.includes(GRANT_DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use the device flow');
       const cnf = await bindingFor(ctx, c, ac);
       const g = await pollDeviceCode(ctx, form['device_code'] ?? '', ac.clientId);
       const subject = await activeSubject(ctx, g.subjectId);
@@ -126,7 +126,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
   }), async (c) => protocol(c, async () => {
     const form = await readForm(c);
     const ac = await authenticateClient(ctx, c, form);
-    if (!ac.client || !ac.client.grant_types.includes(GRANT_DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use the device flow');
+    if (!ac.client?.grant_types.includes(GRANT_DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use the device flow');
     const scope = narrowScope(parseScope(form['scope']), ac.client.scope);
     const d = await startDeviceAuthorization(ctx, ac.clientId, scope);
     const verification = `${publicBase(ctx.core.config)}/oauth/device`;

@@ -40,7 +40,7 @@ export async function currentSession(ctx: OAuthContext, c: Context<AppEnv>): Pro
   const r = await repo.sessionByHash(ctx.core.store, hashSecret(id));
   if (!r || r.expires_at <= ctx.core.clock.now()) return null;
   const p = await ctx.iam.principal(r.principal_id);
-  if (!p || p.status !== 'active') return null;
+  if (p?.status !== 'active') return null;
   return { principal: p, csrf: r.csrf };
 }
 

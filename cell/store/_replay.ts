@@ -69,7 +69,10 @@ export async function replayLog(db: Database, logPath: string, dir: string, snap
         for (const [sql, params] of rec.stmts) {
           if (params && params.length > 0) {
             let st = cache.get(sql);
-            if (!st) cache.set(sql, (st = db.prepare(sql)));
+            if (!st) {
+              st = db.prepare(sql);
+              cache.set(sql, st);
+            }
             st.run(params as SqlJsValue[]);
           } else {
             db.run(sql);

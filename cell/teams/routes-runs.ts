@@ -97,7 +97,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
     const { crew_id, run_id } = c.req.valid('param');
     await flagOverdue(ctx);
     const run = await runs.getRun(run_id);
-    if (!run || run.kind !== 'crew' || run.crew_id !== crew_id) throw notFound('run');
+    if (run?.kind !== 'crew' || run.crew_id !== crew_id) throw notFound('run');
     return c.json(await view(run), 200);
   });
 

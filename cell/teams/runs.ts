@@ -176,7 +176,7 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
 export async function resumeRun(ctx: TeamsContext, runId: string, why: string): Promise<Run> {
   const { runs } = ctx;
   const run = await runs.getRun(runId);
-  if (!run || run.kind !== 'crew') throw notFound('run');
+  if (run?.kind !== 'crew') throw notFound('run');
   if (isTerminal(run.state) || runs.isDriven(runId) || ctx.stopped) return run;
   const { crew, formation } = await loadCrew(ctx, run.crew_id!);
   let compiled: Compiled;
@@ -198,7 +198,7 @@ export async function resumeRun(ctx: TeamsContext, runId: string, why: string): 
 export async function recoverRun(ctx: TeamsContext, actor: string, crewId: string, runId: string): Promise<Run> {
   const { runs } = ctx;
   const run = await runs.getRun(runId);
-  if (!run || run.kind !== 'crew' || run.crew_id !== crewId) throw notFound('run');
+  if (run?.kind !== 'crew' || run.crew_id !== crewId) throw notFound('run');
   if (isTerminal(run.state)) throw new ServiceError('conflict', `the run is ${run.state}; there is nothing to recover`, { details: { reason: 'run_terminal', state: run.state } });
   if (runs.isDriven(runId)) throw new ServiceError('conflict', 'this cell is driving the run now', { details: { reason: 'run_in_progress' } });
   try {
@@ -215,7 +215,7 @@ export async function recoverRun(ctx: TeamsContext, actor: string, crewId: strin
 /** Records an approval or rejection of a waiting step of a crew run (the runs module's rules), then wakes the run. */
 export async function decideApproval(ctx: TeamsContext, actor: string, crewId: string, runId: string, stepId: string, decision: 'approve' | 'reject', comment: string | undefined): Promise<Run> {
   const run = await ctx.runs.getRun(runId);
-  if (!run || run.kind !== 'crew' || run.crew_id !== crewId) throw notFound('run');
+  if (run?.kind !== 'crew' || run.crew_id !== crewId) throw notFound('run');
   const wake = await ctx.runs.recordApproval(actor, run, stepId, decision, comment, 'crew.run.approval');
   if (wake) return resumeRun(ctx, runId, 'approval');
   return (await ctx.runs.getRun(runId)) ?? run;

@@ -30,7 +30,7 @@ export function egressAllowed(allowlist: readonly string[] | undefined, destinat
         const o = new URL(e);
         if (o.protocol === url.protocol && o.hostname === host && o.port === url.port) return true;
       } catch {
-        continue;
+        // An entry that is not a URL matches nothing.
       }
     } else if (e.startsWith('*.')) {
       if (host.endsWith(e.slice(1)) && host.length > e.length - 1) return true;

@@ -72,7 +72,7 @@ export interface FollowOptions {
   /** Opens the stream; `lastEventId` is '' on the first request. */
   open(lastEventId: string, signal: AbortSignal): Promise<Response>;
   /** Called for every event; return 'stop' to end. */
-  onEvent(ev: SseEvent): void | 'stop';
+  onEvent(ev: SseEvent): undefined | 'stop';
   /** A refusal (non-2xx other than 204) or repeated failures; following ends. */
   onError?(err: unknown): void;
   /** Called each time a connection is (re)established. */

@@ -154,14 +154,14 @@ async function judge<S extends TokenSubject>(token: string, facts: TokenRequestF
   }
 
   const subject = await config.subject(claims.sub);
-  if (!subject || subject.status !== 'active') throw new TokenError('revoked', 'the token subject is not active');
+  if (subject?.status !== 'active') throw new TokenError('revoked', 'the token subject is not active');
 
   const root = rootOf(claims);
   let rootKey: TokenKeyInfo | null = null;
   if (root.startsWith('api_key:')) {
     const keyId = root.slice('api_key:'.length);
     const k = KEY_ID.test(keyId) ? await config.apiKey(keyId) : null;
-    if (!k || k.status !== 'active' || (k.expires_at !== null && k.expires_at <= facts.now)) {
+    if (k?.status !== 'active' || (k.expires_at !== null && k.expires_at <= facts.now)) {
       throw new TokenError('revoked', 'the API key this token derives from is no longer active');
     }
     rootKey = k;

@@ -32,6 +32,7 @@ export function GraphView({ graph, states, selected, onSelect, label }: GraphVie
   return (
     <figure class="graph">
       <div class="graph-scroll">
+        {/* biome-ignore lint/a11y/useSemanticElements: an SVG drawing has no <fieldset>; role group names the set of nodes. */}
         <svg viewBox={`0 0 ${w} ${h}`} width={w} height={h} role="group" aria-label={label} class="graph-svg">
           <defs>
             <marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
@@ -50,6 +51,9 @@ export function GraphView({ graph, states, selected, onSelect, label }: GraphVie
             const state: NodeState = states?.get(n.id) ?? 'pending';
             const isSel = selected === n.id;
             return (
+              // The role is `button` when nodes are selectable (then aria-pressed and the handlers apply), else `img`.
+              // biome-ignore lint/a11y/useAriaPropsSupportedByRole: the linter cannot see the conditional role.
+              // biome-ignore lint/a11y/noStaticElementInteractions: the handlers are set only with role button.
               <g
                 key={n.id}
                 class={`node state-${state}${isSel ? ' selected' : ''}`}
@@ -71,7 +75,7 @@ export function GraphView({ graph, states, selected, onSelect, label }: GraphVie
           })}
         </svg>
       </div>
-      <figcaption class="legend" aria-label="Legend">
+      <figcaption class="legend">
         {(['pending', 'running', 'waiting', 'completed', 'refused', 'failed', 'cancelled', 'skipped'] as NodeState[]).map((s) => (
           <span class={`legend-item state-${s}`}><span class="swatch" aria-hidden="true" />{NODE_STATE_LABEL[s]}</span>
         ))}

@@ -89,7 +89,7 @@ function FormationDetail({ formationId }: { formationId: string }) {
       <ErrorNote error={f.error} prefix="The formation could not be loaded" />
       {f.data ? <p class="muted">Created <Time at={f.data.created_at} /> by <Who id={f.data.created_by} /> · <code>{formationId}</code></p> : null}
 
-      <Section title="Compiled graph" id="formation-graph" actions={crews.data && crews.data.length ? (
+      <Section title="Compiled graph" id="formation-graph" actions={crews.data?.length ? (
         <label>Bound to crew <select id="graph-crew" value={crewId} onChange={(e) => setCrewId((e.target as HTMLSelectElement).value)}>
           <option value="">none (seats unbound)</option>
           {crews.data.map((c) => <option value={c.crew_id}>{c.name}</option>)}

@@ -21,7 +21,7 @@ const words = (s: string) => s.split(/[\s,]+/).map((x) => x.trim()).filter(Boole
 
 function SecretOnce({ shown, onDismiss }: { shown: Shown; onDismiss(): void }) {
   return (
-    <div class="secret-once" role="region" aria-labelledby="secret-title" id="secret-once">
+    <section class="secret-once" aria-labelledby="secret-title" id="secret-once">
       <h3 id="secret-title">{shown.why === 'minted' ? 'New key' : 'New secret'} for “{shown.name}”: copy it now</h3>
       <p>This secret is shown once. The cell stores only its SHA-256 hash and cannot show it again.
         {shown.why === 'rotated' && shown.graceUntil ? <> The previous secret keeps working until <Time at={shown.graceUntil} />.</> : null}</p>
@@ -29,7 +29,7 @@ function SecretOnce({ shown, onDismiss }: { shown: Shown; onDismiss(): void }) {
         <input id="secret-value" class="secret" type="text" readOnly value={shown.secret} onFocus={(e) => (e.target as HTMLInputElement).select()} />
         <CopyButton text={shown.secret} label={`Copy the secret of ${shown.name}`} /></p>
       <button type="button" id="secret-dismiss" onClick={onDismiss}>I have stored it: hide the secret</button>
-    </div>
+    </section>
   );
 }
 
