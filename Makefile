@@ -4,7 +4,7 @@ CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
 NODE_TEST := node --import tsx --test --test-concurrency=2
 
-.PHONY: install build edge edge-runtime typecheck test test-compat run bench demo browser-deps clean
+.PHONY: install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps clean
 
 # npm ci only when the lock file changed since the last install.
 node_modules/.install-stamp: package-lock.json
@@ -44,11 +44,42 @@ browser-deps:
 	  fi; \
 	fi
 
+# Lint and format check (biome.json: the layering's import rules, the formatter's width).
+lint: install
+	npx biome check --error-on-warnings .
+
+# Formats and applies safe lint fixes in place.
+fmt: install
+	npx biome check --write .
+
 # Node 20's test runner does not expand globs: list the files.
 TEST_FILES = $(shell find test -name '*.test.ts' -not -path '*/node_modules/*' | sort)
+# Pure code: the core, the bundle formats, the console's models, the layering.
+UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' | sort) test/layering.test.ts
+# Everything that runs on a cell's store, run again on PostgreSQL: the cell's suites (the store's
+# own tests already cover both engines in each file), the cell processes end to end, the edge
+# against a cell, the console in a browser.
+PG_TEST_FILES = $(shell find test/cell test/e2e test/browser -name '*.test.ts' -not -path 'test/cell/store/*' | sort) \
+  $(shell find test/edge -name 'cell-*.test.ts' | sort)
 
-test: install typecheck build edge-runtime browser-deps
-	$(NODE_TEST) $(TEST_FILES)
+unit: install
+	$(NODE_TEST) $(UNIT_FILES)
+
+# Typecheck, lint, unit tests: under a minute.
+check: typecheck lint unit
+
+# The whole suite on the embedded store, then the store-dependent suites on PostgreSQL 15
+# (scripts/pg-test-server.sh starts a throw-away server, installed with apt when missing and root).
+test: install typecheck lint build edge-runtime browser-deps
+	$(MAKE) --no-print-directory test-embedded
+	$(MAKE) --no-print-directory test-postgres
+
+# The store's own tests use PostgreSQL in this run too (one server for all of them).
+test-embedded:
+	scripts/pg-test-server.sh run -- $(NODE_TEST) $(TEST_FILES)
+
+test-postgres:
+	scripts/pg-test-server.sh run -- env CELL_TEST_STORE=postgres $(NODE_TEST) $(PG_TEST_FILES)
 
 # The same suite on Node 22 and 24 (binaries from the npm registry; not part of `make test`).
 test-compat: install build edge-runtime browser-deps
