@@ -9,7 +9,7 @@
  * the durable journal), so "journaling off" is core's runGraph on the same
  * compiled graph with the same instant model and budget ports and no journal
  * port. What is compared, line by line:
- *  1. cell: driveRun (cell/runs/drive.ts) of a 250-seat sequential graph, one
+ *  1. cell: the runs module's driveRun (cell/runs/drive.ts) of a 250-seat sequential graph, one
  *     run at a time: real store, appendJournal (seal + sign + durable commit +
  *     publish), recorded-step lookups, run state rows; model and budget ports
  *     in memory (instant). This is the headline figure.
@@ -29,11 +29,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cellPublicJwks } from '../cell/iam/identity.ts';
-import { driveRun } from '../cell/runs/drive.ts';
-import { readJournal } from '../cell/runs/journal.ts';
-import { createRunTx, getRun } from '../cell/runs/runs.ts';
-import { settled } from '../cell/teams/runs.ts';
 import { startCell, type RunningCell } from '../cell/server.ts';
 import { compileFormation } from '../core/compiler/compile.ts';
 import type { BilletInput } from '../core/compiler/types.ts';
@@ -55,7 +50,8 @@ async function boot(): Promise<{ c: RunningCell; key: string; dir: string }> {
   process.stdout.write = ((chunk: unknown, ...r: unknown[]) => (typeof chunk === 'string' && /bootstrap|svck_live_/.test(chunk) ? true : origWrite(chunk as string, ...(r as [])))) as typeof process.stdout.write;
   try {
     const c = await startCell({ config: { dataDir: dir, cellId: 'bench-teams', rate: { capacity: 1_000_000, refillPerSecond: 1_000_000 } }, log: quiet, listen: false });
-    return { c, key: c.cell.services.get('iam.bootstrapKey') as string, dir };
+    if (!c.bootstrapSecret) throw new Error('the cell did not bootstrap an owner key');
+    return { c, key: c.bootstrapSecret, dir };
   } finally {
     process.stdout.write = origWrite;
   }
@@ -76,10 +72,10 @@ const instantPorts = () => ({
 });
 
 async function verifyCellJournals(c: RunningCell, runIds: string[]): Promise<number> {
-  const keys = new Map(cellPublicJwks(c.cell).map((k) => [k.kid, k.jwk]));
+  const keys = new Map(c.modules.iam.iam.identityKeys().map((k) => [k.kid, k.jwk]));
   let n = 0;
   for (const id of runIds) {
-    const recs = readJournal(c.cell, id);
+    const recs = await c.modules.runs.runs.readJournal(id);
     const v = await verifyJournal(recs, (kid) => keys.get(kid));
     if (!v.ok) throw new Error(`journal of ${id} does not verify: ${JSON.stringify(v)}`);
     n += recs.length;
@@ -89,10 +85,10 @@ async function verifyCellJournals(c: RunningCell, runIds: string[]): Promise<num
 
 /** One cell run (driveRun, durable signed journal): steps, records and seconds. */
 async function cellRun(c: RunningCell, g: { graph: Graph; graphHash: string }): Promise<{ runId: string; steps: number; seconds: number }> {
-  const cell = c.cell;
-  const runId = await cell.store.write((tx) => createRunTx(tx, { kind: 'job', job_type: 'agent', requester: 'usr_bench', spec: {}, graph_hash: g.graphHash, at: cell.clock.now() }));
+  const runs = c.modules.runs.runs;
+  const runId = await c.core.store.write((tx) => runs.createRunTx(tx, { kind: 'job', job_type: 'agent', requester: 'usr_bench', spec: {}, graph_hash: g.graphHash, at: c.core.clock.now() }));
   const t = performance.now();
-  const r = await driveRun(cell, runId, g.graph, instantPorts(), 'go', { requester: 'usr_bench', graphHash: g.graphHash });
+  const r = await runs.driveRun(runId, g.graph, instantPorts(), 'go', { requester: 'usr_bench', graphHash: g.graphHash });
   const seconds = (performance.now() - t) / 1000;
   if (r.state !== 'completed' || !r.result) throw new Error(`cell run ended ${r.state}`);
   return { runId, steps: r.result.steps, seconds };
@@ -137,11 +133,11 @@ async function crewPath(c: RunningCell, key: string, seats: number): Promise<{ r
     const before = ai.requests.length;
     const t = performance.now();
     const run = await req('POST', `${T}/crews/${crew.crew_id}/runs`, { input: 'go' });
-    await settled(c.cell, run.run_id);
+    await c.modules.teams.teams.settled(run.run_id);
     const seconds = (performance.now() - t) / 1000;
-    const done = getRun(c.cell, run.run_id)!;
+    const done = (await c.modules.runs.runs.getRun(run.run_id))!;
     if (done.state !== 'completed') throw new Error(`crew run ended ${done.state}: ${JSON.stringify(done.error)}`);
-    const steps = readJournal(c.cell, run.run_id).filter((r) => r.kind === 'step').length;
+    const steps = (await c.modules.runs.runs.readJournal(run.run_id)).filter((r) => r.kind === 'step').length;
     return { rate: steps / seconds, steps, runId: run.run_id, modelCalls: ai.requests.length - before };
   } finally {
     await ai.close();
@@ -159,14 +155,14 @@ export default async function run(): Promise<void> {
     const cellRates: number[] = [];
     const runIds: string[] = [];
     let steps = 0;
-    const fsync0 = (c.cell.store as unknown as { stats?: { fsyncs: number } }).stats?.fsyncs;
+    const fsync0 = (c.core.store as unknown as { stats?: { fsyncs: number } }).stats?.fsyncs;
     for (let i = 0; i < 3; i++) {
       const r = await cellRun(c, g);
       cellRates.push(r.steps / r.seconds);
       runIds.push(r.runId);
       steps = r.steps;
     }
-    const fsync1 = (c.cell.store as unknown as { stats?: { fsyncs: number } }).stats?.fsyncs;
+    const fsync1 = (c.core.store as unknown as { stats?: { fsyncs: number } }).stats?.fsyncs;
     const cellRate = median(cellRates);
 
     const K = 8;

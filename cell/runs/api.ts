@@ -9,7 +9,7 @@
 import type { ApprovalsPort, Graph, RecordedStep } from '../../core/engine/types.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { Reader, Tx } from '../store/types.ts';
-import { assertStorageRoom, storageLeft, storageRoomRefusal, workspaceUsage, type StorageLimit, type WorkspaceUsage } from './storage.ts';
+import { assertStorageRoom, cellRunBytes, storageLeft, storageRoomRefusal, workspaceUsage, type StorageLimit, type WorkspaceUsage } from './storage.ts';
 import { approvalsPort, pendingApprovals, pendingApprovalsView, recordApproval, stepDecisions, type PendingApproval, type PendingApprovalView } from './approvals.ts';
 import type { RunEventListener, RunsContext } from './context.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel, type DriverHandle } from './control.ts';
@@ -178,6 +178,11 @@ export class Runs {
   /** What a workspace uses now. */
   workspaceUsage(workspaceId: string): Promise<WorkspaceUsage> {
     return workspaceUsage(this.ctx, workspaceId);
+  }
+
+  /** What the cell's runs keep in the store, all workspaces together (the cell's storage quota counts it). */
+  cellRunBytes(): Promise<number> {
+    return cellRunBytes(this.ctx);
   }
 
   /** Registers how big a workspace's files are (the jobs module: its SQL databases). */

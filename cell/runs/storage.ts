@@ -85,6 +85,11 @@ export async function workspaceUsage(ctx: RunsContext, workspaceId: string, db: 
   return { run_bytes: await repo.storageTotal(db, `workspace:${workspaceId}`), file_bytes: fileBytes(ctx, workspaceId), quota_bytes: ctx.core.config.workspaceQuotaBytes };
 }
 
+/** Bytes the cell's runs keep in the store, all workspaces together (the cell's quota counts them). */
+export function cellRunBytes(ctx: RunsContext, db: Reader = ctx.core.store): Promise<number> {
+  return repo.storageTotal(db, 'cell');
+}
+
 /** Room a run needs besides its spec: its records alone (about 650 bytes each, sealed) take a few KiB. */
 export const MIN_RUN_ROOM_BYTES = 8 * 1024;
 
@@ -95,7 +100,7 @@ export async function storageRoomRefusal(ctx: RunsContext, workspaceId: string, 
   const ws = await workspaceUsage(ctx, workspaceId, db);
   const wsUsed = ws.run_bytes + ws.file_bytes;
   if (wsUsed + specBytes + MIN_RUN_ROOM_BYTES > ws.quota_bytes) return { reason: 'workspace_quota', used_bytes: wsUsed, quota_bytes: ws.quota_bytes };
-  const used = await repo.storageTotal(db, 'cell');
+  const used = await cellRunBytes(ctx, db);
   if (used + specBytes + MIN_RUN_ROOM_BYTES > config.runStorageQuotaBytes) return { reason: 'cell_storage_quota', used_bytes: used, quota_bytes: config.runStorageQuotaBytes };
   return null;
 }
@@ -128,7 +133,7 @@ export async function storageLeft(ctx: RunsContext, runId: string): Promise<numb
     const ws = await workspaceUsage(ctx, m.workspace);
     left = Math.min(left, ws.quota_bytes - ws.run_bytes - ws.file_bytes);
   }
-  left = Math.min(left, config.runStorageQuotaBytes - await repo.storageTotal(ctx.core.store, 'cell'));
+  left = Math.min(left, config.runStorageQuotaBytes - await cellRunBytes(ctx));
   return Math.max(0, left);
 }
 
@@ -175,7 +180,7 @@ async function refusal(ctx: RunsContext, db: Reader, m: RunMeter, adding: number
     const used = await repo.storageTotal(db, `workspace:${m.workspace}`) + fileBytes(ctx, m.workspace);
     if (used + adding > config.workspaceQuotaBytes) return new RunStorageLimitError('workspace_quota', config.workspaceQuotaBytes, used, adding);
   }
-  const used = await repo.storageTotal(db, 'cell');
+  const used = await cellRunBytes(ctx, db);
   if (used + adding > config.runStorageQuotaBytes) return new RunStorageLimitError('cell_storage_quota', config.runStorageQuotaBytes, used, adding);
   return null;
 }

@@ -1,18 +1,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { inProcessCell } from '../../helpers/inproc.ts';
-import { createRunTx } from '../../../cell/runs/runs.ts';
-import { appendJournal, finishRun } from '../../../cell/runs/journal.ts';
-import { subscriberCount } from '../../../cell/runs/events.ts';
 
 const ids = (text: string) => [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
 
 test('journal and SSE routes: snapshot, after_seq, resume by header or query, 204 when nothing is left', async () => {
   const t = await inProcessCell();
   try {
-    const runId = await t.cell.store.write((tx) => createRunTx(tx, { kind: 'crew', crew_id: 'crw_x', requester: 'p', spec: {}, state: 'running', at: t.clock.now() }));
-    for (let i = 0; i < 3; i++) await appendJournal(t.cell, runId, { step_id: `s${i}`, kind: 'step' });
-    await finishRun(t.cell, runId, 'completed', { output: 1 });
+    const runs = t.modules.runs.runs;
+    const runId = await t.core.store.write((tx) => runs.createRunTx(tx, { kind: 'crew', crew_id: 'crw_x', requester: 'p', spec: {}, state: 'running', at: t.clock.now() }));
+    for (let i = 0; i < 3; i++) await runs.appendJournal(runId, { step_id: `s${i}`, kind: 'step' });
+    await runs.finishRun(runId, 'completed', { output: 1 });
     const base = `/api/public/v1/admin/jobs/runs/${runId}`;
     const j = await t.request('GET', `${base}/journal?after_seq=2`, { token: t.adminKey });
     assert.equal(j.status, 200);
@@ -33,7 +31,7 @@ test('journal and SSE routes: snapshot, after_seq, resume by header or query, 20
     assert.deepEqual(ids(byQuery.text), [4]);
     const none = await t.request('GET', `${base}/events/sse`, { token: t.adminKey, headers: { 'last-event-id': '4' } });
     assert.equal(none.status, 204);
-    assert.equal(subscriberCount(t.cell, runId), 0, 'closed streams unsubscribe');
+    assert.equal(runs.subscriberCount(runId), 0, 'closed streams unsubscribe');
     const crewRead = await t.request('GET', `/api/public/v1/admin/jobs/runs/${runId}`, { token: t.adminKey });
     assert.equal(crewRead.body.kind, 'crew', 'crew runs share the run id space');
   } finally {

@@ -11,11 +11,7 @@ import { join } from 'node:path';
 import type { CellConfig } from '../../../cell/config.ts';
 import { LOGS_MAX_BYTES } from '../../../cell/jobs/sandbox/compute.ts';
 import { workspaceDbPath } from '../../../cell/jobs/steps.ts';
-import { schedulerOf } from '../../../cell/jobs/module.ts';
-import { cellRunBytes, workspaceUsage } from '../../../cell/runs/storage.ts';
-import { settled } from '../../../cell/teams/runs.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { waitFinished } from '../jobs/_wait.ts';
 import { T, crewFixture, ok, team } from '../teams/_setup.ts';
 
 const RUNS = '/api/public/v1/admin/jobs/runs';
@@ -26,15 +22,36 @@ async function submit(t: InProcess, job_type: string, spec: unknown, workspace_i
   return t.request('POST', RUNS, { token: t.adminKey, body: { job_type, workspace_id, spec } });
 }
 
+/** Waits (bounded) until the run's journal holds its run_finished record, through the run's events. */
+async function waitFinished(t: InProcess, runId: string, timeoutMs = 30_000): Promise<void> {
+  let done!: () => void;
+  const finished = new Promise<void>((resolve) => { done = resolve; });
+  const unsub = await t.modules.runs.runs.subscribe(runId, 0, (r) => { if (r.kind === 'run_finished') done(); });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([finished, new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`run ${runId} did not finish in ${timeoutMs} ms`)), timeoutMs);
+    })]);
+  } finally {
+    clearTimeout(timer);
+    unsub();
+  }
+}
+
 async function runToEnd(t: InProcess, job_type: string, spec: unknown, workspace_id = 'ws') {
   const r = await submit(t, job_type, spec, workspace_id);
   assert.equal(r.status, 202, r.text);
-  await waitFinished(t.cell, r.body.run_id);
+  await waitFinished(t, r.body.run_id);
   return (await t.request('GET', `${RUNS}/${r.body.run_id}`, { token: t.adminKey })).body;
 }
 
-const runBytes = (t: InProcess, runId: string) => t.cell.store.get<{ bytes: number }>('SELECT bytes FROM run_storage WHERE run_id = ?', [runId])?.bytes ?? 0;
-const biggestBlob = (t: InProcess) => t.cell.store.get<{ n: number | null }>('SELECT max(length(body)) AS n FROM journal_blobs')?.n ?? 0;
+const runBytes = async (t: InProcess, runId: string) => Number((await t.row('SELECT bytes FROM run_storage WHERE run_id = ?', [runId]))?.['bytes'] ?? 0);
+const biggestBlob = async (t: InProcess) => Number((await t.row('SELECT max(length(body)) AS n FROM journal_blobs'))?.['n'] ?? 0);
+const runCount = async (t: InProcess) => Number((await t.row('SELECT COUNT(*) AS n FROM runs'))!['n']);
+/** Bytes the store takes: the embedded engine's files on disk, or the PostgreSQL database's size. */
+const storeBytes = async (t: InProcess) => t.engine === 'postgres'
+  ? Number((await t.row('SELECT pg_database_size(current_database()) AS n'))!['n'])
+  : dirBytes(join(t.dir, 'store'));
 const bytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v), 'utf8');
 
 function dirBytes(dir: string): number {
@@ -58,8 +75,8 @@ test('default cap (1 MiB): a compute run storing more fails run_storage_cap and 
     assert.equal(big.error.reason, 'run_storage_cap');
     assert.equal(big.error.details.limit_bytes, MiB);
     assert.equal(big.output, null);
-    assert.ok(biggestBlob(t) < 100 * KiB, 'the refused output was not written to the journal');
-    assert.ok(runBytes(t, big.run_id) <= MiB, 'the run stored no more than its cap');
+    assert.ok(await biggestBlob(t) < 100 * KiB, 'the refused output was not written to the journal');
+    assert.ok(await runBytes(t, big.run_id) <= MiB, 'the run stored no more than its cap');
 
     // Logs: 100 lines that take 6000 bytes each as JSON, and 50 more past the line cap.
     const logs = await runToEnd(t, 'compute', { code: 'for (let i = 0; i < 150; i++) console.log("\\u0001".repeat(1000)); return 1;' });
@@ -74,7 +91,8 @@ test('default cap (1 MiB): a compute run storing more fails run_storage_cap and 
     assert.equal(res.truncated, true);
     assert.equal(res.truncated_by, 'byte_limit');
     assert.ok(res.rows.length > 100 && res.rows.length < 5000, `${res.rows.length} rows kept`);
-    assert.ok(runBytes(t, sql.run_id) <= MiB, `the sql run stored ${runBytes(t, sql.run_id)} bytes`);
+    const sqlBytes = await runBytes(t, sql.run_id);
+    assert.ok(sqlBytes <= MiB, `the sql run stored ${sqlBytes} bytes`);
     const rows = await runToEnd(t, 'sql', { sql: 'SELECT 1 UNION ALL SELECT 2', row_limit: 1 });
     assert.equal(rows.output.results[0].truncated_by, 'row_limit');
   } finally {
@@ -86,7 +104,7 @@ test('the store stays bounded: 60 runs across 6 workspaces each try to store lar
   const config: Partial<CellConfig> = { runStorageCapBytes: 64 * KiB, workspaceQuotaBytes: 256 * KiB, runStorageQuotaBytes: 768 * KiB };
   const t = await inProcessCell({ config });
   try {
-    const storeBefore = dirBytes(join(t.dir, 'store'));
+    const storeBefore = await storeBytes(t);
     const outcomes = new Map<string, number>();
     const note = (k: string) => outcomes.set(k, (outcomes.get(k) ?? 0) + 1);
     for (let i = 0; i < 60; i++) {
@@ -97,19 +115,20 @@ test('the store stays bounded: 60 runs across 6 workspaces each try to store lar
         : i % 3 === 1
           ? ['compute', { code: `return "b".repeat(25000) + ${i};`, output_limit_bytes: MiB }]
           : ['sql', { sql: 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3000) SELECT hex(randomblob(500)) FROM c', row_limit: 100_000, time_limit_ms: 30_000 }];
-      const runsBefore = t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n;
+      const runsBefore = await runCount(t);
       const r = await submit(t, type, spec, ws);
       if (r.status === 409) {
         assert.ok(['workspace_quota', 'cell_storage_quota'].includes(r.body.details.reason), r.text);
-        assert.equal(t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n, runsBefore, 'a refused submit writes nothing');
+        assert.equal(await runCount(t), runsBefore, 'a refused submit writes nothing');
         note(`409 ${r.body.details.reason}`);
         continue;
       }
       assert.equal(r.status, 202, r.text);
-      await waitFinished(t.cell, r.body.run_id);
+      await waitFinished(t, r.body.run_id);
       const run = (await t.request('GET', `${RUNS}/${r.body.run_id}`, { token: t.adminKey })).body;
       note(`${run.state} ${run.error?.reason ?? (run.output?.results?.[0]?.truncated_by ?? '')}`.trim());
-      assert.ok(runBytes(t, run.run_id) <= 64 * KiB + 4 * KiB, `run ${i} stored ${runBytes(t, run.run_id)} bytes`);
+      const stored = await runBytes(t, run.run_id);
+      assert.ok(stored <= 64 * KiB + 4 * KiB, `run ${i} stored ${stored} bytes`);
     }
     const seen = [...outcomes.keys()];
     for (const expected of ['failed run_storage_cap', 'completed', 'completed byte_limit', 'failed workspace_quota', '409 cell_storage_quota']) {
@@ -117,14 +136,16 @@ test('the store stays bounded: 60 runs across 6 workspaces each try to store lar
     }
     // Bounds: each workspace and the cell, as metered, and the store's files on disk.
     for (let w = 0; w < 6; w++) {
-      const u = workspaceUsage(t.cell, `ws-${w}`);
+      const u = await t.modules.runs.runs.workspaceUsage(`ws-${w}`);
       assert.ok(u.run_bytes + u.file_bytes <= 256 * KiB + 8 * KiB, `ws-${w}: ${JSON.stringify(u)}`);
     }
-    assert.ok(cellRunBytes(t.cell) <= 768 * KiB + 8 * KiB, `cell: ${cellRunBytes(t.cell)}`);
-    assert.ok(biggestBlob(t) <= 64 * KiB, 'no payload above the run cap was ever stored');
-    const grown = dirBytes(join(t.dir, 'store')) - storeBefore;
-    // The store's log holds every committed transaction (no checkpoint ran): what runs keep plus the
-    // runs' own rows and the log's framing. Unmetered, these runs alone would have written > 60 MB.
+    const cellBytes = await t.modules.runs.runs.cellRunBytes();
+    assert.ok(cellBytes <= 768 * KiB + 8 * KiB, `cell: ${cellBytes}`);
+    assert.ok(await biggestBlob(t) <= 64 * KiB, 'no payload above the run cap was ever stored');
+    const grown = await storeBytes(t) - storeBefore;
+    // Embedded: the store's log holds every committed transaction (no checkpoint ran): what runs keep plus
+    // the runs' own rows and the log's framing. PostgreSQL: the database's tables and indexes, dead row
+    // versions included. Unmetered, these runs alone would have written > 60 MB.
     assert.ok(grown < 6 * MiB, `the store grew ${grown} bytes`);
   } finally {
     await t.close();
@@ -139,16 +160,16 @@ test('a full workspace refuses new runs at submit: 409 workspace_quota, nothing 
       const r = await submit(t, 'compute', { code: `return "z".repeat(6000) + ${i};` }, 'ws-small');
       if (r.status === 409) { refused = r; break; }
       assert.equal(r.status, 202, r.text);
-      await waitFinished(t.cell, r.body.run_id);
+      await waitFinished(t, r.body.run_id);
     }
     assert.ok(refused, 'the workspace filled up');
     assert.equal(refused.body.error, 'conflict');
     assert.equal(refused.body.details.reason, 'workspace_quota');
     assert.equal(refused.body.details.quota_bytes, 48 * KiB);
-    const before = t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n;
+    const before = await runCount(t);
     assert.equal((await submit(t, 'sql', { sql: 'SELECT 1' }, 'ws-small')).status, 409);
-    assert.equal(t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n, before, 'nothing written');
-    const u = workspaceUsage(t.cell, 'ws-small');
+    assert.equal(await runCount(t), before, 'nothing written');
+    const u = await t.modules.runs.runs.workspaceUsage('ws-small');
     assert.ok(u.run_bytes + u.file_bytes <= 48 * KiB, JSON.stringify(u));
     assert.equal((await runToEnd(t, 'compute', { code: 'return 1' }, 'ws-other')).state, 'completed');
 
@@ -156,9 +177,9 @@ test('a full workspace refuses new runs at submit: 409 workspace_quota, nothing 
     const def = await t.request('POST', '/api/public/v1/admin/jobs/definitions', { token: t.adminKey, body: { name: 'into full', job_type: 'compute', workspace_id: 'ws-small', spec: { code: 'return 1' }, cron: '*/5 * * * *' } });
     assert.equal(def.status, 201, def.text);
     t.clock.advance(5 * 60_000);
-    assert.equal(await schedulerOf(t.cell).tick(), 0);
-    assert.equal(t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n, before + 1, 'no run from the fire (one from ws-other)');
-    assert.deepEqual(t.cell.store.get('SELECT state, detail FROM job_fires WHERE schedule_id = ?', [def.body.schedule_id]), { state: 'refused', detail: 'workspace_quota' });
+    assert.equal(await t.modules.jobs.scheduler.tick(), 0);
+    assert.equal(await runCount(t), before + 1, 'no run from the fire (one from ws-other)');
+    assert.deepEqual(await t.row('SELECT state, detail FROM job_fires WHERE schedule_id = ?', [def.body.schedule_id]), { state: 'refused', detail: 'workspace_quota' });
     assert.equal((await t.request('GET', `/api/public/v1/admin/jobs/definitions/${def.body.schedule_id}`, { token: t.adminKey })).body.enabled, true, 'the definition stays enabled');
   } finally {
     await t.close();
@@ -168,18 +189,19 @@ test('a full workspace refuses new runs at submit: 409 workspace_quota, nothing 
 test('a run\'s spec counts: one larger than the run cap is 400 run_storage_cap at submit, nothing written; a fitting one is counted', async () => {
   const t = await inProcessCell({ config: { runStorageCapBytes: 64 * KiB } });
   try {
-    const before = t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n;
+    const before = await runCount(t);
     const big = await submit(t, 'compute', { code: 'return input.length', input: 'i'.repeat(100_000) }, 'ws');
     assert.equal(big.status, 400, big.text);
     assert.equal(big.body.details.reason, 'run_storage_cap');
-    assert.equal(t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n, before, 'nothing written');
+    assert.equal(await runCount(t), before, 'nothing written');
     // Just under the cap at submit, past it once the run's records are added: the run fails, its output unwritten.
     const edge = await runToEnd(t, 'compute', { code: 'return input', input: 'e'.repeat(40_000) });
     assert.equal(edge.state, 'failed');
     assert.equal(edge.error.reason, 'run_storage_cap');
     const small = await runToEnd(t, 'compute', { code: 'return input.length', input: 'i'.repeat(20_000) });
     assert.equal(small.state, 'completed');
-    assert.ok(runBytes(t, small.run_id) > 20_000, `spec counted: ${runBytes(t, small.run_id)}`);
+    const smallBytes = await runBytes(t, small.run_id);
+    assert.ok(smallBytes > 20_000, `spec counted: ${smallBytes}`);
   } finally {
     await t.close();
   }
@@ -190,7 +212,7 @@ test('the workspace SQL database counts: a job that would grow it past the quota
   try {
     const made = await runToEnd(t, 'sql', { statements: [{ sql: 'CREATE TABLE t (b BLOB)' }, { sql: 'INSERT INTO t VALUES (randomblob(1000))' }] }, 'ws-db');
     assert.equal(made.state, 'completed', JSON.stringify(made.error));
-    const file = workspaceDbPath(t.cell, 'ws-db');
+    const file = workspaceDbPath(t.core.config.dataDir, 'ws-db');
     const size = statSync(file).size;
     const grow = await runToEnd(t, 'sql', { sql: 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 2000) INSERT INTO t SELECT randomblob(1000) FROM c', time_limit_ms: 30_000 }, 'ws-db');
     assert.equal(grow.state, 'failed');
@@ -199,7 +221,7 @@ test('the workspace SQL database counts: a job that would grow it past the quota
     const count = await runToEnd(t, 'sql', { sql: 'SELECT count(*) FROM t' }, 'ws-db');
     assert.deepEqual(count.output.results[0].rows, [[1]], 'nothing of the failed job was committed');
     assert.ok(existsSync(file));
-    const u = workspaceUsage(t.cell, 'ws-db');
+    const u = await t.modules.runs.runs.workspaceUsage('ws-db');
     assert.ok(u.file_bytes + u.run_bytes <= 512 * KiB, JSON.stringify(u));
   } finally {
     await t.close();
@@ -212,12 +234,12 @@ test('crew runs are metered too: a model answer past the run cap fails the run r
     const tm = await team(api, 'sequential', [{ role: 'talker' }]);
     ai.setResponder(() => ({ content: 'y'.repeat(600 * KiB) }));
     const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
-    await settled(t.cell, run.run_id);
+    await t.modules.teams.teams.settled(run.run_id);
     const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
     assert.equal(s.state, 'failed', JSON.stringify(s).slice(0, 300));
     assert.equal(s.error.reason, 'run_storage_cap');
-    assert.ok(biggestBlob(t) < 256 * KiB, 'the answer was not written');
-    assert.ok(runBytes(t, run.run_id) <= 256 * KiB);
+    assert.ok(await biggestBlob(t) < 256 * KiB, 'the answer was not written');
+    assert.ok(await runBytes(t, run.run_id) <= 256 * KiB);
   } finally {
     await t.close();
     await ai.close();

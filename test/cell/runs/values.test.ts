@@ -3,22 +3,21 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { contentHash } from '../../../core/canonical.ts';
-import { createRunTx } from '../../../cell/runs/runs.ts';
-import { appendJournal, finishRun } from '../../../cell/runs/journal.ts';
 import { inProcessCell } from '../../helpers/inproc.ts';
 
 test('values: served when the run\'s journal names the hash, with a hash the client can check', async () => {
   const t = await inProcessCell();
   try {
-    const mk = () => t.cell.store.write((tx) => createRunTx(tx, { kind: 'job', job_type: 'compute', requester: 'p', spec: {}, state: 'running', at: t.clock.now() }));
+    const runs = t.modules.runs.runs;
+    const mk = () => t.core.store.write((tx) => runs.createRunTx(tx, { kind: 'job', job_type: 'compute', requester: 'p', spec: {}, state: 'running', at: t.clock.now() }));
     const runA = await mk();
     const runB = await mk();
     const input = { question: 'what is 6 x 7?' };
     const output = { answer: 42, note: 'ünïcødé' };
-    await appendJournal(t.cell, runA, { step_id: 's1', kind: 'step', input_hash: contentHash(input), output_hash: contentHash(output) }, [input, output]);
+    await runs.appendJournal(runA, { step_id: 's1', kind: 'step', input_hash: contentHash(input), output_hash: contentHash(output) }, [input, output]);
     const secret = { only: 'in run B' };
-    await appendJournal(t.cell, runB, { step_id: 's1', kind: 'step', output_hash: contentHash(secret) }, [null, secret]);
-    await finishRun(t.cell, runA, 'completed', { output });
+    await runs.appendJournal(runB, { step_id: 's1', kind: 'step', output_hash: contentHash(secret) }, [null, secret]);
+    await runs.finishRun(runA, 'completed', { output });
 
     const base = `/api/public/v1/admin/jobs/runs/${runA}/values`;
     const got = await t.request('GET', `${base}/${encodeURIComponent(contentHash(output))}`, { token: t.adminKey });

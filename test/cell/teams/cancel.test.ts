@@ -6,9 +6,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { isDriven } from '../../../cell/runs/control.ts';
-import { readJournal } from '../../../cell/runs/journal.ts';
-import { settled } from '../../../cell/teams/runs.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
 import { A, T, ok, team, type Api, crewFixture } from './_setup.ts';
@@ -32,21 +29,21 @@ test('cancel interrupts a slow model call at once; the run ends cancelled with t
   const before = ai.requests.length;
   const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'think hard' });
   await waitFor(() => ai.requests.length > before, 'the model call to reach the provider');
-  assert.ok(isDriven(t.cell, run.run_id));
+  assert.ok(t.modules.runs.runs.isDriven(run.run_id));
 
   const t0 = Date.now();
   const c = await ok(api, 'POST', `${A}/jobs/runs/${run.run_id}/cancel`, undefined, [200]);
   const cancelMs = Date.now() - t0;
   assert.equal(c.state, 'cancelled');
   assert.ok(cancelMs < 3_000, `the cancel did not wait for the provider (${cancelMs} ms)`);
-  await settled(t.cell, run.run_id);
+  await t.modules.teams.teams.settled(run.run_id);
   assert.ok(Date.now() - t0 < 3_000, 'the driver stopped at once');
-  assert.equal(isDriven(t.cell, run.run_id), false);
+  assert.equal(t.modules.runs.runs.isDriven(run.run_id), false);
 
   const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(s.state, 'cancelled');
   assert.equal(s.error.reason, 'cancelled');
-  const j = readJournal(t.cell, run.run_id);
+  const j = await t.modules.runs.runs.readJournal(run.run_id);
   const kinds = j.map((r) => r.kind);
   assert.ok(kinds.includes('cancel_requested'), kinds.join(','));
   const last = j.at(-1)!;

@@ -4,9 +4,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { settled } from '../../../cell/teams/runs.ts';
-import { readJournal } from '../../../cell/runs/journal.ts';
-import { cellPublicJwks } from '../../../cell/iam/identity.ts';
 import { verifyJournal } from '../../../core/journal/verify.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
 import { lastUser, type FakeOpenAI } from '../../fixtures/openai-server.ts';
@@ -22,14 +19,14 @@ after(async () => { await t.close(); await ai.close(); });
 
 async function run(crew: string, input: unknown, expect = [201]): Promise<any> {
   const r = await ok(api, 'POST', `${T}/crews/${crew}/runs`, { input }, expect);
-  if (r.run_id) await settled(t.cell, r.run_id);
+  if (r.run_id) await t.modules.teams.teams.settled(r.run_id);
   return r;
 }
 async function status(crew: string, runId: string): Promise<any> {
-  await settled(t.cell, runId);
+  await t.modules.teams.teams.settled(runId);
   return ok(api, 'GET', `${T}/crews/${crew}/runs/${runId}`);
 }
-const kinds = (runId: string) => readJournal(t.cell, runId).map((r) => r.kind);
+const kinds = async (runId: string) => (await t.modules.runs.runs.readJournal(runId)).map((r) => r.kind);
 
 test('sequential: a pipeline, each seat sees the previous answer', async () => {
   ai.setResponder((req) => ({ content: `${roleOf(req)} says: ${lastUser(req).slice(-40)}` }));
@@ -41,7 +38,7 @@ test('sequential: a pipeline, each seat sees the previous answer', async () => {
   assert.match(String(s.output), /^editor says: .*writer says/);
   assert.equal(ai.requests.length - before, 2);
   assert.equal(s.requester.startsWith('usr_'), true);
-  const k = kinds(r.run_id);
+  const k = await kinds(r.run_id);
   assert.equal(k[0], 'run_requested');
   assert.ok(k.includes('run_started') && k.at(-1) === 'run_finished', k.join(','));
 });
@@ -87,7 +84,7 @@ test('manager-delegates: the manager routes to one report, the choice recorded',
   const r = await run(tm.crew, 'find facts');
   const s = await status(tm.crew, r.run_id);
   assert.equal(s.state, 'completed', JSON.stringify(s.error) + JSON.stringify(ai.requests.slice(-3).map((x) => lastUser(x.body))));
-  const decision = readJournal(t.cell, r.run_id).find((x) => x.kind === 'decision' && (x.data as any)?.decision === 'delegate');
+  const decision = (await t.modules.runs.runs.readJournal(r.run_id)).find((x) => x.kind === 'decision' && (x.data as any)?.decision === 'delegate');
   assert.equal((decision!.data as any).choice, tm.billets['researcher']);
   const runCalls = ai.requests.map((x) => roleOf(x.body));
   assert.ok(runCalls.includes('researcher'));
@@ -119,8 +116,8 @@ test('a tool the grant does not carry is refused, naming the tool', async () => 
   const s = await status(tm.crew, r.run_id);
   assert.equal(s.state, 'refused');
   assert.equal(s.error.reason, 'tool_not_granted');
-  const refusal = readJournal(t.cell, r.run_id).find((x) => x.kind === 'refusal');
-  assert.ok(refusal, kinds(r.run_id).join(','));
+  const refusal = (await t.modules.runs.runs.readJournal(r.run_id)).find((x) => x.kind === 'refusal');
+  assert.ok(refusal, (await kinds(r.run_id)).join(','));
   assert.equal((refusal!.data as any).reason, 'tool_not_granted');
   assert.equal((refusal!.data as any).tool, 'kv.put');
 });
@@ -134,7 +131,7 @@ test('the value gate declines a call: refused, with a decision record naming the
   const s = await status(tm.crew, r.run_id);
   assert.equal(s.state, 'refused');
   assert.equal(s.error.reason, 'gate_declined');
-  const decision = readJournal(t.cell, r.run_id).find((x) => x.kind === 'decision');
+  const decision = (await t.modules.runs.runs.readJournal(r.run_id)).find((x) => x.kind === 'decision');
   assert.ok(decision, 'a decision record');
   assert.equal((decision!.data as any).contract, k.contract_id);
   assert.equal((decision!.data as any).rule, 'short');
@@ -153,12 +150,12 @@ test('ask mode: a side-effecting tool waits for approval, then runs', async () =
   assert.equal(s.state, 'waiting', JSON.stringify(s));
   assert.equal(s.pending_approvals.length, 1);
   const step = s.pending_approvals[0].step_id as string;
-  assert.equal(t.cell.store.get('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['greeting']), undefined);
+  assert.equal(await t.row('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['greeting']), undefined);
   const d = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs/${r.run_id}/approvals/${encodeURIComponent(step)}`, { decision: 'approve' });
-  await settled(t.cell, d.run_id);
+  await t.modules.teams.teams.settled(d.run_id);
   const s2 = await status(tm.crew, r.run_id);
   assert.equal(s2.state, 'completed', JSON.stringify(s2.error));
-  assert.ok(t.cell.store.get('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['greeting']));
+  assert.ok(await t.row('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['greeting']));
 });
 
 test('no budget ledger: the run refuses immediately, with a journal record', async () => {
@@ -171,7 +168,7 @@ test('no budget ledger: the run refuses immediately, with a journal record', asy
   assert.deepEqual(r.body.details.agents, [tm.agents['broke']]);
   const s = await status(tm.crew, r.body.details.run_id);
   assert.equal(s.state, 'refused');
-  assert.ok(kinds(r.body.details.run_id).includes('refusal'));
+  assert.ok((await kinds(r.body.details.run_id)).includes('refusal'));
   assert.equal(ai.requests.length, before);
 });
 
@@ -238,14 +235,14 @@ test('runs still in flight after their time budget are flagged for investigation
   const cap = { allowed_tools: ['kv.put'], permission_mode: 'ask', egress_allowlist: ['kv:*'] };
   const tm = await team(api, 'sequential', [{ role: 'slow', cap }]);
   const r = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x', max_duration_ms: 1000 });
-  await settled(t.cell, r.run_id);
+  await t.modules.teams.teams.settled(r.run_id);
   assert.equal((await status(tm.crew, r.run_id)).investigate, null);
   t.clock.advance(5000);
   const s = await status(tm.crew, r.run_id);
   assert.equal(s.investigate.reason, 'time_budget');
   const list = await ok(api, 'GET', `${T}/runs?investigate=true`);
   assert.ok(list.runs.some((x: { run_id: string }) => x.run_id === r.run_id));
-  assert.ok(kinds(r.run_id).includes('investigate'));
+  assert.ok((await kinds(r.run_id)).includes('investigate'));
 });
 
 test('the journal is served by the shared jobs routes for crew runs too', async () => {
@@ -260,8 +257,8 @@ test('a crew run journal verifies against the cell key; tampering with any field
   const tm = await team(api, 'sequential', [{ role: 'v1' }, { role: 'v2' }]);
   const r = await run(tm.crew, 'verify me');
   assert.equal((await status(tm.crew, r.run_id)).state, 'completed');
-  const records = readJournal(t.cell, r.run_id);
-  const keys = new Map(cellPublicJwks(t.cell).map((k) => [k.kid, k.jwk]));
+  const records = await t.modules.runs.runs.readJournal(r.run_id);
+  const keys = new Map(t.modules.iam.iam.identityKeys().map((k) => [k.kid, k.jwk]));
   assert.deepEqual(await verifyJournal(records, (kid) => keys.get(kid)), { ok: true });
   for (const field of ['output_hash', 'step_id', 'at'] as const) {
     const copy = records.map((x) => ({ ...x }));
@@ -287,7 +284,7 @@ test('a crew run is cancelled through the shared jobs route', async () => {
   assert.deepEqual(s.pending_approvals, []);
 });
 
-test('loadCrewForExport: crew, graph, agents, blueprints, skills, contracts and grants', async () => {
+test('exportCrew: crew, graph, agents, blueprints, skills, contracts and grants', async () => {
   await ok(api, 'POST', `${T}/skills`, { name: 'exp-skill', skill_kind: 'prompt', definition: { prompt: 'be brief' } });
   const k = await ok(api, 'POST', `${T}/contracts`, { name: 'exp-contract', rules: [{ name: 'any', expr: 'true' }] });
   const bp = await ok(api, 'POST', `${T}/blueprints`, { name: 'exp-bp', role_label: 'Exporter', system_prompt_ref: 'skill:exp-skill', required_skills: ['skill:exp-skill'], authority_template: { allowed_tools: ['calc'], governing_contract_id: k.contract_id } });
@@ -295,8 +292,7 @@ test('loadCrewForExport: crew, graph, agents, blueprints, skills, contracts and 
   const f = await ok(api, 'POST', `${T}/formations`, { name: 'exp' });
   const b = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, { role_label: 'Exporter', required_skills: ['skill:exp-skill'], authority_cap: { allowed_tools: ['calc', 'clock.now'] } });
   const crew = await ok(api, 'POST', `${T}/crews`, { formation_id: f.formation_id, assignments: { [b.billet_id]: ag.agent_id } });
-  const { loadCrewForExport } = await import('../../../cell/teams/export.ts');
-  const e = loadCrewForExport(t.cell, crew.crew_id);
+  const e = await t.modules.teams.teams.exportCrew(crew.crew_id);
   assert.equal(e.graph_hash, crew.graph_hash);
   assert.deepEqual(e.agents.map((a) => a.agent_id), [ag.agent_id]);
   assert.deepEqual(e.blueprints.map((x) => x.blueprint_id), [bp.blueprint_id]);
@@ -313,7 +309,7 @@ test('an archived agent cannot act: the run is refused before it starts', async 
   const r = await t.request('POST', `${T}/crews/${tm.crew}/runs`, { token: t.adminKey, body: { input: 'x' } });
   assert.equal(r.status, 409, r.text);
   assert.equal(r.body.details.reason, 'agent_inactive');
-  assert.ok(kinds(r.body.details.run_id).includes('refusal'));
+  assert.ok((await kinds(r.body.details.run_id)).includes('refusal'));
 });
 
 test('a run still in flight beyond its cost budget is flagged cost_budget', async () => {
@@ -323,7 +319,7 @@ test('a run still in flight beyond its cost budget is flagged cost_budget', asyn
   const cap = { allowed_tools: ['calc', 'kv.put'], permission_mode: 'auto-read', egress_allowlist: ['kv:*'] };
   const tm = await team(api, 'sequential', [{ role: 'spender', cap }]);
   const r = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x', max_tokens: 5 });
-  await settled(t.cell, r.run_id);
+  await t.modules.teams.teams.settled(r.run_id);
   const s = await status(tm.crew, r.run_id);
   assert.equal(s.state, 'waiting');
   assert.ok(s.tokens_used > 5);

@@ -6,8 +6,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { settled } from '../../../cell/teams/runs.ts';
-import { readJournal } from '../../../cell/runs/journal.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
 import { lastUser, type FakeOpenAI } from '../../fixtures/openai-server.ts';
 import { A, T, ok, team, type Api, crewFixture } from './_setup.ts';
@@ -49,7 +47,7 @@ test('every stage executor runs; two-person approval holds the run until two non
   assert.equal(skillNode.config.skill.skill_kind, 'transformer', 'the stored skill is inlined in the graph');
 
   const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
-  await settled(t.cell, run.run_id);
+  await t.modules.teams.teams.settled(run.run_id);
   const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(s.state, 'waiting', JSON.stringify(s.error));
   assert.match(lastUser(ai.requests.at(-1)!.body), /\[10,10\]|\[10\.0,10\.0\]/);
@@ -65,7 +63,7 @@ test('every stage executor runs; two-person approval holds the run until two non
   const k2 = await approverKey('approver-two');
   const first = await t.request('POST', path, { token: k1, body: { decision: 'approve' } });
   assert.equal(first.status, 200, first.text);
-  await settled(t.cell, run.run_id);
+  await t.modules.teams.teams.settled(run.run_id);
   const mid = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(mid.state, 'waiting');
   assert.equal(mid.pending_approvals.length, 1);
@@ -74,22 +72,22 @@ test('every stage executor runs; two-person approval holds the run until two non
   assert.equal(twice.status, 409);
   const second = await t.request('POST', path, { token: k2, body: { decision: 'approve', comment: 'lgtm' } });
   assert.equal(second.status, 200, second.text);
-  await settled(t.cell, run.run_id);
+  await t.modules.teams.teams.settled(run.run_id);
   const done = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(done.state, 'completed', JSON.stringify(done.error));
   assert.match(String(done.output), /^agent saw:/);
-  const decisions = readJournal(t.cell, run.run_id).filter((r) => r.kind === 'decision').map((r) => r.step_id);
+  const decisions = (await t.modules.runs.runs.readJournal(run.run_id)).filter((r) => r.kind === 'decision').map((r) => r.step_id);
   assert.ok(decisions.includes('pre:0') && decisions.includes('post:0'), decisions.join(','));
 });
 
 test('a gate stage that declines refuses the run with a decision record', async () => {
   const tm = await team(api, 'sequential', [{ role: 'gated-solo' }], { pre: [PRE[0]] });
   const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: '' });
-  await settled(t.cell, run.run_id);
+  await t.modules.teams.teams.settled(run.run_id);
   const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(s.state, 'refused');
   assert.equal(s.error.reason, 'gate_declined');
-  const d = readJournal(t.cell, run.run_id).find((r) => r.kind === 'decision');
+  const d = (await t.modules.runs.runs.readJournal(run.run_id)).find((r) => r.kind === 'decision');
   assert.equal((d!.data as { rule: string }).rule, 'nonempty');
 });
 
@@ -98,15 +96,15 @@ test('a rejection of a side-effecting tool call refuses the run', async () => {
   const cap = { allowed_tools: ['kv.put'], permission_mode: 'ask', egress_allowlist: ['kv:*'] };
   const tm = await team(api, 'sequential', [{ role: 'rejected', cap }]);
   const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
-  await settled(t.cell, run.run_id);
+  await t.modules.teams.teams.settled(run.run_id);
   const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   const step = s.pending_approvals[0].step_id as string;
   await ok(api, 'POST', `${T}/crews/${tm.crew}/runs/${run.run_id}/approvals/${encodeURIComponent(step)}`, { decision: 'reject', comment: 'no' });
-  await settled(t.cell, run.run_id);
+  await t.modules.teams.teams.settled(run.run_id);
   const done = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(done.state, 'refused');
   assert.equal(done.error.reason, 'approval_rejected');
-  assert.equal(t.cell.store.get('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['no']), undefined);
+  assert.equal(await t.row('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['no']), undefined);
 });
 
 test('egress: http.get outside the allowlist is refused; budget: a tiny ledger stops the agent', async () => {
@@ -114,7 +112,7 @@ test('egress: http.get outside the allowlist is refused; budget: a tiny ledger s
   const cap = { allowed_tools: ['http.get'], permission_mode: 'auto', egress_allowlist: ['https://example.com'] };
   const tm = await team(api, 'sequential', [{ role: 'fetcher', cap }]);
   const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
-  await settled(t.cell, run.run_id);
+  await t.modules.teams.teams.settled(run.run_id);
   const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(s.state, 'refused');
   assert.equal(s.error.reason, 'egress_denied');
@@ -122,7 +120,7 @@ test('egress: http.get outside the allowlist is refused; budget: a tiny ledger s
   ai.setResponder(() => ({ content: 'expensive' }));
   const poor = await team(api, 'sequential', [{ role: 'poor', ledger: 10 }]);
   const r2 = await ok(api, 'POST', `${T}/crews/${poor.crew}/runs`, { input: 'x' });
-  await settled(t.cell, r2.run_id);
+  await t.modules.teams.teams.settled(r2.run_id);
   const s2 = await ok(api, 'GET', `${T}/crews/${poor.crew}/runs/${r2.run_id}`);
   assert.equal(s2.state, 'refused');
   assert.equal(s2.error.reason, 'budget_exceeded');
@@ -132,7 +130,7 @@ test('a provider failure fails the run with model_error, never a leak', async ()
   ai.setResponder(() => ({ status: 500 }));
   const tm = await team(api, 'sequential', [{ role: 'unlucky' }]);
   const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
-  await settled(t.cell, run.run_id);
+  await t.modules.teams.teams.settled(run.run_id);
   const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(s.state, 'failed');
   assert.equal(s.error.reason, 'model_error');
@@ -149,7 +147,7 @@ test('permission modes: auto-read runs read-only tools without asking but holds 
   const cap = { allowed_tools: ['calc', 'kv.put'], permission_mode: 'auto-read', egress_allowlist: ['kv:*'] };
   const tm = await team(api, 'sequential', [{ role: 'autoread', cap }]);
   const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
-  await settled(t.cell, run.run_id);
+  await t.modules.teams.teams.settled(run.run_id);
   const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(s.state, 'waiting');
   assert.equal(s.pending_approvals.length, 1, 'calc did not ask; kv.put does');
@@ -159,7 +157,7 @@ test('permission modes: auto-read runs read-only tools without asking but holds 
   ai.setResponder(() => ({ tool_calls: [{ name: 'calc', arguments: { expression: '1+1' } }] }));
   const plan = await team(api, 'sequential', [{ role: 'planner', cap: { allowed_tools: ['calc'], permission_mode: 'plan' } }]);
   const r2 = await ok(api, 'POST', `${T}/crews/${plan.crew}/runs`, { input: 'x' });
-  await settled(t.cell, r2.run_id);
+  await t.modules.teams.teams.settled(r2.run_id);
   const s2 = await ok(api, 'GET', `${T}/crews/${plan.crew}/runs/${r2.run_id}`);
   assert.equal(s2.state, 'refused');
   assert.equal(s2.error.reason, 'tool_forbidden_by_mode');
@@ -180,7 +178,7 @@ test('quorum with named approvers: others are refused, the named one releases th
   ai.setResponder((req) => ({ content: `agent saw: ${lastUser(req)}` }));
   const tm = await team(api, 'sequential', [{ role: 'named-solo' }], { post: [{ kind: 'human_approval', config: { rule: 'quorum', quorum: 1, approvers: [p.id], timeout_ms: 3_600_000 } }] });
   const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
-  await settled(t.cell, run.run_id);
+  await t.modules.teams.teams.settled(run.run_id);
   const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.deepEqual(s.pending_approvals[0].approvers, [p.id]);
   const path = `${T}/crews/${tm.crew}/runs/${run.run_id}/approvals/${encodeURIComponent(s.pending_approvals[0].step_id)}`;
@@ -191,6 +189,6 @@ test('quorum with named approvers: others are refused, the named one releases th
   assert.equal(unknownStep.status, 404);
   const yes = await t.request('POST', path, { token: k.secret, body: { decision: 'approve' } });
   assert.equal(yes.status, 200, yes.text);
-  await settled(t.cell, run.run_id);
+  await t.modules.teams.teams.settled(run.run_id);
   assert.equal((await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`)).state, 'completed');
 });
