@@ -48,8 +48,9 @@ Usage: node dist/cell.mjs <command> [options]
 
 Commands:
 ${SERVE_HELP}  bundle keys      write a signed API-key bundle for an edge device (cell stopped)
-    --data DIR --device ID --out FILE [--ttl-seconds N]
-  bundle trust     write the trust anchor a device pins (--data DIR --out FILE)
+    --data DIR [--store URL] --device ID --out FILE [--ttl-seconds N]
+    --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL)
+  bundle trust     write the trust anchor a device pins (--data DIR [--store URL] --out FILE)
   help             this text
 `;
 
