@@ -48,8 +48,9 @@ Usage: node dist/cell.mjs <command> [options]
 
 Commands:
 ${SERVE_HELP}  bundle keys      write a signed API-key bundle for an edge device (cell stopped)
-    --data DIR --device ID --out FILE [--ttl-seconds N]
-  bundle trust     write the trust anchor a device pins (--data DIR --out FILE)
+    --data DIR [--store URL] --device ID --out FILE [--ttl-seconds N]
+    --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL)
+  bundle trust     write the trust anchor a device pins (--data DIR [--store URL] --out FILE)
   help             this text
 `;
 
@@ -129,13 +130,15 @@ async function serveCommand(argv: string[]): Promise<void> {
     if (code === 'EACCES' && (err as { syscall?: string }).syscall === 'listen') fail(`not allowed to listen on port ${config.port}; pick a port above 1023 with --port`, 1);
     throw err;
   }
-  process.stdout.write(`cell ${running.core.config.cellId} listening on ${running.url}\n`);
+  // One write: whoever starts reading at "listening on" (scripts, tests) also has the key lines.
+  let banner = `cell ${running.core.config.cellId} listening on ${running.url}\n`;
   const keyFile = join(running.core.config.dataDir, BOOTSTRAP_KEY_FILE);
   if (running.bootstrapSecret) {
-    process.stdout.write(`bootstrap admin key (shown once, also in ${keyFile}):\n${running.bootstrapSecret}\n`);
+    banner += `bootstrap admin key (shown once, also in ${keyFile}):\n${running.bootstrapSecret}\n`;
   } else if (existsSync(keyFile)) {
-    process.stdout.write(`the bootstrap admin key was printed at the first start; it is in ${keyFile}\n`);
+    banner += `the bootstrap admin key was printed at the first start; it is in ${keyFile}\n`;
   }
+  process.stdout.write(banner);
   // A second signal during shutdown waits for the same stop: the store's close is never cut short.
   let stopping: Promise<void> | null = null;
   const shutdown = async () => {

@@ -3,28 +3,33 @@
  * issues a signed key bundle from a stopped cell's data directory (the store
  * holds a directory lock, so the cell must not be running), for carrying to
  * a device by hand. `bundle trust --data DIR --out FILE` writes the trust
- * anchor a device pins with `edge trust`.
+ * anchor a device pins with `edge trust`. A cell whose store is in
+ * PostgreSQL is named with `--store URL` (or $CELL_STORE_URL), as for `serve`:
+ * without it the command would open an empty embedded store in DIR and sign
+ * with an identity the cell does not hold.
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { startCell } from '../server.ts';
 
-const USAGE = 'usage: bundle keys --data DIR --device DEVICE_ID --out FILE [--ttl-seconds N] | bundle trust --data DIR --out FILE';
+const USAGE = 'usage: bundle keys --data DIR [--store URL] --device DEVICE_ID --out FILE [--ttl-seconds N] | bundle trust --data DIR [--store URL] --out FILE';
 
 export async function bundleCommand(argv: string[]): Promise<void> {
   const [what, ...rest] = argv;
   if (what !== 'keys' && what !== 'trust') throw new Error(USAGE);
   const { values } = parseArgs({
     args: rest,
-    options: { data: { type: 'string' }, device: { type: 'string' }, out: { type: 'string' }, 'ttl-seconds': { type: 'string' } },
+    options: { data: { type: 'string' }, store: { type: 'string' }, device: { type: 'string' }, out: { type: 'string' }, 'ttl-seconds': { type: 'string' } },
     strict: true,
   });
   if (!values.out) throw new Error(USAGE);
   if (what === 'keys' && !values.device) throw new Error(USAGE);
   const dataDir = resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell');
+  const storeUrl = values.store ?? process.env['CELL_STORE_URL'];
+  if (storeUrl !== undefined && storeUrl !== '' && !/^postgres(ql)?:\/\//.test(storeUrl)) throw new Error('--store takes a postgres://user@host:port/db URL');
   const quiet = { info() {}, warn() {}, error() {} };
-  const running = await startCell({ config: { dataDir }, listen: false, log: quiet });
+  const running = await startCell({ config: { dataDir, ...(storeUrl ? { storeUrl } : {}) }, listen: false, log: quiet });
   try {
     if (what === 'trust') {
       writeFileSync(values.out, JSON.stringify(running.modules.edge.trustAnchor(), null, 2) + '\n');

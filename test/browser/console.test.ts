@@ -22,9 +22,11 @@ import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { contentHash } from '../../core/canonical.ts';
-import { openStore } from '../../cell/store/store.ts';
+import { MIGRATIONS } from '../../cell/migrations.ts';
+import { openStore } from '../../cell/store/open.ts';
 import { startOpenAIServer, systemPrompt, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
+import { testStore } from '../helpers/inproc.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = resolve(import.meta.dirname, '../artifacts');
@@ -156,7 +158,10 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     // Slow enough that a running step can be seen running.
     respond: (req) => ({ content: `${/ROLE:(\S+)/.exec(systemPrompt(req))?.[1] ?? 'agent'} says: done`, delayMs: 900, usage: { prompt_tokens: 40, completion_tokens: 12 } }),
   });
-  let cell = await startCellProcess({ args: ['--cell-id', 'cell-console'] });
+  // The cell's store, named here (a PostgreSQL database with CELL_TEST_STORE=postgres): the test opens it while the cell is stopped.
+  const db = await testStore();
+  const cellArgs = ['--cell-id', 'cell-console', ...(db.url ? ['--store', db.url] : [])];
+  let cell = await startCellProcess({ args: cellArgs });
   let browser: Browser | null = null;
   const watch: Watch = { requested: [], problems: [] };
   try {
@@ -182,12 +187,12 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     const target = j2.find((r) => r.kind === 'step' && /^agent:[^/]+$/.test(r.step_id));
     assert.ok(target, 'the agent step of run 2 is journaled');
     await cell.stop();
-    const store = await openStore({ dir: join(cell.dataDir, 'store'), migrations: [], log: () => undefined });
-    const stored = store.get<{ record: string }>('SELECT record FROM journal WHERE run_id = ? AND seq = ?', [run2, target.seq])!;
-    const forged = { ...JSON.parse(stored.record), output_hash: contentHash('a forged answer') };
+    const store = await openStore(db.url ? { engine: 'postgres', url: db.url } : { engine: 'embedded', dir: join(cell.dataDir, 'store') }, { migrations: MIGRATIONS, log: () => undefined });
+    const stored = (await store.get('SELECT record FROM journal WHERE run_id = ? AND seq = ?', [run2, target.seq]))!;
+    const forged = { ...JSON.parse(String(stored['record'])), output_hash: contentHash('a forged answer') };
     await store.write((tx) => tx.run('UPDATE journal SET record = ? WHERE run_id = ? AND seq = ?', [JSON.stringify(forged), run2, target.seq]));
     await store.close();
-    cell = await startCellProcess({ dataDir: cell.dataDir, args: ['--cell-id', 'cell-console'] });
+    cell = await startCellProcess({ dataDir: cell.dataDir, args: cellArgs });
     api = apiOf(cell);
     const origin = new URL(cell.url).origin;
 
@@ -378,6 +383,7 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     await browser?.close();
     await cell.stop();
     cell.cleanup();
+    await db.drop();
     await ai.close();
   }
 });

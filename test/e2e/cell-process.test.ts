@@ -4,7 +4,23 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { request } from 'undici';
-import { CELL_BIN, startCellProcess } from '../helpers/cell-process.ts';
+import { CELL_BIN, startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
+
+/** Resolves once the process has printed a match of `re` (the lines after "listening on" arrive in later writes); bounded. */
+function printed(cell: CellProcess, re: RegExp, timeoutMs = 10_000): Promise<void> {
+  if (re.test(cell.output())) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      if (!re.test(cell.output())) return;
+      clearTimeout(timer);
+      cell.proc.stdout!.off('data', check);
+      resolve();
+    };
+    const timer = setTimeout(() => { cell.proc.stdout!.off('data', check); reject(new Error(`not printed in ${timeoutMs} ms: ${re}\n${cell.output()}`)); }, timeoutMs);
+    // Listeners run in registration order: the helper's own listener has appended the chunk already.
+    cell.proc.stdout!.on('data', check);
+  });
+}
 
 test('--help lists the commands', () => {
   const out = execFileSync(process.execPath, [CELL_BIN, '--help'], { encoding: 'utf8' });
@@ -15,6 +31,7 @@ test('--help lists the commands', () => {
 test('first start prints the bootstrap key once; restart keeps data and prints none; SIGKILL loses no acknowledged write', async () => {
   const first = await startCellProcess();
   try {
+    await printed(first, /bootstrap admin key.*\n.+\n/);
     assert.match(first.output(), /bootstrap admin key/);
     assert.ok(first.output().includes(first.adminKey));
     assert.match(first.url, /^http:\/\/127\.0\.0\.1:\d+$/);
@@ -30,8 +47,11 @@ test('first start prints the bootstrap key once; restart keeps data and prints n
 
     const second = await startCellProcess({ dataDir: first.dataDir });
     try {
-      assert.doesNotMatch(second.output(), /bootstrap admin key/);
+      // The key is printed at the first start only; a restart says where it is kept.
+      await printed(second, /printed at the first start.*\n/);
+      assert.doesNotMatch(second.output(), /bootstrap admin key \(shown once/);
       assert.ok(!second.output().includes(first.adminKey));
+      assert.ok(second.output().includes(`the bootstrap admin key was printed at the first start; it is in ${first.dataDir}/bootstrap-admin.key`), second.output());
       const r = await request(`${second.url}/api/public/v1/admin/audit?limit=5`, { headers: { authorization: `Bearer ${minted.secret}` } });
       assert.equal(r.statusCode, 200, 'the key minted before SIGKILL still verifies');
       await r.body.dump();

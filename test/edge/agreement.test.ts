@@ -9,8 +9,6 @@ import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT } from 'jos
 import { inProcessCell, type InProcess } from '../helpers/inproc.ts';
 import { makeTestCerts, tlsSocket } from '../helpers/certs.ts';
 import { accessTokenHash } from '../../core/tokens/ath.ts';
-import { publicBase } from '../../cell/oauth/settings.ts';
-import { keyring } from '../../cell/oauth/signing-keys.ts';
 import { openKeyBundle } from '../../bundles/key-bundle.ts';
 import { acceptArtifact, emptyDeviceState } from '../../bundles/accept.ts';
 import { generateEd25519 } from '../../bundles/_codec.ts';
@@ -49,7 +47,7 @@ test('cell and edge agree on every key x operation x client IP', async () => {
     keys['ip_cidr'] = (await mint(t, { allowed_ips: ['10.0.0.0/8'] })).secret;
     keys['ip_exact_v6'] = (await mint(t, { allowed_ips: ['::1'] })).secret;
     keys['region_other'] = (await mint(t, { allowed_regions: ['eu-west'] })).secret;
-    keys['region_here'] = (await mint(t, { allowed_regions: [t.cell.config.region] })).secret;
+    keys['region_here'] = (await mint(t, { allowed_regions: [t.core.config.region] })).secret;
     const rev = await mint(t, {});
     await t.request('POST', `${A}/api-keys/${rev.key_id}/revoke`, { token: t.adminKey });
     keys['revoked'] = rev.secret;
@@ -74,9 +72,9 @@ test('cell and edge agree on every key x operation x client IP', async () => {
     const b = await t.request('POST', `${A}/edge/key-bundles`, { token: t.adminKey, body: { device_id: dev.kid } });
     assert.equal(b.status, 201, b.text);
     const { opened, index } = await openKeyBundle(b.text, reg.body.trust.keys);
-    const state = acceptArtifact(emptyDeviceState(dev.kid), opened, { now: t.clock.now(), issuer: t.cell.config.cellId });
+    const state = acceptArtifact(emptyDeviceState(dev.kid), opened, { now: t.clock.now(), issuer: t.core.config.cellId });
     const rt: EdgeRuntime = {
-      deviceId: dev.kid, cellId: t.cell.config.cellId, region: t.cell.config.region, clock: t.clock, state,
+      deviceId: dev.kid, cellId: t.core.config.cellId, region: t.core.config.region, clock: t.clock, state,
       keys: { index, version: opened.payload.version, expires_at: opened.payload.expires_at, hash: opened.hash },
       rate: { capacity: 600, refillPerSecond: 100 }, info: {},
     };
@@ -173,7 +171,7 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     const EDGE_AUD = `edge:${dev.kid}`;
     const k1 = await dpopKey();
     const k2 = await dpopKey();
-    const cellBase = publicBase(t.cell);
+    const cellBase = t.modules.oauth.api.publicBase();
 
     const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`;
     async function obtain(o: { client?: { client_id: string; client_secret: string }; basicAuth?: string; resource?: string; dpop?: boolean; cert?: boolean; scope?: string }): Promise<string> {
@@ -221,9 +219,9 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     assert.equal(b.status, 201, b.text);
     const { opened, index } = await openKeyBundle(b.text, reg.trust.keys);
     assert.equal(opened.payload.format_version, 2);
-    const state = acceptArtifact(emptyDeviceState(dev.kid), opened, { now: t.clock.now(), issuer: t.cell.config.cellId });
+    const state = acceptArtifact(emptyDeviceState(dev.kid), opened, { now: t.clock.now(), issuer: t.core.config.cellId });
     const edge = createEdgeApp({
-      deviceId: dev.kid, cellId: t.cell.config.cellId, region: t.cell.config.region, clock: t.clock, state,
+      deviceId: dev.kid, cellId: t.core.config.cellId, region: t.core.config.region, clock: t.clock, state,
       keys: { index, version: opened.payload.version, expires_at: opened.payload.expires_at, hash: opened.hash },
       rate: { capacity: 100_000, refillPerSecond: 100_000 }, info: {}, clientCa: true,
     });
@@ -237,7 +235,7 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     } finally {
       await foreignCell.close();
     }
-    const ring = keyring(t.cell);
+    const ring = t.modules.oauth.api.keyring();
     const forge = async (over: Record<string, unknown>, aud: string) => new SignJWT({ ...claims(tokens.plain.cell), aud, ...over })
       .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: ring.active.kid }).sign(ring.active.key);
     const pub = ring.published.find((k) => k.kid === ring.active.kid)!;
@@ -343,7 +341,7 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     assert.equal(stale.headers.get('www-authenticate'), `DPoP realm="edge", error="invalid_dpop_proof", algs="EdDSA Ed25519 ES256 ES384 RS256", ${meta}`);
     const md = await edge.request('/.well-known/oauth-protected-resource');
     assert.deepEqual(await md.json(), {
-      resource: EDGE_AUD, authorization_servers: [`service://${t.cell.config.cellId}`], bearer_methods_supported: ['header'],
+      resource: EDGE_AUD, authorization_servers: [`service://${t.core.config.cellId}`], bearer_methods_supported: ['header'],
       dpop_signing_alg_values_supported: ['EdDSA', 'Ed25519', 'ES256', 'ES384', 'RS256'], dpop_bound_access_tokens_required: false,
       tls_client_certificate_bound_access_tokens: true, resource_name: `agent-cell edge ${dev.kid}`,
     });

@@ -4,7 +4,6 @@ import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { inProcessCell } from '../helpers/inproc.ts';
-import { callProvider } from '../../cell/ai/providers.ts';
 import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 import { buildModelManifest } from '../../bundles/model-manifest.ts';
 import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/_codec.ts';
@@ -32,13 +31,13 @@ test('a local-signed provider answers from a verified model; a tampered one is r
     const rts = await t.request('GET', '/api/public/v1/admin/ai/agent-runtimes', { token: t.adminKey });
     assert.ok(JSON.stringify(rts.body).includes('"local-signed"'));
     const req = { messages: [{ role: 'user' as const, content: 'Status of pump 7?' }], max_tokens: 12 };
-    const a = await callProvider(t.cell, reg.body.provider_id, req);
-    const b = await callProvider(t.cell, reg.body.provider_id, req);
+    const a = await t.modules.ai.ai.call(reg.body.provider_id, req);
+    const b = await t.modules.ai.ai.call(reg.body.provider_id, req);
     assert.equal(a.content, b.content);
     assert.ok(a.usage.completion_tokens > 0 && a.usage.completion_tokens <= 12);
     assert.equal(a.usage.total_tokens, a.usage.prompt_tokens + a.usage.completion_tokens);
-    await assert.rejects(callProvider(t.cell, reg.body.provider_id, { ...req, model: 'bad' }), (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_tampered');
-    await assert.rejects(callProvider(t.cell, reg.body.provider_id, { ...req, model: 'absent' }), (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_missing');
+    await assert.rejects(t.modules.ai.ai.call(reg.body.provider_id, { ...req, model: 'bad' }), (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_tampered');
+    await assert.rejects(t.modules.ai.ai.call(reg.body.provider_id, { ...req, model: 'absent' }), (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_missing');
   } finally {
     await t.close();
   }

@@ -43,7 +43,7 @@ test('register a device, issue key bundles with rising versions, judge keys like
     const old = await openKeyBundle(b1.text, reg.body.trust.keys);
     assert.throws(() => acceptArtifact(st, old.opened, { now: t.clock.now(), issuer: 'cell-test' }), /lower/);
 
-    const ctx = { now: t.clock.now(), ip: '127.0.0.1', region: t.cell.config.region };
+    const ctx = { now: t.clock.now(), ip: '127.0.0.1', region: t.core.config.region };
     const v = index.check(mint.body.secret, ctx);
     assert.ok(v.ok);
     assert.deepEqual(v.ok && v.effective, ['edge.read']);

@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { callProvider } from '../../../cell/ai/providers.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
 
@@ -31,7 +30,7 @@ test('a secret is stored encrypted, returned only as an id, and used by a provid
   assert.equal(p.body.posture.allowed, true);
   assert.equal(p.body.posture.rule, 'loopback-any-posture');
   ai.setResponder(() => ({ content: 'pong' }));
-  const r = await callProvider(t.cell, p.body.provider_id, { messages: [{ role: 'user', content: 'ping' }] });
+  const r = await t.modules.ai.ai.call(p.body.provider_id, { messages: [{ role: 'user', content: 'ping' }] });
   assert.equal(r.content, 'pong');
   assert.equal(ai.requests.at(-1)!.body.model, 'fake-1');
 
@@ -100,6 +99,6 @@ test('local-signed: a model name, no URL, no secret; a model not installed fails
   const url = await t.request('POST', `${A}/ai/model-providers`, { token: t.adminKey, body: { provider_type: 'local-signed', default_model: 'tiny', base_url: 'http://127.0.0.1:1' } });
   assert.equal(url.status, 403);
   assert.equal(url.body.details.rule, 'local-signed-no-url');
-  await assert.rejects(callProvider(t.cell, ok.body.provider_id, { messages: [] }),
+  await assert.rejects(t.modules.ai.ai.call(ok.body.provider_id, { messages: [] }),
     (e: any) => e.code === 'service_unavailable' && ['runtime_unavailable', 'model_missing'].includes(e.details.reason));
 });

@@ -5,7 +5,6 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { nestedDeeperThan } from '../../../cell/app.ts';
-import type { Cell } from '../../../cell/context.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
 import { A, T, crewFixture, ok, team, type Api } from '../teams/_setup.ts';
@@ -24,20 +23,45 @@ const RUNS = `${A}/jobs/runs`;
 const arrays = (n: number, inner = '1') => '['.repeat(n) + inner + ']'.repeat(n);
 const objects = (n: number) => '{"a":'.repeat(n) + '1' + '}'.repeat(n);
 
+/** The store's tables, from the engine's own catalog. */
+const TABLES_SQL = {
+  embedded: "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
+  postgres: "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name",
+};
+
 /** Rows of every table: "nothing written" means none of them changed. */
-function rowCounts(cell: Cell): Record<string, number> {
-  const tables = cell.store.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
-  return Object.fromEntries(tables.map(({ name }) => [name, cell.store.get<{ n: number }>(`SELECT count(*) AS n FROM "${name}"`)!.n]));
+async function rowCounts(t: InProcess): Promise<Record<string, number>> {
+  const tables = await t.rows(TABLES_SQL[t.engine]);
+  assert.ok(tables.length > 10, 'the catalog lists the cell\'s tables');
+  const counts: Record<string, number> = {};
+  for (const { name } of tables) counts[String(name)] = Number((await t.row(`SELECT COUNT(*) AS n FROM "${String(name)}"`))!['n']);
+  return counts;
+}
+
+/** Resolves once a run's journal holds its run_finished record (the runs module's event bus; bounded). */
+async function finished(runId: string, timeoutMs = 30_000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  let unsubscribe: (() => void) | undefined;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`run ${runId} did not finish in ${timeoutMs} ms`)), timeoutMs);
+      t.modules.runs.runs.subscribe(runId, 0, (r) => { if (r.kind === 'run_finished') resolve(); })
+        .then((u) => { unsubscribe = u; }, reject);
+    });
+  } finally {
+    clearTimeout(timer);
+    unsubscribe?.();
+  }
 }
 
 async function refusedTooDeep(method: string, path: string, rawBody: string, headers: Record<string, string> = {}): Promise<void> {
-  const before = rowCounts(t.cell);
+  const before = await rowCounts(t);
   const r = await t.request(method, path, { token: t.adminKey, rawBody, headers });
   assert.equal(r.status, 400, `${path}: ${r.text.slice(0, 200)}`);
   assert.equal(r.body.error, 'invalid_request');
   assert.equal(r.body.details.reason, 'too_deep');
   assert.equal(r.body.details.max_depth, 64);
-  assert.deepEqual(rowCounts(t.cell), before, `${path}: nothing written`);
+  assert.deepEqual(await rowCounts(t), before, `${path}: nothing written`);
 }
 
 test('crew runs: input nested 100, 5000 and 100000 deep is 400 too_deep, no run is recorded', async () => {
@@ -45,7 +69,7 @@ test('crew runs: input nested 100, 5000 and 100000 deep is 400 too_deep, no run 
     await refusedTooDeep('POST', `${T}/crews/${crew}/runs`, `{"input": ${arrays(n)}}`);
     await refusedTooDeep('POST', `${T}/crews/${crew}/runs`, `{"input": ${objects(n)}}`);
   }
-  assert.equal(t.cell.store.get<{ n: number }>("SELECT count(*) AS n FROM runs WHERE state IN ('queued', 'running')")!.n, 0, 'no run left queued');
+  assert.equal(Number((await t.row("SELECT COUNT(*) AS n FROM runs WHERE state IN ('queued', 'running')"))!['n']), 0, 'no run left queued');
 });
 
 test('job runs: a deep compute input or notebook input is 400 too_deep, no run is recorded', async () => {
@@ -67,6 +91,8 @@ test('every JSON body: a generic admin route, a definition, and a published endp
 test('the limit is exactly 64 levels; brackets inside strings do not count; the gate order holds', async () => {
   const at64 = await t.request('POST', RUNS, { token: t.adminKey, rawBody: `{"job_type":"compute","workspace_id":"w","spec":{"code":"return 1","input":${arrays(62)}}}` });
   assert.equal(at64.status, 202, `64 levels (body 1 + spec 1 + input 62) are accepted: ${at64.text}`);
+  // The accepted run writes its journal as it runs: let it finish before counting rows.
+  await finished(at64.body.run_id);
   await refusedTooDeep('POST', RUNS, `{"job_type":"compute","workspace_id":"w","spec":{"code":"return 1","input":${arrays(63)}}}`);
   const inString = JSON.stringify({ job_type: 'compute', workspace_id: 'w', spec: { code: 'return input.length', input: `${arrays(5_000)}\\"{{{{` } });
   const s = await t.request('POST', RUNS, { token: t.adminKey, rawBody: inString });

@@ -30,7 +30,7 @@ test('bootstrap: owner key written 0600 and works; secret never stored, only its
     assert.match(t.adminKey, /^svck_live_[A-Za-z0-9_-]{43}$/);
     const r = await t.request('GET', ME_PROBE, { token: t.adminKey });
     assert.equal(r.status, 200);
-    const rows = t.cell.store.all('SELECT * FROM api_keys');
+    const rows = await t.rows('SELECT * FROM api_keys');
     const dump = JSON.stringify(rows);
     assert.ok(!dump.includes(t.adminKey), 'secret must not be stored');
     assert.ok(dump.includes(hashSecret(t.adminKey)));
@@ -50,7 +50,7 @@ test('mint: secret shown once; list and get never show it; requester is the sess
     assert.equal(got.body.secret, undefined);
     const list = await t.request('GET', KEYS, { token: t.adminKey });
     assert.ok(!list.text.includes(ok.body.secret));
-    const owner = t.cell.store.get<{ id: string }>("SELECT id FROM principals WHERE name = 'owner'")!;
+    const owner = (await t.row("SELECT id FROM principals WHERE name = 'owner'"))!;
     assert.equal(ok.body.created_by, owner.id);
   } finally { await t.close(); }
 });
@@ -64,7 +64,7 @@ test('an admin mints for another entity: key owned by the target, acting admin o
     assert.equal(m.body.owner_id, svc);
     const audit = await t.request('GET', `/api/public/v1/admin/audit?target=${m.body.key_id}`, { token: t.adminKey });
     const entry = audit.body.entries.find((e: { action: string }) => e.action === 'api_key.mint');
-    assert.equal(entry.actor, t.cell.store.get<{ id: string }>("SELECT id FROM principals WHERE name = 'owner'")!.id);
+    assert.equal(entry.actor, (await t.row("SELECT id FROM principals WHERE name = 'owner'"))!.id);
     assert.equal(entry.details.owner_id, svc);
     // The key acts as the target: jobs role, not owner.
     const asSvc = await t.request('GET', '/api/public/v1/admin/principals', { token: m.body.secret });
@@ -84,7 +84,7 @@ test('a credential cannot mint wider than itself, nor for a principal it does no
     // A jobs service may not mint a key for the owner.
     const svc = await newService(t, 'jobs-svc');
     const svcKey = await mint(t, { owner_id: svc });
-    const owner = t.cell.store.get<{ id: string }>("SELECT id FROM principals WHERE name = 'owner'")!.id;
+    const owner = (await t.row("SELECT id FROM principals WHERE name = 'owner'"))!.id;
     const escalate = await mint(t, { owner_id: owner }, svcKey.body.secret);
     assert.equal(escalate.status, 404, 'the jobs service cannot even see the owner');
   } finally { await t.close(); }
@@ -168,17 +168,16 @@ test('owner archived: keys soft-deleted (refused) and recoverable by restore wit
 test('owner soft-deleted then the sweep: keys hard-deleted and tombstoned after retention', async () => {
   const t = await inProcessCell({ config: { retentionSeconds: 3600 } });
   try {
-    const { purgeSweep } = await import('../../../cell/iam/lifecycle.ts');
     const svc = await newService(t, 'deletable');
     const k = await mint(t, { owner_id: svc });
     assert.equal((await t.request('DELETE', `${PRINCIPALS}/${svc}`, { token: t.adminKey })).body.status, 'deleted');
-    assert.deepEqual(await purgeSweep(t.cell), { principals: 0, keys: 0 }, 'nothing before retention passes');
+    assert.deepEqual(await t.modules.iam.lifecycle.sweep(), { principals: 0, keys: 0 }, 'nothing before retention passes');
     t.clock.advance(3600_001);
     const late = await t.request('POST', `${PRINCIPALS}/${svc}/restore`, { token: t.adminKey });
     assert.equal(late.status, 409);
-    assert.deepEqual(await purgeSweep(t.cell), { principals: 1, keys: 1 });
-    assert.equal(t.cell.store.get('SELECT 1 AS x FROM api_keys WHERE id = ?', [k.body.key_id]), undefined);
-    assert.ok(t.cell.store.get('SELECT 1 AS x FROM key_tombstones WHERE key_id = ?', [k.body.key_id]));
+    assert.deepEqual(await t.modules.iam.lifecycle.sweep(), { principals: 1, keys: 1 });
+    assert.equal(await t.row('SELECT 1 AS x FROM api_keys WHERE id = ?', [k.body.key_id]), undefined);
+    assert.ok(await t.row('SELECT 1 AS x FROM key_tombstones WHERE key_id = ?', [k.body.key_id]));
     assert.equal((await t.request('GET', '/api/public/v1/admin/api-keys', { token: k.body.secret })).status, 401);
   } finally { await t.close(); }
 });
@@ -195,8 +194,8 @@ test('owner purged: every key hard-deleted and tombstoned, including ones alread
     assert.equal(p.status, 200);
     assert.equal(p.body.status, 'purged');
     for (const k of [k1, k2]) {
-      assert.equal(t.cell.store.get('SELECT 1 AS x FROM api_keys WHERE id = ?', [k.body.key_id]), undefined);
-      assert.ok(t.cell.store.get('SELECT 1 AS x FROM key_tombstones WHERE key_id = ?', [k.body.key_id]));
+      assert.equal(await t.row('SELECT 1 AS x FROM api_keys WHERE id = ?', [k.body.key_id]), undefined);
+      assert.ok(await t.row('SELECT 1 AS x FROM key_tombstones WHERE key_id = ?', [k.body.key_id]));
     }
     assert.equal((await t.request('GET', `${PRINCIPALS}/${svc}`, { token: t.adminKey })).status, 404);
   } finally { await t.close(); }
@@ -295,7 +294,7 @@ test('a verified-key cache never outlives a change: role created later, owner ar
   const t = await inProcessCell();
   try {
     const svc = await newService(t, 'late-role', []);
-    await t.cell.store.write((tx) => tx.run("UPDATE principals SET roles = '[\"latecomer\"]' WHERE id = ?", [svc]));
+    await t.core.store.write((tx) => tx.run("UPDATE principals SET roles = '[\"latecomer\"]' WHERE id = ?", [svc]));
     const k = await mint(t, { owner_id: svc });
     assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: k.body.secret })).status, 403);
     await t.request('POST', '/api/public/v1/admin/roles', { token: t.adminKey, body: { name: 'latecomer', permissions: ['audit.read'] } });
@@ -325,8 +324,7 @@ test('the cell publishes its identity keys (public part only), including the jou
     assert.equal(r.body.keys.length, 1);
     assert.equal(r.body.keys[0].jwk.kty, 'OKP');
     assert.equal(r.body.keys[0].jwk.d, undefined, 'never the private part');
-    const { cellSigner } = await import('../../../cell/iam/identity.ts');
-    assert.equal(r.body.keys[0].kid, cellSigner(t.cell).kid);
+    assert.equal(r.body.keys[0].kid, t.modules.iam.iam.signer().kid);
     assert.ok(r.headers.get('x-ratelimit-limit'), 'rate-limited like everything else');
   } finally { await t.close(); }
 });

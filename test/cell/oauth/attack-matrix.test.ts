@@ -5,7 +5,6 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { base64url, generateKeyPair, SignJWT } from 'jose';
-import { keyring } from '../../../cell/oauth/signing-keys.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { basic, claimsOf, createService, form, registerClient } from './_helpers.ts';
 
@@ -31,7 +30,7 @@ async function refused(token: string, reason: string) {
 }
 
 const signWithCellKey = (claims: Record<string, unknown>) => new SignJWT({ ...good, jti: crypto.randomUUID(), ...claims })
-  .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: keyring(t.cell).active.kid }).sign(keyring(t.cell).active.key);
+  .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: t.modules.oauth.api.keyring().active.kid }).sign(t.modules.oauth.api.keyring().active.key);
 
 test('attack: alg none', async () => {
   const h = base64url.encode(JSON.stringify({ alg: 'none', typ: 'at+jwt' }));
@@ -41,7 +40,7 @@ test('attack: alg none', async () => {
 test('attack: HS256 signed with the public key', async () => {
   const jwks = (await t.request('GET', '/oauth/jwks.json')).text;
   const pub = JSON.stringify((JSON.parse(jwks) as { keys: unknown[] }).keys[0]);
-  const tok = await new SignJWT(good).setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: keyring(t.cell).active.kid }).sign(new TextEncoder().encode(pub));
+  const tok = await new SignJWT(good).setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: t.modules.oauth.api.keyring().active.kid }).sign(new TextEncoder().encode(pub));
   await refused(tok, 'bad_alg');
 });
 
@@ -60,7 +59,7 @@ test('attack: wrong audience', async () => {
 
 test('attack: a key not in the key set', async () => {
   const kp = await generateKeyPair('EdDSA');
-  const tok = await new SignJWT(good).setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: keyring(t.cell).active.kid }).sign(kp.privateKey);
+  const tok = await new SignJWT(good).setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: t.modules.oauth.api.keyring().active.kid }).sign(kp.privateKey);
   await refused(tok, 'bad_signature');
 });
 

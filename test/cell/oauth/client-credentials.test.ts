@@ -3,7 +3,6 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { basic, claimsOf, createService, form, registerClient } from './_helpers.ts';
-import { refreshKeyring } from '../../../cell/oauth/signing-keys.ts';
 
 let t: InProcess;
 let client: { client_id: string; client_secret?: string };
@@ -135,7 +134,7 @@ test('a demoted subject loses authority at once', async () => {
   const a = (await token({}, basic(c2.client_id, c2.client_secret!))).body.access_token;
   assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: a })).status, 200);
   // change the subject's roles directly in the store (role editing is the IAM module's)
-  await t.cell.store.write((tx) => tx.run('UPDATE principals SET roles = ? WHERE id = ?', [JSON.stringify(['agent']), sub2]));
+  await t.core.store.write((tx) => tx.run('UPDATE principals SET roles = ? WHERE id = ?', [JSON.stringify(['agent']), sub2]));
   assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: a })).status, 403);
 });
 
@@ -167,7 +166,7 @@ test('signing key rotation: old tokens keep verifying during the overlap', async
   assert.equal((await t.request('GET', '/api/public/v1/admin/oauth/clients', { token: afterTok })).status, 200);
   // after the overlap (longest token lifetime + 60 s) the retired key leaves the key set
   t.clock.advance((3600 + 61) * 1000);
-  await refreshKeyring(t.cell);
+  await t.modules.oauth.api.refreshKeyring();
   const jwks = await t.request('GET', '/oauth/jwks.json');
   assert.equal(jwks.body.keys.length, 1);
   assert.equal(jwks.body.keys[0].kid, rot.body.kid);

@@ -13,11 +13,13 @@ import { accessTokenHash } from '../../../core/tokens/ath.ts';
 import { manualClock } from '../../../cell/context.ts';
 import { startCell, type RunningCell } from '../../../cell/server.ts';
 import { CELL_BIN, startCellProcess } from '../../helpers/cell-process.ts';
+import { testStore } from '../../helpers/inproc.ts';
 import { existsSync } from 'node:fs';
 
 const quiet = { info() {}, warn() {}, error() {} };
 let dir: string;
 let running: RunningCell;
+let store: Awaited<ReturnType<typeof testStore>>;
 let url: string;
 let adminKey: string;
 const pem: Record<string, Buffer> = {};
@@ -57,13 +59,14 @@ before(async () => {
   const clock = manualClock(Date.now());
   const orig = process.stdout.write.bind(process.stdout);
   process.stdout.write = (() => true) as typeof process.stdout.write;
+  store = await testStore();
   try {
-    running = await startCell({ config: { dataDir: join(dir, 'data'), cellId: 'cell-mtls', port: 0 }, clock, log: quiet, tls: { cert: pem['server.pem']!, key: pem['server.key']!, ca: pem['ca.pem']! } });
+    running = await startCell({ config: { dataDir: join(dir, 'data'), cellId: 'cell-mtls', port: 0, ...(store.url ? { storeUrl: store.url } : {}) }, clock, log: quiet, tls: { cert: pem['server.pem']!, key: pem['server.key']!, ca: pem['ca.pem']! } });
   } finally {
     process.stdout.write = orig;
   }
   url = running.url!;
-  adminKey = running.cell.services.get('iam.bootstrapKey') as string;
+  adminKey = running.bootstrapSecret!;
   agents['none'] = new Agent({ connect: { ca: pem['ca.pem']! } });
   agents['robot'] = new Agent({ connect: { ca: pem['ca.pem']!, cert: pem['robot.pem']!, key: pem['robot.key']! } });
   agents['intruder'] = new Agent({ connect: { ca: pem['ca.pem']!, cert: pem['intruder.pem']!, key: pem['intruder.key']! } });
@@ -77,7 +80,8 @@ before(async () => {
 
 after(async () => {
   for (const a of Object.values(agents)) await a.close();
-  await running.stop();
+  await running?.stop();
+  await store?.drop();
   rmSync(dir, { recursive: true, force: true });
 });
 

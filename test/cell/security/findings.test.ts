@@ -7,28 +7,42 @@ import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { actor } from '../../helpers/actors.ts';
 import { crewFixture, ok, team, T } from '../teams/_setup.ts';
 import { basic, claimsOf, form } from '../oauth/_helpers.ts';
-import { waitFinished } from '../jobs/_wait.ts';
-import { callProvider } from '../../../cell/ai/providers.ts';
 import { isServiceError } from '../../../core/errors.ts';
 
 const A = '/api/public/v1/admin';
 
-function count(t: InProcess, table: string): number {
-  return t.cell.store.get<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`)!.n;
+async function count(t: InProcess, table: string): Promise<number> {
+  return Number((await t.row(`SELECT COUNT(*) AS n FROM ${table}`))!['n']);
 }
 
 function refusedAudit(t: InProcess, action: string) {
-  return t.cell.store.all<{ details: string }>("SELECT details FROM audit WHERE action = ? AND outcome = 'refused'", [action]);
+  return t.rows("SELECT details FROM audit WHERE action = ? AND outcome = 'refused'", [action]);
+}
+
+/** Waits (bounded) until a run's journal holds its run_finished record, through the runs module's event bus. */
+async function waitFinished(t: InProcess, runId: string, timeoutMs = 30_000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  let unsubscribe: (() => void) | undefined;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`run ${runId} did not finish in ${timeoutMs} ms`)), timeoutMs);
+      t.modules.runs.runs.subscribe(runId, 0, (r) => { if (r.kind === 'run_finished') resolve(); })
+        .then((u) => { unsubscribe = u; }, reject);
+    });
+  } finally {
+    clearTimeout(timer);
+    unsubscribe?.();
+  }
 }
 
 /** Waits for a job run to end and returns it as the owner sees it. */
 async function finished(t: InProcess, runId: string) {
-  await waitFinished(t.cell, runId);
+  await waitFinished(t, runId);
   return (await t.request('GET', `${A}/jobs/runs/${runId}`, { token: t.adminKey })).body;
 }
 
-function bootstrapKeyId(t: InProcess): string {
-  return t.cell.store.get<{ id: string }>("SELECT id FROM api_keys WHERE name = 'bootstrap'")!.id;
+async function bootstrapKeyId(t: InProcess): Promise<string> {
+  return String((await t.row("SELECT id FROM api_keys WHERE name = 'bootstrap'"))!['id']);
 }
 
 test('finding 1: a narrow key cannot rotate or revoke its owner\'s wider key (the bootstrap key included), nor mint wider', async () => {
@@ -37,8 +51,8 @@ test('finding 1: a narrow key cannot rotate or revoke its owner\'s wider key (th
     const narrow = await t.request('POST', `${A}/api-keys`, { token: t.adminKey, body: { name: 'narrow', scopes: ['iam.keys.read', 'iam.keys.write'] } });
     assert.equal(narrow.status, 201);
     const key = narrow.body.secret as string;
-    const boot = bootstrapKeyId(t);
-    const before = t.cell.store.get('SELECT hash, prev_hash, status FROM api_keys WHERE id = ?', [boot]);
+    const boot = await bootstrapKeyId(t);
+    const before = await t.row('SELECT hash, prev_hash, status FROM api_keys WHERE id = ?', [boot]);
 
     const rot = await t.request('POST', `${A}/api-keys/${boot}/rotate`, { token: key, body: { grace_seconds: 0 } });
     assert.equal(rot.status, 403, rot.text);
@@ -47,10 +61,10 @@ test('finding 1: a narrow key cannot rotate or revoke its owner\'s wider key (th
     const rev = await t.request('POST', `${A}/api-keys/${boot}/revoke`, { token: key });
     assert.equal(rev.status, 403);
     assert.equal(rev.body.details.reason, 'wider_than_caller');
-    assert.deepEqual(t.cell.store.get('SELECT hash, prev_hash, status FROM api_keys WHERE id = ?', [boot]), before, 'nothing written');
+    assert.deepEqual(await t.row('SELECT hash, prev_hash, status FROM api_keys WHERE id = ?', [boot]), before, 'nothing written');
     assert.equal((await t.request('GET', `${A}/audit?limit=1`, { token: t.adminKey })).status, 200, 'the owner is not locked out');
-    assert.equal(refusedAudit(t, 'api_key.rotate').length, 1);
-    assert.equal(refusedAudit(t, 'api_key.revoke').length, 1);
+    assert.equal((await refusedAudit(t, 'api_key.rotate')).length, 1);
+    assert.equal((await refusedAudit(t, 'api_key.revoke')).length, 1);
 
     const wider = await t.request('POST', `${A}/api-keys`, { token: key, body: { name: 'w', scopes: ['iam.principals.write'] } });
     assert.equal(wider.status, 403);
@@ -71,13 +85,13 @@ test('finding 2: an OAuth client acts only as the caller or a principal it manag
   const t = await inProcessCell();
   try {
     const a = await actor(t, { name: 'clients-admin', permissions: ['oauth.clients.write', 'oauth.clients.read', 'iam.principals.read', 'audit.read'] });
-    const owner = t.cell.store.get<{ id: string }>("SELECT id FROM principals WHERE name = 'owner'")!.id;
-    const n = count(t, 'oauth_clients');
+    const owner = (await t.row("SELECT id FROM principals WHERE name = 'owner'"))!['id'];
+    const n = await count(t, 'oauth_clients');
     const forged = await t.request('POST', `${A}/oauth/clients`, { token: a.key, body: { name: 'evil', scope: ['audit.read'], subject_id: owner } });
     assert.equal(forged.status, 403, forged.text);
     assert.equal(forged.body.details.reason, 'wider_than_caller');
-    assert.equal(count(t, 'oauth_clients'), n, 'nothing written');
-    assert.equal(refusedAudit(t, 'oauth.client.register').length, 1);
+    assert.equal(await count(t, 'oauth_clients'), n, 'nothing written');
+    assert.equal((await refusedAudit(t, 'oauth.client.register')).length, 1);
 
     const wide = await t.request('POST', `${A}/oauth/clients`, { token: a.key, body: { name: 'w', scope: ['iam.principals.write'] } });
     assert.equal(wide.status, 403);
@@ -111,12 +125,12 @@ test('finding 3: a job\'s authority is the requester\'s ∩ what the spec asks; 
 
     // A jobs-only service account with the default (least) ceiling: the tool itself is refused, nothing written.
     const svc = await actor(t, { name: 'batch', roles: ['jobs'] });
-    const n = count(t, 'runs');
+    const n = await count(t, 'runs');
     const greedy = { tool: 'kv.get', args: { key: 'secret' }, authority: { clearance_level: 100, compartments: ['x'], data_grant_ids: ['kv:*'], egress_allowlist: ['*'] } };
     const r1 = await t.request('POST', RUNS, { token: svc.key, body: { job_type: 'single', workspace_id: 'ws', spec: greedy } });
     assert.equal(r1.status, 403, r1.text);
     assert.equal(r1.body.details.reason, 'wider_than_caller');
-    assert.equal(count(t, 'runs'), n, 'no run written');
+    assert.equal(await count(t, 'runs'), n, 'no run written');
 
     // With a ceiling (the tools, its workspace, clearance 1): it asks for 100 and gets 1.
     const svc2 = await actor(t, { name: 'batch2', roles: ['jobs'], authority: { allowed_tools: ['kv.get', 'http.get'], data_grant_ids: ['kv:ws'], clearance_level: 1, egress_allowlist: ['*'] } });
@@ -139,12 +153,12 @@ test('finding 3: a job\'s authority is the requester\'s ∩ what the spec asks; 
 
     // Agents from scratch: the authority template is bounded by the creator's ceiling.
     const maker = await actor(t, { name: 'maker', permissions: ['agent_teams', 'iam.principals.write', 'catalog.read'], authority: { allowed_tools: ['calc'], clearance_level: 1 } });
-    const agents = count(t, 'team_agents');
+    const agents = await count(t, 'team_agents');
     const big = await t.request('POST', `${A}/agent-teams/agents`, { token: maker.key, body: { source: 'scratch', role_label: 'spy', authority_template: { allowed_tools: ['calc', 'kv.get'], clearance_level: 9 } } });
     assert.equal(big.status, 403, big.text);
     assert.equal(big.body.details.reason, 'wider_than_caller');
     assert.deepEqual(big.body.details.exceeds.envelope, ['allowed_tools', 'clearance_level']);
-    assert.equal(count(t, 'team_agents'), agents);
+    assert.equal(await count(t, 'team_agents'), agents);
     const small = await t.request('POST', `${A}/agent-teams/agents`, { token: maker.key, body: { source: 'scratch', role_label: 'calc', authority_template: { allowed_tools: ['calc'], clearance_level: 1 } } });
     assert.equal(small.status, 201, small.text);
     // Blueprints and billets likewise.
@@ -163,13 +177,13 @@ test('finding 4: binding someone else\'s secret to a provider needs secrets.use,
     const sec = await t.request('POST', `${A}/secrets`, { token: t.adminKey, body: { name: 'openai', value: 'sk-owner-secret' } });
     assert.equal(sec.status, 201);
     const thief = await actor(t, { name: 'thief', permissions: ['ai.providers', 'secrets.write'] });
-    const n = count(t, 'ai_providers');
+    const n = await count(t, 'ai_providers');
     const body = { provider_type: 'openai-compatible', default_model: 'm', base_url: 'http://127.0.0.1:9/v1', api_key_secret_id: sec.body.secret_id };
     const r = await t.request('POST', `${A}/ai/model-providers`, { token: thief.key, body });
     assert.equal(r.status, 403, r.text);
     assert.equal(r.body.details.reason, 'secret_not_usable');
-    assert.equal(count(t, 'ai_providers'), n);
-    assert.equal(refusedAudit(t, 'ai.provider.register').length, 1);
+    assert.equal(await count(t, 'ai_providers'), n);
+    assert.equal((await refusedAudit(t, 'ai.provider.register')).length, 1);
     // Its own secret it may bind.
     const own = await t.request('POST', `${A}/secrets`, { token: thief.key, body: { name: 'mine', value: 'sk-mine' } });
     assert.equal((await t.request('POST', `${A}/ai/model-providers`, { token: thief.key, body: { ...body, api_key_secret_id: own.body.secret_id } })).status, 201);
@@ -179,7 +193,7 @@ test('finding 4: binding someone else\'s secret to a provider needs secrets.use,
     const p = await t.request('POST', `${A}/ai/model-providers`, { token: ops.key, body: body });
     assert.equal(p.status, 201, p.text);
     assert.equal((await t.request('POST', `${A}/principals/${ops.id}/archive`, { token: t.adminKey })).status, 200);
-    await assert.rejects(callProvider(t.cell, p.body.provider_id, { messages: [{ role: 'user', content: 'hi' }] }),
+    await assert.rejects(t.modules.ai.ai.call(p.body.provider_id, { messages: [{ role: 'user', content: 'hi' }] }),
       (e: unknown) => isServiceError(e) && e.code === 'forbidden' && e.details?.['reason'] === 'secret_not_usable');
   } finally { await t.close(); }
 });
@@ -266,7 +280,7 @@ test('finding 9: the jobs read permission reads every orchestration run (crew ru
     const api = { request: t.request, token: t.adminKey };
     const tm = await team(api, 'sequential', [{ role: 'a' }]);
     const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
-    await waitFinished(t.cell, run.run_id);
+    await waitFinished(t, run.run_id);
     const jobsOnly = await actor(t, { name: 'jobs-reader', permissions: ['system.orchestration.admin.read'] });
     const both = await actor(t, { name: 'both', permissions: ['system.orchestration.admin.read', 'agent_teams.read'] });
     // The jobs-only key reads the crew run through the jobs routes, as the docs say; not through the crew routes.
@@ -287,7 +301,7 @@ test('finding 13: a key id is not an existence oracle', async () => {
   const t = await inProcessCell();
   try {
     const k = await actor(t, { name: 'nosy', permissions: ['iam.keys.read'] });
-    const boot = bootstrapKeyId(t);
+    const boot = await bootstrapKeyId(t);
     const theirs = await t.request('GET', `${A}/api-keys/${boot}`, { token: k.key });
     const unknown = await t.request('GET', `${A}/api-keys/key_00000000000000000000`, { token: k.key });
     assert.equal(theirs.status, 404);

@@ -6,9 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { readJournal } from '../../../cell/runs/journal.ts';
-import { settled } from '../../../cell/teams/runs.ts';
-import { getTool, type ToolContext } from '../../../cell/tools/catalog.ts';
+import type { ToolCaller } from '../../../cell/tools/catalog.ts';
 import { isServiceError } from '../../../core/errors.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
@@ -22,22 +20,25 @@ before(async () => {
 });
 after(async () => { await t.close(); await ai.close(); });
 
-const ctx = (compartments: string[] | undefined, workspaceId = 'ws-c'): ToolContext => ({
-  cell: t.cell, workspaceId, agentId: 'agt_test',
+const ctx = (compartments: string[] | undefined, workspaceId = 'ws-c'): ToolCaller => ({
+  workspaceId, agentId: 'agt_test',
   authority: { egress_allowlist: ['kv:*'], data_grant_ids: ['kv:*'], clearance_level: 0, ...(compartments ? { compartments } : {}) },
 });
+/** A catalog tool, run through the tools module's API. */
+const getTool = (name: string) => ({ run: (caller: ToolCaller, args: Record<string, unknown>) => t.modules.tools.tools.run(name, caller, args) });
+const settled = (runId: string) => t.modules.teams.teams.settled(runId);
 const refusedWith = (reason: string) => (e: unknown) => isServiceError(e) && e.code === 'forbidden' && e.details?.['reason'] === reason;
 
 test('kv.put labels an entry only with compartments the writer holds', async () => {
-  const put = getTool('kv.put')!;
+  const put = getTool('kv.put');
   await assert.rejects(put.run(ctx(['alpha']), { key: 'p1', value: 1, compartments: ['alpha', 'bravo'] }), (e: unknown) =>
     refusedWith('compartment_not_granted')(e) && JSON.stringify((e as { details: unknown }).details).includes('bravo'));
   await assert.rejects(put.run(ctx(undefined), { key: 'p1', value: 1, compartments: ['alpha'] }), refusedWith('compartment_not_granted'));
-  assert.equal(t.cell.store.get('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['p1']), undefined, 'a refused write stores nothing');
+  assert.equal(await t.row('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['p1']), undefined, 'a refused write stores nothing');
   assert.deepEqual(await put.run(ctx(['bravo', 'alpha']), { key: 'p1', value: 1, compartments: ['bravo', 'alpha', 'alpha'] }),
     { ok: true, key: 'p1', compartments: ['alpha', 'bravo'] });
-  const row = t.cell.store.get<{ compartments: string }>('SELECT compartments FROM tool_kv WHERE workspace_id = ? AND key = ?', ['ws-c', 'p1']);
-  assert.equal(row?.compartments, '["alpha","bravo"]');
+  const row = await t.row('SELECT compartments FROM tool_kv WHERE workspace_id = ? AND key = ?', ['ws-c', 'p1']);
+  assert.equal(row?.['compartments'], '["alpha","bravo"]');
   // Bad labels are bad arguments, not refusals.
   await assert.rejects(put.run(ctx(['alpha']), { key: 'p2', value: 1, compartments: 'alpha' }), (e: unknown) => isServiceError(e) && e.code === 'invalid_request');
   await assert.rejects(put.run(ctx(['alpha']), { key: 'p2', value: 1, compartments: ['bad label!'] }), (e: unknown) => isServiceError(e) && e.code === 'invalid_request');
@@ -47,8 +48,8 @@ test('kv.put labels an entry only with compartments the writer holds', async () 
 });
 
 test('kv.get refuses an entry unless the reader holds every one of its compartments', async () => {
-  const put = getTool('kv.put')!;
-  const get = getTool('kv.get')!;
+  const put = getTool('kv.put');
+  const get = getTool('kv.get');
   await put.run(ctx(['alpha', 'bravo']), { key: 'g1', value: 'need-to-know', compartments: ['alpha', 'bravo'] });
   await put.run(ctx(undefined), { key: 'g2', value: 'open' });
   await assert.rejects(get.run(ctx(undefined), { key: 'g1' }), refusedWith('compartment_not_granted'));
@@ -73,18 +74,18 @@ test('in a crew run: a labelled write by one seat, refused read by a seat lackin
   });
   const write = await team(api, 'sequential', [{ role: 'writer', cap: withC }], { workspace_id: 'ws-run' });
   const w = await ok(api, 'POST', `${T}/crews/${write.crew}/runs`, { input: 'store the plan' });
-  await settled(t.cell, w.run_id);
+  await settled(w.run_id);
   const ws = await ok(api, 'GET', `${T}/crews/${write.crew}/runs/${w.run_id}`);
   assert.equal(ws.state, 'completed', JSON.stringify(ws.error));
-  assert.equal(t.cell.store.get<{ compartments: string }>('SELECT compartments FROM tool_kv WHERE workspace_id = ? AND key = ?', ['ws-run', 'plan'])?.compartments, '["ops"]');
+  assert.equal((await t.row('SELECT compartments FROM tool_kv WHERE workspace_id = ? AND key = ?', ['ws-run', 'plan']))?.['compartments'], '["ops"]');
 
   const outsider = await team(api, 'sequential', [{ role: 'reader', cap: base }], { workspace_id: 'ws-run' });
   const r = await ok(api, 'POST', `${T}/crews/${outsider.crew}/runs`, { input: 'read the plan' });
-  await settled(t.cell, r.run_id);
+  await settled(r.run_id);
   const rs = await ok(api, 'GET', `${T}/crews/${outsider.crew}/runs/${r.run_id}`);
   assert.equal(rs.state, 'refused');
   assert.equal(rs.error.reason, 'compartment_not_granted');
-  const refusal = readJournal(t.cell, r.run_id).find((x) => x.kind === 'refusal');
+  const refusal = (await t.modules.runs.runs.readJournal(r.run_id)).find((x) => x.kind === 'refusal');
   assert.ok(refusal, 'a refusal journal record');
   assert.equal((refusal!.data as any).reason, 'compartment_not_granted');
   assert.equal((refusal!.data as any).tool, 'kv.get');
@@ -93,7 +94,7 @@ test('in a crew run: a labelled write by one seat, refused read by a seat lackin
 
   const insider = await team(api, 'sequential', [{ role: 'reader', cap: withC }], { workspace_id: 'ws-run' });
   const r2 = await ok(api, 'POST', `${T}/crews/${insider.crew}/runs`, { input: 'read the plan' });
-  await settled(t.cell, r2.run_id);
+  await settled(r2.run_id);
   const rs2 = await ok(api, 'GET', `${T}/crews/${insider.crew}/runs/${r2.run_id}`);
   assert.equal(rs2.state, 'completed', JSON.stringify(rs2.error));
   assert.match(String(rs2.output), /launch at dawn/);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import { getTool, type ToolContext } from '../../../cell/tools/catalog.ts';
+import type { ToolCaller } from '../../../cell/tools/catalog.ts';
 import { isServiceError } from '../../../core/errors.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 
@@ -23,12 +23,14 @@ before(async () => {
 });
 after(async () => { await t.close(); server.close(); server.closeAllConnections(); });
 
-const ctx = (authority: ToolContext['authority'], workspaceId = 'ws1'): ToolContext => ({ cell: t.cell, workspaceId, agentId: 'agt_test', authority });
+const ctx = (authority: ToolCaller['authority'], workspaceId = 'ws1'): ToolCaller => ({ workspaceId, agentId: 'agt_test', authority });
+/** A catalog tool, run through a cell's tools module (this file's allow-listed cell unless another is given). */
+const getTool = (name: string, cell: InProcess = t) => ({ run: (caller: ToolCaller, args: Record<string, unknown>) => cell.modules.tools.tools.run(name, caller, args) });
 const refusedWith = (reason: string) => (e: unknown) => isServiceError(e) && e.code === 'forbidden' && e.details?.['reason'] === reason;
 
 test('kv.put needs egress to the workspace; kv.get needs a data grant and enough clearance', async () => {
-  const put = getTool('kv.put')!;
-  const get = getTool('kv.get')!;
+  const put = getTool('kv.put');
+  const get = getTool('kv.get');
   await assert.rejects(put.run(ctx({ egress_allowlist: [] }), { key: 'a', value: 1 }), refusedWith('egress_denied'));
   await assert.rejects(put.run(ctx({ egress_allowlist: ['kv:other'] }), { key: 'a', value: 1 }), refusedWith('egress_denied'));
   assert.deepEqual(await put.run(ctx({ egress_allowlist: ['kv:ws1'] }), { key: 'a', value: { n: 1 } }), { ok: true, key: 'a' });
@@ -46,7 +48,7 @@ test('kv.put needs egress to the workspace; kv.get needs a data grant and enough
 });
 
 test('http.get fetches only allowlisted URLs, without redirects, bounded', async () => {
-  const h = getTool('http.get')!;
+  const h = getTool('http.get');
   await assert.rejects(h.run(ctx({ egress_allowlist: [] }), { url: `${url}/` }), refusedWith('egress_denied'));
   await assert.rejects(h.run(ctx({ egress_allowlist: ['https://example.com'] }), { url: `${url}/` }), refusedWith('egress_denied'));
   const r = await h.run(ctx({ egress_allowlist: [url] }), { url: `${url}/` }) as { status: number; body: string };
@@ -63,8 +65,8 @@ test('http.get fetches only allowlisted URLs, without redirects, bounded', async
 test('http.get never reaches loopback, private or link-local addresses unless the operator allow-listed them, whatever the allowlist says', async () => {
   const strict = await inProcessCell();
   try {
-    const h = getTool('http.get')!;
-    const c = (u: string) => h.run({ cell: strict.cell, workspaceId: 'ws1', agentId: 'agt_test', authority: { egress_allowlist: ['*'] } }, { url: u });
+    const h = getTool('http.get', strict);
+    const c = (u: string) => h.run({ workspaceId: 'ws1', agentId: 'agt_test', authority: { egress_allowlist: ['*'] } }, { url: u });
     const port = (server.address() as AddressInfo).port;
     for (const u of [`${url}/`, `http://localhost:${port}/`, `http://[::1]:${port}/`, `http://[::ffff:127.0.0.1]:${port}/`,
       'http://169.254.169.254/latest/meta-data/', 'http://10.0.0.1/', 'http://192.168.1.1/', 'http://0.0.0.0/', 'http://100.64.0.1/']) {
@@ -73,7 +75,7 @@ test('http.get never reaches loopback, private or link-local addresses unless th
     // The name is judged at connect time (DNS rebinding cannot swap in a private address after the check).
     await assert.rejects(c(`http://localhost:${port}/`), refusedWith('egress_private_address'));
     // The allow-listed cell reaches the same server.
-    const ok = await getTool('http.get')!.run(ctx({ egress_allowlist: ['*'] }), { url: `http://localhost:${port}/` }) as { status: number };
+    const ok = await getTool('http.get').run(ctx({ egress_allowlist: ['*'] }), { url: `http://localhost:${port}/` }) as { status: number };
     assert.equal(ok.status, 200);
   } finally {
     await strict.close();
@@ -81,6 +83,6 @@ test('http.get never reaches loopback, private or link-local addresses unless th
 });
 
 test('clock.now reads the cell clock; calc returns a value', async () => {
-  assert.equal((await getTool('clock.now')!.run(ctx({}), {}) as { epoch_ms: number }).epoch_ms, t.clock.now());
-  assert.deepEqual(await getTool('calc')!.run(ctx({}), { expression: '2^10' }), { value: 1024 });
+  assert.equal((await getTool('clock.now').run(ctx({}), {}) as { epoch_ms: number }).epoch_ms, t.clock.now());
+  assert.deepEqual(await getTool('calc').run(ctx({}), { expression: '2^10' }), { value: 1024 });
 });
