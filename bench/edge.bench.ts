@@ -30,7 +30,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { buildKeyBundle, openKeyBundle } from '../bundles/key-bundle.ts';
-import { generateEd25519, signerFromJwk } from '../bundles/_codec.ts';
+import { generateEd25519, signerFromJwk } from '../bundles/codec.ts';
 import { hashSecret } from '../core/apikey/hash.ts';
 import type { KeyRecord } from '../core/apikey/verify.ts';
 import { writeFileDurable } from '../edge/files.ts';

@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { encodeRecord } from '../cell/store/_log.ts';
+import { encodeRecord } from '../cell/store/internal/log.ts';
 import { LOG_FILE, openEmbeddedStore } from '../cell/store/embedded.ts';
 import { openStore } from '../cell/store/open.ts';
 import type { Migration, Store } from '../cell/store/types.ts';

@@ -15,7 +15,7 @@
  */
 import { ServiceError } from '../core/errors.ts';
 import { ACCEPTED_FORMAT_VERSIONS, ENVELOPE_FORMAT, BUNDLE_TYPES, type BundleType } from './format.ts';
-import { b64url, canonicalJson, fromB64url, fromUtf8, sha256Hex, utf8, verifyEd25519, type Signer, type TrustedKey } from './_codec.ts';
+import { b64url, canonicalJson, fromB64url, fromUtf8, sha256Hex, utf8, verifyEd25519, type Signer, type TrustedKey } from './codec.ts';
 
 /** Fields every artifact payload carries. */
 export interface PayloadHeader {

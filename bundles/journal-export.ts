@@ -16,7 +16,7 @@ import type { JournalRecord } from '../core/journal/record.ts';
 import { verifyJournal } from '../core/journal/verify.ts';
 import { PAYLOAD_FORMAT_VERSION } from './format.ts';
 import { isObject, openEnvelope, refused, sealEnvelope, type OpenedEnvelope, type PayloadHeader } from './envelope.ts';
-import type { Signer, TrustedKey } from './_codec.ts';
+import type { Signer, TrustedKey } from './codec.ts';
 
 export interface RunSummary {
   run_id: string;

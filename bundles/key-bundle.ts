@@ -28,7 +28,7 @@ import { hashSecret } from '../core/apikey/hash.ts';
 import { isSecretFormat } from '../core/apikey/secret.ts';
 import { KEY_BUNDLE_FORMAT_VERSION } from './format.ts';
 import { isObject, openEnvelope, refused, sealEnvelope, type OpenedEnvelope, type PayloadHeader } from './envelope.ts';
-import type { Signer, TrustedKey } from './_codec.ts';
+import type { Signer, TrustedKey } from './codec.ts';
 
 export interface BundleOwner {
   status: KeyRecord['owner_status'];

@@ -9,7 +9,7 @@
  */
 import { PAYLOAD_FORMAT_VERSION } from './format.ts';
 import { isObject, openEnvelope, refused, sealEnvelope, type OpenedEnvelope, type PayloadHeader } from './envelope.ts';
-import type { Signer, TrustedKey } from './_codec.ts';
+import type { Signer, TrustedKey } from './codec.ts';
 
 export const MODEL_FORMATS = ['gguf'] as const;
 

@@ -4,7 +4,7 @@
 // source maps, no code splitting: three files, nothing fetched from anywhere
 // else. Used by scripts/build.mjs (embedded into dist/cell.mjs by
 // cell/console/build-plugin.mjs) and, when the cell runs from source, by
-// cell/console/_assets.ts on the first request.
+// cell/console/internal/assets.ts on the first request.
 import { build } from 'esbuild';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';

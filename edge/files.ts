@@ -12,7 +12,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { emptyDeviceState, parseDeviceState, type DeviceState } from '../bundles/accept.ts';
-import type { TrustedKey } from '../bundles/_codec.ts';
+import type { TrustedKey } from '../bundles/codec.ts';
 import { SetupError } from '../runtime/setup-error.ts';
 import { writeFileDurable as writeDurable } from '../runtime/write-durable.ts';
 

@@ -6,7 +6,7 @@
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { buildJournalExport } from '../bundles/journal-export.ts';
-import { signerFromJwk } from '../bundles/_codec.ts';
+import { signerFromJwk } from '../bundles/codec.ts';
 import { readDevice, readTrust, writeFileDurable } from './files.ts';
 import { readRun } from './runs.ts';
 

@@ -10,7 +10,7 @@ import { serve } from '@hono/node-server';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { isServiceError } from '../core/errors.ts';
-import { generateEd25519 } from '../bundles/_codec.ts';
+import { generateEd25519 } from '../bundles/codec.ts';
 import { initialState, paths, readDevice, readState, readTrust, writeFileDurable, writeState, type DeviceFile, type TrustFile } from './files.ts';
 import { edgeClock } from './clock.ts';
 import { loadKeyBundle } from './load.ts';

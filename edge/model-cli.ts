@@ -6,7 +6,7 @@
 import { parseArgs } from 'node:util';
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import { generateEd25519, signerFromJwk } from '../bundles/_codec.ts';
+import { generateEd25519, signerFromJwk } from '../bundles/codec.ts';
 import { buildModelManifest } from '../bundles/model-manifest.ts';
 import { writeFileDurable } from './files.ts';
 import { measureFile } from '../runtime/model-file.ts';

@@ -18,7 +18,7 @@ import { memoryJournal } from '../core/journal/memory.ts';
 import type { DeviceState } from '../bundles/accept.ts';
 import type { CrewBundle } from '../bundles/crew-bundle.ts';
 import type { OpenedEnvelope } from '../bundles/envelope.ts';
-import { signerFromJwk } from '../bundles/_codec.ts';
+import { signerFromJwk } from '../bundles/codec.ts';
 import type { EdgeClock } from './clock.ts';
 import { EdgeSetupError, type DeviceFile, type TrustFile } from './files.ts';
 import type { EdgeEnv, EdgeRuntime } from './gateway.ts';

@@ -19,7 +19,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { ServiceError } from '../core/errors.ts';
 import { checkModelFile, openModelManifest, type ModelManifest } from '../bundles/model-manifest.ts';
-import type { TrustedKey } from '../bundles/_codec.ts';
+import type { TrustedKey } from '../bundles/codec.ts';
 import { SetupError } from './setup-error.ts';
 import { measureFile } from './model-file.ts';
 

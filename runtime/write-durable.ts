@@ -2,7 +2,7 @@
  * Replaces a file atomically and durably: write a temp file, fsync it, rename
  * it over the target, fsync the directory. The one synchronous way the cell
  * and the edge write small files that must survive power loss (the store's
- * snapshot has its own, asynchronous, path: cell/store/_files.ts).
+ * snapshot has its own, asynchronous, path: cell/store/internal/files.ts).
  */
 import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';

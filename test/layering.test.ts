@@ -43,5 +43,32 @@ test('console/ imports only core/ of the project; nothing imports console/ but t
   assert.deepEqual(reaches('console', ['cell', 'edge', 'bundles', 'runtime', 'scripts']), []);
   for (const d of ['core', 'bundles', 'runtime', 'edge']) assert.deepEqual(reaches(d, ['console']), [], d);
   // The cell reaches console/ only through its dev-time asset loader (replaced in the bundle).
-  assert.deepEqual(reaches('cell', ['console']).map((x) => x.split(' -> ')[0]), ['cell/console/_assets.ts']);
+  assert.deepEqual(reaches('cell', ['console']).map((x) => x.split(' -> ')[0]), ['cell/console/internal/assets.ts']);
+});
+
+const SOURCE = ['core', 'bundles', 'runtime', 'cell', 'edge', 'console'];
+
+test('an internal/ folder is private to the folder that holds it', () => {
+  const bad: string[] = [];
+  for (const d of [...SOURCE, 'test', 'bench', 'scripts']) {
+    for (const f of files(d)) {
+      for (const m of readFileSync(f, 'utf8').matchAll(SPEC)) {
+        const s = m[1] ?? m[2] ?? '';
+        if (!s.startsWith('.')) continue;
+        const target = join(f, '..', s);
+        const i = target.indexOf('/internal/');
+        if (i < 0) continue;
+        const owner = target.slice(0, i);
+        // The owner folder and its subfolders may import it; so may the owner's tests (test/<owner>/)
+        // and the benchmarks, which build fixtures below the public surface (a store's log).
+        if (!(f.startsWith(owner + '/') || f.startsWith(join('test', owner) + '/') || f.startsWith('bench/'))) bad.push(`${f} -> ${s}`);
+      }
+    }
+  }
+  assert.deepEqual(bad, []);
+});
+
+test('source files private to a folder live in internal/, not behind a _ prefix', () => {
+  const prefixed = SOURCE.flatMap((d) => [...files(d)]).filter((f) => /\/_[^/]+$/.test(f));
+  assert.deepEqual(prefixed, []);
 });

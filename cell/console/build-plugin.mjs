@@ -1,4 +1,4 @@
-// esbuild plugin used by scripts/build.mjs: replaces cell/console/_assets.ts
+// esbuild plugin used by scripts/build.mjs: replaces cell/console/internal/assets.ts
 // with a module that embeds the console's built files (console/build.mjs) as
 // strings, so /console works from dist/cell.mjs alone.
 
@@ -7,7 +7,7 @@ export function embedConsole(files) {
   return {
     name: 'embed-console',
     setup(build) {
-      build.onLoad({ filter: /[\\/]cell[\\/]console[\\/]_assets\.ts$/ }, () => ({
+      build.onLoad({ filter: /[\\/]cell[\\/]console[\\/]internal[\\/]assets\.ts$/ }, () => ({
         loader: 'js',
         contents: [
           `const FILES = ${JSON.stringify(files)};`,

@@ -20,7 +20,7 @@ import { ServiceError, notFound } from '../../core/errors.ts';
 import type { AppEnv, CellCore } from '../context.ts';
 import type { OAuthApi } from '../oauth/module.ts';
 import type { CellModule } from '../module.ts';
-import { consoleFiles, type ConsoleFile } from './_assets.ts';
+import { consoleFiles, type ConsoleFile } from './internal/assets.ts';
 import { consoleConfig, registerConsoleClient } from './client.ts';
 import {
   CALLBACK_HTML, CONSOLE_ASSETS_PATH, CONSOLE_CALLBACK_PATH, CONSOLE_CONFIG_PATH, CONSOLE_HEADERS, CONSOLE_HTML, CONSOLE_PATH, etagOf,

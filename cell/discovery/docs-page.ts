@@ -5,7 +5,7 @@
  * No inline script or style: the page loads its init script as a file.
  */
 import { createHash } from 'node:crypto';
-import { swaggerFile } from './_swagger-files.ts';
+import { swaggerFile } from './internal/swagger-files.ts';
 
 export const DOCS_PATH = '/api/public/v1/docs';
 export const DOCS_ASSETS_PATH = `${DOCS_PATH}/assets`;

@@ -17,7 +17,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ServiceError, invalid } from '../../core/errors.ts';
-import type { TrustedKey } from '../../bundles/_codec.ts';
+import type { TrustedKey } from '../../bundles/codec.ts';
 import { findRuntime, loadLocalSignedModel, type LocalModel } from '../../runtime/local-model.ts';
 import type { ChatRequest, ChatResult } from '../ai/openai-client.ts';
 import type { LocalModelRuntime, Provider } from '../ai/providers.ts';

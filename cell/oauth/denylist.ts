@@ -12,7 +12,7 @@
  */
 import type { CellCore } from '../context.ts';
 import type { Tx } from '../store/types.ts';
-import { SerialLoad } from './_serial.ts';
+import { SerialLoad } from './internal/serial.ts';
 import * as repo from './repository.ts';
 
 export class Denylist {

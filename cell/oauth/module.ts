@@ -18,7 +18,7 @@ import { MemoryReplayCache } from '../../core/tokens/replay.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
-import { Cache } from './_cache.ts';
+import { Cache } from './internal/cache.ts';
 import { cellTokenJudge, jwtAuthenticator, type CellTokenSubject, type CellTokenVerdict } from './authenticator.ts';
 import { ensureBuiltInClient, type BuiltInClient } from './builtin-clients.ts';
 import { getClient, type ClientRecord } from './clients.ts';

@@ -8,7 +8,7 @@ import type { VerifiedTokenCache } from '../../core/tokens/cache.ts';
 import type { MemoryReplayCache } from '../../core/tokens/replay.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
-import type { Cache } from './_cache.ts';
+import type { Cache } from './internal/cache.ts';
 import type { Denylist } from './denylist.ts';
 import type { ClientRecord } from './repository.ts';
 import type { SigningKeys } from './signing-keys.ts';

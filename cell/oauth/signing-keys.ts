@@ -12,7 +12,7 @@
 import { createLocalJWKSet, importJWK, type JWK, type JWTVerifyGetKey } from 'jose';
 import { generateEd25519 } from '../../core/crypto/ed25519.ts';
 import type { CellCore } from '../context.ts';
-import { SerialLoad } from './_serial.ts';
+import { SerialLoad } from './internal/serial.ts';
 import * as repo from './repository.ts';
 import { maxTokenLifetimeSeconds } from './settings.ts';
 

@@ -17,7 +17,7 @@
  * A failed log write or fsync (a full disk) refuses writes with 503; the
  * store then cuts the log back to what was durable, re-opens itself from
  * disk, and accepts writes again once a probe write succeeds
- * (`_recovery.ts`). Formats and guarantees: docs/storage.md.
+ * (`internal/recovery.ts`). Formats and guarantees: docs/storage.md.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { mkdirSync } from 'node:fs';
@@ -25,16 +25,16 @@ import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Database } from 'sql.js';
 import { ServiceError } from '../../core/errors.ts';
-import { writeAll, writeFileDurably } from './_files.ts';
-import { LOG_FILE, loadFromDisk, SNAPSHOT_FILE } from './_load.ts';
-import { acquireDirLock, type DirLock } from './_lock.ts';
-import { encodeRecord, HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEAD_BYTES, type Statement } from './_log.ts';
-import { checkPortable } from './_dialect.ts';
-import { checkMigrations, migrateEmbedded } from './_migrations.ts';
-import { classifyFailure, probeWritable, type Failure } from './_recovery.ts';
-import type { ReplayResult } from './_replay.ts';
-import { execute, queryAll, Statements, tune } from './_sql.ts';
-import { isTxControl, isWriteStatement, tablesWritten } from './_tables.ts';
+import { writeAll, writeFileDurably } from './internal/files.ts';
+import { LOG_FILE, loadFromDisk, SNAPSHOT_FILE } from './internal/load.ts';
+import { acquireDirLock, type DirLock } from './internal/lock.ts';
+import { encodeRecord, HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEAD_BYTES, type Statement } from './internal/log.ts';
+import { checkPortable } from './internal/dialect.ts';
+import { checkMigrations, migrateEmbedded } from './internal/migrations.ts';
+import { classifyFailure, probeWritable, type Failure } from './internal/recovery.ts';
+import type { ReplayResult } from './internal/replay.ts';
+import { execute, queryAll, Statements, tune } from './internal/sql.ts';
+import { isTxControl, isWriteStatement, tablesWritten } from './internal/tables.ts';
 import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Tx } from './types.ts';
 
 export { LOG_FILE, SNAPSHOT_FILE };

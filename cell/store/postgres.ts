@@ -25,14 +25,14 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { ServiceError } from '../../core/errors.ts';
-import { checkPortable } from './_dialect.ts';
-import { ChangeListener } from './_pg-listen.ts';
-import { connectionLost, isConnectionLost, isRetryable } from './_pg-errors.ts';
-import { migratePostgres } from './_pg-migrate.ts';
-import { toNumbered } from './_pg-sql.ts';
-import { PG_TYPES, toPgParams } from './_pg-types.ts';
-import { checkMigrations } from './_migrations.ts';
-import { isTxControl, isWriteStatement, tablesWritten } from './_tables.ts';
+import { checkPortable } from './internal/dialect.ts';
+import { ChangeListener } from './internal/pg-listen.ts';
+import { connectionLost, isConnectionLost, isRetryable } from './internal/pg-errors.ts';
+import { migratePostgres } from './internal/pg-migrate.ts';
+import { toNumbered } from './internal/pg-sql.ts';
+import { PG_TYPES, toPgParams } from './internal/pg-types.ts';
+import { checkMigrations } from './internal/migrations.ts';
+import { isTxControl, isWriteStatement, tablesWritten } from './internal/tables.ts';
 import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Tx } from './types.ts';
 
 /** The NOTIFY channel every cell of a database uses. */

@@ -20,14 +20,14 @@
  *   reports in seat order.
  * `pre` stages run before the team ([pre:<i>]) and `post` stages after ([post:<i>]).
  * Nodes are emitted in a topological order, which is the execution order.
- * Hashes: formation hash = content hash of the projection (_projection.ts); graph
+ * Hashes: formation hash = content hash of the projection (internal/projection.ts); graph
  * hash = see graphHashOf.
  */
-import { hashJson, sortedKeys, type Sha256 } from './_hash.ts';
+import { hashJson, sortedKeys, type Sha256 } from '../json-hash.ts';
 import { contractsOf, intersectAuthority, isSubset, type AuthorityEnvelope } from '../authority/envelope.ts';
 import { validateGraph } from '../engine/validate.ts';
 import { GRAPH_FORMAT_VERSION, type Graph, type GraphEdge, type GraphNode, type SeatAuthority, type SeatSpec } from '../engine/types.ts';
-import { CompileError, parseAuthority, project, seatOrder, type ProjectedBillet, type Projection } from './_projection.ts';
+import { CompileError, parseAuthority, project, seatOrder, type ProjectedBillet, type Projection } from './internal/projection.ts';
 import type { BilletInput, CompileResult, FormationInput, SeatBinding, StageSpec } from './types.ts';
 
 const REVIEW_PROMPT = 'Your report has returned the result below. Review it and give the final answer to the task.';

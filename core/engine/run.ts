@@ -10,10 +10,10 @@
  */
 import { contentHash } from '../canonical.ts';
 import type { JsonObject } from '../journal/record.ts';
-import { asJson, RunContext } from './_context.ts';
-import { refuse, Stop } from './_stop.ts';
+import { asJson, RunContext } from './internal/context.ts';
+import { refuse, Stop } from './internal/stop.ts';
 import { EXECUTORS } from './executors/registry.ts';
-import { executeStep, type Inbound, type StepRef } from './executors/_step.ts';
+import { executeStep, type Inbound, type StepRef } from './internal/step.ts';
 import { validateGraph } from './validate.ts';
 import type { EnginePorts, Graph, GraphEdge, RunOptions, RunResult } from './types.ts';
 

@@ -5,7 +5,7 @@
  * seats that exist, sane limits and configs, and every CEL expression checked.
  */
 import { compileExpr } from '../expr/compile.ts';
-import { VARS } from './_context.ts';
+import { VARS } from './internal/context.ts';
 import { EXECUTOR_KINDS, type Graph, type GraphNode, type LeafSpec } from './types.ts';
 
 export type GraphVerdict = { ok: true } | { ok: false; node: string | null; problem: string };

@@ -15,7 +15,7 @@
  * format version `v`; recorded journals under test/fixtures/journals pin v1.
  */
 import { utf8 } from '../canonical.ts';
-import { canonicalText } from '../compiler/_hash.ts';
+import { canonicalText } from '../json-hash.ts';
 
 /** Format version of records written by this code. */
 export const JOURNAL_FORMAT_VERSION = 1;

@@ -2,7 +2,7 @@
  * Sealing a journal record: chain it to the previous record and sign it.
  */
 import { b64url } from '../canonical.ts';
-import { sortedKeys } from '../compiler/_hash.ts';
+import { sortedKeys } from '../json-hash.ts';
 import { JOURNAL_FORMAT_VERSION, signingBytes, type JournalRecord, type JournalSigner, type UnsignedRecord } from './record.ts';
 
 /**

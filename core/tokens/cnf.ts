@@ -3,7 +3,7 @@
  * `jkt`) and certificate binding (RFC 8705, `x5t#S256`). When both are
  * present both must hold; an unbound token needs neither.
  */
-import { b64urlBytes, timingSafeEqualStr } from './_b64.ts';
+import { b64urlBytes, timingSafeEqualStr } from './internal/b64.ts';
 import { TokenError } from './errors.ts';
 
 export interface PresentedBindings {

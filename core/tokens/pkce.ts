@@ -6,7 +6,7 @@
  * await pkceS256Challenge('dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk')
  * // -> 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM'
  */
-import { sha256B64url, timingSafeEqualStr } from './_b64.ts';
+import { sha256B64url, timingSafeEqualStr } from './internal/b64.ts';
 
 const VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;
 

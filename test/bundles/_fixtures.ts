@@ -1,5 +1,5 @@
 // Shared fixtures for the bundle tests: key pairs and a frozen clock.
-import { generateEd25519, signerFromJwk, type Signer, type TrustedKey } from '../../bundles/_codec.ts';
+import { generateEd25519, signerFromJwk, type Signer, type TrustedKey } from '../../bundles/codec.ts';
 
 export const T0 = Date.UTC(2026, 0, 1);
 

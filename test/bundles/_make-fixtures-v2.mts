@@ -5,7 +5,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { importJWK, SignJWT } from 'jose';
-import { generateEd25519, signerFromJwk } from '../../bundles/_codec.ts';
+import { generateEd25519, signerFromJwk } from '../../bundles/codec.ts';
 import { buildKeyBundle } from '../../bundles/key-bundle.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
 

@@ -5,7 +5,7 @@
 // Usage (historical): node --import tsx test/bundles/_make-fixtures.mts
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { generateEd25519, signerFromJwk } from '../../bundles/_codec.ts';
+import { generateEd25519, signerFromJwk } from '../../bundles/codec.ts';
 import { buildKeyBundle } from '../../bundles/key-bundle.ts';
 import { buildModelManifest } from '../../bundles/model-manifest.ts';
 import { buildJournalExport } from '../../bundles/journal-export.ts';

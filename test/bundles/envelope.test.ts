@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openEnvelope, sealEnvelope, splitEnvelope, type PayloadHeader } from '../../bundles/envelope.ts';
 import { acceptArtifact, emptyDeviceState, checkClock } from '../../bundles/accept.ts';
-import { canonicalJson } from '../../bundles/_codec.ts';
+import { canonicalJson } from '../../bundles/codec.ts';
 import { keyPair, T0 } from './_fixtures.ts';
 
 function header(kid: string, over: Partial<PayloadHeader> = {}): PayloadHeader & Record<string, unknown> {

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildModelManifest, checkModelFile, openModelManifest } from '../../bundles/model-manifest.ts';
 import { buildCrewBundle, openCrewBundle, type CrewContent } from '../../bundles/crew-bundle.ts';
-import { sha256Hex } from '../../bundles/_codec.ts';
+import { sha256Hex } from '../../bundles/codec.ts';
 import { contentHash } from '../../core/canonical.ts';
 import { keyPair, T0 } from './_fixtures.ts';
 

@@ -2,7 +2,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/_codec.ts';
+import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/codec.ts';
 import { buildCrewBundle, type CrewContent } from '../../bundles/crew-bundle.ts';
 import { buildModelManifest } from '../../bundles/model-manifest.ts';
 import { buildKeyBundle } from '../../bundles/key-bundle.ts';

@@ -11,7 +11,7 @@ import { makeTestCerts, tlsSocket } from '../helpers/certs.ts';
 import { accessTokenHash } from '../../core/tokens/ath.ts';
 import { openKeyBundle } from '../../bundles/key-bundle.ts';
 import { acceptArtifact, emptyDeviceState } from '../../bundles/accept.ts';
-import { generateEd25519 } from '../../bundles/_codec.ts';
+import { generateEd25519 } from '../../bundles/codec.ts';
 import { createEdgeApp, type EdgeRuntime } from '../../edge/gateway.ts';
 
 const A = '/api/public/v1/admin';

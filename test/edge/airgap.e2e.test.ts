@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startCellProcess } from '../helpers/cell-process.ts';
-import { team } from '../cell/teams/_setup.ts';
+import { team } from '../helpers/teams.ts';
 import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { startCellProcess, CELL_BIN } from '../helpers/cell-process.ts';
 import { testStore } from '../helpers/inproc.ts';
 import { openKeyBundle } from '../../bundles/key-bundle.ts';
-import { generateEd25519 } from '../../bundles/_codec.ts';
+import { generateEd25519 } from '../../bundles/codec.ts';
 
 test('bundle keys and bundle trust from a stopped cell', { skip: existsSync(CELL_BIN) ? false : 'dist/cell.mjs missing: run node scripts/build.mjs', timeout: 60_000 }, async () => {
   // The cell's store, named here so the commands can be given it (a PostgreSQL database with CELL_TEST_STORE=postgres).

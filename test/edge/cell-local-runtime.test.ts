@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { inProcessCell } from '../helpers/inproc.ts';
 import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 import { buildModelManifest } from '../../bundles/model-manifest.ts';
-import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/_codec.ts';
+import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/codec.ts';
 import { findRuntime } from '../../runtime/local-model.ts';
 
 let skip: string | false = false;

@@ -5,7 +5,7 @@ import { inProcessCell } from '../helpers/inproc.ts';
 import { openKeyBundle } from '../../bundles/key-bundle.ts';
 import { acceptArtifact, emptyDeviceState } from '../../bundles/accept.ts';
 import { buildJournalExport } from '../../bundles/journal-export.ts';
-import { generateEd25519, signerFromJwk } from '../../bundles/_codec.ts';
+import { generateEd25519, signerFromJwk } from '../../bundles/codec.ts';
 import { sealRecord } from '../../core/journal/seal.ts';
 import { GENESIS_HASH, type JournalRecord } from '../../core/journal/record.ts';
 import { recordHash } from '../../core/journal/hash.ts';

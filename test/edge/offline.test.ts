@@ -106,7 +106,7 @@ test('a tampered model refuses to start; a validly signed but different model is
     const { writeFileSync } = await import('node:fs');
     const { makeTinyGguf } = await import('../../scripts/make-tiny-gguf.ts');
     const { buildModelManifest } = await import('../../bundles/model-manifest.ts');
-    const { sha256Hex } = await import('../../bundles/_codec.ts');
+    const { sha256Hex } = await import('../../bundles/codec.ts');
     const other = makeTinyGguf(7);
     writeFileSync(w.modelPath, other);
     const prep = () => prepareOffline({ dir: w.dir, device: w.device, trust: w.trust, state: emptyDeviceState(w.device.device_id), clock: { now: () => T0 }, crewBundle: w.crewPath, model: w.modelPath, modelManifest: w.manifestPath });

@@ -28,7 +28,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import type { Database, Statement, StatementIterator } from 'sql.js';
-import { loadSqlJs } from '../../store/_sqljs.ts';
+import { loadSqlJs } from '../../store/sqljs.ts';
 import { writeFileDurable } from '../../../runtime/write-durable.ts';
 
 export type SqlParam = string | number | boolean | null;

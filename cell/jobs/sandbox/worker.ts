@@ -45,6 +45,6 @@ if (!isMainThread && (workerData as { role?: string } | null)?.role === SANDBOX_
   // Load both WebAssembly modules before taking work, so time caps measure the task only.
   void Promise.all([
     import('./compute.ts').then((m) => m.loadQuickJs()),
-    import('../../store/_sqljs.ts').then((m) => m.loadSqlJs()),
+    import('../../store/sqljs.ts').then((m) => m.loadSqlJs()),
   ]).then(() => port.postMessage({ ready: true }), () => port.postMessage({ ready: true }));
 }

@@ -4,10 +4,10 @@
  * step). Output: the final answer text.
  */
 import type { ChatMessage, ToolDescriptor, AgentConfig } from '../types.ts';
-import { modelCall, render } from './_model.ts';
-import { governedToolCall } from './_tool.ts';
-import { refuse } from '../_stop.ts';
-import type { Executor } from './_step.ts';
+import { modelCall, render } from '../internal/model.ts';
+import { governedToolCall } from '../internal/tool.ts';
+import { refuse } from '../internal/stop.ts';
+import type { Executor } from '../internal/step.ts';
 
 export const agent: Executor = async (ctx, step, input) => {
   const cfg = step.config as AgentConfig;

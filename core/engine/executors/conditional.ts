@@ -4,8 +4,8 @@
  * that errors or is not a bool refuses (never guesses). Output: the input.
  */
 import type { ConditionalConfig } from '../types.ts';
-import { refuse } from '../_stop.ts';
-import type { Executor } from './_step.ts';
+import { refuse } from '../internal/stop.ts';
+import type { Executor } from '../internal/step.ts';
 
 export const conditional: Executor = async (ctx, step, input) => {
   const cfg = step.config as ConditionalConfig;

@@ -5,8 +5,8 @@
  */
 import { canonicalJson } from '../../canonical.ts';
 import type { ConsensusConfig } from '../types.ts';
-import { refuse } from '../_stop.ts';
-import type { Executor } from './_step.ts';
+import { refuse } from '../internal/stop.ts';
+import type { Executor } from '../internal/step.ts';
 
 function key(v: unknown, compare: 'normalized' | 'exact'): string {
   if (typeof v === 'string') return compare === 'exact' ? v : v.trim().toLowerCase().replace(/\s+/g, ' ');

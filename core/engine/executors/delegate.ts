@@ -5,9 +5,9 @@
  * refuses (delegation_unresolved). With one report, no model call is made.
  */
 import type { DelegateConfig } from '../types.ts';
-import { refuse } from '../_stop.ts';
-import { modelCall, render } from './_model.ts';
-import type { Executor } from './_step.ts';
+import { refuse } from '../internal/stop.ts';
+import { modelCall, render } from '../internal/model.ts';
+import type { Executor } from '../internal/step.ts';
 
 export const delegate: Executor = async (ctx, step, input) => {
   const cfg = step.config as DelegateConfig;

@@ -5,8 +5,8 @@
  * `decision` journal record naming the rule and the contract. Output: the input.
  */
 import type { GateConfig, GateRule } from '../types.ts';
-import { refuse } from '../_stop.ts';
-import type { Executor } from './_step.ts';
+import { refuse } from '../internal/stop.ts';
+import type { Executor } from '../internal/step.ts';
 
 export const gate: Executor = async (ctx, step, input) => {
   const cfg = step.config as GateConfig;

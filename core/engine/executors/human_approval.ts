@@ -6,8 +6,8 @@
  * reached, a recorded time), fails closed as a refusal. Output: the input.
  */
 import type { HumanApprovalConfig } from '../types.ts';
-import { refuse, Stop } from '../_stop.ts';
-import type { Executor } from './_step.ts';
+import { refuse, Stop } from '../internal/stop.ts';
+import type { Executor } from '../internal/step.ts';
 
 export const humanApproval: Executor = async (ctx, step, input) => {
   const cfg = step.config as HumanApprovalConfig;

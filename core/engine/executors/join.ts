@@ -3,7 +3,7 @@
  * (mode object, default) or a list in predecessor order (mode list).
  */
 import type { JoinConfig } from '../types.ts';
-import type { Executor } from './_step.ts';
+import type { Executor } from '../internal/step.ts';
 
 export const join: Executor = async (_ctx, step, _input, inbound) => {
   const cfg = step.config as JoinConfig;

@@ -6,10 +6,10 @@
  * complete). Output: the last iteration's output.
  */
 import type { LoopConfig } from '../types.ts';
-import { VARS } from '../_context.ts';
-import { refuse } from '../_stop.ts';
-import { leafExecutor, leafStep } from './_leaf.ts';
-import { executeStep, type Executor } from './_step.ts';
+import { VARS } from '../internal/context.ts';
+import { refuse } from '../internal/stop.ts';
+import { leafExecutor, leafStep } from '../internal/leaf.ts';
+import { executeStep, type Executor } from '../internal/step.ts';
 
 export const loop: Executor = async (ctx, step, input) => {
   const cfg = step.config as LoopConfig;

@@ -4,9 +4,9 @@
  * refused, never truncated. Output: the list of results.
  */
 import type { MapConfig } from '../types.ts';
-import { refuse } from '../_stop.ts';
-import { leafExecutor, leafStep } from './_leaf.ts';
-import { executeStep, type Executor } from './_step.ts';
+import { refuse } from '../internal/stop.ts';
+import { leafExecutor, leafStep } from '../internal/leaf.ts';
+import { executeStep, type Executor } from '../internal/step.ts';
 
 export const map: Executor = async (ctx, step, input) => {
   const cfg = step.config as MapConfig;

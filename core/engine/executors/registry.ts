@@ -2,7 +2,7 @@
  * The fourteen registered executors, by kind.
  */
 import type { ExecutorKind } from '../types.ts';
-import type { Executor } from './_step.ts';
+import type { Executor } from '../internal/step.ts';
 import { agent } from './agent.ts';
 import { tool } from './tool.ts';
 import { skill } from './skill.ts';

@@ -6,11 +6,11 @@
  */
 import type { JsonObject } from '../../journal/record.ts';
 import type { SkillConfig, SkillSpec } from '../types.ts';
-import type { RunContext } from '../_context.ts';
-import { refuse } from '../_stop.ts';
-import { modelCall, render } from './_model.ts';
-import { governedToolCall } from './_tool.ts';
-import { asArgs, type Executor } from './_step.ts';
+import type { RunContext } from '../internal/context.ts';
+import { refuse } from '../internal/stop.ts';
+import { modelCall, render } from '../internal/model.ts';
+import { governedToolCall } from '../internal/tool.ts';
+import { asArgs, type Executor } from '../internal/step.ts';
 
 const MAX_CHAIN = 16;
 

@@ -4,8 +4,8 @@
  * later drive (or a recovered run) continues. Output: the input.
  */
 import type { TimerConfig } from '../types.ts';
-import { Stop } from '../_stop.ts';
-import type { Executor } from './_step.ts';
+import { Stop } from '../internal/stop.ts';
+import type { Executor } from '../internal/step.ts';
 
 export const timer: Executor = async (ctx, step, input) => {
   const cfg = step.config as TimerConfig;

@@ -4,9 +4,9 @@
  */
 import type { JsonObject } from '../../journal/record.ts';
 import type { ToolConfig } from '../types.ts';
-import { refuse } from '../_stop.ts';
-import { governedToolCall } from './_tool.ts';
-import { asArgs, type Executor } from './_step.ts';
+import { refuse } from '../internal/stop.ts';
+import { governedToolCall } from '../internal/tool.ts';
+import { asArgs, type Executor } from '../internal/step.ts';
 
 export const tool: Executor = async (ctx, step, input) => {
   const cfg = step.config as ToolConfig;

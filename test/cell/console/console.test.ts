@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { consoleClientId, registerConsoleClient } from '../../../cell/console/client.ts';
 import { CONSOLE_CSP } from '../../../cell/console/page.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { form } from '../oauth/_helpers.ts';
+import { form } from '../../helpers/oauth.ts';
 
 let t: InProcess;
 before(async () => { t = await inProcessCell({ config: { publicUrl: 'http://console.test:8080' } }); });

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { nestedDeeperThan } from '../../../cell/app.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
-import { A, T, crewFixture, ok, team, type Api } from '../teams/_setup.ts';
+import { A, T, crewFixture, ok, team, type Api } from '../../helpers/teams.ts';
 
 let t: InProcess;
 let ai: FakeOpenAI;

@@ -12,7 +12,7 @@ import { readJournal } from '../../../cell/runs/journal.ts';
 import { settled } from '../../../cell/teams/runs.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
-import { A, T, ok, team, type Api, crewFixture } from '../teams/_setup.ts';
+import { A, T, ok, team, type Api, crewFixture } from '../../helpers/teams.ts';
 
 const J = `${A}/jobs`;
 let t: InProcess;

@@ -8,7 +8,7 @@ import { settled } from '../../../cell/teams/runs.ts';
 import { schedulerOf } from '../../../cell/jobs/module.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { ok, team, type Api, crewFixture } from '../teams/_setup.ts';
+import { ok, team, type Api, crewFixture } from '../../helpers/teams.ts';
 
 const DEFS = '/api/public/v1/admin/jobs/definitions';
 let t: InProcess;

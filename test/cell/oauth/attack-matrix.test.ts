@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { base64url, generateKeyPair, SignJWT } from 'jose';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { basic, claimsOf, createService, form, registerClient } from './_helpers.ts';
+import { basic, claimsOf, createService, form, registerClient } from '../../helpers/oauth.ts';
 
 const RES = '/api/public/v1/admin/oauth/clients';
 let t: InProcess;

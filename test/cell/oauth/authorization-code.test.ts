@@ -3,8 +3,8 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { pkceS256Challenge } from '../../../core/tokens/pkce.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { browserish, claimsOf, createUser, form, hiddenFields, signIn } from './_helpers.ts';
-import { registerClient } from './_helpers.ts';
+import { browserish, claimsOf, createUser, form, hiddenFields, signIn } from '../../helpers/oauth.ts';
+import { registerClient } from '../../helpers/oauth.ts';
 
 const REDIRECT = 'http://127.0.0.1:9/callback';
 let t: InProcess;

@@ -2,7 +2,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { basic, claimsOf, createService, form, registerClient } from './_helpers.ts';
+import { basic, claimsOf, createService, form, registerClient } from '../../helpers/oauth.ts';
 
 let t: InProcess;
 let client: { client_id: string; client_secret?: string };

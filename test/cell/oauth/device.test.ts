@@ -2,7 +2,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { browserish, claimsOf, createUser, form, hiddenFields, registerClient, signIn } from './_helpers.ts';
+import { browserish, claimsOf, createUser, form, hiddenFields, registerClient, signIn } from '../../helpers/oauth.ts';
 
 let t: InProcess;
 let clientId: string;

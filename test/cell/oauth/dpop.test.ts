@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { accessTokenHash } from '../../../core/tokens/ath.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { basic, claimsOf, createService, form, registerClient } from './_helpers.ts';
+import { basic, claimsOf, createService, form, registerClient } from '../../helpers/oauth.ts';
 
 const BASE = 'http://127.0.0.1:8080';
 const RES = '/api/public/v1/admin/oauth/clients';

@@ -4,8 +4,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { basic, claimsOf, createService, form, registerClient } from './_helpers.ts';
-import { generateEd25519 } from '../../../bundles/_codec.ts';
+import { basic, claimsOf, createService, form, registerClient } from '../../helpers/oauth.ts';
+import { generateEd25519 } from '../../../bundles/codec.ts';
 
 let t: InProcess;
 let client: { client_id: string; client_secret?: string };

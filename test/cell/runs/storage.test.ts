@@ -12,7 +12,7 @@ import type { CellConfig } from '../../../cell/config.ts';
 import { LOGS_MAX_BYTES } from '../../../cell/jobs/sandbox/compute.ts';
 import { workspaceDbPath } from '../../../cell/jobs/steps.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { T, crewFixture, ok, team } from '../teams/_setup.ts';
+import { T, crewFixture, ok, team } from '../../helpers/teams.ts';
 
 const RUNS = '/api/public/v1/admin/jobs/runs';
 const KiB = 1024;

@@ -13,7 +13,7 @@ import { effectiveAuthority, intersectSelectors, normalize } from '../../../core
 import { intersectAuthority, type AuthorityEnvelope } from '../../../core/authority/envelope.ts';
 import { ALL_PERMISSIONS, BUILTIN_ROLES } from '../../../core/permissions.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
-import { basic, claimsOf, form } from '../oauth/_helpers.ts';
+import { basic, claimsOf, form } from '../../helpers/oauth.ts';
 
 const A = '/api/public/v1/admin';
 const T = `${A}/agent-teams`;

@@ -5,8 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { actor } from '../../helpers/actors.ts';
-import { crewFixture, ok, team, T } from '../teams/_setup.ts';
-import { basic, claimsOf, form } from '../oauth/_helpers.ts';
+import { crewFixture, ok, team, T } from '../../helpers/teams.ts';
+import { basic, claimsOf, form } from '../../helpers/oauth.ts';
 import { isServiceError } from '../../../core/errors.ts';
 
 const A = '/api/public/v1/admin';

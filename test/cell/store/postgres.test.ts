@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, it } from 'node:test';
 import { openStore } from '../../../cell/store/open.ts';
 import type { PostgresStore } from '../../../cell/store/postgres.ts';
-import { renderMigration, splitStatements, toNumbered } from '../../../cell/store/_pg-sql.ts';
+import { renderMigration, splitStatements, toNumbered } from '../../../cell/store/internal/pg-sql.ts';
 import type { Change, Migration } from '../../../cell/store/types.ts';
 import { adminQuery, pgDatabase, pgServerUrl, pgUnavailable, type PgDatabase } from '../../helpers/postgres.ts';
 import { deferred, T_MIGRATIONS } from './_util.ts';

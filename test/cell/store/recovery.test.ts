@@ -7,7 +7,7 @@ import { strict as assert } from 'node:assert';
 import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { decodeRecord, HEADER_BYTES } from '../../../cell/store/_log.ts';
+import { decodeRecord, HEADER_BYTES } from '../../../cell/store/internal/log.ts';
 import { LOG_FILE, openEmbeddedStore as openStore } from '../../../cell/store/embedded.ts';
 import { crashCopy, T_MIGRATIONS, tempDir } from './_util.ts';
 

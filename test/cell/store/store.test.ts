@@ -9,7 +9,7 @@ import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
-import { HEADER_BYTES } from '../../../cell/store/_log.ts';
+import { HEADER_BYTES } from '../../../cell/store/internal/log.ts';
 import { LOG_FILE, openEmbeddedStore, SNAPSHOT_FILE, type EmbeddedStore, type EmbeddedStoreOptions } from '../../../cell/store/embedded.ts';
 import type { Store } from '../../../cell/store/types.ts';
 import { crashCopy, deferred, T_MIGRATIONS, tempDir } from './_util.ts';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
-import { A, T, ok, team, type Api, crewFixture } from './_setup.ts';
+import { A, T, ok, team, type Api, crewFixture } from '../../helpers/teams.ts';
 
 let t: InProcess;
 let ai: FakeOpenAI;

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startCellProcess, type CellProcess } from '../../helpers/cell-process.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { T, ok, provider, roleOf, team, type Api } from './_setup.ts';
+import { T, ok, provider, roleOf, team, type Api } from '../../helpers/teams.ts';
 
 let ai: FakeOpenAI;
 const procs: CellProcess[] = [];

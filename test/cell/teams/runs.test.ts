@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { verifyJournal } from '../../../core/journal/verify.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
 import { lastUser, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { A, T, ok, roleOf, team, type Api, crewFixture } from './_setup.ts';
+import { A, T, ok, roleOf, team, type Api, crewFixture } from '../../helpers/teams.ts';
 
 let t: InProcess;
 let ai: FakeOpenAI;

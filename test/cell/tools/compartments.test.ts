@@ -10,7 +10,7 @@ import type { ToolCaller } from '../../../cell/tools/catalog.ts';
 import { isServiceError } from '../../../core/errors.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
-import { T, ok, team, type Api, crewFixture } from '../teams/_setup.ts';
+import { T, ok, team, type Api, crewFixture } from '../../helpers/teams.ts';
 
 let t: InProcess;
 let ai: FakeOpenAI;

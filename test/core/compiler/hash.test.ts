@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { contentHash } from '../../../core/canonical.ts';
-import { hashJson, sortedKeys } from '../../../core/compiler/_hash.ts';
+import { hashJson, sortedKeys } from '../../../core/json-hash.ts';
 
 test('hashJson(v) === contentHash(v) for arbitrary JSON, with and without sorted keys', () => {
   fc.assert(

@@ -3,7 +3,7 @@
  * (a graph node, or an item / iteration of map and loop).
  */
 import type { JsonObject } from '../../journal/record.ts';
-import type { RunContext } from '../_context.ts';
+import type { RunContext } from './context.ts';
 import type { ExecutorKind } from '../types.ts';
 
 /** A node, or a leaf body under a derived step id. */

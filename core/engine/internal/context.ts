@@ -2,13 +2,13 @@
  * The per-drive state of a run: memoized steps (journal + recorded outputs),
  * step limits, seat spending, compiled expressions. Internal to the engine.
  */
-import { canonicalJson, contentHash } from '../canonical.ts';
-import { compileExpr } from '../expr/compile.ts';
-import { evalBool, evalExpr } from '../expr/evaluate.ts';
-import type { ExprProgram } from '../expr/program.ts';
-import type { JournalKind, JsonObject } from '../journal/record.ts';
-import { fail, refuse, Stop } from './_stop.ts';
-import type { EnginePorts, Graph, GoverningContract, RunOptions, SeatSpec } from './types.ts';
+import { canonicalJson, contentHash } from '../../canonical.ts';
+import { compileExpr } from '../../expr/compile.ts';
+import { evalBool, evalExpr } from '../../expr/evaluate.ts';
+import type { ExprProgram } from '../../expr/program.ts';
+import type { JournalKind, JsonObject } from '../../journal/record.ts';
+import { fail, refuse, Stop } from './stop.ts';
+import type { EnginePorts, Graph, GoverningContract, RunOptions, SeatSpec } from '../types.ts';
 
 /** Variables visible to each kind of expression. */
 export const VARS = {

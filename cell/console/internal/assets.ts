@@ -11,7 +11,7 @@ let loading: Promise<Record<string, ConsoleFile>> | null = null;
 
 /** The console's files by name: console.js, callback.js, console.css. */
 export function consoleFiles(): Promise<Record<string, ConsoleFile>> {
-  loading ??= import('../../console/build.mjs').then((m) => m.buildConsole());
+  loading ??= import('../../../console/build.mjs').then((m) => m.buildConsole());
   loading.catch(() => { loading = null; });
   return loading;
 }

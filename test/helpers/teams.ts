@@ -3,9 +3,9 @@
  * and helpers to author a team over the admin API.
  */
 import assert from 'node:assert/strict';
-import type { CellConfig } from '../../../cell/config.ts';
-import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
+import type { CellConfig } from '../../cell/config.ts';
+import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts';
+import { inProcessCell, type InProcess } from './inproc.ts';
 
 export const A = '/api/public/v1/admin';
 export const T = `${A}/agent-teams`;

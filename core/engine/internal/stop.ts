@@ -2,7 +2,7 @@
  * Control-flow signal of the run loop: a step refuses, fails, or waits. Thrown
  * by executors, caught by runGraph, which journals it and ends the drive.
  */
-import type { JsonObject } from '../journal/record.ts';
+import type { JsonObject } from '../../journal/record.ts';
 
 export class Stop {
   constructor(

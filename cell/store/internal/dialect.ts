@@ -6,7 +6,7 @@
  * inside string literals, quoted identifiers or comments) and each SQL text
  * is checked once. Rules: docs/storage.md, "One dialect".
  */
-import { lex } from './_lex.ts';
+import { lex } from './lex.ts';
 
 interface Rule { test: (code: string) => boolean; why: string }
 

@@ -6,8 +6,8 @@
  */
 import { open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ServiceError } from '../../core/errors.ts';
-import { writeAll } from './_files.ts';
+import { ServiceError } from '../../../core/errors.ts';
+import { writeAll } from './files.ts';
 
 /** errno codes after which the same write may succeed later (space freed, device back). */
 const TRANSIENT = new Set(['ENOSPC', 'EDQUOT', 'EIO', 'EAGAIN', 'EINTR', 'ENOMEM', 'EBUSY', 'EMFILE', 'ENFILE', 'ETIMEDOUT']);

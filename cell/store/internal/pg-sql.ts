@@ -6,7 +6,7 @@
  * AUTOINCREMENT → BIGSERIAL PRIMARY KEY, BLOB → BYTEA, REAL → DOUBLE
  * PRECISION). Rules of the dialect: docs/storage.md, "One dialect".
  */
-import { lex } from './_lex.ts';
+import { lex } from './lex.ts';
 
 const placeholderCache = new Map<string, { text: string; count: number }>();
 const CACHE_MAX = 2000;

@@ -4,10 +4,10 @@
  * auto, waiting for a human approval where the mode asks), then the tool port. Memoized per step id.
  */
 import type { JsonObject } from '../../journal/record.ts';
-import type { RunContext } from '../_context.ts';
-import { VARS } from '../_context.ts';
+import type { RunContext } from './context.ts';
+import { VARS } from './context.ts';
 import { isEngineRefusal } from '../refusal.ts';
-import { fail, refuse, Stop } from '../_stop.ts';
+import { fail, refuse, Stop } from './stop.ts';
 
 export async function governedToolCall(ctx: RunContext, seatId: string | null, stepId: string, name: string, args: JsonObject): Promise<unknown> {
   const seat = seatId !== null ? ctx.seat(seatId) : null;

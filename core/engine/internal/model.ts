@@ -3,9 +3,9 @@
  * commit after, memoized so a recorded answer is never asked for again.
  */
 import type { JsonObject } from '../../journal/record.ts';
-import type { RunContext } from '../_context.ts';
+import type { RunContext } from './context.ts';
 import { isEngineRefusal } from '../refusal.ts';
-import { fail, refuse } from '../_stop.ts';
+import { fail, refuse } from './stop.ts';
 import type { ChatMessage, ModelResponse, ToolCall, ToolDescriptor } from '../types.ts';
 
 function validResponse(r: unknown): ModelResponse | null {

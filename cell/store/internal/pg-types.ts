@@ -6,7 +6,7 @@
  * timestamps, JSON) as the server's text, never parsed into objects.
  */
 import pg from 'pg';
-import type { SqlValue } from './types.ts';
+import type { SqlValue } from '../types.ts';
 
 const NUMERIC_OIDS = new Set([20, 21, 23, 26, 700, 701, 1700]); // int8 int2 int4 oid float4 float8 numeric
 const BOOL_OID = 16;

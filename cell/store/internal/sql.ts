@@ -1,6 +1,6 @@
 /** Thin helpers over a sql.js Database: settings, queries, statements. */
 import type { Database, SqlValue as SqlJsValue, Statement } from 'sql.js';
-import type { Row, SqlValue } from './types.ts';
+import type { Row, SqlValue } from '../types.ts';
 
 /**
  * The database file lives in sql.js's in-memory filesystem and dies with the

@@ -4,7 +4,7 @@
  * (the transaction is run again), or anything else (a programming or schema
  * mistake, passed through).
  */
-import { ServiceError } from '../../core/errors.ts';
+import { ServiceError } from '../../../core/errors.ts';
 
 /** SQLSTATEs after which the transaction is run again. */
 const RETRY_STATES = new Set(['40001', '40P01']);

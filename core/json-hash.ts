@@ -8,7 +8,7 @@
  * keys, undefined members, lone surrogates, non-finite numbers, non-plain
  * objects) falls back to `contentHash`, which canonicalizes or throws TypeError.
  */
-import { canonicalJson, contentHash, hasLoneSurrogate, sha256Hex, utf8 } from '../canonical.ts';
+import { canonicalJson, contentHash, hasLoneSurrogate, sha256Hex, utf8 } from './canonical.ts';
 
 /** A synchronous SHA-256 (e.g. node:crypto's, passed in by the cell or the edge); the default is @noble/hashes. */
 export type Sha256 = (bytes: Uint8Array) => Uint8Array;

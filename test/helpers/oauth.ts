@@ -1,5 +1,5 @@
 // Shared helpers of the oauth route tests (in-process cell, form posts).
-import type { InProcess, TestResponse } from '../../helpers/inproc.ts';
+import type { InProcess, TestResponse } from './inproc.ts';
 
 export function form(t: InProcess, path: string, fields: Record<string, string>, headers: Record<string, string> = {}): Promise<TestResponse> {
   return t.request('POST', path, {

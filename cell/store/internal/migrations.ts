@@ -5,7 +5,7 @@
  * it refuses to start rather than run old code on a newer schema.
  */
 import { createHash } from 'node:crypto';
-import type { Migration, Store } from './types.ts';
+import type { Migration, Store } from '../types.ts';
 
 /** Throws a TypeError on a malformed list (empty or duplicate ids): a programming mistake. */
 export function checkMigrations(migrations: readonly Migration[]): void {

@@ -15,11 +15,11 @@
  * Canonical JSON is RFC 8785, so key order and billet insertion order never
  * change the hash.
  */
-import { normalizeAuthority, PERMISSION_MODES, type AuthorityEnvelope } from '../authority/envelope.ts';
-import type { CoordinationPolicy, GraphLimits } from '../engine/types.ts';
-import type { JsonObject } from '../journal/record.ts';
-import type { BilletInput, CompileErrorCode, FormationInput, StageSpec } from './types.ts';
-import { sortedKeys } from './_hash.ts';
+import { normalizeAuthority, PERMISSION_MODES, type AuthorityEnvelope } from '../../authority/envelope.ts';
+import type { CoordinationPolicy, GraphLimits } from '../../engine/types.ts';
+import type { JsonObject } from '../../journal/record.ts';
+import type { BilletInput, CompileErrorCode, FormationInput, StageSpec } from '../types.ts';
+import { sortedKeys } from '../../json-hash.ts';
 
 export const FORMATION_FORMAT_VERSION = 1;
 export const MAX_BILLETS = 50_000;

@@ -6,8 +6,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import type { Database, SqlValue as SqlJsValue } from 'sql.js';
-import { writeFileDurably } from './_files.ts';
-import { checkHeader, decodeRecord, encodeHeader, HEADER_BYTES } from './_log.ts';
+import { writeFileDurably } from './files.ts';
+import { checkHeader, decodeRecord, encodeHeader, HEADER_BYTES } from './log.ts';
 
 /** SQLite's default page cache (-2000 = 2000 KiB), restored after replay. */
 const DEFAULT_CACHE_SIZE = -2000;

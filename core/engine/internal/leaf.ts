@@ -1,12 +1,12 @@
 /**
  * Executors usable as the body of map and loop.
  */
-import { agent } from './agent.ts';
-import { skill } from './skill.ts';
-import { tool } from './tool.ts';
-import { transform } from './transform.ts';
+import { agent } from '../executors/agent.ts';
+import { skill } from '../executors/skill.ts';
+import { tool } from '../executors/tool.ts';
+import { transform } from '../executors/transform.ts';
 import type { LeafSpec } from '../types.ts';
-import type { Executor, StepRef } from './_step.ts';
+import type { Executor, StepRef } from './step.ts';
 
 const LEAVES: Record<LeafSpec['kind'], Executor> = { agent, tool, skill, transform };
 

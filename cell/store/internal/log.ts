@@ -9,7 +9,7 @@
  * blob parameter is `{"b64": "..."}` and a non-finite number `{"num": "NaN"}`.
  */
 import { crc32 } from 'node:zlib';
-import type { SqlValue } from './types.ts';
+import type { SqlValue } from '../types.ts';
 
 export const LOG_MAGIC = Buffer.from('CELLWAL\0', 'latin1');
 export const LOG_VERSION = 1;

@@ -6,11 +6,11 @@
  * together with its `_migrations` row.
  */
 import type pg from 'pg';
-import { checkPortable } from './_dialect.ts';
-import { changedNote, migrationSha, refuseNewerSchema } from './_migrations.ts';
-import { renderMigration } from './_pg-sql.ts';
-import { str } from './decode.ts';
-import type { Migration, Row } from './types.ts';
+import { checkPortable } from './dialect.ts';
+import { changedNote, migrationSha, refuseNewerSchema } from './migrations.ts';
+import { renderMigration } from './pg-sql.ts';
+import { str } from '../decode.ts';
+import type { Migration, Row } from '../types.ts';
 
 /** Key of the advisory lock the cells of one database take to migrate ("cellmigr" as a 63-bit number). */
 export const MIGRATION_LOCK_KEY = '7162812004535060338';

@@ -6,9 +6,9 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Database } from 'sql.js';
-import { readSnapshotLsn, replayLog, type ReplayResult } from './_replay.ts';
-import { tune } from './_sql.ts';
-import { loadSqlJs } from './_sqljs.ts';
+import { readSnapshotLsn, replayLog, type ReplayResult } from './replay.ts';
+import { tune } from './sql.ts';
+import { loadSqlJs } from '../sqljs.ts';
 
 export const SNAPSHOT_FILE = 'snapshot.db';
 export const LOG_FILE = 'wal.log';
