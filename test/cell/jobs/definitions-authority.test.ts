@@ -200,7 +200,7 @@ test('minimum interval: every-second and sub-minute crons are 400 cron_too_frequ
 
     // A definition stored before the minimum existed (every second) still fires at most once a minute.
     await t.core.store.write((tx) => tx.run("UPDATE job_definitions SET cron = '* * * * * *', next_fire_at = ? WHERE schedule_id = ?", [t.clock.now() + 1000, id]));
-    t.modules.jobs.scheduler.rearm();
+    await t.modules.jobs.scheduler.rearm();
     for (let s = 0; s < 120; s++) { t.clock.advance(1000); await t.modules.jobs.scheduler.tick(); }
     const fired = await count(t, 'SELECT COUNT(*) AS n FROM runs WHERE source = ?', [`schedule:${id}`]);
     assert.equal(fired, 2, 'two fires in two minutes, not 120');
