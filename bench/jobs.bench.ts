@@ -14,9 +14,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EventSource } from 'eventsource';
 import { startCell, type RunningCell } from '../cell/server.ts';
-import { createRunTx } from '../cell/runs/runs.ts';
-import { appendJournal, finishRun } from '../cell/runs/journal.ts';
-import { schedulerOf } from '../cell/jobs/module.ts';
 import { nextFireAfter } from '../cell/jobs/definitions.ts';
 import { fmt } from './_util.ts';
 
@@ -28,7 +25,8 @@ async function boot(): Promise<{ c: RunningCell; key: string; dir: string }> {
   process.stdout.write = ((chunk: unknown, ...r: unknown[]) => (typeof chunk === 'string' && /bootstrap|svck_live_/.test(chunk) ? true : origWrite(chunk as string, ...(r as [])))) as typeof process.stdout.write;
   try {
     const c = await startCell({ config: { dataDir: dir, port: 0, cellId: 'bench-jobs', rate: { capacity: 100_000, refillPerSecond: 100_000 } }, log: quiet });
-    return { c, key: c.cell.services.get('iam.bootstrapKey') as string, dir };
+    if (!c.bootstrapSecret) throw new Error('the cell did not bootstrap an owner key');
+    return { c, key: c.bootstrapSecret, dir };
   } finally {
     process.stdout.write = origWrite;
   }
@@ -40,8 +38,8 @@ const pct = (xs: number[], p: number) => {
 };
 
 async function fanOut(c: RunningCell, key: string, subscribers: number, events: number): Promise<{ p50: number; p99: number; delivered: number }> {
-  const cell = c.cell;
-  const runId = await cell.store.write((tx) => createRunTx(tx, { kind: 'job', job_type: 'compute', requester: 'bench', spec: {}, state: 'running', at: cell.clock.now() }));
+  const runs = c.modules.runs.runs;
+  const runId = await c.core.store.write((tx) => runs.createRunTx(tx, { kind: 'job', job_type: 'compute', requester: 'bench', spec: {}, state: 'running', at: c.core.clock.now() }));
   const url = `${c.url}/api/public/v1/admin/jobs/runs/${runId}/events/sse`;
   const lat: number[] = [];
   let delivered = 0;
@@ -62,19 +60,19 @@ async function fanOut(c: RunningCell, key: string, subscribers: number, events: 
   });
   await allOpen;
   for (let i = 0; i < events; i++) {
-    await appendJournal(cell, runId, { step_id: `s${i}`, kind: 'step', data: { t: performance.timeOrigin + performance.now() } });
+    await runs.appendJournal(runId, { step_id: `s${i}`, kind: 'step', data: { t: performance.timeOrigin + performance.now() } });
     await new Promise((r) => setTimeout(r, 20));
   }
   const until = Date.now() + 10_000;
   while (delivered < subscribers * events && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
-  await finishRun(cell, runId, 'completed');
+  await runs.finishRun(runId, 'completed');
   await new Promise((r) => setTimeout(r, 100));
   for (const es of clients) es.close();
   return { p50: pct(lat, 50), p99: pct(lat, 99), delivered };
 }
 
 async function idleCpu(c: RunningCell, windowMs: number): Promise<{ cpuMsPerMin: number; ticks: number }> {
-  const s = schedulerOf(c.cell);
+  const s = c.modules.jobs.scheduler;
   const ticks0 = s.ticks;
   await new Promise((r) => setTimeout(r, 200));
   const u0 = process.cpuUsage();
@@ -89,13 +87,13 @@ export default async function run(): Promise<void> {
     const WINDOW = 5_000;
     await new Promise((r) => setTimeout(r, 1_000)); // let start-up work settle
     const empty = await idleCpu(c, WINDOW);
-    const now = c.cell.clock.now();
+    const now = c.core.clock.now();
     const cron = '0 0 1 1 *';
     const next = nextFireAfter(cron, 'UTC', now)!;
     const t0 = performance.now();
-    await c.cell.store.write((tx) => {
+    await c.core.store.write(async (tx) => {
       for (let i = 0; i < 10_000; i++) {
-        tx.run(`INSERT INTO job_definitions (schedule_id, name, job_type, workspace_id, spec, cron, timezone, catch_up, enabled, deleted_at, next_fire_at,
+        await tx.run(`INSERT INTO job_definitions (schedule_id, name, job_type, workspace_id, spec, cron, timezone, catch_up, enabled, deleted_at, next_fire_at,
                   last_fire_at, last_run_id, fire_count, skip_count, lease_owner, lease_until, created_by, created_at, updated_at)
                 VALUES (?, ?, 'compute', 'bench', '{"code":"return 1"}', ?, 'UTC', 'once', 1, NULL, ?, NULL, NULL, 0, 0, NULL, NULL, 'bench', ?, ?)`,
         [`sch_bench${String(i).padStart(11, '0')}`, `def ${i}`, cron, next + (i % 1000) * 1000, now, now]);
@@ -103,10 +101,10 @@ export default async function run(): Promise<void> {
     });
     const insertMs = performance.now() - t0;
     const r0 = performance.now();
-    schedulerOf(c.cell).rearm();
+    await c.modules.jobs.scheduler.rearm();
     const rearmMs = performance.now() - r0;
     const loaded = await idleCpu(c, WINDOW);
-    console.log(`  scheduler: 10,000 enabled definitions inserted in ${fmt(insertMs)} ms; re-arm (earliest next fire) ${fmt(rearmMs, 2)} ms; timer armed for ${new Date(schedulerOf(c.cell).armedFor ?? 0).toISOString()}`);
+    console.log(`  scheduler: 10,000 enabled definitions inserted in ${fmt(insertMs)} ms; re-arm (earliest next fire) ${fmt(rearmMs, 2)} ms; timer armed for ${new Date(c.modules.jobs.scheduler.armedFor ?? 0).toISOString()}`);
     console.log(`  scheduler idle CPU: ${fmt(loaded.cpuMsPerMin, 1)} ms per minute with 10,000 definitions vs ${fmt(empty.cpuMsPerMin, 1)} ms with none (measured over ${WINDOW / 1000} s, scaled); ticks while idle: ${loaded.ticks}`);
     const one = await fanOut(c, key, 1, 40);
     const many = await fanOut(c, key, 500, 40);

@@ -14,18 +14,21 @@ import type { Runs } from '../runs/api.ts';
 import type { Teams } from '../teams/teams.ts';
 import type { Tools } from '../tools/tools.ts';
 import type { JobsContext } from './context.ts';
-import { disableAuthoredTx } from './definition-authority.ts';
+import { authorityLapse, disableAuthoredTx, type AuthorityLapse } from './definition-authority.ts';
 import { mountDefinitionRoutes } from './routes-definitions.ts';
 import { mountEndpointRoutes } from './routes-endpoints.ts';
 import { mountRunRoutes } from './routes-runs.ts';
 import { resumeJobRun, startJobDrive } from './runner.ts';
 import { SandboxPool } from './sandbox/pool.ts';
 import { Scheduler } from './scheduler.ts';
+import type { DefinitionJobType } from './schemas.ts';
 import { workspaceDbPath } from './steps.ts';
 
 export interface JobsModule extends CellModule {
   /** The cron scheduler (tests call `tick()` after moving a manual clock). */
   scheduler: Scheduler;
+  /** Whether a definition's author may still act through it: null when yes, else why (the check each fire makes). */
+  authorityLapse(d: { job_type: DefinitionJobType; author_id: string; author_authority: string | null; spec?: unknown }): Promise<AuthorityLapse | null>;
 }
 
 export function createJobsModule(core: CellCore, deps: { iam: Iam; lifecycle: Lifecycle; runs: Runs; teams: Teams; tools: Tools }): JobsModule {
@@ -43,6 +46,7 @@ export function createJobsModule(core: CellCore, deps: { iam: Iam; lifecycle: Li
   return {
     name: 'jobs',
     scheduler,
+    authorityLapse: (d) => authorityLapse(ctx, d),
     routes(app) {
       mountRunRoutes(app, ctx);
       mountDefinitionRoutes(app, ctx, () => scheduler);

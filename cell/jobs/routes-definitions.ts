@@ -101,7 +101,7 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
       await repo.setAuthor(tx, id, actor, auth.effective);
       await iam.audit(tx, { at: now, actor, action: 'jobs.definition.create', target: id, outcome: 'ok', details: { job_type: b.job_type, cron: b.cron, credential: auth.credential.id } });
     });
-    scheduler().rearm();
+    void scheduler().rearm();
     return c.json(definitionView(await load(id)), 201);
   });
 
@@ -135,7 +135,7 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
       await repo.setAuthor(tx, d.schedule_id, actor, auth.effective);
       await iam.audit(tx, { at: now, actor, action: 'jobs.definition.update', target: d.schedule_id, outcome: 'ok', details: { fields: Object.keys(b), previous_author: d.author_id, credential: auth.credential.id } });
     });
-    scheduler().rearm();
+    void scheduler().rearm();
     return c.json(definitionView(await load(d.schedule_id)), 200);
   });
 
@@ -158,7 +158,7 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
       await iam.audit(tx, { at: now, actor, action: on ? 'jobs.definition.enable' : 'jobs.definition.disable', target: id, outcome: 'ok',
         details: on ? { previous_author: d.author_id, credential: auth.credential.id } : { reason: 'requested' } });
     });
-    scheduler().rearm();
+    void scheduler().rearm();
     return load(id);
   };
   app.openapi(enable, async (c) => c.json(definitionView(await setEnabled(c.req.valid('param').schedule_id, c.get('auth'), true)), 200));
@@ -173,7 +173,7 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
         await repo.softDeleteDefinition(tx, d.schedule_id, now);
         await iam.audit(tx, { at: now, actor, action: 'jobs.definition.delete', target: d.schedule_id, outcome: 'ok' });
       });
-      scheduler().rearm();
+      void scheduler().rearm();
     }
     return c.json(definitionView(await load(d.schedule_id)), 200);
   });

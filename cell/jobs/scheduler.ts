@@ -52,6 +52,9 @@ export class Scheduler {
   #running = false;
   #stopped = false;
   #again = false;
+  /** Re-arms started so far; only the latest one's read arms the timer. */
+  #rearms = 0;
+  #rearming: Promise<void> = Promise.resolve();
   /** Fires done by this scheduler (tests, metrics). */
   fired = 0;
   /** Ticks run (the bench checks that an idle scheduler does not tick). */
@@ -71,12 +74,24 @@ export class Scheduler {
     this.#timer = null;
   }
 
-  /** Re-arms the timer for the earliest next fire (after a definition changed). */
-  rearm(): void {
-    if (this.#stopped) return;
-    void repo.earliestFire(this.ctx.core.store).then((t) => this.#arm(t), (err: unknown) => {
+  /**
+   * Re-arms the timer for the earliest next fire (after a definition changed).
+   * Reads may complete out of order (PostgreSQL runs them on a pool): only the
+   * latest re-arm's read arms the timer, so an older, stale time never replaces
+   * a newer one. Resolves once this re-arm is done (never rejects).
+   */
+  rearm(): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
+    const seq = ++this.#rearms;
+    this.#rearming = repo.earliestFire(this.ctx.core.store).then((t) => { if (seq === this.#rearms) this.#arm(t); }, (err: unknown) => {
       this.ctx.core.log.error('scheduler: cannot read the next fire time', { error: err instanceof Error ? err.message : String(err) });
     });
+    return this.#rearming;
+  }
+
+  /** Resolves once the latest re-arm (e.g. the one a definition route started) has armed the timer. */
+  rearmed(): Promise<void> {
+    return this.#rearming;
   }
 
   #arm(t: number | null): void {
@@ -118,7 +133,7 @@ export class Scheduler {
       }
     } finally {
       this.#running = false;
-      this.rearm();
+      void this.rearm();
     }
     return n;
   }

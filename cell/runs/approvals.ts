@@ -10,7 +10,8 @@ import type { ApprovalDecision, ApprovalsPort } from '../../core/engine/types.ts
 import type { RunsContext } from './context.ts';
 import { RunClosedError, appendJournal } from './journal.ts';
 import * as repo from './repository.ts';
-import { isTerminal, type Run } from './runs.ts';
+import { requestWake } from './control.ts';
+import { getRun, isTerminal, type Run } from './runs.ts';
 
 /** An approval the engine waits on, for a step that has not completed yet. */
 export interface PendingApproval { step_id: string; kind: string; rule: string; approvers: string[]; quorum: number; prompt: string | null; due: number | null; requested_at: number }
@@ -66,7 +67,9 @@ export async function pendingApprovalsView(ctx: RunsContext, run: Run): Promise<
  * terminal; under `two_person` the requester is refused; named approvers only;
  * one decision per principal. Records the decision (audited as `action`) and an
  * `approval_received` journal record. True when the caller should wake the run
- * (it was waiting); false when the run ended meanwhile or is still running.
+ * (it is waiting, and no drive of this process is under way); false when the run
+ * ended meanwhile or is driven: a drive of this process under way then looks
+ * again before it leaves the run waiting, so the decision is never missed.
  */
 export async function recordApproval(ctx: RunsContext, actor: string, run: Run, stepId: string, decision: 'approve' | 'reject', comment: string | undefined, action: string): Promise<boolean> {
   const { iam } = ctx;
@@ -94,5 +97,6 @@ export async function recordApproval(ctx: RunsContext, actor: string, run: Run, 
     if (!(e instanceof RunClosedError)) throw e;
     return false; // the run ended meanwhile; the decision stays recorded (audit)
   }
-  return run.state === 'waiting';
+  if (requestWake(ctx, runId)) return false;
+  return (await getRun(ctx, runId))?.state === 'waiting';
 }

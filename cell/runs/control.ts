@@ -20,8 +20,8 @@ export interface DriverHandle {
   signal: AbortSignal;
   /** Principal that asked to cancel, once asked. */
   cancelledBy(): string | null;
-  /** Call when the driver stops (always; in a finally). */
-  release(): void;
+  /** Call when the driver stops (always; in a finally). True when a wake was asked for meanwhile (requestWake). */
+  release(): boolean;
 }
 
 /** Registers this process as the driver of `runId`. */
@@ -30,18 +30,30 @@ export function registerDriver(ctx: RunsContext, runId: string): DriverHandle {
   if (m.has(runId)) throw new TypeError(`run ${runId} is already driven by this process`);
   let resolve!: () => void;
   const done = new Promise<void>((r) => { resolve = r; });
-  const d: Driving = { controller: new AbortController(), done, resolve, cancelledBy: null };
+  const d: Driving = { controller: new AbortController(), done, resolve, cancelledBy: null, wake: false };
   m.set(runId, d);
   return {
     signal: d.controller.signal,
     cancelledBy: () => d.cancelledBy,
-    release: () => { if (m.get(runId) === d) m.delete(runId); d.resolve(); },
+    release: () => { if (m.get(runId) === d) m.delete(runId); d.resolve(); return d.wake; },
   };
 }
 
 /** The abort signal of the driver of `runId` in this process (sandboxes watch it), if any. */
 export function driverSignal(ctx: RunsContext, runId: string): AbortSignal | undefined {
   return ctx.drivers.get(runId)?.controller.signal;
+}
+
+/**
+ * Asks this process's drive of `runId`, if there is one now, to look again
+ * before it leaves the run waiting (it may have read the run's decisions before
+ * a new one was recorded). True when there was one.
+ */
+export function requestWake(ctx: RunsContext, runId: string): boolean {
+  const d = ctx.drivers.get(runId);
+  if (!d) return false;
+  d.wake = true;
+  return true;
 }
 
 /** True when this process drives `runId` now. */

@@ -16,7 +16,7 @@ import { runGraph } from '../../core/engine/run.ts';
 import type { EnginePorts, Graph, RecordedStep, RunResult } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { RunsContext } from './context.ts';
-import { registerDriver } from './control.ts';
+import { registerDriver, type DriverHandle } from './control.ts';
 import { TERMINAL_KIND, appendJournal, finishRun, getBlob, putRunBlob, storageRunError } from './journal.ts';
 import { storageLimitOf } from './storage.ts';
 import { recordsOfKinds } from './repository.ts';
@@ -105,68 +105,79 @@ function defaultError(r: RunResult): RunError {
 
 /**
  * Drives `runId` until it ends or waits. Resolves with the state it reached;
- * never rejects for a run-level failure (that is recorded on the run).
+ * never rejects for a run-level failure (that is recorded on the run). A
+ * decision recorded while it drove (requestWake) makes it drive again rather
+ * than leave the run waiting: it may have read the decisions before that one.
  */
 export async function driveRun(ctx: RunsContext, runId: string, graph: Graph, ports: DrivePorts, input: unknown, opts: DriveOptions): Promise<DriveResult> {
+  for (;;) {
+    const handle = registerDriver(ctx, runId);
+    let r: DriveResult;
+    let wake: boolean;
+    try {
+      r = await driveOnce(ctx, handle, runId, graph, ports, input, opts);
+    } finally {
+      wake = handle.release();
+    }
+    if (r.state !== 'waiting' || !wake) return r;
+  }
+}
+
+async function driveOnce(ctx: RunsContext, handle: DriverHandle, runId: string, graph: Graph, ports: DrivePorts, input: unknown, opts: DriveOptions): Promise<DriveResult> {
   const { clock, config, log } = ctx.core;
   const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
-  const handle = registerDriver(ctx, runId);
-  try {
-    const graphHash = opts.graphHash ?? contentHash(graph);
-    const moved = await setRunState(ctx, runId, 'running', { graph_hash: graphHash, coordinator: config.cellId });
-    if (!moved) return { state: await stateNow(), result: null };
-    let engineFinal: JsonObject | undefined;
-    const recorded = await RecordedIndex.load(ctx, runId);
-    const enginePorts: EnginePorts = {
-      ...ports,
-      clock,
-      isCancelled: () => handle.signal.aborted,
-      recorded: async (stepId) => recorded.get(stepId),
-      journal: {
-        async append(fields, payload) {
-          // The run's last record is written by finishRun together with the state change.
-          if (fields.kind === TERMINAL_KIND) { engineFinal = fields.data ?? {}; await putRunBlob(ctx, runId, payload.output); return; }
-          await appendJournal(ctx, runId, { ...fields }, [payload.input, payload.output]);
-          recorded.noteAppend(fields.kind, fields.step_id, payload.output, fields.data);
-        },
+  const graphHash = opts.graphHash ?? contentHash(graph);
+  const moved = await setRunState(ctx, runId, 'running', { graph_hash: graphHash, coordinator: config.cellId });
+  if (!moved) return { state: await stateNow(), result: null };
+  let engineFinal: JsonObject | undefined;
+  const recorded = await RecordedIndex.load(ctx, runId);
+  const enginePorts: EnginePorts = {
+    ...ports,
+    clock,
+    isCancelled: () => handle.signal.aborted,
+    recorded: async (stepId) => recorded.get(stepId),
+    journal: {
+      async append(fields, payload) {
+        // The run's last record is written by finishRun together with the state change.
+        if (fields.kind === TERMINAL_KIND) { engineFinal = fields.data ?? {}; await putRunBlob(ctx, runId, payload.output); return; }
+        await appendJournal(ctx, runId, { ...fields }, [payload.input, payload.output]);
+        recorded.noteAppend(fields.kind, fields.step_id, payload.output, fields.data);
       },
-    };
-    let result: RunResult;
-    try {
-      result = await runGraph(graph, input, enginePorts, {
-        run_id: runId, graph_hash: graphHash, requester: opts.requester,
-        ...(opts.context !== undefined ? { context: opts.context } : {}),
-      });
-    } catch (err) {
-      log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-      await finishRun(ctx, runId, 'failed', { error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' } });
-      return { state: await stateNow(), result: null };
-    }
-    if (result.cause !== undefined && result.outcome === 'failed') {
-      const c = result.cause;
-      log.warn('run step failed', { run_id: runId, reason: result.reason, error: c instanceof Error ? c.message : String(c) });
-    }
-    const extra: JsonObject = { ...(engineFinal ?? {}), steps: result.steps };
-    if (handle.signal.aborted && handle.cancelledBy() !== null) {
-      await finishRun(ctx, runId, 'cancelled', { error: { code: 'cancelled', message: 'the run was cancelled', reason: 'cancelled' }, data: { ...extra, reason: 'cancelled', by: handle.cancelledBy() } });
-    } else if (result.outcome === 'completed') {
-      await finishRun(ctx, runId, 'completed', { output: opts.finalOutput ? await opts.finalOutput(result) : result.output, data: extra });
-    } else if (result.outcome === 'waiting') {
-      await setRunState(ctx, runId, 'waiting');
-    } else if (handle.signal.aborted) {
-      // Stopped because the cell is shutting down: leave the run for recovery.
-    } else if (result.outcome === 'failed' && storageLimitOf(result.cause) !== undefined) {
-      // A payload was refused by a storage limit (nothing of it was written): that is the run's error.
-      const error = storageRunError(storageLimitOf(result.cause)!);
-      await finishRun(ctx, runId, 'failed', { error, data: { ...extra, reason: error.reason ?? null } });
-    } else {
-      const error = (opts.describeError ?? defaultError)(result);
-      await finishRun(ctx, runId, result.outcome, { error, data: { ...extra, reason: error.reason ?? result.reason ?? null } });
-    }
-    return { state: await stateNow(), result };
-  } finally {
-    handle.release();
+    },
+  };
+  let result: RunResult;
+  try {
+    result = await runGraph(graph, input, enginePorts, {
+      run_id: runId, graph_hash: graphHash, requester: opts.requester,
+      ...(opts.context !== undefined ? { context: opts.context } : {}),
+    });
+  } catch (err) {
+    log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+    await finishRun(ctx, runId, 'failed', { error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' } });
+    return { state: await stateNow(), result: null };
   }
+  if (result.cause !== undefined && result.outcome === 'failed') {
+    const c = result.cause;
+    log.warn('run step failed', { run_id: runId, reason: result.reason, error: c instanceof Error ? c.message : String(c) });
+  }
+  const extra: JsonObject = { ...(engineFinal ?? {}), steps: result.steps };
+  if (handle.signal.aborted && handle.cancelledBy() !== null) {
+    await finishRun(ctx, runId, 'cancelled', { error: { code: 'cancelled', message: 'the run was cancelled', reason: 'cancelled' }, data: { ...extra, reason: 'cancelled', by: handle.cancelledBy() } });
+  } else if (result.outcome === 'completed') {
+    await finishRun(ctx, runId, 'completed', { output: opts.finalOutput ? await opts.finalOutput(result) : result.output, data: extra });
+  } else if (result.outcome === 'waiting') {
+    await setRunState(ctx, runId, 'waiting');
+  } else if (handle.signal.aborted) {
+    // Stopped because the cell is shutting down: leave the run for recovery.
+  } else if (result.outcome === 'failed' && storageLimitOf(result.cause) !== undefined) {
+    // A payload was refused by a storage limit (nothing of it was written): that is the run's error.
+    const error = storageRunError(storageLimitOf(result.cause)!);
+    await finishRun(ctx, runId, 'failed', { error, data: { ...extra, reason: error.reason ?? null } });
+  } else {
+    const error = (opts.describeError ?? defaultError)(result);
+    await finishRun(ctx, runId, result.outcome, { error, data: { ...extra, reason: error.reason ?? result.reason ?? null } });
+  }
+  return { state: await stateNow(), result };
 }
 
 /** True when a run's state allows driving it (not terminal). */

@@ -7,9 +7,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { schedulerOf } from '../../../cell/jobs/module.ts';
-import { readJournal } from '../../../cell/runs/journal.ts';
-import { settled } from '../../../cell/teams/runs.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
 import { A, T, ok, team, type Api, crewFixture } from '../../helpers/teams.ts';
@@ -27,7 +24,7 @@ after(async () => { await t.close(); await ai.close(); });
 async function until(runId: string, pred: (r: any) => boolean): Promise<any> {
   let r: any;
   for (let i = 0; i < 400; i++) {
-    await settled(t.cell, runId);
+    await t.modules.teams.teams.settled(runId);
     r = await ok(api, 'GET', `${J}/runs/${runId}`);
     if (pred(r)) return r;
     await new Promise((res) => setTimeout(res, 10));
@@ -40,7 +37,7 @@ async function fireAgent(crewId: string, name: string): Promise<string> {
   const crew = await ok(api, 'GET', `${T}/crews/${crewId}`);
   const def = await ok(api, 'POST', `${J}/definitions`, { name, job_type: 'agent', spec: { graph_id: crew.graph_hash, input: 'go' }, cron: '*/10 * * * *' });
   t.clock.advance(10 * 60_000);
-  assert.ok(await schedulerOf(t.cell).tick() >= 1);
+  assert.ok(await t.modules.jobs.scheduler.tick() >= 1);
   const d = await ok(api, 'GET', `${J}/definitions/${def.schedule_id}`);
   assert.match(d.last_run_id, /^run_/);
   await ok(api, 'POST', `${J}/definitions/${def.schedule_id}/disable`, {});
@@ -68,7 +65,7 @@ test('an agent job run waiting on a tool-call approval is approved through the j
   assert.equal(w.pending_approvals.length, 1, JSON.stringify(w));
   assert.equal(w.pending_approvals[0].kind, 'tool_call');
   const step = w.pending_approvals[0].step_id as string;
-  assert.equal(t.cell.store.get('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['agent-job-key']), undefined, 'nothing runs before the approval');
+  assert.equal(await t.row('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['agent-job-key']), undefined, 'nothing runs before the approval');
 
   // The crew route is for crew runs only; the jobs route is the one for this run.
   const viaCrew = await t.request('POST', `${T}/crews/${tm.crew}/runs/${runId}/approvals/${encodeURIComponent(step)}`, { token: t.adminKey, body: { decision: 'approve' } });
@@ -84,11 +81,11 @@ test('an agent job run waiting on a tool-call approval is approved through the j
   const done = await until(runId, (r) => !['waiting', 'running', 'queued'].includes(r.state));
   assert.equal(done.state, 'completed', JSON.stringify(done.error));
   assert.equal(done.output, 'stored it');
-  assert.ok(t.cell.store.get('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['agent-job-key']), 'the approved tool call ran');
-  const kinds = readJournal(t.cell, runId).map((r) => r.kind);
+  assert.ok(await t.row('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['agent-job-key']), 'the approved tool call ran');
+  const kinds = (await t.modules.runs.runs.readJournal(runId)).map((r) => r.kind);
   assert.ok(kinds.includes('approval_received'), kinds.join(','));
-  const audit = t.cell.store.get<{ n: number }>("SELECT COUNT(*) AS n FROM audit WHERE action = 'jobs.run.approval' AND target LIKE ?", [`${runId}:%`]);
-  assert.ok((audit?.n ?? 0) >= 1, 'the decision is audited');
+  const audit = await t.row("SELECT COUNT(*) AS n FROM audit WHERE action = 'jobs.run.approval' AND target LIKE ?", [`${runId}:%`]);
+  assert.ok(Number(audit?.['n'] ?? 0) >= 1, 'the decision is audited');
 
   // After the end: the step is no longer pending.
   const late = await t.request('POST', `${J}/runs/${runId}/approvals/${encodeURIComponent(step)}`, { token: t.adminKey, body: { decision: 'approve' } });

@@ -2,8 +2,6 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { waitFinished } from './_wait.ts';
-import { readJournal } from '../../../cell/runs/journal.ts';
-import { subscribe } from '../../../cell/runs/events.ts';
 
 let t: InProcess;
 let svcKey: string;
@@ -28,7 +26,7 @@ test('requester comes from the session: a requester field in the body is refused
   assert.equal(bad.body.details.reason, 'requester_from_session');
   const ok = await submit({ job_type: 'compute', workspace_id: 'w', spec: { code: 'return 1' } }, svcKey);
   assert.equal(ok.status, 202, ok.text);
-  await waitFinished(t.cell, ok.body.run_id);
+  await waitFinished(t.modules.runs.runs, ok.body.run_id);
   const s = await t.request('GET', `${RUNS}/${ok.body.run_id}`, { token: svcKey });
   assert.equal(s.body.requester, svcId);
   assert.equal(s.body.state, 'completed');
@@ -54,7 +52,7 @@ test('a jobs-only key reaches jobs and nothing else', async () => {
 test('list: limit default 200, 1..2000; 0, 2001, negative and non-numeric are 400; stable order; checked_cell_id', async () => {
   for (let i = 0; i < 3; i++) {
     const r = await submit({ job_type: 'compute', workspace_id: 'w', spec: { code: `return ${i}` } });
-    await waitFinished(t.cell, r.body.run_id);
+    await waitFinished(t.modules.runs.runs, r.body.run_id);
   }
   const all = await t.request('GET', RUNS, { token: t.adminKey });
   assert.equal(all.status, 200);
@@ -88,22 +86,28 @@ test('unknown run: state unknown with checked_cell_id (200, not 404)', async () 
 test('cancel interrupts a running compute step, is recorded, and is idempotent', async () => {
   const r = await submit({ job_type: 'compute', workspace_id: 'w', spec: { code: 'for (;;) {}', time_limit_ms: 30_000 } });
   // Wait until the step is running (run_started journaled), then cancel.
-  await new Promise<void>((resolve) => { const u = subscribe(t.cell, r.body.run_id, 0, (rec) => { if (rec.kind === 'run_started') { queueMicrotask(() => u()); resolve(); } }); });
-  const started = Date.now();
+  let started!: () => void;
+  const isRunning = new Promise<void>((resolve) => { started = resolve; });
+  const unsub = await t.modules.runs.runs.subscribe(r.body.run_id, 0, (rec) => { if (rec.kind === 'run_started') started(); });
+  await isRunning;
+  unsub();
+  const journal = () => t.modules.runs.runs.readJournal(r.body.run_id);
+  const cancelAt = Date.now();
   const c1 = await t.request('POST', `${RUNS}/${r.body.run_id}/cancel`, { token: t.adminKey });
   assert.equal(c1.status, 200);
-  assert.equal(c1.body.state, 'cancelled', JSON.stringify(c1.body) + JSON.stringify(readJournal(t.cell, r.body.run_id).map((x) => [x.kind, x.step_id, x.data])));
-  assert.ok(Date.now() - started < 10_000, 'the endless step was interrupted, not waited out');
+  assert.equal(c1.body.state, 'cancelled', JSON.stringify(c1.body) + JSON.stringify((await journal()).map((x) => [x.kind, x.step_id, x.data])));
+  assert.ok(Date.now() - cancelAt < 10_000, 'the endless step was interrupted, not waited out');
   const c2 = await t.request('POST', `${RUNS}/${r.body.run_id}/cancel`, { token: t.adminKey });
   assert.equal(c2.status, 200);
   assert.deepEqual(c2.body, c1.body, 'cancelling again answers the same');
-  const kinds = readJournal(t.cell, r.body.run_id).map((x) => x.kind);
+  const kinds = (await journal()).map((x) => x.kind);
   assert.ok(kinds.includes('cancel_requested'));
   assert.equal(kinds.at(-1), 'run_finished');
-  assert.equal(readJournal(t.cell, r.body.run_id).at(-1)!.data!['outcome'], 'cancelled', JSON.stringify(readJournal(t.cell, r.body.run_id).map((x) => [x.kind, x.data])));
+  const records = await journal();
+  assert.equal(records.at(-1)!.data!['outcome'], 'cancelled', JSON.stringify(records.map((x) => [x.kind, x.data])));
   // A finished run: cancel is safe and changes nothing.
   const done = await submit({ job_type: 'compute', workspace_id: 'w', spec: { code: 'return 5' } });
-  await waitFinished(t.cell, done.body.run_id);
+  await waitFinished(t.modules.runs.runs, done.body.run_id);
   const c3 = await t.request('POST', `${RUNS}/${done.body.run_id}/cancel`, { token: t.adminKey });
   assert.equal(c3.body.state, 'completed');
   assert.deepEqual(c3.body.output.result, 5);
@@ -138,7 +142,7 @@ test('published endpoints: publish, invoke (sync result), scopes 403, own rpm 42
   assert.equal(inv.status, 200, inv.text);
   assert.equal(inv.body.state, 'completed');
   assert.equal(inv.body.output.result, 42);
-  const j = readJournal(t.cell, inv.body.run_id);
+  const j = await t.modules.runs.runs.readJournal(inv.body.run_id);
   assert.equal(j.at(-1)!.kind, 'run_finished', 'each invocation is a run with a journal');
   const badInput = await t.request('POST', path, { token: svcKey, body: { n: 'x' } });
   assert.equal(badInput.status, 400);

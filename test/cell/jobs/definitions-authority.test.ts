@@ -7,8 +7,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { CellConfig } from '../../../cell/config.ts';
-import { authorityLapse } from '../../../cell/jobs/definition-authority.ts';
-import { schedulerOf } from '../../../cell/jobs/module.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 
 const A = '/api/public/v1/admin';
@@ -33,11 +31,12 @@ async function principal(t: InProcess, name: string, roles: string[], scopes?: s
   return { id: p.body.id, key: k.body.secret, keyId: k.body.key_id };
 }
 
-const runsBy = (t: InProcess, requester: string) => t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs WHERE requester = ?', [requester])!.n;
-const definitionRows = (t: InProcess) => t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM job_definitions')!.n;
-const auditOf = (t: InProcess, target: string, action: string) =>
-  t.cell.store.all<{ actor: string; details: string | null }>('SELECT actor, details FROM audit WHERE target = ? AND action = ? ORDER BY seq', [target, action])
-    .map((r) => ({ actor: r.actor, details: r.details ? JSON.parse(r.details) as Record<string, unknown> : null }));
+const count = async (t: InProcess, sql: string, params: string[] = []) => Number((await t.row(sql, params))!['n']);
+const runsBy = (t: InProcess, requester: string) => count(t, 'SELECT COUNT(*) AS n FROM runs WHERE requester = ?', [requester]);
+const definitionRows = (t: InProcess) => count(t, 'SELECT COUNT(*) AS n FROM job_definitions');
+const auditOf = async (t: InProcess, target: string, action: string) =>
+  (await t.rows('SELECT actor, details FROM audit WHERE target = ? AND action = ? ORDER BY seq', [target, action]))
+    .map((r) => ({ actor: r['actor'], details: typeof r['details'] === 'string' ? JSON.parse(r['details']) as Record<string, unknown> : null }));
 
 test('the attack: the author\'s key is revoked and the author deleted; its schedule stops at once, on the audit trail', async () => {
   const t = await cell();
@@ -48,8 +47,8 @@ test('the attack: the author\'s key is revoked and the author deleted; its sched
     assert.equal(d.body.author_id, p.id);
     assert.equal(d.body.created_by, p.id);
     t.clock.advance(5 * MIN);
-    assert.equal(await schedulerOf(t.cell).tick(), 1);
-    assert.equal(runsBy(t, p.id), 1, 'it fires while its author is active');
+    assert.equal(await t.modules.jobs.scheduler.tick(), 1);
+    assert.equal(await runsBy(t, p.id), 1, 'it fires while its author is active');
 
     assert.equal((await call(t, t.adminKey, 'POST', `${A}/api-keys/${p.keyId}/revoke`)).status, 200);
     const del = await call(t, t.adminKey, 'DELETE', `${A}/principals/${p.id}`);
@@ -59,13 +58,13 @@ test('the attack: the author\'s key is revoked and the author deleted; its sched
     assert.equal(after.enabled, false);
     assert.equal(after.disabled_reason, 'author_deleted');
     assert.equal(after.next_fire_at, null);
-    const audit = auditOf(t, d.body.schedule_id, 'jobs.definition.disable');
+    const audit = await auditOf(t, d.body.schedule_id, 'jobs.definition.disable');
     assert.equal(audit.length, 1);
     assert.equal(audit[0]!.details!['reason'], 'author_deleted');
     assert.equal(audit[0]!.details!['author'], p.id);
 
-    for (let i = 0; i < 12; i++) { t.clock.advance(5 * MIN); await schedulerOf(t.cell).tick(); }
-    assert.equal(runsBy(t, p.id), 1, 'no run carries the deleted requester');
+    for (let i = 0; i < 12; i++) { t.clock.advance(5 * MIN); await t.modules.jobs.scheduler.tick(); }
+    assert.equal(await runsBy(t, p.id), 1, 'no run carries the deleted requester');
     assert.equal((await call(t, p.key, 'POST', `${DEFS}/${d.body.schedule_id}/enable`)).status, 401, 'the revoked key cannot re-enable it');
 
     // Restoring the principal does not bring its schedules back: enabling is a deliberate act.
@@ -92,8 +91,8 @@ test('archive and purge disable too; other principals\' definitions keep firing'
     assert.equal(await reason(db), 'author_purged');
     assert.equal(await reason(dc), null);
     t.clock.advance(5 * MIN);
-    assert.equal(await schedulerOf(t.cell).tick(), 1);
-    assert.deepEqual([runsBy(t, a.id), runsBy(t, b.id), runsBy(t, c.id)], [0, 0, 1]);
+    assert.equal(await t.modules.jobs.scheduler.tick(), 1);
+    assert.deepEqual([await runsBy(t, a.id), await runsBy(t, b.id), await runsBy(t, c.id)], [0, 0, 1]);
   } finally {
     await t.close();
   }
@@ -109,21 +108,21 @@ test('at fire time the author is judged again: inactive, no longer holding the p
     const d3 = (await call(t, t.adminKey, 'POST', DEFS, compute('legacy'))).body.schedule_id as string;
     // No route changes a principal's roles or skips the lifecycle hook: change the store as a
     // migration or an out-of-band edit would, so only the fire-time check stands in the way.
-    await t.cell.store.write((tx) => {
-      tx.run("UPDATE principals SET roles = '[\"viewer\"]' WHERE id = ?", [narrowed.id]);
-      tx.run("UPDATE principals SET status = 'archived' WHERE id = ?", [silent.id]);
-      tx.run('UPDATE job_definitions SET author_authority = NULL WHERE schedule_id = ?', [d3]);
+    await t.core.store.write(async (tx) => {
+      await tx.run("UPDATE principals SET roles = '[\"viewer\"]' WHERE id = ?", [narrowed.id]);
+      await tx.run("UPDATE principals SET status = 'archived' WHERE id = ?", [silent.id]);
+      await tx.run('UPDATE job_definitions SET author_authority = NULL WHERE schedule_id = ?', [d3]);
     });
     t.clock.advance(5 * MIN);
-    assert.equal(await schedulerOf(t.cell).tick(), 0, 'nothing fires');
-    assert.equal(t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs')!.n, 0, 'no run was created');
+    assert.equal(await t.modules.jobs.scheduler.tick(), 0, 'nothing fires');
+    assert.equal(await count(t, 'SELECT COUNT(*) AS n FROM runs'), 0, 'no run was created');
     for (const [id, reason] of [[d1, 'author_lacks_permission'], [d2, 'author_inactive'], [d3, 'author_authority_unknown']] as const) {
       const d = (await call(t, t.adminKey, 'GET', `${DEFS}/${id}`)).body;
       assert.equal(d.enabled, false, id);
       assert.equal(d.disabled_reason, reason);
-      const fire = t.cell.store.get<{ state: string; detail: string }>('SELECT state, detail FROM job_fires WHERE schedule_id = ?', [id]);
+      const fire = await t.row('SELECT state, detail FROM job_fires WHERE schedule_id = ?', [id]);
       assert.deepEqual(fire, { state: 'refused', detail: reason });
-      const audit = auditOf(t, id, 'jobs.definition.disable');
+      const audit = await auditOf(t, id, 'jobs.definition.disable');
       assert.equal(audit.length, 1);
       assert.equal(audit[0]!.actor, 'system:scheduler');
       assert.equal(audit[0]!.details!['reason'], reason);
@@ -131,7 +130,7 @@ test('at fire time the author is judged again: inactive, no longer holding the p
     // Re-enabling records the enabler's authority: the legacy definition fires again.
     assert.equal((await call(t, t.adminKey, 'POST', `${DEFS}/${d3}/enable`)).status, 200);
     t.clock.advance(5 * MIN);
-    assert.equal(await schedulerOf(t.cell).tick(), 1);
+    assert.equal(await t.modules.jobs.scheduler.tick(), 1);
   } finally {
     await t.close();
   }
@@ -141,16 +140,16 @@ test('the recorded authority bounds the definition: a narrow key cannot schedule
   const t = await cell();
   try {
     const op = await principal(t, 'operator-bot', ['operator'], ['system.orchestration.admin.write']);
-    const before = definitionRows(t);
+    const before = await definitionRows(t);
     const team = await call(t, op.key, 'POST', DEFS, { name: 't', job_type: 'team', spec: { crew_id: 'crw_00000000000000000000' }, cron: '0 * * * *' });
     assert.equal(team.status, 403, team.text);
     assert.equal(team.body.details.reason, 'missing_permission');
     assert.equal(team.body.details.required_permission, 'agent_teams.write');
-    assert.equal(definitionRows(t), before, 'nothing written');
+    assert.equal(await definitionRows(t), before, 'nothing written');
     // The operator role holds agent_teams.write, the key that authored did not: the intersection rules.
-    assert.equal(authorityLapse(t.cell.store, { job_type: 'team', author_id: op.id, author_authority: JSON.stringify(['system.orchestration.admin.write']) }), 'author_lacks_permission');
-    assert.equal(authorityLapse(t.cell.store, { job_type: 'team', author_id: op.id, author_authority: JSON.stringify(['*']) }), null);
-    assert.equal(authorityLapse(t.cell.store, { job_type: 'compute', author_id: op.id, author_authority: JSON.stringify(['system.orchestration.admin.write']) }), null);
+    assert.equal(await t.modules.jobs.authorityLapse({ job_type: 'team', author_id: op.id, author_authority: JSON.stringify(['system.orchestration.admin.write']) }), 'author_lacks_permission');
+    assert.equal(await t.modules.jobs.authorityLapse({ job_type: 'team', author_id: op.id, author_authority: JSON.stringify(['*']) }), null);
+    assert.equal(await t.modules.jobs.authorityLapse({ job_type: 'compute', author_id: op.id, author_authority: JSON.stringify(['system.orchestration.admin.write']) }), null);
   } finally {
     await t.close();
   }
@@ -166,10 +165,10 @@ test('changing or enabling a definition makes the caller its author: a narrower 
     assert.equal(p.body.author_id, q.id);
     assert.equal(p.body.created_by, owners.created_by);
     t.clock.advance(5 * MIN);
-    assert.equal(await schedulerOf(t.cell).tick(), 1);
-    assert.equal(runsBy(t, q.id), 1, 'the run acts as the principal who changed it');
-    assert.equal(runsBy(t, owners.created_by), 0, 'not as the owner who created it');
-    const audit = auditOf(t, owners.schedule_id, 'jobs.definition.update');
+    assert.equal(await t.modules.jobs.scheduler.tick(), 1);
+    assert.equal(await runsBy(t, q.id), 1, 'the run acts as the principal who changed it');
+    assert.equal(await runsBy(t, owners.created_by), 0, 'not as the owner who created it');
+    const audit = await auditOf(t, owners.schedule_id, 'jobs.definition.update');
     assert.equal(audit[0]!.details!['previous_author'], owners.created_by);
   } finally {
     await t.close();
@@ -179,7 +178,7 @@ test('changing or enabling a definition makes the caller its author: a narrower 
 test('minimum interval: every-second and sub-minute crons are 400 cron_too_frequent, nothing written; configurable; the scheduler spaces fires', async () => {
   const t = await cell();
   try {
-    const before = definitionRows(t);
+    const before = await definitionRows(t);
     for (const [cron, gap] of [['* * * * * *', 1], ['*/30 * * * * *', 30], ['0,59 * * * * *', 1], ['0 0,59 23 * * *', 3540], ['10,40 * * * * *', 30]] as const) {
       const r = await call(t, t.adminKey, 'POST', DEFS, compute('fast', cron));
       if (gap >= 60) { assert.equal(r.status, 201, `${cron}: ${r.text}`); continue; }
@@ -189,7 +188,7 @@ test('minimum interval: every-second and sub-minute crons are 400 cron_too_frequ
       assert.equal(r.body.details.interval_seconds, gap);
       assert.equal(r.body.details.min_interval_seconds, 60);
     }
-    assert.equal(definitionRows(t), before + 1, 'only the hourly-ish one was written');
+    assert.equal(await definitionRows(t), before + 1, 'only the hourly-ish one was written');
     for (const ok of ['* * * * *', '0 * * * * *', '0 0,59 * * * *', '59 23 * * *', '0 0 29 2 *']) {
       assert.equal((await call(t, t.adminKey, 'POST', DEFS, compute('ok', ok))).status, 201, ok);
     }
@@ -200,10 +199,10 @@ test('minimum interval: every-second and sub-minute crons are 400 cron_too_frequ
     assert.equal((await call(t, t.adminKey, 'GET', `${DEFS}/${id}`)).body.cron, '*/5 * * * *', 'the PATCH changed nothing');
 
     // A definition stored before the minimum existed (every second) still fires at most once a minute.
-    await t.cell.store.write((tx) => tx.run("UPDATE job_definitions SET cron = '* * * * * *', next_fire_at = ? WHERE schedule_id = ?", [t.clock.now() + 1000, id]));
-    schedulerOf(t.cell).rearm();
-    for (let s = 0; s < 120; s++) { t.clock.advance(1000); await schedulerOf(t.cell).tick(); }
-    const fired = t.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs WHERE source = ?', [`schedule:${id}`])!.n;
+    await t.core.store.write((tx) => tx.run("UPDATE job_definitions SET cron = '* * * * * *', next_fire_at = ? WHERE schedule_id = ?", [t.clock.now() + 1000, id]));
+    await t.modules.jobs.scheduler.rearm();
+    for (let s = 0; s < 120; s++) { t.clock.advance(1000); await t.modules.jobs.scheduler.tick(); }
+    const fired = await count(t, 'SELECT COUNT(*) AS n FROM runs WHERE source = ?', [`schedule:${id}`]);
     assert.equal(fired, 2, 'two fires in two minutes, not 120');
   } finally {
     await t.close();
@@ -225,13 +224,13 @@ test('per-principal quota: 409 definition_quota_reached past it, nothing written
     const p = await principal(t, 'prolific', ['jobs']);
     const ids: string[] = [];
     for (let i = 0; i < 2; i++) ids.push((await call(t, p.key, 'POST', DEFS, compute(`d${i}`))).body.schedule_id);
-    const before = definitionRows(t);
+    const before = await definitionRows(t);
     const over = await call(t, p.key, 'POST', DEFS, compute('one too many'));
     assert.equal(over.status, 409, over.text);
     assert.equal(over.body.error, 'conflict');
     assert.equal(over.body.details.reason, 'definition_quota_reached');
     assert.equal(over.body.details.quota, 2);
-    assert.equal(definitionRows(t), before, 'nothing written');
+    assert.equal(await definitionRows(t), before, 'nothing written');
     assert.equal((await call(t, t.adminKey, 'POST', DEFS, compute('owner'))).status, 201, 'the quota is per principal');
     assert.equal((await call(t, p.key, 'DELETE', `${DEFS}/${ids[0]}`)).status, 200);
     assert.equal((await call(t, p.key, 'POST', DEFS, compute('again'))).status, 201, 'a deleted definition frees its slot');

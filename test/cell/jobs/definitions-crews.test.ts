@@ -4,8 +4,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { settled } from '../../../cell/teams/runs.ts';
-import { schedulerOf } from '../../../cell/jobs/module.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import { ok, team, type Api, crewFixture } from '../../helpers/teams.ts';
@@ -29,12 +27,12 @@ test('team and agent definitions launch the crew on their cron, with the schedul
   const teamDef = await ok(api, 'POST', DEFS, { name: 'team', job_type: 'team', spec: { crew_id: tm.crew, input: 'hello' }, cron: '*/10 * * * *' });
   const agentDef = await ok(api, 'POST', DEFS, { name: 'agent', job_type: 'agent', spec: { graph_id: graphId, input: 'hi' }, cron: '*/10 * * * *' });
   t.clock.advance(10 * 60_000);
-  assert.equal(await schedulerOf(t.cell).tick(), 2);
+  assert.equal(await t.modules.jobs.scheduler.tick(), 2);
   for (const id of [teamDef.schedule_id, agentDef.schedule_id]) {
     const d = await ok(api, 'GET', `${DEFS}/${id}`);
     assert.equal(d.fire_count, 1);
     assert.match(d.last_run_id, /^run_/, JSON.stringify(d));
-    await settled(t.cell, d.last_run_id);
+    await t.modules.teams.teams.settled(d.last_run_id);
     await waitDone(d.last_run_id);
     const run = await ok(api, 'GET', `/api/public/v1/admin/jobs/runs/${d.last_run_id}`);
     assert.equal(run.flags.schedule_id, id);
@@ -49,16 +47,20 @@ test('team and agent definitions launch the crew on their cron, with the schedul
       assert.equal(run.source, `schedule:${id}`);
     }
   }
-  assert.equal(await schedulerOf(t.cell).tick(), 0, 'no double fire');
-  const fires = t.cell.store.all<{ state: string }>('SELECT state FROM job_fires');
-  assert.deepEqual(fires.map((f) => f.state).sort(), ['dispatched', 'dispatched']);
+  assert.equal(await t.modules.jobs.scheduler.tick(), 0, 'no double fire');
+  const fires = await t.rows('SELECT state FROM job_fires');
+  assert.deepEqual(fires.map((f) => f['state']).sort(), ['dispatched', 'dispatched']);
 
   // The pinned graph changes (the crew is rebound to another agent): the agent fire is refused, with a record.
   const other = await team(api, 'sequential', [{ role: 'writer' }]);
   assert.notEqual(other.crew, tm.crew);
-  await t.cell.store.write((tx) => tx.run("UPDATE team_crews SET body = json_set(body, '$.assignments', json(?)) WHERE crew_id = ?", [JSON.stringify({ [tm.billets['writer']!]: other.agents['writer'] }), tm.crew]));
+  // (The crew's body is JSON text: changed here rather than in SQL, whose JSON functions differ between the engines.)
+  const row = await t.row('SELECT body FROM team_crews WHERE crew_id = ?', [tm.crew]);
+  const body = JSON.parse(String(row!['body'])) as Record<string, unknown>;
+  body['assignments'] = { [tm.billets['writer']!]: other.agents['writer'] };
+  await t.core.store.write((tx) => tx.run('UPDATE team_crews SET body = ? WHERE crew_id = ?', [JSON.stringify(body), tm.crew]));
   t.clock.advance(10 * 60_000);
-  assert.equal(await schedulerOf(t.cell).tick(), 2);
+  assert.equal(await t.modules.jobs.scheduler.tick(), 2);
   const d = await ok(api, 'GET', `${DEFS}/${agentDef.schedule_id}`);
   await waitDone(d.last_run_id);
   const refused = await ok(api, 'GET', `/api/public/v1/admin/jobs/runs/${d.last_run_id}`);
@@ -67,7 +69,7 @@ test('team and agent definitions launch the crew on their cron, with the schedul
 });
 
 async function waitDone(runId: string): Promise<void> {
-  await settled(t.cell, runId);
+  await t.modules.teams.teams.settled(runId);
   for (let i = 0; i < 400; i++) {
     const r = await ok(api, 'GET', `/api/public/v1/admin/jobs/runs/${runId}`);
     if (['completed', 'failed', 'refused', 'cancelled'].includes(r.state)) return;

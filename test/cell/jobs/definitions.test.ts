@@ -5,18 +5,25 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { manualClock, type Clock } from '../../../cell/context.ts';
 import { startCell, type RunningCell } from '../../../cell/server.ts';
-import { schedulerOf } from '../../../cell/jobs/module.ts';
+import { testStore } from '../../helpers/inproc.ts';
 
 const quiet = { info() {}, warn() {}, error() {} };
 const DEFS = '/api/public/v1/admin/jobs/definitions';
 const T0 = Date.UTC(2026, 0, 1, 0, 0, 0);
 const MIN = 60_000;
 
-async function boot(dir: string, clock: Clock): Promise<RunningCell> {
+/** A data directory and, on PostgreSQL (CELL_TEST_STORE=postgres), its own database, kept across restarts. */
+async function place(prefix: string): Promise<{ dir: string; storeUrl: string | null; remove(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const store = await testStore();
+  return { dir, storeUrl: store.url, async remove() { await store.drop(); rmSync(dir, { recursive: true, force: true }); } };
+}
+
+async function boot(p: { dir: string; storeUrl: string | null }, clock: Clock): Promise<RunningCell> {
   const origWrite = process.stdout.write.bind(process.stdout);
   process.stdout.write = ((c: unknown, ...r: unknown[]) => (typeof c === 'string' && /bootstrap|svck_live_/.test(c) ? true : origWrite(c as string, ...(r as [])))) as typeof process.stdout.write;
   try {
-    return await startCell({ config: { dataDir: dir, cellId: 'cell-sched' }, clock, listen: false, log: quiet });
+    return await startCell({ config: { dataDir: p.dir, cellId: 'cell-sched', ...(p.storeUrl ? { storeUrl: p.storeUrl } : {}) }, clock, listen: false, log: quiet });
   } finally {
     process.stdout.write = origWrite;
   }
@@ -33,15 +40,21 @@ function client(r: () => RunningCell, key: string) {
   };
 }
 
-function scheduledRuns(c: RunningCell, id: string): number {
-  return c.cell.store.get<{ n: number }>('SELECT count(*) AS n FROM runs WHERE source = ?', [`schedule:${id}`])!.n;
+async function scheduledRuns(c: RunningCell, id: string): Promise<number> {
+  return Number((await c.core.store.get('SELECT COUNT(*) AS n FROM runs WHERE source = ?', [`schedule:${id}`]))!['n']);
+}
+
+/** The bootstrap owner's key (a fresh store creates it on start). */
+function ownerKey(c: RunningCell): string {
+  if (!c.bootstrapSecret) throw new Error('the cell did not bootstrap an owner key');
+  return c.bootstrapSecret;
 }
 
 test('definitions: cron, timezone and templates are validated at authoring', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'jobs-defs-'));
+  const home = await place('jobs-defs-');
   const clock = manualClock(T0);
-  const c = await boot(dir, clock);
-  const key = c.cell.services.get('iam.bootstrapKey') as string;
+  const c = await boot(home, clock);
+  const key = ownerKey(c);
   const req = client(() => c, key);
   try {
     const base = { name: 'n', job_type: 'compute', spec: { code: 'return 1' }, cron: '*/5 * * * *' };
@@ -72,15 +85,15 @@ test('definitions: cron, timezone and templates are validated at authoring', asy
     assert.equal(six.body.next_fire_at, T0 + 30_000);
   } finally {
     await c.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await home.remove();
   }
 });
 
 test('scheduler: fires on the cron with an injected clock, once per time, across a restart; disable/delete stop it', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'jobs-sched-'));
+  const home = await place('jobs-sched-');
   const clock = manualClock(T0);
-  let c = await boot(dir, clock);
-  const key = c.cell.services.get('iam.bootstrapKey') as string;
+  let c = await boot(home, clock);
+  const key = ownerKey(c);
   const req = client(() => c, key);
   try {
     const r = await req('POST', DEFS, { name: 'every 5', job_type: 'compute', workspace_id: 'w', spec: { code: 'return 7' }, cron: '*/5 * * * *' });
@@ -88,14 +101,16 @@ test('scheduler: fires on the cron with an injected clock, once per time, across
     const id = r.body.schedule_id as string;
     assert.match(id, /^sch_[0-9a-f]{20}$/);
     assert.equal(r.body.next_fire_at, T0 + 5 * MIN);
-    assert.equal(schedulerOf(c.cell).armedFor, T0 + 5 * MIN, 'one timer, armed for the earliest next fire');
+    // The route re-arms the scheduler without waiting for it (the read is asynchronous).
+    await c.modules.jobs.scheduler.rearmed();
+    assert.equal(c.modules.jobs.scheduler.armedFor, T0 + 5 * MIN, 'one timer, armed for the earliest next fire');
 
     clock.set(T0 + 4 * MIN);
-    assert.equal(await schedulerOf(c.cell).tick(), 0);
+    assert.equal(await c.modules.jobs.scheduler.tick(), 0);
     clock.set(T0 + 5 * MIN);
-    assert.equal(await schedulerOf(c.cell).tick(), 1);
-    assert.equal(await schedulerOf(c.cell).tick(), 0, 'no double fire');
-    assert.equal(scheduledRuns(c, id), 1);
+    assert.equal(await c.modules.jobs.scheduler.tick(), 1);
+    assert.equal(await c.modules.jobs.scheduler.tick(), 0, 'no double fire');
+    assert.equal(await scheduledRuns(c, id), 1);
     const d1 = await req('GET', `${DEFS}/${id}`);
     assert.equal(d1.body.next_fire_at, T0 + 10 * MIN);
     assert.equal(d1.body.fire_count, 1);
@@ -106,17 +121,17 @@ test('scheduler: fires on the cron with an injected clock, once per time, across
     // Restart between fires: nothing fires at start (the next time is in the future).
     await c.stop();
     clock.set(T0 + 7 * MIN);
-    c = await boot(dir, clock);
-    assert.equal(scheduledRuns(c, id), 1, 'no fire on restart');
+    c = await boot(home, clock);
+    assert.equal(await scheduledRuns(c, id), 1, 'no fire on restart');
     clock.set(T0 + 10 * MIN);
-    assert.equal(await schedulerOf(c.cell).tick(), 1);
-    assert.equal(scheduledRuns(c, id), 2);
+    assert.equal(await c.modules.jobs.scheduler.tick(), 1);
+    assert.equal(await scheduledRuns(c, id), 2);
 
     // Disabled: never fires; enabling computes the next time from now.
     assert.equal((await req('POST', `${DEFS}/${id}/disable`)).body.enabled, false);
     assert.equal((await req('POST', `${DEFS}/${id}/disable`)).status, 200, 'idempotent');
     clock.set(T0 + 16 * MIN);
-    assert.equal(await schedulerOf(c.cell).tick(), 0);
+    assert.equal(await c.modules.jobs.scheduler.tick(), 0);
     const en = await req('POST', `${DEFS}/${id}/enable`);
     assert.equal(en.body.next_fire_at, T0 + 20 * MIN);
     // PATCH the cron.
@@ -128,63 +143,64 @@ test('scheduler: fires on the cron with an injected clock, once per time, across
     const del = await req('DELETE', `${DEFS}/${id}`);
     assert.equal(del.body.deleted, true);
     clock.set(T0 + 61 * MIN);
-    assert.equal(await schedulerOf(c.cell).tick(), 0);
-    assert.equal(scheduledRuns(c, id), 2);
+    assert.equal(await c.modules.jobs.scheduler.tick(), 0);
+    assert.equal(await scheduledRuns(c, id), 2);
     assert.equal((await req('GET', DEFS)).body.items.length, 0);
     assert.equal((await req('GET', `${DEFS}?include_deleted=true`)).body.items.length, 1);
     assert.equal((await req('PATCH', `${DEFS}/${id}`, { name: 'x' })).status, 409);
-    assert.equal(schedulerOf(c.cell).armedFor, null, 'nothing to fire: no timer');
+    await c.modules.jobs.scheduler.rearmed();
+    assert.equal(c.modules.jobs.scheduler.armedFor, null, 'nothing to fire: no timer');
   } finally {
     await c.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await home.remove();
   }
 });
 
 test('scheduler: fires missed while down run once (catch_up once) or are skipped (catch_up skip)', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'jobs-missed-'));
+  const home = await place('jobs-missed-');
   const clock = manualClock(T0);
-  let c = await boot(dir, clock);
-  const key = c.cell.services.get('iam.bootstrapKey') as string;
+  let c = await boot(home, clock);
+  const key = ownerKey(c);
   const req = client(() => c, key);
   try {
     const once = (await req('POST', DEFS, { name: 'once', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '* * * * *', catch_up: 'once' })).body.schedule_id as string;
     const skip = (await req('POST', DEFS, { name: 'skip', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '* * * * *', catch_up: 'skip' })).body.schedule_id as string;
     await c.stop();
     clock.set(T0 + 60 * MIN + 30_000); // an hour of missed fires
-    c = await boot(dir, clock);
-    assert.equal(scheduledRuns(c, once), 1, 'catch_up once: one run for all the missed fires');
-    assert.equal(scheduledRuns(c, skip), 0, 'catch_up skip: none');
+    c = await boot(home, clock);
+    assert.equal(await scheduledRuns(c, once), 1, 'catch_up once: one run for all the missed fires');
+    assert.equal(await scheduledRuns(c, skip), 0, 'catch_up skip: none');
     for (const id of [once, skip]) {
       const d = (await req('GET', `${DEFS}/${id}`)).body;
       assert.equal(d.next_fire_at, T0 + 61 * MIN);
     }
   } finally {
     await c.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await home.remove();
   }
 });
 
 test('scheduler: a live lease held by another cell blocks the fire until it expires', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'jobs-lease-'));
+  const home = await place('jobs-lease-');
   const clock = manualClock(T0);
-  const c = await boot(dir, clock);
-  const key = c.cell.services.get('iam.bootstrapKey') as string;
+  const c = await boot(home, clock);
+  const key = ownerKey(c);
   const req = client(() => c, key);
   try {
     const id = (await req('POST', DEFS, { name: 'l', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '*/5 * * * *' })).body.schedule_id as string;
-    await c.cell.store.write((tx) => tx.run('UPDATE job_definitions SET lease_owner = ?, lease_until = ? WHERE schedule_id = ?', ['cell-other', T0 + 7 * MIN, id]));
+    await c.core.store.write((tx) => tx.run('UPDATE job_definitions SET lease_owner = ?, lease_until = ? WHERE schedule_id = ?', ['cell-other', T0 + 7 * MIN, id]));
     clock.set(T0 + 5 * MIN);
-    assert.equal(await schedulerOf(c.cell).tick(), 0, 'another cell holds the lease');
-    assert.equal(scheduledRuns(c, id), 0);
+    assert.equal(await c.modules.jobs.scheduler.tick(), 0, 'another cell holds the lease');
+    assert.equal(await scheduledRuns(c, id), 0);
     clock.set(T0 + 7 * MIN);
-    assert.equal(await schedulerOf(c.cell).tick(), 1, 'the lease expired: this cell fires the missed time once');
+    assert.equal(await c.modules.jobs.scheduler.tick(), 1, 'the lease expired: this cell fires the missed time once');
     const d = (await req('GET', `${DEFS}/${id}`)).body;
     assert.equal(d.next_fire_at, T0 + 10 * MIN);
-    const lease = c.cell.store.get<{ lease_owner: string; lease_until: number }>('SELECT lease_owner, lease_until FROM job_definitions WHERE schedule_id = ?', [id])!;
-    assert.equal(lease.lease_owner, 'cell-sched');
-    assert.equal(lease.lease_until, T0 + 7 * MIN + 60_000);
+    const lease = (await c.core.store.get('SELECT lease_owner, lease_until FROM job_definitions WHERE schedule_id = ?', [id]))!;
+    assert.equal(lease['lease_owner'], 'cell-sched');
+    assert.equal(Number(lease['lease_until']), T0 + 7 * MIN + 60_000);
   } finally {
     await c.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await home.remove();
   }
 });

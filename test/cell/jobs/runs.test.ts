@@ -3,7 +3,6 @@ import assert from 'node:assert/strict';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { waitFinished } from './_wait.ts';
 import { verifyJournal } from '../../../core/journal/verify.ts';
-import { cellPublicJwks } from '../../../cell/iam/identity.ts';
 
 let t: InProcess;
 before(async () => { t = await inProcessCell(); });
@@ -16,7 +15,7 @@ const RUNS = '/api/public/v1/admin/jobs/runs';
 async function run(job_type: string, spec: unknown, workspace_id = 'ws1') {
   const r = await t.request('POST', RUNS, { token: t.adminKey, body: { job_type, workspace_id, spec } });
   assert.equal(r.status, 202, r.text);
-  await waitFinished(t.cell, r.body.run_id, 120_000);
+  await waitFinished(t.modules.runs.runs, r.body.run_id, 120_000);
   const s = await t.request('GET', `${RUNS}/${r.body.run_id}`, { token: t.adminKey });
   assert.equal(s.status, 200);
   return s.body;
@@ -36,7 +35,7 @@ test('compute runs in QuickJS and returns its output; journal verifies', async (
   assert.equal(kinds[0], 'run_started');
   assert.equal(kinds.at(-1), 'run_finished');
   assert.ok(kinds.includes('step'));
-  const keys = new Map(cellPublicJwks(t.cell).map((k) => [k.kid, k.jwk]));
+  const keys = new Map(t.modules.iam.iam.identityKeys().map((k) => [k.kid, k.jwk]));
   assert.deepEqual(await verifyJournal(j.body.records, (kid) => keys.get(kid)), { ok: true });
 });
 

@@ -99,11 +99,11 @@ test('end to end: a refused sql job run fails with statement_refused and commits
     const run = async (statements: string[]) => {
       const r = await t.request('POST', '/api/public/v1/admin/jobs/runs', { token: t.adminKey, body: { job_type: 'sql', workspace_id: 'ws-sql', spec: { statements: statements.map((sql) => ({ sql })) } } });
       assert.equal(r.status, 202, r.text);
-      await waitFinished(t.cell, r.body.run_id);
+      await waitFinished(t.modules.runs.runs, r.body.run_id);
       return (await t.request('GET', `/api/public/v1/admin/jobs/runs/${r.body.run_id}`, { token: t.adminKey })).body;
     };
     assert.equal((await run(['CREATE TABLE t (x TEXT)'])).state, 'completed');
-    const file = workspaceDbPath(t.cell, 'ws-sql');
+    const file = workspaceDbPath(t.core.config.dataDir, 'ws-sql');
     assert.ok(existsSync(file));
     const before = readFileSync(file);
     for (const attack of ["/**/ATTACH 'evil.db' AS evil", '/**/COMMIT', '/**/PRAGMA max_page_count = 1']) {
