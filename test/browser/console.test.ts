@@ -49,7 +49,7 @@ const WATCH_GRAPH = `(() => {
 })()`;
 const T = `${A}/agent-teams`;
 
-interface Api { (method: string, path: string, body?: unknown, token?: string): Promise<{ status: number; body: any }> }
+type Api = (method: string, path: string, body?: unknown, token?: string) => Promise<{ status: number; body: any }>;
 
 function apiOf(cell: CellProcess): Api {
   return async (method, path, body, token = cell.adminKey) => {

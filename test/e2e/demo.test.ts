@@ -31,7 +31,7 @@ test('make demo: the whole story runs and exits 0, printing each step', { skip: 
   assert.equal(code, 0, `demo exited ${code}\n${out}\n${err}`);
 
   const steps = ['Start a real cell', 'Principals and keys', 'Jobs: compute', 'A crew on an OpenAI-compatible model', 'The edge:', 'Clean up'];
-  steps.forEach((title, i) => assert.match(out, new RegExp(`^${i + 1}\\. ${title.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`, 'm'), `step ${i + 1} (${title}) not printed`));
+  for (const [i, title] of steps.entries()) assert.match(out, new RegExp(`^${i + 1}\\. ${title.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`, 'm'), `step ${i + 1} (${title}) not printed`);
   // The answers that tell the story.
   assert.match(out, /with the jobs key -> 403 forbidden/);
   assert.match(out, /with the old secret svck_live_.{3}… -> 200/);

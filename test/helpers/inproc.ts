@@ -94,7 +94,7 @@ export async function inProcessCell(opts: { config?: Partial<CellConfig>; clock?
     const res = await running.app.request(path, { method, headers, ...(body !== undefined ? { body } : {}) },
       { incoming: { socket: { remoteAddress: o.ip ?? '127.0.0.1' } } } as never);
     const text = await res.text();
-    let parsed: unknown = undefined;
+    let parsed: unknown;
     try { parsed = text ? JSON.parse(text) : undefined; } catch { parsed = undefined; }
     return { status: res.status, headers: res.headers, body: parsed, text };
   };

@@ -50,7 +50,7 @@ describe('embedded store: the log', () => {
     assert.equal(crashed.recovery.droppedBytes, 0);
     const rows = await crashed.all('SELECT id, v, b FROM t ORDER BY id');
     assert.deepEqual(rows.map((r) => [r['id'], r['v']]), [[1, 'uno'], [2, 'two'], [3, 'tab\tquote"\u00e9\u{1F600}']]);
-    assert.deepEqual([...(rows[0]?.['b'] as Uint8Array)], [0, 1, 2, 255]);
+    assert.deepEqual([...(rows[0]!['b'] as Uint8Array)], [0, 1, 2, 255]);
     await store.close();
     const again = await reopen(dir);
     assert.equal(again.recovery.replayed, 0, 'close checkpointed: nothing to replay');

@@ -39,7 +39,7 @@ function httpApi(url: string, token: string): Api {
 
 async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
   const end = Date.now() + ms;
-  for (let i = 0; Date.now() < end; i++) {
+  while (Date.now() < end) {
     const v = await fn();
     if (v !== undefined) return v;
     await new Promise((r) => setTimeout(r, 50));
@@ -95,7 +95,7 @@ test('SIGKILL mid-run, a peer cell recovers: finished steps are not re-run, no m
   assert.ok(Array.isArray(records), JSON.stringify(journal).slice(0, 200));
   assert.ok(records.some((r) => r.kind === 'recovered'));
   assert.equal(records.at(-1)!.kind, 'run_finished');
-  records.forEach((r, i) => assert.equal(r.seq, i + 1));
+  for (const [i, r] of records.entries()) assert.equal(r.seq, i + 1);
 
   // A second recover of a finished run is a conflict, not a re-run.
   const again = await apiB.request('POST', `${T}/crews/${tm.crew}/runs/${run.run_id}/recover`);

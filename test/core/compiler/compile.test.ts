@@ -151,7 +151,10 @@ test('determinism: 1,000 random formations hash the same regardless of key and b
   fc.assert(
     fc.property(arbFormation, ({ formation, billets, seed }) => {
       let s = seed >>> 0;
-      const rnd = () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+      const rnd = () => {
+        s = (s * 1664525 + 1013904223) >>> 0;
+        return s / 2 ** 32;
+      };
       const a = compileFormation(formation, billets);
       const again = compileFormation(formation, billets);
       const shuffled = [...billets].sort(() => rnd() - 0.5).map((x) => shuffleKeys(x, rnd) as BilletInput);

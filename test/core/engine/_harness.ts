@@ -150,7 +150,12 @@ export function approvals() {
 
 export function manualClock(start = 1_700_000_000_000) {
   let t = start;
-  return { now: () => t, advance: (ms: number) => void (t += ms) };
+  return {
+    now: () => t,
+    advance: (ms: number) => {
+      t += ms;
+    },
+  };
 }
 
 export async function signedJournal(runId = 'run_test') {

@@ -135,7 +135,8 @@ test('cel-spec conformance (selected files) through compileExpr/evalRaw', () => 
   for (const file of CONFORMANCE_FILES) {
     const fs = suite.suites.find((s) => s.name === file);
     assert.ok(fs, `conformance file ${file}`);
-    const st = (summary[file] = { run: 0, pass: 0, skipped: 0, refusedByLimits: 0, refusedByPolicy: 0 });
+    const st = { run: 0, pass: 0, skipped: 0, refusedByLimits: 0, refusedByPolicy: 0 };
+    summary[file] = st;
     for (const [name, t] of tests(fs, file)) {
       const o = t.original;
       const m = o.resultMatcher;
