@@ -2,18 +2,37 @@
 import autocannon from 'autocannon';
 import { spawn, type ChildProcess } from 'node:child_process';
 
-export interface LoadResult { rps: number; p99: number; non2xx: number; errors: number }
+export interface LoadResult {
+  rps: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+}
 
-export async function load(opts: { url: string; connections: number; seconds: number; method?: string; headers?: Record<string, string>; body?: string }): Promise<LoadResult> {
+export async function load(opts: {
+  url: string;
+  connections: number;
+  seconds: number;
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string;
+}): Promise<LoadResult> {
   const r = await autocannon({
-    url: opts.url, connections: opts.connections, duration: opts.seconds, method: (opts.method ?? 'GET') as 'GET',
-    headers: opts.headers ?? {}, ...(opts.body !== undefined ? { body: opts.body } : {}),
+    url: opts.url,
+    connections: opts.connections,
+    duration: opts.seconds,
+    method: (opts.method ?? 'GET') as 'GET',
+    headers: opts.headers ?? {},
+    ...(opts.body !== undefined ? { body: opts.body } : {}),
   });
   return { rps: r.requests.average, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors };
 }
 
 /** Spawns a node script that prints `listening <port>` and returns its URL. */
-export async function spawnServer(args: string[], match = /listening (?:on )?(?:http:\/\/[^:]+:)?(\d+)/): Promise<{ url: string; proc: ChildProcess; stop(): Promise<void> }> {
+export async function spawnServer(
+  args: string[],
+  match = /listening (?:on )?(?:http:\/\/[^:]+:)?(\d+)/,
+): Promise<{ url: string; proc: ChildProcess; stop(): Promise<void> }> {
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   const port = await new Promise<string>((resolve, reject) => {
@@ -21,12 +40,20 @@ export async function spawnServer(args: string[], match = /listening (?:on )?(?:
     proc.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
       const m = match.exec(out);
-      if (m) { clearTimeout(t); resolve(m[1]!); }
+      if (m) {
+        clearTimeout(t);
+        resolve(m[1]!);
+      }
     });
   });
   return {
-    url: `http://127.0.0.1:${port}`, proc,
-    stop: () => new Promise<void>((r) => { proc.once('exit', () => r()); proc.kill('SIGTERM'); }),
+    url: `http://127.0.0.1:${port}`,
+    proc,
+    stop: () =>
+      new Promise<void>((r) => {
+        proc.once('exit', () => r());
+        proc.kill('SIGTERM');
+      }),
   };
 }
 

@@ -49,12 +49,22 @@ function records(n: number, now: number): KeyRecord[] {
   for (let i = 0; i < n; i++) {
     const rotated = i % 10 === 0;
     out.push({
-      key_id: `key_${i.toString(16).padStart(20, '0')}`, owner_id: `svc_${(i % 500).toString(16).padStart(20, '0')}`,
-      owner_status: 'active', status: 'active',
-      hashes: rotated ? [{ hash: hashSecret(secretOf(i)), not_after: null }, { hash: hashSecret(secretOf(i) + 'x'), not_after: now + 3600_000 }] : [{ hash: hashSecret(secretOf(i)), not_after: null }],
-      expires_at: null, owner_permissions: ['agent_teams', 'system.orchestration.admin', 'edge.read', 'catalog.read'],
-      scopes: i % 3 === 0 ? [] : ['agent_teams.read', 'system.orchestration.admin.read'], rate_limit_rpm: i % 2 ? 600 : null,
-      allowed_ips: i % 5 === 0 ? ['10.0.0.0/8'] : [], allowed_regions: i % 7 === 0 ? ['local'] : [],
+      key_id: `key_${i.toString(16).padStart(20, '0')}`,
+      owner_id: `svc_${(i % 500).toString(16).padStart(20, '0')}`,
+      owner_status: 'active',
+      status: 'active',
+      hashes: rotated
+        ? [
+            { hash: hashSecret(secretOf(i)), not_after: null },
+            { hash: hashSecret(secretOf(i) + 'x'), not_after: now + 3600_000 },
+          ]
+        : [{ hash: hashSecret(secretOf(i)), not_after: null }],
+      expires_at: null,
+      owner_permissions: ['agent_teams', 'system.orchestration.admin', 'edge.read', 'catalog.read'],
+      scopes: i % 3 === 0 ? [] : ['agent_teams.read', 'system.orchestration.admin.read'],
+      rate_limit_rpm: i % 2 ? 600 : null,
+      allowed_ips: i % 5 === 0 ? ['10.0.0.0/8'] : [],
+      allowed_regions: i % 7 === 0 ? ['local'] : [],
     });
   }
   return out;
@@ -69,14 +79,20 @@ async function coldStart(cmd: string, args: string[], url: (port: string) => str
     proc.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
       const m = /listening (?:on )?(?:http:\/\/[^:]+:)?(\d+)/.exec(out);
-      if (m) { clearTimeout(t); res(m[1]!); }
+      if (m) {
+        clearTimeout(t);
+        res(m[1]!);
+      }
     });
   });
   const r = await fetch(url(port), { headers });
   await r.arrayBuffer();
   const ms = performance.now() - t0;
   if (r.status !== 200) throw new Error(`first request answered ${r.status}`);
-  await new Promise<void>((res) => { proc.once('exit', () => res()); proc.kill('SIGTERM'); });
+  await new Promise<void>((res) => {
+    proc.once('exit', () => res());
+    proc.kill('SIGTERM');
+  });
   return ms;
 }
 
@@ -88,10 +104,21 @@ export default async function edgeBench(): Promise<void> {
   const N = 100_000;
   const recs = records(N, now);
   let t = performance.now();
-  const text = await buildKeyBundle({ issuer: 'cell-bench', signer, audience: 'dev', version: 1, issuedAt: now, expiresAt: now + 86_400_000, records: recs, tombstones: [] });
+  const text = await buildKeyBundle({
+    issuer: 'cell-bench',
+    signer,
+    audience: 'dev',
+    version: 1,
+    issuedAt: now,
+    expiresAt: now + 86_400_000,
+    records: recs,
+    tombstones: [],
+  });
   const buildMs = performance.now() - t;
   const bytes = Buffer.byteLength(text);
-  console.log(`  bundle of ${fmt(N)} keys: ${fmt(bytes / 1e6, 1)} MB, ${fmt(bytes / N, 0)} bytes per key (built and signed in ${fmt(buildMs)} ms)`);
+  console.log(
+    `  bundle of ${fmt(N)} keys: ${fmt(bytes / 1e6, 1)} MB, ${fmt(bytes / N, 0)} bytes per key (built and signed in ${fmt(buildMs)} ms)`,
+  );
 
   const file = join(mkdtempSync(join(tmpdir(), 'edge-bench-')), 'keys.json');
   writeFileSync(file, text);
@@ -111,7 +138,9 @@ export default async function edgeBench(): Promise<void> {
   coreIndex = (await openKeyBundle(text, trusted)).index;
   rmSync(dirname(file), { recursive: true, force: true });
   const load = median(loads);
-  console.log(`  load + verify ${fmt(N)} keys: ${fmt(load)} ms (target < 500 ms: ${load < 500 ? 'met' : 'MISSED'}); bare JSON.parse of the same file: ${fmt(median(parses))} ms (ratio ${fmt(load / median(parses), 2)})`);
+  console.log(
+    `  load + verify ${fmt(N)} keys: ${fmt(load)} ms (target < 500 ms: ${load < 500 ? 'met' : 'MISSED'}); bare JSON.parse of the same file: ${fmt(median(parses))} ms (ratio ${fmt(load / median(parses), 2)})`,
+  );
 
   const M = 200_000;
   const ctx = { now, ip: '10.1.2.3', region: 'local' };
@@ -126,7 +155,9 @@ export default async function edgeBench(): Promise<void> {
   t = performance.now();
   for (let i = 0; i < M; i++) coreIndex.check(secrets[i % 1000]!, ctx);
   const coreUs = ((performance.now() - t) * 1000) / M;
-  console.log(`  offline key check (edge: native SHA-256 + core verifyPresentedKey): ${fmt(checkUs, 2)} µs per check (target < 10 µs: ${checkUs < 10 ? 'met' : 'MISSED'}; ${fmt(ok)} of ${fmt(M)} allowed); the SHA-256 alone: ${fmt(hashUs, 2)} µs (ratio ${fmt(checkUs / hashUs, 2)}); with core's pure-JS hashSecret instead: ${fmt(coreUs, 2)} µs`);
+  console.log(
+    `  offline key check (edge: native SHA-256 + core verifyPresentedKey): ${fmt(checkUs, 2)} µs per check (target < 10 µs: ${checkUs < 10 ? 'met' : 'MISSED'}; ${fmt(ok)} of ${fmt(M)} allowed); the SHA-256 alone: ${fmt(hashUs, 2)} µs (ratio ${fmt(checkUs / hashUs, 2)}); with core's pure-JS hashSecret instead: ${fmt(coreUs, 2)} µs`,
+  );
 
   // The real edge: the single executable when built, else dist/edge.mjs under node.
   const sea = join(ROOT, 'dist/edge');
@@ -140,63 +171,130 @@ export default async function edgeBench(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'edge-bench-'));
   try {
     const dev = await generateEd25519();
-    writeFileDurable(join(dir, 'dev', 'device.json'), JSON.stringify({ format_version: 1, device_id: dev.kid, public_jwk: dev.publicJwk, private_jwk: dev.privateJwk }), 0o600);
-    writeFileDurable(join(dir, 'dev', 'trust.json'), JSON.stringify({ format_version: 1, cell_id: 'cell-bench', keys: trusted, publishers: [] }));
+    writeFileDurable(
+      join(dir, 'dev', 'device.json'),
+      JSON.stringify({ format_version: 1, device_id: dev.kid, public_jwk: dev.publicJwk, private_jwk: dev.privateJwk }),
+      0o600,
+    );
+    writeFileDurable(
+      join(dir, 'dev', 'trust.json'),
+      JSON.stringify({ format_version: 1, cell_id: 'cell-bench', keys: trusted, publishers: [] }),
+    );
     const small = recs.slice(0, 100).map((r) => ({ ...r, allowed_ips: [], allowed_regions: [], scopes: [] }));
-    writeFileSync(join(dir, 'keys.json'), await buildKeyBundle({ issuer: 'cell-bench', signer, audience: dev.kid, version: 1, issuedAt: now, expiresAt: now + 86_400_000, records: small, tombstones: [] }));
+    writeFileSync(
+      join(dir, 'keys.json'),
+      await buildKeyBundle({
+        issuer: 'cell-bench',
+        signer,
+        audience: dev.kid,
+        version: 1,
+        issuedAt: now,
+        expiresAt: now + 86_400_000,
+        records: small,
+        tombstones: [],
+      }),
+    );
     const headers = { authorization: `Bearer ${secretOf(0)}` };
     const [cmd, pre] = existsSync(sea) ? [sea, [] as string[]] : [process.execPath, [mjs]];
     const edgeRuns: number[] = [];
     const bareRuns: number[] = [];
-    const bare = "require('node:http').createServer((q,s)=>{s.setHeader('content-type','application/json');s.end('{\"ok\":true}')}).listen(0,'127.0.0.1',function(){console.log('listening '+this.address().port)})";
+    const bare =
+      "require('node:http').createServer((q,s)=>{s.setHeader('content-type','application/json');s.end('{\"ok\":true}')}).listen(0,'127.0.0.1',function(){console.log('listening '+this.address().port)})";
     for (let i = 0; i < 5; i++) {
-      edgeRuns.push(await coldStart(cmd, [...pre, 'serve', '--data', join(dir, 'dev'), '--bundle', join(dir, 'keys.json'), '--port', '0'],
-        (p) => `http://127.0.0.1:${p}/api/public/v1/edge/authz/edge.read`, headers));
+      edgeRuns.push(
+        await coldStart(
+          cmd,
+          [...pre, 'serve', '--data', join(dir, 'dev'), '--bundle', join(dir, 'keys.json'), '--port', '0'],
+          (p) => `http://127.0.0.1:${p}/api/public/v1/edge/authz/edge.read`,
+          headers,
+        ),
+      );
       bareRuns.push(await coldStart(process.execPath, ['-e', bare], (p) => `http://127.0.0.1:${p}/`, {}));
     }
     const cs = median(edgeRuns);
-    console.log(`  cold start to first answered request (${existsSync(sea) ? 'dist/edge' : 'node dist/edge.mjs'}, 100-key bundle): ${fmt(cs)} ms (target < 400 ms: ${cs < 400 ? 'met' : 'MISSED'}); bare node:http server: ${fmt(median(bareRuns))} ms (ratio ${fmt(cs / median(bareRuns), 2)})`);
+    console.log(
+      `  cold start to first answered request (${existsSync(sea) ? 'dist/edge' : 'node dist/edge.mjs'}, 100-key bundle): ${fmt(cs)} ms (target < 400 ms: ${cs < 400 ? 'met' : 'MISSED'}); bare node:http server: ${fmt(median(bareRuns))} ms (ratio ${fmt(cs / median(bareRuns), 2)})`,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 /** Issue 16: OAuth access tokens judged offline at the edge. */
-async function tokenBench(bin: [string, string[]] | null, signer: ReturnType<typeof signerFromJwk>, trusted: { kid: string; jwk: JsonWebKey }[], now: number): Promise<void> {
+async function tokenBench(
+  bin: [string, string[]] | null,
+  signer: ReturnType<typeof signerFromJwk>,
+  trusted: { kid: string; jwk: JsonWebKey }[],
+  now: number,
+): Promise<void> {
   const dev = await generateEd25519();
   const oauthKey = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
   const oauthJwk = await exportJWK(oauthKey.publicKey);
   const ISS = 'service://cell-bench';
   const AUD = edgeAudience(dev.kid);
   const text = await buildKeyBundle({
-    issuer: 'cell-bench', signer, audience: dev.kid, version: 1, issuedAt: now, expiresAt: now + 86_400_000, records: [], tombstones: [],
+    issuer: 'cell-bench',
+    signer,
+    audience: dev.kid,
+    version: 1,
+    issuedAt: now,
+    expiresAt: now + 86_400_000,
+    records: [],
+    tombstones: [],
     subjects: { svc_bench: { status: 'active', permissions: ['edge', 'agent_teams', 'system.orchestration.admin'] } },
-    tokens: { issuer: ISS, keys: [{ kid: 'k1', kty: 'OKP', crv: 'Ed25519', x: oauthJwk.x!, alg: 'EdDSA' }], revoked: [['jti-revoked-000000', Math.floor(now / 1000) + 600]] },
+    tokens: {
+      issuer: ISS,
+      keys: [{ kid: 'k1', kty: 'OKP', crv: 'Ed25519', x: oauthJwk.x!, alg: 'EdDSA' }],
+      revoked: [['jti-revoked-000000', Math.floor(now / 1000) + 600]],
+    },
   });
   const { index } = await openKeyBundle(text, trusted);
-  const sign = (over: Record<string, unknown> = {}) => new SignJWT({
-    iss: ISS, sub: 'svc_bench', aud: AUD, client_id: 'ocl_bench', scope: 'edge.read agent_teams.read', iat: Math.floor(now / 1000), exp: Math.floor(now / 1000) + 600, jti: crypto.randomUUID(), ...over,
-  }).setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: 'k1' }).sign(oauthKey.privateKey);
+  const sign = (over: Record<string, unknown> = {}) =>
+    new SignJWT({
+      iss: ISS,
+      sub: 'svc_bench',
+      aud: AUD,
+      client_id: 'ocl_bench',
+      scope: 'edge.read agent_teams.read',
+      iat: Math.floor(now / 1000),
+      exp: Math.floor(now / 1000) + 600,
+      jti: crypto.randomUUID(),
+      ...over,
+    })
+      .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: 'k1' })
+      .sign(oauthKey.privateKey);
 
   // 5. First presentation (no cache) vs a bare native Ed25519 verify of the same signing inputs.
   const N = 4000;
   const fresh: string[] = [];
   for (let i = 0; i < N; i++) fresh.push(await sign());
   const judgeNoCache = tokenJudgeFromBundle(index, { audience: AUD, replay: new MemoryReplayCache() })!;
-  const facts: TokenRequestFacts = { scheme: 'bearer', method: 'GET', uri: 'http://127.0.0.1/api/public/v1/edge/status', dpop: null, certThumbprint: () => null, now };
+  const facts: TokenRequestFacts = {
+    scheme: 'bearer',
+    method: 'GET',
+    uri: 'http://127.0.0.1/api/public/v1/edge/status',
+    dpop: null,
+    certThumbprint: () => null,
+    now,
+  };
   for (let i = 0; i < 200; i++) await judgeAccessToken(fresh[i]!, facts, judgeNoCache); // warm-up
   let t = performance.now();
   let ok = 0;
   for (const tk of fresh) if ((await judgeAccessToken(tk, facts, judgeNoCache)).ok) ok++;
   const firstUs = ((performance.now() - t) * 1000) / N;
   const pub = createPublicKey({ key: oauthJwk as import('node:crypto').JsonWebKey, format: 'jwk' });
-  const parts = fresh.map((tk) => { const [h, p, sg] = tk.split('.'); return [Buffer.from(`${h}.${p}`), Buffer.from(sg!, 'base64url')] as const; });
+  const parts = fresh.map((tk) => {
+    const [h, p, sg] = tk.split('.');
+    return [Buffer.from(`${h}.${p}`), Buffer.from(sg!, 'base64url')] as const;
+  });
   for (let i = 0; i < 200; i++) nodeVerify(null, parts[i]![0], pub, parts[i]![1]);
   t = performance.now();
   let vok = 0;
   for (const [data, sig] of parts) if (nodeVerify(null, data, pub, sig)) vok++;
   const verifyUs = ((performance.now() - t) * 1000) / N;
-  console.log(`  token, first presentation (edge: core judgeAccessToken, no cache, ${fmt(ok)}/${fmt(N)} allowed): ${fmt(firstUs, 1)} µs per token; bare native Ed25519 verify (node:crypto, ${fmt(vok)} valid): ${fmt(verifyUs, 1)} µs (ratio ${fmt(firstUs / verifyUs, 2)})`);
+  console.log(
+    `  token, first presentation (edge: core judgeAccessToken, no cache, ${fmt(ok)}/${fmt(N)} allowed): ${fmt(firstUs, 1)} µs per token; bare native Ed25519 verify (node:crypto, ${fmt(vok)} valid): ${fmt(verifyUs, 1)} µs (ratio ${fmt(firstUs / verifyUs, 2)})`,
+  );
 
   // 6. A token seen before: from the verified-token cache.
   const judge = tokenJudgeFromBundle(index, { audience: AUD, replay: new MemoryReplayCache(), cache: new VerifiedTokenCache() })!;
@@ -207,7 +305,9 @@ async function tokenBench(bin: [string, string[]] | null, signer: ReturnType<typ
   let cok = 0;
   for (let i = 0; i < M; i++) if ((await judgeAccessToken(seen[i % 1000]!, facts, judge)).ok) cok++;
   const cachedUs = ((performance.now() - t) * 1000) / M;
-  console.log(`  token seen before (verified-token cache; exp, denylist, subject and authority still checked): ${fmt(cachedUs, 2)} µs per check (target < 10 µs: ${cachedUs < 10 ? 'met' : 'MISSED'}; ${fmt(cok)} of ${fmt(M)} allowed); ratio to the first presentation ${fmt(cachedUs / firstUs, 3)}`);
+  console.log(
+    `  token seen before (verified-token cache; exp, denylist, subject and authority still checked): ${fmt(cachedUs, 2)} µs per check (target < 10 µs: ${cachedUs < 10 ? 'met' : 'MISSED'}; ${fmt(cok)} of ${fmt(M)} allowed); ratio to the first presentation ${fmt(cachedUs / firstUs, 3)}`,
+  );
 
   // 7. The real edge: DPoP-bound (fresh proof per request) vs plain bearer, same operation, same run.
   if (!bin) {
@@ -218,39 +318,96 @@ async function tokenBench(bin: [string, string[]] | null, signer: ReturnType<typ
   const dir = mkdtempSync(join(tmpdir(), 'edge-bench-tok-'));
   let proc: ReturnType<typeof spawn> | undefined;
   try {
-    writeFileDurable(join(dir, 'dev', 'device.json'), JSON.stringify({ format_version: 1, device_id: dev.kid, public_jwk: dev.publicJwk, private_jwk: dev.privateJwk }), 0o600);
-    writeFileDurable(join(dir, 'dev', 'trust.json'), JSON.stringify({ format_version: 1, cell_id: 'cell-bench', keys: trusted, publishers: [] }));
+    writeFileDurable(
+      join(dir, 'dev', 'device.json'),
+      JSON.stringify({ format_version: 1, device_id: dev.kid, public_jwk: dev.publicJwk, private_jwk: dev.privateJwk }),
+      0o600,
+    );
+    writeFileDurable(
+      join(dir, 'dev', 'trust.json'),
+      JSON.stringify({ format_version: 1, cell_id: 'cell-bench', keys: trusted, publishers: [] }),
+    );
     writeFileSync(join(dir, 'keys.json'), text);
-    proc = spawn(cmd, [...pre, 'serve', '--data', join(dir, 'dev'), '--bundle', join(dir, 'keys.json'), '--port', '0', '--rate-capacity', '100000000', '--rate-refill', '100000000'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    proc = spawn(
+      cmd,
+      [
+        ...pre,
+        'serve',
+        '--data',
+        join(dir, 'dev'),
+        '--bundle',
+        join(dir, 'keys.json'),
+        '--port',
+        '0',
+        '--rate-capacity',
+        '100000000',
+        '--rate-refill',
+        '100000000',
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     let out = '';
     const base = await new Promise<string>((res, rej) => {
       const timer = setTimeout(() => rej(new Error('edge did not start')), 20_000);
-      proc!.stdout!.on('data', (d: Buffer) => { out += d.toString(); const m = /listening on (http\S+)/.exec(out); if (m) { clearTimeout(timer); res(m[1]!); } });
+      proc!.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /listening on (http\S+)/.exec(out);
+        if (m) {
+          clearTimeout(timer);
+          res(m[1]!);
+        }
+      });
     });
     const path = '/api/public/v1/edge/authz/edge.read';
     const bearer = await sign({ iat: Math.floor(Date.now() / 1000), exp: Math.floor(Date.now() / 1000) + 600 });
     const kp = await generateKeyPair('Ed25519');
     const jwk = await exportJWK(kp.publicKey);
-    const bound = await sign({ iat: Math.floor(Date.now() / 1000), exp: Math.floor(Date.now() / 1000) + 600, cnf: { jkt: await calculateJwkThumbprint(jwk) } });
+    const bound = await sign({
+      iat: Math.floor(Date.now() / 1000),
+      exp: Math.floor(Date.now() / 1000) + 600,
+      cnf: { jkt: await calculateJwkThumbprint(jwk) },
+    });
     const ath = createHash('sha256').update(bound).digest('base64url');
     await load({ url: base + path, connections: 20, seconds: 1, headers: { authorization: `Bearer ${bearer}` } }); // warm-up
     const b = await load({ url: base + path, connections: 20, seconds: 5, headers: { authorization: `Bearer ${bearer}` } });
     const P = 12_000;
     const proofs: string[] = [];
     for (let i = 0; i < P; i++) {
-      proofs.push(await new SignJWT({ htm: 'GET', htu: base + path, iat: Math.floor(Date.now() / 1000), jti: crypto.randomUUID(), ath })
-        .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk }).sign(kp.privateKey));
+      proofs.push(
+        await new SignJWT({ htm: 'GET', htu: base + path, iat: Math.floor(Date.now() / 1000), jti: crypto.randomUUID(), ath })
+          .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk })
+          .sign(kp.privateKey),
+      );
     }
     let next = 0;
     const started = performance.now();
-    const d = await (autocannon as unknown as (o: unknown) => Promise<{ requests: { total: number }; non2xx: number; latency: { p99: number } }>)({
-      url: base + path, connections: 20, amount: P,
-      requests: [{ method: 'GET', path, setupRequest: (req: { headers: Record<string, string> }) => { req.headers = { ...req.headers, authorization: `DPoP ${bound}`, dpop: proofs[next++ % P]! }; return req; } }],
+    const d = await (
+      autocannon as unknown as (o: unknown) => Promise<{ requests: { total: number }; non2xx: number; latency: { p99: number } }>
+    )({
+      url: base + path,
+      connections: 20,
+      amount: P,
+      requests: [
+        {
+          method: 'GET',
+          path,
+          setupRequest: (req: { headers: Record<string, string> }) => {
+            req.headers = { ...req.headers, authorization: `DPoP ${bound}`, dpop: proofs[next++ % P]! };
+            return req;
+          },
+        },
+      ],
     });
     const dRps = d.requests.total / ((performance.now() - started) / 1000);
-    console.log(`  edge, DPoP-bound GET (fresh proof per request, replay cache fdatasync'd, group commit): ${fmt(dRps)} req/s (p99 ${d.latency.p99} ms, non-2xx ${d.non2xx}) vs plain bearer ${fmt(b.rps)} req/s (p99 ${b.p99} ms, non-2xx ${b.non2xx}) -> ratio ${fmt(dRps / b.rps, 2)}`);
+    console.log(
+      `  edge, DPoP-bound GET (fresh proof per request, replay cache fdatasync'd, group commit): ${fmt(dRps)} req/s (p99 ${d.latency.p99} ms, non-2xx ${d.non2xx}) vs plain bearer ${fmt(b.rps)} req/s (p99 ${b.p99} ms, non-2xx ${b.non2xx}) -> ratio ${fmt(dRps / b.rps, 2)}`,
+    );
   } finally {
-    if (proc && proc.exitCode === null) await new Promise<void>((res) => { proc!.once('exit', () => res()); proc!.kill('SIGTERM'); });
+    if (proc && proc.exitCode === null)
+      await new Promise<void>((res) => {
+        proc!.once('exit', () => res());
+        proc!.kill('SIGTERM');
+      });
     rmSync(dir, { recursive: true, force: true });
   }
 }

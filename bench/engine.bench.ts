@@ -62,14 +62,25 @@ async function compileBench(): Promise<void> {
   }
   const ms = median(times);
   const best = Math.min(...times);
-  console.log(`  compile 10,000-billet manager-delegates: ${fmt(ms, 1)} ms median, ${fmt(best, 1)} ms best of 5 (${fmt(nodes)} nodes, graph hash included; target < 100 ms: ${ms < 100 ? 'met' : best < 100 ? 'met by the best run only (noisy machine)' : 'NOT met'})`);
+  console.log(
+    `  compile 10,000-billet manager-delegates: ${fmt(ms, 1)} ms median, ${fmt(best, 1)} ms best of 5 (${fmt(nodes)} nodes, graph hash included; target < 100 ms: ${ms < 100 ? 'met' : best < 100 ? 'met by the best run only (noisy machine)' : 'NOT met'})`,
+  );
   console.log(`    with the pure-JS SHA-256 (core default): ${fmt(median(pure), 1)} ms median`);
   console.log(`    baseline JSON round trip of the input: ${fmt(median(base), 1)} ms; ratio ${fmt(ms / median(base), 1)}x`);
 }
 
-async function stepsBench(): Promise<{ records: Awaited<ReturnType<typeof memoryJournal>>['records']; publicJwk: JsonWebKey; kid: string }> {
+async function stepsBench(): Promise<{
+  records: Awaited<ReturnType<typeof memoryJournal>>['records'];
+  publicJwk: JsonWebKey;
+  kid: string;
+}> {
   const seats = 250;
-  const billets: BilletInput[] = Array.from({ length: seats }, (_, i) => ({ id: `s${String(i).padStart(4, '0')}`, role_label: 'worker', position: i, authority_cap: { clearance_level: 0 } }));
+  const billets: BilletInput[] = Array.from({ length: seats }, (_, i) => ({
+    id: `s${String(i).padStart(4, '0')}`,
+    role_label: 'worker',
+    position: i,
+    authority_cap: { clearance_level: 0 },
+  }));
   const bindings = Object.fromEntries(billets.map((b) => [b.id, { agent_id: `agt_${b.id}` }]));
   const c = compileFormation({ name: 'pipeline', coordination_policy: 'sequential', limits: { max_steps: 10_000 } }, billets, bindings);
   if (!c.ok) throw new Error(c.message);
@@ -106,12 +117,18 @@ async function stepsBench(): Promise<{ records: Awaited<ReturnType<typeof memory
   }
   const a = median(on);
   const b = median(off);
-  console.log(`  steps/s, instant model, signed durable-in-memory journal: ${fmt(a)} (${last!.steps} steps/run; target >= 1,000: ${a >= 1000 ? 'met' : 'NOT met'})`);
+  console.log(
+    `  steps/s, instant model, signed durable-in-memory journal: ${fmt(a)} (${last!.steps} steps/run; target >= 1,000: ${a >= 1000 ? 'met' : 'NOT met'})`,
+  );
   console.log(`    journaling off: ${fmt(b)} steps/s; overhead ratio off/on ${fmt(b / a, 2)}x`);
   return { records: last!.records, publicJwk: kp.publicJwk, kid: kp.kid };
 }
 
-async function verifyBench(j: { records: Awaited<ReturnType<typeof stepsBench>>['records']; publicJwk: JsonWebKey; kid: string }): Promise<void> {
+async function verifyBench(j: {
+  records: Awaited<ReturnType<typeof stepsBench>>['records'];
+  publicJwk: JsonWebKey;
+  kid: string;
+}): Promise<void> {
   // Grow the sample: verify the same journal several times.
   const keys = (kid: string) => (kid === j.kid ? j.publicJwk : undefined);
   await verifyJournal(j.records, keys);
@@ -125,7 +142,9 @@ async function verifyBench(j: { records: Awaited<ReturnType<typeof stepsBench>>[
   t = performance.now();
   for (const r of j.records) await verifyEd25519(j.publicJwk, signingBytes(r), fromB64url(r.sig));
   const seq = j.records.length / ((performance.now() - t) / 1000);
-  console.log(`  journal verification: ${fmt(rate)} records/s over ${j.records.length} records x ${rounds} (target >= 5,000: ${rate >= 5000 ? 'met' : 'NOT met'})`);
+  console.log(
+    `  journal verification: ${fmt(rate)} records/s over ${j.records.length} records x ${rounds} (target >= 5,000: ${rate >= 5000 ? 'met' : 'NOT met'})`,
+  );
   console.log(`    baseline sequential WebCrypto verify alone: ${fmt(seq)} sig/s; ratio ${fmt(rate / seq, 2)}x`);
 }
 

@@ -22,9 +22,15 @@ const quiet = { info() {}, warn() {}, error() {} };
 async function boot(): Promise<{ c: RunningCell; key: string; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-jobs-'));
   const origWrite = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((chunk: unknown, ...r: unknown[]) => (typeof chunk === 'string' && /bootstrap|svck_live_/.test(chunk) ? true : origWrite(chunk as string, ...(r as [])))) as typeof process.stdout.write;
+  process.stdout.write = ((chunk: unknown, ...r: unknown[]) =>
+    typeof chunk === 'string' && /bootstrap|svck_live_/.test(chunk)
+      ? true
+      : origWrite(chunk as string, ...(r as []))) as typeof process.stdout.write;
   try {
-    const c = await startCell({ config: { dataDir: dir, port: 0, cellId: 'bench-jobs', rate: { capacity: 100_000, refillPerSecond: 100_000 } }, log: quiet });
+    const c = await startCell({
+      config: { dataDir: dir, port: 0, cellId: 'bench-jobs', rate: { capacity: 100_000, refillPerSecond: 100_000 } },
+      log: quiet,
+    });
     if (!c.bootstrapSecret) throw new Error('the cell did not bootstrap an owner key');
     return { c, key: c.bootstrapSecret, dir };
   } finally {
@@ -37,9 +43,16 @@ const pct = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
 };
 
-async function fanOut(c: RunningCell, key: string, subscribers: number, events: number): Promise<{ p50: number; p99: number; delivered: number }> {
+async function fanOut(
+  c: RunningCell,
+  key: string,
+  subscribers: number,
+  events: number,
+): Promise<{ p50: number; p99: number; delivered: number }> {
   const runs = c.modules.runs.runs;
-  const runId = await c.core.store.write((tx) => runs.createRunTx(tx, { kind: 'job', job_type: 'compute', requester: 'bench', spec: {}, state: 'running', at: c.core.clock.now() }));
+  const runId = await c.core.store.write((tx) =>
+    runs.createRunTx(tx, { kind: 'job', job_type: 'compute', requester: 'bench', spec: {}, state: 'running', at: c.core.clock.now() }),
+  );
   const url = `${c.url}/api/public/v1/admin/jobs/runs/${runId}/events/sse`;
   const lat: number[] = [];
   let delivered = 0;
@@ -47,8 +60,12 @@ async function fanOut(c: RunningCell, key: string, subscribers: number, events: 
   let opened = 0;
   const allOpen = new Promise<void>((resolve) => {
     for (let i = 0; i < subscribers; i++) {
-      const es = new EventSource(url, { fetch: (u, init) => fetch(u, { ...init, headers: { ...(init?.headers ?? {}), authorization: `Bearer ${key}` } }) });
-      es.onopen = () => { if (++opened === subscribers) resolve(); };
+      const es = new EventSource(url, {
+        fetch: (u, init) => fetch(u, { ...init, headers: { ...(init?.headers ?? {}), authorization: `Bearer ${key}` } }),
+      });
+      es.onopen = () => {
+        if (++opened === subscribers) resolve();
+      };
       es.addEventListener('step', (e) => {
         const t = (JSON.parse(e.data) as { data: { t: number } }).data.t;
         lat.push(performance.timeOrigin + performance.now() - t);
@@ -93,10 +110,12 @@ export default async function run(): Promise<void> {
     const t0 = performance.now();
     await c.core.store.write(async (tx) => {
       for (let i = 0; i < 10_000; i++) {
-        await tx.run(`INSERT INTO job_definitions (schedule_id, name, job_type, workspace_id, spec, cron, timezone, catch_up, enabled, deleted_at, next_fire_at,
+        await tx.run(
+          `INSERT INTO job_definitions (schedule_id, name, job_type, workspace_id, spec, cron, timezone, catch_up, enabled, deleted_at, next_fire_at,
                   last_fire_at, last_run_id, fire_count, skip_count, lease_owner, lease_until, created_by, created_at, updated_at)
                 VALUES (?, ?, 'compute', 'bench', '{"code":"return 1"}', ?, 'UTC', 'once', 1, NULL, ?, NULL, NULL, 0, 0, NULL, NULL, 'bench', ?, ?)`,
-        [`sch_bench${String(i).padStart(11, '0')}`, `def ${i}`, cron, next + (i % 1000) * 1000, now, now]);
+          [`sch_bench${String(i).padStart(11, '0')}`, `def ${i}`, cron, next + (i % 1000) * 1000, now, now],
+        );
       }
     });
     const insertMs = performance.now() - t0;
@@ -104,13 +123,18 @@ export default async function run(): Promise<void> {
     await c.modules.jobs.scheduler.rearm();
     const rearmMs = performance.now() - r0;
     const loaded = await idleCpu(c, WINDOW);
-    console.log(`  scheduler: 10,000 enabled definitions inserted in ${fmt(insertMs)} ms; re-arm (earliest next fire) ${fmt(rearmMs, 2)} ms; timer armed for ${new Date(c.modules.jobs.scheduler.armedFor ?? 0).toISOString()}`);
-    console.log(`  scheduler idle CPU: ${fmt(loaded.cpuMsPerMin, 1)} ms per minute with 10,000 definitions vs ${fmt(empty.cpuMsPerMin, 1)} ms with none (measured over ${WINDOW / 1000} s, scaled); ticks while idle: ${loaded.ticks}`);
+    console.log(
+      `  scheduler: 10,000 enabled definitions inserted in ${fmt(insertMs)} ms; re-arm (earliest next fire) ${fmt(rearmMs, 2)} ms; timer armed for ${new Date(c.modules.jobs.scheduler.armedFor ?? 0).toISOString()}`,
+    );
+    console.log(
+      `  scheduler idle CPU: ${fmt(loaded.cpuMsPerMin, 1)} ms per minute with 10,000 definitions vs ${fmt(empty.cpuMsPerMin, 1)} ms with none (measured over ${WINDOW / 1000} s, scaled); ticks while idle: ${loaded.ticks}`,
+    );
     const one = await fanOut(c, key, 1, 40);
     const many = await fanOut(c, key, 500, 40);
     console.log(`  SSE fan-out, 40 events: 1 subscriber p50 ${fmt(one.p50, 1)} ms p99 ${fmt(one.p99, 1)} ms`);
-    console.log(`  SSE fan-out, 40 events: 500 subscribers p50 ${fmt(many.p50, 1)} ms p99 ${fmt(many.p99, 1)} ms (${fmt(many.delivered)}/${fmt(500 * 40)} delivered; p99 ratio ${fmt(many.p99 / Math.max(one.p99, 0.001), 1)}x)`);
-
+    console.log(
+      `  SSE fan-out, 40 events: 500 subscribers p50 ${fmt(many.p50, 1)} ms p99 ${fmt(many.p99, 1)} ms (${fmt(many.delivered)}/${fmt(500 * 40)} delivered; p99 ratio ${fmt(many.p99 / Math.max(one.p99, 0.001), 1)}x)`,
+    );
   } finally {
     await c.stop();
     rmSync(dir, { recursive: true, force: true });

@@ -10,7 +10,9 @@ import { pathToFileURL } from 'node:url';
 
 const dir = import.meta.dirname;
 const filters = process.argv.slice(2);
-const files = readdirSync(dir).filter((f) => f.endsWith('.bench.ts')).sort()
+const files = readdirSync(dir)
+  .filter((f) => f.endsWith('.bench.ts'))
+  .sort()
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)));
 
 console.log(`# make bench — ${new Date().toISOString()} — node ${process.version}, ${(await import('node:os')).cpus().length} cores`);

@@ -62,12 +62,14 @@ async function writeRate(writers: number, seconds: number, one: (id: number) => 
   let next = 0;
   const end = performance.now() + seconds * 1000;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: writers }, async () => {
-    while (performance.now() < end) {
-      await one(next++);
-      acked++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: writers }, async () => {
+      while (performance.now() < end) {
+        await one(next++);
+        acked++;
+      }
+    }),
+  );
   return acked / ((performance.now() - t0) / 1000);
 }
 
@@ -76,7 +78,9 @@ const insertRow = (s: Store) => (id: number) =>
 
 /** Point reads/s by primary key over ids 0..n-1: sequential, and with 32 concurrent readers. */
 async function readRates(s: Store, n: number, seconds: number): Promise<{ seq: number; conc: number }> {
-  const one = async (i: number) => { await s.get('SELECT id, owner, body FROM rows WHERE id = ?', [(i * 7919) % n]); };
+  const one = async (i: number) => {
+    await s.get('SELECT id, owner, body FROM rows WHERE id = ?', [(i * 7919) % n]);
+  };
   const seq = await writeRate(1, seconds, one);
   const conc = await writeRate(32, seconds, one);
   return { seq, conc };
@@ -98,7 +102,9 @@ export async function buildRestartStore(dir: string, logBytes: number): Promise<
   let records = 0;
   const chunk: Buffer[] = [];
   while (written < logBytes) {
-    const rec = encodeRecord(++lsn, [['INSERT INTO events (id, kind, body) VALUES (?, ?, ?)', [records, 'run.step', `event ${records} ${'e'.repeat(380)}`]]]);
+    const rec = encodeRecord(++lsn, [
+      ['INSERT INTO events (id, kind, body) VALUES (?, ?, ?)', [records, 'run.step', `event ${records} ${'e'.repeat(380)}`]],
+    ]);
     chunk.push(rec);
     written += rec.length;
     records++;
@@ -112,9 +118,10 @@ export async function buildRestartStore(dir: string, logBytes: number): Promise<
 async function restartChild(where: string, engine: 'embedded' | 'postgres'): Promise<void> {
   const t0 = performance.now();
   const c0 = process.cpuUsage();
-  const store = engine === 'embedded'
-    ? await openEmbeddedStore({ dir: where, migrations: MIGRATIONS, log: () => undefined })
-    : await openStore({ engine: 'postgres', url: where }, { migrations: MIGRATIONS, log: () => undefined });
+  const store =
+    engine === 'embedded'
+      ? await openEmbeddedStore({ dir: where, migrations: MIGRATIONS, log: () => undefined })
+      : await openStore({ engine: 'postgres', url: where }, { migrations: MIGRATIONS, log: () => undefined });
   const row = await store.get('SELECT owner FROM rows WHERE id = ?', [99_999]);
   const ms = performance.now() - t0;
   const cpu = process.cpuUsage(c0);
@@ -124,12 +131,22 @@ async function restartChild(where: string, engine: 'embedded' | 'postgres'): Pro
   process.exit(0);
 }
 
-interface Restart { ms: number; cpuMs: number; replayed: number; rows: number; found: boolean; processMs: number }
+interface Restart {
+  ms: number;
+  cpuMs: number;
+  replayed: number;
+  rows: number;
+  found: boolean;
+  processMs: number;
+}
 
 async function timeRestart(env: Record<string, string>): Promise<Restart> {
   const self = fileURLToPath(import.meta.url);
   const t0 = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', self], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', self], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let out = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
   await new Promise((r) => child.once('exit', r));
@@ -158,7 +175,10 @@ async function httpCommitRate(dataDir: string, seconds: number): Promise<{ rate:
   try {
     const key = readFileSync(join(dataDir, 'bootstrap-admin.key'), 'utf8').trim();
     const r = await load({
-      url: `${srv.url}/api/public/v1/admin/api-keys`, method: 'POST', connections: 32, seconds,
+      url: `${srv.url}/api/public/v1/admin/api-keys`,
+      method: 'POST',
+      connections: 32,
+      seconds,
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ name: 'bench' }),
     });
@@ -177,7 +197,9 @@ async function embedded(root: string): Promise<void> {
   const rate = await writeRate(WRITERS, 3, insertRow(store));
   const perFsync = (store.stats.commits - c0) / Math.max(1, store.stats.fsyncs - f0);
   console.log(`  bare write+fsync calls/s (same disk):         ${fmt(fsyncs)}`);
-  console.log(`  durable writes/s, ${WRITERS} writers, group commit:   ${fmt(rate)}  (ratio to bare fsyncs ${fmt(rate / fsyncs, 2)}x; ${fmt(perFsync, 1)} transactions per fsync)`);
+  console.log(
+    `  durable writes/s, ${WRITERS} writers, group commit:   ${fmt(rate)}  (ratio to bare fsyncs ${fmt(rate / fsyncs, 2)}x; ${fmt(perFsync, 1)} transactions per fsync)`,
+  );
   const n = await store.get('SELECT COUNT(*) AS n FROM rows');
   const reads = await readRates(store, Number(n?.['n']), 2);
   console.log(`  point reads/s by primary key: ${fmt(reads.seq)} sequential, ${fmt(reads.conc)} with 32 concurrent readers`);
@@ -185,14 +207,21 @@ async function embedded(root: string): Promise<void> {
 
   const http = await httpCommitRate(join(root, 'cell'), 5);
   if (typeof http === 'string') console.log(`  HTTP durable POSTs: skipped, ${http}`);
-  else console.log(`  HTTP POSTs that commit (mint key), 32 connections: ${fmt(http.rate)}/s  (${fmt(http.rate / fsyncs, 2)}x bare fsyncs; p99 ${http.p99} ms; non-2xx ${http.non2xx})`);
+  else
+    console.log(
+      `  HTTP POSTs that commit (mint key), 32 connections: ${fmt(http.rate)}/s  (${fmt(http.rate / fsyncs, 2)}x bare fsyncs; p99 ${http.p99} ms; non-2xx ${http.non2xx})`,
+    );
 
   const rdir = join(root, 'restart');
   const t0 = performance.now();
   const { records } = await buildRestartStore(rdir, 50 * 1024 * 1024);
-  console.log(`  restart fixture: 100k rows in the snapshot + 50 MB log (${fmt(records)} records), built in ${fmt((performance.now() - t0) / 1000, 1)} s`);
+  console.log(
+    `  restart fixture: 100k rows in the snapshot + 50 MB log (${fmt(records)} records), built in ${fmt((performance.now() - t0) / 1000, 1)} s`,
+  );
   const { med, processMs } = await medianRestart({ STORE_BENCH_CHILD: rdir });
-  console.log(`  restart (open: wasm + snapshot + replay + first read), median of 3: ${fmt(med.ms)} ms  (target < 2,000 ms; replayed ${fmt(med.replayed)}, ${fmt(med.rows)} rows)`);
+  console.log(
+    `  restart (open: wasm + snapshot + replay + first read), median of 3: ${fmt(med.ms)} ms  (target < 2,000 ms; replayed ${fmt(med.replayed)}, ${fmt(med.rows)} rows)`,
+  );
   console.log(`  restart CPU time (user+sys) of that open: ${fmt(med.cpuMs)} ms; incl. node + tsx process start: ${fmt(processMs)} ms`);
 }
 
@@ -221,7 +250,10 @@ async function postgres(): Promise<void> {
 
     const db = await pgDatabase(server.url);
     const store = await openStore({ engine: 'postgres', url: db.url, poolSize: WRITERS }, { migrations: MIGRATIONS, log: () => undefined });
-    const after = await openStore({ engine: 'postgres', url: db.url, poolSize: WRITERS, notify: 'after-commit' }, { migrations: MIGRATIONS, log: () => undefined });
+    const after = await openStore(
+      { engine: 'postgres', url: db.url, poolSize: WRITERS, notify: 'after-commit' },
+      { migrations: MIGRATIONS, log: () => undefined },
+    );
     // Interleaved, best of two each: the machine is shared and noisy.
     let rate = 0;
     let afterRate = 0;
@@ -233,8 +265,12 @@ async function postgres(): Promise<void> {
       base += 1e8;
     }
     await after.close();
-    console.log(`  store durable writes/s, ${WRITERS} writers (one INSERT, SERIALIZABLE), pool ${WRITERS}, notify in-transaction (default): ${fmt(rate)}  (ratio to pgbench ${fmt(rate / pgbench, 2)})`);
-    console.log(`  the same with notify after-commit: ${fmt(afterRate)}  (ratio to pgbench ${fmt(afterRate / pgbench, 2)}; best of 2 each, interleaved)`);
+    console.log(
+      `  store durable writes/s, ${WRITERS} writers (one INSERT, SERIALIZABLE), pool ${WRITERS}, notify in-transaction (default): ${fmt(rate)}  (ratio to pgbench ${fmt(rate / pgbench, 2)})`,
+    );
+    console.log(
+      `  the same with notify after-commit: ${fmt(afterRate)}  (ratio to pgbench ${fmt(afterRate / pgbench, 2)}; best of 2 each, interleaved)`,
+    );
     const pool = new pg.Pool({ connectionString: db.url, max: WRITERS });
     const bare = (commit: string) => async (id: number) => {
       const c = await pool.connect();
@@ -251,33 +287,57 @@ async function postgres(): Promise<void> {
     const rawNotify = await writeRate(WRITERS, 4, bare("SELECT pg_notify('bench', 'x'); COMMIT"));
     base += 1e8;
     await pool.end();
-    console.log(`  the same INSERT through the bare pg driver (READ COMMITTED, no NOTIFY): ${fmt(raw)}/s  (store / bare ${fmt(rate / raw, 2)})`);
-    console.log(`  the bare driver with a NOTIFY in each transaction: ${fmt(rawNotify)}/s  (${fmt(rawNotify / raw, 2)} of without: notifying commits are serialized)`);
+    console.log(
+      `  the same INSERT through the bare pg driver (READ COMMITTED, no NOTIFY): ${fmt(raw)}/s  (store / bare ${fmt(rate / raw, 2)})`,
+    );
+    console.log(
+      `  the bare driver with a NOTIFY in each transaction: ${fmt(rawNotify)}/s  (${fmt(rawNotify / raw, 2)} of without: notifying commits are serialized)`,
+    );
 
-    const onPgbench = await openStore({ engine: 'postgres', url: benchDb.url, poolSize: WRITERS }, { migrations: [], log: () => undefined });
-    const shaped = await writeRate(WRITERS, 5, (i) => onPgbench.write(async (tx) => {
-      const aid = 1 + ((i * 7919) % 100_000);
-      const delta = (i % 10_000) - 5000;
-      await tx.run('UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?', [delta, aid]);
-      await tx.get('SELECT abalance FROM pgbench_accounts WHERE aid = ?', [aid]);
-      await tx.run('INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (?, ?, ?, ?, ?)', [1 + (i % 10), 1, aid, delta, new Date().toISOString()]);
-    }));
+    const onPgbench = await openStore(
+      { engine: 'postgres', url: benchDb.url, poolSize: WRITERS },
+      { migrations: [], log: () => undefined },
+    );
+    const shaped = await writeRate(WRITERS, 5, (i) =>
+      onPgbench.write(async (tx) => {
+        const aid = 1 + ((i * 7919) % 100_000);
+        const delta = (i % 10_000) - 5000;
+        await tx.run('UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?', [delta, aid]);
+        await tx.get('SELECT abalance FROM pgbench_accounts WHERE aid = ?', [aid]);
+        await tx.run('INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (?, ?, ?, ?, ?)', [
+          1 + (i % 10),
+          1,
+          aid,
+          delta,
+          new Date().toISOString(),
+        ]);
+      }),
+    );
     const s = 'stats' in onPgbench ? onPgbench.stats : undefined;
-    console.log(`  pgbench's simple-update transaction through the store: ${fmt(shaped)}/s  (ratio to pgbench ${fmt(shaped / pgbench, 2)}; serialization retries ${fmt(s && 'retries' in s ? s.retries : 0)})`);
+    console.log(
+      `  pgbench's simple-update transaction through the store: ${fmt(shaped)}/s  (ratio to pgbench ${fmt(shaped / pgbench, 2)}; serialization retries ${fmt(s && 'retries' in s ? s.retries : 0)})`,
+    );
     await onPgbench.close();
 
     await store.write(async (tx) => {
       await tx.run('DELETE FROM rows');
       for (let i = 0; i < 100_000; i += 1000) {
         const ids = Array.from({ length: 1000 }, (_, k) => i + k);
-        await tx.run(`INSERT INTO rows (id, owner, body) VALUES ${ids.map(() => '(?, ?, ?)').join(', ')}`, ids.flatMap((id) => [id, `principal-${id % 1000}`, `row ${id} ${'r'.repeat(60)}`]));
+        await tx.run(
+          `INSERT INTO rows (id, owner, body) VALUES ${ids.map(() => '(?, ?, ?)').join(', ')}`,
+          ids.flatMap((id) => [id, `principal-${id % 1000}`, `row ${id} ${'r'.repeat(60)}`]),
+        );
       }
     });
     const reads = await readRates(store, 100_000, 2);
-    console.log(`  point reads/s by primary key: ${fmt(reads.seq)} sequential, ${fmt(reads.conc)} with 32 concurrent readers (pool ${WRITERS})`);
+    console.log(
+      `  point reads/s by primary key: ${fmt(reads.seq)} sequential, ${fmt(reads.conc)} with 32 concurrent readers (pool ${WRITERS})`,
+    );
     await store.close();
     const { med, processMs } = await medianRestart({ STORE_BENCH_PG_CHILD: db.url });
-    console.log(`  restart with 100k rows (open: connect, migrations check, LISTEN + first read), median of 3: ${fmt(med.ms)} ms; CPU ${fmt(med.cpuMs)} ms; incl. process start ${fmt(processMs)} ms`);
+    console.log(
+      `  restart with 100k rows (open: connect, migrations check, LISTEN + first read), median of 3: ${fmt(med.ms)} ms; CPU ${fmt(med.cpuMs)} ms; incl. process start ${fmt(processMs)} ms`,
+    );
     await db.drop();
     await benchDb.drop();
   } finally {

@@ -47,9 +47,16 @@ const SEATS = 250;
 async function boot(): Promise<{ c: RunningCell; key: string; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-teams-'));
   const origWrite = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((chunk: unknown, ...r: unknown[]) => (typeof chunk === 'string' && /bootstrap|svck_live_/.test(chunk) ? true : origWrite(chunk as string, ...(r as [])))) as typeof process.stdout.write;
+  process.stdout.write = ((chunk: unknown, ...r: unknown[]) =>
+    typeof chunk === 'string' && /bootstrap|svck_live_/.test(chunk)
+      ? true
+      : origWrite(chunk as string, ...(r as []))) as typeof process.stdout.write;
   try {
-    const c = await startCell({ config: { dataDir: dir, cellId: 'bench-teams', rate: { capacity: 1_000_000, refillPerSecond: 1_000_000 } }, log: quiet, listen: false });
+    const c = await startCell({
+      config: { dataDir: dir, cellId: 'bench-teams', rate: { capacity: 1_000_000, refillPerSecond: 1_000_000 } },
+      log: quiet,
+      listen: false,
+    });
     if (!c.bootstrapSecret) throw new Error('the cell did not bootstrap an owner key');
     return { c, key: c.bootstrapSecret, dir };
   } finally {
@@ -58,7 +65,12 @@ async function boot(): Promise<{ c: RunningCell; key: string; dir: string }> {
 }
 
 function pipeline(seats: number): { graph: Graph; graphHash: string } {
-  const billets: BilletInput[] = Array.from({ length: seats }, (_, i) => ({ id: `s${String(i).padStart(4, '0')}`, role_label: 'worker', position: i, authority_cap: { clearance_level: 0 } }));
+  const billets: BilletInput[] = Array.from({ length: seats }, (_, i) => ({
+    id: `s${String(i).padStart(4, '0')}`,
+    role_label: 'worker',
+    position: i,
+    authority_cap: { clearance_level: 0 },
+  }));
   const bindings = Object.fromEntries(billets.map((b) => [b.id, { agent_id: `agt_${b.id}` }]));
   const c = compileFormation({ name: 'pipeline', coordination_policy: 'sequential', limits: { max_steps: 10_000 } }, billets, bindings);
   if (!c.ok) throw new Error(c.message);
@@ -86,7 +98,16 @@ async function verifyCellJournals(c: RunningCell, runIds: string[]): Promise<num
 /** One cell run (driveRun, durable signed journal): steps, records and seconds. */
 async function cellRun(c: RunningCell, g: { graph: Graph; graphHash: string }): Promise<{ runId: string; steps: number; seconds: number }> {
   const runs = c.modules.runs.runs;
-  const runId = await c.core.store.write((tx) => runs.createRunTx(tx, { kind: 'job', job_type: 'agent', requester: 'usr_bench', spec: {}, graph_hash: g.graphHash, at: c.core.clock.now() }));
+  const runId = await c.core.store.write((tx) =>
+    runs.createRunTx(tx, {
+      kind: 'job',
+      job_type: 'agent',
+      requester: 'usr_bench',
+      spec: {},
+      graph_hash: g.graphHash,
+      at: c.core.clock.now(),
+    }),
+  );
   const t = performance.now();
   const r = await runs.driveRun(runId, g.graph, instantPorts(), 'go', { requester: 'usr_bench', graphHash: g.graphHash });
   const seconds = (performance.now() - t) / 1000;
@@ -94,7 +115,11 @@ async function cellRun(c: RunningCell, g: { graph: Graph; graphHash: string }): 
   return { runId, steps: r.result.steps, seconds };
 }
 
-async function coreRun(g: { graph: Graph; graphHash: string }, journal: 'off' | 'memory', signer?: { kid: string; sign(b: Uint8Array): Promise<Uint8Array> | Uint8Array }): Promise<number> {
+async function coreRun(
+  g: { graph: Graph; graphHash: string },
+  journal: 'off' | 'memory',
+  signer?: { kid: string; sign(b: Uint8Array): Promise<Uint8Array> | Uint8Array },
+): Promise<number> {
   const ports: EnginePorts = { clock: { now: () => 1_700_000_000_000 }, ...instantPorts() };
   if (journal === 'memory') {
     const j = memoryJournal('run_bench', signer as never);
@@ -107,12 +132,26 @@ async function coreRun(g: { graph: Graph; graphHash: string }, journal: 'off' | 
   return r.steps / ((performance.now() - t) / 1000);
 }
 
-async function crewPath(c: RunningCell, key: string, seats: number): Promise<{ rate: number; steps: number; runId: string; modelCalls: number }> {
-  const ai = await startOpenAIServer({ apiKey: 'sk-bench', respond: () => ({ content: 'ok', usage: { prompt_tokens: 1, completion_tokens: 1 } }) });
+async function crewPath(
+  c: RunningCell,
+  key: string,
+  seats: number,
+): Promise<{ rate: number; steps: number; runId: string; modelCalls: number }> {
+  const ai = await startOpenAIServer({
+    apiKey: 'sk-bench',
+    respond: () => ({ content: 'ok', usage: { prompt_tokens: 1, completion_tokens: 1 } }),
+  });
   try {
     const req = async (method: string, path: string, body?: unknown): Promise<any> => {
-      const res = await c.app.request(path, { method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) },
-        { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
+      const res = await c.app.request(
+        path,
+        {
+          method,
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        },
+        { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never,
+      );
       const text = await res.text();
       if (res.status >= 300) throw new Error(`${method} ${path} -> ${res.status} ${text}`);
       return JSON.parse(text);
@@ -120,12 +159,31 @@ async function crewPath(c: RunningCell, key: string, seats: number): Promise<{ r
     const A = '/api/public/v1/admin';
     const T = `${A}/agent-teams`;
     const s = await req('POST', `${A}/secrets`, { name: 'bench-key', value: 'sk-bench' });
-    await req('POST', `${A}/ai/model-providers`, { provider_type: 'openai-compatible', default_model: 'fake', base_url: `${ai.url}/v1`, api_key_secret_id: s.secret_id, max_retries: 0 });
-    const f = await req('POST', `${T}/formations`, { name: 'bench-crew', coordination_policy: 'sequential', limits: { max_steps: 10_000 } });
+    await req('POST', `${A}/ai/model-providers`, {
+      provider_type: 'openai-compatible',
+      default_model: 'fake',
+      base_url: `${ai.url}/v1`,
+      api_key_secret_id: s.secret_id,
+      max_retries: 0,
+    });
+    const f = await req('POST', `${T}/formations`, {
+      name: 'bench-crew',
+      coordination_policy: 'sequential',
+      limits: { max_steps: 10_000 },
+    });
     const assignments: Record<string, string> = {};
     for (let i = 0; i < seats; i++) {
-      const b = await req('POST', `${T}/formations/${f.formation_id}/billets`, { role_label: `w${i}`, required_skills: [], authority_cap: { allowed_tools: [], clearance_level: 0 } });
-      const a = await req('POST', `${T}/agents`, { source: 'scratch', role_label: `w${i}`, system_prompt: 'work', authority_template: { allowed_tools: [], clearance_level: 0 } });
+      const b = await req('POST', `${T}/formations/${f.formation_id}/billets`, {
+        role_label: `w${i}`,
+        required_skills: [],
+        authority_cap: { allowed_tools: [], clearance_level: 0 },
+      });
+      const a = await req('POST', `${T}/agents`, {
+        source: 'scratch',
+        role_label: `w${i}`,
+        system_prompt: 'work',
+        authority_template: { allowed_tools: [], clearance_level: 0 },
+      });
       await req('POST', `${T}/agents/${a.agent_id}/budget-ledger`, { budget_limit: 1_000_000_000 });
       assignments[b.billet_id] = a.agent_id;
     }
@@ -187,11 +245,19 @@ export default async function run(): Promise<void> {
     const verified = await verifyCellJournals(c, runIds);
 
     const fsyncNote = fsync0 !== undefined && fsync1 !== undefined ? `, ${fmt((fsync1 - fsync0) / (3 * steps), 2)} fsyncs/step` : '';
-    console.log(`  1. cell steps/s, instant model, journal durable (fsync'd store) and signed (cell Ed25519 key), one run at a time: ${fmt(cellRate)} (${steps} steps/run, median of 3${fsyncNote}; target >= 1,000: ${cellRate >= 1000 ? 'met' : 'NOT met'})`);
+    console.log(
+      `  1. cell steps/s, instant model, journal durable (fsync'd store) and signed (cell Ed25519 key), one run at a time: ${fmt(cellRate)} (${steps} steps/run, median of 3${fsyncNote}; target >= 1,000: ${cellRate >= 1000 ? 'met' : 'NOT met'})`,
+    );
     console.log(`  2. same, ${K} runs at once (group commit across runs): ${fmt(concRate)} steps/s aggregate`);
-    console.log(`  3. journaling off (core runGraph, same graph and ports, no journal port): ${fmt(offRate)} steps/s; ratio off/on ${fmt(offRate / cellRate, 2)}x (the durable signed journal costs ${fmt(1000 / cellRate - 1000 / offRate, 3)} ms/step)`);
-    console.log(`  4. core runGraph with the in-memory signed journal (signing, no store): ${fmt(memRate)} steps/s; ratio off/memory ${fmt(offRate / memRate, 2)}x`);
-    console.log(`  5. whole crew path for reference (admin API, loopback HTTP model, durable budget ledger reserve+commit per call), ${crew.steps} model steps: ${fmt(crew.rate)} steps/s (${crew.modelCalls} model calls)`);
+    console.log(
+      `  3. journaling off (core runGraph, same graph and ports, no journal port): ${fmt(offRate)} steps/s; ratio off/on ${fmt(offRate / cellRate, 2)}x (the durable signed journal costs ${fmt(1000 / cellRate - 1000 / offRate, 3)} ms/step)`,
+    );
+    console.log(
+      `  4. core runGraph with the in-memory signed journal (signing, no store): ${fmt(memRate)} steps/s; ratio off/memory ${fmt(offRate / memRate, 2)}x`,
+    );
+    console.log(
+      `  5. whole crew path for reference (admin API, loopback HTTP model, durable budget ledger reserve+commit per call), ${crew.steps} model steps: ${fmt(crew.rate)} steps/s (${crew.modelCalls} model calls)`,
+    );
     console.log(`  journals verified against the cell's published keys: ${fmt(verified)} records, all ok`);
   } finally {
     await c.stop();

@@ -59,7 +59,7 @@ export function acceptArtifact(state: DeviceState, opened: OpenedEnvelope, opts:
   }
   checkClock(state, now);
   if (now + skew < p.issued_at) {
-    throw refused('clock_behind', 'the artifact was issued after this device\'s current time: the clock is in doubt', 'forbidden');
+    throw refused('clock_behind', "the artifact was issued after this device's current time: the clock is in doubt", 'forbidden');
   }
   if (p.expires_at !== null && now >= p.expires_at) {
     throw refused('expired', 'the artifact has expired', 'forbidden', { expires_at: p.expires_at });
@@ -68,15 +68,16 @@ export function acceptArtifact(state: DeviceState, opened: OpenedEnvelope, opts:
   const seen = state.seen[key];
   if (seen) {
     if (p.version < seen.version) {
-      throw refused('version_rollback', `version ${p.version} is lower than version ${seen.version} already seen`, 'conflict', { seen_version: seen.version });
+      throw refused('version_rollback', `version ${p.version} is lower than version ${seen.version} already seen`, 'conflict', {
+        seen_version: seen.version,
+      });
     }
     if (p.version === seen.version && opened.hash !== seen.hash) {
       throw refused('version_conflict', `version ${p.version} was seen with different content`, 'conflict', { seen_version: seen.version });
     }
   }
-  const next: SeenArtifact = seen && seen.version === p.version
-    ? seen
-    : { version: p.version, hash: opened.hash, issued_at: p.issued_at, accepted_at: now };
+  const next: SeenArtifact =
+    seen && seen.version === p.version ? seen : { version: p.version, hash: opened.hash, issued_at: p.issued_at, accepted_at: now };
   return {
     ...state,
     clock_high_water: Math.max(state.clock_high_water, now),
@@ -87,7 +88,9 @@ export function acceptArtifact(state: DeviceState, opened: OpenedEnvelope, opts:
 /** Fails closed when the device clock reads earlier than the last time it trusted. */
 export function checkClock(state: DeviceState, now: number): void {
   if (now < state.clock_high_water) {
-    throw refused('clock_rollback', 'the device clock is earlier than the last accepted artifact: the clock is in doubt', 'forbidden', { high_water: state.clock_high_water });
+    throw refused('clock_rollback', 'the device clock is earlier than the last accepted artifact: the clock is in doubt', 'forbidden', {
+      high_water: state.clock_high_water,
+    });
   }
 }
 
@@ -98,8 +101,15 @@ export function seenKey(type: BundleType, issuer: string): string {
 /** Validates a parsed state file; throws TypeError when it is not one (the caller decides). */
 export function parseDeviceState(v: unknown): DeviceState {
   const s = v as DeviceState;
-  if (typeof s !== 'object' || s === null || s.format_version !== 1 || typeof s.device_id !== 'string'
-    || !Number.isFinite(s.clock_high_water) || typeof s.seen !== 'object' || s.seen === null) {
+  if (
+    typeof s !== 'object' ||
+    s === null ||
+    s.format_version !== 1 ||
+    typeof s.device_id !== 'string' ||
+    !Number.isFinite(s.clock_high_water) ||
+    typeof s.seen !== 'object' ||
+    s.seen === null
+  ) {
     throw new TypeError('not a device state');
   }
   return s;

@@ -48,24 +48,50 @@ export interface CrewBundle extends PayloadHeader {
 }
 
 export async function buildCrewBundle(opts: {
-  issuer: string; signer: Signer; audience: string; version: number; issuedAt: number; expiresAt: number | null;
-  crew: CrewContent; model: ModelReference | null;
+  issuer: string;
+  signer: Signer;
+  audience: string;
+  version: number;
+  issuedAt: number;
+  expiresAt: number | null;
+  crew: CrewContent;
+  model: ModelReference | null;
 }): Promise<string> {
   const payload: CrewBundle = {
-    format_version: PAYLOAD_FORMAT_VERSION, type: 'crew', issuer: opts.issuer, kid: opts.signer.kid,
-    audience: opts.audience, version: opts.version, issued_at: opts.issuedAt, expires_at: opts.expiresAt,
-    crew: opts.crew, model: opts.model,
+    format_version: PAYLOAD_FORMAT_VERSION,
+    type: 'crew',
+    issuer: opts.issuer,
+    kid: opts.signer.kid,
+    audience: opts.audience,
+    version: opts.version,
+    issued_at: opts.issuedAt,
+    expires_at: opts.expiresAt,
+    crew: opts.crew,
+    model: opts.model,
   };
   return sealEnvelope(payload as unknown as CrewBundle & Record<string, unknown>, opts.signer);
 }
 
 /** Verifies signature and shape; with `checkGraph`, also that recompiling gives the carried graph and hash. */
-export async function openCrewBundle(text: string | Uint8Array, trusted: readonly TrustedKey[], checkGraph?: (crew: CrewContent) => Promise<boolean> | boolean): Promise<OpenedEnvelope<CrewBundle>> {
+export async function openCrewBundle(
+  text: string | Uint8Array,
+  trusted: readonly TrustedKey[],
+  checkGraph?: (crew: CrewContent) => Promise<boolean> | boolean,
+): Promise<OpenedEnvelope<CrewBundle>> {
   const opened = await openEnvelope(text, trusted, 'crew');
   const p = opened.payload as Partial<CrewBundle>;
   const c = p.crew;
-  if (!isObject(c) || typeof c['crew_id'] !== 'string' || typeof c['graph_hash'] !== 'string' || !('graph' in c)
-    || !isObject(c['compiler_input']) || !Array.isArray(c['agents']) || !Array.isArray(c['contracts']) || !isObject(c['tool_grants']) || !isObject(c['budgets'])) {
+  if (
+    !isObject(c) ||
+    typeof c['crew_id'] !== 'string' ||
+    typeof c['graph_hash'] !== 'string' ||
+    !('graph' in c) ||
+    !isObject(c['compiler_input']) ||
+    !Array.isArray(c['agents']) ||
+    !Array.isArray(c['contracts']) ||
+    !isObject(c['tool_grants']) ||
+    !isObject(c['budgets'])
+  ) {
     throw refused('malformed', 'the crew bundle is malformed', 'invalid_request');
   }
   const m = p.model;

@@ -42,7 +42,12 @@ export interface OpenedEnvelope<P extends PayloadHeader = PayloadHeader> {
 }
 
 /** Refusal of an artifact; `reason` is the stable sub-code in details.reason. */
-export function refused(reason: string, message: string, code: 'invalid_request' | 'forbidden' | 'conflict' = 'forbidden', extra: Record<string, unknown> = {}): ServiceError {
+export function refused(
+  reason: string,
+  message: string,
+  code: 'invalid_request' | 'forbidden' | 'conflict' = 'forbidden',
+  extra: Record<string, unknown> = {},
+): ServiceError {
   return new ServiceError(code, message, { details: { reason, ...extra } });
 }
 
@@ -73,7 +78,11 @@ const MAX_HEADER = 4096;
  * keys: format, a trusted kid, the signature, then the header fields of the
  * payload. Everything else about the payload is the caller's to check.
  */
-export async function openEnvelope(input: string | Uint8Array, trusted: readonly TrustedKey[], expectType: BundleType): Promise<OpenedEnvelope> {
+export async function openEnvelope(
+  input: string | Uint8Array,
+  trusted: readonly TrustedKey[],
+  expectType: BundleType,
+): Promise<OpenedEnvelope> {
   const bytes = typeof input === 'string' ? utf8(input) : input;
   const nl = bytes.subarray(0, MAX_HEADER).indexOf(0x0a);
   if (nl < 0) throw refused('malformed', 'the file is not a signed artifact (no header line)', 'invalid_request');
@@ -120,10 +129,13 @@ function checkHeader(p: unknown, kid: string, expectType: BundleType): asserts p
   }
   if (p['kid'] !== kid) throw refused('malformed', 'payload kid differs from the envelope kid', 'invalid_request');
   if (typeof p['issuer'] !== 'string' || p['issuer'] === '') throw refused('malformed', 'payload issuer missing', 'invalid_request');
-  if (!(p['audience'] === null || typeof p['audience'] === 'string')) throw refused('malformed', 'payload audience malformed', 'invalid_request');
-  if (!Number.isSafeInteger(p['version']) || (p['version'] as number) < 1) throw refused('malformed', 'payload version must be a positive integer', 'invalid_request');
+  if (!(p['audience'] === null || typeof p['audience'] === 'string'))
+    throw refused('malformed', 'payload audience malformed', 'invalid_request');
+  if (!Number.isSafeInteger(p['version']) || (p['version'] as number) < 1)
+    throw refused('malformed', 'payload version must be a positive integer', 'invalid_request');
   if (!Number.isSafeInteger(p['issued_at'])) throw refused('malformed', 'payload issued_at malformed', 'invalid_request');
-  if (!(p['expires_at'] === null || Number.isSafeInteger(p['expires_at']))) throw refused('malformed', 'payload expires_at malformed', 'invalid_request');
+  if (!(p['expires_at'] === null || Number.isSafeInteger(p['expires_at'])))
+    throw refused('malformed', 'payload expires_at malformed', 'invalid_request');
 }
 
 export function isObject(v: unknown): v is Record<string, unknown> {

@@ -33,19 +33,36 @@ export interface JournalExport extends PayloadHeader {
 }
 
 export async function buildJournalExport(opts: {
-  deviceId: string; signer: Signer; audience: string; exportedAt: number;
-  run: RunSummary; records: JournalRecord[]; values: Record<string, unknown>;
+  deviceId: string;
+  signer: Signer;
+  audience: string;
+  exportedAt: number;
+  run: RunSummary;
+  records: JournalRecord[];
+  values: Record<string, unknown>;
 }): Promise<string> {
   const payload: JournalExport = {
-    format_version: PAYLOAD_FORMAT_VERSION, type: 'journal', issuer: opts.deviceId, kid: opts.signer.kid,
-    audience: opts.audience, version: 1, issued_at: opts.exportedAt, expires_at: null,
-    run: opts.run, records: opts.records, values: opts.values,
+    format_version: PAYLOAD_FORMAT_VERSION,
+    type: 'journal',
+    issuer: opts.deviceId,
+    kid: opts.signer.kid,
+    audience: opts.audience,
+    version: 1,
+    issued_at: opts.exportedAt,
+    expires_at: null,
+    run: opts.run,
+    records: opts.records,
+    values: opts.values,
   };
   return sealEnvelope(payload as unknown as JournalExport & Record<string, unknown>, opts.signer);
 }
 
 /** Verifies an exported journal: envelope signature, every record signature, the chain, the values. */
-export async function openJournalExport(text: string | Uint8Array, device: TrustedKey, audience: string): Promise<OpenedEnvelope<JournalExport>> {
+export async function openJournalExport(
+  text: string | Uint8Array,
+  device: TrustedKey,
+  audience: string,
+): Promise<OpenedEnvelope<JournalExport>> {
   const opened = await openEnvelope(text, [device], 'journal');
   const p = opened.payload as Partial<JournalExport>;
   if (p.audience !== audience) throw refused('wrong_audience', 'the journal was exported for another cell', 'forbidden');
@@ -54,7 +71,9 @@ export async function openJournalExport(text: string | Uint8Array, device: Trust
   }
   const verdict = await verifyJournal(p.records, (kid) => (kid === device.kid ? device.jwk : undefined));
   if (!verdict.ok) {
-    throw refused('journal_invalid', `the journal does not verify at seq ${verdict.seq}: ${verdict.reason}`, 'forbidden', { seq: verdict.seq });
+    throw refused('journal_invalid', `the journal does not verify at seq ${verdict.seq}: ${verdict.reason}`, 'forbidden', {
+      seq: verdict.seq,
+    });
   }
   const first = p.records[0]!;
   if (first.run_id !== p.run.run_id || first.graph_hash !== p.run.graph_hash) {

@@ -35,12 +35,29 @@ export interface BundleOwner {
   permissions: string[];
 }
 
-export const KEY_FIELDS = ['key_id', 'owner_id', 'status', 'hashes', 'expires_at', 'scopes', 'rate_limit_rpm', 'allowed_ips', 'allowed_regions'] as const;
+export const KEY_FIELDS = [
+  'key_id',
+  'owner_id',
+  'status',
+  'hashes',
+  'expires_at',
+  'scopes',
+  'rate_limit_rpm',
+  'allowed_ips',
+  'allowed_regions',
+] as const;
 
 /** One key row, columns as KEY_FIELDS. */
 export type KeyRow = [
-  key_id: string, owner_id: string, status: KeyRecord['status'], hashes: (string | number | null)[], expires_at: number | null,
-  scopes: number, rate_limit_rpm: number | null, allowed_ips: string[], allowed_regions: string[],
+  key_id: string,
+  owner_id: string,
+  status: KeyRecord['status'],
+  hashes: (string | number | null)[],
+  expires_at: number | null,
+  scopes: number,
+  rate_limit_rpm: number | null,
+  allowed_ips: string[],
+  allowed_regions: string[],
 ];
 
 /** A token signing key as carried: an Ed25519 public JWK named by its kid. */
@@ -78,8 +95,14 @@ export interface KeyBundle extends PayloadHeader {
  * trust) into a signed key bundle (format 2) for one device.
  */
 export async function buildKeyBundle(opts: {
-  issuer: string; signer: Signer; audience: string; version: number; issuedAt: number; expiresAt: number;
-  records: readonly KeyRecord[]; tombstones: readonly { key_id: string; at: number }[];
+  issuer: string;
+  signer: Signer;
+  audience: string;
+  version: number;
+  issuedAt: number;
+  expiresAt: number;
+  records: readonly KeyRecord[];
+  tombstones: readonly { key_id: string; at: number }[];
   /** Principals that may be token subjects, beyond the keys' owners. */
   subjects?: Readonly<Record<string, BundleOwner>>;
   /** Null or absent: the device honours no access token. */
@@ -93,15 +116,39 @@ export async function buildKeyBundle(opts: {
     owners[r.owner_id] ??= { status: r.owner_status, permissions: [...r.owner_permissions] };
     const sk = JSON.stringify(r.scopes);
     let si = scopeIndex.get(sk);
-    if (si === undefined) { si = scopeSets.length; scopeSets.push([...r.scopes]); scopeIndex.set(sk, si); }
-    keys.push([r.key_id, r.owner_id, r.status, r.hashes.flatMap((h) => [h.hash, h.not_after]), r.expires_at, si, r.rate_limit_rpm, [...r.allowed_ips], [...r.allowed_regions]]);
+    if (si === undefined) {
+      si = scopeSets.length;
+      scopeSets.push([...r.scopes]);
+      scopeIndex.set(sk, si);
+    }
+    keys.push([
+      r.key_id,
+      r.owner_id,
+      r.status,
+      r.hashes.flatMap((h) => [h.hash, h.not_after]),
+      r.expires_at,
+      si,
+      r.rate_limit_rpm,
+      [...r.allowed_ips],
+      [...r.allowed_regions],
+    ]);
   }
   for (const [id, o] of Object.entries(opts.subjects ?? {})) owners[id] ??= { status: o.status, permissions: [...o.permissions] };
   const t = opts.tokens ?? null;
   const payload: KeyBundle = {
-    format_version: KEY_BUNDLE_FORMAT_VERSION, type: 'api-key-records', issuer: opts.issuer, kid: opts.signer.kid,
-    audience: opts.audience, version: opts.version, issued_at: opts.issuedAt, expires_at: opts.expiresAt,
-    owners, scope_sets: scopeSets, key_fields: [...KEY_FIELDS], keys, tombstones: opts.tombstones.map((x) => ({ key_id: x.key_id, at: x.at })),
+    format_version: KEY_BUNDLE_FORMAT_VERSION,
+    type: 'api-key-records',
+    issuer: opts.issuer,
+    kid: opts.signer.kid,
+    audience: opts.audience,
+    version: opts.version,
+    issued_at: opts.issuedAt,
+    expires_at: opts.expiresAt,
+    owners,
+    scope_sets: scopeSets,
+    key_fields: [...KEY_FIELDS],
+    keys,
+    tombstones: opts.tombstones.map((x) => ({ key_id: x.key_id, at: x.at })),
     tokens: t && {
       issuer: t.issuer,
       keys: t.keys.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x, alg: 'EdDSA' as const })),
@@ -159,8 +206,15 @@ export class KeyIndex {
       const hashes: KeyRecord['hashes'] = [];
       for (let j = 0; j < hs.length; j += 2) hashes.push({ hash: hs[j] as string, not_after: hs[j + 1] as number | null });
       r = {
-        key_id: keyId, owner_id: ownerId, status, hashes, expires_at: expiresAt,
-        scopes: this.#scopeSets[scopes] ?? [], rate_limit_rpm: rpm, allowed_ips: ips, allowed_regions: regions,
+        key_id: keyId,
+        owner_id: ownerId,
+        status,
+        hashes,
+        expires_at: expiresAt,
+        scopes: this.#scopeSets[scopes] ?? [],
+        rate_limit_rpm: rpm,
+        allowed_ips: ips,
+        allowed_regions: regions,
         // A key whose owner is missing from the bundle has no authority: judged as a purged owner.
         owner_status: owner?.status ?? 'purged',
         owner_permissions: owner?.permissions ?? [],
@@ -198,18 +252,39 @@ export class KeyIndex {
 }
 
 /** Verifies signature and shape of a key bundle and indexes it. */
-export async function openKeyBundle(input: string | Uint8Array, trusted: readonly TrustedKey[], hash?: SecretHasher): Promise<{ opened: OpenedEnvelope<KeyBundle>; index: KeyIndex }> {
+export async function openKeyBundle(
+  input: string | Uint8Array,
+  trusted: readonly TrustedKey[],
+  hash?: SecretHasher,
+): Promise<{ opened: OpenedEnvelope<KeyBundle>; index: KeyIndex }> {
   const opened = await openEnvelope(input, trusted, 'api-key-records');
   const p = opened.payload as Partial<KeyBundle>;
-  if (!isObject(p.owners) || !Array.isArray(p.keys) || !Array.isArray(p.tombstones) || !Array.isArray(p.scope_sets)
-    || !Array.isArray(p.key_fields) || p.key_fields.join(',') !== KEY_FIELDS.join(',')) {
+  if (
+    !isObject(p.owners) ||
+    !Array.isArray(p.keys) ||
+    !Array.isArray(p.tombstones) ||
+    !Array.isArray(p.scope_sets) ||
+    !Array.isArray(p.key_fields) ||
+    p.key_fields.join(',') !== KEY_FIELDS.join(',')
+  ) {
     throw refused('malformed', 'the key bundle is malformed', 'invalid_request');
   }
   const sets = p.scope_sets.length;
   for (const k of p.keys) {
-    if (!Array.isArray(k) || k.length !== 9 || typeof k[0] !== 'string' || typeof k[1] !== 'string' || typeof k[2] !== 'string'
-      || !Array.isArray(k[3]) || k[3].length % 2 !== 0 || !Number.isInteger(k[5]) || (k[5] as number) < 0 || (k[5] as number) >= sets
-      || !Array.isArray(k[7]) || !Array.isArray(k[8])) {
+    if (
+      !Array.isArray(k) ||
+      k.length !== 9 ||
+      typeof k[0] !== 'string' ||
+      typeof k[1] !== 'string' ||
+      typeof k[2] !== 'string' ||
+      !Array.isArray(k[3]) ||
+      k[3].length % 2 !== 0 ||
+      !Number.isInteger(k[5]) ||
+      (k[5] as number) < 0 ||
+      (k[5] as number) >= sets ||
+      !Array.isArray(k[7]) ||
+      !Array.isArray(k[8])
+    ) {
       throw refused('malformed', 'a key row in the bundle is malformed', 'invalid_request');
     }
     for (let j = 0; j < k[3].length; j += 2) {
@@ -217,7 +292,12 @@ export async function openKeyBundle(input: string | Uint8Array, trusted: readonl
     }
   }
   for (const o of Object.values(p.owners)) {
-    if (!isObject(o) || typeof o['status'] !== 'string' || !Array.isArray(o['permissions']) || !o['permissions'].every((x) => typeof x === 'string')) {
+    if (
+      !isObject(o) ||
+      typeof o['status'] !== 'string' ||
+      !Array.isArray(o['permissions']) ||
+      !o['permissions'].every((x) => typeof x === 'string')
+    ) {
       throw refused('malformed', 'an owner in the bundle is malformed', 'invalid_request');
     }
   }
@@ -232,8 +312,16 @@ export async function openKeyBundle(input: string | Uint8Array, trusted: readonl
 function isTokenTrust(t: unknown): t is TokenTrust {
   if (!isObject(t) || typeof t['issuer'] !== 'string' || !Array.isArray(t['keys']) || !Array.isArray(t['revoked'])) return false;
   for (const k of t['keys']) {
-    if (!isObject(k) || typeof k['kid'] !== 'string' || k['kty'] !== 'OKP' || k['crv'] !== 'Ed25519' || typeof k['x'] !== 'string'
-      || k['alg'] !== 'EdDSA' || 'd' in k) return false;
+    if (
+      !isObject(k) ||
+      typeof k['kid'] !== 'string' ||
+      k['kty'] !== 'OKP' ||
+      k['crv'] !== 'Ed25519' ||
+      typeof k['x'] !== 'string' ||
+      k['alg'] !== 'EdDSA' ||
+      'd' in k
+    )
+      return false;
   }
   for (const r of t['revoked']) {
     if (!Array.isArray(r) || r.length !== 2 || typeof r[0] !== 'string' || !Number.isFinite(r[1])) return false;

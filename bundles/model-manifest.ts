@@ -27,21 +27,41 @@ export interface ModelManifest extends PayloadHeader {
 
 /** Signs a manifest for a model file whose size and SHA-256 the caller measured. */
 export async function buildModelManifest(opts: {
-  publisher: string; signer: Signer; model: ModelDescriptor; version?: number; issuedAt: number;
+  publisher: string;
+  signer: Signer;
+  model: ModelDescriptor;
+  version?: number;
+  issuedAt: number;
 }): Promise<string> {
   const payload: ModelManifest = {
-    format_version: PAYLOAD_FORMAT_VERSION, type: 'model-manifest', issuer: opts.publisher, kid: opts.signer.kid,
-    audience: null, version: opts.version ?? 1, issued_at: opts.issuedAt, expires_at: null, model: opts.model,
+    format_version: PAYLOAD_FORMAT_VERSION,
+    type: 'model-manifest',
+    issuer: opts.publisher,
+    kid: opts.signer.kid,
+    audience: null,
+    version: opts.version ?? 1,
+    issued_at: opts.issuedAt,
+    expires_at: null,
+    model: opts.model,
   };
   return sealEnvelope(payload as unknown as ModelManifest & Record<string, unknown>, opts.signer);
 }
 
 /** Verifies a manifest's signature and shape. */
-export async function openModelManifest(text: string | Uint8Array, publishers: readonly TrustedKey[]): Promise<OpenedEnvelope<ModelManifest>> {
+export async function openModelManifest(
+  text: string | Uint8Array,
+  publishers: readonly TrustedKey[],
+): Promise<OpenedEnvelope<ModelManifest>> {
   const opened = await openEnvelope(text, publishers, 'model-manifest');
   const m = (opened.payload as Partial<ModelManifest>).model;
-  if (!isObject(m) || typeof m['name'] !== 'string' || !(MODEL_FORMATS as readonly string[]).includes(m['format'] as string)
-    || !Number.isSafeInteger(m['size']) || typeof m['sha256'] !== 'string' || !/^[0-9a-f]{64}$/.test(m['sha256'])) {
+  if (
+    !isObject(m) ||
+    typeof m['name'] !== 'string' ||
+    !(MODEL_FORMATS as readonly string[]).includes(m['format'] as string) ||
+    !Number.isSafeInteger(m['size']) ||
+    typeof m['sha256'] !== 'string' ||
+    !/^[0-9a-f]{64}$/.test(m['sha256'])
+  ) {
     throw refused('malformed', 'the model manifest is malformed', 'invalid_request');
   }
   return opened as OpenedEnvelope<ModelManifest>;

@@ -26,9 +26,15 @@ export function edgeAudience(deviceId: string): string {
 }
 
 /** The judge configuration of a loaded bundle, or null when it carries no token section (format 1, or issued without). */
-export function tokenJudgeFromBundle(index: KeyIndex, opts: {
-  audience: string; replay: ReplayCache; cache?: VerifiedTokenCache; dpopWindow?: DpopWindow;
-}): TokenJudgeConfig<TokenSubject> | null {
+export function tokenJudgeFromBundle(
+  index: KeyIndex,
+  opts: {
+    audience: string;
+    replay: ReplayCache;
+    cache?: VerifiedTokenCache;
+    dpopWindow?: DpopWindow;
+  },
+): TokenJudgeConfig<TokenSubject> | null {
   const t = index.tokens;
   if (!t) return null;
   const revoked = new Set(t.revoked.map(([jti]) => jti));

@@ -39,7 +39,12 @@ export function createApp(core: CellCore, modules: readonly CellModule[]): OpenA
     await next();
   });
   app.use('*', gatewayRateLimit({ ...core.config.rate, clock: core.clock, trustedProxies: core.config.trustedProxies }));
-  const limitBody = bodyLimit({ maxSize: core.config.bodyLimitBytes, onError: () => { throw bodyTooLarge(core.config.bodyLimitBytes); } });
+  const limitBody = bodyLimit({
+    maxSize: core.config.bodyLimitBytes,
+    onError: () => {
+      throw bodyTooLarge(core.config.bodyLimitBytes);
+    },
+  });
   // GET and HEAD carry no body; asking for one would make @hono/node-server
   // build a full Request object on the hot read path.
   app.use('*', function bodyLimitUnlessRead(c, next) {
@@ -54,11 +59,13 @@ export function createApp(core: CellCore, modules: readonly CellModule[]): OpenA
   app.use('*', jsonDepthLimit(core.config.jsonMaxDepth));
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
-    type: 'http', scheme: 'bearer',
+    type: 'http',
+    scheme: 'bearer',
     description: 'An API key (`svck_live_...`) or an OAuth access token.',
   });
   app.openAPIRegistry.registerComponent('securitySchemes', 'dpop', {
-    type: 'http', scheme: 'DPoP',
+    type: 'http',
+    scheme: 'DPoP',
     description: 'A DPoP-bound OAuth access token (RFC 9449) with a `DPoP` proof header.',
   });
 
@@ -87,7 +94,9 @@ export function jsonDepthLimit(maxDepth: number): MiddlewareHandler<AppEnv> {
     const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (FORM_TYPES.has(type)) return next();
     if (nestedDeeperThan(await c.req.text(), maxDepth)) {
-      throw new ServiceError('invalid_request', `the body is nested deeper than ${maxDepth} levels`, { details: { reason: 'too_deep', max_depth: maxDepth } });
+      throw new ServiceError('invalid_request', `the body is nested deeper than ${maxDepth} levels`, {
+        details: { reason: 'too_deep', max_depth: maxDepth },
+      });
     }
     return next();
   };
@@ -100,7 +109,8 @@ export function nestedDeeperThan(text: string, max: number): boolean {
   for (let i = 0; i < text.length; i++) {
     const ch = text.charCodeAt(i);
     if (inString) {
-      if (ch === 0x5c) i++; // a backslash escapes the next character
+      if (ch === 0x5c)
+        i++; // a backslash escapes the next character
       else if (ch === 0x22) inString = false;
     } else if (ch === 0x22) {
       inString = true;

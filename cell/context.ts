@@ -20,7 +20,15 @@ export const systemClock: Clock = { now: () => Date.now() };
 /** A clock tests move by hand. */
 export function manualClock(start = Date.UTC(2026, 0, 1)): Clock & { advance(ms: number): void; set(ms: number): void } {
   let t = start;
-  return { now: () => t, advance: (ms) => { t += ms; }, set: (ms) => { t = ms; } };
+  return {
+    now: () => t,
+    advance: (ms) => {
+      t += ms;
+    },
+    set: (ms) => {
+      t = ms;
+    },
+  };
 }
 
 export interface Logger {

@@ -62,13 +62,29 @@ async function serveCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
     options: {
-      port: { type: 'string' }, host: { type: 'string' }, data: { type: 'string' },
-      store: { type: 'string' }, 'store-pool': { type: 'string' },
-      region: { type: 'string' }, posture: { type: 'string' }, 'cell-id': { type: 'string' },
-      'public-url': { type: 'string' }, 'rate-capacity': { type: 'string' }, 'rate-refill': { type: 'string' },
-      'agent-quota': { type: 'string' }, 'schedule-min-interval': { type: 'string' }, 'definition-quota': { type: 'string' },
-      'run-storage-cap': { type: 'string' }, 'workspace-quota': { type: 'string' }, 'run-storage-quota': { type: 'string' }, 'trusted-proxies': { type: 'string' }, clearance: { type: 'string' }, topology: { type: 'string' },
-      'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'client-ca': { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      data: { type: 'string' },
+      store: { type: 'string' },
+      'store-pool': { type: 'string' },
+      region: { type: 'string' },
+      posture: { type: 'string' },
+      'cell-id': { type: 'string' },
+      'public-url': { type: 'string' },
+      'rate-capacity': { type: 'string' },
+      'rate-refill': { type: 'string' },
+      'agent-quota': { type: 'string' },
+      'schedule-min-interval': { type: 'string' },
+      'definition-quota': { type: 'string' },
+      'run-storage-cap': { type: 'string' },
+      'workspace-quota': { type: 'string' },
+      'run-storage-quota': { type: 'string' },
+      'trusted-proxies': { type: 'string' },
+      clearance: { type: 'string' },
+      topology: { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'client-ca': { type: 'string' },
       'egress-allow-private': { type: 'string' },
     },
     strict: true,
@@ -97,37 +113,57 @@ async function serveCommand(argv: string[]): Promise<void> {
     };
   }
   if (values['agent-quota'] !== undefined) config.agentQuota = intArg('agent-quota', values['agent-quota']);
-  if (values['schedule-min-interval'] !== undefined) config.scheduleMinIntervalSeconds = intArg('schedule-min-interval', values['schedule-min-interval']);
+  if (values['schedule-min-interval'] !== undefined)
+    config.scheduleMinIntervalSeconds = intArg('schedule-min-interval', values['schedule-min-interval']);
   if (values['definition-quota'] !== undefined) config.definitionQuota = intArg('definition-quota', values['definition-quota']);
   if (values['run-storage-cap'] !== undefined) config.runStorageCapBytes = intArg('run-storage-cap', values['run-storage-cap']);
   if (values['workspace-quota'] !== undefined) config.workspaceQuotaBytes = intArg('workspace-quota', values['workspace-quota']);
   if (values['run-storage-quota'] !== undefined) config.runStorageQuotaBytes = intArg('run-storage-quota', values['run-storage-quota']);
-  if (values['trusted-proxies'] !== undefined) config.trustedProxies = values['trusted-proxies'].split(',').map((s) => s.trim()).filter(Boolean);
+  if (values['trusted-proxies'] !== undefined)
+    config.trustedProxies = values['trusted-proxies']
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
   if (values.clearance !== undefined) config.clearance = intArg('clearance', values.clearance);
   if (values.topology !== undefined) {
-    config.topology = Object.fromEntries(values.topology.split(',').filter(Boolean).map((kv) => {
-      const [k, v] = kv.split('=');
-      if (!k || v === undefined) fail('--topology takes k=v pairs separated by commas');
-      return [k, v];
-    }));
+    config.topology = Object.fromEntries(
+      values.topology
+        .split(',')
+        .filter(Boolean)
+        .map((kv) => {
+          const [k, v] = kv.split('=');
+          if (!k || v === undefined) fail('--topology takes k=v pairs separated by commas');
+          return [k, v];
+        }),
+    );
   }
   if (values['egress-allow-private'] !== undefined) {
-    const rules = values['egress-allow-private'].split(',').map((s) => s.trim()).filter(Boolean);
+    const rules = values['egress-allow-private']
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     for (const r of rules) if (parseIpRule(r) === null) fail(`--egress-allow-private: '${r}' is not an address or CIDR range`);
     config.egressAllowPrivate = rules;
   }
   if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
   if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
-  const tls = values['tls-cert'] !== undefined && values['tls-key'] !== undefined
-    ? { cert: readFileSync(values['tls-cert']), key: readFileSync(values['tls-key']), ...(values['client-ca'] !== undefined ? { ca: readFileSync(values['client-ca']) } : {}) }
-    : undefined;
+  const tls =
+    values['tls-cert'] !== undefined && values['tls-key'] !== undefined
+      ? {
+          cert: readFileSync(values['tls-cert']),
+          key: readFileSync(values['tls-key']),
+          ...(values['client-ca'] !== undefined ? { ca: readFileSync(values['client-ca']) } : {}),
+        }
+      : undefined;
   let running;
   try {
     running = await startCell({ config, log: consoleLogger, ...(tls ? { tls } : {}) });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') fail(`port ${config.port ?? 8080} on ${config.host ?? '127.0.0.1'} is already in use; pick another with --port`, 1);
-    if (code === 'EACCES' && (err as { syscall?: string }).syscall === 'listen') fail(`not allowed to listen on port ${config.port}; pick a port above 1023 with --port`, 1);
+    if (code === 'EADDRINUSE')
+      fail(`port ${config.port ?? 8080} on ${config.host ?? '127.0.0.1'} is already in use; pick another with --port`, 1);
+    if (code === 'EACCES' && (err as { syscall?: string }).syscall === 'listen')
+      fail(`not allowed to listen on port ${config.port}; pick a port above 1023 with --port`, 1);
     throw err;
   }
   // One write: whoever starts reading at "listening on" (scripts, tests) also has the key lines.

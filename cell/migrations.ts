@@ -20,9 +20,7 @@ import { TEAMS_MIGRATIONS } from './teams/schema.ts';
 import { JOBS_MIGRATIONS } from './jobs/schema.ts';
 import { EDGE_MIGRATIONS } from './edge/schema.ts';
 
-const SYSTEM_MIGRATIONS: Migration[] = [
-  { id: 'sys-001-meta', sql: 'CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)' },
-];
+const SYSTEM_MIGRATIONS: Migration[] = [{ id: 'sys-001-meta', sql: 'CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)' }];
 
 export const MIGRATIONS: readonly Migration[] = [
   ...SYSTEM_MIGRATIONS,

@@ -89,10 +89,12 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
   const log = opts.log ?? consoleLogger;
   const clock = opts.clock ?? systemClock;
   mkdirSync(config.dataDir, { recursive: true });
-  const store = await openStore(config.storeUrl
-    ? { engine: 'postgres', url: config.storeUrl, poolSize: config.storePoolSize }
-    : { engine: 'embedded', dir: join(config.dataDir, 'store') },
-  { migrations: MIGRATIONS, log: (msg) => log.warn(msg) });
+  const store = await openStore(
+    config.storeUrl
+      ? { engine: 'postgres', url: config.storeUrl, poolSize: config.storePoolSize }
+      : { engine: 'embedded', dir: join(config.dataDir, 'store') },
+    { migrations: MIGRATIONS, log: (msg) => log.warn(msg) },
+  );
   let modules: Modules;
   let core: CellCore;
   let bootstrapSecret: string | null;
@@ -136,7 +138,12 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
     await store.close();
   };
   return {
-    core, modules, app, server, url, bootstrapSecret,
+    core,
+    modules,
+    app,
+    server,
+    url,
+    bootstrapSecret,
     /** Idempotent: every caller waits for the same shutdown. */
     stop() {
       stopping ??= stopOnce();
@@ -149,10 +156,20 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
 function listen(app: OpenAPIHono<AppEnv>, config: CellConfig, tls: StartOptions['tls']): Promise<ServerType> {
   return new Promise<ServerType>((resolve, reject) => {
     const s = tls
-      ? serve({
-        fetch: app.fetch, port: config.port, hostname: config.host, createServer: createHttpsServer,
-        serverOptions: { cert: tls.cert, key: tls.key, ...(tls.ca ? { ca: tls.ca, requestCert: true, rejectUnauthorized: false } : {}) },
-      }, () => resolve(s))
+      ? serve(
+          {
+            fetch: app.fetch,
+            port: config.port,
+            hostname: config.host,
+            createServer: createHttpsServer,
+            serverOptions: {
+              cert: tls.cert,
+              key: tls.key,
+              ...(tls.ca ? { ca: tls.ca, requestCert: true, rejectUnauthorized: false } : {}),
+            },
+          },
+          () => resolve(s),
+        )
       : serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
     s.once('error', reject);
   });

@@ -41,8 +41,16 @@ export const BUILTIN_ROLES: Readonly<Record<string, readonly string[]>> = {
   operator: ['ai', 'catalog', 'agent_teams', 'system.orchestration', 'iam.keys', 'iam.sats', 'secrets'],
   jobs: ['system.orchestration.admin', 'iam.keys', 'iam.sats'],
   viewer: [
-    'iam.principals.read', 'iam.roles.read', 'iam.keys.read', 'audit.read', 'ai.providers.read',
-    'catalog.read', 'agent_teams.read', 'system.orchestration.admin.read', 'oauth.clients.read', 'edge.read',
+    'iam.principals.read',
+    'iam.roles.read',
+    'iam.keys.read',
+    'audit.read',
+    'ai.providers.read',
+    'catalog.read',
+    'agent_teams.read',
+    'system.orchestration.admin.read',
+    'oauth.clients.read',
+    'edge.read',
   ],
   agent: ['catalog.read'],
 };

@@ -22,13 +22,17 @@ export interface PlacementCandidate {
 }
 
 /** Chooses a cell or names the unmet constraints. */
-export function place(requirements: PlacementRequirements, candidates: readonly PlacementCandidate[]): { ok: true; cellId: string } | { ok: false; unmet: string[] } {
+export function place(
+  requirements: PlacementRequirements,
+  candidates: readonly PlacementCandidate[],
+): { ok: true; cellId: string } | { ok: false; unmet: string[] } {
   const labels = Object.keys(requirements.topology).sort();
   const problems = (c: PlacementCandidate): string[] => {
     const out: string[] = [];
     if (!(c.clearance >= requirements.clearance)) out.push('clearance');
     for (const l of labels) {
-      if (!Object.hasOwn(c.topology, l) || c.topology[l] !== requirements.topology[l]) out.push(`topology.${l}=${requirements.topology[l]}`);
+      if (!Object.hasOwn(c.topology, l) || c.topology[l] !== requirements.topology[l])
+        out.push(`topology.${l}=${requirements.topology[l]}`);
     }
     return out;
   };

@@ -13,7 +13,10 @@ export interface RateClock {
   now(): number;
 }
 
-interface Bucket { tokens: number; at: number }
+interface Bucket {
+  tokens: number;
+  at: number;
+}
 
 export interface TakeResult {
   allowed: boolean;

@@ -65,12 +65,19 @@ export function authenticateOffline(keys: LoadedKeys | null, secret: string, ctx
   const v = k.index.check(secret, ctx);
   if (!v.ok) {
     // Same code, message and reason as the cell (cell/iam/keys.ts authenticateKeySecret).
-    throw new ServiceError(v.code, v.code === 'forbidden' ? 'the key may not be used from here' : 'API key refused', { details: { reason: v.reason } });
+    throw new ServiceError(v.code, v.code === 'forbidden' ? 'the key may not be used from here' : 'API key refused', {
+      details: { reason: v.reason },
+    });
   }
   const r = v.record!;
   return {
-    credential: { type: 'api_key', id: r.key_id, root: `api_key:${r.key_id}` }, owner_id: r.owner_id, scopes: r.scopes, effective: v.effective,
-    rate_limit_rpm: r.rate_limit_rpm, key_id: r.key_id, matched: v.matched,
+    credential: { type: 'api_key', id: r.key_id, root: `api_key:${r.key_id}` },
+    owner_id: r.owner_id,
+    scopes: r.scopes,
+    effective: v.effective,
+    rate_limit_rpm: r.rate_limit_rpm,
+    key_id: r.key_id,
+    matched: v.matched,
   };
 }
 
@@ -85,8 +92,12 @@ export interface PresentedCredential {
  * judge), or nothing recognisable.
  */
 export async function authenticateCredential(
-  keys: LoadedKeys | null, tokens: TokenJudgeConfig | null, cred: PresentedCredential,
-  ctx: DecideContext, facts: Omit<TokenRequestFacts, 'scheme' | 'now'>, challenge: () => { realm: string; resourceMetadata?: string },
+  keys: LoadedKeys | null,
+  tokens: TokenJudgeConfig | null,
+  cred: PresentedCredential,
+  ctx: DecideContext,
+  facts: Omit<TokenRequestFacts, 'scheme' | 'now'>,
+  challenge: () => { realm: string; resourceMetadata?: string },
 ): Promise<EdgeAuth> {
   const k = requireBundle(keys, ctx.now);
   if (cred.token.startsWith(KEY_PREFIX)) {
@@ -95,14 +106,20 @@ export async function authenticateCredential(
   }
   if (!looksLikeJwt(cred.token)) throw unauthorized('credential not recognised');
   if (!tokens) {
-    throw unauthorized('the key bundle on this device carries no token keys: issue a newer bundle to honour access tokens', { reason: 'no_token_keys' });
+    throw unauthorized('the key bundle on this device carries no token keys: issue a newer bundle to honour access tokens', {
+      reason: 'no_token_keys',
+    });
   }
   const v = await judgeAccessToken(cred.token, { ...facts, scheme: cred.scheme, now: ctx.now }, tokens);
   if (!v.ok) throw tokenRefusal(v, cred.scheme, challenge());
   return {
     credential: { type: v.credential.type, id: v.credential.id, root: v.credential.root, client_id: v.credential.clientId },
-    owner_id: v.subject.id, scopes: v.scopes, effective: v.effective, rate_limit_rpm: v.credential.rateLimitRpm,
-    key_id: null, matched: null,
+    owner_id: v.subject.id,
+    scopes: v.scopes,
+    effective: v.effective,
+    rate_limit_rpm: v.credential.rateLimitRpm,
+    key_id: null,
+    matched: null,
   };
 }
 

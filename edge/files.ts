@@ -58,13 +58,15 @@ function readJson(path: string, what: string, hint: string): unknown {
 
 export function readDevice(dir: string): DeviceFile {
   const d = readJson(paths(dir).device, 'device key', 'run `edge init --data DIR` first') as DeviceFile;
-  if (d?.format_version !== 1 || typeof d.device_id !== 'string' || typeof d.private_jwk?.d !== 'string') throw new EdgeSetupError('device.json is malformed');
+  if (d?.format_version !== 1 || typeof d.device_id !== 'string' || typeof d.private_jwk?.d !== 'string')
+    throw new EdgeSetupError('device.json is malformed');
   return d;
 }
 
 export function readTrust(dir: string): TrustFile {
   const t = readJson(paths(dir).trust, 'trust anchor', 'run `edge trust --data DIR --file TRUST.json` first') as TrustFile;
-  if (t?.format_version !== 1 || typeof t.cell_id !== 'string' || !Array.isArray(t.keys)) throw new EdgeSetupError('trust.json is malformed');
+  if (t?.format_version !== 1 || typeof t.cell_id !== 'string' || !Array.isArray(t.keys))
+    throw new EdgeSetupError('trust.json is malformed');
   t.publishers ??= [];
   return t;
 }
@@ -78,9 +80,11 @@ export function readTrust(dir: string): TrustFile {
 export function readState(dir: string, deviceId: string): DeviceState {
   const p = paths(dir).state;
   if (!existsSync(p)) {
-    throw new EdgeSetupError(`${p} is missing but this device is initialised (device.json): refusing to start, since a device that `
-      + 'forgot what it has seen would accept older bundles again. Restore state.json from a backup, or start over deliberately: '
-      + 'move device.json away, run `edge init --data DIR` (a new device id), register it with the cell and bring new bundles.');
+    throw new EdgeSetupError(
+      `${p} is missing but this device is initialised (device.json): refusing to start, since a device that ` +
+        'forgot what it has seen would accept older bundles again. Restore state.json from a backup, or start over deliberately: ' +
+        'move device.json away, run `edge init --data DIR` (a new device id), register it with the cell and bring new bundles.',
+    );
   }
   try {
     const s = parseDeviceState(JSON.parse(readFileSync(p, 'utf8')));

@@ -58,27 +58,48 @@ export function clientIp(c: Context<EdgeEnv>): string | null {
   return raw.startsWith('::ffff:') && raw.includes('.') ? raw.slice(7) : raw;
 }
 
-export function createEdgeApp(rt: EdgeRuntime, mount?: (app: Hono<EdgeEnv>, guard: (permission: string) => MiddlewareHandler<EdgeEnv>) => void): Hono<EdgeEnv> {
+export function createEdgeApp(
+  rt: EdgeRuntime,
+  mount?: (app: Hono<EdgeEnv>, guard: (permission: string) => MiddlewareHandler<EdgeEnv>) => void,
+): Hono<EdgeEnv> {
   const app = new Hono<EdgeEnv>();
   const limits = new CredentialLimits(rt.clock);
-  const tokens = rt.keys ? tokenJudgeFromBundle(rt.keys.index, {
-    audience: edgeAudience(rt.deviceId), replay: rt.replay ?? new MemoryReplayCache(), cache: new VerifiedTokenCache(),
-  }) : null;
+  const tokens = rt.keys
+    ? tokenJudgeFromBundle(rt.keys.index, {
+        audience: edgeAudience(rt.deviceId),
+        replay: rt.replay ?? new MemoryReplayCache(),
+        cache: new VerifiedTokenCache(),
+      })
+    : null;
 
   app.use('*', requestContext<EdgeEnv>());
   app.use('*', rateGate<EdgeEnv>({ capacity: rt.rate.capacity, refillPerSecond: rt.rate.refillPerSecond, clock: rt.clock, clientIp }));
-  app.use('*', bodyLimit({ maxSize: BODY_LIMIT_BYTES, onError: () => { throw bodyTooLarge(BODY_LIMIT_BYTES); } }));
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: BODY_LIMIT_BYTES,
+      onError: () => {
+        throw bodyTooLarge(BODY_LIMIT_BYTES);
+      },
+    }),
+  );
 
   // RFC 9728: who this resource is, which authorization server issues its tokens, which bindings it honours.
-  app.get(PROTECTED_RESOURCE_METADATA, (c) => c.json({
-    resource: edgeAudience(rt.deviceId),
-    authorization_servers: tokens ? [tokens.issuer] : [],
-    bearer_methods_supported: ['header'],
-    dpop_signing_alg_values_supported: [...DPOP_ALGS],
-    dpop_bound_access_tokens_required: false,
-    tls_client_certificate_bound_access_tokens: rt.clientCa === true,
-    resource_name: `agent-cell edge ${rt.deviceId}`,
-  }, 200, { 'Cache-Control': 'max-age=300' }));
+  app.get(PROTECTED_RESOURCE_METADATA, (c) =>
+    c.json(
+      {
+        resource: edgeAudience(rt.deviceId),
+        authorization_servers: tokens ? [tokens.issuer] : [],
+        bearer_methods_supported: ['header'],
+        dpop_signing_alg_values_supported: [...DPOP_ALGS],
+        dpop_bound_access_tokens_required: false,
+        tls_client_certificate_bound_access_tokens: rt.clientCa === true,
+        resource_name: `agent-cell edge ${rt.deviceId}`,
+      },
+      200,
+      { 'Cache-Control': 'max-age=300' },
+    ),
+  );
 
   app.use('/api/public/v1/*', async function clockCheck(_c, next) {
     const now = rt.clock.now();
@@ -87,43 +108,85 @@ export function createEdgeApp(rt: EdgeRuntime, mount?: (app: Hono<EdgeEnv>, guar
     if (now > rt.state.clock_high_water) rt.state = { ...rt.state, clock_high_water: now };
     await next();
   });
-  app.use('/api/public/v1/*', authGate<EdgeAuth, EdgeEnv>((cred, c) => {
-    // The request's own URI: scheme of this connection, its Host (validated by the server), the route.
-    const uri = c.req.url;
-    return authenticateCredential(rt.keys, tokens, cred, { now: rt.clock.now(), ip: clientIp(c), region: rt.region }, {
-      method: c.req.method, uri, dpop: dpopHeaderOf(c.req.raw.headers),
-      certThumbprint: () => verifiedLeafThumbprint(c.env?.incoming?.socket),
-    }, () => ({ realm: 'edge', resourceMetadata: new URL(PROTECTED_RESOURCE_METADATA, uri).href }));
-  }));
+  app.use(
+    '/api/public/v1/*',
+    authGate<EdgeAuth, EdgeEnv>((cred, c) => {
+      // The request's own URI: scheme of this connection, its Host (validated by the server), the route.
+      const uri = c.req.url;
+      return authenticateCredential(
+        rt.keys,
+        tokens,
+        cred,
+        { now: rt.clock.now(), ip: clientIp(c), region: rt.region },
+        {
+          method: c.req.method,
+          uri,
+          dpop: dpopHeaderOf(c.req.raw.headers),
+          certThumbprint: () => verifiedLeafThumbprint(c.env?.incoming?.socket),
+        },
+        () => ({ realm: 'edge', resourceMetadata: new URL(PROTECTED_RESOURCE_METADATA, uri).href }),
+      );
+    }),
+  );
 
-  const guard = (permission: string) => permissionGate<EdgeAuth, EdgeEnv>(permission, () => limits, (a) => a.rate_limit_rpm);
+  const guard = (permission: string) =>
+    permissionGate<EdgeAuth, EdgeEnv>(
+      permission,
+      () => limits,
+      (a) => a.rate_limit_rpm,
+    );
 
-  app.get('/api/public/v1/edge/status', guard('edge.read'), (c) => c.json({
-    device_id: rt.deviceId, cell_id: rt.cellId, region: rt.region,
-    key_bundle: rt.keys ? { version: rt.keys.version, hash: rt.keys.hash, keys: rt.keys.index.size, expires_at: rt.keys.expires_at } : null,
-    tokens: tokens && rt.keys?.index.tokens
-      ? { issuer: tokens.issuer, audience: tokens.audience, signing_keys: rt.keys.index.tokens.keys.length, revoked: rt.keys.index.tokens.revoked.length }
-      : null,
-    ...rt.info,
-  }));
+  app.get('/api/public/v1/edge/status', guard('edge.read'), (c) =>
+    c.json({
+      device_id: rt.deviceId,
+      cell_id: rt.cellId,
+      region: rt.region,
+      key_bundle: rt.keys
+        ? { version: rt.keys.version, hash: rt.keys.hash, keys: rt.keys.index.size, expires_at: rt.keys.expires_at }
+        : null,
+      tokens:
+        tokens && rt.keys?.index.tokens
+          ? {
+              issuer: tokens.issuer,
+              audience: tokens.audience,
+              signing_keys: rt.keys.index.tokens.keys.length,
+              revoked: rt.keys.index.tokens.revoked.length,
+            }
+          : null,
+      ...rt.info,
+    }),
+  );
 
   // The generic offline check: 200 when the presented key may do `permission` here, else the refusal.
-  app.get('/api/public/v1/edge/authz/:permission', async (c, next) => guard(c.req.param('permission'))(c, next), (c) => {
-    const auth = c.get('auth');
-    return c.json({
-      allowed: true, permission: c.req.param('permission'), credential: auth.credential, key_id: auth.key_id,
-      owner_id: auth.owner_id, effective: auth.effective, matched: auth.matched,
-    });
-  });
+  app.get(
+    '/api/public/v1/edge/authz/:permission',
+    async (c, next) => guard(c.req.param('permission'))(c, next),
+    (c) => {
+      const auth = c.get('auth');
+      return c.json({
+        allowed: true,
+        permission: c.req.param('permission'),
+        credential: auth.credential,
+        key_id: auth.key_id,
+        owner_id: auth.owner_id,
+        effective: auth.effective,
+        matched: auth.matched,
+      });
+    },
+  );
 
   mount?.(app, guard);
 
   app.notFound((c) => c.json({ error: 'not_found', message: 'no such resource' }, 404));
-  app.onError(envelopeErrors<EdgeEnv>({
-    toServiceError: (err) => (!isServiceError(err) && (err as { status?: number }).status === 400
-      ? new ServiceError('invalid_request', 'malformed request body', { details: { reason: 'malformed_body' } }) : err),
-    logCause: (id, err) => console.error(`[${id}]`, err instanceof Error ? (err.stack ?? err.message) : String(err)),
-    challenge: `Bearer realm="edge", DPoP algs="${DPOP_ALGS.join(' ')}"`,
-  }));
+  app.onError(
+    envelopeErrors<EdgeEnv>({
+      toServiceError: (err) =>
+        !isServiceError(err) && (err as { status?: number }).status === 400
+          ? new ServiceError('invalid_request', 'malformed request body', { details: { reason: 'malformed_body' } })
+          : err,
+      logCause: (id, err) => console.error(`[${id}]`, err instanceof Error ? (err.stack ?? err.message) : String(err)),
+      challenge: `Bearer realm="edge", DPoP algs="${DPOP_ALGS.join(' ')}"`,
+    }),
+  );
   return app;
 }

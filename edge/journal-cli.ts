@@ -23,9 +23,13 @@ export async function journalCommand(argv: string[]): Promise<void> {
   if (r.run.state === 'running') throw new Error(`run ${runId} is still running`);
   if (r.journal.records.length === 0) throw new Error(`run ${runId} has no journal records`);
   const text = await buildJournalExport({
-    deviceId: device.device_id, signer: signerFromJwk(device.device_id, device.private_jwk), audience: trust.cell_id, exportedAt: Date.now(),
+    deviceId: device.device_id,
+    signer: signerFromJwk(device.device_id, device.private_jwk),
+    audience: trust.cell_id,
+    exportedAt: Date.now(),
     run: { run_id: r.run.run_id, crew_id: r.run.crew_id, graph_hash: r.run.graph_hash, outcome: r.run.state },
-    records: r.journal.records, values: r.journal.values,
+    records: r.journal.records,
+    values: r.journal.values,
   });
   writeFileDurable(values.out, text);
   process.stdout.write(`exported ${r.journal.records.length} records of ${runId} (${r.run.state}) to ${values.out}\n`);

@@ -32,7 +32,12 @@ export function nodeSha256Hex(secret: string): string {
   return createHash('sha256').update(secret, 'utf8').digest('hex');
 }
 
-export async function loadKeyBundle(path: string, trust: TrustFile, state: DeviceState, now: number): Promise<{ keys: LoadedKeys; state: DeviceState }> {
+export async function loadKeyBundle(
+  path: string,
+  trust: TrustFile,
+  state: DeviceState,
+  now: number,
+): Promise<{ keys: LoadedKeys; state: DeviceState }> {
   const text = readArtifact(path, 'key bundle');
   const { opened, index } = await openKeyBundle(text, trust.keys, nodeSha256Hex);
   const next = acceptArtifact(state, opened, { now, issuer: trust.cell_id });
@@ -50,7 +55,12 @@ export function graphMatches(crew: CrewContent): boolean {
   }
 }
 
-export async function loadCrewBundle(path: string, trust: TrustFile, state: DeviceState, now: number): Promise<{ crew: OpenedEnvelope<CrewBundle>; state: DeviceState }> {
+export async function loadCrewBundle(
+  path: string,
+  trust: TrustFile,
+  state: DeviceState,
+  now: number,
+): Promise<{ crew: OpenedEnvelope<CrewBundle>; state: DeviceState }> {
   const text = readArtifact(path, 'crew bundle');
   const crew = await openCrewBundle(text, trust.keys, graphMatches);
   const next = acceptArtifact(state, crew, { now, issuer: trust.cell_id });

@@ -11,7 +11,17 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { isServiceError } from '../core/errors.ts';
 import { generateEd25519 } from '../bundles/codec.ts';
-import { initialState, paths, readDevice, readState, readTrust, writeFileDurable, writeState, type DeviceFile, type TrustFile } from './files.ts';
+import {
+  initialState,
+  paths,
+  readDevice,
+  readState,
+  readTrust,
+  writeFileDurable,
+  writeState,
+  type DeviceFile,
+  type TrustFile,
+} from './files.ts';
 import { edgeClock } from './clock.ts';
 import { loadKeyBundle } from './load.ts';
 import { authenticateOffline, authorizeOffline, type LoadedKeys } from './decide.ts';
@@ -65,7 +75,11 @@ async function initCommand(argv: string[]): Promise<void> {
 }
 
 async function trustCommand(argv: string[]): Promise<void> {
-  const { values } = parseArgs({ args: argv, options: { data: { type: 'string' }, file: { type: 'string' }, publisher: { type: 'string', multiple: true } }, strict: true });
+  const { values } = parseArgs({
+    args: argv,
+    options: { data: { type: 'string' }, file: { type: 'string' }, publisher: { type: 'string', multiple: true } },
+    strict: true,
+  });
   if (!values.data || !values.file) fail('trust needs --data DIR --file TRUST.json');
   const dir = resolve(values.data);
   readDevice(dir);
@@ -77,13 +91,19 @@ async function trustCommand(argv: string[]): Promise<void> {
   }
   const a = anchor.trust ?? anchor; // accepts the POST /edge/devices response or the trust object itself
   if (typeof a.cell_id !== 'string' || !Array.isArray(a.keys) || a.keys.length === 0) fail('the trust file needs cell_id and keys');
-  const publishers = (values.publisher ?? []).map((f) => JSON.parse(readFileSync(f, 'utf8')) as { kid: string; jwk: JsonWebKey; private_jwk?: unknown })
+  const publishers = (values.publisher ?? [])
+    .map((f) => JSON.parse(readFileSync(f, 'utf8')) as { kid: string; jwk: JsonWebKey; private_jwk?: unknown })
     .map((pk) => ({ kid: pk.kid, jwk: { kty: 'OKP', crv: 'Ed25519', x: pk.jwk.x } as JsonWebKey }));
   const existing = existsSync(paths(dir).trust) ? readTrust(dir) : null;
-  if (existing && existing.cell_id !== a.cell_id) fail(`this device already trusts cell ${existing.cell_id}; refusing to re-pin to ${String(a.cell_id)}`);
+  if (existing && existing.cell_id !== a.cell_id)
+    fail(`this device already trusts cell ${existing.cell_id}; refusing to re-pin to ${String(a.cell_id)}`);
   const trust: TrustFile = {
-    format_version: 1, cell_id: a.cell_id,
-    keys: (a.keys as { kid: string; jwk: JsonWebKey }[]).map((k) => ({ kid: k.kid, jwk: { kty: 'OKP', crv: 'Ed25519', x: k.jwk.x } as JsonWebKey })),
+    format_version: 1,
+    cell_id: a.cell_id,
+    keys: (a.keys as { kid: string; jwk: JsonWebKey }[]).map((k) => ({
+      kid: k.kid,
+      jwk: { kty: 'OKP', crv: 'Ed25519', x: k.jwk.x } as JsonWebKey,
+    })),
     publishers: [...(existing?.publishers ?? []), ...publishers],
   };
   writeFileDurable(paths(dir).trust, JSON.stringify(trust, null, 1) + '\n');
@@ -96,10 +116,20 @@ async function serveCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
     options: {
-      data: { type: 'string' }, bundle: { type: 'string' }, 'crew-bundle': { type: 'string' },
-      model: { type: 'string' }, 'model-manifest': { type: 'string' }, port: { type: 'string' }, host: { type: 'string' },
-      region: { type: 'string' }, 'rate-capacity': { type: 'string' }, 'rate-refill': { type: 'string' },
-      'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'client-ca': { type: 'string' }, ...NOW_OPT,
+      data: { type: 'string' },
+      bundle: { type: 'string' },
+      'crew-bundle': { type: 'string' },
+      model: { type: 'string' },
+      'model-manifest': { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      region: { type: 'string' },
+      'rate-capacity': { type: 'string' },
+      'rate-refill': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'client-ca': { type: 'string' },
+      ...NOW_OPT,
     },
     strict: true,
   });
@@ -107,14 +137,20 @@ async function serveCommand(argv: string[]): Promise<void> {
   if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
   if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
   const readPem = (flag: string, f: string) => {
-    try { return readFileSync(f); } catch { return fail(`cannot read --${flag} ${f}`); }
-  };
-  const tls = values['tls-cert'] !== undefined && values['tls-key'] !== undefined
-    ? {
-      cert: readPem('tls-cert', values['tls-cert']), key: readPem('tls-key', values['tls-key']),
-      ...(values['client-ca'] !== undefined ? { ca: readPem('client-ca', values['client-ca']) } : {}),
+    try {
+      return readFileSync(f);
+    } catch {
+      return fail(`cannot read --${flag} ${f}`);
     }
-    : null;
+  };
+  const tls =
+    values['tls-cert'] !== undefined && values['tls-key'] !== undefined
+      ? {
+          cert: readPem('tls-cert', values['tls-cert']),
+          key: readPem('tls-key', values['tls-key']),
+          ...(values['client-ca'] !== undefined ? { ca: readPem('client-ca', values['client-ca']) } : {}),
+        }
+      : null;
   const dir = resolve(values.data);
   const clock = edgeClock(values['now-offset-ms']);
   const device = readDevice(dir);
@@ -126,15 +162,34 @@ async function serveCommand(argv: string[]): Promise<void> {
     keys = loaded.keys;
     state = loaded.state;
   }
-  const offline = await prepareOffline({ dir, device, trust, state, clock, crewBundle: values['crew-bundle'], model: values.model, modelManifest: values['model-manifest'] });
+  const offline = await prepareOffline({
+    dir,
+    device,
+    trust,
+    state,
+    clock,
+    crewBundle: values['crew-bundle'],
+    model: values.model,
+    modelManifest: values['model-manifest'],
+  });
   state = offline.state;
   writeState(dir, state);
   // DPoP proofs seen before a restart stay refused after it, for as long as they could pass the freshness check.
   const replay = await DurableReplayCache.open(dir, clock.now());
   const rt: EdgeRuntime = {
-    deviceId: device.device_id, cellId: trust.cell_id, region: values.region ?? 'local', clock, keys, state,
-    rate: { capacity: positiveInt('rate-capacity', values['rate-capacity'] ?? '600'), refillPerSecond: positiveInt('rate-refill', values['rate-refill'] ?? '100') },
-    info: offline.info, replay, clientCa: tls?.ca !== undefined,
+    deviceId: device.device_id,
+    cellId: trust.cell_id,
+    region: values.region ?? 'local',
+    clock,
+    keys,
+    state,
+    rate: {
+      capacity: positiveInt('rate-capacity', values['rate-capacity'] ?? '600'),
+      refillPerSecond: positiveInt('rate-refill', values['rate-refill'] ?? '100'),
+    },
+    info: offline.info,
+    replay,
+    clientCa: tls?.ca !== undefined,
   };
   const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, offline));
   const host = values.host ?? '127.0.0.1';
@@ -142,18 +197,36 @@ async function serveCommand(argv: string[]): Promise<void> {
   if (!Number.isInteger(port0) || port0 < 0 || port0 > 65535) fail('--port must be 0 to 65535');
   const server = await new Promise<ReturnType<typeof serve>>((res) => {
     const s = tls
-      ? serve({
-        fetch: app.fetch, port: port0, hostname: host, createServer: createHttpsServer,
-        // A client certificate is asked for, not required: bearer and DPoP clients connect without one.
-        serverOptions: { cert: tls.cert, key: tls.key, ...(tls.ca ? { ca: tls.ca, requestCert: true, rejectUnauthorized: false } : {}) },
-      }, () => res(s))
+      ? serve(
+          {
+            fetch: app.fetch,
+            port: port0,
+            hostname: host,
+            createServer: createHttpsServer,
+            // A client certificate is asked for, not required: bearer and DPoP clients connect without one.
+            serverOptions: {
+              cert: tls.cert,
+              key: tls.key,
+              ...(tls.ca ? { ca: tls.ca, requestCert: true, rejectUnauthorized: false } : {}),
+            },
+          },
+          () => res(s),
+        )
       : serve({ fetch: app.fetch, port: port0, hostname: host }, () => res(s));
   });
   const port = (server.address() as AddressInfo).port;
   const tokenInfo = keys?.index.tokens ? `, tokens for edge:${device.device_id}` : ', no token keys';
-  process.stdout.write(`edge ${device.device_id} listening on ${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port} (keys: ${keys ? `bundle v${keys.version}, ${keys.index.size} keys${tokenInfo}` : 'none: no key can be resolved'})\n`);
+  process.stdout.write(
+    `edge ${device.device_id} listening on ${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port} (keys: ${keys ? `bundle v${keys.version}, ${keys.index.size} keys${tokenInfo}` : 'none: no key can be resolved'})\n`,
+  );
   // Persist the clock high-water mark now and then, and on the way out.
-  const persist = () => { try { writeState(dir, rt.state); } catch (e) { process.stderr.write(`state write failed: ${String(e)}\n`); } };
+  const persist = () => {
+    try {
+      writeState(dir, rt.state);
+    } catch (e) {
+      process.stderr.write(`state write failed: ${String(e)}\n`);
+    }
+  };
   const timer = setInterval(persist, 10_000);
   timer.unref();
   const shutdown = () => {
@@ -181,7 +254,14 @@ async function readStdin(): Promise<string> {
 async function verifyKeyCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { data: { type: 'string' }, bundle: { type: 'string' }, ip: { type: 'string' }, region: { type: 'string' }, permission: { type: 'string' }, ...NOW_OPT },
+    options: {
+      data: { type: 'string' },
+      bundle: { type: 'string' },
+      ip: { type: 'string' },
+      region: { type: 'string' },
+      permission: { type: 'string' },
+      ...NOW_OPT,
+    },
     strict: true,
   });
   if (!values.data) fail('verify-key needs --data DIR');
@@ -202,10 +282,21 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
     }
     const auth = authenticateOffline(keys, secret, { now, ip: values.ip ?? null, region: values.region ?? 'local' });
     if (values.permission) authorizeOffline(auth, values.permission);
-    process.stdout.write(JSON.stringify({ allowed: true, key_id: auth.key_id, owner_id: auth.owner_id, effective: auth.effective, matched: auth.matched, rate_limit_rpm: auth.rate_limit_rpm }) + '\n');
+    process.stdout.write(
+      JSON.stringify({
+        allowed: true,
+        key_id: auth.key_id,
+        owner_id: auth.owner_id,
+        effective: auth.effective,
+        matched: auth.matched,
+        rate_limit_rpm: auth.rate_limit_rpm,
+      }) + '\n',
+    );
   } catch (e) {
     if (!isServiceError(e)) throw e;
-    process.stdout.write(JSON.stringify({ allowed: false, error: e.code, reason: e.details?.['reason'] ?? null, message: e.message }) + '\n');
+    process.stdout.write(
+      JSON.stringify({ allowed: false, error: e.code, reason: e.details?.['reason'] ?? null, message: e.message }) + '\n',
+    );
     process.exit(1);
   }
 }

@@ -17,17 +17,28 @@ export async function modelCommand(argv: string[]): Promise<void> {
     const { values } = parseArgs({ args: rest, options: { out: { type: 'string' }, publisher: { type: 'string' } }, strict: true });
     if (!values.out) throw new Error('model keygen needs --out FILE');
     const k = await generateEd25519();
-    writeFileDurable(values.out, JSON.stringify({ publisher: values.publisher ?? 'publisher', kid: k.kid, jwk: k.publicJwk, private_jwk: k.privateJwk }, null, 1) + '\n', 0o600);
+    writeFileDurable(
+      values.out,
+      JSON.stringify({ publisher: values.publisher ?? 'publisher', kid: k.kid, jwk: k.publicJwk, private_jwk: k.privateJwk }, null, 1) +
+        '\n',
+      0o600,
+    );
     process.stdout.write(JSON.stringify({ kid: k.kid, jwk: k.publicJwk }) + '\n');
     return;
   }
   if (sub === 'sign') {
-    const { values } = parseArgs({ args: rest, options: { model: { type: 'string' }, key: { type: 'string' }, name: { type: 'string' }, out: { type: 'string' } }, strict: true });
+    const { values } = parseArgs({
+      args: rest,
+      options: { model: { type: 'string' }, key: { type: 'string' }, name: { type: 'string' }, out: { type: 'string' } },
+      strict: true,
+    });
     if (!values.model || !values.key || !values.out) throw new Error('model sign needs --model FILE --key PUBLISHER.json --out FILE');
     const key = JSON.parse(readFileSync(values.key, 'utf8')) as { publisher: string; kid: string; private_jwk: JsonWebKey };
     const m = await measureFile(values.model);
     const text = await buildModelManifest({
-      publisher: key.publisher, signer: signerFromJwk(key.kid, key.private_jwk), issuedAt: Date.now(),
+      publisher: key.publisher,
+      signer: signerFromJwk(key.kid, key.private_jwk),
+      issuedAt: Date.now(),
       model: { name: values.name ?? basename(values.model), format: 'gguf', size: m.size, sha256: m.sha256 },
     });
     writeFileDurable(values.out, text);

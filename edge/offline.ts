@@ -37,8 +37,14 @@ export interface OfflineSetup {
 }
 
 export async function prepareOffline(opts: {
-  dir: string; device: DeviceFile; trust: TrustFile; state: DeviceState; clock: EdgeClock;
-  crewBundle: string | undefined; model: string | undefined; modelManifest: string | undefined;
+  dir: string;
+  device: DeviceFile;
+  trust: TrustFile;
+  state: DeviceState;
+  clock: EdgeClock;
+  crewBundle: string | undefined;
+  model: string | undefined;
+  modelManifest: string | undefined;
 }): Promise<OfflineSetup> {
   let state = opts.state;
   let crew: OpenedEnvelope<CrewBundle> | null = null;
@@ -47,14 +53,25 @@ export async function prepareOffline(opts: {
     crew = loaded.crew;
     state = loaded.state;
   }
-  if ((opts.model === undefined) !== (opts.modelManifest === undefined)) throw new EdgeSetupError('--model and --model-manifest go together');
+  if ((opts.model === undefined) !== (opts.modelManifest === undefined))
+    throw new EdgeSetupError('--model and --model-manifest go together');
   let model: LocalModel | null = null;
   const ref = crew?.payload.model ?? null;
   if (opts.model && opts.modelManifest) {
-    model = await loadLocalSignedModel({ modelPath: opts.model, manifestPath: opts.modelManifest, publishers: opts.trust.publishers, expect: ref });
+    model = await loadLocalSignedModel({
+      modelPath: opts.model,
+      manifestPath: opts.modelManifest,
+      publishers: opts.trust.publishers,
+      expect: ref,
+    });
   }
   return {
-    state, crew, model, dir: opts.dir, device: opts.device, clock: opts.clock,
+    state,
+    crew,
+    model,
+    dir: opts.dir,
+    device: opts.device,
+    clock: opts.clock,
     info: {
       crew: crew ? { crew_id: crew.payload.crew.crew_id, version: crew.payload.version, graph_hash: crew.payload.crew.graph_hash } : null,
       model: model ? { name: model.manifest.model.name, sha256: model.manifest.model.sha256, publisher_kid: model.publisherKid } : null,
@@ -74,7 +91,12 @@ function localModelPort(model: LocalModel | null): ModelPort {
   };
 }
 
-export function mountOffline(app: Hono<EdgeEnv>, guard: (p: string) => MiddlewareHandler<EdgeEnv>, rt: EdgeRuntime, setup: OfflineSetup): void {
+export function mountOffline(
+  app: Hono<EdgeEnv>,
+  guard: (p: string) => MiddlewareHandler<EdgeEnv>,
+  rt: EdgeRuntime,
+  setup: OfflineSetup,
+): void {
   const crew = setup.crew?.payload.crew ?? null;
   const budget = deviceBudget(setup.dir, crew?.budgets ?? {});
   const signer = signerFromJwk(setup.device.device_id, setup.device.private_jwk);
@@ -83,19 +105,38 @@ export function mountOffline(app: Hono<EdgeEnv>, guard: (p: string) => Middlewar
 
   async function drive(run: RunFile, existing?: JournalFile): Promise<void> {
     // Recovery: an interrupted run continues from its journal; recorded steps are reused, never re-run.
-    const journal = memoryJournal(run.run_id, signer, existing ? { records: existing.records, blobs: new Map(Object.entries(existing.values)) } : undefined);
+    const journal = memoryJournal(
+      run.run_id,
+      signer,
+      existing ? { records: existing.records, blobs: new Map(Object.entries(existing.values)) } : undefined,
+    );
     const persist = () => writeJournal(setup.dir, run.run_id, { records: journal.records, values: Object.fromEntries(journal.blobs) });
     const ports: EnginePorts = {
       model: modelPort,
       budget,
       contracts: { get: async (id) => crew!.contracts.find((k) => k.id === id) },
       clock: rt.clock,
-      journal: { append: async (fields, payload) => { await journal.port.append(fields, payload); persist(); } },
+      journal: {
+        append: async (fields, payload) => {
+          await journal.port.append(fields, payload);
+          persist();
+        },
+      },
       recorded: journal.recorded,
     };
     try {
-      const r = await runGraph(crew!.graph as Graph, run.input, ports, { run_id: run.run_id, graph_hash: crew!.graph_hash, requester: run.requester });
-      Object.assign(run, { state: r.outcome, output: r.output ?? null, reason: r.reason ?? null, steps: r.steps, updated_at: rt.clock.now() });
+      const r = await runGraph(crew!.graph as Graph, run.input, ports, {
+        run_id: run.run_id,
+        graph_hash: crew!.graph_hash,
+        requester: run.requester,
+      });
+      Object.assign(run, {
+        state: r.outcome,
+        output: r.output ?? null,
+        reason: r.reason ?? null,
+        steps: r.steps,
+        updated_at: rt.clock.now(),
+      });
     } catch (e) {
       process.stderr.write(`run ${run.run_id} failed: ${e instanceof Error ? e.message : String(e)}\n`);
       Object.assign(run, { state: 'failed', reason: 'engine_error', updated_at: rt.clock.now() });
@@ -122,18 +163,33 @@ export function mountOffline(app: Hono<EdgeEnv>, guard: (p: string) => Middlewar
     if (!crew || crew.crew_id !== c.req.param('crew_id')) throw notFound('crew');
     const expiresAt = setup.crew!.payload.expires_at;
     if (expiresAt !== null && rt.clock.now() >= expiresAt) {
-      throw new ServiceError('forbidden', 'the crew bundle on this device has expired', { details: { reason: 'expired', expires_at: expiresAt } });
+      throw new ServiceError('forbidden', 'the crew bundle on this device has expired', {
+        details: { reason: 'expired', expires_at: expiresAt },
+      });
     }
     let body: { input?: unknown } = {};
     const raw = await c.req.text();
     if (raw.trim() !== '') {
-      try { body = JSON.parse(raw) as { input?: unknown }; } catch { throw invalid('malformed JSON body', { reason: 'malformed_body' }); }
+      try {
+        body = JSON.parse(raw) as { input?: unknown };
+      } catch {
+        throw invalid('malformed JSON body', { reason: 'malformed_body' });
+      }
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('the body must be an object');
     }
     const now = rt.clock.now();
     const run: RunFile = {
-      run_id: newRunId(), crew_id: crew.crew_id, graph_hash: crew.graph_hash, requester: c.get('auth').owner_id,
-      input: body.input ?? null, state: 'running', output: null, reason: null, steps: 0, created_at: now, updated_at: now,
+      run_id: newRunId(),
+      crew_id: crew.crew_id,
+      graph_hash: crew.graph_hash,
+      requester: c.get('auth').owner_id,
+      input: body.input ?? null,
+      state: 'running',
+      output: null,
+      reason: null,
+      steps: 0,
+      created_at: now,
+      updated_at: now,
     };
     writeRun(setup.dir, run);
     void drive(run);

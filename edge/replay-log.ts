@@ -25,7 +25,10 @@ export const REPLAY_LOG = 'dpop-replay.log';
 /** Rewrite the log once it holds this many lines and at least twice the live entries. */
 const COMPACT_LINES = 50_000;
 
-interface Waiter { resolve(v: boolean): void; reject(e: unknown): void }
+interface Waiter {
+  resolve(v: boolean): void;
+  reject(e: unknown): void;
+}
 
 export class DurableReplayCache implements ReplayCache {
   readonly #mem: MemoryReplayCache;
@@ -104,7 +107,8 @@ export class DurableReplayCache implements ReplayCache {
         } catch (e) {
           process.stderr.write(`dpop replay log write failed: ${String(e)}\n`);
           const refusal = new ServiceError('service_unavailable', 'the DPoP replay cache cannot be made durable; the proof is refused', {
-            details: { reason: 'replay_cache_unavailable' }, retryable: true,
+            details: { reason: 'replay_cache_unavailable' },
+            retryable: true,
           });
           for (const w of waiters) w.reject(refusal);
         }

@@ -48,7 +48,8 @@ const RUN_ID = /^run_[0-9a-f]{20}$/;
 export function interruptedRuns(dir: string): string[] {
   const root = paths(dir).runs;
   if (!existsSync(root)) return [];
-  return readdirSync(root).filter((id) => RUN_ID.test(id))
+  return readdirSync(root)
+    .filter((id) => RUN_ID.test(id))
     .map((id) => readRun(dir, id))
     .filter((r): r is NonNullable<typeof r> => r !== null && r.run.state === 'running')
     .sort((a, b) => a.run.created_at - b.run.created_at)
@@ -61,7 +62,7 @@ export function readRun(dir: string, runId: string): { run: RunFile; journal: Jo
   if (!existsSync(join(d, 'run.json'))) return null;
   const run = JSON.parse(readFileSync(join(d, 'run.json'), 'utf8')) as RunFile;
   const journal = existsSync(join(d, 'journal.json'))
-    ? JSON.parse(readFileSync(join(d, 'journal.json'), 'utf8')) as JournalFile
+    ? (JSON.parse(readFileSync(join(d, 'journal.json'), 'utf8')) as JournalFile)
     : { records: [], values: {} };
   return { run, journal };
 }
@@ -74,7 +75,7 @@ export function newRunId(): string {
 /** The device's budget ledgers: ceilings from the crew bundle, spending persisted in budgets.json. */
 export function deviceBudget(dir: string, ceilings: Record<string, number>): BudgetPort & { spent(agentId: string): number } {
   const file = join(dir, 'budgets.json');
-  const spent: Record<string, number> = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) as Record<string, number> : {};
+  const spent: Record<string, number> = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>) : {};
   const open = new Map<string, { agent: string; amount: number }>();
   let n = 0;
   const reservedFor = (agent: string) => [...open.values()].filter((r) => r.agent === agent).reduce((a, r) => a + r.amount, 0);

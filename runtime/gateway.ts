@@ -44,7 +44,10 @@ export class CredentialLimits {
   /** Takes one request from `root`'s bucket of `rpm` per minute. */
   take(root: string, rpm: number): TakeResult {
     let b = this.#byRpm.get(rpm);
-    if (!b) { b = new TokenBuckets(rpm, rpm / 60, this.clock); this.#byRpm.set(rpm, b); }
+    if (!b) {
+      b = new TokenBuckets(rpm, rpm / 60, this.clock);
+      this.#byRpm.set(rpm, b);
+    }
     return b.take(root);
   }
 }
@@ -59,7 +62,12 @@ export function requestContext<E extends GatewayEnv<GatewayAuth>>(): MiddlewareH
 }
 
 /** Gate 1: the per-client-IP token bucket, with the rate-limit headers on every response. */
-export function rateGate<E extends Env>(o: { capacity: number; refillPerSecond: number; clock: RateClock; clientIp: (c: Context<E>) => string | null }): MiddlewareHandler<E> {
+export function rateGate<E extends Env>(o: {
+  capacity: number;
+  refillPerSecond: number;
+  clock: RateClock;
+  clientIp: (c: Context<E>) => string | null;
+}): MiddlewareHandler<E> {
   const buckets = new TokenBuckets(o.capacity, o.refillPerSecond, o.clock);
   const windowSeconds = Math.ceil(o.capacity / o.refillPerSecond);
   return async function rateGate(c, next) {
@@ -96,7 +104,9 @@ export function authGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
  * (429) when `rpmOf` gives one, counted against its root credential.
  */
 export function permissionGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
-  permission: string, limits: (c: Context<E>) => CredentialLimits, rpmOf: (auth: A) => number | null | undefined,
+  permission: string,
+  limits: (c: Context<E>) => CredentialLimits,
+  rpmOf: (auth: A) => number | null | undefined,
 ): MiddlewareHandler<E> {
   return async function permissionGate(c, next) {
     const auth = c.get('auth');

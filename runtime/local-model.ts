@@ -43,7 +43,9 @@ export function findRuntime(): string {
   for (const c of candidates) {
     if (existsSync(join(c, 'load.cjs')) && existsSync(join(c, 'node_modules', 'node-llama-cpp'))) return c;
   }
-  throw new SetupError(`the local model runtime is not installed: looked for edge-runtime/ with node_modules/node-llama-cpp in ${candidates.join(', ')} (install: npm install --prefix edge-runtime --omit=optional)`);
+  throw new SetupError(
+    `the local model runtime is not installed: looked for edge-runtime/ with node_modules/node-llama-cpp in ${candidates.join(', ')} (install: npm install --prefix edge-runtime --omit=optional)`,
+  );
 }
 
 /**
@@ -56,17 +58,28 @@ export function runtimeChildBridge(): boolean {
   const script = process.argv[2];
   if (process.env['TEST_BINDING_CP'] !== 'true' || !script || !script.endsWith('.js')) return false;
   let runtime: string;
-  try { runtime = findRuntime(); } catch { return false; }
+  try {
+    runtime = findRuntime();
+  } catch {
+    return false;
+  }
   const root = join(runtime, 'node_modules', 'node-llama-cpp') + '/';
   if (!resolve(script).startsWith(root)) return false;
   const shim = createRequire(join(runtime, 'load.cjs'))(join(runtime, 'load.cjs')) as { importFile(p: string): Promise<unknown> };
-  shim.importFile(resolve(script)).catch((e: unknown) => { process.stderr.write(String(e) + '\n'); process.exit(1); });
+  shim.importFile(resolve(script)).catch((e: unknown) => {
+    process.stderr.write(String(e) + '\n');
+    process.exit(1);
+  });
   return true;
 }
 
 /** Verifies manifest and file, then loads the model. Refuses (ServiceError model_tampered / bad_signature / untrusted_issuer) before loading anything. */
 export async function loadLocalSignedModel(opts: {
-  modelPath: string; manifestPath: string; publishers: readonly TrustedKey[]; threads?: number; contextSize?: number;
+  modelPath: string;
+  manifestPath: string;
+  publishers: readonly TrustedKey[];
+  threads?: number;
+  contextSize?: number;
   /** The model a crew bundle names: refused (model_mismatch) before loading when the manifest is another one. */
   expect?: { sha256: string; publisher_kid: string } | null;
 }): Promise<LocalModel> {

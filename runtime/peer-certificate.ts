@@ -24,7 +24,11 @@ export function peerCertificate(socket: unknown): PeerCertificate | null {
   if (!sock || typeof sock.getPeerCertificate !== 'function') return null;
   const cert = sock.getPeerCertificate();
   if (!cert?.raw || cert.raw.length === 0) return null;
-  const subj = cert.subject ? Object.entries(cert.subject).map(([k, v]) => `${k}=${Array.isArray(v) ? v.join('+') : String(v)}`).join(',') : '';
+  const subj = cert.subject
+    ? Object.entries(cert.subject)
+        .map(([k, v]) => `${k}=${Array.isArray(v) ? v.join('+') : String(v)}`)
+        .join(',')
+    : '';
   return { der: new Uint8Array(cert.raw), subjectDn: subj, authorized: sock.authorized === true };
 }
 

@@ -25,7 +25,7 @@ export function writeFileDurable(path: string, data: string | Uint8Array, opts: 
   try {
     // writeSync may write less than asked: loop until every byte is out.
     const bytes = typeof data === 'string' ? Buffer.from(data) : data;
-    for (let done = 0; done < bytes.length;) done += writeSync(fd, bytes, done, bytes.length - done);
+    for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done);
     fsyncSync(fd);
   } finally {
     closeSync(fd);
@@ -33,7 +33,11 @@ export function writeFileDurable(path: string, data: string | Uint8Array, opts: 
   renameSync(tmp, path);
   try {
     const dfd = openSync(dir, 'r');
-    try { fsyncSync(dfd); } finally { closeSync(dfd); }
+    try {
+      fsyncSync(dfd);
+    } finally {
+      closeSync(dfd);
+    }
   } catch (err) {
     if (!opts.dirSyncBestEffort) throw err;
   }

@@ -12,7 +12,12 @@
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
-const N_EMBD = 64, N_LAYER = 2, N_HEAD = 4, N_FF = 128, N_CTX = 4096, ALIGN = 32;
+const N_EMBD = 64,
+  N_LAYER = 2,
+  N_HEAD = 4,
+  N_FF = 128,
+  N_CTX = 4096,
+  ALIGN = 32;
 const T = { U32: 4, I32: 5, F32: 6, BOOL: 7, STRING: 8, ARRAY: 9 } as const;
 
 /** mulberry32: a small seeded PRNG, deterministic across platforms. */
@@ -30,22 +35,66 @@ function prng(seed: number): () => number {
 class Writer {
   chunks: Uint8Array[] = [];
   size = 0;
-  push(b: Uint8Array) { this.chunks.push(b); this.size += b.length; }
-  u32(v: number) { const b = new Uint8Array(4); new DataView(b.buffer).setUint32(0, v, true); this.push(b); }
-  i32(v: number) { const b = new Uint8Array(4); new DataView(b.buffer).setInt32(0, v, true); this.push(b); }
-  u64(v: number) { const b = new Uint8Array(8); new DataView(b.buffer).setBigUint64(0, BigInt(v), true); this.push(b); }
-  f32(v: number) { const b = new Uint8Array(4); new DataView(b.buffer).setFloat32(0, v, true); this.push(b); }
-  str(s: string) { const b = new TextEncoder().encode(s); this.u64(b.length); this.push(b); }
-  pad(to: number) { const n = (to - (this.size % to)) % to; if (n) this.push(new Uint8Array(n)); }
-  bytes(): Uint8Array { const out = new Uint8Array(this.size); let o = 0; for (const c of this.chunks) { out.set(c, o); o += c.length; } return out; }
+  push(b: Uint8Array) {
+    this.chunks.push(b);
+    this.size += b.length;
+  }
+  u32(v: number) {
+    const b = new Uint8Array(4);
+    new DataView(b.buffer).setUint32(0, v, true);
+    this.push(b);
+  }
+  i32(v: number) {
+    const b = new Uint8Array(4);
+    new DataView(b.buffer).setInt32(0, v, true);
+    this.push(b);
+  }
+  u64(v: number) {
+    const b = new Uint8Array(8);
+    new DataView(b.buffer).setBigUint64(0, BigInt(v), true);
+    this.push(b);
+  }
+  f32(v: number) {
+    const b = new Uint8Array(4);
+    new DataView(b.buffer).setFloat32(0, v, true);
+    this.push(b);
+  }
+  str(s: string) {
+    const b = new TextEncoder().encode(s);
+    this.u64(b.length);
+    this.push(b);
+  }
+  pad(to: number) {
+    const n = (to - (this.size % to)) % to;
+    if (n) this.push(new Uint8Array(n));
+  }
+  bytes(): Uint8Array {
+    const out = new Uint8Array(this.size);
+    let o = 0;
+    for (const c of this.chunks) {
+      out.set(c, o);
+      o += c.length;
+    }
+    return out;
+  }
 }
 
-type Kv = [string, 'bool', boolean] | [string, 'u32', number] | [string, 'f32', number] | [string, 'str', string] | [string, 'strs', string[]] | [string, 'f32s', number[]] | [string, 'i32s', number[]];
+type Kv =
+  | [string, 'bool', boolean]
+  | [string, 'u32', number]
+  | [string, 'f32', number]
+  | [string, 'str', string]
+  | [string, 'strs', string[]]
+  | [string, 'f32s', number[]]
+  | [string, 'i32s', number[]];
 
 export function makeTinyGguf(seed = 42): Uint8Array {
   const tokens = ['<unk>', '<s>', '</s>', '<pad>'];
   const types = [2, 3, 3, 3];
-  for (let i = 0; i < 256; i++) { tokens.push(`<0x${i.toString(16).toUpperCase().padStart(2, '0')}>`); types.push(6); }
+  for (let i = 0; i < 256; i++) {
+    tokens.push(`<0x${i.toString(16).toUpperCase().padStart(2, '0')}>`);
+    types.push(6);
+  }
   const kvs: Kv[] = [
     ['general.architecture', 'str', 'llama'],
     ['general.name', 'str', 'tiny-test-model'],
@@ -71,12 +120,22 @@ export function makeTinyGguf(seed = 42): Uint8Array {
     ['tokenizer.ggml.add_eos_token', 'bool', false],
   ];
   const V = tokens.length;
-  const tensors: [string, number[]][] = [['token_embd.weight', [N_EMBD, V]], ['output_norm.weight', [N_EMBD]], ['output.weight', [N_EMBD, V]]];
+  const tensors: [string, number[]][] = [
+    ['token_embd.weight', [N_EMBD, V]],
+    ['output_norm.weight', [N_EMBD]],
+    ['output.weight', [N_EMBD, V]],
+  ];
   for (let l = 0; l < N_LAYER; l++) {
     tensors.push(
-      [`blk.${l}.attn_norm.weight`, [N_EMBD]], [`blk.${l}.attn_q.weight`, [N_EMBD, N_EMBD]], [`blk.${l}.attn_k.weight`, [N_EMBD, N_EMBD]],
-      [`blk.${l}.attn_v.weight`, [N_EMBD, N_EMBD]], [`blk.${l}.attn_output.weight`, [N_EMBD, N_EMBD]], [`blk.${l}.ffn_norm.weight`, [N_EMBD]],
-      [`blk.${l}.ffn_gate.weight`, [N_EMBD, N_FF]], [`blk.${l}.ffn_down.weight`, [N_FF, N_EMBD]], [`blk.${l}.ffn_up.weight`, [N_EMBD, N_FF]],
+      [`blk.${l}.attn_norm.weight`, [N_EMBD]],
+      [`blk.${l}.attn_q.weight`, [N_EMBD, N_EMBD]],
+      [`blk.${l}.attn_k.weight`, [N_EMBD, N_EMBD]],
+      [`blk.${l}.attn_v.weight`, [N_EMBD, N_EMBD]],
+      [`blk.${l}.attn_output.weight`, [N_EMBD, N_EMBD]],
+      [`blk.${l}.ffn_norm.weight`, [N_EMBD]],
+      [`blk.${l}.ffn_gate.weight`, [N_EMBD, N_FF]],
+      [`blk.${l}.ffn_down.weight`, [N_FF, N_EMBD]],
+      [`blk.${l}.ffn_up.weight`, [N_EMBD, N_FF]],
     );
   }
   const w = new Writer();
@@ -86,13 +145,34 @@ export function makeTinyGguf(seed = 42): Uint8Array {
   w.u64(kvs.length);
   for (const [key, kind, value] of kvs) {
     w.str(key);
-    if (kind === 'bool') { w.u32(T.BOOL); w.push(new Uint8Array([value ? 1 : 0])); }
-    else if (kind === 'u32') { w.u32(T.U32); w.u32(value as number); }
-    else if (kind === 'f32') { w.u32(T.F32); w.f32(value as number); }
-    else if (kind === 'str') { w.u32(T.STRING); w.str(value as string); }
-    else if (kind === 'strs') { w.u32(T.ARRAY); w.u32(T.STRING); w.u64((value as string[]).length); for (const s of value as string[]) w.str(s); }
-    else if (kind === 'f32s') { w.u32(T.ARRAY); w.u32(T.F32); w.u64((value as number[]).length); for (const v of value as number[]) w.f32(v); }
-    else { w.u32(T.ARRAY); w.u32(T.I32); w.u64((value as number[]).length); for (const v of value as number[]) w.i32(v); }
+    if (kind === 'bool') {
+      w.u32(T.BOOL);
+      w.push(new Uint8Array([value ? 1 : 0]));
+    } else if (kind === 'u32') {
+      w.u32(T.U32);
+      w.u32(value as number);
+    } else if (kind === 'f32') {
+      w.u32(T.F32);
+      w.f32(value as number);
+    } else if (kind === 'str') {
+      w.u32(T.STRING);
+      w.str(value as string);
+    } else if (kind === 'strs') {
+      w.u32(T.ARRAY);
+      w.u32(T.STRING);
+      w.u64((value as string[]).length);
+      for (const s of value as string[]) w.str(s);
+    } else if (kind === 'f32s') {
+      w.u32(T.ARRAY);
+      w.u32(T.F32);
+      w.u64((value as number[]).length);
+      for (const v of value as number[]) w.f32(v);
+    } else {
+      w.u32(T.ARRAY);
+      w.u32(T.I32);
+      w.u64((value as number[]).length);
+      for (const v of value as number[]) w.i32(v);
+    }
   }
   let offset = 0;
   const sizes: number[] = [];
@@ -123,7 +203,10 @@ export function makeTinyGguf(seed = 42): Uint8Array {
 
 if (process.argv[1] && /make-tiny-gguf\.ts$/.test(process.argv[1])) {
   const { values } = parseArgs({ options: { out: { type: 'string' }, seed: { type: 'string' } }, strict: true });
-  if (!values.out) { process.stderr.write('usage: make-tiny-gguf.ts --out FILE [--seed N]\n'); process.exit(2); }
+  if (!values.out) {
+    process.stderr.write('usage: make-tiny-gguf.ts --out FILE [--seed N]\n');
+    process.exit(2);
+  }
   const bytes = makeTinyGguf(Number(values.seed ?? 42));
   writeFileSync(values.out, bytes);
   process.stdout.write(`wrote ${values.out} (${bytes.length} bytes)\n`);

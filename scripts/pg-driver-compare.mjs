@@ -22,13 +22,19 @@ if (!url) {
 
 const setup = new pg.Client({ connectionString: url });
 await setup.connect();
-await setup.query('DROP TABLE IF EXISTS kv; CREATE TABLE kv (id BIGINT PRIMARY KEY, v TEXT NOT NULL); DROP TABLE IF EXISTS w; CREATE TABLE w (id BIGSERIAL PRIMARY KEY, v TEXT)');
+await setup.query(
+  'DROP TABLE IF EXISTS kv; CREATE TABLE kv (id BIGINT PRIMARY KEY, v TEXT NOT NULL); DROP TABLE IF EXISTS w; CREATE TABLE w (id BIGSERIAL PRIMARY KEY, v TEXT)',
+);
 await setup.query("INSERT INTO kv SELECT g, repeat('x', 100) FROM generate_series(1, 10000) g");
 await setup.end();
 
 async function conc(n, c, one) {
   let i = 0;
-  await Promise.all(Array.from({ length: c }, async () => { while (i < n) await one(i++); }));
+  await Promise.all(
+    Array.from({ length: c }, async () => {
+      while (i < n) await one(i++);
+    }),
+  );
 }
 const pool = new pg.Pool({ connectionString: url, max: 10 });
 const pool1 = new pg.Pool({ connectionString: url, max: 1 });
@@ -44,18 +50,27 @@ const cases = {
   'postgres.js: 32 concurrent selects, max 10': [6000, (n) => conc(n, 32, pjsSel(sql))],
   'pg: 32 concurrent selects, 1 connection': [4000, (n) => conc(n, 32, pgSel(pool1))],
   'postgres.js: 32 concurrent selects, 1 connection (pipelined)': [4000, (n) => conc(n, 32, pjsSel(sql1))],
-  'pg: 32 concurrent SERIALIZABLE write transactions': [2000, (n) => conc(n, 32, async (k) => {
-    const c = await pool.connect();
-    try {
-      await c.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
-      await c.query('INSERT INTO w (v) VALUES ($1)', [`v${k}`]);
-      await c.query('COMMIT');
-    } finally {
-      c.release();
-    }
-  })],
-  'postgres.js: 32 concurrent SERIALIZABLE write transactions': [2000, (n) => conc(n, 32, (k) =>
-    sql.begin('ISOLATION LEVEL SERIALIZABLE', (t) => t.unsafe('INSERT INTO w (v) VALUES ($1)', [`v${k}`], { prepare: true })))],
+  'pg: 32 concurrent SERIALIZABLE write transactions': [
+    2000,
+    (n) =>
+      conc(n, 32, async (k) => {
+        const c = await pool.connect();
+        try {
+          await c.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
+          await c.query('INSERT INTO w (v) VALUES ($1)', [`v${k}`]);
+          await c.query('COMMIT');
+        } finally {
+          c.release();
+        }
+      }),
+  ],
+  'postgres.js: 32 concurrent SERIALIZABLE write transactions': [
+    2000,
+    (n) =>
+      conc(n, 32, (k) =>
+        sql.begin('ISOLATION LEVEL SERIALIZABLE', (t) => t.unsafe('INSERT INTO w (v) VALUES ($1)', [`v${k}`], { prepare: true })),
+      ),
+  ],
 };
 const res = Object.fromEntries(Object.keys(cases).map((k) => [k, []]));
 for (let round = 0; round < 5; round++) {

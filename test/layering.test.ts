@@ -43,7 +43,10 @@ test('console/ imports only core/ of the project; nothing imports console/ but t
   assert.deepEqual(reaches('console', ['cell', 'edge', 'bundles', 'runtime', 'scripts']), []);
   for (const d of ['core', 'bundles', 'runtime', 'edge']) assert.deepEqual(reaches(d, ['console']), [], d);
   // The cell reaches console/ only through its dev-time asset loader (replaced in the bundle).
-  assert.deepEqual(reaches('cell', ['console']).map((x) => x.split(' -> ')[0]), ['cell/console/internal/assets.ts']);
+  assert.deepEqual(
+    reaches('cell', ['console']).map((x) => x.split(' -> ')[0]),
+    ['cell/console/internal/assets.ts'],
+  );
 });
 
 const SOURCE = ['core', 'bundles', 'runtime', 'cell', 'edge', 'console'];

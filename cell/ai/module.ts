@@ -18,10 +18,15 @@ export interface AiModule extends CellModule {
   ai: Ai;
 }
 
-export async function createAiModule(core: CellCore, deps: { iam: Iam; tools: Tools; localRuntime?: LocalModelRuntime | undefined }): Promise<AiModule> {
+export async function createAiModule(
+  core: CellCore,
+  deps: { iam: Iam; tools: Tools; localRuntime?: LocalModelRuntime | undefined },
+): Promise<AiModule> {
   let key: Buffer | null = null;
   const ctx: AiContext = {
-    core, iam: deps.iam, localRuntime: deps.localRuntime,
+    core,
+    iam: deps.iam,
+    localRuntime: deps.localRuntime,
     secretsKey: () => (key ??= loadSecretsKey(core.config.dataDir)),
   };
   const ai = new Ai(ctx);

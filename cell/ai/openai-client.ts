@@ -21,9 +21,16 @@ export interface ChatMessage {
   name?: string;
 }
 
-export interface ToolCall { id: string; type: 'function'; function: { name: string; arguments: string } }
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
 
-export interface ToolSpec { type: 'function'; function: { name: string; description: string; parameters: Record<string, unknown> } }
+export interface ToolSpec {
+  type: 'function';
+  function: { name: string; description: string; parameters: Record<string, unknown> };
+}
 
 export interface ChatRequest {
   model: string;
@@ -70,8 +77,14 @@ export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> 
   if (!signal) return new Promise<void>((r) => setTimeout(r, ms));
   if (signal.aborted) return Promise.reject(cancelledError());
   return new Promise<void>((resolve, reject) => {
-    const onAbort = () => { clearTimeout(t); reject(cancelledError()); };
-    const t = setTimeout(() => { signal.removeEventListener('abort', onAbort); resolve(); }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(cancelledError());
+    };
+    const t = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
     signal.addEventListener('abort', onAbort, { once: true });
   });
 }
@@ -104,9 +117,11 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
       const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
       if (opts.apiKey) headers['authorization'] = `Bearer ${opts.apiKey}`;
       const res = await request(completionsUrl(opts.baseUrl), {
-        method: 'POST', headers,
+        method: 'POST',
+        headers,
         body: JSON.stringify(opts.stream ? { ...body, stream: true, stream_options: { include_usage: true } } : { ...body, stream: false }),
-        headersTimeout: opts.headersTimeoutMs ?? 30_000, bodyTimeout: opts.bodyTimeoutMs ?? 120_000,
+        headersTimeout: opts.headersTimeoutMs ?? 30_000,
+        bodyTimeout: opts.bodyTimeoutMs ?? 120_000,
         // undici's own timers are coarse (about a second); the signal bounds the whole call exactly,
         // and the caller's cancellation interrupts it at once.
         signal: cancel
@@ -122,9 +137,10 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
       }
       await res.body.dump();
       if (status === 429 || status >= 500) {
-        last = status === 429
-          ? fail('provider_rate_limited', 'the model provider is rate limiting', { provider_status: status }, true)
-          : fail('provider_error', 'the model provider failed', { provider_status: status }, true);
+        last =
+          status === 429
+            ? fail('provider_rate_limited', 'the model provider is rate limiting', { provider_status: status }, true)
+            : fail('provider_error', 'the model provider failed', { provider_status: status }, true);
         const ra = Number(res.headers['retry-after']);
         if (Number.isFinite(ra) && ra >= 0) waitMs = Math.min(ra * 1000, opts.maxRetryAfterMs ?? 5000);
       } else {
@@ -138,9 +154,10 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
       } else {
         const code = String((err as { code?: unknown }).code ?? '');
         const name = (err as { name?: string }).name ?? '';
-        last = code.includes('TIMEOUT') || name === 'TimeoutError' || name === 'AbortError'
-          ? fail('provider_timeout', 'the model provider timed out', {}, true)
-          : fail('provider_unreachable', 'the model provider is unreachable', {}, true);
+        last =
+          code.includes('TIMEOUT') || name === 'TimeoutError' || name === 'AbortError'
+            ? fail('provider_timeout', 'the model provider timed out', {}, true)
+            : fail('provider_unreachable', 'the model provider is unreachable', {}, true);
       }
     }
     if (attempt < retries) {
@@ -178,7 +195,8 @@ export function parseCompletion(json: unknown): ChatResult {
   const prompt_tokens = n(u.prompt_tokens);
   const completion_tokens = n(u.completion_tokens);
   return {
-    content, tool_calls,
+    content,
+    tool_calls,
     finish_reason: typeof choice.finish_reason === 'string' ? choice.finish_reason : null,
     usage: { prompt_tokens, completion_tokens, total_tokens: n(u.total_tokens) || prompt_tokens + completion_tokens },
     model: typeof j.model === 'string' ? j.model : '',
@@ -201,8 +219,16 @@ export function assembleStream(text: string): unknown {
     if (!line.startsWith('data:')) continue;
     const data = line.slice(5).trim();
     if (data === '[DONE]') break;
-    let chunk: { choices?: { delta?: { content?: unknown; tool_calls?: unknown }; finish_reason?: unknown }[]; usage?: unknown; model?: unknown };
-    try { chunk = JSON.parse(data) as typeof chunk; } catch { return undefined; }
+    let chunk: {
+      choices?: { delta?: { content?: unknown; tool_calls?: unknown }; finish_reason?: unknown }[];
+      usage?: unknown;
+      model?: unknown;
+    };
+    try {
+      chunk = JSON.parse(data) as typeof chunk;
+    } catch {
+      return undefined;
+    }
     if (chunk.usage) usage = chunk.usage;
     if (chunk.model) model = chunk.model;
     const c = chunk.choices?.[0];

@@ -49,7 +49,12 @@ export function classifyHost(hostname: string): HostClass {
 /** The allow-gate: may a provider of this type at this address be used under `posture`? */
 export function postureAllows(posture: Posture, provider: { provider_type: string; base_url?: string | null }): PostureDecision {
   if (provider.provider_type === 'local-signed') {
-    if (provider.base_url) return { allowed: false, rule: 'local-signed-no-url', reason: 'a local-signed provider is a file on this node and takes no base_url' };
+    if (provider.base_url)
+      return {
+        allowed: false,
+        rule: 'local-signed-no-url',
+        reason: 'a local-signed provider is a file on this node and takes no base_url',
+      };
     return { allowed: true, rule: 'local-signed', reason: 'a local signed model is allowed under every posture' };
   }
   if (provider.provider_type !== 'openai-compatible') {
@@ -62,13 +67,27 @@ export function postureAllows(posture: Posture, provider: { provider_type: strin
   } catch {
     return { allowed: false, rule: 'url-invalid', reason: 'base_url is not a valid URL' };
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return { allowed: false, rule: 'url-scheme', reason: 'base_url must be http or https' };
-  if (url.username || url.password) return { allowed: false, rule: 'url-credentials', reason: 'base_url must not carry credentials; use api_key_secret_id' };
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return { allowed: false, rule: 'url-scheme', reason: 'base_url must be http or https' };
+  if (url.username || url.password)
+    return { allowed: false, rule: 'url-credentials', reason: 'base_url must not carry credentials; use api_key_secret_id' };
   const host_class = classifyHost(url.hostname);
-  if (host_class !== 'public') return { allowed: true, rule: `${host_class}-any-posture`, reason: `a ${host_class} address is allowed under every posture`, host_class };
+  if (host_class !== 'public')
+    return {
+      allowed: true,
+      rule: `${host_class}-any-posture`,
+      reason: `a ${host_class} address is allowed under every posture`,
+      host_class,
+    };
   if (posture !== 'cloud-enabled') {
-    return { allowed: false, rule: 'public-needs-cloud-enabled', reason: `posture ${posture} forbids a provider outside loopback and private networks`, host_class };
+    return {
+      allowed: false,
+      rule: 'public-needs-cloud-enabled',
+      reason: `posture ${posture} forbids a provider outside loopback and private networks`,
+      host_class,
+    };
   }
-  if (url.protocol !== 'https:') return { allowed: false, rule: 'public-needs-https', reason: 'a public provider must be reached over https', host_class };
+  if (url.protocol !== 'https:')
+    return { allowed: false, rule: 'public-needs-https', reason: 'a public provider must be reached over https', host_class };
   return { allowed: true, rule: 'public-https-cloud-enabled', reason: 'cloud-enabled allows a public https provider', host_class };
 }

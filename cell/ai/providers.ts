@@ -58,13 +58,24 @@ export async function registerProvider(ctx: AiContext, auth: AuthContext, input:
   const decision = postureAllows(posture, { provider_type: input.provider_type, base_url: input.base_url ?? null });
   if (!decision.allowed) {
     const details = { reason: 'posture_forbidden', posture, rule: decision.rule, provider_type: input.provider_type };
-    await iam.auditNow({ actor, action: 'ai.provider.register', target: input.base_url ?? input.provider_type, outcome: 'refused', details });
+    await iam.auditNow({
+      actor,
+      action: 'ai.provider.register',
+      target: input.base_url ?? input.provider_type,
+      outcome: 'refused',
+      details,
+    });
     throw new ServiceError('forbidden', `provider refused by the deployment posture: ${decision.reason}`, { details });
   }
   if (input.provider_type === 'local-signed') {
-    if (input.api_key_secret_id) throw invalid('a local-signed provider takes no api_key_secret_id', { reason: 'field_not_allowed', field: 'api_key_secret_id' });
+    if (input.api_key_secret_id)
+      throw invalid('a local-signed provider takes no api_key_secret_id', { reason: 'field_not_allowed', field: 'api_key_secret_id' });
     // The runtime (cell/edge/local-runtime.ts) finds <data>/models/<default_model>.gguf and .manifest by this name.
-    if (!LOCAL_MODEL_NAME.test(input.default_model)) throw invalid('a local-signed default_model is a file name: letters, digits, dot, dash, underscore', { reason: 'bad_model_name', field: 'default_model' });
+    if (!LOCAL_MODEL_NAME.test(input.default_model))
+      throw invalid('a local-signed default_model is a file name: letters, digits, dot, dash, underscore', {
+        reason: 'bad_model_name',
+        field: 'default_model',
+      });
   }
   const secretId = input.api_key_secret_id;
   if (secretId !== undefined) {
@@ -94,7 +105,14 @@ export async function registerProvider(ctx: AiContext, auth: AuthContext, input:
   };
   await core.store.write(async (tx) => {
     await insertProvider(tx, p);
-    await iam.audit(tx, { at: p.created_at, actor, action: 'ai.provider.register', target: p.provider_id, outcome: 'ok', details: { rule: decision.rule } });
+    await iam.audit(tx, {
+      at: p.created_at,
+      actor,
+      action: 'ai.provider.register',
+      target: p.provider_id,
+      outcome: 'ok',
+      details: { rule: decision.rule },
+    });
   });
   return p;
 }
@@ -103,11 +121,18 @@ export async function registerProvider(ctx: AiContext, auth: AuthContext, input:
 export function providerView(posture: Posture, p: Provider) {
   const d = postureAllows(posture, p);
   return {
-    provider_id: p.provider_id, name: p.name, provider_type: p.provider_type, default_model: p.default_model,
-    base_url: p.base_url, api_key_secret_id: p.api_key_secret_id, timeout_ms: p.timeout_ms, max_retries: p.max_retries,
+    provider_id: p.provider_id,
+    name: p.name,
+    provider_type: p.provider_type,
+    default_model: p.default_model,
+    base_url: p.base_url,
+    api_key_secret_id: p.api_key_secret_id,
+    timeout_ms: p.timeout_ms,
+    max_retries: p.max_retries,
     stream: p.stream,
     posture: { posture, allowed: d.allowed, rule: d.rule },
-    created_at: new Date(p.created_at).toISOString(), created_by: p.created_by,
+    created_at: new Date(p.created_at).toISOString(),
+    created_by: p.created_by,
   };
 }
 
@@ -119,19 +144,29 @@ export type ProviderRequest = Omit<ChatRequest, 'model'> & { model?: string };
  * `opts.signal` (the run's cancellation) interrupts the call in flight and its
  * retries/backoff at once (failure reason `cancelled`).
  */
-export async function callProvider(ctx: AiContext, providerId: string, req: ProviderRequest, opts: { signal?: AbortSignal | undefined } = {}): Promise<ChatResult> {
+export async function callProvider(
+  ctx: AiContext,
+  providerId: string,
+  req: ProviderRequest,
+  opts: { signal?: AbortSignal | undefined } = {},
+): Promise<ChatResult> {
   const { core, iam } = ctx;
   const p = await providerById(core.store, providerId);
   if (!p) throw notFound('model provider');
   const posture = core.config.posture;
   const d = postureAllows(posture, p);
   if (!d.allowed) {
-    throw new ServiceError('forbidden', `provider refused by the deployment posture: ${d.reason}`, { details: { reason: 'posture_forbidden', posture, rule: d.rule } });
+    throw new ServiceError('forbidden', `provider refused by the deployment posture: ${d.reason}`, {
+      details: { reason: 'posture_forbidden', posture, rule: d.rule },
+    });
   }
   const body: ChatRequest = { ...req, model: req.model ?? p.default_model };
   if (p.provider_type === 'local-signed') {
     const rt = ctx.localRuntime;
-    if (!rt) throw new ServiceError('service_unavailable', 'no local model runtime on this cell', { details: { reason: 'runtime_unavailable', provider_type: 'local-signed' } });
+    if (!rt)
+      throw new ServiceError('service_unavailable', 'no local model runtime on this cell', {
+        details: { reason: 'runtime_unavailable', provider_type: 'local-signed' },
+      });
     return opts.signal ? raceAbort(rt.complete(p, body, { signal: opts.signal }), opts.signal) : rt.complete(p, body);
   }
   let apiKey: string | undefined;
@@ -139,14 +174,24 @@ export async function callProvider(ctx: AiContext, providerId: string, req: Prov
     // Checked again at every call: the registrant must still be active and still entitled to the secret.
     const who = await iam.principal(p.created_by);
     if (who?.status !== 'active' || !(await mayUseSecret(core.store, who.id, await iam.permissionsOf(who), p.api_key_secret_id))) {
-      throw new ServiceError('forbidden', 'the provider\'s registrant may no longer use its secret', { details: { reason: 'secret_not_usable', provider_id: p.provider_id } });
+      throw new ServiceError('forbidden', "the provider's registrant may no longer use its secret", {
+        details: { reason: 'secret_not_usable', provider_id: p.provider_id },
+      });
     }
     apiKey = await readSecret(core.store, ctx.secretsKey, p.api_key_secret_id);
   }
-  return chatCompletion({
-    baseUrl: p.base_url!, apiKey, headersTimeoutMs: p.timeout_ms, bodyTimeoutMs: p.timeout_ms, retries: p.max_retries, stream: p.stream,
-    signal: opts.signal,
-  }, body);
+  return chatCompletion(
+    {
+      baseUrl: p.base_url!,
+      apiKey,
+      headersTimeoutMs: p.timeout_ms,
+      bodyTimeoutMs: p.timeout_ms,
+      retries: p.max_retries,
+      stream: p.stream,
+      signal: opts.signal,
+    },
+    body,
+  );
 }
 
 /** Stops waiting on `p` when `signal` aborts (a runtime that ignores the signal cannot hold a cancel). */
@@ -156,17 +201,47 @@ function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(cancelled());
     signal.addEventListener('abort', onAbort, { once: true });
-    p.then((v) => { signal.removeEventListener('abort', onAbort); resolve(v); }, (e: unknown) => { signal.removeEventListener('abort', onAbort); reject(e); });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
   });
 }
 
 /** An agent runtime this cell can run, as GET /admin/ai/agent-runtimes shows it. */
-export interface AgentRuntime { runtime: string; provider_type: string; available: boolean; protocol: string; streaming: boolean; tool_calls: boolean }
+export interface AgentRuntime {
+  runtime: string;
+  provider_type: string;
+  available: boolean;
+  protocol: string;
+  streaming: boolean;
+  tool_calls: boolean;
+}
 
 /** Agent runtimes this cell can run (GET /admin/ai/agent-runtimes). */
 export function agentRuntimes(ctx: AiContext): AgentRuntime[] {
   return [
-    { runtime: 'openai-compatible', provider_type: 'openai-compatible', available: true, protocol: 'chat-completions', streaming: false, tool_calls: true },
-    { runtime: 'local-signed', provider_type: 'local-signed', available: ctx.localRuntime !== undefined, protocol: 'local', streaming: false, tool_calls: true },
+    {
+      runtime: 'openai-compatible',
+      provider_type: 'openai-compatible',
+      available: true,
+      protocol: 'chat-completions',
+      streaming: false,
+      tool_calls: true,
+    },
+    {
+      runtime: 'local-signed',
+      provider_type: 'local-signed',
+      available: ctx.localRuntime !== undefined,
+      protocol: 'local',
+      streaming: false,
+      tool_calls: true,
+    },
   ];
 }

@@ -8,11 +8,21 @@ import type { Reader, Row, Tx } from '../store/types.ts';
 
 // ---------------------------------------------------------------- secrets
 
-export interface SecretRow { secretId: string; name: string; sealed: Uint8Array; at: number; by: string }
+export interface SecretRow {
+  secretId: string;
+  name: string;
+  sealed: Uint8Array;
+  at: number;
+  by: string;
+}
 
 export async function insertSecret(tx: Tx, row: SecretRow): Promise<void> {
   await tx.run('INSERT INTO ai_secrets (secret_id, name, sealed, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [
-    row.secretId, row.name, row.sealed, row.at, row.by,
+    row.secretId,
+    row.name,
+    row.sealed,
+    row.at,
+    row.by,
   ]);
 }
 
@@ -46,20 +56,38 @@ export interface Provider {
   created_by: string;
 }
 
-const PROVIDER_COLUMNS = 'provider_id, name, provider_type, default_model, base_url, api_key_secret_id, timeout_ms, max_retries, stream, created_at, created_by';
+const PROVIDER_COLUMNS =
+  'provider_id, name, provider_type, default_model, base_url, api_key_secret_id, timeout_ms, max_retries, stream, created_at, created_by';
 
 function decodeProvider(r: Row): Provider {
   return {
-    provider_id: str(r, 'provider_id'), name: str(r, 'name'), provider_type: str(r, 'provider_type'), default_model: str(r, 'default_model'),
-    base_url: strOrNull(r, 'base_url'), api_key_secret_id: strOrNull(r, 'api_key_secret_id'), timeout_ms: num(r, 'timeout_ms'),
-    max_retries: num(r, 'max_retries'), stream: num(r, 'stream') === 1, created_at: num(r, 'created_at'), created_by: str(r, 'created_by'),
+    provider_id: str(r, 'provider_id'),
+    name: str(r, 'name'),
+    provider_type: str(r, 'provider_type'),
+    default_model: str(r, 'default_model'),
+    base_url: strOrNull(r, 'base_url'),
+    api_key_secret_id: strOrNull(r, 'api_key_secret_id'),
+    timeout_ms: num(r, 'timeout_ms'),
+    max_retries: num(r, 'max_retries'),
+    stream: num(r, 'stream') === 1,
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
   };
 }
 
 export async function insertProvider(tx: Tx, p: Provider): Promise<void> {
   await tx.run(`INSERT INTO ai_providers (${PROVIDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
-    p.provider_id, p.name, p.provider_type, p.default_model, p.base_url, p.api_key_secret_id, p.timeout_ms, p.max_retries,
-    p.stream ? 1 : 0, p.created_at, p.created_by,
+    p.provider_id,
+    p.name,
+    p.provider_type,
+    p.default_model,
+    p.base_url,
+    p.api_key_secret_id,
+    p.timeout_ms,
+    p.max_retries,
+    p.stream ? 1 : 0,
+    p.created_at,
+    p.created_by,
   ]);
 }
 
@@ -70,5 +98,7 @@ export async function providerById(db: Reader, id: string): Promise<Provider | u
 
 /** Oldest first. */
 export async function listProviders(db: Reader, limit: number, offset: number): Promise<Provider[]> {
-  return (await db.all(`SELECT ${PROVIDER_COLUMNS} FROM ai_providers ORDER BY created_at, provider_id LIMIT ? OFFSET ?`, [limit, offset])).map(decodeProvider);
+  return (
+    await db.all(`SELECT ${PROVIDER_COLUMNS} FROM ai_providers ORDER BY created_at, provider_id LIMIT ? OFFSET ?`, [limit, offset])
+  ).map(decodeProvider);
 }

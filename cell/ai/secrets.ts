@@ -74,11 +74,16 @@ export async function mayUseSecret(db: Reader, principalId: string, permissions:
 /** The plaintext of a stored secret, for a provider call only. */
 export async function readSecret(db: Reader, key: () => Buffer, secretId: string): Promise<string> {
   const sealed = await sealedSecret(db, secretId);
-  if (!sealed) throw new ServiceError('service_unavailable', 'the provider secret is missing', { details: { reason: 'secret_missing', secret_id: secretId } });
+  if (!sealed)
+    throw new ServiceError('service_unavailable', 'the provider secret is missing', {
+      details: { reason: 'secret_missing', secret_id: secretId },
+    });
   try {
     return openSecret(key(), secretId, sealed);
   } catch {
     // The key file changed or the row was altered: refuse without the cause.
-    throw new ServiceError('service_unavailable', 'the provider secret cannot be opened', { details: { reason: 'secret_unreadable', secret_id: secretId } });
+    throw new ServiceError('service_unavailable', 'the provider secret cannot be opened', {
+      details: { reason: 'secret_unreadable', secret_id: secretId },
+    });
   }
 }

@@ -9,10 +9,9 @@ export function embedConsole(files) {
     setup(build) {
       build.onLoad({ filter: /[\\/]cell[\\/]console[\\/]internal[\\/]assets\.ts$/ }, () => ({
         loader: 'js',
-        contents: [
-          `const FILES = ${JSON.stringify(files)};`,
-          'export function consoleFiles() { return Promise.resolve(FILES); }',
-        ].join('\n'),
+        contents: [`const FILES = ${JSON.stringify(files)};`, 'export function consoleFiles() { return Promise.resolve(FILES); }'].join(
+          '\n',
+        ),
       }));
     },
   };

@@ -23,10 +23,19 @@ import type { CellModule } from '../module.ts';
 import { consoleFiles, type ConsoleFile } from './internal/assets.ts';
 import { consoleConfig, registerConsoleClient } from './client.ts';
 import {
-  CALLBACK_HTML, CONSOLE_ASSETS_PATH, CONSOLE_CALLBACK_PATH, CONSOLE_CONFIG_PATH, CONSOLE_HEADERS, CONSOLE_HTML, CONSOLE_PATH, etagOf,
+  CALLBACK_HTML,
+  CONSOLE_ASSETS_PATH,
+  CONSOLE_CALLBACK_PATH,
+  CONSOLE_CONFIG_PATH,
+  CONSOLE_HEADERS,
+  CONSOLE_HTML,
+  CONSOLE_PATH,
+  etagOf,
 } from './page.ts';
 
-interface Served extends ConsoleFile { etag: string }
+interface Served extends ConsoleFile {
+  etag: string;
+}
 
 function withHeaders(c: Context<AppEnv>): void {
   for (const [k, v] of Object.entries(CONSOLE_HEADERS)) c.header(k, v);
@@ -37,7 +46,9 @@ export function mountConsole(app: OpenAPIHono<AppEnv>, core: CellCore, oauth: OA
   let served: Promise<Map<string, Served>> | null = null;
   const assets = (): Promise<Map<string, Served>> => {
     served ??= consoleFiles().then((files) => new Map(Object.entries(files).map(([name, f]) => [name, { ...f, etag: etagOf(f.body) }])));
-    served.catch(() => { served = null; });
+    served.catch(() => {
+      served = null;
+    });
     return served;
   };
 
@@ -67,7 +78,10 @@ export function mountConsole(app: OpenAPIHono<AppEnv>, core: CellCore, oauth: OA
       files = await assets();
     } catch (e) {
       core.log.error('console assets unavailable', { error: e instanceof Error ? e.message : String(e) });
-      throw new ServiceError('service_unavailable', 'the console could not be built', { details: { reason: 'console_unavailable' }, retryable: true });
+      throw new ServiceError('service_unavailable', 'the console could not be built', {
+        details: { reason: 'console_unavailable' },
+        retryable: true,
+      });
     }
     const a = files.get(c.req.param('name'));
     if (!a) throw notFound('console asset');

@@ -14,9 +14,18 @@ export const CONSOLE_CONFIG_PATH = `${CONSOLE_PATH}/config.json`;
 
 /** The console's policy: its own origin only (connect-src included: no request leaves the cell). */
 export const CONSOLE_CSP = [
-  "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:",
-  "connect-src 'self'", "font-src 'self'", "object-src 'none'", "base-uri 'none'",
-  "frame-ancestors 'none'", "form-action 'self'", "worker-src 'none'", "manifest-src 'none'",
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "font-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
+  "form-action 'self'",
+  "worker-src 'none'",
+  "manifest-src 'none'",
 ].join('; ');
 
 /** Headers every /console response carries. */

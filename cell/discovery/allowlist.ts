@@ -9,7 +9,8 @@
  * sure each operation carries `x-status` (see docs/discovery.md).
  */
 export const SERVED_TAGS: Readonly<Record<string, string>> = Object.freeze({
-  Discovery: 'Public documents, no credential needed: the curated OpenAPI document, the interactive docs page, and the cell\'s identity keys.',
+  Discovery:
+    "Public documents, no credential needed: the curated OpenAPI document, the interactive docs page, and the cell's identity keys.",
   Principals: 'Users and service accounts, their lifecycle and roles.',
   Roles: 'Named permission sets; built-in roles cannot be changed.',
   'API keys': 'Mint, list, rotate and revoke `svck_live_` API keys (the secret is shown once).',

@@ -61,10 +61,16 @@ export function curateDocument(input: JsonObject, isServedTag: (tag: string) => 
     const keptItem: JsonObject = {};
     let operations = 0;
     for (const [key, value] of Object.entries(item)) {
-      if (!(OPERATION_METHODS as readonly string[]).includes(key)) { keptItem[key] = value; continue; }
+      if (!(OPERATION_METHODS as readonly string[]).includes(key)) {
+        keptItem[key] = value;
+        continue;
+      }
       if (!isObject(value)) continue;
       const why = refusalReason(value, isServedTag);
-      if (why) { dropped.push({ method: key.toUpperCase(), path, ...why }); continue; }
+      if (why) {
+        dropped.push({ method: key.toUpperCase(), path, ...why });
+        continue;
+      }
       keptItem[key] = value;
       operations++;
       for (const t of value['tags'] as string[]) usedTags.add(t);
@@ -99,7 +105,10 @@ function pruneComponents(doc: JsonObject, usedSchemes: ReadonlySet<string>): voi
     const node = queue.pop();
     if (typeof node !== 'object' || node === null || seen.has(node)) continue;
     seen.add(node);
-    if (Array.isArray(node)) { queue.push(...node); continue; }
+    if (Array.isArray(node)) {
+      queue.push(...node);
+      continue;
+    }
     for (const [k, v] of Object.entries(node)) {
       if (k === '$ref' && typeof v === 'string' && v.startsWith('#/components/') && !reachable.has(v)) {
         reachable.add(v);

@@ -13,9 +13,16 @@ export const OPENAPI_PATH = '/api/public/v1/openapi.json';
 
 /** The page's policy: its own origin only, no inline code, no framing. */
 export const DOCS_CSP = [
-  "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:",
-  "connect-src 'self'", "font-src 'self'", "object-src 'none'", "base-uri 'none'",
-  "frame-ancestors 'none'", "form-action 'self'",
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "font-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
+  "form-action 'self'",
 ].join('; ');
 
 /** Headers every docs response carries. */
@@ -60,7 +67,11 @@ window.addEventListener('load', function () {
 });
 `;
 
-export interface DocsAsset { body: string; contentType: string; etag: string }
+export interface DocsAsset {
+  body: string;
+  contentType: string;
+  etag: string;
+}
 
 /** Drops the trailing source-map comment: the map is not served. */
 function stripSourceMap(text: string): string {

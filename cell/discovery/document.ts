@@ -12,7 +12,7 @@ export const DOCUMENT_INFO = {
   title: 'agent-cell public API',
   version: 'v1',
   description: [
-    'The curated, deny-by-default projection of the cell\'s public API under `/api/public/v1`.',
+    "The curated, deny-by-default projection of the cell's public API under `/api/public/v1`.",
     'Every operation listed here carries `x-status`: `Live` (backed by a working implementation) or',
     '`Partial` (only the slice named in its description is wired). Operations not listed do not exist for clients.',
     'Publication grants no access: each operation is still authenticated, authorized, scope-checked and rate-limited.',

@@ -18,20 +18,39 @@ import type { CurationResult } from './curate.ts';
 const PUBLIC = { security: [] as Array<Record<string, string[]>> };
 
 const getOpenApi = createRoute({
-  method: 'get', path: OPENAPI_PATH, tags: ['Discovery'], 'x-status': 'Live', ...PUBLIC,
+  method: 'get',
+  path: OPENAPI_PATH,
+  tags: ['Discovery'],
+  'x-status': 'Live',
+  ...PUBLIC,
   summary: 'The curated OpenAPI 3.1 document',
-  description: 'This document: every served operation, generated from the route declarations and curated deny-by-default. No credential needed.',
+  description:
+    'This document: every served operation, generated from the route declarations and curated deny-by-default. No credential needed.',
   responses: {
-    200: json(z.object({ openapi: z.string(), info: z.object({ title: z.string(), version: z.string() }), paths: z.record(z.string(), z.unknown()) }).passthrough(), 'An OpenAPI 3.1 document'),
+    200: json(
+      z
+        .object({
+          openapi: z.string(),
+          info: z.object({ title: z.string(), version: z.string() }),
+          paths: z.record(z.string(), z.unknown()),
+        })
+        .passthrough(),
+      'An OpenAPI 3.1 document',
+    ),
     304: { description: 'Not modified (the `If-None-Match` ETag matches)' },
     ...errorResponses(),
   },
 });
 
 const getDocs = createRoute({
-  method: 'get', path: DOCS_PATH, tags: ['Discovery'], 'x-status': 'Live', ...PUBLIC,
+  method: 'get',
+  path: DOCS_PATH,
+  tags: ['Discovery'],
+  'x-status': 'Live',
+  ...PUBLIC,
   summary: 'The interactive docs page',
-  description: 'An HTML page (Swagger UI) over this document. All assets are served by the cell; strict Content-Security-Policy. No credential needed.',
+  description:
+    'An HTML page (Swagger UI) over this document. All assets are served by the cell; strict Content-Security-Policy. No credential needed.',
   responses: {
     200: { ...json(z.string(), 'HTML page'), content: { 'text/html': { schema: z.string() } } },
     ...errorResponses(),
@@ -45,7 +64,12 @@ export function mountDiscovery(app: OpenAPIHono<AppEnv>, log?: Logger): void {
     if (!served) {
       const curated: CurationResult = buildDocument(app);
       for (const d of curated.dropped) {
-        log?.info('openapi: operation not served', { method: d.method, path: d.path, reason: d.reason, ...(d.detail ? { detail: d.detail } : {}) });
+        log?.info('openapi: operation not served', {
+          method: d.method,
+          path: d.path,
+          reason: d.reason,
+          ...(d.detail ? { detail: d.detail } : {}),
+        });
       }
       const text = JSON.stringify(curated.document);
       served = { text, etag: `"${createHash('sha256').update(text).digest('base64url').slice(0, 27)}"` };

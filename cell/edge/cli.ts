@@ -13,21 +13,29 @@ import { resolve } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { startCell } from '../server.ts';
 
-const USAGE = 'usage: bundle keys --data DIR [--store URL] --device DEVICE_ID --out FILE [--ttl-seconds N] | bundle trust --data DIR [--store URL] --out FILE';
+const USAGE =
+  'usage: bundle keys --data DIR [--store URL] --device DEVICE_ID --out FILE [--ttl-seconds N] | bundle trust --data DIR [--store URL] --out FILE';
 
 export async function bundleCommand(argv: string[]): Promise<void> {
   const [what, ...rest] = argv;
   if (what !== 'keys' && what !== 'trust') throw new Error(USAGE);
   const { values } = parseArgs({
     args: rest,
-    options: { data: { type: 'string' }, store: { type: 'string' }, device: { type: 'string' }, out: { type: 'string' }, 'ttl-seconds': { type: 'string' } },
+    options: {
+      data: { type: 'string' },
+      store: { type: 'string' },
+      device: { type: 'string' },
+      out: { type: 'string' },
+      'ttl-seconds': { type: 'string' },
+    },
     strict: true,
   });
   if (!values.out) throw new Error(USAGE);
   if (what === 'keys' && !values.device) throw new Error(USAGE);
   const dataDir = resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell');
   const storeUrl = values.store ?? process.env['CELL_STORE_URL'];
-  if (storeUrl !== undefined && storeUrl !== '' && !/^postgres(ql)?:\/\//.test(storeUrl)) throw new Error('--store takes a postgres://user@host:port/db URL');
+  if (storeUrl !== undefined && storeUrl !== '' && !/^postgres(ql)?:\/\//.test(storeUrl))
+    throw new Error('--store takes a postgres://user@host:port/db URL');
   const quiet = { info() {}, warn() {}, error() {} };
   const running = await startCell({ config: { dataDir, ...(storeUrl ? { storeUrl } : {}) }, listen: false, log: quiet });
   try {
@@ -39,7 +47,9 @@ export async function bundleCommand(argv: string[]): Promise<void> {
     const ttl = values['ttl-seconds'] !== undefined ? Number(values['ttl-seconds']) : undefined;
     const b = await running.modules.edge.issueKeyBundle(values.device!, ttl);
     writeFileSync(values.out, b.text, { mode: 0o644 });
-    process.stdout.write(`wrote key bundle version ${b.version} for device ${values.device} to ${values.out} (${b.text.length} bytes, expires ${new Date(b.expires_at!).toISOString()})\n`);
+    process.stdout.write(
+      `wrote key bundle version ${b.version} for device ${values.device} to ${values.out} (${b.text.length} bytes, expires ${new Date(b.expires_at!).toISOString()})\n`,
+    );
   } finally {
     await running.stop();
   }

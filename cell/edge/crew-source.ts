@@ -13,7 +13,8 @@ export async function crewForEdge(teams: Teams, crewId: string): Promise<CrewCon
   const x = await teams.exportCrew(crewId);
   const toolGrants: Record<string, string[]> = {};
   for (const seat of Object.values(x.graph.seats)) {
-    if (seat.agent_id) toolGrants[seat.agent_id] = [...new Set([...(toolGrants[seat.agent_id] ?? []), ...seat.authority.allowed_tools])].sort();
+    if (seat.agent_id)
+      toolGrants[seat.agent_id] = [...new Set([...(toolGrants[seat.agent_id] ?? []), ...seat.authority.allowed_tools])].sort();
   }
   const budgets: Record<string, number> = {};
   for (const a of x.agents) {
@@ -21,11 +22,17 @@ export async function crewForEdge(teams: Teams, crewId: string): Promise<CrewCon
     if (l) budgets[a.agent_id] = Math.max(0, l.budget_limit - l.spent - l.reserved);
   }
   return {
-    crew_id: x.crew.crew_id, name: x.crew.name, formation_id: x.formation.formation_id,
-    graph: x.graph, graph_hash: x.graph_hash,
+    crew_id: x.crew.crew_id,
+    name: x.crew.name,
+    formation_id: x.formation.formation_id,
+    graph: x.graph,
+    graph_hash: x.graph_hash,
     compiler_input: JSON.parse(JSON.stringify(x.compiler_input)) as CrewContent['compiler_input'],
-    agents: x.agents, blueprints: x.blueprints, skills: x.skills,
+    agents: x.agents,
+    blueprints: x.blueprints,
+    skills: x.skills,
     contracts: x.contracts.map((k) => ({ id: k.contract_id, rules: k.rules.map((r) => ({ name: r.name, expr: r.expr })) })),
-    tool_grants: toolGrants, budgets,
+    tool_grants: toolGrants,
+    budgets,
   };
 }

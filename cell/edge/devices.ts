@@ -37,7 +37,14 @@ export class Devices {
 /** Validates a device public JWK and returns its minimal form and thumbprint. */
 export function deviceKey(jwk: unknown): { jwk: JsonWebKey; deviceId: string } {
   const j = jwk as JsonWebKey;
-  if (typeof j !== 'object' || j === null || j.kty !== 'OKP' || j.crv !== 'Ed25519' || typeof j.x !== 'string' || !/^[A-Za-z0-9_-]{43}$/.test(j.x)) {
+  if (
+    typeof j !== 'object' ||
+    j === null ||
+    j.kty !== 'OKP' ||
+    j.crv !== 'Ed25519' ||
+    typeof j.x !== 'string' ||
+    !/^[A-Za-z0-9_-]{43}$/.test(j.x)
+  ) {
     throw invalid('public_jwk must be an Ed25519 public JWK', { reason: 'bad_device_key' });
   }
   if ('d' in j) throw invalid('public_jwk must not contain the private key', { reason: 'private_key_sent' });
@@ -55,7 +62,10 @@ export async function registerDeviceTx(tx: Tx, row: DeviceRow): Promise<void> {
 
 export function deviceView(row: DeviceRow) {
   return {
-    device_id: row.device_id, name: row.name, public_jwk: JSON.parse(row.public_jwk) as Record<string, unknown>,
-    created_at: new Date(row.created_at).toISOString(), created_by: row.created_by,
+    device_id: row.device_id,
+    name: row.name,
+    public_jwk: JSON.parse(row.public_jwk) as Record<string, unknown>,
+    created_at: new Date(row.created_at).toISOString(),
+    created_by: row.created_by,
   };
 }

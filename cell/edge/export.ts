@@ -54,7 +54,9 @@ export async function keyRecordsForEdge(ctx: EdgeContext): Promise<{ records: Ke
 export async function tokenTrustForEdge(ctx: EdgeContext): Promise<TokenTrust> {
   return {
     issuer: ctx.oauth.issuer(),
-    keys: ctx.oauth.keyring().published.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x!, alg: 'EdDSA' as const })),
+    keys: ctx.oauth
+      .keyring()
+      .published.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x!, alg: 'EdDSA' as const })),
     revoked: await ctx.oauth.liveRevocations(Math.floor(ctx.core.clock.now() / 1000)),
   };
 }
@@ -77,20 +79,40 @@ export async function issueKeyBundle(ctx: EdgeContext, deviceId: string, ttlSeco
   const version = await ctx.core.store.write((tx) => nextBundleVersion(tx, 'api-key-records'));
   const { records, tombstones } = await keyRecordsForEdge(ctx);
   const text = await buildKeyBundle({
-    issuer: ctx.core.config.cellId, signer: ctx.iam.signer(), audience: deviceId, version,
-    issuedAt: now, expiresAt: now + ttl, records, tombstones, subjects: await subjectsForEdge(ctx), tokens: await tokenTrustForEdge(ctx),
+    issuer: ctx.core.config.cellId,
+    signer: ctx.iam.signer(),
+    audience: deviceId,
+    version,
+    issuedAt: now,
+    expiresAt: now + ttl,
+    records,
+    tombstones,
+    subjects: await subjectsForEdge(ctx),
+    tokens: await tokenTrustForEdge(ctx),
   });
   return { text, version, issued_at: now, expires_at: now + ttl };
 }
 
-export async function issueCrewBundle(ctx: EdgeContext, deviceId: string, crew: CrewContent, model: ModelReference | null, ttlSeconds?: number): Promise<IssuedBundle> {
+export async function issueCrewBundle(
+  ctx: EdgeContext,
+  deviceId: string,
+  crew: CrewContent,
+  model: ModelReference | null,
+  ttlSeconds?: number,
+): Promise<IssuedBundle> {
   await ctx.devices.require(deviceId);
   const ttl = ttlMs(ttlSeconds, DEFAULT_CREW_BUNDLE_TTL_SECONDS);
   const now = ctx.core.clock.now();
   const version = await ctx.core.store.write((tx) => nextBundleVersion(tx, 'crew'));
   const text = await buildCrewBundle({
-    issuer: ctx.core.config.cellId, signer: ctx.iam.signer(), audience: deviceId, version,
-    issuedAt: now, expiresAt: now + ttl, crew, model,
+    issuer: ctx.core.config.cellId,
+    signer: ctx.iam.signer(),
+    audience: deviceId,
+    version,
+    issuedAt: now,
+    expiresAt: now + ttl,
+    crew,
+    model,
   });
   return { text, version, issued_at: now, expires_at: now + ttl };
 }
@@ -99,6 +121,9 @@ export async function issueCrewBundle(ctx: EdgeContext, deviceId: string, crew: 
 export function trustAnchor(ctx: Pick<EdgeContext, 'core' | 'iam'>): { cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] } {
   return {
     cell_id: ctx.core.config.cellId,
-    keys: ctx.iam.identityKeys().filter((k) => k.retired_at === null).map((k) => ({ kid: k.kid, jwk: k.jwk })),
+    keys: ctx.iam
+      .identityKeys()
+      .filter((k) => k.retired_at === null)
+      .map((k) => ({ kid: k.kid, jwk: k.jwk })),
   };
 }

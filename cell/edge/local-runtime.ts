@@ -39,20 +39,28 @@ export function localRuntime(dataDir: string): (LocalModelRuntime & { dispose():
     const f = join(dir, 'publishers.json');
     if (!existsSync(f)) return [];
     try {
-      return (JSON.parse(readFileSync(f, 'utf8')) as { kid: string; jwk: JsonWebKey }[]).map((p) => ({ kid: p.kid, jwk: { kty: 'OKP', crv: 'Ed25519', x: p.jwk.x } as JsonWebKey }));
+      return (JSON.parse(readFileSync(f, 'utf8')) as { kid: string; jwk: JsonWebKey }[]).map((p) => ({
+        kid: p.kid,
+        jwk: { kty: 'OKP', crv: 'Ed25519', x: p.jwk.x } as JsonWebKey,
+      }));
     } catch {
       return []; // unreadable pins trust nobody: every manifest is refused
     }
   }
 
   function model(name: string): Promise<LocalModel> {
-    if (!NAME.test(name)) return Promise.reject(invalid('a local-signed model name is letters, digits, dot, dash, underscore', { reason: 'bad_model_name' }));
+    if (!NAME.test(name))
+      return Promise.reject(invalid('a local-signed model name is letters, digits, dot, dash, underscore', { reason: 'bad_model_name' }));
     let p = loaded.get(name);
     if (!p) {
       const modelPath = join(dir, `${name}.gguf`);
       const manifestPath = join(dir, `${name}.manifest`);
       if (!existsSync(modelPath) || !existsSync(manifestPath)) {
-        return Promise.reject(new ServiceError('service_unavailable', `local model ${name} is not installed on this cell`, { details: { reason: 'model_missing', model: name } }));
+        return Promise.reject(
+          new ServiceError('service_unavailable', `local model ${name} is not installed on this cell`, {
+            details: { reason: 'model_missing', model: name },
+          }),
+        );
       }
       p = loadLocalSignedModel({ modelPath, manifestPath, publishers: publishers() });
       loaded.set(name, p);
@@ -65,7 +73,11 @@ export function localRuntime(dataDir: string): (LocalModelRuntime & { dispose():
     async dispose() {
       const all = [...loaded.values()];
       loaded.clear();
-      for (const p of all) await p.then((m) => m.dispose(), () => undefined);
+      for (const p of all)
+        await p.then(
+          (m) => m.dispose(),
+          () => undefined,
+        );
     },
     async complete(provider: Provider, req: ChatRequest): Promise<ChatResult> {
       const name = req.model || provider.default_model;
@@ -74,7 +86,9 @@ export function localRuntime(dataDir: string): (LocalModelRuntime & { dispose():
       const max = req.max_tokens ?? DEFAULT_MAX_TOKENS;
       const r = await m.complete(prompt, max);
       return {
-        content: r.text, tool_calls: [], finish_reason: r.outputTokens >= max ? 'length' : 'stop',
+        content: r.text,
+        tool_calls: [],
+        finish_reason: r.outputTokens >= max ? 'length' : 'stop',
         usage: { prompt_tokens: r.inputTokens, completion_tokens: r.outputTokens, total_tokens: r.inputTokens + r.outputTokens },
         model: name,
       };

@@ -15,7 +15,11 @@ export interface DeviceRow {
 }
 
 const decodeDevice = (r: Row): DeviceRow => ({
-  device_id: str(r, 'device_id'), name: str(r, 'name'), public_jwk: str(r, 'public_jwk'), created_at: num(r, 'created_at'), created_by: str(r, 'created_by'),
+  device_id: str(r, 'device_id'),
+  name: str(r, 'name'),
+  public_jwk: str(r, 'public_jwk'),
+  created_at: num(r, 'created_at'),
+  created_by: str(r, 'created_by'),
 });
 
 export async function deviceById(db: Reader, deviceId: string): Promise<DeviceRow | undefined> {
@@ -24,35 +28,70 @@ export async function deviceById(db: Reader, deviceId: string): Promise<DeviceRo
 }
 
 export async function listDevices(db: Reader, limit: number, offset: number): Promise<DeviceRow[]> {
-  return (await db.all('SELECT device_id, name, public_jwk, created_at, created_by FROM edge_devices ORDER BY created_at, device_id LIMIT ? OFFSET ?', [limit, offset])).map(decodeDevice);
+  return (
+    await db.all(
+      'SELECT device_id, name, public_jwk, created_at, created_by FROM edge_devices ORDER BY created_at, device_id LIMIT ? OFFSET ?',
+      [limit, offset],
+    )
+  ).map(decodeDevice);
 }
 
 export async function insertDevice(tx: Tx, d: DeviceRow): Promise<void> {
-  await tx.run('INSERT INTO edge_devices (device_id, name, public_jwk, created_at, created_by) VALUES (?, ?, ?, ?, ?)',
-    [d.device_id, d.name, d.public_jwk, d.created_at, d.created_by]);
+  await tx.run('INSERT INTO edge_devices (device_id, name, public_jwk, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [
+    d.device_id,
+    d.name,
+    d.public_jwk,
+    d.created_at,
+    d.created_by,
+  ]);
 }
 
 /** The next version of a bundle type (one higher than any issued before), taken in the caller's transaction. */
 export async function nextBundleVersion(tx: Tx, type: string): Promise<number> {
   const r = await tx.get('SELECT version FROM edge_bundle_versions WHERE type = ?', [type]);
   const v = (r ? num(r, 'version') : 0) + 1;
-  await tx.run('INSERT INTO edge_bundle_versions (type, version) VALUES (?, ?) ON CONFLICT (type) DO UPDATE SET version = excluded.version', [type, v]);
+  await tx.run(
+    'INSERT INTO edge_bundle_versions (type, version) VALUES (?, ?) ON CONFLICT (type) DO UPDATE SET version = excluded.version',
+    [type, v],
+  );
   return v;
 }
 
 export interface JournalRow {
-  run_id: string; device_id: string; crew_id: string; graph_hash: string; outcome: string; record_count: number; hash: string; export: string; imported_at: number;
+  run_id: string;
+  device_id: string;
+  crew_id: string;
+  graph_hash: string;
+  outcome: string;
+  record_count: number;
+  hash: string;
+  export: string;
+  imported_at: number;
 }
 
 export async function journalByRun(db: Reader, runId: string): Promise<JournalRow | undefined> {
-  const r = await db.get('SELECT run_id, device_id, crew_id, graph_hash, outcome, record_count, hash, export, imported_at FROM edge_journals WHERE run_id = ?', [runId]);
-  return r ? {
-    run_id: str(r, 'run_id'), device_id: str(r, 'device_id'), crew_id: str(r, 'crew_id'), graph_hash: str(r, 'graph_hash'), outcome: str(r, 'outcome'),
-    record_count: num(r, 'record_count'), hash: str(r, 'hash'), export: str(r, 'export'), imported_at: num(r, 'imported_at'),
-  } : undefined;
+  const r = await db.get(
+    'SELECT run_id, device_id, crew_id, graph_hash, outcome, record_count, hash, export, imported_at FROM edge_journals WHERE run_id = ?',
+    [runId],
+  );
+  return r
+    ? {
+        run_id: str(r, 'run_id'),
+        device_id: str(r, 'device_id'),
+        crew_id: str(r, 'crew_id'),
+        graph_hash: str(r, 'graph_hash'),
+        outcome: str(r, 'outcome'),
+        record_count: num(r, 'record_count'),
+        hash: str(r, 'hash'),
+        export: str(r, 'export'),
+        imported_at: num(r, 'imported_at'),
+      }
+    : undefined;
 }
 
 export async function insertJournal(tx: Tx, j: JournalRow & { imported_by: string }): Promise<void> {
-  await tx.run('INSERT INTO edge_journals (run_id, device_id, crew_id, graph_hash, outcome, record_count, hash, export, imported_at, imported_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-    [j.run_id, j.device_id, j.crew_id, j.graph_hash, j.outcome, j.record_count, j.hash, j.export, j.imported_at, j.imported_by]);
+  await tx.run(
+    'INSERT INTO edge_journals (run_id, device_id, crew_id, graph_hash, outcome, record_count, hash, export, imported_at, imported_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    [j.run_id, j.device_id, j.crew_id, j.graph_hash, j.outcome, j.record_count, j.hash, j.export, j.imported_at, j.imported_by],
+  );
 }

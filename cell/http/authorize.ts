@@ -10,5 +10,9 @@ import type { AppEnv, AuthContext } from '../context.ts';
 
 /** Requires `permission` of the authenticated caller, then applies its per-credential rpm. */
 export function requires(permission: string): MiddlewareHandler<AppEnv> {
-  return permissionGate<AuthContext, AppEnv>(permission, (c) => c.get('credentialLimits'), (a) => a.credential.rateLimitRpm);
+  return permissionGate<AuthContext, AppEnv>(
+    permission,
+    (c) => c.get('credentialLimits'),
+    (a) => a.credential.rateLimitRpm,
+  );
 }

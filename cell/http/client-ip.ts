@@ -17,7 +17,11 @@ export function clientIp(c: Context<AppEnv>, trustedProxies: readonly string[]):
   const peer = normalizeIp(raw);
   if (trustedProxies.length > 0 && trustedProxies.includes(peer)) {
     const xff = c.req.header('x-forwarded-for');
-    const last = xff?.split(',').map((s) => s.trim()).filter(Boolean).pop();
+    const last = xff
+      ?.split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .pop();
     if (last) return normalizeIp(last);
   }
   return peer;

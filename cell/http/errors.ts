@@ -14,26 +14,30 @@ import type { AppEnv, Logger } from '../context.ts';
 export function frameworkError(err: unknown): unknown {
   if (isServiceError(err) || !(err instanceof HTTPException)) return err;
   if (err.status === 413) return new ServiceError('invalid_request', 'request body too large', { details: { reason: 'body_too_large' } });
-  if (err.status === 415) return new ServiceError('invalid_request', 'unsupported media type: send application/json', { details: { reason: 'unsupported_media_type' } });
+  if (err.status === 415)
+    return new ServiceError('invalid_request', 'unsupported media type: send application/json', {
+      details: { reason: 'unsupported_media_type' },
+    });
   if (err.status === 401) return new ServiceError('unauthorized', 'no valid credential');
   if (err.status === 403) return new ServiceError('forbidden', 'forbidden');
   if (err.status === 404) return new ServiceError('not_found', 'no such resource');
-  if (err.status >= 400 && err.status < 500) return new ServiceError('invalid_request', 'malformed request', { details: { reason: 'malformed_request' } });
+  if (err.status >= 400 && err.status < 500)
+    return new ServiceError('invalid_request', 'malformed request', { details: { reason: 'malformed_request' } });
   return err;
 }
 
 /** The app's error handler (runtime/gateway.ts): the envelope on the wire, the cause (5xx) in `log` under the correlation id. */
-export const errorHandler = (log: Logger): ErrorHandler<AppEnv> => envelopeErrors<AppEnv>({
-  toServiceError: frameworkError,
-  challenge: 'Bearer realm="cell", DPoP algs="EdDSA Ed25519 ES256 ES384 RS256"',
-  logCause: (id, err, c) => {
-    const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
-    log.error('request failed', { correlation_id: id, method: c.req.method, path: c.req.path, error: detail });
-  },
-});
+export const errorHandler = (log: Logger): ErrorHandler<AppEnv> =>
+  envelopeErrors<AppEnv>({
+    toServiceError: frameworkError,
+    challenge: 'Bearer realm="cell", DPoP algs="EdDSA Ed25519 ES256 ES384 RS256"',
+    logCause: (id, err, c) => {
+      const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
+      log.error('request failed', { correlation_id: id, method: c.req.method, path: c.req.path, error: detail });
+    },
+  });
 
-export const onNotFound: NotFoundHandler<AppEnv> = (c) =>
-  c.json({ error: 'not_found', message: 'no such resource' }, 404);
+export const onNotFound: NotFoundHandler<AppEnv> = (c) => c.json({ error: 'not_found', message: 'no such resource' }, 404);
 
 /** Failed request validation -> 400 invalid_request, naming the fields (never the values). */
 export function validationError(error: ZodError): ServiceError {

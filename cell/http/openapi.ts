@@ -19,7 +19,17 @@ import { requires } from './authorize.ts';
 
 export const ErrorEnvelopeSchema = z
   .object({
-    error: z.enum(['invalid_request', 'unauthorized', 'forbidden', 'not_found', 'conflict', 'rate_limited', 'internal_error', 'service_unavailable'])
+    error: z
+      .enum([
+        'invalid_request',
+        'unauthorized',
+        'forbidden',
+        'not_found',
+        'conflict',
+        'rate_limited',
+        'internal_error',
+        'service_unavailable',
+      ])
       .openapi({ description: 'Stable machine code: branch on this.' }),
     message: z.string().openapi({ description: 'Human-readable; may change.' }),
     correlation_id: z.string().optional().openapi({ description: 'Present on 5xx failures; quote it to the operator.' }),
@@ -50,12 +60,16 @@ export type ErrorStatusCode = 400 | 401 | 403 | 404 | 409 | 429 | 500 | 503;
 /** Error responses an operation can return; 429 and 500 are always added. */
 export function errorResponses(...statuses: ErrorStatusCode[]) {
   const all = [...new Set<ErrorStatusCode>([...statuses, 429, 500])].sort();
-  const out: Record<string, { description: string; content: { 'application/json': { schema: typeof ErrorEnvelopeSchema } }; headers?: Record<string, unknown> }> = {};
+  const out: Record<
+    string,
+    { description: string; content: { 'application/json': { schema: typeof ErrorEnvelopeSchema } }; headers?: Record<string, unknown> }
+  > = {};
   for (const s of all) {
     out[String(s)] = {
       description: ERROR_TEXT[s]!,
       content: { 'application/json': { schema: ErrorEnvelopeSchema } },
-      headers: s === 429 ? { ...RATE_HEADERS, 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' } } } : RATE_HEADERS,
+      headers:
+        s === 429 ? { ...RATE_HEADERS, 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' } } } : RATE_HEADERS,
     };
   }
   return out;
@@ -83,7 +97,12 @@ export function secured(permission: string) {
 /** Shared pagination query: limit and offset with per-endpoint defaults and ceilings. */
 export function pageQuery(defaultLimit: number, maxLimit: number) {
   return z.object({
-    limit: z.coerce.number().int().min(1).max(maxLimit).default(defaultLimit)
+    limit: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(maxLimit)
+      .default(defaultLimit)
       .openapi({ description: `Items per page, 1 to ${maxLimit}`, example: defaultLimit }),
     offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0).openapi({ description: 'Items to skip' }),
   });

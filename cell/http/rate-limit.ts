@@ -10,7 +10,15 @@ import { clientIp } from './client-ip.ts';
 
 /** The gateway's first gate: per-client-IP bucket; headers on every response. */
 export function gatewayRateLimit(opts: {
-  capacity: number; refillPerSecond: number; clock: Clock; trustedProxies: readonly string[];
+  capacity: number;
+  refillPerSecond: number;
+  clock: Clock;
+  trustedProxies: readonly string[];
 }): MiddlewareHandler<AppEnv> {
-  return rateGate<AppEnv>({ capacity: opts.capacity, refillPerSecond: opts.refillPerSecond, clock: opts.clock, clientIp: (c) => clientIp(c, opts.trustedProxies) });
+  return rateGate<AppEnv>({
+    capacity: opts.capacity,
+    refillPerSecond: opts.refillPerSecond,
+    clock: opts.clock,
+    clientIp: (c) => clientIp(c, opts.trustedProxies),
+  });
 }

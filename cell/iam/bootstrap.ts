@@ -27,12 +27,31 @@ export async function bootstrapOwner(core: CellCore, iam: Iam): Promise<string |
   await core.store.write(async (tx) => {
     // Another cell of the group may have bootstrapped meanwhile: the first one wins.
     if (await anyPrincipal(tx)) return;
-    const owner = await createPrincipalTx(core.clock, tx, { kind: 'user', name: 'owner', roles: ['owner'], authority: UNBOUNDED, createdBy: null });
-    const { row } = await mintKeyTx(core.clock, tx, {
-      ownerId: owner.id, name: 'bootstrap', scopes: [], rateLimitRpm: null,
-      allowedIps: [], allowedRegions: [], expiresAt: null, createdBy: 'system:bootstrap', secret,
+    const owner = await createPrincipalTx(core.clock, tx, {
+      kind: 'user',
+      name: 'owner',
+      roles: ['owner'],
+      authority: UNBOUNDED,
+      createdBy: null,
     });
-    await iam.audit(tx, { actor: 'system:bootstrap', action: 'api_key.mint', target: row.id, outcome: 'ok', details: { owner_id: owner.id } });
+    const { row } = await mintKeyTx(core.clock, tx, {
+      ownerId: owner.id,
+      name: 'bootstrap',
+      scopes: [],
+      rateLimitRpm: null,
+      allowedIps: [],
+      allowedRegions: [],
+      expiresAt: null,
+      createdBy: 'system:bootstrap',
+      secret,
+    });
+    await iam.audit(tx, {
+      actor: 'system:bootstrap',
+      action: 'api_key.mint',
+      target: row.id,
+      outcome: 'ok',
+      details: { owner_id: owner.id },
+    });
   });
   return secret;
 }

@@ -25,11 +25,23 @@ import { checkPassword, hashPassword } from './passwords.ts';
 import type { Principal, PrincipalKind } from './principals.ts';
 import * as repo from './repository.ts';
 
-export interface Role { name: string; permissions: string[]; builtin: boolean; description: string | null }
+export interface Role {
+  name: string;
+  permissions: string[];
+  builtin: boolean;
+  description: string | null;
+}
 
-export interface CellKey { kid: string; jwk: JsonWebKey; retired_at: number | null }
+export interface CellKey {
+  kid: string;
+  jwk: JsonWebKey;
+  retired_at: number | null;
+}
 
-export interface Signer { kid: string; sign(bytes: Uint8Array): Promise<Uint8Array> }
+export interface Signer {
+  kid: string;
+  sign(bytes: Uint8Array): Promise<Uint8Array>;
+}
 
 const IAM_TABLES = new Set(['principals', 'roles', 'api_keys', 'key_tombstones']);
 
@@ -38,9 +50,15 @@ class Cache<K, V> {
   readonly #map = new Map<K, V>();
   #generation = 0;
   constructor(private readonly max: number) {}
-  get generation(): number { return this.#generation; }
-  get(k: K): V | undefined { return this.#map.get(k); }
-  has(k: K): boolean { return this.#map.has(k); }
+  get generation(): number {
+    return this.#generation;
+  }
+  get(k: K): V | undefined {
+    return this.#map.get(k);
+  }
+  has(k: K): boolean {
+    return this.#map.has(k);
+  }
   /** Keeps `v` only when nothing was invalidated since `generation` was read. */
   set(k: K, v: V, generation: number): void {
     if (generation !== this.#generation) return;
@@ -53,7 +71,12 @@ class Cache<K, V> {
   }
 }
 
-interface KeyEntry { row: repo.KeyRow; owner: Principal | undefined; record: KeyRecord; envelope: Ceiling }
+interface KeyEntry {
+  row: repo.KeyRow;
+  owner: Principal | undefined;
+  record: KeyRecord;
+  envelope: Ceiling;
+}
 
 export class Iam {
   readonly #principals = new Cache<string, Principal | null>(50_000);
@@ -65,7 +88,10 @@ export class Iam {
   constructor(private readonly core: CellCore) {
     core.store.onChange((c) => {
       for (const t of c.tables) {
-        if (IAM_TABLES.has(t)) { this.invalidate(); return; }
+        if (IAM_TABLES.has(t)) {
+          this.invalidate();
+          return;
+        }
       }
     });
   }
@@ -117,7 +143,12 @@ export class Iam {
   async roles(): Promise<Role[]> {
     return [
       ...Object.entries(BUILTIN_ROLES).map(([name, p]) => ({ name, permissions: [...p], builtin: true, description: null })),
-      ...(await repo.customRoles(this.core.store)).map((r) => ({ name: r.name, permissions: r.permissions, builtin: false, description: r.description })),
+      ...(await repo.customRoles(this.core.store)).map((r) => ({
+        name: r.name,
+        permissions: r.permissions,
+        builtin: false,
+        description: r.description,
+      })),
     ];
   }
 
@@ -173,9 +204,21 @@ export class Iam {
   async assertWithinCaller(auth: AuthContext, grant: Grant, ctx: { action: string; target: string }): Promise<void> {
     const v = contains(callerHolding(auth), grant);
     if (v.ok) return;
-    const exceeds = { ...(v.permissions.length ? { permissions: v.permissions } : {}), ...(v.envelope.length ? { envelope: v.envelope } : {}) };
-    await this.auditNow({ actor: auth.principal.id, action: ctx.action, target: ctx.target, outcome: 'refused', details: { reason: 'wider_than_caller', exceeds } });
-    throw forbidden(`${ctx.action}: this would carry more authority than the calling credential holds`, { reason: 'wider_than_caller', exceeds });
+    const exceeds = {
+      ...(v.permissions.length ? { permissions: v.permissions } : {}),
+      ...(v.envelope.length ? { envelope: v.envelope } : {}),
+    };
+    await this.auditNow({
+      actor: auth.principal.id,
+      action: ctx.action,
+      target: ctx.target,
+      outcome: 'refused',
+      details: { reason: 'wider_than_caller', exceeds },
+    });
+    throw forbidden(`${ctx.action}: this would carry more authority than the calling credential holds`, {
+      reason: 'wider_than_caller',
+      exceeds,
+    });
   }
 
   /** Refuses unless the caller holds every permission and all the envelope authority of `target`. */
@@ -220,9 +263,17 @@ export class Iam {
     const hashes: KeyRecord['hashes'] = [{ hash: row.hash, not_after: row.expires_at }];
     if (row.prev_hash && row.prev_not_after !== null) hashes.push({ hash: row.prev_hash, not_after: row.prev_not_after });
     return {
-      key_id: row.id, owner_id: row.owner_id, owner_status: o?.status ?? 'purged', status: row.status, hashes,
-      expires_at: row.expires_at, owner_permissions: o ? await this.permissionsOf(o) : [], scopes: row.scopes,
-      rate_limit_rpm: row.rate_limit_rpm, allowed_ips: row.allowed_ips, allowed_regions: row.allowed_regions,
+      key_id: row.id,
+      owner_id: row.owner_id,
+      owner_status: o?.status ?? 'purged',
+      status: row.status,
+      hashes,
+      expires_at: row.expires_at,
+      owner_permissions: o ? await this.permissionsOf(o) : [],
+      scopes: row.scopes,
+      rate_limit_rpm: row.rate_limit_rpm,
+      allowed_ips: row.allowed_ips,
+      allowed_regions: row.allowed_regions,
     };
   }
 
@@ -252,9 +303,14 @@ export class Iam {
     const { record, owner } = entry;
     return {
       principal: { id: owner.id, kind: owner.kind, name: owner.name, roles: owner.roles },
-      permissions: record.owner_permissions, scopes: record.scopes, effective: verdict.effective, envelope: entry.envelope,
+      permissions: record.owner_permissions,
+      scopes: record.scopes,
+      effective: verdict.effective,
+      envelope: entry.envelope,
       credential: {
-        type: 'api_key', id: record.key_id, root: `api_key:${record.key_id}`,
+        type: 'api_key',
+        id: record.key_id,
+        root: `api_key:${record.key_id}`,
         ...(record.rate_limit_rpm !== null ? { rateLimitRpm: record.rate_limit_rpm } : {}),
       },
     };
@@ -291,9 +347,16 @@ export class Iam {
     let keys = await repo.cellKeys(this.core.store, 'identity');
     if (!keys.some((k) => k.retired_at === null)) {
       const k = await generateEd25519();
-      await this.core.store.write((tx) => repo.insertCellKey(tx, {
-        kid: k.kid, purpose: 'identity', private_jwk: k.privateJwk, public_jwk: k.publicJwk, created_at: this.core.clock.now(), retired_at: null,
-      }));
+      await this.core.store.write((tx) =>
+        repo.insertCellKey(tx, {
+          kid: k.kid,
+          purpose: 'identity',
+          private_jwk: k.privateJwk,
+          public_jwk: k.publicJwk,
+          created_at: this.core.clock.now(),
+          retired_at: null,
+        }),
+      );
       keys = await repo.cellKeys(this.core.store, 'identity');
     }
     const active = [...keys].reverse().find((k) => k.retired_at === null)!;

@@ -18,8 +18,14 @@ import { insertKey, revokeKey, rotateKeyHashes, type KeyRow } from './repository
 export type { KeyRow } from './repository.ts';
 
 export interface MintInput {
-  ownerId: string; name: string; scopes: string[]; rateLimitRpm: number | null;
-  allowedIps: string[]; allowedRegions: string[]; expiresAt: number | null; createdBy: string;
+  ownerId: string;
+  name: string;
+  scopes: string[];
+  rateLimitRpm: number | null;
+  allowedIps: string[];
+  allowedRegions: string[];
+  expiresAt: number | null;
+  createdBy: string;
   /** Envelope cap of the key; null or absent: the owner's full ceiling. */
   authority?: AuthorityEnvelope | null;
   /** A secret generated beforehand (bootstrap writes it to disk before committing); default: a fresh one. */
@@ -38,10 +44,24 @@ export async function mintKeyTx(clock: Clock, tx: Tx, input: MintInput): Promise
   const secret = input.secret ?? newSecret();
   if (!isSecretFormat(secret)) throw new TypeError('mintKeyTx: not an API key secret');
   const row: KeyRow = {
-    id: newId('key'), owner_id: input.ownerId, name: input.name, hash: hashSecret(secret), prev_hash: null, prev_not_after: null,
-    scopes: [...input.scopes], rate_limit_rpm: input.rateLimitRpm, allowed_ips: [...input.allowedIps], allowed_regions: [...input.allowedRegions],
-    status: 'active', created_at: clock.now(), created_by: input.createdBy, expires_at: input.expiresAt, rotated_at: null,
-    revoked_at: null, deleted_at: null, authority: input.authority ? { ...input.authority } : null,
+    id: newId('key'),
+    owner_id: input.ownerId,
+    name: input.name,
+    hash: hashSecret(secret),
+    prev_hash: null,
+    prev_not_after: null,
+    scopes: [...input.scopes],
+    rate_limit_rpm: input.rateLimitRpm,
+    allowed_ips: [...input.allowedIps],
+    allowed_regions: [...input.allowedRegions],
+    status: 'active',
+    created_at: clock.now(),
+    created_by: input.createdBy,
+    expires_at: input.expiresAt,
+    rotated_at: null,
+    revoked_at: null,
+    deleted_at: null,
+    authority: input.authority ? { ...input.authority } : null,
   };
   await insertKey(tx, row);
   return { row, secret };

@@ -19,7 +19,13 @@ import * as repo from './repository.ts';
 export type LifecycleAction = 'archive' | 'restore' | 'delete' | 'purge';
 
 /** Called inside the transaction that makes a principal inactive (archive, delete, purge; the sweep purges). */
-export type DeactivateHook = (tx: Tx, principalId: string, action: Exclude<LifecycleAction, 'restore'>, actor: string, at: number) => Promise<void>;
+export type DeactivateHook = (
+  tx: Tx,
+  principalId: string,
+  action: Exclude<LifecycleAction, 'restore'>,
+  actor: string,
+  at: number,
+) => Promise<void>;
 
 const NEXT: Record<LifecycleAction, { from: Principal['status'][]; to: Principal['status'] }> = {
   archive: { from: ['active'], to: 'archived' },
@@ -30,7 +36,10 @@ const NEXT: Record<LifecycleAction, { from: Principal['status'][]; to: Principal
 
 export class Lifecycle {
   readonly #hooks: DeactivateHook[] = [];
-  constructor(private readonly core: CellCore, private readonly iam: Iam) {}
+  constructor(
+    private readonly core: CellCore,
+    private readonly iam: Iam,
+  ) {}
 
   /** Registers a reaction to a principal becoming inactive. */
   onDeactivate(hook: DeactivateHook): void {
@@ -58,7 +67,14 @@ export class Lifecycle {
         await repo.clearPassword(tx, p.id);
       }
       if (action !== 'restore') for (const h of this.#hooks) await h(tx, p.id, action, actor, now);
-      await this.iam.audit(tx, { at: now, actor, action: `principal.${action}`, target: p.id, outcome: 'ok', details: { keys_affected: keys } });
+      await this.iam.audit(tx, {
+        at: now,
+        actor,
+        action: `principal.${action}`,
+        target: p.id,
+        outcome: 'ok',
+        details: { keys_affected: keys },
+      });
       return { ...p, status: rule.to, status_changed_at: now };
     });
   }

@@ -1,11 +1,15 @@
 /** Cell-local user passwords, hashed with scrypt (N=2^15, r=8, p=1), compared in constant time. */
 import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
 
-const N = 1 << 15, R = 8, P = 1, LEN = 32;
+const N = 1 << 15,
+  R = 8,
+  P = 1,
+  LEN = 32;
 
 function derive(password: string, salt: Buffer): Promise<Buffer> {
   return new Promise((resolve, reject) =>
-    scrypt(password, salt, LEN, { N, r: R, p: P, maxmem: 64 * 1024 * 1024 }, (err, key) => (err ? reject(err) : resolve(key))));
+    scrypt(password, salt, LEN, { N, r: R, p: P, maxmem: 64 * 1024 * 1024 }, (err, key) => (err ? reject(err) : resolve(key))),
+  );
 }
 
 export async function hashPassword(password: string): Promise<string> {

@@ -26,7 +26,12 @@ export interface Principal {
 }
 
 export interface NewPrincipal {
-  kind: PrincipalKind; name: string; roles: string[]; authority: Ceiling; passwordHash?: string | null; createdBy: string | null;
+  kind: PrincipalKind;
+  name: string;
+  roles: string[];
+  authority: Ceiling;
+  passwordHash?: string | null;
+  createdBy: string | null;
 }
 
 /** Creates a principal inside the caller's transaction. Names are unique (409 name_taken). */
@@ -36,8 +41,14 @@ export async function createPrincipalTx(clock: Clock, tx: Tx, input: NewPrincipa
   }
   const p: Principal = {
     id: newId(input.kind === 'agent' ? 'agt' : input.kind === 'service' ? 'svc' : 'usr'),
-    kind: input.kind, name: input.name, status: 'active', roles: [...input.roles], authority: input.authority,
-    created_at: clock.now(), created_by: input.createdBy, status_changed_at: null,
+    kind: input.kind,
+    name: input.name,
+    status: 'active',
+    roles: [...input.roles],
+    authority: input.authority,
+    created_at: clock.now(),
+    created_by: input.createdBy,
+    status_changed_at: null,
   };
   await insertPrincipal(tx, p, input.passwordHash ?? null);
   return p;
@@ -46,7 +57,13 @@ export async function createPrincipalTx(clock: Clock, tx: Tx, input: NewPrincipa
 /** Public view of a principal. */
 export function principalView(p: Principal) {
   return {
-    id: p.id, kind: p.kind, name: p.name, status: p.status, roles: p.roles, authority: p.authority,
-    created_at: new Date(p.created_at).toISOString(), created_by: p.created_by,
+    id: p.id,
+    kind: p.kind,
+    name: p.name,
+    status: p.status,
+    roles: p.roles,
+    authority: p.authority,
+    created_at: new Date(p.created_at).toISOString(),
+    created_by: p.created_by,
   };
 }

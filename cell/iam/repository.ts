@@ -23,9 +23,14 @@ function oneOf<T extends string>(values: readonly T[], v: string, what: string):
 
 function decodePrincipal(r: Row): Principal {
   return {
-    id: str(r, 'id'), kind: oneOf(PRINCIPAL_KINDS, str(r, 'kind'), 'principal kind'), name: str(r, 'name'),
-    status: oneOf(PRINCIPAL_STATUSES, str(r, 'status'), 'principal status'), roles: json(r, 'roles', stringArray),
-    authority: parseCeiling(str(r, 'authority')), created_at: num(r, 'created_at'), created_by: strOrNull(r, 'created_by'),
+    id: str(r, 'id'),
+    kind: oneOf(PRINCIPAL_KINDS, str(r, 'kind'), 'principal kind'),
+    name: str(r, 'name'),
+    status: oneOf(PRINCIPAL_STATUSES, str(r, 'status'), 'principal status'),
+    roles: json(r, 'roles', stringArray),
+    authority: parseCeiling(str(r, 'authority')),
+    created_at: num(r, 'created_at'),
+    created_by: strOrNull(r, 'created_by'),
     status_changed_at: numOrNull(r, 'status_changed_at'),
   };
 }
@@ -46,15 +51,21 @@ export async function anyPrincipal(db: Reader): Promise<boolean> {
 
 export async function listPrincipals(db: Reader, limit: number, offset: number, kind?: string): Promise<Principal[]> {
   const rows = kind
-    ? await db.all(`SELECT ${PRINCIPAL_COLUMNS} FROM principals WHERE kind = ? ORDER BY created_at, id LIMIT ? OFFSET ?`, [kind, limit, offset])
+    ? await db.all(`SELECT ${PRINCIPAL_COLUMNS} FROM principals WHERE kind = ? ORDER BY created_at, id LIMIT ? OFFSET ?`, [
+        kind,
+        limit,
+        offset,
+      ])
     : await db.all(`SELECT ${PRINCIPAL_COLUMNS} FROM principals ORDER BY created_at, id LIMIT ? OFFSET ?`, [limit, offset]);
   return rows.map(decodePrincipal);
 }
 
 export async function countPrincipals(db: Reader, kind?: string): Promise<number> {
-  return count(kind
-    ? await db.get('SELECT COUNT(*) AS n FROM principals WHERE kind = ?', [kind])
-    : await db.get('SELECT COUNT(*) AS n FROM principals'));
+  return count(
+    kind
+      ? await db.get('SELECT COUNT(*) AS n FROM principals WHERE kind = ?', [kind])
+      : await db.get('SELECT COUNT(*) AS n FROM principals'),
+  );
 }
 
 export async function countActive(db: Reader, kind: PrincipalKind): Promise<number> {
@@ -63,8 +74,16 @@ export async function countActive(db: Reader, kind: PrincipalKind): Promise<numb
 
 export async function insertPrincipal(tx: Tx, p: Principal, passwordHash: string | null): Promise<void> {
   await tx.run(`INSERT INTO principals (${PRINCIPAL_COLUMNS}, password_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
-    p.id, p.kind, p.name, p.status, JSON.stringify(p.roles), JSON.stringify(p.authority), p.created_at, p.created_by,
-    p.status_changed_at, passwordHash,
+    p.id,
+    p.kind,
+    p.name,
+    p.status,
+    JSON.stringify(p.roles),
+    JSON.stringify(p.authority),
+    p.created_at,
+    p.created_by,
+    p.status_changed_at,
+    passwordHash,
   ]);
 }
 
@@ -93,12 +112,21 @@ export async function principalNameTaken(db: Reader, name: string): Promise<bool
 
 // ---------------------------------------------------------------- roles
 
-export interface CustomRole { name: string; permissions: string[]; description: string | null; created_at: number; created_by: string }
+export interface CustomRole {
+  name: string;
+  permissions: string[];
+  description: string | null;
+  created_at: number;
+  created_by: string;
+}
 
 function decodeRole(r: Row): CustomRole {
   return {
-    name: str(r, 'name'), permissions: json(r, 'permissions', stringArray), description: strOrNull(r, 'description'),
-    created_at: num(r, 'created_at'), created_by: str(r, 'created_by'),
+    name: str(r, 'name'),
+    permissions: json(r, 'permissions', stringArray),
+    description: strOrNull(r, 'description'),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
   };
 }
 
@@ -112,8 +140,13 @@ export async function customRoles(db: Reader): Promise<CustomRole[]> {
 }
 
 export async function insertRole(tx: Tx, role: CustomRole): Promise<void> {
-  await tx.run('INSERT INTO roles (name, permissions, description, created_at, created_by) VALUES (?, ?, ?, ?, ?)',
-    [role.name, JSON.stringify(role.permissions), role.description, role.created_at, role.created_by]);
+  await tx.run('INSERT INTO roles (name, permissions, description, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [
+    role.name,
+    JSON.stringify(role.permissions),
+    role.description,
+    role.created_at,
+    role.created_by,
+  ]);
 }
 
 // ---------------------------------------------------------------- API keys
@@ -123,25 +156,50 @@ const KEY_STATUSES: readonly KeyStatus[] = ['active', 'revoked', 'soft_deleted',
 
 /** An API key as stored: never a secret, only SHA-256 hashes. */
 export interface KeyRow {
-  id: string; owner_id: string; name: string; hash: string; prev_hash: string | null; prev_not_after: number | null;
-  scopes: string[]; rate_limit_rpm: number | null; allowed_ips: string[]; allowed_regions: string[]; status: KeyStatus;
-  created_at: number; created_by: string; expires_at: number | null; rotated_at: number | null;
-  revoked_at: number | null; deleted_at: number | null;
+  id: string;
+  owner_id: string;
+  name: string;
+  hash: string;
+  prev_hash: string | null;
+  prev_not_after: number | null;
+  scopes: string[];
+  rate_limit_rpm: number | null;
+  allowed_ips: string[];
+  allowed_regions: string[];
+  status: KeyStatus;
+  created_at: number;
+  created_by: string;
+  expires_at: number | null;
+  rotated_at: number | null;
+  revoked_at: number | null;
+  deleted_at: number | null;
   /** Envelope cap of this key, or null: the owner's full ceiling. */
   authority: Record<string, unknown> | null;
 }
 
-const KEY_COLUMNS = 'id, owner_id, name, hash, prev_hash, prev_not_after, scopes, rate_limit_rpm, allowed_ips, allowed_regions, status, '
-  + 'created_at, created_by, expires_at, rotated_at, revoked_at, deleted_at, authority';
+const KEY_COLUMNS =
+  'id, owner_id, name, hash, prev_hash, prev_not_after, scopes, rate_limit_rpm, allowed_ips, allowed_regions, status, ' +
+  'created_at, created_by, expires_at, rotated_at, revoked_at, deleted_at, authority';
 
 function decodeKey(r: Row): KeyRow {
   return {
-    id: str(r, 'id'), owner_id: str(r, 'owner_id'), name: str(r, 'name'), hash: str(r, 'hash'),
-    prev_hash: strOrNull(r, 'prev_hash'), prev_not_after: numOrNull(r, 'prev_not_after'), scopes: json(r, 'scopes', stringArray),
-    rate_limit_rpm: numOrNull(r, 'rate_limit_rpm'), allowed_ips: json(r, 'allowed_ips', stringArray),
-    allowed_regions: json(r, 'allowed_regions', stringArray), status: oneOf(KEY_STATUSES, str(r, 'status'), 'key status'),
-    created_at: num(r, 'created_at'), created_by: str(r, 'created_by'), expires_at: numOrNull(r, 'expires_at'),
-    rotated_at: numOrNull(r, 'rotated_at'), revoked_at: numOrNull(r, 'revoked_at'), deleted_at: numOrNull(r, 'deleted_at'),
+    id: str(r, 'id'),
+    owner_id: str(r, 'owner_id'),
+    name: str(r, 'name'),
+    hash: str(r, 'hash'),
+    prev_hash: strOrNull(r, 'prev_hash'),
+    prev_not_after: numOrNull(r, 'prev_not_after'),
+    scopes: json(r, 'scopes', stringArray),
+    rate_limit_rpm: numOrNull(r, 'rate_limit_rpm'),
+    allowed_ips: json(r, 'allowed_ips', stringArray),
+    allowed_regions: json(r, 'allowed_regions', stringArray),
+    status: oneOf(KEY_STATUSES, str(r, 'status'), 'key status'),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
+    expires_at: numOrNull(r, 'expires_at'),
+    rotated_at: numOrNull(r, 'rotated_at'),
+    revoked_at: numOrNull(r, 'revoked_at'),
+    deleted_at: numOrNull(r, 'deleted_at'),
     authority: jsonOrNull(r, 'authority', object),
   };
 }
@@ -159,15 +217,21 @@ export async function keyByHash(db: Reader, hash: string): Promise<KeyRow | unde
 
 export async function listKeys(db: Reader, limit: number, offset: number, ownerId?: string): Promise<KeyRow[]> {
   const rows = ownerId
-    ? await db.all(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE owner_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?`, [ownerId, limit, offset])
+    ? await db.all(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE owner_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?`, [
+        ownerId,
+        limit,
+        offset,
+      ])
     : await db.all(`SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY created_at, id LIMIT ? OFFSET ?`, [limit, offset]);
   return rows.map(decodeKey);
 }
 
 export async function countKeys(db: Reader, ownerId?: string): Promise<number> {
-  return count(ownerId
-    ? await db.get('SELECT COUNT(*) AS n FROM api_keys WHERE owner_id = ?', [ownerId])
-    : await db.get('SELECT COUNT(*) AS n FROM api_keys'));
+  return count(
+    ownerId
+      ? await db.get('SELECT COUNT(*) AS n FROM api_keys WHERE owner_id = ?', [ownerId])
+      : await db.get('SELECT COUNT(*) AS n FROM api_keys'),
+  );
 }
 
 export async function allKeys(db: Reader): Promise<KeyRow[]> {
@@ -176,14 +240,35 @@ export async function allKeys(db: Reader): Promise<KeyRow[]> {
 
 export async function insertKey(tx: Tx, k: KeyRow): Promise<void> {
   await tx.run(`INSERT INTO api_keys (${KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
-    k.id, k.owner_id, k.name, k.hash, k.prev_hash, k.prev_not_after, JSON.stringify(k.scopes), k.rate_limit_rpm,
-    JSON.stringify(k.allowed_ips), JSON.stringify(k.allowed_regions), k.status, k.created_at, k.created_by, k.expires_at,
-    k.rotated_at, k.revoked_at, k.deleted_at, k.authority === null ? null : JSON.stringify(k.authority),
+    k.id,
+    k.owner_id,
+    k.name,
+    k.hash,
+    k.prev_hash,
+    k.prev_not_after,
+    JSON.stringify(k.scopes),
+    k.rate_limit_rpm,
+    JSON.stringify(k.allowed_ips),
+    JSON.stringify(k.allowed_regions),
+    k.status,
+    k.created_at,
+    k.created_by,
+    k.expires_at,
+    k.rotated_at,
+    k.revoked_at,
+    k.deleted_at,
+    k.authority === null ? null : JSON.stringify(k.authority),
   ]);
 }
 
 export async function rotateKeyHashes(tx: Tx, id: string, hash: string, prevHash: string, prevNotAfter: number, at: number): Promise<void> {
-  await tx.run('UPDATE api_keys SET hash = ?, prev_hash = ?, prev_not_after = ?, rotated_at = ? WHERE id = ?', [hash, prevHash, prevNotAfter, at, id]);
+  await tx.run('UPDATE api_keys SET hash = ?, prev_hash = ?, prev_not_after = ?, rotated_at = ? WHERE id = ?', [
+    hash,
+    prevHash,
+    prevNotAfter,
+    at,
+    id,
+  ]);
 }
 
 export async function revokeKey(tx: Tx, id: string, at: number): Promise<void> {
@@ -192,21 +277,27 @@ export async function revokeKey(tx: Tx, id: string, at: number): Promise<void> {
 
 /** Active keys of an owner -> soft_deleted; returns how many. */
 export async function softDeleteOwnerKeys(tx: Tx, ownerId: string, at: number): Promise<number> {
-  return (await tx.run("UPDATE api_keys SET status = 'soft_deleted', deleted_at = ? WHERE owner_id = ? AND status = 'active'", [at, ownerId])).changes;
+  return (
+    await tx.run("UPDATE api_keys SET status = 'soft_deleted', deleted_at = ? WHERE owner_id = ? AND status = 'active'", [at, ownerId])
+  ).changes;
 }
 
 /** Soft-deleted keys of an owner -> active; returns how many. */
 export async function restoreOwnerKeys(tx: Tx, ownerId: string): Promise<number> {
-  return (await tx.run("UPDATE api_keys SET status = 'active', deleted_at = NULL WHERE owner_id = ? AND status = 'soft_deleted'", [ownerId])).changes;
+  return (
+    await tx.run("UPDATE api_keys SET status = 'active', deleted_at = NULL WHERE owner_id = ? AND status = 'soft_deleted'", [ownerId])
+  ).changes;
 }
 
 /** Hard-deletes the selected keys, keeping a tombstone of each; returns how many. */
 async function purgeKeys(tx: Tx, where: string, params: SqlValue[], at: number, reason: string): Promise<number> {
   const rows = await tx.all(`SELECT id, owner_id FROM api_keys WHERE ${where}`, params);
   for (const r of rows) {
-    await tx.run(`INSERT INTO key_tombstones (key_id, owner_id, at, reason) VALUES (?, ?, ?, ?)
+    await tx.run(
+      `INSERT INTO key_tombstones (key_id, owner_id, at, reason) VALUES (?, ?, ?, ?)
       ON CONFLICT (key_id) DO UPDATE SET owner_id = excluded.owner_id, at = excluded.at, reason = excluded.reason`,
-    [str(r, 'id'), str(r, 'owner_id'), at, reason]);
+      [str(r, 'id'), str(r, 'owner_id'), at, reason],
+    );
   }
   await tx.run(`DELETE FROM api_keys WHERE ${where}`, params);
   return rows.length;
@@ -221,7 +312,10 @@ export function purgeSoftDeletedKeys(tx: Tx, cutoff: number, at: number): Promis
 }
 
 export async function keyTombstones(db: Reader): Promise<{ key_id: string; at: number }[]> {
-  return (await db.all('SELECT key_id, at FROM key_tombstones ORDER BY key_id')).map((r) => ({ key_id: str(r, 'key_id'), at: num(r, 'at') }));
+  return (await db.all('SELECT key_id, at FROM key_tombstones ORDER BY key_id')).map((r) => ({
+    key_id: str(r, 'key_id'),
+    at: num(r, 'at'),
+  }));
 }
 
 // ---------------------------------------------------------------- audit
@@ -236,53 +330,109 @@ export interface AuditRecord {
 }
 
 export interface AuditRow {
-  seq: number; at: number; actor: string; action: string; target: string; outcome: string; details: Record<string, unknown> | null;
+  seq: number;
+  at: number;
+  actor: string;
+  action: string;
+  target: string;
+  outcome: string;
+  details: Record<string, unknown> | null;
 }
 
 export async function insertAudit(tx: Tx, e: AuditRecord): Promise<void> {
   await tx.run('INSERT INTO audit (at, actor, action, target, outcome, details) VALUES (?, ?, ?, ?, ?, ?)', [
-    e.at, e.actor, e.action, e.target, e.outcome, e.details ? JSON.stringify(e.details) : null,
+    e.at,
+    e.actor,
+    e.action,
+    e.target,
+    e.outcome,
+    e.details ? JSON.stringify(e.details) : null,
   ]);
 }
 
 /** Newest first. */
-export async function listAudit(db: Reader, limit: number, offset: number, filter: { actor?: string; target?: string; action?: string } = {}): Promise<{ items: AuditRow[]; total: number }> {
+export async function listAudit(
+  db: Reader,
+  limit: number,
+  offset: number,
+  filter: { actor?: string; target?: string; action?: string } = {},
+): Promise<{ items: AuditRow[]; total: number }> {
   const where: string[] = [];
   const params: SqlValue[] = [];
-  if (filter.actor) { where.push('actor = ?'); params.push(filter.actor); }
-  if (filter.target) { where.push('target = ?'); params.push(filter.target); }
-  if (filter.action) { where.push('action = ?'); params.push(filter.action); }
+  if (filter.actor) {
+    where.push('actor = ?');
+    params.push(filter.actor);
+  }
+  if (filter.target) {
+    where.push('target = ?');
+    params.push(filter.target);
+  }
+  if (filter.action) {
+    where.push('action = ?');
+    params.push(filter.action);
+  }
   const w = where.length ? `WHERE ${where.join(' AND ')}` : '';
-  const rows = await db.all(`SELECT seq, at, actor, action, target, outcome, details FROM audit ${w} ORDER BY seq DESC LIMIT ? OFFSET ?`, [...params, limit, offset]);
+  const rows = await db.all(`SELECT seq, at, actor, action, target, outcome, details FROM audit ${w} ORDER BY seq DESC LIMIT ? OFFSET ?`, [
+    ...params,
+    limit,
+    offset,
+  ]);
   const total = count(await db.get(`SELECT COUNT(*) AS n FROM audit ${w}`, params));
   return {
     total,
     items: rows.map((r) => ({
-      seq: num(r, 'seq'), at: num(r, 'at'), actor: str(r, 'actor'), action: str(r, 'action'), target: str(r, 'target'),
-      outcome: str(r, 'outcome'), details: jsonOrNull(r, 'details', object),
+      seq: num(r, 'seq'),
+      at: num(r, 'at'),
+      actor: str(r, 'actor'),
+      action: str(r, 'action'),
+      target: str(r, 'target'),
+      outcome: str(r, 'outcome'),
+      details: jsonOrNull(r, 'details', object),
     })),
   };
 }
 
 // ---------------------------------------------------------------- the cell's identity keys
 
-export interface CellKeyRow { kid: string; purpose: string; private_jwk: JsonWebKey; public_jwk: JsonWebKey; created_at: number; retired_at: number | null }
+export interface CellKeyRow {
+  kid: string;
+  purpose: string;
+  private_jwk: JsonWebKey;
+  public_jwk: JsonWebKey;
+  created_at: number;
+  retired_at: number | null;
+}
 
 function decodeCellKey(r: Row): CellKeyRow {
   return {
-    kid: str(r, 'kid'), purpose: str(r, 'purpose'), private_jwk: json(r, 'private_jwk', object) as JsonWebKey,
-    public_jwk: json(r, 'public_jwk', object) as JsonWebKey, created_at: num(r, 'created_at'), retired_at: numOrNull(r, 'retired_at'),
+    kid: str(r, 'kid'),
+    purpose: str(r, 'purpose'),
+    private_jwk: json(r, 'private_jwk', object) as JsonWebKey,
+    public_jwk: json(r, 'public_jwk', object) as JsonWebKey,
+    created_at: num(r, 'created_at'),
+    retired_at: numOrNull(r, 'retired_at'),
   };
 }
 
 /** Keys of a purpose, oldest first (retired included). */
 export async function cellKeys(db: Reader, purpose: string): Promise<CellKeyRow[]> {
-  return (await db.all('SELECT kid, purpose, private_jwk, public_jwk, created_at, retired_at FROM cell_keys WHERE purpose = ? ORDER BY created_at, kid', [purpose])).map(decodeCellKey);
+  return (
+    await db.all(
+      'SELECT kid, purpose, private_jwk, public_jwk, created_at, retired_at FROM cell_keys WHERE purpose = ? ORDER BY created_at, kid',
+      [purpose],
+    )
+  ).map(decodeCellKey);
 }
 
 export async function insertCellKey(tx: Tx, k: CellKeyRow): Promise<void> {
-  await tx.run('INSERT INTO cell_keys (kid, purpose, private_jwk, public_jwk, created_at, retired_at) VALUES (?, ?, ?, ?, ?, ?)',
-    [k.kid, k.purpose, JSON.stringify(k.private_jwk), JSON.stringify(k.public_jwk), k.created_at, k.retired_at]);
+  await tx.run('INSERT INTO cell_keys (kid, purpose, private_jwk, public_jwk, created_at, retired_at) VALUES (?, ?, ?, ?, ?, ?)', [
+    k.kid,
+    k.purpose,
+    JSON.stringify(k.private_jwk),
+    JSON.stringify(k.public_jwk),
+    k.created_at,
+    k.retired_at,
+  ]);
 }
 
 export async function retireCellKey(tx: Tx, kid: string, at: number): Promise<void> {

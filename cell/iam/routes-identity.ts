@@ -9,28 +9,44 @@ import type { AppEnv, CellCore } from '../context.ts';
 import { errorResponses, json } from '../http/openapi.ts';
 import type { Iam } from './iam.ts';
 
-const CellKeys = z.object({
-  cell_id: z.string(),
-  keys: z.array(z.object({
-    kid: z.string().openapi({ description: 'RFC 7638 thumbprint; the `signer_kid` of journal records' }),
-    jwk: z.record(z.string(), z.unknown()).openapi({ description: 'Public Ed25519 JWK (OKP)' }),
-    retired_at: z.string().nullable(),
-  })),
-}).openapi('CellIdentityKeys');
+const CellKeys = z
+  .object({
+    cell_id: z.string(),
+    keys: z.array(
+      z.object({
+        kid: z.string().openapi({ description: 'RFC 7638 thumbprint; the `signer_kid` of journal records' }),
+        jwk: z.record(z.string(), z.unknown()).openapi({ description: 'Public Ed25519 JWK (OKP)' }),
+        retired_at: z.string().nullable(),
+      }),
+    ),
+  })
+  .openapi('CellIdentityKeys');
 
 export const CELL_KEYS_PATH = '/.well-known/cell-keys.json';
 
 export function identityRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): void {
-  app.openapi(createRoute({
-    method: 'get', path: CELL_KEYS_PATH, tags: ['Discovery'], 'x-status': 'Live',
-    summary: 'The cell\'s identity keys, which sign its journals and bundles',
-    security: [],
-    responses: { 200: json(CellKeys, 'Current and retired identity keys'), ...errorResponses() },
-  }), (c) => c.json({
-    cell_id: core.config.cellId,
-    keys: iam.identityKeys().map((k) => ({
-      kid: k.kid, jwk: k.jwk as Record<string, unknown>,
-      retired_at: k.retired_at === null ? null : new Date(k.retired_at).toISOString(),
-    })),
-  }, 200, { 'Cache-Control': 'max-age=60' }));
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: CELL_KEYS_PATH,
+      tags: ['Discovery'],
+      'x-status': 'Live',
+      summary: "The cell's identity keys, which sign its journals and bundles",
+      security: [],
+      responses: { 200: json(CellKeys, 'Current and retired identity keys'), ...errorResponses() },
+    }),
+    (c) =>
+      c.json(
+        {
+          cell_id: core.config.cellId,
+          keys: iam.identityKeys().map((k) => ({
+            kid: k.kid,
+            jwk: k.jwk as Record<string, unknown>,
+            retired_at: k.retired_at === null ? null : new Date(k.retired_at).toISOString(),
+          })),
+        },
+        200,
+        { 'Cache-Control': 'max-age=60' },
+      ),
+  );
 }

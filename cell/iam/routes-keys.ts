@@ -16,46 +16,85 @@ import { countKeys, listKeys } from './repository.ts';
 const TAG = 'API keys';
 
 const Scope = z.string().refine(isSelector, 'not a permission selector').openapi({ example: 'system.orchestration.admin.read' });
-const IpRule = z.string().max(64).refine((s) => parseIpRule(s) !== null, 'not an IP address or CIDR').openapi({ example: '10.0.0.0/8' });
+const IpRule = z
+  .string()
+  .max(64)
+  .refine((s) => parseIpRule(s) !== null, 'not an IP address or CIDR')
+  .openapi({ example: '10.0.0.0/8' });
 
-const MintBody = z.object({
-  name: z.string().min(1).max(100),
-  owner_id: z.string().max(40).optional().openapi({ description: 'Mint for another principal the caller manages; default: the caller' }),
-  scopes: z.array(Scope).max(64).optional().openapi({ description: 'Empty or `*`: the owner\'s full authority; otherwise narrows' }),
-  rate_limit_rpm: z.number().int().min(1).max(1_000_000).nullable().optional().openapi({ description: 'Per-key requests-per-minute ceiling; default none' }),
-  allowed_ips: z.array(IpRule).max(64).optional().openapi({ description: 'Exact addresses or CIDR ranges, IPv4 or IPv6; default any' }),
-  allowed_regions: z.array(z.string().min(1).max(64)).max(64).optional().openapi({ description: 'Regions the key may be served from; default any' }),
-  expires_at: z.iso.datetime({ offset: true }).nullable().optional().openapi({ description: 'RFC 3339; default never' }),
-  authority: authoritySchema.nullable().optional().openapi({ description: 'Envelope cap (clearance, data grants, egress, tools, compartments) for what this key may run or hand out; default: the owner\'s full ceiling. Never wider than the minting credential\'s.' }),
-}).strict().openapi('MintApiKey');
+const MintBody = z
+  .object({
+    name: z.string().min(1).max(100),
+    owner_id: z.string().max(40).optional().openapi({ description: 'Mint for another principal the caller manages; default: the caller' }),
+    scopes: z.array(Scope).max(64).optional().openapi({ description: "Empty or `*`: the owner's full authority; otherwise narrows" }),
+    rate_limit_rpm: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .nullable()
+      .optional()
+      .openapi({ description: 'Per-key requests-per-minute ceiling; default none' }),
+    allowed_ips: z.array(IpRule).max(64).optional().openapi({ description: 'Exact addresses or CIDR ranges, IPv4 or IPv6; default any' }),
+    allowed_regions: z
+      .array(z.string().min(1).max(64))
+      .max(64)
+      .optional()
+      .openapi({ description: 'Regions the key may be served from; default any' }),
+    expires_at: z.iso.datetime({ offset: true }).nullable().optional().openapi({ description: 'RFC 3339; default never' }),
+    authority: authoritySchema.nullable().optional().openapi({
+      description:
+        "Envelope cap (clearance, data grants, egress, tools, compartments) for what this key may run or hand out; default: the owner's full ceiling. Never wider than the minting credential's.",
+    }),
+  })
+  .strict()
+  .openapi('MintApiKey');
 
-const KeyView = z.object({
-  key_id: z.string(),
-  owner_id: z.string(),
-  name: z.string(),
-  status: z.enum(['active', 'revoked', 'soft_deleted', 'purged']),
-  scopes: z.array(z.string()),
-  rate_limit_rpm: z.number().int().nullable(),
-  allowed_ips: z.array(z.string()),
-  allowed_regions: z.array(z.string()),
-  created_at: z.string(),
-  created_by: z.string(),
-  expires_at: z.string().nullable(),
-  rotated_at: z.string().nullable(),
-  previous_secret_valid_until: z.string().nullable(),
-  revoked_at: z.string().nullable(),
-  authority: z.union([z.literal('unbounded'), z.record(z.string(), z.unknown())]).nullable().openapi({ description: 'The key\'s envelope cap; null: its owner\'s full ceiling' }),
-}).openapi('ApiKey');
+const KeyView = z
+  .object({
+    key_id: z.string(),
+    owner_id: z.string(),
+    name: z.string(),
+    status: z.enum(['active', 'revoked', 'soft_deleted', 'purged']),
+    scopes: z.array(z.string()),
+    rate_limit_rpm: z.number().int().nullable(),
+    allowed_ips: z.array(z.string()),
+    allowed_regions: z.array(z.string()),
+    created_at: z.string(),
+    created_by: z.string(),
+    expires_at: z.string().nullable(),
+    rotated_at: z.string().nullable(),
+    previous_secret_valid_until: z.string().nullable(),
+    revoked_at: z.string().nullable(),
+    authority: z
+      .union([z.literal('unbounded'), z.record(z.string(), z.unknown())])
+      .nullable()
+      .openapi({ description: "The key's envelope cap; null: its owner's full ceiling" }),
+  })
+  .openapi('ApiKey');
 
 const KeyWithSecret = KeyView.extend({
   secret: z.string().openapi({ description: 'Shown once, now. Only its SHA-256 is stored.', example: 'svck_live_…' }),
 }).openapi('ApiKeyWithSecret');
 
-const KeyId = z.object({ key_id: z.string().regex(/^key_[0-9a-f]{20}$/).openapi({ param: { name: 'key_id', in: 'path' } }) });
+const KeyId = z.object({
+  key_id: z
+    .string()
+    .regex(/^key_[0-9a-f]{20}$/)
+    .openapi({ param: { name: 'key_id', in: 'path' } }),
+});
 
-const RotateBody = z.object({
-  grace_seconds: z.number().int().min(0).optional().openapi({ description: 'How long the previous secret keeps verifying; default and ceiling: the cell\'s rotation grace window' }),
-}).strict().openapi('RotateApiKey');
+const RotateBody = z
+  .object({
+    grace_seconds: z
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .openapi({ description: "How long the previous secret keeps verifying; default and ceiling: the cell's rotation grace window" }),
+  })
+  .strict()
+  .openapi('RotateApiKey');
 
 /**
  * The key, or the same 404 whether it does not exist or belongs to a principal
@@ -76,106 +115,169 @@ async function visibleKey(iam: Iam, auth: AuthContext, id: string): Promise<KeyR
 
 export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): void {
   const { store, clock } = core;
-  app.openapi(createRoute({
-    method: 'post', path: '/api/public/v1/admin/api-keys', tags: [TAG], 'x-status': 'Live',
-    summary: 'Mint an API key (secret shown once)',
-    ...secured(PERMISSIONS.keysWrite),
-    request: { body: jsonBody(MintBody) },
-    responses: { 201: json(KeyWithSecret, 'The new key and its secret'), ...errorResponses(400, 401, 403, 404) },
-  }), async (c) => {
-    const auth = c.get('auth');
-    const input = c.req.valid('json');
-    const body = {
-      ...input, scopes: input.scopes ?? [], rate_limit_rpm: input.rate_limit_rpm ?? null,
-      allowed_ips: input.allowed_ips ?? [], allowed_regions: input.allowed_regions ?? [], expires_at: input.expires_at ?? null,
-    };
-    const owner = await iam.visiblePrincipal(auth, body.owner_id ?? auth.principal.id);
-    if (owner.status !== 'active') throw invalid('the owner is not active', { reason: 'owner_inactive' });
-    // Minting for another principal is acting on it: the caller must hold all of its authority.
-    if (owner.id !== auth.principal.id) await iam.assertManages(auth, owner, 'api_key.mint');
-    const cap = (body.authority ?? null) as AuthorityEnvelope | null;
-    await iam.assertWithinCaller(auth, {
-      permissions: effectiveAuthority(await iam.permissionsOf(owner), body.scopes),
-      envelope: cap === null ? owner.authority : meetCeilings(owner.authority, cap),
-    }, { action: 'api_key.mint', target: owner.id });
-    const expiresAt = body.expires_at === null ? null : Date.parse(body.expires_at);
-    if (expiresAt !== null && expiresAt <= clock.now()) throw invalid('expires_at is in the past');
-    const { row, secret } = await store.write(async (tx) => {
-      const minted = await mintKeyTx(clock, tx, {
-        ownerId: owner.id, name: body.name, scopes: body.scopes, rateLimitRpm: body.rate_limit_rpm,
-        allowedIps: body.allowed_ips, allowedRegions: body.allowed_regions, expiresAt, createdBy: auth.principal.id, authority: cap,
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/public/v1/admin/api-keys',
+      tags: [TAG],
+      'x-status': 'Live',
+      summary: 'Mint an API key (secret shown once)',
+      ...secured(PERMISSIONS.keysWrite),
+      request: { body: jsonBody(MintBody) },
+      responses: { 201: json(KeyWithSecret, 'The new key and its secret'), ...errorResponses(400, 401, 403, 404) },
+    }),
+    async (c) => {
+      const auth = c.get('auth');
+      const input = c.req.valid('json');
+      const body = {
+        ...input,
+        scopes: input.scopes ?? [],
+        rate_limit_rpm: input.rate_limit_rpm ?? null,
+        allowed_ips: input.allowed_ips ?? [],
+        allowed_regions: input.allowed_regions ?? [],
+        expires_at: input.expires_at ?? null,
+      };
+      const owner = await iam.visiblePrincipal(auth, body.owner_id ?? auth.principal.id);
+      if (owner.status !== 'active') throw invalid('the owner is not active', { reason: 'owner_inactive' });
+      // Minting for another principal is acting on it: the caller must hold all of its authority.
+      if (owner.id !== auth.principal.id) await iam.assertManages(auth, owner, 'api_key.mint');
+      const cap = (body.authority ?? null) as AuthorityEnvelope | null;
+      await iam.assertWithinCaller(
+        auth,
+        {
+          permissions: effectiveAuthority(await iam.permissionsOf(owner), body.scopes),
+          envelope: cap === null ? owner.authority : meetCeilings(owner.authority, cap),
+        },
+        { action: 'api_key.mint', target: owner.id },
+      );
+      const expiresAt = body.expires_at === null ? null : Date.parse(body.expires_at);
+      if (expiresAt !== null && expiresAt <= clock.now()) throw invalid('expires_at is in the past');
+      const { row, secret } = await store.write(async (tx) => {
+        const minted = await mintKeyTx(clock, tx, {
+          ownerId: owner.id,
+          name: body.name,
+          scopes: body.scopes,
+          rateLimitRpm: body.rate_limit_rpm,
+          allowedIps: body.allowed_ips,
+          allowedRegions: body.allowed_regions,
+          expiresAt,
+          createdBy: auth.principal.id,
+          authority: cap,
+        });
+        await iam.audit(tx, {
+          actor: auth.principal.id,
+          action: 'api_key.mint',
+          target: minted.row.id,
+          outcome: 'ok',
+          details: { owner_id: owner.id, scopes: body.scopes },
+        });
+        return minted;
       });
-      await iam.audit(tx, { actor: auth.principal.id, action: 'api_key.mint', target: minted.row.id, outcome: 'ok', details: { owner_id: owner.id, scopes: body.scopes } });
-      return minted;
-    });
-    return c.json(keyView(row, secret) as z.infer<typeof KeyWithSecret>, 201);
-  });
+      return c.json(keyView(row, secret) as z.infer<typeof KeyWithSecret>, 201);
+    },
+  );
 
-  app.openapi(createRoute({
-    method: 'get', path: '/api/public/v1/admin/api-keys', tags: [TAG], 'x-status': 'Live',
-    summary: 'List API keys (never secrets). Without iam.principals.read, only the caller\'s own.',
-    ...secured(PERMISSIONS.keysRead),
-    request: { query: pageQuery(100, 1000).extend({ owner_id: z.string().max(40).optional() }) },
-    responses: { 200: json(z.object({ keys: z.array(KeyView), limit: z.number(), offset: z.number(), total: z.number() }).openapi('ApiKeyList'), 'Keys, oldest first'), ...errorResponses(400, 401, 403, 404) },
-  }), async (c) => {
-    const auth = c.get('auth');
-    const q = c.req.valid('query');
-    const ownerId = q.owner_id ?? (visibleAll(auth) ? undefined : auth.principal.id);
-    if (ownerId) await iam.visiblePrincipal(auth, ownerId);
-    const keys = (await listKeys(store, q.limit, q.offset, ownerId)).map((r) => keyView(r) as z.infer<typeof KeyView>);
-    return c.json({ keys, limit: q.limit, offset: q.offset, total: await countKeys(store, ownerId) }, 200);
-  });
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/public/v1/admin/api-keys',
+      tags: [TAG],
+      'x-status': 'Live',
+      summary: "List API keys (never secrets). Without iam.principals.read, only the caller's own.",
+      ...secured(PERMISSIONS.keysRead),
+      request: { query: pageQuery(100, 1000).extend({ owner_id: z.string().max(40).optional() }) },
+      responses: {
+        200: json(
+          z.object({ keys: z.array(KeyView), limit: z.number(), offset: z.number(), total: z.number() }).openapi('ApiKeyList'),
+          'Keys, oldest first',
+        ),
+        ...errorResponses(400, 401, 403, 404),
+      },
+    }),
+    async (c) => {
+      const auth = c.get('auth');
+      const q = c.req.valid('query');
+      const ownerId = q.owner_id ?? (visibleAll(auth) ? undefined : auth.principal.id);
+      if (ownerId) await iam.visiblePrincipal(auth, ownerId);
+      const keys = (await listKeys(store, q.limit, q.offset, ownerId)).map((r) => keyView(r) as z.infer<typeof KeyView>);
+      return c.json({ keys, limit: q.limit, offset: q.offset, total: await countKeys(store, ownerId) }, 200);
+    },
+  );
 
-  app.openapi(createRoute({
-    method: 'get', path: '/api/public/v1/admin/api-keys/{key_id}', tags: [TAG], 'x-status': 'Live',
-    summary: 'Get an API key (never its secret)',
-    ...secured(PERMISSIONS.keysRead),
-    request: { params: KeyId },
-    responses: { 200: json(KeyView, 'The key'), ...errorResponses(400, 401, 403, 404) },
-  }), async (c) => {
-    const row = await visibleKey(iam, c.get('auth'), c.req.valid('param').key_id);
-    return c.json(keyView(row) as z.infer<typeof KeyView>, 200);
-  });
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: '/api/public/v1/admin/api-keys/{key_id}',
+      tags: [TAG],
+      'x-status': 'Live',
+      summary: 'Get an API key (never its secret)',
+      ...secured(PERMISSIONS.keysRead),
+      request: { params: KeyId },
+      responses: { 200: json(KeyView, 'The key'), ...errorResponses(400, 401, 403, 404) },
+    }),
+    async (c) => {
+      const row = await visibleKey(iam, c.get('auth'), c.req.valid('param').key_id);
+      return c.json(keyView(row) as z.infer<typeof KeyView>, 200);
+    },
+  );
 
-  app.openapi(createRoute({
-    method: 'post', path: '/api/public/v1/admin/api-keys/{key_id}/rotate', tags: [TAG], 'x-status': 'Live',
-    summary: 'Rotate: a new secret (shown once); the previous one verifies for a bounded grace window',
-    ...secured(PERMISSIONS.keysWrite),
-    request: { params: KeyId, body: { required: false, content: { 'application/json': { schema: RotateBody } } } },
-    responses: { 200: json(KeyWithSecret, 'The key and its new secret'), ...errorResponses(400, 401, 403, 404, 409) },
-  }), async (c) => {
-    const auth = c.get('auth');
-    const row = await visibleKey(iam, auth, c.req.valid('param').key_id);
-    // A new secret carries the whole key's authority: only a caller holding all of it may receive one.
-    await iam.assertWithinCaller(auth, await iam.keyAuthority(row), { action: 'api_key.rotate', target: row.id });
-    const body = c.req.valid('json') ?? {};
-    const max = core.config.keyRotationGraceSeconds;
-    const grace = Math.min(body.grace_seconds ?? max, max);
-    const { row: next, secret } = await store.write(async (tx) => {
-      const r = await rotateKeyTx(clock, tx, row, grace);
-      await iam.audit(tx, { actor: auth.principal.id, action: 'api_key.rotate', target: row.id, outcome: 'ok', details: { grace_seconds: grace } });
-      return r;
-    });
-    return c.json(keyView(next, secret) as z.infer<typeof KeyWithSecret>, 200);
-  });
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/public/v1/admin/api-keys/{key_id}/rotate',
+      tags: [TAG],
+      'x-status': 'Live',
+      summary: 'Rotate: a new secret (shown once); the previous one verifies for a bounded grace window',
+      ...secured(PERMISSIONS.keysWrite),
+      request: { params: KeyId, body: { required: false, content: { 'application/json': { schema: RotateBody } } } },
+      responses: { 200: json(KeyWithSecret, 'The key and its new secret'), ...errorResponses(400, 401, 403, 404, 409) },
+    }),
+    async (c) => {
+      const auth = c.get('auth');
+      const row = await visibleKey(iam, auth, c.req.valid('param').key_id);
+      // A new secret carries the whole key's authority: only a caller holding all of it may receive one.
+      await iam.assertWithinCaller(auth, await iam.keyAuthority(row), { action: 'api_key.rotate', target: row.id });
+      const body = c.req.valid('json') ?? {};
+      const max = core.config.keyRotationGraceSeconds;
+      const grace = Math.min(body.grace_seconds ?? max, max);
+      const { row: next, secret } = await store.write(async (tx) => {
+        const r = await rotateKeyTx(clock, tx, row, grace);
+        await iam.audit(tx, {
+          actor: auth.principal.id,
+          action: 'api_key.rotate',
+          target: row.id,
+          outcome: 'ok',
+          details: { grace_seconds: grace },
+        });
+        return r;
+      });
+      return c.json(keyView(next, secret) as z.infer<typeof KeyWithSecret>, 200);
+    },
+  );
 
-  app.openapi(createRoute({
-    method: 'post', path: '/api/public/v1/admin/api-keys/{key_id}/revoke', tags: [TAG], 'x-status': 'Live',
-    summary: 'Revoke: every presentation refused, current and previous secret alike (idempotent)',
-    ...secured(PERMISSIONS.keysWrite),
-    request: { params: KeyId },
-    responses: { 200: json(KeyView, 'The revoked key'), ...errorResponses(400, 401, 403, 404) },
-  }), async (c) => {
-    const auth = c.get('auth');
-    const row = await visibleKey(iam, auth, c.req.valid('param').key_id);
-    await iam.assertWithinCaller(auth, await iam.keyAuthority(row), { action: 'api_key.revoke', target: row.id });
-    const next = await store.write(async (tx) => {
-      const r = await revokeKeyTx(clock, tx, row);
-      await iam.audit(tx, { actor: auth.principal.id, action: 'api_key.revoke', target: row.id, outcome: 'ok' });
-      return r;
-    });
-    return c.json(keyView(next) as z.infer<typeof KeyView>, 200);
-  });
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: '/api/public/v1/admin/api-keys/{key_id}/revoke',
+      tags: [TAG],
+      'x-status': 'Live',
+      summary: 'Revoke: every presentation refused, current and previous secret alike (idempotent)',
+      ...secured(PERMISSIONS.keysWrite),
+      request: { params: KeyId },
+      responses: { 200: json(KeyView, 'The revoked key'), ...errorResponses(400, 401, 403, 404) },
+    }),
+    async (c) => {
+      const auth = c.get('auth');
+      const row = await visibleKey(iam, auth, c.req.valid('param').key_id);
+      await iam.assertWithinCaller(auth, await iam.keyAuthority(row), { action: 'api_key.revoke', target: row.id });
+      const next = await store.write(async (tx) => {
+        const r = await revokeKeyTx(clock, tx, row);
+        await iam.audit(tx, { actor: auth.principal.id, action: 'api_key.revoke', target: row.id, outcome: 'ok' });
+        return r;
+      });
+      return c.json(keyView(next) as z.infer<typeof KeyView>, 200);
+    },
+  );
 }
 
 function visibleAll(auth: AuthContext): boolean {

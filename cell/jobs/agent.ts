@@ -15,7 +15,10 @@ import type { DriveResult } from '../runs/drive.ts';
 import type { Run } from '../runs/runs.ts';
 import type { JobsContext } from './context.ts';
 
-export interface AgentSpec { graph_id: string; input?: unknown }
+export interface AgentSpec {
+  graph_id: string;
+  input?: unknown;
+}
 
 async function refuse(ctx: JobsContext, runId: string, reason: string, message: string, details: JsonObject): Promise<DriveResult> {
   try {
@@ -32,16 +35,29 @@ export async function driveAgentRun(ctx: JobsContext, run: Run): Promise<DriveRe
   const spec = run.spec as AgentSpec;
   const found = await ctx.teams.crewByGraph(spec.graph_id);
   if (!found) {
-    return refuse(ctx, run.run_id, 'graph_unknown', `graph ${spec.graph_id} is not a graph this cell knows (its formation or crew changed)`, { graph_id: spec.graph_id });
+    return refuse(
+      ctx,
+      run.run_id,
+      'graph_unknown',
+      `graph ${spec.graph_id} is not a graph this cell knows (its formation or crew changed)`,
+      { graph_id: spec.graph_id },
+    );
   }
   const { crew, graph, graphHash } = found;
   const unmet = ctx.teams.unmetPlacement(graph);
   if (unmet.length) {
-    return refuse(ctx, run.run_id, 'placement_unmet', `this cell does not meet the run's placement constraints: ${unmet.map((u) => u.constraint).join(', ')}`, { unmet: unmet.map((u) => ({ ...u })) });
+    return refuse(
+      ctx,
+      run.run_id,
+      'placement_unmet',
+      `this cell does not meet the run's placement constraints: ${unmet.map((u) => u.constraint).join(', ')}`,
+      { unmet: unmet.map((u) => ({ ...u })) },
+    );
   }
   const workspaceId = run.workspace_id ?? crew.workspace_id;
   return ctx.runs.driveRun(run.run_id, graph, ctx.teams.crewPorts(run.run_id, workspaceId), spec.input ?? null, {
-    requester: run.requester, graphHash,
+    requester: run.requester,
+    graphHash,
     context: { crew_id: crew.crew_id, workspace_id: workspaceId, graph_id: spec.graph_id },
   });
 }

@@ -14,7 +14,14 @@ import type { JobsContext } from './context.ts';
 import { resumeJobRun } from './runner.ts';
 
 /** Records a decision on a waiting step of an agent job run, then wakes it. */
-export async function decideJobApproval(ctx: JobsContext, actor: string, runId: string, stepId: string, decision: 'approve' | 'reject', comment: string | undefined): Promise<Run> {
+export async function decideJobApproval(
+  ctx: JobsContext,
+  actor: string,
+  runId: string,
+  stepId: string,
+  decision: 'approve' | 'reject',
+  comment: string | undefined,
+): Promise<Run> {
   const run = await ctx.runs.getRun(runId);
   if (run?.kind !== 'job' || run.job_type !== 'agent') throw notFound('agent job run');
   const wake = await ctx.runs.recordApproval(actor, run, stepId, decision, comment, 'jobs.run.approval');

@@ -43,7 +43,10 @@ export const DEFINITION_PERMISSIONS: Readonly<Record<DefinitionJobType, readonly
 export function assertMayAuthor(auth: AuthContext, jobType: DefinitionJobType): void {
   for (const p of DEFINITION_PERMISSIONS[jobType]) {
     if (!grants(auth.effective, p)) {
-      throw forbidden(`a ${jobType} definition acts with its author's authority, which must include ${p}`, { reason: 'missing_permission', required_permission: p });
+      throw forbidden(`a ${jobType} definition acts with its author's authority, which must include ${p}`, {
+        reason: 'missing_permission',
+        required_permission: p,
+      });
     }
   }
 }
@@ -64,7 +67,12 @@ async function definitionGraph(ctx: JobsContext, d: { job_type: DefinitionJobTyp
  * later as the caller: every seat must be within the caller's envelope authority (403
  * wider_than_caller, audited), as for running the crew by hand.
  */
-export async function assertDefinitionSeats(ctx: JobsContext, auth: AuthContext, d: { job_type: DefinitionJobType; spec?: unknown }, action: string): Promise<void> {
+export async function assertDefinitionSeats(
+  ctx: JobsContext,
+  auth: AuthContext,
+  d: { job_type: DefinitionJobType; spec?: unknown },
+  action: string,
+): Promise<void> {
   const found = await definitionGraph(ctx, d);
   if (found) await ctx.teams.assertSeatsWithinCaller(auth, found.graph, { action, target: found.crew.crew_id });
 }
@@ -75,27 +83,38 @@ export async function assertDefinitionSeats(ctx: JobsContext, auth: AuthContext,
  * authored before authority was recorded: it fails closed). The seats of the
  * crew an agent or team definition runs must be within the author's ceiling now.
  */
-export async function authorityLapse(ctx: JobsContext, d: { job_type: DefinitionJobType; author_id: string; author_authority: string | null; spec?: unknown }): Promise<AuthorityLapse | null> {
+export async function authorityLapse(
+  ctx: JobsContext,
+  d: { job_type: DefinitionJobType; author_id: string; author_authority: string | null; spec?: unknown },
+): Promise<AuthorityLapse | null> {
   const author = await ctx.iam.principal(d.author_id);
   if (author?.status !== 'active') return 'author_inactive';
   if (d.author_authority === null) return 'author_authority_unknown';
   let recorded: unknown;
-  try { recorded = JSON.parse(d.author_authority); } catch { return 'author_authority_unknown'; }
+  try {
+    recorded = JSON.parse(d.author_authority);
+  } catch {
+    return 'author_authority_unknown';
+  }
   if (!Array.isArray(recorded) || !recorded.every((s) => typeof s === 'string')) return 'author_authority_unknown';
   const now = intersectSelectors(recorded as string[], await ctx.iam.permissionsOf(author));
   if (!DEFINITION_PERMISSIONS[d.job_type].every((p) => grants(now, p))) return 'author_lacks_permission';
   const found = await definitionGraph(ctx, d);
-  if (found && !Object.values(found.graph.seats).every((s) => {
-    const { budget_ceiling, ...rest } = s.authority;
-    return withinCeiling(budget_ceiling === null ? rest : { ...rest, budget_ceiling }, author.authority).ok;
-  })) return 'author_lacks_authority';
+  if (
+    found &&
+    !Object.values(found.graph.seats).every((s) => {
+      const { budget_ceiling, ...rest } = s.authority;
+      return withinCeiling(budget_ceiling === null ? rest : { ...rest, budget_ceiling }, author.authority).ok;
+    })
+  )
+    return 'author_lacks_authority';
   return null;
 }
 
 /** Refuses (409 definition_quota_reached) a principal that already authors the cell's quota of live definitions. */
 export async function assertWithinQuota(ctx: JobsContext, tx: Reader, authorId: string): Promise<void> {
   const quota = ctx.core.config.definitionQuota;
-  if (await repo.countAuthored(tx, authorId) >= quota) {
+  if ((await repo.countAuthored(tx, authorId)) >= quota) {
     throw conflict(`at most ${quota} live definitions may act as one principal`, { reason: 'definition_quota_reached', quota });
   }
 }
@@ -104,11 +123,25 @@ export async function assertWithinQuota(ctx: JobsContext, tx: Reader, authorId: 
  * Disables every enabled, live definition authored by `authorId` (its author
  * was archived, deleted or purged). Audited per definition; returns their ids.
  */
-export async function disableAuthoredTx(ctx: JobsContext, tx: Tx, authorId: string, reason: string, actor: string, at: number): Promise<string[]> {
+export async function disableAuthoredTx(
+  ctx: JobsContext,
+  tx: Tx,
+  authorId: string,
+  reason: string,
+  actor: string,
+  at: number,
+): Promise<string[]> {
   const ids = await repo.enabledAuthoredBy(tx, authorId);
   for (const id of ids) {
     await repo.disableDefinition(tx, id, reason, at);
-    await ctx.iam.audit(tx, { at, actor, action: 'jobs.definition.disable', target: id, outcome: 'ok', details: { reason, author: authorId } });
+    await ctx.iam.audit(tx, {
+      at,
+      actor,
+      action: 'jobs.definition.disable',
+      target: id,
+      outcome: 'ok',
+      details: { reason, author: authorId },
+    });
   }
   return ids;
 }
@@ -118,9 +151,31 @@ export async function disableAuthoredTx(ctx: JobsContext, tx: Tx, authorId: stri
  * on the fire time `fireAt`, so one cell does it once), records the fire as
  * refused and audits it. False when another fire or a change got there first.
  */
-export async function disableAtFireTx(ctx: JobsContext, tx: Tx, d: { schedule_id: string; author_id: string }, fireAt: number, reason: string, now: number): Promise<boolean> {
+export async function disableAtFireTx(
+  ctx: JobsContext,
+  tx: Tx,
+  d: { schedule_id: string; author_id: string },
+  fireAt: number,
+  reason: string,
+  now: number,
+): Promise<boolean> {
   if (!(await repo.disableAtFire(tx, d.schedule_id, fireAt, reason, now))) return false;
-  await repo.recordFire(tx, { schedule_id: d.schedule_id, fire_at: fireAt, state: 'refused', run_id: null, detail: reason, cell_id: ctx.core.config.cellId, at: now });
-  await ctx.iam.audit(tx, { at: now, actor: 'system:scheduler', action: 'jobs.definition.disable', target: d.schedule_id, outcome: 'ok', details: { reason, author: d.author_id } });
+  await repo.recordFire(tx, {
+    schedule_id: d.schedule_id,
+    fire_at: fireAt,
+    state: 'refused',
+    run_id: null,
+    detail: reason,
+    cell_id: ctx.core.config.cellId,
+    at: now,
+  });
+  await ctx.iam.audit(tx, {
+    at: now,
+    actor: 'system:scheduler',
+    action: 'jobs.definition.disable',
+    target: d.schedule_id,
+    outcome: 'ok',
+    details: { reason, author: d.author_id },
+  });
   return true;
 }

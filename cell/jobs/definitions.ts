@@ -42,7 +42,10 @@ export function newScheduleId(): string {
 export function parseCron(expr: string, timezone: string, minIntervalSeconds = 0): Cron {
   const fields = expr.trim().split(/\s+/);
   if (fields.length !== 5 && fields.length !== 6) {
-    throw invalid('cron must have 5 fields (minute hour day month weekday) or 6 with seconds first', { reason: 'invalid_cron', field: 'cron' });
+    throw invalid('cron must have 5 fields (minute hour day month weekday) or 6 with seconds first', {
+      reason: 'invalid_cron',
+      field: 'cron',
+    });
   }
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: timezone });
@@ -53,7 +56,10 @@ export function parseCron(expr: string, timezone: string, minIntervalSeconds = 0
   try {
     c = new Cron(expr.trim(), { timezone, paused: true });
   } catch (e) {
-    throw invalid(`cron is not valid: ${e instanceof Error ? e.message.replace(/^CronPattern: /, '') : 'unparseable'}`, { reason: 'invalid_cron', field: 'cron' });
+    throw invalid(`cron is not valid: ${e instanceof Error ? e.message.replace(/^CronPattern: /, '') : 'unparseable'}`, {
+      reason: 'invalid_cron',
+      field: 'cron',
+    });
   }
   if (c.nextRun(new Date(Date.UTC(2000, 0, 1))) === null) {
     throw invalid('cron never fires', { reason: 'invalid_cron', field: 'cron' });
@@ -61,8 +67,12 @@ export function parseCron(expr: string, timezone: string, minIntervalSeconds = 0
   if (minIntervalSeconds > 0) {
     const gap = cronMinGapSeconds(new CronPattern(expr.trim(), timezone));
     if (gap < minIntervalSeconds) {
-      throw invalid(`cron fires every ${gap} s at times; this cell's minimum interval between fires is ${minIntervalSeconds} s`,
-        { reason: 'cron_too_frequent', field: 'cron', interval_seconds: gap, min_interval_seconds: minIntervalSeconds });
+      throw invalid(`cron fires every ${gap} s at times; this cell's minimum interval between fires is ${minIntervalSeconds} s`, {
+        reason: 'cron_too_frequent',
+        field: 'cron',
+        interval_seconds: gap,
+        min_interval_seconds: minIntervalSeconds,
+      });
     }
   }
   return c;
@@ -77,18 +87,24 @@ export function parseCron(expr: string, timezone: string, minIntervalSeconds = 0
  * fires non-fixed times in both), across the end of an hour to its start.
  */
 export function cronMinGapSeconds(p: CronPattern): number {
-  const on = (a: number[], n: number) => { const out: number[] = []; for (let i = 0; i < n; i++) if (a[i]) out.push(i); return out; };
+  const on = (a: number[], n: number) => {
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) if (a[i]) out.push(i);
+    return out;
+  };
   const hours = on(p.hour, 24);
   const minutes = on(p.minute, 60);
   const seconds = on(p.second, 60);
   if (!hours.length || !minutes.length || !seconds.length) return Infinity;
   let gap = Infinity;
   let prev: number | null = null;
-  for (const h of hours) for (const m of minutes) for (const s of seconds) {
-    const t = h * 3600 + m * 60 + s;
-    if (prev !== null) gap = Math.min(gap, t - prev);
-    prev = t;
-  }
+  for (const h of hours)
+    for (const m of minutes)
+      for (const s of seconds) {
+        const t = h * 3600 + m * 60 + s;
+        if (prev !== null) gap = Math.min(gap, t - prev);
+        prev = t;
+      }
   const first = hours[0]! * 3600 + minutes[0]! * 60 + seconds[0]!;
   gap = Math.min(gap, 86_400 - prev! + first);
   const inHourFirst = minutes[0]! * 60 + seconds[0]!;
@@ -112,10 +128,14 @@ export async function validateTemplate(ctx: JobsContext, jobType: DefinitionJobT
       return parseRunSpec(ctx, jobType, spec);
     case 'agent': {
       if ('formation_id' in spec) {
-        throw invalid('an agent definition names a graph_id; a formation_id is a crew: schedule it as job_type team', { reason: 'formation_id_not_allowed', field: 'spec.formation_id' });
+        throw invalid('an agent definition names a graph_id; a formation_id is a crew: schedule it as job_type team', {
+          reason: 'formation_id_not_allowed',
+          field: 'spec.formation_id',
+        });
       }
       const r = AgentTemplateSchema.safeParse(spec);
-      if (!r.success) throw invalid('an agent definition needs spec.graph_id (and optional input)', { reason: 'invalid_template', field: 'spec' });
+      if (!r.success)
+        throw invalid('an agent definition needs spec.graph_id (and optional input)', { reason: 'invalid_template', field: 'spec' });
       if (!(await ctx.teams.crewByGraph(r.data.graph_id))) {
         throw invalid(`graph ${r.data.graph_id} is not a graph this cell knows`, { reason: 'unknown_graph', field: 'spec.graph_id' });
       }
@@ -123,11 +143,16 @@ export async function validateTemplate(ctx: JobsContext, jobType: DefinitionJobT
     }
     case 'team': {
       if (!('crew_id' in spec) && 'formation_id' in spec) {
-        throw invalid('a team definition names a crew_id; a formation_id alone has no members', { reason: 'formation_id_without_crew', field: 'spec.crew_id' });
+        throw invalid('a team definition names a crew_id; a formation_id alone has no members', {
+          reason: 'formation_id_without_crew',
+          field: 'spec.crew_id',
+        });
       }
       const r = TeamTemplateSchema.safeParse(spec);
-      if (!r.success) throw invalid('a team definition needs spec.crew_id (and optional input)', { reason: 'invalid_template', field: 'spec' });
-      if (!(await ctx.teams.crew(r.data.crew_id))) throw invalid(`crew ${r.data.crew_id} does not exist`, { reason: 'unknown_crew', field: 'spec.crew_id' });
+      if (!r.success)
+        throw invalid('a team definition needs spec.crew_id (and optional input)', { reason: 'invalid_template', field: 'spec' });
+      if (!(await ctx.teams.crew(r.data.crew_id)))
+        throw invalid(`crew ${r.data.crew_id} does not exist`, { reason: 'unknown_crew', field: 'spec.crew_id' });
       return r.data;
     }
   }
@@ -135,11 +160,26 @@ export async function validateTemplate(ctx: JobsContext, jobType: DefinitionJobT
 
 export function definitionView(d: Definition) {
   return {
-    schedule_id: d.schedule_id, name: d.name, job_type: d.job_type, workspace_id: d.workspace_id, spec: d.spec,
-    cron: d.cron, timezone: d.timezone, catch_up: d.catch_up, enabled: d.enabled, deleted: d.deleted_at !== null,
-    next_fire_at: d.next_fire_at, last_fire_at: d.last_fire_at, last_run_id: d.last_run_id, fire_count: d.fire_count,
+    schedule_id: d.schedule_id,
+    name: d.name,
+    job_type: d.job_type,
+    workspace_id: d.workspace_id,
+    spec: d.spec,
+    cron: d.cron,
+    timezone: d.timezone,
+    catch_up: d.catch_up,
+    enabled: d.enabled,
+    deleted: d.deleted_at !== null,
+    next_fire_at: d.next_fire_at,
+    last_fire_at: d.last_fire_at,
+    last_run_id: d.last_run_id,
+    fire_count: d.fire_count,
     disabled_reason: d.enabled ? null : d.disabled_reason,
-    created_by: d.created_by, author_id: d.author_id, created_at: d.created_at, updated_at: d.updated_at, deleted_at: d.deleted_at,
+    created_by: d.created_by,
+    author_id: d.author_id,
+    created_at: d.created_at,
+    updated_at: d.updated_at,
+    deleted_at: d.deleted_at,
   };
 }
 

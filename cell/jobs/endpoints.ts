@@ -31,16 +31,29 @@ export const invokePath = (id: string) => `/api/public/v1/jobs/endpoints/${id}/i
 
 export function endpointView(e: Endpoint) {
   return {
-    endpoint_id: e.endpoint_id, name: e.name, job_type: e.job_type, workspace_id: e.workspace_id, spec: e.spec,
-    rate_limit_rpm: e.rate_limit_rpm, required_scopes: e.required_scopes, input_schema: e.input_schema, mode: e.mode,
-    sync_timeout_ms: e.sync_timeout_ms, invoke_path: invokePath(e.endpoint_id), created_by: e.created_by, created_at: e.created_at,
+    endpoint_id: e.endpoint_id,
+    name: e.name,
+    job_type: e.job_type,
+    workspace_id: e.workspace_id,
+    spec: e.spec,
+    rate_limit_rpm: e.rate_limit_rpm,
+    required_scopes: e.required_scopes,
+    input_schema: e.input_schema,
+    mode: e.mode,
+    sync_timeout_ms: e.sync_timeout_ms,
+    invoke_path: invokePath(e.endpoint_id),
+    created_by: e.created_by,
+    created_at: e.created_at,
   };
 }
 
 /** Takes one invocation from the endpoint's budget (capacity = rpm, refill rpm/60 per second) or throws 429 with Retry-After. */
 export function takeEndpointBudget(ctx: JobsContext, e: Endpoint): Record<string, string> {
   let b = ctx.endpointBuckets.get(e.rate_limit_rpm);
-  if (!b) { b = new TokenBuckets(e.rate_limit_rpm, e.rate_limit_rpm / 60, ctx.core.clock); ctx.endpointBuckets.set(e.rate_limit_rpm, b); }
+  if (!b) {
+    b = new TokenBuckets(e.rate_limit_rpm, e.rate_limit_rpm / 60, ctx.core.clock);
+    ctx.endpointBuckets.set(e.rate_limit_rpm, b);
+  }
   const r = b.take(e.endpoint_id);
   const headers = rateLimitHeaders(r, 'endpoint', 60);
   if (!r.allowed) throw rateLimited(r, `rate_limit_rpm of endpoint ${e.endpoint_id}`, headers);
@@ -49,19 +62,37 @@ export function takeEndpointBudget(ctx: JobsContext, e: Endpoint): Record<string
 
 // ------------------------------------------------------------ a JSON Schema subset for endpoint inputs
 
-const SCHEMA_KEYS = new Set(['type', 'properties', 'required', 'items', 'enum', 'minimum', 'maximum', 'minLength', 'maxLength', 'minItems', 'maxItems', 'additionalProperties', 'description', 'title']);
+const SCHEMA_KEYS = new Set([
+  'type',
+  'properties',
+  'required',
+  'items',
+  'enum',
+  'minimum',
+  'maximum',
+  'minLength',
+  'maxLength',
+  'minItems',
+  'maxItems',
+  'additionalProperties',
+  'description',
+  'title',
+]);
 
 /** Checks that an input_schema uses only the supported subset (at registration). */
 export function checkInputSchema(s: unknown, path = 'input_schema', depth = 0): void {
   if (depth > 16) throw invalid('input_schema is nested too deeply', { reason: 'invalid_input_schema', path });
-  if (typeof s !== 'object' || s === null || Array.isArray(s)) throw invalid(`${path} must be an object`, { reason: 'invalid_input_schema', path });
-  for (const k of Object.keys(s)) if (!SCHEMA_KEYS.has(k)) throw invalid(`${path}.${k} is not supported`, { reason: 'invalid_input_schema', path: `${path}.${k}` });
+  if (typeof s !== 'object' || s === null || Array.isArray(s))
+    throw invalid(`${path} must be an object`, { reason: 'invalid_input_schema', path });
+  for (const k of Object.keys(s))
+    if (!SCHEMA_KEYS.has(k)) throw invalid(`${path}.${k} is not supported`, { reason: 'invalid_input_schema', path: `${path}.${k}` });
   const o = s as Record<string, unknown>;
   if (o['type'] !== undefined && !['object', 'array', 'string', 'number', 'integer', 'boolean', 'null'].includes(o['type'] as string)) {
     throw invalid(`${path}.type is not a JSON Schema type`, { reason: 'invalid_input_schema', path: `${path}.type` });
   }
   if (o['properties'] !== undefined) {
-    if (typeof o['properties'] !== 'object' || o['properties'] === null) throw invalid(`${path}.properties must be an object`, { reason: 'invalid_input_schema', path });
+    if (typeof o['properties'] !== 'object' || o['properties'] === null)
+      throw invalid(`${path}.properties must be an object`, { reason: 'invalid_input_schema', path });
     for (const [k, v] of Object.entries(o['properties'] as object)) checkInputSchema(v, `${path}.properties.${k}`, depth + 1);
   }
   if (o['items'] !== undefined) checkInputSchema(o['items'], `${path}.items`, depth + 1);
@@ -77,9 +108,13 @@ export function inputProblems(schema: Record<string, unknown>, v: unknown, path 
   const typeOf = (x: unknown) => (x === null ? 'null' : Array.isArray(x) ? 'array' : typeof x);
   if (t !== undefined) {
     const ok = t === 'integer' ? Number.isInteger(v) : t === 'number' ? typeof v === 'number' && Number.isFinite(v) : typeOf(v) === t;
-    if (!ok) { out.push(`${path}: expected ${String(t)}`); return out; }
+    if (!ok) {
+      out.push(`${path}: expected ${String(t)}`);
+      return out;
+    }
   }
-  if (Array.isArray(schema['enum']) && !schema['enum'].some((e) => JSON.stringify(e) === JSON.stringify(v))) out.push(`${path}: not one of the allowed values`);
+  if (Array.isArray(schema['enum']) && !schema['enum'].some((e) => JSON.stringify(e) === JSON.stringify(v)))
+    out.push(`${path}: not one of the allowed values`);
   if (typeof v === 'number') {
     if (typeof schema['minimum'] === 'number' && v < schema['minimum']) out.push(`${path}: below minimum`);
     if (typeof schema['maximum'] === 'number' && v > schema['maximum']) out.push(`${path}: above maximum`);
@@ -113,4 +148,6 @@ export function missingScope(required: readonly string[], has: (s: string) => bo
 }
 
 export const endpointForbidden = (scope: string) =>
-  new ServiceError('forbidden', `the credential lacks the scope ${scope} this endpoint requires`, { details: { reason: 'missing_scope', required_scope: scope } });
+  new ServiceError('forbidden', `the credential lacks the scope ${scope} this endpoint requires`, {
+    details: { reason: 'missing_scope', required_scope: scope },
+  });

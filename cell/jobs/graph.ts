@@ -30,8 +30,12 @@ export function notebookNodeId(i: number): string {
 export function jobGraph(jobType: string, spec: unknown): Graph {
   let nodes: GraphNode[];
   switch (jobType) {
-    case 'sql': nodes = [{ id: 'sql', kind: 'tool', config: { tool: JOB_TOOLS.sql, args: {} } }]; break;
-    case 'compute': nodes = [{ id: 'compute', kind: 'tool', config: { tool: JOB_TOOLS.compute, args: {} } }]; break;
+    case 'sql':
+      nodes = [{ id: 'sql', kind: 'tool', config: { tool: JOB_TOOLS.sql, args: {} } }];
+      break;
+    case 'compute':
+      nodes = [{ id: 'compute', kind: 'tool', config: { tool: JOB_TOOLS.compute, args: {} } }];
+      break;
     case 'single': {
       const s = spec as SingleSpec;
       nodes = [{ id: 'tool', kind: 'tool', config: { tool: s.tool, args: s.args as JsonObject } }];
@@ -39,10 +43,15 @@ export function jobGraph(jobType: string, spec: unknown): Graph {
     }
     case 'notebook': {
       const nb = spec as NotebookSpec;
-      nodes = nb.cells.map((_, i) => ({ id: notebookNodeId(i), kind: 'tool' as const, config: { tool: JOB_TOOLS.notebook, args: { index: i } } }));
+      nodes = nb.cells.map((_, i) => ({
+        id: notebookNodeId(i),
+        kind: 'tool' as const,
+        config: { tool: JOB_TOOLS.notebook, args: { index: i } },
+      }));
       break;
     }
-    default: throw new TypeError(`no graph for job type ${jobType}`);
+    default:
+      throw new TypeError(`no graph for job type ${jobType}`);
   }
   const edges = nodes.slice(1).map((n, i) => ({ from: nodes[i]!.id, to: n.id }));
   return {

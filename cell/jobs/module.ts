@@ -28,20 +28,44 @@ export interface JobsModule extends CellModule {
   /** The cron scheduler (tests call `tick()` after moving a manual clock). */
   scheduler: Scheduler;
   /** Whether a definition's author may still act through it: null when yes, else why (the check each fire makes). */
-  authorityLapse(d: { job_type: DefinitionJobType; author_id: string; author_authority: string | null; spec?: unknown }): Promise<AuthorityLapse | null>;
+  authorityLapse(d: {
+    job_type: DefinitionJobType;
+    author_id: string;
+    author_authority: string | null;
+    spec?: unknown;
+  }): Promise<AuthorityLapse | null>;
 }
 
-export function createJobsModule(core: CellCore, deps: { iam: Iam; lifecycle: Lifecycle; runs: Runs; teams: Teams; tools: Tools }): JobsModule {
+export function createJobsModule(
+  core: CellCore,
+  deps: { iam: Iam; lifecycle: Lifecycle; runs: Runs; teams: Teams; tools: Tools },
+): JobsModule {
   const ctx: JobsContext = {
-    core, iam: deps.iam, runs: deps.runs, teams: deps.teams, tools: deps.tools,
-    pool: new SandboxPool(), inflight: new Set(), workspaceQueues: new Map(), endpointBuckets: new Map(), wakeTimers: new Set(), stopped: false,
+    core,
+    iam: deps.iam,
+    runs: deps.runs,
+    teams: deps.teams,
+    tools: deps.tools,
+    pool: new SandboxPool(),
+    inflight: new Set(),
+    workspaceQueues: new Map(),
+    endpointBuckets: new Map(),
+    wakeTimers: new Set(),
+    stopped: false,
   };
   const scheduler = new Scheduler(ctx);
   // A workspace's storage quota counts its SQL database file too.
   deps.runs.registerWorkspaceFiles((ws) => statSync(workspaceDbPath(core.config.dataDir, ws), { throwIfNoEntry: false })?.size ?? 0);
   // A definition acts as its author: deactivating the author disables what it authored, in the same transaction.
   deps.lifecycle.onDeactivate(async (tx, principalId, action, actor, at) => {
-    await disableAuthoredTx(ctx, tx, principalId, `author_${action === 'archive' ? 'archived' : action === 'delete' ? 'deleted' : 'purged'}`, actor, at);
+    await disableAuthoredTx(
+      ctx,
+      tx,
+      principalId,
+      `author_${action === 'archive' ? 'archived' : action === 'delete' ? 'deleted' : 'purged'}`,
+      actor,
+      at,
+    );
   });
   return {
     name: 'jobs',

@@ -47,54 +47,120 @@ function decodeDefinition(r: Row): Definition {
   const catchUp = str(r, 'catch_up');
   if (catchUp !== 'once' && catchUp !== 'skip') throw new TypeError(`store row: unknown catch_up ${catchUp}`);
   return {
-    schedule_id: str(r, 'schedule_id'), name: str(r, 'name'), job_type: jobType as DefinitionJobType, workspace_id: str(r, 'workspace_id'),
-    spec: json(r, 'spec', anyJson), cron: str(r, 'cron'), timezone: str(r, 'timezone'), catch_up: catchUp, enabled: num(r, 'enabled') === 1,
-    deleted_at: numOrNull(r, 'deleted_at'), next_fire_at: numOrNull(r, 'next_fire_at'), last_fire_at: numOrNull(r, 'last_fire_at'),
-    last_run_id: strOrNull(r, 'last_run_id'), fire_count: num(r, 'fire_count'), skip_count: num(r, 'skip_count'),
-    lease_owner: strOrNull(r, 'lease_owner'), lease_until: numOrNull(r, 'lease_until'), created_by: str(r, 'created_by'),
-    author_id: strOrNull(r, 'author_id') ?? str(r, 'created_by'), author_authority: strOrNull(r, 'author_authority'),
-    disabled_reason: strOrNull(r, 'disabled_reason'), created_at: num(r, 'created_at'), updated_at: num(r, 'updated_at'),
+    schedule_id: str(r, 'schedule_id'),
+    name: str(r, 'name'),
+    job_type: jobType as DefinitionJobType,
+    workspace_id: str(r, 'workspace_id'),
+    spec: json(r, 'spec', anyJson),
+    cron: str(r, 'cron'),
+    timezone: str(r, 'timezone'),
+    catch_up: catchUp,
+    enabled: num(r, 'enabled') === 1,
+    deleted_at: numOrNull(r, 'deleted_at'),
+    next_fire_at: numOrNull(r, 'next_fire_at'),
+    last_fire_at: numOrNull(r, 'last_fire_at'),
+    last_run_id: strOrNull(r, 'last_run_id'),
+    fire_count: num(r, 'fire_count'),
+    skip_count: num(r, 'skip_count'),
+    lease_owner: strOrNull(r, 'lease_owner'),
+    lease_until: numOrNull(r, 'lease_until'),
+    created_by: str(r, 'created_by'),
+    author_id: strOrNull(r, 'author_id') ?? str(r, 'created_by'),
+    author_authority: strOrNull(r, 'author_authority'),
+    disabled_reason: strOrNull(r, 'disabled_reason'),
+    created_at: num(r, 'created_at'),
+    updated_at: num(r, 'updated_at'),
   };
 }
 
-const DEF_COLUMNS = 'schedule_id, name, job_type, workspace_id, spec, cron, timezone, catch_up, enabled, deleted_at, next_fire_at, last_fire_at, '
-  + 'last_run_id, fire_count, skip_count, lease_owner, lease_until, created_by, author_id, author_authority, disabled_reason, created_at, updated_at';
+const DEF_COLUMNS =
+  'schedule_id, name, job_type, workspace_id, spec, cron, timezone, catch_up, enabled, deleted_at, next_fire_at, last_fire_at, ' +
+  'last_run_id, fire_count, skip_count, lease_owner, lease_until, created_by, author_id, author_authority, disabled_reason, created_at, updated_at';
 
 export async function definitionById(db: Reader, id: string): Promise<Definition | undefined> {
   const r = await db.get(`SELECT ${DEF_COLUMNS} FROM job_definitions WHERE schedule_id = ?`, [id]);
   return r ? decodeDefinition(r) : undefined;
 }
 
-export async function listDefinitions(db: Reader, o: { limit: number; offset: number; includeDeleted: boolean }): Promise<{ items: Definition[]; total: number }> {
+export async function listDefinitions(
+  db: Reader,
+  o: { limit: number; offset: number; includeDeleted: boolean },
+): Promise<{ items: Definition[]; total: number }> {
   const w = o.includeDeleted ? '' : 'WHERE deleted_at IS NULL';
   const total = count(await db.get(`SELECT COUNT(*) AS n FROM job_definitions ${w}`));
-  const items = (await db.all(`SELECT ${DEF_COLUMNS} FROM job_definitions ${w} ORDER BY created_at, schedule_id LIMIT ? OFFSET ?`, [o.limit, o.offset])).map(decodeDefinition);
+  const items = (
+    await db.all(`SELECT ${DEF_COLUMNS} FROM job_definitions ${w} ORDER BY created_at, schedule_id LIMIT ? OFFSET ?`, [o.limit, o.offset])
+  ).map(decodeDefinition);
   return { items, total };
 }
 
 export interface NewDefinition {
-  schedule_id: string; name: string; job_type: DefinitionJobType; workspace_id: string; spec: unknown; cron: string; timezone: string;
-  catch_up: 'once' | 'skip'; enabled: boolean; next_fire_at: number | null; created_by: string; created_at: number;
+  schedule_id: string;
+  name: string;
+  job_type: DefinitionJobType;
+  workspace_id: string;
+  spec: unknown;
+  cron: string;
+  timezone: string;
+  catch_up: 'once' | 'skip';
+  enabled: boolean;
+  next_fire_at: number | null;
+  created_by: string;
+  created_at: number;
 }
 
 export async function insertDefinition(tx: Tx, d: NewDefinition): Promise<void> {
-  await tx.run(`INSERT INTO job_definitions (schedule_id, name, job_type, workspace_id, spec, cron, timezone, catch_up, enabled, deleted_at, next_fire_at,
+  await tx.run(
+    `INSERT INTO job_definitions (schedule_id, name, job_type, workspace_id, spec, cron, timezone, catch_up, enabled, deleted_at, next_fire_at,
       last_fire_at, last_run_id, fire_count, skip_count, lease_owner, lease_until, created_by, created_at, updated_at, disabled_reason)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, NULL, 0, 0, NULL, NULL, ?, ?, ?, ?)`,
-  [d.schedule_id, d.name, d.job_type, d.workspace_id, JSON.stringify(d.spec), d.cron, d.timezone, d.catch_up, d.enabled ? 1 : 0, d.next_fire_at,
-    d.created_by, d.created_at, d.created_at, d.enabled ? null : 'requested']);
+    [
+      d.schedule_id,
+      d.name,
+      d.job_type,
+      d.workspace_id,
+      JSON.stringify(d.spec),
+      d.cron,
+      d.timezone,
+      d.catch_up,
+      d.enabled ? 1 : 0,
+      d.next_fire_at,
+      d.created_by,
+      d.created_at,
+      d.created_at,
+      d.enabled ? null : 'requested',
+    ],
+  );
 }
 
-export async function updateDefinition(tx: Tx, id: string, f: {
-  name: string; workspace_id: string; spec: unknown; cron: string; timezone: string; catch_up: 'once' | 'skip'; next_fire_at: number | null; at: number;
-}): Promise<void> {
-  await tx.run('UPDATE job_definitions SET name = ?, workspace_id = ?, spec = ?, cron = ?, timezone = ?, catch_up = ?, next_fire_at = ?, updated_at = ? WHERE schedule_id = ?',
-    [f.name, f.workspace_id, JSON.stringify(f.spec), f.cron, f.timezone, f.catch_up, f.next_fire_at, f.at, id]);
+export async function updateDefinition(
+  tx: Tx,
+  id: string,
+  f: {
+    name: string;
+    workspace_id: string;
+    spec: unknown;
+    cron: string;
+    timezone: string;
+    catch_up: 'once' | 'skip';
+    next_fire_at: number | null;
+    at: number;
+  },
+): Promise<void> {
+  await tx.run(
+    'UPDATE job_definitions SET name = ?, workspace_id = ?, spec = ?, cron = ?, timezone = ?, catch_up = ?, next_fire_at = ?, updated_at = ? WHERE schedule_id = ?',
+    [f.name, f.workspace_id, JSON.stringify(f.spec), f.cron, f.timezone, f.catch_up, f.next_fire_at, f.at, id],
+  );
 }
 
 export async function setDefinitionEnabled(tx: Tx, id: string, on: boolean, next: number | null, at: number): Promise<void> {
-  await tx.run('UPDATE job_definitions SET enabled = ?, next_fire_at = ?, disabled_reason = ?, updated_at = ? WHERE schedule_id = ?',
-    [on ? 1 : 0, next, on ? null : 'requested', at, id]);
+  await tx.run('UPDATE job_definitions SET enabled = ?, next_fire_at = ?, disabled_reason = ?, updated_at = ? WHERE schedule_id = ?', [
+    on ? 1 : 0,
+    next,
+    on ? null : 'requested',
+    at,
+    id,
+  ]);
 }
 
 export async function softDeleteDefinition(tx: Tx, id: string, at: number): Promise<void> {
@@ -108,24 +174,37 @@ export async function countAuthored(db: Reader, authorId: string): Promise<numbe
 
 /** Makes `authorId`, with its effective authority `authority`, the principal the definition acts as. */
 export async function setAuthor(tx: Tx, scheduleId: string, authorId: string, authority: readonly string[]): Promise<void> {
-  await tx.run('UPDATE job_definitions SET author_id = ?, author_authority = ? WHERE schedule_id = ?', [authorId, JSON.stringify(authority), scheduleId]);
+  await tx.run('UPDATE job_definitions SET author_id = ?, author_authority = ? WHERE schedule_id = ?', [
+    authorId,
+    JSON.stringify(authority),
+    scheduleId,
+  ]);
 }
 
 /** Enabled, live definitions authored by `authorId`. */
 export async function enabledAuthoredBy(tx: Tx, authorId: string): Promise<string[]> {
-  return (await tx.all('SELECT schedule_id FROM job_definitions WHERE author_id = ? AND enabled = 1 AND deleted_at IS NULL ORDER BY schedule_id', [authorId]))
-    .map((r) => str(r, 'schedule_id'));
+  return (
+    await tx.all(
+      'SELECT schedule_id FROM job_definitions WHERE author_id = ? AND enabled = 1 AND deleted_at IS NULL ORDER BY schedule_id',
+      [authorId],
+    )
+  ).map((r) => str(r, 'schedule_id'));
 }
 
 export async function disableDefinition(tx: Tx, id: string, reason: string, at: number): Promise<void> {
-  await tx.run('UPDATE job_definitions SET enabled = 0, next_fire_at = NULL, disabled_reason = ?, updated_at = ? WHERE schedule_id = ?', [reason, at, id]);
+  await tx.run('UPDATE job_definitions SET enabled = 0, next_fire_at = NULL, disabled_reason = ?, updated_at = ? WHERE schedule_id = ?', [
+    reason,
+    at,
+    id,
+  ]);
 }
 
 /** Disables the definition if its next fire is still `fireAt` (compare-and-set); false when something got there first. */
 export async function disableAtFire(tx: Tx, id: string, fireAt: number, reason: string, at: number): Promise<boolean> {
   const r = await tx.run(
     'UPDATE job_definitions SET enabled = 0, next_fire_at = NULL, disabled_reason = ?, updated_at = ? WHERE schedule_id = ? AND next_fire_at = ? AND enabled = 1 AND deleted_at IS NULL',
-    [reason, at, id, fireAt]);
+    [reason, at, id, fireAt],
+  );
   return r.changes > 0;
 }
 
@@ -137,9 +216,12 @@ export async function earliestFire(db: Reader): Promise<number | null> {
 
 /** Definitions due at `now`, earliest first. */
 export async function dueDefinitions(db: Reader, now: number, limit: number): Promise<{ schedule_id: string; next_fire_at: number }[]> {
-  return (await db.all(
-    'SELECT schedule_id, next_fire_at FROM job_definitions WHERE enabled = 1 AND deleted_at IS NULL AND next_fire_at <= ? ORDER BY next_fire_at, schedule_id LIMIT ?',
-    [now, limit])).map((r) => ({ schedule_id: str(r, 'schedule_id'), next_fire_at: num(r, 'next_fire_at') }));
+  return (
+    await db.all(
+      'SELECT schedule_id, next_fire_at FROM job_definitions WHERE enabled = 1 AND deleted_at IS NULL AND next_fire_at <= ? ORDER BY next_fire_at, schedule_id LIMIT ?',
+      [now, limit],
+    )
+  ).map((r) => ({ schedule_id: str(r, 'schedule_id'), next_fire_at: num(r, 'next_fire_at') }));
 }
 
 /**
@@ -148,7 +230,12 @@ export async function dueDefinitions(db: Reader, now: number, limit: number): Pr
  * to `next`, takes the lease, counts the fire (or the skip when `held`).
  * False when another cell or a change got there first.
  */
-export async function claimFire(tx: Tx, id: string, at: number, f: { next: number | null; cellId: string; now: number; leaseUntil: number; held: boolean }): Promise<boolean> {
+export async function claimFire(
+  tx: Tx,
+  id: string,
+  at: number,
+  f: { next: number | null; cellId: string; now: number; leaseUntil: number; held: boolean },
+): Promise<boolean> {
   const held = f.held ? 1 : 0;
   const r = await tx.run(
     `UPDATE job_definitions SET next_fire_at = ?, lease_owner = ?, lease_until = ?,
@@ -157,7 +244,8 @@ export async function claimFire(tx: Tx, id: string, at: number, f: { next: numbe
        skip_count = skip_count + ?
      WHERE schedule_id = ? AND next_fire_at = ? AND enabled = 1 AND deleted_at IS NULL
        AND (lease_owner IS NULL OR lease_owner = ? OR lease_until <= ?)`,
-    [f.next, f.cellId, f.leaseUntil, held, f.now, held, held, id, at, f.cellId, f.now]);
+    [f.next, f.cellId, f.leaseUntil, held, f.now, held, held, id, at, f.cellId, f.now],
+  );
   return r.changes > 0;
 }
 
@@ -170,25 +258,58 @@ export async function setLastRun(tx: Tx, id: string, runId: string): Promise<voi
 export type FireState = 'fired' | 'pending' | 'dispatched' | 'refused' | 'skipped';
 
 /** Records a fire once (a second record of the same fire is ignored). */
-export async function recordFire(tx: Tx, f: { schedule_id: string; fire_at: number; state: FireState; run_id: string | null; detail: string | null; cell_id: string; at: number }): Promise<void> {
-  await tx.run(`INSERT INTO job_fires (schedule_id, fire_at, state, run_id, detail, cell_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+export async function recordFire(
+  tx: Tx,
+  f: { schedule_id: string; fire_at: number; state: FireState; run_id: string | null; detail: string | null; cell_id: string; at: number },
+): Promise<void> {
+  await tx.run(
+    `INSERT INTO job_fires (schedule_id, fire_at, state, run_id, detail, cell_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (schedule_id, fire_at) DO NOTHING`,
-  [f.schedule_id, f.fire_at, f.state, f.run_id, f.detail, f.cell_id, f.at]);
+    [f.schedule_id, f.fire_at, f.state, f.run_id, f.detail, f.cell_id, f.at],
+  );
 }
 
-export async function settleFire(tx: Tx, id: string, fireAt: number, state: FireState, runId: string | null, detail: string | null): Promise<void> {
-  await tx.run('UPDATE job_fires SET state = ?, run_id = ?, detail = ? WHERE schedule_id = ? AND fire_at = ?', [state, runId, detail, id, fireAt]);
+export async function settleFire(
+  tx: Tx,
+  id: string,
+  fireAt: number,
+  state: FireState,
+  runId: string | null,
+  detail: string | null,
+): Promise<void> {
+  await tx.run('UPDATE job_fires SET state = ?, run_id = ?, detail = ? WHERE schedule_id = ? AND fire_at = ?', [
+    state,
+    runId,
+    detail,
+    id,
+    fireAt,
+  ]);
 }
 
 export async function pendingFires(db: Reader, limit: number): Promise<{ schedule_id: string; fire_at: number }[]> {
-  return (await db.all("SELECT schedule_id, fire_at FROM job_fires WHERE state = 'pending' ORDER BY created_at, schedule_id LIMIT ?", [limit]))
-    .map((r) => ({ schedule_id: str(r, 'schedule_id'), fire_at: num(r, 'fire_at') }));
+  return (
+    await db.all("SELECT schedule_id, fire_at FROM job_fires WHERE state = 'pending' ORDER BY created_at, schedule_id LIMIT ?", [limit])
+  ).map((r) => ({ schedule_id: str(r, 'schedule_id'), fire_at: num(r, 'fire_at') }));
 }
 
 /** Fires of a definition, newest first. */
-export async function firesOf(db: Reader, id: string, limit: number): Promise<{ fire_at: number; state: string; run_id: string | null; detail: string | null; cell_id: string }[]> {
-  return (await db.all('SELECT fire_at, state, run_id, detail, cell_id FROM job_fires WHERE schedule_id = ? ORDER BY fire_at DESC LIMIT ?', [id, limit]))
-    .map((r) => ({ fire_at: num(r, 'fire_at'), state: str(r, 'state'), run_id: strOrNull(r, 'run_id'), detail: strOrNull(r, 'detail'), cell_id: str(r, 'cell_id') }));
+export async function firesOf(
+  db: Reader,
+  id: string,
+  limit: number,
+): Promise<{ fire_at: number; state: string; run_id: string | null; detail: string | null; cell_id: string }[]> {
+  return (
+    await db.all('SELECT fire_at, state, run_id, detail, cell_id FROM job_fires WHERE schedule_id = ? ORDER BY fire_at DESC LIMIT ?', [
+      id,
+      limit,
+    ])
+  ).map((r) => ({
+    fire_at: num(r, 'fire_at'),
+    state: str(r, 'state'),
+    run_id: strOrNull(r, 'run_id'),
+    detail: strOrNull(r, 'detail'),
+    cell_id: str(r, 'cell_id'),
+  }));
 }
 
 // ---------------------------------------------------------------- published endpoints
@@ -209,7 +330,8 @@ export interface Endpoint {
   deleted_at: number | null;
 }
 
-const ENDPOINT_COLUMNS = 'endpoint_id, name, job_type, workspace_id, spec, rate_limit_rpm, required_scopes, input_schema, mode, sync_timeout_ms, created_by, created_at, deleted_at';
+const ENDPOINT_COLUMNS =
+  'endpoint_id, name, job_type, workspace_id, spec, rate_limit_rpm, required_scopes, input_schema, mode, sync_timeout_ms, created_by, created_at, deleted_at';
 
 function decodeEndpoint(r: Row): Endpoint {
   const jobType = str(r, 'job_type');
@@ -217,9 +339,19 @@ function decodeEndpoint(r: Row): Endpoint {
   if (jobType !== 'compute' && jobType !== 'notebook') throw new TypeError(`store row: unknown endpoint job_type ${jobType}`);
   if (mode !== 'sync' && mode !== 'async') throw new TypeError(`store row: unknown endpoint mode ${mode}`);
   return {
-    endpoint_id: str(r, 'endpoint_id'), name: str(r, 'name'), job_type: jobType, workspace_id: str(r, 'workspace_id'), spec: json(r, 'spec', object),
-    rate_limit_rpm: num(r, 'rate_limit_rpm'), required_scopes: json(r, 'required_scopes', stringArray), input_schema: jsonOrNull(r, 'input_schema', object),
-    mode, sync_timeout_ms: num(r, 'sync_timeout_ms'), created_by: str(r, 'created_by'), created_at: num(r, 'created_at'), deleted_at: numOrNull(r, 'deleted_at'),
+    endpoint_id: str(r, 'endpoint_id'),
+    name: str(r, 'name'),
+    job_type: jobType,
+    workspace_id: str(r, 'workspace_id'),
+    spec: json(r, 'spec', object),
+    rate_limit_rpm: num(r, 'rate_limit_rpm'),
+    required_scopes: json(r, 'required_scopes', stringArray),
+    input_schema: jsonOrNull(r, 'input_schema', object),
+    mode,
+    sync_timeout_ms: num(r, 'sync_timeout_ms'),
+    created_by: str(r, 'created_by'),
+    created_at: num(r, 'created_at'),
+    deleted_at: numOrNull(r, 'deleted_at'),
   };
 }
 
@@ -231,14 +363,31 @@ export async function endpointById(db: Reader, id: string): Promise<Endpoint | u
 
 export async function listEndpoints(db: Reader, limit: number, offset: number): Promise<{ items: Endpoint[]; total: number }> {
   const total = count(await db.get('SELECT COUNT(*) AS n FROM job_endpoints WHERE deleted_at IS NULL'));
-  const items = (await db.all(`SELECT ${ENDPOINT_COLUMNS} FROM job_endpoints WHERE deleted_at IS NULL ORDER BY created_at, endpoint_id LIMIT ? OFFSET ?`, [limit, offset])).map(decodeEndpoint);
+  const items = (
+    await db.all(
+      `SELECT ${ENDPOINT_COLUMNS} FROM job_endpoints WHERE deleted_at IS NULL ORDER BY created_at, endpoint_id LIMIT ? OFFSET ?`,
+      [limit, offset],
+    )
+  ).map(decodeEndpoint);
   return { items, total };
 }
 
 export async function insertEndpoint(tx: Tx, e: Endpoint): Promise<void> {
-  await tx.run(`INSERT INTO job_endpoints (${ENDPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    [e.endpoint_id, e.name, e.job_type, e.workspace_id, JSON.stringify(e.spec), e.rate_limit_rpm, JSON.stringify(e.required_scopes),
-      e.input_schema === null ? null : JSON.stringify(e.input_schema), e.mode, e.sync_timeout_ms, e.created_by, e.created_at, e.deleted_at]);
+  await tx.run(`INSERT INTO job_endpoints (${ENDPOINT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
+    e.endpoint_id,
+    e.name,
+    e.job_type,
+    e.workspace_id,
+    JSON.stringify(e.spec),
+    e.rate_limit_rpm,
+    JSON.stringify(e.required_scopes),
+    e.input_schema === null ? null : JSON.stringify(e.input_schema),
+    e.mode,
+    e.sync_timeout_ms,
+    e.created_by,
+    e.created_at,
+    e.deleted_at,
+  ]);
 }
 
 export async function unpublishEndpoint(tx: Tx, id: string, at: number): Promise<void> {

@@ -23,52 +23,98 @@ import { CreateDefinitionSchema, DefinitionSchema, PatchDefinitionSchema } from 
 
 const TAG = 'Job definitions';
 const BASE = '/api/public/v1/admin/jobs/definitions';
-const IdParam = z.object({ schedule_id: z.string().min(1).max(200).openapi({ param: { name: 'schedule_id', in: 'path' }, example: 'sch_0123456789abcdef0123' }) });
+const IdParam = z.object({
+  schedule_id: z
+    .string()
+    .min(1)
+    .max(200)
+    .openapi({ param: { name: 'schedule_id', in: 'path' }, example: 'sch_0123456789abcdef0123' }),
+});
 
 const create = createRoute({
-  method: 'post', path: BASE, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
+  method: 'post',
+  path: BASE,
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsWrite),
   summary: 'Create a definition (a scheduled job)',
-  description: 'A typed `{job_type, spec}` plus `cron` (5 fields, or 6 with seconds first) and `timezone`. The cron and the template are validated now: agent needs a graph_id this cell knows (a formation_id is refused), team needs a crew_id (a formation_id alone is refused); a cron firing more often than the cell\'s minimum interval is refused (cron_too_frequent). The definition acts as the caller, within the caller\'s effective authority now (agent and team definitions need agent_teams.write too), and stops when the caller is deactivated or loses that authority. At most the cell\'s definition quota of live definitions act as one principal (409 definition_quota_reached).',
+  description:
+    "A typed `{job_type, spec}` plus `cron` (5 fields, or 6 with seconds first) and `timezone`. The cron and the template are validated now: agent needs a graph_id this cell knows (a formation_id is refused), team needs a crew_id (a formation_id alone is refused); a cron firing more often than the cell's minimum interval is refused (cron_too_frequent). The definition acts as the caller, within the caller's effective authority now (agent and team definitions need agent_teams.write too), and stops when the caller is deactivated or loses that authority. At most the cell's definition quota of live definitions act as one principal (409 definition_quota_reached).",
   request: { body: jsonBody(CreateDefinitionSchema) },
   responses: { 201: json(DefinitionSchema, 'The definition'), ...errorResponses(400, 401, 403, 409) },
 });
 const list = createRoute({
-  method: 'get', path: BASE, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsRead),
+  method: 'get',
+  path: BASE,
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsRead),
   summary: 'List definitions',
   description: 'In creation order. Soft-deleted definitions only with `include_deleted=true`. `limit` 1 to 1000 (default 100).',
   request: { query: pageQuery(100, 1000).extend({ include_deleted: z.enum(['true', 'false']).default('false') }) },
   responses: {
-    200: json(z.object({ items: z.array(DefinitionSchema), limit: z.number().int(), offset: z.number().int(), total: z.number().int() }).openapi('JobDefinitionList'), 'A page of definitions'),
+    200: json(
+      z
+        .object({ items: z.array(DefinitionSchema), limit: z.number().int(), offset: z.number().int(), total: z.number().int() })
+        .openapi('JobDefinitionList'),
+      'A page of definitions',
+    ),
     ...errorResponses(400, 401, 403),
   },
 });
 const get = createRoute({
-  method: 'get', path: `${BASE}/{schedule_id}`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsRead),
-  summary: 'Get a definition', request: { params: IdParam },
+  method: 'get',
+  path: `${BASE}/{schedule_id}`,
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsRead),
+  summary: 'Get a definition',
+  request: { params: IdParam },
   responses: { 200: json(DefinitionSchema, 'The definition (soft-deleted ones say deleted: true)'), ...errorResponses(400, 401, 403, 404) },
 });
 const patch = createRoute({
-  method: 'patch', path: `${BASE}/{schedule_id}`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
+  method: 'patch',
+  path: `${BASE}/{schedule_id}`,
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsWrite),
   summary: 'Update a definition',
-  description: 'Changes name, workspace, spec, cron, timezone or catch_up; everything is validated again. The next fire time is recomputed from now. The caller becomes the definition\'s author (it acts as the caller from now on).',
+  description:
+    "Changes name, workspace, spec, cron, timezone or catch_up; everything is validated again. The next fire time is recomputed from now. The caller becomes the definition's author (it acts as the caller from now on).",
   request: { params: IdParam, body: jsonBody(PatchDefinitionSchema) },
   responses: { 200: json(DefinitionSchema, 'The definition'), ...errorResponses(400, 401, 403, 404, 409) },
 });
 const enable = createRoute({
-  method: 'post', path: `${BASE}/{schedule_id}/enable`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
-  summary: 'Enable a definition (idempotent)', description: 'Its next fire time is computed from now: fires missed while disabled are not run. The caller becomes the definition\'s author (it acts as the caller from now on).',
+  method: 'post',
+  path: `${BASE}/{schedule_id}/enable`,
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Enable a definition (idempotent)',
+  description:
+    "Its next fire time is computed from now: fires missed while disabled are not run. The caller becomes the definition's author (it acts as the caller from now on).",
   request: { params: IdParam },
   responses: { 200: json(DefinitionSchema, 'The definition'), ...errorResponses(400, 401, 403, 404, 409) },
 });
 const disable = createRoute({
-  method: 'post', path: `${BASE}/{schedule_id}/disable`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
-  summary: 'Disable a definition (idempotent)', description: 'A disabled definition never fires.',
+  method: 'post',
+  path: `${BASE}/{schedule_id}/disable`,
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Disable a definition (idempotent)',
+  description: 'A disabled definition never fires.',
   request: { params: IdParam },
   responses: { 200: json(DefinitionSchema, 'The definition'), ...errorResponses(400, 401, 403, 404, 409) },
 });
 const del = createRoute({
-  method: 'delete', path: `${BASE}/{schedule_id}`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
-  summary: 'Soft-delete a definition (idempotent)', description: 'It never fires again and is listed only with include_deleted=true; its runs stay.',
+  method: 'delete',
+  path: `${BASE}/{schedule_id}`,
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Soft-delete a definition (idempotent)',
+  description: 'It never fires again and is listed only with include_deleted=true; its runs stay.',
   request: { params: IdParam },
   responses: { 200: json(DefinitionSchema, 'The deleted definition'), ...errorResponses(400, 401, 403, 404) },
 });
@@ -95,11 +141,28 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
     await core.store.write(async (tx) => {
       await assertWithinQuota(ctx, tx, actor);
       await repo.insertDefinition(tx, {
-        schedule_id: id, name: b.name, job_type: b.job_type, workspace_id: b.workspace_id, spec, cron: b.cron.trim(), timezone: b.timezone,
-        catch_up: b.catch_up, enabled: b.enabled, next_fire_at: next, created_by: actor, created_at: now,
+        schedule_id: id,
+        name: b.name,
+        job_type: b.job_type,
+        workspace_id: b.workspace_id,
+        spec,
+        cron: b.cron.trim(),
+        timezone: b.timezone,
+        catch_up: b.catch_up,
+        enabled: b.enabled,
+        next_fire_at: next,
+        created_by: actor,
+        created_at: now,
       });
       await repo.setAuthor(tx, id, actor, auth.effective);
-      await iam.audit(tx, { at: now, actor, action: 'jobs.definition.create', target: id, outcome: 'ok', details: { job_type: b.job_type, cron: b.cron, credential: auth.credential.id } });
+      await iam.audit(tx, {
+        at: now,
+        actor,
+        action: 'jobs.definition.create',
+        target: id,
+        outcome: 'ok',
+        details: { job_type: b.job_type, cron: b.cron, credential: auth.credential.id },
+      });
     });
     void scheduler().rearm();
     return c.json(definitionView(await load(id)), 201);
@@ -107,7 +170,11 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
 
   app.openapi(list, async (c) => {
     const q = c.req.valid('query');
-    const { items, total } = await repo.listDefinitions(core.store, { limit: q.limit, offset: q.offset, includeDeleted: q.include_deleted === 'true' });
+    const { items, total } = await repo.listDefinitions(core.store, {
+      limit: q.limit,
+      offset: q.offset,
+      includeDeleted: q.include_deleted === 'true',
+    });
     return c.json({ items: items.map(definitionView), limit: q.limit, offset: q.offset, total }, 200);
   });
 
@@ -130,10 +197,24 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
     await core.store.write(async (tx) => {
       if (d.author_id !== actor) await assertWithinQuota(ctx, tx, actor);
       await repo.updateDefinition(tx, d.schedule_id, {
-        name: b.name ?? d.name, workspace_id: b.workspace_id ?? d.workspace_id, spec, cron: cron.trim(), timezone, catch_up: b.catch_up ?? d.catch_up, next_fire_at: next, at: now,
+        name: b.name ?? d.name,
+        workspace_id: b.workspace_id ?? d.workspace_id,
+        spec,
+        cron: cron.trim(),
+        timezone,
+        catch_up: b.catch_up ?? d.catch_up,
+        next_fire_at: next,
+        at: now,
       });
       await repo.setAuthor(tx, d.schedule_id, actor, auth.effective);
-      await iam.audit(tx, { at: now, actor, action: 'jobs.definition.update', target: d.schedule_id, outcome: 'ok', details: { fields: Object.keys(b), previous_author: d.author_id, credential: auth.credential.id } });
+      await iam.audit(tx, {
+        at: now,
+        actor,
+        action: 'jobs.definition.update',
+        target: d.schedule_id,
+        outcome: 'ok',
+        details: { fields: Object.keys(b), previous_author: d.author_id, credential: auth.credential.id },
+      });
     });
     void scheduler().rearm();
     return c.json(definitionView(await load(d.schedule_id)), 200);
@@ -155,8 +236,14 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
       await repo.setDefinitionEnabled(tx, id, on, next, now);
       // Enabling makes it act again, so it acts as the one who enabled it, within their authority now.
       if (on) await repo.setAuthor(tx, id, actor, auth.effective);
-      await iam.audit(tx, { at: now, actor, action: on ? 'jobs.definition.enable' : 'jobs.definition.disable', target: id, outcome: 'ok',
-        details: on ? { previous_author: d.author_id, credential: auth.credential.id } : { reason: 'requested' } });
+      await iam.audit(tx, {
+        at: now,
+        actor,
+        action: on ? 'jobs.definition.enable' : 'jobs.definition.disable',
+        target: id,
+        outcome: 'ok',
+        details: on ? { previous_author: d.author_id, credential: auth.credential.id } : { reason: 'requested' },
+      });
     });
     void scheduler().rearm();
     return load(id);

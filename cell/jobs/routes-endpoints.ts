@@ -15,58 +15,104 @@ import * as repo from './repository.ts';
 import { requires } from '../http/authorize.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import {
-  checkInputSchema, endpointForbidden, endpointView, inputProblems, missingScope, newEndpointId, takeEndpointBudget,
+  checkInputSchema,
+  endpointForbidden,
+  endpointView,
+  inputProblems,
+  missingScope,
+  newEndpointId,
+  takeEndpointBudget,
 } from './endpoints.ts';
 import { parseRunSpec, submitJobRun } from './runner.ts';
 import { CreateEndpointSchema, EndpointSchema, RunErrorSchema } from './schemas.ts';
 
 const TAG = 'Job endpoints';
 const BASE = '/api/public/v1/admin/jobs/endpoints';
-const IdParam = z.object({ endpoint_id: z.string().min(1).max(200).openapi({ param: { name: 'endpoint_id', in: 'path' }, example: 'jep_0123456789abcdef0123' }) });
+const IdParam = z.object({
+  endpoint_id: z
+    .string()
+    .min(1)
+    .max(200)
+    .openapi({ param: { name: 'endpoint_id', in: 'path' }, example: 'jep_0123456789abcdef0123' }),
+});
 
 const publish = createRoute({
-  method: 'post', path: BASE, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
+  method: 'post',
+  path: BASE,
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsWrite),
   summary: 'Publish a compute or notebook template as an endpoint',
-  description: 'The template is validated now (with the input replaced at invocation). `rate_limit_rpm` (default 60) is this endpoint\'s own budget; `required_scopes` are what a caller\'s credential must grant; `input_schema` (a JSON Schema subset) checks the input.',
+  description:
+    "The template is validated now (with the input replaced at invocation). `rate_limit_rpm` (default 60) is this endpoint's own budget; `required_scopes` are what a caller's credential must grant; `input_schema` (a JSON Schema subset) checks the input.",
   request: { body: jsonBody(CreateEndpointSchema) },
   responses: { 201: json(EndpointSchema, 'The endpoint, with its invoke_path'), ...errorResponses(400, 401, 403) },
 });
 const list = createRoute({
-  method: 'get', path: BASE, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsRead),
-  summary: 'List published endpoints', description: 'In creation order; `limit` 1 to 1000 (default 100).',
+  method: 'get',
+  path: BASE,
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsRead),
+  summary: 'List published endpoints',
+  description: 'In creation order; `limit` 1 to 1000 (default 100).',
   request: { query: pageQuery(100, 1000) },
   responses: {
-    200: json(z.object({ items: z.array(EndpointSchema), limit: z.number().int(), offset: z.number().int(), total: z.number().int() }).openapi('JobEndpointList'), 'A page of endpoints'),
+    200: json(
+      z
+        .object({ items: z.array(EndpointSchema), limit: z.number().int(), offset: z.number().int(), total: z.number().int() })
+        .openapi('JobEndpointList'),
+      'A page of endpoints',
+    ),
     ...errorResponses(400, 401, 403),
   },
 });
 const get = createRoute({
-  method: 'get', path: `${BASE}/{endpoint_id}`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsRead),
-  summary: 'Get a published endpoint', request: { params: IdParam },
+  method: 'get',
+  path: `${BASE}/{endpoint_id}`,
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsRead),
+  summary: 'Get a published endpoint',
+  request: { params: IdParam },
   responses: { 200: json(EndpointSchema, 'The endpoint'), ...errorResponses(400, 401, 403, 404) },
 });
 const unpublish = createRoute({
-  method: 'delete', path: `${BASE}/{endpoint_id}`, tags: [TAG], 'x-status': 'Live', ...secured(PERMISSIONS.jobsWrite),
-  summary: 'Unpublish an endpoint', description: 'Invocations answer 404 from now on; runs it produced stay.',
+  method: 'delete',
+  path: `${BASE}/{endpoint_id}`,
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Unpublish an endpoint',
+  description: 'Invocations answer 404 from now on; runs it produced stay.',
   request: { params: IdParam },
   responses: { 200: json(EndpointSchema, 'The endpoint as it was'), ...errorResponses(400, 401, 403, 404) },
 });
 
-const InvokeResult = z.object({
-  run_id: z.string(),
-  state: z.string(),
-  output: z.unknown().nullable().optional(),
-  error: RunErrorSchema.nullable().optional(),
-  checked_cell_id: z.string(),
-}).openapi('JobEndpointInvocation');
+const InvokeResult = z
+  .object({
+    run_id: z.string(),
+    state: z.string(),
+    output: z.unknown().nullable().optional(),
+    error: RunErrorSchema.nullable().optional(),
+    checked_cell_id: z.string(),
+  })
+  .openapi('JobEndpointInvocation');
 
 const invoke = createRoute({
-  method: 'post', path: '/api/public/v1/jobs/endpoints/{endpoint_id}/invoke', tags: [TAG], 'x-status': 'Live',
+  method: 'post',
+  path: '/api/public/v1/jobs/endpoints/{endpoint_id}/invoke',
+  tags: [TAG],
+  'x-status': 'Live',
   security: [{ bearerAuth: [] }, { dpop: [] }],
-  'x-required-permission': 'the endpoint\'s required_scopes',
+  'x-required-permission': "the endpoint's required_scopes",
   summary: 'Invoke a published endpoint',
-  description: 'The JSON body is the job\'s input. Gates: authentication, the endpoint\'s required_scopes (403), the credential\'s own rpm ceiling (429), the endpoint\'s rate_limit_rpm (429 + Retry-After, a budget of its own, independent of the gateway and per-key budgets), input_schema (400), the workspace\'s and the cell\'s storage quotas (409). Mode sync answers 200 with the output when the run ends within sync_timeout_ms, else 202 with the run id; mode async answers 202.',
-  request: { params: IdParam, body: { required: false, content: { 'application/json': { schema: z.unknown().openapi({ description: 'The input (any JSON)' }) } } } },
+  description:
+    "The JSON body is the job's input. Gates: authentication, the endpoint's required_scopes (403), the credential's own rpm ceiling (429), the endpoint's rate_limit_rpm (429 + Retry-After, a budget of its own, independent of the gateway and per-key budgets), input_schema (400), the workspace's and the cell's storage quotas (409). Mode sync answers 200 with the output when the run ends within sync_timeout_ms, else 202 with the run id; mode async answers 202.",
+  request: {
+    params: IdParam,
+    body: { required: false, content: { 'application/json': { schema: z.unknown().openapi({ description: 'The input (any JSON)' }) } } },
+  },
   responses: {
     200: json(InvokeResult, 'The run ended: its output or error'),
     202: json(InvokeResult, 'The run is still going: follow run_id'),
@@ -88,11 +134,28 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
     const id = newEndpointId();
     await core.store.write(async (tx) => {
       await repo.insertEndpoint(tx, {
-        endpoint_id: id, name: b.name, job_type: b.job_type, workspace_id: b.workspace_id, spec: b.spec, rate_limit_rpm: b.rate_limit_rpm,
-        required_scopes: b.required_scopes, input_schema: b.input_schema ?? null, mode: b.mode, sync_timeout_ms: b.sync_timeout_ms,
-        created_by: actor, created_at: now, deleted_at: null,
+        endpoint_id: id,
+        name: b.name,
+        job_type: b.job_type,
+        workspace_id: b.workspace_id,
+        spec: b.spec,
+        rate_limit_rpm: b.rate_limit_rpm,
+        required_scopes: b.required_scopes,
+        input_schema: b.input_schema ?? null,
+        mode: b.mode,
+        sync_timeout_ms: b.sync_timeout_ms,
+        created_by: actor,
+        created_at: now,
+        deleted_at: null,
       });
-      await iam.audit(tx, { at: now, actor, action: 'jobs.endpoint.publish', target: id, outcome: 'ok', details: { job_type: b.job_type, rate_limit_rpm: b.rate_limit_rpm } });
+      await iam.audit(tx, {
+        at: now,
+        actor,
+        action: 'jobs.endpoint.publish',
+        target: id,
+        outcome: 'ok',
+        details: { job_type: b.job_type, rate_limit_rpm: b.rate_limit_rpm },
+      });
     });
     return c.json(endpointView((await repo.endpointById(core.store, id))!), 201);
   });
@@ -128,7 +191,9 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
     // An endpoint acts on its publisher's authority: only while the publisher is active and may still run jobs.
     const publisher = await iam.principal(e.created_by);
     if (publisher?.status !== 'active' || !grants(await iam.permissionsOf(publisher), PERMISSIONS.jobsWrite)) {
-      throw new ServiceError('forbidden', 'this endpoint\'s publisher may no longer run jobs; the endpoint is suspended', { details: { reason: 'publisher_inactive' } });
+      throw new ServiceError('forbidden', "this endpoint's publisher may no longer run jobs; the endpoint is suspended", {
+        details: { reason: 'publisher_inactive' },
+      });
     }
     const lacking = missingScope(e.required_scopes, (s) => grants(auth.effective, s));
     if (lacking !== undefined) throw endpointForbidden(lacking);
@@ -138,19 +203,31 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
     const text = await c.req.text();
     let input: unknown = null;
     if (text.trim() !== '') {
-      try { input = JSON.parse(text) as unknown; } catch { throw invalid('the body is not JSON', { reason: 'malformed_body' }); }
+      try {
+        input = JSON.parse(text) as unknown;
+      } catch {
+        throw invalid('the body is not JSON', { reason: 'malformed_body' });
+      }
     }
     if (e.input_schema) {
       const problems = inputProblems(e.input_schema, input);
-      if (problems.length) throw invalid('the input does not match the endpoint\'s input_schema', { reason: 'invalid_input', problems });
+      if (problems.length) throw invalid("the input does not match the endpoint's input_schema", { reason: 'invalid_input', problems });
     }
     const spec = parseRunSpec(ctx, e.job_type, { ...e.spec, input });
-    const { run_id, done } = await submitJobRun(ctx, { job_type: e.job_type, workspace_id: e.workspace_id, spec, requester: auth.principal.id, source: `endpoint:${e.endpoint_id}` });
+    const { run_id, done } = await submitJobRun(ctx, {
+      job_type: e.job_type,
+      workspace_id: e.workspace_id,
+      spec,
+      requester: auth.principal.id,
+      source: `endpoint:${e.endpoint_id}`,
+    });
     if (e.mode === 'sync') {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const finished = await Promise.race([
         done.then(() => true),
-        new Promise<boolean>((r) => { timer = setTimeout(() => r(false), e.sync_timeout_ms); }),
+        new Promise<boolean>((r) => {
+          timer = setTimeout(() => r(false), e.sync_timeout_ms);
+        }),
       ]);
       if (timer) clearTimeout(timer);
       const run = (await runs.getRun(run_id))!;

@@ -19,30 +19,49 @@ import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema, typ
 
 const TAG = 'Job runs';
 
-
 export async function runView(ctx: JobsContext, r: Run): Promise<z.infer<typeof JobRunSchema>> {
   return {
-    run_id: r.run_id, job_id: r.run_id, kind: r.kind, job_type: r.job_type, crew_id: r.crew_id, workspace_id: r.workspace_id,
-    spec: r.spec, requester: r.requester, state: r.state, output: r.output ?? null, error: r.error, flags: r.flags,
-    source: r.source, graph_hash: r.graph_hash, coordinator: r.coordinator,
-    created_at: r.created_at, updated_at: r.updated_at, finished_at: r.finished_at,
+    run_id: r.run_id,
+    job_id: r.run_id,
+    kind: r.kind,
+    job_type: r.job_type,
+    crew_id: r.crew_id,
+    workspace_id: r.workspace_id,
+    spec: r.spec,
+    requester: r.requester,
+    state: r.state,
+    output: r.output ?? null,
+    error: r.error,
+    flags: r.flags,
+    source: r.source,
+    graph_hash: r.graph_hash,
+    coordinator: r.coordinator,
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    finished_at: r.finished_at,
     checked_cell_id: ctx.core.config.cellId,
     ...(r.job_type === 'agent' ? { pending_approvals: await jobPendingApprovals(ctx, r) } : {}),
   };
 }
 
-const Submitted = z.object({
-  run_id: z.string().openapi({ description: 'The orchestration run id; follow it with GET .../runs/{run_id}, /journal and /events/sse' }),
-  job_id: z.string(),
-  state: z.string(),
-  checked_cell_id: z.string(),
-}).openapi('JobRunSubmitted');
+const Submitted = z
+  .object({
+    run_id: z.string().openapi({ description: 'The orchestration run id; follow it with GET .../runs/{run_id}, /journal and /events/sse' }),
+    job_id: z.string(),
+    state: z.string(),
+    checked_cell_id: z.string(),
+  })
+  .openapi('JobRunSubmitted');
 
 const submit = createRoute({
-  method: 'post', path: '/api/public/v1/admin/jobs/runs', tags: [TAG], 'x-status': 'Live',
+  method: 'post',
+  path: '/api/public/v1/admin/jobs/runs',
+  tags: [TAG],
+  'x-status': 'Live',
   ...secured(PERMISSIONS.jobsWrite),
   summary: 'Run a job',
-  description: 'Starts a run of `job_type` (notebook, compute, sql, single) with `spec` (SqlJobSpec, ComputeJobSpec, NotebookJobSpec, SingleJobSpec) in `workspace_id`. Answers at once with the run id; the run executes on the orchestration engine with a signed journal. The requester is the authenticated principal; a `requester` field is refused. A spec that leaves no room within the run storage cap is 400 (`run_storage_cap`); a workspace whose runs and SQL database leave no room within its storage quota, or a cell whose runs leave none within theirs, is 409 (`workspace_quota`, `cell_storage_quota`); a run that would store more than its cap fails with `run_storage_cap`.',
+  description:
+    'Starts a run of `job_type` (notebook, compute, sql, single) with `spec` (SqlJobSpec, ComputeJobSpec, NotebookJobSpec, SingleJobSpec) in `workspace_id`. Answers at once with the run id; the run executes on the orchestration engine with a signed journal. The requester is the authenticated principal; a `requester` field is refused. A spec that leaves no room within the run storage cap is 400 (`run_storage_cap`); a workspace whose runs and SQL database leave no room within its storage quota, or a cell whose runs leave none within theirs, is 409 (`workspace_quota`, `cell_storage_quota`); a run that would store more than its cap fails with `run_storage_cap`.',
   request: { body: jsonBody(CreateRunSchema) },
   responses: {
     202: json(Submitted, 'The run was accepted and is queued'),
@@ -51,30 +70,55 @@ const submit = createRoute({
 });
 
 const list = createRoute({
-  method: 'get', path: '/api/public/v1/admin/jobs/runs', tags: [TAG], 'x-status': 'Live',
+  method: 'get',
+  path: '/api/public/v1/admin/jobs/runs',
+  tags: [TAG],
+  'x-status': 'Live',
   ...secured(PERMISSIONS.jobsRead),
   summary: 'List runs',
-  description: 'Runs in a stable order: the order they were recorded, oldest first (new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all.' + READS_ALL_RUNS,
+  description:
+    'Runs in a stable order: the order they were recorded, oldest first (new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all.' +
+    READS_ALL_RUNS,
   request: {
     query: pageQuery(200, 2000).extend({
       kind: z.enum(['job', 'crew', 'all']).default('job').openapi({ description: 'job (default) | crew | all' }),
     }),
   },
   responses: {
-    200: json(z.object({
-      items: z.array(JobRunSchema), limit: z.number().int(), offset: z.number().int(), total: z.number().int(), checked_cell_id: z.string(),
-    }).openapi('JobRunList'), 'A page of runs'),
+    200: json(
+      z
+        .object({
+          items: z.array(JobRunSchema),
+          limit: z.number().int(),
+          offset: z.number().int(),
+          total: z.number().int(),
+          checked_cell_id: z.string(),
+        })
+        .openapi('JobRunList'),
+      'A page of runs',
+    ),
     ...errorResponses(400, 401, 403),
   },
 });
 
-const JobIdParam = z.object({ job_id: z.string().min(1).max(200).openapi({ param: { name: 'job_id', in: 'path' }, example: 'run_0123456789abcdef0123' }) });
+const JobIdParam = z.object({
+  job_id: z
+    .string()
+    .min(1)
+    .max(200)
+    .openapi({ param: { name: 'job_id', in: 'path' }, example: 'run_0123456789abcdef0123' }),
+});
 
 const status = createRoute({
-  method: 'get', path: '/api/public/v1/admin/jobs/runs/{job_id}', tags: [TAG], 'x-status': 'Live',
+  method: 'get',
+  path: '/api/public/v1/admin/jobs/runs/{job_id}',
+  tags: [TAG],
+  'x-status': 'Live',
   ...secured(PERMISSIONS.jobsRead),
   summary: 'Run status',
-  description: 'State, output or error, and `checked_cell_id`. A run this cell does not know answers 200 with state `unknown` and `checked_cell_id` (not 404).' + READS_ALL_RUNS,
+  description:
+    'State, output or error, and `checked_cell_id`. A run this cell does not know answers 200 with state `unknown` and `checked_cell_id` (not 404).' +
+    READS_ALL_RUNS,
   request: { params: JobIdParam },
   responses: {
     200: json(z.union([JobRunSchema, UnknownRunSchema]), 'The run, or state unknown'),
@@ -83,10 +127,14 @@ const status = createRoute({
 });
 
 const cancel = createRoute({
-  method: 'post', path: '/api/public/v1/admin/jobs/runs/{run_id}/cancel', tags: [TAG], 'x-status': 'Live',
+  method: 'post',
+  path: '/api/public/v1/admin/jobs/runs/{run_id}/cancel',
+  tags: [TAG],
+  'x-status': 'Live',
   ...secured(PERMISSIONS.jobsWrite),
   summary: 'Cancel a run (idempotent)',
-  description: 'Interrupts the running step (QuickJS interrupt, SQL worker stop), records `cancel_requested` and a `run_finished` with outcome cancelled in the journal. Cancelling a finished or already-cancelled run changes nothing and answers the run as it is.',
+  description:
+    'Interrupts the running step (QuickJS interrupt, SQL worker stop), records `cancel_requested` and a `run_finished` with outcome cancelled in the journal. Cancelling a finished or already-cancelled run changes nothing and answers the run as it is.',
   request: { params: RunIdParam },
   responses: {
     200: json(JobRunSchema, 'The run after the cancel'),
@@ -96,16 +144,30 @@ const cancel = createRoute({
 
 /** A step id as given (the router already decoded the path); a second decode only when it is well-formed. */
 function safeDecode(v: string): string {
-  try { return decodeURIComponent(v); } catch { return v; }
+  try {
+    return decodeURIComponent(v);
+  } catch {
+    return v;
+  }
 }
 
 const approve = createRoute({
-  method: 'post', path: '/api/public/v1/admin/jobs/runs/{run_id}/approvals/{step_id}', tags: [TAG], 'x-status': 'Live',
+  method: 'post',
+  path: '/api/public/v1/admin/jobs/runs/{run_id}/approvals/{step_id}',
+  tags: [TAG],
+  'x-status': 'Live',
   ...secured(PERMISSIONS.teamsApprove),
   summary: 'Approve or reject a waiting step of an agent job run',
-  description: 'For job runs of job_type `agent` (a scheduled agent definition runs a crew graph): decides a step listed in the run\'s `pending_approvals` (a human_approval stage, or a side-effecting tool call under permission mode `ask`) with the same rules as the crew approvals route: two-person rule refuses the requester (403 requester_cannot_approve), named approvers only (403 not_an_approver), one decision per principal (409 already_decided), 409 run_terminal on an ended run. A decision wakes the run. URL-encode the step id (it contains `/`). Other runs: 404.',
+  description:
+    "For job runs of job_type `agent` (a scheduled agent definition runs a crew graph): decides a step listed in the run's `pending_approvals` (a human_approval stage, or a side-effecting tool call under permission mode `ask`) with the same rules as the crew approvals route: two-person rule refuses the requester (403 requester_cannot_approve), named approvers only (403 not_an_approver), one decision per principal (409 already_decided), 409 run_terminal on an ended run. A decision wakes the run. URL-encode the step id (it contains `/`). Other runs: 404.",
   request: {
-    params: RunIdParam.extend({ step_id: z.string().min(1).max(300).openapi({ param: { name: 'step_id', in: 'path' } }) }),
+    params: RunIdParam.extend({
+      step_id: z
+        .string()
+        .min(1)
+        .max(300)
+        .openapi({ param: { name: 'step_id', in: 'path' } }),
+    }),
     body: jsonBody(JobApprovalSchema),
   },
   responses: {
@@ -126,14 +188,26 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
   app.openapi(submit, async (c) => {
     const body = c.req.valid('json');
     if (body.requester !== undefined) {
-      throw invalid('requester is taken from the authenticated session and cannot be given in the body', { reason: 'requester_from_session', field: 'requester' });
+      throw invalid('requester is taken from the authenticated session and cannot be given in the body', {
+        reason: 'requester_from_session',
+        field: 'requester',
+      });
     }
     const auth = c.get('auth');
     let spec = parseRunSpec(ctx, body.job_type, body.spec);
     if (body.job_type === 'single') spec = await boundSingleSpec(ctx, auth, body.workspace_id, spec as SingleSpec);
-    const { run_id } = await submitJobRun(ctx, { job_type: body.job_type, workspace_id: body.workspace_id, spec, requester: auth.principal.id, source: 'api' });
+    const { run_id } = await submitJobRun(ctx, {
+      job_type: body.job_type,
+      workspace_id: body.workspace_id,
+      spec,
+      requester: auth.principal.id,
+      source: 'api',
+    });
     c.header('Location', `/api/public/v1/admin/jobs/runs/${run_id}`);
-    return c.json({ run_id, job_id: run_id, state: (await runs.getRun(run_id))?.state ?? 'queued', checked_cell_id: core.config.cellId }, 202);
+    return c.json(
+      { run_id, job_id: run_id, state: (await runs.getRun(run_id))?.state ?? 'queued', checked_cell_id: core.config.cellId },
+      202,
+    );
   });
 
   app.openapi(list, async (c) => {

@@ -68,10 +68,22 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
   const runId = await ctx.core.store.write(async (tx) => {
     const id = await ctx.runs.createRunTx(tx, {
       ...(j.run_id ? { run_id: j.run_id } : {}),
-      kind: 'job', job_type: j.job_type, workspace_id: j.workspace_id, requester: j.requester, spec: j.spec,
-      source: j.source ?? 'api', at,
+      kind: 'job',
+      job_type: j.job_type,
+      workspace_id: j.workspace_id,
+      requester: j.requester,
+      spec: j.spec,
+      source: j.source ?? 'api',
+      at,
     });
-    await ctx.iam.audit(tx, { at, actor: j.requester, action: 'jobs.run', target: id, outcome: 'ok', details: { job_type: j.job_type, workspace_id: j.workspace_id, source: j.source ?? 'api' } });
+    await ctx.iam.audit(tx, {
+      at,
+      actor: j.requester,
+      action: 'jobs.run',
+      target: id,
+      outcome: 'ok',
+      details: { job_type: j.job_type, workspace_id: j.workspace_id, source: j.source ?? 'api' },
+    });
     return id;
   });
   return { run_id: runId, done: startJobDrive(ctx, (await ctx.runs.getRun(runId))!) };
@@ -80,14 +92,18 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
 /** Drives a (new or recovered) job run in the background. */
 export function startJobDrive(ctx: JobsContext, run: Run): Promise<DriveResult> {
   const outputs = new Map<number, unknown>();
-  const drive = run.job_type === 'agent'
-    ? driveAgentRun(ctx, run).then((r) => { if (r.state === 'waiting') wakeAgentRunAt(ctx, run.run_id, r.result?.waiting?.wake_at ?? null); return r; })
-    : ctx.runs.driveRun(run.run_id, jobGraph(run.job_type!, run.spec), { tools: jobToolsPort(ctx, run, outputs) }, null, {
-      requester: run.requester,
-      context: { job_type: run.job_type, workspace_id: run.workspace_id },
-      describeError,
-      finalOutput: (r) => finalOutput(ctx, run, r, outputs),
-    });
+  const drive =
+    run.job_type === 'agent'
+      ? driveAgentRun(ctx, run).then((r) => {
+          if (r.state === 'waiting') wakeAgentRunAt(ctx, run.run_id, r.result?.waiting?.wake_at ?? null);
+          return r;
+        })
+      : ctx.runs.driveRun(run.run_id, jobGraph(run.job_type!, run.spec), { tools: jobToolsPort(ctx, run, outputs) }, null, {
+          requester: run.requester,
+          context: { job_type: run.job_type, workspace_id: run.workspace_id },
+          describeError,
+          finalOutput: (r) => finalOutput(ctx, run, r, outputs),
+        });
   const p = drive.catch((err: unknown): DriveResult => {
     ctx.core.log.error('job run drive failed', { run_id: run.run_id, error: err instanceof Error ? err.message : String(err) });
     return { state: 'failed', result: null };
@@ -113,7 +129,10 @@ export async function resumeJobRun(ctx: JobsContext, runId: string): Promise<Dri
 function wakeAgentRunAt(ctx: JobsContext, runId: string, wakeAt: number | null): void {
   if (wakeAt === null || ctx.stopped) return;
   const delay = Math.min(Math.max(0, wakeAt - ctx.core.clock.now()), 2 ** 31 - 1);
-  const t = setTimeout(() => { ctx.wakeTimers.delete(t); void resumeJobRun(ctx, runId); }, delay);
+  const t = setTimeout(() => {
+    ctx.wakeTimers.delete(t);
+    void resumeJobRun(ctx, runId);
+  }, delay);
   t.unref();
   ctx.wakeTimers.add(t);
 }
@@ -147,9 +166,24 @@ async function finalOutput(ctx: JobsContext, run: Run, r: RunResult, outputs: Ma
 }
 
 const JOB_TOOL_DESCRIPTORS: Record<string, ToolDescriptor> = {
-  [JOB_TOOLS.sql]: { name: JOB_TOOLS.sql, description: 'The run\'s SQL statements on its workspace database', side_effects: true, parameters: { type: 'object' } },
-  [JOB_TOOLS.compute]: { name: JOB_TOOLS.compute, description: 'The run\'s JavaScript in the QuickJS sandbox', side_effects: false, parameters: { type: 'object' } },
-  [JOB_TOOLS.notebook]: { name: JOB_TOOLS.notebook, description: 'One notebook cell', side_effects: true, parameters: { type: 'object', properties: { index: { type: 'integer' } } } },
+  [JOB_TOOLS.sql]: {
+    name: JOB_TOOLS.sql,
+    description: "The run's SQL statements on its workspace database",
+    side_effects: true,
+    parameters: { type: 'object' },
+  },
+  [JOB_TOOLS.compute]: {
+    name: JOB_TOOLS.compute,
+    description: "The run's JavaScript in the QuickJS sandbox",
+    side_effects: false,
+    parameters: { type: 'object' },
+  },
+  [JOB_TOOLS.notebook]: {
+    name: JOB_TOOLS.notebook,
+    description: 'One notebook cell',
+    side_effects: true,
+    parameters: { type: 'object', properties: { index: { type: 'integer' } } },
+  },
 };
 
 /** The engine's tools port for one job run. */
@@ -165,7 +199,8 @@ export function jobToolsPort(ctx: JobsContext, run: Run, outputs: Map<number, un
     },
     async call(name, args) {
       switch (name) {
-        case JOB_TOOLS.sql: return runSqlStep(ctx, ws, run.spec as SqlSpec, signal(), await sqlStorageCaps(ctx, run.run_id, ws));
+        case JOB_TOOLS.sql:
+          return runSqlStep(ctx, ws, run.spec as SqlSpec, signal(), await sqlStorageCaps(ctx, run.run_id, ws));
         case JOB_TOOLS.compute: {
           const spec = run.spec as ComputeSpec;
           return runComputeStep(ctx, spec, spec.input, signal());

@@ -83,9 +83,14 @@ export class Scheduler {
   rearm(): Promise<void> {
     if (this.#stopped) return Promise.resolve();
     const seq = ++this.#rearms;
-    this.#rearming = repo.earliestFire(this.ctx.core.store).then((t) => { if (seq === this.#rearms) this.#arm(t); }, (err: unknown) => {
-      this.ctx.core.log.error('scheduler: cannot read the next fire time', { error: err instanceof Error ? err.message : String(err) });
-    });
+    this.#rearming = repo.earliestFire(this.ctx.core.store).then(
+      (t) => {
+        if (seq === this.#rearms) this.#arm(t);
+      },
+      (err: unknown) => {
+        this.ctx.core.log.error('scheduler: cannot read the next fire time', { error: err instanceof Error ? err.message : String(err) });
+      },
+    );
     return this.#rearming;
   }
 
@@ -102,7 +107,11 @@ export class Scheduler {
     this.#armedFor = t;
     if (t === null) return;
     const delay = Math.min(Math.max(0, t - this.ctx.core.clock.now()), MAX_TIMER_MS);
-    this.#timer = setTimeout(() => { this.#timer = null; this.#armedFor = null; void this.tick(false); }, delay);
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      this.#armedFor = null;
+      void this.tick(false);
+    }, delay);
     this.#timer.unref?.();
   }
 
@@ -113,7 +122,10 @@ export class Scheduler {
 
   /** Fires every due definition; returns how many fired. `startup` applies the missed-fire policy. */
   async tick(startup = false): Promise<number> {
-    if (this.#running) { this.#again = true; return 0; }
+    if (this.#running) {
+      this.#again = true;
+      return 0;
+    }
     this.#running = true;
     this.ticks++;
     let n = 0;
@@ -125,7 +137,10 @@ export class Scheduler {
           try {
             if (await this.#fire(d.schedule_id, d.next_fire_at, now, startup)) n++;
           } catch (err) {
-            this.ctx.core.log.error('scheduled fire failed', { schedule_id: d.schedule_id, error: err instanceof Error ? err.message : String(err) });
+            this.ctx.core.log.error('scheduled fire failed', {
+              schedule_id: d.schedule_id,
+              error: err instanceof Error ? err.message : String(err),
+            });
           }
         }
         if (due.length < BATCH && !this.#again) break;
@@ -161,16 +176,40 @@ export class Scheduler {
       const held = skip || noRoom !== null;
       if (!(await repo.claimFire(tx, id, at, { next, cellId: me, now, leaseUntil: now + LEASE_MS, held }))) return null;
       if (held) {
-        await repo.recordFire(tx, { schedule_id: id, fire_at: at, state: skip ? 'skipped' : 'refused', run_id: null,
-          detail: noRoom?.reason ?? 'missed while no cell ran; catch_up skip', cell_id: me, at: now });
+        await repo.recordFire(tx, {
+          schedule_id: id,
+          fire_at: at,
+          state: skip ? 'skipped' : 'refused',
+          run_id: null,
+          detail: noRoom?.reason ?? 'missed while no cell ran; catch_up skip',
+          cell_id: me,
+          at: now,
+        });
         return { runId: null as string | null, held: noRoom?.reason ?? 'skipped' };
       }
       let runId: string | null = null;
       if (def.job_type !== 'team') {
-        runId = await runs.createRunTx(tx, { kind: 'job', job_type: def.job_type, workspace_id: def.workspace_id, requester: def.author_id, spec: def.spec, source: `schedule:${id}`, flags: { schedule_id: id, scheduled_for: at }, at: now });
+        runId = await runs.createRunTx(tx, {
+          kind: 'job',
+          job_type: def.job_type,
+          workspace_id: def.workspace_id,
+          requester: def.author_id,
+          spec: def.spec,
+          source: `schedule:${id}`,
+          flags: { schedule_id: id, scheduled_for: at },
+          at: now,
+        });
         await repo.setLastRun(tx, id, runId);
       }
-      await repo.recordFire(tx, { schedule_id: id, fire_at: at, state: runId ? 'dispatched' : 'pending', run_id: runId, detail: null, cell_id: me, at: now });
+      await repo.recordFire(tx, {
+        schedule_id: id,
+        fire_at: at,
+        state: runId ? 'dispatched' : 'pending',
+        run_id: runId,
+        detail: null,
+        cell_id: me,
+        at: now,
+      });
       return { runId };
     });
     if (result === null) return false;

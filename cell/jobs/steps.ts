@@ -22,7 +22,11 @@ import type { ComputeSpec, NotebookCell, NotebookSpec, SingleSpec, SqlSpec } fro
 
 /** A job step that did not produce an output, with a machine reason. */
 export class JobStepFailure extends Error {
-  constructor(readonly reason: string, message: string, readonly details: JsonObject = {}) {
+  constructor(
+    readonly reason: string,
+    message: string,
+    readonly details: JsonObject = {},
+  ) {
     super(message);
     this.name = 'JobStepFailure';
   }
@@ -37,18 +41,30 @@ function inWorkspaceQueue<T>(ctx: JobsContext, ws: string, fn: () => Promise<T>)
   const m = ctx.workspaceQueues;
   const prev = m.get(ws) ?? Promise.resolve();
   const next = prev.then(fn, fn);
-  const settled = next.then(() => undefined, () => undefined);
+  const settled = next.then(
+    () => undefined,
+    () => undefined,
+  );
   m.set(ws, settled);
-  void settled.then(() => { if (m.get(ws) === settled) m.delete(ws); });
+  void settled.then(() => {
+    if (m.get(ws) === settled) m.delete(ws);
+  });
   return next;
 }
 
-type SqlLike = Pick<SqlSpec, 'row_limit' | 'time_limit_ms'> & { sql?: string | undefined; params?: SqlSpec['params']; statements?: SqlSpec['statements'] };
+type SqlLike = Pick<SqlSpec, 'row_limit' | 'time_limit_ms'> & {
+  sql?: string | undefined;
+  params?: SqlSpec['params'];
+  statements?: SqlSpec['statements'];
+};
 
 /** Room kept for a step's journal records and wrapper around its result, bytes. */
 const STEP_RECORD_ROOM = 8 * 1024;
 
-export interface SqlStorageCaps { maxResultBytes: number; maxDbBytes: number }
+export interface SqlStorageCaps {
+  maxResultBytes: number;
+  maxDbBytes: number;
+}
 
 /**
  * What a SQL step of run `runId` may return and grow its database to: the
@@ -57,7 +73,12 @@ export interface SqlStorageCaps { maxResultBytes: number; maxDbBytes: number }
  * result and those outputs once more); the database file and that result
  * together get what the workspace's quota leaves after its runs.
  */
-export async function sqlStorageCaps(ctx: JobsContext, runId: string, workspaceId: string, prior: readonly unknown[] = []): Promise<SqlStorageCaps> {
+export async function sqlStorageCaps(
+  ctx: JobsContext,
+  runId: string,
+  workspaceId: string,
+  prior: readonly unknown[] = [],
+): Promise<SqlStorageCaps> {
   const left = await ctx.runs.storageLeft(runId);
   const forResult = (left - (prior.length ? Buffer.byteLength(JSON.stringify(prior), 'utf8') : 0)) / 2;
   const ws = await ctx.runs.workspaceUsage(workspaceId);
@@ -67,12 +88,30 @@ export async function sqlStorageCaps(ctx: JobsContext, runId: string, workspaceI
   };
 }
 
-export async function runSqlStep(ctx: JobsContext, workspaceId: string, spec: SqlLike, signal: AbortSignal, caps: SqlStorageCaps): Promise<unknown> {
-  const statements = (spec.statements ?? [{ sql: spec.sql!, ...(spec.params !== undefined ? { params: spec.params } : {}) }])
-    .map((s) => ({ sql: s.sql, ...(s.params !== undefined ? { params: s.params as SqlParam[] | Record<string, SqlParam> } : {}) }));
-  const r = await inWorkspaceQueue(ctx, workspaceId, () => ctx.pool.sql({
-    dbPath: workspaceDbPath(ctx.core.config.dataDir, workspaceId), statements, rowLimit: spec.row_limit, maxResultBytes: caps.maxResultBytes, maxDbBytes: caps.maxDbBytes,
-  }, spec.time_limit_ms, signal));
+export async function runSqlStep(
+  ctx: JobsContext,
+  workspaceId: string,
+  spec: SqlLike,
+  signal: AbortSignal,
+  caps: SqlStorageCaps,
+): Promise<unknown> {
+  const statements = (spec.statements ?? [{ sql: spec.sql!, ...(spec.params !== undefined ? { params: spec.params } : {}) }]).map((s) => ({
+    sql: s.sql,
+    ...(s.params !== undefined ? { params: s.params as SqlParam[] | Record<string, SqlParam> } : {}),
+  }));
+  const r = await inWorkspaceQueue(ctx, workspaceId, () =>
+    ctx.pool.sql(
+      {
+        dbPath: workspaceDbPath(ctx.core.config.dataDir, workspaceId),
+        statements,
+        rowLimit: spec.row_limit,
+        maxResultBytes: caps.maxResultBytes,
+        maxDbBytes: caps.maxDbBytes,
+      },
+      spec.time_limit_ms,
+      signal,
+    ),
+  );
   if (!r.ok) {
     const details: JsonObject = { duration_ms: r.duration_ms };
     if ('statement' in r) details['statement'] = r.statement;
@@ -86,26 +125,43 @@ export async function runSqlStep(ctx: JobsContext, workspaceId: string, spec: Sq
 type ComputeLike = Pick<ComputeSpec, 'code' | 'time_limit_ms' | 'memory_limit_bytes' | 'output_limit_bytes'>;
 
 export async function runComputeStep(ctx: JobsContext, spec: ComputeLike, input: unknown, signal: AbortSignal): Promise<unknown> {
-  const r = await ctx.pool.compute({
-    code: spec.code, input: input ?? null,
-    timeLimitMs: spec.time_limit_ms, memoryLimitBytes: spec.memory_limit_bytes, outputLimitBytes: spec.output_limit_bytes,
-  }, signal);
+  const r = await ctx.pool.compute(
+    {
+      code: spec.code,
+      input: input ?? null,
+      timeLimitMs: spec.time_limit_ms,
+      memoryLimitBytes: spec.memory_limit_bytes,
+      outputLimitBytes: spec.output_limit_bytes,
+    },
+    signal,
+  );
   if (!r.ok) throw new JobStepFailure(r.reason, r.message, { logs: r.logs, duration_ms: r.duration_ms });
   return { result: r.output, logs: r.logs, duration_ms: r.duration_ms };
 }
 
 /** One notebook cell of run `runId`; `prior` are the outputs of the cells before it. */
-export async function runNotebookCell(ctx: JobsContext, runId: string, workspaceId: string, nb: NotebookSpec, index: number, prior: unknown[], signal: AbortSignal): Promise<unknown> {
+export async function runNotebookCell(
+  ctx: JobsContext,
+  runId: string,
+  workspaceId: string,
+  nb: NotebookSpec,
+  index: number,
+  prior: unknown[],
+  signal: AbortSignal,
+): Promise<unknown> {
   const c: NotebookCell | undefined = nb.cells[index];
   if (!c) throw new JobStepFailure('invalid_spec', `notebook has no cell ${index}`);
   switch (c.type) {
     case 'markdown':
       return { type: 'markdown', source: c.source };
     case 'sql':
-      return { type: 'sql', ...(await runSqlStep(ctx, workspaceId, c, signal, await sqlStorageCaps(ctx, runId, workspaceId, prior)) as object) };
+      return {
+        type: 'sql',
+        ...((await runSqlStep(ctx, workspaceId, c, signal, await sqlStorageCaps(ctx, runId, workspaceId, prior))) as object),
+      };
     case 'compute': {
       const input = c.input !== undefined ? c.input : { input: nb.input ?? null, cells: prior };
-      return { type: 'compute', ...(await runComputeStep(ctx, c, input, signal) as object) };
+      return { type: 'compute', ...((await runComputeStep(ctx, c, input, signal)) as object) };
     }
   }
 }
@@ -120,8 +176,10 @@ export function singleAuthority(spec: SingleSpec, workspaceId: string, ceiling: 
   };
   const capped = capToCeiling(asked, ceiling);
   return {
-    egress_allowlist: capped.egress_allowlist ?? [], data_grant_ids: capped.data_grant_ids ?? [],
-    clearance_level: capped.clearance_level ?? 0, compartments: capped.compartments ?? [],
+    egress_allowlist: capped.egress_allowlist ?? [],
+    data_grant_ids: capped.data_grant_ids ?? [],
+    clearance_level: capped.clearance_level ?? 0,
+    compartments: capped.compartments ?? [],
   };
 }
 
@@ -133,7 +191,7 @@ export function singleAuthority(spec: SingleSpec, workspaceId: string, ceiling: 
 export async function runSingleTool(ctx: JobsContext, workspaceId: string, requester: string, spec: SingleSpec): Promise<unknown> {
   if (!ctx.tools.has(spec.tool)) throw new JobStepFailure('tool_unknown', `no tool named ${spec.tool} in the catalog`);
   const who = await ctx.iam.principal(requester);
-  if (who?.status !== 'active') throw new JobStepFailure('requester_inactive', 'the run\'s requester is no longer an active principal');
+  if (who?.status !== 'active') throw new JobStepFailure('requester_inactive', "the run's requester is no longer an active principal");
   if (!withinCeiling({ allowed_tools: [spec.tool] }, who.authority).ok) {
     throw new JobStepFailure('tool_not_granted', `the requester's authority no longer includes the tool ${spec.tool}`);
   }

@@ -22,7 +22,13 @@ import { meetCeilings, toCeiling, type Ceiling } from '../../core/authority/ceil
 import { looksLikeJwt } from '../../core/tokens/access-token.ts';
 import type { VerifiedTokenCache } from '../../core/tokens/cache.ts';
 import {
-  judgeAccessToken, type NoRequestFacts, type TokenJudgeConfig, type TokenKeyInfo, type TokenRequestFacts, type TokenSubject, type TokenVerdict,
+  judgeAccessToken,
+  type NoRequestFacts,
+  type TokenJudgeConfig,
+  type TokenKeyInfo,
+  type TokenRequestFacts,
+  type TokenSubject,
+  type TokenVerdict,
 } from '../../core/tokens/judge.ts';
 import { tokenRefusal } from '../../core/tokens/refusal.ts';
 import { dpopHeaderOf } from '../../core/tokens/request.ts';
@@ -34,7 +40,9 @@ import type { OAuthContext } from './oauth-context.ts';
 import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
 
 /** A token subject as the cell knows it: the judge's view plus the principal itself. */
-export interface CellTokenSubject extends TokenSubject { principal: Principal }
+export interface CellTokenSubject extends TokenSubject {
+  principal: Principal;
+}
 
 export type CellTokenVerdict = TokenVerdict<CellTokenSubject>;
 
@@ -74,9 +82,13 @@ function judgeFor(ctx: OAuthContext, audience: () => string, cache?: VerifiedTok
     clientExists: async (clientId) => (await getClient(ctx, clientId)) !== undefined,
   };
   // Issuer, audience and keys are read per judgement: the public URL is settled once the cell listens, keys rotate.
-  return (token, facts) => judgeAccessToken(token, facts, {
-    ...lookups, keys: ctx.keys.current().keySet, issuer: issuerOf(core.config), audience: audience(),
-  });
+  return (token, facts) =>
+    judgeAccessToken(token, facts, {
+      ...lookups,
+      keys: ctx.keys.current().keySet,
+      issuer: issuerOf(core.config),
+      audience: audience(),
+    });
 }
 
 /** The envelope a token carries: its subject's ceiling, met with its root key's cap. */
@@ -92,17 +104,27 @@ export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
     async authenticate({ scheme, token }, c: Context<AppEnv>) {
       if (!looksLikeJwt(token)) return null;
       const v = await judge(token, {
-        scheme, method: c.req.method, uri: publicBase(config) + c.req.path, dpop: dpopHeaderOf(c.req.raw.headers),
-        certThumbprint: () => verifiedLeafThumbprint(c.env?.incoming?.socket), now: clock.now(),
+        scheme,
+        method: c.req.method,
+        uri: publicBase(config) + c.req.path,
+        dpop: dpopHeaderOf(c.req.raw.headers),
+        certThumbprint: () => verifiedLeafThumbprint(c.env?.incoming?.socket),
+        now: clock.now(),
       });
       if (!v.ok) throw tokenRefusal(v, scheme, { realm: 'cell' });
       const p = v.subject.principal;
       const cred = v.credential;
       return {
         principal: { id: p.id, kind: p.kind, name: p.name, roles: p.roles },
-        permissions: [...v.subject.permissions], scopes: v.scopes, effective: v.effective, envelope: tokenEnvelope(p, cred.rootKey),
+        permissions: [...v.subject.permissions],
+        scopes: v.scopes,
+        effective: v.effective,
+        envelope: tokenEnvelope(p, cred.rootKey),
         credential: {
-          type: cred.type, id: cred.id, root: cred.root, clientId: cred.clientId,
+          type: cred.type,
+          id: cred.id,
+          root: cred.root,
+          clientId: cred.clientId,
           ...(cred.rateLimitRpm !== null ? { rateLimitRpm: cred.rateLimitRpm } : {}),
         },
       };

@@ -28,10 +28,27 @@ const same = (a: readonly string[], b: readonly string[]) => a.length === b.leng
 export async function ensureBuiltInClient(ctx: OAuthContext, c: BuiltInClient): Promise<void> {
   const grantTypes = [GRANT_AUTHORIZATION_CODE];
   const have = await getClient(ctx, c.clientId);
-  if (have && have.auth_method === 'none' && have.secret_hash === null && have.subject_id === null && have.tls_subject_dn === null && have.name === c.name
-    && same(have.redirect_uris, c.redirectUris) && same(have.grant_types, grantTypes) && same(have.scope, c.scope)) return;
+  if (
+    have &&
+    have.auth_method === 'none' &&
+    have.secret_hash === null &&
+    have.subject_id === null &&
+    have.tls_subject_dn === null &&
+    have.name === c.name &&
+    same(have.redirect_uris, c.redirectUris) &&
+    same(have.grant_types, grantTypes) &&
+    same(have.scope, c.scope)
+  )
+    return;
   const now = ctx.core.clock.now();
-  await ctx.core.store.write((tx) => upsertBuiltInClient(tx, {
-    client_id: c.clientId, name: c.name, redirect_uris: c.redirectUris, grant_types: grantTypes, scope: c.scope, created_at: now,
-  }));
+  await ctx.core.store.write((tx) =>
+    upsertBuiltInClient(tx, {
+      client_id: c.clientId,
+      name: c.name,
+      redirect_uris: c.redirectUris,
+      grant_types: grantTypes,
+      scope: c.scope,
+      created_at: now,
+    }),
+  );
 }

@@ -38,9 +38,16 @@ export async function getClient(ctx: OAuthContext, clientId: string): Promise<re
 
 export function clientView(r: repo.ClientRecord, secret?: string) {
   return {
-    client_id: r.client_id, name: r.name, token_endpoint_auth_method: r.auth_method, redirect_uris: r.redirect_uris,
-    grant_types: r.grant_types, scope: r.scope, subject_id: r.subject_id, tls_client_auth_subject_dn: r.tls_subject_dn,
-    created_at: new Date(r.created_at).toISOString(), created_by: r.created_by,
+    client_id: r.client_id,
+    name: r.name,
+    token_endpoint_auth_method: r.auth_method,
+    redirect_uris: r.redirect_uris,
+    grant_types: r.grant_types,
+    scope: r.scope,
+    subject_id: r.subject_id,
+    tls_client_auth_subject_dn: r.tls_subject_dn,
+    created_at: new Date(r.created_at).toISOString(),
+    created_by: r.created_by,
     ...(secret !== undefined ? { client_secret: secret } : {}),
   };
 }
@@ -69,7 +76,11 @@ export function peerCertificate(c: Context<AppEnv>): PeerCertificate | null {
  * Authenticates the client of a protocol request from its Authorization
  * header and form fields. Throws OAuthError('invalid_client') on any failure.
  */
-export async function authenticateClient(ctx: OAuthContext, c: Context<AppEnv>, form: Record<string, string>): Promise<AuthenticatedClient> {
+export async function authenticateClient(
+  ctx: OAuthContext,
+  c: Context<AppEnv>,
+  form: Record<string, string>,
+): Promise<AuthenticatedClient> {
   const header = c.req.header('authorization');
   let id: string | undefined;
   let secret: string | undefined;
@@ -91,7 +102,8 @@ export async function authenticateClient(ctx: OAuthContext, c: Context<AppEnv>, 
       throw new OAuthError('invalid_client', 'malformed Basic credentials');
     }
     method = 'client_secret_basic';
-    if (form['client_id'] !== undefined && form['client_id'] !== id) throw new OAuthError('invalid_request', 'client_id differs from the authenticated client');
+    if (form['client_id'] !== undefined && form['client_id'] !== id)
+      throw new OAuthError('invalid_request', 'client_id differs from the authenticated client');
   } else if (form['client_secret'] !== undefined) {
     id = form['client_id'];
     secret = form['client_secret'];
@@ -102,7 +114,9 @@ export async function authenticateClient(ctx: OAuthContext, c: Context<AppEnv>, 
   }
   if (!id || id.length > 200) throw new OAuthError('invalid_client', 'client authentication failed');
   const peer = peerCertificate(c);
-  const certThumbprint = peer?.authorized ? Buffer.from(await crypto.subtle.digest('SHA-256', peer.der as Uint8Array<ArrayBuffer>)).toString('base64url') : null;
+  const certThumbprint = peer?.authorized
+    ? Buffer.from(await crypto.subtle.digest('SHA-256', peer.der as Uint8Array<ArrayBuffer>)).toString('base64url')
+    : null;
 
   if (secret?.startsWith('svck_live_')) {
     let auth: AuthContext;
@@ -125,7 +139,8 @@ export async function authenticateClient(ctx: OAuthContext, c: Context<AppEnv>, 
     return { clientId: id, method, client, apiKey: null, certThumbprint };
   }
   if (client.auth_method === 'tls_client_auth') {
-    if (!peer?.authorized || peer.subjectDn !== client.tls_subject_dn) throw new OAuthError('invalid_client', 'client authentication failed');
+    if (!peer?.authorized || peer.subjectDn !== client.tls_subject_dn)
+      throw new OAuthError('invalid_client', 'client authentication failed');
     return { clientId: id, method: 'tls_client_auth', client, apiKey: null, certThumbprint };
   }
   if (client.auth_method !== 'none') throw new OAuthError('invalid_client', 'client authentication failed');
@@ -147,4 +162,3 @@ export async function clientCredentialsSubject(ctx: OAuthContext, ac: Authentica
   if (p?.status !== 'active') throw new OAuthError('invalid_client', 'the client subject is not active');
   return { subject: p, cap: client.scope };
 }
-

@@ -29,7 +29,9 @@ export class Denylist {
   /** Denylists `jti` until `expSeconds` inside the caller's transaction; the mirror learns it once committed. */
   async denyTx(tx: Tx, jti: string, expSeconds: number): Promise<void> {
     await repo.insertDenied(tx, jti, expSeconds);
-    tx.afterCommit(() => { this.#mirror.set(jti, expSeconds); });
+    tx.afterCommit(() => {
+      this.#mirror.set(jti, expSeconds);
+    });
   }
 
   async deny(jti: string, expSeconds: number): Promise<void> {

@@ -37,8 +37,13 @@ export async function startDeviceAuthorization(ctx: OAuthContext, clientId: stri
     for (let i = 0; i < 5 && (await repo.userCodeTaken(tx, userCode)); i++) userCode = newUserCode();
     await repo.deleteDeviceCodesExpiredBefore(tx, now - 3600_000);
     await repo.insertDeviceCode(tx, {
-      device_code_hash: hashSecret(deviceCode), user_code: userCode, client_id: clientId, scope, created_at: now,
-      expires_at: now + OAUTH.deviceCodeTtlSeconds * 1000, interval_s: OAUTH.deviceIntervalSeconds,
+      device_code_hash: hashSecret(deviceCode),
+      user_code: userCode,
+      client_id: clientId,
+      scope,
+      created_at: now,
+      expires_at: now + OAUTH.deviceCodeTtlSeconds * 1000,
+      interval_s: OAUTH.deviceIntervalSeconds,
     });
     return userCode;
   });
@@ -59,7 +64,11 @@ export async function decideUserCode(ctx: OAuthContext, userCode: string, subjec
 }
 
 /** One poll of the token endpoint with a device code. Returns the approved grant or throws the RFC 8628 answer. */
-export async function pollDeviceCode(ctx: OAuthContext, deviceCode: string, clientId: string): Promise<{ subjectId: string; scope: string[] }> {
+export async function pollDeviceCode(
+  ctx: OAuthContext,
+  deviceCode: string,
+  clientId: string,
+): Promise<{ subjectId: string; scope: string[] }> {
   const { store, clock } = ctx.core;
   if (!deviceCode || deviceCode.length > 200) throw new OAuthError('invalid_grant', 'unknown device code');
   const hash = hashSecret(deviceCode);

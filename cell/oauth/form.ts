@@ -34,6 +34,10 @@ export function formBody(fields: Record<string, string>, required: string[] = []
 }
 
 /** Mounts a declared route whose handler answers with a plain Response (protocol bodies are not zod-typed). */
-export function mountRaw(app: OpenAPIHono<AppEnv>, route: ReturnType<typeof createRoute>, handler: (c: Context<AppEnv>) => Response | Promise<Response>): void {
+export function mountRaw(
+  app: OpenAPIHono<AppEnv>,
+  route: ReturnType<typeof createRoute>,
+  handler: (c: Context<AppEnv>) => Response | Promise<Response>,
+): void {
   app.openapi(route, handler as never);
 }

@@ -18,7 +18,8 @@ ${body}
 export function hidden(fields: Record<string, string | undefined>): string {
   return Object.entries(fields)
     .filter((e): e is [string, string] => e[1] !== undefined)
-    .map(([k, v]) => `<input type="hidden" name="${esc(k)}" value="${esc(v)}">`).join('\n');
+    .map(([k, v]) => `<input type="hidden" name="${esc(k)}" value="${esc(v)}">`)
+    .join('\n');
 }
 
 export function scopeList(scope: readonly string[]): string {

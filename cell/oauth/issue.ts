@@ -27,15 +27,24 @@ export function randomToken(bytes = 32): string {
   return Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString('base64url');
 }
 
-export async function issueAccessToken(ctx: OAuthContext, input: IssueInput): Promise<{ token: string; claims: AccessTokenClaims; expiresIn: number }> {
+export async function issueAccessToken(
+  ctx: OAuthContext,
+  input: IssueInput,
+): Promise<{ token: string; claims: AccessTokenClaims; expiresIn: number }> {
   const scope = normalize(input.scope);
   if (scope.length === 0) throw new TypeError('issueAccessToken: empty scope (callers refuse with invalid_scope first)');
   const { config, clock } = ctx.core;
   const ttl = input.ttlSeconds ?? config.accessTokenTtlSeconds;
   const iat = Math.floor(clock.now() / 1000);
   const claims: AccessTokenClaims = {
-    iss: issuerOf(config), sub: input.subject, aud: input.audience ?? audienceOf(config), client_id: input.clientId,
-    scope: scope.join(' '), iat, exp: iat + ttl, jti: randomToken(16),
+    iss: issuerOf(config),
+    sub: input.subject,
+    aud: input.audience ?? audienceOf(config),
+    client_id: input.clientId,
+    scope: scope.join(' '),
+    iat,
+    exp: iat + ttl,
+    jti: randomToken(16),
     ...(input.cnf && Object.keys(input.cnf).length > 0 ? { cnf: input.cnf } : {}),
     ...(input.sat ? { sat: true } : {}),
     ...(input.root ? { root: input.root } : {}),

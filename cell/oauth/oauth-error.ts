@@ -9,11 +9,25 @@ import type { Context } from 'hono';
 import { z } from '@hono/zod-openapi';
 
 export type OAuthErrorCode =
-  | 'invalid_request' | 'invalid_client' | 'invalid_grant' | 'unauthorized_client' | 'unsupported_grant_type'
-  | 'invalid_scope' | 'invalid_target' | 'invalid_dpop_proof' | 'authorization_pending' | 'slow_down' | 'access_denied' | 'expired_token';
+  | 'invalid_request'
+  | 'invalid_client'
+  | 'invalid_grant'
+  | 'unauthorized_client'
+  | 'unsupported_grant_type'
+  | 'invalid_scope'
+  | 'invalid_target'
+  | 'invalid_dpop_proof'
+  | 'authorization_pending'
+  | 'slow_down'
+  | 'access_denied'
+  | 'expired_token';
 
 export class OAuthError extends Error {
-  constructor(readonly error: OAuthErrorCode, readonly description: string, readonly status = error === 'invalid_client' ? 401 : 400) {
+  constructor(
+    readonly error: OAuthErrorCode,
+    readonly description: string,
+    readonly status = error === 'invalid_client' ? 401 : 400,
+  ) {
     super(description);
     this.name = 'OAuthError';
   }
@@ -30,14 +44,28 @@ export function oauthErrorResponse(c: Context, e: OAuthError): Response {
 }
 
 /** RFC 6749 §5.2 error body as documented in the OpenAPI document for the protocol endpoints. */
-export const OAuthErrorSchema = z.object({
-  error: z.enum([
-    'invalid_request', 'invalid_client', 'invalid_grant', 'unauthorized_client', 'unsupported_grant_type',
-    'invalid_scope', 'invalid_target', 'invalid_dpop_proof', 'authorization_pending', 'slow_down', 'access_denied', 'expired_token',
-  ]).openapi({ description: 'RFC 6749 / 8628 / 8707 / 9449 error code: branch on this' }),
-  error_description: z.string(),
-  message: z.string().openapi({ description: 'Same text as error_description (the service envelope field)' }),
-}).openapi('OAuthError');
+export const OAuthErrorSchema = z
+  .object({
+    error: z
+      .enum([
+        'invalid_request',
+        'invalid_client',
+        'invalid_grant',
+        'unauthorized_client',
+        'unsupported_grant_type',
+        'invalid_scope',
+        'invalid_target',
+        'invalid_dpop_proof',
+        'authorization_pending',
+        'slow_down',
+        'access_denied',
+        'expired_token',
+      ])
+      .openapi({ description: 'RFC 6749 / 8628 / 8707 / 9449 error code: branch on this' }),
+    error_description: z.string(),
+    message: z.string().openapi({ description: 'Same text as error_description (the service envelope field)' }),
+  })
+  .openapi('OAuthError');
 
 /** 400 and 401 responses of a protocol endpoint (RFC 6749 bodies); add errorResponses() for 429/500. */
 export function oauthErrorResponses() {

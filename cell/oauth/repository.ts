@@ -24,19 +24,29 @@ function oneOf<T extends string>(values: readonly T[], v: string, what: string):
 
 // ---------------------------------------------------------------- signing keys
 
-export interface SigningKeyRow { kid: string; private_jwk: JsonWebKey; public_jwk: JsonWebKey; created_at: number; retired_at: number | null }
+export interface SigningKeyRow {
+  kid: string;
+  private_jwk: JsonWebKey;
+  public_jwk: JsonWebKey;
+  created_at: number;
+  retired_at: number | null;
+}
 
 function decodeSigningKey(r: Row): SigningKeyRow {
   return {
-    kid: str(r, 'kid'), private_jwk: json(r, 'private_jwk', object) as JsonWebKey, public_jwk: json(r, 'public_jwk', object) as JsonWebKey,
-    created_at: num(r, 'created_at'), retired_at: numOrNull(r, 'retired_at'),
+    kid: str(r, 'kid'),
+    private_jwk: json(r, 'private_jwk', object) as JsonWebKey,
+    public_jwk: json(r, 'public_jwk', object) as JsonWebKey,
+    created_at: num(r, 'created_at'),
+    retired_at: numOrNull(r, 'retired_at'),
   };
 }
 
 /** Every signing key, newest first (retired ones included). */
 export async function signingKeys(db: Reader): Promise<SigningKeyRow[]> {
-  return (await db.all('SELECT kid, private_jwk, public_jwk, created_at, retired_at FROM oauth_signing_keys ORDER BY created_at DESC, kid DESC'))
-    .map(decodeSigningKey);
+  return (
+    await db.all('SELECT kid, private_jwk, public_jwk, created_at, retired_at FROM oauth_signing_keys ORDER BY created_at DESC, kid DESC')
+  ).map(decodeSigningKey);
 }
 
 export async function hasActiveSigningKey(db: Reader): Promise<boolean> {
@@ -46,8 +56,12 @@ export async function hasActiveSigningKey(db: Reader): Promise<boolean> {
 /** Retires the active key(s) at `k.created_at` and makes `k` the active one. */
 export async function insertActiveSigningKey(tx: Tx, k: Omit<SigningKeyRow, 'retired_at'>): Promise<void> {
   await tx.run('UPDATE oauth_signing_keys SET retired_at = ? WHERE retired_at IS NULL', [k.created_at]);
-  await tx.run('INSERT INTO oauth_signing_keys (kid, private_jwk, public_jwk, created_at, retired_at) VALUES (?, ?, ?, ?, NULL)',
-    [k.kid, JSON.stringify(k.private_jwk), JSON.stringify(k.public_jwk), k.created_at]);
+  await tx.run('INSERT INTO oauth_signing_keys (kid, private_jwk, public_jwk, created_at, retired_at) VALUES (?, ?, ?, ?, NULL)', [
+    k.kid,
+    JSON.stringify(k.private_jwk),
+    JSON.stringify(k.public_jwk),
+    k.created_at,
+  ]);
 }
 
 // ---------------------------------------------------------------- clients
@@ -56,19 +70,35 @@ export const AUTH_METHODS = ['client_secret_basic', 'client_secret_post', 'none'
 export type AuthMethod = (typeof AUTH_METHODS)[number];
 
 export interface ClientRecord {
-  client_id: string; name: string; secret_hash: string | null; auth_method: AuthMethod;
-  redirect_uris: string[]; grant_types: string[]; scope: string[]; subject_id: string | null;
-  tls_subject_dn: string | null; created_at: number; created_by: string;
+  client_id: string;
+  name: string;
+  secret_hash: string | null;
+  auth_method: AuthMethod;
+  redirect_uris: string[];
+  grant_types: string[];
+  scope: string[];
+  subject_id: string | null;
+  tls_subject_dn: string | null;
+  created_at: number;
+  created_by: string;
 }
 
-const CLIENT_COLUMNS = 'client_id, name, secret_hash, auth_method, redirect_uris, grant_types, scope, subject_id, tls_subject_dn, created_at, created_by';
+const CLIENT_COLUMNS =
+  'client_id, name, secret_hash, auth_method, redirect_uris, grant_types, scope, subject_id, tls_subject_dn, created_at, created_by';
 
 function decodeClient(r: Row): ClientRecord {
   return {
-    client_id: str(r, 'client_id'), name: str(r, 'name'), secret_hash: strOrNull(r, 'secret_hash'),
-    auth_method: oneOf(AUTH_METHODS, str(r, 'auth_method'), 'client auth method'), redirect_uris: json(r, 'redirect_uris', stringArray),
-    grant_types: json(r, 'grant_types', stringArray), scope: json(r, 'scope', stringArray), subject_id: strOrNull(r, 'subject_id'),
-    tls_subject_dn: strOrNull(r, 'tls_subject_dn'), created_at: num(r, 'created_at'), created_by: str(r, 'created_by'),
+    client_id: str(r, 'client_id'),
+    name: str(r, 'name'),
+    secret_hash: strOrNull(r, 'secret_hash'),
+    auth_method: oneOf(AUTH_METHODS, str(r, 'auth_method'), 'client auth method'),
+    redirect_uris: json(r, 'redirect_uris', stringArray),
+    grant_types: json(r, 'grant_types', stringArray),
+    scope: json(r, 'scope', stringArray),
+    subject_id: strOrNull(r, 'subject_id'),
+    tls_subject_dn: strOrNull(r, 'tls_subject_dn'),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
   };
 }
 
@@ -79,13 +109,24 @@ export async function clientById(db: Reader, clientId: string): Promise<ClientRe
 
 /** Oldest first. */
 export async function listClients(db: Reader, limit: number, offset: number): Promise<ClientRecord[]> {
-  return (await db.all(`SELECT ${CLIENT_COLUMNS} FROM oauth_clients ORDER BY created_at, client_id LIMIT ? OFFSET ?`, [limit, offset])).map(decodeClient);
+  return (await db.all(`SELECT ${CLIENT_COLUMNS} FROM oauth_clients ORDER BY created_at, client_id LIMIT ? OFFSET ?`, [limit, offset])).map(
+    decodeClient,
+  );
 }
 
 export async function insertClient(tx: Tx, c: ClientRecord): Promise<void> {
   await tx.run(`INSERT INTO oauth_clients (${CLIENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
-    c.client_id, c.name, c.secret_hash, c.auth_method, JSON.stringify(c.redirect_uris), JSON.stringify(c.grant_types),
-    JSON.stringify(c.scope), c.subject_id, c.tls_subject_dn, c.created_at, c.created_by,
+    c.client_id,
+    c.name,
+    c.secret_hash,
+    c.auth_method,
+    JSON.stringify(c.redirect_uris),
+    JSON.stringify(c.grant_types),
+    JSON.stringify(c.scope),
+    c.subject_id,
+    c.tls_subject_dn,
+    c.created_at,
+    c.created_by,
   ]);
 }
 
@@ -94,7 +135,10 @@ export async function insertClient(tx: Tx, c: ClientRecord): Promise<void> {
  * no subject, created by `system`. An existing row of that id is rewritten to this shape (its
  * created_at kept).
  */
-export async function upsertBuiltInClient(tx: Tx, c: Pick<ClientRecord, 'client_id' | 'name' | 'redirect_uris' | 'grant_types' | 'scope' | 'created_at'>): Promise<void> {
+export async function upsertBuiltInClient(
+  tx: Tx,
+  c: Pick<ClientRecord, 'client_id' | 'name' | 'redirect_uris' | 'grant_types' | 'scope' | 'created_at'>,
+): Promise<void> {
   await tx.run(
     `INSERT INTO oauth_clients (${CLIENT_COLUMNS})
      VALUES (?, ?, NULL, 'none', ?, ?, ?, NULL, NULL, ?, 'system')
@@ -107,7 +151,10 @@ export async function upsertBuiltInClient(tx: Tx, c: Pick<ClientRecord, 'client_
 
 // ---------------------------------------------------------------- denylist
 
-export interface DeniedRow { jti: string; exp: number }
+export interface DeniedRow {
+  jti: string;
+  exp: number;
+}
 
 /** Denylists a token id until `exp` (seconds); a second entry for the same jti is a no-op. */
 export async function insertDenied(tx: Tx, jti: string, exp: number): Promise<void> {
@@ -116,7 +163,10 @@ export async function insertDenied(tx: Tx, jti: string, exp: number): Promise<vo
 
 /** Entries whose tokens expire at or after `nowSeconds`. */
 export async function liveDenied(db: Reader, nowSeconds: number): Promise<DeniedRow[]> {
-  return (await db.all('SELECT jti, exp FROM oauth_denylist WHERE exp >= ?', [nowSeconds])).map((r) => ({ jti: str(r, 'jti'), exp: num(r, 'exp') }));
+  return (await db.all('SELECT jti, exp FROM oauth_denylist WHERE exp >= ?', [nowSeconds])).map((r) => ({
+    jti: str(r, 'jti'),
+    exp: num(r, 'exp'),
+  }));
 }
 
 /** Drops entries whose tokens expired before `nowSeconds`; returns how many. */
@@ -126,11 +176,22 @@ export async function deleteExpiredDenied(tx: Tx, nowSeconds: number): Promise<n
 
 // ---------------------------------------------------------------- authorization codes
 
-export interface IssuedToken { jti: string; exp: number }
+export interface IssuedToken {
+  jti: string;
+  exp: number;
+}
 
 export interface CodeRow {
-  code_hash: string; client_id: string; subject_id: string; redirect_uri: string; scope: string[]; code_challenge: string;
-  created_at: number; expires_at: number; used_at: number | null; issued: IssuedToken[];
+  code_hash: string;
+  client_id: string;
+  subject_id: string;
+  redirect_uri: string;
+  scope: string[];
+  code_challenge: string;
+  created_at: number;
+  expires_at: number;
+  used_at: number | null;
+  issued: IssuedToken[];
 }
 
 const CODE_COLUMNS = 'code_hash, client_id, subject_id, redirect_uri, scope, code_challenge, created_at, expires_at, used_at, issued';
@@ -144,15 +205,30 @@ function issuedList(v: unknown): IssuedToken[] {
 
 function decodeCode(r: Row): CodeRow {
   return {
-    code_hash: str(r, 'code_hash'), client_id: str(r, 'client_id'), subject_id: str(r, 'subject_id'), redirect_uri: str(r, 'redirect_uri'),
-    scope: json(r, 'scope', stringArray), code_challenge: str(r, 'code_challenge'), created_at: num(r, 'created_at'),
-    expires_at: num(r, 'expires_at'), used_at: numOrNull(r, 'used_at'), issued: json(r, 'issued', issuedList),
+    code_hash: str(r, 'code_hash'),
+    client_id: str(r, 'client_id'),
+    subject_id: str(r, 'subject_id'),
+    redirect_uri: str(r, 'redirect_uri'),
+    scope: json(r, 'scope', stringArray),
+    code_challenge: str(r, 'code_challenge'),
+    created_at: num(r, 'created_at'),
+    expires_at: num(r, 'expires_at'),
+    used_at: numOrNull(r, 'used_at'),
+    issued: json(r, 'issued', issuedList),
   };
 }
 
 export async function insertCode(tx: Tx, c: Omit<CodeRow, 'used_at' | 'issued'>): Promise<void> {
   await tx.run(`INSERT INTO oauth_codes (${CODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)`, [
-    c.code_hash, c.client_id, c.subject_id, c.redirect_uri, JSON.stringify(c.scope), c.code_challenge, c.created_at, c.expires_at, '[]',
+    c.code_hash,
+    c.client_id,
+    c.subject_id,
+    c.redirect_uri,
+    JSON.stringify(c.scope),
+    c.code_challenge,
+    c.created_at,
+    c.expires_at,
+    '[]',
   ]);
 }
 
@@ -176,18 +252,33 @@ export type DeviceStatus = 'pending' | 'approved' | 'denied' | 'used';
 const DEVICE_STATUSES: readonly DeviceStatus[] = ['pending', 'approved', 'denied', 'used'];
 
 export interface DeviceRow {
-  device_code_hash: string; user_code: string; client_id: string; scope: string[]; created_at: number; expires_at: number;
-  interval_s: number; last_poll_at: number | null; status: DeviceStatus; subject_id: string | null;
+  device_code_hash: string;
+  user_code: string;
+  client_id: string;
+  scope: string[];
+  created_at: number;
+  expires_at: number;
+  interval_s: number;
+  last_poll_at: number | null;
+  status: DeviceStatus;
+  subject_id: string | null;
 }
 
-const DEVICE_COLUMNS = 'device_code_hash, user_code, client_id, scope, created_at, expires_at, interval_s, last_poll_at, status, subject_id';
+const DEVICE_COLUMNS =
+  'device_code_hash, user_code, client_id, scope, created_at, expires_at, interval_s, last_poll_at, status, subject_id';
 
 function decodeDevice(r: Row): DeviceRow {
   return {
-    device_code_hash: str(r, 'device_code_hash'), user_code: str(r, 'user_code'), client_id: str(r, 'client_id'),
-    scope: json(r, 'scope', stringArray), created_at: num(r, 'created_at'), expires_at: num(r, 'expires_at'),
-    interval_s: num(r, 'interval_s'), last_poll_at: numOrNull(r, 'last_poll_at'),
-    status: oneOf(DEVICE_STATUSES, str(r, 'status'), 'device code status'), subject_id: strOrNull(r, 'subject_id'),
+    device_code_hash: str(r, 'device_code_hash'),
+    user_code: str(r, 'user_code'),
+    client_id: str(r, 'client_id'),
+    scope: json(r, 'scope', stringArray),
+    created_at: num(r, 'created_at'),
+    expires_at: num(r, 'expires_at'),
+    interval_s: num(r, 'interval_s'),
+    last_poll_at: numOrNull(r, 'last_poll_at'),
+    status: oneOf(DEVICE_STATUSES, str(r, 'status'), 'device code status'),
+    subject_id: strOrNull(r, 'subject_id'),
   };
 }
 
@@ -202,7 +293,13 @@ export async function deleteDeviceCodesExpiredBefore(tx: Tx, before: number): Pr
 
 export async function insertDeviceCode(tx: Tx, d: Omit<DeviceRow, 'last_poll_at' | 'status' | 'subject_id'>): Promise<void> {
   await tx.run(`INSERT INTO oauth_device_codes (${DEVICE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, 'pending', NULL)`, [
-    d.device_code_hash, d.user_code, d.client_id, JSON.stringify(d.scope), d.created_at, d.expires_at, d.interval_s,
+    d.device_code_hash,
+    d.user_code,
+    d.client_id,
+    JSON.stringify(d.scope),
+    d.created_at,
+    d.expires_at,
+    d.interval_s,
   ]);
 }
 
@@ -217,9 +314,21 @@ export async function deviceByHash(db: Reader, hash: string): Promise<DeviceRow 
 }
 
 /** Approves or denies a pending, unexpired user code as `subjectId`; false when it was not pending. */
-export async function decideDeviceCode(tx: Tx, userCode: string, status: 'approved' | 'denied', subjectId: string, now: number): Promise<boolean> {
-  return (await tx.run("UPDATE oauth_device_codes SET status = ?, subject_id = ? WHERE user_code = ? AND status = 'pending' AND expires_at > ?",
-    [status, subjectId, userCode, now])).changes === 1;
+export async function decideDeviceCode(
+  tx: Tx,
+  userCode: string,
+  status: 'approved' | 'denied',
+  subjectId: string,
+  now: number,
+): Promise<boolean> {
+  return (
+    (
+      await tx.run(
+        "UPDATE oauth_device_codes SET status = ?, subject_id = ? WHERE user_code = ? AND status = 'pending' AND expires_at > ?",
+        [status, subjectId, userCode, now],
+      )
+    ).changes === 1
+  );
 }
 
 export async function notePoll(tx: Tx, hash: string, at: number, intervalSeconds: number): Promise<void> {
@@ -228,20 +337,34 @@ export async function notePoll(tx: Tx, hash: string, at: number, intervalSeconds
 
 /** Marks an approved device code used; false when it was not (still) approved. */
 export async function claimDeviceCode(tx: Tx, hash: string): Promise<boolean> {
-  return (await tx.run("UPDATE oauth_device_codes SET status = 'used' WHERE device_code_hash = ? AND status = 'approved'", [hash])).changes === 1;
+  return (
+    (await tx.run("UPDATE oauth_device_codes SET status = 'used' WHERE device_code_hash = ? AND status = 'approved'", [hash])).changes === 1
+  );
 }
 
 // ---------------------------------------------------------------- login sessions
 
-export interface SessionRow { principal_id: string; csrf: string; expires_at: number }
+export interface SessionRow {
+  principal_id: string;
+  csrf: string;
+  expires_at: number;
+}
 
 export async function deleteExpiredSessions(tx: Tx, now: number): Promise<void> {
   await tx.run('DELETE FROM oauth_sessions WHERE expires_at < ?', [now]);
 }
 
-export async function insertSession(tx: Tx, s: { id_hash: string; principal_id: string; csrf: string; created_at: number; expires_at: number }): Promise<void> {
-  await tx.run('INSERT INTO oauth_sessions (id_hash, principal_id, csrf, created_at, expires_at) VALUES (?, ?, ?, ?, ?)',
-    [s.id_hash, s.principal_id, s.csrf, s.created_at, s.expires_at]);
+export async function insertSession(
+  tx: Tx,
+  s: { id_hash: string; principal_id: string; csrf: string; created_at: number; expires_at: number },
+): Promise<void> {
+  await tx.run('INSERT INTO oauth_sessions (id_hash, principal_id, csrf, created_at, expires_at) VALUES (?, ?, ?, ?, ?)', [
+    s.id_hash,
+    s.principal_id,
+    s.csrf,
+    s.created_at,
+    s.expires_at,
+  ]);
 }
 
 export async function sessionByHash(db: Reader, idHash: string): Promise<SessionRow | undefined> {

@@ -36,6 +36,7 @@ export async function requestedAudience(ctx: OAuthContext, c: Context<AppEnv>): 
   if (values === undefined) return audienceOf(ctx.core.config);
   if (typeof values !== 'string') throw new OAuthError('invalid_target', 'one resource per token request');
   const aud = await audienceFor(ctx, values);
-  if (aud === null) throw new OAuthError('invalid_target', 'this cell issues tokens for its own API or for a registered device (edge:<device_id>)');
+  if (aud === null)
+    throw new OAuthError('invalid_target', 'this cell issues tokens for its own API or for a registered device (edge:<device_id>)');
   return aud;
 }

@@ -36,15 +36,35 @@ export function metadata(ctx: OAuthContext) {
 }
 
 export function metadataRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
-  mountRaw(app, createRoute({
-    method: 'get', path: '/.well-known/oauth-authorization-server', tags: ['OAuth'], 'x-status': 'Live',
-    summary: 'Authorization server metadata (RFC 8414)',
-    responses: { 200: { description: 'Metadata', content: { 'application/json': { schema: { type: 'object' as const } } } }, ...errorResponses() },
-  }), (c) => c.json(metadata(ctx), 200, { 'Cache-Control': 'max-age=300' }));
+  mountRaw(
+    app,
+    createRoute({
+      method: 'get',
+      path: '/.well-known/oauth-authorization-server',
+      tags: ['OAuth'],
+      'x-status': 'Live',
+      summary: 'Authorization server metadata (RFC 8414)',
+      responses: {
+        200: { description: 'Metadata', content: { 'application/json': { schema: { type: 'object' as const } } } },
+        ...errorResponses(),
+      },
+    }),
+    (c) => c.json(metadata(ctx), 200, { 'Cache-Control': 'max-age=300' }),
+  );
 
-  mountRaw(app, createRoute({
-    method: 'get', path: '/oauth/jwks.json', tags: ['OAuth'], 'x-status': 'Live',
-    summary: 'Public token signing keys (Ed25519), the active one and retired ones still in their overlap',
-    responses: { 200: { description: 'JWK set', content: { 'application/json': { schema: { type: 'object' as const } } } }, ...errorResponses() },
-  }), (c) => c.json({ keys: ctx.keys.current().published }, 200, { 'Cache-Control': 'max-age=60' }));
+  mountRaw(
+    app,
+    createRoute({
+      method: 'get',
+      path: '/oauth/jwks.json',
+      tags: ['OAuth'],
+      'x-status': 'Live',
+      summary: 'Public token signing keys (Ed25519), the active one and retired ones still in their overlap',
+      responses: {
+        200: { description: 'JWK set', content: { 'application/json': { schema: { type: 'object' as const } } } },
+        ...errorResponses(),
+      },
+    }),
+    (c) => c.json({ keys: ctx.keys.current().published }, 200, { 'Cache-Control': 'max-age=60' }),
+  );
 }

@@ -11,7 +11,11 @@ import { looksLikeJwt, verifyAccessToken, type AccessTokenClaims } from '../../c
 import type { AppEnv } from '../context.ts';
 import { errorResponses } from '../http/openapi.ts';
 import {
-  authenticateClient, clientCredentialsSubject, GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_DEVICE_CODE,
+  authenticateClient,
+  clientCredentialsSubject,
+  GRANT_AUTHORIZATION_CODE,
+  GRANT_CLIENT_CREDENTIALS,
+  GRANT_DEVICE_CODE,
   type AuthenticatedClient,
 } from './clients.ts';
 import { redeemCode } from './codes.ts';
@@ -56,11 +60,31 @@ async function bindingFor(ctx: OAuthContext, c: Context<AppEnv>, ac: Authenticat
   return cnf;
 }
 
-async function answerToken(c: Context<AppEnv>, ctx: OAuthContext, subjectId: string, clientId: string, scope: string[], cnf: { jkt?: string; 'x5t#S256'?: string }, audience: string, root?: string) {
-  const { token, claims, expiresIn } = await issueAccessToken(ctx, { subject: subjectId, clientId, scope, cnf, audience, ...(root ? { root } : {}) });
+async function answerToken(
+  c: Context<AppEnv>,
+  ctx: OAuthContext,
+  subjectId: string,
+  clientId: string,
+  scope: string[],
+  cnf: { jkt?: string; 'x5t#S256'?: string },
+  audience: string,
+  root?: string,
+) {
+  const { token, claims, expiresIn } = await issueAccessToken(ctx, {
+    subject: subjectId,
+    clientId,
+    scope,
+    cnf,
+    audience,
+    ...(root ? { root } : {}),
+  });
   return {
     claims,
-    response: c.json({ access_token: token, token_type: cnf.jkt ? 'DPoP' : 'Bearer', expires_in: expiresIn, scope: claims.scope }, 200, NO_STORE),
+    response: c.json(
+      { access_token: token, token_type: cnf.jkt ? 'DPoP' : 'Bearer', expires_in: expiresIn, scope: claims.scope },
+      200,
+      NO_STORE,
+    ),
   };
 }
 
@@ -72,104 +96,168 @@ async function activeSubject(ctx: OAuthContext, id: string) {
 
 export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
   const { iam } = ctx;
-  mountRaw(app, createRoute({
-    method: 'post', path: '/oauth/token', tags: [TAG], 'x-status': 'Live',
-    summary: 'Token endpoint: client_credentials, authorization_code (PKCE S256), device_code; DPoP and mTLS binding',
-    request: {
-      body: formBody({
-        grant_type: 'client_credentials | authorization_code | urn:ietf:params:oauth:grant-type:device_code',
-        scope: 'space-separated permission selectors', code: 'authorization code', redirect_uri: 'exact redirect URI',
-        code_verifier: 'PKCE verifier', device_code: 'device code', client_id: 'client id', client_secret: 'client_secret_post',
-        resource: 'RFC 8707: edge:<device_id> for a token a device honours offline; default the cell\'s own API',
-      }, ['grant_type']),
-    },
-    responses: { 200: jsonResponse('{access_token, token_type, expires_in, scope}'), ...oauthErrorResponses(), ...errorResponses() },
-  }), async (c) => protocol(c, async () => {
-    const form = await readForm(c);
-    const grant = form['grant_type'];
-    if (!grant) throw new OAuthError('invalid_request', 'grant_type is required');
-    const ac = await authenticateClient(ctx, c, form);
-    const requested = parseScope(form['scope']);
-    const audience = await requestedAudience(ctx, c);
-    if (grant === GRANT_CLIENT_CREDENTIALS) {
-      const { subject, cap } = await clientCredentialsSubject(ctx, ac);
-      const cnf = await bindingFor(ctx, c, ac);
-      const scope = narrowScope(requested, cap, await iam.permissionsOf(subject));
-      return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, ac.apiKey?.credential.root)).response;
-    }
-    if (grant === GRANT_AUTHORIZATION_CODE) {
-      if (!ac.client?.grant_types.includes(GRANT_AUTHORIZATION_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use authorization_code');
-      const cnf = await bindingFor(ctx, c, ac);
-      const { grant: g, recordIssued } = await redeemCode(ctx, form['code'] ?? '', ac.clientId, form['redirect_uri'], form['code_verifier']);
-      const subject = await activeSubject(ctx, g.subjectId);
-      const scope = narrowScope(requested ?? g.scope, g.scope, await iam.permissionsOf(subject));
-      const { claims, response } = await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience);
-      await recordIssued(claims.jti, claims.exp);
-      return response;
-    }
-    if (grant === GRANT_DEVICE_CODE) {
-      if (!ac.client?.grant_types.includes(GRANT_DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use the device flow');
-      const cnf = await bindingFor(ctx, c, ac);
-      const g = await pollDeviceCode(ctx, form['device_code'] ?? '', ac.clientId);
-      const subject = await activeSubject(ctx, g.subjectId);
-      const scope = narrowScope(g.scope, await iam.permissionsOf(subject));
-      return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience)).response;
-    }
-    throw new OAuthError('unsupported_grant_type', 'grant_type not supported');
-  }));
+  mountRaw(
+    app,
+    createRoute({
+      method: 'post',
+      path: '/oauth/token',
+      tags: [TAG],
+      'x-status': 'Live',
+      summary: 'Token endpoint: client_credentials, authorization_code (PKCE S256), device_code; DPoP and mTLS binding',
+      request: {
+        body: formBody(
+          {
+            grant_type: 'client_credentials | authorization_code | urn:ietf:params:oauth:grant-type:device_code',
+            scope: 'space-separated permission selectors',
+            code: 'authorization code',
+            redirect_uri: 'exact redirect URI',
+            code_verifier: 'PKCE verifier',
+            device_code: 'device code',
+            client_id: 'client id',
+            client_secret: 'client_secret_post',
+            resource: "RFC 8707: edge:<device_id> for a token a device honours offline; default the cell's own API",
+          },
+          ['grant_type'],
+        ),
+      },
+      responses: { 200: jsonResponse('{access_token, token_type, expires_in, scope}'), ...oauthErrorResponses(), ...errorResponses() },
+    }),
+    async (c) =>
+      protocol(c, async () => {
+        const form = await readForm(c);
+        const grant = form['grant_type'];
+        if (!grant) throw new OAuthError('invalid_request', 'grant_type is required');
+        const ac = await authenticateClient(ctx, c, form);
+        const requested = parseScope(form['scope']);
+        const audience = await requestedAudience(ctx, c);
+        if (grant === GRANT_CLIENT_CREDENTIALS) {
+          const { subject, cap } = await clientCredentialsSubject(ctx, ac);
+          const cnf = await bindingFor(ctx, c, ac);
+          const scope = narrowScope(requested, cap, await iam.permissionsOf(subject));
+          return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, ac.apiKey?.credential.root)).response;
+        }
+        if (grant === GRANT_AUTHORIZATION_CODE) {
+          if (!ac.client?.grant_types.includes(GRANT_AUTHORIZATION_CODE))
+            throw new OAuthError('unauthorized_client', 'this client may not use authorization_code');
+          const cnf = await bindingFor(ctx, c, ac);
+          const { grant: g, recordIssued } = await redeemCode(
+            ctx,
+            form['code'] ?? '',
+            ac.clientId,
+            form['redirect_uri'],
+            form['code_verifier'],
+          );
+          const subject = await activeSubject(ctx, g.subjectId);
+          const scope = narrowScope(requested ?? g.scope, g.scope, await iam.permissionsOf(subject));
+          const { claims, response } = await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience);
+          await recordIssued(claims.jti, claims.exp);
+          return response;
+        }
+        if (grant === GRANT_DEVICE_CODE) {
+          if (!ac.client?.grant_types.includes(GRANT_DEVICE_CODE))
+            throw new OAuthError('unauthorized_client', 'this client may not use the device flow');
+          const cnf = await bindingFor(ctx, c, ac);
+          const g = await pollDeviceCode(ctx, form['device_code'] ?? '', ac.clientId);
+          const subject = await activeSubject(ctx, g.subjectId);
+          const scope = narrowScope(g.scope, await iam.permissionsOf(subject));
+          return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience)).response;
+        }
+        throw new OAuthError('unsupported_grant_type', 'grant_type not supported');
+      }),
+  );
 
-  mountRaw(app, createRoute({
-    method: 'post', path: '/oauth/device_authorization', tags: [TAG], 'x-status': 'Live',
-    summary: 'Device authorization (RFC 8628): device_code, user_code, verification URI, interval',
-    request: { body: formBody({ client_id: 'client id', scope: 'space-separated permission selectors' }, ['client_id']) },
-    responses: { 200: jsonResponse('{device_code, user_code, verification_uri, verification_uri_complete, expires_in, interval}'), ...oauthErrorResponses(), ...errorResponses() },
-  }), async (c) => protocol(c, async () => {
-    const form = await readForm(c);
-    const ac = await authenticateClient(ctx, c, form);
-    if (!ac.client?.grant_types.includes(GRANT_DEVICE_CODE)) throw new OAuthError('unauthorized_client', 'this client may not use the device flow');
-    const scope = narrowScope(parseScope(form['scope']), ac.client.scope);
-    const d = await startDeviceAuthorization(ctx, ac.clientId, scope);
-    const verification = `${publicBase(ctx.core.config)}/oauth/device`;
-    return c.json({
-      device_code: d.deviceCode, user_code: d.userCode, verification_uri: verification,
-      verification_uri_complete: `${verification}?user_code=${encodeURIComponent(d.userCode)}`,
-      expires_in: d.expiresIn, interval: d.interval,
-    }, 200, NO_STORE);
-  }));
+  mountRaw(
+    app,
+    createRoute({
+      method: 'post',
+      path: '/oauth/device_authorization',
+      tags: [TAG],
+      'x-status': 'Live',
+      summary: 'Device authorization (RFC 8628): device_code, user_code, verification URI, interval',
+      request: { body: formBody({ client_id: 'client id', scope: 'space-separated permission selectors' }, ['client_id']) },
+      responses: {
+        200: jsonResponse('{device_code, user_code, verification_uri, verification_uri_complete, expires_in, interval}'),
+        ...oauthErrorResponses(),
+        ...errorResponses(),
+      },
+    }),
+    async (c) =>
+      protocol(c, async () => {
+        const form = await readForm(c);
+        const ac = await authenticateClient(ctx, c, form);
+        if (!ac.client?.grant_types.includes(GRANT_DEVICE_CODE))
+          throw new OAuthError('unauthorized_client', 'this client may not use the device flow');
+        const scope = narrowScope(parseScope(form['scope']), ac.client.scope);
+        const d = await startDeviceAuthorization(ctx, ac.clientId, scope);
+        const verification = `${publicBase(ctx.core.config)}/oauth/device`;
+        return c.json(
+          {
+            device_code: d.deviceCode,
+            user_code: d.userCode,
+            verification_uri: verification,
+            verification_uri_complete: `${verification}?user_code=${encodeURIComponent(d.userCode)}`,
+            expires_in: d.expiresIn,
+            interval: d.interval,
+          },
+          200,
+          NO_STORE,
+        );
+      }),
+  );
 
-  mountRaw(app, createRoute({
-    method: 'post', path: '/oauth/introspect', tags: [TAG], 'x-status': 'Live',
-    summary: 'Token introspection (RFC 7662); {"active":false} for any token that does not verify',
-    request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored' }, ['token']) },
-    responses: { 200: jsonResponse('{active: true, ...claims} or exactly {"active":false}'), ...oauthErrorResponses(), ...errorResponses() },
-  }), async (c) => protocol(c, async () => {
-    const form = await readForm(c);
-    const ac = await authenticateClient(ctx, c, form);
-    if (ac.method === 'none') throw new OAuthError('invalid_client', 'introspection needs an authenticated (confidential) client');
-    const claims = await activeClaims(ctx, form['token'] ?? '');
-    // A registered confidential client (a resource server) may introspect any token of this cell; an
-    // API key acting as a client only its own owner's tokens. Anything else is indistinguishable from inactive.
-    if (!claims || (ac.apiKey && ac.apiKey.principal.id !== claims.sub)) {
-      return c.body('{"active":false}', 200, { 'Content-Type': 'application/json', ...NO_STORE });
-    }
-    return c.json({ active: true, ...claims, token_type: claims.cnf?.jkt ? 'DPoP' : 'Bearer' }, 200, NO_STORE);
-  }));
+  mountRaw(
+    app,
+    createRoute({
+      method: 'post',
+      path: '/oauth/introspect',
+      tags: [TAG],
+      'x-status': 'Live',
+      summary: 'Token introspection (RFC 7662); {"active":false} for any token that does not verify',
+      request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored' }, ['token']) },
+      responses: {
+        200: jsonResponse('{active: true, ...claims} or exactly {"active":false}'),
+        ...oauthErrorResponses(),
+        ...errorResponses(),
+      },
+    }),
+    async (c) =>
+      protocol(c, async () => {
+        const form = await readForm(c);
+        const ac = await authenticateClient(ctx, c, form);
+        if (ac.method === 'none') throw new OAuthError('invalid_client', 'introspection needs an authenticated (confidential) client');
+        const claims = await activeClaims(ctx, form['token'] ?? '');
+        // A registered confidential client (a resource server) may introspect any token of this cell; an
+        // API key acting as a client only its own owner's tokens. Anything else is indistinguishable from inactive.
+        if (!claims || (ac.apiKey && ac.apiKey.principal.id !== claims.sub)) {
+          return c.body('{"active":false}', 200, { 'Content-Type': 'application/json', ...NO_STORE });
+        }
+        return c.json({ active: true, ...claims, token_type: claims.cnf?.jkt ? 'DPoP' : 'Bearer' }, 200, NO_STORE);
+      }),
+  );
 
-  mountRaw(app, createRoute({
-    method: 'post', path: '/oauth/revoke', tags: [TAG], 'x-status': 'Live',
-    summary: 'Token revocation (RFC 7009): always 200; the jti is denylisted until the token expires',
-    request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored' }, ['token']) },
-    responses: { 200: { description: 'Revoked, or nothing to revoke' }, ...oauthErrorResponses(), ...errorResponses() },
-  }), async (c) => protocol(c, async () => {
-    const form = await readForm(c);
-    const ac = await authenticateClient(ctx, c, form);
-    const claims = await verifyOwnToken(ctx, form['token'] ?? '');
-    // Only the client the token was issued to (or, for SATs, a client acting for the same subject) may revoke it.
-    if (claims && (claims.client_id === ac.clientId || (claims.sat === true && ac.apiKey?.principal.id === claims.sub))) {
-      await ctx.denylist.deny(claims.jti, claims.exp);
-    }
-    return c.body(null, 200, NO_STORE);
-  }));
+  mountRaw(
+    app,
+    createRoute({
+      method: 'post',
+      path: '/oauth/revoke',
+      tags: [TAG],
+      'x-status': 'Live',
+      summary: 'Token revocation (RFC 7009): always 200; the jti is denylisted until the token expires',
+      request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored' }, ['token']) },
+      responses: { 200: { description: 'Revoked, or nothing to revoke' }, ...oauthErrorResponses(), ...errorResponses() },
+    }),
+    async (c) =>
+      protocol(c, async () => {
+        const form = await readForm(c);
+        const ac = await authenticateClient(ctx, c, form);
+        const claims = await verifyOwnToken(ctx, form['token'] ?? '');
+        // Only the client the token was issued to (or, for SATs, a client acting for the same subject) may revoke it.
+        if (claims && (claims.client_id === ac.clientId || (claims.sat === true && ac.apiKey?.principal.id === claims.sub))) {
+          await ctx.denylist.deny(claims.jti, claims.exp);
+        }
+        return c.body(null, 200, NO_STORE);
+      }),
+  );
 }
 
 /**
@@ -201,7 +289,10 @@ export async function verifyOwnToken(ctx: OAuthContext, token: string): Promise<
   try {
     claims = await verifyAccessToken(token, {
       // By form here (the check is synchronous); a device audience must then name a registered device.
-      keys: ctx.keys.current().keySet, issuer: issuerOf(config), audience: (aud) => aud === own || edgeDeviceOf(aud) !== null, now: clock.now(),
+      keys: ctx.keys.current().keySet,
+      issuer: issuerOf(config),
+      audience: (aud) => aud === own || edgeDeviceOf(aud) !== null,
+      now: clock.now(),
       isRevoked: (jti) => ctx.denylist.isRevoked(jti),
     });
   } catch (e) {

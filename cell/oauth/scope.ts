@@ -7,7 +7,8 @@ export function parseScope(s: string | undefined): string[] | null {
   if (s === undefined) return null;
   const parts = s.split(' ').filter(Boolean);
   if (parts.length === 0) return null;
-  if (parts.length > 64 || !parts.every(isSelector)) throw new OAuthError('invalid_scope', 'scope must be space-separated permission selectors');
+  if (parts.length > 64 || !parts.every(isSelector))
+    throw new OAuthError('invalid_scope', 'scope must be space-separated permission selectors');
   return normalize(parts);
 }
 

@@ -28,7 +28,13 @@ export async function createSession(ctx: OAuthContext, c: Context<AppEnv>, princ
   const now = ctx.core.clock.now();
   await ctx.core.store.write(async (tx) => {
     await repo.deleteExpiredSessions(tx, now);
-    await repo.insertSession(tx, { id_hash: hashSecret(id), principal_id: principalId, csrf, created_at: now, expires_at: now + OAUTH.sessionTtlSeconds * 1000 });
+    await repo.insertSession(tx, {
+      id_hash: hashSecret(id),
+      principal_id: principalId,
+      csrf,
+      created_at: now,
+      expires_at: now + OAUTH.sessionTtlSeconds * 1000,
+    });
   });
   setCookie(c, SESSION_COOKIE, id, cookieOpts(ctx, OAUTH.sessionTtlSeconds));
 }

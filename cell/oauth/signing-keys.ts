@@ -16,7 +16,11 @@ import { SerialLoad } from './internal/serial.ts';
 import * as repo from './repository.ts';
 import { maxTokenLifetimeSeconds } from './settings.ts';
 
-export interface PublishedKey extends JWK { kid: string; alg: 'EdDSA'; use: 'sig' }
+export interface PublishedKey extends JWK {
+  kid: string;
+  alg: 'EdDSA';
+  use: 'sig';
+}
 
 /** A snapshot of the signing keys: the one that signs, and those that verify (the JWKS). */
 export interface Keyring {
@@ -50,7 +54,9 @@ export class SigningKeys {
   async rotate(): Promise<string> {
     const k = await generateEd25519();
     const now = this.core.clock.now();
-    await this.core.store.write((tx) => repo.insertActiveSigningKey(tx, { kid: k.kid, private_jwk: k.privateJwk, public_jwk: k.publicJwk, created_at: now }));
+    await this.core.store.write((tx) =>
+      repo.insertActiveSigningKey(tx, { kid: k.kid, private_jwk: k.privateJwk, public_jwk: k.publicJwk, created_at: now }),
+    );
     await this.reload();
     return k.kid;
   }

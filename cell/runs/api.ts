@@ -9,16 +9,50 @@
 import type { ApprovalsPort, Graph, RecordedStep } from '../../core/engine/types.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { Reader, Tx } from '../store/types.ts';
-import { assertStorageRoom, cellRunBytes, storageLeft, storageRoomRefusal, workspaceUsage, type StorageLimit, type WorkspaceUsage } from './storage.ts';
-import { approvalsPort, pendingApprovals, pendingApprovalsView, recordApproval, stepDecisions, type PendingApproval, type PendingApprovalView } from './approvals.ts';
+import {
+  assertStorageRoom,
+  cellRunBytes,
+  storageLeft,
+  storageRoomRefusal,
+  workspaceUsage,
+  type StorageLimit,
+  type WorkspaceUsage,
+} from './storage.ts';
+import {
+  approvalsPort,
+  pendingApprovals,
+  pendingApprovalsView,
+  recordApproval,
+  stepDecisions,
+  type PendingApproval,
+  type PendingApprovalView,
+} from './approvals.ts';
 import type { RunEventListener, RunsContext } from './context.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel, type DriverHandle } from './control.ts';
 import { driveRun, recordedStep, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
 import { subscribe, subscriberCount } from './events.ts';
-import { appendJournal, finishRun, journalClosed, readJournal, type AppendBlobs, type AppendFields, type FinishOptions } from './journal.ts';
 import {
-  activeRuns, createRunTx, getRun, listRuns, setRunFlags, setRunState,
-  type ListRunsOptions, type NewRun, type Run, type RunKind, type RunState, type StatePatch,
+  appendJournal,
+  finishRun,
+  journalClosed,
+  readJournal,
+  type AppendBlobs,
+  type AppendFields,
+  type FinishOptions,
+} from './journal.ts';
+import {
+  activeRuns,
+  createRunTx,
+  getRun,
+  listRuns,
+  setRunFlags,
+  setRunState,
+  type ListRunsOptions,
+  type NewRun,
+  type Run,
+  type RunKind,
+  type RunState,
+  type StatePatch,
 } from './runs.ts';
 
 export class Runs {
@@ -64,7 +98,11 @@ export class Runs {
   }
 
   /** Ends a run with its `run_finished` record; false when it had ended already. */
-  finishRun(runId: string, outcome: Extract<RunState, 'completed' | 'failed' | 'refused' | 'cancelled'>, o?: FinishOptions): Promise<boolean> {
+  finishRun(
+    runId: string,
+    outcome: Extract<RunState, 'completed' | 'failed' | 'refused' | 'cancelled'>,
+    o?: FinishOptions,
+  ): Promise<boolean> {
     return finishRun(this.ctx, runId, outcome, o);
   }
 
@@ -154,7 +192,14 @@ export class Runs {
    * two-person rule, named approvers, one decision per principal), audited as
    * `action`; true when the caller should wake the run.
    */
-  recordApproval(actor: string, run: Run, stepId: string, decision: 'approve' | 'reject', comment: string | undefined, action: string): Promise<boolean> {
+  recordApproval(
+    actor: string,
+    run: Run,
+    stepId: string,
+    decision: 'approve' | 'reject',
+    comment: string | undefined,
+    action: string,
+  ): Promise<boolean> {
     return recordApproval(this.ctx, actor, run, stepId, decision, comment, action);
   }
 
@@ -166,7 +211,11 @@ export class Runs {
   }
 
   /** Why a new run of `specBytes` has no room, or null (read through `db`, e.g. a transaction). */
-  storageRoomRefusal(workspaceId: string, specBytes: number, db?: Reader): Promise<{ reason: StorageLimit; used_bytes: number; quota_bytes: number } | null> {
+  storageRoomRefusal(
+    workspaceId: string,
+    specBytes: number,
+    db?: Reader,
+  ): Promise<{ reason: StorageLimit; used_bytes: number; quota_bytes: number } | null> {
     return storageRoomRefusal(this.ctx, workspaceId, specBytes, db);
   }
 

@@ -14,7 +14,16 @@ import { requestWake } from './control.ts';
 import { getRun, isTerminal, type Run } from './runs.ts';
 
 /** An approval the engine waits on, for a step that has not completed yet. */
-export interface PendingApproval { step_id: string; kind: string; rule: string; approvers: string[]; quorum: number; prompt: string | null; due: number | null; requested_at: number }
+export interface PendingApproval {
+  step_id: string;
+  kind: string;
+  rule: string;
+  approvers: string[];
+  quorum: number;
+  prompt: string | null;
+  due: number | null;
+  requested_at: number;
+}
 
 /** The engine's approvals port of one run: decisions read back, requests recorded (idempotent). */
 export function approvalsPort(ctx: RunsContext, runId: string): ApprovalsPort {
@@ -40,13 +49,24 @@ export async function pendingApprovals(ctx: RunsContext, runId: string): Promise
 }
 
 /** Decisions recorded so far for a step (times ISO 8601). */
-export async function stepDecisions(ctx: RunsContext, runId: string, stepId: string): Promise<{ principal: string; decision: string; at: string }[]> {
+export async function stepDecisions(
+  ctx: RunsContext,
+  runId: string,
+  stepId: string,
+): Promise<{ principal: string; decision: string; at: string }[]> {
   return (await repo.decisions(ctx.core.store, runId, stepId)).map((d) => ({ ...d, at: new Date(d.at).toISOString() }));
 }
 
 /** A pending approval as the run views show it (times ISO 8601, with the decisions so far). */
 export interface PendingApprovalView {
-  step_id: string; kind: string; rule: string; approvers: string[]; quorum: number; prompt: string | null; due: string | null; requested_at: string;
+  step_id: string;
+  kind: string;
+  rule: string;
+  approvers: string[];
+  quorum: number;
+  prompt: string | null;
+  due: string | null;
+  requested_at: string;
   decisions: { principal: string; decision: string; at: string }[];
 }
 
@@ -56,7 +76,12 @@ export async function pendingApprovalsView(ctx: RunsContext, run: Run): Promise<
   const iso = (t: number) => new Date(t).toISOString();
   const out: PendingApprovalView[] = [];
   for (const p of await pendingApprovals(ctx, run.run_id)) {
-    out.push({ ...p, due: p.due === null ? null : iso(p.due), requested_at: iso(p.requested_at), decisions: await stepDecisions(ctx, run.run_id, p.step_id) });
+    out.push({
+      ...p,
+      due: p.due === null ? null : iso(p.due),
+      requested_at: iso(p.requested_at),
+      decisions: await stepDecisions(ctx, run.run_id, p.step_id),
+    });
   }
   return out;
 }
@@ -71,18 +96,29 @@ export async function pendingApprovalsView(ctx: RunsContext, run: Run): Promise<
  * ended meanwhile or is driven: a drive of this process under way then looks
  * again before it leaves the run waiting, so the decision is never missed.
  */
-export async function recordApproval(ctx: RunsContext, actor: string, run: Run, stepId: string, decision: 'approve' | 'reject', comment: string | undefined, action: string): Promise<boolean> {
+export async function recordApproval(
+  ctx: RunsContext,
+  actor: string,
+  run: Run,
+  stepId: string,
+  decision: 'approve' | 'reject',
+  comment: string | undefined,
+  action: string,
+): Promise<boolean> {
   const { iam } = ctx;
   const runId = run.run_id;
   const ask = (await pendingApprovals(ctx, runId)).find((p) => p.step_id === stepId);
   if (!ask) throw notFound('approval step');
-  if (isTerminal(run.state)) throw new ServiceError('conflict', `the run is ${run.state}`, { details: { reason: 'run_terminal', state: run.state } });
+  if (isTerminal(run.state))
+    throw new ServiceError('conflict', `the run is ${run.state}`, { details: { reason: 'run_terminal', state: run.state } });
   const refuse = async (reason: string, message: string): Promise<never> => {
     await iam.auditNow({ actor, action, target: `${runId}:${stepId}`, outcome: 'refused', details: { reason } });
     throw new ServiceError('forbidden', message, { details: { reason } });
   };
-  if (ask.rule === 'two_person' && actor === run.requester) await refuse('requester_cannot_approve', "the run's requester cannot approve under the two-person rule");
-  if (ask.approvers.length > 0 && !ask.approvers.includes(actor)) await refuse('not_an_approver', 'the caller is not a named approver of this step');
+  if (ask.rule === 'two_person' && actor === run.requester)
+    await refuse('requester_cannot_approve', "the run's requester cannot approve under the two-person rule");
+  if (ask.approvers.length > 0 && !ask.approvers.includes(actor))
+    await refuse('not_an_approver', 'the caller is not a named approver of this step');
   const at = ctx.core.clock.now();
   await ctx.core.store.write(async (tx) => {
     if (await repo.hasDecided(tx, runId, stepId, actor)) {

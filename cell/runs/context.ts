@@ -8,18 +8,31 @@ import type { JournalRecord } from '../../core/journal/record.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 
-export interface JournalTail { seq: number; hash: string }
+export interface JournalTail {
+  seq: number;
+  hash: string;
+}
 
 export type RunEventListener = (rec: JournalRecord) => void;
 
 /** One subscriber of a run's events: its high-water mark, and live records held back until its backlog is delivered. */
-export interface Subscriber { high: number; fn: RunEventListener; held: JournalRecord[] | null }
+export interface Subscriber {
+  high: number;
+  fn: RunEventListener;
+  held: JournalRecord[] | null;
+}
 
 /**
  * A run this process drives. `wake`: a decision was recorded while it drove, so
  * the drive looks again before it leaves the run waiting (approvals.ts).
  */
-export interface Driving { controller: AbortController; done: Promise<void>; resolve: () => void; cancelledBy: string | null; wake: boolean }
+export interface Driving {
+  controller: AbortController;
+  done: Promise<void>;
+  resolve: () => void;
+  cancelledBy: string | null;
+  wake: boolean;
+}
 
 /** What a run keeps in the store, as this process has counted it (storage.ts). */
 export interface RunMeter {

@@ -29,13 +29,19 @@ export function registerDriver(ctx: RunsContext, runId: string): DriverHandle {
   const m = ctx.drivers;
   if (m.has(runId)) throw new TypeError(`run ${runId} is already driven by this process`);
   let resolve!: () => void;
-  const done = new Promise<void>((r) => { resolve = r; });
+  const done = new Promise<void>((r) => {
+    resolve = r;
+  });
   const d: Driving = { controller: new AbortController(), done, resolve, cancelledBy: null, wake: false };
   m.set(runId, d);
   return {
     signal: d.controller.signal,
     cancelledBy: () => d.cancelledBy,
-    release: () => { if (m.get(runId) === d) m.delete(runId); d.resolve(); return d.wake; },
+    release: () => {
+      if (m.get(runId) === d) m.delete(runId);
+      d.resolve();
+      return d.wake;
+    },
   };
 }
 
@@ -64,7 +70,10 @@ export function isDriven(ctx: RunsContext, runId: string): boolean {
 /** Aborts every run this process drives (shutdown); the runs stay non-terminal for recovery. */
 export async function abortAllDrivers(ctx: RunsContext): Promise<void> {
   const waits: Promise<void>[] = [];
-  for (const d of ctx.drivers.values()) { d.controller.abort(new Error('cell stopping')); waits.push(d.done); }
+  for (const d of ctx.drivers.values()) {
+    d.controller.abort(new Error('cell stopping'));
+    waits.push(d.done);
+  }
   await Promise.all(waits);
 }
 
@@ -90,7 +99,12 @@ export async function requestCancel(ctx: RunsContext, runId: string, actor: stri
     d.cancelledBy ??= actor;
     d.controller.abort(new Error('cancelled'));
     let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([d.done, new Promise<void>((r) => { timer = setTimeout(r, CANCEL_WAIT_MS); })]);
+    await Promise.race([
+      d.done,
+      new Promise<void>((r) => {
+        timer = setTimeout(r, CANCEL_WAIT_MS);
+      }),
+    ]);
     if (timer) clearTimeout(timer);
   }
   await finishRun(ctx, runId, 'cancelled', {

@@ -77,7 +77,7 @@ class RecordedIndex {
   noteAppend(kind: string, stepId: string, output: unknown, data: JsonObject | undefined): void {
     if (!(RECORDED_KINDS as readonly string[]).includes(kind)) return;
     // As stored: the blob is JSON (undefined members dropped), read back as null when absent.
-    const out = output === undefined ? null : JSON.parse(JSON.stringify(output)) as unknown;
+    const out = output === undefined ? null : (JSON.parse(JSON.stringify(output)) as unknown);
     this.#byStep.set(stepId, { outputHash: null, output: out, ...(data !== undefined ? { data } : {}) });
   }
 
@@ -109,7 +109,14 @@ function defaultError(r: RunResult): RunError {
  * decision recorded while it drove (requestWake) makes it drive again rather
  * than leave the run waiting: it may have read the decisions before that one.
  */
-export async function driveRun(ctx: RunsContext, runId: string, graph: Graph, ports: DrivePorts, input: unknown, opts: DriveOptions): Promise<DriveResult> {
+export async function driveRun(
+  ctx: RunsContext,
+  runId: string,
+  graph: Graph,
+  ports: DrivePorts,
+  input: unknown,
+  opts: DriveOptions,
+): Promise<DriveResult> {
   for (;;) {
     const handle = registerDriver(ctx, runId);
     let r: DriveResult;
@@ -123,7 +130,15 @@ export async function driveRun(ctx: RunsContext, runId: string, graph: Graph, po
   }
 }
 
-async function driveOnce(ctx: RunsContext, handle: DriverHandle, runId: string, graph: Graph, ports: DrivePorts, input: unknown, opts: DriveOptions): Promise<DriveResult> {
+async function driveOnce(
+  ctx: RunsContext,
+  handle: DriverHandle,
+  runId: string,
+  graph: Graph,
+  ports: DrivePorts,
+  input: unknown,
+  opts: DriveOptions,
+): Promise<DriveResult> {
   const { clock, config, log } = ctx.core;
   const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
   const graphHash = opts.graphHash ?? contentHash(graph);
@@ -139,7 +154,11 @@ async function driveOnce(ctx: RunsContext, handle: DriverHandle, runId: string, 
     journal: {
       async append(fields, payload) {
         // The run's last record is written by finishRun together with the state change.
-        if (fields.kind === TERMINAL_KIND) { engineFinal = fields.data ?? {}; await putRunBlob(ctx, runId, payload.output); return; }
+        if (fields.kind === TERMINAL_KIND) {
+          engineFinal = fields.data ?? {};
+          await putRunBlob(ctx, runId, payload.output);
+          return;
+        }
         await appendJournal(ctx, runId, { ...fields }, [payload.input, payload.output]);
         recorded.noteAppend(fields.kind, fields.step_id, payload.output, fields.data);
       },
@@ -148,12 +167,16 @@ async function driveOnce(ctx: RunsContext, handle: DriverHandle, runId: string, 
   let result: RunResult;
   try {
     result = await runGraph(graph, input, enginePorts, {
-      run_id: runId, graph_hash: graphHash, requester: opts.requester,
+      run_id: runId,
+      graph_hash: graphHash,
+      requester: opts.requester,
       ...(opts.context !== undefined ? { context: opts.context } : {}),
     });
   } catch (err) {
     log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-    await finishRun(ctx, runId, 'failed', { error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' } });
+    await finishRun(ctx, runId, 'failed', {
+      error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' },
+    });
     return { state: await stateNow(), result: null };
   }
   if (result.cause !== undefined && result.outcome === 'failed') {
@@ -162,7 +185,10 @@ async function driveOnce(ctx: RunsContext, handle: DriverHandle, runId: string, 
   }
   const extra: JsonObject = { ...(engineFinal ?? {}), steps: result.steps };
   if (handle.signal.aborted && handle.cancelledBy() !== null) {
-    await finishRun(ctx, runId, 'cancelled', { error: { code: 'cancelled', message: 'the run was cancelled', reason: 'cancelled' }, data: { ...extra, reason: 'cancelled', by: handle.cancelledBy() } });
+    await finishRun(ctx, runId, 'cancelled', {
+      error: { code: 'cancelled', message: 'the run was cancelled', reason: 'cancelled' },
+      data: { ...extra, reason: 'cancelled', by: handle.cancelledBy() },
+    });
   } else if (result.outcome === 'completed') {
     await finishRun(ctx, runId, 'completed', { output: opts.finalOutput ? await opts.finalOutput(result) : result.output, data: extra });
   } else if (result.outcome === 'waiting') {

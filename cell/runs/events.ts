@@ -45,7 +45,10 @@ export function publish(ctx: RunsContext, rec: JournalRecord): void {
 export async function subscribe(ctx: RunsContext, runId: string, afterSeq: number, onEvent: RunEventListener): Promise<() => void> {
   const bus = ctx.bus;
   let subs = bus.get(runId);
-  if (!subs) { subs = new Set(); bus.set(runId, subs); }
+  if (!subs) {
+    subs = new Set();
+    bus.set(runId, subs);
+  }
   const s: Subscriber = { high: afterSeq, fn: onEvent, held: [] };
   subs.add(s);
   const unsubscribe = () => {

@@ -41,7 +41,10 @@ export const TERMINAL_KIND = 'run_finished';
 
 /** Thrown by appendJournal when the run is already terminal (or unknown). */
 export class RunClosedError extends Error {
-  constructor(readonly runId: string, readonly state: string) {
+  constructor(
+    readonly runId: string,
+    readonly state: string,
+  ) {
     super(`run ${runId} is ${state}: its journal is closed`);
     this.name = 'RunClosedError';
   }
@@ -68,9 +71,14 @@ function serialised<T>(ctx: RunsContext, runId: string, fn: () => Promise<T>): P
   const queues = ctx.queues;
   const prev = queues.get(runId) ?? Promise.resolve();
   const next = prev.then(fn, fn);
-  const settled = next.then(() => undefined, () => undefined);
+  const settled = next.then(
+    () => undefined,
+    () => undefined,
+  );
   queues.set(runId, settled);
-  void settled.then(() => { if (queues.get(runId) === settled) queues.delete(runId); });
+  void settled.then(() => {
+    if (queues.get(runId) === settled) queues.delete(runId);
+  });
   return next;
 }
 
@@ -81,19 +89,28 @@ async function tailOf(ctx: RunsContext, runId: string): Promise<JournalTail> {
   return rec ? { seq: rec.seq, hash: recordHash(rec) } : { seq: 0, hash: GENESIS_HASH };
 }
 
-async function sealNext(ctx: RunsContext, runId: string, graphHash: string, f: AppendFields): Promise<{ rec: JournalRecord; tail: JournalTail }> {
+async function sealNext(
+  ctx: RunsContext,
+  runId: string,
+  graphHash: string,
+  f: AppendFields,
+): Promise<{ rec: JournalRecord; tail: JournalTail }> {
   const tail = await tailOf(ctx, runId);
-  const rec = await sealRecord({
-    run_id: runId,
-    seq: tail.seq + 1,
-    step_id: f.step_id,
-    kind: f.kind,
-    graph_hash: f.graph_hash ?? graphHash,
-    input_hash: f.input_hash ?? EMPTY_HASH,
-    output_hash: f.output_hash ?? EMPTY_HASH,
-    at: f.at ?? ctx.core.clock.now(),
-    ...(f.data !== undefined ? { data: f.data } : {}),
-  }, tail.hash, ctx.iam.signer());
+  const rec = await sealRecord(
+    {
+      run_id: runId,
+      seq: tail.seq + 1,
+      step_id: f.step_id,
+      kind: f.kind,
+      graph_hash: f.graph_hash ?? graphHash,
+      input_hash: f.input_hash ?? EMPTY_HASH,
+      output_hash: f.output_hash ?? EMPTY_HASH,
+      at: f.at ?? ctx.core.clock.now(),
+      ...(f.data !== undefined ? { data: f.data } : {}),
+    },
+    tail.hash,
+    ctx.iam.signer(),
+  );
   return { rec, tail: { seq: rec.seq, hash: recordHash(rec) } };
 }
 
@@ -135,7 +152,12 @@ export interface FinishOptions {
  * Moves a run to a terminal state and writes its `run_finished` record in one
  * transaction. Returns false (changing nothing) when it is already terminal.
  */
-export function finishRun(ctx: RunsContext, runId: string, requested: Extract<RunState, 'completed' | 'failed' | 'refused' | 'cancelled'>, opts: FinishOptions = {}): Promise<boolean> {
+export function finishRun(
+  ctx: RunsContext,
+  runId: string,
+  requested: Extract<RunState, 'completed' | 'failed' | 'refused' | 'cancelled'>,
+  opts: FinishOptions = {},
+): Promise<boolean> {
   return serialised(ctx, runId, async () => {
     const run = await repo.runHead(ctx.core.store, runId);
     if (!run || isTerminal(run.state)) return false;
@@ -155,7 +177,10 @@ export function finishRun(ctx: RunsContext, runId: string, requested: Extract<Ru
     }
     const data: JsonObject = { ...o.data, outcome, ...(o.error ? { error: { ...o.error } } : {}) };
     const { rec } = await sealNext(ctx, runId, run.graph_hash ?? EMPTY_HASH, {
-      step_id: 'run', kind: TERMINAL_KIND, output_hash: contentHash(o.output ?? null), data,
+      step_id: 'run',
+      kind: TERMINAL_KIND,
+      output_hash: contentHash(o.output ?? null),
+      data,
     });
     const at = rec.at;
     const text = JSON.stringify(rec);

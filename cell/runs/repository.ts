@@ -15,7 +15,12 @@ export const TERMINAL_STATES: readonly RunState[] = ['completed', 'failed', 'ref
 const RUN_KINDS: readonly RunKind[] = ['crew', 'job'];
 
 /** A run's error: a stable code from core/errors plus a machine sub-reason. */
-export interface RunError { code: string; message: string; reason?: string; details?: Record<string, unknown> }
+export interface RunError {
+  code: string;
+  message: string;
+  reason?: string;
+  details?: Record<string, unknown>;
+}
 
 export interface Run {
   run_id: string;
@@ -50,23 +55,36 @@ function oneOf<T extends string>(values: readonly T[], v: string, what: string):
 
 function runError(v: unknown): RunError {
   const o = object(v);
-  if (typeof o['code'] !== 'string' || typeof o['message'] !== 'string') throw new TypeError('store row: a run error needs code and message');
+  if (typeof o['code'] !== 'string' || typeof o['message'] !== 'string')
+    throw new TypeError('store row: a run error needs code and message');
   const e: RunError = { code: o['code'], message: o['message'] };
   if (typeof o['reason'] === 'string') e.reason = o['reason'];
   if (o['details'] !== undefined) e.details = object(o['details']);
   return e;
 }
 
-const RUN_COLUMNS = 'r.run_id, r.kind, r.job_type, r.crew_id, r.workspace_id, r.requester, r.state, r.graph_hash, r.spec, r.output, r.error, '
-  + 'r.flags, r.coordinator, r.source, r.created_at, r.updated_at, r.finished_at';
+const RUN_COLUMNS =
+  'r.run_id, r.kind, r.job_type, r.crew_id, r.workspace_id, r.requester, r.state, r.graph_hash, r.spec, r.output, r.error, ' +
+  'r.flags, r.coordinator, r.source, r.created_at, r.updated_at, r.finished_at';
 
 function decodeRun(r: Row): Run {
   return {
-    run_id: str(r, 'run_id'), kind: oneOf(RUN_KINDS, str(r, 'kind'), 'run kind'), job_type: strOrNull(r, 'job_type'),
-    crew_id: strOrNull(r, 'crew_id'), workspace_id: strOrNull(r, 'workspace_id'), requester: str(r, 'requester'),
-    state: oneOf(RUN_STATES, str(r, 'state'), 'run state'), graph_hash: strOrNull(r, 'graph_hash'), spec: json(r, 'spec', anyJson),
-    output: jsonOrNull(r, 'output', anyJson), error: jsonOrNull(r, 'error', runError), flags: json(r, 'flags', object),
-    coordinator: strOrNull(r, 'coordinator'), source: str(r, 'source'), created_at: num(r, 'created_at'), updated_at: num(r, 'updated_at'),
+    run_id: str(r, 'run_id'),
+    kind: oneOf(RUN_KINDS, str(r, 'kind'), 'run kind'),
+    job_type: strOrNull(r, 'job_type'),
+    crew_id: strOrNull(r, 'crew_id'),
+    workspace_id: strOrNull(r, 'workspace_id'),
+    requester: str(r, 'requester'),
+    state: oneOf(RUN_STATES, str(r, 'state'), 'run state'),
+    graph_hash: strOrNull(r, 'graph_hash'),
+    spec: json(r, 'spec', anyJson),
+    output: jsonOrNull(r, 'output', anyJson),
+    error: jsonOrNull(r, 'error', runError),
+    flags: json(r, 'flags', object),
+    coordinator: strOrNull(r, 'coordinator'),
+    source: str(r, 'source'),
+    created_at: num(r, 'created_at'),
+    updated_at: num(r, 'updated_at'),
     finished_at: numOrNull(r, 'finished_at'),
   };
 }
@@ -74,8 +92,19 @@ function decodeRun(r: Row): Run {
 // ---------------------------------------------------------------- runs
 
 export interface RunInsert {
-  run_id: string; kind: RunKind; job_type: string | null; crew_id: string | null; workspace_id: string | null; requester: string;
-  state: RunState; graph_hash: string | null; spec: unknown; flags: Record<string, unknown>; coordinator: string | null; source: string; at: number;
+  run_id: string;
+  kind: RunKind;
+  job_type: string | null;
+  crew_id: string | null;
+  workspace_id: string | null;
+  requester: string;
+  state: RunState;
+  graph_hash: string | null;
+  spec: unknown;
+  flags: Record<string, unknown>;
+  coordinator: string | null;
+  source: string;
+  at: number;
 }
 
 /** Inserts a run and numbers it in the order runs were recorded. */
@@ -83,8 +112,23 @@ export async function insertRun(tx: Tx, r: RunInsert): Promise<void> {
   await tx.run(
     `INSERT INTO runs (run_id, kind, job_type, crew_id, workspace_id, requester, state, graph_hash, spec, output, error, flags, investigate, coordinator, source, created_at, updated_at, finished_at)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, NULL)`,
-    [r.run_id, r.kind, r.job_type, r.crew_id, r.workspace_id, r.requester, r.state, r.graph_hash, JSON.stringify(r.spec ?? null),
-      JSON.stringify(r.flags), r.flags['investigate'] ? 1 : 0, r.coordinator, r.source, r.at, r.at],
+    [
+      r.run_id,
+      r.kind,
+      r.job_type,
+      r.crew_id,
+      r.workspace_id,
+      r.requester,
+      r.state,
+      r.graph_hash,
+      JSON.stringify(r.spec ?? null),
+      JSON.stringify(r.flags),
+      r.flags['investigate'] ? 1 : 0,
+      r.coordinator,
+      r.source,
+      r.at,
+      r.at,
+    ],
   );
   await tx.run('INSERT INTO run_order (run_id) VALUES (?)', [r.run_id]);
 }
@@ -100,14 +144,28 @@ export async function runHead(db: Reader, runId: string): Promise<{ state: RunSt
   return r ? { state: oneOf(RUN_STATES, str(r, 'state'), 'run state'), graph_hash: strOrNull(r, 'graph_hash') } : undefined;
 }
 
-export interface RunFilter { kind?: RunKind | undefined; crewId?: string | undefined; state?: RunState | undefined; investigate?: boolean | undefined }
+export interface RunFilter {
+  kind?: RunKind | undefined;
+  crewId?: string | undefined;
+  state?: RunState | undefined;
+  investigate?: boolean | undefined;
+}
 
 function where(f: RunFilter): { sql: string; params: SqlValue[] } {
   const w: string[] = [];
   const params: SqlValue[] = [];
-  if (f.kind) { w.push('r.kind = ?'); params.push(f.kind); }
-  if (f.crewId) { w.push('r.crew_id = ?'); params.push(f.crewId); }
-  if (f.state) { w.push('r.state = ?'); params.push(f.state); }
+  if (f.kind) {
+    w.push('r.kind = ?');
+    params.push(f.kind);
+  }
+  if (f.crewId) {
+    w.push('r.crew_id = ?');
+    params.push(f.crewId);
+  }
+  if (f.state) {
+    w.push('r.state = ?');
+    params.push(f.state);
+  }
   if (f.investigate) w.push('r.investigate = 1');
   return { sql: w.length ? `WHERE ${w.join(' AND ')}` : '', params };
 }
@@ -115,8 +173,10 @@ function where(f: RunFilter): { sql: string; params: SqlValue[] } {
 /** Runs in the order they were recorded (oldest first). */
 export async function listRuns(db: Reader, f: RunFilter, limit: number, offset: number): Promise<Run[]> {
   const w = where(f);
-  const rows = await db.all(`SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id ${w.sql} ORDER BY o.seq LIMIT ? OFFSET ?`,
-    [...w.params, limit, offset]);
+  const rows = await db.all(
+    `SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id ${w.sql} ORDER BY o.seq LIMIT ? OFFSET ?`,
+    [...w.params, limit, offset],
+  );
   return rows.map(decodeRun);
 }
 
@@ -128,27 +188,55 @@ export async function countRuns(db: Reader, f: RunFilter): Promise<number> {
 /** Runs in non-terminal states, in the order they were recorded. */
 export async function activeRuns(db: Reader, kind?: RunKind): Promise<Run[]> {
   const rows = kind
-    ? await db.all(`SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id WHERE r.kind = ? AND r.state IN ('queued', 'running', 'waiting') ORDER BY o.seq`, [kind])
-    : await db.all(`SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id WHERE r.state IN ('queued', 'running', 'waiting') ORDER BY o.seq`);
+    ? await db.all(
+        `SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id WHERE r.kind = ? AND r.state IN ('queued', 'running', 'waiting') ORDER BY o.seq`,
+        [kind],
+      )
+    : await db.all(
+        `SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id WHERE r.state IN ('queued', 'running', 'waiting') ORDER BY o.seq`,
+      );
   return rows.map(decodeRun);
 }
 
 export interface StateUpdate {
-  state: RunState; at: number; terminal: boolean;
+  state: RunState;
+  at: number;
+  terminal: boolean;
   /** JSON text of the output, when it changes. */
-  output?: string; error?: string | null; graph_hash?: string; coordinator?: string;
+  output?: string;
+  error?: string | null;
+  graph_hash?: string;
+  coordinator?: string;
 }
 
 /** Moves a non-terminal run to a state; false when it is unknown or already terminal. */
 export async function updateRunState(tx: Tx, runId: string, u: StateUpdate): Promise<boolean> {
   const sets = ['state = ?', 'updated_at = ?'];
   const params: SqlValue[] = [u.state, u.at];
-  if (u.terminal) { sets.push('finished_at = ?'); params.push(u.at); }
-  if (u.output !== undefined) { sets.push('output = ?'); params.push(u.output); }
-  if (u.error !== undefined) { sets.push('error = ?'); params.push(u.error); }
-  if (u.graph_hash !== undefined) { sets.push('graph_hash = ?'); params.push(u.graph_hash); }
-  if (u.coordinator !== undefined) { sets.push('coordinator = ?'); params.push(u.coordinator); }
-  const r = await tx.run(`UPDATE runs SET ${sets.join(', ')} WHERE run_id = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')`, [...params, runId]);
+  if (u.terminal) {
+    sets.push('finished_at = ?');
+    params.push(u.at);
+  }
+  if (u.output !== undefined) {
+    sets.push('output = ?');
+    params.push(u.output);
+  }
+  if (u.error !== undefined) {
+    sets.push('error = ?');
+    params.push(u.error);
+  }
+  if (u.graph_hash !== undefined) {
+    sets.push('graph_hash = ?');
+    params.push(u.graph_hash);
+  }
+  if (u.coordinator !== undefined) {
+    sets.push('coordinator = ?');
+    params.push(u.coordinator);
+  }
+  const r = await tx.run(
+    `UPDATE runs SET ${sets.join(', ')} WHERE run_id = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')`,
+    [...params, runId],
+  );
   return r.changes > 0;
 }
 
@@ -159,7 +247,12 @@ export async function runFlags(db: Reader, runId: string): Promise<Record<string
 }
 
 export async function updateRunFlags(tx: Tx, runId: string, flags: Record<string, unknown>, at: number): Promise<void> {
-  await tx.run('UPDATE runs SET flags = ?, investigate = ?, updated_at = ? WHERE run_id = ?', [JSON.stringify(flags), flags['investigate'] ? 1 : 0, at, runId]);
+  await tx.run('UPDATE runs SET flags = ?, investigate = ?, updated_at = ? WHERE run_id = ?', [
+    JSON.stringify(flags),
+    flags['investigate'] ? 1 : 0,
+    at,
+    runId,
+  ]);
 }
 
 // ---------------------------------------------------------------- journal
@@ -181,9 +274,19 @@ function journalRecord(v: unknown): JournalRecord {
   const data = o['data'] === undefined ? undefined : object(o['data']);
   // Keys in the order sealRecord writes them (RFC 8785 order: hashing serializes with JSON.stringify).
   return {
-    at: int('at'), ...(data !== undefined ? { data } : {}), graph_hash: text('graph_hash'), input_hash: text('input_hash'), kind: text('kind'),
-    output_hash: text('output_hash'), prev_hash: text('prev_hash'), run_id: text('run_id'), seq: int('seq'), sig: text('sig'),
-    signer_kid: text('signer_kid'), step_id: text('step_id'), v: 1,
+    at: int('at'),
+    ...(data !== undefined ? { data } : {}),
+    graph_hash: text('graph_hash'),
+    input_hash: text('input_hash'),
+    kind: text('kind'),
+    output_hash: text('output_hash'),
+    prev_hash: text('prev_hash'),
+    run_id: text('run_id'),
+    seq: int('seq'),
+    sig: text('sig'),
+    signer_kid: text('signer_kid'),
+    step_id: text('step_id'),
+    v: 1,
   };
 }
 
@@ -201,13 +304,18 @@ export async function lastRecord(db: Reader, runId: string): Promise<JournalReco
 
 /** The run's records with seq > afterSeq, in order. */
 export async function records(db: Reader, runId: string, afterSeq: number, limit: number): Promise<JournalRecord[]> {
-  return (await db.all('SELECT record FROM journal WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?', [runId, afterSeq, limit])).map(decodeRecord);
+  return (await db.all('SELECT record FROM journal WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?', [runId, afterSeq, limit])).map(
+    decodeRecord,
+  );
 }
 
 /** The run's records of the given kinds, in order. */
 export async function recordsOfKinds(db: Reader, runId: string, kinds: readonly string[]): Promise<JournalRecord[]> {
   if (kinds.length === 0) return [];
-  const rows = await db.all(`SELECT record FROM journal WHERE run_id = ? AND kind IN (${kinds.map(() => '?').join(', ')}) ORDER BY seq`, [runId, ...kinds]);
+  const rows = await db.all(`SELECT record FROM journal WHERE run_id = ? AND kind IN (${kinds.map(() => '?').join(', ')}) ORDER BY seq`, [
+    runId,
+    ...kinds,
+  ]);
   return rows.map(decodeRecord);
 }
 
@@ -235,38 +343,77 @@ export async function blob(db: Reader, hash: string): Promise<unknown> {
 export type Decision = 'approve' | 'reject';
 const DECISIONS: readonly Decision[] = ['approve', 'reject'];
 
-export interface DecisionRow { principal: string; decision: Decision; at: number }
+export interface DecisionRow {
+  principal: string;
+  decision: Decision;
+  at: number;
+}
 
 /** Decisions recorded for a step, oldest first. */
 export async function decisions(db: Reader, runId: string, stepId: string): Promise<DecisionRow[]> {
-  const rows = await db.all('SELECT principal, decision, at FROM team_approvals WHERE run_id = ? AND step_id = ? ORDER BY at, principal', [runId, stepId]);
-  return rows.map((r) => ({ principal: str(r, 'principal'), decision: oneOf(DECISIONS, str(r, 'decision'), 'decision'), at: num(r, 'at') }));
+  const rows = await db.all('SELECT principal, decision, at FROM team_approvals WHERE run_id = ? AND step_id = ? ORDER BY at, principal', [
+    runId,
+    stepId,
+  ]);
+  return rows.map((r) => ({
+    principal: str(r, 'principal'),
+    decision: oneOf(DECISIONS, str(r, 'decision'), 'decision'),
+    at: num(r, 'at'),
+  }));
 }
 
 export async function hasDecided(db: Reader, runId: string, stepId: string, principal: string): Promise<boolean> {
-  return (await db.get('SELECT 1 AS x FROM team_approvals WHERE run_id = ? AND step_id = ? AND principal = ?', [runId, stepId, principal])) !== undefined;
+  return (
+    (await db.get('SELECT 1 AS x FROM team_approvals WHERE run_id = ? AND step_id = ? AND principal = ?', [runId, stepId, principal])) !==
+    undefined
+  );
 }
 
-export async function insertDecision(tx: Tx, d: { runId: string; stepId: string; principal: string; decision: Decision; comment: string | null; at: number }): Promise<void> {
-  await tx.run('INSERT INTO team_approvals (run_id, step_id, principal, decision, comment, at) VALUES (?, ?, ?, ?, ?, ?)',
-    [d.runId, d.stepId, d.principal, d.decision, d.comment, d.at]);
+export async function insertDecision(
+  tx: Tx,
+  d: { runId: string; stepId: string; principal: string; decision: Decision; comment: string | null; at: number },
+): Promise<void> {
+  await tx.run('INSERT INTO team_approvals (run_id, step_id, principal, decision, comment, at) VALUES (?, ?, ?, ?, ?, ?)', [
+    d.runId,
+    d.stepId,
+    d.principal,
+    d.decision,
+    d.comment,
+    d.at,
+  ]);
 }
 
 /** What the engine asked when it started waiting on a step. */
-export interface ApprovalAsk { kind: string; rule: string; approvers: string[]; quorum: number; prompt: string | null; due: number | null }
+export interface ApprovalAsk {
+  kind: string;
+  rule: string;
+  approvers: string[];
+  quorum: number;
+  prompt: string | null;
+  due: number | null;
+}
 
 function approvalAsk(v: unknown): ApprovalAsk {
   const o = object(v);
   const approvers = o['approvers'];
-  if (typeof o['kind'] !== 'string' || typeof o['rule'] !== 'string' || typeof o['quorum'] !== 'number'
-    || !Array.isArray(approvers) || !approvers.every((a) => typeof a === 'string')) {
+  if (
+    typeof o['kind'] !== 'string' ||
+    typeof o['rule'] !== 'string' ||
+    typeof o['quorum'] !== 'number' ||
+    !Array.isArray(approvers) ||
+    !approvers.every((a) => typeof a === 'string')
+  ) {
     throw new TypeError('store row: not an approval request');
   }
   const prompt = o['prompt'];
   const due = o['due'];
   return {
-    kind: o['kind'], rule: o['rule'], approvers: approvers as string[], quorum: o['quorum'],
-    prompt: typeof prompt === 'string' ? prompt : null, due: typeof due === 'number' ? due : null,
+    kind: o['kind'],
+    rule: o['rule'],
+    approvers: approvers as string[],
+    quorum: o['quorum'],
+    prompt: typeof prompt === 'string' ? prompt : null,
+    due: typeof due === 'number' ? due : null,
   };
 }
 
@@ -276,8 +423,10 @@ export async function hasApprovalRequest(db: Reader, runId: string, stepId: stri
 
 /** Records what the engine waits on (idempotent: the first request of a step stays). */
 export async function insertApprovalRequest(tx: Tx, runId: string, stepId: string, ask: JsonObject, at: number): Promise<void> {
-  await tx.run('INSERT INTO team_approval_requests (run_id, step_id, body, at) VALUES (?, ?, ?, ?) ON CONFLICT (run_id, step_id) DO NOTHING',
-    [runId, stepId, JSON.stringify(ask), at]);
+  await tx.run(
+    'INSERT INTO team_approval_requests (run_id, step_id, body, at) VALUES (?, ?, ?, ?) ON CONFLICT (run_id, step_id) DO NOTHING',
+    [runId, stepId, JSON.stringify(ask), at],
+  );
 }
 
 /** The run's approval requests, oldest first. */
@@ -307,10 +456,21 @@ export async function runWorkspaceAndSpec(db: Reader, runId: string): Promise<{ 
 }
 
 /** Adds `bytes` to a run's count and to each scope's total. */
-export async function addStorage(tx: Tx, runId: string, workspaceId: string | null, bytes: number, scopes: readonly string[]): Promise<void> {
-  await tx.run('INSERT INTO run_storage (run_id, workspace_id, bytes) VALUES (?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage.bytes + excluded.bytes',
-    [runId, workspaceId, bytes]);
+export async function addStorage(
+  tx: Tx,
+  runId: string,
+  workspaceId: string | null,
+  bytes: number,
+  scopes: readonly string[],
+): Promise<void> {
+  await tx.run(
+    'INSERT INTO run_storage (run_id, workspace_id, bytes) VALUES (?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage.bytes + excluded.bytes',
+    [runId, workspaceId, bytes],
+  );
   for (const scope of scopes) {
-    await tx.run('INSERT INTO storage_totals (scope, bytes) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET bytes = storage_totals.bytes + excluded.bytes', [scope, bytes]);
+    await tx.run(
+      'INSERT INTO storage_totals (scope, bytes) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET bytes = storage_totals.bytes + excluded.bytes',
+      [scope, bytes],
+    );
   }
 }

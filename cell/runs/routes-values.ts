@@ -22,13 +22,20 @@ import { RunIdParam } from './routes.ts';
 const NULL_HASH = contentHash(null);
 
 const getValue = createRoute({
-  method: 'get', path: '/api/public/v1/admin/jobs/runs/{run_id}/values/{hash}', tags: ['Job runs'], 'x-status': 'Live',
+  method: 'get',
+  path: '/api/public/v1/admin/jobs/runs/{run_id}/values/{hash}',
+  tags: ['Job runs'],
+  'x-status': 'Live',
   ...secured(PERMISSIONS.jobsRead),
-  summary: 'A step input or output named by the run\'s journal',
-  description: 'The JSON value stored under `hash` (`sha256:` + 64 hex digits, the RFC 8785 content hash), served only when one of this run\'s journal records names it as `input_hash` or `output_hash`; otherwise 404. Check `contentHash(value) === hash` to tie it to the signed record.',
+  summary: "A step input or output named by the run's journal",
+  description:
+    "The JSON value stored under `hash` (`sha256:` + 64 hex digits, the RFC 8785 content hash), served only when one of this run's journal records names it as `input_hash` or `output_hash`; otherwise 404. Check `contentHash(value) === hash` to tie it to the signed record.",
   request: {
     params: RunIdParam.extend({
-      hash: z.string().regex(/^sha256:[0-9a-f]{64}$/).openapi({ param: { name: 'hash', in: 'path' }, example: `sha256:${'0'.repeat(64)}` }),
+      hash: z
+        .string()
+        .regex(/^sha256:[0-9a-f]{64}$/)
+        .openapi({ param: { name: 'hash', in: 'path' }, example: `sha256:${'0'.repeat(64)}` }),
     }),
   },
   responses: {

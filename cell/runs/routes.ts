@@ -25,7 +25,8 @@ import { lastSeq } from './repository.ts';
 import { getRun, isTerminal } from './runs.ts';
 
 /** What the jobs read permission reads, said wherever it is required. */
-export const READS_ALL_RUNS = ' Read access: `system.orchestration.admin.read` reads every orchestration run of every principal, crew runs included (specs, outputs, journals); hand it out as read access to all runs (docs/security.md).';
+export const READS_ALL_RUNS =
+  ' Read access: `system.orchestration.admin.read` reads every orchestration run of every principal, crew runs included (specs, outputs, journals); hand it out as read access to all runs (docs/security.md).';
 
 /** Events buffered for one slow SSE client before its stream is closed (it resumes with Last-Event-ID). */
 export const MAX_PENDING_EVENTS = 100_000;
@@ -36,59 +37,94 @@ export function sseHeartbeatMs(): number {
   return Number.isFinite(v) && v >= 10 ? v : 15_000;
 }
 
-export const JournalRecordSchema = z.object({
-  v: z.literal(1),
-  run_id: z.string(),
-  seq: z.number().int().openapi({ description: 'Position in the journal, contiguous from 1; also the SSE event id' }),
-  step_id: z.string(),
-  kind: z.string().openapi({ description: 'run_started | step | decision | refusal | waiting | cancel_requested | run_finished (see docs/jobs.md)' }),
-  graph_hash: z.string(),
-  input_hash: z.string(),
-  output_hash: z.string(),
-  prev_hash: z.string(),
-  at: z.number().int(),
-  signer_kid: z.string(),
-  sig: z.string(),
-  data: z.record(z.string(), z.unknown()).optional(),
-}).openapi('JournalRecord');
+export const JournalRecordSchema = z
+  .object({
+    v: z.literal(1),
+    run_id: z.string(),
+    seq: z.number().int().openapi({ description: 'Position in the journal, contiguous from 1; also the SSE event id' }),
+    step_id: z.string(),
+    kind: z
+      .string()
+      .openapi({ description: 'run_started | step | decision | refusal | waiting | cancel_requested | run_finished (see docs/jobs.md)' }),
+    graph_hash: z.string(),
+    input_hash: z.string(),
+    output_hash: z.string(),
+    prev_hash: z.string(),
+    at: z.number().int(),
+    signer_kid: z.string(),
+    sig: z.string(),
+    data: z.record(z.string(), z.unknown()).optional(),
+  })
+  .openapi('JournalRecord');
 
 /** The `{run_id}` path parameter of every run route (jobs and crews share one run id space). */
 export const RunIdParam = z.object({
-  run_id: z.string().min(1).max(64).openapi({ param: { name: 'run_id', in: 'path' }, example: 'run_0123456789abcdef0123' }),
+  run_id: z
+    .string()
+    .min(1)
+    .max(64)
+    .openapi({ param: { name: 'run_id', in: 'path' }, example: 'run_0123456789abcdef0123' }),
 });
 
 const getJournal = createRoute({
-  method: 'get', path: '/api/public/v1/admin/jobs/runs/{run_id}/journal', tags: ['Job runs'], 'x-status': 'Live',
+  method: 'get',
+  path: '/api/public/v1/admin/jobs/runs/{run_id}/journal',
+  tags: ['Job runs'],
+  'x-status': 'Live',
   ...secured(PERMISSIONS.jobsRead),
-  summary: 'The run\'s journal so far',
-  description: 'The signed, hash-chained journal records of a run (job or crew run; one run id space), in seq order. `after_seq` returns only later records.' + READS_ALL_RUNS,
+  summary: "The run's journal so far",
+  description:
+    'The signed, hash-chained journal records of a run (job or crew run; one run id space), in seq order. `after_seq` returns only later records.' +
+    READS_ALL_RUNS,
   request: {
     params: RunIdParam,
     query: z.object({
-      after_seq: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0).openapi({ description: 'Only records with a larger seq' }),
+      after_seq: z.coerce
+        .number()
+        .int()
+        .min(0)
+        .max(Number.MAX_SAFE_INTEGER)
+        .default(0)
+        .openapi({ description: 'Only records with a larger seq' }),
       limit: z.coerce.number().int().min(1).max(10_000).default(10_000).openapi({ description: 'Most records returned, 1 to 10000' }),
     }),
   },
   responses: {
-    200: json(z.object({
-      run_id: z.string(),
-      state: z.string(),
-      finished: z.boolean().openapi({ description: 'True when the journal holds the run_finished record' }),
-      records: z.array(JournalRecordSchema),
-    }).openapi('RunJournal'), 'The records so far'),
+    200: json(
+      z
+        .object({
+          run_id: z.string(),
+          state: z.string(),
+          finished: z.boolean().openapi({ description: 'True when the journal holds the run_finished record' }),
+          records: z.array(JournalRecordSchema),
+        })
+        .openapi('RunJournal'),
+      'The records so far',
+    ),
     ...errorResponses(400, 401, 403, 404),
   },
 });
 
 const getSse = createRoute({
-  method: 'get', path: '/api/public/v1/admin/jobs/runs/{run_id}/events/sse', tags: ['Job runs'], 'x-status': 'Live',
+  method: 'get',
+  path: '/api/public/v1/admin/jobs/runs/{run_id}/events/sse',
+  tags: ['Job runs'],
+  'x-status': 'Live',
   ...secured(PERMISSIONS.jobsRead),
   summary: 'Live events of a run (Server-Sent Events)',
-  description: 'Each event: `id` = journal seq, `event` = record kind, `data` = the journal record (JSON). Resume with `Last-Event-ID`. Heartbeat comments while idle. Closes after `run_finished`.' + READS_ALL_RUNS,
+  description:
+    'Each event: `id` = journal seq, `event` = record kind, `data` = the journal record (JSON). Resume with `Last-Event-ID`. Heartbeat comments while idle. Closes after `run_finished`.' +
+    READS_ALL_RUNS,
   request: {
     params: RunIdParam,
     query: z.object({
-      last_event_id: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().openapi({ description: 'Same as the Last-Event-ID header (the header wins)' }),
+      last_event_id: z.coerce
+        .number()
+        .int()
+        .min(0)
+        .max(Number.MAX_SAFE_INTEGER)
+        .optional()
+        .openapi({ description: 'Same as the Last-Event-ID header (the header wins)' }),
     }),
     headers: z.object({ 'last-event-id': z.string().max(32).optional() }),
   },
@@ -122,7 +158,10 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
     const run = await getRun(ctx, run_id);
     if (!run) throw notFound('run');
     const records = await readJournal(ctx, run_id, after_seq, limit);
-    return c.json({ run_id, state: run.state, finished: await journalClosed(ctx, run_id), records: records as z.infer<typeof JournalRecordSchema>[] }, 200);
+    return c.json(
+      { run_id, state: run.state, finished: await journalClosed(ctx, run_id), records: records as z.infer<typeof JournalRecordSchema>[] },
+      200,
+    );
   });
 
   app.openapi(getSse, async (c) => {
@@ -137,23 +176,39 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
     c.header('X-Accel-Buffering', 'no');
     return streamSSE(c, async (stream) => {
       let done!: () => void;
-      const finished = new Promise<void>((r) => { done = r; });
+      const finished = new Promise<void>((r) => {
+        done = r;
+      });
       let writing = Promise.resolve();
       let closed = false;
-      const finish = () => { if (!closed) { closed = true; done(); } };
+      const finish = () => {
+        if (!closed) {
+          closed = true;
+          done();
+        }
+      };
       let pending = 0;
       const send = (rec: JournalRecord) => {
         if (closed) return;
         // A client that stops reading is cut off rather than buffered without bound; it resumes with Last-Event-ID.
-        if (++pending > MAX_PENDING_EVENTS) { finish(); return; }
-        writing = writing.then(() => stream.writeSSE({ id: String(rec.seq), event: rec.kind, data: JSON.stringify(rec) })).then(() => { pending--; });
+        if (++pending > MAX_PENDING_EVENTS) {
+          finish();
+          return;
+        }
+        writing = writing
+          .then(() => stream.writeSSE({ id: String(rec.seq), event: rec.kind, data: JSON.stringify(rec) }))
+          .then(() => {
+            pending--;
+          });
         if (rec.kind === TERMINAL_KIND) void writing.then(finish);
       };
       stream.onAbort(finish);
       c.req.raw.signal?.addEventListener('abort', finish);
       writing = writing.then(() => stream.write('retry: 1000\n\n').then(() => undefined));
       const unsubscribe = await subscribe(ctx, run_id, after, send);
-      const hb = setInterval(() => { writing = writing.then(() => stream.write(': heartbeat\n\n').then(() => undefined)); }, heartbeatMs);
+      const hb = setInterval(() => {
+        writing = writing.then(() => stream.write(': heartbeat\n\n').then(() => undefined));
+      }, heartbeatMs);
       hb.unref?.();
       try {
         // Already finished and nothing left to send after Last-Event-ID: close now.

@@ -49,9 +49,19 @@ export interface NewRun {
 export async function createRunTx(tx: Tx, r: NewRun): Promise<string> {
   const id = r.run_id ?? newRunId();
   await repo.insertRun(tx, {
-    run_id: id, kind: r.kind, job_type: r.job_type ?? null, crew_id: r.crew_id ?? null, workspace_id: r.workspace_id ?? null,
-    requester: r.requester, state: r.state ?? 'queued', graph_hash: r.graph_hash ?? null, spec: r.spec ?? null, flags: r.flags ?? {},
-    coordinator: r.coordinator ?? null, source: r.source ?? 'api', at: r.at,
+    run_id: id,
+    kind: r.kind,
+    job_type: r.job_type ?? null,
+    crew_id: r.crew_id ?? null,
+    workspace_id: r.workspace_id ?? null,
+    requester: r.requester,
+    state: r.state ?? 'queued',
+    graph_hash: r.graph_hash ?? null,
+    spec: r.spec ?? null,
+    flags: r.flags ?? {},
+    coordinator: r.coordinator ?? null,
+    source: r.source ?? 'api',
+    at: r.at,
   });
   return id;
 }
@@ -62,7 +72,11 @@ export function getRun(ctx: RunsContext, runId: string): Promise<Run | undefined
 }
 
 export interface ListRunsOptions {
-  limit: number; offset: number; kind?: RunKind | undefined; crewId?: string | undefined; state?: RunState | undefined;
+  limit: number;
+  offset: number;
+  kind?: RunKind | undefined;
+  crewId?: string | undefined;
+  state?: RunState | undefined;
   /** Only runs flagged for investigation. */
   investigate?: boolean | undefined;
 }
@@ -83,7 +97,12 @@ export function activeRuns(ctx: RunsContext, kind?: RunKind): Promise<Run[]> {
   return repo.activeRuns(ctx.core.store, kind);
 }
 
-export interface StatePatch { output?: unknown; error?: RunError | null; graph_hash?: string; coordinator?: string }
+export interface StatePatch {
+  output?: unknown;
+  error?: RunError | null;
+  graph_hash?: string;
+  coordinator?: string;
+}
 
 /**
  * Moves a non-terminal run to `state` inside a transaction. Returns false (and
@@ -93,7 +112,9 @@ export interface StatePatch { output?: unknown; error?: RunError | null; graph_h
  */
 export function setRunStateTx(tx: Tx, runId: string, state: RunState, at: number, patch: StatePatch = {}): Promise<boolean> {
   return repo.updateRunState(tx, runId, {
-    state, at, terminal: isTerminal(state),
+    state,
+    at,
+    terminal: isTerminal(state),
     ...('output' in patch ? { output: JSON.stringify(patch.output ?? null) } : {}),
     ...('error' in patch ? { error: patch.error ? JSON.stringify(patch.error) : null } : {}),
     ...(patch.graph_hash !== undefined ? { graph_hash: patch.graph_hash } : {}),

@@ -34,7 +34,12 @@ export type StorageLimit = 'run_storage_cap' | 'workspace_quota' | 'cell_storage
 
 /** A payload refused because storing it would pass a limit; nothing of it was written. */
 export class RunStorageLimitError extends Error {
-  constructor(readonly reason: StorageLimit, readonly limitBytes: number, readonly usedBytes: number, readonly addingBytes: number) {
+  constructor(
+    readonly reason: StorageLimit,
+    readonly limitBytes: number,
+    readonly usedBytes: number,
+    readonly addingBytes: number,
+  ) {
     super(`storing ${addingBytes} more bytes would pass the ${LIMIT_NAMES[reason]} of ${limitBytes} bytes (${usedBytes} used)`);
     this.name = 'RunStorageLimitError';
   }
@@ -82,7 +87,11 @@ export interface WorkspaceUsage {
 
 /** What a workspace uses now. */
 export async function workspaceUsage(ctx: RunsContext, workspaceId: string, db: Reader = ctx.core.store): Promise<WorkspaceUsage> {
-  return { run_bytes: await repo.storageTotal(db, `workspace:${workspaceId}`), file_bytes: fileBytes(ctx, workspaceId), quota_bytes: ctx.core.config.workspaceQuotaBytes };
+  return {
+    run_bytes: await repo.storageTotal(db, `workspace:${workspaceId}`),
+    file_bytes: fileBytes(ctx, workspaceId),
+    quota_bytes: ctx.core.config.workspaceQuotaBytes,
+  };
 }
 
 /** Bytes the cell's runs keep in the store, all workspaces together (the cell's quota counts them). */
@@ -94,14 +103,22 @@ export function cellRunBytes(ctx: RunsContext, db: Reader = ctx.core.store): Pro
 export const MIN_RUN_ROOM_BYTES = 8 * 1024;
 
 /** Why a new run of `specBytes` has no room (its own cap, the workspace's quota, the cell's), or null. */
-export async function storageRoomRefusal(ctx: RunsContext, workspaceId: string, specBytes: number, db: Reader = ctx.core.store): Promise<{ reason: StorageLimit; used_bytes: number; quota_bytes: number } | null> {
+export async function storageRoomRefusal(
+  ctx: RunsContext,
+  workspaceId: string,
+  specBytes: number,
+  db: Reader = ctx.core.store,
+): Promise<{ reason: StorageLimit; used_bytes: number; quota_bytes: number } | null> {
   const config = ctx.core.config;
-  if (specBytes + MIN_RUN_ROOM_BYTES > config.runStorageCapBytes) return { reason: 'run_storage_cap', used_bytes: specBytes, quota_bytes: config.runStorageCapBytes };
+  if (specBytes + MIN_RUN_ROOM_BYTES > config.runStorageCapBytes)
+    return { reason: 'run_storage_cap', used_bytes: specBytes, quota_bytes: config.runStorageCapBytes };
   const ws = await workspaceUsage(ctx, workspaceId, db);
   const wsUsed = ws.run_bytes + ws.file_bytes;
-  if (wsUsed + specBytes + MIN_RUN_ROOM_BYTES > ws.quota_bytes) return { reason: 'workspace_quota', used_bytes: wsUsed, quota_bytes: ws.quota_bytes };
+  if (wsUsed + specBytes + MIN_RUN_ROOM_BYTES > ws.quota_bytes)
+    return { reason: 'workspace_quota', used_bytes: wsUsed, quota_bytes: ws.quota_bytes };
   const used = await cellRunBytes(ctx, db);
-  if (used + specBytes + MIN_RUN_ROOM_BYTES > config.runStorageQuotaBytes) return { reason: 'cell_storage_quota', used_bytes: used, quota_bytes: config.runStorageQuotaBytes };
+  if (used + specBytes + MIN_RUN_ROOM_BYTES > config.runStorageQuotaBytes)
+    return { reason: 'cell_storage_quota', used_bytes: used, quota_bytes: config.runStorageQuotaBytes };
   return null;
 }
 
@@ -115,10 +132,16 @@ export async function assertStorageRoom(ctx: RunsContext, workspaceId: string, s
   const r = await storageRoomRefusal(ctx, workspaceId, specBytes);
   if (r === null) return;
   if (r.reason === 'run_storage_cap') {
-    throw new ServiceError('invalid_request', `the spec (${specBytes} bytes) leaves a run no room within the run storage cap of ${r.quota_bytes} bytes`, { details: { reason: r.reason, spec_bytes: specBytes, limit_bytes: r.quota_bytes } });
+    throw new ServiceError(
+      'invalid_request',
+      `the spec (${specBytes} bytes) leaves a run no room within the run storage cap of ${r.quota_bytes} bytes`,
+      { details: { reason: r.reason, spec_bytes: specBytes, limit_bytes: r.quota_bytes } },
+    );
   }
-  const what = r.reason === 'workspace_quota' ? `workspace ${workspaceId} has` : 'the cell\'s runs have';
-  throw new ServiceError('conflict', `${what} no room left for a new run within the storage quota of ${r.quota_bytes} bytes`, { details: { ...r } });
+  const what = r.reason === 'workspace_quota' ? `workspace ${workspaceId} has` : "the cell's runs have";
+  throw new ServiceError('conflict', `${what} no room left for a new run within the storage quota of ${r.quota_bytes} bytes`, {
+    details: { ...r },
+  });
 }
 
 /**
@@ -133,7 +156,7 @@ export async function storageLeft(ctx: RunsContext, runId: string): Promise<numb
     const ws = await workspaceUsage(ctx, m.workspace);
     left = Math.min(left, ws.quota_bytes - ws.run_bytes - ws.file_bytes);
   }
-  left = Math.min(left, config.runStorageQuotaBytes - await cellRunBytes(ctx));
+  left = Math.min(left, config.runStorageQuotaBytes - (await cellRunBytes(ctx)));
   return Math.max(0, left);
 }
 
@@ -147,11 +170,16 @@ async function meterOf(ctx: RunsContext, runId: string): Promise<RunMeter> {
   const bytes = await repo.runStorageBytes(db, runId);
   const run = await repo.runWorkspaceAndSpec(db, runId);
   const hashes = new Set<string>();
-  for (const rec of await repo.records(db, runId, 0, 1_000_000) as JournalRecord[]) {
+  for (const rec of (await repo.records(db, runId, 0, 1_000_000)) as JournalRecord[]) {
     hashes.add(rec.input_hash);
     hashes.add(rec.output_hash);
   }
-  const m: RunMeter = { workspace: run?.workspace_id ?? null, bytes: bytes ?? 0, hashes, spec: bytes !== null || !run ? 0 : byteSize(run.spec) };
+  const m: RunMeter = {
+    workspace: run?.workspace_id ?? null,
+    bytes: bytes ?? 0,
+    hashes,
+    spec: bytes !== null || !run ? 0 : byteSize(run.spec),
+  };
   // Another append may have loaded it meanwhile: keep the first.
   const again = ctx.meters.get(runId);
   if (again) return again;
@@ -160,7 +188,10 @@ async function meterOf(ctx: RunsContext, runId: string): Promise<RunMeter> {
 }
 
 /** A value about to be stored: its content hash and its stored JSON text. */
-export interface PreparedValue { hash: string; body: string }
+export interface PreparedValue {
+  hash: string;
+  body: string;
+}
 
 function measure(m: RunMeter, recordBytes: number, values: readonly PreparedValue[]): { adding: number; fresh: Set<string> } {
   const fresh = new Set<string>();
@@ -175,18 +206,26 @@ function measure(m: RunMeter, recordBytes: number, values: readonly PreparedValu
 
 async function refusal(ctx: RunsContext, db: Reader, m: RunMeter, adding: number): Promise<RunStorageLimitError | null> {
   const config = ctx.core.config;
-  if (m.bytes + adding > config.runStorageCapBytes) return new RunStorageLimitError('run_storage_cap', config.runStorageCapBytes, m.bytes, adding);
+  if (m.bytes + adding > config.runStorageCapBytes)
+    return new RunStorageLimitError('run_storage_cap', config.runStorageCapBytes, m.bytes, adding);
   if (m.workspace !== null) {
-    const used = await repo.storageTotal(db, `workspace:${m.workspace}`) + fileBytes(ctx, m.workspace);
-    if (used + adding > config.workspaceQuotaBytes) return new RunStorageLimitError('workspace_quota', config.workspaceQuotaBytes, used, adding);
+    const used = (await repo.storageTotal(db, `workspace:${m.workspace}`)) + fileBytes(ctx, m.workspace);
+    if (used + adding > config.workspaceQuotaBytes)
+      return new RunStorageLimitError('workspace_quota', config.workspaceQuotaBytes, used, adding);
   }
   const used = await cellRunBytes(ctx, db);
-  if (used + adding > config.runStorageQuotaBytes) return new RunStorageLimitError('cell_storage_quota', config.runStorageQuotaBytes, used, adding);
+  if (used + adding > config.runStorageQuotaBytes)
+    return new RunStorageLimitError('cell_storage_quota', config.runStorageQuotaBytes, used, adding);
   return null;
 }
 
 /** The limit that storing `recordBytes` plus `values` for the run would pass, or null (reads only). */
-export async function storageRefusal(ctx: RunsContext, runId: string, recordBytes: number, values: readonly PreparedValue[]): Promise<RunStorageLimitError | null> {
+export async function storageRefusal(
+  ctx: RunsContext,
+  runId: string,
+  recordBytes: number,
+  values: readonly PreparedValue[],
+): Promise<RunStorageLimitError | null> {
   const m = await meterOf(ctx, runId);
   return refusal(ctx, ctx.core.store, m, measure(m, recordBytes, values).adding);
 }
@@ -203,7 +242,15 @@ export function prepareMeter(ctx: RunsContext, runId: string): Promise<RunMeter>
  * when that would pass a limit. The in-memory meter moves once the
  * transaction is durable (afterCommit), so a retried transaction counts once.
  */
-export async function meterTx(ctx: RunsContext, tx: Tx, m: RunMeter, runId: string, recordBytes: number, values: readonly PreparedValue[], enforce: boolean): Promise<void> {
+export async function meterTx(
+  ctx: RunsContext,
+  tx: Tx,
+  m: RunMeter,
+  runId: string,
+  recordBytes: number,
+  values: readonly PreparedValue[],
+  enforce: boolean,
+): Promise<void> {
   const { adding, fresh } = measure(m, recordBytes, values);
   if (enforce) {
     const refused = await refusal(ctx, tx, m, adding);

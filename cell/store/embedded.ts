@@ -228,9 +228,14 @@ class SqlJsStore implements EmbeddedStore {
     this.#timer = setInterval(() => {
       if (this.#closing || this.#failure || this.stats.lsn === this.#checkpointedAtLsn) return;
       const lsn = this.stats.lsn;
-      this.checkpoint().then(() => { this.#checkpointedAtLsn = lsn; }, (err: unknown) => {
-        this.#note(`store: timed checkpoint failed (the log still holds everything): ${(err as Error).message}`);
-      });
+      this.checkpoint().then(
+        () => {
+          this.#checkpointedAtLsn = lsn;
+        },
+        (err: unknown) => {
+          this.#note(`store: timed checkpoint failed (the log still holds everything): ${(err as Error).message}`);
+        },
+      );
     }, intervalMs);
     this.#timer.unref();
   }
@@ -263,7 +268,9 @@ class SqlJsStore implements EmbeddedStore {
 
   onChange(listener: (c: Change) => void): () => void {
     this.#listeners.add(listener);
-    return () => { this.#listeners.delete(listener); };
+    return () => {
+      this.#listeners.delete(listener);
+    };
   }
 
   async health(): Promise<StoreHealth> {
@@ -277,12 +284,18 @@ class SqlJsStore implements EmbeddedStore {
   write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     if (this.#closing || this.#closed) return Promise.reject(closedError());
     if (this.#failure) return Promise.reject(this.#failure.refusal());
-    if (this.#tx && inTx.getStore() === this.#tx.token) return Promise.reject(new TypeError('store.write: nested write inside a transaction'));
+    if (this.#tx && inTx.getStore() === this.#tx.token)
+      return Promise.reject(new TypeError('store.write: nested write inside a transaction'));
     const prev = this.#writeLock;
     let release!: () => void;
-    this.#writeLock = new Promise<void>((r) => { release = r; });
+    this.#writeLock = new Promise<void>((r) => {
+      release = r;
+    });
     // The lock is held until COMMIT only: the next transaction runs while this one's fsync is pending (group commit).
-    return prev.then(() => this.#runTx(fn)).finally(() => release()).then((committed) => committed());
+    return prev
+      .then(() => this.#runTx(fn))
+      .finally(() => release())
+      .then((committed) => committed());
   }
 
   /**
@@ -302,8 +315,10 @@ class SqlJsStore implements EmbeddedStore {
     let firstError: unknown;
     const guard = (sql: string): void => {
       if (!live) throw new TypeError('store: a transaction was used after it ended');
-      if (isTxControl(sql)) throw new TypeError(`store: "${sql.trim().split(/\s/)[0]}" is not allowed inside write(); the store owns the transaction`);
-      if (firstError !== undefined) throw new Error(`store: the transaction is aborted by an earlier error (${(firstError as Error).message})`);
+      if (isTxControl(sql))
+        throw new TypeError(`store: "${sql.trim().split(/\s/)[0]}" is not allowed inside write(); the store owns the transaction`);
+      if (firstError !== undefined)
+        throw new Error(`store: the transaction is aborted by an earlier error (${(firstError as Error).message})`);
     };
     const record = (sql: string, params: readonly SqlValue[] | undefined): void => {
       recorded.push(params && params.length > 0 ? [sql, copyParams(params)] : [sql]);
@@ -318,24 +333,33 @@ class SqlJsStore implements EmbeddedStore {
         throw err;
       }
     };
-    const read = (sql: string, params: readonly SqlValue[] | undefined, first: boolean): Row[] => step(sql, () => {
-      const rows = queryAll<Row>(cache, sql, params, first);
-      // A write that returns rows (INSERT … RETURNING) is logged like any write.
-      if (isWriteStatement(sql)) record(sql, params);
-      return rows;
-    });
+    const read = (sql: string, params: readonly SqlValue[] | undefined, first: boolean): Row[] =>
+      step(sql, () => {
+        const rows = queryAll<Row>(cache, sql, params, first);
+        // A write that returns rows (INSERT … RETURNING) is logged like any write.
+        if (isWriteStatement(sql)) record(sql, params);
+        return rows;
+      });
     const tx: Tx = {
       get: async (sql, params) => read(sql, params, true)[0],
       all: async (sql, params) => read(sql, params, false),
-      run: async (sql, params) => step(sql, () => {
-        const changes = execute(db, cache, sql, params);
-        record(sql, params);
-        return { changes };
-      }),
-      afterCommit: (effect) => { effects.push(effect); },
+      run: async (sql, params) =>
+        step(sql, () => {
+          const changes = execute(db, cache, sql, params);
+          record(sql, params);
+          return { changes };
+        }),
+      afterCommit: (effect) => {
+        effects.push(effect);
+      },
     };
     let endTx!: () => void;
-    this.#tx = { token, done: new Promise<void>((r) => { endTx = r; }) };
+    this.#tx = {
+      token,
+      done: new Promise<void>((r) => {
+        endTx = r;
+      }),
+    };
     let result: T;
     let buf: Buffer | undefined;
     try {
@@ -413,7 +437,9 @@ class SqlJsStore implements EmbeddedStore {
   #exclusive<R>(run: () => Promise<R>): Promise<R> {
     const prev = this.#writeLock;
     let release!: () => void;
-    this.#writeLock = new Promise<void>((r) => { release = r; });
+    this.#writeLock = new Promise<void>((r) => {
+      release = r;
+    });
     return prev.then(run).finally(() => release());
   }
 

@@ -139,9 +139,11 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** Opens the store on a PostgreSQL database: pool, server checks, migrations, LISTEN. */
 export async function openPostgresStore(opts: PostgresStoreOptions): Promise<PostgresStore> {
   checkMigrations(opts.migrations);
-  if (!/^postgres(ql)?:\/\//.test(opts.url)) throw new TypeError('openStore: the PostgreSQL url must start with postgres:// or postgresql://');
+  if (!/^postgres(ql)?:\/\//.test(opts.url))
+    throw new TypeError('openStore: the PostgreSQL url must start with postgres:// or postgresql://');
   const poolSize = opts.poolSize ?? DEFAULT_POOL_SIZE;
-  if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000) throw new TypeError('openStore: poolSize must be an integer from 1 to 1000');
+  if (!Number.isInteger(poolSize) || poolSize < 1 || poolSize > 1000)
+    throw new TypeError('openStore: poolSize must be an integer from 1 to 1000');
   const note = opts.log ?? ((msg: string) => console.warn(msg));
   const clientConfig: pg.ClientConfig = {
     connectionString: opts.url,
@@ -210,10 +212,15 @@ class PgStore implements PostgresStore {
     const row = s.rows[0] as Row | undefined;
     const version = Number(row?.['v']);
     if (!(version >= 150000)) throw new Error(`store: PostgreSQL ${String(row?.['v'])} is too old; version 15 or newer is needed`);
-    if (row?.['fsync'] === 'off') this.note('store: the PostgreSQL server runs with fsync=off: acknowledged writes survive a crash of the cell or of the server process, not of its machine');
+    if (row?.['fsync'] === 'off')
+      this.note(
+        'store: the PostgreSQL server runs with fsync=off: acknowledged writes survive a crash of the cell or of the server process, not of its machine',
+      );
     const collate = String(row?.['collate']);
     if (collate !== 'C' && collate !== 'POSIX') {
-      this.note(`store: the database collation is ${collate}, not C: ORDER BY on text may differ from the embedded engine (docs/storage.md)`);
+      this.note(
+        `store: the database collation is ${collate}, not C: ORDER BY on text may differ from the embedded engine (docs/storage.md)`,
+      );
     }
     await migratePostgres(this.pool, opts.migrations, this.note);
     this.#tables = await this.#schemaTables();
@@ -221,7 +228,9 @@ class PgStore implements PostgresStore {
   }
 
   async #schemaTables(): Promise<string[]> {
-    const r = await this.pool.query("SELECT table_name AS t FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' AND table_name <> '_migrations'");
+    const r = await this.pool.query(
+      "SELECT table_name AS t FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' AND table_name <> '_migrations'",
+    );
     return r.rows.map((x: Row) => String(x['t']));
   }
 
@@ -302,7 +311,9 @@ class PgStore implements PostgresStore {
           get: async (sql, params) => (await this.#txQuery(state, sql, params)).rows[0],
           all: async (sql, params) => (await this.#txQuery(state, sql, params)).rows,
           run: async (sql, params) => ({ changes: (await this.#txQuery(state, sql, params)).rowCount ?? 0 }),
-          afterCommit: (effect) => { effects.push(effect); },
+          afterCommit: (effect) => {
+            effects.push(effect);
+          },
         };
         result = await inTx.run(state, () => fn(tx));
         await state.chain;
@@ -325,7 +336,10 @@ class PgStore implements PostgresStore {
         if (lost) {
           release(true);
         } else {
-          await client.query('ROLLBACK').then(() => release(), () => release(true));
+          await client.query('ROLLBACK').then(
+            () => release(),
+            () => release(true),
+          );
         }
         const cause = state.firstError ?? err;
         if (!lost && isRetryable(cause) && attempt < this.#maxAttempts) {
@@ -369,7 +383,9 @@ class PgStore implements PostgresStore {
   #txQuery(state: TxState, sql: string, params: readonly SqlValue[] | undefined): Promise<pg.QueryResult> {
     if (!state.live) return Promise.reject(new TypeError('store: a transaction was used after it ended'));
     if (isTxControl(sql)) {
-      return Promise.reject(new TypeError(`store: "${sql.trim().split(/\s/)[0]}" is not allowed inside write(); the store owns the transaction`));
+      return Promise.reject(
+        new TypeError(`store: "${sql.trim().split(/\s/)[0]}" is not allowed inside write(); the store owns the transaction`),
+      );
     }
     if (state.firstError !== undefined) {
       return Promise.reject(new Error(`store: the transaction is aborted by an earlier error (${(state.firstError as Error).message})`));
@@ -384,7 +400,10 @@ class PgStore implements PostgresStore {
     const { text } = toNumbered(sql);
     const values = toPgParams(params);
     const p = state.chain.then(() => state.client.query(text, values));
-    state.chain = p.then(() => undefined, () => undefined);
+    state.chain = p.then(
+      () => undefined,
+      () => undefined,
+    );
     return p.catch((err: unknown) => {
       state.firstError ??= err;
       throw err;
@@ -437,7 +456,9 @@ class PgStore implements PostgresStore {
 
   onChange(listener: (c: Change) => void): () => void {
     this.#listeners.add(listener);
-    return () => { this.#listeners.delete(listener); };
+    return () => {
+      this.#listeners.delete(listener);
+    };
   }
 
   #emit(change: Change): void {

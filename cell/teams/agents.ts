@@ -38,7 +38,12 @@ export interface AgentBody {
   system_prompt: string | null;
   authority: AuthorityEnvelope;
 }
-export interface Agent extends AgentBody { agent_id: string; name: string; created_at: number; created_by: string }
+export interface Agent extends AgentBody {
+  agent_id: string;
+  name: string;
+  created_at: number;
+  created_by: string;
+}
 
 export interface MintInput {
   source: 'blueprint' | 'scratch';
@@ -52,28 +57,51 @@ export interface MintInput {
 }
 
 async function refuse(ctx: TeamsContext, auth: AuthContext, err: ServiceError): Promise<never> {
-  await ctx.iam.auditNow({ actor: auth.principal.id, action: 'agent.mint', target: 'agent', outcome: 'refused', details: { ...err.details } });
+  await ctx.iam.auditNow({
+    actor: auth.principal.id,
+    action: 'agent.mint',
+    target: 'agent',
+    outcome: 'refused',
+    details: { ...err.details },
+  });
   throw err;
 }
 
 function quotaReached(quota: number, active: number): ServiceError {
-  return new ServiceError('conflict', `the standing-agent work quota (${quota}) is reached`, { details: { reason: 'agent_quota_reached', quota, active } });
+  return new ServiceError('conflict', `the standing-agent work quota (${quota}) is reached`, {
+    details: { reason: 'agent_quota_reached', quota, active },
+  });
 }
 
 export async function mintAgent(ctx: TeamsContext, auth: AuthContext, input: MintInput): Promise<Agent> {
   const { core, iam } = ctx;
   if (!grants(auth.effective, PERMISSIONS.principalsWrite)) {
-    await refuse(ctx, auth, forbidden('minting an agent creates a principal: the caller lacks iam.principals.write', { reason: 'cannot_create_principal', required_permission: PERMISSIONS.principalsWrite }));
+    await refuse(
+      ctx,
+      auth,
+      forbidden('minting an agent creates a principal: the caller lacks iam.principals.write', {
+        reason: 'cannot_create_principal',
+        required_permission: PERMISSIONS.principalsWrite,
+      }),
+    );
   }
   let body: AgentBody;
   if (input.source === 'blueprint') {
     if (!input.blueprint_id) throw invalid('source blueprint needs blueprint_id', { reason: 'missing_field', field: 'blueprint_id' });
     const bp = await getBlueprint(ctx, input.blueprint_id);
     if (!bp) throw invalid('blueprint_id names no blueprint', { reason: 'unknown_blueprint', field: 'blueprint_id' });
-    if (input.authority_template !== undefined) throw invalid('an agent from a blueprint takes its authority from the blueprint', { reason: 'field_not_allowed', field: 'authority_template' });
+    if (input.authority_template !== undefined)
+      throw invalid('an agent from a blueprint takes its authority from the blueprint', {
+        reason: 'field_not_allowed',
+        field: 'authority_template',
+      });
     body = {
-      source: 'blueprint', blueprint_id: bp.blueprint_id, role_label: input.role_label ?? bp.role_label, provider_id: null,
-      model_preference: input.model_preference ?? bp.model_preference, system_prompt: input.system_prompt ?? (await blueprintPrompt(ctx, bp)),
+      source: 'blueprint',
+      blueprint_id: bp.blueprint_id,
+      role_label: input.role_label ?? bp.role_label,
+      provider_id: null,
+      model_preference: input.model_preference ?? bp.model_preference,
+      system_prompt: input.system_prompt ?? (await blueprintPrompt(ctx, bp)),
       authority: bp.authority_template,
     };
   } else {
@@ -83,30 +111,58 @@ export async function mintAgent(ctx: TeamsContext, auth: AuthContext, input: Min
     checkTools(ctx.tools, authority, 'authority_template');
     await checkContracts(ctx, authority, 'authority_template');
     body = {
-      source: 'scratch', blueprint_id: null, role_label: input.role_label, provider_id: null,
-      model_preference: input.model_preference ?? null, system_prompt: input.system_prompt ?? null, authority,
+      source: 'scratch',
+      blueprint_id: null,
+      role_label: input.role_label,
+      provider_id: null,
+      model_preference: input.model_preference ?? null,
+      system_prompt: input.system_prompt ?? null,
+      authority,
     };
   }
   // The agent is a principal holding the role `agent` and its authority template as its ceiling:
   // whoever mints it must hold all of that (from a blueprint or from scratch alike).
-  await iam.assertWithinCaller(auth, { permissions: await iam.rolePermissions([AGENT_ROLE]), envelope: body.authority }, { action: 'agent.mint', target: 'agent' });
+  await iam.assertWithinCaller(
+    auth,
+    { permissions: await iam.rolePermissions([AGENT_ROLE]), envelope: body.authority },
+    { action: 'agent.mint', target: 'agent' },
+  );
   if (input.provider_id) {
-    if (!(await ctx.ai.provider(input.provider_id))) throw invalid('provider_id names no model provider', { reason: 'unknown_provider', field: 'provider_id' });
+    if (!(await ctx.ai.provider(input.provider_id)))
+      throw invalid('provider_id names no model provider', { reason: 'unknown_provider', field: 'provider_id' });
     body.provider_id = input.provider_id;
   }
   const quota = core.config.agentQuota;
   const active = await iam.activeCount('agent');
   if (active >= quota) await refuse(ctx, auth, quotaReached(quota, active));
   const at = core.clock.now();
-  const name = input.name ?? `agent-${body.role_label.toLowerCase().replace(/[^a-z0-9]+/g, '-').slice(0, 40)}-${newId('x').slice(2, 10)}`;
+  const name =
+    input.name ??
+    `agent-${body.role_label
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .slice(0, 40)}-${newId('x').slice(2, 10)}`;
   return core.store.write(async (tx) => {
     // Re-check the quota inside the transaction: concurrent mints cannot overshoot.
     const n = await iam.activeCount('agent', tx);
     if (n >= quota) throw quotaReached(quota, n);
-    const p = await createPrincipalTx(core.clock, tx, { kind: 'agent', name, roles: [AGENT_ROLE], authority: body.authority, createdBy: auth.principal.id });
+    const p = await createPrincipalTx(core.clock, tx, {
+      kind: 'agent',
+      name,
+      roles: [AGENT_ROLE],
+      authority: body.authority,
+      createdBy: auth.principal.id,
+    });
     const agent: Agent = { agent_id: p.id, name, ...body, created_at: at, created_by: auth.principal.id };
     await repo.insertAgent(tx, agent);
-    await iam.audit(tx, { at, actor: auth.principal.id, action: 'agent.mint', target: p.id, outcome: 'ok', details: { source: body.source, blueprint_id: body.blueprint_id } });
+    await iam.audit(tx, {
+      at,
+      actor: auth.principal.id,
+      action: 'agent.mint',
+      target: p.id,
+      outcome: 'ok',
+      details: { source: body.source, blueprint_id: body.blueprint_id },
+    });
     return agent;
   });
 }
@@ -119,7 +175,12 @@ export function listAgents(ctx: TeamsContext, limit: number, offset: number): Pr
 }
 export async function agentView(ctx: TeamsContext, a: Agent) {
   const p = await ctx.iam.principal(a.agent_id);
-  return { ...a, principal_status: p?.status ?? 'purged', has_budget_ledger: (await getLedger(ctx, a.agent_id)) !== undefined, created_at: iso(a.created_at) };
+  return {
+    ...a,
+    principal_status: p?.status ?? 'purged',
+    has_budget_ledger: (await getLedger(ctx, a.agent_id)) !== undefined,
+    created_at: iso(a.created_at),
+  };
 }
 
 /** True when the agent exists and its principal is active. */
@@ -135,7 +196,15 @@ export async function providerFor(ctx: TeamsContext, a: Agent): Promise<string |
 
 // ---------------------------------------------------------------- ledgers
 
-export interface Ledger { agent_id: string; budget_limit: number; reserved: number; spent: number; created_at: number; updated_at: number; updated_by: string }
+export interface Ledger {
+  agent_id: string;
+  budget_limit: number;
+  reserved: number;
+  spent: number;
+  created_at: number;
+  updated_at: number;
+  updated_by: string;
+}
 
 export function getLedger(ctx: TeamsContext, agentId: string): Promise<Ledger | undefined> {
   return repo.ledgerOf(ctx.core.store, agentId);
@@ -155,12 +224,23 @@ export async function registerLedger(ctx: TeamsContext, actor: string, agentId: 
 }
 
 export const ledgerView = (l: Ledger) => ({
-  agent_id: l.agent_id, budget_limit: l.budget_limit, reserved: l.reserved, spent: l.spent,
-  available: Math.max(0, l.budget_limit - l.reserved - l.spent), unit: 'tokens', created_at: iso(l.created_at), updated_at: iso(l.updated_at),
+  agent_id: l.agent_id,
+  budget_limit: l.budget_limit,
+  reserved: l.reserved,
+  spent: l.spent,
+  available: Math.max(0, l.budget_limit - l.reserved - l.spent),
+  unit: 'tokens',
+  created_at: iso(l.created_at),
+  updated_at: iso(l.updated_at),
 });
 
 /** Reserves budget before a model call; false when the ledger cannot cover it. */
-export async function reserveBudget(ctx: TeamsContext, agentId: string, amount: number, ref: { run_id: string; step_id: string }): Promise<{ ok: true; reservation_id: string } | { ok: false; reason: string }> {
+export async function reserveBudget(
+  ctx: TeamsContext,
+  agentId: string,
+  amount: number,
+  ref: { run_id: string; step_id: string },
+): Promise<{ ok: true; reservation_id: string } | { ok: false; reason: string }> {
   const id = newId('rsv');
   const at = ctx.core.clock.now();
   return ctx.core.store.write(async (tx) => {

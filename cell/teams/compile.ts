@@ -19,7 +19,11 @@ import { getSkillByName } from './resources.ts';
 /** node:crypto's SHA-256 for the compiler (same hashes as core's pure-JS default, faster). */
 const NATIVE = { sha256: (b: Uint8Array) => new Uint8Array(createHash('sha256').update(b).digest()) };
 
-export interface CompilerInput { formation: FormationInput; billets: BilletInput[]; bindings: Record<string, SeatBinding> | undefined }
+export interface CompilerInput {
+  formation: FormationInput;
+  billets: BilletInput[];
+  bindings: Record<string, SeatBinding> | undefined;
+}
 
 /**
  * A `skill` stage (or a map/loop body of kind skill) may name a stored skill as
@@ -35,7 +39,12 @@ async function resolveStageSkills(ctx: TeamsContext, stages: unknown[] | undefin
       const ref = n.config['skill'];
       const m = /^skill:(.+)$/.exec(ref);
       const sk = m ? await getSkillByName(ctx, m[1]!) : undefined;
-      if (!sk) throw invalid(`${path}.config.skill names no skill (write skill:<name>)`, { reason: 'unknown_skill', field: `${path}.config.skill`, refs: [ref] });
+      if (!sk)
+        throw invalid(`${path}.config.skill names no skill (write skill:<name>)`, {
+          reason: 'unknown_skill',
+          field: `${path}.config.skill`,
+          refs: [ref],
+        });
       const spec: Record<string, unknown> = { name: sk.name, skill_kind: sk.skill_kind };
       if (sk.model_preference !== null) spec['model_preference'] = sk.model_preference;
       if (sk.definition !== null) spec['definition'] = sk.definition;
@@ -53,13 +62,25 @@ async function resolveStageSkills(ctx: TeamsContext, stages: unknown[] | undefin
 
 /** The compiler's input for a formation (bound to a crew when given), from the stored resources. */
 export async function compilerInput(ctx: TeamsContext, f: Formation, crew?: Crew): Promise<CompilerInput> {
-  const formation: FormationInput = JSON.parse(JSON.stringify({
-    name: f.name, coordination_policy: f.coordination_policy, consensus_mode: f.consensus_mode, limits: f.limits,
-    topology: f.topology, pre: await resolveStageSkills(ctx, f.pre, 'pre'), post: await resolveStageSkills(ctx, f.post, 'post'), prompt: f.prompt,
-  })) as FormationInput;
+  const formation: FormationInput = JSON.parse(
+    JSON.stringify({
+      name: f.name,
+      coordination_policy: f.coordination_policy,
+      consensus_mode: f.consensus_mode,
+      limits: f.limits,
+      topology: f.topology,
+      pre: await resolveStageSkills(ctx, f.pre, 'pre'),
+      post: await resolveStageSkills(ctx, f.post, 'post'),
+      prompt: f.prompt,
+    }),
+  ) as FormationInput;
   const billets: BilletInput[] = (await listBillets(ctx, f.formation_id)).map((b) => ({
-    id: b.billet_id, role_label: b.role_label, required_skills: b.required_skills, reports_to: b.reports_to,
-    authority_cap: b.authority_cap as BilletInput['authority_cap'], position: b.position,
+    id: b.billet_id,
+    role_label: b.role_label,
+    required_skills: b.required_skills,
+    reports_to: b.reports_to,
+    authority_cap: b.authority_cap as BilletInput['authority_cap'],
+    position: b.position,
   }));
   let bindings: Record<string, SeatBinding> | undefined;
   if (crew) {
@@ -79,20 +100,35 @@ export async function compilerInput(ctx: TeamsContext, f: Formation, crew?: Crew
 }
 
 /** A compiled formation: the execution graph and its hashes. */
-export interface Compiled { graph: Graph; graphHash: string; formationHash: string }
+export interface Compiled {
+  graph: Graph;
+  graphHash: string;
+  formationHash: string;
+}
 
 /** Compiles a formation (bound to a crew when given); throws invalid_request on a compile error. */
 export async function compileFor(ctx: TeamsContext, f: Formation, crew?: Crew): Promise<Compiled> {
   const i = await compilerInput(ctx, f, crew);
   const r = compileFormation(i.formation, i.billets, i.bindings, NATIVE);
   if (!r.ok) {
-    throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, { details: { reason: r.code, ...r.details } });
+    throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, {
+      details: { reason: r.code, ...r.details },
+    });
   }
   return { graph: r.graph, graphHash: r.graphHash, formationHash: r.formationHash };
 }
 
 /** Billet-independent compile errors (stages, limits, fields) are refused when the formation is authored. */
-const BILLET_CODES = new Set(['empty_formation', 'too_many_billets', 'duplicate_billet', 'unknown_reports_to', 'reports_to_cycle', 'root_count', 'over_authority', 'unbound_seat']);
+const BILLET_CODES = new Set([
+  'empty_formation',
+  'too_many_billets',
+  'duplicate_billet',
+  'unknown_reports_to',
+  'reports_to_cycle',
+  'root_count',
+  'over_authority',
+  'unbound_seat',
+]);
 
 /** Compiles the formation around one probe seat to refuse bad stages and limits at authoring. */
 export async function checkFormationCompiles(ctx: TeamsContext, f: Formation): Promise<void> {
@@ -100,7 +136,9 @@ export async function checkFormationCompiles(ctx: TeamsContext, f: Formation): P
   const probe = { id: 'probe', role_label: 'probe', required_skills: [], reports_to: null, authority_cap: {}, position: 0 };
   const r = compileFormation(i.formation, [probe], undefined, NATIVE);
   if (!r.ok && !BILLET_CODES.has(r.code)) {
-    throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, { details: { reason: r.code, ...r.details } });
+    throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, {
+      details: { reason: r.code, ...r.details },
+    });
   }
 }
 
@@ -115,7 +153,12 @@ export function seatEnvelope(a: SeatAuthority): AuthorityEnvelope {
  * (agent ∩ billet cap): refused (audited, wider_than_caller) unless every
  * seat stays inside the caller's envelope authority.
  */
-export async function assertSeatsWithinCaller(ctx: TeamsContext, auth: AuthContext, graph: Graph, what: { action: string; target: string }): Promise<void> {
+export async function assertSeatsWithinCaller(
+  ctx: TeamsContext,
+  auth: AuthContext,
+  graph: Graph,
+  what: { action: string; target: string },
+): Promise<void> {
   for (const seat of Object.values(graph.seats)) {
     await ctx.iam.assertWithinCaller(auth, { envelope: seatEnvelope(seat.authority) }, what);
   }

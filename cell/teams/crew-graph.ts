@@ -13,7 +13,10 @@ const PAGE = 500;
 const MAX_CREWS = 100_000;
 
 /** The crew whose current compiled graph has `graphHash`, with that graph; undefined when none. */
-export async function crewByGraph(ctx: TeamsContext, graphHash: string): Promise<{ crew: Crew; graph: Graph; graphHash: string } | undefined> {
+export async function crewByGraph(
+  ctx: TeamsContext,
+  graphHash: string,
+): Promise<{ crew: Crew; graph: Graph; graphHash: string } | undefined> {
   for (let offset = 0; offset < MAX_CREWS; offset += PAGE) {
     const crews = await listCrews(ctx, PAGE, offset);
     for (const crew of crews) {

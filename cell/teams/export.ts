@@ -50,7 +50,9 @@ export async function loadCrewForExport(ctx: TeamsContext, crewId: string): Prom
   const billets = await listBillets(ctx, formation.formation_id);
   const compiled = await compileFor(ctx, formation, crew);
   const agents = await each([...new Set(Object.values(crew.assignments))].sort(), (id) => getAgent(ctx, id));
-  const blueprints = await each([...new Set(agents.map((a) => a.blueprint_id).filter((x): x is string => x !== null))].sort(), (id) => getBlueprint(ctx, id));
+  const blueprints = await each([...new Set(agents.map((a) => a.blueprint_id).filter((x): x is string => x !== null))].sort(), (id) =>
+    getBlueprint(ctx, id),
+  );
   const skillNames = new Set<string>();
   for (const b of billets) for (const r of b.required_skills) skillNames.add(r.replace(/^skill:/, ''));
   for (const bp of blueprints) {
@@ -71,7 +73,18 @@ export async function loadCrewForExport(ctx: TeamsContext, crewId: string): Prom
     if (l) ledgers[a.agent_id] = l;
   }
   return {
-    crew, formation, billets, graph: compiled.graph, graph_hash: compiled.graphHash, formation_hash: compiled.formationHash,
-    compiler_input: await compilerInput(ctx, formation, crew), agents, blueprints, skills, contracts, grants, ledgers,
+    crew,
+    formation,
+    billets,
+    graph: compiled.graph,
+    graph_hash: compiled.graphHash,
+    formation_hash: compiled.formationHash,
+    compiler_input: await compilerInput(ctx, formation, crew),
+    agents,
+    blueprints,
+    skills,
+    contracts,
+    grants,
+    ledgers,
   };
 }

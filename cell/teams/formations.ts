@@ -39,7 +39,12 @@ export interface FormationBody {
   /** Workspace whose storage the crew's tools use by default. */
   workspace_id?: string;
 }
-export interface Formation extends FormationBody { formation_id: string; created_at: number; created_by: string; updated_at: number }
+export interface Formation extends FormationBody {
+  formation_id: string;
+  created_at: number;
+  created_by: string;
+  updated_at: number;
+}
 
 export interface BilletBody {
   role_label: string;
@@ -47,10 +52,25 @@ export interface BilletBody {
   reports_to: string | null;
   authority_cap: AuthorityEnvelope;
 }
-export interface Billet extends BilletBody { billet_id: string; formation_id: string; position: number; created_at: number; created_by: string }
+export interface Billet extends BilletBody {
+  billet_id: string;
+  formation_id: string;
+  position: number;
+  created_at: number;
+  created_by: string;
+}
 
-export interface CrewBody { name: string; assignments: Record<string, string>; workspace_id: string }
-export interface Crew extends CrewBody { crew_id: string; formation_id: string; created_at: number; created_by: string }
+export interface CrewBody {
+  name: string;
+  assignments: Record<string, string>;
+  workspace_id: string;
+}
+export interface Crew extends CrewBody {
+  crew_id: string;
+  formation_id: string;
+  created_at: number;
+  created_by: string;
+}
 
 export function getFormation(ctx: TeamsContext, id: string): Promise<Formation | undefined> {
   return repo.formationById(ctx.core.store, id);
@@ -60,7 +80,12 @@ export function listFormations(ctx: TeamsContext, limit: number, offset: number)
 }
 export const formationView = (f: Formation) => ({ ...f, created_at: iso(f.created_at), updated_at: iso(f.updated_at) });
 
-export async function createFormation(ctx: TeamsContext, actor: string, body: FormationBody, check?: (f: Formation) => Promise<void>): Promise<Formation> {
+export async function createFormation(
+  ctx: TeamsContext,
+  actor: string,
+  body: FormationBody,
+  check?: (f: Formation) => Promise<void>,
+): Promise<Formation> {
   const now = ctx.core.clock.now();
   const f: Formation = { formation_id: newId('frm'), ...body, created_at: now, created_by: actor, updated_at: now };
   await check?.(f);
@@ -80,9 +105,17 @@ export function getBillet(ctx: TeamsContext, id: string): Promise<Billet | undef
 export const billetView = (b: Billet) => ({ ...b, created_at: iso(b.created_at) });
 
 /** Adds a billet after the authoring checks; over-authority is refused and audited. */
-export async function addBillet(ctx: TeamsContext, auth: AuthContext, formationId: string, input: {
-  role_label: string; required_skills: string[]; reports_to?: string | null | undefined; authority_cap: unknown;
-}): Promise<Billet> {
+export async function addBillet(
+  ctx: TeamsContext,
+  auth: AuthContext,
+  formationId: string,
+  input: {
+    role_label: string;
+    required_skills: string[];
+    reports_to?: string | null | undefined;
+    authority_cap: unknown;
+  },
+): Promise<Billet> {
   const { core, iam } = ctx;
   const f = await getFormation(ctx, formationId);
   if (!f) throw notFound('formation');
@@ -102,7 +135,9 @@ export async function addBillet(ctx: TeamsContext, auth: AuthContext, formationI
     if (!sub.ok) {
       const details = { reason: 'over_authority', fields: sub.fields, reports_to: reportsTo, formation_id: formationId };
       await iam.auditNow({ actor, action: 'billet.create', target: formationId, outcome: 'refused', details });
-      throw new ServiceError('invalid_request', `the billet's authority_cap exceeds its manager's on: ${sub.fields.join(', ')}`, { details });
+      throw new ServiceError('invalid_request', `the billet's authority_cap exceeds its manager's on: ${sub.fields.join(', ')}`, {
+        details,
+      });
     }
   }
   const at = core.clock.now();
@@ -111,8 +146,15 @@ export async function addBillet(ctx: TeamsContext, auth: AuthContext, formationI
     const position = await repo.countBillets(tx, formationId);
     if (position >= 10_000) throw invalid('a formation holds at most 10000 billets', { reason: 'too_many_billets' });
     const b: Billet = {
-      billet_id: billetId, formation_id: formationId, position, role_label: input.role_label,
-      required_skills: [...input.required_skills], reports_to: reportsTo, authority_cap: cap, created_at: at, created_by: actor,
+      billet_id: billetId,
+      formation_id: formationId,
+      position,
+      role_label: input.role_label,
+      required_skills: [...input.required_skills],
+      reports_to: reportsTo,
+      authority_cap: cap,
+      created_at: at,
+      created_by: actor,
     };
     await repo.insertBillet(tx, b);
     await repo.touchFormation(tx, formationId, at);

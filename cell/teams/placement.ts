@@ -7,10 +7,19 @@
 import { place } from '../../core/placement.ts';
 import type { CellConfig } from '../config.ts';
 
-export interface UnmetConstraint { constraint: string; required: unknown; available: unknown }
+export interface UnmetConstraint {
+  constraint: string;
+  required: unknown;
+  available: unknown;
+}
 
-export function checkPlacement(need: { clearance: number; topology: Record<string, string> }, cell: Pick<CellConfig, 'clearance' | 'topology' | 'cellId'>): UnmetConstraint[] {
-  const r = place({ clearance: need.clearance, topology: need.topology ?? {} }, [{ cellId: cell.cellId ?? 'self', clearance: cell.clearance, topology: cell.topology }]);
+export function checkPlacement(
+  need: { clearance: number; topology: Record<string, string> },
+  cell: Pick<CellConfig, 'clearance' | 'topology' | 'cellId'>,
+): UnmetConstraint[] {
+  const r = place({ clearance: need.clearance, topology: need.topology ?? {} }, [
+    { cellId: cell.cellId ?? 'self', clearance: cell.clearance, topology: cell.topology },
+  ]);
   if (r.ok) return [];
   return r.unmet.map((u) => {
     if (u === 'clearance') return { constraint: 'clearance', required: need.clearance, available: cell.clearance };

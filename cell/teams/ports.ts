@@ -39,27 +39,54 @@ export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
         const w: WireMessage = { role: m.role, content: m.content };
         if (m.tool_call_id !== undefined) w.tool_call_id = m.tool_call_id;
         if (m.tool_calls?.length) {
-          w.tool_calls = m.tool_calls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: toWireName(c.name), arguments: JSON.stringify(c.arguments) } }));
+          w.tool_calls = m.tool_calls.map((c) => ({
+            id: c.id,
+            type: 'function' as const,
+            function: { name: toWireName(c.name), arguments: JSON.stringify(c.arguments) },
+          }));
         }
         return w;
       });
-      const tools: ToolSpec[] = req.tools.map((t) => ({ type: 'function', function: { name: toWireName(t.name), description: t.description, parameters: t.parameters } }));
+      const tools: ToolSpec[] = req.tools.map((t) => ({
+        type: 'function',
+        function: { name: toWireName(t.name), description: t.description, parameters: t.parameters },
+      }));
       try {
-        const r = await ctx.ai.call(providerId, {
-          ...(req.agent.model ? { model: req.agent.model } : {}),
-          messages, ...(tools.length ? { tools } : {}), max_tokens: req.max_tokens,
-        }, { signal: runId === undefined ? undefined : ctx.runs.driverSignal(runId) });
-        const out: ModelResponse = { content: r.content ?? '', usage: { input_tokens: r.usage.prompt_tokens, output_tokens: r.usage.completion_tokens } };
+        const r = await ctx.ai.call(
+          providerId,
+          {
+            ...(req.agent.model ? { model: req.agent.model } : {}),
+            messages,
+            ...(tools.length ? { tools } : {}),
+            max_tokens: req.max_tokens,
+          },
+          { signal: runId === undefined ? undefined : ctx.runs.driverSignal(runId) },
+        );
+        const out: ModelResponse = {
+          content: r.content ?? '',
+          usage: { input_tokens: r.usage.prompt_tokens, output_tokens: r.usage.completion_tokens },
+        };
         if (r.tool_calls.length) {
           out.tool_calls = r.tool_calls.map((c) => {
             let args: unknown;
-            try { args = JSON.parse(c.function.arguments); } catch { args = undefined; }
-            return { id: c.id, name: fromWireName(c.function.name), arguments: (typeof args === 'object' && args !== null && !Array.isArray(args) ? args : { _unparsed: c.function.arguments }) as JsonObject };
+            try {
+              args = JSON.parse(c.function.arguments);
+            } catch {
+              args = undefined;
+            }
+            return {
+              id: c.id,
+              name: fromWireName(c.function.name),
+              arguments: (typeof args === 'object' && args !== null && !Array.isArray(args)
+                ? args
+                : { _unparsed: c.function.arguments }) as JsonObject,
+            };
           });
         }
         return out;
       } catch (e) {
-        if (isServiceError(e) && e.code === 'forbidden') throw new EngineRefusal(String(e.details?.['reason'] ?? 'posture_forbidden'), e.message, { ...(e.details ?? {}) } as JsonObject);
+        if (isServiceError(e) && e.code === 'forbidden')
+          throw new EngineRefusal(String(e.details?.['reason'] ?? 'posture_forbidden'), e.message, { ...(e.details ?? {}) } as JsonObject);
         throw e;
       }
     },
@@ -76,12 +103,23 @@ export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
       if (!tools.has(name)) throw new EngineRefusal('tool_unknown', `no tool ${name}`, { tool: name });
       const a = call.authority;
       try {
-        return await tools.run(name, {
-          workspaceId, agentId: call.agent_id ?? 'none',
-          authority: { egress_allowlist: a?.egress_allowlist ?? [], data_grant_ids: a?.data_grant_ids ?? [], clearance_level: a?.clearance_level ?? 0, compartments: a?.compartments ?? [] },
-        }, args);
+        return await tools.run(
+          name,
+          {
+            workspaceId,
+            agentId: call.agent_id ?? 'none',
+            authority: {
+              egress_allowlist: a?.egress_allowlist ?? [],
+              data_grant_ids: a?.data_grant_ids ?? [],
+              clearance_level: a?.clearance_level ?? 0,
+              compartments: a?.compartments ?? [],
+            },
+          },
+          args,
+        );
       } catch (e) {
-        if (isServiceError(e) && e.code === 'forbidden') throw new EngineRefusal(String(e.details?.['reason'] ?? 'tool_refused'), e.message, { ...(e.details ?? {}) } as JsonObject);
+        if (isServiceError(e) && e.code === 'forbidden')
+          throw new EngineRefusal(String(e.details?.['reason'] ?? 'tool_refused'), e.message, { ...(e.details ?? {}) } as JsonObject);
         // Bad arguments go back to the model as the tool's answer, so it can correct itself.
         if (isServiceError(e) && e.code === 'invalid_request') return { error: 'invalid_request', message: e.message };
         throw e;
@@ -92,7 +130,9 @@ export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
 
 export function budgetPort(ctx: TeamsContext): BudgetPort {
   return {
-    async hasLedger(agentId) { return (await getLedger(ctx, agentId)) !== undefined; },
+    async hasLedger(agentId) {
+      return (await getLedger(ctx, agentId)) !== undefined;
+    },
     reserve: (agentId, amount, ref) => reserveBudget(ctx, agentId, amount, ref),
     commit: (id, actual) => commitBudget(ctx, id, actual),
   };
@@ -110,7 +150,10 @@ export function contractsPort(ctx: TeamsContext): ContractsPort {
 /** Every port a crew run needs except those driveRun binds (approvals are the runs module's). */
 export function crewPorts(ctx: TeamsContext, runId: string, workspaceId: string): DrivePorts {
   return {
-    model: modelPort(ctx, runId), tools: toolsPort(ctx, workspaceId), approvals: ctx.runs.approvalsPort(runId),
-    budget: budgetPort(ctx), contracts: contractsPort(ctx),
+    model: modelPort(ctx, runId),
+    tools: toolsPort(ctx, workspaceId),
+    approvals: ctx.runs.approvalsPort(runId),
+    budget: budgetPort(ctx),
+    contracts: contractsPort(ctx),
   };
 }

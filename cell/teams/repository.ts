@@ -29,17 +29,31 @@ const isStringOrNull = (v: unknown): v is string | null => v === null || typeof 
 
 function blueprintBody(v: unknown): BlueprintBody {
   const o = object(v);
-  if (typeof o['name'] !== 'string' || typeof o['role_label'] !== 'string' || !isStringOrNull(o['system_prompt_ref'])
-    || !isStringOrNull(o['model_preference']) || !isStringArray(o['required_skills']) || !isAuthority(o['authority_template'])
-    || typeof o['scope'] !== 'string') throw bad('a blueprint');
+  if (
+    typeof o['name'] !== 'string' ||
+    typeof o['role_label'] !== 'string' ||
+    !isStringOrNull(o['system_prompt_ref']) ||
+    !isStringOrNull(o['model_preference']) ||
+    !isStringArray(o['required_skills']) ||
+    !isAuthority(o['authority_template']) ||
+    typeof o['scope'] !== 'string'
+  )
+    throw bad('a blueprint');
   return v as BlueprintBody;
 }
 
 function agentBody(v: unknown): AgentBody {
   const o = object(v);
-  if ((o['source'] !== 'blueprint' && o['source'] !== 'scratch') || !isStringOrNull(o['blueprint_id']) || typeof o['role_label'] !== 'string'
-    || !isStringOrNull(o['provider_id']) || !isStringOrNull(o['model_preference']) || !isStringOrNull(o['system_prompt'])
-    || !isAuthority(o['authority'])) throw bad('an agent');
+  if (
+    (o['source'] !== 'blueprint' && o['source'] !== 'scratch') ||
+    !isStringOrNull(o['blueprint_id']) ||
+    typeof o['role_label'] !== 'string' ||
+    !isStringOrNull(o['provider_id']) ||
+    !isStringOrNull(o['model_preference']) ||
+    !isStringOrNull(o['system_prompt']) ||
+    !isAuthority(o['authority'])
+  )
+    throw bad('an agent');
   return v as AgentBody;
 }
 
@@ -51,16 +65,27 @@ function formationBody(v: unknown): FormationBody {
 
 function billetBody(v: unknown): BilletBody {
   const o = object(v);
-  if (typeof o['role_label'] !== 'string' || !isStringArray(o['required_skills']) || !isStringOrNull(o['reports_to'])
-    || !isAuthority(o['authority_cap'])) throw bad('a billet');
+  if (
+    typeof o['role_label'] !== 'string' ||
+    !isStringArray(o['required_skills']) ||
+    !isStringOrNull(o['reports_to']) ||
+    !isAuthority(o['authority_cap'])
+  )
+    throw bad('a billet');
   return v as BilletBody;
 }
 
 function crewBody(v: unknown): CrewBody {
   const o = object(v);
   const a = o['assignments'];
-  if (typeof o['name'] !== 'string' || typeof o['workspace_id'] !== 'string' || typeof a !== 'object' || a === null
-    || !Object.values(a).every((x) => typeof x === 'string')) throw bad('a crew');
+  if (
+    typeof o['name'] !== 'string' ||
+    typeof o['workspace_id'] !== 'string' ||
+    typeof a !== 'object' ||
+    a === null ||
+    !Object.values(a).every((x) => typeof x === 'string')
+  )
+    throw bad('a crew');
   return v as CrewBody;
 }
 
@@ -69,8 +94,15 @@ type ContractBody = Omit<Contract, 'contract_id' | 'created_at' | 'created_by'>;
 function contractBody(v: unknown): ContractBody {
   const o = object(v);
   const rules = o['rules'];
-  if (typeof o['name'] !== 'string' || !isStringOrNull(o['description']) || !Array.isArray(rules)
-    || !rules.every((r: unknown) => { const x = object(r); return typeof x['name'] === 'string' && typeof x['expr'] === 'string'; })) {
+  if (
+    typeof o['name'] !== 'string' ||
+    !isStringOrNull(o['description']) ||
+    !Array.isArray(rules) ||
+    !rules.every((r: unknown) => {
+      const x = object(r);
+      return typeof x['name'] === 'string' && typeof x['expr'] === 'string';
+    })
+  ) {
     throw bad('a contract');
   }
   return v as ContractBody;
@@ -88,15 +120,26 @@ function skillKind(v: string): SkillKindName {
 
 function decodeSkill(r: Row): Skill {
   return {
-    skill_id: str(r, 'skill_id'), name: str(r, 'name'), skill_kind: skillKind(str(r, 'skill_kind')),
-    model_preference: strOrNull(r, 'model_preference'), definition: jsonOrNull(r, 'definition', object),
-    created_at: num(r, 'created_at'), created_by: str(r, 'created_by'),
+    skill_id: str(r, 'skill_id'),
+    name: str(r, 'name'),
+    skill_kind: skillKind(str(r, 'skill_kind')),
+    model_preference: strOrNull(r, 'model_preference'),
+    definition: jsonOrNull(r, 'definition', object),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
   };
 }
 
 export async function insertSkill(tx: Tx, s: Skill): Promise<void> {
-  await tx.run(`INSERT INTO team_skills (${SKILL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-    [s.skill_id, s.name, s.skill_kind, s.model_preference, s.definition ? JSON.stringify(s.definition) : null, s.created_at, s.created_by]);
+  await tx.run(`INSERT INTO team_skills (${SKILL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)`, [
+    s.skill_id,
+    s.name,
+    s.skill_kind,
+    s.model_preference,
+    s.definition ? JSON.stringify(s.definition) : null,
+    s.created_at,
+    s.created_by,
+  ]);
 }
 
 export async function skillById(db: Reader, id: string): Promise<Skill | undefined> {
@@ -110,19 +153,31 @@ export async function skillByName(db: Reader, name: string): Promise<Skill | und
 }
 
 export async function listSkills(db: Reader, limit: number, offset: number): Promise<Skill[]> {
-  return (await db.all(`SELECT ${SKILL_COLUMNS} FROM team_skills ORDER BY created_at, skill_id LIMIT ? OFFSET ?`, [limit, offset])).map(decodeSkill);
+  return (await db.all(`SELECT ${SKILL_COLUMNS} FROM team_skills ORDER BY created_at, skill_id LIMIT ? OFFSET ?`, [limit, offset])).map(
+    decodeSkill,
+  );
 }
 
 // ---------------------------------------------------------------- blueprints
 
 function decodeBlueprint(r: Row): Blueprint {
-  return { blueprint_id: str(r, 'blueprint_id'), ...json(r, 'body', blueprintBody), created_at: num(r, 'created_at'), created_by: str(r, 'created_by') };
+  return {
+    blueprint_id: str(r, 'blueprint_id'),
+    ...json(r, 'body', blueprintBody),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
+  };
 }
 
 export async function insertBlueprint(tx: Tx, b: Blueprint): Promise<void> {
   const { blueprint_id, created_at, created_by, ...body } = b;
-  await tx.run('INSERT INTO team_blueprints (blueprint_id, name, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)',
-    [blueprint_id, b.name, JSON.stringify(body), created_at, created_by]);
+  await tx.run('INSERT INTO team_blueprints (blueprint_id, name, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [
+    blueprint_id,
+    b.name,
+    JSON.stringify(body),
+    created_at,
+    created_by,
+  ]);
 }
 
 export async function blueprintById(db: Reader, id: string): Promise<Blueprint | undefined> {
@@ -131,20 +186,32 @@ export async function blueprintById(db: Reader, id: string): Promise<Blueprint |
 }
 
 export async function listBlueprints(db: Reader, limit: number, offset: number): Promise<Blueprint[]> {
-  return (await db.all('SELECT blueprint_id, body, created_at, created_by FROM team_blueprints ORDER BY created_at, blueprint_id LIMIT ? OFFSET ?', [limit, offset]))
-    .map(decodeBlueprint);
+  return (
+    await db.all(
+      'SELECT blueprint_id, body, created_at, created_by FROM team_blueprints ORDER BY created_at, blueprint_id LIMIT ? OFFSET ?',
+      [limit, offset],
+    )
+  ).map(decodeBlueprint);
 }
 
 // ---------------------------------------------------------------- agents
 
 function decodeAgent(r: Row): Agent {
-  return { agent_id: str(r, 'agent_id'), name: str(r, 'name'), ...json(r, 'body', agentBody), created_at: num(r, 'created_at'), created_by: str(r, 'created_by') };
+  return {
+    agent_id: str(r, 'agent_id'),
+    name: str(r, 'name'),
+    ...json(r, 'body', agentBody),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
+  };
 }
 
 export async function insertAgent(tx: Tx, a: Agent): Promise<void> {
   const { agent_id, name, created_at, created_by, ...body } = a;
-  await tx.run('INSERT INTO team_agents (agent_id, name, source, blueprint_id, body, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)',
-    [agent_id, name, body.source, body.blueprint_id, JSON.stringify(body), created_at, created_by]);
+  await tx.run(
+    'INSERT INTO team_agents (agent_id, name, source, blueprint_id, body, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    [agent_id, name, body.source, body.blueprint_id, JSON.stringify(body), created_at, created_by],
+  );
 }
 
 export async function agentById(db: Reader, id: string): Promise<Agent | undefined> {
@@ -153,53 +220,78 @@ export async function agentById(db: Reader, id: string): Promise<Agent | undefin
 }
 
 export async function listAgents(db: Reader, limit: number, offset: number): Promise<Agent[]> {
-  return (await db.all('SELECT agent_id, name, body, created_at, created_by FROM team_agents ORDER BY created_at, agent_id LIMIT ? OFFSET ?', [limit, offset]))
-    .map(decodeAgent);
+  return (
+    await db.all('SELECT agent_id, name, body, created_at, created_by FROM team_agents ORDER BY created_at, agent_id LIMIT ? OFFSET ?', [
+      limit,
+      offset,
+    ])
+  ).map(decodeAgent);
 }
 
 // ---------------------------------------------------------------- budget ledgers and reservations
 
 function decodeLedger(r: Row): Ledger {
   return {
-    agent_id: str(r, 'agent_id'), budget_limit: num(r, 'budget_limit'), reserved: num(r, 'reserved'), spent: num(r, 'spent'),
-    created_at: num(r, 'created_at'), updated_at: num(r, 'updated_at'), updated_by: str(r, 'updated_by'),
+    agent_id: str(r, 'agent_id'),
+    budget_limit: num(r, 'budget_limit'),
+    reserved: num(r, 'reserved'),
+    spent: num(r, 'spent'),
+    created_at: num(r, 'created_at'),
+    updated_at: num(r, 'updated_at'),
+    updated_by: str(r, 'updated_by'),
   };
 }
 
 export async function ledgerOf(db: Reader, agentId: string): Promise<Ledger | undefined> {
-  const r = await db.get('SELECT agent_id, budget_limit, reserved, spent, created_at, updated_at, updated_by FROM team_ledgers WHERE agent_id = ?', [agentId]);
+  const r = await db.get(
+    'SELECT agent_id, budget_limit, reserved, spent, created_at, updated_at, updated_by FROM team_ledgers WHERE agent_id = ?',
+    [agentId],
+  );
   return r ? decodeLedger(r) : undefined;
 }
 
 /** Registers a ledger, or resets the limit of an existing one (reserved and spent stay). */
 export async function upsertLedger(tx: Tx, agentId: string, limit: number, at: number, by: string): Promise<void> {
-  await tx.run(`INSERT INTO team_ledgers (agent_id, budget_limit, reserved, spent, created_at, updated_at, updated_by) VALUES (?, ?, 0, 0, ?, ?, ?)
+  await tx.run(
+    `INSERT INTO team_ledgers (agent_id, budget_limit, reserved, spent, created_at, updated_at, updated_by) VALUES (?, ?, 0, 0, ?, ?, ?)
       ON CONFLICT (agent_id) DO UPDATE SET budget_limit = excluded.budget_limit, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
-  [agentId, limit, at, at, by]);
+    [agentId, limit, at, at, by],
+  );
 }
 
-export async function insertReservation(tx: Tx, r: { id: string; agentId: string; amount: number; runId: string; stepId: string; at: number }): Promise<void> {
+export async function insertReservation(
+  tx: Tx,
+  r: { id: string; agentId: string; amount: number; runId: string; stepId: string; at: number },
+): Promise<void> {
   await tx.run('UPDATE team_ledgers SET reserved = reserved + ? WHERE agent_id = ?', [r.amount, r.agentId]);
-  await tx.run('INSERT INTO team_reservations (reservation_id, agent_id, amount, actual, run_id, step_id, created_at, committed_at) VALUES (?, ?, ?, NULL, ?, ?, ?, NULL)',
-    [r.id, r.agentId, r.amount, r.runId, r.stepId, r.at]);
+  await tx.run(
+    'INSERT INTO team_reservations (reservation_id, agent_id, amount, actual, run_id, step_id, created_at, committed_at) VALUES (?, ?, ?, NULL, ?, ?, ?, NULL)',
+    [r.id, r.agentId, r.amount, r.runId, r.stepId, r.at],
+  );
 }
 
-export async function reservation(db: Reader, id: string): Promise<{ agent_id: string; amount: number; committed_at: number | null } | undefined> {
+export async function reservation(
+  db: Reader,
+  id: string,
+): Promise<{ agent_id: string; amount: number; committed_at: number | null } | undefined> {
   const r = await db.get('SELECT agent_id, amount, committed_at FROM team_reservations WHERE reservation_id = ?', [id]);
   return r ? { agent_id: str(r, 'agent_id'), amount: num(r, 'amount'), committed_at: numOrNull(r, 'committed_at') } : undefined;
 }
 
 /** Moves a reservation's amount out of `reserved` (never below 0) and `actual` into `spent`. */
 export async function commitReservation(tx: Tx, id: string, agentId: string, amount: number, actual: number, at: number): Promise<void> {
-  await tx.run('UPDATE team_ledgers SET reserved = CASE WHEN reserved - ? < 0 THEN 0 ELSE reserved - ? END, spent = spent + ? WHERE agent_id = ?',
-    [amount, amount, actual, agentId]);
+  await tx.run(
+    'UPDATE team_ledgers SET reserved = CASE WHEN reserved - ? < 0 THEN 0 ELSE reserved - ? END, spent = spent + ? WHERE agent_id = ?',
+    [amount, amount, actual, agentId],
+  );
   await tx.run('UPDATE team_reservations SET actual = ?, committed_at = ? WHERE reservation_id = ?', [actual, at, id]);
 }
 
 /** Reservations of a run not committed yet. */
 export async function openReservations(db: Reader, runId: string): Promise<string[]> {
-  return (await db.all('SELECT reservation_id FROM team_reservations WHERE run_id = ? AND committed_at IS NULL ORDER BY reservation_id', [runId]))
-    .map((r) => str(r, 'reservation_id'));
+  return (
+    await db.all('SELECT reservation_id FROM team_reservations WHERE run_id = ? AND committed_at IS NULL ORDER BY reservation_id', [runId])
+  ).map((r) => str(r, 'reservation_id'));
 }
 
 /** Tokens a run has spent so far (committed actual usage). */
@@ -211,14 +303,23 @@ export async function runTokens(db: Reader, runId: string): Promise<number> {
 
 function decodeFormation(r: Row): Formation {
   return {
-    formation_id: str(r, 'formation_id'), ...json(r, 'body', formationBody), created_at: num(r, 'created_at'), created_by: str(r, 'created_by'),
+    formation_id: str(r, 'formation_id'),
+    ...json(r, 'body', formationBody),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
     updated_at: num(r, 'updated_at'),
   };
 }
 
 export async function insertFormation(tx: Tx, f: Formation, body: FormationBody): Promise<void> {
-  await tx.run('INSERT INTO team_formations (formation_id, name, body, created_at, created_by, updated_at) VALUES (?, ?, ?, ?, ?, ?)',
-    [f.formation_id, f.name, JSON.stringify(body), f.created_at, f.created_by, f.updated_at]);
+  await tx.run('INSERT INTO team_formations (formation_id, name, body, created_at, created_by, updated_at) VALUES (?, ?, ?, ?, ?, ?)', [
+    f.formation_id,
+    f.name,
+    JSON.stringify(body),
+    f.created_at,
+    f.created_by,
+    f.updated_at,
+  ]);
 }
 
 export async function formationById(db: Reader, id: string): Promise<Formation | undefined> {
@@ -227,8 +328,12 @@ export async function formationById(db: Reader, id: string): Promise<Formation |
 }
 
 export async function listFormations(db: Reader, limit: number, offset: number): Promise<Formation[]> {
-  return (await db.all('SELECT formation_id, body, created_at, created_by, updated_at FROM team_formations ORDER BY created_at, formation_id LIMIT ? OFFSET ?', [limit, offset]))
-    .map(decodeFormation);
+  return (
+    await db.all(
+      'SELECT formation_id, body, created_at, created_by, updated_at FROM team_formations ORDER BY created_at, formation_id LIMIT ? OFFSET ?',
+      [limit, offset],
+    )
+  ).map(decodeFormation);
 }
 
 export async function touchFormation(tx: Tx, id: string, at: number): Promise<void> {
@@ -237,17 +342,32 @@ export async function touchFormation(tx: Tx, id: string, at: number): Promise<vo
 
 function decodeBillet(r: Row): Billet {
   return {
-    billet_id: str(r, 'billet_id'), formation_id: str(r, 'formation_id'), position: num(r, 'position'), ...json(r, 'body', billetBody),
-    created_at: num(r, 'created_at'), created_by: str(r, 'created_by'),
+    billet_id: str(r, 'billet_id'),
+    formation_id: str(r, 'formation_id'),
+    position: num(r, 'position'),
+    ...json(r, 'body', billetBody),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
   };
 }
 
 const BILLET_COLUMNS = 'billet_id, formation_id, position, body, created_at, created_by';
 
 export async function insertBillet(tx: Tx, b: Billet): Promise<void> {
-  const body: BilletBody = { role_label: b.role_label, required_skills: b.required_skills, reports_to: b.reports_to, authority_cap: b.authority_cap };
-  await tx.run(`INSERT INTO team_billets (${BILLET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)`,
-    [b.billet_id, b.formation_id, b.position, JSON.stringify(body), b.created_at, b.created_by]);
+  const body: BilletBody = {
+    role_label: b.role_label,
+    required_skills: b.required_skills,
+    reports_to: b.reports_to,
+    authority_cap: b.authority_cap,
+  };
+  await tx.run(`INSERT INTO team_billets (${BILLET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)`, [
+    b.billet_id,
+    b.formation_id,
+    b.position,
+    JSON.stringify(body),
+    b.created_at,
+    b.created_by,
+  ]);
 }
 
 export async function billetById(db: Reader, id: string): Promise<Billet | undefined> {
@@ -257,7 +377,9 @@ export async function billetById(db: Reader, id: string): Promise<Billet | undef
 
 /** A formation's billets in position order. */
 export async function listBillets(db: Reader, formationId: string): Promise<Billet[]> {
-  return (await db.all(`SELECT ${BILLET_COLUMNS} FROM team_billets WHERE formation_id = ? ORDER BY position, billet_id`, [formationId])).map(decodeBillet);
+  return (
+    await db.all(`SELECT ${BILLET_COLUMNS} FROM team_billets WHERE formation_id = ? ORDER BY position, billet_id`, [formationId])
+  ).map(decodeBillet);
 }
 
 export async function countBillets(db: Reader, formationId: string): Promise<number> {
@@ -267,13 +389,24 @@ export async function countBillets(db: Reader, formationId: string): Promise<num
 // ---------------------------------------------------------------- crews
 
 function decodeCrew(r: Row): Crew {
-  return { crew_id: str(r, 'crew_id'), formation_id: str(r, 'formation_id'), ...json(r, 'body', crewBody), created_at: num(r, 'created_at'), created_by: str(r, 'created_by') };
+  return {
+    crew_id: str(r, 'crew_id'),
+    formation_id: str(r, 'formation_id'),
+    ...json(r, 'body', crewBody),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
+  };
 }
 
 export async function insertCrew(tx: Tx, c: Crew): Promise<void> {
   const { crew_id, formation_id, created_at, created_by, ...body } = c;
-  await tx.run('INSERT INTO team_crews (crew_id, formation_id, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)',
-    [crew_id, formation_id, JSON.stringify(body), created_at, created_by]);
+  await tx.run('INSERT INTO team_crews (crew_id, formation_id, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [
+    crew_id,
+    formation_id,
+    JSON.stringify(body),
+    created_at,
+    created_by,
+  ]);
 }
 
 export async function crewById(db: Reader, id: string): Promise<Crew | undefined> {
@@ -282,20 +415,34 @@ export async function crewById(db: Reader, id: string): Promise<Crew | undefined
 }
 
 export async function listCrews(db: Reader, limit: number, offset: number): Promise<Crew[]> {
-  return (await db.all('SELECT crew_id, formation_id, body, created_at, created_by FROM team_crews ORDER BY created_at, crew_id LIMIT ? OFFSET ?', [limit, offset]))
-    .map(decodeCrew);
+  return (
+    await db.all(
+      'SELECT crew_id, formation_id, body, created_at, created_by FROM team_crews ORDER BY created_at, crew_id LIMIT ? OFFSET ?',
+      [limit, offset],
+    )
+  ).map(decodeCrew);
 }
 
 // ---------------------------------------------------------------- contracts
 
 function decodeContract(r: Row): Contract {
-  return { contract_id: str(r, 'contract_id'), ...json(r, 'body', contractBody), created_at: num(r, 'created_at'), created_by: str(r, 'created_by') };
+  return {
+    contract_id: str(r, 'contract_id'),
+    ...json(r, 'body', contractBody),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
+  };
 }
 
 export async function insertContract(tx: Tx, k: Contract): Promise<void> {
   const { contract_id, created_at, created_by, ...body } = k;
-  await tx.run('INSERT INTO team_contracts (contract_id, name, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)',
-    [contract_id, k.name, JSON.stringify(body), created_at, created_by]);
+  await tx.run('INSERT INTO team_contracts (contract_id, name, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [
+    contract_id,
+    k.name,
+    JSON.stringify(body),
+    created_at,
+    created_by,
+  ]);
 }
 
 export async function contractById(db: Reader, id: string): Promise<Contract | undefined> {
@@ -304,6 +451,10 @@ export async function contractById(db: Reader, id: string): Promise<Contract | u
 }
 
 export async function listContracts(db: Reader, limit: number, offset: number): Promise<Contract[]> {
-  return (await db.all('SELECT contract_id, body, created_at, created_by FROM team_contracts ORDER BY created_at, contract_id LIMIT ? OFFSET ?', [limit, offset]))
-    .map(decodeContract);
+  return (
+    await db.all('SELECT contract_id, body, created_at, created_by FROM team_contracts ORDER BY created_at, contract_id LIMIT ? OFFSET ?', [
+      limit,
+      offset,
+    ])
+  ).map(decodeContract);
 }

@@ -25,8 +25,13 @@ import { SKILL_KINDS, iso, type SkillKindName } from './schema.ts';
 export { SKILL_KINDS, type SkillKindName } from './schema.ts';
 
 export interface Skill {
-  skill_id: string; name: string; skill_kind: SkillKindName; model_preference: string | null;
-  definition: Record<string, unknown> | null; created_at: number; created_by: string;
+  skill_id: string;
+  name: string;
+  skill_kind: SkillKindName;
+  model_preference: string | null;
+  definition: Record<string, unknown> | null;
+  created_at: number;
+  created_by: string;
 }
 
 export const MAX_EXPR = 2048;
@@ -41,7 +46,12 @@ export function checkCel(expr: unknown, path: string, variables: readonly string
     throw invalid(`${path} must be a CEL expression of 1 to ${MAX_EXPR} characters`, { reason: 'invalid_expression', field: path });
   }
   const r = compileExpr(expr, { variables });
-  if (!r.ok) throw invalid(`${path} is not a valid expression: ${r.error.message}`, { reason: 'invalid_expression', field: path, code: r.error.code });
+  if (!r.ok)
+    throw invalid(`${path} is not a valid expression: ${r.error.message}`, {
+      reason: 'invalid_expression',
+      field: path,
+      code: r.error.code,
+    });
   return expr;
 }
 
@@ -49,19 +59,29 @@ function checkDefinition(tools: Tools, kind: SkillKindName, def: Record<string, 
   if (depth > 2) throw invalid('skill chains nest at most 2 deep', { reason: 'invalid_skill', field: path });
   const d = def ?? {};
   if (kind === 'tool') {
-    if (typeof d['tool'] !== 'string' || !tools.has(d['tool'])) throw invalid(`${path}.tool must name a tool of the catalog`, { reason: 'invalid_skill', field: `${path}.tool` });
+    if (typeof d['tool'] !== 'string' || !tools.has(d['tool']))
+      throw invalid(`${path}.tool must name a tool of the catalog`, { reason: 'invalid_skill', field: `${path}.tool` });
   } else if (kind === 'transformer') {
     checkCel(d['expr'], `${path}.expr`);
   } else if (kind === 'chain') {
     const steps = d['steps'];
-    if (!Array.isArray(steps) || steps.length === 0 || steps.length > 16) throw invalid(`${path}.steps must hold 1 to 16 skills`, { reason: 'invalid_skill', field: `${path}.steps` });
+    if (!Array.isArray(steps) || steps.length === 0 || steps.length > 16)
+      throw invalid(`${path}.steps must hold 1 to 16 skills`, { reason: 'invalid_skill', field: `${path}.steps` });
     steps.forEach((s: unknown, i) => {
       const st = s as { skill_kind?: unknown; definition?: unknown };
-      if (!SKILL_KINDS.includes(st?.skill_kind as SkillKindName)) throw invalid(`${path}.steps.${i}.skill_kind is not a skill kind`, { reason: 'invalid_skill', field: `${path}.steps.${i}` });
-      checkDefinition(tools, st.skill_kind as SkillKindName, st.definition as Record<string, unknown> | undefined, `${path}.steps.${i}.definition`, depth + 1);
+      if (!SKILL_KINDS.includes(st?.skill_kind as SkillKindName))
+        throw invalid(`${path}.steps.${i}.skill_kind is not a skill kind`, { reason: 'invalid_skill', field: `${path}.steps.${i}` });
+      checkDefinition(
+        tools,
+        st.skill_kind as SkillKindName,
+        st.definition as Record<string, unknown> | undefined,
+        `${path}.steps.${i}.definition`,
+        depth + 1,
+      );
     });
   } else {
-    if (d['prompt'] !== undefined && (typeof d['prompt'] !== 'string' || d['prompt'].length > 20_000)) throw invalid(`${path}.prompt must be a string`, { reason: 'invalid_skill', field: `${path}.prompt` });
+    if (d['prompt'] !== undefined && (typeof d['prompt'] !== 'string' || d['prompt'].length > 20_000))
+      throw invalid(`${path}.prompt must be a string`, { reason: 'invalid_skill', field: `${path}.prompt` });
     if (kind === 'classifier') {
       const labels = d['labels'];
       if (!Array.isArray(labels) || labels.length < 2 || !labels.every((l) => typeof l === 'string' && l.length > 0)) {
@@ -71,11 +91,26 @@ function checkDefinition(tools: Tools, kind: SkillKindName, def: Record<string, 
   }
 }
 
-export function prepareSkill(tools: Tools, input: { name: string; skill_kind: SkillKindName; model_preference?: string | undefined; definition?: Record<string, unknown> | undefined }, by: string, at: number): Skill {
+export function prepareSkill(
+  tools: Tools,
+  input: {
+    name: string;
+    skill_kind: SkillKindName;
+    model_preference?: string | undefined;
+    definition?: Record<string, unknown> | undefined;
+  },
+  by: string,
+  at: number,
+): Skill {
   checkDefinition(tools, input.skill_kind, input.definition, 'definition');
   return {
-    skill_id: newId('skl'), name: input.name, skill_kind: input.skill_kind, model_preference: input.model_preference ?? null,
-    definition: input.definition ?? null, created_at: at, created_by: by,
+    skill_id: newId('skl'),
+    name: input.name,
+    skill_kind: input.skill_kind,
+    model_preference: input.model_preference ?? null,
+    definition: input.definition ?? null,
+    created_at: at,
+    created_by: by,
   };
 }
 
@@ -108,11 +143,16 @@ export async function resolveSkillRefs(ctx: TeamsContext, refs: readonly string[
   const malformed: string[] = [];
   for (const ref of refs) {
     const m = /^skill:(.+)$/.exec(ref);
-    if (!m) { malformed.push(ref); continue; }
+    if (!m) {
+      malformed.push(ref);
+      continue;
+    }
     const s = await getSkillByName(ctx, m[1]!);
-    if (!s) unknown.push(ref); else out.push(s);
+    if (!s) unknown.push(ref);
+    else out.push(s);
   }
-  if (malformed.length) throw invalid(`${field} entries must be written skill:<name>`, { reason: 'invalid_skill_ref', field, refs: malformed });
+  if (malformed.length)
+    throw invalid(`${field} entries must be written skill:<name>`, { reason: 'invalid_skill_ref', field, refs: malformed });
   if (unknown.length) throw invalid(`${field} names skills that do not exist`, { reason: 'unknown_skill', field, refs: unknown });
   return out;
 }
@@ -128,30 +168,60 @@ export interface BlueprintBody {
   authority_template: AuthorityEnvelope;
   scope: string;
 }
-export interface Blueprint extends BlueprintBody { blueprint_id: string; created_at: number; created_by: string }
+export interface Blueprint extends BlueprintBody {
+  blueprint_id: string;
+  created_at: number;
+  created_by: string;
+}
 
-export async function prepareBlueprint(ctx: TeamsContext, input: {
-  name: string; role_label: string; system_prompt_ref?: string | undefined; model_preference?: string | undefined;
-  required_skills?: string[] | undefined; authority_template?: unknown; scope?: string | undefined;
-}, by: string, at: number): Promise<Blueprint> {
+export async function prepareBlueprint(
+  ctx: TeamsContext,
+  input: {
+    name: string;
+    role_label: string;
+    system_prompt_ref?: string | undefined;
+    model_preference?: string | undefined;
+    required_skills?: string[] | undefined;
+    authority_template?: unknown;
+    scope?: string | undefined;
+  },
+  by: string,
+  at: number,
+): Promise<Blueprint> {
   await resolveSkillRefs(ctx, input.required_skills ?? [], 'required_skills');
   if (input.system_prompt_ref?.startsWith('skill:')) {
     const [s] = await resolveSkillRefs(ctx, [input.system_prompt_ref], 'system_prompt_ref');
-    if (typeof s?.definition?.['prompt'] !== 'string') throw invalid('system_prompt_ref must name a skill with definition.prompt', { reason: 'invalid_prompt_ref', field: 'system_prompt_ref' });
+    if (typeof s?.definition?.['prompt'] !== 'string')
+      throw invalid('system_prompt_ref must name a skill with definition.prompt', {
+        reason: 'invalid_prompt_ref',
+        field: 'system_prompt_ref',
+      });
   }
   const authority = input.authority_template === undefined ? {} : parseAuthority(input.authority_template);
   checkTools(ctx.tools, authority, 'authority_template');
   return {
-    blueprint_id: newId('bp'), name: input.name, role_label: input.role_label, system_prompt_ref: input.system_prompt_ref ?? null,
-    model_preference: input.model_preference ?? null, required_skills: [...(input.required_skills ?? [])], authority_template: authority,
-    scope: input.scope ?? 'workspace', created_at: at, created_by: by,
+    blueprint_id: newId('bp'),
+    name: input.name,
+    role_label: input.role_label,
+    system_prompt_ref: input.system_prompt_ref ?? null,
+    model_preference: input.model_preference ?? null,
+    required_skills: [...(input.required_skills ?? [])],
+    authority_template: authority,
+    scope: input.scope ?? 'workspace',
+    created_at: at,
+    created_by: by,
   };
 }
 
 /** Every allowed tool must be in the catalog. */
 export function checkTools(tools: Tools, a: AuthorityEnvelope, field: string): void {
   const unknown = (a.allowed_tools ?? []).filter((t) => !tools.has(t));
-  if (unknown.length) throw invalid(`${field}.allowed_tools names tools that are not in the catalog`, { reason: 'unknown_tool', field: `${field}.allowed_tools`, tools: unknown });
+  if (unknown.length)
+    throw invalid(`${field}.allowed_tools names tools that are not in the catalog`, {
+      reason: 'unknown_tool',
+      field: `${field}.allowed_tools`,
+      tools: unknown,
+    });
 }
 
 export function getBlueprint(ctx: TeamsContext, id: string): Promise<Blueprint | undefined> {
@@ -166,7 +236,11 @@ export const blueprintView = (b: Blueprint) => ({ ...b, created_at: iso(b.create
  * Creates a blueprint: skill references resolved, contracts known, and its
  * authority template inside the caller's (403 wider_than_caller, audited).
  */
-export async function createBlueprint(ctx: TeamsContext, auth: AuthContext, input: Parameters<typeof prepareBlueprint>[1]): Promise<Blueprint> {
+export async function createBlueprint(
+  ctx: TeamsContext,
+  auth: AuthContext,
+  input: Parameters<typeof prepareBlueprint>[1],
+): Promise<Blueprint> {
   const b = await prepareBlueprint(ctx, input, auth.principal.id, ctx.core.clock.now());
   await checkContracts(ctx, b.authority_template, 'authority_template');
   await ctx.iam.assertWithinCaller(auth, { envelope: b.authority_template }, { action: 'blueprint.create', target: b.name });
@@ -191,17 +265,38 @@ export async function blueprintPrompt(ctx: TeamsContext, b: { system_prompt_ref:
 
 // ---------------------------------------------------------------- contracts
 
-export interface ContractRule { name: string; expr: string }
-export interface Contract { contract_id: string; name: string; description: string | null; rules: ContractRule[]; created_at: number; created_by: string }
+export interface ContractRule {
+  name: string;
+  expr: string;
+}
+export interface Contract {
+  contract_id: string;
+  name: string;
+  description: string | null;
+  rules: ContractRule[];
+  created_at: number;
+  created_by: string;
+}
 
-export function prepareContract(input: { name: string; description?: string | undefined; rules: ContractRule[] }, by: string, at: number): Contract {
+export function prepareContract(
+  input: { name: string; description?: string | undefined; rules: ContractRule[] },
+  by: string,
+  at: number,
+): Contract {
   const names = new Set<string>();
   input.rules.forEach((r, i) => {
     if (names.has(r.name)) throw invalid(`rule names must be unique (${r.name})`, { reason: 'duplicate_rule', field: `rules.${i}.name` });
     names.add(r.name);
     checkCel(r.expr, `rules.${i}.expr`, CONTRACT_VARIABLES);
   });
-  return { contract_id: newId('ctr'), name: input.name, description: input.description ?? null, rules: input.rules, created_at: at, created_by: by };
+  return {
+    contract_id: newId('ctr'),
+    name: input.name,
+    description: input.description ?? null,
+    rules: input.rules,
+    created_at: at,
+    created_by: by,
+  };
 }
 
 export function getContract(ctx: TeamsContext, id: string): Promise<Contract | undefined> {
@@ -227,5 +322,10 @@ export async function checkContracts(ctx: TeamsContext, a: AuthorityEnvelope, fi
   const ids = [...(a.governing_contract_ids ?? []), ...(a.governing_contract_id ? [a.governing_contract_id] : [])];
   const missing: string[] = [];
   for (const id of ids) if (!(await getContract(ctx, id))) missing.push(id);
-  if (missing.length) throw invalid(`${field} names governing contracts that do not exist`, { reason: 'unknown_contract', field: `${field}.governing_contract_id`, contracts: missing });
+  if (missing.length)
+    throw invalid(`${field} names governing contracts that do not exist`, {
+      reason: 'unknown_contract',
+      field: `${field}.governing_contract_id`,
+      contracts: missing,
+    });
 }

@@ -11,33 +11,89 @@ import { getCrew } from './formations.ts';
 import { decideApproval, flagOverdue, loadCrew, recoverRun, runView, startCrewRun } from './runs.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
-const param = (n: string, pattern?: RegExp) => (pattern ? z.string().regex(pattern) : z.string().max(64)).openapi({ param: { name: n, in: 'path' } });
+const param = (n: string, pattern?: RegExp) =>
+  (pattern ? z.string().regex(pattern) : z.string().max(64)).openapi({ param: { name: n, in: 'path' } });
 
-const RunIn = z.object({
-  input: z.unknown().optional().openapi({ description: 'The task given to the entry seat (any JSON)' }),
-  workspace_id: z.string().min(1).max(100).regex(/^[A-Za-z0-9._-]+$/).optional(),
-  max_duration_ms: z.number().int().min(1).max(7 * 24 * 3600_000).optional().openapi({ description: 'Time budget; still in flight after it: flagged investigate (default 600000)' }),
-  max_tokens: z.number().int().min(1).max(1e12).optional().openapi({ description: 'Cost budget in tokens across seats; beyond it: flagged investigate' }),
-}).strict().openapi('StartCrewRun');
+const RunIn = z
+  .object({
+    input: z.unknown().optional().openapi({ description: 'The task given to the entry seat (any JSON)' }),
+    workspace_id: z
+      .string()
+      .min(1)
+      .max(100)
+      .regex(/^[A-Za-z0-9._-]+$/)
+      .optional(),
+    max_duration_ms: z
+      .number()
+      .int()
+      .min(1)
+      .max(7 * 24 * 3600_000)
+      .optional()
+      .openapi({ description: 'Time budget; still in flight after it: flagged investigate (default 600000)' }),
+    max_tokens: z
+      .number()
+      .int()
+      .min(1)
+      .max(1e12)
+      .optional()
+      .openapi({ description: 'Cost budget in tokens across seats; beyond it: flagged investigate' }),
+  })
+  .strict()
+  .openapi('StartCrewRun');
 
-const RunOut = z.object({
-  run_id: z.string(), kind: z.string(), crew_id: z.string().nullable(), formation_id: z.string().nullable(), workspace_id: z.string().nullable(),
-  requester: z.string(), state: z.enum(RUN_STATES as [RunState, ...RunState[]]), graph_hash: z.string().nullable(), input: z.unknown(), output: z.unknown(),
-  error: z.object({ code: z.string(), message: z.string(), reason: z.string().optional(), details: z.record(z.string(), z.unknown()).optional() }).nullable(),
-  investigate: z.unknown(), flags: z.record(z.string(), z.unknown()), coordinator: z.string().nullable(), checked_cell_id: z.string(),
-  max_duration_ms: z.number(), max_tokens: z.number().nullable(), tokens_used: z.number(),
-  pending_approvals: z.array(z.object({
-    step_id: z.string(), kind: z.string(), rule: z.string(), approvers: z.array(z.string()), quorum: z.number(), prompt: z.string().nullable(),
-    due: z.string().nullable(), requested_at: z.string(),
-    decisions: z.array(z.object({ principal: z.string(), decision: z.string(), at: z.string() })),
-  })),
-  created_at: z.string(), updated_at: z.string(), finished_at: z.string().nullable(),
-}).openapi('CrewRun');
+const RunOut = z
+  .object({
+    run_id: z.string(),
+    kind: z.string(),
+    crew_id: z.string().nullable(),
+    formation_id: z.string().nullable(),
+    workspace_id: z.string().nullable(),
+    requester: z.string(),
+    state: z.enum(RUN_STATES as [RunState, ...RunState[]]),
+    graph_hash: z.string().nullable(),
+    input: z.unknown(),
+    output: z.unknown(),
+    error: z
+      .object({
+        code: z.string(),
+        message: z.string(),
+        reason: z.string().optional(),
+        details: z.record(z.string(), z.unknown()).optional(),
+      })
+      .nullable(),
+    investigate: z.unknown(),
+    flags: z.record(z.string(), z.unknown()),
+    coordinator: z.string().nullable(),
+    checked_cell_id: z.string(),
+    max_duration_ms: z.number(),
+    max_tokens: z.number().nullable(),
+    tokens_used: z.number(),
+    pending_approvals: z.array(
+      z.object({
+        step_id: z.string(),
+        kind: z.string(),
+        rule: z.string(),
+        approvers: z.array(z.string()),
+        quorum: z.number(),
+        prompt: z.string().nullable(),
+        due: z.string().nullable(),
+        requested_at: z.string(),
+        decisions: z.array(z.object({ principal: z.string(), decision: z.string(), at: z.string() })),
+      }),
+    ),
+    created_at: z.string(),
+    updated_at: z.string(),
+    finished_at: z.string().nullable(),
+  })
+  .openapi('CrewRun');
 
-const ApprovalIn = z.object({
-  decision: z.enum(['approve', 'reject']),
-  comment: z.string().max(2000).optional(),
-}).strict().openapi('ApprovalDecision');
+const ApprovalIn = z
+  .object({
+    decision: z.enum(['approve', 'reject']),
+    comment: z.string().max(2000).optional(),
+  })
+  .strict()
+  .openapi('ApprovalDecision');
 
 const RUN_ID = /^run_[0-9a-f]{20}$/;
 
@@ -50,77 +106,163 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
     return out;
   };
 
-  app.openapi(createRoute({
-    method: 'post', path: `${P}/crews/{crew_id}/runs`, tags: ['Crews'], 'x-status': 'Live',
-    summary: 'Compile the crew and start a run (refused at once without budget ledgers or placement)', ...secured(PERMISSIONS.teamsWrite),
-    request: { params: z.object({ crew_id: param('crew_id') }), body: jsonBody(RunIn) },
-    responses: { 201: json(RunOut, 'The run (driven in the background)'), ...errorResponses(400, 401, 403, 404, 409) },
-  }), async (c) => {
-    const auth = c.get('auth');
-    const crewId = c.req.valid('param').crew_id;
-    const { crew, formation } = await loadCrew(ctx, crewId);
-    await assertSeatsWithinCaller(ctx, auth, (await compileFor(ctx, formation, crew)).graph, { action: 'crew.run', target: crewId });
-    const run = await startCrewRun(ctx, auth.principal.id, crewId, c.req.valid('json'));
-    return c.json(await view(run), 201);
-  });
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: `${P}/crews/{crew_id}/runs`,
+      tags: ['Crews'],
+      'x-status': 'Live',
+      summary: 'Compile the crew and start a run (refused at once without budget ledgers or placement)',
+      ...secured(PERMISSIONS.teamsWrite),
+      request: { params: z.object({ crew_id: param('crew_id') }), body: jsonBody(RunIn) },
+      responses: { 201: json(RunOut, 'The run (driven in the background)'), ...errorResponses(400, 401, 403, 404, 409) },
+    }),
+    async (c) => {
+      const auth = c.get('auth');
+      const crewId = c.req.valid('param').crew_id;
+      const { crew, formation } = await loadCrew(ctx, crewId);
+      await assertSeatsWithinCaller(ctx, auth, (await compileFor(ctx, formation, crew)).graph, { action: 'crew.run', target: crewId });
+      const run = await startCrewRun(ctx, auth.principal.id, crewId, c.req.valid('json'));
+      return c.json(await view(run), 201);
+    },
+  );
 
-  app.openapi(createRoute({
-    method: 'get', path: `${P}/crews/{crew_id}/runs`, tags: ['Crews'], 'x-status': 'Live', summary: "A crew's runs, oldest first", ...secured(PERMISSIONS.teamsRead),
-    request: { params: z.object({ crew_id: param('crew_id') }), query: pageQuery(100, 1000) },
-    responses: { 200: json(z.object({ runs: z.array(RunOut), total: z.number(), limit: z.number(), offset: z.number() }).openapi('CrewRunList'), 'Runs'), ...errorResponses(400, 401, 403, 404) },
-  }), async (c) => {
-    const crewId = c.req.valid('param').crew_id;
-    if (!(await getCrew(ctx, crewId))) throw notFound('crew');
-    await flagOverdue(ctx);
-    const { limit, offset } = c.req.valid('query');
-    const r = await runs.listRuns({ limit, offset, kind: 'crew', crewId });
-    return c.json({ runs: await views(r.items), total: r.total, limit, offset }, 200);
-  });
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: `${P}/crews/{crew_id}/runs`,
+      tags: ['Crews'],
+      'x-status': 'Live',
+      summary: "A crew's runs, oldest first",
+      ...secured(PERMISSIONS.teamsRead),
+      request: { params: z.object({ crew_id: param('crew_id') }), query: pageQuery(100, 1000) },
+      responses: {
+        200: json(
+          z.object({ runs: z.array(RunOut), total: z.number(), limit: z.number(), offset: z.number() }).openapi('CrewRunList'),
+          'Runs',
+        ),
+        ...errorResponses(400, 401, 403, 404),
+      },
+    }),
+    async (c) => {
+      const crewId = c.req.valid('param').crew_id;
+      if (!(await getCrew(ctx, crewId))) throw notFound('crew');
+      await flagOverdue(ctx);
+      const { limit, offset } = c.req.valid('query');
+      const r = await runs.listRuns({ limit, offset, kind: 'crew', crewId });
+      return c.json({ runs: await views(r.items), total: r.total, limit, offset }, 200);
+    },
+  );
 
-  app.openapi(createRoute({
-    method: 'get', path: `${P}/runs`, tags: ['Crews'], 'x-status': 'Live',
-    summary: 'Crew runs across crews; `investigate=true` lists runs flagged for investigation', ...secured(PERMISSIONS.teamsRead),
-    request: { query: pageQuery(100, 1000).extend({ investigate: z.enum(['true', 'false']).optional(), state: z.enum(RUN_STATES as [RunState, ...RunState[]]).optional() }) },
-    responses: { 200: json(z.object({ runs: z.array(RunOut), total: z.number(), limit: z.number(), offset: z.number() }).openapi('CrewRunPage'), 'Runs'), ...errorResponses(400, 401, 403) },
-  }), async (c) => {
-    await flagOverdue(ctx);
-    const q = c.req.valid('query');
-    const r = await runs.listRuns({ limit: q.limit, offset: q.offset, kind: 'crew', state: q.state, investigate: q.investigate === 'true' });
-    return c.json({ runs: await views(r.items), total: r.total, limit: q.limit, offset: q.offset }, 200);
-  });
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: `${P}/runs`,
+      tags: ['Crews'],
+      'x-status': 'Live',
+      summary: 'Crew runs across crews; `investigate=true` lists runs flagged for investigation',
+      ...secured(PERMISSIONS.teamsRead),
+      request: {
+        query: pageQuery(100, 1000).extend({
+          investigate: z.enum(['true', 'false']).optional(),
+          state: z.enum(RUN_STATES as [RunState, ...RunState[]]).optional(),
+        }),
+      },
+      responses: {
+        200: json(
+          z.object({ runs: z.array(RunOut), total: z.number(), limit: z.number(), offset: z.number() }).openapi('CrewRunPage'),
+          'Runs',
+        ),
+        ...errorResponses(400, 401, 403),
+      },
+    }),
+    async (c) => {
+      await flagOverdue(ctx);
+      const q = c.req.valid('query');
+      const r = await runs.listRuns({
+        limit: q.limit,
+        offset: q.offset,
+        kind: 'crew',
+        state: q.state,
+        investigate: q.investigate === 'true',
+      });
+      return c.json({ runs: await views(r.items), total: r.total, limit: q.limit, offset: q.offset }, 200);
+    },
+  );
 
-  app.openapi(createRoute({
-    method: 'get', path: `${P}/crews/{crew_id}/runs/{run_id}`, tags: ['Crews'], 'x-status': 'Live', summary: 'Run status', ...secured(PERMISSIONS.teamsRead),
-    request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }) },
-    responses: { 200: json(RunOut, 'The run'), ...errorResponses(400, 401, 403, 404) },
-  }), async (c) => {
-    const { crew_id, run_id } = c.req.valid('param');
-    await flagOverdue(ctx);
-    const run = await runs.getRun(run_id);
-    if (run?.kind !== 'crew' || run.crew_id !== crew_id) throw notFound('run');
-    return c.json(await view(run), 200);
-  });
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: `${P}/crews/{crew_id}/runs/{run_id}`,
+      tags: ['Crews'],
+      'x-status': 'Live',
+      summary: 'Run status',
+      ...secured(PERMISSIONS.teamsRead),
+      request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }) },
+      responses: { 200: json(RunOut, 'The run'), ...errorResponses(400, 401, 403, 404) },
+    }),
+    async (c) => {
+      const { crew_id, run_id } = c.req.valid('param');
+      await flagOverdue(ctx);
+      const run = await runs.getRun(run_id);
+      if (run?.kind !== 'crew' || run.crew_id !== crew_id) throw notFound('run');
+      return c.json(await view(run), 200);
+    },
+  );
 
-  app.openapi(createRoute({
-    method: 'post', path: `${P}/crews/{crew_id}/runs/{run_id}/recover`, tags: ['Crews'], 'x-status': 'Live',
-    summary: 'Resume a run whose coordinator died (completed steps reused; refused if the formation changed)', ...secured(PERMISSIONS.teamsWrite),
-    request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }) },
-    responses: { 202: json(RunOut, 'The run, being driven by this cell'), ...errorResponses(400, 401, 403, 404, 409) },
-  }), async (c) => {
-    const { crew_id, run_id } = c.req.valid('param');
-    const run = await recoverRun(ctx, c.get('auth').principal.id, crew_id, run_id);
-    return c.json(await view(run), 202);
-  });
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: `${P}/crews/{crew_id}/runs/{run_id}/recover`,
+      tags: ['Crews'],
+      'x-status': 'Live',
+      summary: 'Resume a run whose coordinator died (completed steps reused; refused if the formation changed)',
+      ...secured(PERMISSIONS.teamsWrite),
+      request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }) },
+      responses: { 202: json(RunOut, 'The run, being driven by this cell'), ...errorResponses(400, 401, 403, 404, 409) },
+    }),
+    async (c) => {
+      const { crew_id, run_id } = c.req.valid('param');
+      const run = await recoverRun(ctx, c.get('auth').principal.id, crew_id, run_id);
+      return c.json(await view(run), 202);
+    },
+  );
 
-  app.openapi(createRoute({
-    method: 'post', path: `${P}/crews/{crew_id}/runs/{run_id}/approvals/{step_id}`, tags: ['Crews'], 'x-status': 'Live',
-    summary: 'Approve or reject a waiting step (human_approval, or a side-effecting tool call under `ask`); step ids are URL-encoded', ...secured(PERMISSIONS.teamsApprove),
-    request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID), step_id: z.string().min(1).max(300).openapi({ param: { name: 'step_id', in: 'path' } }) }), body: jsonBody(ApprovalIn) },
-    responses: { 200: json(RunOut, 'The run after the decision'), ...errorResponses(400, 401, 403, 404, 409) },
-  }), async (c) => {
-    const { crew_id, run_id, step_id } = c.req.valid('param');
-    const body = c.req.valid('json');
-    const run = await decideApproval(ctx, c.get('auth').principal.id, crew_id, run_id, decodeURIComponent(step_id), body.decision, body.comment);
-    return c.json(await view(run), 200);
-  });
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: `${P}/crews/{crew_id}/runs/{run_id}/approvals/{step_id}`,
+      tags: ['Crews'],
+      'x-status': 'Live',
+      summary: 'Approve or reject a waiting step (human_approval, or a side-effecting tool call under `ask`); step ids are URL-encoded',
+      ...secured(PERMISSIONS.teamsApprove),
+      request: {
+        params: z.object({
+          crew_id: param('crew_id'),
+          run_id: param('run_id', RUN_ID),
+          step_id: z
+            .string()
+            .min(1)
+            .max(300)
+            .openapi({ param: { name: 'step_id', in: 'path' } }),
+        }),
+        body: jsonBody(ApprovalIn),
+      },
+      responses: { 200: json(RunOut, 'The run after the decision'), ...errorResponses(400, 401, 403, 404, 409) },
+    }),
+    async (c) => {
+      const { crew_id, run_id, step_id } = c.req.valid('param');
+      const body = c.req.valid('json');
+      const run = await decideApproval(
+        ctx,
+        c.get('auth').principal.id,
+        crew_id,
+        run_id,
+        decodeURIComponent(step_id),
+        body.decision,
+        body.comment,
+      );
+      return c.json(await view(run), 200);
+    },
+  );
 }

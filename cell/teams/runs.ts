@@ -46,7 +46,9 @@ function crewSpec(run: Run): Partial<CrewRunSpec> {
 function track(ctx: TeamsContext, runId: string, p: Promise<unknown>): void {
   const m = ctx.inflight;
   m.set(runId, p);
-  void p.finally(() => { if (m.get(runId) === p) m.delete(runId); });
+  void p.finally(() => {
+    if (m.get(runId) === p) m.delete(runId);
+  });
 }
 
 /** How often the cell looks for runs past their budget, ms. */
@@ -62,9 +64,16 @@ export async function startSweep(ctx: TeamsContext): Promise<void> {
   if (ctx.sweepTimer) return;
   ctx.stopped = false;
   for (const r of await ctx.runs.activeRuns('crew')) {
-    if (r.state === 'waiting') void resumeRun(ctx, r.run_id, 'restart').catch((e: unknown) => ctx.core.log.warn('waiting run not resumed', { run_id: r.run_id, error: e instanceof Error ? e.message : String(e) }));
+    if (r.state === 'waiting')
+      void resumeRun(ctx, r.run_id, 'restart').catch((e: unknown) =>
+        ctx.core.log.warn('waiting run not resumed', { run_id: r.run_id, error: e instanceof Error ? e.message : String(e) }),
+      );
   }
-  const t = setInterval(() => { void flagOverdue(ctx).catch((e: unknown) => ctx.core.log.warn('investigate sweep failed', { error: e instanceof Error ? e.message : String(e) })); }, INVESTIGATE_SWEEP_MS);
+  const t = setInterval(() => {
+    void flagOverdue(ctx).catch((e: unknown) =>
+      ctx.core.log.warn('investigate sweep failed', { error: e instanceof Error ? e.message : String(e) }),
+    );
+  }, INVESTIGATE_SWEEP_MS);
   t.unref();
   ctx.sweepTimer = t;
 }
@@ -106,11 +115,18 @@ async function refuseRun(ctx: TeamsContext, runId: string, reason: string, messa
 function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash: string, crew: Crew): void {
   const spec = crewSpec(run);
   const workspaceId = run.workspace_id ?? crew.workspace_id;
-  const p = ctx.runs.driveRun(run.run_id, graph, crewPorts(ctx, run.run_id, workspaceId), spec.input ?? null, {
-    requester: run.requester, graphHash,
-    context: { crew_id: crew.crew_id, workspace_id: workspaceId },
-  }).then((r) => { if (r.state === 'waiting') scheduleWake(ctx, run.run_id, r.result?.waiting?.wake_at ?? null); })
-    .catch((err: unknown) => ctx.core.log.error('crew run drive failed', { run_id: run.run_id, error: err instanceof Error ? err.message : String(err) }));
+  const p = ctx.runs
+    .driveRun(run.run_id, graph, crewPorts(ctx, run.run_id, workspaceId), spec.input ?? null, {
+      requester: run.requester,
+      graphHash,
+      context: { crew_id: crew.crew_id, workspace_id: workspaceId },
+    })
+    .then((r) => {
+      if (r.state === 'waiting') scheduleWake(ctx, run.run_id, r.result?.waiting?.wake_at ?? null);
+    })
+    .catch((err: unknown) =>
+      ctx.core.log.error('crew run drive failed', { run_id: run.run_id, error: err instanceof Error ? err.message : String(err) }),
+    );
   track(ctx, run.run_id, p);
 }
 
@@ -126,7 +142,12 @@ function scheduleWake(ctx: TeamsContext, runId: string, wakeAt: number | null): 
   ctx.wakeTimers.add(t);
 }
 
-export interface CrewRunInput { input?: unknown; workspace_id?: string | undefined; max_duration_ms?: number | undefined; max_tokens?: number | undefined }
+export interface CrewRunInput {
+  input?: unknown;
+  workspace_id?: string | undefined;
+  max_duration_ms?: number | undefined;
+  max_tokens?: number | undefined;
+}
 
 /** Starts a crew run: compile, placement, ledgers, then drive in the background. */
 export async function startCrewRun(ctx: TeamsContext, requester: string, crewId: string, body: CrewRunInput): Promise<Run> {
@@ -134,8 +155,10 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
   const { crew, formation } = await loadCrew(ctx, crewId);
   const compiled = await compileFor(ctx, formation, crew);
   const spec: CrewRunSpec = {
-    input: body.input ?? null, max_duration_ms: body.max_duration_ms ?? DEFAULT_MAX_DURATION_MS,
-    max_tokens: body.max_tokens ?? null, formation_id: formation.formation_id,
+    input: body.input ?? null,
+    max_duration_ms: body.max_duration_ms ?? DEFAULT_MAX_DURATION_MS,
+    max_tokens: body.max_tokens ?? null,
+    formation_id: formation.formation_id,
   };
   const at = core.clock.now();
   const workspaceId = body.workspace_id ?? crew.workspace_id;
@@ -143,17 +166,41 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
   await runs.assertStorageRoom(workspaceId, Buffer.byteLength(JSON.stringify(spec), 'utf8'));
   const runId = await core.store.write(async (tx) => {
     const id = await runs.createRunTx(tx, {
-      kind: 'crew', crew_id: crew.crew_id, workspace_id: workspaceId, requester, graph_hash: compiled.graphHash,
-      spec, coordinator: core.config.cellId, source: 'api', at,
+      kind: 'crew',
+      crew_id: crew.crew_id,
+      workspace_id: workspaceId,
+      requester,
+      graph_hash: compiled.graphHash,
+      spec,
+      coordinator: core.config.cellId,
+      source: 'api',
+      at,
     });
-    await ctx.iam.audit(tx, { at, actor: requester, action: 'crew.run', target: id, outcome: 'ok', details: { crew_id: crew.crew_id, graph_hash: compiled.graphHash } });
+    await ctx.iam.audit(tx, {
+      at,
+      actor: requester,
+      action: 'crew.run',
+      target: id,
+      outcome: 'ok',
+      details: { crew_id: crew.crew_id, graph_hash: compiled.graphHash },
+    });
     return id;
   });
-  await runs.appendJournal(runId, { step_id: 'run', kind: 'run_requested', data: { crew_id: crew.crew_id, formation_id: formation.formation_id, formation_hash: compiled.formationHash, requester } });
+  await runs.appendJournal(runId, {
+    step_id: 'run',
+    kind: 'run_requested',
+    data: { crew_id: crew.crew_id, formation_id: formation.formation_id, formation_hash: compiled.formationHash, requester },
+  });
 
   const unmet = checkPlacement(compiled.graph.placement, core.config);
   if (unmet.length) {
-    await refuseRun(ctx, runId, 'placement_unmet', `no cell meets the run's placement constraints: ${unmet.map((u) => u.constraint).join(', ')}`, { unmet: unmet.map((u) => ({ ...u })) });
+    await refuseRun(
+      ctx,
+      runId,
+      'placement_unmet',
+      `no cell meets the run's placement constraints: ${unmet.map((u) => u.constraint).join(', ')}`,
+      { unmet: unmet.map((u) => ({ ...u })) },
+    );
   }
   const agents = [...new Set(Object.values(crew.assignments))];
   const inactive: string[] = [];
@@ -164,7 +211,9 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
   const missing: string[] = [];
   for (const a of agents) if (!(await getLedger(ctx, a))) missing.push(a);
   if (missing.length) {
-    await refuseRun(ctx, runId, 'no_budget_ledger', 'a budget ledger must be registered for every agent of the run', { agents: missing.sort() });
+    await refuseRun(ctx, runId, 'no_budget_ledger', 'a budget ledger must be registered for every agent of the run', {
+      agents: missing.sort(),
+    });
   }
   const run = await runs.getRun(runId);
   if (!run) throw new TypeError(`startCrewRun: run ${runId} vanished`);
@@ -183,11 +232,16 @@ export async function resumeRun(ctx: TeamsContext, runId: string, why: string): 
   try {
     compiled = await compileFor(ctx, formation, crew);
   } catch (e) {
-    return refuseRun(ctx, runId, 'graph_changed', 'the formation no longer compiles; the run cannot resume', { why, detail: e instanceof ServiceError ? String(e.details?.['reason']) : 'compile_failed' });
+    return refuseRun(ctx, runId, 'graph_changed', 'the formation no longer compiles; the run cannot resume', {
+      why,
+      detail: e instanceof ServiceError ? String(e.details?.['reason']) : 'compile_failed',
+    });
   }
   if (compiled.graphHash !== run.graph_hash) {
     return refuseRun(ctx, runId, 'graph_changed', 'the formation changed since the run started; it cannot resume', {
-      expected_graph_hash: run.graph_hash, actual_graph_hash: compiled.graphHash, why,
+      expected_graph_hash: run.graph_hash,
+      actual_graph_hash: compiled.graphHash,
+      why,
     });
   }
   driveInBackground(ctx, run, compiled.graph, compiled.graphHash, crew);
@@ -199,21 +253,45 @@ export async function recoverRun(ctx: TeamsContext, actor: string, crewId: strin
   const { runs } = ctx;
   const run = await runs.getRun(runId);
   if (run?.kind !== 'crew' || run.crew_id !== crewId) throw notFound('run');
-  if (isTerminal(run.state)) throw new ServiceError('conflict', `the run is ${run.state}; there is nothing to recover`, { details: { reason: 'run_terminal', state: run.state } });
-  if (runs.isDriven(runId)) throw new ServiceError('conflict', 'this cell is driving the run now', { details: { reason: 'run_in_progress' } });
+  if (isTerminal(run.state))
+    throw new ServiceError('conflict', `the run is ${run.state}; there is nothing to recover`, {
+      details: { reason: 'run_terminal', state: run.state },
+    });
+  if (runs.isDriven(runId))
+    throw new ServiceError('conflict', 'this cell is driving the run now', { details: { reason: 'run_in_progress' } });
   try {
-    await runs.appendJournal(runId, { step_id: 'run', kind: 'recovered', data: { by: actor, cell_id: ctx.core.config.cellId, previous_coordinator: run.coordinator } });
+    await runs.appendJournal(runId, {
+      step_id: 'run',
+      kind: 'recovered',
+      data: { by: actor, cell_id: ctx.core.config.cellId, previous_coordinator: run.coordinator },
+    });
   } catch (e) {
     if (!(e instanceof RunClosedError)) throw e;
-    throw new ServiceError('conflict', 'the run ended meanwhile; there is nothing to recover', { details: { reason: 'run_terminal', state: e.state } });
+    throw new ServiceError('conflict', 'the run ended meanwhile; there is nothing to recover', {
+      details: { reason: 'run_terminal', state: e.state },
+    });
   }
-  await ctx.iam.auditNow({ actor, action: 'crew.run.recover', target: runId, outcome: 'ok', details: { previous_coordinator: run.coordinator } });
+  await ctx.iam.auditNow({
+    actor,
+    action: 'crew.run.recover',
+    target: runId,
+    outcome: 'ok',
+    details: { previous_coordinator: run.coordinator },
+  });
   await releaseOpenReservations(ctx, runId);
   return resumeRun(ctx, runId, 'recover');
 }
 
 /** Records an approval or rejection of a waiting step of a crew run (the runs module's rules), then wakes the run. */
-export async function decideApproval(ctx: TeamsContext, actor: string, crewId: string, runId: string, stepId: string, decision: 'approve' | 'reject', comment: string | undefined): Promise<Run> {
+export async function decideApproval(
+  ctx: TeamsContext,
+  actor: string,
+  crewId: string,
+  runId: string,
+  stepId: string,
+  decision: 'approve' | 'reject',
+  comment: string | undefined,
+): Promise<Run> {
   const run = await ctx.runs.getRun(runId);
   if (run?.kind !== 'crew' || run.crew_id !== crewId) throw notFound('run');
   const wake = await ctx.runs.recordApproval(actor, run, stepId, decision, comment, 'crew.run.approval');
@@ -224,7 +302,9 @@ export async function decideApproval(ctx: TeamsContext, actor: string, crewId: s
 /** Flags runs still in flight after their time or cost budget (idempotent, one sweep at a time); an event records it. */
 export function flagOverdue(ctx: TeamsContext): Promise<void> {
   if (ctx.sweeping) return ctx.sweeping;
-  const p = flagOverdueOnce(ctx).finally(() => { ctx.sweeping = null; });
+  const p = flagOverdueOnce(ctx).finally(() => {
+    ctx.sweeping = null;
+  });
   ctx.sweeping = p;
   return p;
 }
@@ -242,8 +322,14 @@ async function flagOverdueOnce(ctx: TeamsContext): Promise<void> {
     if (!reason) continue;
     await runs.setRunFlags(run.run_id, { investigate: { reason, at: now } });
     try {
-      await runs.appendJournal(run.run_id, { step_id: 'run', kind: 'investigate', data: { reason, elapsed_ms: now - run.created_at, tokens: spent } });
-    } catch { /* the run ended meanwhile: the flag stays as a record */ }
+      await runs.appendJournal(run.run_id, {
+        step_id: 'run',
+        kind: 'investigate',
+        data: { reason, elapsed_ms: now - run.created_at, tokens: spent },
+      });
+    } catch {
+      /* the run ended meanwhile: the flag stays as a record */
+    }
   }
 }
 
@@ -255,11 +341,27 @@ export function runTokens(ctx: TeamsContext, runId: string): Promise<number> {
 export async function runView(ctx: TeamsContext, r: Run) {
   const spec = crewSpec(r);
   return {
-    run_id: r.run_id, kind: r.kind, crew_id: r.crew_id, formation_id: spec.formation_id ?? null, workspace_id: r.workspace_id,
-    requester: r.requester, state: r.state, graph_hash: r.graph_hash, input: spec.input ?? null, output: r.output, error: r.error,
-    investigate: r.flags['investigate'] ?? null, flags: r.flags, coordinator: r.coordinator, checked_cell_id: ctx.core.config.cellId,
-    max_duration_ms: spec.max_duration_ms ?? DEFAULT_MAX_DURATION_MS, max_tokens: spec.max_tokens ?? null, tokens_used: await runTokens(ctx, r.run_id),
+    run_id: r.run_id,
+    kind: r.kind,
+    crew_id: r.crew_id,
+    formation_id: spec.formation_id ?? null,
+    workspace_id: r.workspace_id,
+    requester: r.requester,
+    state: r.state,
+    graph_hash: r.graph_hash,
+    input: spec.input ?? null,
+    output: r.output,
+    error: r.error,
+    investigate: r.flags['investigate'] ?? null,
+    flags: r.flags,
+    coordinator: r.coordinator,
+    checked_cell_id: ctx.core.config.cellId,
+    max_duration_ms: spec.max_duration_ms ?? DEFAULT_MAX_DURATION_MS,
+    max_tokens: spec.max_tokens ?? null,
+    tokens_used: await runTokens(ctx, r.run_id),
     pending_approvals: await ctx.runs.pendingApprovalsView(r),
-    created_at: iso(r.created_at), updated_at: iso(r.updated_at), finished_at: r.finished_at === null ? null : iso(r.finished_at),
+    created_at: iso(r.created_at),
+    updated_at: iso(r.updated_at),
+    finished_at: r.finished_at === null ? null : iso(r.finished_at),
   };
 }

@@ -18,8 +18,13 @@ export function evaluateArithmetic(expr: string): number {
   let depth = 0;
   const src = expr;
   const err = (what: string) => invalid(`calc: ${what} at position ${i}`, { reason: 'calc_invalid', position: i });
-  const ws = () => { while (i < src.length && /\s/.test(src[i]!)) i++; };
-  const peek = () => { ws(); return src[i]; };
+  const ws = () => {
+    while (i < src.length && /\s/.test(src[i]!)) i++;
+  };
+  const peek = () => {
+    ws();
+    return src[i];
+  };
 
   function primary(): number {
     const ch = peek();

@@ -80,7 +80,8 @@ export function toolRefusal(reason: string, message: string, extra: Record<strin
 
 const str = (args: Record<string, unknown>, k: string, max = 2048): string => {
   const v = args[k];
-  if (typeof v !== 'string' || v.length === 0 || v.length > max) throw invalid(`argument '${k}' must be a string of 1 to ${max} characters`, { reason: 'tool_bad_arguments', argument: k });
+  if (typeof v !== 'string' || v.length === 0 || v.length > max)
+    throw invalid(`argument '${k}' must be a string of 1 to ${max} characters`, { reason: 'tool_bad_arguments', argument: k });
   return v;
 };
 
@@ -95,7 +96,10 @@ function compartmentsArg(args: Record<string, unknown>): string[] {
   const v = args['compartments'];
   if (v === undefined || v === null) return [];
   if (!Array.isArray(v) || v.length > MAX_COMPARTMENTS || !v.every((x) => typeof x === 'string' && COMPARTMENT.test(x))) {
-    throw invalid(`argument 'compartments' must be a list of at most ${MAX_COMPARTMENTS} labels ([A-Za-z0-9_.:-], 1 to 64 characters)`, { reason: 'tool_bad_arguments', argument: 'compartments' });
+    throw invalid(`argument 'compartments' must be a list of at most ${MAX_COMPARTMENTS} labels ([A-Za-z0-9_.:-], 1 to 64 characters)`, {
+      reason: 'tool_bad_arguments',
+      argument: 'compartments',
+    });
   }
   return [...new Set(v as string[])].sort();
 }
@@ -138,32 +142,59 @@ export const TOOLS: readonly ToolDef[] = [
     async run(ctx, caller, args) {
       const url = str(args, 'url');
       let parsed: URL;
-      try { parsed = new URL(url); } catch { throw invalid("argument 'url' is not a URL", { reason: 'tool_bad_arguments', argument: 'url' }); }
-      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw invalid('only http and https URLs', { reason: 'tool_bad_arguments', argument: 'url' });
+      try {
+        parsed = new URL(url);
+      } catch {
+        throw invalid("argument 'url' is not a URL", { reason: 'tool_bad_arguments', argument: 'url' });
+      }
+      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+        throw invalid('only http and https URLs', { reason: 'tool_bad_arguments', argument: 'url' });
       if (!egressAllowed(caller.authority.egress_allowlist, parsed.href)) {
         throw toolRefusal('egress_denied', `egress to ${parsed.host} is not on the allowlist`, { destination: parsed.origin });
       }
       if (!literalHostAllowed(parsed.hostname, ctx.allowPrivate)) {
-        throw toolRefusal('egress_private_address', 'egress to a loopback, private or link-local address is refused', { destination: parsed.origin });
+        throw toolRefusal('egress_private_address', 'egress to a loopback, private or link-local address is refused', {
+          destination: parsed.origin,
+        });
       }
       try {
         const res = await request(parsed.href, {
-          method: 'GET', headersTimeout: 5000, bodyTimeout: 5000, maxRedirections: 0, dispatcher: ctx.dispatcher,
+          method: 'GET',
+          headersTimeout: 5000,
+          bodyTimeout: 5000,
+          maxRedirections: 0,
+          dispatcher: ctx.dispatcher,
         } as Parameters<typeof request>[1]);
         const chunks: Buffer[] = [];
         let size = 0;
         let truncated = false;
         for await (const c of res.body) {
           const b = c as Buffer;
-          if (size + b.length > HTTP_BODY_LIMIT) { chunks.push(b.subarray(0, HTTP_BODY_LIMIT - size)); truncated = true; res.body.destroy(); break; }
+          if (size + b.length > HTTP_BODY_LIMIT) {
+            chunks.push(b.subarray(0, HTTP_BODY_LIMIT - size));
+            truncated = true;
+            res.body.destroy();
+            break;
+          }
           chunks.push(b);
           size += b.length;
         }
-        return { status: res.statusCode, content_type: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks).toString('utf8'), truncated };
+        return {
+          status: res.statusCode,
+          content_type: String(res.headers['content-type'] ?? ''),
+          body: Buffer.concat(chunks).toString('utf8'),
+          truncated,
+        };
       } catch (e) {
         if (e instanceof ServiceError) throw e;
-        if (isPrivateRefusal(e)) throw toolRefusal('egress_private_address', 'egress to a loopback, private or link-local address is refused', { destination: parsed.origin });
-        throw new ServiceError('service_unavailable', 'http.get failed to reach the URL', { details: { reason: 'tool_unreachable' }, retryable: true });
+        if (isPrivateRefusal(e))
+          throw toolRefusal('egress_private_address', 'egress to a loopback, private or link-local address is refused', {
+            destination: parsed.origin,
+          });
+        throw new ServiceError('service_unavailable', 'http.get failed to reach the URL', {
+          details: { reason: 'tool_unreachable' },
+          retryable: true,
+        });
       }
     },
   },
@@ -174,18 +205,26 @@ export const TOOLS: readonly ToolDef[] = [
     parameters: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] },
     async run(ctx, caller, args) {
       const key = str(args, 'key', 200);
-      if (!KEY.test(key)) throw invalid("argument 'key' has characters outside [A-Za-z0-9_.:/-]", { reason: 'tool_bad_arguments', argument: 'key' });
+      if (!KEY.test(key))
+        throw invalid("argument 'key' has characters outside [A-Za-z0-9_.:/-]", { reason: 'tool_bad_arguments', argument: 'key' });
       if (!dataGranted(caller.authority.data_grant_ids, caller.workspaceId)) {
-        throw toolRefusal('data_not_granted', `no data grant covers workspace storage of ${caller.workspaceId}`, { data: `kv:${caller.workspaceId}` });
+        throw toolRefusal('data_not_granted', `no data grant covers workspace storage of ${caller.workspaceId}`, {
+          data: `kv:${caller.workspaceId}`,
+        });
       }
       const entry = await kvEntry(ctx.store, caller.workspaceId, key);
       if (!entry) return { found: false };
       if (entry.classification > (caller.authority.clearance_level ?? 0)) {
-        throw toolRefusal('clearance_insufficient', 'the entry is classified above the agent clearance', { classification: entry.classification });
+        throw toolRefusal('clearance_insufficient', 'the entry is classified above the agent clearance', {
+          classification: entry.classification,
+        });
       }
       const lacking = missingCompartments(entry.compartments, caller.authority.compartments);
       if (lacking.length) {
-        throw toolRefusal('compartment_not_granted', 'the entry is labelled with compartments the agent does not hold', { key, missing_compartments: lacking });
+        throw toolRefusal('compartment_not_granted', 'the entry is labelled with compartments the agent does not hold', {
+          key,
+          missing_compartments: lacking,
+        });
       }
       return { found: true, value: entry.value };
     },
@@ -197,26 +236,41 @@ export const TOOLS: readonly ToolDef[] = [
     parameters: {
       type: 'object',
       properties: {
-        key: { type: 'string' }, value: {}, classification: { type: 'integer', minimum: 0 },
-        compartments: { type: 'array', items: { type: 'string' }, maxItems: MAX_COMPARTMENTS, description: 'Compartment labels of the entry (each held by the writer); readers must hold all of them' },
+        key: { type: 'string' },
+        value: {},
+        classification: { type: 'integer', minimum: 0 },
+        compartments: {
+          type: 'array',
+          items: { type: 'string' },
+          maxItems: MAX_COMPARTMENTS,
+          description: 'Compartment labels of the entry (each held by the writer); readers must hold all of them',
+        },
       },
       required: ['key', 'value'],
     },
     async run(ctx, caller, args) {
       const key = str(args, 'key', 200);
-      if (!KEY.test(key)) throw invalid("argument 'key' has characters outside [A-Za-z0-9_.:/-]", { reason: 'tool_bad_arguments', argument: 'key' });
+      if (!KEY.test(key))
+        throw invalid("argument 'key' has characters outside [A-Za-z0-9_.:/-]", { reason: 'tool_bad_arguments', argument: 'key' });
       const ws = caller.workspaceId;
       if (!egressAllowed(caller.authority.egress_allowlist, `kv:${ws}`)) {
         throw toolRefusal('egress_denied', `egress to workspace storage of ${ws} is not on the allowlist`, { destination: `kv:${ws}` });
       }
       const clearance = caller.authority.clearance_level ?? 0;
       const cls = args['classification'] === undefined ? 0 : args['classification'];
-      if (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0) throw invalid("argument 'classification' must be a non-negative integer", { reason: 'tool_bad_arguments', argument: 'classification' });
+      if (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0)
+        throw invalid("argument 'classification' must be a non-negative integer", {
+          reason: 'tool_bad_arguments',
+          argument: 'classification',
+        });
       if (cls > clearance) throw toolRefusal('clearance_insufficient', 'cannot write above the agent clearance', { classification: cls });
       const labels = compartmentsArg(args);
       const lacking = missingCompartments(labels, caller.authority.compartments);
       if (lacking.length) {
-        throw toolRefusal('compartment_not_granted', 'cannot label an entry with compartments the agent does not hold', { key, missing_compartments: lacking });
+        throw toolRefusal('compartment_not_granted', 'cannot label an entry with compartments the agent does not hold', {
+          key,
+          missing_compartments: lacking,
+        });
       }
       const value = JSON.stringify(args['value'] ?? null);
       if (value.length > 64 * 1024) throw invalid('value larger than 64 KiB', { reason: 'tool_bad_arguments', argument: 'value' });
@@ -226,7 +280,10 @@ export const TOOLS: readonly ToolDef[] = [
         const prior = await kvCompartments(tx, ws, key);
         const priorLacking = prior ? missingCompartments(prior, caller.authority.compartments) : [];
         if (priorLacking.length) {
-          throw toolRefusal('compartment_not_granted', 'the existing entry is labelled with compartments the agent does not hold', { key, missing_compartments: priorLacking });
+          throw toolRefusal('compartment_not_granted', 'the existing entry is labelled with compartments the agent does not hold', {
+            key,
+            missing_compartments: priorLacking,
+          });
         }
         await upsertKv(tx, { workspaceId: ws, key, value, classification: cls, compartments: labels, at, by: caller.agentId });
       });
@@ -244,10 +301,20 @@ export function catalogEntry(name: string): ToolDef | undefined {
 
 /** A catalog tool as GET /admin/ai/tool-registry shows it. */
 export interface ToolRegistryEntry {
-  name: string; description: string; side_effects: boolean; read_only: boolean; parameters: Record<string, unknown>;
+  name: string;
+  description: string;
+  side_effects: boolean;
+  read_only: boolean;
+  parameters: Record<string, unknown>;
 }
 
 /** The catalog's public view (GET /admin/ai/tool-registry). */
 export function toolRegistryView(): ToolRegistryEntry[] {
-  return TOOLS.map((t) => ({ name: t.name, description: t.description, side_effects: t.side_effects, read_only: !t.side_effects, parameters: t.parameters }));
+  return TOOLS.map((t) => ({
+    name: t.name,
+    description: t.description,
+    side_effects: t.side_effects,
+    read_only: !t.side_effects,
+    parameters: t.parameters,
+  }));
 }

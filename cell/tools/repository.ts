@@ -7,11 +7,17 @@ import { anyJson, json, num, stringArray } from '../store/decode.ts';
 import type { Reader, Tx } from '../store/types.ts';
 
 /** A stored kv entry: its value, classification and compartment labels. */
-export interface KvEntry { value: unknown; classification: number; compartments: string[] }
+export interface KvEntry {
+  value: unknown;
+  classification: number;
+  compartments: string[];
+}
 
 export async function kvEntry(db: Reader, workspaceId: string, key: string): Promise<KvEntry | undefined> {
   const r = await db.get('SELECT value, classification, compartments FROM tool_kv WHERE workspace_id = ? AND key = ?', [workspaceId, key]);
-  return r ? { value: json(r, 'value', anyJson), classification: num(r, 'classification'), compartments: json(r, 'compartments', stringArray) } : undefined;
+  return r
+    ? { value: json(r, 'value', anyJson), classification: num(r, 'classification'), compartments: json(r, 'compartments', stringArray) }
+    : undefined;
 }
 
 /** The compartment labels of an entry, or undefined when there is none. */
@@ -21,10 +27,14 @@ export async function kvCompartments(db: Reader, workspaceId: string, key: strin
 }
 
 export interface KvWrite {
-  workspaceId: string; key: string;
+  workspaceId: string;
+  key: string;
   /** The value as JSON text. */
   value: string;
-  classification: number; compartments: string[]; at: number; by: string;
+  classification: number;
+  compartments: string[];
+  at: number;
+  by: string;
 }
 
 /** Inserts or overwrites an entry. */
@@ -33,5 +43,6 @@ export async function upsertKv(tx: Tx, w: KvWrite): Promise<void> {
     `INSERT INTO tool_kv (workspace_id, key, value, classification, compartments, updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (workspace_id, key) DO UPDATE SET value = excluded.value, classification = excluded.classification,
        compartments = excluded.compartments, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
-    [w.workspaceId, w.key, w.value, w.classification, JSON.stringify(w.compartments), w.at, w.by]);
+    [w.workspaceId, w.key, w.value, w.classification, JSON.stringify(w.compartments), w.at, w.by],
+  );
 }

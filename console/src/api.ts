@@ -33,13 +33,13 @@ export class ApiError extends Error {
 export async function apiError(res: Response): Promise<ApiError> {
   let body: { error?: unknown; message?: unknown; details?: unknown } = {};
   try {
-    body = await res.json() as typeof body;
+    body = (await res.json()) as typeof body;
   } catch {
     // not the envelope (a proxy page?): status only
   }
   const code = typeof body.error === 'string' ? body.error : `http_${res.status}`;
   const message = typeof body.message === 'string' ? body.message : `HTTP ${res.status}`;
-  const details = typeof body.details === 'object' && body.details !== null ? body.details as Record<string, unknown> : undefined;
+  const details = typeof body.details === 'object' && body.details !== null ? (body.details as Record<string, unknown>) : undefined;
   return new ApiError(res.status, code, message, details);
 }
 
@@ -57,16 +57,22 @@ export async function call<T>(session: Session, method: string, path: string, op
     headers['content-type'] = 'application/json';
     body = JSON.stringify(opts.body);
   }
-  const res = await session.request(method, path, { headers, ...(body !== undefined ? { body } : {}), ...(opts.signal ? { signal: opts.signal } : {}) });
+  const res = await session.request(method, path, {
+    headers,
+    ...(body !== undefined ? { body } : {}),
+    ...(opts.signal ? { signal: opts.signal } : {}),
+  });
   if (!res.ok) throw await apiError(res);
   if (res.status === 204) return undefined as T;
-  return await res.json() as T;
+  return (await res.json()) as T;
 }
 
 /** A short, human sentence for an error (envelope message plus its reason). */
 export function describeError(e: unknown): string {
   if (e instanceof ApiError) {
-    const reason = e.reason ?? (typeof e.details?.['required_permission'] === 'string' ? `needs ${String(e.details['required_permission'])}` : undefined);
+    const reason =
+      e.reason ??
+      (typeof e.details?.['required_permission'] === 'string' ? `needs ${String(e.details['required_permission'])}` : undefined);
     return `${e.message}${reason ? ` (${reason})` : ''} [${e.code}]`;
   }
   if (e instanceof Error) return e.message;

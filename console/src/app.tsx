@@ -43,11 +43,17 @@ function SignIn({ config, onSession, notice }: { config: ConsoleConfig; onSessio
     e.preventDefault();
     setError(null);
     const secret = key.trim();
-    if (!/^svck_live_[A-Za-z0-9_-]{43}$/.test(secret)) { setError('That is not an API key: it starts with svck_live_ and has 53 characters.'); return; }
+    if (!/^svck_live_[A-Za-z0-9_-]{43}$/.test(secret)) {
+      setError('That is not an API key: it starts with svck_live_ and has 53 characters.');
+      return;
+    }
     setBusy(true);
     try {
       const s = apiKeySession(secret);
-      if (!(await identify(s))) { setError('The cell refused this key (unknown, revoked, expired, or not allowed from here).'); return; }
+      if (!(await identify(s))) {
+        setError('The cell refused this key (unknown, revoked, expired, or not allowed from here).');
+        return;
+      }
       setKey('');
       onSession(s);
     } catch (err) {
@@ -60,8 +66,14 @@ function SignIn({ config, onSession, notice }: { config: ConsoleConfig; onSessio
   return (
     <main id="main" class="signin">
       <h1>agent-cell console</h1>
-      <p class="muted">Cell <code>{config.cell_id}</code></p>
-      {notice ? <p class="notice" role="status">{notice}</p> : null}
+      <p class="muted">
+        Cell <code>{config.cell_id}</code>
+      </p>
+      {notice ? (
+        <p class="notice" role="status">
+          {notice}
+        </p>
+      ) : null}
       {!atPublicUrl ? (
         <p class="error" role="alert">
           This cell's public URL is <code>{config.public_url}</code>; tokens are bound to it. Open the console at{' '}
@@ -70,19 +82,38 @@ function SignIn({ config, onSession, notice }: { config: ConsoleConfig; onSessio
       ) : null}
       <section class="panel" aria-labelledby="signin-oauth">
         <h2 id="signin-oauth">Sign in</h2>
-        <p>Sign in with your user name and password on this cell. A window opens for the cell's login and consent pages; the console then holds a short-lived access token bound to a key only this page has.</p>
-        <button type="button" id="sign-in" class="primary" onClick={withCell} disabled={busy || !atPublicUrl}>Sign in with this cell</button>
+        <p>
+          Sign in with your user name and password on this cell. A window opens for the cell's login and consent pages; the console then
+          holds a short-lived access token bound to a key only this page has.
+        </p>
+        <button type="button" id="sign-in" class="primary" onClick={withCell} disabled={busy || !atPublicUrl}>
+          Sign in with this cell
+        </button>
       </section>
       <section class="panel" aria-labelledby="signin-key">
         <h2 id="signin-key">Or use an API key</h2>
         <form onSubmit={withKey}>
           <label for="api-key">API key</label>
-          <input id="api-key" type="password" autoComplete="off" spellcheck={false} value={key} onInput={(e) => setKey((e.target as HTMLInputElement).value)} placeholder="svck_live_…" />
+          <input
+            id="api-key"
+            type="password"
+            autoComplete="off"
+            spellcheck={false}
+            value={key}
+            onInput={(e) => setKey((e.target as HTMLInputElement).value)}
+            placeholder="svck_live_…"
+          />
           <p class="muted">The key stays in this page's memory only; reloading the page or signing out forgets it.</p>
-          <button type="submit" id="use-key" disabled={busy || key === ''}>Use this key</button>
+          <button type="submit" id="use-key" disabled={busy || key === ''}>
+            Use this key
+          </button>
         </form>
       </section>
-      {error ? <p class="error" role="alert" id="signin-error">{error}</p> : null}
+      {error ? (
+        <p class="error" role="alert" id="signin-error">
+          {error}
+        </p>
+      ) : null}
       {busy ? <p role="status">Signing in…</p> : null}
     </main>
   );
@@ -100,13 +131,20 @@ const NAV: { view: Route['view']; label: string; id: string }[] = [
 function View({ route }: { route: Route }) {
   switch (route.view) {
     // Keyed by subject: another run or formation starts from a clean state, never another's records.
-    case 'run': return <RunView key={route.runId} runId={route.runId} />;
-    case 'approvals': return <ApprovalsView />;
-    case 'formations': return <FormationsView formationId={route.formationId} />;
-    case 'keys': return <KeysView />;
-    case 'audit': return <AuditView />;
-    case 'cells': return <CellsView />;
-    default: return <RunsView query={route.query} />;
+    case 'run':
+      return <RunView key={route.runId} runId={route.runId} />;
+    case 'approvals':
+      return <ApprovalsView />;
+    case 'formations':
+      return <FormationsView formationId={route.formationId} />;
+    case 'keys':
+      return <KeysView />;
+    case 'audit':
+      return <AuditView />;
+    case 'cells':
+      return <CellsView />;
+    default:
+      return <RunsView query={route.query} />;
   }
 }
 
@@ -115,10 +153,14 @@ function Shell({ state }: { state: AppState }) {
   const main = useRef<HTMLElement>(null);
   const first = useRef(true);
   // The view and its subject, not its filters: changing a filter must not move focus away from it.
-  const place = route.view === 'run' ? `run/${route.runId}` : route.view === 'formations' ? `formations/${route.formationId ?? ''}` : route.view;
+  const place =
+    route.view === 'run' ? `run/${route.runId}` : route.view === 'formations' ? `formations/${route.formationId ?? ''}` : route.view;
   useEffect(() => {
     // Move focus to the new view so keyboard and screen-reader users land on it.
-    if (first.current) { first.current = false; return; }
+    if (first.current) {
+      first.current = false;
+      return;
+    }
     main.current?.focus();
   }, [place]);
   const { session } = state;
@@ -127,20 +169,44 @@ function Shell({ state }: { state: AppState }) {
   return (
     <App.Provider value={state}>
       {/* biome-ignore lint/a11y/useValidAnchor: a skip link is a link to #main; the handler only moves focus there in a hash router. */}
-      <a class="skip" href="#main" onClick={(e) => { e.preventDefault(); main.current?.focus(); }}>Skip to content</a>
+      <a
+        class="skip"
+        href="#main"
+        onClick={(e) => {
+          e.preventDefault();
+          main.current?.focus();
+        }}
+      >
+        Skip to content
+      </a>
       <header class="top">
-        <div class="brand"><span class="logo" aria-hidden="true">◆</span> agent-cell console <span class="muted">· {state.config.cell_id}</span></div>
+        <div class="brand">
+          <span class="logo" aria-hidden="true">
+            ◆
+          </span>{' '}
+          agent-cell console <span class="muted">· {state.config.cell_id}</span>
+        </div>
         <div class="whoami" id="whoami">
           Signed in as <strong id="whoami-name">{session.principal.name ?? session.principal.id ?? 'an API key'}</strong>
-          <span class="muted"> · {session.kind === 'oauth' ? 'OAuth (DPoP)' : 'API key'}{expires ? <> · until {new Date(expires).toLocaleTimeString()}</> : null}</span>
+          <span class="muted">
+            {' '}
+            · {session.kind === 'oauth' ? 'OAuth (DPoP)' : 'API key'}
+            {expires ? <> · until {new Date(expires).toLocaleTimeString()}</> : null}
+          </span>
           {session.permissions === null ? <span class="muted"> · permissions unknown: the cell decides each action</span> : null}
-          <button type="button" id="sign-out" onClick={state.signOut}>Sign out</button>
+          <button type="button" id="sign-out" onClick={state.signOut}>
+            Sign out
+          </button>
         </div>
       </header>
       <nav class="nav" aria-label="Console">
         <ul>
           {NAV.map((n) => (
-            <li key={n.view}><a id={n.id} href={href(n.view)} aria-current={current === n.view ? 'page' : undefined}>{n.label}</a></li>
+            <li key={n.view}>
+              <a id={n.id} href={href(n.view)} aria-current={current === n.view ? 'page' : undefined}>
+                {n.label}
+              </a>
+            </li>
           ))}
         </ul>
       </nav>
@@ -164,12 +230,22 @@ export function Console({ config }: { config: ConsoleConfig }) {
     if (session.principal.id && session.principal.name) m.set(session.principal.id, session.principal.name);
     setNames(new Map(m));
     if (can(session, 'iam.principals.read') && session.permissions !== null) {
-      call<{ principals: { id: string; name: string }[] }>(session, 'GET', `${ADMIN}/principals?limit=1000`, { signal: ac.signal })
-        .then((r) => { for (const p of r.principals) m.set(p.id, p.name); setNames(new Map(m)); }, () => undefined);
+      call<{ principals: { id: string; name: string }[] }>(session, 'GET', `${ADMIN}/principals?limit=1000`, { signal: ac.signal }).then(
+        (r) => {
+          for (const p of r.principals) m.set(p.id, p.name);
+          setNames(new Map(m));
+        },
+        () => undefined,
+      );
     }
     // An OAuth session ends when its token expires: say so instead of failing every request.
-    const t = session.expiresAt ? setTimeout(() => refused('Your access token expired. Sign in again.'), Math.max(0, session.expiresAt - Date.now())) : undefined;
-    return () => { ac.abort(); if (t) clearTimeout(t); };
+    const t = session.expiresAt
+      ? setTimeout(() => refused('Your access token expired. Sign in again.'), Math.max(0, session.expiresAt - Date.now()))
+      : undefined;
+    return () => {
+      ac.abort();
+      if (t) clearTimeout(t);
+    };
   }, [session]);
 
   const signOut = (message: string | null = null) => {
@@ -182,6 +258,20 @@ export function Console({ config }: { config: ConsoleConfig }) {
     signOut(message);
   }
 
-  if (!session) return <SignIn config={config} notice={notice} onSession={(s) => { setNotice(null); setSession(s); }} />;
-  return <Shell state={{ config, session, names, signOut: () => signOut('Signed out. The console forgot the credential.'), refused: () => refused() }} />;
+  if (!session)
+    return (
+      <SignIn
+        config={config}
+        notice={notice}
+        onSession={(s) => {
+          setNotice(null);
+          setSession(s);
+        }}
+      />
+    );
+  return (
+    <Shell
+      state={{ config, session, names, signOut: () => signOut('Signed out. The console forgot the credential.'), refused: () => refused() }}
+    />
+  );
 }

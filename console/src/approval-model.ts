@@ -6,12 +6,28 @@
  * test/console/approval-model.test.ts. The cell decides in the end.
  */
 
-export interface Decision { principal: string; decision: string; at: string }
-export interface PendingApproval {
-  step_id: string; kind: string; rule: string; approvers: string[]; quorum: number; prompt: string | null;
-  due: string | null; requested_at: string; decisions: Decision[];
+export interface Decision {
+  principal: string;
+  decision: string;
+  at: string;
 }
-export interface ApprovalRun { run_id: string; kind: string; crew_id: string | null; requester: string }
+export interface PendingApproval {
+  step_id: string;
+  kind: string;
+  rule: string;
+  approvers: string[];
+  quorum: number;
+  prompt: string | null;
+  due: string | null;
+  requested_at: string;
+  decisions: Decision[];
+}
+export interface ApprovalRun {
+  run_id: string;
+  kind: string;
+  crew_id: string | null;
+  requester: string;
+}
 
 export interface ApprovalStatus {
   need: number;
@@ -32,14 +48,22 @@ export function approvalStatus(a: PendingApproval, requester: string): ApprovalS
   const approvedBy = [...new Set(a.decisions.filter((d) => d.decision === 'approve' && eligible(d.principal)).map((d) => d.principal))];
   const rejectedBy = [...new Set(a.decisions.filter((d) => d.decision === 'reject' && eligible(d.principal)).map((d) => d.principal))];
   return {
-    need, approvedBy, rejectedBy,
+    need,
+    approvedBy,
+    rejectedBy,
     stillNeeded: Math.max(0, need - approvedBy.length),
     waitingOn: named.length > 0 ? named.filter((p) => !decided.has(p) && eligible(p)) : null,
   };
 }
 
 /** Why the session may not decide this step, or null when it may (or the console cannot tell). */
-export function whyNot(a: PendingApproval, run: ApprovalRun, me: string | null, mayApprove: boolean, permissionsKnown: boolean): string | null {
+export function whyNot(
+  a: PendingApproval,
+  run: ApprovalRun,
+  me: string | null,
+  mayApprove: boolean,
+  permissionsKnown: boolean,
+): string | null {
   if (permissionsKnown && !mayApprove) return 'Your credential lacks the permission agent_teams.approve.';
   if (me === null) return null;
   if (a.decisions.some((d) => d.principal === me)) return 'You have decided this step.';

@@ -16,7 +16,7 @@ export interface ConsoleConfig {
 export async function loadConfig(): Promise<ConsoleConfig> {
   const r = await fetch('/console/config.json', { headers: { accept: 'application/json' } });
   if (!r.ok) throw new Error(`the cell did not give the console its configuration (HTTP ${r.status})`);
-  return await r.json() as ConsoleConfig;
+  return (await r.json()) as ConsoleConfig;
 }
 
 /**

@@ -20,7 +20,16 @@ const ID = /^[A-Za-z0-9_.:-]{1,100}$/;
 export function parseRoute(hash: string): Route {
   const raw = hash.replace(/^#/, '');
   const [path = '', qs = ''] = raw.split('?', 2);
-  const parts = path.split('/').filter(Boolean).map((p) => { try { return decodeURIComponent(p); } catch { return ''; } });
+  const parts = path
+    .split('/')
+    .filter(Boolean)
+    .map((p) => {
+      try {
+        return decodeURIComponent(p);
+      } catch {
+        return '';
+      }
+    });
   const [first, second] = parts;
   if (first === 'runs' && second && ID.test(second)) return { view: 'run', runId: second };
   if (first === 'approvals') return { view: 'approvals' };

@@ -25,10 +25,29 @@ export interface RecordLike {
   data?: Record<string, unknown>;
 }
 
-export interface GraphNodeLike { id: string; kind: string; seat?: string; config?: Record<string, unknown> }
-export interface GraphEdgeLike { from: string; to: string; when?: string }
-export interface GraphLike { nodes: GraphNodeLike[]; edges: GraphEdgeLike[]; entry?: string; seats?: Record<string, SeatLike> }
-export interface SeatLike { billet_id?: string; role_label?: string; agent_id?: string | null; authority?: { budget_ceiling?: number | null } }
+export interface GraphNodeLike {
+  id: string;
+  kind: string;
+  seat?: string;
+  config?: Record<string, unknown>;
+}
+export interface GraphEdgeLike {
+  from: string;
+  to: string;
+  when?: string;
+}
+export interface GraphLike {
+  nodes: GraphNodeLike[];
+  edges: GraphEdgeLike[];
+  entry?: string;
+  seats?: Record<string, SeatLike>;
+}
+export interface SeatLike {
+  billet_id?: string;
+  role_label?: string;
+  agent_id?: string | null;
+  authority?: { budget_ceiling?: number | null };
+}
 
 export type NodeState = 'pending' | 'running' | 'waiting' | 'completed' | 'refused' | 'failed' | 'cancelled' | 'skipped';
 
@@ -52,7 +71,7 @@ const REFUSING_DECISIONS = new Set(['refuse', 'reject', 'timeout']);
 export function nodeOfStep(stepId: string, nodeIds: readonly string[]): string | null {
   let best: string | null = null;
   for (const id of nodeIds) {
-    if (stepId === id || ((stepId.startsWith(id + '/') || stepId.startsWith(id + '[') || stepId.startsWith(id + '#')))) {
+    if (stepId === id || stepId.startsWith(id + '/') || stepId.startsWith(id + '[') || stepId.startsWith(id + '#')) {
       if (best === null || id.length > best.length) best = id;
     }
   }
@@ -125,7 +144,7 @@ export function nodeStates(graph: GraphLike, records: readonly RecordLike[], run
     else if (touched.has(id)) s = 'running';
     else if (p.length > 0 && settled && !live) s = 'skipped';
     else {
-      const ready = p.length === 0 ? (graph.entry === undefined || graph.entry === id) : settled;
+      const ready = p.length === 0 ? graph.entry === undefined || graph.entry === id : settled;
       s = ready && runState === 'running' ? 'running' : 'pending';
     }
     if (s === 'skipped') skipped.add(id);
@@ -157,7 +176,12 @@ export function journalGraph(records: readonly RecordLike[]): GraphLike {
   };
 }
 
-export interface SeatTokens { seat: string; agent_id: string | null; tokens: number; calls: number }
+export interface SeatTokens {
+  seat: string;
+  agent_id: string | null;
+  tokens: number;
+  calls: number;
+}
 
 /** Tokens (input + output) spent per seat, from the model-call records, in first-seen order. */
 export function tokensBySeat(records: readonly RecordLike[]): SeatTokens[] {
@@ -174,7 +198,12 @@ export function tokensBySeat(records: readonly RecordLike[]): SeatTokens[] {
   return [...by.values()];
 }
 
-export interface Refusal { seq: number; step_id: string; reason: string; data: Record<string, unknown> }
+export interface Refusal {
+  seq: number;
+  step_id: string;
+  reason: string;
+  data: Record<string, unknown>;
+}
 
 /**
  * Every refusal the journal records, in order, with its reason: refusal
@@ -188,12 +217,19 @@ export function refusalsOf(records: readonly RecordLike[]): Refusal[] {
   for (const r of records) {
     const d = r.data ?? {};
     const decision = String(d['decision']);
-    const isRefusal = r.kind === 'refusal'
-      || (r.kind === 'decision' && REFUSING_DECISIONS.has(decision) && !refusedSteps.has(r.step_id))
-      || (r.kind === 'run_finished' && d['outcome'] === 'refused' && out.length === 0);
+    const isRefusal =
+      r.kind === 'refusal' ||
+      (r.kind === 'decision' && REFUSING_DECISIONS.has(decision) && !refusedSteps.has(r.step_id)) ||
+      (r.kind === 'run_finished' && d['outcome'] === 'refused' && out.length === 0);
     if (!isRefusal) continue;
-    const reason = typeof d['reason'] === 'string' ? d['reason']
-      : decision === 'reject' ? 'approval_rejected' : decision === 'timeout' ? 'approval_timeout' : 'refused';
+    const reason =
+      typeof d['reason'] === 'string'
+        ? d['reason']
+        : decision === 'reject'
+          ? 'approval_rejected'
+          : decision === 'timeout'
+            ? 'approval_timeout'
+            : 'refused';
     out.push({ seq: r.seq, step_id: r.step_id, reason, data: d });
   }
   return out;

@@ -13,7 +13,11 @@
  *   returns `'stop'`, or when the signal aborts.
  */
 
-export interface SseEvent { id: string; event: string; data: string }
+export interface SseEvent {
+  id: string;
+  event: string;
+  data: string;
+}
 
 export class SseParser {
   #buf = '';
@@ -49,7 +53,10 @@ export class SseParser {
 
   #line(line: string): SseEvent | null {
     if (line === '') {
-      if (this.#data.length === 0) { this.#event = ''; return null; }
+      if (this.#data.length === 0) {
+        this.#event = '';
+        return null;
+      }
       const ev = { id: this.lastEventId, event: this.#event || 'message', data: this.#data.join('\n') };
       this.#data = [];
       this.#event = '';
@@ -62,8 +69,11 @@ export class SseParser {
     if (value.startsWith(' ')) value = value.slice(1);
     if (field === 'data') this.#data.push(value);
     else if (field === 'event') this.#event = value;
-    else if (field === 'id') { if (!value.includes('\0')) this.lastEventId = value; }
-    else if (field === 'retry') { if (/^\d+$/.test(value)) this.retry = Number(value); }
+    else if (field === 'id') {
+      if (!value.includes('\0')) this.lastEventId = value;
+    } else if (field === 'retry') {
+      if (/^\d+$/.test(value)) this.retry = Number(value);
+    }
     return null;
   }
 }
@@ -89,7 +99,14 @@ export interface FollowOptions {
 function defaultSleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const t = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(t);
+        resolve();
+      },
+      { once: true },
+    );
   });
 }
 
@@ -114,13 +131,22 @@ export async function follow(o: FollowOptions): Promise<void> {
       res = await o.open(lastId, o.signal);
     } catch (e) {
       if (o.signal.aborted) return;
-      if (e instanceof StreamRefused) { o.onError?.(e); return; }
-      if (++failures >= maxFailures) { o.onError?.(e); return; }
+      if (e instanceof StreamRefused) {
+        o.onError?.(e);
+        return;
+      }
+      if (++failures >= maxFailures) {
+        o.onError?.(e);
+        return;
+      }
       await sleep(Math.min(retry * 2 ** (failures - 1), 30_000), o.signal);
       continue;
     }
     if (res.status === 204) return;
-    if (!res.ok || !res.body) { o.onError?.(new StreamRefused(res)); return; }
+    if (!res.ok || !res.body) {
+      o.onError?.(new StreamRefused(res));
+      return;
+    }
     o.onOpen?.();
     const parser = new SseParser();
     parser.lastEventId = lastId;
@@ -133,7 +159,10 @@ export async function follow(o: FollowOptions): Promise<void> {
         failures = 0;
         for (const ev of parser.push(value)) {
           lastId = parser.lastEventId;
-          if (o.onEvent(ev) === 'stop') { stopped = true; break; }
+          if (o.onEvent(ev) === 'stop') {
+            stopped = true;
+            break;
+          }
         }
         if (parser.retry !== null) retry = parser.retry;
         if (stopped) break;
@@ -141,7 +170,10 @@ export async function follow(o: FollowOptions): Promise<void> {
     } catch (e) {
       if (o.signal.aborted) return;
       failures++;
-      if (failures >= maxFailures) { o.onError?.(e); return; }
+      if (failures >= maxFailures) {
+        o.onError?.(e);
+        return;
+      }
     } finally {
       lastId = parser.lastEventId || lastId;
       reader.cancel().catch(() => undefined);

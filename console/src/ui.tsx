@@ -38,7 +38,8 @@ export function Who({ id }: { id: string | null | undefined }) {
   const me = session.principal.id === id;
   return (
     <span class="who" title={id}>
-      {name ?? id}{me ? <span class="you"> (you)</span> : null}
+      {name ?? id}
+      {me ? <span class="you"> (you)</span> : null}
     </span>
   );
 }
@@ -49,7 +50,12 @@ export function StateBadge({ state }: { state: string }) {
 
 export function ErrorNote({ error, prefix }: { error: unknown; prefix?: string }) {
   if (error === null || error === undefined) return null;
-  return <p class="error" role="alert">{prefix ? `${prefix}: ` : ''}{describeError(error)}</p>;
+  return (
+    <p class="error" role="alert">
+      {prefix ? `${prefix}: ` : ''}
+      {describeError(error)}
+    </p>
+  );
 }
 
 export function Json({ value, label }: { value: unknown; label?: string }) {
@@ -61,16 +67,24 @@ export function Json({ value, label }: { value: unknown; label?: string }) {
   }
   if (text.length > 20_000) text = `${text.slice(0, 20_000)}\n… (${text.length - 20_000} more characters)`;
   // A long value scrolls: keyboard users reach it with Tab (axe: scrollable-region-focusable).
-  // biome-ignore lint/a11y/noNoninteractiveTabindex: see above.
-  // biome-ignore lint/a11y/useAriaPropsSupportedByRole: the label names the value for screen readers that announce it.
-  return <pre class="json" tabIndex={0} aria-label={label ?? 'JSON value'}>{text}</pre>;
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: see above.
+    // biome-ignore lint/a11y/useAriaPropsSupportedByRole: the label names the value for screen readers that announce it.
+    <pre class="json" tabIndex={0} aria-label={label ?? 'JSON value'}>
+      {text}
+    </pre>
+  );
 }
 
 export function Time({ at }: { at: number | string | null | undefined }) {
   if (at === null || at === undefined) return <span class="muted">-</span>;
   const d = new Date(at);
   if (Number.isNaN(d.getTime())) return <span>{String(at)}</span>;
-  return <time dateTime={d.toISOString()} title={d.toISOString()}>{d.toLocaleString()}</time>;
+  return (
+    <time dateTime={d.toISOString()} title={d.toISOString()}>
+      {d.toLocaleString()}
+    </time>
+  );
 }
 
 export function CopyButton({ text, label }: { text: string; label: string }) {
@@ -85,23 +99,45 @@ export function CopyButton({ text, label }: { text: string; label: string }) {
   };
   return (
     <span class="copy">
-      <button type="button" onClick={copy} aria-label={label}>Copy</button>
-      <span role="status" class="muted">{done === 'copied' ? ' Copied.' : done === 'failed' ? ' Copy failed: select the text and copy it.' : ''}</span>
+      <button type="button" onClick={copy} aria-label={label}>
+        Copy
+      </button>
+      <span role="status" class="muted">
+        {done === 'copied' ? ' Copied.' : done === 'failed' ? ' Copy failed: select the text and copy it.' : ''}
+      </span>
     </span>
   );
 }
 
-export function Section({ title, id, children, actions }: { title: string; id?: string; children: ComponentChildren; actions?: ComponentChildren }) {
+export function Section({
+  title,
+  id,
+  children,
+  actions,
+}: {
+  title: string;
+  id?: string;
+  children: ComponentChildren;
+  actions?: ComponentChildren;
+}) {
   const hid = id ? `${id}-title` : undefined;
   return (
     <section class="panel" aria-labelledby={hid} id={id}>
-      <div class="panel-head"><h2 id={hid}>{title}</h2>{actions ? <div class="actions">{actions}</div> : null}</div>
+      <div class="panel-head">
+        <h2 id={hid}>{title}</h2>
+        {actions ? <div class="actions">{actions}</div> : null}
+      </div>
       {children}
     </section>
   );
 }
 
-export interface Loaded<T> { data: T | undefined; error: unknown; loading: boolean; reload(): void }
+export interface Loaded<T> {
+  data: T | undefined;
+  error: unknown;
+  loading: boolean;
+  reload(): void;
+}
 
 /**
  * Loads with `load` now and whenever `deps` change; `pollMs` reloads on a
@@ -119,22 +155,27 @@ export function useLoad<T>(load: (signal: AbortSignal) => Promise<T>, deps: unkn
   useEffect(() => {
     const ac = new AbortController();
     setLoading(true);
-    loadRef.current(ac.signal).then((d) => {
-      if (ac.signal.aborted) return;
-      setData(d);
-      setError(null);
-      setLoading(false);
-    }, (e: unknown) => {
-      if (ac.signal.aborted) return;
-      if ((e as { status?: number }).status === 401) refused();
-      setError(e);
-      setLoading(false);
-    });
+    loadRef.current(ac.signal).then(
+      (d) => {
+        if (ac.signal.aborted) return;
+        setData(d);
+        setError(null);
+        setLoading(false);
+      },
+      (e: unknown) => {
+        if (ac.signal.aborted) return;
+        if ((e as { status?: number }).status === 401) refused();
+        setError(e);
+        setLoading(false);
+      },
+    );
     return () => ac.abort();
   }, [...deps, tick]);
   useEffect(() => {
     if (!pollMs) return undefined;
-    const t = setInterval(() => { if (document.visibilityState === 'visible') reload(); }, pollMs);
+    const t = setInterval(() => {
+      if (document.visibilityState === 'visible') reload();
+    }, pollMs);
     return () => clearInterval(t);
   }, [pollMs, reload]);
   return { data, error, loading, reload };

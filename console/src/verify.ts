@@ -11,20 +11,24 @@ import { contentHash } from '../../core/canonical.ts';
 import { verifyJournal, type JournalVerdict } from '../../core/journal/verify.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 
-export interface CellKeys { cell_id: string; keys: Map<string, JsonWebKey> }
+export interface CellKeys {
+  cell_id: string;
+  keys: Map<string, JsonWebKey>;
+}
 
 let cached: Promise<CellKeys> | null = null;
 
 /** The cell's published identity keys (cached; `refresh` fetches them again). */
 export function cellKeys(refresh = false): Promise<CellKeys> {
   if (refresh || !cached) {
-    cached = fetch('/.well-known/cell-keys.json', { credentials: 'omit', cache: 'no-store' })
-      .then(async (r) => {
-        if (!r.ok) throw new Error(`the cell's keys are unavailable (HTTP ${r.status})`);
-        const body = await r.json() as { cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] };
-        return { cell_id: body.cell_id, keys: new Map(body.keys.map((k) => [k.kid, k.jwk])) };
-      });
-    cached.catch(() => { cached = null; });
+    cached = fetch('/.well-known/cell-keys.json', { credentials: 'omit', cache: 'no-store' }).then(async (r) => {
+      if (!r.ok) throw new Error(`the cell's keys are unavailable (HTTP ${r.status})`);
+      const body = (await r.json()) as { cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] };
+      return { cell_id: body.cell_id, keys: new Map(body.keys.map((k) => [k.kid, k.jwk])) };
+    });
+    cached.catch(() => {
+      cached = null;
+    });
   }
   return cached;
 }
@@ -40,7 +44,9 @@ export interface Verification {
 /** Verifies a run's journal (records in seq order from seq 1). Keys unknown at first are fetched once more. */
 export async function verifyRunJournal(records: readonly unknown[]): Promise<Verification> {
   let keys = await cellKeys();
-  const kids = [...new Set(records.map((r) => (r as { signer_kid?: unknown }).signer_kid).filter((k): k is string => typeof k === 'string'))];
+  const kids = [
+    ...new Set(records.map((r) => (r as { signer_kid?: unknown }).signer_kid).filter((k): k is string => typeof k === 'string')),
+  ];
   if (kids.some((k) => !keys.keys.has(k))) keys = await cellKeys(true);
   const verdict = await verifyJournal(records as JournalRecord[], (kid) => keys.keys.get(kid));
   return { verdict, count: records.length, signers: kids };

@@ -13,14 +13,7 @@
  * lets a job ask for `https://api.example.com`, and the job gets exactly what
  * it asked; a ceiling of `["https://api.example.com"]` never lets it ask `*`.
  */
-import {
-  contractsOf,
-  intersectAuthority,
-  modeRank,
-  normalizeAuthority,
-  type AuthorityEnvelope,
-  type AuthorityField,
-} from './envelope.ts';
+import { contractsOf, intersectAuthority, modeRank, normalizeAuthority, type AuthorityEnvelope, type AuthorityField } from './envelope.ts';
 
 export const UNBOUNDED = 'unbounded' as const;
 
@@ -73,7 +66,10 @@ function listMeet(a: readonly string[], b: readonly string[], wildcards: boolean
  * Whether `env` stays inside `ceiling` on every field; when not, every
  * offending field is named.
  */
-export function withinCeiling(env: AuthorityEnvelope | Ceiling, ceiling: Ceiling): { ok: true } | { ok: false; fields: (AuthorityField | 'unbounded')[] } {
+export function withinCeiling(
+  env: AuthorityEnvelope | Ceiling,
+  ceiling: Ceiling,
+): { ok: true } | { ok: false; fields: (AuthorityField | 'unbounded')[] } {
   if (ceiling === UNBOUNDED) return { ok: true };
   if (env === UNBOUNDED) return { ok: false, fields: ['unbounded'] };
   const fields: AuthorityField[] = [];

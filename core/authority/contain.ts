@@ -25,15 +25,14 @@ export interface Grant {
   envelope?: AuthorityEnvelope | Ceiling;
 }
 
-export type Containment =
-  | { ok: true }
-  | { ok: false; permissions: string[]; envelope: (AuthorityField | 'unbounded')[] };
+export type Containment = { ok: true } | { ok: false; permissions: string[]; envelope: (AuthorityField | 'unbounded')[] };
 
 /** Whether `grant` stays inside `holder`; when not, what exceeds it. */
 export function contains(holder: Holding, grant: Grant): Containment {
-  const permissions = grant.permissions && !selectorsSubset(grant.permissions, holder.permissions)
-    ? grant.permissions.filter((g) => !holder.permissions.some((h) => covers(h, g)))
-    : [];
+  const permissions =
+    grant.permissions && !selectorsSubset(grant.permissions, holder.permissions)
+      ? grant.permissions.filter((g) => !holder.permissions.some((h) => covers(h, g)))
+      : [];
   const env = grant.envelope === undefined ? { ok: true as const } : withinCeiling(grant.envelope, holder.envelope);
   const envelope = env.ok ? [] : env.fields;
   return permissions.length === 0 && envelope.length === 0 ? { ok: true } : { ok: false, permissions, envelope };

@@ -13,9 +13,17 @@ import { z } from 'zod';
 import { invalid } from '../errors.ts';
 import { PERMISSION_MODES, type AuthorityEnvelope } from './envelope.ts';
 
-const entry = z.string().min(1).max(512).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
+const entry = z
+  .string()
+  .min(1)
+  .max(512)
+  .regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
 const list = z.array(entry).max(256);
-const contractId = z.string().min(1).max(200).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
+const contractId = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces');
 
 export const authoritySchema = z
   .strictObject({

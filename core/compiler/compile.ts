@@ -49,7 +49,10 @@ function checkHierarchy(p: Projection): Map<string, ProjectedBillet[]> {
   const byId = new Map(p.billets.map((b) => [b.id, b]));
   for (const b of p.billets) {
     if (b.reports_to !== null && !byId.has(b.reports_to)) {
-      throw new CompileError('unknown_reports_to', `billet ${b.id} reports to ${b.reports_to}, which is not a billet of this formation`, { billet: b.id, reports_to: b.reports_to });
+      throw new CompileError('unknown_reports_to', `billet ${b.id} reports to ${b.reports_to}, which is not a billet of this formation`, {
+        billet: b.id,
+        reports_to: b.reports_to,
+      });
     }
   }
   // Cycles: follow reporting lines; 1 = on the current path, 2 = known to reach a root.
@@ -74,7 +77,11 @@ function checkHierarchy(p: Projection): Map<string, ProjectedBillet[]> {
     if (b.authority_cap === parent.authority_cap) continue; // the same normalized cap object
     const sub = isSubset(b.authority_cap, parent.authority_cap);
     if (!sub.ok) {
-      throw new CompileError('over_authority', `billet ${b.id} has authority beyond its manager ${parent.id}: ${sub.fields.join(', ')}`, { billet: b.id, parent: parent.id, fields: sub.fields });
+      throw new CompileError('over_authority', `billet ${b.id} has authority beyond its manager ${parent.id}: ${sub.fields.join(', ')}`, {
+        billet: b.id,
+        parent: parent.id,
+        fields: sub.fields,
+      });
     }
   }
   const children = new Map<string, ProjectedBillet[]>();
@@ -92,7 +99,10 @@ function stageNode(s: StageSpec, id: string): GraphNode {
   return { id, kind: s.kind, config: s.config, ...seat } as unknown as GraphNode;
 }
 
-function build(p: Projection, children: Map<string, ProjectedBillet[]>): { nodes: GraphNode[]; edges: GraphEdge[]; entry: string; exit: string } {
+function build(
+  p: Projection,
+  children: Map<string, ProjectedBillet[]>,
+): { nodes: GraphNode[]; edges: GraphEdge[]; entry: string; exit: string } {
   const nodes: GraphNode[] = [];
   const edges: GraphEdge[] = [];
   const agentConfig = p.prompt !== null ? { prompt: p.prompt } : {};
@@ -112,7 +122,10 @@ function build(p: Projection, children: Map<string, ProjectedBillet[]>): { nodes
     case 'consensus': {
       nodes.push({ id: 'fanout', kind: 'parallel', config: {} });
       for (const b of order) nodes.push(agentNode(b));
-      const sink: GraphNode = p.coordination_policy === 'parallel' ? { id: 'join', kind: 'join', config: { mode: 'object' } } : { id: 'consensus', kind: 'consensus', config: { mode: p.consensus_mode } };
+      const sink: GraphNode =
+        p.coordination_policy === 'parallel'
+          ? { id: 'join', kind: 'join', config: { mode: 'object' } }
+          : { id: 'consensus', kind: 'consensus', config: { mode: p.consensus_mode } };
       for (const b of order) edges.push({ from: 'fanout', to: `agent:${b.id}` });
       for (const b of order) edges.push({ from: `agent:${b.id}`, to: sink.id });
       nodes.push(sink);
@@ -122,7 +135,10 @@ function build(p: Projection, children: Map<string, ProjectedBillet[]>): { nodes
     }
     case 'manager-delegates': {
       const roots = order.filter((b) => b.reports_to === null);
-      if (roots.length !== 1) throw new CompileError('root_count', `manager-delegates needs exactly one billet without reports_to, found ${roots.length}`, { roots: roots.map((r) => r.id) });
+      if (roots.length !== 1)
+        throw new CompileError('root_count', `manager-delegates needs exactly one billet without reports_to, found ${roots.length}`, {
+          roots: roots.map((r) => r.id),
+        });
       const entryOf = new Map<string, string>();
       const exitOf = new Map<string, string>();
       const stack: { b: ProjectedBillet; phase: 'enter' | 'exit' }[] = [{ b: roots[0]!, phase: 'enter' }];
@@ -155,7 +171,8 @@ function build(p: Projection, children: Map<string, ProjectedBillet[]>): { nodes
     }
   }
   // Stages around the team.
-  const link = (from: GraphNode, to: string) => edges.push(from.kind === 'conditional' ? { from: from.id, to, when: 'then' } : { from: from.id, to });
+  const link = (from: GraphNode, to: string) =>
+    edges.push(from.kind === 'conditional' ? { from: from.id, to, when: 'then' } : { from: from.id, to });
   const pre = p.pre.map((s, i) => stageNode(s, `pre:${i}`));
   const post = p.post.map((s, i) => stageNode(s, `post:${i}`));
   for (let i = 0; i < pre.length; i++) link(pre[i]!, i + 1 < pre.length ? pre[i + 1]!.id : entry);
@@ -175,13 +192,19 @@ function build(p: Projection, children: Map<string, ProjectedBillet[]>): { nodes
 function seats(p: Projection, agents: Record<string, SeatBinding> | undefined): Record<string, SeatSpec> {
   if (agents !== undefined) {
     const missing = p.billets.filter((b) => agents[b.id] === undefined || typeof agents[b.id]!.agent_id !== 'string').map((b) => b.id);
-    if (missing.length > 0) throw new CompileError('unbound_seat', `no agent bound to billets ${missing.slice(0, 10).join(', ')}`, { billets: missing.slice(0, 100) });
+    if (missing.length > 0)
+      throw new CompileError('unbound_seat', `no agent bound to billets ${missing.slice(0, 10).join(', ')}`, {
+        billets: missing.slice(0, 100),
+      });
   }
   const out: Record<string, SeatSpec> = {};
   const unboundAuthority = new Map<AuthorityEnvelope, SeatAuthority>();
   for (const b of p.billets) {
     const binding = agents?.[b.id];
-    const auth = binding?.authority !== undefined ? intersectAuthority(parseAuthority(binding.authority, `agents.${b.id}.authority`), b.authority_cap) : b.authority_cap;
+    const auth =
+      binding?.authority !== undefined
+        ? intersectAuthority(parseAuthority(binding.authority, `agents.${b.id}.authority`), b.authority_cap)
+        : b.authority_cap;
     out[b.id] = {
       billet_id: b.id,
       role_label: b.role_label,
@@ -190,7 +213,10 @@ function seats(p: Projection, agents: Record<string, SeatBinding> | undefined): 
       agent_id: binding?.agent_id ?? null,
       model: binding?.model ?? null,
       system_prompt: binding?.system_prompt ?? null,
-      authority: binding?.authority !== undefined ? seatAuthority(auth) : (unboundAuthority.get(auth) ?? unboundAuthority.set(auth, seatAuthority(auth)).get(auth)!),
+      authority:
+        binding?.authority !== undefined
+          ? seatAuthority(auth)
+          : (unboundAuthority.get(auth) ?? unboundAuthority.set(auth, seatAuthority(auth)).get(auth)!),
     };
   }
   return out;
@@ -204,7 +230,12 @@ function seats(p: Projection, agents: Record<string, SeatBinding> | undefined): 
  * when compiled without a crew. Equal hashes mean equal graphs; any change of the
  * formation, of a binding, or of the compiler's output (which bumps the version) changes it.
  */
-function graphHashOf(formationHash: string, p: Projection, agents: Record<string, SeatBinding> | undefined, sha256: Sha256 | undefined): string {
+function graphHashOf(
+  formationHash: string,
+  p: Projection,
+  agents: Record<string, SeatBinding> | undefined,
+  sha256: Sha256 | undefined,
+): string {
   const bindings =
     agents === undefined
       ? null
@@ -229,7 +260,12 @@ function graphHashOf(formationHash: string, p: Projection, agents: Record<string
  * the hashes are the same with or without it, only faster on large formations.
  * @example const r = compileFormation({ name: 'f', coordination_policy: 'sequential' }, [{ id: 'b1', role_label: 'writer', authority_cap: {} }]); if (r.ok) r.graphHash
  */
-export function compileFormation(formation: FormationInput, billets: readonly BilletInput[], agents?: Record<string, SeatBinding>, options: { sha256?: Sha256 } = {}): CompileResult {
+export function compileFormation(
+  formation: FormationInput,
+  billets: readonly BilletInput[],
+  agents?: Record<string, SeatBinding>,
+  options: { sha256?: Sha256 } = {},
+): CompileResult {
   try {
     const p = project(formation, billets);
     const children = checkHierarchy(p);
@@ -251,11 +287,18 @@ export function compileFormation(formation: FormationInput, billets: readonly Bi
       placement: { clearance, topology: p.topology },
     };
     const v = validateGraph(graph);
-    if (!v.ok) return { ok: false, code: 'invalid_formation', message: `stage ${v.node ?? ''}: ${v.problem}`, details: { node: v.node, problem: v.problem } };
+    if (!v.ok)
+      return {
+        ok: false,
+        code: 'invalid_formation',
+        message: `stage ${v.node ?? ''}: ${v.problem}`,
+        details: { node: v.node, problem: v.problem },
+      };
     return { ok: true, graph, graphHash: graphHashOf(formationHash, p, agents, options.sha256), formationHash };
   } catch (e) {
     if (e instanceof CompileError) return { ok: false, code: e.code, message: e.message, details: e.details };
-    if (e instanceof TypeError) return { ok: false, code: 'invalid_formation', message: 'formation is not plain JSON or has invalid values', details: {} };
+    if (e instanceof TypeError)
+      return { ok: false, code: 'invalid_formation', message: 'formation is not plain JSON or has invalid values', details: {} };
     throw e;
   }
 }

@@ -96,7 +96,9 @@ export async function signEd25519(privateJwk: JsonWebKey, data: Uint8Array): Pro
   let key: CryptoKey;
   try {
     key = await cached(privateKeys, `${privateJwk.d as string}.${privateJwk.x as string}`, () =>
-      crypto.subtle.importKey('jwk', { kty: 'OKP', crv: 'Ed25519', x: privateJwk.x as string, d: privateJwk.d as string }, ALG, false, ['sign']),
+      crypto.subtle.importKey('jwk', { kty: 'OKP', crv: 'Ed25519', x: privateJwk.x as string, d: privateJwk.d as string }, ALG, false, [
+        'sign',
+      ]),
     );
   } catch {
     // WebCrypto's DataError (e.g. x is not d's public key) becomes the same TypeError as the sync path
@@ -159,7 +161,10 @@ function smallOrderR(sig: Uint8Array): boolean {
     const t = ed.Point.fromBytes(fromHexString('c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a'), false);
     const out: Uint8Array[] = [];
     let p = ed.Point.ZERO;
-    for (let k = 0; k < 8; k++) { out.push(p.toBytes()); p = p.add(t); }
+    for (let k = 0; k < 8; k++) {
+      out.push(p.toBytes());
+      p = p.add(t);
+    }
     smallOrderEncodings = out;
   }
   for (const e of smallOrderEncodings) {

@@ -19,5 +19,10 @@ export class EngineRefusal extends Error {
 
 /** True for an EngineRefusal (by name and shape). */
 export function isEngineRefusal(e: unknown): e is EngineRefusal {
-  return typeof e === 'object' && e !== null && (e as { name?: unknown }).name === 'EngineRefusal' && typeof (e as { reason?: unknown }).reason === 'string';
+  return (
+    typeof e === 'object' &&
+    e !== null &&
+    (e as { name?: unknown }).name === 'EngineRefusal' &&
+    typeof (e as { reason?: unknown }).reason === 'string'
+  );
 }

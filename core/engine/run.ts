@@ -40,7 +40,12 @@ export async function runGraph(graph: Graph, input: unknown, ports: EnginePorts,
   try {
     if (!verdict.ok) throw refuse('invalid_graph', { node: verdict.node, problem: verdict.problem });
     const started = ports.recorded !== undefined ? await ports.recorded('run') : undefined;
-    if (started === undefined) await ctx.append('run_started', 'run', runInput, null, { policy: graph.policy, nodes: graph.nodes.length, requester: options.requester });
+    if (started === undefined)
+      await ctx.append('run_started', 'run', runInput, null, {
+        policy: graph.policy,
+        nodes: graph.nodes.length,
+        requester: options.requester,
+      });
     await preflightBudget(ctx);
 
     const incoming = new Map<string, GraphEdge[]>();
@@ -69,7 +74,12 @@ export async function runGraph(graph: Graph, input: unknown, ports: EnginePorts,
           nodeInput = obj;
         }
       } else inbound = [{ from: 'run', output: runInput }];
-      const step: StepRef = { id: node.id, kind: node.kind, config: node.config, ...('seat' in node && node.seat !== undefined ? { seat: node.seat } : {}) };
+      const step: StepRef = {
+        id: node.id,
+        kind: node.kind,
+        config: node.config,
+        ...('seat' in node && node.seat !== undefined ? { seat: node.seat } : {}),
+      };
       const r = await executeStep(ctx, step, EXECUTORS[node.kind], nodeInput, inbound);
       ran.set(node.id, r);
       last = r.output;
@@ -89,13 +99,24 @@ async function finish(ctx: RunContext, e: unknown, current: string): Promise<Run
   const details: JsonObject = { ...stop.details };
   try {
     if (stop.outcome === 'waiting') {
-      await ctx.append('waiting', stop.waiting?.step_id ?? stepId, null, null, { reason: stop.reason, for: stop.waiting?.for ?? null, wake_at: stop.waiting?.wake_at ?? null });
+      await ctx.append('waiting', stop.waiting?.step_id ?? stepId, null, null, {
+        reason: stop.reason,
+        for: stop.waiting?.for ?? null,
+        wake_at: stop.waiting?.wake_at ?? null,
+      });
     } else {
       if (stop.outcome === 'refused') await ctx.append('refusal', stepId, null, null, { ...details, reason: stop.reason });
       await ctx.append('run_finished', 'run/end', null, null, { outcome: stop.outcome, reason: stop.reason });
     }
   } catch (journalError) {
-    return { outcome: 'failed', output: null, reason: 'journal_error', details: { step_id: stepId }, steps: ctx.steps, cause: journalError };
+    return {
+      outcome: 'failed',
+      output: null,
+      reason: 'journal_error',
+      details: { step_id: stepId },
+      steps: ctx.steps,
+      cause: journalError,
+    };
   }
   const result: RunResult = { outcome: stop.outcome, output: null, reason: stop.reason, details, steps: ctx.steps };
   if (stop.waiting !== null) result.waiting = stop.waiting;

@@ -298,14 +298,28 @@ export interface ApprovalsPort {
   /** Decisions recorded so far for a step (human_approval node id, or a tool-call step id in `ask` mode). */
   decisions(stepId: string): Promise<ApprovalDecision[]>;
   /** Called each time the engine starts waiting on a step, so the cell can list it as pending (idempotent). */
-  request?(stepId: string, ask: { kind: 'human_approval' | 'tool_call'; rule: string; approvers: string[]; quorum: number; prompt: string | null; due: number | null }): Promise<void>;
+  request?(
+    stepId: string,
+    ask: {
+      kind: 'human_approval' | 'tool_call';
+      rule: string;
+      approvers: string[];
+      quorum: number;
+      prompt: string | null;
+      due: number | null;
+    },
+  ): Promise<void>;
 }
 
 export interface BudgetPort {
   /** True when a budget ledger is registered for the agent. Checked for every bound agent before the run's first step. */
   hasLedger(agentId: string): Promise<boolean>;
   /** Reserves `amount` budget units before a model call. `ok: false` stops the agent with a refusal (budget_exceeded). */
-  reserve(agentId: string, amount: number, ref: { run_id: string; step_id: string }): Promise<{ ok: true; reservation_id: string } | { ok: false; reason: string }>;
+  reserve(
+    agentId: string,
+    amount: number,
+    ref: { run_id: string; step_id: string },
+  ): Promise<{ ok: true; reservation_id: string } | { ok: false; reason: string }>;
   /** Commits the actual usage of a reservation (0 when the call failed), releasing the rest. */
   commit(reservationId: string, actual: number): Promise<void>;
 }

@@ -40,7 +40,8 @@ function configProblem(g: Graph, n: GraphNode): string | null {
       return n.config.args_expr !== undefined ? exprProblem(n.config.args_expr, VARS.data) : null;
     case 'skill':
       if (typeof n.config.skill?.name !== 'string' || typeof n.config.skill.skill_kind !== 'string') return 'skill required';
-      if (n.config.skill.skill_kind === 'transformer' && typeof n.config.skill.definition?.expr === 'string') return exprProblem(n.config.skill.definition.expr, VARS.data);
+      if (n.config.skill.skill_kind === 'transformer' && typeof n.config.skill.definition?.expr === 'string')
+        return exprProblem(n.config.skill.definition.expr, VARS.data);
       return null;
     case 'conditional':
     case 'transform':
@@ -84,17 +85,21 @@ function configProblem(g: Graph, n: GraphNode): string | null {
 /** Checks a graph; the first problem found, with its node. */
 export function validateGraph(g: Graph): GraphVerdict {
   if (typeof g !== 'object' || g === null || g.v !== 1) return { ok: false, node: null, problem: 'unsupported graph format' };
-  if (!Array.isArray(g.nodes) || g.nodes.length === 0 || !Array.isArray(g.edges)) return { ok: false, node: null, problem: 'nodes and edges required' };
+  if (!Array.isArray(g.nodes) || g.nodes.length === 0 || !Array.isArray(g.edges))
+    return { ok: false, node: null, problem: 'nodes and edges required' };
   const L = g.limits;
-  if (!L || !isInt(L.max_steps, 1) || !isInt(L.max_steps_per_seat, 1) || !isInt(L.max_tool_rounds, 0) || !isInt(L.default_max_tokens, 1)) return { ok: false, node: null, problem: 'limits invalid' };
+  if (!L || !isInt(L.max_steps, 1) || !isInt(L.max_steps_per_seat, 1) || !isInt(L.max_tool_rounds, 0) || !isInt(L.default_max_tokens, 1))
+    return { ok: false, node: null, problem: 'limits invalid' };
   const index = new Map<string, number>();
   for (let i = 0; i < g.nodes.length; i++) {
     const n = g.nodes[i]!;
     if (typeof n?.id !== 'string' || n.id.length === 0) return { ok: false, node: null, problem: `node ${i} has no id` };
     if (index.has(n.id)) return { ok: false, node: n.id, problem: 'duplicate node id' };
     // '/', '[', ']' and '#' build derived step ids (<n>/model/0, <n>[i], <n>#k): not allowed in node ids.
-    if (/[/[\]#]/.test(n.id) || n.id === 'run' || n.id.length > 200) return { ok: false, node: n.id, problem: 'node id must not contain / [ ] # (nor be "run"), at most 200 characters' };
-    if (!(EXECUTOR_KINDS as readonly string[]).includes(n.kind)) return { ok: false, node: n.id, problem: `unknown executor ${String(n.kind)}` };
+    if (/[/[\]#]/.test(n.id) || n.id === 'run' || n.id.length > 200)
+      return { ok: false, node: n.id, problem: 'node id must not contain / [ ] # (nor be "run"), at most 200 characters' };
+    if (!(EXECUTOR_KINDS as readonly string[]).includes(n.kind))
+      return { ok: false, node: n.id, problem: `unknown executor ${String(n.kind)}` };
     index.set(n.id, i);
   }
   if (!index.has(g.entry) || !index.has(g.exit)) return { ok: false, node: null, problem: 'entry/exit not in nodes' };

@@ -6,7 +6,22 @@ import type { Expr } from '@bufbuild/cel-spec/cel/expr/syntax_pb.js';
 import { EXPR_LIMITS, type ExprError, type ExprProgram } from './program.ts';
 
 // Functions the planner implements itself (not in the function resolver).
-const PLANNER_FUNCTIONS = new Set(['_&&_', '_||_', '_?_:_', '@not_strictly_false', '@in', '_[_]', '_[?_]', 'or', 'orValue', 'optional.of', 'optional.none', 'optional.ofNonZeroValue', 'hasValue', 'value']);
+const PLANNER_FUNCTIONS = new Set([
+  '_&&_',
+  '_||_',
+  '_?_:_',
+  '@not_strictly_false',
+  '@in',
+  '_[_]',
+  '_[?_]',
+  'or',
+  'orValue',
+  'optional.of',
+  'optional.none',
+  'optional.ofNonZeroValue',
+  'hasValue',
+  'value',
+]);
 
 const envCache = new Map<string, ReturnType<typeof celEnv>>();
 function envFor(variables: readonly string[]) {
@@ -28,7 +43,14 @@ interface Walk {
   error: ExprError | null;
 }
 
-function walk(e: Expr | undefined, depth: number, nesting: number, scope: readonly string[], env: ReturnType<typeof celEnv>, w: Walk): void {
+function walk(
+  e: Expr | undefined,
+  depth: number,
+  nesting: number,
+  scope: readonly string[],
+  env: ReturnType<typeof celEnv>,
+  w: Walk,
+): void {
   if (w.error !== null || e === undefined) return;
   w.nodes++;
   if (w.nodes > EXPR_LIMITS.max_nodes) {
@@ -98,9 +120,13 @@ function walk(e: Expr | undefined, depth: number, nesting: number, scope: readon
  * Never throws on hostile input.
  * @example compileExpr('input.score > 0.5', { variables: ['input', 'context'] })
  */
-export function compileExpr(src: string, opts: { variables: readonly string[] }): { ok: true; program: ExprProgram } | { ok: false; error: ExprError } {
+export function compileExpr(
+  src: string,
+  opts: { variables: readonly string[] },
+): { ok: true; program: ExprProgram } | { ok: false; error: ExprError } {
   if (typeof src !== 'string' || src.length === 0) return { ok: false, error: { code: 'syntax', message: 'empty expression' } };
-  if (src.length > EXPR_LIMITS.max_source_chars) return { ok: false, error: { code: 'too_long', message: `longer than ${EXPR_LIMITS.max_source_chars} characters` } };
+  if (src.length > EXPR_LIMITS.max_source_chars)
+    return { ok: false, error: { code: 'too_long', message: `longer than ${EXPR_LIMITS.max_source_chars} characters` } };
   const env = envFor(opts.variables);
   let parsed: ReturnType<typeof parse>;
   try {

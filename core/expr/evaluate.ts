@@ -30,11 +30,13 @@ function elements(v: unknown, budget: number): number {
 
 /** Raw evaluation (CEL values), after the cost bound. Used by evalExpr and the conformance tests. */
 export function evalRaw(program: ExprProgram, bindings: Record<string, unknown>): ExprResult {
-  for (const v of program.variables) if (!(v in bindings)) return { ok: false, error: { code: 'eval_error', message: `no value bound for ${v}` } };
+  for (const v of program.variables)
+    if (!(v in bindings)) return { ok: false, error: { code: 'eval_error', message: `no value bound for ${v}` } };
   if (program.nesting > 0) {
     const e = elements(Object.values(bindings), EXPR_LIMITS.max_cost) + program.nodes;
     const cost = program.nodes * (1 + e) ** program.nesting;
-    if (cost > EXPR_LIMITS.max_cost) return { ok: false, error: { code: 'cost_exceeded', message: `estimated cost ${Math.round(cost)} exceeds ${EXPR_LIMITS.max_cost}` } };
+    if (cost > EXPR_LIMITS.max_cost)
+      return { ok: false, error: { code: 'cost_exceeded', message: `estimated cost ${Math.round(cost)} exceeds ${EXPR_LIMITS.max_cost}` } };
   }
   let out: unknown;
   try {

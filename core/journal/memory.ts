@@ -18,7 +18,11 @@ export interface MemoryJournal {
 }
 
 /** A journal for one run. Pass existing records/blobs to continue a journal (recovery). */
-export function memoryJournal(runId: string, signer: JournalSigner, existing?: { records: JournalRecord[]; blobs: Map<string, unknown> }): MemoryJournal {
+export function memoryJournal(
+  runId: string,
+  signer: JournalSigner,
+  existing?: { records: JournalRecord[]; blobs: Map<string, unknown> },
+): MemoryJournal {
   const records = existing?.records ?? [];
   const blobs = existing?.blobs ?? new Map<string, unknown>();
   const last = records[records.length - 1];

@@ -12,7 +12,10 @@ import type { JournalRecord } from './record.ts';
 const REUSABLE = new Set(['step', 'decision', 'run_started']);
 
 /** Index of the reusable records of a journal. `blob(hash)` returns a stored value or undefined. */
-export function recordedFrom(records: readonly JournalRecord[], blob: (hash: string) => unknown): (stepId: string) => RecordedStep | undefined {
+export function recordedFrom(
+  records: readonly JournalRecord[],
+  blob: (hash: string) => unknown,
+): (stepId: string) => RecordedStep | undefined {
   const byStep = new Map<string, JournalRecord>();
   for (const r of records) {
     if (REUSABLE.has(r.kind)) byStep.set(r.step_id, r);

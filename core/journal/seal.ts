@@ -30,5 +30,19 @@ export async function sealRecord(unsigned: UnsignedRecord, prevHash: string, sig
   };
   const sig = await signer.sign(signingBytes(body));
   const { at, data, graph_hash, input_hash, kind, output_hash, prev_hash, run_id, seq, signer_kid, step_id, v } = body;
-  return { at, ...(data !== undefined ? { data } : {}), graph_hash, input_hash, kind, output_hash, prev_hash, run_id, seq, sig: b64url(sig), signer_kid, step_id, v };
+  return {
+    at,
+    ...(data !== undefined ? { data } : {}),
+    graph_hash,
+    input_hash,
+    kind,
+    output_hash,
+    prev_hash,
+    run_id,
+    seq,
+    sig: b64url(sig),
+    signer_kid,
+    step_id,
+    v,
+  };
 }

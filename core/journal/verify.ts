@@ -30,7 +30,21 @@ function shapeProblem(r: unknown): string | null {
   if (!Number.isSafeInteger(x.seq)) return 'malformed: seq';
   if (typeof x.at !== 'number' || !Number.isFinite(x.at)) return 'malformed: at';
   if (x.data !== undefined && (typeof x.data !== 'object' || x.data === null || Array.isArray(x.data))) return 'malformed: data';
-  const known = new Set(['v', 'run_id', 'seq', 'step_id', 'kind', 'graph_hash', 'input_hash', 'output_hash', 'prev_hash', 'at', 'signer_kid', 'sig', 'data']);
+  const known = new Set([
+    'v',
+    'run_id',
+    'seq',
+    'step_id',
+    'kind',
+    'graph_hash',
+    'input_hash',
+    'output_hash',
+    'prev_hash',
+    'at',
+    'signer_kid',
+    'sig',
+    'data',
+  ]);
   for (const k of Object.keys(x)) if (!known.has(k)) return `malformed: unknown field ${k}`;
   try {
     canonicalJson(x);
@@ -66,7 +80,8 @@ export async function verifyJournal(
     if (rec.seq !== i + 1) fail(`seq not contiguous: expected ${i + 1}`);
     else if (rec.run_id !== first!.run_id) fail('run_id differs from the first record');
     else if (rec.graph_hash !== first!.graph_hash) fail('graph_hash differs from the first record');
-    else if (rec.prev_hash !== (i === 0 ? GENESIS_HASH : recordHash(records[i - 1]!))) fail('hash chain broken: prev_hash does not match the previous record');
+    else if (rec.prev_hash !== (i === 0 ? GENESIS_HASH : recordHash(records[i - 1]!)))
+      fail('hash chain broken: prev_hash does not match the previous record');
     else if (keys(rec.signer_kid) === undefined) fail(`unknown signer key ${rec.signer_kid}`);
   }
   // Signature pass over the records before the first structural problem (a tampered record

@@ -103,7 +103,9 @@ export async function verifyAccessToken(token: string, opts: VerifyAccessTokenOp
 function mapJoseError(err: unknown): TokenError {
   if (err instanceof errors.JWTExpired) return new TokenError('expired', 'token expired');
   if (err instanceof errors.JWTClaimValidationFailed) {
-    return err.claim === 'nbf' ? new TokenError('not_yet_valid', 'token not yet valid') : new TokenError('missing_claim', `claim ${err.claim} failed`);
+    return err.claim === 'nbf'
+      ? new TokenError('not_yet_valid', 'token not yet valid')
+      : new TokenError('missing_claim', `claim ${err.claim} failed`);
   }
   if (err instanceof errors.JOSEAlgNotAllowed) return new TokenError('bad_alg', 'algorithm not allowed');
   if (err instanceof errors.JWSSignatureVerificationFailed) return new TokenError('bad_signature', 'signature does not verify');

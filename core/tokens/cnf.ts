@@ -17,12 +17,14 @@ export function checkConfirmation(cnf: { jkt?: string; 'x5t#S256'?: string } | u
   if (!cnf) return;
   if (cnf.jkt !== undefined) {
     if (presented.dpopJkt === null) throw new TokenError('dpop_required', 'a DPoP-bound token needs a DPoP proof');
-    if (!timingSafeEqualStr(cnf.jkt, presented.dpopJkt)) throw new TokenError('dpop_key_mismatch', 'the proof key is not the key the token is bound to');
+    if (!timingSafeEqualStr(cnf.jkt, presented.dpopJkt))
+      throw new TokenError('dpop_key_mismatch', 'the proof key is not the key the token is bound to');
   }
   const x5t = cnf['x5t#S256'];
   if (x5t !== undefined) {
     if (presented.certThumbprint === null) throw new TokenError('cert_required', 'a certificate-bound token needs the client certificate');
-    if (!timingSafeEqualStr(x5t, presented.certThumbprint)) throw new TokenError('cert_mismatch', 'the client certificate is not the one the token is bound to');
+    if (!timingSafeEqualStr(x5t, presented.certThumbprint))
+      throw new TokenError('cert_mismatch', 'the client certificate is not the one the token is bound to');
   }
 }
 

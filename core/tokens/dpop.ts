@@ -80,12 +80,15 @@ export async function verifyDpopProof(proof: string, opts: VerifyDpopOptions): P
   }
   const { htm, htu, iat, jti } = payload;
   if (typeof jti !== 'string' || jti.length < 8 || jti.length > 256) throw new TokenError('dpop_invalid', 'proof jti missing');
-  if (typeof htm !== 'string' || htm !== opts.htm.toUpperCase()) throw new TokenError('dpop_htm_mismatch', 'proof htm does not match the request method');
+  if (typeof htm !== 'string' || htm !== opts.htm.toUpperCase())
+    throw new TokenError('dpop_htm_mismatch', 'proof htm does not match the request method');
   const want = normalizeHtu(opts.htu);
-  if (typeof htu !== 'string' || want === null || normalizeHtu(htu) !== want) throw new TokenError('dpop_htu_mismatch', 'proof htu does not match the request URI');
+  if (typeof htu !== 'string' || want === null || normalizeHtu(htu) !== want)
+    throw new TokenError('dpop_htu_mismatch', 'proof htu does not match the request URI');
   if (typeof iat !== 'number' || !Number.isFinite(iat)) throw new TokenError('dpop_stale', 'proof iat missing');
   const nowS = opts.now / 1000;
-  if (iat < nowS - window.pastSeconds || iat > nowS + window.futureSeconds) throw new TokenError('dpop_stale', 'proof iat outside the freshness window');
+  if (iat < nowS - window.pastSeconds || iat > nowS + window.futureSeconds)
+    throw new TokenError('dpop_stale', 'proof iat outside the freshness window');
   if (opts.accessToken !== undefined) {
     if (typeof payload['ath'] !== 'string' || payload['ath'] !== (await accessTokenHash(opts.accessToken))) {
       throw new TokenError('dpop_ath_mismatch', 'proof ath does not bind the access token');

@@ -43,6 +43,10 @@ export class TokenError extends Error {
 
 /** Tells a TokenError apart by its name and code, not by `instanceof`. */
 export function isTokenError(err: unknown): err is TokenError {
-  return typeof err === 'object' && err !== null && (err as { name?: unknown }).name === 'TokenError'
-    && (TOKEN_ERROR_CODES as readonly string[]).includes((err as { code?: unknown }).code as string);
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    (err as { name?: unknown }).name === 'TokenError' &&
+    (TOKEN_ERROR_CODES as readonly string[]).includes((err as { code?: unknown }).code as string)
+  );
 }

@@ -119,12 +119,17 @@ export function rootOf(claims: Pick<AccessTokenClaims, 'root' | 'client_id' | 'j
 }
 
 /** Facts of a judgement without a request (introspection): the bindings are reported, not judged. */
-export interface NoRequestFacts { now: number }
+export interface NoRequestFacts {
+  now: number;
+}
 
 async function verified(token: string, now: number, config: TokenJudgeConfig<TokenSubject>): Promise<AccessTokenClaims> {
   const hit = config.cache?.get(token);
   if (hit) {
-    if (hit.exp * 1000 <= now) { config.cache!.delete(token); throw new TokenError('expired', 'token expired'); }
+    if (hit.exp * 1000 <= now) {
+      config.cache!.delete(token);
+      throw new TokenError('expired', 'token expired');
+    }
     return hit;
   }
   const claims = await verifyAccessToken(token, { keys: config.keys, issuer: config.issuer, audience: config.audience, now });
@@ -132,7 +137,11 @@ async function verified(token: string, now: number, config: TokenJudgeConfig<Tok
   return claims;
 }
 
-async function judge<S extends TokenSubject>(token: string, facts: TokenRequestFacts | NoRequestFacts, config: TokenJudgeConfig<S>): Promise<TokenVerdict<S>> {
+async function judge<S extends TokenSubject>(
+  token: string,
+  facts: TokenRequestFacts | NoRequestFacts,
+  config: TokenJudgeConfig<S>,
+): Promise<TokenVerdict<S>> {
   const claims = await verified(token, facts.now, config as TokenJudgeConfig<TokenSubject>);
   if (await config.isRevoked(claims.jti)) throw new TokenError('revoked', 'token revoked');
 
@@ -142,7 +151,11 @@ async function judge<S extends TokenSubject>(token: string, facts: TokenRequestF
       if (facts.scheme !== 'dpop') throw new TokenError('dpop_required', 'a DPoP-bound token is presented with the DPoP scheme');
       if (facts.dpop === null) throw new TokenError('dpop_required', 'a DPoP-bound token needs a DPoP proof');
       const proof = await verifyDpopProof(facts.dpop, {
-        htm: facts.method, htu: facts.uri, now: facts.now, replay: config.replay, accessToken: token,
+        htm: facts.method,
+        htu: facts.uri,
+        now: facts.now,
+        replay: config.replay,
+        accessToken: token,
         ...(config.dpopWindow ? { window: config.dpopWindow } : {}),
       });
       dpopJkt = proof.jkt;
@@ -167,7 +180,8 @@ async function judge<S extends TokenSubject>(token: string, facts: TokenRequestF
     rootKey = k;
   } else if (root.startsWith('token:')) {
     const rootJti = root.slice('token:'.length);
-    if (rootJti !== claims.jti && (await config.isRevoked(rootJti))) throw new TokenError('revoked', 'the token this token derives from was revoked');
+    if (rootJti !== claims.jti && (await config.isRevoked(rootJti)))
+      throw new TokenError('revoked', 'the token this token derives from was revoked');
   } else {
     throw new TokenError('malformed_token', 'unknown root credential');
   }
@@ -176,9 +190,19 @@ async function judge<S extends TokenSubject>(token: string, facts: TokenRequestF
   }
   const scopes = claims.scope.split(' ').filter(Boolean);
   return {
-    ok: true, claims, subject, scopes,
+    ok: true,
+    claims,
+    subject,
+    scopes,
     effective: intersectSelectors(subject.permissions, scopes),
-    credential: { type: claims.sat ? 'sat' : 'oauth', id: claims.jti, root, clientId: claims.client_id, rateLimitRpm: rootKey?.rate_limit_rpm ?? null, rootKey },
+    credential: {
+      type: claims.sat ? 'sat' : 'oauth',
+      id: claims.jti,
+      root,
+      clientId: claims.client_id,
+      rateLimitRpm: rootKey?.rate_limit_rpm ?? null,
+      rootKey,
+    },
   };
 }
 
@@ -189,7 +213,11 @@ async function judge<S extends TokenSubject>(token: string, facts: TokenRequestF
  * closed. Without request facts (introspection), everything but the
  * bindings is judged: the same verdict the bearer path would give.
  */
-export async function judgeAccessToken<S extends TokenSubject>(token: string, facts: TokenRequestFacts | NoRequestFacts, config: TokenJudgeConfig<S>): Promise<TokenVerdict<S>> {
+export async function judgeAccessToken<S extends TokenSubject>(
+  token: string,
+  facts: TokenRequestFacts | NoRequestFacts,
+  config: TokenJudgeConfig<S>,
+): Promise<TokenVerdict<S>> {
   try {
     return await judge(token, facts, config);
   } catch (e) {

@@ -16,11 +16,17 @@ export interface ChallengeOptions {
   resourceMetadata?: string;
 }
 
-export function tokenRefusal(refusal: { code: TokenErrorCode; message: string }, scheme: 'bearer' | 'dpop', o: ChallengeOptions): ServiceError {
+export function tokenRefusal(
+  refusal: { code: TokenErrorCode; message: string },
+  scheme: 'bearer' | 'dpop',
+  o: ChallengeOptions,
+): ServiceError {
   const err = refusal.code.startsWith('dpop_') ? 'invalid_dpop_proof' : 'invalid_token';
   const meta = o.resourceMetadata ? `, resource_metadata="${o.resourceMetadata}"` : '';
   return new ServiceError('unauthorized', `access token refused: ${refusal.message}`, {
     details: { reason: refusal.code },
-    headers: { 'WWW-Authenticate': `${scheme === 'dpop' ? 'DPoP' : 'Bearer'} realm="${o.realm}", error="${err}", algs="${DPOP_ALGS.join(' ')}"${meta}` },
+    headers: {
+      'WWW-Authenticate': `${scheme === 'dpop' ? 'DPoP' : 'Bearer'} realm="${o.realm}", error="${err}", algs="${DPOP_ALGS.join(' ')}"${meta}`,
+    },
   });
 }

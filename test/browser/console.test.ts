@@ -30,8 +30,16 @@ import { testStore } from '../helpers/inproc.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = resolve(import.meta.dirname, '../artifacts');
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const A = '/api/public/v1/admin';
 // Installed in the page as text (functions defined in the test would reach the page with the
@@ -54,7 +62,8 @@ type Api = (method: string, path: string, body?: unknown, token?: string) => Pro
 function apiOf(cell: CellProcess): Api {
   return async (method, path, body, token = cell.adminKey) => {
     const r = await fetch(cell.url + path, {
-      method, headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     const text = await r.text();
@@ -84,9 +93,16 @@ async function crew(api: Api, name: string, roles: string[], pre: unknown[] = []
   const assignments: Record<string, string> = {};
   for (const role of roles) {
     const b = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, {
-      role_label: role, required_skills: [], authority_cap: { allowed_tools: [], permission_mode: 'auto', clearance_level: 0, budget_ceiling: 5000 },
+      role_label: role,
+      required_skills: [],
+      authority_cap: { allowed_tools: [], permission_mode: 'auto', clearance_level: 0, budget_ceiling: 5000 },
     });
-    const a = await ok(api, 'POST', `${T}/agents`, { source: 'scratch', role_label: role, system_prompt: `ROLE:${role}`, authority_template: { allowed_tools: [], permission_mode: 'auto' } });
+    const a = await ok(api, 'POST', `${T}/agents`, {
+      source: 'scratch',
+      role_label: role,
+      system_prompt: `ROLE:${role}`,
+      authority_template: { allowed_tools: [], permission_mode: 'auto' },
+    });
     await ok(api, 'POST', `${T}/agents/${a.agent_id}/budget-ledger`, { budget_limit: 100_000 });
     assignments[b.billet_id] = a.agent_id;
   }
@@ -94,15 +110,25 @@ async function crew(api: Api, name: string, roles: string[], pre: unknown[] = []
   return { formation: f.formation_id, crew: c.crew_id };
 }
 
-interface Watch { requested: string[]; problems: string[] }
+interface Watch {
+  requested: string[];
+  problems: string[];
+}
 
 async function newContext(browser: Browser, origin: string, watch: Watch): Promise<BrowserContext> {
   const ctx = await browser.newContext({ viewport: { width: 1366, height: 900 } });
-  ctx.on('request', (r) => { watch.requested.push(r.url()); });
+  ctx.on('request', (r) => {
+    watch.requested.push(r.url());
+  });
   // Anything not from the cell is refused outright, so "works with no network" is what is tested.
-  await ctx.route((url) => url.origin !== origin && url.protocol !== 'data:' && url.href !== 'about:blank', (route) => route.abort('blockedbyclient'));
+  await ctx.route(
+    (url) => url.origin !== origin && url.protocol !== 'data:' && url.href !== 'about:blank',
+    (route) => route.abort('blockedbyclient'),
+  );
   ctx.on('page', (p) => {
-    p.on('pageerror', (e) => { watch.problems.push(`pageerror ${String(e)}`); });
+    p.on('pageerror', (e) => {
+      watch.problems.push(`pageerror ${String(e)}`);
+    });
     p.on('console', (m) => {
       // A fetch answered 4xx is logged by chromium as "Failed to load resource"; the console expects some (403, 404).
       if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) watch.problems.push(`console ${m.text()}`);
@@ -113,7 +139,7 @@ async function newContext(browser: Browser, origin: string, watch: Watch): Promi
 
 /** Signs in through the code flow: the pop-up's login and consent pages, then back to the console. */
 async function signIn(ctx: BrowserContext, url: string, user: string, password: string, existing?: Page): Promise<Page> {
-  const page = existing ?? await ctx.newPage();
+  const page = existing ?? (await ctx.newPage());
   if (!existing) await page.goto(`${url}/console`);
   await page.locator('#sign-in').waitFor();
   const [popup] = await Promise.all([ctx.waitForEvent('page'), page.locator('#sign-in').click()]);
@@ -135,9 +161,22 @@ async function signIn(ctx: BrowserContext, url: string, user: string, password: 
 async function axe(page: Page, where: string): Promise<void> {
   if (!(await page.evaluate(() => typeof (window as unknown as { axe?: unknown }).axe !== 'undefined'))) await page.evaluate(AXE_SOURCE);
   const r = await page.evaluate(async () => {
-    const res = await (window as unknown as { axe: { run(ctx: Document, o: unknown): Promise<{ violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] }> } })
-      .axe.run(document, { resultTypes: ['violations'] });
-    return res.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.slice(0, 3).map((n) => n.target.join(' ')) }));
+    const res = await (
+      window as unknown as {
+        axe: {
+          run(
+            ctx: Document,
+            o: unknown,
+          ): Promise<{ violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] }>;
+        };
+      }
+    ).axe.run(document, { resultTypes: ['violations'] });
+    return res.violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      help: v.help,
+      targets: v.nodes.slice(0, 3).map((n) => n.target.join(' ')),
+    }));
   });
   const serious = r.filter((v) => v.impact === 'serious' || v.impact === 'critical');
   assert.deepEqual(serious, [], `${where}: axe-core found serious violations`);
@@ -145,18 +184,27 @@ async function axe(page: Page, where: string): Promise<void> {
 
 async function shot(page: Page, name: string, fullPage = true): Promise<void> {
   mkdirSync(ARTIFACTS, { recursive: true });
-  await page.evaluate(() => { (document.activeElement as HTMLElement | null)?.blur(); window.scrollTo(0, 0); });
+  await page.evaluate(() => {
+    (document.activeElement as HTMLElement | null)?.blur();
+    window.scrollTo(0, 0);
+  });
   await page.screenshot({ path: join(ARTIFACTS, name), fullPage });
 }
 
 test('the operator console: sign in, run, watch live, two approvers, verify, tamper, refuse, keys, offline, accessible', {
   timeout: 240_000,
-  skip: existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; make test does when root)`,
+  skip: existsSync(CHROMIUM)
+    ? false
+    : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; make test does when root)`,
 }, async () => {
   const ai: FakeOpenAI = await startOpenAIServer({
     apiKey: 'sk-fake',
     // Slow enough that a running step can be seen running.
-    respond: (req) => ({ content: `${/ROLE:(\S+)/.exec(systemPrompt(req))?.[1] ?? 'agent'} says: done`, delayMs: 900, usage: { prompt_tokens: 40, completion_tokens: 12 } }),
+    respond: (req) => ({
+      content: `${/ROLE:(\S+)/.exec(systemPrompt(req))?.[1] ?? 'agent'} says: done`,
+      delayMs: 900,
+      usage: { prompt_tokens: 40, completion_tokens: 12 },
+    }),
   });
   // The cell's store, named here (a PostgreSQL database with CELL_TEST_STORE=postgres): the test opens it while the cell is stopped.
   const db = await testStore();
@@ -168,15 +216,31 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     // ------------------------------------------------------------ setup over the API
     let api = apiOf(cell);
     // Operators whose envelope ceiling covers the crews' seats (no tools, mode auto): running a crew exercises its seats' authority.
-    const user = async (name: string, roles: string[]) => (await ok(api, 'POST', `${A}/principals`, {
-      kind: 'user', name, roles, password: `${name} has a long password`, authority: { permission_mode: 'auto' },
-    })).id as string;
+    const user = async (name: string, roles: string[]) =>
+      (
+        await ok(api, 'POST', `${A}/principals`, {
+          kind: 'user',
+          name,
+          roles,
+          password: `${name} has a long password`,
+          authority: { permission_mode: 'auto' },
+        })
+      ).id as string;
     const alice = await user('alice', ['operator']);
     const bob = await user('bob', ['operator']);
     const victor = await user('victor', ['viewer']);
     const secret = await ok(api, 'POST', `${A}/secrets`, { name: 'fake-openai', value: 'sk-fake' });
-    await ok(api, 'POST', `${A}/ai/model-providers`, { provider_type: 'openai-compatible', default_model: 'fake-model', base_url: `${ai.url}/v1`, api_key_secret_id: secret.secret_id, max_retries: 0 });
-    const approval = { kind: 'human_approval', config: { rule: 'quorum', quorum: 2, approvers: [alice, bob], timeout_ms: 3_600_000, prompt: 'Publish the summary?' } };
+    await ok(api, 'POST', `${A}/ai/model-providers`, {
+      provider_type: 'openai-compatible',
+      default_model: 'fake-model',
+      base_url: `${ai.url}/v1`,
+      api_key_secret_id: secret.secret_id,
+      max_retries: 0,
+    });
+    const approval = {
+      kind: 'human_approval',
+      config: { rule: 'quorum', quorum: 2, approvers: [alice, bob], timeout_ms: 3_600_000, prompt: 'Publish the summary?' },
+    };
     const gated = await crew(api, 'reviewed-summary', ['writer', 'editor'], [approval]);
     const plain = await crew(api, 'plain-summary', ['writer']);
 
@@ -187,10 +251,15 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     const target = j2.find((r) => r.kind === 'step' && /^agent:[^/]+$/.test(r.step_id));
     assert.ok(target, 'the agent step of run 2 is journaled');
     await cell.stop();
-    const store = await openStore(db.url ? { engine: 'postgres', url: db.url } : { engine: 'embedded', dir: join(cell.dataDir, 'store') }, { migrations: MIGRATIONS, log: () => undefined });
+    const store = await openStore(db.url ? { engine: 'postgres', url: db.url } : { engine: 'embedded', dir: join(cell.dataDir, 'store') }, {
+      migrations: MIGRATIONS,
+      log: () => undefined,
+    });
     const stored = (await store.get('SELECT record FROM journal WHERE run_id = ? AND seq = ?', [run2, target.seq]))!;
     const forged = { ...JSON.parse(String(stored['record'])), output_hash: contentHash('a forged answer') };
-    await store.write((tx) => tx.run('UPDATE journal SET record = ? WHERE run_id = ? AND seq = ?', [JSON.stringify(forged), run2, target.seq]));
+    await store.write((tx) =>
+      tx.run('UPDATE journal SET record = ? WHERE run_id = ? AND seq = ?', [JSON.stringify(forged), run2, target.seq]),
+    );
     await store.close();
     cell = await startCellProcess({ dataDir: cell.dataDir, args: cellArgs });
     api = apiOf(cell);
@@ -201,14 +270,22 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     // ------------------------------------------------------------ alice: sign in, start the run, watch it
     const ctxA = await newContext(browser, origin, watch);
     const pageA = await signIn(ctxA, cell.url, 'alice', 'alice has a long password');
-    assert.equal(await pageA.locator('#whoami').evaluate((e) => /OAuth \(DPoP\)/.test(e.textContent ?? '')), true, 'a DPoP-bound OAuth session');
+    assert.equal(
+      await pageA.locator('#whoami').evaluate((e) => /OAuth \(DPoP\)/.test(e.textContent ?? '')),
+      true,
+      'a DPoP-bound OAuth session',
+    );
     await axe(pageA, 'runs list');
     await shot(pageA, 'console-runs.png');
 
     await pageA.locator('#nav-formations').click();
     await pageA.getByRole('link', { name: /reviewed-summary/ }).click();
     await pageA.locator('#formation-graph svg [data-node="pre:0"]').waitFor();
-    assert.equal(await pageA.locator('#formation-graph svg [data-node]').count(), 3, 'the compiled graph before running: approval, writer, editor');
+    assert.equal(
+      await pageA.locator('#formation-graph svg [data-node]').count(),
+      3,
+      'the compiled graph before running: approval, writer, editor',
+    );
     await axe(pageA, 'formations');
     await pageA.locator(`article[data-crew="${gated.crew}"] textarea.run-input`).fill('{"topic": "the week in review"}');
     await pageA.locator(`article[data-crew="${gated.crew}"] button.run-button`).click();
@@ -219,14 +296,16 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     await pageA.evaluate(WATCH_GRAPH);
     await pageA.locator('#graph [data-node="pre:0"][data-state="waiting"]').waitFor({ timeout: 30_000 });
     await pageA.locator('#run-approvals article.approval').waitFor();
-    assert.match(await pageA.locator('#run-approvals .tally').textContent() ?? '', /0 of 2/);
+    assert.match((await pageA.locator('#run-approvals .tally').textContent()) ?? '', /0 of 2/);
     await axe(pageA, 'run view (waiting)');
 
     // alice approves: one of two; the run still waits.
     await pageA.locator('#run-approvals button.approve').click();
-    await until('the tally to show one approval', async () => /1 of 2/.test(await pageA.locator('#run-approvals .tally').textContent() ?? ''));
-    assert.match(await pageA.locator('#run-approvals .needed').textContent() ?? '', /1 more/);
-    assert.match(await pageA.locator('#run-approvals .blocked').textContent() ?? '', /You have decided/);
+    await until('the tally to show one approval', async () =>
+      /1 of 2/.test((await pageA.locator('#run-approvals .tally').textContent()) ?? ''),
+    );
+    assert.match((await pageA.locator('#run-approvals .needed').textContent()) ?? '', /1 more/);
+    assert.match((await pageA.locator('#run-approvals .blocked').textContent()) ?? '', /You have decided/);
     assert.equal((await api('GET', `${A}/jobs/runs/${run1}`)).body.state, 'waiting', 'one of two approvals: the run still waits');
     assert.equal(await pageA.locator('#graph [data-node="pre:0"]').getAttribute('data-state'), 'waiting');
     await shot(pageA, 'console-run-waiting.png', false);
@@ -237,19 +316,27 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     await pageB.locator('#nav-approvals').click();
     const card = pageB.locator(`#approvals-mine article.approval[data-run="${run1}"]`);
     await card.waitFor();
-    assert.match(await card.locator('.tally').textContent() ?? '', /1 of 2/);
+    assert.match((await card.locator('.tally').textContent()) ?? '', /1 of 2/);
     await axe(pageB, 'approvals');
     await shot(pageB, 'console-approvals.png');
     await card.locator('button.approve').click();
-    await card.locator('[role="status"]').filter({ hasText: 'Approved.' }).waitFor().catch(() => undefined);
+    await card
+      .locator('[role="status"]')
+      .filter({ hasText: 'Approved.' })
+      .waitFor()
+      .catch(() => undefined);
 
     // alice's page follows the run to its end, live, and verifies the journal.
     await until('the run to be shown completed', async () => (await pageA.locator('h1 .state').textContent()) === 'completed', 60_000);
     await pageA.locator('#stream-state', { hasText: 'journal is complete' }).waitFor();
     await pageA.locator('#journal-verdict[data-verdict="ok"]').waitFor({ timeout: 30_000 });
-    const seen = await pageA.evaluate('({ doc: window.__doc, seen: window.__seen })') as { doc: number; seen: Record<string, string[]> };
+    const seen = (await pageA.evaluate('({ doc: window.__doc, seen: window.__seen })')) as { doc: number; seen: Record<string, string[]> };
     assert.equal(seen.doc, 1, 'the same document: the page was never reloaded');
-    assert.deepEqual(seen.seen['pre:0']!.slice(-2), ['waiting', 'completed'], `the approval step turned completed live: ${seen.seen['pre:0']!.join(' -> ')}`);
+    assert.deepEqual(
+      seen.seen['pre:0']!.slice(-2),
+      ['waiting', 'completed'],
+      `the approval step turned completed live: ${seen.seen['pre:0']!.join(' -> ')}`,
+    );
     const agents = Object.entries(seen.seen).filter(([id]) => id.startsWith('agent:'));
     assert.equal(agents.length, 2);
     for (const [id, states] of agents) {
@@ -257,26 +344,28 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
       assert.ok(states.includes('running'), `${id} was seen running: ${states.join(' -> ')}`);
       assert.equal(states.at(-1), 'completed', `${id} ended completed`);
     }
-    assert.match(await pageA.locator('#journal-verdict').textContent() ?? '', /Journal verified in this browser: \d+ records/);
+    assert.match((await pageA.locator('#journal-verdict').textContent()) ?? '', /Journal verified in this browser: \d+ records/);
     assert.equal(await pageA.locator('#tokens-table tbody tr').count(), 2, 'tokens per seat');
-    assert.match(await pageA.locator('#tokens-total').textContent() ?? '', /^104$/, 'two model calls of 52 tokens');
+    assert.match((await pageA.locator('#tokens-total').textContent()) ?? '', /^104$/, 'two model calls of 52 tokens');
     // A step's output, checked against the hash in its signed record.
     await pageA.locator('#graph [data-node^="agent:"]').first().click();
     await pageA.locator('#step-details button', { hasText: 'Show output' }).first().click();
     await pageA.locator('#step-details .value .ok-text').first().waitFor();
-    assert.match(await pageA.locator('#step-details .value').first().textContent() ?? '', /matches the hash in the signed record/);
+    assert.match((await pageA.locator('#step-details .value').first().textContent()) ?? '', /matches the hash in the signed record/);
     await axe(pageA, 'run view (completed)');
     await shot(pageA, 'console-run.png');
 
     // ------------------------------------------------------------ the tampered run shows red at that record
-    await pageA.evaluate((id) => { window.location.hash = `#/runs/${id}`; }, run2);
+    await pageA.evaluate((id) => {
+      window.location.hash = `#/runs/${id}`;
+    }, run2);
     // A reload forgets the session (memory only): sign in again; the link still leads to the run.
     await pageA.reload();
     const pageA2 = await signIn(ctxA, cell.url, 'alice', 'alice has a long password', pageA);
     const bad = pageA2.locator('#journal-verdict[data-verdict="bad"]');
     await bad.waitFor({ timeout: 30_000 });
     assert.equal(await bad.getAttribute('data-seq'), String(target.seq));
-    assert.match(await bad.textContent() ?? '', new RegExp(`failed at record #${target.seq}: signature does not verify`));
+    assert.match((await bad.textContent()) ?? '', new RegExp(`failed at record #${target.seq}: signature does not verify`));
     assert.equal(await pageA2.locator(`#journal-seq-${target.seq}`).getAttribute('class'), 'bad first-bad');
     assert.equal(await pageA2.locator(`#journal-seq-${target.seq - 1}`).getAttribute('class'), '', 'records before it hold');
     await shot(pageA2, 'console-tampered.png');
@@ -290,19 +379,32 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     await pageV.locator(`#approvals-others article.approval[data-run="${run3}"]`).waitFor();
     assert.ok(await pageV.locator('#no-approve-permission').isVisible());
     assert.equal(await pageV.locator('button.approve, button.reject').count(), 0, 'no approve or reject button anywhere');
-    assert.match(await pageV.locator(`article.approval[data-run="${run3}"] .blocked`).textContent() ?? '', /lacks the permission agent_teams\.approve/);
-    await pageV.evaluate((id) => { window.location.hash = `#/runs/${id}`; }, run3);
+    assert.match(
+      (await pageV.locator(`article.approval[data-run="${run3}"] .blocked`).textContent()) ?? '',
+      /lacks the permission agent_teams\.approve/,
+    );
+    await pageV.evaluate((id) => {
+      window.location.hash = `#/runs/${id}`;
+    }, run3);
     await pageV.locator('#run-approvals article.approval').waitFor();
     assert.equal(await pageV.locator('button.approve').count(), 0, 'none on the run view either');
     await axe(pageV, 'run view as a viewer');
     const vKey = await ok(api, 'POST', `${A}/api-keys`, { name: 'victor-key', owner_id: victor });
-    const refused = await api('POST', `${T}/crews/${gated.crew}/runs/${run3}/approvals/${encodeURIComponent('pre:0')}`, { decision: 'approve' }, vKey.secret);
+    const refused = await api(
+      'POST',
+      `${T}/crews/${gated.crew}/runs/${run3}/approvals/${encodeURIComponent('pre:0')}`,
+      { decision: 'approve' },
+      vKey.secret,
+    );
     assert.equal(refused.status, 403);
     assert.equal(refused.body.error, 'forbidden');
     assert.equal(refused.body.details.required_permission, 'agent_teams.approve');
     assert.equal((await api('GET', `${A}/jobs/runs/${run3}`)).body.state, 'waiting');
     // Signing out revokes the console's token at the cell (RFC 7009) and forgets it.
-    const [revoke] = await Promise.all([pageV.waitForRequest((r) => r.url() === `${origin}/oauth/revoke`), pageV.locator('#sign-out').click()]);
+    const [revoke] = await Promise.all([
+      pageV.waitForRequest((r) => r.url() === `${origin}/oauth/revoke`),
+      pageV.locator('#sign-out').click(),
+    ]);
     const revoked = await revoke.response();
     assert.equal(revoked?.status(), 200);
     const form = new URLSearchParams(revoke.postData() ?? '');
@@ -340,7 +442,11 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     const rotated = await pageO.locator('#secret-value').inputValue();
     assert.match(rotated, /^svck_live_/);
     assert.notEqual(rotated, minted);
-    assert.equal((await api('GET', `${A}/jobs/runs?limit=1`, undefined, minted)).status, 200, 'the previous secret works in the grace window');
+    assert.equal(
+      (await api('GET', `${A}/jobs/runs?limit=1`, undefined, minted)).status,
+      200,
+      'the previous secret works in the grace window',
+    );
     await pageO.locator('#secret-dismiss').click();
     await row.locator('button.revoke').click();
     await row.locator('button.confirm').click();
@@ -349,11 +455,15 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     await pageO.locator('#nav-audit').click();
     await pageO.locator('#audit-table tr[data-action="api_key.revoke"]').first().waitFor();
     for (const action of ['api_key.mint', 'api_key.rotate', 'crew.run.approval']) {
-      assert.ok(await pageO.locator(`#audit-table tr[data-action="${action}"]`).count() > 0, `${action} on the audit trail`);
+      assert.ok((await pageO.locator(`#audit-table tr[data-action="${action}"]`).count()) > 0, `${action} on the audit trail`);
     }
     await axe(pageO, 'audit trail');
     // A job run has no compiled graph: the console draws it from the journal, and verifies it too.
-    const job = await ok(api, 'POST', `${A}/jobs/runs`, { job_type: 'compute', workspace_id: 'demo', spec: { code: 'return input.xs.map((x) => x * x)', input: { xs: [1, 2, 3] } } });
+    const job = await ok(api, 'POST', `${A}/jobs/runs`, {
+      job_type: 'compute',
+      workspace_id: 'demo',
+      spec: { code: 'return input.xs.map((x) => x * x)', input: { xs: [1, 2, 3] } },
+    });
     await until('the job to complete', async () => (await api('GET', `${A}/jobs/runs/${job.run_id}`)).body.state === 'completed');
     await pageO.locator('#nav-runs').click();
     await until('focus to move to the new view', async () => (await pageO.evaluate(() => document.activeElement?.id)) === 'main');
@@ -364,8 +474,8 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     assert.equal(await pageO.evaluate(() => document.activeElement?.id), 'filter-kind', 'a filter keeps the focus');
     await pageO.locator(`#runs-table tr[data-run="${job.run_id}"] a`).click();
     await pageO.locator('#journal-verdict[data-verdict="ok"]').waitFor({ timeout: 30_000 });
-    assert.ok(await pageO.locator('#graph [data-node][data-state="completed"]').count() >= 1, 'the job\'s steps, completed');
-    assert.match(await pageO.locator('#io').textContent() ?? '', /\[\s*1,\s*4,\s*9\s*\]/);
+    assert.ok((await pageO.locator('#graph [data-node][data-state="completed"]').count()) >= 1, "the job's steps, completed");
+    assert.match((await pageO.locator('#io').textContent()) ?? '', /\[\s*1,\s*4,\s*9\s*\]/);
     await pageO.locator('#nav-cells').click();
     await pageO.locator('#cells-single, #cells-table').first().waitFor();
     await pageO.locator('#sign-out').click();
@@ -373,9 +483,12 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
 
     // ------------------------------------------------------------ offline and strict
     const foreign = watch.requested.filter((u) => !u.startsWith('data:') && u !== 'about:blank' && new URL(u).origin !== origin);
-    assert.deepEqual(foreign, [], 'no request left the cell\'s origin');
+    assert.deepEqual(foreign, [], "no request left the cell's origin");
     assert.ok(watch.requested.some((u) => u.endsWith('/console/assets/console.js')));
-    assert.ok(watch.requested.some((u) => u.includes('/events/sse')), 'runs were followed over SSE');
+    assert.ok(
+      watch.requested.some((u) => u.includes('/events/sse')),
+      'runs were followed over SSE',
+    );
     const csp = watch.problems.filter((p) => /Content Security Policy|Refused to/i.test(p));
     assert.deepEqual(csp, [], 'no CSP violation');
     assert.deepEqual(watch.problems, [], 'no page error');

@@ -12,28 +12,51 @@ import { startCellProcess } from '../helpers/cell-process.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = resolve(import.meta.dirname, '../artifacts');
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 test('the docs page renders the curated document offline, from the cell only', {
   timeout: 120_000,
-  skip: existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; make test does when root)`,
+  skip: existsSync(CHROMIUM)
+    ? false
+    : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; make test does when root)`,
 }, async () => {
   const cell = await startCellProcess();
   const profile = mkdtempSync(join(tmpdir(), 'docs-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1280, height: 1000 }, timeout: 30_000,
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ARGS,
+    viewport: { width: 1280, height: 1000 },
+    timeout: 30_000,
   });
   try {
     const origin = new URL(cell.url).origin;
     const requested: string[] = [];
     const problems: string[] = [];
-    context.on('request', (r) => { requested.push(r.url()); });
+    context.on('request', (r) => {
+      requested.push(r.url());
+    });
     // Anything not from the cell is refused outright, so "works with no network" is what is tested.
-    await context.route((url) => url.origin !== origin && url.protocol !== 'data:', (route) => route.abort('blockedbyclient'));
-    const page = context.pages()[0] ?? await context.newPage();
-    page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()); });
-    page.on('pageerror', (e) => { problems.push(String(e)); });
+    await context.route(
+      (url) => url.origin !== origin && url.protocol !== 'data:',
+      (route) => route.abort('blockedbyclient'),
+    );
+    const page = context.pages()[0] ?? (await context.newPage());
+    page.on('console', (m) => {
+      if (m.type() === 'error') problems.push(m.text());
+    });
+    page.on('pageerror', (e) => {
+      problems.push(String(e));
+    });
 
     const res = await page.goto(`${cell.url}/api/public/v1/docs`, { waitUntil: 'load', timeout: 30_000 });
     assert.equal(res?.status(), 200);
@@ -41,28 +64,45 @@ test('the docs page renders the curated document offline, from the cell only', {
 
     // The operations list, and known operations in it.
     await page.locator('.opblock').first().waitFor({ state: 'visible', timeout: 30_000 });
-    const paths = await page.locator('.opblock-summary-path').evaluateAll((els) => els.map((e) => e.getAttribute('data-path') ?? e.textContent ?? ''));
+    const paths = await page
+      .locator('.opblock-summary-path')
+      .evaluateAll((els) => els.map((e) => e.getAttribute('data-path') ?? e.textContent ?? ''));
     assert.ok(paths.includes('/api/public/v1/openapi.json'), `paths shown: ${paths.join(', ')}`);
     assert.ok(paths.includes('/api/public/v1/admin/api-keys'), 'the API keys operations are listed');
-    assert.ok(await page.locator('.info .title').first().textContent().then((t) => /agent-cell/.test(t ?? '')), 'document title shown');
+    assert.ok(
+      await page
+        .locator('.info .title')
+        .first()
+        .textContent()
+        .then((t) => /agent-cell/.test(t ?? '')),
+      'document title shown',
+    );
 
     // Try one operation from the page: the request goes to the cell and succeeds.
-    const op = page.locator('.opblock-get', { has: page.locator('.opblock-summary-path[data-path="/api/public/v1/openapi.json"]') }).first();
+    const op = page
+      .locator('.opblock-get', { has: page.locator('.opblock-summary-path[data-path="/api/public/v1/openapi.json"]') })
+      .first();
     await op.locator('.opblock-summary').first().click();
     await op.getByRole('button', { name: 'Try it out' }).click();
     await op.getByRole('button', { name: 'Execute' }).click();
     await op.locator('.live-responses-table tr.response .response-col_status').first().waitFor({ timeout: 30_000 });
     const status = (await op.locator('.live-responses-table tr.response .response-col_status').first().textContent())?.trim();
     assert.equal(status, '200', 'the tried operation answered 200');
-    assert.ok(requested.filter((u) => u === `${origin}/api/public/v1/openapi.json`).length >= 2, 'the document was fetched by the page and by the tried request');
+    assert.ok(
+      requested.filter((u) => u === `${origin}/api/public/v1/openapi.json`).length >= 2,
+      'the document was fetched by the page and by the tried request',
+    );
 
     mkdirSync(ARTIFACTS, { recursive: true });
     await op.locator('.opblock-summary').first().click();
-    await page.evaluate(() => { (document.activeElement as HTMLElement | null)?.blur(); window.scrollTo(0, 0); });
+    await page.evaluate(() => {
+      (document.activeElement as HTMLElement | null)?.blur();
+      window.scrollTo(0, 0);
+    });
     await page.screenshot({ path: join(ARTIFACTS, 'docs-page.png') });
 
     const foreign = requested.filter((u) => !u.startsWith('data:') && new URL(u).origin !== origin);
-    assert.deepEqual(foreign, [], 'no request left the cell\'s origin');
+    assert.deepEqual(foreign, [], "no request left the cell's origin");
     assert.ok(requested.some((u) => u.endsWith('/docs/assets/swagger-ui-bundle.js')));
     const csp = problems.filter((p) => /Content Security Policy|Refused to/i.test(p));
     assert.deepEqual(csp, [], 'no CSP violation');

@@ -17,11 +17,26 @@ const oauth = await generateEd25519();
 const aud = `edge:${dev.kid}`;
 const exp = T0 / 1000 + 600;
 const keys = await buildKeyBundle({
-  issuer: 'cell-fixture', signer: signerFromJwk(cell.kid, cell.privateJwk), audience: dev.kid, version: 8, issuedAt: T0, expiresAt: T0 + 86_400_000,
+  issuer: 'cell-fixture',
+  signer: signerFromJwk(cell.kid, cell.privateJwk),
+  audience: dev.kid,
+  version: 8,
+  issuedAt: T0,
+  expiresAt: T0 + 86_400_000,
   records: [
-    { key_id: 'key_00000000000000000001', owner_id: 'usr_00000000000000000001', owner_status: 'active', status: 'active',
-      hashes: [{ hash: hashSecret('svck_live_' + 'F'.repeat(43)), not_after: null }], expires_at: null,
-      owner_permissions: ['agent_teams', 'edge.read'], scopes: ['agent_teams.read'], rate_limit_rpm: 60, allowed_ips: [], allowed_regions: [] },
+    {
+      key_id: 'key_00000000000000000001',
+      owner_id: 'usr_00000000000000000001',
+      owner_status: 'active',
+      status: 'active',
+      hashes: [{ hash: hashSecret('svck_live_' + 'F'.repeat(43)), not_after: null }],
+      expires_at: null,
+      owner_permissions: ['agent_teams', 'edge.read'],
+      scopes: ['agent_teams.read'],
+      rate_limit_rpm: 60,
+      allowed_ips: [],
+      allowed_regions: [],
+    },
   ],
   tombstones: [],
   subjects: {
@@ -35,13 +50,34 @@ const keys = await buildKeyBundle({
   },
 });
 const key = await importJWK(oauth.privateJwk, 'EdDSA');
-const token = (jti: string, sub: string) => new SignJWT({ iss: 'service://cell-fixture', sub, aud, client_id: 'ocl_fixture', scope: 'edge.read catalog.read', iat: T0 / 1000, exp, jti })
-  .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: oauth.kid }).sign(key);
+const token = (jti: string, sub: string) =>
+  new SignJWT({
+    iss: 'service://cell-fixture',
+    sub,
+    aud,
+    client_id: 'ocl_fixture',
+    scope: 'edge.read catalog.read',
+    iat: T0 / 1000,
+    exp,
+    jti,
+  })
+    .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: oauth.kid })
+    .sign(key);
 writeFileSync(join(dir, 'keys.v2.bundle'), keys);
-writeFileSync(join(dir, 'tokens.v2.json'), JSON.stringify({
-  good: await token('jti-good-000000000000', 'svc_00000000000000000002'),
-  revoked: await token('jti-revoked-0000000000', 'svc_00000000000000000002'),
-  archived_subject: await token('jti-archived-00000000', 'svc_00000000000000000003'),
-}, null, 1) + '\n');
-writeFileSync(join(dir, 'public-keys.v2.json'), JSON.stringify({ cell: { kid: cell.kid, jwk: cell.publicJwk }, device: { kid: dev.kid, jwk: dev.publicJwk } }, null, 1) + '\n');
+writeFileSync(
+  join(dir, 'tokens.v2.json'),
+  JSON.stringify(
+    {
+      good: await token('jti-good-000000000000', 'svc_00000000000000000002'),
+      revoked: await token('jti-revoked-0000000000', 'svc_00000000000000000002'),
+      archived_subject: await token('jti-archived-00000000', 'svc_00000000000000000003'),
+    },
+    null,
+    1,
+  ) + '\n',
+);
+writeFileSync(
+  join(dir, 'public-keys.v2.json'),
+  JSON.stringify({ cell: { kid: cell.kid, jwk: cell.publicJwk }, device: { kid: dev.kid, jwk: dev.publicJwk } }, null, 1) + '\n',
+);
 console.log('wrote format 2 fixtures to', dir);

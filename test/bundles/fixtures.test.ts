@@ -14,7 +14,10 @@ import { MemoryReplayCache } from '../../core/tokens/replay.ts';
 
 const dir = join(import.meta.dirname, 'fixtures');
 const read = (f: string) => readFileSync(join(dir, f));
-const keys = JSON.parse(readFileSync(join(dir, 'public-keys.json'), 'utf8')) as Record<'cell' | 'device' | 'publisher', { kid: string; jwk: JsonWebKey }>;
+const keys = JSON.parse(readFileSync(join(dir, 'public-keys.json'), 'utf8')) as Record<
+  'cell' | 'device' | 'publisher',
+  { kid: string; jwk: JsonWebKey }
+>;
 const T0 = Date.UTC(2026, 0, 1);
 
 test('recorded key bundle v1 verifies and judges keys as recorded', async () => {
@@ -23,7 +26,12 @@ test('recorded key bundle v1 verifies and judges keys as recorded', async () => 
   assert.equal(opened.payload.issuer, 'cell-fixture');
   assert.equal(opened.payload.audience, keys.device.kid);
   const ctx = { now: T0, ip: '10.1.2.3', region: 'local' };
-  assert.deepEqual(index.check('svck_live_' + 'F'.repeat(43), ctx), { ok: true, effective: ['agent_teams.read'], matched: 'current', record: index.byId('key_00000000000000000001') });
+  assert.deepEqual(index.check('svck_live_' + 'F'.repeat(43), ctx), {
+    ok: true,
+    effective: ['agent_teams.read'],
+    matched: 'current',
+    record: index.byId('key_00000000000000000001'),
+  });
   assert.equal((index.check('svck_live_' + 'G'.repeat(43), ctx) as { matched?: string }).matched, 'previous');
   assert.equal((index.check('svck_live_' + 'G'.repeat(43), { ...ctx, now: T0 + 3600_000 }) as { reason?: string }).reason, 'grace_elapsed');
   assert.equal((index.check('svck_live_' + 'F'.repeat(43), { ...ctx, ip: '192.168.1.1' }) as { reason?: string }).reason, 'ip_not_allowed');
@@ -42,7 +50,10 @@ test('recorded journal export v1 verifies (envelope, every record, the chain, th
 });
 
 test('recorded key bundle v2 verifies, judges keys, and judges the recorded tokens as recorded', async () => {
-  const v2 = JSON.parse(readFileSync(join(dir, 'public-keys.v2.json'), 'utf8')) as Record<'cell' | 'device', { kid: string; jwk: JsonWebKey }>;
+  const v2 = JSON.parse(readFileSync(join(dir, 'public-keys.v2.json'), 'utf8')) as Record<
+    'cell' | 'device',
+    { kid: string; jwk: JsonWebKey }
+  >;
   const tokens = JSON.parse(readFileSync(join(dir, 'tokens.v2.json'), 'utf8')) as Record<'good' | 'revoked' | 'archived_subject', string>;
   const { opened, index } = await openKeyBundle(read('keys.v2.bundle'), [v2.cell]);
   assert.equal(opened.payload.format_version, 2);
@@ -50,13 +61,20 @@ test('recorded key bundle v2 verifies, judges keys, and judges the recorded toke
   assert.equal((index.check('svck_live_' + 'F'.repeat(43), { now: T0, ip: null, region: 'local' }) as { ok: boolean }).ok, true);
   const judge = tokenJudgeFromBundle(index, { audience: edgeAudience(v2.device.kid), replay: new MemoryReplayCache() })!;
   assert.equal(judge.issuer, 'service://cell-fixture');
-  const facts = { scheme: 'bearer' as const, method: 'GET', uri: 'http://device/x', dpop: null, certThumbprint: () => null, now: T0 + 1000 };
+  const facts = {
+    scheme: 'bearer' as const,
+    method: 'GET',
+    uri: 'http://device/x',
+    dpop: null,
+    certThumbprint: () => null,
+    now: T0 + 1000,
+  };
   const good = await judgeAccessToken(tokens.good, facts, judge);
   assert.ok(good.ok);
   assert.deepEqual(good.effective, ['catalog.read', 'edge.read']);
-  assert.equal((await judgeAccessToken(tokens.revoked, facts, judge) as { code: string }).code, 'revoked');
-  assert.equal((await judgeAccessToken(tokens.archived_subject, facts, judge) as { code: string }).code, 'revoked');
-  assert.equal((await judgeAccessToken(tokens.good, { ...facts, now: T0 + 600_000 }, judge) as { code: string }).code, 'expired');
+  assert.equal(((await judgeAccessToken(tokens.revoked, facts, judge)) as { code: string }).code, 'revoked');
+  assert.equal(((await judgeAccessToken(tokens.archived_subject, facts, judge)) as { code: string }).code, 'revoked');
+  assert.equal(((await judgeAccessToken(tokens.good, { ...facts, now: T0 + 600_000 }, judge)) as { code: string }).code, 'expired');
   const other = tokenJudgeFromBundle(index, { audience: edgeAudience('another-device'), replay: new MemoryReplayCache() })!;
-  assert.equal((await judgeAccessToken(tokens.good, facts, other) as { code: string }).code, 'bad_audience');
+  assert.equal(((await judgeAccessToken(tokens.good, facts, other)) as { code: string }).code, 'bad_audience');
 });

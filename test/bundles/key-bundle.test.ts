@@ -12,20 +12,42 @@ const SECRET_R = 'svck_live_' + 'C'.repeat(43);
 
 function rec(over: Partial<KeyRecord>): KeyRecord {
   return {
-    key_id: 'key_a', owner_id: 'p_1', owner_status: 'active', status: 'active',
-    hashes: [{ hash: hashSecret(SECRET_A), not_after: null }], expires_at: null,
-    owner_permissions: ['agent_teams', 'edge.read'], scopes: ['agent_teams.read'], rate_limit_rpm: 60,
-    allowed_ips: [], allowed_regions: [], ...over,
+    key_id: 'key_a',
+    owner_id: 'p_1',
+    owner_status: 'active',
+    status: 'active',
+    hashes: [{ hash: hashSecret(SECRET_A), not_after: null }],
+    expires_at: null,
+    owner_permissions: ['agent_teams', 'edge.read'],
+    scopes: ['agent_teams.read'],
+    rate_limit_rpm: 60,
+    allowed_ips: [],
+    allowed_regions: [],
+    ...over,
   };
 }
 
 test('a key bundle carries hashes, never secrets, and judges keys like core', async () => {
   const { signer, trusted } = await keyPair();
   const records = [
-    rec({ hashes: [{ hash: hashSecret(SECRET_A), not_after: null }, { hash: hashSecret(SECRET_A_OLD), not_after: T0 + 1000 }] }),
+    rec({
+      hashes: [
+        { hash: hashSecret(SECRET_A), not_after: null },
+        { hash: hashSecret(SECRET_A_OLD), not_after: T0 + 1000 },
+      ],
+    }),
     rec({ key_id: 'key_r', status: 'revoked', hashes: [{ hash: hashSecret(SECRET_R), not_after: null }] }),
   ];
-  const text = await buildKeyBundle({ issuer: 'cell-a', signer, audience: 'dev-1', version: 1, issuedAt: T0, expiresAt: T0 + 86_400_000, records, tombstones: [{ key_id: 'key_r', at: T0 }] });
+  const text = await buildKeyBundle({
+    issuer: 'cell-a',
+    signer,
+    audience: 'dev-1',
+    version: 1,
+    issuedAt: T0,
+    expiresAt: T0 + 86_400_000,
+    records,
+    tombstones: [{ key_id: 'key_r', at: T0 }],
+  });
   for (const s of [SECRET_A, SECRET_A_OLD, SECRET_R]) assert.ok(!text.includes(s.slice(10)), 'no secret in the bundle');
   const { opened, index } = await openKeyBundle(text, [trusted]);
   assert.equal(opened.payload.keys.length, 2);
@@ -35,7 +57,12 @@ test('a key bundle carries hashes, never secrets, and judges keys like core', as
   assert.ok(ok.ok);
   assert.deepEqual(ok.ok && ok.effective, ['agent_teams.read']);
   assert.deepEqual(index.check(SECRET_A_OLD, ctx).ok, true);
-  assert.deepEqual(index.check(SECRET_A_OLD, { ...ctx, now: T0 + 1000 }), { ok: false, code: 'unauthorized', reason: 'grace_elapsed', record: index.byId('key_a') });
+  assert.deepEqual(index.check(SECRET_A_OLD, { ...ctx, now: T0 + 1000 }), {
+    ok: false,
+    code: 'unauthorized',
+    reason: 'grace_elapsed',
+    record: index.byId('key_a'),
+  });
   const r = index.check(SECRET_R, ctx);
   assert.equal(!r.ok && r.reason, 'revoked');
   const u = index.check('svck_live_' + 'Z'.repeat(43), ctx);
@@ -45,7 +72,16 @@ test('a key bundle carries hashes, never secrets, and judges keys like core', as
 
 test('a tombstoned key id is refused even if a record says active', async () => {
   const { signer, trusted } = await keyPair();
-  const text = await buildKeyBundle({ issuer: 'cell-a', signer, audience: 'dev-1', version: 1, issuedAt: T0, expiresAt: T0 + 1, records: [rec({})], tombstones: [{ key_id: 'key_a', at: T0 }] });
+  const text = await buildKeyBundle({
+    issuer: 'cell-a',
+    signer,
+    audience: 'dev-1',
+    version: 1,
+    issuedAt: T0,
+    expiresAt: T0 + 1,
+    records: [rec({})],
+    tombstones: [{ key_id: 'key_a', at: T0 }],
+  });
   const { index } = await openKeyBundle(text, [trusted]);
   const v = index.check(SECRET_A, { now: T0, ip: null, region: 'local' });
   assert.equal(!v.ok && v.reason, 'revoked');
@@ -53,7 +89,16 @@ test('a tombstoned key id is refused even if a record says active', async () => 
 
 test('a key bundle with a bad signature or the wrong type is refused', async () => {
   const { signer, trusted } = await keyPair();
-  const text = await buildKeyBundle({ issuer: 'cell-a', signer, audience: 'dev-1', version: 1, issuedAt: T0, expiresAt: T0 + 1, records: [rec({})], tombstones: [] });
+  const text = await buildKeyBundle({
+    issuer: 'cell-a',
+    signer,
+    audience: 'dev-1',
+    version: 1,
+    issuedAt: T0,
+    expiresAt: T0 + 1,
+    records: [rec({})],
+    tombstones: [],
+  });
   const widened = text.replace('"scope_sets":[["agent_teams.read"]]', '"scope_sets":[["*"]]');
   assert.notEqual(widened, text);
   await assert.rejects(openKeyBundle(widened, [trusted]), (e) => (e as { details: { reason: string } }).details.reason === 'bad_signature');
@@ -61,18 +106,39 @@ test('a key bundle with a bad signature or the wrong type is refused', async () 
 
 test('format 2: the token section and every principal travel signed; a malformed section is refused', async () => {
   const { signer, trusted } = await keyPair();
-  const tokens = { issuer: 'service://cell-a', keys: [{ kid: 'k1', kty: 'OKP' as const, crv: 'Ed25519' as const, x: 'A'.repeat(43), alg: 'EdDSA' as const }], revoked: [['jti-1', 1_800_000_000] as [string, number]] };
-  const base = { issuer: 'cell-a', signer, audience: 'dev-1', version: 1, issuedAt: T0, expiresAt: T0 + 86_400_000, records: [rec({})], tombstones: [] };
-  const { opened, index } = await openKeyBundle(await buildKeyBundle({ ...base, tokens, subjects: { svc_2: { status: 'active', permissions: ['edge'] } } }), [trusted]);
+  const tokens = {
+    issuer: 'service://cell-a',
+    keys: [{ kid: 'k1', kty: 'OKP' as const, crv: 'Ed25519' as const, x: 'A'.repeat(43), alg: 'EdDSA' as const }],
+    revoked: [['jti-1', 1_800_000_000] as [string, number]],
+  };
+  const base = {
+    issuer: 'cell-a',
+    signer,
+    audience: 'dev-1',
+    version: 1,
+    issuedAt: T0,
+    expiresAt: T0 + 86_400_000,
+    records: [rec({})],
+    tombstones: [],
+  };
+  const { opened, index } = await openKeyBundle(
+    await buildKeyBundle({ ...base, tokens, subjects: { svc_2: { status: 'active', permissions: ['edge'] } } }),
+    [trusted],
+  );
   assert.equal(opened.payload.format_version, 2);
   assert.deepEqual(index.tokens, tokens);
   assert.deepEqual(index.owner('svc_2'), { status: 'active', permissions: ['edge'] });
-  assert.deepEqual(index.owner('p_1'), { status: 'active', permissions: ['agent_teams', 'edge.read'] }, 'a key owner stays as its record says');
+  assert.deepEqual(
+    index.owner('p_1'),
+    { status: 'active', permissions: ['agent_teams', 'edge.read'] },
+    'a key owner stays as its record says',
+  );
   assert.equal(index.owner('nobody'), undefined);
   assert.equal((await openKeyBundle(await buildKeyBundle(base), [trusted])).index.tokens, null, 'issued without a token section');
 
   const reason = (e: unknown) => (e as { details?: { reason?: string } }).details?.reason;
-  const sealed = async (payload: Record<string, unknown>) => sealEnvelope({ ...JSON.parse(splitEnvelope(await buildKeyBundle({ ...base, tokens }))!.payload), ...payload }, signer);
+  const sealed = async (payload: Record<string, unknown>) =>
+    sealEnvelope({ ...JSON.parse(splitEnvelope(await buildKeyBundle({ ...base, tokens }))!.payload), ...payload }, signer);
   for (const [what, over] of [
     ['a private key among the token keys', { tokens: { ...tokens, keys: [{ ...tokens.keys[0], d: 'secret' }] } }],
     ['an RSA token key', { tokens: { ...tokens, keys: [{ ...tokens.keys[0], kty: 'RSA' }] } }],

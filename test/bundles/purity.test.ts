@@ -4,7 +4,26 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-const BUILTINS = ['fs', 'path', 'os', 'http', 'https', 'net', 'crypto', 'child_process', 'worker_threads', 'zlib', 'stream', 'util', 'url', 'buffer', 'process', 'events', 'tls', 'dns'];
+const BUILTINS = [
+  'fs',
+  'path',
+  'os',
+  'http',
+  'https',
+  'net',
+  'crypto',
+  'child_process',
+  'worker_threads',
+  'zlib',
+  'stream',
+  'util',
+  'url',
+  'buffer',
+  'process',
+  'events',
+  'tls',
+  'dns',
+];
 
 test('bundles/ imports nothing from node:, Node built-ins, cell/ or edge/', () => {
   const offenders: string[] = [];

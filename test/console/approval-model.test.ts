@@ -6,13 +6,28 @@ import { approvalStatus, whyNot, type PendingApproval } from '../../console/src/
 
 const at = '2026-01-01T00:00:00.000Z';
 const ask = (over: Partial<PendingApproval>): PendingApproval => ({
-  step_id: 'pre:0', kind: 'human_approval', rule: 'quorum', approvers: [], quorum: 1, prompt: null, due: null, requested_at: at, decisions: [], ...over,
+  step_id: 'pre:0',
+  kind: 'human_approval',
+  rule: 'quorum',
+  approvers: [],
+  quorum: 1,
+  prompt: null,
+  due: null,
+  requested_at: at,
+  decisions: [],
+  ...over,
 });
 const run = { run_id: 'run_1', kind: 'crew', crew_id: 'crw_1', requester: 'usr_req' };
 
 test('quorum of two named approvers: one approval leaves one more, from the other', () => {
   const a = ask({ quorum: 2, approvers: ['usr_a', 'usr_b'], decisions: [{ principal: 'usr_a', decision: 'approve', at }] });
-  assert.deepEqual(approvalStatus(a, run.requester), { need: 2, approvedBy: ['usr_a'], rejectedBy: [], stillNeeded: 1, waitingOn: ['usr_b'] });
+  assert.deepEqual(approvalStatus(a, run.requester), {
+    need: 2,
+    approvedBy: ['usr_a'],
+    rejectedBy: [],
+    stillNeeded: 1,
+    waitingOn: ['usr_b'],
+  });
   assert.equal(whyNot(a, run, 'usr_b', true, true), null, 'bob may decide');
   assert.match(whyNot(a, run, 'usr_a', true, true)!, /decided/);
   assert.match(whyNot(a, run, 'usr_c', true, true)!, /not a named approver/);
@@ -24,7 +39,14 @@ test('quorum of two named approvers: one approval leaves one more, from the othe
 });
 
 test('two-person rule: two distinct people, never the requester', () => {
-  const a = ask({ rule: 'two_person', quorum: 2, decisions: [{ principal: 'usr_req', decision: 'approve', at }, { principal: 'usr_a', decision: 'approve', at }] });
+  const a = ask({
+    rule: 'two_person',
+    quorum: 2,
+    decisions: [
+      { principal: 'usr_req', decision: 'approve', at },
+      { principal: 'usr_a', decision: 'approve', at },
+    ],
+  });
   const st = approvalStatus(a, run.requester);
   assert.equal(st.need, 2);
   assert.deepEqual(st.approvedBy, ['usr_a'], "the requester's own approval does not count");

@@ -19,9 +19,15 @@ test('every node gets a box, no two boxes overlap, edges run forward, and the la
   for (const name of ['manager-delegates-approval', 'sequential-tools-gate']) {
     const g = graphOf(name);
     const l = layoutGraph(g);
-    assert.deepEqual(l.nodes.map((n) => n.id), g.nodes.map((n) => n.id));
+    assert.deepEqual(
+      l.nodes.map((n) => n.id),
+      g.nodes.map((n) => n.id),
+    );
     for (const n of l.nodes) {
-      assert.ok(n.x >= 0 && n.y >= 0 && n.x + n.width <= l.width + 0.5 && n.y + n.height <= l.height + 0.5, `${name}: ${n.id} inside the drawing`);
+      assert.ok(
+        n.x >= 0 && n.y >= 0 && n.x + n.width <= l.width + 0.5 && n.y + n.height <= l.height + 0.5,
+        `${name}: ${n.id} inside the drawing`,
+      );
       assert.ok(n.width >= 120 && n.width >= n.sublabel.length * 6, `${n.id} is wide enough for its text`);
     }
     for (const a of l.nodes) {
@@ -43,7 +49,15 @@ test('every node gets a box, no two boxes overlap, edges run forward, and the la
 
 test('seated nodes are labelled with their role; routed edges keep their route', () => {
   const l = layoutGraph(graphOf('manager-delegates-approval'));
-  assert.deepEqual(l.nodes.map((n) => n.label), ['release lead', 'developer', 'tester', 'release lead', 'post:0']);
-  assert.deepEqual(l.edges.filter((e) => e.when !== null).map((e) => `${e.from}->${e.to}:${e.when}`).sort(),
-    ['delegate:lead->agent:dev:dev', 'delegate:lead->agent:qa:qa']);
+  assert.deepEqual(
+    l.nodes.map((n) => n.label),
+    ['release lead', 'developer', 'tester', 'release lead', 'post:0'],
+  );
+  assert.deepEqual(
+    l.edges
+      .filter((e) => e.when !== null)
+      .map((e) => `${e.from}->${e.to}:${e.when}`)
+      .sort(),
+    ['delegate:lead->agent:dev:dev', 'delegate:lead->agent:qa:qa'],
+  );
 });

@@ -8,7 +8,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { compileFormation } from '../../core/compiler/compile.ts';
 import {
-  journalGraph, liveRunState, nodeOfStep, nodeStates, refusalsOf, tokensBySeat, type GraphLike, type RecordLike,
+  journalGraph,
+  liveRunState,
+  nodeOfStep,
+  nodeStates,
+  refusalsOf,
+  tokensBySeat,
+  type GraphLike,
+  type RecordLike,
 } from '../../console/src/run-model.ts';
 
 function fixture(name: string): { graph: GraphLike; records: RecordLike[] } {
@@ -37,11 +44,19 @@ test('manager-delegates with a two-person approval: states along the journal', (
   assert.deepEqual(ids, ['delegate:lead', 'agent:dev', 'agent:qa', 'review:lead', 'post:0']);
   // Started: the entry runs, the rest waits for it.
   assert.deepEqual(statesAt(graph, records, 1, 'running'), {
-    'delegate:lead': 'running', 'agent:dev': 'pending', 'agent:qa': 'pending', 'review:lead': 'pending', 'post:0': 'pending',
+    'delegate:lead': 'running',
+    'agent:dev': 'pending',
+    'agent:qa': 'pending',
+    'review:lead': 'pending',
+    'post:0': 'pending',
   });
   // The manager chose qa: dev is skipped (its edge is not the route), qa is next.
   assert.deepEqual(statesAt(graph, records, 3, 'running'), {
-    'delegate:lead': 'completed', 'agent:dev': 'skipped', 'agent:qa': 'running', 'review:lead': 'pending', 'post:0': 'pending',
+    'delegate:lead': 'completed',
+    'agent:dev': 'skipped',
+    'agent:qa': 'running',
+    'review:lead': 'pending',
+    'post:0': 'pending',
   });
   // Waiting for approval.
   const waiting = statesAt(graph, records, 9, 'waiting');
@@ -50,7 +65,11 @@ test('manager-delegates with a two-person approval: states along the journal', (
   assert.equal(liveRunState(records.slice(0, 9), 'running'), 'waiting', 'the journal is ahead of the fetched state');
   // Approved and finished.
   assert.deepEqual(statesAt(graph, records, records.length, 'waiting'), {
-    'delegate:lead': 'completed', 'agent:dev': 'skipped', 'agent:qa': 'completed', 'review:lead': 'completed', 'post:0': 'completed',
+    'delegate:lead': 'completed',
+    'agent:dev': 'skipped',
+    'agent:qa': 'completed',
+    'review:lead': 'completed',
+    'post:0': 'completed',
   });
   assert.equal(liveRunState(records, 'waiting'), 'completed');
   assert.deepEqual(tokensBySeat(records), [
@@ -67,42 +86,89 @@ test('sequential with tools and a gate: a tool call keeps its agent running; the
   assert.equal(mid['agent:researcher'], 'running', 'a model or tool record of a node means it runs');
   assert.equal(mid['agent:writer'], 'pending');
   const end = nodeStates(graph, records, 'completed');
-  assert.ok([...end.values()].every((s) => s === 'completed'), JSON.stringify(Object.fromEntries(end)));
+  assert.ok(
+    [...end.values()].every((s) => s === 'completed'),
+    JSON.stringify(Object.fromEntries(end)),
+  );
 });
 
-const rec = (seq: number, step_id: string, kind: string, data?: Record<string, unknown>): RecordLike =>
-  ({ seq, step_id, kind, at: seq, input_hash: 'h', output_hash: 'h', ...(data ? { data } : {}) });
+const rec = (seq: number, step_id: string, kind: string, data?: Record<string, unknown>): RecordLike => ({
+  seq,
+  step_id,
+  kind,
+  at: seq,
+  input_hash: 'h',
+  output_hash: 'h',
+  ...(data ? { data } : {}),
+});
 
 test('refusals: a rejected approval, a gate refusal, a failed step, a cancelled run', () => {
   const graph: GraphLike = {
-    nodes: [{ id: 'pre:0', kind: 'human_approval' }, { id: 'agent:a', kind: 'agent', seat: 'a' }, { id: 'post:0', kind: 'gate' }],
-    edges: [{ from: 'pre:0', to: 'agent:a' }, { from: 'agent:a', to: 'post:0' }],
+    nodes: [
+      { id: 'pre:0', kind: 'human_approval' },
+      { id: 'agent:a', kind: 'agent', seat: 'a' },
+      { id: 'post:0', kind: 'gate' },
+    ],
+    edges: [
+      { from: 'pre:0', to: 'agent:a' },
+      { from: 'agent:a', to: 'post:0' },
+    ],
     entry: 'pre:0',
   };
   const rejected = [
-    rec(1, 'run', 'run_started'), rec(2, 'pre:0', 'waiting', { reason: 'approval_pending' }),
+    rec(1, 'run', 'run_started'),
+    rec(2, 'pre:0', 'waiting', { reason: 'approval_pending' }),
     rec(3, 'pre:0', 'decision', { decision: 'reject', rule: 'quorum', by: 'usr_bob' }),
     rec(4, 'pre:0', 'refusal', { reason: 'approval_rejected', by: 'usr_bob' }),
     rec(5, 'run/end', 'run_finished', { outcome: 'refused', reason: 'approval_rejected' }),
   ];
-  assert.deepEqual(Object.fromEntries(nodeStates(graph, rejected, 'refused')), { 'pre:0': 'refused', 'agent:a': 'skipped', 'post:0': 'skipped' });
-  assert.deepEqual(refusalsOf(rejected).map((r) => [r.seq, r.reason]), [[4, 'approval_rejected']], 'the decision and its refusal record are one refusal');
-  assert.deepEqual(refusalsOf(rejected.filter((r) => r.kind !== 'refusal')).map((r) => [r.seq, r.reason]), [[3, 'approval_rejected']]);
+  assert.deepEqual(Object.fromEntries(nodeStates(graph, rejected, 'refused')), {
+    'pre:0': 'refused',
+    'agent:a': 'skipped',
+    'post:0': 'skipped',
+  });
+  assert.deepEqual(
+    refusalsOf(rejected).map((r) => [r.seq, r.reason]),
+    [[4, 'approval_rejected']],
+    'the decision and its refusal record are one refusal',
+  );
+  assert.deepEqual(
+    refusalsOf(rejected.filter((r) => r.kind !== 'refusal')).map((r) => [r.seq, r.reason]),
+    [[3, 'approval_rejected']],
+  );
 
   const gate = [
-    rec(1, 'run', 'run_started'), rec(2, 'pre:0', 'decision', { decision: 'approve' }), rec(3, 'agent:a', 'step'),
-    rec(4, 'post:0', 'refusal', { reason: 'gate_refused', rule: 'not_empty' }), rec(5, 'run/end', 'run_finished', { outcome: 'refused' }),
+    rec(1, 'run', 'run_started'),
+    rec(2, 'pre:0', 'decision', { decision: 'approve' }),
+    rec(3, 'agent:a', 'step'),
+    rec(4, 'post:0', 'refusal', { reason: 'gate_refused', rule: 'not_empty' }),
+    rec(5, 'run/end', 'run_finished', { outcome: 'refused' }),
   ];
-  assert.deepEqual(Object.fromEntries(nodeStates(graph, gate, 'refused')), { 'pre:0': 'completed', 'agent:a': 'completed', 'post:0': 'refused' });
+  assert.deepEqual(Object.fromEntries(nodeStates(graph, gate, 'refused')), {
+    'pre:0': 'completed',
+    'agent:a': 'completed',
+    'post:0': 'refused',
+  });
 
   const failed = [
-    rec(1, 'run', 'run_started'), rec(2, 'pre:0', 'decision', { decision: 'approve' }), rec(3, 'agent:a/model/0', 'step', { seat: 'a', usage: 7 }),
+    rec(1, 'run', 'run_started'),
+    rec(2, 'pre:0', 'decision', { decision: 'approve' }),
+    rec(3, 'agent:a/model/0', 'step', { seat: 'a', usage: 7 }),
     rec(4, 'run', 'run_finished', { outcome: 'failed', error: { code: 'failed', details: { step_id: 'agent:a/model/1' } } }),
   ];
-  assert.deepEqual(Object.fromEntries(nodeStates(graph, failed, 'failed')), { 'pre:0': 'completed', 'agent:a': 'failed', 'post:0': 'skipped' });
+  assert.deepEqual(Object.fromEntries(nodeStates(graph, failed, 'failed')), {
+    'pre:0': 'completed',
+    'agent:a': 'failed',
+    'post:0': 'skipped',
+  });
   assert.deepEqual(tokensBySeat(failed), [{ seat: 'a', agent_id: null, tokens: 7, calls: 1 }]);
 
-  const cancelled = [rec(1, 'run', 'run_started'), rec(2, 'pre:0', 'waiting'), rec(3, 'run', 'cancel_requested'), rec(4, 'run', 'run_finished', { outcome: 'cancelled' })];
+  const cancelled = [
+    rec(1, 'run', 'run_started'),
+    rec(2, 'pre:0', 'waiting'),
+    rec(3, 'run', 'cancel_requested'),
+    rec(4, 'run', 'run_finished', { outcome: 'cancelled' }),
+  ];
   assert.equal(nodeStates(graph, cancelled, 'cancelled').get('pre:0'), 'cancelled');
   assert.equal(liveRunState(cancelled, 'running'), 'cancelled');
 });
@@ -110,7 +176,8 @@ test('refusals: a rejected approval, a gate refusal, a failed step, a cancelled 
 test('a tool call waiting for approval under `ask` holds its agent step waiting, until the call runs', () => {
   const graph: GraphLike = { nodes: [{ id: 'agent:a', kind: 'agent', seat: 'a' }], edges: [], entry: 'agent:a' };
   const records = [
-    rec(1, 'run', 'run_started'), rec(2, 'agent:a/model/0', 'step', { seat: 'a', usage: 9 }),
+    rec(1, 'run', 'run_started'),
+    rec(2, 'agent:a/model/0', 'step', { seat: 'a', usage: 9 }),
     rec(3, 'agent:a/tool/0.0', 'waiting', { reason: 'approval_pending', for: 'approval' }),
     rec(4, 'agent:a/tool/0.0', 'approval_received', { by: 'usr_bob', decision: 'approve' }),
     rec(5, 'agent:a/tool/0.0', 'step', { tool: 'kv.put' }),
@@ -122,11 +189,17 @@ test('a tool call waiting for approval under `ask` holds its agent step waiting,
 
 test('a job run without a compiled graph: one node per top-level step, in journal order', () => {
   const records = [
-    rec(1, 'run', 'run_started'), rec(2, 'exec', 'step', { executor: 'tool' }), rec(3, 'exec/call', 'step'),
-    rec(4, 'store', 'step', { executor: 'transform' }), rec(5, 'run/end', 'run_finished', { outcome: 'completed' }),
+    rec(1, 'run', 'run_started'),
+    rec(2, 'exec', 'step', { executor: 'tool' }),
+    rec(3, 'exec/call', 'step'),
+    rec(4, 'store', 'step', { executor: 'transform' }),
+    rec(5, 'run/end', 'run_finished', { outcome: 'completed' }),
   ];
   const g = journalGraph(records);
-  assert.deepEqual(g.nodes, [{ id: 'exec', kind: 'tool' }, { id: 'store', kind: 'transform' }]);
+  assert.deepEqual(g.nodes, [
+    { id: 'exec', kind: 'tool' },
+    { id: 'store', kind: 'transform' },
+  ]);
   assert.deepEqual(g.edges, [{ from: 'exec', to: 'store' }]);
   assert.deepEqual([...nodeStates(g, records, 'completed').values()], ['completed', 'completed']);
   assert.deepEqual([...nodeStates(g, records.slice(0, 1), 'running').values()], ['running', 'pending'], 'the entry runs first');

@@ -6,16 +6,21 @@ import assert from 'node:assert/strict';
 import { follow, SseParser, StreamRefused, type SseEvent } from '../../console/src/sse.ts';
 
 test('parser: events, comments, multi-line data, ids kept across events, retry, CR/LF/CRLF split anywhere', () => {
-  const stream = 'retry: 1500\r\n: heartbeat\r\n\r\nid: 1\r\nevent: step\r\ndata: {"a":1}\r\n\r\ndata: line one\rdata: line two\r\rid: 7\nevent: run_finished\ndata:no-space\n\nevent: ignored\n\n';
+  const stream =
+    'retry: 1500\r\n: heartbeat\r\n\r\nid: 1\r\nevent: step\r\ndata: {"a":1}\r\n\r\ndata: line one\rdata: line two\r\rid: 7\nevent: run_finished\ndata:no-space\n\nevent: ignored\n\n';
   // Every way of cutting the stream in two gives the same events.
   for (let cut = 0; cut <= stream.length; cut++) {
     const p = new SseParser();
     const got: SseEvent[] = [...p.push(stream.slice(0, cut)), ...p.push(stream.slice(cut))];
-    assert.deepEqual(got, [
-      { id: '1', event: 'step', data: '{"a":1}' },
-      { id: '1', event: 'message', data: 'line one\nline two' },
-      { id: '7', event: 'run_finished', data: 'no-space' },
-    ], `cut at ${cut}`);
+    assert.deepEqual(
+      got,
+      [
+        { id: '1', event: 'step', data: '{"a":1}' },
+        { id: '1', event: 'message', data: 'line one\nline two' },
+        { id: '7', event: 'run_finished', data: 'no-space' },
+      ],
+      `cut at ${cut}`,
+    );
     assert.equal(p.retry, 1500);
     assert.equal(p.lastEventId, '7');
   }
@@ -30,7 +35,12 @@ test('parser: events, comments, multi-line data, ids kept across events, retry, 
 
 function streamOf(chunks: string[]): ReadableStream<Uint8Array> {
   const enc = new TextEncoder();
-  return new ReadableStream({ start(c) { for (const ch of chunks) c.enqueue(enc.encode(ch)); c.close(); } });
+  return new ReadableStream({
+    start(c) {
+      for (const ch of chunks) c.enqueue(enc.encode(ch));
+      c.close();
+    },
+  });
 }
 
 test('follow: resumes with the last event id after the stream ends, stops on run_finished', async () => {
@@ -44,8 +54,14 @@ test('follow: resumes with the last event id after the stream ends, stops on run
   await follow({
     signal: ac.signal,
     lastEventId: '0',
-    open: async (last) => { asked.push(last); return new Response(streamOf(bodies.shift()!), { status: 200 }); },
-    onEvent: (ev) => { seen.push(`${ev.id}:${ev.event}`); return ev.event === 'run_finished' ? 'stop' : undefined; },
+    open: async (last) => {
+      asked.push(last);
+      return new Response(streamOf(bodies.shift()!), { status: 200 });
+    },
+    onEvent: (ev) => {
+      seen.push(`${ev.id}:${ev.event}`);
+      return ev.event === 'run_finished' ? 'stop' : undefined;
+    },
     sleep: async () => undefined,
   });
   assert.deepEqual(asked, ['0', '2'], 'the second request resumes after event 2');
@@ -55,10 +71,20 @@ test('follow: resumes with the last event id after the stream ends, stops on run
 test('follow: 204 ends quietly; a refusal ends with onError; failures back off then give up', async () => {
   const ac = new AbortController();
   let errors: unknown[] = [];
-  await follow({ signal: ac.signal, open: async () => new Response(null, { status: 204 }), onEvent: () => undefined, onError: (e) => errors.push(e) });
+  await follow({
+    signal: ac.signal,
+    open: async () => new Response(null, { status: 204 }),
+    onEvent: () => undefined,
+    onError: (e) => errors.push(e),
+  });
   assert.equal(errors.length, 0);
 
-  await follow({ signal: ac.signal, open: async () => new Response('{"error":"forbidden"}', { status: 403 }), onEvent: () => undefined, onError: (e) => errors.push(e) });
+  await follow({
+    signal: ac.signal,
+    open: async () => new Response('{"error":"forbidden"}', { status: 403 }),
+    onEvent: () => undefined,
+    onError: (e) => errors.push(e),
+  });
   assert.equal(errors.length, 1);
   assert.ok(errors[0] instanceof StreamRefused);
   assert.equal((errors[0] as StreamRefused).response.status, 403);
@@ -67,10 +93,17 @@ test('follow: 204 ends quietly; a refusal ends with onError; failures back off t
   const waits: number[] = [];
   let calls = 0;
   await follow({
-    signal: ac.signal, maxFailures: 4,
-    open: async () => { calls++; throw new TypeError('network down'); },
-    onEvent: () => undefined, onError: (e) => errors.push(e),
-    sleep: async (ms) => { waits.push(ms); },
+    signal: ac.signal,
+    maxFailures: 4,
+    open: async () => {
+      calls++;
+      throw new TypeError('network down');
+    },
+    onEvent: () => undefined,
+    onError: (e) => errors.push(e),
+    sleep: async (ms) => {
+      waits.push(ms);
+    },
   });
   assert.equal(calls, 4);
   assert.deepEqual(waits, [1000, 2000, 4000], 'exponential back-off between failed connections');
@@ -85,7 +118,14 @@ test('follow: an abort ends following at once', async () => {
     open: async (_last, signal) => {
       opened++;
       // A stream that never ends until aborted.
-      return new Response(new ReadableStream({ start(c) { signal.addEventListener('abort', () => c.error(new Error('aborted'))); } }), { status: 200 });
+      return new Response(
+        new ReadableStream({
+          start(c) {
+            signal.addEventListener('abort', () => c.error(new Error('aborted')));
+          },
+        }),
+        { status: 200 },
+      );
     },
     onEvent: () => undefined,
   });

@@ -1,9 +1,19 @@
 // core/errors.ts: the spec's Errors table, the envelope shape, no internal text on the wire.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ERROR_STATUS, ServiceError, conflict, forbidden, invalid, isServiceError, notFound, toEnvelope, unauthorized } from '../../core/errors.ts';
+import {
+  ERROR_STATUS,
+  ServiceError,
+  conflict,
+  forbidden,
+  invalid,
+  isServiceError,
+  notFound,
+  toEnvelope,
+  unauthorized,
+} from '../../core/errors.ts';
 
-test('codes and statuses are exactly the service spec\'s Errors table', () => {
+test("codes and statuses are exactly the service spec's Errors table", () => {
   assert.deepEqual(ERROR_STATUS, {
     invalid_request: 400,
     unauthorized: 401,
@@ -40,7 +50,13 @@ test('5xx carries the correlation id; 4xx never does', () => {
 });
 
 test('anything that is not a ServiceError becomes internal_error without its text', () => {
-  for (const thrown of [new Error('SQLITE_CONSTRAINT: secret table api_keys'), new TypeError('x is undefined'), 'string', null, { code: 'forbidden' }]) {
+  for (const thrown of [
+    new Error('SQLITE_CONSTRAINT: secret table api_keys'),
+    new TypeError('x is undefined'),
+    'string',
+    null,
+    { code: 'forbidden' },
+  ]) {
     const { status, body } = toEnvelope(thrown, 'corr-3');
     assert.equal(status, 500);
     assert.deepEqual(body, { error: 'internal_error', message: 'unexpected server failure', correlation_id: 'corr-3' });

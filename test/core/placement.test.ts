@@ -19,7 +19,10 @@ test('a clearance above every cell is refused naming clearance, never degraded',
 });
 
 test('missing or different topology labels are named', () => {
-  assert.deepEqual(place({ clearance: 1, topology: { site: 'mars', network: 'secure' } }, [self]), { ok: false, unmet: ['topology.site=mars'] });
+  assert.deepEqual(place({ clearance: 1, topology: { site: 'mars', network: 'secure' } }, [self]), {
+    ok: false,
+    unmet: ['topology.site=mars'],
+  });
   assert.deepEqual(place({ clearance: 1, topology: { rack: 'r1' } }, [self, peer]), { ok: false, unmet: ['topology.rack=r1'] });
   assert.deepEqual(place({ clearance: 3, topology: { zone: 'z9' } }, [self]), { ok: false, unmet: ['clearance', 'topology.zone=z9'] });
   // each cell fails a different constraint: the combination is unmet (first candidate's problems)

@@ -4,7 +4,26 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
-const NODE_BUILTINS = ['fs', 'path', 'os', 'http', 'https', 'net', 'crypto', 'child_process', 'worker_threads', 'zlib', 'stream', 'util', 'url', 'buffer', 'process', 'events', 'tls', 'dns'];
+const NODE_BUILTINS = [
+  'fs',
+  'path',
+  'os',
+  'http',
+  'https',
+  'net',
+  'crypto',
+  'child_process',
+  'worker_threads',
+  'zlib',
+  'stream',
+  'util',
+  'url',
+  'buffer',
+  'process',
+  'events',
+  'tls',
+  'dns',
+];
 
 function* files(dir: string): Generator<string> {
   for (const name of readdirSync(dir)) {
@@ -21,7 +40,13 @@ test('core/ imports nothing from node:, Node built-ins, cell/ or edge/', () => {
     const src = readFileSync(f, 'utf8');
     for (const m of src.matchAll(spec)) {
       const s = m[1] ?? m[2] ?? m[3] ?? '';
-      if (s.startsWith('node:') || NODE_BUILTINS.includes(s) || /(^|\/)(cell|edge)\//.test(s) || s.startsWith('../cell') || s.startsWith('../edge')) {
+      if (
+        s.startsWith('node:') ||
+        NODE_BUILTINS.includes(s) ||
+        /(^|\/)(cell|edge)\//.test(s) ||
+        s.startsWith('../cell') ||
+        s.startsWith('../edge')
+      ) {
         offenders.push(`${f}: ${s}`);
       }
     }

@@ -4,7 +4,12 @@ import assert from 'node:assert/strict';
 import { TokenBuckets, rateLimitHeaders, rateLimited } from '../../core/ratelimit.ts';
 
 function clock(t = 0) {
-  return { t, now() { return this.t; } };
+  return {
+    t,
+    now() {
+      return this.t;
+    },
+  };
 }
 
 test('a bucket grants its capacity, then refuses with Retry-After until it refills', () => {
@@ -24,7 +29,8 @@ test('a bucket grants its capacity, then refuses with Retry-After until it refil
 test('a clock stepping back neither refills nor drains', () => {
   const c = clock(10_000);
   const b = new TokenBuckets(2, 1, c);
-  b.take('k'); b.take('k');
+  b.take('k');
+  b.take('k');
   c.t = 0;
   assert.equal(b.take('k').allowed, false);
   c.t = 10_000 + 999;
@@ -37,8 +43,11 @@ test('headers and the 429 refusal', () => {
   const r = b.take('k');
   const h = rateLimitHeaders(r, 'credential', 60);
   assert.deepEqual(h, {
-    'X-RateLimit-Limit': '1', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': '60',
-    'RateLimit-Policy': '"credential";q=1;w=60', RateLimit: '"credential";r=0;t=60',
+    'X-RateLimit-Limit': '1',
+    'X-RateLimit-Remaining': '0',
+    'X-RateLimit-Reset': '60',
+    'RateLimit-Policy': '"credential";q=1;w=60',
+    RateLimit: '"credential";r=0;t=60',
   });
   const e = rateLimited(r, 'x', h);
   assert.equal(e.code, 'rate_limited');

@@ -16,7 +16,10 @@ function printed(cell: CellProcess, re: RegExp, timeoutMs = 10_000): Promise<voi
       cell.proc.stdout!.off('data', check);
       resolve();
     };
-    const timer = setTimeout(() => { cell.proc.stdout!.off('data', check); reject(new Error(`not printed in ${timeoutMs} ms: ${re}\n${cell.output()}`)); }, timeoutMs);
+    const timer = setTimeout(() => {
+      cell.proc.stdout!.off('data', check);
+      reject(new Error(`not printed in ${timeoutMs} ms: ${re}\n${cell.output()}`));
+    }, timeoutMs);
     // Listeners run in registration order: the helper's own listener has appended the chunk already.
     cell.proc.stdout!.on('data', check);
   });
@@ -51,7 +54,10 @@ test('first start prints the bootstrap key once; restart keeps data and prints n
       await printed(second, /printed at the first start.*\n/);
       assert.doesNotMatch(second.output(), /bootstrap admin key \(shown once/);
       assert.ok(!second.output().includes(first.adminKey));
-      assert.ok(second.output().includes(`the bootstrap admin key was printed at the first start; it is in ${first.dataDir}/bootstrap-admin.key`), second.output());
+      assert.ok(
+        second.output().includes(`the bootstrap admin key was printed at the first start; it is in ${first.dataDir}/bootstrap-admin.key`),
+        second.output(),
+      );
       const r = await request(`${second.url}/api/public/v1/admin/audit?limit=5`, { headers: { authorization: `Bearer ${minted.secret}` } });
       assert.equal(r.statusCode, 200, 'the key minted before SIGKILL still verifies');
       await r.body.dump();

@@ -20,18 +20,37 @@ function why(): string | false {
 }
 
 test('make demo: the whole story runs and exits 0, printing each step', { skip: why(), timeout: 150_000 }, async () => {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/demo.ts')], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/demo.ts')], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
-  child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-  child.stderr.on('data', (d: Buffer) => { err += d.toString(); });
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
   const timer = setTimeout(() => child.kill('SIGTERM'), 140_000);
   const code = await new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
   clearTimeout(timer);
   assert.equal(code, 0, `demo exited ${code}\n${out}\n${err}`);
 
-  const steps = ['Start a real cell', 'Principals and keys', 'Jobs: compute', 'A crew on an OpenAI-compatible model', 'The edge:', 'Clean up'];
-  for (const [i, title] of steps.entries()) assert.match(out, new RegExp(`^${i + 1}\\. ${title.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`, 'm'), `step ${i + 1} (${title}) not printed`);
+  const steps = [
+    'Start a real cell',
+    'Principals and keys',
+    'Jobs: compute',
+    'A crew on an OpenAI-compatible model',
+    'The edge:',
+    'Clean up',
+  ];
+  for (const [i, title] of steps.entries())
+    assert.match(
+      out,
+      new RegExp(`^${i + 1}\\. ${title.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`, 'm'),
+      `step ${i + 1} (${title}) not printed`,
+    );
   // The answers that tell the story.
   assert.match(out, /with the jobs key -> 403 forbidden/);
   assert.match(out, /with the old secret svck_live_.{3}… -> 200/);

@@ -11,7 +11,8 @@ const RUNS = '/api/public/v1/admin/jobs/runs';
 
 async function call(url: string, key: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
   const res = await fetch(url + path, {
-    method, headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   const text = await res.text();
@@ -23,17 +24,27 @@ test('SIGKILL mid-run: the restarted cell finishes the run without re-executing 
   const dataDir = cell.dataDir;
   const key = cell.adminKey;
   try {
-    const setup = await call(cell.url, key, 'POST', RUNS, { job_type: 'sql', workspace_id: 'rec', spec: { sql: 'CREATE TABLE marks (n INTEGER)' } });
+    const setup = await call(cell.url, key, 'POST', RUNS, {
+      job_type: 'sql',
+      workspace_id: 'rec',
+      spec: { sql: 'CREATE TABLE marks (n INTEGER)' },
+    });
     for (let i = 0; i < 200; i++) {
       const s = await call(cell.url, key, 'GET', `${RUNS}/${setup.body.run_id}`);
       if (s.body.state === 'completed') break;
       await new Promise((r) => setTimeout(r, 25));
     }
-    const r = await call(cell.url, key, 'POST', RUNS, { job_type: 'notebook', workspace_id: 'rec', spec: { cells: [
-      { type: 'sql', sql: 'INSERT INTO marks VALUES (1)' },
-      { type: 'compute', code: 'const t = Date.now(); while (Date.now() - t < 1500) {} return "slow";', time_limit_ms: 10_000 },
-      { type: 'sql', sql: 'SELECT count(*) FROM marks' },
-    ] } });
+    const r = await call(cell.url, key, 'POST', RUNS, {
+      job_type: 'notebook',
+      workspace_id: 'rec',
+      spec: {
+        cells: [
+          { type: 'sql', sql: 'INSERT INTO marks VALUES (1)' },
+          { type: 'compute', code: 'const t = Date.now(); while (Date.now() - t < 1500) {} return "slow";', time_limit_ms: 10_000 },
+          { type: 'sql', sql: 'SELECT count(*) FROM marks' },
+        ],
+      },
+    });
     assert.equal(r.status, 202);
     const runId = r.body.run_id as string;
     // Kill once cell-0 is journaled (the slow compute cell is running).
@@ -60,7 +71,10 @@ test('SIGKILL mid-run: the restarted cell finishes the run without re-executing 
     const j = await call(cell.url, key, 'GET', `${RUNS}/${runId}/journal`);
     const cell0 = j.body.records.filter((x: any) => x.kind === 'step' && x.step_id === 'cell-0');
     assert.equal(cell0.length, 1);
-    assert.deepEqual(j.body.records.map((x: any) => x.seq), j.body.records.map((_: unknown, i: number) => i + 1));
+    assert.deepEqual(
+      j.body.records.map((x: any) => x.seq),
+      j.body.records.map((_: unknown, i: number) => i + 1),
+    );
   } finally {
     await cell.stop();
     cell.cleanup();

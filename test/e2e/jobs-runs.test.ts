@@ -10,8 +10,13 @@ import { EventSource } from 'eventsource';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 
 let cell: CellProcess;
-before(async () => { cell = await startCellProcess({ env: { CELL_SSE_HEARTBEAT_MS: '200' } }); });
-after(async () => { await cell.stop(); cell.cleanup(); });
+before(async () => {
+  cell = await startCellProcess({ env: { CELL_SSE_HEARTBEAT_MS: '200' } });
+});
+after(async () => {
+  await cell.stop();
+  cell.cleanup();
+});
 
 const RUNS = '/api/public/v1/admin/jobs/runs';
 
@@ -47,11 +52,22 @@ test('each job type runs end to end on the real process', async () => {
   const c = await runJob('compute', { code: 'return input.xs.map((x) => x * x);', input: { xs: [1, 2, 3] } });
   assert.equal(c.state, 'completed', JSON.stringify(c));
   assert.deepEqual(c.output.result, [1, 4, 9]);
-  const s1 = await runJob('sql', { statements: [{ sql: 'CREATE TABLE kv (k TEXT PRIMARY KEY, v INTEGER)' }, { sql: 'INSERT INTO kv VALUES (:k, :v)', params: { k: 'a', v: 1 } }] });
+  const s1 = await runJob('sql', {
+    statements: [
+      { sql: 'CREATE TABLE kv (k TEXT PRIMARY KEY, v INTEGER)' },
+      { sql: 'INSERT INTO kv VALUES (:k, :v)', params: { k: 'a', v: 1 } },
+    ],
+  });
   assert.equal(s1.state, 'completed', JSON.stringify(s1));
   const s2 = await runJob('sql', { sql: 'SELECT k, v FROM kv' });
   assert.deepEqual(s2.output.results[0].rows, [['a', 1]]);
-  const nb = await runJob('notebook', { cells: [{ type: 'markdown', source: 'hello' }, { type: 'sql', sql: 'SELECT v FROM kv' }, { type: 'compute', code: 'return input.cells[1].results[0].rows[0][0] + 1;' }] });
+  const nb = await runJob('notebook', {
+    cells: [
+      { type: 'markdown', source: 'hello' },
+      { type: 'sql', sql: 'SELECT v FROM kv' },
+      { type: 'compute', code: 'return input.cells[1].results[0].rows[0][0] + 1;' },
+    ],
+  });
   assert.equal(nb.state, 'completed', JSON.stringify(nb));
   assert.equal(nb.output.cells[2].result, 2);
   const single = await runJob('single', { tool: 'calc', args: { expression: '2 ^ 10' } });
@@ -63,7 +79,11 @@ test('compute sandbox on the real process: endless loop, memory hog, host access
   assert.equal(loop.state, 'failed');
   assert.equal(loop.error.reason, 'time_limit');
   assert.match(loop.error.message, /time cap of 500 ms/);
-  const mem = await runJob('compute', { code: 'const keep = []; for (let i = 0; ; i++) keep.push({ i, s: "payload-" + i });', memory_limit_bytes: 8 * 1024 * 1024, time_limit_ms: 20_000 });
+  const mem = await runJob('compute', {
+    code: 'const keep = []; for (let i = 0; ; i++) keep.push({ i, s: "payload-" + i });',
+    memory_limit_bytes: 8 * 1024 * 1024,
+    time_limit_ms: 20_000,
+  });
   assert.equal(mem.state, 'failed');
   assert.equal(mem.error.reason, 'memory_limit', JSON.stringify(mem.error));
   const host = await runJob('compute', { code: 'return process.env;' });
@@ -103,12 +123,16 @@ test('list bounds, unknown run and idempotent cancel on the real process', async
 });
 
 function authFetch(extra: Record<string, string> = {}) {
-  return (input: string | URL, init?: any) => fetch(input, { ...init, headers: { ...(init?.headers ?? {}), authorization: `Bearer ${cell.adminKey}`, ...extra } });
+  return (input: string | URL, init?: any) =>
+    fetch(input, { ...init, headers: { ...(init?.headers ?? {}), authorization: `Bearer ${cell.adminKey}`, ...extra } });
 }
 
 test('SSE: a real EventSource reads live events with ids, disconnects, resumes with Last-Event-ID without loss or duplicates; the stream ends after run_finished', async () => {
   // Six compute cells of ~150 ms each: events arrive over about a second.
-  const cells = Array.from({ length: 6 }, (_, i) => ({ type: 'compute', code: `const t = Date.now(); while (Date.now() - t < 150) {} return ${i};` }));
+  const cells = Array.from({ length: 6 }, (_, i) => ({
+    type: 'compute',
+    code: `const t = Date.now(); while (Date.now() - t < 150) {} return ${i};`,
+  }));
   const r = await call('POST', RUNS, { job_type: 'notebook', workspace_id: 'e2e', spec: { cells } });
   assert.equal(r.status, 202);
   const url = `${cell.url}${RUNS}/${r.body.run_id}/events/sse`;
@@ -118,12 +142,19 @@ test('SSE: a real EventSource reads live events with ids, disconnects, resumes w
   // First client: read the first few events, then disconnect.
   await new Promise<void>((resolve, reject) => {
     const es = new EventSource(url, { fetch: authFetch() });
-    const timer = setTimeout(() => { es.close(); reject(new Error('no events')); }, 20_000);
+    const timer = setTimeout(() => {
+      es.close();
+      reject(new Error('no events'));
+    }, 20_000);
     es.onmessage = () => {};
     const on = (e: MessageEvent) => {
       seen.push(Number(e.lastEventId));
       kinds.push(e.type);
-      if (seen.length >= 3) { clearTimeout(timer); es.close(); resolve(); }
+      if (seen.length >= 3) {
+        clearTimeout(timer);
+        es.close();
+        resolve();
+      }
     };
     for (const k of ['run_started', 'step', 'cancel_requested', 'run_finished']) es.addEventListener(k, on as any);
     es.onerror = () => {};
@@ -134,19 +165,30 @@ test('SSE: a real EventSource reads live events with ids, disconnects, resumes w
   const last = seen.at(-1)!;
   await new Promise<void>((resolve, reject) => {
     const es = new EventSource(url, { fetch: authFetch({ 'last-event-id': String(last) }) });
-    const timer = setTimeout(() => { es.close(); reject(new Error(`stream did not finish; saw ${seen.join(',')}`)); }, 30_000);
+    const timer = setTimeout(() => {
+      es.close();
+      reject(new Error(`stream did not finish; saw ${seen.join(',')}`));
+    }, 30_000);
     const on = (e: MessageEvent) => {
       seen.push(Number(e.lastEventId));
       kinds.push(e.type);
       const rec = JSON.parse(e.data);
       assert.equal(rec.seq, Number(e.lastEventId));
       assert.equal(rec.run_id, r.body.run_id);
-      if (e.type === 'run_finished') { clearTimeout(timer); es.close(); resolve(); }
+      if (e.type === 'run_finished') {
+        clearTimeout(timer);
+        es.close();
+        resolve();
+      }
     };
     for (const k of ['run_started', 'step', 'cancel_requested', 'run_finished']) es.addEventListener(k, on as any);
   });
   const j = await call('GET', `${RUNS}/${r.body.run_id}/journal`);
-  assert.deepEqual(seen, j.body.records.map((x: any) => x.seq), 'every event exactly once, in order');
+  assert.deepEqual(
+    seen,
+    j.body.records.map((x: any) => x.seq),
+    'every event exactly once, in order',
+  );
   assert.equal(kinds.at(-1), 'run_finished');
 
   // The server closes the stream after the terminal event; a finished run with nothing left answers 204.
@@ -159,13 +201,19 @@ test('SSE: a real EventSource reads live events with ids, disconnects, resumes w
 });
 
 test('SSE: heartbeats are comment lines while a run is idle; unknown run is 404', async () => {
-  const r = await call('POST', RUNS, { job_type: 'compute', workspace_id: 'e2e', spec: { code: 'const t = Date.now(); while (Date.now() - t < 900) {} return 1;', time_limit_ms: 5000 } });
+  const r = await call('POST', RUNS, {
+    job_type: 'compute',
+    workspace_id: 'e2e',
+    spec: { code: 'const t = Date.now(); while (Date.now() - t < 900) {} return 1;', time_limit_ms: 5000 },
+  });
   const res = await fetch(`${cell.url}${RUNS}/${r.body.run_id}/events/sse`, { headers: { authorization: `Bearer ${cell.adminKey}` } });
   assert.equal(res.headers.get('content-type'), 'text/event-stream');
   const text = await res.text();
   assert.match(text, /^: heartbeat$/m);
   assert.match(text, /event: run_finished/);
-  const u = await fetch(`${cell.url}${RUNS}/run_00000000000000000000/events/sse`, { headers: { authorization: `Bearer ${cell.adminKey}` } });
+  const u = await fetch(`${cell.url}${RUNS}/run_00000000000000000000/events/sse`, {
+    headers: { authorization: `Bearer ${cell.adminKey}` },
+  });
   assert.equal(u.status, 404);
   const anon = await fetch(`${cell.url}${RUNS}/${r.body.run_id}/events/sse`);
   assert.equal(anon.status, 401);

@@ -6,27 +6,63 @@ import { readFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 
 interface Config {
-  edge: string; data: string; keyBundle: string; crewBundle: string; model: string; manifest: string;
-  crewId: string; keys: Record<string, string>; exportOut: string; cellUrl: string;
+  edge: string;
+  data: string;
+  keyBundle: string;
+  crewBundle: string;
+  model: string;
+  manifest: string;
+  crewId: string;
+  keys: Record<string, string>;
+  exportOut: string;
+  cellUrl: string;
 }
 const cfg = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as Config;
 const out: Record<string, unknown> = { interfaces: Object.keys(networkInterfaces()) };
 
 async function startEdge(extra: string[]): Promise<{ url: string; proc: ChildProcess; startMs: number }> {
   const t0 = performance.now();
-  const proc = spawn(cfg.edge, ['serve', '--data', cfg.data, '--bundle', cfg.keyBundle, '--crew-bundle', cfg.crewBundle,
-    '--model', cfg.model, '--model-manifest', cfg.manifest, '--port', '0', ...extra],
-  { env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(
+    cfg.edge,
+    [
+      'serve',
+      '--data',
+      cfg.data,
+      '--bundle',
+      cfg.keyBundle,
+      '--crew-bundle',
+      cfg.crewBundle,
+      '--model',
+      cfg.model,
+      '--model-manifest',
+      cfg.manifest,
+      '--port',
+      '0',
+      ...extra,
+    ],
+    { env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let text = '';
-  proc.stderr!.on('data', (d: Buffer) => { text += d.toString(); });
+  proc.stderr!.on('data', (d: Buffer) => {
+    text += d.toString();
+  });
   const url = await new Promise<string>((res, rej) => {
-    const timer = setTimeout(() => { proc.kill('SIGKILL'); rej(new Error(`edge did not start: ${text}`)); }, 30_000);
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      rej(new Error(`edge did not start: ${text}`));
+    }, 30_000);
     proc.stdout!.on('data', (d: Buffer) => {
       text += d.toString();
       const m = /listening on (http\S+)/.exec(text);
-      if (m) { clearTimeout(timer); res(m[1]!); }
+      if (m) {
+        clearTimeout(timer);
+        res(m[1]!);
+      }
     });
-    proc.once('exit', (c) => { clearTimeout(timer); rej(new Error(`edge exited ${c}: ${text}`)); });
+    proc.once('exit', (c) => {
+      clearTimeout(timer);
+      rej(new Error(`edge exited ${c}: ${text}`));
+    });
   });
   return { url, proc, startMs: performance.now() - t0 };
 }
@@ -39,7 +75,11 @@ async function stop(p: ChildProcess): Promise<void> {
 }
 
 async function call(url: string, method: string, path: string, key: string, body?: unknown) {
-  const r = await fetch(url + path, { method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+  const r = await fetch(url + path, {
+    method,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
   const b = (await r.json()) as any;
   return { status: r.status, error: b.error ?? null, reason: b.details?.reason ?? null, body: b };
 }
@@ -55,7 +95,10 @@ const keyCheck = async (url: string) => {
 
 try {
   // The cell is unreachable from here: there is no network but loopback.
-  out['cell_reachable'] = await fetch(cfg.cellUrl, { signal: AbortSignal.timeout(2000) }).then(() => true, () => false);
+  out['cell_reachable'] = await fetch(cfg.cellUrl, { signal: AbortSignal.timeout(2000) }).then(
+    () => true,
+    () => false,
+  );
 
   const e1 = await startEdge([]);
   out['cold_start_ms'] = e1.startMs;
@@ -83,12 +126,18 @@ try {
   await stop(e2.proc);
 
   // The clock set back before the last accepted moment: refused, fail closed.
-  const back = spawnSync(cfg.edge, ['verify-key', '--data', cfg.data, '--bundle', cfg.keyBundle, `--now-offset-ms=${-3600_000}`],
-    { input: cfg.keys['valid'], env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' }, encoding: 'utf8' });
+  const back = spawnSync(cfg.edge, ['verify-key', '--data', cfg.data, '--bundle', cfg.keyBundle, `--now-offset-ms=${-3600_000}`], {
+    input: cfg.keys['valid'],
+    env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' },
+    encoding: 'utf8',
+  });
   out['clock_back'] = { status: back.status, stdout: back.stdout, stderr: back.stderr };
   // verify-key from stdin, now (+2h to stay after the high-water mark).
-  const vk = spawnSync(cfg.edge, ['verify-key', '--data', cfg.data, '--bundle', cfg.keyBundle, '--now-offset-ms', String(2 * 3600_000 + 60_000)],
-    { input: cfg.keys['valid'], env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' }, encoding: 'utf8' });
+  const vk = spawnSync(
+    cfg.edge,
+    ['verify-key', '--data', cfg.data, '--bundle', cfg.keyBundle, '--now-offset-ms', String(2 * 3600_000 + 60_000)],
+    { input: cfg.keys['valid'], env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' }, encoding: 'utf8' },
+  );
   out['verify_key'] = { status: vk.status, stdout: vk.stdout };
 
   const firstRun = (runs[0] as { run_id?: string }).run_id ?? 'none';

@@ -17,7 +17,10 @@ export const SECRET = 'svck_live_' + 'E'.repeat(43);
 /** A two-seat sequential crew compiled by core's compiler, with short answers. */
 export function compiledCrew(maxTokens = 16) {
   const formation = { name: 'field', coordination_policy: 'sequential' as const, limits: { default_max_tokens: maxTokens } };
-  const billets = [{ id: 'a', role_label: 'inspector', authority_cap: {}, position: 0 }, { id: 'b', role_label: 'reviewer', authority_cap: {}, position: 1 }];
+  const billets = [
+    { id: 'a', role_label: 'inspector', authority_cap: {}, position: 0 },
+    { id: 'b', role_label: 'reviewer', authority_cap: {}, position: 1 },
+  ];
   const bindings = { a: { agent_id: 'agt_a', system_prompt: 'You inspect.' }, b: { agent_id: 'agt_b', system_prompt: 'You review.' } };
   const r = compileFormation(formation, billets, bindings);
   if (!r.ok) throw new Error(r.message);
@@ -33,27 +36,93 @@ export async function edgeWorld(opts: { budgets?: Record<string, number> } = {})
   writeState(dir, initialState(device.device_id));
   writeFileDurable(join(dir, 'device.json'), JSON.stringify(device), 0o600);
   const pub = await generateEd25519();
-  const trust: TrustFile = { format_version: 1, cell_id: 'cell-a', keys: [{ kid: cellKey.kid, jwk: cellKey.publicJwk }], publishers: [{ kid: pub.kid, jwk: pub.publicJwk }] };
+  const trust: TrustFile = {
+    format_version: 1,
+    cell_id: 'cell-a',
+    keys: [{ kid: cellKey.kid, jwk: cellKey.publicJwk }],
+    publishers: [{ kid: pub.kid, jwk: pub.publicJwk }],
+  };
   writeFileDurable(join(dir, 'trust.json'), JSON.stringify(trust));
   const bytes = makeTinyGguf(42);
   const modelPath = join(dir, 'tiny.gguf');
   writeFileSync(modelPath, bytes);
   const sha256 = await sha256Hex(bytes);
   const manifestPath = join(dir, 'tiny.manifest.json');
-  writeFileSync(manifestPath, await buildModelManifest({ publisher: 'pub', signer: signerFromJwk(pub.kid, pub.privateJwk), issuedAt: T0, model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256 } }));
+  writeFileSync(
+    manifestPath,
+    await buildModelManifest({
+      publisher: 'pub',
+      signer: signerFromJwk(pub.kid, pub.privateJwk),
+      issuedAt: T0,
+      model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256 },
+    }),
+  );
   const compiled = compiledCrew();
   const crew: CrewContent = {
-    crew_id: 'crw_1', name: 'field crew', formation_id: 'frm_1', ...compiled,
-    agents: [], blueprints: [], skills: [], contracts: [], tool_grants: {}, budgets: opts.budgets ?? { agt_a: 100_000, agt_b: 100_000 },
+    crew_id: 'crw_1',
+    name: 'field crew',
+    formation_id: 'frm_1',
+    ...compiled,
+    agents: [],
+    blueprints: [],
+    skills: [],
+    contracts: [],
+    tool_grants: {},
+    budgets: opts.budgets ?? { agt_a: 100_000, agt_b: 100_000 },
   };
   const crewPath = join(dir, 'crew.bundle.json');
-  writeFileSync(crewPath, await buildCrewBundle({ issuer: 'cell-a', signer: cellSigner, audience: dev.kid, version: 1, issuedAt: T0, expiresAt: null, crew, model: { name: 'tiny', sha256, publisher_kid: pub.kid } }));
+  writeFileSync(
+    crewPath,
+    await buildCrewBundle({
+      issuer: 'cell-a',
+      signer: cellSigner,
+      audience: dev.kid,
+      version: 1,
+      issuedAt: T0,
+      expiresAt: null,
+      crew,
+      model: { name: 'tiny', sha256, publisher_kid: pub.kid },
+    }),
+  );
   const keysPath = join(dir, 'keys.bundle.json');
-  writeFileSync(keysPath, await buildKeyBundle({
-    issuer: 'cell-a', signer: cellSigner, audience: dev.kid, version: 1, issuedAt: T0, expiresAt: T0 + 86_400_000,
-    records: [{ key_id: 'key_1', owner_id: 'usr_1', owner_status: 'active', status: 'active', hashes: [{ hash: hashSecret(SECRET), not_after: null }], expires_at: null,
-      owner_permissions: ['*'], scopes: ['agent_teams', 'system.orchestration.admin.read', 'edge.read'], rate_limit_rpm: null, allowed_ips: [], allowed_regions: [] }],
-    tombstones: [],
-  }));
-  return { dir, device, trust, cellSigner, pubSigner: signerFromJwk(pub.kid, pub.privateJwk), modelPath, manifestPath, crewPath, keysPath, crew, devKid: dev.kid };
+  writeFileSync(
+    keysPath,
+    await buildKeyBundle({
+      issuer: 'cell-a',
+      signer: cellSigner,
+      audience: dev.kid,
+      version: 1,
+      issuedAt: T0,
+      expiresAt: T0 + 86_400_000,
+      records: [
+        {
+          key_id: 'key_1',
+          owner_id: 'usr_1',
+          owner_status: 'active',
+          status: 'active',
+          hashes: [{ hash: hashSecret(SECRET), not_after: null }],
+          expires_at: null,
+          owner_permissions: ['*'],
+          scopes: ['agent_teams', 'system.orchestration.admin.read', 'edge.read'],
+          rate_limit_rpm: null,
+          allowed_ips: [],
+          allowed_regions: [],
+        },
+      ],
+      tombstones: [],
+    }),
+  );
+  return {
+    dir,
+    device,
+    trust,
+    cellSigner,
+    pubSigner: signerFromJwk(pub.kid, pub.privateJwk),
+    modelPath,
+    manifestPath,
+    crewPath,
+    keysPath,
+    crew,
+    devKid: dev.kid,
+  };
 }

@@ -22,7 +22,11 @@ export interface RowEnv {
 export async function answerOf(r: Response): Promise<string> {
   const text = await r.text();
   let b: { error?: string; details?: { reason?: string } } = {};
-  try { b = JSON.parse(text) as typeof b; } catch { /* not JSON: status alone */ }
+  try {
+    b = JSON.parse(text) as typeof b;
+  } catch {
+    /* not JSON: status alone */
+  }
   return `${r.status} ${b.error ?? 'ok'}${b.details?.reason ? ` ${b.details.reason}` : ''}`;
 }
 
@@ -41,19 +45,33 @@ export async function proof(env: RowEnv, token: string, o: { htm?: string; path?
   const key = await importJWK(env.dpopKey.privateJwk, 'EdDSA');
   const { kty, crv, x } = env.dpopKey.publicJwk;
   const pub = { kty, crv, x } as JWK;
-  return new SignJWT({ htm: o.htm ?? 'GET', htu: env.origin + (o.path ?? env.path), iat: Math.floor(Date.now() / 1000), jti: crypto.randomUUID(), ath: await sha256b64url(token) })
-    .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk: pub }).sign(key);
+  return new SignJWT({
+    htm: o.htm ?? 'GET',
+    htu: env.origin + (o.path ?? env.path),
+    iat: Math.floor(Date.now() / 1000),
+    jti: crypto.randomUUID(),
+    ath: await sha256b64url(token),
+  })
+    .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk: pub })
+    .sign(key);
 }
 
 function call(env: RowEnv, who: Who, scheme: 'Bearer' | 'DPoP', token: string, dpop?: string): Promise<string> {
-  return env.fetch(who)(env.origin + env.path, { headers: { authorization: `${scheme} ${token}`, ...(dpop ? { dpop } : {}) } }).then(answerOf);
+  return env
+    .fetch(who)(env.origin + env.path, { headers: { authorization: `${scheme} ${token}`, ...(dpop ? { dpop } : {}) } })
+    .then(answerOf);
 }
 
 /** oauth4webapi, an independent client, makes the protected request with its own DPoP proofs. */
-export async function oauth4webapiRequest(env: RowEnv, url: string, o: { insecure?: boolean } = {}): Promise<{ answer: string; challenge: oauth.WWWAuthenticateChallenge[] | null }> {
+export async function oauth4webapiRequest(
+  env: RowEnv,
+  url: string,
+  o: { insecure?: boolean } = {},
+): Promise<{ answer: string; challenge: oauth.WWWAuthenticateChallenge[] | null }> {
   const DPoP = oauth.DPoP({}, await dpopKeyPair(env));
   const opts: oauth.ProtectedResourceRequestOptions = {
-    DPoP, [oauth.customFetch]: env.fetch('none') as unknown as NonNullable<oauth.ProtectedResourceRequestOptions[typeof oauth.customFetch]>,
+    DPoP,
+    [oauth.customFetch]: env.fetch('none') as unknown as NonNullable<oauth.ProtectedResourceRequestOptions[typeof oauth.customFetch]>,
     ...(o.insecure ? { [oauth.allowInsecureRequests]: true } : {}),
   };
   try {
@@ -68,14 +86,23 @@ export async function oauth4webapiRequest(env: RowEnv, url: string, o: { insecur
 export const ROWS: [name: string, run: (env: RowEnv) => Promise<string>][] = [
   ['plain bearer', (env) => call(env, 'none', 'Bearer', env.tokens.plain)],
   ['plain bearer, scope without the permission', (env) => call(env, 'none', 'Bearer', env.tokens.narrow)],
-  ['DPoP-bound, oauth4webapi\'s own proof', async (env) => (await oauth4webapiRequest(env, env.origin + env.path)).answer],
-  ['DPoP-bound, replayed proof', async (env) => {
-    const p = await proof(env, env.tokens.dpop);
-    const first = await call(env, 'none', 'DPoP', env.tokens.dpop, p);
-    return `${first} then ${await call(env, 'none', 'DPoP', env.tokens.dpop, p)}`;
-  }],
-  ['DPoP-bound, proof for another method', async (env) => call(env, 'none', 'DPoP', env.tokens.dpop, await proof(env, env.tokens.dpop, { htm: 'DELETE' }))],
-  ['DPoP-bound, proof for another URI', async (env) => call(env, 'none', 'DPoP', env.tokens.dpop, await proof(env, env.tokens.dpop, { path: '/api/public/v1/elsewhere' }))],
+  ["DPoP-bound, oauth4webapi's own proof", async (env) => (await oauth4webapiRequest(env, env.origin + env.path)).answer],
+  [
+    'DPoP-bound, replayed proof',
+    async (env) => {
+      const p = await proof(env, env.tokens.dpop);
+      const first = await call(env, 'none', 'DPoP', env.tokens.dpop, p);
+      return `${first} then ${await call(env, 'none', 'DPoP', env.tokens.dpop, p)}`;
+    },
+  ],
+  [
+    'DPoP-bound, proof for another method',
+    async (env) => call(env, 'none', 'DPoP', env.tokens.dpop, await proof(env, env.tokens.dpop, { htm: 'DELETE' })),
+  ],
+  [
+    'DPoP-bound, proof for another URI',
+    async (env) => call(env, 'none', 'DPoP', env.tokens.dpop, await proof(env, env.tokens.dpop, { path: '/api/public/v1/elsewhere' })),
+  ],
   ['DPoP-bound, no proof', (env) => call(env, 'none', 'DPoP', env.tokens.dpop)],
   ['cert-bound, right leaf', (env) => call(env, 'robot', 'Bearer', env.tokens.cert)],
   ['cert-bound, no leaf', (env) => call(env, 'none', 'Bearer', env.tokens.cert)],
@@ -86,13 +113,13 @@ export const ROWS: [name: string, run: (env: RowEnv) => Promise<string>][] = [
   ['both bindings, no proof', (env) => call(env, 'robot', 'DPoP', env.tokens.both)],
   ['revoked before the bundle', (env) => call(env, 'none', 'Bearer', env.tokens.revoked)],
   ['owner archived before the bundle', (env) => call(env, 'none', 'Bearer', env.tokens.leaver)],
-  ['wrong audience (the other side\'s token)', (env) => call(env, 'none', 'Bearer', env.tokens.other_side)],
+  ["wrong audience (the other side's token)", (env) => call(env, 'none', 'Bearer', env.tokens.other_side)],
 ];
 
 export const EXPECTED: Record<string, string> = {
   'plain bearer': '200 ok',
   'plain bearer, scope without the permission': '403 forbidden',
-  'DPoP-bound, oauth4webapi\'s own proof': '200 ok',
+  "DPoP-bound, oauth4webapi's own proof": '200 ok',
   'DPoP-bound, replayed proof': '200 ok then 401 unauthorized dpop_replay',
   'DPoP-bound, proof for another method': '401 unauthorized dpop_htm_mismatch',
   'DPoP-bound, proof for another URI': '401 unauthorized dpop_htu_mismatch',
@@ -106,7 +133,7 @@ export const EXPECTED: Record<string, string> = {
   'both bindings, no proof': '401 unauthorized dpop_required',
   'revoked before the bundle': '401 unauthorized revoked',
   'owner archived before the bundle': '401 unauthorized revoked',
-  'wrong audience (the other side\'s token)': '401 unauthorized bad_audience',
+  "wrong audience (the other side's token)": '401 unauthorized bad_audience',
 };
 
 export async function runRows(env: RowEnv): Promise<Record<string, string>> {

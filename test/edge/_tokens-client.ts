@@ -13,8 +13,15 @@ import * as oauth from 'oauth4webapi';
 import { answerOf, oauth4webapiRequest, proof, runRows, type RowEnv, type TokenName, type Who } from './_token-rows.ts';
 
 interface Config {
-  edge: string; data: string; keyBundle: string; certDir: string; deviceId: string; cellUrl: string;
-  tokens: Record<TokenName, string>; dpopKey: RowEnv['dpopKey']; issuer: string;
+  edge: string;
+  data: string;
+  keyBundle: string;
+  certDir: string;
+  deviceId: string;
+  cellUrl: string;
+  tokens: Record<TokenName, string>;
+  dpopKey: RowEnv['dpopKey'];
+  issuer: string;
 }
 const cfg = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as Config;
 const pem = (f: string) => readFileSync(join(cfg.certDir, f));
@@ -26,23 +33,52 @@ const agents: Record<Who, Agent> = {
   intruder: new Agent({ connect: { ca, cert: pem('intruder.pem'), key: pem('intruder.key') } }),
   stranger: new Agent({ connect: { ca, cert: pem('stranger.pem'), key: pem('stranger.key') } }),
 };
-const fetchAs = (who: Who) => ((url: string, init?: RequestInit) => ufetch(url, { ...(init as object), dispatcher: agents[who] })) as unknown as typeof fetch;
+const fetchAs = (who: Who) =>
+  ((url: string, init?: RequestInit) => ufetch(url, { ...(init as object), dispatcher: agents[who] })) as unknown as typeof fetch;
 const PATH = '/api/public/v1/edge/authz/edge.read';
 
 async function startEdge(extra: string[] = [], port = '0'): Promise<{ url: string; proc: ChildProcess }> {
-  const proc = spawn(cfg.edge, ['serve', '--data', cfg.data, '--bundle', cfg.keyBundle, '--port', port,
-    '--tls-cert', join(cfg.certDir, 'server.pem'), '--tls-key', join(cfg.certDir, 'server.key'), '--client-ca', join(cfg.certDir, 'ca.pem'), ...extra],
-  { env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(
+    cfg.edge,
+    [
+      'serve',
+      '--data',
+      cfg.data,
+      '--bundle',
+      cfg.keyBundle,
+      '--port',
+      port,
+      '--tls-cert',
+      join(cfg.certDir, 'server.pem'),
+      '--tls-key',
+      join(cfg.certDir, 'server.key'),
+      '--client-ca',
+      join(cfg.certDir, 'ca.pem'),
+      ...extra,
+    ],
+    { env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let text = '';
-  proc.stderr!.on('data', (d: Buffer) => { text += d.toString(); });
+  proc.stderr!.on('data', (d: Buffer) => {
+    text += d.toString();
+  });
   const url = await new Promise<string>((res, rej) => {
-    const timer = setTimeout(() => { proc.kill('SIGKILL'); rej(new Error(`edge did not start: ${text}`)); }, 30_000);
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      rej(new Error(`edge did not start: ${text}`));
+    }, 30_000);
     proc.stdout!.on('data', (d: Buffer) => {
       text += d.toString();
       const m = /listening on (https\S+)/.exec(text);
-      if (m) { clearTimeout(timer); res(m[1]!); }
+      if (m) {
+        clearTimeout(timer);
+        res(m[1]!);
+      }
     });
-    proc.once('exit', (c) => { clearTimeout(timer); rej(new Error(`edge exited ${c}: ${text}`)); });
+    proc.once('exit', (c) => {
+      clearTimeout(timer);
+      rej(new Error(`edge exited ${c}: ${text}`));
+    });
   });
   return { url, proc };
 }
@@ -58,23 +94,37 @@ async function stop(p: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promis
 function proxy(target: string, mode: 'rewrite' | 'tls-terminating'): Promise<{ url: string; close(): void }> {
   const t = new URL(target);
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const path = mode === 'rewrite' ? (req.url ?? '/').replace(/^\/edge-proxy/, '') : req.url ?? '/';
-    const headers = { ...req.headers, host: t.host, 'x-forwarded-host': req.headers.host ?? '', 'x-forwarded-proto': 'http', 'x-forwarded-for': '127.0.0.1' };
+    const path = mode === 'rewrite' ? (req.url ?? '/').replace(/^\/edge-proxy/, '') : (req.url ?? '/');
+    const headers = {
+      ...req.headers,
+      host: t.host,
+      'x-forwarded-host': req.headers.host ?? '',
+      'x-forwarded-proto': 'http',
+      'x-forwarded-for': '127.0.0.1',
+    };
     const up = httpsRequest({ host: t.hostname, port: t.port, path, method: req.method, headers, ca }, (r) => {
       res.writeHead(r.statusCode ?? 502, r.headers);
       r.pipe(res);
     });
-    up.on('error', () => { res.writeHead(502); res.end(); });
+    up.on('error', () => {
+      res.writeHead(502);
+      res.end();
+    });
     req.pipe(up);
   });
-  return new Promise((res) => server.listen(0, '127.0.0.1', () => {
-    const port = (server.address() as { port: number }).port;
-    res({ url: `http://127.0.0.1:${port}`, close: () => server.close() });
-  }));
+  return new Promise((res) =>
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as { port: number }).port;
+      res({ url: `http://127.0.0.1:${port}`, close: () => server.close() });
+    }),
+  );
 }
 
 try {
-  out['cell_reachable'] = await fetch(cfg.cellUrl, { signal: AbortSignal.timeout(2000) }).then(() => true, () => false);
+  out['cell_reachable'] = await fetch(cfg.cellUrl, { signal: AbortSignal.timeout(2000) }).then(
+    () => true,
+    () => false,
+  );
   let e = await startEdge();
   const env: RowEnv = { origin: e.url, path: PATH, tokens: cfg.tokens, dpopKey: cfg.dpopKey, fetch: fetchAs };
 
@@ -82,7 +132,10 @@ try {
   out['metadata'] = await oauth.processResourceDiscoveryResponse(new URL(`edge:${cfg.deviceId}`), meta);
   out['rows'] = await runRows(env);
 
-  for (const [key, mode, prefix] of [['proxy_rewrite', 'rewrite', '/edge-proxy'], ['proxy_tls_terminating', 'tls-terminating', '']] as const) {
+  for (const [key, mode, prefix] of [
+    ['proxy_rewrite', 'rewrite', '/edge-proxy'],
+    ['proxy_tls_terminating', 'tls-terminating', ''],
+  ] as const) {
     const p = await proxy(e.url, mode);
     try {
       out[key] = await oauth4webapiRequest(env, `${p.url}${prefix}${PATH}`, { insecure: true });
@@ -94,7 +147,8 @@ try {
 
   // A proof accepted, the edge killed (-9) and restarted on the same address: the same proof is still a replay.
   const p = await proof(env, cfg.tokens.dpop);
-  const send = (url: string, dpop: string) => fetchAs('none')(url + PATH, { headers: { authorization: `DPoP ${cfg.tokens.dpop}`, dpop } }).then(answerOf);
+  const send = (url: string, dpop: string) =>
+    fetchAs('none')(url + PATH, { headers: { authorization: `DPoP ${cfg.tokens.dpop}`, dpop } }).then(answerOf);
   const before = await send(e.url, p);
   await stop(e.proc, 'SIGKILL');
   e = await startEdge([], new URL(e.url).port);

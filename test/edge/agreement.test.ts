@@ -36,9 +36,15 @@ async function mint(t: InProcess, body: Record<string, unknown>): Promise<{ key_
 test('cell and edge agree on every key x operation x client IP', async () => {
   const t = await inProcessCell();
   try {
-    const viewer = await t.request('POST', `${A}/principals`, { token: t.adminKey, body: { kind: 'service', name: 'viewer-svc', roles: ['viewer'] } });
+    const viewer = await t.request('POST', `${A}/principals`, {
+      token: t.adminKey,
+      body: { kind: 'service', name: 'viewer-svc', roles: ['viewer'] },
+    });
     assert.equal(viewer.status, 201, viewer.text);
-    const leaver = await t.request('POST', `${A}/principals`, { token: t.adminKey, body: { kind: 'service', name: 'leaver', roles: ['admin'] } });
+    const leaver = await t.request('POST', `${A}/principals`, {
+      token: t.adminKey,
+      body: { kind: 'service', name: 'leaver', roles: ['admin'] },
+    });
     const keys: Record<string, string> = { owner: t.adminKey };
     keys['scoped_edge'] = (await mint(t, { scopes: ['edge.read'] })).secret;
     keys['scoped_multi'] = (await mint(t, { scopes: ['agent_teams', 'catalog.read', 'iam.keys.read'] })).secret;
@@ -74,9 +80,14 @@ test('cell and edge agree on every key x operation x client IP', async () => {
     const { opened, index } = await openKeyBundle(b.text, reg.body.trust.keys);
     const state = acceptArtifact(emptyDeviceState(dev.kid), opened, { now: t.clock.now(), issuer: t.core.config.cellId });
     const rt: EdgeRuntime = {
-      deviceId: dev.kid, cellId: t.core.config.cellId, region: t.core.config.region, clock: t.clock, state,
+      deviceId: dev.kid,
+      cellId: t.core.config.cellId,
+      region: t.core.config.region,
+      clock: t.clock,
+      state,
       keys: { index, version: opened.payload.version, expires_at: opened.payload.expires_at, hash: opened.hash },
-      rate: { capacity: 600, refillPerSecond: 100 }, info: {},
+      rate: { capacity: 600, refillPerSecond: 100 },
+      info: {},
     };
     const edge = createEdgeApp(rt);
 
@@ -86,8 +97,11 @@ test('cell and edge agree on every key x operation x client IP', async () => {
       for (const ip of IPS) {
         for (const [path, perm] of OPERATIONS) {
           const c = await t.request('GET', path, { token: secret, ip });
-          const e = await edge.request(`/api/public/v1/edge/authz/${perm}`, { headers: { authorization: `Bearer ${secret}` } },
-            { incoming: { socket: { remoteAddress: ip } } });
+          const e = await edge.request(
+            `/api/public/v1/edge/authz/${perm}`,
+            { headers: { authorization: `Bearer ${secret}` } },
+            { incoming: { socket: { remoteAddress: ip } } },
+          );
           const eb = (await e.json()) as { error?: string; details?: { reason?: string } };
           const cellAns = `${c.status} ${c.body?.error ?? 'ok'} ${c.body?.details?.reason ?? ''}`;
           const edgeAns = `${e.status} ${eb.error ?? 'ok'} ${eb.details?.reason ?? ''}`;
@@ -101,7 +115,11 @@ test('cell and edge agree on every key x operation x client IP', async () => {
 
     // The table exercised every outcome, not just one.
     const sample = async (secret: string, ip: string, perm: string) => {
-      const e = await edge.request(`/api/public/v1/edge/authz/${perm}`, { headers: { authorization: `Bearer ${secret}` } }, { incoming: { socket: { remoteAddress: ip } } });
+      const e = await edge.request(
+        `/api/public/v1/edge/authz/${perm}`,
+        { headers: { authorization: `Bearer ${secret}` } },
+        { incoming: { socket: { remoteAddress: ip } } },
+      );
       return `${e.status} ${((await e.json()) as { details?: { reason?: string } }).details?.reason ?? ''}`;
     };
     assert.equal(await sample(keys['revoked']!, '127.0.0.1', 'edge.read'), '401 revoked');
@@ -124,12 +142,25 @@ test('cell and edge agree on every key x operation x client IP', async () => {
 
 test('without a key bundle the edge says it cannot resolve a key', async () => {
   const clock = { now: () => 1000 };
-  const app = createEdgeApp({ deviceId: 'd', cellId: 'c', region: 'local', clock, state: emptyDeviceState('d'), keys: null, rate: { capacity: 10, refillPerSecond: 1 }, info: {} });
+  const app = createEdgeApp({
+    deviceId: 'd',
+    cellId: 'c',
+    region: 'local',
+    clock,
+    state: emptyDeviceState('d'),
+    keys: null,
+    rate: { capacity: 10, refillPerSecond: 1 },
+    info: {},
+  });
   const r = await app.request('/api/public/v1/edge/status', { headers: { authorization: 'Bearer svck_live_' + 'a'.repeat(43) } });
   assert.equal(r.status, 401);
   assert.equal(((await r.json()) as { details: { reason: string } }).details.reason, 'no_key_bundle');
   assert.ok(r.headers.get('x-ratelimit-limit'));
-  const big = await app.request('/api/public/v1/edge/status', { method: 'POST', body: 'x'.repeat(2 * 1024 * 1024), headers: { 'content-length': String(2 * 1024 * 1024) } });
+  const big = await app.request('/api/public/v1/edge/status', {
+    method: 'POST',
+    body: 'x'.repeat(2 * 1024 * 1024),
+    headers: { 'content-length': String(2 * 1024 * 1024) },
+  });
   assert.equal(big.status, 400);
   assert.equal(((await big.json()) as { details: { reason: string } }).details.reason, 'body_too_large');
   // The gateway budget is the first gate: once spent, 429 with Retry-After before any authentication.
@@ -147,7 +178,12 @@ test('without a key bundle the edge says it cannot resolve a key', async () => {
 
 type Side = 'cell' | 'edge';
 type Kind = 'plain' | 'dpop' | 'cert' | 'both' | 'revoked' | 'leaver' | 'keyed' | 'narrow' | 'sat';
-interface Presentation { scheme?: 'Bearer' | 'DPoP'; token: string; dpop?: string | string[]; socket?: ReturnType<typeof tlsSocket> }
+interface Presentation {
+  scheme?: 'Bearer' | 'DPoP';
+  token: string;
+  dpop?: string | string[];
+  socket?: ReturnType<typeof tlsSocket>;
+}
 
 test('cell and edge agree on every access token: bindings, replay, expiry, revocation, audience, forgeries', async () => {
   const work = mkdtempSync(join(tmpdir(), 'agree-tokens-'));
@@ -163,7 +199,11 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     const svc = await post(`${A_}/principals`, { kind: 'service', name: 'robot-svc', roles: ['admin'] });
     const leaver = await post(`${A_}/principals`, { kind: 'service', name: 'leaver-svc', roles: ['admin'] });
     const client = await post(`${A_}/oauth/clients`, { name: 'robot', scope: ['edge.read', 'oauth.clients.read'], subject_id: svc.id });
-    const leaverClient = await post(`${A_}/oauth/clients`, { name: 'leaver', scope: ['edge.read', 'oauth.clients.read'], subject_id: leaver.id });
+    const leaverClient = await post(`${A_}/oauth/clients`, {
+      name: 'leaver',
+      scope: ['edge.read', 'oauth.clients.read'],
+      subject_id: leaver.id,
+    });
     const dev = await generateEd25519();
     const reg = await post(`${A_}/edge/devices`, { name: 'd', public_jwk: dev.publicJwk });
     const other = await generateEd25519();
@@ -174,13 +214,29 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     const cellBase = t.modules.oauth.api.publicBase();
 
     const basic = (id: string, secret: string) => `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`;
-    async function obtain(o: { client?: { client_id: string; client_secret: string }; basicAuth?: string; resource?: string; dpop?: boolean; cert?: boolean; scope?: string }): Promise<string> {
+    async function obtain(o: {
+      client?: { client_id: string; client_secret: string };
+      basicAuth?: string;
+      resource?: string;
+      dpop?: boolean;
+      cert?: boolean;
+      scope?: string;
+    }): Promise<string> {
       const c = o.client ?? client;
-      const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', authorization: o.basicAuth ?? basic(c.client_id, c.client_secret) };
+      const headers: Record<string, string> = {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: o.basicAuth ?? basic(c.client_id, c.client_secret),
+      };
       if (o.dpop) headers['dpop'] = await proofFor(k1, 'POST', `${cellBase}/oauth/token`, t.clock.now());
-      const fields: Record<string, string> = { grant_type: 'client_credentials', ...(o.scope ? { scope: o.scope } : {}), ...(o.resource ? { resource: o.resource } : {}) };
+      const fields: Record<string, string> = {
+        grant_type: 'client_credentials',
+        ...(o.scope ? { scope: o.scope } : {}),
+        ...(o.resource ? { resource: o.resource } : {}),
+      };
       const socket = o.cert ? tlsSocket(certs.der('robot'), true) : { remoteAddress: '127.0.0.1' };
-      const r = await t.app.request('/oauth/token', { method: 'POST', headers, body: new URLSearchParams(fields).toString() }, { incoming: { socket } } as never);
+      const r = await t.app.request('/oauth/token', { method: 'POST', headers, body: new URLSearchParams(fields).toString() }, {
+        incoming: { socket },
+      } as never);
       const b = (await r.json()) as { access_token?: string };
       assert.equal(r.status, 200, JSON.stringify(b));
       return b.access_token!;
@@ -209,7 +265,10 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
 
     // Before the bundle: revoke one token pair, archive one subject, revoke the key one pair was obtained with.
     for (const tk of Object.values(tokens.revoked)) {
-      const r = await t.request('POST', '/oauth/revoke', { rawBody: new URLSearchParams({ token: tk }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(client.client_id, client.client_secret) } });
+      const r = await t.request('POST', '/oauth/revoke', {
+        rawBody: new URLSearchParams({ token: tk }).toString(),
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(client.client_id, client.client_secret) },
+      });
       assert.equal(r.status, 200);
     }
     await post(`${A_}/principals/${leaver.id}/archive`, {});
@@ -221,9 +280,15 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     assert.equal(opened.payload.format_version, 2);
     const state = acceptArtifact(emptyDeviceState(dev.kid), opened, { now: t.clock.now(), issuer: t.core.config.cellId });
     const edge = createEdgeApp({
-      deviceId: dev.kid, cellId: t.core.config.cellId, region: t.core.config.region, clock: t.clock, state,
+      deviceId: dev.kid,
+      cellId: t.core.config.cellId,
+      region: t.core.config.region,
+      clock: t.clock,
+      state,
       keys: { index, version: opened.payload.version, expires_at: opened.payload.expires_at, hash: opened.hash },
-      rate: { capacity: 100_000, refillPerSecond: 100_000 }, info: {}, clientCa: true,
+      rate: { capacity: 100_000, refillPerSecond: 100_000 },
+      info: {},
+      clientCa: true,
     });
 
     // Foreign tokens: another cell's (its own keys and issuer), and forgeries with this cell's key.
@@ -236,15 +301,23 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
       await foreignCell.close();
     }
     const ring = t.modules.oauth.api.keyring();
-    const forge = async (over: Record<string, unknown>, aud: string) => new SignJWT({ ...claims(tokens.plain.cell), aud, ...over })
-      .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: ring.active.kid }).sign(ring.active.key);
+    const forge = async (over: Record<string, unknown>, aud: string) =>
+      new SignJWT({ ...claims(tokens.plain.cell), aud, ...over })
+        .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: ring.active.kid })
+        .sign(ring.active.key);
     const pub = ring.published.find((k) => k.kid === ring.active.kid)!;
-    const unsigned = (aud: string) => `${b64j({ alg: 'none', typ: 'at+jwt', kid: pub.kid })}.${b64j({ ...claims(tokens.plain.cell), aud })}.`;
-    const hs256 = async (aud: string) => new SignJWT({ ...claims(tokens.plain.cell), aud }).setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: pub.kid })
-      .sign(new TextEncoder().encode(JSON.stringify(pub)));
+    const unsigned = (aud: string) =>
+      `${b64j({ alg: 'none', typ: 'at+jwt', kid: pub.kid })}.${b64j({ ...claims(tokens.plain.cell), aud })}.`;
+    const hs256 = async (aud: string) =>
+      new SignJWT({ ...claims(tokens.plain.cell), aud })
+        .setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: pub.kid })
+        .sign(new TextEncoder().encode(JSON.stringify(pub)));
     const cellAud = `${cellBase}/api/public/v1`;
     const forged = {
-      issuer: { cell: await forge({ iss: 'service://cell-foreign' }, cellAud), edge: await forge({ iss: 'service://cell-foreign' }, EDGE_AUD) },
+      issuer: {
+        cell: await forge({ iss: 'service://cell-foreign' }, cellAud),
+        edge: await forge({ iss: 'service://cell-foreign' }, EDGE_AUD),
+      },
       none: { cell: unsigned(cellAud), edge: unsigned(EDGE_AUD) },
       hs256: { cell: await hs256(cellAud), edge: await hs256(EDGE_AUD) },
       other_device: { cell: tokens.plain.edge, edge: await obtain({ resource: `edge:${other.kid}` }) },
@@ -253,12 +326,28 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     // Each side: the path of an operation needing edge.read, its own URI for proofs, its token of a kind.
     const sides: Record<Side, { path: string; uri: (p: string) => string; send(p: Presentation): Promise<string> }> = {
       cell: {
-        path: `${A_}/edge/devices`, uri: (p) => cellBase + p,
-        async send(p) { return answer(await t.app.request(`${A_}/edge/devices`, { headers: headersOf(p) }, { incoming: { socket: p.socket ?? { remoteAddress: '127.0.0.1' } } } as never)); },
+        path: `${A_}/edge/devices`,
+        uri: (p) => cellBase + p,
+        async send(p) {
+          return answer(
+            await t.app.request(`${A_}/edge/devices`, { headers: headersOf(p) }, {
+              incoming: { socket: p.socket ?? { remoteAddress: '127.0.0.1' } },
+            } as never),
+          );
+        },
       },
       edge: {
-        path: '/api/public/v1/edge/authz/edge.read', uri: (p) => `http://localhost${p}`,
-        async send(p) { return answer(await edge.request('/api/public/v1/edge/authz/edge.read', { headers: headersOf(p) }, { incoming: { socket: p.socket ?? { remoteAddress: '127.0.0.1' } } })); },
+        path: '/api/public/v1/edge/authz/edge.read',
+        uri: (p) => `http://localhost${p}`,
+        async send(p) {
+          return answer(
+            await edge.request(
+              '/api/public/v1/edge/authz/edge.read',
+              { headers: headersOf(p) },
+              { incoming: { socket: p.socket ?? { remoteAddress: '127.0.0.1' } } },
+            ),
+          );
+        },
       },
     };
     const now = () => t.clock.now();
@@ -271,34 +360,97 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
       ['plain bearer', '200 ok', async (s) => ({ token: tokens.plain[s] })],
       ['plain bearer, scope without the permission', '403 forbidden', async (s) => ({ token: tokens.narrow[s] })],
       ['SAT', '200 ok', async (s) => ({ token: tokens.sat[s] })],
-      ['plain token with the DPoP scheme', '401 unauthorized dpop_invalid', async (s) => ({ scheme: 'DPoP', token: tokens.plain[s], dpop: await proof(s, tokens.plain[s]) })],
+      [
+        'plain token with the DPoP scheme',
+        '401 unauthorized dpop_invalid',
+        async (s) => ({ scheme: 'DPoP', token: tokens.plain[s], dpop: await proof(s, tokens.plain[s]) }),
+      ],
       ['DPoP-bound, good proof', '200 ok', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s]) })],
-      ['DPoP-bound, replayed proof', '401 unauthorized dpop_replay', async (s) => {
-        const p = await proof(s, tokens.dpop[s]);
-        return [{ scheme: 'DPoP', token: tokens.dpop[s], dpop: p }, { scheme: 'DPoP', token: tokens.dpop[s], dpop: p }];
-      }],
-      ['DPoP-bound, proof for another method', '401 unauthorized dpop_htm_mismatch', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { htm: 'POST' }) })],
-      ['DPoP-bound, proof for another URI', '401 unauthorized dpop_htu_mismatch', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { path: '/api/public/v1/other' }) })],
-      ['DPoP-bound, proof with the wrong key', '401 unauthorized dpop_key_mismatch', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { key: k2 }) })],
-      ['DPoP-bound, stale proof', '401 unauthorized dpop_stale', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { iat: now() - 120_000 }) })],
-      ['DPoP-bound, proof without ath', '401 unauthorized dpop_ath_mismatch', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { noAth: true }) })],
-      ['DPoP-bound, two DPoP headers', '401 unauthorized dpop_invalid', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: [await proof(s, tokens.dpop[s]), await proof(s, tokens.dpop[s])] })],
+      [
+        'DPoP-bound, replayed proof',
+        '401 unauthorized dpop_replay',
+        async (s) => {
+          const p = await proof(s, tokens.dpop[s]);
+          return [
+            { scheme: 'DPoP', token: tokens.dpop[s], dpop: p },
+            { scheme: 'DPoP', token: tokens.dpop[s], dpop: p },
+          ];
+        },
+      ],
+      [
+        'DPoP-bound, proof for another method',
+        '401 unauthorized dpop_htm_mismatch',
+        async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { htm: 'POST' }) }),
+      ],
+      [
+        'DPoP-bound, proof for another URI',
+        '401 unauthorized dpop_htu_mismatch',
+        async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { path: '/api/public/v1/other' }) }),
+      ],
+      [
+        'DPoP-bound, proof with the wrong key',
+        '401 unauthorized dpop_key_mismatch',
+        async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { key: k2 }) }),
+      ],
+      [
+        'DPoP-bound, stale proof',
+        '401 unauthorized dpop_stale',
+        async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { iat: now() - 120_000 }) }),
+      ],
+      [
+        'DPoP-bound, proof without ath',
+        '401 unauthorized dpop_ath_mismatch',
+        async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s], { noAth: true }) }),
+      ],
+      [
+        'DPoP-bound, two DPoP headers',
+        '401 unauthorized dpop_invalid',
+        async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: [await proof(s, tokens.dpop[s]), await proof(s, tokens.dpop[s])] }),
+      ],
       ['DPoP-bound, no proof', '401 unauthorized dpop_required', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s] })],
-      ['DPoP-bound, Bearer scheme', '401 unauthorized dpop_required', async (s) => ({ token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s]) })],
+      [
+        'DPoP-bound, Bearer scheme',
+        '401 unauthorized dpop_required',
+        async (s) => ({ token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s]) }),
+      ],
       ['cert-bound, right leaf', '200 ok', async (s) => ({ token: tokens.cert[s], socket: robot() })],
       ['cert-bound, no leaf', '401 unauthorized cert_required', async (s) => ({ token: tokens.cert[s] })],
-      ['cert-bound, another leaf', '401 unauthorized cert_mismatch', async (s) => ({ token: tokens.cert[s], socket: tlsSocket(certs.der('intruder'), true) })],
-      ['cert-bound, the right leaf not verified by the CA', '401 unauthorized cert_required', async (s) => ({ token: tokens.cert[s], socket: tlsSocket(certs.der('robot'), false) })],
-      ['both bindings, both hold', '200 ok', async (s) => ({ scheme: 'DPoP', token: tokens.both[s], dpop: await proof(s, tokens.both[s]), socket: robot() })],
-      ['both bindings, no leaf', '401 unauthorized cert_required', async (s) => ({ scheme: 'DPoP', token: tokens.both[s], dpop: await proof(s, tokens.both[s]) })],
-      ['both bindings, no proof', '401 unauthorized dpop_required', async (s) => ({ scheme: 'DPoP', token: tokens.both[s], socket: robot() })],
+      [
+        'cert-bound, another leaf',
+        '401 unauthorized cert_mismatch',
+        async (s) => ({ token: tokens.cert[s], socket: tlsSocket(certs.der('intruder'), true) }),
+      ],
+      [
+        'cert-bound, the right leaf not verified by the CA',
+        '401 unauthorized cert_required',
+        async (s) => ({ token: tokens.cert[s], socket: tlsSocket(certs.der('robot'), false) }),
+      ],
+      [
+        'both bindings, both hold',
+        '200 ok',
+        async (s) => ({ scheme: 'DPoP', token: tokens.both[s], dpop: await proof(s, tokens.both[s]), socket: robot() }),
+      ],
+      [
+        'both bindings, no leaf',
+        '401 unauthorized cert_required',
+        async (s) => ({ scheme: 'DPoP', token: tokens.both[s], dpop: await proof(s, tokens.both[s]) }),
+      ],
+      [
+        'both bindings, no proof',
+        '401 unauthorized dpop_required',
+        async (s) => ({ scheme: 'DPoP', token: tokens.both[s], socket: robot() }),
+      ],
       ['revoked before the bundle', '401 unauthorized revoked', async (s) => ({ token: tokens.revoked[s] })],
       ['owner archived before the bundle', '401 unauthorized revoked', async (s) => ({ token: tokens.leaver[s] })],
       ['obtained with an API key revoked before the bundle', '401 unauthorized revoked', async (s) => ({ token: tokens.keyed[s] })],
-      ['wrong audience (the other side\'s token)', '401 unauthorized bad_audience', async (s) => ({ token: tokens.plain[s === 'cell' ? 'edge' : 'cell'] })],
+      [
+        "wrong audience (the other side's token)",
+        '401 unauthorized bad_audience',
+        async (s) => ({ token: tokens.plain[s === 'cell' ? 'edge' : 'cell'] }),
+      ],
       ['addressed to another device', '401 unauthorized bad_audience', async (s) => ({ token: forged.other_device[s] })],
       ['foreign cell', '401 unauthorized bad_signature', async (s) => ({ token: foreign[s] })],
-      ['foreign issuer, this cell\'s key', '401 unauthorized bad_issuer', async (s) => ({ token: forged.issuer[s] })],
+      ["foreign issuer, this cell's key", '401 unauthorized bad_issuer', async (s) => ({ token: forged.issuer[s] })],
       ['alg none', '401 unauthorized bad_alg', async (s) => ({ token: forged.none[s] })],
       ['HS256 keyed with the public key', '401 unauthorized bad_alg', async (s) => ({ token: forged.hs256[s] })],
       ['not a JWT and not a key', '401 unauthorized', async () => ({ token: 'abc.def' })],
@@ -322,28 +474,44 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     t.clock.advance(601_000);
     await run([
       ['expired', '401 unauthorized expired', async (s) => ({ token: tokens.plain[s] })],
-      ['expired, DPoP-bound with a good proof', '401 unauthorized expired', async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s]) })],
+      [
+        'expired, DPoP-bound with a good proof',
+        '401 unauthorized expired',
+        async (s) => ({ scheme: 'DPoP', token: tokens.dpop[s], dpop: await proof(s, tokens.dpop[s]) }),
+      ],
     ]);
     assert.deepEqual(disagreements, [], 'cell and edge disagree');
     assert.deepEqual(wrong, [], 'unexpected answers');
 
     // The refusal speaks the same challenge on both sides; the edge also points at its RFC 9728 metadata.
     const challenge = async (s: Side) => {
-      const res = s === 'edge'
-        ? await edge.request(sides.edge.path, { headers: { authorization: `DPoP ${tokens.dpop.edge}` } })
-        : await t.app.request(sides.cell.path, { headers: { authorization: `DPoP ${tokens.dpop.cell}` } }, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
+      const res =
+        s === 'edge'
+          ? await edge.request(sides.edge.path, { headers: { authorization: `DPoP ${tokens.dpop.edge}` } })
+          : await t.app.request(sides.cell.path, { headers: { authorization: `DPoP ${tokens.dpop.cell}` } }, {
+              incoming: { socket: { remoteAddress: '127.0.0.1' } },
+            } as never);
       return res.headers.get('www-authenticate') ?? '';
     };
     const meta = 'resource_metadata="http://localhost/.well-known/oauth-protected-resource"';
     assert.equal(await challenge('edge'), `DPoP realm="edge", error="invalid_token", algs="EdDSA Ed25519 ES256 ES384 RS256", ${meta}`);
     assert.equal(await challenge('cell'), 'DPoP realm="cell", error="invalid_token", algs="EdDSA Ed25519 ES256 ES384 RS256"');
-    const stale = await edge.request(sides.edge.path, { headers: headersOf({ scheme: 'DPoP', token: await obtain({ dpop: true, resource: EDGE_AUD }) }) });
-    assert.equal(stale.headers.get('www-authenticate'), `DPoP realm="edge", error="invalid_dpop_proof", algs="EdDSA Ed25519 ES256 ES384 RS256", ${meta}`);
+    const stale = await edge.request(sides.edge.path, {
+      headers: headersOf({ scheme: 'DPoP', token: await obtain({ dpop: true, resource: EDGE_AUD }) }),
+    });
+    assert.equal(
+      stale.headers.get('www-authenticate'),
+      `DPoP realm="edge", error="invalid_dpop_proof", algs="EdDSA Ed25519 ES256 ES384 RS256", ${meta}`,
+    );
     const md = await edge.request('/.well-known/oauth-protected-resource');
     assert.deepEqual(await md.json(), {
-      resource: EDGE_AUD, authorization_servers: [`service://${t.core.config.cellId}`], bearer_methods_supported: ['header'],
-      dpop_signing_alg_values_supported: ['EdDSA', 'Ed25519', 'ES256', 'ES384', 'RS256'], dpop_bound_access_tokens_required: false,
-      tls_client_certificate_bound_access_tokens: true, resource_name: `agent-cell edge ${dev.kid}`,
+      resource: EDGE_AUD,
+      authorization_servers: [`service://${t.core.config.cellId}`],
+      bearer_methods_supported: ['header'],
+      dpop_signing_alg_values_supported: ['EdDSA', 'Ed25519', 'ES256', 'ES384', 'RS256'],
+      dpop_bound_access_tokens_required: false,
+      tls_client_certificate_bound_access_tokens: true,
+      resource_name: `agent-cell edge ${dev.kid}`,
     });
   } finally {
     await t.close();
@@ -358,19 +526,35 @@ test('a format 1 key bundle keeps judging keys; the device then refuses every to
   assert.equal(opened.payload.format_version, 1);
   const T = Date.UTC(2026, 0, 1);
   const app = createEdgeApp({
-    deviceId: keys['device']!.kid, cellId: 'cell-fixture', region: 'local', clock: { now: () => T }, state: emptyDeviceState(keys['device']!.kid),
-    keys: { index, version: 7, expires_at: opened.payload.expires_at, hash: opened.hash }, rate: { capacity: 100, refillPerSecond: 100 }, info: {},
+    deviceId: keys['device']!.kid,
+    cellId: 'cell-fixture',
+    region: 'local',
+    clock: { now: () => T },
+    state: emptyDeviceState(keys['device']!.kid),
+    keys: { index, version: 7, expires_at: opened.payload.expires_at, hash: opened.hash },
+    rate: { capacity: 100, refillPerSecond: 100 },
+    info: {},
   });
   const ip = { incoming: { socket: { remoteAddress: '10.1.2.3' } } };
-  const ok = await app.request('/api/public/v1/edge/authz/agent_teams.read', { headers: { authorization: `Bearer svck_live_${'F'.repeat(43)}` } }, ip);
+  const ok = await app.request(
+    '/api/public/v1/edge/authz/agent_teams.read',
+    { headers: { authorization: `Bearer svck_live_${'F'.repeat(43)}` } },
+    ip,
+  );
   assert.equal(ok.status, 200);
-  const jwt = await new SignJWT({ sub: 'x' }).setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt' }).sign((await generateKeyPair('Ed25519')).privateKey);
+  const jwt = await new SignJWT({ sub: 'x' })
+    .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt' })
+    .sign((await generateKeyPair('Ed25519')).privateKey);
   const no = await app.request('/api/public/v1/edge/authz/agent_teams.read', { headers: { authorization: `Bearer ${jwt}` } }, ip);
   assert.equal(no.status, 401);
   assert.equal(((await no.json()) as { details: { reason: string } }).details.reason, 'no_token_keys');
 });
 
-interface DpopKey { privateKey: CryptoKey; jwk: Record<string, unknown>; jkt: string }
+interface DpopKey {
+  privateKey: CryptoKey;
+  jwk: Record<string, unknown>;
+  jkt: string;
+}
 async function dpopKey(): Promise<DpopKey> {
   const kp = await generateKeyPair('Ed25519', { extractable: true });
   const jwk = await exportJWK(kp.publicKey);
@@ -378,7 +562,8 @@ async function dpopKey(): Promise<DpopKey> {
 }
 function proofFor(k: DpopKey, htm: string, htu: string, nowMs: number, ath?: string): Promise<string> {
   return new SignJWT({ htm, htu, iat: Math.floor(nowMs / 1000), jti: crypto.randomUUID(), ...(ath ? { ath } : {}) })
-    .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk: k.jwk }).sign(k.privateKey);
+    .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk: k.jwk })
+    .sign(k.privateKey);
 }
 function headersOf(p: Presentation): Headers {
   const h = new Headers({ authorization: `${p.scheme ?? 'Bearer'} ${p.token}` });

@@ -32,7 +32,10 @@ function edge(args: string[], input?: string) {
   return r.stdout;
 }
 
-test('air-gapped: keys and a crew run offline on the real dist/edge; the journal verifies back at the cell', { skip: why(), timeout: 180_000 }, async () => {
+test('air-gapped: keys and a crew run offline on the real dist/edge; the journal verifies back at the cell', {
+  skip: why(),
+  timeout: 180_000,
+}, async () => {
   const work = mkdtempSync(join(tmpdir(), 'edge-airgap-'));
   const dev = join(work, 'device');
   let cell = await startCellProcess();
@@ -40,9 +43,18 @@ test('air-gapped: keys and a crew run offline on the real dist/edge; the journal
     const api = {
       token: cell.adminKey,
       async request(method: string, path: string, o: { body?: unknown; token?: string } = {}) {
-        const r = await fetch(cell.url + path, { method, headers: { authorization: `Bearer ${o.token ?? cell.adminKey}`, 'content-type': 'application/json' }, ...(o.body !== undefined ? { body: JSON.stringify(o.body) } : {}) });
+        const r = await fetch(cell.url + path, {
+          method,
+          headers: { authorization: `Bearer ${o.token ?? cell.adminKey}`, 'content-type': 'application/json' },
+          ...(o.body !== undefined ? { body: JSON.stringify(o.body) } : {}),
+        });
         const text = await r.text();
-        let body: any; try { body = JSON.parse(text); } catch { body = undefined; }
+        let body: any;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          body = undefined;
+        }
         return { status: r.status, body, text };
       },
     };
@@ -58,7 +70,18 @@ test('air-gapped: keys and a crew run offline on the real dist/edge; the journal
     writeFileSync(join(work, 'trust.json'), reg.text);
     edge(['model', 'keygen', '--out', join(work, 'publisher.json')]);
     writeFileSync(join(work, 'tiny.gguf'), makeTinyGguf(42));
-    edge(['model', 'sign', '--model', join(work, 'tiny.gguf'), '--key', join(work, 'publisher.json'), '--name', 'tiny', '--out', join(work, 'tiny.manifest.json')]);
+    edge([
+      'model',
+      'sign',
+      '--model',
+      join(work, 'tiny.gguf'),
+      '--key',
+      join(work, 'publisher.json'),
+      '--name',
+      'tiny',
+      '--out',
+      join(work, 'tiny.manifest.json'),
+    ]);
     edge(['trust', '--data', dev, '--file', join(work, 'trust.json'), '--publisher', join(work, 'publisher.json')]);
 
     // Keys of every kind the edge must judge.
@@ -80,7 +103,11 @@ test('air-gapped: keys and a crew run offline on the real dist/edge; the journal
 
     const kb = await post(`${A}/edge/key-bundles`, { device_id: init.device_id });
     writeFileSync(join(work, 'keys.bundle.json'), kb.text);
-    const cb = await post(`${A}/edge/crew-bundles`, { device_id: init.device_id, crew_id: t.crew, model_manifest: readFileSync(join(work, 'tiny.manifest.json'), 'utf8') });
+    const cb = await post(`${A}/edge/crew-bundles`, {
+      device_id: init.device_id,
+      crew_id: t.crew,
+      model_manifest: readFileSync(join(work, 'tiny.manifest.json'), 'utf8'),
+    });
     writeFileSync(join(work, 'crew.bundle.json'), cb.text);
     assert.ok(!kb.text.includes(keys['valid']!.slice(10)), 'no secret in the key bundle');
     const cellUrl = cell.url;
@@ -88,21 +115,42 @@ test('air-gapped: keys and a crew run offline on the real dist/edge; the journal
 
     // The device, air-gapped.
     const cfg = {
-      edge: EDGE, data: dev, keyBundle: join(work, 'keys.bundle.json'), crewBundle: join(work, 'crew.bundle.json'),
-      model: join(work, 'tiny.gguf'), manifest: join(work, 'tiny.manifest.json'), crewId: t.crew, keys,
-      exportOut: join(work, 'journal.export.json'), cellUrl,
+      edge: EDGE,
+      data: dev,
+      keyBundle: join(work, 'keys.bundle.json'),
+      crewBundle: join(work, 'crew.bundle.json'),
+      model: join(work, 'tiny.gguf'),
+      manifest: join(work, 'tiny.manifest.json'),
+      crewId: t.crew,
+      keys,
+      exportOut: join(work, 'journal.export.json'),
+      cellUrl,
     };
     writeFileSync(join(work, 'cfg.json'), JSON.stringify(cfg));
-    const inner = spawnSync('unshare', ['-n', '--', 'sh', '-c', `ip link set lo up && exec "${process.execPath}" --import tsx "${join(ROOT, 'test/edge/_airgap-client.ts')}" "${join(work, 'cfg.json')}"`],
-      { cwd: ROOT, encoding: 'utf8', timeout: 150_000 });
+    const inner = spawnSync(
+      'unshare',
+      [
+        '-n',
+        '--',
+        'sh',
+        '-c',
+        `ip link set lo up && exec "${process.execPath}" --import tsx "${join(ROOT, 'test/edge/_airgap-client.ts')}" "${join(work, 'cfg.json')}"`,
+      ],
+      { cwd: ROOT, encoding: 'utf8', timeout: 150_000 },
+    );
     assert.equal(inner.status, 0, inner.stderr);
     const o = JSON.parse(inner.stdout.trim().split('\n').pop()!);
     assert.equal(o.error, undefined, o.error);
     assert.deepEqual(o.interfaces, ['lo'], 'only loopback inside the namespace');
     assert.equal(o.cell_reachable, false);
     assert.deepEqual(o.keys_now, {
-      valid: '200 ok', rotated_old: '200 ok', rotated_new: '200 ok', revoked: '401 revoked',
-      wrong_ip: '403 ip_not_allowed', wrong_region: '403 region_not_allowed', unknown: '401 unknown_key',
+      valid: '200 ok',
+      rotated_old: '200 ok',
+      rotated_new: '200 ok',
+      revoked: '401 revoked',
+      wrong_ip: '403 ip_not_allowed',
+      wrong_region: '403 region_not_allowed',
+      unknown: '401 unknown_key',
     });
     assert.equal(o.keys_later.rotated_old, '401 grace_elapsed');
     assert.equal(o.keys_later.rotated_new, '200 ok');
@@ -124,7 +172,11 @@ test('air-gapped: keys and a crew run offline on the real dist/edge; the journal
     // Back at the cell: import and verify the journal.
     cell = await startCellProcess({ dataDir: cell.dataDir });
     const signed = { authorization: `Bearer ${cell.adminKey}`, 'content-type': 'application/vnd.agent-cell.signed' };
-    const imp = await fetch(`${cell.url}${A}/edge/journals`, { method: 'POST', headers: signed, body: readFileSync(cfg.exportOut, 'utf8') });
+    const imp = await fetch(`${cell.url}${A}/edge/journals`, {
+      method: 'POST',
+      headers: signed,
+      body: readFileSync(cfg.exportOut, 'utf8'),
+    });
     const ib = (await imp.json()) as any;
     assert.equal(imp.status, 201, JSON.stringify(ib));
     assert.equal(ib.verified, true);

@@ -10,7 +10,11 @@ import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/codec.t
 import { findRuntime } from '../../runtime/local-model.ts';
 
 let skip: string | false = false;
-try { findRuntime(); } catch { skip = 'edge-runtime/ is not installed (make edge)'; }
+try {
+  findRuntime();
+} catch {
+  skip = 'edge-runtime/ is not installed (make edge)';
+}
 
 test('a local-signed provider answers from a verified model; a tampered one is refused', { skip, timeout: 60_000 }, async () => {
   const t = await inProcessCell();
@@ -21,12 +25,21 @@ test('a local-signed provider answers from a verified model; a tampered one is r
     writeFileSync(join(models, 'tiny.gguf'), bytes);
     writeFileSync(join(models, 'bad.gguf'), makeTinyGguf(43));
     const pub = await generateEd25519();
-    const sign = async (size: number, sha256: string) => buildModelManifest({ publisher: 'p', signer: signerFromJwk(pub.kid, pub.privateJwk), issuedAt: 0, model: { name: 'tiny', format: 'gguf', size, sha256 } });
+    const sign = async (size: number, sha256: string) =>
+      buildModelManifest({
+        publisher: 'p',
+        signer: signerFromJwk(pub.kid, pub.privateJwk),
+        issuedAt: 0,
+        model: { name: 'tiny', format: 'gguf', size, sha256 },
+      });
     writeFileSync(join(models, 'tiny.manifest'), await sign(bytes.length, await sha256Hex(bytes)));
     writeFileSync(join(models, 'bad.manifest'), await sign(bytes.length, await sha256Hex(bytes)));
     writeFileSync(join(models, 'publishers.json'), JSON.stringify([{ kid: pub.kid, jwk: pub.publicJwk }]));
 
-    const reg = await t.request('POST', '/api/public/v1/admin/ai/model-providers', { token: t.adminKey, body: { provider_type: 'local-signed', default_model: 'tiny' } });
+    const reg = await t.request('POST', '/api/public/v1/admin/ai/model-providers', {
+      token: t.adminKey,
+      body: { provider_type: 'local-signed', default_model: 'tiny' },
+    });
     assert.equal(reg.status, 201, reg.text);
     const rts = await t.request('GET', '/api/public/v1/admin/ai/agent-runtimes', { token: t.adminKey });
     assert.ok(JSON.stringify(rts.body).includes('"local-signed"'));
@@ -36,8 +49,14 @@ test('a local-signed provider answers from a verified model; a tampered one is r
     assert.equal(a.content, b.content);
     assert.ok(a.usage.completion_tokens > 0 && a.usage.completion_tokens <= 12);
     assert.equal(a.usage.total_tokens, a.usage.prompt_tokens + a.usage.completion_tokens);
-    await assert.rejects(t.modules.ai.ai.call(reg.body.provider_id, { ...req, model: 'bad' }), (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_tampered');
-    await assert.rejects(t.modules.ai.ai.call(reg.body.provider_id, { ...req, model: 'absent' }), (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_missing');
+    await assert.rejects(
+      t.modules.ai.ai.call(reg.body.provider_id, { ...req, model: 'bad' }),
+      (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_tampered',
+    );
+    await assert.rejects(
+      t.modules.ai.ai.call(reg.body.provider_id, { ...req, model: 'absent' }),
+      (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_missing',
+    );
   } finally {
     await t.close();
   }

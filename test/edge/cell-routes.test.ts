@@ -69,7 +69,20 @@ async function journal(signer: { kid: string; sign(b: Uint8Array): Promise<Uint8
   for (let i = 1; i <= n; i++) {
     const out = { step: i };
     values[contentHash(out)] = out;
-    const r = await sealRecord({ run_id: runId, seq: i, step_id: `s${i}`, kind: 'step', graph_hash: graphHash, input_hash: contentHash({}), output_hash: contentHash(out), at: 1000 + i }, prev, signer);
+    const r = await sealRecord(
+      {
+        run_id: runId,
+        seq: i,
+        step_id: `s${i}`,
+        kind: 'step',
+        graph_hash: graphHash,
+        input_hash: contentHash({}),
+        output_hash: contentHash(out),
+        at: 1000 + i,
+      },
+      prev,
+      signer,
+    );
     records.push(r);
     prev = recordHash(r);
   }
@@ -84,8 +97,15 @@ test('import a journal exported by a registered device; refuse tampering and unk
     await t.request('POST', `${A}/edge/devices`, { token: t.adminKey, body: { name: 'd', public_jwk: dev.publicJwk } });
     const signer = signerFromJwk(dev.kid, dev.privateJwk);
     const j = await journal(signer, 'run_edge1', 3);
-    const text = await buildJournalExport({ deviceId: dev.kid, signer, audience: 'cell-test', exportedAt: 5000,
-      run: { run_id: 'run_edge1', crew_id: 'crew_1', graph_hash: j.graphHash, outcome: 'completed' }, records: j.records, values: j.values });
+    const text = await buildJournalExport({
+      deviceId: dev.kid,
+      signer,
+      audience: 'cell-test',
+      exportedAt: 5000,
+      run: { run_id: 'run_edge1', crew_id: 'crew_1', graph_hash: j.graphHash, outcome: 'completed' },
+      records: j.records,
+      values: j.values,
+    });
     const ok = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: text, headers: SIGNED });
     assert.equal(ok.status, 201, ok.text);
     assert.equal(ok.body.record_count, 3);
@@ -96,8 +116,15 @@ test('import a journal exported by a registered device; refuse tampering and unk
     assert.equal(got.status, 400, 'a malformed run id is refused');
     assert.equal((await t.request('GET', `${A}/edge/journals/run_ffffffffffffffffffff`, { token: t.adminKey })).status, 404);
     const other = await journal(signer, 'run_0123456789abcdef0123', 2);
-    const t5 = await buildJournalExport({ deviceId: dev.kid, signer, audience: 'cell-test', exportedAt: 6000,
-      run: { run_id: 'run_0123456789abcdef0123', crew_id: 'crew_1', graph_hash: other.graphHash, outcome: 'completed' }, records: other.records, values: other.values });
+    const t5 = await buildJournalExport({
+      deviceId: dev.kid,
+      signer,
+      audience: 'cell-test',
+      exportedAt: 6000,
+      run: { run_id: 'run_0123456789abcdef0123', crew_id: 'crew_1', graph_hash: other.graphHash, outcome: 'completed' },
+      records: other.records,
+      values: other.values,
+    });
     assert.equal((await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: t5, headers: SIGNED })).status, 201);
     const read = await t.request('GET', `${A}/edge/journals/run_0123456789abcdef0123`, { token: t.adminKey });
     assert.equal(read.status, 200, read.text);
@@ -107,14 +134,25 @@ test('import a journal exported by a registered device; refuse tampering and unk
     // A record altered after signing (re-sealed envelope by the device key): the record signature fails.
     const bad = structuredClone(j.records);
     bad[1]!.at = 99;
-    const t2 = await buildJournalExport({ deviceId: dev.kid, signer, audience: 'cell-test', exportedAt: 5000,
-      run: { run_id: 'run_edge2', crew_id: 'crew_1', graph_hash: j.graphHash, outcome: 'completed' }, records: bad.map((r) => ({ ...r, run_id: 'run_edge1' })), values: j.values });
+    const t2 = await buildJournalExport({
+      deviceId: dev.kid,
+      signer,
+      audience: 'cell-test',
+      exportedAt: 5000,
+      run: { run_id: 'run_edge2', crew_id: 'crew_1', graph_hash: j.graphHash, outcome: 'completed' },
+      records: bad.map((r) => ({ ...r, run_id: 'run_edge1' })),
+      values: j.values,
+    });
     const r2 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: t2, headers: SIGNED });
     assert.equal(r2.status, 403, r2.text);
     assert.equal(r2.body.details.reason, 'journal_invalid');
 
     // Envelope tampered: bad signature.
-    const r3 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: text.replace('"completed"', '"failed"'), headers: SIGNED });
+    const r3 = await t.request('POST', `${A}/edge/journals`, {
+      token: t.adminKey,
+      rawBody: text.replace('"completed"', '"failed"'),
+      headers: SIGNED,
+    });
     assert.equal(r3.status, 403);
     assert.equal(r3.body.details.reason, 'bad_signature');
 
@@ -122,8 +160,15 @@ test('import a journal exported by a registered device; refuse tampering and unk
     const stranger = await generateEd25519();
     const ss = signerFromJwk(stranger.kid, stranger.privateJwk);
     const js = await journal(ss, 'run_x', 1);
-    const t4 = await buildJournalExport({ deviceId: stranger.kid, signer: ss, audience: 'cell-test', exportedAt: 1,
-      run: { run_id: 'run_x', crew_id: 'c', graph_hash: js.graphHash, outcome: 'completed' }, records: js.records, values: js.values });
+    const t4 = await buildJournalExport({
+      deviceId: stranger.kid,
+      signer: ss,
+      audience: 'cell-test',
+      exportedAt: 1,
+      run: { run_id: 'run_x', crew_id: 'c', graph_hash: js.graphHash, outcome: 'completed' },
+      records: js.records,
+      values: js.values,
+    });
     const r4 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: t4, headers: SIGNED });
     assert.equal(r4.status, 404);
   } finally {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { nodeSha256Hex } from '../../edge/load.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
 
-test('the edge\'s native secret hash is exactly core\'s hashSecret', () => {
+test("the edge's native secret hash is exactly core's hashSecret", () => {
   const inputs = ['', 'svck_live_' + 'A'.repeat(43), 'svck_live_ÿ€𝄞', 'x'.repeat(1000)];
   for (let i = 0; i < 200; i++) inputs.push('svck_live_' + Math.random().toString(36).repeat(4).slice(0, 43));
   for (const s of inputs) assert.equal(nodeSha256Hex(s), hashSecret(s), s);

@@ -10,7 +10,11 @@ import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/codec.t
 import { findRuntime, loadLocalSignedModel } from '../../runtime/local-model.ts';
 
 let runtime: string | null = null;
-try { runtime = findRuntime(); } catch { runtime = null; }
+try {
+  runtime = findRuntime();
+} catch {
+  runtime = null;
+}
 const skip = runtime ? false : 'edge-runtime/ is not installed (npm install --prefix edge-runtime --omit=optional)';
 
 async function fixture() {
@@ -19,8 +23,12 @@ async function fixture() {
   const modelPath = join(dir, 'tiny.gguf');
   writeFileSync(modelPath, bytes);
   const pub = await generateEd25519();
-  const manifest = await buildModelManifest({ publisher: 'test-publisher', signer: signerFromJwk(pub.kid, pub.privateJwk), issuedAt: Date.UTC(2026, 0, 1),
-    model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256: await sha256Hex(bytes) } });
+  const manifest = await buildModelManifest({
+    publisher: 'test-publisher',
+    signer: signerFromJwk(pub.kid, pub.privateJwk),
+    issuedAt: Date.UTC(2026, 0, 1),
+    model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256: await sha256Hex(bytes) },
+  });
   const manifestPath = join(dir, 'tiny.manifest.json');
   writeFileSync(manifestPath, manifest);
   return { dir, bytes, modelPath, manifestPath, publishers: [{ kid: pub.kid, jwk: pub.publicJwk }] };
@@ -63,16 +71,26 @@ test('a tampered model file or manifest is never loaded', { skip, timeout: 60_00
     const t = f.bytes.slice();
     t[t.length - 1] = t[t.length - 1]! ^ 0xff;
     writeFileSync(f.modelPath, t);
-    await assert.rejects(loadLocalSignedModel({ modelPath: f.modelPath, manifestPath: f.manifestPath, publishers: f.publishers }),
-      (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_tampered');
+    await assert.rejects(
+      loadLocalSignedModel({ modelPath: f.modelPath, manifestPath: f.manifestPath, publishers: f.publishers }),
+      (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_tampered',
+    );
     writeFileSync(f.modelPath, f.bytes);
     const manifest = (await import('node:fs')).readFileSync(f.manifestPath, 'utf8');
     writeFileSync(f.manifestPath, manifest.replace('"name":"tiny"', '"name":"tinz"'));
-    await assert.rejects(loadLocalSignedModel({ modelPath: f.modelPath, manifestPath: f.manifestPath, publishers: f.publishers }),
-      (e) => (e as { details?: { reason?: string } }).details?.reason === 'bad_signature');
+    await assert.rejects(
+      loadLocalSignedModel({ modelPath: f.modelPath, manifestPath: f.manifestPath, publishers: f.publishers }),
+      (e) => (e as { details?: { reason?: string } }).details?.reason === 'bad_signature',
+    );
     const other = await generateEd25519();
-    await assert.rejects(loadLocalSignedModel({ modelPath: f.modelPath, manifestPath: f.manifestPath, publishers: [{ kid: other.kid, jwk: other.publicJwk }] }),
-      (e) => (e as { details?: { reason?: string } }).details?.reason === 'untrusted_issuer');
+    await assert.rejects(
+      loadLocalSignedModel({
+        modelPath: f.modelPath,
+        manifestPath: f.manifestPath,
+        publishers: [{ kid: other.kid, jwk: other.publicJwk }],
+      }),
+      (e) => (e as { details?: { reason?: string } }).details?.reason === 'untrusted_issuer',
+    );
   } finally {
     rmSync(f.dir, { recursive: true, force: true });
   }

@@ -14,19 +14,48 @@ import { join } from 'node:path';
 import { edgeWorld, SECRET, T0 } from './_edge-fixtures.ts';
 
 let skip: string | false = false;
-try { findRuntime(); } catch { skip = 'edge-runtime/ is not installed (npm install --prefix edge-runtime --omit=optional)'; }
+try {
+  findRuntime();
+} catch {
+  skip = 'edge-runtime/ is not installed (npm install --prefix edge-runtime --omit=optional)';
+}
 
 async function start(w: Awaited<ReturnType<typeof edgeWorld>>) {
   const clock = { now: () => T0 + 1000 };
   let state = emptyDeviceState(w.device.device_id);
   const k = await loadKeyBundle(w.keysPath, w.trust, state, clock.now());
   state = k.state;
-  const setup = await prepareOffline({ dir: w.dir, device: w.device, trust: w.trust, state, clock, crewBundle: w.crewPath, model: w.modelPath, modelManifest: w.manifestPath });
-  const rt: EdgeRuntime = { deviceId: w.device.device_id, cellId: 'cell-a', region: 'local', clock, keys: k.keys, state: setup.state, rate: { capacity: 100, refillPerSecond: 10 }, info: setup.info };
+  const setup = await prepareOffline({
+    dir: w.dir,
+    device: w.device,
+    trust: w.trust,
+    state,
+    clock,
+    crewBundle: w.crewPath,
+    model: w.modelPath,
+    modelManifest: w.manifestPath,
+  });
+  const rt: EdgeRuntime = {
+    deviceId: w.device.device_id,
+    cellId: 'cell-a',
+    region: 'local',
+    clock,
+    keys: k.keys,
+    state: setup.state,
+    rate: { capacity: 100, refillPerSecond: 10 },
+    info: setup.info,
+  };
   const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, setup));
   const req = async (method: string, path: string, body?: unknown) => {
-    const r = await app.request(path, { method, headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) },
-      { incoming: { socket: { remoteAddress: '127.0.0.1' } } });
+    const r = await app.request(
+      path,
+      {
+        method,
+        headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      },
+      { incoming: { socket: { remoteAddress: '127.0.0.1' } } },
+    );
     return { status: r.status, body: (await r.json()) as any };
   };
   const runToEnd = async (input: unknown) => {
@@ -42,7 +71,10 @@ async function start(w: Awaited<ReturnType<typeof edgeWorld>>) {
   return { setup, req, runToEnd };
 }
 
-test('a bundled crew runs offline on the local model, deterministically, with a device-signed journal', { skip, timeout: 60_000 }, async () => {
+test('a bundled crew runs offline on the local model, deterministically, with a device-signed journal', {
+  skip,
+  timeout: 60_000,
+}, async () => {
   const w = await edgeWorld();
   const e = await start(w);
   try {
@@ -56,7 +88,8 @@ test('a bundled crew runs offline on the local model, deterministically, with a 
     assert.equal(j.status, 200);
     assert.ok(j.body.records.every((r: { signer_kid: string }) => r.signer_kid === w.device.device_id));
     // Token accounting: every model step's usage was charged to the agent's ledger.
-    const usage = j.body.records.filter((r: { data?: { usage?: number } }) => typeof r.data?.usage === 'number')
+    const usage = j.body.records
+      .filter((r: { data?: { usage?: number } }) => typeof r.data?.usage === 'number')
       .reduce((a: number, r: { data: { usage: number } }) => a + r.data.usage, 0);
     const spent = JSON.parse(readFileSync(join(w.dir, 'budgets.json'), 'utf8')) as Record<string, number>;
     assert.ok(usage > 0);
@@ -65,7 +98,11 @@ test('a bundled crew runs offline on the local model, deterministically, with a 
     const out = join(w.dir, 'export.json');
     const orig = process.stdout.write.bind(process.stdout);
     process.stdout.write = (() => true) as typeof process.stdout.write;
-    try { await journalCommand(['export', r1.run_id, '--data', w.dir, '--out', out]); } finally { process.stdout.write = orig; }
+    try {
+      await journalCommand(['export', r1.run_id, '--data', w.dir, '--out', out]);
+    } finally {
+      process.stdout.write = orig;
+    }
     const opened = await openJournalExport(readFileSync(out, 'utf8'), { kid: w.device.device_id, jwk: w.device.public_jwk }, 'cell-a');
     assert.equal(opened.payload.run.outcome, 'completed');
     assert.equal(opened.payload.records.length, r1.journal_records);
@@ -100,7 +137,7 @@ test('an offline run honours the budget: a ledger too small refuses the run', { 
   }
 });
 
-test('a tampered model refuses to start; a validly signed but different model is not the crew\'s', { skip, timeout: 60_000 }, async () => {
+test("a tampered model refuses to start; a validly signed but different model is not the crew's", { skip, timeout: 60_000 }, async () => {
   const w = await edgeWorld();
   try {
     const { writeFileSync } = await import('node:fs');
@@ -109,9 +146,27 @@ test('a tampered model refuses to start; a validly signed but different model is
     const { sha256Hex } = await import('../../bundles/codec.ts');
     const other = makeTinyGguf(7);
     writeFileSync(w.modelPath, other);
-    const prep = () => prepareOffline({ dir: w.dir, device: w.device, trust: w.trust, state: emptyDeviceState(w.device.device_id), clock: { now: () => T0 }, crewBundle: w.crewPath, model: w.modelPath, modelManifest: w.manifestPath });
+    const prep = () =>
+      prepareOffline({
+        dir: w.dir,
+        device: w.device,
+        trust: w.trust,
+        state: emptyDeviceState(w.device.device_id),
+        clock: { now: () => T0 },
+        crewBundle: w.crewPath,
+        model: w.modelPath,
+        modelManifest: w.manifestPath,
+      });
     await assert.rejects(prep(), (err) => (err as { details?: { reason?: string } }).details?.reason === 'model_tampered');
-    writeFileSync(w.manifestPath, await buildModelManifest({ publisher: 'pub', signer: w.pubSigner, issuedAt: T0, model: { name: 'other', format: 'gguf', size: other.length, sha256: await sha256Hex(other) } }));
+    writeFileSync(
+      w.manifestPath,
+      await buildModelManifest({
+        publisher: 'pub',
+        signer: w.pubSigner,
+        issuedAt: T0,
+        model: { name: 'other', format: 'gguf', size: other.length, sha256: await sha256Hex(other) },
+      }),
+    );
     await assert.rejects(prep(), (err) => (err as { details?: { reason?: string } }).details?.reason === 'model_mismatch');
   } finally {
     rmSync(w.dir, { recursive: true, force: true });
@@ -125,9 +180,32 @@ test('a signed crew bundle whose graph the compiler does not reproduce is refuse
     const { buildCrewBundle } = await import('../../bundles/crew-bundle.ts');
     const graph = structuredClone(w.crew.graph) as { limits: { default_max_tokens: number } };
     graph.limits.default_max_tokens = 100_000;
-    writeFileSync(w.crewPath, await buildCrewBundle({ issuer: 'cell-a', signer: w.cellSigner, audience: w.devKid, version: 2, issuedAt: T0, expiresAt: null, crew: { ...w.crew, graph }, model: null }));
-    await assert.rejects(prepareOffline({ dir: w.dir, device: w.device, trust: w.trust, state: emptyDeviceState(w.device.device_id), clock: { now: () => T0 }, crewBundle: w.crewPath, model: undefined, modelManifest: undefined }),
-      (err) => (err as { details?: { reason?: string } }).details?.reason === 'graph_hash_mismatch');
+    writeFileSync(
+      w.crewPath,
+      await buildCrewBundle({
+        issuer: 'cell-a',
+        signer: w.cellSigner,
+        audience: w.devKid,
+        version: 2,
+        issuedAt: T0,
+        expiresAt: null,
+        crew: { ...w.crew, graph },
+        model: null,
+      }),
+    );
+    await assert.rejects(
+      prepareOffline({
+        dir: w.dir,
+        device: w.device,
+        trust: w.trust,
+        state: emptyDeviceState(w.device.device_id),
+        clock: { now: () => T0 },
+        crewBundle: w.crewPath,
+        model: undefined,
+        modelManifest: undefined,
+      }),
+      (err) => (err as { details?: { reason?: string } }).details?.reason === 'graph_hash_mismatch',
+    );
   } finally {
     rmSync(w.dir, { recursive: true, force: true });
   }
@@ -145,7 +223,10 @@ test('a run interrupted on the device continues from its journal when the gatewa
     const full = journal.records.length;
     // As if the device died after the second record: the run is still 'running', its journal cut short.
     writeFileSync(join(dir, 'journal.json'), JSON.stringify({ records: journal.records.slice(0, 2), values: journal.values }));
-    writeFileSync(join(dir, 'run.json'), JSON.stringify({ ...JSON.parse(readFileSync(join(dir, 'run.json'), 'utf8')), state: 'running', output: null }));
+    writeFileSync(
+      join(dir, 'run.json'),
+      JSON.stringify({ ...JSON.parse(readFileSync(join(dir, 'run.json'), 'utf8')), state: 'running', output: null }),
+    );
     await e.setup.model?.dispose();
     const e2 = await start(w);
     try {
@@ -161,7 +242,11 @@ test('a run interrupted on the device continues from its journal when the gatewa
       const out = join(w.dir, 'recovered.json');
       const orig = process.stdout.write.bind(process.stdout);
       process.stdout.write = (() => true) as typeof process.stdout.write;
-      try { await journalCommand(['export', done.run_id, '--data', w.dir, '--out', out]); } finally { process.stdout.write = orig; }
+      try {
+        await journalCommand(['export', done.run_id, '--data', w.dir, '--out', out]);
+      } finally {
+        process.stdout.write = orig;
+      }
       await openJournalExport(readFileSync(out, 'utf8'), { kid: w.device.device_id, jwk: w.device.public_jwk }, 'cell-a');
     } finally {
       await e2.setup.model?.dispose();

@@ -73,8 +73,10 @@ test('a log that cannot be written refuses the proof with 503 replay_cache_unava
   try {
     const a = await DurableReplayCache.open(d, NOW);
     await a.close();
-    await assert.rejects(Promise.resolve(a.remember('jkt:x', NOW + 60_000, NOW)),
-      (e) => isServiceError(e) && e.code === 'service_unavailable' && e.details?.['reason'] === 'replay_cache_unavailable');
+    await assert.rejects(
+      Promise.resolve(a.remember('jkt:x', NOW + 60_000, NOW)),
+      (e) => isServiceError(e) && e.code === 'service_unavailable' && e.details?.['reason'] === 'replay_cache_unavailable',
+    );
   } finally {
     rmSync(d, { recursive: true, force: true });
   }

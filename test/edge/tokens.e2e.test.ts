@@ -41,22 +41,42 @@ function edge(args: string[]) {
 /** undici agents presenting each client certificate (or none), trusting the test CA. */
 export function agentsFor(certs: TestCerts): Record<Who, Agent> {
   const ca = certs.pem['ca.pem'];
-  const leaf = (n: 'robot' | 'intruder' | 'stranger') => new Agent({ connect: { ca, cert: certs.pem[`${n}.pem`], key: certs.pem[`${n}.key`] } });
+  const leaf = (n: 'robot' | 'intruder' | 'stranger') =>
+    new Agent({ connect: { ca, cert: certs.pem[`${n}.pem`], key: certs.pem[`${n}.key`] } });
   return { none: new Agent({ connect: { ca } }), robot: leaf('robot'), intruder: leaf('intruder'), stranger: leaf('stranger') };
 }
 
-test('access tokens offline at the real dist/edge with DPoP and mTLS: the same answers as the cell', { skip: why(), timeout: 180_000 }, async () => {
+test('access tokens offline at the real dist/edge with DPoP and mTLS: the same answers as the cell', {
+  skip: why(),
+  timeout: 180_000,
+}, async () => {
   const work = mkdtempSync(join(tmpdir(), 'edge-tokens-'));
   const dev = join(work, 'device');
   const certs = makeTestCerts(work);
   const agents = agentsFor(certs);
-  const fetchAs = (who: Who) => ((url: string, init?: RequestInit) => ufetch(url, { ...(init as object), dispatcher: agents[who] })) as unknown as typeof fetch;
+  const fetchAs = (who: Who) =>
+    ((url: string, init?: RequestInit) => ufetch(url, { ...(init as object), dispatcher: agents[who] })) as unknown as typeof fetch;
   let cell: CellProcess | undefined;
   try {
-    cell = await startCellProcess({ args: ['--cell-id', 'cell-tok', '--tls-cert', join(work, 'server.pem'), '--tls-key', join(work, 'server.key'), '--client-ca', join(work, 'ca.pem')] });
+    cell = await startCellProcess({
+      args: [
+        '--cell-id',
+        'cell-tok',
+        '--tls-cert',
+        join(work, 'server.pem'),
+        '--tls-key',
+        join(work, 'server.key'),
+        '--client-ca',
+        join(work, 'ca.pem'),
+      ],
+    });
     const c = cell;
     const api = async (method: string, path: string, body?: unknown) => {
-      const r = await fetchAs('none')(c.url + path, { method, headers: { authorization: `Bearer ${c.adminKey}`, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+      const r = await fetchAs('none')(c.url + path, {
+        method,
+        headers: { authorization: `Bearer ${c.adminKey}`, 'content-type': 'application/json' },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
       const b = (await r.json()) as any;
       assert.ok(r.status === 200 || r.status === 201, `${path}: ${r.status} ${JSON.stringify(b)}`);
       return b;
@@ -74,15 +94,24 @@ test('access tokens offline at the real dist/edge with DPoP and mTLS: the same a
     const gone = await api('POST', `${A}/principals`, { kind: 'service', name: 'leaver-svc', roles: ['admin'] });
     const reg1 = await api('POST', `${A}/oauth/clients`, { name: 'robot', scope: ['edge.read', 'oauth.clients.read'], subject_id: svc.id });
     const reg2 = await api('POST', `${A}/oauth/clients`, { name: 'leaver', scope: ['edge.read'], subject_id: gone.id });
-    const as = await oauth.processDiscoveryResponse(new URL('service://cell-tok'), await fetchAs('none')(`${c.url}/.well-known/oauth-authorization-server`));
+    const as = await oauth.processDiscoveryResponse(
+      new URL('service://cell-tok'),
+      await fetchAs('none')(`${c.url}/.well-known/oauth-authorization-server`),
+    );
     const robot: oauth.Client = { client_id: reg1.client_id };
     const leaver: oauth.Client = { client_id: reg2.client_id };
-    const keyPair = await crypto.subtle.generateKey({ name: 'Ed25519' }, true, ['sign', 'verify']) as CryptoKeyPair;
+    const keyPair = (await crypto.subtle.generateKey({ name: 'Ed25519' }, true, ['sign', 'verify'])) as CryptoKeyPair;
     const obtain = async (o: { client?: oauth.Client; secret?: string; dpop?: boolean; who?: Who; scope?: string; resource?: string }) => {
       const client = o.client ?? robot;
       const opts = { [oauth.customFetch]: fetchAs(o.who ?? 'none'), ...(o.dpop ? { DPoP: oauth.DPoP(client, keyPair) } : {}) };
       const params: Record<string, string> = { scope: o.scope ?? 'edge.read', ...(o.resource ? { resource: o.resource } : {}) };
-      const r = await oauth.clientCredentialsGrantRequest(as, client, oauth.ClientSecretBasic(o.secret ?? reg1.client_secret), params, opts);
+      const r = await oauth.clientCredentialsGrantRequest(
+        as,
+        client,
+        oauth.ClientSecretBasic(o.secret ?? reg1.client_secret),
+        params,
+        opts,
+      );
       return (await oauth.processClientCredentialsResponse(as, client, r)).access_token;
     };
     const twins = {} as Record<Exclude<TokenName, 'other_side'>, { cell: string; edge: string }>;
@@ -103,33 +132,57 @@ test('access tokens offline at the real dist/edge with DPoP and mTLS: the same a
 
     // Before the bundle: one pair revoked (oauth4webapi at /oauth/revoke), one subject archived.
     for (const t of Object.values(twins.revoked)) {
-      await oauth.processRevocationResponse(await oauth.revocationRequest(as, robot, oauth.ClientSecretBasic(reg1.client_secret), t, { [oauth.customFetch]: fetchAs('none') }));
+      await oauth.processRevocationResponse(
+        await oauth.revocationRequest(as, robot, oauth.ClientSecretBasic(reg1.client_secret), t, { [oauth.customFetch]: fetchAs('none') }),
+      );
     }
     await api('POST', `${A}/principals/${gone.id}/archive`);
     const bundleRes = await fetchAs('none')(`${c.url}${A}/edge/key-bundles`, {
-      method: 'POST', headers: { authorization: `Bearer ${c.adminKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ device_id: init.device_id }),
+      method: 'POST',
+      headers: { authorization: `Bearer ${c.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ device_id: init.device_id }),
     });
     assert.equal(bundleRes.status, 201);
     writeFileSync(join(work, 'keys.bundle'), await bundleRes.text());
 
     // The cell's answers, for the tokens addressed to it.
-    const dpopKey = { privateJwk: await crypto.subtle.exportKey('jwk', keyPair.privateKey), publicJwk: await crypto.subtle.exportKey('jwk', keyPair.publicKey) };
-    const side = (s: 'cell' | 'edge') => Object.fromEntries([
-      ...Object.entries(twins).map(([k, v]) => [k, v[s]]),
-      ['other_side', twins.plain[s === 'cell' ? 'edge' : 'cell']],
-    ]) as Record<TokenName, string>;
+    const dpopKey = {
+      privateJwk: await crypto.subtle.exportKey('jwk', keyPair.privateKey),
+      publicJwk: await crypto.subtle.exportKey('jwk', keyPair.publicKey),
+    };
+    const side = (s: 'cell' | 'edge') =>
+      Object.fromEntries([
+        ...Object.entries(twins).map(([k, v]) => [k, v[s]]),
+        ['other_side', twins.plain[s === 'cell' ? 'edge' : 'cell']],
+      ]) as Record<TokenName, string>;
     const cellEnv: RowEnv = { origin: c.url, path: `${A}/edge/devices`, tokens: side('cell'), dpopKey, fetch: fetchAs };
     const cellRows = await runRows(cellEnv);
     await c.stop();
 
     // The device, air-gapped.
     const cfg = {
-      edge: EDGE, data: dev, keyBundle: join(work, 'keys.bundle'), certDir: work, deviceId: init.device_id, cellUrl: c.url,
-      tokens: side('edge'), dpopKey, issuer: 'service://cell-tok',
+      edge: EDGE,
+      data: dev,
+      keyBundle: join(work, 'keys.bundle'),
+      certDir: work,
+      deviceId: init.device_id,
+      cellUrl: c.url,
+      tokens: side('edge'),
+      dpopKey,
+      issuer: 'service://cell-tok',
     };
     writeFileSync(join(work, 'cfg.json'), JSON.stringify(cfg));
-    const inner = spawnSync('unshare', ['-n', '--', 'sh', '-c', `ip link set lo up && exec "${process.execPath}" --import tsx "${join(ROOT, 'test/edge/_tokens-client.ts')}" "${join(work, 'cfg.json')}"`],
-      { cwd: ROOT, encoding: 'utf8', timeout: 150_000 });
+    const inner = spawnSync(
+      'unshare',
+      [
+        '-n',
+        '--',
+        'sh',
+        '-c',
+        `ip link set lo up && exec "${process.execPath}" --import tsx "${join(ROOT, 'test/edge/_tokens-client.ts')}" "${join(work, 'cfg.json')}"`,
+      ],
+      { cwd: ROOT, encoding: 'utf8', timeout: 150_000 },
+    );
     assert.equal(inner.status, 0, inner.stderr);
     const o = JSON.parse(inner.stdout.trim().split('\n').pop()!);
     assert.equal(o.error, undefined, o.error);
@@ -137,7 +190,9 @@ test('access tokens offline at the real dist/edge with DPoP and mTLS: the same a
     assert.equal(o.cell_reachable, false);
 
     // Same answer on every row, and the answer the spec asks for.
-    const disagree = Object.keys(EXPECTED).filter((k) => cellRows[k] !== o.rows[k]).map((k) => `${k}: cell ${cellRows[k]} | edge ${o.rows[k]}`);
+    const disagree = Object.keys(EXPECTED)
+      .filter((k) => cellRows[k] !== o.rows[k])
+      .map((k) => `${k}: cell ${cellRows[k]} | edge ${o.rows[k]}`);
     assert.deepEqual(disagree, [], 'the cell and the edge disagree');
     assert.deepEqual(o.rows, EXPECTED);
 
@@ -164,7 +219,10 @@ test('access tokens offline at the real dist/edge with DPoP and mTLS: the same a
     assert.equal(o.expired, '401 unauthorized expired');
   } finally {
     for (const a of Object.values(agents)) await a.close();
-    if (cell) { await cell.stop(); cell.cleanup(); }
+    if (cell) {
+      await cell.stop();
+      cell.cleanup();
+    }
     rmSync(work, { recursive: true, force: true });
   }
 });

@@ -30,7 +30,9 @@ export interface CellProcess {
 /** With CELL_TEST_STORE=postgres: each data directory's own database (a restart on the same directory reuses it). */
 const databases = new Map<string, { url: string | null; drop(): Promise<void> }>();
 
-export async function startCellProcess(opts: { dataDir?: string; args?: string[]; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<CellProcess> {
+export async function startCellProcess(
+  opts: { dataDir?: string; args?: string[]; env?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<CellProcess> {
   if (!existsSync(CELL_BIN)) throw new Error(`${CELL_BIN} is missing: run 'node scripts/build.mjs' (make test does)`);
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'cell-proc-'));
   let db = databases.get(dataDir);
@@ -44,17 +46,31 @@ export async function startCellProcess(opts: { dataDir?: string; args?: string[]
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  proc.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
-  proc.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
+  proc.stdout!.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  proc.stderr!.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   const url = await new Promise<string>((resolveUrl, reject) => {
-    const timer = setTimeout(() => { proc.kill('SIGKILL'); reject(new Error(`cell did not start in time:\n${out}`)); }, opts.timeoutMs ?? 20_000);
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`cell did not start in time:\n${out}`));
+    }, opts.timeoutMs ?? 20_000);
     const check = () => {
       const m = /listening on (http\S+)/.exec(out);
-      if (m) { clearTimeout(timer); proc.stdout!.off('data', check); resolveUrl(m[1]!); }
+      if (m) {
+        clearTimeout(timer);
+        proc.stdout!.off('data', check);
+        resolveUrl(m[1]!);
+      }
     };
     proc.stdout!.on('data', check);
-    proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`cell exited with ${code} before listening:\n${out}`)); });
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`cell exited with ${code} before listening:\n${out}`));
+    });
   });
   const keyFile = join(dataDir, 'bootstrap-admin.key');
   const adminKey = existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : '';
@@ -63,7 +79,10 @@ export async function startCellProcess(opts: { dataDir?: string; args?: string[]
     await exited;
   };
   return {
-    url, adminKey, dataDir, proc,
+    url,
+    adminKey,
+    dataDir,
+    proc,
     output: () => out,
     stop: () => signal('SIGTERM'),
     kill: (s = 'SIGKILL') => signal(s),

@@ -11,7 +11,10 @@ import { join } from 'node:path';
 
 export interface TestCerts {
   dir: string;
-  pem: Record<'ca.pem' | 'server.pem' | 'server.key' | 'robot.pem' | 'robot.key' | 'intruder.pem' | 'intruder.key' | 'stranger.pem' | 'stranger.key', Buffer>;
+  pem: Record<
+    'ca.pem' | 'server.pem' | 'server.key' | 'robot.pem' | 'robot.key' | 'intruder.pem' | 'intruder.key' | 'stranger.pem' | 'stranger.key',
+    Buffer
+  >;
   der(name: 'robot' | 'intruder' | 'stranger'): Buffer;
   /** RFC 8705 x5t#S256 of a leaf. */
   x5t(name: 'robot' | 'intruder' | 'stranger'): string;
@@ -24,14 +27,33 @@ export function makeTestCerts(dir: string): TestCerts {
   const leaf = (name: string, ext: string) => {
     writeFileSync(join(dir, `${name}.ext`), ext);
     openssl(['req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
-    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '2', '-extfile', `${name}.ext`]);
+    openssl([
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${name}.pem`,
+      '-days',
+      '2',
+      '-extfile',
+      `${name}.ext`,
+    ]);
   };
   leaf('server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
   leaf('robot', 'extendedKeyUsage=clientAuth\n');
   leaf('intruder', 'extendedKeyUsage=clientAuth\n');
   openssl(['req', '-x509', ...ec, '-keyout', 'stranger.key', '-out', 'stranger.pem', '-days', '2', '-subj', '/CN=stranger']);
-  const pem = Object.fromEntries(['ca.pem', 'server.pem', 'server.key', 'robot.pem', 'robot.key', 'intruder.pem', 'intruder.key', 'stranger.pem', 'stranger.key']
-    .map((f) => [f, readFileSync(join(dir, f))])) as TestCerts['pem'];
+  const pem = Object.fromEntries(
+    ['ca.pem', 'server.pem', 'server.key', 'robot.pem', 'robot.key', 'intruder.pem', 'intruder.key', 'stranger.pem', 'stranger.key'].map(
+      (f) => [f, readFileSync(join(dir, f))],
+    ),
+  ) as TestCerts['pem'];
   const der = (name: 'robot' | 'intruder' | 'stranger') => Buffer.from(new X509Certificate(pem[`${name}.pem`]).raw);
   return { dir, pem, der, x5t: (name) => createHash('sha256').update(der(name)).digest('base64url') };
 }
@@ -43,7 +65,9 @@ export function makeTestCerts(dir: string): TestCerts {
  */
 export function tlsSocket(der: Buffer | null, authorized: boolean, remoteAddress = '127.0.0.1') {
   return {
-    remoteAddress, encrypted: true, authorized,
+    remoteAddress,
+    encrypted: true,
+    authorized,
     getPeerCertificate: () => (der ? { raw: der, subject: { CN: 'test' } } : {}),
   };
 }

@@ -66,7 +66,9 @@ export async function testStore(): Promise<{ url: string | null; drop(): Promise
   return { url: db.url, drop: () => db.drop() };
 }
 
-export async function inProcessCell(opts: { config?: Partial<CellConfig>; clock?: ReturnType<typeof manualClock>; log?: boolean } = {}): Promise<InProcess> {
+export async function inProcessCell(
+  opts: { config?: Partial<CellConfig>; clock?: ReturnType<typeof manualClock>; log?: boolean } = {},
+): Promise<InProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'cell-test-'));
   const clock = opts.clock ?? manualClock(Date.UTC(2026, 0, 1));
   const store = await testStore();
@@ -91,15 +93,28 @@ export async function inProcessCell(opts: { config?: Partial<CellConfig>; clock?
     if (o.rawBody !== undefined) body = o.rawBody;
     else if (o.body !== undefined) body = JSON.stringify(o.body);
     if (body !== undefined) headers['content-type'] ??= 'application/json';
-    const res = await running.app.request(path, { method, headers, ...(body !== undefined ? { body } : {}) },
-      { incoming: { socket: { remoteAddress: o.ip ?? '127.0.0.1' } } } as never);
+    const res = await running.app.request(path, { method, headers, ...(body !== undefined ? { body } : {}) }, {
+      incoming: { socket: { remoteAddress: o.ip ?? '127.0.0.1' } },
+    } as never);
     const text = await res.text();
     let parsed: unknown;
-    try { parsed = text ? JSON.parse(text) : undefined; } catch { parsed = undefined; }
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
     return { status: res.status, headers: res.headers, body: parsed, text };
   };
   return {
-    core: running.core, modules: running.modules, app: running.app, running, adminKey, clock, dir, engine: TEST_ENGINE, request,
+    core: running.core,
+    modules: running.modules,
+    app: running.app,
+    running,
+    adminKey,
+    clock,
+    dir,
+    engine: TEST_ENGINE,
+    request,
     row: (sql, params) => running.core.store.get(sql, params),
     rows: (sql, params) => running.core.store.all(sql, params),
     async close() {

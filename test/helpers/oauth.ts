@@ -1,7 +1,12 @@
 // Shared helpers of the oauth route tests (in-process cell, form posts).
 import type { InProcess, TestResponse } from './inproc.ts';
 
-export function form(t: InProcess, path: string, fields: Record<string, string>, headers: Record<string, string> = {}): Promise<TestResponse> {
+export function form(
+  t: InProcess,
+  path: string,
+  fields: Record<string, string>,
+  headers: Record<string, string> = {},
+): Promise<TestResponse> {
   return t.request('POST', path, {
     rawBody: new URLSearchParams(fields).toString(),
     headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
@@ -19,7 +24,10 @@ export async function registerClient(t: InProcess, body: Record<string, unknown>
 }
 
 export async function createUser(t: InProcess, name: string, roles: string[], password = 'correct horse battery staple'): Promise<string> {
-  const r = await t.request('POST', '/api/public/v1/admin/principals', { token: t.adminKey, body: { kind: 'user', name, roles, password } });
+  const r = await t.request('POST', '/api/public/v1/admin/principals', {
+    token: t.adminKey,
+    body: { kind: 'user', name, roles, password },
+  });
   if (r.status !== 201) throw new Error(`create user failed ${r.status} ${r.text}`);
   return r.body.id;
 }
@@ -62,7 +70,12 @@ export function browserish(t: InProcess) {
 export function hiddenFields(html: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const m of html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)) {
-    out[m[1]!] = m[2]!.replace(/&amp;/g, '&').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>');
+    out[m[1]!] = m[2]!
+      .replace(/&amp;/g, '&')
+      .replace(/&quot;/g, '"')
+      .replace(/&#39;/g, "'")
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>');
   }
   return out;
 }

@@ -128,7 +128,9 @@ export async function pgDatabase(serverUrl?: string): Promise<PgDatabase> {
 export function pgUnavailable(): string | null {
   if (process.env['CELL_TEST_PG_URL']) return null;
   try {
-    execFileSync('bash', ['-c', 'test -x /usr/lib/postgresql/15/bin/initdb || command -v pg_config >/dev/null || test "$(id -u)" = 0'], { stdio: 'ignore' });
+    execFileSync('bash', ['-c', 'test -x /usr/lib/postgresql/15/bin/initdb || command -v pg_config >/dev/null || test "$(id -u)" = 0'], {
+      stdio: 'ignore',
+    });
     return null;
   } catch {
     return 'PostgreSQL 15 is not installed and we are not root to install it (apt-get install postgresql-15)';

@@ -34,29 +34,64 @@ export async function crewFixture(config: Partial<CellConfig> = {}): Promise<{ t
 export async function provider(api: Api, ai: FakeOpenAI, apiKey = 'sk-fake', stream = false): Promise<string> {
   const s = await ok(api, 'POST', `${A}/secrets`, { name: `key-${Math.random().toString(16).slice(2, 8)}`, value: apiKey });
   const p = await ok(api, 'POST', `${A}/ai/model-providers`, {
-    provider_type: 'openai-compatible', default_model: 'fake-model', base_url: `${ai.url}/v1`, api_key_secret_id: s.secret_id, max_retries: 0, ...(stream ? { stream: true } : {}),
+    provider_type: 'openai-compatible',
+    default_model: 'fake-model',
+    base_url: `${ai.url}/v1`,
+    api_key_secret_id: s.secret_id,
+    max_retries: 0,
+    ...(stream ? { stream: true } : {}),
   });
   return p.provider_id;
 }
 
 /** Mints a scratch agent with a role, authority and a ledger (unless ledger is null). */
-export async function agent(api: Api, role: string, authority: Record<string, unknown> = {}, ledger: number | null = 100_000): Promise<string> {
-  const a = await ok(api, 'POST', `${T}/agents`, { source: 'scratch', role_label: role, system_prompt: `ROLE:${role}`, authority_template: authority });
+export async function agent(
+  api: Api,
+  role: string,
+  authority: Record<string, unknown> = {},
+  ledger: number | null = 100_000,
+): Promise<string> {
+  const a = await ok(api, 'POST', `${T}/agents`, {
+    source: 'scratch',
+    role_label: role,
+    system_prompt: `ROLE:${role}`,
+    authority_template: authority,
+  });
   if (ledger !== null) await ok(api, 'POST', `${T}/agents/${a.agent_id}/budget-ledger`, { budget_limit: ledger });
   return a.agent_id;
 }
 
-export interface Seat { role: string; reports_to?: string; cap?: Record<string, unknown>; authority?: Record<string, unknown>; ledger?: number | null }
+export interface Seat {
+  role: string;
+  reports_to?: string;
+  cap?: Record<string, unknown>;
+  authority?: Record<string, unknown>;
+  ledger?: number | null;
+}
 
 /** Formation + billets + agents + crew. Returns ids by role. */
-export async function team(api: Api, policy: string, seats: Seat[], extra: Record<string, unknown> = {}): Promise<{ formation: string; crew: string; billets: Record<string, string>; agents: Record<string, string> }> {
+export async function team(
+  api: Api,
+  policy: string,
+  seats: Seat[],
+  extra: Record<string, unknown> = {},
+): Promise<{ formation: string; crew: string; billets: Record<string, string>; agents: Record<string, string> }> {
   const f = await ok(api, 'POST', `${T}/formations`, { name: `${policy}-team`, coordination_policy: policy, ...extra });
   const billets: Record<string, string> = {};
   const agents: Record<string, string> = {};
-  const defaultCap = { allowed_tools: ['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get'], permission_mode: 'auto', clearance_level: 0, egress_allowlist: ['kv:*'], data_grant_ids: ['kv:*'] };
+  const defaultCap = {
+    allowed_tools: ['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get'],
+    permission_mode: 'auto',
+    clearance_level: 0,
+    egress_allowlist: ['kv:*'],
+    data_grant_ids: ['kv:*'],
+  };
   for (const s of seats) {
     const b = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, {
-      role_label: s.role, required_skills: [], ...(s.reports_to ? { reports_to: billets[s.reports_to] } : {}), authority_cap: s.cap ?? defaultCap,
+      role_label: s.role,
+      required_skills: [],
+      ...(s.reports_to ? { reports_to: billets[s.reports_to] } : {}),
+      authority_cap: s.cap ?? defaultCap,
     });
     billets[s.role] = b.billet_id;
     agents[s.role] = await agent(api, s.role, s.authority ?? s.cap ?? defaultCap, s.ledger === undefined ? 100_000 : s.ledger);

@@ -5,13 +5,18 @@
  * replaces this module with one that embeds the same files as strings, so
  * dist/cell.mjs needs neither esbuild nor console/ beside it.
  */
-export interface ConsoleFile { body: string; contentType: string }
+export interface ConsoleFile {
+  body: string;
+  contentType: string;
+}
 
 let loading: Promise<Record<string, ConsoleFile>> | null = null;
 
 /** The console's files by name: console.js, callback.js, console.css. */
 export function consoleFiles(): Promise<Record<string, ConsoleFile>> {
   loading ??= import('../../../console/build.mjs').then((m) => m.buildConsole());
-  loading.catch(() => { loading = null; });
+  loading.catch(() => {
+    loading = null;
+  });
   return loading;
 }

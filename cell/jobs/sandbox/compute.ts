@@ -24,7 +24,15 @@ export interface ComputeTask {
   outputLimitBytes: number;
 }
 
-export type SandboxFailureReason = 'time_limit' | 'memory_limit' | 'output_limit' | 'cancelled' | 'script_error' | 'row_limit' | 'sql_error' | 'sandbox_crashed';
+export type SandboxFailureReason =
+  | 'time_limit'
+  | 'memory_limit'
+  | 'output_limit'
+  | 'cancelled'
+  | 'script_error'
+  | 'row_limit'
+  | 'sql_error'
+  | 'sandbox_crashed';
 
 export type ComputeOutcome =
   | { ok: true; output: unknown; logs: string[]; duration_ms: number }
@@ -50,7 +58,10 @@ export function capLogs(lines: readonly string[], dropped: number): string[] {
     used += size;
   }
   const lost = lines.length - kept.length + dropped;
-  if (lost > 0) kept.push(`[logs truncated: ${lost} of ${lines.length + dropped} lines not kept (at most ${LOG_LINES_MAX} lines, ${LOGS_MAX_BYTES} bytes)]`);
+  if (lost > 0)
+    kept.push(
+      `[logs truncated: ${lost} of ${lines.length + dropped} lines not kept (at most ${LOG_LINES_MAX} lines, ${LOGS_MAX_BYTES} bytes)]`,
+    );
   return kept;
 }
 
@@ -108,8 +119,14 @@ export async function runCompute(task: ComputeTask, cancelFlag: Int32Array): Pro
   rt.setMemoryLimit(task.memoryLimitBytes);
   rt.setMaxStackSize(STACK_LIMIT_BYTES);
   rt.setInterruptHandler(() => {
-    if (Atomics.load(cancelFlag, 0) !== 0) { stopped = 'cancelled'; return true; }
-    if (Date.now() > deadline) { stopped = 'time_limit'; return true; }
+    if (Atomics.load(cancelFlag, 0) !== 0) {
+      stopped = 'cancelled';
+      return true;
+    }
+    if (Date.now() > deadline) {
+      stopped = 'time_limit';
+      return true;
+    }
     return false;
   });
   const vm = rt.newContext();
@@ -135,15 +152,31 @@ globalThis.input = JSON.parse(${JSON.stringify(JSON.stringify(task.input ?? null
         try {
           const got = JSON.parse(vm.getString(logsHandle.value)) as { l: string[]; d: number };
           logs = capLogs(got.l, got.d);
-        } catch { logs = []; }
+        } catch {
+          logs = [];
+        }
         logsHandle.value.dispose();
       } else logsHandle.error.dispose();
       const name = typeof e === 'object' && e ? String(e.name ?? 'Error') : 'Error';
       const message = typeof e === 'object' && e ? String(e.message ?? '') : String(e);
-      if (stopped === 'cancelled') return { ok: false, reason: 'cancelled', message: 'the run was cancelled while the code ran', logs, duration_ms: dur() };
-      if (stopped === 'time_limit') return { ok: false, reason: 'time_limit', message: `the code ran longer than its time cap of ${task.timeLimitMs} ms and was stopped`, logs, duration_ms: dur() };
+      if (stopped === 'cancelled')
+        return { ok: false, reason: 'cancelled', message: 'the run was cancelled while the code ran', logs, duration_ms: dur() };
+      if (stopped === 'time_limit')
+        return {
+          ok: false,
+          reason: 'time_limit',
+          message: `the code ran longer than its time cap of ${task.timeLimitMs} ms and was stopped`,
+          logs,
+          duration_ms: dur(),
+        };
       if (/out of memory|string too long/i.test(message) || (name === 'InternalError' && /memory/i.test(message))) {
-        return { ok: false, reason: 'memory_limit', message: `the code exceeded its memory cap of ${task.memoryLimitBytes} bytes`, logs, duration_ms: dur() };
+        return {
+          ok: false,
+          reason: 'memory_limit',
+          message: `the code exceeded its memory cap of ${task.memoryLimitBytes} bytes`,
+          logs,
+          duration_ms: dur(),
+        };
       }
       if (/stack overflow|call stack/i.test(message)) {
         return { ok: false, reason: 'memory_limit', message: 'the code exceeded its stack cap', logs, duration_ms: dur() };
@@ -155,7 +188,13 @@ globalThis.input = JSON.parse(${JSON.stringify(JSON.stringify(task.input ?? null
     const parsed = JSON.parse(text) as { o: string; l: string[]; d: number };
     logs = capLogs(parsed.l, parsed.d);
     if (new TextEncoder().encode(parsed.o).length > task.outputLimitBytes) {
-      return { ok: false, reason: 'output_limit', message: `the output is larger than its cap of ${task.outputLimitBytes} bytes`, logs, duration_ms: dur() };
+      return {
+        ok: false,
+        reason: 'output_limit',
+        message: `the output is larger than its cap of ${task.outputLimitBytes} bytes`,
+        logs,
+        duration_ms: dur(),
+      };
     }
     return { ok: true, output: JSON.parse(parsed.o) as unknown, logs, duration_ms: dur() };
   } catch (err) {
@@ -164,12 +203,35 @@ globalThis.input = JSON.parse(${JSON.stringify(JSON.stringify(task.input ?? null
     crashed = true;
     const message = err instanceof Error ? err.message : String(err);
     if (globalThis.process?.env?.['CELL_SANDBOX_DEBUG']) console.error('sandbox error', err);
-    if (/memory|call stack/i.test(message)) return { ok: false, reason: 'memory_limit', message: `the code exceeded its memory or stack cap (${task.memoryLimitBytes} bytes)`, logs, duration_ms: dur(), crashed: true };
-    return { ok: false, crashed: true, reason: 'sandbox_crashed', message: 'the sandbox failed while running the code', logs, duration_ms: dur() };
+    if (/memory|call stack/i.test(message))
+      return {
+        ok: false,
+        reason: 'memory_limit',
+        message: `the code exceeded its memory or stack cap (${task.memoryLimitBytes} bytes)`,
+        logs,
+        duration_ms: dur(),
+        crashed: true,
+      };
+    return {
+      ok: false,
+      crashed: true,
+      reason: 'sandbox_crashed',
+      message: 'the sandbox failed while running the code',
+      logs,
+      duration_ms: dur(),
+    };
   } finally {
     if (!crashed) {
-      try { vm.dispose(); } catch { /* a runtime that hit its memory cap may refuse to free cleanly */ }
-      try { rt.dispose(); } catch { /* idem */ }
+      try {
+        vm.dispose();
+      } catch {
+        /* a runtime that hit its memory cap may refuse to free cleanly */
+      }
+      try {
+        rt.dispose();
+      } catch {
+        /* idem */
+      }
     }
   }
 }

@@ -62,10 +62,25 @@ export class SandboxPool {
         resourceLimits: { maxOldGenerationSizeMb: 512, stackSizeMb: 8 },
       });
       w.stdout.resume();
-      const onMsg = (m: { ready?: boolean }) => { if (m?.ready) { cleanup(); resolve(w); } };
-      const onErr = (e: Error) => { cleanup(); reject(e); };
-      const onExit = (code: number) => { cleanup(); reject(new Error(`sandbox worker exited (${code}) before it was ready`)); };
-      const cleanup = () => { w.off('message', onMsg); w.off('error', onErr); w.off('exit', onExit); };
+      const onMsg = (m: { ready?: boolean }) => {
+        if (m?.ready) {
+          cleanup();
+          resolve(w);
+        }
+      };
+      const onErr = (e: Error) => {
+        cleanup();
+        reject(e);
+      };
+      const onExit = (code: number) => {
+        cleanup();
+        reject(new Error(`sandbox worker exited (${code}) before it was ready`));
+      };
+      const cleanup = () => {
+        w.off('message', onMsg);
+        w.off('error', onErr);
+        w.off('exit', onExit);
+      };
       w.on('message', onMsg);
       w.on('error', onErr);
       w.on('exit', onExit);
@@ -76,8 +91,15 @@ export class SandboxPool {
   async #take(signal?: AbortSignal): Promise<Worker | null> {
     if (this.#slots >= MAX_WORKERS) {
       const got = await new Promise<boolean>((resolve) => {
-        const waiter = () => { signal?.removeEventListener('abort', onAbort); resolve(true); };
-        const onAbort = () => { const i = this.#waiters.indexOf(waiter); if (i >= 0) this.#waiters.splice(i, 1); resolve(false); };
+        const waiter = () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(true);
+        };
+        const onAbort = () => {
+          const i = this.#waiters.indexOf(waiter);
+          if (i >= 0) this.#waiters.splice(i, 1);
+          resolve(false);
+        };
         this.#waiters.push(waiter);
         signal?.addEventListener('abort', onAbort, { once: true });
       });
@@ -85,9 +107,12 @@ export class SandboxPool {
     } else {
       this.#slots++;
     }
-    if (this.#closed) { this.#release(); return null; }
+    if (this.#closed) {
+      this.#release();
+      return null;
+    }
     try {
-      const w = this.#idle.pop() ?? await this.#spawn();
+      const w = this.#idle.pop() ?? (await this.#spawn());
       w.ref();
       this.#busy.add(w);
       return w;
@@ -100,13 +125,17 @@ export class SandboxPool {
   /** Frees a slot: hands it to the next waiter, if any. */
   #release(): void {
     const next = this.#waiters.shift();
-    if (next) next(); else this.#slots--;
+    if (next) next();
+    else this.#slots--;
   }
 
   #give(w: Worker, recycle: boolean): void {
     this.#busy.delete(w);
     if (recycle || this.#closed || this.#idle.length >= MAX_IDLE) void w.terminate();
-    else { w.unref(); this.#idle.push(w); }
+    else {
+      w.unref();
+      this.#idle.push(w);
+    }
     this.#release();
   }
 
@@ -120,7 +149,13 @@ export class SandboxPool {
   async compute(task: ComputeTask, signal?: AbortSignal): Promise<ComputeOutcome | Failure> {
     const cancel = new SharedArrayBuffer(4);
     const flag = new Int32Array(cancel);
-    return this.#run({ kind: 'compute', task, cancel }, task.timeLimitMs + COMPUTE_GRACE_MS, signal, () => Atomics.store(flag, 0, 1), COMPUTE_GRACE_MS) as Promise<ComputeOutcome | Failure>;
+    return this.#run(
+      { kind: 'compute', task, cancel },
+      task.timeLimitMs + COMPUTE_GRACE_MS,
+      signal,
+      () => Atomics.store(flag, 0, 1),
+      COMPUTE_GRACE_MS,
+    ) as Promise<ComputeOutcome | Failure>;
   }
 
   /** Runs SQL statements as one transaction; the worker is terminated at `timeLimitMs` or on cancel. */
@@ -128,9 +163,17 @@ export class SandboxPool {
     return this.#run({ kind: 'sql', task }, timeLimitMs, signal, null, 0) as Promise<SqlOutcome | Failure>;
   }
 
-  async #run(req: { kind: 'compute'; task: ComputeTask; cancel: SharedArrayBuffer } | { kind: 'sql'; task: SqlTask }, hardMs: number, signal: AbortSignal | undefined, softCancel: (() => void) | null, cancelGraceMs: number): Promise<unknown> {
-    if (this.#closed) return { ok: false, reason: 'sandbox_crashed', message: 'the cell is stopping', logs: [], duration_ms: 0 } satisfies Failure;
-    if (signal?.aborted) return { ok: false, reason: 'cancelled', message: 'the run was cancelled', logs: [], duration_ms: 0 } satisfies Failure;
+  async #run(
+    req: { kind: 'compute'; task: ComputeTask; cancel: SharedArrayBuffer } | { kind: 'sql'; task: SqlTask },
+    hardMs: number,
+    signal: AbortSignal | undefined,
+    softCancel: (() => void) | null,
+    cancelGraceMs: number,
+  ): Promise<unknown> {
+    if (this.#closed)
+      return { ok: false, reason: 'sandbox_crashed', message: 'the cell is stopping', logs: [], duration_ms: 0 } satisfies Failure;
+    if (signal?.aborted)
+      return { ok: false, reason: 'cancelled', message: 'the run was cancelled', logs: [], duration_ms: 0 } satisfies Failure;
     const w = await this.#take(signal);
     if (w === null) return { ok: false, reason: 'cancelled', message: 'the run was cancelled', logs: [], duration_ms: 0 } satisfies Failure;
     if (signal?.aborted) {
@@ -147,13 +190,24 @@ export class SandboxPool {
         if (settled) return;
         settled = true;
         for (const t of timers) clearTimeout(t);
-        w.off('message', onMsg); w.off('error', onErr); w.off('exit', onExit);
+        w.off('message', onMsg);
+        w.off('error', onErr);
+        w.off('exit', onExit);
         signal?.removeEventListener('abort', onAbort);
-        if (after === 'kill') this.#kill(w); else this.#give(w, after === 'recycle');
+        if (after === 'kill') this.#kill(w);
+        else this.#give(w, after === 'recycle');
         resolve(v);
       };
-      const fail = (reason: Failure['reason'], message: string): Failure => ({ ok: false, reason, message, logs: [], duration_ms: Date.now() - started });
-      const onMsg = (m: SandboxReply) => { if (m?.id === id) finish(m.result, m.recycle ? 'recycle' : 'give'); };
+      const fail = (reason: Failure['reason'], message: string): Failure => ({
+        ok: false,
+        reason,
+        message,
+        logs: [],
+        duration_ms: Date.now() - started,
+      });
+      const onMsg = (m: SandboxReply) => {
+        if (m?.id === id) finish(m.result, m.recycle ? 'recycle' : 'give');
+      };
       const onErr = () => finish(fail('sandbox_crashed', 'the sandbox failed while running the task'), 'kill');
       const onExit = () => finish(fail('sandbox_crashed', 'the sandbox stopped while running the task'), 'kill');
       const onAbort = () => {
@@ -168,7 +222,19 @@ export class SandboxPool {
       w.on('error', onErr);
       w.on('exit', onExit);
       signal?.addEventListener('abort', onAbort, { once: true });
-      timers.push(setTimeout(() => finish(fail('time_limit', `the task ran longer than its time cap of ${req.kind === 'sql' ? hardMs : hardMs - COMPUTE_GRACE_MS} ms and was stopped`), 'kill'), hardMs));
+      timers.push(
+        setTimeout(
+          () =>
+            finish(
+              fail(
+                'time_limit',
+                `the task ran longer than its time cap of ${req.kind === 'sql' ? hardMs : hardMs - COMPUTE_GRACE_MS} ms and was stopped`,
+              ),
+              'kill',
+            ),
+          hardMs,
+        ),
+      );
       w.postMessage({ id, ...req });
     });
   }

@@ -54,20 +54,41 @@ export interface SqlStatementResult {
 
 export type SqlOutcome =
   | { ok: true; results: SqlStatementResult[]; duration_ms: number }
-  | { ok: false; reason: 'sql_error' | 'statement_refused' | 'workspace_quota'; message: string; statement: number; refused?: string; duration_ms: number };
+  | {
+      ok: false;
+      reason: 'sql_error' | 'statement_refused' | 'workspace_quota';
+      message: string;
+      statement: number;
+      refused?: string;
+      duration_ms: number;
+    };
 
 /**
  * Statement kinds (first keyword) a job may not run: each job is one
  * transaction on its own workspace database, with the connection settings
  * the cell chose.
  */
-const REFUSED_KINDS: ReadonlySet<string> = new Set(['BEGIN', 'COMMIT', 'END', 'ROLLBACK', 'SAVEPOINT', 'RELEASE', 'ATTACH', 'DETACH', 'VACUUM', 'PRAGMA']);
+const REFUSED_KINDS: ReadonlySet<string> = new Set([
+  'BEGIN',
+  'COMMIT',
+  'END',
+  'ROLLBACK',
+  'SAVEPOINT',
+  'RELEASE',
+  'ATTACH',
+  'DETACH',
+  'VACUUM',
+  'PRAGMA',
+]);
 /** Kinds that never change the database (anything else may, and makes the job persist the file). */
 const READ_KINDS: ReadonlySet<string> = new Set(['SELECT', 'VALUES', 'EXPLAIN']);
 
 /** A statement refused before it ran; `refused` names the kind or the rule. */
 class Refused extends Error {
-  constructor(readonly refused: string, message: string) {
+  constructor(
+    readonly refused: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -111,9 +132,13 @@ function prepareOne(db: Database, sql: string): { stmt: Statement; kind: string;
     const kind = statementKind(first.value);
     if (kind === null) throw new Refused('unreadable_statement', 'the statement could not be classified');
     if (REFUSED_KINDS.has(kind)) {
-      throw new Refused(kind, `${kind} is not allowed: transaction control, ATTACH, DETACH, VACUUM and PRAGMA are refused (each job is one transaction on its own database)`);
+      throw new Refused(
+        kind,
+        `${kind} is not allowed: transaction control, ATTACH, DETACH, VACUUM and PRAGMA are refused (each job is one transaction on its own database)`,
+      );
     }
-    if (holdsAnotherStatement(db, it.getRemainingSQL())) throw new Refused('multiple_statements', 'one statement per entry: use statements[] for several');
+    if (holdsAnotherStatement(db, it.getRemainingSQL()))
+      throw new Refused('multiple_statements', 'one statement per entry: use statements[] for several');
     return { stmt: first.value, kind, release };
   } catch (err) {
     release();
@@ -121,7 +146,9 @@ function prepareOne(db: Database, sql: string): { stmt: Statement; kind: string;
   }
 }
 
-function toBind(p: SqlTask['statements'][number]['params']): (string | number | null)[] | Record<string, string | number | null> | undefined {
+function toBind(
+  p: SqlTask['statements'][number]['params'],
+): (string | number | null)[] | Record<string, string | number | null> | undefined {
   if (p === undefined) return undefined;
   const conv = (v: SqlParam) => (typeof v === 'boolean' ? (v ? 1 : 0) : v);
   if (Array.isArray(p)) return p.map(conv);
@@ -159,14 +186,26 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
         const rows: SqlParam[][] = [];
         let truncatedBy: SqlStatementResult['truncated_by'];
         while (stmt.step()) {
-          if (rows.length >= task.rowLimit) { truncatedBy = 'row_limit'; break; }
+          if (rows.length >= task.rowLimit) {
+            truncatedBy = 'row_limit';
+            break;
+          }
           const row = stmt.get().map((v) => (v instanceof Uint8Array ? Buffer.from(v).toString('base64') : v)) as SqlParam[];
           const size = Buffer.byteLength(JSON.stringify(row), 'utf8') + 1;
-          if (resultBytes + size > maxResultBytes) { truncatedBy = 'byte_limit'; break; }
+          if (resultBytes + size > maxResultBytes) {
+            truncatedBy = 'byte_limit';
+            break;
+          }
           resultBytes += size;
           rows.push(row);
         }
-        results.push({ columns, rows, truncated: truncatedBy !== undefined, ...(truncatedBy ? { truncated_by: truncatedBy } : {}), changes: columns.length === 0 ? db.getRowsModified() : 0 });
+        results.push({
+          columns,
+          rows,
+          truncated: truncatedBy !== undefined,
+          ...(truncatedBy ? { truncated_by: truncatedBy } : {}),
+          changes: columns.length === 0 ? db.getRowsModified() : 0,
+        });
       } finally {
         release();
       }
@@ -181,13 +220,30 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
     if (writes) writeFileDurable(task.dbPath, db.export(), { mode: 0o600 });
     return { ok: true, results, duration_ms: Date.now() - started };
   } catch (err) {
-    try { db.exec('ROLLBACK'); } catch { /* no transaction open */ }
+    try {
+      db.exec('ROLLBACK');
+    } catch {
+      /* no transaction open */
+    }
     if (err instanceof Refused) {
-      return { ok: false, reason: 'statement_refused', message: err.message, statement: index, refused: err.refused, duration_ms: Date.now() - started };
+      return {
+        ok: false,
+        reason: 'statement_refused',
+        message: err.message,
+        statement: index,
+        refused: err.refused,
+        duration_ms: Date.now() - started,
+      };
     }
     const message = err instanceof Error ? err.message : String(err);
     if (task.maxDbBytes !== undefined && /database or disk is full/i.test(message)) {
-      return { ok: false, reason: 'workspace_quota', message: `the workspace database would grow past the ${task.maxDbBytes} bytes its storage quota leaves it`, statement: index, duration_ms: Date.now() - started };
+      return {
+        ok: false,
+        reason: 'workspace_quota',
+        message: `the workspace database would grow past the ${task.maxDbBytes} bytes its storage quota leaves it`,
+        statement: index,
+        duration_ms: Date.now() - started,
+      };
     }
     return { ok: false, reason: 'sql_error', message: message.slice(0, 1000), statement: index, duration_ms: Date.now() - started };
   } finally {

@@ -18,7 +18,11 @@ export type SandboxRequest =
   | { id: number; kind: 'compute'; task: ComputeTask; cancel: SharedArrayBuffer }
   | { id: number; kind: 'sql'; task: SqlTask };
 
-export interface SandboxReply { id: number; result: unknown; recycle: boolean }
+export interface SandboxReply {
+  id: number;
+  result: unknown;
+  recycle: boolean;
+}
 
 if (!isMainThread && (workerData as { role?: string } | null)?.role === SANDBOX_ROLE && parentPort) {
   const port = parentPort;
@@ -36,15 +40,21 @@ if (!isMainThread && (workerData as { role?: string } | null)?.role === SANDBOX_
       } catch (err) {
         port.postMessage({
           id: msg.id,
-          result: { ok: false, reason: 'sandbox_crashed', message: err instanceof Error ? err.message.slice(0, 500) : 'sandbox failure', logs: [], duration_ms: 0 },
+          result: {
+            ok: false,
+            reason: 'sandbox_crashed',
+            message: err instanceof Error ? err.message.slice(0, 500) : 'sandbox failure',
+            logs: [],
+            duration_ms: 0,
+          },
           recycle: true,
         } satisfies SandboxReply);
       }
     })();
   });
   // Load both WebAssembly modules before taking work, so time caps measure the task only.
-  void Promise.all([
-    import('./compute.ts').then((m) => m.loadQuickJs()),
-    import('../../store/sqljs.ts').then((m) => m.loadSqlJs()),
-  ]).then(() => port.postMessage({ ready: true }), () => port.postMessage({ ready: true }));
+  void Promise.all([import('./compute.ts').then((m) => m.loadQuickJs()), import('../../store/sqljs.ts').then((m) => m.loadSqlJs())]).then(
+    () => port.postMessage({ ready: true }),
+    () => port.postMessage({ ready: true }),
+  );
 }

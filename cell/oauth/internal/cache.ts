@@ -8,8 +8,12 @@ export class Cache<K, V> {
   readonly #map = new Map<K, V>();
   #generation = 0;
   constructor(private readonly max: number) {}
-  get generation(): number { return this.#generation; }
-  get(k: K): V | undefined { return this.#map.get(k); }
+  get generation(): number {
+    return this.#generation;
+  }
+  get(k: K): V | undefined {
+    return this.#map.get(k);
+  }
   /** Keeps `v` only when nothing was invalidated since `generation` was read. */
   set(k: K, v: V, generation: number): void {
     if (generation !== this.#generation) return;

@@ -25,7 +25,9 @@ export class SerialLoad {
   #start(): Promise<void> {
     const p = this.load();
     this.#current = p;
-    const clear = () => { if (this.#current === p) this.#current = null; };
+    const clear = () => {
+      if (this.#current === p) this.#current = null;
+    };
     p.then(clear, clear);
     return p;
   }

@@ -5,7 +5,10 @@
  */
 
 /** A piece of SQL text: code (to rewrite) or a literal, quoted identifier or comment (left alone). */
-export interface Piece { code: boolean; text: string }
+export interface Piece {
+  code: boolean;
+  text: string;
+}
 
 /** Splits SQL into code and non-code pieces (single-quoted strings, "identifiers", -- and /* comments). */
 export function lex(sql: string): Piece[] {
@@ -24,7 +27,10 @@ export function lex(sql: string): Piece[] {
       for (;;) {
         if (j >= sql.length) break;
         if (sql[j] === c) {
-          if (sql[j + 1] === c) { j += 2; continue; } // '' or "" escape
+          if (sql[j + 1] === c) {
+            j += 2;
+            continue;
+          } // '' or "" escape
           j++;
           break;
         }

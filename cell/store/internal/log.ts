@@ -53,9 +53,7 @@ function decodeParam(v: unknown): SqlValue {
 }
 
 export function encodeRecord(lsn: number, stmts: readonly Statement[]): Buffer {
-  const json = JSON.stringify(
-    stmts.map(([sql, params]) => (params && params.length > 0 ? [sql, params.map(encodeParam)] : [sql])),
-  );
+  const json = JSON.stringify(stmts.map(([sql, params]) => (params && params.length > 0 ? [sql, params.map(encodeParam)] : [sql])));
   const payload = Buffer.from(json, 'utf8');
   const rec = Buffer.allocUnsafe(RECORD_HEAD_BYTES + payload.length);
   rec.writeUInt32LE(payload.length, 0);
@@ -65,9 +63,7 @@ export function encodeRecord(lsn: number, stmts: readonly Statement[]): Buffer {
   return rec;
 }
 
-export type Decoded =
-  | { ok: true; lsn: number; stmts: Statement[]; next: number }
-  | { ok: false; reason: string };
+export type Decoded = { ok: true; lsn: number; stmts: Statement[]; next: number } | { ok: false; reason: string };
 
 /** Decodes the record at `off` (callers stop at the first `ok: false`). */
 export function decodeRecord(buf: Buffer, off: number): Decoded {

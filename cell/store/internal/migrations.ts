@@ -54,7 +54,10 @@ export async function migrateEmbedded(store: Store, migrations: readonly Migrati
     });
   }
   const applied = await store.all('SELECT id, sql_sha256 FROM _migrations ORDER BY seq');
-  refuseNewerSchema(applied.map((r) => String(r['id'])), migrations);
+  refuseNewerSchema(
+    applied.map((r) => String(r['id'])),
+    migrations,
+  );
   const bySha = new Map(applied.map((r) => [String(r['id']), r['sql_sha256']]));
   let seq = applied.length;
   for (const m of migrations) {

@@ -18,8 +18,19 @@ const RETRY_STATES = new Set(['40001', '40P01']);
 const LOST_STATES = /^(08...|57P0[123]|53300|58030|25P03)$/;
 
 /** Node socket errors and the driver's own messages for a dead connection. */
-const LOST_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNABORTED']);
-const LOST_MESSAGES = /Connection terminated|connection timeout|Client has encountered a connection error|Client was closed|not queryable|timeout exceeded when trying to connect|terminating connection/i;
+const LOST_ERRNOS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ECONNABORTED',
+]);
+const LOST_MESSAGES =
+  /Connection terminated|connection timeout|Client has encountered a connection error|Client was closed|not queryable|timeout exceeded when trying to connect|terminating connection/i;
 
 export function sqlState(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;

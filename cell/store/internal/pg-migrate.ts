@@ -23,8 +23,14 @@ export async function migratePostgres(pool: pg.Pool, migrations: readonly Migrat
     await client.query(`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
     try {
       await client.query('CREATE TABLE IF NOT EXISTS _migrations (id TEXT PRIMARY KEY, seq BIGINT NOT NULL, sql_sha256 TEXT NOT NULL)');
-      const applied = (await client.query<Row>('SELECT id, sql_sha256 FROM _migrations ORDER BY seq')).rows.map((r) => ({ id: str(r, 'id'), sql_sha256: str(r, 'sql_sha256') }));
-      refuseNewerSchema(applied.map((r) => r.id), migrations);
+      const applied = (await client.query<Row>('SELECT id, sql_sha256 FROM _migrations ORDER BY seq')).rows.map((r) => ({
+        id: str(r, 'id'),
+        sql_sha256: str(r, 'sql_sha256'),
+      }));
+      refuseNewerSchema(
+        applied.map((r) => r.id),
+        migrations,
+      );
       const bySha = new Map(applied.map((r) => [r.id, r.sql_sha256]));
       let seq = applied.length;
       for (const m of migrations) {

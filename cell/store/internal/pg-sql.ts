@@ -20,7 +20,9 @@ export function toNumbered(sql: string): { text: string; count: number } {
   if (!sql.includes('?')) {
     text = sql;
   } else {
-    text = lex(sql).map((p) => (p.code ? p.text.replace(/\?/g, () => `$${++n}`) : p.text)).join('');
+    text = lex(sql)
+      .map((p) => (p.code ? p.text.replace(/\?/g, () => `$${++n}`) : p.text))
+      .join('');
   }
   const out = { text, count: n };
   if (placeholderCache.size >= CACHE_MAX) placeholderCache.clear();
@@ -33,10 +35,16 @@ export function splitStatements(script: string): string[] {
   const stmts: string[] = [];
   let cur = '';
   for (const p of lex(script)) {
-    if (!p.code) { cur += p.text; continue; }
+    if (!p.code) {
+      cur += p.text;
+      continue;
+    }
     const parts = p.text.split(';');
     for (let k = 0; k < parts.length; k++) {
-      if (k > 0) { stmts.push(cur); cur = ''; }
+      if (k > 0) {
+        stmts.push(cur);
+        cur = '';
+      }
       cur += parts[k]!;
     }
   }
@@ -52,14 +60,16 @@ export function renderDdl(stmt: string): string {
   if (/\bWITHOUT\s+ROWID\b/i.test(stmt)) {
     throw new TypeError('store: WITHOUT ROWID is SQLite-only; leave it out (docs/storage.md, "One dialect")');
   }
-  return lex(stmt).map((p) => {
-    if (!p.code) return p.text;
-    return p.text
-      .replace(/\bINTEGER\s+PRIMARY\s+KEY\s+AUTOINCREMENT\b/gi, 'BIGSERIAL PRIMARY KEY')
-      .replace(/\bINTEGER\b/gi, 'BIGINT')
-      .replace(/\bBLOB\b/gi, 'BYTEA')
-      .replace(/\bREAL\b/gi, 'DOUBLE PRECISION');
-  }).join('');
+  return lex(stmt)
+    .map((p) => {
+      if (!p.code) return p.text;
+      return p.text
+        .replace(/\bINTEGER\s+PRIMARY\s+KEY\s+AUTOINCREMENT\b/gi, 'BIGSERIAL PRIMARY KEY')
+        .replace(/\bINTEGER\b/gi, 'BIGINT')
+        .replace(/\bBLOB\b/gi, 'BYTEA')
+        .replace(/\bREAL\b/gi, 'DOUBLE PRECISION');
+    })
+    .join('');
 }
 
 /** A migration script as PostgreSQL statements. */

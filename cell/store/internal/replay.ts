@@ -27,7 +27,13 @@ export interface ReplayResult {
 }
 
 /** Replays `logPath` into `db` (records after `snapshotLsn`), truncating a bad tail. */
-export async function replayLog(db: Database, logPath: string, dir: string, snapshotLsn: number, note: (m: string) => void): Promise<ReplayResult> {
+export async function replayLog(
+  db: Database,
+  logPath: string,
+  dir: string,
+  snapshotLsn: number,
+  note: (m: string) => void,
+): Promise<ReplayResult> {
   const recovery = { replayed: 0, droppedBytes: 0, droppedReason: null as string | null };
   if (!existsSync(logPath)) {
     await createLog(logPath, dir);
@@ -102,7 +108,9 @@ export async function replayLog(db: Database, logPath: string, dir: string, snap
     // Keep the dropped bytes beside the log for forensics; never delete data silently.
     const keep = `${logPath}.dropped-${Date.now()}`;
     await writeFileDurably(keep, buf.subarray(off), dir);
-    note(`store: dropped ${recovery.droppedBytes} bytes of log tail (${recovery.droppedReason}); kept ${recovery.replayed} replayed records; the dropped bytes are saved in ${keep}`);
+    note(
+      `store: dropped ${recovery.droppedBytes} bytes of log tail (${recovery.droppedReason}); kept ${recovery.replayed} replayed records; the dropped bytes are saved in ${keep}`,
+    );
     const fh = await open(logPath, 'r+');
     try {
       await fh.truncate(off);

@@ -22,7 +22,10 @@ export function tune(db: Database): void {
  */
 export class Statements {
   readonly #map = new Map<string, Statement>();
-  constructor(private readonly db: Database, private readonly max = 256) {}
+  constructor(
+    private readonly db: Database,
+    private readonly max = 256,
+  ) {}
 
   get(sql: string): Statement {
     let st = this.#map.get(sql);

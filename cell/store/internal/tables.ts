@@ -6,7 +6,8 @@
  * invalidation).
  */
 
-const WRITES = /(?:\bINSERT\s+(?:OR\s+\w+\s+)?INTO|(?<!\bDO\s+)\bUPDATE(?:\s+OR\s+\w+)?|\bDELETE\s+FROM|\bREPLACE\s+INTO)\s+"?([A-Za-z_][A-Za-z0-9_]*)"?/gi;
+const WRITES =
+  /(?:\bINSERT\s+(?:OR\s+\w+\s+)?INTO|(?<!\bDO\s+)\bUPDATE(?:\s+OR\s+\w+)?|\bDELETE\s+FROM|\bREPLACE\s+INTO)\s+"?([A-Za-z_][A-Za-z0-9_]*)"?/gi;
 
 /** Table names written by `statements` (lower case); DDL and reads name none. */
 export function tablesWritten(statements: readonly string[]): Set<string> {
@@ -28,7 +29,8 @@ export function isWriteStatement(sql: string): boolean {
 }
 
 /** Statements that would break the store's own BEGIN/COMMIT around write(). */
-const TX_CONTROL = /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE|VACUUM|ATTACH|DETACH|START\s+TRANSACTION|PREPARE\s+TRANSACTION|SET\s+TRANSACTION|LISTEN|UNLISTEN)\b/i;
+const TX_CONTROL =
+  /^\s*(BEGIN|COMMIT|END|ROLLBACK|SAVEPOINT|RELEASE|VACUUM|ATTACH|DETACH|START\s+TRANSACTION|PREPARE\s+TRANSACTION|SET\s+TRANSACTION|LISTEN|UNLISTEN)\b/i;
 
 export function isTxControl(sql: string): boolean {
   return TX_CONTROL.test(sql);

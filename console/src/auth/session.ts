@@ -86,7 +86,10 @@ export function apiKeySession(secret: string): Session {
 function tokenClaims(token: string): Record<string, unknown> {
   try {
     const part = token.split('.')[1] ?? '';
-    const b64 = part.replace(/-/g, '+').replace(/_/g, '/').padEnd(Math.ceil(part.length / 4) * 4, '=');
+    const b64 = part
+      .replace(/-/g, '+')
+      .replace(/_/g, '/')
+      .padEnd(Math.ceil(part.length / 4) * 4, '=');
     return JSON.parse(new TextDecoder().decode(Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0)))) as Record<string, unknown>;
   } catch {
     return {};
@@ -98,7 +101,11 @@ function tokenClaims(token: string): Record<string, unknown> {
  * signed by `dpop`'s key (oauth4webapi), `Authorization: DPoP <token>`.
  */
 export function oauthSession(
-  token: oauth.TokenEndpointResponse, dpop: oauth.DPoPHandle, insecure: boolean, revoke: (accessToken: string) => Promise<void>, now = Date.now(),
+  token: oauth.TokenEndpointResponse,
+  dpop: oauth.DPoPHandle,
+  insecure: boolean,
+  revoke: (accessToken: string) => Promise<void>,
+  now = Date.now(),
 ): Session {
   const claims = tokenClaims(token.access_token);
   const scope = typeof token.scope === 'string' ? token.scope.split(' ').filter(Boolean) : [];
@@ -141,7 +148,7 @@ export async function identify(session: Session): Promise<boolean> {
   const r = await session.request('GET', '/api/public/v1/admin/whoami', { headers: { accept: 'application/json' } });
   if (r.status === 401) return false;
   if (r.ok) {
-    const w = await r.json() as WhoAmI;
+    const w = (await r.json()) as WhoAmI;
     const p = w.principal ?? {};
     if (typeof p.id === 'string') session.principal.id = p.id;
     if (typeof p.name === 'string') session.principal.name = p.name;
@@ -156,10 +163,12 @@ export async function identify(session: Session): Promise<boolean> {
     const probe = await session.request('GET', '/api/public/v1/admin/api-keys?limit=1', { headers: { accept: 'application/json' } });
     if (probe.status === 401) return false;
   } else if (session.principal.id && can(session, 'iam.principals.read')) {
-    const pr = await session.request('GET', `/api/public/v1/admin/principals/${encodeURIComponent(session.principal.id)}`, { headers: { accept: 'application/json' } });
+    const pr = await session.request('GET', `/api/public/v1/admin/principals/${encodeURIComponent(session.principal.id)}`, {
+      headers: { accept: 'application/json' },
+    });
     if (pr.status === 401) return false;
     if (pr.ok) {
-      const p = await pr.json() as { name?: unknown; kind?: unknown; roles?: unknown };
+      const p = (await pr.json()) as { name?: unknown; kind?: unknown; roles?: unknown };
       if (typeof p.name === 'string') session.principal.name = p.name;
       if (typeof p.kind === 'string') session.principal.kind = p.kind;
       if (Array.isArray(p.roles)) session.principal.roles = p.roles.filter((x): x is string => typeof x === 'string');

@@ -22,7 +22,10 @@ export const CALLBACK_MESSAGE = 'cell-console-callback';
 export const CALLBACK_CHANNEL = 'cell-console-sign-in';
 
 export class SignInError extends Error {
-  constructor(readonly code: string, message: string) {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
     this.name = 'SignInError';
   }
@@ -52,12 +55,18 @@ function waitForCallback(popup: Window, state: string, signal: AbortSignal): Pro
       const d = data as { type?: unknown; url?: unknown };
       if (d.type !== CALLBACK_MESSAGE || typeof d.url !== 'string') return;
       let u: URL;
-      try { u = new URL(d.url); } catch { return; }
+      try {
+        u = new URL(d.url);
+      } catch {
+        return;
+      }
       if (u.origin !== window.location.origin || u.searchParams.get('state') !== state) return;
       done();
       resolve(u);
     };
-    const onMessage = (e: MessageEvent) => { if (e.origin === window.location.origin) accept(e.data); };
+    const onMessage = (e: MessageEvent) => {
+      if (e.origin === window.location.origin) accept(e.data);
+    };
     window.addEventListener('message', onMessage);
     try {
       channel = new BroadcastChannel(CALLBACK_CHANNEL);
@@ -68,11 +77,22 @@ function waitForCallback(popup: Window, state: string, signal: AbortSignal): Pro
     const watch = setInterval(() => {
       if (popup.closed) {
         // The message may still be in flight when the window closes: give it a moment.
-        setTimeout(() => { done(); reject(new SignInError('popup_closed', 'The sign-in window was closed before signing in finished.')); }, 500);
+        setTimeout(() => {
+          done();
+          reject(new SignInError('popup_closed', 'The sign-in window was closed before signing in finished.'));
+        }, 500);
         clearInterval(watch);
       }
     }, 400);
-    signal.addEventListener('abort', () => { done(); popup.close(); reject(new SignInError('cancelled', 'Signing in was cancelled.')); }, { once: true });
+    signal.addEventListener(
+      'abort',
+      () => {
+        done();
+        popup.close();
+        reject(new SignInError('cancelled', 'Signing in was cancelled.'));
+      },
+      { once: true },
+    );
   });
 }
 
@@ -80,17 +100,24 @@ function waitForCallback(popup: Window, state: string, signal: AbortSignal): Pro
 export async function signInWithCell(cfg: ConsoleConfig, signal: AbortSignal): Promise<Session> {
   // Opened first, synchronously in the click, so pop-up blockers allow it.
   const popup = window.open('about:blank', 'cell-console-sign-in', 'popup=yes,width=560,height=720');
-  if (!popup) throw new SignInError('popup_blocked', 'The browser blocked the sign-in window: allow pop-ups for this page, or paste an API key.');
+  if (!popup)
+    throw new SignInError('popup_blocked', 'The browser blocked the sign-in window: allow pop-ups for this page, or paste an API key.');
   try {
     const as = await metadata(cfg);
     const client: oauth.Client = { client_id: cfg.client_id, token_endpoint_auth_method: 'none' };
     const verifier = oauth.generateRandomCodeVerifier();
     const state = oauth.generateRandomState();
     const authorize = new URL(as.authorization_endpoint ?? '/oauth/authorize', window.location.origin);
-    if (authorize.origin !== window.location.origin) throw new SignInError('foreign_authorization_server', 'The authorization endpoint is not on this cell.');
+    if (authorize.origin !== window.location.origin)
+      throw new SignInError('foreign_authorization_server', 'The authorization endpoint is not on this cell.');
     authorize.search = new URLSearchParams({
-      response_type: 'code', client_id: cfg.client_id, redirect_uri: cfg.redirect_uri, scope: '*', state,
-      code_challenge: await oauth.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256',
+      response_type: 'code',
+      client_id: cfg.client_id,
+      redirect_uri: cfg.redirect_uri,
+      scope: '*',
+      state,
+      code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: 'S256',
     }).toString();
     popup.location.href = authorize.href;
     const back = await waitForCallback(popup, state, signal);
@@ -99,7 +126,12 @@ export async function signInWithCell(cfg: ConsoleConfig, signal: AbortSignal): P
       params = oauth.validateAuthResponse(as, client, back, state);
     } catch (e) {
       if (e instanceof oauth.AuthorizationResponseError) {
-        throw new SignInError(e.error, e.error === 'access_denied' ? 'Access was denied on the consent screen.' : `The cell refused the sign-in: ${e.error_description ?? e.error}`);
+        throw new SignInError(
+          e.error,
+          e.error === 'access_denied'
+            ? 'Access was denied on the consent screen.'
+            : `The cell refused the sign-in: ${e.error_description ?? e.error}`,
+        );
       }
       throw e;
     }
@@ -107,12 +139,19 @@ export async function signInWithCell(cfg: ConsoleConfig, signal: AbortSignal): P
     const dpop = oauth.DPoP(client, keyPair);
     const insecure = insecureOrigin();
     const res = await oauth.authorizationCodeGrantRequest(as, client, oauth.None(), params, cfg.redirect_uri, verifier, {
-      DPoP: dpop, ...(insecure ? { [oauth.allowInsecureRequests]: true } : {}),
+      DPoP: dpop,
+      ...(insecure ? { [oauth.allowInsecureRequests]: true } : {}),
     });
     const token = await oauth.processAuthorizationCodeResponse(as, client, res);
     const revoke = async (accessToken: string) => {
       // RFC 7009 at the cell: the token stops working now, not when it expires.
-      const r = await oauth.revocationRequest(as, client, oauth.None(), accessToken, insecure ? { [oauth.allowInsecureRequests]: true } : {});
+      const r = await oauth.revocationRequest(
+        as,
+        client,
+        oauth.None(),
+        accessToken,
+        insecure ? { [oauth.allowInsecureRequests]: true } : {},
+      );
       await oauth.processRevocationResponse(r);
     };
     const session = oauthSession(token, dpop, insecure, revoke);

@@ -27,7 +27,10 @@ export function GraphView({ graph, states, selected, onSelect, label }: GraphVie
   const w = Math.max(layout.width, 200);
   const h = Math.max(layout.height, 80);
   const key = (e: KeyboardEvent, id: string) => {
-    if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); onSelect?.(id); }
+    if (e.key === 'Enter' || e.key === ' ') {
+      e.preventDefault();
+      onSelect?.(id);
+    }
   };
   return (
     <figure class="graph">
@@ -43,7 +46,14 @@ export function GraphView({ graph, states, selected, onSelect, label }: GraphVie
             <g class="edge" key={`${e.from}->${e.to}`}>
               <path d={pathOf(e.points)} marker-end="url(#arrow)" />
               {e.when && e.points.length > 1 ? (
-                <text class="edge-label" x={e.points[Math.floor(e.points.length / 2)]!.x} y={e.points[Math.floor(e.points.length / 2)]!.y - 4} text-anchor="middle">{clip(e.when, 16)}</text>
+                <text
+                  class="edge-label"
+                  x={e.points[Math.floor(e.points.length / 2)]!.x}
+                  y={e.points[Math.floor(e.points.length / 2)]!.y - 4}
+                  text-anchor="middle"
+                >
+                  {clip(e.when, 16)}
+                </text>
               ) : null}
             </g>
           ))}
@@ -68,7 +78,9 @@ export function GraphView({ graph, states, selected, onSelect, label }: GraphVie
                 onKeyDown={onSelect ? (e) => key(e as KeyboardEvent, n.id) : undefined}
               >
                 <rect width={n.width} height={n.height} rx="8" ry="8" />
-                <text x={n.width / 2} y={21} text-anchor="middle" class="node-label">{clip(n.label)}</text>
+                <text x={n.width / 2} y={21} text-anchor="middle" class="node-label">
+                  {clip(n.label)}
+                </text>
                 <text x={n.width / 2} y={39} text-anchor="middle" class="node-sub">{`${n.kind} · ${NODE_STATE_LABEL[state]}`}</text>
               </g>
             );
@@ -77,7 +89,10 @@ export function GraphView({ graph, states, selected, onSelect, label }: GraphVie
       </div>
       <figcaption class="legend">
         {(['pending', 'running', 'waiting', 'completed', 'refused', 'failed', 'cancelled', 'skipped'] as NodeState[]).map((s) => (
-          <span class={`legend-item state-${s}`}><span class="swatch" aria-hidden="true" />{NODE_STATE_LABEL[s]}</span>
+          <span class={`legend-item state-${s}`}>
+            <span class="swatch" aria-hidden="true" />
+            {NODE_STATE_LABEL[s]}
+          </span>
         ))}
       </figcaption>
     </figure>

@@ -7,9 +7,28 @@
 import dagre from '@dagrejs/dagre';
 import type { GraphLike, GraphNodeLike } from '../run-model.ts';
 
-export interface PlacedNode { id: string; kind: string; label: string; sublabel: string; x: number; y: number; width: number; height: number }
-export interface PlacedEdge { from: string; to: string; when: string | null; points: { x: number; y: number }[] }
-export interface Layout { width: number; height: number; nodes: PlacedNode[]; edges: PlacedEdge[] }
+export interface PlacedNode {
+  id: string;
+  kind: string;
+  label: string;
+  sublabel: string;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
+export interface PlacedEdge {
+  from: string;
+  to: string;
+  when: string | null;
+  points: { x: number; y: number }[];
+}
+export interface Layout {
+  width: number;
+  height: number;
+  nodes: PlacedNode[];
+  edges: PlacedEdge[];
+}
 
 const NODE_HEIGHT = 52;
 const CHAR_WIDTH = 7.8;
@@ -50,7 +69,16 @@ export function layoutGraph(graph: GraphLike): Layout {
   const nodes: PlacedNode[] = graph.nodes.map((n) => {
     const p = g.node(n.id) as { x: number; y: number; width: number; height: number };
     const l = labels.get(n.id)!;
-    return { id: n.id, kind: n.kind, label: l.label, sublabel: l.sublabel, x: p.x - p.width / 2, y: p.y - p.height / 2, width: p.width, height: p.height };
+    return {
+      id: n.id,
+      kind: n.kind,
+      label: l.label,
+      sublabel: l.sublabel,
+      x: p.x - p.width / 2,
+      y: p.y - p.height / 2,
+      width: p.width,
+      height: p.height,
+    };
   });
   const edges: PlacedEdge[] = [];
   graph.edges.forEach((e, i) => {

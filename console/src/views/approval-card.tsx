@@ -22,7 +22,17 @@ function approvalPath(run: ApprovalRun, stepId: string): string {
     : `${ADMIN}/jobs/runs/${seg(run.run_id)}/approvals/${seg(stepId)}`;
 }
 
-export function ApprovalCard({ approval, run, onDecided, showRun }: { approval: PendingApproval; run: ApprovalRun; onDecided(): void; showRun?: boolean }) {
+export function ApprovalCard({
+  approval,
+  run,
+  onDecided,
+  showRun,
+}: {
+  approval: PendingApproval;
+  run: ApprovalRun;
+  onDecided(): void;
+  showRun?: boolean;
+}) {
   const { session } = useApp();
   const [comment, setComment] = useState('');
   const [busy, setBusy] = useState(false);
@@ -37,7 +47,9 @@ export function ApprovalCard({ approval, run, onDecided, showRun }: { approval: 
     setBusy(true);
     setError(null);
     try {
-      await call(session, 'POST', approvalPath(run, approval.step_id), { body: { decision, ...(comment.trim() ? { comment: comment.trim() } : {}) } });
+      await call(session, 'POST', approvalPath(run, approval.step_id), {
+        body: { decision, ...(comment.trim() ? { comment: comment.trim() } : {}) },
+      });
       setDone(decision === 'approve' ? 'Approved.' : 'Rejected.');
       setComment('');
       setConfirmReject(false);
@@ -52,48 +64,152 @@ export function ApprovalCard({ approval, run, onDecided, showRun }: { approval: 
   return (
     <article class="approval" aria-labelledby={`${cid}-title`} data-run={run.run_id} data-step={approval.step_id}>
       <h3 id={`${cid}-title`}>
-        {showRun ? <><a href={href('runs', run.run_id)}><code>{run.run_id}</code></a> · </> : null}
+        {showRun ? (
+          <>
+            <a href={href('runs', run.run_id)}>
+              <code>{run.run_id}</code>
+            </a>{' '}
+            ·{' '}
+          </>
+        ) : null}
         Step <code>{approval.step_id}</code> <span class="muted">({approval.kind})</span>
       </h3>
       {approval.prompt ? <p class="prompt">{approval.prompt}</p> : null}
       <dl class="facts">
         <dt>Rule</dt>
-        <dd class="rule">{approval.rule === 'two_person'
-          ? 'Two-person rule: two distinct people, neither the requester'
-          : `Quorum: ${st.need} approval${st.need === 1 ? '' : 's'}${approval.approvers.length ? ` from the ${approval.approvers.length} named approvers` : ' from anyone who may approve'}`}</dd>
-        <dt>Requested by</dt><dd><Who id={run.requester} /></dd>
+        <dd class="rule">
+          {approval.rule === 'two_person'
+            ? 'Two-person rule: two distinct people, neither the requester'
+            : `Quorum: ${st.need} approval${st.need === 1 ? '' : 's'}${approval.approvers.length ? ` from the ${approval.approvers.length} named approvers` : ' from anyone who may approve'}`}
+        </dd>
+        <dt>Requested by</dt>
+        <dd>
+          <Who id={run.requester} />
+        </dd>
         <dt>Approved</dt>
-        <dd class="tally"><strong>{st.approvedBy.length} of {st.need}</strong>
-          {st.approvedBy.length ? <> · by {st.approvedBy.map((p, i) => <>{i ? ', ' : ''}<Who id={p} /></>)}</> : null}
+        <dd class="tally">
+          <strong>
+            {st.approvedBy.length} of {st.need}
+          </strong>
+          {st.approvedBy.length ? (
+            <>
+              {' '}
+              · by{' '}
+              {st.approvedBy.map((p, i) => (
+                <>
+                  {i ? ', ' : ''}
+                  <Who id={p} />
+                </>
+              ))}
+            </>
+          ) : null}
         </dd>
         <dt>Still needed</dt>
-        <dd class="needed">{st.stillNeeded === 0 ? 'none' : <>{st.stillNeeded} more{st.waitingOn ? <> · from {st.waitingOn.map((p, i) => <>{i ? ', ' : ''}<Who id={p} /></>)}</> : null}</>}</dd>
-        {st.rejectedBy.length ? <><dt>Rejected by</dt><dd>{st.rejectedBy.map((p, i) => <>{i ? ', ' : ''}<Who id={p} /></>)}</dd></> : null}
-        <dt>Times out</dt><dd><Time at={approval.due} /></dd>
+        <dd class="needed">
+          {st.stillNeeded === 0 ? (
+            'none'
+          ) : (
+            <>
+              {st.stillNeeded} more
+              {st.waitingOn ? (
+                <>
+                  {' '}
+                  · from{' '}
+                  {st.waitingOn.map((p, i) => (
+                    <>
+                      {i ? ', ' : ''}
+                      <Who id={p} />
+                    </>
+                  ))}
+                </>
+              ) : null}
+            </>
+          )}
+        </dd>
+        {st.rejectedBy.length ? (
+          <>
+            <dt>Rejected by</dt>
+            <dd>
+              {st.rejectedBy.map((p, i) => (
+                <>
+                  {i ? ', ' : ''}
+                  <Who id={p} />
+                </>
+              ))}
+            </dd>
+          </>
+        ) : null}
+        <dt>Times out</dt>
+        <dd>
+          <Time at={approval.due} />
+        </dd>
       </dl>
       {approval.decisions.length ? (
         <ul class="decisions" aria-label="Decisions so far">
-          {approval.decisions.map((d) => <li><Who id={d.principal} /> {d.decision === 'approve' ? 'approved' : d.decision === 'reject' ? 'rejected' : d.decision} <Time at={d.at} /></li>)}
+          {approval.decisions.map((d) => (
+            <li>
+              <Who id={d.principal} /> {d.decision === 'approve' ? 'approved' : d.decision === 'reject' ? 'rejected' : d.decision}{' '}
+              <Time at={d.at} />
+            </li>
+          ))}
         </ul>
       ) : null}
-      {blocked ? <p class="muted blocked">{blocked}</p> : (
+      {blocked ? (
+        <p class="muted blocked">{blocked}</p>
+      ) : (
         <div class="decide">
           <label for={`${cid}-comment`}>Comment (optional)</label>
-          <textarea id={`${cid}-comment`} rows={2} maxLength={2000} value={comment} onInput={(e) => setComment((e.target as HTMLTextAreaElement).value)} />
+          <textarea
+            id={`${cid}-comment`}
+            rows={2}
+            maxLength={2000}
+            value={comment}
+            onInput={(e) => setComment((e.target as HTMLTextAreaElement).value)}
+          />
           <div class="buttons">
-            <button type="button" class="primary approve" disabled={busy} onClick={() => decide('approve')} aria-label={`Approve step ${approval.step_id} of run ${run.run_id}`}>Approve</button>
+            <button
+              type="button"
+              class="primary approve"
+              disabled={busy}
+              onClick={() => decide('approve')}
+              aria-label={`Approve step ${approval.step_id} of run ${run.run_id}`}
+            >
+              Approve
+            </button>
             {confirmReject ? (
               <>
                 <span>Reject? The run will be refused.</span>
-                <button type="button" class="danger reject-confirm" disabled={busy} onClick={() => decide('reject')}>Confirm reject</button>
-                <button type="button" onClick={() => setConfirmReject(false)}>Cancel</button>
+                <button type="button" class="danger reject-confirm" disabled={busy} onClick={() => decide('reject')}>
+                  Confirm reject
+                </button>
+                <button type="button" onClick={() => setConfirmReject(false)}>
+                  Cancel
+                </button>
               </>
-            ) : <button type="button" class="reject" disabled={busy} onClick={() => setConfirmReject(true)} aria-label={`Reject step ${approval.step_id} of run ${run.run_id}`}>Reject</button>}
+            ) : (
+              <button
+                type="button"
+                class="reject"
+                disabled={busy}
+                onClick={() => setConfirmReject(true)}
+                aria-label={`Reject step ${approval.step_id} of run ${run.run_id}`}
+              >
+                Reject
+              </button>
+            )}
           </div>
         </div>
       )}
-      {done ? <p role="status" class="ok">{done}</p> : null}
-      {error ? <p role="alert" class="error">{error}</p> : null}
+      {done ? (
+        <p role="status" class="ok">
+          {done}
+        </p>
+      ) : null}
+      {error ? (
+        <p role="alert" class="error">
+          {error}
+        </p>
+      ) : null}
     </article>
   );
 }

@@ -12,27 +12,41 @@ import { ErrorNote, Section, useApp, useLoad } from '../ui.tsx';
 import { whyNot, type ApprovalRun, type PendingApproval } from '../approval-model.ts';
 import { ApprovalCard } from './approval-card.tsx';
 
-interface WaitingRun extends ApprovalRun { state: string; job_type?: string | null; pending_approvals?: PendingApproval[] }
+interface WaitingRun extends ApprovalRun {
+  state: string;
+  job_type?: string | null;
+  pending_approvals?: PendingApproval[];
+}
 
 export function ApprovalsView() {
   const { session } = useApp();
-  const data = useLoad(async (signal) => {
-    const runs: WaitingRun[] = [];
-    const problems: unknown[] = [];
-    if (can(session, 'agent_teams.read')) {
-      try {
-        const r = await call<{ runs: WaitingRun[] }>(session, 'GET', `${TEAMS}/runs?state=waiting&limit=1000`, { signal });
-        runs.push(...r.runs);
-      } catch (e) { problems.push(e); }
-    }
-    if (can(session, 'system.orchestration.admin.read')) {
-      try {
-        const first = await call<{ items: WaitingRun[]; total: number }>(session, 'GET', `${ADMIN}/jobs/runs?kind=job&limit=2000`, { signal });
-        runs.push(...first.items.filter((r) => r.job_type === 'agent' && r.state === 'waiting'));
-      } catch (e) { problems.push(e); }
-    }
-    return { runs, problems };
-  }, [session], 4000);
+  const data = useLoad(
+    async (signal) => {
+      const runs: WaitingRun[] = [];
+      const problems: unknown[] = [];
+      if (can(session, 'agent_teams.read')) {
+        try {
+          const r = await call<{ runs: WaitingRun[] }>(session, 'GET', `${TEAMS}/runs?state=waiting&limit=1000`, { signal });
+          runs.push(...r.runs);
+        } catch (e) {
+          problems.push(e);
+        }
+      }
+      if (can(session, 'system.orchestration.admin.read')) {
+        try {
+          const first = await call<{ items: WaitingRun[]; total: number }>(session, 'GET', `${ADMIN}/jobs/runs?kind=job&limit=2000`, {
+            signal,
+          });
+          runs.push(...first.items.filter((r) => r.job_type === 'agent' && r.state === 'waiting'));
+        } catch (e) {
+          problems.push(e);
+        }
+      }
+      return { runs, problems };
+    },
+    [session],
+    4000,
+  );
 
   const items = (data.data?.runs ?? []).flatMap((run) => (run.pending_approvals ?? []).map((a) => ({ run, a })));
   const me = session.principal.id;
@@ -42,21 +56,29 @@ export function ApprovalsView() {
   return (
     <>
       <h1>Approvals</h1>
-      {!can(session, 'agent_teams.approve') && knowsPermissions(session)
-        ? <p class="notice" id="no-approve-permission">You can see what waits for approval, but your credential lacks the permission <code>agent_teams.approve</code>: you cannot decide.</p>
-        : null}
-      {data.data?.problems.map((p) => <ErrorNote error={p} prefix="Some approvals could not be loaded" />)}
+      {!can(session, 'agent_teams.approve') && knowsPermissions(session) ? (
+        <p class="notice" id="no-approve-permission">
+          You can see what waits for approval, but your credential lacks the permission <code>agent_teams.approve</code>: you cannot decide.
+        </p>
+      ) : null}
+      {data.data?.problems.map((p) => (
+        <ErrorNote error={p} prefix="Some approvals could not be loaded" />
+      ))}
       <ErrorNote error={data.error} prefix="Approvals could not be loaded" />
       {!data.data && data.loading ? <p role="status">Loading approvals…</p> : null}
       {data.data ? (
         <>
           <Section title={`Waiting for you (${mine.length})`} id="approvals-mine">
             {mine.length === 0 ? <p class="muted">Nothing waits for your decision.</p> : null}
-            {mine.map(({ run, a }) => <ApprovalCard key={`${run.run_id}/${a.step_id}`} approval={a} run={run} onDecided={data.reload} showRun />)}
+            {mine.map(({ run, a }) => (
+              <ApprovalCard key={`${run.run_id}/${a.step_id}`} approval={a} run={run} onDecided={data.reload} showRun />
+            ))}
           </Section>
           <Section title={`Waiting for others (${others.length})`} id="approvals-others">
             {others.length === 0 ? <p class="muted">None.</p> : null}
-            {others.map(({ run, a }) => <ApprovalCard key={`${run.run_id}/${a.step_id}`} approval={a} run={run} onDecided={data.reload} showRun />)}
+            {others.map(({ run, a }) => (
+              <ApprovalCard key={`${run.run_id}/${a.step_id}`} approval={a} run={run} onDecided={data.reload} showRun />
+            ))}
           </Section>
         </>
       ) : null}

@@ -8,7 +8,15 @@ import { ADMIN, call } from '../api.ts';
 import { can, knowsPermissions } from '../auth/session.ts';
 import { ErrorNote, Time, useApp, useLoad, Who } from '../ui.tsx';
 
-interface Entry { seq: number; at: string; actor: string; action: string; target: string; outcome: string; details: Record<string, unknown> | null }
+interface Entry {
+  seq: number;
+  at: string;
+  actor: string;
+  action: string;
+  target: string;
+  outcome: string;
+  details: Record<string, unknown> | null;
+}
 const PAGE = 50;
 
 export function AuditView() {
@@ -17,21 +25,56 @@ export function AuditView() {
   const [actor, setActor] = useState('');
   const [target, setTarget] = useState('');
   const [applied, setApplied] = useState({ actor: '', target: '' });
-  const data = useLoad((signal) => {
-    const q = new URLSearchParams({ limit: String(PAGE), offset: String(offset) });
-    if (applied.actor) q.set('actor', applied.actor);
-    if (applied.target) q.set('target', applied.target);
-    return call<{ entries: Entry[] }>(session, 'GET', `${ADMIN}/audit?${q}`, { signal });
-  }, [session, offset, applied.actor, applied.target], 10_000);
+  const data = useLoad(
+    (signal) => {
+      const q = new URLSearchParams({ limit: String(PAGE), offset: String(offset) });
+      if (applied.actor) q.set('actor', applied.actor);
+      if (applied.target) q.set('target', applied.target);
+      return call<{ entries: Entry[] }>(session, 'GET', `${ADMIN}/audit?${q}`, { signal });
+    },
+    [session, offset, applied.actor, applied.target],
+    10_000,
+  );
   if (knowsPermissions(session) && !can(session, 'audit.read')) {
-    return <><h1>Audit trail</h1><p class="notice">Your credential lacks the permission <code>audit.read</code>.</p></>;
+    return (
+      <>
+        <h1>Audit trail</h1>
+        <p class="notice">
+          Your credential lacks the permission <code>audit.read</code>.
+        </p>
+      </>
+    );
   }
   return (
     <>
       <h1>Audit trail</h1>
-      <form class="filters" aria-label="Filter the audit trail" onSubmit={(e) => { e.preventDefault(); setOffset(0); setApplied({ actor: actor.trim(), target: target.trim() }); }}>
-        <label>Actor <input id="audit-actor" value={actor} onInput={(e) => setActor((e.target as HTMLInputElement).value)} placeholder="principal id" /></label>
-        <label>Target <input id="audit-target" value={target} onInput={(e) => setTarget((e.target as HTMLInputElement).value)} placeholder="key, run or principal id" /></label>
+      <form
+        class="filters"
+        aria-label="Filter the audit trail"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setOffset(0);
+          setApplied({ actor: actor.trim(), target: target.trim() });
+        }}
+      >
+        <label>
+          Actor{' '}
+          <input
+            id="audit-actor"
+            value={actor}
+            onInput={(e) => setActor((e.target as HTMLInputElement).value)}
+            placeholder="principal id"
+          />
+        </label>
+        <label>
+          Target{' '}
+          <input
+            id="audit-target"
+            value={target}
+            onInput={(e) => setTarget((e.target as HTMLInputElement).value)}
+            placeholder="key, run or principal id"
+          />
+        </label>
         <button type="submit">Filter</button>
       </form>
       <ErrorNote error={data.error} prefix="The audit trail could not be loaded" />
@@ -40,29 +83,59 @@ export function AuditView() {
           <div class="table-wrap">
             <table id="audit-table">
               <caption class="sr-only">Audit entries, newest first</caption>
-              <thead><tr><th scope="col">#</th><th scope="col">When</th><th scope="col">Actor</th><th scope="col">Action</th><th scope="col">Target</th><th scope="col">Outcome</th><th scope="col">Details</th></tr></thead>
+              <thead>
+                <tr>
+                  <th scope="col">#</th>
+                  <th scope="col">When</th>
+                  <th scope="col">Actor</th>
+                  <th scope="col">Action</th>
+                  <th scope="col">Target</th>
+                  <th scope="col">Outcome</th>
+                  <th scope="col">Details</th>
+                </tr>
+              </thead>
               <tbody>
                 {data.data.entries.map((e) => (
                   <tr key={e.seq} data-action={e.action}>
                     <th scope="row">{e.seq}</th>
-                    <td><Time at={e.at} /></td>
-                    <td><Who id={e.actor} /></td>
-                    <td><code>{e.action}</code></td>
-                    <td><code>{e.target}</code></td>
+                    <td>
+                      <Time at={e.at} />
+                    </td>
+                    <td>
+                      <Who id={e.actor} />
+                    </td>
+                    <td>
+                      <code>{e.action}</code>
+                    </td>
+                    <td>
+                      <code>{e.target}</code>
+                    </td>
                     <td class={e.outcome === 'ok' ? 'ok-text' : 'bad-text'}>{e.outcome}</td>
                     <td class="data">{e.details ? <code>{JSON.stringify(e.details).slice(0, 200)}</code> : ''}</td>
                   </tr>
                 ))}
-                {data.data.entries.length === 0 ? <tr><td colSpan={7} class="muted">No entry.</td></tr> : null}
+                {data.data.entries.length === 0 ? (
+                  <tr>
+                    <td colSpan={7} class="muted">
+                      No entry.
+                    </td>
+                  </tr>
+                ) : null}
               </tbody>
             </table>
           </div>
           <div class="buttons pager">
-            <button type="button" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>Newer</button>
-            <button type="button" disabled={data.data.entries.length < PAGE} onClick={() => setOffset(offset + PAGE)}>Older</button>
+            <button type="button" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>
+              Newer
+            </button>
+            <button type="button" disabled={data.data.entries.length < PAGE} onClick={() => setOffset(offset + PAGE)}>
+              Older
+            </button>
           </div>
         </>
-      ) : data.loading ? <p role="status">Loading the audit trail…</p> : null}
+      ) : data.loading ? (
+        <p role="status">Loading the audit trail…</p>
+      ) : null}
     </>
   );
 }

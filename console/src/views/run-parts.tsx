@@ -12,30 +12,57 @@ import { nodeOfStep, type GraphLike, type RecordLike, type Refusal, type SeatTok
 import { Json, Time, useApp, useLoad } from '../ui.tsx';
 import { valueMatches, type Verification } from '../verify.ts';
 
-export interface FullRecord extends RecordLike { signer_kid: string; prev_hash: string; sig: string; run_id: string; graph_hash: string; v: number }
+export interface FullRecord extends RecordLike {
+  signer_kid: string;
+  prev_hash: string;
+  sig: string;
+  run_id: string;
+  graph_hash: string;
+  v: number;
+}
 
 export function VerificationBanner({ v, pending, onVerify }: { v: Verification | null; pending: boolean; onVerify(): void }) {
   let body;
-  if (!v) body = <p class="verify verify-pending" id="journal-verdict" data-verdict="pending" role="status">Verifying the journal…</p>;
+  if (!v)
+    body = (
+      <p class="verify verify-pending" id="journal-verdict" data-verdict="pending" role="status">
+        Verifying the journal…
+      </p>
+    );
   else if (v.verdict.ok) {
     body = (
       <p class="verify verify-ok" id="journal-verdict" data-verdict="ok" role="status">
-        <span aria-hidden="true">✔ </span>Journal verified in this browser: {v.count} record{v.count === 1 ? '' : 's'}, the hash chain and every
-        Ed25519 signature hold (signed by {v.signers.map((k) => <code title={k}>{k.slice(0, 12)}…</code>)} of the cell's published keys).
+        <span aria-hidden="true">✔ </span>Journal verified in this browser: {v.count} record{v.count === 1 ? '' : 's'}, the hash chain and
+        every Ed25519 signature hold (signed by{' '}
+        {v.signers.map((k) => (
+          <code title={k}>{k.slice(0, 12)}…</code>
+        ))}{' '}
+        of the cell's published keys).
       </p>
     );
   } else {
     body = (
       <p class="verify verify-bad" id="journal-verdict" data-verdict="bad" data-seq={v.verdict.seq} role="alert">
-        <span aria-hidden="true">✘ </span>Journal verification failed at record <a href={`#journal-seq-${v.verdict.seq}`} onClick={(e) => { e.preventDefault(); document.getElementById(`journal-seq-${v.verdict.ok ? 0 : v.verdict.seq}`)?.focus(); }}>#{v.verdict.seq}</a>: {v.verdict.reason}.
-        Records from #{v.verdict.seq} on cannot be trusted.
+        <span aria-hidden="true">✘ </span>Journal verification failed at record{' '}
+        <a
+          href={`#journal-seq-${v.verdict.seq}`}
+          onClick={(e) => {
+            e.preventDefault();
+            document.getElementById(`journal-seq-${v.verdict.ok ? 0 : v.verdict.seq}`)?.focus();
+          }}
+        >
+          #{v.verdict.seq}
+        </a>
+        : {v.verdict.reason}. Records from #{v.verdict.seq} on cannot be trusted.
       </p>
     );
   }
   return (
     <div class="verify-wrap">
       {body}
-      <button type="button" id="verify-again" onClick={onVerify} disabled={pending}>Verify again</button>
+      <button type="button" id="verify-again" onClick={onVerify} disabled={pending}>
+        Verify again
+      </button>
     </div>
   );
 }
@@ -46,19 +73,49 @@ export function JournalTable({ records, badSeq, graph }: { records: FullRecord[]
     <div class="table-wrap journal">
       <table id="journal-table">
         <caption class="sr-only">Journal records in order</caption>
-        <thead><tr><th scope="col">#</th><th scope="col">Step</th><th scope="col">Kind</th><th scope="col">At</th><th scope="col">Data</th><th scope="col">Check</th></tr></thead>
+        <thead>
+          <tr>
+            <th scope="col">#</th>
+            <th scope="col">Step</th>
+            <th scope="col">Kind</th>
+            <th scope="col">At</th>
+            <th scope="col">Data</th>
+            <th scope="col">Check</th>
+          </tr>
+        </thead>
         <tbody>
           {records.map((r) => {
             const bad = badSeq !== null && r.seq >= badSeq;
             const node = nodeOfStep(r.step_id, ids);
             return (
-              <tr key={r.seq} id={`journal-seq-${r.seq}`} tabIndex={-1} class={bad ? (r.seq === badSeq ? 'bad first-bad' : 'bad') : ''} data-seq={r.seq}>
+              <tr
+                key={r.seq}
+                id={`journal-seq-${r.seq}`}
+                tabIndex={-1}
+                class={bad ? (r.seq === badSeq ? 'bad first-bad' : 'bad') : ''}
+                data-seq={r.seq}
+              >
                 <th scope="row">{r.seq}</th>
-                <td><code>{r.step_id}</code>{node && node !== r.step_id ? <span class="muted"> ({node})</span> : null}</td>
+                <td>
+                  <code>{r.step_id}</code>
+                  {node && node !== r.step_id ? <span class="muted"> ({node})</span> : null}
+                </td>
                 <td>{r.kind}</td>
-                <td><Time at={r.at} /></td>
+                <td>
+                  <Time at={r.at} />
+                </td>
                 <td class="data">{r.data ? <code>{JSON.stringify(r.data).slice(0, 160)}</code> : <span class="muted">-</span>}</td>
-                <td>{badSeq === null ? <span class="ok-text">ok</span> : r.seq === badSeq ? <strong class="bad-text">fails</strong> : bad ? <span class="bad-text">untrusted</span> : <span class="ok-text">ok</span>}</td>
+                <td>
+                  {badSeq === null ? (
+                    <span class="ok-text">ok</span>
+                  ) : r.seq === badSeq ? (
+                    <strong class="bad-text">fails</strong>
+                  ) : bad ? (
+                    <span class="bad-text">untrusted</span>
+                  ) : (
+                    <span class="ok-text">ok</span>
+                  )}
+                </td>
               </tr>
             );
           })}
@@ -79,11 +136,23 @@ function ValueButton({ runId, hash, what }: { runId: string; hash: string; what:
       setState({ error: describeError(e) });
     }
   };
-  if (!state) return <button type="button" class="small" onClick={show}>Show {what}</button>;
-  if ('error' in state) return <p class="error" role="alert">{what}: {state.error}</p>;
+  if (!state)
+    return (
+      <button type="button" class="small" onClick={show}>
+        Show {what}
+      </button>
+    );
+  if ('error' in state)
+    return (
+      <p class="error" role="alert">
+        {what}: {state.error}
+      </p>
+    );
   return (
     <div class="value">
-      <p class={state.ok ? 'ok-text' : 'bad-text'}>{what} {state.ok ? '(matches the hash in the signed record)' : '(does NOT match the hash in the signed record)'}</p>
+      <p class={state.ok ? 'ok-text' : 'bad-text'}>
+        {what} {state.ok ? '(matches the hash in the signed record)' : '(does NOT match the hash in the signed record)'}
+      </p>
       <Json value={state.value} label={what} />
     </div>
   );
@@ -96,14 +165,29 @@ export function StepDetails({ runId, nodeId, graph, records }: { runId: string; 
   const seat = node?.seat ? graph.seats?.[node.seat] : undefined;
   return (
     <div id="step-details">
-      <h3>Step <code>{nodeId}</code> <span class="muted">({node?.kind ?? 'step'})</span></h3>
-      {seat ? <p>Seat <strong>{seat.role_label}</strong>, agent <code>{seat.agent_id ?? 'unbound'}</code></p> : null}
-      {node?.config && Object.keys(node.config).length ? <details><summary>Configuration</summary><Json value={node.config} label="Step configuration" /></details> : null}
-      {mine.length === 0 ? <p class="muted">No record yet: the step has not started.</p> : (
+      <h3>
+        Step <code>{nodeId}</code> <span class="muted">({node?.kind ?? 'step'})</span>
+      </h3>
+      {seat ? (
+        <p>
+          Seat <strong>{seat.role_label}</strong>, agent <code>{seat.agent_id ?? 'unbound'}</code>
+        </p>
+      ) : null}
+      {node?.config && Object.keys(node.config).length ? (
+        <details>
+          <summary>Configuration</summary>
+          <Json value={node.config} label="Step configuration" />
+        </details>
+      ) : null}
+      {mine.length === 0 ? (
+        <p class="muted">No record yet: the step has not started.</p>
+      ) : (
         <ol class="step-records">
           {mine.map((r) => (
             <li key={r.seq}>
-              <p><strong>#{r.seq}</strong> <code>{r.step_id}</code> · {r.kind} · <Time at={r.at} /></p>
+              <p>
+                <strong>#{r.seq}</strong> <code>{r.step_id}</code> · {r.kind} · <Time at={r.at} />
+              </p>
               {r.data ? <Json value={r.data} label={`Data of record ${r.seq}`} /> : null}
               <div class="io">
                 <ValueButton runId={runId} hash={r.input_hash} what="input" />
@@ -117,33 +201,60 @@ export function StepDetails({ runId, nodeId, graph, records }: { runId: string; 
   );
 }
 
-interface Ledger { budget_limit: number; spent: number; reserved: number; available: number }
+interface Ledger {
+  budget_limit: number;
+  spent: number;
+  reserved: number;
+  available: number;
+}
 
 /** The agent's ledger across all its runs; fetched again when this run's spend changes. */
 function LedgerCell({ agentId, spent }: { agentId: string | null; spent: number }) {
   const { session } = useApp();
-  const l = useLoad(async (signal) => (agentId && can(session, 'agent_teams.read')
-    ? call<Ledger>(session, 'GET', `${TEAMS}/agents/${seg(agentId)}/budget-ledger`, { signal })
-    : null), [agentId, session, spent]);
+  const l = useLoad(
+    async (signal) =>
+      agentId && can(session, 'agent_teams.read')
+        ? call<Ledger>(session, 'GET', `${TEAMS}/agents/${seg(agentId)}/budget-ledger`, { signal })
+        : null,
+    [agentId, session, spent],
+  );
   if (!agentId) return <span class="muted">-</span>;
   if (l.error) return <span class="muted">unavailable</span>;
   if (!l.data) return <span class="muted">…</span>;
-  return <span>{l.data.spent.toLocaleString()} spent of {l.data.budget_limit.toLocaleString()} ({l.data.available.toLocaleString()} left)</span>;
+  return (
+    <span>
+      {l.data.spent.toLocaleString()} spent of {l.data.budget_limit.toLocaleString()} ({l.data.available.toLocaleString()} left)
+    </span>
+  );
 }
 
 export function TokensTable({ tokens, graph, max }: { tokens: SeatTokens[]; graph: GraphLike | null; max: number | null }) {
   const seats = Object.values(graph?.seats ?? {});
   const rows = seats.length
-    ? seats.map((s) => tokens.find((t) => t.seat === s.billet_id) ?? { seat: s.billet_id ?? '', agent_id: s.agent_id ?? null, tokens: 0, calls: 0 })
+    ? seats.map(
+        (s) => tokens.find((t) => t.seat === s.billet_id) ?? { seat: s.billet_id ?? '', agent_id: s.agent_id ?? null, tokens: 0, calls: 0 },
+      )
     : tokens;
   return (
     <>
-      <p>Run total, from the journal's model-call records: <strong id="tokens-total">{tokens.reduce((a, t) => a + t.tokens, 0).toLocaleString()}</strong> tokens
-        {max !== null ? <> of a run budget of {max.toLocaleString()}</> : <> (no run token budget)</>}.</p>
+      <p>
+        Run total, from the journal's model-call records:{' '}
+        <strong id="tokens-total">{tokens.reduce((a, t) => a + t.tokens, 0).toLocaleString()}</strong> tokens
+        {max !== null ? <> of a run budget of {max.toLocaleString()}</> : <> (no run token budget)</>}.
+      </p>
       <div class="table-wrap">
         <table id="tokens-table">
           <caption class="sr-only">Tokens spent per seat</caption>
-          <thead><tr><th scope="col">Seat</th><th scope="col">Agent</th><th scope="col">Model calls</th><th scope="col">Tokens this run</th><th scope="col">Seat ceiling</th><th scope="col">Agent ledger</th></tr></thead>
+          <thead>
+            <tr>
+              <th scope="col">Seat</th>
+              <th scope="col">Agent</th>
+              <th scope="col">Model calls</th>
+              <th scope="col">Tokens this run</th>
+              <th scope="col">Seat ceiling</th>
+              <th scope="col">Agent ledger</th>
+            </tr>
+          </thead>
           <tbody>
             {rows.map((t) => {
               const seat = graph?.seats?.[t.seat];
@@ -152,15 +263,31 @@ export function TokensTable({ tokens, graph, max }: { tokens: SeatTokens[]; grap
               return (
                 <tr key={t.seat}>
                   <th scope="row">{seat?.role_label ?? t.seat}</th>
-                  <td><code>{t.agent_id ?? seat?.agent_id ?? '-'}</code></td>
+                  <td>
+                    <code>{t.agent_id ?? seat?.agent_id ?? '-'}</code>
+                  </td>
                   <td>{t.calls}</td>
                   <td class={over ? 'bad-text' : ''}>{t.tokens.toLocaleString()}</td>
-                  <td>{ceiling === null ? <span class="muted">none</span> : `${ceiling.toLocaleString()}${ceiling ? ` (${Math.round((t.tokens / ceiling) * 100)}%)` : ''}`}</td>
-                  <td><LedgerCell agentId={t.agent_id ?? seat?.agent_id ?? null} spent={t.tokens} /></td>
+                  <td>
+                    {ceiling === null ? (
+                      <span class="muted">none</span>
+                    ) : (
+                      `${ceiling.toLocaleString()}${ceiling ? ` (${Math.round((t.tokens / ceiling) * 100)}%)` : ''}`
+                    )}
+                  </td>
+                  <td>
+                    <LedgerCell agentId={t.agent_id ?? seat?.agent_id ?? null} spent={t.tokens} />
+                  </td>
                 </tr>
               );
             })}
-            {rows.length === 0 ? <tr><td colSpan={6} class="muted">No model call yet.</td></tr> : null}
+            {rows.length === 0 ? (
+              <tr>
+                <td colSpan={6} class="muted">
+                  No model call yet.
+                </td>
+              </tr>
+            ) : null}
           </tbody>
         </table>
       </div>

@@ -24,12 +24,30 @@ import { ApprovalCard } from './approval-card.tsx';
 import { JournalTable, RefusalList, StepDetails, TokensTable, VerificationBanner, type FullRecord } from './run-parts.tsx';
 
 interface RunStatus {
-  run_id: string; kind: string; job_type: string | null; crew_id: string | null; workspace_id: string | null; requester: string;
-  state: string; graph_hash: string | null; spec: unknown; output: unknown; error: { code: string; message: string; reason?: string } | null;
-  flags: Record<string, unknown>; created_at: number; finished_at: number | null; source?: string; pending_approvals?: PendingApproval[];
+  run_id: string;
+  kind: string;
+  job_type: string | null;
+  crew_id: string | null;
+  workspace_id: string | null;
+  requester: string;
+  state: string;
+  graph_hash: string | null;
+  spec: unknown;
+  output: unknown;
+  error: { code: string; message: string; reason?: string } | null;
+  flags: Record<string, unknown>;
+  created_at: number;
+  finished_at: number | null;
+  source?: string;
+  pending_approvals?: PendingApproval[];
 }
 interface CrewRunStatus {
-  formation_id: string | null; input: unknown; tokens_used: number; max_tokens: number | null; investigate: unknown; pending_approvals: PendingApproval[];
+  formation_id: string | null;
+  input: unknown;
+  tokens_used: number;
+  max_tokens: number | null;
+  investigate: unknown;
+  pending_approvals: PendingApproval[];
 }
 
 type StreamState = 'loading' | 'live' | 'reconnecting' | 'ended' | 'error';
@@ -45,29 +63,43 @@ function useJournal(runId: string) {
     const ac = new AbortController();
     setStream('loading');
     (async () => {
-      const j = await call<{ records: FullRecord[]; finished: boolean }>(session, 'GET', `${ADMIN}/jobs/runs/${seg(runId)}/journal`, { signal: ac.signal });
+      const j = await call<{ records: FullRecord[]; finished: boolean }>(session, 'GET', `${ADMIN}/jobs/runs/${seg(runId)}/journal`, {
+        signal: ac.signal,
+      });
       if (ac.signal.aborted) return;
       setRecords(j.records);
-      if (j.finished) { setStream('ended'); return; }
+      if (j.finished) {
+        setStream('ended');
+        return;
+      }
       const last = j.records[j.records.length - 1]?.seq ?? 0;
       let gap = false;
       await follow({
         signal: ac.signal,
         lastEventId: String(last),
-        open: (lastId, signal) => session.request('GET', `${ADMIN}/jobs/runs/${seg(runId)}/events/sse`, {
-          headers: { accept: 'text/event-stream', ...(lastId ? { 'last-event-id': lastId } : {}) }, signal,
-        }),
+        open: (lastId, signal) =>
+          session.request('GET', `${ADMIN}/jobs/runs/${seg(runId)}/events/sse`, {
+            headers: { accept: 'text/event-stream', ...(lastId ? { 'last-event-id': lastId } : {}) },
+            signal,
+          }),
         onOpen: () => setStream('live'),
         onEvent(ev) {
           let rec: FullRecord;
-          try { rec = JSON.parse(ev.data) as FullRecord; } catch { return undefined; }
+          try {
+            rec = JSON.parse(ev.data) as FullRecord;
+          } catch {
+            return undefined;
+          }
           setRecords((rs) => {
             const tail = rs[rs.length - 1]?.seq ?? 0;
             if (rec.seq <= tail) return rs;
             if (rec.seq !== tail + 1) gap = true;
             return [...rs, rec];
           });
-          if (gap) { setEpoch((e) => e + 1); return 'stop'; }
+          if (gap) {
+            setEpoch((e) => e + 1);
+            return 'stop';
+          }
           return ev.event === 'run_finished' ? 'stop' : undefined;
         },
         onError(e) {
@@ -87,7 +119,11 @@ function useJournal(runId: string) {
   return { records, stream, error, reload: () => setEpoch((e) => e + 1) };
 }
 
-async function loadStatus(session: ReturnType<typeof useApp>['session'], runId: string, signal: AbortSignal): Promise<{ run: RunStatus; crew: CrewRunStatus | null }> {
+async function loadStatus(
+  session: ReturnType<typeof useApp>['session'],
+  runId: string,
+  signal: AbortSignal,
+): Promise<{ run: RunStatus; crew: CrewRunStatus | null }> {
   let run: RunStatus;
   if (can(session, 'system.orchestration.admin.read')) {
     const r = await call<RunStatus | { state: 'unknown' }>(session, 'GET', `${ADMIN}/jobs/runs/${seg(runId)}`, { signal });
@@ -118,19 +154,31 @@ export function RunView({ runId }: { runId: string }) {
   const reloadStatus = status.reload;
   const firstCount = useRef(true);
   useEffect(() => {
-    if (firstCount.current) { firstCount.current = false; return undefined; }
+    if (firstCount.current) {
+      firstCount.current = false;
+      return undefined;
+    }
     const t = setTimeout(reloadStatus, 250);
     return () => clearTimeout(t);
   }, [count]);
 
   const formationId = crew?.formation_id ?? null;
   // The compiled graph of a crew run; `for` names what it was loaded for, so a stale answer is never drawn.
-  const wanted = run && run.kind === 'crew' && formationId && run.crew_id && can(session, 'agent_teams.read') ? `${formationId}/${run.crew_id}` : null;
-  const compiled = useLoad(async (signal) => {
-    if (!wanted || !run?.crew_id || !formationId) return { for: wanted, graph: null, graph_hash: null };
-    const g = await call<{ graph: GraphLike; graph_hash: string }>(session, 'GET', `${TEAMS}/formations/${seg(formationId)}/graph?crew_id=${encodeURIComponent(run.crew_id)}`, { signal });
-    return { for: wanted, graph: g.graph, graph_hash: g.graph_hash };
-  }, [wanted, session]);
+  const wanted =
+    run && run.kind === 'crew' && formationId && run.crew_id && can(session, 'agent_teams.read') ? `${formationId}/${run.crew_id}` : null;
+  const compiled = useLoad(
+    async (signal) => {
+      if (!wanted || !run?.crew_id || !formationId) return { for: wanted, graph: null, graph_hash: null };
+      const g = await call<{ graph: GraphLike; graph_hash: string }>(
+        session,
+        'GET',
+        `${TEAMS}/formations/${seg(formationId)}/graph?crew_id=${encodeURIComponent(run.crew_id)}`,
+        { signal },
+      );
+      return { for: wanted, graph: g.graph, graph_hash: g.graph_hash };
+    },
+    [wanted, session],
+  );
 
   const current = compiled.data && compiled.data.for === wanted ? compiled.data : null;
   const graphMismatch = current?.graph_hash != null && run?.graph_hash != null && current.graph_hash !== run.graph_hash;
@@ -156,9 +204,22 @@ export function RunView({ runId }: { runId: string }) {
     let live = true;
     setVerification(null);
     const t = setTimeout(() => {
-      verifyRunJournal(journal.records).then((v) => { if (live) { setVerification(v); setVerifyError(null); } }, (e: unknown) => { if (live) setVerifyError(e); });
+      verifyRunJournal(journal.records).then(
+        (v) => {
+          if (live) {
+            setVerification(v);
+            setVerifyError(null);
+          }
+        },
+        (e: unknown) => {
+          if (live) setVerifyError(e);
+        },
+      );
     }, 200);
-    return () => { live = false; clearTimeout(t); };
+    return () => {
+      live = false;
+      clearTimeout(t);
+    };
   }, [journal.records, journal.stream === 'loading', verifyTick]);
 
   const [cancelAsk, setCancelAsk] = useState(false);
@@ -180,53 +241,152 @@ export function RunView({ runId }: { runId: string }) {
 
   return (
     <>
-      <p class="crumbs"><a href={href('runs')}>Runs</a> › <code>{runId}</code></p>
-      <h1>Run <code>{runId}</code> {run ? <StateBadge state={state} /> : null}</h1>
+      <p class="crumbs">
+        <a href={href('runs')}>Runs</a> › <code>{runId}</code>
+      </p>
+      <h1>
+        Run <code>{runId}</code> {run ? <StateBadge state={state} /> : null}
+      </h1>
       <p class="muted" role="status" id="stream-state">
-        {journal.stream === 'live' ? 'Live: following the run\'s event stream.' : journal.stream === 'ended' ? 'The run has ended; its journal is complete.' : journal.stream === 'error' ? 'The event stream stopped.' : 'Loading…'}
+        {journal.stream === 'live'
+          ? "Live: following the run's event stream."
+          : journal.stream === 'ended'
+            ? 'The run has ended; its journal is complete.'
+            : journal.stream === 'error'
+              ? 'The event stream stopped.'
+              : 'Loading…'}
       </p>
       <ErrorNote error={status.error} prefix="The run could not be loaded" />
       <ErrorNote error={journal.error} prefix="The journal could not be followed" />
       {run ? (
         <dl class="facts run-facts">
-          <dt>Kind</dt><dd>{run.kind}{run.job_type ? ` · ${run.job_type}` : ''}</dd>
-          {run.crew_id ? <><dt>Crew</dt><dd><code>{run.crew_id}</code>{formationId ? <> · formation <a href={href('formations', formationId)}><code>{formationId}</code></a></> : null}</dd></> : null}
-          <dt>Requester</dt><dd><Who id={run.requester} /></dd>
-          <dt>Started</dt><dd><Time at={run.created_at} /></dd>
-          <dt>Finished</dt><dd><Time at={run.finished_at} /></dd>
-          <dt>Graph hash</dt><dd><code class="hash">{run.graph_hash ?? '-'}</code></dd>
-          {crew?.investigate ? <><dt>Flag</dt><dd class="bad-text">investigate: <code>{JSON.stringify(crew.investigate)}</code></dd></> : null}
-          {run.error ? <><dt>Error</dt><dd class="bad-text">{run.error.message}{run.error.reason ? ` (${run.error.reason})` : ''}</dd></> : null}
+          <dt>Kind</dt>
+          <dd>
+            {run.kind}
+            {run.job_type ? ` · ${run.job_type}` : ''}
+          </dd>
+          {run.crew_id ? (
+            <>
+              <dt>Crew</dt>
+              <dd>
+                <code>{run.crew_id}</code>
+                {formationId ? (
+                  <>
+                    {' '}
+                    · formation{' '}
+                    <a href={href('formations', formationId)}>
+                      <code>{formationId}</code>
+                    </a>
+                  </>
+                ) : null}
+              </dd>
+            </>
+          ) : null}
+          <dt>Requester</dt>
+          <dd>
+            <Who id={run.requester} />
+          </dd>
+          <dt>Started</dt>
+          <dd>
+            <Time at={run.created_at} />
+          </dd>
+          <dt>Finished</dt>
+          <dd>
+            <Time at={run.finished_at} />
+          </dd>
+          <dt>Graph hash</dt>
+          <dd>
+            <code class="hash">{run.graph_hash ?? '-'}</code>
+          </dd>
+          {crew?.investigate ? (
+            <>
+              <dt>Flag</dt>
+              <dd class="bad-text">
+                investigate: <code>{JSON.stringify(crew.investigate)}</code>
+              </dd>
+            </>
+          ) : null}
+          {run.error ? (
+            <>
+              <dt>Error</dt>
+              <dd class="bad-text">
+                {run.error.message}
+                {run.error.reason ? ` (${run.error.reason})` : ''}
+              </dd>
+            </>
+          ) : null}
         </dl>
       ) : null}
       {run && !terminal && can(session, 'system.orchestration.admin.write') ? (
         <div class="buttons">
-          {cancelAsk
-            ? <><span>Cancel this run?</span> <button type="button" class="danger" id="cancel-confirm" onClick={cancel}>Confirm cancel</button> <button type="button" onClick={() => setCancelAsk(false)}>Keep running</button></>
-            : <button type="button" id="cancel-run" onClick={() => setCancelAsk(true)}>Cancel run</button>}
-          {cancelError ? <p class="error" role="alert">{cancelError}</p> : null}
+          {cancelAsk ? (
+            <>
+              <span>Cancel this run?</span>{' '}
+              <button type="button" class="danger" id="cancel-confirm" onClick={cancel}>
+                Confirm cancel
+              </button>{' '}
+              <button type="button" onClick={() => setCancelAsk(false)}>
+                Keep running
+              </button>
+            </>
+          ) : (
+            <button type="button" id="cancel-run" onClick={() => setCancelAsk(true)}>
+              Cancel run
+            </button>
+          )}
+          {cancelError ? (
+            <p class="error" role="alert">
+              {cancelError}
+            </p>
+          ) : null}
         </div>
       ) : null}
 
       <Section title="Graph" id="graph">
-        {badSeq !== null ? <p class="error">The journal fails verification from record #{badSeq}: step states drawn from that record on cannot be trusted.</p> : null}
-        {graphMismatch ? <p class="notice">The formation changed since this run started (graph hash differs): the diagram is drawn from the run's journal.</p> : null}
+        {badSeq !== null ? (
+          <p class="error">
+            The journal fails verification from record #{badSeq}: step states drawn from that record on cannot be trusted.
+          </p>
+        ) : null}
+        {graphMismatch ? (
+          <p class="notice">
+            The formation changed since this run started (graph hash differs): the diagram is drawn from the run's journal.
+          </p>
+        ) : null}
         {graph ? (
           <>
-            <GraphView graph={graph} states={states} selected={selected} onSelect={(id) => setSelected(id === selected ? null : id)} label={`Execution graph of run ${runId}: ${graph.nodes.length} steps. Select a step for its records.`} />
-            {selected ? <StepDetails runId={runId} nodeId={selected} graph={graph} records={journal.records} /> : <p class="muted">Select a step (click, or Tab then Enter) to see its records, inputs and outputs.</p>}
+            <GraphView
+              graph={graph}
+              states={states}
+              selected={selected}
+              onSelect={(id) => setSelected(id === selected ? null : id)}
+              label={`Execution graph of run ${runId}: ${graph.nodes.length} steps. Select a step for its records.`}
+            />
+            {selected ? (
+              <StepDetails runId={runId} nodeId={selected} graph={graph} records={journal.records} />
+            ) : (
+              <p class="muted">Select a step (click, or Tab then Enter) to see its records, inputs and outputs.</p>
+            )}
           </>
-        ) : <p role="status">Loading the graph…</p>}
+        ) : (
+          <p role="status">Loading the graph…</p>
+        )}
       </Section>
 
       {pending.length > 0 && run ? (
         <Section title="Waiting for approval" id="run-approvals">
-          {pending.map((a) => <ApprovalCard key={a.step_id} approval={a} run={run} onDecided={status.reload} />)}
+          {pending.map((a) => (
+            <ApprovalCard key={a.step_id} approval={a} run={run} onDecided={status.reload} />
+          ))}
         </Section>
       ) : null}
 
       <Section title="Journal" id="journal" actions={null}>
-        {verifyError ? <ErrorNote error={verifyError} prefix="The journal could not be verified" /> : <VerificationBanner v={verification} pending={verification === null} onVerify={() => setVerifyTick((t) => t + 1)} />}
+        {verifyError ? (
+          <ErrorNote error={verifyError} prefix="The journal could not be verified" />
+        ) : (
+          <VerificationBanner v={verification} pending={verification === null} onVerify={() => setVerifyTick((t) => t + 1)} />
+        )}
         <JournalTable records={journal.records} badSeq={badSeq} graph={graph} />
       </Section>
 
@@ -243,7 +403,11 @@ export function RunView({ runId }: { runId: string }) {
           <h3>Input</h3>
           <Json value={crew ? crew.input : run.spec} label="Run input" />
           <h3>Output</h3>
-          {run.output === null || run.output === undefined ? <p class="muted">No output yet.</p> : <Json value={run.output} label="Run output" />}
+          {run.output === null || run.output === undefined ? (
+            <p class="muted">No output yet.</p>
+          ) : (
+            <Json value={run.output} label="Run output" />
+          )}
         </Section>
       ) : null}
     </>

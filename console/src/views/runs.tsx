@@ -43,39 +43,68 @@ export function RunsView({ query }: { query: URLSearchParams }) {
     crew: query.get('crew') ?? '',
     requester: query.get('requester') ?? '',
   };
-  const list = useLoad(async (signal) => {
-    if (!can(session, 'system.orchestration.admin.read') && can(session, 'agent_teams.read')) {
-      const r = await call<{ runs: (RunRow & { created_at: string })[]; total: number }>(session, 'GET', `${TEAMS}/runs?limit=${PAGE}`, { signal });
-      return { rows: r.runs, total: r.total, crewOnly: true };
-    }
-    const first = await call<{ items: RunRow[]; total: number }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}`, { signal });
-    // Oldest first on the wire: the newest page is the last one.
-    const items = first.total > PAGE
-      ? (await call<{ items: RunRow[] }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}&offset=${first.total - PAGE}`, { signal })).items
-      : first.items;
-    return { rows: items, total: first.total, crewOnly: false };
-  }, [session], 5000);
+  const list = useLoad(
+    async (signal) => {
+      if (!can(session, 'system.orchestration.admin.read') && can(session, 'agent_teams.read')) {
+        const r = await call<{ runs: (RunRow & { created_at: string })[]; total: number }>(session, 'GET', `${TEAMS}/runs?limit=${PAGE}`, {
+          signal,
+        });
+        return { rows: r.runs, total: r.total, crewOnly: true };
+      }
+      const first = await call<{ items: RunRow[]; total: number }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}`, { signal });
+      // Oldest first on the wire: the newest page is the last one.
+      const items =
+        first.total > PAGE
+          ? (
+              await call<{ items: RunRow[] }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}&offset=${first.total - PAGE}`, {
+                signal,
+              })
+            ).items
+          : first.items;
+      return { rows: items, total: first.total, crewOnly: false };
+    },
+    [session],
+    5000,
+  );
 
   const [live, setLive] = useState<Record<string, string>>({});
   const rows = useMemo(() => {
-    const all = [...(list.data?.rows ?? [])].reverse().map((r) => ({ ...r, state: ACTIVE.has(r.state) ? (live[r.run_id] ?? r.state) : r.state }));
-    return all.filter((r) => (!filter.state || r.state === filter.state) && (!filter.kind || r.kind === filter.kind)
-      && (!filter.crew || r.crew_id === filter.crew) && (!filter.requester || r.requester === filter.requester));
+    const all = [...(list.data?.rows ?? [])]
+      .reverse()
+      .map((r) => ({ ...r, state: ACTIVE.has(r.state) ? (live[r.run_id] ?? r.state) : r.state }));
+    return all.filter(
+      (r) =>
+        (!filter.state || r.state === filter.state) &&
+        (!filter.kind || r.kind === filter.kind) &&
+        (!filter.crew || r.crew_id === filter.crew) &&
+        (!filter.requester || r.requester === filter.requester),
+    );
   }, [list.data, live, filter.state, filter.kind, filter.crew, filter.requester]);
 
   // Follow the newest runs in flight over SSE: state changes show without waiting for the next fetch.
-  const followed = rows.filter((r) => ACTIVE.has(r.state)).slice(0, MAX_STREAMS).map((r) => r.run_id);
+  const followed = rows
+    .filter((r) => ACTIVE.has(r.state))
+    .slice(0, MAX_STREAMS)
+    .map((r) => r.run_id);
   const followKey = followed.join(',');
   useEffect(() => {
     const ac = new AbortController();
     for (const id of followed) {
       void follow({
         signal: ac.signal,
-        open: (last, signal) => session.request('GET', `${ADMIN}/jobs/runs/${seg(id)}/events/sse`, { headers: { accept: 'text/event-stream', ...(last ? { 'last-event-id': last } : {}) }, signal }),
+        open: (last, signal) =>
+          session.request('GET', `${ADMIN}/jobs/runs/${seg(id)}/events/sse`, {
+            headers: { accept: 'text/event-stream', ...(last ? { 'last-event-id': last } : {}) },
+            signal,
+          }),
         onEvent(ev) {
           let state: string | null = null;
           if (ev.event === 'run_finished') {
-            try { state = String((JSON.parse(ev.data) as { data?: { outcome?: string } }).data?.outcome ?? 'completed'); } catch { state = 'completed'; }
+            try {
+              state = String((JSON.parse(ev.data) as { data?: { outcome?: string } }).data?.outcome ?? 'completed');
+            } catch {
+              state = 'completed';
+            }
           } else if (ev.event === 'waiting') state = 'waiting';
           else state = 'running';
           setLive((m) => (m[id] === state ? m : { ...m, [id]: state! }));
@@ -97,52 +126,109 @@ export function RunsView({ query }: { query: URLSearchParams }) {
     <>
       <h1>Runs</h1>
       <form class="filters" aria-label="Filter runs" onSubmit={(e) => e.preventDefault()}>
-        <label>State
+        <label>
+          State
           <select id="filter-state" value={filter.state} onChange={(e) => setFilter('state', (e.target as HTMLSelectElement).value)}>
             <option value="">any</option>
-            {STATES.map((s) => <option value={s}>{s}</option>)}
+            {STATES.map((s) => (
+              <option value={s}>{s}</option>
+            ))}
           </select>
         </label>
-        <label>Kind
+        <label>
+          Kind
           <select id="filter-kind" value={filter.kind} onChange={(e) => setFilter('kind', (e.target as HTMLSelectElement).value)}>
-            <option value="">any</option><option value="crew">crew</option><option value="job">job</option>
+            <option value="">any</option>
+            <option value="crew">crew</option>
+            <option value="job">job</option>
           </select>
         </label>
-        <label>Crew
+        <label>
+          Crew
           <select id="filter-crew" value={filter.crew} onChange={(e) => setFilter('crew', (e.target as HTMLSelectElement).value)}>
             <option value="">any</option>
-            {crews.map((c) => <option value={c}>{c}</option>)}
+            {crews.map((c) => (
+              <option value={c}>{c}</option>
+            ))}
           </select>
         </label>
-        <label>Requester
-          <select id="filter-requester" value={filter.requester} onChange={(e) => setFilter('requester', (e.target as HTMLSelectElement).value)}>
+        <label>
+          Requester
+          <select
+            id="filter-requester"
+            value={filter.requester}
+            onChange={(e) => setFilter('requester', (e.target as HTMLSelectElement).value)}
+          >
             <option value="">anyone</option>
-            {requesters.map((r) => <option value={r}>{names.get(r) ?? r}{r === session.principal.id ? ' (you)' : ''}</option>)}
+            {requesters.map((r) => (
+              <option value={r}>
+                {names.get(r) ?? r}
+                {r === session.principal.id ? ' (you)' : ''}
+              </option>
+            ))}
           </select>
         </label>
-        <span class="muted" role="status">{list.data ? `${rows.length} of ${list.data.total} runs${list.data.total > PAGE ? ` (newest ${PAGE} loaded)` : ''} · live` : ''}</span>
+        <span class="muted" role="status">
+          {list.data ? `${rows.length} of ${list.data.total} runs${list.data.total > PAGE ? ` (newest ${PAGE} loaded)` : ''} · live` : ''}
+        </span>
       </form>
-      {list.data?.crewOnly ? <p class="muted">Crew runs only: this session cannot read job runs (system.orchestration.admin.read).</p> : null}
-      <ErrorNote error={list.error instanceof ApiError || list.error instanceof Error ? list.error : null} prefix="Runs could not be loaded" />
+      {list.data?.crewOnly ? (
+        <p class="muted">Crew runs only: this session cannot read job runs (system.orchestration.admin.read).</p>
+      ) : null}
+      <ErrorNote
+        error={list.error instanceof ApiError || list.error instanceof Error ? list.error : null}
+        prefix="Runs could not be loaded"
+      />
       {!list.data && list.loading ? <p role="status">Loading runs…</p> : null}
       {list.data ? (
         <div class="table-wrap">
           <table id="runs-table">
             <caption class="sr-only">Runs, newest first</caption>
-            <thead><tr><th scope="col">Run</th><th scope="col">Kind</th><th scope="col">Crew</th><th scope="col">State</th><th scope="col">Requester</th><th scope="col">Started</th><th scope="col">Finished</th></tr></thead>
+            <thead>
+              <tr>
+                <th scope="col">Run</th>
+                <th scope="col">Kind</th>
+                <th scope="col">Crew</th>
+                <th scope="col">State</th>
+                <th scope="col">Requester</th>
+                <th scope="col">Started</th>
+                <th scope="col">Finished</th>
+              </tr>
+            </thead>
             <tbody>
               {rows.map((r) => (
                 <tr key={r.run_id} data-run={r.run_id} data-state={r.state}>
-                  <td><a href={href('runs', r.run_id)}><code>{r.run_id}</code></a></td>
-                  <td>{r.kind}{r.job_type ? ` · ${r.job_type}` : ''}</td>
+                  <td>
+                    <a href={href('runs', r.run_id)}>
+                      <code>{r.run_id}</code>
+                    </a>
+                  </td>
+                  <td>
+                    {r.kind}
+                    {r.job_type ? ` · ${r.job_type}` : ''}
+                  </td>
                   <td>{r.crew_id ? <code>{r.crew_id}</code> : <span class="muted">-</span>}</td>
-                  <td><StateBadge state={r.state} /></td>
-                  <td><Who id={r.requester} /></td>
-                  <td><Time at={r.created_at} /></td>
-                  <td><Time at={r.finished_at} /></td>
+                  <td>
+                    <StateBadge state={r.state} />
+                  </td>
+                  <td>
+                    <Who id={r.requester} />
+                  </td>
+                  <td>
+                    <Time at={r.created_at} />
+                  </td>
+                  <td>
+                    <Time at={r.finished_at} />
+                  </td>
                 </tr>
               ))}
-              {rows.length === 0 ? <tr><td colSpan={7} class="muted">No run matches.</td></tr> : null}
+              {rows.length === 0 ? (
+                <tr>
+                  <td colSpan={7} class="muted">
+                    No run matches.
+                  </td>
+                </tr>
+              ) : null}
             </tbody>
           </table>
         </div>

@@ -27,7 +27,12 @@ export const MAX_STAGES = 32;
 
 /** Defaults of the graph limits; a formation may lower or raise them up to HARD_LIMITS. */
 export const DEFAULT_LIMITS: GraphLimits = { max_steps: 1_000, max_steps_per_seat: 100, max_tool_rounds: 8, default_max_tokens: 1_024 };
-export const HARD_LIMITS: GraphLimits = { max_steps: 100_000, max_steps_per_seat: 10_000, max_tool_rounds: 64, default_max_tokens: 200_000 };
+export const HARD_LIMITS: GraphLimits = {
+  max_steps: 100_000,
+  max_steps_per_seat: 10_000,
+  max_tool_rounds: 64,
+  default_max_tokens: 200_000,
+};
 
 const POLICIES: readonly CoordinationPolicy[] = ['sequential', 'parallel', 'consensus', 'manager-delegates'];
 const STAGE_KINDS = ['gate', 'human_approval', 'transform', 'timer', 'conditional', 'tool', 'skill', 'map', 'loop'];
@@ -71,12 +76,21 @@ function authority(v: unknown, field: string): AuthorityEnvelope {
   for (const f of ['allowed_tools', 'data_grant_ids', 'egress_allowlist', 'compartments', 'governing_contract_ids'] as const) {
     if (v[f] !== undefined && !isStrList(v[f])) throw bad(`${field}.${f} must be a list of strings`, { field: `${field}.${f}` });
   }
-  if (v.clearance_level !== undefined && !(Number.isSafeInteger(v.clearance_level) && (v.clearance_level as number) >= 0)) throw bad(`${field}.clearance_level must be a non-negative integer`, { field: `${field}.clearance_level` });
-  if (v.budget_ceiling !== undefined && v.budget_ceiling !== null && !(typeof v.budget_ceiling === 'number' && Number.isFinite(v.budget_ceiling) && v.budget_ceiling >= 0)) throw bad(`${field}.budget_ceiling must be a non-negative number`, { field: `${field}.budget_ceiling` });
-  if (v.permission_mode !== undefined && !(PERMISSION_MODES as readonly unknown[]).includes(v.permission_mode)) throw bad(`${field}.permission_mode must be one of ${PERMISSION_MODES.join(', ')}`, { field: `${field}.permission_mode` });
-  if (v.governing_contract_id !== undefined && v.governing_contract_id !== null && typeof v.governing_contract_id !== 'string') throw bad(`${field}.governing_contract_id must be a string`, { field: `${field}.governing_contract_id` });
+  if (v.clearance_level !== undefined && !(Number.isSafeInteger(v.clearance_level) && (v.clearance_level as number) >= 0))
+    throw bad(`${field}.clearance_level must be a non-negative integer`, { field: `${field}.clearance_level` });
+  if (
+    v.budget_ceiling !== undefined &&
+    v.budget_ceiling !== null &&
+    !(typeof v.budget_ceiling === 'number' && Number.isFinite(v.budget_ceiling) && v.budget_ceiling >= 0)
+  )
+    throw bad(`${field}.budget_ceiling must be a non-negative number`, { field: `${field}.budget_ceiling` });
+  if (v.permission_mode !== undefined && !(PERMISSION_MODES as readonly unknown[]).includes(v.permission_mode))
+    throw bad(`${field}.permission_mode must be one of ${PERMISSION_MODES.join(', ')}`, { field: `${field}.permission_mode` });
+  if (v.governing_contract_id !== undefined && v.governing_contract_id !== null && typeof v.governing_contract_id !== 'string')
+    throw bad(`${field}.governing_contract_id must be a string`, { field: `${field}.governing_contract_id` });
   const e: AuthorityEnvelope = {};
-  for (const f of ['allowed_tools', 'data_grant_ids', 'egress_allowlist', 'compartments', 'governing_contract_ids'] as const) if (v[f] !== undefined) e[f] = v[f] as string[];
+  for (const f of ['allowed_tools', 'data_grant_ids', 'egress_allowlist', 'compartments', 'governing_contract_ids'] as const)
+    if (v[f] !== undefined) e[f] = v[f] as string[];
   if (v.clearance_level !== undefined) e.clearance_level = v.clearance_level as number;
   if (v.budget_ceiling !== undefined && v.budget_ceiling !== null) e.budget_ceiling = v.budget_ceiling as number;
   if (v.permission_mode !== undefined) e.permission_mode = v.permission_mode as AuthorityEnvelope['permission_mode'] & string;
@@ -94,7 +108,8 @@ function limits(v: unknown): GraphLimits {
     const x = v[k];
     if (x === undefined) continue;
     const min = k === 'max_tool_rounds' ? 0 : 1;
-    if (!Number.isSafeInteger(x) || (x as number) < min || (x as number) > HARD_LIMITS[k]) throw bad(`limits.${k} must be an integer from ${min} to ${HARD_LIMITS[k]}`, { field: `limits.${k}` });
+    if (!Number.isSafeInteger(x) || (x as number) < min || (x as number) > HARD_LIMITS[k])
+      throw bad(`limits.${k} must be an integer from ${min} to ${HARD_LIMITS[k]}`, { field: `limits.${k}` });
     out[k] = x as number;
   }
   return out;
@@ -104,22 +119,27 @@ function stages(v: unknown, field: string): StageSpec[] {
   if (v === undefined || v === null) return [];
   if (!Array.isArray(v) || v.length > MAX_STAGES) throw bad(`${field} must be a list of at most ${MAX_STAGES} stages`, { field });
   return v.map((s, i) => {
-    if (!isObj(s) || typeof s.kind !== 'string' || !STAGE_KINDS.includes(s.kind) || !isObj(s.config)) throw bad(`${field}[${i}] must be { kind: ${STAGE_KINDS.join('|')}, config: object }`, { field: `${field}[${i}]` });
-    if (s.seat !== undefined && typeof s.seat !== 'string') throw bad(`${field}[${i}].seat must be a billet id`, { field: `${field}[${i}].seat` });
+    if (!isObj(s) || typeof s.kind !== 'string' || !STAGE_KINDS.includes(s.kind) || !isObj(s.config))
+      throw bad(`${field}[${i}] must be { kind: ${STAGE_KINDS.join('|')}, config: object }`, { field: `${field}[${i}]` });
+    if (s.seat !== undefined && typeof s.seat !== 'string')
+      throw bad(`${field}[${i}].seat must be a billet id`, { field: `${field}[${i}].seat` });
     return JSON.parse(JSON.stringify(s)) as StageSpec;
   });
 }
 
 /** Validates and projects; throws CompileError. */
 export function project(formation: FormationInput, billets: readonly BilletInput[]): Projection {
-  if (!isObj(formation) || typeof formation.name !== 'string' || formation.name.length === 0) throw bad('formation name is required', { field: 'name' });
+  if (!isObj(formation) || typeof formation.name !== 'string' || formation.name.length === 0)
+    throw bad('formation name is required', { field: 'name' });
   const policy = formation.coordination_policy ?? 'sequential';
   if (!POLICIES.includes(policy)) throw bad(`coordination_policy must be one of ${POLICIES.join(', ')}`, { field: 'coordination_policy' });
   const mode = formation.consensus_mode ?? 'majority';
   if (mode !== 'majority' && mode !== 'unanimity') throw bad('consensus_mode must be majority or unanimity', { field: 'consensus_mode' });
   const topology = formation.topology ?? {};
-  if (!isObj(topology) || !Object.values(topology).every((x) => typeof x === 'string')) throw bad('topology must map labels to strings', { field: 'topology' });
-  if (formation.prompt !== undefined && formation.prompt !== null && typeof formation.prompt !== 'string') throw bad('prompt must be a string', { field: 'prompt' });
+  if (!isObj(topology) || !Object.values(topology).every((x) => typeof x === 'string'))
+    throw bad('topology must map labels to strings', { field: 'topology' });
+  if (formation.prompt !== undefined && formation.prompt !== null && typeof formation.prompt !== 'string')
+    throw bad('prompt must be a string', { field: 'prompt' });
   if (!Array.isArray(billets)) throw bad('billets must be a list');
   if (billets.length === 0) throw new CompileError('empty_formation', 'a formation needs at least one billet');
   if (billets.length > MAX_BILLETS) throw new CompileError('too_many_billets', `at most ${MAX_BILLETS} billets`, { limit: MAX_BILLETS });
@@ -142,13 +162,18 @@ export function project(formation: FormationInput, billets: readonly BilletInput
   };
   const out: ProjectedBillet[] = billets.map((b, i) => {
     if (!isObj(b) || typeof b.id !== 'string' || b.id.length === 0) throw bad(`billet ${i} needs an id`, { field: `billets[${i}].id` });
-    if (/[/[\]#]/.test(b.id) || b.id.length > 190) throw bad(`billet id ${b.id.slice(0, 50)} must not contain / [ ] # and be at most 190 characters`, { field: `billets[${i}].id` });
+    if (/[/[\]#]/.test(b.id) || b.id.length > 190)
+      throw bad(`billet id ${b.id.slice(0, 50)} must not contain / [ ] # and be at most 190 characters`, { field: `billets[${i}].id` });
     if (seen.has(b.id)) throw new CompileError('duplicate_billet', `billet ${b.id} appears twice`, { billet: b.id });
     seen.add(b.id);
-    if (typeof b.role_label !== 'string' || b.role_label.length === 0) throw bad(`billet ${b.id} needs a role_label`, { billet: b.id, field: 'role_label' });
-    if (b.required_skills !== undefined && !isStrList(b.required_skills)) throw bad(`billet ${b.id}: required_skills must be a list of strings`, { billet: b.id, field: 'required_skills' });
-    if (b.reports_to !== undefined && b.reports_to !== null && typeof b.reports_to !== 'string') throw bad(`billet ${b.id}: reports_to must be a billet id`, { billet: b.id, field: 'reports_to' });
-    if (b.position !== undefined && b.position !== null && !Number.isSafeInteger(b.position)) throw bad(`billet ${b.id}: position must be an integer`, { billet: b.id, field: 'position' });
+    if (typeof b.role_label !== 'string' || b.role_label.length === 0)
+      throw bad(`billet ${b.id} needs a role_label`, { billet: b.id, field: 'role_label' });
+    if (b.required_skills !== undefined && !isStrList(b.required_skills))
+      throw bad(`billet ${b.id}: required_skills must be a list of strings`, { billet: b.id, field: 'required_skills' });
+    if (b.reports_to !== undefined && b.reports_to !== null && typeof b.reports_to !== 'string')
+      throw bad(`billet ${b.id}: reports_to must be a billet id`, { billet: b.id, field: 'reports_to' });
+    if (b.position !== undefined && b.position !== null && !Number.isSafeInteger(b.position))
+      throw bad(`billet ${b.id}: position must be an integer`, { billet: b.id, field: 'position' });
     // Keys in canonical order, so the formation hash takes hashJson's fast path.
     return {
       authority_cap: capOf(b.authority_cap, `billets.${b.id}.authority_cap`),

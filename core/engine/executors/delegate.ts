@@ -23,7 +23,10 @@ export const delegate: Executor = async (ctx, step, input) => {
       `${step.id}/model/0`,
       [
         { role: 'system', content: seat.system_prompt ?? `You are the ${seat.role_label}.` },
-        { role: 'user', content: `Choose exactly one of your reports to handle this task. Answer with its id only.\n${menu}\n\nTask:\n${render(input)}` },
+        {
+          role: 'user',
+          content: `Choose exactly one of your reports to handle this task. Answer with its id only.\n${menu}\n\nTask:\n${render(input)}`,
+        },
       ],
       [],
       ctx.graph.limits.default_max_tokens,

@@ -22,5 +22,9 @@ export const gate: Executor = async (ctx, step, input) => {
       throw refuse('gate_declined', { step_id: step.id, contract: contractId, rule: rule.name });
     }
   }
-  return { output: input, decision: true, data: { decision: 'allow', contract: contractId, rules: rules.map((r) => r.name), reason: 'all rules hold' } };
+  return {
+    output: input,
+    decision: true,
+    data: { decision: 'allow', contract: contractId, rules: rules.map((r) => r.name), reason: 'all rules hold' },
+  };
 };

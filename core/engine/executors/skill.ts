@@ -14,7 +14,14 @@ import { asArgs, type Executor } from '../internal/step.ts';
 
 const MAX_CHAIN = 16;
 
-async function runSkill(ctx: RunContext, seatId: string | null, stepId: string, skill: SkillSpec, input: unknown, depth: number): Promise<unknown> {
+async function runSkill(
+  ctx: RunContext,
+  seatId: string | null,
+  stepId: string,
+  skill: SkillSpec,
+  input: unknown,
+  depth: number,
+): Promise<unknown> {
   const def = (skill.definition ?? {}) as JsonObject;
   switch (skill.skill_kind) {
     case 'tool': {
@@ -27,7 +34,8 @@ async function runSkill(ctx: RunContext, seatId: string | null, stepId: string, 
       break;
     case 'chain': {
       const steps = Array.isArray(def.steps) ? (def.steps as SkillSpec[]) : [];
-      if (depth > 2 || steps.length > MAX_CHAIN) throw refuse('invalid_graph', { problem: `skill ${skill.name}: chain too long or too deep` });
+      if (depth > 2 || steps.length > MAX_CHAIN)
+        throw refuse('invalid_graph', { problem: `skill ${skill.name}: chain too long or too deep` });
       let v = input;
       for (let k = 0; k < steps.length; k++) v = await runSkill(ctx, seatId, `${stepId}/${k}`, steps[k]!, v, depth + 1);
       return v;

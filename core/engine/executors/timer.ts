@@ -9,7 +9,12 @@ import type { Executor } from '../internal/step.ts';
 
 export const timer: Executor = async (ctx, step, input) => {
   const cfg = step.config as TimerConfig;
-  const due = (await ctx.memo(`${step.id}/due`, 'step', null, { delay_ms: cfg.delay_ms }, async () => ({ output: ctx.ports.clock.now() + cfg.delay_ms }))).output as number;
-  if (ctx.ports.clock.now() < due) throw new Stop('waiting', 'timer_pending', { step_id: step.id, due }, { step_id: step.id, for: 'timer', wake_at: due });
+  const due = (
+    await ctx.memo(`${step.id}/due`, 'step', null, { delay_ms: cfg.delay_ms }, async () => ({
+      output: ctx.ports.clock.now() + cfg.delay_ms,
+    }))
+  ).output as number;
+  if (ctx.ports.clock.now() < due)
+    throw new Stop('waiting', 'timer_pending', { step_id: step.id, due }, { step_id: step.id, for: 'timer', wake_at: due });
   return { output: input, data: { due } };
 };

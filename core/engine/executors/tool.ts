@@ -13,7 +13,8 @@ export const tool: Executor = async (ctx, step, input) => {
   let args: JsonObject;
   if (cfg.args_expr !== undefined) {
     const v = ctx.value(cfg.args_expr, { input });
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw refuse('expression_failed', { problem: 'args_expr must produce a map' });
+    if (typeof v !== 'object' || v === null || Array.isArray(v))
+      throw refuse('expression_failed', { problem: 'args_expr must produce a map' });
     args = v as JsonObject;
   } else args = cfg.args ?? asArgs(input);
   const out = await governedToolCall(ctx, step.seat ?? null, `${step.id}/call`, cfg.tool, args);

@@ -71,7 +71,8 @@ export class RunContext {
     if (seat !== null) {
       const n = (this.seatSteps.get(seat) ?? 0) + 1;
       this.seatSteps.set(seat, n);
-      if (n > this.graph.limits.max_steps_per_seat) throw refuse('step_limit_exceeded', { limit: this.graph.limits.max_steps_per_seat, scope: 'seat', seat });
+      if (n > this.graph.limits.max_steps_per_seat)
+        throw refuse('step_limit_exceeded', { limit: this.graph.limits.max_steps_per_seat, scope: 'seat', seat });
     }
   }
 
@@ -144,7 +145,11 @@ export class RunContext {
   }
 
   /** Evaluates a condition; errors are reported as `{ ok: false }` for the caller to decide. */
-  test(src: string, bindings: Record<string, unknown>, vars: readonly string[] = VARS.data): { ok: true; value: boolean } | { ok: false; code: string } {
+  test(
+    src: string,
+    bindings: Record<string, unknown>,
+    vars: readonly string[] = VARS.data,
+  ): { ok: true; value: boolean } | { ok: false; code: string } {
     let program: ExprProgram;
     try {
       program = this.program(src, vars);

@@ -15,7 +15,10 @@ function validResponse(r: unknown): ModelResponse | null {
   if (typeof x.content !== 'string' && x.content !== null && x.content !== undefined) return null;
   const inTok = typeof usage?.input_tokens === 'number' && usage.input_tokens >= 0 ? usage.input_tokens : 0;
   const outTok = typeof usage?.output_tokens === 'number' && usage.output_tokens >= 0 ? usage.output_tokens : 0;
-  const out: ModelResponse = { content: typeof x.content === 'string' ? x.content : '', usage: { input_tokens: inTok, output_tokens: outTok } };
+  const out: ModelResponse = {
+    content: typeof x.content === 'string' ? x.content : '',
+    usage: { input_tokens: inTok, output_tokens: outTok },
+  };
   if (x.tool_calls !== undefined && x.tool_calls !== null) {
     if (!Array.isArray(x.tool_calls)) return null;
     const calls: ToolCall[] = [];
@@ -32,7 +35,14 @@ function validResponse(r: unknown): ModelResponse | null {
 }
 
 /** One model call for `seatId` under step id `stepId`. Returns the (possibly recorded) response. */
-export async function modelCall(ctx: RunContext, seatId: string, stepId: string, messages: ChatMessage[], tools: ToolDescriptor[], maxTokens: number): Promise<ModelResponse> {
+export async function modelCall(
+  ctx: RunContext,
+  seatId: string,
+  stepId: string,
+  messages: ChatMessage[],
+  tools: ToolDescriptor[],
+  maxTokens: number,
+): Promise<ModelResponse> {
   const seat = ctx.seat(seatId);
   const agentId = ctx.agentOf(seatId);
   const input = { seat: seatId, messages, tools: tools.map((t) => t.name), max_tokens: maxTokens };

@@ -29,7 +29,13 @@ export interface ExecResult {
 export type Executor = (ctx: RunContext, step: StepRef, input: unknown, inbound: Inbound[]) => Promise<ExecResult>;
 
 /** Runs a step once across drives: a recorded output (and route) is reused; otherwise it executes and is journaled. */
-export async function executeStep(ctx: RunContext, step: StepRef, exec: Executor, input: unknown, inbound: Inbound[]): Promise<{ output: unknown; route: string | undefined }> {
+export async function executeStep(
+  ctx: RunContext,
+  step: StepRef,
+  exec: Executor,
+  input: unknown,
+  inbound: Inbound[],
+): Promise<{ output: unknown; route: string | undefined }> {
   ctx.count(step.seat ?? null);
   const rec = ctx.ports.recorded !== undefined ? await ctx.ports.recorded(step.id) : undefined;
   if (rec !== undefined) {

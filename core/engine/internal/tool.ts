@@ -9,7 +9,13 @@ import { VARS } from './context.ts';
 import { isEngineRefusal } from '../refusal.ts';
 import { fail, refuse, Stop } from './stop.ts';
 
-export async function governedToolCall(ctx: RunContext, seatId: string | null, stepId: string, name: string, args: JsonObject): Promise<unknown> {
+export async function governedToolCall(
+  ctx: RunContext,
+  seatId: string | null,
+  stepId: string,
+  name: string,
+  args: JsonObject,
+): Promise<unknown> {
   const seat = seatId !== null ? ctx.seat(seatId) : null;
   const authority = seat?.authority ?? null;
   const r = await ctx.memo(stepId, 'step', seatId, { tool: name, args }, async () => {
@@ -46,7 +52,14 @@ export async function governedToolCall(ctx: RunContext, seatId: string | null, s
       if (ds.some((d) => d.decision === 'reject')) throw refuse('approval_rejected', { tool: name, step_id: stepId });
       const approvers = [...new Set(ds.filter((d) => d.decision === 'approve').map((d) => d.principal))].sort();
       if (approvers.length === 0) {
-        await approvals.request?.(stepId, { kind: 'tool_call', rule: 'quorum', approvers: [], quorum: 1, prompt: `tool ${name}`, due: null });
+        await approvals.request?.(stepId, {
+          kind: 'tool_call',
+          rule: 'quorum',
+          approvers: [],
+          quorum: 1,
+          prompt: `tool ${name}`,
+          due: null,
+        });
         throw new Stop('waiting', 'approval_pending', { tool: name }, { step_id: stepId, for: 'approval', wake_at: null });
       }
       data.approved_by = approvers;

@@ -5,14 +5,21 @@ import { isServiceError } from '../../../core/errors.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
 
 let ai: FakeOpenAI;
-before(async () => { ai = await startOpenAIServer({ apiKey: 'sk-test' }); });
-after(async () => { await ai.close(); });
+before(async () => {
+  ai = await startOpenAIServer({ apiKey: 'sk-test' });
+});
+after(async () => {
+  await ai.close();
+});
 
 const noSleep = async () => {};
 
 test('a completion with text and usage', async () => {
   ai.setResponder(() => ({ content: 'hello', usage: { prompt_tokens: 3, completion_tokens: 2 } }));
-  const r = await chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test' }, { model: 'm', messages: [{ role: 'user', content: 'hi' }] });
+  const r = await chatCompletion(
+    { baseUrl: `${ai.url}/v1`, apiKey: 'sk-test' },
+    { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
+  );
   assert.equal(r.content, 'hello');
   assert.deepEqual(r.usage, { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 });
   assert.equal(ai.requests.at(-1)!.authorization, 'Bearer sk-test');
@@ -20,7 +27,10 @@ test('a completion with text and usage', async () => {
 
 test('tool calls are parsed', async () => {
   ai.setResponder(() => ({ tool_calls: [{ name: 'calc', arguments: { expression: '1+2' } }] }));
-  const r = await chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test' }, { model: 'm', messages: [{ role: 'user', content: 'sum' }] });
+  const r = await chatCompletion(
+    { baseUrl: `${ai.url}/v1`, apiKey: 'sk-test' },
+    { model: 'm', messages: [{ role: 'user', content: 'sum' }] },
+  );
   assert.equal(r.tool_calls.length, 1);
   assert.equal(r.tool_calls[0]!.function.name, 'calc');
   assert.deepEqual(JSON.parse(r.tool_calls[0]!.function.arguments), { expression: '1+2' });
@@ -30,8 +40,18 @@ test('5xx and 429 are retried with backoff, then succeed', async () => {
   const sleeps: number[] = [];
   let n = 0;
   ai.setResponder(() => (++n <= 2 ? (n === 1 ? { status: 503 } : { status: 429, retryAfter: 1 }) : { content: 'third time' }));
-  const r = await chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 2, backoffMs: 10, sleep: async (ms) => { sleeps.push(ms); } },
-    { model: 'm', messages: [{ role: 'user', content: 'x' }] });
+  const r = await chatCompletion(
+    {
+      baseUrl: `${ai.url}/v1`,
+      apiKey: 'sk-test',
+      retries: 2,
+      backoffMs: 10,
+      sleep: async (ms) => {
+        sleeps.push(ms);
+      },
+    },
+    { model: 'm', messages: [{ role: 'user', content: 'x' }] },
+  );
   assert.equal(r.content, 'third time');
   assert.deepEqual(sleeps, [10, 1000]);
 });
@@ -40,7 +60,11 @@ test('retries exhausted -> service_unavailable with reason, never the provider b
   ai.setResponder(() => ({ status: 500 }));
   await assert.rejects(
     chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 1, sleep: noSleep }, { model: 'm', messages: [] }),
-    (e: unknown) => isServiceError(e) && e.code === 'service_unavailable' && e.details?.['reason'] === 'provider_error' && !e.message.includes('scripted'),
+    (e: unknown) =>
+      isServiceError(e) &&
+      e.code === 'service_unavailable' &&
+      e.details?.['reason'] === 'provider_error' &&
+      !e.message.includes('scripted'),
   );
 });
 
@@ -56,7 +80,10 @@ test('a wrong key is rejected without retry', async () => {
 test('a timeout maps to provider_timeout', async () => {
   ai.setResponder(() => ({ content: 'late', delayMs: 400 }));
   await assert.rejects(
-    chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 0, headersTimeoutMs: 100, bodyTimeoutMs: 100, sleep: noSleep }, { model: 'm', messages: [] }),
+    chatCompletion(
+      { baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 0, headersTimeoutMs: 100, bodyTimeoutMs: 100, sleep: noSleep },
+      { model: 'm', messages: [] },
+    ),
     (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'provider_timeout',
   );
 });
@@ -69,19 +96,42 @@ test('an unreachable provider maps to provider_unreachable', async () => {
 });
 
 test('unreadable bodies are refused', () => {
-  assert.throws(() => parseCompletion({ choices: [] }), (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'provider_bad_response');
-  assert.throws(() => parseCompletion('x'), (e: unknown) => isServiceError(e));
+  assert.throws(
+    () => parseCompletion({ choices: [] }),
+    (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'provider_bad_response',
+  );
+  assert.throws(
+    () => parseCompletion('x'),
+    (e: unknown) => isServiceError(e),
+  );
 });
 
 test('streaming (optional): deltas and split tool-call arguments are assembled, usage kept', async () => {
   ai.setResponder(() => ({ content: 'streamed answer', usage: { prompt_tokens: 7, completion_tokens: 3 } }));
-  const r = await chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', stream: true }, { model: 'm', messages: [{ role: 'user', content: 'hi' }] });
+  const r = await chatCompletion(
+    { baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', stream: true },
+    { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
+  );
   assert.equal(r.content, 'streamed answer');
   assert.deepEqual(r.usage, { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 });
   assert.equal(ai.requests.at(-1)!.body['stream'], true);
-  ai.setResponder(() => ({ tool_calls: [{ name: 'calc', arguments: { expression: '12*12' } }, { name: 'clock__now', arguments: {} }] }));
-  const t2 = await chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', stream: true }, { model: 'm', messages: [{ role: 'user', content: 'x' }] });
-  assert.deepEqual(t2.tool_calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]), [['calc', { expression: '12*12' }], ['clock__now', {}]]);
+  ai.setResponder(() => ({
+    tool_calls: [
+      { name: 'calc', arguments: { expression: '12*12' } },
+      { name: 'clock__now', arguments: {} },
+    ],
+  }));
+  const t2 = await chatCompletion(
+    { baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', stream: true },
+    { model: 'm', messages: [{ role: 'user', content: 'x' }] },
+  );
+  assert.deepEqual(
+    t2.tool_calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
+    [
+      ['calc', { expression: '12*12' }],
+      ['clock__now', {}],
+    ],
+  );
   assert.equal(t2.finish_reason, 'tool_calls');
 });
 
@@ -90,7 +140,10 @@ test('cancellation: an abort signal interrupts a slow call at once and is never 
   const before = ai.requests.length;
   const ac = new AbortController();
   const t0 = Date.now();
-  const call = chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 3, backoffMs: 10, signal: ac.signal }, { model: 'm', messages: [{ role: 'user', content: 'slow' }] });
+  const call = chatCompletion(
+    { baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 3, backoffMs: 10, signal: ac.signal },
+    { model: 'm', messages: [{ role: 'user', content: 'slow' }] },
+  );
   setTimeout(() => ac.abort(new Error('cancelled')), 100);
   await assert.rejects(call, (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'cancelled');
   assert.ok(Date.now() - t0 < 5_000, `interrupted at once (${Date.now() - t0} ms)`);
@@ -102,13 +155,18 @@ test('cancellation: an abort during the retry backoff ends the wait at once', as
   const before = ai.requests.length;
   const ac = new AbortController();
   const t0 = Date.now();
-  const call = chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 3, backoffMs: 60_000, signal: ac.signal }, { model: 'm', messages: [{ role: 'user', content: 'x' }] });
+  const call = chatCompletion(
+    { baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 3, backoffMs: 60_000, signal: ac.signal },
+    { model: 'm', messages: [{ role: 'user', content: 'x' }] },
+  );
   setTimeout(() => ac.abort(new Error('cancelled')), 200);
   await assert.rejects(call, (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'cancelled');
   assert.ok(Date.now() - t0 < 5_000, `backoff interrupted (${Date.now() - t0} ms)`);
   assert.equal(ai.requests.length - before, 1);
   // Already aborted: no request at all.
-  await assert.rejects(chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', signal: AbortSignal.abort() }, { model: 'm', messages: [] }),
-    (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'cancelled');
+  await assert.rejects(
+    chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', signal: AbortSignal.abort() }, { model: 'm', messages: [] }),
+    (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'cancelled',
+  );
   assert.equal(ai.requests.length - before, 1);
 });

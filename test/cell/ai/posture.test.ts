@@ -32,6 +32,9 @@ test('malformed and unknown providers are refused', () => {
   assert.equal(postureAllows('cloud-enabled', { provider_type: 'magic', base_url: 'https://x.example' }).rule, 'unknown-type');
   assert.equal(postureAllows('cloud-enabled', { provider_type: 'openai-compatible' }).rule, 'url-required');
   assert.equal(postureAllows('cloud-enabled', { provider_type: 'openai-compatible', base_url: 'ftp://x' }).rule, 'url-scheme');
-  assert.equal(postureAllows('cloud-enabled', { provider_type: 'openai-compatible', base_url: 'https://u:p@x.example' }).rule, 'url-credentials');
+  assert.equal(
+    postureAllows('cloud-enabled', { provider_type: 'openai-compatible', base_url: 'https://u:p@x.example' }).rule,
+    'url-credentials',
+  );
   assert.equal(postureAllows('single-cell', { provider_type: 'local-signed', base_url: 'http://127.0.0.1' }).allowed, false);
 });

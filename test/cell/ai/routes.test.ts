@@ -12,7 +12,10 @@ before(async () => {
   t = await inProcessCell({ config: { posture: 'sovereign' } });
   ai = await startOpenAIServer({ apiKey: 'sk-very-secret-value' });
 });
-after(async () => { await t.close(); await ai.close(); });
+after(async () => {
+  await t.close();
+  await ai.close();
+});
 
 test('a secret is stored encrypted, returned only as an id, and used by a provider call', async () => {
   const s = await t.request('POST', `${A}/secrets`, { token: t.adminKey, body: { name: 'openai', value: 'sk-very-secret-value' } });
@@ -24,7 +27,8 @@ test('a secret is stored encrypted, returned only as an id, and used by a provid
   assert.equal(readFileSync(keyFile).length, 32);
 
   const p = await t.request('POST', `${A}/ai/model-providers`, {
-    token: t.adminKey, body: { provider_type: 'openai-compatible', default_model: 'fake-1', base_url: `${ai.url}/v1`, api_key_secret_id: s.body.secret_id },
+    token: t.adminKey,
+    body: { provider_type: 'openai-compatible', default_model: 'fake-1', base_url: `${ai.url}/v1`, api_key_secret_id: s.body.secret_id },
   });
   assert.equal(p.status, 201, p.text);
   assert.equal(p.body.posture.allowed, true);
@@ -44,7 +48,8 @@ test('a secret is stored encrypted, returned only as an id, and used by a provid
 
 test('a raw key field is refused (strict body)', async () => {
   const r = await t.request('POST', `${A}/ai/model-providers`, {
-    token: t.adminKey, body: { provider_type: 'openai-compatible', default_model: 'm', base_url: `${ai.url}/v1`, api_key: 'sk-raw' },
+    token: t.adminKey,
+    body: { provider_type: 'openai-compatible', default_model: 'm', base_url: `${ai.url}/v1`, api_key: 'sk-raw' },
   });
   assert.equal(r.status, 400);
   assert.equal(r.body.error, 'invalid_request');
@@ -52,7 +57,8 @@ test('a raw key field is refused (strict body)', async () => {
 
 test('a provider forbidden by the posture is refused at registration and audited', async () => {
   const r = await t.request('POST', `${A}/ai/model-providers`, {
-    token: t.adminKey, body: { provider_type: 'openai-compatible', default_model: 'gpt', base_url: 'https://api.openai.com/v1' },
+    token: t.adminKey,
+    body: { provider_type: 'openai-compatible', default_model: 'gpt', base_url: 'https://api.openai.com/v1' },
   });
   assert.equal(r.status, 403);
   assert.equal(r.body.error, 'forbidden');
@@ -61,15 +67,27 @@ test('a provider forbidden by the posture is refused at registration and audited
   const audit = await t.request('GET', `${A}/audit?limit=20`, { token: t.adminKey });
   assert.equal(audit.status, 200, audit.text);
   const rows = (audit.body.entries ?? audit.body.audit ?? audit.body.items ?? []) as { action: string; outcome: string }[];
-  assert.ok(rows.some((e) => e.action === 'ai.provider.register' && e.outcome === 'refused'), audit.text);
+  assert.ok(
+    rows.some((e) => e.action === 'ai.provider.register' && e.outcome === 'refused'),
+    audit.text,
+  );
 });
 
 test('unknown provider types and unknown secrets are refused', async () => {
-  const r1 = await t.request('POST', `${A}/ai/model-providers`, { token: t.adminKey, body: { provider_type: 'magic', default_model: 'm', base_url: 'http://127.0.0.1:1' } });
+  const r1 = await t.request('POST', `${A}/ai/model-providers`, {
+    token: t.adminKey,
+    body: { provider_type: 'magic', default_model: 'm', base_url: 'http://127.0.0.1:1' },
+  });
   assert.equal(r1.status, 403);
   assert.equal(r1.body.details.rule, 'unknown-type');
   const r2 = await t.request('POST', `${A}/ai/model-providers`, {
-    token: t.adminKey, body: { provider_type: 'openai-compatible', default_model: 'm', base_url: 'http://127.0.0.1:1', api_key_secret_id: 'sec_00000000000000000000' },
+    token: t.adminKey,
+    body: {
+      provider_type: 'openai-compatible',
+      default_model: 'm',
+      base_url: 'http://127.0.0.1:1',
+      api_key_secret_id: 'sec_00000000000000000000',
+    },
   });
   assert.equal(r2.status, 400);
   assert.equal(r2.body.details.reason, 'unknown_secret');
@@ -78,7 +96,10 @@ test('unknown provider types and unknown secrets are refused', async () => {
 test('agent runtimes and the tool registry', async () => {
   const rt = await t.request('GET', `${A}/ai/agent-runtimes`, { token: t.adminKey });
   assert.equal(rt.status, 200);
-  assert.deepEqual(rt.body.runtimes.map((x: { runtime: string }) => x.runtime), ['openai-compatible', 'local-signed']);
+  assert.deepEqual(
+    rt.body.runtimes.map((x: { runtime: string }) => x.runtime),
+    ['openai-compatible', 'local-signed'],
+  );
   const tools = await t.request('GET', `${A}/ai/tool-registry`, { token: t.adminKey });
   assert.equal(tools.status, 200);
   assert.ok(tools.body.tools.some((x: { name: string }) => x.name === 'calc'));
@@ -90,15 +111,26 @@ test('without a credential: 401', async () => {
 });
 
 test('local-signed: a model name, no URL, no secret; a model not installed fails closed at call time', async () => {
-  const ok = await t.request('POST', `${A}/ai/model-providers`, { token: t.adminKey, body: { provider_type: 'local-signed', default_model: 'tiny-model' } });
+  const ok = await t.request('POST', `${A}/ai/model-providers`, {
+    token: t.adminKey,
+    body: { provider_type: 'local-signed', default_model: 'tiny-model' },
+  });
   assert.equal(ok.status, 201, ok.text);
   assert.equal(ok.body.posture.allowed, true);
   assert.equal(ok.body.posture.rule, 'local-signed');
-  const badName = await t.request('POST', `${A}/ai/model-providers`, { token: t.adminKey, body: { provider_type: 'local-signed', default_model: '../etc/passwd' } });
+  const badName = await t.request('POST', `${A}/ai/model-providers`, {
+    token: t.adminKey,
+    body: { provider_type: 'local-signed', default_model: '../etc/passwd' },
+  });
   assert.equal(badName.body.details.reason, 'bad_model_name');
-  const url = await t.request('POST', `${A}/ai/model-providers`, { token: t.adminKey, body: { provider_type: 'local-signed', default_model: 'tiny', base_url: 'http://127.0.0.1:1' } });
+  const url = await t.request('POST', `${A}/ai/model-providers`, {
+    token: t.adminKey,
+    body: { provider_type: 'local-signed', default_model: 'tiny', base_url: 'http://127.0.0.1:1' },
+  });
   assert.equal(url.status, 403);
   assert.equal(url.body.details.rule, 'local-signed-no-url');
-  await assert.rejects(t.modules.ai.ai.call(ok.body.provider_id, { messages: [] }),
-    (e: any) => e.code === 'service_unavailable' && ['runtime_unavailable', 'model_missing'].includes(e.details.reason));
+  await assert.rejects(
+    t.modules.ai.ai.call(ok.body.provider_id, { messages: [] }),
+    (e: any) => e.code === 'service_unavailable' && ['runtime_unavailable', 'model_missing'].includes(e.details.reason),
+  );
 });

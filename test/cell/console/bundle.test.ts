@@ -21,19 +21,40 @@ function hasNodeModulesAbove(dir: string): boolean {
 test('node dist/cell.mjs serves the console and its assets with nothing beside it', async (t) => {
   assert.ok(existsSync(CELL_BIN), `${CELL_BIN} is missing: run 'node scripts/build.mjs'`);
   const dir = mkdtempSync(join(tmpdir(), 'cell-console-bundle-'));
-  if (hasNodeModulesAbove(dir)) { t.skip(`a node_modules exists above ${dir}; cannot prove the bundle stands alone`); rmSync(dir, { recursive: true, force: true }); return; }
+  if (hasNodeModulesAbove(dir)) {
+    t.skip(`a node_modules exists above ${dir}; cannot prove the bundle stands alone`);
+    rmSync(dir, { recursive: true, force: true });
+    return;
+  }
   copyFileSync(CELL_BIN, join(dir, 'cell.mjs'));
-  const proc = spawn(process.execPath, ['cell.mjs', 'serve', '--port', '0', '--data', join(dir, 'data'), '--cell-id', 'cell-bundle'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_PATH: '' } });
+  const proc = spawn(process.execPath, ['cell.mjs', 'serve', '--port', '0', '--data', join(dir, 'data'), '--cell-id', 'cell-bundle'], {
+    cwd: dir,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NODE_PATH: '' },
+  });
   let out = '';
-  proc.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-  proc.stderr.on('data', (d: Buffer) => { out += d.toString(); });
+  proc.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  proc.stderr.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   try {
     const url = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no start in 20 s:\n${out}`)), 20_000);
-      const check = () => { const m = /listening on (http\S+)/.exec(out); if (m) { clearTimeout(timer); resolve(m[1]!); } };
+      const check = () => {
+        const m = /listening on (http\S+)/.exec(out);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]!);
+        }
+      };
       proc.stdout.on('data', check);
-      proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`exited ${code}:\n${out}`)); });
+      proc.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`exited ${code}:\n${out}`));
+      });
     });
     const sizes: Record<string, number> = {};
     for (const page of ['/console', '/console/callback']) {
@@ -50,11 +71,13 @@ test('node dist/cell.mjs serves the console and its assets with nothing beside i
     assert.ok(sizes['/console/assets/console.js']! > 50_000, JSON.stringify(sizes));
     assert.ok(sizes['/console/assets/console.css']! > 1_000);
     assert.ok(sizes['/console/assets/callback.js']! > 100);
-    const cfg = await (await fetch(`${url}/console/config.json`)).json() as { client_id: string; redirect_uri: string };
+    const cfg = (await (await fetch(`${url}/console/config.json`)).json()) as { client_id: string; redirect_uri: string };
     assert.equal(cfg.client_id, 'console.cell-bundle');
     assert.equal(cfg.redirect_uri, `${url}/console/callback`, 'the redirect URI follows the address the cell listens on');
     const key = readFileSync(join(dir, 'data', 'bootstrap-admin.key'), 'utf8').trim();
-    const clients = await (await fetch(`${url}/api/public/v1/admin/oauth/clients`, { headers: { authorization: `Bearer ${key}` } })).json() as { clients: { client_id: string; redirect_uris: string[] }[] };
+    const clients = (await (
+      await fetch(`${url}/api/public/v1/admin/oauth/clients`, { headers: { authorization: `Bearer ${key}` } })
+    ).json()) as { clients: { client_id: string; redirect_uris: string[] }[] };
     assert.deepEqual(clients.clients.find((c) => c.client_id === 'console.cell-bundle')?.redirect_uris, [`${url}/console/callback`]);
   } finally {
     if (proc.exitCode === null) proc.kill('SIGTERM');

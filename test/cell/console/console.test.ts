@@ -10,8 +10,12 @@ import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { form } from '../../helpers/oauth.ts';
 
 let t: InProcess;
-before(async () => { t = await inProcessCell({ config: { publicUrl: 'http://console.test:8080' } }); });
-after(async () => { await t?.close(); });
+before(async () => {
+  t = await inProcessCell({ config: { publicUrl: 'http://console.test:8080' } });
+});
+after(async () => {
+  await t?.close();
+});
 
 const NO_INLINE = /<script>|<script [^>]*>[^<]+<\/script>|<style|\sstyle=|\son\w+=/i;
 
@@ -37,7 +41,11 @@ test('GET /console and /console/callback: strict CSP, no inline code, every link
       assert.equal(again.status, 304, `${u}: revalidates with its ETag`);
     }
   }
-  assert.equal((await t.request('GET', '/console/callback')).headers.get('cache-control'), 'no-store', 'the return page carries a code: never cached');
+  assert.equal(
+    (await t.request('GET', '/console/callback')).headers.get('cache-control'),
+    'no-store',
+    'the return page carries a code: never cached',
+  );
   const missing = await t.request('GET', '/console/assets/nope.js');
   assert.equal(missing.status, 404);
   assert.equal(missing.body.error, 'not_found');
@@ -49,8 +57,12 @@ test('config.json names the built-in client; the client is public, code flow onl
   const cfg = await t.request('GET', '/console/config.json');
   assert.equal(cfg.status, 200);
   assert.deepEqual(cfg.body, {
-    cell_id: 'cell-test', issuer: 'service://cell-test', public_url: 'http://console.test:8080',
-    client_id: 'console.cell-test', redirect_uri: 'http://console.test:8080/console/callback', api_base: 'http://console.test:8080/api/public/v1',
+    cell_id: 'cell-test',
+    issuer: 'service://cell-test',
+    public_url: 'http://console.test:8080',
+    client_id: 'console.cell-test',
+    redirect_uri: 'http://console.test:8080/console/callback',
+    api_base: 'http://console.test:8080/api/public/v1',
   });
   assert.ok(!/secret/i.test(cfg.text));
   const list = await t.request('GET', '/api/public/v1/admin/oauth/clients', { token: t.adminKey });
@@ -65,10 +77,17 @@ test('config.json names the built-in client; the client is public, code flow onl
 });
 
 test('the console client: accepted for code + PKCE at its own redirect URI, refused otherwise', async () => {
-  const q = (over: Record<string, string>) => `/oauth/authorize?${new URLSearchParams({
-    response_type: 'code', client_id: 'console.cell-test', redirect_uri: 'http://console.test:8080/console/callback', scope: '*',
-    state: 's1', code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256', ...over,
-  })}`;
+  const q = (over: Record<string, string>) =>
+    `/oauth/authorize?${new URLSearchParams({
+      response_type: 'code',
+      client_id: 'console.cell-test',
+      redirect_uri: 'http://console.test:8080/console/callback',
+      scope: '*',
+      state: 's1',
+      code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+      code_challenge_method: 'S256',
+      ...over,
+    })}`;
   const ok = await t.request('GET', q({}));
   assert.equal(ok.status, 303, 'a valid request goes on to the login page');
   assert.match(ok.headers.get('location') ?? '', /^\/oauth\/login\?return_to=/);
@@ -88,7 +107,9 @@ test('the console client: accepted for code + PKCE at its own redirect URI, refu
 test('the client follows the public URL and is written only when it changed', async () => {
   // Committed writes to the clients table, as the store reports them (either engine).
   let writes = 0;
-  const unsubscribe = t.core.store.onChange((c) => { if (c.tables.has('oauth_clients')) writes++; });
+  const unsubscribe = t.core.store.onChange((c) => {
+    if (c.tables.has('oauth_clients')) writes++;
+  });
   const oauth = t.modules.oauth.api;
   const saved = t.core.config.publicUrl;
   try {

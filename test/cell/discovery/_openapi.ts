@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 
 // Ajv ships CommonJS; load its 2020-12 build through require for a stable shape under tsx.
-const Ajv2020 = createRequire(import.meta.url)('ajv/dist/2020.js').default as new (o: object) => {
+const Ajv2020 = createRequire(import.meta.url)('ajv/dist/2020.js').default as new (
+  o: object,
+) => {
   compile(schema: object): ((data: unknown) => boolean) & { errors?: unknown[] | null };
 };
 
@@ -52,8 +54,10 @@ function rewriteRefs(node: unknown): unknown {
   if (node && typeof node === 'object') {
     const out: Json = {};
     for (const [k, v] of Object.entries(node)) {
-      out[k] = k === '$ref' && typeof v === 'string' && v.startsWith('#/components/schemas/')
-        ? `#/$defs/${v.slice('#/components/schemas/'.length)}` : rewriteRefs(v);
+      out[k] =
+        k === '$ref' && typeof v === 'string' && v.startsWith('#/components/schemas/')
+          ? `#/$defs/${v.slice('#/components/schemas/'.length)}`
+          : rewriteRefs(v);
     }
     return out;
   }
@@ -73,7 +77,10 @@ export function schemaChecker(doc: Json) {
         v = ajv.compile({ ...(rewriteRefs(schema) as Json), $defs: defs });
         cache.set(schema, v);
       }
-      assert.ok(v(body), `${what}: body does not match the documented schema: ${JSON.stringify(v.errors?.slice(0, 5))} body=${JSON.stringify(body).slice(0, 400)}`);
+      assert.ok(
+        v(body),
+        `${what}: body does not match the documented schema: ${JSON.stringify(v.errors?.slice(0, 5))} body=${JSON.stringify(body).slice(0, 400)}`,
+      );
     },
   };
 }
@@ -82,7 +89,12 @@ export function schemaChecker(doc: Json) {
  * Asserts that `status` is documented for the operation, and that the body
  * validates against the documented schema of that status and content type.
  */
-export function checkResponse(checker: ReturnType<typeof schemaChecker>, o: Operation, res: { status: number; contentType: string | null; text: string }, what: string): void {
+export function checkResponse(
+  checker: ReturnType<typeof schemaChecker>,
+  o: Operation,
+  res: { status: number; contentType: string | null; text: string },
+  what: string,
+): void {
   const label = `${o.method.toUpperCase()} ${o.path} (${what}) -> ${res.status}`;
   const responses = o.op['responses'] as Json;
   const documented = responses[String(res.status)] ?? responses[`${String(res.status)[0]}XX`] ?? responses['default'];

@@ -20,19 +20,40 @@ function hasNodeModulesAbove(dir: string): boolean {
 test('node dist/cell.mjs serves the docs page and its assets with no node_modules beside it', async (t) => {
   assert.ok(existsSync(CELL_BIN), `${CELL_BIN} is missing: run 'node scripts/build.mjs'`);
   const dir = mkdtempSync(join(tmpdir(), 'cell-bundle-'));
-  if (hasNodeModulesAbove(dir)) { t.skip(`a node_modules exists above ${dir}; cannot prove the bundle stands alone`); rmSync(dir, { recursive: true, force: true }); return; }
+  if (hasNodeModulesAbove(dir)) {
+    t.skip(`a node_modules exists above ${dir}; cannot prove the bundle stands alone`);
+    rmSync(dir, { recursive: true, force: true });
+    return;
+  }
   copyFileSync(CELL_BIN, join(dir, 'cell.mjs'));
-  const proc = spawn(process.execPath, ['cell.mjs', 'serve', '--port', '0', '--data', join(dir, 'data')], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_PATH: '' } });
+  const proc = spawn(process.execPath, ['cell.mjs', 'serve', '--port', '0', '--data', join(dir, 'data')], {
+    cwd: dir,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NODE_PATH: '' },
+  });
   let out = '';
-  proc.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-  proc.stderr.on('data', (d: Buffer) => { out += d.toString(); });
+  proc.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  proc.stderr.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   try {
     const url = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no start in 20 s:\n${out}`)), 20_000);
-      const check = () => { const m = /listening on (http\S+)/.exec(out); if (m) { clearTimeout(timer); resolve(m[1]!); } };
+      const check = () => {
+        const m = /listening on (http\S+)/.exec(out);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]!);
+        }
+      };
       proc.stdout.on('data', check);
-      proc.once('exit', (code) => { clearTimeout(timer); reject(new Error(`exited ${code}:\n${out}`)); });
+      proc.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`exited ${code}:\n${out}`));
+      });
     });
     const page = await fetch(`${url}/api/public/v1/docs`);
     assert.equal(page.status, 200);

@@ -15,7 +15,10 @@ const Hidden = z.object({ secret: z.string() }).openapi('HiddenOnly');
 
 function op(path: string, extra: Record<string, unknown>, schema: z.ZodType = Kept) {
   return createRoute({
-    method: 'get', path, ...secured('test.read'), ...extra,
+    method: 'get',
+    path,
+    ...secured('test.read'),
+    ...extra,
     responses: { 200: json(schema, 'ok'), ...errorResponses(401, 403) },
   } as Parameters<typeof createRoute>[0]);
 }
@@ -45,19 +48,21 @@ function testApp(): OpenAPIHono<AppEnv> {
 async function servedDocument(app: OpenAPIHono<AppEnv>) {
   const res = await app.request('/api/public/v1/openapi.json');
   assert.equal(res.status, 200);
-  return (await res.json()) as { openapi: string; paths: Record<string, Record<string, { tags: string[] }>>; components: Record<string, Record<string, unknown>>; tags: { name: string }[]; info: { title: string; version: string }; servers: unknown[] };
+  return (await res.json()) as {
+    openapi: string;
+    paths: Record<string, Record<string, { tags: string[] }>>;
+    components: Record<string, Record<string, unknown>>;
+    tags: { name: string }[];
+    info: { title: string; version: string };
+    servers: unknown[];
+  };
 }
 
 test('untagged and non-allowlisted operations are absent from the served document', async () => {
   const app = testApp();
   const doc = await servedDocument(app);
   const paths = Object.keys(doc.paths).sort();
-  assert.deepEqual(paths, [
-    '/api/public/v1/docs',
-    '/api/public/v1/openapi.json',
-    '/api/public/v1/t/live',
-    '/api/public/v1/t/partial',
-  ]);
+  assert.deepEqual(paths, ['/api/public/v1/docs', '/api/public/v1/openapi.json', '/api/public/v1/t/live', '/api/public/v1/t/partial']);
   // The dropped routes still exist in the app: the document hides them, nothing else.
   const untagged = await app.request('/api/public/v1/t/untagged');
   assert.notEqual(untagged.status, 404);
@@ -80,7 +85,10 @@ test('components used only by dropped operations are pruned; referenced ones kep
   assert.ok(!schemas.includes('HiddenOnly'), 'used only by dropped operations');
   assert.deepEqual(Object.keys(doc.components['securitySchemes'] ?? {}).sort(), ['bearerAuth', 'dpop']);
   // Only tags some served operation uses are listed.
-  assert.deepEqual(doc.tags.map((t) => t.name), ['Discovery']);
+  assert.deepEqual(
+    doc.tags.map((t) => t.name),
+    ['Discovery'],
+  );
 });
 
 test('curateDocument reports why each operation was dropped', () => {
@@ -102,7 +110,10 @@ test('curateDocument reports why each operation was dropped', () => {
 });
 
 test('an empty allowlist serves nothing', () => {
-  const raw = testApp().getOpenAPI31Document({ openapi: '3.1.0', info: { title: 't', version: '1' } }) as unknown as Record<string, unknown>;
+  const raw = testApp().getOpenAPI31Document({ openapi: '3.1.0', info: { title: 't', version: '1' } }) as unknown as Record<
+    string,
+    unknown
+  >;
   const { document } = curateDocument(raw, () => false);
   assert.deepEqual(document['paths'], {});
   const components = document['components'] as Record<string, unknown>;

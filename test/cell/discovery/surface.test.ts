@@ -19,7 +19,9 @@ before(async () => {
   assert.equal(r.status, 200);
   doc = r.body;
 });
-after(async () => { await t?.close(); });
+after(async () => {
+  await t?.close();
+});
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'ALL']);
 
@@ -49,25 +51,33 @@ test('every served operation documents status, security, errors and pagination',
     const at = `${o.method.toUpperCase()} ${o.path}`;
     const op = o.op;
     const responses = op['responses'] as Json;
-    if (!Array.isArray(op['tags']) || op['tags'].length === 0 || !op['tags'].every((x: string) => isServedTag(x))) problems.push(`${at}: tags`);
-    if (op['x-status'] !== 'Live' && !(op['x-status'] === 'Partial' && typeof op['description'] === 'string' && op['description'].trim())) problems.push(`${at}: x-status`);
+    if (!Array.isArray(op['tags']) || op['tags'].length === 0 || !op['tags'].every((x: string) => isServedTag(x)))
+      problems.push(`${at}: tags`);
+    if (op['x-status'] !== 'Live' && !(op['x-status'] === 'Partial' && typeof op['description'] === 'string' && op['description'].trim()))
+      problems.push(`${at}: x-status`);
     // Under /api/public/v1 the security requirement is always explicit; the
     // OAuth protocol endpoints (absolute paths) describe client authentication themselves.
-    if (!Array.isArray(op['security'])) { if (o.path.startsWith('/api/public/v1/')) problems.push(`${at}: no security requirement declared (use secured() or security: [])`); }
-    else if (isPublic(op)) {
-      if (o.path.startsWith('/api/public/v1/') && !PUBLIC_API_PATHS.includes(o.path)) problems.push(`${at}: security [] but not in PUBLIC_API_PATHS`);
+    if (!Array.isArray(op['security'])) {
+      if (o.path.startsWith('/api/public/v1/')) problems.push(`${at}: no security requirement declared (use secured() or security: [])`);
+    } else if (isPublic(op)) {
+      if (o.path.startsWith('/api/public/v1/') && !PUBLIC_API_PATHS.includes(o.path))
+        problems.push(`${at}: security [] but not in PUBLIC_API_PATHS`);
     } else {
       for (const s of ['401', '403', '429', '500']) if (!responses[s]) problems.push(`${at}: ${s} not documented`);
-      if (o.path.startsWith('/api/public/v1/') && typeof op['x-required-permission'] !== 'string') problems.push(`${at}: x-required-permission missing`);
+      if (o.path.startsWith('/api/public/v1/') && typeof op['x-required-permission'] !== 'string')
+        problems.push(`${at}: x-required-permission missing`);
     }
     if (!responses['429']?.['headers']?.['Retry-After']) problems.push(`${at}: 429 without Retry-After header`);
     const params = (op['parameters'] ?? []) as Json[];
-    if ((params.some(canFail) || op['requestBody']) && !responses['400']) problems.push(`${at}: takes validated input but 400 not documented`);
-    if (pathParams(o).length > 0 && !responses['404'] && !responses['400']) problems.push(`${at}: path parameter but neither 404 nor 400 documented`);
+    if ((params.some(canFail) || op['requestBody']) && !responses['400'])
+      problems.push(`${at}: takes validated input but 400 not documented`);
+    if (pathParams(o).length > 0 && !responses['404'] && !responses['400'])
+      problems.push(`${at}: path parameter but neither 404 nor 400 documented`);
     for (const p of params) {
       if (p['in'] === 'query' && p['name'] === 'limit') {
         const s = p['schema'] ?? {};
-        if (s['default'] === undefined || s['minimum'] === undefined || s['maximum'] === undefined) problems.push(`${at}: limit without default/minimum/maximum`);
+        if (s['default'] === undefined || s['minimum'] === undefined || s['maximum'] === undefined)
+          problems.push(`${at}: limit without default/minimum/maximum`);
       }
       if (p['in'] === 'query' && p['name'] === 'offset') {
         const s = p['schema'] ?? {};
@@ -79,8 +89,16 @@ test('every served operation documents status, security, errors and pagination',
       for (const [type, media] of Object.entries((r as Json)['content'] ?? {})) {
         if (!(media as Json)['schema']) problems.push(`${at}: ${status} ${type} without schema`);
         // OAuth protocol endpoints answer 400/401 with RFC 6749 §5.2 bodies (OAuth clients branch on those codes; docs/oauth.md).
-        const oauthProtocolError = o.path.startsWith('/oauth/') && (status === '400' || status === '401') && (media as Json)['schema']?.['$ref'] === '#/components/schemas/OAuthError';
-        if (Number(status) >= 400 && type === 'application/json' && (media as Json)['schema']?.['$ref'] !== '#/components/schemas/Error' && !oauthProtocolError) {
+        const oauthProtocolError =
+          o.path.startsWith('/oauth/') &&
+          (status === '400' || status === '401') &&
+          (media as Json)['schema']?.['$ref'] === '#/components/schemas/OAuthError';
+        if (
+          Number(status) >= 400 &&
+          type === 'application/json' &&
+          (media as Json)['schema']?.['$ref'] !== '#/components/schemas/Error' &&
+          !oauthProtocolError
+        ) {
           problems.push(`${at}: ${status} is not the error envelope`);
         }
       }
@@ -104,11 +122,16 @@ function protectedGets(): Operation[] {
 
 test('publication grants no access: a key scoped to something else gets 403, no credential 401', async () => {
   const scope = 'system.orchestration.admin.read';
-  const minted = await t.request('POST', '/api/public/v1/admin/api-keys', { token: t.adminKey, body: { name: 'elsewhere', scopes: [scope] } });
+  const minted = await t.request('POST', '/api/public/v1/admin/api-keys', {
+    token: t.adminKey,
+    body: { name: 'elsewhere', scopes: [scope] },
+  });
   assert.equal(minted.status, 201, minted.text);
   const key = minted.body.secret as string;
   const checker = schemaChecker(doc);
-  const targets = protectedGets().filter((o) => !grants([scope], o.op['x-required-permission'])).slice(0, 4);
+  const targets = protectedGets()
+    .filter((o) => !grants([scope], o.op['x-required-permission']))
+    .slice(0, 4);
   assert.ok(targets.length >= 2, 'enough operations to probe');
   for (const o of targets) {
     const anon = await t.request('GET', o.path);
@@ -150,7 +173,7 @@ test('publication grants no access: the gateway budget applies to served operati
   }
 });
 
-test('publication grants no access: a key\'s own rate_limit_rpm applies to served operations', async () => {
+test("publication grants no access: a key's own rate_limit_rpm applies to served operations", async () => {
   const minted = await t.request('POST', '/api/public/v1/admin/api-keys', { token: t.adminKey, body: { name: 'slow', rate_limit_rpm: 2 } });
   assert.equal(minted.status, 201, minted.text);
   const key = minted.body.secret as string;

@@ -29,13 +29,24 @@ after(async () => {
 });
 
 async function tsc(files: string[]): Promise<{ ok: boolean; output: string }> {
-  writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
-    compilerOptions: {
-      target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2022', 'DOM'], types: [],
-      strict: true, noEmit: true, exactOptionalPropertyTypes: true, noUncheckedIndexedAccess: true, skipLibCheck: false,
-    },
-    files,
-  }));
+  writeFileSync(
+    join(dir, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        target: 'ES2022',
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        lib: ['ES2022', 'DOM'],
+        types: [],
+        strict: true,
+        noEmit: true,
+        exactOptionalPropertyTypes: true,
+        noUncheckedIndexedAccess: true,
+        skipLibCheck: false,
+      },
+      files,
+    }),
+  );
   try {
     const r = await run(BIN('tsc'), ['--noEmit', '-p', join(dir, 'tsconfig.json')], { cwd: dir, timeout: 60_000 });
     return { ok: true, output: r.stdout + r.stderr };
@@ -55,14 +66,17 @@ test('openapi-typescript generates types from the served document and the fixtur
   assert.ok(good.ok, `the fixture client does not type-check:\n${good.output}`);
 
   // The types are real, not `any`: wrong uses fail to compile.
-  writeFileSync(join(dir, 'wrong.ts'), [
-    "import type { KeyList, MintKey } from './typed-client.js';",
-    "import type { paths } from './schema.js';",
-    "export const a: KeyList = { keys: [], limit: 1, offset: 'zero' };",
-    "export const b: MintKey = { name: 1, scopes: [], rate_limit_rpm: null, allowed_ips: [], allowed_regions: [], expires_at: null };",
-    "export const c: keyof paths = '/api/public/v1/admin/graphs';",
-    '',
-  ].join('\n'));
+  writeFileSync(
+    join(dir, 'wrong.ts'),
+    [
+      "import type { KeyList, MintKey } from './typed-client.js';",
+      "import type { paths } from './schema.js';",
+      "export const a: KeyList = { keys: [], limit: 1, offset: 'zero' };",
+      'export const b: MintKey = { name: 1, scopes: [], rate_limit_rpm: null, allowed_ips: [], allowed_regions: [], expires_at: null };',
+      "export const c: keyof paths = '/api/public/v1/admin/graphs';",
+      '',
+    ].join('\n'),
+  );
   const bad = await tsc(['typed-client.ts', 'wrong.ts']);
   assert.ok(!bad.ok, 'a wrong use must not type-check');
   for (const line of [3, 4, 5]) assert.match(bad.output, new RegExp(`wrong\\.ts\\(${line},`), `line ${line} is an error:\n${bad.output}`);
@@ -72,6 +86,9 @@ test('openapi-typescript generates types from the served document and the fixtur
 test('the fixture client talks to the running cell', async () => {
   const list = await listKeys(cell.url, cell.adminKey, { limit: 10 });
   assert.equal(list.limit, 10);
-  assert.ok(keyIds(list).some((s) => /^key_[0-9a-f]{20}:active$/.test(s)), keyIds(list).join(', '));
+  assert.ok(
+    keyIds(list).some((s) => /^key_[0-9a-f]{20}:active$/.test(s)),
+    keyIds(list).join(', '),
+  );
   await assert.rejects(listKeys(cell.url, 'svck_live_' + 'B'.repeat(43)), /unauthorized/);
 });

@@ -15,10 +15,19 @@ const OPEN_TO_ANY_CREDENTIAL = new Map<string, string>([
 test('a key with no relevant permission is refused on every protected route; no key is 401', async () => {
   const t = await inProcessCell({ config: { rate: { capacity: 1e9, refillPerSecond: 1e9 } } });
   try {
-    const role = await t.request('POST', '/api/public/v1/admin/roles', { token: t.adminKey, body: { name: 'unrelated', permissions: ['unrelated.thing'] } });
+    const role = await t.request('POST', '/api/public/v1/admin/roles', {
+      token: t.adminKey,
+      body: { name: 'unrelated', permissions: ['unrelated.thing'] },
+    });
     assert.equal(role.status, 201, role.text);
-    const svc = await t.request('POST', '/api/public/v1/admin/principals', { token: t.adminKey, body: { kind: 'service', name: 'nobody', roles: ['unrelated'] } });
-    const key = await t.request('POST', '/api/public/v1/admin/api-keys', { token: t.adminKey, body: { name: 'nobody', owner_id: svc.body.id } });
+    const svc = await t.request('POST', '/api/public/v1/admin/principals', {
+      token: t.adminKey,
+      body: { kind: 'service', name: 'nobody', roles: ['unrelated'] },
+    });
+    const key = await t.request('POST', '/api/public/v1/admin/api-keys', {
+      token: t.adminKey,
+      body: { name: 'nobody', owner_id: svc.body.id },
+    });
     assert.equal(key.status, 201, key.text);
     const seen = new Set<string>();
     let checked = 0;
@@ -38,5 +47,7 @@ test('a key with no relevant permission is refused on every protected route; no 
       checked++;
     }
     assert.ok(checked >= 40, `expected many protected routes, checked ${checked}`);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });

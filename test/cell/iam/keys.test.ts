@@ -34,7 +34,9 @@ test('bootstrap: owner key written 0600 and works; secret never stored, only its
     const dump = JSON.stringify(rows);
     assert.ok(!dump.includes(t.adminKey), 'secret must not be stored');
     assert.ok(dump.includes(hashSecret(t.adminKey)));
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('mint: secret shown once; list and get never show it; requester is the session', async () => {
@@ -52,7 +54,9 @@ test('mint: secret shown once; list and get never show it; requester is the sess
     assert.ok(!list.text.includes(ok.body.secret));
     const owner = (await t.row("SELECT id FROM principals WHERE name = 'owner'"))!;
     assert.equal(ok.body.created_by, owner.id);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('an admin mints for another entity: key owned by the target, acting admin on the audit trail', async () => {
@@ -69,7 +73,9 @@ test('an admin mints for another entity: key owned by the target, acting admin o
     // The key acts as the target: jobs role, not owner.
     const asSvc = await t.request('GET', '/api/public/v1/admin/principals', { token: m.body.secret });
     assert.equal(asSvc.status, 403);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('a credential cannot mint wider than itself, nor for a principal it does not fully hold', async () => {
@@ -87,7 +93,9 @@ test('a credential cannot mint wider than itself, nor for a principal it does no
     const owner = (await t.row("SELECT id FROM principals WHERE name = 'owner'"))!.id;
     const escalate = await mint(t, { owner_id: owner }, svcKey.body.secret);
     assert.equal(escalate.status, 404, 'the jobs service cannot even see the owner');
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('rotate: previous secret verifies within the grace window, only the new one after it', async () => {
@@ -105,7 +113,9 @@ test('rotate: previous secret verifies within the grace window, only the new one
     assert.equal(old.status, 401);
     assert.equal(old.body.details.reason, 'grace_elapsed');
     assert.equal((await t.request('GET', ME_PROBE, { token: r.body.secret })).status, 200);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('rotate: grace is bounded by the configured window and never passes the key expiry; an expired key cannot rotate', async () => {
@@ -125,7 +135,9 @@ test('rotate: grace is bounded by the configured window and never passes the key
     const used = await t.request('GET', ME_PROBE, { token: r2.body.secret });
     assert.equal(used.status, 401);
     assert.equal(used.body.details.reason, 'expired');
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('revoke: both secrets refused at once; idempotent', async () => {
@@ -143,7 +155,9 @@ test('revoke: both secrets refused at once; idempotent', async () => {
     }
     assert.equal((await t.request('POST', `${KEYS}/${m.body.key_id}/revoke`, { token: t.adminKey })).status, 200);
     assert.equal((await t.request('POST', `${KEYS}/${m.body.key_id}/rotate`, { token: t.adminKey })).status, 409);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('owner archived: keys soft-deleted (refused) and recoverable by restore within retention', async () => {
@@ -162,7 +176,9 @@ test('owner archived: keys soft-deleted (refused) and recoverable by restore wit
     const restored = await t.request('POST', `${PRINCIPALS}/${svc}/restore`, { token: t.adminKey });
     assert.equal(restored.body.status, 'active');
     assert.equal((await t.request('GET', '/api/public/v1/admin/api-keys', { token: k.body.secret })).status, 200);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('owner soft-deleted then the sweep: keys hard-deleted and tombstoned after retention', async () => {
@@ -179,7 +195,9 @@ test('owner soft-deleted then the sweep: keys hard-deleted and tombstoned after 
     assert.equal(await t.row('SELECT 1 AS x FROM api_keys WHERE id = ?', [k.body.key_id]), undefined);
     assert.ok(await t.row('SELECT 1 AS x FROM key_tombstones WHERE key_id = ?', [k.body.key_id]));
     assert.equal((await t.request('GET', '/api/public/v1/admin/api-keys', { token: k.body.secret })).status, 401);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('owner purged: every key hard-deleted and tombstoned, including ones already soft-deleted', async () => {
@@ -198,7 +216,9 @@ test('owner purged: every key hard-deleted and tombstoned, including ones alread
       assert.ok(await t.row('SELECT 1 AS x FROM key_tombstones WHERE key_id = ?', [k.body.key_id]));
     }
     assert.equal((await t.request('GET', `${PRINCIPALS}/${svc}`, { token: t.adminKey })).status, 404);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('scopes narrow: a jobs-only key reaches jobs permissions and nothing else', async () => {
@@ -210,7 +230,9 @@ test('scopes narrow: a jobs-only key reaches jobs permissions and nothing else',
     assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: k.body.secret })).status, 403);
     const dotted = await mint(t, { scopes: ['audit'] });
     assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: dotted.body.secret })).status, 200);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('allowed_ips (exact and CIDR, v4 and v6) and allowed_regions', async () => {
@@ -232,7 +254,9 @@ test('allowed_ips (exact and CIDR, v4 and v6) and allowed_regions', async () => 
     assert.equal(r.status, 403);
     assert.equal(r.body.details.reason, 'region_not_allowed');
     assert.equal((await mint(t, { allowed_ips: ['10.0.0.0/33'] })).status, 400);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('per-key rate_limit_rpm answers 429 with Retry-After after the permission check', async () => {
@@ -249,7 +273,9 @@ test('per-key rate_limit_rpm answers 429 with Retry-After after the permission c
     assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: k.body.secret })).status, 403);
     t.clock.advance(20_000);
     assert.equal((await t.request('GET', ME_PROBE, { token: k.body.secret })).status, 200);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('gate order: 429 before 401 before 403; headers on every response', async () => {
@@ -265,19 +291,29 @@ test('gate order: 429 before 401 before 403; headers on every response', async (
     assert.equal(limited.status, 429, 'no credential at all, yet the rate budget speaks first');
     assert.ok(limited.headers.get('retry-after'));
     for (const r of [forbidden, unauth, limited]) {
-      for (const h of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'ratelimit', 'ratelimit-policy']) assert.ok(r.headers.get(h), h);
+      for (const h of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'ratelimit', 'ratelimit-policy'])
+        assert.ok(r.headers.get(h), h);
     }
     assert.equal(limited.headers.get('x-ratelimit-remaining'), '0');
     // Another client IP has its own bucket.
     assert.equal((await t.request('GET', '/api/public/v1/admin/principals', { token: t.adminKey, ip: '127.0.0.9' })).status, 200);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('a custom role narrows; built-ins cannot be changed; a principal cannot get more than its creator', async () => {
   const t = await inProcessCell();
   try {
-    assert.equal((await t.request('POST', '/api/public/v1/admin/roles', { token: t.adminKey, body: { name: 'owner', permissions: ['audit.read'] } })).status, 409);
-    const role = await t.request('POST', '/api/public/v1/admin/roles', { token: t.adminKey, body: { name: 'auditor', permissions: ['audit.read'] } });
+    assert.equal(
+      (await t.request('POST', '/api/public/v1/admin/roles', { token: t.adminKey, body: { name: 'owner', permissions: ['audit.read'] } }))
+        .status,
+      409,
+    );
+    const role = await t.request('POST', '/api/public/v1/admin/roles', {
+      token: t.adminKey,
+      body: { name: 'auditor', permissions: ['audit.read'] },
+    });
     assert.equal(role.status, 201);
     const svc = await newService(t, 'auditor-svc', ['auditor']);
     const k = await mint(t, { owner_id: svc });
@@ -287,32 +323,46 @@ test('a custom role narrows; built-ins cannot be changed; a principal cannot get
     const r = await t.request('POST', PRINCIPALS, { token: opKey.body.secret, body: { kind: 'service', name: 'x', roles: ['owner'] } });
     assert.equal(r.status, 403);
     assert.equal(r.body.details.reason, 'wider_than_caller');
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('a verified-key cache never outlives a change: role created later, owner archived, key revoked', async () => {
   const t = await inProcessCell();
   try {
     const svc = await newService(t, 'late-role', []);
-    await t.core.store.write((tx) => tx.run("UPDATE principals SET roles = '[\"latecomer\"]' WHERE id = ?", [svc]));
+    await t.core.store.write((tx) => tx.run('UPDATE principals SET roles = \'["latecomer"]\' WHERE id = ?', [svc]));
     const k = await mint(t, { owner_id: svc });
     assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: k.body.secret })).status, 403);
     await t.request('POST', '/api/public/v1/admin/roles', { token: t.adminKey, body: { name: 'latecomer', permissions: ['audit.read'] } });
     assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: k.body.secret })).status, 200);
     await t.request('POST', `${KEYS}/${k.body.key_id}/revoke`, { token: t.adminKey });
     assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: k.body.secret })).status, 401);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('X-Forwarded-For is ignored unless the socket peer is a trusted proxy', async () => {
   const t = await inProcessCell({ config: { trustedProxies: ['10.9.9.9'] } });
   try {
     const k = await mint(t, { allowed_ips: ['203.0.113.7'] });
-    const spoof = await t.request('GET', ME_PROBE, { token: k.body.secret, ip: '198.51.100.1', headers: { 'x-forwarded-for': '203.0.113.7' } });
+    const spoof = await t.request('GET', ME_PROBE, {
+      token: k.body.secret,
+      ip: '198.51.100.1',
+      headers: { 'x-forwarded-for': '203.0.113.7' },
+    });
     assert.equal(spoof.status, 403, 'an untrusted peer cannot claim another address');
-    const viaProxy = await t.request('GET', ME_PROBE, { token: k.body.secret, ip: '10.9.9.9', headers: { 'x-forwarded-for': '1.1.1.1, 203.0.113.7' } });
-    assert.equal(viaProxy.status, 200, 'the trusted proxy\'s last hop is the client');
-  } finally { await t.close(); }
+    const viaProxy = await t.request('GET', ME_PROBE, {
+      token: k.body.secret,
+      ip: '10.9.9.9',
+      headers: { 'x-forwarded-for': '1.1.1.1, 203.0.113.7' },
+    });
+    assert.equal(viaProxy.status, 200, "the trusted proxy's last hop is the client");
+  } finally {
+    await t.close();
+  }
 });
 
 test('the cell publishes its identity keys (public part only), including the journal signer', async () => {
@@ -326,7 +376,9 @@ test('the cell publishes its identity keys (public part only), including the jou
     assert.equal(r.body.keys[0].jwk.d, undefined, 'never the private part');
     assert.equal(r.body.keys[0].kid, t.modules.iam.iam.signer().kid);
     assert.ok(r.headers.get('x-ratelimit-limit'), 'rate-limited like everything else');
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 test('a key file left by a first start that died before committing is replaced on the next start', async () => {

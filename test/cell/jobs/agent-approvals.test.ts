@@ -18,7 +18,10 @@ let api: Api;
 before(async () => {
   ({ t, ai, api } = await crewFixture());
 });
-after(async () => { await t.close(); await ai.close(); });
+after(async () => {
+  await t.close();
+  await ai.close();
+});
 
 /** Polls (bounded) the job run until `pred` holds. */
 async function until(runId: string, pred: (r: any) => boolean): Promise<any> {
@@ -35,9 +38,14 @@ async function until(runId: string, pred: (r: any) => boolean): Promise<any> {
 /** Fires an agent definition pinned to the crew's graph and returns the run id. */
 async function fireAgent(crewId: string, name: string): Promise<string> {
   const crew = await ok(api, 'GET', `${T}/crews/${crewId}`);
-  const def = await ok(api, 'POST', `${J}/definitions`, { name, job_type: 'agent', spec: { graph_id: crew.graph_hash, input: 'go' }, cron: '*/10 * * * *' });
+  const def = await ok(api, 'POST', `${J}/definitions`, {
+    name,
+    job_type: 'agent',
+    spec: { graph_id: crew.graph_hash, input: 'go' },
+    cron: '*/10 * * * *',
+  });
   t.clock.advance(10 * 60_000);
-  assert.ok(await t.modules.jobs.scheduler.tick() >= 1);
+  assert.ok((await t.modules.jobs.scheduler.tick()) >= 1);
   const d = await ok(api, 'GET', `${J}/definitions/${def.schedule_id}`);
   assert.match(d.last_run_id, /^run_/);
   await ok(api, 'POST', `${J}/definitions/${def.schedule_id}/disable`, {});
@@ -68,14 +76,23 @@ test('an agent job run waiting on a tool-call approval is approved through the j
   assert.equal(await t.row('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['agent-job-key']), undefined, 'nothing runs before the approval');
 
   // The crew route is for crew runs only; the jobs route is the one for this run.
-  const viaCrew = await t.request('POST', `${T}/crews/${tm.crew}/runs/${runId}/approvals/${encodeURIComponent(step)}`, { token: t.adminKey, body: { decision: 'approve' } });
+  const viaCrew = await t.request('POST', `${T}/crews/${tm.crew}/runs/${runId}/approvals/${encodeURIComponent(step)}`, {
+    token: t.adminKey,
+    body: { decision: 'approve' },
+  });
   assert.equal(viaCrew.status, 404);
   const unknownStep = await t.request('POST', `${J}/runs/${runId}/approvals/nope`, { token: t.adminKey, body: { decision: 'approve' } });
   assert.equal(unknownStep.status, 404);
-  const badBody = await t.request('POST', `${J}/runs/${runId}/approvals/${encodeURIComponent(step)}`, { token: t.adminKey, body: { decision: 'maybe' } });
+  const badBody = await t.request('POST', `${J}/runs/${runId}/approvals/${encodeURIComponent(step)}`, {
+    token: t.adminKey,
+    body: { decision: 'maybe' },
+  });
   assert.equal(badBody.status, 400);
 
-  const d = await t.request('POST', `${J}/runs/${runId}/approvals/${encodeURIComponent(step)}`, { token: t.adminKey, body: { decision: 'approve', comment: 'ok' } });
+  const d = await t.request('POST', `${J}/runs/${runId}/approvals/${encodeURIComponent(step)}`, {
+    token: t.adminKey,
+    body: { decision: 'approve', comment: 'ok' },
+  });
   assert.equal(d.status, 200, d.text);
   assert.equal(d.body.run_id, runId);
   const done = await until(runId, (r) => !['waiting', 'running', 'queued'].includes(r.state));
@@ -88,13 +105,18 @@ test('an agent job run waiting on a tool-call approval is approved through the j
   assert.ok(Number(audit?.['n'] ?? 0) >= 1, 'the decision is audited');
 
   // After the end: the step is no longer pending.
-  const late = await t.request('POST', `${J}/runs/${runId}/approvals/${encodeURIComponent(step)}`, { token: t.adminKey, body: { decision: 'approve' } });
+  const late = await t.request('POST', `${J}/runs/${runId}/approvals/${encodeURIComponent(step)}`, {
+    token: t.adminKey,
+    body: { decision: 'approve' },
+  });
   assert.equal(late.status, 404);
 });
 
 test('same rules as crews: two-person refuses the requester, one decision per principal; a rejection refuses the run', async () => {
   ai.setResponder(() => ({ content: 'draft' }));
-  const tm = await team(api, 'sequential', [{ role: 'drafter' }], { post: [{ kind: 'human_approval', config: { rule: 'two_person', timeout_ms: 3_600_000, prompt: 'ship?' } }] });
+  const tm = await team(api, 'sequential', [{ role: 'drafter' }], {
+    post: [{ kind: 'human_approval', config: { rule: 'two_person', timeout_ms: 3_600_000, prompt: 'ship?' } }],
+  });
   const runId = await fireAgent(tm.crew, 'two-person-agent');
   const w = await until(runId, (r) => r.state === 'waiting');
   assert.equal(w.pending_approvals[0].rule, 'two_person');
@@ -118,11 +140,19 @@ test('same rules as crews: two-person refuses the requester, one decision per pr
 });
 
 test('only agent job runs take approvals: other job runs answer 404; without agent_teams.approve 403', async () => {
-  const sub = await ok(api, 'POST', `${J}/runs`, { job_type: 'single', workspace_id: 'w', spec: { tool: 'calc', args: { expression: '1+1' } } });
+  const sub = await ok(api, 'POST', `${J}/runs`, {
+    job_type: 'single',
+    workspace_id: 'w',
+    spec: { tool: 'calc', args: { expression: '1+1' } },
+  });
   const r = await t.request('POST', `${J}/runs/${sub.run_id}/approvals/x`, { token: t.adminKey, body: { decision: 'approve' } });
   assert.equal(r.status, 404);
   const p = await ok(api, 'POST', `${A}/principals`, { kind: 'service', name: 'jobs-only', roles: [] });
-  const k = await ok(api, 'POST', `${A}/api-keys`, { owner_id: p.id, name: 'jobs-only-key', scopes: ['system.orchestration.admin.read', 'system.orchestration.admin.write'] });
+  const k = await ok(api, 'POST', `${A}/api-keys`, {
+    owner_id: p.id,
+    name: 'jobs-only-key',
+    scopes: ['system.orchestration.admin.read', 'system.orchestration.admin.write'],
+  });
   const denied = await t.request('POST', `${J}/runs/${sub.run_id}/approvals/x`, { token: k.secret, body: { decision: 'approve' } });
   assert.equal(denied.status, 403);
 });

@@ -8,14 +8,22 @@ let svcKey: string;
 let svcId: string;
 before(async () => {
   t = await inProcessCell();
-  const p = await t.request('POST', '/api/public/v1/admin/principals', { token: t.adminKey, body: { kind: 'service', name: 'jobs-bot', roles: ['jobs'] } });
+  const p = await t.request('POST', '/api/public/v1/admin/principals', {
+    token: t.adminKey,
+    body: { kind: 'service', name: 'jobs-bot', roles: ['jobs'] },
+  });
   assert.equal(p.status, 201, p.text);
   svcId = p.body.id;
-  const k = await t.request('POST', '/api/public/v1/admin/api-keys', { token: t.adminKey, body: { name: 'jobs-only', owner_id: svcId, scopes: ['system.orchestration.admin.read', 'system.orchestration.admin.write'] } });
+  const k = await t.request('POST', '/api/public/v1/admin/api-keys', {
+    token: t.adminKey,
+    body: { name: 'jobs-only', owner_id: svcId, scopes: ['system.orchestration.admin.read', 'system.orchestration.admin.write'] },
+  });
   assert.equal(k.status, 201, k.text);
   svcKey = k.body.secret;
 });
-after(async () => { await t.close(); });
+after(async () => {
+  await t.close();
+});
 
 const RUNS = '/api/public/v1/admin/jobs/runs';
 const submit = (body: unknown, token = t.adminKey) => t.request('POST', RUNS, { token, body });
@@ -36,12 +44,20 @@ test('a jobs-only key reaches jobs and nothing else', async () => {
   assert.equal((await t.request('GET', RUNS, { token: svcKey })).status, 200);
   assert.equal((await t.request('GET', '/api/public/v1/admin/jobs/definitions', { token: svcKey })).status, 200);
   assert.equal((await t.request('GET', '/api/public/v1/admin/jobs/endpoints', { token: svcKey })).status, 200);
-  for (const path of ['/api/public/v1/admin/api-keys', '/api/public/v1/admin/principals', '/api/public/v1/admin/audit', '/api/public/v1/admin/agent-teams/crews']) {
+  for (const path of [
+    '/api/public/v1/admin/api-keys',
+    '/api/public/v1/admin/principals',
+    '/api/public/v1/admin/audit',
+    '/api/public/v1/admin/agent-teams/crews',
+  ]) {
     const r = await t.request('GET', path, { token: svcKey });
     assert.ok(r.status === 403 || r.status === 404, `${path}: ${r.status}`);
     if (r.status === 403) assert.equal(r.body.error, 'forbidden');
   }
-  const readOnly = await t.request('POST', '/api/public/v1/admin/api-keys', { token: t.adminKey, body: { name: 'jobs-read', owner_id: svcId, scopes: ['system.orchestration.admin.read'] } });
+  const readOnly = await t.request('POST', '/api/public/v1/admin/api-keys', {
+    token: t.adminKey,
+    body: { name: 'jobs-read', owner_id: svcId, scopes: ['system.orchestration.admin.read'] },
+  });
   const ro = readOnly.body.secret as string;
   assert.equal((await t.request('GET', RUNS, { token: ro })).status, 200);
   const w = await submit({ job_type: 'compute', workspace_id: 'w', spec: { code: 'return 1' } }, ro);
@@ -69,15 +85,27 @@ test('list: limit default 200, 1..2000; 0, 2001, negative and non-numeric are 40
   const p1 = await t.request('GET', `${RUNS}?limit=2&offset=0`, { token: t.adminKey });
   const p2 = await t.request('GET', `${RUNS}?limit=2&offset=2`, { token: t.adminKey });
   const ids = [...p1.body.items, ...p2.body.items].map((r: { run_id: string }) => r.run_id);
-  assert.deepEqual(ids, all.body.items.slice(0, 4).map((r: { run_id: string }) => r.run_id), 'pages concatenate to the full list');
+  assert.deepEqual(
+    ids,
+    all.body.items.slice(0, 4).map((r: { run_id: string }) => r.run_id),
+    'pages concatenate to the full list',
+  );
   const again = await t.request('GET', RUNS, { token: t.adminKey });
-  assert.deepEqual(again.body.items.map((r: { run_id: string }) => r.run_id), all.body.items.map((r: { run_id: string }) => r.run_id));
+  assert.deepEqual(
+    again.body.items.map((r: { run_id: string }) => r.run_id),
+    all.body.items.map((r: { run_id: string }) => r.run_id),
+  );
 });
 
 test('unknown run: state unknown with checked_cell_id (200, not 404)', async () => {
   const r = await t.request('GET', `${RUNS}/run_ffffffffffffffffffff`, { token: t.adminKey });
   assert.equal(r.status, 200);
-  assert.deepEqual(r.body, { run_id: 'run_ffffffffffffffffffff', job_id: 'run_ffffffffffffffffffff', state: 'unknown', checked_cell_id: 'cell-test' });
+  assert.deepEqual(r.body, {
+    run_id: 'run_ffffffffffffffffffff',
+    job_id: 'run_ffffffffffffffffffff',
+    state: 'unknown',
+    checked_cell_id: 'cell-test',
+  });
   const j = await t.request('GET', `${RUNS}/run_ffffffffffffffffffff/journal`, { token: t.adminKey });
   assert.equal(j.status, 404);
   assert.equal((await t.request('POST', `${RUNS}/run_ffffffffffffffffffff/cancel`, { token: t.adminKey })).status, 404);
@@ -87,15 +115,23 @@ test('cancel interrupts a running compute step, is recorded, and is idempotent',
   const r = await submit({ job_type: 'compute', workspace_id: 'w', spec: { code: 'for (;;) {}', time_limit_ms: 30_000 } });
   // Wait until the step is running (run_started journaled), then cancel.
   let started!: () => void;
-  const isRunning = new Promise<void>((resolve) => { started = resolve; });
-  const unsub = await t.modules.runs.runs.subscribe(r.body.run_id, 0, (rec) => { if (rec.kind === 'run_started') started(); });
+  const isRunning = new Promise<void>((resolve) => {
+    started = resolve;
+  });
+  const unsub = await t.modules.runs.runs.subscribe(r.body.run_id, 0, (rec) => {
+    if (rec.kind === 'run_started') started();
+  });
   await isRunning;
   unsub();
   const journal = () => t.modules.runs.runs.readJournal(r.body.run_id);
   const cancelAt = Date.now();
   const c1 = await t.request('POST', `${RUNS}/${r.body.run_id}/cancel`, { token: t.adminKey });
   assert.equal(c1.status, 200);
-  assert.equal(c1.body.state, 'cancelled', JSON.stringify(c1.body) + JSON.stringify((await journal()).map((x) => [x.kind, x.step_id, x.data])));
+  assert.equal(
+    c1.body.state,
+    'cancelled',
+    JSON.stringify(c1.body) + JSON.stringify((await journal()).map((x) => [x.kind, x.step_id, x.data])),
+  );
   assert.ok(Date.now() - cancelAt < 10_000, 'the endless step was interrupted, not waited out');
   const c2 = await t.request('POST', `${RUNS}/${r.body.run_id}/cancel`, { token: t.adminKey });
   assert.equal(c2.status, 200);
@@ -130,11 +166,17 @@ test('bad input is 400, never 5xx', async () => {
 });
 
 test('published endpoints: publish, invoke (sync result), scopes 403, own rpm 429 + Retry-After, input schema 400, unpublish', async () => {
-  const pub = await t.request('POST', '/api/public/v1/admin/jobs/endpoints', { token: t.adminKey, body: {
-    name: 'double', job_type: 'compute', spec: { code: 'return input.n * 2;' }, rate_limit_rpm: 2,
-    required_scopes: ['system.orchestration.admin.read'],
-    input_schema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] },
-  } });
+  const pub = await t.request('POST', '/api/public/v1/admin/jobs/endpoints', {
+    token: t.adminKey,
+    body: {
+      name: 'double',
+      job_type: 'compute',
+      spec: { code: 'return input.n * 2;' },
+      rate_limit_rpm: 2,
+      required_scopes: ['system.orchestration.admin.read'],
+      input_schema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] },
+    },
+  });
   assert.equal(pub.status, 201, pub.text);
   const path = pub.body.invoke_path as string;
   assert.equal(pub.body.rate_limit_rpm, 2);
@@ -150,23 +192,39 @@ test('published endpoints: publish, invoke (sync result), scopes 403, own rpm 42
   assert.equal(limited.status, 429, 'third call over an rpm of 2');
   assert.equal(limited.body.error, 'rate_limited');
   assert.ok(Number(limited.headers.get('retry-after')) >= 1);
-  assert.equal((await t.request('GET', RUNS, { token: svcKey })).status, 200, 'the gateway and the key are not throttled by the endpoint budget');
+  assert.equal(
+    (await t.request('GET', RUNS, { token: svcKey })).status,
+    200,
+    'the gateway and the key are not throttled by the endpoint budget',
+  );
   t.clock.advance(60_000);
   assert.equal((await t.request('POST', path, { token: svcKey, body: { n: 2 } })).status, 200, 'the budget refills');
-  const other = await t.request('POST', '/api/public/v1/admin/api-keys', { token: t.adminKey, body: { name: 'teams-only', scopes: ['agent_teams.read'] } });
+  const other = await t.request('POST', '/api/public/v1/admin/api-keys', {
+    token: t.adminKey,
+    body: { name: 'teams-only', scopes: ['agent_teams.read'] },
+  });
   const denied = await t.request('POST', path, { token: other.body.secret, body: { n: 1 } });
   assert.equal(denied.status, 403);
   assert.equal(denied.body.details.reason, 'missing_scope');
   assert.equal((await t.request('POST', path, { body: { n: 1 } })).status, 401);
   const list = await t.request('GET', '/api/public/v1/admin/jobs/endpoints', { token: t.adminKey });
   assert.equal(list.body.items.length, 1);
-  assert.equal((await t.request('DELETE', `/api/public/v1/admin/jobs/endpoints/${pub.body.endpoint_id}`, { token: t.adminKey })).status, 200);
+  assert.equal(
+    (await t.request('DELETE', `/api/public/v1/admin/jobs/endpoints/${pub.body.endpoint_id}`, { token: t.adminKey })).status,
+    200,
+  );
   assert.equal((await t.request('POST', path, { token: svcKey, body: { n: 1 } })).status, 404);
-  const def = await t.request('POST', '/api/public/v1/admin/jobs/endpoints', { token: t.adminKey, body: { name: 'd', job_type: 'notebook', spec: { cells: [{ type: 'compute', code: 'return input.input;' }] } } });
+  const def = await t.request('POST', '/api/public/v1/admin/jobs/endpoints', {
+    token: t.adminKey,
+    body: { name: 'd', job_type: 'notebook', spec: { cells: [{ type: 'compute', code: 'return input.input;' }] } },
+  });
   assert.equal(def.body.rate_limit_rpm, 60, 'default rpm');
   assert.deepEqual(def.body.required_scopes, ['system.orchestration.admin.read'], 'deny by default: a scope is always required');
   // The caller's own per-key ceiling still applies on invocations.
-  const slowKey = await t.request('POST', '/api/public/v1/admin/api-keys', { token: t.adminKey, body: { name: 'slow', owner_id: svcId, scopes: ['system.orchestration.admin.read'], rate_limit_rpm: 1 } });
+  const slowKey = await t.request('POST', '/api/public/v1/admin/api-keys', {
+    token: t.adminKey,
+    body: { name: 'slow', owner_id: svcId, scopes: ['system.orchestration.admin.read'], rate_limit_rpm: 1 },
+  });
   assert.equal(slowKey.status, 201, slowKey.text);
   const ep2 = `/api/public/v1/jobs/endpoints/${def.body.endpoint_id}/invoke`;
   assert.equal((await t.request('POST', ep2, { token: slowKey.body.secret, body: 3 })).status, 200);

@@ -12,7 +12,13 @@ import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 const A = '/api/public/v1/admin';
 const DEFS = `${A}/jobs/definitions`;
 const MIN = 60_000;
-const compute = (name: string, cron = '*/5 * * * *') => ({ name, job_type: 'compute', workspace_id: 'w', spec: { code: 'return 1' }, cron });
+const compute = (name: string, cron = '*/5 * * * *') => ({
+  name,
+  job_type: 'compute',
+  workspace_id: 'w',
+  spec: { code: 'return 1' },
+  cron,
+});
 
 async function cell(config: Partial<CellConfig> = {}): Promise<InProcess> {
   return inProcessCell({ config });
@@ -23,7 +29,12 @@ async function call(t: InProcess, token: string, method: string, path: string, b
 }
 
 /** A service principal with `roles` and a key of it (scoped when `scopes` is given). */
-async function principal(t: InProcess, name: string, roles: string[], scopes?: string[]): Promise<{ id: string; key: string; keyId: string }> {
+async function principal(
+  t: InProcess,
+  name: string,
+  roles: string[],
+  scopes?: string[],
+): Promise<{ id: string; key: string; keyId: string }> {
   const p = await call(t, t.adminKey, 'POST', `${A}/principals`, { kind: 'service', name, roles });
   assert.equal(p.status, 201, p.text);
   const k = await call(t, t.adminKey, 'POST', `${A}/api-keys`, { name: `${name}-key`, owner_id: p.body.id, ...(scopes ? { scopes } : {}) });
@@ -35,10 +46,12 @@ const count = async (t: InProcess, sql: string, params: string[] = []) => Number
 const runsBy = (t: InProcess, requester: string) => count(t, 'SELECT COUNT(*) AS n FROM runs WHERE requester = ?', [requester]);
 const definitionRows = (t: InProcess) => count(t, 'SELECT COUNT(*) AS n FROM job_definitions');
 const auditOf = async (t: InProcess, target: string, action: string) =>
-  (await t.rows('SELECT actor, details FROM audit WHERE target = ? AND action = ? ORDER BY seq', [target, action]))
-    .map((r) => ({ actor: r['actor'], details: typeof r['details'] === 'string' ? JSON.parse(r['details']) as Record<string, unknown> : null }));
+  (await t.rows('SELECT actor, details FROM audit WHERE target = ? AND action = ? ORDER BY seq', [target, action])).map((r) => ({
+    actor: r['actor'],
+    details: typeof r['details'] === 'string' ? (JSON.parse(r['details']) as Record<string, unknown>) : null,
+  }));
 
-test('the attack: the author\'s key is revoked and the author deleted; its schedule stops at once, on the audit trail', async () => {
+test("the attack: the author's key is revoked and the author deleted; its schedule stops at once, on the audit trail", async () => {
   const t = await cell();
   try {
     const p = await principal(t, 'scheduler-bot', ['jobs']);
@@ -63,7 +76,10 @@ test('the attack: the author\'s key is revoked and the author deleted; its sched
     assert.equal(audit[0]!.details!['reason'], 'author_deleted');
     assert.equal(audit[0]!.details!['author'], p.id);
 
-    for (let i = 0; i < 12; i++) { t.clock.advance(5 * MIN); await t.modules.jobs.scheduler.tick(); }
+    for (let i = 0; i < 12; i++) {
+      t.clock.advance(5 * MIN);
+      await t.modules.jobs.scheduler.tick();
+    }
     assert.equal(await runsBy(t, p.id), 1, 'no run carries the deleted requester');
     assert.equal((await call(t, p.key, 'POST', `${DEFS}/${d.body.schedule_id}/enable`)).status, 401, 'the revoked key cannot re-enable it');
 
@@ -75,7 +91,7 @@ test('the attack: the author\'s key is revoked and the author deleted; its sched
   }
 });
 
-test('archive and purge disable too; other principals\' definitions keep firing', async () => {
+test("archive and purge disable too; other principals' definitions keep firing", async () => {
   const t = await cell();
   try {
     const a = await principal(t, 'archived-bot', ['jobs']);
@@ -109,14 +125,18 @@ test('at fire time the author is judged again: inactive, no longer holding the p
     // No route changes a principal's roles or skips the lifecycle hook: change the store as a
     // migration or an out-of-band edit would, so only the fire-time check stands in the way.
     await t.core.store.write(async (tx) => {
-      await tx.run("UPDATE principals SET roles = '[\"viewer\"]' WHERE id = ?", [narrowed.id]);
+      await tx.run('UPDATE principals SET roles = \'["viewer"]\' WHERE id = ?', [narrowed.id]);
       await tx.run("UPDATE principals SET status = 'archived' WHERE id = ?", [silent.id]);
       await tx.run('UPDATE job_definitions SET author_authority = NULL WHERE schedule_id = ?', [d3]);
     });
     t.clock.advance(5 * MIN);
     assert.equal(await t.modules.jobs.scheduler.tick(), 0, 'nothing fires');
     assert.equal(await count(t, 'SELECT COUNT(*) AS n FROM runs'), 0, 'no run was created');
-    for (const [id, reason] of [[d1, 'author_lacks_permission'], [d2, 'author_inactive'], [d3, 'author_authority_unknown']] as const) {
+    for (const [id, reason] of [
+      [d1, 'author_lacks_permission'],
+      [d2, 'author_inactive'],
+      [d3, 'author_authority_unknown'],
+    ] as const) {
       const d = (await call(t, t.adminKey, 'GET', `${DEFS}/${id}`)).body;
       assert.equal(d.enabled, false, id);
       assert.equal(d.disabled_reason, reason);
@@ -141,21 +161,43 @@ test('the recorded authority bounds the definition: a narrow key cannot schedule
   try {
     const op = await principal(t, 'operator-bot', ['operator'], ['system.orchestration.admin.write']);
     const before = await definitionRows(t);
-    const team = await call(t, op.key, 'POST', DEFS, { name: 't', job_type: 'team', spec: { crew_id: 'crw_00000000000000000000' }, cron: '0 * * * *' });
+    const team = await call(t, op.key, 'POST', DEFS, {
+      name: 't',
+      job_type: 'team',
+      spec: { crew_id: 'crw_00000000000000000000' },
+      cron: '0 * * * *',
+    });
     assert.equal(team.status, 403, team.text);
     assert.equal(team.body.details.reason, 'missing_permission');
     assert.equal(team.body.details.required_permission, 'agent_teams.write');
     assert.equal(await definitionRows(t), before, 'nothing written');
     // The operator role holds agent_teams.write, the key that authored did not: the intersection rules.
-    assert.equal(await t.modules.jobs.authorityLapse({ job_type: 'team', author_id: op.id, author_authority: JSON.stringify(['system.orchestration.admin.write']) }), 'author_lacks_permission');
-    assert.equal(await t.modules.jobs.authorityLapse({ job_type: 'team', author_id: op.id, author_authority: JSON.stringify(['*']) }), null);
-    assert.equal(await t.modules.jobs.authorityLapse({ job_type: 'compute', author_id: op.id, author_authority: JSON.stringify(['system.orchestration.admin.write']) }), null);
+    assert.equal(
+      await t.modules.jobs.authorityLapse({
+        job_type: 'team',
+        author_id: op.id,
+        author_authority: JSON.stringify(['system.orchestration.admin.write']),
+      }),
+      'author_lacks_permission',
+    );
+    assert.equal(
+      await t.modules.jobs.authorityLapse({ job_type: 'team', author_id: op.id, author_authority: JSON.stringify(['*']) }),
+      null,
+    );
+    assert.equal(
+      await t.modules.jobs.authorityLapse({
+        job_type: 'compute',
+        author_id: op.id,
+        author_authority: JSON.stringify(['system.orchestration.admin.write']),
+      }),
+      null,
+    );
   } finally {
     await t.close();
   }
 });
 
-test('changing or enabling a definition makes the caller its author: a narrower principal cannot borrow the owner\'s', async () => {
+test("changing or enabling a definition makes the caller its author: a narrower principal cannot borrow the owner's", async () => {
   const t = await cell();
   try {
     const owners = (await call(t, t.adminKey, 'POST', DEFS, compute('owner job'))).body;
@@ -179,9 +221,18 @@ test('minimum interval: every-second and sub-minute crons are 400 cron_too_frequ
   const t = await cell();
   try {
     const before = await definitionRows(t);
-    for (const [cron, gap] of [['* * * * * *', 1], ['*/30 * * * * *', 30], ['0,59 * * * * *', 1], ['0 0,59 23 * * *', 3540], ['10,40 * * * * *', 30]] as const) {
+    for (const [cron, gap] of [
+      ['* * * * * *', 1],
+      ['*/30 * * * * *', 30],
+      ['0,59 * * * * *', 1],
+      ['0 0,59 23 * * *', 3540],
+      ['10,40 * * * * *', 30],
+    ] as const) {
       const r = await call(t, t.adminKey, 'POST', DEFS, compute('fast', cron));
-      if (gap >= 60) { assert.equal(r.status, 201, `${cron}: ${r.text}`); continue; }
+      if (gap >= 60) {
+        assert.equal(r.status, 201, `${cron}: ${r.text}`);
+        continue;
+      }
       assert.equal(r.status, 400, `${cron}: ${r.text}`);
       assert.equal(r.body.error, 'invalid_request');
       assert.equal(r.body.details.reason, 'cron_too_frequent');
@@ -199,9 +250,14 @@ test('minimum interval: every-second and sub-minute crons are 400 cron_too_frequ
     assert.equal((await call(t, t.adminKey, 'GET', `${DEFS}/${id}`)).body.cron, '*/5 * * * *', 'the PATCH changed nothing');
 
     // A definition stored before the minimum existed (every second) still fires at most once a minute.
-    await t.core.store.write((tx) => tx.run("UPDATE job_definitions SET cron = '* * * * * *', next_fire_at = ? WHERE schedule_id = ?", [t.clock.now() + 1000, id]));
+    await t.core.store.write((tx) =>
+      tx.run("UPDATE job_definitions SET cron = '* * * * * *', next_fire_at = ? WHERE schedule_id = ?", [t.clock.now() + 1000, id]),
+    );
     await t.modules.jobs.scheduler.rearm();
-    for (let s = 0; s < 120; s++) { t.clock.advance(1000); await t.modules.jobs.scheduler.tick(); }
+    for (let s = 0; s < 120; s++) {
+      t.clock.advance(1000);
+      await t.modules.jobs.scheduler.tick();
+    }
     const fired = await count(t, 'SELECT COUNT(*) AS n FROM runs WHERE source = ?', [`schedule:${id}`]);
     assert.equal(fired, 2, 'two fires in two minutes, not 120');
   } finally {

@@ -16,7 +16,10 @@ before(async () => {
   ({ t, ai, api } = await crewFixture());
   ai.setResponder(() => ({ content: 'done' }));
 });
-after(async () => { await t.close(); await ai.close(); });
+after(async () => {
+  await t.close();
+  await ai.close();
+});
 
 test('team and agent definitions launch the crew on their cron, with the schedule recorded on the run', async () => {
   const tm = await team(api, 'sequential', [{ role: 'writer' }]);
@@ -24,8 +27,18 @@ test('team and agent definitions launch the crew on their cron, with the schedul
   const graphId = crew.graph_hash as string;
   assert.match(graphId, /^sha256:/);
 
-  const teamDef = await ok(api, 'POST', DEFS, { name: 'team', job_type: 'team', spec: { crew_id: tm.crew, input: 'hello' }, cron: '*/10 * * * *' });
-  const agentDef = await ok(api, 'POST', DEFS, { name: 'agent', job_type: 'agent', spec: { graph_id: graphId, input: 'hi' }, cron: '*/10 * * * *' });
+  const teamDef = await ok(api, 'POST', DEFS, {
+    name: 'team',
+    job_type: 'team',
+    spec: { crew_id: tm.crew, input: 'hello' },
+    cron: '*/10 * * * *',
+  });
+  const agentDef = await ok(api, 'POST', DEFS, {
+    name: 'agent',
+    job_type: 'agent',
+    spec: { graph_id: graphId, input: 'hi' },
+    cron: '*/10 * * * *',
+  });
   t.clock.advance(10 * 60_000);
   assert.equal(await t.modules.jobs.scheduler.tick(), 2);
   for (const id of [teamDef.schedule_id, agentDef.schedule_id]) {

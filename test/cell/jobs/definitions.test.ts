@@ -16,14 +16,27 @@ const MIN = 60_000;
 async function place(prefix: string): Promise<{ dir: string; storeUrl: string | null; remove(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   const store = await testStore();
-  return { dir, storeUrl: store.url, async remove() { await store.drop(); rmSync(dir, { recursive: true, force: true }); } };
+  return {
+    dir,
+    storeUrl: store.url,
+    async remove() {
+      await store.drop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 async function boot(p: { dir: string; storeUrl: string | null }, clock: Clock): Promise<RunningCell> {
   const origWrite = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((c: unknown, ...r: unknown[]) => (typeof c === 'string' && /bootstrap|svck_live_/.test(c) ? true : origWrite(c as string, ...(r as [])))) as typeof process.stdout.write;
+  process.stdout.write = ((c: unknown, ...r: unknown[]) =>
+    typeof c === 'string' && /bootstrap|svck_live_/.test(c) ? true : origWrite(c as string, ...(r as []))) as typeof process.stdout.write;
   try {
-    return await startCell({ config: { dataDir: p.dir, cellId: 'cell-sched', ...(p.storeUrl ? { storeUrl: p.storeUrl } : {}) }, clock, listen: false, log: quiet });
+    return await startCell({
+      config: { dataDir: p.dir, cellId: 'cell-sched', ...(p.storeUrl ? { storeUrl: p.storeUrl } : {}) },
+      clock,
+      listen: false,
+      log: quiet,
+    });
   } finally {
     process.stdout.write = origWrite;
   }
@@ -31,10 +44,15 @@ async function boot(p: { dir: string; storeUrl: string | null }, clock: Clock): 
 
 function client(r: () => RunningCell, key: string) {
   return async (method: string, path: string, body?: unknown) => {
-    const res = await r().app.request(path, {
-      method, headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    }, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
+    const res = await r().app.request(
+      path,
+      {
+        method,
+        headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      },
+      { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never,
+    );
     const text = await res.text();
     return { status: res.status, body: text ? JSON.parse(text) : undefined };
   };
@@ -96,7 +114,13 @@ test('scheduler: fires on the cron with an injected clock, once per time, across
   const key = ownerKey(c);
   const req = client(() => c, key);
   try {
-    const r = await req('POST', DEFS, { name: 'every 5', job_type: 'compute', workspace_id: 'w', spec: { code: 'return 7' }, cron: '*/5 * * * *' });
+    const r = await req('POST', DEFS, {
+      name: 'every 5',
+      job_type: 'compute',
+      workspace_id: 'w',
+      spec: { code: 'return 7' },
+      cron: '*/5 * * * *',
+    });
     assert.equal(r.status, 201, JSON.stringify(r.body));
     const id = r.body.schedule_id as string;
     assert.match(id, /^sch_[0-9a-f]{20}$/);
@@ -163,8 +187,12 @@ test('scheduler: fires missed while down run once (catch_up once) or are skipped
   const key = ownerKey(c);
   const req = client(() => c, key);
   try {
-    const once = (await req('POST', DEFS, { name: 'once', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '* * * * *', catch_up: 'once' })).body.schedule_id as string;
-    const skip = (await req('POST', DEFS, { name: 'skip', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '* * * * *', catch_up: 'skip' })).body.schedule_id as string;
+    const once = (
+      await req('POST', DEFS, { name: 'once', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '* * * * *', catch_up: 'once' })
+    ).body.schedule_id as string;
+    const skip = (
+      await req('POST', DEFS, { name: 'skip', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '* * * * *', catch_up: 'skip' })
+    ).body.schedule_id as string;
     await c.stop();
     clock.set(T0 + 60 * MIN + 30_000); // an hour of missed fires
     c = await boot(home, clock);
@@ -187,8 +215,11 @@ test('scheduler: a live lease held by another cell blocks the fire until it expi
   const key = ownerKey(c);
   const req = client(() => c, key);
   try {
-    const id = (await req('POST', DEFS, { name: 'l', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '*/5 * * * *' })).body.schedule_id as string;
-    await c.core.store.write((tx) => tx.run('UPDATE job_definitions SET lease_owner = ?, lease_until = ? WHERE schedule_id = ?', ['cell-other', T0 + 7 * MIN, id]));
+    const id = (await req('POST', DEFS, { name: 'l', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '*/5 * * * *' })).body
+      .schedule_id as string;
+    await c.core.store.write((tx) =>
+      tx.run('UPDATE job_definitions SET lease_owner = ?, lease_until = ? WHERE schedule_id = ?', ['cell-other', T0 + 7 * MIN, id]),
+    );
     clock.set(T0 + 5 * MIN);
     assert.equal(await c.modules.jobs.scheduler.tick(), 0, 'another cell holds the lease');
     assert.equal(await scheduledRuns(c, id), 0);

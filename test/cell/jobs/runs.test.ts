@@ -5,8 +5,12 @@ import { waitFinished } from './_wait.ts';
 import { verifyJournal } from '../../../core/journal/verify.ts';
 
 let t: InProcess;
-before(async () => { t = await inProcessCell(); });
-after(async () => { await t.close(); });
+before(async () => {
+  t = await inProcessCell();
+});
+after(async () => {
+  await t.close();
+});
 
 const RUNS = '/api/public/v1/admin/jobs/runs';
 
@@ -47,7 +51,11 @@ test('compute: an endless loop is stopped by the time cap; the run fails with a 
 });
 
 test('compute: too much memory fails with memory_limit; host access is refused', async () => {
-  const m = await run('compute', { code: 'const a = []; for (;;) a.push("x".repeat(100000) + a.length);', memory_limit_bytes: 4 * 1024 * 1024, time_limit_ms: 30_000 });
+  const m = await run('compute', {
+    code: 'const a = []; for (;;) a.push("x".repeat(100000) + a.length);',
+    memory_limit_bytes: 4 * 1024 * 1024,
+    time_limit_ms: 30_000,
+  });
   assert.equal(m.state, 'failed');
   assert.equal(m.error.reason, 'memory_limit');
   const h = await run('compute', { code: 'return require("fs").readFileSync("/etc/passwd", "utf8");' });
@@ -59,19 +67,27 @@ test('compute: too much memory fails with memory_limit; host access is refused',
 });
 
 test('sql: parameters, a row cap, durability across statements, and a time cap', async () => {
-  const a = await run('sql', { statements: [
-    { sql: 'CREATE TABLE t (x INTEGER, y TEXT)' },
-    { sql: 'INSERT INTO t VALUES (?, ?), (?, ?), (?, ?)', params: [1, 'a', 2, 'b', 3, 'c'] },
-  ] });
+  const a = await run('sql', {
+    statements: [
+      { sql: 'CREATE TABLE t (x INTEGER, y TEXT)' },
+      { sql: 'INSERT INTO t VALUES (?, ?), (?, ?), (?, ?)', params: [1, 'a', 2, 'b', 3, 'c'] },
+    ],
+  });
   assert.equal(a.state, 'completed', JSON.stringify(a));
   const b = await run('sql', { sql: 'SELECT x, y FROM t WHERE x >= :min ORDER BY x', params: { min: 1 }, row_limit: 2 });
   assert.equal(b.state, 'completed');
-  assert.deepEqual(b.output.results[0].rows, [[1, 'a'], [2, 'b']]);
+  assert.deepEqual(b.output.results[0].rows, [
+    [1, 'a'],
+    [2, 'b'],
+  ]);
   assert.equal(b.output.results[0].truncated, true);
   const other = await run('sql', { sql: 'SELECT count(*) FROM t' }, 'ws2');
   assert.equal(other.state, 'failed', 'each workspace has its own database');
   assert.match(other.error.message, /no such table/);
-  const slow = await run('sql', { sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c', time_limit_ms: 300 });
+  const slow = await run('sql', {
+    sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c',
+    time_limit_ms: 300,
+  });
   assert.equal(slow.state, 'failed');
   assert.equal(slow.error.reason, 'time_limit');
   const atomic = await run('sql', { statements: [{ sql: 'INSERT INTO t VALUES (4, "d")' }, { sql: 'SELECT nope FROM t' }] });
@@ -81,17 +97,26 @@ test('sql: parameters, a row cap, durability across statements, and a time cap',
 });
 
 test('notebook: cells run in order, each a journal step; compute sees earlier outputs', async () => {
-  const s = await run('notebook', { input: { k: 10 }, cells: [
-    { type: 'markdown', source: '# Title' },
-    { type: 'sql', sql: 'SELECT 5 AS five' },
-    { type: 'compute', code: 'return input.input.k + input.cells[1].results[0].rows[0][0];' },
-  ] }, 'ws3');
+  const s = await run(
+    'notebook',
+    {
+      input: { k: 10 },
+      cells: [
+        { type: 'markdown', source: '# Title' },
+        { type: 'sql', sql: 'SELECT 5 AS five' },
+        { type: 'compute', code: 'return input.input.k + input.cells[1].results[0].rows[0][0];' },
+      ],
+    },
+    'ws3',
+  );
   assert.equal(s.state, 'completed', JSON.stringify(s));
   assert.equal(s.output.cells.length, 3);
   assert.equal(s.output.cells[0].type, 'markdown');
   assert.equal(s.output.cells[2].result, 15);
   const j = await t.request('GET', `${RUNS}/${s.run_id}/journal`, { token: t.adminKey });
-  const steps = j.body.records.filter((r: { kind: string; step_id: string }) => r.kind === 'step' && /^cell-\d$/.test(r.step_id)).map((r: { step_id: string }) => r.step_id);
+  const steps = j.body.records
+    .filter((r: { kind: string; step_id: string }) => r.kind === 'step' && /^cell-\d$/.test(r.step_id))
+    .map((r: { step_id: string }) => r.step_id);
   assert.deepEqual(steps, ['cell-0', 'cell-1', 'cell-2']);
 });
 
@@ -99,6 +124,9 @@ test('single: one catalog tool, once', async () => {
   const s = await run('single', { tool: 'calc', args: { expression: '6 * 7' } });
   assert.equal(s.state, 'completed', JSON.stringify(s));
   assert.equal(JSON.stringify(s.output).includes('42'), true);
-  const bad = await t.request('POST', RUNS, { token: t.adminKey, body: { job_type: 'single', workspace_id: 'w', spec: { tool: 'no.such.tool' } } });
+  const bad = await t.request('POST', RUNS, {
+    token: t.adminKey,
+    body: { job_type: 'single', workspace_id: 'w', spec: { tool: 'no.such.tool' } },
+  });
   assert.equal(bad.status, 400);
 });

@@ -19,7 +19,9 @@ test('re-arm: a read that completes after a newer one does not arm the timer', a
   const real = t.core.store;
   // The real store, except that the first read's answer (taken at once) is held until released.
   let release!: () => void;
-  const released = new Promise<void>((r) => { release = r; });
+  const released = new Promise<void>((r) => {
+    release = r;
+  });
   let reads = 0;
   const store: Store = {
     engine: real.engine,
@@ -35,12 +37,24 @@ test('re-arm: a read that completes after a newer one does not arm the timer', a
     close: () => real.close(),
   };
   const ctx: JobsContext = {
-    core: { ...t.core, store }, iam: t.modules.iam.iam, runs: t.modules.runs.runs, teams: t.modules.teams.teams, tools: t.modules.tools.tools,
-    pool: new SandboxPool(), inflight: new Set(), workspaceQueues: new Map(), endpointBuckets: new Map(), wakeTimers: new Set(), stopped: false,
+    core: { ...t.core, store },
+    iam: t.modules.iam.iam,
+    runs: t.modules.runs.runs,
+    teams: t.modules.teams.teams,
+    tools: t.modules.tools.tools,
+    pool: new SandboxPool(),
+    inflight: new Set(),
+    workspaceQueues: new Map(),
+    endpointBuckets: new Map(),
+    wakeTimers: new Set(),
+    stopped: false,
   };
   const s = new Scheduler(ctx);
   try {
-    const d = await t.request('POST', DEFS, { token: t.adminKey, body: { name: 'd', job_type: 'compute', spec: { code: 'return 1' }, cron: '*/5 * * * *' } });
+    const d = await t.request('POST', DEFS, {
+      token: t.adminKey,
+      body: { name: 'd', job_type: 'compute', spec: { code: 'return 1' }, cron: '*/5 * * * *' },
+    });
     assert.equal(d.status, 201, d.text);
     const stale = s.rearm(); // reads T0 + 5 min; its answer is held
     assert.equal((await t.request('DELETE', `${DEFS}/${d.body.schedule_id}`, { token: t.adminKey })).status, 200);
@@ -49,10 +63,13 @@ test('re-arm: a read that completes after a newer one does not arm the timer', a
     release();
     await stale;
     assert.equal(reads, 2);
-    assert.equal(s.armedFor, null, 'the stale read (a deleted definition\'s time) does not re-arm the timer');
+    assert.equal(s.armedFor, null, "the stale read (a deleted definition's time) does not re-arm the timer");
 
     // The latest re-arm does arm the timer (the nulls above are not a scheduler that never arms).
-    const e = await t.request('POST', DEFS, { token: t.adminKey, body: { name: 'e', job_type: 'compute', spec: { code: 'return 1' }, cron: '*/5 * * * *' } });
+    const e = await t.request('POST', DEFS, {
+      token: t.adminKey,
+      body: { name: 'e', job_type: 'compute', spec: { code: 'return 1' }, cron: '*/5 * * * *' },
+    });
     assert.equal(e.status, 201, e.text);
     await s.rearm();
     assert.equal(s.armedFor, T0 + 5 * 60_000);

@@ -20,7 +20,9 @@ before(async () => {
   good = claimsOf(r.body.access_token);
   assert.equal((await t.request('GET', RES, { token: r.body.access_token })).status, 200);
 });
-after(async () => { await t.close(); });
+after(async () => {
+  await t.close();
+});
 
 async function refused(token: string, reason: string) {
   const r = await t.request('GET', RES, { token });
@@ -29,8 +31,10 @@ async function refused(token: string, reason: string) {
   assert.equal(r.body.details.reason, reason);
 }
 
-const signWithCellKey = (claims: Record<string, unknown>) => new SignJWT({ ...good, jti: crypto.randomUUID(), ...claims })
-  .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: t.modules.oauth.api.keyring().active.kid }).sign(t.modules.oauth.api.keyring().active.key);
+const signWithCellKey = (claims: Record<string, unknown>) =>
+  new SignJWT({ ...good, jti: crypto.randomUUID(), ...claims })
+    .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: t.modules.oauth.api.keyring().active.kid })
+    .sign(t.modules.oauth.api.keyring().active.key);
 
 test('attack: alg none', async () => {
   const h = base64url.encode(JSON.stringify({ alg: 'none', typ: 'at+jwt' }));
@@ -40,7 +44,9 @@ test('attack: alg none', async () => {
 test('attack: HS256 signed with the public key', async () => {
   const jwks = (await t.request('GET', '/oauth/jwks.json')).text;
   const pub = JSON.stringify((JSON.parse(jwks) as { keys: unknown[] }).keys[0]);
-  const tok = await new SignJWT(good).setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: t.modules.oauth.api.keyring().active.kid }).sign(new TextEncoder().encode(pub));
+  const tok = await new SignJWT(good)
+    .setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: t.modules.oauth.api.keyring().active.kid })
+    .sign(new TextEncoder().encode(pub));
   await refused(tok, 'bad_alg');
 });
 
@@ -59,7 +65,9 @@ test('attack: wrong audience', async () => {
 
 test('attack: a key not in the key set', async () => {
   const kp = await generateKeyPair('EdDSA');
-  const tok = await new SignJWT(good).setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: t.modules.oauth.api.keyring().active.kid }).sign(kp.privateKey);
+  const tok = await new SignJWT(good)
+    .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: t.modules.oauth.api.keyring().active.kid })
+    .sign(kp.privateKey);
   await refused(tok, 'bad_signature');
 });
 

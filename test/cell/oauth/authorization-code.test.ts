@@ -14,8 +14,14 @@ const verifier = 'v'.repeat(20) + 'dBjftJeZ4CVP-mB92K27uhbUJU1p1r';
 
 function authorizeUrl(over: Record<string, string> = {}, challenge?: string) {
   const q = new URLSearchParams({
-    response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, scope: 'oauth.clients.read audit.read iam.keys.write',
-    state: 'st-123', code_challenge: challenge ?? '', code_challenge_method: 'S256', ...over,
+    response_type: 'code',
+    client_id: clientId,
+    redirect_uri: REDIRECT,
+    scope: 'oauth.clients.read audit.read iam.keys.write',
+    state: 'st-123',
+    code_challenge: challenge ?? '',
+    code_challenge_method: 'S256',
+    ...over,
   });
   return `/oauth/authorize?${q}`;
 }
@@ -23,12 +29,19 @@ function authorizeUrl(over: Record<string, string> = {}, challenge?: string) {
 before(async () => {
   t = await inProcessCell();
   alice = await createUser(t, 'alice', ['viewer']);
-  clientId = (await registerClient(t, {
-    name: 'Notebook app', grant_types: ['authorization_code'], token_endpoint_auth_method: 'none',
-    redirect_uris: [REDIRECT], scope: ['oauth.clients.read', 'audit.read', 'iam.keys'],
-  })).client_id;
+  clientId = (
+    await registerClient(t, {
+      name: 'Notebook app',
+      grant_types: ['authorization_code'],
+      token_endpoint_auth_method: 'none',
+      redirect_uris: [REDIRECT],
+      scope: ['oauth.clients.read', 'audit.read', 'iam.keys'],
+    })
+  ).client_id;
 });
-after(async () => { await t.close(); });
+after(async () => {
+  await t.close();
+});
 
 async function approve(challenge: string): Promise<URL> {
   const url = authorizeUrl({}, challenge);
@@ -49,7 +62,14 @@ async function approve(challenge: string): Promise<URL> {
 }
 
 async function exchange(code: string, over: Record<string, string> = {}) {
-  return form(t, '/oauth/token', { grant_type: 'authorization_code', client_id: clientId, code, redirect_uri: REDIRECT, code_verifier: verifier, ...over });
+  return form(t, '/oauth/token', {
+    grant_type: 'authorization_code',
+    client_id: clientId,
+    code,
+    redirect_uri: REDIRECT,
+    code_verifier: verifier,
+    ...over,
+  });
 }
 
 test('login, consent, code with state and iss, token for the user with scope narrowed to her authority', async () => {
@@ -76,7 +96,10 @@ test('attack: code reuse is refused and revokes the token it issued', async () =
   assert.equal(use.status, 401);
   assert.equal(use.body.details.reason, 'revoked');
   const audit = await t.request('GET', '/api/public/v1/admin/audit', { token: t.adminKey });
-  assert.ok(audit.body.entries.some((e: { action: string; outcome: string }) => e.action === 'oauth.code.reuse' && e.outcome === 'refused'), 'code reuse is audited');
+  assert.ok(
+    audit.body.entries.some((e: { action: string; outcome: string }) => e.action === 'oauth.code.reuse' && e.outcome === 'refused'),
+    'code reuse is audited',
+  );
 });
 
 test('attack: PKCE mismatch is refused', async () => {

@@ -13,7 +13,9 @@ before(async () => {
   svc = await createService(t, 'robot', ['viewer']);
   client = await registerClient(t, { name: 'robot', scope: ['oauth.clients.read', 'iam.principals.read', 'audit.read'], subject_id: svc });
 });
-after(async () => { await t.close(); });
+after(async () => {
+  await t.close();
+});
 
 async function token(fields: Record<string, string> = {}, auth = basic(client.client_id, client.client_secret!)) {
   return form(t, '/oauth/token', { grant_type: 'client_credentials', ...fields }, auth);
@@ -69,7 +71,11 @@ test('client authentication: wrong secret, unknown client, client_secret_post', 
   assert.equal(bad.body.error, 'invalid_client');
   const unknown = await token({}, basic('ocl_00000000000000000000', 'x'));
   assert.equal(unknown.status, 401);
-  const post = await form(t, '/oauth/token', { grant_type: 'client_credentials', client_id: client.client_id, client_secret: client.client_secret! });
+  const post = await form(t, '/oauth/token', {
+    grant_type: 'client_credentials',
+    client_id: client.client_id,
+    client_secret: client.client_secret!,
+  });
   assert.equal(post.status, 200);
   const noGrant = await form(t, '/oauth/token', { client_id: client.client_id, client_secret: client.client_secret! });
   assert.equal(noGrant.body.error, 'invalid_request');
@@ -117,7 +123,10 @@ test('revocation is idempotent and a no-op for unknown tokens', async () => {
 });
 
 test('an API key serves as the client secret: owner is the subject, key scopes cap the token', async () => {
-  const k = await t.request('POST', '/api/public/v1/admin/api-keys', { token: t.adminKey, body: { name: 'as-client', scopes: ['catalog.read', 'audit.read'] } });
+  const k = await t.request('POST', '/api/public/v1/admin/api-keys', {
+    token: t.adminKey,
+    body: { name: 'as-client', scopes: ['catalog.read', 'audit.read'] },
+  });
   assert.equal(k.status, 201, k.text);
   const keyId = k.body.key_id ?? k.body.id;
   const r = await token({ scope: 'audit.read iam.keys.write' }, basic(keyId, k.body.secret));
@@ -139,7 +148,10 @@ test('a demoted subject loses authority at once', async () => {
 });
 
 test('SATs: narrowed scope, sat claim, wildcard and escalation refused', async () => {
-  const r = await t.request('POST', '/api/public/v1/admin/sats', { token: t.adminKey, body: { scope: ['oauth.clients.read'], ttl_seconds: 120 } });
+  const r = await t.request('POST', '/api/public/v1/admin/sats', {
+    token: t.adminKey,
+    body: { scope: ['oauth.clients.read'], ttl_seconds: 120 },
+  });
   assert.equal(r.status, 201, r.text);
   const c = claimsOf(r.body.access_token);
   assert.equal(c.sat, true);
@@ -151,7 +163,10 @@ test('SATs: narrowed scope, sat claim, wildcard and escalation refused', async (
   // a SAT cannot mint a wider SAT
   const wider = await t.request('POST', '/api/public/v1/admin/sats', { token: r.body.access_token, body: { scope: ['audit.read'] } });
   assert.equal(wider.status, 403);
-  const tooLong = await t.request('POST', '/api/public/v1/admin/sats', { token: t.adminKey, body: { scope: ['audit.read'], ttl_seconds: 7200 } });
+  const tooLong = await t.request('POST', '/api/public/v1/admin/sats', {
+    token: t.adminKey,
+    body: { scope: ['audit.read'], ttl_seconds: 7200 },
+  });
   assert.equal(tooLong.status, 400);
 });
 
@@ -161,7 +176,10 @@ test('signing key rotation: old tokens keep verifying during the overlap', async
   assert.equal(rot.status, 200);
   assert.equal(rot.body.published.length, 2);
   const afterTok = (await token()).body.access_token;
-  assert.notEqual(JSON.parse(Buffer.from(before.split('.')[0], 'base64url').toString()).kid, JSON.parse(Buffer.from(afterTok.split('.')[0], 'base64url').toString()).kid);
+  assert.notEqual(
+    JSON.parse(Buffer.from(before.split('.')[0], 'base64url').toString()).kid,
+    JSON.parse(Buffer.from(afterTok.split('.')[0], 'base64url').toString()).kid,
+  );
   assert.equal((await t.request('GET', '/api/public/v1/admin/oauth/clients', { token: before })).status, 200);
   assert.equal((await t.request('GET', '/api/public/v1/admin/oauth/clients', { token: afterTok })).status, 200);
   // after the overlap (longest token lifetime + 60 s) the retired key leaves the key set
@@ -172,8 +190,11 @@ test('signing key rotation: old tokens keep verifying during the overlap', async
   assert.equal(jwks.body.keys[0].kid, rot.body.kid);
 });
 
-test('a token obtained with an API key keeps the key\'s rpm ceiling and dies with the key', async () => {
-  const k = await t.request('POST', '/api/public/v1/admin/api-keys', { token: t.adminKey, body: { name: 'rpm2', scopes: ['oauth.clients.read'], rate_limit_rpm: 2 } });
+test("a token obtained with an API key keeps the key's rpm ceiling and dies with the key", async () => {
+  const k = await t.request('POST', '/api/public/v1/admin/api-keys', {
+    token: t.adminKey,
+    body: { name: 'rpm2', scopes: ['oauth.clients.read'], rate_limit_rpm: 2 },
+  });
   assert.equal(k.status, 201, k.text);
   const keyId = k.body.key_id ?? k.body.id;
   const a = (await token({}, basic(keyId, k.body.secret))).body.access_token;

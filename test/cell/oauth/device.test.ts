@@ -11,20 +11,34 @@ let bob: string;
 before(async () => {
   t = await inProcessCell();
   bob = await createUser(t, 'bob', ['viewer']);
-  clientId = (await registerClient(t, {
-    name: 'TV app', grant_types: ['urn:ietf:params:oauth:grant-type:device_code'], token_endpoint_auth_method: 'none',
-    scope: ['oauth.clients.read', 'audit.read'],
-  })).client_id;
+  clientId = (
+    await registerClient(t, {
+      name: 'TV app',
+      grant_types: ['urn:ietf:params:oauth:grant-type:device_code'],
+      token_endpoint_auth_method: 'none',
+      scope: ['oauth.clients.read', 'audit.read'],
+    })
+  ).client_id;
 });
-after(async () => { await t.close(); });
+after(async () => {
+  await t.close();
+});
 
 async function start() {
   const r = await form(t, '/oauth/device_authorization', { client_id: clientId, scope: 'audit.read' });
   assert.equal(r.status, 200, r.text);
-  return r.body as { device_code: string; user_code: string; verification_uri: string; verification_uri_complete: string; interval: number; expires_in: number };
+  return r.body as {
+    device_code: string;
+    user_code: string;
+    verification_uri: string;
+    verification_uri_complete: string;
+    interval: number;
+    expires_in: number;
+  };
 }
 
-const poll = (device_code: string) => form(t, '/oauth/token', { grant_type: 'urn:ietf:params:oauth:grant-type:device_code', client_id: clientId, device_code });
+const poll = (device_code: string) =>
+  form(t, '/oauth/token', { grant_type: 'urn:ietf:params:oauth:grant-type:device_code', client_id: clientId, device_code });
 
 async function decide(b: ReturnType<typeof browserish>, userCode: string, decision: string, extra: Record<string, string> = {}) {
   const page = await b.get(`/oauth/device?user_code=${encodeURIComponent(userCode)}`);
@@ -61,7 +75,13 @@ test('pending, slow_down when polled too fast, then the token for the approving 
 test('attack: a device code approved with a forged identity in the body', async () => {
   const d = await start();
   // no session: the body's identity fields are ignored and the approval refused
-  const anon = await form(t, '/oauth/device', { user_code: d.user_code, decision: 'approve', principal_id: 'owner', sub: 'owner', username: 'owner' });
+  const anon = await form(t, '/oauth/device', {
+    user_code: d.user_code,
+    decision: 'approve',
+    principal_id: 'owner',
+    sub: 'owner',
+    username: 'owner',
+  });
   assert.equal(anon.status, 401);
   assert.equal((await poll(d.device_code)).body.error, 'authorization_pending');
   // bob's session + a forged identity in the body: the token is bob's, never the owner's
@@ -112,8 +132,15 @@ test('a public client cannot introspect; dangerous redirect URI schemes are refu
   const r = await form(t, '/oauth/introspect', { client_id: clientId, token: 'x' });
   assert.equal(r.status, 401);
   assert.equal(r.body.error, 'invalid_client');
-  const bad = await t.request('POST', '/api/public/v1/admin/oauth/clients', { token: t.adminKey, body: {
-    name: 'evil', grant_types: ['authorization_code'], token_endpoint_auth_method: 'none', redirect_uris: ['javascript:alert(1)'], scope: ['audit.read'],
-  } });
+  const bad = await t.request('POST', '/api/public/v1/admin/oauth/clients', {
+    token: t.adminKey,
+    body: {
+      name: 'evil',
+      grant_types: ['authorization_code'],
+      token_endpoint_auth_method: 'none',
+      redirect_uris: ['javascript:alert(1)'],
+      scope: ['audit.read'],
+    },
+  });
   assert.equal(bad.status, 400);
 });

@@ -20,11 +20,17 @@ async function newKey() {
 
 async function proof(k: typeof key, htm: string, htu: string, extra: Record<string, unknown> = {}) {
   return new SignJWT({ htm, htu, iat: Math.floor(t.clock.now() / 1000), jti: crypto.randomUUID(), ...extra })
-    .setProtectedHeader({ alg: 'Ed25519', typ: 'dpop+jwt', jwk: k.jwk }).sign(k.privateKey);
+    .setProtectedHeader({ alg: 'Ed25519', typ: 'dpop+jwt', jwk: k.jwk })
+    .sign(k.privateKey);
 }
 
 async function boundToken(): Promise<string> {
-  const r = await form(t, '/oauth/token', { grant_type: 'client_credentials' }, { ...auth, dpop: await proof(key, 'POST', `${BASE}/oauth/token`) });
+  const r = await form(
+    t,
+    '/oauth/token',
+    { grant_type: 'client_credentials' },
+    { ...auth, dpop: await proof(key, 'POST', `${BASE}/oauth/token`) },
+  );
   assert.equal(r.status, 200, r.text);
   assert.equal(r.body.token_type, 'DPoP');
   return r.body.access_token;
@@ -41,7 +47,9 @@ before(async () => {
   auth = basic(c.client_id, c.client_secret!);
   key = await newKey();
 });
-after(async () => { await t.close(); });
+after(async () => {
+  await t.close();
+});
 
 test('a DPoP proof at the token endpoint binds the token (cnf.jkt) and a valid proof is honoured', async () => {
   const tok = await boundToken();
@@ -51,7 +59,12 @@ test('a DPoP proof at the token endpoint binds the token (cnf.jkt) and a valid p
 });
 
 test('an invalid proof at the token endpoint is refused with invalid_dpop_proof', async () => {
-  const r = await form(t, '/oauth/token', { grant_type: 'client_credentials' }, { ...auth, dpop: await proof(key, 'GET', `${BASE}/oauth/token`) });
+  const r = await form(
+    t,
+    '/oauth/token',
+    { grant_type: 'client_credentials' },
+    { ...auth, dpop: await proof(key, 'GET', `${BASE}/oauth/token`) },
+  );
   assert.equal(r.status, 400);
   assert.equal(r.body.error, 'invalid_dpop_proof');
 });
@@ -67,7 +80,9 @@ test('attack: DPoP proof replay is refused', async () => {
 
 test('attack: stale iat is refused', async () => {
   const tok = await boundToken();
-  const r = await call(tok, { dpop: await proof(key, 'GET', BASE + RES, { ath: await accessTokenHash(tok), iat: Math.floor(t.clock.now() / 1000) - 120 }) });
+  const r = await call(tok, {
+    dpop: await proof(key, 'GET', BASE + RES, { ath: await accessTokenHash(tok), iat: Math.floor(t.clock.now() / 1000) - 120 }),
+  });
   assert.equal(r.status, 401);
   assert.equal(r.body.details.reason, 'dpop_stale');
 });
@@ -89,7 +104,9 @@ test('attack: wrong htu is refused', async () => {
 test('attack: htu matching X-Forwarded-Host/Proto is refused (the cell never reads them)', async () => {
   const tok = await boundToken();
   const r = await call(tok, {
-    'x-forwarded-host': 'proxy.example', 'x-forwarded-proto': 'https', host: 'proxy.example',
+    'x-forwarded-host': 'proxy.example',
+    'x-forwarded-proto': 'https',
+    host: 'proxy.example',
     dpop: await proof(key, 'GET', `https://proxy.example${RES}`, { ath: await accessTokenHash(tok) }),
   });
   assert.equal(r.status, 401);

@@ -30,10 +30,55 @@ function openssl(args: string[]) {
 }
 
 function makeCerts() {
-  openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=test-ca']);
+  openssl([
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.pem',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=test-ca',
+  ]);
   const leaf = (name: string, ext: string) => {
-    openssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
-    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '2', '-extfile', ext]);
+    openssl([
+      'req',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      `${name}.key`,
+      '-out',
+      `${name}.csr`,
+      '-subj',
+      `/CN=${name}`,
+    ]);
+    openssl([
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${name}.pem`,
+      '-days',
+      '2',
+      '-extfile',
+      ext,
+    ]);
   };
   writeFileSync(join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
   writeFileSync(join(dir, 'robot.ext'), 'extendedKeyUsage=clientAuth\n');
@@ -41,10 +86,15 @@ function makeCerts() {
   leaf('server', 'server.ext');
   leaf('robot', 'robot.ext');
   leaf('intruder', 'intruder.ext');
-  for (const f of ['ca.pem', 'server.pem', 'server.key', 'robot.pem', 'robot.key', 'intruder.pem', 'intruder.key']) pem[f] = readFileSync(join(dir, f));
+  for (const f of ['ca.pem', 'server.pem', 'server.key', 'robot.pem', 'robot.key', 'intruder.pem', 'intruder.key'])
+    pem[f] = readFileSync(join(dir, f));
 }
 
-async function req(who: 'robot' | 'intruder' | 'none', path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}) {
+async function req(
+  who: 'robot' | 'intruder' | 'none',
+  path: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+) {
   const r = await ufetch(url + path, { ...init, dispatcher: agents[who]! });
   const text = await r.text();
   return { status: r.status, text, body: text ? JSON.parse(text) : undefined };
@@ -61,7 +111,12 @@ before(async () => {
   process.stdout.write = (() => true) as typeof process.stdout.write;
   store = await testStore();
   try {
-    running = await startCell({ config: { dataDir: join(dir, 'data'), cellId: 'cell-mtls', port: 0, ...(store.url ? { storeUrl: store.url } : {}) }, clock, log: quiet, tls: { cert: pem['server.pem']!, key: pem['server.key']!, ca: pem['ca.pem']! } });
+    running = await startCell({
+      config: { dataDir: join(dir, 'data'), cellId: 'cell-mtls', port: 0, ...(store.url ? { storeUrl: store.url } : {}) },
+      clock,
+      log: quiet,
+      tls: { cert: pem['server.pem']!, key: pem['server.key']!, ca: pem['ca.pem']! },
+    });
   } finally {
     process.stdout.write = orig;
   }
@@ -71,8 +126,14 @@ before(async () => {
   agents['robot'] = new Agent({ connect: { ca: pem['ca.pem']!, cert: pem['robot.pem']!, key: pem['robot.key']! } });
   agents['intruder'] = new Agent({ connect: { ca: pem['ca.pem']!, cert: pem['intruder.pem']!, key: pem['intruder.key']! } });
   const reg = await req('none', '/api/public/v1/admin/oauth/clients', {
-    method: 'POST', headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'robot', scope: ['oauth.clients.read'], token_endpoint_auth_method: 'tls_client_auth', tls_client_auth_subject_dn: 'CN=robot' }),
+    method: 'POST',
+    headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      name: 'robot',
+      scope: ['oauth.clients.read'],
+      token_endpoint_auth_method: 'tls_client_auth',
+      tls_client_auth_subject_dn: 'CN=robot',
+    }),
   });
   assert.equal(reg.status, 201, reg.text);
   clientId = reg.body.client_id;
@@ -88,7 +149,11 @@ after(async () => {
 const x5t = (p: Buffer) => createHash('sha256').update(new X509Certificate(p).raw).digest('base64url');
 
 test('tls_client_auth: the client certificate authenticates and binds the token (cnf x5t#S256)', async () => {
-  const r = await req('robot', '/oauth/token', { method: 'POST', headers: formHeaders, body: `grant_type=client_credentials&client_id=${clientId}` });
+  const r = await req('robot', '/oauth/token', {
+    method: 'POST',
+    headers: formHeaders,
+    body: `grant_type=client_credentials&client_id=${clientId}`,
+  });
   assert.equal(r.status, 200, r.text);
   const claims = JSON.parse(Buffer.from(r.body.access_token.split('.')[1], 'base64url').toString());
   assert.equal(claims.cnf['x5t#S256'], x5t(pem['robot.pem']!));
@@ -97,34 +162,54 @@ test('tls_client_auth: the client certificate authenticates and binds the token 
   const noLeaf = await req('none', '/api/public/v1/admin/oauth/clients', { headers: { authorization: `Bearer ${r.body.access_token}` } });
   assert.equal(noLeaf.status, 401);
   assert.equal(noLeaf.body.details.reason, 'cert_required');
-  const other = await req('intruder', '/api/public/v1/admin/oauth/clients', { headers: { authorization: `Bearer ${r.body.access_token}` } });
+  const other = await req('intruder', '/api/public/v1/admin/oauth/clients', {
+    headers: { authorization: `Bearer ${r.body.access_token}` },
+  });
   assert.equal(other.status, 401);
   assert.equal(other.body.details.reason, 'cert_mismatch');
 });
 
 test('tls_client_auth with another certificate, or none, is refused at the token endpoint', async () => {
-  const a = await req('intruder', '/oauth/token', { method: 'POST', headers: formHeaders, body: `grant_type=client_credentials&client_id=${clientId}` });
+  const a = await req('intruder', '/oauth/token', {
+    method: 'POST',
+    headers: formHeaders,
+    body: `grant_type=client_credentials&client_id=${clientId}`,
+  });
   assert.equal(a.status, 401);
   assert.equal(a.body.error, 'invalid_client');
-  const b = await req('none', '/oauth/token', { method: 'POST', headers: formHeaders, body: `grant_type=client_credentials&client_id=${clientId}` });
+  const b = await req('none', '/oauth/token', {
+    method: 'POST',
+    headers: formHeaders,
+    body: `grant_type=client_credentials&client_id=${clientId}`,
+  });
   assert.equal(b.status, 401);
 });
 
 test('DPoP + mTLS: both bindings are recorded and both must hold', async () => {
   const kp = await generateKeyPair('Ed25519');
   const jwk = await exportJWK(kp.publicKey);
-  const proof = async (htm: string, path: string, ath?: string) => new SignJWT({ htm, htu: url + path, iat: Math.floor(Date.now() / 1000), jti: crypto.randomUUID(), ...(ath ? { ath } : {}) })
-    .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk }).sign(kp.privateKey);
-  const r = await req('robot', '/oauth/token', { method: 'POST', headers: { ...formHeaders, dpop: await proof('POST', '/oauth/token') }, body: `grant_type=client_credentials&client_id=${clientId}` });
+  const proof = async (htm: string, path: string, ath?: string) =>
+    new SignJWT({ htm, htu: url + path, iat: Math.floor(Date.now() / 1000), jti: crypto.randomUUID(), ...(ath ? { ath } : {}) })
+      .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk })
+      .sign(kp.privateKey);
+  const r = await req('robot', '/oauth/token', {
+    method: 'POST',
+    headers: { ...formHeaders, dpop: await proof('POST', '/oauth/token') },
+    body: `grant_type=client_credentials&client_id=${clientId}`,
+  });
   assert.equal(r.status, 200, r.text);
   const claims = JSON.parse(Buffer.from(r.body.access_token.split('.')[1], 'base64url').toString());
   assert.equal(claims.cnf.jkt, await calculateJwkThumbprint(jwk));
   assert.equal(claims.cnf['x5t#S256'], x5t(pem['robot.pem']!));
   const tok = r.body.access_token as string;
   const path = '/api/public/v1/admin/oauth/clients';
-  const both = await req('robot', path, { headers: { authorization: `DPoP ${tok}`, dpop: await proof('GET', path, await accessTokenHash(tok)) } });
+  const both = await req('robot', path, {
+    headers: { authorization: `DPoP ${tok}`, dpop: await proof('GET', path, await accessTokenHash(tok)) },
+  });
   assert.equal(both.status, 200, both.text);
-  const noCert = await req('none', path, { headers: { authorization: `DPoP ${tok}`, dpop: await proof('GET', path, await accessTokenHash(tok)) } });
+  const noCert = await req('none', path, {
+    headers: { authorization: `DPoP ${tok}`, dpop: await proof('GET', path, await accessTokenHash(tok)) },
+  });
   assert.equal(noCert.status, 401);
   assert.equal(noCert.body.details.reason, 'cert_required');
   const noProof = await req('robot', path, { headers: { authorization: `DPoP ${tok}` } });
@@ -135,24 +220,54 @@ test('DPoP + mTLS: both bindings are recorded and both must hold', async () => {
 test('the real process: serve --tls-cert --tls-key --client-ca serves https and binds tokens to client certificates', {
   skip: existsSync(CELL_BIN) ? false : 'dist/cell.mjs missing: node scripts/build.mjs',
 }, async () => {
-  const proc = await startCellProcess({ args: ['--cell-id', 'cell-tls', '--tls-cert', join(dir, 'server.pem'), '--tls-key', join(dir, 'server.key'), '--client-ca', join(dir, 'ca.pem')] });
+  const proc = await startCellProcess({
+    args: [
+      '--cell-id',
+      'cell-tls',
+      '--tls-cert',
+      join(dir, 'server.pem'),
+      '--tls-key',
+      join(dir, 'server.key'),
+      '--client-ca',
+      join(dir, 'ca.pem'),
+    ],
+  });
   try {
     assert.match(proc.url, /^https:\/\/127\.0\.0\.1:\d+$/);
     const get = (who: 'robot' | 'none', path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}) =>
-      ufetch(proc.url + path, { ...init, dispatcher: agents[who]! }).then(async (r) => ({ status: r.status, body: await r.json() as any }));
+      ufetch(proc.url + path, { ...init, dispatcher: agents[who]! }).then(async (r) => ({
+        status: r.status,
+        body: (await r.json()) as any,
+      }));
     const meta = await get('none', '/.well-known/oauth-authorization-server');
     assert.equal(meta.body.token_endpoint, `${proc.url}/oauth/token`);
     const reg = await get('none', '/api/public/v1/admin/oauth/clients', {
-      method: 'POST', headers: { authorization: `Bearer ${proc.adminKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'robot', scope: ['oauth.clients.read'], token_endpoint_auth_method: 'tls_client_auth', tls_client_auth_subject_dn: 'CN=robot' }),
+      method: 'POST',
+      headers: { authorization: `Bearer ${proc.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        name: 'robot',
+        scope: ['oauth.clients.read'],
+        token_endpoint_auth_method: 'tls_client_auth',
+        tls_client_auth_subject_dn: 'CN=robot',
+      }),
     });
     assert.equal(reg.status, 201);
-    const tok = await get('robot', '/oauth/token', { method: 'POST', headers: formHeaders, body: `grant_type=client_credentials&client_id=${reg.body.client_id}` });
+    const tok = await get('robot', '/oauth/token', {
+      method: 'POST',
+      headers: formHeaders,
+      body: `grant_type=client_credentials&client_id=${reg.body.client_id}`,
+    });
     assert.equal(tok.status, 200);
     const claims = JSON.parse(Buffer.from(tok.body.access_token.split('.')[1], 'base64url').toString());
     assert.equal(claims.cnf['x5t#S256'], x5t(pem['robot.pem']!));
-    assert.equal((await get('none', '/api/public/v1/admin/oauth/clients', { headers: { authorization: `Bearer ${tok.body.access_token}` } })).status, 401);
-    assert.equal((await get('robot', '/api/public/v1/admin/oauth/clients', { headers: { authorization: `Bearer ${tok.body.access_token}` } })).status, 200);
+    assert.equal(
+      (await get('none', '/api/public/v1/admin/oauth/clients', { headers: { authorization: `Bearer ${tok.body.access_token}` } })).status,
+      401,
+    );
+    assert.equal(
+      (await get('robot', '/api/public/v1/admin/oauth/clients', { headers: { authorization: `Bearer ${tok.body.access_token}` } })).status,
+      200,
+    );
   } finally {
     await proc.stop();
     proc.cleanup();

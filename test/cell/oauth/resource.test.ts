@@ -21,13 +21,16 @@ before(async () => {
   assert.equal(reg.status, 201, reg.text);
   device = dev.kid;
 });
-after(async () => { await t.close(); });
+after(async () => {
+  await t.close();
+});
 
 const auth = () => basic(client.client_id, client.client_secret!);
-const token = (fields: Record<string, string> | URLSearchParams) => t.request('POST', '/oauth/token', {
-  rawBody: new URLSearchParams(fields instanceof URLSearchParams ? fields : { grant_type: 'client_credentials', ...fields }).toString(),
-  headers: { 'content-type': 'application/x-www-form-urlencoded', ...auth() },
-});
+const token = (fields: Record<string, string> | URLSearchParams) =>
+  t.request('POST', '/oauth/token', {
+    rawBody: new URLSearchParams(fields instanceof URLSearchParams ? fields : { grant_type: 'client_credentials', ...fields }).toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...auth() },
+  });
 
 test('resource=edge:<device_id> gives aud = that device; the cell refuses the token on its own API', async () => {
   const r = await token({ resource: `edge:${device}` });
@@ -38,7 +41,7 @@ test('resource=edge:<device_id> gives aud = that device; the cell refuses the to
   assert.equal(use.body.details.reason, 'bad_audience');
 });
 
-test('no resource, or the cell\'s own API as resource, gives the cell\'s audience', async () => {
+test("no resource, or the cell's own API as resource, gives the cell's audience", async () => {
   const plain = await token({});
   const own = claimsOf(plain.body.access_token).aud;
   assert.match(own, /\/api\/public\/v1$/);
@@ -54,7 +57,11 @@ test('invalid_target: another URL, an unregistered device, several resources', a
     assert.equal(r.status, 400, resource);
     assert.equal(r.body.error, 'invalid_target', resource);
   }
-  const two = new URLSearchParams([['grant_type', 'client_credentials'], ['resource', `edge:${device}`], ['resource', `edge:${device}`]]);
+  const two = new URLSearchParams([
+    ['grant_type', 'client_credentials'],
+    ['resource', `edge:${device}`],
+    ['resource', `edge:${device}`],
+  ]);
   const r = await token(two);
   assert.equal(r.status, 400);
   assert.equal(r.body.error, 'invalid_target');

@@ -32,7 +32,9 @@ test('a decision recorded while the run is driven makes that drive look again: t
   const t = await inProcessCell();
   try {
     const runs = t.modules.runs.runs;
-    const runId = await t.core.store.write((tx) => runs.createRunTx(tx, { kind: 'job', job_type: 'agent', requester: REQUESTER, spec: {}, at: t.clock.now() }));
+    const runId = await t.core.store.write((tx) =>
+      runs.createRunTx(tx, { kind: 'job', job_type: 'agent', requester: REQUESTER, spec: {}, at: t.clock.now() }),
+    );
     // The run's approvals port, except that once `hold` is set the next read of the decisions
     // is answered only when released: the drive has read them, and waits with that answer.
     const real = runs.approvalsPort(runId);
@@ -42,7 +44,10 @@ test('a decision recorded while the run is driven makes that drive look again: t
         const answer = await real.decisions(stepId);
         const h = hold;
         hold = null;
-        if (h) { h.read(); await h.release; }
+        if (h) {
+          h.read();
+          await h.release;
+        }
         return answer;
       },
       request: (stepId, ask) => real.request!(stepId, ask),
@@ -51,13 +56,24 @@ test('a decision recorded while the run is driven makes that drive look again: t
 
     assert.equal((await drive()).state, 'waiting', 'no decision yet');
     const run = async () => (await runs.getRun(runId))!;
-    assert.equal(await runs.recordApproval('usr_one', await run(), 'h', 'approve', undefined, 'jobs.run.approval'), true, 'waiting, not driven: the caller wakes it');
+    assert.equal(
+      await runs.recordApproval('usr_one', await run(), 'h', 'approve', undefined, 'jobs.run.approval'),
+      true,
+      'waiting, not driven: the caller wakes it',
+    );
 
     // The caller wakes the run; its drive reads the one decision and is held there.
     let read!: () => void;
-    const wasRead = new Promise<void>((r) => { read = r; });
+    const wasRead = new Promise<void>((r) => {
+      read = r;
+    });
     let release!: () => void;
-    hold = { read, release: new Promise<void>((r) => { release = r; }) };
+    hold = {
+      read,
+      release: new Promise<void>((r) => {
+        release = r;
+      }),
+    };
     const second = drive();
     await wasRead;
     assert.equal(runs.isDriven(runId), true);

@@ -9,7 +9,9 @@ test('journal: appends are sealed, chained, durable and verify; finish closes th
   const t = await inProcessCell();
   try {
     const runs = t.modules.runs.runs;
-    const runId = await t.core.store.write((tx) => runs.createRunTx(tx, { kind: 'job', job_type: 'compute', requester: 'p1', spec: { code: '1' }, at: t.clock.now() }));
+    const runId = await t.core.store.write((tx) =>
+      runs.createRunTx(tx, { kind: 'job', job_type: 'compute', requester: 'p1', spec: { code: '1' }, at: t.clock.now() }),
+    );
     assert.equal((await runs.getRun(runId))?.state, 'queued');
     const seen: JournalRecord[] = [];
     const unsub = await runs.subscribe(runId, 0, (r) => seen.push(r));
@@ -22,9 +24,16 @@ test('journal: appends are sealed, chained, durable and verify; finish closes th
     assert.equal(await runs.finishRun(runId, 'failed'), false, 'first finisher wins');
     await assert.rejects(runs.appendJournal(runId, { step_id: 'late', kind: 'step' }), RunClosedError);
     const recs = await runs.readJournal(runId);
-    assert.deepEqual(recs.map((r) => r.seq), [1, 2, 3, 4]);
+    assert.deepEqual(
+      recs.map((r) => r.seq),
+      [1, 2, 3, 4],
+    );
     assert.equal(recs.at(-1)!.kind, 'run_finished');
-    assert.deepEqual(seen.map((r) => r.seq), [1, 2, 3, 4], 'live subscriber saw every record once, in order');
+    assert.deepEqual(
+      seen.map((r) => r.seq),
+      [1, 2, 3, 4],
+      'live subscriber saw every record once, in order',
+    );
     unsub();
     const keys = new Map(t.modules.iam.iam.identityKeys().map((k) => [k.kid, k.jwk]));
     assert.deepEqual(await verifyJournal(recs, (kid) => keys.get(kid)), { ok: true });
@@ -45,10 +54,15 @@ test('cancel: idempotent, records cancel_requested once, aborts the driver', asy
   const t = await inProcessCell();
   try {
     const runs = t.modules.runs.runs;
-    const runId = await t.core.store.write((tx) => runs.createRunTx(tx, { kind: 'job', requester: 'p1', spec: {}, state: 'running', at: t.clock.now() }));
+    const runId = await t.core.store.write((tx) =>
+      runs.createRunTx(tx, { kind: 'job', requester: 'p1', spec: {}, state: 'running', at: t.clock.now() }),
+    );
     const d = runs.registerDriver(runId);
     let aborted = false;
-    d.signal.addEventListener('abort', () => { aborted = true; setTimeout(() => d.release(), 5); });
+    d.signal.addEventListener('abort', () => {
+      aborted = true;
+      setTimeout(() => d.release(), 5);
+    });
     const a = await runs.requestCancel(runId, 'p2');
     assert.equal(aborted, true);
     assert.equal(a?.state, 'cancelled');

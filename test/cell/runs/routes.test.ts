@@ -8,13 +8,18 @@ test('journal and SSE routes: snapshot, after_seq, resume by header or query, 20
   const t = await inProcessCell();
   try {
     const runs = t.modules.runs.runs;
-    const runId = await t.core.store.write((tx) => runs.createRunTx(tx, { kind: 'crew', crew_id: 'crw_x', requester: 'p', spec: {}, state: 'running', at: t.clock.now() }));
+    const runId = await t.core.store.write((tx) =>
+      runs.createRunTx(tx, { kind: 'crew', crew_id: 'crw_x', requester: 'p', spec: {}, state: 'running', at: t.clock.now() }),
+    );
     for (let i = 0; i < 3; i++) await runs.appendJournal(runId, { step_id: `s${i}`, kind: 'step' });
     await runs.finishRun(runId, 'completed', { output: 1 });
     const base = `/api/public/v1/admin/jobs/runs/${runId}`;
     const j = await t.request('GET', `${base}/journal?after_seq=2`, { token: t.adminKey });
     assert.equal(j.status, 200);
-    assert.deepEqual(j.body.records.map((r: { seq: number }) => r.seq), [3, 4]);
+    assert.deepEqual(
+      j.body.records.map((r: { seq: number }) => r.seq),
+      [3, 4],
+    );
     assert.equal(j.body.finished, true);
     assert.equal(j.body.state, 'completed');
     assert.equal((await t.request('GET', `${base}/journal?after_seq=-1`, { token: t.adminKey })).status, 400);

@@ -25,13 +25,20 @@ async function submit(t: InProcess, job_type: string, spec: unknown, workspace_i
 /** Waits (bounded) until the run's journal holds its run_finished record, through the run's events. */
 async function waitFinished(t: InProcess, runId: string, timeoutMs = 30_000): Promise<void> {
   let done!: () => void;
-  const finished = new Promise<void>((resolve) => { done = resolve; });
-  const unsub = await t.modules.runs.runs.subscribe(runId, 0, (r) => { if (r.kind === 'run_finished') done(); });
+  const finished = new Promise<void>((resolve) => {
+    done = resolve;
+  });
+  const unsub = await t.modules.runs.runs.subscribe(runId, 0, (r) => {
+    if (r.kind === 'run_finished') done();
+  });
   let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([finished, new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`run ${runId} did not finish in ${timeoutMs} ms`)), timeoutMs);
-    })]);
+    await Promise.race([
+      finished,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`run ${runId} did not finish in ${timeoutMs} ms`)), timeoutMs);
+      }),
+    ]);
   } finally {
     clearTimeout(timer);
     unsub();
@@ -45,13 +52,15 @@ async function runToEnd(t: InProcess, job_type: string, spec: unknown, workspace
   return (await t.request('GET', `${RUNS}/${r.body.run_id}`, { token: t.adminKey })).body;
 }
 
-const runBytes = async (t: InProcess, runId: string) => Number((await t.row('SELECT bytes FROM run_storage WHERE run_id = ?', [runId]))?.['bytes'] ?? 0);
+const runBytes = async (t: InProcess, runId: string) =>
+  Number((await t.row('SELECT bytes FROM run_storage WHERE run_id = ?', [runId]))?.['bytes'] ?? 0);
 const biggestBlob = async (t: InProcess) => Number((await t.row('SELECT max(length(body)) AS n FROM journal_blobs'))?.['n'] ?? 0);
 const runCount = async (t: InProcess) => Number((await t.row('SELECT COUNT(*) AS n FROM runs'))!['n']);
 /** Bytes the store takes: the embedded engine's files on disk, or the PostgreSQL database's size. */
-const storeBytes = async (t: InProcess) => t.engine === 'postgres'
-  ? Number((await t.row('SELECT pg_database_size(current_database()) AS n'))!['n'])
-  : dirBytes(join(t.dir, 'store'));
+const storeBytes = async (t: InProcess) =>
+  t.engine === 'postgres'
+    ? Number((await t.row('SELECT pg_database_size(current_database()) AS n'))!['n'])
+    : dirBytes(join(t.dir, 'store'));
 const bytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v), 'utf8');
 
 function dirBytes(dir: string): number {
@@ -69,14 +78,15 @@ test('default cap (1 MiB): a compute run storing more fails run_storage_cap and 
     // 1,040,000 bytes of output (under output_limit_bytes) plus 64 KiB of logs: past the 1 MiB cap.
     const big = await runToEnd(t, 'compute', {
       code: 'for (let i = 0; i < 100; i++) console.log("\\u0000".repeat(1000)); return "x".repeat(1040000);',
-      output_limit_bytes: MiB, time_limit_ms: 30_000,
+      output_limit_bytes: MiB,
+      time_limit_ms: 30_000,
     });
     assert.equal(big.state, 'failed', JSON.stringify(big).slice(0, 300));
     assert.equal(big.error.reason, 'run_storage_cap');
     assert.equal(big.error.details.limit_bytes, MiB);
     assert.equal(big.output, null);
-    assert.ok(await biggestBlob(t) < 100 * KiB, 'the refused output was not written to the journal');
-    assert.ok(await runBytes(t, big.run_id) <= MiB, 'the run stored no more than its cap');
+    assert.ok((await biggestBlob(t)) < 100 * KiB, 'the refused output was not written to the journal');
+    assert.ok((await runBytes(t, big.run_id)) <= MiB, 'the run stored no more than its cap');
 
     // Logs: 100 lines that take 6000 bytes each as JSON, and 50 more past the line cap.
     const logs = await runToEnd(t, 'compute', { code: 'for (let i = 0; i < 150; i++) console.log("\\u0001".repeat(1000)); return 1;' });
@@ -85,7 +95,11 @@ test('default cap (1 MiB): a compute run storing more fails run_storage_cap and 
     assert.match(logs.output.logs.at(-1), /^\[logs truncated: \d+ of 150 lines not kept/);
 
     // SQL: 5,000 rows of 1 KB each are ~5 MB; the result keeps what fits the run's room, and says so.
-    const sql = await runToEnd(t, 'sql', { sql: 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 5000) SELECT n, hex(randomblob(500)) FROM c', row_limit: 100_000, time_limit_ms: 30_000 });
+    const sql = await runToEnd(t, 'sql', {
+      sql: 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 5000) SELECT n, hex(randomblob(500)) FROM c',
+      row_limit: 100_000,
+      time_limit_ms: 30_000,
+    });
     assert.equal(sql.state, 'completed', JSON.stringify(sql.error));
     const res = sql.output.results[0];
     assert.equal(res.truncated, true);
@@ -110,11 +124,19 @@ test('the store stays bounded: 60 runs across 6 workspaces each try to store lar
     for (let i = 0; i < 60; i++) {
       const ws = `ws-${Math.floor(i / 10)}`;
       // Alternately a 200 KB output (over the run cap), a 25 KB one (fits, kept twice), and a 3 MB SQL result.
-      const [type, spec] = i % 3 === 0
-        ? ['compute', { code: 'return "a".repeat(200000);', output_limit_bytes: MiB }]
-        : i % 3 === 1
-          ? ['compute', { code: `return "b".repeat(25000) + ${i};`, output_limit_bytes: MiB }]
-          : ['sql', { sql: 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3000) SELECT hex(randomblob(500)) FROM c', row_limit: 100_000, time_limit_ms: 30_000 }];
+      const [type, spec] =
+        i % 3 === 0
+          ? ['compute', { code: 'return "a".repeat(200000);', output_limit_bytes: MiB }]
+          : i % 3 === 1
+            ? ['compute', { code: `return "b".repeat(25000) + ${i};`, output_limit_bytes: MiB }]
+            : [
+                'sql',
+                {
+                  sql: 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3000) SELECT hex(randomblob(500)) FROM c',
+                  row_limit: 100_000,
+                  time_limit_ms: 30_000,
+                },
+              ];
       const runsBefore = await runCount(t);
       const r = await submit(t, type, spec, ws);
       if (r.status === 409) {
@@ -126,12 +148,18 @@ test('the store stays bounded: 60 runs across 6 workspaces each try to store lar
       assert.equal(r.status, 202, r.text);
       await waitFinished(t, r.body.run_id);
       const run = (await t.request('GET', `${RUNS}/${r.body.run_id}`, { token: t.adminKey })).body;
-      note(`${run.state} ${run.error?.reason ?? (run.output?.results?.[0]?.truncated_by ?? '')}`.trim());
+      note(`${run.state} ${run.error?.reason ?? run.output?.results?.[0]?.truncated_by ?? ''}`.trim());
       const stored = await runBytes(t, run.run_id);
       assert.ok(stored <= 64 * KiB + 4 * KiB, `run ${i} stored ${stored} bytes`);
     }
     const seen = [...outcomes.keys()];
-    for (const expected of ['failed run_storage_cap', 'completed', 'completed byte_limit', 'failed workspace_quota', '409 cell_storage_quota']) {
+    for (const expected of [
+      'failed run_storage_cap',
+      'completed',
+      'completed byte_limit',
+      'failed workspace_quota',
+      '409 cell_storage_quota',
+    ]) {
       assert.ok(seen.includes(expected), `${expected} among ${JSON.stringify(Object.fromEntries(outcomes))}`);
     }
     // Bounds: each workspace and the cell, as metered, and the store's files on disk.
@@ -141,8 +169,8 @@ test('the store stays bounded: 60 runs across 6 workspaces each try to store lar
     }
     const cellBytes = await t.modules.runs.runs.cellRunBytes();
     assert.ok(cellBytes <= 768 * KiB + 8 * KiB, `cell: ${cellBytes}`);
-    assert.ok(await biggestBlob(t) <= 64 * KiB, 'no payload above the run cap was ever stored');
-    const grown = await storeBytes(t) - storeBefore;
+    assert.ok((await biggestBlob(t)) <= 64 * KiB, 'no payload above the run cap was ever stored');
+    const grown = (await storeBytes(t)) - storeBefore;
     // Embedded: the store's log holds every committed transaction (no checkpoint ran): what runs keep plus
     // the runs' own rows and the log's framing. PostgreSQL: the database's tables and indexes, dead row
     // versions included. Unmetered, these runs alone would have written > 60 MB.
@@ -158,7 +186,10 @@ test('a full workspace refuses new runs at submit: 409 workspace_quota, nothing 
     let refused: { status: number; body: any } | undefined;
     for (let i = 0; i < 40 && !refused; i++) {
       const r = await submit(t, 'compute', { code: `return "z".repeat(6000) + ${i};` }, 'ws-small');
-      if (r.status === 409) { refused = r; break; }
+      if (r.status === 409) {
+        refused = r;
+        break;
+      }
       assert.equal(r.status, 202, r.text);
       await waitFinished(t, r.body.run_id);
     }
@@ -174,19 +205,29 @@ test('a full workspace refuses new runs at submit: 409 workspace_quota, nothing 
     assert.equal((await runToEnd(t, 'compute', { code: 'return 1' }, 'ws-other')).state, 'completed');
 
     // A schedule into the full workspace: its fire is refused and creates no run.
-    const def = await t.request('POST', '/api/public/v1/admin/jobs/definitions', { token: t.adminKey, body: { name: 'into full', job_type: 'compute', workspace_id: 'ws-small', spec: { code: 'return 1' }, cron: '*/5 * * * *' } });
+    const def = await t.request('POST', '/api/public/v1/admin/jobs/definitions', {
+      token: t.adminKey,
+      body: { name: 'into full', job_type: 'compute', workspace_id: 'ws-small', spec: { code: 'return 1' }, cron: '*/5 * * * *' },
+    });
     assert.equal(def.status, 201, def.text);
     t.clock.advance(5 * 60_000);
     assert.equal(await t.modules.jobs.scheduler.tick(), 0);
     assert.equal(await runCount(t), before + 1, 'no run from the fire (one from ws-other)');
-    assert.deepEqual(await t.row('SELECT state, detail FROM job_fires WHERE schedule_id = ?', [def.body.schedule_id]), { state: 'refused', detail: 'workspace_quota' });
-    assert.equal((await t.request('GET', `/api/public/v1/admin/jobs/definitions/${def.body.schedule_id}`, { token: t.adminKey })).body.enabled, true, 'the definition stays enabled');
+    assert.deepEqual(await t.row('SELECT state, detail FROM job_fires WHERE schedule_id = ?', [def.body.schedule_id]), {
+      state: 'refused',
+      detail: 'workspace_quota',
+    });
+    assert.equal(
+      (await t.request('GET', `/api/public/v1/admin/jobs/definitions/${def.body.schedule_id}`, { token: t.adminKey })).body.enabled,
+      true,
+      'the definition stays enabled',
+    );
   } finally {
     await t.close();
   }
 });
 
-test('a run\'s spec counts: one larger than the run cap is 400 run_storage_cap at submit, nothing written; a fitting one is counted', async () => {
+test("a run's spec counts: one larger than the run cap is 400 run_storage_cap at submit, nothing written; a fitting one is counted", async () => {
   const t = await inProcessCell({ config: { runStorageCapBytes: 64 * KiB } });
   try {
     const before = await runCount(t);
@@ -210,11 +251,24 @@ test('a run\'s spec counts: one larger than the run cap is 400 run_storage_cap a
 test('the workspace SQL database counts: a job that would grow it past the quota fails workspace_quota and leaves the file as it was', async () => {
   const t = await inProcessCell({ config: { workspaceQuotaBytes: 512 * KiB } });
   try {
-    const made = await runToEnd(t, 'sql', { statements: [{ sql: 'CREATE TABLE t (b BLOB)' }, { sql: 'INSERT INTO t VALUES (randomblob(1000))' }] }, 'ws-db');
+    const made = await runToEnd(
+      t,
+      'sql',
+      { statements: [{ sql: 'CREATE TABLE t (b BLOB)' }, { sql: 'INSERT INTO t VALUES (randomblob(1000))' }] },
+      'ws-db',
+    );
     assert.equal(made.state, 'completed', JSON.stringify(made.error));
     const file = workspaceDbPath(t.core.config.dataDir, 'ws-db');
     const size = statSync(file).size;
-    const grow = await runToEnd(t, 'sql', { sql: 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 2000) INSERT INTO t SELECT randomblob(1000) FROM c', time_limit_ms: 30_000 }, 'ws-db');
+    const grow = await runToEnd(
+      t,
+      'sql',
+      {
+        sql: 'WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 2000) INSERT INTO t SELECT randomblob(1000) FROM c',
+        time_limit_ms: 30_000,
+      },
+      'ws-db',
+    );
     assert.equal(grow.state, 'failed');
     assert.equal(grow.error.reason, 'workspace_quota', JSON.stringify(grow.error));
     assert.equal(statSync(file).size, size, 'the file is unchanged');
@@ -238,8 +292,8 @@ test('crew runs are metered too: a model answer past the run cap fails the run r
     const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
     assert.equal(s.state, 'failed', JSON.stringify(s).slice(0, 300));
     assert.equal(s.error.reason, 'run_storage_cap');
-    assert.ok(await biggestBlob(t) < 256 * KiB, 'the answer was not written');
-    assert.ok(await runBytes(t, run.run_id) <= 256 * KiB);
+    assert.ok((await biggestBlob(t)) < 256 * KiB, 'the answer was not written');
+    assert.ok((await runBytes(t, run.run_id)) <= 256 * KiB);
   } finally {
     await t.close();
     await ai.close();

@@ -24,18 +24,24 @@ const SELECTORS = [...ALL_PERMISSIONS, 'iam', 'iam.keys', 'oauth', 'agent_teams'
 const TOOLS = ['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get'];
 const sub = <T>(xs: readonly T[]) => fc.subarray([...xs]);
 
-const envelopeArb: fc.Arbitrary<AuthorityEnvelope> = fc.record({
-  allowed_tools: sub(TOOLS),
-  clearance_level: fc.integer({ min: 0, max: 3 }),
-  permission_mode: fc.constantFrom('plan', 'ask', 'auto-read', 'auto'),
-  data_grant_ids: sub(['kv:w1', 'kv:w2', 'kv:*']),
-  egress_allowlist: sub(['kv:w1', 'kv:*', '*', 'https://a.example']),
-  compartments: sub(['a', 'b', 'c']),
-}, { requiredKeys: [] }) as fc.Arbitrary<AuthorityEnvelope>;
+const envelopeArb: fc.Arbitrary<AuthorityEnvelope> = fc.record(
+  {
+    allowed_tools: sub(TOOLS),
+    clearance_level: fc.integer({ min: 0, max: 3 }),
+    permission_mode: fc.constantFrom('plan', 'ask', 'auto-read', 'auto'),
+    data_grant_ids: sub(['kv:w1', 'kv:w2', 'kv:*']),
+    egress_allowlist: sub(['kv:w1', 'kv:*', '*', 'https://a.example']),
+    compartments: sub(['a', 'b', 'c']),
+  },
+  { requiredKeys: [] },
+) as fc.Arbitrary<AuthorityEnvelope>;
 
 const callerArb = fc.record({
   // Half the callers hold most permissions, so that the routes also accept (and the check is not vacuous).
-  permissions: fc.oneof(sub(SELECTORS), sub(SELECTORS).map((drop) => [...ALL_PERMISSIONS].filter((p) => !drop.slice(0, 3).includes(p)))),
+  permissions: fc.oneof(
+    sub(SELECTORS),
+    sub(SELECTORS).map((drop) => [...ALL_PERMISSIONS].filter((p) => !drop.slice(0, 3).includes(p))),
+  ),
   ceiling: envelopeArb,
   scopes: fc.option(sub(SELECTORS), { nil: undefined }),
   keyCap: fc.option(envelopeArb, { nil: undefined }),
@@ -82,12 +88,18 @@ async function principal(t: InProcess, permissions: string[], ceiling: Authority
 /** What a key holds, judged from the key and its owner as the API shows them. */
 function keyHolding(ownerPerms: string[], ownerCeiling: Ceiling, key: { scopes: string[]; authority: unknown }): Holding {
   const cap = key.authority === null ? null : parseCeiling(JSON.stringify(key.authority));
-  return { permissions: effectiveAuthority(ownerPerms, key.scopes), envelope: cap === null ? ownerCeiling : meetCeilings(ownerCeiling, cap) };
+  return {
+    permissions: effectiveAuthority(ownerPerms, key.scopes),
+    envelope: cap === null ? ownerCeiling : meetCeilings(ownerCeiling, cap),
+  };
 }
 
 function assertWithin(holder: Holding, grant: { permissions?: readonly string[]; envelope?: AuthorityEnvelope | Ceiling }, what: string) {
   const v = contains(holder, grant);
-  assert.ok(v.ok, `${what} handed out more than the caller holds: ${JSON.stringify(v)} (caller ${JSON.stringify(holder)}, grant ${JSON.stringify(grant)})`);
+  assert.ok(
+    v.ok,
+    `${what} handed out more than the caller holds: ${JSON.stringify(v)} (caller ${JSON.stringify(holder)}, grant ${JSON.stringify(grant)})`,
+  );
 }
 
 /** The routes this sweep drives, as `METHOD path-template`. */
@@ -117,118 +129,198 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     const ownerHolding: Holding = { permissions: ['*'], envelope: UNBOUNDED };
     // Fixtures the owner made: a secret, a formation, two wide agents (one per seat) and their billets.
     const secret = (await ok(t, 'POST', `${A}/secrets`, { name: 's', value: 'sk-x' })).secret_id as string;
-    const wideEnv = { allowed_tools: TOOLS, clearance_level: 3, permission_mode: 'auto', data_grant_ids: ['kv:*'], egress_allowlist: ['*'], compartments: ['a', 'b', 'c'] };
+    const wideEnv = {
+      allowed_tools: TOOLS,
+      clearance_level: 3,
+      permission_mode: 'auto',
+      data_grant_ids: ['kv:*'],
+      egress_allowlist: ['*'],
+      compartments: ['a', 'b', 'c'],
+    };
     const formation = (await ok(t, 'POST', `${T}/formations`, { name: 'sweep', coordination_policy: 'sequential' })).formation_id as string;
-    const billet = (await ok(t, 'POST', `${T}/formations/${formation}/billets`, { role_label: 'r', required_skills: [], authority_cap: wideEnv })).billet_id as string;
-    const wideAgent = (await ok(t, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'r', authority_template: wideEnv })).agent_id as string;
+    const billet = (
+      await ok(t, 'POST', `${T}/formations/${formation}/billets`, { role_label: 'r', required_skills: [], authority_cap: wideEnv })
+    ).billet_id as string;
+    const wideAgent = (await ok(t, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'r', authority_template: wideEnv }))
+      .agent_id as string;
     const bootKey = (await t.request('GET', `${A}/api-keys?limit=1`, { token: t.adminKey })).body.keys[0].key_id as string;
     let accepted = 0;
     let refused = 0;
 
-    await fc.assert(fc.asyncProperty(callerArb, targetArb, askArb, async (c: Caller, tg, ask) => {
-      const me = await principal(t, c.permissions, c.ceiling);
-      const key = await ok(t, 'POST', `${A}/api-keys`, { name: 'k', owner_id: me.id, ...(c.scopes ? { scopes: c.scopes } : {}), ...(c.keyCap ? { authority: c.keyCap } : {}) });
-      const ownWide = await ok(t, 'POST', `${A}/api-keys`, { name: 'wide', owner_id: me.id });
-      const target = await principal(t, tg.permissions, tg.ceiling);
-      const targetKey = await ok(t, 'POST', `${A}/api-keys`, { name: 'tk', owner_id: target.id });
-      const caller = keyHolding(me.perms, me.ceiling, key);
-      if (ask.fit) {
-        ask = { ...ask, env: caller.envelope === UNBOUNDED ? ask.env : capToCeiling(ask.env, caller.envelope) };
-        const inside = intersectSelectors(ask.perms, caller.permissions);
-        if (inside.length) ask = { ...ask, perms: inside, scopes: intersectSelectors(ask.scopes, caller.permissions) };
-        if (caller.envelope !== UNBOUNDED && !(caller.envelope.allowed_tools ?? []).includes(ask.tool) && caller.envelope.allowed_tools?.[0]) ask = { ...ask, tool: caller.envelope.allowed_tools[0] };
-      }
-      const tok = key.secret as string;
-      const call = async (method: string, path: string, body?: unknown) => {
-        const r = await t.request(method, path, { token: tok, ...(body !== undefined ? { body } : {}) });
-        assert.ok(r.status < 500, `${method} ${path} -> ${r.status} ${r.text}`);
-        if (r.status < 300) accepted++; else refused++;
-        return r;
-      };
+    await fc.assert(
+      fc.asyncProperty(callerArb, targetArb, askArb, async (c: Caller, tg, ask) => {
+        const me = await principal(t, c.permissions, c.ceiling);
+        const key = await ok(t, 'POST', `${A}/api-keys`, {
+          name: 'k',
+          owner_id: me.id,
+          ...(c.scopes ? { scopes: c.scopes } : {}),
+          ...(c.keyCap ? { authority: c.keyCap } : {}),
+        });
+        const ownWide = await ok(t, 'POST', `${A}/api-keys`, { name: 'wide', owner_id: me.id });
+        const target = await principal(t, tg.permissions, tg.ceiling);
+        const targetKey = await ok(t, 'POST', `${A}/api-keys`, { name: 'tk', owner_id: target.id });
+        const caller = keyHolding(me.perms, me.ceiling, key);
+        if (ask.fit) {
+          ask = { ...ask, env: caller.envelope === UNBOUNDED ? ask.env : capToCeiling(ask.env, caller.envelope) };
+          const inside = intersectSelectors(ask.perms, caller.permissions);
+          if (inside.length) ask = { ...ask, perms: inside, scopes: intersectSelectors(ask.scopes, caller.permissions) };
+          if (
+            caller.envelope !== UNBOUNDED &&
+            !(caller.envelope.allowed_tools ?? []).includes(ask.tool) &&
+            caller.envelope.allowed_tools?.[0]
+          )
+            ask = { ...ask, tool: caller.envelope.allowed_tools[0] };
+        }
+        const tok = key.secret as string;
+        const call = async (method: string, path: string, body?: unknown) => {
+          const r = await t.request(method, path, { token: tok, ...(body !== undefined ? { body } : {}) });
+          assert.ok(r.status < 500, `${method} ${path} -> ${r.status} ${r.text}`);
+          if (r.status < 300) accepted++;
+          else refused++;
+          return r;
+        };
 
-      // API keys: mint for self and for another principal; rotate and revoke a key of any owner.
-      let r = await call('POST', `${A}/api-keys`, { name: 'm', scopes: ask.scopes, authority: ask.env });
-      if (r.status === 201) assertWithin(caller, keyHolding(me.perms, me.ceiling, r.body), 'mint');
-      r = await call('POST', `${A}/api-keys`, { name: 'm2', owner_id: target.id, scopes: ask.scopes });
-      if (r.status === 201) assertWithin(caller, keyHolding(target.perms, target.ceiling, r.body), 'mint for another');
-      const victims = { owner: { id: bootKey, h: ownerHolding }, target: { id: targetKey.key_id, h: keyHolding(target.perms, target.ceiling, targetKey) }, 'own-wide': { id: ownWide.key_id, h: keyHolding(me.perms, me.ceiling, ownWide) } };
-      const v = victims[ask.keyTarget];
-      r = await call('POST', `${A}/api-keys/${v.id}/rotate`, {});
-      if (r.status === 200) assertWithin(caller, v.h, 'rotate');
-      r = await call('POST', `${A}/api-keys/${v.id}/revoke`);
-      if (r.status === 200) assertWithin(caller, v.h, 'revoke');
+        // API keys: mint for self and for another principal; rotate and revoke a key of any owner.
+        let r = await call('POST', `${A}/api-keys`, { name: 'm', scopes: ask.scopes, authority: ask.env });
+        if (r.status === 201) assertWithin(caller, keyHolding(me.perms, me.ceiling, r.body), 'mint');
+        r = await call('POST', `${A}/api-keys`, { name: 'm2', owner_id: target.id, scopes: ask.scopes });
+        if (r.status === 201) assertWithin(caller, keyHolding(target.perms, target.ceiling, r.body), 'mint for another');
+        const victims = {
+          owner: { id: bootKey, h: ownerHolding },
+          target: { id: targetKey.key_id, h: keyHolding(target.perms, target.ceiling, targetKey) },
+          'own-wide': { id: ownWide.key_id, h: keyHolding(me.perms, me.ceiling, ownWide) },
+        };
+        const v = victims[ask.keyTarget];
+        r = await call('POST', `${A}/api-keys/${v.id}/rotate`, {});
+        if (r.status === 200) assertWithin(caller, v.h, 'rotate');
+        r = await call('POST', `${A}/api-keys/${v.id}/revoke`);
+        if (r.status === 200) assertWithin(caller, v.h, 'revoke');
 
-      // Principals and roles.
-      r = await call('POST', `${A}/principals`, { kind: 'service', name: `made-${++seq}`, roles: ask.roles, authority: ask.env });
-      if (r.status === 201) {
-        const perms = normalize(ask.roles.flatMap((x) => [...(BUILTIN_ROLES[x] ?? [])]));
-        assertWithin(caller, { permissions: perms, envelope: r.body.authority }, 'principal.create');
-      }
-      r = await call('POST', `${A}/roles`, { name: `made-role-${++seq}`, permissions: ask.perms });
-      if (r.status === 201) assertWithin(caller, { permissions: r.body.permissions }, 'role.create');
+        // Principals and roles.
+        r = await call('POST', `${A}/principals`, { kind: 'service', name: `made-${++seq}`, roles: ask.roles, authority: ask.env });
+        if (r.status === 201) {
+          const perms = normalize(ask.roles.flatMap((x) => [...(BUILTIN_ROLES[x] ?? [])]));
+          assertWithin(caller, { permissions: perms, envelope: r.body.authority }, 'principal.create');
+        }
+        r = await call('POST', `${A}/roles`, { name: `made-role-${++seq}`, permissions: ask.perms });
+        if (r.status === 201) assertWithin(caller, { permissions: r.body.permissions }, 'role.create');
 
-      // OAuth clients and SATs.
-      const subject = { self: me, owner: { id: ownerId, perms: ['*'], ceiling: UNBOUNDED as Ceiling }, target }[ask.subject];
-      r = await call('POST', `${A}/oauth/clients`, { name: 'c', scope: ask.perms, ...(ask.subject !== 'self' ? { subject_id: subject.id } : {}) });
-      if (r.status === 201) {
-        if (subject.id !== me.id) assertWithin(caller, { permissions: subject.perms, envelope: subject.ceiling }, 'client subject');
-        assertWithin(caller, { permissions: r.body.scope }, 'client scope');
-        const at = await form(t, '/oauth/token', { grant_type: 'client_credentials' }, basic(r.body.client_id, r.body.client_secret));
-        if (at.status === 200) assertWithin(caller, { permissions: claimsOf(at.body.access_token).scope.split(' ') }, 'client token');
-      }
-      r = await call('POST', `${A}/sats`, { scope: ask.perms.filter((p) => p !== '*') });
-      if (r.status === 201) assertWithin(caller, { permissions: claimsOf(r.body.access_token).scope.split(' ') }, 'sat');
+        // OAuth clients and SATs.
+        const subject = { self: me, owner: { id: ownerId, perms: ['*'], ceiling: UNBOUNDED as Ceiling }, target }[ask.subject];
+        r = await call('POST', `${A}/oauth/clients`, {
+          name: 'c',
+          scope: ask.perms,
+          ...(ask.subject !== 'self' ? { subject_id: subject.id } : {}),
+        });
+        if (r.status === 201) {
+          if (subject.id !== me.id) assertWithin(caller, { permissions: subject.perms, envelope: subject.ceiling }, 'client subject');
+          assertWithin(caller, { permissions: r.body.scope }, 'client scope');
+          const at = await form(t, '/oauth/token', { grant_type: 'client_credentials' }, basic(r.body.client_id, r.body.client_secret));
+          if (at.status === 200) assertWithin(caller, { permissions: claimsOf(at.body.access_token).scope.split(' ') }, 'client token');
+        }
+        r = await call('POST', `${A}/sats`, { scope: ask.perms.filter((p) => p !== '*') });
+        if (r.status === 201) assertWithin(caller, { permissions: claimsOf(r.body.access_token).scope.split(' ') }, 'sat');
 
-      // Agent teams: an agent from scratch, a blueprint, a billet, a crew over a wide agent.
-      r = await call('POST', `${T}/agents`, { source: 'scratch', role_label: 'x', authority_template: ask.env });
-      if (r.status === 201) assertWithin(caller, { permissions: [...BUILTIN_ROLES['agent']!], envelope: r.body.authority }, 'agent');
-      r = await call('POST', `${T}/blueprints`, { name: `bp${++seq}`, role_label: 'x', authority_template: ask.env });
-      if (r.status === 201) assertWithin(caller, { envelope: r.body.authority_template }, 'blueprint');
-      r = await call('POST', `${T}/formations/${formation}/billets`, { role_label: 'x', required_skills: [], reports_to: billet, authority_cap: ask.env });
-      if (r.status === 201) assertWithin(caller, { envelope: r.body.authority_cap }, 'billet');
-      const crewFormation = (await ok(t, 'POST', `${T}/formations`, { name: `cf${++seq}` })).formation_id;
-      const seat = (await ok(t, 'POST', `${T}/formations/${crewFormation}/billets`, { role_label: 'r', required_skills: [], authority_cap: ask.env })).billet_id;
-      r = await call('POST', `${T}/crews`, { formation_id: crewFormation, assignments: { [seat]: wideAgent } });
-      // The seat's authority as the compiler computes it: agent ∩ billet cap (exact names).
-      const seatEnv = intersectAuthority(wideEnv as AuthorityEnvelope, ask.env);
-      if (r.status === 201) assertWithin(caller, { envelope: seatEnv }, 'crew seat');
-      // A schedule that runs that crew later, as the caller.
-      const crewId = r.status === 201 ? r.body.crew_id as string : (await ok(t, 'POST', `${T}/crews`, { formation_id: crewFormation, assignments: { [seat]: wideAgent } })).crew_id as string;
-      r = await call('POST', `${A}/jobs/definitions`, { name: `d${++seq}`, job_type: 'team', workspace_id: 'w1', cron: '0 * * * *', spec: { crew_id: crewId } });
-      if (r.status === 201) {
-        assertWithin(caller, { envelope: seatEnv }, 'definition seats');
-        assertWithin(caller, { permissions: ['system.orchestration.admin.write', 'agent_teams.write'] }, 'definition author');
-      }
+        // Agent teams: an agent from scratch, a blueprint, a billet, a crew over a wide agent.
+        r = await call('POST', `${T}/agents`, { source: 'scratch', role_label: 'x', authority_template: ask.env });
+        if (r.status === 201) assertWithin(caller, { permissions: [...BUILTIN_ROLES['agent']!], envelope: r.body.authority }, 'agent');
+        r = await call('POST', `${T}/blueprints`, { name: `bp${++seq}`, role_label: 'x', authority_template: ask.env });
+        if (r.status === 201) assertWithin(caller, { envelope: r.body.authority_template }, 'blueprint');
+        r = await call('POST', `${T}/formations/${formation}/billets`, {
+          role_label: 'x',
+          required_skills: [],
+          reports_to: billet,
+          authority_cap: ask.env,
+        });
+        if (r.status === 201) assertWithin(caller, { envelope: r.body.authority_cap }, 'billet');
+        const crewFormation = (await ok(t, 'POST', `${T}/formations`, { name: `cf${++seq}` })).formation_id;
+        const seat = (
+          await ok(t, 'POST', `${T}/formations/${crewFormation}/billets`, { role_label: 'r', required_skills: [], authority_cap: ask.env })
+        ).billet_id;
+        r = await call('POST', `${T}/crews`, { formation_id: crewFormation, assignments: { [seat]: wideAgent } });
+        // The seat's authority as the compiler computes it: agent ∩ billet cap (exact names).
+        const seatEnv = intersectAuthority(wideEnv as AuthorityEnvelope, ask.env);
+        if (r.status === 201) assertWithin(caller, { envelope: seatEnv }, 'crew seat');
+        // A schedule that runs that crew later, as the caller.
+        const crewId =
+          r.status === 201
+            ? (r.body.crew_id as string)
+            : ((await ok(t, 'POST', `${T}/crews`, { formation_id: crewFormation, assignments: { [seat]: wideAgent } })).crew_id as string);
+        r = await call('POST', `${A}/jobs/definitions`, {
+          name: `d${++seq}`,
+          job_type: 'team',
+          workspace_id: 'w1',
+          cron: '0 * * * *',
+          spec: { crew_id: crewId },
+        });
+        if (r.status === 201) {
+          assertWithin(caller, { envelope: seatEnv }, 'definition seats');
+          assertWithin(caller, { permissions: ['system.orchestration.admin.write', 'agent_teams.write'] }, 'definition author');
+        }
 
-      // Jobs: a single tool run, a published endpoint.
-      r = await call('POST', `${A}/jobs/runs`, { job_type: 'single', workspace_id: 'w1', spec: { tool: ask.tool, args: {}, authority: { egress_allowlist: ask.env.egress_allowlist ?? [], data_grant_ids: ask.env.data_grant_ids ?? [], clearance_level: ask.env.clearance_level ?? 0, compartments: ask.env.compartments ?? [] } } });
-      if (r.status === 202) {
-        const run = (await t.request('GET', `${A}/jobs/runs/${r.body.run_id}`, { token: t.adminKey })).body;
-        assertWithin(caller, { envelope: { ...run.spec.authority, allowed_tools: [run.spec.tool] } }, 'single job');
-      }
-      r = await call('POST', `${A}/jobs/endpoints`, { name: `e${++seq}`, job_type: 'compute', workspace_id: 'w1', spec: { code: 'return 1' }, required_scopes: ask.perms.filter((p) => p !== '*') });
-      if (r.status === 201) assertWithin(caller, { permissions: r.body.required_scopes }, 'endpoint');
+        // Jobs: a single tool run, a published endpoint.
+        r = await call('POST', `${A}/jobs/runs`, {
+          job_type: 'single',
+          workspace_id: 'w1',
+          spec: {
+            tool: ask.tool,
+            args: {},
+            authority: {
+              egress_allowlist: ask.env.egress_allowlist ?? [],
+              data_grant_ids: ask.env.data_grant_ids ?? [],
+              clearance_level: ask.env.clearance_level ?? 0,
+              compartments: ask.env.compartments ?? [],
+            },
+          },
+        });
+        if (r.status === 202) {
+          const run = (await t.request('GET', `${A}/jobs/runs/${r.body.run_id}`, { token: t.adminKey })).body;
+          assertWithin(caller, { envelope: { ...run.spec.authority, allowed_tools: [run.spec.tool] } }, 'single job');
+        }
+        r = await call('POST', `${A}/jobs/endpoints`, {
+          name: `e${++seq}`,
+          job_type: 'compute',
+          workspace_id: 'w1',
+          spec: { code: 'return 1' },
+          required_scopes: ask.perms.filter((p) => p !== '*'),
+        });
+        if (r.status === 201) assertWithin(caller, { permissions: r.body.required_scopes }, 'endpoint');
 
-      // A provider binding the owner's secret.
-      r = await call('POST', `${A}/ai/model-providers`, { provider_type: 'openai-compatible', default_model: 'm', base_url: 'http://127.0.0.1:9/v1', api_key_secret_id: secret });
-      if (r.status === 201) assertWithin(caller, { permissions: ['secrets.use', 'ai.providers.write'] }, 'provider secret');
-    }), { numRuns: 40 });
+        // A provider binding the owner's secret.
+        r = await call('POST', `${A}/ai/model-providers`, {
+          provider_type: 'openai-compatible',
+          default_model: 'm',
+          base_url: 'http://127.0.0.1:9/v1',
+          api_key_secret_id: secret,
+        });
+        if (r.status === 201) assertWithin(caller, { permissions: ['secrets.use', 'ai.providers.write'] }, 'provider secret');
+      }),
+      { numRuns: 40 },
+    );
     assert.ok(accepted > 50 && refused > 50, `the sweep exercised both outcomes (accepted ${accepted}, refused ${refused})`);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });
 
 /** State-changing admin routes that hand out or use no authority, each with why. */
 const NOT_AUTHORITY = new Map<string, string>([
-  ['POST /api/public/v1/admin/principals/:id/restore', 'restoring brings back what the principal held; the caller must manage it (same check as archive)'],
+  [
+    'POST /api/public/v1/admin/principals/:id/restore',
+    'restoring brings back what the principal held; the caller must manage it (same check as archive)',
+  ],
   ['DELETE /api/public/v1/admin/principals/:id', 'lifecycle: same check as archive'],
   ['POST /api/public/v1/admin/principals/:id/purge', 'lifecycle: same check as archive'],
   ['POST /api/public/v1/admin/secrets', 'stores a value the caller owns; binding it is the provider route'],
-  ['POST /api/public/v1/admin/oauth/signing-keys/rotate', 'rotates the cell\'s key; hands out nothing'],
+  ['POST /api/public/v1/admin/oauth/signing-keys/rotate', "rotates the cell's key; hands out nothing"],
   ['POST /api/public/v1/admin/agent-teams/skills', 'a skill carries no authority'],
   ['POST /api/public/v1/admin/agent-teams/formations', 'a formation carries no authority until billets are added'],
   ['POST /api/public/v1/admin/agent-teams/contracts', 'a contract only narrows (a value gate)'],
   ['POST /api/public/v1/admin/agent-teams/agents/:agent_id/budget-ledger', 'a budget limit, not authority'],
-  ['POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs', 'runs a crew: the crew route\'s seat check, repeated at launch (finding tests)'],
+  [
+    'POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs',
+    "runs a crew: the crew route's seat check, repeated at launch (finding tests)",
+  ],
   ['POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/recover', 'resumes a run as it was authorised'],
   ['POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/approvals/:step_id', 'a decision by the caller, not a grant'],
   ['POST /api/public/v1/admin/jobs/runs/:run_id/cancel', 'stops a run'],
@@ -258,5 +350,7 @@ test('every state-changing admin route is either in the containment sweep or say
     }
     assert.deepEqual(unclassified, [], 'classify each new route: add it to the sweep (SWEPT) or to NOT_AUTHORITY with a reason');
     for (const id of [...SWEPT, ...NOT_AUTHORITY.keys()]) assert.ok(seen.has(id), `${id} is listed but no longer exists`);
-  } finally { await t.close(); }
+  } finally {
+    await t.close();
+  }
 });

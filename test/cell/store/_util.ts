@@ -10,9 +10,7 @@ import type { StoreConfig } from '../../../cell/store/open.ts';
 import type { Migration } from '../../../cell/store/types.ts';
 import { pgDatabase, pgUnavailable } from '../../helpers/postgres.ts';
 
-export const T_MIGRATIONS: Migration[] = [
-  { id: 'test-001-t', sql: 'CREATE TABLE t (id INTEGER, v TEXT, b BLOB)' },
-];
+export const T_MIGRATIONS: Migration[] = [{ id: 'test-001-t', sql: 'CREATE TABLE t (id INTEGER, v TEXT, b BLOB)' }];
 
 export function tempDir(prefix = 'store-'): { dir: string; cleanup(): void } {
   const dir = mkdtempSync(join(tmpdir(), prefix));
@@ -86,7 +84,9 @@ export interface WriterRun {
  */
 export async function startWriter(where: string, tag: string, writers: number, extra: string[] = []): Promise<WriterRun> {
   const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, ['--import', 'tsx', WRITER, where, tag, String(writers), ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', WRITER, where, tag, String(writers), ...extra], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
@@ -101,13 +101,20 @@ export async function startWriter(where: string, tag: string, writers: number, e
     await new Promise((r) => setTimeout(r, 10));
   }
   // Only complete lines: a line cut by the kill was not fully printed, so not counted.
-  const lines = () => { const l = out.split('\n'); l.pop(); return l.slice(1); };
+  const lines = () => {
+    const l = out.split('\n');
+    l.pop();
+    return l.slice(1);
+  };
   return {
     acked: () => lines().filter((l) => !l.startsWith('!')),
-    refused: () => lines().filter((l) => l.startsWith('!')).map((l) => {
-      const [id, ...reason] = l.slice(1).split(' ');
-      return { id: id!, reason: reason.join(' ') };
-    }),
+    refused: () =>
+      lines()
+        .filter((l) => l.startsWith('!'))
+        .map((l) => {
+          const [id, ...reason] = l.slice(1).split(' ');
+          return { id: id!, reason: reason.join(' ') };
+        }),
     stderr: () => err,
     kill: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

@@ -47,7 +47,10 @@ for (const engine of ENGINES) {
       assert.equal(upd.changes, 2);
       await store.close();
       const again = await open(p);
-      assert.deepEqual(await again.all('SELECT id, v FROM t ORDER BY id'), [{ id: 1, v: 'x' }, { id: 2, v: 'x' }]);
+      assert.deepEqual(await again.all('SELECT id, v FROM t ORDER BY id'), [
+        { id: 1, v: 'x' },
+        { id: 2, v: 'x' },
+      ]);
     });
 
     it('round-trips big integers, unicode text, bytes, reals and null; aggregates and booleans come back as numbers', async () => {
@@ -57,7 +60,13 @@ for (const engine of ENGINES) {
       const big = 2 ** 40 + 7;
       const rows = [
         [1, big, 'plain', new Uint8Array([0, 1, 2, 254, 255]), 1.5],
-        [2, -big, "it's a 'quote', a ? and \"double\" \u00e9\u00e8 \u4e2d\u6587 \u{1F600}\ttab\nline", new Uint8Array(300).map((_, i) => i % 256), -0.25],
+        [
+          2,
+          -big,
+          "it's a 'quote', a ? and \"double\" \u00e9\u00e8 \u4e2d\u6587 \u{1F600}\ttab\nline",
+          new Uint8Array(300).map((_, i) => i % 256),
+          -0.25,
+        ],
         [3, Number.MAX_SAFE_INTEGER, '', null, null],
         [2 ** 33, 2 ** 31, null, new Uint8Array([7]), 1e300],
       ] as const;
@@ -103,11 +112,14 @@ for (const engine of ENGINES) {
       await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)'));
       const boom = new Error('boom');
       let effects = 0;
-      await assert.rejects(store.write(async (tx) => {
-        await tx.run('INSERT INTO t (id) VALUES (2)');
-        tx.afterCommit(() => effects++);
-        throw boom;
-      }), (err) => err === boom);
+      await assert.rejects(
+        store.write(async (tx) => {
+          await tx.run('INSERT INTO t (id) VALUES (2)');
+          tx.afterCommit(() => effects++);
+          throw boom;
+        }),
+        (err) => err === boom,
+      );
       assert.equal(await count(store), 1);
       assert.equal(effects, 0, 'no afterCommit effect on rollback');
       await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (3)'));
@@ -117,15 +129,20 @@ for (const engine of ENGINES) {
     it('a failed statement aborts the transaction even when the function catches it', async () => {
       const { store } = await fresh([{ id: 'u-001', sql: 'CREATE TABLE u (id INTEGER PRIMARY KEY, v TEXT)' }]);
       await store.write((tx) => tx.run('INSERT INTO u (id, v) VALUES (1, ?)', ['a']));
-      const err = await store.write(async (tx) => {
-        await tx.run('INSERT INTO u (id, v) VALUES (2, ?)', ['b']);
-        try {
-          await tx.run('INSERT INTO u (id, v) VALUES (1, ?)', ['dup']);
-        } catch {
-          // Swallowed: the transaction is aborted all the same.
-        }
-        return 'caught';
-      }).then(() => null, (e: unknown) => e);
+      const err = await store
+        .write(async (tx) => {
+          await tx.run('INSERT INTO u (id, v) VALUES (2, ?)', ['b']);
+          try {
+            await tx.run('INSERT INTO u (id, v) VALUES (1, ?)', ['dup']);
+          } catch {
+            // Swallowed: the transaction is aborted all the same.
+          }
+          return 'caught';
+        })
+        .then(
+          () => null,
+          (e: unknown) => e,
+        );
       assert.ok(err instanceof Error, 'the write rejects');
       assert.deepEqual(await store.all('SELECT id, v FROM u ORDER BY id'), [{ id: 1, v: 'a' }], 'nothing of it is kept');
       await assert.rejects(store.write((tx) => tx.run('INSERT INTO nope (x) VALUES (1)')));
@@ -136,16 +153,26 @@ for (const engine of ENGINES) {
       let inner: Promise<unknown> | undefined;
       await store.write(async (tx) => {
         await tx.run('INSERT INTO t (id) VALUES (2)');
-        inner = store.write((tx2) => tx2.run('INSERT INTO t (id) VALUES (3)')).then(() => 'committed', (err: unknown) => err);
+        inner = store
+          .write((tx2) => tx2.run('INSERT INTO t (id) VALUES (3)'))
+          .then(
+            () => 'committed',
+            (err: unknown) => err,
+          );
       });
       const err = await inner;
       assert.ok(err instanceof TypeError && /nested/.test(err.message), String(err));
-      await assert.rejects(store.write(async (tx) => {
-        await tx.run('INSERT INTO t (id) VALUES (4)');
-        await tx.run('COMMIT');
-      }), (e) => e instanceof TypeError && /"COMMIT" is not allowed/.test(e.message));
+      await assert.rejects(
+        store.write(async (tx) => {
+          await tx.run('INSERT INTO t (id) VALUES (4)');
+          await tx.run('COMMIT');
+        }),
+        (e) => e instanceof TypeError && /"COMMIT" is not allowed/.test(e.message),
+      );
       let leaked: Parameters<Parameters<Store['write']>[0]>[0] | undefined;
-      await store.write(async (tx) => { leaked = tx; });
+      await store.write(async (tx) => {
+        leaked = tx;
+      });
       await assert.rejects(leaked!.run('INSERT INTO t (id) VALUES (5)'), (e) => e instanceof TypeError && /after it ended/.test(e.message));
       assert.deepEqual(await store.all('SELECT id FROM t'), [{ id: 2 }]);
     });
@@ -160,7 +187,11 @@ for (const engine of ENGINES) {
       assert.deepEqual(second, [{ seq: 2 }, { seq: 3 }]);
       await store.close();
       const again = await open(p, m);
-      assert.deepEqual(await again.all('SELECT seq, x FROM a ORDER BY seq'), [{ seq: 1, x: 'one' }, { seq: 2, x: 'two' }, { seq: 3, x: 'three' }]);
+      assert.deepEqual(await again.all('SELECT seq, x FROM a ORDER BY seq'), [
+        { seq: 1, x: 'one' },
+        { seq: 2, x: 'two' },
+        { seq: 3, x: 'three' },
+      ]);
       assert.deepEqual(await again.write((tx) => tx.get('INSERT INTO a (x) VALUES (?) RETURNING seq', ['four'])), { seq: 4 });
     });
 
@@ -175,7 +206,9 @@ for (const engine of ENGINES) {
       });
       await inserted.promise;
       let seen: unknown = 'pending';
-      const r = store.get('SELECT COUNT(*) AS n FROM t').then((row) => { seen = row?.['n']; });
+      const r = store.get('SELECT COUNT(*) AS n FROM t').then((row) => {
+        seen = row?.['n'];
+      });
       for (let i = 0; i < 20; i++) await new Promise((res) => setImmediate(res));
       assert.ok(seen === 'pending' || seen === 0, `a reader saw ${String(seen)} before the commit`);
       gate.resolve();
@@ -185,18 +218,24 @@ for (const engine of ENGINES) {
     });
 
     it('read-modify-write from 16 concurrent writers loses no update; afterCommit runs once per write', async () => {
-      const { store } = await fresh([{ id: 'c-001', sql: "CREATE TABLE c (k TEXT PRIMARY KEY, n INTEGER NOT NULL); INSERT INTO c (k, n) VALUES ('x', 0)" }]);
+      const { store } = await fresh([
+        { id: 'c-001', sql: "CREATE TABLE c (k TEXT PRIMARY KEY, n INTEGER NOT NULL); INSERT INTO c (k, n) VALUES ('x', 0)" },
+      ]);
       let effects = 0;
-      await Promise.all(Array.from({ length: 16 }, () => store.write(async (tx) => {
-        const n = (await tx.get("SELECT n FROM c WHERE k = 'x'"))?.['n'];
-        await tx.run("UPDATE c SET n = ? WHERE k = 'x'", [Number(n) + 1]);
-        tx.afterCommit(() => effects++);
-      })));
+      await Promise.all(
+        Array.from({ length: 16 }, () =>
+          store.write(async (tx) => {
+            const n = (await tx.get("SELECT n FROM c WHERE k = 'x'"))?.['n'];
+            await tx.run("UPDATE c SET n = ? WHERE k = 'x'", [Number(n) + 1]);
+            tx.afterCommit(() => effects++);
+          }),
+        ),
+      );
       assert.deepEqual(await store.get("SELECT n FROM c WHERE k = 'x'"), { n: 16 });
       assert.equal(effects, 16);
     });
 
-    it('onChange: this store\'s committed writes at once, with the tables written; nothing for a rollback or a read-only write', async () => {
+    it("onChange: this store's committed writes at once, with the tables written; nothing for a rollback or a read-only write", async () => {
       const { store } = await fresh([...T_MIGRATIONS, { id: 'test-002-u', sql: 'CREATE TABLE u (id INTEGER)' }]);
       const seen: { tables: string[]; remote: boolean }[] = [];
       const off = store.onChange((c) => seen.push({ tables: [...c.tables].sort(), remote: c.remote }));
@@ -205,31 +244,51 @@ for (const engine of ENGINES) {
         await tx.run('INSERT INTO u (id) VALUES (1)');
       });
       assert.deepEqual(seen, [{ tables: ['t', 'u'], remote: false }], 'delivered before write() resolves');
-      await assert.rejects(store.write(async (tx) => { await tx.run('DELETE FROM t'); throw new Error('no'); }));
+      await assert.rejects(
+        store.write(async (tx) => {
+          await tx.run('DELETE FROM t');
+          throw new Error('no');
+        }),
+      );
       await store.write((tx) => tx.get('SELECT COUNT(*) AS n FROM t'));
       await store.write((tx) => tx.run('UPDATE u SET id = 2'));
       off();
       await store.write((tx) => tx.run('DELETE FROM u'));
-      assert.deepEqual(seen, [{ tables: ['t', 'u'], remote: false }, { tables: ['u'], remote: false }]);
+      assert.deepEqual(seen, [
+        { tables: ['t', 'u'], remote: false },
+        { tables: ['u'], remote: false },
+      ]);
     });
 
     it('an afterCommit effect or a listener that throws does not turn a durable write into a failure', async () => {
       const notes: string[] = [];
       const p = await place();
       const s = await open(p, T_MIGRATIONS, { log: (m) => notes.push(m) });
-      s.onChange(() => { throw new Error('listener bug'); });
+      s.onChange(() => {
+        throw new Error('listener bug');
+      });
       let after = 0;
       const r = await s.write(async (tx) => {
         await tx.run('INSERT INTO t (id) VALUES (1)');
-        tx.afterCommit(() => { throw new Error('effect bug'); });
-        tx.afterCommit(() => { after++; });
+        tx.afterCommit(() => {
+          throw new Error('effect bug');
+        });
+        tx.afterCommit(() => {
+          after++;
+        });
         return 'done';
       });
       assert.equal(r, 'done');
       assert.equal(after, 1, 'the effects after the throwing one still run');
       assert.equal(await count(s), 1);
-      assert.ok(notes.some((n) => /afterCommit effect threw: effect bug/.test(n)), notes.join('\n'));
-      assert.ok(notes.some((n) => /change listener threw: listener bug/.test(n)), notes.join('\n'));
+      assert.ok(
+        notes.some((n) => /afterCommit effect threw: effect bug/.test(n)),
+        notes.join('\n'),
+      );
+      assert.ok(
+        notes.some((n) => /change listener threw: listener bug/.test(n)),
+        notes.join('\n'),
+      );
     });
 
     it('refuses SQL outside the shared dialect, naming the portable spelling, and aborts the transaction', async () => {
@@ -248,17 +307,32 @@ for (const engine of ENGINES) {
         ['SELECT v::text AS v FROM t', /CAST/],
       ];
       for (const [sql, why] of refused) {
-        await assert.rejects(store.all(sql, sql.includes('?') ? ['x'] : []), (e: Error) => e instanceof TypeError && /not in the shared SQL dialect/.test(e.message) && why.test(e.message), sql);
+        await assert.rejects(
+          store.all(sql, sql.includes('?') ? ['x'] : []),
+          (e: Error) => e instanceof TypeError && /not in the shared SQL dialect/.test(e.message) && why.test(e.message),
+          sql,
+        );
       }
       // Literals and comments are not code.
-      assert.deepEqual(await store.get("SELECT 'INSERT OR IGNORE, IFNULL(a, b), rowid' AS s -- MAX(a, b)"), { s: 'INSERT OR IGNORE, IFNULL(a, b), rowid' });
+      assert.deepEqual(await store.get("SELECT 'INSERT OR IGNORE, IFNULL(a, b), rowid' AS s -- MAX(a, b)"), {
+        s: 'INSERT OR IGNORE, IFNULL(a, b), rowid',
+      });
       assert.deepEqual(await store.get('SELECT MAX(id) AS m, COALESCE(MIN(id), 0) AS z FROM t'), { m: null, z: 0 });
-      await assert.rejects(store.write(async (tx) => {
-        await tx.run('INSERT INTO t (id) VALUES (1)');
-        await tx.run('INSERT OR IGNORE INTO t (id) VALUES (2)').catch(() => undefined);
-      }), TypeError);
+      await assert.rejects(
+        store.write(async (tx) => {
+          await tx.run('INSERT INTO t (id) VALUES (1)');
+          await tx.run('INSERT OR IGNORE INTO t (id) VALUES (2)').catch(() => undefined);
+        }),
+        TypeError,
+      );
       assert.equal(await count(store), 0, 'the refusal aborted the transaction');
-      await assert.rejects(openStore((await place()).config, { migrations: [{ id: 'x-001', sql: 'CREATE TABLE w (id TEXT PRIMARY KEY) WITHOUT ROWID' }], log: () => undefined }), /WITHOUT ROWID/);
+      await assert.rejects(
+        openStore((await place()).config, {
+          migrations: [{ id: 'x-001', sql: 'CREATE TABLE w (id TEXT PRIMARY KEY) WITHOUT ROWID' }],
+          log: () => undefined,
+        }),
+        /WITHOUT ROWID/,
+      );
     });
 
     it('health is ok while open and store_closed after close; writes after close get 503', async () => {
@@ -266,7 +340,10 @@ for (const engine of ENGINES) {
       assert.deepEqual(await store.health(), { ok: true });
       await store.close();
       assert.deepEqual(await store.health(), { ok: false, reason: 'store_closed' });
-      await assert.rejects(store.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)')), { code: 'service_unavailable' });
+      await assert.rejects(
+        store.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)')),
+        { code: 'service_unavailable' },
+      );
       await store.close(); // idempotent
     });
 
@@ -280,15 +357,31 @@ for (const engine of ENGINES) {
         const s1 = await open(p, m1);
         await s1.close();
         const notes: string[] = [];
-        const s2 = await open(p, [...m1, { id: 'c-003', sql: '-- a comment; with a semicolon\nINSERT INTO x (n) VALUES (3)' }], { log: (m) => notes.push(m) });
-        assert.deepEqual(await s2.all('SELECT n, label FROM x ORDER BY n'), [{ n: 1, label: null }, { n: 2, label: 'semi;colon' }, { n: 3, label: null }]);
-        assert.deepEqual(await s2.all('SELECT id, seq FROM _migrations ORDER BY seq'), [
-          { id: 'b-001', seq: 1 }, { id: 'a-002', seq: 2 }, { id: 'c-003', seq: 3 },
+        const s2 = await open(p, [...m1, { id: 'c-003', sql: '-- a comment; with a semicolon\nINSERT INTO x (n) VALUES (3)' }], {
+          log: (m) => notes.push(m),
+        });
+        assert.deepEqual(await s2.all('SELECT n, label FROM x ORDER BY n'), [
+          { n: 1, label: null },
+          { n: 2, label: 'semi;colon' },
+          { n: 3, label: null },
         ]);
-        assert.deepEqual(notes.filter((n) => /migration/.test(n)), []);
+        assert.deepEqual(await s2.all('SELECT id, seq FROM _migrations ORDER BY seq'), [
+          { id: 'b-001', seq: 1 },
+          { id: 'a-002', seq: 2 },
+          { id: 'c-003', seq: 3 },
+        ]);
+        assert.deepEqual(
+          notes.filter((n) => /migration/.test(n)),
+          [],
+        );
         await s2.close();
-        const s3 = await open(p, [{ id: 'b-001', sql: 'CREATE TABLE x (changed INTEGER)' }, m1[1]!, { id: 'c-003', sql: 'SELECT 1' }], { log: (m) => notes.push(m) });
-        assert.ok(notes.some((n) => /migration b-001 was applied with different SQL/.test(n)), notes.join('\n'));
+        const s3 = await open(p, [{ id: 'b-001', sql: 'CREATE TABLE x (changed INTEGER)' }, m1[1]!, { id: 'c-003', sql: 'SELECT 1' }], {
+          log: (m) => notes.push(m),
+        });
+        assert.ok(
+          notes.some((n) => /migration b-001 was applied with different SQL/.test(n)),
+          notes.join('\n'),
+        );
         assert.equal(await count(s3, 'x'), 3, 'not re-run');
       });
 
@@ -296,14 +389,22 @@ for (const engine of ENGINES) {
         const p = await place();
         const s = await open(p, [...T_MIGRATIONS, { id: 'future-009', sql: 'CREATE TABLE f (n INTEGER)' }]);
         await s.close();
-        await assert.rejects(openStore(p.config, { migrations: T_MIGRATIONS, log: () => undefined }),
-          /^Error: store: the database schema is newer than this cell: it records migration\(s\) future-009 that this cell does not know/);
+        await assert.rejects(
+          openStore(p.config, { migrations: T_MIGRATIONS, log: () => undefined }),
+          /^Error: store: the database schema is newer than this cell: it records migration\(s\) future-009 that this cell does not know/,
+        );
       });
 
       it('a failing migration refuses the open, names itself, and leaves nothing applied', async () => {
         const p = await place();
         await assert.rejects(
-          openStore(p.config, { migrations: [{ id: 'ok-001', sql: 'CREATE TABLE y (n INTEGER)' }, { id: 'bad-002', sql: 'CREATE TABLE y2 (n INTEGER); CREATE TABLE' }], log: () => undefined }),
+          openStore(p.config, {
+            migrations: [
+              { id: 'ok-001', sql: 'CREATE TABLE y (n INTEGER)' },
+              { id: 'bad-002', sql: 'CREATE TABLE y2 (n INTEGER); CREATE TABLE' },
+            ],
+            log: () => undefined,
+          }),
           /^Error: store: migration bad-002 failed: /,
         );
         const s = await open(p, [{ id: 'ok-001', sql: 'CREATE TABLE y (n INTEGER)' }]);
@@ -313,18 +414,32 @@ for (const engine of ENGINES) {
 
       it('rejects duplicate and empty migration ids', async () => {
         const p = await place();
-        await assert.rejects(openStore(p.config, { migrations: [{ id: 'a', sql: 'SELECT 1' }, { id: 'a', sql: 'SELECT 2' }] }), /duplicate migration id a/);
+        await assert.rejects(
+          openStore(p.config, {
+            migrations: [
+              { id: 'a', sql: 'SELECT 1' },
+              { id: 'a', sql: 'SELECT 2' },
+            ],
+          }),
+          /duplicate migration id a/,
+        );
         await assert.rejects(openStore(p.config, { migrations: [{ id: '', sql: 'SELECT 1' }] }), TypeError);
       });
 
       it('DDL in SQLite spelling works on both engines: AUTOINCREMENT, INTEGER past 2^31, BLOB, REAL', async () => {
-        const { store } = await fresh([{ id: 'ddl-001', sql: 'CREATE TABLE d (seq INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, body BLOB, score REAL DEFAULT 0.5)' }]);
+        const { store } = await fresh([
+          {
+            id: 'ddl-001',
+            sql: 'CREATE TABLE d (seq INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, body BLOB, score REAL DEFAULT 0.5)',
+          },
+        ]);
         await store.write(async (tx) => {
           await tx.run('INSERT INTO d (at, body) VALUES (?, ?)', [1_700_000_000_000, new Uint8Array([1])]);
           await tx.run('INSERT INTO d (at) VALUES (?)', [2 ** 45]);
         });
         assert.deepEqual(await store.all('SELECT seq, at, score FROM d ORDER BY seq'), [
-          { seq: 1, at: 1_700_000_000_000, score: 0.5 }, { seq: 2, at: 2 ** 45, score: 0.5 },
+          { seq: 1, at: 1_700_000_000_000, score: 0.5 },
+          { seq: 2, at: 2 ** 45, score: 0.5 },
         ]);
       });
     });

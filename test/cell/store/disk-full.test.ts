@@ -30,10 +30,15 @@ function tmpfsUnavailable(): string | false {
 }
 
 const MIGRATIONS = [{ id: 'full-001', sql: 'CREATE TABLE acks (id TEXT NOT NULL, pad TEXT)' }];
-const free = (dir: string) => { const s = statfsSync(dir); return s.bavail * s.bsize; };
+const free = (dir: string) => {
+  const s = statfsSync(dir);
+  return s.bavail * s.bsize;
+};
 
 describe('embedded store on a full disk', { skip: tmpfsUnavailable() }, () => {
-  it('refuses writes with 503 disk_full while full, recovers by itself once space is freed, loses and doubles nothing', { timeout: 60_000 }, async () => {
+  it('refuses writes with 503 disk_full while full, recovers by itself once space is freed, loses and doubles nothing', {
+    timeout: 60_000,
+  }, async () => {
     const mnt = mkdtempSync(join(tmpdir(), 'store-full-'));
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', mnt]);
     let opened: Store | undefined;
@@ -41,7 +46,12 @@ describe('embedded store on a full disk', { skip: tmpfsUnavailable() }, () => {
       const dir = join(mnt, 'store');
       const notes: string[] = [];
       const store = await openEmbeddedStore({
-        dir, migrations: MIGRATIONS, recoveryDelayMs: 50, checkpointBytes: 1 << 30, checkpointIntervalMs: 0, log: (m) => notes.push(m),
+        dir,
+        migrations: MIGRATIONS,
+        recoveryDelayMs: 50,
+        checkpointBytes: 1 << 30,
+        checkpointIntervalMs: 0,
+        log: (m) => notes.push(m),
       });
       opened = store;
       // Leave about 96 KiB: a few dozen writes fit, then the log cannot grow.
@@ -75,8 +85,11 @@ describe('embedded store on a full disk', { skip: tmpfsUnavailable() }, () => {
       await waitFor('the disk to fill', () => refused.length >= 20, 20_000);
       assert.ok(acked.length > 0, 'some writes fitted before the disk was full');
       for (const r of refused) {
-        assert.deepEqual({ code: r.err.code, details: r.err.details, retryable: r.err.retryable },
-          { code: 'service_unavailable', details: { reason: 'disk_full' }, retryable: true }, r.id);
+        assert.deepEqual(
+          { code: r.err.code, details: r.err.details, retryable: r.err.retryable },
+          { code: 'service_unavailable', details: { reason: 'disk_full' }, retryable: true },
+          r.id,
+        );
       }
       assert.deepEqual(await store.health(), { ok: false, reason: 'disk_full' });
       // Reads go on while writes are refused.
@@ -89,15 +102,26 @@ describe('embedded store on a full disk', { skip: tmpfsUnavailable() }, () => {
       await Promise.all(writers);
       assert.deepEqual(await store.health(), { ok: true });
       assert.ok(store.stats.reloads >= 1, 'the store re-opened itself from disk');
-      assert.ok(notes.some((n) => /accepts writes again/.test(n)), notes.join('\n'));
+      assert.ok(
+        notes.some((n) => /accepts writes again/.test(n)),
+        notes.join('\n'),
+      );
 
       const check = async (s: Store, where: string) => {
         const rows = await s.all('SELECT id, COUNT(*) AS n FROM acks GROUP BY id');
         const doubled = rows.filter((r) => r['n'] !== 1).map((r) => r['id']);
         const present = new Set(rows.map((r) => String(r['id'])));
         assert.deepEqual(doubled, [], `${where}: doubled writes`);
-        assert.deepEqual(acked.filter((id) => !present.has(id)), [], `${where}: acknowledged writes lost`);
-        assert.deepEqual(refused.map((r) => r.id).filter((id) => present.has(id)), [], `${where}: refused writes kept`);
+        assert.deepEqual(
+          acked.filter((id) => !present.has(id)),
+          [],
+          `${where}: acknowledged writes lost`,
+        );
+        assert.deepEqual(
+          refused.map((r) => r.id).filter((id) => present.has(id)),
+          [],
+          `${where}: refused writes kept`,
+        );
       };
       await check(store, 'in memory');
       const copy = crashCopy(dir); // on the ordinary disk

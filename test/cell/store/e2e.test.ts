@@ -71,11 +71,15 @@ describe('store in the real cell process', () => {
     }
   });
 
-  it('acknowledged POSTs survive SIGKILL; the directory lock refuses a second cell, then yields to the next', { timeout: 60_000 }, async () => {
+  it('acknowledged POSTs survive SIGKILL; the directory lock refuses a second cell, then yields to the next', {
+    timeout: 60_000,
+  }, async () => {
     const a = await startCellProcess();
     try {
       assert.match(a.adminKey, /^svck_live_/);
-      const minted = await Promise.all(Array.from({ length: 12 }, (_, i) => call(a.url, 'POST', KEYS, a.adminKey, { name: `durable-${i}` })));
+      const minted = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => call(a.url, 'POST', KEYS, a.adminKey, { name: `durable-${i}` })),
+      );
       for (const m of minted) assert.equal(m.status, 201, JSON.stringify(m.body));
 
       const second = await refusedStart(a.dataDir);

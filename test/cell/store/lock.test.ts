@@ -24,8 +24,10 @@ describe('store: directory lock', () => {
     const { dir, cleanup } = tempDir();
     try {
       const a = await openStore({ dir, migrations: T_MIGRATIONS, log: () => undefined });
-      await assert.rejects(openStore({ dir, migrations: T_MIGRATIONS, log: () => undefined }), (err: Error) =>
-        err.message === `data directory ${dir} is in use by pid ${process.pid} (this process)`);
+      await assert.rejects(
+        openStore({ dir, migrations: T_MIGRATIONS, log: () => undefined }),
+        (err: Error) => err.message === `data directory ${dir} is in use by pid ${process.pid} (this process)`,
+      );
       await a.close();
       assert.equal(existsSync(join(dir, 'LOCK')), false, 'close releases the lock');
       const b = await openStore({ dir, migrations: T_MIGRATIONS, log: () => undefined });
@@ -41,8 +43,10 @@ describe('store: directory lock', () => {
     try {
       assert.ok(holder.pid);
       writeFileSync(join(dir, 'LOCK'), `${holder.pid}\n`);
-      await assert.rejects(openStore({ dir, migrations: T_MIGRATIONS, log: () => undefined }), (err: Error) =>
-        err.message === `data directory ${dir} is in use by pid ${holder.pid}`);
+      await assert.rejects(
+        openStore({ dir, migrations: T_MIGRATIONS, log: () => undefined }),
+        (err: Error) => err.message === `data directory ${dir} is in use by pid ${holder.pid}`,
+      );
       assert.equal(readFileSync(join(dir, 'LOCK'), 'utf8'), `${holder.pid}\n`, 'the holder keeps its lock');
     } finally {
       holder.kill('SIGKILL');
@@ -58,7 +62,10 @@ describe('store: directory lock', () => {
       const notes: string[] = [];
       const s = await openStore({ dir, migrations: T_MIGRATIONS, log: (m) => notes.push(m) });
       assert.equal(readFileSync(join(dir, 'LOCK'), 'utf8'), `${process.pid}\n`);
-      assert.ok(notes.some((n) => n.includes(`from pid ${pid}, which is not running`)), notes.join('\n'));
+      assert.ok(
+        notes.some((n) => n.includes(`from pid ${pid}, which is not running`)),
+        notes.join('\n'),
+      );
       await s.close();
     } finally {
       cleanup();

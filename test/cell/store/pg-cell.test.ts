@@ -71,7 +71,9 @@ describe('the cell on PostgreSQL: crashes of the cell and of the server', { skip
   });
   after(() => server?.stop());
 
-  it(`SIGKILL of the cell during ${WRITERS} concurrent writers, ${ROUNDS} rounds: no acknowledged write lost`, { timeout: 600_000 }, async () => {
+  it(`SIGKILL of the cell during ${WRITERS} concurrent writers, ${ROUNDS} rounds: no acknowledged write lost`, {
+    timeout: 600_000,
+  }, async () => {
     const db = await pgDatabase(server.url);
     let cell = await startCellProcess({ args: ['--store', db.url] });
     const dataDir = cell.dataDir;
@@ -106,7 +108,9 @@ describe('the cell on PostgreSQL: crashes of the cell and of the server', { skip
     }
   });
 
-  it('the server crashes during writes: 503 retryable meanwhile, the cell recovers by itself, nothing acknowledged lost', { timeout: 300_000 }, async () => {
+  it('the server crashes during writes: 503 retryable meanwhile, the cell recovers by itself, nothing acknowledged lost', {
+    timeout: 300_000,
+  }, async () => {
     const db = await pgDatabase(server.url);
     const cell = await startCellProcess({ args: ['--store', db.url, '--store-pool', '4'] });
     let serverDown = false;

@@ -38,7 +38,11 @@ describe('PostgreSQL store: crash safety of the cell', { skip: pgUnavailable() ?
       try {
         const present = new Set((await c.query('SELECT id FROM acks')).rows.map((x: { id: string }) => x.id));
         const missing = acked.filter((id) => !present.has(id));
-        assert.deepEqual(missing.slice(0, 10), [], `round ${r} (killed ${ms} ms after the first acknowledgement): ${missing.length} acknowledged ids missing`);
+        assert.deepEqual(
+          missing.slice(0, 10),
+          [],
+          `round ${r} (killed ${ms} ms after the first acknowledgement): ${missing.length} acknowledged ids missing`,
+        );
         for (const id of got) {
           if (Number(id.split('-')[2]) % 3 === 0) assert.ok(present.has(`${id}-pair`), `${id}: half a transaction`);
         }

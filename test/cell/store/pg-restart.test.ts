@@ -24,10 +24,14 @@ async function until(what: string, ok: () => boolean | Promise<boolean>, ms: num
 
 describe('PostgreSQL store: the server crashes', { skip: pgUnavailable() ?? false }, () => {
   let server: PgServer;
-  before(async () => { server = await startPgServer({ durable: true }); });
+  before(async () => {
+    server = await startPgServer({ durable: true });
+  });
   after(() => server?.stop());
 
-  it('while the server is down: 503 connection_lost, health says so; once back, everything resumes by itself', { timeout: 120_000 }, async () => {
+  it('while the server is down: 503 connection_lost, health says so; once back, everything resumes by itself', {
+    timeout: 120_000,
+  }, async () => {
     const db = await pgDatabase(server.url);
     const a = await openStore({ engine: 'postgres', url: db.url, poolSize: 3 }, { migrations: T_MIGRATIONS, log: () => undefined });
     const b = await openStore({ engine: 'postgres', url: db.url, poolSize: 3 }, { migrations: T_MIGRATIONS, log: () => undefined });
@@ -35,7 +39,11 @@ describe('PostgreSQL store: the server crashes', { skip: pgUnavailable() ?? fals
       await a.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)'));
       await server.stopImmediate();
       const lost = { code: 'service_unavailable', details: { reason: 'connection_lost' }, retryable: true };
-      const shape = (e: unknown) => ({ code: (e as { code?: unknown }).code, details: (e as { details?: unknown }).details, retryable: (e as { retryable?: unknown }).retryable });
+      const shape = (e: unknown) => ({
+        code: (e as { code?: unknown }).code,
+        details: (e as { details?: unknown }).details,
+        retryable: (e as { retryable?: unknown }).retryable,
+      });
       assert.deepEqual(shape(await a.write((tx) => tx.run('INSERT INTO t (id) VALUES (2)')).catch((e: unknown) => e)), lost);
       assert.deepEqual(shape(await a.get('SELECT COUNT(*) AS n FROM t').catch((e: unknown) => e)), lost);
       assert.deepEqual(await a.health(), { ok: false, reason: 'connection_lost' });
@@ -45,7 +53,7 @@ describe('PostgreSQL store: the server crashes', { skip: pgUnavailable() ?? fals
       b.onChange((c) => heard.push(c));
       await a.write((tx) => tx.run('INSERT INTO t (id) VALUES (3)'));
       assert.deepEqual(await b.all('SELECT id FROM t ORDER BY id'), [{ id: 1 }, { id: 3 }]);
-      await until('b to hear a\'s write after the restart', () => heard.some((c) => c.remote && c.tables.has('t')), 2000);
+      await until("b to hear a's write after the restart", () => heard.some((c) => c.remote && c.tables.has('t')), 2000);
     } finally {
       await a.close();
       await b.close();
@@ -53,7 +61,9 @@ describe('PostgreSQL store: the server crashes', { skip: pgUnavailable() ?? fals
     }
   });
 
-  it('pg_ctl restart -m immediate during 30 concurrent writers: 503 meanwhile, recovers by itself, 0 acknowledged writes lost', { timeout: 180_000 }, async () => {
+  it('pg_ctl restart -m immediate during 30 concurrent writers: 503 meanwhile, recovers by itself, 0 acknowledged writes lost', {
+    timeout: 180_000,
+  }, async () => {
     const db = await pgDatabase(server.url);
     const w = await startWriter(db.url, 'x', 30);
     try {
@@ -61,8 +71,9 @@ describe('PostgreSQL store: the server crashes', { skip: pgUnavailable() ?? fals
       for (let i = 0; i < 3; i++) {
         await server.restartImmediate();
         const base = w.acked().length;
-        await until(`writes after restart ${i + 1}`, () => w.acked().length >= base + 50, 30_000)
-          .catch((e: Error) => { throw new Error(`${e.message}; writer stderr: ${w.stderr().slice(-2000)}`); });
+        await until(`writes after restart ${i + 1}`, () => w.acked().length >= base + 50, 30_000).catch((e: Error) => {
+          throw new Error(`${e.message}; writer stderr: ${w.stderr().slice(-2000)}`);
+        });
       }
     } finally {
       await w.kill();
@@ -81,7 +92,9 @@ describe('PostgreSQL store: the server crashes', { skip: pgUnavailable() ?? fals
       for (const id of acked) {
         if (Number(id.split('-')[2]) % 3 === 0) assert.ok(present.has(`${id}-pair`), `${id}: half a transaction`);
       }
-      process.stdout.write(`# pg restart test: ${acked.length} acknowledged, ${refused.length} refused (${[...reasons].join(', ')}) over 3 immediate restarts\n`);
+      process.stdout.write(
+        `# pg restart test: ${acked.length} acknowledged, ${refused.length} refused (${[...reasons].join(', ')}) over 3 immediate restarts\n`,
+      );
     } finally {
       await c.end();
       await db.drop();

@@ -21,7 +21,10 @@ const skip = pgUnavailable() ?? false;
 
 describe('PostgreSQL dialect rendering (no server)', () => {
   it('numbers `?` placeholders outside literals, quoted identifiers and comments', () => {
-    assert.deepEqual(toNumbered('SELECT a FROM t WHERE b = ? AND c IN (?, ?)'), { text: 'SELECT a FROM t WHERE b = $1 AND c IN ($2, $3)', count: 3 });
+    assert.deepEqual(toNumbered('SELECT a FROM t WHERE b = ? AND c IN (?, ?)'), {
+      text: 'SELECT a FROM t WHERE b = $1 AND c IN ($2, $3)',
+      count: 3,
+    });
     assert.deepEqual(toNumbered("SELECT '?', 'it''s ?', \"q?\" FROM t WHERE x = ? -- why?\n AND y = ? /* ? */"), {
       text: "SELECT '?', 'it''s ?', \"q?\" FROM t WHERE x = $1 -- why?\n AND y = $2 /* ? */",
       count: 2,
@@ -35,7 +38,9 @@ describe('PostgreSQL dialect rendering (no server)', () => {
       "-- c;\nINSERT INTO a VALUES ('1;2')",
     ]);
     assert.deepEqual(
-      renderMigration("CREATE TABLE e (seq INTEGER PRIMARY KEY AUTOINCREMENT, n INTEGER NOT NULL, b BLOB, r REAL, s TEXT DEFAULT 'INTEGER', real_name TEXT); ALTER TABLE e ADD COLUMN m integer; INSERT INTO e (n) VALUES (1)"),
+      renderMigration(
+        "CREATE TABLE e (seq INTEGER PRIMARY KEY AUTOINCREMENT, n INTEGER NOT NULL, b BLOB, r REAL, s TEXT DEFAULT 'INTEGER', real_name TEXT); ALTER TABLE e ADD COLUMN m integer; INSERT INTO e (n) VALUES (1)",
+      ),
       [
         "CREATE TABLE e (seq BIGSERIAL PRIMARY KEY, n BIGINT NOT NULL, b BYTEA, r DOUBLE PRECISION, s TEXT DEFAULT 'INTEGER', real_name TEXT)",
         'ALTER TABLE e ADD COLUMN m BIGINT',
@@ -56,14 +61,24 @@ describe('PostgreSQL engine', { skip }, () => {
     cleanups.push(() => db.drop());
     return db;
   }
-  async function open(url: string, migrations: readonly Migration[] = T_MIGRATIONS, extra: { poolSize?: number; log?: (m: string) => void } = {}): Promise<PostgresStore> {
-    const s = await openStore({ engine: 'postgres', url, ...(extra.poolSize ? { poolSize: extra.poolSize } : {}) }, { migrations, log: extra.log ?? (() => undefined) });
+  async function open(
+    url: string,
+    migrations: readonly Migration[] = T_MIGRATIONS,
+    extra: { poolSize?: number; log?: (m: string) => void } = {},
+  ): Promise<PostgresStore> {
+    const s = await openStore(
+      { engine: 'postgres', url, ...(extra.poolSize ? { poolSize: extra.poolSize } : {}) },
+      { migrations, log: extra.log ?? (() => undefined) },
+    );
     cleanups.push(() => s.close());
     return s;
   }
   /** Ends every other session on the database (as a server restart would, without one). */
   async function terminateSessions(db: PgDatabase): Promise<number> {
-    const r = await adminQuery(await pgServerUrl(), `SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity WHERE datname = '${db.name}' AND pid <> pg_backend_pid()`);
+    const r = await adminQuery(
+      await pgServerUrl(),
+      `SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity WHERE datname = '${db.name}' AND pid <> pg_backend_pid()`,
+    );
     return r.rowCount ?? 0;
   }
   async function until(what: string, ok: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
@@ -76,21 +91,29 @@ describe('PostgreSQL engine', { skip }, () => {
 
   it('runs a write function again after a serialization failure; its afterCommit effect runs once', async () => {
     const db = await database();
-    const store = await open(db.url, [{ id: 'c-001', sql: "CREATE TABLE c (k TEXT PRIMARY KEY, n INTEGER NOT NULL); INSERT INTO c (k, n) VALUES ('x', 0)" }], { poolSize: 4 });
+    const store = await open(
+      db.url,
+      [{ id: 'c-001', sql: "CREATE TABLE c (k TEXT PRIMARY KEY, n INTEGER NOT NULL); INSERT INTO c (k, n) VALUES ('x', 0)" }],
+      { poolSize: 4 },
+    );
     const N = 4;
     let calls = 0;
     let effects = 0;
     let firstReads = 0;
     const allRead = deferred();
-    await Promise.all(Array.from({ length: N }, () => store.write(async (tx) => {
-      const first = calls++ < N;
-      const n = (await tx.get("SELECT n FROM c WHERE k = 'x'"))?.['n'];
-      // The first run of each waits until all have read: their updates must conflict.
-      if (first && ++firstReads === N) allRead.resolve();
-      if (first) await allRead.promise;
-      await tx.run("UPDATE c SET n = ? WHERE k = 'x'", [Number(n) + 1]);
-      tx.afterCommit(() => effects++);
-    })));
+    await Promise.all(
+      Array.from({ length: N }, () =>
+        store.write(async (tx) => {
+          const first = calls++ < N;
+          const n = (await tx.get("SELECT n FROM c WHERE k = 'x'"))?.['n'];
+          // The first run of each waits until all have read: their updates must conflict.
+          if (first && ++firstReads === N) allRead.resolve();
+          if (first) await allRead.promise;
+          await tx.run("UPDATE c SET n = ? WHERE k = 'x'", [Number(n) + 1]);
+          tx.afterCommit(() => effects++);
+        }),
+      ),
+    );
     assert.deepEqual(await store.get("SELECT n FROM c WHERE k = 'x'"), { n: N });
     assert.equal(effects, N, 'one effect per committed write');
     assert.ok(store.stats.retries >= N - 1, `retries: ${store.stats.retries}`);
@@ -105,14 +128,25 @@ describe('PostgreSQL engine', { skip }, () => {
     cleanups.push(() => store.close());
     // A second connection keeps changing the row between our read and our write.
     const other = await open(db.url, m);
-    const err = await store.write(async (tx) => {
-      await tx.get("SELECT n FROM c WHERE k = 'x'");
-      await other.write((t2) => t2.run("UPDATE c SET n = n + 1 WHERE k = 'x'"));
-      await tx.run("UPDATE c SET n = n + 100 WHERE k = 'x'");
-    }).then(() => null, (e: unknown) => e);
+    const err = await store
+      .write(async (tx) => {
+        await tx.get("SELECT n FROM c WHERE k = 'x'");
+        await other.write((t2) => t2.run("UPDATE c SET n = n + 1 WHERE k = 'x'"));
+        await tx.run("UPDATE c SET n = n + 100 WHERE k = 'x'");
+      })
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
     assert.ok(err && typeof err === 'object');
-    assert.deepEqual({ code: (err as { code?: string }).code, details: (err as { details?: unknown }).details, retryable: (err as { retryable?: boolean }).retryable },
-      { code: 'service_unavailable', details: { reason: 'write_conflict' }, retryable: true });
+    assert.deepEqual(
+      {
+        code: (err as { code?: string }).code,
+        details: (err as { details?: unknown }).details,
+        retryable: (err as { retryable?: boolean }).retryable,
+      },
+      { code: 'service_unavailable', details: { reason: 'write_conflict' }, retryable: true },
+    );
     assert.equal(store.stats.retries, 29, 'tried 30 times');
     assert.deepEqual(await store.get("SELECT n FROM c WHERE k = 'x'"), { n: 30 });
   });
@@ -125,33 +159,50 @@ describe('PostgreSQL engine', { skip }, () => {
       { id: 'm-003', sql: 'CREATE TABLE counter (n INTEGER); INSERT INTO counter (n) VALUES (1)' },
     ];
     const stores = await Promise.all(Array.from({ length: 6 }, () => open(db.url, m, { poolSize: 2 })));
-    assert.deepEqual(await stores[0]!.all('SELECT id, seq FROM _migrations ORDER BY seq'), [{ id: 'm-001', seq: 1 }, { id: 'm-002', seq: 2 }, { id: 'm-003', seq: 3 }]);
+    assert.deepEqual(await stores[0]!.all('SELECT id, seq FROM _migrations ORDER BY seq'), [
+      { id: 'm-001', seq: 1 },
+      { id: 'm-002', seq: 2 },
+      { id: 'm-003', seq: 3 },
+    ]);
     assert.deepEqual(await stores[3]!.get('SELECT COUNT(*) AS n FROM counter'), { n: 1 });
     assert.deepEqual(await stores[5]!.get('SELECT COUNT(*) AS n FROM runs'), { n: 1 });
   });
 
-  for (const notify of ['in-transaction', 'after-commit'] as const) it(`another store on the same database sees this one's changes as remote within a second, and not its own twice (notify ${notify})`, async () => {
-    const db = await database();
-    const a = await openStore({ engine: 'postgres', url: db.url, notify }, { migrations: T_MIGRATIONS, log: () => undefined });
-    cleanups.push(() => a.close());
-    const b = await open(db.url);
-    const atA: Change[] = [];
-    const atB: Change[] = [];
-    a.onChange((c) => atA.push(c));
-    b.onChange((c) => atB.push(c));
-    const t0 = Date.now();
-    await a.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)'));
-    await until('b to hear of a\'s write', () => atB.length > 0, 1000);
-    assert.ok(Date.now() - t0 < 1000);
-    assert.deepEqual(atB.map((c) => ({ tables: [...c.tables], remote: c.remote })), [{ tables: ['t'], remote: true }]);
-    await new Promise((r) => setTimeout(r, 100));
-    assert.deepEqual(atA.map((c) => ({ tables: [...c.tables], remote: c.remote })), [{ tables: ['t'], remote: false }], 'its own notification is not delivered again');
-    await assert.rejects(a.write(async (tx) => { await tx.run('INSERT INTO t (id) VALUES (2)'); throw new Error('rolled back'); }));
-    await new Promise((r) => setTimeout(r, 200));
-    assert.equal(atB.length, 1, 'a rolled-back transaction notifies nobody');
-  });
+  for (const notify of ['in-transaction', 'after-commit'] as const)
+    it(`another store on the same database sees this one's changes as remote within a second, and not its own twice (notify ${notify})`, async () => {
+      const db = await database();
+      const a = await openStore({ engine: 'postgres', url: db.url, notify }, { migrations: T_MIGRATIONS, log: () => undefined });
+      cleanups.push(() => a.close());
+      const b = await open(db.url);
+      const atA: Change[] = [];
+      const atB: Change[] = [];
+      a.onChange((c) => atA.push(c));
+      b.onChange((c) => atB.push(c));
+      const t0 = Date.now();
+      await a.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)'));
+      await until("b to hear of a's write", () => atB.length > 0, 1000);
+      assert.ok(Date.now() - t0 < 1000);
+      assert.deepEqual(
+        atB.map((c) => ({ tables: [...c.tables], remote: c.remote })),
+        [{ tables: ['t'], remote: true }],
+      );
+      await new Promise((r) => setTimeout(r, 100));
+      assert.deepEqual(
+        atA.map((c) => ({ tables: [...c.tables], remote: c.remote })),
+        [{ tables: ['t'], remote: false }],
+        'its own notification is not delivered again',
+      );
+      await assert.rejects(
+        a.write(async (tx) => {
+          await tx.run('INSERT INTO t (id) VALUES (2)');
+          throw new Error('rolled back');
+        }),
+      );
+      await new Promise((r) => setTimeout(r, 200));
+      assert.equal(atB.length, 1, 'a rolled-back transaction notifies nobody');
+    });
 
-  it('a write made by another process reaches this store\'s listeners within a second', { timeout: 60_000 }, async () => {
+  it("a write made by another process reaches this store's listeners within a second", { timeout: 60_000 }, async () => {
     const db = await database();
     const m = [{ id: 'crash-001-acks', sql: 'CREATE TABLE acks (id TEXT PRIMARY KEY, pad TEXT)' }];
     const store = await open(db.url, m);
@@ -164,7 +215,9 @@ describe('PostgreSQL engine', { skip }, () => {
     child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
     const exited = new Promise((r) => child.once('exit', r));
     try {
-      await until('the child to acknowledge a write', () => /\nx-0-0\n/.test(out), 30_000).catch((e: Error) => { throw new Error(`${e.message}: ${err}`); });
+      await until('the child to acknowledge a write', () => /\nx-0-0\n/.test(out), 30_000).catch((e: Error) => {
+        throw new Error(`${e.message}: ${err}`);
+      });
       const ackedAt = Date.now();
       await until('the remote change', () => heard.length > 0, 1000);
       assert.deepEqual(heard[0]!.tables, ['acks']);
@@ -190,7 +243,10 @@ describe('PostgreSQL engine', { skip }, () => {
     await store.write((tx) => tx.run('INSERT INTO t (id) VALUES (2)'));
     await until('the listener to reconnect', async () => (await store.health()).ok, 5000);
     await until('the gap to be reported', () => heard.some((c) => c.remote && c.tables.has('t')), 5000);
-    assert.ok(notes.some((n) => /change-notification connection to PostgreSQL re-established/.test(n)), notes.join('\n'));
+    assert.ok(
+      notes.some((n) => /change-notification connection to PostgreSQL re-established/.test(n)),
+      notes.join('\n'),
+    );
     const before = heard.length;
     await other.write((tx) => tx.run('INSERT INTO t (id) VALUES (3)'));
     await until('a remote change after the reconnect', () => heard.length > before, 2000);
@@ -220,8 +276,13 @@ describe('PostgreSQL engine', { skip }, () => {
   });
 
   it('a URL that is not postgres:// and an unreachable server are refused with clear messages', async () => {
-    await assert.rejects(openStore({ engine: 'postgres', url: 'mysql://x@127.0.0.1/db' }, { migrations: [] }), /must start with postgres:\/\//);
-    await assert.rejects(openStore({ engine: 'postgres', url: 'postgres://u:secret@127.0.0.1:1/nodb' }, { migrations: [], log: () => undefined }),
-      (e: Error) => /^store: cannot reach PostgreSQL at 127\.0\.0\.1:1\/nodb/.test(e.message) && !e.message.includes('secret'));
+    await assert.rejects(
+      openStore({ engine: 'postgres', url: 'mysql://x@127.0.0.1/db' }, { migrations: [] }),
+      /must start with postgres:\/\//,
+    );
+    await assert.rejects(
+      openStore({ engine: 'postgres', url: 'postgres://u:secret@127.0.0.1:1/nodb' }, { migrations: [], log: () => undefined }),
+      (e: Error) => /^store: cannot reach PostgreSQL at 127\.0\.0\.1:1\/nodb/.test(e.message) && !e.message.includes('secret'),
+    );
   });
 });

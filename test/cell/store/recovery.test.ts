@@ -11,7 +11,11 @@ import { decodeRecord, HEADER_BYTES } from '../../../cell/store/internal/log.ts'
 import { LOG_FILE, openEmbeddedStore as openStore } from '../../../cell/store/embedded.ts';
 import { crashCopy, T_MIGRATIONS, tempDir } from './_util.ts';
 
-interface Boundary { lsn: number; start: number; end: number }
+interface Boundary {
+  lsn: number;
+  start: number;
+  end: number;
+}
 
 /** A crashed store directory with `n` single-row transactions (ids 0..n-1) in its log, and the record boundaries. */
 async function crashedWithRecords(n: number): Promise<{ dir: string; records: Boundary[]; cleanup(): void }> {
@@ -24,7 +28,7 @@ async function crashedWithRecords(n: number): Promise<{ dir: string; records: Bo
   cleanup();
   const buf = readFileSync(join(copy, LOG_FILE));
   const records: Boundary[] = [];
-  for (let off = HEADER_BYTES; off < buf.length;) {
+  for (let off = HEADER_BYTES; off < buf.length; ) {
     const r = decodeRecord(buf, off);
     assert.ok(r.ok);
     records.push({ lsn: r.lsn, start: off, end: r.next });
@@ -54,7 +58,10 @@ describe('store: recovery from a damaged log', () => {
       assert.equal(s.recovery.replayed, 9);
       assert.equal(s.recovery.droppedBytes, cut - last.start);
       assert.match(s.recovery.droppedReason ?? '', new RegExp(`^torn record .* at offset ${last.start}$`));
-      assert.ok(notes.some((n) => n.includes(`dropped ${cut - last.start} bytes of log tail`)), notes.join('\n'));
+      assert.ok(
+        notes.some((n) => n.includes(`dropped ${cut - last.start} bytes of log tail`)),
+        notes.join('\n'),
+      );
       assert.equal(statSync(path).size, last.start, 'the torn tail is cut off the file');
       const saved = readdirSync(dir).filter((f) => f.startsWith(`${LOG_FILE}.dropped-`));
       assert.equal(saved.length, 1, 'the dropped bytes are kept beside the log');

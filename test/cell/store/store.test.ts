@@ -29,7 +29,10 @@ async function fresh(extra: Partial<EmbeddedStoreOptions> = {}): Promise<{ store
 
 async function reopen(dir: string, notes: string[] = [], migrations = T_MIGRATIONS): Promise<EmbeddedStore> {
   const store = await openEmbeddedStore({ dir, migrations, log: (m) => notes.push(m) });
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }), () => store.close());
+  cleanups.push(
+    () => rmSync(dir, { recursive: true, force: true }),
+    () => store.close(),
+  );
   return store;
 }
 
@@ -49,7 +52,14 @@ describe('embedded store: the log', () => {
     assert.ok(crashed.recovery.replayed >= 3, 'the copy replays the log');
     assert.equal(crashed.recovery.droppedBytes, 0);
     const rows = await crashed.all('SELECT id, v, b FROM t ORDER BY id');
-    assert.deepEqual(rows.map((r) => [r['id'], r['v']]), [[1, 'uno'], [2, 'two'], [3, 'tab\tquote"\u00e9\u{1F600}']]);
+    assert.deepEqual(
+      rows.map((r) => [r['id'], r['v']]),
+      [
+        [1, 'uno'],
+        [2, 'two'],
+        [3, 'tab\tquote"\u00e9\u{1F600}'],
+      ],
+    );
     assert.deepEqual([...(rows[0]!['b'] as Uint8Array)], [0, 1, 2, 255]);
     await store.close();
     const again = await reopen(dir);
@@ -61,10 +71,12 @@ describe('embedded store: the log', () => {
     const { store, dir } = await fresh();
     await insert(store, 1);
     const before = { ...store.stats, size: statSync(join(dir, LOG_FILE)).size };
-    await assert.rejects(store.write(async (tx) => {
-      await tx.run('INSERT INTO t (id) VALUES (2)');
-      throw new Error('boom');
-    }));
+    await assert.rejects(
+      store.write(async (tx) => {
+        await tx.run('INSERT INTO t (id) VALUES (2)');
+        throw new Error('boom');
+      }),
+    );
     assert.equal(await store.write(async (tx) => (await tx.get('SELECT COUNT(*) AS n FROM t'))?.['n']), 1);
     assert.deepEqual({ ...store.stats, size: statSync(join(dir, LOG_FILE)).size }, before);
   });
@@ -90,7 +102,10 @@ describe('embedded store: the log', () => {
   it('migrations are logged transactions: a crash copy taken right after open has them', async () => {
     const { dir, cleanup } = tempDir();
     cleanups.push(cleanup);
-    const m = [{ id: 'b-001', sql: 'CREATE TABLE x (n INTEGER); INSERT INTO x (n) VALUES (1);' }, { id: 'a-002', sql: 'INSERT INTO x (n) VALUES (2)' }];
+    const m = [
+      { id: 'b-001', sql: 'CREATE TABLE x (n INTEGER); INSERT INTO x (n) VALUES (1);' },
+      { id: 'a-002', sql: 'INSERT INTO x (n) VALUES (2)' },
+    ];
     const s1 = await openEmbeddedStore({ dir, migrations: m, log: () => undefined });
     const copy = crashCopy(dir);
     await s1.close();
@@ -106,7 +121,10 @@ describe('embedded store: the log', () => {
     const b = tempDir();
     cleanups.push(b.cleanup);
     writeFileSync(join(b.dir, LOG_FILE), 'definitely not a cell log');
-    await assert.rejects(openEmbeddedStore({ dir: b.dir, migrations: T_MIGRATIONS, log: () => undefined }), /not a usable log \(bad magic\)/);
+    await assert.rejects(
+      openEmbeddedStore({ dir: b.dir, migrations: T_MIGRATIONS, log: () => undefined }),
+      /not a usable log \(bad magic\)/,
+    );
     assert.equal(readFileSync(join(b.dir, LOG_FILE), 'utf8'), 'definitely not a cell log');
   });
 });
@@ -162,8 +180,14 @@ describe('embedded store: group commit and a failed fsync', () => {
     fail = 1;
     const batch = [1, 2, 3].map((i) => insert(store, 10 + i));
     for (const p of batch) {
-      await assert.rejects(p, (err: { code?: string; details?: unknown; retryable?: boolean; message: string }) =>
-        err.code === 'service_unavailable' && JSON.stringify(err.details) === '{"reason":"store_failed"}' && err.retryable === true && !/EIO/.test(err.message));
+      await assert.rejects(
+        p,
+        (err: { code?: string; details?: unknown; retryable?: boolean; message: string }) =>
+          err.code === 'service_unavailable' &&
+          JSON.stringify(err.details) === '{"reason":"store_failed"}' &&
+          err.retryable === true &&
+          !/EIO/.test(err.message),
+      );
     }
     assert.ok(notes.some((n) => /fsync failed/.test(n)));
     for (let i = 0; i < 500 && store.failed; i++) await new Promise((r) => setTimeout(r, 10));
@@ -172,7 +196,11 @@ describe('embedded store: group commit and a failed fsync', () => {
     assert.deepEqual(await store.all('SELECT id FROM t ORDER BY id'), [{ id: 1 }], 'the refused batch is gone, in memory too');
     await insert(store, 2);
     const copy = await reopen(crashCopy(dir));
-    assert.deepEqual(await copy.all('SELECT id FROM t ORDER BY id'), [{ id: 1 }, { id: 2 }], 'and on disk: nothing refused, nothing doubled');
+    assert.deepEqual(
+      await copy.all('SELECT id FROM t ORDER BY id'),
+      [{ id: 1 }, { id: 2 }],
+      'and on disk: nothing refused, nothing doubled',
+    );
   });
 
   it('a transaction still open when the log fails is refused at its commit, not left hanging', async () => {
@@ -256,7 +284,10 @@ describe('embedded store: checkpoint and replay', () => {
     assert.equal(copy.recovery.replayed, 3);
     assert.equal(copy.recovery.droppedBytes, 0);
     // t has no primary key: a double replay would show duplicates.
-    assert.deepEqual((await copy.all('SELECT id FROM t ORDER BY id')).map((r) => r['id']), Array.from({ length: 13 }, (_, i) => i));
+    assert.deepEqual(
+      (await copy.all('SELECT id FROM t ORDER BY id')).map((r) => r['id']),
+      Array.from({ length: 13 }, (_, i) => i),
+    );
   });
 
   it('writes committed during a checkpoint are durable and land after it', async () => {
@@ -281,7 +312,9 @@ describe('embedded store: checkpoint and replay', () => {
     });
     await inside.promise;
     let checkpointed = false;
-    const cp = store.checkpoint().then(() => { checkpointed = true; });
+    const cp = store.checkpoint().then(() => {
+      checkpointed = true;
+    });
     for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
     assert.equal(checkpointed, false, 'no snapshot of half a transaction');
     gate.resolve();

@@ -16,7 +16,10 @@ let api: Api;
 before(async () => {
   ({ t, ai, api } = await crewFixture());
 });
-after(async () => { await t.close(); await ai.close(); });
+after(async () => {
+  await t.close();
+  await ai.close();
+});
 
 async function waitFor(cond: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 500 && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
@@ -49,7 +52,10 @@ test('cancel interrupts a slow model call at once; the run ends cancelled with t
   const last = j.at(-1)!;
   assert.equal(last.kind, 'run_finished');
   assert.equal((last.data as any).outcome ?? s.state, 'cancelled');
-  assert.ok(!kinds.includes('step') || !j.some((r) => r.kind === 'step' && JSON.stringify(r.data ?? {}).includes('usage')), 'no model step was recorded as completed');
+  assert.ok(
+    !kinds.includes('step') || !j.some((r) => r.kind === 'step' && JSON.stringify(r.data ?? {}).includes('usage')),
+    'no model step was recorded as completed',
+  );
   assert.equal(ai.requests.length - before, 1, 'the cancelled call is not retried');
 
   const ledger = await ok(api, 'GET', `${T}/agents/${tm.agents['slowpoke']}/budget-ledger`);

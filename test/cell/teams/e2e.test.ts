@@ -13,7 +13,9 @@ import { T, ok, provider, roleOf, team, type Api } from '../../helpers/teams.ts'
 
 let ai: FakeOpenAI;
 const procs: CellProcess[] = [];
-before(async () => { ai = await startOpenAIServer({ apiKey: 'sk-fake' }); });
+before(async () => {
+  ai = await startOpenAIServer({ apiKey: 'sk-fake' });
+});
 after(async () => {
   for (const p of procs) await p.kill().catch(() => undefined);
   procs[0]?.cleanup();
@@ -26,12 +28,19 @@ function httpApi(url: string, token: string): Api {
     async request(method, path, opts = {}) {
       const res = await fetch(url + path, {
         method,
-        headers: { authorization: `Bearer ${opts.token ?? token}`, ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        headers: {
+          authorization: `Bearer ${opts.token ?? token}`,
+          ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
         ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
       });
       const text = await res.text();
       let body: unknown;
-      try { body = text ? JSON.parse(text) : undefined; } catch { body = undefined; }
+      try {
+        body = text ? JSON.parse(text) : undefined;
+      } catch {
+        body = undefined;
+      }
       return { status: res.status, body, text };
     },
   };
@@ -47,7 +56,9 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 20_
   throw new Error(`timed out waiting for ${what}`);
 }
 
-test('SIGKILL mid-run, a peer cell recovers: finished steps are not re-run, no model called twice for them', { timeout: 90_000 }, async () => {
+test('SIGKILL mid-run, a peer cell recovers: finished steps are not re-run, no model called twice for them', {
+  timeout: 90_000,
+}, async () => {
   const a = await startCellProcess({ args: ['--cell-id', 'cell-a'] });
   procs.push(a);
   const apiA = httpApi(a.url, a.adminKey);
@@ -109,10 +120,14 @@ test('posture: a sovereign cell refuses a public provider at registration', { ti
   procs.push(c);
   try {
     const api = httpApi(c.url, c.adminKey);
-    const r = await api.request('POST', '/api/public/v1/admin/ai/model-providers', { body: { provider_type: 'openai-compatible', default_model: 'gpt', base_url: 'https://api.openai.com/v1' } });
+    const r = await api.request('POST', '/api/public/v1/admin/ai/model-providers', {
+      body: { provider_type: 'openai-compatible', default_model: 'gpt', base_url: 'https://api.openai.com/v1' },
+    });
     assert.equal(r.status, 403);
     assert.equal(r.body.details.reason, 'posture_forbidden');
-    const local = await api.request('POST', '/api/public/v1/admin/ai/model-providers', { body: { provider_type: 'openai-compatible', default_model: 'm', base_url: `${ai.url}/v1` } });
+    const local = await api.request('POST', '/api/public/v1/admin/ai/model-providers', {
+      body: { provider_type: 'openai-compatible', default_model: 'm', base_url: `${ai.url}/v1` },
+    });
     assert.equal(local.status, 201, local.text);
   } finally {
     await c.stop();
@@ -146,8 +161,17 @@ test('every coordination policy end to end in the real process', { timeout: 90_0
     const seq = await team(api, 'sequential', [{ role: 'first' }, { role: 'second' }]);
     const par = await team(api, 'parallel', [{ role: 'p1' }, { role: 'p2' }]);
     const con = await team(api, 'consensus', [{ role: 'voter1' }, { role: 'voter2' }, { role: 'voter3' }]);
-    const mgr = await team(api, 'manager-delegates', [{ role: 'lead' }, { role: 'analyst', reports_to: 'lead' }, { role: 'designer', reports_to: 'lead' }]);
-    const [s1, s2, s3, s4] = await Promise.all([finish(seq.crew, 'a'), finish(par.crew, 'b'), finish(con.crew, 'c'), finish(mgr.crew, 'd')]);
+    const mgr = await team(api, 'manager-delegates', [
+      { role: 'lead' },
+      { role: 'analyst', reports_to: 'lead' },
+      { role: 'designer', reports_to: 'lead' },
+    ]);
+    const [s1, s2, s3, s4] = await Promise.all([
+      finish(seq.crew, 'a'),
+      finish(par.crew, 'b'),
+      finish(con.crew, 'c'),
+      finish(mgr.crew, 'd'),
+    ]);
     assert.equal(s1.state, 'completed', JSON.stringify(s1.error));
     assert.equal(s1.output, 'second answer');
     assert.equal(s2.state, 'completed', JSON.stringify(s2.error));
@@ -157,7 +181,10 @@ test('every coordination policy end to end in the real process', { timeout: 90_0
     assert.equal(s4.state, 'completed', JSON.stringify(s4.error));
     assert.equal(s4.output, 'lead approves');
     assert.ok(!ai.requests.some((r) => roleOf(r.body) === 'designer'), 'the report not chosen is never called');
-    assert.ok(ai.requests.filter((r) => roleOf(r.body) === 'lead').every((r) => r.body['stream'] === true), 'streamed');
+    assert.ok(
+      ai.requests.filter((r) => roleOf(r.body) === 'lead').every((r) => r.body['stream'] === true),
+      'streamed',
+    );
     const journal = await ok(api, 'GET', `/api/public/v1/admin/jobs/runs/${s4.run_id}/journal`);
     const recs = (journal.records ?? journal.events ?? journal.journal) as { kind: string; data?: { choice?: string } }[];
     assert.equal(recs.find((r) => r.data?.choice)!.data!.choice, mgr.billets['analyst']);

@@ -5,16 +5,26 @@ import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 const A = '/api/public/v1/admin';
 const T = `${A}/agent-teams`;
 let t: InProcess;
-before(async () => { t = await inProcessCell({ config: { agentQuota: 3 } }); });
-after(async () => { await t.close(); });
+before(async () => {
+  t = await inProcessCell({ config: { agentQuota: 3 } });
+});
+after(async () => {
+  await t.close();
+});
 
 const post = (path: string, body: unknown, token = t.adminKey) => t.request('POST', path, { token, body });
 const get = (path: string, token = t.adminKey) => t.request('GET', path, { token });
 
 test('skills of all eight kinds, definitions checked per kind', async () => {
   const defs: Record<string, unknown> = {
-    prompt: { prompt: 'You write haiku.' }, tool: { tool: 'calc' }, chain: { steps: [{ skill_kind: 'prompt' }, { skill_kind: 'transformer', definition: { expr: 'input' } }] },
-    model: {}, evaluator: { prompt: 'grade it' }, transformer: { expr: 'input.x + 1' }, classifier: { labels: ['yes', 'no'] }, extractor: { prompt: 'extract names' },
+    prompt: { prompt: 'You write haiku.' },
+    tool: { tool: 'calc' },
+    chain: { steps: [{ skill_kind: 'prompt' }, { skill_kind: 'transformer', definition: { expr: 'input' } }] },
+    model: {},
+    evaluator: { prompt: 'grade it' },
+    transformer: { expr: 'input.x + 1' },
+    classifier: { labels: ['yes', 'no'] },
+    extractor: { prompt: 'extract names' },
   };
   for (const [kind, definition] of Object.entries(defs)) {
     const r = await post(`${T}/skills`, { name: `s-${kind}`, skill_kind: kind, definition });
@@ -40,8 +50,12 @@ test('skills of all eight kinds, definitions checked per kind', async () => {
 
 test('blueprints resolve skill:<name> references at authoring', async () => {
   const ok = await post(`${T}/blueprints`, {
-    name: 'writer', role_label: 'Writer', system_prompt_ref: 'skill:s-prompt', required_skills: ['skill:s-prompt', 'skill:s-tool'],
-    authority_template: { allowed_tools: ['calc'], clearance_level: 1 }, scope: 'workspace',
+    name: 'writer',
+    role_label: 'Writer',
+    system_prompt_ref: 'skill:s-prompt',
+    required_skills: ['skill:s-prompt', 'skill:s-tool'],
+    authority_template: { allowed_tools: ['calc'], clearance_level: 1 },
+    scope: 'workspace',
   });
   assert.equal(ok.status, 201, ok.text);
   const unknown = await post(`${T}/blueprints`, { name: 'x', role_label: 'X', required_skills: ['skill:nope', 'skill:s-tool'] });
@@ -52,7 +66,11 @@ test('blueprints resolve skill:<name> references at authoring', async () => {
   assert.equal(malformed.body.details.reason, 'invalid_skill_ref');
   const badTool = await post(`${T}/blueprints`, { name: 'x', role_label: 'X', authority_template: { allowed_tools: ['shell'] } });
   assert.equal(badTool.body.details.reason, 'unknown_tool');
-  const badContract = await post(`${T}/blueprints`, { name: 'x', role_label: 'X', authority_template: { governing_contract_id: 'ctr_00000000000000000000' } });
+  const badContract = await post(`${T}/blueprints`, {
+    name: 'x',
+    role_label: 'X',
+    authority_template: { governing_contract_id: 'ctr_00000000000000000000' },
+  });
   assert.equal(badContract.body.details.reason, 'unknown_contract');
   const got = await get(`${T}/blueprints/${ok.body.blueprint_id}`);
   assert.deepEqual(got.body.authority_template, { allowed_tools: ['calc'], clearance_level: 1 });
@@ -113,7 +131,10 @@ test('budget ledgers: register, read, 404 for unknown agent', async () => {
 });
 
 test('contracts: CEL rules parsed at authoring', async () => {
-  const ok = await post(`${T}/contracts`, { name: 'no-big-sums', rules: [{ name: 'small', expr: 'tool != "calc" || size(args.expression) < 20' }] });
+  const ok = await post(`${T}/contracts`, {
+    name: 'no-big-sums',
+    rules: [{ name: 'small', expr: 'tool != "calc" || size(args.expression) < 20' }],
+  });
   assert.equal(ok.status, 201, ok.text);
   const bad = await post(`${T}/contracts`, { name: 'bad', rules: [{ name: 'r', expr: 'tool ==' }] });
   assert.equal(bad.status, 400);

@@ -15,7 +15,10 @@ let api: Api;
 before(async () => {
   ({ t, ai, api } = await crewFixture({ clearance: 2, topology: { site: 'hq' } }));
 });
-after(async () => { await t.close(); await ai.close(); });
+after(async () => {
+  await t.close();
+  await ai.close();
+});
 
 async function run(crew: string, input: unknown, expect = [201]): Promise<any> {
   const r = await ok(api, 'POST', `${T}/crews/${crew}/runs`, { input }, expect);
@@ -80,11 +83,17 @@ test('manager-delegates: the manager routes to one report, the choice recorded',
     }
     return { content: `${role} did the work` };
   });
-  const tm = await team(api, 'manager-delegates', [{ role: 'boss' }, { role: 'researcher', reports_to: 'boss' }, { role: 'coder', reports_to: 'boss' }]);
+  const tm = await team(api, 'manager-delegates', [
+    { role: 'boss' },
+    { role: 'researcher', reports_to: 'boss' },
+    { role: 'coder', reports_to: 'boss' },
+  ]);
   const r = await run(tm.crew, 'find facts');
   const s = await status(tm.crew, r.run_id);
   assert.equal(s.state, 'completed', JSON.stringify(s.error) + JSON.stringify(ai.requests.slice(-3).map((x) => lastUser(x.body))));
-  const decision = (await t.modules.runs.runs.readJournal(r.run_id)).find((x) => x.kind === 'decision' && (x.data as any)?.decision === 'delegate');
+  const decision = (await t.modules.runs.runs.readJournal(r.run_id)).find(
+    (x) => x.kind === 'decision' && (x.data as any)?.decision === 'delegate',
+  );
   assert.equal((decision!.data as any).choice, tm.billets['researcher']);
   const runCalls = ai.requests.map((x) => roleOf(x.body));
   assert.ok(runCalls.includes('researcher'));
@@ -123,7 +132,10 @@ test('a tool the grant does not carry is refused, naming the tool', async () => 
 });
 
 test('the value gate declines a call: refused, with a decision record naming the contract and rule', async () => {
-  const k = await ok(api, 'POST', `${T}/contracts`, { name: 'short-sums', rules: [{ name: 'short', expr: 'tool != "calc" || size(args.expression) < 5' }] });
+  const k = await ok(api, 'POST', `${T}/contracts`, {
+    name: 'short-sums',
+    rules: [{ name: 'short', expr: 'tool != "calc" || size(args.expression) < 5' }],
+  });
   ai.setResponder(() => ({ tool_calls: [{ name: 'calc', arguments: { expression: '1+2+3+4+5+6' } }] }));
   const cap = { allowed_tools: ['calc'], permission_mode: 'auto', governing_contract_id: k.contract_id };
   const tm = await team(api, 'sequential', [{ role: 'gated', cap }]);
@@ -186,16 +198,29 @@ test('placement: a seat above the cell clearance or missing topology is refused 
 
 test('over-authority billet: rejected at authoring, naming the fields', async () => {
   const f = await ok(api, 'POST', `${T}/formations`, { name: 'strict', coordination_policy: 'manager-delegates' });
-  const boss = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, { role_label: 'boss', required_skills: [], authority_cap: { allowed_tools: ['calc'], clearance_level: 1 } });
+  const boss = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, {
+    role_label: 'boss',
+    required_skills: [],
+    authority_cap: { allowed_tools: ['calc'], clearance_level: 1 },
+  });
   const r = await t.request('POST', `${T}/formations/${f.formation_id}/billets`, {
-    token: t.adminKey, body: { role_label: 'rogue', required_skills: [], reports_to: boss.billet_id, authority_cap: { allowed_tools: ['calc', 'kv.put'], clearance_level: 3 } },
+    token: t.adminKey,
+    body: {
+      role_label: 'rogue',
+      required_skills: [],
+      reports_to: boss.billet_id,
+      authority_cap: { allowed_tools: ['calc', 'kv.put'], clearance_level: 3 },
+    },
   });
   assert.equal(r.status, 400);
   assert.equal(r.body.details.reason, 'over_authority');
   assert.deepEqual(r.body.details.fields, ['allowed_tools', 'clearance_level']);
   const audit = await t.request('GET', `${A}/audit?limit=20`, { token: t.adminKey });
   assert.match(JSON.stringify(audit.body), /over_authority/);
-  const bad = await t.request('POST', `${T}/formations/${f.formation_id}/billets`, { token: t.adminKey, body: { role_label: 'x', required_skills: [], reports_to: 'blt_00000000000000000000', authority_cap: {} } });
+  const bad = await t.request('POST', `${T}/formations/${f.formation_id}/billets`, {
+    token: t.adminKey,
+    body: { role_label: 'x', required_skills: [], reports_to: 'blt_00000000000000000000', authority_cap: {} },
+  });
   assert.equal(bad.body.details.reason, 'unknown_reports_to');
 });
 
@@ -207,7 +232,10 @@ test('graph endpoint: same hash on every call; a new billet changes it', async (
   assert.match(g1.graph_hash, /^sha256:[0-9a-f]{64}$/);
   const billet = await ok(api, 'GET', `${T}/formations/${tm.formation}/billets/${tm.billets['g1']}`);
   assert.equal(billet.role_label, 'g1');
-  assert.equal((await t.request('GET', `${T}/formations/${tm.formation}/billets/blt_00000000000000000000`, { token: t.adminKey })).status, 404);
+  assert.equal(
+    (await t.request('GET', `${T}/formations/${tm.formation}/billets/blt_00000000000000000000`, { token: t.adminKey })).status,
+    404,
+  );
   const bound = await ok(api, 'GET', `${T}/formations/${tm.formation}/graph?crew_id=${tm.crew}`);
   assert.equal(bound.crew_id, tm.crew);
   await ok(api, 'POST', `${T}/formations/${tm.formation}/billets`, { role_label: 'g3', required_skills: [], authority_cap: {} });
@@ -287,17 +315,39 @@ test('a crew run is cancelled through the shared jobs route', async () => {
 test('exportCrew: crew, graph, agents, blueprints, skills, contracts and grants', async () => {
   await ok(api, 'POST', `${T}/skills`, { name: 'exp-skill', skill_kind: 'prompt', definition: { prompt: 'be brief' } });
   const k = await ok(api, 'POST', `${T}/contracts`, { name: 'exp-contract', rules: [{ name: 'any', expr: 'true' }] });
-  const bp = await ok(api, 'POST', `${T}/blueprints`, { name: 'exp-bp', role_label: 'Exporter', system_prompt_ref: 'skill:exp-skill', required_skills: ['skill:exp-skill'], authority_template: { allowed_tools: ['calc'], governing_contract_id: k.contract_id } });
+  const bp = await ok(api, 'POST', `${T}/blueprints`, {
+    name: 'exp-bp',
+    role_label: 'Exporter',
+    system_prompt_ref: 'skill:exp-skill',
+    required_skills: ['skill:exp-skill'],
+    authority_template: { allowed_tools: ['calc'], governing_contract_id: k.contract_id },
+  });
   const ag = await ok(api, 'POST', `${T}/agents`, { source: 'blueprint', blueprint_id: bp.blueprint_id });
   const f = await ok(api, 'POST', `${T}/formations`, { name: 'exp' });
-  const b = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, { role_label: 'Exporter', required_skills: ['skill:exp-skill'], authority_cap: { allowed_tools: ['calc', 'clock.now'] } });
+  const b = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, {
+    role_label: 'Exporter',
+    required_skills: ['skill:exp-skill'],
+    authority_cap: { allowed_tools: ['calc', 'clock.now'] },
+  });
   const crew = await ok(api, 'POST', `${T}/crews`, { formation_id: f.formation_id, assignments: { [b.billet_id]: ag.agent_id } });
   const e = await t.modules.teams.teams.exportCrew(crew.crew_id);
   assert.equal(e.graph_hash, crew.graph_hash);
-  assert.deepEqual(e.agents.map((a) => a.agent_id), [ag.agent_id]);
-  assert.deepEqual(e.blueprints.map((x) => x.blueprint_id), [bp.blueprint_id]);
-  assert.deepEqual(e.skills.map((x) => x.name), ['exp-skill']);
-  assert.deepEqual(e.contracts.map((x) => x.contract_id), [k.contract_id]);
+  assert.deepEqual(
+    e.agents.map((a) => a.agent_id),
+    [ag.agent_id],
+  );
+  assert.deepEqual(
+    e.blueprints.map((x) => x.blueprint_id),
+    [bp.blueprint_id],
+  );
+  assert.deepEqual(
+    e.skills.map((x) => x.name),
+    ['exp-skill'],
+  );
+  assert.deepEqual(
+    e.contracts.map((x) => x.contract_id),
+    [k.contract_id],
+  );
   assert.deepEqual((e.grants[b.billet_id] as { allowed_tools: string[] }).allowed_tools, ['calc'], 'agent authority ∩ billet cap');
 });
 
@@ -313,9 +363,11 @@ test('an archived agent cannot act: the run is refused before it starts', async 
 });
 
 test('a run still in flight beyond its cost budget is flagged cost_budget', async () => {
-  ai.setResponder((req) => (req.messages.at(-1)!.role === 'tool'
-    ? { tool_calls: [{ name: 'kv__put', arguments: { key: 'cost', value: 1 } }] }
-    : { tool_calls: [{ name: 'calc', arguments: { expression: '1+1' } }] }));
+  ai.setResponder((req) =>
+    req.messages.at(-1)!.role === 'tool'
+      ? { tool_calls: [{ name: 'kv__put', arguments: { key: 'cost', value: 1 } }] }
+      : { tool_calls: [{ name: 'calc', arguments: { expression: '1+1' } }] },
+  );
   const cap = { allowed_tools: ['calc', 'kv.put'], permission_mode: 'auto-read', egress_allowlist: ['kv:*'] };
   const tm = await team(api, 'sequential', [{ role: 'spender', cap }]);
   const r = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x', max_tokens: 5 });

@@ -18,7 +18,10 @@ before(async () => {
   ai.setResponder((req) => ({ content: `agent saw: ${lastUser(req)}` }));
   await ok(api, 'POST', `${T}/skills`, { name: 'exclaim', skill_kind: 'transformer', definition: { expr: 'input + "?"' } });
 });
-after(async () => { await t.close(); await ai.close(); });
+after(async () => {
+  await t.close();
+  await ai.close();
+});
 
 async function approverKey(name: string): Promise<string> {
   const p = await ok(api, 'POST', `${A}/principals`, { kind: 'service', name, roles: ['operator'] });
@@ -39,10 +42,14 @@ const PRE = [
 ];
 
 test('every stage executor runs; two-person approval holds the run until two non-requesters approve', async () => {
-  const tm = await team(api, 'sequential', [{ role: 'solo' }], { pre: PRE, post: [{ kind: 'human_approval', config: { rule: 'two_person', timeout_ms: 3_600_000, prompt: 'ship it?' } }] });
+  const tm = await team(api, 'sequential', [{ role: 'solo' }], {
+    pre: PRE,
+    post: [{ kind: 'human_approval', config: { rule: 'two_person', timeout_ms: 3_600_000, prompt: 'ship it?' } }],
+  });
   const graph = await ok(api, 'GET', `${T}/formations/${tm.formation}/graph`);
   const kinds = new Set(graph.graph.nodes.map((n: { kind: string }) => n.kind));
-  for (const k of ['gate', 'transform', 'skill', 'conditional', 'tool', 'map', 'loop', 'timer', 'agent', 'human_approval']) assert.ok(kinds.has(k), k);
+  for (const k of ['gate', 'transform', 'skill', 'conditional', 'tool', 'map', 'loop', 'timer', 'agent', 'human_approval'])
+    assert.ok(kinds.has(k), k);
   const skillNode = graph.graph.nodes.find((n: { kind: string }) => n.kind === 'skill');
   assert.equal(skillNode.config.skill.skill_kind, 'transformer', 'the stored skill is inlined in the graph');
 
@@ -99,7 +106,10 @@ test('a rejection of a side-effecting tool call refuses the run', async () => {
   await t.modules.teams.teams.settled(run.run_id);
   const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   const step = s.pending_approvals[0].step_id as string;
-  await ok(api, 'POST', `${T}/crews/${tm.crew}/runs/${run.run_id}/approvals/${encodeURIComponent(step)}`, { decision: 'reject', comment: 'no' });
+  await ok(api, 'POST', `${T}/crews/${tm.crew}/runs/${run.run_id}/approvals/${encodeURIComponent(step)}`, {
+    decision: 'reject',
+    comment: 'no',
+  });
   await t.modules.teams.teams.settled(run.run_id);
   const done = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(done.state, 'refused');
@@ -141,7 +151,8 @@ test('permission modes: auto-read runs read-only tools without asking but holds 
   let n = 0;
   ai.setResponder((req) => {
     const last = req.messages.at(-1)!;
-    if (last.role === 'tool') return n++ === 0 ? { tool_calls: [{ name: 'kv__put', arguments: { key: 'ar', value: 2 } }] } : { content: 'done' };
+    if (last.role === 'tool')
+      return n++ === 0 ? { tool_calls: [{ name: 'kv__put', arguments: { key: 'ar', value: 2 } }] } : { content: 'done' };
     return { tool_calls: [{ name: 'calc', arguments: { expression: '1+1' } }] };
   });
   const cap = { allowed_tools: ['calc', 'kv.put'], permission_mode: 'auto-read', egress_allowlist: ['kv:*'] };
@@ -164,10 +175,16 @@ test('permission modes: auto-read runs read-only tools without asking but holds 
 });
 
 test('bad stages are refused when the formation is authored', async () => {
-  const bad = await t.request('POST', `${T}/formations`, { token: t.adminKey, body: { name: 'bad', pre: [{ kind: 'gate', config: { rules: [{ name: 'r', expr: 'input ==' }] } }] } });
+  const bad = await t.request('POST', `${T}/formations`, {
+    token: t.adminKey,
+    body: { name: 'bad', pre: [{ kind: 'gate', config: { rules: [{ name: 'r', expr: 'input ==' }] } }] },
+  });
   assert.equal(bad.status, 400, bad.text);
   assert.equal(bad.body.error, 'invalid_request');
-  const unknownSkill = await t.request('POST', `${T}/formations`, { token: t.adminKey, body: { name: 'bad2', pre: [{ kind: 'skill', config: { skill: 'skill:nope' } }] } });
+  const unknownSkill = await t.request('POST', `${T}/formations`, {
+    token: t.adminKey,
+    body: { name: 'bad2', pre: [{ kind: 'skill', config: { skill: 'skill:nope' } }] },
+  });
   assert.equal(unknownSkill.status, 400);
   assert.equal(unknownSkill.body.details.reason, 'unknown_skill');
 });
@@ -176,7 +193,9 @@ test('quorum with named approvers: others are refused, the named one releases th
   const p = await ok(api, 'POST', `${A}/principals`, { kind: 'service', name: 'named-approver', roles: ['operator'] });
   const k = await ok(api, 'POST', `${A}/api-keys`, { owner_id: p.id, name: 'named-key' });
   ai.setResponder((req) => ({ content: `agent saw: ${lastUser(req)}` }));
-  const tm = await team(api, 'sequential', [{ role: 'named-solo' }], { post: [{ kind: 'human_approval', config: { rule: 'quorum', quorum: 1, approvers: [p.id], timeout_ms: 3_600_000 } }] });
+  const tm = await team(api, 'sequential', [{ role: 'named-solo' }], {
+    post: [{ kind: 'human_approval', config: { rule: 'quorum', quorum: 1, approvers: [p.id], timeout_ms: 3_600_000 } }],
+  });
   const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
   await t.modules.teams.teams.settled(run.run_id);
   const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
@@ -185,7 +204,10 @@ test('quorum with named approvers: others are refused, the named one releases th
   const other = await t.request('POST', path, { token: t.adminKey, body: { decision: 'approve' } });
   assert.equal(other.status, 403);
   assert.equal(other.body.details.reason, 'not_an_approver');
-  const unknownStep = await t.request('POST', `${T}/crews/${tm.crew}/runs/${run.run_id}/approvals/nope`, { token: k.secret, body: { decision: 'approve' } });
+  const unknownStep = await t.request('POST', `${T}/crews/${tm.crew}/runs/${run.run_id}/approvals/nope`, {
+    token: k.secret,
+    body: { decision: 'approve' },
+  });
   assert.equal(unknownStep.status, 404);
   const yes = await t.request('POST', path, { token: k.secret, body: { decision: 'approve' } });
   assert.equal(yes.status, 200, yes.text);

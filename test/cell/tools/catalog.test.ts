@@ -12,7 +12,11 @@ test('calc evaluates arithmetic with precedence, never code', () => {
   assert.equal(evaluateArithmetic('-4 + 10 % 3'), -3);
   assert.equal(evaluateArithmetic('1.5e2 / 3'), 50);
   for (const bad of ['', 'process.exit(1)', '1 +', '1/0', '((((1', 'x', '1 2', '('.repeat(40) + '1' + ')'.repeat(40), '9'.repeat(300)]) {
-    assert.throws(() => evaluateArithmetic(bad), (e: unknown) => isServiceError(e) && e.code === 'invalid_request', bad);
+    assert.throws(
+      () => evaluateArithmetic(bad),
+      (e: unknown) => isServiceError(e) && e.code === 'invalid_request',
+      bad,
+    );
   }
 });
 

@@ -87,12 +87,12 @@ test('ipAllowed decision table', () => {
 
 const v4 = fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.nat(255));
 
-test('property: an IPv4 address is in a CIDR iff its first `bits` bits equal the network\'s', () => {
+test("property: an IPv4 address is in a CIDR iff its first `bits` bits equal the network's", () => {
   fc.assert(
     fc.property(v4, v4, fc.integer({ min: 0, max: 32 }), (a, n, bits) => {
       const num = (o: number[]) => ((o[0]! << 24) >>> 0) + (o[1]! << 16) + (o[2]! << 8) + o[3]!;
       const mask = bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0;
-      const expected = ((num(a) & mask) >>> 0) === ((num(n) & mask) >>> 0);
+      const expected = (num(a) & mask) >>> 0 === (num(n) & mask) >>> 0;
       const ip = a.join('.');
       const rule = `${n.join('.')}/${bits}`;
       assert.equal(ipAllowed(ip, [rule]), expected, `${ip} in ${rule}`);
@@ -105,12 +105,16 @@ test('property: an IPv4 address is in a CIDR iff its first `bits` bits equal the
 test('property: every address matches itself as an exact rule and as /32 or /128', () => {
   const v6 = fc.array(fc.nat(0xffff), { minLength: 8, maxLength: 8 }).map((p) => p.map((x) => x.toString(16)).join(':'));
   fc.assert(
-    fc.property(v4.map((o) => o.join('.')), v6, (a, b) => {
-      assert.equal(ipAllowed(a, [a]), true);
-      assert.equal(ipAllowed(a, [`${a}/32`]), true);
-      assert.equal(ipAllowed(b, [b]), true);
-      assert.equal(ipAllowed(b, [`${b}/128`]), true);
-    }),
+    fc.property(
+      v4.map((o) => o.join('.')),
+      v6,
+      (a, b) => {
+        assert.equal(ipAllowed(a, [a]), true);
+        assert.equal(ipAllowed(a, [`${a}/32`]), true);
+        assert.equal(ipAllowed(b, [b]), true);
+        assert.equal(ipAllowed(b, [`${b}/128`]), true);
+      },
+    ),
     { numRuns: 300 },
   );
 });
@@ -148,7 +152,7 @@ test('property: hostile strings never throw: parseIpRule gives null or a rule, i
   );
 });
 
-test('property: fast-check\'s IPv6 addresses parse and match themselves; extended IPv4 forms are refused unless dotted decimal', () => {
+test("property: fast-check's IPv6 addresses parse and match themselves; extended IPv4 forms are refused unless dotted decimal", () => {
   fc.assert(
     fc.property(fc.ipV6(), (ip) => {
       const r = parseIpRule(ip);

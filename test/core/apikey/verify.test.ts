@@ -28,12 +28,27 @@ function record(over: Partial<KeyRecord> = {}): KeyRecord {
   };
 }
 const rotated = (graceEnd: number, over: Partial<KeyRecord> = {}) =>
-  record({ hashes: [{ hash: hashSecret(CURRENT), not_after: null }, { hash: hashSecret(PREVIOUS), not_after: graceEnd }], ...over });
-const ctx = (over: Partial<{ now: number; ip: string | null; region: string }> = {}) => ({ now: NOW, ip: '10.0.0.7', region: 'eu-west-1', ...over });
+  record({
+    hashes: [
+      { hash: hashSecret(CURRENT), not_after: null },
+      { hash: hashSecret(PREVIOUS), not_after: graceEnd },
+    ],
+    ...over,
+  });
+const ctx = (over: Partial<{ now: number; ip: string | null; region: string }> = {}) => ({
+  now: NOW,
+  ip: '10.0.0.7',
+  region: 'eu-west-1',
+  ...over,
+});
 
 type Row = [name: string, rec: KeyRecord | undefined, secret: string, c: ReturnType<typeof ctx>, want: KeyVerdict];
 const ok = (effective: string[], matched: 'current' | 'previous' = 'current'): KeyVerdict => ({ ok: true, effective, matched });
-const no = (code: 'unauthorized' | 'forbidden', reason: Extract<KeyVerdict, { ok: false }>['reason']): KeyVerdict => ({ ok: false, code, reason });
+const no = (code: 'unauthorized' | 'forbidden', reason: Extract<KeyVerdict, { ok: false }>['reason']): KeyVerdict => ({
+  ok: false,
+  code,
+  reason,
+});
 const FULL = ['catalog', 'system.orchestration.admin.read'];
 
 const ROWS: Row[] = [
@@ -42,7 +57,13 @@ const ROWS: Row[] = [
   ['record with no hashes at all', record({ hashes: [] }), CURRENT, ctx(), no('unauthorized', 'unknown_key')],
   ['active key, current secret', record(), CURRENT, ctx(), ok(FULL)],
   ['revoked key: current secret refused', record({ status: 'revoked' }), CURRENT, ctx(), no('unauthorized', 'revoked')],
-  ['revoked key: previous secret refused too, inside its grace', rotated(NOW + 60_000, { status: 'revoked' }), PREVIOUS, ctx(), no('unauthorized', 'revoked')],
+  [
+    'revoked key: previous secret refused too, inside its grace',
+    rotated(NOW + 60_000, { status: 'revoked' }),
+    PREVIOUS,
+    ctx(),
+    no('unauthorized', 'revoked'),
+  ],
   ['soft-deleted key (owner archived) is refused', record({ status: 'soft_deleted' }), CURRENT, ctx(), no('unauthorized', 'revoked')],
   ['purged key is refused', record({ status: 'purged' }), CURRENT, ctx(), no('unauthorized', 'revoked')],
   ['owner archived', record({ owner_status: 'archived' }), CURRENT, ctx(), no('unauthorized', 'owner_inactive')],
@@ -50,29 +71,71 @@ const ROWS: Row[] = [
   ['owner purged', record({ owner_status: 'purged' }), CURRENT, ctx(), no('unauthorized', 'owner_inactive')],
   ['key expired exactly now (expiry is exclusive)', record({ expires_at: NOW }), CURRENT, ctx(), no('unauthorized', 'expired')],
   ['key expires 1 ms from now: still valid', record({ expires_at: NOW + 1 }), CURRENT, ctx(), ok(FULL)],
-  ['key expired: previous secret inside its grace is refused as expired', rotated(NOW + 60_000, { expires_at: NOW - 1 }), PREVIOUS, ctx(), no('unauthorized', 'expired')],
+  [
+    'key expired: previous secret inside its grace is refused as expired',
+    rotated(NOW + 60_000, { expires_at: NOW - 1 }),
+    PREVIOUS,
+    ctx(),
+    no('unauthorized', 'expired'),
+  ],
   ['rotated: previous secret inside grace verifies', rotated(NOW + 1), PREVIOUS, ctx(), ok(FULL, 'previous')],
   ['rotated: previous secret at its grace deadline is refused', rotated(NOW), PREVIOUS, ctx(), no('unauthorized', 'grace_elapsed')],
   ['rotated: previous secret after its grace deadline is refused', rotated(NOW - 1), PREVIOUS, ctx(), no('unauthorized', 'grace_elapsed')],
   ['rotated: current secret still verifies after the grace window', rotated(NOW - 1), CURRENT, ctx(), ok(FULL, 'current')],
-  ['current hash carrying the key expiry as not_after: past it is expired', record({ hashes: [{ hash: hashSecret(CURRENT), not_after: NOW }] }), CURRENT, ctx(), no('unauthorized', 'expired')],
+  [
+    'current hash carrying the key expiry as not_after: past it is expired',
+    record({ hashes: [{ hash: hashSecret(CURRENT), not_after: NOW }] }),
+    CURRENT,
+    ctx(),
+    no('unauthorized', 'expired'),
+  ],
   ['allowed_ips: caller inside the CIDR', record({ allowed_ips: ['10.0.0.0/24'] }), CURRENT, ctx(), ok(FULL)],
   ['allowed_ips: caller outside', record({ allowed_ips: ['192.168.0.0/16'] }), CURRENT, ctx(), no('forbidden', 'ip_not_allowed')],
-  ['allowed_ips: caller IP unknown', record({ allowed_ips: ['10.0.0.0/24'] }), CURRENT, ctx({ ip: null }), no('forbidden', 'ip_not_allowed')],
+  [
+    'allowed_ips: caller IP unknown',
+    record({ allowed_ips: ['10.0.0.0/24'] }),
+    CURRENT,
+    ctx({ ip: null }),
+    no('forbidden', 'ip_not_allowed'),
+  ],
   ['allowed_ips: IPv6 exact', record({ allowed_ips: ['2001:db8::7'] }), CURRENT, ctx({ ip: '2001:db8::7' }), ok(FULL)],
   ['allowed_ips: IPv4-mapped caller', record({ allowed_ips: ['10.0.0.7'] }), CURRENT, ctx({ ip: '::ffff:10.0.0.7' }), ok(FULL)],
   ['allowed_regions: region listed', record({ allowed_regions: ['eu-west-1', 'us-east-1'] }), CURRENT, ctx(), ok(FULL)],
   ['allowed_regions: region not listed', record({ allowed_regions: ['us-east-1'] }), CURRENT, ctx(), no('forbidden', 'region_not_allowed')],
   ['scopes narrow the owner permissions', record({ scopes: ['catalog.read'] }), CURRENT, ctx(), ok(['catalog.read'])],
-  ['scope `*` is the owner\'s full authority', record({ scopes: ['*'] }), CURRENT, ctx(), ok(FULL)],
+  ["scope `*` is the owner's full authority", record({ scopes: ['*'] }), CURRENT, ctx(), ok(FULL)],
   ['a scope the owner lacks grants nothing', record({ scopes: ['system.orchestration.admin.write'] }), CURRENT, ctx(), ok([])],
   ['an owner with no permissions: the key verifies but grants nothing', record({ owner_permissions: [] }), CURRENT, ctx(), ok([])],
   // order of the table: first failing row wins
-  ['revoked beats owner inactive and expiry', record({ status: 'revoked', owner_status: 'archived', expires_at: NOW - 1 }), CURRENT, ctx(), no('unauthorized', 'revoked')],
-  ['owner inactive beats expiry', record({ owner_status: 'archived', expires_at: NOW - 1 }), CURRENT, ctx(), no('unauthorized', 'owner_inactive')],
+  [
+    'revoked beats owner inactive and expiry',
+    record({ status: 'revoked', owner_status: 'archived', expires_at: NOW - 1 }),
+    CURRENT,
+    ctx(),
+    no('unauthorized', 'revoked'),
+  ],
+  [
+    'owner inactive beats expiry',
+    record({ owner_status: 'archived', expires_at: NOW - 1 }),
+    CURRENT,
+    ctx(),
+    no('unauthorized', 'owner_inactive'),
+  ],
   ['expiry beats grace', rotated(NOW - 1, { expires_at: NOW - 1 }), PREVIOUS, ctx(), no('unauthorized', 'expired')],
-  ['authentication (401) beats the IP rule (403)', record({ expires_at: NOW - 1, allowed_ips: ['192.168.0.0/16'] }), CURRENT, ctx(), no('unauthorized', 'expired')],
-  ['IP beats region', record({ allowed_ips: ['192.168.0.0/16'], allowed_regions: ['us-east-1'] }), CURRENT, ctx(), no('forbidden', 'ip_not_allowed')],
+  [
+    'authentication (401) beats the IP rule (403)',
+    record({ expires_at: NOW - 1, allowed_ips: ['192.168.0.0/16'] }),
+    CURRENT,
+    ctx(),
+    no('unauthorized', 'expired'),
+  ],
+  [
+    'IP beats region',
+    record({ allowed_ips: ['192.168.0.0/16'], allowed_regions: ['us-east-1'] }),
+    CURRENT,
+    ctx(),
+    no('forbidden', 'ip_not_allowed'),
+  ],
 ];
 
 test('verifyPresentedKey decision table', () => {
@@ -118,7 +181,10 @@ test('property: a key verifies only with one of its own secrets, and never grant
         assert.equal(v.ok, true);
         if (v.ok) {
           for (const e of v.effective) {
-            assert.ok(ownerPerms.some((o) => o === '*' || e === o || e.startsWith(o + '.')), `${e} not within ${ownerPerms}`);
+            assert.ok(
+              ownerPerms.some((o) => o === '*' || e === o || e.startsWith(o + '.')),
+              `${e} not within ${ownerPerms}`,
+            );
           }
         }
         if (mine !== other) assert.equal(verifyPresentedKey(rec, hashSecret(other), ctx()).ok, false);

@@ -2,7 +2,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { capToCeiling, entryCovers, meetCeilings, parseCeiling, UNBOUNDED, withinCeiling, type Ceiling } from '../../../core/authority/ceiling.ts';
+import {
+  capToCeiling,
+  entryCovers,
+  meetCeilings,
+  parseCeiling,
+  UNBOUNDED,
+  withinCeiling,
+  type Ceiling,
+} from '../../../core/authority/ceiling.ts';
 import { contains } from '../../../core/authority/contain.ts';
 import type { AuthorityEnvelope } from '../../../core/authority/envelope.ts';
 
@@ -22,10 +30,20 @@ test('entryCovers: exact, *, kv:*, and host wildcards', () => {
 });
 
 test('withinCeiling names every field that exceeds; unbounded holds everything, nothing else holds unbounded', () => {
-  const ceiling: AuthorityEnvelope = { allowed_tools: ['calc'], clearance_level: 1, data_grant_ids: ['kv:*'], egress_allowlist: ['*.a.example'] };
-  assert.deepEqual(withinCeiling({ allowed_tools: ['calc'], data_grant_ids: ['kv:w'], egress_allowlist: ['https://x.a.example'] }, ceiling), { ok: true });
-  assert.deepEqual(withinCeiling({ allowed_tools: ['kv.get'], clearance_level: 2, permission_mode: 'auto', egress_allowlist: ['*'] }, ceiling),
-    { ok: false, fields: ['allowed_tools', 'egress_allowlist', 'clearance_level', 'permission_mode'] });
+  const ceiling: AuthorityEnvelope = {
+    allowed_tools: ['calc'],
+    clearance_level: 1,
+    data_grant_ids: ['kv:*'],
+    egress_allowlist: ['*.a.example'],
+  };
+  assert.deepEqual(
+    withinCeiling({ allowed_tools: ['calc'], data_grant_ids: ['kv:w'], egress_allowlist: ['https://x.a.example'] }, ceiling),
+    { ok: true },
+  );
+  assert.deepEqual(
+    withinCeiling({ allowed_tools: ['kv.get'], clearance_level: 2, permission_mode: 'auto', egress_allowlist: ['*'] }, ceiling),
+    { ok: false, fields: ['allowed_tools', 'egress_allowlist', 'clearance_level', 'permission_mode'] },
+  );
   assert.deepEqual(withinCeiling({ clearance_level: 100 }, UNBOUNDED), { ok: true });
   assert.deepEqual(withinCeiling(UNBOUNDED, { clearance_level: 100 }), { ok: false, fields: ['unbounded'] });
   assert.deepEqual(withinCeiling({ budget_ceiling: 10 }, { budget_ceiling: 5 }), { ok: false, fields: ['budget_ceiling'] });
@@ -33,8 +51,13 @@ test('withinCeiling names every field that exceeds; unbounded holds everything, 
 });
 
 test('capToCeiling keeps what both allow, reading wildcards', () => {
-  assert.deepEqual(capToCeiling({ egress_allowlist: ['*'], data_grant_ids: ['kv:w1'], clearance_level: 9 }, { egress_allowlist: ['https://a.example'], data_grant_ids: ['kv:*'], clearance_level: 2 }),
-    { egress_allowlist: ['https://a.example'], data_grant_ids: ['kv:w1'], clearance_level: 2 });
+  assert.deepEqual(
+    capToCeiling(
+      { egress_allowlist: ['*'], data_grant_ids: ['kv:w1'], clearance_level: 9 },
+      { egress_allowlist: ['https://a.example'], data_grant_ids: ['kv:*'], clearance_level: 2 },
+    ),
+    { egress_allowlist: ['https://a.example'], data_grant_ids: ['kv:w1'], clearance_level: 2 },
+  );
   assert.deepEqual(capToCeiling({ allowed_tools: ['a', 'b'] }, {}), { allowed_tools: [] });
   assert.deepEqual(capToCeiling({ allowed_tools: ['a'] }, UNBOUNDED), { allowed_tools: ['a'] });
 });
@@ -46,44 +69,59 @@ test('parseCeiling fails closed', () => {
 });
 
 const list = (xs: string[]) => fc.subarray(xs);
-const env: fc.Arbitrary<AuthorityEnvelope> = fc.record({
-  allowed_tools: list(['calc', 'kv.get', 'http.get']),
-  clearance_level: fc.integer({ min: 0, max: 4 }),
-  permission_mode: fc.constantFrom('plan', 'ask', 'auto-read', 'auto'),
-  data_grant_ids: list(['kv:a', 'kv:b', 'kv:*', '*']),
-  egress_allowlist: list(['kv:a', 'kv:*', '*', 'https://x.example.com', '*.example.com', 'y.example.com']),
-  compartments: list(['p', 'q']),
-  budget_ceiling: fc.integer({ min: 0, max: 100 }),
-}, { requiredKeys: [] }) as fc.Arbitrary<AuthorityEnvelope>;
+const env: fc.Arbitrary<AuthorityEnvelope> = fc.record(
+  {
+    allowed_tools: list(['calc', 'kv.get', 'http.get']),
+    clearance_level: fc.integer({ min: 0, max: 4 }),
+    permission_mode: fc.constantFrom('plan', 'ask', 'auto-read', 'auto'),
+    data_grant_ids: list(['kv:a', 'kv:b', 'kv:*', '*']),
+    egress_allowlist: list(['kv:a', 'kv:*', '*', 'https://x.example.com', '*.example.com', 'y.example.com']),
+    compartments: list(['p', 'q']),
+    budget_ceiling: fc.integer({ min: 0, max: 100 }),
+  },
+  { requiredKeys: [] },
+) as fc.Arbitrary<AuthorityEnvelope>;
 const ceiling: fc.Arbitrary<Ceiling> = fc.oneof({ weight: 5, arbitrary: env }, { weight: 1, arbitrary: fc.constant(UNBOUNDED) });
 
 test('property: what capToCeiling returns is within the ceiling and within what was asked', () => {
-  fc.assert(fc.property(env, ceiling, (e, c) => {
-    const capped = capToCeiling(e, c);
-    assert.deepEqual(withinCeiling(capped, c), { ok: true });
-    assert.deepEqual(withinCeiling(capped, e), { ok: true });
-  }), { numRuns: 500 });
+  fc.assert(
+    fc.property(env, ceiling, (e, c) => {
+      const capped = capToCeiling(e, c);
+      assert.deepEqual(withinCeiling(capped, c), { ok: true });
+      assert.deepEqual(withinCeiling(capped, e), { ok: true });
+    }),
+    { numRuns: 500 },
+  );
 });
 
 test('property: meetCeilings is never wider than either side, and unbounded is its identity', () => {
-  fc.assert(fc.property(ceiling, ceiling, (a, b) => {
-    const m = meetCeilings(a, b);
-    assert.deepEqual(withinCeiling(m, a), { ok: true });
-    assert.deepEqual(withinCeiling(m, b), { ok: true });
-    if (a === UNBOUNDED && b === UNBOUNDED) assert.equal(m, UNBOUNDED);
-  }), { numRuns: 500 });
+  fc.assert(
+    fc.property(ceiling, ceiling, (a, b) => {
+      const m = meetCeilings(a, b);
+      assert.deepEqual(withinCeiling(m, a), { ok: true });
+      assert.deepEqual(withinCeiling(m, b), { ok: true });
+      if (a === UNBOUNDED && b === UNBOUNDED) assert.equal(m, UNBOUNDED);
+    }),
+    { numRuns: 500 },
+  );
 });
 
 test('property: contains is transitive on the envelope (a grant within a holder within another is within that one)', () => {
-  fc.assert(fc.property(env, env, env, (x, y, z) => {
-    if (withinCeiling(x, y).ok && withinCeiling(y, z).ok) assert.ok(withinCeiling(x, z).ok);
-  }), { numRuns: 1000 });
+  fc.assert(
+    fc.property(env, env, env, (x, y, z) => {
+      if (withinCeiling(x, y).ok && withinCeiling(y, z).ok) assert.ok(withinCeiling(x, z).ok);
+    }),
+    { numRuns: 1000 },
+  );
 });
 
 test('contains: permissions and envelope judged together, exceeding parts named', () => {
   const holder = { permissions: ['iam.keys', 'audit.read'], envelope: { clearance_level: 1 } };
   assert.deepEqual(contains(holder, { permissions: ['iam.keys.read'], envelope: { clearance_level: 1 } }), { ok: true });
-  assert.deepEqual(contains(holder, { permissions: ['iam.keys.read', 'iam.principals.write', '*'], envelope: { clearance_level: 2 } }),
-    { ok: false, permissions: ['iam.principals.write', '*'], envelope: ['clearance_level'] });
+  assert.deepEqual(contains(holder, { permissions: ['iam.keys.read', 'iam.principals.write', '*'], envelope: { clearance_level: 2 } }), {
+    ok: false,
+    permissions: ['iam.principals.write', '*'],
+    envelope: ['clearance_level'],
+  });
   assert.deepEqual(contains(holder, {}), { ok: true });
 });

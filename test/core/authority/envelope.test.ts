@@ -105,7 +105,10 @@ test('contracts: differing contracts combine into governing_contract_ids (both m
   assert.deepEqual(isSubset({ governing_contract_id: 'c1' }, { governing_contract_id: 'c1' }), { ok: true });
   assert.deepEqual(isSubset({ governing_contract_ids: ['c1', 'c2'] }, { governing_contract_id: 'c1' }), { ok: true });
   assert.deepEqual(isSubset({}, { governing_contract_id: 'c1' }), { ok: false, fields: ['governing_contract_id'] });
-  assert.deepEqual(isSubset({ governing_contract_id: 'c2' }, { governing_contract_id: 'c1' }), { ok: false, fields: ['governing_contract_id'] });
+  assert.deepEqual(isSubset({ governing_contract_id: 'c2' }, { governing_contract_id: 'c1' }), {
+    ok: false,
+    fields: ['governing_contract_id'],
+  });
   assert.deepEqual(isSubset({ governing_contract_id: 'c1' }, {}), { ok: true });
 });
 
@@ -132,7 +135,16 @@ test('isSubset names every offending field, in field order', () => {
   };
   assert.deepEqual(isSubset(child, parent), {
     ok: false,
-    fields: ['allowed_tools', 'clearance_level', 'permission_mode', 'data_grant_ids', 'egress_allowlist', 'compartments', 'governing_contract_id', 'budget_ceiling'],
+    fields: [
+      'allowed_tools',
+      'clearance_level',
+      'permission_mode',
+      'data_grant_ids',
+      'egress_allowlist',
+      'compartments',
+      'governing_contract_id',
+      'budget_ceiling',
+    ],
   });
   assert.deepEqual(isSubset(parent, parent), { ok: true });
   assert.deepEqual(isSubset({ ...parent, permission_mode: 'plan', budget_ceiling: 5, allowed_tools: [] }, parent), { ok: true });
@@ -177,7 +189,10 @@ const OPTS = { numRuns: 1000 };
 const equivalent = (x: AuthorityEnvelope, y: AuthorityEnvelope) => isSubset(x, y).ok && isSubset(y, x).ok;
 
 test('property: intersection is commutative', () => {
-  fc.assert(fc.property(envelope, envelope, (a, b) => assert.deepEqual(intersectAuthority(a, b), intersectAuthority(b, a))), OPTS);
+  fc.assert(
+    fc.property(envelope, envelope, (a, b) => assert.deepEqual(intersectAuthority(a, b), intersectAuthority(b, a))),
+    OPTS,
+  );
 });
 
 test('property: intersection is idempotent (a ∩ a = normalize(a), and absorbing: (a ∩ b) ∩ b = a ∩ b)', () => {

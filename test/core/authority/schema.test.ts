@@ -63,26 +63,31 @@ test('invalid envelopes are refused with invalid_request and the offending paths
       assert.ok(isServiceError(err), 'a ServiceError');
       assert.equal(err.code, 'invalid_request');
       const issues = (err.details as { issues: { path: string }[] }).issues;
-      assert.ok(issues.some((i) => i.path === path), `${JSON.stringify(input)}: ${JSON.stringify(issues)}`);
+      assert.ok(
+        issues.some((i) => i.path === path),
+        `${JSON.stringify(input)}: ${JSON.stringify(issues)}`,
+      );
     }
   }
 });
 
 test('property: every intersection of valid envelopes is itself valid', () => {
   const list = fc.array(fc.constantFrom('a', 'b', 'c', 'tool.x'), { maxLength: 4 });
-  const env = fc.record(
-    {
-      allowed_tools: list,
-      clearance_level: fc.integer({ min: 0, max: 100 }),
-      permission_mode: fc.constantFrom(...PERMISSION_MODES),
-      data_grant_ids: list,
-      egress_allowlist: list,
-      compartments: list,
-      governing_contract_id: fc.constantFrom('k1', 'k2'),
-      budget_ceiling: fc.double({ min: 0, max: 1e15, noNaN: true }),
-    },
-    { requiredKeys: [] },
-  ).map((e) => ({ ...e }) as AuthorityEnvelope);
+  const env = fc
+    .record(
+      {
+        allowed_tools: list,
+        clearance_level: fc.integer({ min: 0, max: 100 }),
+        permission_mode: fc.constantFrom(...PERMISSION_MODES),
+        data_grant_ids: list,
+        egress_allowlist: list,
+        compartments: list,
+        governing_contract_id: fc.constantFrom('k1', 'k2'),
+        budget_ceiling: fc.double({ min: 0, max: 1e15, noNaN: true }),
+      },
+      { requiredKeys: [] },
+    )
+    .map((e) => ({ ...e }) as AuthorityEnvelope);
   fc.assert(
     fc.property(env, env, (a, b) => {
       assert.deepEqual(parseAuthority(a), a);

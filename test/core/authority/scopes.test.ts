@@ -2,7 +2,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { covers, effectiveAuthority, grants, intersectSelectors, isSelector, normalize, selectorsSubset } from '../../../core/authority/scopes.ts';
+import {
+  covers,
+  effectiveAuthority,
+  grants,
+  intersectSelectors,
+  isSelector,
+  normalize,
+  selectorsSubset,
+} from '../../../core/authority/scopes.ts';
 
 test('covers: a dotted selector covers itself and names below it, never a sibling sharing a prefix', () => {
   assert.equal(covers('a.b', 'a.b'), true);

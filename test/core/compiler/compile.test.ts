@@ -9,7 +9,12 @@ import type { BilletInput, FormationInput } from '../../../core/compiler/types.t
 import { runGraph } from '../../../core/engine/run.ts';
 import { answer, OPTS, ports, scriptedModel } from '../engine/_harness.ts';
 
-const b = (id: string, extra: Partial<BilletInput> = {}): BilletInput => ({ id, role_label: `role-${id}`, authority_cap: { allowed_tools: ['calc'], clearance_level: 1 }, ...extra });
+const b = (id: string, extra: Partial<BilletInput> = {}): BilletInput => ({
+  id,
+  role_label: `role-${id}`,
+  authority_cap: { allowed_tools: ['calc'], clearance_level: 1 },
+  ...extra,
+});
 
 function ok(f: FormationInput, billets: BilletInput[], agents?: Parameters<typeof compileFormation>[2]) {
   const r = compileFormation(f, billets, agents);
@@ -19,8 +24,14 @@ function ok(f: FormationInput, billets: BilletInput[], agents?: Parameters<typeo
 
 test('sequential: a pipeline of data edges in (position, id) order', () => {
   const r = ok({ name: 'f', coordination_policy: 'sequential' }, [b('z', { position: 0 }), b('a', { position: 1 }), b('m')]);
-  assert.deepEqual(r.graph.nodes.map((n) => n.id), ['agent:z', 'agent:a', 'agent:m']);
-  assert.deepEqual(r.graph.edges, [{ from: 'agent:z', to: 'agent:a' }, { from: 'agent:a', to: 'agent:m' }]);
+  assert.deepEqual(
+    r.graph.nodes.map((n) => n.id),
+    ['agent:z', 'agent:a', 'agent:m'],
+  );
+  assert.deepEqual(r.graph.edges, [
+    { from: 'agent:z', to: 'agent:a' },
+    { from: 'agent:a', to: 'agent:m' },
+  ]);
   assert.equal(r.graph.entry, 'agent:z');
   assert.equal(r.graph.exit, 'agent:m');
   assert.match(r.graphHash, /^sha256:[0-9a-f]{64}$/);
@@ -31,7 +42,10 @@ test('sequential: a pipeline of data edges in (position, id) order', () => {
 
 test('parallel: fan-out with a join; consensus: fan-out with a consensus gate', () => {
   const p = ok({ name: 'f', coordination_policy: 'parallel' }, [b('x'), b('y')]);
-  assert.deepEqual(p.graph.nodes.map((n) => `${n.kind}:${n.id}`), ['parallel:fanout', 'agent:agent:x', 'agent:agent:y', 'join:join']);
+  assert.deepEqual(
+    p.graph.nodes.map((n) => `${n.kind}:${n.id}`),
+    ['parallel:fanout', 'agent:agent:x', 'agent:agent:y', 'join:join'],
+  );
   assert.equal(p.graph.edges.length, 4);
   const c = ok({ name: 'f', coordination_policy: 'consensus', consensus_mode: 'unanimity' }, [b('x'), b('y'), b('z')]);
   const last = c.graph.nodes.at(-1)!;
@@ -47,11 +61,17 @@ test('manager-delegates: a management DAG from reports_to', () => {
     b('dev2', { reports_to: 'lead' }),
     b('ops', { reports_to: 'boss' }),
   ]);
-  assert.deepEqual(r.graph.nodes.map((n) => n.id), ['delegate:boss', 'delegate:lead', 'agent:dev1', 'agent:dev2', 'review:lead', 'agent:ops', 'review:boss']);
-  assert.deepEqual(r.graph.edges.filter((e) => e.from === 'delegate:boss'), [
-    { from: 'delegate:boss', to: 'delegate:lead', when: 'lead' },
-    { from: 'delegate:boss', to: 'agent:ops', when: 'ops' },
-  ]);
+  assert.deepEqual(
+    r.graph.nodes.map((n) => n.id),
+    ['delegate:boss', 'delegate:lead', 'agent:dev1', 'agent:dev2', 'review:lead', 'agent:ops', 'review:boss'],
+  );
+  assert.deepEqual(
+    r.graph.edges.filter((e) => e.from === 'delegate:boss'),
+    [
+      { from: 'delegate:boss', to: 'delegate:lead', when: 'lead' },
+      { from: 'delegate:boss', to: 'agent:ops', when: 'ops' },
+    ],
+  );
   assert.equal(r.graph.entry, 'delegate:boss');
   assert.equal(r.graph.exit, 'review:boss');
 });
@@ -70,7 +90,10 @@ test('refusals are values with codes', () => {
   assert.equal(code(md, [b('a', { reports_to: 'a' })]), 'reports_to_cycle');
   assert.equal(code(md, [b('a'), b('b')]), 'root_count');
   assert.equal(code({ name: 'f', coordination_policy: 'bogus' as never }, [b('a')]), 'invalid_formation');
-  assert.equal(code({ name: 'f', pre: [{ kind: 'gate', config: { rules: [{ name: 'r', expr: 'nope(' }] } }] }, [b('a')]), 'invalid_formation');
+  assert.equal(
+    code({ name: 'f', pre: [{ kind: 'gate', config: { rules: [{ name: 'r', expr: 'nope(' }] } }] }, [b('a')]),
+    'invalid_formation',
+  );
   const over = compileFormation(md, [
     b('boss', { authority_cap: { allowed_tools: ['calc'], clearance_level: 1, budget_ceiling: 100 } }),
     b('w', { reports_to: 'boss', authority_cap: { allowed_tools: ['calc', 'http.get'], clearance_level: 3, budget_ceiling: 50 } }),
@@ -87,9 +110,23 @@ test('refusals are values with codes', () => {
 });
 
 test('a crew binding narrows the seat to agent authority ∩ billet cap', () => {
-  const r = ok({ name: 'f' }, [b('a', { authority_cap: { allowed_tools: ['calc', 'kv.get'], clearance_level: 3, permission_mode: 'auto' } })], {
-    a: { agent_id: 'agt_1', authority: { allowed_tools: ['kv.get', 'http.get'], clearance_level: 5, permission_mode: 'auto-read', governing_contract_id: 'ctr_1' }, model: 'm1', system_prompt: 'be brief' },
-  });
+  const r = ok(
+    { name: 'f' },
+    [b('a', { authority_cap: { allowed_tools: ['calc', 'kv.get'], clearance_level: 3, permission_mode: 'auto' } })],
+    {
+      a: {
+        agent_id: 'agt_1',
+        authority: {
+          allowed_tools: ['kv.get', 'http.get'],
+          clearance_level: 5,
+          permission_mode: 'auto-read',
+          governing_contract_id: 'ctr_1',
+        },
+        model: 'm1',
+        system_prompt: 'be brief',
+      },
+    },
+  );
   const s = r.graph.seats.a!;
   assert.equal(s.agent_id, 'agt_1');
   assert.deepEqual(s.authority.allowed_tools, ['kv.get']);
@@ -105,11 +142,17 @@ test('stages: pre/post nodes around the team, conditional edges labelled then', 
       name: 'f',
       topology: { site: 'hq' },
       pre: [{ kind: 'conditional', config: { expr: 'input != ""' } }],
-      post: [{ kind: 'gate', config: { rules: [{ name: 'short', expr: 'size(input) < 1000' }] } }, { kind: 'transform', config: { expr: '{"answer": input}' } }],
+      post: [
+        { kind: 'gate', config: { rules: [{ name: 'short', expr: 'size(input) < 1000' }] } },
+        { kind: 'transform', config: { expr: '{"answer": input}' } },
+      ],
     },
     [b('a')],
   );
-  assert.deepEqual(r.graph.nodes.map((n) => n.id), ['pre:0', 'agent:a', 'post:0', 'post:1']);
+  assert.deepEqual(
+    r.graph.nodes.map((n) => n.id),
+    ['pre:0', 'agent:a', 'post:0', 'post:1'],
+  );
   assert.deepEqual(r.graph.edges[0], { from: 'pre:0', to: 'agent:a', when: 'then' });
   assert.deepEqual(r.graph.placement.topology, { site: 'hq' });
 });
@@ -142,7 +185,14 @@ const arbFormation = fc
       // a tree: billet i reports to an earlier billet (root 0); caps shrink down the tree
       const parent = i === 0 ? null : `b${parents[i]! % i}`;
       const parentCap = parent === null ? tools : (billets[Number(parent.slice(1))]!.authority_cap.allowed_tools ?? []);
-      billets.push({ id: `b${i}`, role_label: `r${i}`, required_skills: ['skill:x', 'skill:a'], reports_to: policy === 'manager-delegates' ? parent : null, position: i, authority_cap: { allowed_tools: caps[i]!.filter((t) => parentCap.includes(t)), clearance_level: 1 } });
+      billets.push({
+        id: `b${i}`,
+        role_label: `r${i}`,
+        required_skills: ['skill:x', 'skill:a'],
+        reports_to: policy === 'manager-delegates' ? parent : null,
+        position: i,
+        authority_cap: { allowed_tools: caps[i]!.filter((t) => parentCap.includes(t)), clearance_level: 1 },
+      });
     }
     return { formation: { name: `f${seed}`, coordination_policy: policy } as FormationInput, billets, seed };
   });
@@ -174,24 +224,37 @@ test('a change in any billet changes the formation hash', () => {
   const h = ok({ name: 'f' }, base).formationHash;
   assert.notEqual(ok({ name: 'g' }, base).formationHash, h);
   assert.notEqual(ok({ name: 'f' }, [b('a', { role_label: 'other' }), base[1]!]).formationHash, h);
-  assert.notEqual(ok({ name: 'f' }, [b('a', { authority_cap: { allowed_tools: ['calc'], clearance_level: 2 } }), base[1]!]).formationHash, h);
+  assert.notEqual(
+    ok({ name: 'f' }, [b('a', { authority_cap: { allowed_tools: ['calc'], clearance_level: 2 } }), base[1]!]).formationHash,
+    h,
+  );
   assert.notEqual(ok({ name: 'f', coordination_policy: 'parallel' }, base).formationHash, h);
   // set-valued fields are order-insensitive
-  assert.equal(ok({ name: 'f' }, [b('a', { required_skills: ['s2', 's1'] }), base[1]!]).formationHash, ok({ name: 'f' }, [b('a', { required_skills: ['s1', 's2', 's1'] }), base[1]!]).formationHash);
+  assert.equal(
+    ok({ name: 'f' }, [b('a', { required_skills: ['s2', 's1'] }), base[1]!]).formationHash,
+    ok({ name: 'f' }, [b('a', { required_skills: ['s1', 's2', 's1'] }), base[1]!]).formationHash,
+  );
 });
 
 test('compiled manager-delegates graph runs on the engine: delegate, report, review', async () => {
-  const r = ok({ name: 'f', coordination_policy: 'manager-delegates' }, [b('boss'), b('dev', { reports_to: 'boss' }), b('qa', { reports_to: 'boss' })], {
-    boss: { agent_id: 'agt_boss' },
-    dev: { agent_id: 'agt_dev' },
-    qa: { agent_id: 'agt_qa' },
-  });
+  const r = ok(
+    { name: 'f', coordination_policy: 'manager-delegates' },
+    [b('boss'), b('dev', { reports_to: 'boss' }), b('qa', { reports_to: 'boss' })],
+    {
+      boss: { agent_id: 'agt_boss' },
+      dev: { agent_id: 'agt_dev' },
+      qa: { agent_id: 'agt_qa' },
+    },
+  );
   const m = scriptedModel({ boss: [answer('qa'), answer('final: tested')], qa: [answer('tested')] });
   const { p, j } = await ports({ model: m.port }, ['agt_boss', 'agt_dev', 'agt_qa']);
   const out = await runGraph(r.graph, 'check the release', p, { ...OPTS, graph_hash: r.graphHash });
   assert.equal(out.outcome, 'completed', JSON.stringify(out));
   assert.equal(out.output, 'final: tested');
-  assert.deepEqual(m.calls.map((c) => c.agent.seat), ['boss', 'qa', 'boss']);
+  assert.deepEqual(
+    m.calls.map((c) => c.agent.seat),
+    ['boss', 'qa', 'boss'],
+  );
   assert.equal(j.records[0]!.graph_hash, r.graphHash);
   assert.deepEqual(await j.verify(), { ok: true });
 });
@@ -201,8 +264,19 @@ test('compiled manager-delegates graph runs on the engine: delegate, report, rev
 const GOLDEN_FORMATION: [FormationInput, BilletInput[]] = [
   { name: 'golden', coordination_policy: 'manager-delegates' },
   [
-    { id: 'boss', role_label: 'manager', required_skills: ['skill:plan'], authority_cap: { allowed_tools: ['calc', 'kv.get'], clearance_level: 2, budget_ceiling: 5000 } },
-    { id: 'dev', role_label: 'developer', reports_to: 'boss', position: 1, authority_cap: { allowed_tools: ['calc'], clearance_level: 1, budget_ceiling: 1000 } },
+    {
+      id: 'boss',
+      role_label: 'manager',
+      required_skills: ['skill:plan'],
+      authority_cap: { allowed_tools: ['calc', 'kv.get'], clearance_level: 2, budget_ceiling: 5000 },
+    },
+    {
+      id: 'dev',
+      role_label: 'developer',
+      reports_to: 'boss',
+      position: 1,
+      authority_cap: { allowed_tools: ['calc'], clearance_level: 1, budget_ceiling: 1000 },
+    },
     { id: 'qa', role_label: 'tester', reports_to: 'boss', position: 2, authority_cap: { allowed_tools: ['kv.get'], budget_ceiling: 1000 } },
   ],
 ];

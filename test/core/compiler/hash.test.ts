@@ -17,7 +17,12 @@ test('hashJson(v) === contentHash(v) for arbitrary JSON, with and without sorted
 });
 
 test('edge cases: integer-like keys, -0, escapes, unicode, lone surrogates', () => {
-  for (const v of [{ '10': 1, '9': 2, a: 3 }, { b: -0, a: 1e21, c: 1e-7 }, { '\u0000': '\n"\\\u2028', é: '😀' }, [1, 'x', null, true, { z: [], a: {} }]]) {
+  for (const v of [
+    { '10': 1, '9': 2, a: 3 },
+    { b: -0, a: 1e21, c: 1e-7 },
+    { '\u0000': '\n"\\\u2028', é: '😀' },
+    [1, 'x', null, true, { z: [], a: {} }],
+  ]) {
     assert.equal(hashJson(v), contentHash(v));
     assert.equal(hashJson(sortedKeys(v)), contentHash(v));
   }
@@ -32,7 +37,10 @@ test('a supplied SHA-256 gives the same hash', async () => {
   const native = (b: Uint8Array) => new Uint8Array(createHash('sha256').update(b).digest());
   const v = sortedKeys({ b: [1, 2, { y: 'é', x: null }], a: 'x' });
   assert.equal(hashJson(v, native), contentHash(v));
-  assert.equal(hashJson(v, (b) => sha256(b)), contentHash(v));
+  assert.equal(
+    hashJson(v, (b) => sha256(b)),
+    contentHash(v),
+  );
 });
 
 test('sortedKeys leaves non-plain values alone, so hashing them still refuses', () => {

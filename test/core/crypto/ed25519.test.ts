@@ -25,21 +25,24 @@ const RFC8032 = [
     secret: '9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60',
     public: 'd75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a',
     message: '',
-    signature: 'e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b',
+    signature:
+      'e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b',
   },
   {
     name: 'TEST 2 (one byte)',
     secret: '4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb',
     public: '3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c',
     message: '72',
-    signature: '92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00',
+    signature:
+      '92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00',
   },
   {
     name: 'TEST 3 (two bytes)',
     secret: 'c5aa8df43f9f837bedb7442f31dcb7b166d38535076f094b85ce3a2e0b4458f7',
     public: 'fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025',
     message: 'af82',
-    signature: '6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a',
+    signature:
+      '6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a',
   },
   {
     name: 'TEST SHA(abc)',
@@ -47,7 +50,8 @@ const RFC8032 = [
     public: 'ec172b93ad5e563bf4932c70e1245034c35467ef2efd4d64ebf819683467e2bf',
     message:
       'ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f',
-    signature: 'dc2a4459e7369633a52b1bf277839a00201009a3efbf3ecb69bea2186c26b58909351fc9ac90b3ecfdfbc7c66431e0303dca179c138ac17ad9bef1177331a704',
+    signature:
+      'dc2a4459e7369633a52b1bf277839a00201009a3efbf3ecb69bea2186c26b58909351fc9ac90b3ecfdfbc7c66431e0303dca179c138ac17ad9bef1177331a704',
   },
 ];
 
@@ -224,16 +228,76 @@ test('property: sync and WebCrypto paths agree on random messages and random tam
 // differs between Node 20 and Node 24); both paths, on every runtime, must give
 // these answers.
 const SPECCHECK: { note: string; message: string; pub: string; sig: string; ok: boolean }[] = [
-  { note: '0: small-order A and R, S = 0', ok: false, message: '8c93255d71dcab10e8f379c26200f3c7bd5f09d9bc3068d3ef4edeb4853022b6', pub: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa', sig: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a0000000000000000000000000000000000000000000000000000000000000000' },
-  { note: '1: small-order A, mixed-order R', ok: false, message: '9bd9f44f4dcc75bd531b56b2cd280b0bb38fc1cd6d1230e14861d861de092e79', pub: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa', sig: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43a5bb704786be79fc476f91d3f3f89b03984d8068dcf1bb7dfc6637b45450ac04' },
-  { note: '2: mixed-order A, small-order R', ok: false, message: 'aebf3f2601a0c8c5d39cc7d8911642f740b78168218da8471772b35f9d35b9ab', pub: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43', sig: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa8c4bd45aecaca5b24fb97bc10ac27ac8751a7dfe1baff8b953ec9f5833ca260e' },
-  { note: '3: mixed-order A and R, cofactorless holds', ok: true, message: '9bd9f44f4dcc75bd531b56b2cd280b0bb38fc1cd6d1230e14861d861de092e79', pub: 'cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d', sig: '9046a64750444938de19f227bb80485e92b83fdb4b6506c160484c016cc1852f87909e14428a7a1d62e9f22f3d3ad7802db02eb2e688b6c52fcd6648a98bd009' },
-  { note: '4: passes only the cofactored equation', ok: false, message: 'e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec4011eaccd55b53f56c', pub: 'cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d', sig: '160a1cb0dc9c0258cd0a7d23e94d8fa878bcb1925f2c64246b2dee1796bed5125ec6bc982a269b723e0668e540911a9a6a58921d6925e434ab10aa7940551a09' },
-  { note: '5: passes only the cofactored equation (other k reduction)', ok: false, message: 'e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec4011eaccd55b53f56c', pub: 'cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d', sig: '21122a84e0b5fca4052f5b1235c80a537878b38f3142356b2c2384ebad4668b7e40bc836dac0f71076f9abe3a53f9c03c1ceeeddb658d0030494ace586687405' },
-  { note: '6: S >= L', ok: false, message: '85e241a07d148b41e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec40', pub: '442aad9f089ad9e14647b1ef9099a1ff4798d78589e66f28eca69c11f582a623', sig: 'e96f66be976d82e60150baecff9906684aebb1ef181f67a7189ac78ea23b6c0e547f7690a0e2ddcd04d87dbc3490dc19b3b3052f7ff0538cb68afb369ba3a514' },
-  { note: '7: S much larger than L', ok: false, message: '85e241a07d148b41e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec40', pub: '442aad9f089ad9e14647b1ef9099a1ff4798d78589e66f28eca69c11f582a623', sig: '8ce5b96c8f26d0ab6c47958c9e68b937104cd36e13c33566acd2fe8d38aa19427e71f98a473474f2f13f06f97c20d58cc3f54b8bd0d272f42b695dd7e89a8c22' },
-  { note: '8: non-canonical R', ok: false, message: 'fdaebc429f4a735932a160da1301080c13280eea8bc280d1b392c6b9e6ba3a5a', pub: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43', sig: 'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f454d370c8d9fc323a41450f8d513eafeb5b0697390c1e505a0d4ddc71f566607' },
-  { note: '9: non-canonical R (other hash)', ok: false, message: '84b698d39be126ff55fe45079e6c8bf64a0d7db6994560b4e96b7021eb39c1a1', pub: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43', sig: 'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f084d5b99c2a9463d9c8bd5026916996984eeec87ddf1d3be329006ace1b37b09' },
+  {
+    note: '0: small-order A and R, S = 0',
+    ok: false,
+    message: '8c93255d71dcab10e8f379c26200f3c7bd5f09d9bc3068d3ef4edeb4853022b6',
+    pub: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa',
+    sig: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a0000000000000000000000000000000000000000000000000000000000000000',
+  },
+  {
+    note: '1: small-order A, mixed-order R',
+    ok: false,
+    message: '9bd9f44f4dcc75bd531b56b2cd280b0bb38fc1cd6d1230e14861d861de092e79',
+    pub: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa',
+    sig: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43a5bb704786be79fc476f91d3f3f89b03984d8068dcf1bb7dfc6637b45450ac04',
+  },
+  {
+    note: '2: mixed-order A, small-order R',
+    ok: false,
+    message: 'aebf3f2601a0c8c5d39cc7d8911642f740b78168218da8471772b35f9d35b9ab',
+    pub: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43',
+    sig: 'c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa8c4bd45aecaca5b24fb97bc10ac27ac8751a7dfe1baff8b953ec9f5833ca260e',
+  },
+  {
+    note: '3: mixed-order A and R, cofactorless holds',
+    ok: true,
+    message: '9bd9f44f4dcc75bd531b56b2cd280b0bb38fc1cd6d1230e14861d861de092e79',
+    pub: 'cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d',
+    sig: '9046a64750444938de19f227bb80485e92b83fdb4b6506c160484c016cc1852f87909e14428a7a1d62e9f22f3d3ad7802db02eb2e688b6c52fcd6648a98bd009',
+  },
+  {
+    note: '4: passes only the cofactored equation',
+    ok: false,
+    message: 'e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec4011eaccd55b53f56c',
+    pub: 'cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d',
+    sig: '160a1cb0dc9c0258cd0a7d23e94d8fa878bcb1925f2c64246b2dee1796bed5125ec6bc982a269b723e0668e540911a9a6a58921d6925e434ab10aa7940551a09',
+  },
+  {
+    note: '5: passes only the cofactored equation (other k reduction)',
+    ok: false,
+    message: 'e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec4011eaccd55b53f56c',
+    pub: 'cdb267ce40c5cd45306fa5d2f29731459387dbf9eb933b7bd5aed9a765b88d4d',
+    sig: '21122a84e0b5fca4052f5b1235c80a537878b38f3142356b2c2384ebad4668b7e40bc836dac0f71076f9abe3a53f9c03c1ceeeddb658d0030494ace586687405',
+  },
+  {
+    note: '6: S >= L',
+    ok: false,
+    message: '85e241a07d148b41e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec40',
+    pub: '442aad9f089ad9e14647b1ef9099a1ff4798d78589e66f28eca69c11f582a623',
+    sig: 'e96f66be976d82e60150baecff9906684aebb1ef181f67a7189ac78ea23b6c0e547f7690a0e2ddcd04d87dbc3490dc19b3b3052f7ff0538cb68afb369ba3a514',
+  },
+  {
+    note: '7: S much larger than L',
+    ok: false,
+    message: '85e241a07d148b41e47d62c63f830dc7a6851a0b1f33ae4bb2f507fb6cffec40',
+    pub: '442aad9f089ad9e14647b1ef9099a1ff4798d78589e66f28eca69c11f582a623',
+    sig: '8ce5b96c8f26d0ab6c47958c9e68b937104cd36e13c33566acd2fe8d38aa19427e71f98a473474f2f13f06f97c20d58cc3f54b8bd0d272f42b695dd7e89a8c22',
+  },
+  {
+    note: '8: non-canonical R',
+    ok: false,
+    message: 'fdaebc429f4a735932a160da1301080c13280eea8bc280d1b392c6b9e6ba3a5a',
+    pub: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43',
+    sig: 'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f454d370c8d9fc323a41450f8d513eafeb5b0697390c1e505a0d4ddc71f566607',
+  },
+  {
+    note: '9: non-canonical R (other hash)',
+    ok: false,
+    message: '84b698d39be126ff55fe45079e6c8bf64a0d7db6994560b4e96b7021eb39c1a1',
+    pub: 'f7badec5b8abeaf699583992219b7b223f1df3fbbea919844e3f7c554a43dd43',
+    sig: 'edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f084d5b99c2a9463d9c8bd5026916996984eeec87ddf1d3be329006ace1b37b09',
+  },
 ];
 
 test('ed25519-speccheck edge cases: one rule, identical answers on both paths', async () => {
@@ -271,7 +335,12 @@ test('small-order and non-canonical public keys verify nothing, on both paths', 
   const R = ed.Point.BASE.multiply(s).toBytes();
   const S = Uint8Array.from({ length: 32 }, (_, i) => Number((s >> BigInt(8 * i)) & 0xffn));
   const sig = new Uint8Array([...R, ...S]);
-  for (const pub of ['0100000000000000000000000000000000000000000000000000000000000000', 'eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f', 'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f', '0000000000000000000000000000000000000000000000000000000000000080']) {
+  for (const pub of [
+    '0100000000000000000000000000000000000000000000000000000000000000',
+    'eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+    'ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f',
+    '0000000000000000000000000000000000000000000000000000000000000080',
+  ]) {
     const jwk = { kty: 'OKP', crv: 'Ed25519', x: b64url(hex(pub)) } as JsonWebKey;
     assert.equal(await verifyEd25519(jwk, utf8('any'), sig), false, pub);
     assert.equal(verifyEd25519Sync(jwk, utf8('any'), sig), false, pub);

@@ -21,12 +21,18 @@ test('agent: model call with budget reserve/commit, bounded tool loop, journaled
   assert.equal(r.outcome, 'completed');
   assert.equal(r.output, 'it is 2');
   assert.equal(m.calls.length, 2);
-  assert.deepEqual(m.calls[0]!.tools.map((x) => x.name), ['calc']);
+  assert.deepEqual(
+    m.calls[0]!.tools.map((x) => x.name),
+    ['calc'],
+  );
   assert.equal(m.calls[0]!.messages[1]!.content, 'Compute\n\n1+1?');
   assert.equal(m.calls[1]!.messages.at(-1)!.content, '{"value":2}');
   assert.deepEqual(t.calls, [{ name: 'calc', args: { expr: '1+1' } }]);
   assert.deepEqual(b.log, ['reserve agt_a 100', 'commit r0 15', 'reserve agt_a 100', 'commit r1 15']);
-  assert.deepEqual(j.records.map((x) => `${x.kind}:${x.step_id}`), ['run_started:run', 'step:a/model/0', 'step:a/tool/0.0', 'step:a/model/1', 'step:a', 'run_finished:run/end']);
+  assert.deepEqual(
+    j.records.map((x) => `${x.kind}:${x.step_id}`),
+    ['run_started:run', 'step:a/model/0', 'step:a/tool/0.0', 'step:a/model/1', 'step:a', 'run_finished:run/end'],
+  );
   assert.deepEqual(await j.verify(), { ok: true });
 });
 
@@ -48,9 +54,19 @@ test('agent: a tool outside allowed_tools is refused naming tool_not_granted', a
 test('agent: the governing contract value gate declines with a decision record', async () => {
   const m = scriptedModel({ a: [answer('', [{ id: 'c1', name: 'http.get', arguments: { url: 'https://evil.example' } }])] });
   const t = tools({ 'http.get': { fn: () => 'page' } });
-  const contracts = { async get(id: string) { return id === 'ctr_1' ? { id, rules: [{ name: 'only_internal', expr: "tool != 'http.get' || args.url.startsWith('https://intra.')" }] } : undefined; } };
+  const contracts = {
+    async get(id: string) {
+      return id === 'ctr_1'
+        ? { id, rules: [{ name: 'only_internal', expr: "tool != 'http.get' || args.url.startsWith('https://intra.')" }] }
+        : undefined;
+    },
+  };
   const { p, j } = await ports({ model: m.port, tools: t.port, contracts }, ['agt_a']);
-  const g = graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['http.get'], governing_contract_ids: ['ctr_1'] })]);
+  const g = graph(
+    [{ id: 'a', kind: 'agent', seat: 'a', config: {} }],
+    [],
+    [seat('a', {}, { allowed_tools: ['http.get'], governing_contract_ids: ['ctr_1'] })],
+  );
   const r = await runGraph(g, 'x', p, OPTS);
   assert.equal(r.reason, 'gate_declined');
   assert.equal(r.details?.rule, 'only_internal');
@@ -60,13 +76,17 @@ test('agent: the governing contract value gate declines with a decision record',
   assert.equal(d.data?.decision, 'refuse');
   assert.equal(t.calls.length, 0);
   // a missing contract fails closed
-  const { p: p2 } = await ports({ model: scriptedModel({ a: [answer('', [{ id: 'c', name: 'http.get', arguments: {} }])] }).port, tools: t.port }, ['agt_a']);
+  const { p: p2 } = await ports(
+    { model: scriptedModel({ a: [answer('', [{ id: 'c', name: 'http.get', arguments: {} }])] }).port, tools: t.port },
+    ['agt_a'],
+  );
   assert.equal((await runGraph(g, 'x', p2, OPTS)).reason, 'contract_unavailable');
 });
 
 test('agent: ask waits for approval of a tool call; auto-read only for side effects; plan refuses; auto runs', async () => {
   const script = () => ({ a: [answer('', [{ id: 'c1', name: 'kv.put', arguments: { key: 'k', value: 'v' } }]), answer('stored')] });
-  const g = (mode: 'plan' | 'ask' | 'auto-read' | 'auto') => graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['kv.put'], permission_mode: mode })]);
+  const g = (mode: 'plan' | 'ask' | 'auto-read' | 'auto') =>
+    graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['kv.put'], permission_mode: mode })]);
   const t = tools({ 'kv.put': { side_effects: true, fn: () => 'ok' } });
   const ap = approvals();
   const m = scriptedModel(script());
@@ -100,9 +120,20 @@ test('agent: ask waits for approval of a tool call; auto-read only for side effe
 
 test('agent: a tool port refusal (egress) and a bounded tool loop', async () => {
   const loopy = scriptedModel(() => answer('', [{ id: 'c', name: 'calc', arguments: {} }]));
-  const t = tools({ calc: { fn: () => 1 }, 'http.get': { fn: () => { throw new EngineRefusal('egress_denied', 'not in allowlist', { host: 'x' }); } } });
+  const t = tools({
+    calc: { fn: () => 1 },
+    'http.get': {
+      fn: () => {
+        throw new EngineRefusal('egress_denied', 'not in allowlist', { host: 'x' });
+      },
+    },
+  });
   const { p } = await ports({ model: loopy.port, tools: t.port }, ['agt_a']);
-  const g = graph([{ id: 'a', kind: 'agent', seat: 'a', config: { max_tool_rounds: 2 } }], [], [seat('a', {}, { allowed_tools: ['calc', 'http.get'] })]);
+  const g = graph(
+    [{ id: 'a', kind: 'agent', seat: 'a', config: { max_tool_rounds: 2 } }],
+    [],
+    [seat('a', {}, { allowed_tools: ['calc', 'http.get'] })],
+  );
   const r = await runGraph(g, 'x', p, OPTS);
   assert.equal(r.reason, 'tool_rounds_exceeded');
   assert.equal(loopy.calls.length, 3);
@@ -121,8 +152,28 @@ test('tool: args from args_expr; skill: tool, transformer, classifier, chain', a
     [
       { id: 't', kind: 'tool', seat: 's', config: { tool: 'kv.get', args_expr: '{"key": input.k}' } },
       { id: 'x', kind: 'skill', config: { skill: { name: 'up', skill_kind: 'transformer', definition: { expr: 'input.got + "!"' } } } },
-      { id: 'c', kind: 'skill', seat: 's', config: { skill: { name: 'sent', skill_kind: 'classifier', definition: { labels: ['positive', 'negative'] } } } },
-      { id: 'h', kind: 'skill', config: { skill: { name: 'ch', skill_kind: 'chain', definition: { steps: [{ name: 'a', skill_kind: 'transformer', definition: { expr: '[input]' } }, { name: 'b', skill_kind: 'transformer', definition: { expr: 'size(input)' } }] } } } },
+      {
+        id: 'c',
+        kind: 'skill',
+        seat: 's',
+        config: { skill: { name: 'sent', skill_kind: 'classifier', definition: { labels: ['positive', 'negative'] } } },
+      },
+      {
+        id: 'h',
+        kind: 'skill',
+        config: {
+          skill: {
+            name: 'ch',
+            skill_kind: 'chain',
+            definition: {
+              steps: [
+                { name: 'a', skill_kind: 'transformer', definition: { expr: '[input]' } },
+                { name: 'b', skill_kind: 'transformer', definition: { expr: 'size(input)' } },
+              ],
+            },
+          },
+        },
+      },
     ],
     chain('t', 'x', 'c', 'h'),
     [seat('s', {}, { allowed_tools: ['kv.get'] })],
@@ -134,7 +185,11 @@ test('tool: args from args_expr; skill: tool, transformer, classifier, chain', a
   assert.match(m.calls[0]!.messages[1]!.content, /one of: positive, negative/);
   assert.match(m.calls[0]!.messages[1]!.content, /alpha!/);
   // a skill tool outside the grant is refused
-  const g2 = graph([{ id: 'k', kind: 'skill', seat: 's', config: { skill: { name: 'w', skill_kind: 'tool', definition: { tool: 'kv.put' } } } }], [], [seat('s', {}, { allowed_tools: ['kv.get'] })]);
+  const g2 = graph(
+    [{ id: 'k', kind: 'skill', seat: 's', config: { skill: { name: 'w', skill_kind: 'tool', definition: { tool: 'kv.put' } } } }],
+    [],
+    [seat('s', {}, { allowed_tools: ['kv.get'] })],
+  );
   const { p: p2 } = await ports({ tools: t.port }, ['agt_s']);
   assert.equal((await runGraph(g2, {}, p2, OPTS)).reason, 'tool_not_granted');
 });
@@ -147,7 +202,12 @@ test('conditional: routes then/else, skipped branches do not run', async () => {
       { id: 'small', kind: 'transform', config: { expr: '"small"' } },
       { id: 'j', kind: 'join', config: {} },
     ],
-    [{ from: 'c', to: 'big', when: 'then' }, { from: 'c', to: 'small', when: 'else' }, { from: 'big', to: 'j' }, { from: 'small', to: 'j' }],
+    [
+      { from: 'c', to: 'big', when: 'then' },
+      { from: 'c', to: 'small', when: 'else' },
+      { from: 'big', to: 'j' },
+      { from: 'small', to: 'j' },
+    ],
   );
   const { p, j } = await ports();
   assert.deepEqual((await runGraph(g, { n: 11 }, p, OPTS)).output, { big: 'big' });
@@ -167,7 +227,12 @@ test('parallel + join: fan-out and collect in node order (object and list modes)
         { id: 'y', kind: 'transform', config: { expr: 'input + 1.0' } },
         { id: 'j', kind: 'join', config: { mode } },
       ],
-      [{ from: 'p', to: 'x' }, { from: 'p', to: 'y' }, { from: 'x', to: 'j' }, { from: 'y', to: 'j' }],
+      [
+        { from: 'p', to: 'x' },
+        { from: 'p', to: 'y' },
+        { from: 'x', to: 'j' },
+        { from: 'y', to: 'j' },
+      ],
     );
   const { p } = await ports();
   assert.deepEqual((await runGraph(g('object'), 5, p, OPTS)).output, { x: 10, y: 6 });
@@ -178,7 +243,11 @@ test('parallel + join: fan-out and collect in node order (object and list modes)
 function consensusGraph(mode: 'majority' | 'unanimity', n: number) {
   const ids = Array.from({ length: n }, (_, i) => `s${i}`);
   return graph(
-    [{ id: 'fan', kind: 'parallel', config: {} }, ...ids.map((id) => ({ id, kind: 'agent' as const, seat: id, config: {} })), { id: 'cons', kind: 'consensus', config: { mode } }],
+    [
+      { id: 'fan', kind: 'parallel', config: {} },
+      ...ids.map((id) => ({ id, kind: 'agent' as const, seat: id, config: {} })),
+      { id: 'cons', kind: 'consensus', config: { mode } },
+    ],
     [...ids.map((id) => ({ from: 'fan', to: id })), ...ids.map((id) => ({ from: id, to: 'cons' }))],
     ids.map((id) => seat(id)),
   );
@@ -187,7 +256,10 @@ function consensusGraph(mode: 'majority' | 'unanimity', n: number) {
 test('consensus: majority, unanimity; a tie is a refusal with a decision record', async () => {
   const run = async (mode: 'majority' | 'unanimity', answers: string[]) => {
     const m = scriptedModel(Object.fromEntries(answers.map((a, i) => [`s${i}`, [answer(a)]])));
-    const { p, j } = await ports({ model: m.port }, answers.map((_, i) => `agt_s${i}`));
+    const { p, j } = await ports(
+      { model: m.port },
+      answers.map((_, i) => `agt_s${i}`),
+    );
     return { r: await runGraph(consensusGraph(mode, answers.length), 'q', p, OPTS), j };
   };
   const a = await run('majority', ['Paris', 'paris ', 'Lyon']);
@@ -254,14 +326,26 @@ test('human_approval: two-person rule excludes the requester; rejection and time
 });
 
 test('gate: allow and refuse are both decision records naming rule and contract', async () => {
-  const contracts = { async get(id: string) { return { id, rules: [{ name: 'small', expr: 'input.amount < 100.0' }] }; } };
-  const g = graph([{ id: 'g', kind: 'gate', config: { rules: [{ name: 'has_amount', expr: 'has(input.amount)' }], contract_id: 'ctr_pay' } }]);
+  const contracts = {
+    async get(id: string) {
+      return { id, rules: [{ name: 'small', expr: 'input.amount < 100.0' }] };
+    },
+  };
+  const g = graph([
+    { id: 'g', kind: 'gate', config: { rules: [{ name: 'has_amount', expr: 'has(input.amount)' }], contract_id: 'ctr_pay' } },
+  ]);
   const { p, j } = await ports({ contracts });
   const ok = await runGraph(g, { amount: 5 }, p, OPTS);
   assert.deepEqual(ok.output, { amount: 5 });
   const d = j.records.find((r) => r.step_id === 'g')!;
   assert.equal(d.kind, 'decision');
-  assert.deepEqual(d.data, { decision: 'allow', contract: 'ctr_pay', rules: ['has_amount', 'small'], reason: 'all rules hold', executor: 'gate' });
+  assert.deepEqual(d.data, {
+    decision: 'allow',
+    contract: 'ctr_pay',
+    rules: ['has_amount', 'small'],
+    reason: 'all rules hold',
+    executor: 'gate',
+  });
   const { p: p2, j: j2 } = await ports({ contracts });
   const no = await runGraph(g, { amount: 500 }, p2, OPTS);
   assert.equal(no.outcome, 'refused');
@@ -284,7 +368,12 @@ test('delegate: the manager picks one report, the choice is recorded and routes'
       { id: 'writer', kind: 'agent', seat: 'writer', config: {} },
       { id: 'collect', kind: 'join', config: {} },
     ],
-    [{ from: 'd', to: 'coder', when: 'coder' }, { from: 'd', to: 'writer', when: 'writer' }, { from: 'coder', to: 'collect' }, { from: 'writer', to: 'collect' }],
+    [
+      { from: 'd', to: 'coder', when: 'coder' },
+      { from: 'd', to: 'writer', when: 'writer' },
+      { from: 'coder', to: 'collect' },
+      { from: 'writer', to: 'collect' },
+    ],
     [seat('mgr'), seat('coder'), seat('writer')],
   );
   const r = await runGraph(g, 'write something', p, OPTS);
@@ -298,10 +387,15 @@ test('delegate: the manager picks one report, the choice is recorded and routes'
 });
 
 test('map: bounded fan-out, per-item steps; too many items is refused', async () => {
-  const g = graph([{ id: 'm', kind: 'map', config: { over: 'input.items', max_items: 3, body: { kind: 'transform', config: { expr: 'input * input' } } } }]);
+  const g = graph([
+    { id: 'm', kind: 'map', config: { over: 'input.items', max_items: 3, body: { kind: 'transform', config: { expr: 'input * input' } } } },
+  ]);
   const { p, j } = await ports();
   assert.deepEqual((await runGraph(g, { items: [1, 2, 3] }, p, OPTS)).output, [1, 4, 9]);
-  assert.deepEqual(j.records.filter((r) => r.step_id.startsWith('m[')).map((r) => r.step_id), ['m[0]', 'm[1]', 'm[2]']);
+  assert.deepEqual(
+    j.records.filter((r) => r.step_id.startsWith('m[')).map((r) => r.step_id),
+    ['m[0]', 'm[1]', 'm[2]'],
+  );
   const { p: p2 } = await ports();
   const r = await runGraph(g, { items: [1, 2, 3, 4] }, p2, OPTS);
   assert.equal(r.reason, 'map_too_large');
@@ -327,7 +421,13 @@ test('transform: CEL reshape with context', async () => {
 });
 
 test('timer: durable wait until due, then continues', async () => {
-  const g = graph([{ id: 'w', kind: 'timer', config: { delay_ms: 5000 } }, { id: 'after', kind: 'transform', config: { expr: '"woke"' } }], chain('w', 'after'));
+  const g = graph(
+    [
+      { id: 'w', kind: 'timer', config: { delay_ms: 5000 } },
+      { id: 'after', kind: 'transform', config: { expr: '"woke"' } },
+    ],
+    chain('w', 'after'),
+  );
   const { p, clock } = await ports();
   const r1 = await runGraph(g, null, p, OPTS);
   assert.equal(r1.outcome, 'waiting');
@@ -339,7 +439,11 @@ test('timer: durable wait until due, then continues', async () => {
 });
 
 test('gate: a contract rule that does not compile fails closed (gate_declined)', async () => {
-  const contracts = { async get(id: string) { return { id, rules: [{ name: 'broken', expr: 'nope(' }] }; } };
+  const contracts = {
+    async get(id: string) {
+      return { id, rules: [{ name: 'broken', expr: 'nope(' }] };
+    },
+  };
   const g = graph([{ id: 'g', kind: 'gate', config: { rules: [], contract_id: 'ctr_bad' } }]);
   const { p, j } = await ports({ contracts });
   const r = await runGraph(g, {}, p, OPTS);
@@ -349,9 +453,19 @@ test('gate: a contract rule that does not compile fails closed (gate_declined)',
 
 test('a port refusal with non-JSON details is still journaled as a refusal', async () => {
   const m = scriptedModel({ a: [answer('', [{ id: 'c', name: 'http.get', arguments: {} }])] });
-  const t = tools({ 'http.get': { fn: () => { throw new EngineRefusal('egress_denied', 'no', { when: new Date(0) as never, n: 1 }); } } });
+  const t = tools({
+    'http.get': {
+      fn: () => {
+        throw new EngineRefusal('egress_denied', 'no', { when: new Date(0) as never, n: 1 });
+      },
+    },
+  });
   const { p, j } = await ports({ model: m.port, tools: t.port }, ['agt_a']);
-  const g = graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['http.get'], permission_mode: 'auto' })]);
+  const g = graph(
+    [{ id: 'a', kind: 'agent', seat: 'a', config: {} }],
+    [],
+    [seat('a', {}, { allowed_tools: ['http.get'], permission_mode: 'auto' })],
+  );
   const r = await runGraph(g, 'x', p, OPTS);
   assert.equal(r.reason, 'egress_denied');
   assert.equal(j.records.find((x) => x.kind === 'refusal')!.data?.n, 1);

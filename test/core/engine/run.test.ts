@@ -27,7 +27,10 @@ test('a run refuses immediately when any bound agent has no budget ledger (fail-
   assert.equal(r.reason, 'no_budget_ledger');
   assert.deepEqual(r.details, { agent_id: 'agt_b', seat: 'b' });
   assert.equal(m.calls.length, 0);
-  assert.deepEqual(j.records.map((x) => x.kind), ['run_started', 'refusal', 'run_finished']);
+  assert.deepEqual(
+    j.records.map((x) => x.kind),
+    ['run_started', 'refusal', 'run_finished'],
+  );
   assert.deepEqual(await j.verify(), { ok: true });
   // no budget port at all: same refusal
   const { p: p2 } = await ports({ model: m.port });
@@ -46,7 +49,11 @@ test('exceeding the ledger or the billet budget_ceiling stops the agent with a r
 
   const loopy = scriptedModel(() => answer('', [{ id: 'c', name: 'calc', arguments: {} }]));
   const t = tools({ calc: { fn: () => 1 } });
-  const g = graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['calc'], budget_ceiling: 120 })]);
+  const g = graph(
+    [{ id: 'a', kind: 'agent', seat: 'a', config: {} }],
+    [],
+    [seat('a', {}, { allowed_tools: ['calc'], budget_ceiling: 120 })],
+  );
   const { p: p2 } = await ports({ model: loopy.port, tools: t.port }, ['agt_a']);
   const r2 = await runGraph(g, 'go', p2, OPTS);
   assert.equal(r2.reason, 'budget_ceiling_exceeded');
@@ -57,7 +64,11 @@ test('exceeding the ledger or the billet budget_ceiling stops the agent with a r
 test('step limits per run and per seat', async () => {
   const loopy = scriptedModel(() => answer('', [{ id: 'c', name: 'calc', arguments: {} }]));
   const t = tools({ calc: { fn: () => 1 } });
-  const g = (limits: Partial<Graph['limits']>) => graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['calc'] })], { max_tool_rounds: 50, ...limits });
+  const g = (limits: Partial<Graph['limits']>) =>
+    graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { allowed_tools: ['calc'] })], {
+      max_tool_rounds: 50,
+      ...limits,
+    });
   const { p } = await ports({ model: loopy.port, tools: t.port }, ['agt_a']);
   const r = await runGraph(g({ max_steps_per_seat: 7 }), 'go', p, OPTS);
   assert.equal(r.reason, 'step_limit_exceeded');
@@ -86,7 +97,13 @@ test('an invalid graph is refused before anything runs', async () => {
   const bad = graph([{ id: 'x', kind: 'transform', config: { expr: 'oops(' } }]);
   const r = await runGraph(bad, null, p, OPTS);
   assert.equal(r.reason, 'invalid_graph');
-  const cyc = graph([{ id: 'x', kind: 'parallel', config: {} }, { id: 'y', kind: 'parallel', config: {} }], [{ from: 'y', to: 'x' }]);
+  const cyc = graph(
+    [
+      { id: 'x', kind: 'parallel', config: {} },
+      { id: 'y', kind: 'parallel', config: {} },
+    ],
+    [{ from: 'y', to: 'x' }],
+  );
   assert.equal((await runGraph(cyc, null, p, OPTS)).reason, 'invalid_graph');
   const unknown = graph([{ id: 'x', kind: 'teleport' as never, config: {} as never }]);
   assert.equal((await runGraph(unknown, null, p, OPTS)).reason, 'invalid_graph');
@@ -98,7 +115,12 @@ test('the same run on the same key and clock writes a byte-identical journal', a
   const drive = async () => {
     const j = memoryJournal('run_test', signer);
     const m = scriptedModel((req) => answer(`${req.agent.seat} done`));
-    await runGraph(three(), 'go', { model: m.port, clock: manualClock(), budget: budget(['agt_a', 'agt_b', 'agt_c']).port, journal: j.port, recorded: j.recorded }, OPTS);
+    await runGraph(
+      three(),
+      'go',
+      { model: m.port, clock: manualClock(), budget: budget(['agt_a', 'agt_b', 'agt_c']).port, journal: j.port, recorded: j.recorded },
+      OPTS,
+    );
     return j.records;
   };
   const a = await drive();
@@ -122,10 +144,22 @@ test('recovery: a crashed run resumes from its journal without repeating complet
   };
   const clock = manualClock();
   const b = budget(['agt_a', 'agt_b', 'agt_c']);
-  const crashing = { ...j1.port, append: async (f: Parameters<typeof j1.port.append>[0], pl: Parameters<typeof j1.port.append>[1]) => (f.kind === 'run_finished' ? Promise.reject(new Error('dead')) : j1.port.append(f, pl)) };
-  const r1 = await runGraph(three(), 'go', { model: dying as never, clock, budget: b.port, journal: crashing, recorded: j1.recorded }, OPTS);
+  const crashing = {
+    ...j1.port,
+    append: async (f: Parameters<typeof j1.port.append>[0], pl: Parameters<typeof j1.port.append>[1]) =>
+      f.kind === 'run_finished' ? Promise.reject(new Error('dead')) : j1.port.append(f, pl),
+  };
+  const r1 = await runGraph(
+    three(),
+    'go',
+    { model: dying as never, clock, budget: b.port, journal: crashing, recorded: j1.recorded },
+    OPTS,
+  );
   assert.equal(r1.outcome, 'failed'); // what the dying process saw; its journal has no run_finished
-  assert.deepEqual(j1.records.map((x) => x.step_id), ['run', 'a/model/0', 'a']);
+  assert.deepEqual(
+    j1.records.map((x) => x.step_id),
+    ['run', 'a/model/0', 'a'],
+  );
 
   // A peer picks the journal up (same records and stored outputs) and drives the run again.
   const j2 = memoryJournal('run_test', signer, { records: j1.records.map((x) => structuredClone(x)), blobs: new Map(j1.blobs) });
@@ -133,10 +167,19 @@ test('recovery: a crashed run resumes from its journal without repeating complet
   const r2 = await runGraph(three(), 'go', { model: m2.port, clock, budget: b.port, journal: j2.port, recorded: j2.recorded }, OPTS);
   assert.equal(r2.outcome, 'completed');
   assert.equal(r2.output, 'c done (peer)');
-  assert.deepEqual(m2.calls.map((c) => c.agent.seat), ['b', 'c'], 'seat a is not asked again');
+  assert.deepEqual(
+    m2.calls.map((c) => c.agent.seat),
+    ['b', 'c'],
+    'seat a is not asked again',
+  );
   assert.equal(m2.calls[0]!.messages[1]!.content, 'a done', 'the recorded output of a feeds b');
-  assert.deepEqual(j2.records.map((x) => x.step_id), ['run', 'a/model/0', 'a', 'b/model/0', 'b', 'c/model/0', 'c', 'run/end']);
-  const v = await (await import('../../../core/journal/verify.ts')).verifyJournal(j2.records, (kid) => (kid === j0.kp.kid ? j0.kp.publicJwk : undefined));
+  assert.deepEqual(
+    j2.records.map((x) => x.step_id),
+    ['run', 'a/model/0', 'a', 'b/model/0', 'b', 'c/model/0', 'c', 'run/end'],
+  );
+  const v = await (await import('../../../core/journal/verify.ts')).verifyJournal(j2.records, (kid) =>
+    kid === j0.kp.kid ? j0.kp.publicJwk : undefined,
+  );
   assert.deepEqual(v, { ok: true });
   assert.deepEqual(calls, ['a', 'b']);
 });

@@ -20,8 +20,21 @@ function ok(src: string, bindings: Record<string, unknown>) {
 
 test('evaluates over JSON bindings and returns JSON', () => {
   assert.deepEqual(ok('input.a + 1.0', { input: { a: 2 } }), { ok: true, value: 3 });
-  assert.deepEqual(ok('input.items.filter(x, x.n > 1.0).map(x, x.name)', { input: { items: [{ n: 1, name: 'a' }, { n: 2, name: 'b' }] } }), { ok: true, value: ['b'] });
-  assert.deepEqual(ok('{"sum": size(input.l), "ok": has(input.k)}', { input: { l: [1, 2, 3], k: 1 } }), { ok: true, value: { sum: 3, ok: true } });
+  assert.deepEqual(
+    ok('input.items.filter(x, x.n > 1.0).map(x, x.name)', {
+      input: {
+        items: [
+          { n: 1, name: 'a' },
+          { n: 2, name: 'b' },
+        ],
+      },
+    }),
+    { ok: true, value: ['b'] },
+  );
+  assert.deepEqual(ok('{"sum": size(input.l), "ok": has(input.k)}', { input: { l: [1, 2, 3], k: 1 } }), {
+    ok: true,
+    value: { sum: 3, ok: true },
+  });
   assert.deepEqual(ok("'a' in input && input.s.startsWith('he')", { input: { a: 1, s: 'hello' } }), { ok: true, value: true });
   assert.deepEqual(ok('context.requester == "alice"', { input: null, context: { requester: 'alice' } }), { ok: true, value: true });
   const b = compileExpr('input > 1.0', V);
@@ -79,7 +92,21 @@ test('runtime errors and non-JSON results are values, not exceptions', () => {
 /** cel-spec conformance files run here: the core language we enable (no extensions, no proto messages).
  * Not run: macros2 (two-variable comprehensions and other extension macros), *_ext, proto2/proto3,
  * wrappers, enums, dynamic, type_deductions, namespace, optionals, unknowns (messages, containers or extensions). */
-const CONFORMANCE_FILES = ['basic', 'comparisons', 'conversions', 'fp_math', 'integer_math', 'lists', 'logic', 'macros', 'plumbing', 'string', 'fields', 'timestamps', 'parse'];
+const CONFORMANCE_FILES = [
+  'basic',
+  'comparisons',
+  'conversions',
+  'fp_math',
+  'integer_math',
+  'lists',
+  'logic',
+  'macros',
+  'plumbing',
+  'string',
+  'fields',
+  'timestamps',
+  'parse',
+];
 
 function celOf(v: Value): unknown {
   const k = v.kind;
@@ -105,9 +132,11 @@ function celOf(v: Value): unknown {
 
 function same(actual: unknown, expected: unknown): boolean {
   if (typeof expected === 'number') return typeof actual === 'number' && (Object.is(actual, expected) || actual === expected);
-  if (typeof expected === 'bigint' || typeof expected === 'string' || typeof expected === 'boolean' || expected === null) return actual === expected;
+  if (typeof expected === 'bigint' || typeof expected === 'string' || typeof expected === 'boolean' || expected === null)
+    return actual === expected;
   if (isCelUint(expected)) return isCelUint(actual) && actual.value === expected.value;
-  if (expected instanceof Uint8Array) return actual instanceof Uint8Array && actual.length === expected.length && actual.every((b, i) => b === expected[i]);
+  if (expected instanceof Uint8Array)
+    return actual instanceof Uint8Array && actual.length === expected.length && actual.every((b, i) => b === expected[i]);
   if (Array.isArray(expected)) {
     if (!isCelList(actual) || actual.size !== expected.length) return false;
     return expected.every((e, i) => same(actual.get(i), e));
@@ -154,7 +183,8 @@ test('cel-spec conformance (selected files) through compileExpr/evalRaw', () => 
           if (ev.kind.case !== 'value') throw new Error('skip');
           bindings[k] = celOf(ev.kind.value);
         }
-        for (const d of o.typeEnv) if (d.declKind.case === 'ident' && d.declKind.value.type?.typeKind.case === 'messageType') throw new Error('skip');
+        for (const d of o.typeEnv)
+          if (d.declKind.case === 'ident' && d.declKind.value.type?.typeKind.case === 'messageType') throw new Error('skip');
       } catch {
         st.skipped++;
         continue;

@@ -14,7 +14,9 @@ import { recordedFrom } from '../../../core/journal/recorded.ts';
 import { verifyJournal } from '../../../core/journal/verify.ts';
 
 const DIR = 'test/fixtures/journals';
-const files = readdirSync(DIR).filter((f) => f.endsWith('.v1.json')).sort();
+const files = readdirSync(DIR)
+  .filter((f) => f.endsWith('.v1.json'))
+  .sort();
 
 interface Fixture {
   name: string;
@@ -76,9 +78,16 @@ for (const file of files) {
       journal: { append: async (f) => void appended.push(f) },
       recorded: async (id) => recorded(id),
     };
-    const r = await runGraph(compiled.graph, fx.input, ports, { run_id: fx.records[0]!.run_id, requester: fx.requester, graph_hash: fx.graph_hash });
+    const r = await runGraph(compiled.graph, fx.input, ports, {
+      run_id: fx.records[0]!.run_id,
+      requester: fx.requester,
+      graph_hash: fx.graph_hash,
+    });
     assert.equal(r.outcome, 'completed', JSON.stringify(r));
     assert.deepEqual(r.output, fx.output);
-    assert.deepEqual(appended.map((a) => a.kind), ['run_finished']);
+    assert.deepEqual(
+      appended.map((a) => a.kind),
+      ['run_finished'],
+    );
   });
 }

@@ -11,8 +11,24 @@ async function journal() {
   const kp = await generateEd25519();
   const j = memoryJournal('run_r', { kid: kp.kid, sign: (b) => signEd25519(kp.privateJwk, b) });
   const g = contentHash('graph');
-  const add = (step_id: string, kind: 'run_started' | 'step' | 'decision' | 'refusal' | 'waiting', output: unknown, data?: Record<string, unknown>) =>
-    j.port.append({ step_id, kind, graph_hash: g, input_hash: contentHash(null), output_hash: contentHash(output ?? null), at: 1, ...(data ? { data } : {}) }, { input: null, output });
+  const add = (
+    step_id: string,
+    kind: 'run_started' | 'step' | 'decision' | 'refusal' | 'waiting',
+    output: unknown,
+    data?: Record<string, unknown>,
+  ) =>
+    j.port.append(
+      {
+        step_id,
+        kind,
+        graph_hash: g,
+        input_hash: contentHash(null),
+        output_hash: contentHash(output ?? null),
+        at: 1,
+        ...(data ? { data } : {}),
+      },
+      { input: null, output },
+    );
   return { j, kp, add };
 }
 
@@ -42,9 +58,22 @@ test('concurrent appends stay contiguous and chained; a journal can be continued
   await Promise.all(Array.from({ length: 20 }, (_, i) => add(`s${i}`, 'step', i)));
   const keys = (kid: string) => (kid === kp.kid ? kp.publicJwk : undefined);
   assert.deepEqual(await verifyJournal(j.records, keys), { ok: true });
-  assert.deepEqual(j.records.map((r) => r.seq), Array.from({ length: 20 }, (_, i) => i + 1));
+  assert.deepEqual(
+    j.records.map((r) => r.seq),
+    Array.from({ length: 20 }, (_, i) => i + 1),
+  );
   const cont = memoryJournal('run_r', { kid: kp.kid, sign: (b) => signEd25519(kp.privateJwk, b) }, { records: j.records, blobs: j.blobs });
-  await cont.port.append({ step_id: 'more', kind: 'step', graph_hash: j.records[0]!.graph_hash, input_hash: contentHash(null), output_hash: contentHash(1), at: 2 }, { input: null, output: 1 });
+  await cont.port.append(
+    {
+      step_id: 'more',
+      kind: 'step',
+      graph_hash: j.records[0]!.graph_hash,
+      input_hash: contentHash(null),
+      output_hash: contentHash(1),
+      at: 2,
+    },
+    { input: null, output: 1 },
+  );
   assert.equal(cont.records.length, 21);
   assert.deepEqual(await verifyJournal(cont.records, keys), { ok: true });
   assert.deepEqual(await cont.recorded('s3'), { output: 3 });

@@ -14,13 +14,30 @@ async function setup() {
   const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'EdDSA', use: 'sig' };
   const keys = createLocalJWKSet({ keys: [jwk] });
   const sign = (claims: Record<string, unknown>, header: Record<string, unknown> = {}) =>
-    new SignJWT({ iss: ISS, aud: AUD, sub: 'usr_1', client_id: 'c1', scope: 'catalog.read', jti: 'j1', iat: NOW / 1000, exp: NOW / 1000 + 600, ...claims })
-      .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: 'k1', ...header }).sign(privateKey);
+    new SignJWT({
+      iss: ISS,
+      aud: AUD,
+      sub: 'usr_1',
+      client_id: 'c1',
+      scope: 'catalog.read',
+      jti: 'j1',
+      iat: NOW / 1000,
+      exp: NOW / 1000 + 600,
+      ...claims,
+    })
+      .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: 'k1', ...header })
+      .sign(privateKey);
   return { keys, sign, jwk };
 }
 
 async function code(p: Promise<unknown>): Promise<string> {
-  try { await p; return 'accepted'; } catch (e) { assert.ok(isTokenError(e), String(e)); return e.code; }
+  try {
+    await p;
+    return 'accepted';
+  } catch (e) {
+    assert.ok(isTokenError(e), String(e));
+    return e.code;
+  }
 }
 
 test('a well-formed token verifies and returns its claims', async () => {
@@ -34,7 +51,9 @@ test('a well-formed token verifies and returns its claims', async () => {
 test('alg none is refused', async () => {
   const { keys } = await setup();
   const h = base64url.encode(JSON.stringify({ alg: 'none', typ: 'at+jwt' }));
-  const p = base64url.encode(JSON.stringify({ iss: ISS, aud: AUD, sub: 'x', client_id: 'c', scope: '*', jti: 'j', iat: NOW / 1000, exp: NOW / 1000 + 60 }));
+  const p = base64url.encode(
+    JSON.stringify({ iss: ISS, aud: AUD, sub: 'x', client_id: 'c', scope: '*', jti: 'j', iat: NOW / 1000, exp: NOW / 1000 + 60 }),
+  );
   assert.equal(await code(verifyAccessToken(`${h}.${p}.`, { keys, issuer: ISS, audience: AUD, now: NOW })), 'bad_alg');
 });
 
@@ -42,7 +61,8 @@ test('HS256 signed with the public key is refused', async () => {
   const { keys, jwk } = await setup();
   const secret = new TextEncoder().encode(JSON.stringify(jwk));
   const t = await new SignJWT({ iss: ISS, aud: AUD, sub: 'x', client_id: 'c', scope: '*', jti: 'j', iat: NOW / 1000, exp: NOW / 1000 + 60 })
-    .setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: 'k1' }).sign(secret);
+    .setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', kid: 'k1' })
+    .sign(secret);
   assert.equal(await code(verifyAccessToken(t, { keys, issuer: ISS, audience: AUD, now: NOW })), 'bad_alg');
 });
 

@@ -17,13 +17,25 @@ async function keyPair(alg: 'EdDSA' | 'ES256' = 'EdDSA') {
   return { ...kp, jwk, jkt: await calculateJwkThumbprint(jwk) };
 }
 
-async function proof(k: Awaited<ReturnType<typeof keyPair>>, claims: Record<string, unknown>, header: Record<string, unknown> = {}, alg = 'EdDSA') {
+async function proof(
+  k: Awaited<ReturnType<typeof keyPair>>,
+  claims: Record<string, unknown>,
+  header: Record<string, unknown> = {},
+  alg = 'EdDSA',
+) {
   return new SignJWT({ htm: 'GET', htu: HTU, iat: NOW / 1000, jti: crypto.randomUUID(), ...claims })
-    .setProtectedHeader({ alg, typ: 'dpop+jwt', jwk: k.jwk, ...header }).sign(k.privateKey);
+    .setProtectedHeader({ alg, typ: 'dpop+jwt', jwk: k.jwk, ...header })
+    .sign(k.privateKey);
 }
 
 async function code(p: Promise<unknown>): Promise<string> {
-  try { await p; return 'accepted'; } catch (e) { assert.ok(isTokenError(e), String(e)); return e.code; }
+  try {
+    await p;
+    return 'accepted';
+  } catch (e) {
+    assert.ok(isTokenError(e), String(e));
+    return e.code;
+  }
 }
 
 const opts = (replay = new MemoryReplayCache()) => ({ htm: 'GET', htu: HTU, now: NOW, replay });
@@ -55,7 +67,10 @@ test('stale and future iat are refused', async () => {
 test('wrong htm and wrong htu are refused; query is ignored', async () => {
   const k = await keyPair();
   assert.equal(await code(verifyDpopProof(await proof(k, { htm: 'POST' }), opts())), 'dpop_htm_mismatch');
-  assert.equal(await code(verifyDpopProof(await proof(k, { htu: 'http://evil.example/api/public/v1/admin/audit' }), opts())), 'dpop_htu_mismatch');
+  assert.equal(
+    await code(verifyDpopProof(await proof(k, { htu: 'http://evil.example/api/public/v1/admin/audit' }), opts())),
+    'dpop_htu_mismatch',
+  );
   assert.equal(await code(verifyDpopProof(await proof(k, { htu: HTU + '?x=1' }), opts())), 'accepted');
 });
 
@@ -73,7 +88,8 @@ test('wrong typ, symmetric alg, private embedded key and bad signature are refus
   assert.equal(await code(verifyDpopProof(await proof(k, {}, { typ: 'JWT' }), opts())), 'dpop_invalid');
   const secret = new Uint8Array(32);
   const hs = await new SignJWT({ htm: 'GET', htu: HTU, iat: NOW / 1000, jti: crypto.randomUUID() })
-    .setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk: { kty: 'oct', k: 'AAAA' } as never }).sign(secret);
+    .setProtectedHeader({ alg: 'HS256', typ: 'dpop+jwt', jwk: { kty: 'oct', k: 'AAAA' } as never })
+    .sign(secret);
   assert.equal(await code(verifyDpopProof(hs, opts())), 'dpop_bad_alg');
   const priv = await exportJWK(k.privateKey);
   assert.equal(await code(verifyDpopProof(await proof(k, {}, { jwk: priv as never }), opts())), 'dpop_bad_key');
@@ -83,7 +99,13 @@ test('wrong typ, symmetric alg, private embedded key and bad signature are refus
 
 test('cnf: bound token needs the matching proof key and certificate', () => {
   const c = (cnf: Parameters<typeof checkConfirmation>[0], p: Parameters<typeof checkConfirmation>[1]) => {
-    try { checkConfirmation(cnf, p); return 'accepted'; } catch (e) { assert.ok(isTokenError(e)); return e.code; }
+    try {
+      checkConfirmation(cnf, p);
+      return 'accepted';
+    } catch (e) {
+      assert.ok(isTokenError(e));
+      return e.code;
+    }
   };
   assert.equal(c(undefined, { dpopJkt: null, certThumbprint: null }), 'accepted');
   assert.equal(c({ jkt: 'a' }, { dpopJkt: null, certThumbprint: null }), 'dpop_required');

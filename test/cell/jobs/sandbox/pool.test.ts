@@ -7,7 +7,9 @@ const caps = { input: null, timeLimitMs: 10_000, memoryLimitBytes: 16 << 20, out
 test('pool: more tasks than workers queue for a slot; a cancel while queued returns at once; close ends everything', async () => {
   const pool = new SandboxPool();
   try {
-    const busy = Array.from({ length: 4 }, (_, i) => pool.compute({ ...caps, code: `const t = Date.now(); while (Date.now() - t < 1500) {} return ${i};` }));
+    const busy = Array.from({ length: 4 }, (_, i) =>
+      pool.compute({ ...caps, code: `const t = Date.now(); while (Date.now() - t < 1500) {} return ${i};` }),
+    );
     await new Promise((r) => setTimeout(r, 100));
     const ac = new AbortController();
     const queued = pool.compute({ ...caps, code: 'return "late";' }, ac.signal);
@@ -19,7 +21,10 @@ test('pool: more tasks than workers queue for a slot; a cancel while queued retu
     assert.ok(Date.now() - t0 < 500, 'a queued task is cancelled without waiting for a slot');
     const extra = pool.compute({ ...caps, code: 'return "after";' });
     const results = await Promise.all(busy);
-    assert.deepEqual(results.map((r) => r.ok && r.output), [0, 1, 2, 3]);
+    assert.deepEqual(
+      results.map((r) => r.ok && r.output),
+      [0, 1, 2, 3],
+    );
     const e = await extra;
     assert.equal(e.ok && e.output, 'after', 'the waiting task ran once a slot freed');
   } finally {

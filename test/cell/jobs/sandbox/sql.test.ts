@@ -81,12 +81,14 @@ test('one statement per entry: a second statement after the first is refused, wh
 });
 
 test('comments, case and keywords inside literals or trigger bodies are fine when the statement itself is allowed', async () => {
-  const r = await runSql(task([
-    "/* lead */ INSERT INTO t VALUES ('COMMIT') -- trailing",
-    "-- line\nselect x from t where x = 'ATTACH' ; /* after */",
-    'CREATE TRIGGER t_ins AFTER INSERT ON t BEGIN SELECT 1; END',
-    "WITH c(v) AS (VALUES ('w')) INSERT INTO t SELECT v FROM c",
-  ]));
+  const r = await runSql(
+    task([
+      "/* lead */ INSERT INTO t VALUES ('COMMIT') -- trailing",
+      "-- line\nselect x from t where x = 'ATTACH' ; /* after */",
+      'CREATE TRIGGER t_ins AFTER INSERT ON t BEGIN SELECT 1; END',
+      "WITH c(v) AS (VALUES ('w')) INSERT INTO t SELECT v FROM c",
+    ]),
+  );
   assert.equal(r.ok, true, JSON.stringify(r));
   assert.deepEqual(await rows(), ['seed', 'COMMIT', 'w']);
   const undone = await runSql(task(["DELETE FROM t WHERE x <> 'seed'", 'DROP TRIGGER t_ins']));
@@ -97,7 +99,10 @@ test('end to end: a refused sql job run fails with statement_refused and commits
   const t: InProcess = await inProcessCell();
   try {
     const run = async (statements: string[]) => {
-      const r = await t.request('POST', '/api/public/v1/admin/jobs/runs', { token: t.adminKey, body: { job_type: 'sql', workspace_id: 'ws-sql', spec: { statements: statements.map((sql) => ({ sql })) } } });
+      const r = await t.request('POST', '/api/public/v1/admin/jobs/runs', {
+        token: t.adminKey,
+        body: { job_type: 'sql', workspace_id: 'ws-sql', spec: { statements: statements.map((sql) => ({ sql })) } },
+      });
       assert.equal(r.status, 202, r.text);
       await waitFinished(t.modules.runs.runs, r.body.run_id);
       return (await t.request('GET', `/api/public/v1/admin/jobs/runs/${r.body.run_id}`, { token: t.adminKey })).body;
