@@ -94,16 +94,74 @@ export function secured(permission: string) {
   };
 }
 
-/** Shared pagination query: limit and offset with per-endpoint defaults and ceilings. */
+// ---- paging: every list takes `limit` and `offset` and says how many there are in all (`total`).
+//
+// A list keeps its own shape (the spec has no common wrapper): its array under its own key, beside
+// the paging fields. Declare the query with `pageQuery`, the answer with `listSchema` (or spread
+// `pageFields` into a schema of your own), and answer with `pageOf`:
+//
+//   request: { query: pageQuery(100, 1000) },
+//   responses: { 200: json(listSchema('skills', SkillOut, 'SkillList'), 'Skills') },
+//   ...
+//   const q = c.req.valid('query');
+//   const { items, total } = await listSkills(ctx, q);   // repository: one page + COUNT(*)
+//   return c.json({ skills: items.map(skillView), ...pageOf(q, total) }, 200);
+//
+// A list that lives in memory (built-ins, a catalog) pages with `slicePage`.
+
+/** The paging part of a list request, as `pageQuery` validated it. */
+export interface Page {
+  limit: number;
+  offset: number;
+}
+
+/** Largest `offset` accepted (beyond it a page is empty anyway). */
+export const MAX_OFFSET = 1_000_000_000;
+
+/**
+ * A non-negative decimal integer from a query string: digits only, so `0x10`, `1e3`, `1.5`, ` 5`
+ * and an empty value are 400 rather than silently read as some number.
+ */
+function queryInteger(min: number, max: number) {
+  return z.preprocess(
+    (v) => (typeof v === 'string' && /^[0-9]{1,16}$/.test(v) ? Number(v) : v),
+    z.number({ error: 'must be a decimal integer' }).int().min(min).max(max),
+  );
+}
+
+/**
+ * Shared pagination query: `limit` (1 to `maxLimit`, default `defaultLimit`) and `offset` (from 0,
+ * default 0). Any other value is 400 `invalid_request` (details.issues names the parameter).
+ */
 export function pageQuery(defaultLimit: number, maxLimit: number) {
+  if (!(Number.isInteger(defaultLimit) && Number.isInteger(maxLimit) && defaultLimit >= 1 && defaultLimit <= maxLimit))
+    throw new TypeError('pageQuery: need 1 <= defaultLimit <= maxLimit');
   return z.object({
-    limit: z.coerce
-      .number()
-      .int()
-      .min(1)
-      .max(maxLimit)
+    limit: queryInteger(1, maxLimit)
       .default(defaultLimit)
-      .openapi({ description: `Items per page, 1 to ${maxLimit}`, example: defaultLimit }),
-    offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0).openapi({ description: 'Items to skip' }),
+      .openapi({ description: `Items per page: 1 to ${maxLimit}, default ${defaultLimit}`, example: defaultLimit }),
+    offset: queryInteger(0, MAX_OFFSET).default(0).openapi({ description: 'Items to skip from the start of the list, default 0' }),
   });
+}
+
+/** The paging fields of every list answer, beside its own array. */
+export const pageFields = {
+  limit: z.number().int().openapi({ description: 'The limit this page was read with' }),
+  offset: z.number().int().openapi({ description: 'The offset this page was read with' }),
+  total: z.number().int().openapi({ description: 'How many items the whole list holds (with the same filters)' }),
+};
+
+/** A list answer's schema: `{ [key]: item[], limit, offset, total }`, registered as `name`. */
+export function listSchema<K extends string, T extends ZodType>(key: K, item: T, name: string) {
+  return z.object({ [key]: z.array(item), ...pageFields } as { [P in K]: z.ZodArray<T> } & typeof pageFields).openapi(name);
+}
+
+/** The paging fields of one answer. */
+export function pageOf(q: Page, total: number): { limit: number; offset: number; total: number } {
+  return { limit: q.limit, offset: q.offset, total };
+}
+
+/** One page of a list held in memory, and its total. */
+export function slicePage<T>(all: readonly T[], q: Page): { items: T[]; total: number } {
+  return { items: all.slice(q.offset, q.offset + q.limit), total: all.length };
 }
