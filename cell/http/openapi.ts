@@ -15,6 +15,7 @@
  */
 import { z } from '@hono/zod-openapi';
 import type { ZodType } from 'zod';
+import { parseIsoTime } from '../../core/iso-time.ts';
 import { requires } from './authorize.ts';
 
 export const ErrorEnvelopeSchema = z
@@ -164,4 +165,28 @@ export function pageOf(q: Page, total: number): { limit: number; offset: number;
 /** One page of a list held in memory, and its total. */
 export function slicePage<T>(all: readonly T[], q: Page): { items: T[]; total: number } {
   return { items: all.slice(q.offset, q.offset + q.limit), total: all.length };
+}
+
+// ---- times: every timestamp in an answer is ISO 8601 UTC (core/iso-time.ts converts, in the views).
+
+/** A timestamp in an answer: `isoTime(ms)` from core/iso-time.ts. `.nullable()` for one that may not have happened. */
+export const IsoTime = z.string().openapi({ format: 'date-time', description: 'ISO 8601 UTC', example: '2026-01-01T00:00:00.000Z' });
+
+/**
+ * A query parameter that takes a time: an RFC 3339 date-time (`2026-01-01T00:00:00Z`, offsets
+ * allowed), read as epoch milliseconds; anything else (epoch numbers included) is 400.
+ */
+export function isoTimeQuery(description: string) {
+  return z
+    .string()
+    .max(40)
+    .transform((s, ctx) => {
+      const ms = parseIsoTime(s);
+      if (ms === null) {
+        ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 date-time, e.g. 2026-01-01T00:00:00Z' });
+        return z.NEVER;
+      }
+      return ms;
+    })
+    .openapi({ type: 'string', format: 'date-time', description, example: '2026-01-01T00:00:00Z' });
 }
