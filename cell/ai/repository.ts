@@ -3,7 +3,7 @@
  * with the row decoders. Statements stay in the dialect both engines run
  * (docs/storage.md). A secret's value is only ever read here sealed.
  */
-import { bytes, num, str, strOrNull } from '../store/decode.ts';
+import { bytes, count, num, str, strOrNull } from '../store/decode.ts';
 import type { Reader, Row, Tx } from '../store/types.ts';
 
 // ---------------------------------------------------------------- secrets
@@ -101,4 +101,9 @@ export async function listProviders(db: Reader, limit: number, offset: number): 
   return (
     await db.all(`SELECT ${PROVIDER_COLUMNS} FROM ai_providers ORDER BY created_at, provider_id LIMIT ? OFFSET ?`, [limit, offset])
   ).map(decodeProvider);
+}
+
+/** How many providers listProviders pages through. */
+export async function countProviders(db: Reader): Promise<number> {
+  return count(await db.get('SELECT COUNT(*) AS n FROM ai_providers'));
 }

@@ -4,7 +4,7 @@
  * decoders. Domain code calls these functions; nothing else in the module
  * writes SQL. Statements stay in the dialect both engines run (docs/storage.md).
  */
-import { json, num, numOrNull, object, str, strOrNull, stringArray } from '../store/decode.ts';
+import { count, json, num, numOrNull, object, str, strOrNull, stringArray } from '../store/decode.ts';
 import type { Reader, Row, Tx } from '../store/types.ts';
 
 /** The module's tables, as `store.onChange` names them. */
@@ -112,6 +112,11 @@ export async function listClients(db: Reader, limit: number, offset: number): Pr
   return (await db.all(`SELECT ${CLIENT_COLUMNS} FROM oauth_clients ORDER BY created_at, client_id LIMIT ? OFFSET ?`, [limit, offset])).map(
     decodeClient,
   );
+}
+
+/** How many clients listClients pages through. */
+export async function countClients(db: Reader): Promise<number> {
+  return count(await db.get('SELECT COUNT(*) AS n FROM oauth_clients'));
 }
 
 export async function insertClient(tx: Tx, c: ClientRecord): Promise<void> {
