@@ -101,16 +101,18 @@ export function authGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
 
 /**
  * Gates 3 and 4: the permission (403), then the credential's own rpm ceiling
- * (429) when `rpmOf` gives one, counted against its root credential.
+ * (429) when `rpmOf` gives one, counted against its root credential. A null
+ * permission is an operation any authenticated caller may call (who am I):
+ * only the rpm ceiling applies.
  */
 export function permissionGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
-  permission: string,
+  permission: string | null,
   limits: (c: Context<E>) => CredentialLimits,
   rpmOf: (auth: A) => number | null | undefined,
 ): MiddlewareHandler<E> {
   return async function permissionGate(c, next) {
     const auth = c.get('auth');
-    if (!grants(auth.effective, permission)) {
+    if (permission !== null && !grants(auth.effective, permission)) {
       throw forbidden(`the credential lacks the permission ${permission}`, { required_permission: permission });
     }
     const rpm = rpmOf(auth);

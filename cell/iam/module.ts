@@ -10,6 +10,7 @@ import { Lifecycle } from './lifecycle.ts';
 import { identityRoutes } from './routes-identity.ts';
 import { keyRoutes } from './routes-keys.ts';
 import { principalRoutes } from './routes-principals.ts';
+import { whoamiRoutes } from './routes-whoami.ts';
 
 /** How often the purge sweep runs while the cell is up. */
 const SWEEP_INTERVAL_MS = 60 * 60 * 1000;
@@ -37,6 +38,7 @@ export async function createIamModule(core: CellCore): Promise<IamModule> {
       identityRoutes(app, core, iam);
       principalRoutes(app, core, iam, lifecycle);
       keyRoutes(app, core, iam);
+      whoamiRoutes(app, iam);
     },
     async start() {
       await sweep();
