@@ -129,7 +129,8 @@ export class Iam {
   }
 
   async role(name: string): Promise<Role | undefined> {
-    const builtin = BUILTIN_ROLES[name];
+    // Own keys only: a role named `constructor` is not Object.prototype's.
+    const builtin = Object.hasOwn(BUILTIN_ROLES, name) ? BUILTIN_ROLES[name] : undefined;
     if (builtin) return { name, permissions: [...builtin], builtin: true, description: null };
     const hit = this.#roles.get(name);
     if (hit !== undefined) return hit ?? undefined;

@@ -9,7 +9,9 @@ import { Iam } from './iam.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { identityRoutes } from './routes-identity.ts';
 import { keyRoutes } from './routes-keys.ts';
+import { principalUpdateRoutes } from './routes-principal-update.ts';
 import { principalRoutes } from './routes-principals.ts';
+import { roleRoutes } from './routes-roles.ts';
 import { whoamiRoutes } from './routes-whoami.ts';
 
 /** How often the purge sweep runs while the cell is up. */
@@ -37,6 +39,8 @@ export async function createIamModule(core: CellCore): Promise<IamModule> {
     routes(app) {
       identityRoutes(app, core, iam);
       principalRoutes(app, core, iam, lifecycle);
+      principalUpdateRoutes(app, core, iam);
+      roleRoutes(app, core, iam);
       keyRoutes(app, core, iam);
       whoamiRoutes(app, iam);
     },

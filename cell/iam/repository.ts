@@ -110,6 +110,20 @@ export async function principalNameTaken(db: Reader, name: string): Promise<bool
   return (await db.get('SELECT 1 AS x FROM principals WHERE name = ?', [name])) !== undefined;
 }
 
+/** Renames a principal and sets its roles. */
+export async function updatePrincipal(tx: Tx, id: string, name: string, roles: readonly string[]): Promise<void> {
+  await tx.run('UPDATE principals SET name = ?, roles = ? WHERE id = ?', [name, JSON.stringify(roles), id]);
+}
+
+/**
+ * Principals holding `role`, oldest first, of the given statuses. The LIKE over the
+ * stored JSON only narrows (`_` and `-` both occur in role names); the decoded roles decide.
+ */
+export async function principalsWithRole(db: Reader, role: string, statuses: readonly PrincipalStatus[]): Promise<Principal[]> {
+  const rows = await db.all(`SELECT ${PRINCIPAL_COLUMNS} FROM principals WHERE roles LIKE ? ORDER BY created_at, id`, [`%"${role}"%`]);
+  return rows.map(decodePrincipal).filter((p) => p.roles.includes(role) && statuses.includes(p.status));
+}
+
 // ---------------------------------------------------------------- roles
 
 export interface CustomRole {
@@ -137,6 +151,15 @@ export async function customRole(db: Reader, name: string): Promise<CustomRole |
 
 export async function customRoles(db: Reader): Promise<CustomRole[]> {
   return (await db.all('SELECT name, permissions, description, created_at, created_by FROM roles ORDER BY name')).map(decodeRole);
+}
+
+/** Sets a custom role's permissions and description. */
+export async function updateRole(tx: Tx, name: string, permissions: readonly string[], description: string | null): Promise<void> {
+  await tx.run('UPDATE roles SET permissions = ?, description = ? WHERE name = ?', [JSON.stringify(permissions), description, name]);
+}
+
+export async function deleteRole(tx: Tx, name: string): Promise<void> {
+  await tx.run('DELETE FROM roles WHERE name = ?', [name]);
 }
 
 export async function insertRole(tx: Tx, role: CustomRole): Promise<void> {

@@ -110,6 +110,9 @@ export const SWEPT = [
   'POST /api/public/v1/admin/principals',
   'POST /api/public/v1/admin/principals/:id/archive',
   'POST /api/public/v1/admin/roles',
+  'PATCH /api/public/v1/admin/roles/:name',
+  'DELETE /api/public/v1/admin/roles/:name',
+  'PATCH /api/public/v1/admin/principals/:id',
   'POST /api/public/v1/admin/oauth/clients',
   'POST /api/public/v1/admin/sats',
   'POST /api/public/v1/admin/agent-teams/agents',
@@ -204,6 +207,16 @@ test('containment sweep: no route hands out or exercises more than its caller ho
         }
         r = await call('POST', `${A}/roles`, { name: `made-role-${++seq}`, permissions: ask.perms });
         if (r.status === 201) assertWithin(caller, { permissions: r.body.permissions }, 'role.create');
+        // Changing or deleting a role someone else made: the caller must hold the old and the new permissions.
+        if (tg.permissions.length) {
+          const victim = `victim-${++seq}`;
+          await ok(t, 'POST', `${A}/roles`, { name: victim, permissions: tg.permissions });
+          r = await call('PATCH', `${A}/roles/${victim}`, { permissions: ask.perms });
+          if (r.status === 200) assertWithin(caller, { permissions: [...tg.permissions, ...r.body.permissions] }, 'role.update');
+          const now = r.status === 200 ? (r.body.permissions as string[]) : tg.permissions;
+          r = await call('DELETE', `${A}/roles/${victim}`);
+          if (r.status === 200) assertWithin(caller, { permissions: now }, 'role.delete');
+        }
 
         // OAuth clients and SATs.
         const subject = { self: me, owner: { id: ownerId, perms: ['*'], ceiling: UNBOUNDED as Ceiling }, target }[ask.subject];
@@ -285,6 +298,17 @@ test('containment sweep: no route hands out or exercises more than its caller ho
           required_scopes: ask.perms.filter((p) => p !== '*'),
         });
         if (r.status === 201) assertWithin(caller, { permissions: r.body.required_scopes }, 'endpoint');
+
+        // Setting another principal's roles: the caller manages it (all of its authority) and holds what it gives.
+        // Asking to fit: a principal within the caller, given only roles within the caller.
+        const rolePerms = (x: string) => [...(BUILTIN_ROLES[x] ?? [])];
+        const edited = ask.fit ? await principal(t, intersectSelectors(tg.permissions, caller.permissions), {}) : target;
+        const given = ask.fit ? ask.roles.filter((x) => contains(caller, { permissions: rolePerms(x) }).ok) : ask.roles;
+        r = await call('PATCH', `${A}/principals/${edited.id}`, { roles: given });
+        if (r.status === 200) {
+          assertWithin(caller, { permissions: edited.perms, envelope: edited.ceiling }, 'principal.update target');
+          assertWithin(caller, { permissions: normalize(given.flatMap(rolePerms)) }, 'principal.update roles');
+        }
 
         // A provider binding the owner's secret.
         r = await call('POST', `${A}/ai/model-providers`, {
