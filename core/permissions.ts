@@ -13,6 +13,8 @@ export const PERMISSIONS = {
   keysWrite: 'iam.keys.write',
   satsWrite: 'iam.sats.write',
   auditRead: 'audit.read',
+  /** Read stored secrets' metadata (never a value). */
+  secretsRead: 'secrets.read',
   secretsWrite: 'secrets.write',
   /** Bind a stored secret someone else created to a provider (one's own secrets need no permission). */
   secretsUse: 'secrets.use',
@@ -45,6 +47,7 @@ export const BUILTIN_ROLES: Readonly<Record<string, readonly string[]>> = {
     'iam.roles.read',
     'iam.keys.read',
     'audit.read',
+    'secrets.read',
     'ai.providers.read',
     'catalog.read',
     'agent_teams.read',

@@ -12,6 +12,7 @@ import type { Tools } from '../tools/tools.ts';
 import { Ai } from './ai.ts';
 import type { AiContext, LocalModelRuntime } from './providers.ts';
 import { aiRoutes } from './routes.ts';
+import { secretRoutes } from './routes-secrets.ts';
 import { loadSecretsKey } from './secrets.ts';
 
 export interface AiModule extends CellModule {
@@ -35,6 +36,7 @@ export async function createAiModule(
     ai,
     routes(app) {
       aiRoutes(app, ctx, ai, deps.tools);
+      secretRoutes(app, ctx);
     },
     async stop() {
       await deps.localRuntime?.dispose?.();

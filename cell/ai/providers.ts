@@ -104,6 +104,9 @@ export async function registerProvider(ctx: AiContext, auth: AuthContext, input:
     created_by: actor,
   };
   await core.store.write(async (tx) => {
+    // Again inside the transaction: a secret deleted meanwhile is never bound (its delete checks for providers in its own).
+    if (secretId !== undefined && (await secretCreator(tx, secretId)) === undefined)
+      throw invalid('api_key_secret_id names no stored secret', { reason: 'unknown_secret', field: 'api_key_secret_id' });
     await insertProvider(tx, p);
     await iam.audit(tx, {
       at: p.created_at,
@@ -178,7 +181,7 @@ export async function callProvider(
         details: { reason: 'secret_not_usable', provider_id: p.provider_id },
       });
     }
-    apiKey = await readSecret(core.store, ctx.secretsKey, p.api_key_secret_id);
+    apiKey = await readSecret(ctx, p.api_key_secret_id);
   }
   return chatCompletion(
     {

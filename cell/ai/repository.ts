@@ -3,7 +3,7 @@
  * with the row decoders. Statements stay in the dialect both engines run
  * (docs/storage.md). A secret's value is only ever read here sealed.
  */
-import { bytes, num, str, strOrNull } from '../store/decode.ts';
+import { bytes, count, num, numOrNull, str, strOrNull } from '../store/decode.ts';
 import type { Reader, Row, Tx } from '../store/types.ts';
 
 // ---------------------------------------------------------------- secrets
@@ -32,10 +32,86 @@ export async function secretCreator(db: Reader, secretId: string): Promise<strin
   return r ? str(r, 'created_by') : undefined;
 }
 
-/** The sealed value (nonce || ciphertext || tag), or undefined. */
-export async function sealedSecret(db: Reader, secretId: string): Promise<Uint8Array | undefined> {
-  const r = await db.get('SELECT sealed FROM ai_secrets WHERE secret_id = ?', [secretId]);
-  return r ? bytes(r, 'sealed') : undefined;
+/** The sealed value (nonce || ciphertext || tag) and when it was last used, or undefined. */
+export async function sealedSecret(db: Reader, secretId: string): Promise<{ sealed: Uint8Array; lastUsedAt: number | null } | undefined> {
+  const r = await db.get('SELECT sealed, last_used_at FROM ai_secrets WHERE secret_id = ?', [secretId]);
+  return r ? { sealed: bytes(r, 'sealed'), lastUsedAt: numOrNull(r, 'last_used_at') } : undefined;
+}
+
+/** A stored secret as its metadata: never the value, sealed or not. */
+export interface SecretMeta {
+  secret_id: string;
+  name: string;
+  created_at: number;
+  created_by: string;
+  rotated_at: number | null;
+  last_used_at: number | null;
+}
+
+const SECRET_META_COLUMNS = 'secret_id, name, created_at, created_by, rotated_at, last_used_at';
+
+function decodeSecretMeta(r: Row): SecretMeta {
+  return {
+    secret_id: str(r, 'secret_id'),
+    name: str(r, 'name'),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
+    rotated_at: numOrNull(r, 'rotated_at'),
+    last_used_at: numOrNull(r, 'last_used_at'),
+  };
+}
+
+export async function secretMeta(db: Reader, secretId: string): Promise<SecretMeta | undefined> {
+  const r = await db.get(`SELECT ${SECRET_META_COLUMNS} FROM ai_secrets WHERE secret_id = ?`, [secretId]);
+  return r ? decodeSecretMeta(r) : undefined;
+}
+
+/** Oldest first. */
+export async function listSecretMeta(db: Reader, limit: number, offset: number): Promise<SecretMeta[]> {
+  return (
+    await db.all(`SELECT ${SECRET_META_COLUMNS} FROM ai_secrets ORDER BY created_at, secret_id LIMIT ? OFFSET ?`, [limit, offset])
+  ).map(decodeSecretMeta);
+}
+
+export async function countSecrets(db: Reader): Promise<number> {
+  return count(await db.get('SELECT COUNT(*) AS n FROM ai_secrets'));
+}
+
+/** Replaces the sealed value (a rotation). */
+export async function resealSecret(tx: Tx, secretId: string, sealed: Uint8Array, at: number): Promise<void> {
+  await tx.run('UPDATE ai_secrets SET sealed = ?, rotated_at = ? WHERE secret_id = ?', [sealed, at, secretId]);
+}
+
+export async function deleteSecret(tx: Tx, secretId: string): Promise<void> {
+  await tx.run('DELETE FROM ai_secrets WHERE secret_id = ?', [secretId]);
+}
+
+/** Records that the value was opened for a provider call at `at`. */
+export async function touchSecret(tx: Tx, secretId: string, at: number): Promise<void> {
+  await tx.run('UPDATE ai_secrets SET last_used_at = ? WHERE secret_id = ?', [at, secretId]);
+}
+
+/** Ids of the providers that send this secret, oldest first. */
+export async function providersUsingSecret(db: Reader, secretId: string): Promise<string[]> {
+  return (
+    await db.all('SELECT provider_id FROM ai_providers WHERE api_key_secret_id = ? ORDER BY created_at, provider_id', [secretId])
+  ).map((r) => str(r, 'provider_id'));
+}
+
+/** Provider ids by the secret they send, for the given secrets. */
+export async function providersBySecret(db: Reader, secretIds: readonly string[]): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  if (secretIds.length === 0) return out;
+  const rows = await db.all(
+    `SELECT provider_id, api_key_secret_id FROM ai_providers WHERE api_key_secret_id IN (${secretIds.map(() => '?').join(', ')})
+     ORDER BY created_at, provider_id`,
+    secretIds,
+  );
+  for (const r of rows) {
+    const id = str(r, 'api_key_secret_id');
+    out.set(id, [...(out.get(id) ?? []), str(r, 'provider_id')]);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------- providers

@@ -13,4 +13,11 @@ export const AI_MIGRATIONS: readonly Migration[] = [
         created_at INTEGER NOT NULL, created_by TEXT NOT NULL)`,
   },
   { id: 'ai-003-provider-stream', sql: 'ALTER TABLE ai_providers ADD COLUMN stream INTEGER NOT NULL DEFAULT 0' },
+  {
+    // Secret metadata (issue 14): when the value was last replaced, and last opened for a provider call.
+    id: 'ai-004-secret-rotation-and-use',
+    sql: `ALTER TABLE ai_secrets ADD COLUMN rotated_at INTEGER;
+    ALTER TABLE ai_secrets ADD COLUMN last_used_at INTEGER;
+    CREATE INDEX ai_providers_secret ON ai_providers(api_key_secret_id)`,
+  },
 ];

@@ -121,6 +121,8 @@ export const SWEPT = [
   'POST /api/public/v1/admin/agent-teams/crews',
   'POST /api/public/v1/admin/jobs/runs',
   'POST /api/public/v1/admin/ai/model-providers',
+  'POST /api/public/v1/admin/secrets/:secret_id/rotate',
+  'DELETE /api/public/v1/admin/secrets/:secret_id',
   'POST /api/public/v1/admin/jobs/endpoints',
   'POST /api/public/v1/admin/jobs/definitions',
 ];
@@ -318,6 +320,12 @@ test('containment sweep: no route hands out or exercises more than its caller ho
           api_key_secret_id: secret,
         });
         if (r.status === 201) assertWithin(caller, { permissions: ['secrets.use', 'ai.providers.write'] }, 'provider secret');
+        // Replacing or deleting the owner's secrets: the same right as binding them.
+        r = await call('POST', `${A}/secrets/${secret}/rotate`, { value: 'sk-y' });
+        if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'secrets.write'] }, 'secret rotate');
+        const spare = (await ok(t, 'POST', `${A}/secrets`, { name: 'spare', value: 'sk-z' })).secret_id as string;
+        r = await call('DELETE', `${A}/secrets/${spare}`);
+        if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'secrets.write'] }, 'secret delete');
       }),
       { numRuns: 40 },
     );
