@@ -52,6 +52,12 @@ export interface CellConfig {
   topology: Record<string, string>;
   /** CIDR ranges (or addresses) of non-public networks tools may reach anyway (cell/tools/ssrf.ts). */
   egressAllowPrivate: string[];
+  /**
+   * Whether the cell terminates TLS and verifies client certificates against a
+   * client CA (`serve --client-ca`): RFC 8705 (tls_client_auth, certificate-bound
+   * tokens) is offered only then. Not a setting: startCell derives it from its TLS options.
+   */
+  clientCertificates: boolean;
 }
 
 export const DEFAULTS: CellConfig = {
@@ -109,4 +115,5 @@ export const DEFAULTS: CellConfig = {
   // None: no tool reaches loopback, private or link-local addresses (SSRF) unless an
   // operator names the range for the whole cell, whatever an egress allowlist says.
   egressAllowPrivate: [],
+  clientCertificates: false,
 };

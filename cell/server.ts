@@ -85,7 +85,8 @@ async function buildModules(core: CellCore) {
 }
 
 export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
-  const config: CellConfig = { ...DEFAULTS, ...opts.config };
+  // Client certificates are verified only when the cell itself terminates TLS with a client CA.
+  const config: CellConfig = { ...DEFAULTS, ...opts.config, clientCertificates: opts.tls?.ca !== undefined };
   const log = opts.log ?? consoleLogger;
   const clock = opts.clock ?? systemClock;
   mkdirSync(config.dataDir, { recursive: true });
