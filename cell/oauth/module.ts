@@ -26,6 +26,7 @@ import { Denylist } from './denylist.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { TABLES } from './repository.ts';
 import { adminRoutes } from './routes-admin.ts';
+import { clientRoutes } from './routes-clients.ts';
 import { metadataRoutes } from './routes-metadata.ts';
 import { pageRoutes } from './routes-pages.ts';
 import { protocolRoutes } from './routes-protocol.ts';
@@ -163,6 +164,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
       protocolRoutes(app, ctx);
       pageRoutes(app, ctx);
       adminRoutes(app, ctx);
+      clientRoutes(app, ctx);
     },
     async start() {
       timer = setInterval(() => {

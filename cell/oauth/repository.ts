@@ -114,6 +114,12 @@ export async function listClients(db: Reader, limit: number, offset: number): Pr
   );
 }
 
+/** How many clients are registered (the list's `total`). */
+export async function countClients(db: Reader): Promise<number> {
+  const r = await db.get('SELECT COUNT(*) AS n FROM oauth_clients');
+  return Number(r?.['n'] ?? 0);
+}
+
 export async function insertClient(tx: Tx, c: ClientRecord): Promise<void> {
   await tx.run(`INSERT INTO oauth_clients (${CLIENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
     c.client_id,
@@ -128,6 +134,19 @@ export async function insertClient(tx: Tx, c: ClientRecord): Promise<void> {
     c.created_at,
     c.created_by,
   ]);
+}
+
+/** Replaces a client's secret hash (a rotation). */
+export async function setClientSecretHash(tx: Tx, clientId: string, secretHash: string): Promise<void> {
+  await tx.run('UPDATE oauth_clients SET secret_hash = ? WHERE client_id = ?', [secretHash, clientId]);
+}
+
+/** Deletes a client with its pending authorization codes and device codes; returns how many of each went. */
+export async function deleteClient(tx: Tx, clientId: string): Promise<{ codes: number; deviceCodes: number }> {
+  const codes = (await tx.run('DELETE FROM oauth_codes WHERE client_id = ?', [clientId])).changes;
+  const deviceCodes = (await tx.run('DELETE FROM oauth_device_codes WHERE client_id = ?', [clientId])).changes;
+  await tx.run('DELETE FROM oauth_clients WHERE client_id = ?', [clientId]);
+  return { codes, deviceCodes };
 }
 
 /**

@@ -114,6 +114,8 @@ export const SWEPT = [
   'DELETE /api/public/v1/admin/roles/:name',
   'PATCH /api/public/v1/admin/principals/:id',
   'POST /api/public/v1/admin/oauth/clients',
+  'POST /api/public/v1/admin/oauth/clients/:client_id/rotate',
+  'DELETE /api/public/v1/admin/oauth/clients/:client_id',
   'POST /api/public/v1/admin/sats',
   'POST /api/public/v1/admin/agent-teams/agents',
   'POST /api/public/v1/admin/agent-teams/blueprints',
@@ -232,6 +234,16 @@ test('containment sweep: no route hands out or exercises more than its caller ho
           assertWithin(caller, { permissions: r.body.scope }, 'client scope');
           const at = await form(t, '/oauth/token', { grant_type: 'client_credentials' }, basic(r.body.client_id, r.body.client_secret));
           if (at.status === 200) assertWithin(caller, { permissions: claimsOf(at.body.access_token).scope.split(' ') }, 'client token');
+        }
+        // Rotating (taking the secret of) or deleting a client the owner registered for the target:
+        // the caller must manage the target and hold the client's whole scope.
+        if (target.perms.length) {
+          const victim = await ok(t, 'POST', `${A}/oauth/clients`, { name: 'v', scope: target.perms, subject_id: target.id });
+          const held = { permissions: [...target.perms, ...(victim.scope as string[])], envelope: target.ceiling };
+          r = await call('POST', `${A}/oauth/clients/${victim.client_id}/rotate`);
+          if (r.status === 200) assertWithin(caller, held, 'client rotate');
+          r = await call('DELETE', `${A}/oauth/clients/${victim.client_id}`);
+          if (r.status === 200) assertWithin(caller, held, 'client delete');
         }
         r = await call('POST', `${A}/sats`, { scope: ask.perms.filter((p) => p !== '*') });
         if (r.status === 201) assertWithin(caller, { permissions: claimsOf(r.body.access_token).scope.split(' ') }, 'sat');
