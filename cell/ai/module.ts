@@ -11,6 +11,7 @@ import type { CellModule } from '../module.ts';
 import type { Tools } from '../tools/tools.ts';
 import { Ai } from './ai.ts';
 import type { AiContext, LocalModelRuntime } from './providers.ts';
+import { providerLifecycleRoutes } from './routes-provider-lifecycle.ts';
 import { aiRoutes } from './routes.ts';
 import { loadSecretsKey } from './secrets.ts';
 
@@ -28,6 +29,7 @@ export async function createAiModule(
     iam: deps.iam,
     localRuntime: deps.localRuntime,
     secretsKey: () => (key ??= loadSecretsKey(core.config.dataDir)),
+    providerUserHooks: [],
   };
   const ai = new Ai(ctx);
   return {
@@ -35,6 +37,7 @@ export async function createAiModule(
     ai,
     routes(app) {
       aiRoutes(app, ctx, ai, deps.tools);
+      providerLifecycleRoutes(app, ctx);
     },
     async stop() {
       await deps.localRuntime?.dispose?.();

@@ -31,7 +31,7 @@ const CreateSecret = z
 
 const SecretCreated = z.object({ secret_id: z.string(), name: z.string(), created_at: z.string() }).openapi('SecretCreated');
 
-const CreateProvider = z
+export const CreateProvider = z
   .object({
     provider_type: z
       .string()
@@ -61,7 +61,7 @@ const CreateProvider = z
   .strict()
   .openapi('CreateModelProvider');
 
-const ProviderView = z
+export const ProviderView = z
   .object({
     provider_id: z.string(),
     name: z.string(),
@@ -75,6 +75,10 @@ const ProviderView = z
     posture: z.object({ posture: z.string(), allowed: z.boolean(), rule: z.string() }),
     created_at: z.string(),
     created_by: z.string(),
+    updated_at: z.string(),
+    secret_bound_by: z.string().nullable().openapi({
+      description: 'Whose right to the secret every call checks (who last chose base_url and secret together); null without a secret',
+    }),
   })
   .openapi('ModelProvider');
 
@@ -99,7 +103,7 @@ const Tool = z
   })
   .openapi('Tool');
 
-const IdParam = z.object({
+export const IdParam = z.object({
   provider_id: z
     .string()
     .max(64)

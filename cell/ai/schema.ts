@@ -13,4 +13,13 @@ export const AI_MIGRATIONS: readonly Migration[] = [
         created_at INTEGER NOT NULL, created_by TEXT NOT NULL)`,
   },
   { id: 'ai-003-provider-stream', sql: 'ALTER TABLE ai_providers ADD COLUMN stream INTEGER NOT NULL DEFAULT 0' },
+  {
+    // Providers can change (PATCH): when they were last changed, and whose right to the secret a
+    // call relies on (the principal that last chose the pair base_url + secret; the registrant until then).
+    id: 'ai-004-provider-lifecycle',
+    sql: `ALTER TABLE ai_providers ADD COLUMN updated_at INTEGER;
+    UPDATE ai_providers SET updated_at = created_at;
+    ALTER TABLE ai_providers ADD COLUMN bound_by TEXT;
+    UPDATE ai_providers SET bound_by = created_by;`,
+  },
 ];
