@@ -76,7 +76,7 @@ async function buildModules(core: CellCore) {
   // The local-signed model runtime when node-llama-cpp is installed beside the program (edge-runtime/).
   const runtime = localRuntime(core.config.dataDir);
   const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, ...(runtime ? { localRuntime: runtime } : {}) });
-  const teams = await createTeamsModule(core, { iam: iam.iam, ai: ai.ai, tools: tools.tools, runs: runs.runs });
+  const teams = await createTeamsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, ai: ai.ai, tools: tools.tools, runs: runs.runs });
   const jobs = createJobsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, runs: runs.runs, teams: teams.teams, tools: tools.tools });
   const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices });
   const console = createConsoleModule(core, { oauth: oauth.api });

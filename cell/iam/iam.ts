@@ -12,6 +12,7 @@
 import { hashSecret } from '../../core/apikey/hash.ts';
 import { isSecretFormat, KEY_PREFIX } from '../../core/apikey/secret.ts';
 import { verifyPresentedKey, type KeyRecord } from '../../core/apikey/verify.ts';
+import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { meetCeilings, toCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
 import { contains, type Containment, type Grant, type Holding } from '../../core/authority/contain.ts';
 import { effectiveAuthority, grants, normalize } from '../../core/authority/scopes.ts';
@@ -121,6 +122,15 @@ export class Iam {
 
   principalByName(name: string): Promise<Principal | undefined> {
     return repo.principalByName(this.core.store, name);
+  }
+
+  /**
+   * Sets a principal's envelope ceiling inside the caller's transaction (Agent
+   * Teams: an agent's authority template is its principal's ceiling). The
+   * caller has checked containment; the cache drops on commit.
+   */
+  setAuthorityTx(tx: Tx, principalId: string, authority: AuthorityEnvelope): Promise<void> {
+    return repo.setPrincipalAuthority(tx, principalId, authority);
   }
 
   /** How many principals of a kind are active (Agent Teams' agent quota); pass `tx` to count inside a transaction. */

@@ -91,6 +91,11 @@ export async function setPrincipalStatus(tx: Tx, id: string, status: PrincipalSt
   await tx.run('UPDATE principals SET status = ?, status_changed_at = ? WHERE id = ?', [status, at, id]);
 }
 
+/** Sets a principal's envelope ceiling (an agent's authority follows its template). */
+export async function setPrincipalAuthority(tx: Tx, id: string, authority: unknown): Promise<void> {
+  await tx.run('UPDATE principals SET authority = ? WHERE id = ?', [JSON.stringify(authority), id]);
+}
+
 export async function clearPassword(tx: Tx, id: string): Promise<void> {
   await tx.run('UPDATE principals SET password_hash = NULL WHERE id = ?', [id]);
 }

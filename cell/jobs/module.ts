@@ -18,6 +18,7 @@ import { authorityLapse, disableAuthoredTx, type AuthorityLapse } from './defini
 import { mountDefinitionRoutes } from './routes-definitions.ts';
 import { mountEndpointRoutes } from './routes-endpoints.ts';
 import { mountRunRoutes } from './routes-runs.ts';
+import { definitionsUsingCrew } from './repository.ts';
 import { resumeJobRun, startJobDrive } from './runner.ts';
 import { SandboxPool } from './sandbox/pool.ts';
 import { Scheduler } from './scheduler.ts';
@@ -56,6 +57,8 @@ export function createJobsModule(
   const scheduler = new Scheduler(ctx);
   // A workspace's storage quota counts its SQL database file too.
   deps.runs.registerWorkspaceFiles((ws) => statSync(workspaceDbPath(core.config.dataDir, ws), { throwIfNoEntry: false })?.size ?? 0);
+  // A crew a live definition names (or whose graph it pins) is not deleted or changed under it.
+  deps.teams.onCrewUsers((crew) => definitionsUsingCrew(core.store, crew.crew_id, crew.graph_hash));
   // A definition acts as its author: deactivating the author disables what it authored, in the same transaction.
   deps.lifecycle.onDeactivate(async (tx, principalId, action, actor, at) => {
     await disableAuthoredTx(

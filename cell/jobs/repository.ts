@@ -94,6 +94,38 @@ export async function listDefinitions(
   return { items, total };
 }
 
+/**
+ * Live (not deleted) definitions that use a crew: team definitions naming it
+ * (`spec.crew_id`) and agent definitions pinning its graph (`spec.graph_id`).
+ */
+export async function definitionsUsingCrew(
+  db: Reader,
+  crewId: string,
+  graphHash: string | null,
+): Promise<{ schedule_id: string; job_type: 'team' | 'agent' }[]> {
+  const like = (v: string) => `%${JSON.stringify(v)}%`;
+  const rows = await db.all(
+    `SELECT ${DEF_COLUMNS} FROM job_definitions WHERE deleted_at IS NULL AND job_type = 'team' AND spec LIKE ? ORDER BY created_at, schedule_id`,
+    [like(crewId)],
+  );
+  if (graphHash !== null) {
+    rows.push(
+      ...(await db.all(
+        `SELECT ${DEF_COLUMNS} FROM job_definitions WHERE deleted_at IS NULL AND job_type = 'agent' AND spec LIKE ? ORDER BY created_at, schedule_id`,
+        [like(graphHash)],
+      )),
+    );
+  }
+  const out: { schedule_id: string; job_type: 'team' | 'agent' }[] = [];
+  for (const d of rows.map(decodeDefinition)) {
+    const spec = (d.spec ?? {}) as { crew_id?: unknown; graph_id?: unknown };
+    if (d.job_type === 'team' && spec.crew_id === crewId) out.push({ schedule_id: d.schedule_id, job_type: 'team' });
+    if (d.job_type === 'agent' && graphHash !== null && spec.graph_id === graphHash)
+      out.push({ schedule_id: d.schedule_id, job_type: 'agent' });
+  }
+  return out;
+}
+
 export interface NewDefinition {
   schedule_id: string;
   name: string;

@@ -11,12 +11,14 @@ import { getLedger, type Ledger } from './agents.ts';
 import type { TeamsContext } from './context.ts';
 import { crewByGraph } from './crew-graph.ts';
 import { loadCrewForExport, type CrewExport } from './export.ts';
-import { getCrew, getFormation, type Crew } from './formations.ts';
+import { crewFormation, getCrew, type Crew } from './formations.ts';
 import { assertSeatsWithinCaller, compileFor } from './compile.ts';
 import type { AuthContext } from '../context.ts';
 import { checkPlacement, type UnmetConstraint } from './placement.ts';
 import { crewPorts } from './ports.ts';
+import { checkRunGraph, type RunGraphCheck } from './run-graph.ts';
 import { settled, startCrewRun, type CrewRunInput } from './runs.ts';
+import type { CrewUsersHook } from './usage.ts';
 
 export class Teams {
   constructor(private readonly ctx: TeamsContext) {}
@@ -44,7 +46,7 @@ export class Teams {
   /** The crew's current compiled graph; undefined when the crew is gone or no longer compiles. */
   async crewGraph(crewId: string): Promise<{ crew: Crew; graph: Graph; graphHash: string } | undefined> {
     const crew = await getCrew(this.ctx, crewId);
-    const formation = crew ? await getFormation(this.ctx, crew.formation_id) : undefined;
+    const formation = crew ? await crewFormation(this.ctx, crew) : undefined;
     if (!crew || !formation) return undefined;
     try {
       const c = await compileFor(this.ctx, formation, crew);
@@ -77,6 +79,23 @@ export class Teams {
   /** An agent's budget ledger, or undefined. */
   ledger(agentId: string): Promise<Ledger | undefined> {
     return getLedger(this.ctx, agentId);
+  }
+
+  /**
+   * The graph check every resume of a crew run goes through (recovery, a
+   * wake-up, a peer taking the run over): recompiles what the run pinned
+   * (formation version, assignments) with its agents as they are now; `ok:
+   * false` (reason graph_changed, details with expected_graph_hash and
+   * actual_graph_hash) when the hash is not the run's. On ok, the graph to
+   * drive and the crew as the run pinned it.
+   */
+  runGraph(run: Run): Promise<RunGraphCheck> {
+    return checkRunGraph(this.ctx, run);
+  }
+
+  /** Registers another module's users of crews: a crew they name is not deleted, nor its graph changed under them (409 in_use). */
+  onCrewUsers(hook: CrewUsersHook): void {
+    this.ctx.crewUserHooks.push(hook);
   }
 
   /** Resolves when this process no longer drives the crew run (tests, shutdown). */
