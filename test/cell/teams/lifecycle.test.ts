@@ -201,3 +201,31 @@ test('model providers: changed (type immutable); deleted only when no agent name
   assert.equal((await req('GET', `${A}/ai/model-providers/${id}`)).status, 404);
   assert.equal((await req('DELETE', `${A}/ai/model-providers/${id}`)).status, 404);
 });
+
+test('every lifecycle, version, upgrade, run-graph and cancel operation is in the curated document', async () => {
+  const doc = (await t.request('GET', '/api/public/v1/openapi.json')).body as { paths: Record<string, Record<string, unknown>> };
+  const P = '/api/public/v1/admin/agent-teams';
+  const expected: [string, string][] = [
+    ['patch', '/api/public/v1/admin/ai/model-providers/{provider_id}'],
+    ['delete', '/api/public/v1/admin/ai/model-providers/{provider_id}'],
+    ...['skills/{skill_id}', 'blueprints/{blueprint_id}', 'agents/{agent_id}', 'contracts/{contract_id}'].flatMap(
+      (p): [string, string][] => [
+        ['patch', `${P}/${p}`],
+        ['delete', `${P}/${p}`],
+      ],
+    ),
+    ['patch', `${P}/formations/{formation_id}`],
+    ['delete', `${P}/formations/{formation_id}`],
+    ['get', `${P}/formations/{formation_id}/versions`],
+    ['get', `${P}/formations/{formation_id}/versions/{version}`],
+    ['patch', `${P}/formations/{formation_id}/billets/{billet_id}`],
+    ['delete', `${P}/formations/{formation_id}/billets/{billet_id}`],
+    ['patch', `${P}/crews/{crew_id}`],
+    ['delete', `${P}/crews/{crew_id}`],
+    ['post', `${P}/crews/{crew_id}/upgrade`],
+    ['get', `${P}/crews/{crew_id}/runs/{run_id}/graph`],
+    ['post', `${P}/crews/{crew_id}/runs/{run_id}/cancel`],
+  ];
+  const missing = expected.filter(([m, p]) => !doc.paths[p]?.[m]).map(([m, p]) => `${m} ${p}`);
+  assert.deepEqual(missing, []);
+});
