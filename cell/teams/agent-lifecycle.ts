@@ -35,9 +35,7 @@ import { agentUsers, anyUser, inUse } from './usage.ts';
 
 /** The agent and its principal, after the gates every change and delete pass. */
 async function managed(ctx: TeamsContext, auth: AuthContext, agentId: string, action: string): Promise<{ agent: Agent; p: Principal }> {
-  const agent = await getAgent(ctx, agentId);
-  const p = agent ? await ctx.iam.principal(agentId) : undefined;
-  if (!agent || !p || p.status === 'purged') throw notFound('agent');
+  // 403 before 404: a caller who may not manage agents learns nothing about which exist.
   if (!mayManageAgents(auth)) {
     const err = forbidden(`${action}: the caller lacks agent_teams.agents.write (or iam.principals.write)`, {
       reason: 'cannot_manage_agent',
@@ -46,6 +44,9 @@ async function managed(ctx: TeamsContext, auth: AuthContext, agentId: string, ac
     await ctx.iam.auditNow({ actor: auth.principal.id, action, target: agentId, outcome: 'refused', details: { ...err.details } });
     throw err;
   }
+  const agent = await getAgent(ctx, agentId);
+  const p = agent ? await ctx.iam.principal(agentId) : undefined;
+  if (!agent || !p || p.status === 'purged') throw notFound('agent');
   await ctx.iam.assertManages(auth, p, action);
   return { agent, p };
 }

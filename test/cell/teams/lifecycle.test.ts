@@ -133,6 +133,8 @@ test("changing an agent: needs agents.write and all of the agent's authority; a 
   assert.equal(r.status, 403);
   assert.equal(r.body.details.reason, 'cannot_manage_agent');
   assert.equal((await req('DELETE', `${T}/agents/${id}`, undefined, teamster.key)).status, 403);
+  r = await req('PATCH', `${T}/agents/agt_00000000000000000000`, { role_label: 'x' }, teamster.key);
+  assert.equal(r.status, 403, 'the permission is judged before the agent is looked up');
   // A manager of agents holding less than the agent cannot touch it, nor grant more than it holds.
   const narrow = await actor(t, {
     permissions: ['agent_teams', 'catalog.read'],
