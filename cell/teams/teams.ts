@@ -16,7 +16,6 @@ import { assertSeatsWithinCaller, compileFor } from './compile.ts';
 import type { AuthContext } from '../context.ts';
 import { checkPlacement, type UnmetConstraint } from './placement.ts';
 import { crewPorts } from './ports.ts';
-import { checkRunGraph, type RunGraphCheck } from './run-graph.ts';
 import { settled, startCrewRun, type CrewRunInput } from './runs.ts';
 import type { CrewUsersHook } from './usage.ts';
 
@@ -79,18 +78,6 @@ export class Teams {
   /** An agent's budget ledger, or undefined. */
   ledger(agentId: string): Promise<Ledger | undefined> {
     return getLedger(this.ctx, agentId);
-  }
-
-  /**
-   * The graph check every resume of a crew run goes through (recovery, a
-   * wake-up, a peer taking the run over): recompiles what the run pinned
-   * (formation version, assignments) with its agents as they are now; `ok:
-   * false` (reason graph_changed, details with expected_graph_hash and
-   * actual_graph_hash) when the hash is not the run's. On ok, the graph to
-   * drive and the crew as the run pinned it.
-   */
-  runGraph(run: Run): Promise<RunGraphCheck> {
-    return checkRunGraph(this.ctx, run);
   }
 
   /** Registers another module's users of crews: a crew they name is not deleted, nor its graph changed under them (409 in_use). */
