@@ -18,7 +18,7 @@ import { MemoryReplayCache } from '../../core/tokens/replay.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
-import { Cache } from './internal/cache.ts';
+import { ChangeCache } from '../store/change-cache.ts';
 import { cellTokenJudge, jwtAuthenticator, type CellTokenSubject, type CellTokenVerdict } from './authenticator.ts';
 import { ensureBuiltInClient, type BuiltInClient } from './builtin-clients.ts';
 import { getClient, type ClientRecord } from './clients.ts';
@@ -54,8 +54,8 @@ export interface OAuthApi {
    * only a failing lookup throws.
    */
   judgeToken(token: string, facts: TokenRequestFacts | NoRequestFacts): Promise<CellTokenVerdict>;
-  /** Whether a token id is on the denylist. */
-  isRevoked(jti: string): boolean;
+  /** Whether a token id is on the denylist (asks the store while other cells' revocations may be unheard). */
+  isRevoked(jti: string): boolean | Promise<boolean>;
   /** Revoked token ids whose tokens expire after `nowSeconds`, as [jti, exp] sorted by jti. */
   liveRevocations(nowSeconds: number): [string, number][];
   /** A registered client. */
@@ -91,7 +91,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     denylist: new Denylist(core),
     replay: new MemoryReplayCache(),
     verified: new VerifiedTokenCache(OAUTH.verifiedCacheSize),
-    clients: new Cache(OAUTH.clientCacheSize),
+    clients: new ChangeCache(core.store, [TABLES.clients], OAUTH.clientCacheSize),
   };
 
   let stopped = false;
@@ -118,7 +118,6 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
 
   // Subscribe before the first loads, so no write falls between a load and the subscription.
   const unsubscribe = core.store.onChange((change) => {
-    if (change.tables.has(TABLES.clients)) ctx.clients.clear();
     if (change.tables.has(TABLES.signingKeys)) follow('signing keyring', () => ctx.keys.reload());
     // This cell's revocations reach the mirror as their transaction commits; other cells' are read here
     // (reading on this cell's own changes too costs one read per revoking transaction, and assumes nothing).
@@ -129,6 +128,8 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     await ctx.denylist.reload();
   } catch (e) {
     unsubscribe();
+    ctx.clients.close();
+    ctx.denylist.close();
     halt();
     throw e;
   }
@@ -173,6 +174,8 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     async stop() {
       clearInterval(timer);
       unsubscribe();
+      ctx.clients.close();
+      ctx.denylist.close();
       halt();
     },
   };

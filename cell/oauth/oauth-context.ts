@@ -8,7 +8,7 @@ import type { VerifiedTokenCache } from '../../core/tokens/cache.ts';
 import type { MemoryReplayCache } from '../../core/tokens/replay.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
-import type { Cache } from './internal/cache.ts';
+import type { ChangeCache } from '../store/change-cache.ts';
 import type { Denylist } from './denylist.ts';
 import type { ClientRecord } from './repository.ts';
 import type { SigningKeys } from './signing-keys.ts';
@@ -30,6 +30,6 @@ export interface OAuthContext {
   readonly replay: MemoryReplayCache;
   /** Claims of tokens for the cell's own API whose signature and claims verified, by token, until their exp (tokens are immutable). */
   readonly verified: VerifiedTokenCache;
-  /** Registered clients by id (null: no such client); every write to oauth_clients empties it. */
-  readonly clients: Cache<string, ClientRecord | null>;
+  /** Registered clients by id (null: no such client); every write to oauth_clients, on any cell of the group, empties it. */
+  readonly clients: ChangeCache<string, ClientRecord | null>;
 }

@@ -161,6 +161,11 @@ export async function insertDenied(tx: Tx, jti: string, exp: number): Promise<vo
   await tx.run('INSERT INTO oauth_denylist (jti, exp) VALUES (?, ?) ON CONFLICT (jti) DO NOTHING', [jti, exp]);
 }
 
+/** Whether a token id is denylisted. */
+export async function isDenied(db: Reader, jti: string): Promise<boolean> {
+  return (await db.get('SELECT jti FROM oauth_denylist WHERE jti = ?', [jti])) !== undefined;
+}
+
 /** Entries whose tokens expire at or after `nowSeconds`. */
 export async function liveDenied(db: Reader, nowSeconds: number): Promise<DeniedRow[]> {
   return (await db.all('SELECT jti, exp FROM oauth_denylist WHERE exp >= ?', [nowSeconds])).map((r) => ({

@@ -293,7 +293,7 @@ export async function verifyOwnToken(ctx: OAuthContext, token: string): Promise<
       issuer: issuerOf(config),
       audience: (aud) => aud === own || edgeDeviceOf(aud) !== null,
       now: clock.now(),
-      isRevoked: (jti) => ctx.denylist.isRevoked(jti),
+      isRevoked: (jti) => ctx.denylist.inMirror(jti),
     });
   } catch (e) {
     if (isTokenError(e)) return null;
