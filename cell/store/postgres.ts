@@ -40,6 +40,8 @@ import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Tx, W
 /** The NOTIFY channel every cell of a database uses. */
 export const CHANGE_CHANNEL = 'cell_store_change';
 export const DEFAULT_POOL_SIZE = 10;
+/** `application_name` of the LISTEN connection (the pool's connections are `agent-cell`). */
+export const LISTEN_APPLICATION_NAME = 'agent-cell-listen';
 const DEFAULT_MAX_ATTEMPTS = 30;
 
 export interface PostgresStoreOptions extends OpenStoreOptions {
@@ -199,7 +201,8 @@ class PgStore implements PostgresStore {
     this.#commitCheckMs = opts.commitCheckMs ?? 15_000;
     this.#notifyInTx = (opts.notify ?? 'in-transaction') === 'in-transaction';
     this.#listener = new ChangeListener({
-      config: clientConfig,
+      // Named apart from the pool's connections, so an operator (and a test) can tell it in pg_stat_activity.
+      config: { ...clientConfig, application_name: LISTEN_APPLICATION_NAME },
       channel: CHANGE_CHANNEL,
       note,
       onPayload: (p) => this.#remote(p),

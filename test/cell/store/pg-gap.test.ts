@@ -103,7 +103,7 @@ describe('PostgreSQL notification gaps', { skip }, () => {
     cache.set('k', 1, cache.generation);
     const r = await adminQuery(
       await pgServerUrl(),
-      `SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity WHERE datname = '${db.name}' AND query LIKE 'LISTEN%'`,
+      `SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity WHERE datname = '${db.name}' AND application_name = 'agent-cell-listen'`,
     );
     assert.equal(r.rows.length, 2, 'both stores listen');
     await until('the loss to be reported', () => heard.some((c) => c.gap === 'lost'), 5000);
@@ -128,7 +128,7 @@ describe('PostgreSQL notification gaps', { skip }, () => {
     store.onChange((c) => heard.push({ at: Date.now(), change: c }));
     const r = await adminQuery(
       await pgServerUrl(),
-      `SELECT pid FROM pg_stat_activity WHERE datname = '${db.name}' AND query LIKE 'LISTEN%'`,
+      `SELECT pid FROM pg_stat_activity WHERE datname = '${db.name}' AND application_name = 'agent-cell-listen'`,
     );
     const pid = Number(r.rows[0]?.pid);
     assert.ok(pid > 0, 'the LISTEN backend');
