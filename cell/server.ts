@@ -108,7 +108,7 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
     throw err;
   }
   const ordered: CellModule[] = Object.values(modules);
-  const app = createApp(core, ordered);
+  const app = createApp(core, ordered, modules.iam.sharedBuckets ? { sharedBuckets: modules.iam.sharedBuckets } : {});
 
   let server: ServerType | null = null;
   let url: string | null = null;

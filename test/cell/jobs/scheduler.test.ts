@@ -45,7 +45,6 @@ test('re-arm: a read that completes after a newer one does not arm the timer', a
     pool: new SandboxPool(),
     inflight: new Set(),
     workspaceQueues: new Map(),
-    endpointBuckets: new Map(),
     wakeTimers: new Set(),
     stopped: false,
   };
