@@ -1,6 +1,7 @@
 /**
  * Issuing signed bundles for a registered device (routes and the
- * `bundle keys` CLI share this): the key bundle (format 2) from the IAM
+ * `bundle keys` CLI share this), issued in the name of the cell's group (its
+ * group id, cell/migrations.ts settleGroupId): the key bundle (format 2) from the IAM
  * projection plus what the device needs to judge this cell's access tokens
  * (every principal, the token issuer and signing keys, the live denylist),
  * the crew bundle from a crew's export, and the trust anchor a device pins.
@@ -79,7 +80,7 @@ export async function issueKeyBundle(ctx: EdgeContext, deviceId: string, ttlSeco
   const version = await ctx.core.store.write((tx) => nextBundleVersion(tx, 'api-key-records'));
   const { records, tombstones } = await keyRecordsForEdge(ctx);
   const text = await buildKeyBundle({
-    issuer: ctx.core.config.cellId,
+    issuer: ctx.core.config.groupId,
     signer: ctx.iam.signer(),
     audience: deviceId,
     version,
@@ -105,7 +106,7 @@ export async function issueCrewBundle(
   const now = ctx.core.clock.now();
   const version = await ctx.core.store.write((tx) => nextBundleVersion(tx, 'crew'));
   const text = await buildCrewBundle({
-    issuer: ctx.core.config.cellId,
+    issuer: ctx.core.config.groupId,
     signer: ctx.iam.signer(),
     audience: deviceId,
     version,
@@ -117,10 +118,15 @@ export async function issueCrewBundle(
   return { text, version, issued_at: now, expires_at: now + ttl };
 }
 
-/** What a device pins with `edge trust`: the cell id and its identity public keys. */
+/**
+ * What a device pins with `edge trust`: the group's id (a single cell's is its
+ * cell id) and the identity public keys. Bundles carry the group's id as their
+ * issuer, so a device accepts the bundles of every cell of the group, and
+ * their versions (one counter per bundle type in the store) only go up.
+ */
 export function trustAnchor(ctx: Pick<EdgeContext, 'core' | 'iam'>): { cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] } {
   return {
-    cell_id: ctx.core.config.cellId,
+    cell_id: ctx.core.config.groupId,
     keys: ctx.iam
       .identityKeys()
       .filter((k) => k.retired_at === null)

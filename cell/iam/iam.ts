@@ -319,16 +319,18 @@ export class Iam {
     let keys = await repo.cellKeys(this.core.store, 'identity');
     if (!keys.some((k) => k.retired_at === null)) {
       const k = await generateEd25519();
-      await this.core.store.write((tx) =>
-        repo.insertCellKey(tx, {
+      await this.core.store.write(async (tx) => {
+        // Cells starting at once on one store: the first key wins, the others load it.
+        if ((await repo.cellKeys(tx, 'identity')).some((x) => x.retired_at === null)) return;
+        await repo.insertCellKey(tx, {
           kid: k.kid,
           purpose: 'identity',
           private_jwk: k.privateJwk,
           public_jwk: k.publicJwk,
           created_at: this.core.clock.now(),
           retired_at: null,
-        }),
-      );
+        });
+      });
       keys = await repo.cellKeys(this.core.store, 'identity');
     }
     const active = [...keys].reverse().find((k) => k.retired_at === null)!;

@@ -35,9 +35,9 @@ export function publicBase(config: Config): string {
   return u.replace(/\/+$/, '');
 }
 
-/** Token issuer: `service://<cell id>`. */
+/** Token issuer: `service://<group id>` (a single cell's group id is its cell id; cell/migrations.ts settleGroupId). */
 export function issuerOf(config: Config): string {
-  return `service://${config.cellId}`;
+  return `service://${config.groupId}`;
 }
 
 /** Token audience: the cell's public API base. */
