@@ -15,6 +15,8 @@
 import { VerifiedTokenCache } from '../../core/tokens/cache.ts';
 import type { NoRequestFacts, TokenRequestFacts } from '../../core/tokens/judge.ts';
 import { MemoryReplayCache } from '../../core/tokens/replay.ts';
+import { GroupAudiences } from './audiences.ts';
+import { GroupReplayCache } from './replay.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
@@ -83,13 +85,16 @@ export interface OAuthModule extends CellModule {
 const RELOAD_RETRY_MS = 1000;
 
 export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promise<OAuthModule> {
+  // Cells of a group share the proofs seen; an embedded store is one cell, and its cache stays in memory.
+  const groupReplay = core.store.engine === 'postgres' ? new GroupReplayCache(core) : null;
   const ctx: OAuthContext = {
     core,
     iam: deps.iam,
     deviceExists: (deviceId) => deps.deviceExists(deviceId),
     keys: new SigningKeys(core),
     denylist: new Denylist(core),
-    replay: new MemoryReplayCache(),
+    replay: groupReplay ?? new MemoryReplayCache(),
+    audiences: new GroupAudiences(core),
     verified: new VerifiedTokenCache(OAUTH.verifiedCacheSize),
     clients: new ChangeCache(core.store, [TABLES.clients], OAUTH.clientCacheSize),
   };
@@ -122,6 +127,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     // This cell's revocations reach the mirror as their transaction commits; other cells' are read here
     // (reading on this cell's own changes too costs one read per revoking transaction, and assumes nothing).
     if (change.tables.has(TABLES.denylist)) follow('denylist', () => ctx.denylist.reload());
+    if (change.tables.has(TABLES.audiences)) follow('audiences', () => ctx.audiences.reload());
   });
   try {
     await ctx.keys.ensure();
@@ -135,6 +141,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
   }
 
   let timer: NodeJS.Timeout | undefined;
+  let pruneTimer: NodeJS.Timeout | undefined;
   const sweep = async () => {
     await ctx.denylist.sweep();
     // Also a safety net for the followers: whatever a notification missed is read here.
@@ -166,13 +173,22 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
       adminRoutes(app, ctx);
     },
     async start() {
+      // The public URL is settled once the cell listens: this cell's API joins the group's audiences now.
+      await ctx.audiences.register();
       timer = setInterval(() => {
         sweep().catch((e: unknown) => core.log.error('oauth sweep failed', { error: String(e) }));
       }, OAUTH.sweepIntervalMs);
       timer.unref();
+      if (groupReplay) {
+        pruneTimer = setInterval(() => {
+          groupReplay.prune(core.clock.now()).catch((e: unknown) => core.log.error('oauth proof prune failed', { error: String(e) }));
+        }, OAUTH.proofPruneIntervalMs);
+        pruneTimer.unref();
+      }
     },
     async stop() {
       clearInterval(timer);
+      clearInterval(pruneTimer);
       unsubscribe();
       ctx.clients.close();
       ctx.denylist.close();
