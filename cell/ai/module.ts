@@ -12,7 +12,7 @@ import type { Tools } from '../tools/tools.ts';
 import { Ai } from './ai.ts';
 import type { AiContext, LocalModelRuntime } from './providers.ts';
 import { aiRoutes } from './routes.ts';
-import { loadSecretsKey } from './secrets.ts';
+import { checkSecretsKeyAtStart, keyMatchesStore, SECRETS_KEY_HINT, secretsKeyLoader } from './secrets-key.ts';
 
 export interface AiModule extends CellModule {
   ai: Ai;
@@ -22,14 +22,26 @@ export async function createAiModule(
   core: CellCore,
   deps: { iam: Iam; tools: Tools; localRuntime?: LocalModelRuntime | undefined },
 ): Promise<AiModule> {
-  let key: Buffer | null = null;
+  const secretsKey = secretsKeyLoader(core.config);
+  // Refuses to start with a key that does not open the secrets already in the store (a group member given another key).
+  await checkSecretsKeyAtStart(core, secretsKey);
   const ctx: AiContext = {
     core,
     iam: deps.iam,
     localRuntime: deps.localRuntime,
-    secretsKey: () => (key ??= loadSecretsKey(core.config.dataDir)),
+    secretsKey,
   };
   const ai = new Ai(ctx);
+  // Another cell of the group sealed the first secret: say so at once if it did with another key than this cell's.
+  const unsubscribe = core.store.onChange((c) => {
+    if (!c.remote || !c.tables.has('ai_secrets_key_check')) return;
+    keyMatchesStore(core, secretsKey()).then(
+      (ok) => {
+        if (!ok) core.log.error(`the secrets key of this cell does not open the provider secrets of the store; ${SECRETS_KEY_HINT}`);
+      },
+      () => undefined,
+    );
+  });
   return {
     name: 'ai',
     ai,
@@ -37,6 +49,7 @@ export async function createAiModule(
       aiRoutes(app, ctx, ai, deps.tools);
     },
     async stop() {
+      unsubscribe();
       await deps.localRuntime?.dispose?.();
     },
   };

@@ -13,4 +13,10 @@ export const AI_MIGRATIONS: readonly Migration[] = [
         created_at INTEGER NOT NULL, created_by TEXT NOT NULL)`,
   },
   { id: 'ai-003-provider-stream', sql: 'ALTER TABLE ai_providers ADD COLUMN stream INTEGER NOT NULL DEFAULT 0' },
+  {
+    // One value sealed under the secrets key the store's secrets are sealed with, so a cell given another key
+    // (a group member without the group's --secrets-key-file) is refused at start (cell/ai/secrets-key.ts).
+    id: 'ai-004-secrets-key-check',
+    sql: 'CREATE TABLE ai_secrets_key_check (id INTEGER PRIMARY KEY, sealed BLOB NOT NULL, created_at INTEGER NOT NULL)',
+  },
 ];
