@@ -23,8 +23,12 @@ export async function createAiModule(
   deps: { iam: Iam; tools: Tools; localRuntime?: LocalModelRuntime | undefined },
 ): Promise<AiModule> {
   const secretsKey = secretsKeyLoader(core.config);
-  // Refuses to start with a key that does not open the secrets already in the store (a group member given another key).
-  await checkSecretsKeyAtStart(core, secretsKey);
+  // A group (PostgreSQL): refuses to start with a key that does not open the secrets already in the store (a
+  // member given another key). The embedded engine is one cell with its own key: a lost key file is answered
+  // as before, secret by secret at the provider call (503 secret_unreadable).
+  if (core.store.engine === 'postgres') await checkSecretsKeyAtStart(core, secretsKey);
+  // A key file given is read now on either engine: a wrong path or size is refused before the cell serves anything.
+  else if (core.config.secretsKeyFile) secretsKey();
   const ctx: AiContext = {
     core,
     iam: deps.iam,

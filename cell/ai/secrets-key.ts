@@ -9,7 +9,8 @@
  * cell's `<data>/secrets.key` will do). The key never enters the store: a
  * copy of the database alone does not open the secrets.
  *
- * The check: the first time a secret is sealed (or, on a store older than the
+ * The check (PostgreSQL only: the embedded engine is one cell, whose own key
+ * is not checked, as before): the first time a secret is sealed (or, on a store older than the
  * check, the first start that opens every stored secret), a known value is
  * sealed under the key and recorded (`ai_secrets_key_check`). From then on:
  * - a cell whose key does not open it refuses to start, saying what to do;

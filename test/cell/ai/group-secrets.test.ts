@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -135,5 +135,51 @@ describe('the secrets key of a group of cells', { skip, timeout: 120_000 }, () =
       return true;
     });
     assert.equal(ai.requests.length, calls);
+  });
+});
+
+describe('the secrets key file on the embedded engine (one cell)', { timeout: 60_000 }, () => {
+  test('the cell seals with the file given, not its own; a file of the wrong size is refused at start', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'cell-secrets-emb-'));
+    const ai = await startOpenAIServer({ apiKey: 'sk-embedded' });
+    let c: RunningCell | null = null;
+    try {
+      const keyFile = join(root, 'group.key');
+      writeFileSync(keyFile, randomBytes(32), { mode: 0o600 });
+      const short = join(root, 'short.key');
+      writeFileSync(short, randomBytes(31));
+      await assert.rejects(
+        startCell({ config: { dataDir: join(root, 'short'), secretsKeyFile: short }, listen: false, log: quiet }),
+        /holds 31 bytes; it must hold exactly 32/,
+      );
+      const dataDir = join(root, 'cell');
+      c = await startCell({ config: { dataDir, secretsKeyFile: keyFile }, listen: false, log: quiet });
+      const owner = c.bootstrapSecret!;
+      const post = (path: string, body: unknown) =>
+        c!.app.request(path, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${owner}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+      const s = await post(`${A}/secrets`, { name: 'k', value: 'sk-embedded' });
+      assert.equal(s.status, 201);
+      const secretId = ((await s.json()) as { secret_id: string }).secret_id;
+      const p = await post(`${A}/ai/model-providers`, {
+        provider_type: 'openai-compatible',
+        default_model: 'fake-model',
+        base_url: `${ai.url}/v1`,
+        api_key_secret_id: secretId,
+        max_retries: 0,
+      });
+      assert.equal(p.status, 201);
+      const providerId = ((await p.json()) as { provider_id: string }).provider_id;
+      assert.equal((await c.modules.ai.ai.call(providerId, { messages: [{ role: 'user', content: 'hi' }] })).content, 'ok');
+      assert.equal(ai.requests.at(-1)!.authorization, 'Bearer sk-embedded');
+      assert.equal(existsSync(join(dataDir, 'secrets.key')), false, 'no key of its own was made');
+    } finally {
+      await c?.stop();
+      await ai.close();
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
