@@ -11,13 +11,15 @@ import { invalid } from '../../core/errors.ts';
 import { buildKeyBundle, type BundleOwner, type TokenTrust } from '../../bundles/key-bundle.ts';
 import { buildCrewBundle, type CrewContent, type ModelReference } from '../../bundles/crew-bundle.ts';
 import type { EdgeContext } from './context.ts';
-import { nextBundleVersion } from './repository.ts';
+import { latestBundleVersion, nextBundleVersion } from './repository.ts';
 
 /** Default lifetime of a key bundle: a week, long enough to carry it, short enough to bound stale keys. */
 export const DEFAULT_KEY_BUNDLE_TTL_SECONDS = 7 * 24 * 3600;
 /** Default lifetime of a crew bundle: 30 days. */
 export const DEFAULT_CREW_BUNDLE_TTL_SECONDS = 30 * 24 * 3600;
 export const MAX_BUNDLE_TTL_SECONDS = 365 * 24 * 3600;
+/** Times a key bundle's content is read again when another issuance overtook it (then it is issued as read). */
+const FRESHNESS_ATTEMPTS = 5;
 
 export interface IssuedBundle {
   text: string;
@@ -73,25 +75,39 @@ export async function subjectsForEdge(ctx: EdgeContext): Promise<Record<string, 
   }
 }
 
+/**
+ * A key bundle for `deviceId`. Its version comes from the store's counter
+ * (one for the group of cells), and a higher version never carries older
+ * authority than a lower one: the content is read after the version is
+ * taken, and read again under a new version when another issuance (on any
+ * cell) took a version meanwhile. Once the check passes, every later version
+ * was taken, and so its content read, after this content was read.
+ */
 export async function issueKeyBundle(ctx: EdgeContext, deviceId: string, ttlSeconds?: number): Promise<IssuedBundle> {
   await ctx.devices.require(deviceId);
   const ttl = ttlMs(ttlSeconds, DEFAULT_KEY_BUNDLE_TTL_SECONDS);
-  const now = ctx.core.clock.now();
-  const version = await ctx.core.store.write((tx) => nextBundleVersion(tx, 'api-key-records'));
-  const { records, tombstones } = await keyRecordsForEdge(ctx);
-  const text = await buildKeyBundle({
-    issuer: ctx.core.config.groupId,
-    signer: ctx.iam.signer(),
-    audience: deviceId,
-    version,
-    issuedAt: now,
-    expiresAt: now + ttl,
-    records,
-    tombstones,
-    subjects: await subjectsForEdge(ctx),
-    tokens: await tokenTrustForEdge(ctx),
-  });
-  return { text, version, issued_at: now, expires_at: now + ttl };
+  const { store } = ctx.core;
+  for (let attempt = 1; ; attempt++) {
+    const version = await store.write((tx) => nextBundleVersion(tx, 'api-key-records'));
+    const now = ctx.core.clock.now();
+    const { records, tombstones } = await keyRecordsForEdge(ctx);
+    const subjects = await subjectsForEdge(ctx);
+    const tokens = await tokenTrustForEdge(ctx);
+    if (attempt < FRESHNESS_ATTEMPTS && (await latestBundleVersion(store, 'api-key-records')) !== version) continue;
+    const text = await buildKeyBundle({
+      issuer: ctx.core.config.groupId,
+      signer: ctx.iam.signer(),
+      audience: deviceId,
+      version,
+      issuedAt: now,
+      expiresAt: now + ttl,
+      records,
+      tombstones,
+      subjects,
+      tokens,
+    });
+    return { text, version, issued_at: now, expires_at: now + ttl };
+  }
 }
 
 export async function issueCrewBundle(
