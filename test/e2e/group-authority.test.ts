@@ -331,6 +331,15 @@ describe('two cells behind one public URL (a load balancer)', { skip, timeout: 1
     });
     if (tok.status === 200) assert.equal(await status(cells[0]!, tok.body.access_token), 429);
   });
+
+  test("a key's rate_limit_rpm holds for the group under requests at once on both cells", async () => {
+    const rpm = 10;
+    const k = await mintKey(cells[0]!, g.adminKey, { scopes: ['audit.read'], rate_limit_rpm: rpm });
+    // Concurrent takes from one bucket on two cells are ordered by the store (serializable writes, retried).
+    const statuses = await Promise.all(Array.from({ length: 3 * rpm }, (_, i) => status(cells[i % 2]!, k.secret)));
+    assert.equal(statuses.filter((s) => s === 200).length, rpm, JSON.stringify(statuses));
+    assert.equal(statuses.filter((s) => s === 429).length, 2 * rpm, 'the rest refused 429, none failed otherwise');
+  });
 });
 
 describe('cells started at once on an empty store', { skip, timeout: 120_000 }, () => {
