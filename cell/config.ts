@@ -52,6 +52,11 @@ export interface CellConfig {
   topology: Record<string, string>;
   /** CIDR ranges (or addresses) of non-public networks tools may reach anyway (cell/tools/ssrf.ts). */
   egressAllowPrivate: string[];
+  /**
+   * The file of the key provider secrets are sealed with (32 bytes), the same
+   * for every cell of a group; null: `<dataDir>/secrets.key` (cell/ai/secrets-key.ts).
+   */
+  secretsKeyFile: string | null;
 }
 
 export const DEFAULTS: CellConfig = {
@@ -109,4 +114,7 @@ export const DEFAULTS: CellConfig = {
   // None: no tool reaches loopback, private or link-local addresses (SSRF) unless an
   // operator names the range for the whole cell, whatever an egress allowlist says.
   egressAllowPrivate: [],
+  // None: a cell alone keeps its key in its data directory. A group shares its secrets in
+  // the store, so its cells must share the key: each is given the same file.
+  secretsKeyFile: null,
 };

@@ -13,6 +13,7 @@ import { PROVIDER_TYPES } from './posture.ts';
 import { providerView, registerProvider, type AiContext } from './providers.ts';
 import { insertSecret } from './repository.ts';
 import { prepareSecret } from './secrets.ts';
+import { assertKeyMatchesTx, prepareKeyCheck } from './secrets-key.ts';
 
 const P = '/api/public/v1/admin';
 
@@ -121,14 +122,18 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext, ai: Ai, tools
       summary: 'Store a secret (AES-256-GCM at rest); returns its id, never its value',
       ...secured(PERMISSIONS.secretsWrite),
       request: { body: jsonBody(CreateSecret) },
-      responses: { 201: json(SecretCreated, 'The secret id'), ...errorResponses(400, 401, 403) },
+      responses: { 201: json(SecretCreated, 'The secret id'), ...errorResponses(400, 401, 403, 503) },
     }),
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
-      const { secretId, sealed } = prepareSecret(ctx.secretsKey(), body.value);
+      const key = ctx.secretsKey();
+      const { secretId, sealed } = prepareSecret(key, body.value);
+      const check = core.store.engine === 'postgres' ? prepareKeyCheck(key) : null;
       const at = core.clock.now();
       await core.store.write(async (tx) => {
+        // The group's secrets are sealed with one key: refused when this cell's is another.
+        if (check) await assertKeyMatchesTx(tx, key, check, at);
         await insertSecret(tx, { secretId, name: body.name, sealed, at, by: auth.principal.id });
         await iam.audit(tx, {
           at,

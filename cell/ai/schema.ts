@@ -22,4 +22,10 @@ export const AI_MIGRATIONS: readonly Migration[] = [
     ALTER TABLE ai_providers ADD COLUMN bound_by TEXT;
     UPDATE ai_providers SET bound_by = created_by;`,
   },
+  {
+    // One value sealed under the secrets key the store's secrets are sealed with, so a cell given another key
+    // (a group member without the group's --secrets-key-file) is refused at start (cell/ai/secrets-key.ts).
+    id: 'ai-005-secrets-key-check',
+    sql: 'CREATE TABLE ai_secrets_key_check (id INTEGER PRIMARY KEY, sealed BLOB NOT NULL, created_at INTEGER NOT NULL)',
+  },
 ];
