@@ -58,6 +58,11 @@ export interface CellConfig {
    * tokens) is offered only then. Not a setting: startCell derives it from its TLS options.
    */
   clientCertificates: boolean;
+  /**
+   * The file of the key provider secrets are sealed with (32 bytes), the same
+   * for every cell of a group; null: `<dataDir>/secrets.key` (cell/ai/secrets-key.ts).
+   */
+  secretsKeyFile: string | null;
 }
 
 export const DEFAULTS: CellConfig = {
@@ -116,4 +121,7 @@ export const DEFAULTS: CellConfig = {
   // operator names the range for the whole cell, whatever an egress allowlist says.
   egressAllowPrivate: [],
   clientCertificates: false,
+  // None: a cell alone keeps its key in its data directory. A group shares its secrets in
+  // the store, so its cells must share the key: each is given the same file.
+  secretsKeyFile: null,
 };

@@ -40,6 +40,8 @@ const SERVE_HELP = `  serve            start a cell
     --client-ca FILE   PEM CA for client certificates (mTLS, RFC 8705 bound tokens)
     --egress-allow-private CIDR,..  non-public ranges tools may reach (default none: loopback,
                        private and link-local addresses are refused whatever an allowlist says)
+    --secrets-key-file FILE  the 32-byte key provider secrets are sealed with; every cell of a
+                       group is given the same file (default: DIR/secrets.key, this cell's own)
 `;
 
 const HELP = `cell: agent teams and jobs under offline-verifiable authority
@@ -49,7 +51,8 @@ Usage: node dist/cell.mjs <command> [options]
 Commands:
 ${SERVE_HELP}  bundle keys      write a signed API-key bundle for an edge device (cell stopped)
     --data DIR [--store URL] --device ID --out FILE [--ttl-seconds N]
-    --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL)
+    --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL); with
+    --secrets-key-file FILE as for serve
   bundle trust     write the trust anchor a device pins (--data DIR [--store URL] --out FILE)
   help             this text
 `;
@@ -86,6 +89,7 @@ async function serveCommand(argv: string[]): Promise<void> {
       'tls-key': { type: 'string' },
       'client-ca': { type: 'string' },
       'egress-allow-private': { type: 'string' },
+      'secrets-key-file': { type: 'string' },
     },
     strict: true,
   });
@@ -145,6 +149,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     for (const r of rules) if (parseIpRule(r) === null) fail(`--egress-allow-private: '${r}' is not an address or CIDR range`);
     config.egressAllowPrivate = rules;
   }
+  if (values['secrets-key-file'] !== undefined) config.secretsKeyFile = resolve(values['secrets-key-file']);
   if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
   if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
   const tls =

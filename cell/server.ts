@@ -14,7 +14,7 @@ import { DEFAULTS, type CellConfig } from './config.ts';
 import { systemClock, type AppEnv, type CellCore, type Clock, type Logger } from './context.ts';
 import { createApp } from './app.ts';
 import type { CellModule } from './module.ts';
-import { MIGRATIONS, settleCellId } from './migrations.ts';
+import { MIGRATIONS, settleCellId, settleGroupId } from './migrations.ts';
 import { openStore } from './store/open.ts';
 import { createIamModule } from './iam/module.ts';
 import { createOAuthModule } from './oauth/module.ts';
@@ -76,7 +76,7 @@ async function buildModules(core: CellCore) {
   // The local-signed model runtime when node-llama-cpp is installed beside the program (edge-runtime/).
   const runtime = localRuntime(core.config.dataDir);
   const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, ...(runtime ? { localRuntime: runtime } : {}) });
-  const teams = await createTeamsModule(core, { iam: iam.iam, ai: ai.ai, tools: tools.tools, runs: runs.runs });
+  const teams = await createTeamsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, ai: ai.ai, tools: tools.tools, runs: runs.runs });
   const jobs = createJobsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, runs: runs.runs, teams: teams.teams, tools: tools.tools });
   const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices });
   const console = createConsoleModule(core, { oauth: oauth.api });
@@ -101,7 +101,8 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
   let bootstrapSecret: string | null;
   try {
     const cellId = await settleCellId(store, config.dataDir, config.cellId);
-    core = { config: { ...config, cellId }, store, clock, log };
+    const groupId = await settleGroupId(store, cellId);
+    core = { config: { ...config, cellId, groupId }, store, clock, log };
     modules = await buildModules(core);
     bootstrapSecret = await modules.iam.bootstrap();
   } catch (err) {
@@ -109,7 +110,7 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
     throw err;
   }
   const ordered: CellModule[] = Object.values(modules);
-  const app = createApp(core, ordered);
+  const app = createApp(core, ordered, modules.iam.sharedBuckets ? { sharedBuckets: modules.iam.sharedBuckets } : {});
 
   let server: ServerType | null = null;
   let url: string | null = null;

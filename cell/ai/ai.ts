@@ -5,7 +5,14 @@
  * Agent Teams' model port calls models only through `call`.
  */
 import type { ChatResult } from './openai-client.ts';
-import { agentRuntimes, callProvider, type AgentRuntime, type AiContext, type ProviderRequest } from './providers.ts';
+import {
+  agentRuntimes,
+  callProvider,
+  type AgentRuntime,
+  type AiContext,
+  type ProviderRequest,
+  type ProviderUsersHook,
+} from './providers.ts';
 import { listProviders, providerById, type Provider } from './repository.ts';
 
 export class Ai {
@@ -30,6 +37,11 @@ export class Ai {
    */
   call(providerId: string, req: ProviderRequest, opts: { signal?: AbortSignal | undefined } = {}): Promise<ChatResult> {
     return callProvider(this.ctx, providerId, req, opts);
+  }
+
+  /** Registers another module's users of providers: a provider they use is not deleted (409 in_use). */
+  onProviderUsers(hook: ProviderUsersHook): void {
+    this.ctx.providerUserHooks.push(hook);
   }
 
   /** Agent runtimes this cell can run. */

@@ -51,7 +51,7 @@ test('list pages with total; get answers one client, never a secret or its hash'
   const a = await robot();
   const all = await t.request('GET', `${C}?limit=1000`, { token: t.adminKey });
   assert.equal(all.status, 200, all.text);
-  const n = ((await t.row('SELECT COUNT(*) AS n FROM oauth_clients'))!['n'] as number) * 1;
+  const n = Number((await t.row('SELECT COUNT(*) AS n FROM oauth_clients'))!['n']);
   assert.equal(all.body.total, n);
   assert.equal(all.body.clients.length, n);
   const page = await t.request('GET', `${C}?limit=1&offset=1`, { token: t.adminKey });
@@ -140,7 +140,7 @@ test('delete: the client’s tokens stop on the bearer path and in introspection
 
   const gone = await t.request('DELETE', `${C}/${dev.client_id}`, { token: t.adminKey });
   assert.equal(gone.status, 200);
-  assert.equal((await t.row('SELECT COUNT(*) AS n FROM oauth_device_codes WHERE client_id = ?', [dev.client_id]))!['n'] * 1, 0);
+  assert.equal(Number((await t.row('SELECT COUNT(*) AS n FROM oauth_device_codes WHERE client_id = ?', [dev.client_id]))!['n']), 0);
   const audit = await t.row("SELECT details FROM audit WHERE action = 'oauth.client.delete' AND target = ?", [dev.client_id]);
   assert.equal(JSON.parse(audit!['details'] as string).device_codes_deleted, 1);
   // Polling the deleted client's device code: the client no longer authenticates.
