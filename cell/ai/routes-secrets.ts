@@ -16,6 +16,7 @@ import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import type { AiContext } from './providers.ts';
+import { assertKeyMatchesTx, prepareKeyCheck } from './secrets-key.ts';
 import {
   countSecrets,
   deleteSecret,
@@ -152,16 +153,20 @@ export function secretRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext): void {
         "Needs secrets.write, and being the secret's creator or holding secrets.use (the right to bind it), else 403 `wider_than_caller`.",
       ...secured(PERMISSIONS.secretsWrite),
       request: { params: SecretId, body: jsonBody(RotateSecret) },
-      responses: { 200: json(SecretView, 'The secret after the rotation (never its value)'), ...errorResponses(400, 401, 403, 404) },
+      responses: { 200: json(SecretView, 'The secret after the rotation (never its value)'), ...errorResponses(400, 401, 403, 404, 503) },
     }),
     async (c) => {
       const auth = c.get('auth');
       const s = await metaOr404(c.req.valid('param').secret_id);
       await assertMayManage(auth, s, 'secret.rotate');
       // Sealing is random: before the transaction, which may run more than once. Same id, so the same AAD.
-      const sealed = sealSecret(ctx.secretsKey(), s.secret_id, c.req.valid('json').value);
+      const key = ctx.secretsKey();
+      const sealed = sealSecret(key, s.secret_id, c.req.valid('json').value);
+      const check = store.engine === 'postgres' ? prepareKeyCheck(key) : null;
       const at = clock.now();
       await store.write(async (tx) => {
+        // A group's secrets are sealed with one key: a cell given another key must not reseal one with it.
+        if (check) await assertKeyMatchesTx(tx, key, check, at);
         if (!(await secretMeta(tx, s.secret_id))) throw notFound('secret');
         await resealSecret(tx, s.secret_id, sealed, at);
         await iam.audit(tx, { at, actor: auth.principal.id, action: 'secret.rotate', target: s.secret_id, outcome: 'ok' });

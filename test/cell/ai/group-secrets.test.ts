@@ -120,6 +120,10 @@ describe('the secrets key of a group of cells', { skip, timeout: 120_000 }, () =
     assert.equal(refused.body.error, 'service_unavailable');
     assert.equal(refused.body.details.reason, 'secrets_key_mismatch');
     assert.equal(await secretCount(a), 1, 'nothing written');
+    // Nor reseal the group's secret with its own key (a rotation): refused the same way.
+    const rotated = await req(stray, 'POST', `${A}/secrets/${s.body.secret_id}/rotate`, owner, { value: 'sk-other' });
+    assert.equal(rotated.status, 503, rotated.text);
+    assert.equal(rotated.body.details.reason, 'secrets_key_mismatch');
     // And it cannot open the group's secret for a provider call: 503 secret_unreadable, no call made.
     const p = await req(a, 'POST', `${A}/ai/model-providers`, owner, {
       provider_type: 'openai-compatible',
