@@ -9,15 +9,10 @@ import { DPOP_ALGS } from '../../core/tokens/dpop.ts';
 import { ALL_PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses } from '../http/openapi.ts';
-import { AUTH_METHODS, GRANT_TYPES, type AuthMethod } from './clients.ts';
+import { clientAuthMethods, GRANT_TYPES } from './clients.ts';
 import { mountRaw } from './form.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { issuerOf, publicBase } from './settings.ts';
-
-/** The client authentication methods this cell accepts: `tls_client_auth` only with a client CA. */
-export function clientAuthMethods(config: OAuthContext['core']['config']): AuthMethod[] {
-  return AUTH_METHODS.filter((m) => m !== 'tls_client_auth' || config.clientCertificates);
-}
 
 export function metadata(ctx: OAuthContext) {
   const { config } = ctx.core;

@@ -234,3 +234,26 @@ test('without a client CA: no tls_client_auth, no certificate-bound tokens adver
   assert.equal(r.status, 400);
   assert.equal(r.body.details.reason, 'mtls_unavailable');
 });
+
+test('the curated document names the client authentication of the protocol endpoints, as the metadata does', async () => {
+  const m = (await t.request('GET', '/.well-known/oauth-authorization-server')).body;
+  const doc = (await t.request('GET', '/api/public/v1/openapi.json')).body;
+  const expected: [string, string[]][] = [
+    ['/oauth/token', m.token_endpoint_auth_methods_supported],
+    ['/oauth/device_authorization', m.token_endpoint_auth_methods_supported],
+    ['/oauth/introspect', m.introspection_endpoint_auth_methods_supported],
+    ['/oauth/revoke', m.revocation_endpoint_auth_methods_supported],
+  ];
+  for (const [path, methods] of expected) {
+    const op = doc.paths[path].post;
+    assert.deepEqual(op['x-client-authentication'], methods, path);
+    for (const method of methods) assert.ok(op.description.includes(`\`${method}\``), `${path} describes ${method}`);
+    assert.ok(!op.description.includes('tls_client_auth'), `${path}: no mTLS without a client CA`);
+    assert.equal(op.security, undefined, `${path} takes no bearer credential`);
+    assert.ok(op.requestBody.content['application/x-www-form-urlencoded'].schema.properties.client_id, path);
+  }
+  assert.match(doc.paths['/oauth/introspect'].post.description, /Public clients \(`none`\) are refused/);
+  for (const p of [`${C}/{client_id}`, `${C}/{client_id}/rotate`]) assert.ok(doc.paths[p], p);
+  assert.ok(doc.paths[`${C}/{client_id}`].delete && doc.paths[`${C}/{client_id}`].get);
+  assert.ok(doc.components.schemas.OAuthClientList.properties.total);
+});

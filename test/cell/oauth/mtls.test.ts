@@ -164,6 +164,15 @@ test('with a client CA the metadata offers tls_client_auth, certificate-bound to
     introspection_endpoint: m.body.introspection_endpoint,
     revocation_endpoint: m.body.revocation_endpoint,
   });
+  const doc = await req('none', '/api/public/v1/openapi.json');
+  for (const [path, key] of [
+    ['/oauth/token', 'token_endpoint_auth_methods_supported'],
+    ['/oauth/introspect', 'introspection_endpoint_auth_methods_supported'],
+    ['/oauth/revoke', 'revocation_endpoint_auth_methods_supported'],
+  ] as const) {
+    assert.deepEqual(doc.body.paths[path].post['x-client-authentication'], m.body[key], path);
+    assert.match(doc.body.paths[path].post.description, /`tls_client_auth` \(RFC 8705\)/, path);
+  }
 });
 
 test('tls_client_auth: the client certificate authenticates and binds the token (cnf x5t#S256)', async () => {
