@@ -114,6 +114,10 @@ test('bounded by the caller: managing the principal needs all of its authority, 
     // Without iam.principals.write: the permission gate.
     const viewer = await actor(t, { name: 'viewer1', roles: ['viewer'] });
     assert.equal((await patch(t, small.id, { name: 'x' }, viewer.key)).status, 403);
+    // The gate answers before any lookup: the same 403 for an id that does not exist (docs/iam.md).
+    const gated = await patch(t, 'svc_00000000000000000000', { name: 'x' }, viewer.key);
+    assert.equal(gated.status, 403);
+    assert.equal(gated.body.details.required_permission, 'iam.principals.write');
     assert.equal((await t.request('PATCH', `${A}/principals/${small.id}`, { body: { name: 'x' } })).status, 401);
 
     const refused = await t.request('GET', `${A}/audit?actor=${mgr.id}`, { token: t.adminKey });
