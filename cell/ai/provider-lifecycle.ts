@@ -87,6 +87,9 @@ export async function updateProvider(ctx: AiContext, auth: AuthContext, provider
   next.updated_at = core.clock.now();
   await core.store.write(async (tx) => {
     if (!(await providerById(tx, providerId))) throw notFound('model provider');
+    // Again inside the transaction: a secret deleted meanwhile is never bound (its delete checks for providers in its own).
+    if (secretId !== null && secretId !== p.api_key_secret_id && (await secretCreator(tx, secretId)) === undefined)
+      throw invalid('api_key_secret_id names no stored secret', { reason: 'unknown_secret', field: 'api_key_secret_id' });
     await updateRow(tx, next);
     await iam.audit(tx, {
       at: next.updated_at,
