@@ -6,6 +6,7 @@
  */
 import { serve, type ServerType } from '@hono/node-server';
 import { mkdirSync } from 'node:fs';
+import type { Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -16,6 +17,7 @@ import { createApp } from './app.ts';
 import type { CellModule } from './module.ts';
 import { MIGRATIONS, settleCellId } from './migrations.ts';
 import { openStore } from './store/open.ts';
+import { keepConnectionsOnEarlyAnswers } from './http/keep-alive.ts';
 import { createIamModule } from './iam/module.ts';
 import { createOAuthModule } from './oauth/module.ts';
 import { createToolsModule } from './tools/module.ts';
@@ -154,11 +156,14 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
 
 /** Listens; rejects (instead of crashing the process) when the address is taken. */
 function listen(app: OpenAPIHono<AppEnv>, config: CellConfig, tls: StartOptions['tls']): Promise<ServerType> {
+  // Hono's own clean-up of unread bodies closes a connection whose body takes over 500 ms; ours drains it.
+  const drainOptions = { maxDrainBytes: 4 * config.bodyLimitBytes, drainTimeoutMs: 10_000 };
   return new Promise<ServerType>((resolve, reject) => {
     const s = tls
       ? serve(
           {
             fetch: app.fetch,
+            autoCleanupIncoming: false,
             port: config.port,
             hostname: config.host,
             createServer: createHttpsServer,
@@ -170,7 +175,8 @@ function listen(app: OpenAPIHono<AppEnv>, config: CellConfig, tls: StartOptions[
           },
           () => resolve(s),
         )
-      : serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
+      : serve({ fetch: app.fetch, autoCleanupIncoming: false, port: config.port, hostname: config.host }, () => resolve(s));
+    keepConnectionsOnEarlyAnswers(s as Server, drainOptions);
     s.once('error', reject);
   });
 }
