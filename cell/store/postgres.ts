@@ -33,7 +33,7 @@ import { toNumbered } from './internal/pg-sql.ts';
 import { PG_TYPES, toPgParams } from './internal/pg-types.ts';
 import { checkMigrations } from './internal/migrations.ts';
 import { isTxControl, isWriteStatement, tablesWritten } from './internal/tables.ts';
-import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Tx } from './types.ts';
+import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, StoreObserver, Tx } from './types.ts';
 
 /** The NOTIFY channel every cell of a database uses. */
 export const CHANGE_CHANNEL = 'cell_store_change';
@@ -179,6 +179,7 @@ class PgStore implements PostgresStore {
   readonly #maxAttempts: number;
   readonly #commitCheckMs: number;
   readonly #notifyInTx: boolean;
+  readonly #observe: StoreObserver | undefined;
   #closing = false;
   #closed = false;
   #closingRun: Promise<void> | undefined;
@@ -196,6 +197,7 @@ class PgStore implements PostgresStore {
     this.#maxAttempts = opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
     this.#commitCheckMs = opts.commitCheckMs ?? 15_000;
     this.#notifyInTx = (opts.notify ?? 'in-transaction') === 'in-transaction';
+    this.#observe = opts.observe;
     this.#listener = new ChangeListener({
       config: clientConfig,
       channel: CHANGE_CHANNEL,
@@ -272,9 +274,14 @@ class PgStore implements PostgresStore {
     if (ctx && ctx.store === this && ctx.live) throw new TypeError('store.write: nested write inside a transaction');
     if (this.#closing || this.#closed) throw closed();
     this.#inflight++;
+    const start = this.#observe ? performance.now() : 0;
+    let ok = false;
     try {
-      return await this.#write(fn);
+      const result = await this.#write(fn);
+      ok = true;
+      return result;
     } finally {
+      this.#observe?.write((performance.now() - start) / 1000, ok);
       if (--this.#inflight === 0) for (const w of this.#idle.splice(0)) w();
     }
   }
