@@ -20,11 +20,13 @@ import { authenticate } from './http/authenticate.ts';
 import { CredentialLimits, bodyTooLarge, requestContext } from '../runtime/gateway.ts';
 import { errorHandler, onNotFound, validationError } from './http/errors.ts';
 import { gatewayRateLimit } from './http/rate-limit.ts';
+import { accessLog } from './http/access-log.ts';
+import type { CellMetrics } from './ops/metrics.ts';
 
 /** Paths under /api/public/v1 that need no credential (discovery documents). */
 export const PUBLIC_API_PATHS: readonly string[] = ['/api/public/v1/openapi.json', '/api/public/v1/docs'];
 
-export function createApp(core: CellCore, modules: readonly CellModule[]): OpenAPIHono<AppEnv> {
+export function createApp(core: CellCore, modules: readonly CellModule[], metrics: CellMetrics): OpenAPIHono<AppEnv> {
   const limits = new CredentialLimits(core.clock);
   const authenticators = modules.flatMap((m) => m.authenticators ?? []);
   const app = new OpenAPIHono<AppEnv>({
@@ -33,6 +35,8 @@ export function createApp(core: CellCore, modules: readonly CellModule[]): OpenA
     },
   });
 
+  // Outermost: times and logs every answer, refusals by the gates below included.
+  app.use('*', accessLog({ log: core.log, metrics }));
   app.use('*', requestContext<AppEnv>());
   app.use('*', async function credentialLimits(c, next) {
     c.set('credentialLimits', limits);

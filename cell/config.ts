@@ -52,6 +52,8 @@ export interface CellConfig {
   topology: Record<string, string>;
   /** CIDR ranges (or addresses) of non-public networks tools may reach anyway (cell/tools/ssrf.ts). */
   egressAllowPrivate: string[];
+  /** Port of the loopback-only metrics listener (`--metrics-port`); null: metrics are not served. */
+  metricsPort: number | null;
 }
 
 export const DEFAULTS: CellConfig = {
@@ -109,4 +111,7 @@ export const DEFAULTS: CellConfig = {
   // None: no tool reaches loopback, private or link-local addresses (SSRF) unless an
   // operator names the range for the whole cell, whatever an egress allowlist says.
   egressAllowPrivate: [],
+  // Off: metrics name routes and the cell's load, so an operator opts in to a
+  // loopback-only listener for a local scraper (docs/operations.md).
+  metricsPort: null,
 };

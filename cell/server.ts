@@ -27,6 +27,8 @@ import { createTeamsModule } from './teams/module.ts';
 import { createJobsModule } from './jobs/module.ts';
 import { createEdgeModule } from './edge/module.ts';
 import { createDiscoveryModule } from './discovery/module.ts';
+import { createOpsModule } from './ops/module.ts';
+import { CellMetrics } from './ops/metrics.ts';
 import { createConsoleModule } from './console/module.ts';
 import { Devices } from './edge/devices.ts';
 import { localRuntime } from './edge/local-runtime.ts';
@@ -68,7 +70,7 @@ export const consoleLogger: Logger = {
  * reverse of the order they stop in). Discovery is last: its document is
  * built from every route mounted before it.
  */
-async function buildModules(core: CellCore) {
+async function buildModules(core: CellCore, metrics: CellMetrics) {
   const iam = await createIamModule(core);
   // The device registry is the edge module's, but the OAuth server needs it to issue device-addressed tokens.
   const devices = new Devices(core.store);
@@ -83,7 +85,9 @@ async function buildModules(core: CellCore) {
   const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices });
   const console = createConsoleModule(core, { oauth: oauth.api });
   const discovery = createDiscoveryModule(core);
-  return { iam, oauth, tools, runs, ai, teams, jobs, edge, console, discovery };
+  // Last: it starts once every other module started (readiness) and stops first.
+  const ops = createOpsModule(core, { metrics });
+  return { iam, oauth, tools, runs, ai, teams, jobs, edge, console, discovery, ops };
 }
 
 export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
@@ -91,11 +95,13 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
   const log = opts.log ?? consoleLogger;
   const clock = opts.clock ?? systemClock;
   mkdirSync(config.dataDir, { recursive: true });
+  // This cell's metrics (its own Registry): the store, the gateway and the modules record into it.
+  const metrics = new CellMetrics();
   const store = await openStore(
     config.storeUrl
       ? { engine: 'postgres', url: config.storeUrl, poolSize: config.storePoolSize }
       : { engine: 'embedded', dir: join(config.dataDir, 'store') },
-    { migrations: MIGRATIONS, log: (msg) => log.warn(msg) },
+    { migrations: MIGRATIONS, log: (msg) => log.warn(msg), observe: metrics.storeObserver },
   );
   let modules: Modules;
   let core: CellCore;
@@ -103,14 +109,14 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
   try {
     const cellId = await settleCellId(store, config.dataDir, config.cellId);
     core = { config: { ...config, cellId }, store, clock, log };
-    modules = await buildModules(core);
+    modules = await buildModules(core, metrics);
     bootstrapSecret = await modules.iam.bootstrap();
   } catch (err) {
     await store.close();
     throw err;
   }
   const ordered: CellModule[] = Object.values(modules);
-  const app = createApp(core, ordered);
+  const app = createApp(core, ordered, metrics);
 
   let server: ServerType | null = null;
   let url: string | null = null;
@@ -125,7 +131,15 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
     url = `${opts.tls ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${addr.port}`;
     if (!config.publicUrl) core.config.publicUrl = url;
   }
-  for (const m of ordered) await m.start?.();
+  try {
+    for (const m of ordered) await m.start?.();
+  } catch (err) {
+    // A module that cannot start (e.g. the metrics port is taken): undo what started, then say why.
+    for (const m of [...ordered].reverse()) await m.stop?.().catch(() => undefined);
+    if (server) await new Promise<void>((resolve) => server!.close(() => resolve()));
+    await store.close();
+    throw err;
+  }
 
   let stopping: Promise<void> | null = null;
   const stopOnce = async () => {
