@@ -76,12 +76,19 @@ async function buildModules(core: CellCore, metrics: CellMetrics) {
   const devices = new Devices(core.store);
   const oauth = await createOAuthModule(core, { iam: iam.iam, deviceExists: (id) => devices.exists(id) });
   const tools = await createToolsModule(core);
-  const runs = await createRunsModule(core, { iam: iam.iam });
+  const runs = await createRunsModule(core, { iam: iam.iam, metrics });
   // The local-signed model runtime when node-llama-cpp is installed beside the program (edge-runtime/).
   const runtime = localRuntime(core.config.dataDir);
-  const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, ...(runtime ? { localRuntime: runtime } : {}) });
+  const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, metrics, ...(runtime ? { localRuntime: runtime } : {}) });
   const teams = await createTeamsModule(core, { iam: iam.iam, ai: ai.ai, tools: tools.tools, runs: runs.runs });
-  const jobs = createJobsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, runs: runs.runs, teams: teams.teams, tools: tools.tools });
+  const jobs = createJobsModule(core, {
+    iam: iam.iam,
+    lifecycle: iam.lifecycle,
+    runs: runs.runs,
+    teams: teams.teams,
+    tools: tools.tools,
+    metrics,
+  });
   const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices });
   const console = createConsoleModule(core, { oauth: oauth.api });
   const discovery = createDiscoveryModule(core);

@@ -8,6 +8,7 @@
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 import type { Tools } from '../tools/tools.ts';
 import { Ai } from './ai.ts';
 import type { AiContext, LocalModelRuntime } from './providers.ts';
@@ -20,7 +21,7 @@ export interface AiModule extends CellModule {
 
 export async function createAiModule(
   core: CellCore,
-  deps: { iam: Iam; tools: Tools; localRuntime?: LocalModelRuntime | undefined },
+  deps: { iam: Iam; tools: Tools; metrics: CellMetrics; localRuntime?: LocalModelRuntime | undefined },
 ): Promise<AiModule> {
   let key: Buffer | null = null;
   const ctx: AiContext = {
@@ -28,6 +29,7 @@ export async function createAiModule(
     iam: deps.iam,
     localRuntime: deps.localRuntime,
     secretsKey: () => (key ??= loadSecretsKey(core.config.dataDir)),
+    metrics: deps.metrics,
   };
   const ai = new Ai(ctx);
   return {

@@ -9,6 +9,7 @@ import { PERMISSIONS } from '../../core/permissions.ts';
 import type { Posture } from '../config.ts';
 import type { AuthContext, CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 import { newId } from '../ids.ts';
 import { chatCompletion, type ChatRequest, type ChatResult } from './openai-client.ts';
 import { postureAllows } from './posture.ts';
@@ -33,6 +34,8 @@ export interface AiContext {
   localRuntime: LocalModelRuntime | undefined;
   /** The cell's secrets key, read (or created) on first use and kept. */
   secretsKey(): Buffer;
+  /** The cell's metrics (model calls, latency, tokens by provider). */
+  metrics: CellMetrics;
 }
 
 export interface ProviderInput {

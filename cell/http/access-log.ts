@@ -26,6 +26,10 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics }): Middlewa
     const status = c.res.status;
     metrics.request(route, c.req.method, status, seconds);
     if (status === 429) metrics.rateLimitRefusals.inc({ gate: refusingGate(c.error) });
+    if (isServiceError(c.error) && (status < 500 || status === 503)) {
+      const reason = c.error.details?.['reason'];
+      metrics.refusals.inc({ code: c.error.code, reason: typeof reason === 'string' ? reason : '' });
+    }
     const auth = c.get('auth') as AppEnv['Variables']['auth'] | undefined;
     const root = auth?.credential.root;
     log.info('request', {

@@ -135,7 +135,11 @@ export class Scheduler {
         const due = await repo.dueDefinitions(this.ctx.core.store, now, BATCH);
         for (const d of due) {
           try {
-            if (await this.#fire(d.schedule_id, d.next_fire_at, now, startup)) n++;
+            if (await this.#fire(d.schedule_id, d.next_fire_at, now, startup)) {
+              n++;
+              this.ctx.metrics.schedulerFires.inc();
+              this.ctx.metrics.schedulerLateness.observe(Math.max(0, now - d.next_fire_at) / 1000);
+            }
           } catch (err) {
             this.ctx.core.log.error('scheduled fire failed', {
               schedule_id: d.schedule_id,

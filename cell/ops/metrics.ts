@@ -53,6 +53,59 @@ export class CellMetrics {
     buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
   });
+  readonly refusals = new Counter({
+    name: 'cell_refusals_total',
+    help: 'Requests refused with a 4xx or 503 envelope, by error code and details.reason.',
+    labelNames: ['code', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly runsFinished = new Counter({
+    name: 'cell_runs_finished_total',
+    help: 'Runs that reached a terminal state in this process, by state and reason (of a failed or refused run).',
+    labelNames: ['state', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly journalRecords = new Counter({
+    name: 'cell_run_journal_records_total',
+    help: 'Journal records appended by this process, by record kind (steps started, completed, refused, …).',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  readonly sseSubscribers = new Gauge({
+    name: 'cell_sse_subscribers',
+    help: 'Open server-sent-event streams of run events.',
+    registers: [this.registry],
+  });
+  readonly modelCalls = new Counter({
+    name: 'cell_model_calls_total',
+    help: 'Model calls, by provider id and outcome (ok, or the refusal or failure reason).',
+    labelNames: ['provider', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly modelDuration = new Histogram({
+    name: 'cell_model_call_duration_seconds',
+    help: 'Model call latency (retries included), by provider id.',
+    labelNames: ['provider'] as const,
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers: [this.registry],
+  });
+  readonly modelTokens = new Counter({
+    name: 'cell_model_tokens_total',
+    help: 'Tokens the providers reported, by provider id and kind (prompt, completion).',
+    labelNames: ['provider', 'kind'] as const,
+    registers: [this.registry],
+  });
+  readonly schedulerFires = new Counter({
+    name: 'cell_scheduler_fires_total',
+    help: 'Job definition fires made by this cell.',
+    registers: [this.registry],
+  });
+  readonly schedulerLateness = new Histogram({
+    name: 'cell_scheduler_lateness_seconds',
+    help: 'How long after its scheduled time a definition fired.',
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 3600],
+    registers: [this.registry],
+  });
   readonly ready = new Gauge({
     name: 'cell_ready',
     help: '1 when the last readiness check (GET /readyz) passed, 0 when it failed.',
@@ -67,6 +120,23 @@ export class CellMetrics {
   };
 
   #processMetrics = false;
+
+  /**
+   * Runs by kind and state, counted in the store at each scrape (`count` is
+   * the runs module's query), so the figure covers every cell of a group.
+   */
+  countRunsWith(count: () => Promise<{ kind: string; state: string; n: number }[]>): void {
+    new Gauge({
+      name: 'cell_runs',
+      help: 'Runs in the store, by kind (crew, job) and state.',
+      labelNames: ['kind', 'state'] as const,
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        for (const r of await count()) this.set({ kind: r.kind, state: r.state }, r.n);
+      },
+    });
+  }
 
   /**
    * Adds prom-client's process metrics (CPU, memory, event loop lag, GC, handles).

@@ -13,6 +13,8 @@ import { serveMetrics, type MetricsServer } from './metrics-server.ts';
 export interface Ops {
   /** The loopback URL metrics are served on, once started with a metrics port; null otherwise. */
   metricsUrl(): string | null;
+  /** The metrics as a scrape reads them (the text exposition format), served or not. */
+  exposition(): Promise<string>;
 }
 
 export function createOpsModule(core: CellCore, deps: { metrics: CellMetrics }): CellModule & { ops: Ops } {
@@ -20,7 +22,7 @@ export function createOpsModule(core: CellCore, deps: { metrics: CellMetrics }):
   let server: MetricsServer | null = null;
   return {
     name: 'ops',
-    ops: { metricsUrl: () => server?.url ?? null },
+    ops: { metricsUrl: () => server?.url ?? null, exposition: () => deps.metrics.expose() },
     routes(app) {
       mountHealth(app, {
         store: core.store,

@@ -136,6 +136,7 @@ export function appendJournal(ctx: RunsContext, runId: string, fields: AppendFie
       await repo.insertRecord(tx, rec);
     });
     ctx.tails.set(runId, tail);
+    ctx.metrics.journalRecords.inc({ kind: rec.kind });
     publish(ctx, rec);
     return rec;
   });
@@ -195,6 +196,9 @@ export function finishRun(
       return true;
     });
     if (!changed) return false;
+    const reason = o.error?.reason ?? (typeof data['reason'] === 'string' ? data['reason'] : (o.error?.code ?? ''));
+    ctx.metrics.runsFinished.inc({ state: outcome, reason: outcome === 'completed' || outcome === 'cancelled' ? '' : reason });
+    ctx.metrics.journalRecords.inc({ kind: rec.kind });
     forgetMeter(ctx, runId);
     ctx.tails.delete(runId);
     publish(ctx, rec);
