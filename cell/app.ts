@@ -36,7 +36,7 @@ export function createApp(core: CellCore, modules: readonly CellModule[], metric
   });
 
   // Outermost: times and logs every answer, refusals by the gates below included.
-  app.use('*', accessLog({ log: core.log, metrics }));
+  app.use('*', accessLog({ log: core.log, metrics, traces: core.traces }));
   app.use('*', requestContext<AppEnv>());
   app.use('*', async function credentialLimits(c, next) {
     c.set('credentialLimits', limits);

@@ -29,6 +29,7 @@ import { createEdgeModule } from './edge/module.ts';
 import { createDiscoveryModule } from './discovery/module.ts';
 import { createOpsModule } from './ops/module.ts';
 import { CellMetrics } from './ops/metrics.ts';
+import { RequestTraces } from './http/trace.ts';
 import { createConsoleModule } from './console/module.ts';
 import { Devices } from './edge/devices.ts';
 import { localRuntime } from './edge/local-runtime.ts';
@@ -115,7 +116,7 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
   let bootstrapSecret: string | null;
   try {
     const cellId = await settleCellId(store, config.dataDir, config.cellId);
-    core = { config: { ...config, cellId }, store, clock, log };
+    core = { config: { ...config, cellId }, store, clock, log, traces: new RequestTraces() };
     modules = await buildModules(core, metrics);
     bootstrapSecret = await modules.iam.bootstrap();
   } catch (err) {

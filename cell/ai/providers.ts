@@ -192,6 +192,7 @@ export async function callProvider(
       retries: p.max_retries,
       stream: p.stream,
       signal: opts.signal,
+      traceparent: core.traces.outgoing(),
     },
     body,
   );

@@ -12,15 +12,18 @@ import { matchedRoutes } from 'hono/route';
 import { isServiceError } from '../../core/errors.ts';
 import type { AppEnv, Logger } from '../context.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
+import { parseTraceparent, type RequestTraces } from './trace.ts';
 
 /** The label of a request no route matched (unknown paths are not labels: they are unbounded). */
 export const UNMATCHED_ROUTE = '(unmatched)';
 
-export function accessLog(opts: { log: Logger; metrics: CellMetrics }): MiddlewareHandler<AppEnv> {
-  const { log, metrics } = opts;
+export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: RequestTraces }): MiddlewareHandler<AppEnv> {
+  const { log, metrics, traces } = opts;
   return async function accessLog(c, next) {
     const start = performance.now();
-    await next();
+    const trace = parseTraceparent(c.req.header('traceparent'));
+    // Inside the caller's trace, everything this request starts (model calls, runs) can name it.
+    await (trace ? traces.run(trace, next) : next());
     const seconds = (performance.now() - start) / 1000;
     const route = routeTemplate(c);
     const status = c.res.status;
@@ -42,6 +45,7 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics }): Middlewa
       principal_id: auth?.principal.id ?? null,
       credential_kind: auth?.credential.type ?? null,
       key_id: root?.startsWith('api_key:') ? root.slice('api_key:'.length) : null,
+      ...(trace ? { trace_id: trace.traceId } : {}),
     });
   };
 }

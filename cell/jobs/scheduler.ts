@@ -110,7 +110,8 @@ export class Scheduler {
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#armedFor = null;
-      void this.tick(false);
+      // The timer may have been armed by a request (a definition changed): a fire is the cell's own work, not that request's.
+      void this.ctx.core.traces.detached(() => this.tick(false));
     }, delay);
     this.#timer.unref?.();
   }

@@ -123,7 +123,7 @@ export function appendJournal(ctx: RunsContext, runId: string, fields: AppendFie
     const run = await repo.runHead(ctx.core.store, runId);
     if (!run || isTerminal(run.state)) throw new RunClosedError(runId, run?.state ?? 'unknown');
     const values = blobs.map(prepareValue);
-    const { rec, tail } = await sealNext(ctx, runId, run.graph_hash ?? EMPTY_HASH, fields);
+    const { rec, tail } = await sealNext(ctx, runId, run.graph_hash ?? EMPTY_HASH, traced(ctx, fields));
     const text = JSON.stringify(rec);
     // A record carrying a payload is refused past a limit; one carrying none (a refusal, a cancel, a wait) never is.
     const enforce = values.some((v) => v.body !== 'null');
@@ -140,6 +140,12 @@ export function appendJournal(ctx: RunsContext, runId: string, fields: AppendFie
     publish(ctx, rec);
     return rec;
   });
+}
+
+/** The fields with `data.traceparent` when a request's trace is behind this record (cell/http/trace.ts). */
+function traced(ctx: RunsContext, fields: AppendFields): AppendFields {
+  const traceparent = ctx.core.traces.traceparent();
+  return traceparent ? { ...fields, data: { ...fields.data, traceparent } } : fields;
 }
 
 export interface FinishOptions {
@@ -176,7 +182,8 @@ export function finishRun(
         outputBytes = 0;
       }
     }
-    const data: JsonObject = { ...o.data, outcome, ...(o.error ? { error: { ...o.error } } : {}) };
+    const traceparent = ctx.core.traces.traceparent();
+    const data: JsonObject = { ...o.data, outcome, ...(o.error ? { error: { ...o.error } } : {}), ...(traceparent ? { traceparent } : {}) };
     const { rec } = await sealNext(ctx, runId, run.graph_hash ?? EMPTY_HASH, {
       step_id: 'run',
       kind: TERMINAL_KIND,

@@ -54,7 +54,8 @@ describe('operations: health, metrics, access log', () => {
   });
 
   it('one JSON access-log line per request: request id as X-Request-Id, route template, principal, key id; no secret', async () => {
-    const res = await request(`${cell.url}${P}/principals`, { headers: { authorization: `Bearer ${cell.adminKey}` } });
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const res = await request(`${cell.url}${P}/principals`, { headers: { authorization: `Bearer ${cell.adminKey}`, traceparent } });
     await res.body.dump();
     const id = String(res.headers['x-request-id']);
     let line: Record<string, unknown> | undefined;
@@ -78,6 +79,7 @@ describe('operations: health, metrics, access log', () => {
     assert.match(String(line['principal_id']), /\S/);
     assert.equal(line['credential_kind'], 'api_key');
     assert.match(String(line['key_id']), /\S/);
+    assert.equal(line['trace_id'], '4bf92f3577b34da6a3ce929d0e0e4736');
     // Never a secret: the admin key appears in the output only in the bootstrap banner.
     const logLines = cell
       .output()
