@@ -60,6 +60,25 @@ test('a port in use: one line on stderr, exit code 1, no stack', async () => {
   }
 });
 
+test('a metrics port in use: one line naming --metrics-port, exit code 1, no banner', async () => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  const port = (taken.address() as AddressInfo).port;
+  const dataDir = mkdtempSync(join(tmpdir(), 'cell-mport-'));
+  try {
+    const r = spawnSync(process.execPath, [CELL_BIN, 'serve', '--port', '0', '--metrics-port', String(port), '--data', dataDir], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    assert.equal(r.status, 1, r.stderr);
+    assert.equal(r.stderr, `error: port ${port} on 127.0.0.1 is already in use; pick another with --metrics-port\n`);
+    assert.doesNotMatch(r.stdout, /listening on/);
+  } finally {
+    taken.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 test('first start prints the bootstrap key once; restart keeps data and prints none; SIGKILL loses no acknowledged write', async () => {
   const first = await startCellProcess();
   try {
