@@ -70,3 +70,28 @@ test('a scheduled fire is counted, with how late it fired', async () => {
   const late = value(after, 'cell_scheduler_lateness_seconds_sum') - value(before, 'cell_scheduler_lateness_seconds_sum');
   assert.ok(late >= 30 && late <= 330, `lateness ${late} s`);
 });
+
+test('SSE subscribers: counted while a stream is open, not after it closed', async () => {
+  const runs = t.modules.runs.runs;
+  const runId = await t.core.store.write((tx) =>
+    runs.createRunTx(tx, { kind: 'crew', crew_id: 'crw_x', requester: 'p', spec: {}, state: 'running', at: t.clock.now() }),
+  );
+  const gauge = async () => value(await scrape(), 'cell_sse_subscribers');
+  const base = await gauge();
+  const res = await t.app.request(
+    `/api/public/v1/admin/jobs/runs/${runId}/events/sse`,
+    { headers: { authorization: `Bearer ${t.adminKey}` } },
+    {
+      incoming: { socket: { remoteAddress: '127.0.0.1' } },
+    } as never,
+  );
+  assert.equal(res.status, 200);
+  const reader = res.body!.getReader();
+  await reader.read(); // the stream is open: its first bytes arrived
+  for (let i = 0; i < 100 && runs.subscriberCount(runId) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(await gauge(), base + 1);
+  await runs.finishRun(runId, 'completed', { output: 1 });
+  while (!(await reader.read()).done);
+  for (let i = 0; i < 100 && (await gauge()) !== base; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(await gauge(), base);
+});
