@@ -88,7 +88,8 @@ test('SSE subscribers: counted while a stream is open, not after it closed', asy
   assert.equal(res.status, 200);
   const reader = res.body!.getReader();
   await reader.read(); // the stream is open: its first bytes arrived
-  for (let i = 0; i < 100 && runs.subscriberCount(runId) === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  // Subscribing reads the backlog first (a query): the gauge moves once the subscription stands.
+  for (let i = 0; i < 200 && (await gauge()) === base; i++) await new Promise((r) => setTimeout(r, 10));
   assert.equal(await gauge(), base + 1);
   await runs.finishRun(runId, 'completed', { output: 1 });
   while (!(await reader.read()).done);
