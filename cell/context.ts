@@ -36,6 +36,8 @@ export interface Logger {
   info(msg: string, fields?: Record<string, unknown>): void;
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
+  /** False when lines of `level` are dropped (callers then skip building them); absent: every level is written. */
+  enabled?(level: 'info' | 'warn' | 'error'): boolean;
 }
 
 /** The cell's config (with its settled id), its store, clock and log: what every module factory takes. */

@@ -29,7 +29,7 @@ export function createLogger(opts: LoggerOptions): Logger {
     if (RANK[level] < min) return;
     write(level, opts.format === 'json' ? `${JSON.stringify({ level, msg, ...fields })}\n` : pretty(level, msg, fields));
   };
-  return { info: emit('info'), warn: emit('warn'), error: emit('error') };
+  return { info: emit('info'), warn: emit('warn'), error: emit('error'), enabled: (level) => RANK[level] >= min };
 }
 
 /** `INFO  request GET /api/… 200 1.2ms request_id=… principal_id=…`: the access log's fields first, the rest as key=value. */

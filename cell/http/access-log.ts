@@ -33,6 +33,7 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
       const reason = c.error.details?.['reason'];
       metrics.refusals.inc({ code: c.error.code, reason: typeof reason === 'string' ? reason : '' });
     }
+    if (log.enabled?.('info') === false) return;
     const auth = c.get('auth') as AppEnv['Variables']['auth'] | undefined;
     const root = auth?.credential.root;
     log.info('request', {
