@@ -76,7 +76,8 @@ TEST_FILES = $(shell find test -name '*.test.ts' -not -path '*/node_modules/*' |
 UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' | sort) test/layering.test.ts
 # The whole suite again with every cell on PostgreSQL, but the store's own tests: each of their files
 # already runs on both engines (or is about one engine: its log, its lock, PostgreSQL's crashes).
-PG_TEST_FILES = $(filter-out test/cell/store/%,$(TEST_FILES))
+# The group tests (test/e2e/group-*) start their cells on PostgreSQL whatever the run.
+PG_TEST_FILES = $(filter-out test/cell/store/% test/e2e/group-%,$(TEST_FILES))
 
 unit: install
 	$(NODE_TEST) $(UNIT_FILES)

@@ -54,6 +54,11 @@ export interface CellConfig {
   egressAllowPrivate: string[];
   /** Port of the loopback-only metrics listener (`--metrics-port`); null: metrics are not served. */
   metricsPort: number | null;
+  /**
+   * The file of the key provider secrets are sealed with (32 bytes), the same
+   * for every cell of a group; null: `<dataDir>/secrets.key` (cell/ai/secrets-key.ts).
+   */
+  secretsKeyFile: string | null;
 }
 
 export const DEFAULTS: CellConfig = {
@@ -114,4 +119,7 @@ export const DEFAULTS: CellConfig = {
   // Off: metrics name routes and the cell's load, so an operator opts in to a
   // loopback-only listener for a local scraper (docs/operations.md).
   metricsPort: null,
+  // None: a cell alone keeps its key in its data directory. A group shares its secrets in
+  // the store, so its cells must share the key: each is given the same file.
+  secretsKeyFile: null,
 };

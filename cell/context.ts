@@ -40,9 +40,12 @@ export interface Logger {
   enabled?(level: 'info' | 'warn' | 'error'): boolean;
 }
 
-/** The cell's config (with its settled id), its store, clock and log: what every module factory takes. */
+/**
+ * The cell's config (with its settled id and its group's id, cell/migrations.ts
+ * settleGroupId), its store, clock and log: what every module factory takes.
+ */
 export interface CellCore {
-  config: CellConfig & { cellId: string };
+  config: CellConfig & { cellId: string; groupId: string };
   store: Store;
   clock: Clock;
   log: Logger;

@@ -45,6 +45,8 @@ const SERVE_HELP = `  serve            start a cell
                        0 picks a free port; default: not served)
     --log-level L      ${LOG_LEVELS.join(' | ')} (default info: one access-log line per request)
     --log-format F     ${LOG_FORMATS.join(' | ')} (default json: one object per line)
+    --secrets-key-file FILE  the 32-byte key provider secrets are sealed with; every cell of a
+                       group is given the same file (default: DIR/secrets.key, this cell's own)
 `;
 
 const HELP = `cell: agent teams and jobs under offline-verifiable authority
@@ -54,7 +56,8 @@ Usage: node dist/cell.mjs <command> [options]
 Commands:
 ${SERVE_HELP}  bundle keys      write a signed API-key bundle for an edge device (cell stopped)
     --data DIR [--store URL] --device ID --out FILE [--ttl-seconds N]
-    --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL)
+    --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL); with
+    --secrets-key-file FILE as for serve
   bundle trust     write the trust anchor a device pins (--data DIR [--store URL] --out FILE)
   help             this text
 `;
@@ -94,6 +97,7 @@ async function serveCommand(argv: string[]): Promise<void> {
       'metrics-port': { type: 'string' },
       'log-level': { type: 'string' },
       'log-format': { type: 'string' },
+      'secrets-key-file': { type: 'string' },
     },
     strict: true,
   });
@@ -159,6 +163,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   const logFormat = (values['log-format'] ?? 'json') as LogFormat;
   if (!LOG_FORMATS.includes(logFormat)) fail(`--log-format must be one of ${LOG_FORMATS.join(', ')}`);
   const log = createLogger({ level: logLevel, format: logFormat });
+  if (values['secrets-key-file'] !== undefined) config.secretsKeyFile = resolve(values['secrets-key-file']);
   if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
   if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
   const tls =

@@ -15,7 +15,7 @@ import { DEFAULTS, type CellConfig } from './config.ts';
 import { systemClock, type AppEnv, type CellCore, type Clock, type Logger } from './context.ts';
 import { createApp } from './app.ts';
 import type { CellModule } from './module.ts';
-import { MIGRATIONS, settleCellId } from './migrations.ts';
+import { MIGRATIONS, settleCellId, settleGroupId } from './migrations.ts';
 import { openStore } from './store/open.ts';
 import { keepConnectionsOnEarlyAnswers } from './http/keep-alive.ts';
 import { createIamModule } from './iam/module.ts';
@@ -81,7 +81,7 @@ async function buildModules(core: CellCore, metrics: CellMetrics) {
   // The local-signed model runtime when node-llama-cpp is installed beside the program (edge-runtime/).
   const runtime = localRuntime(core.config.dataDir);
   const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, metrics, ...(runtime ? { localRuntime: runtime } : {}) });
-  const teams = await createTeamsModule(core, { iam: iam.iam, ai: ai.ai, tools: tools.tools, runs: runs.runs });
+  const teams = await createTeamsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, ai: ai.ai, tools: tools.tools, runs: runs.runs });
   const jobs = createJobsModule(core, {
     iam: iam.iam,
     lifecycle: iam.lifecycle,
@@ -116,7 +116,8 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
   let bootstrapSecret: string | null;
   try {
     const cellId = await settleCellId(store, config.dataDir, config.cellId);
-    core = { config: { ...config, cellId }, store, clock, log, traces: new RequestTraces() };
+    const groupId = await settleGroupId(store, cellId);
+    core = { config: { ...config, cellId, groupId }, store, clock, log, traces: new RequestTraces() };
     modules = await buildModules(core, metrics);
     bootstrapSecret = await modules.iam.bootstrap();
   } catch (err) {
@@ -124,7 +125,7 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
     throw err;
   }
   const ordered: CellModule[] = Object.values(modules);
-  const app = createApp(core, ordered, metrics);
+  const app = createApp(core, ordered, { metrics, ...(modules.iam.sharedBuckets ? { sharedBuckets: modules.iam.sharedBuckets } : {}) });
 
   let server: ServerType | null = null;
   let url: string | null = null;

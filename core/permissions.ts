@@ -22,6 +22,11 @@ export const PERMISSIONS = {
   teamsRead: 'agent_teams.read',
   teamsWrite: 'agent_teams.write',
   teamsApprove: 'agent_teams.approve',
+  /**
+   * Mint, change and delete agents: principals of kind `agent` only (role `agent`, a ceiling within
+   * the minter's). Held by `operator` (through `agent_teams`); `iam.principals.write` also allows it.
+   */
+  teamsAgentsWrite: 'agent_teams.agents.write',
   jobsRead: 'system.orchestration.admin.read',
   jobsWrite: 'system.orchestration.admin.write',
   oauthClientsRead: 'oauth.clients.read',

@@ -6,7 +6,14 @@
  */
 import { isServiceError } from '../../core/errors.ts';
 import type { ChatResult } from './openai-client.ts';
-import { agentRuntimes, callProvider, type AgentRuntime, type AiContext, type ProviderRequest } from './providers.ts';
+import {
+  agentRuntimes,
+  callProvider,
+  type AgentRuntime,
+  type AiContext,
+  type ProviderRequest,
+  type ProviderUsersHook,
+} from './providers.ts';
 import { listProviders, providerById, type Provider } from './repository.ts';
 
 export class Ai {
@@ -45,6 +52,11 @@ export class Ai {
     } finally {
       m.modelDuration.observe({ provider: providerId }, (performance.now() - start) / 1000);
     }
+  }
+
+  /** Registers another module's users of providers: a provider they use is not deleted (409 in_use). */
+  onProviderUsers(hook: ProviderUsersHook): void {
+    this.ctx.providerUserHooks.push(hook);
   }
 
   /** Agent runtimes this cell can run. */

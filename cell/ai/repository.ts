@@ -3,7 +3,7 @@
  * with the row decoders. Statements stay in the dialect both engines run
  * (docs/storage.md). A secret's value is only ever read here sealed.
  */
-import { bytes, num, str, strOrNull } from '../store/decode.ts';
+import { bytes, num, numOrNull, str, strOrNull } from '../store/decode.ts';
 import type { Reader, Row, Tx } from '../store/types.ts';
 
 // ---------------------------------------------------------------- secrets
@@ -38,6 +38,25 @@ export async function sealedSecret(db: Reader, secretId: string): Promise<Uint8A
   return r ? bytes(r, 'sealed') : undefined;
 }
 
+/** Every stored secret, sealed, for the start-up check of the secrets key (oldest first, at most `limit`). */
+export async function sealedSecrets(db: Reader, limit: number): Promise<{ secretId: string; sealed: Uint8Array }[]> {
+  return (await db.all('SELECT secret_id, sealed FROM ai_secrets ORDER BY created_at, secret_id LIMIT ?', [limit])).map((r) => ({
+    secretId: str(r, 'secret_id'),
+    sealed: bytes(r, 'sealed'),
+  }));
+}
+
+/** The key check value (sealed under the store's secrets key), or undefined when none was recorded yet. */
+export async function secretsKeyCheck(db: Reader): Promise<Uint8Array | undefined> {
+  const r = await db.get('SELECT sealed FROM ai_secrets_key_check WHERE id = 1');
+  return r ? bytes(r, 'sealed') : undefined;
+}
+
+/** Records the key check value unless one is there already. */
+export async function insertSecretsKeyCheck(tx: Tx, sealed: Uint8Array, at: number): Promise<void> {
+  await tx.run('INSERT INTO ai_secrets_key_check (id, sealed, created_at) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING', [sealed, at]);
+}
+
 // ---------------------------------------------------------------- providers
 
 /** A registered model provider as stored. */
@@ -54,10 +73,13 @@ export interface Provider {
   stream: boolean;
   created_at: number;
   created_by: string;
+  updated_at: number;
+  /** Whose right to the secret a call relies on: who last chose base_url and secret together (the registrant until a change). */
+  bound_by: string;
 }
 
 const PROVIDER_COLUMNS =
-  'provider_id, name, provider_type, default_model, base_url, api_key_secret_id, timeout_ms, max_retries, stream, created_at, created_by';
+  'provider_id, name, provider_type, default_model, base_url, api_key_secret_id, timeout_ms, max_retries, stream, created_at, created_by, updated_at, bound_by';
 
 function decodeProvider(r: Row): Provider {
   return {
@@ -72,11 +94,13 @@ function decodeProvider(r: Row): Provider {
     stream: num(r, 'stream') === 1,
     created_at: num(r, 'created_at'),
     created_by: str(r, 'created_by'),
+    updated_at: numOrNull(r, 'updated_at') ?? num(r, 'created_at'),
+    bound_by: strOrNull(r, 'bound_by') ?? str(r, 'created_by'),
   };
 }
 
 export async function insertProvider(tx: Tx, p: Provider): Promise<void> {
-  await tx.run(`INSERT INTO ai_providers (${PROVIDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
+  await tx.run(`INSERT INTO ai_providers (${PROVIDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
     p.provider_id,
     p.name,
     p.provider_type,
@@ -88,7 +112,33 @@ export async function insertProvider(tx: Tx, p: Provider): Promise<void> {
     p.stream ? 1 : 0,
     p.created_at,
     p.created_by,
+    p.updated_at,
+    p.bound_by,
   ]);
+}
+
+/** Rewrites every changeable field of a provider (its type, creation and id stay). */
+export async function updateProvider(tx: Tx, p: Provider): Promise<void> {
+  await tx.run(
+    `UPDATE ai_providers SET name = ?, default_model = ?, base_url = ?, api_key_secret_id = ?, timeout_ms = ?, max_retries = ?, stream = ?,
+      updated_at = ?, bound_by = ? WHERE provider_id = ?`,
+    [
+      p.name,
+      p.default_model,
+      p.base_url,
+      p.api_key_secret_id,
+      p.timeout_ms,
+      p.max_retries,
+      p.stream ? 1 : 0,
+      p.updated_at,
+      p.bound_by,
+      p.provider_id,
+    ],
+  );
+}
+
+export async function deleteProvider(tx: Tx, id: string): Promise<void> {
+  await tx.run('DELETE FROM ai_providers WHERE provider_id = ?', [id]);
 }
 
 export async function providerById(db: Reader, id: string): Promise<Provider | undefined> {

@@ -91,6 +91,11 @@ export async function setPrincipalStatus(tx: Tx, id: string, status: PrincipalSt
   await tx.run('UPDATE principals SET status = ?, status_changed_at = ? WHERE id = ?', [status, at, id]);
 }
 
+/** Sets a principal's envelope ceiling (an agent's authority follows its template). */
+export async function setPrincipalAuthority(tx: Tx, id: string, authority: unknown): Promise<void> {
+  await tx.run('UPDATE principals SET authority = ? WHERE id = ?', [JSON.stringify(authority), id]);
+}
+
 export async function clearPassword(tx: Tx, id: string): Promise<void> {
   await tx.run('UPDATE principals SET password_hash = NULL WHERE id = ?', [id]);
 }
@@ -437,4 +442,24 @@ export async function insertCellKey(tx: Tx, k: CellKeyRow): Promise<void> {
 
 export async function retireCellKey(tx: Tx, kid: string, at: number): Promise<void> {
   await tx.run('UPDATE cell_keys SET retired_at = ? WHERE kid = ?', [at, kid]);
+}
+
+// ---------------------------------------------------------------- rpm buckets shared by a group of cells
+
+/** A stored bucket: tokens left as of `at` (ms); undefined when there is none (a full bucket). */
+export async function rateBucket(tx: Tx, key: string): Promise<{ tokens: number; at: number } | undefined> {
+  const r = await tx.get('SELECT tokens, at FROM iam_rate_buckets WHERE bucket_key = ?', [key]);
+  return r ? { tokens: num(r, 'tokens'), at: num(r, 'at') } : undefined;
+}
+
+export async function putRateBucket(tx: Tx, key: string, b: { tokens: number; at: number }): Promise<void> {
+  await tx.run(
+    'INSERT INTO iam_rate_buckets (bucket_key, tokens, at) VALUES (?, ?, ?) ON CONFLICT (bucket_key) DO UPDATE SET tokens = excluded.tokens, at = excluded.at',
+    [key, b.tokens, b.at],
+  );
+}
+
+/** Drops buckets last touched before `before` (ms); returns how many. */
+export async function pruneRateBuckets(tx: Tx, before: number): Promise<number> {
+  return (await tx.run('DELETE FROM iam_rate_buckets WHERE at < ?', [before])).changes;
 }

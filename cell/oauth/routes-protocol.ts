@@ -27,7 +27,7 @@ import { isOAuthError, OAuthError, oauthErrorResponse, oauthErrorResponses } fro
 import type { OAuthContext } from './oauth-context.ts';
 import { narrowScope, parseScope } from './scope.ts';
 import { edgeDeviceOf, requestedAudience } from './resource.ts';
-import { audienceOf, issuerOf, publicBase } from './settings.ts';
+import { issuerOf, publicBase } from './settings.ts';
 import { cellTokenJudge, cellTokenJudgeFor } from './authenticator.ts';
 
 const TAG = 'OAuth';
@@ -271,7 +271,7 @@ async function activeClaims(ctx: OAuthContext, token: string) {
   if (v.ok) return v.claims;
   // A token for one of this cell's devices: the same judgement against that audience.
   const claims = await verifyOwnToken(ctx, token);
-  if (!claims || claims.aud === audienceOf(ctx.core.config)) return null;
+  if (!claims || ctx.audiences.accepts(claims.aud)) return null;
   const d = await cellTokenJudgeFor(ctx, claims.aud)(token, { now: ctx.core.clock.now() });
   return d.ok ? d.claims : null;
 }
@@ -284,22 +284,21 @@ async function activeClaims(ctx: OAuthContext, token: string) {
  */
 export async function verifyOwnToken(ctx: OAuthContext, token: string): Promise<AccessTokenClaims | null> {
   const { config, clock } = ctx.core;
-  const own = audienceOf(config);
   let claims: AccessTokenClaims;
   try {
     claims = await verifyAccessToken(token, {
       // By form here (the check is synchronous); a device audience must then name a registered device.
       keys: ctx.keys.current().keySet,
       issuer: issuerOf(config),
-      audience: (aud) => aud === own || edgeDeviceOf(aud) !== null,
+      audience: (aud) => ctx.audiences.accepts(aud) || edgeDeviceOf(aud) !== null,
       now: clock.now(),
-      isRevoked: (jti) => ctx.denylist.isRevoked(jti),
+      isRevoked: (jti) => ctx.denylist.inMirror(jti),
     });
   } catch (e) {
     if (isTokenError(e)) return null;
     throw e;
   }
-  if (claims.aud === own) return claims;
+  if (ctx.audiences.accepts(claims.aud)) return claims;
   const device = edgeDeviceOf(claims.aud);
   return device !== null && (await ctx.deviceExists(device)) ? claims : null;
 }

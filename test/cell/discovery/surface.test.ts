@@ -31,7 +31,11 @@ test('no route of the app creates or uploads a graph, and none attaches an MCP s
   const graphWrites = routes.filter((r) => WRITE_METHODS.has(r.method) && /graph/i.test(r.path));
   assert.deepEqual(graphWrites, [], 'no POST/PUT/PATCH to a path naming a graph');
   for (const r of routes.filter((x) => /graph/i.test(x.path))) {
-    assert.match(r.path, /\/formations\/:[^/]+\/graph$/, `${r.method} ${r.path}: the only graph path is GET .../formations/{id}/graph`);
+    assert.match(
+      r.path,
+      /\/formations\/:[^/]+\/graph$|\/crews\/:[^/]+\/runs\/:[^/]+\/graph$/,
+      `${r.method} ${r.path}: the only graph paths are GET .../formations/{id}/graph and GET .../crews/{id}/runs/{run_id}/graph`,
+    );
     assert.ok(r.method === 'GET' || r.method === 'HEAD', `${r.method} ${r.path}`);
   }
   const mcp = routes.filter((r) => /mcp/i.test(r.path));
