@@ -9,6 +9,7 @@ import type { Ceiling } from '../core/authority/ceiling.ts';
 import type { CellConfig } from './config.ts';
 import type { CredentialLimits } from '../runtime/gateway.ts';
 import type { Store } from './store/types.ts';
+import type { RequestTraces } from './http/trace.ts';
 
 export interface Clock {
   /** Milliseconds since the epoch. */
@@ -35,6 +36,8 @@ export interface Logger {
   info(msg: string, fields?: Record<string, unknown>): void;
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
+  /** False when lines of `level` are dropped (callers then skip building them); absent: every level is written. */
+  enabled?(level: 'info' | 'warn' | 'error'): boolean;
 }
 
 /**
@@ -46,6 +49,8 @@ export interface CellCore {
   store: Store;
   clock: Clock;
   log: Logger;
+  /** The W3C trace of the request the current code runs for (cell/http/trace.ts). */
+  traces: RequestTraces;
 }
 
 export interface AuthContext {

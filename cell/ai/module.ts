@@ -8,6 +8,7 @@
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 import type { Tools } from '../tools/tools.ts';
 import { Ai } from './ai.ts';
 import type { AiContext, LocalModelRuntime } from './providers.ts';
@@ -22,7 +23,7 @@ export interface AiModule extends CellModule {
 
 export async function createAiModule(
   core: CellCore,
-  deps: { iam: Iam; tools: Tools; localRuntime?: LocalModelRuntime | undefined },
+  deps: { iam: Iam; tools: Tools; metrics: CellMetrics; localRuntime?: LocalModelRuntime | undefined },
 ): Promise<AiModule> {
   const secretsKey = secretsKeyLoader(core.config);
   // A group (PostgreSQL): refuses to start with a key that does not open the secrets already in the store (a
@@ -37,6 +38,7 @@ export async function createAiModule(
     localRuntime: deps.localRuntime,
     secretsKey,
     providerUserHooks: [],
+    metrics: deps.metrics,
   };
   const ai = new Ai(ctx);
   // Another cell of the group sealed the first secret: say so at once if it did with another key than this cell's.

@@ -9,6 +9,7 @@ import { PERMISSIONS } from '../../core/permissions.ts';
 import type { Posture } from '../config.ts';
 import type { AuthContext, CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 import type { Reader } from '../store/types.ts';
 import { newId } from '../ids.ts';
 import { chatCompletion, type ChatRequest, type ChatResult } from './openai-client.ts';
@@ -34,6 +35,8 @@ export interface AiContext {
   localRuntime: LocalModelRuntime | undefined;
   /** The cell's secrets key, read (or created) on first use and kept. */
   secretsKey(): Buffer;
+  /** The cell's metrics (model calls, latency, tokens by provider). */
+  metrics: CellMetrics;
   /** Other modules' users of a provider (Agent Teams: agents that name it), which refuse its delete. */
   providerUserHooks: ProviderUsersHook[];
 }
@@ -203,6 +206,7 @@ export async function callProvider(
       retries: p.max_retries,
       stream: p.stream,
       signal: opts.signal,
+      traceparent: core.traces.outgoing(),
     },
     body,
   );

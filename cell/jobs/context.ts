@@ -6,6 +6,7 @@
  */
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 import type { Runs } from '../runs/api.ts';
 import type { DriveResult } from '../runs/drive.ts';
 import type { Teams } from '../teams/teams.ts';
@@ -26,4 +27,6 @@ export interface JobsContext {
   /** Wake-up timers of waiting agent job runs (cleared on stop). */
   wakeTimers: Set<NodeJS.Timeout>;
   stopped: boolean;
+  /** The cell's metrics (scheduler fires and lateness). */
+  metrics: CellMetrics;
 }

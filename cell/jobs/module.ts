@@ -7,6 +7,7 @@
  */
 import { statSync } from 'node:fs';
 import type { CellCore } from '../context.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { Lifecycle } from '../iam/lifecycle.ts';
 import type { CellModule } from '../module.ts';
@@ -39,7 +40,7 @@ export interface JobsModule extends CellModule {
 
 export function createJobsModule(
   core: CellCore,
-  deps: { iam: Iam; lifecycle: Lifecycle; runs: Runs; teams: Teams; tools: Tools },
+  deps: { iam: Iam; lifecycle: Lifecycle; runs: Runs; teams: Teams; tools: Tools; metrics: CellMetrics },
 ): JobsModule {
   const ctx: JobsContext = {
     core,
@@ -52,6 +53,7 @@ export function createJobsModule(
     workspaceQueues: new Map(),
     wakeTimers: new Set(),
     stopped: false,
+    metrics: deps.metrics,
   };
   const scheduler = new Scheduler(ctx);
   let unfollow: (() => void) | undefined;

@@ -132,7 +132,8 @@ export class Scheduler {
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#armedFor = null;
-      void this.tick();
+      // The timer may have been armed by a request (a definition changed): a fire is the cell's own work, not that request's.
+      void this.ctx.core.traces.detached(() => this.tick());
     }, delay);
     this.#timer.unref?.();
   }
@@ -160,7 +161,11 @@ export class Scheduler {
         const due = await repo.dueDefinitions(this.ctx.core.store, now, BATCH);
         for (const d of due) {
           try {
-            if (await this.#fire(d.schedule_id, d.next_fire_at, now)) n++;
+            if (await this.#fire(d.schedule_id, d.next_fire_at, now)) {
+              n++;
+              this.ctx.metrics.schedulerFires.inc();
+              this.ctx.metrics.schedulerLateness.observe(Math.max(0, now - d.next_fire_at) / 1000);
+            }
           } catch (err) {
             this.ctx.core.log.error('scheduled fire failed', {
               schedule_id: d.schedule_id,

@@ -206,6 +206,7 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
       c.req.raw.signal?.addEventListener('abort', finish);
       writing = writing.then(() => stream.write('retry: 1000\n\n').then(() => undefined));
       const unsubscribe = await subscribe(ctx, run_id, after, send);
+      ctx.metrics.sseSubscribers.inc();
       const hb = setInterval(() => {
         writing = writing.then(() => stream.write(': heartbeat\n\n').then(() => undefined));
       }, heartbeatMs);
@@ -218,6 +219,7 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
       } finally {
         clearInterval(hb);
         unsubscribe();
+        ctx.metrics.sseSubscribers.dec();
       }
     }) as never;
   });

@@ -35,7 +35,7 @@ import { toNumbered } from './internal/pg-sql.ts';
 import { PG_TYPES, toPgParams } from './internal/pg-types.ts';
 import { checkMigrations } from './internal/migrations.ts';
 import { isTxControl, isWriteStatement, tablesWritten } from './internal/tables.ts';
-import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Tx, WriteOptions } from './types.ts';
+import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, StoreObserver, Tx, WriteOptions } from './types.ts';
 
 /** The NOTIFY channel every cell of a database uses. */
 export const CHANGE_CHANNEL = 'cell_store_change';
@@ -183,6 +183,7 @@ class PgStore implements PostgresStore {
   readonly #maxAttempts: number;
   readonly #commitCheckMs: number;
   readonly #notifyInTx: boolean;
+  readonly #observe: StoreObserver | undefined;
   #closing = false;
   #closed = false;
   #closingRun: Promise<void> | undefined;
@@ -200,6 +201,7 @@ class PgStore implements PostgresStore {
     this.#maxAttempts = opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
     this.#commitCheckMs = opts.commitCheckMs ?? 15_000;
     this.#notifyInTx = (opts.notify ?? 'in-transaction') === 'in-transaction';
+    this.#observe = opts.observe;
     this.#listener = new ChangeListener({
       // Named apart from the pool's connections, so an operator (and a test) can tell it in pg_stat_activity.
       config: { ...clientConfig, application_name: LISTEN_APPLICATION_NAME },
@@ -278,9 +280,14 @@ class PgStore implements PostgresStore {
     if (ctx && ctx.store === this && ctx.live) throw new TypeError('store.write: nested write inside a transaction');
     if (this.#closing || this.#closed) throw closed();
     this.#inflight++;
+    const start = this.#observe ? performance.now() : 0;
+    let ok = false;
     try {
-      return await this.#write(fn, opts?.notify !== false);
+      const result = await this.#write(fn, opts?.notify !== false);
+      ok = true;
+      return result;
     } finally {
+      this.#observe?.write((performance.now() - start) / 1000, ok);
       if (--this.#inflight === 0) for (const w of this.#idle.splice(0)) w();
     }
   }

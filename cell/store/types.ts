@@ -108,4 +108,16 @@ export interface OpenStoreOptions {
   migrations: readonly Migration[];
   /** Called with human-readable notes (e.g. a dropped torn tail) for the operator log. */
   log?: (msg: string) => void;
+  /** Told of each write's latency and, on the embedded engine, each group commit and checkpoint (the cell's metrics). */
+  observe?: StoreObserver;
+}
+
+/** What the store tells the cell's metrics (cell/ops/metrics.ts); every method must be cheap and must not throw. */
+export interface StoreObserver {
+  /** A `write()` settled after `seconds` (from the call to durability or refusal). */
+  write(seconds: number, ok: boolean): void;
+  /** The embedded engine made `transactions` commits durable with one fsync. */
+  fsyncBatch(transactions: number): void;
+  /** The embedded engine wrote a checkpoint in `seconds`. */
+  checkpoint(seconds: number): void;
 }

@@ -6,6 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { JobsContext } from '../../../cell/jobs/context.ts';
+import { CellMetrics } from '../../../cell/ops/metrics.ts';
 import { SandboxPool } from '../../../cell/jobs/sandbox/pool.ts';
 import { Scheduler } from '../../../cell/jobs/scheduler.ts';
 import type { Row, SqlValue, Store } from '../../../cell/store/types.ts';
@@ -47,6 +48,7 @@ test('re-arm: a read that completes after a newer one does not arm the timer', a
     workspaceQueues: new Map(),
     wakeTimers: new Set(),
     stopped: false,
+    metrics: new CellMetrics(),
   };
   const s = new Scheduler(ctx);
   try {
