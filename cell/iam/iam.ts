@@ -82,6 +82,7 @@ export class Iam {
   readonly #principals = new Cache<string, Principal | null>(50_000);
   readonly #roles = new Cache<string, Role | null>(10_000);
   readonly #keysByHash = new Cache<string, KeyEntry | null>(50_000);
+  readonly #keysById = new Cache<string, repo.KeyRow | null>(50_000);
   #identity: { signer: Signer; keys: CellKey[] } | null = null;
   #dummyHash: string | null = null;
 
@@ -101,6 +102,7 @@ export class Iam {
     this.#principals.clear();
     this.#roles.clear();
     this.#keysByHash.clear();
+    this.#keysById.clear();
   }
 
   // ------------------------------------------------------------ principals and roles
@@ -240,7 +242,22 @@ export class Iam {
 
   // ------------------------------------------------------------ API keys
 
-  keyRow(id: string): Promise<repo.KeyRow | undefined> {
+  /**
+   * A key by id, from the cache (reads: GET, token judgement). The row is
+   * shared: never mutate it. Operations that write from what they read
+   * (rotate, revoke) use `keyRowFresh`.
+   */
+  async keyRow(id: string): Promise<repo.KeyRow | undefined> {
+    const hit = this.#keysById.get(id);
+    if (hit !== undefined) return hit ?? undefined;
+    const gen = this.#keysById.generation;
+    const row = await repo.keyById(this.core.store, id);
+    this.#keysById.set(id, row ?? null, gen);
+    return row;
+  }
+
+  /** A key by id, read from the store now (not the cache). */
+  keyRowFresh(id: string): Promise<repo.KeyRow | undefined> {
     return repo.keyById(this.core.store, id);
   }
 
