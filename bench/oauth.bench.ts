@@ -27,6 +27,7 @@ async function post(url: string, headers: Record<string, string>, body: string) 
 export default async function run(): Promise<void> {
   const data = mkdtempSync(join(tmpdir(), 'bench-oauth-'));
   const cell = await spawnServer([
+    ...(process.env['BENCH_CELL_NODE_ARGS']?.split(' ') ?? []),
     CELL,
     'serve',
     '--port',
