@@ -43,7 +43,17 @@ export interface Signer {
   sign(bytes: Uint8Array): Promise<Uint8Array>;
 }
 
-const IAM_TABLES = new Set(['principals', 'roles', 'api_keys', 'key_tombstones']);
+/**
+ * Which caches a committed write to each IAM table makes stale. A key entry
+ * embeds its owner and the owner's role permissions, so principals and roles
+ * clear it too; a new key (mint) leaves principals and roles cached.
+ */
+const STALE_ON_WRITE: ReadonlyMap<string, readonly ('principals' | 'roles' | 'keys')[]> = new Map([
+  ['principals', ['principals', 'keys']],
+  ['roles', ['roles', 'keys']],
+  ['api_keys', ['keys']],
+  ['key_tombstones', ['keys']],
+]);
 
 /** A map that refuses to keep a value read before the last invalidation. */
 class Cache<K, V> {
@@ -88,11 +98,13 @@ export class Iam {
 
   constructor(private readonly core: CellCore) {
     core.store.onChange((c) => {
-      for (const t of c.tables) {
-        if (IAM_TABLES.has(t)) {
-          this.invalidate();
-          return;
-        }
+      const stale = new Set<string>();
+      for (const t of c.tables) for (const cache of STALE_ON_WRITE.get(t) ?? []) stale.add(cache);
+      if (stale.has('principals')) this.#principals.clear();
+      if (stale.has('roles')) this.#roles.clear();
+      if (stale.has('keys')) {
+        this.#keysByHash.clear();
+        this.#keysById.clear();
       }
     });
   }
