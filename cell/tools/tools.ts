@@ -10,6 +10,7 @@ import { catalogEntry, toolRegistryView, type ToolCaller, type ToolRegistryEntry
 
 export class Tools {
   #registry: ToolRegistryEntry[] | undefined;
+  #registryJson: string | undefined;
   constructor(private readonly ctx: ToolsContext) {}
 
   /** The catalog entry as the engine sees it, or undefined when there is no such tool. */
@@ -40,5 +41,11 @@ export class Tools {
   registry(): ToolRegistryEntry[] {
     this.#registry ??= toolRegistryView();
     return this.#registry;
+  }
+
+  /** The body of GET /admin/ai/tool-registry, `{"tools":[…]}`, serialised once. */
+  registryJson(): string {
+    this.#registryJson ??= JSON.stringify({ tools: this.registry() });
+    return this.#registryJson;
   }
 }
