@@ -28,7 +28,8 @@ import { promisify } from 'node:util';
 import { pgDatabase, pgUnavailable, startPgServer } from '../test/helpers/postgres.ts';
 import { fmt, load, spawnServer, type LoadResult } from './_util.ts';
 
-const CELL = resolve(import.meta.dirname, '../dist/cell.mjs');
+/** The cell under test: dist/cell.mjs, or $BENCH_CELL (another build, e.g. main's, for a before/after in one session). */
+const CELL = process.env['BENCH_CELL'] ?? resolve(import.meta.dirname, '../dist/cell.mjs');
 const CONNECTIONS = 50;
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 4);
 const WRITERS = 32;
@@ -162,6 +163,8 @@ async function engine(name: string, dataDir: string, extraArgs: string[], writeB
     console.log(
       `  durable writes over HTTP (POST api-keys: mint + audit, ${WRITERS} connections): ${fmt(m.rps)} acknowledged/s (p99 ${m.p99} ms, non-2xx ${m.non2xx}) vs ${writeBaseline.what} ${fmt(writeBaseline.rate)}/s -> ratio ${fmt(m.rps / writeBaseline.rate, 2)}`,
     );
+    // Requests autocannon left in flight finish before the cell stops (else they log "store closed").
+    await new Promise((r) => setTimeout(r, 1000));
   } finally {
     await cell.stop();
     await raw?.stop();
