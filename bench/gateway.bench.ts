@@ -15,7 +15,10 @@
  *
  * The raw servers are given the cell's own answers (status, headers, body)
  * captured before the run, so both sides write the same bytes. The GET pairs
- * alternate in short rounds (see `pair`).
+ * alternate in short rounds (see `pair`). Each GET ratio is also given per
+ * CPU second of each server process (/proc): on a machine whose other load
+ * decides how much CPU each side gets, requests per CPU second compares the
+ * work per request, which throughput alone does not.
  *
  * PostgreSQL runs on a server this benchmark starts (fsync on) when the
  * binaries are there (test/helpers/postgres.ts), else it is skipped with the reason.
@@ -105,6 +108,22 @@ interface Pair {
   ratios: number[];
   p99: number;
   non2xx: number;
+  /** Requests answered per CPU second of each server process (user + system). */
+  cellPerCpu: number;
+  rawPerCpu: number;
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
+
+/** Runs a load and counts the server's CPU seconds while it ran. */
+async function measured(pid: number, o: Parameters<typeof load>[0]): Promise<LoadResult & { cpu: number }> {
+  const c0 = cpuSeconds(pid);
+  const r = await load(o);
+  return { ...r, cpu: cpuSeconds(pid) - c0 };
 }
 
 /**
@@ -112,24 +131,34 @@ interface Pair {
  * machine's other load moves by the second, so each round's ratio compares
  * two measures seconds apart; the figure is the ratio of the totals.
  */
-async function pair(cellUrl: string, headers: Record<string, string>, rawUrl: string): Promise<Pair> {
-  const out: Pair = { cell: 0, raw: 0, ratios: [], p99: 0, non2xx: 0 };
+async function pair(cellPid: number, cellUrl: string, headers: Record<string, string>, rawPid: number, rawUrl: string): Promise<Pair> {
+  const out: Pair = { cell: 0, raw: 0, ratios: [], p99: 0, non2xx: 0, cellPerCpu: 0, rawPerCpu: 0 };
+  let cellCpu = 0;
+  let rawCpu = 0;
   for (let i = 0; i < ROUNDS; i++) {
-    const c: LoadResult = await load({ url: cellUrl, connections: CONNECTIONS, seconds: SECONDS, headers });
-    const r: LoadResult = await load({ url: rawUrl, connections: CONNECTIONS, seconds: SECONDS });
+    const c = await measured(cellPid, { url: cellUrl, connections: CONNECTIONS, seconds: SECONDS, headers });
+    const r = await measured(rawPid, { url: rawUrl, connections: CONNECTIONS, seconds: SECONDS });
     out.cell += c.rps / ROUNDS;
     out.raw += r.rps / ROUNDS;
+    cellCpu += c.cpu;
+    rawCpu += r.cpu;
     out.ratios.push(c.rps / r.rps);
     out.p99 = Math.max(out.p99, c.p99);
     out.non2xx += c.non2xx;
   }
+  out.cellPerCpu = (out.cell * ROUNDS * SECONDS) / cellCpu;
+  out.rawPerCpu = (out.raw * ROUNDS * SECONDS) / rawCpu;
   return out;
 }
 
 const describe = (what: string, p: Pair) => {
   const sorted = [...p.ratios].sort((a, b) => a - b);
   const median = sorted[Math.floor(sorted.length / 2)]!;
-  return `${what}: cell ${fmt(p.cell)} req/s (worst p99 ${p.p99} ms, non-2xx ${p.non2xx}) vs raw ${fmt(p.raw)} req/s -> ratio ${fmt(p.cell / p.raw, 2)} (${ROUNDS} alternating rounds of ${SECONDS} s; per round median ${fmt(median, 2)}, ${fmt(sorted[0]!, 2)}-${fmt(sorted.at(-1)!, 2)})`;
+  return (
+    `${what}: cell ${fmt(p.cell)} req/s (worst p99 ${p.p99} ms, non-2xx ${p.non2xx}) vs raw ${fmt(p.raw)} req/s -> ratio ${fmt(p.cell / p.raw, 2)} ` +
+    `(${ROUNDS} alternating rounds of ${SECONDS} s; per round median ${fmt(median, 2)}, ${fmt(sorted[0]!, 2)}-${fmt(sorted.at(-1)!, 2)}); ` +
+    `per CPU second of the server: cell ${fmt(p.cellPerCpu)} vs raw ${fmt(p.rawPerCpu)} requests -> CPU-normalised ratio ${fmt(p.cellPerCpu / p.rawPerCpu, 2)}`
+  );
 };
 
 async function engine(name: string, dataDir: string, extraArgs: string[], writeBaseline: { what: string; rate: number }): Promise<void> {
@@ -167,12 +196,14 @@ async function engine(name: string, dataDir: string, extraArgs: string[], writeB
 
     for (const u of [keyUrl, registryUrl]) await load({ url: u, connections: 10, seconds: 1, headers: auth }); // warm-up
     await load({ url: `${raw.url}/key`, connections: 10, seconds: 1 });
-    const registry = await pair(registryUrl, auth, `${raw.url}/registry`);
+    const cellPid = cell.proc.pid!;
+    const rawPid = raw.proc.pid!;
+    const registry = await pair(cellPid, registryUrl, auth, rawPid, `${raw.url}/registry`);
     console.log(`  ${describe('GET tool registry (static)', registry)} (target >= 0.8)`);
-    const stored = await pair(keyUrl, auth, `${raw.url}/key`);
+    const stored = await pair(cellPid, keyUrl, auth, rawPid, `${raw.url}/key`);
     console.log(`  ${describe('GET api-keys/{id} (stored record)', stored)} (target >= 0.5)`);
     if (hono) {
-      const h = await pair(`${hono.url}/registry`, {}, `${raw.url}/registry`);
+      const h = await pair(hono.proc.pid!, `${hono.url}/registry`, {}, rawPid, `${raw.url}/registry`);
       console.log(
         `  for scale: ${describe("bare Hono (@hono/node-server) answering the registry's bytes and headers", h).replace('cell ', '')}`,
       );
