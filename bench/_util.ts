@@ -32,8 +32,9 @@ export async function load(opts: {
 export async function spawnServer(
   args: string[],
   match = /listening (?:on )?(?:http:\/\/[^:]+:)?(\d+)/,
+  env: NodeJS.ProcessEnv = process.env,
 ): Promise<{ url: string; proc: ChildProcess; stop(): Promise<void> }> {
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env });
   let out = '';
   const port = await new Promise<string>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error('server did not start')), 20_000);

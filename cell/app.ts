@@ -11,7 +11,7 @@
  * meets it.
  */
 import { OpenAPIHono } from '@hono/zod-openapi';
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { ServiceError } from '../core/errors.ts';
 import type { AppEnv, CellCore } from './context.ts';
@@ -60,9 +60,15 @@ export function createApp(
     },
   });
   // GET and HEAD carry no body; asking for one would make @hono/node-server
-  // build a full Request object on the hot read path.
+  // build a full Request object on the hot read path. A declared length is
+  // judged from node:http's headers, as bodyLimit itself would judge it, for
+  // the same reason; the body is then read once, directly, by whoever parses it.
   app.use('*', function bodyLimitUnlessRead(c, next) {
-    return c.req.method === 'GET' || c.req.method === 'HEAD' ? next() : limitBody(c, next);
+    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
+    const declared = declaredBodyLength(c);
+    if (declared === undefined) return limitBody(c, next);
+    if (declared > core.config.bodyLimitBytes) throw bodyTooLarge(core.config.bodyLimitBytes);
+    return next();
   });
   const authn = authenticate(authenticators);
   app.use('/api/public/v1/*', async function protectedApi(c, next) {
@@ -90,6 +96,18 @@ export function createApp(
   return app;
 }
 
+/**
+ * The Content-Length of a request served by @hono/node-server, read from
+ * node:http's parsed headers; undefined in process, or when the body is sent
+ * chunked (Transfer-Encoding), or the length is not a plain number.
+ */
+function declaredBodyLength(c: Context<AppEnv>): number | undefined {
+  const headers = c.env?.incoming?.headers;
+  if (!headers || headers['transfer-encoding'] !== undefined) return undefined;
+  const v = headers['content-length'];
+  return typeof v === 'string' && /^\d{1,15}$/.test(v) ? Number(v) : undefined;
+}
+
 /** Form bodies are not JSON: their brackets are data, and the OAuth endpoints parse them. */
 const FORM_TYPES = new Set(['application/x-www-form-urlencoded', 'multipart/form-data']);
 
@@ -104,7 +122,9 @@ const FORM_TYPES = new Set(['application/x-www-form-urlencoded', 'multipart/form
 export function jsonDepthLimit(maxDepth: number): MiddlewareHandler<AppEnv> {
   if (!Number.isInteger(maxDepth) || maxDepth < 1) throw new TypeError('jsonMaxDepth must be a positive integer');
   return async function jsonDepth(c, next) {
-    if (c.req.method === 'GET' || c.req.method === 'HEAD' || !c.req.raw.body) return next();
+    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
+    const declared = declaredBodyLength(c);
+    if (declared === 0 || (declared === undefined && !c.req.raw.body)) return next();
     const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (FORM_TYPES.has(type)) return next();
     if (nestedDeeperThan(await c.req.text(), maxDepth)) {

@@ -75,10 +75,54 @@ export class CredentialLimits {
 /** Gives each request an id (echoed as X-Request-Id), the correlation id of its errors. */
 export function requestContext<E extends GatewayEnv<GatewayAuth>>(): MiddlewareHandler<E> {
   return async function requestContext(c, next) {
-    c.set('requestId', crypto.randomUUID());
+    const id = crypto.randomUUID();
+    c.set('requestId', id);
     await next();
-    c.res.headers.set('X-Request-Id', c.get('requestId'));
+    addHeaders(c, { 'X-Request-Id': id });
   };
+}
+
+/** What the gateway uses of node:http's request and response when the host serves through @hono/node-server. */
+interface NodeBindings {
+  incoming?: { rawHeaders?: readonly string[]; headers?: Record<string, string | string[] | undefined> };
+  outgoing?: { headersSent?: boolean; setHeader?: (name: string, value: string) => unknown };
+}
+
+/**
+ * Puts the gateway's headers (rate limits, request id) on the answer; a
+ * header the answer carries itself wins. Served by @hono/node-server, they go
+ * straight onto node:http's response, where the answer's own headers are
+ * merged over them when it is written (`writeHead`); this spares building
+ * and copying a WHATWG Headers object per request, which the CPU profile
+ * found to be the largest cost of the framework's path
+ * (bench/RESULTS.md). In process (`app.request`) they go on `c.res`.
+ */
+function addHeaders(c: Context, headers: Record<string, string>): void {
+  const out = (c.env as NodeBindings | undefined)?.outgoing;
+  if (out?.setHeader && out.headersSent === false) {
+    for (const k in headers) out.setHeader(k, headers[k]!);
+    return;
+  }
+  for (const k in headers) if (!c.res.headers.has(k)) c.res.headers.set(k, headers[k]!);
+}
+
+/**
+ * The request's Authorization header, read from node:http's parsed headers
+ * when there is exactly one (no WHATWG Headers object built for it); when it
+ * is repeated, or in process, through the Request as before (repeated values
+ * joined, which no scheme parses).
+ */
+function authorizationHeader(c: Context): string | undefined {
+  const incoming = (c.env as NodeBindings | undefined)?.incoming;
+  const raw = incoming?.rawHeaders;
+  if (raw && incoming.headers) {
+    let n = 0;
+    for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 13 && raw[i]!.toLowerCase() === 'authorization') n++;
+    if (n === 0) return undefined;
+    const v = incoming.headers['authorization'];
+    if (n === 1 && typeof v === 'string') return v;
+  }
+  return c.req.header('authorization');
 }
 
 /** Gate 1: the per-client-IP token bucket, with the rate-limit headers on every response. */
@@ -95,7 +139,7 @@ export function rateGate<E extends Env>(o: {
     const headers = rateLimitHeaders(r, 'gateway', windowSeconds);
     if (!r.allowed) throw rateLimited(r, 'gateway budget for this client', headers);
     await next();
-    for (const [k, v] of Object.entries(headers)) if (!c.res.headers.has(k)) c.res.headers.set(k, v);
+    addHeaders(c, headers);
   };
 }
 
@@ -108,7 +152,7 @@ export function authGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
   authenticate: (cred: { scheme: 'bearer' | 'dpop'; token: string }, c: Context<E>) => Promise<A | null>,
 ): MiddlewareHandler<E> {
   return async function authGate(c, next) {
-    const header = c.req.header('authorization');
+    const header = authorizationHeader(c);
     if (!header) throw unauthorized('missing bearer credential');
     const cred = parseAuthorization(header);
     if (!cred) throw unauthorized('malformed Authorization header');

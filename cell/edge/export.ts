@@ -43,7 +43,7 @@ export async function keyRecordsForEdge(ctx: EdgeContext): Promise<{ records: Ke
   const { records, tombstones } = await ctx.iam.projectKeyRecords();
   const all = [...records];
   for (const t of tombstones) {
-    const row = await ctx.iam.keyRow(t.key_id);
+    const row = await ctx.iam.keyRowFresh(t.key_id);
     if (row) all.push(await ctx.iam.keyRecord(row));
   }
   return { records: all, tombstones };

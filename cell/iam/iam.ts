@@ -46,7 +46,15 @@ export interface Signer {
   sign(bytes: Uint8Array): Promise<Uint8Array>;
 }
 
-const IAM_TABLES = ['principals', 'roles', 'api_keys', 'key_tombstones'];
+/**
+ * Which tables each cache reads. A key entry embeds its owner and the owner's
+ * role permissions, so principals and roles clear it too; a new key (mint)
+ * leaves principals and roles cached.
+ */
+const PRINCIPAL_TABLES = ['principals'];
+const ROLE_TABLES = ['roles'];
+const KEY_ENTRY_TABLES = ['principals', 'roles', 'api_keys', 'key_tombstones'];
+const KEY_ROW_TABLES = ['api_keys', 'key_tombstones'];
 
 interface KeyEntry {
   row: repo.KeyRow;
@@ -56,17 +64,18 @@ interface KeyEntry {
 }
 
 export class Iam {
-  // A key's entry carries its owner and the owner's role permissions: any IAM table empties all three.
   readonly #principals: ChangeCache<string, Principal | null>;
   readonly #roles: ChangeCache<string, Role | null>;
   readonly #keysByHash: ChangeCache<string, KeyEntry | null>;
+  readonly #keysById: ChangeCache<string, repo.KeyRow | null>;
   #identity: { signer: Signer; keys: CellKey[] } | null = null;
   #dummyHash: string | null = null;
 
   constructor(private readonly core: CellCore) {
-    this.#principals = new ChangeCache(core.store, IAM_TABLES, 50_000);
-    this.#roles = new ChangeCache(core.store, IAM_TABLES, 10_000);
-    this.#keysByHash = new ChangeCache(core.store, IAM_TABLES, 50_000);
+    this.#principals = new ChangeCache(core.store, PRINCIPAL_TABLES, 50_000);
+    this.#roles = new ChangeCache(core.store, ROLE_TABLES, 10_000);
+    this.#keysByHash = new ChangeCache(core.store, KEY_ENTRY_TABLES, 50_000);
+    this.#keysById = new ChangeCache(core.store, KEY_ROW_TABLES, 50_000);
   }
 
   /** Drops every cached IAM record. */
@@ -74,6 +83,7 @@ export class Iam {
     this.#principals.clear();
     this.#roles.clear();
     this.#keysByHash.clear();
+    this.#keysById.clear();
   }
 
   // ------------------------------------------------------------ principals and roles
@@ -223,7 +233,22 @@ export class Iam {
 
   // ------------------------------------------------------------ API keys
 
-  keyRow(id: string): Promise<repo.KeyRow | undefined> {
+  /**
+   * A key by id, from the cache (reads: GET, token judgement). The row is
+   * shared: never mutate it. Operations that write from what they read
+   * (rotate, revoke) use `keyRowFresh`.
+   */
+  async keyRow(id: string): Promise<repo.KeyRow | undefined> {
+    const hit = this.#keysById.get(id);
+    if (hit !== undefined) return hit ?? undefined;
+    const gen = this.#keysById.generation;
+    const row = await repo.keyById(this.core.store, id);
+    this.#keysById.set(id, row ?? null, gen);
+    return row;
+  }
+
+  /** A key by id, read from the store now (not the cache). */
+  keyRowFresh(id: string): Promise<repo.KeyRow | undefined> {
     return repo.keyById(this.core.store, id);
   }
 

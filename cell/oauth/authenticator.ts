@@ -21,6 +21,7 @@ import type { Context } from 'hono';
 import { meetCeilings, toCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
 import { looksLikeJwt } from '../../core/tokens/access-token.ts';
 import type { VerifiedTokenCache } from '../../core/tokens/cache.ts';
+import { DpopKeyCache } from '../../core/tokens/dpop.ts';
 import {
   judgeAccessToken,
   type NoRequestFacts,
@@ -69,6 +70,7 @@ function judgeFor(ctx: OAuthContext, audience: () => TokenJudgeConfig['audience'
   const lookups: Omit<TokenJudgeConfig<CellTokenSubject>, 'keys' | 'issuer' | 'audience'> = {
     replay: ctx.replay,
     dpopWindow: OAUTH.dpopWindow,
+    dpopKeys: new DpopKeyCache(),
     ...(cache ? { cache } : {}),
     isRevoked: (jti) => ctx.denylist.isRevoked(jti),
     async subject(id) {

@@ -19,7 +19,6 @@
  * disk, and accepts writes again once a probe write succeeds
  * (`internal/recovery.ts`). Formats and guarantees: docs/storage.md.
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { mkdirSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -35,6 +34,7 @@ import { classifyFailure, probeWritable, type Failure } from './internal/recover
 import type { ReplayResult } from './internal/replay.ts';
 import { execute, queryAll, Statements, tune } from './internal/sql.ts';
 import { isTxControl, isWriteStatement, tablesWritten } from './internal/tables.ts';
+import { TxContext } from './internal/tx-context.ts';
 import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, StoreObserver, Tx } from './types.ts';
 
 export { LOG_FILE, SNAPSHOT_FILE };
@@ -98,7 +98,7 @@ interface Pending {
 }
 
 /** The transaction a piece of code runs inside, if any (reads inside it must not wait for it). */
-const inTx = new AsyncLocalStorage<object>();
+const inTx = new TxContext<object>();
 
 /** Opens (or creates) the store in `opts.dir`: lock, snapshot, replay, migrations. */
 export async function openEmbeddedStore(opts: EmbeddedStoreOptions): Promise<EmbeddedStore> {
@@ -265,7 +265,7 @@ class SqlJsStore implements EmbeddedStore {
   #committedView(): Promise<void> | void {
     if (this.#closed) throw closedError();
     const tx = this.#tx;
-    if (tx && inTx.getStore() !== tx.token) return tx.done.then(() => this.#committedView());
+    if (tx && inTx.current() !== tx.token) return tx.done.then(() => this.#committedView());
   }
 
   // ---- notifications and health
@@ -288,7 +288,7 @@ class SqlJsStore implements EmbeddedStore {
   write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     if (this.#closing || this.#closed) return Promise.reject(closedError());
     if (this.#failure) return Promise.reject(this.#failure.refusal());
-    if (this.#tx && inTx.getStore() === this.#tx.token)
+    if (this.#tx && inTx.current() === this.#tx.token)
       return Promise.reject(new TypeError('store.write: nested write inside a transaction'));
     const prev = this.#writeLock;
     let release!: () => void;

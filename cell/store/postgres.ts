@@ -23,7 +23,6 @@
  * - Migrations: shared with the embedded engine, applied once under an
  *   advisory lock (docs/storage.md).
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { ServiceError } from '../../core/errors.ts';
@@ -35,6 +34,7 @@ import { toNumbered } from './internal/pg-sql.ts';
 import { PG_TYPES, toPgParams } from './internal/pg-types.ts';
 import { checkMigrations } from './internal/migrations.ts';
 import { isTxControl, isWriteStatement, tablesWritten } from './internal/tables.ts';
+import { TxContext } from './internal/tx-context.ts';
 import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, StoreObserver, Tx, WriteOptions } from './types.ts';
 
 /** The NOTIFY channel every cell of a database uses. */
@@ -99,7 +99,7 @@ interface TxState {
   written: string[];
 }
 
-const inTx = new AsyncLocalStorage<TxState>();
+const inTx = new TxContext<TxState>();
 
 /** The transaction's id and the server's start time, to ask about its outcome should COMMIT be cut off. */
 const BEGIN_SQL = 'BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT txid_current() AS xid, pg_postmaster_start_time() AS started';
@@ -254,7 +254,7 @@ class PgStore implements PostgresStore {
 
   async #read(sql: string, params: readonly SqlValue[] | undefined): Promise<Row[]> {
     checkPortable(sql);
-    const ctx = inTx.getStore();
+    const ctx = inTx.current();
     if (ctx && ctx.store === this && ctx.live) return (await this.#txQuery(ctx, sql, params)).rows;
     if (this.#closed || this.#closing) throw closed();
     const { text } = toNumbered(sql);
@@ -276,7 +276,7 @@ class PgStore implements PostgresStore {
   // ---- writes
 
   async write<T>(fn: (tx: Tx) => Promise<T>, opts?: WriteOptions): Promise<T> {
-    const ctx = inTx.getStore();
+    const ctx = inTx.current();
     if (ctx && ctx.store === this && ctx.live) throw new TypeError('store.write: nested write inside a transaction');
     if (this.#closing || this.#closed) throw closed();
     this.#inflight++;
