@@ -242,7 +242,7 @@ describe('a group of three cells (each at its own URL)', { skip, timeout: 240_00
         )
       ).rows.map((r: { pid: number }) => Number(r.pid));
       return now.length === 3 && now.every((pid) => !pids.includes(pid));
-    });
+    }, 30_000);
     const k2 = await mintKey(cells[0]!, g.adminKey, { scopes: ['audit.read'] });
     assert.equal(await status(cells[2]!, k2.secret), 200);
     await ok(cells[0]!, 'POST', `${A}/api-keys/${k2.key_id}/revoke`, { token: g.adminKey });
