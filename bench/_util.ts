@@ -32,19 +32,24 @@ export async function load(opts: {
 export async function spawnServer(
   args: string[],
   match = /listening (?:on )?(?:http:\/\/[^:]+:)?(\d+)/,
+  env: NodeJS.ProcessEnv = process.env,
 ): Promise<{ url: string; proc: ChildProcess; stop(): Promise<void> }> {
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env });
   let out = '';
   const port = await new Promise<string>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error('server did not start')), 20_000);
-    proc.stdout!.on('data', (d: Buffer) => {
+    const onData = (d: Buffer) => {
       out += d.toString();
       const m = match.exec(out);
       if (m) {
         clearTimeout(t);
+        // From now on the output (a cell's access log) is drained unread: kept, it would grow with every request.
+        proc.stdout!.off('data', onData);
+        proc.stdout!.resume();
         resolve(m[1]!);
       }
-    });
+    };
+    proc.stdout!.on('data', onData);
   });
   return {
     url: `http://127.0.0.1:${port}`,

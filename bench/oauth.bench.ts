@@ -15,7 +15,8 @@ import { createHash } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { fmt, load, spawnServer } from './_util.ts';
 
-const CELL = resolve(import.meta.dirname, '../dist/cell.mjs');
+/** The cell under test: dist/cell.mjs, or $BENCH_CELL (another build, e.g. main's, for a before/after in one session). */
+const CELL = process.env['BENCH_CELL'] ?? resolve(import.meta.dirname, '../dist/cell.mjs');
 const SECONDS = 5;
 const CONNECTIONS = 20;
 
@@ -27,6 +28,7 @@ async function post(url: string, headers: Record<string, string>, body: string) 
 export default async function run(): Promise<void> {
   const data = mkdtempSync(join(tmpdir(), 'bench-oauth-'));
   const cell = await spawnServer([
+    ...(process.env['BENCH_CELL_NODE_ARGS']?.split(' ') ?? []),
     CELL,
     'serve',
     '--port',

@@ -11,21 +11,33 @@
  * meets it.
  */
 import { OpenAPIHono } from '@hono/zod-openapi';
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { ServiceError } from '../core/errors.ts';
 import type { AppEnv, CellCore } from './context.ts';
 import type { CellModule } from './module.ts';
 import { authenticate } from './http/authenticate.ts';
-import { CredentialLimits, bodyTooLarge, requestContext } from '../runtime/gateway.ts';
+import { CredentialLimits, bodyTooLarge, requestContext, type SharedBuckets } from '../runtime/gateway.ts';
 import { errorHandler, onNotFound, validationError } from './http/errors.ts';
 import { gatewayRateLimit } from './http/rate-limit.ts';
+import { accessLog } from './http/access-log.ts';
+import type { CellMetrics } from './ops/metrics.ts';
 
 /** Paths under /api/public/v1 that need no credential (discovery documents). */
 export const PUBLIC_API_PATHS: readonly string[] = ['/api/public/v1/openapi.json', '/api/public/v1/docs'];
 
-export function createApp(core: CellCore, modules: readonly CellModule[]): OpenAPIHono<AppEnv> {
-  const limits = new CredentialLimits(core.clock);
+/**
+ * `sharedBuckets`: where the per-credential rpm buckets live when the cell
+ * serves with a group (the IAM module's, in the store); absent: in memory.
+ * `metrics`: the cell's metrics, which the access log records every request in.
+ */
+export function createApp(
+  core: CellCore,
+  modules: readonly CellModule[],
+  opts: { sharedBuckets?: SharedBuckets; metrics: CellMetrics },
+): OpenAPIHono<AppEnv> {
+  const { metrics } = opts;
+  const limits = new CredentialLimits(core.clock, opts.sharedBuckets);
   const authenticators = modules.flatMap((m) => m.authenticators ?? []);
   const app = new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
@@ -33,6 +45,8 @@ export function createApp(core: CellCore, modules: readonly CellModule[]): OpenA
     },
   });
 
+  // Outermost: times and logs every answer, refusals by the gates below included.
+  app.use('*', accessLog({ log: core.log, metrics, traces: core.traces }));
   app.use('*', requestContext<AppEnv>());
   app.use('*', async function credentialLimits(c, next) {
     c.set('credentialLimits', limits);
@@ -46,9 +60,15 @@ export function createApp(core: CellCore, modules: readonly CellModule[]): OpenA
     },
   });
   // GET and HEAD carry no body; asking for one would make @hono/node-server
-  // build a full Request object on the hot read path.
+  // build a full Request object on the hot read path. A declared length is
+  // judged from node:http's headers, as bodyLimit itself would judge it, for
+  // the same reason; the body is then read once, directly, by whoever parses it.
   app.use('*', function bodyLimitUnlessRead(c, next) {
-    return c.req.method === 'GET' || c.req.method === 'HEAD' ? next() : limitBody(c, next);
+    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
+    const declared = declaredBodyLength(c);
+    if (declared === undefined) return limitBody(c, next);
+    if (declared > core.config.bodyLimitBytes) throw bodyTooLarge(core.config.bodyLimitBytes);
+    return next();
   });
   const authn = authenticate(authenticators);
   app.use('/api/public/v1/*', async function protectedApi(c, next) {
@@ -76,6 +96,18 @@ export function createApp(core: CellCore, modules: readonly CellModule[]): OpenA
   return app;
 }
 
+/**
+ * The Content-Length of a request served by @hono/node-server, read from
+ * node:http's parsed headers; undefined in process, or when the body is sent
+ * chunked (Transfer-Encoding), or the length is not a plain number.
+ */
+function declaredBodyLength(c: Context<AppEnv>): number | undefined {
+  const headers = c.env?.incoming?.headers;
+  if (!headers || headers['transfer-encoding'] !== undefined) return undefined;
+  const v = headers['content-length'];
+  return typeof v === 'string' && /^\d{1,15}$/.test(v) ? Number(v) : undefined;
+}
+
 /** Form bodies are not JSON: their brackets are data, and the OAuth endpoints parse them. */
 const FORM_TYPES = new Set(['application/x-www-form-urlencoded', 'multipart/form-data']);
 
@@ -90,7 +122,9 @@ const FORM_TYPES = new Set(['application/x-www-form-urlencoded', 'multipart/form
 export function jsonDepthLimit(maxDepth: number): MiddlewareHandler<AppEnv> {
   if (!Number.isInteger(maxDepth) || maxDepth < 1) throw new TypeError('jsonMaxDepth must be a positive integer');
   return async function jsonDepth(c, next) {
-    if (c.req.method === 'GET' || c.req.method === 'HEAD' || !c.req.raw.body) return next();
+    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
+    const declared = declaredBodyLength(c);
+    if (declared === 0 || (declared === undefined && !c.req.raw.body)) return next();
     const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
     if (FORM_TYPES.has(type)) return next();
     if (nestedDeeperThan(await c.req.text(), maxDepth)) {

@@ -36,13 +36,33 @@ export interface GatewayAuth {
 /** The variables the gates set on a request. */
 export type GatewayEnv<A extends GatewayAuth> = Env & { Variables: { auth: A; requestId: string } };
 
-/** Per-credential requests-per-minute buckets: one per root credential, sized by that credential's rpm. */
+/**
+ * Where hosts that serve one service together keep the buckets they share
+ * (the cell's store, for a group of cells): one take, atomic for the whole
+ * group, applying core's `takeToken` to the stored bucket.
+ */
+export interface SharedBuckets {
+  take(key: string, capacity: number, refillPerMs: number, now: number): Promise<TakeResult>;
+}
+
+/**
+ * Requests-per-minute buckets: one per root credential (or other budget
+ * holder, such as a published endpoint), sized by its rpm. In memory, or in
+ * `shared` buckets when the host serves with others (a group of cells: the
+ * ceiling holds for the group, not for each cell). One limiter either way:
+ * the bucket rule is core's `takeToken`.
+ */
 export class CredentialLimits {
   readonly #byRpm = new Map<number, TokenBuckets>();
-  constructor(private readonly clock: RateClock) {}
+  constructor(
+    private readonly clock: RateClock,
+    private readonly shared?: SharedBuckets,
+  ) {}
 
   /** Takes one request from `root`'s bucket of `rpm` per minute. */
-  take(root: string, rpm: number): TakeResult {
+  take(root: string, rpm: number): TakeResult | Promise<TakeResult> {
+    // Buckets are per rpm, as in memory: a ceiling changed starts a fresh bucket.
+    if (this.shared) return this.shared.take(`${rpm}:${root}`, rpm, rpm / 60_000, this.clock.now());
     let b = this.#byRpm.get(rpm);
     if (!b) {
       b = new TokenBuckets(rpm, rpm / 60, this.clock);
@@ -55,10 +75,54 @@ export class CredentialLimits {
 /** Gives each request an id (echoed as X-Request-Id), the correlation id of its errors. */
 export function requestContext<E extends GatewayEnv<GatewayAuth>>(): MiddlewareHandler<E> {
   return async function requestContext(c, next) {
-    c.set('requestId', crypto.randomUUID());
+    const id = crypto.randomUUID();
+    c.set('requestId', id);
     await next();
-    c.res.headers.set('X-Request-Id', c.get('requestId'));
+    addHeaders(c, { 'X-Request-Id': id });
   };
+}
+
+/** What the gateway uses of node:http's request and response when the host serves through @hono/node-server. */
+interface NodeBindings {
+  incoming?: { rawHeaders?: readonly string[]; headers?: Record<string, string | string[] | undefined> };
+  outgoing?: { headersSent?: boolean; setHeader?: (name: string, value: string) => unknown };
+}
+
+/**
+ * Puts the gateway's headers (rate limits, request id) on the answer; a
+ * header the answer carries itself wins. Served by @hono/node-server, they go
+ * straight onto node:http's response, where the answer's own headers are
+ * merged over them when it is written (`writeHead`); this spares building
+ * and copying a WHATWG Headers object per request, which the CPU profile
+ * found to be the largest cost of the framework's path
+ * (bench/RESULTS.md). In process (`app.request`) they go on `c.res`.
+ */
+function addHeaders(c: Context, headers: Record<string, string>): void {
+  const out = (c.env as NodeBindings | undefined)?.outgoing;
+  if (out?.setHeader && out.headersSent === false) {
+    for (const k in headers) out.setHeader(k, headers[k]!);
+    return;
+  }
+  for (const k in headers) if (!c.res.headers.has(k)) c.res.headers.set(k, headers[k]!);
+}
+
+/**
+ * The request's Authorization header, read from node:http's parsed headers
+ * when there is exactly one (no WHATWG Headers object built for it); when it
+ * is repeated, or in process, through the Request as before (repeated values
+ * joined, which no scheme parses).
+ */
+function authorizationHeader(c: Context): string | undefined {
+  const incoming = (c.env as NodeBindings | undefined)?.incoming;
+  const raw = incoming?.rawHeaders;
+  if (raw && incoming.headers) {
+    let n = 0;
+    for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 13 && raw[i]!.toLowerCase() === 'authorization') n++;
+    if (n === 0) return undefined;
+    const v = incoming.headers['authorization'];
+    if (n === 1 && typeof v === 'string') return v;
+  }
+  return c.req.header('authorization');
 }
 
 /** Gate 1: the per-client-IP token bucket, with the rate-limit headers on every response. */
@@ -75,7 +139,7 @@ export function rateGate<E extends Env>(o: {
     const headers = rateLimitHeaders(r, 'gateway', windowSeconds);
     if (!r.allowed) throw rateLimited(r, 'gateway budget for this client', headers);
     await next();
-    for (const [k, v] of Object.entries(headers)) if (!c.res.headers.has(k)) c.res.headers.set(k, v);
+    addHeaders(c, headers);
   };
 }
 
@@ -88,7 +152,7 @@ export function authGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
   authenticate: (cred: { scheme: 'bearer' | 'dpop'; token: string }, c: Context<E>) => Promise<A | null>,
 ): MiddlewareHandler<E> {
   return async function authGate(c, next) {
-    const header = c.req.header('authorization');
+    const header = authorizationHeader(c);
     if (!header) throw unauthorized('missing bearer credential');
     const cred = parseAuthorization(header);
     if (!cred) throw unauthorized('malformed Authorization header');
@@ -101,21 +165,23 @@ export function authGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
 
 /**
  * Gates 3 and 4: the permission (403), then the credential's own rpm ceiling
- * (429) when `rpmOf` gives one, counted against its root credential.
+ * (429) when `rpmOf` gives one, counted against its root credential. A null
+ * permission is an operation any authenticated caller may call (who am I):
+ * only the rpm ceiling applies.
  */
 export function permissionGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
-  permission: string,
+  permission: string | null,
   limits: (c: Context<E>) => CredentialLimits,
   rpmOf: (auth: A) => number | null | undefined,
 ): MiddlewareHandler<E> {
   return async function permissionGate(c, next) {
     const auth = c.get('auth');
-    if (!grants(auth.effective, permission)) {
+    if (permission !== null && !grants(auth.effective, permission)) {
       throw forbidden(`the credential lacks the permission ${permission}`, { required_permission: permission });
     }
     const rpm = rpmOf(auth);
     if (rpm !== null && rpm !== undefined && rpm > 0) {
-      const r = limits(c).take(auth.credential.root, rpm);
+      const r = await limits(c).take(auth.credential.root, rpm);
       if (!r.allowed) throw rateLimited(r, 'requests-per-minute ceiling of this credential', rateLimitHeaders(r, 'credential', 60));
     }
     await next();

@@ -95,6 +95,19 @@ export function secured(permission: string) {
   };
 }
 
+/** The `x-required-permission` of an operation any authenticated caller may call. */
+export const ANY_AUTHENTICATED = '(none: any authenticated caller)';
+
+/** Bearer security for an operation that needs a credential but no permission (`GET /admin/whoami`); the credential's rpm still applies. */
+export function authenticatedOnly() {
+  return {
+    security: [{ bearerAuth: [] as string[] }, { dpop: [] as string[] }],
+    'x-required-permission': ANY_AUTHENTICATED,
+    middleware: [requires(null)],
+  };
+}
+
+
 // ---- paging: every list takes `limit` and `offset` and says how many there are in all (`total`).
 //
 // A list keeps its own shape (the spec has no common wrapper): its array under its own key, beside

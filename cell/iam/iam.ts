@@ -6,12 +6,14 @@
  * Hot records (principals, role permissions, keys by secret hash) are read
  * through in-process caches that every committed write to their tables
  * invalidates, this cell's and, on PostgreSQL, every other cell's
- * (`store.onChange`). A read that raced a write never fills a cache with the
- * older row: entries are kept only when no invalidation happened meanwhile.
+ * (cell/store/change-cache.ts over `store.onChange`). A read that raced a
+ * write never fills a cache with the older row, and while other cells cannot
+ * be heard the caches read through.
  */
 import { hashSecret } from '../../core/apikey/hash.ts';
 import { isSecretFormat, KEY_PREFIX } from '../../core/apikey/secret.ts';
 import { verifyPresentedKey, type KeyRecord } from '../../core/apikey/verify.ts';
+import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { meetCeilings, toCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
 import { contains, type Containment, type Grant, type Holding } from '../../core/authority/contain.ts';
 import { effectiveAuthority, grants, normalize } from '../../core/authority/scopes.ts';
@@ -20,6 +22,7 @@ import { ServiceError, forbidden, notFound, unauthorized } from '../../core/erro
 import { BUILTIN_ROLES, PERMISSIONS } from '../../core/permissions.ts';
 import type { AuthContext, Authenticator, CellCore } from '../context.ts';
 import { clientIp } from '../http/client-ip.ts';
+import { ChangeCache } from '../store/change-cache.ts';
 import type { Reader, Tx } from '../store/types.ts';
 import { checkPassword, hashPassword } from './passwords.ts';
 import type { Principal, PrincipalKind } from './principals.ts';
@@ -43,33 +46,15 @@ export interface Signer {
   sign(bytes: Uint8Array): Promise<Uint8Array>;
 }
 
-const IAM_TABLES = new Set(['principals', 'roles', 'api_keys', 'key_tombstones']);
-
-/** A map that refuses to keep a value read before the last invalidation. */
-class Cache<K, V> {
-  readonly #map = new Map<K, V>();
-  #generation = 0;
-  constructor(private readonly max: number) {}
-  get generation(): number {
-    return this.#generation;
-  }
-  get(k: K): V | undefined {
-    return this.#map.get(k);
-  }
-  has(k: K): boolean {
-    return this.#map.has(k);
-  }
-  /** Keeps `v` only when nothing was invalidated since `generation` was read. */
-  set(k: K, v: V, generation: number): void {
-    if (generation !== this.#generation) return;
-    if (this.#map.size >= this.max) this.#map.clear();
-    this.#map.set(k, v);
-  }
-  clear(): void {
-    this.#generation++;
-    this.#map.clear();
-  }
-}
+/**
+ * Which tables each cache reads. A key entry embeds its owner and the owner's
+ * role permissions, so principals and roles clear it too; a new key (mint)
+ * leaves principals and roles cached.
+ */
+const PRINCIPAL_TABLES = ['principals'];
+const ROLE_TABLES = ['roles'];
+const KEY_ENTRY_TABLES = ['principals', 'roles', 'api_keys', 'key_tombstones'];
+const KEY_ROW_TABLES = ['api_keys', 'key_tombstones'];
 
 interface KeyEntry {
   row: repo.KeyRow;
@@ -79,21 +64,18 @@ interface KeyEntry {
 }
 
 export class Iam {
-  readonly #principals = new Cache<string, Principal | null>(50_000);
-  readonly #roles = new Cache<string, Role | null>(10_000);
-  readonly #keysByHash = new Cache<string, KeyEntry | null>(50_000);
+  readonly #principals: ChangeCache<string, Principal | null>;
+  readonly #roles: ChangeCache<string, Role | null>;
+  readonly #keysByHash: ChangeCache<string, KeyEntry | null>;
+  readonly #keysById: ChangeCache<string, repo.KeyRow | null>;
   #identity: { signer: Signer; keys: CellKey[] } | null = null;
   #dummyHash: string | null = null;
 
   constructor(private readonly core: CellCore) {
-    core.store.onChange((c) => {
-      for (const t of c.tables) {
-        if (IAM_TABLES.has(t)) {
-          this.invalidate();
-          return;
-        }
-      }
-    });
+    this.#principals = new ChangeCache(core.store, PRINCIPAL_TABLES, 50_000);
+    this.#roles = new ChangeCache(core.store, ROLE_TABLES, 10_000);
+    this.#keysByHash = new ChangeCache(core.store, KEY_ENTRY_TABLES, 50_000);
+    this.#keysById = new ChangeCache(core.store, KEY_ROW_TABLES, 50_000);
   }
 
   /** Drops every cached IAM record. */
@@ -101,6 +83,7 @@ export class Iam {
     this.#principals.clear();
     this.#roles.clear();
     this.#keysByHash.clear();
+    this.#keysById.clear();
   }
 
   // ------------------------------------------------------------ principals and roles
@@ -123,13 +106,23 @@ export class Iam {
     return repo.principalByName(this.core.store, name);
   }
 
+  /**
+   * Sets a principal's envelope ceiling inside the caller's transaction (Agent
+   * Teams: an agent's authority template is its principal's ceiling). The
+   * caller has checked containment; the cache drops on commit.
+   */
+  setAuthorityTx(tx: Tx, principalId: string, authority: AuthorityEnvelope): Promise<void> {
+    return repo.setPrincipalAuthority(tx, principalId, authority);
+  }
+
   /** How many principals of a kind are active (Agent Teams' agent quota); pass `tx` to count inside a transaction. */
   activeCount(kind: PrincipalKind, db: Reader = this.core.store): Promise<number> {
     return repo.countActive(db, kind);
   }
 
   async role(name: string): Promise<Role | undefined> {
-    const builtin = BUILTIN_ROLES[name];
+    // Own keys only: a role named `constructor` is not Object.prototype's.
+    const builtin = Object.hasOwn(BUILTIN_ROLES, name) ? BUILTIN_ROLES[name] : undefined;
     if (builtin) return { name, permissions: [...builtin], builtin: true, description: null };
     const hit = this.#roles.get(name);
     if (hit !== undefined) return hit ?? undefined;
@@ -240,7 +233,22 @@ export class Iam {
 
   // ------------------------------------------------------------ API keys
 
-  keyRow(id: string): Promise<repo.KeyRow | undefined> {
+  /**
+   * A key by id, from the cache (reads: GET, token judgement). The row is
+   * shared: never mutate it. Operations that write from what they read
+   * (rotate, revoke) use `keyRowFresh`.
+   */
+  async keyRow(id: string): Promise<repo.KeyRow | undefined> {
+    const hit = this.#keysById.get(id);
+    if (hit !== undefined) return hit ?? undefined;
+    const gen = this.#keysById.generation;
+    const row = await repo.keyById(this.core.store, id);
+    this.#keysById.set(id, row ?? null, gen);
+    return row;
+  }
+
+  /** A key by id, read from the store now (not the cache). */
+  keyRowFresh(id: string): Promise<repo.KeyRow | undefined> {
     return repo.keyById(this.core.store, id);
   }
 
@@ -347,16 +355,18 @@ export class Iam {
     let keys = await repo.cellKeys(this.core.store, 'identity');
     if (!keys.some((k) => k.retired_at === null)) {
       const k = await generateEd25519();
-      await this.core.store.write((tx) =>
-        repo.insertCellKey(tx, {
+      await this.core.store.write(async (tx) => {
+        // Cells starting at once on one store: the first key wins, the others load it.
+        if ((await repo.cellKeys(tx, 'identity')).some((x) => x.retired_at === null)) return;
+        await repo.insertCellKey(tx, {
           kid: k.kid,
           purpose: 'identity',
           private_jwk: k.privateJwk,
           public_jwk: k.publicJwk,
           created_at: this.core.clock.now(),
           retired_at: null,
-        }),
-      );
+        });
+      });
       keys = await repo.cellKeys(this.core.store, 'identity');
     }
     const active = [...keys].reverse().find((k) => k.retired_at === null)!;

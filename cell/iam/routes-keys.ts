@@ -100,8 +100,8 @@ const RotateBody = z
  * The key, or the same 404 whether it does not exist or belongs to a principal
  * the caller may not see: a key id is never an existence oracle.
  */
-async function visibleKey(iam: Iam, auth: AuthContext, id: string): Promise<KeyRow> {
-  const row = await iam.keyRow(id);
+async function visibleKey(iam: Iam, auth: AuthContext, id: string, fresh = false): Promise<KeyRow> {
+  const row = await (fresh ? iam.keyRowFresh(id) : iam.keyRow(id));
   if (row) {
     try {
       await iam.visiblePrincipal(auth, row.owner_id);
@@ -231,7 +231,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
     }),
     async (c) => {
       const auth = c.get('auth');
-      const row = await visibleKey(iam, auth, c.req.valid('param').key_id);
+      const row = await visibleKey(iam, auth, c.req.valid('param').key_id, true);
       // A new secret carries the whole key's authority: only a caller holding all of it may receive one.
       await iam.assertWithinCaller(auth, await iam.keyAuthority(row), { action: 'api_key.rotate', target: row.id });
       const body = c.req.valid('json') ?? {};
@@ -265,7 +265,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
     }),
     async (c) => {
       const auth = c.get('auth');
-      const row = await visibleKey(iam, auth, c.req.valid('param').key_id);
+      const row = await visibleKey(iam, auth, c.req.valid('param').key_id, true);
       await iam.assertWithinCaller(auth, await iam.keyAuthority(row), { action: 'api_key.revoke', target: row.id });
       const next = await store.write(async (tx) => {
         const r = await revokeKeyTx(clock, tx, row);

@@ -41,4 +41,11 @@ export const IAM_MIGRATIONS: readonly Migration[] = [
     UPDATE principals SET authority = '"unbounded"' WHERE roles LIKE '%"owner"%';
     ALTER TABLE api_keys ADD COLUMN authority TEXT;`,
   },
+  {
+    // Requests-per-minute buckets a group of cells shares (cell/iam/rate-buckets.ts): one row per
+    // credential (or endpoint) with an rpm, while it is not full; full rows are pruned.
+    id: 'iam-006-rate-buckets',
+    sql: `CREATE TABLE iam_rate_buckets (bucket_key TEXT PRIMARY KEY, tokens REAL NOT NULL, at INTEGER NOT NULL);
+    CREATE INDEX iam_rate_buckets_at ON iam_rate_buckets (at);`,
+  },
 ];

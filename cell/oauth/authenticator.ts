@@ -21,6 +21,7 @@ import type { Context } from 'hono';
 import { meetCeilings, toCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
 import { looksLikeJwt } from '../../core/tokens/access-token.ts';
 import type { VerifiedTokenCache } from '../../core/tokens/cache.ts';
+import { DpopKeyCache } from '../../core/tokens/dpop.ts';
 import {
   judgeAccessToken,
   type NoRequestFacts,
@@ -37,7 +38,7 @@ import type { AppEnv, Authenticator } from '../context.ts';
 import type { Principal } from '../iam/principals.ts';
 import { getClient } from './clients.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
+import { issuerOf, OAUTH, publicBase } from './settings.ts';
 
 /** A token subject as the cell knows it: the judge's view plus the principal itself. */
 export interface CellTokenSubject extends TokenSubject {
@@ -51,7 +52,8 @@ export type CellTokenJudge = (token: string, facts: TokenRequestFacts | NoReques
 
 /** The cell's token judgement for its own API, sharing the module's verified-token cache. */
 export function cellTokenJudge(ctx: OAuthContext): CellTokenJudge {
-  return judgeFor(ctx, () => audienceOf(ctx.core.config), ctx.verified);
+  const accepts = (aud: string) => ctx.audiences.accepts(aud);
+  return judgeFor(ctx, () => accepts, ctx.verified);
 }
 
 /**
@@ -63,11 +65,12 @@ export function cellTokenJudgeFor(ctx: OAuthContext, audience: string): CellToke
   return judgeFor(ctx, () => audience);
 }
 
-function judgeFor(ctx: OAuthContext, audience: () => string, cache?: VerifiedTokenCache): CellTokenJudge {
+function judgeFor(ctx: OAuthContext, audience: () => TokenJudgeConfig['audience'], cache?: VerifiedTokenCache): CellTokenJudge {
   const { core, iam } = ctx;
   const lookups: Omit<TokenJudgeConfig<CellTokenSubject>, 'keys' | 'issuer' | 'audience'> = {
     replay: ctx.replay,
     dpopWindow: OAUTH.dpopWindow,
+    dpopKeys: new DpopKeyCache(),
     ...(cache ? { cache } : {}),
     isRevoked: (jti) => ctx.denylist.isRevoked(jti),
     async subject(id) {

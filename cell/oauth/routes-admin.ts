@@ -46,7 +46,7 @@ const RegisterClient = z
   .strict()
   .openapi('RegisterOAuthClient');
 
-const ClientView = z
+export const ClientView = z
   .object({
     client_id: z.string(),
     name: z.string(),
@@ -126,6 +126,10 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
         throw invalid('public clients cannot use client_credentials');
       if (b.token_endpoint_auth_method === 'tls_client_auth' && !b.tls_client_auth_subject_dn)
         throw invalid('tls_client_auth needs tls_client_auth_subject_dn');
+      if (b.token_endpoint_auth_method === 'tls_client_auth' && !core.config.clientCertificates)
+        throw invalid('this cell verifies no client certificates (serve --client-ca): a tls_client_auth client could never authenticate', {
+          reason: 'mtls_unavailable',
+        });
       // Tokens of this client act as its subject: the caller itself, or a principal the caller manages
       // (holds all of its authority). Its scope is bounded by both the caller and the subject.
       const subjectId = b.subject_id ?? auth.principal.id;

@@ -7,6 +7,7 @@
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 
 export interface JournalTail {
   seq: number;
@@ -57,8 +58,20 @@ export interface RunsContext {
   meters: Map<string, RunMeter>;
   /** How big a workspace's files are (the jobs module registers its SQL databases); none: 0. */
   workspaceFiles: ((workspaceId: string) => number) | null;
+  /** The cell's metrics (journal records, finished runs, SSE subscribers). */
+  metrics: CellMetrics;
 }
 
-export function createRunsContext(core: CellCore, iam: Iam): RunsContext {
-  return { core, iam, tails: new Map(), queues: new Map(), bus: new Map(), drivers: new Map(), meters: new Map(), workspaceFiles: null };
+export function createRunsContext(core: CellCore, iam: Iam, metrics: CellMetrics): RunsContext {
+  return {
+    core,
+    iam,
+    tails: new Map(),
+    queues: new Map(),
+    bus: new Map(),
+    drivers: new Map(),
+    meters: new Map(),
+    workspaceFiles: null,
+    metrics,
+  };
 }

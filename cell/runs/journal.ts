@@ -123,7 +123,7 @@ export function appendJournal(ctx: RunsContext, runId: string, fields: AppendFie
     const run = await repo.runHead(ctx.core.store, runId);
     if (!run || isTerminal(run.state)) throw new RunClosedError(runId, run?.state ?? 'unknown');
     const values = blobs.map(prepareValue);
-    const { rec, tail } = await sealNext(ctx, runId, run.graph_hash ?? EMPTY_HASH, fields);
+    const { rec, tail } = await sealNext(ctx, runId, run.graph_hash ?? EMPTY_HASH, traced(ctx, fields));
     const text = JSON.stringify(rec);
     // A record carrying a payload is refused past a limit; one carrying none (a refusal, a cancel, a wait) never is.
     const enforce = values.some((v) => v.body !== 'null');
@@ -136,9 +136,16 @@ export function appendJournal(ctx: RunsContext, runId: string, fields: AppendFie
       await repo.insertRecord(tx, rec);
     });
     ctx.tails.set(runId, tail);
+    ctx.metrics.journalRecords.inc({ kind: rec.kind });
     publish(ctx, rec);
     return rec;
   });
+}
+
+/** The fields with `data.traceparent` when a request's trace is behind this record (cell/http/trace.ts). */
+function traced(ctx: RunsContext, fields: AppendFields): AppendFields {
+  const traceparent = ctx.core.traces.traceparent();
+  return traceparent ? { ...fields, data: { ...fields.data, traceparent } } : fields;
 }
 
 export interface FinishOptions {
@@ -175,7 +182,8 @@ export function finishRun(
         outputBytes = 0;
       }
     }
-    const data: JsonObject = { ...o.data, outcome, ...(o.error ? { error: { ...o.error } } : {}) };
+    const traceparent = ctx.core.traces.traceparent();
+    const data: JsonObject = { ...o.data, outcome, ...(o.error ? { error: { ...o.error } } : {}), ...(traceparent ? { traceparent } : {}) };
     const { rec } = await sealNext(ctx, runId, run.graph_hash ?? EMPTY_HASH, {
       step_id: 'run',
       kind: TERMINAL_KIND,
@@ -195,6 +203,9 @@ export function finishRun(
       return true;
     });
     if (!changed) return false;
+    const reason = o.error?.reason ?? (typeof data['reason'] === 'string' ? data['reason'] : (o.error?.code ?? ''));
+    ctx.metrics.runsFinished.inc({ state: outcome, reason: outcome === 'completed' || outcome === 'cancelled' ? '' : reason });
+    ctx.metrics.journalRecords.inc({ kind: rec.kind });
     forgetMeter(ctx, runId);
     ctx.tails.delete(runId);
     publish(ctx, rec);

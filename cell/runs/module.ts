@@ -9,18 +9,21 @@
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 import { Runs } from './api.ts';
 import { abortAllDrivers } from './control.ts';
 import { createRunsContext } from './context.ts';
 import { mountRunEventRoutes } from './routes.ts';
 import { mountRunValueRoutes } from './routes-values.ts';
+import { runCountsByKindAndState } from './repository.ts';
 
 export interface RunsModule extends CellModule {
   runs: Runs;
 }
 
-export async function createRunsModule(core: CellCore, deps: { iam: Iam }): Promise<RunsModule> {
-  const ctx = createRunsContext(core, deps.iam);
+export async function createRunsModule(core: CellCore, deps: { iam: Iam; metrics: CellMetrics }): Promise<RunsModule> {
+  const ctx = createRunsContext(core, deps.iam, deps.metrics);
+  deps.metrics.countRunsWith(() => runCountsByKindAndState(core.store));
   return {
     name: 'runs',
     runs: new Runs(ctx),

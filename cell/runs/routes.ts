@@ -152,6 +152,20 @@ async function exhausted(ctx: RunsContext, runId: string, state: string, after: 
 
 /** Mounts the journal and SSE routes. */
 export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext): void {
+  // One SSE frame per record, shared by every subscriber of the run (publish
+  // hands each the same record): serialised and encoded once, not once per
+  // subscriber. The bytes are what hono's writeSSE writes.
+  const frames = new WeakMap<JournalRecord, Uint8Array>();
+  const encoder = new TextEncoder();
+  const frameOf = (rec: JournalRecord): Uint8Array => {
+    let f = frames.get(rec);
+    if (!f) {
+      if (/[\r\n]/.test(rec.kind)) throw new Error('event must not contain "\\r" or "\\n"');
+      f = encoder.encode(`${rec.kind ? `event: ${rec.kind}\n` : ''}data: ${JSON.stringify(rec)}\nid: ${rec.seq}\n\n`);
+      frames.set(rec, f);
+    }
+    return f;
+  };
   app.openapi(getJournal, async (c) => {
     const { run_id } = c.req.valid('param');
     const { after_seq, limit } = c.req.valid('query');
@@ -196,7 +210,7 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
           return;
         }
         writing = writing
-          .then(() => stream.writeSSE({ id: String(rec.seq), event: rec.kind, data: JSON.stringify(rec) }))
+          .then(() => stream.write(frameOf(rec)))
           .then(() => {
             pending--;
           });
@@ -206,6 +220,7 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
       c.req.raw.signal?.addEventListener('abort', finish);
       writing = writing.then(() => stream.write('retry: 1000\n\n').then(() => undefined));
       const unsubscribe = await subscribe(ctx, run_id, after, send);
+      ctx.metrics.sseSubscribers.inc();
       const hb = setInterval(() => {
         writing = writing.then(() => stream.write(': heartbeat\n\n').then(() => undefined));
       }, heartbeatMs);
@@ -218,6 +233,7 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
       } finally {
         clearInterval(hb);
         unsubscribe();
+        ctx.metrics.sseSubscribers.dec();
       }
     }) as never;
   });

@@ -9,6 +9,8 @@ import type { ToolDescriptor } from '../../core/engine/types.ts';
 import { catalogEntry, toolRegistryView, type ToolCaller, type ToolRegistryEntry, type ToolsContext } from './catalog.ts';
 
 export class Tools {
+  #registry: ToolRegistryEntry[] | undefined;
+  #registryJson: string | undefined;
   constructor(private readonly ctx: ToolsContext) {}
 
   /** The catalog entry as the engine sees it, or undefined when there is no such tool. */
@@ -35,8 +37,15 @@ export class Tools {
     return t.run(this.ctx, caller, args);
   }
 
-  /** The catalog's public view (GET /admin/ai/tool-registry). */
+  /** The catalog's public view (GET /admin/ai/tool-registry); the catalog is static, so it is built once. Never mutate it. */
   registry(): ToolRegistryEntry[] {
-    return toolRegistryView();
+    this.#registry ??= toolRegistryView();
+    return this.#registry;
+  }
+
+  /** The whole catalog as a JSON array, serialised once (the body of a tool-registry page that holds every tool). */
+  registryJson(): string {
+    this.#registryJson ??= JSON.stringify(this.registry());
+    return this.#registryJson;
   }
 }

@@ -9,7 +9,7 @@
  * `iat` within the freshness window; `jti` unseen (replay cache); `ath` equal
  * to the hash of the presented access token when there is one.
  */
-import { calculateJwkThumbprint, decodeProtectedHeader, EmbeddedJWK, jwtVerify, type JWSAlgorithm } from 'jose';
+import { calculateJwkThumbprint, decodeProtectedHeader, EmbeddedJWK, jwtVerify, type JWSAlgorithm, type JWTVerifyGetKey } from 'jose';
 import { accessTokenHash } from './ath.ts';
 import { TokenError } from './errors.ts';
 import type { ReplayCache } from './replay.ts';
@@ -27,6 +27,28 @@ export interface DpopWindow {
 /** 60 s in the past, 5 s in the future. */
 export const DEFAULT_DPOP_WINDOW: DpopWindow = { pastSeconds: 60, futureSeconds: 5 };
 
+type ProofKey = Awaited<ReturnType<typeof EmbeddedJWK>>;
+
+/**
+ * The public keys of proofs already verified, imported once, with their
+ * thumbprints: a client signs every proof with the same key, and importing
+ * it and hashing it again on each request cost as much as the signature
+ * check. Keyed by the proof's alg and its embedded JWK exactly as sent; an
+ * entry is added only after a proof signed with that key verified.
+ * Bounded (emptied when full). One per verifier, never shared between hosts.
+ */
+export class DpopKeyCache {
+  readonly #map = new Map<string, { key: ProofKey; jkt: string }>();
+  constructor(private readonly max = 10_000) {}
+  get(id: string): { key: ProofKey; jkt: string } | undefined {
+    return this.#map.get(id);
+  }
+  set(id: string, entry: { key: ProofKey; jkt: string }): void {
+    if (this.#map.size >= this.max) this.#map.clear();
+    this.#map.set(id, entry);
+  }
+}
+
 export interface VerifyDpopOptions {
   htm: string;
   /** The expected request URI (scheme, host, path), derived by the verifier (see the module header). */
@@ -36,6 +58,8 @@ export interface VerifyDpopOptions {
   window?: DpopWindow;
   /** When present, the proof must carry `ath` for this token. */
   accessToken?: string;
+  /** Keys of earlier proofs (see DpopKeyCache); without it each proof's key is imported and hashed anew. */
+  keys?: DpopKeyCache;
 }
 
 export interface VerifiedDpop {
@@ -71,9 +95,17 @@ export async function verifyDpopProof(proof: string, opts: VerifyDpopOptions): P
   if (jwk['kty'] === 'oct' || 'd' in jwk || 'p' in jwk || 'q' in jwk || 'k' in jwk) {
     throw new TokenError('dpop_bad_key', 'embedded jwk must be a public asymmetric key');
   }
+  const keyId = opts.keys ? `${header.alg}:${JSON.stringify(jwk)}` : '';
+  const known = opts.keys?.get(keyId);
+  let imported: ProofKey | undefined;
+  const embedded: JWTVerifyGetKey = async (h, t) => {
+    imported = await EmbeddedJWK(h, t);
+    return imported;
+  };
   let payload: Record<string, unknown>;
   try {
-    const r = await jwtVerify(proof, EmbeddedJWK, { typ: 'dpop+jwt', algorithms: [...DPOP_ALGS], currentDate: new Date(opts.now) });
+    const options = { typ: 'dpop+jwt', algorithms: [...DPOP_ALGS], currentDate: new Date(opts.now) };
+    const r = known ? await jwtVerify(proof, known.key, options) : await jwtVerify(proof, embedded, options);
     payload = r.payload as Record<string, unknown>;
   } catch {
     throw new TokenError('dpop_invalid', 'proof signature or structure invalid');
@@ -94,7 +126,11 @@ export async function verifyDpopProof(proof: string, opts: VerifyDpopOptions): P
       throw new TokenError('dpop_ath_mismatch', 'proof ath does not bind the access token');
     }
   }
-  const jkt = await calculateJwkThumbprint(jwk as Parameters<typeof calculateJwkThumbprint>[0], 'sha256');
+  let jkt = known?.jkt;
+  if (jkt === undefined) {
+    jkt = await calculateJwkThumbprint(jwk as Parameters<typeof calculateJwkThumbprint>[0], 'sha256');
+    if (opts.keys && imported) opts.keys.set(keyId, { key: imported, jkt });
+  }
   // The proof can only pass the iat check until iat + pastSeconds: remember it that long.
   const expiresAt = (iat + window.pastSeconds) * 1000 + 1000;
   if (!(await opts.replay.remember(`${jkt}:${jti}`, expiresAt, opts.now))) throw new TokenError('dpop_replay', 'proof jti already used');

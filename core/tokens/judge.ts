@@ -35,7 +35,7 @@ import { intersectSelectors } from '../authority/scopes.ts';
 import { verifyAccessToken, type AccessTokenClaims } from './access-token.ts';
 import type { VerifiedTokenCache } from './cache.ts';
 import { checkConfirmation } from './cnf.ts';
-import { verifyDpopProof, type DpopWindow } from './dpop.ts';
+import { verifyDpopProof, type DpopKeyCache, type DpopWindow } from './dpop.ts';
 import { isTokenError, TokenError, type TokenErrorCode } from './errors.ts';
 import type { ReplayCache } from './replay.ts';
 
@@ -77,9 +77,12 @@ export interface TokenKeyInfo {
 export interface TokenJudgeConfig<S extends TokenSubject = TokenSubject> {
   keys: JWTVerifyGetKey;
   issuer: string;
-  audience: string;
+  /** The expected `aud`, or a test of it (a group of cells accepts the API of every member). */
+  audience: string | ((aud: string) => boolean);
   replay: ReplayCache;
   dpopWindow?: DpopWindow;
+  /** Public keys of DPoP proofs already verified (imported once per client key). */
+  dpopKeys?: DpopKeyCache;
   cache?: VerifiedTokenCache;
   isRevoked(jti: string): MaybePromise<boolean>;
   subject(id: string): MaybePromise<S | null>;
@@ -157,6 +160,7 @@ async function judge<S extends TokenSubject>(
         replay: config.replay,
         accessToken: token,
         ...(config.dpopWindow ? { window: config.dpopWindow } : {}),
+        ...(config.dpopKeys ? { keys: config.dpopKeys } : {}),
       });
       dpopJkt = proof.jkt;
     } else if (facts.scheme === 'dpop') {

@@ -1,4 +1,6 @@
-/** Private helpers: base64url and SHA-256 over Web Crypto. */
+/** Private helpers: base64url and SHA-256. */
+import { sha256 } from '@noble/hashes/sha2.js';
+
 const enc = new TextEncoder();
 
 export function b64urlBytes(bytes: Uint8Array): string {
@@ -7,9 +9,13 @@ export function b64urlBytes(bytes: Uint8Array): string {
   return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 }
 
+/**
+ * BASE64URL(SHA-256(text)). Computed in place: Web Crypto's digest is a job
+ * on the thread pool and a promise round trip, several times the cost of
+ * hashing a token-sized input here (it was on every DPoP-bound request).
+ */
 export async function sha256B64url(text: string): Promise<string> {
-  const d = await crypto.subtle.digest('SHA-256', enc.encode(text));
-  return b64urlBytes(new Uint8Array(d));
+  return b64urlBytes(sha256(enc.encode(text)));
 }
 
 /** Constant-time comparison of two strings of possibly different lengths. */

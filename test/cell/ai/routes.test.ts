@@ -3,6 +3,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
+import { toolRegistryView } from '../../../cell/tools/catalog.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
 
 const A = '/api/public/v1/admin';
@@ -103,6 +104,8 @@ test('agent runtimes and the tool registry', async () => {
   const tools = await t.request('GET', `${A}/ai/tool-registry`, { token: t.adminKey });
   assert.equal(tools.status, 200);
   assert.ok(tools.body.tools.some((x: { name: string }) => x.name === 'calc'));
+  assert.equal(tools.headers.get('content-type'), 'application/json');
+  assert.equal(tools.text, JSON.stringify({ tools: toolRegistryView() }), 'the catalog, as c.json would write it');
 });
 
 test('without a credential: 401', async () => {

@@ -28,6 +28,12 @@ test('journal and SSE routes: snapshot, after_seq, resume by header or query, 20
     assert.equal(all.status, 200);
     assert.match(all.headers.get('content-type') ?? '', /text\/event-stream/);
     assert.deepEqual(ids(all.text), [1, 2, 3, 4], 'a finished run: the whole journal, then the stream ends');
+    // Each record's frame, byte for byte: event, one data line (the record as JSON), id, blank line.
+    const full = await t.request('GET', `${base}/journal`, { token: t.adminKey });
+    const frames = (full.body.records as { seq: number; kind: string }[]).map(
+      (r) => `event: ${r.kind}\ndata: ${JSON.stringify(r)}\nid: ${r.seq}\n\n`,
+    );
+    assert.equal(all.text, `retry: 1000\n\n${frames.join('')}`);
     assert.match(all.text, /^event: run_finished$/m);
     assert.match(all.text, /^retry: 1000$/m);
     const byHeader = await t.request('GET', `${base}/events/sse`, { token: t.adminKey, headers: { 'last-event-id': '2' } });

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { verifyDpopProof } from '../../../core/tokens/dpop.ts';
+import { DpopKeyCache, verifyDpopProof } from '../../../core/tokens/dpop.ts';
 import { accessTokenHash } from '../../../core/tokens/ath.ts';
 import { checkConfirmation } from '../../../core/tokens/cnf.ts';
 import { MemoryReplayCache } from '../../../core/tokens/replay.ts';
@@ -126,4 +126,36 @@ test('replay cache forgets entries once their window has passed and fails closed
   assert.equal(r.remember('c', NOW + 1000, NOW), false); // full
   assert.equal(r.remember('c', NOW + 5000, NOW + 2000), true); // a and b expired
   assert.equal(r.size, 1);
+});
+
+test('with a key cache: the cached key still checks every signature, and a key is cached only once a proof verified', async () => {
+  const keys = new DpopKeyCache();
+  const victim = await keyPair();
+  const attacker = await keyPair();
+  // A forged proof first: the victim's public key embedded, signed by the attacker. Refused, and nothing cached.
+  const forged = () =>
+    new SignJWT({ htm: 'GET', htu: HTU, iat: NOW / 1000, jti: crypto.randomUUID() })
+      .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk: victim.jwk })
+      .sign(attacker.privateKey);
+  assert.equal(await code(verifyDpopProof(await forged(), { ...opts(), keys })), 'dpop_invalid');
+  // The victim's own proofs verify, the second from the cache, with the same thumbprint.
+  const replay = new MemoryReplayCache();
+  assert.equal((await verifyDpopProof(await proof(victim, {}), { ...opts(replay), keys })).jkt, victim.jkt);
+  assert.equal((await verifyDpopProof(await proof(victim, {}), { ...opts(replay), keys })).jkt, victim.jkt);
+  // Once the victim's key is cached, a forged proof is still refused, and so is a tampered payload.
+  assert.equal(await code(verifyDpopProof(await forged(), { ...opts(replay), keys })), 'dpop_invalid');
+  const good = await proof(victim, {});
+  const [h, , s] = good.split('.');
+  const tampered = `${h}.${Buffer.from(JSON.stringify({ htm: 'POST', htu: HTU, iat: NOW / 1000, jti: 'tampered-jti' })).toString('base64url')}.${s}`;
+  assert.equal(await code(verifyDpopProof(tampered, { ...opts(replay), keys })), 'dpop_invalid');
+  // The other checks run on the cached path too: replay, htm, ath.
+  assert.equal(await code(verifyDpopProof(good, { ...opts(replay), keys })), 'accepted');
+  assert.equal(await code(verifyDpopProof(good, { ...opts(replay), keys })), 'dpop_replay');
+  assert.equal(await code(verifyDpopProof(await proof(victim, { htm: 'POST' }), { ...opts(replay), keys })), 'dpop_htm_mismatch');
+  const ath = await accessTokenHash('the-token');
+  assert.equal(await code(verifyDpopProof(await proof(victim, { ath }), { ...opts(replay), keys, accessToken: 'the-token' })), 'accepted');
+  assert.equal(
+    await code(verifyDpopProof(await proof(victim, { ath }), { ...opts(replay), keys, accessToken: 'another-token' })),
+    'dpop_ath_mismatch',
+  );
 });
