@@ -107,6 +107,8 @@ async function sealNext(
       output_hash: f.output_hash ?? EMPTY_HASH,
       at: f.at ?? ctx.core.clock.now(),
       ...(f.data !== undefined ? { data: f.data } : {}),
+      cell_id: ctx.core.config.cellId,
+      epoch: 0,
     },
     tail.hash,
     ctx.iam.signer(),

@@ -257,7 +257,7 @@ export async function updateRunFlags(tx: Tx, runId: string, flags: Record<string
 
 // ---------------------------------------------------------------- journal
 
-/** A stored journal record (format v1: exactly these fields, as signed). */
+/** A stored journal record (format v1 or v2: exactly these fields, as signed). */
 function journalRecord(v: unknown): JournalRecord {
   const o = object(v);
   const text = (k: string): string => {
@@ -270,9 +270,28 @@ function journalRecord(v: unknown): JournalRecord {
     if (typeof x !== 'number' || !Number.isSafeInteger(x)) throw new TypeError(`store row: journal record field ${k} is not an integer`);
     return x;
   };
-  if (o['v'] !== 1) throw new TypeError('store row: journal record of an unknown format version');
+  if (o['v'] !== 1 && o['v'] !== 2) throw new TypeError('store row: journal record of an unknown format version');
   const data = o['data'] === undefined ? undefined : object(o['data']);
   // Keys in the order sealRecord writes them (RFC 8785 order: hashing serializes with JSON.stringify).
+  if (o['v'] === 2) {
+    return {
+      at: int('at'),
+      cell_id: text('cell_id'),
+      ...(data !== undefined ? { data } : {}),
+      epoch: int('epoch'),
+      graph_hash: text('graph_hash'),
+      input_hash: text('input_hash'),
+      kind: text('kind'),
+      output_hash: text('output_hash'),
+      prev_hash: text('prev_hash'),
+      run_id: text('run_id'),
+      seq: int('seq'),
+      sig: text('sig'),
+      signer_kid: text('signer_kid'),
+      step_id: text('step_id'),
+      v: 2,
+    };
+  }
   return {
     at: int('at'),
     ...(data !== undefined ? { data } : {}),

@@ -59,6 +59,13 @@ export async function modelCall(
     const res = await budget.reserve(agentId, maxTokens, { run_id: ctx.runId, step_id: stepId });
     if (!res.ok) throw refuse('budget_exceeded', { agent_id: agentId, seat: seatId, ledger: res.reason });
     let raw: unknown;
+    let attempt: JsonObject;
+    try {
+      attempt = await ctx.beginCall(stepId, 'model', input);
+    } catch (e) {
+      await budget.commit(res.reservation_id, 0);
+      throw e;
+    }
     try {
       raw = await model.complete({ agent: { id: agentId, seat: seatId, model: seat.model }, messages, tools, max_tokens: maxTokens });
     } catch (e) {
@@ -73,7 +80,7 @@ export async function modelCall(
     }
     const used = resp.usage.input_tokens + resp.usage.output_tokens;
     await budget.commit(res.reservation_id, used);
-    return { output: resp, data: { seat: seatId, agent_id: agentId, usage: used } };
+    return { output: resp, data: { seat: seatId, agent_id: agentId, usage: used, ...attempt } };
   });
   const resp = r.output as ModelResponse;
   ctx.addSpend(seatId, resp.usage.input_tokens + resp.usage.output_tokens);
