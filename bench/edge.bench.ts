@@ -33,7 +33,7 @@ import { buildKeyBundle, openKeyBundle } from '../bundles/key-bundle.ts';
 import { generateEd25519, signerFromJwk } from '../bundles/codec.ts';
 import { hashSecret } from '../core/apikey/hash.ts';
 import type { KeyRecord } from '../core/apikey/verify.ts';
-import { writeFileDurable } from '../edge/files.ts';
+import { initialState, writeFileDurable, writeState } from '../edge/files.ts';
 import { nodeSha256Hex } from '../edge/load.ts';
 
 const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
@@ -180,6 +180,8 @@ export default async function edgeBench(): Promise<void> {
       join(dir, 'dev', 'trust.json'),
       JSON.stringify({ format_version: 1, cell_id: 'cell-bench', keys: trusted, publishers: [] }),
     );
+    // What `edge init` writes beside device.json: the edge refuses a device without it.
+    writeState(join(dir, 'dev'), initialState(dev.kid));
     const small = recs.slice(0, 100).map((r) => ({ ...r, allowed_ips: [], allowed_regions: [], scopes: [] }));
     writeFileSync(
       join(dir, 'keys.json'),
@@ -327,6 +329,8 @@ async function tokenBench(
       join(dir, 'dev', 'trust.json'),
       JSON.stringify({ format_version: 1, cell_id: 'cell-bench', keys: trusted, publishers: [] }),
     );
+    // What `edge init` writes beside device.json: the edge refuses a device without it.
+    writeState(join(dir, 'dev'), initialState(dev.kid));
     writeFileSync(join(dir, 'keys.json'), text);
     proc = spawn(
       cmd,

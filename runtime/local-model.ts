@@ -15,7 +15,7 @@
  * and calls are serialized, so the same prompt gives the same output.
  */
 import { createRequire } from 'node:module';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { ServiceError } from '../core/errors.ts';
 import { checkModelFile, openModelManifest, type ModelManifest } from '../bundles/model-manifest.ts';
@@ -63,10 +63,19 @@ export function runtimeChildBridge(): boolean {
   } catch {
     return false;
   }
-  const root = join(runtime, 'node_modules', 'node-llama-cpp') + '/';
-  if (!resolve(script).startsWith(root)) return false;
+  // Both sides resolved through symlinks: the runtime may be a link (a shared edge-runtime/), and
+  // the child sees its script under the real path.
+  let root: string;
+  let real: string;
+  try {
+    root = realpathSync(join(runtime, 'node_modules', 'node-llama-cpp')) + '/';
+    real = realpathSync(resolve(script));
+  } catch {
+    return false;
+  }
+  if (!real.startsWith(root)) return false;
   const shim = createRequire(join(runtime, 'load.cjs'))(join(runtime, 'load.cjs')) as { importFile(p: string): Promise<unknown> };
-  shim.importFile(resolve(script)).catch((e: unknown) => {
+  shim.importFile(real).catch((e: unknown) => {
     process.stderr.write(String(e) + '\n');
     process.exit(1);
   });

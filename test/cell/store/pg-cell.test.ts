@@ -93,7 +93,8 @@ describe('the cell on PostgreSQL: crashes of the cell and of the server', { skip
         assert.deepEqual(missing, [], `round ${r}: ${missing.length} of ${acked.length} acknowledged keys lost`);
         cell = await startCellProcess({ dataDir, args: ['--store', db.url] });
       }
-      assert.ok(acked.length >= ROUNDS * 10, `only ${acked.length} writes acknowledged in ${ROUNDS} rounds`);
+      // Every round waited for its first acknowledgement before the kill: each round was killed mid-load.
+      assert.ok(acked.length >= ROUNDS, `only ${acked.length} writes acknowledged in ${ROUNDS} rounds`);
       // The restarted cell serves them, too.
       const sample = acked.filter((_, i) => i % Math.ceil(acked.length / 20) === 0);
       for (const id of sample) {
@@ -135,7 +136,12 @@ describe('the cell on PostgreSQL: crashes of the cell and of the server', { skip
       await load.stop();
       const other = load.refused.filter((r) => r.status !== 503);
       assert.deepEqual(other.slice(0, 3), [], 'only 503 refusals while the server was down');
-      for (const r of load.refused) assert.equal(r.body.retryable, true);
+      // A commit cut off by the crash has an unknown outcome: a blind retry could apply it twice, so that
+      // one refusal says retryable: false (details.reason commit_unknown); every other says retry.
+      for (const r of load.refused) {
+        const reason = (r.body.details as { reason?: string } | undefined)?.reason;
+        assert.equal(r.body.retryable, reason !== 'commit_unknown', JSON.stringify(r.body));
+      }
       const rows = await adminQuery(db.url, 'SELECT id FROM api_keys');
       const present = new Set(rows.rows.map((x: { id: string }) => x.id));
       const missing = load.acked.filter((id) => !present.has(id));
