@@ -38,6 +38,11 @@ export interface CellKey {
   retired_at: number | null;
 }
 
+/** An identity key of some cell of the group (journals written by several cells verify against these). */
+export interface GroupCellKey extends CellKey {
+  cell_id: string;
+}
+
 export interface Signer {
   kid: string;
   sign(bytes: Uint8Array): Promise<Uint8Array>;
@@ -83,10 +88,17 @@ export class Iam {
   readonly #roles = new Cache<string, Role | null>(10_000);
   readonly #keysByHash = new Cache<string, KeyEntry | null>(50_000);
   #identity: { signer: Signer; keys: CellKey[] } | null = null;
+  #groupKeys: { keys: GroupCellKey[]; generation: number } | null = null;
+  #groupKeysGeneration = 0;
   #dummyHash: string | null = null;
 
   constructor(private readonly core: CellCore) {
     core.store.onChange((c) => {
+      // Another cell joined (or rotated): the group's identity keys are read again.
+      if (c.tables.has('cell_keys')) {
+        this.#groupKeysGeneration++;
+        this.#groupKeys = null;
+      }
       for (const t of c.tables) {
         if (IAM_TABLES.has(t)) {
           this.invalidate();
@@ -342,28 +354,58 @@ export class Iam {
 
   // ------------------------------------------------------------ the cell's identity (journals, bundles)
 
-  /** Creates the identity key on first start and loads it. */
+  /**
+   * Creates this cell's identity key on first start and loads it. Keys are per
+   * cell (`cell_keys.cell_id`): in a group each cell signs with its own key, so a
+   * journal record's signer names the cell that wrote it. A key recorded before
+   * keys were per cell becomes the key of the first cell that starts.
+   */
   async ensureIdentity(): Promise<void> {
-    let keys = await repo.cellKeys(this.core.store, 'identity');
+    const cellId = this.core.config.cellId;
+    let keys = await repo.cellKeys(this.core.store, 'identity', cellId);
     if (!keys.some((k) => k.retired_at === null)) {
       const k = await generateEd25519();
-      await this.core.store.write((tx) =>
-        repo.insertCellKey(tx, {
+      const at = this.core.clock.now();
+      await this.core.store.write(async (tx) => {
+        const mine = await repo.cellKeys(tx, 'identity', cellId);
+        if (mine.some((x) => x.retired_at === null)) return;
+        await repo.claimUnownedCellKeys(tx, 'identity', cellId);
+        if ((await repo.cellKeys(tx, 'identity', cellId)).some((x) => x.retired_at === null)) return;
+        await repo.insertCellKey(tx, {
           kid: k.kid,
           purpose: 'identity',
+          cell_id: cellId,
           private_jwk: k.privateJwk,
           public_jwk: k.publicJwk,
-          created_at: this.core.clock.now(),
+          created_at: at,
           retired_at: null,
-        }),
-      );
-      keys = await repo.cellKeys(this.core.store, 'identity');
+        });
+      });
+      keys = await repo.cellKeys(this.core.store, 'identity', cellId);
     }
     const active = [...keys].reverse().find((k) => k.retired_at === null)!;
     this.#identity = {
       signer: { kid: active.kid, sign: (bytes) => signEd25519(active.private_jwk, bytes) },
       keys: keys.map((k) => ({ kid: k.kid, jwk: k.public_jwk, retired_at: k.retired_at })),
     };
+  }
+
+  /**
+   * The identity keys of every cell that ever wrote to this store (this cell's
+   * first), retired ones included: journals written by several cells verify
+   * against them. Cached until a cell adds or retires a key.
+   */
+  async groupIdentityKeys(): Promise<GroupCellKey[]> {
+    const hit = this.#groupKeys;
+    if (hit !== null && hit.generation === this.#groupKeysGeneration) return hit.keys;
+    const generation = this.#groupKeysGeneration;
+    const me = this.core.config.cellId;
+    const keys = (await repo.allCellKeys(this.core.store, 'identity'))
+      .filter((k): k is repo.CellKeyRow & { cell_id: string } => k.cell_id !== null)
+      .map((k) => ({ cell_id: k.cell_id, kid: k.kid, jwk: k.public_jwk, retired_at: k.retired_at }));
+    keys.sort((a, b) => Number(b.cell_id === me) - Number(a.cell_id === me));
+    if (generation === this.#groupKeysGeneration) this.#groupKeys = { keys, generation };
+    return keys;
   }
 
   /** Signs journals and bundles. */
