@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { BOOTSTRAP_KEY_FILE } from './iam/bootstrap.ts';
 import { POSTURES, type CellConfig, type Posture } from './config.ts';
 import { consoleLogger, startCell } from './server.ts';
+import { ClusterRefusal } from './cluster/cluster.ts';
 import { bundleCommand } from './edge/cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
 import { parseIpRule } from '../core/apikey/network.ts';
@@ -35,6 +36,8 @@ const SERVE_HELP = `  serve            start a cell
     --trusted-proxies A,B  socket addresses whose X-Forwarded-For is believed (default none)
     --clearance N      this cell's clearance ceiling (default 0)
     --topology k=v,..  this cell's topology labels (site, zone, network)
+    --heartbeat-ms N   group membership: heartbeat interval (default 500)
+    --lease-ms N       a run stays its owner's this long after the owner's last heartbeat (default 2000)
     --tls-cert FILE    serve https with this PEM certificate (with --tls-key)
     --tls-key FILE     the certificate's PEM private key
     --client-ca FILE   PEM CA for client certificates (mTLS, RFC 8705 bound tokens)
@@ -86,6 +89,8 @@ async function serveCommand(argv: string[]): Promise<void> {
       'tls-key': { type: 'string' },
       'client-ca': { type: 'string' },
       'egress-allow-private': { type: 'string' },
+      'heartbeat-ms': { type: 'string' },
+      'lease-ms': { type: 'string' },
     },
     strict: true,
   });
@@ -145,6 +150,8 @@ async function serveCommand(argv: string[]): Promise<void> {
     for (const r of rules) if (parseIpRule(r) === null) fail(`--egress-allow-private: '${r}' is not an address or CIDR range`);
     config.egressAllowPrivate = rules;
   }
+  if (values['heartbeat-ms'] !== undefined) config.heartbeatMs = intArg('heartbeat-ms', values['heartbeat-ms']);
+  if (values['lease-ms'] !== undefined) config.leaseMs = intArg('lease-ms', values['lease-ms']);
   if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
   if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
   const tls =
@@ -160,6 +167,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     running = await startCell({ config, log: consoleLogger, ...(tls ? { tls } : {}) });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
+    if (err instanceof ClusterRefusal) fail(err.message, 1);
     if (code === 'EADDRINUSE')
       fail(`port ${config.port ?? 8080} on ${config.host ?? '127.0.0.1'} is already in use; pick another with --port`, 1);
     if (code === 'EACCES' && (err as { syscall?: string }).syscall === 'listen')

@@ -17,6 +17,7 @@ import type { CellModule } from './module.ts';
 import { MIGRATIONS, settleCellId } from './migrations.ts';
 import { openStore } from './store/open.ts';
 import { createIamModule } from './iam/module.ts';
+import { createClusterModule } from './cluster/module.ts';
 import { createOAuthModule } from './oauth/module.ts';
 import { createToolsModule } from './tools/module.ts';
 import { createAiModule } from './ai/module.ts';
@@ -67,6 +68,9 @@ export const consoleLogger: Logger = {
  * built from every route mounted before it.
  */
 async function buildModules(core: CellCore) {
+  // Joins the group on this store (or refuses to, by posture) before anything is written.
+  // Its member list names each cell's identity keys (iam's, read when a request asks).
+  const cluster = await createClusterModule(core, { identityKeys: () => iam.iam.groupIdentityKeys() });
   const iam = await createIamModule(core);
   // The device registry is the edge module's, but the OAuth server needs it to issue device-addressed tokens.
   const devices = new Devices(core.store);
@@ -81,7 +85,7 @@ async function buildModules(core: CellCore) {
   const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices });
   const console = createConsoleModule(core, { oauth: oauth.api });
   const discovery = createDiscoveryModule(core);
-  return { iam, oauth, tools, runs, ai, teams, jobs, edge, console, discovery };
+  return { iam, cluster, oauth, tools, runs, ai, teams, jobs, edge, console, discovery };
 }
 
 export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {

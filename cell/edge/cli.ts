@@ -37,7 +37,7 @@ export async function bundleCommand(argv: string[]): Promise<void> {
   if (storeUrl !== undefined && storeUrl !== '' && !/^postgres(ql)?:\/\//.test(storeUrl))
     throw new Error('--store takes a postgres://user@host:port/db URL');
   const quiet = { info() {}, warn() {}, error() {} };
-  const running = await startCell({ config: { dataDir, ...(storeUrl ? { storeUrl } : {}) }, listen: false, log: quiet });
+  const running = await startCell({ config: { dataDir, joinGroup: false, ...(storeUrl ? { storeUrl } : {}) }, listen: false, log: quiet });
   try {
     if (what === 'trust') {
       writeFileSync(values.out, JSON.stringify(running.modules.edge.trustAnchor(), null, 2) + '\n');
