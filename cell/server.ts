@@ -76,7 +76,7 @@ async function buildModules(core: CellCore) {
   const devices = new Devices(core.store);
   const oauth = await createOAuthModule(core, { iam: iam.iam, deviceExists: (id) => devices.exists(id) });
   const tools = await createToolsModule(core);
-  const runs = await createRunsModule(core, { iam: iam.iam });
+  const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster });
   // The local-signed model runtime when node-llama-cpp is installed beside the program (edge-runtime/).
   const runtime = localRuntime(core.config.dataDir);
   const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, ...(runtime ? { localRuntime: runtime } : {}) });

@@ -29,6 +29,7 @@ import {
 } from './approvals.ts';
 import type { RunEventListener, RunsContext } from './context.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel, type DriverHandle } from './control.ts';
+import { heldByLivePeer, orphanedRuns } from './lease.ts';
 import { driveRun, recordedStep, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
 import { subscribe, subscriberCount } from './events.ts';
 import {
@@ -62,7 +63,8 @@ export class Runs {
 
   /** Inserts a run inside the caller's transaction (state `queued` unless given); returns its id. */
   createRunTx(tx: Tx, r: NewRun): Promise<string> {
-    return createRunTx(tx, r);
+    // The creating cell holds the run's lease until it claims it to drive it (or, if it dies first, a peer does).
+    return createRunTx(tx, { ...r, coordinator: r.coordinator ?? this.ctx.core.config.cellId });
   }
 
   /** The run, or undefined when this cell does not know it. */
@@ -158,6 +160,21 @@ export class Runs {
   /** Cancels a run, idempotently; undefined when the run is unknown. */
   requestCancel(runId: string, actor: string): Promise<Run | undefined> {
     return requestCancel(this.ctx, runId, actor);
+  }
+
+  /** Queued or running runs of `kind` whose lease holder died, that this cell qualifies to execute (takeover sweeps). */
+  orphanedRuns(kind: RunKind): Promise<Run[]> {
+    return orphanedRuns(this.ctx, kind);
+  }
+
+  /** True when another cell that is not dead holds the run's lease. */
+  heldByLivePeer(run: Run): Promise<boolean> {
+    return heldByLivePeer(this.ctx, run);
+  }
+
+  /** Runs `fn` after each heartbeat of this cell (the takeover sweeps of crew and job runs). */
+  onHeartbeat(fn: () => Promise<void>): void {
+    this.ctx.cluster.onTick(fn);
   }
 
   /** Drives the run's graph on the engine until it ends or waits (journal, clock, cancel and recorded steps bound here). */

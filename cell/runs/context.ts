@@ -7,6 +7,7 @@
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
+import type { Cluster } from '../cluster/cluster.ts';
 
 export interface JournalTail {
   seq: number;
@@ -57,8 +58,23 @@ export interface RunsContext {
   meters: Map<string, RunMeter>;
   /** How big a workspace's files are (the jobs module registers its SQL databases); none: 0. */
   workspaceFiles: ((workspaceId: string) => number) | null;
+  /** The group's membership: whose leases lapsed, this cell's placement attributes (lease.ts). */
+  cluster: Cluster;
+  /** The epoch of each run lease this process holds (lease.ts); a driver's writes are fenced by it. */
+  leases: Map<string, number>;
 }
 
-export function createRunsContext(core: CellCore, iam: Iam): RunsContext {
-  return { core, iam, tails: new Map(), queues: new Map(), bus: new Map(), drivers: new Map(), meters: new Map(), workspaceFiles: null };
+export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster): RunsContext {
+  return {
+    core,
+    iam,
+    cluster,
+    tails: new Map(),
+    queues: new Map(),
+    bus: new Map(),
+    drivers: new Map(),
+    meters: new Map(),
+    leases: new Map(),
+    workspaceFiles: null,
+  };
 }

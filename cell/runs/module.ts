@@ -8,6 +8,7 @@
  */
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
+import type { Cluster } from '../cluster/cluster.ts';
 import type { CellModule } from '../module.ts';
 import { Runs } from './api.ts';
 import { abortAllDrivers } from './control.ts';
@@ -19,8 +20,8 @@ export interface RunsModule extends CellModule {
   runs: Runs;
 }
 
-export async function createRunsModule(core: CellCore, deps: { iam: Iam }): Promise<RunsModule> {
-  const ctx = createRunsContext(core, deps.iam);
+export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster: Cluster }): Promise<RunsModule> {
+  const ctx = createRunsContext(core, deps.iam, deps.cluster);
   return {
     name: 'runs',
     runs: new Runs(ctx),
