@@ -64,6 +64,7 @@ export function qualifies(cell: { clearance: number; topology: Record<string, st
 export class Cluster {
   #timer: ReturnType<typeof setInterval> | null = null;
   #beating: Promise<void> | null = null;
+  #sweeping: Promise<void> | null = null;
   readonly #ticks: Array<() => Promise<void>> = [];
   #stopped = false;
 
@@ -136,10 +137,16 @@ export class Cluster {
   start(): void {
     if (this.#timer) return;
     this.#stopped = false;
+    // The beat never waits for the sweeps: a slow sweep must not make this cell look dead.
     const t = setInterval(() => {
-      if (this.#beating) return; // the previous beat (and its sweeps) still runs
-      this.#beating = this.tick().finally(() => {
+      if (this.#beating) return; // the previous beat still runs
+      this.#beating = this.beatLogged().then((ok) => {
         this.#beating = null;
+        if (ok && !this.#sweeping) {
+          this.#sweeping = this.sweep().finally(() => {
+            this.#sweeping = null;
+          });
+        }
       });
     }, this.core.config.heartbeatMs);
     t.unref();
@@ -148,13 +155,22 @@ export class Cluster {
 
   /** One heartbeat, then the sweeps. Tests call it directly with a manual clock. */
   async tick(): Promise<void> {
-    if (this.#stopped) return;
+    if (await this.beatLogged()) await this.sweep();
+  }
+
+  async beatLogged(): Promise<boolean> {
+    if (this.#stopped) return false;
     try {
       await this.beat();
+      return true;
     } catch (e) {
       this.core.log.warn('heartbeat failed', { error: e instanceof Error ? e.message : String(e) });
-      return;
+      return false;
     }
+  }
+
+  /** The sweeps registered with onTick, one after the other. */
+  async sweep(): Promise<void> {
     for (const fn of this.#ticks) {
       if (this.#stopped) return;
       try {
@@ -179,6 +195,7 @@ export class Cluster {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
     await this.#beating?.catch(() => undefined);
+    await this.#sweeping?.catch(() => undefined);
     const at = this.core.clock.now();
     try {
       await this.core.store.write((tx) => repo.markStopped(tx, this.core.config.cellId, at));

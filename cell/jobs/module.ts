@@ -89,6 +89,16 @@ export function createJobsModule(
         core.log.info('recovering job run', { run_id: run.run_id, state: run.state });
         void startJobDrive(ctx, run);
       }
+      // Takeover: job runs whose lease holder died are driven here (the drive's claim decides
+      // between peers sweeping at once; completed steps are reused from the journal).
+      ctx.runs.onHeartbeat(async () => {
+        if (ctx.stopped) return;
+        for (const run of await ctx.runs.orphanedRuns('job')) {
+          if (ctx.stopped || ctx.runs.isDriven(run.run_id)) continue;
+          core.log.info('taking over job run', { run_id: run.run_id, previous_owner: run.lease_owner });
+          void startJobDrive(ctx, run);
+        }
+      });
       await scheduler.start();
     },
     async stop() {

@@ -69,6 +69,9 @@ export async function startSweep(ctx: TeamsContext): Promise<void> {
         ctx.core.log.warn('waiting run not resumed', { run_id: r.run_id, error: e instanceof Error ? e.message : String(e) }),
       );
   }
+  ctx.runs.onHeartbeat(async () => {
+    if (!ctx.stopped) await takeOverOrphans(ctx);
+  });
   const t = setInterval(() => {
     void flagOverdue(ctx).catch((e: unknown) =>
       ctx.core.log.warn('investigate sweep failed', { error: e instanceof Error ? e.message : String(e) }),
@@ -120,6 +123,8 @@ function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash:
       requester: run.requester,
       graphHash,
       context: { crew_id: crew.crew_id, workspace_id: workspaceId },
+      // Budget reservations the previous driver left open are released once this cell holds the run.
+      onTakeover: () => releaseOpenReservations(ctx, run.run_id),
     })
     .then((r) => {
       if (r.state === 'waiting') scheduleWake(ctx, run.run_id, r.result?.waiting?.wake_at ?? null);
@@ -175,6 +180,8 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
       coordinator: core.config.cellId,
       source: 'api',
       at,
+      // Every claim of the run (a takeover included) enforces the graph's placement needs.
+      placement: compiled.graph.placement,
     });
     await ctx.iam.audit(tx, {
       at,
@@ -238,6 +245,13 @@ export async function resumeRun(ctx: TeamsContext, runId: string, why: string): 
     });
   }
   if (compiled.graphHash !== run.graph_hash) {
+    await ctx.iam.auditNow({
+      actor: `system:cell:${ctx.core.config.cellId}`,
+      action: 'crew.run.resume',
+      target: runId,
+      outcome: 'refused',
+      details: { reason: 'graph_changed', why, expected_graph_hash: run.graph_hash, actual_graph_hash: compiled.graphHash },
+    });
     return refuseRun(ctx, runId, 'graph_changed', 'the formation changed since the run started; it cannot resume', {
       expected_graph_hash: run.graph_hash,
       actual_graph_hash: compiled.graphHash,
@@ -246,6 +260,24 @@ export async function resumeRun(ctx: TeamsContext, runId: string, why: string): 
   }
   driveInBackground(ctx, run, compiled.graph, compiled.graphHash, crew);
   return (await runs.getRun(runId)) ?? run;
+}
+
+/**
+ * The takeover sweep, after each heartbeat: crew runs whose lease holder died
+ * (and that this cell qualifies to execute) are resumed here. The claim in
+ * the drive decides between peers sweeping at once; a formation changed
+ * since the run started ends it `refused` with `graph_changed` (resumeRun).
+ */
+export async function takeOverOrphans(ctx: TeamsContext): Promise<void> {
+  for (const run of await ctx.runs.orphanedRuns('crew')) {
+    if (ctx.stopped) return;
+    ctx.core.log.info('taking over crew run', { run_id: run.run_id, previous_owner: run.lease_owner });
+    try {
+      await resumeRun(ctx, run.run_id, 'takeover');
+    } catch (e) {
+      if (!(e instanceof ServiceError)) throw e; // a refusal (graph_changed) is recorded on the run
+    }
+  }
 }
 
 /** Recovery by a peer (or restarted) cell: resume a run whose coordinator died. */
@@ -259,6 +291,10 @@ export async function recoverRun(ctx: TeamsContext, actor: string, crewId: strin
     });
   if (runs.isDriven(runId))
     throw new ServiceError('conflict', 'this cell is driving the run now', { details: { reason: 'run_in_progress' } });
+  if (await runs.heldByLivePeer(run))
+    throw new ServiceError('conflict', 'another live cell of the group is driving the run', {
+      details: { reason: 'run_in_progress', cell_id: run.lease_owner },
+    });
   try {
     await runs.appendJournal(runId, {
       step_id: 'run',
