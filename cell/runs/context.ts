@@ -62,6 +62,9 @@ export interface RunsContext {
   cluster: Cluster;
   /** The epoch of each run lease this process holds (lease.ts); a driver's writes are fenced by it. */
   leases: Map<string, number>;
+  /** The catch-up of records other cells appended, while it runs (events.ts), and whether to run it again. */
+  catchingUp: Promise<void> | null;
+  catchUpAgain: boolean;
 }
 
 export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster): RunsContext {
@@ -75,6 +78,8 @@ export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster): R
     drivers: new Map(),
     meters: new Map(),
     leases: new Map(),
+    catchingUp: null,
+    catchUpAgain: false,
     workspaceFiles: null,
   };
 }

@@ -13,6 +13,7 @@ import type { CellModule } from '../module.ts';
 import { Runs } from './api.ts';
 import { abortAllDrivers } from './control.ts';
 import { createRunsContext } from './context.ts';
+import { catchUpRemote } from './events.ts';
 import { mountRunEventRoutes } from './routes.ts';
 import { mountRunValueRoutes } from './routes-values.ts';
 
@@ -22,6 +23,13 @@ export interface RunsModule extends CellModule {
 
 export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster: Cluster }): Promise<RunsModule> {
   const ctx = createRunsContext(core, deps.iam, deps.cluster);
+  // Records appended by other cells of the group reach this cell's event subscribers.
+  const unlisten = core.store.onChange((c) => {
+    if (c.remote && c.tables.has('journal') && ctx.bus.size > 0)
+      void catchUpRemote(ctx).catch((e: unknown) =>
+        core.log.warn('run events catch-up failed', { error: e instanceof Error ? e.message : String(e) }),
+      );
+  });
   return {
     name: 'runs',
     runs: new Runs(ctx),
@@ -30,6 +38,7 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
       mountRunValueRoutes(app, ctx);
     },
     async stop() {
+      unlisten();
       await abortAllDrivers(ctx);
     },
   };

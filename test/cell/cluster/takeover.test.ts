@@ -299,3 +299,96 @@ test('SIGSTOP past the lease, then SIGCONT: the late writer is fenced off and th
   assert.equal(done.state, 'completed');
   assert.equal(calls('s2'), 2, 'the paused call and its one re-issue');
 });
+
+/** Follows a run's SSE stream on `cell` from `lastId`; calls `onEvent` per event until the stream ends or `signal` aborts. */
+async function follow(
+  cell: CellProcess,
+  runId: string,
+  lastId: number,
+  onEvent: (id: number, kind: string) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  const res = await fetch(`${cell.url}/api/public/v1/admin/jobs/runs/${runId}/events/sse`, {
+    headers: { authorization: `Bearer ${g!.api.token}`, 'last-event-id': String(lastId) },
+    signal,
+  });
+  assert.equal(res.status, 200);
+  const reader = res.body!.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += dec.decode(value, { stream: true });
+      let i: number;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const id = /^id: ?(\d+)$/m.exec(block)?.[1];
+        const kind = /^event: ?(\S+)$/m.exec(block)?.[1];
+        if (id !== undefined && kind !== undefined) onEvent(Number(id), kind);
+      }
+    }
+  } catch (e) {
+    if (!signal.aborted) throw e;
+  }
+}
+
+test('SSE across cells: follow on one cell, the coordinator dies, resume on a third with Last-Event-ID: no gap, no duplicate', {
+  skip: SKIP,
+}, async () => {
+  // A coordinator again: cell-a restarts on its data directory.
+  const old = g!.cells[0]!;
+  const a = await startCellProcess({ dataDir: old.dataDir, args: ['--store', g!.db.url, '--cell-id', 'cell-a', ...GROUP_ARGS] });
+  g!.cells.push(a);
+  const [, b, c] = g!.cells as [CellProcess, CellProcess, CellProcess];
+  const inFlight = deferred();
+  let first = true;
+  g!.hook = async (_req, role) => {
+    if (role === 'e2' && first) {
+      first = false;
+      inFlight.resolve();
+      await held.promise;
+    }
+  };
+  const { runId } = await launch(a, 'e');
+  const seen: Array<[number, string]> = [];
+  const onB = new AbortController();
+  const sawIntent = deferred();
+  const followingB = follow(
+    b,
+    runId,
+    0,
+    (id, kind) => {
+      seen.push([id, kind]);
+      if (kind === 'intent' && seen.filter(([, k]) => k === 'intent').length === 2) sawIntent.resolve();
+    },
+    onB.signal,
+  );
+  await inFlight.promise;
+  // Records written by cell-a reach the client on cell-b.
+  await within('cell-b to stream cell-a’s records', sawIntent.promise, 15_000);
+  await a.kill('SIGKILL');
+  onB.abort();
+  await followingB;
+  const last = seen.at(-1)![0];
+  await within(
+    'the rest of the stream on cell-c',
+    follow(c, runId, last, (id, kind) => seen.push([id, kind]), new AbortController().signal),
+    LEASE_MS + HEARTBEAT_MS + 20_000,
+  );
+  const ids = seen.map(([id]) => id);
+  assert.deepEqual(
+    ids,
+    ids.map((_, i) => i + 1),
+    'every seq once, in order',
+  );
+  assert.equal(seen.at(-1)![1], 'run_finished');
+  const records = await journalOn(b, runId);
+  assert.deepEqual(
+    seen,
+    records.map((r) => [r.seq, r.kind]),
+    'the stream is the journal',
+  );
+});
