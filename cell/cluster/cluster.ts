@@ -97,8 +97,11 @@ export class Cluster {
         'multi_cell_needs_postgres',
       );
     const at = clock.now();
+    // The embedded store is one process's by its directory lock: another id's row there is a cell
+    // this data directory ran as before (a replaced id), never a second live member.
+    const shared = store.engine === 'postgres';
     await store.write(async (tx) => {
-      const others = (await repo.allCells(tx)).filter((c) => c.cell_id !== config.cellId && memberState(c, at) !== 'dead');
+      const others = shared ? (await repo.allCells(tx)).filter((c) => c.cell_id !== config.cellId && memberState(c, at) !== 'dead') : [];
       if (config.posture === 'single-cell' && others.length > 0)
         throw new ClusterRefusal(
           `posture single-cell: this store already has a live cell (${others.map((c) => c.cell_id).join(', ')}); ` +

@@ -77,15 +77,18 @@ export async function upsertCell(tx: Tx, c: CellRow): Promise<void> {
   );
 }
 
-/** The heartbeat: one row written. False when the row is gone (or the cell stopped). */
+/**
+ * The heartbeat: one row written; a heartbeat never moves back (two beats of one
+ * cell may commit out of order). False when the row is gone (or the cell stopped).
+ */
 export async function beat(tx: Tx, cellId: string, at: number, url: string | null): Promise<boolean> {
   return (
     (
-      await tx.run('UPDATE cells SET heartbeat_at = ?, url = COALESCE(CAST(? AS TEXT), url) WHERE cell_id = ? AND stopped_at IS NULL', [
-        at,
-        url,
-        cellId,
-      ])
+      await tx.run(
+        `UPDATE cells SET heartbeat_at = CASE WHEN heartbeat_at > ? THEN heartbeat_at ELSE ? END, url = COALESCE(CAST(? AS TEXT), url)
+         WHERE cell_id = ? AND stopped_at IS NULL`,
+        [at, at, url, cellId],
+      )
     ).changes === 1
   );
 }

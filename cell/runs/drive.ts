@@ -37,6 +37,8 @@ export interface DriveOptions {
   describeError?(result: RunResult): RunError;
   /** Maps a completed result's output to what the run row stores (default: the output as is); may read the journal (async). */
   finalOutput?(result: RunResult): unknown;
+  /** Claim the run even from a holder whose heartbeat has not lapsed (an operator's recover; fencing keeps it safe). */
+  forceClaim?: boolean;
   /** Called once this drive took the run over from a driver that stopped (its journal verified), before any step runs. */
   onTakeover?(previousOwner: string | null): Promise<void>;
 }
@@ -166,7 +168,7 @@ async function driveOnce(
   const { log } = ctx.core;
   const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
   const graphHash = opts.graphHash ?? contentHash(graph);
-  const claim = await claimRun(ctx, runId, graphHash);
+  const claim = await claimRun(ctx, runId, graphHash, opts.forceClaim === true);
   if (!claim.ok) return { state: await stateNow(), result: null };
   const fence = claim.fence;
   try {

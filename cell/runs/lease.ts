@@ -61,15 +61,20 @@ export function assertFence(ctx: RunsContext, runId: string, head: repo.RunHead,
     throw new LeaseLostError(runId, fence.epoch, head.lease_owner, head.lease_epoch);
 }
 
-/** Takes the run's lease to drive it, and moves it to `running` (graph hash recorded). */
-export async function claimRun(ctx: RunsContext, runId: string, graphHash: string | null): Promise<Claim> {
+/**
+ * Takes the run's lease to drive it, and moves it to `running` (graph hash
+ * recorded). `force` (an operator's recover) takes it even from a holder whose
+ * heartbeat has not lapsed yet: the new epoch fences that holder off if it is
+ * in fact alive.
+ */
+export async function claimRun(ctx: RunsContext, runId: string, graphHash: string | null, force = false): Promise<Claim> {
   const me = ctx.core.config.cellId;
   const at = ctx.core.clock.now();
   const held = ctx.leases.get(runId);
   const claim = await ctx.core.store.write(async (tx: Tx): Promise<Claim> => {
     const s = await repo.runLease(tx, runId);
     if (!s || isTerminal(s.state)) return { ok: false, reason: 'terminal' };
-    if (s.lease_owner !== null && s.lease_owner !== me && !(await ctx.cluster.lapsedTx(tx, s.lease_owner, at)))
+    if (s.lease_owner !== null && s.lease_owner !== me && !force && !(await ctx.cluster.lapsedTx(tx, s.lease_owner, at)))
       return { ok: false, reason: 'owned', owner: s.lease_owner };
     if (!qualifies(ctx.cluster.self, { clearance: s.need_clearance, topology: s.need_topology }))
       return { ok: false, reason: 'unqualified', owner: s.lease_owner };
@@ -119,9 +124,13 @@ export async function orphanedRuns(ctx: RunsContext, kind: repo.RunKind): Promis
   return out;
 }
 
-/** True when the run's lease holder is another cell that is not dead (a recover there would race it). */
+/**
+ * True when the run's lease holder is another cell whose heartbeat is fresh
+ * (`live`): a recover there would fight a working driver. A `suspect` holder
+ * (late heartbeats) may be recovered from: the forced claim fences it off.
+ */
 export async function heldByLivePeer(ctx: RunsContext, run: repo.Run): Promise<boolean> {
   if (run.lease_owner === null || run.lease_owner === ctx.core.config.cellId) return false;
   const m = (await ctx.cluster.members()).find((x) => x.cell_id === run.lease_owner);
-  return m !== undefined && m.state !== 'dead';
+  return m !== undefined && m.state === 'live';
 }

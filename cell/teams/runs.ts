@@ -115,7 +115,7 @@ async function refuseRun(ctx: TeamsContext, runId: string, reason: string, messa
   throw new ServiceError('conflict', message, { details: { reason, run_id: runId, ...details } });
 }
 
-function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash: string, crew: Crew): void {
+function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash: string, crew: Crew, forceClaim = false): void {
   const spec = crewSpec(run);
   const workspaceId = run.workspace_id ?? crew.workspace_id;
   const p = ctx.runs
@@ -123,6 +123,7 @@ function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash:
       requester: run.requester,
       graphHash,
       context: { crew_id: crew.crew_id, workspace_id: workspaceId },
+      forceClaim,
       // Budget reservations the previous driver left open are released once this cell holds the run.
       onTakeover: () => releaseOpenReservations(ctx, run.run_id),
     })
@@ -239,10 +240,15 @@ export async function resumeRun(ctx: TeamsContext, runId: string, why: string): 
   try {
     compiled = await compileFor(ctx, formation, crew);
   } catch (e) {
-    return refuseRun(ctx, runId, 'graph_changed', 'the formation no longer compiles; the run cannot resume', {
-      why,
-      detail: e instanceof ServiceError ? String(e.details?.['reason']) : 'compile_failed',
+    const detail = e instanceof ServiceError ? String(e.details?.['reason']) : 'compile_failed';
+    await ctx.iam.auditNow({
+      actor: `system:cell:${ctx.core.config.cellId}`,
+      action: 'crew.run.resume',
+      target: runId,
+      outcome: 'refused',
+      details: { reason: 'graph_changed', why, expected_graph_hash: run.graph_hash, detail },
     });
+    return refuseRun(ctx, runId, 'graph_changed', 'the formation no longer compiles; the run cannot resume', { why, detail });
   }
   if (compiled.graphHash !== run.graph_hash) {
     await ctx.iam.auditNow({
@@ -258,7 +264,7 @@ export async function resumeRun(ctx: TeamsContext, runId: string, why: string): 
       why,
     });
   }
-  driveInBackground(ctx, run, compiled.graph, compiled.graphHash, crew);
+  driveInBackground(ctx, run, compiled.graph, compiled.graphHash, crew, why === 'recover');
   return (await runs.getRun(runId)) ?? run;
 }
 
@@ -292,7 +298,7 @@ export async function recoverRun(ctx: TeamsContext, actor: string, crewId: strin
   if (runs.isDriven(runId))
     throw new ServiceError('conflict', 'this cell is driving the run now', { details: { reason: 'run_in_progress' } });
   if (await runs.heldByLivePeer(run))
-    throw new ServiceError('conflict', 'another live cell of the group is driving the run', {
+    throw new ServiceError('conflict', 'another live cell of the group is driving the run (its heartbeat is fresh)', {
       details: { reason: 'run_in_progress', cell_id: run.lease_owner },
     });
   try {

@@ -13,7 +13,9 @@ import { inProcessCell, TEST_ENGINE } from '../../helpers/inproc.ts';
 const CELLS = '/api/public/v1/admin/cells';
 
 test('a cell registers itself; its state follows the age of its heartbeat', async () => {
-  const t = await inProcessCell({ config: { region: 'eu-1', clearance: 2, topology: { site: 'hq' }, heartbeatMs: 100, leaseMs: 1000 } });
+  const t = await inProcessCell({
+    config: { region: 'eu-1', clearance: 2, topology: { site: 'hq' }, heartbeatMs: 60_000, leaseMs: 600_000 },
+  });
   try {
     const r = await t.request('GET', CELLS, { token: t.adminKey });
     assert.equal(r.status, 200, r.text);
@@ -26,11 +28,11 @@ test('a cell registers itself; its state follows the age of its heartbeat', asyn
     assert.equal(me.clearance, 2);
     assert.deepEqual(me.topology, { site: 'hq' });
     assert.equal(me.posture, 'single-cell');
-    assert.equal(me.lease_ms, 1000);
+    assert.equal(me.lease_ms, 600_000);
     assert.deepEqual(me.key_ids, [t.modules.iam.iam.signer().kid]);
-    t.clock.advance(300);
+    t.clock.advance(130_000);
     assert.equal((await t.request('GET', CELLS, { token: t.adminKey })).body.items[0].state, 'suspect', 'late by more than two beats');
-    t.clock.advance(800);
+    t.clock.advance(480_000);
     assert.equal((await t.request('GET', CELLS, { token: t.adminKey })).body.items[0].state, 'dead', 'past its lease');
     await t.modules.cluster.cluster.tick();
     const back = (await t.request('GET', CELLS, { token: t.adminKey })).body.items[0];
