@@ -321,8 +321,7 @@ async function follow(
       const { value, done } = await reader.read();
       if (done) return;
       buf += dec.decode(value, { stream: true });
-      let i: number;
-      while ((i = buf.indexOf('\n\n')) >= 0) {
+      for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
         const block = buf.slice(0, i);
         buf = buf.slice(i + 2);
         const id = /^id: ?(\d+)$/m.exec(block)?.[1];
