@@ -29,7 +29,7 @@ import {
 } from './approvals.ts';
 import type { RunEventListener, RunsContext } from './context.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel, type DriverHandle } from './control.ts';
-import { heldByLivePeer, orphanedRuns } from './lease.ts';
+import { heldByLivePeer, markUnplaceable, orphanedRuns, placeOnPeer } from './lease.ts';
 import { driveRun, recordedStep, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
 import { subscribe, subscriberCount } from './events.ts';
 import {
@@ -165,6 +165,21 @@ export class Runs {
   /** Queued or running runs of `kind` whose lease holder died, that this cell qualifies to execute (takeover sweeps). */
   orphanedRuns(kind: RunKind): Promise<Run[]> {
     return orphanedRuns(this.ctx, kind);
+  }
+
+  /** Marks `flags.unplaceable` on orphaned runs no live member qualifies to execute. */
+  markUnplaceable(kind: RunKind): Promise<void> {
+    return markUnplaceable(this.ctx, kind);
+  }
+
+  /** Releases a run this cell created but does not qualify to execute, for a qualifying peer to claim. */
+  placeOnPeer(runId: string): Promise<boolean> {
+    return placeOnPeer(this.ctx, runId);
+  }
+
+  /** Live (or suspect) members that meet `need`, this cell first when it does. */
+  qualifyingMembers(need: { clearance: number; topology: Record<string, string> }): Promise<{ cell_id: string }[]> {
+    return this.ctx.cluster.qualifyingMembers(need);
   }
 
   /** True when another cell that is not dead holds the run's lease. */

@@ -80,6 +80,12 @@ export async function claimRun(ctx: RunsContext, runId: string, graphHash: strin
       return { ok: false, reason: 'unqualified', owner: s.lease_owner };
     const epoch = s.lease_epoch + 1;
     if (!(await repo.takeLease(tx, runId, me, epoch, s.lease_epoch, at, graphHash))) return { ok: false, reason: 'owned', owner: null };
+    // A qualifying cell holds the run again: it is no longer unplaceable.
+    const flags = await repo.runFlags(tx, runId);
+    if (flags && 'unplaceable' in flags) {
+      const { unplaceable: _gone, ...rest } = flags;
+      await repo.updateRunFlags(tx, runId, rest, at);
+    }
     // Taken from a driver that did not end the run: another cell, or this cell before a restart.
     const takeover = s.lease_owner !== null && s.lease_epoch > 0 && !(s.lease_owner === me && held === s.lease_epoch);
     return { ok: true, fence: { epoch }, takeover, previousOwner: takeover ? s.lease_owner : null };
@@ -97,6 +103,41 @@ export async function releaseToWaiting(ctx: RunsContext, runId: string, fence: F
     const s = await repo.runHead(tx, runId);
     if (s && !isTerminal(s.state)) throw new LeaseLostError(runId, fence.epoch, s.lease_owner, s.lease_epoch);
   });
+}
+
+/**
+ * Hands a run this cell created but does not qualify to execute to the group:
+ * its lease is released, and a live peer that qualifies claims it at its next
+ * heartbeat (the takeover sweep). True when released.
+ */
+export async function placeOnPeer(ctx: RunsContext, runId: string): Promise<boolean> {
+  const me = ctx.core.config.cellId;
+  return ctx.core.store.write((tx) => repo.releaseUnclaimed(tx, runId, me));
+}
+
+/**
+ * Marks `flags.unplaceable` on runs of `kind` whose holder is dead (or that
+ * nobody holds) when no live or suspect member qualifies to execute them: a
+ * visible state instead of a silent wait. The claim of a qualifying cell that
+ * comes back clears it.
+ */
+export async function markUnplaceable(ctx: RunsContext, kind: repo.RunKind): Promise<void> {
+  const members = await ctx.cluster.members();
+  const state = new Map(members.map((m) => [m.cell_id, m.state]));
+  for (const r of await repo.leasedElsewhere(ctx.core.store, kind, '')) {
+    if (r.flags['unplaceable'] !== undefined) continue;
+    if (r.lease_owner !== null && (state.get(r.lease_owner) ?? 'dead') !== 'dead') continue;
+    const need = await repo.runLease(ctx.core.store, r.run_id);
+    if (!need) continue;
+    const n = { clearance: need.need_clearance, topology: need.need_topology };
+    if (members.some((m) => m.state !== 'dead' && qualifies(m, n))) continue;
+    const at = ctx.core.clock.now();
+    await ctx.core.store.write(async (tx) => {
+      const flags = await repo.runFlags(tx, r.run_id);
+      if (!flags || flags['unplaceable'] !== undefined) return;
+      await repo.updateRunFlags(tx, r.run_id, { ...flags, unplaceable: { since: at, needs: n } }, at);
+    });
+  }
 }
 
 /** Forgets the lease this process held (the drive ended). */

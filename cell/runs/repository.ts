@@ -225,6 +225,15 @@ export async function releaseToWaiting(tx: Tx, runId: string, owner: string, epo
   return r.changes === 1;
 }
 
+/** The creating cell lets go of a run it never claimed (epoch 0), for a qualifying peer to claim. */
+export async function releaseUnclaimed(tx: Tx, runId: string, owner: string): Promise<boolean> {
+  const r = await tx.run(
+    `UPDATE runs SET lease_owner = NULL, coordinator = NULL WHERE run_id = ? AND lease_owner = ? AND lease_epoch = 0 AND state = 'queued'`,
+    [runId, owner],
+  );
+  return r.changes === 1;
+}
+
 /** Runs queued or running under another cell's lease (or none): takeover candidates, oldest first. */
 export async function leasedElsewhere(db: Reader, kind: RunKind, cellId: string): Promise<Run[]> {
   const rows = await db.all(

@@ -201,7 +201,9 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
   });
 
   const unmet = checkPlacement(compiled.graph.placement, core.config);
-  if (unmet.length) {
+  // This cell does not qualify, a live peer of the group does: the peer executes the run.
+  const peer = unmet.length ? (await runs.qualifyingMembers(compiled.graph.placement))[0] : undefined;
+  if (unmet.length && !peer) {
     await refuseRun(
       ctx,
       runId,
@@ -222,6 +224,11 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
     await refuseRun(ctx, runId, 'no_budget_ledger', 'a budget ledger must be registered for every agent of the run', {
       agents: missing.sort(),
     });
+  }
+  if (peer) {
+    await runs.appendJournal(runId, { step_id: 'run', kind: 'placed', data: { on: 'peer', qualifying_cell: peer.cell_id } });
+    await runs.placeOnPeer(runId);
+    return (await runs.getRun(runId))!;
   }
   const run = await runs.getRun(runId);
   if (!run) throw new TypeError(`startCrewRun: run ${runId} vanished`);
@@ -275,6 +282,7 @@ export async function resumeRun(ctx: TeamsContext, runId: string, why: string): 
  * since the run started ends it `refused` with `graph_changed` (resumeRun).
  */
 export async function takeOverOrphans(ctx: TeamsContext): Promise<void> {
+  await ctx.runs.markUnplaceable('crew');
   for (const run of await ctx.runs.orphanedRuns('crew')) {
     if (ctx.stopped) return;
     ctx.core.log.info('taking over crew run', { run_id: run.run_id, previous_owner: run.lease_owner });
