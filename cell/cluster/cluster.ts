@@ -11,6 +11,11 @@
  * its lease), `dead` (past its lease, or stopped). Clocks of the cells must
  * agree to well within a lease (NTP): docs/multi-cell.md.
  *
+ * On the embedded store the cell is alone by construction (its directory
+ * lock): it registers but writes no heartbeat (no fsync twice a second for
+ * nothing) and counts itself live; rows of other ids there are cells this
+ * data directory ran as before, dead once their lease passed.
+ *
  * Posture: `multi-cell` needs the PostgreSQL store; a `single-cell` cell
  * refuses to join a store that has another live (or suspect) member, and no
  * cell joins a store where a live `single-cell` cell claims to be alone.
@@ -184,9 +189,10 @@ export class Cluster {
     }
   }
 
-  /** The heartbeat write; re-registers when the row was lost. */
+  /** The heartbeat write; re-registers when the row was lost. None on the embedded store (see the header). */
   async beat(): Promise<void> {
     const { config, store, clock } = this.core;
+    if (store.engine !== 'postgres') return;
     const at = clock.now();
     const ok = await store.write((tx) => repo.beat(tx, config.cellId, at, config.publicUrl));
     if (!ok) await this.join();
@@ -210,7 +216,12 @@ export class Cluster {
   /** Every member with its state now. */
   async members(): Promise<Member[]> {
     const now = this.core.clock.now();
-    return (await repo.allCells(this.core.store)).map((c) => ({ ...c, state: memberState(c, now) }));
+    const alone = this.core.store.engine !== 'postgres';
+    return (await repo.allCells(this.core.store)).map((c) =>
+      alone && c.cell_id === this.cellId && c.stopped_at === null && !this.#stopped
+        ? { ...c, heartbeat_at: now, state: 'live' as const }
+        : { ...c, state: memberState(c, now) },
+    );
   }
 
   /**
@@ -220,6 +231,7 @@ export class Cluster {
    * conflict (serializable): a cell that beats is never taken over.
    */
   async lapsedTx(tx: Tx, cellId: string, now: number): Promise<boolean> {
+    if (cellId === this.cellId && this.core.store.engine !== 'postgres') return this.#stopped;
     const c = await repo.cellById(tx, cellId);
     return c === undefined || memberState(c, now) === 'dead';
   }

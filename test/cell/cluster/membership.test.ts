@@ -30,6 +30,12 @@ test('a cell registers itself; its state follows the age of its heartbeat', asyn
     assert.equal(me.posture, 'single-cell');
     assert.equal(me.lease_ms, 600_000);
     assert.deepEqual(me.key_ids, [t.modules.iam.iam.signer().kid]);
+    if (t.engine === 'embedded') {
+      // Alone by its directory lock: no heartbeat is written, and the cell is live while it runs.
+      t.clock.advance(10 * 600_000);
+      assert.equal((await t.request('GET', CELLS, { token: t.adminKey })).body.items[0].state, 'live');
+      return;
+    }
     t.clock.advance(130_000);
     assert.equal((await t.request('GET', CELLS, { token: t.adminKey })).body.items[0].state, 'suspect', 'late by more than two beats');
     t.clock.advance(480_000);
