@@ -21,7 +21,7 @@ import { TERMINAL_KIND, appendJournal, finishRun, getBlob, putRunBlob, readJourn
 import { claimRun, dropLease, LeaseLostError, releaseToWaiting, type Claim } from './lease.ts';
 import { verifyJournal, type JournalVerdict } from '../../core/journal/verify.ts';
 import { storageLimitOf } from './storage.ts';
-import { recordsOfKinds } from './repository.ts';
+import { decisionCount, recordsOfKinds } from './repository.ts';
 import { getRun, isTerminal, setRunFlags, type RunError, type RunState } from './runs.ts';
 
 export type DrivePorts = Omit<EnginePorts, 'journal' | 'clock' | 'isCancelled' | 'recorded'>;
@@ -145,6 +145,9 @@ export async function driveRun(
 ): Promise<DriveResult> {
   for (;;) {
     const handle = registerDriver(ctx, runId);
+    // A decision recorded on another cell while this one drives cannot wake this drive
+    // (requestWake is per process): a count that grew meanwhile makes it look again.
+    const decisions = await decisionCount(ctx.core.store, runId);
     let r: DriveResult;
     let wake: boolean;
     try {
@@ -152,7 +155,8 @@ export async function driveRun(
     } finally {
       wake = handle.release();
     }
-    if (r.state !== 'waiting' || !wake) return r;
+    if (r.state !== 'waiting') return r;
+    if (!wake && (await decisionCount(ctx.core.store, runId)) === decisions) return r;
   }
 }
 

@@ -593,3 +593,8 @@ export async function addStorage(
     );
   }
 }
+
+/** How many approval decisions a run has (a drive that waits compares it with the count it started with). */
+export async function decisionCount(db: Reader, runId: string): Promise<number> {
+  return count(await db.get('SELECT COUNT(*) AS n FROM team_approvals WHERE run_id = ?', [runId]));
+}
