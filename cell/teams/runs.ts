@@ -56,8 +56,9 @@ export const INVESTIGATE_SWEEP_MS = 5_000;
 
 /**
  * Module start: waiting crew runs (approval or timer) are driven again so a due
- * timer or an elapsed approval timeout is acted on after a restart; runs left
- * `running` by a coordinator that died wait for an explicit recover. Then the
+ * timer or an elapsed approval timeout is acted on after a restart; runs this
+ * cell left `running` before a restart wait for an explicit recover, runs of a
+ * dead peer are taken over after each heartbeat (takeOverOrphans). Then the
  * periodic investigate sweep starts; `stopSweep` ends it.
  */
 export async function startSweep(ctx: TeamsContext): Promise<void> {
