@@ -30,8 +30,9 @@ import { pgDatabase, type PgDatabase } from '../../helpers/postgres.ts';
 import { ok, provider, roleOf, team, T, type Api } from '../../helpers/teams.ts';
 
 const SKIP = TEST_ENGINE !== 'postgres' ? 'needs PostgreSQL (CELL_TEST_STORE=postgres)' : false;
-const HEARTBEAT_MS = 100;
-const LEASE_MS = 600;
+// Short by default so the tests run fast; TAKEOVER_HEARTBEAT_MS=500 TAKEOVER_LEASE_MS=2000 measures the defaults.
+const HEARTBEAT_MS = Number(process.env['TAKEOVER_HEARTBEAT_MS'] ?? 100);
+const LEASE_MS = Number(process.env['TAKEOVER_LEASE_MS'] ?? 600);
 const GROUP_ARGS = ['--posture', 'multi-cell', '--heartbeat-ms', String(HEARTBEAT_MS), '--lease-ms', String(LEASE_MS)];
 
 function httpApi(url: string, token: string): Api {
