@@ -4,7 +4,7 @@ CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
 NODE_TEST := node --import tsx --test --test-concurrency=2
 
-.PHONY: install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps clean
+.PHONY: install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps clean
 
 # npm ci only when the lock file changed since the last install.
 node_modules/.install-stamp: package-lock.json
@@ -14,10 +14,17 @@ node_modules/.install-stamp: package-lock.json
 install: node_modules/.install-stamp
 
 # dist/cell.mjs (with the operator console built from console/ inside) and dist/edge.mjs (esbuild),
-# then the single executable dist/edge (Node SEA).
-build: install
+# then the single executable dist/edge (Node SEA). Each is rebuilt only when a file it is built
+# from changed (every file of the program's source folders, the lock file, the build scripts).
+BUILD_SOURCES = $(shell find core cell runtime bundles edge console -type f -not -path '*/node_modules/*' -not -path '*/dist/*') \
+	package-lock.json scripts/build.mjs
+dist/cell.mjs: node_modules/.install-stamp $(BUILD_SOURCES)
 	node scripts/build.mjs
+
+dist/edge: node_modules/.install-stamp $(BUILD_SOURCES) scripts/build-sea.sh
 	scripts/build-sea.sh
+
+build: dist/cell.mjs dist/edge
 
 # The local model runtime the edge (and a cell's local-signed provider) loads from beside the
 # program: node-llama-cpp, CPU only, ~85 MB, kept out of the root install.
@@ -44,6 +51,17 @@ browser-deps:
 	  fi; \
 	fi
 
+# The Prometheus project's own exposition-format parser (Debian's python3-prometheus-client), with
+# which the metrics tests read what the cell serves; installed when missing and we are root.
+metrics-deps:
+	@if ! /usr/bin/python3 -c 'import prometheus_client.parser' >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-prometheus-client) >/dev/null; \
+	  else \
+	    echo "python3-prometheus-client is missing: run 'sudo apt-get install -y python3-prometheus-client' for the metrics tests" >&2; exit 1; \
+	  fi; \
+	fi
+
 # Lint and format check (biome.json: the layering's import rules, the formatter's width).
 lint: install
 	npx biome check --error-on-warnings .
@@ -58,7 +76,8 @@ TEST_FILES = $(shell find test -name '*.test.ts' -not -path '*/node_modules/*' |
 UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' | sort) test/layering.test.ts
 # The whole suite again with every cell on PostgreSQL, but the store's own tests: each of their files
 # already runs on both engines (or is about one engine: its log, its lock, PostgreSQL's crashes).
-PG_TEST_FILES = $(filter-out test/cell/store/%,$(TEST_FILES))
+# The group tests (test/e2e/group-*) start their cells on PostgreSQL whatever the run.
+PG_TEST_FILES = $(filter-out test/cell/store/% test/e2e/group-%,$(TEST_FILES))
 
 unit: install
 	$(NODE_TEST) $(UNIT_FILES)
@@ -68,7 +87,7 @@ check: typecheck lint unit
 
 # The whole suite on the embedded store, then the store-dependent suites on PostgreSQL 15
 # (scripts/pg-test-server.sh starts a throw-away server, installed with apt when missing and root).
-test: install typecheck lint build edge-runtime browser-deps
+test: install typecheck lint build edge-runtime browser-deps metrics-deps
 	$(MAKE) --no-print-directory test-embedded
 	$(MAKE) --no-print-directory test-postgres
 
@@ -83,8 +102,10 @@ test-postgres:
 test-compat: install build edge-runtime browser-deps
 	scripts/test-node-versions.sh
 
-run: build
-	node dist/cell.mjs serve --port $(CELL_PORT) --data $(CELL_DATA)
+# The cell alone (the edge binary is not needed to serve), rebuilt only when its sources changed.
+# Flags pass through: make run CELL_ARGS="--clearance 3 --log-format pretty"
+run: dist/cell.mjs
+	node dist/cell.mjs serve --port $(CELL_PORT) --data $(CELL_DATA) $(CELL_ARGS)
 
 bench: build edge-runtime
 	node --import tsx bench/run.ts

@@ -17,15 +17,27 @@ import { ServiceError } from '../core/errors.ts';
 import type { AppEnv, CellCore } from './context.ts';
 import type { CellModule } from './module.ts';
 import { authenticate } from './http/authenticate.ts';
-import { CredentialLimits, bodyTooLarge, requestContext } from '../runtime/gateway.ts';
+import { CredentialLimits, bodyTooLarge, requestContext, type SharedBuckets } from '../runtime/gateway.ts';
 import { errorHandler, onNotFound, validationError } from './http/errors.ts';
 import { gatewayRateLimit } from './http/rate-limit.ts';
+import { accessLog } from './http/access-log.ts';
+import type { CellMetrics } from './ops/metrics.ts';
 
 /** Paths under /api/public/v1 that need no credential (discovery documents). */
 export const PUBLIC_API_PATHS: readonly string[] = ['/api/public/v1/openapi.json', '/api/public/v1/docs'];
 
-export function createApp(core: CellCore, modules: readonly CellModule[]): OpenAPIHono<AppEnv> {
-  const limits = new CredentialLimits(core.clock);
+/**
+ * `sharedBuckets`: where the per-credential rpm buckets live when the cell
+ * serves with a group (the IAM module's, in the store); absent: in memory.
+ * `metrics`: the cell's metrics, which the access log records every request in.
+ */
+export function createApp(
+  core: CellCore,
+  modules: readonly CellModule[],
+  opts: { sharedBuckets?: SharedBuckets; metrics: CellMetrics },
+): OpenAPIHono<AppEnv> {
+  const { metrics } = opts;
+  const limits = new CredentialLimits(core.clock, opts.sharedBuckets);
   const authenticators = modules.flatMap((m) => m.authenticators ?? []);
   const app = new OpenAPIHono<AppEnv>({
     defaultHook: (result) => {
@@ -33,6 +45,8 @@ export function createApp(core: CellCore, modules: readonly CellModule[]): OpenA
     },
   });
 
+  // Outermost: times and logs every answer, refusals by the gates below included.
+  app.use('*', accessLog({ log: core.log, metrics, traces: core.traces }));
   app.use('*', requestContext<AppEnv>());
   app.use('*', async function credentialLimits(c, next) {
     c.set('credentialLimits', limits);

@@ -58,6 +58,19 @@ export interface CellConfig {
   leaseMs: number;
   /** False for a one-shot command on a cell's data (`bundle`): it neither joins the group nor heartbeats nor takes runs over. */
   joinGroup: boolean;
+  /** Port of the loopback-only metrics listener (`--metrics-port`); null: metrics are not served. */
+  metricsPort: number | null;
+  /**
+   * Whether the cell terminates TLS and verifies client certificates against a
+   * client CA (`serve --client-ca`): RFC 8705 (tls_client_auth, certificate-bound
+   * tokens) is offered only then. Not a setting: startCell derives it from its TLS options.
+   */
+  clientCertificates: boolean;
+  /**
+   * The file of the key provider secrets are sealed with (32 bytes), the same
+   * for every cell of a group; null: `<dataDir>/secrets.key` (cell/ai/secrets-key.ts).
+   */
+  secretsKeyFile: string | null;
 }
 
 export const DEFAULTS: CellConfig = {
@@ -122,4 +135,11 @@ export const DEFAULTS: CellConfig = {
   heartbeatMs: 500,
   leaseMs: 2000,
   joinGroup: true,
+  clientCertificates: false,
+  // Off: metrics name routes and the cell's load, so an operator opts in to a
+  // loopback-only listener for a local scraper (docs/operations.md).
+  metricsPort: null,
+  // None: a cell alone keeps its key in its data directory. A group shares its secrets in
+  // the store, so its cells must share the key: each is given the same file.
+  secretsKeyFile: null,
 };

@@ -9,6 +9,7 @@ import type { Ceiling } from '../core/authority/ceiling.ts';
 import type { CellConfig } from './config.ts';
 import type { CredentialLimits } from '../runtime/gateway.ts';
 import type { Store } from './store/types.ts';
+import type { RequestTraces } from './http/trace.ts';
 
 export interface Clock {
   /** Milliseconds since the epoch. */
@@ -35,14 +36,21 @@ export interface Logger {
   info(msg: string, fields?: Record<string, unknown>): void;
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
+  /** False when lines of `level` are dropped (callers then skip building them); absent: every level is written. */
+  enabled?(level: 'info' | 'warn' | 'error'): boolean;
 }
 
-/** The cell's config (with its settled id), its store, clock and log: what every module factory takes. */
+/**
+ * The cell's config (with its settled id and its group's id, cell/migrations.ts
+ * settleGroupId), its store, clock and log: what every module factory takes.
+ */
 export interface CellCore {
-  config: CellConfig & { cellId: string };
+  config: CellConfig & { cellId: string; groupId: string };
   store: Store;
   clock: Clock;
   log: Logger;
+  /** The W3C trace of the request the current code runs for (cell/http/trace.ts). */
+  traces: RequestTraces;
 }
 
 export interface AuthContext {

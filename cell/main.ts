@@ -8,7 +8,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BOOTSTRAP_KEY_FILE } from './iam/bootstrap.ts';
 import { POSTURES, type CellConfig, type Posture } from './config.ts';
-import { consoleLogger, startCell } from './server.ts';
+import { startCell } from './server.ts';
+import { LOG_FORMATS, LOG_LEVELS, createLogger, type LogFormat, type LogLevel } from './log.ts';
 import { ClusterRefusal } from './cluster/cluster.ts';
 import { bundleCommand } from './edge/cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
@@ -43,6 +44,12 @@ const SERVE_HELP = `  serve            start a cell
     --client-ca FILE   PEM CA for client certificates (mTLS, RFC 8705 bound tokens)
     --egress-allow-private CIDR,..  non-public ranges tools may reach (default none: loopback,
                        private and link-local addresses are refused whatever an allowlist says)
+    --metrics-port N   serve Prometheus metrics at http://127.0.0.1:N/metrics (loopback only;
+                       0 picks a free port; default: not served)
+    --log-level L      ${LOG_LEVELS.join(' | ')} (default info: one access-log line per request)
+    --log-format F     ${LOG_FORMATS.join(' | ')} (default json: one object per line)
+    --secrets-key-file FILE  the 32-byte key provider secrets are sealed with; every cell of a
+                       group is given the same file (default: DIR/secrets.key, this cell's own)
 `;
 
 const HELP = `cell: agent teams and jobs under offline-verifiable authority
@@ -52,7 +59,8 @@ Usage: node dist/cell.mjs <command> [options]
 Commands:
 ${SERVE_HELP}  bundle keys      write a signed API-key bundle for an edge device (cell stopped)
     --data DIR [--store URL] --device ID --out FILE [--ttl-seconds N]
-    --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL)
+    --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL); with
+    --secrets-key-file FILE as for serve
   bundle trust     write the trust anchor a device pins (--data DIR [--store URL] --out FILE)
   help             this text
 `;
@@ -91,6 +99,10 @@ async function serveCommand(argv: string[]): Promise<void> {
       'egress-allow-private': { type: 'string' },
       'heartbeat-ms': { type: 'string' },
       'lease-ms': { type: 'string' },
+      'metrics-port': { type: 'string' },
+      'log-level': { type: 'string' },
+      'log-format': { type: 'string' },
+      'secrets-key-file': { type: 'string' },
     },
     strict: true,
   });
@@ -152,6 +164,13 @@ async function serveCommand(argv: string[]): Promise<void> {
   }
   if (values['heartbeat-ms'] !== undefined) config.heartbeatMs = intArg('heartbeat-ms', values['heartbeat-ms']);
   if (values['lease-ms'] !== undefined) config.leaseMs = intArg('lease-ms', values['lease-ms']);
+  if (values['metrics-port'] !== undefined) config.metricsPort = intArg('metrics-port', values['metrics-port']);
+  const logLevel = (values['log-level'] ?? 'info') as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
+  const logFormat = (values['log-format'] ?? 'json') as LogFormat;
+  if (!LOG_FORMATS.includes(logFormat)) fail(`--log-format must be one of ${LOG_FORMATS.join(', ')}`);
+  const log = createLogger({ level: logLevel, format: logFormat });
+  if (values['secrets-key-file'] !== undefined) config.secretsKeyFile = resolve(values['secrets-key-file']);
   if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
   if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
   const tls =
@@ -164,18 +183,27 @@ async function serveCommand(argv: string[]): Promise<void> {
       : undefined;
   let running;
   try {
-    running = await startCell({ config, log: consoleLogger, ...(tls ? { tls } : {}) });
+    running = await startCell({ config, log, ...(tls ? { tls } : {}) });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (err instanceof ClusterRefusal) fail(err.message, 1);
-    if (code === 'EADDRINUSE')
-      fail(`port ${config.port ?? 8080} on ${config.host ?? '127.0.0.1'} is already in use; pick another with --port`, 1);
+    const where = err as { port?: number; address?: string };
+    if (code === 'EADDRINUSE') {
+      const flag =
+        where.port !== undefined && where.port === config.metricsPort && where.address === '127.0.0.1' ? '--metrics-port' : '--port';
+      fail(
+        `port ${where.port ?? config.port ?? 8080} on ${where.address ?? config.host ?? '127.0.0.1'} is already in use; pick another with ${flag}`,
+        1,
+      );
+    }
     if (code === 'EACCES' && (err as { syscall?: string }).syscall === 'listen')
       fail(`not allowed to listen on port ${config.port}; pick a port above 1023 with --port`, 1);
     throw err;
   }
   // One write: whoever starts reading at "listening on" (scripts, tests) also has the key lines.
   let banner = `cell ${running.core.config.cellId} listening on ${running.url}\n`;
+  const metricsUrl = running.modules.ops.ops.metricsUrl();
+  if (metricsUrl) banner += `metrics on ${metricsUrl}\n`;
   const keyFile = join(running.core.config.dataDir, BOOTSTRAP_KEY_FILE);
   if (running.bootstrapSecret) {
     banner += `bootstrap admin key (shown once, also in ${keyFile}):\n${running.bootstrapSecret}\n`;

@@ -55,3 +55,21 @@ export async function settleCellId(store: Store, dataDir: string, wanted: string
   if (id !== kept) writeFileDurable(file, id + '\n', { mode: 0o600 });
   return id;
 }
+
+/**
+ * The group's id: the id of the first cell that started on this store, kept
+ * in `meta` (`group_id`), the same for every cell of a group. It names the
+ * group as one authority: the OAuth issuer (`service://<group id>`), the
+ * issuer of edge bundles and the trust anchor devices pin. A single cell's
+ * group id is its own cell id (also on a store older than the field: the
+ * first start that knows it records the cell's id).
+ */
+export async function settleGroupId(store: Store, cellId: string): Promise<string> {
+  const known = await store.get("SELECT value FROM meta WHERE key = 'group_id'");
+  if (known) return str(known, 'value');
+  return store.write(async (tx) => {
+    // Cells starting at once: the first commit wins, the others read it.
+    await tx.run("INSERT INTO meta (key, value) VALUES ('group_id', ?) ON CONFLICT (key) DO NOTHING", [cellId]);
+    return str((await tx.get("SELECT value FROM meta WHERE key = 'group_id'"))!, 'value');
+  });
+}

@@ -6,6 +6,7 @@
  */
 import { serve, type ServerType } from '@hono/node-server';
 import { mkdirSync } from 'node:fs';
+import type { Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -14,8 +15,9 @@ import { DEFAULTS, type CellConfig } from './config.ts';
 import { systemClock, type AppEnv, type CellCore, type Clock, type Logger } from './context.ts';
 import { createApp } from './app.ts';
 import type { CellModule } from './module.ts';
-import { MIGRATIONS, settleCellId } from './migrations.ts';
+import { MIGRATIONS, settleCellId, settleGroupId } from './migrations.ts';
 import { openStore } from './store/open.ts';
+import { keepConnectionsOnEarlyAnswers } from './http/keep-alive.ts';
 import { createIamModule } from './iam/module.ts';
 import { createClusterModule } from './cluster/module.ts';
 import { createOAuthModule } from './oauth/module.ts';
@@ -26,6 +28,9 @@ import { createTeamsModule } from './teams/module.ts';
 import { createJobsModule } from './jobs/module.ts';
 import { createEdgeModule } from './edge/module.ts';
 import { createDiscoveryModule } from './discovery/module.ts';
+import { createOpsModule } from './ops/module.ts';
+import { CellMetrics } from './ops/metrics.ts';
+import { RequestTraces } from './http/trace.ts';
 import { createConsoleModule } from './console/module.ts';
 import { Devices } from './edge/devices.ts';
 import { localRuntime } from './edge/local-runtime.ts';
@@ -67,7 +72,7 @@ export const consoleLogger: Logger = {
  * reverse of the order they stop in). Discovery is last: its document is
  * built from every route mounted before it.
  */
-async function buildModules(core: CellCore) {
+async function buildModules(core: CellCore, metrics: CellMetrics) {
   // Joins the group on this store (or refuses to, by posture) before anything is written.
   // Its member list names each cell's identity keys (iam's, read when a request asks).
   const cluster = await createClusterModule(core, { identityKeys: () => iam.iam.groupIdentityKeys() });
@@ -76,43 +81,56 @@ async function buildModules(core: CellCore) {
   const devices = new Devices(core.store);
   const oauth = await createOAuthModule(core, { iam: iam.iam, deviceExists: (id) => devices.exists(id) });
   const tools = await createToolsModule(core);
-  const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster });
+  const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster, metrics });
   // The local-signed model runtime when node-llama-cpp is installed beside the program (edge-runtime/).
   const runtime = localRuntime(core.config.dataDir);
-  const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, ...(runtime ? { localRuntime: runtime } : {}) });
-  const teams = await createTeamsModule(core, { iam: iam.iam, ai: ai.ai, tools: tools.tools, runs: runs.runs });
-  const jobs = createJobsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, runs: runs.runs, teams: teams.teams, tools: tools.tools });
+  const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, metrics, ...(runtime ? { localRuntime: runtime } : {}) });
+  const teams = await createTeamsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, ai: ai.ai, tools: tools.tools, runs: runs.runs });
+  const jobs = createJobsModule(core, {
+    iam: iam.iam,
+    lifecycle: iam.lifecycle,
+    runs: runs.runs,
+    teams: teams.teams,
+    tools: tools.tools,
+    metrics,
+  });
   const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices });
   const console = createConsoleModule(core, { oauth: oauth.api });
   const discovery = createDiscoveryModule(core);
-  return { iam, cluster, oauth, tools, runs, ai, teams, jobs, edge, console, discovery };
+  // Last: it starts once every other module started (readiness) and stops first.
+  const ops = createOpsModule(core, { metrics });
+  return { iam, cluster, oauth, tools, runs, ai, teams, jobs, edge, console, discovery, ops };
 }
 
 export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
-  const config: CellConfig = { ...DEFAULTS, ...opts.config };
+  // Client certificates are verified only when the cell itself terminates TLS with a client CA.
+  const config: CellConfig = { ...DEFAULTS, ...opts.config, clientCertificates: opts.tls?.ca !== undefined };
   const log = opts.log ?? consoleLogger;
   const clock = opts.clock ?? systemClock;
   mkdirSync(config.dataDir, { recursive: true });
+  // This cell's metrics (its own Registry): the store, the gateway and the modules record into it.
+  const metrics = new CellMetrics();
   const store = await openStore(
     config.storeUrl
       ? { engine: 'postgres', url: config.storeUrl, poolSize: config.storePoolSize }
       : { engine: 'embedded', dir: join(config.dataDir, 'store') },
-    { migrations: MIGRATIONS, log: (msg) => log.warn(msg) },
+    { migrations: MIGRATIONS, log: (msg) => log.warn(msg), observe: metrics.storeObserver },
   );
   let modules: Modules;
   let core: CellCore;
   let bootstrapSecret: string | null;
   try {
     const cellId = await settleCellId(store, config.dataDir, config.cellId);
-    core = { config: { ...config, cellId }, store, clock, log };
-    modules = await buildModules(core);
+    const groupId = await settleGroupId(store, cellId);
+    core = { config: { ...config, cellId, groupId }, store, clock, log, traces: new RequestTraces() };
+    modules = await buildModules(core, metrics);
     bootstrapSecret = await modules.iam.bootstrap();
   } catch (err) {
     await store.close();
     throw err;
   }
   const ordered: CellModule[] = Object.values(modules);
-  const app = createApp(core, ordered);
+  const app = createApp(core, ordered, { metrics, ...(modules.iam.sharedBuckets ? { sharedBuckets: modules.iam.sharedBuckets } : {}) });
 
   let server: ServerType | null = null;
   let url: string | null = null;
@@ -127,7 +145,15 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
     url = `${opts.tls ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${addr.port}`;
     if (!config.publicUrl) core.config.publicUrl = url;
   }
-  for (const m of ordered) await m.start?.();
+  try {
+    for (const m of ordered) await m.start?.();
+  } catch (err) {
+    // A module that cannot start (e.g. the metrics port is taken): undo what started, then say why.
+    for (const m of [...ordered].reverse()) await m.stop?.().catch(() => undefined);
+    if (server) await new Promise<void>((resolve) => server!.close(() => resolve()));
+    await store.close();
+    throw err;
+  }
 
   let stopping: Promise<void> | null = null;
   const stopOnce = async () => {
@@ -158,11 +184,14 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
 
 /** Listens; rejects (instead of crashing the process) when the address is taken. */
 function listen(app: OpenAPIHono<AppEnv>, config: CellConfig, tls: StartOptions['tls']): Promise<ServerType> {
+  // Hono's own clean-up of unread bodies closes a connection whose body takes over 500 ms; ours drains it.
+  const drainOptions = { maxDrainBytes: 4 * config.bodyLimitBytes, drainTimeoutMs: 10_000 };
   return new Promise<ServerType>((resolve, reject) => {
     const s = tls
       ? serve(
           {
             fetch: app.fetch,
+            autoCleanupIncoming: false,
             port: config.port,
             hostname: config.host,
             createServer: createHttpsServer,
@@ -174,7 +203,8 @@ function listen(app: OpenAPIHono<AppEnv>, config: CellConfig, tls: StartOptions[
           },
           () => resolve(s),
         )
-      : serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
+      : serve({ fetch: app.fetch, autoCleanupIncoming: false, port: config.port, hostname: config.host }, () => resolve(s));
+    keepConnectionsOnEarlyAnswers(s as Server, drainOptions);
     s.once('error', reject);
   });
 }

@@ -13,6 +13,8 @@ export const PERMISSIONS = {
   keysWrite: 'iam.keys.write',
   satsWrite: 'iam.sats.write',
   auditRead: 'audit.read',
+  /** Read stored secrets' metadata (never a value). */
+  secretsRead: 'secrets.read',
   secretsWrite: 'secrets.write',
   /** Bind a stored secret someone else created to a provider (one's own secrets need no permission). */
   secretsUse: 'secrets.use',
@@ -22,6 +24,11 @@ export const PERMISSIONS = {
   teamsRead: 'agent_teams.read',
   teamsWrite: 'agent_teams.write',
   teamsApprove: 'agent_teams.approve',
+  /**
+   * Mint, change and delete agents: principals of kind `agent` only (role `agent`, a ceiling within
+   * the minter's). Held by `operator` (through `agent_teams`); `iam.principals.write` also allows it.
+   */
+  teamsAgentsWrite: 'agent_teams.agents.write',
   jobsRead: 'system.orchestration.admin.read',
   jobsWrite: 'system.orchestration.admin.write',
   oauthClientsRead: 'oauth.clients.read',
@@ -45,6 +52,7 @@ export const BUILTIN_ROLES: Readonly<Record<string, readonly string[]>> = {
     'iam.roles.read',
     'iam.keys.read',
     'audit.read',
+    'secrets.read',
     'ai.providers.read',
     'catalog.read',
     'agent_teams.read',

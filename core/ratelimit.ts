@@ -13,7 +13,8 @@ export interface RateClock {
   now(): number;
 }
 
-interface Bucket {
+/** A token bucket's state: whole and fractional tokens left, as of `at` (ms). */
+export interface Bucket {
   tokens: number;
   at: number;
 }
@@ -26,6 +27,36 @@ export interface TakeResult {
   resetSeconds: number;
   /** Seconds until one token is available (for Retry-After), 0 when allowed. */
   retryAfterSeconds: number;
+}
+
+/**
+ * One take from a bucket (undefined: a full one) of `capacity` refilled at
+ * `refillPerMs`: the bucket after it and the answer. The one rule every
+ * limiter applies, whether it keeps its buckets in memory (TokenBuckets) or
+ * in a store shared by a group of cells (runtime/gateway.ts SharedBuckets).
+ */
+export function takeToken(
+  b: Bucket | undefined,
+  capacity: number,
+  refillPerMs: number,
+  now: number,
+): { bucket: Bucket; result: TakeResult } {
+  // A clock stepping back refills nothing, and the bucket's time never moves back
+  // (else the step back would be refilled twice once the clock recovers).
+  let tokens = b ? Math.min(capacity, b.tokens + Math.max(0, now - b.at) * refillPerMs) : capacity;
+  const at = b ? Math.max(b.at, now) : now;
+  const allowed = tokens >= 1;
+  if (allowed) tokens -= 1;
+  return {
+    bucket: { tokens, at },
+    result: {
+      allowed,
+      limit: capacity,
+      remaining: Math.floor(tokens),
+      resetSeconds: Math.ceil((capacity - tokens) / refillPerMs / 1000),
+      retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil((1 - tokens) / refillPerMs / 1000)),
+    },
+  };
 }
 
 /** Most buckets kept before full ones (which carry no information) are forgotten. */
@@ -47,26 +78,11 @@ export class TokenBuckets {
 
   take(key: string): TakeResult {
     const now = this.#clock.now();
-    let b = this.#buckets.get(key);
-    if (!b) {
-      if (this.#buckets.size >= MAX_BUCKETS) this.#sweep(now);
-      b = { tokens: this.capacity, at: now };
-      this.#buckets.set(key, b);
-    } else {
-      // A clock stepping back refills nothing, and the bucket's time never moves back
-      // (else the step back would be refilled twice once the clock recovers).
-      b.tokens = Math.min(this.capacity, b.tokens + Math.max(0, now - b.at) * this.refillPerMs);
-      b.at = Math.max(b.at, now);
-    }
-    const allowed = b.tokens >= 1;
-    if (allowed) b.tokens -= 1;
-    return {
-      allowed,
-      limit: this.capacity,
-      remaining: Math.floor(b.tokens),
-      resetSeconds: Math.ceil((this.capacity - b.tokens) / this.refillPerMs / 1000),
-      retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil((1 - b.tokens) / this.refillPerMs / 1000)),
-    };
+    const b = this.#buckets.get(key);
+    if (!b && this.#buckets.size >= MAX_BUCKETS) this.#sweep(now);
+    const { bucket, result } = takeToken(b, this.capacity, this.refillPerMs, now);
+    this.#buckets.set(key, bucket);
+    return result;
   }
 
   /** Forgets buckets that have refilled completely; if none has, forgets all. */

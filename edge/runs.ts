@@ -10,6 +10,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JournalRecord } from '../core/journal/record.ts';
 import type { BudgetPort } from '../core/engine/types.ts';
+import { grantTokens } from '../core/engine/budget.ts';
 import { paths, writeFileDurable } from './files.ts';
 
 export interface RunFile {
@@ -84,13 +85,15 @@ export function deviceBudget(dir: string, ceilings: Record<string, number>): Bud
     async hasLedger(agentId) {
       return Object.hasOwn(ceilings, agentId);
     },
-    async reserve(agentId, amount) {
+    async reserve(agentId, amount, _ref, minimum = amount) {
       const ceiling = ceilings[agentId];
       if (ceiling === undefined) return { ok: false, reason: 'no_budget_ledger' };
-      if ((spent[agentId] ?? 0) + reservedFor(agentId) + amount > ceiling) return { ok: false, reason: 'budget_exceeded' };
+      // As the cell's ledger: max_tokens, or what is left down to the floor (core/engine/budget.ts).
+      const granted = grantTokens(amount, ceiling - (spent[agentId] ?? 0) - reservedFor(agentId), minimum);
+      if (granted === null) return { ok: false, reason: 'budget_exceeded' };
       const id = `res_${++n}`;
-      open.set(id, { agent: agentId, amount });
-      return { ok: true, reservation_id: id };
+      open.set(id, { agent: agentId, amount: granted });
+      return { ok: true, reservation_id: id, amount: granted };
     },
     async commit(reservationId, actual) {
       const r = open.get(reservationId);

@@ -36,13 +36,33 @@ export interface GatewayAuth {
 /** The variables the gates set on a request. */
 export type GatewayEnv<A extends GatewayAuth> = Env & { Variables: { auth: A; requestId: string } };
 
-/** Per-credential requests-per-minute buckets: one per root credential, sized by that credential's rpm. */
+/**
+ * Where hosts that serve one service together keep the buckets they share
+ * (the cell's store, for a group of cells): one take, atomic for the whole
+ * group, applying core's `takeToken` to the stored bucket.
+ */
+export interface SharedBuckets {
+  take(key: string, capacity: number, refillPerMs: number, now: number): Promise<TakeResult>;
+}
+
+/**
+ * Requests-per-minute buckets: one per root credential (or other budget
+ * holder, such as a published endpoint), sized by its rpm. In memory, or in
+ * `shared` buckets when the host serves with others (a group of cells: the
+ * ceiling holds for the group, not for each cell). One limiter either way:
+ * the bucket rule is core's `takeToken`.
+ */
 export class CredentialLimits {
   readonly #byRpm = new Map<number, TokenBuckets>();
-  constructor(private readonly clock: RateClock) {}
+  constructor(
+    private readonly clock: RateClock,
+    private readonly shared?: SharedBuckets,
+  ) {}
 
   /** Takes one request from `root`'s bucket of `rpm` per minute. */
-  take(root: string, rpm: number): TakeResult {
+  take(root: string, rpm: number): TakeResult | Promise<TakeResult> {
+    // Buckets are per rpm, as in memory: a ceiling changed starts a fresh bucket.
+    if (this.shared) return this.shared.take(`${rpm}:${root}`, rpm, rpm / 60_000, this.clock.now());
     let b = this.#byRpm.get(rpm);
     if (!b) {
       b = new TokenBuckets(rpm, rpm / 60, this.clock);
@@ -101,21 +121,23 @@ export function authGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
 
 /**
  * Gates 3 and 4: the permission (403), then the credential's own rpm ceiling
- * (429) when `rpmOf` gives one, counted against its root credential.
+ * (429) when `rpmOf` gives one, counted against its root credential. A null
+ * permission is an operation any authenticated caller may call (who am I):
+ * only the rpm ceiling applies.
  */
 export function permissionGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
-  permission: string,
+  permission: string | null,
   limits: (c: Context<E>) => CredentialLimits,
   rpmOf: (auth: A) => number | null | undefined,
 ): MiddlewareHandler<E> {
   return async function permissionGate(c, next) {
     const auth = c.get('auth');
-    if (!grants(auth.effective, permission)) {
+    if (permission !== null && !grants(auth.effective, permission)) {
       throw forbidden(`the credential lacks the permission ${permission}`, { required_permission: permission });
     }
     const rpm = rpmOf(auth);
     if (rpm !== null && rpm !== undefined && rpm > 0) {
-      const r = limits(c).take(auth.credential.root, rpm);
+      const r = await limits(c).take(auth.credential.root, rpm);
       if (!r.allowed) throw rateLimited(r, 'requests-per-minute ceiling of this credential', rateLimitHeaders(r, 'credential', 60));
     }
     await next();

@@ -4,8 +4,16 @@
  * right to its secret, the OpenAI-compatible client or the local runtime).
  * Agent Teams' model port calls models only through `call`.
  */
+import { isServiceError } from '../../core/errors.ts';
 import type { ChatResult } from './openai-client.ts';
-import { agentRuntimes, callProvider, type AgentRuntime, type AiContext, type ProviderRequest } from './providers.ts';
+import {
+  agentRuntimes,
+  callProvider,
+  type AgentRuntime,
+  type AiContext,
+  type ProviderRequest,
+  type ProviderUsersHook,
+} from './providers.ts';
 import { listProviders, providerById, type Provider } from './repository.ts';
 
 export class Ai {
@@ -28,8 +36,27 @@ export class Ai {
    * (provider_*, runtime_unavailable, secret_missing, cancelled), an unknown
    * provider as `not_found`. `opts.signal` interrupts the call (the run's cancel).
    */
-  call(providerId: string, req: ProviderRequest, opts: { signal?: AbortSignal | undefined } = {}): Promise<ChatResult> {
-    return callProvider(this.ctx, providerId, req, opts);
+  async call(providerId: string, req: ProviderRequest, opts: { signal?: AbortSignal | undefined } = {}): Promise<ChatResult> {
+    const m = this.ctx.metrics;
+    const start = performance.now();
+    try {
+      const result = await callProvider(this.ctx, providerId, req, opts);
+      m.modelCalls.inc({ provider: providerId, outcome: 'ok' });
+      m.modelTokens.inc({ provider: providerId, kind: 'prompt' }, result.usage.prompt_tokens);
+      m.modelTokens.inc({ provider: providerId, kind: 'completion' }, result.usage.completion_tokens);
+      return result;
+    } catch (err) {
+      const reason = isServiceError(err) ? err.details?.['reason'] : undefined;
+      m.modelCalls.inc({ provider: providerId, outcome: typeof reason === 'string' ? reason : 'error' });
+      throw err;
+    } finally {
+      m.modelDuration.observe({ provider: providerId }, (performance.now() - start) / 1000);
+    }
+  }
+
+  /** Registers another module's users of providers: a provider they use is not deleted (409 in_use). */
+  onProviderUsers(hook: ProviderUsersHook): void {
+    this.ctx.providerUserHooks.push(hook);
   }
 
   /** Agent runtimes this cell can run. */

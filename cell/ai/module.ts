@@ -8,11 +8,14 @@
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 import type { Tools } from '../tools/tools.ts';
 import { Ai } from './ai.ts';
 import type { AiContext, LocalModelRuntime } from './providers.ts';
+import { providerLifecycleRoutes } from './routes-provider-lifecycle.ts';
 import { aiRoutes } from './routes.ts';
-import { loadSecretsKey } from './secrets.ts';
+import { secretRoutes } from './routes-secrets.ts';
+import { checkSecretsKeyAtStart, keyMatchesStore, SECRETS_KEY_HINT, secretsKeyLoader } from './secrets-key.ts';
 
 export interface AiModule extends CellModule {
   ai: Ai;
@@ -20,23 +23,44 @@ export interface AiModule extends CellModule {
 
 export async function createAiModule(
   core: CellCore,
-  deps: { iam: Iam; tools: Tools; localRuntime?: LocalModelRuntime | undefined },
+  deps: { iam: Iam; tools: Tools; metrics: CellMetrics; localRuntime?: LocalModelRuntime | undefined },
 ): Promise<AiModule> {
-  let key: Buffer | null = null;
+  const secretsKey = secretsKeyLoader(core.config);
+  // A group (PostgreSQL): refuses to start with a key that does not open the secrets already in the store (a
+  // member given another key). The embedded engine is one cell with its own key: a lost key file is answered
+  // as before, secret by secret at the provider call (503 secret_unreadable).
+  if (core.store.engine === 'postgres') await checkSecretsKeyAtStart(core, secretsKey);
+  // A key file given is read now on either engine: a wrong path or size is refused before the cell serves anything.
+  else if (core.config.secretsKeyFile) secretsKey();
   const ctx: AiContext = {
     core,
     iam: deps.iam,
     localRuntime: deps.localRuntime,
-    secretsKey: () => (key ??= loadSecretsKey(core.config.dataDir)),
+    secretsKey,
+    providerUserHooks: [],
+    metrics: deps.metrics,
   };
   const ai = new Ai(ctx);
+  // Another cell of the group sealed the first secret: say so at once if it did with another key than this cell's.
+  const unsubscribe = core.store.onChange((c) => {
+    if (!c.remote || !c.tables.has('ai_secrets_key_check')) return;
+    keyMatchesStore(core, secretsKey()).then(
+      (ok) => {
+        if (!ok) core.log.error(`the secrets key of this cell does not open the provider secrets of the store; ${SECRETS_KEY_HINT}`);
+      },
+      () => undefined,
+    );
+  });
   return {
     name: 'ai',
     ai,
     routes(app) {
       aiRoutes(app, ctx, ai, deps.tools);
+      secretRoutes(app, ctx);
+      providerLifecycleRoutes(app, ctx);
     },
     async stop() {
+      unsubscribe();
       await deps.localRuntime?.dispose?.();
     },
   };

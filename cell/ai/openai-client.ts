@@ -70,6 +70,8 @@ export interface ClientOptions {
    * and is never retried.
    */
   signal?: AbortSignal | undefined;
+  /** W3C `traceparent` sent with the call (the trace of the request behind it; cell/http/trace.ts). */
+  traceparent?: string | undefined;
 }
 
 /** A sleep that ends early (rejecting) when `signal` aborts. */
@@ -116,6 +118,7 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
     try {
       const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
       if (opts.apiKey) headers['authorization'] = `Bearer ${opts.apiKey}`;
+      if (opts.traceparent) headers['traceparent'] = opts.traceparent;
       const res = await request(completionsUrl(opts.baseUrl), {
         method: 'POST',
         headers,

@@ -9,6 +9,8 @@ import { PERMISSIONS } from '../../core/permissions.ts';
 import type { Posture } from '../config.ts';
 import type { AuthContext, CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
+import type { Reader } from '../store/types.ts';
 import { newId } from '../ids.ts';
 import { chatCompletion, type ChatRequest, type ChatResult } from './openai-client.ts';
 import { postureAllows } from './posture.ts';
@@ -33,7 +35,14 @@ export interface AiContext {
   localRuntime: LocalModelRuntime | undefined;
   /** The cell's secrets key, read (or created) on first use and kept. */
   secretsKey(): Buffer;
+  /** The cell's metrics (model calls, latency, tokens by provider). */
+  metrics: CellMetrics;
+  /** Other modules' users of a provider (Agent Teams: agents that name it), which refuse its delete. */
+  providerUserHooks: ProviderUsersHook[];
 }
+
+/** Names users of a provider by kind (e.g. `{ agents: [...] }`), read through `db` (the delete's transaction). */
+export type ProviderUsersHook = (db: Reader, providerId: string) => Promise<Record<string, string[]>>;
 
 export interface ProviderInput {
   provider_type: string;
@@ -48,7 +57,7 @@ export interface ProviderInput {
 }
 
 /** Names of local-signed models (the runtime's file names under <data>/models). */
-const LOCAL_MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+export const LOCAL_MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 
 /** Registers a provider after the posture gate; a refusal is audited and thrown. */
 export async function registerProvider(ctx: AiContext, auth: AuthContext, input: ProviderInput): Promise<Provider> {
@@ -102,8 +111,13 @@ export async function registerProvider(ctx: AiContext, auth: AuthContext, input:
     stream: input.stream ?? false,
     created_at: now,
     created_by: actor,
+    updated_at: now,
+    bound_by: actor,
   };
   await core.store.write(async (tx) => {
+    // Again inside the transaction: a secret deleted meanwhile is never bound (its delete checks for providers in its own).
+    if (secretId !== undefined && (await secretCreator(tx, secretId)) === undefined)
+      throw invalid('api_key_secret_id names no stored secret', { reason: 'unknown_secret', field: 'api_key_secret_id' });
     await insertProvider(tx, p);
     await iam.audit(tx, {
       at: p.created_at,
@@ -133,6 +147,8 @@ export function providerView(posture: Posture, p: Provider) {
     posture: { posture, allowed: d.allowed, rule: d.rule },
     created_at: new Date(p.created_at).toISOString(),
     created_by: p.created_by,
+    updated_at: new Date(p.updated_at).toISOString(),
+    secret_bound_by: p.api_key_secret_id === null ? null : p.bound_by,
   };
 }
 
@@ -171,14 +187,15 @@ export async function callProvider(
   }
   let apiKey: string | undefined;
   if (p.api_key_secret_id) {
-    // Checked again at every call: the registrant must still be active and still entitled to the secret.
-    const who = await iam.principal(p.created_by);
+    // Checked again at every call: whoever bound the secret to this base_url (the registrant, or the principal
+    // that last changed either) must still be active and still entitled to the secret.
+    const who = await iam.principal(p.bound_by);
     if (who?.status !== 'active' || !(await mayUseSecret(core.store, who.id, await iam.permissionsOf(who), p.api_key_secret_id))) {
       throw new ServiceError('forbidden', "the provider's registrant may no longer use its secret", {
         details: { reason: 'secret_not_usable', provider_id: p.provider_id },
       });
     }
-    apiKey = await readSecret(core.store, ctx.secretsKey, p.api_key_secret_id);
+    apiKey = await readSecret(ctx, p.api_key_secret_id);
   }
   return chatCompletion(
     {
@@ -189,6 +206,7 @@ export async function callProvider(
       retries: p.max_retries,
       stream: p.stream,
       signal: opts.signal,
+      traceparent: core.traces.outgoing(),
     },
     body,
   );

@@ -3,7 +3,7 @@
  * with the row decoders. Statements stay in the dialect both engines run
  * (docs/storage.md). A secret's value is only ever read here sealed.
  */
-import { bytes, num, str, strOrNull } from '../store/decode.ts';
+import { bytes, count, num, numOrNull, str, strOrNull } from '../store/decode.ts';
 import type { Reader, Row, Tx } from '../store/types.ts';
 
 // ---------------------------------------------------------------- secrets
@@ -32,10 +32,105 @@ export async function secretCreator(db: Reader, secretId: string): Promise<strin
   return r ? str(r, 'created_by') : undefined;
 }
 
-/** The sealed value (nonce || ciphertext || tag), or undefined. */
-export async function sealedSecret(db: Reader, secretId: string): Promise<Uint8Array | undefined> {
-  const r = await db.get('SELECT sealed FROM ai_secrets WHERE secret_id = ?', [secretId]);
+/** The sealed value (nonce || ciphertext || tag) and when it was last used, or undefined. */
+export async function sealedSecret(db: Reader, secretId: string): Promise<{ sealed: Uint8Array; lastUsedAt: number | null } | undefined> {
+  const r = await db.get('SELECT sealed, last_used_at FROM ai_secrets WHERE secret_id = ?', [secretId]);
+  return r ? { sealed: bytes(r, 'sealed'), lastUsedAt: numOrNull(r, 'last_used_at') } : undefined;
+}
+
+/** A stored secret as its metadata: never the value, sealed or not. */
+export interface SecretMeta {
+  secret_id: string;
+  name: string;
+  created_at: number;
+  created_by: string;
+  rotated_at: number | null;
+  last_used_at: number | null;
+}
+
+const SECRET_META_COLUMNS = 'secret_id, name, created_at, created_by, rotated_at, last_used_at';
+
+function decodeSecretMeta(r: Row): SecretMeta {
+  return {
+    secret_id: str(r, 'secret_id'),
+    name: str(r, 'name'),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
+    rotated_at: numOrNull(r, 'rotated_at'),
+    last_used_at: numOrNull(r, 'last_used_at'),
+  };
+}
+
+export async function secretMeta(db: Reader, secretId: string): Promise<SecretMeta | undefined> {
+  const r = await db.get(`SELECT ${SECRET_META_COLUMNS} FROM ai_secrets WHERE secret_id = ?`, [secretId]);
+  return r ? decodeSecretMeta(r) : undefined;
+}
+
+/** Oldest first. */
+export async function listSecretMeta(db: Reader, limit: number, offset: number): Promise<SecretMeta[]> {
+  return (
+    await db.all(`SELECT ${SECRET_META_COLUMNS} FROM ai_secrets ORDER BY created_at, secret_id LIMIT ? OFFSET ?`, [limit, offset])
+  ).map(decodeSecretMeta);
+}
+
+export async function countSecrets(db: Reader): Promise<number> {
+  return count(await db.get('SELECT COUNT(*) AS n FROM ai_secrets'));
+}
+
+/** Replaces the sealed value (a rotation). */
+export async function resealSecret(tx: Tx, secretId: string, sealed: Uint8Array, at: number): Promise<void> {
+  await tx.run('UPDATE ai_secrets SET sealed = ?, rotated_at = ? WHERE secret_id = ?', [sealed, at, secretId]);
+}
+
+export async function deleteSecret(tx: Tx, secretId: string): Promise<void> {
+  await tx.run('DELETE FROM ai_secrets WHERE secret_id = ?', [secretId]);
+}
+
+/** Records that the value was opened for a provider call at `at`. */
+export async function touchSecret(tx: Tx, secretId: string, at: number): Promise<void> {
+  await tx.run('UPDATE ai_secrets SET last_used_at = ? WHERE secret_id = ?', [at, secretId]);
+}
+
+/** Ids of the providers that send this secret, oldest first. */
+export async function providersUsingSecret(db: Reader, secretId: string): Promise<string[]> {
+  return (
+    await db.all('SELECT provider_id FROM ai_providers WHERE api_key_secret_id = ? ORDER BY created_at, provider_id', [secretId])
+  ).map((r) => str(r, 'provider_id'));
+}
+
+/** Provider ids by the secret they send, for the given secrets. */
+export async function providersBySecret(db: Reader, secretIds: readonly string[]): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  if (secretIds.length === 0) return out;
+  const rows = await db.all(
+    `SELECT provider_id, api_key_secret_id FROM ai_providers WHERE api_key_secret_id IN (${secretIds.map(() => '?').join(', ')})
+     ORDER BY created_at, provider_id`,
+    secretIds,
+  );
+  for (const r of rows) {
+    const id = str(r, 'api_key_secret_id');
+    out.set(id, [...(out.get(id) ?? []), str(r, 'provider_id')]);
+  }
+  return out;
+}
+
+/** Every stored secret, sealed, for the start-up check of the secrets key (oldest first, at most `limit`). */
+export async function sealedSecrets(db: Reader, limit: number): Promise<{ secretId: string; sealed: Uint8Array }[]> {
+  return (await db.all('SELECT secret_id, sealed FROM ai_secrets ORDER BY created_at, secret_id LIMIT ?', [limit])).map((r) => ({
+    secretId: str(r, 'secret_id'),
+    sealed: bytes(r, 'sealed'),
+  }));
+}
+
+/** The key check value (sealed under the store's secrets key), or undefined when none was recorded yet. */
+export async function secretsKeyCheck(db: Reader): Promise<Uint8Array | undefined> {
+  const r = await db.get('SELECT sealed FROM ai_secrets_key_check WHERE id = 1');
   return r ? bytes(r, 'sealed') : undefined;
+}
+
+/** Records the key check value unless one is there already. */
+export async function insertSecretsKeyCheck(tx: Tx, sealed: Uint8Array, at: number): Promise<void> {
+  await tx.run('INSERT INTO ai_secrets_key_check (id, sealed, created_at) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING', [sealed, at]);
 }
 
 // ---------------------------------------------------------------- providers
@@ -54,10 +149,13 @@ export interface Provider {
   stream: boolean;
   created_at: number;
   created_by: string;
+  updated_at: number;
+  /** Whose right to the secret a call relies on: who last chose base_url and secret together (the registrant until a change). */
+  bound_by: string;
 }
 
 const PROVIDER_COLUMNS =
-  'provider_id, name, provider_type, default_model, base_url, api_key_secret_id, timeout_ms, max_retries, stream, created_at, created_by';
+  'provider_id, name, provider_type, default_model, base_url, api_key_secret_id, timeout_ms, max_retries, stream, created_at, created_by, updated_at, bound_by';
 
 function decodeProvider(r: Row): Provider {
   return {
@@ -72,11 +170,13 @@ function decodeProvider(r: Row): Provider {
     stream: num(r, 'stream') === 1,
     created_at: num(r, 'created_at'),
     created_by: str(r, 'created_by'),
+    updated_at: numOrNull(r, 'updated_at') ?? num(r, 'created_at'),
+    bound_by: strOrNull(r, 'bound_by') ?? str(r, 'created_by'),
   };
 }
 
 export async function insertProvider(tx: Tx, p: Provider): Promise<void> {
-  await tx.run(`INSERT INTO ai_providers (${PROVIDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
+  await tx.run(`INSERT INTO ai_providers (${PROVIDER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
     p.provider_id,
     p.name,
     p.provider_type,
@@ -88,7 +188,33 @@ export async function insertProvider(tx: Tx, p: Provider): Promise<void> {
     p.stream ? 1 : 0,
     p.created_at,
     p.created_by,
+    p.updated_at,
+    p.bound_by,
   ]);
+}
+
+/** Rewrites every changeable field of a provider (its type, creation and id stay). */
+export async function updateProvider(tx: Tx, p: Provider): Promise<void> {
+  await tx.run(
+    `UPDATE ai_providers SET name = ?, default_model = ?, base_url = ?, api_key_secret_id = ?, timeout_ms = ?, max_retries = ?, stream = ?,
+      updated_at = ?, bound_by = ? WHERE provider_id = ?`,
+    [
+      p.name,
+      p.default_model,
+      p.base_url,
+      p.api_key_secret_id,
+      p.timeout_ms,
+      p.max_retries,
+      p.stream ? 1 : 0,
+      p.updated_at,
+      p.bound_by,
+      p.provider_id,
+    ],
+  );
+}
+
+export async function deleteProvider(tx: Tx, id: string): Promise<void> {
+  await tx.run('DELETE FROM ai_providers WHERE provider_id = ?', [id]);
 }
 
 export async function providerById(db: Reader, id: string): Promise<Provider | undefined> {

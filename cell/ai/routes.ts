@@ -13,6 +13,7 @@ import { PROVIDER_TYPES } from './posture.ts';
 import { providerView, registerProvider, type AiContext } from './providers.ts';
 import { insertSecret } from './repository.ts';
 import { prepareSecret } from './secrets.ts';
+import { assertKeyMatchesTx, prepareKeyCheck } from './secrets-key.ts';
 
 const P = '/api/public/v1/admin';
 
@@ -31,7 +32,7 @@ const CreateSecret = z
 
 const SecretCreated = z.object({ secret_id: z.string(), name: z.string(), created_at: z.string() }).openapi('SecretCreated');
 
-const CreateProvider = z
+export const CreateProvider = z
   .object({
     provider_type: z
       .string()
@@ -61,7 +62,7 @@ const CreateProvider = z
   .strict()
   .openapi('CreateModelProvider');
 
-const ProviderView = z
+export const ProviderView = z
   .object({
     provider_id: z.string(),
     name: z.string(),
@@ -75,6 +76,10 @@ const ProviderView = z
     posture: z.object({ posture: z.string(), allowed: z.boolean(), rule: z.string() }),
     created_at: z.string(),
     created_by: z.string(),
+    updated_at: z.string(),
+    secret_bound_by: z.string().nullable().openapi({
+      description: 'Whose right to the secret every call checks (who last chose base_url and secret together); null without a secret',
+    }),
   })
   .openapi('ModelProvider');
 
@@ -99,7 +104,7 @@ const Tool = z
   })
   .openapi('Tool');
 
-const IdParam = z.object({
+export const IdParam = z.object({
   provider_id: z
     .string()
     .max(64)
@@ -117,14 +122,18 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext, ai: Ai, tools
       summary: 'Store a secret (AES-256-GCM at rest); returns its id, never its value',
       ...secured(PERMISSIONS.secretsWrite),
       request: { body: jsonBody(CreateSecret) },
-      responses: { 201: json(SecretCreated, 'The secret id'), ...errorResponses(400, 401, 403) },
+      responses: { 201: json(SecretCreated, 'The secret id'), ...errorResponses(400, 401, 403, 503) },
     }),
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
-      const { secretId, sealed } = prepareSecret(ctx.secretsKey(), body.value);
+      const key = ctx.secretsKey();
+      const { secretId, sealed } = prepareSecret(key, body.value);
+      const check = core.store.engine === 'postgres' ? prepareKeyCheck(key) : null;
       const at = core.clock.now();
       await core.store.write(async (tx) => {
+        // The group's secrets are sealed with one key: refused when this cell's is another.
+        if (check) await assertKeyMatchesTx(tx, key, check, at);
         await insertSecret(tx, { secretId, name: body.name, sealed, at, by: auth.principal.id });
         await iam.audit(tx, {
           at,

@@ -2,7 +2,8 @@
  * Provider secrets (API keys of model providers), encrypted at rest.
  *
  * `POST /admin/secrets` stores a value and returns only its `secret_id`; no
- * route ever returns the value. Values are sealed with AES-256-GCM under a
+ * route ever returns the value (the others list, rotate and delete it:
+ * cell/ai/routes-secrets.ts). Values are sealed with AES-256-GCM under a
  * 32-byte key kept in `<dataDir>/secrets.key` (created on first use, mode
  * 0600); each value has its own random 96-bit nonce and the secret id is the
  * additional authenticated data, so a ciphertext moved to another row does
@@ -15,8 +16,9 @@ import { grants } from '../../core/authority/scopes.ts';
 import { ServiceError } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { newId } from '../ids.ts';
+import type { CellCore } from '../context.ts';
 import type { Reader } from '../store/types.ts';
-import { sealedSecret, secretCreator } from './repository.ts';
+import { sealedSecret, secretCreator, touchSecret } from './repository.ts';
 
 const KEY_FILE = 'secrets.key';
 
@@ -71,19 +73,37 @@ export async function mayUseSecret(db: Reader, principalId: string, permissions:
   return creator === principalId || grants(permissions, PERMISSIONS.secretsUse);
 }
 
-/** The plaintext of a stored secret, for a provider call only. */
-export async function readSecret(db: Reader, key: () => Buffer, secretId: string): Promise<string> {
-  const sealed = await sealedSecret(db, secretId);
-  if (!sealed)
+/** How stale a secret's `last_used_at` may be: one write per secret per minute at most, however many calls use it. */
+export const SECRET_USE_RESOLUTION_MS = 60_000;
+
+/**
+ * The plaintext of a stored secret, for a provider call only. Records the use
+ * (`last_used_at`, to the minute); a failure to record it is logged and does
+ * not stop the call.
+ */
+export async function readSecret(ctx: { core: CellCore; secretsKey(): Buffer }, secretId: string): Promise<string> {
+  const { store, clock, log } = ctx.core;
+  const row = await sealedSecret(store, secretId);
+  if (!row)
     throw new ServiceError('service_unavailable', 'the provider secret is missing', {
       details: { reason: 'secret_missing', secret_id: secretId },
     });
+  let value: string;
   try {
-    return openSecret(key(), secretId, sealed);
+    value = openSecret(ctx.secretsKey(), secretId, row.sealed);
   } catch {
     // The key file changed or the row was altered: refuse without the cause.
     throw new ServiceError('service_unavailable', 'the provider secret cannot be opened', {
       details: { reason: 'secret_unreadable', secret_id: secretId },
     });
   }
+  const now = clock.now();
+  if (row.lastUsedAt === null || now - row.lastUsedAt >= SECRET_USE_RESOLUTION_MS) {
+    await store
+      .write((tx) => touchSecret(tx, secretId, now))
+      .catch((e: unknown) => {
+        log.warn('ai: could not record a secret use', { secret_id: secretId, error: String(e) });
+      });
+  }
+  return value;
 }

@@ -6,7 +6,8 @@
  * anchor a device pins with `edge trust`. A cell whose store is in
  * PostgreSQL is named with `--store URL` (or $CELL_STORE_URL), as for `serve`:
  * without it the command would open an empty embedded store in DIR and sign
- * with an identity the cell does not hold.
+ * with an identity the cell does not hold; a member of a group also needs the
+ * group's `--secrets-key-file` (the start checks it against the store).
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
@@ -14,7 +15,7 @@ import { writeFileSync } from 'node:fs';
 import { startCell } from '../server.ts';
 
 const USAGE =
-  'usage: bundle keys --data DIR [--store URL] --device DEVICE_ID --out FILE [--ttl-seconds N] | bundle trust --data DIR [--store URL] --out FILE';
+  'usage: bundle keys --data DIR [--store URL [--secrets-key-file FILE]] --device DEVICE_ID --out FILE [--ttl-seconds N] | bundle trust --data DIR [--store URL [--secrets-key-file FILE]] --out FILE';
 
 export async function bundleCommand(argv: string[]): Promise<void> {
   const [what, ...rest] = argv;
@@ -27,6 +28,7 @@ export async function bundleCommand(argv: string[]): Promise<void> {
       device: { type: 'string' },
       out: { type: 'string' },
       'ttl-seconds': { type: 'string' },
+      'secrets-key-file': { type: 'string' },
     },
     strict: true,
   });
@@ -37,11 +39,12 @@ export async function bundleCommand(argv: string[]): Promise<void> {
   if (storeUrl !== undefined && storeUrl !== '' && !/^postgres(ql)?:\/\//.test(storeUrl))
     throw new Error('--store takes a postgres://user@host:port/db URL');
   const quiet = { info() {}, warn() {}, error() {} };
-  const running = await startCell({ config: { dataDir, joinGroup: false, ...(storeUrl ? { storeUrl } : {}) }, listen: false, log: quiet });
+  const secretsKeyFile = values['secrets-key-file'] !== undefined ? resolve(values['secrets-key-file']) : null;
+  const running = await startCell({ config: { dataDir, joinGroup: false, secretsKeyFile, ...(storeUrl ? { storeUrl } : {}) }, listen: false, log: quiet });
   try {
     if (what === 'trust') {
-      writeFileSync(values.out, JSON.stringify(running.modules.edge.trustAnchor(), null, 2) + '\n');
-      process.stdout.write(`wrote trust anchor of ${running.core.config.cellId} to ${values.out}\n`);
+      writeFileSync(values.out, JSON.stringify(await running.modules.edge.trustAnchor(), null, 2) + '\n');
+      process.stdout.write(`wrote trust anchor of ${running.core.config.groupId} to ${values.out}\n`);
       return;
     }
     const ttl = values['ttl-seconds'] !== undefined ? Number(values['ttl-seconds']) : undefined;

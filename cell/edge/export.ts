@@ -1,6 +1,7 @@
 /**
  * Issuing signed bundles for a registered device (routes and the
- * `bundle keys` CLI share this): the key bundle (format 2) from the IAM
+ * `bundle keys` CLI share this), issued in the name of the cell's group (its
+ * group id, cell/migrations.ts settleGroupId): the key bundle (format 2) from the IAM
  * projection plus what the device needs to judge this cell's access tokens
  * (every principal, the token issuer and signing keys, the live denylist),
  * the crew bundle from a crew's export, and the trust anchor a device pins.
@@ -10,13 +11,15 @@ import { invalid } from '../../core/errors.ts';
 import { buildKeyBundle, type BundleOwner, type TokenTrust } from '../../bundles/key-bundle.ts';
 import { buildCrewBundle, type CrewContent, type ModelReference } from '../../bundles/crew-bundle.ts';
 import type { EdgeContext } from './context.ts';
-import { nextBundleVersion } from './repository.ts';
+import { latestBundleVersion, nextBundleVersion } from './repository.ts';
 
 /** Default lifetime of a key bundle: a week, long enough to carry it, short enough to bound stale keys. */
 export const DEFAULT_KEY_BUNDLE_TTL_SECONDS = 7 * 24 * 3600;
 /** Default lifetime of a crew bundle: 30 days. */
 export const DEFAULT_CREW_BUNDLE_TTL_SECONDS = 30 * 24 * 3600;
 export const MAX_BUNDLE_TTL_SECONDS = 365 * 24 * 3600;
+/** Times a key bundle's content is read again when another issuance overtook it (then it is issued as read). */
+const FRESHNESS_ATTEMPTS = 5;
 
 export interface IssuedBundle {
   text: string;
@@ -72,25 +75,39 @@ export async function subjectsForEdge(ctx: EdgeContext): Promise<Record<string, 
   }
 }
 
+/**
+ * A key bundle for `deviceId`. Its version comes from the store's counter
+ * (one for the group of cells), and a higher version never carries older
+ * authority than a lower one: the content is read after the version is
+ * taken, and read again under a new version when another issuance (on any
+ * cell) took a version meanwhile. Once the check passes, every later version
+ * was taken, and so its content read, after this content was read.
+ */
 export async function issueKeyBundle(ctx: EdgeContext, deviceId: string, ttlSeconds?: number): Promise<IssuedBundle> {
   await ctx.devices.require(deviceId);
   const ttl = ttlMs(ttlSeconds, DEFAULT_KEY_BUNDLE_TTL_SECONDS);
-  const now = ctx.core.clock.now();
-  const version = await ctx.core.store.write((tx) => nextBundleVersion(tx, 'api-key-records'));
-  const { records, tombstones } = await keyRecordsForEdge(ctx);
-  const text = await buildKeyBundle({
-    issuer: ctx.core.config.cellId,
-    signer: ctx.iam.signer(),
-    audience: deviceId,
-    version,
-    issuedAt: now,
-    expiresAt: now + ttl,
-    records,
-    tombstones,
-    subjects: await subjectsForEdge(ctx),
-    tokens: await tokenTrustForEdge(ctx),
-  });
-  return { text, version, issued_at: now, expires_at: now + ttl };
+  const { store } = ctx.core;
+  for (let attempt = 1; ; attempt++) {
+    const version = await store.write((tx) => nextBundleVersion(tx, 'api-key-records'));
+    const now = ctx.core.clock.now();
+    const { records, tombstones } = await keyRecordsForEdge(ctx);
+    const subjects = await subjectsForEdge(ctx);
+    const tokens = await tokenTrustForEdge(ctx);
+    if (attempt < FRESHNESS_ATTEMPTS && (await latestBundleVersion(store, 'api-key-records')) !== version) continue;
+    const text = await buildKeyBundle({
+      issuer: ctx.core.config.groupId,
+      signer: ctx.iam.signer(),
+      audience: deviceId,
+      version,
+      issuedAt: now,
+      expiresAt: now + ttl,
+      records,
+      tombstones,
+      subjects,
+      tokens,
+    });
+    return { text, version, issued_at: now, expires_at: now + ttl };
+  }
 }
 
 export async function issueCrewBundle(
@@ -105,7 +122,7 @@ export async function issueCrewBundle(
   const now = ctx.core.clock.now();
   const version = await ctx.core.store.write((tx) => nextBundleVersion(tx, 'crew'));
   const text = await buildCrewBundle({
-    issuer: ctx.core.config.cellId,
+    issuer: ctx.core.config.groupId,
     signer: ctx.iam.signer(),
     audience: deviceId,
     version,
@@ -117,13 +134,21 @@ export async function issueCrewBundle(
   return { text, version, issued_at: now, expires_at: now + ttl };
 }
 
-/** What a device pins with `edge trust`: the cell id and its identity public keys. */
-export function trustAnchor(ctx: Pick<EdgeContext, 'core' | 'iam'>): { cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] } {
-  return {
-    cell_id: ctx.core.config.cellId,
-    keys: ctx.iam
-      .identityKeys()
-      .filter((k) => k.retired_at === null)
-      .map((k) => ({ kid: k.kid, jwk: k.jwk })),
-  };
+/**
+ * What a device pins with `edge trust`: the group's id (a single cell's is its
+ * cell id) and the active identity public keys of every member, in kid order.
+ * Bundles carry the group's id as their issuer and are signed by the issuing
+ * cell's own key, so a device accepts the bundles of every member it pinned,
+ * and their versions (one counter per bundle type in the store) only go up. A
+ * cell that joins later signs with a key the device has not pinned: pin the
+ * anchor again (docs/multi-cell.md).
+ */
+export async function trustAnchor(
+  ctx: Pick<EdgeContext, 'core' | 'iam'>,
+): Promise<{ cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] }> {
+  const keys = (await ctx.iam.groupIdentityKeys())
+    .filter((k) => k.retired_at === null)
+    .map((k) => ({ kid: k.kid, jwk: k.jwk }))
+    .sort((a, b) => (a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0));
+  return { cell_id: ctx.core.config.groupId, keys };
 }

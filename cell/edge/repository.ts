@@ -57,6 +57,12 @@ export async function nextBundleVersion(tx: Tx, type: string): Promise<number> {
   return v;
 }
 
+/** The highest version of a bundle type issued so far (0: none). */
+export async function latestBundleVersion(db: Reader, type: string): Promise<number> {
+  const r = await db.get('SELECT version FROM edge_bundle_versions WHERE type = ?', [type]);
+  return r ? num(r, 'version') : 0;
+}
+
 export interface JournalRow {
   run_id: string;
   device_id: string;

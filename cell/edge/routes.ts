@@ -174,7 +174,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
           outcome: 'ok',
         });
       });
-      const anchor = trustAnchor(ctx);
+      const anchor = await trustAnchor(ctx);
       return c.json(
         {
           ...deviceView(row),
@@ -330,7 +330,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
         opened = await openJournalExport(
           text,
           { kid: device.device_id, jwk: JSON.parse(device.public_jwk) as JsonWebKey },
-          core.config.cellId,
+          core.config.groupId,
         );
       } catch (e) {
         await iam.auditNow({

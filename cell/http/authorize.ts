@@ -8,8 +8,8 @@ import type { MiddlewareHandler } from 'hono';
 import { permissionGate } from '../../runtime/gateway.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
 
-/** Requires `permission` of the authenticated caller, then applies its per-credential rpm. */
-export function requires(permission: string): MiddlewareHandler<AppEnv> {
+/** Requires `permission` of the authenticated caller (null: none, any authenticated caller), then applies its per-credential rpm. */
+export function requires(permission: string | null): MiddlewareHandler<AppEnv> {
   return permissionGate<AuthContext, AppEnv>(
     permission,
     (c) => c.get('credentialLimits'),

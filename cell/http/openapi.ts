@@ -94,6 +94,18 @@ export function secured(permission: string) {
   };
 }
 
+/** The `x-required-permission` of an operation any authenticated caller may call. */
+export const ANY_AUTHENTICATED = '(none: any authenticated caller)';
+
+/** Bearer security for an operation that needs a credential but no permission (`GET /admin/whoami`); the credential's rpm still applies. */
+export function authenticatedOnly() {
+  return {
+    security: [{ bearerAuth: [] as string[] }, { dpop: [] as string[] }],
+    'x-required-permission': ANY_AUTHENTICATED,
+    middleware: [requires(null)],
+  };
+}
+
 /** Shared pagination query: limit and offset with per-endpoint defaults and ceilings. */
 export function pageQuery(defaultLimit: number, maxLimit: number) {
   return z.object({

@@ -6,8 +6,11 @@
  * The key file is written durably (temp file, fsync, rename) before the owner
  * is committed: a crash in between leaves a file whose key is not yet valid
  * and no owner, so the next start bootstraps again and replaces the file. The
- * other order could leave an owner whose key nobody has.
+ * other order could leave an owner whose key nobody has. Cells of a group
+ * started at once on an empty store race: one creates the owner; the others
+ * remove the file they wrote and print no key.
  */
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { UNBOUNDED } from '../../core/authority/ceiling.ts';
 import { writeFileDurable } from '../../runtime/write-durable.ts';
@@ -23,10 +26,11 @@ export const BOOTSTRAP_KEY_FILE = 'bootstrap-admin.key';
 export async function bootstrapOwner(core: CellCore, iam: Iam): Promise<string | null> {
   if (await anyPrincipal(core.store)) return null;
   const secret = newSecret();
-  writeFileDurable(join(core.config.dataDir, BOOTSTRAP_KEY_FILE), secret + '\n', { mode: 0o600 });
-  await core.store.write(async (tx) => {
+  const file = join(core.config.dataDir, BOOTSTRAP_KEY_FILE);
+  writeFileDurable(file, secret + '\n', { mode: 0o600 });
+  const created = await core.store.write(async (tx) => {
     // Another cell of the group may have bootstrapped meanwhile: the first one wins.
-    if (await anyPrincipal(tx)) return;
+    if (await anyPrincipal(tx)) return false;
     const owner = await createPrincipalTx(core.clock, tx, {
       kind: 'user',
       name: 'owner',
@@ -52,6 +56,10 @@ export async function bootstrapOwner(core: CellCore, iam: Iam): Promise<string |
       outcome: 'ok',
       details: { owner_id: owner.id },
     });
+    return true;
   });
-  return secret;
+  if (created) return secret;
+  // Cells of a group started at once: another one created the owner, so this key was never valid.
+  rmSync(file, { force: true });
+  return null;
 }

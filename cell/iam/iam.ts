@@ -6,12 +6,14 @@
  * Hot records (principals, role permissions, keys by secret hash) are read
  * through in-process caches that every committed write to their tables
  * invalidates, this cell's and, on PostgreSQL, every other cell's
- * (`store.onChange`). A read that raced a write never fills a cache with the
- * older row: entries are kept only when no invalidation happened meanwhile.
+ * (cell/store/change-cache.ts over `store.onChange`). A read that raced a
+ * write never fills a cache with the older row, and while other cells cannot
+ * be heard the caches read through.
  */
 import { hashSecret } from '../../core/apikey/hash.ts';
 import { isSecretFormat, KEY_PREFIX } from '../../core/apikey/secret.ts';
 import { verifyPresentedKey, type KeyRecord } from '../../core/apikey/verify.ts';
+import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { meetCeilings, toCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
 import { contains, type Containment, type Grant, type Holding } from '../../core/authority/contain.ts';
 import { effectiveAuthority, grants, normalize } from '../../core/authority/scopes.ts';
@@ -20,6 +22,7 @@ import { ServiceError, forbidden, notFound, unauthorized } from '../../core/erro
 import { BUILTIN_ROLES, PERMISSIONS } from '../../core/permissions.ts';
 import type { AuthContext, Authenticator, CellCore } from '../context.ts';
 import { clientIp } from '../http/client-ip.ts';
+import { ChangeCache } from '../store/change-cache.ts';
 import type { Reader, Tx } from '../store/types.ts';
 import { checkPassword, hashPassword } from './passwords.ts';
 import type { Principal, PrincipalKind } from './principals.ts';
@@ -48,33 +51,7 @@ export interface Signer {
   sign(bytes: Uint8Array): Promise<Uint8Array>;
 }
 
-const IAM_TABLES = new Set(['principals', 'roles', 'api_keys', 'key_tombstones']);
-
-/** A map that refuses to keep a value read before the last invalidation. */
-class Cache<K, V> {
-  readonly #map = new Map<K, V>();
-  #generation = 0;
-  constructor(private readonly max: number) {}
-  get generation(): number {
-    return this.#generation;
-  }
-  get(k: K): V | undefined {
-    return this.#map.get(k);
-  }
-  has(k: K): boolean {
-    return this.#map.has(k);
-  }
-  /** Keeps `v` only when nothing was invalidated since `generation` was read. */
-  set(k: K, v: V, generation: number): void {
-    if (generation !== this.#generation) return;
-    if (this.#map.size >= this.max) this.#map.clear();
-    this.#map.set(k, v);
-  }
-  clear(): void {
-    this.#generation++;
-    this.#map.clear();
-  }
-}
+const IAM_TABLES = ['principals', 'roles', 'api_keys', 'key_tombstones'];
 
 interface KeyEntry {
   row: repo.KeyRow;
@@ -84,26 +61,24 @@ interface KeyEntry {
 }
 
 export class Iam {
-  readonly #principals = new Cache<string, Principal | null>(50_000);
-  readonly #roles = new Cache<string, Role | null>(10_000);
-  readonly #keysByHash = new Cache<string, KeyEntry | null>(50_000);
+  // A key's entry carries its owner and the owner's role permissions: any IAM table empties all three.
+  readonly #principals: ChangeCache<string, Principal | null>;
+  readonly #roles: ChangeCache<string, Role | null>;
+  readonly #keysByHash: ChangeCache<string, KeyEntry | null>;
   #identity: { signer: Signer; keys: CellKey[] } | null = null;
   #groupKeys: { keys: GroupCellKey[]; generation: number } | null = null;
   #groupKeysGeneration = 0;
   #dummyHash: string | null = null;
 
   constructor(private readonly core: CellCore) {
+    this.#principals = new ChangeCache(core.store, IAM_TABLES, 50_000);
+    this.#roles = new ChangeCache(core.store, IAM_TABLES, 10_000);
+    this.#keysByHash = new ChangeCache(core.store, IAM_TABLES, 50_000);
     core.store.onChange((c) => {
       // Another cell joined (or rotated): the group's identity keys are read again.
       if (c.tables.has('cell_keys')) {
         this.#groupKeysGeneration++;
         this.#groupKeys = null;
-      }
-      for (const t of c.tables) {
-        if (IAM_TABLES.has(t)) {
-          this.invalidate();
-          return;
-        }
       }
     });
   }
@@ -135,13 +110,23 @@ export class Iam {
     return repo.principalByName(this.core.store, name);
   }
 
+  /**
+   * Sets a principal's envelope ceiling inside the caller's transaction (Agent
+   * Teams: an agent's authority template is its principal's ceiling). The
+   * caller has checked containment; the cache drops on commit.
+   */
+  setAuthorityTx(tx: Tx, principalId: string, authority: AuthorityEnvelope): Promise<void> {
+    return repo.setPrincipalAuthority(tx, principalId, authority);
+  }
+
   /** How many principals of a kind are active (Agent Teams' agent quota); pass `tx` to count inside a transaction. */
   activeCount(kind: PrincipalKind, db: Reader = this.core.store): Promise<number> {
     return repo.countActive(db, kind);
   }
 
   async role(name: string): Promise<Role | undefined> {
-    const builtin = BUILTIN_ROLES[name];
+    // Own keys only: a role named `constructor` is not Object.prototype's.
+    const builtin = Object.hasOwn(BUILTIN_ROLES, name) ? BUILTIN_ROLES[name] : undefined;
     if (builtin) return { name, permissions: [...builtin], builtin: true, description: null };
     const hit = this.#roles.get(name);
     if (hit !== undefined) return hit ?? undefined;

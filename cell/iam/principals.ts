@@ -3,11 +3,12 @@
  * too (minted by agent-teams), so it can own keys and appear in the audit.
  */
 import type { Ceiling } from '../../core/authority/ceiling.ts';
-import { conflict } from '../../core/errors.ts';
+import { conflict, invalid } from '../../core/errors.ts';
+import { BUILTIN_ROLES } from '../../core/permissions.ts';
 import type { Clock } from '../context.ts';
 import { newId } from '../ids.ts';
-import type { Tx } from '../store/types.ts';
-import { insertPrincipal, principalNameTaken } from './repository.ts';
+import type { Reader, Tx } from '../store/types.ts';
+import { customRole, insertPrincipal, principalNameTaken } from './repository.ts';
 
 export type PrincipalKind = 'user' | 'service' | 'agent';
 export type PrincipalStatus = 'active' | 'archived' | 'deleted' | 'purged';
@@ -34,8 +35,19 @@ export interface NewPrincipal {
   createdBy: string | null;
 }
 
-/** Creates a principal inside the caller's transaction. Names are unique (409 name_taken). */
+/**
+ * Refuses (400 unknown_role) a role that is neither built in nor stored. Run inside the
+ * transaction that assigns the roles, so a role deleted meanwhile is never assigned.
+ */
+export async function assertRolesExist(db: Reader, roles: readonly string[]): Promise<void> {
+  for (const r of roles) {
+    if (!Object.hasOwn(BUILTIN_ROLES, r) && !(await customRole(db, r))) throw invalid(`unknown role '${r}'`, { reason: 'unknown_role' });
+  }
+}
+
+/** Creates a principal inside the caller's transaction. Names are unique (409 name_taken); roles exist (400 unknown_role). */
 export async function createPrincipalTx(clock: Clock, tx: Tx, input: NewPrincipal): Promise<Principal> {
+  await assertRolesExist(tx, input.roles);
   if (await principalNameTaken(tx, input.name)) {
     throw conflict(`a principal named '${input.name}' already exists`, { reason: 'name_taken' });
   }

@@ -91,6 +91,11 @@ export async function setPrincipalStatus(tx: Tx, id: string, status: PrincipalSt
   await tx.run('UPDATE principals SET status = ?, status_changed_at = ? WHERE id = ?', [status, at, id]);
 }
 
+/** Sets a principal's envelope ceiling (an agent's authority follows its template). */
+export async function setPrincipalAuthority(tx: Tx, id: string, authority: unknown): Promise<void> {
+  await tx.run('UPDATE principals SET authority = ? WHERE id = ?', [JSON.stringify(authority), id]);
+}
+
 export async function clearPassword(tx: Tx, id: string): Promise<void> {
   await tx.run('UPDATE principals SET password_hash = NULL WHERE id = ?', [id]);
 }
@@ -108,6 +113,20 @@ export async function expiredPrincipals(db: Reader, cutoff: number): Promise<str
 
 export async function principalNameTaken(db: Reader, name: string): Promise<boolean> {
   return (await db.get('SELECT 1 AS x FROM principals WHERE name = ?', [name])) !== undefined;
+}
+
+/** Renames a principal and sets its roles. */
+export async function updatePrincipal(tx: Tx, id: string, name: string, roles: readonly string[]): Promise<void> {
+  await tx.run('UPDATE principals SET name = ?, roles = ? WHERE id = ?', [name, JSON.stringify(roles), id]);
+}
+
+/**
+ * Principals holding `role`, oldest first, of the given statuses. The LIKE over the
+ * stored JSON only narrows (`_` and `-` both occur in role names); the decoded roles decide.
+ */
+export async function principalsWithRole(db: Reader, role: string, statuses: readonly PrincipalStatus[]): Promise<Principal[]> {
+  const rows = await db.all(`SELECT ${PRINCIPAL_COLUMNS} FROM principals WHERE roles LIKE ? ORDER BY created_at, id`, [`%"${role}"%`]);
+  return rows.map(decodePrincipal).filter((p) => p.roles.includes(role) && statuses.includes(p.status));
 }
 
 // ---------------------------------------------------------------- roles
@@ -137,6 +156,15 @@ export async function customRole(db: Reader, name: string): Promise<CustomRole |
 
 export async function customRoles(db: Reader): Promise<CustomRole[]> {
   return (await db.all('SELECT name, permissions, description, created_at, created_by FROM roles ORDER BY name')).map(decodeRole);
+}
+
+/** Sets a custom role's permissions and description. */
+export async function updateRole(tx: Tx, name: string, permissions: readonly string[], description: string | null): Promise<void> {
+  await tx.run('UPDATE roles SET permissions = ?, description = ? WHERE name = ?', [JSON.stringify(permissions), description, name]);
+}
+
+export async function deleteRole(tx: Tx, name: string): Promise<void> {
+  await tx.run('DELETE FROM roles WHERE name = ?', [name]);
 }
 
 export async function insertRole(tx: Tx, role: CustomRole): Promise<void> {
@@ -452,4 +480,24 @@ export async function insertCellKey(tx: Tx, k: CellKeyRow): Promise<void> {
 
 export async function retireCellKey(tx: Tx, kid: string, at: number): Promise<void> {
   await tx.run('UPDATE cell_keys SET retired_at = ? WHERE kid = ?', [at, kid]);
+}
+
+// ---------------------------------------------------------------- rpm buckets shared by a group of cells
+
+/** A stored bucket: tokens left as of `at` (ms); undefined when there is none (a full bucket). */
+export async function rateBucket(tx: Tx, key: string): Promise<{ tokens: number; at: number } | undefined> {
+  const r = await tx.get('SELECT tokens, at FROM iam_rate_buckets WHERE bucket_key = ?', [key]);
+  return r ? { tokens: num(r, 'tokens'), at: num(r, 'at') } : undefined;
+}
+
+export async function putRateBucket(tx: Tx, key: string, b: { tokens: number; at: number }): Promise<void> {
+  await tx.run(
+    'INSERT INTO iam_rate_buckets (bucket_key, tokens, at) VALUES (?, ?, ?) ON CONFLICT (bucket_key) DO UPDATE SET tokens = excluded.tokens, at = excluded.at',
+    [key, b.tokens, b.at],
+  );
+}
+
+/** Drops buckets last touched before `before` (ms); returns how many. */
+export async function pruneRateBuckets(tx: Tx, before: number): Promise<number> {
+  return (await tx.run('DELETE FROM iam_rate_buckets WHERE at < ?', [before])).changes;
 }

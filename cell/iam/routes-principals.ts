@@ -17,7 +17,7 @@ const PTAG = 'Principals';
 const RTAG = 'Roles';
 const ATAG = 'Audit';
 
-const PrincipalView = z
+export const PrincipalView = z
   .object({
     id: z.string(),
     kind: z.enum(['user', 'service', 'agent']),
@@ -53,14 +53,14 @@ const CreatePrincipal = z
   .strict()
   .openapi('CreatePrincipal');
 
-const PrincipalId = z.object({
+export const PrincipalId = z.object({
   id: z
     .string()
     .regex(/^(usr|svc|agt)_[0-9a-f]{20}$/)
     .openapi({ param: { name: 'id', in: 'path' } }),
 });
 
-const RoleView = z
+export const RoleView = z
   .object({
     name: z.string(),
     permissions: z.array(z.string()),
@@ -240,7 +240,8 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
-      if (BUILTIN_ROLES[body.name]) throw conflict(`'${body.name}' is a built-in role and cannot be changed`, { reason: 'builtin_role' });
+      if (Object.hasOwn(BUILTIN_ROLES, body.name))
+        throw conflict(`'${body.name}' is a built-in role and cannot be changed`, { reason: 'builtin_role' });
       if (await iam.role(body.name)) throw conflict(`role '${body.name}' exists`, { reason: 'name_taken' });
       const permissions = normalize(body.permissions);
       await iam.assertWithinCaller(auth, { permissions }, { action: 'role.create', target: body.name });

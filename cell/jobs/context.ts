@@ -4,9 +4,9 @@
  * the sandbox pool, the drives in flight in this process, the per-workspace
  * SQL queues, the published endpoints' rate buckets, and the scheduler.
  */
-import type { TokenBuckets } from '../../core/ratelimit.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 import type { Runs } from '../runs/api.ts';
 import type { DriveResult } from '../runs/drive.ts';
 import type { Teams } from '../teams/teams.ts';
@@ -24,9 +24,9 @@ export interface JobsContext {
   inflight: Set<Promise<DriveResult>>;
   /** Per-workspace queue: SQL jobs of one workspace run one at a time (single writer per database file). */
   workspaceQueues: Map<string, Promise<unknown>>;
-  /** Published endpoints' token buckets, one set per rpm value. */
-  endpointBuckets: Map<number, TokenBuckets>;
   /** Wake-up timers of waiting agent job runs (cleared on stop). */
   wakeTimers: Set<NodeJS.Timeout>;
   stopped: boolean;
+  /** The cell's metrics (scheduler fires and lateness). */
+  metrics: CellMetrics;
 }

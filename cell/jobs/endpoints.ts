@@ -16,8 +16,8 @@
  * against `input_schema` (400).
  */
 import { ServiceError, invalid } from '../../core/errors.ts';
-import { TokenBuckets, rateLimitHeaders, rateLimited } from '../../core/ratelimit.ts';
-import type { JobsContext } from './context.ts';
+import { rateLimitHeaders, rateLimited } from '../../core/ratelimit.ts';
+import type { CredentialLimits } from '../../runtime/gateway.ts';
 import type { Endpoint } from './repository.ts';
 
 export type { Endpoint } from './repository.ts';
@@ -47,14 +47,13 @@ export function endpointView(e: Endpoint) {
   };
 }
 
-/** Takes one invocation from the endpoint's budget (capacity = rpm, refill rpm/60 per second) or throws 429 with Retry-After. */
-export function takeEndpointBudget(ctx: JobsContext, e: Endpoint): Record<string, string> {
-  let b = ctx.endpointBuckets.get(e.rate_limit_rpm);
-  if (!b) {
-    b = new TokenBuckets(e.rate_limit_rpm, e.rate_limit_rpm / 60, ctx.core.clock);
-    ctx.endpointBuckets.set(e.rate_limit_rpm, b);
-  }
-  const r = b.take(e.endpoint_id);
+/**
+ * Takes one invocation from the endpoint's budget (capacity = rpm, refill
+ * rpm/60 per second) or throws 429 with Retry-After. The budget is kept by the
+ * gateway's one rpm limiter (`endpoint:<id>`), so a group of cells shares it.
+ */
+export async function takeEndpointBudget(limits: CredentialLimits, e: Endpoint): Promise<Record<string, string>> {
+  const r = await limits.take(`endpoint:${e.endpoint_id}`, e.rate_limit_rpm);
   const headers = rateLimitHeaders(r, 'endpoint', 60);
   if (!r.allowed) throw rateLimited(r, `rate_limit_rpm of endpoint ${e.endpoint_id}`, headers);
   return headers;

@@ -7,6 +7,7 @@
  */
 import { statSync } from 'node:fs';
 import type { CellCore } from '../context.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { Lifecycle } from '../iam/lifecycle.ts';
 import type { CellModule } from '../module.ts';
@@ -18,6 +19,7 @@ import { authorityLapse, disableAuthoredTx, type AuthorityLapse } from './defini
 import { mountDefinitionRoutes } from './routes-definitions.ts';
 import { mountEndpointRoutes } from './routes-endpoints.ts';
 import { mountRunRoutes } from './routes-runs.ts';
+import { definitionsUsingCrew } from './repository.ts';
 import { resumeJobRun, startJobDrive } from './runner.ts';
 import { SandboxPool } from './sandbox/pool.ts';
 import { Scheduler } from './scheduler.ts';
@@ -38,7 +40,7 @@ export interface JobsModule extends CellModule {
 
 export function createJobsModule(
   core: CellCore,
-  deps: { iam: Iam; lifecycle: Lifecycle; runs: Runs; teams: Teams; tools: Tools },
+  deps: { iam: Iam; lifecycle: Lifecycle; runs: Runs; teams: Teams; tools: Tools; metrics: CellMetrics },
 ): JobsModule {
   const ctx: JobsContext = {
     core,
@@ -49,13 +51,16 @@ export function createJobsModule(
     pool: new SandboxPool(),
     inflight: new Set(),
     workspaceQueues: new Map(),
-    endpointBuckets: new Map(),
     wakeTimers: new Set(),
     stopped: false,
+    metrics: deps.metrics,
   };
   const scheduler = new Scheduler(ctx);
+  let unfollow: (() => void) | undefined;
   // A workspace's storage quota counts its SQL database file too.
   deps.runs.registerWorkspaceFiles((ws) => statSync(workspaceDbPath(core.config.dataDir, ws), { throwIfNoEntry: false })?.size ?? 0);
+  // A crew a live definition names (or whose graph it pins) is not deleted or changed under it.
+  deps.teams.onCrewUsers((crew) => definitionsUsingCrew(core.store, crew.crew_id, crew.graph_hash));
   // A definition acts as its author: deactivating the author disables what it authored, in the same transaction.
   deps.lifecycle.onDeactivate(async (tx, principalId, action, actor, at) => {
     await disableAuthoredTx(
@@ -99,10 +104,16 @@ export function createJobsModule(
           void startJobDrive(ctx, run);
         }
       });
+      // Another cell of the group created, changed or fired a definition: re-arm for the earliest next fire.
+      // (This cell's own changes re-arm through the routes and the ticks.)
+      unfollow = core.store.onChange((c) => {
+        if (c.remote && (c.tables.has('job_definitions') || c.tables.has('job_fires'))) void scheduler.rearm();
+      });
       await scheduler.start();
     },
     async stop() {
       ctx.stopped = true;
+      unfollow?.();
       scheduler.stop();
       for (const t of ctx.wakeTimers) clearTimeout(t);
       ctx.wakeTimers.clear();

@@ -94,6 +94,38 @@ export async function listDefinitions(
   return { items, total };
 }
 
+/**
+ * Live (not deleted) definitions that use a crew: team definitions naming it
+ * (`spec.crew_id`) and agent definitions pinning its graph (`spec.graph_id`).
+ */
+export async function definitionsUsingCrew(
+  db: Reader,
+  crewId: string,
+  graphHash: string | null,
+): Promise<{ schedule_id: string; job_type: 'team' | 'agent' }[]> {
+  const like = (v: string) => `%${JSON.stringify(v)}%`;
+  const rows = await db.all(
+    `SELECT ${DEF_COLUMNS} FROM job_definitions WHERE deleted_at IS NULL AND job_type = 'team' AND spec LIKE ? ORDER BY created_at, schedule_id`,
+    [like(crewId)],
+  );
+  if (graphHash !== null) {
+    rows.push(
+      ...(await db.all(
+        `SELECT ${DEF_COLUMNS} FROM job_definitions WHERE deleted_at IS NULL AND job_type = 'agent' AND spec LIKE ? ORDER BY created_at, schedule_id`,
+        [like(graphHash)],
+      )),
+    );
+  }
+  const out: { schedule_id: string; job_type: 'team' | 'agent' }[] = [];
+  for (const d of rows.map(decodeDefinition)) {
+    const spec = (d.spec ?? {}) as { crew_id?: unknown; graph_id?: unknown };
+    if (d.job_type === 'team' && spec.crew_id === crewId) out.push({ schedule_id: d.schedule_id, job_type: 'team' });
+    if (d.job_type === 'agent' && graphHash !== null && spec.graph_id === graphHash)
+      out.push({ schedule_id: d.schedule_id, job_type: 'agent' });
+  }
+  return out;
+}
+
 export interface NewDefinition {
   schedule_id: string;
   name: string;
@@ -208,9 +240,17 @@ export async function disableAtFire(tx: Tx, id: string, fireAt: number, reason: 
   return r.changes > 0;
 }
 
-/** The earliest next fire of any enabled, live definition, or null. */
-export async function earliestFire(db: Reader): Promise<number | null> {
-  const r = await db.get('SELECT MIN(next_fire_at) AS t FROM job_definitions WHERE enabled = 1 AND deleted_at IS NULL');
+/**
+ * When `cellId` may fire something next: the earliest next fire of any
+ * enabled, live definition, or the end of another cell's lease on it when
+ * that comes later (a definition it cannot claim yet is not due for it).
+ */
+export async function earliestFire(db: Reader, cellId: string): Promise<number | null> {
+  const r = await db.get(
+    `SELECT MIN(CASE WHEN lease_owner IS NOT NULL AND lease_owner <> ? AND lease_until > next_fire_at THEN lease_until ELSE next_fire_at END) AS t
+     FROM job_definitions WHERE enabled = 1 AND deleted_at IS NULL`,
+    [cellId],
+  );
   return r ? numOrNull(r, 't') : null;
 }
 
@@ -286,10 +326,46 @@ export async function settleFire(
   ]);
 }
 
-export async function pendingFires(db: Reader, limit: number): Promise<{ schedule_id: string; fire_at: number }[]> {
+export async function pendingFires(
+  db: Reader,
+  limit: number,
+): Promise<{ schedule_id: string; fire_at: number; cell_id: string; created_at: number }[]> {
   return (
-    await db.all("SELECT schedule_id, fire_at FROM job_fires WHERE state = 'pending' ORDER BY created_at, schedule_id LIMIT ?", [limit])
-  ).map((r) => ({ schedule_id: str(r, 'schedule_id'), fire_at: num(r, 'fire_at') }));
+    await db.all(
+      "SELECT schedule_id, fire_at, cell_id, created_at FROM job_fires WHERE state = 'pending' ORDER BY created_at, schedule_id LIMIT ?",
+      [limit],
+    )
+  ).map((r) => ({
+    schedule_id: str(r, 'schedule_id'),
+    fire_at: num(r, 'fire_at'),
+    cell_id: str(r, 'cell_id'),
+    created_at: num(r, 'created_at'),
+  }));
+}
+
+/** When the oldest pending fire was recorded (or taken over), or null when none is pending. */
+export async function oldestPendingFire(db: Reader): Promise<number | null> {
+  const r = await db.get("SELECT MIN(created_at) AS t FROM job_fires WHERE state = 'pending'");
+  return r ? numOrNull(r, 't') : null;
+}
+
+/**
+ * Takes over a pending fire for `cellId` (compare-and-set on who held it and
+ * since when: of cells taking it at once, one wins). `created_at` becomes the
+ * time it was taken over. False when another cell got there first or it left
+ * `pending`.
+ */
+export async function claimPendingFire(
+  tx: Tx,
+  f: { schedule_id: string; fire_at: number; cell_id: string; created_at: number },
+  cellId: string,
+  at: number,
+): Promise<boolean> {
+  const r = await tx.run(
+    "UPDATE job_fires SET cell_id = ?, created_at = ? WHERE schedule_id = ? AND fire_at = ? AND state = 'pending' AND cell_id = ? AND created_at = ?",
+    [cellId, at, f.schedule_id, f.fire_at, f.cell_id, f.created_at],
+  );
+  return r.changes > 0;
 }
 
 /** Fires of a definition, newest first. */

@@ -199,7 +199,7 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
     if (lacking !== undefined) throw endpointForbidden(lacking);
     // The caller's own per-key rpm ceiling, as on every protected operation (the first scope is granted: checked above).
     await requires(e.required_scopes[0]!)(c, async () => {});
-    takeEndpointBudget(ctx, e);
+    await takeEndpointBudget(c.get('credentialLimits'), e);
     const text = await c.req.text();
     let input: unknown = null;
     if (text.trim() !== '') {

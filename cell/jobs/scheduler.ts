@@ -6,19 +6,31 @@
  *   what is due, and sleeps again. Any change to a definition re-arms it.
  * - A fire is one transaction: a compare-and-set on the definition's
  *   `next_fire_at` (the time being fired) advances it to the next cron time,
- *   takes the lease (`lease_owner` = this cell, `lease_until`), records the fire
- *   in `job_fires`, and for compute / sql / notebook / agent creates the job run
- *   row (the same submit path as POST jobs/runs; agent.ts runs the pinned graph). So a
- *   fire happens at most once: a restart, a second tick or a second cell sees
- *   the advanced `next_fire_at` (or a live lease of another cell) and does
- *   nothing. The run is then driven; a crash before that leaves it queued and
- *   the runs recovery drives it.
+ *   takes the lease (`lease_owner` = this cell, `lease_until` = now + 60 s but
+ *   never past the next fire time), records the fire in `job_fires`, and for
+ *   compute / sql / notebook / agent creates the job run row (the same submit
+ *   path as POST jobs/runs; agent.ts runs the pinned graph). So a fire happens
+ *   at most once: a restart, a second tick or a second cell sees the advanced
+ *   `next_fire_at` (or a live lease of another cell) and does nothing. The run
+ *   is then driven; a crash before that leaves it queued and the runs
+ *   recovery drives it.
+ * - A group of cells (one PostgreSQL store): every cell arms its timer for the
+ *   earliest next fire, re-armed when another cell changes a definition
+ *   (`store.onChange`), so whichever cells are up, each scheduled time is
+ *   fired by exactly one of them: at least one (every live cell's timer goes
+ *   off), at most one (the compare-and-set). A lease never outlives the next
+ *   fire time, so a cell that dies after a fire does not hold the next one.
  * - team fires are recorded `pending` in the same transaction and dispatched
- *   right after (Agent Teams' crew run path: compile, placement, ledgers);
- *   pending fires left by a crash are dispatched on start (durable dispatch).
- * - Missed fires (due while no cell ran, found at start): catch_up `once` runs
- *   the definition once however many were missed, `skip` only advances to the
- *   next future time. Either way `next_fire_at` moves past now.
+ *   right after (Agent Teams' crew run path: compile, placement, ledgers).
+ *   A pending fire left behind (its cell crashed, or died: it is still pending
+ *   a minute later) is taken over by a compare-and-set and dispatched, at
+ *   start and at every tick (durable dispatch).
+ * - Late and missed fires: a cell that fires a time late by less than the
+ *   misfire grace (60 s: a busy or paused process, a cell taking over from one
+ *   that died) fires every scheduled time in order, each once. A time no cell
+ *   fired within the grace was missed (no cell of the group ran): catch_up
+ *   `once` runs the definition once however many were missed, `skip` only
+ *   advances. Either way `next_fire_at` moves past now.
  * - Authority at fire time: the definition acts as its author only while the
  *   author is an active principal whose recorded authority, intersected with
  *   its current role permissions, still grants what the job type needs
@@ -41,8 +53,12 @@ import * as repo from './repository.ts';
 import type { Definition } from './repository.ts';
 import { startJobDrive } from './runner.ts';
 
-/** How long a cell's lease on a definition lasts after it fires, ms. */
+/** How long a cell's lease on a definition lasts after it fires, ms (never past the next fire time). */
 export const LEASE_MS = 60_000;
+/** A scheduled time not fired within this long was missed (no cell ran): the catch_up policy applies. */
+export const MISFIRE_GRACE_MS = 60_000;
+/** A team fire still pending this long after it was recorded is taken over by another cell. */
+export const PENDING_GRACE_MS = 60_000;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const BATCH = 200;
 
@@ -55,6 +71,8 @@ export class Scheduler {
   /** Re-arms started so far; only the latest one's read arms the timer. */
   #rearms = 0;
   #rearming: Promise<void> = Promise.resolve();
+  /** Team fires this scheduler is dispatching now (`<schedule_id>@<fire_at>`): never taken over by itself. */
+  readonly #dispatching = new Set<string>();
   /** Fires done by this scheduler (tests, metrics). */
   fired = 0;
   /** Ticks run (the bench checks that an idle scheduler does not tick). */
@@ -62,10 +80,9 @@ export class Scheduler {
 
   constructor(private readonly ctx: JobsContext) {}
 
-  /** Start: dispatch pending fires, handle fires missed while down, then arm. */
+  /** Start: dispatch pending fires left behind, fire what is due (missed fires by the catch_up policy), then arm. */
   async start(): Promise<void> {
-    await this.#dispatchPending();
-    await this.tick(true);
+    await this.tick();
   }
 
   stop(): void {
@@ -83,8 +100,13 @@ export class Scheduler {
   rearm(): Promise<void> {
     if (this.#stopped) return Promise.resolve();
     const seq = ++this.#rearms;
-    this.#rearming = repo.earliestFire(this.ctx.core.store).then(
-      (t) => {
+    const { store, config, clock } = this.ctx.core;
+    this.#rearming = Promise.all([repo.earliestFire(store, config.cellId), repo.oldestPendingFire(store)]).then(
+      ([fire, pending]) => {
+        // A pending fire becomes another cell's to take over after the grace; one this cell is still
+        // dispatching past it is looked at again a second later, not in a loop.
+        const takeover = pending === null ? null : Math.max(pending + PENDING_GRACE_MS, clock.now() + 1000);
+        const t = fire === null ? takeover : takeover === null ? fire : Math.min(fire, takeover);
         if (seq === this.#rearms) this.#arm(t);
       },
       (err: unknown) => {
@@ -110,7 +132,8 @@ export class Scheduler {
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#armedFor = null;
-      void this.tick(false);
+      // The timer may have been armed by a request (a definition changed): a fire is the cell's own work, not that request's.
+      void this.ctx.core.traces.detached(() => this.tick());
     }, delay);
     this.#timer.unref?.();
   }
@@ -120,8 +143,8 @@ export class Scheduler {
     return this.#armedFor;
   }
 
-  /** Fires every due definition; returns how many fired. `startup` applies the missed-fire policy. */
-  async tick(startup = false): Promise<number> {
+  /** Fires every due definition (and dispatches pending fires left behind); returns how many fired. */
+  async tick(): Promise<number> {
     if (this.#running) {
       this.#again = true;
       return 0;
@@ -130,12 +153,19 @@ export class Scheduler {
     this.ticks++;
     let n = 0;
     try {
+      await this.#dispatchPending().catch((err: unknown) => {
+        this.ctx.core.log.error('scheduler: cannot dispatch pending fires', { error: err instanceof Error ? err.message : String(err) });
+      });
       for (let guard = 0; guard < 1000; guard++) {
         const now = this.ctx.core.clock.now();
         const due = await repo.dueDefinitions(this.ctx.core.store, now, BATCH);
         for (const d of due) {
           try {
-            if (await this.#fire(d.schedule_id, d.next_fire_at, now, startup)) n++;
+            if (await this.#fire(d.schedule_id, d.next_fire_at, now)) {
+              n++;
+              this.ctx.metrics.schedulerFires.inc();
+              this.ctx.metrics.schedulerLateness.observe(Math.max(0, now - d.next_fire_at) / 1000);
+            }
           } catch (err) {
             this.ctx.core.log.error('scheduled fire failed', {
               schedule_id: d.schedule_id,
@@ -154,15 +184,18 @@ export class Scheduler {
   }
 
   /** One fire of one definition at its scheduled time `at` (compare-and-set). Returns true when it fired. */
-  async #fire(id: string, at: number, now: number, startup: boolean): Promise<boolean> {
+  async #fire(id: string, at: number, now: number): Promise<boolean> {
     const { core, runs } = this.ctx;
     const def = await repo.definitionById(core.store, id);
     if (!def?.enabled || def.deleted_at !== null || def.next_fire_at !== at) return false;
     const me = core.config.cellId;
     if (def.lease_owner !== null && def.lease_owner !== me && (def.lease_until ?? 0) > now) return false;
-    // Never sooner than the minimum interval after this fire.
-    const next = nextFireAfter(def.cron, def.timezone, Math.max(now, at + core.config.scheduleMinIntervalSeconds * 1000 - 1));
-    const skip = startup && def.catch_up === 'skip';
+    // Late by less than the grace: the next scheduled time follows this one (fired at once if already due).
+    // Missed: the catch_up policy, and the next time is after now. Never sooner than the minimum interval.
+    const missed = now - at > MISFIRE_GRACE_MS;
+    const earliest = at + core.config.scheduleMinIntervalSeconds * 1000 - 1;
+    const next = nextFireAfter(def.cron, def.timezone, missed ? Math.max(now, earliest) : earliest);
+    const skip = missed && def.catch_up === 'skip';
     // The author, as it is now. (A deactivation racing this fire disables the definition in its own
     // transaction: the compare-and-set below then finds it disabled, or the run it made is the last.)
     const lapse = await authorityLapse(this.ctx, def);
@@ -174,7 +207,8 @@ export class Scheduler {
       // A workspace (or cell) whose storage has no room for the run: this fire is refused, the next one may run.
       const noRoom = skip ? null : await runs.storageRoomRefusal(def.workspace_id, specBytes, tx);
       const held = skip || noRoom !== null;
-      if (!(await repo.claimFire(tx, id, at, { next, cellId: me, now, leaseUntil: now + LEASE_MS, held }))) return null;
+      const leaseUntil = next === null ? now + LEASE_MS : Math.min(now + LEASE_MS, next);
+      if (!(await repo.claimFire(tx, id, at, { next, cellId: me, now, leaseUntil, held }))) return null;
       if (held) {
         await repo.recordFire(tx, {
           schedule_id: id,
@@ -233,6 +267,16 @@ export class Scheduler {
 
   /** Dispatches an agent or team fire recorded pending (crew run path). */
   async #dispatch(def: Definition, at: number): Promise<void> {
+    const key = `${def.schedule_id}@${at}`;
+    this.#dispatching.add(key);
+    try {
+      await this.#dispatchOnce(def, at);
+    } finally {
+      this.#dispatching.delete(key);
+    }
+  }
+
+  async #dispatchOnce(def: Definition, at: number): Promise<void> {
     const { core, runs, teams } = this.ctx;
     let runId: string | null = null;
     let state: repo.FireState = 'dispatched';
@@ -267,10 +311,23 @@ export class Scheduler {
     });
   }
 
+  /**
+   * Dispatches the pending fires left behind: this cell's own (recorded before
+   * it restarted) and any another cell has not dispatched within the grace
+   * (it died). Each is taken over by a compare-and-set first, so of the cells
+   * that find it, one dispatches it.
+   */
   async #dispatchPending(): Promise<void> {
-    for (const r of await repo.pendingFires(this.ctx.core.store, 1000)) {
-      const def = await repo.definitionById(this.ctx.core.store, r.schedule_id);
+    const { core } = this.ctx;
+    const me = core.config.cellId;
+    for (const r of await repo.pendingFires(core.store, 1000)) {
+      const now = core.clock.now();
+      if (r.cell_id !== me && now - r.created_at < PENDING_GRACE_MS) continue;
+      if (r.cell_id === me && this.#dispatching.has(`${r.schedule_id}@${r.fire_at}`)) continue;
+      if (!(await core.store.write((tx) => repo.claimPendingFire(tx, r, me, now)))) continue;
+      const def = await repo.definitionById(core.store, r.schedule_id);
       if (def) await this.#dispatch(def, r.fire_at);
+      else await core.store.write((tx) => repo.settleFire(tx, r.schedule_id, r.fire_at, 'refused', null, 'definition_gone'));
     }
   }
 }

@@ -37,7 +37,7 @@ import type { AppEnv, Authenticator } from '../context.ts';
 import type { Principal } from '../iam/principals.ts';
 import { getClient } from './clients.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
+import { issuerOf, OAUTH, publicBase } from './settings.ts';
 
 /** A token subject as the cell knows it: the judge's view plus the principal itself. */
 export interface CellTokenSubject extends TokenSubject {
@@ -51,7 +51,8 @@ export type CellTokenJudge = (token: string, facts: TokenRequestFacts | NoReques
 
 /** The cell's token judgement for its own API, sharing the module's verified-token cache. */
 export function cellTokenJudge(ctx: OAuthContext): CellTokenJudge {
-  return judgeFor(ctx, () => audienceOf(ctx.core.config), ctx.verified);
+  const accepts = (aud: string) => ctx.audiences.accepts(aud);
+  return judgeFor(ctx, () => accepts, ctx.verified);
 }
 
 /**
@@ -63,7 +64,7 @@ export function cellTokenJudgeFor(ctx: OAuthContext, audience: string): CellToke
   return judgeFor(ctx, () => audience);
 }
 
-function judgeFor(ctx: OAuthContext, audience: () => string, cache?: VerifiedTokenCache): CellTokenJudge {
+function judgeFor(ctx: OAuthContext, audience: () => TokenJudgeConfig['audience'], cache?: VerifiedTokenCache): CellTokenJudge {
   const { core, iam } = ctx;
   const lookups: Omit<TokenJudgeConfig<CellTokenSubject>, 'keys' | 'issuer' | 'audience'> = {
     replay: ctx.replay,

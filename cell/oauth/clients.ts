@@ -26,6 +26,11 @@ export const GRANT_AUTHORIZATION_CODE = 'authorization_code';
 export const GRANT_DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code';
 export const GRANT_TYPES = [GRANT_CLIENT_CREDENTIALS, GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE] as const;
 
+/** The client authentication methods this cell accepts: `tls_client_auth` only with a client CA (`serve --client-ca`). */
+export function clientAuthMethods(config: { clientCertificates: boolean }): repo.AuthMethod[] {
+  return repo.AUTH_METHODS.filter((m) => m !== 'tls_client_auth' || config.clientCertificates);
+}
+
 /** A registered client, through the module's client cache (the bearer path asks on every request). */
 export async function getClient(ctx: OAuthContext, clientId: string): Promise<repo.ClientRecord | undefined> {
   const hit = ctx.clients.get(clientId);

@@ -9,6 +9,11 @@
  * revocations enter it when their transaction commits, and every other
  * cell's when `store.onChange` reports a write to the table (the module
  * wires that) and `reload` reads the live entries again.
+ *
+ * While the store cannot hear other cells (the notification connection lost,
+ * a change with `gap: 'lost'`), the mirror may miss their revocations: each
+ * check then also asks the store, until the connection is back and a reload
+ * has caught the mirror up.
  */
 import type { CellCore } from '../context.ts';
 import type { Tx } from '../store/types.ts';
@@ -19,11 +24,43 @@ export class Denylist {
   /** jti -> exp (seconds). */
   readonly #mirror = new Map<string, number>();
   readonly #load = new SerialLoad(() => this.#reload());
+  /** Between a notification gap's `lost` and `resumed`. */
+  #deaf = false;
+  /** From a gap's `lost` until a reload begun after its `resumed` has completed: the mirror may be behind. */
+  #behind = false;
+  /** Counts gaps, so a reload knows whether one opened while it ran. */
+  #gaps = 0;
+  readonly #unsubscribe: () => void;
 
-  constructor(private readonly core: CellCore) {}
+  constructor(private readonly core: CellCore) {
+    this.#unsubscribe = core.store.onChange((c) => {
+      if (c.gap === 'lost') {
+        this.#deaf = true;
+        this.#behind = true;
+        this.#gaps++;
+      } else if (c.gap === 'resumed') {
+        this.#deaf = false;
+        // The module's follower also reloads (the change names every table), logs a failure and retries.
+        this.reload().catch(() => undefined);
+      }
+    });
+  }
 
-  isRevoked(jti: string): boolean {
+  /** Whether `jti` is revoked: the mirror, and the store too while the mirror may be behind. */
+  isRevoked(jti: string): boolean | Promise<boolean> {
+    if (this.#mirror.has(jti)) return true;
+    if (!this.#behind) return false;
+    return repo.isDenied(this.core.store, jti);
+  }
+
+  /** The mirror alone (a synchronous check; may lag other cells by a notification). */
+  inMirror(jti: string): boolean {
     return this.#mirror.has(jti);
+  }
+
+  /** Stops following the store's notification gaps. */
+  close(): void {
+    this.#unsubscribe();
   }
 
   /** Denylists `jti` until `expSeconds` inside the caller's transaction; the mirror learns it once committed. */
@@ -63,7 +100,11 @@ export class Denylist {
   }
 
   async #reload(): Promise<void> {
+    const gaps = this.#gaps;
+    const heard = !this.#deaf;
     for (const r of await repo.liveDenied(this.core.store, this.#nowSeconds())) this.#mirror.set(r.jti, r.exp);
+    // Begun while changes were heard, and no gap opened since: the mirror holds every revocation committed before it began.
+    if (heard && gaps === this.#gaps) this.#behind = false;
   }
 
   #nowSeconds(): number {

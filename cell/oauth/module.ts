@@ -15,10 +15,12 @@
 import { VerifiedTokenCache } from '../../core/tokens/cache.ts';
 import type { NoRequestFacts, TokenRequestFacts } from '../../core/tokens/judge.ts';
 import { MemoryReplayCache } from '../../core/tokens/replay.ts';
+import { GroupAudiences } from './audiences.ts';
+import { GroupReplayCache } from './replay.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
-import { Cache } from './internal/cache.ts';
+import { ChangeCache } from '../store/change-cache.ts';
 import { cellTokenJudge, jwtAuthenticator, type CellTokenSubject, type CellTokenVerdict } from './authenticator.ts';
 import { ensureBuiltInClient, type BuiltInClient } from './builtin-clients.ts';
 import { getClient, type ClientRecord } from './clients.ts';
@@ -26,6 +28,7 @@ import { Denylist } from './denylist.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { TABLES } from './repository.ts';
 import { adminRoutes } from './routes-admin.ts';
+import { clientRoutes } from './routes-clients.ts';
 import { metadataRoutes } from './routes-metadata.ts';
 import { pageRoutes } from './routes-pages.ts';
 import { protocolRoutes } from './routes-protocol.ts';
@@ -54,8 +57,8 @@ export interface OAuthApi {
    * only a failing lookup throws.
    */
   judgeToken(token: string, facts: TokenRequestFacts | NoRequestFacts): Promise<CellTokenVerdict>;
-  /** Whether a token id is on the denylist. */
-  isRevoked(jti: string): boolean;
+  /** Whether a token id is on the denylist (asks the store while other cells' revocations may be unheard). */
+  isRevoked(jti: string): boolean | Promise<boolean>;
   /** Revoked token ids whose tokens expire after `nowSeconds`, as [jti, exp] sorted by jti. */
   liveRevocations(nowSeconds: number): [string, number][];
   /** A registered client. */
@@ -83,15 +86,18 @@ export interface OAuthModule extends CellModule {
 const RELOAD_RETRY_MS = 1000;
 
 export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promise<OAuthModule> {
+  // Cells of a group share the proofs seen; an embedded store is one cell, and its cache stays in memory.
+  const groupReplay = core.store.engine === 'postgres' ? new GroupReplayCache(core) : null;
   const ctx: OAuthContext = {
     core,
     iam: deps.iam,
     deviceExists: (deviceId) => deps.deviceExists(deviceId),
     keys: new SigningKeys(core),
     denylist: new Denylist(core),
-    replay: new MemoryReplayCache(),
+    replay: groupReplay ?? new MemoryReplayCache(),
+    audiences: new GroupAudiences(core),
     verified: new VerifiedTokenCache(OAUTH.verifiedCacheSize),
-    clients: new Cache(OAUTH.clientCacheSize),
+    clients: new ChangeCache(core.store, [TABLES.clients], OAUTH.clientCacheSize),
   };
 
   let stopped = false;
@@ -118,22 +124,25 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
 
   // Subscribe before the first loads, so no write falls between a load and the subscription.
   const unsubscribe = core.store.onChange((change) => {
-    if (change.tables.has(TABLES.clients)) ctx.clients.clear();
     if (change.tables.has(TABLES.signingKeys)) follow('signing keyring', () => ctx.keys.reload());
     // This cell's revocations reach the mirror as their transaction commits; other cells' are read here
     // (reading on this cell's own changes too costs one read per revoking transaction, and assumes nothing).
     if (change.tables.has(TABLES.denylist)) follow('denylist', () => ctx.denylist.reload());
+    if (change.tables.has(TABLES.audiences)) follow('audiences', () => ctx.audiences.reload());
   });
   try {
     await ctx.keys.ensure();
     await ctx.denylist.reload();
   } catch (e) {
     unsubscribe();
+    ctx.clients.close();
+    ctx.denylist.close();
     halt();
     throw e;
   }
 
   let timer: NodeJS.Timeout | undefined;
+  let pruneTimer: NodeJS.Timeout | undefined;
   const sweep = async () => {
     await ctx.denylist.sweep();
     // Also a safety net for the followers: whatever a notification missed is read here.
@@ -163,16 +172,28 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
       protocolRoutes(app, ctx);
       pageRoutes(app, ctx);
       adminRoutes(app, ctx);
+      clientRoutes(app, ctx);
     },
     async start() {
+      // The public URL is settled once the cell listens: this cell's API joins the group's audiences now.
+      await ctx.audiences.register();
       timer = setInterval(() => {
         sweep().catch((e: unknown) => core.log.error('oauth sweep failed', { error: String(e) }));
       }, OAUTH.sweepIntervalMs);
       timer.unref();
+      if (groupReplay) {
+        pruneTimer = setInterval(() => {
+          groupReplay.prune(core.clock.now()).catch((e: unknown) => core.log.error('oauth proof prune failed', { error: String(e) }));
+        }, OAUTH.proofPruneIntervalMs);
+        pruneTimer.unref();
+      }
     },
     async stop() {
       clearInterval(timer);
+      clearInterval(pruneTimer);
       unsubscribe();
+      ctx.clients.close();
+      ctx.denylist.close();
       halt();
     },
   };

@@ -5,10 +5,11 @@
  * (createOAuthModule builds it); nothing of the module lives at module level.
  */
 import type { VerifiedTokenCache } from '../../core/tokens/cache.ts';
-import type { MemoryReplayCache } from '../../core/tokens/replay.ts';
+import type { ReplayCache } from '../../core/tokens/replay.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
-import type { Cache } from './internal/cache.ts';
+import type { ChangeCache } from '../store/change-cache.ts';
+import type { GroupAudiences } from './audiences.ts';
 import type { Denylist } from './denylist.ts';
 import type { ClientRecord } from './repository.ts';
 import type { SigningKeys } from './signing-keys.ts';
@@ -26,10 +27,16 @@ export interface OAuthContext {
   readonly keys: SigningKeys;
   /** The revoked token ids, mirrored in memory, following oauth_denylist on every cell of the group. */
   readonly denylist: Denylist;
-  /** DPoP proofs seen (RFC 9449 §11.1), per process, each kept for the proof window. */
-  readonly replay: MemoryReplayCache;
+  /**
+   * DPoP proofs seen (RFC 9449 §11.1), each kept for the proof window: the
+   * group's (in the store, cell/oauth/replay.ts) on PostgreSQL, in memory on
+   * the embedded engine.
+   */
+  readonly replay: ReplayCache;
+  /** The audiences of the group's APIs: a token for any member's API is accepted by every member. */
+  readonly audiences: GroupAudiences;
   /** Claims of tokens for the cell's own API whose signature and claims verified, by token, until their exp (tokens are immutable). */
   readonly verified: VerifiedTokenCache;
-  /** Registered clients by id (null: no such client); every write to oauth_clients empties it. */
-  readonly clients: Cache<string, ClientRecord | null>;
+  /** Registered clients by id (null: no such client); every write to oauth_clients, on any cell of the group, empties it. */
+  readonly clients: ChangeCache<string, ClientRecord | null>;
 }

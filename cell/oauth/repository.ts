@@ -15,6 +15,8 @@ export const TABLES = {
   codes: 'oauth_codes',
   deviceCodes: 'oauth_device_codes',
   sessions: 'oauth_sessions',
+  audiences: 'oauth_audiences',
+  dpopProofs: 'oauth_dpop_proofs',
 } as const;
 
 function oneOf<T extends string>(values: readonly T[], v: string, what: string): T {
@@ -114,6 +116,12 @@ export async function listClients(db: Reader, limit: number, offset: number): Pr
   );
 }
 
+/** How many clients are registered (the list's `total`). */
+export async function countClients(db: Reader): Promise<number> {
+  const r = await db.get('SELECT COUNT(*) AS n FROM oauth_clients');
+  return Number(r?.['n'] ?? 0);
+}
+
 export async function insertClient(tx: Tx, c: ClientRecord): Promise<void> {
   await tx.run(`INSERT INTO oauth_clients (${CLIENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
     c.client_id,
@@ -128,6 +136,19 @@ export async function insertClient(tx: Tx, c: ClientRecord): Promise<void> {
     c.created_at,
     c.created_by,
   ]);
+}
+
+/** Replaces a client's secret hash (a rotation). */
+export async function setClientSecretHash(tx: Tx, clientId: string, secretHash: string): Promise<void> {
+  await tx.run('UPDATE oauth_clients SET secret_hash = ? WHERE client_id = ?', [secretHash, clientId]);
+}
+
+/** Deletes a client with its pending authorization codes and device codes; returns how many of each went. */
+export async function deleteClient(tx: Tx, clientId: string): Promise<{ codes: number; deviceCodes: number }> {
+  const codes = (await tx.run('DELETE FROM oauth_codes WHERE client_id = ?', [clientId])).changes;
+  const deviceCodes = (await tx.run('DELETE FROM oauth_device_codes WHERE client_id = ?', [clientId])).changes;
+  await tx.run('DELETE FROM oauth_clients WHERE client_id = ?', [clientId]);
+  return { codes, deviceCodes };
 }
 
 /**
@@ -161,6 +182,11 @@ export async function insertDenied(tx: Tx, jti: string, exp: number): Promise<vo
   await tx.run('INSERT INTO oauth_denylist (jti, exp) VALUES (?, ?) ON CONFLICT (jti) DO NOTHING', [jti, exp]);
 }
 
+/** Whether a token id is denylisted. */
+export async function isDenied(db: Reader, jti: string): Promise<boolean> {
+  return (await db.get('SELECT jti FROM oauth_denylist WHERE jti = ?', [jti])) !== undefined;
+}
+
 /** Entries whose tokens expire at or after `nowSeconds`. */
 export async function liveDenied(db: Reader, nowSeconds: number): Promise<DeniedRow[]> {
   return (await db.all('SELECT jti, exp FROM oauth_denylist WHERE exp >= ?', [nowSeconds])).map((r) => ({
@@ -172,6 +198,46 @@ export async function liveDenied(db: Reader, nowSeconds: number): Promise<Denied
 /** Drops entries whose tokens expired before `nowSeconds`; returns how many. */
 export async function deleteExpiredDenied(tx: Tx, nowSeconds: number): Promise<number> {
   return (await tx.run('DELETE FROM oauth_denylist WHERE exp < ?', [nowSeconds])).changes;
+}
+
+// ---------------------------------------------------------------- the group's audiences
+
+/** Records (or moves) the audience of a cell's API. */
+export async function upsertAudience(tx: Tx, cellId: string, audience: string, at: number): Promise<void> {
+  await tx.run(
+    'INSERT INTO oauth_audiences (cell_id, audience, updated_at) VALUES (?, ?, ?) ON CONFLICT (cell_id) DO UPDATE SET audience = excluded.audience, updated_at = excluded.updated_at',
+    [cellId, audience, at],
+  );
+}
+
+/** The audience of a cell's API, or undefined. */
+export async function audienceOfCell(db: Reader, cellId: string): Promise<string | undefined> {
+  const r = await db.get('SELECT audience FROM oauth_audiences WHERE cell_id = ?', [cellId]);
+  return r ? str(r, 'audience') : undefined;
+}
+
+/** Every member's audience. */
+export async function groupAudiences(db: Reader): Promise<string[]> {
+  return (await db.all('SELECT audience FROM oauth_audiences ORDER BY cell_id')).map((r) => str(r, 'audience'));
+}
+
+// ---------------------------------------------------------------- DPoP proofs seen (the group's replay cache)
+
+/**
+ * Records a proof until `expiresAt` (ms); false when a live record of it
+ * exists (a replay). An expired record left by the pruning is taken over.
+ */
+export async function rememberProof(tx: Tx, key: string, expiresAt: number, now: number): Promise<boolean> {
+  const r = await tx.run(
+    'INSERT INTO oauth_dpop_proofs (proof_key, expires_at) VALUES (?, ?) ON CONFLICT (proof_key) DO UPDATE SET expires_at = excluded.expires_at WHERE oauth_dpop_proofs.expires_at <= ?',
+    [key, expiresAt, now],
+  );
+  return r.changes > 0;
+}
+
+/** Drops proofs that can no longer pass the freshness check; returns how many. */
+export async function pruneProofs(tx: Tx, now: number): Promise<number> {
+  return (await tx.run('DELETE FROM oauth_dpop_proofs WHERE expires_at <= ?', [now])).changes;
 }
 
 // ---------------------------------------------------------------- authorization codes

@@ -1,7 +1,8 @@
 /**
  * Resource indicators (RFC 8707): who a token is for. A token request may
  * name one `resource`; the token's `aud` is then that resource:
- *   - the cell's own API (`<public URL>/api/public/v1`), also the default;
+ *   - the cell's own API (`<public URL>/api/public/v1`), also the default, or
+ *     the API of another cell of its group (cell/oauth/audiences.ts);
  *   - `edge:<device_id>` of a device registered with this cell: the token is
  *     honoured offline by that device only (docs/edge.md), and refused here
  *     (`bad_audience`), since the cell judges tokens addressed to itself.
@@ -13,7 +14,6 @@ import type { Context } from 'hono';
 import type { AppEnv } from '../context.ts';
 import { OAuthError } from './oauth-error.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { audienceOf } from './settings.ts';
 
 const EDGE_RESOURCE = /^edge:([A-Za-z0-9_-]{43})$/;
 
@@ -24,7 +24,7 @@ export function edgeDeviceOf(aud: string): string | null {
 
 /** The audience of a token for `resource`, or null when this cell does not issue tokens for it. */
 export async function audienceFor(ctx: OAuthContext, resource: string): Promise<string | null> {
-  if (resource === audienceOf(ctx.core.config)) return resource;
+  if (ctx.audiences.accepts(resource)) return resource;
   const device = edgeDeviceOf(resource);
   return device !== null && (await ctx.deviceExists(device)) ? resource : null;
 }
@@ -33,7 +33,7 @@ export async function audienceFor(ctx: OAuthContext, resource: string): Promise<
 export async function requestedAudience(ctx: OAuthContext, c: Context<AppEnv>): Promise<string> {
   const ct = c.req.header('content-type') ?? '';
   const values = /^application\/x-www-form-urlencoded\b/i.test(ct) ? (await c.req.parseBody({ all: true }))['resource'] : undefined;
-  if (values === undefined) return audienceOf(ctx.core.config);
+  if (values === undefined) return ctx.audiences.own();
   if (typeof values !== 'string') throw new OAuthError('invalid_target', 'one resource per token request');
   const aud = await audienceFor(ctx, values);
   if (aud === null)

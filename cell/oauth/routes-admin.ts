@@ -15,7 +15,7 @@ import { newId } from '../ids.ts';
 import { AUTH_METHODS, clientView, GRANT_CLIENT_CREDENTIALS, GRANT_TYPES, type ClientRecord } from './clients.ts';
 import { issueAccessToken, randomToken } from './issue.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { insertClient, listClients } from './repository.ts';
+import { countClients, insertClient, listClients } from './repository.ts';
 import { audienceFor } from './resource.ts';
 import { OAUTH } from './settings.ts';
 
@@ -46,7 +46,7 @@ const RegisterClient = z
   .strict()
   .openapi('RegisterOAuthClient');
 
-const ClientView = z
+export const ClientView = z
   .object({
     client_id: z.string(),
     name: z.string(),
@@ -126,6 +126,10 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
         throw invalid('public clients cannot use client_credentials');
       if (b.token_endpoint_auth_method === 'tls_client_auth' && !b.tls_client_auth_subject_dn)
         throw invalid('tls_client_auth needs tls_client_auth_subject_dn');
+      if (b.token_endpoint_auth_method === 'tls_client_auth' && !core.config.clientCertificates)
+        throw invalid('this cell verifies no client certificates (serve --client-ca): a tls_client_auth client could never authenticate', {
+          reason: 'mtls_unavailable',
+        });
       // Tokens of this client act as its subject: the caller itself, or a principal the caller manages
       // (holds all of its authority). Its scope is bounded by both the caller and the subject.
       const subjectId = b.subject_id ?? auth.principal.id;
@@ -180,13 +184,17 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
       ...secured(PERMISSIONS.oauthClientsRead),
       request: { query: pageQuery(100, 1000) },
       responses: {
-        200: json(z.object({ clients: z.array(ClientView), limit: z.number(), offset: z.number() }).openapi('OAuthClientList'), 'Clients'),
+        200: json(
+          z.object({ clients: z.array(ClientView), limit: z.number(), offset: z.number(), total: z.number() }).openapi('OAuthClientList'),
+          'Clients, and how many there are in all (`total`)',
+        ),
         ...errorResponses(400, 401, 403),
       },
     }),
     async (c) => {
       const { limit, offset } = c.req.valid('query');
-      return c.json({ clients: (await listClients(core.store, limit, offset)).map((r) => clientView(r)), limit, offset }, 200);
+      const clients = (await listClients(core.store, limit, offset)).map((r) => clientView(r));
+      return c.json({ clients, limit, offset, total: await countClients(core.store) }, 200);
     },
   );
 

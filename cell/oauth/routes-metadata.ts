@@ -1,10 +1,15 @@
-/** RFC 8414 metadata and the published signing keys. Public: no credential. */
+/**
+ * RFC 8414 metadata and the published signing keys. Public: no credential.
+ * RFC 8705 (tls_client_auth, certificate-bound tokens, the mTLS endpoint
+ * aliases) is advertised only by a cell that verifies client certificates
+ * (`serve --client-ca`): elsewhere no client could use it.
+ */
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import { DPOP_ALGS } from '../../core/tokens/dpop.ts';
 import { ALL_PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses } from '../http/openapi.ts';
-import { AUTH_METHODS, GRANT_TYPES } from './clients.ts';
+import { clientAuthMethods, GRANT_TYPES } from './clients.ts';
 import { mountRaw } from './form.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { issuerOf, publicBase } from './settings.ts';
@@ -12,6 +17,19 @@ import { issuerOf, publicBase } from './settings.ts';
 export function metadata(ctx: OAuthContext) {
   const { config } = ctx.core;
   const base = publicBase(config);
+  const methods = clientAuthMethods(config);
+  // RFC 8705 §5: the endpoints a client reaches with its certificate; here the same endpoints, which ask for one.
+  const mtls = config.clientCertificates
+    ? {
+        tls_client_certificate_bound_access_tokens: true,
+        mtls_endpoint_aliases: {
+          token_endpoint: `${base}/oauth/token`,
+          device_authorization_endpoint: `${base}/oauth/device_authorization`,
+          introspection_endpoint: `${base}/oauth/introspect`,
+          revocation_endpoint: `${base}/oauth/revoke`,
+        },
+      }
+    : {};
   return {
     issuer: issuerOf(config),
     authorization_endpoint: `${base}/oauth/authorize`,
@@ -24,12 +42,12 @@ export function metadata(ctx: OAuthContext) {
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
     code_challenge_methods_supported: ['S256'],
-    token_endpoint_auth_methods_supported: [...AUTH_METHODS],
-    introspection_endpoint_auth_methods_supported: AUTH_METHODS.filter((m) => m !== 'none'),
-    revocation_endpoint_auth_methods_supported: [...AUTH_METHODS],
+    token_endpoint_auth_methods_supported: methods,
+    introspection_endpoint_auth_methods_supported: methods.filter((m) => m !== 'none'),
+    revocation_endpoint_auth_methods_supported: methods,
     dpop_signing_alg_values_supported: [...DPOP_ALGS],
     authorization_response_iss_parameter_supported: true,
-    tls_client_certificate_bound_access_tokens: true,
+    ...mtls,
     scopes_supported: ['*', ...ALL_PERMISSIONS],
     service_documentation: `${base}/api/public/v1/docs`,
   };

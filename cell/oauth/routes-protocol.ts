@@ -8,15 +8,18 @@ import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { isTokenError } from '../../core/tokens/errors.ts';
 import { looksLikeJwt, verifyAccessToken, type AccessTokenClaims } from '../../core/tokens/access-token.ts';
+import type { CellConfig } from '../config.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses } from '../http/openapi.ts';
 import {
   authenticateClient,
+  clientAuthMethods,
   clientCredentialsSubject,
   GRANT_AUTHORIZATION_CODE,
   GRANT_CLIENT_CREDENTIALS,
   GRANT_DEVICE_CODE,
   type AuthenticatedClient,
+  type AuthMethod,
 } from './clients.ts';
 import { redeemCode } from './codes.ts';
 import { pollDeviceCode, startDeviceAuthorization } from './device.ts';
@@ -27,7 +30,7 @@ import { isOAuthError, OAuthError, oauthErrorResponse, oauthErrorResponses } fro
 import type { OAuthContext } from './oauth-context.ts';
 import { narrowScope, parseScope } from './scope.ts';
 import { edgeDeviceOf, requestedAudience } from './resource.ts';
-import { audienceOf, issuerOf, publicBase } from './settings.ts';
+import { issuerOf, publicBase } from './settings.ts';
 import { cellTokenJudge, cellTokenJudgeFor } from './authenticator.ts';
 
 const TAG = 'OAuth';
@@ -43,6 +46,39 @@ async function protocol(c: Context<AppEnv>, step: () => Promise<Response>): Prom
     throw e;
   }
 }
+
+const AUTH_TEXT: Record<AuthMethod, string> = {
+  client_secret_basic: '`client_secret_basic`: HTTP Basic with the form-urlencoded client_id and client_secret (RFC 6749 §2.3.1)',
+  client_secret_post: '`client_secret_post`: client_id and client_secret in the form',
+  none: '`none` (a public client): client_id in the form and nothing else',
+  tls_client_auth:
+    "`tls_client_auth` (RFC 8705): client_id in the form and a client certificate verified against the cell's client CA, whose subject DN is the registered one",
+};
+
+/**
+ * How a client authenticates at a protocol endpoint, for the curated document:
+ * the methods the metadata document names for it (`x-client-authentication`)
+ * and what each takes. These endpoints take no bearer credential (no
+ * `security`): the client authenticates itself, and a failure is 401
+ * `invalid_client` (RFC 6749 §5.2).
+ */
+function clientAuthentication(config: CellConfig, opts: { publicClients: boolean }) {
+  const methods = clientAuthMethods(config).filter((m) => opts.publicClients || m !== 'none');
+  return {
+    'x-client-authentication': methods,
+    description: [
+      `Client authentication, one of: ${methods.map((m) => AUTH_TEXT[m]).join('; ')}.`,
+      "An API key may stand in for a client secret (basic or post): client_id is then the key's id and its owner the subject.",
+      opts.publicClients ? '' : 'Public clients (`none`) are refused.',
+      'A client that does not authenticate gets 401 `invalid_client`.',
+    ]
+      .filter(Boolean)
+      .join(' '),
+  };
+}
+
+/** Form fields of client authentication in the body (`client_secret_post`, `none`, `tls_client_auth`). */
+const CLIENT_FIELDS = { client_id: 'client id (in the form unless in the Basic header)', client_secret: 'client_secret_post' };
 
 /** The cnf of a token issued on this request: DPoP key and/or mTLS certificate. */
 async function bindingFor(ctx: OAuthContext, c: Context<AppEnv>, ac: AuthenticatedClient): Promise<{ jkt?: string; 'x5t#S256'?: string }> {
@@ -104,6 +140,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       tags: [TAG],
       'x-status': 'Live',
       summary: 'Token endpoint: client_credentials, authorization_code (PKCE S256), device_code; DPoP and mTLS binding',
+      ...clientAuthentication(ctx.core.config, { publicClients: true }),
       request: {
         body: formBody(
           {
@@ -113,8 +150,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
             redirect_uri: 'exact redirect URI',
             code_verifier: 'PKCE verifier',
             device_code: 'device code',
-            client_id: 'client id',
-            client_secret: 'client_secret_post',
+            ...CLIENT_FIELDS,
             resource: "RFC 8707: edge:<device_id> for a token a device honours offline; default the cell's own API",
           },
           ['grant_type'],
@@ -174,7 +210,8 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       tags: [TAG],
       'x-status': 'Live',
       summary: 'Device authorization (RFC 8628): device_code, user_code, verification URI, interval',
-      request: { body: formBody({ client_id: 'client id', scope: 'space-separated permission selectors' }, ['client_id']) },
+      ...clientAuthentication(ctx.core.config, { publicClients: true }),
+      request: { body: formBody({ ...CLIENT_FIELDS, scope: 'space-separated permission selectors' }) },
       responses: {
         200: jsonResponse('{device_code, user_code, verification_uri, verification_uri_complete, expires_in, interval}'),
         ...oauthErrorResponses(),
@@ -213,7 +250,8 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       tags: [TAG],
       'x-status': 'Live',
       summary: 'Token introspection (RFC 7662); {"active":false} for any token that does not verify',
-      request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored' }, ['token']) },
+      ...clientAuthentication(ctx.core.config, { publicClients: false }),
+      request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored', ...CLIENT_FIELDS }, ['token']) },
       responses: {
         200: jsonResponse('{active: true, ...claims} or exactly {"active":false}'),
         ...oauthErrorResponses(),
@@ -243,7 +281,8 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       tags: [TAG],
       'x-status': 'Live',
       summary: 'Token revocation (RFC 7009): always 200; the jti is denylisted until the token expires',
-      request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored' }, ['token']) },
+      ...clientAuthentication(ctx.core.config, { publicClients: true }),
+      request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored', ...CLIENT_FIELDS }, ['token']) },
       responses: { 200: { description: 'Revoked, or nothing to revoke' }, ...oauthErrorResponses(), ...errorResponses() },
     }),
     async (c) =>
@@ -271,7 +310,7 @@ async function activeClaims(ctx: OAuthContext, token: string) {
   if (v.ok) return v.claims;
   // A token for one of this cell's devices: the same judgement against that audience.
   const claims = await verifyOwnToken(ctx, token);
-  if (!claims || claims.aud === audienceOf(ctx.core.config)) return null;
+  if (!claims || ctx.audiences.accepts(claims.aud)) return null;
   const d = await cellTokenJudgeFor(ctx, claims.aud)(token, { now: ctx.core.clock.now() });
   return d.ok ? d.claims : null;
 }
@@ -284,22 +323,21 @@ async function activeClaims(ctx: OAuthContext, token: string) {
  */
 export async function verifyOwnToken(ctx: OAuthContext, token: string): Promise<AccessTokenClaims | null> {
   const { config, clock } = ctx.core;
-  const own = audienceOf(config);
   let claims: AccessTokenClaims;
   try {
     claims = await verifyAccessToken(token, {
       // By form here (the check is synchronous); a device audience must then name a registered device.
       keys: ctx.keys.current().keySet,
       issuer: issuerOf(config),
-      audience: (aud) => aud === own || edgeDeviceOf(aud) !== null,
+      audience: (aud) => ctx.audiences.accepts(aud) || edgeDeviceOf(aud) !== null,
       now: clock.now(),
-      isRevoked: (jti) => ctx.denylist.isRevoked(jti),
+      isRevoked: (jti) => ctx.denylist.inMirror(jti),
     });
   } catch (e) {
     if (isTokenError(e)) return null;
     throw e;
   }
-  if (claims.aud === own) return claims;
+  if (ctx.audiences.accepts(claims.aud)) return claims;
   const device = edgeDeviceOf(claims.aud);
   return device !== null && (await ctx.deviceExists(device)) ? claims : null;
 }

@@ -31,4 +31,15 @@ CREATE TABLE oauth_sessions (
 );
 `,
   },
+  {
+    // A group of cells is one authorization server: the audience of each member's API (its public URL), so a
+    // token issued by one cell for its API is accepted by every member; and the DPoP proofs seen, so a proof
+    // replayed on another cell is refused (cell/oauth/audiences.ts, cell/oauth/replay.ts).
+    id: 'oauth-002-group-audiences-and-proofs',
+    sql: `
+CREATE TABLE oauth_audiences (cell_id TEXT PRIMARY KEY, audience TEXT NOT NULL, updated_at INTEGER NOT NULL);
+CREATE TABLE oauth_dpop_proofs (proof_key TEXT PRIMARY KEY, expires_at INTEGER NOT NULL);
+CREATE INDEX oauth_dpop_proofs_expiry ON oauth_dpop_proofs (expires_at)
+`,
+  },
 ];

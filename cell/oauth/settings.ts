@@ -27,6 +27,8 @@ export const OAUTH = {
   clientCacheSize: 10_000,
   /** How often expired denylist entries are dropped and retired signing keys past their overlap leave the key set. */
   sweepIntervalMs: 10 * 60 * 1000,
+  /** How often each cell of a group drops the DPoP proofs of the group's replay cache that expired (they live 65 s). */
+  proofPruneIntervalMs: 60 * 1000,
 } as const;
 
 /** The cell's public base URL, without a trailing slash: from configuration, never from request headers. */
@@ -35,9 +37,9 @@ export function publicBase(config: Config): string {
   return u.replace(/\/+$/, '');
 }
 
-/** Token issuer: `service://<cell id>`. */
+/** Token issuer: `service://<group id>` (a single cell's group id is its cell id; cell/migrations.ts settleGroupId). */
 export function issuerOf(config: Config): string {
-  return `service://${config.cellId}`;
+  return `service://${config.groupId}`;
 }
 
 /** Token audience: the cell's public API base. */

@@ -8,6 +8,7 @@ import type { JournalRecord } from '../../core/journal/record.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { Cluster } from '../cluster/cluster.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 
 export interface JournalTail {
   seq: number;
@@ -65,9 +66,11 @@ export interface RunsContext {
   /** The catch-up of records other cells appended, while it runs (events.ts), and whether to run it again. */
   catchingUp: Promise<void> | null;
   catchUpAgain: boolean;
+  /** The cell's metrics (journal records, finished runs, SSE subscribers). */
+  metrics: CellMetrics;
 }
 
-export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster): RunsContext {
+export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster, metrics: CellMetrics): RunsContext {
   return {
     core,
     iam,
@@ -81,5 +84,6 @@ export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster): R
     catchingUp: null,
     catchUpAgain: false,
     workspaceFiles: null,
+    metrics,
   };
 }

@@ -148,7 +148,7 @@ export function appendJournal(
     const run = await repo.runHead(ctx.core.store, runId);
     if (!run || isTerminal(run.state)) throw new RunClosedError(runId, run?.state ?? 'unknown');
     const values = blobs.map(prepareValue);
-    const f: AppendFields = { ...fields, at: fields.at ?? ctx.core.clock.now() };
+    const f: AppendFields = { ...traced(ctx, fields), at: fields.at ?? ctx.core.clock.now() };
     // A record carrying a payload is refused past a limit; one carrying none (a refusal, a cancel, a wait) never is.
     const enforce = values.some((v) => v.body !== 'null');
     const meter = await prepareMeter(ctx, runId);
@@ -163,9 +163,16 @@ export function appendJournal(
       return sealed;
     });
     ctx.tails.set(runId, tail);
+    ctx.metrics.journalRecords.inc({ kind: rec.kind });
     publish(ctx, rec);
     return rec;
   });
+}
+
+/** The fields with `data.traceparent` when a request's trace is behind this record (cell/http/trace.ts). */
+function traced(ctx: RunsContext, fields: AppendFields): AppendFields {
+  const traceparent = ctx.core.traces.traceparent();
+  return traceparent ? { ...fields, data: { ...fields.data, traceparent } } : fields;
 }
 
 export interface FinishOptions {
@@ -204,7 +211,8 @@ export function finishRun(
         outputBytes = 0;
       }
     }
-    const data: JsonObject = { ...o.data, outcome, ...(o.error ? { error: { ...o.error } } : {}) };
+    const traceparent = ctx.core.traces.traceparent();
+    const data: JsonObject = { ...o.data, outcome, ...(o.error ? { error: { ...o.error } } : {}), ...(traceparent ? { traceparent } : {}) };
     const at = ctx.core.clock.now();
     const fence = opts.fence;
     const meter = await prepareMeter(ctx, runId);
@@ -230,6 +238,9 @@ export function finishRun(
       return rec;
     });
     if (rec === null) return false;
+    const reason = o.error?.reason ?? (typeof data['reason'] === 'string' ? data['reason'] : (o.error?.code ?? ''));
+    ctx.metrics.runsFinished.inc({ state: outcome, reason: outcome === 'completed' || outcome === 'cancelled' ? '' : reason });
+    ctx.metrics.journalRecords.inc({ kind: rec.kind });
     forgetMeter(ctx, runId);
     ctx.tails.delete(runId);
     publish(ctx, rec);

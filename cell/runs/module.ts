@@ -10,19 +10,22 @@ import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { Cluster } from '../cluster/cluster.ts';
 import type { CellModule } from '../module.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 import { Runs } from './api.ts';
 import { abortAllDrivers } from './control.ts';
 import { createRunsContext } from './context.ts';
 import { catchUpRemote } from './events.ts';
 import { mountRunEventRoutes } from './routes.ts';
 import { mountRunValueRoutes } from './routes-values.ts';
+import { runCountsByKindAndState } from './repository.ts';
 
 export interface RunsModule extends CellModule {
   runs: Runs;
 }
 
-export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster: Cluster }): Promise<RunsModule> {
-  const ctx = createRunsContext(core, deps.iam, deps.cluster);
+export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster: Cluster; metrics: CellMetrics }): Promise<RunsModule> {
+  const ctx = createRunsContext(core, deps.iam, deps.cluster, deps.metrics);
+  deps.metrics.countRunsWith(() => runCountsByKindAndState(core.store));
   // Records appended by other cells of the group reach this cell's event subscribers.
   const unlisten = core.store.onChange((c) => {
     if (c.remote && c.tables.has('journal') && ctx.bus.size > 0)

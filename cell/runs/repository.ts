@@ -285,6 +285,12 @@ export async function countRuns(db: Reader, f: RunFilter): Promise<number> {
   return count(await db.get(`SELECT COUNT(*) AS n FROM runs r JOIN run_order o ON o.run_id = r.run_id ${w.sql}`, w.params));
 }
 
+/** How many runs there are of each kind in each state (the cell's metrics). */
+export async function runCountsByKindAndState(db: Reader): Promise<{ kind: string; state: string; n: number }[]> {
+  const rows = await db.all('SELECT kind, state, COUNT(*) AS n FROM runs GROUP BY kind, state');
+  return rows.map((r) => ({ kind: String(r['kind']), state: String(r['state']), n: Number(r['n']) }));
+}
+
 /** Runs in non-terminal states, in the order they were recorded. */
 export async function activeRuns(db: Reader, kind?: RunKind): Promise<Run[]> {
   const rows = kind

@@ -217,6 +217,7 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
       c.req.raw.signal?.addEventListener('abort', finish);
       writing = writing.then(() => stream.write('retry: 1000\n\n').then(() => undefined));
       const unsubscribe = await subscribe(ctx, run_id, after, send);
+      ctx.metrics.sseSubscribers.inc();
       const hb = setInterval(() => {
         writing = writing.then(() => stream.write(': heartbeat\n\n').then(() => undefined));
       }, heartbeatMs);
@@ -229,6 +230,7 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
       } finally {
         clearInterval(hb);
         unsubscribe();
+        ctx.metrics.sseSubscribers.dec();
       }
     }) as never;
   });

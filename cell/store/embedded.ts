@@ -35,7 +35,7 @@ import { classifyFailure, probeWritable, type Failure } from './internal/recover
 import type { ReplayResult } from './internal/replay.ts';
 import { execute, queryAll, Statements, tune } from './internal/sql.ts';
 import { isTxControl, isWriteStatement, tablesWritten } from './internal/tables.ts';
-import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Tx } from './types.ts';
+import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, StoreObserver, Tx } from './types.ts';
 
 export { LOG_FILE, SNAPSHOT_FILE };
 
@@ -122,6 +122,7 @@ export async function openEmbeddedStore(opts: EmbeddedStoreOptions): Promise<Emb
       note,
       fsync: opts.fsync ?? ((h) => h.sync()),
       recoveryDelayMs: opts.recoveryDelayMs ?? DEFAULT_RECOVERY_DELAY_MS,
+      observe: opts.observe,
     });
     db = undefined; // the store owns it now
     try {
@@ -164,6 +165,7 @@ interface StoreInit {
   note: (msg: string) => void;
   fsync: (fh: FileHandle) => Promise<void>;
   recoveryDelayMs: number;
+  observe: StoreObserver | undefined;
 }
 
 class SqlJsStore implements EmbeddedStore {
@@ -195,6 +197,7 @@ class SqlJsStore implements EmbeddedStore {
   #autoCheckpointAt: number;
   readonly #note: (msg: string) => void;
   readonly #fsync: (fh: FileHandle) => Promise<void>;
+  readonly #observe: StoreObserver | undefined;
   readonly #recoveryDelayMs: number;
   #timer: NodeJS.Timeout | undefined;
   #checkpointedAtLsn = -1;
@@ -213,6 +216,7 @@ class SqlJsStore implements EmbeddedStore {
     this.#autoCheckpointAt = init.checkpointBytes;
     this.#note = init.note;
     this.#fsync = init.fsync;
+    this.#observe = init.observe;
     this.#recoveryDelayMs = init.recoveryDelayMs;
     this.#stmts = new Statements(db);
   }
@@ -292,10 +296,18 @@ class SqlJsStore implements EmbeddedStore {
       release = r;
     });
     // The lock is held until COMMIT only: the next transaction runs while this one's fsync is pending (group commit).
-    return prev
+    const written = prev
       .then(() => this.#runTx(fn))
       .finally(() => release())
       .then((committed) => committed());
+    const observe = this.#observe;
+    if (!observe) return written;
+    const start = performance.now();
+    written.then(
+      () => observe.write((performance.now() - start) / 1000, true),
+      () => observe.write((performance.now() - start) / 1000, false),
+    );
+    return written;
   }
 
   /**
@@ -450,7 +462,9 @@ class SqlJsStore implements EmbeddedStore {
     if (this.#failure) throw this.#failure.refusal();
     if (this.#checkpointing) return this.#checkpointing;
     // Between transactions only: an open one (its function may be awaiting) must not be exported.
+    const start = performance.now();
     const run = this.#exclusive(() => this.#doCheckpoint()).finally(() => {
+      this.#observe?.checkpoint((performance.now() - start) / 1000);
       this.#checkpointing = null;
       this.#paused = false;
       this.#schedulePump();
@@ -550,6 +564,7 @@ class SqlJsStore implements EmbeddedStore {
           await this.#fsync(this.fh);
           this.stats.fsyncs++;
           this.stats.logBytes += bytes.length;
+          this.#observe?.fsyncBatch(batch.length);
           this.#failures = 0;
         } catch (err) {
           this.#fail(err, batch);

@@ -16,8 +16,10 @@
  *   acknowledged write is never reported as failed nor the reverse.
  * - Change notifications: each committing transaction that wrote issues
  *   `pg_notify` inside itself (delivered at commit, never on rollback); a
- *   dedicated LISTEN connection delivers other cells' changes (`remote: true`)
- *   and, after reconnecting, a change naming every table.
+ *   dedicated LISTEN connection delivers other cells' changes (`remote: true`);
+ *   when it is lost, and again once it is back, a change naming every table
+ *   (`gap: 'lost'`, then `gap: 'resumed'`). A write may skip the NOTIFY
+ *   (`{ notify: false }`) for tables no cell caches.
  * - Migrations: shared with the embedded engine, applied once under an
  *   advisory lock (docs/storage.md).
  */
@@ -33,11 +35,13 @@ import { toNumbered } from './internal/pg-sql.ts';
 import { PG_TYPES, toPgParams } from './internal/pg-types.ts';
 import { checkMigrations } from './internal/migrations.ts';
 import { isTxControl, isWriteStatement, tablesWritten } from './internal/tables.ts';
-import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Tx } from './types.ts';
+import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, StoreObserver, Tx, WriteOptions } from './types.ts';
 
 /** The NOTIFY channel every cell of a database uses. */
 export const CHANGE_CHANNEL = 'cell_store_change';
 export const DEFAULT_POOL_SIZE = 10;
+/** `application_name` of the LISTEN connection (the pool's connections are `agent-cell`). */
+export const LISTEN_APPLICATION_NAME = 'agent-cell-listen';
 const DEFAULT_MAX_ATTEMPTS = 30;
 
 export interface PostgresStoreOptions extends OpenStoreOptions {
@@ -179,6 +183,7 @@ class PgStore implements PostgresStore {
   readonly #maxAttempts: number;
   readonly #commitCheckMs: number;
   readonly #notifyInTx: boolean;
+  readonly #observe: StoreObserver | undefined;
   #closing = false;
   #closed = false;
   #closingRun: Promise<void> | undefined;
@@ -196,12 +201,15 @@ class PgStore implements PostgresStore {
     this.#maxAttempts = opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
     this.#commitCheckMs = opts.commitCheckMs ?? 15_000;
     this.#notifyInTx = (opts.notify ?? 'in-transaction') === 'in-transaction';
+    this.#observe = opts.observe;
     this.#listener = new ChangeListener({
-      config: clientConfig,
+      // Named apart from the pool's connections, so an operator (and a test) can tell it in pg_stat_activity.
+      config: { ...clientConfig, application_name: LISTEN_APPLICATION_NAME },
       channel: CHANGE_CHANNEL,
       note,
       onPayload: (p) => this.#remote(p),
-      onGap: () => this.#emit({ tables: new Set(this.#tables), remote: true }),
+      onLost: () => this.#emit({ tables: new Set(this.#tables), remote: true, gap: 'lost' }),
+      onGap: () => this.#emit({ tables: new Set(this.#tables), remote: true, gap: 'resumed' }),
     });
   }
 
@@ -267,19 +275,24 @@ class PgStore implements PostgresStore {
 
   // ---- writes
 
-  async write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  async write<T>(fn: (tx: Tx) => Promise<T>, opts?: WriteOptions): Promise<T> {
     const ctx = inTx.getStore();
     if (ctx && ctx.store === this && ctx.live) throw new TypeError('store.write: nested write inside a transaction');
     if (this.#closing || this.#closed) throw closed();
     this.#inflight++;
+    const start = this.#observe ? performance.now() : 0;
+    let ok = false;
     try {
-      return await this.#write(fn);
+      const result = await this.#write(fn, opts?.notify !== false);
+      ok = true;
+      return result;
     } finally {
+      this.#observe?.write((performance.now() - start) / 1000, ok);
       if (--this.#inflight === 0) for (const w of this.#idle.splice(0)) w();
     }
   }
 
-  async #write<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  async #write<T>(fn: (tx: Tx) => Promise<T>, notifyOthers: boolean): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient;
       try {
@@ -322,7 +335,7 @@ class PgStore implements PostgresStore {
         if (state.firstError !== undefined) throw state.firstError;
         tables = tablesWritten(state.written);
         committing = true;
-        const notify = tables.size > 0 ? `SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(tables)}')` : null;
+        const notify = tables.size > 0 && notifyOthers ? `SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(tables)}')` : null;
         const res = await client.query(notify && this.#notifyInTx ? `${notify}; COMMIT` : 'COMMIT');
         const last = results(res).at(-1);
         if (last?.command !== 'COMMIT') throw new Error(`store: COMMIT answered ${String(last?.command)}`);

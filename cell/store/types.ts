@@ -58,6 +58,24 @@ export interface Change {
   tables: ReadonlySet<string>;
   /** True when another cell of the group committed it (PostgreSQL only). */
   remote: boolean;
+  /**
+   * PostgreSQL only, naming every table: `lost` when the notification
+   * connection was lost (until `resumed`, other cells' changes are not heard:
+   * a cache must neither trust what it holds nor keep what it reads), then
+   * `resumed` once it is back (anything may have changed meanwhile).
+   */
+  gap?: 'lost' | 'resumed';
+}
+
+export interface WriteOptions {
+  /**
+   * `false`: other cells are not told of this transaction (no NOTIFY on
+   * PostgreSQL; this process's listeners still hear it). Only for tables no
+   * cell caches (DPoP proofs seen, rate buckets): a notification costs every
+   * cell a wake-up, and PostgreSQL serializes the commits of notifying
+   * transactions.
+   */
+  notify?: boolean;
 }
 
 export interface StoreHealth {
@@ -72,7 +90,7 @@ export interface StoreHealth {
 export interface Store extends Reader {
   readonly engine: 'embedded' | 'postgres';
   /** Runs `fn` as one transaction; resolves once it is durable. See the module header. */
-  write<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  write<T>(fn: (tx: Tx) => Promise<T>, opts?: WriteOptions): Promise<T>;
   /**
    * Subscribes to committed writes: this process's at once, and on PostgreSQL
    * every other cell's of the same database within about a second. Returns
@@ -90,4 +108,16 @@ export interface OpenStoreOptions {
   migrations: readonly Migration[];
   /** Called with human-readable notes (e.g. a dropped torn tail) for the operator log. */
   log?: (msg: string) => void;
+  /** Told of each write's latency and, on the embedded engine, each group commit and checkpoint (the cell's metrics). */
+  observe?: StoreObserver;
+}
+
+/** What the store tells the cell's metrics (cell/ops/metrics.ts); every method must be cheap and must not throw. */
+export interface StoreObserver {
+  /** A `write()` settled after `seconds` (from the call to durability or refusal). */
+  write(seconds: number, ok: boolean): void;
+  /** The embedded engine made `transactions` commits durable with one fsync. */
+  fsyncBatch(transactions: number): void;
+  /** The embedded engine wrote a checkpoint in `seconds`. */
+  checkpoint(seconds: number): void;
 }

@@ -4,16 +4,20 @@
  * Minting an agent creates a full principal (kind `agent`, role `agent`): it
  * appears under /admin/principals and can own API keys. Two gates, each a
  * refusal with an audit record:
- * - the caller must be allowed to create principals (`iam.principals.write`
- *   in its effective authority): 403 forbidden, reason `cannot_create_principal`;
+ * - the caller must be allowed to create agent principals: `iam.principals.write`
+ *   (any principal) or `agent_teams.agents.write` (agents only; the built-in
+ *   `operator` role holds it) in its effective authority: 403 forbidden,
+ *   reason `cannot_create_principal`;
  * - the standing-agent work quota (`agentQuota`, default 100, `--agent-quota`):
  *   at most that many active agents at once: 409 conflict, reason `agent_quota_reached`.
  *
  * A budget ledger (budget units = model tokens, input + output) must be
  * registered for an agent before any run that includes it; every model call
- * reserves before and commits after.
+ * reserves before (max_tokens, or what is left down to a floor) and commits
+ * after.
  */
 import { grants } from '../../core/authority/scopes.ts';
+import { grantTokens } from '../../core/engine/budget.ts';
 import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { parseAuthority } from '../../core/authority/schema.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
@@ -28,6 +32,11 @@ import { iso } from './schema.ts';
 
 /** The built-in role every agent principal holds (core/permissions.ts: catalog.read). */
 export const AGENT_ROLE = 'agent';
+
+/** Whether the caller may create, change or delete agent principals. */
+export function mayManageAgents(auth: AuthContext): boolean {
+  return grants(auth.effective, PERMISSIONS.teamsAgentsWrite) || grants(auth.effective, PERMISSIONS.principalsWrite);
+}
 
 export interface AgentBody {
   source: 'blueprint' | 'scratch';
@@ -75,13 +84,13 @@ function quotaReached(quota: number, active: number): ServiceError {
 
 export async function mintAgent(ctx: TeamsContext, auth: AuthContext, input: MintInput): Promise<Agent> {
   const { core, iam } = ctx;
-  if (!grants(auth.effective, PERMISSIONS.principalsWrite)) {
+  if (!mayManageAgents(auth)) {
     await refuse(
       ctx,
       auth,
-      forbidden('minting an agent creates a principal: the caller lacks iam.principals.write', {
+      forbidden('minting an agent creates a principal: the caller lacks agent_teams.agents.write (or iam.principals.write)', {
         reason: 'cannot_create_principal',
-        required_permission: PERMISSIONS.principalsWrite,
+        required_permission: PERMISSIONS.teamsAgentsWrite,
       }),
     );
   }
@@ -234,21 +243,27 @@ export const ledgerView = (l: Ledger) => ({
   updated_at: iso(l.updated_at),
 });
 
-/** Reserves budget before a model call; false when the ledger cannot cover it. */
+/**
+ * Reserves budget before a model call: `amount`, or what the ledger has left
+ * when that is less but at least `minimum` (core/engine/budget.ts); not ok when
+ * the ledger cannot cover that.
+ */
 export async function reserveBudget(
   ctx: TeamsContext,
   agentId: string,
   amount: number,
   ref: { run_id: string; step_id: string },
-): Promise<{ ok: true; reservation_id: string } | { ok: false; reason: string }> {
+  minimum: number = amount,
+): Promise<{ ok: true; reservation_id: string; amount: number } | { ok: false; reason: string }> {
   const id = newId('rsv');
   const at = ctx.core.clock.now();
   return ctx.core.store.write(async (tx) => {
     const l = await repo.ledgerOf(tx, agentId);
     if (!l) return { ok: false as const, reason: 'no_budget_ledger' };
-    if (l.reserved + l.spent + amount > l.budget_limit) return { ok: false as const, reason: 'budget_exceeded' };
-    await repo.insertReservation(tx, { id, agentId, amount, runId: ref.run_id, stepId: ref.step_id, at });
-    return { ok: true as const, reservation_id: id };
+    const granted = grantTokens(amount, l.budget_limit - l.reserved - l.spent, minimum);
+    if (granted === null) return { ok: false as const, reason: 'budget_exceeded' };
+    await repo.insertReservation(tx, { id, agentId, amount: granted, runId: ref.run_id, stepId: ref.step_id, at });
+    return { ok: true as const, reservation_id: id, amount: granted };
   });
 }
 

@@ -60,6 +60,23 @@ async function resolveStageSkills(ctx: TeamsContext, stages: unknown[] | undefin
   return out;
 }
 
+/**
+ * The stages of a formation body with every `skill:<name>` reference
+ * replaced by the skill's spec, as a version stores them: a version then
+ * holds the skills it runs, so a later change of a skill does not change it
+ * (versions written before this was done resolve their references when
+ * compiled). 400 unknown_skill for a reference that names no skill.
+ */
+export async function inlineStageSkills<B extends { pre?: unknown[] | null | undefined; post?: unknown[] | null | undefined }>(
+  ctx: TeamsContext,
+  body: B,
+): Promise<B> {
+  const out = { ...body };
+  if (Array.isArray(body.pre)) out.pre = await resolveStageSkills(ctx, body.pre, 'pre');
+  if (Array.isArray(body.post)) out.post = await resolveStageSkills(ctx, body.post, 'post');
+  return out;
+}
+
 /** The compiler's input for a formation (bound to a crew when given), from the stored resources. */
 export async function compilerInput(ctx: TeamsContext, f: Formation, crew?: Crew): Promise<CompilerInput> {
   const formation: FormationInput = JSON.parse(
@@ -74,7 +91,7 @@ export async function compilerInput(ctx: TeamsContext, f: Formation, crew?: Crew
       prompt: f.prompt,
     }),
   ) as FormationInput;
-  const billets: BilletInput[] = (await listBillets(ctx, f.formation_id)).map((b) => ({
+  const billets: BilletInput[] = (await listBillets(ctx, f)).map((b) => ({
     id: b.billet_id,
     role_label: b.role_label,
     required_skills: b.required_skills,

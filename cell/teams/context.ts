@@ -2,17 +2,22 @@
  * The Agent Teams module's instance state, which its functions take: the
  * core, the APIs of the modules it uses (IAM, AI, tools, runs), the crew-run
  * drives in flight in this process, and the timers it owns (the investigate
- * sweep, wake-ups of waiting runs), cleared on stop.
+ * sweep, wake-ups of waiting runs), cleared on stop, and who else reports
+ * using a crew (the jobs module's definitions).
  */
 import type { Ai } from '../ai/ai.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
+import type { Lifecycle } from '../iam/lifecycle.ts';
 import type { Runs } from '../runs/api.ts';
 import type { Tools } from '../tools/tools.ts';
+import type { CrewUsersHook } from './usage.ts';
 
 export interface TeamsContext {
   core: CellCore;
   iam: Iam;
+  /** The owner lifecycle of principals (deleting an agent soft-deletes its principal). */
+  lifecycle: Lifecycle;
   ai: Ai;
   tools: Tools;
   runs: Runs;
@@ -26,8 +31,13 @@ export interface TeamsContext {
   wakeTimers: Set<ReturnType<typeof setTimeout>>;
   /** Set on stop: no new drive or wake-up starts. */
   stopped: boolean;
+  /** Other modules' users of a crew (a crew they use is not deleted or changed under them). */
+  crewUserHooks: CrewUsersHook[];
 }
 
-export function createTeamsContext(core: CellCore, deps: { iam: Iam; ai: Ai; tools: Tools; runs: Runs }): TeamsContext {
-  return { core, ...deps, inflight: new Map(), sweeping: null, sweepTimer: null, wakeTimers: new Set(), stopped: false };
+export function createTeamsContext(
+  core: CellCore,
+  deps: { iam: Iam; lifecycle: Lifecycle; ai: Ai; tools: Tools; runs: Runs },
+): TeamsContext {
+  return { core, ...deps, inflight: new Map(), sweeping: null, sweepTimer: null, wakeTimers: new Set(), stopped: false, crewUserHooks: [] };
 }

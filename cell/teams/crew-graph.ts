@@ -7,7 +7,7 @@
 import type { Graph } from '../../core/engine/types.ts';
 import { compileFor } from './compile.ts';
 import type { TeamsContext } from './context.ts';
-import { getFormation, listCrews, type Crew } from './formations.ts';
+import { crewFormation, listCrews, type Crew } from './formations.ts';
 
 const PAGE = 500;
 const MAX_CREWS = 100_000;
@@ -20,7 +20,7 @@ export async function crewByGraph(
   for (let offset = 0; offset < MAX_CREWS; offset += PAGE) {
     const crews = await listCrews(ctx, PAGE, offset);
     for (const crew of crews) {
-      const f = await getFormation(ctx, crew.formation_id);
+      const f = await crewFormation(ctx, crew);
       if (!f) continue;
       try {
         const c = await compileFor(ctx, f, crew);

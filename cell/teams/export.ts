@@ -10,7 +10,7 @@ import { notFound } from '../../core/errors.ts';
 import { getAgent, getLedger, type Agent, type Ledger } from './agents.ts';
 import { compileFor, compilerInput, type CompilerInput } from './compile.ts';
 import type { TeamsContext } from './context.ts';
-import { getCrew, getFormation, listBillets, type Billet, type Crew, type Formation } from './formations.ts';
+import { crewFormation, getCrew, listBillets, type Billet, type Crew, type Formation } from './formations.ts';
 import { getBlueprint, getContract, getSkillByName, type Blueprint, type Contract, type Skill } from './resources.ts';
 
 export interface CrewExport {
@@ -45,9 +45,9 @@ async function each<T>(ids: readonly string[], get: (id: string) => Promise<T | 
 export async function loadCrewForExport(ctx: TeamsContext, crewId: string): Promise<CrewExport> {
   const crew = await getCrew(ctx, crewId);
   if (!crew) throw notFound('crew');
-  const formation = await getFormation(ctx, crew.formation_id);
+  const formation = await crewFormation(ctx, crew);
   if (!formation) throw notFound('formation');
-  const billets = await listBillets(ctx, formation.formation_id);
+  const billets = await listBillets(ctx, formation);
   const compiled = await compileFor(ctx, formation, crew);
   const agents = await each([...new Set(Object.values(crew.assignments))].sort(), (id) => getAgent(ctx, id));
   const blueprints = await each([...new Set(agents.map((a) => a.blueprint_id).filter((x): x is string => x !== null))].sort(), (id) =>

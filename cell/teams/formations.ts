@@ -1,16 +1,19 @@
 /**
  * Formations, billets and crews.
  *
+ * - A formation is versioned: creating it writes version 1 (no billets);
+ *   adding a billet here, and every other change (versions.ts), writes the
+ *   next version. Old versions never change.
  * - A billet's `reports_to` names a billet of the same formation that already
- *   exists (so reporting lines can never form a cycle), and its
+ *   exists (so adding billets can never form a cycle), and its
  *   `authority_cap` must stay inside its manager's cap (core `isSubset`);
  *   otherwise the billet is refused at authoring (400, reason
  *   `over_authority`, `details.fields` naming each offending field) and the
  *   refusal is audited.
- * - A crew binds one active agent to every billet (`assignments`); the seat's
- *   authority is the agent's authority ∩ the billet cap (the compiler
- *   intersects). Adding a billet later changes the formation's hash, so a
- *   run started before it cannot be recovered (graph-hash enforcement).
+ * - A crew pins a version and binds one active agent to every billet of it
+ *   (`assignments`); the seat's authority is the agent's authority ∩ the
+ *   billet cap (the compiler intersects). A new version of the formation
+ *   leaves the crew (and its runs) as they are until it is upgraded.
  */
 import { isSubset, type AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { parseAuthority } from '../../core/authority/schema.ts';
@@ -41,6 +44,8 @@ export interface FormationBody {
 }
 export interface Formation extends FormationBody {
   formation_id: string;
+  /** The version this object shows (the latest, unless read at a version). */
+  version: number;
   created_at: number;
   created_by: string;
   updated_at: number;
@@ -58,6 +63,9 @@ export interface Billet extends BilletBody {
   position: number;
   created_at: number;
   created_by: string;
+  /** When and by whom this billet was last changed (its creation, until then). */
+  updated_at: number;
+  updated_by: string;
 }
 
 export interface CrewBody {
@@ -68,12 +76,19 @@ export interface CrewBody {
 export interface Crew extends CrewBody {
   crew_id: string;
   formation_id: string;
+  /** The version of the formation the crew runs (upgrading is explicit). */
+  formation_version: number;
   created_at: number;
   created_by: string;
 }
 
-export function getFormation(ctx: TeamsContext, id: string): Promise<Formation | undefined> {
-  return repo.formationById(ctx.core.store, id);
+/** The formation at its latest version, or at `version` when given. */
+export function getFormation(ctx: TeamsContext, id: string, version?: number): Promise<Formation | undefined> {
+  return version === undefined ? repo.formationById(ctx.core.store, id) : repo.formationAt(ctx.core.store, id, version);
+}
+/** The formation at the version a crew pins. */
+export function crewFormation(ctx: TeamsContext, crew: Crew): Promise<Formation | undefined> {
+  return repo.formationAt(ctx.core.store, crew.formation_id, crew.formation_version);
 }
 export function listFormations(ctx: TeamsContext, limit: number, offset: number): Promise<Formation[]> {
   return repo.listFormations(ctx.core.store, limit, offset);
@@ -87,7 +102,7 @@ export async function createFormation(
   check?: (f: Formation) => Promise<void>,
 ): Promise<Formation> {
   const now = ctx.core.clock.now();
-  const f: Formation = { formation_id: newId('frm'), ...body, created_at: now, created_by: actor, updated_at: now };
+  const f: Formation = { formation_id: newId('frm'), version: 1, ...body, created_at: now, created_by: actor, updated_at: now };
   await check?.(f);
   await ctx.core.store.write(async (tx) => {
     await repo.insertFormation(tx, f, body);
@@ -96,15 +111,22 @@ export async function createFormation(
   return f;
 }
 
-export function listBillets(ctx: TeamsContext, formationId: string): Promise<Billet[]> {
-  return repo.listBillets(ctx.core.store, formationId);
+/** The billets of a formation version, in position order. */
+export function listBillets(ctx: TeamsContext, f: Pick<Formation, 'formation_id' | 'version'>): Promise<Billet[]> {
+  return repo.listBillets(ctx.core.store, f.formation_id, f.version);
 }
+/** The billet as the latest version of its formation has it. */
 export function getBillet(ctx: TeamsContext, id: string): Promise<Billet | undefined> {
   return repo.billetById(ctx.core.store, id);
 }
-export const billetView = (b: Billet) => ({ ...b, created_at: iso(b.created_at) });
+export const billetView = (b: Billet, formationVersion: number) => ({
+  ...b,
+  formation_version: formationVersion,
+  created_at: iso(b.created_at),
+  updated_at: iso(b.updated_at),
+});
 
-/** Adds a billet after the authoring checks; over-authority is refused and audited. */
+/** Adds a billet after the authoring checks (a new formation version); over-authority is refused and audited. */
 export async function addBillet(
   ctx: TeamsContext,
   auth: AuthContext,
@@ -115,7 +137,7 @@ export async function addBillet(
     reports_to?: string | null | undefined;
     authority_cap: unknown;
   },
-): Promise<Billet> {
+): Promise<{ billet: Billet; version: number }> {
   const { core, iam } = ctx;
   const f = await getFormation(ctx, formationId);
   if (!f) throw notFound('formation');
@@ -131,35 +153,88 @@ export async function addBillet(
     if (!parent || parent.formation_id !== formationId) {
       throw invalid('reports_to must name a billet of the same formation', { reason: 'unknown_reports_to', field: 'reports_to' });
     }
-    const sub = isSubset(cap, parent.authority_cap);
-    if (!sub.ok) {
-      const details = { reason: 'over_authority', fields: sub.fields, reports_to: reportsTo, formation_id: formationId };
-      await iam.auditNow({ actor, action: 'billet.create', target: formationId, outcome: 'refused', details });
-      throw new ServiceError('invalid_request', `the billet's authority_cap exceeds its manager's on: ${sub.fields.join(', ')}`, {
-        details,
-      });
-    }
+    await assertWithinManager(ctx, actor, 'billet.create', formationId, cap, parent);
   }
   const at = core.clock.now();
   const billetId = newId('blt');
   return core.store.write(async (tx) => {
-    const position = await repo.countBillets(tx, formationId);
-    if (position >= 10_000) throw invalid('a formation holds at most 10000 billets', { reason: 'too_many_billets' });
+    const head = await repo.formationById(tx, formationId);
+    if (!head) throw notFound('formation');
+    if ((await repo.countBillets(tx, formationId, head.version)) >= MAX_BILLETS) {
+      throw invalid(`a formation holds at most ${MAX_BILLETS} billets`, { reason: 'too_many_billets' });
+    }
+    if (reportsTo !== null) {
+      // The manager as it is now (it may have changed since it was checked above).
+      const parent = await repo.billetById(tx, reportsTo);
+      if (parent?.formation_id !== formationId) {
+        throw invalid('reports_to must name a billet of the same formation', { reason: 'unknown_reports_to', field: 'reports_to' });
+      }
+      if (!isSubset(cap, parent.authority_cap).ok) throw overAuthority(formationId, cap, parent);
+    }
     const b: Billet = {
       billet_id: billetId,
       formation_id: formationId,
-      position,
+      position: await repo.nextBilletPosition(tx, formationId),
       role_label: input.role_label,
       required_skills: [...input.required_skills],
       reports_to: reportsTo,
       authority_cap: cap,
       created_at: at,
       created_by: actor,
+      updated_at: at,
+      updated_by: actor,
     };
-    await repo.insertBillet(tx, b);
-    await repo.touchFormation(tx, formationId, at);
-    await iam.audit(tx, { at, actor, action: 'billet.create', target: b.billet_id, outcome: 'ok', details: { formation_id: formationId } });
-    return b;
+    const version = head.version + 1;
+    await repo.insertBillet(tx, b, version);
+    await repo.insertFormationVersion(tx, formationId, bodyOf(head), {
+      version,
+      change_kind: 'billet_added',
+      change_billet: billetId,
+      created_at: at,
+      created_by: actor,
+    });
+    await iam.audit(tx, {
+      at,
+      actor,
+      action: 'billet.create',
+      target: b.billet_id,
+      outcome: 'ok',
+      details: { formation_id: formationId, version },
+    });
+    return { billet: b, version };
+  });
+}
+
+/** A formation holds at most this many billets in one version. */
+export const MAX_BILLETS = 10_000;
+
+/** The authored body of a formation (what a version stores). */
+export function bodyOf(f: Formation): FormationBody {
+  const { formation_id, version, created_at, created_by, updated_at, ...body } = f;
+  return body;
+}
+
+/** Refuses (400 over_authority, audited) a cap that is not inside its manager's. */
+export async function assertWithinManager(
+  ctx: TeamsContext,
+  actor: string,
+  action: string,
+  formationId: string,
+  cap: AuthorityEnvelope,
+  parent: Billet,
+): Promise<void> {
+  if (isSubset(cap, parent.authority_cap).ok) return;
+  const err = overAuthority(formationId, cap, parent);
+  await ctx.iam.auditNow({ actor, action, target: formationId, outcome: 'refused', details: { ...err.details } });
+  throw err;
+}
+
+/** 400 over_authority: `cap` is not inside the cap of `parent` (details.fields names where). */
+export function overAuthority(formationId: string, cap: AuthorityEnvelope, parent: Billet): ServiceError {
+  const sub = isSubset(cap, parent.authority_cap);
+  const fields = sub.ok ? [] : sub.fields;
+  return new ServiceError('invalid_request', `the billet's authority_cap exceeds its manager's on: ${fields.join(', ')}`, {
+    details: { reason: 'over_authority', fields, reports_to: parent.billet_id, formation_id: formationId },
   });
 }
 

@@ -9,28 +9,39 @@
 import type { Ai } from '../ai/ai.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
+import type { Lifecycle } from '../iam/lifecycle.ts';
 import type { CellModule } from '../module.ts';
 import type { Runs } from '../runs/api.ts';
 import type { Tools } from '../tools/tools.ts';
 import { createTeamsContext } from './context.ts';
+import { formationLifecycleRoutes } from './routes-formation-lifecycle.ts';
 import { formationRoutes } from './routes-formations.ts';
+import { resourceLifecycleRoutes } from './routes-resource-lifecycle.ts';
 import { resourceRoutes } from './routes-resources.ts';
 import { runRoutes } from './routes-runs.ts';
 import { startSweep, stopSweep } from './runs.ts';
 import { Teams } from './teams.ts';
+import { providerUsers } from './usage.ts';
 
 export interface TeamsModule extends CellModule {
   teams: Teams;
 }
 
-export async function createTeamsModule(core: CellCore, deps: { iam: Iam; ai: Ai; tools: Tools; runs: Runs }): Promise<TeamsModule> {
+export async function createTeamsModule(
+  core: CellCore,
+  deps: { iam: Iam; lifecycle: Lifecycle; ai: Ai; tools: Tools; runs: Runs },
+): Promise<TeamsModule> {
   const ctx = createTeamsContext(core, deps);
+  // A provider an agent names is not deleted under it.
+  deps.ai.onProviderUsers((db, providerId) => providerUsers(ctx, db, providerId));
   return {
     name: 'teams',
     teams: new Teams(ctx),
     routes(app) {
       resourceRoutes(app, ctx);
+      resourceLifecycleRoutes(app, ctx);
       formationRoutes(app, ctx);
+      formationLifecycleRoutes(app, ctx);
       runRoutes(app, ctx);
     },
     async start() {

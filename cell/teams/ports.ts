@@ -133,7 +133,7 @@ export function budgetPort(ctx: TeamsContext): BudgetPort {
     async hasLedger(agentId) {
       return (await getLedger(ctx, agentId)) !== undefined;
     },
-    reserve: (agentId, amount, ref) => reserveBudget(ctx, agentId, amount, ref),
+    reserve: (agentId, amount, ref, minimum) => reserveBudget(ctx, agentId, amount, ref, minimum),
     commit: (id, actual) => commitBudget(ctx, id, actual),
   };
 }

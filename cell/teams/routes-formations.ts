@@ -1,13 +1,13 @@
-/** Routes: formations, billets, the compiled graph, and crews. */
+/** Routes: formations, billets, the compiled graph, and crews (their changes, versions and deletes: routes-formation-lifecycle.ts). */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { authoritySchema } from '../../core/authority/schema.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
-import { checkFormationCompiles, compileFor } from './compile.ts';
+import { checkFormationCompiles, compileFor, inlineStageSkills } from './compile.ts';
 import type { TeamsContext } from './context.ts';
-import { createCrew } from './crews.ts';
+import { createCrew, crewGraphHash } from './crews.ts';
 import {
   POLICIES,
   addBillet,
@@ -22,56 +22,64 @@ import {
   listCrews,
   listFormations,
   type Crew,
+  type Formation,
 } from './formations.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
 const anyObject = z.record(z.string(), z.unknown());
-const idParam = (n: string) =>
+export const idParam = (n: string) =>
   z.object({
     [n]: z
       .string()
       .max(64)
       .openapi({ param: { name: n, in: 'path' } }),
   });
-const workspace = z
+export const workspace = z
   .string()
   .min(1)
   .max(100)
   .regex(/^[A-Za-z0-9._-]+$/);
 
+/** The fields of a formation as authored (create and PATCH share them). */
+export const formationFields = {
+  consensus_mode: z.enum(['majority', 'unanimity']),
+  limits: z
+    .object({
+      max_steps: z.number().int().min(1).max(100_000).optional(),
+      max_steps_per_seat: z.number().int().min(1).max(100_000).optional(),
+      max_tool_rounds: z.number().int().min(0).max(100).optional(),
+      default_max_tokens: z.number().int().min(1).max(1_000_000).optional(),
+    })
+    .strict()
+    .openapi({ description: 'Step limits per run and per seat, so no run loops forever' }),
+  topology: z.record(z.string().max(64), z.string().max(200)).openapi({ description: 'Labels the executing cell must carry (placement)' }),
+  pre: z.array(anyObject).max(32).openapi({
+    description:
+      'Stages before the team: gate, human_approval, transform, timer, conditional, tool, skill, map, loop. A skill stage may name `{ "skill": "skill:<name>" }`: the version stores the skill as it is now.',
+  }),
+  post: z.array(anyObject).max(32).openapi({ description: 'Stages after the team' }),
+  prompt: z.string().max(20_000).openapi({ description: 'Instruction given to every seat' }),
+  workspace_id: workspace,
+};
+
 const FormationIn = z
   .object({
     name: z.string().min(1).max(100),
     coordination_policy: z.enum(POLICIES).default('sequential'),
-    consensus_mode: z.enum(['majority', 'unanimity']).optional(),
-    limits: z
-      .object({
-        max_steps: z.number().int().min(1).max(100_000).optional(),
-        max_steps_per_seat: z.number().int().min(1).max(100_000).optional(),
-        max_tool_rounds: z.number().int().min(0).max(100).optional(),
-        default_max_tokens: z.number().int().min(1).max(1_000_000).optional(),
-      })
-      .strict()
-      .optional()
-      .openapi({ description: 'Step limits per run and per seat, so no run loops forever' }),
-    topology: z
-      .record(z.string().max(64), z.string().max(200))
-      .optional()
-      .openapi({ description: 'Labels the executing cell must carry (placement)' }),
-    pre: z
-      .array(anyObject)
-      .max(32)
-      .optional()
-      .openapi({ description: 'Stages before the team: gate, human_approval, transform, timer, conditional, tool, skill, map, loop' }),
-    post: z.array(anyObject).max(32).optional().openapi({ description: 'Stages after the team' }),
-    prompt: z.string().max(20_000).optional().openapi({ description: 'Instruction given to every seat' }),
-    workspace_id: workspace.optional(),
+    consensus_mode: formationFields.consensus_mode.optional(),
+    limits: formationFields.limits.optional(),
+    topology: formationFields.topology.optional(),
+    pre: formationFields.pre.optional(),
+    post: formationFields.post.optional(),
+    prompt: formationFields.prompt.optional(),
+    workspace_id: formationFields.workspace_id.optional(),
   })
   .strict()
   .openapi('CreateFormation');
-const FormationOut = z
+export const FormationOut = z
   .object({
     formation_id: z.string(),
+    version: z.number().int().openapi({ description: 'The latest version (every change makes a new one)' }),
     name: z.string(),
     coordination_policy: z.string(),
     created_at: z.string(),
@@ -81,24 +89,28 @@ const FormationOut = z
   .passthrough()
   .openapi('Formation');
 
+/** The fields of a billet as authored (create and PATCH share them). */
+export const billetFields = {
+  role_label: z.string().min(1).max(100),
+  required_skills: z.array(z.string().max(120)).max(64).openapi({ description: 'skill:<name> references' }),
+  reports_to: z.string().max(64).nullable().openapi({ description: 'A billet of the same formation; its cap must cover this one' }),
+  authority_cap: authoritySchema,
+};
+
 const BilletIn = z
   .object({
-    role_label: z.string().min(1).max(100),
-    required_skills: z.array(z.string().max(120)).max(64).openapi({ description: 'skill:<name> references' }),
-    reports_to: z
-      .string()
-      .max(64)
-      .nullable()
-      .optional()
-      .openapi({ description: 'A billet of the same formation; its cap must cover this one' }),
-    authority_cap: authoritySchema,
+    role_label: billetFields.role_label,
+    required_skills: billetFields.required_skills,
+    reports_to: billetFields.reports_to.optional(),
+    authority_cap: billetFields.authority_cap,
   })
   .strict()
   .openapi('CreateBillet');
-const BilletOut = z
+export const BilletOut = z
   .object({
     billet_id: z.string(),
     formation_id: z.string(),
+    formation_version: z.number().int().openapi({ description: 'The formation version this view is of (a write: the version it made)' }),
     position: z.number(),
     role_label: z.string(),
     required_skills: z.array(z.string()),
@@ -106,26 +118,30 @@ const BilletOut = z
     authority_cap: anyObject,
     created_at: z.string(),
     created_by: z.string(),
+    updated_at: z.string(),
+    updated_by: z.string(),
   })
   .openapi('Billet');
 
 const CrewIn = z
   .object({
     formation_id: z.string().max(64),
+    formation_version: z.number().int().min(1).optional().openapi({ description: "The version to pin (default the formation's latest)" }),
     assignments: z.record(z.string().max(64), z.string().max(64)).openapi({ description: 'billet_id -> agent_id, one for every billet' }),
     name: z.string().min(1).max(100).optional(),
     workspace_id: workspace.optional().openapi({ description: "Workspace of the crew's tools (default: the formation's, else 'default')" }),
   })
   .strict()
   .openapi('CreateCrew');
-const CrewOut = z
+export const CrewOut = z
   .object({
     crew_id: z.string(),
     formation_id: z.string(),
+    formation_version: z.number().int().openapi({ description: 'The formation version the crew runs (POST …/upgrade moves it)' }),
     name: z.string(),
     assignments: z.record(z.string(), z.string()),
     workspace_id: z.string(),
-    graph_hash: z.string(),
+    graph_hash: z.string().openapi({ description: "The crew's compiled graph hash now; `uncompilable` when it does not compile" }),
     created_at: z.string(),
     created_by: z.string(),
   })
@@ -134,6 +150,7 @@ const CrewOut = z
 const GraphOut = z
   .object({
     formation_id: z.string(),
+    formation_version: z.number().int(),
     crew_id: z.string().nullable(),
     graph_hash: z.string(),
     formation_hash: z.string(),
@@ -158,7 +175,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
     }),
     async (c) => {
       const body = c.req.valid('json');
-      const clean = JSON.parse(JSON.stringify(body)) as Parameters<typeof createFormation>[2];
+      const clean = await inlineStageSkills(ctx, JSON.parse(JSON.stringify(body)) as Parameters<typeof createFormation>[2]);
       const f = await createFormation(ctx, c.get('auth').principal.id, clean, (x) => checkFormationCompiles(ctx, x));
       return c.json(formationView(f) as z.infer<typeof FormationOut>, 201);
     },
@@ -209,14 +226,14 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
       path: `${P}/formations/{formation_id}/billets`,
       tags: ['Formations'],
       'x-status': 'Live',
-      summary: "Add a billet; a cap outside its manager's is rejected naming the fields",
+      summary: "Add a billet (a new formation version); a cap outside its manager's is rejected naming the fields",
       ...write,
       request: { params: idParam('formation_id'), body: jsonBody(BilletIn) },
       responses: { 201: json(BilletOut, 'The billet'), ...errorResponses(400, 401, 403, 404) },
     }),
     async (c) => {
-      const b = await addBillet(ctx, c.get('auth'), c.req.valid('param')['formation_id']!, c.req.valid('json'));
-      return c.json(billetView(b) as z.infer<typeof BilletOut>, 201);
+      const r = await addBillet(ctx, c.get('auth'), c.req.valid('param')['formation_id']!, c.req.valid('json'));
+      return c.json(billetView(r.billet, r.version) as z.infer<typeof BilletOut>, 201);
     },
   );
   app.openapi(
@@ -225,7 +242,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
       path: `${P}/formations/{formation_id}/billets`,
       tags: ['Formations'],
       'x-status': 'Live',
-      summary: "A formation's billets in order",
+      summary: "The billets of a formation's latest version, in order",
       ...read,
       request: { params: idParam('formation_id') },
       responses: {
@@ -235,8 +252,9 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
     }),
     async (c) => {
       const id = c.req.valid('param')['formation_id']!;
-      if (!(await getFormation(ctx, id))) throw notFound('formation');
-      return c.json({ billets: (await listBillets(ctx, id)).map(billetView) } as never, 200);
+      const f = await getFormation(ctx, id);
+      if (!f) throw notFound('formation');
+      return c.json({ billets: (await listBillets(ctx, f)).map((b) => billetView(b, f.version)) } as never, 200);
     },
   );
   app.openapi(
@@ -245,7 +263,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
       path: `${P}/formations/{formation_id}/billets/{billet_id}`,
       tags: ['Formations'],
       'x-status': 'Live',
-      summary: 'Get a billet',
+      summary: "Get a billet of the formation's latest version",
       ...read,
       request: {
         params: z.object({
@@ -264,8 +282,9 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
     async (c) => {
       const { formation_id, billet_id } = c.req.valid('param');
       const b = await getBillet(ctx, billet_id);
-      if (!b || b.formation_id !== formation_id) throw notFound('billet');
-      return c.json(billetView(b) as z.infer<typeof BilletOut>, 200);
+      const f = await getFormation(ctx, formation_id);
+      if (!b || !f || b.formation_id !== formation_id) throw notFound('billet');
+      return c.json(billetView(b, f.version) as z.infer<typeof BilletOut>, 200);
     },
   );
   app.openapi(
@@ -274,25 +293,30 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
       path: `${P}/formations/{formation_id}/graph`,
       tags: ['Formations'],
       'x-status': 'Live',
-      summary: 'The compiled execution graph and its hash, without running (optionally bound to a crew)',
+      summary:
+        "The compiled execution graph and its hash, without running: of the latest version, or `version`; bound to a crew's agents with `crew_id` (default version: the crew's), so a version can be tried before an upgrade",
       ...read,
-      request: { params: idParam('formation_id'), query: z.object({ crew_id: z.string().max(64).optional() }) },
+      request: {
+        params: idParam('formation_id'),
+        query: z.object({ crew_id: z.string().max(64).optional(), version: z.coerce.number().int().min(1).max(1_000_000_000).optional() }),
+      },
       responses: { 200: json(GraphOut, 'Graph and hash'), ...errorResponses(400, 401, 403, 404) },
     }),
     async (c) => {
       const id = c.req.valid('param')['formation_id']!;
-      const f = await getFormation(ctx, id);
-      if (!f) throw notFound('formation');
-      const crewId = c.req.valid('query').crew_id;
+      const { crew_id: crewId, version } = c.req.valid('query');
       let crew: Crew | undefined;
       if (crewId) {
         crew = await getCrew(ctx, crewId);
         if (!crew || crew.formation_id !== id) throw notFound('crew');
       }
-      const r = await compileFor(ctx, f, crew);
+      const f: Formation | undefined = await getFormation(ctx, id, version ?? crew?.formation_version);
+      if (!f) throw notFound(version === undefined ? 'formation' : 'formation version');
+      const r = await compileFor(ctx, f, crew ? { ...crew, formation_version: f.version } : undefined);
       return c.json(
         {
           formation_id: id,
+          formation_version: f.version,
           crew_id: crew?.crew_id ?? null,
           graph_hash: r.graphHash,
           formation_hash: r.formationHash,
@@ -309,15 +333,16 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
       path: `${P}/crews`,
       tags: ['Crews'],
       'x-status': 'Live',
-      summary: 'Instantiate a crew: an agent bound to every billet (the crew compiles, or is refused)',
+      summary:
+        "Instantiate a crew: an agent bound to every billet of the formation's latest version (or `formation_version`), which the crew pins; the crew compiles, or is refused",
       ...write,
       request: { body: jsonBody(CrewIn) },
       responses: { 201: json(CrewOut, 'The crew'), ...errorResponses(400, 401, 403, 404) },
     }),
     async (c) => {
       const body = c.req.valid('json');
-      const f = await getFormation(ctx, body.formation_id);
-      if (!f) throw notFound('formation');
+      const f = await getFormation(ctx, body.formation_id, body.formation_version);
+      if (!f) throw notFound(body.formation_version === undefined ? 'formation' : 'formation version');
       const { crew, graphHash } = await createCrew(ctx, c.get('auth'), f, body);
       return c.json({ ...crewView(crew), graph_hash: graphHash }, 201);
     },
@@ -358,16 +383,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
     async (c) => {
       const crew = await getCrew(ctx, c.req.valid('param')['crew_id']!);
       if (!crew) throw notFound('crew');
-      const f = await getFormation(ctx, crew.formation_id);
-      let graphHash = 'uncompilable';
-      if (f) {
-        try {
-          graphHash = (await compileFor(ctx, f, crew)).graphHash;
-        } catch {
-          graphHash = 'uncompilable';
-        }
-      }
-      return c.json({ ...crewView(crew), graph_hash: graphHash }, 200);
+      return c.json({ ...crewView(crew), graph_hash: (await crewGraphHash(ctx, crew)) ?? 'uncompilable' }, 200);
     },
   );
 }

@@ -24,7 +24,7 @@ import {
 } from './resources.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
-const name = z
+export const name = z
   .string()
   .min(1)
   .max(100)
@@ -33,7 +33,7 @@ const anyObject = z.record(z.string(), z.unknown());
 const Authority = authoritySchema;
 const listOf = <T extends z.ZodTypeAny>(key: string, item: T, id: string) =>
   z.object({ [key]: z.array(item), limit: z.number(), offset: z.number() }).openapi(id);
-const idParam = (n: string) =>
+export const idParam = (n: string) =>
   z.object({
     [n]: z
       .string()
@@ -41,7 +41,7 @@ const idParam = (n: string) =>
       .openapi({ param: { name: n, in: 'path' } }),
   });
 
-const SkillIn = z
+export const SkillIn = z
   .object({
     name: z
       .string()
@@ -55,7 +55,7 @@ const SkillIn = z
   })
   .strict()
   .openapi('CreateSkill');
-const SkillOut = z
+export const SkillOut = z
   .object({
     skill_id: z.string(),
     name: z.string(),
@@ -67,7 +67,7 @@ const SkillOut = z
   })
   .openapi('Skill');
 
-const BlueprintIn = z
+export const BlueprintIn = z
   .object({
     name,
     role_label: z.string().min(1).max(100),
@@ -88,7 +88,7 @@ const BlueprintIn = z
   })
   .strict()
   .openapi('CreateBlueprint');
-const BlueprintOut = z
+export const BlueprintOut = z
   .object({
     blueprint_id: z.string(),
     name: z.string(),
@@ -103,7 +103,7 @@ const BlueprintOut = z
   })
   .openapi('Blueprint');
 
-const AgentIn = z
+export const AgentIn = z
   .object({
     source: z.enum(['blueprint', 'scratch']).default('blueprint'),
     blueprint_id: z.string().max(64).optional(),
@@ -122,7 +122,7 @@ const AgentIn = z
   })
   .strict()
   .openapi('MintAgent');
-const AgentOut = z
+export const AgentOut = z
   .object({
     agent_id: z.string(),
     name: z.string(),
@@ -157,7 +157,7 @@ const LedgerOut = z
   })
   .openapi('BudgetLedger');
 
-const ContractIn = z
+export const ContractIn = z
   .object({
     name,
     description: z.string().max(2000).optional(),
@@ -180,7 +180,7 @@ const ContractIn = z
   })
   .strict()
   .openapi('CreateContract');
-const ContractOut = z
+export const ContractOut = z
   .object({
     contract_id: z.string(),
     name: z.string(),

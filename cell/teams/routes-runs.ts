@@ -1,13 +1,14 @@
-/** Routes: crew runs, their status, approvals and recovery; the operators' run list (investigate flag). */
+/** Routes: crew runs, their status, the graph each executed, approvals, cancel and recovery; the operators' run list (investigate flag). */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import { notFound } from '../../core/errors.ts';
+import { ServiceError, notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
 import { RUN_STATES, type Run, type RunState } from '../runs/runs.ts';
 import { assertSeatsWithinCaller, compileFor } from './compile.ts';
 import type { TeamsContext } from './context.ts';
 import { getCrew } from './formations.ts';
+import { executedGraph } from './run-graph.ts';
 import { decideApproval, flagOverdue, loadCrew, recoverRun, runView, startCrewRun } from './runs.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
@@ -47,6 +48,11 @@ const RunOut = z
     kind: z.string(),
     crew_id: z.string().nullable(),
     formation_id: z.string().nullable(),
+    formation_version: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: 'The formation version the run executes (null: a run from before versions)' }),
     workspace_id: z.string().nullable(),
     requester: z.string(),
     state: z.enum(RUN_STATES as [RunState, ...RunState[]]),
@@ -96,6 +102,17 @@ const ApprovalIn = z
   .openapi('ApprovalDecision');
 
 const RUN_ID = /^run_[0-9a-f]{20}$/;
+
+const RunGraphOut = z
+  .object({
+    run_id: z.string(),
+    crew_id: z.string(),
+    formation_id: z.string().nullable(),
+    formation_version: z.number().int(),
+    graph_hash: z.string(),
+    graph: z.record(z.string(), z.unknown()),
+  })
+  .openapi('CrewRunGraph');
 
 export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
   const { runs } = ctx;
@@ -262,6 +279,69 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
         body.decision,
         body.comment,
       );
+      return c.json(await view(run), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get',
+      path: `${P}/crews/{crew_id}/runs/{run_id}/graph`,
+      tags: ['Crews'],
+      'x-status': 'Live',
+      summary: 'The graph the run executed, with its formation version and hash (a new version of the formation does not change it)',
+      ...secured(PERMISSIONS.teamsRead),
+      request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }) },
+      responses: { 200: json(RunGraphOut, 'The graph'), ...errorResponses(400, 401, 403, 404) },
+    }),
+    async (c) => {
+      const { crew_id, run_id } = c.req.valid('param');
+      const run = await runs.getRun(run_id);
+      if (run?.kind !== 'crew' || run.crew_id !== crew_id || !run.graph_hash) throw notFound('run');
+      const g = await executedGraph(ctx, run);
+      if (!g) {
+        throw new ServiceError('not_found', 'the graph of this run was not kept and its crew no longer compiles to it', {
+          details: { reason: 'graph_not_kept', graph_hash: run.graph_hash },
+        });
+      }
+      const spec = (run.spec ?? {}) as { formation_id?: string };
+      return c.json(
+        {
+          run_id,
+          crew_id,
+          formation_id: spec.formation_id ?? null,
+          formation_version: g.formationVersion,
+          graph_hash: run.graph_hash,
+          graph: g.graph as Record<string, unknown>,
+        },
+        200,
+      );
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: `${P}/crews/{crew_id}/runs/{run_id}/cancel`,
+      tags: ['Crews'],
+      'x-status': 'Live',
+      summary: 'Cancel a crew run (idempotent: cancelling an ended run changes nothing and answers the run as it is)',
+      description:
+        'Aborts the model call or tool in flight, records `cancel_requested` and a `run_finished` with outcome cancelled, releases open budget reservations. The same cancel as `POST /jobs/runs/{run_id}/cancel`.',
+      ...secured(PERMISSIONS.teamsWrite),
+      request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }) },
+      responses: { 200: json(RunOut, 'The run after the cancel'), ...errorResponses(400, 401, 403, 404) },
+    }),
+    async (c) => {
+      const { crew_id, run_id } = c.req.valid('param');
+      const actor = c.get('auth').principal.id;
+      const before = await runs.getRun(run_id);
+      if (before?.kind !== 'crew' || before.crew_id !== crew_id) throw notFound('run');
+      const run = await runs.requestCancel(run_id, actor);
+      if (!run) throw notFound('run');
+      if (before.state !== run.state) {
+        await ctx.iam.auditNow({ actor, action: 'crew.run.cancel', target: run_id, outcome: 'ok', details: { from: before.state } });
+      }
       return c.json(await view(run), 200);
     },
   );

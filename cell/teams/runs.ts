@@ -7,9 +7,10 @@
  * Refusals before the first step are runs too: the run row is created, a
  * `refusal` journal record names the reason, the run ends `refused`, and the
  * caller gets 409 conflict with `details.reason` and `details.run_id`
- * (`no_budget_ledger`, `placement_unmet`). A resumed run whose graph hash
- * differs from the one it started with is refused the same way
- * (`graph_changed`).
+ * (`no_budget_ledger`, `placement_unmet`). A run pins the formation version
+ * and assignments of its crew and keeps the graph it executes (run-graph.ts);
+ * a resumed run whose graph hash differs from the one it started with is
+ * refused the same way (`graph_changed`, checkRunGraph).
  */
 import type { Graph } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
@@ -17,12 +18,13 @@ import { ServiceError, notFound } from '../../core/errors.ts';
 import { RunClosedError } from '../runs/journal.ts';
 import { isTerminal, type Run } from '../runs/runs.ts';
 import { agentActive, getLedger, releaseOpenReservations } from './agents.ts';
-import { compileFor, type Compiled } from './compile.ts';
+import { compileFor } from './compile.ts';
 import type { TeamsContext } from './context.ts';
-import { getCrew, getFormation, type Crew, type Formation } from './formations.ts';
-import { checkPlacement } from './placement.ts';
+import { crewFormation, getCrew, type Crew, type Formation } from './formations.ts';
+import { checkPlacement, placementFix, placementMessage } from './placement.ts';
 import { crewPorts } from './ports.ts';
 import * as repo from './repository.ts';
+import { checkRunGraph } from './run-graph.ts';
 import { iso } from './schema.ts';
 
 /** Default time budget of a crew run before it is flagged for investigation, ms. */
@@ -35,6 +37,10 @@ export interface CrewRunSpec {
   /** Cost budget (tokens across all seats): a run still in flight beyond it is flagged too. */
   max_tokens: number | null;
   formation_id: string;
+  /** The formation version the run executes (runs from before versions: absent, read as 1). */
+  formation_version?: number;
+  /** The crew's assignments when the run started (billet id -> agent id). */
+  assignments?: Record<string, string>;
 }
 
 /** What a crew run was asked to do (the spec column), as far as it can be read back. */
@@ -100,7 +106,7 @@ export async function settled(ctx: TeamsContext, runId: string): Promise<void> {
 export async function loadCrew(ctx: TeamsContext, crewId: string): Promise<{ crew: Crew; formation: Formation }> {
   const crew = await getCrew(ctx, crewId);
   if (!crew) throw notFound('crew');
-  const formation = await getFormation(ctx, crew.formation_id);
+  const formation = await crewFormation(ctx, crew);
   if (!formation) throw notFound('formation');
   return { crew, formation };
 }
@@ -166,6 +172,8 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
     max_duration_ms: body.max_duration_ms ?? DEFAULT_MAX_DURATION_MS,
     max_tokens: body.max_tokens ?? null,
     formation_id: formation.formation_id,
+    formation_version: formation.version,
+    assignments: crew.assignments,
   };
   const at = core.clock.now();
   const workspaceId = body.workspace_id ?? crew.workspace_id;
@@ -185,33 +193,37 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
       // Every claim of the run (a takeover included) enforces the graph's placement needs.
       placement: compiled.graph.placement,
     });
+    await repo.insertGraph(tx, compiled.graphHash, compiled.graph, at);
     await ctx.iam.audit(tx, {
       at,
       actor: requester,
       action: 'crew.run',
       target: id,
       outcome: 'ok',
-      details: { crew_id: crew.crew_id, graph_hash: compiled.graphHash },
+      details: { crew_id: crew.crew_id, formation_version: formation.version, graph_hash: compiled.graphHash },
     });
     return id;
   });
   await runs.appendJournal(runId, {
     step_id: 'run',
     kind: 'run_requested',
-    data: { crew_id: crew.crew_id, formation_id: formation.formation_id, formation_hash: compiled.formationHash, requester },
+    data: {
+      crew_id: crew.crew_id,
+      formation_id: formation.formation_id,
+      formation_version: formation.version,
+      formation_hash: compiled.formationHash,
+      requester,
+    },
   });
 
   const unmet = checkPlacement(compiled.graph.placement, core.config);
   // This cell does not qualify, a live peer of the group does: the peer executes the run.
   const peer = unmet.length ? (await runs.qualifyingMembers(compiled.graph.placement))[0] : undefined;
   if (unmet.length && !peer) {
-    await refuseRun(
-      ctx,
-      runId,
-      'placement_unmet',
-      `no cell meets the run's placement constraints: ${unmet.map((u) => u.constraint).join(', ')}`,
-      { unmet: unmet.map((u) => ({ ...u })) },
-    );
+    await refuseRun(ctx, runId, 'placement_unmet', placementMessage(unmet, core.config), {
+      unmet: unmet.map((u) => ({ ...u })),
+      fix: placementFix(unmet, core.config),
+    });
   }
   const agents = [...new Set(Object.values(crew.assignments))];
   const inactive: string[] = [];
@@ -243,36 +255,18 @@ export async function resumeRun(ctx: TeamsContext, runId: string, why: string): 
   const run = await runs.getRun(runId);
   if (run?.kind !== 'crew') throw notFound('run');
   if (isTerminal(run.state) || runs.isDriven(runId) || ctx.stopped) return run;
-  const { crew, formation } = await loadCrew(ctx, run.crew_id!);
-  let compiled: Compiled;
-  try {
-    compiled = await compileFor(ctx, formation, crew);
-  } catch (e) {
-    const detail = e instanceof ServiceError ? String(e.details?.['reason']) : 'compile_failed';
+  const check = await checkRunGraph(ctx, run);
+  if (!check.ok) {
     await ctx.iam.auditNow({
       actor: `system:cell:${ctx.core.config.cellId}`,
       action: 'crew.run.resume',
       target: runId,
       outcome: 'refused',
-      details: { reason: 'graph_changed', why, expected_graph_hash: run.graph_hash, detail },
+      details: { reason: check.reason, why, ...check.details },
     });
-    return refuseRun(ctx, runId, 'graph_changed', 'the formation no longer compiles; the run cannot resume', { why, detail });
+    return refuseRun(ctx, runId, check.reason, check.message, { ...check.details, why });
   }
-  if (compiled.graphHash !== run.graph_hash) {
-    await ctx.iam.auditNow({
-      actor: `system:cell:${ctx.core.config.cellId}`,
-      action: 'crew.run.resume',
-      target: runId,
-      outcome: 'refused',
-      details: { reason: 'graph_changed', why, expected_graph_hash: run.graph_hash, actual_graph_hash: compiled.graphHash },
-    });
-    return refuseRun(ctx, runId, 'graph_changed', 'the formation changed since the run started; it cannot resume', {
-      expected_graph_hash: run.graph_hash,
-      actual_graph_hash: compiled.graphHash,
-      why,
-    });
-  }
-  driveInBackground(ctx, run, compiled.graph, compiled.graphHash, crew, why === 'recover');
+  driveInBackground(ctx, run, check.graph, check.graphHash, check.crew, why === 'recover');
   return (await runs.getRun(runId)) ?? run;
 }
 
@@ -396,6 +390,7 @@ export async function runView(ctx: TeamsContext, r: Run) {
     kind: r.kind,
     crew_id: r.crew_id,
     formation_id: spec.formation_id ?? null,
+    formation_version: spec.formation_version ?? null,
     workspace_id: r.workspace_id,
     requester: r.requester,
     state: r.state,

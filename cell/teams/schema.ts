@@ -51,6 +51,33 @@ export const TEAMS_MIGRATIONS: readonly Migration[] = [
     sql: `CREATE TABLE team_contracts (contract_id TEXT PRIMARY KEY, name TEXT NOT NULL, body TEXT NOT NULL,
       created_at INTEGER NOT NULL, created_by TEXT NOT NULL)`,
   },
+  {
+    // Formations are versioned (docs/agent-teams.md "Versions"): every change of the formation
+    // or of a billet writes a new version; old versions stay as they were. A version's body is
+    // in team_formation_versions; a billet row is valid from version_from until version_to
+    // (exclusive; NULL = still current), so a change of one billet writes one row. Existing
+    // formations become version 1 with the billets they have, existing crews pin it, and
+    // team_billets (one row per billet, unversioned) goes. The head row of team_formations
+    // keeps the latest version's name and body. Every run of a crew stores the graph it
+    // executed (team_graphs, by graph hash: the runs of one crew share it).
+    id: 'teams-012-formation-versions',
+    sql: `ALTER TABLE team_formations ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+    CREATE TABLE team_formation_versions (formation_id TEXT NOT NULL, version INTEGER NOT NULL, body TEXT NOT NULL,
+      change_kind TEXT NOT NULL, change_billet TEXT, created_at INTEGER NOT NULL, created_by TEXT NOT NULL,
+      PRIMARY KEY (formation_id, version));
+    INSERT INTO team_formation_versions (formation_id, version, body, change_kind, change_billet, created_at, created_by)
+      SELECT formation_id, 1, body, 'migrated', NULL, updated_at, created_by FROM team_formations;
+    CREATE TABLE team_billet_versions (billet_id TEXT NOT NULL, formation_id TEXT NOT NULL, version_from INTEGER NOT NULL,
+      version_to INTEGER, position INTEGER NOT NULL, body TEXT NOT NULL, created_at INTEGER NOT NULL, created_by TEXT NOT NULL,
+      updated_at INTEGER NOT NULL, updated_by TEXT NOT NULL, PRIMARY KEY (billet_id, version_from));
+    CREATE INDEX team_billet_versions_formation ON team_billet_versions (formation_id, version_from);
+    INSERT INTO team_billet_versions (billet_id, formation_id, version_from, version_to, position, body, created_at, created_by, updated_at, updated_by)
+      SELECT billet_id, formation_id, 1, NULL, position, body, created_at, created_by, created_at, created_by FROM team_billets;
+    DROP TABLE team_billets;
+    ALTER TABLE team_crews ADD COLUMN formation_version INTEGER NOT NULL DEFAULT 1;
+    CREATE INDEX team_crews_formation ON team_crews (formation_id);
+    CREATE TABLE team_graphs (graph_hash TEXT PRIMARY KEY, graph TEXT NOT NULL, created_at INTEGER NOT NULL);`,
+  },
 ];
 
 /** The kinds of a skill (`team_skills.skill_kind`). */

@@ -11,12 +11,13 @@ import { getLedger, type Ledger } from './agents.ts';
 import type { TeamsContext } from './context.ts';
 import { crewByGraph } from './crew-graph.ts';
 import { loadCrewForExport, type CrewExport } from './export.ts';
-import { getCrew, getFormation, type Crew } from './formations.ts';
+import { crewFormation, getCrew, type Crew } from './formations.ts';
 import { assertSeatsWithinCaller, compileFor } from './compile.ts';
 import type { AuthContext } from '../context.ts';
 import { checkPlacement, type UnmetConstraint } from './placement.ts';
 import { crewPorts } from './ports.ts';
 import { settled, startCrewRun, type CrewRunInput } from './runs.ts';
+import type { CrewUsersHook } from './usage.ts';
 
 export class Teams {
   constructor(private readonly ctx: TeamsContext) {}
@@ -44,7 +45,7 @@ export class Teams {
   /** The crew's current compiled graph; undefined when the crew is gone or no longer compiles. */
   async crewGraph(crewId: string): Promise<{ crew: Crew; graph: Graph; graphHash: string } | undefined> {
     const crew = await getCrew(this.ctx, crewId);
-    const formation = crew ? await getFormation(this.ctx, crew.formation_id) : undefined;
+    const formation = crew ? await crewFormation(this.ctx, crew) : undefined;
     if (!crew || !formation) return undefined;
     try {
       const c = await compileFor(this.ctx, formation, crew);
@@ -77,6 +78,11 @@ export class Teams {
   /** An agent's budget ledger, or undefined. */
   ledger(agentId: string): Promise<Ledger | undefined> {
     return getLedger(this.ctx, agentId);
+  }
+
+  /** Registers another module's users of crews: a crew they name is not deleted, nor its graph changed under them (409 in_use). */
+  onCrewUsers(hook: CrewUsersHook): void {
+    this.ctx.crewUserHooks.push(hook);
   }
 
   /** Resolves when this process no longer drives the crew run (tests, shutdown). */

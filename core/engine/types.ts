@@ -317,12 +317,17 @@ export interface ApprovalsPort {
 export interface BudgetPort {
   /** True when a budget ledger is registered for the agent. Checked for every bound agent before the run's first step. */
   hasLedger(agentId: string): Promise<boolean>;
-  /** Reserves `amount` budget units before a model call. `ok: false` stops the agent with a refusal (budget_exceeded). */
+  /**
+   * Reserves budget units before a model call: `amount`, or (given `minimum`) as much as is left
+   * when that is at least `minimum` (core/engine/budget.ts grantTokens); `amount` in the answer is
+   * what was reserved (absent: all of it). `ok: false` stops the agent with a refusal (budget_exceeded).
+   */
   reserve(
     agentId: string,
     amount: number,
     ref: { run_id: string; step_id: string },
-  ): Promise<{ ok: true; reservation_id: string } | { ok: false; reason: string }>;
+    minimum?: number,
+  ): Promise<{ ok: true; reservation_id: string; amount?: number } | { ok: false; reason: string }>;
   /** Commits the actual usage of a reservation (0 when the call failed), releasing the rest. */
   commit(reservationId: string, actual: number): Promise<void>;
 }

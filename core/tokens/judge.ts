@@ -77,7 +77,8 @@ export interface TokenKeyInfo {
 export interface TokenJudgeConfig<S extends TokenSubject = TokenSubject> {
   keys: JWTVerifyGetKey;
   issuer: string;
-  audience: string;
+  /** The expected `aud`, or a test of it (a group of cells accepts the API of every member). */
+  audience: string | ((aud: string) => boolean);
   replay: ReplayCache;
   dpopWindow?: DpopWindow;
   cache?: VerifiedTokenCache;

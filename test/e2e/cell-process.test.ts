@@ -2,7 +2,11 @@
 // keeps the same cell and prints no key, and an acknowledged write survives SIGKILL.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { request } from 'undici';
 import { CELL_BIN, startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 
@@ -29,6 +33,50 @@ test('--help lists the commands', () => {
   const out = execFileSync(process.execPath, [CELL_BIN, '--help'], { encoding: 'utf8' });
   assert.match(out, /serve/);
   assert.match(out, /--port/);
+});
+
+test('serve --help prints the serve options and starts nothing', () => {
+  const out = execFileSync(process.execPath, [CELL_BIN, 'serve', '--help'], { encoding: 'utf8' });
+  assert.match(out, /^Usage: node dist\/cell\.mjs serve \[options\]/);
+  for (const flag of ['--port', '--data', '--store', '--rate-capacity', '--tls-cert']) assert.ok(out.includes(flag), flag);
+});
+
+test('a port in use: one line on stderr, exit code 1, no stack', async () => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  const port = (taken.address() as AddressInfo).port;
+  const dataDir = mkdtempSync(join(tmpdir(), 'cell-port-'));
+  try {
+    const r = spawnSync(process.execPath, [CELL_BIN, 'serve', '--port', String(port), '--data', dataDir], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    assert.equal(r.status, 1, r.stderr);
+    assert.equal(r.stderr, `error: port ${port} on 127.0.0.1 is already in use; pick another with --port\n`);
+    assert.doesNotMatch(r.stdout, /listening|bootstrap admin key \(shown once/);
+  } finally {
+    taken.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('a metrics port in use: one line naming --metrics-port, exit code 1, no banner', async () => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  const port = (taken.address() as AddressInfo).port;
+  const dataDir = mkdtempSync(join(tmpdir(), 'cell-mport-'));
+  try {
+    const r = spawnSync(process.execPath, [CELL_BIN, 'serve', '--port', '0', '--metrics-port', String(port), '--data', dataDir], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    assert.equal(r.status, 1, r.stderr);
+    assert.equal(r.stderr, `error: port ${port} on 127.0.0.1 is already in use; pick another with --metrics-port\n`);
+    assert.doesNotMatch(r.stdout, /listening on/);
+  } finally {
+    taken.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });
 
 test('first start prints the bootstrap key once; restart keeps data and prints none; SIGKILL loses no acknowledged write', async () => {

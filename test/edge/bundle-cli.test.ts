@@ -56,8 +56,8 @@ test('bundle keys and bundle trust from a stopped cell', {
         '--data',
         cell.dataDir,
         ...store,
-        '--device',
-        dev.kid,
+        // A kid is base64url and may begin with '-': the = form keeps it from being read as an option.
+        `--device=${dev.kid}`,
         '--out',
         join(out, 'keys.bundle'),
         '--ttl-seconds',

@@ -4,7 +4,11 @@
  * its committing transactions (NOTIFY is transactional: delivered at commit,
  * never for a rolled-back transaction). When the connection drops it is
  * re-established with backoff; notifications sent meanwhile are lost, so
- * after each reconnect `onGap` tells the store that anything may have changed.
+ * `onLost` tells the store the moment the loss is seen (its caches must stop
+ * trusting what they hold) and, after each reconnect, `onGap` that anything
+ * may have changed. A connection that died silently (a network cut, a
+ * half-open socket: no error, no end) is found by a probe, `SELECT 1` every
+ * `probeMs`, that must answer within `probeTimeoutMs`.
  */
 import pg from 'pg';
 
@@ -13,7 +17,12 @@ export interface ListenerOptions {
   channel: string;
   onPayload: (payload: string) => void;
   onGap: () => void;
+  /** The connection was lost: from now until `onGap`, other cells' changes are not heard. */
+  onLost: () => void;
   note: (msg: string) => void;
+  /** Liveness probe of the connection: interval and the answer's deadline (ms). Default 1000 and 2000. */
+  probeMs?: number;
+  probeTimeoutMs?: number;
   /** Reconnect delays: first, doubled up to max (ms). */
   minDelayMs?: number;
   maxDelayMs?: number;
@@ -24,6 +33,7 @@ export class ChangeListener {
   #connected = false;
   #closed = false;
   #timer: NodeJS.Timeout | undefined;
+  #probe: NodeJS.Timeout | undefined;
   #delay: number;
   readonly #opts: ListenerOptions;
   /** Times the connection was re-established after a loss. */
@@ -68,17 +78,49 @@ export class ChangeListener {
     this.#client = client;
     this.#connected = true;
     this.#delay = this.#opts.minDelayMs ?? 100;
+    this.#startProbe(client);
+  }
+
+  /** Asks the connection to answer now and then; no answer in time is a lost connection. */
+  #startProbe(client: pg.Client): void {
+    clearInterval(this.#probe);
+    let inFlight = false;
+    this.#probe = setInterval(() => {
+      if (this.#client !== client) return;
+      if (inFlight) return;
+      inFlight = true;
+      const deadline = setTimeout(() => this.#lost(client), this.#opts.probeTimeoutMs ?? 2000);
+      deadline.unref();
+      client.query('SELECT 1').then(
+        () => {
+          inFlight = false;
+          clearTimeout(deadline);
+        },
+        () => {
+          inFlight = false;
+          clearTimeout(deadline);
+          this.#lost(client);
+        },
+      );
+    }, this.#opts.probeMs ?? 1000);
+    this.#probe.unref();
   }
 
   #lost(client: pg.Client): void {
     if (this.#client !== client) return;
     this.#client = null;
+    clearInterval(this.#probe);
+    this.#probe = undefined;
     const was = this.#connected;
     this.#connected = false;
     client.removeAllListeners('end');
+    client.removeAllListeners('notification');
     client.end().catch(() => undefined);
     if (this.#closed) return;
-    if (was) this.#opts.note('store: lost the change-notification connection to PostgreSQL; reconnecting');
+    if (was) {
+      this.#opts.note('store: lost the change-notification connection to PostgreSQL; reconnecting');
+      this.#opts.onLost();
+    }
     this.#schedule();
   }
 
@@ -106,6 +148,8 @@ export class ChangeListener {
     this.#closed = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    clearInterval(this.#probe);
+    this.#probe = undefined;
     const c = this.#client;
     this.#client = null;
     this.#connected = false;

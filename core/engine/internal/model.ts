@@ -1,11 +1,13 @@
 /**
  * A model call by a seat's agent: seat ceiling, budget reserve before and
- * commit after, memoized so a recorded answer is never asked for again.
+ * commit after (reserving what is left when less than max_tokens is, down to
+ * a floor: ../budget.ts), memoized so a recorded answer is never asked for again.
  */
 import type { JsonObject } from '../../journal/record.ts';
 import type { RunContext } from './context.ts';
 import { isEngineRefusal } from '../refusal.ts';
 import { fail, refuse } from './stop.ts';
+import { grantTokens, tokenFloor } from '../budget.ts';
 import type { ChatMessage, ModelResponse, ToolCall, ToolDescriptor } from '../types.ts';
 
 function validResponse(r: unknown): ModelResponse | null {
@@ -49,15 +51,31 @@ export async function modelCall(
   const r = await ctx.memo(stepId, 'step', seatId, input, async () => {
     const model = ctx.ports.model;
     if (model === undefined) throw refuse('model_unavailable', { seat: seatId });
+    // Reserve min(max_tokens, what is left of the seat ceiling and of the ledger); refuse only below the floor.
+    const floor = tokenFloor(maxTokens);
     const ceiling = seat.authority.budget_ceiling;
     const spent = ctx.spent(seatId);
-    if (ceiling !== null && spent + maxTokens > ceiling) {
-      throw refuse('budget_ceiling_exceeded', { seat: seatId, agent_id: agentId, ceiling, spent, requested: maxTokens });
+    let want = maxTokens;
+    if (ceiling !== null) {
+      const granted = grantTokens(maxTokens, ceiling - spent, floor);
+      if (granted === null) {
+        throw refuse('budget_ceiling_exceeded', {
+          seat: seatId,
+          agent_id: agentId,
+          ceiling,
+          spent,
+          requested: maxTokens,
+          left: Math.max(0, ceiling - spent),
+          minimum: floor,
+        });
+      }
+      want = granted;
     }
     const budget = ctx.ports.budget;
     if (budget === undefined) throw refuse('no_budget_ledger', { agent_id: agentId, seat: seatId });
-    const res = await budget.reserve(agentId, maxTokens, { run_id: ctx.runId, step_id: stepId });
-    if (!res.ok) throw refuse('budget_exceeded', { agent_id: agentId, seat: seatId, ledger: res.reason });
+    const res = await budget.reserve(agentId, want, { run_id: ctx.runId, step_id: stepId }, floor);
+    if (!res.ok) throw refuse('budget_exceeded', { agent_id: agentId, seat: seatId, ledger: res.reason, requested: want, minimum: floor });
+    const reserved = res.amount ?? want;
     let raw: unknown;
     let attempt: JsonObject;
     try {
@@ -67,7 +85,7 @@ export async function modelCall(
       throw e;
     }
     try {
-      raw = await model.complete({ agent: { id: agentId, seat: seatId, model: seat.model }, messages, tools, max_tokens: maxTokens });
+      raw = await model.complete({ agent: { id: agentId, seat: seatId, model: seat.model }, messages, tools, max_tokens: reserved });
     } catch (e) {
       await budget.commit(res.reservation_id, 0);
       if (isEngineRefusal(e)) throw refuse(e.reason, { ...e.details, seat: seatId });
@@ -80,7 +98,7 @@ export async function modelCall(
     }
     const used = resp.usage.input_tokens + resp.usage.output_tokens;
     await budget.commit(res.reservation_id, used);
-    return { output: resp, data: { seat: seatId, agent_id: agentId, usage: used, ...attempt } };
+    return { output: resp, data: { seat: seatId, agent_id: agentId, usage: used, reserved, ...attempt } };
   });
   const resp = r.output as ModelResponse;
   ctx.addSpend(seatId, resp.usage.input_tokens + resp.usage.output_tokens);

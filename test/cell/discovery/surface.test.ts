@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { grants } from '../../../core/authority/scopes.ts';
 import { PUBLIC_API_PATHS } from '../../../cell/app.ts';
 import { isServedTag } from '../../../cell/discovery/allowlist.ts';
+import { ANY_AUTHENTICATED } from '../../../cell/http/openapi.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { checkResponse, isProtected, isPublic, operations, pathParams, schemaChecker, type Json, type Operation } from './_openapi.ts';
 
@@ -31,7 +32,11 @@ test('no route of the app creates or uploads a graph, and none attaches an MCP s
   const graphWrites = routes.filter((r) => WRITE_METHODS.has(r.method) && /graph/i.test(r.path));
   assert.deepEqual(graphWrites, [], 'no POST/PUT/PATCH to a path naming a graph');
   for (const r of routes.filter((x) => /graph/i.test(x.path))) {
-    assert.match(r.path, /\/formations\/:[^/]+\/graph$/, `${r.method} ${r.path}: the only graph path is GET .../formations/{id}/graph`);
+    assert.match(
+      r.path,
+      /\/formations\/:[^/]+\/graph$|\/crews\/:[^/]+\/runs\/:[^/]+\/graph$/,
+      `${r.method} ${r.path}: the only graph paths are GET .../formations/{id}/graph and GET .../crews/{id}/runs/{run_id}/graph`,
+    );
     assert.ok(r.method === 'GET' || r.method === 'HEAD', `${r.method} ${r.path}`);
   }
   const mcp = routes.filter((r) => /mcp/i.test(r.path));
@@ -130,7 +135,7 @@ test('publication grants no access: a key scoped to something else gets 403, no 
   const key = minted.body.secret as string;
   const checker = schemaChecker(doc);
   const targets = protectedGets()
-    .filter((o) => !grants([scope], o.op['x-required-permission']))
+    .filter((o) => o.op['x-required-permission'] !== ANY_AUTHENTICATED && !grants([scope], o.op['x-required-permission']))
     .slice(0, 4);
   assert.ok(targets.length >= 2, 'enough operations to probe');
   for (const o of targets) {

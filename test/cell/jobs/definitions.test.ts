@@ -208,6 +208,34 @@ test('scheduler: fires missed while down run once (catch_up once) or are skipped
   }
 });
 
+test('scheduler: a time fired late within the misfire grace fires as scheduled; later than it, catch_up applies; the lease ends at the next time', async () => {
+  const home = await place('jobs-grace-');
+  const clock = manualClock(T0);
+  const c = await boot(home, clock);
+  const key = ownerKey(c);
+  const req = client(() => c, key);
+  try {
+    const id = (await req('POST', DEFS, { name: 'g', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '* * * * *', catch_up: 'skip' }))
+      .body.schedule_id as string;
+    // 50 s late (a busy or paused process, a cell taking over from one that died): fired, not skipped.
+    clock.set(T0 + MIN + 50_000);
+    assert.equal(await c.modules.jobs.scheduler.tick(), 1);
+    assert.equal(await scheduledRuns(c, id), 1, 'fired although catch_up is skip');
+    assert.equal((await req('GET', `${DEFS}/${id}`)).body.next_fire_at, T0 + 2 * MIN, 'the next scheduled time follows');
+    // The lease never outlives the next scheduled time: another cell may fire it if this one dies.
+    const lease = (await c.core.store.get('SELECT lease_until FROM job_definitions WHERE schedule_id = ?', [id]))!;
+    assert.equal(Number(lease['lease_until']), T0 + 2 * MIN);
+    // Late by more than the grace: missed (no cell ran), so catch_up skip runs nothing and moves past now.
+    clock.set(T0 + 3 * MIN + 30_000);
+    assert.equal(await c.modules.jobs.scheduler.tick(), 0);
+    assert.equal(await scheduledRuns(c, id), 1);
+    assert.equal((await req('GET', `${DEFS}/${id}`)).body.next_fire_at, T0 + 4 * MIN);
+  } finally {
+    await c.stop();
+    await home.remove();
+  }
+});
+
 test('scheduler: a live lease held by another cell blocks the fire until it expires', async () => {
   const home = await place('jobs-lease-');
   const clock = manualClock(T0);

@@ -6,6 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { JobsContext } from '../../../cell/jobs/context.ts';
+import { CellMetrics } from '../../../cell/ops/metrics.ts';
 import { SandboxPool } from '../../../cell/jobs/sandbox/pool.ts';
 import { Scheduler } from '../../../cell/jobs/scheduler.ts';
 import type { Row, SqlValue, Store } from '../../../cell/store/types.ts';
@@ -45,9 +46,9 @@ test('re-arm: a read that completes after a newer one does not arm the timer', a
     pool: new SandboxPool(),
     inflight: new Set(),
     workspaceQueues: new Map(),
-    endpointBuckets: new Map(),
     wakeTimers: new Set(),
     stopped: false,
+    metrics: new CellMetrics(),
   };
   const s = new Scheduler(ctx);
   try {
@@ -62,7 +63,7 @@ test('re-arm: a read that completes after a newer one does not arm the timer', a
     assert.equal(s.armedFor, null);
     release();
     await stale;
-    assert.equal(reads, 2);
+    assert.equal(reads, 4, 'two re-arms, each reading the earliest fire and the oldest pending fire');
     assert.equal(s.armedFor, null, "the stale read (a deleted definition's time) does not re-arm the timer");
 
     // The latest re-arm does arm the timer (the nulls above are not a scheduler that never arms).

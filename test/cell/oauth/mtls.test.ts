@@ -148,6 +148,33 @@ after(async () => {
 
 const x5t = (p: Buffer) => createHash('sha256').update(new X509Certificate(p).raw).digest('base64url');
 
+test('with a client CA the metadata offers tls_client_auth, certificate-bound tokens and the mTLS endpoint aliases', async () => {
+  const m = await req('none', '/.well-known/oauth-authorization-server');
+  assert.equal(m.status, 200);
+  assert.equal(m.body.tls_client_certificate_bound_access_tokens, true);
+  for (const k of [
+    'token_endpoint_auth_methods_supported',
+    'introspection_endpoint_auth_methods_supported',
+    'revocation_endpoint_auth_methods_supported',
+  ])
+    assert.ok(m.body[k].includes('tls_client_auth'), k);
+  assert.deepEqual(m.body.mtls_endpoint_aliases, {
+    token_endpoint: m.body.token_endpoint,
+    device_authorization_endpoint: m.body.device_authorization_endpoint,
+    introspection_endpoint: m.body.introspection_endpoint,
+    revocation_endpoint: m.body.revocation_endpoint,
+  });
+  const doc = await req('none', '/api/public/v1/openapi.json');
+  for (const [path, key] of [
+    ['/oauth/token', 'token_endpoint_auth_methods_supported'],
+    ['/oauth/introspect', 'introspection_endpoint_auth_methods_supported'],
+    ['/oauth/revoke', 'revocation_endpoint_auth_methods_supported'],
+  ] as const) {
+    assert.deepEqual(doc.body.paths[path].post['x-client-authentication'], m.body[key], path);
+    assert.match(doc.body.paths[path].post.description, /`tls_client_auth` \(RFC 8705\)/, path);
+  }
+});
+
 test('tls_client_auth: the client certificate authenticates and binds the token (cnf x5t#S256)', async () => {
   const r = await req('robot', '/oauth/token', {
     method: 'POST',

@@ -110,7 +110,12 @@ export const SWEPT = [
   'POST /api/public/v1/admin/principals',
   'POST /api/public/v1/admin/principals/:id/archive',
   'POST /api/public/v1/admin/roles',
+  'PATCH /api/public/v1/admin/roles/:name',
+  'DELETE /api/public/v1/admin/roles/:name',
+  'PATCH /api/public/v1/admin/principals/:id',
   'POST /api/public/v1/admin/oauth/clients',
+  'POST /api/public/v1/admin/oauth/clients/:client_id/rotate',
+  'DELETE /api/public/v1/admin/oauth/clients/:client_id',
   'POST /api/public/v1/admin/sats',
   'POST /api/public/v1/admin/agent-teams/agents',
   'POST /api/public/v1/admin/agent-teams/blueprints',
@@ -118,8 +123,16 @@ export const SWEPT = [
   'POST /api/public/v1/admin/agent-teams/crews',
   'POST /api/public/v1/admin/jobs/runs',
   'POST /api/public/v1/admin/ai/model-providers',
+  'POST /api/public/v1/admin/secrets/:secret_id/rotate',
+  'DELETE /api/public/v1/admin/secrets/:secret_id',
   'POST /api/public/v1/admin/jobs/endpoints',
   'POST /api/public/v1/admin/jobs/definitions',
+  'PATCH /api/public/v1/admin/ai/model-providers/:provider_id',
+  'PATCH /api/public/v1/admin/agent-teams/blueprints/:blueprint_id',
+  'PATCH /api/public/v1/admin/agent-teams/agents/:agent_id',
+  'PATCH /api/public/v1/admin/agent-teams/formations/:formation_id/billets/:billet_id',
+  'PATCH /api/public/v1/admin/agent-teams/crews/:crew_id',
+  'POST /api/public/v1/admin/agent-teams/crews/:crew_id/upgrade',
 ];
 
 test('containment sweep: no route hands out or exercises more than its caller holds', async () => {
@@ -143,6 +156,10 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     ).billet_id as string;
     const wideAgent = (await ok(t, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'r', authority_template: wideEnv }))
       .agent_id as string;
+    const wideAgent2 = (await ok(t, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'r2', authority_template: wideEnv }))
+      .agent_id as string;
+    const wideBlueprint = (await ok(t, 'POST', `${T}/blueprints`, { name: 'wide-bp', role_label: 'r', authority_template: wideEnv }))
+      .blueprint_id as string;
     const bootKey = (await t.request('GET', `${A}/api-keys?limit=1`, { token: t.adminKey })).body.keys[0].key_id as string;
     let accepted = 0;
     let refused = 0;
@@ -204,6 +221,16 @@ test('containment sweep: no route hands out or exercises more than its caller ho
         }
         r = await call('POST', `${A}/roles`, { name: `made-role-${++seq}`, permissions: ask.perms });
         if (r.status === 201) assertWithin(caller, { permissions: r.body.permissions }, 'role.create');
+        // Changing or deleting a role someone else made: the caller must hold the old and the new permissions.
+        if (tg.permissions.length) {
+          const victim = `victim-${++seq}`;
+          await ok(t, 'POST', `${A}/roles`, { name: victim, permissions: tg.permissions });
+          r = await call('PATCH', `${A}/roles/${victim}`, { permissions: ask.perms });
+          if (r.status === 200) assertWithin(caller, { permissions: [...tg.permissions, ...r.body.permissions] }, 'role.update');
+          const now = r.status === 200 ? (r.body.permissions as string[]) : tg.permissions;
+          r = await call('DELETE', `${A}/roles/${victim}`);
+          if (r.status === 200) assertWithin(caller, { permissions: now }, 'role.delete');
+        }
 
         // OAuth clients and SATs.
         const subject = { self: me, owner: { id: ownerId, perms: ['*'], ceiling: UNBOUNDED as Ceiling }, target }[ask.subject];
@@ -217,6 +244,16 @@ test('containment sweep: no route hands out or exercises more than its caller ho
           assertWithin(caller, { permissions: r.body.scope }, 'client scope');
           const at = await form(t, '/oauth/token', { grant_type: 'client_credentials' }, basic(r.body.client_id, r.body.client_secret));
           if (at.status === 200) assertWithin(caller, { permissions: claimsOf(at.body.access_token).scope.split(' ') }, 'client token');
+        }
+        // Rotating (taking the secret of) or deleting a client the owner registered for the target:
+        // the caller must manage the target and hold the client's whole scope.
+        if (target.perms.length) {
+          const victim = await ok(t, 'POST', `${A}/oauth/clients`, { name: 'v', scope: target.perms, subject_id: target.id });
+          const held = { permissions: [...target.perms, ...(victim.scope as string[])], envelope: target.ceiling };
+          r = await call('POST', `${A}/oauth/clients/${victim.client_id}/rotate`);
+          if (r.status === 200) assertWithin(caller, held, 'client rotate');
+          r = await call('DELETE', `${A}/oauth/clients/${victim.client_id}`);
+          if (r.status === 200) assertWithin(caller, held, 'client delete');
         }
         r = await call('POST', `${A}/sats`, { scope: ask.perms.filter((p) => p !== '*') });
         if (r.status === 201) assertWithin(caller, { permissions: claimsOf(r.body.access_token).scope.split(' ') }, 'sat');
@@ -286,6 +323,17 @@ test('containment sweep: no route hands out or exercises more than its caller ho
         });
         if (r.status === 201) assertWithin(caller, { permissions: r.body.required_scopes }, 'endpoint');
 
+        // Setting another principal's roles: the caller manages it (all of its authority) and holds what it gives.
+        // Asking to fit: a principal within the caller, given only roles within the caller.
+        const rolePerms = (x: string) => [...(BUILTIN_ROLES[x] ?? [])];
+        const edited = ask.fit ? await principal(t, intersectSelectors(tg.permissions, caller.permissions), {}) : target;
+        const given = ask.fit ? ask.roles.filter((x) => contains(caller, { permissions: rolePerms(x) }).ok) : ask.roles;
+        r = await call('PATCH', `${A}/principals/${edited.id}`, { roles: given });
+        if (r.status === 200) {
+          assertWithin(caller, { permissions: edited.perms, envelope: edited.ceiling }, 'principal.update target');
+          assertWithin(caller, { permissions: normalize(given.flatMap(rolePerms)) }, 'principal.update roles');
+        }
+
         // A provider binding the owner's secret.
         r = await call('POST', `${A}/ai/model-providers`, {
           provider_type: 'openai-compatible',
@@ -294,6 +342,53 @@ test('containment sweep: no route hands out or exercises more than its caller ho
           api_key_secret_id: secret,
         });
         if (r.status === 201) assertWithin(caller, { permissions: ['secrets.use', 'ai.providers.write'] }, 'provider secret');
+        // Replacing or deleting the owner's secrets: the same right as binding them.
+        r = await call('POST', `${A}/secrets/${secret}/rotate`, { value: 'sk-y' });
+        if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'secrets.write'] }, 'secret rotate');
+        const spare = (await ok(t, 'POST', `${A}/secrets`, { name: 'spare', value: 'sk-z' })).secret_id as string;
+        r = await call('DELETE', `${A}/secrets/${spare}`);
+        if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'secrets.write'] }, 'secret delete');
+
+        // Changes: a provider rebound to the owner's secret; a blueprint, an agent and a billet given
+        // the asked authority; a wide blueprint and agent touched at all (the caller must hold what
+        // they hold); a crew rebound and upgraded (its seats recompiled).
+        const bare = await ok(t, 'POST', `${A}/ai/model-providers`, {
+          provider_type: 'openai-compatible',
+          default_model: 'm',
+          base_url: 'http://127.0.0.1:9/v1',
+        });
+        r = await call('PATCH', `${A}/ai/model-providers/${bare.provider_id}`, { api_key_secret_id: secret });
+        if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'ai.providers.write'] }, 'provider rebind');
+        const bp = (await ok(t, 'POST', `${T}/blueprints`, { name: `nb${++seq}`, role_label: 'x', authority_template: {} })).blueprint_id;
+        r = await call('PATCH', `${T}/blueprints/${bp}`, { authority_template: ask.env });
+        if (r.status === 200) assertWithin(caller, { envelope: r.body.authority_template }, 'blueprint.update');
+        r = await call('PATCH', `${T}/blueprints/${wideBlueprint}`, { role_label: `w${++seq}` });
+        if (r.status === 200) assertWithin(caller, { envelope: wideEnv as AuthorityEnvelope }, 'wide blueprint.update');
+        const na = (await ok(t, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'x', authority_template: {} })).agent_id;
+        r = await call('PATCH', `${T}/agents/${na}`, { authority_template: ask.env });
+        if (r.status === 200) {
+          const p = (await t.request('GET', `${A}/principals/${na}`, { token: t.adminKey })).body;
+          assertWithin(caller, { permissions: [...BUILTIN_ROLES['agent']!], envelope: p.authority }, 'agent.update');
+        }
+        r = await call('PATCH', `${T}/agents/${wideAgent}`, { role_label: `w${++seq}` });
+        if (r.status === 200) assertWithin(caller, { envelope: wideEnv as AuthorityEnvelope }, 'wide agent.update');
+        const nb = (
+          await ok(t, 'POST', `${T}/formations/${formation}/billets`, {
+            role_label: 'n',
+            required_skills: [],
+            reports_to: billet,
+            authority_cap: {},
+          })
+        ).billet_id;
+        r = await call('PATCH', `${T}/formations/${formation}/billets/${nb}`, { authority_cap: ask.env });
+        if (r.status === 200) assertWithin(caller, { envelope: r.body.authority_cap }, 'billet.update');
+        r = await call('PATCH', `${T}/crews/${crewId}`, { assignments: { [seat]: wideAgent2 } });
+        if (r.status === 200) assertWithin(caller, { envelope: seatEnv }, 'crew rebind');
+        const seat2 = (
+          await ok(t, 'POST', `${T}/formations/${crewFormation}/billets`, { role_label: 'r2', required_skills: [], authority_cap: ask.env })
+        ).billet_id;
+        r = await call('POST', `${T}/crews/${crewId}/upgrade`, { assignments: { [seat2]: wideAgent } });
+        if (r.status === 200) assertWithin(caller, { envelope: seatEnv }, 'crew upgrade');
       }),
       { numRuns: 40 },
     );
@@ -334,6 +429,24 @@ const NOT_AUTHORITY = new Map<string, string>([
   ['POST /api/public/v1/admin/edge/key-bundles', 'projects existing keys for a device; hands out nothing new'],
   ['POST /api/public/v1/admin/edge/crew-bundles', 'exports a crew as it was authorised'],
   ['POST /api/public/v1/admin/edge/journals', 'imports a record'],
+  ['DELETE /api/public/v1/admin/ai/model-providers/:provider_id', 'removes a provider (refused while an agent names it)'],
+  ['PATCH /api/public/v1/admin/agent-teams/skills/:skill_id', 'a skill carries no authority'],
+  ['DELETE /api/public/v1/admin/agent-teams/skills/:skill_id', 'a skill carries no authority'],
+  ['DELETE /api/public/v1/admin/agent-teams/blueprints/:blueprint_id', 'removes a template (refused while agents minted from it exist)'],
+  [
+    'DELETE /api/public/v1/admin/agent-teams/agents/:agent_id',
+    "lifecycle of the agent's principal: the archive check (the caller holds all of the agent's authority)",
+  ],
+  ['PATCH /api/public/v1/admin/agent-teams/contracts/:contract_id', 'a contract only narrows (a value gate)'],
+  ['DELETE /api/public/v1/admin/agent-teams/contracts/:contract_id', 'refused while anything names the contract'],
+  [
+    'PATCH /api/public/v1/admin/agent-teams/formations/:formation_id',
+    'formation fields carry no authority (billet caps do); crews take a new version only by upgrade, which is swept',
+  ],
+  ['DELETE /api/public/v1/admin/agent-teams/formations/:formation_id', 'removes a formation no crew uses'],
+  ['DELETE /api/public/v1/admin/agent-teams/formations/:formation_id/billets/:billet_id', 'removing a seat grants nothing'],
+  ['DELETE /api/public/v1/admin/agent-teams/crews/:crew_id', 'removes a crew no live run or definition uses'],
+  ['POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/cancel', 'stops a run'],
 ]);
 
 test('every state-changing admin route is either in the containment sweep or says why it hands out no authority', async () => {

@@ -93,8 +93,8 @@ test('minting an agent creates a principal; quota and caller authority gate it, 
   assert.equal(asAgent.status, 200, 'an agent principal owns a working key (role agent: catalog.read)');
   assert.equal((await get(`${T}/agents`, agentKey.body.secret)).status, 403);
 
-  // A caller with agent_teams.write but without iam.principals.write.
-  const role = await post(`${A}/roles`, { name: 'teamster', permissions: ['agent_teams'] });
+  // A caller with agent_teams.write but neither agent_teams.agents.write nor iam.principals.write.
+  const role = await post(`${A}/roles`, { name: 'teamster', permissions: ['agent_teams.read', 'agent_teams.write', 'catalog'] });
   assert.equal(role.status, 201, role.text);
   const user = await post(`${A}/principals`, { kind: 'service', name: 'teamster-svc', roles: ['teamster'] });
   assert.equal(user.status, 201, user.text);
@@ -103,6 +103,27 @@ test('minting an agent creates a principal; quota and caller authority gate it, 
   const refused = await post(`${T}/agents`, { source: 'blueprint', blueprint_id: bp }, key.body.secret);
   assert.equal(refused.status, 403);
   assert.equal(refused.body.details.reason, 'cannot_create_principal');
+  assert.equal(refused.body.details.required_permission, 'agent_teams.agents.write');
+
+  // The built-in operator role completes the agent-teams path: it mints agents (agent_teams.agents.write,
+  // through agent_teams) without the right to create other principals.
+  const op = await post(`${A}/principals`, {
+    kind: 'service',
+    name: 'op-svc',
+    roles: ['operator'],
+    authority: { allowed_tools: ['calc'], clearance_level: 1 },
+  });
+  assert.equal(op.status, 201, op.text);
+  const opKey = (await post(`${A}/api-keys`, { owner_id: op.body.id, name: 'op' })).body.secret;
+  const byOp = await post(`${T}/agents`, { source: 'blueprint', blueprint_id: bp }, opKey);
+  assert.equal(byOp.status, 201, byOp.text);
+  assert.equal((await post(`${A}/principals`, { kind: 'service', name: 'op-made' }, opKey)).status, 403, 'but no other principal');
+  await post(`${T}/agents/${byOp.body.agent_id}/budget-ledger`, { budget_limit: 10 }, opKey);
+  assert.equal(
+    (await t.request('DELETE', `${T}/agents/${byOp.body.agent_id}`, { token: opKey })).status,
+    200,
+    'and deletes the agent it minted',
+  );
 
   const b2 = await post(`${T}/agents`, { source: 'scratch', role_label: 'Critic', authority_template: { allowed_tools: ['clock.now'] } });
   assert.equal(b2.status, 201, b2.text);

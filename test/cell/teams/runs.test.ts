@@ -190,10 +190,24 @@ test('placement: a seat above the cell clearance or missing topology is refused 
   assert.equal(r.status, 409, r.text);
   assert.equal(r.body.details.reason, 'placement_unmet');
   assert.equal(r.body.details.unmet[0].constraint, 'clearance');
-  const topo = await team(api, 'sequential', [{ role: 'remote' }], { topology: { site: 'moon' } });
+  // The refusal names the fix: the flags of a cell that would run it.
+  assert.equal(r.body.details.unmet[0].fix, '--clearance 5');
+  assert.equal(r.body.details.fix, '--clearance 5');
+  assert.match(r.body.message, /clearance 5 \(this cell: 2\).*start a cell with --clearance 5/);
+  const topo = await team(api, 'sequential', [{ role: 'remote' }], { topology: { site: 'moon', zone: 'a' } });
   const r2 = await t.request('POST', `${T}/crews/${topo.crew}/runs`, { token: t.adminKey, body: { input: 'x' } });
   assert.equal(r2.status, 409);
-  assert.equal(r2.body.details.unmet[0].constraint, 'topology.site');
+  assert.deepEqual(
+    r2.body.details.unmet.map((u: { constraint: string; fix: string }) => [u.constraint, u.fix]),
+    [
+      ['topology.site', '--topology site=moon'],
+      ['topology.zone', '--topology zone=a'],
+    ],
+  );
+  // --topology replaces the cell's labels: the whole set it needs (this cell has site=hq).
+  assert.equal(r2.body.details.fix, '--topology site=moon,zone=a');
+  const run2 = await status(topo.crew, r2.body.details.run_id);
+  assert.equal(run2.error.details.fix, '--topology site=moon,zone=a');
 });
 
 test('over-authority billet: rejected at authoring, naming the fields', async () => {
@@ -243,19 +257,33 @@ test('graph endpoint: same hash on every call; a new billet changes it', async (
   assert.notEqual(g3.formation_hash, g1.formation_hash);
 });
 
-test('recover: refused when the formation changed since the run started', async () => {
+test('recover: a new formation version does not touch the run; a changed agent refuses it (graph_changed, both hashes)', async () => {
   ai.setResponder(() => ({ tool_calls: [{ name: 'kv__put', arguments: { key: 'x', value: 1 } }] }));
   const cap = { allowed_tools: ['kv.put'], permission_mode: 'ask', egress_allowlist: ['kv:*'] };
   const tm = await team(api, 'sequential', [{ role: 'waiter', cap }]);
   const r = await run(tm.crew, 'wait');
-  assert.equal((await status(tm.crew, r.run_id)).state, 'waiting');
+  const started = await status(tm.crew, r.run_id);
+  assert.equal(started.state, 'waiting');
+  const pinned = started.formation_version;
+  assert.equal(typeof pinned, 'number');
+  // A billet added after the run started makes a new version; the run (and its crew) keep theirs.
   await ok(api, 'POST', `${T}/formations/${tm.formation}/billets`, { role_label: 'late', required_skills: [], authority_cap: {} });
+  const again = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs/${r.run_id}/recover`);
+  assert.equal(again.formation_version, pinned);
+  const resumed = await status(tm.crew, r.run_id);
+  assert.equal(resumed.state, 'waiting', JSON.stringify(resumed.error));
+  // A change of the bound agent changes the graph the run pinned: it cannot resume.
+  await ok(api, 'PATCH', `${T}/agents/${tm.agents['waiter']}`, { system_prompt: 'ROLE:waiter, now different' });
   const rec = await t.request('POST', `${T}/crews/${tm.crew}/runs/${r.run_id}/recover`, { token: t.adminKey });
   assert.equal(rec.status, 409, rec.text);
   assert.equal(rec.body.details.reason, 'graph_changed');
+  assert.equal(rec.body.details.expected_graph_hash, started.graph_hash);
+  assert.match(rec.body.details.actual_graph_hash, /^sha256:[0-9a-f]{64}$/);
+  assert.notEqual(rec.body.details.actual_graph_hash, started.graph_hash);
   const s = await status(tm.crew, r.run_id);
   assert.equal(s.state, 'refused');
   assert.equal(s.error.reason, 'graph_changed');
+  assert.equal(s.error.details.expected_graph_hash, started.graph_hash);
 });
 
 test('runs still in flight after their time budget are flagged for investigation', async () => {

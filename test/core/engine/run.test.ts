@@ -57,8 +57,36 @@ test('exceeding the ledger or the billet budget_ceiling stops the agent with a r
   const { p: p2 } = await ports({ model: loopy.port, tools: t.port }, ['agt_a']);
   const r2 = await runGraph(g, 'go', p2, OPTS);
   assert.equal(r2.reason, 'budget_ceiling_exceeded');
-  assert.deepEqual(r2.details, { seat: 'a', agent_id: 'agt_a', ceiling: 120, spent: 30, requested: 100 });
-  assert.equal(loopy.calls.length, 2);
+  // Each call uses 15; a call reserves min(100, what is left) and is refused below the floor (64).
+  assert.deepEqual(r2.details, { seat: 'a', agent_id: 'agt_a', ceiling: 120, spent: 60, requested: 100, left: 60, minimum: 64 });
+  assert.deepEqual(
+    loopy.calls.map((c) => c.max_tokens),
+    [100, 100, 90, 75],
+  );
+});
+
+test('a seat whose ceiling is below max_tokens still calls its model, asking for what is left (floor: MIN_MODEL_TOKENS)', async () => {
+  const m = scriptedModel(() => answer('short'));
+  const g = graph([{ id: 'a', kind: 'agent', seat: 'a', config: {} }], [], [seat('a', {}, { budget_ceiling: 500 })]);
+  const b = budget(['agt_a']);
+  const { p } = await ports({ model: m.port, budget: b.port }, ['agt_a']);
+  const r = await runGraph(g, 'go', p, OPTS);
+  assert.equal(r.outcome, 'completed', JSON.stringify(r));
+  assert.equal(m.calls[0]!.max_tokens, 100, 'max_tokens below the ceiling: asked as is');
+  const small = graph([{ id: 'a', kind: 'agent', seat: 'a', config: { max_tokens: 1024 } }], [], [seat('a', {}, { budget_ceiling: 300 })]);
+  const m2 = scriptedModel(() => answer('short'));
+  const b2 = budget(['agt_a']);
+  const { p: p2 } = await ports({ model: m2.port, budget: b2.port }, ['agt_a']);
+  assert.equal((await runGraph(small, 'go', p2, OPTS)).outcome, 'completed');
+  assert.equal(m2.calls[0]!.max_tokens, 300, 'a ceiling of 300 under max_tokens 1024: the call asks for 300');
+  assert.deepEqual(b2.log, ['reserve agt_a 300', 'commit r0 15']);
+  const tiny = graph([{ id: 'a', kind: 'agent', seat: 'a', config: { max_tokens: 1024 } }], [], [seat('a', {}, { budget_ceiling: 63 })]);
+  const m3 = scriptedModel(() => answer('never'));
+  const { p: p3 } = await ports({ model: m3.port, budget: budget(['agt_a']).port }, ['agt_a']);
+  const r3 = await runGraph(tiny, 'go', p3, OPTS);
+  assert.equal(r3.reason, 'budget_ceiling_exceeded');
+  assert.equal(r3.details?.minimum, 64);
+  assert.equal(m3.calls.length, 0, 'below the floor the model is not called');
 });
 
 test('step limits per run and per seat', async () => {

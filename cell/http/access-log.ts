@@ -1,0 +1,69 @@
+/**
+ * The outermost middleware: times every request, counts it in the cell's
+ * metrics (route template, method, status; 429s by the gate that refused
+ * them) and writes one access-log line for it. The line names the request
+ * id (the `X-Request-Id` the answer carries), the route template (never the
+ * raw path: it may carry identifiers a log should not keep), the principal,
+ * the credential kind and the API key id behind the credential; never a
+ * secret, token or body.
+ */
+import type { Context, MiddlewareHandler } from 'hono';
+import { matchedRoutes } from 'hono/route';
+import { isServiceError } from '../../core/errors.ts';
+import type { AppEnv, Logger } from '../context.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
+import { parseTraceparent, type RequestTraces } from './trace.ts';
+
+/** The label of a request no route matched (unknown paths are not labels: they are unbounded). */
+export const UNMATCHED_ROUTE = '(unmatched)';
+
+export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: RequestTraces }): MiddlewareHandler<AppEnv> {
+  const { log, metrics, traces } = opts;
+  return async function accessLog(c, next) {
+    const start = performance.now();
+    const trace = parseTraceparent(c.req.header('traceparent'));
+    // Inside the caller's trace, everything this request starts (model calls, runs) can name it.
+    await (trace ? traces.run(trace, next) : next());
+    const seconds = (performance.now() - start) / 1000;
+    const route = routeTemplate(c);
+    const status = c.res.status;
+    metrics.request(route, c.req.method, status, seconds);
+    if (status === 429) metrics.rateLimitRefusals.inc({ gate: refusingGate(c.error) });
+    if (isServiceError(c.error) && (status < 500 || status === 503)) {
+      const reason = c.error.details?.['reason'];
+      metrics.refusals.inc({ code: c.error.code, reason: typeof reason === 'string' ? reason : '' });
+    }
+    if (log.enabled?.('info') === false) return;
+    const auth = c.get('auth') as AppEnv['Variables']['auth'] | undefined;
+    const root = auth?.credential.root;
+    log.info('request', {
+      time: new Date().toISOString(),
+      request_id: c.get('requestId') ?? null,
+      route,
+      method: c.req.method,
+      status,
+      duration_ms: Math.round(seconds * 1e6) / 1000,
+      principal_id: auth?.principal.id ?? null,
+      credential_kind: auth?.credential.type ?? null,
+      key_id: root?.startsWith('api_key:') ? root.slice('api_key:'.length) : null,
+      ...(trace ? { trace_id: trace.traceId } : {}),
+    });
+  };
+}
+
+/** The template of the route that answered (e.g. `/api/public/v1/admin/principals/:id`), or UNMATCHED_ROUTE. */
+export function routeTemplate(c: Context): string {
+  const routes = matchedRoutes(c);
+  // Middleware is mounted for every method (ALL); the route itself names its method.
+  for (let i = routes.length - 1; i >= 0; i--) {
+    const r = routes[i]!;
+    if (r.method !== 'ALL') return r.path;
+  }
+  return UNMATCHED_ROUTE;
+}
+
+/** Which gate refused a 429: its RateLimit-Policy header names it (`"gateway";q=…`). */
+function refusingGate(err: unknown): string {
+  const policy = isServiceError(err) ? err.headers?.['RateLimit-Policy'] : undefined;
+  return /^"([a-z_-]+)"/.exec(policy ?? '')?.[1] ?? 'other';
+}

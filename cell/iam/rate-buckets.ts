@@ -1,0 +1,45 @@
+/**
+ * The requests-per-minute buckets a group of cells shares, in the store: a
+ * key's `rate_limit_rpm` (and a published endpoint's) holds for the group,
+ * not for each cell. The gateway's one limiter (runtime/gateway.ts
+ * `CredentialLimits`) takes from them; the rule is core's `takeToken`.
+ *
+ * One take is one write transaction: read the bucket, apply the rule, write
+ * it back (SERIALIZABLE on PostgreSQL, so two cells taking from one bucket at
+ * once are ordered: the loser runs again on the winner's bucket). It notifies
+ * no other cell (no cell caches the table). Only requests of a credential
+ * that has an rpm pay it. A row whose bucket has refilled completely carries
+ * nothing (a missing row is a full bucket): each cell prunes rows untouched
+ * for longer than the longest refill (capacity / refill = 60 s). A store that
+ * cannot take the write refuses the request (fail closed).
+ *
+ * The per-client-IP gateway bucket stays in each cell's memory
+ * (docs/configuration.md, "Rate limits").
+ */
+import { takeToken, type TakeResult } from '../../core/ratelimit.ts';
+import type { SharedBuckets } from '../../runtime/gateway.ts';
+import type { CellCore } from '../context.ts';
+import * as repo from './repository.ts';
+
+/** A bucket refills completely within a minute (capacity rpm, refill rpm/60 per second); a second of margin. */
+const FULL_AFTER_MS = 61_000;
+
+export class StoreBuckets implements SharedBuckets {
+  constructor(private readonly core: Pick<CellCore, 'store'>) {}
+
+  take(key: string, capacity: number, refillPerMs: number, now: number): Promise<TakeResult> {
+    return this.core.store.write(
+      async (tx) => {
+        const { bucket, result } = takeToken(await repo.rateBucket(tx, key), capacity, refillPerMs, now);
+        await repo.putRateBucket(tx, key, bucket);
+        return result;
+      },
+      { notify: false },
+    );
+  }
+
+  /** Drops buckets that have refilled completely by `now`; returns how many. */
+  prune(now: number): Promise<number> {
+    return this.core.store.write((tx) => repo.pruneRateBuckets(tx, now - FULL_AFTER_MS), { notify: false });
+  }
+}

@@ -1,0 +1,38 @@
+/**
+ * The DPoP replay cache of a group of cells (RFC 9449 §11.1): a proof's `jti`
+ * (with its key's thumbprint) is recorded in the store until the proof could
+ * no longer pass the freshness check, so a proof replayed on another cell of
+ * the group is refused as it is on the cell that saw it first.
+ *
+ * One insert per DPoP request (`INSERT … ON CONFLICT DO UPDATE … WHERE
+ * expired`: the row count says whether the proof is new), in a transaction
+ * that notifies no other cell (no cell caches the table). A replay to the
+ * cell that saw the proof is refused by an in-memory cache first, with no
+ * round trip. Records are pruned every minute by each cell. The key is
+ * stored as its SHA-256 (the `jti` is the client's choice, of any length).
+ * A store that cannot take the write refuses the request (fail closed).
+ *
+ * Only the PostgreSQL engine needs it: an embedded store is one cell, and
+ * keeps core's in-memory cache (cell/oauth/module.ts chooses).
+ */
+import { createHash } from 'node:crypto';
+import { MemoryReplayCache, type ReplayCache } from '../../core/tokens/replay.ts';
+import type { CellCore } from '../context.ts';
+import * as repo from './repository.ts';
+
+export class GroupReplayCache implements ReplayCache {
+  readonly #local = new MemoryReplayCache();
+
+  constructor(private readonly core: Pick<CellCore, 'store'>) {}
+
+  async remember(key: string, expiresAt: number, now: number): Promise<boolean> {
+    if (!this.#local.remember(key, expiresAt, now)) return false;
+    const hashed = createHash('sha256').update(key, 'utf8').digest('hex');
+    return this.core.store.write((tx) => repo.rememberProof(tx, hashed, expiresAt, now), { notify: false });
+  }
+
+  /** Drops the group's records that can no longer matter; returns how many. */
+  prune(now: number): Promise<number> {
+    return this.core.store.write((tx) => repo.pruneProofs(tx, now), { notify: false });
+  }
+}

@@ -1,0 +1,46 @@
+/**
+ * Operations: health (`/healthz`, `/readyz`) and metrics (`--metrics-port`).
+ * Mounted last (cell/server.ts), so its start runs once every other module
+ * started (then the cell is ready) and its stop runs first (then `/readyz`
+ * says `stopping` while the rest shuts down).
+ */
+import type { CellCore } from '../context.ts';
+import type { CellModule } from '../module.ts';
+import { mountHealth } from './health.ts';
+import type { CellMetrics } from './metrics.ts';
+import { serveMetrics, type MetricsServer } from './metrics-server.ts';
+
+export interface Ops {
+  /** The loopback URL metrics are served on, once started with a metrics port; null otherwise. */
+  metricsUrl(): string | null;
+  /** The metrics as a scrape reads them (the text exposition format), served or not. */
+  exposition(): Promise<string>;
+}
+
+export function createOpsModule(core: CellCore, deps: { metrics: CellMetrics }): CellModule & { ops: Ops } {
+  let phase: 'starting' | 'ok' | 'stopping' = 'starting';
+  let server: MetricsServer | null = null;
+  return {
+    name: 'ops',
+    ops: { metricsUrl: () => server?.url ?? null, exposition: () => deps.metrics.expose() },
+    routes(app) {
+      mountHealth(app, {
+        store: core.store,
+        modules: () => phase,
+        observed: (ready) => deps.metrics.ready.set(ready ? 1 : 0),
+      });
+    },
+    async start() {
+      if (core.config.metricsPort !== null) {
+        deps.metrics.collectProcessMetrics();
+        server = await serveMetrics(deps.metrics, core.config.metricsPort);
+      }
+      phase = 'ok';
+    },
+    async stop() {
+      phase = 'stopping';
+      await server?.close();
+      server = null;
+    },
+  };
+}
