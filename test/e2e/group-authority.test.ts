@@ -352,7 +352,7 @@ describe('cells started at once on an empty store', { skip, timeout: 120_000 }, 
   test('make one owner: one key printed and kept, valid on every cell; one issuer', async () => {
     const db = await pgDatabase();
     try {
-      procs.push(...(await Promise.all([0, 1, 2].map(() => startCellProcess({ args: ['--store', db.url] })))));
+      procs.push(...(await Promise.all([0, 1, 2].map(() => startCellProcess({ args: ['--store', db.url, '--posture', 'multi-cell'] })))));
       // The banner with the key is written in the same chunk as "listening on".
       const printed = procs.filter((p) => /bootstrap admin key \(shown once/.test(p.output()));
       assert.equal(printed.length, 1, procs.map((p) => p.output()).join('\n---\n'));
