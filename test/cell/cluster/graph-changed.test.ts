@@ -45,7 +45,8 @@ test('a peer refuses to take over a run whose formation changed: graph_changed, 
     await a.running.stop();
     release();
     const apiB: Api = { request: b.request, token: a.adminKey };
-    await ok(apiB, 'POST', `${T}/formations/${tm.formation}/billets`, { role_label: 'late', required_skills: [], authority_cap: {} });
+    // A new formation version would not touch the run (it pinned its own); a change of an agent it binds does.
+    await ok(apiB, 'PATCH', `${T}/agents/${tm.agents['c1']}`, { system_prompt: 'ROLE:c1, now different' });
     await b.modules.cluster.cluster.tick();
     const deadline = Date.now() + 10_000;
     let s: any;
