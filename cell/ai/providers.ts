@@ -5,6 +5,7 @@
  * not use a provider its posture now forbids (fail-closed).
  */
 import { ServiceError, invalid, notFound } from '../../core/errors.ts';
+import { isoTime } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { Posture } from '../config.ts';
 import type { AuthContext, CellCore } from '../context.ts';
@@ -145,7 +146,7 @@ export function providerView(posture: Posture, p: Provider) {
     max_retries: p.max_retries,
     stream: p.stream,
     posture: { posture, allowed: d.allowed, rule: d.rule },
-    created_at: new Date(p.created_at).toISOString(),
+    created_at: isoTime(p.created_at),
     created_by: p.created_by,
     updated_at: new Date(p.updated_at).toISOString(),
     secret_bound_by: p.api_key_secret_id === null ? null : p.bound_by,

@@ -228,3 +228,8 @@ export async function listProviders(db: Reader, limit: number, offset: number): 
     await db.all(`SELECT ${PROVIDER_COLUMNS} FROM ai_providers ORDER BY created_at, provider_id LIMIT ? OFFSET ?`, [limit, offset])
   ).map(decodeProvider);
 }
+
+/** How many providers listProviders pages through. */
+export async function countProviders(db: Reader): Promise<number> {
+  return count(await db.get('SELECT COUNT(*) AS n FROM ai_providers'));
+}

@@ -6,12 +6,13 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { isoTime } from '../../core/iso-time.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, slicePage } from '../http/openapi.ts';
 import type { Tools } from '../tools/tools.ts';
 import type { Ai } from './ai.ts';
 import { PROVIDER_TYPES } from './posture.ts';
 import { providerView, registerProvider, type AiContext } from './providers.ts';
-import { insertSecret } from './repository.ts';
+import { countProviders, insertSecret } from './repository.ts';
 import { prepareSecret } from './secrets.ts';
 import { assertKeyMatchesTx, prepareKeyCheck } from './secrets-key.ts';
 
@@ -30,7 +31,7 @@ const CreateSecret = z
   .strict()
   .openapi('CreateSecret');
 
-const SecretCreated = z.object({ secret_id: z.string(), name: z.string(), created_at: z.string() }).openapi('SecretCreated');
+const SecretCreated = z.object({ secret_id: z.string(), name: z.string(), created_at: IsoTime }).openapi('SecretCreated');
 
 export const CreateProvider = z
   .object({
@@ -74,7 +75,7 @@ export const ProviderView = z
     max_retries: z.number(),
     stream: z.boolean(),
     posture: z.object({ posture: z.string(), allowed: z.boolean(), rule: z.string() }),
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string(),
     updated_at: z.string(),
     secret_bound_by: z.string().nullable().openapi({
@@ -144,7 +145,7 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext, ai: Ai, tools
           details: { name: body.name },
         });
       });
-      return c.json({ secret_id: secretId, name: body.name, created_at: new Date(at).toISOString() }, 201);
+      return c.json({ secret_id: secretId, name: body.name, created_at: isoTime(at) }, 201);
     },
   );
 
@@ -177,19 +178,14 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext, ai: Ai, tools
       ...secured(PERMISSIONS.providersRead),
       request: { query: pageQuery(100, 1000) },
       responses: {
-        200: json(
-          z.object({ providers: z.array(ProviderView), limit: z.number(), offset: z.number() }).openapi('ModelProviderList'),
-          'Providers',
-        ),
+        200: json(listSchema('providers', ProviderView, 'ModelProviderList'), 'Providers'),
         ...errorResponses(400, 401, 403),
       },
     }),
     async (c) => {
-      const { limit, offset } = c.req.valid('query');
-      return c.json(
-        { providers: (await ai.providers(limit, offset)).map((p) => providerView(core.config.posture, p)), limit, offset },
-        200,
-      );
+      const q = c.req.valid('query');
+      const providers = (await ai.providers(q.limit, q.offset)).map((p) => providerView(core.config.posture, p));
+      return c.json({ providers, ...pageOf(q, await countProviders(core.store)) }, 200);
     },
   );
 
@@ -219,12 +215,17 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext, ai: Ai, tools
       'x-status': 'Live',
       summary: 'Agent runtimes this cell can run',
       ...secured(PERMISSIONS.providersRead),
+      request: { query: pageQuery(100, 1000) },
       responses: {
-        200: json(z.object({ runtimes: z.array(Runtime) }).openapi('AgentRuntimeList'), 'Runtimes'),
-        ...errorResponses(401, 403),
+        200: json(listSchema('runtimes', Runtime, 'AgentRuntimeList'), 'Runtimes'),
+        ...errorResponses(400, 401, 403),
       },
     }),
-    (c) => c.json({ runtimes: ai.runtimes() }, 200),
+    (c) => {
+      const q = c.req.valid('query');
+      const { items, total } = slicePage(ai.runtimes(), q);
+      return c.json({ runtimes: items, ...pageOf(q, total) }, 200);
+    },
   );
 
   app.openapi(
@@ -235,9 +236,19 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext, ai: Ai, tools
       'x-status': 'Live',
       summary: 'The governed tool catalog',
       ...secured(PERMISSIONS.catalogRead),
-      responses: { 200: json(z.object({ tools: z.array(Tool) }).openapi('ToolRegistry'), 'Tools'), ...errorResponses(401, 403) },
+      request: { query: pageQuery(100, 1000) },
+      responses: { 200: json(listSchema('tools', Tool, 'ToolRegistry'), 'Tools'), ...errorResponses(400, 401, 403) },
     }),
-    // The catalog is static: the same bytes as c.json would write, serialised once.
-    (c) => c.body(tools.registryJson(), 200, { 'content-type': 'application/json' }) as never,
+    (c) => {
+      const q = c.req.valid('query');
+      const all = tools.registry();
+      // The catalog is static: a page that holds all of it splices the JSON serialised once.
+      if (q.offset === 0 && q.limit >= all.length)
+        return c.body(`{"tools":${tools.registryJson()},"limit":${q.limit},"offset":0,"total":${all.length}}`, 200, {
+          'content-type': 'application/json',
+        }) as never;
+      const { items, total } = slicePage(all, q);
+      return c.json({ tools: items, ...pageOf(q, total) }, 200);
+    },
   );
 }

@@ -15,6 +15,7 @@
  */
 import { z } from '@hono/zod-openapi';
 import type { ZodType } from 'zod';
+import { parseIsoTime } from '../../core/iso-time.ts';
 import { requires } from './authorize.ts';
 
 export const ErrorEnvelopeSchema = z
@@ -106,16 +107,99 @@ export function authenticatedOnly() {
   };
 }
 
-/** Shared pagination query: limit and offset with per-endpoint defaults and ceilings. */
+
+// ---- paging: every list takes `limit` and `offset` and says how many there are in all (`total`).
+//
+// A list keeps its own shape (the spec has no common wrapper): its array under its own key, beside
+// the paging fields. Declare the query with `pageQuery`, the answer with `listSchema` (or spread
+// `pageFields` into a schema of your own), and answer with `pageOf`:
+//
+//   request: { query: pageQuery(100, 1000) },
+//   responses: { 200: json(listSchema('skills', SkillOut, 'SkillList'), 'Skills') },
+//   ...
+//   const q = c.req.valid('query');
+//   const { items, total } = await listSkills(ctx, q);   // repository: one page + COUNT(*)
+//   return c.json({ skills: items.map(skillView), ...pageOf(q, total) }, 200);
+//
+// A list that lives in memory (built-ins, a catalog) pages with `slicePage`.
+
+/** The paging part of a list request, as `pageQuery` validated it. */
+export interface Page {
+  limit: number;
+  offset: number;
+}
+
+/** Largest `offset` accepted (beyond it a page is empty anyway). */
+export const MAX_OFFSET = 1_000_000_000;
+
+/**
+ * A non-negative decimal integer from a query string: digits only, so `0x10`, `1e3`, `1.5`, ` 5`
+ * and an empty value are 400 rather than silently read as some number.
+ */
+function queryInteger(min: number, max: number) {
+  return z.preprocess(
+    (v) => (typeof v === 'string' && /^[0-9]{1,16}$/.test(v) ? Number(v) : v),
+    z.number({ error: 'must be a decimal integer' }).int().min(min).max(max),
+  );
+}
+
+/**
+ * Shared pagination query: `limit` (1 to `maxLimit`, default `defaultLimit`) and `offset` (from 0,
+ * default 0). Any other value is 400 `invalid_request` (details.issues names the parameter).
+ */
 export function pageQuery(defaultLimit: number, maxLimit: number) {
+  if (!(Number.isInteger(defaultLimit) && Number.isInteger(maxLimit) && defaultLimit >= 1 && defaultLimit <= maxLimit))
+    throw new TypeError('pageQuery: need 1 <= defaultLimit <= maxLimit');
   return z.object({
-    limit: z.coerce
-      .number()
-      .int()
-      .min(1)
-      .max(maxLimit)
+    limit: queryInteger(1, maxLimit)
       .default(defaultLimit)
-      .openapi({ description: `Items per page, 1 to ${maxLimit}`, example: defaultLimit }),
-    offset: z.coerce.number().int().min(0).max(1_000_000_000).default(0).openapi({ description: 'Items to skip' }),
+      .openapi({ description: `Items per page: 1 to ${maxLimit}, default ${defaultLimit}`, example: defaultLimit }),
+    offset: queryInteger(0, MAX_OFFSET).default(0).openapi({ description: 'Items to skip from the start of the list, default 0' }),
   });
+}
+
+/** The paging fields of every list answer, beside its own array. */
+export const pageFields = {
+  limit: z.number().int().openapi({ description: 'The limit this page was read with' }),
+  offset: z.number().int().openapi({ description: 'The offset this page was read with' }),
+  total: z.number().int().openapi({ description: 'How many items the whole list holds (with the same filters)' }),
+};
+
+/** A list answer's schema: `{ [key]: item[], limit, offset, total }`, registered as `name`. */
+export function listSchema<K extends string, T extends ZodType>(key: K, item: T, name: string) {
+  return z.object({ [key]: z.array(item), ...pageFields } as { [P in K]: z.ZodArray<T> } & typeof pageFields).openapi(name);
+}
+
+/** The paging fields of one answer. */
+export function pageOf(q: Page, total: number): { limit: number; offset: number; total: number } {
+  return { limit: q.limit, offset: q.offset, total };
+}
+
+/** One page of a list held in memory, and its total. */
+export function slicePage<T>(all: readonly T[], q: Page): { items: T[]; total: number } {
+  return { items: all.slice(q.offset, q.offset + q.limit), total: all.length };
+}
+
+// ---- times: every timestamp in an answer is ISO 8601 UTC (core/iso-time.ts converts, in the views).
+
+/** A timestamp in an answer: `isoTime(ms)` from core/iso-time.ts. `.nullable()` for one that may not have happened. */
+export const IsoTime = z.string().openapi({ format: 'date-time', description: 'ISO 8601 UTC', example: '2026-01-01T00:00:00.000Z' });
+
+/**
+ * A query parameter that takes a time: an RFC 3339 date-time (`2026-01-01T00:00:00Z`, offsets
+ * allowed), read as epoch milliseconds; anything else (epoch numbers included) is 400.
+ */
+export function isoTimeQuery(description: string) {
+  return z
+    .string()
+    .max(40)
+    .transform((s, ctx) => {
+      const ms = parseIsoTime(s);
+      if (ms === null) {
+        ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 date-time, e.g. 2026-01-01T00:00:00Z' });
+        return z.NEVER;
+      }
+      return ms;
+    })
+    .openapi({ type: 'string', format: 'date-time', description, example: '2026-01-01T00:00:00Z' });
 }

@@ -10,6 +10,7 @@ import { generateSecret, isSecretFormat } from '../../core/apikey/secret.ts';
 import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
 import { toCeiling } from '../../core/authority/ceiling.ts';
 import { conflict } from '../../core/errors.ts';
+import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import type { Clock } from '../context.ts';
 import { newId } from '../ids.ts';
 import type { Tx } from '../store/types.ts';
@@ -93,7 +94,6 @@ export async function revokeKeyTx(clock: Clock, tx: Tx, row: KeyRow): Promise<Ke
 
 /** Public view: never the secret, never a hash. */
 export function keyView(row: KeyRow, secret?: string) {
-  const iso = (t: number | null) => (t === null ? null : new Date(t).toISOString());
   return {
     key_id: row.id,
     ...(secret !== undefined ? { secret } : {}),
@@ -104,12 +104,12 @@ export function keyView(row: KeyRow, secret?: string) {
     rate_limit_rpm: row.rate_limit_rpm,
     allowed_ips: row.allowed_ips,
     allowed_regions: row.allowed_regions,
-    created_at: iso(row.created_at)!,
+    created_at: isoTime(row.created_at),
     created_by: row.created_by,
-    expires_at: iso(row.expires_at),
-    rotated_at: iso(row.rotated_at),
-    previous_secret_valid_until: row.prev_hash ? iso(row.prev_not_after) : null,
-    revoked_at: iso(row.revoked_at),
+    expires_at: isoTimeOrNull(row.expires_at),
+    rotated_at: isoTimeOrNull(row.rotated_at),
+    previous_secret_valid_until: row.prev_hash ? isoTimeOrNull(row.prev_not_after) : null,
+    revoked_at: isoTimeOrNull(row.revoked_at),
     authority: row.authority === null ? null : toCeiling(row.authority),
   };
 }

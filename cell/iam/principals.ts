@@ -4,6 +4,7 @@
  */
 import type { Ceiling } from '../../core/authority/ceiling.ts';
 import { conflict, invalid } from '../../core/errors.ts';
+import { isoTime } from '../../core/iso-time.ts';
 import { BUILTIN_ROLES } from '../../core/permissions.ts';
 import type { Clock } from '../context.ts';
 import { newId } from '../ids.ts';
@@ -75,7 +76,7 @@ export function principalView(p: Principal) {
     status: p.status,
     roles: p.roles,
     authority: p.authority,
-    created_at: new Date(p.created_at).toISOString(),
+    created_at: isoTime(p.created_at),
     created_by: p.created_by,
   };
 }

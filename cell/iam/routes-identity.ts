@@ -9,7 +9,8 @@
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import type { AppEnv, CellCore } from '../context.ts';
-import { errorResponses, json } from '../http/openapi.ts';
+import { isoTimeOrNull } from '../../core/iso-time.ts';
+import { IsoTime, errorResponses, json } from '../http/openapi.ts';
 import type { Iam } from './iam.ts';
 
 const CellKeys = z
@@ -20,7 +21,7 @@ const CellKeys = z
         cell_id: z.string().openapi({ description: 'The cell the key belongs to (the `cell_id` of the journal records it signs)' }),
         kid: z.string().openapi({ description: 'RFC 7638 thumbprint; the `signer_kid` of journal records' }),
         jwk: z.record(z.string(), z.unknown()).openapi({ description: 'Public Ed25519 JWK (OKP)' }),
-        retired_at: z.string().nullable(),
+        retired_at: IsoTime.nullable(),
       }),
     ),
   })
@@ -47,7 +48,7 @@ export function identityRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Ia
             cell_id: k.cell_id,
             kid: k.kid,
             jwk: k.jwk as Record<string, unknown>,
-            retired_at: k.retired_at === null ? null : new Date(k.retired_at).toISOString(),
+            retired_at: isoTimeOrNull(k.retired_at),
           })),
         },
         200,

@@ -8,7 +8,7 @@ import { parseIpRule } from '../../core/apikey/network.ts';
 import { invalid, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext, CellCore } from '../context.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import type { Iam } from './iam.ts';
 import { keyView, mintKeyTx, revokeKeyTx, rotateKeyTx, type KeyRow } from './keys.ts';
 import { countKeys, listKeys } from './repository.ts';
@@ -60,12 +60,12 @@ const KeyView = z
     rate_limit_rpm: z.number().int().nullable(),
     allowed_ips: z.array(z.string()),
     allowed_regions: z.array(z.string()),
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string(),
-    expires_at: z.string().nullable(),
-    rotated_at: z.string().nullable(),
-    previous_secret_valid_until: z.string().nullable(),
-    revoked_at: z.string().nullable(),
+    expires_at: IsoTime.nullable(),
+    rotated_at: IsoTime.nullable(),
+    previous_secret_valid_until: IsoTime.nullable(),
+    revoked_at: IsoTime.nullable(),
     authority: z
       .union([z.literal('unbounded'), z.record(z.string(), z.unknown())])
       .nullable()
@@ -187,10 +187,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
       ...secured(PERMISSIONS.keysRead),
       request: { query: pageQuery(100, 1000).extend({ owner_id: z.string().max(40).optional() }) },
       responses: {
-        200: json(
-          z.object({ keys: z.array(KeyView), limit: z.number(), offset: z.number(), total: z.number() }).openapi('ApiKeyList'),
-          'Keys, oldest first',
-        ),
+        200: json(listSchema('keys', KeyView, 'ApiKeyList'), 'Keys, oldest first'),
         ...errorResponses(400, 401, 403, 404),
       },
     }),
@@ -200,7 +197,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
       const ownerId = q.owner_id ?? (visibleAll(auth) ? undefined : auth.principal.id);
       if (ownerId) await iam.visiblePrincipal(auth, ownerId);
       const keys = (await listKeys(store, q.limit, q.offset, ownerId)).map((r) => keyView(r) as z.infer<typeof KeyView>);
-      return c.json({ keys, limit: q.limit, offset: q.offset, total: await countKeys(store, ownerId) }, 200);
+      return c.json({ keys, ...pageOf(q, await countKeys(store, ownerId)) }, 200);
     },
   );
 

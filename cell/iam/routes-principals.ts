@@ -6,7 +6,8 @@ import { UNBOUNDED, type Ceiling } from '../../core/authority/ceiling.ts';
 import { BUILTIN_ROLES, PERMISSIONS } from '../../core/permissions.ts';
 import { conflict, invalid } from '../../core/errors.ts';
 import type { AppEnv, CellCore } from '../context.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, slicePage } from '../http/openapi.ts';
+import { isoTime } from '../../core/iso-time.ts';
 import type { Iam } from './iam.ts';
 import type { Lifecycle, LifecycleAction } from './lifecycle.ts';
 import { hashPassword } from './passwords.ts';
@@ -28,7 +29,7 @@ export const PrincipalView = z
       description:
         'Envelope ceiling: the most clearance, data, egress, tools and compartments anything this principal runs or hands out may carry',
     }),
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string().nullable(),
   })
   .openapi('Principal');
@@ -85,7 +86,7 @@ const CreateRole = z
 const AuditEntry = z
   .object({
     seq: z.number().int(),
-    at: z.string(),
+    at: IsoTime,
     actor: z.string(),
     action: z.string(),
     target: z.string(),
@@ -154,19 +155,14 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
       ...secured(PERMISSIONS.principalsRead),
       request: { query: pageQuery(100, 1000).extend({ kind: z.enum(['user', 'service', 'agent']).optional() }) },
       responses: {
-        200: json(
-          z
-            .object({ principals: z.array(PrincipalView), limit: z.number(), offset: z.number(), total: z.number() })
-            .openapi('PrincipalList'),
-          'Principals',
-        ),
+        200: json(listSchema('principals', PrincipalView, 'PrincipalList'), 'Principals'),
         ...errorResponses(400, 401, 403),
       },
     }),
     async (c) => {
       const q = c.req.valid('query');
       const principals = (await listPrincipals(store, q.limit, q.offset, q.kind)).map((p) => principalView(p) as View);
-      return c.json({ principals, limit: q.limit, offset: q.offset, total: await countPrincipals(store, q.kind) }, 200);
+      return c.json({ principals, ...pageOf(q, await countPrincipals(store, q.kind)) }, 200);
     },
   );
 
@@ -273,9 +269,14 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
       'x-status': 'Live',
       summary: 'List roles: built-in, then custom',
       ...secured(PERMISSIONS.rolesRead),
-      responses: { 200: json(z.object({ roles: z.array(RoleView) }).openapi('RoleList'), 'Roles'), ...errorResponses(401, 403) },
+      request: { query: pageQuery(100, 1000) },
+      responses: { 200: json(listSchema('roles', RoleView, 'RoleList'), 'Roles'), ...errorResponses(400, 401, 403) },
     }),
-    async (c) => c.json({ roles: await iam.roles() }, 200),
+    async (c) => {
+      const q = c.req.valid('query');
+      const { items, total } = slicePage(await iam.roles(), q);
+      return c.json({ roles: items, ...pageOf(q, total) }, 200);
+    },
   );
 
   app.openapi(
@@ -288,10 +289,7 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
       ...secured(PERMISSIONS.auditRead),
       request: { query: pageQuery(100, 1000).extend({ actor: z.string().max(64).optional(), target: z.string().max(64).optional() }) },
       responses: {
-        200: json(
-          z.object({ entries: z.array(AuditEntry), limit: z.number(), offset: z.number(), total: z.number() }).openapi('AuditList'),
-          'Entries',
-        ),
+        200: json(listSchema('entries', AuditEntry, 'AuditList'), 'Entries'),
         ...errorResponses(400, 401, 403),
       },
     }),
@@ -301,8 +299,8 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
       if (q.actor) filter.actor = q.actor;
       if (q.target) filter.target = q.target;
       const { items, total } = await listAudit(store, q.limit, q.offset, filter);
-      const entries = items.map((e) => ({ ...e, at: new Date(e.at).toISOString() }));
-      return c.json({ entries, limit: q.limit, offset: q.offset, total }, 200);
+      const entries = items.map((e) => ({ ...e, at: isoTime(e.at) }));
+      return c.json({ entries, ...pageOf(q, total) }, 200);
     },
   );
 }

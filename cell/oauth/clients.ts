@@ -11,6 +11,7 @@
 import type { Context } from 'hono';
 import { hashSecret, constantTimeEqual } from '../../core/apikey/hash.ts';
 import { isServiceError } from '../../core/errors.ts';
+import { isoTime } from '../../core/iso-time.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
 import { clientIp } from '../http/client-ip.ts';
 import type { Principal } from '../iam/principals.ts';
@@ -51,7 +52,7 @@ export function clientView(r: repo.ClientRecord, secret?: string) {
     scope: r.scope,
     subject_id: r.subject_id,
     tls_client_auth_subject_dn: r.tls_subject_dn,
-    created_at: new Date(r.created_at).toISOString(),
+    created_at: isoTime(r.created_at),
     created_by: r.created_by,
     ...(secret !== undefined ? { client_secret: secret } : {}),
   };

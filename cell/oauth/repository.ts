@@ -4,7 +4,7 @@
  * decoders. Domain code calls these functions; nothing else in the module
  * writes SQL. Statements stay in the dialect both engines run (docs/storage.md).
  */
-import { json, num, numOrNull, object, str, strOrNull, stringArray } from '../store/decode.ts';
+import { count, json, num, numOrNull, object, str, strOrNull, stringArray } from '../store/decode.ts';
 import type { Reader, Row, Tx } from '../store/types.ts';
 
 /** The module's tables, as `store.onChange` names them. */
@@ -116,10 +116,9 @@ export async function listClients(db: Reader, limit: number, offset: number): Pr
   );
 }
 
-/** How many clients are registered (the list's `total`). */
+/** How many clients listClients pages through. */
 export async function countClients(db: Reader): Promise<number> {
-  const r = await db.get('SELECT COUNT(*) AS n FROM oauth_clients');
-  return Number(r?.['n'] ?? 0);
+  return count(await db.get('SELECT COUNT(*) AS n FROM oauth_clients'));
 }
 
 export async function insertClient(tx: Tx, c: ClientRecord): Promise<void> {

@@ -8,7 +8,7 @@ import { isSelector, normalize, selectorsSubset } from '../../core/authority/sco
 import { forbidden, invalid, unauthorized } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
 import type { Iam } from '../iam/iam.ts';
 import { newId } from '../ids.ts';
@@ -56,7 +56,7 @@ export const ClientView = z
     scope: z.array(z.string()),
     subject_id: z.string().nullable(),
     tls_client_auth_subject_dn: z.string().nullable(),
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string(),
     client_secret: z.string().optional().openapi({ description: 'Shown only in the registration response' }),
   })
@@ -184,17 +184,14 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
       ...secured(PERMISSIONS.oauthClientsRead),
       request: { query: pageQuery(100, 1000) },
       responses: {
-        200: json(
-          z.object({ clients: z.array(ClientView), limit: z.number(), offset: z.number(), total: z.number() }).openapi('OAuthClientList'),
-          'Clients, and how many there are in all (`total`)',
-        ),
+        200: json(listSchema('clients', ClientView, 'OAuthClientList'), 'Clients'),
         ...errorResponses(400, 401, 403),
       },
     }),
     async (c) => {
-      const { limit, offset } = c.req.valid('query');
-      const clients = (await listClients(core.store, limit, offset)).map((r) => clientView(r));
-      return c.json({ clients, limit, offset, total: await countClients(core.store) }, 200);
+      const q = c.req.valid('query');
+      const clients = (await listClients(core.store, q.limit, q.offset)).map((r) => clientView(r));
+      return c.json({ clients, ...pageOf(q, await countClients(core.store)) }, 200);
     },
   );
 

@@ -703,3 +703,21 @@ export async function updateContract(tx: Tx, k: Contract): Promise<void> {
 export async function deleteContract(tx: Tx, id: string): Promise<void> {
   await tx.run('DELETE FROM team_contracts WHERE contract_id = ?', [id]);
 }
+
+// ---------------------------------------------------------------- list totals
+
+/** The table behind each paged list of the module (GET skills, blueprints, agents, contracts, formations, crews). */
+const LISTED = {
+  skills: 'team_skills',
+  blueprints: 'team_blueprints',
+  agents: 'team_agents',
+  contracts: 'team_contracts',
+  formations: 'team_formations',
+  crews: 'team_crews',
+} as const;
+export type Listed = keyof typeof LISTED;
+
+/** How many rows a paged list holds in all: the rows its list query pages through (give both the same filter). */
+export async function countListed(db: Reader, what: Listed): Promise<number> {
+  return count(await db.get(`SELECT COUNT(*) AS n FROM ${LISTED[what]}`));
+}

@@ -120,6 +120,10 @@ export function getSkill(ctx: TeamsContext, id: string): Promise<Skill | undefin
 export function getSkillByName(ctx: TeamsContext, name: string): Promise<Skill | undefined> {
   return repo.skillByName(ctx.core.store, name);
 }
+/** How many items one of the module's paged lists holds in all (its `total`). */
+export function countListed(ctx: TeamsContext, what: repo.Listed): Promise<number> {
+  return repo.countListed(ctx.core.store, what);
+}
 export function listSkills(ctx: TeamsContext, limit: number, offset: number): Promise<Skill[]> {
   return repo.listSkills(ctx.core.store, limit, offset);
 }

@@ -4,7 +4,8 @@ import { authoritySchema } from '../../core/authority/schema.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, slicePage } from '../http/openapi.ts';
+import { countListed } from './resources.ts';
 import { checkFormationCompiles, compileFor, inlineStageSkills } from './compile.ts';
 import type { TeamsContext } from './context.ts';
 import { createCrew, crewGraphHash } from './crews.ts';
@@ -82,8 +83,8 @@ export const FormationOut = z
     version: z.number().int().openapi({ description: 'The latest version (every change makes a new one)' }),
     name: z.string(),
     coordination_policy: z.string(),
-    created_at: z.string(),
-    updated_at: z.string(),
+    created_at: IsoTime,
+    updated_at: IsoTime,
     created_by: z.string(),
   })
   .passthrough()
@@ -116,7 +117,7 @@ export const BilletOut = z
     required_skills: z.array(z.string()),
     reports_to: z.string().nullable(),
     authority_cap: anyObject,
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string(),
     updated_at: z.string(),
     updated_by: z.string(),
@@ -142,7 +143,7 @@ export const CrewOut = z
     assignments: z.record(z.string(), z.string()),
     workspace_id: z.string(),
     graph_hash: z.string().openapi({ description: "The crew's compiled graph hash now; `uncompilable` when it does not compile" }),
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string(),
   })
   .openapi('Crew');
@@ -190,16 +191,14 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
       ...read,
       request: { query: pageQuery(100, 1000) },
       responses: {
-        200: json(
-          z.object({ formations: z.array(FormationOut), limit: z.number(), offset: z.number() }).openapi('FormationList'),
-          'Formations',
-        ),
+        200: json(listSchema('formations', FormationOut, 'FormationList'), 'Formations'),
         ...errorResponses(400, 401, 403),
       },
     }),
     async (c) => {
-      const { limit, offset } = c.req.valid('query');
-      return c.json({ formations: (await listFormations(ctx, limit, offset)).map(formationView), limit, offset } as never, 200);
+      const q = c.req.valid('query');
+      const formations = (await listFormations(ctx, q.limit, q.offset)).map(formationView);
+      return c.json({ formations, ...pageOf(q, await countListed(ctx, 'formations')) } as never, 200);
     },
   );
   app.openapi(
@@ -244,17 +243,19 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
       'x-status': 'Live',
       summary: "The billets of a formation's latest version, in order",
       ...read,
-      request: { params: idParam('formation_id') },
+      request: { params: idParam('formation_id'), query: pageQuery(100, 1000) },
       responses: {
-        200: json(z.object({ billets: z.array(BilletOut) }).openapi('BilletList'), 'Billets'),
+        200: json(listSchema('billets', BilletOut, 'BilletList'), 'Billets'),
         ...errorResponses(400, 401, 403, 404),
       },
     }),
     async (c) => {
       const id = c.req.valid('param')['formation_id']!;
+      const q = c.req.valid('query');
       const f = await getFormation(ctx, id);
       if (!f) throw notFound('formation');
-      return c.json({ billets: (await listBillets(ctx, f)).map((b) => billetView(b, f.version)) } as never, 200);
+      const { items, total } = slicePage(await listBillets(ctx, f), q);
+      return c.json({ billets: items.map((b) => billetView(b, f.version)), ...pageOf(q, total) } as never, 200);
     },
   );
   app.openapi(
@@ -357,16 +358,13 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
       ...read,
       request: { query: pageQuery(100, 1000) },
       responses: {
-        200: json(
-          z.object({ crews: z.array(CrewOut.partial({ graph_hash: true })), limit: z.number(), offset: z.number() }).openapi('CrewList'),
-          'Crews',
-        ),
+        200: json(listSchema('crews', CrewOut.partial({ graph_hash: true }), 'CrewList'), 'Crews'),
         ...errorResponses(400, 401, 403),
       },
     }),
     async (c) => {
-      const { limit, offset } = c.req.valid('query');
-      return c.json({ crews: (await listCrews(ctx, limit, offset)).map(crewView), limit, offset }, 200);
+      const q = c.req.valid('query');
+      return c.json({ crews: (await listCrews(ctx, q.limit, q.offset)).map(crewView), ...pageOf(q, await countListed(ctx, 'crews')) }, 200);
     },
   );
   app.openapi(

@@ -4,13 +4,14 @@ import { authoritySchema } from '../../core/authority/schema.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import { agentView, getAgent, getLedger, ledgerView, listAgents, mintAgent, registerLedger } from './agents.ts';
 import type { TeamsContext } from './context.ts';
 import {
   SKILL_KINDS,
   blueprintView,
   contractView,
+  countListed,
   createBlueprint,
   createContract,
   createSkill,
@@ -31,8 +32,6 @@ export const name = z
   .regex(/^[A-Za-z0-9._ -]+$/);
 const anyObject = z.record(z.string(), z.unknown());
 const Authority = authoritySchema;
-const listOf = <T extends z.ZodTypeAny>(key: string, item: T, id: string) =>
-  z.object({ [key]: z.array(item), limit: z.number(), offset: z.number() }).openapi(id);
 export const idParam = (n: string) =>
   z.object({
     [n]: z
@@ -62,7 +61,7 @@ export const SkillOut = z
     skill_kind: z.string(),
     model_preference: z.string().nullable(),
     definition: anyObject.nullable(),
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string(),
   })
   .openapi('Skill');
@@ -98,7 +97,7 @@ export const BlueprintOut = z
     required_skills: z.array(z.string()),
     authority_template: anyObject,
     scope: z.string(),
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string(),
   })
   .openapi('Blueprint');
@@ -135,7 +134,7 @@ export const AgentOut = z
     authority: anyObject,
     principal_status: z.string(),
     has_budget_ledger: z.boolean(),
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string(),
   })
   .openapi('Agent');
@@ -152,8 +151,8 @@ const LedgerOut = z
     spent: z.number(),
     available: z.number(),
     unit: z.string(),
-    created_at: z.string(),
-    updated_at: z.string(),
+    created_at: IsoTime,
+    updated_at: IsoTime,
   })
   .openapi('BudgetLedger');
 
@@ -186,7 +185,7 @@ export const ContractOut = z
     name: z.string(),
     description: z.string().nullable(),
     rules: z.array(z.object({ name: z.string(), expr: z.string() })),
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string(),
   })
   .openapi('Contract');
@@ -221,11 +220,14 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): voi
       summary: 'List skills',
       ...read,
       request: { query: pageQuery(100, 1000) },
-      responses: { 200: json(listOf('skills', SkillOut, 'SkillList'), 'Skills'), ...errorResponses(400, 401, 403) },
+      responses: { 200: json(listSchema('skills', SkillOut, 'SkillList'), 'Skills'), ...errorResponses(400, 401, 403) },
     }),
     async (c) => {
-      const { limit, offset } = c.req.valid('query');
-      return c.json({ skills: (await listSkills(ctx, limit, offset)).map(skillView), limit, offset }, 200);
+      const q = c.req.valid('query');
+      return c.json(
+        { skills: (await listSkills(ctx, q.limit, q.offset)).map(skillView), ...pageOf(q, await countListed(ctx, 'skills')) },
+        200,
+      );
     },
   );
   app.openapi(
@@ -272,11 +274,12 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): voi
       summary: 'List blueprints',
       ...read,
       request: { query: pageQuery(100, 1000) },
-      responses: { 200: json(listOf('blueprints', BlueprintOut, 'BlueprintList'), 'Blueprints'), ...errorResponses(400, 401, 403) },
+      responses: { 200: json(listSchema('blueprints', BlueprintOut, 'BlueprintList'), 'Blueprints'), ...errorResponses(400, 401, 403) },
     }),
     async (c) => {
-      const { limit, offset } = c.req.valid('query');
-      return c.json({ blueprints: (await listBlueprints(ctx, limit, offset)).map(blueprintView), limit, offset } as never, 200);
+      const q = c.req.valid('query');
+      const blueprints = (await listBlueprints(ctx, q.limit, q.offset)).map(blueprintView);
+      return c.json({ blueprints, ...pageOf(q, await countListed(ctx, 'blueprints')) } as never, 200);
     },
   );
   app.openapi(
@@ -323,13 +326,13 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): voi
       summary: 'List agents',
       ...read,
       request: { query: pageQuery(100, 1000) },
-      responses: { 200: json(listOf('agents', AgentOut, 'AgentList'), 'Agents'), ...errorResponses(400, 401, 403) },
+      responses: { 200: json(listSchema('agents', AgentOut, 'AgentList'), 'Agents'), ...errorResponses(400, 401, 403) },
     }),
     async (c) => {
-      const { limit, offset } = c.req.valid('query');
+      const q = c.req.valid('query');
       const agents = [];
-      for (const a of await listAgents(ctx, limit, offset)) agents.push(await agentView(ctx, a));
-      return c.json({ agents, limit, offset } as never, 200);
+      for (const a of await listAgents(ctx, q.limit, q.offset)) agents.push(await agentView(ctx, a));
+      return c.json({ agents, ...pageOf(q, await countListed(ctx, 'agents')) } as never, 200);
     },
   );
   app.openapi(
@@ -409,11 +412,12 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): voi
       summary: 'List governing contracts',
       ...read,
       request: { query: pageQuery(100, 1000) },
-      responses: { 200: json(listOf('contracts', ContractOut, 'ContractList'), 'Contracts'), ...errorResponses(400, 401, 403) },
+      responses: { 200: json(listSchema('contracts', ContractOut, 'ContractList'), 'Contracts'), ...errorResponses(400, 401, 403) },
     }),
     async (c) => {
-      const { limit, offset } = c.req.valid('query');
-      return c.json({ contracts: (await listContracts(ctx, limit, offset)).map(contractView), limit, offset } as never, 200);
+      const q = c.req.valid('query');
+      const contracts = (await listContracts(ctx, q.limit, q.offset)).map(contractView);
+      return c.json({ contracts, ...pageOf(q, await countListed(ctx, 'contracts')) } as never, 200);
     },
   );
   app.openapi(

@@ -3,7 +3,7 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { ServiceError, notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import { RUN_STATES, type Run, type RunState } from '../runs/runs.ts';
 import { assertSeatsWithinCaller, compileFor } from './compile.ts';
 import type { TeamsContext } from './context.ts';
@@ -82,14 +82,14 @@ const RunOut = z
         approvers: z.array(z.string()),
         quorum: z.number(),
         prompt: z.string().nullable(),
-        due: z.string().nullable(),
-        requested_at: z.string(),
-        decisions: z.array(z.object({ principal: z.string(), decision: z.string(), at: z.string() })),
+        due: IsoTime.nullable(),
+        requested_at: IsoTime,
+        decisions: z.array(z.object({ principal: z.string(), decision: z.string(), at: IsoTime })),
       }),
     ),
-    created_at: z.string(),
-    updated_at: z.string(),
-    finished_at: z.string().nullable(),
+    created_at: IsoTime,
+    updated_at: IsoTime,
+    finished_at: IsoTime.nullable(),
   })
   .openapi('CrewRun');
 
@@ -154,10 +154,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       ...secured(PERMISSIONS.teamsRead),
       request: { params: z.object({ crew_id: param('crew_id') }), query: pageQuery(100, 1000) },
       responses: {
-        200: json(
-          z.object({ runs: z.array(RunOut), total: z.number(), limit: z.number(), offset: z.number() }).openapi('CrewRunList'),
-          'Runs',
-        ),
+        200: json(listSchema('runs', RunOut, 'CrewRunList'), 'Runs'),
         ...errorResponses(400, 401, 403, 404),
       },
     }),
@@ -165,9 +162,9 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       const crewId = c.req.valid('param').crew_id;
       if (!(await getCrew(ctx, crewId))) throw notFound('crew');
       await flagOverdue(ctx);
-      const { limit, offset } = c.req.valid('query');
-      const r = await runs.listRuns({ limit, offset, kind: 'crew', crewId });
-      return c.json({ runs: await views(r.items), total: r.total, limit, offset }, 200);
+      const q = c.req.valid('query');
+      const r = await runs.listRuns({ limit: q.limit, offset: q.offset, kind: 'crew', crewId });
+      return c.json({ runs: await views(r.items), ...pageOf(q, r.total) }, 200);
     },
   );
 
@@ -186,10 +183,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
         }),
       },
       responses: {
-        200: json(
-          z.object({ runs: z.array(RunOut), total: z.number(), limit: z.number(), offset: z.number() }).openapi('CrewRunPage'),
-          'Runs',
-        ),
+        200: json(listSchema('runs', RunOut, 'CrewRunPage'), 'Runs'),
         ...errorResponses(400, 401, 403),
       },
     }),
@@ -203,7 +197,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
         state: q.state,
         investigate: q.investigate === 'true',
       });
-      return c.json({ runs: await views(r.items), total: r.total, limit: q.limit, offset: q.offset }, 200);
+      return c.json({ runs: await views(r.items), ...pageOf(q, r.total) }, 200);
     },
   );
 

@@ -3,6 +3,7 @@
  * (cell/ids.ts). The approval tables (teams-010, teams-011) belong to the
  * runs module now (cell/runs/schema.ts), under the same migration ids.
  */
+import { isoTime } from '../../core/iso-time.ts';
 import type { Migration } from '../store/types.ts';
 
 export const TEAMS_MIGRATIONS: readonly Migration[] = [
@@ -84,5 +85,5 @@ export const TEAMS_MIGRATIONS: readonly Migration[] = [
 export const SKILL_KINDS = ['prompt', 'tool', 'chain', 'model', 'evaluator', 'transformer', 'classifier', 'extractor'] as const;
 export type SkillKindName = (typeof SKILL_KINDS)[number];
 
-/** A time (ms since the epoch) as RFC 3339, as the views show it. */
-export const iso = (ms: number) => new Date(ms).toISOString();
+/** A time (ms since the epoch) as ISO 8601 UTC, as the views show it (core/iso-time.ts). */
+export const iso = (ms: number) => isoTime(ms);

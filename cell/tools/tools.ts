@@ -43,9 +43,9 @@ export class Tools {
     return this.#registry;
   }
 
-  /** The body of GET /admin/ai/tool-registry, `{"tools":[…]}`, serialised once. */
+  /** The whole catalog as a JSON array, serialised once (the body of a tool-registry page that holds every tool). */
   registryJson(): string {
-    this.#registryJson ??= JSON.stringify({ tools: this.registry() });
+    this.#registryJson ??= JSON.stringify(this.registry());
     return this.#registryJson;
   }
 }
