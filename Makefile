@@ -124,6 +124,11 @@ bench: build edge-runtime
 demo: build edge-runtime
 	node --import tsx scripts/demo.ts
 
+# Three cells on one throw-away PostgreSQL 15 server, on loopback (docs/multi-cell.md); Ctrl-C stops all.
+.PHONY: cluster
+cluster: build
+	scripts/cluster.sh
+
 clean:
 	rm -rf dist node_modules edge-runtime/node_modules .node-versions .cell test/artifacts
 

@@ -52,6 +52,12 @@ export interface CellConfig {
   topology: Record<string, string>;
   /** CIDR ranges (or addresses) of non-public networks tools may reach anyway (cell/tools/ssrf.ts). */
   egressAllowPrivate: string[];
+  /** Group membership (docs/multi-cell.md): how often this cell writes its heartbeat, ms (`--heartbeat-ms`). */
+  heartbeatMs: number;
+  /** How long this cell's runs stay its own after its last heartbeat, ms (`--lease-ms`); then a peer may take them over. */
+  leaseMs: number;
+  /** False for a one-shot command on a cell's data (`bundle`): it neither joins the group nor heartbeats nor takes runs over. */
+  joinGroup: boolean;
   /** Port of the loopback-only metrics listener (`--metrics-port`); null: metrics are not served. */
   metricsPort: number | null;
   /**
@@ -122,6 +128,13 @@ export const DEFAULTS: CellConfig = {
   // None: no tool reaches loopback, private or link-local addresses (SSRF) unless an
   // operator names the range for the whole cell, whatever an egress allowlist says.
   egressAllowPrivate: [],
+  // One heartbeat write per cell every 500 ms (never one per run): a few writes a second for a
+  // whole group. A run's lease is its owner's heartbeat: 2 s without one and a peer takes the
+  // run over, so takeover after a crash lands within lease + one heartbeat (< 3 s), while a
+  // cell that misses three beats in a row under load is still not taken over.
+  heartbeatMs: 500,
+  leaseMs: 2000,
+  joinGroup: true,
   clientCertificates: false,
   // Off: metrics name routes and the cell's load, so an operator opts in to a
   // loopback-only listener for a local scraper (docs/operations.md).

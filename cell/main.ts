@@ -10,6 +10,7 @@ import { BOOTSTRAP_KEY_FILE } from './iam/bootstrap.ts';
 import { POSTURES, type CellConfig, type Posture } from './config.ts';
 import { startCell } from './server.ts';
 import { LOG_FORMATS, LOG_LEVELS, createLogger, type LogFormat, type LogLevel } from './log.ts';
+import { ClusterRefusal } from './cluster/cluster.ts';
 import { bundleCommand } from './edge/cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
 import { parseIpRule } from '../core/apikey/network.ts';
@@ -36,6 +37,8 @@ const SERVE_HELP = `  serve            start a cell
     --trusted-proxies A,B  socket addresses whose X-Forwarded-For is believed (default none)
     --clearance N      this cell's clearance ceiling (default 0)
     --topology k=v,..  this cell's topology labels (site, zone, network)
+    --heartbeat-ms N   group membership: heartbeat interval (default 500)
+    --lease-ms N       a run stays its owner's this long after the owner's last heartbeat (default 2000)
     --tls-cert FILE    serve https with this PEM certificate (with --tls-key)
     --tls-key FILE     the certificate's PEM private key
     --client-ca FILE   PEM CA for client certificates (mTLS, RFC 8705 bound tokens)
@@ -94,6 +97,8 @@ async function serveCommand(argv: string[]): Promise<void> {
       'tls-key': { type: 'string' },
       'client-ca': { type: 'string' },
       'egress-allow-private': { type: 'string' },
+      'heartbeat-ms': { type: 'string' },
+      'lease-ms': { type: 'string' },
       'metrics-port': { type: 'string' },
       'log-level': { type: 'string' },
       'log-format': { type: 'string' },
@@ -157,6 +162,8 @@ async function serveCommand(argv: string[]): Promise<void> {
     for (const r of rules) if (parseIpRule(r) === null) fail(`--egress-allow-private: '${r}' is not an address or CIDR range`);
     config.egressAllowPrivate = rules;
   }
+  if (values['heartbeat-ms'] !== undefined) config.heartbeatMs = intArg('heartbeat-ms', values['heartbeat-ms']);
+  if (values['lease-ms'] !== undefined) config.leaseMs = intArg('lease-ms', values['lease-ms']);
   if (values['metrics-port'] !== undefined) config.metricsPort = intArg('metrics-port', values['metrics-port']);
   const logLevel = (values['log-level'] ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
@@ -179,6 +186,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     running = await startCell({ config, log, ...(tls ? { tls } : {}) });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
+    if (err instanceof ClusterRefusal) fail(err.message, 1);
     const where = err as { port?: number; address?: string };
     if (code === 'EADDRINUSE') {
       const flag =

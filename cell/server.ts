@@ -19,6 +19,7 @@ import { MIGRATIONS, settleCellId, settleGroupId } from './migrations.ts';
 import { openStore } from './store/open.ts';
 import { keepConnectionsOnEarlyAnswers } from './http/keep-alive.ts';
 import { createIamModule } from './iam/module.ts';
+import { createClusterModule } from './cluster/module.ts';
 import { createOAuthModule } from './oauth/module.ts';
 import { createToolsModule } from './tools/module.ts';
 import { createAiModule } from './ai/module.ts';
@@ -72,12 +73,15 @@ export const consoleLogger: Logger = {
  * built from every route mounted before it.
  */
 async function buildModules(core: CellCore, metrics: CellMetrics) {
+  // Joins the group on this store (or refuses to, by posture) before anything is written.
+  // Its member list names each cell's identity keys (iam's, read when a request asks).
+  const cluster = await createClusterModule(core, { identityKeys: () => iam.iam.groupIdentityKeys() });
   const iam = await createIamModule(core);
   // The device registry is the edge module's, but the OAuth server needs it to issue device-addressed tokens.
   const devices = new Devices(core.store);
   const oauth = await createOAuthModule(core, { iam: iam.iam, deviceExists: (id) => devices.exists(id) });
   const tools = await createToolsModule(core);
-  const runs = await createRunsModule(core, { iam: iam.iam, metrics });
+  const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster, metrics });
   // The local-signed model runtime when node-llama-cpp is installed beside the program (edge-runtime/).
   const runtime = localRuntime(core.config.dataDir);
   const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, metrics, ...(runtime ? { localRuntime: runtime } : {}) });
@@ -95,7 +99,7 @@ async function buildModules(core: CellCore, metrics: CellMetrics) {
   const discovery = createDiscoveryModule(core);
   // Last: it starts once every other module started (readiness) and stops first.
   const ops = createOpsModule(core, { metrics });
-  return { iam, oauth, tools, runs, ai, teams, jobs, edge, console, discovery, ops };
+  return { iam, cluster, oauth, tools, runs, ai, teams, jobs, edge, console, discovery, ops };
 }
 
 export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {

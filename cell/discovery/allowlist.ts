@@ -31,6 +31,7 @@ export const SERVED_TAGS: Readonly<Record<string, string>> = Object.freeze({
   'Job definitions': 'Scheduled templates that produce runs on a cron.',
   'Job endpoints': 'Published compute and notebook endpoints.',
   Edge: 'Edge devices, signed key and crew bundles, journal import.',
+  Cells: 'The cells of the group that share one store: their state (live, suspect, dead) and placement attributes.',
 });
 
 /** True when `tag` is on the allowlist. */

@@ -41,10 +41,14 @@ export async function bundleCommand(argv: string[]): Promise<void> {
     throw new Error('--store takes a postgres://user@host:port/db URL');
   const quiet = { info() {}, warn() {}, error() {} };
   const secretsKeyFile = values['secrets-key-file'] !== undefined ? resolve(values['secrets-key-file']) : null;
-  const running = await startCell({ config: { dataDir, secretsKeyFile, ...(storeUrl ? { storeUrl } : {}) }, listen: false, log: quiet });
+  const running = await startCell({
+    config: { dataDir, joinGroup: false, secretsKeyFile, ...(storeUrl ? { storeUrl } : {}) },
+    listen: false,
+    log: quiet,
+  });
   try {
     if (what === 'trust') {
-      writeFileSync(values.out, JSON.stringify(running.modules.edge.trustAnchor(), null, 2) + '\n');
+      writeFileSync(values.out, JSON.stringify(await running.modules.edge.trustAnchor(), null, 2) + '\n');
       process.stdout.write(`wrote trust anchor of ${running.core.config.groupId} to ${values.out}\n`);
       return;
     }

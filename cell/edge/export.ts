@@ -136,16 +136,19 @@ export async function issueCrewBundle(
 
 /**
  * What a device pins with `edge trust`: the group's id (a single cell's is its
- * cell id) and the identity public keys. Bundles carry the group's id as their
- * issuer, so a device accepts the bundles of every cell of the group, and
- * their versions (one counter per bundle type in the store) only go up.
+ * cell id) and the active identity public keys of every member, in kid order.
+ * Bundles carry the group's id as their issuer and are signed by the issuing
+ * cell's own key, so a device accepts the bundles of every member it pinned,
+ * and their versions (one counter per bundle type in the store) only go up. A
+ * cell that joins later signs with a key the device has not pinned: pin the
+ * anchor again (docs/multi-cell.md).
  */
-export function trustAnchor(ctx: Pick<EdgeContext, 'core' | 'iam'>): { cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] } {
-  return {
-    cell_id: ctx.core.config.groupId,
-    keys: ctx.iam
-      .identityKeys()
-      .filter((k) => k.retired_at === null)
-      .map((k) => ({ kid: k.kid, jwk: k.jwk })),
-  };
+export async function trustAnchor(
+  ctx: Pick<EdgeContext, 'core' | 'iam'>,
+): Promise<{ cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] }> {
+  const keys = (await ctx.iam.groupIdentityKeys())
+    .filter((k) => k.retired_at === null)
+    .map((k) => ({ kid: k.kid, jwk: k.jwk }))
+    .sort((a, b) => (a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0));
+  return { cell_id: ctx.core.config.groupId, keys };
 }

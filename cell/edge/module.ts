@@ -18,7 +18,7 @@ export interface EdgeModule extends CellModule {
   /** Issues a signed key bundle for a registered device (`bundle keys` on the command line). */
   issueKeyBundle(deviceId: string, ttlSeconds?: number): Promise<IssuedBundle>;
   /** The trust anchor a device pins. */
-  trustAnchor(): { cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] };
+  trustAnchor(): Promise<{ cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] }>;
 }
 
 export function createEdgeModule(core: CellCore, deps: { iam: Iam; teams: Teams; oauth: OAuthApi; devices: Devices }): EdgeModule {

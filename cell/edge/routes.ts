@@ -175,7 +175,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
           outcome: 'ok',
         });
       });
-      const anchor = trustAnchor(ctx);
+      const anchor = await trustAnchor(ctx);
       return c.json(
         {
           ...deviceView(row),

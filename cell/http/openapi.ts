@@ -107,7 +107,6 @@ export function authenticatedOnly() {
   };
 }
 
-
 // ---- paging: every list takes `limit` and `offset` and says how many there are in all (`total`).
 //
 // A list keeps its own shape (the spec has no common wrapper): its array under its own key, beside

@@ -41,6 +41,11 @@ export interface CellKey {
   retired_at: number | null;
 }
 
+/** An identity key of some cell of the group (journals written by several cells verify against these). */
+export interface GroupCellKey extends CellKey {
+  cell_id: string;
+}
+
 export interface Signer {
   kid: string;
   sign(bytes: Uint8Array): Promise<Uint8Array>;
@@ -69,6 +74,8 @@ export class Iam {
   readonly #keysByHash: ChangeCache<string, KeyEntry | null>;
   readonly #keysById: ChangeCache<string, repo.KeyRow | null>;
   #identity: { signer: Signer; keys: CellKey[] } | null = null;
+  #groupKeys: { keys: GroupCellKey[]; generation: number } | null = null;
+  #groupKeysGeneration = 0;
   #dummyHash: string | null = null;
 
   constructor(private readonly core: CellCore) {
@@ -76,6 +83,13 @@ export class Iam {
     this.#roles = new ChangeCache(core.store, ROLE_TABLES, 10_000);
     this.#keysByHash = new ChangeCache(core.store, KEY_ENTRY_TABLES, 50_000);
     this.#keysById = new ChangeCache(core.store, KEY_ROW_TABLES, 50_000);
+    core.store.onChange((c) => {
+      // Another cell joined (or rotated): the group's identity keys are read again.
+      if (c.tables.has('cell_keys')) {
+        this.#groupKeysGeneration++;
+        this.#groupKeys = null;
+      }
+    });
   }
 
   /** Drops every cached IAM record. */
@@ -350,30 +364,58 @@ export class Iam {
 
   // ------------------------------------------------------------ the cell's identity (journals, bundles)
 
-  /** Creates the identity key on first start and loads it. */
+  /**
+   * Creates this cell's identity key on first start and loads it. Keys are per
+   * cell (`cell_keys.cell_id`): in a group each cell signs with its own key, so a
+   * journal record's signer names the cell that wrote it. A key recorded before
+   * keys were per cell becomes the key of the first cell that starts.
+   */
   async ensureIdentity(): Promise<void> {
-    let keys = await repo.cellKeys(this.core.store, 'identity');
+    const cellId = this.core.config.cellId;
+    let keys = await repo.cellKeys(this.core.store, 'identity', cellId);
     if (!keys.some((k) => k.retired_at === null)) {
       const k = await generateEd25519();
+      const at = this.core.clock.now();
       await this.core.store.write(async (tx) => {
-        // Cells starting at once on one store: the first key wins, the others load it.
-        if ((await repo.cellKeys(tx, 'identity')).some((x) => x.retired_at === null)) return;
+        const mine = await repo.cellKeys(tx, 'identity', cellId);
+        if (mine.some((x) => x.retired_at === null)) return;
+        await repo.claimUnownedCellKeys(tx, 'identity', cellId);
+        if ((await repo.cellKeys(tx, 'identity', cellId)).some((x) => x.retired_at === null)) return;
         await repo.insertCellKey(tx, {
           kid: k.kid,
           purpose: 'identity',
+          cell_id: cellId,
           private_jwk: k.privateJwk,
           public_jwk: k.publicJwk,
-          created_at: this.core.clock.now(),
+          created_at: at,
           retired_at: null,
         });
       });
-      keys = await repo.cellKeys(this.core.store, 'identity');
+      keys = await repo.cellKeys(this.core.store, 'identity', cellId);
     }
     const active = [...keys].reverse().find((k) => k.retired_at === null)!;
     this.#identity = {
       signer: { kid: active.kid, sign: (bytes) => signEd25519(active.private_jwk, bytes) },
       keys: keys.map((k) => ({ kid: k.kid, jwk: k.public_jwk, retired_at: k.retired_at })),
     };
+  }
+
+  /**
+   * The identity keys of every cell that ever wrote to this store (this cell's
+   * first), retired ones included: journals written by several cells verify
+   * against them. Cached until a cell adds or retires a key.
+   */
+  async groupIdentityKeys(): Promise<GroupCellKey[]> {
+    const hit = this.#groupKeys;
+    if (hit !== null && hit.generation === this.#groupKeysGeneration) return hit.keys;
+    const generation = this.#groupKeysGeneration;
+    const me = this.core.config.cellId;
+    const keys = (await repo.allCellKeys(this.core.store, 'identity'))
+      .filter((k): k is repo.CellKeyRow & { cell_id: string } => k.cell_id !== null)
+      .map((k) => ({ cell_id: k.cell_id, kid: k.kid, jwk: k.public_jwk, retired_at: k.retired_at }));
+    keys.sort((a, b) => Number(b.cell_id === me) - Number(a.cell_id === me));
+    if (generation === this.#groupKeysGeneration) this.#groupKeys = { keys, generation };
+    return keys;
   }
 
   /** Signs journals and bundles. */

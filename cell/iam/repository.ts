@@ -425,16 +425,21 @@ export async function listAudit(
 export interface CellKeyRow {
   kid: string;
   purpose: string;
+  /** The cell the key belongs to (null: recorded before keys were per cell, not yet claimed). */
+  cell_id: string | null;
   private_jwk: JsonWebKey;
   public_jwk: JsonWebKey;
   created_at: number;
   retired_at: number | null;
 }
 
+const CELL_KEY_COLUMNS = 'kid, purpose, cell_id, private_jwk, public_jwk, created_at, retired_at';
+
 function decodeCellKey(r: Row): CellKeyRow {
   return {
     kid: str(r, 'kid'),
     purpose: str(r, 'purpose'),
+    cell_id: strOrNull(r, 'cell_id'),
     private_jwk: json(r, 'private_jwk', object) as JsonWebKey,
     public_jwk: json(r, 'public_jwk', object) as JsonWebKey,
     created_at: num(r, 'created_at'),
@@ -442,20 +447,30 @@ function decodeCellKey(r: Row): CellKeyRow {
   };
 }
 
-/** Keys of a purpose, oldest first (retired included). */
-export async function cellKeys(db: Reader, purpose: string): Promise<CellKeyRow[]> {
+/** One cell's keys of a purpose, oldest first (retired included). */
+export async function cellKeys(db: Reader, purpose: string, cellId: string): Promise<CellKeyRow[]> {
   return (
-    await db.all(
-      'SELECT kid, purpose, private_jwk, public_jwk, created_at, retired_at FROM cell_keys WHERE purpose = ? ORDER BY created_at, kid',
-      [purpose],
-    )
+    await db.all(`SELECT ${CELL_KEY_COLUMNS} FROM cell_keys WHERE purpose = ? AND cell_id = ? ORDER BY created_at, kid`, [purpose, cellId])
   ).map(decodeCellKey);
 }
 
+/** Every cell's keys of a purpose (public parts are what callers use), by cell then age. */
+export async function allCellKeys(db: Reader, purpose: string): Promise<CellKeyRow[]> {
+  return (
+    await db.all(`SELECT ${CELL_KEY_COLUMNS} FROM cell_keys WHERE purpose = ? ORDER BY cell_id NULLS FIRST, created_at, kid`, [purpose])
+  ).map(decodeCellKey);
+}
+
+/** Gives keys recorded before keys were per cell (no cell id) to `cellId`; returns how many. */
+export async function claimUnownedCellKeys(tx: Tx, purpose: string, cellId: string): Promise<number> {
+  return (await tx.run('UPDATE cell_keys SET cell_id = ? WHERE purpose = ? AND cell_id IS NULL', [cellId, purpose])).changes;
+}
+
 export async function insertCellKey(tx: Tx, k: CellKeyRow): Promise<void> {
-  await tx.run('INSERT INTO cell_keys (kid, purpose, private_jwk, public_jwk, created_at, retired_at) VALUES (?, ?, ?, ?, ?, ?)', [
+  await tx.run(`INSERT INTO cell_keys (${CELL_KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)`, [
     k.kid,
     k.purpose,
+    k.cell_id,
     JSON.stringify(k.private_jwk),
     JSON.stringify(k.public_jwk),
     k.created_at,

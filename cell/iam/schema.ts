@@ -48,4 +48,12 @@ export const IAM_MIGRATIONS: readonly Migration[] = [
     sql: `CREATE TABLE iam_rate_buckets (bucket_key TEXT PRIMARY KEY, tokens REAL NOT NULL, at INTEGER NOT NULL);
     CREATE INDEX iam_rate_buckets_at ON iam_rate_buckets (at);`,
   },
+  {
+    // Identity keys per cell: each cell of a group signs its journals with a key of its own,
+    // so a record's signer names the cell that wrote it. A key recorded before (no cell id)
+    // becomes the key of the first cell that starts after this migration (iam.ts ensureIdentity).
+    id: 'iam-007-cell-keys-per-cell',
+    sql: `ALTER TABLE cell_keys ADD COLUMN cell_id TEXT;
+    CREATE INDEX cell_keys_by_cell ON cell_keys (purpose, cell_id);`,
+  },
 ];

@@ -94,6 +94,16 @@ export function createJobsModule(
         core.log.info('recovering job run', { run_id: run.run_id, state: run.state });
         void startJobDrive(ctx, run);
       }
+      // Takeover: job runs whose lease holder died are driven here (the drive's claim decides
+      // between peers sweeping at once; completed steps are reused from the journal).
+      ctx.runs.onHeartbeat(async () => {
+        if (ctx.stopped) return;
+        for (const run of await ctx.runs.orphanedRuns('job')) {
+          if (ctx.stopped || ctx.runs.isDriven(run.run_id)) continue;
+          core.log.info('taking over job run', { run_id: run.run_id, previous_owner: run.lease_owner });
+          void startJobDrive(ctx, run);
+        }
+      });
       // Another cell of the group created, changed or fired a definition: re-arm for the earliest next fire.
       // (This cell's own changes re-arm through the routes and the ticks.)
       unfollow = core.store.onChange((c) => {

@@ -29,6 +29,7 @@ import {
 } from './approvals.ts';
 import type { RunEventListener, RunsContext } from './context.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel, type DriverHandle } from './control.ts';
+import { heldByLivePeer, markUnplaceable, orphanedRuns, placeOnPeer } from './lease.ts';
 import { driveRun, recordedStep, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
 import { subscribe, subscriberCount } from './events.ts';
 import {
@@ -62,7 +63,8 @@ export class Runs {
 
   /** Inserts a run inside the caller's transaction (state `queued` unless given); returns its id. */
   createRunTx(tx: Tx, r: NewRun): Promise<string> {
-    return createRunTx(tx, r);
+    // The creating cell holds the run's lease until it claims it to drive it (or, if it dies first, a peer does).
+    return createRunTx(tx, { ...r, coordinator: r.coordinator ?? this.ctx.core.config.cellId });
   }
 
   /** The run, or undefined when this cell does not know it. */
@@ -158,6 +160,36 @@ export class Runs {
   /** Cancels a run, idempotently; undefined when the run is unknown. */
   requestCancel(runId: string, actor: string): Promise<Run | undefined> {
     return requestCancel(this.ctx, runId, actor);
+  }
+
+  /** Queued or running runs of `kind` whose lease holder died, that this cell qualifies to execute (takeover sweeps). */
+  orphanedRuns(kind: RunKind): Promise<Run[]> {
+    return orphanedRuns(this.ctx, kind);
+  }
+
+  /** Marks `flags.unplaceable` on orphaned runs no live member qualifies to execute. */
+  markUnplaceable(kind: RunKind): Promise<void> {
+    return markUnplaceable(this.ctx, kind);
+  }
+
+  /** Releases a run this cell created but does not qualify to execute, for a qualifying peer to claim. */
+  placeOnPeer(runId: string): Promise<boolean> {
+    return placeOnPeer(this.ctx, runId);
+  }
+
+  /** Live (or suspect) members that meet `need`, this cell first when it does. */
+  qualifyingMembers(need: { clearance: number; topology: Record<string, string> }): Promise<{ cell_id: string }[]> {
+    return this.ctx.cluster.qualifyingMembers(need);
+  }
+
+  /** True when another cell that is not dead holds the run's lease. */
+  heldByLivePeer(run: Run): Promise<boolean> {
+    return heldByLivePeer(this.ctx, run);
+  }
+
+  /** Runs `fn` after each heartbeat of this cell (the takeover sweeps of crew and job runs). */
+  onHeartbeat(fn: () => Promise<void>): void {
+    this.ctx.cluster.onTick(fn);
   }
 
   /** Drives the run's graph on the engine until it ends or waits (journal, clock, cancel and recorded steps bound here). */

@@ -7,6 +7,7 @@
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
+import type { Cluster } from '../cluster/cluster.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
 
 export interface JournalTail {
@@ -58,19 +59,30 @@ export interface RunsContext {
   meters: Map<string, RunMeter>;
   /** How big a workspace's files are (the jobs module registers its SQL databases); none: 0. */
   workspaceFiles: ((workspaceId: string) => number) | null;
+  /** The group's membership: whose leases lapsed, this cell's placement attributes (lease.ts). */
+  cluster: Cluster;
+  /** The epoch of each run lease this process holds (lease.ts); a driver's writes are fenced by it. */
+  leases: Map<string, number>;
+  /** The catch-up of records other cells appended, while it runs (events.ts), and whether to run it again. */
+  catchingUp: Promise<void> | null;
+  catchUpAgain: boolean;
   /** The cell's metrics (journal records, finished runs, SSE subscribers). */
   metrics: CellMetrics;
 }
 
-export function createRunsContext(core: CellCore, iam: Iam, metrics: CellMetrics): RunsContext {
+export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster, metrics: CellMetrics): RunsContext {
   return {
     core,
     iam,
+    cluster,
     tails: new Map(),
     queues: new Map(),
     bus: new Map(),
     drivers: new Map(),
     meters: new Map(),
+    leases: new Map(),
+    catchingUp: null,
+    catchUpAgain: false,
     workspaceFiles: null,
     metrics,
   };

@@ -17,10 +17,12 @@ import type { EnginePorts, Graph, RecordedStep, RunResult } from '../../core/eng
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { RunsContext } from './context.ts';
 import { registerDriver, type DriverHandle } from './control.ts';
-import { TERMINAL_KIND, appendJournal, finishRun, getBlob, putRunBlob, storageRunError } from './journal.ts';
+import { TERMINAL_KIND, appendJournal, finishRun, getBlob, putRunBlob, readJournal, storageRunError } from './journal.ts';
+import { claimRun, dropLease, LeaseLostError, releaseToWaiting, type Claim } from './lease.ts';
+import { verifyJournal, type JournalVerdict } from '../../core/journal/verify.ts';
 import { storageLimitOf } from './storage.ts';
-import { recordsOfKinds } from './repository.ts';
-import { getRun, isTerminal, setRunState, type RunError, type RunState } from './runs.ts';
+import { decisionCount, recordsOfKinds } from './repository.ts';
+import { getRun, isTerminal, setRunFlags, type RunError, type RunState } from './runs.ts';
 
 export type DrivePorts = Omit<EnginePorts, 'journal' | 'clock' | 'isCancelled' | 'recorded'>;
 
@@ -35,6 +37,10 @@ export interface DriveOptions {
   describeError?(result: RunResult): RunError;
   /** Maps a completed result's output to what the run row stores (default: the output as is); may read the journal (async). */
   finalOutput?(result: RunResult): unknown;
+  /** Claim the run even from a holder whose heartbeat has not lapsed (an operator's recover; fencing keeps it safe). */
+  forceClaim?: boolean;
+  /** Called once this drive took the run over from a driver that stopped (its journal verified), before any step runs. */
+  onTakeover?(previousOwner: string | null): Promise<void>;
 }
 
 export interface DriveResult {
@@ -44,6 +50,9 @@ export interface DriveResult {
 
 /** Journal kinds whose records hold a step's recorded output. */
 const RECORDED_KINDS = ['step', 'decision', 'run_started'] as const;
+
+/** Journal kind of the record written right before a model or tool call (core/engine beginCall). */
+const INTENT_KIND = 'intent';
 
 /** The recorded output of a completed step (kind step or decision), read from the journal. */
 export async function recordedStep(ctx: RunsContext, runId: string, stepId: string): Promise<RecordedStep | undefined> {
@@ -64,18 +73,35 @@ export async function recordedStep(ctx: RunsContext, runId: string, stepId: stri
  */
 class RecordedIndex {
   readonly #byStep = new Map<string, { outputHash: string | null; output?: unknown; data?: JsonObject }>();
+  /** Calls started (an `intent` record) and not finished (no recorded output after it), per step id. */
+  readonly #open = new Map<string, number>();
   private constructor(private readonly ctx: RunsContext) {}
 
   static async load(ctx: RunsContext, runId: string): Promise<RecordedIndex> {
     const idx = new RecordedIndex(ctx);
-    for (const rec of await recordsOfKinds(ctx.core.store, runId, RECORDED_KINDS)) {
+    for (const rec of await recordsOfKinds(ctx.core.store, runId, [...RECORDED_KINDS, INTENT_KIND])) {
+      if (rec.kind === INTENT_KIND) {
+        idx.#open.set(rec.step_id, (idx.#open.get(rec.step_id) ?? 0) + 1);
+        continue;
+      }
+      idx.#open.delete(rec.step_id);
       idx.#byStep.set(rec.step_id, { outputHash: rec.output_hash, ...(rec.data !== undefined ? { data: rec.data } : {}) });
     }
     return idx;
   }
 
+  /** The engine's intents port: calls of the step that were in flight when earlier drives stopped. */
+  intents(stepId: string): number {
+    return this.#open.get(stepId) ?? 0;
+  }
+
   noteAppend(kind: string, stepId: string, output: unknown, data: JsonObject | undefined): void {
+    if (kind === INTENT_KIND) {
+      this.#open.set(stepId, (this.#open.get(stepId) ?? 0) + 1);
+      return;
+    }
     if (!(RECORDED_KINDS as readonly string[]).includes(kind)) return;
+    this.#open.delete(stepId);
     // As stored: the blob is JSON (undefined members dropped), read back as null when absent.
     const out = output === undefined ? null : (JSON.parse(JSON.stringify(output)) as unknown);
     this.#byStep.set(stepId, { outputHash: null, output: out, ...(data !== undefined ? { data } : {}) });
@@ -119,6 +145,9 @@ export async function driveRun(
 ): Promise<DriveResult> {
   for (;;) {
     const handle = registerDriver(ctx, runId);
+    // A decision recorded on another cell while this one drives cannot wake this drive
+    // (requestWake is per process): a count that grew meanwhile makes it look again.
+    const decisions = await decisionCount(ctx.core.store, runId);
     let r: DriveResult;
     let wake: boolean;
     try {
@@ -126,7 +155,8 @@ export async function driveRun(
     } finally {
       wake = handle.release();
     }
-    if (r.state !== 'waiting' || !wake) return r;
+    if (r.state !== 'waiting') return r;
+    if (!wake && (await decisionCount(ctx.core.store, runId)) === decisions) return r;
   }
 }
 
@@ -139,28 +169,90 @@ async function driveOnce(
   input: unknown,
   opts: DriveOptions,
 ): Promise<DriveResult> {
-  const { clock, config, log } = ctx.core;
+  const { log } = ctx.core;
   const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
   const graphHash = opts.graphHash ?? contentHash(graph);
-  const moved = await setRunState(ctx, runId, 'running', { graph_hash: graphHash, coordinator: config.cellId });
-  if (!moved) return { state: await stateNow(), result: null };
+  const claim = await claimRun(ctx, runId, graphHash, opts.forceClaim === true);
+  if (!claim.ok) return { state: await stateNow(), result: null };
+  const fence = claim.fence;
+  try {
+    return await driveClaimed(ctx, handle, runId, graph, ports, input, opts, graphHash, claim);
+  } catch (err) {
+    if (!(err instanceof LeaseLostError)) throw err;
+    // Another cell took the run over while this one was paused: nothing more is written here.
+    log.warn('run lease lost; this cell stops driving the run', { run_id: runId, epoch: fence.epoch, owner: err.owner });
+    return { state: await stateNow(), result: null };
+  } finally {
+    dropLease(ctx, runId);
+  }
+}
+
+async function driveClaimed(
+  ctx: RunsContext,
+  handle: DriverHandle,
+  runId: string,
+  graph: Graph,
+  ports: DrivePorts,
+  input: unknown,
+  opts: DriveOptions,
+  graphHash: string,
+  claim: Extract<Claim, { ok: true }>,
+): Promise<DriveResult> {
+  const { clock, config, log } = ctx.core;
+  const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
+  const fence = claim.fence;
+  if (claim.takeover) {
+    // A run taken over from a driver that stopped: its whole journal must verify against the
+    // group's published keys before anything is built on it.
+    const verdict = await verifyRunJournal(ctx, runId);
+    if (!verdict.ok) {
+      log.error('journal of a taken-over run does not verify', { run_id: runId, seq: verdict.seq, reason: verdict.reason });
+      await finishRun(ctx, runId, 'failed', {
+        error: {
+          code: 'failed',
+          message: 'the run cannot be resumed: its journal does not verify',
+          reason: 'journal_invalid',
+          details: { seq: verdict.seq, problem: verdict.reason },
+        },
+        fence,
+      });
+      return { state: await stateNow(), result: null };
+    }
+    await appendJournal(
+      ctx,
+      runId,
+      { step_id: 'run', kind: 'taken_over', data: { cell_id: config.cellId, epoch: fence.epoch, previous_owner: claim.previousOwner } },
+      [],
+      fence,
+    );
+    await opts.onTakeover?.(claim.previousOwner);
+  }
   let engineFinal: JsonObject | undefined;
+  let lost: LeaseLostError | null = null;
   const recorded = await RecordedIndex.load(ctx, runId);
   const enginePorts: EnginePorts = {
     ...ports,
     clock,
-    isCancelled: () => handle.signal.aborted,
+    isCancelled: () => handle.signal.aborted || lost !== null,
     recorded: async (stepId) => recorded.get(stepId),
+    intents: async (stepId) => recorded.intents(stepId),
     journal: {
       async append(fields, payload) {
+        if (lost) throw lost;
         // The run's last record is written by finishRun together with the state change.
         if (fields.kind === TERMINAL_KIND) {
           engineFinal = fields.data ?? {};
           await putRunBlob(ctx, runId, payload.output);
           return;
         }
-        await appendJournal(ctx, runId, { ...fields }, [payload.input, payload.output]);
+        try {
+          await appendJournal(ctx, runId, { ...fields }, [payload.input, payload.output], fence);
+        } catch (e) {
+          if (e instanceof LeaseLostError) lost = e;
+          throw e;
+        }
         recorded.noteAppend(fields.kind, fields.step_id, payload.output, fields.data);
+        if (fields.data?.['reissued'] === true) await flagReissue(ctx, runId, fields.step_id, fields.kind, fields.data);
       },
     },
   };
@@ -173,12 +265,15 @@ async function driveOnce(
       ...(opts.context !== undefined ? { context: opts.context } : {}),
     });
   } catch (err) {
+    if (lost) throw lost;
     log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
     await finishRun(ctx, runId, 'failed', {
       error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' },
+      fence,
     });
     return { state: await stateNow(), result: null };
   }
+  if (lost) throw lost;
   if (result.cause !== undefined && result.outcome === 'failed') {
     const c = result.cause;
     log.warn('run step failed', { run_id: runId, reason: result.reason, error: c instanceof Error ? c.message : String(c) });
@@ -188,22 +283,49 @@ async function driveOnce(
     await finishRun(ctx, runId, 'cancelled', {
       error: { code: 'cancelled', message: 'the run was cancelled', reason: 'cancelled' },
       data: { ...extra, reason: 'cancelled', by: handle.cancelledBy() },
+      fence,
     });
   } else if (result.outcome === 'completed') {
-    await finishRun(ctx, runId, 'completed', { output: opts.finalOutput ? await opts.finalOutput(result) : result.output, data: extra });
+    await finishRun(ctx, runId, 'completed', {
+      output: opts.finalOutput ? await opts.finalOutput(result) : result.output,
+      data: extra,
+      fence,
+    });
   } else if (result.outcome === 'waiting') {
-    await setRunState(ctx, runId, 'waiting');
+    await releaseToWaiting(ctx, runId, fence);
   } else if (handle.signal.aborted) {
     // Stopped because the cell is shutting down: leave the run for recovery.
   } else if (result.outcome === 'failed' && storageLimitOf(result.cause) !== undefined) {
     // A payload was refused by a storage limit (nothing of it was written): that is the run's error.
     const error = storageRunError(storageLimitOf(result.cause)!);
-    await finishRun(ctx, runId, 'failed', { error, data: { ...extra, reason: error.reason ?? null } });
+    await finishRun(ctx, runId, 'failed', { error, data: { ...extra, reason: error.reason ?? null }, fence });
   } else {
     const error = (opts.describeError ?? defaultError)(result);
-    await finishRun(ctx, runId, result.outcome, { error, data: { ...extra, reason: error.reason ?? result.reason ?? null } });
+    await finishRun(ctx, runId, result.outcome, { error, data: { ...extra, reason: error.reason ?? result.reason ?? null }, fence });
   }
   return { state: await stateNow(), result };
+}
+
+/**
+ * Records on the run a call that was re-issued because it was in flight when
+ * an earlier driver stopped (`flags.reissued`: step, call kind, and its cost
+ * in tokens when it was a model call). The journal holds the same fact on the
+ * step's record (`data.reissued`).
+ */
+async function flagReissue(ctx: RunsContext, runId: string, stepId: string, kind: string, data: JsonObject): Promise<void> {
+  const run = await getRun(ctx, runId);
+  const prior = Array.isArray(run?.flags['reissued']) ? (run.flags['reissued'] as unknown[]) : [];
+  const usage = typeof data['usage'] === 'number' ? data['usage'] : null;
+  await setRunFlags(ctx, runId, {
+    reissued: [...prior, { step_id: stepId, kind, cost_tokens: usage, attempt: data['attempt'] ?? 2, at: ctx.core.clock.now() }],
+  });
+}
+
+/** Verifies a run's whole journal (chain, epochs, every signature) against the identity keys of every cell of the group. */
+export async function verifyRunJournal(ctx: RunsContext, runId: string): Promise<JournalVerdict> {
+  const keys = new Map((await ctx.iam.groupIdentityKeys()).map((k) => [k.kid, k.jwk]));
+  const records = await readJournal(ctx, runId, 0, 10_000_000);
+  return verifyJournal(records, (kid) => keys.get(kid));
 }
 
 /** True when a run's state allows driving it (not terminal). */

@@ -71,6 +71,35 @@ export async function subscribe(ctx: RunsContext, runId: string, afterSeq: numbe
   return unsubscribe;
 }
 
+/**
+ * Delivers records other cells of the group appended (the store heard a remote
+ * change to the journal): for each run with subscribers here, the records after
+ * the lowest high-water mark are read and published; each subscriber's mark drops
+ * what it already has. So a client on this cell follows a run executing on
+ * another one, with the journal seq as the event id.
+ */
+export function catchUpRemote(ctx: RunsContext): Promise<void> {
+  if (ctx.catchingUp) {
+    ctx.catchUpAgain = true;
+    return ctx.catchingUp;
+  }
+  const p = (async () => {
+    do {
+      ctx.catchUpAgain = false;
+      for (const [runId, subs] of [...ctx.bus]) {
+        let low = Number.MAX_SAFE_INTEGER;
+        for (const s of subs) if (s.held === null) low = Math.min(low, s.high);
+        if (low === Number.MAX_SAFE_INTEGER) continue;
+        for (const rec of await records(ctx.core.store, runId, low, 10_000)) publish(ctx, rec);
+      }
+    } while (ctx.catchUpAgain);
+  })().finally(() => {
+    ctx.catchingUp = null;
+  });
+  ctx.catchingUp = p;
+  return p;
+}
+
 /** Number of live subscribers of a run (tests, metrics). */
 export function subscriberCount(ctx: RunsContext, runId: string): number {
   return ctx.bus.get(runId)?.size ?? 0;

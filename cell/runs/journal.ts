@@ -28,7 +28,9 @@ import { contentHash } from '../../core/canonical.ts';
 import { recordHash } from '../../core/journal/hash.ts';
 import { GENESIS_HASH, type JournalRecord, type JsonObject } from '../../core/journal/record.ts';
 import { sealRecord } from '../../core/journal/seal.ts';
+import type { Tx } from '../store/types.ts';
 import type { JournalTail, RunsContext } from './context.ts';
+import { assertFence, type Fence } from './lease.ts';
 import { publish } from './events.ts';
 import * as repo from './repository.ts';
 import { isTerminal, setRunStateTx, type RunError, type RunState } from './runs.ts';
@@ -82,20 +84,30 @@ function serialised<T>(ctx: RunsContext, runId: string, fn: () => Promise<T>): P
   return next;
 }
 
-async function tailOf(ctx: RunsContext, runId: string): Promise<JournalTail> {
+/**
+ * The run's last record, read in the writing transaction: in a group other
+ * cells append to the same journal (a cancel, a recovery note), so a cached
+ * tail could be stale. The cache only saves re-hashing the record when it is
+ * still the last one.
+ */
+async function tailOf(ctx: RunsContext, tx: Tx, runId: string): Promise<JournalTail> {
+  const seq = await repo.lastSeq(tx, runId);
+  if (seq === 0) return { seq: 0, hash: GENESIS_HASH };
   const t = ctx.tails.get(runId);
-  if (t) return t;
-  const rec = await repo.lastRecord(ctx.core.store, runId);
+  if (t && t.seq === seq) return t;
+  const rec = await repo.lastRecord(tx, runId);
   return rec ? { seq: rec.seq, hash: recordHash(rec) } : { seq: 0, hash: GENESIS_HASH };
 }
 
 async function sealNext(
   ctx: RunsContext,
+  tx: Tx,
   runId: string,
   graphHash: string,
   f: AppendFields,
+  epoch: number,
 ): Promise<{ rec: JournalRecord; tail: JournalTail }> {
-  const tail = await tailOf(ctx, runId);
+  const tail = await tailOf(ctx, tx, runId);
   const rec = await sealRecord(
     {
       run_id: runId,
@@ -107,6 +119,8 @@ async function sealNext(
       output_hash: f.output_hash ?? EMPTY_HASH,
       at: f.at ?? ctx.core.clock.now(),
       ...(f.data !== undefined ? { data: f.data } : {}),
+      cell_id: ctx.core.config.cellId,
+      epoch,
     },
     tail.hash,
     ctx.iam.signer(),
@@ -116,24 +130,37 @@ async function sealNext(
 
 /**
  * Appends one record to a run's journal: sealed, durable, then published.
+ * With `fence` (the run's driver) the write happens only while this cell holds
+ * the run's lease at that epoch; without (a cancel, a note from any cell) the
+ * record carries the lease's current epoch. Seq and chain come from the
+ * journal as the transaction reads it, so appends by several cells interleave.
  * @throws RunClosedError when the run is unknown or terminal.
+ * @throws LeaseLostError when `fence` is no longer the run's lease (nothing written).
  */
-export function appendJournal(ctx: RunsContext, runId: string, fields: AppendFields, blobs: AppendBlobs = []): Promise<JournalRecord> {
+export function appendJournal(
+  ctx: RunsContext,
+  runId: string,
+  fields: AppendFields,
+  blobs: AppendBlobs = [],
+  fence?: Fence,
+): Promise<JournalRecord> {
   return serialised(ctx, runId, async () => {
     const run = await repo.runHead(ctx.core.store, runId);
     if (!run || isTerminal(run.state)) throw new RunClosedError(runId, run?.state ?? 'unknown');
     const values = blobs.map(prepareValue);
-    const { rec, tail } = await sealNext(ctx, runId, run.graph_hash ?? EMPTY_HASH, traced(ctx, fields));
-    const text = JSON.stringify(rec);
+    const f: AppendFields = { ...traced(ctx, fields), at: fields.at ?? ctx.core.clock.now() };
     // A record carrying a payload is refused past a limit; one carrying none (a refusal, a cancel, a wait) never is.
     const enforce = values.some((v) => v.body !== 'null');
     const meter = await prepareMeter(ctx, runId);
-    await ctx.core.store.write(async (tx) => {
+    const { rec, tail } = await ctx.core.store.write(async (tx) => {
       const s = await repo.runHead(tx, runId);
       if (!s || isTerminal(s.state)) throw new RunClosedError(runId, s?.state ?? 'unknown');
-      await meterTx(ctx, tx, meter, runId, byteSize(text), values, enforce);
+      if (fence) assertFence(ctx, runId, s, fence);
+      const sealed = await sealNext(ctx, tx, runId, s.graph_hash ?? EMPTY_HASH, f, fence ? fence.epoch : s.lease_epoch);
+      await meterTx(ctx, tx, meter, runId, byteSize(JSON.stringify(sealed.rec)), values, enforce);
       for (const v of values) await repo.putBlob(tx, v.hash, v.body);
-      await repo.insertRecord(tx, rec);
+      await repo.insertRecord(tx, sealed.rec);
+      return sealed;
     });
     ctx.tails.set(runId, tail);
     ctx.metrics.journalRecords.inc({ kind: rec.kind });
@@ -153,6 +180,8 @@ export interface FinishOptions {
   error?: RunError | null;
   /** Extra fields for the terminal record's `data`. */
   data?: JsonObject;
+  /** The driver's lease: the run ends only while this cell holds it (LeaseLostError otherwise). */
+  fence?: Fence;
 }
 
 /**
@@ -184,25 +213,31 @@ export function finishRun(
     }
     const traceparent = ctx.core.traces.traceparent();
     const data: JsonObject = { ...o.data, outcome, ...(o.error ? { error: { ...o.error } } : {}), ...(traceparent ? { traceparent } : {}) };
-    const { rec } = await sealNext(ctx, runId, run.graph_hash ?? EMPTY_HASH, {
-      step_id: 'run',
-      kind: TERMINAL_KIND,
-      output_hash: contentHash(o.output ?? null),
-      data,
-    });
-    const at = rec.at;
-    const text = JSON.stringify(rec);
+    const at = ctx.core.clock.now();
+    const fence = opts.fence;
     const meter = await prepareMeter(ctx, runId);
-    const changed = await ctx.core.store.write(async (tx) => {
+    const rec = await ctx.core.store.write(async (tx) => {
+      const s = await repo.runHead(tx, runId);
+      if (!s || isTerminal(s.state)) return null;
+      if (fence) assertFence(ctx, runId, s, fence);
+      const { rec } = await sealNext(
+        ctx,
+        tx,
+        runId,
+        s.graph_hash ?? EMPTY_HASH,
+        { step_id: 'run', kind: TERMINAL_KIND, output_hash: contentHash(o.output ?? null), data, at },
+        fence ? fence.epoch : s.lease_epoch,
+      );
       const patch: { output?: unknown; error?: RunError | null } = {};
       if ('output' in o) patch.output = o.output;
       if (o.error !== undefined) patch.error = o.error;
-      if (!(await setRunStateTx(tx, runId, outcome, at, patch))) return false;
+      if (!(await setRunStateTx(tx, runId, outcome, at, patch))) return null;
+      const text = JSON.stringify(rec);
       await meterTx(ctx, tx, meter, runId, byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0), [], false);
       await repo.insertRecord(tx, rec);
-      return true;
+      return rec;
     });
-    if (!changed) return false;
+    if (rec === null) return false;
     const reason = o.error?.reason ?? (typeof data['reason'] === 'string' ? data['reason'] : (o.error?.code ?? ''));
     ctx.metrics.runsFinished.inc({ state: outcome, reason: outcome === 'completed' || outcome === 'cancelled' ? '' : reason });
     ctx.metrics.journalRecords.inc({ kind: rec.kind });

@@ -8,11 +8,13 @@
  */
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
+import type { Cluster } from '../cluster/cluster.ts';
 import type { CellModule } from '../module.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
 import { Runs } from './api.ts';
 import { abortAllDrivers } from './control.ts';
 import { createRunsContext } from './context.ts';
+import { catchUpRemote } from './events.ts';
 import { mountRunEventRoutes } from './routes.ts';
 import { mountRunValueRoutes } from './routes-values.ts';
 import { runCountsByKindAndState } from './repository.ts';
@@ -21,9 +23,16 @@ export interface RunsModule extends CellModule {
   runs: Runs;
 }
 
-export async function createRunsModule(core: CellCore, deps: { iam: Iam; metrics: CellMetrics }): Promise<RunsModule> {
-  const ctx = createRunsContext(core, deps.iam, deps.metrics);
+export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster: Cluster; metrics: CellMetrics }): Promise<RunsModule> {
+  const ctx = createRunsContext(core, deps.iam, deps.cluster, deps.metrics);
   deps.metrics.countRunsWith(() => runCountsByKindAndState(core.store));
+  // Records appended by other cells of the group reach this cell's event subscribers.
+  const unlisten = core.store.onChange((c) => {
+    if (c.remote && c.tables.has('journal') && ctx.bus.size > 0)
+      void catchUpRemote(ctx).catch((e: unknown) =>
+        core.log.warn('run events catch-up failed', { error: e instanceof Error ? e.message : String(e) }),
+      );
+  });
   return {
     name: 'runs',
     runs: new Runs(ctx),
@@ -32,6 +41,7 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; metrics
       mountRunValueRoutes(app, ctx);
     },
     async stop() {
+      unlisten();
       await abortAllDrivers(ctx);
     },
   };

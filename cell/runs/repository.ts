@@ -41,6 +41,10 @@ export interface Run {
   flags: Record<string, unknown>;
   /** Cell id that drives (coordinates) the run. */
   coordinator: string | null;
+  /** The cell holding the run's lease (cell/runs/lease.ts); null while it waits or before anyone claimed it. */
+  lease_owner: string | null;
+  /** The lease's fencing token: grows by one at every claim. */
+  lease_epoch: number;
   /** Where the run came from: `api`, `schedule:<schedule_id>`, `endpoint:<endpoint_id>`. */
   source: string;
   created_at: number;
@@ -65,7 +69,7 @@ function runError(v: unknown): RunError {
 
 const RUN_COLUMNS =
   'r.run_id, r.kind, r.job_type, r.crew_id, r.workspace_id, r.requester, r.state, r.graph_hash, r.spec, r.output, r.error, ' +
-  'r.flags, r.coordinator, r.source, r.created_at, r.updated_at, r.finished_at';
+  'r.flags, r.coordinator, r.source, r.created_at, r.updated_at, r.finished_at, r.lease_owner, r.lease_epoch';
 
 function decodeRun(r: Row): Run {
   return {
@@ -82,6 +86,8 @@ function decodeRun(r: Row): Run {
     error: jsonOrNull(r, 'error', runError),
     flags: json(r, 'flags', object),
     coordinator: strOrNull(r, 'coordinator'),
+    lease_owner: strOrNull(r, 'lease_owner'),
+    lease_epoch: num(r, 'lease_epoch'),
     source: str(r, 'source'),
     created_at: num(r, 'created_at'),
     updated_at: num(r, 'updated_at'),
@@ -105,13 +111,16 @@ export interface RunInsert {
   coordinator: string | null;
   source: string;
   at: number;
+  /** What the cell that executes the run must meet (placement; every claim enforces it). */
+  need_clearance: number;
+  need_topology: Record<string, string>;
 }
 
 /** Inserts a run and numbers it in the order runs were recorded. */
 export async function insertRun(tx: Tx, r: RunInsert): Promise<void> {
   await tx.run(
-    `INSERT INTO runs (run_id, kind, job_type, crew_id, workspace_id, requester, state, graph_hash, spec, output, error, flags, investigate, coordinator, source, created_at, updated_at, finished_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, NULL)`,
+    `INSERT INTO runs (run_id, kind, job_type, crew_id, workspace_id, requester, state, graph_hash, spec, output, error, flags, investigate, coordinator, source, created_at, updated_at, finished_at, lease_owner, lease_epoch, need_clearance, need_topology)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, NULL, ?, 0, ?, ?)`,
     [
       r.run_id,
       r.kind,
@@ -128,6 +137,9 @@ export async function insertRun(tx: Tx, r: RunInsert): Promise<void> {
       r.source,
       r.at,
       r.at,
+      r.coordinator,
+      r.need_clearance,
+      JSON.stringify(r.need_topology),
     ],
   );
   await tx.run('INSERT INTO run_order (run_id) VALUES (?)', [r.run_id]);
@@ -138,10 +150,98 @@ export async function runById(db: Reader, runId: string): Promise<Run | undefine
   return r ? decodeRun(r) : undefined;
 }
 
-/** The run's state and graph hash only (the journal's hot path). */
-export async function runHead(db: Reader, runId: string): Promise<{ state: RunState; graph_hash: string | null } | undefined> {
-  const r = await db.get('SELECT state, graph_hash FROM runs WHERE run_id = ?', [runId]);
-  return r ? { state: oneOf(RUN_STATES, str(r, 'state'), 'run state'), graph_hash: strOrNull(r, 'graph_hash') } : undefined;
+export interface RunHead {
+  state: RunState;
+  graph_hash: string | null;
+  lease_owner: string | null;
+  lease_epoch: number;
+}
+
+/** The run's state, graph hash and lease only (the journal's hot path). */
+export async function runHead(db: Reader, runId: string): Promise<RunHead | undefined> {
+  const r = await db.get('SELECT state, graph_hash, lease_owner, lease_epoch FROM runs WHERE run_id = ?', [runId]);
+  return r
+    ? {
+        state: oneOf(RUN_STATES, str(r, 'state'), 'run state'),
+        graph_hash: strOrNull(r, 'graph_hash'),
+        lease_owner: strOrNull(r, 'lease_owner'),
+        lease_epoch: num(r, 'lease_epoch'),
+      }
+    : undefined;
+}
+
+export interface RunLease extends RunHead {
+  coordinator: string | null;
+  need_clearance: number;
+  need_topology: Record<string, string>;
+}
+
+/** What a claim needs to know of a run (cell/runs/lease.ts). */
+export async function runLease(db: Reader, runId: string): Promise<RunLease | undefined> {
+  const r = await db.get(
+    'SELECT state, graph_hash, lease_owner, lease_epoch, coordinator, need_clearance, need_topology FROM runs WHERE run_id = ?',
+    [runId],
+  );
+  if (!r) return undefined;
+  return {
+    state: oneOf(RUN_STATES, str(r, 'state'), 'run state'),
+    graph_hash: strOrNull(r, 'graph_hash'),
+    lease_owner: strOrNull(r, 'lease_owner'),
+    lease_epoch: num(r, 'lease_epoch'),
+    coordinator: strOrNull(r, 'coordinator'),
+    need_clearance: num(r, 'need_clearance'),
+    need_topology: json(r, 'need_topology', object) as Record<string, string>,
+  };
+}
+
+/**
+ * Gives the run's lease to `owner` with epoch `epoch`, if nobody claimed it
+ * since `prevEpoch` was read; the run is `running` under it. False otherwise.
+ */
+export async function takeLease(
+  tx: Tx,
+  runId: string,
+  owner: string,
+  epoch: number,
+  prevEpoch: number,
+  at: number,
+  graphHash: string | null,
+): Promise<boolean> {
+  const r = await tx.run(
+    `UPDATE runs SET lease_owner = ?, lease_epoch = ?, coordinator = ?, state = 'running', updated_at = ?, graph_hash = COALESCE(CAST(? AS TEXT), graph_hash)
+     WHERE run_id = ? AND lease_epoch = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')`,
+    [owner, epoch, owner, at, graphHash, runId, prevEpoch],
+  );
+  return r.changes === 1;
+}
+
+/** The lease holder lets go of a run that waits (anyone may claim it when it wakes); false when the lease is not its own. */
+export async function releaseToWaiting(tx: Tx, runId: string, owner: string, epoch: number, at: number): Promise<boolean> {
+  const r = await tx.run(
+    `UPDATE runs SET state = 'waiting', lease_owner = NULL, updated_at = ?
+     WHERE run_id = ? AND lease_owner = ? AND lease_epoch = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')`,
+    [at, runId, owner, epoch],
+  );
+  return r.changes === 1;
+}
+
+/** The creating cell lets go of a run it never claimed (epoch 0), for a qualifying peer to claim. */
+export async function releaseUnclaimed(tx: Tx, runId: string, owner: string): Promise<boolean> {
+  const r = await tx.run(
+    `UPDATE runs SET lease_owner = NULL, coordinator = NULL WHERE run_id = ? AND lease_owner = ? AND lease_epoch = 0 AND state = 'queued'`,
+    [runId, owner],
+  );
+  return r.changes === 1;
+}
+
+/** Runs queued or running under another cell's lease (or none): takeover candidates, oldest first. */
+export async function leasedElsewhere(db: Reader, kind: RunKind, cellId: string): Promise<Run[]> {
+  const rows = await db.all(
+    `SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id
+     WHERE r.kind = ? AND r.state IN ('queued', 'running') AND (r.lease_owner IS NULL OR r.lease_owner <> ?) ORDER BY o.seq`,
+    [kind, cellId],
+  );
+  return rows.map(decodeRun);
 }
 
 export interface RunFilter {
@@ -263,7 +363,7 @@ export async function updateRunFlags(tx: Tx, runId: string, flags: Record<string
 
 // ---------------------------------------------------------------- journal
 
-/** A stored journal record (format v1: exactly these fields, as signed). */
+/** A stored journal record (format v1 or v2: exactly these fields, as signed). */
 function journalRecord(v: unknown): JournalRecord {
   const o = object(v);
   const text = (k: string): string => {
@@ -276,9 +376,28 @@ function journalRecord(v: unknown): JournalRecord {
     if (typeof x !== 'number' || !Number.isSafeInteger(x)) throw new TypeError(`store row: journal record field ${k} is not an integer`);
     return x;
   };
-  if (o['v'] !== 1) throw new TypeError('store row: journal record of an unknown format version');
+  if (o['v'] !== 1 && o['v'] !== 2) throw new TypeError('store row: journal record of an unknown format version');
   const data = o['data'] === undefined ? undefined : object(o['data']);
   // Keys in the order sealRecord writes them (RFC 8785 order: hashing serializes with JSON.stringify).
+  if (o['v'] === 2) {
+    return {
+      at: int('at'),
+      cell_id: text('cell_id'),
+      ...(data !== undefined ? { data } : {}),
+      epoch: int('epoch'),
+      graph_hash: text('graph_hash'),
+      input_hash: text('input_hash'),
+      kind: text('kind'),
+      output_hash: text('output_hash'),
+      prev_hash: text('prev_hash'),
+      run_id: text('run_id'),
+      seq: int('seq'),
+      sig: text('sig'),
+      signer_kid: text('signer_kid'),
+      step_id: text('step_id'),
+      v: 2,
+    };
+  }
   return {
     at: int('at'),
     ...(data !== undefined ? { data } : {}),
@@ -479,4 +598,9 @@ export async function addStorage(
       [scope, bytes],
     );
   }
+}
+
+/** How many approval decisions a run has (a drive that waits compares it with the count it started with). */
+export async function decisionCount(db: Reader, runId: string): Promise<number> {
+  return count(await db.get('SELECT COUNT(*) AS n FROM team_approvals WHERE run_id = ?', [runId]));
 }

@@ -39,7 +39,18 @@ export function sseHeartbeatMs(): number {
 
 export const JournalRecordSchema = z
   .object({
-    v: z.literal(1),
+    v: z
+      .union([z.literal(1), z.literal(2)])
+      .openapi({ description: 'Record format version (2 since multi-cell; 1 for records written before)' }),
+    cell_id: z
+      .string()
+      .optional()
+      .openapi({ description: 'v2: the cell that wrote the record under its lease on the run (signed; docs/multi-cell.md)' }),
+    epoch: z
+      .number()
+      .int()
+      .optional()
+      .openapi({ description: "v2: the lease's fencing token; never decreases along a journal, grows at each takeover (signed)" }),
     run_id: z.string(),
     seq: z.number().int().openapi({ description: 'Position in the journal, contiguous from 1; also the SSE event id' }),
     step_id: z.string(),

@@ -43,6 +43,8 @@ export interface NewRun {
   source?: string;
   /** Creation time (ms); pass `clock.now()`. */
   at: number;
+  /** What the executing cell must meet (placement); every claim of the run enforces it. */
+  placement?: { clearance: number; topology: Record<string, string> };
 }
 
 /** Inserts a run inside the caller's transaction; returns its id. State defaults to `queued`. */
@@ -62,6 +64,8 @@ export async function createRunTx(tx: Tx, r: NewRun): Promise<string> {
     coordinator: r.coordinator ?? null,
     source: r.source ?? 'api',
     at: r.at,
+    need_clearance: r.placement?.clearance ?? 0,
+    need_topology: r.placement?.topology ?? {},
   });
   return id;
 }

@@ -80,4 +80,14 @@ export const RUNS_MIGRATIONS: readonly Migration[] = [
     INSERT INTO storage_totals (scope, bytes)
       SELECT 'workspace:' || workspace_id, SUM(bytes) FROM run_storage WHERE workspace_id IS NOT NULL GROUP BY workspace_id;`,
   },
+  {
+    // Run ownership in a group of cells (cell/runs/lease.ts): the cell holding the run's lease and
+    // the lease's fencing token, and what the executing cell must meet (placement), so every claim,
+    // a takeover included, enforces it. A run recorded before has no owner and no constraint.
+    id: 'runs-004-lease',
+    sql: `ALTER TABLE runs ADD COLUMN lease_owner TEXT;
+    ALTER TABLE runs ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN need_clearance INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN need_topology TEXT NOT NULL DEFAULT '{}';`,
+  },
 ];

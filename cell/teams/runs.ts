@@ -62,8 +62,9 @@ export const INVESTIGATE_SWEEP_MS = 5_000;
 
 /**
  * Module start: waiting crew runs (approval or timer) are driven again so a due
- * timer or an elapsed approval timeout is acted on after a restart; runs left
- * `running` by a coordinator that died wait for an explicit recover. Then the
+ * timer or an elapsed approval timeout is acted on after a restart; runs this
+ * cell left `running` before a restart wait for an explicit recover, runs of a
+ * dead peer are taken over after each heartbeat (takeOverOrphans). Then the
  * periodic investigate sweep starts; `stopSweep` ends it.
  */
 export async function startSweep(ctx: TeamsContext): Promise<void> {
@@ -75,6 +76,9 @@ export async function startSweep(ctx: TeamsContext): Promise<void> {
         ctx.core.log.warn('waiting run not resumed', { run_id: r.run_id, error: e instanceof Error ? e.message : String(e) }),
       );
   }
+  ctx.runs.onHeartbeat(async () => {
+    if (!ctx.stopped) await takeOverOrphans(ctx);
+  });
   const t = setInterval(() => {
     void flagOverdue(ctx).catch((e: unknown) =>
       ctx.core.log.warn('investigate sweep failed', { error: e instanceof Error ? e.message : String(e) }),
@@ -118,7 +122,7 @@ async function refuseRun(ctx: TeamsContext, runId: string, reason: string, messa
   throw new ServiceError('conflict', message, { details: { reason, run_id: runId, ...details } });
 }
 
-function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash: string, crew: Crew): void {
+function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash: string, crew: Crew, forceClaim = false): void {
   const spec = crewSpec(run);
   const workspaceId = run.workspace_id ?? crew.workspace_id;
   const p = ctx.runs
@@ -126,6 +130,9 @@ function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash:
       requester: run.requester,
       graphHash,
       context: { crew_id: crew.crew_id, workspace_id: workspaceId },
+      forceClaim,
+      // Budget reservations the previous driver left open are released once this cell holds the run.
+      onTakeover: () => releaseOpenReservations(ctx, run.run_id),
     })
     .then((r) => {
       if (r.state === 'waiting') scheduleWake(ctx, run.run_id, r.result?.waiting?.wake_at ?? null);
@@ -183,6 +190,8 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
       coordinator: core.config.cellId,
       source: 'api',
       at,
+      // Every claim of the run (a takeover included) enforces the graph's placement needs.
+      placement: compiled.graph.placement,
     });
     await repo.insertGraph(tx, compiled.graphHash, compiled.graph, at);
     await ctx.iam.audit(tx, {
@@ -208,7 +217,9 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
   });
 
   const unmet = checkPlacement(compiled.graph.placement, core.config);
-  if (unmet.length) {
+  // This cell does not qualify, a live peer of the group does: the peer executes the run.
+  const peer = unmet.length ? (await runs.qualifyingMembers(compiled.graph.placement))[0] : undefined;
+  if (unmet.length && !peer) {
     await refuseRun(ctx, runId, 'placement_unmet', placementMessage(unmet, core.config), {
       unmet: unmet.map((u) => ({ ...u })),
       fix: placementFix(unmet, core.config),
@@ -227,6 +238,11 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
       agents: missing.sort(),
     });
   }
+  if (peer) {
+    await runs.appendJournal(runId, { step_id: 'run', kind: 'placed', data: { on: 'peer', qualifying_cell: peer.cell_id } });
+    await runs.placeOnPeer(runId);
+    return (await runs.getRun(runId))!;
+  }
   const run = await runs.getRun(runId);
   if (!run) throw new TypeError(`startCrewRun: run ${runId} vanished`);
   driveInBackground(ctx, run, compiled.graph, compiled.graphHash, crew);
@@ -240,9 +256,37 @@ export async function resumeRun(ctx: TeamsContext, runId: string, why: string): 
   if (run?.kind !== 'crew') throw notFound('run');
   if (isTerminal(run.state) || runs.isDriven(runId) || ctx.stopped) return run;
   const check = await checkRunGraph(ctx, run);
-  if (!check.ok) return refuseRun(ctx, runId, check.reason, check.message, { ...check.details, why });
-  driveInBackground(ctx, run, check.graph, check.graphHash, check.crew);
+  if (!check.ok) {
+    await ctx.iam.auditNow({
+      actor: `system:cell:${ctx.core.config.cellId}`,
+      action: 'crew.run.resume',
+      target: runId,
+      outcome: 'refused',
+      details: { reason: check.reason, why, ...check.details },
+    });
+    return refuseRun(ctx, runId, check.reason, check.message, { ...check.details, why });
+  }
+  driveInBackground(ctx, run, check.graph, check.graphHash, check.crew, why === 'recover');
   return (await runs.getRun(runId)) ?? run;
+}
+
+/**
+ * The takeover sweep, after each heartbeat: crew runs whose lease holder died
+ * (and that this cell qualifies to execute) are resumed here. The claim in
+ * the drive decides between peers sweeping at once; a formation changed
+ * since the run started ends it `refused` with `graph_changed` (resumeRun).
+ */
+export async function takeOverOrphans(ctx: TeamsContext): Promise<void> {
+  await ctx.runs.markUnplaceable('crew');
+  for (const run of await ctx.runs.orphanedRuns('crew')) {
+    if (ctx.stopped) return;
+    ctx.core.log.info('taking over crew run', { run_id: run.run_id, previous_owner: run.lease_owner });
+    try {
+      await resumeRun(ctx, run.run_id, 'takeover');
+    } catch (e) {
+      if (!(e instanceof ServiceError)) throw e; // a refusal (graph_changed) is recorded on the run
+    }
+  }
 }
 
 /** Recovery by a peer (or restarted) cell: resume a run whose coordinator died. */
@@ -256,6 +300,10 @@ export async function recoverRun(ctx: TeamsContext, actor: string, crewId: strin
     });
   if (runs.isDriven(runId))
     throw new ServiceError('conflict', 'this cell is driving the run now', { details: { reason: 'run_in_progress' } });
+  if (await runs.heldByLivePeer(run))
+    throw new ServiceError('conflict', 'another live cell of the group is driving the run (its heartbeat is fresh)', {
+      details: { reason: 'run_in_progress', cell_id: run.lease_owner },
+    });
   try {
     await runs.appendJournal(runId, {
       step_id: 'run',

@@ -19,6 +19,9 @@
  * Every one of these is "memoized": before running it the engine asks
  * `ports.recorded(stepId)`; a recorded output is reused and nothing is called
  * again (recovery never re-executes a completed step, never calls a model twice).
+ * With `ports.intents`, each model and tool call is preceded by an `intent`
+ * record under the call's step id, so a call that was in flight when a drive
+ * stopped is known, re-issued at most once, and flagged (`data.reissued`).
  */
 import type { JournalKind, JsonObject } from '../journal/record.ts';
 
@@ -379,6 +382,14 @@ export interface EnginePorts {
   isCancelled?(): boolean | Promise<boolean>;
   /** The recorded output of a completed step, from the run's journal (see core/journal/recorded.ts). */
   recorded?(stepId: string): Promise<RecordedStep | undefined>;
+  /**
+   * How many calls of a step were started (an `intent` record) and never finished, from the
+   * run's journal (core/journal/recorded.ts `intentsFrom`). When present, the engine journals an
+   * `intent` before every model and tool call, re-issues a call that was in flight at most once
+   * (flagged `reissued` on its step record), and refuses to issue it a third time
+   * (failed, `call_interrupted`). Absent: no intent records are written.
+   */
+  intents?(stepId: string): Promise<number>;
 }
 
 export interface RunOptions {

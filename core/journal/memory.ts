@@ -1,12 +1,12 @@
 /**
- * An in-memory journal: the journal and recorded ports over an array of sealed
- * records and a Map of content-addressed values. For tests, benchmarks and the
- * edge (which persists `records` and `blobs` itself). Seals and signs every
- * record exactly as the cell does.
+ * An in-memory journal: the journal, recorded and intents ports over an array
+ * of sealed records and a Map of content-addressed values. For tests,
+ * benchmarks and the edge (which persists `records` and `blobs` itself). Seals
+ * and signs every record exactly as the cell does.
  */
 import type { JournalPort, RecordedStep } from '../engine/types.ts';
 import { recordHash } from './hash.ts';
-import { GENESIS_HASH, type JournalRecord, type JournalSigner } from './record.ts';
+import { GENESIS_HASH, type JournalRecord, type JournalSigner, type JournalWriter } from './record.ts';
 import { isReusable } from './recorded.ts';
 import { sealRecord } from './seal.ts';
 
@@ -15,31 +15,45 @@ export interface MemoryJournal {
   blobs: Map<string, unknown>;
   port: JournalPort;
   recorded(stepId: string): Promise<RecordedStep | undefined>;
+  /** Intent records of a step with no reusable record after them (calls that were in flight). */
+  intents(stepId: string): Promise<number>;
 }
 
-/** A journal for one run. Pass existing records/blobs to continue a journal (recovery). */
+/**
+ * A journal for one run. Pass existing records/blobs to continue a journal
+ * (recovery). `writer` names who writes (default: the signer's kid, epoch 0,
+ * as on an edge device, whose key id is its device id).
+ */
 export function memoryJournal(
   runId: string,
   signer: JournalSigner,
   existing?: { records: JournalRecord[]; blobs: Map<string, unknown> },
+  writer: JournalWriter = { cell_id: signer.kid, epoch: 0 },
 ): MemoryJournal {
   const records = existing?.records ?? [];
   const blobs = existing?.blobs ?? new Map<string, unknown>();
   const last = records[records.length - 1];
   let head = last !== undefined ? recordHash(last) : GENESIS_HASH;
   const index = new Map<string, JournalRecord>();
-  for (const r of records) if (isReusable(r.kind)) index.set(r.step_id, r);
+  const intents = new Map<string, number>();
+  const note = (r: JournalRecord) => {
+    if (isReusable(r.kind)) {
+      index.set(r.step_id, r);
+      intents.delete(r.step_id);
+    } else if (r.kind === 'intent') intents.set(r.step_id, (intents.get(r.step_id) ?? 0) + 1);
+  };
+  for (const r of records) note(r);
   let tail: Promise<unknown> = Promise.resolve();
   const port: JournalPort = {
     append(fields, payload) {
       // Serialize appends so seq and the chain stay contiguous even if called concurrently.
       const p = tail.then(async () => {
-        const rec = await sealRecord({ run_id: runId, seq: records.length + 1, ...fields }, head, signer);
+        const rec = await sealRecord({ run_id: runId, seq: records.length + 1, ...fields, ...writer }, head, signer);
         head = recordHash(rec);
         records.push(rec);
         if (!blobs.has(fields.input_hash)) blobs.set(fields.input_hash, payload.input);
         if (!blobs.has(fields.output_hash)) blobs.set(fields.output_hash, payload.output);
-        if (isReusable(rec.kind)) index.set(rec.step_id, rec);
+        note(rec);
       });
       tail = p.catch(() => undefined);
       return p;
@@ -55,6 +69,9 @@ export function memoryJournal(
       if (!blobs.has(r.output_hash)) throw new TypeError(`journal: output of step ${stepId} is missing`);
       const output = blobs.get(r.output_hash);
       return r.data !== undefined ? { output, data: r.data } : { output };
+    },
+    async intents(stepId) {
+      return intents.get(stepId) ?? 0;
     },
   };
 }

@@ -1,5 +1,5 @@
 /**
- * The signed journal's record format (version 1).
+ * The signed journal's record format (version 2; version 1 records still verify).
  *
  * A run's journal is a hash chain of records. Each record names the run, its
  * position (`seq`, contiguous from 1), the step it describes, the graph the run
@@ -11,14 +11,26 @@
  * without `sig`. `data` is an optional small JSON object for decisions and
  * refusals (reason, contract, choice).
  *
+ * Version 2 adds, under the signature, who wrote the record: `cell_id` (the
+ * cell that held the run's lease; on an edge device, the device id) and
+ * `epoch` (the fencing token of that lease: it never decreases along a
+ * journal, and it grows each time another owner takes the run over). A
+ * journal written by several cells of a group therefore says, record by
+ * record, which cell wrote it under which lease. A journal may start with
+ * version 1 records (written before the upgrade) and continue with version 2
+ * ones, never the other way round.
+ *
  * Changing any field, its meaning, or the bytes that are signed requires a new
- * format version `v`; recorded journals under test/fixtures/journals pin v1.
+ * format version `v`; recorded journals under test/fixtures/journals pin v1 and v2.
  */
 import { utf8 } from '../canonical.ts';
 import { canonicalText } from '../json-hash.ts';
 
 /** Format version of records written by this code. */
-export const JOURNAL_FORMAT_VERSION = 1;
+export const JOURNAL_FORMAT_VERSION = 2;
+
+/** Format versions the verifier accepts. */
+export const JOURNAL_FORMAT_VERSIONS: readonly number[] = [1, 2];
 
 /** prev_hash of a run's first record. */
 export const GENESIS_HASH = 'sha256:' + '0'.repeat(64);
@@ -31,14 +43,24 @@ export const GENESIS_HASH = 'sha256:' + '0'.repeat(64);
  * - `decision`: gate, approval, delegate and consensus decisions (data: decision, reason, contract...).
  * - `refusal`: a refusal that stops the run (data: reason and what was refused).
  * - `waiting`: the run holds (approval pending, timer not due).
+ * - `intent`: a model or tool call is about to be made (data: call, attempt, reissue); a
+ *   later drive that finds an intent and no `step` record for the same step id knows the
+ *   call was in flight when the previous driver stopped.
  */
-export type JournalKind = 'run_started' | 'step' | 'decision' | 'refusal' | 'waiting' | 'run_finished';
+export type JournalKind = 'run_started' | 'step' | 'decision' | 'refusal' | 'waiting' | 'intent' | 'run_finished';
 
 /** A small JSON object (no undefined values after canonicalization). */
 export type JsonObject = { [k: string]: unknown };
 
+/** Who writes a record: the cell holding the run's lease (or the edge device) and the lease's epoch. */
+export interface JournalWriter {
+  cell_id: string;
+  /** Fencing token of the writer's lease on the run; 0 where there are no leases (the edge). */
+  epoch: number;
+}
+
 /** The fields a writer supplies; `sealRecord` adds v, prev_hash, signer_kid and sig. */
-export interface UnsignedRecord {
+export interface UnsignedRecord extends JournalWriter {
   run_id: string;
   seq: number;
   step_id: string;
@@ -51,14 +73,34 @@ export interface UnsignedRecord {
   data?: JsonObject;
 }
 
-/** One sealed journal record, format version 1. */
-export interface JournalRecord extends UnsignedRecord {
-  v: 1;
+interface SealedFields {
+  run_id: string;
+  seq: number;
+  step_id: string;
+  kind: JournalKind | (string & {});
+  graph_hash: string;
+  input_hash: string;
+  output_hash: string;
+  at: number;
+  data?: JsonObject;
   prev_hash: string;
   signer_kid: string;
   /** Ed25519 signature, unpadded base64url, over `signingBytes(record)`. */
   sig: string;
 }
+
+/** A sealed record of format version 1 (no writer fields): read and verified, never written. */
+export interface JournalRecordV1 extends SealedFields {
+  v: 1;
+}
+
+/** A sealed record of format version 2: the writer's cell id and lease epoch are signed too. */
+export interface JournalRecordV2 extends SealedFields, JournalWriter {
+  v: 2;
+}
+
+/** One sealed journal record. */
+export type JournalRecord = JournalRecordV1 | JournalRecordV2;
 
 /** What signs journal records: the cell's (or the edge device's) identity key. */
 export interface JournalSigner {
@@ -67,7 +109,12 @@ export interface JournalSigner {
 }
 
 /** The bytes a record's signature covers: UTF-8 of the canonical JSON of the record without `sig`. */
-export function signingBytes(record: Omit<JournalRecord, 'sig'> | JournalRecord): Uint8Array {
+export function signingBytes(record: Omit<JournalRecordV1, 'sig'> | Omit<JournalRecordV2, 'sig'> | JournalRecord): Uint8Array {
   const { sig: _sig, ...rest } = record as JournalRecord;
   return utf8(canonicalText(rest));
+}
+
+/** The writer of a record: its cell id and epoch (version 1 records name none). */
+export function writerOf(record: JournalRecord): JournalWriter | null {
+  return record.v === 2 ? { cell_id: record.cell_id, epoch: record.epoch } : null;
 }

@@ -29,6 +29,20 @@ export function recordedFrom(
   };
 }
 
+/**
+ * How many calls of each step were started (an `intent` record) and never
+ * recorded as finished (no reusable record after the intent): the calls in
+ * flight when earlier drives stopped.
+ */
+export function intentsFrom(records: readonly JournalRecord[]): (stepId: string) => number {
+  const open = new Map<string, number>();
+  for (const r of records) {
+    if (REUSABLE.has(r.kind)) open.delete(r.step_id);
+    else if (r.kind === 'intent') open.set(r.step_id, (open.get(r.step_id) ?? 0) + 1);
+  }
+  return (stepId) => open.get(stepId) ?? 0;
+}
+
 /** True when a record's step output can be reused on a later drive. */
 export function isReusable(kind: string): boolean {
   return REUSABLE.has(kind);

@@ -68,6 +68,8 @@ for (const [i, kind] of (['run_started', 'step', 'run_finished'] as const).entri
       input_hash: contentHash('task'),
       output_hash: contentHash({ answer: 42 }),
       at: T0 + i,
+      cell_id: dev.kid,
+      epoch: 0,
     },
     prev,
     signer,

@@ -122,6 +122,9 @@ test('list bounds, unknown run and idempotent cancel on the real process', async
   assert.equal(j.body.records.at(-1).data.outcome, 'cancelled');
 });
 
+/** Every kind of journal record a job run writes (an event's type is its record's kind). */
+const RECORD_KINDS = ['run_started', 'intent', 'step', 'cancel_requested', 'taken_over', 'run_finished'];
+
 function authFetch(extra: Record<string, string> = {}) {
   return (input: string | URL, init?: any) =>
     fetch(input, { ...init, headers: { ...(init?.headers ?? {}), authorization: `Bearer ${cell.adminKey}`, ...extra } });
@@ -156,7 +159,7 @@ test('SSE: a real EventSource reads live events with ids, disconnects, resumes w
         resolve();
       }
     };
-    for (const k of ['run_started', 'step', 'cancel_requested', 'run_finished']) es.addEventListener(k, on as any);
+    for (const k of RECORD_KINDS) es.addEventListener(k, on as any);
     es.onerror = () => {};
   });
   assert.deepEqual(seen, [1, 2, 3]);
@@ -181,7 +184,7 @@ test('SSE: a real EventSource reads live events with ids, disconnects, resumes w
         resolve();
       }
     };
-    for (const k of ['run_started', 'step', 'cancel_requested', 'run_finished']) es.addEventListener(k, on as any);
+    for (const k of RECORD_KINDS) es.addEventListener(k, on as any);
   });
   const j = await call('GET', `${RUNS}/${r.body.run_id}/journal`);
   assert.deepEqual(

@@ -79,6 +79,8 @@ async function journal(signer: { kid: string; sign(b: Uint8Array): Promise<Uint8
         input_hash: contentHash({}),
         output_hash: contentHash(out),
         at: 1000 + i,
+        cell_id: signer.kid,
+        epoch: 0,
       },
       prev,
       signer,

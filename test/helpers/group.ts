@@ -33,13 +33,13 @@ export interface Reply {
 export async function startGroup(n: number, opts: { args?: (i: number) => string[]; db?: PgDatabase } = {}): Promise<Group> {
   const db = opts.db ?? (await pgDatabase());
   const cells: CellProcess[] = [];
-  const argsOf = (i: number) => ['--store', db.url, ...(opts.args?.(i) ?? [])];
+  const argsOf = (i: number) => ['--store', db.url, '--posture', 'multi-cell', ...(opts.args?.(i) ?? [])];
   const group: Group = {
     db,
     cells,
     adminKey: '',
     async add(args = []) {
-      const c = await startCellProcess({ args: ['--store', db.url, ...args] });
+      const c = await startCellProcess({ args: ['--store', db.url, '--posture', 'multi-cell', ...args] });
       cells.push(c);
       return c;
     },

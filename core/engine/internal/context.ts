@@ -32,6 +32,9 @@ export function asJson(v: unknown): unknown {
   }
 }
 
+/** A call is issued at most this many times: once, and re-issued once after it was found in flight. */
+export const MAX_CALL_ATTEMPTS = 2;
+
 export class RunContext {
   readonly runId: string;
   readonly context: JsonObject;
@@ -123,6 +126,24 @@ export class RunContext {
     const output = asJson(r.output);
     await this.append(kind, stepId, input, output, r.data);
     return { output, data: r.data, replayed: false };
+  }
+
+  /**
+   * Just before a model or tool call leaves the engine: journals an `intent` for
+   * the call's step id (when the intents port is bound), so a later drive that
+   * finds no result knows the call was in flight. A call found in flight once is
+   * re-issued (attempt 2, `reissue: true`); found in flight twice it is not issued
+   * again: the run fails `call_interrupted` (a call is re-issued at most once).
+   * Returns what the call's step record adds to its data: `{ attempt: 2, reissued: true }`
+   * for a re-issue, nothing otherwise.
+   */
+  async beginCall(stepId: string, call: 'model' | 'tool', input: unknown): Promise<JsonObject> {
+    if (this.ports.intents === undefined) return {};
+    const prior = await this.ports.intents(stepId);
+    if (prior >= MAX_CALL_ATTEMPTS) throw fail('call_interrupted', { step_id: stepId, call, attempts: prior });
+    const attempt = prior + 1;
+    await this.append('intent', stepId, input, null, { call, attempt, ...(prior > 0 ? { reissue: true } : {}) });
+    return prior > 0 ? { attempt, reissued: true } : {};
   }
 
   program(src: string, vars: readonly string[]): ExprProgram {

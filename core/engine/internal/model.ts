@@ -77,6 +77,13 @@ export async function modelCall(
     if (!res.ok) throw refuse('budget_exceeded', { agent_id: agentId, seat: seatId, ledger: res.reason, requested: want, minimum: floor });
     const reserved = res.amount ?? want;
     let raw: unknown;
+    let attempt: JsonObject;
+    try {
+      attempt = await ctx.beginCall(stepId, 'model', input);
+    } catch (e) {
+      await budget.commit(res.reservation_id, 0);
+      throw e;
+    }
     try {
       raw = await model.complete({ agent: { id: agentId, seat: seatId, model: seat.model }, messages, tools, max_tokens: reserved });
     } catch (e) {
@@ -91,7 +98,7 @@ export async function modelCall(
     }
     const used = resp.usage.input_tokens + resp.usage.output_tokens;
     await budget.commit(res.reservation_id, used);
-    return { output: resp, data: { seat: seatId, agent_id: agentId, usage: used, reserved } };
+    return { output: resp, data: { seat: seatId, agent_id: agentId, usage: used, reserved, ...attempt } };
   });
   const resp = r.output as ModelResponse;
   ctx.addSpend(seatId, resp.usage.input_tokens + resp.usage.output_tokens);

@@ -64,6 +64,7 @@ export async function governedToolCall(
       }
       data.approved_by = approvers;
     }
+    Object.assign(data, await ctx.beginCall(stepId, 'tool', { tool: name, args }));
     let out: unknown;
     try {
       out = await tools.call(name, args, { run_id: ctx.runId, step_id: stepId, seat: seatId, agent_id: seat?.agent_id ?? null, authority });

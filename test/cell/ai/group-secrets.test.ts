@@ -51,7 +51,11 @@ describe('the secrets key of a group of cells', { skip, timeout: 120_000 }, () =
   }
 
   async function cell(db: PgDatabase, config: Partial<CellConfig>): Promise<RunningCell> {
-    const c = await startCell({ config: { dataDir: tmp(), storeUrl: db.url, ...config }, listen: false, log: quiet });
+    const c = await startCell({
+      config: { dataDir: tmp(), storeUrl: db.url, posture: 'multi-cell', ...config },
+      listen: false,
+      log: quiet,
+    });
     running.push(c);
     return c;
   }

@@ -105,7 +105,16 @@ test('agent runtimes and the tool registry', async () => {
   assert.equal(tools.status, 200);
   assert.ok(tools.body.tools.some((x: { name: string }) => x.name === 'calc'));
   assert.equal(tools.headers.get('content-type'), 'application/json');
-  assert.equal(tools.text, JSON.stringify({ tools: toolRegistryView() }), 'the catalog, as c.json would write it');
+  const all = toolRegistryView();
+  assert.equal(
+    tools.text,
+    JSON.stringify({ tools: all, limit: 100, offset: 0, total: all.length }),
+    'the catalog, as c.json would write it',
+  );
+  // A page of it is sliced like any list.
+  const page = await t.request('GET', `${A}/ai/tool-registry?limit=2&offset=1`, { token: t.adminKey });
+  assert.equal(page.status, 200);
+  assert.deepEqual(page.body, { tools: all.slice(1, 3), limit: 2, offset: 1, total: all.length });
 });
 
 test('without a credential: 401', async () => {

@@ -10,7 +10,10 @@ import { inProcessCell } from '../../helpers/inproc.ts';
 /** Routes anyone authenticated may call by design, with the reason. */
 const OPEN_TO_ANY_CREDENTIAL = new Map<string, string>([
   ['POST /api/public/v1/jobs/endpoints/:endpoint_id/invoke', "checks the published endpoint's own required scopes (test/cell/jobs)"],
-  ['GET /api/public/v1/admin/whoami', 'the caller reads what its own credential already holds, nothing more (test/cell/iam/whoami.test.ts)'],
+  [
+    'GET /api/public/v1/admin/whoami',
+    'the caller reads what its own credential already holds, nothing more (test/cell/iam/whoami.test.ts)',
+  ],
 ]);
 
 test('a key with no relevant permission is refused on every protected route; no key is 401', async () => {

@@ -375,6 +375,7 @@ test('the cell publishes its identity keys (public part only), including the jou
     assert.equal(r.body.keys[0].jwk.kty, 'OKP');
     assert.equal(r.body.keys[0].jwk.d, undefined, 'never the private part');
     assert.equal(r.body.keys[0].kid, t.modules.iam.iam.signer().kid);
+    assert.equal(r.body.keys[0].cell_id, 'cell-test', 'each key names the cell it belongs to');
     assert.ok(r.headers.get('x-ratelimit-limit'), 'rate-limited like everything else');
   } finally {
     await t.close();

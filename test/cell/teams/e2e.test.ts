@@ -10,6 +10,7 @@ import { after, before, test } from 'node:test';
 import { startCellProcess, type CellProcess } from '../../helpers/cell-process.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
 import { T, ok, provider, roleOf, team, type Api } from '../../helpers/teams.ts';
+import { TEST_ENGINE } from '../../helpers/inproc.ts';
 
 let ai: FakeOpenAI;
 const procs: CellProcess[] = [];
@@ -59,7 +60,9 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 20_
 test('SIGKILL mid-run, a peer cell recovers: finished steps are not re-run, no model called twice for them', {
   timeout: 90_000,
 }, async () => {
-  const a = await startCellProcess({ args: ['--cell-id', 'cell-a'] });
+  // On PostgreSQL a group of two (multi-cell); cell-a's long lease keeps the peer from taking the run over by itself.
+  const group = TEST_ENGINE === 'postgres' ? ['--posture', 'multi-cell'] : [];
+  const a = await startCellProcess({ args: ['--cell-id', 'cell-a', '--lease-ms', '60000', ...group] });
   procs.push(a);
   const apiA = httpApi(a.url, a.adminKey);
   await provider(apiA, ai);
@@ -76,7 +79,7 @@ test('SIGKILL mid-run, a peer cell recovers: finished steps are not re-run, no m
   await a.kill('SIGKILL');
 
   hang = false;
-  const b = await startCellProcess({ dataDir: a.dataDir, args: ['--cell-id', 'cell-b'] });
+  const b = await startCellProcess({ dataDir: a.dataDir, args: ['--cell-id', 'cell-b', ...group] });
   procs.push(b);
   const apiB = httpApi(b.url, a.adminKey);
   const graphB = await ok(apiB, 'GET', `${T}/formations/${tm.formation}/graph?crew_id=${tm.crew}`);
@@ -87,6 +90,11 @@ test('SIGKILL mid-run, a peer cell recovers: finished steps are not re-run, no m
   assert.equal(before.state, 'running');
   assert.equal(before.coordinator, 'cell-a');
 
+  // Recover is refused while cell-a's heartbeat is fresh, allowed once it is late (suspect).
+  await until('cell-a to be late', async () => {
+    const cells = await ok(apiB, 'GET', '/api/public/v1/admin/cells');
+    return cells.items.find((c: { cell_id: string }) => c.cell_id === 'cell-a').state !== 'live' ? true : undefined;
+  });
   const rec = await ok(apiB, 'POST', `${T}/crews/${tm.crew}/runs/${run.run_id}/recover`, undefined, [202]);
   assert.equal(rec.run_id, run.run_id);
   const done = await until('the recovered run to finish', async () => {

@@ -142,7 +142,8 @@ test('minting an agent creates a principal; quota and caller authority gate it, 
 
 test('budget ledgers: register, read, 404 for unknown agent', async () => {
   const agents = await get(`${T}/agents`);
-  const id = agents.body.agents[0].agent_id;
+  // Agents of the earlier tests share one creation time: the list's order among them is their random ids.
+  const id = agents.body.agents.find((a: { has_budget_ledger: boolean }) => !a.has_budget_ledger).agent_id;
   assert.equal((await get(`${T}/agents/${id}/budget-ledger`)).status, 404);
   const l = await post(`${T}/agents/${id}/budget-ledger`, { budget_limit: 1000 });
   assert.equal(l.status, 200, l.text);

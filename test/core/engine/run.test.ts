@@ -211,3 +211,116 @@ test('recovery: a crashed run resumes from its journal without repeating complet
   assert.deepEqual(v, { ok: true });
   assert.deepEqual(calls, ['a', 'b']);
 });
+
+test('with the intents port, a call in flight at a crash is re-issued once, flagged, and never a third time', async () => {
+  const j0 = await signedJournal();
+  const signer = { kid: j0.kp.kid, sign: (b: Uint8Array) => signEd25519(j0.kp.privateJwk, b) };
+  const keys = (kid: string) => (kid === j0.kp.kid ? j0.kp.publicJwk : undefined);
+  const { verifyJournal } = await import('../../../core/journal/verify.ts');
+  const clock = manualClock();
+  const b = budget(['agt_a', 'agt_b', 'agt_c']);
+  // Drive 1 by cell-a (epoch 1) completes seat a, then "dies" with seat b's call in flight:
+  // its journal ends with the intent of b/model/0.
+  const j1 = memoryJournal('run_test', signer, undefined, { cell_id: 'cell-a', epoch: 1 });
+  const m1 = scriptedModel((req) => answer(`${req.agent.seat} done`));
+  const r1 = await runGraph(
+    three(),
+    'go',
+    { model: m1.port, clock, budget: b.port, journal: j1.port, recorded: j1.recorded, intents: j1.intents },
+    OPTS,
+  );
+  assert.equal(r1.outcome, 'completed');
+  const cut = j1.records.findIndex((x) => x.kind === 'intent' && x.step_id === 'b/model/0');
+  assert.ok(cut > 0);
+  assert.deepEqual(
+    j1.records.slice(0, cut + 1).map((x) => `${x.kind}:${x.step_id}`),
+    ['run_started:run', 'intent:a/model/0', 'step:a/model/0', 'step:a', 'intent:b/model/0'],
+  );
+  assert.deepEqual(j1.records[cut]!.data, { attempt: 1, call: 'model' });
+  const crashed = j1.records.slice(0, cut + 1).map((x) => structuredClone(x));
+
+  // Drive 2 by cell-b (epoch 2): a is reused, b's call is re-issued once and flagged.
+  const j2 = memoryJournal(
+    'run_test',
+    signer,
+    { records: crashed.map((x) => structuredClone(x)), blobs: new Map(j1.blobs) },
+    { cell_id: 'cell-b', epoch: 2 },
+  );
+  const m2 = scriptedModel((req) => answer(`${req.agent.seat} done (peer)`));
+  const r2 = await runGraph(
+    three(),
+    'go',
+    { model: m2.port, clock, budget: b.port, journal: j2.port, recorded: j2.recorded, intents: j2.intents },
+    OPTS,
+  );
+  assert.equal(r2.outcome, 'completed');
+  assert.deepEqual(
+    m2.calls.map((c) => c.agent.seat),
+    ['b', 'c'],
+  );
+  const reissue = j2.records.find((x) => x.kind === 'intent' && x.step_id === 'b/model/0' && x.data?.['attempt'] === 2);
+  assert.deepEqual(reissue?.data, { attempt: 2, call: 'model', reissue: true });
+  const step = j2.records.find((x) => x.kind === 'step' && x.step_id === 'b/model/0');
+  assert.equal(step?.data?.['reissued'], true);
+  assert.equal(step?.data?.['attempt'], 2);
+  assert.equal(j2.records.find((x) => x.kind === 'step' && x.step_id === 'c/model/0')?.data?.['reissued'], undefined);
+  // The journal, written by two cells under two epochs, verifies; each record names its writer.
+  assert.deepEqual(await verifyJournal(j2.records, keys), { ok: true });
+  assert.deepEqual([...new Set(j2.records.map((x) => (x.v === 2 ? `${x.cell_id}@${x.epoch}` : 'v1')))], ['cell-a@1', 'cell-b@2']);
+
+  // Drive 3: the re-issued call was in flight too (crash after its intent): it is not issued again.
+  const cut2 = j2.records.indexOf(reissue!);
+  const j3 = memoryJournal(
+    'run_test',
+    signer,
+    { records: j2.records.slice(0, cut2 + 1).map((x) => structuredClone(x)), blobs: new Map(j2.blobs) },
+    { cell_id: 'cell-c', epoch: 3 },
+  );
+  const m3 = scriptedModel((req) => answer(`${req.agent.seat} done (third)`));
+  const r3 = await runGraph(
+    three(),
+    'go',
+    { model: m3.port, clock, budget: b.port, journal: j3.port, recorded: j3.recorded, intents: j3.intents },
+    OPTS,
+  );
+  assert.equal(r3.outcome, 'failed');
+  assert.equal(r3.reason, 'call_interrupted');
+  assert.deepEqual(r3.details, { step_id: 'b/model/0', call: 'model', attempts: 2 });
+  assert.equal(m3.calls.length, 0);
+  assert.deepEqual(await verifyJournal(j3.records, keys), { ok: true });
+});
+
+test('with the intents port, a tool call in flight is re-issued once and flagged', async () => {
+  const j = await signedJournal();
+  const signer = { kid: j.kp.kid, sign: (b: Uint8Array) => signEd25519(j.kp.privateJwk, b) };
+  const g = graph([{ id: 't', kind: 'tool', config: { tool: 'calc', args: { x: 1 } } }]);
+  const t1 = tools({ calc: { fn: () => 1 } });
+  const j1 = memoryJournal('run_test', signer, undefined, { cell_id: 'a', epoch: 1 });
+  await runGraph(g, null, { tools: t1.port, clock: manualClock(), journal: j1.port, recorded: j1.recorded, intents: j1.intents }, OPTS);
+  const cut = j1.records.findIndex((x) => x.kind === 'intent');
+  assert.deepEqual(j1.records[cut]!.data, { attempt: 1, call: 'tool' });
+  const j2 = memoryJournal(
+    'run_test',
+    signer,
+    { records: j1.records.slice(0, cut + 1), blobs: new Map(j1.blobs) },
+    { cell_id: 'b', epoch: 2 },
+  );
+  const t2 = tools({ calc: { fn: () => 2 } });
+  const r = await runGraph(
+    g,
+    null,
+    { tools: t2.port, clock: manualClock(), journal: j2.port, recorded: j2.recorded, intents: j2.intents },
+    OPTS,
+  );
+  assert.equal(r.outcome, 'completed');
+  assert.equal(t2.calls.length, 1);
+  assert.equal(j2.records.find((x) => x.kind === 'step' && x.step_id === 't/call')?.data?.['reissued'], true);
+});
+
+test('without the intents port no intent record is written (journals as before)', async () => {
+  const m = scriptedModel(() => answer('x'));
+  const { p, j } = await ports({ model: m.port }, ['agt_a', 'agt_b', 'agt_c']);
+  const r = await runGraph(three(), 'go', p, OPTS);
+  assert.equal(r.outcome, 'completed');
+  assert.ok(j.records.every((x) => x.kind !== 'intent'));
+});

@@ -1,4 +1,4 @@
-// Recorded journals (test/fixtures/journals/*.v1.json, written by generate.ts) verified
+// Recorded journals (test/fixtures/journals/*.v1.json and *.v2.json, written by generate.ts) verified
 // in CI: signatures and chain, the formation recompiles to the recorded graph hash, and
 // the run replays from its recorded outputs through today's engine without calling any
 // port. A change that breaks old journals fails here.
@@ -15,13 +15,16 @@ import { verifyJournal } from '../../../core/journal/verify.ts';
 
 const DIR = 'test/fixtures/journals';
 const files = readdirSync(DIR)
-  .filter((f) => f.endsWith('.v1.json'))
+  .filter((f) => /\.v[12]\.json$/.test(f))
   .sort();
 
 interface Fixture {
   name: string;
-  kid: string;
-  public_jwk: JsonWebKey;
+  /** v1 fixtures: one signer. */
+  kid?: string;
+  public_jwk?: JsonWebKey;
+  /** v2 fixtures: every signer (a run continued by a second cell). */
+  keys?: Record<string, JsonWebKey>;
   formation: Parameters<typeof compileFormation>[0];
   billets: Parameters<typeof compileFormation>[1];
   bindings: Parameters<typeof compileFormation>[2];
@@ -35,12 +38,13 @@ interface Fixture {
 }
 
 test('there are recorded journal fixtures', () => {
-  assert.ok(files.length >= 2, files.join(','));
+  assert.ok(files.filter((f) => f.endsWith('.v1.json')).length >= 2, files.join(','));
+  assert.ok(files.filter((f) => f.endsWith('.v2.json')).length >= 2, files.join(','));
 });
 
 for (const file of files) {
   const fx = JSON.parse(readFileSync(join(DIR, file), 'utf8')) as Fixture;
-  const keys = (kid: string) => (kid === fx.kid ? fx.public_jwk : undefined);
+  const keys = (kid: string) => (fx.keys ? fx.keys[kid] : kid === fx.kid ? fx.public_jwk : undefined);
 
   test(`${file}: verifies; any tampering is detected`, async () => {
     assert.deepEqual(await verifyJournal(fx.records, keys), { ok: true });
