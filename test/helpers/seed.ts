@@ -3,10 +3,11 @@
  * every list and every timestamp (paging.test.ts, times.test.ts): principals,
  * keys, OAuth clients, providers, skills, blueprints, agents, contracts, two
  * formations (one with three billets), two crews with finished runs, job runs,
- * definitions, endpoints, edge devices. Path parameters of nested lists are
+ * definitions, endpoints, edge devices, cells of the group. Path parameters of nested lists are
  * filled from `ids`.
  */
 import { generateEd25519 } from '../../bundles/codec.ts';
+import { upsertCell } from '../../cell/cluster/repository.ts';
 import { waitFinished } from '../cell/jobs/_wait.ts';
 import { type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { A, T, agent, crewFixture, ok, provider, team, type Api } from './teams.ts';
@@ -57,6 +58,23 @@ export async function seededCell(): Promise<Seeded> {
     for (const n of ['e1', 'e2']) await ok(api, 'POST', `${A}/jobs/endpoints`, { name: n, job_type: 'compute', spec: { code: 'return 1' } });
     for (const n of ['dev-1', 'dev-2'])
       await ok(api, 'POST', `${A}/edge/devices`, { name: n, public_jwk: (await generateEd25519()).publicJwk });
+    // A second member of the group: a cell that ran on this store once and stopped.
+    const at = Date.UTC(2026, 0, 1);
+    await t.core.store.write((tx) =>
+      upsertCell(tx, {
+        cell_id: 'cell-stopped',
+        region: 'default',
+        clearance: 0,
+        topology: {},
+        posture: 'single-cell',
+        url: null,
+        heartbeat_ms: 1000,
+        lease_ms: 5000,
+        started_at: at,
+        heartbeat_at: at,
+        stopped_at: at + 1000,
+      }),
+    );
   } catch (err) {
     await t.close();
     await ai.close();

@@ -99,6 +99,7 @@ test('the sweep finds every list the cell serves', () => {
     `${A}/jobs/definitions`,
     `${A}/jobs/endpoints`,
     `${A}/edge/devices`,
+    `${A}/cells`,
   ]) {
     assert.ok(found.includes(p), `${p} is swept (found: ${found.join(', ')})`);
   }
