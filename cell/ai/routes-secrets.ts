@@ -40,10 +40,9 @@ const SecretView = z
     created_at: IsoTime,
     created_by: z.string(),
     rotated_at: IsoTime.nullable().openapi({ description: 'When the value was last replaced; null: never' }),
-    last_used_at: IsoTime.nullable()
-      .openapi({
-        description: `When a provider call last opened the value (to within ${SECRET_USE_RESOLUTION_MS / 1000} s); null: never`,
-      }),
+    last_used_at: IsoTime.nullable().openapi({
+      description: `When a provider call last opened the value (to within ${SECRET_USE_RESOLUTION_MS / 1000} s); null: never`,
+    }),
     provider_ids: z.array(z.string()).openapi({ description: 'Model providers that send this secret' }),
   })
   .openapi('Secret');

@@ -53,12 +53,7 @@ const list = createRoute({
   description: 'In creation order. Soft-deleted definitions only with `include_deleted=true`. `limit` 1 to 1000 (default 100).',
   request: { query: pageQuery(100, 1000).extend({ include_deleted: z.enum(['true', 'false']).default('false') }) },
   responses: {
-    200: json(
-      z
-        .object({ items: z.array(DefinitionSchema), ...pageFields })
-        .openapi('JobDefinitionList'),
-      'A page of definitions',
-    ),
+    200: json(z.object({ items: z.array(DefinitionSchema), ...pageFields }).openapi('JobDefinitionList'), 'A page of definitions'),
     ...errorResponses(400, 401, 403),
   },
 });

@@ -58,12 +58,7 @@ const list = createRoute({
   description: 'In creation order; `limit` 1 to 1000 (default 100).',
   request: { query: pageQuery(100, 1000) },
   responses: {
-    200: json(
-      z
-        .object({ items: z.array(EndpointSchema), ...pageFields })
-        .openapi('JobEndpointList'),
-      'A page of endpoints',
-    ),
+    200: json(z.object({ items: z.array(EndpointSchema), ...pageFields }).openapi('JobEndpointList'), 'A page of endpoints'),
     ...errorResponses(400, 401, 403),
   },
 });

@@ -62,7 +62,8 @@ export const JournalRecordSchema = z
     output_hash: z.string(),
     prev_hash: z.string(),
     at: z.number().int().openapi({
-      description: 'When the record was written, ms since the epoch: part of the signed bytes, so kept as signed (every other time is ISO 8601)',
+      description:
+        'When the record was written, ms since the epoch: part of the signed bytes, so kept as signed (every other time is ISO 8601)',
     }),
     signer_kid: z.string(),
     sig: z.string(),

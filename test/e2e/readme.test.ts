@@ -31,7 +31,10 @@ function promised(blocks: string[]): RegExp[] {
   const out: RegExp[] = [];
   for (const b of blocks) {
     for (const m of b.matchAll(/^# -> (.+)$/gm)) {
-      const parts = m[1]!.trim().split('…').map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+      const parts = m[1]!
+        .trim()
+        .split('…')
+        .map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
       out.push(new RegExp(parts.join('.*')));
     }
   }

@@ -9,7 +9,7 @@
 import { generateEd25519 } from '../../bundles/codec.ts';
 import { upsertCell } from '../../cell/cluster/repository.ts';
 import { waitFinished } from '../cell/jobs/_wait.ts';
-import { type FakeOpenAI } from '../fixtures/openai-server.ts';
+import type { FakeOpenAI } from '../fixtures/openai-server.ts';
 import { A, T, agent, crewFixture, ok, provider, team, type Api } from './teams.ts';
 import type { InProcess } from './inproc.ts';
 
@@ -55,7 +55,8 @@ export async function seededCell(): Promise<Seeded> {
     }
     for (const n of ['d1', 'd2'])
       await ok(api, 'POST', `${A}/jobs/definitions`, { name: n, job_type: 'compute', spec: { code: 'return 1' }, cron: '*/5 * * * *' });
-    for (const n of ['e1', 'e2']) await ok(api, 'POST', `${A}/jobs/endpoints`, { name: n, job_type: 'compute', spec: { code: 'return 1' } });
+    for (const n of ['e1', 'e2'])
+      await ok(api, 'POST', `${A}/jobs/endpoints`, { name: n, job_type: 'compute', spec: { code: 'return 1' } });
     for (const n of ['dev-1', 'dev-2'])
       await ok(api, 'POST', `${A}/edge/devices`, { name: n, public_jwk: (await generateEd25519()).publicJwk });
     // A second member of the group: a cell that ran on this store once and stopped.

@@ -59,8 +59,9 @@ test('the document: every time field of every answer is an ISO 8601 date-time', 
 
 /** Every time field of `body` (outside signed records), with where it was found. */
 function timeFields(body: unknown, where: string, out: [string, unknown][] = []): [string, unknown][] {
-  if (Array.isArray(body)) body.forEach((x, i) => timeFields(x, `${where}[${i}]`, out));
-  else if (body && typeof body === 'object') {
+  if (Array.isArray(body)) {
+    for (const [i, x] of body.entries()) timeFields(x, `${where}[${i}]`, out);
+  } else if (body && typeof body === 'object') {
     if ('sig' in body && 'prev_hash' in body) return out; // a signed journal record
     for (const [k, v] of Object.entries(body)) {
       if (TIME_FIELD.test(k)) out.push([`${where}.${k}`, v]);
