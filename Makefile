@@ -4,7 +4,7 @@ CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
 NODE_TEST := node --import tsx --test --test-concurrency=2
 
-.PHONY: install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps clean
+.PHONY: install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps readme-deps clean
 
 # npm ci only when the lock file changed since the last install.
 node_modules/.install-stamp: package-lock.json
@@ -51,6 +51,17 @@ browser-deps:
 	  fi; \
 	fi
 
+# curl and jq, with which test/e2e/readme.test.ts runs the README's walk-through as written;
+# installed when missing and we are root.
+readme-deps:
+	@if ! command -v curl >/dev/null 2>&1 || ! command -v jq >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl jq) >/dev/null; \
+	  else \
+	    echo "curl or jq is missing: run 'sudo apt-get install -y curl jq' (Debian) for the README test" >&2; exit 1; \
+	  fi; \
+	fi
+
 # The Prometheus project's own exposition-format parser (Debian's python3-prometheus-client), with
 # which the metrics tests read what the cell serves; installed when missing and we are root.
 metrics-deps:
@@ -87,7 +98,7 @@ check: typecheck lint unit
 
 # The whole suite on the embedded store, then the store-dependent suites on PostgreSQL 15
 # (scripts/pg-test-server.sh starts a throw-away server, installed with apt when missing and root).
-test: install typecheck lint build edge-runtime browser-deps metrics-deps
+test: install typecheck lint build edge-runtime browser-deps metrics-deps readme-deps
 	$(MAKE) --no-print-directory test-embedded
 	$(MAKE) --no-print-directory test-postgres
 

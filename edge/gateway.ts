@@ -15,6 +15,7 @@
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { ServiceError, isServiceError } from '../core/errors.ts';
+import { isoTimeOrNull } from '../core/iso-time.ts';
 import { VerifiedTokenCache } from '../core/tokens/cache.ts';
 import { DPOP_ALGS } from '../core/tokens/dpop.ts';
 import { MemoryReplayCache, type ReplayCache } from '../core/tokens/replay.ts';
@@ -142,7 +143,7 @@ export function createEdgeApp(
       cell_id: rt.cellId,
       region: rt.region,
       key_bundle: rt.keys
-        ? { version: rt.keys.version, hash: rt.keys.hash, keys: rt.keys.index.size, expires_at: rt.keys.expires_at }
+        ? { version: rt.keys.version, hash: rt.keys.hash, keys: rt.keys.index.size, expires_at: isoTimeOrNull(rt.keys.expires_at) }
         : null,
       tokens:
         tokens && rt.keys?.index.tokens

@@ -11,6 +11,7 @@
  */
 import type { Hono, MiddlewareHandler } from 'hono';
 import { notFound, invalid, ServiceError } from '../core/errors.ts';
+import { isoTime } from '../core/iso-time.ts';
 import { PERMISSIONS } from '../core/permissions.ts';
 import { runGraph } from '../core/engine/run.ts';
 import type { EnginePorts, Graph, ModelPort } from '../core/engine/types.ts';
@@ -164,7 +165,7 @@ export function mountOffline(
     const expiresAt = setup.crew!.payload.expires_at;
     if (expiresAt !== null && rt.clock.now() >= expiresAt) {
       throw new ServiceError('forbidden', 'the crew bundle on this device has expired', {
-        details: { reason: 'expired', expires_at: expiresAt },
+        details: { reason: 'expired', expires_at: isoTime(expiresAt) },
       });
     }
     let body: { input?: unknown } = {};
@@ -199,7 +200,13 @@ export function mountOffline(
   app.get(`${P}/:run_id`, guard(PERMISSIONS.teamsRead), (c) => {
     const r = readRun(setup.dir, c.req.param('run_id'));
     if (!r || r.run.crew_id !== c.req.param('crew_id')) throw notFound('run');
-    return c.json({ ...r.run, journal_records: r.journal.records.length });
+    // Times as the cell answers them (ISO 8601 UTC); the run file keeps epoch milliseconds.
+    return c.json({
+      ...r.run,
+      created_at: isoTime(r.run.created_at),
+      updated_at: isoTime(r.run.updated_at),
+      journal_records: r.journal.records.length,
+    });
   });
 
   app.get('/api/public/v1/admin/jobs/runs/:run_id/journal', guard(PERMISSIONS.jobsRead), (c) => {

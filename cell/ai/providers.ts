@@ -148,7 +148,7 @@ export function providerView(posture: Posture, p: Provider) {
     posture: { posture, allowed: d.allowed, rule: d.rule },
     created_at: isoTime(p.created_at),
     created_by: p.created_by,
-    updated_at: new Date(p.updated_at).toISOString(),
+    updated_at: isoTime(p.updated_at),
     secret_bound_by: p.api_key_secret_id === null ? null : p.bound_by,
   };
 }

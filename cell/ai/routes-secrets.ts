@@ -14,7 +14,8 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { conflict, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import type { AiContext } from './providers.ts';
 import { assertKeyMatchesTx, prepareKeyCheck } from './secrets-key.ts';
 import {
@@ -36,15 +37,12 @@ const SecretView = z
   .object({
     secret_id: z.string(),
     name: z.string(),
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string(),
-    rotated_at: z.string().nullable().openapi({ description: 'When the value was last replaced; null: never' }),
-    last_used_at: z
-      .string()
-      .nullable()
-      .openapi({
-        description: `When a provider call last opened the value (to within ${SECRET_USE_RESOLUTION_MS / 1000} s); null: never`,
-      }),
+    rotated_at: IsoTime.nullable().openapi({ description: 'When the value was last replaced; null: never' }),
+    last_used_at: IsoTime.nullable().openapi({
+      description: `When a provider call last opened the value (to within ${SECRET_USE_RESOLUTION_MS / 1000} s); null: never`,
+    }),
     provider_ids: z.array(z.string()).openapi({ description: 'Model providers that send this secret' }),
   })
   .openapi('Secret');
@@ -65,16 +63,14 @@ const RotateSecret = z
 
 type View = z.infer<typeof SecretView>;
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-
 function secretView(s: SecretMeta, providerIds: readonly string[]): View {
   return {
     secret_id: s.secret_id,
     name: s.name,
-    created_at: new Date(s.created_at).toISOString(),
+    created_at: isoTime(s.created_at),
     created_by: s.created_by,
-    rotated_at: iso(s.rotated_at),
-    last_used_at: iso(s.last_used_at),
+    rotated_at: isoTimeOrNull(s.rotated_at),
+    last_used_at: isoTimeOrNull(s.last_used_at),
     provider_ids: [...providerIds],
   };
 }
@@ -106,22 +102,19 @@ export function secretRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext): void {
       ...secured(PERMISSIONS.secretsRead),
       request: { query: pageQuery(100, 1000) },
       responses: {
-        200: json(
-          z.object({ secrets: z.array(SecretView), limit: z.number(), offset: z.number(), total: z.number() }).openapi('SecretList'),
-          'Secrets',
-        ),
+        200: json(listSchema('secrets', SecretView, 'SecretList'), 'Secrets'),
         ...errorResponses(400, 401, 403),
       },
     }),
     async (c) => {
-      const { limit, offset } = c.req.valid('query');
-      const page = await listSecretMeta(store, limit, offset);
+      const q = c.req.valid('query');
+      const page = await listSecretMeta(store, q.limit, q.offset);
       const using = await providersBySecret(
         store,
         page.map((s) => s.secret_id),
       );
       const secrets = page.map((s) => secretView(s, using.get(s.secret_id) ?? []));
-      return c.json({ secrets, limit, offset, total: await countSecrets(store) }, 200);
+      return c.json({ secrets, ...pageOf(q, await countSecrets(store)) }, 200);
     },
   );
 

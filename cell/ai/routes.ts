@@ -77,7 +77,7 @@ export const ProviderView = z
     posture: z.object({ posture: z.string(), allowed: z.boolean(), rule: z.string() }),
     created_at: IsoTime,
     created_by: z.string(),
-    updated_at: z.string(),
+    updated_at: IsoTime,
     secret_bound_by: z.string().nullable().openapi({
       description: 'Whose right to the secret every call checks (who last chose base_url and secret together); null without a secret',
     }),

@@ -8,12 +8,11 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
-import { errorResponses, json, secured } from '../http/openapi.ts';
+import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
+import { IsoTime, errorResponses, json, listSchema, pageOf, pageQuery, secured, slicePage } from '../http/openapi.ts';
 import { MEMBER_STATES, type Cluster } from './cluster.ts';
 
 export const CELLS_PATH = '/api/public/v1/admin/cells';
-
-const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 const CellMember = z
   .object({
@@ -29,10 +28,10 @@ const CellMember = z
     url: z.string().nullable().openapi({ description: 'The base URL the cell announced' }),
     heartbeat_ms: z.number().int(),
     lease_ms: z.number().int(),
-    started_at: z.string(),
-    heartbeat_at: z.string(),
+    started_at: IsoTime,
+    heartbeat_at: IsoTime,
     heartbeat_age_ms: z.number().int().openapi({ description: "Age of the last heartbeat by the answering cell's clock" }),
-    stopped_at: z.string().nullable(),
+    stopped_at: IsoTime.nullable(),
     key_ids: z.array(z.string()).openapi({ description: 'Its identity keys (kids in /.well-known/cell-keys.json), current and retired' }),
   })
   .openapi('CellMember');
@@ -46,9 +45,10 @@ const listCells = createRoute({
   summary: 'The cells of the group and their state',
   description:
     'Every cell that started on this store, with its state from the age of its heartbeat, its placement attributes (region, clearance, topology), posture and identity key ids. Any cell of the group answers the same list.',
+  request: { query: pageQuery(100, 1000) },
   responses: {
-    200: json(z.object({ items: z.array(CellMember) }).openapi('CellMembers'), 'The members'),
-    ...errorResponses(401, 403),
+    200: json(listSchema('items', CellMember, 'CellMembers'), 'The members: the answering cell first, then by cell id'),
+    ...errorResponses(400, 401, 403),
   },
 });
 
@@ -57,7 +57,8 @@ export type IdentityKeys = () => Promise<ReadonlyArray<{ cell_id: string; kid: s
 
 export function mountCellRoutes(app: OpenAPIHono<AppEnv>, cluster: Cluster, identityKeys: IdentityKeys, now: () => number): void {
   app.openapi(listCells, async (c) => {
-    const members = await cluster.members();
+    const q = c.req.valid('query');
+    const { items: members, total } = slicePage(await cluster.members(), q);
     const keys = await identityKeys();
     const at = now();
     return c.json(
@@ -73,12 +74,13 @@ export function mountCellRoutes(app: OpenAPIHono<AppEnv>, cluster: Cluster, iden
           url: m.url,
           heartbeat_ms: m.heartbeat_ms,
           lease_ms: m.lease_ms,
-          started_at: iso(m.started_at)!,
-          heartbeat_at: iso(m.heartbeat_at)!,
+          started_at: isoTime(m.started_at),
+          heartbeat_at: isoTime(m.heartbeat_at),
           heartbeat_age_ms: Math.max(0, at - m.heartbeat_at),
-          stopped_at: iso(m.stopped_at),
+          stopped_at: isoTimeOrNull(m.stopped_at),
           key_ids: keys.filter((k) => k.cell_id === m.cell_id).map((k) => k.kid),
         })),
+        ...pageOf(q, total),
       },
       200,
     );

@@ -10,7 +10,7 @@ import { curateDocument, type CurationResult, type JsonObject } from './curate.t
 
 export const DOCUMENT_INFO = {
   title: 'agent-cell public API',
-  version: '1.1.0',
+  version: '1.2.0',
   description: [
     "The curated, deny-by-default projection of the cell's public API under `/api/public/v1`.",
     'Every operation listed here carries `x-status`: `Live` (backed by a working implementation) or',

@@ -12,6 +12,7 @@
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { writeFileSync } from 'node:fs';
+import { isoTime } from '../../core/iso-time.ts';
 import { startCell } from '../server.ts';
 
 const USAGE =
@@ -55,7 +56,7 @@ export async function bundleCommand(argv: string[]): Promise<void> {
     const b = await running.modules.edge.issueKeyBundle(values.device!, ttl);
     writeFileSync(values.out, b.text, { mode: 0o644 });
     process.stdout.write(
-      `wrote key bundle version ${b.version} for device ${values.device} to ${values.out} (${b.text.length} bytes, expires ${new Date(b.expires_at!).toISOString()})\n`,
+      `wrote key bundle version ${b.version} for device ${values.device} to ${values.out} (${b.text.length} bytes, expires ${isoTime(b.expires_at!)})\n`,
     );
   } finally {
     await running.stop();

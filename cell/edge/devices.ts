@@ -5,6 +5,7 @@
  */
 import { jwkThumbprint, publicJwkOf } from '../../core/crypto/ed25519.ts';
 import { conflict, invalid, notFound } from '../../core/errors.ts';
+import { isoTime } from '../../core/iso-time.ts';
 import type { Store, Tx } from '../store/types.ts';
 import * as repo from './repository.ts';
 import type { DeviceRow } from './repository.ts';
@@ -31,6 +32,11 @@ export class Devices {
 
   list(limit: number, offset: number): Promise<DeviceRow[]> {
     return repo.listDevices(this.store, limit, offset);
+  }
+
+  /** How many devices `list` pages through. */
+  count(): Promise<number> {
+    return repo.countDevices(this.store);
   }
 }
 
@@ -65,7 +71,7 @@ export function deviceView(row: DeviceRow) {
     device_id: row.device_id,
     name: row.name,
     public_jwk: JSON.parse(row.public_jwk) as Record<string, unknown>,
-    created_at: new Date(row.created_at).toISOString(),
+    created_at: isoTime(row.created_at),
     created_by: row.created_by,
   };
 }

@@ -3,7 +3,7 @@
  * version counters (one per bundle type, shared by a group of cells, so
  * versions stay monotonic across it), and journals carried back from devices.
  */
-import { num, str } from '../store/decode.ts';
+import { count, num, str } from '../store/decode.ts';
 import type { Reader, Row, Tx } from '../store/types.ts';
 
 export interface DeviceRow {
@@ -34,6 +34,11 @@ export async function listDevices(db: Reader, limit: number, offset: number): Pr
       [limit, offset],
     )
   ).map(decodeDevice);
+}
+
+/** How many devices listDevices pages through. */
+export async function countDevices(db: Reader): Promise<number> {
+  return count(await db.get('SELECT COUNT(*) AS n FROM edge_devices'));
 }
 
 export async function insertDevice(tx: Tx, d: DeviceRow): Promise<void> {

@@ -10,7 +10,8 @@ import { splitEnvelope } from '../../bundles/envelope.ts';
 import type { ModelReference } from '../../bundles/crew-bundle.ts';
 import { crewForEdge } from './crew-source.ts';
 import type { AppEnv } from '../context.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { isoTime } from '../../core/iso-time.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import type { EdgeContext } from './context.ts';
 import { deviceKey, deviceView, registerDeviceTx } from './devices.ts';
 import * as repo from './repository.ts';
@@ -44,7 +45,7 @@ const Device = z
     device_id: z.string().openapi({ description: 'RFC 7638 thumbprint of the device key; bundles name it as audience' }),
     name: z.string(),
     public_jwk: z.record(z.string(), z.unknown()),
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string(),
   })
   .openapi('EdgeDevice');
@@ -96,7 +97,7 @@ const JournalImported = z
     outcome: z.string(),
     record_count: z.number().int(),
     verified: z.literal(true),
-    imported_at: z.string(),
+    imported_at: IsoTime,
   })
   .openapi('EdgeJournalImported');
 
@@ -108,7 +109,7 @@ const ImportedJournal = z
     graph_hash: z.string(),
     outcome: z.string(),
     record_count: z.number().int(),
-    imported_at: z.string(),
+    imported_at: IsoTime,
     records: z.array(z.record(z.string(), z.unknown())),
   })
   .openapi('EdgeImportedJournal');
@@ -194,11 +195,11 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       summary: 'List registered edge devices',
       ...secured(PERMISSIONS.edgeRead),
       request: { query: pageQuery(100, 1000) },
-      responses: { 200: json(z.object({ devices: z.array(Device) }), 'Devices, oldest first'), ...errorResponses(400, 401, 403) },
+      responses: { 200: json(listSchema('devices', Device, 'EdgeDeviceList'), 'Devices, oldest first'), ...errorResponses(400, 401, 403) },
     }),
     async (c) => {
-      const { limit, offset } = c.req.valid('query');
-      return c.json({ devices: (await devices.list(limit, offset)).map(deviceView) }, 200);
+      const q = c.req.valid('query');
+      return c.json({ devices: (await devices.list(q.limit, q.offset)).map(deviceView), ...pageOf(q, await devices.count()) }, 200);
     },
   );
 
@@ -292,7 +293,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
           graph_hash: row.graph_hash,
           outcome: row.outcome,
           record_count: row.record_count,
-          imported_at: new Date(row.imported_at).toISOString(),
+          imported_at: isoTime(row.imported_at),
           records: payload.records,
         },
         200,
@@ -380,7 +381,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
           outcome: p.run.outcome,
           record_count: p.records.length,
           verified: true as const,
-          imported_at: new Date(now).toISOString(),
+          imported_at: isoTime(now),
         },
         201,
       );

@@ -15,7 +15,6 @@
  */
 import { z } from '@hono/zod-openapi';
 import type { ZodType } from 'zod';
-import { parseIsoTime } from '../../core/iso-time.ts';
 import { requires } from './authorize.ts';
 
 export const ErrorEnvelopeSchema = z
@@ -183,22 +182,3 @@ export function slicePage<T>(all: readonly T[], q: Page): { items: T[]; total: n
 
 /** A timestamp in an answer: `isoTime(ms)` from core/iso-time.ts. `.nullable()` for one that may not have happened. */
 export const IsoTime = z.string().openapi({ format: 'date-time', description: 'ISO 8601 UTC', example: '2026-01-01T00:00:00.000Z' });
-
-/**
- * A query parameter that takes a time: an RFC 3339 date-time (`2026-01-01T00:00:00Z`, offsets
- * allowed), read as epoch milliseconds; anything else (epoch numbers included) is 400.
- */
-export function isoTimeQuery(description: string) {
-  return z
-    .string()
-    .max(40)
-    .transform((s, ctx) => {
-      const ms = parseIsoTime(s);
-      if (ms === null) {
-        ctx.addIssue({ code: 'custom', message: 'must be an ISO 8601 date-time, e.g. 2026-01-01T00:00:00Z' });
-        return z.NEVER;
-      }
-      return ms;
-    })
-    .openapi({ type: 'string', format: 'date-time', description, example: '2026-01-01T00:00:00Z' });
-}

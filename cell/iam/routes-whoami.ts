@@ -13,7 +13,8 @@ import { grants } from '../../core/authority/scopes.ts';
 import { unauthorized } from '../../core/errors.ts';
 import { ALL_PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
-import { authenticatedOnly, errorResponses, json } from '../http/openapi.ts';
+import { isoTime } from '../../core/iso-time.ts';
+import { IsoTime, authenticatedOnly, errorResponses, json } from '../http/openapi.ts';
 import type { Iam } from './iam.ts';
 
 const Whoami = z
@@ -24,7 +25,7 @@ const Whoami = z
       name: z.string(),
       status: z.enum(['active', 'archived', 'deleted', 'purged']),
       roles: z.array(z.string()),
-      created_at: z.string(),
+      created_at: IsoTime,
     }),
     credential: z.object({
       kind: z.enum(['api_key', 'oauth', 'sat']).openapi({ description: 'An API key, an OAuth access token, or a scoped access token' }),
@@ -81,7 +82,7 @@ export function whoamiRoutes(app: OpenAPIHono<AppEnv>, iam: Iam): void {
             name: p.name,
             status: p.status,
             roles: p.roles,
-            created_at: new Date(p.created_at).toISOString(),
+            created_at: isoTime(p.created_at),
           },
           credential: {
             kind: auth.credential.type,

@@ -23,6 +23,7 @@
  */
 import { Cron, CronPattern } from 'croner';
 import { ServiceError, invalid } from '../../core/errors.ts';
+import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import type { JobsContext } from './context.ts';
 import type { Definition } from './repository.ts';
 import { parseRunSpec } from './runner.ts';
@@ -36,13 +37,25 @@ export function newScheduleId(): string {
 }
 
 /**
- * Validated cron: 5 fields (minute hour day-of-month month day-of-week) or 6
- * with seconds first, firing at most once per `minIntervalSeconds`.
+ * The macros a cron may be instead of fields: croner's, read in the
+ * definition's time zone. `@reboot` is not one: a definition fires on a clock,
+ * and a group of cells has no single boot to fire on.
+ */
+export const CRON_MACROS = ['@yearly', '@annually', '@monthly', '@weekly', '@daily', '@midnight', '@hourly'] as const;
+
+/**
+ * Validated cron: 5 fields (minute hour day-of-month month day-of-week), 6
+ * with seconds first, or one of CRON_MACROS; firing at most once per
+ * `minIntervalSeconds`.
  */
 export function parseCron(expr: string, timezone: string, minIntervalSeconds = 0): Cron {
   const fields = expr.trim().split(/\s+/);
-  if (fields.length !== 5 && fields.length !== 6) {
-    throw invalid('cron must have 5 fields (minute hour day month weekday) or 6 with seconds first', {
+  if (fields[0]?.startsWith('@')) {
+    if (fields.length !== 1 || !(CRON_MACROS as readonly string[]).includes(fields[0])) {
+      throw invalid(`cron macro ${fields.join(' ')} is not one of ${CRON_MACROS.join(', ')}`, { reason: 'invalid_cron', field: 'cron' });
+    }
+  } else if (fields.length !== 5 && fields.length !== 6) {
+    throw invalid(`cron must have 5 fields (minute hour day month weekday), 6 with seconds first, or be one of ${CRON_MACROS.join(', ')}`, {
       reason: 'invalid_cron',
       field: 'cron',
     });
@@ -170,16 +183,16 @@ export function definitionView(d: Definition) {
     catch_up: d.catch_up,
     enabled: d.enabled,
     deleted: d.deleted_at !== null,
-    next_fire_at: d.next_fire_at,
-    last_fire_at: d.last_fire_at,
+    next_fire_at: isoTimeOrNull(d.next_fire_at),
+    last_fire_at: isoTimeOrNull(d.last_fire_at),
     last_run_id: d.last_run_id,
     fire_count: d.fire_count,
     disabled_reason: d.enabled ? null : d.disabled_reason,
     created_by: d.created_by,
     author_id: d.author_id,
-    created_at: d.created_at,
-    updated_at: d.updated_at,
-    deleted_at: d.deleted_at,
+    created_at: isoTime(d.created_at),
+    updated_at: isoTime(d.updated_at),
+    deleted_at: isoTimeOrNull(d.deleted_at),
   };
 }
 

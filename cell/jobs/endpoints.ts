@@ -18,6 +18,7 @@
 import { ServiceError, invalid } from '../../core/errors.ts';
 import { rateLimitHeaders, rateLimited } from '../../core/ratelimit.ts';
 import type { CredentialLimits } from '../../runtime/gateway.ts';
+import { isoTime } from '../../core/iso-time.ts';
 import type { Endpoint } from './repository.ts';
 
 export type { Endpoint } from './repository.ts';
@@ -43,7 +44,7 @@ export function endpointView(e: Endpoint) {
     sync_timeout_ms: e.sync_timeout_ms,
     invoke_path: invokePath(e.endpoint_id),
     created_by: e.created_by,
-    created_at: e.created_at,
+    created_at: isoTime(e.created_at),
   };
 }
 

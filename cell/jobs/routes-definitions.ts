@@ -13,7 +13,7 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import type { JobsContext } from './context.ts';
 import { assertDefinitionSeats, assertMayAuthor, assertWithinQuota } from './definition-authority.ts';
 import { assertNotDeleted, definitionView, newScheduleId, nextFireAfter, parseCron, validateTemplate } from './definitions.ts';
@@ -53,12 +53,7 @@ const list = createRoute({
   description: 'In creation order. Soft-deleted definitions only with `include_deleted=true`. `limit` 1 to 1000 (default 100).',
   request: { query: pageQuery(100, 1000).extend({ include_deleted: z.enum(['true', 'false']).default('false') }) },
   responses: {
-    200: json(
-      z
-        .object({ items: z.array(DefinitionSchema), limit: z.number().int(), offset: z.number().int(), total: z.number().int() })
-        .openapi('JobDefinitionList'),
-      'A page of definitions',
-    ),
+    200: json(z.object({ items: z.array(DefinitionSchema), ...pageFields }).openapi('JobDefinitionList'), 'A page of definitions'),
     ...errorResponses(400, 401, 403),
   },
 });
@@ -175,7 +170,7 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
       offset: q.offset,
       includeDeleted: q.include_deleted === 'true',
     });
-    return c.json({ items: items.map(definitionView), limit: q.limit, offset: q.offset, total }, 200);
+    return c.json({ items: items.map(definitionView), ...pageOf(q, total) }, 200);
   });
 
   app.openapi(get, async (c) => c.json(definitionView(await load(c.req.valid('param').schedule_id)), 200));

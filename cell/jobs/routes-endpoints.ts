@@ -13,7 +13,7 @@ import type { AppEnv } from '../context.ts';
 import type { JobsContext } from './context.ts';
 import * as repo from './repository.ts';
 import { requires } from '../http/authorize.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import {
   checkInputSchema,
   endpointForbidden,
@@ -58,12 +58,7 @@ const list = createRoute({
   description: 'In creation order; `limit` 1 to 1000 (default 100).',
   request: { query: pageQuery(100, 1000) },
   responses: {
-    200: json(
-      z
-        .object({ items: z.array(EndpointSchema), limit: z.number().int(), offset: z.number().int(), total: z.number().int() })
-        .openapi('JobEndpointList'),
-      'A page of endpoints',
-    ),
+    200: json(z.object({ items: z.array(EndpointSchema), ...pageFields }).openapi('JobEndpointList'), 'A page of endpoints'),
     ...errorResponses(400, 401, 403),
   },
 });
@@ -163,7 +158,7 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
   app.openapi(list, async (c) => {
     const q = c.req.valid('query');
     const { items, total } = await repo.listEndpoints(core.store, q.limit, q.offset);
-    return c.json({ items: items.map(endpointView), limit: q.limit, offset: q.offset, total }, 200);
+    return c.json({ items: items.map(endpointView), ...pageOf(q, total) }, 200);
   });
 
   app.openapi(get, async (c) => {

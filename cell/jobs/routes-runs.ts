@@ -7,9 +7,10 @@
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { invalid, notFound } from '../../core/errors.ts';
+import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import type { Run } from '../runs/runs.ts';
 import { READS_ALL_RUNS, RunIdParam } from '../runs/routes.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
@@ -36,9 +37,9 @@ export async function runView(ctx: JobsContext, r: Run): Promise<z.infer<typeof 
     source: r.source,
     graph_hash: r.graph_hash,
     coordinator: r.coordinator,
-    created_at: r.created_at,
-    updated_at: r.updated_at,
-    finished_at: r.finished_at,
+    created_at: isoTime(r.created_at),
+    updated_at: isoTime(r.updated_at),
+    finished_at: isoTimeOrNull(r.finished_at),
     checked_cell_id: ctx.core.config.cellId,
     ...(r.job_type === 'agent' ? { pending_approvals: await jobPendingApprovals(ctx, r) } : {}),
   };
@@ -89,9 +90,7 @@ const list = createRoute({
       z
         .object({
           items: z.array(JobRunSchema),
-          limit: z.number().int(),
-          offset: z.number().int(),
-          total: z.number().int(),
+          ...pageFields,
           checked_cell_id: z.string(),
         })
         .openapi('JobRunList'),
@@ -215,7 +214,7 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
     const { items, total } = await runs.listRuns({ limit: q.limit, offset: q.offset, ...(q.kind !== 'all' ? { kind: q.kind } : {}) });
     const views = [];
     for (const r of items) views.push(await runView(ctx, r));
-    return c.json({ items: views, limit: q.limit, offset: q.offset, total, checked_cell_id: core.config.cellId }, 200);
+    return c.json({ items: views, ...pageOf(q, total), checked_cell_id: core.config.cellId }, 200);
   });
 
   app.openapi(status, async (c) => {

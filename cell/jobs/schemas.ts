@@ -4,6 +4,7 @@
  * Every default and bound here is documented in docs/jobs.md.
  */
 import { z } from '@hono/zod-openapi';
+import { IsoTime } from '../http/openapi.ts';
 
 // ------------------------------------------------------------ caps and defaults
 
@@ -235,9 +236,9 @@ export const JobRunSchema = z
     source: z.string().openapi({ description: 'api | schedule:<schedule_id> | endpoint:<endpoint_id>' }),
     graph_hash: z.string().nullable(),
     coordinator: z.string().nullable(),
-    created_at: z.number().int(),
-    updated_at: z.number().int(),
-    finished_at: z.number().int().nullable(),
+    created_at: IsoTime,
+    updated_at: IsoTime,
+    finished_at: IsoTime.nullable(),
     checked_cell_id: z.string().openapi({ description: 'The cell that answered' }),
     pending_approvals: z
       .array(
@@ -248,9 +249,9 @@ export const JobRunSchema = z
           approvers: z.array(z.string()),
           quorum: z.number(),
           prompt: z.string().nullable(),
-          due: z.string().nullable(),
-          requested_at: z.string(),
-          decisions: z.array(z.object({ principal: z.string(), decision: z.string(), at: z.string() })),
+          due: IsoTime.nullable(),
+          requested_at: IsoTime,
+          decisions: z.array(z.object({ principal: z.string(), decision: z.string(), at: IsoTime })),
         }),
       )
       .optional()
@@ -302,9 +303,9 @@ export const TeamTemplateSchema = z
   .strict()
   .openapi('TeamJobTemplate');
 
-const CronSchema = z.string().min(9).max(200).openapi({
+const CronSchema = z.string().min(1).max(200).openapi({
   description:
-    "5 fields (minute hour day month weekday) or 6 with seconds first; parsed by croner. Crons firing more often than the cell's minimum interval (default 60 s) are refused (cron_too_frequent)",
+    "5 fields (minute hour day month weekday), 6 with seconds first, or a macro (@yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly); parsed by croner. Crons firing more often than the cell's minimum interval (default 60 s) are refused (cron_too_frequent)",
   example: '*/5 * * * *',
 });
 const TimezoneSchema = z.string().min(1).max(64).openapi({ description: 'IANA time zone the cron is read in', example: 'UTC' });
@@ -379,12 +380,8 @@ export const DefinitionSchema = z
     catch_up: z.enum(['once', 'skip']),
     enabled: z.boolean(),
     deleted: z.boolean(),
-    next_fire_at: z
-      .number()
-      .int()
-      .nullable()
-      .openapi({ description: 'Next fire time, ms since the epoch (null when disabled or deleted)' }),
-    last_fire_at: z.number().int().nullable(),
+    next_fire_at: IsoTime.nullable().openapi({ description: 'Next fire time (null when disabled or deleted)' }),
+    last_fire_at: IsoTime.nullable(),
     last_run_id: z.string().nullable(),
     fire_count: z.number().int(),
     disabled_reason: z.string().nullable().openapi({
@@ -396,9 +393,9 @@ export const DefinitionSchema = z
       description:
         "The principal the definition acts as (its runs' requester): whoever last created, changed or enabled it, within the authority they held then",
     }),
-    created_at: z.number().int(),
-    updated_at: z.number().int(),
-    deleted_at: z.number().int().nullable(),
+    created_at: IsoTime,
+    updated_at: IsoTime,
+    deleted_at: IsoTime.nullable(),
   })
   .openapi('JobDefinition');
 
@@ -445,6 +442,6 @@ export const EndpointSchema = z
     sync_timeout_ms: z.number().int(),
     invoke_path: z.string(),
     created_by: z.string(),
-    created_at: z.number().int(),
+    created_at: IsoTime,
   })
   .openapi('JobEndpoint');

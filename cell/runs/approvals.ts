@@ -7,6 +7,7 @@
  */
 import { ServiceError, notFound } from '../../core/errors.ts';
 import type { ApprovalDecision, ApprovalsPort } from '../../core/engine/types.ts';
+import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import type { RunsContext } from './context.ts';
 import { RunClosedError, appendJournal } from './journal.ts';
 import * as repo from './repository.ts';
@@ -54,7 +55,7 @@ export async function stepDecisions(
   runId: string,
   stepId: string,
 ): Promise<{ principal: string; decision: string; at: string }[]> {
-  return (await repo.decisions(ctx.core.store, runId, stepId)).map((d) => ({ ...d, at: new Date(d.at).toISOString() }));
+  return (await repo.decisions(ctx.core.store, runId, stepId)).map((d) => ({ ...d, at: isoTime(d.at) }));
 }
 
 /** A pending approval as the run views show it (times ISO 8601, with the decisions so far). */
@@ -73,13 +74,12 @@ export interface PendingApprovalView {
 /** The run's pending approvals as its view shows them; none for a terminal run. */
 export async function pendingApprovalsView(ctx: RunsContext, run: Run): Promise<PendingApprovalView[]> {
   if (isTerminal(run.state)) return [];
-  const iso = (t: number) => new Date(t).toISOString();
   const out: PendingApprovalView[] = [];
   for (const p of await pendingApprovals(ctx, run.run_id)) {
     out.push({
       ...p,
-      due: p.due === null ? null : iso(p.due),
-      requested_at: iso(p.requested_at),
+      due: isoTimeOrNull(p.due),
+      requested_at: isoTime(p.requested_at),
       decisions: await stepDecisions(ctx, run.run_id, p.step_id),
     });
   }

@@ -61,7 +61,10 @@ export const JournalRecordSchema = z
     input_hash: z.string(),
     output_hash: z.string(),
     prev_hash: z.string(),
-    at: z.number().int(),
+    at: z.number().int().openapi({
+      description:
+        'When the record was written, ms since the epoch: part of the signed bytes, so kept as signed (every other time is ISO 8601)',
+    }),
     signer_kid: z.string(),
     sig: z.string(),
     data: z.record(z.string(), z.unknown()).optional(),
@@ -97,7 +100,10 @@ const getJournal = createRoute({
         .max(Number.MAX_SAFE_INTEGER)
         .default(0)
         .openapi({ description: 'Only records with a larger seq' }),
-      limit: z.coerce.number().int().min(1).max(10_000).default(10_000).openapi({ description: 'Most records returned, 1 to 10000' }),
+      limit: z
+        .preprocess((v) => (typeof v === 'string' && /^[0-9]{1,16}$/.test(v) ? Number(v) : v), z.number().int().min(1).max(10_000))
+        .default(10_000)
+        .openapi({ description: 'Most records returned: 1 to 10000, default 10000' }),
     }),
   },
   responses: {
@@ -108,6 +114,7 @@ const getJournal = createRoute({
           state: z.string(),
           finished: z.boolean().openapi({ description: 'True when the journal holds the run_finished record' }),
           records: z.array(JournalRecordSchema),
+          total: z.number().int().openapi({ description: 'How many records the journal holds so far (seq runs from 1 to total)' }),
         })
         .openapi('RunJournal'),
       'The records so far',
@@ -183,10 +190,9 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
     const run = await getRun(ctx, run_id);
     if (!run) throw notFound('run');
     const records = await readJournal(ctx, run_id, after_seq, limit);
-    return c.json(
-      { run_id, state: run.state, finished: await journalClosed(ctx, run_id), records: records as z.infer<typeof JournalRecordSchema>[] },
-      200,
-    );
+    const finished = await journalClosed(ctx, run_id);
+    const total = await lastSeq(ctx.core.store, run_id);
+    return c.json({ run_id, state: run.state, finished, records: records as z.infer<typeof JournalRecordSchema>[], total }, 200);
   });
 
   app.openapi(getSse, async (c) => {

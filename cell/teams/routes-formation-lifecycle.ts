@@ -7,7 +7,7 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import { immutableField, refuseImmutable } from '../http/immutable.ts';
-import { errorResponses, json, jsonBody, pageQuery, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import type { TeamsContext } from './context.ts';
 import { crewGraphHash, deleteCrew, patchCrew, upgradeCrew } from './crews.ts';
 import { POLICIES, billetView, crewView, formationView, getCrew, getFormation } from './formations.ts';
@@ -65,7 +65,7 @@ const VersionSummary = z
         billet_id: z.string().nullable(),
       })
       .openapi({ description: 'What made this version (`migrated`: the formation as it was when versions were introduced)' }),
-    created_at: z.string(),
+    created_at: IsoTime,
     created_by: z.string(),
   })
   .openapi('FormationVersionSummary');
@@ -77,7 +77,7 @@ const VersionOut = FormationOut.extend({
     .string()
     .nullable()
     .openapi({ description: 'Content hash of this version; null when it does not compile alone (no billets)' }),
-  version_created_at: z.string(),
+  version_created_at: IsoTime,
   version_created_by: z.string(),
 }).openapi('FormationVersion');
 
@@ -167,9 +167,7 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
             .object({
               formation_id: z.string(),
               versions: z.array(VersionSummary),
-              total: z.number().int(),
-              limit: z.number().int(),
-              offset: z.number().int(),
+              ...pageFields,
             })
             .openapi('FormationVersionList'),
           'Versions',
@@ -179,14 +177,14 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
     }),
     async (c) => {
       const id = c.req.valid('param')['formation_id']!;
-      const { limit, offset } = c.req.valid('query');
-      const r = await listVersions(ctx, id, limit, offset);
+      const q = c.req.valid('query');
+      const r = await listVersions(ctx, id, q.limit, q.offset);
       const versions = r.items.map((v) => ({
         ...v,
         change: v.change as z.infer<typeof VersionSummary>['change'],
         created_at: iso(v.created_at),
       }));
-      return c.json({ formation_id: id, versions, total: r.total, limit, offset }, 200);
+      return c.json({ formation_id: id, versions, ...pageOf(q, r.total) }, 200);
     },
   );
 

@@ -119,7 +119,7 @@ export const BilletOut = z
     authority_cap: anyObject,
     created_at: IsoTime,
     created_by: z.string(),
-    updated_at: z.string(),
+    updated_at: IsoTime,
     updated_by: z.string(),
   })
   .openapi('Billet');

@@ -84,6 +84,8 @@ test('a bundled crew runs offline on the local model, deterministically, with a 
     assert.equal(r2.state, 'completed');
     assert.deepEqual(r2.output, r1.output, 'greedy decoding: same input, same output');
     assert.ok(r1.journal_records >= 4);
+    for (const f of ['created_at', 'updated_at'])
+      assert.match(r1[f], /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, `${f}: ISO 8601 UTC, as the cell answers`);
     const j = await e.req('GET', `/api/public/v1/admin/jobs/runs/${r1.run_id}/journal`);
     assert.equal(j.status, 200);
     assert.ok(j.body.records.every((r: { signer_kid: string }) => r.signer_kid === w.device.device_id));

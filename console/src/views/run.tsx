@@ -36,8 +36,8 @@ interface RunStatus {
   output: unknown;
   error: { code: string; message: string; reason?: string } | null;
   flags: Record<string, unknown>;
-  created_at: number;
-  finished_at: number | null;
+  created_at: string;
+  finished_at: string | null;
   source?: string;
   pending_approvals?: PendingApproval[];
 }

@@ -24,9 +24,9 @@ export interface RunRow {
   crew_id: string | null;
   requester: string;
   state: string;
-  created_at: number | string;
-  updated_at: number | string;
-  finished_at: number | string | null;
+  created_at: string;
+  updated_at: string;
+  finished_at: string | null;
 }
 
 const STATES = ['queued', 'running', 'waiting', 'completed', 'failed', 'refused', 'cancelled'];

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { manualClock, type Clock } from '../../../cell/context.ts';
 import { startCell, type RunningCell } from '../../../cell/server.ts';
 import { testStore } from '../../helpers/inproc.ts';
+import { isoTime } from '../../../core/iso-time.ts';
 
 const quiet = { info() {}, warn() {}, error() {} };
 const DEFS = '/api/public/v1/admin/jobs/definitions';
@@ -80,6 +81,9 @@ test('definitions: cron, timezone and templates are validated at authoring', asy
       [{ ...base, cron: '61 * * * *' }, 'invalid_cron'],
       [{ ...base, cron: '* * * * * * *' }, 'invalid_cron'],
       [{ ...base, cron: 'every minute' }, 'invalid_cron'],
+      [{ ...base, cron: '@reboot' }, 'invalid_cron'],
+      [{ ...base, cron: '@every 5m' }, 'invalid_cron'],
+      [{ ...base, cron: '@hourly 5' }, 'invalid_cron'],
       [{ ...base, timezone: 'Mars/Olympus' }, 'invalid_timezone'],
       [{ ...base, job_type: 'agent', spec: { formation_id: 'frm_1' } }, 'formation_id_not_allowed'],
       [{ ...base, job_type: 'agent', spec: { graph_id: 'sha256:' + '1'.repeat(64) } }, 'unknown_graph'],
@@ -100,7 +104,19 @@ test('definitions: cron, timezone and templates are validated at authoring', asy
     assert.equal(noCron.status, 400, 'there is no unscheduled definition');
     const six = await req('POST', DEFS, { ...base, cron: '30 */5 * * * *', timezone: 'Europe/Paris' });
     assert.equal(six.status, 201);
-    assert.equal(six.body.next_fire_at, T0 + 30_000);
+    assert.equal(six.body.next_fire_at, isoTime(T0 + 30_000));
+    // croner's macros, read in the definition's time zone and kept as written.
+    for (const [cron, tz, next] of [
+      ['@hourly', 'UTC', Date.UTC(2026, 0, 1, 1)],
+      ['@daily', 'UTC', Date.UTC(2026, 0, 2)],
+      ['@midnight', 'Europe/Paris', Date.UTC(2026, 0, 1, 23)],
+      ['@monthly', 'UTC', Date.UTC(2026, 1, 1)],
+      ['@yearly', 'UTC', Date.UTC(2027, 0, 1)],
+    ] as const) {
+      const m = await req('POST', DEFS, { ...base, cron, timezone: tz });
+      assert.equal(m.status, 201, `${cron}: ${JSON.stringify(m.body)}`);
+      assert.deepEqual([m.body.cron, m.body.next_fire_at], [cron, isoTime(next)], cron);
+    }
   } finally {
     await c.stop();
     await home.remove();
@@ -124,7 +140,7 @@ test('scheduler: fires on the cron with an injected clock, once per time, across
     assert.equal(r.status, 201, JSON.stringify(r.body));
     const id = r.body.schedule_id as string;
     assert.match(id, /^sch_[0-9a-f]{20}$/);
-    assert.equal(r.body.next_fire_at, T0 + 5 * MIN);
+    assert.equal(r.body.next_fire_at, isoTime(T0 + 5 * MIN));
     // The route re-arms the scheduler without waiting for it (the read is asynchronous).
     await c.modules.jobs.scheduler.rearmed();
     assert.equal(c.modules.jobs.scheduler.armedFor, T0 + 5 * MIN, 'one timer, armed for the earliest next fire');
@@ -136,7 +152,7 @@ test('scheduler: fires on the cron with an injected clock, once per time, across
     assert.equal(await c.modules.jobs.scheduler.tick(), 0, 'no double fire');
     assert.equal(await scheduledRuns(c, id), 1);
     const d1 = await req('GET', `${DEFS}/${id}`);
-    assert.equal(d1.body.next_fire_at, T0 + 10 * MIN);
+    assert.equal(d1.body.next_fire_at, isoTime(T0 + 10 * MIN));
     assert.equal(d1.body.fire_count, 1);
     assert.match(d1.body.last_run_id, /^run_/);
     const run = await req('GET', `/api/public/v1/admin/jobs/runs/${d1.body.last_run_id}`);
@@ -157,11 +173,11 @@ test('scheduler: fires on the cron with an injected clock, once per time, across
     clock.set(T0 + 16 * MIN);
     assert.equal(await c.modules.jobs.scheduler.tick(), 0);
     const en = await req('POST', `${DEFS}/${id}/enable`);
-    assert.equal(en.body.next_fire_at, T0 + 20 * MIN);
+    assert.equal(en.body.next_fire_at, isoTime(T0 + 20 * MIN));
     // PATCH the cron.
     const p = await req('PATCH', `${DEFS}/${id}`, { cron: '0 * * * *' });
     assert.equal(p.status, 200);
-    assert.equal(p.body.next_fire_at, T0 + 60 * MIN);
+    assert.equal(p.body.next_fire_at, isoTime(T0 + 60 * MIN));
     assert.equal((await req('PATCH', `${DEFS}/${id}`, { cron: 'bad' })).status, 400);
     // Soft delete: never fires, listed only when asked.
     const del = await req('DELETE', `${DEFS}/${id}`);
@@ -200,7 +216,7 @@ test('scheduler: fires missed while down run once (catch_up once) or are skipped
     assert.equal(await scheduledRuns(c, skip), 0, 'catch_up skip: none');
     for (const id of [once, skip]) {
       const d = (await req('GET', `${DEFS}/${id}`)).body;
-      assert.equal(d.next_fire_at, T0 + 61 * MIN);
+      assert.equal(d.next_fire_at, isoTime(T0 + 61 * MIN));
     }
   } finally {
     await c.stop();
@@ -221,7 +237,7 @@ test('scheduler: a time fired late within the misfire grace fires as scheduled; 
     clock.set(T0 + MIN + 50_000);
     assert.equal(await c.modules.jobs.scheduler.tick(), 1);
     assert.equal(await scheduledRuns(c, id), 1, 'fired although catch_up is skip');
-    assert.equal((await req('GET', `${DEFS}/${id}`)).body.next_fire_at, T0 + 2 * MIN, 'the next scheduled time follows');
+    assert.equal((await req('GET', `${DEFS}/${id}`)).body.next_fire_at, isoTime(T0 + 2 * MIN), 'the next scheduled time follows');
     // The lease never outlives the next scheduled time: another cell may fire it if this one dies.
     const lease = (await c.core.store.get('SELECT lease_until FROM job_definitions WHERE schedule_id = ?', [id]))!;
     assert.equal(Number(lease['lease_until']), T0 + 2 * MIN);
@@ -229,7 +245,7 @@ test('scheduler: a time fired late within the misfire grace fires as scheduled; 
     clock.set(T0 + 3 * MIN + 30_000);
     assert.equal(await c.modules.jobs.scheduler.tick(), 0);
     assert.equal(await scheduledRuns(c, id), 1);
-    assert.equal((await req('GET', `${DEFS}/${id}`)).body.next_fire_at, T0 + 4 * MIN);
+    assert.equal((await req('GET', `${DEFS}/${id}`)).body.next_fire_at, isoTime(T0 + 4 * MIN));
   } finally {
     await c.stop();
     await home.remove();
@@ -254,7 +270,7 @@ test('scheduler: a live lease held by another cell blocks the fire until it expi
     clock.set(T0 + 7 * MIN);
     assert.equal(await c.modules.jobs.scheduler.tick(), 1, 'the lease expired: this cell fires the missed time once');
     const d = (await req('GET', `${DEFS}/${id}`)).body;
-    assert.equal(d.next_fire_at, T0 + 10 * MIN);
+    assert.equal(d.next_fire_at, isoTime(T0 + 10 * MIN));
     const lease = (await c.core.store.get('SELECT lease_owner, lease_until FROM job_definitions WHERE schedule_id = ?', [id]))!;
     assert.equal(lease['lease_owner'], 'cell-sched');
     assert.equal(Number(lease['lease_until']), T0 + 7 * MIN + 60_000);
