@@ -46,7 +46,7 @@ export class Lifecycle {
     this.#hooks.push(hook);
   }
 
-  async apply(p: Principal, action: LifecycleAction, actor: string): Promise<Principal> {
+  async apply(p: Principal, action: LifecycleAction, actor: string, guard?: (tx: Tx) => Promise<void>): Promise<Principal> {
     const rule = NEXT[action];
     if (!rule.from.includes(p.status)) {
       throw conflict(`cannot ${action} a principal that is ${p.status}`, { reason: 'invalid_transition', status: p.status });
@@ -56,6 +56,8 @@ export class Lifecycle {
       throw conflict('the retention window has passed; the principal can only be purged', { reason: 'retention_elapsed' });
     }
     return this.core.store.write(async (tx) => {
+      // The caller's own refusal, read in this transaction (teams: a crew that binds the agent).
+      if (guard) await guard(tx);
       await repo.setPrincipalStatus(tx, p.id, rule.to, now);
       let keys = 0;
       if (action === 'archive' || action === 'delete') {

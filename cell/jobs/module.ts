@@ -60,7 +60,7 @@ export function createJobsModule(
   // A workspace's storage quota counts its SQL database file too.
   deps.runs.registerWorkspaceFiles((ws) => statSync(workspaceDbPath(core.config.dataDir, ws), { throwIfNoEntry: false })?.size ?? 0);
   // A crew a live definition names (or whose graph it pins) is not deleted or changed under it.
-  deps.teams.onCrewUsers((crew) => definitionsUsingCrew(core.store, crew.crew_id, crew.graph_hash));
+  deps.teams.onCrewUsers((crew, db) => definitionsUsingCrew(db, crew.crew_id, crew.graph_hash));
   // A definition acts as its author: deactivating the author disables what it authored, in the same transaction.
   deps.lifecycle.onDeactivate(async (tx, principalId, action, actor, at) => {
     await disableAuthoredTx(

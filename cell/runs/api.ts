@@ -77,9 +77,13 @@ export class Runs {
     return listRuns(this.ctx, o);
   }
 
-  /** Runs in non-terminal states (recovery at start), in the order they were recorded. */
-  activeRuns(kind?: RunKind): Promise<Run[]> {
-    return activeRuns(this.ctx, kind);
+  /**
+   * Runs in non-terminal states (recovery at start), in the order they were
+   * recorded. Pass another module's transaction as `db` to read them inside it
+   * (a delete that must see a run started concurrently).
+   */
+  activeRuns(kind?: RunKind, db?: Reader): Promise<Run[]> {
+    return activeRuns(this.ctx, kind, db);
   }
 
   /** Moves a non-terminal run to `state` (false when unknown or terminal). Terminal states: use finishRun. */

@@ -9,7 +9,7 @@
  *
  * Writes go through `store.write` and are durable when they resolve.
  */
-import type { Tx } from '../store/types.ts';
+import type { Reader, Tx } from '../store/types.ts';
 import type { RunsContext } from './context.ts';
 import * as repo from './repository.ts';
 import { TERMINAL_STATES, type Run, type RunError, type RunKind, type RunState } from './repository.ts';
@@ -96,9 +96,9 @@ export async function listRuns(ctx: RunsContext, o: ListRunsOptions): Promise<{ 
   return { items, total };
 }
 
-/** Runs in non-terminal states (recovery sweeps), in the order they were recorded. */
-export function activeRuns(ctx: RunsContext, kind?: RunKind): Promise<Run[]> {
-  return repo.activeRuns(ctx.core.store, kind);
+/** Runs in non-terminal states (recovery sweeps), in the order they were recorded; `db`: read inside a caller's transaction. */
+export function activeRuns(ctx: RunsContext, kind?: RunKind, db: Reader = ctx.core.store): Promise<Run[]> {
+  return repo.activeRuns(db, kind);
 }
 
 export interface StatePatch {

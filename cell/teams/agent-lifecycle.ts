@@ -105,9 +105,11 @@ export async function updateAgent(ctx: TeamsContext, auth: AuthContext, agentId:
 export async function deleteAgent(ctx: TeamsContext, auth: AuthContext, agentId: string): Promise<Agent> {
   const { agent, p } = await managed(ctx, auth, agentId, 'agent.delete');
   if (p.id === auth.principal.id) throw new ServiceError('conflict', 'an agent cannot delete itself', { details: { reason: 'self' } });
-  const users = await agentUsers(ctx.core.store, agentId);
-  if (anyUser(users))
-    throw inUse('agent', agentId, users, 'delete those crews, or bind other agents to them (PATCH …/crews/{crew_id}), first');
-  await ctx.lifecycle.apply(p, 'delete', auth.principal.id);
+  // Checked in the deleting transaction, so a crew bound to the agent meanwhile is seen (or one of the two retries).
+  await ctx.lifecycle.apply(p, 'delete', auth.principal.id, async (tx) => {
+    const users = await agentUsers(tx, agentId);
+    if (anyUser(users))
+      throw inUse('agent', agentId, users, 'delete those crews, or bind other agents to them (PATCH …/crews/{crew_id}), first');
+  });
   return agent;
 }

@@ -199,13 +199,14 @@ export async function patchCrew(
 export async function deleteCrew(ctx: TeamsContext, auth: AuthContext, crewId: string): Promise<void> {
   const crew = await getCrew(ctx, crewId);
   if (!crew) throw notFound('crew');
-  const users = await crewUsers(ctx, crew, await crewGraphHash(ctx, crew));
-  const { job_definitions_pinning_graph: _pinned, ...blocking } = users;
-  if (Object.values(blocking).some((ids) => ids.length > 0)) {
-    throw inUse('crew', crewId, blocking, 'cancel its live runs and delete the job definitions that name it first');
-  }
+  const graphHash = await crewGraphHash(ctx, crew);
   await ctx.core.store.write(async (tx) => {
     if (!(await repo.crewById(tx, crewId))) throw notFound('crew');
+    // Read in the deleting transaction: a run launched or a definition written meanwhile is seen, or one of the two retries.
+    const { job_definitions_pinning_graph: _pinned, ...blocking } = await crewUsers(ctx, crew, graphHash, tx);
+    if (Object.values(blocking).some((ids) => ids.length > 0)) {
+      throw inUse('crew', crewId, blocking, 'cancel its live runs and delete the job definitions that name it first');
+    }
     await repo.deleteCrew(tx, crewId);
     await ctx.iam.audit(tx, {
       actor: auth.principal.id,

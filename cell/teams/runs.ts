@@ -180,6 +180,8 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
   // No room for the run in its workspace (or the cell): refused before anything is written.
   await runs.assertStorageRoom(workspaceId, Buffer.byteLength(JSON.stringify(spec), 'utf8'));
   const runId = await core.store.write(async (tx) => {
+    // The crew is read in this transaction, so a concurrent delete either sees this run (409 in_use) or happens first (404).
+    if (!(await repo.crewById(tx, crew.crew_id))) throw notFound('crew');
     const id = await runs.createRunTx(tx, {
       kind: 'crew',
       crew_id: crew.crew_id,

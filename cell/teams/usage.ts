@@ -25,7 +25,7 @@ export interface CrewDefinitionUser {
   schedule_id: string;
   job_type: 'team' | 'agent';
 }
-export type CrewUsersHook = (crew: { crew_id: string; graph_hash: string | null }) => Promise<CrewDefinitionUser[]>;
+export type CrewUsersHook = (crew: { crew_id: string; graph_hash: string | null }, db: Reader) => Promise<CrewDefinitionUser[]>;
 
 /** 409 in_use naming the users; `hint` says what to do first. */
 export function inUse(kind: string, id: string, usedBy: UsedBy, hint: string): ServiceError {
@@ -116,10 +116,10 @@ export async function formationUsers(db: Reader, formationId: string): Promise<U
  * Live (non-terminal) runs of the crew, job definitions that name it, and
  * (a subset of those) the agent definitions that pin its current graph.
  */
-export async function crewUsers(ctx: TeamsContext, crew: Crew, graphHash: string | null): Promise<UsedBy> {
-  const runs = (await ctx.runs.activeRuns('crew')).filter((r) => r.crew_id === crew.crew_id).map((r) => r.run_id);
+export async function crewUsers(ctx: TeamsContext, crew: Crew, graphHash: string | null, db: Reader = ctx.core.store): Promise<UsedBy> {
+  const runs = (await ctx.runs.activeRuns('crew', db)).filter((r) => r.crew_id === crew.crew_id).map((r) => r.run_id);
   const defs: CrewDefinitionUser[] = [];
-  for (const hook of ctx.crewUserHooks) defs.push(...(await hook({ crew_id: crew.crew_id, graph_hash: graphHash })));
+  for (const hook of ctx.crewUserHooks) defs.push(...(await hook({ crew_id: crew.crew_id, graph_hash: graphHash }, db)));
   return {
     runs: runs.slice(0, USED_BY_LIMIT),
     job_definitions: defs.map((d) => d.schedule_id).slice(0, USED_BY_LIMIT),

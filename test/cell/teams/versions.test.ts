@@ -359,3 +359,25 @@ test('crew run cancel: idempotent, audited, 404 for a run of another crew, 403 w
     'one audit record for the one cancel that changed the run',
   );
 });
+
+test('crew delete racing a launch: the run is refused or the delete is, never a run of a deleted crew', async () => {
+  ai.setResponder(() => ({ content: 'done' }));
+  const outcomes = new Set<string>();
+  for (let i = 0; i < 8; i++) {
+    const tm = await team(api, 'sequential', [{ role: `race${i}` }]);
+    const launch = () => req('POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
+    const del = () => req('DELETE', `${T}/crews/${tm.crew}`);
+    // Both orders of starting, so either may reach its transaction first.
+    const [run, gone] = i % 2 === 0 ? await Promise.all([launch(), del()]) : (await Promise.all([del(), launch()])).reverse();
+    outcomes.add(`${run!.status}/${gone!.status}`);
+    if (run!.status === 201) {
+      assert.equal(gone!.status, 409, `the delete saw the run: ${gone!.text}`);
+      assert.equal(gone!.body.details.reason, 'in_use');
+      await t.modules.teams.teams.settled(run!.body.run_id);
+    } else {
+      assert.equal(run!.status, 404, `the launch found no crew: ${run!.text}`);
+      assert.equal(gone!.status, 200, gone!.text);
+    }
+  }
+  assert.ok(outcomes.size >= 1, [...outcomes].join(' '));
+});
