@@ -103,6 +103,12 @@ export function createJobsModule(
           core.log.info('taking over job run', { run_id: run.run_id, previous_owner: run.lease_owner });
           void startJobDrive(ctx, run);
         }
+        // Waiting agent runs whose last driver died: their wake-up timer is armed here now.
+        for (const run of await ctx.runs.orphanedWaitingRuns('job')) {
+          if (ctx.stopped || ctx.runs.isDriven(run.run_id) || run.job_type !== 'agent') continue;
+          core.log.info('taking over waiting job run', { run_id: run.run_id, previous_coordinator: run.coordinator });
+          void resumeJobRun(ctx, run.run_id);
+        }
       });
       // Another cell of the group created, changed or fired a definition: re-arm for the earliest next fire.
       // (This cell's own changes re-arm through the routes and the ticks.)

@@ -329,10 +329,10 @@ export async function settleFire(
 export async function pendingFires(
   db: Reader,
   limit: number,
-): Promise<{ schedule_id: string; fire_at: number; cell_id: string; created_at: number }[]> {
+): Promise<{ schedule_id: string; fire_at: number; cell_id: string; created_at: number; run_id: string | null }[]> {
   return (
     await db.all(
-      "SELECT schedule_id, fire_at, cell_id, created_at FROM job_fires WHERE state = 'pending' ORDER BY created_at, schedule_id LIMIT ?",
+      "SELECT schedule_id, fire_at, cell_id, created_at, run_id FROM job_fires WHERE state = 'pending' ORDER BY created_at, schedule_id LIMIT ?",
       [limit],
     )
   ).map((r) => ({
@@ -340,6 +340,7 @@ export async function pendingFires(
     fire_at: num(r, 'fire_at'),
     cell_id: str(r, 'cell_id'),
     created_at: num(r, 'created_at'),
+    run_id: strOrNull(r, 'run_id'),
   }));
 }
 

@@ -20,11 +20,14 @@
  *   fired by exactly one of them: at least one (every live cell's timer goes
  *   off), at most one (the compare-and-set). A lease never outlives the next
  *   fire time, so a cell that dies after a fire does not hold the next one.
- * - team fires are recorded `pending` in the same transaction and dispatched
- *   right after (Agent Teams' crew run path: compile, placement, ledgers).
- *   A pending fire left behind (its cell crashed, or died: it is still pending
- *   a minute later) is taken over by a compare-and-set and dispatched, at
- *   start and at every tick (durable dispatch).
+ * - team fires are recorded `pending` in the same transaction, with the id
+ *   their crew run will have, and dispatched right after (Agent Teams' crew
+ *   run path: compile, placement, ledgers). A pending fire left behind (its
+ *   cell crashed, or died: it is still pending a minute later) is taken over
+ *   by a compare-and-set and dispatched, at start and at every tick (durable
+ *   dispatch). Dispatching launches the run under the reserved id, so of two
+ *   launches of one fire (a cell dying between launch and settle, a launch
+ *   slower than the grace) the run table's key lets one through.
  * - Late and missed fires: a cell that fires a time late by less than the
  *   misfire grace (60 s: a busy or paused process, a cell taking over from one
  *   that died) fires every scheduled time in order, each once. A time no cell
@@ -222,7 +225,9 @@ export class Scheduler {
         return { runId: null as string | null, held: noRoom?.reason ?? 'skipped' };
       }
       let runId: string | null = null;
-      if (def.job_type !== 'team') {
+      let reserved: string | null = null;
+      if (def.job_type === 'team') reserved = runs.newRunId();
+      else {
         runId = await runs.createRunTx(tx, {
           kind: 'job',
           job_type: def.job_type,
@@ -239,12 +244,12 @@ export class Scheduler {
         schedule_id: id,
         fire_at: at,
         state: runId ? 'dispatched' : 'pending',
-        run_id: runId,
+        run_id: runId ?? reserved,
         detail: null,
         cell_id: me,
         at: now,
       });
-      return { runId };
+      return { runId, reserved };
     });
     if (result === null) return false;
     if ('refused' in result) {
@@ -260,28 +265,41 @@ export class Scheduler {
       const run = await runs.getRun(result.runId);
       if (run) void startJobDrive(this.ctx, run);
     } else {
-      await this.#dispatch(def, at);
+      await this.#dispatch(def, at, result.reserved);
     }
     return true;
   }
 
   /** Dispatches an agent or team fire recorded pending (crew run path). */
-  async #dispatch(def: Definition, at: number): Promise<void> {
+  async #dispatch(def: Definition, at: number, reserved: string | null): Promise<void> {
     const key = `${def.schedule_id}@${at}`;
     this.#dispatching.add(key);
     try {
-      await this.#dispatchOnce(def, at);
+      await this.#dispatchOnce(def, at, reserved);
     } finally {
       this.#dispatching.delete(key);
     }
   }
 
-  async #dispatchOnce(def: Definition, at: number): Promise<void> {
+  /**
+   * Launches the fire's crew run under its reserved id (null: a fire recorded
+   * before ids were reserved). A run already under that id was launched by an
+   * earlier dispatch of this fire (this cell before a crash, or a cell that
+   * died or was slow): the fire is settled with it, not launched again.
+   */
+  async #dispatchOnce(def: Definition, at: number, reserved: string | null): Promise<void> {
     const { core, runs, teams } = this.ctx;
     let runId: string | null = null;
     let state: repo.FireState = 'dispatched';
     let detail: string | null = null;
     try {
+      if (reserved !== null && (await runs.getRun(reserved))) {
+        await core.store.write(async (tx) => {
+          await repo.settleFire(tx, def.schedule_id, at, 'dispatched', reserved, null);
+          await repo.setLastRun(tx, def.schedule_id, reserved);
+        });
+        return;
+      }
       const spec = def.spec as { crew_id?: string; input?: unknown };
       const crewId = spec.crew_id;
       // A pending fire dispatched after a restart: its author is judged again.
@@ -293,7 +311,12 @@ export class Scheduler {
         state = 'refused';
         detail = 'crew_unknown';
       } else {
-        const run = await teams.startCrewRun(def.author_id, crewId, { input: spec.input ?? null, workspace_id: def.workspace_id });
+        const run = await teams.startCrewRun(
+          def.author_id,
+          crewId,
+          { input: spec.input ?? null, workspace_id: def.workspace_id },
+          reserved !== null ? { runId: reserved } : {},
+        );
         runId = run.run_id;
         await runs.setRunFlags(runId, { schedule_id: def.schedule_id, scheduled_for: at });
       }
@@ -301,8 +324,13 @@ export class Scheduler {
       // A crew run refused before its first step is still a run (its id is in details).
       const d = (err as { details?: Record<string, unknown> }).details;
       runId = typeof d?.['run_id'] === 'string' ? d['run_id'] : null;
-      state = runId ? 'dispatched' : 'refused';
       detail = typeof d?.['reason'] === 'string' ? d['reason'] : 'dispatch_failed';
+      if (runId === null && reserved !== null && (await runs.getRun(reserved))) {
+        // Another dispatch of this fire created the run first (the insert under the reserved id failed): it is that run.
+        runId = reserved;
+        detail = null;
+      }
+      state = runId ? 'dispatched' : 'refused';
     }
     const settledRun = runId;
     await core.store.write(async (tx) => {
@@ -326,7 +354,7 @@ export class Scheduler {
       if (r.cell_id === me && this.#dispatching.has(`${r.schedule_id}@${r.fire_at}`)) continue;
       if (!(await core.store.write((tx) => repo.claimPendingFire(tx, r, me, now)))) continue;
       const def = await repo.definitionById(core.store, r.schedule_id);
-      if (def) await this.#dispatch(def, r.fire_at);
+      if (def) await this.#dispatch(def, r.fire_at, r.run_id);
       else await core.store.write((tx) => repo.settleFire(tx, r.schedule_id, r.fire_at, 'refused', null, 'definition_gone'));
     }
   }

@@ -29,7 +29,7 @@ import {
 } from './approvals.ts';
 import type { RunEventListener, RunsContext } from './context.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel, type DriverHandle } from './control.ts';
-import { heldByLivePeer, markUnplaceable, orphanedRuns, placeOnPeer } from './lease.ts';
+import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, placeOnPeer } from './lease.ts';
 import { driveRun, recordedStep, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
 import { subscribe, subscriberCount } from './events.ts';
 import {
@@ -46,6 +46,7 @@ import {
   createRunTx,
   getRun,
   listRuns,
+  newRunId,
   setRunFlags,
   setRunState,
   type ListRunsOptions,
@@ -65,6 +66,11 @@ export class Runs {
   createRunTx(tx: Tx, r: NewRun): Promise<string> {
     // The creating cell holds the run's lease until it claims it to drive it (or, if it dies first, a peer does).
     return createRunTx(tx, { ...r, coordinator: r.coordinator ?? this.ctx.core.config.cellId });
+  }
+
+  /** A fresh run id, for a run whose id must be known before it is created (a scheduled team fire). */
+  newRunId(): string {
+    return newRunId();
   }
 
   /** The run, or undefined when this cell does not know it. */
@@ -169,6 +175,11 @@ export class Runs {
   /** Queued or running runs of `kind` whose lease holder died, that this cell qualifies to execute (takeover sweeps). */
   orphanedRuns(kind: RunKind): Promise<Run[]> {
     return orphanedRuns(this.ctx, kind);
+  }
+
+  /** Waiting runs of `kind` whose last driver died (its wake-up timer with it) and that this cell may execute. */
+  orphanedWaitingRuns(kind: RunKind): Promise<Run[]> {
+    return orphanedWaitingRuns(this.ctx, kind);
   }
 
   /** Marks `flags.unplaceable` on orphaned runs no live member qualifies to execute. */

@@ -11,6 +11,7 @@
  */
 import type { Driving, RunsContext } from './context.ts';
 import { RunClosedError, appendJournal, finishRun } from './journal.ts';
+import { closedOrCancelled } from './repository.ts';
 import { getRun, isTerminal, type Run } from './runs.ts';
 
 /** How long a cancel waits for the driver to stop before finishing the run itself, ms. */
@@ -75,6 +76,23 @@ export async function abortAllDrivers(ctx: RunsContext): Promise<void> {
     waits.push(d.done);
   }
   await Promise.all(waits);
+}
+
+/**
+ * Another cell of the group recorded a cancel of a run this process drives (or
+ * ended it): the drive is aborted now, with the in-flight model call or
+ * sandbox, rather than at its next write (which the lease check would refuse
+ * anyway). Called when another cell's journal appends are heard.
+ */
+export async function abortCancelledElsewhere(ctx: RunsContext): Promise<void> {
+  const driven = [...ctx.drivers.keys()];
+  for (const r of await closedOrCancelled(ctx.core.store, driven)) {
+    const d = ctx.drivers.get(r.run_id);
+    if (!d || d.controller.signal.aborted) continue;
+    d.cancelledBy ??= r.by ?? 'another cell';
+    ctx.core.log.info('run cancelled on another cell; this cell stops driving it', { run_id: r.run_id, by: d.cancelledBy });
+    d.controller.abort(new Error('cancelled'));
+  }
 }
 
 /**

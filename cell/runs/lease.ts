@@ -166,6 +166,26 @@ export async function orphanedRuns(ctx: RunsContext, kind: repo.RunKind): Promis
 }
 
 /**
+ * Runs of `kind` waiting (approval, timer) whose last driver is dead, which
+ * this cell qualifies to execute: their wake-up timer died with that cell, so
+ * the takeover sweep drives them once here (the drive's claim decides between
+ * peers), which arms the timer in this cell (or acts at once when it is due).
+ */
+export async function orphanedWaitingRuns(ctx: RunsContext, kind: repo.RunKind): Promise<repo.Run[]> {
+  const me = ctx.core.config.cellId;
+  const candidates = await repo.waitingElsewhere(ctx.core.store, kind, me);
+  if (candidates.length === 0) return [];
+  const members = new Map((await ctx.cluster.members()).map((m) => [m.cell_id, m.state]));
+  const out: repo.Run[] = [];
+  for (const r of candidates) {
+    if ((members.get(r.coordinator!) ?? 'dead') !== 'dead' || ctx.drivers.has(r.run_id)) continue;
+    const need = await repo.runLease(ctx.core.store, r.run_id);
+    if (need && qualifies(ctx.cluster.self, { clearance: need.need_clearance, topology: need.need_topology })) out.push(r);
+  }
+  return out;
+}
+
+/**
  * True when the run's lease holder is another cell whose heartbeat is fresh
  * (`live`): a recover there would fight a working driver. A `suspect` holder
  * (late heartbeats) may be recovered from: the forced claim fences it off.

@@ -12,7 +12,7 @@ import type { Cluster } from '../cluster/cluster.ts';
 import type { CellModule } from '../module.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
 import { Runs } from './api.ts';
-import { abortAllDrivers } from './control.ts';
+import { abortAllDrivers, abortCancelledElsewhere } from './control.ts';
 import { createRunsContext } from './context.ts';
 import { catchUpRemote } from './events.ts';
 import { mountRunEventRoutes } from './routes.ts';
@@ -27,10 +27,16 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
   const ctx = createRunsContext(core, deps.iam, deps.cluster, deps.metrics);
   deps.metrics.countRunsWith(() => runCountsByKindAndState(core.store));
   // Records appended by other cells of the group reach this cell's event subscribers.
+  // A cancel recorded on another cell stops this cell's drive of that run at once.
   const unlisten = core.store.onChange((c) => {
-    if (c.remote && c.tables.has('journal') && ctx.bus.size > 0)
+    if (!c.remote || !c.tables.has('journal')) return;
+    if (ctx.bus.size > 0)
       void catchUpRemote(ctx).catch((e: unknown) =>
         core.log.warn('run events catch-up failed', { error: e instanceof Error ? e.message : String(e) }),
+      );
+    if (ctx.drivers.size > 0)
+      void abortCancelledElsewhere(ctx).catch((e: unknown) =>
+        core.log.warn('remote cancel check failed', { error: e instanceof Error ? e.message : String(e) }),
       );
   });
   return {

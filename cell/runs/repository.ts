@@ -244,6 +244,19 @@ export async function leasedElsewhere(db: Reader, kind: RunKind, cellId: string)
   return rows.map(decodeRun);
 }
 
+/**
+ * Runs of `kind` waiting (an approval, a timer) that another cell drove last:
+ * their wake-up timer lives in that cell's process.
+ */
+export async function waitingElsewhere(db: Reader, kind: RunKind, cellId: string): Promise<Run[]> {
+  const rows = await db.all(
+    `SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id
+     WHERE r.kind = ? AND r.state = 'waiting' AND r.coordinator IS NOT NULL AND r.coordinator <> ? ORDER BY o.seq`,
+    [kind, cellId],
+  );
+  return rows.map(decodeRun);
+}
+
 export interface RunFilter {
   kind?: RunKind | undefined;
   crewId?: string | undefined;
@@ -442,6 +455,23 @@ export async function recordsOfKinds(db: Reader, runId: string, kinds: readonly 
     ...kinds,
   ]);
   return rows.map(decodeRecord);
+}
+
+/**
+ * Of `runIds`, those whose journal holds a cancel request or their end, with
+ * who asked for the cancel (null when the run ended without one).
+ */
+export async function closedOrCancelled(db: Reader, runIds: readonly string[]): Promise<{ run_id: string; by: string | null }[]> {
+  if (runIds.length === 0) return [];
+  const rows = await db.all(
+    `SELECT record FROM journal WHERE kind IN ('cancel_requested', 'run_finished') AND run_id IN (${runIds.map(() => '?').join(', ')}) ORDER BY seq`,
+    [...runIds],
+  );
+  return rows.map((r) => {
+    const rec = decodeRecord(r);
+    const by = rec.kind === 'cancel_requested' ? rec.data?.['by'] : undefined;
+    return { run_id: rec.run_id, by: typeof by === 'string' ? by : null };
+  });
 }
 
 export async function hasRecordOfKind(db: Reader, runId: string, kind: string): Promise<boolean> {

@@ -163,7 +163,13 @@ export interface CrewRunInput {
 }
 
 /** Starts a crew run: compile, placement, ledgers, then drive in the background. */
-export async function startCrewRun(ctx: TeamsContext, requester: string, crewId: string, body: CrewRunInput): Promise<Run> {
+export async function startCrewRun(
+  ctx: TeamsContext,
+  requester: string,
+  crewId: string,
+  body: CrewRunInput,
+  opts: { runId?: string } = {},
+): Promise<Run> {
   const { core, runs } = ctx;
   const { crew, formation } = await loadCrew(ctx, crewId);
   const compiled = await compileFor(ctx, formation, crew);
@@ -183,6 +189,7 @@ export async function startCrewRun(ctx: TeamsContext, requester: string, crewId:
     // The crew is read in this transaction, so a concurrent delete either sees this run (409 in_use) or happens first (404).
     if (!(await repo.crewById(tx, crew.crew_id))) throw notFound('crew');
     const id = await runs.createRunTx(tx, {
+      ...(opts.runId ? { run_id: opts.runId } : {}),
       kind: 'crew',
       crew_id: crew.crew_id,
       workspace_id: workspaceId,
@@ -280,9 +287,10 @@ export async function resumeRun(ctx: TeamsContext, runId: string, why: string): 
  */
 export async function takeOverOrphans(ctx: TeamsContext): Promise<void> {
   await ctx.runs.markUnplaceable('crew');
-  for (const run of await ctx.runs.orphanedRuns('crew')) {
+  const orphans = [...(await ctx.runs.orphanedRuns('crew')), ...(await ctx.runs.orphanedWaitingRuns('crew'))];
+  for (const run of orphans) {
     if (ctx.stopped) return;
-    ctx.core.log.info('taking over crew run', { run_id: run.run_id, previous_owner: run.lease_owner });
+    ctx.core.log.info('taking over crew run', { run_id: run.run_id, state: run.state, previous_owner: run.lease_owner ?? run.coordinator });
     try {
       await resumeRun(ctx, run.run_id, 'takeover');
     } catch (e) {

@@ -31,10 +31,12 @@ export class Teams {
    * Starts a crew run for `requester` (compile, placement, agents active,
    * budget ledgers; then driven in the background). A refusal before the first
    * step is a run too: ServiceError `conflict` with details.reason and
-   * details.run_id; an unknown crew is `not_found`.
+   * details.run_id; an unknown crew is `not_found`. `opts.runId`: the id the
+   * run must have (reserved before); a run with that id already existing makes
+   * this fail, so two launches of one reserved id start one run.
    */
-  startCrewRun(requester: string, crewId: string, input: CrewRunInput): Promise<Run> {
-    return startCrewRun(this.ctx, requester, crewId, input);
+  startCrewRun(requester: string, crewId: string, input: CrewRunInput, opts: { runId?: string } = {}): Promise<Run> {
+    return startCrewRun(this.ctx, requester, crewId, input, opts);
   }
 
   /** The crew whose current compiled graph has this hash, with the graph; undefined when no crew's does. */

@@ -81,6 +81,48 @@ test('team and agent definitions launch the crew on their cron, with the schedul
   assert.equal(refused.error.reason, 'graph_unknown');
 });
 
+test('a team fire launched but not settled (its cell died in between) is settled with its run, not launched again', async () => {
+  const tm = await team(api, 'sequential', [{ role: 'once' }]);
+  const def = await ok(api, 'POST', DEFS, { name: 'team-once', job_type: 'team', spec: { crew_id: tm.crew }, cron: '*/10 * * * *' });
+  t.clock.advance(10 * 60_000);
+  assert.ok((await t.modules.jobs.scheduler.tick()) >= 1, 'it fired (with the definitions of the test before)');
+  const fired = await t.row('SELECT fire_at, state, run_id FROM job_fires WHERE schedule_id = ?', [def.schedule_id]);
+  assert.equal(fired!['state'], 'dispatched');
+  const runId = String(fired!['run_id']);
+  await waitDone(runId);
+  const crewRuns = async () => Number((await t.row('SELECT COUNT(*) AS n FROM runs WHERE crew_id = ?', [tm.crew]))!['n']);
+  assert.equal(await crewRuns(), 1);
+
+  // As a cell that launched the run and died before settling the fire leaves it: pending, under the run's reserved id.
+  await t.core.store.write((tx) =>
+    tx.run("UPDATE job_fires SET state = 'pending', cell_id = 'cell-dead', created_at = ? WHERE schedule_id = ?", [
+      t.clock.now() - 120_000,
+      def.schedule_id,
+    ]),
+  );
+  await t.modules.jobs.scheduler.tick();
+  const settled = await t.row('SELECT state, run_id, cell_id FROM job_fires WHERE schedule_id = ?', [def.schedule_id]);
+  assert.deepEqual({ ...settled }, { state: 'dispatched', run_id: runId, cell_id: t.core.config.cellId }, 'taken over and settled');
+  assert.equal(await crewRuns(), 1, 'the crew run was not launched a second time');
+  assert.equal((await ok(api, 'GET', `${DEFS}/${def.schedule_id}`)).last_run_id, runId);
+
+  // A pending fire whose reserved run was never created (the cell died before launching): launched once, under that id.
+  const reserved = 'run_' + '0'.repeat(19) + '1';
+  await t.core.store.write((tx) =>
+    tx.run("UPDATE job_fires SET state = 'pending', run_id = ?, cell_id = 'cell-dead', created_at = ? WHERE schedule_id = ?", [
+      reserved,
+      t.clock.now() - 120_000,
+      def.schedule_id,
+    ]),
+  );
+  await t.modules.jobs.scheduler.tick();
+  const launched = await t.row('SELECT state, run_id FROM job_fires WHERE schedule_id = ?', [def.schedule_id]);
+  assert.deepEqual({ ...launched }, { state: 'dispatched', run_id: reserved });
+  await waitDone(reserved);
+  assert.equal(await crewRuns(), 2);
+  assert.equal((await ok(api, 'GET', `/api/public/v1/admin/jobs/runs/${reserved}`)).crew_id, tm.crew);
+});
+
 async function waitDone(runId: string): Promise<void> {
   await t.modules.teams.teams.settled(runId);
   for (let i = 0; i < 400; i++) {
