@@ -68,6 +68,8 @@ export interface RunsContext {
   catchUpAgain: boolean;
   /** The cell's metrics (journal records, finished runs, SSE subscribers). */
   metrics: CellMetrics;
+  /** Set when the module stops: a drive waiting out a store outage gives up (the run is recovered later). */
+  stopping: boolean;
 }
 
 export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster, metrics: CellMetrics): RunsContext {
@@ -85,5 +87,6 @@ export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster, me
     catchUpAgain: false,
     workspaceFiles: null,
     metrics,
+    stopping: false,
   };
 }

@@ -23,6 +23,26 @@ import { verifyJournal, type JournalVerdict } from '../../core/journal/verify.ts
 import { storageLimitOf } from './storage.ts';
 import { decisionCount, recordsOfKinds } from './repository.ts';
 import { getRun, isTerminal, setRunFlags, type RunError, type RunState } from './runs.ts';
+import { isServiceError } from '../../core/errors.ts';
+
+/** Backoff between attempts to drive a run again after a store outage, ms (doubling up to the last). */
+export const OUTAGE_RETRY_MS = [250, 500, 1_000, 2_000, 5_000] as const;
+
+/**
+ * True when `err` (or what caused it) is the store being unreachable for a
+ * moment: the connection was lost, a commit's outcome is unknown, or writes
+ * kept conflicting. A drive stopped by one is not the run's failure: the run
+ * stays as its journal says, and the drive starts again from the journal.
+ */
+export function isStoreOutage(err: unknown): boolean {
+  for (let e = err, depth = 0; e !== undefined && e !== null && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if (isServiceError(e) && e.code === 'service_unavailable') {
+      const reason = (e.details as { reason?: unknown } | undefined)?.reason;
+      if (reason === 'connection_lost' || reason === 'commit_unknown' || reason === 'write_conflict') return true;
+    }
+  }
+  return false;
+}
 
 export type DrivePorts = Omit<EnginePorts, 'journal' | 'clock' | 'isCancelled' | 'recorded'>;
 
@@ -143,18 +163,30 @@ export async function driveRun(
   input: unknown,
   opts: DriveOptions,
 ): Promise<DriveResult> {
+  let outages = 0;
   for (;;) {
     const handle = registerDriver(ctx, runId);
-    // A decision recorded on another cell while this one drives cannot wake this drive
-    // (requestWake is per process): a count that grew meanwhile makes it look again.
-    const decisions = await decisionCount(ctx.core.store, runId);
     let r: DriveResult;
     let wake: boolean;
+    let decisions: number;
     try {
+      // A decision recorded on another cell while this one drives cannot wake this drive
+      // (requestWake is per process): a count that grew meanwhile makes it look again.
+      decisions = await decisionCount(ctx.core.store, runId);
       r = await driveOnce(ctx, handle, runId, graph, ports, input, opts);
-    } finally {
-      wake = handle.release();
+    } catch (err) {
+      handle.release();
+      // The store went away under the drive (a database restart, a network cut): the run is left as
+      // its journal says, under this cell's lease, and driven again from the journal once the store
+      // answers; no finished step runs again. A peer may take it over meanwhile: then the claim fails.
+      if (!isStoreOutage(err) || ctx.stopping) throw err;
+      const wait = OUTAGE_RETRY_MS[Math.min(outages++, OUTAGE_RETRY_MS.length - 1)]!;
+      ctx.core.log.warn('store unreachable during a run; driving it again from its journal', { run_id: runId, retry_ms: wait });
+      await new Promise((res) => setTimeout(res, wait));
+      if (ctx.stopping) throw err;
+      continue;
     }
+    wake = handle.release();
     if (r.state !== 'waiting') return r;
     if (!wake && (await decisionCount(ctx.core.store, runId)) === decisions) return r;
   }
@@ -266,6 +298,7 @@ async function driveClaimed(
     });
   } catch (err) {
     if (lost) throw lost;
+    if (isStoreOutage(err)) throw err; // not the run's failure: driven again (driveRun)
     log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
     await finishRun(ctx, runId, 'failed', {
       error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' },
@@ -279,6 +312,8 @@ async function driveClaimed(
     log.warn('run step failed', { run_id: runId, reason: result.reason, error: c instanceof Error ? c.message : String(c) });
   }
   const extra: JsonObject = { ...(engineFinal ?? {}), steps: result.steps };
+  // A step or record refused by a store outage: not the run's failure (driveRun drives it again).
+  if (result.outcome === 'failed' && isStoreOutage(result.cause)) throw result.cause;
   if (handle.signal.aborted && handle.cancelledBy() !== null) {
     await finishRun(ctx, runId, 'cancelled', {
       error: { code: 'cancelled', message: 'the run was cancelled', reason: 'cancelled' },

@@ -47,6 +47,7 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
       mountRunValueRoutes(app, ctx);
     },
     async stop() {
+      ctx.stopping = true;
       unlisten();
       await abortAllDrivers(ctx);
     },
