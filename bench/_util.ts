@@ -1,6 +1,7 @@
 /** Shared helpers for benchmarks: load generation with autocannon, child servers. */
 import autocannon from 'autocannon';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 
 export interface LoadResult {
   rps: number;
@@ -63,3 +64,15 @@ export async function spawnServer(
 }
 
 export const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+
+/** pgbench's simple-update transaction (`-N`) rate on the database at `url`: the server's own baseline for durable writes. */
+export async function pgbenchTps(url: string, clients: number, seconds: number): Promise<number> {
+  const run = promisify(execFile);
+  const u = new URL(url);
+  const args = ['-h', u.hostname, '-p', u.port, '-U', decodeURIComponent(u.username), u.pathname.slice(1)];
+  await run('pgbench', ['-i', '-s', '1', '-q', ...args]);
+  const { stdout } = await run('pgbench', ['-N', '-n', '-c', String(clients), '-j', '2', '-T', String(seconds), ...args]);
+  const m = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout);
+  if (!m) throw new Error(`pgbench printed no tps: ${stdout}`);
+  return Number(m[1]);
+}

@@ -23,13 +23,11 @@
  * PostgreSQL runs on a server this benchmark starts (fsync on) when the
  * binaries are there (test/helpers/postgres.ts), else it is skipped with the reason.
  */
-import { execFile } from 'node:child_process';
 import { closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { pgDatabase, pgUnavailable, startPgServer } from '../test/helpers/postgres.ts';
-import { fmt, load, spawnServer, type LoadResult } from './_util.ts';
+import { fmt, load, pgbenchTps, spawnServer, type LoadResult } from './_util.ts';
 
 /** The cell under test: dist/cell.mjs, or $BENCH_CELL (another build, e.g. main's, for a before/after in one session). */
 const CELL = process.env['BENCH_CELL'] ?? resolve(import.meta.dirname, '../dist/cell.mjs');
@@ -37,7 +35,6 @@ const CONNECTIONS = 50;
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 2);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 6);
 const WRITERS = 32;
-const run = promisify(execFile);
 
 interface Captured {
   status: number;
@@ -90,16 +87,6 @@ function bareFsyncRate(dir: string, seconds: number): number {
   }
   closeSync(fd);
   return n / seconds;
-}
-
-async function pgbenchTps(url: string, clients: number, seconds: number): Promise<number> {
-  const u = new URL(url);
-  const args = ['-h', u.hostname, '-p', u.port, '-U', decodeURIComponent(u.username), u.pathname.slice(1)];
-  await run('pgbench', ['-i', '-s', '1', '-q', ...args]);
-  const { stdout } = await run('pgbench', ['-N', '-n', '-c', String(clients), '-j', '2', '-T', String(seconds), ...args]);
-  const m = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout);
-  if (!m) throw new Error(`pgbench printed no tps: ${stdout}`);
-  return Number(m[1]);
 }
 
 interface Pair {

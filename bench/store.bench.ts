@@ -16,27 +16,25 @@
  * Child modes (`STORE_BENCH_CHILD=DIR`, `STORE_BENCH_PG_CHILD=URL`) time a
  * restart in a fresh process, so module loading is counted as on a real restart.
  */
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import { encodeRecord } from '../cell/store/internal/log.ts';
 import { LOG_FILE, openEmbeddedStore } from '../cell/store/embedded.ts';
 import { openStore } from '../cell/store/open.ts';
 import type { Migration, Store } from '../cell/store/types.ts';
 import { pgDatabase, pgUnavailable, startPgServer } from '../test/helpers/postgres.ts';
+import { fmt, pgbenchTps } from './_util.ts';
 
 const MIGRATIONS: Migration[] = [
   { id: 'bench-001', sql: 'CREATE TABLE rows (id INTEGER PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL)' },
   { id: 'bench-002', sql: 'CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, body TEXT NOT NULL)' },
 ];
 const WRITERS = 32;
-const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
-const run = promisify(execFile);
 
 async function bareFsyncRate(dir: string, seconds: number): Promise<number> {
   const fh = await open(join(dir, 'fsync.bin'), 'a');
@@ -223,16 +221,6 @@ async function embedded(root: string): Promise<void> {
     `  restart (open: wasm + snapshot + replay + first read), median of 3: ${fmt(med.ms)} ms  (target < 2,000 ms; replayed ${fmt(med.replayed)}, ${fmt(med.rows)} rows)`,
   );
   console.log(`  restart CPU time (user+sys) of that open: ${fmt(med.cpuMs)} ms; incl. node + tsx process start: ${fmt(processMs)} ms`);
-}
-
-async function pgbenchTps(url: string, clients: number, seconds: number): Promise<number> {
-  const u = new URL(url);
-  const args = ['-h', u.hostname, '-p', u.port, '-U', decodeURIComponent(u.username), u.pathname.slice(1)];
-  await run('pgbench', ['-i', '-s', '1', '-q', ...args]);
-  const { stdout } = await run('pgbench', ['-N', '-n', '-c', String(clients), '-j', '2', '-T', String(seconds), ...args]);
-  const m = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout);
-  if (!m) throw new Error(`pgbench printed no tps: ${stdout}`);
-  return Number(m[1]);
 }
 
 async function postgres(): Promise<void> {
