@@ -193,8 +193,7 @@ async function follow(base: string, token: string, runId: string, out: number[])
   for await (const chunk of r.body) {
     const now = Date.now();
     buf += chunk.toString();
-    let i: number;
-    while ((i = buf.indexOf('\n\n')) >= 0) {
+    for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
       const frame = buf.slice(0, i);
       buf = buf.slice(i + 2);
       const data = frame.split('\n').find((l) => l.startsWith('data:'));

@@ -167,7 +167,6 @@ export async function driveRun(
   for (;;) {
     const handle = registerDriver(ctx, runId);
     let r: DriveResult;
-    let wake: boolean;
     let decisions: number;
     try {
       // A decision recorded on another cell while this one drives cannot wake this drive
@@ -186,7 +185,7 @@ export async function driveRun(
       if (ctx.stopping) throw err;
       continue;
     }
-    wake = handle.release();
+    const wake = handle.release();
     if (r.state !== 'waiting') return r;
     if (!wake && (await decisionCount(ctx.core.store, runId)) === decisions) return r;
   }
