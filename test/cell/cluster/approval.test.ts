@@ -6,18 +6,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startOpenAIServer } from '../../fixtures/openai-server.ts';
-import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
+import { TEST_ENGINE } from '../../helpers/inproc.ts';
+import { until, twoCells } from './_two-cells.ts';
 import { ok, provider, team, T, type Api } from '../../helpers/teams.ts';
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 test('an approval on another cell resumes a waiting run there', { skip: TEST_ENGINE !== 'postgres' }, async () => {
   const ai = await startOpenAIServer({
@@ -27,11 +18,8 @@ test('an approval on another cell resumes a waiting run there', { skip: TEST_ENG
         ? { content: 'stored' }
         : { tool_calls: [{ name: 'kv__put', arguments: { key: 'greeting', value: 'hello' } }] },
   });
-  const group = { posture: 'multi-cell' as const, heartbeatMs: 100, leaseMs: 1000 };
-  const a = await inProcessCell({ config: { cellId: 'cell-a', ...group } });
-  let b: InProcess | null = null;
+  const { a, b, close } = await twoCells();
   try {
-    b = await inProcessCell({ clock: a.clock, config: { cellId: 'cell-b', storeUrl: a.core.config.storeUrl!, dataDir: a.dir, ...group } });
     const api: Api = { request: a.request, token: a.adminKey };
     await provider(api, ai);
     const cap = { allowed_tools: ['kv.put', 'kv.get'], permission_mode: 'ask', egress_allowlist: ['kv:*'] };
@@ -52,8 +40,7 @@ test('an approval on another cell resumes a waiting run there', { skip: TEST_ENG
     });
     assert.equal(done.coordinator, 'cell-b', 'resumed where the decision was recorded');
   } finally {
-    await b?.close();
-    await a.close();
+    await close();
     await ai.close();
   }
 });

@@ -8,18 +8,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startOpenAIServer } from '../../fixtures/openai-server.ts';
-import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
+import { TEST_ENGINE } from '../../helpers/inproc.ts';
+import { until, twoCells } from './_two-cells.ts';
 import { ok, provider, team, T, type Api } from '../../helpers/teams.ts';
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | null | false> | T, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 test('a cancel on another cell aborts the driver with its model call in flight', { skip: TEST_ENGINE !== 'postgres' }, async () => {
   let calls = 0;
@@ -31,11 +22,8 @@ test('a cancel on another cell aborts the driver with its model call in flight',
       return { content: 'late', delayMs: 60_000 };
     },
   });
-  const group = { posture: 'multi-cell' as const, heartbeatMs: 100, leaseMs: 1000 };
-  const a = await inProcessCell({ config: { cellId: 'cell-a', ...group } });
-  let b: InProcess | null = null;
+  const { a, b, close } = await twoCells();
   try {
-    b = await inProcessCell({ clock: a.clock, config: { cellId: 'cell-b', storeUrl: a.core.config.storeUrl!, dataDir: a.dir, ...group } });
     const api: Api = { request: a.request, token: a.adminKey };
     await provider(api, ai);
     const tm = await team(api, 'sequential', [{ role: 'slow' }]);
@@ -56,8 +44,7 @@ test('a cancel on another cell aborts the driver with its model call in flight',
     assert.equal(j.records.filter((x: { kind: string }) => x.kind === 'run_finished').length, 1, 'one run_finished');
     assert.equal(calls, 1, 'the model was asked once');
   } finally {
-    await b?.close();
-    await a.close();
+    await close();
     await ai.close();
   }
 });

@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startOpenAIServer } from '../../fixtures/openai-server.ts';
-import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
+import { TEST_ENGINE } from '../../helpers/inproc.ts';
+import { twoCells } from './_two-cells.ts';
 import { A, ok, provider, roleOf, team, T, type Api } from '../../helpers/teams.ts';
 
 test('a peer refuses to take over a run whose formation changed: graph_changed, on the run and the audit trail', {
@@ -31,11 +32,8 @@ test('a peer refuses to take over a run whose formation changed: graph_changed, 
       return { content: 'ok' };
     },
   });
-  const group = { posture: 'multi-cell' as const, heartbeatMs: 100, leaseMs: 1000 };
-  const a = await inProcessCell({ config: { cellId: 'cell-a', ...group } });
-  let b: InProcess | null = null;
+  const { a, b, close } = await twoCells();
   try {
-    b = await inProcessCell({ clock: a.clock, config: { cellId: 'cell-b', storeUrl: a.core.config.storeUrl!, dataDir: a.dir, ...group } });
     const api: Api = { request: a.request, token: a.adminKey };
     await provider(api, ai);
     const tm = await team(api, 'sequential', [{ role: 'c1' }, { role: 'c2' }]);
@@ -71,8 +69,7 @@ test('a peer refuses to take over a run whose formation changed: graph_changed, 
     assert.equal(ai.requests.filter((r) => roleOf(r.body) === 'c1').length, 1, 'nothing ran again');
   } finally {
     release();
-    await b?.close();
-    await a.close();
+    await close();
     await ai.close();
   }
 });

@@ -10,17 +10,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startOpenAIServer } from '../../fixtures/openai-server.ts';
 import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
+import { until } from './_two-cells.ts';
 import { A, ok, provider, roleOf, team, T, type Api } from '../../helpers/teams.ts';
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 test('clearance 3 on a clearance-0 cell runs on the qualifying peer; unplaceable while no qualifying cell lives; resumes when one comes back', {
   skip: TEST_ENGINE !== 'postgres',

@@ -9,26 +9,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startOpenAIServer } from '../../fixtures/openai-server.ts';
-import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
+import { TEST_ENGINE } from '../../helpers/inproc.ts';
+import { until, twoCells } from './_two-cells.ts';
 import { ok, provider, team, T, type Api } from '../../helpers/teams.ts';
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 test('a run waiting on a timer set by a cell that died is woken by a peer', { skip: TEST_ENGINE !== 'postgres' }, async () => {
   const ai = await startOpenAIServer({ apiKey: 'sk-fake', respond: () => ({ content: 'done' }) });
-  const group = { posture: 'multi-cell' as const, heartbeatMs: 100, leaseMs: 1000 };
-  const a = await inProcessCell({ config: { cellId: 'cell-a', ...group } });
-  let b: InProcess | null = null;
+  const { a, b, close } = await twoCells();
   try {
-    b = await inProcessCell({ clock: a.clock, config: { cellId: 'cell-b', storeUrl: a.core.config.storeUrl!, dataDir: a.dir, ...group } });
     const api: Api = { request: a.request, token: a.adminKey };
     await provider(api, ai);
     const tm = await team(api, 'sequential', [{ role: 'sleeper' }], { post: [{ kind: 'timer', config: { delay_ms: 60_000 } }] });
@@ -49,7 +37,7 @@ test('a run waiting on a timer set by a cell that died is woken by a peer', { sk
     await b.modules.cluster.cluster.tick();
     const apiB: Api = { request: b.request, token: a.adminKey };
     const done = await until('the run to complete on cell-b', async () => {
-      await b!.modules.teams.teams.settled(r.run_id);
+      await b.modules.teams.teams.settled(r.run_id);
       const s = await ok(apiB, 'GET', `${T}/crews/${tm.crew}/runs/${r.run_id}`);
       return s.state === 'completed' ? s : null;
     });
@@ -57,8 +45,7 @@ test('a run waiting on a timer set by a cell that died is woken by a peer', { sk
     const journal = await ok(apiB, 'GET', `/api/public/v1/admin/jobs/runs/${r.run_id}/journal`);
     assert.equal(journal.records.at(-1).kind, 'run_finished', 'the journal ends with run_finished');
   } finally {
-    await b?.close();
-    await a.close();
+    await close();
     await ai.close();
   }
 });
