@@ -27,17 +27,33 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
   const ctx = createRunsContext(core, deps.iam, deps.cluster, deps.metrics);
   deps.metrics.countRunsWith(() => runCountsByKindAndState(core.store));
   // Records appended by other cells of the group reach this cell's event subscribers.
-  // A cancel recorded on another cell stops this cell's drive of that run at once.
+  // A cancel recorded on another cell stops this cell's drive of that run at once: one check at a time,
+  // and one more after it when other cells appended meanwhile (a busy group notifies at every append).
+  let cancelCheck: Promise<void> | null = null;
+  let cancelAgain = false;
+  const checkCancels = (): void => {
+    if (cancelCheck) {
+      cancelAgain = true;
+      return;
+    }
+    cancelCheck = (async () => {
+      do {
+        cancelAgain = false;
+        await abortCancelledElsewhere(ctx);
+      } while (cancelAgain && ctx.drivers.size > 0);
+    })()
+      .catch((e: unknown) => core.log.warn('remote cancel check failed', { error: e instanceof Error ? e.message : String(e) }))
+      .finally(() => {
+        cancelCheck = null;
+      });
+  };
   const unlisten = core.store.onChange((c) => {
     if (!c.remote || !c.tables.has('journal')) return;
     if (ctx.bus.size > 0)
       void catchUpRemote(ctx).catch((e: unknown) =>
         core.log.warn('run events catch-up failed', { error: e instanceof Error ? e.message : String(e) }),
       );
-    if (ctx.drivers.size > 0)
-      void abortCancelledElsewhere(ctx).catch((e: unknown) =>
-        core.log.warn('remote cancel check failed', { error: e instanceof Error ? e.message : String(e) }),
-      );
+    if (ctx.drivers.size > 0) checkCancels();
   });
   return {
     name: 'runs',
