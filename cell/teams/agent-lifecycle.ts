@@ -105,7 +105,9 @@ export async function updateAgent(ctx: TeamsContext, auth: AuthContext, agentId:
 export async function deleteAgent(ctx: TeamsContext, auth: AuthContext, agentId: string): Promise<Agent> {
   const { agent, p } = await managed(ctx, auth, agentId, 'agent.delete');
   if (p.id === auth.principal.id) throw new ServiceError('conflict', 'an agent cannot delete itself', { details: { reason: 'self' } });
-  // Checked in the deleting transaction, so a crew bound to the agent meanwhile is seen (or one of the two retries).
+  // Checked in the deleting transaction: a crew that bound the agent before it commits is seen. (A crew written
+  // concurrently does not read the principal in its transaction, so it may bind the agent as it goes; its runs then
+  // refuse agent_inactive.)
   await ctx.lifecycle.apply(p, 'delete', auth.principal.id, async (tx) => {
     const users = await agentUsers(tx, agentId);
     if (anyUser(users))
