@@ -14,9 +14,11 @@ export const PAYLOAD_FORMAT_VERSION = 1;
  * Payload format version of key bundles written now. Version 2 added the
  * `tokens` section (the cell's token issuer, its token signing keys, the
  * revoked token ids not yet expired) and lists every principal in `owners`,
- * so a device judges OAuth access tokens offline (docs/edge.md).
+ * so a device judges OAuth access tokens offline (docs/edge.md). Version 3
+ * adds `tokens.clients`, the registered OAuth clients that exist at issue
+ * time, so a token of a deleted client is refused as at the cell.
  */
-export const KEY_BUNDLE_FORMAT_VERSION = 2;
+export const KEY_BUNDLE_FORMAT_VERSION = 3;
 
 export const BUNDLE_TYPES = ['api-key-records', 'crew', 'model-manifest', 'journal'] as const;
 export type BundleType = (typeof BUNDLE_TYPES)[number];
@@ -24,10 +26,11 @@ export type BundleType = (typeof BUNDLE_TYPES)[number];
 /**
  * Payload versions a verifier accepts, per type. A version 1 key bundle still
  * loads (keys only: the device then refuses every access token with
- * `no_token_keys`).
+ * `no_token_keys`); a version 2 one judges tokens without knowing which
+ * clients were deleted (as before version 3).
  */
 export const ACCEPTED_FORMAT_VERSIONS: Readonly<Record<BundleType, readonly number[]>> = {
-  'api-key-records': [1, KEY_BUNDLE_FORMAT_VERSION],
+  'api-key-records': [1, 2, KEY_BUNDLE_FORMAT_VERSION],
   crew: [PAYLOAD_FORMAT_VERSION],
   'model-manifest': [PAYLOAD_FORMAT_VERSION],
   journal: [PAYLOAD_FORMAT_VERSION],

@@ -16,6 +16,9 @@
  *   tokens:     (format 2) { issuer, keys: [Ed25519 public JWK with kid], revoked: [[jti, exp], ...] } | null
  *               the cell's token issuer, its published token signing keys, and the ids of revoked
  *               tokens that have not expired (exp in seconds); null: no token is honoured
+ *               (format 3) also clients: [client_id, ...], sorted: the registered OAuth clients
+ *               that exist at issue time; a token of any other registered client (`ocl_…`) is
+ *               refused, as the cell refuses the tokens of a deleted client
  * Rows instead of objects, owners and scope lists once: a 100,000-key bundle
  * stays small and parses fast. The first hash is the current secret's SHA-256
  * (hex); a second pair is the previous secret with its grace deadline. No
@@ -77,6 +80,11 @@ export interface TokenTrust {
   keys: TokenSigningKey[];
   /** Revoked token ids whose tokens have not expired at issue time: [jti, exp (seconds)]. */
   revoked: [string, number][];
+  /**
+   * Format 3: the registered OAuth clients that exist at issue time, sorted. Absent in format 2
+   * bundles, whose devices cannot tell a deleted client (a token of one lives until its `exp`).
+   */
+  clients?: string[];
 }
 
 export interface KeyBundle extends PayloadHeader {
@@ -153,6 +161,7 @@ export async function buildKeyBundle(opts: {
       issuer: t.issuer,
       keys: t.keys.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x, alg: 'EdDSA' as const })),
       revoked: t.revoked.map(([jti, exp]) => [jti, exp] as [string, number]),
+      clients: [...new Set(t.clients ?? [])].sort(),
     },
   };
   return sealEnvelope(payload as unknown as KeyBundle & Record<string, unknown>, opts.signer);
@@ -303,14 +312,17 @@ export async function openKeyBundle(
   }
   if (p.format_version === 1) {
     if (p.tokens !== undefined) throw refused('malformed', 'a format 1 key bundle has no token section', 'invalid_request');
-  } else if (p.tokens !== null && !isTokenTrust(p.tokens)) {
+  } else if (p.tokens !== null && !isTokenTrust(p.tokens, p.format_version === 2 ? 'absent' : 'required')) {
     throw refused('malformed', 'the token section of the key bundle is malformed', 'invalid_request');
   }
   return { opened: opened as OpenedEnvelope<KeyBundle>, index: new KeyIndex(opened.payload as KeyBundle, hash) };
 }
 
-function isTokenTrust(t: unknown): t is TokenTrust {
+/** The token section's shape; `clients` is absent in format 2 and a list of strings from format 3. */
+function isTokenTrust(t: unknown, clients: 'absent' | 'required'): t is TokenTrust {
   if (!isObject(t) || typeof t['issuer'] !== 'string' || !Array.isArray(t['keys']) || !Array.isArray(t['revoked'])) return false;
+  if (clients === 'absent' ? t['clients'] !== undefined : !Array.isArray(t['clients']) || !t['clients'].every((c) => typeof c === 'string'))
+    return false;
   for (const k of t['keys']) {
     if (
       !isObject(k) ||

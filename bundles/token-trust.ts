@@ -11,6 +11,9 @@
  *   subjects   the bundle's principals with their status and role
  *              permissions (an archived or unknown subject: `revoked`)
  *   apiKey     the bundled key records, for tokens obtained with an API key
+ *   clients    (format 3) the registered clients that existed at issue time: a token
+ *              of a client deleted before the bundle is refused (`revoked`), as at the
+ *              cell; a format 2 bundle cannot tell, and the check is not made
  * The replay cache and the verified-token cache are the device's own.
  */
 import { createLocalJWKSet } from 'jose';
@@ -38,6 +41,7 @@ export function tokenJudgeFromBundle(
   const t = index.tokens;
   if (!t) return null;
   const revoked = new Set(t.revoked.map(([jti]) => jti));
+  const clients = t.clients ? new Set(t.clients) : null;
   return {
     keys: createLocalJWKSet({ keys: t.keys.map((k) => ({ ...k })) }),
     issuer: t.issuer,
@@ -54,5 +58,6 @@ export function tokenJudgeFromBundle(
       const r = index.byId(keyId);
       return r ? { status: r.status, expires_at: r.expires_at, rate_limit_rpm: r.rate_limit_rpm } : null;
     },
+    ...(clients ? { clientExists: (clientId: string) => clients.has(clientId) } : {}),
   };
 }

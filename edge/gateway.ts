@@ -44,7 +44,12 @@ export interface EdgeRuntime {
 }
 
 export type EdgeEnv = {
-  Bindings: { incoming?: { socket?: { remoteAddress?: string } & Record<string, unknown> } };
+  Bindings: {
+    incoming?: {
+      socket?: { remoteAddress?: string; encrypted?: boolean } & Record<string, unknown>;
+      headers?: Record<string, string | string[] | undefined>;
+    };
+  };
   Variables: { auth: EdgeAuth; requestId: string };
 };
 
@@ -58,6 +63,31 @@ export function clientIp(c: Context<EdgeEnv>): string | null {
   if (!raw) return null;
   return raw.startsWith('::ffff:') && raw.includes('.') ? raw.slice(7) : raw;
 }
+
+/**
+ * The request's own URI, for the DPoP proof's `htu`: the scheme of this
+ * connection (https when the edge terminates TLS), the authority from the
+ * Host header, and the route being served. Never the client's request target
+ * in absolute form (`GET https://elsewhere/... HTTP/1.1`), which the HTTP
+ * server turns into the request URL as sent, and never X-Forwarded-*. A Host
+ * that is not a plain host[:port] is refused (400). Requests that did not
+ * arrive on a connection (in-process `app.request`, tests) have no Host: their
+ * URL is the one the caller built.
+ */
+export function ownRequestUri(c: Context<EdgeEnv>): string {
+  const url = new URL(c.req.url);
+  const incoming = c.env?.incoming;
+  if (!incoming?.headers) return url.href;
+  const host = incoming.headers['host'];
+  const scheme = incoming.socket?.encrypted === true ? 'https' : 'http';
+  const own = typeof host === 'string' && HOST.test(host) ? URL.parse(`${scheme}://${host}${url.pathname}${url.search}`) : null;
+  if (!own)
+    throw new ServiceError('invalid_request', 'the Host header is missing or is not host[:port]', { details: { reason: 'bad_host' } });
+  return own.href;
+}
+
+/** A Host header value: a DNS name or IPv4 address, or a bracketed IPv6 address, and an optional port. */
+const HOST = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/;
 
 export function createEdgeApp(
   rt: EdgeRuntime,
@@ -112,8 +142,8 @@ export function createEdgeApp(
   app.use(
     '/api/public/v1/*',
     authGate<EdgeAuth, EdgeEnv>((cred, c) => {
-      // The request's own URI: scheme of this connection, its Host (validated by the server), the route.
-      const uri = c.req.url;
+      // The request's own URI: scheme of this connection, its Host, the route (never an absolute-form target).
+      const uri = ownRequestUri(c);
       return authenticateCredential(
         rt.keys,
         tokens,
@@ -152,6 +182,7 @@ export function createEdgeApp(
               audience: tokens.audience,
               signing_keys: rt.keys.index.tokens.keys.length,
               revoked: rt.keys.index.tokens.revoked.length,
+              clients: rt.keys.index.tokens.clients?.length ?? null,
             }
           : null,
       ...rt.info,

@@ -1,9 +1,10 @@
 /**
  * Issuing signed bundles for a registered device (routes and the
  * `bundle keys` CLI share this), issued in the name of the cell's group (its
- * group id, cell/migrations.ts settleGroupId): the key bundle (format 2) from the IAM
+ * group id, cell/migrations.ts settleGroupId): the key bundle (format 3) from the IAM
  * projection plus what the device needs to judge this cell's access tokens
- * (every principal, the token issuer and signing keys, the live denylist),
+ * (every principal, the token issuer and signing keys, the live denylist, the
+ * registered clients),
  * the crew bundle from a crew's export, and the trust anchor a device pins.
  */
 import type { KeyRecord } from '../../core/apikey/verify.ts';
@@ -51,8 +52,13 @@ export async function keyRecordsForEdge(ctx: EdgeContext): Promise<{ records: Ke
 
 /**
  * What a device needs to judge this cell's access tokens offline: the issuer,
- * the published token signing keys, and the revoked token ids whose tokens
- * have not expired (tokens are short-lived, so the list stays short).
+ * the published token signing keys, the revoked token ids whose tokens
+ * have not expired (tokens are short-lived, so the list stays short), and the
+ * registered clients that exist (format 3): the cell refuses a deleted
+ * client's tokens at once, and the device refuses them under any bundle issued
+ * after the deletion. The live set rather than the deleted ones: deleting a
+ * client removes its row, so only the live set is known, and a client missing
+ * from it is refused (deny by default); a client id is ~25 bytes.
  */
 export async function tokenTrustForEdge(ctx: EdgeContext): Promise<TokenTrust> {
   return {
@@ -61,6 +67,7 @@ export async function tokenTrustForEdge(ctx: EdgeContext): Promise<TokenTrust> {
       .keyring()
       .published.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x!, alg: 'EdDSA' as const })),
     revoked: await ctx.oauth.liveRevocations(Math.floor(ctx.core.clock.now() / 1000)),
+    clients: await ctx.oauth.clientIds(),
   };
 }
 

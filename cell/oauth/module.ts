@@ -26,7 +26,7 @@ import { ensureBuiltInClient, type BuiltInClient } from './builtin-clients.ts';
 import { getClient, type ClientRecord } from './clients.ts';
 import { Denylist } from './denylist.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { TABLES } from './repository.ts';
+import { allClientIds, TABLES } from './repository.ts';
 import { adminRoutes } from './routes-admin.ts';
 import { clientRoutes } from './routes-clients.ts';
 import { metadataRoutes } from './routes-metadata.ts';
@@ -63,6 +63,8 @@ export interface OAuthApi {
   liveRevocations(nowSeconds: number): [string, number][];
   /** A registered client. */
   client(clientId: string): Promise<ClientRecord | undefined>;
+  /** Every registered client's id, sorted: the clients whose tokens still verify (a key bundle carries them). */
+  clientIds(): Promise<string[]>;
   /** Creates or updates a built-in public client (the console's); a no-op when it is already as given. */
   ensureBuiltInClient(client: BuiltInClient): Promise<void>;
 }
@@ -165,6 +167,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
       isRevoked: (jti) => ctx.denylist.isRevoked(jti),
       liveRevocations: (nowSeconds) => ctx.denylist.live(nowSeconds),
       client: (clientId) => getClient(ctx, clientId),
+      clientIds: () => allClientIds(core.store),
       ensureBuiltInClient: (client) => ensureBuiltInClient(ctx, client),
     },
     routes(app) {

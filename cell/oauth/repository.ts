@@ -116,6 +116,11 @@ export async function listClients(db: Reader, limit: number, offset: number): Pr
   );
 }
 
+/** Every registered client's id, sorted (what a key bundle carries so a device refuses a deleted client's tokens). */
+export async function allClientIds(db: Reader): Promise<string[]> {
+  return (await db.all('SELECT client_id FROM oauth_clients ORDER BY client_id')).map((r) => str(r, 'client_id'));
+}
+
 /** How many clients listClients pages through. */
 export async function countClients(db: Reader): Promise<number> {
   return count(await db.get('SELECT COUNT(*) AS n FROM oauth_clients'));

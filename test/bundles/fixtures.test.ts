@@ -1,6 +1,6 @@
 // Recorded artifacts (test/bundles/fixtures/: v1 written once by _make-fixtures.mts, the format 2 key
-// bundle by _make-fixtures-v2.mts) still verify and still mean the same: a change to the formats or to
-// core that breaks artifacts in the field fails here.
+// bundle by _make-fixtures-v2.mts, the format 3 one by _make-fixtures-v3.mts) still verify and still
+// mean the same: a change to the formats or to core that breaks artifacts in the field fails here.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -77,4 +77,37 @@ test('recorded key bundle v2 verifies, judges keys, and judges the recorded toke
   assert.equal(((await judgeAccessToken(tokens.good, { ...facts, now: T0 + 600_000 }, judge)) as { code: string }).code, 'expired');
   const other = tokenJudgeFromBundle(index, { audience: edgeAudience('another-device'), replay: new MemoryReplayCache() })!;
   assert.equal(((await judgeAccessToken(tokens.good, facts, other)) as { code: string }).code, 'bad_audience');
+  // Format 2 carries no client list: its device cannot tell a deleted client, and makes no such check.
+  assert.equal(judge.clientExists, undefined);
+});
+
+test('recorded key bundle v3 verifies and refuses the token of a client deleted before it, as the cell does', async () => {
+  const v3 = JSON.parse(readFileSync(join(dir, 'public-keys.v3.json'), 'utf8')) as Record<
+    'cell' | 'device',
+    { kid: string; jwk: JsonWebKey }
+  >;
+  const tokens = JSON.parse(readFileSync(join(dir, 'tokens.v3.json'), 'utf8')) as Record<
+    'good' | 'revoked' | 'archived_subject' | 'deleted_client',
+    string
+  >;
+  const { opened, index } = await openKeyBundle(read('keys.v3.bundle'), [v3.cell]);
+  assert.equal(opened.payload.format_version, 3);
+  assert.equal(opened.payload.version, 9);
+  assert.deepEqual(index.tokens?.clients, ['ocl_fixture']);
+  const judge = tokenJudgeFromBundle(index, { audience: edgeAudience(v3.device.kid), replay: new MemoryReplayCache() })!;
+  const facts = {
+    scheme: 'bearer' as const,
+    method: 'GET',
+    uri: 'http://device/x',
+    dpop: null,
+    certThumbprint: () => null,
+    now: T0 + 1000,
+  };
+  const good = await judgeAccessToken(tokens.good, facts, judge);
+  assert.ok(good.ok);
+  assert.deepEqual(good.effective, ['catalog.read', 'edge.read']);
+  assert.equal(((await judgeAccessToken(tokens.revoked, facts, judge)) as { code: string }).code, 'revoked');
+  assert.equal(((await judgeAccessToken(tokens.archived_subject, facts, judge)) as { code: string }).code, 'revoked');
+  const gone = await judgeAccessToken(tokens.deleted_client, facts, judge);
+  assert.deepEqual(gone, { ok: false, code: 'revoked', message: 'the client this token was issued to no longer exists' });
 });

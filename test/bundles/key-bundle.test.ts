@@ -104,12 +104,13 @@ test('a key bundle with a bad signature or the wrong type is refused', async () 
   await assert.rejects(openKeyBundle(widened, [trusted]), (e) => (e as { details: { reason: string } }).details.reason === 'bad_signature');
 });
 
-test('format 2: the token section and every principal travel signed; a malformed section is refused', async () => {
+test('format 3: the token section (with the live clients) and every principal travel signed; a malformed section is refused', async () => {
   const { signer, trusted } = await keyPair();
   const tokens = {
     issuer: 'service://cell-a',
     keys: [{ kid: 'k1', kty: 'OKP' as const, crv: 'Ed25519' as const, x: 'A'.repeat(43), alg: 'EdDSA' as const }],
     revoked: [['jti-1', 1_800_000_000] as [string, number]],
+    clients: ['ocl_b', 'ocl_a', 'ocl_b'],
   };
   const base = {
     issuer: 'cell-a',
@@ -125,8 +126,8 @@ test('format 2: the token section and every principal travel signed; a malformed
     await buildKeyBundle({ ...base, tokens, subjects: { svc_2: { status: 'active', permissions: ['edge'] } } }),
     [trusted],
   );
-  assert.equal(opened.payload.format_version, 2);
-  assert.deepEqual(index.tokens, tokens);
+  assert.equal(opened.payload.format_version, 3);
+  assert.deepEqual(index.tokens, { ...tokens, clients: ['ocl_a', 'ocl_b'] }, 'clients sorted, once each');
   assert.deepEqual(index.owner('svc_2'), { status: 'active', permissions: ['edge'] });
   assert.deepEqual(
     index.owner('p_1'),
@@ -143,11 +144,18 @@ test('format 2: the token section and every principal travel signed; a malformed
     ['a private key among the token keys', { tokens: { ...tokens, keys: [{ ...tokens.keys[0], d: 'secret' }] } }],
     ['an RSA token key', { tokens: { ...tokens, keys: [{ ...tokens.keys[0], kty: 'RSA' }] } }],
     ['a revoked entry without exp', { tokens: { ...tokens, revoked: [['jti-1']] } }],
-    ['format 2 without a token member', { tokens: undefined }],
+    ['format 3 without a token member', { tokens: undefined }],
+    ['format 3 without the live clients', { tokens: { ...tokens, clients: undefined } }],
+    ['a client id that is not a string', { tokens: { ...tokens, clients: ['ocl_a', 7] } }],
+    ['format 2 with a client list', { format_version: 2 }],
     ['format 1 with a token section', { format_version: 1 }],
     ['an owner without permissions', { owners: { p_1: { status: 'active' } } }],
   ] as const) {
     await assert.rejects(openKeyBundle(await sealed(over as Record<string, unknown>), [trusted]), (e) => reason(e) === 'malformed', what);
   }
-  await assert.rejects(openKeyBundle(await sealed({ format_version: 3 }), [trusted]), (e) => reason(e) === 'unsupported_format');
+  await assert.rejects(openKeyBundle(await sealed({ format_version: 4 }), [trusted]), (e) => reason(e) === 'unsupported_format');
+  // Format 2 (no client list) still loads; its device cannot tell a deleted client.
+  const { clients: _, ...v2tokens } = tokens;
+  const v2 = await openKeyBundle(await sealed({ format_version: 2, tokens: v2tokens }), [trusted]);
+  assert.equal(v2.index.tokens?.clients, undefined);
 });

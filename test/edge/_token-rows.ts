@@ -5,7 +5,7 @@ import { importJWK, SignJWT, type JWK } from 'jose';
 import * as oauth from 'oauth4webapi';
 
 export type Who = 'none' | 'robot' | 'intruder' | 'stranger';
-export type TokenName = 'plain' | 'dpop' | 'cert' | 'both' | 'revoked' | 'leaver' | 'narrow' | 'other_side';
+export type TokenName = 'plain' | 'dpop' | 'cert' | 'both' | 'revoked' | 'leaver' | 'orphan' | 'narrow' | 'other_side';
 
 export interface RowEnv {
   /** Origin of the server as the client addresses it, e.g. https://127.0.0.1:8443. */
@@ -113,6 +113,7 @@ export const ROWS: [name: string, run: (env: RowEnv) => Promise<string>][] = [
   ['both bindings, no proof', (env) => call(env, 'robot', 'DPoP', env.tokens.both)],
   ['revoked before the bundle', (env) => call(env, 'none', 'Bearer', env.tokens.revoked)],
   ['owner archived before the bundle', (env) => call(env, 'none', 'Bearer', env.tokens.leaver)],
+  ['issued to a client deleted before the bundle', (env) => call(env, 'none', 'Bearer', env.tokens.orphan)],
   ["wrong audience (the other side's token)", (env) => call(env, 'none', 'Bearer', env.tokens.other_side)],
 ];
 
@@ -133,6 +134,7 @@ export const EXPECTED: Record<string, string> = {
   'both bindings, no proof': '401 unauthorized dpop_required',
   'revoked before the bundle': '401 unauthorized revoked',
   'owner archived before the bundle': '401 unauthorized revoked',
+  'issued to a client deleted before the bundle': '401 unauthorized revoked',
   "wrong audience (the other side's token)": '401 unauthorized bad_audience',
 };
 

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { networkInterfaces } from 'node:os';
+import { connect as tlsConnect } from 'node:tls';
 import { join } from 'node:path';
 import { Agent, fetch as ufetch } from 'undici';
 import * as oauth from 'oauth4webapi';
@@ -120,6 +121,39 @@ function proxy(target: string, mode: 'rewrite' | 'tls-terminating'): Promise<{ u
   );
 }
 
+/** One request on a raw TLS socket, its request line written by hand: "status error reason". */
+function rawRequest(origin: string, requestLine: string, headers: Record<string, string>): Promise<string> {
+  const u = new URL(origin);
+  return new Promise((res, rej) => {
+    const s = tlsConnect({ host: u.hostname, port: Number(u.port), ca }, () => {
+      const lines = [requestLine, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), 'connection: close', '', ''];
+      s.write(lines.join('\r\n')); // no end(): a TLS half-close would drop the connection before the answer
+    });
+    const chunks: Buffer[] = [];
+    s.on('data', (d: Buffer) => chunks.push(d));
+    s.on('error', rej);
+    s.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const [head = '', ...rest] = text.split('\r\n\r\n');
+      let body = rest.join('\r\n\r\n');
+      if (/^transfer-encoding:\s*chunked/im.test(head)) {
+        let out = '';
+        for (let i = 0; ; ) {
+          const nl = body.indexOf('\r\n', i);
+          const n = Number.parseInt(body.slice(i, nl), 16);
+          if (!n) break;
+          out += body.slice(nl + 2, nl + 2 + n);
+          i = nl + 2 + n + 2;
+        }
+        body = out;
+      }
+      const status = Number(head.split(' ')[1]);
+      if (!(status >= 200 && status <= 599)) res(`no HTTP answer: ${JSON.stringify(text.slice(0, 200))}`);
+      else res(answerOf(new Response(body, { status })));
+    });
+  });
+}
+
 try {
   out['cell_reachable'] = await fetch(cfg.cellUrl, { signal: AbortSignal.timeout(2000) }).then(
     () => true,
@@ -131,6 +165,18 @@ try {
   const meta = await fetchAs('none')(`${e.url}/.well-known/oauth-protected-resource`);
   out['metadata'] = await oauth.processResourceDiscoveryResponse(new URL(`edge:${cfg.deviceId}`), meta);
   out['rows'] = await runRows(env);
+
+  // An absolute-form request target (RFC 9112 3.2.2) names another origin, and the proof's htu matches it:
+  // the edge judges the htu against its own connection (TLS) and the Host header, so the forged URL fails;
+  // the same request with a proof for the connection's own origin is served.
+  const forged = 'https://edge.example:8443';
+  const absolute = async (htuOrigin: string) =>
+    rawRequest(e.url, `GET ${forged}${PATH} HTTP/1.1`, {
+      host: new URL(e.url).host,
+      authorization: `DPoP ${cfg.tokens.dpop}`,
+      dpop: await proof({ ...env, origin: htuOrigin }, cfg.tokens.dpop),
+    });
+  out['absolute_form'] = { forged_htu: await absolute(forged), own_htu: await absolute(e.url) };
 
   for (const [key, mode, prefix] of [
     ['proxy_rewrite', 'rewrite', '/edge-proxy'],

@@ -177,7 +177,7 @@ test('without a key bundle the edge says it cannot resolve a key', async () => {
 // Both run core's judgeAccessToken; the answer (status, error, details.reason) must be the same.
 
 type Side = 'cell' | 'edge';
-type Kind = 'plain' | 'dpop' | 'cert' | 'both' | 'revoked' | 'leaver' | 'keyed' | 'narrow' | 'sat';
+type Kind = 'plain' | 'dpop' | 'cert' | 'both' | 'revoked' | 'leaver' | 'keyed' | 'narrow' | 'sat' | 'orphan';
 interface Presentation {
   scheme?: 'Bearer' | 'DPoP';
   token: string;
@@ -204,6 +204,7 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
       scope: ['edge.read', 'oauth.clients.read'],
       subject_id: leaver.id,
     });
+    const doomedClient = await post(`${A_}/oauth/clients`, { name: 'doomed', scope: ['edge.read'], subject_id: svc.id });
     const dev = await generateEd25519();
     const reg = await post(`${A_}/edge/devices`, { name: 'd', public_jwk: dev.publicJwk });
     const other = await generateEd25519();
@@ -253,6 +254,7 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     await both('narrow', { scope: 'oauth.clients.read' });
     await both('revoked');
     await both('leaver', { client: leaverClient });
+    await both('orphan', { client: doomedClient });
     const key = await post(`${A_}/api-keys`, { name: 'as-client', scopes: ['edge.read'] });
     await both('keyed', { basicAuth: basic(key.key_id, key.secret) });
     tokens['sat'] = {
@@ -263,7 +265,8 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     assert.equal(claims(tokens.dpop.edge).cnf.jkt, k1.jkt);
     assert.equal(claims(tokens.cert.edge).cnf['x5t#S256'], certs.x5t('robot'));
 
-    // Before the bundle: revoke one token pair, archive one subject, revoke the key one pair was obtained with.
+    // Before the bundle: revoke one token pair, archive one subject, revoke the key one pair was obtained
+    // with, delete the client one pair was issued to (the cell refuses its tokens at once).
     for (const tk of Object.values(tokens.revoked)) {
       const r = await t.request('POST', '/oauth/revoke', {
         rawBody: new URLSearchParams({ token: tk }).toString(),
@@ -273,11 +276,15 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     }
     await post(`${A_}/principals/${leaver.id}/archive`, {});
     await post(`${A_}/api-keys/${key.key_id}/revoke`, {});
+    const del = await t.request('DELETE', `${A_}/oauth/clients/${doomedClient.client_id}`, { token: t.adminKey });
+    assert.equal(del.status, 200, del.text);
 
     const b = await t.request('POST', `${A_}/edge/key-bundles`, { token: t.adminKey, body: { device_id: dev.kid } });
     assert.equal(b.status, 201, b.text);
     const { opened, index } = await openKeyBundle(b.text, reg.trust.keys);
-    assert.equal(opened.payload.format_version, 2);
+    assert.equal(opened.payload.format_version, 3);
+    assert.ok(opened.payload.tokens?.clients?.includes(client.client_id), 'a live client is listed');
+    assert.ok(!opened.payload.tokens?.clients?.includes(doomedClient.client_id), 'a deleted client is not');
     const state = acceptArtifact(emptyDeviceState(dev.kid), opened, { now: t.clock.now(), issuer: t.core.config.cellId });
     const edge = createEdgeApp({
       deviceId: dev.kid,
@@ -443,6 +450,7 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
       ['revoked before the bundle', '401 unauthorized revoked', async (s) => ({ token: tokens.revoked[s] })],
       ['owner archived before the bundle', '401 unauthorized revoked', async (s) => ({ token: tokens.leaver[s] })],
       ['obtained with an API key revoked before the bundle', '401 unauthorized revoked', async (s) => ({ token: tokens.keyed[s] })],
+      ['issued to a client deleted before the bundle', '401 unauthorized revoked', async (s) => ({ token: tokens.orphan[s] })],
       [
         "wrong audience (the other side's token)",
         '401 unauthorized bad_audience',

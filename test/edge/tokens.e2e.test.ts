@@ -94,12 +94,14 @@ test('access tokens offline at the real dist/edge with DPoP and mTLS: the same a
     const gone = await api('POST', `${A}/principals`, { kind: 'service', name: 'leaver-svc', roles: ['admin'] });
     const reg1 = await api('POST', `${A}/oauth/clients`, { name: 'robot', scope: ['edge.read', 'oauth.clients.read'], subject_id: svc.id });
     const reg2 = await api('POST', `${A}/oauth/clients`, { name: 'leaver', scope: ['edge.read'], subject_id: gone.id });
+    const reg3 = await api('POST', `${A}/oauth/clients`, { name: 'doomed', scope: ['edge.read'], subject_id: svc.id });
     const as = await oauth.processDiscoveryResponse(
       new URL('service://cell-tok'),
       await fetchAs('none')(`${c.url}/.well-known/oauth-authorization-server`),
     );
     const robot: oauth.Client = { client_id: reg1.client_id };
     const leaver: oauth.Client = { client_id: reg2.client_id };
+    const doomed: oauth.Client = { client_id: reg3.client_id };
     const keyPair = (await crypto.subtle.generateKey({ name: 'Ed25519' }, true, ['sign', 'verify'])) as CryptoKeyPair;
     const obtain = async (o: { client?: oauth.Client; secret?: string; dpop?: boolean; who?: Who; scope?: string; resource?: string }) => {
       const client = o.client ?? robot;
@@ -125,18 +127,20 @@ test('access tokens offline at the real dist/edge with DPoP and mTLS: the same a
     await both('both', { dpop: true, who: 'robot' });
     await both('revoked', {});
     await both('leaver', { client: leaver, secret: reg2.client_secret });
+    await both('orphan', { client: doomed, secret: reg3.client_secret });
     const claims = (t: string) => JSON.parse(Buffer.from(t.split('.')[1]!, 'base64url').toString());
     assert.equal(claims(twins.dpop.edge).aud, RESOURCE);
     assert.equal(claims(twins.both.edge).cnf['x5t#S256'], certs.x5t('robot'));
     assert.ok(claims(twins.both.edge).cnf.jkt);
 
-    // Before the bundle: one pair revoked (oauth4webapi at /oauth/revoke), one subject archived.
+    // Before the bundle: one pair revoked (oauth4webapi at /oauth/revoke), one subject archived, one client deleted.
     for (const t of Object.values(twins.revoked)) {
       await oauth.processRevocationResponse(
         await oauth.revocationRequest(as, robot, oauth.ClientSecretBasic(reg1.client_secret), t, { [oauth.customFetch]: fetchAs('none') }),
       );
     }
     await api('POST', `${A}/principals/${gone.id}/archive`);
+    await api('DELETE', `${A}/oauth/clients/${reg3.client_id}`);
     const bundleRes = await fetchAs('none')(`${c.url}${A}/edge/key-bundles`, {
       method: 'POST',
       headers: { authorization: `Bearer ${c.adminKey}`, 'content-type': 'application/json' },
@@ -195,6 +199,9 @@ test('access tokens offline at the real dist/edge with DPoP and mTLS: the same a
       .map((k) => `${k}: cell ${cellRows[k]} | edge ${o.rows[k]}`);
     assert.deepEqual(disagree, [], 'the cell and the edge disagree');
     assert.deepEqual(o.rows, EXPECTED);
+
+    // An absolute-form request line cannot choose the URI the proof is checked against.
+    assert.deepEqual(o.absolute_form, { forged_htu: '401 unauthorized dpop_htu_mismatch', own_htu: '200 ok' });
 
     // RFC 9728 metadata, read by oauth4webapi.
     assert.equal(o.metadata.resource, RESOURCE);
