@@ -7,8 +7,15 @@
 /** The signed envelope around every bundle and manifest. */
 export const ENVELOPE_FORMAT = 'agent-cell-signed/1';
 
-/** Payload format version of crew bundles, model manifests and journal exports. */
+/** Payload format version of crew bundles and model manifests. */
 export const PAYLOAD_FORMAT_VERSION = 1;
+
+/**
+ * Payload format version of journal exports written now. Version 2 adds
+ * `run.run_nonce`: the run id is derived from the device id and that nonce
+ * (bundles/run-id.ts), so a run id is bound to the device that ran it.
+ */
+export const JOURNAL_FORMAT_VERSION = 2;
 
 /**
  * Payload format version of key bundles written now. Version 2 added the
@@ -33,7 +40,7 @@ export const ACCEPTED_FORMAT_VERSIONS: Readonly<Record<BundleType, readonly numb
   'api-key-records': [1, 2, KEY_BUNDLE_FORMAT_VERSION],
   crew: [PAYLOAD_FORMAT_VERSION],
   'model-manifest': [PAYLOAD_FORMAT_VERSION],
-  journal: [PAYLOAD_FORMAT_VERSION],
+  journal: [1, JOURNAL_FORMAT_VERSION],
 };
 
 /** Tolerated clock skew between the issuing cell and the device, ms. */

@@ -3,23 +3,31 @@
  *
  * Payload (type `journal`): issuer = device id, kid = device key id,
  * audience = the cell the device trusts, version = 1, and
- *   run: { run_id, crew_id, graph_hash, outcome }
+ *   run: { run_id, run_nonce, crew_id, graph_hash, outcome }
+ *                                 run_nonce (format 2): the run id is derived from the
+ *                                 device id and this nonce (bundles/run-id.ts)
  *   records: JournalRecord[]      (core/journal v1, each signed by the device key)
  *   values: { [content hash]: JSON value }   the step inputs/outputs by hash
  * The envelope is signed by the same device key. The importing cell checks
  * the envelope against the registered device key, then every record's
- * signature and the hash chain with core's verifyJournal, and that every
- * carried value hashes to its name.
+ * signature and the hash chain with core's verifyJournal, that every
+ * carried value hashes to its name, and (format 2) that the run id is the
+ * signing device's id for the carried nonce (`run_not_of_device`). A format 1
+ * export (no nonce) still verifies; its run id is bound to nothing, and the
+ * cell refuses to import it (cell/edge/routes.ts).
  */
 import { contentHash } from '../core/canonical.ts';
 import type { JournalRecord } from '../core/journal/record.ts';
 import { verifyJournal } from '../core/journal/verify.ts';
-import { PAYLOAD_FORMAT_VERSION } from './format.ts';
+import { JOURNAL_FORMAT_VERSION } from './format.ts';
+import { edgeRunId, RUN_NONCE } from './run-id.ts';
 import { isObject, openEnvelope, refused, sealEnvelope, type OpenedEnvelope, type PayloadHeader } from './envelope.ts';
 import type { Signer, TrustedKey } from './codec.ts';
 
 export interface RunSummary {
   run_id: string;
+  /** Format 2: the nonce the run id is derived from with the device id (bundles/run-id.ts). */
+  run_nonce?: string;
   crew_id: string;
   graph_hash: string;
   outcome: string;
@@ -37,12 +45,12 @@ export async function buildJournalExport(opts: {
   signer: Signer;
   audience: string;
   exportedAt: number;
-  run: RunSummary;
+  run: RunSummary & { run_nonce: string };
   records: JournalRecord[];
   values: Record<string, unknown>;
 }): Promise<string> {
   const payload: JournalExport = {
-    format_version: PAYLOAD_FORMAT_VERSION,
+    format_version: JOURNAL_FORMAT_VERSION,
     type: 'journal',
     issuer: opts.deviceId,
     kid: opts.signer.kid,
@@ -78,6 +86,16 @@ export async function openJournalExport(
   const first = p.records[0]!;
   if (first.run_id !== p.run.run_id || first.graph_hash !== p.run.graph_hash) {
     throw refused('journal_invalid', 'the journal records do not belong to the named run', 'forbidden');
+  }
+  if (p.format_version !== 1) {
+    const nonce = p.run.run_nonce;
+    if (typeof nonce !== 'string' || !RUN_NONCE.test(nonce))
+      throw refused('malformed', 'the journal export is malformed', 'invalid_request');
+    if ((await edgeRunId(device.kid, nonce)) !== p.run.run_id) {
+      throw refused('run_not_of_device', 'the run id is not one the signing device derives: another device ran it', 'forbidden');
+    }
+  } else if (p.run.run_nonce !== undefined) {
+    throw refused('malformed', 'a format 1 journal export has no run nonce', 'invalid_request');
   }
   for (const [h, v] of Object.entries(p.values)) {
     let actual: string;

@@ -22,12 +22,14 @@ export async function journalCommand(argv: string[]): Promise<void> {
   if (!r) throw new Error(`no run ${runId} on this device`);
   if (r.run.state === 'running') throw new Error(`run ${runId} is still running`);
   if (r.journal.records.length === 0) throw new Error(`run ${runId} has no journal records`);
+  if (r.run.run_nonce === undefined)
+    throw new Error(`run ${runId} was made by an older edge: its run id is not bound to this device, and the cell refuses its journal`);
   const text = await buildJournalExport({
     deviceId: device.device_id,
     signer: signerFromJwk(device.device_id, device.private_jwk),
     audience: trust.cell_id,
     exportedAt: Date.now(),
-    run: { run_id: r.run.run_id, crew_id: r.run.crew_id, graph_hash: r.run.graph_hash, outcome: r.run.state },
+    run: { run_id: r.run.run_id, run_nonce: r.run.run_nonce, crew_id: r.run.crew_id, graph_hash: r.run.graph_hash, outcome: r.run.state },
     records: r.journal.records,
     values: r.journal.values,
   });

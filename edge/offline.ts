@@ -25,7 +25,8 @@ import { EdgeSetupError, type DeviceFile, type TrustFile } from './files.ts';
 import type { EdgeEnv, EdgeRuntime } from './gateway.ts';
 import { loadCrewBundle } from './load.ts';
 import { loadLocalSignedModel, type LocalModel } from '../runtime/local-model.ts';
-import { deviceBudget, interruptedRuns, newRunId, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
+import { newEdgeRun } from '../bundles/run-id.ts';
+import { deviceBudget, interruptedRuns, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
 
 export interface OfflineSetup {
   state: DeviceState;
@@ -179,8 +180,11 @@ export function mountOffline(
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('the body must be an object');
     }
     const now = rt.clock.now();
+    // The run id is derived from this device's id and a fresh nonce: the cell imports it from this device only.
+    const ids = await newEdgeRun(setup.device.device_id);
     const run: RunFile = {
-      run_id: newRunId(),
+      run_id: ids.run_id,
+      run_nonce: ids.run_nonce,
       crew_id: crew.crew_id,
       graph_hash: crew.graph_hash,
       requester: c.get('auth').owner_id,

@@ -15,6 +15,8 @@ import { paths, writeFileDurable } from './files.ts';
 
 export interface RunFile {
   run_id: string;
+  /** The nonce the run id is derived from with the device id (bundles/run-id.ts); absent on runs of older releases. */
+  run_nonce?: string;
   crew_id: string;
   graph_hash: string;
   requester: string;
@@ -66,11 +68,6 @@ export function readRun(dir: string, runId: string): { run: RunFile; journal: Jo
     ? (JSON.parse(readFileSync(join(d, 'journal.json'), 'utf8')) as JournalFile)
     : { records: [], values: {} };
   return { run, journal };
-}
-
-export function newRunId(): string {
-  const b = crypto.getRandomValues(new Uint8Array(10));
-  return `run_${Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')}`;
 }
 
 /** The device's budget ledgers: ceilings from the crew bundle, spending persisted in budgets.json. */

@@ -4,7 +4,7 @@
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import { type ServiceError, conflict, invalid, notFound } from '../../core/errors.ts';
+import { ServiceError, conflict, invalid, notFound } from '../../core/errors.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
 import { splitEnvelope } from '../../bundles/envelope.ts';
 import type { ModelReference } from '../../bundles/crew-bundle.ts';
@@ -308,6 +308,10 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       tags: [TAG],
       'x-status': 'Live',
       summary: 'Import a run journal exported by a device; verifies every signature and the chain',
+      description:
+        'The export must be signed by a registered device (404 otherwise), and its run id must be the one that device derives from the ' +
+        "carried run nonce (403 `run_not_of_device`): a device cannot import under another device's run id. Format 1 exports carry " +
+        'no nonce and are refused (403 `run_unbound`). The same export again is idempotent; another export for an imported run is 409 `journal_exists`.',
       ...secured(PERMISSIONS.edgeWrite),
       request: {
         body: {
@@ -344,6 +348,22 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
         throw e;
       }
       const p = opened.payload;
+      if (p.format_version === 1) {
+        // A format 1 export carries no run nonce: its run id is bound to no device, and importing it would
+        // let any registered device take another device's run id first (issue 20, finding 17).
+        await iam.auditNow({
+          actor: auth.principal.id,
+          action: 'edge.journal.import',
+          target: device.device_id,
+          outcome: 'refused',
+          details: { reason: 'run_unbound', run_id: p.run.run_id },
+        });
+        throw new ServiceError(
+          'forbidden',
+          'a format 1 journal export does not bind its run id to the device that ran it; runs made by an edge of this release are importable',
+          { details: { reason: 'run_unbound' } },
+        );
+      }
       const now = core.clock.now();
       await core.store.write(async (tx) => {
         const existing = await repo.journalByRun(tx, p.run.run_id);

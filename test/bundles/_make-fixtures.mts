@@ -1,7 +1,8 @@
 // Wrote the recorded v1 artifacts under test/bundles/fixtures/ (run once; the files are committed and
 // verified by fixtures.test.ts, so a change that breaks artifacts already in the field fails loudly).
-// Do not run it again: the key bundle builder now writes format 2, so this would replace the recorded
-// format 1 key bundle with a format 2 one; the format 2 fixtures come from _make-fixtures-v2.mts.
+// Do not run it again: the key bundle builder now writes format 3 and the journal export builder format
+// 2 (with a run nonce), so this would replace the recorded format 1 artifacts with newer ones; the later
+// fixtures come from _make-fixtures-v2.mts and _make-fixtures-v3.mts.
 // Usage (historical): node --import tsx test/bundles/_make-fixtures.mts
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -82,7 +83,14 @@ const journal = await buildJournalExport({
   signer,
   audience: 'cell-fixture',
   exportedAt: T0 + 10,
-  run: { run_id: 'run_00000000000000000001', crew_id: 'crw_1', graph_hash: contentHash({ g: 1 }), outcome: 'completed' },
+  // (historical: format 1 had no run nonce; the builder now needs one)
+  run: {
+    run_id: 'run_00000000000000000001',
+    run_nonce: '0'.repeat(32),
+    crew_id: 'crw_1',
+    graph_hash: contentHash({ g: 1 }),
+    outcome: 'completed',
+  },
   records,
   values,
 });

@@ -5,6 +5,8 @@ import { inProcessCell } from '../helpers/inproc.ts';
 import { openKeyBundle } from '../../bundles/key-bundle.ts';
 import { acceptArtifact, emptyDeviceState } from '../../bundles/accept.ts';
 import { buildJournalExport } from '../../bundles/journal-export.ts';
+import { sealEnvelope } from '../../bundles/envelope.ts';
+import { newEdgeRun } from '../../bundles/run-id.ts';
 import { generateEd25519, signerFromJwk } from '../../bundles/codec.ts';
 import { sealRecord } from '../../core/journal/seal.ts';
 import { GENESIS_HASH, type JournalRecord } from '../../core/journal/record.ts';
@@ -61,7 +63,7 @@ test('register a device, issue key bundles with rising versions, judge keys like
   }
 });
 
-async function journal(signer: { kid: string; sign(b: Uint8Array): Promise<Uint8Array> }, runId: string, n: number) {
+async function journal(signer: Signer, runId: string, n: number) {
   const graphHash = contentHash({ g: 1 });
   const records: JournalRecord[] = [];
   const values: Record<string, unknown> = {};
@@ -92,22 +94,36 @@ async function journal(signer: { kid: string; sign(b: Uint8Array): Promise<Uint8
   return { graphHash, records, values };
 }
 
+type Signer = { kid: string; sign(b: Uint8Array): Promise<Uint8Array> };
+
+/** A device's signed export of a run of `n` steps; the run id and nonce default to a fresh bound pair. */
+async function exportOf(
+  signer: Signer,
+  n: number,
+  o: { run?: { run_id: string; run_nonce: string }; recordRunId?: string; tamper?: (r: JournalRecord[]) => JournalRecord[] } = {},
+) {
+  const run = o.run ?? (await newEdgeRun(signer.kid));
+  const j = await journal(signer, o.recordRunId ?? run.run_id, n);
+  const text = await buildJournalExport({
+    deviceId: signer.kid,
+    signer,
+    audience: 'cell-test',
+    exportedAt: 5000,
+    run: { ...run, crew_id: 'crew_1', graph_hash: j.graphHash, outcome: 'completed' },
+    records: o.tamper ? o.tamper(j.records) : j.records,
+    values: j.values,
+  });
+  return { run, text };
+}
+
 test('import a journal exported by a registered device; refuse tampering and unknown devices', async () => {
   const t = await inProcessCell();
   try {
     const dev = await generateEd25519();
     await t.request('POST', `${A}/edge/devices`, { token: t.adminKey, body: { name: 'd', public_jwk: dev.publicJwk } });
     const signer = signerFromJwk(dev.kid, dev.privateJwk);
-    const j = await journal(signer, 'run_edge1', 3);
-    const text = await buildJournalExport({
-      deviceId: dev.kid,
-      signer,
-      audience: 'cell-test',
-      exportedAt: 5000,
-      run: { run_id: 'run_edge1', crew_id: 'crew_1', graph_hash: j.graphHash, outcome: 'completed' },
-      records: j.records,
-      values: j.values,
-    });
+    const { run, text } = await exportOf(signer, 3);
+    assert.match(run.run_id, /^run_[0-9a-f]{20}$/);
     const ok = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: text, headers: SIGNED });
     assert.equal(ok.status, 201, ok.text);
     assert.equal(ok.body.record_count, 3);
@@ -117,35 +133,26 @@ test('import a journal exported by a registered device; refuse tampering and unk
     const got = await t.request('GET', `${A}/edge/journals/run_edge1`, { token: t.adminKey });
     assert.equal(got.status, 400, 'a malformed run id is refused');
     assert.equal((await t.request('GET', `${A}/edge/journals/run_ffffffffffffffffffff`, { token: t.adminKey })).status, 404);
-    const other = await journal(signer, 'run_0123456789abcdef0123', 2);
-    const t5 = await buildJournalExport({
-      deviceId: dev.kid,
-      signer,
-      audience: 'cell-test',
-      exportedAt: 6000,
-      run: { run_id: 'run_0123456789abcdef0123', crew_id: 'crew_1', graph_hash: other.graphHash, outcome: 'completed' },
-      records: other.records,
-      values: other.values,
-    });
-    assert.equal((await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: t5, headers: SIGNED })).status, 201);
-    const read = await t.request('GET', `${A}/edge/journals/run_0123456789abcdef0123`, { token: t.adminKey });
+    const read = await t.request('GET', `${A}/edge/journals/${run.run_id}`, { token: t.adminKey });
     assert.equal(read.status, 200, read.text);
-    assert.equal(read.body.records.length, 2);
+    assert.equal(read.body.records.length, 3);
     assert.equal(read.body.records[0].signer_kid, dev.kid);
+    assert.equal(read.body.device_id, dev.kid);
+    // Another export for the same run (by the same device): 409.
+    const other = await exportOf(signer, 2, { run });
+    const dup = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: other.text, headers: SIGNED });
+    assert.equal(dup.status, 409, dup.text);
+    assert.equal(dup.body.details.reason, 'journal_exists');
 
     // A record altered after signing (re-sealed envelope by the device key): the record signature fails.
-    const bad = structuredClone(j.records);
-    bad[1]!.at = 99;
-    const t2 = await buildJournalExport({
-      deviceId: dev.kid,
-      signer,
-      audience: 'cell-test',
-      exportedAt: 5000,
-      run: { run_id: 'run_edge2', crew_id: 'crew_1', graph_hash: j.graphHash, outcome: 'completed' },
-      records: bad.map((r) => ({ ...r, run_id: 'run_edge1' })),
-      values: j.values,
+    const bad = await exportOf(signer, 3, {
+      tamper: (rs) => {
+        const b = structuredClone(rs);
+        b[1]!.at = 99;
+        return b;
+      },
     });
-    const r2 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: t2, headers: SIGNED });
+    const r2 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: bad.text, headers: SIGNED });
     assert.equal(r2.status, 403, r2.text);
     assert.equal(r2.body.details.reason, 'journal_invalid');
 
@@ -160,19 +167,77 @@ test('import a journal exported by a registered device; refuse tampering and unk
 
     // Unregistered device.
     const stranger = await generateEd25519();
-    const ss = signerFromJwk(stranger.kid, stranger.privateJwk);
-    const js = await journal(ss, 'run_x', 1);
-    const t4 = await buildJournalExport({
-      deviceId: stranger.kid,
-      signer: ss,
-      audience: 'cell-test',
-      exportedAt: 1,
-      run: { run_id: 'run_x', crew_id: 'c', graph_hash: js.graphHash, outcome: 'completed' },
-      records: js.records,
-      values: js.values,
+    const r4 = await t.request('POST', `${A}/edge/journals`, {
+      token: t.adminKey,
+      rawBody: (await exportOf(signerFromJwk(stranger.kid, stranger.privateJwk), 1)).text,
+      headers: SIGNED,
     });
-    const r4 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: t4, headers: SIGNED });
     assert.equal(r4.status, 404);
+  } finally {
+    await t.close();
+  }
+});
+
+test('a run id is bound to the device that ran it: another registered device cannot import under it first', async () => {
+  const t = await inProcessCell();
+  try {
+    const register = async (name: string) => {
+      const k = await generateEd25519();
+      const r = await t.request('POST', `${A}/edge/devices`, { token: t.adminKey, body: { name, public_jwk: k.publicJwk } });
+      assert.equal(r.status, 201, r.text);
+      return signerFromJwk(k.kid, k.privateJwk);
+    };
+    const victim = await register('victim');
+    const attacker = await register('attacker');
+    const real = await exportOf(victim, 3);
+    const stored = async () => (await t.rows('SELECT device_id FROM edge_journals WHERE run_id = ?', [real.run.run_id])).length;
+    const refusals = async () =>
+      (await t.rows("SELECT details FROM audit WHERE action = 'edge.journal.import' AND outcome = 'refused'")).map(
+        (r) => JSON.parse(String(r['details'])).reason as string,
+      );
+
+    // The attacker learned the victim's run id (and even its nonce) and imports its own journal under it first.
+    for (const run of [real.run, { run_id: real.run.run_id, run_nonce: 'f'.repeat(32) }]) {
+      const forged = await exportOf(attacker, 1, { run });
+      const r = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: forged.text, headers: SIGNED });
+      assert.equal(r.status, 403, r.text);
+      assert.equal(r.body.error, 'forbidden');
+      assert.equal(r.body.details.reason, 'run_not_of_device');
+      assert.equal(await stored(), 0, 'nothing was stored under the run id');
+    }
+    assert.deepEqual(await refusals(), ['run_not_of_device', 'run_not_of_device'], 'each refusal is on the audit trail');
+
+    // The device that ran it imports its journal, and the journal is its own.
+    const ok = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: real.text, headers: SIGNED });
+    assert.equal(ok.status, 201, ok.text);
+    assert.equal(ok.body.device_id, victim.kid);
+    const read = await t.request('GET', `${A}/edge/journals/${real.run.run_id}`, { token: t.adminKey });
+    assert.equal(read.body.device_id, victim.kid);
+    assert.equal(read.body.record_count, 3);
+
+    // A format 1 export (no nonce: its run id is bound to nothing) is refused.
+    const j = await journal(attacker, 'run_00000000000000000042', 1);
+    const v1 = await sealEnvelope(
+      {
+        format_version: 1,
+        type: 'journal',
+        issuer: attacker.kid,
+        kid: attacker.kid,
+        audience: 'cell-test',
+        version: 1,
+        issued_at: 1,
+        expires_at: null,
+        run: { run_id: 'run_00000000000000000042', crew_id: 'crew_1', graph_hash: j.graphHash, outcome: 'completed' },
+        records: j.records,
+        values: j.values,
+      } as never,
+      attacker,
+    );
+    const r1 = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: v1, headers: SIGNED });
+    assert.equal(r1.status, 403, r1.text);
+    assert.equal(r1.body.details.reason, 'run_unbound');
+    assert.equal((await t.rows("SELECT run_id FROM edge_journals WHERE run_id = 'run_00000000000000000042'")).length, 0);
+    assert.equal((await refusals()).at(-1), 'run_unbound');
   } finally {
     await t.close();
   }

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { emptyDeviceState } from '../../bundles/accept.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
+import { edgeRunId } from '../../bundles/run-id.ts';
 import { findRuntime } from '../../runtime/local-model.ts';
 import { createEdgeApp, type EdgeRuntime } from '../../edge/gateway.ts';
 import { mountOffline, prepareOffline } from '../../edge/offline.ts';
@@ -108,6 +109,9 @@ test('a bundled crew runs offline on the local model, deterministically, with a 
     const opened = await openJournalExport(readFileSync(out, 'utf8'), { kid: w.device.device_id, jwk: w.device.public_jwk }, 'cell-a');
     assert.equal(opened.payload.run.outcome, 'completed');
     assert.equal(opened.payload.records.length, r1.journal_records);
+    // The run id is this device's, derived from the nonce the export carries (what the cell checks on import).
+    assert.equal(opened.payload.format_version, 2);
+    assert.equal(await edgeRunId(w.device.device_id, opened.payload.run.run_nonce!), r1.run_id);
     // Permissions and unknown crews at the edge gateway.
     assert.equal((await e.req('POST', '/api/public/v1/admin/agent-teams/crews/crw_other/runs', {})).status, 404);
   } finally {
