@@ -65,6 +65,8 @@ export async function prepareOffline(opts: {
       manifestPath: opts.modelManifest,
       publishers: opts.trust.publishers,
       expect: ref,
+      // The private copy the model loads from lives in the device's own directory (it needs the model's size).
+      scratchDir: opts.dir,
     });
   }
   return {

@@ -1,7 +1,10 @@
 /**
  * The `local-signed` model provider: a GGUF model run on CPU by node-llama-cpp,
  * loaded only after its signed manifest verified against a pinned publisher
- * key and the file's size and SHA-256 matched the manifest.
+ * key and the file's size and SHA-256 matched the manifest. The file is read
+ * once, into a private copy measured as it is written (runtime/model-file.ts),
+ * and the copy is what is loaded: a file swapped after the check is never
+ * loaded.
  *
  * node-llama-cpp is never bundled: it is imported at run time from
  * `edge-runtime/node_modules` beside the program (the single executable's own
@@ -16,12 +19,13 @@
  */
 import { createRequire } from 'node:module';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { ServiceError } from '../core/errors.ts';
 import { checkModelFile, openModelManifest, type ModelManifest } from '../bundles/model-manifest.ts';
 import type { TrustedKey } from '../bundles/codec.ts';
 import { SetupError } from './setup-error.ts';
-import { measureFile } from './model-file.ts';
+import { privateCopy } from './model-file.ts';
 
 export interface LocalModel {
   manifest: ModelManifest;
@@ -82,6 +86,9 @@ export function runtimeChildBridge(): boolean {
   return true;
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: node-llama-cpp objects; its API is checked by the tests that load a real model.
+type Untyped = any;
+
 /** Verifies manifest and file, then loads the model. Refuses (ServiceError model_tampered / bad_signature / untrusted_issuer) before loading anything. */
 export async function loadLocalSignedModel(opts: {
   modelPath: string;
@@ -91,24 +98,41 @@ export async function loadLocalSignedModel(opts: {
   contextSize?: number;
   /** The model a crew bundle names: refused (model_mismatch) before loading when the manifest is another one. */
   expect?: { sha256: string; publisher_kid: string } | null;
+  /** Where the private copy of the model is made while it loads (default: the OS temp directory); it needs the model's size free. */
+  scratchDir?: string;
+  /** Test seam: runs after the copy verified and before the runtime loads it (a test swaps the original file here). */
+  afterVerify?: () => Promise<void> | void;
 }): Promise<LocalModel> {
   const text = readFileSync(opts.manifestPath, 'utf8');
   const opened = await openModelManifest(text, opts.publishers);
   if (opts.expect && (opts.expect.sha256 !== opened.payload.model.sha256 || opts.expect.publisher_kid !== opened.payload.kid)) {
     throw new ServiceError('forbidden', 'the model is not the one the crew bundle names', { details: { reason: 'model_mismatch' } });
   }
-  checkModelFile(opened.payload, await measureFile(opts.modelPath));
-  const runtime = findRuntime();
-  // node-llama-cpp lives beside the program (edge-runtime/), not in the build: it has no types here.
-  // biome-ignore lint/suspicious/noExplicitAny: the runtime's API is checked by the tests that load a real model.
-  const load = createRequire(join(runtime, 'load.cjs'))(join(runtime, 'load.cjs')) as () => Promise<any>;
-  const llamaCpp = await load();
-  const llama = await llamaCpp.getLlama({ gpu: false, build: 'never', logLevel: 'error', progressLogs: false });
-  const model = await llama.loadModel({ modelPath: opts.modelPath, gpuLayers: 0 });
+  // One read of the file: copied into a private directory and measured as it is copied; the copy is loaded.
+  const copy = await privateCopy(opts.modelPath, opts.scratchDir ?? tmpdir());
+  let llama: Untyped;
+  let model: Untyped;
+  let context: Untyped;
   const contextSize = opts.contextSize ?? 2048;
-  const context = await model.createContext({ contextSize, threads: opts.threads ?? 1, sequences: 1 });
-  // The file was measured before loading; measure again after, so a swap during the load is caught too.
-  checkModelFile(opened.payload, await measureFile(opts.modelPath));
+  try {
+    checkModelFile(opened.payload, copy);
+    await opts.afterVerify?.();
+    const runtime = findRuntime();
+    // node-llama-cpp lives beside the program (edge-runtime/), not in the build: it has no types here.
+    // biome-ignore lint/suspicious/noExplicitAny: the runtime's API is checked by the tests that load a real model.
+    const load = createRequire(join(runtime, 'load.cjs'))(join(runtime, 'load.cjs')) as () => Promise<any>;
+    const llamaCpp = await load();
+    llama = await llamaCpp.getLlama({ gpu: false, build: 'never', logLevel: 'error', progressLogs: false });
+    model = await llama.loadModel({ modelPath: copy.path, gpuLayers: 0 });
+    context = await model.createContext({ contextSize, threads: opts.threads ?? 1, sequences: 1 });
+  } catch (e) {
+    await context?.dispose();
+    await model?.dispose();
+    throw e;
+  } finally {
+    // Loaded (mapped or read) by now: the name goes, the bytes stay with the runtime until it disposes them.
+    await copy.remove();
+  }
   let queue: Promise<unknown> = Promise.resolve();
 
   async function completeNow(prompt: string, requested: number) {

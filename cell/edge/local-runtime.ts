@@ -12,7 +12,8 @@
  *   models/publishers.json            pinned publisher keys: [{ kid, jwk }]
  * A provider's `default_model` names the pair. Models load on first use and
  * stay loaded; a model that fails verification is never loaded (403
- * model_tampered / bad_signature / untrusted_issuer).
+ * model_tampered / bad_signature / untrusted_issuer). The file is read once
+ * into a private copy in the data directory, verified, and the copy loaded.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -62,7 +63,7 @@ export function localRuntime(dataDir: string): (LocalModelRuntime & { dispose():
           }),
         );
       }
-      p = loadLocalSignedModel({ modelPath, manifestPath, publishers: publishers() });
+      p = loadLocalSignedModel({ modelPath, manifestPath, publishers: publishers(), scratchDir: dataDir });
       loaded.set(name, p);
       p.catch(() => loaded.delete(name));
     }

@@ -1,7 +1,7 @@
 // The local-signed model: verified before loading, greedy and deterministic, exact token counts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
@@ -31,7 +31,7 @@ async function fixture() {
   });
   const manifestPath = join(dir, 'tiny.manifest.json');
   writeFileSync(manifestPath, manifest);
-  return { dir, bytes, modelPath, manifestPath, publishers: [{ kid: pub.kid, jwk: pub.publicJwk }] };
+  return { dir, bytes, modelPath, manifestPath, publishers: [{ kid: pub.kid, jwk: pub.publicJwk }], privateJwk: pub.privateJwk };
 }
 
 test('the tiny GGUF is byte-identical for a seed and different across seeds', () => {
@@ -95,3 +95,76 @@ test('a tampered model file or manifest is never loaded', { skip, timeout: 60_00
     rmSync(f.dir, { recursive: true, force: true });
   }
 });
+
+test('a model file swapped after verification is never loaded: the bytes loaded are the bytes hashed', {
+  skip,
+  timeout: 120_000,
+}, async () => {
+  const f = await fixture();
+  const scratch = mkdtempSync(join(tmpdir(), 'edge-scratch-'));
+  try {
+    const evil = makeTinyGguf(43);
+    assert.equal(evil.length, f.bytes.length, 'the swapped-in file has the same size');
+    const prompt = 'Summarise the field report.';
+    const outputOf = async (modelPath: string, manifestPath: string) => {
+      const m = await loadLocalSignedModel({ modelPath, manifestPath, publishers: f.publishers, scratchDir: scratch });
+      try {
+        return (await m.complete(prompt, 24)).text;
+      } finally {
+        await m.dispose();
+      }
+    };
+    const genuine = await outputOf(f.modelPath, f.manifestPath);
+    // What the swapped-in model would say, were it loaded (verified by a manifest of its own, in another directory).
+    const evilDir = mkdtempSync(join(tmpdir(), 'edge-evil-'));
+    try {
+      writeFileSync(join(evilDir, 'evil.gguf'), evil);
+      writeFileSync(join(evilDir, 'evil.manifest'), await manifestFor(f, evil));
+      const evilSays = await outputOf(join(evilDir, 'evil.gguf'), join(evilDir, 'evil.manifest'));
+      assert.notEqual(evilSays, genuine, 'the two models answer differently');
+
+      // The attack: the original path is swapped (a new file renamed over it) for the other model once the
+      // check has passed, and swapped back once loading is done (so measuring the path again would not notice).
+      const swapIn = (bytes: Uint8Array) => {
+        writeFileSync(`${f.modelPath}.new`, bytes);
+        renameSync(`${f.modelPath}.new`, f.modelPath);
+      };
+      let during: { entries: string[]; mode: number } | null = null;
+      const m = await loadLocalSignedModel({
+        modelPath: f.modelPath,
+        manifestPath: f.manifestPath,
+        publishers: f.publishers,
+        scratchDir: scratch,
+        afterVerify: () => {
+          const entries = readdirSync(scratch);
+          during = { entries, mode: statSync(join(scratch, entries[0]!)).mode & 0o777 };
+          swapIn(evil);
+        },
+      });
+      try {
+        swapIn(f.bytes);
+        assert.equal((await m.complete(prompt, 24)).text, genuine, 'the verified bytes were loaded, not the swapped file');
+      } finally {
+        await m.dispose();
+      }
+      assert.equal(during!.entries.length, 1);
+      assert.match(during!.entries[0]!, /^\.model-/);
+      assert.equal(during!.mode, 0o700, 'the private copy sits in a directory only this user can enter');
+      assert.deepEqual(readdirSync(scratch), [], 'the private copy is removed once loaded');
+    } finally {
+      rmSync(evilDir, { recursive: true, force: true });
+    }
+  } finally {
+    rmSync(f.dir, { recursive: true, force: true });
+    rmSync(scratch, { recursive: true, force: true });
+  }
+});
+
+async function manifestFor(f: Awaited<ReturnType<typeof fixture>>, bytes: Uint8Array): Promise<string> {
+  return buildModelManifest({
+    publisher: 'test-publisher',
+    signer: signerFromJwk(f.publishers[0]!.kid, f.privateJwk),
+    issuedAt: Date.UTC(2026, 0, 1),
+    model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256: await sha256Hex(bytes) },
+  });
+}
