@@ -289,14 +289,25 @@ export async function insertKey(tx: Tx, k: KeyRow): Promise<void> {
   ]);
 }
 
-export async function rotateKeyHashes(tx: Tx, id: string, hash: string, prevHash: string, prevNotAfter: number, at: number): Promise<void> {
-  await tx.run('UPDATE api_keys SET hash = ?, prev_hash = ?, prev_not_after = ?, rotated_at = ? WHERE id = ?', [
-    hash,
-    prevHash,
-    prevNotAfter,
-    at,
-    id,
-  ]);
+/**
+ * Replaces an active key's hash, only if it is still `prevHash` (the secret the
+ * rotation read): a rotation racing another, on this cell or another, changes
+ * nothing. Returns the rows changed (0 or 1).
+ */
+export async function rotateKeyHashes(
+  tx: Tx,
+  id: string,
+  hash: string,
+  prevHash: string,
+  prevNotAfter: number,
+  at: number,
+): Promise<number> {
+  return (
+    await tx.run(
+      "UPDATE api_keys SET hash = ?, prev_hash = ?, prev_not_after = ?, rotated_at = ? WHERE id = ? AND hash = ? AND status = 'active'",
+      [hash, prevHash, prevNotAfter, at, id, prevHash],
+    )
+  ).changes;
 }
 
 export async function revokeKey(tx: Tx, id: string, at: number): Promise<void> {
