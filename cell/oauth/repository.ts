@@ -132,6 +132,11 @@ export async function listClients(db: Reader, limit: number, offset: number): Pr
 }
 
 /** How many clients listClients pages through. */
+/** The names of the built-in clients (registered by the cell itself, `created_by` system). */
+export async function builtInClientNames(db: Reader): Promise<string[]> {
+  return (await db.all("SELECT name FROM oauth_clients WHERE created_by = 'system' ORDER BY name")).map((r) => str(r, 'name'));
+}
+
 export async function countClients(db: Reader): Promise<number> {
   return count(await db.get('SELECT COUNT(*) AS n FROM oauth_clients'));
 }
