@@ -5,19 +5,17 @@
  * envelope for every error.
  *
  * Two gates judge the shape of a request body before any route sees it: the
- * size limit (`bodyLimitBytes`) and the nesting limit (`jsonMaxDepth`): a
- * body nested deeper is refused with 400 `too_deep` before anything parses
- * it, so no recursive code (validation, canonical hashing, storage) ever
- * meets it.
+ * size limit (`bodyLimitBytes`) and the JSON body gate (runtime/json-body.ts):
+ * a body nested deeper than `jsonMaxDepth`, or with a key twice in one object,
+ * is refused with 400 before anything parses it.
  */
 import { OpenAPIHono } from '@hono/zod-openapi';
-import type { Context, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { ServiceError } from '../core/errors.ts';
 import type { AppEnv, CellCore } from './context.ts';
 import type { CellModule } from './module.ts';
 import { authenticate } from './http/authenticate.ts';
 import { CredentialLimits, bodyTooLarge, requestContext, type SharedBuckets } from '../runtime/gateway.ts';
+import { declaredBodyLength, jsonBodyGate } from '../runtime/json-body.ts';
 import { errorHandler, onNotFound, validationError } from './http/errors.ts';
 import { gatewayRateLimit } from './http/rate-limit.ts';
 import { accessLog } from './http/access-log.ts';
@@ -76,7 +74,7 @@ export function createApp(
     return authn(c, next);
   });
   // After authentication, so an anonymous caller learns nothing but 401.
-  app.use('*', jsonDepthLimit(core.config.jsonMaxDepth));
+  app.use('*', jsonBodyGate<AppEnv>(core.config.jsonMaxDepth));
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
     type: 'http',
@@ -94,65 +92,4 @@ export function createApp(
   app.onError(errorHandler(core.log));
   app.notFound(onNotFound);
   return app;
-}
-
-/**
- * The Content-Length of a request served by @hono/node-server, read from
- * node:http's parsed headers; undefined in process, or when the body is sent
- * chunked (Transfer-Encoding), or the length is not a plain number.
- */
-function declaredBodyLength(c: Context<AppEnv>): number | undefined {
-  const headers = c.env?.incoming?.headers;
-  if (!headers || headers['transfer-encoding'] !== undefined) return undefined;
-  const v = headers['content-length'];
-  return typeof v === 'string' && /^\d{1,15}$/.test(v) ? Number(v) : undefined;
-}
-
-/** Form bodies are not JSON: their brackets are data, and the OAuth endpoints parse them. */
-const FORM_TYPES = new Set(['application/x-www-form-urlencoded', 'multipart/form-data']);
-
-/**
- * Refuses a request body nested deeper than `maxDepth` arrays and objects
- * (400 invalid_request, `details.reason = too_deep`). Every body but a form is
- * read as text (Hono keeps it, so the route's own JSON parse reads the same
- * text) and scanned once, left to right, counting brackets outside strings:
- * linear, no recursion, whatever the content type says (some routes parse
- * text/plain bodies as JSON).
- */
-export function jsonDepthLimit(maxDepth: number): MiddlewareHandler<AppEnv> {
-  if (!Number.isInteger(maxDepth) || maxDepth < 1) throw new TypeError('jsonMaxDepth must be a positive integer');
-  return async function jsonDepth(c, next) {
-    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
-    const declared = declaredBodyLength(c);
-    if (declared === 0 || (declared === undefined && !c.req.raw.body)) return next();
-    const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
-    if (FORM_TYPES.has(type)) return next();
-    if (nestedDeeperThan(await c.req.text(), maxDepth)) {
-      throw new ServiceError('invalid_request', `the body is nested deeper than ${maxDepth} levels`, {
-        details: { reason: 'too_deep', max_depth: maxDepth },
-      });
-    }
-    return next();
-  };
-}
-
-/** True when JSON text opens more than `max` arrays/objects at once (brackets inside strings do not count). */
-export function nestedDeeperThan(text: string, max: number): boolean {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const ch = text.charCodeAt(i);
-    if (inString) {
-      if (ch === 0x5c)
-        i++; // a backslash escapes the next character
-      else if (ch === 0x22) inString = false;
-    } else if (ch === 0x22) {
-      inString = true;
-    } else if (ch === 0x5b || ch === 0x7b) {
-      if (++depth > max) return true;
-    } else if ((ch === 0x5d || ch === 0x7d) && depth > 0) {
-      depth--;
-    }
-  }
-  return false;
 }

@@ -206,7 +206,10 @@ async function serveCommand(argv: string[]): Promise<void> {
   if (metricsUrl) banner += `metrics on ${metricsUrl}\n`;
   const keyFile = join(running.core.config.dataDir, BOOTSTRAP_KEY_FILE);
   if (running.bootstrapSecret) {
-    banner += `bootstrap admin key (shown once, also in ${keyFile}):\n${running.bootstrapSecret}\n`;
+    // Only a person at a terminal sees it: a log shipper reading a pipe or a file would keep it.
+    banner += process.stdout.isTTY
+      ? `bootstrap admin key (shown once, also in ${keyFile}):\n${running.bootstrapSecret}\n`
+      : `bootstrap admin key created, in ${keyFile} (mode 0600; not printed: stdout is not a terminal)\n`;
   } else if (existsSync(keyFile)) {
     banner += `the bootstrap admin key was printed at the first start; it is in ${keyFile}\n`;
   }

@@ -24,6 +24,7 @@ import { checkClock, type DeviceState } from '../bundles/accept.ts';
 import { edgeAudience, tokenJudgeFromBundle } from '../bundles/token-trust.ts';
 import { verifiedLeafThumbprint } from '../runtime/peer-certificate.ts';
 import { authenticateCredential, type EdgeAuth, type LoadedKeys } from './decide.ts';
+import { jsonBodyGate } from '../runtime/json-body.ts';
 import { CredentialLimits, authGate, bodyTooLarge, envelopeErrors, permissionGate, rateGate, requestContext } from '../runtime/gateway.ts';
 import type { EdgeClock } from './clock.ts';
 
@@ -55,6 +56,8 @@ export type EdgeEnv = {
 
 /** Largest request body the edge accepts (as the cell: 1 MiB). */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
+/** The deepest nesting of arrays and objects a request body may have (the cell's default `jsonMaxDepth`). */
+export const JSON_MAX_DEPTH = 64;
 
 export const PROTECTED_RESOURCE_METADATA = '/.well-known/oauth-protected-resource';
 
@@ -159,6 +162,8 @@ export function createEdgeApp(
       );
     }),
   );
+  // After authentication, as on the cell: a body nested too deep or with a key twice is 400 before any handler parses it.
+  app.use('/api/public/v1/*', jsonBodyGate<EdgeEnv>(JSON_MAX_DEPTH));
 
   const guard = (permission: string) =>
     permissionGate<EdgeAuth, EdgeEnv>(

@@ -15,6 +15,9 @@
  */
 import { z } from '@hono/zod-openapi';
 import type { ZodType } from 'zod';
+import type { Context, Next } from 'hono';
+import { grants } from '../../core/authority/scopes.ts';
+import type { AppEnv } from '../context.ts';
 import { requires } from './authorize.ts';
 
 export const ErrorEnvelopeSchema = z
@@ -91,6 +94,29 @@ export function secured(permission: string) {
     security: [{ bearerAuth: [] as string[] }, { dpop: [] as string[] }],
     'x-required-permission': permission,
     middleware: [requires(permission)],
+  };
+}
+
+/**
+ * Bearer security for an operation two permissions each open on their own:
+ * `permission` (`x-required-permission`) or `also` (`x-also-permitted`). The
+ * gate judges whichever the credential holds (`permission` first), so a
+ * refusal names `permission`. Used where two routes show the same thing
+ * (a crew run, under agent_teams.read and system.orchestration.admin.read).
+ */
+export function securedEither(permission: string, also: string) {
+  const primary = requires(permission);
+  const alternative = requires(also);
+  return {
+    security: [{ bearerAuth: [] as string[] }, { dpop: [] as string[] }],
+    'x-required-permission': permission,
+    'x-also-permitted': [also],
+    middleware: [
+      function eitherPermission(c: Context<AppEnv>, next: Next) {
+        const effective = c.get('auth').effective;
+        return (!grants(effective, permission) && grants(effective, also) ? alternative : primary)(c, next);
+      },
+    ],
   };
 }
 

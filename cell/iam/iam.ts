@@ -27,6 +27,7 @@ import type { Reader, Tx } from '../store/types.ts';
 import { checkPassword, hashPassword } from './passwords.ts';
 import type { Principal, PrincipalKind } from './principals.ts';
 import * as repo from './repository.ts';
+import { inTheClear, openJwk, sealingKeyLoader, sealJwk } from '../sealed-jwk.ts';
 
 export interface Role {
   name: string;
@@ -74,11 +75,14 @@ export class Iam {
   readonly #keysByHash: ChangeCache<string, KeyEntry | null>;
   readonly #keysById: ChangeCache<string, repo.KeyRow | null>;
   #identity: { signer: Signer; keys: CellKey[] } | null = null;
+  /** The key private signing keys are sealed with (cell/sealed-jwk.ts). */
+  readonly #sealKey: () => Buffer;
   #groupKeys: { keys: GroupCellKey[]; generation: number } | null = null;
   #groupKeysGeneration = 0;
   #dummyHash: string | null = null;
 
   constructor(private readonly core: CellCore) {
+    this.#sealKey = sealingKeyLoader(core.config);
     this.#principals = new ChangeCache(core.store, PRINCIPAL_TABLES, 50_000);
     this.#roles = new ChangeCache(core.store, ROLE_TABLES, 10_000);
     this.#keysByHash = new ChangeCache(core.store, KEY_ENTRY_TABLES, 50_000);
@@ -372,6 +376,7 @@ export class Iam {
    */
   async ensureIdentity(): Promise<void> {
     const cellId = this.core.config.cellId;
+    const sealKey = this.#sealKey;
     let keys = await repo.cellKeys(this.core.store, 'identity', cellId);
     if (!keys.some((k) => k.retired_at === null)) {
       const k = await generateEd25519();
@@ -385,19 +390,32 @@ export class Iam {
           kid: k.kid,
           purpose: 'identity',
           cell_id: cellId,
-          private_jwk: k.privateJwk,
+          private_jwk: sealJwk(sealKey(), 'cell_keys', k.kid, k.privateJwk),
           public_jwk: k.publicJwk,
           created_at: at,
           retired_at: null,
         });
       });
-      keys = await repo.cellKeys(this.core.store, 'identity', cellId);
     }
+    await this.#sealIdentityKeysInTheClear(cellId);
+    keys = await repo.cellKeys(this.core.store, 'identity', cellId);
     const active = [...keys].reverse().find((k) => k.retired_at === null)!;
+    const privateJwk = openJwk(sealKey(), 'cell_keys', active.kid, active.private_jwk);
     this.#identity = {
-      signer: { kid: active.kid, sign: (bytes) => signEd25519(active.private_jwk, bytes) },
+      signer: { kid: active.kid, sign: (bytes) => signEd25519(privateJwk, bytes) },
       keys: keys.map((k) => ({ kid: k.kid, jwk: k.public_jwk, retired_at: k.retired_at })),
     };
+  }
+
+  /** A store from before sealing: this cell's keys still in the clear are sealed now (each once, whichever start gets there first). */
+  async #sealIdentityKeysInTheClear(cellId: string): Promise<void> {
+    const clear = inTheClear(await repo.cellKeyPrivateTexts(this.core.store, cellId));
+    if (clear.length === 0) return;
+    const sealed = clear.map((r) => ({ ...r, to: sealJwk(this.#sealKey(), 'cell_keys', r.kid, r.jwk) }));
+    await this.core.store.write(async (tx) => {
+      for (const r of sealed) await repo.resealCellKey(tx, r.kid, r.text, r.to);
+    });
+    this.core.log.info('sealed private keys stored in the clear', { table: 'cell_keys', kids: sealed.map((r) => r.kid) });
   }
 
   /**

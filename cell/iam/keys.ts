@@ -80,7 +80,10 @@ export async function rotateKeyTx(clock: Clock, tx: Tx, row: KeyRow, graceSecond
   let notAfter = now + graceSeconds * 1000;
   if (row.expires_at !== null) notAfter = Math.min(notAfter, row.expires_at);
   const next: KeyRow = { ...row, prev_hash: row.hash, prev_not_after: notAfter, hash: hashSecret(secret), rotated_at: now };
-  await rotateKeyHashes(tx, row.id, next.hash, row.hash, notAfter, now);
+  // Two rotations of one key at once (two cells, two clients): one wins; the other's secret would never work.
+  if ((await rotateKeyHashes(tx, row.id, next.hash, row.hash, notAfter, now)) === 0) {
+    throw conflict('the key was rotated or revoked meanwhile; read it again and retry', { reason: 'concurrent_rotation' });
+  }
   return { row: next, secret };
 }
 

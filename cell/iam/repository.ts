@@ -289,14 +289,25 @@ export async function insertKey(tx: Tx, k: KeyRow): Promise<void> {
   ]);
 }
 
-export async function rotateKeyHashes(tx: Tx, id: string, hash: string, prevHash: string, prevNotAfter: number, at: number): Promise<void> {
-  await tx.run('UPDATE api_keys SET hash = ?, prev_hash = ?, prev_not_after = ?, rotated_at = ? WHERE id = ?', [
-    hash,
-    prevHash,
-    prevNotAfter,
-    at,
-    id,
-  ]);
+/**
+ * Replaces an active key's hash, only if it is still `prevHash` (the secret the
+ * rotation read): a rotation racing another, on this cell or another, changes
+ * nothing. Returns the rows changed (0 or 1).
+ */
+export async function rotateKeyHashes(
+  tx: Tx,
+  id: string,
+  hash: string,
+  prevHash: string,
+  prevNotAfter: number,
+  at: number,
+): Promise<number> {
+  return (
+    await tx.run(
+      "UPDATE api_keys SET hash = ?, prev_hash = ?, prev_not_after = ?, rotated_at = ? WHERE id = ? AND hash = ? AND status = 'active'",
+      [hash, prevHash, prevNotAfter, at, id, prevHash],
+    )
+  ).changes;
 }
 
 export async function revokeKey(tx: Tx, id: string, at: number): Promise<void> {
@@ -427,7 +438,8 @@ export interface CellKeyRow {
   purpose: string;
   /** The cell the key belongs to (null: recorded before keys were per cell, not yet claimed). */
   cell_id: string | null;
-  private_jwk: JsonWebKey;
+  /** As stored: sealed (cell/sealed-jwk.ts), or a JWK in the clear in a store from before sealing. */
+  private_jwk: unknown;
   public_jwk: JsonWebKey;
   created_at: number;
   retired_at: number | null;
@@ -440,11 +452,24 @@ function decodeCellKey(r: Row): CellKeyRow {
     kid: str(r, 'kid'),
     purpose: str(r, 'purpose'),
     cell_id: strOrNull(r, 'cell_id'),
-    private_jwk: json(r, 'private_jwk', object) as JsonWebKey,
+    private_jwk: json(r, 'private_jwk', object),
     public_jwk: json(r, 'public_jwk', object) as JsonWebKey,
     created_at: num(r, 'created_at'),
     retired_at: numOrNull(r, 'retired_at'),
   };
+}
+
+/** The stored text of the private parts of one cell's keys (to find and reseal those still in the clear). */
+export async function cellKeyPrivateTexts(db: Reader, cellId: string): Promise<{ kid: string; text: string }[]> {
+  return (await db.all('SELECT kid, private_jwk FROM cell_keys WHERE cell_id = ? ORDER BY kid', [cellId])).map((r) => ({
+    kid: str(r, 'kid'),
+    text: str(r, 'private_jwk'),
+  }));
+}
+
+/** Replaces a key's stored private part, only if it is still `from` (another start may have resealed it); returns rows changed. */
+export async function resealCellKey(tx: Tx, kid: string, from: string, to: unknown): Promise<number> {
+  return (await tx.run('UPDATE cell_keys SET private_jwk = ? WHERE kid = ? AND private_jwk = ?', [JSON.stringify(to), kid, from])).changes;
 }
 
 /** One cell's keys of a purpose, oldest first (retired included). */

@@ -28,7 +28,8 @@ function oneOf<T extends string>(values: readonly T[], v: string, what: string):
 
 export interface SigningKeyRow {
   kid: string;
-  private_jwk: JsonWebKey;
+  /** As stored: sealed (cell/sealed-jwk.ts), or a JWK in the clear in a store from before sealing. */
+  private_jwk: unknown;
   public_jwk: JsonWebKey;
   created_at: number;
   retired_at: number | null;
@@ -37,7 +38,7 @@ export interface SigningKeyRow {
 function decodeSigningKey(r: Row): SigningKeyRow {
   return {
     kid: str(r, 'kid'),
-    private_jwk: json(r, 'private_jwk', object) as JsonWebKey,
+    private_jwk: json(r, 'private_jwk', object),
     public_jwk: json(r, 'public_jwk', object) as JsonWebKey,
     created_at: num(r, 'created_at'),
     retired_at: numOrNull(r, 'retired_at'),
@@ -49,6 +50,20 @@ export async function signingKeys(db: Reader): Promise<SigningKeyRow[]> {
   return (
     await db.all('SELECT kid, private_jwk, public_jwk, created_at, retired_at FROM oauth_signing_keys ORDER BY created_at DESC, kid DESC')
   ).map(decodeSigningKey);
+}
+
+/** The stored text of every signing key's private part (to find and reseal those still in the clear). */
+export async function signingKeyPrivateTexts(db: Reader): Promise<{ kid: string; text: string }[]> {
+  return (await db.all('SELECT kid, private_jwk FROM oauth_signing_keys ORDER BY kid')).map((r) => ({
+    kid: str(r, 'kid'),
+    text: str(r, 'private_jwk'),
+  }));
+}
+
+/** Replaces a key's stored private part, only if it is still `from`; returns rows changed. */
+export async function resealSigningKey(tx: Tx, kid: string, from: string, to: unknown): Promise<number> {
+  return (await tx.run('UPDATE oauth_signing_keys SET private_jwk = ? WHERE kid = ? AND private_jwk = ?', [JSON.stringify(to), kid, from]))
+    .changes;
 }
 
 export async function hasActiveSigningKey(db: Reader): Promise<boolean> {
@@ -122,6 +137,11 @@ export async function allClientIds(db: Reader): Promise<string[]> {
 }
 
 /** How many clients listClients pages through. */
+/** The names of the built-in clients (registered by the cell itself, `created_by` system). */
+export async function builtInClientNames(db: Reader): Promise<string[]> {
+  return (await db.all("SELECT name FROM oauth_clients WHERE created_by = 'system' ORDER BY name")).map((r) => str(r, 'name'));
+}
+
 export async function countClients(db: Reader): Promise<number> {
   return count(await db.get('SELECT COUNT(*) AS n FROM oauth_clients'));
 }

@@ -5,7 +5,7 @@
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { isSelector, normalize, selectorsSubset } from '../../core/authority/scopes.ts';
-import { forbidden, invalid, unauthorized } from '../../core/errors.ts';
+import { conflict, forbidden, invalid, unauthorized } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
 import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
@@ -15,7 +15,7 @@ import { newId } from '../ids.ts';
 import { AUTH_METHODS, clientView, GRANT_CLIENT_CREDENTIALS, GRANT_TYPES, type ClientRecord } from './clients.ts';
 import { issueAccessToken, randomToken } from './issue.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { countClients, insertClient, listClients } from './repository.ts';
+import { builtInClientNames, countClients, insertClient, listClients } from './repository.ts';
 import { audienceFor } from './resource.ts';
 import { OAUTH } from './settings.ts';
 
@@ -109,13 +109,18 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
       request: { body: jsonBody(RegisterClient) },
       responses: {
         201: json(ClientView, 'The client, with client_secret for confidential clients'),
-        ...errorResponses(400, 401, 403, 404),
+        ...errorResponses(400, 401, 403, 404, 409),
       },
     }),
     async (c) => {
       const auth = c.get('auth');
       const b = c.req.valid('json');
       const scope = normalize(b.scope);
+      // A client named like one of the cell's own (the console) would borrow its trust on the consent screen.
+      const nameKey = (n: string) => n.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, '');
+      if ((await builtInClientNames(core.store)).some((n) => nameKey(n) === nameKey(b.name))) {
+        throw conflict(`'${b.name}' is the name of a built-in client`, { reason: 'builtin_client_name' });
+      }
       const needsRedirect = b.grant_types.includes('authorization_code');
       if (needsRedirect && b.redirect_uris.length === 0) throw invalid('authorization_code clients need redirect_uris');
       for (const u of b.redirect_uris) {

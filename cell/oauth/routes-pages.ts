@@ -213,6 +213,7 @@ ${hidden({ csrf, return_to: returnTo })}
           'Approve access',
           `<p>Signed in as <b id="who">${esc(s.principal.name)}</b>.</p>
 <p><b id="client">${esc(req.client.name)}</b> asks for these permissions:</p>
+${await clientOrigin(ctx, req.client, req.redirectUri)}
 ${scopeList(granted)}
 <form method="post" action="/oauth/authorize">
 ${hidden({ ...q, csrf: s.csrf })}
@@ -303,7 +304,10 @@ ${hidden({ ...q, csrf: s.csrf })}
       const code = typed ? normalizeUserCode(typed) : null;
       const pending = code ? await pendingByUserCode(ctx, code) : null;
       const client = pending ? await getClient(ctx, pending.clientId) : undefined;
-      const what = pending && client ? `<p><b id="client">${esc(client.name)}</b> asks for:</p>${scopeList(pending.scope)}` : '';
+      const what =
+        pending && client
+          ? `<p><b id="client">${esc(client.name)}</b> asks for:</p>${await clientOrigin(ctx, client, null)}${scopeList(pending.scope)}`
+          : '';
       return html(
         c,
         page(
@@ -354,4 +358,27 @@ ${hidden({ csrf: s.csrf })}
       );
     },
   );
+}
+
+/**
+ * Who stands behind a client, beside its free-text name (which anyone with
+ * oauth.clients.write chooses): the principal that registered it (or "this
+ * cell" for a built-in client) and the host the answer goes back to.
+ */
+async function clientOrigin(ctx: OAuthContext, client: ClientRecord, redirectUri: string | null): Promise<string> {
+  const registrant =
+    client.created_by === 'system'
+      ? 'this cell (built-in client)'
+      : ((await ctx.iam.principal(client.created_by))?.name ?? client.created_by);
+  let host = '';
+  if (redirectUri !== null) {
+    try {
+      host = new URL(redirectUri).host || redirectUri;
+    } catch {
+      host = redirectUri;
+    }
+  }
+  return `<p class="origin">Registered by <b id="registrant">${esc(registrant)}</b>${
+    redirectUri !== null ? `; you will be sent back to <b id="redirect-host">${esc(host)}</b>` : ''
+  }.</p>`;
 }

@@ -13,6 +13,7 @@ import { createLocalJWKSet, importJWK, type JWK, type JWTVerifyGetKey } from 'jo
 import { generateEd25519 } from '../../core/crypto/ed25519.ts';
 import type { CellCore } from '../context.ts';
 import { SerialLoad } from './internal/serial.ts';
+import { inTheClear, openJwk, sealingKeyLoader, sealJwk } from '../sealed-jwk.ts';
 import * as repo from './repository.ts';
 import { maxTokenLifetimeSeconds } from './settings.ts';
 
@@ -33,29 +34,37 @@ export class SigningKeys {
   #ring: Keyring | null = null;
   readonly #load = new SerialLoad(() => this.#reload());
 
-  constructor(private readonly core: CellCore) {}
+  /** The key private signing keys are sealed with (cell/sealed-jwk.ts). */
+  readonly #sealKey: () => Buffer;
+
+  constructor(private readonly core: CellCore) {
+    this.#sealKey = sealingKeyLoader(core.config);
+  }
 
   /** Creates the first signing key when there is none (once for the whole group), then loads the keyring. */
   async ensure(): Promise<void> {
     const { store, clock } = this.core;
     if (!(await repo.hasActiveSigningKey(store))) {
       const k = await generateEd25519();
+      const sealed = sealJwk(this.#sealKey(), 'oauth_signing_keys', k.kid, k.privateJwk);
       const now = clock.now();
       await store.write(async (tx) => {
         // Another cell of the group may have made one meanwhile.
         if (await repo.hasActiveSigningKey(tx)) return;
-        await repo.insertActiveSigningKey(tx, { kid: k.kid, private_jwk: k.privateJwk, public_jwk: k.publicJwk, created_at: now });
+        await repo.insertActiveSigningKey(tx, { kid: k.kid, private_jwk: sealed, public_jwk: k.publicJwk, created_at: now });
       });
     }
+    await this.#sealKeysInTheClear();
     await this.reload();
   }
 
   /** Rotates: a new active key; the previous one keeps verifying for the overlap. Returns the new kid. */
   async rotate(): Promise<string> {
     const k = await generateEd25519();
+    const sealed = sealJwk(this.#sealKey(), 'oauth_signing_keys', k.kid, k.privateJwk);
     const now = this.core.clock.now();
     await this.core.store.write((tx) =>
-      repo.insertActiveSigningKey(tx, { kid: k.kid, private_jwk: k.privateJwk, public_jwk: k.publicJwk, created_at: now }),
+      repo.insertActiveSigningKey(tx, { kid: k.kid, private_jwk: sealed, public_jwk: k.publicJwk, created_at: now }),
     );
     await this.reload();
     return k.kid;
@@ -68,6 +77,17 @@ export class SigningKeys {
    */
   reload(): Promise<void> {
     return this.#load.request();
+  }
+
+  /** A store from before sealing: keys still in the clear are sealed now (each once, whichever cell gets there first). */
+  async #sealKeysInTheClear(): Promise<void> {
+    const clear = inTheClear(await repo.signingKeyPrivateTexts(this.core.store));
+    if (clear.length === 0) return;
+    const sealed = clear.map((r) => ({ ...r, to: sealJwk(this.#sealKey(), 'oauth_signing_keys', r.kid, r.jwk) }));
+    await this.core.store.write(async (tx) => {
+      for (const r of sealed) await repo.resealSigningKey(tx, r.kid, r.text, r.to);
+    });
+    this.core.log.info('sealed private keys stored in the clear', { table: 'oauth_signing_keys', kids: sealed.map((r) => r.kid) });
   }
 
   /** The keyring now. */
@@ -85,7 +105,7 @@ export class SigningKeys {
     const published = rows
       .filter((r) => r.retired_at === null || r.retired_at + overlapMs > now)
       .map((r): PublishedKey => ({ ...(r.public_jwk as JWK), kid: r.kid, alg: 'EdDSA', use: 'sig' }));
-    const key = await importJWK(activeRow.private_jwk as JWK, 'EdDSA');
+    const key = await importJWK(openJwk(this.#sealKey(), 'oauth_signing_keys', activeRow.kid, activeRow.private_jwk) as JWK, 'EdDSA');
     if (!(key instanceof CryptoKey)) throw new TypeError('OAuth signing key: not an asymmetric private key');
     this.#ring = { active: { kid: activeRow.kid, key }, published, keySet: createLocalJWKSet({ keys: published }) };
   }

@@ -1,9 +1,12 @@
-/** Routes: crew runs, their status, the graph each executed, approvals, cancel and recovery; the operators' run list (investigate flag). */
+/**
+ * Routes: crew runs, their status, the graph each executed, approvals, cancel and recovery; the operators' run list (investigate flag).
+ * The run reads open to agent_teams.read or system.orchestration.admin.read, as the jobs routes show the same runs (docs/security.md).
+ */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { ServiceError, notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
-import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, securedEither } from '../http/openapi.ts';
 import { RUN_STATES, type Run, type RunState } from '../runs/runs.ts';
 import { assertSeatsWithinCaller, compileFor } from './compile.ts';
 import type { TeamsContext } from './context.ts';
@@ -151,7 +154,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       tags: ['Crews'],
       'x-status': 'Live',
       summary: "A crew's runs, oldest first",
-      ...secured(PERMISSIONS.teamsRead),
+      ...securedEither(PERMISSIONS.teamsRead, PERMISSIONS.jobsRead),
       request: { params: z.object({ crew_id: param('crew_id') }), query: pageQuery(100, 1000) },
       responses: {
         200: json(listSchema('runs', RunOut, 'CrewRunList'), 'Runs'),
@@ -175,7 +178,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       tags: ['Crews'],
       'x-status': 'Live',
       summary: 'Crew runs across crews; `investigate=true` lists runs flagged for investigation',
-      ...secured(PERMISSIONS.teamsRead),
+      ...securedEither(PERMISSIONS.teamsRead, PERMISSIONS.jobsRead),
       request: {
         query: pageQuery(100, 1000).extend({
           investigate: z.enum(['true', 'false']).optional(),
@@ -208,7 +211,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       tags: ['Crews'],
       'x-status': 'Live',
       summary: 'Run status',
-      ...secured(PERMISSIONS.teamsRead),
+      ...securedEither(PERMISSIONS.teamsRead, PERMISSIONS.jobsRead),
       request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }) },
       responses: { 200: json(RunOut, 'The run'), ...errorResponses(400, 401, 403, 404) },
     }),

@@ -38,7 +38,7 @@ test('authorization code + PKCE: login and consent clicked in chromium, code red
   await new Promise<void>((r) => cb.listen(0, '127.0.0.1', () => r()));
   const redirectUri = `http://127.0.0.1:${(cb.address() as AddressInfo).port}/cb`;
   const profile = mkdtempSync(join(tmpdir(), 'oauth-chromium-'));
-  const admin = (method: string, path: string, body: unknown) =>
+  const admin = (method: string, path: string, body?: unknown) =>
     fetch(cell.url + path, {
       method,
       headers: { authorization: `Bearer ${cell.adminKey}`, 'content-type': 'application/json' },
@@ -66,6 +66,19 @@ test('authorization code + PKCE: login and consent clicked in chromium, code red
       scope: ['oauth.clients.read', 'audit.read'],
     });
     assert.equal(reg.status, 201);
+    // The console's own name is not for others to take.
+    const clients = await admin('GET', '/api/public/v1/admin/oauth/clients?limit=100');
+    const console_ = (clients.body.clients as { name: string; created_by: string }[]).find((c) => c.created_by === 'system');
+    assert.ok(console_, 'the console registered its client');
+    const impostor = await admin('POST', '/api/public/v1/admin/oauth/clients', {
+      name: console_.name.toUpperCase(),
+      grant_types: ['authorization_code'],
+      token_endpoint_auth_method: 'none',
+      redirect_uris: [redirectUri],
+      scope: ['audit.read'],
+    });
+    assert.equal(impostor.status, 409);
+    assert.equal(impostor.body.details.reason, 'builtin_client_name');
     const as = await oauth.processDiscoveryResponse(
       new URL('service://cell-browser'),
       await fetch(`${cell.url}/.well-known/oauth-authorization-server`),
@@ -91,6 +104,11 @@ test('authorization code + PKCE: login and consent clicked in chromium, code red
     await page.locator('#login').click();
     await page.locator('#approve').waitFor({ timeout: 30_000 });
     assert.equal(await page.locator('#client').textContent(), 'Browser test app');
+    // Round 3, finding 11: who registered the client and where the answer goes, beside the free-text name.
+    const registrant = await admin('GET', `/api/public/v1/admin/principals/${reg.body.created_by}`);
+    assert.equal(registrant.status, 200);
+    assert.equal(await page.locator('#registrant').textContent(), registrant.body.name);
+    assert.equal(await page.locator('#redirect-host').textContent(), new URL(redirectUri).host);
     assert.deepEqual(await page.locator('ul.scopes li').allTextContents(), ['audit.read']);
     await Promise.all([page.waitForURL((u) => u.href.startsWith(redirectUri), { timeout: 30_000 }), page.locator('#approve').click()]);
 

@@ -2,7 +2,7 @@
 // rate-limit and request-id headers on every answer (success, 401, 429), a
 // credential's own 429 headers winning over the gateway's, a repeated
 // Authorization header refused, and the body gates (declared length, chunked
-// body, nesting). The in-process tests (app.request) cannot see these: the
+// body, nesting, a key twice in one object). The in-process tests (app.request) cannot see these: the
 // real process writes the gateway's headers straight onto node:http's
 // response and reads Content-Length and Authorization from node:http's
 // parsed headers (runtime/gateway.ts, cell/app.ts).
@@ -121,6 +121,9 @@ describe('the gateway on the wire (real process)', () => {
     const deep = await post([], `${'['.repeat(200)}${']'.repeat(200)}`);
     assert.equal(deep.status, 400, deep.body);
     assert.equal(JSON.parse(deep.body).details.reason, 'too_deep');
+    const twice = await post([], '{"name":"a","name":"b"}');
+    assert.equal(twice.status, 400, twice.body);
+    assert.deepEqual(JSON.parse(twice.body).details, { reason: 'duplicate_key', key: 'name' });
     const fine = await post([], JSON.stringify({ name: 'ok' }));
     assert.equal(fine.status, 201, fine.body);
   });

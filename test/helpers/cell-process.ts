@@ -5,7 +5,8 @@
  * single test by hand.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { testStore } from './inproc.ts';
@@ -27,6 +28,22 @@ export interface CellProcess {
   cleanup(): void;
 }
 
+let sharedKeyFile: string | null = null;
+
+/**
+ * The secrets key file every cell process on PostgreSQL started by this test
+ * process is given, as the members of a group must share one (docs/multi-cell.md).
+ */
+export function groupSecretsKeyFile(): string {
+  if (sharedKeyFile) return sharedKeyFile;
+  const dir = mkdtempSync(join(tmpdir(), 'cell-group-key-'));
+  const file = join(dir, 'secrets.key');
+  writeFileSync(file, randomBytes(32), { mode: 0o600 });
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  sharedKeyFile = file;
+  return file;
+}
+
 /** With CELL_TEST_STORE=postgres: each data directory's own database (a restart on the same directory reuses it). */
 const databases = new Map<string, { url: string | null; drop(): Promise<void> }>();
 
@@ -41,6 +58,9 @@ export async function startCellProcess(
     databases.set(dataDir, db);
   }
   const storeArgs = db?.url ? ['--store', db.url] : [];
+  // Cells on PostgreSQL may form a group, whose members share one secrets key (it seals the OAuth signing keys they share).
+  const onStore = storeArgs.length > 0 || (opts.args ?? []).includes('--store');
+  if (onStore && !(opts.args ?? []).includes('--secrets-key-file')) storeArgs.push('--secrets-key-file', groupSecretsKeyFile());
   const proc = spawn(process.execPath, [CELL_BIN, 'serve', '--port', '0', '--data', dataDir, ...storeArgs, ...(opts.args ?? [])], {
     env: { ...process.env, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,7 +4,7 @@
 // than 64 levels with 400 invalid_request / too_deep, and nothing is written.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { nestedDeeperThan } from '../../../cell/app.ts';
+import { scanJson } from '../../../runtime/json-body.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
 import { A, T, crewFixture, ok, team, type Api } from '../../helpers/teams.ts';
@@ -135,7 +135,8 @@ test('the limit is exactly 64 levels; brackets inside strings do not count; the 
   assert.notEqual(form.body?.details?.reason, 'too_deep', 'form bodies are not JSON');
 });
 
-test('nestedDeeperThan: linear scan, strings and escapes skipped, unbalanced input does not go negative', () => {
+test('scanJson depth: linear scan, strings and escapes skipped, unbalanced input does not go negative', () => {
+  const nestedDeeperThan = (text: string, max: number) => scanJson(text, max)?.reason === 'too_deep';
   assert.equal(nestedDeeperThan(arrays(64), 64), false);
   assert.equal(nestedDeeperThan(arrays(65), 64), true);
   assert.equal(nestedDeeperThan(`["${'['.repeat(100)}"]`, 64), false);

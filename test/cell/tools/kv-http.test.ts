@@ -98,6 +98,11 @@ test('http.get never reaches loopback, private or link-local addresses unless th
       `http://localhost:${port}/`,
       `http://[::1]:${port}/`,
       `http://[::ffff:127.0.0.1]:${port}/`,
+      // IPv6 forms that embed a loopback IPv4 address (security round 3, finding 13)
+      `http://[::127.0.0.1]:${port}/`,
+      'http://[::7f00:2]/',
+      `http://[64:ff9b::127.0.0.1]:${port}/`,
+      `http://[2002:7f00:1::]:${port}/`,
       'http://169.254.169.254/latest/meta-data/',
       'http://10.0.0.1/',
       'http://192.168.1.1/',
