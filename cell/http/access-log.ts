@@ -36,8 +36,8 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
     if (log.enabled?.('info') === false) return;
     const auth = c.get('auth') as AppEnv['Variables']['auth'] | undefined;
     const root = auth?.credential.root;
+    // The line's time is the logger's (pino adds it); undefined fields are left out, nulls kept.
     log.info('request', {
-      time: new Date().toISOString(),
       request_id: c.get('requestId') ?? null,
       route,
       method: c.req.method,
@@ -46,7 +46,7 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
       principal_id: auth?.principal.id ?? null,
       credential_kind: auth?.credential.type ?? null,
       key_id: root?.startsWith('api_key:') ? root.slice('api_key:'.length) : null,
-      ...(trace ? { trace_id: trace.traceId } : {}),
+      trace_id: trace?.traceId,
     });
   };
 }
