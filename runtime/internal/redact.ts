@@ -31,6 +31,19 @@ export const SECRET_FIELDS: ReadonlySet<string> = new Set([
   'password',
 ]);
 
+/** Field names seen so far and whether each is secret: one map lookup per field (names are few: they are code, not data). */
+const seen = new Map<string, boolean>();
+const SEEN_MAX = 4096;
+
+function isSecretField(key: string): boolean {
+  let secret = seen.get(key);
+  if (secret === undefined) {
+    secret = SECRET_FIELDS.has(key.toLowerCase());
+    if (seen.size < SEEN_MAX) seen.set(key, secret);
+  }
+  return secret;
+}
+
 /** Objects nested deeper than this are replaced as a whole (a log line is not a dump). */
 const MAX_DEPTH = 8;
 
@@ -44,7 +57,7 @@ function redactObject(obj: Record<string, unknown>, depth: number): Record<strin
   for (const key in obj) {
     if (!Object.hasOwn(obj, key)) continue;
     const value = obj[key];
-    const next = SECRET_FIELDS.has(key) || SECRET_FIELDS.has(key.toLowerCase()) ? CENSOR : redactValue(value, depth);
+    const next = isSecretField(key) ? CENSOR : redactValue(value, depth);
     if (next !== value) {
       out ??= { ...obj };
       out[key] = next;
