@@ -85,8 +85,8 @@ class Outlet {
       this.idle();
       onDrain(this);
     });
-    dest.on('drop', () => {
-      this.dropped++;
+    dest.on('drop', (data: string) => {
+      for (let i = data.indexOf('\n'); i >= 0; i = data.indexOf('\n', i + 1)) this.dropped++;
     });
     // A broken output (EPIPE: nobody reads; a full disk) stops this destination's lines, never the program.
     dest.on('error', () => {
@@ -122,8 +122,10 @@ class Outlet {
   /** Writes whatever is still buffered, synchronously (at a deadline, or on the way out). */
   flushSync(): void {
     if (!this.busy || this.broken) return;
-    this.hand();
+    // From now on SonicBoom writes in this thread, at once: the process may be gone before a pooled write runs.
+    (this.dest as unknown as { sync: boolean }).sync = true;
     try {
+      this.hand();
       this.dest.flushSync();
     } catch {
       // Nothing is left to report a failing output to: the process is leaving.
@@ -186,6 +188,10 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
   );
   const on = { info: logger.isLevelEnabled('info'), warn: logger.isLevelEnabled('warn'), error: logger.isLevelEnabled('error') };
   const outlets = out === err ? [out] : [out, err];
+  // Whatever way the process leaves (process.exit on a start-up failure included), this turn's lines go too.
+  process.once('exit', () => {
+    for (const o of outlets) o.flushSync();
+  });
   return {
     info: (msg, fields) => logger.info(fields, msg),
     warn: (msg, fields) => logger.warn(fields, msg),

@@ -7,15 +7,12 @@
  * the credential kind and the API key id behind the credential; never a
  * secret, token or body.
  */
-import type { Context, MiddlewareHandler } from 'hono';
-import { matchedRoutes } from 'hono/route';
+import type { MiddlewareHandler } from 'hono';
 import { isServiceError } from '../../core/errors.ts';
 import type { AppEnv, Logger } from '../context.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
 import { parseTraceparent, type RequestTraces } from './trace.ts';
-
-/** The label of a request no route matched (unknown paths are not labels: they are unbounded). */
-export const UNMATCHED_ROUTE = '(unmatched)';
+import { routeTemplate } from '../../runtime/route-template.ts';
 
 export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: RequestTraces }): MiddlewareHandler<AppEnv> {
   const { log, metrics, traces } = opts;
@@ -49,17 +46,6 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
       trace_id: trace?.traceId,
     });
   };
-}
-
-/** The template of the route that answered (e.g. `/api/public/v1/admin/principals/:id`), or UNMATCHED_ROUTE. */
-export function routeTemplate(c: Context): string {
-  const routes = matchedRoutes(c);
-  // Middleware is mounted for every method (ALL); the route itself names its method.
-  for (let i = routes.length - 1; i >= 0; i--) {
-    const r = routes[i]!;
-    if (r.method !== 'ALL') return r.path;
-  }
-  return UNMATCHED_ROUTE;
 }
 
 /** Which gate refused a 429: its RateLimit-Policy header names it (`"gateway";q=…`). */
