@@ -138,6 +138,17 @@ class Outlet {
   }
 }
 
+const live = new Set<Outlet>();
+
+/** Whatever way the process leaves (process.exit on a start-up failure included), the pending lines go too: one listener for all loggers. */
+function flushOnExit(outlets: Outlet[]): void {
+  if (live.size === 0)
+    process.once('exit', () => {
+      for (const o of live) o.flushSync();
+    });
+  for (const o of outlets) live.add(o);
+}
+
 /** pino's `,"time":"<ISO>"`, built once per millisecond (a busy cell logs many lines in one). */
 function isoTime(): () => string {
   let ms = -1;
@@ -188,10 +199,7 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
   );
   const on = { info: logger.isLevelEnabled('info'), warn: logger.isLevelEnabled('warn'), error: logger.isLevelEnabled('error') };
   const outlets = out === err ? [out] : [out, err];
-  // Whatever way the process leaves (process.exit on a start-up failure included), this turn's lines go too.
-  process.once('exit', () => {
-    for (const o of outlets) o.flushSync();
-  });
+  flushOnExit(outlets);
   return {
     info: (msg, fields) => logger.info(fields, msg),
     warn: (msg, fields) => logger.warn(fields, msg),
