@@ -1,6 +1,7 @@
 /** Shared helpers for benchmarks: load generation with autocannon, child servers. */
 import autocannon from 'autocannon';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 
 export interface LoadResult {
@@ -75,4 +76,10 @@ export async function pgbenchTps(url: string, clients: number, seconds: number):
   const m = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout);
   if (!m) throw new Error(`pgbench printed no tps: ${stdout}`);
   return Number(m[1]);
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
+export function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
 }

@@ -27,7 +27,7 @@ import { closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync, writ
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pgDatabase, pgUnavailable, startPgServer } from '../test/helpers/postgres.ts';
-import { fmt, load, pgbenchTps, spawnServer, type LoadResult } from './_util.ts';
+import { cpuSeconds, fmt, load, pgbenchTps, spawnServer, type LoadResult } from './_util.ts';
 
 /** The cell under test: dist/cell.mjs, or $BENCH_CELL (another build, e.g. main's, for a before/after in one session). */
 const CELL = process.env['BENCH_CELL'] ?? resolve(import.meta.dirname, '../dist/cell.mjs');
@@ -98,12 +98,6 @@ interface Pair {
   /** Requests answered per CPU second of each server process (user + system). */
   cellPerCpu: number;
   rawPerCpu: number;
-}
-
-/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
 }
 
 /** Runs a load and counts the server's CPU seconds while it ran. */

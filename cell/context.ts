@@ -10,6 +10,7 @@ import type { CellConfig } from './config.ts';
 import type { CredentialLimits } from '../runtime/gateway.ts';
 import type { Store } from './store/types.ts';
 import type { RequestTraces } from './http/trace.ts';
+import type { Logger } from '../runtime/log.ts';
 
 export interface Clock {
   /** Milliseconds since the epoch. */
@@ -32,13 +33,8 @@ export function manualClock(start = Date.UTC(2026, 0, 1)): Clock & { advance(ms:
   };
 }
 
-export interface Logger {
-  info(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  error(msg: string, fields?: Record<string, unknown>): void;
-  /** False when lines of `level` are dropped (callers then skip building them); absent: every level is written. */
-  enabled?(level: 'info' | 'warn' | 'error'): boolean;
-}
+/** The operator log (runtime/log.ts: pino, shared with the edge). */
+export type { Logger } from '../runtime/log.ts';
 
 /**
  * The cell's config (with its settled id and its group's id, cell/migrations.ts

@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import { BOOTSTRAP_KEY_FILE } from './iam/bootstrap.ts';
 import { POSTURES, type CellConfig, type Posture } from './config.ts';
 import { startCell } from './server.ts';
-import { LOG_FORMATS, LOG_LEVELS, createLogger, type LogFormat, type LogLevel } from './log.ts';
 import { ClusterRefusal } from './cluster/cluster.ts';
 import { bundleCommand } from './edge/cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
+import { LOG_FORMATS, LOG_LEVELS, createLogger, exitOnFatalError, type LogFormat, type LogLevel } from '../runtime/log.ts';
 import { parseIpRule } from '../core/apikey/network.ts';
 
 const SERVE_HELP = `  serve            start a cell
@@ -170,6 +170,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   const logFormat = (values['log-format'] ?? 'json') as LogFormat;
   if (!LOG_FORMATS.includes(logFormat)) fail(`--log-format must be one of ${LOG_FORMATS.join(', ')}`);
   const log = createLogger({ level: logLevel, format: logFormat });
+  exitOnFatalError(log);
   if (values['secrets-key-file'] !== undefined) config.secretsKeyFile = resolve(values['secrets-key-file']);
   if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
   if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
@@ -213,11 +214,12 @@ async function serveCommand(argv: string[]): Promise<void> {
   } else if (existsSync(keyFile)) {
     banner += `the bootstrap admin key was printed at the first start; it is in ${keyFile}\n`;
   }
-  process.stdout.write(banner);
+  log.print(banner);
   // A second signal during shutdown waits for the same stop: the store's close is never cut short.
+  // Every line logged until then is written before the process exits.
   let stopping: Promise<void> | null = null;
   const shutdown = async () => {
-    stopping ??= running.stop();
+    stopping ??= running.stop().then(() => log.close());
     await stopping;
     process.exit(0);
   };

@@ -27,6 +27,8 @@ import { authenticateCredential, type EdgeAuth, type LoadedKeys } from './decide
 import { jsonBodyGate } from '../runtime/json-body.ts';
 import { CredentialLimits, authGate, bodyTooLarge, envelopeErrors, permissionGate, rateGate, requestContext } from '../runtime/gateway.ts';
 import type { EdgeClock } from './clock.ts';
+import { accessLog } from './access-log.ts';
+import { createLogger, type Logger } from '../runtime/log.ts';
 
 export interface EdgeRuntime {
   deviceId: string;
@@ -42,6 +44,16 @@ export interface EdgeRuntime {
   replay?: ReplayCache;
   /** True when the edge terminates TLS with a client CA, so certificate-bound tokens can be honoured. */
   clientCa?: boolean;
+  /** The operator log (edge/main.ts: `--log-level`, `--log-format`); absent: warn and error lines on stderr, no access log. */
+  log?: Logger;
+}
+
+let fallbackLog: Logger | undefined;
+/** The log of an edge app built without one (in-process tests): warnings and errors only. */
+export function edgeLog(rt: EdgeRuntime): Logger {
+  if (rt.log) return rt.log;
+  fallbackLog ??= createLogger({ level: 'warn', format: 'json' });
+  return fallbackLog;
 }
 
 export type EdgeEnv = {
@@ -106,6 +118,9 @@ export function createEdgeApp(
       })
     : null;
 
+  const log = edgeLog(rt);
+  // Outermost: the line names the answer the client got, errors included.
+  app.use('*', accessLog(log));
   app.use('*', requestContext<EdgeEnv>());
   app.use('*', rateGate<EdgeEnv>({ capacity: rt.rate.capacity, refillPerSecond: rt.rate.refillPerSecond, clock: rt.clock, clientIp }));
   app.use(
@@ -221,7 +236,13 @@ export function createEdgeApp(
         !isServiceError(err) && (err as { status?: number }).status === 400
           ? new ServiceError('invalid_request', 'malformed request body', { details: { reason: 'malformed_body' } })
           : err,
-      logCause: (id, err) => console.error(`[${id}]`, err instanceof Error ? (err.stack ?? err.message) : String(err)),
+      logCause: (id, err, c) =>
+        log.error('request failed', {
+          correlation_id: id,
+          method: c.req.method,
+          path: c.req.path,
+          error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+        }),
       challenge: `Bearer realm="edge", DPoP algs="${DPOP_ALGS.join(' ')}"`,
     }),
   );

@@ -32,6 +32,7 @@ import { mountOffline, prepareOffline } from './offline.ts';
 import { journalCommand } from './journal-cli.ts';
 import { runtimeChildBridge } from '../runtime/local-model.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
+import { LOG_FORMATS, LOG_LEVELS, createLogger, exitOnFatalError, type LogFormat, type LogLevel } from '../runtime/log.ts';
 
 const HELP = `edge: offline keys and offline crews for an air-gapped device
 
@@ -44,6 +45,7 @@ Commands:
   serve --data DIR --bundle FILE [--crew-bundle FILE] [--model FILE --model-manifest FILE]
         [--port N] [--host H] [--region R] [--rate-capacity N] [--rate-refill N]
         [--tls-cert PEM --tls-key PEM [--client-ca PEM]]
+        [--log-level debug|info|warn|error] [--log-format json|pretty]
                                        the offline gateway (port 0 picks a free one); API keys
                                        and access tokens for edge:<device_id>, DPoP-bound too;
                                        with --client-ca, certificate-bound tokens (mTLS)
@@ -129,11 +131,19 @@ async function serveCommand(argv: string[]): Promise<void> {
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
       'client-ca': { type: 'string' },
+      'log-level': { type: 'string' },
+      'log-format': { type: 'string' },
       ...NOW_OPT,
     },
     strict: true,
   });
   if (!values.data) fail('serve needs --data DIR');
+  const logLevel = (values['log-level'] ?? 'info') as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
+  const logFormat = (values['log-format'] ?? 'json') as LogFormat;
+  if (!LOG_FORMATS.includes(logFormat)) fail(`--log-format must be one of ${LOG_FORMATS.join(', ')}`);
+  const log = createLogger({ level: logLevel, format: logFormat });
+  exitOnFatalError(log);
   if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
   if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
   const readPem = (flag: string, f: string) => {
@@ -190,6 +200,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     info: offline.info,
     replay,
     clientCa: tls?.ca !== undefined,
+    log,
   };
   const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, offline));
   const host = values.host ?? '127.0.0.1';
@@ -216,7 +227,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   });
   const port = (server.address() as AddressInfo).port;
   const tokenInfo = keys?.index.tokens ? `, tokens for edge:${device.device_id}` : ', no token keys';
-  process.stdout.write(
+  log.print(
     `edge ${device.device_id} listening on ${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port} (keys: ${keys ? `bundle v${keys.version}, ${keys.index.size} keys${tokenInfo}` : 'none: no key can be resolved'})\n`,
   );
   // Persist the clock high-water mark now and then, and on the way out.
@@ -224,7 +235,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     try {
       writeState(dir, rt.state);
     } catch (e) {
-      process.stderr.write(`state write failed: ${String(e)}\n`);
+      log.error('state write failed', { error: String(e) });
     }
   };
   const timer = setInterval(persist, 10_000);
@@ -232,7 +243,8 @@ async function serveCommand(argv: string[]): Promise<void> {
   const shutdown = () => {
     clearInterval(timer);
     persist();
-    server.close(() => process.exit(0));
+    // Every line logged until the server closed is written before the process exits.
+    server.close(() => void log.close().then(() => process.exit(0)));
     (server as { closeAllConnections?: () => void }).closeAllConnections?.();
   };
   process.on('SIGINT', shutdown);

@@ -22,7 +22,7 @@ import type { OpenedEnvelope } from '../bundles/envelope.ts';
 import { signerFromJwk } from '../bundles/codec.ts';
 import type { EdgeClock } from './clock.ts';
 import { EdgeSetupError, type DeviceFile, type TrustFile } from './files.ts';
-import type { EdgeEnv, EdgeRuntime } from './gateway.ts';
+import { edgeLog, type EdgeEnv, type EdgeRuntime } from './gateway.ts';
 import { loadCrewBundle } from './load.ts';
 import { loadLocalSignedModel, type LocalModel } from '../runtime/local-model.ts';
 import { newEdgeRun } from '../bundles/run-id.ts';
@@ -142,7 +142,7 @@ export function mountOffline(
         updated_at: rt.clock.now(),
       });
     } catch (e) {
-      process.stderr.write(`run ${run.run_id} failed: ${e instanceof Error ? e.message : String(e)}\n`);
+      edgeLog(rt).error('run failed', { run_id: run.run_id, error: e instanceof Error ? (e.stack ?? e.message) : String(e) });
       Object.assign(run, { state: 'failed', reason: 'engine_error', updated_at: rt.clock.now() });
     }
     persist();

@@ -7,15 +7,12 @@
  * the credential kind and the API key id behind the credential; never a
  * secret, token or body.
  */
-import type { Context, MiddlewareHandler } from 'hono';
-import { matchedRoutes } from 'hono/route';
+import type { MiddlewareHandler } from 'hono';
 import { isServiceError } from '../../core/errors.ts';
 import type { AppEnv, Logger } from '../context.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
 import { parseTraceparent, type RequestTraces } from './trace.ts';
-
-/** The label of a request no route matched (unknown paths are not labels: they are unbounded). */
-export const UNMATCHED_ROUTE = '(unmatched)';
+import { routeTemplate } from '../../runtime/route-template.ts';
 
 export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: RequestTraces }): MiddlewareHandler<AppEnv> {
   const { log, metrics, traces } = opts;
@@ -36,8 +33,8 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
     if (log.enabled?.('info') === false) return;
     const auth = c.get('auth') as AppEnv['Variables']['auth'] | undefined;
     const root = auth?.credential.root;
+    // The line's time is the logger's (pino adds it); undefined fields are left out, nulls kept.
     log.info('request', {
-      time: new Date().toISOString(),
       request_id: c.get('requestId') ?? null,
       route,
       method: c.req.method,
@@ -46,20 +43,9 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
       principal_id: auth?.principal.id ?? null,
       credential_kind: auth?.credential.type ?? null,
       key_id: root?.startsWith('api_key:') ? root.slice('api_key:'.length) : null,
-      ...(trace ? { trace_id: trace.traceId } : {}),
+      trace_id: trace?.traceId,
     });
   };
-}
-
-/** The template of the route that answered (e.g. `/api/public/v1/admin/principals/:id`), or UNMATCHED_ROUTE. */
-export function routeTemplate(c: Context): string {
-  const routes = matchedRoutes(c);
-  // Middleware is mounted for every method (ALL); the route itself names its method.
-  for (let i = routes.length - 1; i >= 0; i--) {
-    const r = routes[i]!;
-    if (r.method !== 'ALL') return r.path;
-  }
-  return UNMATCHED_ROUTE;
 }
 
 /** Which gate refused a 429: its RateLimit-Policy header names it (`"gateway";q=…`). */

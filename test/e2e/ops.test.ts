@@ -169,3 +169,35 @@ describe('operations: --log-format pretty and --log-level', () => {
     }
   });
 });
+
+describe('operations: no access-log line lost on a clean stop', () => {
+  it('SIGTERM right after a burst: one line for every answered request', async () => {
+    const cell = await startCellProcess();
+    try {
+      const auth = { authorization: `Bearer ${cell.adminKey}` };
+      const ids = await Promise.all(
+        Array.from({ length: 400 }, async () => {
+          const r = await request(`${cell.url}${P}/ai/tool-registry`, { headers: auth });
+          await r.body.dump();
+          assert.equal(r.statusCode, 200);
+          return String(r.headers['x-request-id']);
+        }),
+      );
+      await cell.stop();
+      const logged = new Set(
+        cell
+          .output()
+          .split('\n')
+          .filter((l) => l.startsWith('{'))
+          .map((l) => (JSON.parse(l) as { request_id?: string }).request_id),
+      );
+      assert.deepEqual(
+        ids.filter((id) => !logged.has(id)),
+        [],
+      );
+      assert.equal(cell.proc.exitCode, 0);
+    } finally {
+      cell.cleanup();
+    }
+  });
+});

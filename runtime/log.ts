@@ -1,0 +1,237 @@
+/**
+ * The operator log of both programs (the cell and the edge), through pino:
+ * one line per event, `info` (and `debug`) on stdout, `warn` and `error` on
+ * stderr; JSON by default (`{"level":"info","time":"<ISO>",...fields,"msg":"…"}`,
+ * for a log shipper) or a short line for people (`--log-format pretty`,
+ * through pino-pretty, in-process). `--log-level` drops the lines below it.
+ *
+ * Lines are written asynchronously (pino's SonicBoom destinations, in this
+ * thread: the bundles and the single executable carry no worker-thread
+ * transport), so a request never waits for a write syscall; while one write is
+ * in flight the next lines gather into the following one. Each destination
+ * holds at most `maxBufferBytes`; past that, lines are dropped and counted, and
+ * one `warn` line says how many once the output has caught up. `close()` waits
+ * until every line is written (a clean stop loses none); on an uncaught error
+ * `exitOnFatalError` logs it and does the same before exiting; and pino writes
+ * what is still buffered, synchronously, when the process exits any other way.
+ *
+ * Redaction is set here once for every line (runtime/internal/redact.ts).
+ */
+import { pino } from 'pino';
+import { prettyFactory } from 'pino-pretty';
+import { prettyLine } from './internal/pretty-line.ts';
+import { redactFields, redactLine } from './internal/redact.ts';
+
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+export const LOG_FORMATS = ['json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+/** What modules log through (the cell's `CellCore.log`, the edge's runtime). */
+export interface Logger {
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+  /** False when lines of `level` are dropped (callers then skip building them); absent: every level is written. */
+  enabled?(level: 'info' | 'warn' | 'error'): boolean;
+}
+
+/** The process's own logger: a Logger that also owns its output. */
+export interface ProcessLogger extends Logger {
+  enabled(level: 'info' | 'warn' | 'error'): boolean;
+  /** Writes `text` as it is on stdout, in order with the lines logged before it (the start-up banner). */
+  print(text: string): void;
+  /** Resolves once every line logged so far is written, or after `timeoutMs` (then what is left is written synchronously). */
+  close(timeoutMs?: number): Promise<void>;
+}
+
+export interface LoggerOptions {
+  level: LogLevel;
+  format: LogFormat;
+  /** Where info and debug lines go: a file descriptor or a file path (default 1, stdout). */
+  out?: number | string;
+  /** Where warn and error lines go (default 2, stderr). */
+  err?: number | string;
+  /** Most bytes a destination holds while its output is busy; lines past it are dropped (default 16 MiB). */
+  maxBufferBytes?: number;
+}
+
+const DEFAULT_MAX_BUFFER = 16 * 1024 * 1024;
+const WARN = 40; // pino's number for `warn`
+
+type Destination = ReturnType<typeof pino.destination>;
+
+/**
+ * One asynchronous destination, with what the logger needs to know of it:
+ * lines gather for the rest of the event loop's turn and go to SonicBoom as
+ * one write (a write handed to the thread pool costs several times a line's
+ * serialisation: under load one turn answers many requests); a write in
+ * flight; lines dropped.
+ */
+class Outlet {
+  private pending = '';
+  private scheduled = false;
+  private busy = false;
+  private broken = false;
+  private waiting: (() => void)[] = [];
+  dropped = 0;
+
+  constructor(
+    readonly dest: Destination,
+    onDrain: (o: Outlet) => void,
+  ) {
+    dest.on('drain', () => {
+      if (this.scheduled) return; // more lines are on their way in this turn
+      this.idle();
+      onDrain(this);
+    });
+    dest.on('drop', (data: string) => {
+      for (let i = data.indexOf('\n'); i >= 0; i = data.indexOf('\n', i + 1)) this.dropped++;
+    });
+    // A broken output (EPIPE: nobody reads; a full disk) stops this destination's lines, never the program.
+    dest.on('error', () => {
+      this.broken = true;
+      this.pending = '';
+      this.idle();
+    });
+  }
+
+  write(line: string): void {
+    if (this.broken) return;
+    this.busy = true;
+    this.pending += line;
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(this.hand);
+    }
+  }
+
+  /** Gives the turn's lines to SonicBoom (which writes them now, or after the write in flight). */
+  private hand = (): void => {
+    this.scheduled = false;
+    const lines = this.pending;
+    this.pending = '';
+    if (lines !== '' && !this.broken) this.dest.write(lines);
+  };
+
+  /** Resolves when no write is in flight and nothing waits to be written. */
+  drained(): Promise<void> {
+    return this.busy ? new Promise((r) => this.waiting.push(r)) : Promise.resolve();
+  }
+
+  /** Writes whatever is still buffered, synchronously (at a deadline, or on the way out). */
+  flushSync(): void {
+    if (!this.busy || this.broken) return;
+    // From now on SonicBoom writes in this thread, at once: the process may be gone before a pooled write runs.
+    (this.dest as unknown as { sync: boolean }).sync = true;
+    try {
+      this.hand();
+      this.dest.flushSync();
+    } catch {
+      // Nothing is left to report a failing output to: the process is leaving.
+    }
+  }
+
+  private idle(): void {
+    this.busy = false;
+    for (const w of this.waiting.splice(0)) w();
+  }
+}
+
+const live = new Set<Outlet>();
+
+/** Whatever way the process leaves (process.exit on a start-up failure included), the pending lines go too: one listener for all loggers. */
+function flushOnExit(outlets: Outlet[]): void {
+  if (live.size === 0)
+    process.once('exit', () => {
+      for (const o of live) o.flushSync();
+    });
+  for (const o of outlets) live.add(o);
+}
+
+/** pino's `,"time":"<ISO>"`, built once per millisecond (a busy cell logs many lines in one). */
+function isoTime(): () => string {
+  let ms = -1;
+  let text = '';
+  return () => {
+    const now = Date.now();
+    if (now !== ms) {
+      ms = now;
+      text = `,"time":"${new Date(now).toISOString()}"`;
+    }
+    return text;
+  };
+}
+
+/** The logger of this process, writing to stdout and stderr (or the given outputs). */
+export function createLogger(opts: LoggerOptions): ProcessLogger {
+  const maxLength = opts.maxBufferBytes ?? DEFAULT_MAX_BUFFER;
+  const reportDrops = (o: Outlet) => {
+    if (o.dropped === 0) return;
+    const dropped = o.dropped;
+    o.dropped = 0;
+    logger.warn({ dropped }, 'log lines dropped: the output did not keep up');
+  };
+  const open = (dest: number | string) => new Outlet(pino.destination({ dest, sync: false, maxLength, mkdir: false }), reportDrops);
+  const out = open(opts.out ?? 1);
+  const err = opts.err === (opts.out ?? 1) ? out : open(opts.err ?? 2);
+  const pretty =
+    opts.format === 'pretty' ? prettyFactory({ messageFormat: prettyLine, hideObject: true, ignore: 'level,time', colorize: false }) : null;
+  // pino tells this stream each line's level (needsMetadataGsym): warn and above go to stderr.
+  const router = {
+    [pino.symbols.needsMetadataGsym]: true,
+    lastLevel: 0,
+    write(line: string) {
+      (this.lastLevel >= WARN ? err : out).write(pretty ? pretty(line) : line);
+    },
+  };
+  const logger = pino(
+    {
+      level: opts.level,
+      base: null,
+      timestamp: isoTime(),
+      formatters: { level: (label) => ({ level: label }), log: redactFields },
+      // Errors, under any key, are already plain objects (type, message, stack) after redactFields.
+      serializers: { err: (e: unknown) => e },
+      hooks: { streamWrite: redactLine },
+    },
+    router,
+  );
+  const on = { info: logger.isLevelEnabled('info'), warn: logger.isLevelEnabled('warn'), error: logger.isLevelEnabled('error') };
+  const outlets = out === err ? [out] : [out, err];
+  flushOnExit(outlets);
+  return {
+    info: (msg, fields) => logger.info(fields, msg),
+    warn: (msg, fields) => logger.warn(fields, msg),
+    error: (msg, fields) => logger.error(fields, msg),
+    enabled: (level) => on[level],
+    print: (text) => out.write(text),
+    async close(timeoutMs = 5000) {
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<void>((r) => {
+        timer = setTimeout(r, timeoutMs);
+      });
+      await Promise.race([Promise.all(outlets.map((o) => o.drained())), deadline]);
+      clearTimeout(timer);
+      for (const o of outlets) o.flushSync();
+    },
+  };
+}
+
+/**
+ * On an uncaught exception (an unhandled rejection is one too: Node's default
+ * `--unhandled-rejections=throw`): one `error` line with the stack, every
+ * pending line written (up to `timeoutMs`), then exit status 1, as Node's own
+ * handling would.
+ */
+export function exitOnFatalError(log: ProcessLogger, timeoutMs = 2000): void {
+  let dying = false;
+  process.on('uncaughtException', (e, origin) => {
+    if (dying) return;
+    dying = true;
+    log.error(origin === 'unhandledRejection' ? 'unhandled rejection' : 'uncaught exception', {
+      error: e instanceof Error ? (e.stack ?? e.message) : String(e),
+    });
+    void log.close(timeoutMs).finally(() => process.exit(1));
+  });
+}

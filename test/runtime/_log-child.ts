@@ -1,0 +1,24 @@
+// Spawned by log.test.ts: logs 50,000 lines at once to its stdout (a pipe), then leaves as argv[2] says.
+import { createLogger, exitOnFatalError } from '../../runtime/log.ts';
+
+const log = createLogger({ level: 'info', format: 'json' });
+exitOnFatalError(log);
+for (let i = 0; i < 50_000; i++) log.info('line', { i });
+const KEY = `svck_live_${'Z'.repeat(43)}`;
+switch (process.argv[2]) {
+  case 'sigterm':
+    // As cell/main.ts and edge/main.ts stop: close the log, then exit.
+    process.on('SIGTERM', () => void log.close().then(() => process.exit(0)));
+    process.kill(process.pid, 'SIGTERM');
+    break;
+  case 'throw':
+    setTimeout(() => {
+      throw new Error(`boom ${KEY}`);
+    });
+    break;
+  case 'reject':
+    setTimeout(() => void Promise.reject(new Error('nope')));
+    break;
+  case 'exit':
+    process.exit(3);
+}

@@ -1,0 +1,231 @@
+/**
+ * runtime/log.ts, the real pino pipeline into real files (and, for the
+ * process exits, into the pipes of a child process): JSON lines with the
+ * documented fields, levels split between stdout and stderr, `--log-level`,
+ * the pretty line, redaction of secret-named fields and key secrets anywhere
+ * in a line, and every line written on a clean stop and on a fatal error.
+ */
+import { strict as assert } from 'node:assert';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { CENSOR, redactFields, redactLine } from '../../runtime/internal/redact.ts';
+import { createLogger, type LogFormat, type LogLevel } from '../../runtime/log.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'log-test-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+let n = 0;
+
+/** A logger writing to two files; `lines()` after close. */
+function fileLogger(level: LogLevel, format: LogFormat) {
+  const out = join(dir, `out-${++n}.log`);
+  const err = join(dir, `err-${n}.log`);
+  const log = createLogger({ level, format, out, err });
+  const read = (f: string) => readFileSync(f, 'utf8').split('\n').filter(Boolean);
+  return { log, out: () => read(out), err: () => read(err) };
+}
+
+const KEY = `svck_live_${'A1b2_-'.repeat(7)}x`;
+const SECRETS = ['Bearer tok-auth-1', 'sid=cookie-2', 'plain-secret-3', 'client-secret-4', 'subject-token-5', 'Basic cHJveHk6Ng==', KEY];
+
+/** Logs every kind of secret the redaction names, at the top level and nested, in values, keys and the message. */
+function logSecrets(log: ReturnType<typeof createLogger>) {
+  log.warn(`presented ${KEY} then`, {
+    authorization: SECRETS[0],
+    headers: { Cookie: SECRETS[1], 'Proxy-Authorization': SECRETS[5], accept: 'application/json' },
+    secret: SECRETS[2],
+    body: { grant_type: 'token-exchange', client_secret: SECRETS[3], exchange: [{ subject_token: SECRETS[4] }] },
+    note: `the key was ${KEY}.`,
+    [`field_${KEY}`]: 1,
+    error: new Error(`refused ${KEY}`),
+    kept: 'visible',
+  });
+}
+
+describe('runtime/log: JSON lines', () => {
+  it('info on stdout, warn and error on stderr; the documented fields; nulls kept, undefined left out', async () => {
+    const f = fileLogger('info', 'json');
+    f.log.info('request', {
+      request_id: 'r1',
+      route: '/healthz',
+      method: 'GET',
+      status: 200,
+      duration_ms: 1.5,
+      principal_id: null,
+      trace_id: undefined,
+    });
+    f.log.warn('careful', { n: 1 });
+    f.log.error('broken', { error: 'x' });
+    await f.log.close();
+    assert.equal(f.out().length, 1);
+    const line = JSON.parse(f.out()[0]!) as Record<string, unknown>;
+    assert.deepEqual(Object.keys(line).sort(), [
+      'duration_ms',
+      'level',
+      'method',
+      'msg',
+      'principal_id',
+      'request_id',
+      'route',
+      'status',
+      'time',
+    ]);
+    assert.equal(line['level'], 'info');
+    assert.equal(line['msg'], 'request');
+    assert.equal(line['principal_id'], null);
+    assert.ok(!Number.isNaN(Date.parse(String(line['time']))) && String(line['time']).endsWith('Z'), String(line['time']));
+    assert.deepEqual(
+      f
+        .err()
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .map((l) => [l['level'], l['msg']]),
+      [
+        ['warn', 'careful'],
+        ['error', 'broken'],
+      ],
+    );
+  });
+
+  it('--log-level drops the lines below it, and says so to callers', async () => {
+    const f = fileLogger('warn', 'json');
+    assert.equal(f.log.enabled('info'), false);
+    assert.equal(f.log.enabled('warn'), true);
+    f.log.info('request', { request_id: 'dropped' });
+    f.log.warn('kept');
+    await f.log.close();
+    assert.deepEqual(f.out(), []);
+    assert.equal(f.err().length, 1);
+    const e = fileLogger('error', 'json');
+    e.log.warn('dropped');
+    e.log.error('kept');
+    await e.log.close();
+    assert.deepEqual(
+      e.err().map((l) => (JSON.parse(l) as { msg: string }).msg),
+      ['kept'],
+    );
+  });
+
+  it('print writes text as it is, in order with the lines before it', async () => {
+    const f = fileLogger('info', 'json');
+    f.log.info('first');
+    f.log.print('cell c1 listening on http://127.0.0.1:1\n');
+    f.log.info('second');
+    await f.log.close();
+    const out = f.out();
+    assert.equal(out[1], 'cell c1 listening on http://127.0.0.1:1');
+    assert.deepEqual(
+      [out[0], out[2]].map((l) => (JSON.parse(l!) as { msg: string }).msg),
+      ['first', 'second'],
+    );
+  });
+
+  it('close() writes every line: 20,000 lines of a burst, none lost', async () => {
+    const f = fileLogger('info', 'json');
+    for (let i = 0; i < 20_000; i++) f.log.info('request', { i, route: '/x'.repeat(20) });
+    await f.log.close();
+    const seen = f.out().map((l) => (JSON.parse(l) as { i: number }).i);
+    assert.equal(seen.length, 20_000);
+    assert.ok(
+      seen.every((v, i) => v === i),
+      'in order',
+    );
+  });
+});
+
+describe('runtime/log: redaction, configured once for every line', () => {
+  for (const format of ['json', 'pretty'] as const) {
+    it(`${format}: secret-named fields at any depth and key secrets anywhere are gone; the rest stays`, async () => {
+      const f = fileLogger('info', format);
+      logSecrets(f.log);
+      await f.log.close();
+      const text = f.err().join('\n');
+      assert.ok(text.length > 0);
+      for (const s of SECRETS) assert.ok(!text.includes(s), `${format} line carries ${s}: ${text}`);
+      assert.ok(!text.includes('svck_live_'), text);
+      assert.ok(!/tok-auth|cookie-2|secret-3|secret-4|token-5/.test(text), text);
+      assert.match(text, /visible/);
+      assert.match(text, /application\/json/);
+      assert.match(text, /token-exchange/);
+      assert.ok(text.includes(CENSOR));
+      if (format === 'json') {
+        const line = JSON.parse(text) as Record<string, any>;
+        assert.equal(line['authorization'], CENSOR);
+        assert.equal(line['headers']['Cookie'], CENSOR);
+        assert.equal(line['headers']['Proxy-Authorization'], CENSOR);
+        assert.equal(line['body']['exchange'][0]['subject_token'], CENSOR);
+        assert.equal(line['msg'], `presented ${CENSOR} then`);
+        assert.equal(line['error']['type'], 'Error');
+        assert.equal(line['error']['message'], `refused ${CENSOR}`);
+      }
+    });
+  }
+
+  it('copies only what it changes', () => {
+    const clean = { a: 1, b: { c: 'x' }, d: [1, 2] };
+    assert.equal(redactFields(clean), clean);
+    const dirty = { a: 1, b: { secret: 's' } };
+    const out = redactFields(dirty);
+    assert.notEqual(out, dirty);
+    assert.deepEqual(dirty, { a: 1, b: { secret: 's' } }, 'the caller’s object is untouched');
+    assert.deepEqual(out, { a: 1, b: { secret: CENSOR } });
+    const line = '{"msg":"no key here"}';
+    assert.equal(redactLine(line), line);
+  });
+});
+
+describe('runtime/log: pretty', () => {
+  it('one line per event, access-log fields first, the rest as key=value', async () => {
+    const f = fileLogger('info', 'pretty');
+    f.log.info('request', { request_id: 'r1', route: '/healthz', method: 'GET', status: 200, duration_ms: 1.5, principal_id: null });
+    f.log.warn('heartbeat failed', { error: 'timeout', tries: 2 });
+    await f.log.close();
+    assert.match(f.out()[0]!, /^\d{4}-\d\d-\d\dT[\d:.]+Z INFO {2}request GET \/healthz 200 1\.5ms request_id=r1$/);
+    assert.match(f.err()[0]!, /^\d{4}-\S+ WARN {2}heartbeat failed error=timeout tries=2$/);
+  });
+});
+
+describe('runtime/log: every line written before the process exits', () => {
+  const child = resolve(import.meta.dirname, '_log-child.ts');
+  const run = (how: string) =>
+    spawnSync(process.execPath, ['--import', 'tsx', child, how], {
+      encoding: 'utf8',
+      maxBuffer: 64 * 1024 * 1024,
+      cwd: resolve(import.meta.dirname, '../..'),
+    });
+  const counted = (stdout: string) => stdout.split('\n').filter((l) => l.startsWith('{"level":"info"')).length;
+
+  it('a clean stop (SIGTERM, as the programs handle it): 50,000 lines, all written', () => {
+    const r = run('sigterm');
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(counted(r.stdout), 50_000);
+  });
+
+  it('an uncaught exception: the lines before it, then the error with its stack on stderr, exit status 1', () => {
+    const r = run('throw');
+    assert.equal(r.status, 1, r.stderr);
+    assert.equal(counted(r.stdout), 50_000);
+    const fatal = r.stderr
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, string>);
+    assert.equal(fatal.length, 1, r.stderr);
+    assert.equal(fatal[0]!['level'], 'error');
+    assert.equal(fatal[0]!['msg'], 'uncaught exception');
+    assert.match(fatal[0]!['error']!, /Error: boom \[redacted\]\n\s+at /);
+  });
+
+  it('an unhandled rejection: logged as one, the lines before it written, exit status 1', () => {
+    const r = run('reject');
+    assert.equal(r.status, 1, r.stderr);
+    assert.equal(counted(r.stdout), 50_000);
+    assert.match(r.stderr, /"msg":"unhandled rejection"/);
+  });
+
+  it('process.exit without close (a start-up failure): pino writes what is buffered', () => {
+    const r = run('exit');
+    assert.equal(r.status, 3, r.stderr);
+    assert.equal(counted(r.stdout), 50_000);
+  });
+});
