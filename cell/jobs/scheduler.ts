@@ -46,8 +46,15 @@
  * - Minimum interval: the next fire is never sooner than the cell's minimum
  *   interval after this one, even for a definition authored before the
  *   minimum was raised.
- * - Times come from the cell clock (injectable). With a manual clock, tests
- *   call `tick()` after moving the clock.
+ * - Times are the group's (`ctx.groupClock`: the database's clock, as the
+ *   cell measures its offset to it at each heartbeat; the cell clock when
+ *   injected). A cell whose clock strays beyond the bound fires nothing and
+ *   looks again a second later.
+ * - Store outages: a tick or a re-arm that cannot read the store is logged
+ *   once per outage and tried again with a back-off (250 ms doubling to 5 s),
+ *   then the scheduler resumes by itself (missed times: the grace and the
+ *   catch_up policy above). Nothing of it ever rejects into a timer.
+ * - With a manual clock, tests call `tick()` after moving the clock.
  */
 import type { JobsContext } from './context.ts';
 import { authorityLapse, disableAtFireTx } from './definition-authority.ts';
@@ -63,6 +70,11 @@ export const MISFIRE_GRACE_MS = 60_000;
 /** A team fire still pending this long after it was recorded is taken over by another cell. */
 export const PENDING_GRACE_MS = 60_000;
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/** Back-off of a tick or re-arm that could not read the store: first retry, and ceiling, ms. */
+const RETRY_FIRST_MS = 250;
+const RETRY_MAX_MS = 5_000;
+/** An untrusted clock (beyond the skew bound) is looked at again this often, ms. */
+const UNTRUSTED_RECHECK_MS = 1_000;
 const BATCH = 200;
 
 export class Scheduler {
@@ -76,6 +88,9 @@ export class Scheduler {
   #rearming: Promise<void> = Promise.resolve();
   /** Team fires this scheduler is dispatching now (`<schedule_id>@<fire_at>`): never taken over by itself. */
   readonly #dispatching = new Set<string>();
+  /** The current store outage (logged once), and the next retry's delay. */
+  #failing: { since: number; retryMs: number } | null = null;
+  #retry: ReturnType<typeof setTimeout> | null = null;
   /** Fires done by this scheduler (tests, metrics). */
   fired = 0;
   /** Ticks run (the bench checks that an idle scheduler does not tick). */
@@ -92,6 +107,37 @@ export class Scheduler {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = null;
+    if (this.#retry) clearTimeout(this.#retry);
+    this.#retry = null;
+  }
+
+  /** The store failed (`what`): logged once per outage; a tick is tried again after the back-off. */
+  #storeFailed(what: string, err: unknown): void {
+    const { log } = this.ctx.core;
+    if (this.#failing === null) {
+      this.#failing = { since: Date.now(), retryMs: RETRY_FIRST_MS };
+      log.error(`scheduler: ${what}; retrying with back-off until the store answers`, {
+        error: err instanceof Error ? err.message : String(err),
+      });
+    } else this.#failing.retryMs = Math.min(this.#failing.retryMs * 2, RETRY_MAX_MS);
+    this.#later(this.#failing.retryMs);
+  }
+
+  /** The store answered: the outage (if any) is over. */
+  #storeAnswered(): void {
+    if (this.#failing === null) return;
+    this.ctx.core.log.info('scheduler: the store answers again; firing resumes', { outage_ms: Date.now() - this.#failing.since });
+    this.#failing = null;
+  }
+
+  /** A tick in `ms` (retries; an untrusted clock looked at again), beside the armed timer. */
+  #later(ms: number): void {
+    if (this.#stopped || this.#retry) return;
+    this.#retry = setTimeout(() => {
+      this.#retry = null;
+      void this.ctx.core.traces.detached(() => this.tick());
+    }, ms);
+    this.#retry.unref?.();
   }
 
   /**
@@ -103,7 +149,8 @@ export class Scheduler {
   rearm(): Promise<void> {
     if (this.#stopped) return Promise.resolve();
     const seq = ++this.#rearms;
-    const { store, config, clock } = this.ctx.core;
+    const { store, config } = this.ctx.core;
+    const clock = this.ctx.groupClock;
     this.#rearming = Promise.all([repo.earliestFire(store, config.cellId), repo.oldestPendingFire(store)]).then(
       ([fire, pending]) => {
         // A pending fire becomes another cell's to take over after the grace; one this cell is still
@@ -112,9 +159,7 @@ export class Scheduler {
         const t = fire === null ? takeover : takeover === null ? fire : Math.min(fire, takeover);
         if (seq === this.#rearms) this.#arm(t);
       },
-      (err: unknown) => {
-        this.ctx.core.log.error('scheduler: cannot read the next fire time', { error: err instanceof Error ? err.message : String(err) });
-      },
+      (err: unknown) => this.#storeFailed('cannot read the next fire time', err),
     );
     return this.#rearming;
   }
@@ -131,7 +176,7 @@ export class Scheduler {
     this.#timer = null;
     this.#armedFor = t;
     if (t === null) return;
-    const delay = Math.min(Math.max(0, t - this.ctx.core.clock.now()), MAX_TIMER_MS);
+    const delay = Math.min(Math.max(0, t - this.ctx.groupClock.now()), MAX_TIMER_MS);
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#armedFor = null;
@@ -155,13 +200,28 @@ export class Scheduler {
     this.#running = true;
     this.ticks++;
     let n = 0;
+    let rearm = true;
     try {
+      if (!this.ctx.groupClock.trusted()) {
+        // This cell's clock strays beyond the bound (cell/cluster says so, once): its peers fire.
+        this.#later(UNTRUSTED_RECHECK_MS);
+        return 0;
+      }
       await this.#dispatchPending().catch((err: unknown) => {
         this.ctx.core.log.error('scheduler: cannot dispatch pending fires', { error: err instanceof Error ? err.message : String(err) });
       });
       for (let guard = 0; guard < 1000; guard++) {
-        const now = this.ctx.core.clock.now();
-        const due = await repo.dueDefinitions(this.ctx.core.store, now, BATCH);
+        const now = this.ctx.groupClock.now();
+        let due: Awaited<ReturnType<typeof repo.dueDefinitions>>;
+        try {
+          due = await repo.dueDefinitions(this.ctx.core.store, now, BATCH);
+        } catch (err) {
+          // Never a rejection into the timer (which would end the process): logged once, tried again.
+          this.#storeFailed('cannot read the due definitions', err);
+          rearm = false;
+          return n;
+        }
+        this.#storeAnswered();
         for (const d of due) {
           try {
             if (await this.#fire(d.schedule_id, d.next_fire_at, now)) {
@@ -181,7 +241,7 @@ export class Scheduler {
       }
     } finally {
       this.#running = false;
-      void this.rearm();
+      if (rearm) void this.rearm();
     }
     return n;
   }
@@ -349,7 +409,7 @@ export class Scheduler {
     const { core } = this.ctx;
     const me = core.config.cellId;
     for (const r of await repo.pendingFires(core.store, 1000)) {
-      const now = core.clock.now();
+      const now = this.ctx.groupClock.now();
       if (r.cell_id !== me && now - r.created_at < PENDING_GRACE_MS) continue;
       if (r.cell_id === me && this.#dispatching.has(`${r.schedule_id}@${r.fire_at}`)) continue;
       if (!(await core.store.write((tx) => repo.claimPendingFire(tx, r, me, now)))) continue;
