@@ -116,6 +116,8 @@ export function createJobsModule(
       // (This cell's own changes re-arm through the routes and the ticks.)
       unfollow = core.store.onChange((c) => {
         if (c.remote && (c.tables.has('job_definitions') || c.tables.has('job_fires'))) void scheduler.rearm();
+        // The store is back after an outage: fire what it held up now rather than at the next back-off.
+        if (c.gap === 'resumed') void core.traces.detached(() => scheduler.tick());
       });
       await scheduler.start();
     },

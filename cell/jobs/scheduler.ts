@@ -7,7 +7,8 @@
  * - A fire is one transaction: a compare-and-set on the definition's
  *   `next_fire_at` (the time being fired) advances it to the next cron time,
  *   takes the lease (`lease_owner` = this cell, `lease_until` = now + 60 s but
- *   never past the next fire time), records the fire in `job_fires`, and for
+ *   never past the next fire time, unless that time is already due: then 1 s,
+ *   so one cell fires a backlog in order while its peers wait), records the fire in `job_fires`, and for
  *   compute / sql / notebook / agent creates the job run row (the same submit
  *   path as POST jobs/runs; agent.ts runs the pinned graph). So a fire happens
  *   at most once: a restart, a second tick or a second cell sees the advanced
@@ -51,7 +52,7 @@
  *   injected). A cell whose clock strays beyond the bound fires nothing and
  *   looks again a second later.
  * - Store outages: a tick or a re-arm that cannot read the store is logged
- *   once per outage and tried again with a back-off (250 ms doubling to 5 s),
+ *   once per outage and tried again with a back-off (250 ms doubling to 2 s; at once when the store's notifications resume),
  *   then the scheduler resumes by itself (missed times: the grace and the
  *   catch_up policy above). Nothing of it ever rejects into a timer.
  * - With a manual clock, tests call `tick()` after moving the clock.
@@ -65,6 +66,8 @@ import { startJobDrive } from './runner.ts';
 
 /** How long a cell's lease on a definition lasts after it fires, ms (never past the next fire time). */
 export const LEASE_MS = 60_000;
+/** The lease of a cell firing a backlog (its next time already due), ms: peers wait this long for it. */
+export const CATCH_UP_LEASE_MS = 1_000;
 /** A scheduled time not fired within this long was missed (no cell ran): the catch_up policy applies. */
 export const MISFIRE_GRACE_MS = 60_000;
 /** A team fire still pending this long after it was recorded is taken over by another cell. */
@@ -72,7 +75,7 @@ export const PENDING_GRACE_MS = 60_000;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Back-off of a tick or re-arm that could not read the store: first retry, and ceiling, ms. */
 const RETRY_FIRST_MS = 250;
-const RETRY_MAX_MS = 5_000;
+const RETRY_MAX_MS = 2_000;
 /** An untrusted clock (beyond the skew bound) is looked at again this often, ms. */
 const UNTRUSTED_RECHECK_MS = 1_000;
 const BATCH = 200;
@@ -111,16 +114,21 @@ export class Scheduler {
     this.#retry = null;
   }
 
+  /** A store call failed (`what`): logged once per outage (the first failure of it names what failed). */
+  #noteFailure(what: string, err: unknown, fields: Record<string, unknown> = {}): void {
+    if (this.#failing !== null) return;
+    this.#failing = { since: Date.now(), retryMs: RETRY_FIRST_MS };
+    this.ctx.core.log.error(`scheduler: ${what}; retrying with back-off until the store answers`, {
+      ...fields,
+      error: err instanceof Error ? err.message : String(err),
+    });
+  }
+
   /** The store failed (`what`): logged once per outage; a tick is tried again after the back-off. */
   #storeFailed(what: string, err: unknown): void {
-    const { log } = this.ctx.core;
-    if (this.#failing === null) {
-      this.#failing = { since: Date.now(), retryMs: RETRY_FIRST_MS };
-      log.error(`scheduler: ${what}; retrying with back-off until the store answers`, {
-        error: err instanceof Error ? err.message : String(err),
-      });
-    } else this.#failing.retryMs = Math.min(this.#failing.retryMs * 2, RETRY_MAX_MS);
-    this.#later(this.#failing.retryMs);
+    if (this.#failing === null) this.#noteFailure(what, err);
+    else this.#failing.retryMs = Math.min(this.#failing.retryMs * 2, RETRY_MAX_MS);
+    this.#later(this.#failing!.retryMs);
   }
 
   /** The store answered: the outage (if any) is over. */
@@ -207,9 +215,7 @@ export class Scheduler {
         this.#later(UNTRUSTED_RECHECK_MS);
         return 0;
       }
-      await this.#dispatchPending().catch((err: unknown) => {
-        this.ctx.core.log.error('scheduler: cannot dispatch pending fires', { error: err instanceof Error ? err.message : String(err) });
-      });
+      await this.#dispatchPending().catch((err: unknown) => this.#noteFailure('cannot dispatch pending fires', err));
       for (let guard = 0; guard < 1000; guard++) {
         const now = this.ctx.groupClock.now();
         let due: Awaited<ReturnType<typeof repo.dueDefinitions>>;
@@ -222,21 +228,23 @@ export class Scheduler {
           return n;
         }
         this.#storeAnswered();
+        let progressed = false;
         for (const d of due) {
           try {
             if (await this.#fire(d.schedule_id, d.next_fire_at, now)) {
               n++;
+              progressed = true;
               this.ctx.metrics.schedulerFires.inc();
               this.ctx.metrics.schedulerLateness.observe(Math.max(0, now - d.next_fire_at) / 1000);
             }
           } catch (err) {
-            this.ctx.core.log.error('scheduled fire failed', {
-              schedule_id: d.schedule_id,
-              error: err instanceof Error ? err.message : String(err),
-            });
+            // Most often the store going away between the read and the fire: one line per outage.
+            this.#noteFailure('scheduled fire failed', err, { schedule_id: d.schedule_id });
+            this.#later(this.#failing?.retryMs ?? RETRY_FIRST_MS);
           }
         }
-        if (due.length < BATCH && !this.#again) break;
+        // Catching up (a store outage, a pause): the next due times are fired in this tick, not one per timer hop.
+        if (due.length < BATCH && !this.#again && !progressed) break;
         this.#again = false;
       }
     } finally {
@@ -270,7 +278,9 @@ export class Scheduler {
       // A workspace (or cell) whose storage has no room for the run: this fire is refused, the next one may run.
       const noRoom = skip ? null : await runs.storageRoomRefusal(def.workspace_id, specBytes, tx);
       const held = skip || noRoom !== null;
-      const leaseUntil = next === null ? now + LEASE_MS : Math.min(now + LEASE_MS, next);
+      // While catching up (the next time is already due), the lease holds a moment past now, so the
+      // cell catching up fires the backlog in order while its peers wait instead of racing it for each time.
+      const leaseUntil = next === null ? now + LEASE_MS : Math.min(now + LEASE_MS, Math.max(next, now + CATCH_UP_LEASE_MS));
       if (!(await repo.claimFire(tx, id, at, { next, cellId: me, now, leaseUntil, held }))) return null;
       if (held) {
         await repo.recordFire(tx, {

@@ -44,6 +44,8 @@ export interface GroupOptions {
   leaseMs?: number;
   /** Extra environment of cell i (libfaketime). */
   env?: (i: number) => Record<string, string>;
+  /** Extra flags of cell i. */
+  args?: (i: number) => string[];
   /** False: no definition firing every second (the focused tests). */
   cron?: boolean;
 }
@@ -114,6 +116,7 @@ export async function startFaultGroup(opts: GroupOptions = {}): Promise<FaultGro
     '100000',
     '--rate-refill',
     '10000',
+    ...(opts.args?.(i) ?? []),
   ];
   const cells: CellProcess[] = [];
   const stopAll = async () => {
@@ -443,6 +446,10 @@ export function report(name: string, f: Figures, extra: Record<string, number> =
   console.log(`# fault ${name}: ${JSON.stringify({ ...f, ...extra })}`);
 }
 
-export function faketimeAvailable(): boolean {
-  return existsSync(FAKETIME_LIB);
+/** Why the clock scenarios cannot run here (libfaketime missing: `make faketime-deps`), or false. */
+export const NO_FAKETIME = existsSync(FAKETIME_LIB) ? false : `libfaketime is missing (${FAKETIME_LIB}): make faketime-deps`;
+
+/** The environment that runs a cell `offset` off the real time (libfaketime; timers keep the real monotonic clock). */
+export function faketime(offset: string): Record<string, string> {
+  return { LD_PRELOAD: FAKETIME_LIB, FAKETIME: offset, FAKETIME_DONT_FAKE_MONOTONIC: '1', FAKETIME_NO_CACHE: '1' };
 }
