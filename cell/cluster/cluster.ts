@@ -130,6 +130,9 @@ export class Cluster implements GroupClock {
   #skewed = false;
   /** When the current outage (failing heartbeats) began, by this cell's clock; null while beats succeed. */
   #failingSince: number | null = null;
+  /** The earliest moment (database clock) a peer seen live or suspect lapses, from the last member read. */
+  #nextLapse: number | null = null;
+  #wake: ReturnType<typeof setTimeout> | null = null;
   /** Told of each measured offset (the `cell_clock_offset_seconds` gauge). */
   onOffset: ((offsetMs: number) => void) | null = null;
 
@@ -265,15 +268,42 @@ export class Cluster implements GroupClock {
       if (this.#beating) return; // the previous beat still runs
       this.#beating = this.beatLogged().then((ok) => {
         this.#beating = null;
-        if (ok && !this.#sweeping) {
-          this.#sweeping = this.sweep().finally(() => {
-            this.#sweeping = null;
-          });
-        }
+        if (ok) this.#sweepSoon();
       });
     }, this.core.config.heartbeatMs);
     t.unref();
     this.#timer = t;
+  }
+
+  /** Starts the sweeps unless they run; then arms the wake-up at the next lapse of a peer. */
+  #sweepSoon(): void {
+    if (this.#sweeping || this.#stopped) return;
+    this.#sweeping = this.sweep().finally(() => {
+      this.#sweeping = null;
+      this.#armLapseWake();
+    });
+  }
+
+  /**
+   * A peer that stopped beating lapses between two of this cell's beats: the
+   * sweep is woken at that moment (its last heartbeat plus its lease, on the
+   * database's clock) rather than at the next beat, so a takeover does not
+   * wait up to one more interval. Peers that beat keep their lapse more than
+   * an interval ahead, so nothing is armed while the group is healthy.
+   */
+  #armLapseWake(): void {
+    if (this.#stopped || this.#timer === null || this.#nextLapse === null) return;
+    const delay = this.#nextLapse - this.now() + 5;
+    if (delay >= this.core.config.heartbeatMs) return;
+    if (this.#wake) clearTimeout(this.#wake);
+    this.#wake = setTimeout(
+      () => {
+        this.#wake = null;
+        this.#sweepSoon();
+      },
+      Math.max(0, delay),
+    );
+    this.#wake.unref();
   }
 
   /** One heartbeat, then the sweeps. Tests call it directly with a manual clock. */
@@ -363,6 +393,8 @@ export class Cluster implements GroupClock {
     this.#stopped = true;
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = null;
+    if (this.#wake) clearTimeout(this.#wake);
+    this.#wake = null;
     await this.#beating?.catch(() => undefined);
     await this.#sweeping?.catch(() => undefined);
     try {
@@ -377,7 +409,13 @@ export class Cluster implements GroupClock {
   async members(): Promise<Array<Member & { heartbeat_age_ms: number }>> {
     const now = await this.#judgeNow();
     const alone = this.core.store.engine !== 'postgres';
-    return (await repo.allCells(this.core.store)).map((c) =>
+    const rows = await repo.allCells(this.core.store);
+    // When the next peer seen alive would lapse (the sweep's wake-up, #armLapseWake).
+    const lapses = rows
+      .filter((c) => c.cell_id !== this.cellId && memberState(c, now) !== 'dead')
+      .map((c) => c.heartbeat_at + c.lease_ms + 1);
+    this.#nextLapse = lapses.length > 0 ? Math.min(...lapses) : null;
+    return rows.map((c) =>
       alone && c.cell_id === this.cellId && c.stopped_at === null && !this.#stopped
         ? { ...c, heartbeat_at: now, state: 'live' as const, heartbeat_age_ms: 0 }
         : { ...c, state: memberState(c, now), heartbeat_age_ms: Math.max(0, now - c.heartbeat_at) },

@@ -47,7 +47,10 @@ test('readyz: 503 naming the modules while the cell stops', async () => {
     await t.modules.ops.stop?.();
     const r = await t.request('GET', '/readyz');
     assert.equal(r.status, 503);
-    assert.deepEqual((r.body as { details: unknown }).details, { reason: 'not_ready', checks: { store: 'ok', modules: 'stopping', member: 'ok' } });
+    assert.deepEqual((r.body as { details: unknown }).details, {
+      reason: 'not_ready',
+      checks: { store: 'ok', modules: 'stopping', member: 'ok' },
+    });
   } finally {
     await t.close();
   }
