@@ -4,7 +4,7 @@ CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
 NODE_TEST := node --import tsx --test --test-concurrency=2
 
-.PHONY: install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps readme-deps clean
+.PHONY: install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps readme-deps faketime-deps clean
 
 # npm ci only when the lock file changed since the last install.
 node_modules/.install-stamp: package-lock.json
@@ -51,6 +51,17 @@ browser-deps:
 	  fi; \
 	fi
 
+# Debian's libfaketime, with which the fault suite (test/cell/cluster/faults/) runs cells with a skewed
+# clock; installed when missing and we are root.
+faketime-deps:
+	@if [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]; then \
+	  if [ "$$(id -u)" = "0" ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime) >/dev/null; \
+	  else \
+	    echo "faketime is missing: run 'sudo apt-get install -y faketime' (Debian) for the fault suite" >&2; exit 1; \
+	  fi; \
+	fi
+
 # curl and jq, with which test/e2e/readme.test.ts runs the README's walk-through as written;
 # installed when missing and we are root.
 readme-deps:
@@ -87,8 +98,9 @@ TEST_FILES = $(shell find test -name '*.test.ts' -not -path '*/node_modules/*' |
 UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' | sort) test/layering.test.ts
 # The whole suite again with every cell on PostgreSQL, but the store's own tests: each of their files
 # already runs on both engines (or is about one engine: its log, its lock, PostgreSQL's crashes).
-# The group tests (test/e2e/group-*) start their cells on PostgreSQL whatever the run.
-PG_TEST_FILES = $(filter-out test/cell/store/% test/e2e/group-%,$(TEST_FILES))
+# The group tests (test/e2e/group-*) and the fault suite (test/cell/cluster/faults/, each scenario on a
+# PostgreSQL server of its own) start their cells on PostgreSQL whatever the run: they run once.
+PG_TEST_FILES = $(filter-out test/cell/store/% test/e2e/group-% test/cell/cluster/faults/%,$(TEST_FILES))
 
 unit: install
 	$(NODE_TEST) $(UNIT_FILES)
@@ -98,7 +110,7 @@ check: typecheck lint unit
 
 # The whole suite on the embedded store, then the store-dependent suites on PostgreSQL 15
 # (scripts/pg-test-server.sh starts a throw-away server, installed with apt when missing and root).
-test: install typecheck lint build edge-runtime browser-deps metrics-deps readme-deps
+test: install typecheck lint build edge-runtime browser-deps metrics-deps readme-deps faketime-deps
 	$(MAKE) --no-print-directory test-embedded
 	$(MAKE) --no-print-directory test-postgres
 

@@ -56,6 +56,11 @@ export interface CellConfig {
   heartbeatMs: number;
   /** How long this cell's runs stay its own after its last heartbeat, ms (`--lease-ms`); then a peer may take them over. */
   leaseMs: number;
+  /**
+   * How far this cell's clock may stray from the database's, ms (`--max-clock-skew-ms`): beyond it
+   * the cell takes over no run, fires no schedule and reports not-ready (docs/multi-cell.md).
+   */
+  maxClockSkewMs: number;
   /** False for a one-shot command on a cell's data (`bundle`): it neither joins the group nor heartbeats nor takes runs over. */
   joinGroup: boolean;
   /** Port of the loopback-only metrics listener (`--metrics-port`); null: metrics are not served. */
@@ -134,6 +139,9 @@ export const DEFAULTS: CellConfig = {
   // cell that misses three beats in a row under load is still not taken over.
   heartbeatMs: 500,
   leaseMs: 2000,
+  // Leases are judged on the database's clock; a cell whose own clock strays further than this
+  // from it would fire schedules early or late, and its tokens' times would be off: it stands down.
+  maxClockSkewMs: 2000,
   joinGroup: true,
   clientCertificates: false,
   // Off: metrics name routes and the cell's load, so an operator opts in to a

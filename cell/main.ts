@@ -39,6 +39,7 @@ const SERVE_HELP = `  serve            start a cell
     --topology k=v,..  this cell's topology labels (site, zone, network)
     --heartbeat-ms N   group membership: heartbeat interval (default 500)
     --lease-ms N       a run stays its owner's this long after the owner's last heartbeat (default 2000)
+    --max-clock-skew-ms N  beyond this offset from the database's clock the cell stands down (default 2000)
     --tls-cert FILE    serve https with this PEM certificate (with --tls-key)
     --tls-key FILE     the certificate's PEM private key
     --client-ca FILE   PEM CA for client certificates (mTLS, RFC 8705 bound tokens)
@@ -99,6 +100,7 @@ async function serveCommand(argv: string[]): Promise<void> {
       'egress-allow-private': { type: 'string' },
       'heartbeat-ms': { type: 'string' },
       'lease-ms': { type: 'string' },
+      'max-clock-skew-ms': { type: 'string' },
       'metrics-port': { type: 'string' },
       'log-level': { type: 'string' },
       'log-format': { type: 'string' },
@@ -164,6 +166,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   }
   if (values['heartbeat-ms'] !== undefined) config.heartbeatMs = intArg('heartbeat-ms', values['heartbeat-ms']);
   if (values['lease-ms'] !== undefined) config.leaseMs = intArg('lease-ms', values['lease-ms']);
+  if (values['max-clock-skew-ms'] !== undefined) config.maxClockSkewMs = intArg('max-clock-skew-ms', values['max-clock-skew-ms']);
   if (values['metrics-port'] !== undefined) config.metricsPort = intArg('metrics-port', values['metrics-port']);
   const logLevel = (values['log-level'] ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
@@ -182,6 +185,14 @@ async function serveCommand(argv: string[]): Promise<void> {
           ...(values['client-ca'] !== undefined ? { ca: readFileSync(values['client-ca']) } : {}),
         }
       : undefined;
+  // The last guard, not the design: every background loop catches and retries its own errors. A rejection
+  // none handled is a bug to report, not a reason to stop serving (a cell that exits on a store outage
+  // leaves its group a member short; the outage itself is answered with 503s and not-ready).
+  process.on('unhandledRejection', (reason) => {
+    log.error('unhandled rejection (a bug: please report it); the cell keeps serving', {
+      error: reason instanceof Error ? (reason.stack ?? reason.message) : String(reason),
+    });
+  });
   let running;
   try {
     running = await startCell({ config, log, ...(tls ? { tls } : {}) });

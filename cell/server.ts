@@ -75,7 +75,7 @@ export const consoleLogger: Logger = {
 async function buildModules(core: CellCore, metrics: CellMetrics) {
   // Joins the group on this store (or refuses to, by posture) before anything is written.
   // Its member list names each cell's identity keys (iam's, read when a request asks).
-  const cluster = await createClusterModule(core, { identityKeys: () => iam.iam.groupIdentityKeys() });
+  const cluster = await createClusterModule(core, { identityKeys: () => iam.iam.groupIdentityKeys(), metrics });
   const iam = await createIamModule(core);
   // The device registry is the edge module's, but the OAuth server needs it to issue device-addressed tokens.
   const devices = new Devices(core.store);
@@ -93,12 +93,13 @@ async function buildModules(core: CellCore, metrics: CellMetrics) {
     teams: teams.teams,
     tools: tools.tools,
     metrics,
+    groupClock: cluster.cluster,
   });
   const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices });
   const console = createConsoleModule(core, { oauth: oauth.api });
   const discovery = createDiscoveryModule(core);
   // Last: it starts once every other module started (readiness) and stops first.
-  const ops = createOpsModule(core, { metrics });
+  const ops = createOpsModule(core, { metrics, member: () => cluster.cluster.health() });
   return { iam, cluster, oauth, tools, runs, ai, teams, jobs, edge, console, discovery, ops };
 }
 

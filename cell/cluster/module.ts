@@ -9,6 +9,7 @@
  */
 import type { CellCore } from '../context.ts';
 import type { CellModule } from '../module.ts';
+import type { CellMetrics } from '../ops/metrics.ts';
 import { Cluster } from './cluster.ts';
 import { mountCellRoutes, type IdentityKeys } from './routes.ts';
 
@@ -16,15 +17,19 @@ export interface ClusterModule extends CellModule {
   cluster: Cluster;
 }
 
-export async function createClusterModule(core: CellCore, deps: { identityKeys: IdentityKeys }): Promise<ClusterModule> {
+export async function createClusterModule(
+  core: CellCore,
+  deps: { identityKeys: IdentityKeys; metrics: CellMetrics },
+): Promise<ClusterModule> {
   const cluster = new Cluster(core);
+  cluster.onOffset = (ms) => deps.metrics.clockOffset.set(ms / 1000);
   const member = core.config.joinGroup;
   if (member) await cluster.join();
   return {
     name: 'cluster',
     cluster,
     routes(app) {
-      mountCellRoutes(app, cluster, deps.identityKeys, () => core.clock.now());
+      mountCellRoutes(app, cluster, deps.identityKeys);
     },
     async start() {
       if (member) cluster.start();

@@ -3,7 +3,30 @@
  * decoder. Statements stay in the dialect both engines run (docs/storage.md).
  */
 import { json, num, numOrNull, object, str, strOrNull } from '../store/decode.ts';
-import type { Reader, Row, Tx } from '../store/types.ts';
+import type { Reader, Row, SqlValue, Tx } from '../store/types.ts';
+
+/**
+ * "Now" as the statement that judges a heartbeat reads it: on PostgreSQL the
+ * database's own clock (`clock_timestamp()`, ms since the epoch) in the same
+ * statement, so every cell of a group judges on one clock; on the embedded
+ * engine (one cell by construction) the cell's clock, passed in.
+ */
+export interface DbNow {
+  sql: string;
+  params: SqlValue[];
+}
+
+const PG_NOW = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)';
+
+/** The database's clock on PostgreSQL; `local` (the cell's clock) on the embedded engine. */
+export function dbNow(engine: 'embedded' | 'postgres', local: number): DbNow {
+  return engine === 'postgres' ? { sql: PG_NOW, params: [] } : { sql: 'CAST(? AS BIGINT)', params: [local] };
+}
+
+/** The database's clock now, ms since the epoch. */
+export async function readNow(db: Reader, now: DbNow): Promise<number> {
+  return num((await db.get(`SELECT ${now.sql} AS now_ms`, now.params))!, 'now_ms');
+}
 
 export interface CellRow {
   cell_id: string;
@@ -17,9 +40,14 @@ export interface CellRow {
   started_at: number;
   heartbeat_at: number;
   stopped_at: number | null;
+  /** SHA-256 (hex) of the member's secret: only the process holding it beats or stops this row. Null on rows older than the field. */
+  member_key: string | null;
+  /** The member's clock minus the database's, ms, at its last heartbeat (null: not measured). */
+  clock_offset_ms: number | null;
 }
 
-const COLUMNS = 'cell_id, region, clearance, topology, posture, url, heartbeat_ms, lease_ms, started_at, heartbeat_at, stopped_at';
+const COLUMNS =
+  'cell_id, region, clearance, topology, posture, url, heartbeat_ms, lease_ms, started_at, heartbeat_at, stopped_at, member_key, clock_offset_ms';
 
 function labels(v: unknown): Record<string, string> {
   const o = object(v);
@@ -40,6 +68,8 @@ function decode(r: Row): CellRow {
     started_at: num(r, 'started_at'),
     heartbeat_at: num(r, 'heartbeat_at'),
     stopped_at: numOrNull(r, 'stopped_at'),
+    member_key: strOrNull(r, 'member_key'),
+    clock_offset_ms: numOrNull(r, 'clock_offset_ms'),
   };
 }
 
@@ -54,13 +84,20 @@ export async function cellById(db: Reader, cellId: string): Promise<CellRow | un
   return r ? decode(r) : undefined;
 }
 
-/** Registers (or re-registers, on a restart) a cell with what it is now. */
-export async function upsertCell(tx: Tx, c: CellRow): Promise<void> {
+/** One cell's row with the database's clock read in the same statement (the lease judgement), or undefined. */
+export async function cellByIdAt(db: Reader, cellId: string, now: DbNow): Promise<{ row: CellRow; now: number } | undefined> {
+  const r = await db.get(`SELECT ${COLUMNS}, ${now.sql} AS now_ms FROM cells WHERE cell_id = ?`, [...now.params, cellId]);
+  return r ? { row: decode(r), now: num(r, 'now_ms') } : undefined;
+}
+
+/** Registers (or re-registers, on a restart) a cell with what it is now (`started_at`, `heartbeat_at`: the database's clock). */
+export async function upsertCell(tx: Tx, c: Omit<CellRow, 'started_at' | 'heartbeat_at'>, now: DbNow): Promise<void> {
   await tx.run(
-    `INSERT INTO cells (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    `INSERT INTO cells (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ${now.sql}, ${now.sql}, ?, ?, ?)
      ON CONFLICT (cell_id) DO UPDATE SET region = excluded.region, clearance = excluded.clearance, topology = excluded.topology,
        posture = excluded.posture, url = excluded.url, heartbeat_ms = excluded.heartbeat_ms, lease_ms = excluded.lease_ms,
-       started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, stopped_at = excluded.stopped_at`,
+       started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, stopped_at = excluded.stopped_at,
+       member_key = excluded.member_key, clock_offset_ms = excluded.clock_offset_ms`,
     [
       c.cell_id,
       c.region,
@@ -70,30 +107,43 @@ export async function upsertCell(tx: Tx, c: CellRow): Promise<void> {
       c.url,
       c.heartbeat_ms,
       c.lease_ms,
-      c.started_at,
-      c.heartbeat_at,
+      ...now.params,
+      ...now.params,
       c.stopped_at,
+      c.member_key,
+      c.clock_offset_ms,
     ],
   );
 }
 
 /**
- * The heartbeat: one row written; a heartbeat never moves back (two beats of one
- * cell may commit out of order). False when the row is gone (or the cell stopped).
+ * The heartbeat, stamped with the database's clock: one row written; a
+ * heartbeat never moves back (two beats of one cell may commit out of order).
+ * Only the member holding the row's key beats it. False when the row is gone,
+ * the cell stopped, or the row is another process's.
  */
-export async function beat(tx: Tx, cellId: string, at: number, url: string | null): Promise<boolean> {
+export async function beat(
+  tx: Tx,
+  m: { cellId: string; memberKey: string; url: string | null; clockOffsetMs: number | null },
+  now: DbNow,
+): Promise<boolean> {
   return (
     (
       await tx.run(
-        `UPDATE cells SET heartbeat_at = CASE WHEN heartbeat_at > ? THEN heartbeat_at ELSE ? END, url = COALESCE(CAST(? AS TEXT), url)
-         WHERE cell_id = ? AND stopped_at IS NULL`,
-        [at, at, url, cellId],
+        `UPDATE cells SET heartbeat_at = CASE WHEN heartbeat_at > ${now.sql} THEN heartbeat_at ELSE ${now.sql} END,
+           url = COALESCE(CAST(? AS TEXT), url), clock_offset_ms = ?
+         WHERE cell_id = ? AND stopped_at IS NULL AND member_key = ?`,
+        [...now.params, ...now.params, m.url, m.clockOffsetMs, m.cellId, m.memberKey],
       )
     ).changes === 1
   );
 }
 
-/** A clean stop: the cell is no member any more (its runs may be taken over at once). */
-export async function markStopped(tx: Tx, cellId: string, at: number): Promise<void> {
-  await tx.run('UPDATE cells SET stopped_at = ? WHERE cell_id = ?', [at, cellId]);
+/** A clean stop: the cell is no member any more (its runs may be taken over at once). Only the row's own member stops it. */
+export async function markStopped(tx: Tx, cellId: string, memberKey: string, now: DbNow): Promise<void> {
+  await tx.run(`UPDATE cells SET stopped_at = ${now.sql} WHERE cell_id = ? AND (member_key = ? OR member_key IS NULL)`, [
+    ...now.params,
+    cellId,
+    memberKey,
+  ]);
 }

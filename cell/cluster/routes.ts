@@ -30,7 +30,14 @@ const CellMember = z
     lease_ms: z.number().int(),
     started_at: IsoTime,
     heartbeat_at: IsoTime,
-    heartbeat_age_ms: z.number().int().openapi({ description: "Age of the last heartbeat by the answering cell's clock" }),
+    heartbeat_age_ms: z
+      .number()
+      .int()
+      .openapi({ description: "Age of the last heartbeat on the database's clock (the group's one clock)" }),
+    clock_offset_ms: z.number().int().nullable().openapi({
+      description:
+        "The member's clock minus the database's, ms, as it measured at its last heartbeat (null: not measured; 0 on the embedded store). Beyond the member's --max-clock-skew-ms it stands down: no takeovers, no fires, not ready",
+    }),
     stopped_at: IsoTime.nullable(),
     key_ids: z.array(z.string()).openapi({ description: 'Its identity keys (kids in /.well-known/cell-keys.json), current and retired' }),
   })
@@ -55,12 +62,11 @@ const listCells = createRoute({
 /** The identity keys of every cell of the store (the iam module's `groupIdentityKeys`). */
 export type IdentityKeys = () => Promise<ReadonlyArray<{ cell_id: string; kid: string }>>;
 
-export function mountCellRoutes(app: OpenAPIHono<AppEnv>, cluster: Cluster, identityKeys: IdentityKeys, now: () => number): void {
+export function mountCellRoutes(app: OpenAPIHono<AppEnv>, cluster: Cluster, identityKeys: IdentityKeys): void {
   app.openapi(listCells, async (c) => {
     const q = c.req.valid('query');
     const { items: members, total } = slicePage(await cluster.members(), q);
     const keys = await identityKeys();
-    const at = now();
     return c.json(
       {
         items: members.map((m) => ({
@@ -76,7 +82,8 @@ export function mountCellRoutes(app: OpenAPIHono<AppEnv>, cluster: Cluster, iden
           lease_ms: m.lease_ms,
           started_at: isoTime(m.started_at),
           heartbeat_at: isoTime(m.heartbeat_at),
-          heartbeat_age_ms: Math.max(0, at - m.heartbeat_at),
+          heartbeat_age_ms: m.heartbeat_age_ms,
+          clock_offset_ms: m.cell_id === cluster.cellId ? cluster.clock().offsetMs : m.clock_offset_ms,
           stopped_at: isoTimeOrNull(m.stopped_at),
           key_ids: keys.filter((k) => k.cell_id === m.cell_id).map((k) => k.kid),
         })),

@@ -23,4 +23,12 @@ export const CLUSTER_MIGRATIONS: readonly Migration[] = [
       stopped_at INTEGER
     )`,
   },
+  {
+    // member_key: SHA-256 of the secret in the member's data directory (an impostor with the same
+    // --cell-id cannot beat or stop its row); clock_offset_ms: the cell's clock minus the database's,
+    // as it measured at its last heartbeat.
+    id: 'cluster-002-member-key-clock-offset',
+    sql: `ALTER TABLE cells ADD COLUMN member_key TEXT;
+    ALTER TABLE cells ADD COLUMN clock_offset_ms INTEGER`,
+  },
 ];

@@ -4,6 +4,7 @@
  * the sandbox pool, the drives in flight in this process, the per-workspace
  * SQL queues, the published endpoints' rate buckets, and the scheduler.
  */
+import type { GroupClock } from '../cluster/cluster.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
@@ -29,4 +30,6 @@ export interface JobsContext {
   stopped: boolean;
   /** The cell's metrics (scheduler fires and lateness). */
   metrics: CellMetrics;
+  /** The group's time (the database's clock, cell/cluster): the scheduler fires by it, and not while it is untrusted. */
+  groupClock: GroupClock;
 }

@@ -7,6 +7,7 @@
  */
 import { statSync } from 'node:fs';
 import type { CellCore } from '../context.ts';
+import type { GroupClock } from '../cluster/cluster.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { Lifecycle } from '../iam/lifecycle.ts';
@@ -40,7 +41,7 @@ export interface JobsModule extends CellModule {
 
 export function createJobsModule(
   core: CellCore,
-  deps: { iam: Iam; lifecycle: Lifecycle; runs: Runs; teams: Teams; tools: Tools; metrics: CellMetrics },
+  deps: { iam: Iam; lifecycle: Lifecycle; runs: Runs; teams: Teams; tools: Tools; metrics: CellMetrics; groupClock?: GroupClock },
 ): JobsModule {
   const ctx: JobsContext = {
     core,
@@ -54,6 +55,7 @@ export function createJobsModule(
     wakeTimers: new Set(),
     stopped: false,
     metrics: deps.metrics,
+    groupClock: deps.groupClock ?? { now: () => core.clock.now(), trusted: () => true },
   };
   const scheduler = new Scheduler(ctx);
   let unfollow: (() => void) | undefined;
@@ -114,6 +116,8 @@ export function createJobsModule(
       // (This cell's own changes re-arm through the routes and the ticks.)
       unfollow = core.store.onChange((c) => {
         if (c.remote && (c.tables.has('job_definitions') || c.tables.has('job_fires'))) void scheduler.rearm();
+        // The store is back after an outage: fire what it held up now rather than at the next back-off.
+        if (c.gap === 'resumed') void core.traces.detached(() => scheduler.tick());
       });
       await scheduler.start();
     },

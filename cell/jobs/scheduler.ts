@@ -7,7 +7,8 @@
  * - A fire is one transaction: a compare-and-set on the definition's
  *   `next_fire_at` (the time being fired) advances it to the next cron time,
  *   takes the lease (`lease_owner` = this cell, `lease_until` = now + 60 s but
- *   never past the next fire time), records the fire in `job_fires`, and for
+ *   never past the next fire time, unless that time is already due: then 1 s,
+ *   so one cell fires a backlog in order while its peers wait), records the fire in `job_fires`, and for
  *   compute / sql / notebook / agent creates the job run row (the same submit
  *   path as POST jobs/runs; agent.ts runs the pinned graph). So a fire happens
  *   at most once: a restart, a second tick or a second cell sees the advanced
@@ -46,8 +47,15 @@
  * - Minimum interval: the next fire is never sooner than the cell's minimum
  *   interval after this one, even for a definition authored before the
  *   minimum was raised.
- * - Times come from the cell clock (injectable). With a manual clock, tests
- *   call `tick()` after moving the clock.
+ * - Times are the group's (`ctx.groupClock`: the database's clock, as the
+ *   cell measures its offset to it at each heartbeat; the cell clock when
+ *   injected). A cell whose clock strays beyond the bound fires nothing and
+ *   looks again a second later.
+ * - Store outages: a tick or a re-arm that cannot read the store is logged
+ *   once per outage and tried again with a back-off (250 ms doubling to 2 s; at once when the store's notifications resume),
+ *   then the scheduler resumes by itself (missed times: the grace and the
+ *   catch_up policy above). Nothing of it ever rejects into a timer.
+ * - With a manual clock, tests call `tick()` after moving the clock.
  */
 import type { JobsContext } from './context.ts';
 import { authorityLapse, disableAtFireTx } from './definition-authority.ts';
@@ -58,11 +66,18 @@ import { startJobDrive } from './runner.ts';
 
 /** How long a cell's lease on a definition lasts after it fires, ms (never past the next fire time). */
 export const LEASE_MS = 60_000;
+/** The lease of a cell firing a backlog (its next time already due), ms: peers wait this long for it. */
+export const CATCH_UP_LEASE_MS = 1_000;
 /** A scheduled time not fired within this long was missed (no cell ran): the catch_up policy applies. */
 export const MISFIRE_GRACE_MS = 60_000;
 /** A team fire still pending this long after it was recorded is taken over by another cell. */
 export const PENDING_GRACE_MS = 60_000;
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/** Back-off of a tick or re-arm that could not read the store: first retry, and ceiling, ms. */
+const RETRY_FIRST_MS = 250;
+const RETRY_MAX_MS = 2_000;
+/** An untrusted clock (beyond the skew bound) is looked at again this often, ms. */
+const UNTRUSTED_RECHECK_MS = 1_000;
 const BATCH = 200;
 
 export class Scheduler {
@@ -76,6 +91,9 @@ export class Scheduler {
   #rearming: Promise<void> = Promise.resolve();
   /** Team fires this scheduler is dispatching now (`<schedule_id>@<fire_at>`): never taken over by itself. */
   readonly #dispatching = new Set<string>();
+  /** The current store outage (logged once), and the next retry's delay. */
+  #failing: { since: number; retryMs: number } | null = null;
+  #retry: ReturnType<typeof setTimeout> | null = null;
   /** Fires done by this scheduler (tests, metrics). */
   fired = 0;
   /** Ticks run (the bench checks that an idle scheduler does not tick). */
@@ -92,6 +110,42 @@ export class Scheduler {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = null;
+    if (this.#retry) clearTimeout(this.#retry);
+    this.#retry = null;
+  }
+
+  /** A store call failed (`what`): logged once per outage (the first failure of it names what failed). */
+  #noteFailure(what: string, err: unknown, fields: Record<string, unknown> = {}): void {
+    if (this.#failing !== null) return;
+    this.#failing = { since: Date.now(), retryMs: RETRY_FIRST_MS };
+    this.ctx.core.log.error(`scheduler: ${what}; retrying with back-off until the store answers`, {
+      ...fields,
+      error: err instanceof Error ? err.message : String(err),
+    });
+  }
+
+  /** The store failed (`what`): logged once per outage; a tick is tried again after the back-off. */
+  #storeFailed(what: string, err: unknown): void {
+    if (this.#failing === null) this.#noteFailure(what, err);
+    else this.#failing.retryMs = Math.min(this.#failing.retryMs * 2, RETRY_MAX_MS);
+    this.#later(this.#failing!.retryMs);
+  }
+
+  /** The store answered: the outage (if any) is over. */
+  #storeAnswered(): void {
+    if (this.#failing === null) return;
+    this.ctx.core.log.info('scheduler: the store answers again; firing resumes', { outage_ms: Date.now() - this.#failing.since });
+    this.#failing = null;
+  }
+
+  /** A tick in `ms` (retries; an untrusted clock looked at again), beside the armed timer. */
+  #later(ms: number): void {
+    if (this.#stopped || this.#retry) return;
+    this.#retry = setTimeout(() => {
+      this.#retry = null;
+      void this.ctx.core.traces.detached(() => this.tick());
+    }, ms);
+    this.#retry.unref?.();
   }
 
   /**
@@ -103,7 +157,8 @@ export class Scheduler {
   rearm(): Promise<void> {
     if (this.#stopped) return Promise.resolve();
     const seq = ++this.#rearms;
-    const { store, config, clock } = this.ctx.core;
+    const { store, config } = this.ctx.core;
+    const clock = this.ctx.groupClock;
     this.#rearming = Promise.all([repo.earliestFire(store, config.cellId), repo.oldestPendingFire(store)]).then(
       ([fire, pending]) => {
         // A pending fire becomes another cell's to take over after the grace; one this cell is still
@@ -112,9 +167,7 @@ export class Scheduler {
         const t = fire === null ? takeover : takeover === null ? fire : Math.min(fire, takeover);
         if (seq === this.#rearms) this.#arm(t);
       },
-      (err: unknown) => {
-        this.ctx.core.log.error('scheduler: cannot read the next fire time', { error: err instanceof Error ? err.message : String(err) });
-      },
+      (err: unknown) => this.#storeFailed('cannot read the next fire time', err),
     );
     return this.#rearming;
   }
@@ -131,7 +184,7 @@ export class Scheduler {
     this.#timer = null;
     this.#armedFor = t;
     if (t === null) return;
-    const delay = Math.min(Math.max(0, t - this.ctx.core.clock.now()), MAX_TIMER_MS);
+    const delay = Math.min(Math.max(0, t - this.ctx.groupClock.now()), MAX_TIMER_MS);
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#armedFor = null;
@@ -155,33 +208,48 @@ export class Scheduler {
     this.#running = true;
     this.ticks++;
     let n = 0;
+    let rearm = true;
     try {
-      await this.#dispatchPending().catch((err: unknown) => {
-        this.ctx.core.log.error('scheduler: cannot dispatch pending fires', { error: err instanceof Error ? err.message : String(err) });
-      });
+      if (!this.ctx.groupClock.trusted()) {
+        // This cell's clock strays beyond the bound (cell/cluster says so, once): its peers fire.
+        this.#later(UNTRUSTED_RECHECK_MS);
+        return 0;
+      }
+      await this.#dispatchPending().catch((err: unknown) => this.#noteFailure('cannot dispatch pending fires', err));
       for (let guard = 0; guard < 1000; guard++) {
-        const now = this.ctx.core.clock.now();
-        const due = await repo.dueDefinitions(this.ctx.core.store, now, BATCH);
+        const now = this.ctx.groupClock.now();
+        let due: Awaited<ReturnType<typeof repo.dueDefinitions>>;
+        try {
+          due = await repo.dueDefinitions(this.ctx.core.store, now, BATCH);
+        } catch (err) {
+          // Never a rejection into the timer (which would end the process): logged once, tried again.
+          this.#storeFailed('cannot read the due definitions', err);
+          rearm = false;
+          return n;
+        }
+        this.#storeAnswered();
+        let progressed = false;
         for (const d of due) {
           try {
             if (await this.#fire(d.schedule_id, d.next_fire_at, now)) {
               n++;
+              progressed = true;
               this.ctx.metrics.schedulerFires.inc();
               this.ctx.metrics.schedulerLateness.observe(Math.max(0, now - d.next_fire_at) / 1000);
             }
           } catch (err) {
-            this.ctx.core.log.error('scheduled fire failed', {
-              schedule_id: d.schedule_id,
-              error: err instanceof Error ? err.message : String(err),
-            });
+            // Most often the store going away between the read and the fire: one line per outage.
+            this.#noteFailure('scheduled fire failed', err, { schedule_id: d.schedule_id });
+            this.#later(this.#failing?.retryMs ?? RETRY_FIRST_MS);
           }
         }
-        if (due.length < BATCH && !this.#again) break;
+        // Catching up (a store outage, a pause): the next due times are fired in this tick, not one per timer hop.
+        if (due.length < BATCH && !this.#again && !progressed) break;
         this.#again = false;
       }
     } finally {
       this.#running = false;
-      void this.rearm();
+      if (rearm) void this.rearm();
     }
     return n;
   }
@@ -210,7 +278,9 @@ export class Scheduler {
       // A workspace (or cell) whose storage has no room for the run: this fire is refused, the next one may run.
       const noRoom = skip ? null : await runs.storageRoomRefusal(def.workspace_id, specBytes, tx);
       const held = skip || noRoom !== null;
-      const leaseUntil = next === null ? now + LEASE_MS : Math.min(now + LEASE_MS, next);
+      // While catching up (the next time is already due), the lease holds a moment past now, so the
+      // cell catching up fires the backlog in order while its peers wait instead of racing it for each time.
+      const leaseUntil = next === null ? now + LEASE_MS : Math.min(now + LEASE_MS, Math.max(next, now + CATCH_UP_LEASE_MS));
       if (!(await repo.claimFire(tx, id, at, { next, cellId: me, now, leaseUntil, held }))) return null;
       if (held) {
         await repo.recordFire(tx, {
@@ -349,7 +419,7 @@ export class Scheduler {
     const { core } = this.ctx;
     const me = core.config.cellId;
     for (const r of await repo.pendingFires(core.store, 1000)) {
-      const now = core.clock.now();
+      const now = this.ctx.groupClock.now();
       if (r.cell_id !== me && now - r.created_at < PENDING_GRACE_MS) continue;
       if (r.cell_id === me && this.#dispatching.has(`${r.schedule_id}@${r.fire_at}`)) continue;
       if (!(await core.store.write((tx) => repo.claimPendingFire(tx, r, me, now)))) continue;

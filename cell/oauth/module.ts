@@ -110,18 +110,29 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     for (const t of retries.values()) clearTimeout(t);
     retries.clear();
   };
-  /** Runs a reload; on failure logs it and tries again shortly, until one succeeds or the module stops. */
+  /** Reloads failing now (a store outage): each is logged when it starts failing and when it recovers, not at every retry. */
+  const failing = new Set<string>();
+  /** Runs a reload; on failure logs it (once per outage) and tries again shortly, until one succeeds or the module stops. */
   const follow = (what: string, reload: () => Promise<void>): void => {
-    reload().catch((e: unknown) => {
-      core.log.error(`oauth: ${what} reload failed; retrying`, { error: String(e) });
-      if (stopped || retries.has(what)) return;
-      const t = setTimeout(() => {
-        retries.delete(what);
-        if (!stopped) follow(what, reload);
-      }, RELOAD_RETRY_MS);
-      t.unref();
-      retries.set(what, t);
-    });
+    reload().then(
+      () => {
+        if (failing.delete(what)) core.log.info(`oauth: ${what} reloaded again`);
+      },
+      (e: unknown) => {
+        if (!failing.has(what)) core.log.error(`oauth: ${what} reload failed; retrying until it succeeds`, { error: String(e) });
+        failing.add(what);
+        retry(what, reload);
+      },
+    );
+  };
+  const retry = (what: string, reload: () => Promise<void>): void => {
+    if (stopped || retries.has(what)) return;
+    const t = setTimeout(() => {
+      retries.delete(what);
+      if (!stopped) follow(what, reload);
+    }, RELOAD_RETRY_MS);
+    t.unref();
+    retries.set(what, t);
   };
 
   // Subscribe before the first loads, so no write falls between a load and the subscription.

@@ -22,6 +22,10 @@ const NO_STORE = { 'Cache-Control': 'no-store' };
 const Checks = z.object({
   store: z.string().openapi({ description: '`ok`, or why the store cannot take writes (`disk_full`, `connection_lost`, …).' }),
   modules: z.string().openapi({ description: '`ok` once every module started; `starting` or `stopping` otherwise.' }),
+  member: z.string().openapi({
+    description:
+      "`ok`, or why this cell is not a working member of its group: `clock_skew` (its clock strays beyond --max-clock-skew-ms from the database's), `heartbeat_failing` (its heartbeat cannot be written)",
+  }),
 });
 
 const getHealth = createRoute({
@@ -51,6 +55,8 @@ export interface Readiness {
   store: Store;
   /** 'ok' once every module started. */
   modules(): 'ok' | 'starting' | 'stopping';
+  /** 'ok', or why this cell is not a working member of its group (cell/cluster). */
+  member?(): string;
   /** Told of each readiness answer (the `cell_ready` gauge). */
   observed?(ready: boolean): void;
 }
@@ -59,7 +65,7 @@ export function mountHealth(app: OpenAPIHono<AppEnv>, r: Readiness): void {
   app.openapi(getHealth, (c) => c.json({ status: 'ok' as const }, 200, NO_STORE));
   app.openapi(getReady, async (c) => {
     const health = await r.store.health();
-    const checks = { store: health.ok ? 'ok' : (health.reason ?? 'store_failed'), modules: r.modules() };
+    const checks = { store: health.ok ? 'ok' : (health.reason ?? 'store_failed'), modules: r.modules(), member: r.member?.() ?? 'ok' };
     const failing = Object.entries(checks)
       .filter(([, v]) => v !== 'ok')
       .map(([k, v]) => `${k} (${v})`);

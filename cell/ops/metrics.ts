@@ -106,6 +106,11 @@ export class CellMetrics {
     buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 3600],
     registers: [this.registry],
   });
+  readonly clockOffset = new Gauge({
+    name: 'cell_clock_offset_seconds',
+    help: "This cell's clock minus the database's, measured at each heartbeat (PostgreSQL store; 0 on the embedded store).",
+    registers: [this.registry],
+  });
   readonly ready = new Gauge({
     name: 'cell_ready',
     help: '1 when the last readiness check (GET /readyz) passed, 0 when it failed.',

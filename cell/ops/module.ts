@@ -17,7 +17,7 @@ export interface Ops {
   exposition(): Promise<string>;
 }
 
-export function createOpsModule(core: CellCore, deps: { metrics: CellMetrics }): CellModule & { ops: Ops } {
+export function createOpsModule(core: CellCore, deps: { metrics: CellMetrics; member?: () => string }): CellModule & { ops: Ops } {
   let phase: 'starting' | 'ok' | 'stopping' = 'starting';
   let server: MetricsServer | null = null;
   return {
@@ -27,6 +27,7 @@ export function createOpsModule(core: CellCore, deps: { metrics: CellMetrics }):
       mountHealth(app, {
         store: core.store,
         modules: () => phase,
+        ...(deps.member ? { member: deps.member } : {}),
         observed: (ready) => deps.metrics.ready.set(ready ? 1 : 0),
       });
     },

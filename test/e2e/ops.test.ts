@@ -46,7 +46,7 @@ describe('operations: health, metrics, access log', () => {
     assert.ok(h.headers['x-ratelimit-remaining'], 'behind the rate gate');
     const r = await request(`${cell.url}/readyz`);
     assert.equal(r.statusCode, 200);
-    assert.deepEqual(await r.body.json(), { status: 'ready', checks: { store: 'ok', modules: 'ok' } });
+    assert.deepEqual(await r.body.json(), { status: 'ready', checks: { store: 'ok', modules: 'ok', member: 'ok' } });
     // Not in the curated document.
     const doc = (await (await request(`${cell.url}/api/public/v1/openapi.json`)).body.json()) as { paths: Record<string, unknown> };
     assert.equal(doc.paths['/healthz'], undefined);

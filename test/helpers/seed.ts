@@ -7,7 +7,7 @@
  * filled from `ids`.
  */
 import { generateEd25519 } from '../../bundles/codec.ts';
-import { upsertCell } from '../../cell/cluster/repository.ts';
+import { dbNow, upsertCell } from '../../cell/cluster/repository.ts';
 import { waitFinished } from '../cell/jobs/_wait.ts';
 import type { FakeOpenAI } from '../fixtures/openai-server.ts';
 import { A, T, agent, crewFixture, ok, provider, team, type Api } from './teams.ts';
@@ -62,19 +62,23 @@ export async function seededCell(): Promise<Seeded> {
     // A second member of the group: a cell that ran on this store once and stopped.
     const at = Date.UTC(2026, 0, 1);
     await t.core.store.write((tx) =>
-      upsertCell(tx, {
-        cell_id: 'cell-stopped',
-        region: 'default',
-        clearance: 0,
-        topology: {},
-        posture: 'single-cell',
-        url: null,
-        heartbeat_ms: 1000,
-        lease_ms: 5000,
-        started_at: at,
-        heartbeat_at: at,
-        stopped_at: at + 1000,
-      }),
+      upsertCell(
+        tx,
+        {
+          cell_id: 'cell-stopped',
+          region: 'default',
+          clearance: 0,
+          topology: {},
+          posture: 'single-cell',
+          url: null,
+          heartbeat_ms: 1000,
+          lease_ms: 5000,
+          stopped_at: at + 1000,
+          member_key: null,
+          clock_offset_ms: null,
+        },
+        dbNow('embedded', at),
+      ),
     );
   } catch (err) {
     await t.close();

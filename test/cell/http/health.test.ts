@@ -14,7 +14,7 @@ test('healthz and readyz: 200 while the cell works, without a credential', async
     assert.equal(h.headers.get('cache-control'), 'no-store');
     const r = await t.request('GET', '/readyz');
     assert.equal(r.status, 200);
-    assert.deepEqual(r.body, { status: 'ready', checks: { store: 'ok', modules: 'ok' } });
+    assert.deepEqual(r.body, { status: 'ready', checks: { store: 'ok', modules: 'ok', member: 'ok' } });
   } finally {
     await t.close();
   }
@@ -31,7 +31,7 @@ test('readyz: 503 naming the store when it cannot take writes; healthz stays 200
     assert.deepEqual(body, {
       error: 'service_unavailable',
       message: 'not ready: store (store_closed)',
-      details: { reason: 'not_ready', checks: { store: 'store_closed', modules: 'ok' } },
+      details: { reason: 'not_ready', checks: { store: 'store_closed', modules: 'ok', member: 'ok' } },
       retryable: true,
     });
     assert.equal(r.headers.get('retry-after'), '1');
@@ -47,7 +47,10 @@ test('readyz: 503 naming the modules while the cell stops', async () => {
     await t.modules.ops.stop?.();
     const r = await t.request('GET', '/readyz');
     assert.equal(r.status, 503);
-    assert.deepEqual((r.body as { details: unknown }).details, { reason: 'not_ready', checks: { store: 'ok', modules: 'stopping' } });
+    assert.deepEqual((r.body as { details: unknown }).details, {
+      reason: 'not_ready',
+      checks: { store: 'ok', modules: 'stopping', member: 'ok' },
+    });
   } finally {
     await t.close();
   }

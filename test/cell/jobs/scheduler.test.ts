@@ -49,6 +49,7 @@ test('re-arm: a read that completes after a newer one does not arm the timer', a
     wakeTimers: new Set(),
     stopped: false,
     metrics: new CellMetrics(),
+    groupClock: { now: () => t.clock.now(), trusted: () => true },
   };
   const s = new Scheduler(ctx);
   try {

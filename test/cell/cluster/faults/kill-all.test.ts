@@ -1,0 +1,32 @@
+/**
+ * Fault suite: SIGKILL every cell with runs in flight, then restart one
+ * (cell-a, on its own data directory). It re-drives what it held at once
+ * (docs/multi-cell.md: a starting cell re-drives every run it held) and takes
+ * over the dead peers' runs once their leases pass; every acknowledged run
+ * completes; the definition fires again from the one cell, each second once.
+ */
+import { test } from 'node:test';
+import { SKIP, check, report, sleep, startFaultGroup, startWorkload } from './_group.ts';
+
+test('SIGKILL all, restart one: the restarted cell re-drives what it held and takes over the rest', {
+  skip: SKIP,
+  timeout: 180_000,
+}, async () => {
+  const g = await startFaultGroup();
+  try {
+    const w = startWorkload(g);
+    await sleep(4000);
+    await w.stop();
+    const from = Date.now();
+    await Promise.all(g.cells.map((c) => c.kill('SIGKILL')));
+    g.down.add(1);
+    g.down.add(2);
+    g.down.add(0);
+    await g.restart(0);
+    const to = Date.now();
+    const f = await check(g, w, { fault: { from, to }, driverLost: true, recoveryBoundMs: 5000 });
+    report('kill-all-restart-one', f, { restart_ms: to - from });
+  } finally {
+    await g.stop();
+  }
+});

@@ -1,0 +1,32 @@
+/**
+ * Fault suite: SIGSTOP the busiest driver for twice its lease, then SIGCONT.
+ * Peers take its runs over meanwhile; once it wakes, its late writes are
+ * fenced off (it logs the lost lease) and the outcome of each run is the
+ * new driver's. Requests sent to the paused cell get no answer until it
+ * wakes: the only silence the checker allows.
+ */
+import { test } from 'node:test';
+import { SKIP, busiestDriver, check, report, sleep, startFaultGroup, startWorkload } from './_group.ts';
+
+test('SIGSTOP a driver for 2× the lease, then SIGCONT: fenced off, nothing lost or applied twice', {
+  skip: SKIP,
+  timeout: 180_000,
+}, async () => {
+  const g = await startFaultGroup();
+  try {
+    const w = startWorkload(g);
+    await sleep(4000);
+    const victim = await busiestDriver(g);
+    g.cells[victim]!.proc.kill('SIGSTOP');
+    const from = Date.now();
+    await sleep(2 * g.leaseMs);
+    g.cells[victim]!.proc.kill('SIGCONT');
+    const to = Date.now();
+    await sleep(4000);
+    await w.stop();
+    const f = await check(g, w, { fault: { from, to }, driverLost: true, silent: [`cell-${'abc'[victim]}`], recoveryBoundMs: 4000 });
+    report('sigstop', f);
+  } finally {
+    await g.stop();
+  }
+});

@@ -1,0 +1,30 @@
+/**
+ * Fault suite: one cell 30 s ahead, one 30 s behind (libfaketime), under the
+ * workload. The skewed cells stand down (no takeovers, no fires, not ready)
+ * but still serve and drive what they accept; the cell whose clock agrees
+ * fires every second once, never early; nothing is lost.
+ */
+import { test } from 'node:test';
+import { NO_FAKETIME, SKIP, check, faketime, report, sleep, startFaultGroup, startWorkload } from './_group.ts';
+
+test('one cell at +30 s, one at −30 s: they stand down and say so; nothing lost, no second fired early or twice', {
+  skip: SKIP || NO_FAKETIME,
+  timeout: 180_000,
+}, async () => {
+  const g = await startFaultGroup({ env: (i) => (i === 1 ? faketime('+30s') : i === 2 ? faketime('-30s') : {}) });
+  try {
+    const w = startWorkload(g);
+    const from = Date.now();
+    await sleep(8000);
+    await w.stop();
+    const f = await check(g, w, {
+      fault: { from, to: from },
+      driverLost: false,
+      recoveryBoundMs: 2000,
+      notReady: { 'cell-b': 'clock_skew', 'cell-c': 'clock_skew' },
+    });
+    report('skew', f);
+  } finally {
+    await g.stop();
+  }
+});
