@@ -247,6 +247,29 @@ export async function takeLease(
   return r.changes === 1;
 }
 
+/**
+ * takeLease for a lease this cell holds already (the cell that created the
+ * run, or drove it, claims it again): the same change, only while the owner is
+ * still `owner` at `prevEpoch`. Run as the first statement of a `row-locks`
+ * transaction, it locks the row and is its own compare-and-set.
+ */
+export async function retakeOwnLease(
+  tx: Tx,
+  runId: string,
+  owner: string,
+  epoch: number,
+  prevEpoch: number,
+  at: number,
+  graphHash: string | null,
+): Promise<boolean> {
+  const r = await tx.run(
+    `UPDATE runs SET lease_epoch = ?, coordinator = ?, state = 'running', updated_at = ?, graph_hash = COALESCE(CAST(? AS TEXT), graph_hash)
+     WHERE run_id = ? AND lease_owner = ? AND lease_epoch = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')`,
+    [epoch, owner, at, graphHash, runId, owner, prevEpoch],
+  );
+  return r.changes === 1;
+}
+
 /** The lease holder lets go of a run that waits (anyone may claim it when it wakes); false when the lease is not its own. */
 export async function releaseToWaiting(tx: Tx, runId: string, owner: string, epoch: number, at: number): Promise<boolean> {
   const r = await tx.run(

@@ -706,6 +706,11 @@ export async function insertGraph(tx: Tx, graphHash: string, graph: unknown, at:
   ]);
 }
 
+/** Whether a graph is kept under that hash. */
+export async function hasGraph(db: Reader, graphHash: string): Promise<boolean> {
+  return (await db.get('SELECT 1 AS x FROM team_graphs WHERE graph_hash = ?', [graphHash])) !== undefined;
+}
+
 /** A kept graph (parsed JSON), or undefined. */
 export async function graphByHash(db: Reader, graphHash: string): Promise<unknown> {
   const r = await db.get('SELECT graph FROM team_graphs WHERE graph_hash = ?', [graphHash]);

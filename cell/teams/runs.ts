@@ -193,6 +193,10 @@ export async function startCrewRun(
   const workspaceId = body.workspace_id ?? crew.workspace_id;
   // No room for the run in its workspace (or the cell): refused before anything is written.
   await runs.assertStorageRoom(workspaceId, Buffer.byteLength(JSON.stringify(spec), 'utf8'));
+  // A graph is kept once, content-addressed, before the run that names it: runs of a crew
+  // started at once do not contend on its row in their serializable transactions.
+  if (!(await repo.hasGraph(core.store, compiled.graphHash)))
+    await core.store.write((tx) => repo.insertGraph(tx, compiled.graphHash, compiled.graph, at), { isolation: 'row-locks' });
   const runId = await core.store.write(async (tx) => {
     // The crew is read in this transaction, so a concurrent delete either sees this run (409 in_use) or happens first (404).
     if (!(await repo.crewById(tx, crew.crew_id))) throw notFound('crew');
@@ -210,7 +214,6 @@ export async function startCrewRun(
       // Every claim of the run (a takeover included) enforces the graph's placement needs.
       placement: compiled.graph.placement,
     });
-    await repo.insertGraph(tx, compiled.graphHash, compiled.graph, at);
     await ctx.iam.audit(tx, {
       at,
       actor: requester,
