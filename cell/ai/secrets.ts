@@ -100,7 +100,8 @@ export async function readSecret(ctx: { core: CellCore; secretsKey(): Buffer }, 
   const now = clock.now();
   if (row.lastUsedAt === null || now - row.lastUsedAt >= SECRET_USE_RESOLUTION_MS) {
     await store
-      .write((tx) => touchSecret(tx, secretId, now))
+      // One statement on a row every run using the provider shares: row locks, never a serialization failure.
+      .write((tx) => touchSecret(tx, secretId, now), { isolation: 'row-locks' })
       .catch((e: unknown) => {
         log.warn('ai: could not record a secret use', { secret_id: secretId, error: String(e) });
       });

@@ -31,6 +31,7 @@ export async function runView(ctx: JobsContext, r: Run): Promise<z.infer<typeof 
     spec: r.spec,
     requester: r.requester,
     state: r.state,
+    stalled: ctx.runs.isStalled(r),
     output: r.output ?? null,
     error: r.error,
     flags: r.flags,

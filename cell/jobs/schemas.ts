@@ -230,6 +230,9 @@ export const JobRunSchema = z
     spec: z.unknown(),
     requester: z.string().openapi({ description: 'Principal id from the authenticated session' }),
     state: z.enum(['queued', 'running', 'waiting', 'completed', 'failed', 'refused', 'cancelled']),
+    stalled: z.boolean().openapi({
+      description: 'True when the run is queued or running and its journal has not grown for 10 leases (docs/multi-cell.md)',
+    }),
     output: z.unknown().nullable(),
     error: RunErrorSchema.nullable(),
     flags: z.record(z.string(), z.unknown()),

@@ -53,6 +53,18 @@ export class CellMetrics {
     buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
   });
+  readonly storeRetries = new Counter({
+    name: 'cell_store_write_retries_total',
+    help: 'Write transactions run again by the PostgreSQL store after a serialization failure (40001) or deadlock (40P01), by SQLSTATE.',
+    labelNames: ['sqlstate'] as const,
+    registers: [this.registry],
+  });
+  readonly runTakeovers = new Counter({
+    name: 'cell_run_takeovers_total',
+    help: 'Runs this process claimed from a driver that stopped without ending them: previous="peer" (another cell), "restart" (this cell before it restarted), "self" (this very process: a bug, never expected).',
+    labelNames: ['previous'] as const,
+    registers: [this.registry],
+  });
   readonly refusals = new Counter({
     name: 'cell_refusals_total',
     help: 'Requests refused with a 4xx or 503 envelope, by error code and details.reason.',
@@ -122,6 +134,7 @@ export class CellMetrics {
     write: (seconds, ok) => this.storeWrite.observe({ outcome: ok ? 'committed' : 'refused' }, seconds),
     fsyncBatch: (n) => this.fsyncBatch.observe(n),
     checkpoint: (seconds) => this.checkpoint.observe(seconds),
+    retry: (sqlState) => this.storeRetries.inc({ sqlstate: sqlState }),
   };
 
   #processMetrics = false;
@@ -139,6 +152,25 @@ export class CellMetrics {
       async collect() {
         this.reset();
         for (const r of await count()) this.set({ kind: r.kind, state: r.state }, r.n);
+      },
+    });
+  }
+
+  /**
+   * Runs queued or running with no journal progress for several leases
+   * (cell/runs/runs.ts STALL_LEASES), counted in the store at each scrape.
+   */
+  countStalledWith(count: () => Promise<{ kind: string; n: number }[]>): void {
+    new Gauge({
+      name: 'cell_runs_stalled',
+      help: 'Runs queued or running whose journal has not grown for STALL_LEASES leases (10 by default), by kind.',
+      labelNames: ['kind'] as const,
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        this.set({ kind: 'crew' }, 0);
+        this.set({ kind: 'job' }, 0);
+        for (const r of await count()) this.set({ kind: r.kind }, r.n);
       },
     });
   }

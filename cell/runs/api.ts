@@ -36,6 +36,7 @@ import {
   appendJournal,
   finishRun,
   journalClosed,
+  stageRunWrite,
   readJournal,
   type AppendBlobs,
   type AppendFields,
@@ -45,6 +46,7 @@ import {
   activeRuns,
   createRunTx,
   getRun,
+  isStalled,
   listRuns,
   newRunId,
   setRunFlags,
@@ -78,6 +80,11 @@ export class Runs {
     return getRun(this.ctx, runId);
   }
 
+  /** Whether the run is queued or running with no journal progress for STALL_LEASES leases (the views' `stalled`). */
+  isStalled(run: Run): boolean {
+    return isStalled(run, this.ctx.core.clock.now(), this.ctx.core.config.leaseMs);
+  }
+
   /** A page of runs in the order they were recorded, and how many match in all. */
   listRuns(o: ListRunsOptions): Promise<{ items: Run[]; total: number }> {
     return listRuns(this.ctx, o);
@@ -107,6 +114,15 @@ export class Runs {
   /** Appends a sealed record (durable, then published); RunClosedError when the run is terminal or unknown. */
   appendJournal(runId: string, fields: AppendFields, blobs?: AppendBlobs): Promise<JournalRecord> {
     return appendJournal(this.ctx, runId, fields, blobs);
+  }
+
+  /**
+   * Stages a write of the run's driver (this process) to commit in the run's
+   * next journal append, in the same transaction (budget reservations and
+   * commits: one commit per step).
+   */
+  stageRunWrite(runId: string, write: (tx: Tx) => Promise<void>): void {
+    stageRunWrite(this.ctx, runId, write);
   }
 
   /** Ends a run with its `run_finished` record; false when it had ended already. */

@@ -9,6 +9,7 @@ import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { Cluster } from '../cluster/cluster.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
+import type { Tx } from '../store/types.ts';
 
 export interface JournalTail {
   seq: number;
@@ -45,6 +46,9 @@ export interface RunMeter {
   spec: number;
 }
 
+/** A write of a run's driver that rides in the run's next journal append (journal.ts stageRunWrite). */
+export type StagedWrite = (tx: Tx) => Promise<void>;
+
 export interface RunsContext {
   core: CellCore;
   iam: Iam;
@@ -68,6 +72,10 @@ export interface RunsContext {
   catchUpAgain: boolean;
   /** The cell's metrics (journal records, finished runs, SSE subscribers). */
   metrics: CellMetrics;
+  /** Writes waiting for each run's next journal append (a budget reservation, its commit, the final output). */
+  staged: Map<string, StagedWrite[]>;
+  /** Runs this process has claimed since it started, with the epoch (a takeover of one of them would be a self-takeover). */
+  claimedHere: Map<string, number>;
   /** Set when the module stops: a drive waiting out a store outage gives up (the run is recovered later). */
   stopping: boolean;
 }
@@ -83,6 +91,8 @@ export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster, me
     drivers: new Map(),
     meters: new Map(),
     leases: new Map(),
+    staged: new Map(),
+    claimedHere: new Map(),
     catchingUp: null,
     catchUpAgain: false,
     workspaceFiles: null,

@@ -17,7 +17,7 @@ import type { EnginePorts, Graph, RecordedStep, RunResult } from '../../core/eng
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { RunsContext } from './context.ts';
 import { registerDriver, type DriverHandle } from './control.ts';
-import { TERMINAL_KIND, appendJournal, finishRun, getBlob, putRunBlob, readJournal, storageRunError } from './journal.ts';
+import { TERMINAL_KIND, appendJournal, finishRun, flushStaged, getBlob, readJournal, stageRunBlob, storageRunError } from './journal.ts';
 import { claimRun, dropLease, LeaseLostError, releaseToWaiting, type Claim } from './lease.ts';
 import { verifyJournal, type JournalVerdict } from '../../core/journal/verify.ts';
 import { storageLimitOf } from './storage.ts';
@@ -42,6 +42,42 @@ export function isStoreOutage(err: unknown): boolean {
     }
   }
   return false;
+}
+
+/** Why a write was refused for a moment, when nothing of it was kept (so it may simply be written again). */
+function retryableInPlace(err: unknown): boolean {
+  for (let e = err, depth = 0; e !== undefined && e !== null && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if (isServiceError(e) && e.code === 'service_unavailable') {
+      const reason = (e.details as { reason?: unknown } | undefined)?.reason;
+      // commit_unknown is not: the record may be in the journal already (the re-drive reads it back).
+      return reason === 'connection_lost' || reason === 'write_conflict';
+    }
+  }
+  return false;
+}
+
+/**
+ * Runs a driver's write until it is kept: a conflict that outlasted the
+ * store's own retries, or a connection lost before the commit, is written
+ * again here (with backoff) rather than stopping the drive, so what the drive
+ * holds in memory (a model's answer) is kept and no call is issued again.
+ * A lost lease, a closed run, an unknown commit outcome or the cell stopping
+ * end it.
+ */
+async function keptWrite<T>(ctx: RunsContext, runId: string, write: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await write();
+    } catch (err) {
+      if (!retryableInPlace(err) || ctx.stopping) throw err;
+      const base = OUTAGE_RETRY_MS[Math.min(attempt, OUTAGE_RETRY_MS.length - 1)]!;
+      const wait = base / 2 + Math.random() * (base / 2);
+      if (attempt === 0)
+        ctx.core.log.warn('a run write was refused for now; writing it again', { run_id: runId, error: (err as Error).message });
+      await new Promise((res) => setTimeout(res, wait));
+      if (ctx.stopping) throw err;
+    }
+  }
 }
 
 export type DrivePorts = Omit<EnginePorts, 'journal' | 'clock' | 'isCancelled' | 'recorded'>;
@@ -163,6 +199,25 @@ export async function driveRun(
   input: unknown,
   opts: DriveOptions,
 ): Promise<DriveResult> {
+  try {
+    return await driveLoop(ctx, runId, graph, ports, input, opts);
+  } finally {
+    // The lease is kept from one drive to the next of this loop (an outage's re-drive is no takeover).
+    dropLease(ctx, runId);
+    await flushStaged(ctx, runId).catch((e: unknown) =>
+      ctx.core.log.warn('writes staged for a run were not kept', { run_id: runId, error: e instanceof Error ? e.message : String(e) }),
+    );
+  }
+}
+
+async function driveLoop(
+  ctx: RunsContext,
+  runId: string,
+  graph: Graph,
+  ports: DrivePorts,
+  input: unknown,
+  opts: DriveOptions,
+): Promise<DriveResult> {
   let outages = 0;
   for (;;) {
     const handle = registerDriver(ctx, runId);
@@ -212,9 +267,8 @@ async function driveOnce(
     if (!(err instanceof LeaseLostError)) throw err;
     // Another cell took the run over while this one was paused: nothing more is written here.
     log.warn('run lease lost; this cell stops driving the run', { run_id: runId, epoch: fence.epoch, owner: err.owner });
+    ctx.claimedHere.delete(runId);
     return { state: await stateNow(), result: null };
-  } finally {
-    dropLease(ctx, runId);
   }
 }
 
@@ -232,13 +286,21 @@ async function driveClaimed(
   const { clock, config, log } = ctx.core;
   const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
   const fence = claim.fence;
+  const finish = (...a: Parameters<typeof finishRun> extends [unknown, unknown, ...infer R] ? R : never) =>
+    keptWrite(ctx, runId, () => finishRun(ctx, runId, ...a));
+  if (claim.takeover) {
+    const previous = claim.previousOwner !== config.cellId ? 'peer' : ctx.claimedHere.has(runId) ? 'self' : 'restart';
+    ctx.metrics.runTakeovers.inc({ previous });
+    if (previous === 'self') log.error('this process took over a run it drives itself', { run_id: runId, epoch: fence.epoch });
+  }
+  ctx.claimedHere.set(runId, fence.epoch);
   if (claim.takeover) {
     // A run taken over from a driver that stopped: its whole journal must verify against the
     // group's published keys before anything is built on it.
     const verdict = await verifyRunJournal(ctx, runId);
     if (!verdict.ok) {
       log.error('journal of a taken-over run does not verify', { run_id: runId, seq: verdict.seq, reason: verdict.reason });
-      await finishRun(ctx, runId, 'failed', {
+      await finish('failed', {
         error: {
           code: 'failed',
           message: 'the run cannot be resumed: its journal does not verify',
@@ -273,11 +335,12 @@ async function driveClaimed(
         // The run's last record is written by finishRun together with the state change.
         if (fields.kind === TERMINAL_KIND) {
           engineFinal = fields.data ?? {};
-          await putRunBlob(ctx, runId, payload.output);
+          // Rides in finishRun's transaction.
+          await stageRunBlob(ctx, runId, payload.output);
           return;
         }
         try {
-          await appendJournal(ctx, runId, { ...fields }, [payload.input, payload.output], fence);
+          await keptWrite(ctx, runId, () => appendJournal(ctx, runId, { ...fields }, [payload.input, payload.output], fence));
         } catch (e) {
           if (e instanceof LeaseLostError) lost = e;
           throw e;
@@ -299,7 +362,7 @@ async function driveClaimed(
     if (lost) throw lost;
     if (isStoreOutage(err)) throw err; // not the run's failure: driven again (driveRun)
     log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-    await finishRun(ctx, runId, 'failed', {
+    await finish('failed', {
       error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' },
       fence,
     });
@@ -314,28 +377,28 @@ async function driveClaimed(
   // A step or record refused by a store outage: not the run's failure (driveRun drives it again).
   if (result.outcome === 'failed' && isStoreOutage(result.cause)) throw result.cause;
   if (handle.signal.aborted && handle.cancelledBy() !== null) {
-    await finishRun(ctx, runId, 'cancelled', {
+    await finish('cancelled', {
       error: { code: 'cancelled', message: 'the run was cancelled', reason: 'cancelled' },
       data: { ...extra, reason: 'cancelled', by: handle.cancelledBy() },
       fence,
     });
   } else if (result.outcome === 'completed') {
-    await finishRun(ctx, runId, 'completed', {
+    await finish('completed', {
       output: opts.finalOutput ? await opts.finalOutput(result) : result.output,
       data: extra,
       fence,
     });
   } else if (result.outcome === 'waiting') {
-    await releaseToWaiting(ctx, runId, fence);
+    await keptWrite(ctx, runId, () => releaseToWaiting(ctx, runId, fence));
   } else if (handle.signal.aborted) {
     // Stopped because the cell is shutting down: leave the run for recovery.
   } else if (result.outcome === 'failed' && storageLimitOf(result.cause) !== undefined) {
     // A payload was refused by a storage limit (nothing of it was written): that is the run's error.
     const error = storageRunError(storageLimitOf(result.cause)!);
-    await finishRun(ctx, runId, 'failed', { error, data: { ...extra, reason: error.reason ?? null }, fence });
+    await finish('failed', { error, data: { ...extra, reason: error.reason ?? null }, fence });
   } else {
     const error = (opts.describeError ?? defaultError)(result);
-    await finishRun(ctx, runId, result.outcome, { error, data: { ...extra, reason: error.reason ?? result.reason ?? null }, fence });
+    await finish(result.outcome, { error, data: { ...extra, reason: error.reason ?? result.reason ?? null }, fence });
   }
   return { state: await stateNow(), result };
 }

@@ -29,8 +29,8 @@ import { recordHash } from '../../core/journal/hash.ts';
 import { GENESIS_HASH, type JournalRecord, type JsonObject } from '../../core/journal/record.ts';
 import { sealRecord } from '../../core/journal/seal.ts';
 import type { Tx } from '../store/types.ts';
-import type { JournalTail, RunsContext } from './context.ts';
-import { assertFence, type Fence } from './lease.ts';
+import type { JournalTail, RunsContext, StagedWrite } from './context.ts';
+import { assertFence, LeaseLostError, type Fence } from './lease.ts';
 import { publish } from './events.ts';
 import * as repo from './repository.ts';
 import { isTerminal, setRunStateTx, type RunError, type RunState } from './runs.ts';
@@ -145,28 +145,95 @@ export function appendJournal(
   fence?: Fence,
 ): Promise<JournalRecord> {
   return serialised(ctx, runId, async () => {
-    const run = await repo.runHead(ctx.core.store, runId);
-    if (!run || isTerminal(run.state)) throw new RunClosedError(runId, run?.state ?? 'unknown');
-    const values = blobs.map(prepareValue);
+    // Stored in hash order: two appends storing the same values lock their rows in the same order.
+    const values = blobs.map(prepareValue).sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0));
     const f: AppendFields = { ...traced(ctx, fields), at: fields.at ?? ctx.core.clock.now() };
     // A record carrying a payload is refused past a limit; one carrying none (a refusal, a cancel, a wait) never is.
     const enforce = values.some((v) => v.body !== 'null');
     const meter = await prepareMeter(ctx, runId);
-    const { rec, tail } = await ctx.core.store.write(async (tx) => {
-      const s = await repo.runHead(tx, runId);
-      if (!s || isTerminal(s.state)) throw new RunClosedError(runId, s?.state ?? 'unknown');
-      if (fence) assertFence(ctx, runId, s, fence);
-      const sealed = await sealNext(ctx, tx, runId, s.graph_hash ?? EMPTY_HASH, f, fence ? fence.epoch : s.lease_epoch);
-      await meterTx(ctx, tx, meter, runId, byteSize(JSON.stringify(sealed.rec)), values, enforce);
-      for (const v of values) await repo.putBlob(tx, v.hash, v.body);
-      await repo.insertRecord(tx, sealed.rec);
-      return sealed;
-    });
+    const staged = takeStaged(ctx, runId);
+    let out: { rec: JournalRecord; tail: JournalTail };
+    try {
+      // One transaction per step: the run's row (locked first, then stamped), the writes staged
+      // for it (budget), the record, its values and the run's storage share.
+      out = await ctx.core.store.write(
+        async (tx) => {
+          const s = await lockRun(ctx, tx, runId, f.at!, fence);
+          for (const w of staged) await w(tx);
+          const sealed = await sealNext(ctx, tx, runId, s.graph_hash ?? EMPTY_HASH, f, fence ? fence.epoch : s.lease_epoch);
+          await meterTx(ctx, tx, meter, runId, byteSize(JSON.stringify(sealed.rec)), values, enforce);
+          for (const v of values) await repo.putBlob(tx, v.hash, v.body);
+          await repo.insertRecord(tx, sealed.rec);
+          return sealed;
+        },
+        { isolation: 'row-locks' },
+      );
+    } catch (e) {
+      restage(ctx, runId, staged, e);
+      if (e instanceof RunClosedError) forgetMeter(ctx, runId);
+      throw e;
+    }
+    const { rec, tail } = out;
     ctx.tails.set(runId, tail);
     ctx.metrics.journalRecords.inc({ kind: rec.kind });
     publish(ctx, rec);
     return rec;
   });
+}
+
+/**
+ * The first statements of a run's journal write: locks the run's row and
+ * stamps its progress (repo.touchRun), so that the transaction, running with
+ * row locks rather than serializable, reads the run's tail after every other
+ * writer of that run; then reads the run's head.
+ * @throws RunClosedError when the run is unknown or terminal.
+ * @throws LeaseLostError when `fence` is no longer the run's lease.
+ */
+async function lockRun(ctx: RunsContext, tx: Tx, runId: string, at: number, fence: Fence | undefined): Promise<repo.RunHead> {
+  const me = ctx.core.config.cellId;
+  const locked = await repo.touchRun(tx, runId, at, fence ? { owner: me, epoch: fence.epoch } : null);
+  const s = await repo.runHead(tx, runId);
+  if (!s || isTerminal(s.state)) throw new RunClosedError(runId, s?.state ?? 'unknown');
+  if (fence) assertFence(ctx, runId, s, fence);
+  if (!locked) throw new RunClosedError(runId, s.state);
+  return s;
+}
+
+/**
+ * Stages a write of a run's driver to ride in the run's next journal append
+ * (or its finish), in that append's transaction: a budget reservation made
+ * before a model call commits with the call's `intent` record, the call's
+ * budget commit with its step record. In this process only; one that was
+ * never appended (the drive stopped) is flushed by flushStaged.
+ */
+export function stageRunWrite(ctx: RunsContext, runId: string, write: StagedWrite): void {
+  const list = ctx.staged.get(runId);
+  if (list) list.push(write);
+  else ctx.staged.set(runId, [write]);
+}
+
+function takeStaged(ctx: RunsContext, runId: string): StagedWrite[] {
+  const list = ctx.staged.get(runId) ?? [];
+  ctx.staged.delete(runId);
+  return list;
+}
+
+/** Puts back the writes of an append that failed, for the next one; dropped when the run is closed or the lease lost. */
+function restage(ctx: RunsContext, runId: string, staged: StagedWrite[], err: unknown): void {
+  if (staged.length === 0 || err instanceof RunClosedError || err instanceof LeaseLostError) return;
+  ctx.staged.set(runId, [...staged, ...(ctx.staged.get(runId) ?? [])]);
+}
+
+/** Commits the writes still staged for a run in a transaction of their own (a drive that ends without appending them). */
+export async function flushStaged(ctx: RunsContext, runId: string): Promise<void> {
+  const staged = takeStaged(ctx, runId);
+  if (staged.length === 0) return;
+  await ctx.core.store.write(
+    async (tx) => {
+      for (const w of staged) await w(tx);
+    },
+    { isolation: 'row-locks' },
+  );
 }
 
 /** The fields with `data.traceparent` when a request's trace is behind this record (cell/http/trace.ts). */
@@ -196,7 +263,10 @@ export function finishRun(
 ): Promise<boolean> {
   return serialised(ctx, runId, async () => {
     const run = await repo.runHead(ctx.core.store, runId);
-    if (!run || isTerminal(run.state)) return false;
+    if (!run || isTerminal(run.state)) {
+      ctx.staged.delete(runId);
+      return false;
+    }
     let outcome = requested;
     let o = opts;
     // The run row keeps its output (a second copy of the last step's): it counts in full.
@@ -216,27 +286,42 @@ export function finishRun(
     const at = ctx.core.clock.now();
     const fence = opts.fence;
     const meter = await prepareMeter(ctx, runId);
-    const rec = await ctx.core.store.write(async (tx) => {
-      const s = await repo.runHead(tx, runId);
-      if (!s || isTerminal(s.state)) return null;
-      if (fence) assertFence(ctx, runId, s, fence);
-      const { rec } = await sealNext(
-        ctx,
-        tx,
-        runId,
-        s.graph_hash ?? EMPTY_HASH,
-        { step_id: 'run', kind: TERMINAL_KIND, output_hash: contentHash(o.output ?? null), data, at },
-        fence ? fence.epoch : s.lease_epoch,
+    const staged = takeStaged(ctx, runId);
+    let rec: JournalRecord | null;
+    try {
+      rec = await ctx.core.store.write(
+        async (tx) => {
+          let s: repo.RunHead;
+          try {
+            s = await lockRun(ctx, tx, runId, at, fence);
+          } catch (e) {
+            if (e instanceof RunClosedError) return null;
+            throw e;
+          }
+          for (const w of staged) await w(tx);
+          const { rec } = await sealNext(
+            ctx,
+            tx,
+            runId,
+            s.graph_hash ?? EMPTY_HASH,
+            { step_id: 'run', kind: TERMINAL_KIND, output_hash: contentHash(o.output ?? null), data, at },
+            fence ? fence.epoch : s.lease_epoch,
+          );
+          const patch: { output?: unknown; error?: RunError | null } = {};
+          if ('output' in o) patch.output = o.output;
+          if (o.error !== undefined) patch.error = o.error;
+          if (!(await setRunStateTx(tx, runId, outcome, at, patch))) return null;
+          const text = JSON.stringify(rec);
+          await meterTx(ctx, tx, meter, runId, byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0), [], false);
+          await repo.insertRecord(tx, rec);
+          return rec;
+        },
+        { isolation: 'row-locks' },
       );
-      const patch: { output?: unknown; error?: RunError | null } = {};
-      if ('output' in o) patch.output = o.output;
-      if (o.error !== undefined) patch.error = o.error;
-      if (!(await setRunStateTx(tx, runId, outcome, at, patch))) return null;
-      const text = JSON.stringify(rec);
-      await meterTx(ctx, tx, meter, runId, byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0), [], false);
-      await repo.insertRecord(tx, rec);
-      return rec;
-    });
+    } catch (e) {
+      restage(ctx, runId, staged, e);
+      throw e;
+    }
     if (rec === null) return false;
     const reason = o.error?.reason ?? (typeof data['reason'] === 'string' ? data['reason'] : (o.error?.code ?? ''));
     ctx.metrics.runsFinished.inc({ state: outcome, reason: outcome === 'completed' || outcome === 'cancelled' ? '' : reason });
@@ -280,6 +365,17 @@ export async function putRunBlob(ctx: RunsContext, runId: string, value: unknown
   const v = prepareValue(value);
   const meter = await prepareMeter(ctx, runId);
   await ctx.core.store.write(async (tx) => {
+    await meterTx(ctx, tx, meter, runId, 0, [v], false);
+    await repo.putBlob(tx, v.hash, v.body);
+  });
+  return v.hash;
+}
+
+/** putRunBlob staged to ride in the run's next journal write (its finish: stageRunWrite); returns the hash. */
+export async function stageRunBlob(ctx: RunsContext, runId: string, value: unknown): Promise<string> {
+  const v = prepareValue(value);
+  const meter = await prepareMeter(ctx, runId);
+  stageRunWrite(ctx, runId, async (tx) => {
     await meterTx(ctx, tx, meter, runId, 0, [v], false);
     await repo.putBlob(tx, v.hash, v.body);
   });

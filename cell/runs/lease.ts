@@ -71,6 +71,8 @@ export async function claimRun(ctx: RunsContext, runId: string, graphHash: strin
   const me = ctx.core.config.cellId;
   const at = ctx.core.clock.now();
   const held = ctx.leases.get(runId);
+  const own = await claimOwn(ctx, runId, graphHash, held, at);
+  if (own) return own;
   const claim = await ctx.core.store.write(async (tx: Tx): Promise<Claim> => {
     const s = await repo.runLease(tx, runId);
     if (!s || isTerminal(s.state)) return { ok: false, reason: 'terminal' };
@@ -93,6 +95,50 @@ export async function claimRun(ctx: RunsContext, runId: string, graphHash: strin
   if (claim.ok) ctx.leases.set(runId, claim.fence.epoch);
   return claim;
 }
+
+/**
+ * The claim of a run whose lease this cell holds already (it created the run,
+ * or drove it before): no holder's liveness to judge, so no serializable read
+ * of the group's membership; the row-locked compare-and-set on owner and
+ * epoch is the whole claim, and claims of many runs at once never conflict.
+ * Undefined when the slow path must decide (another holder, or none, or an
+ * `unplaceable` flag to clear).
+ */
+async function claimOwn(
+  ctx: RunsContext,
+  runId: string,
+  graphHash: string | null,
+  held: number | undefined,
+  at: number,
+): Promise<Claim | undefined> {
+  const me = ctx.core.config.cellId;
+  const s = await repo.runLease(ctx.core.store, runId);
+  if (!s || isTerminal(s.state) || s.lease_owner !== me) return undefined;
+  if (!qualifies(ctx.cluster.self, { clearance: s.need_clearance, topology: s.need_topology })) return undefined;
+  const epoch = s.lease_epoch + 1;
+  const ok = await ctx.core.store
+    .write(
+      async (tx) => {
+        if (!(await repo.retakeOwnLease(tx, runId, me, epoch, s.lease_epoch, at, graphHash))) return false;
+        const flags = await repo.runFlags(tx, runId);
+        // Let the slow path clear it (nothing to keep: this transaction rolls back).
+        if (flags && 'unplaceable' in flags) throw new UnplaceableFlag();
+        return true;
+      },
+      { isolation: 'row-locks' },
+    )
+    .catch((e: unknown) => {
+      if (e instanceof UnplaceableFlag) return false;
+      throw e;
+    });
+  if (!ok) return undefined;
+  ctx.leases.set(runId, epoch);
+  // Taken from a driver that did not end the run: this cell before a restart.
+  const takeover = s.lease_epoch > 0 && held !== s.lease_epoch;
+  return { ok: true, fence: { epoch }, takeover, previousOwner: takeover ? me : null };
+}
+
+class UnplaceableFlag extends Error {}
 
 /** The driver lets go of a waiting run (state waiting, no owner); LeaseLostError when the lease is not its own any more. */
 export async function releaseToWaiting(ctx: RunsContext, runId: string, fence: Fence): Promise<void> {

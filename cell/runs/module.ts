@@ -17,7 +17,12 @@ import { createRunsContext } from './context.ts';
 import { catchUpRemote } from './events.ts';
 import { mountRunEventRoutes } from './routes.ts';
 import { mountRunValueRoutes } from './routes-values.ts';
-import { runCountsByKindAndState } from './repository.ts';
+import { countStalled, runCountsByKindAndState } from './repository.ts';
+import { STALL_LEASES } from './runs.ts';
+import { foldStorage } from './storage.ts';
+
+/** How often the runs' storage shares are summed into the totals, ms. */
+export const STORAGE_FOLD_MS = 5_000;
 
 export interface RunsModule extends CellModule {
   runs: Runs;
@@ -26,6 +31,18 @@ export interface RunsModule extends CellModule {
 export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster: Cluster; metrics: CellMetrics }): Promise<RunsModule> {
   const ctx = createRunsContext(core, deps.iam, deps.cluster, deps.metrics);
   deps.metrics.countRunsWith(() => runCountsByKindAndState(core.store));
+  deps.metrics.countStalledWith(() => countStalled(core.store, core.clock.now() - STALL_LEASES * core.config.leaseMs));
+  // The runs' storage shares are summed into the totals off their path (storage.ts foldStorage).
+  let folding: Promise<unknown> | null = null;
+  const foldTimer = setInterval(() => {
+    if (folding) return;
+    folding = foldStorage(ctx)
+      .catch((e: unknown) => core.log.warn('storage fold failed', { error: e instanceof Error ? e.message : String(e) }))
+      .finally(() => {
+        folding = null;
+      });
+  }, STORAGE_FOLD_MS);
+  foldTimer.unref();
   // Records appended by other cells of the group reach this cell's event subscribers.
   // A cancel recorded on another cell stops this cell's drive of that run at once: one check at a time,
   // and one more after it when other cells appended meanwhile (a busy group notifies at every append).
@@ -63,6 +80,8 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
       mountRunValueRoutes(app, ctx);
     },
     async stop() {
+      clearInterval(foldTimer);
+      await folding;
       ctx.stopping = true;
       unlisten();
       await abortAllDrivers(ctx);

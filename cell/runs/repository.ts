@@ -45,6 +45,8 @@ export interface Run {
   lease_owner: string | null;
   /** The lease's fencing token: grows by one at every claim. */
   lease_epoch: number;
+  /** When its journal last grew (null before its first record): a running run with none for several leases is stalled. */
+  progress_at: number | null;
   /** Where the run came from: `api`, `schedule:<schedule_id>`, `endpoint:<endpoint_id>`. */
   source: string;
   created_at: number;
@@ -69,7 +71,7 @@ function runError(v: unknown): RunError {
 
 const RUN_COLUMNS =
   'r.run_id, r.kind, r.job_type, r.crew_id, r.workspace_id, r.requester, r.state, r.graph_hash, r.spec, r.output, r.error, ' +
-  'r.flags, r.coordinator, r.source, r.created_at, r.updated_at, r.finished_at, r.lease_owner, r.lease_epoch';
+  'r.flags, r.coordinator, r.source, r.created_at, r.updated_at, r.finished_at, r.lease_owner, r.lease_epoch, r.progress_at';
 
 function decodeRun(r: Row): Run {
   return {
@@ -88,6 +90,7 @@ function decodeRun(r: Row): Run {
     coordinator: strOrNull(r, 'coordinator'),
     lease_owner: strOrNull(r, 'lease_owner'),
     lease_epoch: num(r, 'lease_epoch'),
+    progress_at: numOrNull(r, 'progress_at'),
     source: str(r, 'source'),
     created_at: num(r, 'created_at'),
     updated_at: num(r, 'updated_at'),
@@ -157,6 +160,35 @@ export interface RunHead {
   lease_epoch: number;
 }
 
+/**
+ * The first statement of a journal append's transaction (journal.ts): locks
+ * the run's row (so appends and state changes of one run take turns, in every
+ * cell) and stamps its last journal progress, if the run is not terminal and,
+ * with `lease`, is still held under it. False when nothing matched.
+ */
+export async function touchRun(tx: Tx, runId: string, at: number, lease: { owner: string; epoch: number } | null): Promise<boolean> {
+  const r = lease
+    ? await tx.run(
+        `UPDATE runs SET updated_at = ?, progress_at = ? WHERE run_id = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')
+         AND lease_owner = ? AND lease_epoch = ?`,
+        [at, at, runId, lease.owner, lease.epoch],
+      )
+    : await tx.run(
+        `UPDATE runs SET updated_at = ?, progress_at = ? WHERE run_id = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')`,
+        [at, at, runId],
+      );
+  return r.changes === 1;
+}
+
+/** Runs queued or running whose last journal progress (or creation) is before `before`: stalled (none, waiting runs). */
+export async function countStalled(db: Reader, before: number): Promise<{ kind: string; n: number }[]> {
+  const rows = await db.all(
+    `SELECT kind, COUNT(*) AS n FROM runs WHERE state IN ('queued', 'running') AND COALESCE(progress_at, created_at) < ? GROUP BY kind`,
+    [before],
+  );
+  return rows.map((r) => ({ kind: str(r, 'kind'), n: num(r, 'n') }));
+}
+
 /** The run's state, graph hash and lease only (the journal's hot path). */
 export async function runHead(db: Reader, runId: string): Promise<RunHead | undefined> {
   const r = await db.get('SELECT state, graph_hash, lease_owner, lease_epoch FROM runs WHERE run_id = ?', [runId]);
@@ -211,6 +243,29 @@ export async function takeLease(
     `UPDATE runs SET lease_owner = ?, lease_epoch = ?, coordinator = ?, state = 'running', updated_at = ?, graph_hash = COALESCE(CAST(? AS TEXT), graph_hash)
      WHERE run_id = ? AND lease_epoch = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')`,
     [owner, epoch, owner, at, graphHash, runId, prevEpoch],
+  );
+  return r.changes === 1;
+}
+
+/**
+ * takeLease for a lease this cell holds already (the cell that created the
+ * run, or drove it, claims it again): the same change, only while the owner is
+ * still `owner` at `prevEpoch`. Run as the first statement of a `row-locks`
+ * transaction, it locks the row and is its own compare-and-set.
+ */
+export async function retakeOwnLease(
+  tx: Tx,
+  runId: string,
+  owner: string,
+  epoch: number,
+  prevEpoch: number,
+  at: number,
+  graphHash: string | null,
+): Promise<boolean> {
+  const r = await tx.run(
+    `UPDATE runs SET lease_epoch = ?, coordinator = ?, state = 'running', updated_at = ?, graph_hash = COALESCE(CAST(? AS TEXT), graph_hash)
+     WHERE run_id = ? AND lease_owner = ? AND lease_epoch = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')`,
+    [epoch, owner, at, graphHash, runId, owner, prevEpoch],
   );
   return r.changes === 1;
 }
@@ -363,6 +418,11 @@ export async function updateRunState(tx: Tx, runId: string, u: StateUpdate): Pro
 export async function runFlags(db: Reader, runId: string): Promise<Record<string, unknown> | undefined> {
   const r = await db.get('SELECT flags FROM runs WHERE run_id = ?', [runId]);
   return r ? json(r, 'flags', object) : undefined;
+}
+
+/** Locks the run's row (a `row-locks` transaction's first statement); false when there is no such run. */
+export async function lockRunRow(tx: Tx, runId: string, at: number): Promise<boolean> {
+  return (await tx.run('UPDATE runs SET updated_at = ? WHERE run_id = ?', [at, runId])).changes === 1;
 }
 
 export async function updateRunFlags(tx: Tx, runId: string, flags: Record<string, unknown>, at: number): Promise<void> {
@@ -592,7 +652,7 @@ export async function approvalRequests(db: Reader, runId: string): Promise<(Appr
 
 // ---------------------------------------------------------------- storage metering (storage.ts)
 
-/** Bytes counted for a scope (`cell`, `workspace:<id>`). */
+/** Bytes counted for a scope (`cell`, `workspace:<id>`) and folded into its total (add unfoldedStorage for the rest). */
 export async function storageTotal(db: Reader, scope: string): Promise<number> {
   const r = await db.get('SELECT bytes FROM storage_totals WHERE scope = ?', [scope]);
   return r ? num(r, 'bytes') : 0;
@@ -610,24 +670,54 @@ export async function runWorkspaceAndSpec(db: Reader, runId: string): Promise<{ 
   return r ? { workspace_id: strOrNull(r, 'workspace_id'), spec: str(r, 'spec') } : undefined;
 }
 
-/** Adds `bytes` to a run's count and to each scope's total. */
-export async function addStorage(
-  tx: Tx,
-  runId: string,
-  workspaceId: string | null,
-  bytes: number,
-  scopes: readonly string[],
-): Promise<void> {
+/**
+ * Adds `bytes` to a run's count and to its share not yet summed into the
+ * scopes' totals (`unfolded`): the run's own row only (foldStorage sums it).
+ */
+export async function addStorage(tx: Tx, runId: string, workspaceId: string | null, bytes: number): Promise<void> {
   await tx.run(
-    'INSERT INTO run_storage (run_id, workspace_id, bytes) VALUES (?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage.bytes + excluded.bytes',
-    [runId, workspaceId, bytes],
+    `INSERT INTO run_storage (run_id, workspace_id, bytes, unfolded) VALUES (?, ?, ?, ?)
+     ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage.bytes + excluded.bytes, unfolded = run_storage.unfolded + excluded.unfolded`,
+    [runId, workspaceId, bytes, bytes],
   );
-  for (const scope of scopes) {
-    await tx.run(
-      'INSERT INTO storage_totals (scope, bytes) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET bytes = storage_totals.bytes + excluded.bytes',
-      [scope, bytes],
-    );
+}
+
+/** Bytes of runs not summed into the totals yet: of every run, or of a workspace's runs. */
+export async function unfoldedStorage(db: Reader, workspaceId?: string): Promise<number> {
+  const r =
+    workspaceId === undefined
+      ? await db.get('SELECT COALESCE(SUM(unfolded), 0) AS n FROM run_storage WHERE unfolded > 0')
+      : await db.get('SELECT COALESCE(SUM(unfolded), 0) AS n FROM run_storage WHERE unfolded > 0 AND workspace_id = ?', [workspaceId]);
+  return count(r);
+}
+
+/**
+ * Sums the runs' unfolded shares into storage_totals, in a `row-locks`
+ * transaction: the cell total's row is locked first, so folds of several
+ * cells take turns, and each share is read after that lock and subtracted
+ * as read (an append adding to it meanwhile keeps what it added). Returns the
+ * bytes folded.
+ */
+export async function foldStorage(tx: Tx): Promise<number> {
+  await tx.run(
+    "INSERT INTO storage_totals (scope, bytes) VALUES ('cell', 0) ON CONFLICT (scope) DO UPDATE SET bytes = storage_totals.bytes",
+  );
+  const rows = await tx.all('SELECT run_id, workspace_id, unfolded FROM run_storage WHERE unfolded > 0 ORDER BY run_id LIMIT 1000');
+  let total = 0;
+  const byWorkspace = new Map<string, number>();
+  for (const r of rows) {
+    const n = num(r, 'unfolded');
+    await tx.run('UPDATE run_storage SET unfolded = unfolded - ? WHERE run_id = ?', [n, str(r, 'run_id')]);
+    total += n;
+    const ws = strOrNull(r, 'workspace_id');
+    if (ws !== null) byWorkspace.set(ws, (byWorkspace.get(ws) ?? 0) + n);
   }
+  if (total === 0) return 0;
+  const add =
+    'INSERT INTO storage_totals (scope, bytes) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET bytes = storage_totals.bytes + excluded.bytes';
+  await tx.run(add, ['cell', total]);
+  for (const [ws, n] of [...byWorkspace].sort(([a], [b]) => (a < b ? -1 : 1))) await tx.run(add, [`workspace:${ws}`, n]);
+  return total;
 }
 
 /** How many approval decisions a run has (a drive that waits compares it with the count it started with). */

@@ -28,6 +28,20 @@ export function newRunId(): string {
 
 export const RUN_ID_PATTERN = /^run_[0-9a-f]{20}$/;
 
+/**
+ * A run queued or running whose journal has not grown for this many leases
+ * (`--lease-ms`, default 2 s: 20 s) is `stalled` in its views and counted by
+ * the `cell_runs_stalled` gauge: its driver is slow (a model call that takes
+ * that long), blocked, or gone and not taken over. Waiting runs never are.
+ */
+export const STALL_LEASES = 10;
+
+/** Whether a run is stalled at `now` (STALL_LEASES). */
+export function isStalled(run: Run, now: number, leaseMs: number): boolean {
+  if (run.state !== 'queued' && run.state !== 'running') return false;
+  return now - (run.progress_at ?? run.created_at) > STALL_LEASES * leaseMs;
+}
+
 export interface NewRun {
   run_id?: string;
   kind: RunKind;
@@ -135,9 +149,14 @@ export function setRunState(ctx: RunsContext, runId: string, state: RunState, pa
 /** Merges `flags` into the run's flags (e.g. `{ investigate: {...} }`); nothing for an unknown run. */
 export async function setRunFlags(ctx: RunsContext, runId: string, flags: Record<string, unknown>): Promise<void> {
   const at = ctx.core.clock.now();
-  await ctx.core.store.write(async (tx) => {
-    const current = await repo.runFlags(tx, runId);
-    if (current === undefined) return;
-    await repo.updateRunFlags(tx, runId, { ...current, ...flags }, at);
-  });
+  // The run's row is locked first: its journal appends lock it too, and neither waits for a serialization retry.
+  await ctx.core.store.write(
+    async (tx) => {
+      if (!(await repo.lockRunRow(tx, runId, at))) return;
+      const current = await repo.runFlags(tx, runId);
+      if (current === undefined) return;
+      await repo.updateRunFlags(tx, runId, { ...current, ...flags }, at);
+    },
+    { isolation: 'row-locks' },
+  );
 }

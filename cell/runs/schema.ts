@@ -90,4 +90,14 @@ export const RUNS_MIGRATIONS: readonly Migration[] = [
     ALTER TABLE runs ADD COLUMN need_clearance INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE runs ADD COLUMN need_topology TEXT NOT NULL DEFAULT '{}';`,
   },
+  {
+    // The hot path of a run (journal.ts): each append stamps the run's last journal progress
+    // (a run with none for several leases is `stalled`), and meters into the run's own share
+    // (`unfolded`: bytes not yet summed into storage_totals), which a background fold sums off
+    // the path, so no step writes a row that all runs share (storage.ts).
+    id: 'runs-005-hot-path',
+    sql: `ALTER TABLE runs ADD COLUMN progress_at INTEGER;
+    ALTER TABLE run_storage ADD COLUMN unfolded INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX run_storage_unfolded ON run_storage (unfolded);`,
+  },
 ];

@@ -16,6 +16,12 @@
  *   (workspace ids are the caller's choice, so only a cell-wide limit bounds
  *   the store).
  *
+ * A write adds to its run's own row only (`run_storage`: bytes, and the share
+ * not yet summed into the totals); `foldStorage` sums the shares into
+ * `storage_totals` off the path. A limit is checked against what is committed
+ * when the write reads it, outside any lock: writes of other runs in flight at
+ * that moment are not seen, so a quota may be passed by at most those writes.
+ *
  * A payload that would pass a limit is refused: nothing of it is written,
  * `RunStorageLimitError` is thrown, and the run fails with the limit's reason
  * (drive.ts). Records that carry no payload (refusals, cancels, the terminal
@@ -88,15 +94,15 @@ export interface WorkspaceUsage {
 /** What a workspace uses now. */
 export async function workspaceUsage(ctx: RunsContext, workspaceId: string, db: Reader = ctx.core.store): Promise<WorkspaceUsage> {
   return {
-    run_bytes: await repo.storageTotal(db, `workspace:${workspaceId}`),
+    run_bytes: (await repo.storageTotal(db, `workspace:${workspaceId}`)) + (await repo.unfoldedStorage(db, workspaceId)),
     file_bytes: fileBytes(ctx, workspaceId),
     quota_bytes: ctx.core.config.workspaceQuotaBytes,
   };
 }
 
 /** Bytes the cell's runs keep in the store, all workspaces together (the cell's quota counts them). */
-export function cellRunBytes(ctx: RunsContext, db: Reader = ctx.core.store): Promise<number> {
-  return repo.storageTotal(db, 'cell');
+export async function cellRunBytes(ctx: RunsContext, db: Reader = ctx.core.store): Promise<number> {
+  return (await repo.storageTotal(db, 'cell')) + (await repo.unfoldedStorage(db));
 }
 
 /** Room a run needs besides its spec: its records alone (about 650 bytes each, sealed) take a few KiB. */
@@ -209,7 +215,10 @@ async function refusal(ctx: RunsContext, db: Reader, m: RunMeter, adding: number
   if (m.bytes + adding > config.runStorageCapBytes)
     return new RunStorageLimitError('run_storage_cap', config.runStorageCapBytes, m.bytes, adding);
   if (m.workspace !== null) {
-    const used = (await repo.storageTotal(db, `workspace:${m.workspace}`)) + fileBytes(ctx, m.workspace);
+    const used =
+      (await repo.storageTotal(db, `workspace:${m.workspace}`)) +
+      (await repo.unfoldedStorage(db, m.workspace)) +
+      fileBytes(ctx, m.workspace);
     if (used + adding > config.workspaceQuotaBytes)
       return new RunStorageLimitError('workspace_quota', config.workspaceQuotaBytes, used, adding);
   }
@@ -256,12 +265,23 @@ export async function meterTx(
     const refused = await refusal(ctx, tx, m, adding);
     if (refused) throw refused;
   }
-  await repo.addStorage(tx, runId, m.workspace, adding, m.workspace !== null ? ['cell', `workspace:${m.workspace}`] : ['cell']);
+  // The run's own row only: the workspace's and the cell's totals are its share summed later (foldStorage).
+  await repo.addStorage(tx, runId, m.workspace, adding);
   tx.afterCommit(() => {
     m.bytes += adding;
     m.spec = 0;
     for (const h of fresh) m.hashes.add(h);
   });
+}
+
+/**
+ * Sums every run's unfolded share into the scopes' totals (storage_totals),
+ * off the runs' path: a timer of the runs module calls it. Until then the
+ * totals are read as folded bytes plus the unfolded shares, so a limit sees
+ * every committed byte either way. Returns the bytes folded.
+ */
+export function foldStorage(ctx: RunsContext): Promise<number> {
+  return ctx.core.store.write((tx) => repo.foldStorage(tx), { notify: false, isolation: 'row-locks' });
 }
 
 /** Forgets a finished run's meter (its totals stay in the store). */

@@ -28,7 +28,7 @@ import pg from 'pg';
 import { ServiceError } from '../../core/errors.ts';
 import { checkPortable } from './internal/dialect.ts';
 import { ChangeListener } from './internal/pg-listen.ts';
-import { connectionLost, isConnectionLost, isRetryable } from './internal/pg-errors.ts';
+import { connectionLost, isConnectionLost, isRetryable, sqlState } from './internal/pg-errors.ts';
 import { migratePostgres } from './internal/pg-migrate.ts';
 import { toNumbered } from './internal/pg-sql.ts';
 import { PG_TYPES, toPgParams } from './internal/pg-types.ts';
@@ -103,6 +103,8 @@ const inTx = new TxContext<TxState>();
 
 /** The transaction's id and the server's start time, to ask about its outcome should COMMIT be cut off. */
 const BEGIN_SQL = 'BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT txid_current() AS xid, pg_postmaster_start_time() AS started';
+/** The same for a `row-locks` write (WriteOptions.isolation): READ COMMITTED, the writer locks the rows it relies on. */
+const BEGIN_ROW_LOCKS_SQL = 'BEGIN ISOLATION LEVEL READ COMMITTED; SELECT txid_current() AS xid, pg_postmaster_start_time() AS started';
 
 function closed(): ServiceError {
   return new ServiceError('service_unavailable', 'The store is closed.', { details: { reason: 'store_closed' }, retryable: true });
@@ -283,7 +285,7 @@ class PgStore implements PostgresStore {
     const start = this.#observe ? performance.now() : 0;
     let ok = false;
     try {
-      const result = await this.#write(fn, opts?.notify !== false);
+      const result = await this.#write(fn, opts?.notify !== false, opts?.isolation === 'row-locks');
       ok = true;
       return result;
     } finally {
@@ -292,7 +294,7 @@ class PgStore implements PostgresStore {
     }
   }
 
-  async #write<T>(fn: (tx: Tx) => Promise<T>, notifyOthers: boolean): Promise<T> {
+  async #write<T>(fn: (tx: Tx) => Promise<T>, notifyOthers: boolean, rowLocks: boolean): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient;
       try {
@@ -317,7 +319,7 @@ class PgStore implements PostgresStore {
       let result!: T;
       let tables = new Set<string>();
       try {
-        const begun = results(await client.query(BEGIN_SQL))[1]?.rows[0];
+        const begun = results(await client.query(rowLocks ? BEGIN_ROW_LOCKS_SQL : BEGIN_SQL))[1]?.rows[0];
         xid = Number(begun?.['xid']);
         started = begun?.['started'];
         const tx: Tx = {
@@ -357,6 +359,7 @@ class PgStore implements PostgresStore {
         const cause = state.firstError ?? err;
         if (!lost && isRetryable(cause) && attempt < this.#maxAttempts) {
           this.stats.retries++;
+          this.#observe?.retry?.(sqlState(cause) ?? '');
           await sleep(Math.random() * Math.min(100, 2 ** attempt));
           continue;
         }

@@ -76,6 +76,16 @@ export interface WriteOptions {
    * transactions.
    */
   notify?: boolean;
+  /**
+   * `row-locks`: on PostgreSQL the transaction runs READ COMMITTED instead of
+   * SERIALIZABLE, so it never fails with a serialization conflict; it must
+   * then take the row locks it relies on itself, by writing (UPDATE) the rows
+   * whose values it depends on before it reads anything else (a run's
+   * journal appends first update the run's row: cell/runs/journal.ts).
+   * Deadlocks are still retried. The embedded engine runs every transaction
+   * alone, so both modes are the same there.
+   */
+  isolation?: 'serializable' | 'row-locks';
 }
 
 export interface StoreHealth {
@@ -120,4 +130,6 @@ export interface StoreObserver {
   fsyncBatch(transactions: number): void;
   /** The embedded engine wrote a checkpoint in `seconds`. */
   checkpoint(seconds: number): void;
+  /** PostgreSQL ran a write function again after a serialization failure or deadlock (40001, 40P01). */
+  retry?(sqlState: string): void;
 }

@@ -244,9 +244,17 @@ export const ledgerView = (l: Ledger) => ({
 });
 
 /**
- * Reserves budget before a model call: `amount`, or what the ledger has left
- * when that is less but at least `minimum` (core/engine/budget.ts); not ok when
- * the ledger cannot cover that.
+ * Reserves budget before a model call of a run: `amount`, or what the
+ * ledger has left when that is less but at least `minimum`
+ * (core/engine/budget.ts); not ok when the ledger cannot cover that.
+ *
+ * The ledger is read, not written: the reservation is a row of the run's own,
+ * staged to commit with the call's `intent` record (the runs module's
+ * stageRunWrite), and the ledger's figures are its columns plus the rows not
+ * folded into them yet (foldLedgers, off the runs' path). Runs of one agent
+ * reserving at the same moment do not see each other's reservation in
+ * flight, so a ledger may be passed by at most the calls reserved
+ * concurrently (docs/agent-teams.md).
  */
 export async function reserveBudget(
   ctx: TeamsContext,
@@ -257,24 +265,43 @@ export async function reserveBudget(
 ): Promise<{ ok: true; reservation_id: string; amount: number } | { ok: false; reason: string }> {
   const id = newId('rsv');
   const at = ctx.core.clock.now();
-  return ctx.core.store.write(async (tx) => {
-    const l = await repo.ledgerOf(tx, agentId);
-    if (!l) return { ok: false as const, reason: 'no_budget_ledger' };
-    const granted = grantTokens(amount, l.budget_limit - l.reserved - l.spent, minimum);
-    if (granted === null) return { ok: false as const, reason: 'budget_exceeded' };
-    await repo.insertReservation(tx, { id, agentId, amount: granted, runId: ref.run_id, stepId: ref.step_id, at });
-    return { ok: true as const, reservation_id: id, amount: granted };
+  const l = await repo.ledgerOf(ctx.core.store, agentId);
+  if (!l) return { ok: false as const, reason: 'no_budget_ledger' };
+  const granted = grantTokens(amount, l.budget_limit - l.reserved - l.spent, minimum);
+  if (granted === null) return { ok: false as const, reason: 'budget_exceeded' };
+  ctx.runs.stageRunWrite(ref.run_id, (tx) =>
+    repo.insertReservation(tx, { id, agentId, amount: granted, runId: ref.run_id, stepId: ref.step_id, at }),
+  );
+  return { ok: true as const, reservation_id: id, amount: granted };
+}
+
+/** Commits the actual usage of a run's reservation, staged to commit with the call's step record (idempotent). */
+export function stageBudgetCommit(ctx: TeamsContext, runId: string, reservationId: string, actual: number): void {
+  const at = ctx.core.clock.now();
+  ctx.runs.stageRunWrite(runId, async (tx) => {
+    await repo.commitReservation(tx, reservationId, actual, at);
   });
 }
 
-/** Commits actual usage of a reservation, releasing the rest (idempotent). */
+/** Commits actual usage of a reservation, releasing the rest (idempotent), in a transaction of its own. */
 export async function commitBudget(ctx: TeamsContext, reservationId: string, actual: number): Promise<void> {
   const at = ctx.core.clock.now();
   await ctx.core.store.write(async (tx) => {
-    const r = await repo.reservation(tx, reservationId);
-    if (!r || r.committed_at !== null) return;
-    await repo.commitReservation(tx, reservationId, r.agent_id, r.amount, actual, at);
+    await repo.commitReservation(tx, reservationId, actual, at);
   });
+}
+
+/**
+ * Folds the committed reservations of every agent into its ledger's spent
+ * (a timer of the teams module: off the runs' path). Each agent's fold locks
+ * its ledger row, so folds of several cells take turns.
+ */
+export async function foldLedgers(ctx: TeamsContext): Promise<number> {
+  let n = 0;
+  for (const agentId of await repo.agentsToFold(ctx.core.store)) {
+    n += await ctx.core.store.write((tx) => repo.foldLedger(tx, agentId), { notify: false, isolation: 'row-locks' });
+  }
+  return n;
 }
 
 /** Releases reservations left open by a coordinator that died (recovery). */

@@ -15,7 +15,7 @@ import type { JsonObject } from '../../core/journal/record.ts';
 import { isServiceError } from '../../core/errors.ts';
 import type { ChatMessage as WireMessage, ToolSpec } from '../ai/openai-client.ts';
 import type { DrivePorts } from '../runs/drive.ts';
-import { commitBudget, getAgent, getLedger, providerFor, reserveBudget } from './agents.ts';
+import { getAgent, getLedger, providerFor, reserveBudget, stageBudgetCommit } from './agents.ts';
 import type { TeamsContext } from './context.ts';
 import { getContract } from './resources.ts';
 
@@ -128,13 +128,20 @@ export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
   };
 }
 
-export function budgetPort(ctx: TeamsContext): BudgetPort {
+/**
+ * The budget port of a run: a reservation and its commit are rows of the run
+ * that ride in its journal appends (the intent before the call, the step
+ * record after it), so a model step is one commit after the call.
+ */
+export function budgetPort(ctx: TeamsContext, runId: string): BudgetPort {
   return {
     async hasLedger(agentId) {
       return (await getLedger(ctx, agentId)) !== undefined;
     },
-    reserve: (agentId, amount, ref, minimum) => reserveBudget(ctx, agentId, amount, ref, minimum),
-    commit: (id, actual) => commitBudget(ctx, id, actual),
+    reserve: (agentId, amount, ref, minimum) => reserveBudget(ctx, agentId, amount, { ...ref, run_id: runId }, minimum),
+    async commit(id, actual) {
+      stageBudgetCommit(ctx, runId, id, actual);
+    },
   };
 }
 
@@ -153,7 +160,7 @@ export function crewPorts(ctx: TeamsContext, runId: string, workspaceId: string)
     model: modelPort(ctx, runId),
     tools: toolsPort(ctx, workspaceId),
     approvals: ctx.runs.approvalsPort(runId),
-    budget: budgetPort(ctx),
+    budget: budgetPort(ctx, runId),
     contracts: contractsPort(ctx),
   };
 }

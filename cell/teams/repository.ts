@@ -299,12 +299,49 @@ function decodeLedger(r: Row): Ledger {
   };
 }
 
+/**
+ * The ledger as it stands: its columns plus the reservations not folded into
+ * them yet (open ones are reserved, committed ones spent).
+ */
 export async function ledgerOf(db: Reader, agentId: string): Promise<Ledger | undefined> {
   const r = await db.get(
-    'SELECT agent_id, budget_limit, reserved, spent, created_at, updated_at, updated_by FROM team_ledgers WHERE agent_id = ?',
+    `SELECT l.agent_id, l.budget_limit, l.created_at, l.updated_at, l.updated_by,
+       l.reserved + COALESCE((SELECT SUM(x.amount) FROM team_reservations x WHERE x.agent_id = l.agent_id AND x.folded = 0 AND x.committed_at IS NULL), 0) AS reserved,
+       l.spent + COALESCE((SELECT SUM(x.actual) FROM team_reservations x WHERE x.agent_id = l.agent_id AND x.folded = 0 AND x.committed_at IS NOT NULL), 0) AS spent
+     FROM team_ledgers l WHERE l.agent_id = ?`,
     [agentId],
   );
   return r ? decodeLedger(r) : undefined;
+}
+
+/** Agents with committed reservations not folded into their ledger yet. */
+export async function agentsToFold(db: Reader): Promise<string[]> {
+  const rows = await db.all(
+    'SELECT DISTINCT agent_id FROM team_reservations WHERE folded = 0 AND committed_at IS NOT NULL ORDER BY agent_id',
+  );
+  return rows.map((r) => str(r, 'agent_id'));
+}
+
+/**
+ * Adds an agent's committed, unfolded reservations to its ledger's spent and
+ * marks them folded (a `row-locks` transaction: the ledger's row is locked
+ * first, so folds take turns and a reservation is folded once). Returns how
+ * many were folded.
+ */
+export async function foldLedger(tx: Tx, agentId: string): Promise<number> {
+  if ((await tx.run('UPDATE team_ledgers SET updated_at = updated_at WHERE agent_id = ?', [agentId])).changes === 0) return 0;
+  const rows = await tx.all(
+    'SELECT reservation_id, actual FROM team_reservations WHERE agent_id = ? AND folded = 0 AND committed_at IS NOT NULL ORDER BY reservation_id LIMIT 1000',
+    [agentId],
+  );
+  if (rows.length === 0) return 0;
+  let spent = 0;
+  for (const r of rows) {
+    spent += numOrNull(r, 'actual') ?? 0;
+    await tx.run('UPDATE team_reservations SET folded = 1 WHERE reservation_id = ?', [str(r, 'reservation_id')]);
+  }
+  await tx.run('UPDATE team_ledgers SET spent = spent + ? WHERE agent_id = ?', [spent, agentId]);
+  return rows.length;
 }
 
 /** Registers a ledger, or resets the limit of an existing one (reserved and spent stay). */
@@ -320,9 +357,9 @@ export async function insertReservation(
   tx: Tx,
   r: { id: string; agentId: string; amount: number; runId: string; stepId: string; at: number },
 ): Promise<void> {
-  await tx.run('UPDATE team_ledgers SET reserved = reserved + ? WHERE agent_id = ?', [r.amount, r.agentId]);
+  // The run's own row: the ledger is not written (ledgerOf counts it until foldLedger does).
   await tx.run(
-    'INSERT INTO team_reservations (reservation_id, agent_id, amount, actual, run_id, step_id, created_at, committed_at) VALUES (?, ?, ?, NULL, ?, ?, ?, NULL)',
+    'INSERT INTO team_reservations (reservation_id, agent_id, amount, actual, run_id, step_id, created_at, committed_at, folded) VALUES (?, ?, ?, NULL, ?, ?, ?, NULL, 0)',
     [r.id, r.agentId, r.amount, r.runId, r.stepId, r.at],
   );
 }
@@ -330,18 +367,34 @@ export async function insertReservation(
 export async function reservation(
   db: Reader,
   id: string,
-): Promise<{ agent_id: string; amount: number; committed_at: number | null } | undefined> {
-  const r = await db.get('SELECT agent_id, amount, committed_at FROM team_reservations WHERE reservation_id = ?', [id]);
-  return r ? { agent_id: str(r, 'agent_id'), amount: num(r, 'amount'), committed_at: numOrNull(r, 'committed_at') } : undefined;
+): Promise<{ agent_id: string; amount: number; committed_at: number | null; folded: boolean } | undefined> {
+  const r = await db.get('SELECT agent_id, amount, committed_at, folded FROM team_reservations WHERE reservation_id = ?', [id]);
+  return r
+    ? { agent_id: str(r, 'agent_id'), amount: num(r, 'amount'), committed_at: numOrNull(r, 'committed_at'), folded: num(r, 'folded') !== 0 }
+    : undefined;
 }
 
-/** Moves a reservation's amount out of `reserved` (never below 0) and `actual` into `spent`. */
-export async function commitReservation(tx: Tx, id: string, agentId: string, amount: number, actual: number, at: number): Promise<void> {
-  await tx.run(
-    'UPDATE team_ledgers SET reserved = CASE WHEN reserved - ? < 0 THEN 0 ELSE reserved - ? END, spent = spent + ? WHERE agent_id = ?',
-    [amount, amount, actual, agentId],
-  );
-  await tx.run('UPDATE team_reservations SET actual = ?, committed_at = ? WHERE reservation_id = ?', [actual, at, id]);
+/**
+ * Commits a reservation's actual usage (once: false when it was committed
+ * already or is unknown). One made before ledger shares (`folded`) moves its
+ * amount out of the ledger's `reserved` (never below 0) and `actual` into
+ * `spent`; a newer one changes its own row only.
+ */
+export async function commitReservation(tx: Tx, id: string, actual: number, at: number): Promise<boolean> {
+  const r = await reservation(tx, id);
+  if (!r || r.committed_at !== null) return false;
+  if (r.folded) {
+    await tx.run(
+      'UPDATE team_ledgers SET reserved = CASE WHEN reserved - ? < 0 THEN 0 ELSE reserved - ? END, spent = spent + ? WHERE agent_id = ?',
+      [r.amount, r.amount, actual, r.agent_id],
+    );
+  }
+  const u = await tx.run('UPDATE team_reservations SET actual = ?, committed_at = ? WHERE reservation_id = ? AND committed_at IS NULL', [
+    actual,
+    at,
+    id,
+  ]);
+  return u.changes === 1;
 }
 
 /** Reservations of a run not committed yet. */
@@ -651,6 +704,11 @@ export async function insertGraph(tx: Tx, graphHash: string, graph: unknown, at:
     JSON.stringify(graph),
     at,
   ]);
+}
+
+/** Whether a graph is kept under that hash. */
+export async function hasGraph(db: Reader, graphHash: string): Promise<boolean> {
+  return (await db.get('SELECT 1 AS x FROM team_graphs WHERE graph_hash = ?', [graphHash])) !== undefined;
 }
 
 /** A kept graph (parsed JSON), or undefined. */

@@ -8,11 +8,11 @@ import { ServiceError, notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
 import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, securedEither } from '../http/openapi.ts';
 import { RUN_STATES, type Run, type RunState } from '../runs/runs.ts';
-import { assertSeatsWithinCaller, compileFor } from './compile.ts';
+import { assertSeatsWithinCaller } from './compile.ts';
 import type { TeamsContext } from './context.ts';
 import { getCrew } from './formations.ts';
 import { executedGraph } from './run-graph.ts';
-import { decideApproval, flagOverdue, loadCrew, recoverRun, runView, startCrewRun } from './runs.ts';
+import { decideApproval, recoverRun, runView, startCrewRun } from './runs.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
 const param = (n: string, pattern?: RegExp) =>
@@ -59,6 +59,9 @@ const RunOut = z
     workspace_id: z.string().nullable(),
     requester: z.string(),
     state: z.enum(RUN_STATES as [RunState, ...RunState[]]),
+    stalled: z.boolean().openapi({
+      description: 'True when the run is queued or running and its journal has not grown for 10 leases (docs/multi-cell.md)',
+    }),
     graph_hash: z.string().nullable(),
     input: z.unknown(),
     output: z.unknown(),
@@ -140,9 +143,10 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
     async (c) => {
       const auth = c.get('auth');
       const crewId = c.req.valid('param').crew_id;
-      const { crew, formation } = await loadCrew(ctx, crewId);
-      await assertSeatsWithinCaller(ctx, auth, (await compileFor(ctx, formation, crew)).graph, { action: 'crew.run', target: crewId });
-      const run = await startCrewRun(ctx, auth.principal.id, crewId, c.req.valid('json'));
+      // One load and one compile: the caller's check runs on the graph startCrewRun compiled, before anything is written.
+      const run = await startCrewRun(ctx, auth.principal.id, crewId, c.req.valid('json'), {
+        check: (graph) => assertSeatsWithinCaller(ctx, auth, graph, { action: 'crew.run', target: crewId }),
+      });
       return c.json(await view(run), 201);
     },
   );
@@ -164,7 +168,6 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
     async (c) => {
       const crewId = c.req.valid('param').crew_id;
       if (!(await getCrew(ctx, crewId))) throw notFound('crew');
-      await flagOverdue(ctx);
       const q = c.req.valid('query');
       const r = await runs.listRuns({ limit: q.limit, offset: q.offset, kind: 'crew', crewId });
       return c.json({ runs: await views(r.items), ...pageOf(q, r.total) }, 200);
@@ -191,7 +194,6 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       },
     }),
     async (c) => {
-      await flagOverdue(ctx);
       const q = c.req.valid('query');
       const r = await runs.listRuns({
         limit: q.limit,
@@ -217,7 +219,6 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
     }),
     async (c) => {
       const { crew_id, run_id } = c.req.valid('param');
-      await flagOverdue(ctx);
       const run = await runs.getRun(run_id);
       if (run?.kind !== 'crew' || run.crew_id !== crew_id) throw notFound('run');
       return c.json(await view(run), 200);

@@ -17,7 +17,7 @@ import type { JsonObject } from '../../core/journal/record.ts';
 import { ServiceError, notFound } from '../../core/errors.ts';
 import { RunClosedError } from '../runs/journal.ts';
 import { isTerminal, type Run } from '../runs/runs.ts';
-import { agentActive, getLedger, releaseOpenReservations } from './agents.ts';
+import { agentActive, foldLedgers, getLedger, releaseOpenReservations } from './agents.ts';
 import { compileFor } from './compile.ts';
 import type { TeamsContext } from './context.ts';
 import { crewFormation, getCrew, type Crew, type Formation } from './formations.ts';
@@ -62,25 +62,31 @@ export const INVESTIGATE_SWEEP_MS = 5_000;
 
 /**
  * Module start: waiting crew runs (approval or timer) are driven again so a due
- * timer or an elapsed approval timeout is acted on after a restart; runs this
- * cell left `running` before a restart wait for an explicit recover, runs of a
- * dead peer are taken over after each heartbeat (takeOverOrphans). Then the
+ * timer or an elapsed approval timeout is acted on after a restart, and so are
+ * the runs this cell held when it stopped (queued or running under its lease:
+ * a call found in flight is re-issued once, flagged); runs of a dead peer are
+ * taken over after each heartbeat (takeOverOrphans). Then the
  * periodic investigate sweep starts; `stopSweep` ends it.
  */
 export async function startSweep(ctx: TeamsContext): Promise<void> {
   if (ctx.sweepTimer) return;
   ctx.stopped = false;
+  const me = ctx.core.config.cellId;
   for (const r of await ctx.runs.activeRuns('crew')) {
-    if (r.state === 'waiting')
-      void resumeRun(ctx, r.run_id, 'restart').catch((e: unknown) =>
-        ctx.core.log.warn('waiting run not resumed', { run_id: r.run_id, error: e instanceof Error ? e.message : String(e) }),
-      );
+    // Waiting runs, and the runs this cell held when it stopped (queued or running under its lease):
+    // driven again from their journal (a call found in flight is re-issued once, flagged).
+    const held = r.lease_owner === me || (r.lease_owner === null && r.coordinator === me && r.state !== 'waiting');
+    if (r.state !== 'waiting' && !held) continue;
+    if (held) ctx.core.log.info('resuming crew run held before the restart', { run_id: r.run_id, state: r.state });
+    void resumeRun(ctx, r.run_id, 'restart').catch((e: unknown) =>
+      ctx.core.log.warn('run not resumed after the restart', { run_id: r.run_id, error: e instanceof Error ? e.message : String(e) }),
+    );
   }
   ctx.runs.onHeartbeat(async () => {
     if (!ctx.stopped) await takeOverOrphans(ctx);
   });
   const t = setInterval(() => {
-    void flagOverdue(ctx).catch((e: unknown) =>
+    void sweepOnce(ctx).catch((e: unknown) =>
       ctx.core.log.warn('investigate sweep failed', { error: e instanceof Error ? e.message : String(e) }),
     );
   }, INVESTIGATE_SWEEP_MS);
@@ -168,11 +174,13 @@ export async function startCrewRun(
   requester: string,
   crewId: string,
   body: CrewRunInput,
-  opts: { runId?: string } = {},
+  opts: { runId?: string; check?: (graph: Graph) => Promise<void> } = {},
 ): Promise<Run> {
   const { core, runs } = ctx;
   const { crew, formation } = await loadCrew(ctx, crewId);
   const compiled = await compileFor(ctx, formation, crew);
+  // The caller's own check of the compiled graph (the route: every seat within the caller's authority).
+  await opts.check?.(compiled.graph);
   const spec: CrewRunSpec = {
     input: body.input ?? null,
     max_duration_ms: body.max_duration_ms ?? DEFAULT_MAX_DURATION_MS,
@@ -185,6 +193,10 @@ export async function startCrewRun(
   const workspaceId = body.workspace_id ?? crew.workspace_id;
   // No room for the run in its workspace (or the cell): refused before anything is written.
   await runs.assertStorageRoom(workspaceId, Buffer.byteLength(JSON.stringify(spec), 'utf8'));
+  // A graph is kept once, content-addressed, before the run that names it: runs of a crew
+  // started at once do not contend on its row in their serializable transactions.
+  if (!(await repo.hasGraph(core.store, compiled.graphHash)))
+    await core.store.write((tx) => repo.insertGraph(tx, compiled.graphHash, compiled.graph, at), { isolation: 'row-locks' });
   const runId = await core.store.write(async (tx) => {
     // The crew is read in this transaction, so a concurrent delete either sees this run (409 in_use) or happens first (404).
     if (!(await repo.crewById(tx, crew.crew_id))) throw notFound('crew');
@@ -202,7 +214,6 @@ export async function startCrewRun(
       // Every claim of the run (a takeover included) enforces the graph's placement needs.
       placement: compiled.graph.placement,
     });
-    await repo.insertGraph(tx, compiled.graphHash, compiled.graph, at);
     await ctx.iam.audit(tx, {
       at,
       actor: requester,
@@ -354,6 +365,12 @@ export async function decideApproval(
   return (await ctx.runs.getRun(runId)) ?? run;
 }
 
+/** The periodic sweep: runs past their budget flagged, then the ledgers' committed reservations folded (foldLedgers). */
+export async function sweepOnce(ctx: TeamsContext): Promise<void> {
+  await flagOverdue(ctx);
+  await foldLedgers(ctx);
+}
+
 /** Flags runs still in flight after their time or cost budget (idempotent, one sweep at a time); an event records it. */
 export function flagOverdue(ctx: TeamsContext): Promise<void> {
   if (ctx.sweeping) return ctx.sweeping;
@@ -404,6 +421,7 @@ export async function runView(ctx: TeamsContext, r: Run) {
     workspace_id: r.workspace_id,
     requester: r.requester,
     state: r.state,
+    stalled: ctx.runs.isStalled(r),
     graph_hash: r.graph_hash,
     input: spec.input ?? null,
     output: r.output,

@@ -79,6 +79,14 @@ export const TEAMS_MIGRATIONS: readonly Migration[] = [
     CREATE INDEX team_crews_formation ON team_crews (formation_id);
     CREATE TABLE team_graphs (graph_hash TEXT PRIMARY KEY, graph TEXT NOT NULL, created_at INTEGER NOT NULL);`,
   },
+  {
+    // Budget reservations as per-run shares (agents.ts): a reservation made since this migration
+    // (folded = 0) is counted from its own row; a fold adds committed ones to the ledger's spent
+    // off the runs' path. Older rows (folded = 1) are counted in the ledger's columns already.
+    id: 'teams-013-ledger-shares',
+    sql: `ALTER TABLE team_reservations ADD COLUMN folded INTEGER NOT NULL DEFAULT 1;
+    CREATE INDEX team_reservations_unfolded ON team_reservations (agent_id, folded);`,
+  },
 ];
 
 /** The kinds of a skill (`team_skills.skill_kind`). */

@@ -16,7 +16,7 @@ import { assertSeatsWithinCaller, compileFor } from './compile.ts';
 import type { AuthContext } from '../context.ts';
 import { checkPlacement, type UnmetConstraint } from './placement.ts';
 import { crewPorts } from './ports.ts';
-import { settled, startCrewRun, type CrewRunInput } from './runs.ts';
+import { settled, startCrewRun, sweepOnce, type CrewRunInput } from './runs.ts';
 import type { CrewUsersHook } from './usage.ts';
 
 export class Teams {
@@ -90,5 +90,10 @@ export class Teams {
   /** Resolves when this process no longer drives the crew run (tests, shutdown). */
   settled(runId: string): Promise<void> {
     return settled(this.ctx, runId);
+  }
+
+  /** The periodic sweep once, now: runs past their budget flagged `investigate`, ledgers folded (tests; a timer runs it). */
+  sweepNow(): Promise<void> {
+    return sweepOnce(this.ctx);
   }
 }

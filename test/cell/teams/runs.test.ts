@@ -294,6 +294,9 @@ test('runs still in flight after their time budget are flagged for investigation
   await t.modules.teams.teams.settled(r.run_id);
   assert.equal((await status(tm.crew, r.run_id)).investigate, null);
   t.clock.advance(5000);
+  // A GET writes nothing: the flag comes from the periodic sweep (run here at once).
+  assert.equal((await status(tm.crew, r.run_id)).investigate, null);
+  await t.modules.teams.teams.sweepNow();
   const s = await status(tm.crew, r.run_id);
   assert.equal(s.investigate.reason, 'time_budget');
   const list = await ok(api, 'GET', `${T}/runs?investigate=true`);
@@ -400,6 +403,7 @@ test('a run still in flight beyond its cost budget is flagged cost_budget', asyn
   const tm = await team(api, 'sequential', [{ role: 'spender', cap }]);
   const r = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'x', max_tokens: 5 });
   await t.modules.teams.teams.settled(r.run_id);
+  await t.modules.teams.teams.sweepNow();
   const s = await status(tm.crew, r.run_id);
   assert.equal(s.state, 'waiting');
   assert.ok(s.tokens_used > 5);
