@@ -9,6 +9,7 @@ import { ADMIN, call, describeError } from './api.ts';
 import { apiKeySession, can, identify, type Session } from './auth/session.ts';
 import { signInWithCell } from './auth/signin.ts';
 import { openedAtPublicUrl, type ConsoleConfig } from './config.ts';
+import { ago, useHeartbeat, useLiveness } from './liveness.ts';
 import { href, useRoute, type Route } from './router.ts';
 import { App, type AppState } from './ui.tsx';
 import { ApprovalsView } from './views/approvals.tsx';
@@ -17,7 +18,9 @@ import { CellsView } from './views/cells.tsx';
 import { FormationsView } from './views/formations.tsx';
 import { KeysView } from './views/keys.tsx';
 import { RunView } from './views/run.tsx';
+import { PrincipalsView } from './views/principals.tsx';
 import { RunsView } from './views/runs.tsx';
+import { SchedulesView } from './views/schedules.tsx';
 
 function SignIn({ config, onSession, notice }: { config: ConsoleConfig; onSession(s: Session): void; notice: string | null }) {
   const [busy, setBusy] = useState(false);
@@ -122,7 +125,9 @@ function SignIn({ config, onSession, notice }: { config: ConsoleConfig; onSessio
 const NAV: { view: Route['view']; label: string; id: string }[] = [
   { view: 'runs', label: 'Runs', id: 'nav-runs' },
   { view: 'approvals', label: 'Approvals', id: 'nav-approvals' },
+  { view: 'schedules', label: 'Schedules', id: 'nav-schedules' },
   { view: 'formations', label: 'Formations & crews', id: 'nav-formations' },
+  { view: 'principals', label: 'Principals', id: 'nav-principals' },
   { view: 'keys', label: 'API keys', id: 'nav-keys' },
   { view: 'audit', label: 'Audit trail', id: 'nav-audit' },
   { view: 'cells', label: 'Cells', id: 'nav-cells' },
@@ -143,9 +148,31 @@ function View({ route }: { route: Route }) {
       return <AuditView />;
     case 'cells':
       return <CellsView />;
+    case 'principals':
+      return <PrincipalsView />;
+    case 'schedules':
+      return <SchedulesView scheduleId={route.scheduleId} />;
     default:
-      return <RunsView query={route.query} />;
+      return <RunsView query={route.view === 'runs' ? route.query : new URLSearchParams()} />;
   }
+}
+
+/** Shown while the cell does not answer: what is on screen may be stale. */
+function LivenessBanner() {
+  useHeartbeat();
+  const l = useLiveness();
+  const [, tick] = useState(0);
+  useEffect(() => {
+    if (l.connected) return undefined;
+    const t = setInterval(() => tick((n) => n + 1), 1000);
+    return () => clearInterval(t);
+  }, [l.connected]);
+  if (l.connected) return null;
+  return (
+    <div class="banner disconnected" id="liveness-banner" role="alert">
+      <strong>Disconnected from the cell, retrying.</strong> Last update {ago(l.lastOk)}: what this page shows may be out of date.
+    </div>
+  );
 }
 
 function Shell({ state }: { state: AppState }) {
@@ -154,7 +181,13 @@ function Shell({ state }: { state: AppState }) {
   const first = useRef(true);
   // The view and its subject, not its filters: changing a filter must not move focus away from it.
   const place =
-    route.view === 'run' ? `run/${route.runId}` : route.view === 'formations' ? `formations/${route.formationId ?? ''}` : route.view;
+    route.view === 'run'
+      ? `run/${route.runId}`
+      : route.view === 'formations'
+        ? `formations/${route.formationId ?? ''}`
+        : route.view === 'schedules'
+          ? `schedules/${route.scheduleId ?? ''}`
+          : route.view;
   useEffect(() => {
     // Move focus to the new view so keyboard and screen-reader users land on it.
     if (first.current) {
@@ -199,6 +232,7 @@ function Shell({ state }: { state: AppState }) {
           </button>
         </div>
       </header>
+      <LivenessBanner />
       <nav class="nav" aria-label="Console">
         <ul>
           {NAV.map((n) => (

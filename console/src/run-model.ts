@@ -248,3 +248,46 @@ export function liveRunState(records: readonly RecordLike[], fetched: string): s
   if (!last) return fetched;
   return last.kind === 'waiting' ? 'waiting' : 'running';
 }
+
+/** Why a run ended badly: the run's error (or its end record's), with the failing step and the provider's answer. */
+export interface Failure {
+  code: string;
+  reason: string | null;
+  message: string;
+  step_id: string | null;
+  seat: string | null;
+  upstream: { code?: string; message?: string; reason?: string; provider_status?: number; attempts?: number } | null;
+}
+
+type ErrorLike = { code?: unknown; message?: unknown; reason?: unknown; details?: unknown } | null | undefined;
+
+/** The failure of an ended run, from its error (the API's `error`) or else its journal's end record; null when it completed. */
+export function failureOf(error: ErrorLike, records: readonly RecordLike[]): Failure | null {
+  const end = finishedRecord(records);
+  const e: ErrorLike = error ?? (end?.data?.['error'] as ErrorLike);
+  if (!e && !(end && end.data?.['outcome'] !== 'completed' && typeof end.data?.['reason'] === 'string')) return null;
+  const d = (e && typeof e.details === 'object' && e.details !== null ? e.details : {}) as Record<string, unknown>;
+  const up = d['upstream'];
+  const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+  return {
+    code: str(e?.code) ?? String(end?.data?.['outcome'] ?? 'failed'),
+    reason: str(e?.reason) ?? str(end?.data?.['reason']),
+    message: str(e?.message) ?? '',
+    step_id: str(d['step_id']),
+    seat: str(d['seat']),
+    upstream: typeof up === 'object' && up !== null ? (up as Failure['upstream']) : null,
+  };
+}
+
+/** "1.2 s", "3 min 4 s", "2 h 5 min": a duration for people. */
+export function formatDuration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms) || ms < 0) return '-';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${Math.round(s % 60)} s`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `${h} h ${m % 60} min`;
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
+}

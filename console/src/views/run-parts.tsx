@@ -8,7 +8,7 @@
 import { useState } from 'preact/hooks';
 import { ADMIN, call, describeError, seg, TEAMS } from '../api.ts';
 import { can } from '../auth/session.ts';
-import { nodeOfStep, type GraphLike, type RecordLike, type Refusal, type SeatTokens } from '../run-model.ts';
+import { nodeOfStep, type Failure, type GraphLike, type RecordLike, type Refusal, type SeatTokens } from '../run-model.ts';
 import { Json, Time, useApp, useLoad } from '../ui.tsx';
 import { valueMatches, type Verification } from '../verify.ts';
 
@@ -306,5 +306,86 @@ export function RefusalList({ refusals }: { refusals: Refusal[] }) {
         </li>
       ))}
     </ul>
+  );
+}
+
+/** Why the run ended badly: the error's code and reason, the failing step, and what the provider answered. */
+export function FailurePanel({
+  failure,
+  state,
+  graph,
+  onSelect,
+  node,
+}: {
+  failure: Failure;
+  state: string;
+  graph: GraphLike | null;
+  onSelect(id: string): void;
+  node: string | null;
+}) {
+  const up = failure.upstream;
+  const seat = failure.seat ? graph?.seats?.[failure.seat] : undefined;
+  return (
+    <section class="panel failure" aria-labelledby="failure-title" id="failure">
+      <h2 id="failure-title">Why it {state === 'refused' ? 'was refused' : state === 'cancelled' ? 'was cancelled' : 'failed'}</h2>
+      <dl class="facts">
+        <dt>Error</dt>
+        <dd>
+          <code id="failure-code">{failure.code}</code>
+          {failure.reason ? (
+            <>
+              {' '}
+              · <code id="failure-reason">{failure.reason}</code>
+            </>
+          ) : null}
+          {failure.message ? <span class="muted"> — {failure.message}</span> : null}
+        </dd>
+        {failure.step_id ? (
+          <>
+            <dt>Step</dt>
+            <dd>
+              {node ? (
+                <button type="button" class="link" onClick={() => onSelect(node)}>
+                  <code id="failure-step">{failure.step_id}</code>
+                </button>
+              ) : (
+                <code id="failure-step">{failure.step_id}</code>
+              )}
+              {seat?.role_label || failure.seat ? <span class="muted"> · seat {seat?.role_label ?? failure.seat}</span> : null}
+            </dd>
+          </>
+        ) : null}
+        {up ? (
+          <>
+            <dt>Model provider</dt>
+            <dd id="failure-upstream">
+              {up.provider_status !== undefined ? (
+                <>
+                  answered <strong>HTTP {up.provider_status}</strong>
+                </>
+              ) : (
+                'gave no HTTP answer'
+              )}
+              {up.reason ? (
+                <>
+                  {' '}
+                  (<code>{up.reason}</code>)
+                </>
+              ) : null}
+              {up.message ? `: ${up.message}` : ''}
+            </dd>
+            {up.attempts !== undefined ? (
+              <>
+                <dt>Attempts</dt>
+                <dd id="failure-attempts">
+                  {up.attempts} attempt{up.attempts === 1 ? '' : 's'}
+                  {up.attempts === 1 ? ' (the provider allows no retry: max_retries 0, or the error is not retried)' : ', all failed'}
+                </dd>
+              </>
+            ) : null}
+          </>
+        ) : null}
+      </dl>
+    </section>
   );
 }

@@ -12,9 +12,11 @@
  */
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ADMIN, ApiError, call, TEAMS, seg } from '../api.ts';
-import { can } from '../auth/session.ts';
+import { can, type Session } from '../auth/session.ts';
 import { href } from '../router.ts';
 import { follow } from '../sse.ts';
+import { ago, useLiveness } from '../liveness.ts';
+import { formatDuration } from '../run-model.ts';
 import { ErrorNote, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
 
 export interface RunRow {
@@ -27,6 +29,17 @@ export interface RunRow {
   created_at: string;
   updated_at: string;
   finished_at: string | null;
+  error?: { code: string; message?: string; reason?: string } | null;
+  /** `api`, `schedule:<id>`, `endpoint:<id>` (job runs). */
+  source?: string;
+  stalled?: boolean;
+}
+
+/** Where a run came from, for people: "API", "schedule sch_…", "endpoint …". */
+export function sourceLabel(source: string | undefined): { kind: string; id: string | null } {
+  if (!source) return { kind: 'api', id: null };
+  const i = source.indexOf(':');
+  return i < 0 ? { kind: source, id: null } : { kind: source.slice(0, i), id: source.slice(i + 1) };
 }
 
 const STATES = ['queued', 'running', 'waiting', 'completed', 'failed', 'refused', 'cancelled'];
@@ -35,37 +48,35 @@ const ACTIVE = new Set(['queued', 'running', 'waiting']);
 const MAX_STREAMS = 3;
 const PAGE = 200;
 
+/** The newest runs (up to 200): every run with system.orchestration.admin.read, else the crew runs. Oldest first, as the API answers. */
+export async function loadNewestRuns(session: Session, signal: AbortSignal): Promise<{ rows: RunRow[]; total: number; crewOnly: boolean }> {
+  if (!can(session, 'system.orchestration.admin.read') && can(session, 'agent_teams.read')) {
+    const r = await call<{ runs: RunRow[]; total: number }>(session, 'GET', `${TEAMS}/runs?limit=${PAGE}`, { signal });
+    return { rows: r.runs, total: r.total, crewOnly: true };
+  }
+  const first = await call<{ items: RunRow[]; total: number }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}`, { signal });
+  // Oldest first on the wire: the newest page is the last one.
+  const items =
+    first.total > PAGE
+      ? (
+          await call<{ items: RunRow[] }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}&offset=${first.total - PAGE}`, {
+            signal,
+          })
+        ).items
+      : first.items;
+  return { rows: items, total: first.total, crewOnly: false };
+}
+
 export function RunsView({ query }: { query: URLSearchParams }) {
   const { session, names } = useApp();
+  const liveness = useLiveness();
   const filter = {
     state: query.get('state') ?? '',
     kind: query.get('kind') ?? '',
     crew: query.get('crew') ?? '',
     requester: query.get('requester') ?? '',
   };
-  const list = useLoad(
-    async (signal) => {
-      if (!can(session, 'system.orchestration.admin.read') && can(session, 'agent_teams.read')) {
-        const r = await call<{ runs: (RunRow & { created_at: string })[]; total: number }>(session, 'GET', `${TEAMS}/runs?limit=${PAGE}`, {
-          signal,
-        });
-        return { rows: r.runs, total: r.total, crewOnly: true };
-      }
-      const first = await call<{ items: RunRow[]; total: number }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}`, { signal });
-      // Oldest first on the wire: the newest page is the last one.
-      const items =
-        first.total > PAGE
-          ? (
-              await call<{ items: RunRow[] }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}&offset=${first.total - PAGE}`, {
-                signal,
-              })
-            ).items
-          : first.items;
-      return { rows: items, total: first.total, crewOnly: false };
-    },
-    [session],
-    5000,
-  );
+  const list = useLoad((signal) => loadNewestRuns(session, signal), [session], 5000);
 
   const [live, setLive] = useState<Record<string, string>>({});
   const rows = useMemo(() => {
@@ -168,8 +179,10 @@ export function RunsView({ query }: { query: URLSearchParams }) {
             ))}
           </select>
         </label>
-        <span class="muted" role="status">
-          {list.data ? `${rows.length} of ${list.data.total} runs${list.data.total > PAGE ? ` (newest ${PAGE} loaded)` : ''} · live` : ''}
+        <span class="muted" role="status" id="runs-status">
+          {list.data
+            ? `${rows.length} of ${list.data.total} runs${list.data.total > PAGE ? ` (newest ${PAGE} loaded)` : ''}${liveness.connected && !list.error ? ' · live' : ` · not live: last update ${ago(liveness.lastOk)}`}`
+            : ''}
         </span>
       </form>
       {list.data?.crewOnly ? (
@@ -190,9 +203,11 @@ export function RunsView({ query }: { query: URLSearchParams }) {
                 <th scope="col">Kind</th>
                 <th scope="col">Crew</th>
                 <th scope="col">State</th>
+                <th scope="col">Reason</th>
+                <th scope="col">Source</th>
                 <th scope="col">Requester</th>
                 <th scope="col">Started</th>
-                <th scope="col">Finished</th>
+                <th scope="col">Duration</th>
               </tr>
             </thead>
             <tbody>
@@ -210,6 +225,11 @@ export function RunsView({ query }: { query: URLSearchParams }) {
                   <td>{r.crew_id ? <code>{r.crew_id}</code> : <span class="muted">-</span>}</td>
                   <td>
                     <StateBadge state={r.state} />
+                    {r.stalled ? <span class="state state-stalled">stalled</span> : null}
+                  </td>
+                  <td class="reason">{r.error ? <code>{r.error.reason ?? r.error.code}</code> : <span class="muted">-</span>}</td>
+                  <td class="source">
+                    <SourceCell source={r.source} />
                   </td>
                   <td>
                     <Who id={r.requester} />
@@ -217,14 +237,15 @@ export function RunsView({ query }: { query: URLSearchParams }) {
                   <td>
                     <Time at={r.created_at} />
                   </td>
-                  <td>
-                    <Time at={r.finished_at} />
+                  <td class="duration">
+                    {formatDuration((r.finished_at ? Date.parse(r.finished_at) : Date.now()) - Date.parse(r.created_at))}
+                    {r.finished_at ? '' : ' so far'}
                   </td>
                 </tr>
               ))}
               {rows.length === 0 ? (
                 <tr>
-                  <td colSpan={7} class="muted">
+                  <td colSpan={9} class="muted">
                     No run matches.
                   </td>
                 </tr>
@@ -235,4 +256,21 @@ export function RunsView({ query }: { query: URLSearchParams }) {
       ) : null}
     </>
   );
+}
+
+function SourceCell({ source }: { source: string | undefined }) {
+  const s = sourceLabel(source);
+  if (s.kind === 'schedule' && s.id)
+    return (
+      <a href={href('schedules', s.id)} data-source="schedule">
+        schedule <code>{s.id}</code>
+      </a>
+    );
+  if (s.id)
+    return (
+      <span data-source={s.kind}>
+        {s.kind} <code>{s.id}</code>
+      </span>
+    );
+  return <span data-source={s.kind}>{s.kind === 'api' ? 'API' : s.kind}</span>;
 }
