@@ -21,6 +21,7 @@ import { RunView } from './views/run.tsx';
 import { PrincipalsView } from './views/principals.tsx';
 import { RunsView } from './views/runs.tsx';
 import { SchedulesView } from './views/schedules.tsx';
+import { VerifyView } from './views/verify.tsx';
 
 function SignIn({ config, onSession, notice }: { config: ConsoleConfig; onSession(s: Session): void; notice: string | null }) {
   const [busy, setBusy] = useState(false);
@@ -131,6 +132,7 @@ const NAV: { view: Route['view']; label: string; id: string }[] = [
   { view: 'keys', label: 'API keys', id: 'nav-keys' },
   { view: 'audit', label: 'Audit trail', id: 'nav-audit' },
   { view: 'cells', label: 'Cells', id: 'nav-cells' },
+  { view: 'verify', label: 'Verify a journal', id: 'nav-verify' },
 ];
 
 function View({ route }: { route: Route }) {
@@ -148,6 +150,8 @@ function View({ route }: { route: Route }) {
       return <AuditView />;
     case 'cells':
       return <CellsView />;
+    case 'verify':
+      return <VerifyView />;
     case 'principals':
       return <PrincipalsView />;
     case 'schedules':

@@ -5,15 +5,28 @@
 // - why a run failed: the failing step selected, the error code, the model
 //   provider's HTTP status, the attempts; reason and duration in the runs list;
 // - graph steps reached with Tab; the Cells view lists the group;
+// - schedules: cron, time zone, next fire, last runs, disable; their runs
+//   marked in the runs list; principals archived and restored;
+// - a run's journal downloaded with its keys, verified offline on the Verify
+//   view, a tampered copy refused at the changed record, an edge device's
+//   export verified with its dropped key; nothing uploaded;
+// - a read-only key sees no write control on any view;
 // - honest liveness: a banner within 5 s of the cell stopping, gone after it
 //   restarts, and never "nothing waits" from data the cell did not confirm;
 // - axe-core finds no violation on any view; screenshots at 1280 and 390 px
 //   land in test/artifacts/ (CONSOLE_DOC_IMAGES=1 refreshes docs/images/).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { buildJournalExport } from '../../bundles/journal-export.ts';
+import { signerFromJwk } from '../../bundles/codec.ts';
+import { contentHash } from '../../core/canonical.ts';
+import { generateEd25519, signEd25519 } from '../../core/crypto/ed25519.ts';
+import { recordHash } from '../../core/journal/hash.ts';
+import { GENESIS_HASH, type JournalRecord } from '../../core/journal/record.ts';
+import { sealRecord } from '../../core/journal/seal.ts';
 import { startOpenAIServer, systemPrompt, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { testStore } from '../helpers/inproc.ts';
@@ -37,13 +50,67 @@ async function pasteKey(page: Page, url: string, key: string): Promise<void> {
   await page.locator('#whoami').waitFor();
 }
 
+/** A journal an edge device ran and exported (bundles/journal-export.ts), and the device's public key as the cell lists it. */
+async function edgeExport(): Promise<{ text: string; device: { device_id: string; public_jwk: JsonWebKey } }> {
+  const key = await generateEd25519();
+  const signer = { kid: key.kid, sign: (b: Uint8Array) => signEd25519(key.privateJwk, b) };
+  const graph = contentHash({ nodes: ['agent:a'] });
+  const records: JournalRecord[] = [];
+  const steps: [string, string][] = [
+    ['run', 'run_started'],
+    ['agent:a', 'step'],
+    ['run/end', 'run_finished'],
+  ];
+  for (const [i, [step_id, kind]] of steps.entries()) {
+    const prev = records.length ? recordHash(records.at(-1)!) : GENESIS_HASH;
+    records.push(
+      await sealRecord(
+        {
+          run_id: 'run_0123456789abcdef0123',
+          seq: i + 1,
+          step_id,
+          kind,
+          graph_hash: graph,
+          input_hash: contentHash('in'),
+          output_hash: contentHash(`out ${i}`),
+          at: 1_760_000_000_000 + i * 1000,
+          cell_id: key.kid,
+          epoch: 0,
+          ...(kind === 'run_finished' ? { data: { outcome: 'completed' } } : {}),
+        },
+        prev,
+        signer,
+      ),
+    );
+  }
+  const text = await buildJournalExport({
+    deviceId: key.kid,
+    signer: signerFromJwk(key.kid, key.privateJwk),
+    audience: 'cell-ops',
+    exportedAt: Date.now(),
+    run: { run_id: 'run_0123456789abcdef0123', crew_id: 'crw_x', graph_hash: graph, outcome: 'completed' },
+    records,
+    values: {},
+  });
+  return { text, device: { device_id: key.kid, public_jwk: key.publicJwk } };
+}
+
+/** Drops files on the verify view's drop zone, as a drag and drop does. */
+async function drop(page: Page, files: { name: string; text: string }[]): Promise<void> {
+  await page.evaluate((fs) => {
+    const dt = new DataTransfer();
+    for (const f of fs) dt.items.add(new File([f.text], f.name, { type: 'application/json' }));
+    document.getElementById('dropzone')!.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+  }, files);
+}
+
 async function go(page: Page, hash: string): Promise<void> {
   await page.evaluate((h) => {
     window.location.hash = h;
   }, hash);
 }
 
-test('the operator console: why a run failed, keyboard graph, cells, honest liveness', {
+test('the operator console: why a run failed, keyboard graph, cells, schedules, principals, carried journals, read-only, liveness', {
   timeout: 240_000,
   skip: existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)`,
 }, async () => {
@@ -54,7 +121,15 @@ test('the operator console: why a run failed, keyboard graph, cells, honest live
   });
   const db = await testStore();
   const port = await freePort();
-  const cellArgs = ['--cell-id', 'cell-ops', '--port', String(port), ...(db.url ? ['--store', db.url] : [])];
+  const cellArgs = [
+    '--cell-id',
+    'cell-ops',
+    '--port',
+    String(port),
+    '--schedule-min-interval',
+    '1',
+    ...(db.url ? ['--store', db.url] : []),
+  ];
   let cell: CellProcess = await startCellProcess({ args: cellArgs });
   let browser: Browser | null = null;
   const watch: Watch = { requested: [], problems: [] };
@@ -72,6 +147,33 @@ test('the operator console: why a run failed, keyboard graph, cells, honest live
     const plain = await crew(api, 'plain-summary', ['writer', 'editor']);
     const bad = (await ok(api, 'POST', `${T}/crews/${failing.crew}/runs`, { input: 'summarise' })).run_id as string;
     const good = (await ok(api, 'POST', `${T}/crews/${plain.crew}/runs`, { input: 'summarise' })).run_id as string;
+    // Two schedules: one firing every 5 s, one at 03:00 UTC.
+    const every2 = await ok(api, 'POST', `${A}/jobs/definitions`, {
+      name: 'squares',
+      job_type: 'compute',
+      workspace_id: 'demo',
+      cron: '*/5 * * * * *',
+      timezone: 'Europe/Paris',
+      spec: { code: 'return input.xs.map((x) => x * x)', input: { xs: [1, 2] } },
+    });
+    const nightly = await ok(api, 'POST', `${A}/jobs/definitions`, {
+      name: 'nightly-report',
+      job_type: 'compute',
+      workspace_id: 'demo',
+      cron: '0 3 * * *',
+      timezone: 'UTC',
+      spec: { code: 'return 1', input: {} },
+    });
+    // victor may read, not write; his key is the read-only session below.
+    const victor = (
+      await ok(api, 'POST', `${A}/principals`, { kind: 'user', name: 'victor', roles: ['viewer'], password: 'victor has a long password' })
+    ).id as string;
+    const vKey = (await ok(api, 'POST', `${A}/api-keys`, { name: 'victor-key', owner_id: victor })).secret as string;
+    await until('the schedule to fire', async () =>
+      ((await api('GET', `${A}/jobs/runs?limit=2000`)).body.items as { source: string; state: string }[]).some(
+        (r) => r.source === `schedule:${every2.schedule_id}`,
+      ),
+    );
     await until('both runs to end', async () => {
       const [a, b] = [(await api('GET', `${A}/jobs/runs/${bad}`)).body.state, (await api('GET', `${A}/jobs/runs/${good}`)).body.state];
       return a === 'failed' && b === 'completed';
@@ -140,6 +242,112 @@ test('the operator console: why a run failed, keyboard graph, cells, honest live
     assert.equal(await me.locator('.state').textContent(), 'live');
     await axe(page, 'cells');
     await shots(page, 'console-cells');
+
+    // ------------------------------------------------------------ schedules
+    await page.locator('#nav-schedules').click();
+    const night = page.locator(`article[data-schedule="${nightly.schedule_id}"]`);
+    await night.waitFor();
+    assert.equal(await night.locator('.cron').textContent(), '0 3 * * *');
+    assert.equal(await night.locator('.tz').textContent(), 'UTC');
+    assert.equal(await night.locator('.next-fire time').getAttribute('datetime'), new Date(nightly.next_fire_at).toISOString());
+    assert.match((await night.locator('.next-fire').textContent()) ?? '', /\(in \d+ (s|min|h)\)/);
+    const sq = page.locator(`article[data-schedule="${every2.schedule_id}"]`);
+    await sq.locator('.last-runs li .state').first().waitFor();
+    await axe(page, 'schedules');
+    await shots(page, 'console-schedules');
+    await sq.locator('button.disable').click();
+    const off = page.locator(`article[data-schedule="${every2.schedule_id}"][data-enabled="false"]`);
+    await off.waitFor();
+    assert.equal(await off.locator('.disabled-reason').textContent(), 'disabled by an operator');
+    assert.equal((await api('GET', `${A}/jobs/definitions/${every2.schedule_id}`)).body.enabled, false);
+    // The runs it started are marked in the runs list, linked to it.
+    await page.locator('#nav-runs').click();
+    await page.locator(`#runs-table td.source a[href="#/schedules/${every2.schedule_id}"]`).first().waitFor();
+
+    // ------------------------------------------------------------ principals: archive and restore
+    await page.locator('#nav-principals').click();
+    const vrow = page.locator('#principals-table tr[data-name="victor"]');
+    await vrow.waitFor();
+    assert.match((await vrow.textContent()) ?? '', /viewer/);
+    assert.match((await vrow.textContent()) ?? '', /1 active of 1/);
+    await axe(page, 'principals');
+    await shots(page, 'console-principals');
+    await vrow.locator('button.archive').click();
+    await vrow.locator('button.confirm').click();
+    await page.locator('#principals-table tr[data-name="victor"][data-status="archived"]').waitFor();
+    assert.equal((await api('GET', `${A}/principals/${victor}`)).body.status, 'archived');
+    await page.locator('#principals-table tr[data-name="victor"] button.restore').click();
+    await page.locator('#principals-table tr[data-name="victor"][data-status="active"]').waitFor();
+
+    // ------------------------------------------------------------ a journal to carry: download it, verify it offline, tamper with it
+    await go(page, `#/runs/${good}`);
+    await page.locator('#journal-verdict[data-verdict="ok"]').waitFor({ timeout: 30_000 });
+    const [download] = await Promise.all([page.waitForEvent('download'), page.locator('#download-journal').click()]);
+    const exported = readFileSync((await download.path())!, 'utf8');
+    const file = JSON.parse(exported);
+    assert.equal(file.format, 'agent-cell-journal-export/1');
+    assert.equal(file.run_id, good);
+    assert.deepEqual(
+      file.keys.map((k: { kid: string }) => k.kid).sort(),
+      [...new Set(file.records.map((r: { signer_kid: string }) => r.signer_kid))].sort(),
+      'the keys of every signer',
+    );
+    const victim = file.records.find((r: { kind: string; step_id: string }) => r.kind === 'step' && r.step_id.startsWith('agent:'));
+    const forged = structuredClone(file);
+    forged.records[victim.seq - 1].output_hash = contentHash('a forged answer');
+    const edge = await edgeExport();
+    await page.locator('#nav-verify').click();
+    const sent: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() !== 'GET') sent.push(`${r.method()} ${r.url()}`);
+    });
+    await page
+      .locator('#verify-files')
+      .setInputFiles([{ name: 'intact.json', mimeType: 'application/json', buffer: Buffer.from(exported) }]);
+    await page.locator('section.verify-result[data-file="intact.json"] .carried-verdict[data-verdict="ok"]').waitFor();
+    assert.equal(
+      await page.locator('section.verify-result[data-file="intact.json"] .signers li').first().getAttribute('data-source'),
+      'this cell',
+    );
+    await drop(page, [
+      { name: 'forged.json', text: JSON.stringify(forged) },
+      { name: 'edge.journal', text: edge.text },
+      { name: 'device.json', text: JSON.stringify(edge.device) },
+    ]);
+    const refusedAt = page.locator('section.verify-result[data-file="forged.json"] .carried-verdict[data-verdict="bad"]');
+    await refusedAt.waitFor();
+    assert.equal(await refusedAt.getAttribute('data-seq'), String(victim.seq), 'refused at the changed record');
+    assert.match((await refusedAt.textContent()) ?? '', new RegExp(`Refused at record #${victim.seq}: signature does not verify`));
+    const edgeOk = page.locator('section.verify-result[data-file="edge.journal"]');
+    await edgeOk.locator('.carried-verdict[data-verdict="ok"]').waitFor();
+    assert.equal(await edgeOk.locator('[data-envelope]').getAttribute('data-envelope'), 'true');
+    assert.equal(await edgeOk.locator('.signers li').getAttribute('data-source'), 'a dropped key file');
+    assert.deepEqual(sent, [], 'nothing was uploaded');
+    await axe(page, 'verify a journal');
+    await shots(page, 'console-verify');
+
+    // ------------------------------------------------------------ a read-only key sees no write control
+    const ctxV = await newContext(browser, origin, watch);
+    const pageV = await ctxV.newPage();
+    await pasteKey(pageV, cell.url, vKey);
+    const WRITE =
+      '#cancel-run, button.approve, button.reject, button.enable, button.disable, button.delete, button.archive, button.restore, #mint-submit, button.rotate, button.revoke, button.run-button';
+    for (const [hash, ready] of [
+      ['#/runs', `#runs-table tr[data-run="${bad}"]`],
+      [`#/runs/${bad}`, '#failure-upstream'],
+      ['#/schedules', `article[data-schedule="${nightly.schedule_id}"]`],
+      ['#/principals', '#principals-table tr[data-name="victor"]'],
+      ['#/keys', '#keys-table'],
+      ['#/approvals', '#approvals-mine'],
+      ['#/formations', 'h1'],
+    ] as const) {
+      await go(pageV, hash);
+      await pageV.locator(ready).first().waitFor();
+      await pageV.waitForTimeout(200);
+      assert.equal(await pageV.locator(WRITE).count(), 0, `no write control on ${hash} for a read-only key`);
+      await axe(pageV, `read-only ${hash}`);
+    }
+    await ctxV.close();
 
     // ------------------------------------------------------------ honest liveness: stop the cell, then start it again
     await page.locator('#nav-approvals').click();

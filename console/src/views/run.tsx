@@ -29,7 +29,8 @@ import { ago, useLiveness } from '../liveness.ts';
 import { href } from '../router.ts';
 import { follow } from '../sse.ts';
 import { ErrorNote, Json, Section, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
-import { verifyRunJournal, type Verification } from '../verify.ts';
+import { buildExport } from '../carry.ts';
+import { cellKeys, verifyRunJournal, type Verification } from '../verify.ts';
 import type { PendingApproval } from '../approval-model.ts';
 import { ApprovalCard } from './approval-card.tsx';
 import { FailurePanel, JournalTable, RefusalList, StepDetails, TokensTable, VerificationBanner, type FullRecord } from './run-parts.tsx';
@@ -155,7 +156,7 @@ async function loadStatus(
 }
 
 export function RunView({ runId }: { runId: string }) {
-  const { session } = useApp();
+  const { session, config } = useApp();
   const liveness = useLiveness();
   const status = useLoad((signal) => loadStatus(session, runId, signal), [runId, session]);
   const journal = useJournal(runId);
@@ -258,6 +259,20 @@ export function RunView({ runId }: { runId: string }) {
     } catch (e) {
       setCancelError(describeError(e));
     }
+  };
+
+  // One file: the records and the public keys that signed them (verify it offline on the Verify view, or anywhere).
+  const download = async () => {
+    const keys = await cellKeys().catch(() => ({ keys: new Map<string, JsonWebKey>() }));
+    const file = buildExport(runId, config.cell_id, journal.records, keys.keys);
+    const url = URL.createObjectURL(new Blob([JSON.stringify(file, null, 1)], { type: 'application/json' }));
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = `journal-${runId}.json`;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 30_000);
   };
 
   const pending = crew?.pending_approvals ?? run?.pending_approvals ?? [];
@@ -428,7 +443,15 @@ export function RunView({ runId }: { runId: string }) {
         </Section>
       ) : null}
 
-      <Section title="Journal" id="journal" actions={null}>
+      <Section
+        title="Journal"
+        id="journal"
+        actions={
+          <button type="button" id="download-journal" onClick={download} disabled={journal.records.length === 0}>
+            Download journal with keys
+          </button>
+        }
+      >
         {verifyError ? (
           <ErrorNote error={verifyError} prefix="The journal could not be verified" />
         ) : (
