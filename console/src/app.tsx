@@ -5,13 +5,14 @@
  * state only; signing out or reloading forgets it.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ADMIN, call, describeError } from './api.ts';
-import { apiKeySession, can, identify, type Session } from './auth/session.ts';
+import { ADMIN, call, describeError, TEAMS } from './api.ts';
+import { whyNot, type ApprovalRun, type PendingApproval } from './approval-model.ts';
+import { apiKeySession, can, identify, knowsPermissions, type Session } from './auth/session.ts';
 import { signInWithCell } from './auth/signin.ts';
 import { openedAtPublicUrl, type ConsoleConfig } from './config.ts';
 import { ago, useHeartbeat, useLiveness } from './liveness.ts';
 import { href, useRoute, type Route } from './router.ts';
-import { App, type AppState } from './ui.tsx';
+import { App, useApp, useLoad, type AppState } from './ui.tsx';
 import { ApprovalsView } from './views/approvals.tsx';
 import { AuditView } from './views/audit.tsx';
 import { CellsView } from './views/cells.tsx';
@@ -161,6 +162,40 @@ function View({ route }: { route: Route }) {
   }
 }
 
+/** How many approvals wait for the signed-in principal's decision (crew runs; fetched every 10 s). */
+function ApprovalsBadge() {
+  const { session } = useApp();
+  const data = useLoad(
+    async (signal) => {
+      if (!can(session, 'agent_teams.read')) return 0;
+      const r = await call<{ runs: (ApprovalRun & { pending_approvals?: PendingApproval[] })[] }>(
+        session,
+        'GET',
+        `${TEAMS}/runs?state=waiting&limit=1000`,
+        { signal },
+      );
+      const approve = can(session, 'agent_teams.approve');
+      return r.runs.reduce(
+        (n, run) =>
+          n +
+          (run.pending_approvals ?? []).filter((a) => whyNot(a, run, session.principal.id, approve, knowsPermissions(session)) === null)
+            .length,
+        0,
+      );
+    },
+    [session],
+    10_000,
+  );
+  if (!data.data) return null;
+  return (
+    <span class="badge" id="approvals-badge">
+      {' '}
+      {data.data}
+      <span class="sr-only"> waiting for you</span>
+    </span>
+  );
+}
+
 /** Shown while the cell does not answer: what is on screen may be stale. */
 function LivenessBanner() {
   useHeartbeat();
@@ -243,6 +278,7 @@ function Shell({ state }: { state: AppState }) {
             <li key={n.view}>
               <a id={n.id} href={href(n.view)} aria-current={current === n.view ? 'page' : undefined}>
                 {n.label}
+                {n.view === 'approvals' ? <ApprovalsBadge /> : null}
               </a>
             </li>
           ))}

@@ -291,3 +291,55 @@ export function formatDuration(ms: number | null | undefined): string {
   if (h < 48) return `${h} h ${m % 60} min`;
   return `${Math.floor(h / 24)} d ${h % 24} h`;
 }
+
+export interface TimelineBar {
+  node: string;
+  /** Milliseconds from the run's first record. */
+  start: number;
+  end: number;
+  /** Intervals spent waiting (an approval, a timer, a tool call under `ask`), from a waiting record to the next record of the step. */
+  waits: { start: number; end: number; for: string }[];
+  /** True while the step has not ended (the bar runs to `now`). */
+  open: boolean;
+}
+
+/**
+ * A Gantt of the run from the journal's times: per graph node, from its first
+ * record to its last (to `now` while the run is live and the node unfinished),
+ * with the time it waited. Nodes with no record are left out.
+ */
+export function timelineOf(
+  graph: GraphLike,
+  records: readonly RecordLike[],
+  states: ReadonlyMap<string, NodeState>,
+  now: number,
+): { t0: number; span: number; bars: TimelineBar[] } {
+  const ids = graph.nodes.map((n) => n.id);
+  const t0 = records[0]?.at ?? now;
+  const by = new Map<string, RecordLike[]>();
+  for (const r of records) {
+    const n = nodeOfStep(r.step_id, ids);
+    if (n !== null) by.set(n, [...(by.get(n) ?? []), r]);
+  }
+  const ended = finishedRecord(records);
+  const bars: TimelineBar[] = [];
+  for (const id of ids) {
+    const rs = by.get(id);
+    if (!rs?.length) continue;
+    const s = states.get(id);
+    const open = !ended && (s === 'running' || s === 'waiting');
+    const last = rs[rs.length - 1]!.at;
+    const waits: TimelineBar['waits'] = [];
+    for (let i = 0; i < rs.length; i++) {
+      const r = rs[i]!;
+      if (r.kind !== 'waiting') continue;
+      const next = records.find((x) => x.seq > r.seq && nodeOfStep(x.step_id, ids) === id && x.kind !== 'approval_received');
+      const until = next?.at ?? (ended ? ended.at : now);
+      waits.push({ start: r.at - t0, end: until - t0, for: String(r.data?.['for'] ?? r.data?.['reason'] ?? 'waiting') });
+    }
+    const endAt = open ? now : Math.max(last, ...waits.map((w) => w.end + t0));
+    bars.push({ node: id, start: rs[0]!.at - t0, end: endAt - t0, waits, open });
+  }
+  const tEnd = ended?.at ?? now;
+  return { t0, span: Math.max(1, tEnd - t0, ...bars.map((b) => b.end)), bars };
+}

@@ -174,10 +174,25 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
         (r) => r.source === `schedule:${every2.schedule_id}`,
       ),
     );
+    const sqlJob = (
+      await ok(api, 'POST', `${A}/jobs/runs`, { job_type: 'sql', workspace_id: 'demo', spec: { sql: "SELECT 1 AS one, 'two' AS two" } })
+    ).run_id as string;
     await until('both runs to end', async () => {
       const [a, b] = [(await api('GET', `${A}/jobs/runs/${bad}`)).body.state, (await api('GET', `${A}/jobs/runs/${good}`)).body.state];
-      return a === 'failed' && b === 'completed';
+      return a === 'failed' && b === 'completed' && (await api('GET', `${A}/jobs/runs/${sqlJob}`)).body.state === 'completed';
     });
+
+    // The console's assets go compressed to a client that accepts it (the same bytes once inflated).
+    const plainJs = await fetch(`${cell.url}/console/assets/console.js`, { headers: { 'accept-encoding': 'identity' } });
+    assert.equal(plainJs.headers.get('content-encoding'), null);
+    const plainText = await plainJs.text();
+    for (const enc of ['br', 'gzip']) {
+      const r = await fetch(`${cell.url}/console/assets/console.js`, { headers: { 'accept-encoding': enc } });
+      assert.equal(r.headers.get('content-encoding'), enc);
+      assert.equal(r.headers.get('vary'), 'Accept-Encoding');
+      assert.ok(Number(r.headers.get('content-length')) < plainText.length / 2, `${enc}: less than half the bytes`);
+      assert.equal(await r.text(), plainText, `${enc}: the same script`);
+    }
 
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS, timeout: 30_000 });
     const origin = new URL(cell.url).origin;
@@ -230,9 +245,26 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     await page.keyboard.press('Enter');
     await page.locator('#step-details').waitFor();
     assert.equal((await page.locator('#step-details h3 code').textContent())?.trim(), reached);
+    // The step inspector: seats by role label, tokens per call, each record's seal copyable.
+    assert.match((await page.locator('#step-details').textContent()) ?? '', /seat (writer|editor)/);
+    assert.equal((await page.locator('#step-details .tokens-call').first().textContent())?.trim(), '40 tokens');
+    await page.locator('#step-details details.seal summary').first().click();
+    const seal = page.locator('#step-details details.seal').first();
+    assert.match((await seal.locator('dd code').first().textContent()) ?? '', /^sha256:[0-9a-f]{64}$/);
+    assert.equal(await seal.locator('button', { hasText: 'Copy' }).count(), 4, 'hash, previous hash, signer, signature');
+    // The timeline: one bar per step that ran, named by role.
+    assert.deepEqual(await page.locator('#timeline .tl-label').allTextContents(), ['writer', 'editor']);
     await page.locator('#journal-verdict[data-verdict="ok"]').waitFor({ timeout: 30_000 });
     await axe(page, 'completed run');
     await shots(page, 'console-run');
+
+    // ------------------------------------------------------------ a SQL job: its rows as a table, no empty token or refusal panel
+    await go(page, `#/runs/${sqlJob}`);
+    await page.locator('#io table.sql-result').waitFor();
+    assert.deepEqual(await page.locator('#io table.sql-result th').allTextContents(), ['one', 'two']);
+    assert.deepEqual(await page.locator('#io table.sql-result td').allTextContents(), ['1', 'two']);
+    assert.equal(await page.locator('#tokens, #refusals-section').count(), 0, 'no token or refusal panel on a job that has none');
+    await axe(page, 'sql job');
 
     // ------------------------------------------------------------ the group of cells
     await page.locator('#nav-cells').click();

@@ -33,7 +33,17 @@ import { buildExport } from '../carry.ts';
 import { cellKeys, verifyRunJournal, type Verification } from '../verify.ts';
 import type { PendingApproval } from '../approval-model.ts';
 import { ApprovalCard } from './approval-card.tsx';
-import { FailurePanel, JournalTable, RefusalList, StepDetails, TokensTable, VerificationBanner, type FullRecord } from './run-parts.tsx';
+import { JobOutput } from './job-output.tsx';
+import {
+  FailurePanel,
+  JournalTable,
+  RefusalList,
+  StepDetails,
+  Timeline,
+  TokensTable,
+  VerificationBanner,
+  type FullRecord,
+} from './run-parts.tsx';
 
 interface RunStatus {
   run_id: string;
@@ -277,6 +287,8 @@ export function RunView({ runId }: { runId: string }) {
 
   const pending = crew?.pending_approvals ?? run?.pending_approvals ?? [];
   const badSeq = verification && !verification.verdict.ok ? verification.verdict.seq : null;
+  const tokens = useMemo(() => tokensBySeat(journal.records), [journal.records]);
+  const refusals = useMemo(() => refusalsOf(journal.records), [journal.records]);
   const finishedAt = run?.finished_at ? Date.parse(run.finished_at) : null;
 
   return (
@@ -435,6 +447,12 @@ export function RunView({ runId }: { runId: string }) {
         )}
       </Section>
 
+      {graph ? (
+        <Section title="Timeline" id="timeline-section">
+          <Timeline graph={graph} records={journal.records} states={states} live={!terminal} onSelect={(id) => setPicked(id)} />
+        </Section>
+      ) : null}
+
       {pending.length > 0 && run ? (
         <Section title="Waiting for approval" id="run-approvals">
           {pending.map((a) => (
@@ -460,13 +478,17 @@ export function RunView({ runId }: { runId: string }) {
         <JournalTable records={journal.records} badSeq={badSeq} graph={graph} />
       </Section>
 
-      <Section title="Tokens and budgets" id="tokens">
-        <TokensTable tokens={tokensBySeat(journal.records)} graph={graph} max={crew?.max_tokens ?? null} />
-      </Section>
+      {run?.kind !== 'job' || tokens.length > 0 ? (
+        <Section title="Tokens and budgets" id="tokens">
+          <TokensTable tokens={tokens} graph={graph} max={crew?.max_tokens ?? null} />
+        </Section>
+      ) : null}
 
-      <Section title="Refusals" id="refusals-section">
-        <RefusalList refusals={refusalsOf(journal.records)} />
-      </Section>
+      {run?.kind !== 'job' || refusals.length > 0 ? (
+        <Section title="Refusals" id="refusals-section">
+          <RefusalList refusals={refusals} />
+        </Section>
+      ) : null}
 
       {run ? (
         <Section title="Input and output" id="io">
@@ -482,7 +504,7 @@ export function RunView({ runId }: { runId: string }) {
                   : `No output: the run ${state}.`}
             </p>
           ) : (
-            <Json value={run.output} label="Run output" />
+            <JobOutput value={run.output} jobType={run.kind === 'job' ? run.job_type : null} />
           )}
         </Section>
       ) : null}

@@ -78,6 +78,19 @@ export function RunsView({ query }: { query: URLSearchParams }) {
   };
   const list = useLoad((signal) => loadNewestRuns(session, signal), [session], 5000);
 
+  // Crew names instead of ids, where the session may read crews.
+  const crewList = useLoad(
+    async (signal) =>
+      can(session, 'agent_teams.read')
+        ? (await call<{ crews: { crew_id: string; name: string | null }[] }>(session, 'GET', `${TEAMS}/crews?limit=1000`, { signal })).crews
+        : [],
+    [session],
+    60_000,
+  );
+  const crewNames = useMemo(
+    () => new Map((crewList.data ?? []).filter((c) => c.name).map((c) => [c.crew_id, c.name as string])),
+    [crewList.data],
+  );
   const [live, setLive] = useState<Record<string, string>>({});
   const rows = useMemo(() => {
     const all = [...(list.data?.rows ?? [])]
@@ -159,7 +172,7 @@ export function RunsView({ query }: { query: URLSearchParams }) {
           <select id="filter-crew" value={filter.crew} onChange={(e) => setFilter('crew', (e.target as HTMLSelectElement).value)}>
             <option value="">any</option>
             {crews.map((c) => (
-              <option value={c}>{c}</option>
+              <option value={c}>{crewNames.get(c) ?? c}</option>
             ))}
           </select>
         </label>
@@ -218,26 +231,38 @@ export function RunsView({ query }: { query: URLSearchParams }) {
                       <code>{r.run_id}</code>
                     </a>
                   </td>
-                  <td>
+                  <td data-label="Kind">
                     {r.kind}
                     {r.job_type ? ` · ${r.job_type}` : ''}
                   </td>
-                  <td>{r.crew_id ? <code>{r.crew_id}</code> : <span class="muted">-</span>}</td>
-                  <td>
+                  <td data-label="Crew">
+                    {r.crew_id ? (
+                      crewNames.get(r.crew_id) ? (
+                        <span title={r.crew_id}>{crewNames.get(r.crew_id)}</span>
+                      ) : (
+                        <code>{r.crew_id}</code>
+                      )
+                    ) : (
+                      <span class="muted">-</span>
+                    )}
+                  </td>
+                  <td class="state-cell">
                     <StateBadge state={r.state} />
                     {r.stalled ? <span class="state state-stalled">stalled</span> : null}
                   </td>
-                  <td class="reason">{r.error ? <code>{r.error.reason ?? r.error.code}</code> : <span class="muted">-</span>}</td>
-                  <td class="source">
+                  <td class="reason" data-label="Reason">
+                    {r.error ? <code>{r.error.reason ?? r.error.code}</code> : <span class="muted">-</span>}
+                  </td>
+                  <td class="source" data-label="Source">
                     <SourceCell source={r.source} />
                   </td>
-                  <td>
+                  <td data-label="Requester">
                     <Who id={r.requester} />
                   </td>
-                  <td>
+                  <td data-label="Started">
                     <Time at={r.created_at} />
                   </td>
-                  <td class="duration">
+                  <td class="duration" data-label="Duration">
                     {formatDuration((r.finished_at ? Date.parse(r.finished_at) : Date.now()) - Date.parse(r.created_at))}
                     {r.finished_at ? '' : ' so far'}
                   </td>
