@@ -147,12 +147,19 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     const plain = await crew(api, 'plain-summary', ['writer', 'editor']);
     const bad = (await ok(api, 'POST', `${T}/crews/${failing.crew}/runs`, { input: 'summarise' })).run_id as string;
     const good = (await ok(api, 'POST', `${T}/crews/${plain.crew}/runs`, { input: 'summarise' })).run_id as string;
-    // Two schedules: one firing every 5 s, one at 03:00 UTC.
+    const sqlJob = (
+      await ok(api, 'POST', `${A}/jobs/runs`, { job_type: 'sql', workspace_id: 'reports', spec: { sql: "SELECT 1 AS one, 'two' AS two" } })
+    ).run_id as string;
+    await until('both runs to end', async () => {
+      const [a, b] = [(await api('GET', `${A}/jobs/runs/${bad}`)).body.state, (await api('GET', `${A}/jobs/runs/${good}`)).body.state];
+      return a === 'failed' && b === 'completed' && (await api('GET', `${A}/jobs/runs/${sqlJob}`)).body.state === 'completed';
+    }, 90_000);
+    // Two schedules: one firing every 10 s, one at 03:00 UTC.
     const every2 = await ok(api, 'POST', `${A}/jobs/definitions`, {
       name: 'squares',
       job_type: 'compute',
       workspace_id: 'demo',
-      cron: '*/5 * * * * *',
+      cron: '*/10 * * * * *',
       timezone: 'Europe/Paris',
       spec: { code: 'return input.xs.map((x) => x * x)', input: { xs: [1, 2] } },
     });
@@ -174,13 +181,6 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
         (r) => r.source === `schedule:${every2.schedule_id}`,
       ),
     );
-    const sqlJob = (
-      await ok(api, 'POST', `${A}/jobs/runs`, { job_type: 'sql', workspace_id: 'demo', spec: { sql: "SELECT 1 AS one, 'two' AS two" } })
-    ).run_id as string;
-    await until('both runs to end', async () => {
-      const [a, b] = [(await api('GET', `${A}/jobs/runs/${bad}`)).body.state, (await api('GET', `${A}/jobs/runs/${good}`)).body.state];
-      return a === 'failed' && b === 'completed' && (await api('GET', `${A}/jobs/runs/${sqlJob}`)).body.state === 'completed';
-    });
 
     // The console's assets go compressed to a client that accepts it (the same bytes once inflated).
     const plainJs = await fetch(`${cell.url}/console/assets/console.js`, { headers: { 'accept-encoding': 'identity' } });
