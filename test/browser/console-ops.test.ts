@@ -150,10 +150,14 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     const sqlJob = (
       await ok(api, 'POST', `${A}/jobs/runs`, { job_type: 'sql', workspace_id: 'reports', spec: { sql: "SELECT 1 AS one, 'two' AS two" } })
     ).run_id as string;
-    await until('both runs to end', async () => {
-      const [a, b] = [(await api('GET', `${A}/jobs/runs/${bad}`)).body.state, (await api('GET', `${A}/jobs/runs/${good}`)).body.state];
-      return a === 'failed' && b === 'completed' && (await api('GET', `${A}/jobs/runs/${sqlJob}`)).body.state === 'completed';
-    }, 90_000);
+    await until(
+      'both runs to end',
+      async () => {
+        const [a, b] = [(await api('GET', `${A}/jobs/runs/${bad}`)).body.state, (await api('GET', `${A}/jobs/runs/${good}`)).body.state];
+        return a === 'failed' && b === 'completed' && (await api('GET', `${A}/jobs/runs/${sqlJob}`)).body.state === 'completed';
+      },
+      90_000,
+    );
     // Two schedules: one firing every 10 s, one at 03:00 UTC.
     const every2 = await ok(api, 'POST', `${A}/jobs/definitions`, {
       name: 'squares',
