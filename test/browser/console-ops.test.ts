@@ -299,6 +299,23 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     // The runs it started are marked in the runs list, linked to it.
     await page.locator('#nav-runs').click();
     await page.locator(`#runs-table td.source a[href="#/schedules/${every2.schedule_id}"]`).first().waitFor();
+    // Filter by source, then search by crew name: the filters live in the URL.
+    await page.locator('#filter-source').selectOption('schedule');
+    await page.waitForURL(/source=schedule/);
+    await until('only scheduled runs', async () => {
+      const sources = await page
+        .locator('#runs-table td.source [data-source]')
+        .evaluateAll((es) => es.map((e) => e.getAttribute('data-source')));
+      return sources.length > 0 && sources.every((x) => x === 'schedule');
+    });
+    await go(page, '#/runs');
+    await page.locator('#filter-q').fill('failing-summary');
+    await page.locator('#filter-q').press('Tab');
+    await page.waitForURL(/q=failing-summary/);
+    await until('the search to leave the failed run alone', async () => {
+      const ids = await page.locator('#runs-table tr[data-run]').evaluateAll((es) => es.map((e) => e.getAttribute('data-run')));
+      return ids.length === 1 && ids[0] === bad;
+    });
 
     // ------------------------------------------------------------ principals: archive and restore
     await page.locator('#nav-principals').click();

@@ -1,6 +1,7 @@
 /**
  * Runs: crew runs and job runs in one list (one run id space), newest first,
- * filtered by state, kind, crew and requester (the filters live in the URL
+ * filtered by state, kind, crew, requester, source, start time and a search
+ * (the filters and the page live in the URL
  * fragment). Live: the list is fetched again every few seconds, and the runs
  * still in flight on screen are followed over their SSE event streams (a few
  * at a time: a browser keeps only six connections per origin), so a state
@@ -48,24 +49,39 @@ const ACTIVE = new Set(['queued', 'running', 'waiting']);
 const MAX_STREAMS = 3;
 const PAGE = 200;
 
-/** The newest runs (up to 200): every run with system.orchestration.admin.read, else the crew runs. Oldest first, as the API answers. */
-export async function loadNewestRuns(session: Session, signal: AbortSignal): Promise<{ rows: RunRow[]; total: number; crewOnly: boolean }> {
+/**
+ * A page of runs, newest first: page 0 is the newest 200, page 1 the 200
+ * before them, and so on (the API lists oldest first with limit, offset and
+ * total). Every run with system.orchestration.admin.read, else the crew runs
+ * (their newest 200). Rows come oldest first, as the API answers.
+ */
+export async function loadNewestRuns(
+  session: Session,
+  signal: AbortSignal,
+  page = 0,
+): Promise<{ rows: RunRow[]; total: number; crewOnly: boolean; page: number; pages: number }> {
   if (!can(session, 'system.orchestration.admin.read') && can(session, 'agent_teams.read')) {
     const r = await call<{ runs: RunRow[]; total: number }>(session, 'GET', `${TEAMS}/runs?limit=${PAGE}`, { signal });
-    return { rows: r.runs, total: r.total, crewOnly: true };
+    return { rows: r.runs, total: r.total, crewOnly: true, page: 0, pages: 1 };
   }
   const first = await call<{ items: RunRow[]; total: number }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}`, { signal });
-  // Oldest first on the wire: the newest page is the last one.
+  const pages = Math.max(1, Math.ceil(first.total / PAGE));
+  const p = Math.min(Math.max(0, page), pages - 1);
+  const end = first.total - p * PAGE;
+  const offset = Math.max(0, end - PAGE);
+  // Oldest first on the wire: page p ends `p * PAGE` runs before the newest.
   const items =
-    first.total > PAGE
-      ? (
-          await call<{ items: RunRow[] }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}&offset=${first.total - PAGE}`, {
+    offset === 0 && end >= Math.min(first.total, PAGE) && end === first.items.length
+      ? first.items
+      : (
+          await call<{ items: RunRow[] }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${end - offset}&offset=${offset}`, {
             signal,
           })
-        ).items
-      : first.items;
-  return { rows: items, total: first.total, crewOnly: false };
+        ).items;
+  return { rows: items, total: first.total, crewOnly: false, page: p, pages };
 }
+
+const SINCE: Record<string, number> = { '1h': 3_600_000, '24h': 86_400_000, '7d': 7 * 86_400_000 };
 
 export function RunsView({ query }: { query: URLSearchParams }) {
   const { session, names } = useApp();
@@ -75,8 +91,12 @@ export function RunsView({ query }: { query: URLSearchParams }) {
     kind: query.get('kind') ?? '',
     crew: query.get('crew') ?? '',
     requester: query.get('requester') ?? '',
+    source: query.get('source') ?? '',
+    since: query.get('since') ?? '',
+    q: query.get('q') ?? '',
   };
-  const list = useLoad((signal) => loadNewestRuns(session, signal), [session], 5000);
+  const page = Math.max(0, Number.parseInt(query.get('page') ?? '0', 10) || 0);
+  const list = useLoad((signal) => loadNewestRuns(session, signal, page), [session, page], 5000);
 
   // Crew names instead of ids, where the session may read crews.
   const crewList = useLoad(
@@ -96,14 +116,32 @@ export function RunsView({ query }: { query: URLSearchParams }) {
     const all = [...(list.data?.rows ?? [])]
       .reverse()
       .map((r) => ({ ...r, state: ACTIVE.has(r.state) ? (live[r.run_id] ?? r.state) : r.state }));
+    const needle = filter.q.trim().toLowerCase();
+    const since = SINCE[filter.since];
+    const now = Date.now();
     return all.filter(
       (r) =>
         (!filter.state || r.state === filter.state) &&
         (!filter.kind || r.kind === filter.kind) &&
         (!filter.crew || r.crew_id === filter.crew) &&
-        (!filter.requester || r.requester === filter.requester),
+        (!filter.requester || r.requester === filter.requester) &&
+        (!filter.source || sourceLabel(r.source).kind === filter.source) &&
+        (!since || now - Date.parse(r.created_at) <= since) &&
+        (!needle ||
+          [
+            r.run_id,
+            r.crew_id ?? '',
+            crewNames.get(r.crew_id ?? '') ?? '',
+            names.get(r.requester) ?? '',
+            r.requester,
+            r.job_type ?? '',
+            r.source ?? '',
+          ]
+            .join(' ')
+            .toLowerCase()
+            .includes(needle)),
     );
-  }, [list.data, live, filter.state, filter.kind, filter.crew, filter.requester]);
+  }, [list.data, live, filter.state, filter.kind, filter.crew, filter.requester, filter.source, filter.since, filter.q, crewNames, names]);
 
   // Follow the newest runs in flight over SSE: state changes show without waiting for the next fetch.
   const followed = rows
@@ -143,7 +181,11 @@ export function RunsView({ query }: { query: URLSearchParams }) {
   const crews = [...new Set(all.map((r) => r.crew_id).filter((c): c is string => !!c))].sort();
   const requesters = [...new Set(all.map((r) => r.requester))].sort();
   const setFilter = (k: string, v: string) => {
+    // A new filter starts from the newest page.
     window.location.hash = href('runs', null, { ...filter, [k]: v });
+  };
+  const goPage = (p: number) => {
+    window.location.hash = href('runs', null, { ...filter, page: p > 0 ? String(p) : '' });
   };
 
   return (
@@ -192,12 +234,55 @@ export function RunsView({ query }: { query: URLSearchParams }) {
             ))}
           </select>
         </label>
+        <label>
+          Source
+          <select id="filter-source" value={filter.source} onChange={(e) => setFilter('source', (e.target as HTMLSelectElement).value)}>
+            <option value="">any</option>
+            <option value="api">API</option>
+            <option value="schedule">schedule</option>
+            <option value="endpoint">endpoint</option>
+          </select>
+        </label>
+        <label>
+          Started
+          <select id="filter-since" value={filter.since} onChange={(e) => setFilter('since', (e.target as HTMLSelectElement).value)}>
+            <option value="">any time</option>
+            <option value="1h">last hour</option>
+            <option value="24h">last 24 h</option>
+            <option value="7d">last 7 days</option>
+          </select>
+        </label>
+        <label>
+          Search
+          <input
+            id="filter-q"
+            type="search"
+            value={filter.q}
+            placeholder="run id, crew, requester"
+            onChange={(e) => setFilter('q', (e.target as HTMLInputElement).value)}
+          />
+        </label>
         <span class="muted" role="status" id="runs-status">
           {list.data
-            ? `${rows.length} of ${list.data.total} runs${list.data.total > PAGE ? ` (newest ${PAGE} loaded)` : ''}${liveness.connected && !list.error ? ' · live' : ` · not live: last update ${ago(liveness.lastOk)}`}`
+            ? `${rows.length} shown of ${list.data.total} runs${list.data.pages > 1 ? ` (page ${list.data.page + 1} of ${list.data.pages}, ${PAGE} a page, newest first)` : ''}${liveness.connected && !list.error ? ' · live' : ` · not live: last update ${ago(liveness.lastOk)}`}`
             : ''}
         </span>
       </form>
+      {list.data && list.data.pages > 1 ? (
+        <nav class="buttons pager" aria-label="Pages of runs">
+          <button type="button" id="runs-newer" disabled={list.data.page === 0} onClick={() => goPage(list.data!.page - 1)}>
+            Newer runs
+          </button>{' '}
+          <button
+            type="button"
+            id="runs-older"
+            disabled={list.data.page >= list.data.pages - 1}
+            onClick={() => goPage(list.data!.page + 1)}
+          >
+            Older runs
+          </button>
+        </nav>
+      ) : null}
       {list.data?.crewOnly ? (
         <p class="muted">Crew runs only: this session cannot read job runs (system.orchestration.admin.read).</p>
       ) : null}
