@@ -7,8 +7,8 @@
  * Retry-After); everything else fails at once. Failures leave as ServiceError
  * `service_unavailable` with `details.reason` (`provider_timeout`,
  * `provider_unreachable`, `provider_rate_limited`, `provider_error`,
- * `provider_rejected`, `provider_bad_response`) and the provider's HTTP status,
- * never the provider's body or the key.
+ * `provider_rejected`, `provider_bad_response`), the provider's HTTP status
+ * and the number of attempts made, never the provider's body or the key.
  */
 import { request } from 'undici';
 import { ServiceError } from '../../core/errors.ts';
@@ -106,6 +106,14 @@ function fail(reason: string, message: string, extra: Record<string, unknown> = 
   return new ServiceError('service_unavailable', message, { details: { reason, ...extra }, retryable });
 }
 
+/** The failure as it leaves the client: with the number of HTTP attempts made (`details.attempts`). */
+function withAttempts(err: ServiceError, attempts: number): ServiceError {
+  return new ServiceError(err.code, err.message, {
+    details: { ...(err.details ?? {}), attempts },
+    ...(err.retryable !== undefined ? { retryable: err.retryable } : {}),
+  });
+}
+
 /** One chat completion, with timeouts and retries. */
 export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Promise<ChatResult> {
   const retries = opts.retries ?? 2;
@@ -152,7 +160,8 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
     } catch (err) {
       if (cancel?.aborted) throw cancelledError();
       if (err instanceof ServiceError) {
-        if (err.details?.['reason'] === 'provider_rejected' || err.details?.['reason'] === 'provider_bad_response') throw err;
+        if (err.details?.['reason'] === 'provider_rejected' || err.details?.['reason'] === 'provider_bad_response')
+          throw withAttempts(err, attempt + 1);
         last = err;
       } else {
         const code = String((err as { code?: unknown }).code ?? '');
@@ -168,7 +177,7 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
       if (cancel?.aborted) throw cancelledError();
     }
   }
-  throw last;
+  throw withAttempts(last, retries + 1);
 }
 
 /** Validates a Chat Completions response body. */

@@ -14,6 +14,7 @@
  * any client and can do only what the signed-in principal can); they pass the
  * gateway's rate gate like every request.
  */
+import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { ServiceError, notFound } from '../../core/errors.ts';
@@ -35,6 +36,34 @@ import {
 
 interface Served extends ConsoleFile {
   etag: string;
+  /** The same bytes compressed once at first use (176 kB of script is about 60 kB gzipped). */
+  br: Uint8Array;
+  gzip: Uint8Array;
+}
+
+function serve(f: ConsoleFile): Served {
+  const raw = Buffer.from(f.body, 'utf8');
+  return {
+    ...f,
+    etag: etagOf(f.body),
+    br: brotliCompressSync(raw, { params: { [zlib.BROTLI_PARAM_QUALITY]: 9, [zlib.BROTLI_PARAM_SIZE_HINT]: raw.length } }),
+    gzip: gzipSync(raw, { level: 9 }),
+  };
+}
+
+/** The encoding to send: br, else gzip, when the request accepts it (q=0 refuses); null for identity. */
+export function pickEncoding(accept: string | undefined): 'br' | 'gzip' | null {
+  if (!accept) return null;
+  const ok = new Set<string>();
+  for (const part of accept.split(',')) {
+    const [name = '', ...params] = part.trim().toLowerCase().split(';');
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith('q='));
+    if (q && Number(q.slice(2)) === 0) continue;
+    ok.add(name.trim());
+  }
+  if (ok.has('br')) return 'br';
+  if (ok.has('gzip')) return 'gzip';
+  return null;
 }
 
 function withHeaders(c: Context<AppEnv>): void {
@@ -45,7 +74,7 @@ function withHeaders(c: Context<AppEnv>): void {
 export function mountConsole(app: OpenAPIHono<AppEnv>, core: CellCore, oauth: OAuthApi): void {
   let served: Promise<Map<string, Served>> | null = null;
   const assets = (): Promise<Map<string, Served>> => {
-    served ??= consoleFiles().then((files) => new Map(Object.entries(files).map(([name, f]) => [name, { ...f, etag: etagOf(f.body) }])));
+    served ??= consoleFiles().then((files) => new Map(Object.entries(files).map(([name, f]) => [name, serve(f)])));
     served.catch(() => {
       served = null;
     });
@@ -86,11 +115,20 @@ export function mountConsole(app: OpenAPIHono<AppEnv>, core: CellCore, oauth: OA
     const a = files.get(c.req.param('name'));
     if (!a) throw notFound('console asset');
     withHeaders(c);
-    c.header('ETag', a.etag);
+    const enc = pickEncoding(c.req.header('accept-encoding'));
+    // One ETag per representation: a cache never serves compressed bytes to a client that did not ask.
+    const etag = enc ? `${a.etag.slice(0, -1)}-${enc}"` : a.etag;
+    c.header('ETag', etag);
+    c.header('Vary', 'Accept-Encoding');
     // Names are stable across releases: revalidate every time (a 304 is cheap).
     c.header('Cache-Control', 'no-cache');
-    if (c.req.header('if-none-match') === a.etag) return c.body(null, 304);
+    if (c.req.header('if-none-match') === etag) return c.body(null, 304);
     c.header('Content-Type', a.contentType);
+    if (enc) {
+      c.header('Content-Encoding', enc);
+      const bytes = enc === 'br' ? a.br : a.gzip;
+      return c.body(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer, 200);
+    }
     return c.body(a.body, 200);
   });
 }

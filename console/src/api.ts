@@ -6,6 +6,7 @@
  * nothing else.
  */
 import type { Session } from './auth/session.ts';
+import { markAnswered, markUnreachable } from './liveness.ts';
 
 export const API = '/api/public/v1';
 export const ADMIN = `${API}/admin`;
@@ -57,11 +58,21 @@ export async function call<T>(session: Session, method: string, path: string, op
     headers['content-type'] = 'application/json';
     body = JSON.stringify(opts.body);
   }
-  const res = await session.request(method, path, {
-    headers,
-    ...(body !== undefined ? { body } : {}),
-    ...(opts.signal ? { signal: opts.signal } : {}),
-  });
+  let res: Response;
+  try {
+    res = await session.request(method, path, {
+      headers,
+      ...(body !== undefined ? { body } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+  } catch (e) {
+    // No answer at all (not the console's own abort): the cell is unreachable.
+    if (!opts.signal?.aborted && (e as { name?: string }).name !== 'AbortError') markUnreachable();
+    throw e;
+  }
+  // A gateway's 502/503/504 is not the cell answering.
+  if (res.status === 502 || res.status === 504) markUnreachable();
+  else markAnswered();
   if (!res.ok) throw await apiError(res);
   if (res.status === 204) return undefined as T;
   return (await res.json()) as T;

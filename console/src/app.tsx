@@ -5,19 +5,24 @@
  * state only; signing out or reloading forgets it.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ADMIN, call, describeError } from './api.ts';
-import { apiKeySession, can, identify, type Session } from './auth/session.ts';
+import { ADMIN, call, describeError, TEAMS } from './api.ts';
+import { whyNot, type ApprovalRun, type PendingApproval } from './approval-model.ts';
+import { apiKeySession, can, identify, knowsPermissions, type Session } from './auth/session.ts';
 import { signInWithCell } from './auth/signin.ts';
 import { openedAtPublicUrl, type ConsoleConfig } from './config.ts';
+import { ago, useHeartbeat, useLiveness } from './liveness.ts';
 import { href, useRoute, type Route } from './router.ts';
-import { App, type AppState } from './ui.tsx';
+import { App, useApp, useLoad, type AppState } from './ui.tsx';
 import { ApprovalsView } from './views/approvals.tsx';
 import { AuditView } from './views/audit.tsx';
 import { CellsView } from './views/cells.tsx';
 import { FormationsView } from './views/formations.tsx';
 import { KeysView } from './views/keys.tsx';
 import { RunView } from './views/run.tsx';
+import { PrincipalsView } from './views/principals.tsx';
 import { RunsView } from './views/runs.tsx';
+import { SchedulesView } from './views/schedules.tsx';
+import { VerifyView } from './views/verify.tsx';
 
 function SignIn({ config, onSession, notice }: { config: ConsoleConfig; onSession(s: Session): void; notice: string | null }) {
   const [busy, setBusy] = useState(false);
@@ -122,10 +127,13 @@ function SignIn({ config, onSession, notice }: { config: ConsoleConfig; onSessio
 const NAV: { view: Route['view']; label: string; id: string }[] = [
   { view: 'runs', label: 'Runs', id: 'nav-runs' },
   { view: 'approvals', label: 'Approvals', id: 'nav-approvals' },
+  { view: 'schedules', label: 'Schedules', id: 'nav-schedules' },
   { view: 'formations', label: 'Formations & crews', id: 'nav-formations' },
+  { view: 'principals', label: 'Principals', id: 'nav-principals' },
   { view: 'keys', label: 'API keys', id: 'nav-keys' },
   { view: 'audit', label: 'Audit trail', id: 'nav-audit' },
   { view: 'cells', label: 'Cells', id: 'nav-cells' },
+  { view: 'verify', label: 'Verify a journal', id: 'nav-verify' },
 ];
 
 function View({ route }: { route: Route }) {
@@ -143,9 +151,67 @@ function View({ route }: { route: Route }) {
       return <AuditView />;
     case 'cells':
       return <CellsView />;
+    case 'verify':
+      return <VerifyView />;
+    case 'principals':
+      return <PrincipalsView />;
+    case 'schedules':
+      return <SchedulesView scheduleId={route.scheduleId} />;
     default:
-      return <RunsView query={route.query} />;
+      return <RunsView query={route.view === 'runs' ? route.query : new URLSearchParams()} />;
   }
+}
+
+/** How many approvals wait for the signed-in principal's decision (crew runs; fetched every 10 s). */
+function ApprovalsBadge() {
+  const { session } = useApp();
+  const data = useLoad(
+    async (signal) => {
+      if (!can(session, 'agent_teams.read')) return 0;
+      const r = await call<{ runs: (ApprovalRun & { pending_approvals?: PendingApproval[] })[] }>(
+        session,
+        'GET',
+        `${TEAMS}/runs?state=waiting&limit=1000`,
+        { signal },
+      );
+      const approve = can(session, 'agent_teams.approve');
+      return r.runs.reduce(
+        (n, run) =>
+          n +
+          (run.pending_approvals ?? []).filter((a) => whyNot(a, run, session.principal.id, approve, knowsPermissions(session)) === null)
+            .length,
+        0,
+      );
+    },
+    [session],
+    10_000,
+  );
+  if (!data.data) return null;
+  return (
+    <span class="badge" id="approvals-badge">
+      {' '}
+      {data.data}
+      <span class="sr-only"> waiting for you</span>
+    </span>
+  );
+}
+
+/** Shown while the cell does not answer: what is on screen may be stale. */
+function LivenessBanner() {
+  useHeartbeat();
+  const l = useLiveness();
+  const [, tick] = useState(0);
+  useEffect(() => {
+    if (l.connected) return undefined;
+    const t = setInterval(() => tick((n) => n + 1), 1000);
+    return () => clearInterval(t);
+  }, [l.connected]);
+  if (l.connected) return null;
+  return (
+    <div class="banner disconnected" id="liveness-banner" role="alert">
+      <strong>Disconnected from the cell, retrying.</strong> Last update {ago(l.lastOk)}: what this page shows may be out of date.
+    </div>
+  );
 }
 
 function Shell({ state }: { state: AppState }) {
@@ -154,7 +220,13 @@ function Shell({ state }: { state: AppState }) {
   const first = useRef(true);
   // The view and its subject, not its filters: changing a filter must not move focus away from it.
   const place =
-    route.view === 'run' ? `run/${route.runId}` : route.view === 'formations' ? `formations/${route.formationId ?? ''}` : route.view;
+    route.view === 'run'
+      ? `run/${route.runId}`
+      : route.view === 'formations'
+        ? `formations/${route.formationId ?? ''}`
+        : route.view === 'schedules'
+          ? `schedules/${route.scheduleId ?? ''}`
+          : route.view;
   useEffect(() => {
     // Move focus to the new view so keyboard and screen-reader users land on it.
     if (first.current) {
@@ -199,12 +271,14 @@ function Shell({ state }: { state: AppState }) {
           </button>
         </div>
       </header>
+      <LivenessBanner />
       <nav class="nav" aria-label="Console">
         <ul>
           {NAV.map((n) => (
             <li key={n.view}>
               <a id={n.id} href={href(n.view)} aria-current={current === n.view ? 'page' : undefined}>
                 {n.label}
+                {n.view === 'approvals' ? <ApprovalsBadge /> : null}
               </a>
             </li>
           ))}

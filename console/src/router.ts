@@ -12,7 +12,10 @@ export type Route =
   | { view: 'formations'; formationId: string | null }
   | { view: 'keys' }
   | { view: 'audit' }
-  | { view: 'cells' };
+  | { view: 'cells' }
+  | { view: 'schedules'; scheduleId: string | null }
+  | { view: 'principals' }
+  | { view: 'verify' };
 
 const ID = /^[A-Za-z0-9_.:-]{1,100}$/;
 
@@ -37,6 +40,9 @@ export function parseRoute(hash: string): Route {
   if (first === 'keys') return { view: 'keys' };
   if (first === 'audit') return { view: 'audit' };
   if (first === 'cells') return { view: 'cells' };
+  if (first === 'schedules') return { view: 'schedules', scheduleId: second && ID.test(second) ? second : null };
+  if (first === 'principals') return { view: 'principals' };
+  if (first === 'verify') return { view: 'verify' };
   return { view: 'runs', query: new URLSearchParams(qs) };
 }
 

@@ -248,3 +248,98 @@ export function liveRunState(records: readonly RecordLike[], fetched: string): s
   if (!last) return fetched;
   return last.kind === 'waiting' ? 'waiting' : 'running';
 }
+
+/** Why a run ended badly: the run's error (or its end record's), with the failing step and the provider's answer. */
+export interface Failure {
+  code: string;
+  reason: string | null;
+  message: string;
+  step_id: string | null;
+  seat: string | null;
+  upstream: { code?: string; message?: string; reason?: string; provider_status?: number; attempts?: number } | null;
+}
+
+type ErrorLike = { code?: unknown; message?: unknown; reason?: unknown; details?: unknown } | null | undefined;
+
+/** The failure of an ended run, from its error (the API's `error`) or else its journal's end record; null when it completed. */
+export function failureOf(error: ErrorLike, records: readonly RecordLike[]): Failure | null {
+  const end = finishedRecord(records);
+  const e: ErrorLike = error ?? (end?.data?.['error'] as ErrorLike);
+  if (!e && !(end && end.data?.['outcome'] !== 'completed' && typeof end.data?.['reason'] === 'string')) return null;
+  const d = (e && typeof e.details === 'object' && e.details !== null ? e.details : {}) as Record<string, unknown>;
+  const up = d['upstream'];
+  const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+  return {
+    code: str(e?.code) ?? String(end?.data?.['outcome'] ?? 'failed'),
+    reason: str(e?.reason) ?? str(end?.data?.['reason']),
+    message: str(e?.message) ?? '',
+    step_id: str(d['step_id']),
+    seat: str(d['seat']),
+    upstream: typeof up === 'object' && up !== null ? (up as Failure['upstream']) : null,
+  };
+}
+
+/** "1.2 s", "3 min 4 s", "2 h 5 min": a duration for people. */
+export function formatDuration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms) || ms < 0) return '-';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${Math.round(s % 60)} s`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `${h} h ${m % 60} min`;
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
+}
+
+export interface TimelineBar {
+  node: string;
+  /** Milliseconds from the run's first record. */
+  start: number;
+  end: number;
+  /** Intervals spent waiting (an approval, a timer, a tool call under `ask`), from a waiting record to the next record of the step. */
+  waits: { start: number; end: number; for: string }[];
+  /** True while the step has not ended (the bar runs to `now`). */
+  open: boolean;
+}
+
+/**
+ * A Gantt of the run from the journal's times: per graph node, from its first
+ * record to its last (to `now` while the run is live and the node unfinished),
+ * with the time it waited. Nodes with no record are left out.
+ */
+export function timelineOf(
+  graph: GraphLike,
+  records: readonly RecordLike[],
+  states: ReadonlyMap<string, NodeState>,
+  now: number,
+): { t0: number; span: number; bars: TimelineBar[] } {
+  const ids = graph.nodes.map((n) => n.id);
+  const t0 = records[0]?.at ?? now;
+  const by = new Map<string, RecordLike[]>();
+  for (const r of records) {
+    const n = nodeOfStep(r.step_id, ids);
+    if (n !== null) by.set(n, [...(by.get(n) ?? []), r]);
+  }
+  const ended = finishedRecord(records);
+  const bars: TimelineBar[] = [];
+  for (const id of ids) {
+    const rs = by.get(id);
+    if (!rs?.length) continue;
+    const s = states.get(id);
+    const open = !ended && (s === 'running' || s === 'waiting');
+    const last = rs[rs.length - 1]!.at;
+    const waits: TimelineBar['waits'] = [];
+    for (let i = 0; i < rs.length; i++) {
+      const r = rs[i]!;
+      if (r.kind !== 'waiting') continue;
+      const next = records.find((x) => x.seq > r.seq && nodeOfStep(x.step_id, ids) === id && x.kind !== 'approval_received');
+      const until = next?.at ?? (ended ? ended.at : now);
+      waits.push({ start: r.at - t0, end: until - t0, for: String(r.data?.['for'] ?? r.data?.['reason'] ?? 'waiting') });
+    }
+    const endAt = open ? now : Math.max(last, ...waits.map((w) => w.end + t0));
+    bars.push({ node: id, start: rs[0]!.at - t0, end: endAt - t0, waits, open });
+  }
+  const tEnd = ended?.at ?? now;
+  return { t0, span: Math.max(1, tEnd - t0, ...bars.map((b) => b.end)), bars };
+}

@@ -70,7 +70,8 @@ export function GraphView({ graph, states, selected, onSelect, label }: GraphVie
                 data-node={n.id}
                 data-state={state}
                 transform={`translate(${n.x.toFixed(1)},${n.y.toFixed(1)})`}
-                tabIndex={onSelect ? 0 : -1}
+                // Lower case: on an SVG element Preact sets attributes as written, and `tabIndex` is no SVG attribute.
+                tabindex={onSelect ? 0 : -1}
                 role={onSelect ? 'button' : 'img'}
                 aria-pressed={onSelect ? isSel : undefined}
                 aria-label={onSelect ? undefined : `${clip(n.label)}, ${n.kind}, ${NODE_STATE_LABEL[state]}`}

@@ -10,7 +10,7 @@
  * `/admin/whoami`), it shows the buttons and the cell decides.
  */
 import { useState } from 'preact/hooks';
-import { ADMIN, call, describeError, seg, TEAMS } from '../api.ts';
+import { ADMIN, ApiError, call, describeError, seg, TEAMS } from '../api.ts';
 import { can, knowsPermissions } from '../auth/session.ts';
 import { href } from '../router.ts';
 import { Time, useApp, Who } from '../ui.tsx';
@@ -55,7 +55,11 @@ export function ApprovalCard({
       setConfirmReject(false);
       onDecided();
     } catch (e) {
-      setError(describeError(e));
+      // The step no longer waits: another approver decided (or it timed out) since this card was drawn.
+      if (e instanceof ApiError && (e.status === 404 || e.status === 409) && !/permission/.test(e.reason ?? '')) {
+        setError('Already decided: this step no longer waits for a decision (someone else decided, or it timed out).');
+        onDecided();
+      } else setError(describeError(e));
     } finally {
       setBusy(false);
     }

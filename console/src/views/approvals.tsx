@@ -8,6 +8,7 @@
  */
 import { ADMIN, call, TEAMS } from '../api.ts';
 import { can, knowsPermissions } from '../auth/session.ts';
+import { ago, useLiveness } from '../liveness.ts';
 import { ErrorNote, Section, useApp, useLoad } from '../ui.tsx';
 import { whyNot, type ApprovalRun, type PendingApproval } from '../approval-model.ts';
 import { ApprovalCard } from './approval-card.tsx';
@@ -20,6 +21,7 @@ interface WaitingRun extends ApprovalRun {
 
 export function ApprovalsView() {
   const { session } = useApp();
+  const liveness = useLiveness();
   const data = useLoad(
     async (signal) => {
       const runs: WaitingRun[] = [];
@@ -52,6 +54,9 @@ export function ApprovalsView() {
   const me = session.principal.id;
   const mine = items.filter(({ run, a }) => whyNot(a, run, me, can(session, 'agent_teams.approve'), knowsPermissions(session)) === null);
   const others = items.filter((x) => !mine.includes(x));
+  // "Nothing waits" only from an answer the cell just gave: never from data it could not confirm.
+  const fresh = liveness.connected && !data.error && !(data.data?.problems.length ?? 0);
+  const stale = <p class="notice stale">Unknown: the cell has not answered since {ago(liveness.lastOk)}.</p>;
 
   return (
     <>
@@ -69,13 +74,13 @@ export function ApprovalsView() {
       {data.data ? (
         <>
           <Section title={`Waiting for you (${mine.length})`} id="approvals-mine">
-            {mine.length === 0 ? <p class="muted">Nothing waits for your decision.</p> : null}
+            {mine.length === 0 ? fresh ? <p class="muted">Nothing waits for your decision.</p> : stale : null}
             {mine.map(({ run, a }) => (
               <ApprovalCard key={`${run.run_id}/${a.step_id}`} approval={a} run={run} onDecided={data.reload} showRun />
             ))}
           </Section>
           <Section title={`Waiting for others (${others.length})`} id="approvals-others">
-            {others.length === 0 ? <p class="muted">None.</p> : null}
+            {others.length === 0 ? fresh ? <p class="muted">None.</p> : stale : null}
             {others.map(({ run, a }) => (
               <ApprovalCard key={`${run.run_id}/${a.step_id}`} approval={a} run={run} onDecided={data.reload} showRun />
             ))}

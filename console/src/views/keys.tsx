@@ -42,9 +42,9 @@ const words = (s: string) =>
 function SecretOnce({ shown, onDismiss }: { shown: Shown; onDismiss(): void }) {
   return (
     <section class="secret-once" aria-labelledby="secret-title" id="secret-once">
-      <h3 id="secret-title">
+      <h2 id="secret-title">
         {shown.why === 'minted' ? 'New key' : 'New secret'} for “{shown.name}”: copy it now
-      </h3>
+      </h2>
       <p>
         This secret is shown once. The cell stores only its SHA-256 hash and cannot show it again.
         {shown.why === 'rotated' && shown.graceUntil ? (

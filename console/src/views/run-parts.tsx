@@ -8,8 +8,20 @@
 import { useState } from 'preact/hooks';
 import { ADMIN, call, describeError, seg, TEAMS } from '../api.ts';
 import { can } from '../auth/session.ts';
-import { nodeOfStep, type GraphLike, type RecordLike, type Refusal, type SeatTokens } from '../run-model.ts';
-import { Json, Time, useApp, useLoad } from '../ui.tsx';
+import { recordHash } from '../../../core/journal/hash.ts';
+import type { JournalRecord } from '../../../core/journal/record.ts';
+import {
+  formatDuration,
+  nodeOfStep,
+  timelineOf,
+  type Failure,
+  type GraphLike,
+  type NodeState,
+  type RecordLike,
+  type Refusal,
+  type SeatTokens,
+} from '../run-model.ts';
+import { CopyButton, Json, Time, useApp, useLoad } from '../ui.tsx';
 import { valueMatches, type Verification } from '../verify.ts';
 
 export interface FullRecord extends RecordLike {
@@ -67,6 +79,12 @@ export function VerificationBanner({ v, pending, onVerify }: { v: Verification |
   );
 }
 
+/** The role label of a node's seat, when it has one. */
+function roleOf(graph: GraphLike | null, node: string): string | undefined {
+  const n = graph?.nodes.find((x) => x.id === node);
+  return n?.seat ? graph?.seats?.[n.seat]?.role_label : undefined;
+}
+
 export function JournalTable({ records, badSeq, graph }: { records: FullRecord[]; badSeq: number | null; graph: GraphLike | null }) {
   const ids = graph?.nodes.map((n) => n.id) ?? [];
   return (
@@ -98,7 +116,7 @@ export function JournalTable({ records, badSeq, graph }: { records: FullRecord[]
                 <th scope="row">{r.seq}</th>
                 <td>
                   <code>{r.step_id}</code>
-                  {node && node !== r.step_id ? <span class="muted"> ({node})</span> : null}
+                  {node && node !== r.step_id ? <span class="muted"> ({roleOf(graph, node) ?? node})</span> : null}
                 </td>
                 <td>{r.kind}</td>
                 <td>
@@ -153,6 +171,7 @@ function ValueButton({ runId, hash, what }: { runId: string; hash: string; what:
       <p class={state.ok ? 'ok-text' : 'bad-text'}>
         {what} {state.ok ? '(matches the hash in the signed record)' : '(does NOT match the hash in the signed record)'}
       </p>
+      <Conversation value={state.value} />
       <Json value={state.value} label={what} />
     </div>
   );
@@ -187,12 +206,20 @@ export function StepDetails({ runId, nodeId, graph, records }: { runId: string; 
             <li key={r.seq}>
               <p>
                 <strong>#{r.seq}</strong> <code>{r.step_id}</code> · {r.kind} · <Time at={r.at} />
+                {typeof r.data?.['seat'] === 'string' ? <> · seat {graph.seats?.[r.data['seat']]?.role_label ?? r.data['seat']}</> : null}
+                {typeof r.data?.['usage'] === 'number' ? (
+                  <>
+                    {' '}
+                    · <span class="tokens-call">{r.data['usage'].toLocaleString()} tokens</span>
+                  </>
+                ) : null}
               </p>
               {r.data ? <Json value={r.data} label={`Data of record ${r.seq}`} /> : null}
               <div class="io">
                 <ValueButton runId={runId} hash={r.input_hash} what="input" />
                 <ValueButton runId={runId} hash={r.output_hash} what="output" />
               </div>
+              <Seal r={r} />
             </li>
           ))}
         </ol>
@@ -306,5 +333,208 @@ export function RefusalList({ refusals }: { refusals: Refusal[] }) {
         </li>
       ))}
     </ul>
+  );
+}
+
+/** Why the run ended badly: the error's code and reason, the failing step, and what the provider answered. */
+export function FailurePanel({
+  failure,
+  state,
+  graph,
+  onSelect,
+  node,
+}: {
+  failure: Failure;
+  state: string;
+  graph: GraphLike | null;
+  onSelect(id: string): void;
+  node: string | null;
+}) {
+  const up = failure.upstream;
+  const seat = failure.seat ? graph?.seats?.[failure.seat] : undefined;
+  return (
+    <section class="panel failure" aria-labelledby="failure-title" id="failure">
+      <h2 id="failure-title">Why it {state === 'refused' ? 'was refused' : state === 'cancelled' ? 'was cancelled' : 'failed'}</h2>
+      <dl class="facts">
+        <dt>Error</dt>
+        <dd>
+          <code id="failure-code">{failure.code}</code>
+          {failure.reason ? (
+            <>
+              {' '}
+              · <code id="failure-reason">{failure.reason}</code>
+            </>
+          ) : null}
+          {failure.message ? <span class="muted"> — {failure.message}</span> : null}
+        </dd>
+        {failure.step_id ? (
+          <>
+            <dt>Step</dt>
+            <dd>
+              {node ? (
+                <button type="button" class="link" onClick={() => onSelect(node)}>
+                  <code id="failure-step">{failure.step_id}</code>
+                </button>
+              ) : (
+                <code id="failure-step">{failure.step_id}</code>
+              )}
+              {seat?.role_label || failure.seat ? <span class="muted"> · seat {seat?.role_label ?? failure.seat}</span> : null}
+            </dd>
+          </>
+        ) : null}
+        {up ? (
+          <>
+            <dt>Model provider</dt>
+            <dd id="failure-upstream">
+              {up.provider_status !== undefined ? (
+                <>
+                  answered <strong>HTTP {up.provider_status}</strong>
+                </>
+              ) : (
+                'gave no HTTP answer'
+              )}
+              {up.reason ? (
+                <>
+                  {' '}
+                  (<code>{up.reason}</code>)
+                </>
+              ) : null}
+              {up.message ? `: ${up.message}` : ''}
+            </dd>
+            {up.attempts !== undefined ? (
+              <>
+                <dt>Attempts</dt>
+                <dd id="failure-attempts">
+                  {up.attempts} attempt{up.attempts === 1 ? '' : 's'}
+                  {up.attempts === 1 ? ' (the provider allows no retry: max_retries 0, or the error is not retried)' : ', all failed'}
+                </dd>
+              </>
+            ) : null}
+          </>
+        ) : null}
+      </dl>
+    </section>
+  );
+}
+
+/** The run as a Gantt from the journal's times: one bar per step, waiting time hatched; also written out for screen readers. */
+export function Timeline({
+  graph,
+  records,
+  states,
+  live,
+  onSelect,
+}: {
+  graph: GraphLike;
+  records: FullRecord[];
+  states: ReadonlyMap<string, NodeState>;
+  live: boolean;
+  onSelect(id: string): void;
+}) {
+  const t = timelineOf(graph, records, states, live ? Date.now() : (records[records.length - 1]?.at ?? Date.now()));
+  if (t.bars.length === 0) return <p class="muted">No step has started.</p>;
+  const pct = (ms: number) => `${((ms / t.span) * 100).toFixed(2)}%`;
+  const labelOf = (id: string) => {
+    const n = graph.nodes.find((x) => x.id === id);
+    return (n?.seat ? graph.seats?.[n.seat]?.role_label : undefined) ?? id;
+  };
+  return (
+    <div class="timeline" id="timeline">
+      <p class="muted small">0 → {formatDuration(t.span)} from the first record; hatched: waiting.</p>
+      <ol class="plain">
+        {t.bars.map((b) => {
+          const waited = b.waits.reduce((a, w) => a + (w.end - w.start), 0);
+          return (
+            <li key={b.node} class="tl-row" data-node={b.node}>
+              <button type="button" class="link tl-label" onClick={() => onSelect(b.node)}>
+                {labelOf(b.node)}
+              </button>
+              <span class="tl-track" aria-hidden="true">
+                <span
+                  class={`tl-bar state-${states.get(b.node) ?? 'pending'}`}
+                  style={{ left: pct(b.start), width: pct(Math.max(b.end - b.start, t.span / 200)) }}
+                />
+                {b.waits.map((w) => (
+                  <span class="tl-wait" style={{ left: pct(w.start), width: pct(Math.max(w.end - w.start, t.span / 200)) }} />
+                ))}
+              </span>
+              <span class="tl-text small">
+                +{formatDuration(b.start)}, {formatDuration(b.end - b.start)}
+                {b.open ? ' so far' : ''}
+                {waited > 0 ? `, waited ${formatDuration(waited)} (${[...new Set(b.waits.map((w) => w.for))].join(', ')})` : ''}
+              </span>
+            </li>
+          );
+        })}
+      </ol>
+    </div>
+  );
+}
+
+/** A record's seal: its hash, the previous record's, its signer and signature, each copyable. */
+export function Seal({ r }: { r: FullRecord }) {
+  const hash = recordHash(r as unknown as JournalRecord);
+  const rows: [string, string][] = [
+    ['Record hash', hash],
+    ['Previous hash', r.prev_hash],
+    ['Signer', r.signer_kid],
+    ['Signature', r.sig],
+  ];
+  return (
+    <details class="seal">
+      <summary>Seal of record #{r.seq}</summary>
+      <dl class="facts">
+        {rows.map(([k, v]) => (
+          <>
+            <dt>{k}</dt>
+            <dd>
+              <code class="hash">{v}</code> <CopyButton text={v} label={`Copy the ${k.toLowerCase()} of record ${r.seq}`} />
+            </dd>
+          </>
+        ))}
+      </dl>
+    </details>
+  );
+}
+
+interface Msg {
+  role?: string;
+  content?: unknown;
+  tool_calls?: { id?: string; name?: string; arguments?: unknown; function?: { name?: string; arguments?: unknown } }[];
+  tool_call_id?: string;
+}
+
+/** A model call's messages, or its answer, as a conversation; null when the value is neither. */
+export function Conversation({ value }: { value: unknown }) {
+  const v = value as { messages?: unknown; content?: unknown; tool_calls?: unknown; usage?: unknown } | null;
+  if (typeof v !== 'object' || v === null) return null;
+  const msgs: Msg[] = Array.isArray(v.messages)
+    ? (v.messages as Msg[])
+    : 'content' in v || Array.isArray(v.tool_calls)
+      ? [
+          {
+            role: 'assistant',
+            content: v.content,
+            tool_calls: (Array.isArray(v.tool_calls) ? v.tool_calls : []) as NonNullable<Msg['tool_calls']>,
+          },
+        ]
+      : [];
+  if (msgs.length === 0) return null;
+  return (
+    <ol class="conversation plain">
+      {msgs.map((m, i) => (
+        <li key={i} class={`msg msg-${m.role ?? 'other'}`}>
+          <strong class="msg-role">{m.role ?? 'message'}</strong>
+          {m.tool_call_id ? <span class="muted small"> (result of {m.tool_call_id})</span> : null}
+          {typeof m.content === 'string' && m.content !== '' ? <p class="msg-text">{m.content}</p> : null}
+          {(m.tool_calls ?? []).map((c) => (
+            <p class="msg-tool">
+              calls <code>{c.name ?? c.function?.name}</code>{' '}
+              <code class="small">{JSON.stringify(c.arguments ?? c.function?.arguments ?? {}).slice(0, 300)}</code>
+            </p>
+          ))}
+        </li>
+      ))}
+    </ol>
   );
 }

@@ -14,14 +14,36 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { ADMIN, ApiError, call, describeError, seg, TEAMS } from '../api.ts';
 import { can } from '../auth/session.ts';
 import { GraphView } from '../graph/GraphView.tsx';
-import { journalGraph, liveRunState, nodeStates, refusalsOf, tokensBySeat, type GraphLike } from '../run-model.ts';
+import {
+  failureOf,
+  formatDuration,
+  journalGraph,
+  liveRunState,
+  nodeOfStep,
+  nodeStates,
+  refusalsOf,
+  tokensBySeat,
+  type GraphLike,
+} from '../run-model.ts';
+import { ago, useLiveness } from '../liveness.ts';
 import { href } from '../router.ts';
 import { follow } from '../sse.ts';
 import { ErrorNote, Json, Section, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
-import { verifyRunJournal, type Verification } from '../verify.ts';
+import { buildExport } from '../carry.ts';
+import { cellKeys, verifyRunJournal, type Verification } from '../verify.ts';
 import type { PendingApproval } from '../approval-model.ts';
 import { ApprovalCard } from './approval-card.tsx';
-import { JournalTable, RefusalList, StepDetails, TokensTable, VerificationBanner, type FullRecord } from './run-parts.tsx';
+import { JobOutput } from './job-output.tsx';
+import {
+  FailurePanel,
+  JournalTable,
+  RefusalList,
+  StepDetails,
+  Timeline,
+  TokensTable,
+  VerificationBanner,
+  type FullRecord,
+} from './run-parts.tsx';
 
 interface RunStatus {
   run_id: string;
@@ -34,11 +56,12 @@ interface RunStatus {
   graph_hash: string | null;
   spec: unknown;
   output: unknown;
-  error: { code: string; message: string; reason?: string } | null;
+  error: { code: string; message: string; reason?: string; details?: Record<string, unknown> } | null;
   flags: Record<string, unknown>;
   created_at: string;
   finished_at: string | null;
   source?: string;
+  stalled?: boolean;
   pending_approvals?: PendingApproval[];
 }
 interface CrewRunStatus {
@@ -143,7 +166,8 @@ async function loadStatus(
 }
 
 export function RunView({ runId }: { runId: string }) {
-  const { session } = useApp();
+  const { session, config } = useApp();
+  const liveness = useLiveness();
   const status = useLoad((signal) => loadStatus(session, runId, signal), [runId, session]);
   const journal = useJournal(runId);
   const run = status.data?.run;
@@ -193,7 +217,19 @@ export function RunView({ runId }: { runId: string }) {
 
   const state = run ? liveRunState(journal.records, run.state) : 'loading';
   const states = useMemo(() => (graph ? nodeStates(graph, journal.records, state) : new Map()), [graph, journal.records, state]);
-  const [selected, setSelected] = useState<string | null>(null);
+  const terminal = ['completed', 'failed', 'refused', 'cancelled'].includes(state);
+  const failure = run && terminal && state !== 'completed' ? failureOf(run.error, journal.records) : null;
+  const failedNode =
+    failure?.step_id && graph
+      ? nodeOfStep(
+          failure.step_id,
+          graph.nodes.map((n) => n.id),
+        )
+      : null;
+  // The failing step is selected until the operator picks another (or none).
+  const [picked, setPicked] = useState<string | null | undefined>(undefined);
+  const selected = picked === undefined ? failedNode : picked;
+  const setSelected = setPicked;
 
   // Verify the journal in this browser after every change.
   const [verification, setVerification] = useState<Verification | null>(null);
@@ -235,9 +271,25 @@ export function RunView({ runId }: { runId: string }) {
     }
   };
 
+  // One file: the records and the public keys that signed them (verify it offline on the Verify view, or anywhere).
+  const download = async () => {
+    const keys = await cellKeys().catch(() => ({ keys: new Map<string, JsonWebKey>() }));
+    const file = buildExport(runId, config.cell_id, journal.records, keys.keys);
+    const url = URL.createObjectURL(new Blob([JSON.stringify(file, null, 1)], { type: 'application/json' }));
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = `journal-${runId}.json`;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 30_000);
+  };
+
   const pending = crew?.pending_approvals ?? run?.pending_approvals ?? [];
   const badSeq = verification && !verification.verdict.ok ? verification.verdict.seq : null;
-  const terminal = ['completed', 'failed', 'refused', 'cancelled'].includes(state);
+  const tokens = useMemo(() => tokensBySeat(journal.records), [journal.records]);
+  const refusals = useMemo(() => refusalsOf(journal.records), [journal.records]);
+  const finishedAt = run?.finished_at ? Date.parse(run.finished_at) : null;
 
   return (
     <>
@@ -246,15 +298,30 @@ export function RunView({ runId }: { runId: string }) {
       </p>
       <h1>
         Run <code>{runId}</code> {run ? <StateBadge state={state} /> : null}
+        {run?.stalled && !terminal ? (
+          <>
+            {' '}
+            <span class="state state-stalled" id="run-stalled">
+              stalled
+            </span>
+          </>
+        ) : null}
       </h1>
+      {run?.stalled && !terminal ? (
+        <p class="notice" id="stalled-note">
+          Stalled: the journal has made no progress for longer than the cell expects. Its driver may have stopped; see the Cells view.
+        </p>
+      ) : null}
       <p class="muted" role="status" id="stream-state">
-        {journal.stream === 'live'
-          ? "Live: following the run's event stream."
-          : journal.stream === 'ended'
-            ? 'The run has ended; its journal is complete.'
-            : journal.stream === 'error'
-              ? 'The event stream stopped.'
-              : 'Loading…'}
+        {journal.stream !== 'ended' && !liveness.connected
+          ? `Not live: the cell has not answered since ${ago(liveness.lastOk)}; the stream resumes when it does.`
+          : journal.stream === 'live'
+            ? "Live: following the run's event stream."
+            : journal.stream === 'ended'
+              ? 'The run has ended; its journal is complete.'
+              : journal.stream === 'error'
+                ? 'The event stream stopped.'
+                : 'Loading…'}
       </p>
       <ErrorNote error={status.error} prefix="The run could not be loaded" />
       <ErrorNote error={journal.error} prefix="The journal could not be followed" />
@@ -294,6 +361,11 @@ export function RunView({ runId }: { runId: string }) {
           <dd>
             <Time at={run.finished_at} />
           </dd>
+          <dt>Duration</dt>
+          <dd>
+            {formatDuration((finishedAt ?? Date.now()) - Date.parse(run.created_at))}
+            {finishedAt === null ? ' so far' : ''}
+          </dd>
           <dt>Graph hash</dt>
           <dd>
             <code class="hash">{run.graph_hash ?? '-'}</code>
@@ -310,8 +382,8 @@ export function RunView({ runId }: { runId: string }) {
             <>
               <dt>Error</dt>
               <dd class="bad-text">
-                {run.error.message}
-                {run.error.reason ? ` (${run.error.reason})` : ''}
+                <code>{run.error.code}</code>
+                {run.error.reason ? ` · ${run.error.reason}` : ''}: {run.error.message}
               </dd>
             </>
           ) : null}
@@ -341,6 +413,8 @@ export function RunView({ runId }: { runId: string }) {
           ) : null}
         </div>
       ) : null}
+
+      {failure ? <FailurePanel failure={failure} state={state} graph={graph} node={failedNode} onSelect={(id) => setPicked(id)} /> : null}
 
       <Section title="Graph" id="graph">
         {badSeq !== null ? (
@@ -373,6 +447,12 @@ export function RunView({ runId }: { runId: string }) {
         )}
       </Section>
 
+      {graph ? (
+        <Section title="Timeline" id="timeline-section">
+          <Timeline graph={graph} records={journal.records} states={states} live={!terminal} onSelect={(id) => setPicked(id)} />
+        </Section>
+      ) : null}
+
       {pending.length > 0 && run ? (
         <Section title="Waiting for approval" id="run-approvals">
           {pending.map((a) => (
@@ -381,7 +461,15 @@ export function RunView({ runId }: { runId: string }) {
         </Section>
       ) : null}
 
-      <Section title="Journal" id="journal" actions={null}>
+      <Section
+        title="Journal"
+        id="journal"
+        actions={
+          <button type="button" id="download-journal" onClick={download} disabled={journal.records.length === 0}>
+            Download journal with keys
+          </button>
+        }
+      >
         {verifyError ? (
           <ErrorNote error={verifyError} prefix="The journal could not be verified" />
         ) : (
@@ -390,13 +478,17 @@ export function RunView({ runId }: { runId: string }) {
         <JournalTable records={journal.records} badSeq={badSeq} graph={graph} />
       </Section>
 
-      <Section title="Tokens and budgets" id="tokens">
-        <TokensTable tokens={tokensBySeat(journal.records)} graph={graph} max={crew?.max_tokens ?? null} />
-      </Section>
+      {run?.kind !== 'job' || tokens.length > 0 ? (
+        <Section title="Tokens and budgets" id="tokens">
+          <TokensTable tokens={tokens} graph={graph} max={crew?.max_tokens ?? null} />
+        </Section>
+      ) : null}
 
-      <Section title="Refusals" id="refusals-section">
-        <RefusalList refusals={refusalsOf(journal.records)} />
-      </Section>
+      {run?.kind !== 'job' || refusals.length > 0 ? (
+        <Section title="Refusals" id="refusals-section">
+          <RefusalList refusals={refusals} />
+        </Section>
+      ) : null}
 
       {run ? (
         <Section title="Input and output" id="io">
@@ -404,9 +496,15 @@ export function RunView({ runId }: { runId: string }) {
           <Json value={crew ? crew.input : run.spec} label="Run input" />
           <h3>Output</h3>
           {run.output === null || run.output === undefined ? (
-            <p class="muted">No output yet.</p>
+            <p class="muted" id="no-output">
+              {!terminal
+                ? 'No output yet.'
+                : state === 'completed'
+                  ? 'The run completed without an output.'
+                  : `No output: the run ${state}.`}
+            </p>
           ) : (
-            <Json value={run.output} label="Run output" />
+            <JobOutput value={run.output} jobType={run.kind === 'job' ? run.job_type : null} />
           )}
         </Section>
       ) : null}

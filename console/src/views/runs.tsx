@@ -1,6 +1,7 @@
 /**
  * Runs: crew runs and job runs in one list (one run id space), newest first,
- * filtered by state, kind, crew and requester (the filters live in the URL
+ * filtered by state, kind, crew, requester, source, start time and a search
+ * (the filters and the page live in the URL
  * fragment). Live: the list is fetched again every few seconds, and the runs
  * still in flight on screen are followed over their SSE event streams (a few
  * at a time: a browser keeps only six connections per origin), so a state
@@ -12,9 +13,11 @@
  */
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ADMIN, ApiError, call, TEAMS, seg } from '../api.ts';
-import { can } from '../auth/session.ts';
+import { can, type Session } from '../auth/session.ts';
 import { href } from '../router.ts';
 import { follow } from '../sse.ts';
+import { ago, useLiveness } from '../liveness.ts';
+import { formatDuration } from '../run-model.ts';
 import { ErrorNote, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
 
 export interface RunRow {
@@ -27,6 +30,17 @@ export interface RunRow {
   created_at: string;
   updated_at: string;
   finished_at: string | null;
+  error?: { code: string; message?: string; reason?: string } | null;
+  /** `api`, `schedule:<id>`, `endpoint:<id>` (job runs). */
+  source?: string;
+  stalled?: boolean;
+}
+
+/** Where a run came from, for people: "API", "schedule sch_…", "endpoint …". */
+export function sourceLabel(source: string | undefined): { kind: string; id: string | null } {
+  if (!source) return { kind: 'api', id: null };
+  const i = source.indexOf(':');
+  return i < 0 ? { kind: source, id: null } : { kind: source.slice(0, i), id: source.slice(i + 1) };
 }
 
 const STATES = ['queued', 'running', 'waiting', 'completed', 'failed', 'refused', 'cancelled'];
@@ -35,51 +49,99 @@ const ACTIVE = new Set(['queued', 'running', 'waiting']);
 const MAX_STREAMS = 3;
 const PAGE = 200;
 
+/**
+ * A page of runs, newest first: page 0 is the newest 200, page 1 the 200
+ * before them, and so on (the API lists oldest first with limit, offset and
+ * total). Every run with system.orchestration.admin.read, else the crew runs
+ * (their newest 200). Rows come oldest first, as the API answers.
+ */
+export async function loadNewestRuns(
+  session: Session,
+  signal: AbortSignal,
+  page = 0,
+): Promise<{ rows: RunRow[]; total: number; crewOnly: boolean; page: number; pages: number }> {
+  if (!can(session, 'system.orchestration.admin.read') && can(session, 'agent_teams.read')) {
+    const r = await call<{ runs: RunRow[]; total: number }>(session, 'GET', `${TEAMS}/runs?limit=${PAGE}`, { signal });
+    return { rows: r.runs, total: r.total, crewOnly: true, page: 0, pages: 1 };
+  }
+  const first = await call<{ items: RunRow[]; total: number }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}`, { signal });
+  const pages = Math.max(1, Math.ceil(first.total / PAGE));
+  const p = Math.min(Math.max(0, page), pages - 1);
+  const end = first.total - p * PAGE;
+  const offset = Math.max(0, end - PAGE);
+  // Oldest first on the wire: page p ends `p * PAGE` runs before the newest.
+  const items =
+    offset === 0 && end >= Math.min(first.total, PAGE) && end === first.items.length
+      ? first.items
+      : (
+          await call<{ items: RunRow[] }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${end - offset}&offset=${offset}`, {
+            signal,
+          })
+        ).items;
+  return { rows: items, total: first.total, crewOnly: false, page: p, pages };
+}
+
+const SINCE: Record<string, number> = { '1h': 3_600_000, '24h': 86_400_000, '7d': 7 * 86_400_000 };
+
 export function RunsView({ query }: { query: URLSearchParams }) {
   const { session, names } = useApp();
+  const liveness = useLiveness();
   const filter = {
     state: query.get('state') ?? '',
     kind: query.get('kind') ?? '',
     crew: query.get('crew') ?? '',
     requester: query.get('requester') ?? '',
+    source: query.get('source') ?? '',
+    since: query.get('since') ?? '',
+    q: query.get('q') ?? '',
   };
-  const list = useLoad(
-    async (signal) => {
-      if (!can(session, 'system.orchestration.admin.read') && can(session, 'agent_teams.read')) {
-        const r = await call<{ runs: (RunRow & { created_at: string })[]; total: number }>(session, 'GET', `${TEAMS}/runs?limit=${PAGE}`, {
-          signal,
-        });
-        return { rows: r.runs, total: r.total, crewOnly: true };
-      }
-      const first = await call<{ items: RunRow[]; total: number }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}`, { signal });
-      // Oldest first on the wire: the newest page is the last one.
-      const items =
-        first.total > PAGE
-          ? (
-              await call<{ items: RunRow[] }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}&offset=${first.total - PAGE}`, {
-                signal,
-              })
-            ).items
-          : first.items;
-      return { rows: items, total: first.total, crewOnly: false };
-    },
-    [session],
-    5000,
-  );
+  const page = Math.max(0, Number.parseInt(query.get('page') ?? '0', 10) || 0);
+  const list = useLoad((signal) => loadNewestRuns(session, signal, page), [session, page], 5000);
 
+  // Crew names instead of ids, where the session may read crews.
+  const crewList = useLoad(
+    async (signal) =>
+      can(session, 'agent_teams.read')
+        ? (await call<{ crews: { crew_id: string; name: string | null }[] }>(session, 'GET', `${TEAMS}/crews?limit=1000`, { signal })).crews
+        : [],
+    [session],
+    60_000,
+  );
+  const crewNames = useMemo(
+    () => new Map((crewList.data ?? []).filter((c) => c.name).map((c) => [c.crew_id, c.name as string])),
+    [crewList.data],
+  );
   const [live, setLive] = useState<Record<string, string>>({});
   const rows = useMemo(() => {
     const all = [...(list.data?.rows ?? [])]
       .reverse()
       .map((r) => ({ ...r, state: ACTIVE.has(r.state) ? (live[r.run_id] ?? r.state) : r.state }));
+    const needle = filter.q.trim().toLowerCase();
+    const since = SINCE[filter.since];
+    const now = Date.now();
     return all.filter(
       (r) =>
         (!filter.state || r.state === filter.state) &&
         (!filter.kind || r.kind === filter.kind) &&
         (!filter.crew || r.crew_id === filter.crew) &&
-        (!filter.requester || r.requester === filter.requester),
+        (!filter.requester || r.requester === filter.requester) &&
+        (!filter.source || sourceLabel(r.source).kind === filter.source) &&
+        (!since || now - Date.parse(r.created_at) <= since) &&
+        (!needle ||
+          [
+            r.run_id,
+            r.crew_id ?? '',
+            crewNames.get(r.crew_id ?? '') ?? '',
+            names.get(r.requester) ?? '',
+            r.requester,
+            r.job_type ?? '',
+            r.source ?? '',
+          ]
+            .join(' ')
+            .toLowerCase()
+            .includes(needle)),
     );
-  }, [list.data, live, filter.state, filter.kind, filter.crew, filter.requester]);
+  }, [list.data, live, filter.state, filter.kind, filter.crew, filter.requester, filter.source, filter.since, filter.q, crewNames, names]);
 
   // Follow the newest runs in flight over SSE: state changes show without waiting for the next fetch.
   const followed = rows
@@ -119,7 +181,11 @@ export function RunsView({ query }: { query: URLSearchParams }) {
   const crews = [...new Set(all.map((r) => r.crew_id).filter((c): c is string => !!c))].sort();
   const requesters = [...new Set(all.map((r) => r.requester))].sort();
   const setFilter = (k: string, v: string) => {
+    // A new filter starts from the newest page.
     window.location.hash = href('runs', null, { ...filter, [k]: v });
+  };
+  const goPage = (p: number) => {
+    window.location.hash = href('runs', null, { ...filter, page: p > 0 ? String(p) : '' });
   };
 
   return (
@@ -148,7 +214,7 @@ export function RunsView({ query }: { query: URLSearchParams }) {
           <select id="filter-crew" value={filter.crew} onChange={(e) => setFilter('crew', (e.target as HTMLSelectElement).value)}>
             <option value="">any</option>
             {crews.map((c) => (
-              <option value={c}>{c}</option>
+              <option value={c}>{crewNames.get(c) ?? c}</option>
             ))}
           </select>
         </label>
@@ -168,10 +234,55 @@ export function RunsView({ query }: { query: URLSearchParams }) {
             ))}
           </select>
         </label>
-        <span class="muted" role="status">
-          {list.data ? `${rows.length} of ${list.data.total} runs${list.data.total > PAGE ? ` (newest ${PAGE} loaded)` : ''} · live` : ''}
+        <label>
+          Source
+          <select id="filter-source" value={filter.source} onChange={(e) => setFilter('source', (e.target as HTMLSelectElement).value)}>
+            <option value="">any</option>
+            <option value="api">API</option>
+            <option value="schedule">schedule</option>
+            <option value="endpoint">endpoint</option>
+          </select>
+        </label>
+        <label>
+          Started
+          <select id="filter-since" value={filter.since} onChange={(e) => setFilter('since', (e.target as HTMLSelectElement).value)}>
+            <option value="">any time</option>
+            <option value="1h">last hour</option>
+            <option value="24h">last 24 h</option>
+            <option value="7d">last 7 days</option>
+          </select>
+        </label>
+        <label>
+          Search
+          <input
+            id="filter-q"
+            type="search"
+            value={filter.q}
+            placeholder="run id, crew, requester"
+            onChange={(e) => setFilter('q', (e.target as HTMLInputElement).value)}
+          />
+        </label>
+        <span class="muted" role="status" id="runs-status">
+          {list.data
+            ? `${rows.length} shown of ${list.data.total} runs${list.data.pages > 1 ? ` (page ${list.data.page + 1} of ${list.data.pages}, ${PAGE} a page, newest first)` : ''}${liveness.connected && !list.error ? ' · live' : ` · not live: last update ${ago(liveness.lastOk)}`}`
+            : ''}
         </span>
       </form>
+      {list.data && list.data.pages > 1 ? (
+        <nav class="buttons pager" aria-label="Pages of runs">
+          <button type="button" id="runs-newer" disabled={list.data.page === 0} onClick={() => goPage(list.data!.page - 1)}>
+            Newer runs
+          </button>{' '}
+          <button
+            type="button"
+            id="runs-older"
+            disabled={list.data.page >= list.data.pages - 1}
+            onClick={() => goPage(list.data!.page + 1)}
+          >
+            Older runs
+          </button>
+        </nav>
+      ) : null}
       {list.data?.crewOnly ? (
         <p class="muted">Crew runs only: this session cannot read job runs (system.orchestration.admin.read).</p>
       ) : null}
@@ -190,9 +301,11 @@ export function RunsView({ query }: { query: URLSearchParams }) {
                 <th scope="col">Kind</th>
                 <th scope="col">Crew</th>
                 <th scope="col">State</th>
+                <th scope="col">Reason</th>
+                <th scope="col">Source</th>
                 <th scope="col">Requester</th>
                 <th scope="col">Started</th>
-                <th scope="col">Finished</th>
+                <th scope="col">Duration</th>
               </tr>
             </thead>
             <tbody>
@@ -203,28 +316,46 @@ export function RunsView({ query }: { query: URLSearchParams }) {
                       <code>{r.run_id}</code>
                     </a>
                   </td>
-                  <td>
+                  <td data-label="Kind">
                     {r.kind}
                     {r.job_type ? ` · ${r.job_type}` : ''}
                   </td>
-                  <td>{r.crew_id ? <code>{r.crew_id}</code> : <span class="muted">-</span>}</td>
-                  <td>
-                    <StateBadge state={r.state} />
+                  <td data-label="Crew">
+                    {r.crew_id ? (
+                      crewNames.get(r.crew_id) ? (
+                        <span title={r.crew_id}>{crewNames.get(r.crew_id)}</span>
+                      ) : (
+                        <code>{r.crew_id}</code>
+                      )
+                    ) : (
+                      <span class="muted">-</span>
+                    )}
                   </td>
-                  <td>
+                  <td class="state-cell">
+                    <StateBadge state={r.state} />
+                    {r.stalled ? <span class="state state-stalled">stalled</span> : null}
+                  </td>
+                  <td class="reason" data-label="Reason">
+                    {r.error ? <code>{r.error.reason ?? r.error.code}</code> : <span class="muted">-</span>}
+                  </td>
+                  <td class="source" data-label="Source">
+                    <SourceCell source={r.source} />
+                  </td>
+                  <td data-label="Requester">
                     <Who id={r.requester} />
                   </td>
-                  <td>
+                  <td data-label="Started">
                     <Time at={r.created_at} />
                   </td>
-                  <td>
-                    <Time at={r.finished_at} />
+                  <td class="duration" data-label="Duration">
+                    {formatDuration((r.finished_at ? Date.parse(r.finished_at) : Date.now()) - Date.parse(r.created_at))}
+                    {r.finished_at ? '' : ' so far'}
                   </td>
                 </tr>
               ))}
               {rows.length === 0 ? (
                 <tr>
-                  <td colSpan={7} class="muted">
+                  <td colSpan={9} class="muted">
                     No run matches.
                   </td>
                 </tr>
@@ -235,4 +366,21 @@ export function RunsView({ query }: { query: URLSearchParams }) {
       ) : null}
     </>
   );
+}
+
+function SourceCell({ source }: { source: string | undefined }) {
+  const s = sourceLabel(source);
+  if (s.kind === 'schedule' && s.id)
+    return (
+      <a href={href('schedules', s.id)} data-source="schedule">
+        schedule <code>{s.id}</code>
+      </a>
+    );
+  if (s.id)
+    return (
+      <span data-source={s.kind}>
+        {s.kind} <code>{s.id}</code>
+      </span>
+    );
+  return <span data-source={s.kind}>{s.kind === 'api' ? 'API' : s.kind}</span>;
 }

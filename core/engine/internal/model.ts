@@ -10,6 +10,26 @@ import { fail, refuse } from './stop.ts';
 import { grantTokens, tokenFloor } from '../budget.ts';
 import type { ChatMessage, ModelResponse, ToolCall, ToolDescriptor } from '../types.ts';
 
+/**
+ * What the run may say of a failed model call (kept in the run's error and its
+ * signed end record): the cell's own error code, message and reason, the
+ * provider's HTTP status and the number of attempts. Only a ServiceError's
+ * fields, all written by the cell; never the provider's body (a raw error's
+ * message may quote it).
+ */
+export function upstreamOf(e: unknown): JsonObject | null {
+  if (typeof e !== 'object' || e === null || (e as { name?: unknown }).name !== 'ServiceError') return null;
+  const x = e as { code?: unknown; message?: unknown; details?: Record<string, unknown> };
+  const d = x.details ?? {};
+  const out: JsonObject = {};
+  if (typeof x.code === 'string') out['code'] = x.code;
+  if (typeof x.message === 'string') out['message'] = x.message.slice(0, 200);
+  if (typeof d['reason'] === 'string') out['reason'] = d['reason'];
+  if (typeof d['provider_status'] === 'number') out['provider_status'] = d['provider_status'];
+  if (typeof d['attempts'] === 'number') out['attempts'] = d['attempts'];
+  return Object.keys(out).length ? out : null;
+}
+
 function validResponse(r: unknown): ModelResponse | null {
   if (typeof r !== 'object' || r === null) return null;
   const x = r as Record<string, unknown>;
@@ -89,7 +109,8 @@ export async function modelCall(
     } catch (e) {
       await budget.commit(res.reservation_id, 0);
       if (isEngineRefusal(e)) throw refuse(e.reason, { ...e.details, seat: seatId });
-      throw fail('model_error', { seat: seatId, step_id: stepId }, e);
+      const upstream = upstreamOf(e);
+      throw fail('model_error', { seat: seatId, step_id: stepId, ...(upstream ? { upstream } : {}) }, e);
     }
     const resp = validResponse(raw);
     if (resp === null) {

@@ -5,6 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { consoleClientId, registerConsoleClient } from '../../../cell/console/client.ts';
+import { pickEncoding } from '../../../cell/console/module.ts';
 import { CONSOLE_CSP } from '../../../cell/console/page.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { form } from '../../helpers/oauth.ts';
@@ -127,4 +128,13 @@ test('the client follows the public URL and is written only when it changed', as
     t.core.config.publicUrl = saved;
     await registerConsoleClient(t.core, oauth);
   }
+});
+
+test('assets go compressed when the browser accepts it: br first, then gzip; q=0 refuses', () => {
+  assert.equal(pickEncoding('gzip, deflate, br, zstd'), 'br');
+  assert.equal(pickEncoding('gzip'), 'gzip');
+  assert.equal(pickEncoding('br;q=0, gzip;q=0.5'), 'gzip');
+  assert.equal(pickEncoding('identity'), null);
+  assert.equal(pickEncoding(undefined), null);
+  assert.equal(pickEncoding('br;q=0,gzip;q=0'), null);
 });

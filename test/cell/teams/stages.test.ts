@@ -144,7 +144,21 @@ test('a provider failure fails the run with model_error, never a leak', async ()
   const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(s.state, 'failed');
   assert.equal(s.error.reason, 'model_error');
+  // What an operator needs to know why: the failing step, the provider's status, the attempts made, the cell's own words.
+  assert.match(s.error.details.step_id, /^agent:/);
+  assert.deepEqual(s.error.details.upstream, {
+    code: 'service_unavailable',
+    message: 'the model provider failed',
+    reason: 'provider_error',
+    provider_status: 500,
+    attempts: 1,
+  });
+  const j = await ok(api, 'GET', `${A}/jobs/runs/${run.run_id}/journal`);
+  const end = j.records.at(-1);
+  assert.equal(end.kind, 'run_finished');
+  assert.deepEqual(end.data.error.details.upstream, s.error.details.upstream, 'the signed end record says the same');
   assert.ok(!JSON.stringify(s).includes('scripted error'));
+  assert.ok(!JSON.stringify(j).includes('scripted error'));
 });
 
 test('permission modes: auto-read runs read-only tools without asking but holds side effects; plan refuses tools', async () => {
