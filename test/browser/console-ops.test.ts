@@ -22,6 +22,7 @@ import { createServer } from 'node:net';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { buildJournalExport } from '../../bundles/journal-export.ts';
 import { signerFromJwk } from '../../bundles/codec.ts';
+import { newEdgeRun } from '../../bundles/run-id.ts';
 import { contentHash } from '../../core/canonical.ts';
 import { generateEd25519, signEd25519 } from '../../core/crypto/ed25519.ts';
 import { recordHash } from '../../core/journal/hash.ts';
@@ -55,6 +56,7 @@ async function edgeExport(): Promise<{ text: string; device: { device_id: string
   const key = await generateEd25519();
   const signer = { kid: key.kid, sign: (b: Uint8Array) => signEd25519(key.privateJwk, b) };
   const graph = contentHash({ nodes: ['agent:a'] });
+  const run = await newEdgeRun(key.kid);
   const records: JournalRecord[] = [];
   const steps: [string, string][] = [
     ['run', 'run_started'],
@@ -66,7 +68,7 @@ async function edgeExport(): Promise<{ text: string; device: { device_id: string
     records.push(
       await sealRecord(
         {
-          run_id: 'run_0123456789abcdef0123',
+          run_id: run.run_id,
           seq: i + 1,
           step_id,
           kind,
@@ -88,7 +90,7 @@ async function edgeExport(): Promise<{ text: string; device: { device_id: string
     signer: signerFromJwk(key.kid, key.privateJwk),
     audience: 'cell-ops',
     exportedAt: Date.now(),
-    run: { run_id: 'run_0123456789abcdef0123', crew_id: 'crw_x', graph_hash: graph, outcome: 'completed' },
+    run: { ...run, crew_id: 'crw_x', graph_hash: graph, outcome: 'completed' },
     records,
     values: {},
   });
