@@ -51,6 +51,27 @@ async function refused(attack: string, refusedAs: string): Promise<SqlOutcome> {
   return r;
 }
 
+test('exactly once: a job run again under the same effect key returns its recorded result and applies nothing', async () => {
+  const once = (key: string) =>
+    runSql({ ...task(["INSERT INTO t VALUES ('once')", "SELECT count(*) FROM t WHERE x = 'once'"]), effectKey: key });
+  const first = await once('k1');
+  assert.ok(first.ok && !first.replayed, JSON.stringify(first));
+  const hash = fileHash();
+  const again = await once('k1');
+  assert.ok(again.ok && again.replayed === true, JSON.stringify(again));
+  assert.deepEqual(again.ok && again.results, first.ok && first.results, 'the recorded result, as the first run returned it');
+  assert.equal(fileHash(), hash, 'the file is untouched by the replay');
+  // Another step (another key) does apply: the record is what told them apart.
+  const other = await once('k2');
+  assert.ok(other.ok && !other.replayed);
+  assert.deepEqual(other.ok && other.results[1]!.rows, [[2]]);
+  // A job that failed recorded nothing: run again, it runs.
+  const failed = await runSql({ ...task(["INSERT INTO t VALUES ('once')", 'SELECT nope FROM t']), effectKey: 'k3' });
+  assert.equal(failed.ok, false);
+  const retried = await runSql({ ...task(["DELETE FROM t WHERE x = 'once'"]), effectKey: 'k3' });
+  assert.ok(retried.ok && !retried.replayed && retried.results[0]!.changes === 2);
+});
+
 test('the bypasses of the review and their cousins: leading comments, nested-looking comments, line comments, whitespace, case', async () => {
   const attacks: [string, string][] = [
     ["/**/ATTACH 'evil.db' AS evil", 'ATTACH'],
