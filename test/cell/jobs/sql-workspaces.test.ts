@@ -155,6 +155,25 @@ test('a job cannot leave its schema: the cell tables, another workspace, its rol
   assert.equal(own.state, 'completed');
 });
 
+test('the time cap holds even when a job turns its statement timeout off: the cell stops its backend', { skip }, async () => {
+  const t0 = Date.now();
+  const r = await sql(c, 'slow', {
+    statements: [
+      { sql: 'CREATE TABLE t (n INTEGER)' },
+      { sql: "SELECT set_config('statement_timeout', '0', true)" },
+      { sql: 'SELECT pg_sleep(30)' },
+    ],
+    time_limit_ms: 1000,
+  });
+  assert.equal(r.state, 'failed');
+  assert.equal(r.error.reason, 'time_limit', JSON.stringify(r.error));
+  assert.ok(Date.now() - t0 < 20_000, 'stopped near its cap, not after the sleep');
+  // Rolled back: the table of that job does not exist, and the workspace takes the next job.
+  const next = await sql(c, 'slow', { sql: 'SELECT count(*) FROM t' });
+  assert.equal(next.state, 'failed');
+  assert.match(next.error.message, /does not exist/);
+});
+
 test('16 SQL jobs at once on shared workspaces from 3 cells: every job applies its rows exactly once', { skip }, async () => {
   const cells = [a, b, c];
   for (const ws of ['load-1', 'load-2']) {
