@@ -102,13 +102,22 @@ interface CellSide {
   crew: string;
 }
 
+/** Launches answered 503 retryable and sent again (printed at the end). */
+let launchRetries = 0;
+
 /** `n` crew runs at once spread over `side`'s cells; the wall time until every one completed, ms. */
 async function cellRuns(side: CellSide, n: number): Promise<number> {
   const t0 = performance.now();
   const runs = await Promise.all(
     Array.from({ length: n }, async (_, i) => {
       const cell = side.cells[i % side.cells.length]!;
-      const r = await call(cell.url, side.token, 'POST', `${T}/crews/${side.crew}/runs`, { input: 'go' });
+      let r = await call(cell.url, side.token, 'POST', `${T}/crews/${side.crew}/runs`, { input: 'go' });
+      // A 503 that says it is retryable (a write that kept conflicting) is retried, as a client would; counted.
+      for (let tries = 0; r.status === 503 && r.body?.retryable === true && tries < 20; tries++) {
+        launchRetries++;
+        await sleep(50 + Math.random() * 100);
+        r = await call(cell.url, side.token, 'POST', `${T}/crews/${side.crew}/runs`, { input: 'go' });
+      }
       if (r.status !== 201) throw new Error(`launch: ${r.status} ${JSON.stringify(r.body)}`);
       return { id: r.body.run_id as string, cell };
     }),
@@ -311,6 +320,7 @@ export default async function main(): Promise<void> {
         rounds,
       );
     }
+    console.log(`  launches answered 503 (retryable) and sent again: ${launchRetries}`);
     console.log(
       `  load average after: ${loadavg()
         .map((x) => x.toFixed(2))
