@@ -104,6 +104,8 @@ interface CellSide {
 
 /** Launches answered 503 retryable and sent again (printed at the end). */
 let launchRetries = 0;
+/** Crew runs that ended other than completed, by state and reason (printed at the end). */
+const failedRuns = new Map<string, number>();
 
 /** `n` crew runs at once spread over `side`'s cells; the wall time until every one completed, ms. */
 async function cellRuns(side: CellSide, n: number): Promise<number> {
@@ -124,15 +126,25 @@ async function cellRuns(side: CellSide, n: number): Promise<number> {
   );
   // One status request in flight at a time, so that polling costs the cells little.
   const pending = new Set(runs);
+  let failed = 0;
   while (pending.size) {
     for (const r of [...pending]) {
       const s = (await call(r.cell.url, side.token, 'GET', `${T}/crews/${side.crew}/runs/${r.id}`)).body?.state;
       if (s === 'completed') pending.delete(r);
-      else if (s === 'failed' || s === 'cancelled' || s === 'refused') throw new Error(`run ${r.id} ended ${s}`);
+      else if (s === 'failed' || s === 'cancelled' || s === 'refused') {
+        // Reported, not fatal: a failed run is a finding of the row (its steps are not counted).
+        const run = (await call(r.cell.url, side.token, 'GET', `${T}/crews/${side.crew}/runs/${r.id}`)).body;
+        const why = `${s} ${run?.error?.reason ?? ''}`.trim();
+        failedRuns.set(why, (failedRuns.get(why) ?? 0) + 1);
+        pending.delete(r);
+        failed++;
+      }
     }
     if (pending.size) await sleep(5);
   }
-  return performance.now() - t0;
+  const ms = performance.now() - t0;
+  // Steps/s of the runs that completed: the wall time stretched to what all of them would have taken.
+  return failed === n ? Infinity : (ms * n) / (n - failed);
 }
 
 async function crewOn(cell: CellProcess, ai: FakeOpenAI): Promise<CellSide> {
@@ -321,6 +333,7 @@ export default async function main(): Promise<void> {
       );
     }
     console.log(`  launches answered 503 (retryable) and sent again: ${launchRetries}`);
+    console.log(`  cell runs that did not complete: ${failedRuns.size ? JSON.stringify(Object.fromEntries(failedRuns)) : 'none'}`);
     console.log(
       `  load average after: ${loadavg()
         .map((x) => x.toFixed(2))
