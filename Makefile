@@ -130,8 +130,19 @@ test-compat: install build edge-runtime browser-deps
 run: dist/cell.mjs
 	node dist/cell.mjs serve --port $(CELL_PORT) --data $(CELL_DATA) $(CELL_ARGS)
 
-bench: build edge-runtime
+bench: build edge-runtime bench-peers-deps
 	node --import tsx bench/run.ts
+
+# The peers measured beside the cell (DBOS, LangGraph): a package of their own under bench/peers,
+# installed for benchmarks only (never by run or test).
+.PHONY: bench-peers-deps bench-peers
+bench-peers-deps:
+	npm ci --prefix bench/peers --no-audit --no-fund
+
+# Just the peers' rows, short: make bench-peers (BENCH_ARGS= for the full rounds).
+BENCH_ARGS ?= --short
+bench-peers: build bench-peers-deps
+	node --import tsx bench/peers.bench.ts $(BENCH_ARGS)
 
 demo: build edge-runtime
 	node --import tsx scripts/demo.ts

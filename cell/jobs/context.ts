@@ -1,7 +1,7 @@
 /**
  * The jobs module's instance state, which every function of the module takes:
  * the core and the APIs it uses (IAM, runs, Agent Teams, the tool catalog),
- * the sandbox pool, the drives in flight in this process, the per-workspace
+ * the sandbox pool, the workspaces' PostgreSQL schemas, the drives in flight in this process, the per-workspace
  * SQL queues, the published endpoints' rate buckets, and the scheduler.
  */
 import type { GroupClock } from '../cluster/cluster.ts';
@@ -12,6 +12,7 @@ import type { Runs } from '../runs/api.ts';
 import type { DriveResult } from '../runs/drive.ts';
 import type { Teams } from '../teams/teams.ts';
 import type { Tools } from '../tools/tools.ts';
+import type { PgWorkspaces } from './sandbox/pg-workspace.ts';
 import type { SandboxPool } from './sandbox/pool.ts';
 
 export interface JobsContext {
@@ -23,6 +24,8 @@ export interface JobsContext {
   pool: SandboxPool;
   /** Drives in flight in this process (shutdown waits for them). */
   inflight: Set<Promise<DriveResult>>;
+  /** On the PostgreSQL engine: the workspaces' SQL databases, a schema each in the group's database (absent: SQLite files). */
+  pgWorkspaces?: PgWorkspaces;
   /** Per-workspace queue: SQL jobs of one workspace run one at a time (single writer per database file). */
   workspaceQueues: Map<string, Promise<unknown>>;
   /** Wake-up timers of waiting agent job runs (cleared on stop). */

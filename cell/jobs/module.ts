@@ -22,6 +22,7 @@ import { mountEndpointRoutes } from './routes-endpoints.ts';
 import { mountRunRoutes } from './routes-runs.ts';
 import { definitionsUsingCrew } from './repository.ts';
 import { resumeJobRun, startJobDrive } from './runner.ts';
+import { PgWorkspaces } from './sandbox/pg-workspace.ts';
 import { SandboxPool } from './sandbox/pool.ts';
 import { Scheduler } from './scheduler.ts';
 import type { DefinitionJobType } from './schemas.ts';
@@ -56,11 +57,17 @@ export function createJobsModule(
     stopped: false,
     metrics: deps.metrics,
     groupClock: deps.groupClock ?? { now: () => core.clock.now(), trusted: () => true },
+    // On the PostgreSQL engine a workspace's SQL database is its schema there, one for the whole group.
+    ...(core.store.engine === 'postgres' && core.config.storeUrl ? { pgWorkspaces: new PgWorkspaces(core.config.storeUrl) } : {}),
   };
   const scheduler = new Scheduler(ctx);
   let unfollow: (() => void) | undefined;
-  // A workspace's storage quota counts its SQL database file too.
-  deps.runs.registerWorkspaceFiles((ws) => statSync(workspaceDbPath(core.config.dataDir, ws), { throwIfNoEntry: false })?.size ?? 0);
+  // A workspace's storage quota counts its SQL database too (its file; on PostgreSQL its schema as last measured here).
+  deps.runs.registerWorkspaceFiles((ws) =>
+    ctx.pgWorkspaces
+      ? (ctx.pgWorkspaces.sizes.get(ws) ?? 0)
+      : (statSync(workspaceDbPath(core.config.dataDir, ws), { throwIfNoEntry: false })?.size ?? 0),
+  );
   // A crew a live definition names (or whose graph it pins) is not deleted or changed under it.
   deps.teams.onCrewUsers((crew, db) => definitionsUsingCrew(db, crew.crew_id, crew.graph_hash));
   // A definition acts as its author: deactivating the author disables what it authored, in the same transaction.
@@ -131,6 +138,7 @@ export function createJobsModule(
       await ctx.runs.abortAllDrivers();
       await Promise.allSettled([...ctx.inflight]);
       await ctx.pool.close();
+      await ctx.pgWorkspaces?.close();
     },
   };
 }

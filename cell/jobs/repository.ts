@@ -1,6 +1,6 @@
 /**
  * Every SQL statement of the jobs module: definitions (scheduled jobs), their
- * fires, and published endpoints, with the row decoders. The run table and
+ * fires, published endpoints and the SQL workspaces' secrets, with the row decoders. The run table and
  * the journal belong to the runs module (cell/runs/repository.ts).
  * Statements stay in the dialect both engines run (docs/storage.md).
  */
@@ -469,4 +469,28 @@ export async function insertEndpoint(tx: Tx, e: Endpoint): Promise<void> {
 
 export async function unpublishEndpoint(tx: Tx, id: string, at: number): Promise<void> {
   await tx.run('UPDATE job_endpoints SET deleted_at = ? WHERE endpoint_id = ?', [at, id]);
+}
+
+// ---------------------------------------------------------------- SQL workspaces
+
+/** A workspace SQL database's secrets: the key naming its effect records, its PostgreSQL role's password. */
+export interface SqlWorkspaceSecrets {
+  effect_key: string;
+  role_password: string;
+}
+
+/** The workspace's secrets, recorded as `fresh` the first time (the first writer of the group wins). */
+export async function sqlWorkspaceSecrets(
+  tx: Tx,
+  workspaceId: string,
+  fresh: SqlWorkspaceSecrets,
+  at: number,
+): Promise<SqlWorkspaceSecrets> {
+  await tx.run(
+    'INSERT INTO job_sql_workspaces (workspace_id, effect_key, role_password, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (workspace_id) DO NOTHING',
+    [workspaceId, fresh.effect_key, fresh.role_password, at],
+  );
+  const r = await tx.get('SELECT effect_key, role_password FROM job_sql_workspaces WHERE workspace_id = ?', [workspaceId]);
+  if (!r) throw new TypeError(`job_sql_workspaces has no row for ${workspaceId} after its insert`);
+  return { effect_key: str(r, 'effect_key'), role_password: str(r, 'role_password') };
 }

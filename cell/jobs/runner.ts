@@ -200,7 +200,10 @@ export function jobToolsPort(ctx: JobsContext, run: Run, outputs: Map<number, un
     async call(name, args) {
       switch (name) {
         case JOB_TOOLS.sql:
-          return runSqlStep(ctx, ws, run.spec as SqlSpec, signal(), await sqlStorageCaps(ctx, run.run_id, ws));
+          return runSqlStep(ctx, ws, run.spec as SqlSpec, signal(), await sqlStorageCaps(ctx, run.run_id, ws), {
+            runId: run.run_id,
+            stepId: 'sql',
+          });
         case JOB_TOOLS.compute: {
           const spec = run.spec as ComputeSpec;
           return runComputeStep(ctx, spec, spec.input, signal());

@@ -74,4 +74,19 @@ const ENDPOINTS_MIGRATIONS: readonly Migration[] = [
   },
 ];
 
-export const JOBS_MIGRATIONS: readonly Migration[] = [...DEFINITIONS_MIGRATIONS, ...ENDPOINTS_MIGRATIONS];
+const SQL_WORKSPACE_MIGRATIONS: readonly Migration[] = [
+  {
+    // Per workspace SQL database: the key that names its jobs' effect records
+    // (never shown to a job, so a job cannot forge another run's record) and,
+    // on the PostgreSQL engine, the password of the login role its jobs run as.
+    id: 'jobs-003-sql-workspaces',
+    sql: `CREATE TABLE job_sql_workspaces (
+      workspace_id TEXT PRIMARY KEY,
+      effect_key TEXT NOT NULL,
+      role_password TEXT NOT NULL,
+      created_at INTEGER NOT NULL
+    );`,
+  },
+];
+
+export const JOBS_MIGRATIONS: readonly Migration[] = [...DEFINITIONS_MIGRATIONS, ...ENDPOINTS_MIGRATIONS, ...SQL_WORKSPACE_MIGRATIONS];

@@ -11,12 +11,22 @@
  * store twice (in its journal and as its output; cell/runs/storage.ts; rows
  * past it are dropped, `truncated_by: byte_limit`), and its database file, together with those rows, may take only
  * what the workspace's quota leaves after its runs (`sqlStorageCaps`).
+ *
+ * Where a workspace's SQL database is: on the embedded engine its SQLite file
+ * (sandbox/sql.ts); on the PostgreSQL engine its schema in the group's
+ * database, the same for every cell (sandbox/pg-workspace.ts). Either way a
+ * SQL step commits its effect record with its statements (the effect key is
+ * an HMAC, under the workspace's secret, of the run and the step), so a step
+ * run again after a crash before its journal record returns the recorded
+ * result and applies nothing twice.
  */
+import { createHmac, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { capToCeiling, withinCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
 import { isServiceError } from '../../core/errors.ts';
 import type { JobsContext } from './context.ts';
+import { sqlWorkspaceSecrets, type SqlWorkspaceSecrets } from './repository.ts';
 import type { SqlParam } from './sandbox/sql.ts';
 import type { ComputeSpec, NotebookCell, NotebookSpec, SingleSpec, SqlSpec } from './schemas.ts';
 
@@ -88,30 +98,63 @@ export async function sqlStorageCaps(
   };
 }
 
+/** Each process's cache of the workspaces' secrets (they never change once recorded). */
+const secretsCache = new WeakMap<JobsContext, Map<string, Promise<SqlWorkspaceSecrets>>>();
+
+/** The workspace's secrets, recorded by the first cell of the group that needed them. */
+function workspaceSecrets(ctx: JobsContext, workspaceId: string): Promise<SqlWorkspaceSecrets> {
+  let m = secretsCache.get(ctx);
+  if (!m) {
+    m = new Map();
+    secretsCache.set(ctx, m);
+  }
+  let p = m.get(workspaceId);
+  if (!p) {
+    const fresh = { effect_key: randomBytes(32).toString('hex'), role_password: randomBytes(24).toString('hex') };
+    p = ctx.core.store.write((tx) => sqlWorkspaceSecrets(tx, workspaceId, fresh, ctx.core.clock.now()));
+    m.set(workspaceId, p);
+    p.catch(() => m.delete(workspaceId));
+  }
+  return p;
+}
+
+/** Names the effect record of step `stepId` of run `runId` (sandbox/sql.ts): only the cell can compute it. */
+export function effectKey(secret: string, runId: string, stepId: string): string {
+  return createHmac('sha256', Buffer.from(secret, 'hex')).update(`${runId}\n${stepId}`).digest('hex');
+}
+
+/** Test hook: SIGKILL this process right after a SQL step's effect committed, before its journal record. */
+const CRASH_AFTER_EFFECT = process.env['CELL_TEST_CRASH_AFTER_SQL_EFFECT'] === '1';
+
+/** The SQL step `step` (`run_id`, node id) on the workspace's database, once: a step run again returns its recorded result. */
 export async function runSqlStep(
   ctx: JobsContext,
   workspaceId: string,
   spec: SqlLike,
   signal: AbortSignal,
   caps: SqlStorageCaps,
+  step: { runId: string; stepId: string },
 ): Promise<unknown> {
   const statements = (spec.statements ?? [{ sql: spec.sql!, ...(spec.params !== undefined ? { params: spec.params } : {}) }]).map((s) => ({
     sql: s.sql,
     ...(s.params !== undefined ? { params: s.params as SqlParam[] | Record<string, SqlParam> } : {}),
   }));
+  const secrets = await workspaceSecrets(ctx, workspaceId);
+  const common = {
+    statements,
+    rowLimit: spec.row_limit,
+    maxResultBytes: caps.maxResultBytes,
+    maxDbBytes: caps.maxDbBytes,
+    effectKey: effectKey(secrets.effect_key, step.runId, step.stepId),
+    now: ctx.core.clock.now(),
+  };
+  const pgw = ctx.pgWorkspaces;
   const r = await inWorkspaceQueue(ctx, workspaceId, () =>
-    ctx.pool.sql(
-      {
-        dbPath: workspaceDbPath(ctx.core.config.dataDir, workspaceId),
-        statements,
-        rowLimit: spec.row_limit,
-        maxResultBytes: caps.maxResultBytes,
-        maxDbBytes: caps.maxDbBytes,
-      },
-      spec.time_limit_ms,
-      signal,
-    ),
+    pgw
+      ? pgw.run({ ...common, workspaceId, rolePassword: secrets.role_password, timeLimitMs: spec.time_limit_ms }, signal)
+      : ctx.pool.sql({ ...common, dbPath: workspaceDbPath(ctx.core.config.dataDir, workspaceId) }, spec.time_limit_ms, signal),
   );
+  if (CRASH_AFTER_EFFECT && r.ok && !r.replayed) process.kill(process.pid, 'SIGKILL');
   if (!r.ok) {
     const details: JsonObject = { duration_ms: r.duration_ms };
     if ('statement' in r) details['statement'] = r.statement;
@@ -157,7 +200,10 @@ export async function runNotebookCell(
     case 'sql':
       return {
         type: 'sql',
-        ...((await runSqlStep(ctx, workspaceId, c, signal, await sqlStorageCaps(ctx, runId, workspaceId, prior))) as object),
+        ...((await runSqlStep(ctx, workspaceId, c, signal, await sqlStorageCaps(ctx, runId, workspaceId, prior), {
+          runId,
+          stepId: `cell-${index}`,
+        })) as object),
       };
     case 'compute': {
       const input = c.input !== undefined ? c.input : { input: nb.input ?? null, cells: prior };

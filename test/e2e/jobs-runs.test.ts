@@ -8,6 +8,12 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventSource } from 'eventsource';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
+import { TEST_ENGINE } from '../helpers/inproc.ts';
+
+const SQLITE_ONLY =
+  TEST_ENGINE === 'postgres'
+    ? 'SQLite dialect and files: on PostgreSQL a workspace database is a schema (test/cell/jobs/sql-workspaces.test.ts)'
+    : false;
 
 let cell: CellProcess;
 before(async () => {
@@ -48,7 +54,7 @@ async function runJob(job_type: string, spec: unknown, workspace_id = 'e2e'): Pr
   return finished(r.body.run_id);
 }
 
-test('each job type runs end to end on the real process', async () => {
+test('each job type runs end to end on the real process', { skip: SQLITE_ONLY }, async () => {
   const c = await runJob('compute', { code: 'return input.xs.map((x) => x * x);', input: { xs: [1, 2, 3] } });
   assert.equal(c.state, 'completed', JSON.stringify(c));
   assert.deepEqual(c.output.result, [1, 4, 9]);

@@ -10,6 +10,14 @@
  * point leaves the previous committed file. The host serialises jobs of one
  * workspace, so there is a single writer per file.
  *
+ * Exactly once: a job that may have written records, in the same transaction
+ * (so in the same file write), its result in the table `_cell_effects` under
+ * `effectKey` (an HMAC of the run and step that only the cell can compute). A
+ * job run again after a crash between that write and the run's journal record
+ * finds its record and returns the recorded result without running anything.
+ * Records older than EFFECT_RECORD_TTL_MS are removed by the workspace's next
+ * writing job.
+ *
  * Each entry of the job is exactly one statement, judged on what SQLite itself
  * parsed, never on the text: the entry is prepared (SQLite skips whitespace
  * and comments of every kind), and the statement's first keyword is read from
@@ -41,6 +49,10 @@ export interface SqlTask {
   maxResultBytes?: number;
   /** Largest the database file may grow to, bytes; the file and the rows returned together may not pass it either. */
   maxDbBytes?: number;
+  /** Names this job step's effect record (see above); absent: no record is kept or looked for. */
+  effectKey?: string;
+  /** Now, ms since the epoch (effect records' age). */
+  now?: number;
 }
 
 export interface SqlStatementResult {
@@ -53,7 +65,12 @@ export interface SqlStatementResult {
 }
 
 export type SqlOutcome =
-  | { ok: true; results: SqlStatementResult[]; duration_ms: number }
+  | {
+      ok: true;
+      results: SqlStatementResult[];
+      duration_ms: number /** True: the recorded result of an earlier run of this step, nothing ran. */;
+      replayed?: boolean;
+    }
   | {
       ok: false;
       reason: 'sql_error' | 'statement_refused' | 'workspace_quota';
@@ -82,6 +99,31 @@ const REFUSED_KINDS: ReadonlySet<string> = new Set([
 ]);
 /** Kinds that never change the database (anything else may, and makes the job persist the file). */
 const READ_KINDS: ReadonlySet<string> = new Set(['SELECT', 'VALUES', 'EXPLAIN']);
+
+/** How long an effect record is kept: far longer than a run waits to be driven again after a crash. */
+export const EFFECT_RECORD_TTL_MS = 30 * 24 * 3600 * 1000;
+const EFFECTS_TABLE = '_cell_effects';
+
+/** The recorded results of an earlier run of this step, if it committed. */
+function recordedEffect(db: Database, key: string): SqlStatementResult[] | null {
+  const found = db.exec(`SELECT name FROM sqlite_master WHERE type = 'table' AND name = '${EFFECTS_TABLE}'`);
+  if (!found.length) return null;
+  const r = db.exec(`SELECT result FROM ${EFFECTS_TABLE} WHERE key = ?`, [key]);
+  const v = r[0]?.values[0]?.[0];
+  if (typeof v !== 'string') return null;
+  try {
+    return JSON.parse(v) as SqlStatementResult[];
+  } catch {
+    return null;
+  }
+}
+
+/** Records this step's results inside the job's transaction; drops records past their age. */
+function recordEffect(db: Database, key: string, results: SqlStatementResult[], now: number): void {
+  db.exec(`CREATE TABLE IF NOT EXISTS ${EFFECTS_TABLE} (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL)`);
+  db.run(`DELETE FROM ${EFFECTS_TABLE} WHERE at < ?`, [now - EFFECT_RECORD_TTL_MS]);
+  db.run(`INSERT OR REPLACE INTO ${EFFECTS_TABLE} (key, result, at) VALUES (?, ?, ?)`, [key, JSON.stringify(results), now]);
+}
 
 /** A statement refused before it ran; `refused` names the kind or the rule. */
 class Refused extends Error {
@@ -174,6 +216,10 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
       const pageSize = Number(db.exec('PRAGMA page_size')[0]?.values[0]?.[0] ?? 4096);
       db.exec(`PRAGMA max_page_count = ${Math.max(1, Math.floor(task.maxDbBytes / pageSize))}`);
     }
+    if (task.effectKey !== undefined) {
+      const recorded = recordedEffect(db, task.effectKey);
+      if (recorded) return { ok: true, results: recorded, duration_ms: Date.now() - started, replayed: true };
+    }
     db.exec('BEGIN');
     for (; index < task.statements.length; index++) {
       const s = task.statements[index]!;
@@ -210,6 +256,7 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
         release();
       }
     }
+    if (writes && task.effectKey !== undefined) recordEffect(db, task.effectKey, results, task.now ?? Date.now());
     if (writes && task.maxDbBytes !== undefined) {
       // What the workspace keeps after this job: the file as it will be written, and the rows the run will store.
       const pages = Number(db.exec('PRAGMA page_count')[0]?.values[0]?.[0] ?? 0);

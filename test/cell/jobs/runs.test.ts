@@ -1,6 +1,11 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
+import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
+
+const SQLITE_ONLY =
+  TEST_ENGINE === 'postgres'
+    ? 'SQLite dialect and files: on PostgreSQL a workspace database is a schema (test/cell/jobs/sql-workspaces.test.ts)'
+    : false;
 import { waitFinished } from './_wait.ts';
 import { verifyJournal } from '../../../core/journal/verify.ts';
 
@@ -66,7 +71,7 @@ test('compute: too much memory fails with memory_limit; host access is refused',
   assert.deepEqual(g.output.result, ['undefined', 'undefined', 'undefined', 'undefined']);
 });
 
-test('sql: parameters, a row cap, durability across statements, and a time cap', async () => {
+test('sql: parameters, a row cap, durability across statements, and a time cap', { skip: SQLITE_ONLY }, async () => {
   const a = await run('sql', {
     statements: [
       { sql: 'CREATE TABLE t (x INTEGER, y TEXT)' },

@@ -11,7 +11,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runSql, type SqlOutcome, type SqlTask } from '../../../../cell/jobs/sandbox/sql.ts';
 import { workspaceDbPath } from '../../../../cell/jobs/steps.ts';
-import { inProcessCell, type InProcess } from '../../../helpers/inproc.ts';
+import { inProcessCell, TEST_ENGINE, type InProcess } from '../../../helpers/inproc.ts';
+
+const SQLITE_ONLY =
+  TEST_ENGINE === 'postgres'
+    ? 'SQLite dialect and files: on PostgreSQL a workspace database is a schema (test/cell/jobs/sql-workspaces.test.ts)'
+    : false;
 import { waitFinished } from '../_wait.ts';
 
 let dir: string;
@@ -45,6 +50,27 @@ async function refused(attack: string, refusedAs: string): Promise<SqlOutcome> {
   assert.equal(fileHash(), before, `${JSON.stringify(attack)}: the database file is untouched`);
   return r;
 }
+
+test('exactly once: a job run again under the same effect key returns its recorded result and applies nothing', async () => {
+  const once = (key: string) =>
+    runSql({ ...task(["INSERT INTO t VALUES ('once')", "SELECT count(*) FROM t WHERE x = 'once'"]), effectKey: key });
+  const first = await once('k1');
+  assert.ok(first.ok && !first.replayed, JSON.stringify(first));
+  const hash = fileHash();
+  const again = await once('k1');
+  assert.ok(again.ok && again.replayed === true, JSON.stringify(again));
+  assert.deepEqual(again.ok && again.results, first.ok && first.results, 'the recorded result, as the first run returned it');
+  assert.equal(fileHash(), hash, 'the file is untouched by the replay');
+  // Another step (another key) does apply: the record is what told them apart.
+  const other = await once('k2');
+  assert.ok(other.ok && !other.replayed);
+  assert.deepEqual(other.ok && other.results[1]!.rows, [[2]]);
+  // A job that failed recorded nothing: run again, it runs.
+  const failed = await runSql({ ...task(["INSERT INTO t VALUES ('once')", 'SELECT nope FROM t']), effectKey: 'k3' });
+  assert.equal(failed.ok, false);
+  const retried = await runSql({ ...task(["DELETE FROM t WHERE x = 'once'"]), effectKey: 'k3' });
+  assert.ok(retried.ok && !retried.replayed && retried.results[0]!.changes === 2);
+});
 
 test('the bypasses of the review and their cousins: leading comments, nested-looking comments, line comments, whitespace, case', async () => {
   const attacks: [string, string][] = [
@@ -95,7 +121,9 @@ test('comments, case and keywords inside literals or trigger bodies are fine whe
   assert.equal(undone.ok, true);
 });
 
-test('end to end: a refused sql job run fails with statement_refused and commits nothing to its workspace', async () => {
+test('end to end: a refused sql job run fails with statement_refused and commits nothing to its workspace', {
+  skip: SQLITE_ONLY,
+}, async () => {
   const t: InProcess = await inProcessCell();
   try {
     const run = async (statements: string[]) => {

@@ -1,0 +1,211 @@
+/**
+ * SQL jobs on the PostgreSQL engine (cell/jobs/sandbox/pg-workspace.ts): a
+ * workspace's database is one schema for every cell of the group, a job
+ * cannot leave it (the cell's tables, another workspace's schema, its own
+ * transaction or role), and many jobs at once from several cells each apply
+ * their rows exactly once. Skipped on the embedded engine.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { wsNames } from '../../../cell/jobs/sandbox/pg-workspace.ts';
+import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
+import { waitFinished } from './_wait.ts';
+
+const RUNS = '/api/public/v1/admin/jobs/runs';
+const skip = TEST_ENGINE !== 'postgres';
+const GROUP = { posture: 'multi-cell' as const, heartbeatMs: 100, leaseMs: 1000 };
+
+let a: InProcess;
+let b: InProcess;
+let c: InProcess;
+const dirs: string[] = [];
+
+async function peer(from: InProcess, cellId: string): Promise<InProcess> {
+  const dir = mkdtempSync(join(tmpdir(), 'cell-ws-'));
+  dirs.push(dir);
+  // Its own data directory: a workspace's data is not in a file there.
+  return inProcessCell({ clock: from.clock, config: { cellId, storeUrl: from.core.config.storeUrl!, dataDir: dir, ...GROUP } });
+}
+
+before(async () => {
+  if (skip) return;
+  a = await inProcessCell({ config: { cellId: 'cell-a', ...GROUP } });
+  b = await peer(a, 'cell-b');
+  c = await peer(a, 'cell-c');
+});
+
+after(async () => {
+  if (skip) return;
+  await c?.close();
+  await b?.close();
+  await a?.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+async function sql(on: InProcess, ws: string, spec: Record<string, unknown>, timeoutMs = 30_000): Promise<any> {
+  const r = await on.request('POST', RUNS, { token: a.adminKey, body: { job_type: 'sql', workspace_id: ws, spec } });
+  assert.equal(r.status, 202, r.text);
+  const id = r.body.run_id as string;
+  await waitFinished(on.modules.runs.runs, id, timeoutMs);
+  return (await on.request('GET', `${RUNS}/${id}`, { token: a.adminKey })).body;
+}
+
+const statements = (...s: string[]) => ({ statements: s.map((x) => ({ sql: x })) });
+
+test('two cells on one PostgreSQL see the same workspace data', { skip }, async () => {
+  const w = await sql(a, 'shared', statements('CREATE TABLE notes (n INTEGER, by TEXT)', "INSERT INTO notes VALUES (1, 'a')"));
+  assert.equal(w.state, 'completed', JSON.stringify(w.error));
+  const w2 = await sql(b, 'shared', { sql: 'INSERT INTO notes VALUES ($1, $2)', params: [2, 'b'] });
+  assert.equal(w2.state, 'completed', JSON.stringify(w2.error));
+  assert.equal(w2.output.results[0].changes, 1);
+  const r = await sql(c, 'shared', { sql: 'SELECT n, by FROM notes ORDER BY n' });
+  assert.equal(r.state, 'completed', JSON.stringify(r.error));
+  assert.deepEqual(r.output.results[0].rows, [
+    [1, 'a'],
+    [2, 'b'],
+  ]);
+  // Another workspace is another schema: the table is not there.
+  const other = await sql(b, 'elsewhere', { sql: 'SELECT count(*) FROM notes' });
+  assert.equal(other.state, 'failed');
+  assert.equal(other.error.reason, 'sql_error');
+  assert.match(other.error.message, /does not exist/);
+});
+
+test('a job cannot leave its schema: the cell tables, another workspace, its role, its transaction', { skip }, async () => {
+  const seed = await sql(a, 'victim', statements('CREATE TABLE secrets (s TEXT)', "INSERT INTO secrets VALUES ('hidden')"));
+  assert.equal(seed.state, 'completed', JSON.stringify(seed.error));
+  const db = String((await a.rows('SELECT current_database() AS d'))[0]!['d']);
+  const victim = wsNames(db, 'victim');
+  const failures: [string, string][] = [
+    // The cell's own tables (no grant on them), by name and through the public schema.
+    ['SELECT * FROM public.runs', 'permission denied'],
+    // Not on its search_path: only its own schema is.
+    ['SELECT * FROM journal', 'does not exist'],
+    ['SELECT count(*) FROM public.job_sql_workspaces', 'permission denied'],
+    ['UPDATE public.runs SET state = $$failed$$', 'permission denied'],
+    // Another workspace's schema (no USAGE on it).
+    [`SELECT * FROM ${victim.schema}.secrets`, 'permission denied'],
+    [`INSERT INTO ${victim.schema}.secrets VALUES ('x')`, 'permission denied'],
+    [`DROP TABLE ${victim.schema}.secrets`, ''],
+    // No other role to become, nothing to create outside its schema.
+    ['SELECT set_config($$role$$, $$postgres$$, true)', 'permission denied'],
+    [`SELECT set_config('role', '${victim.role}', true)`, 'permission denied'],
+    ['CREATE TABLE public.planted (x INTEGER)', 'permission denied'],
+    ['CREATE SCHEMA evil', 'permission denied'],
+    ['SELECT pg_read_file($$/etc/passwd$$)', 'permission denied'],
+    ["SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'agent-cell'", ''],
+    ["SELECT lo_import('/etc/passwd')", 'permission denied'],
+  ];
+  for (const [attack, msg] of failures) {
+    const r = await sql(b, 'attacker', { sql: attack });
+    if (attack.startsWith('SELECT pg_terminate_backend')) {
+      // Refused (a superuser's backends), or it signals nothing it does not own: every row says false.
+      if (r.state === 'failed') assert.match(r.error.message, /superuser|permission denied/);
+      else
+        assert.ok(
+          r.output.results[0].rows.every((row: unknown[]) => row[0] === false),
+          attack,
+        );
+      continue;
+    }
+    assert.equal(r.state, 'failed', `${attack} must fail: ${JSON.stringify(r.output)}`);
+    assert.ok(['sql_error', 'statement_refused'].includes(r.error.reason), attack);
+    if (msg) assert.match(r.error.message, new RegExp(msg), attack);
+  }
+  const refusedKinds: [string, string][] = [
+    ['COMMIT', 'COMMIT'],
+    ['/* x */ commit', 'COMMIT'],
+    ['-- c\nROLLBACK', 'ROLLBACK'],
+    ['END', 'END'],
+    ['ABORT', 'ABORT'],
+    ["PREPARE TRANSACTION 'x'", 'PREPARE'],
+    ['SET ROLE postgres', 'SET'],
+    ['SET search_path = public', 'SET'],
+    ['RESET ROLE', 'RESET'],
+    ['SET SESSION AUTHORIZATION postgres', 'SET'],
+    ['ALTER ROLE CURRENT_USER PASSWORD $$x$$', 'ALTER ROLE'],
+    ['ALTER USER CURRENT_USER SET search_path = public', 'ALTER USER'],
+    ['COPY (SELECT 1) TO STDOUT', 'COPY'],
+    ['GRANT USAGE ON SCHEMA public TO PUBLIC', 'GRANT'],
+    ['DISCARD ALL', 'DISCARD'],
+    ['   ', 'empty_statement'],
+  ];
+  for (const [attack, kind] of refusedKinds) {
+    const r = await sql(b, 'attacker', statements('CREATE TABLE IF NOT EXISTS marks (n INTEGER)', 'INSERT INTO marks VALUES (1)', attack));
+    assert.equal(r.state, 'failed', attack);
+    assert.equal(r.error.reason, 'statement_refused', attack);
+    assert.equal(r.error.details.refused, kind, attack);
+    assert.equal(r.error.details.statement, 2);
+  }
+  // A second statement in one entry: the server refuses it (extended protocol), nothing commits.
+  const two = await sql(b, 'attacker', { sql: 'INSERT INTO marks VALUES (2); COMMIT' });
+  assert.equal(two.state, 'failed');
+  assert.equal(two.error.reason, 'sql_error');
+  // Nothing of the refused jobs committed (the table itself was never committed either).
+  const marks = await sql(b, 'attacker', { sql: 'SELECT count(*) FROM marks' });
+  assert.equal(marks.state, 'failed', 'the refused jobs rolled back their CREATE TABLE too');
+  // The victim's data is intact, and the cell still serves.
+  const still = await sql(a, 'victim', { sql: 'SELECT s FROM secrets' });
+  assert.deepEqual(still.output.results[0].rows, [['hidden']]);
+  // The effect records live in the job's own schema; a job sees them but cannot map them to runs.
+  const own = await sql(a, 'victim', { sql: 'SELECT count(*) FROM _cell_effects' });
+  assert.equal(own.state, 'completed');
+});
+
+test('the time cap holds even when a job turns its statement timeout off: the cell stops its backend', { skip }, async () => {
+  const t0 = Date.now();
+  const r = await sql(c, 'slow', {
+    statements: [
+      { sql: 'CREATE TABLE t (n INTEGER)' },
+      { sql: "SELECT set_config('statement_timeout', '0', true)" },
+      { sql: 'SELECT pg_sleep(30)' },
+    ],
+    time_limit_ms: 1000,
+  });
+  assert.equal(r.state, 'failed');
+  assert.equal(r.error.reason, 'time_limit', JSON.stringify(r.error));
+  assert.ok(Date.now() - t0 < 20_000, 'stopped near its cap, not after the sleep');
+  // Rolled back: the table of that job does not exist, and the workspace takes the next job.
+  const next = await sql(c, 'slow', { sql: 'SELECT count(*) FROM t' });
+  assert.equal(next.state, 'failed');
+  assert.match(next.error.message, /does not exist/);
+});
+
+test('16 SQL jobs at once on shared workspaces from 3 cells: every job applies its rows exactly once', { skip }, async () => {
+  const cells = [a, b, c];
+  for (const ws of ['load-1', 'load-2']) {
+    const r = await sql(a, ws, { sql: 'CREATE TABLE hits (job INTEGER, k INTEGER)' });
+    assert.equal(r.state, 'completed', JSON.stringify(r.error));
+  }
+  const jobs = Array.from({ length: 16 }, (_, i) =>
+    sql(
+      cells[i % 3]!,
+      `load-${(i % 2) + 1}`,
+      {
+        statements: [
+          { sql: 'INSERT INTO hits SELECT $1, k FROM generate_series(1, 5) AS k', params: [i] },
+          { sql: 'SELECT count(*) FROM hits WHERE job = $1', params: [i] },
+        ],
+      },
+      // Generous: the machine running the suite may be busy; the assertion is on the rows.
+      180_000,
+    ),
+  );
+  const done = await Promise.all(jobs);
+  for (const r of done) {
+    assert.equal(r.state, 'completed', JSON.stringify(r.error));
+    assert.deepEqual(r.output.results[1].rows, [[5]], 'its own rows, once, as the job saw them');
+  }
+  for (const ws of ['load-1', 'load-2']) {
+    const r = await sql(b, ws, { sql: 'SELECT job, count(*)::int FROM hits GROUP BY job ORDER BY job' });
+    const want = Array.from({ length: 16 }, (_, i) => i).filter((i) => `load-${(i % 2) + 1}` === ws);
+    assert.deepEqual(
+      r.output.results[0].rows,
+      want.map((i) => [i, 5]),
+      ws,
+    );
+  }
+});
