@@ -254,7 +254,7 @@ export const JobRunSchema = z
           prompt: z.string().nullable(),
           due: IsoTime.nullable(),
           requested_at: IsoTime,
-          decisions: z.array(z.object({ principal: z.string(), decision: z.string(), at: IsoTime })),
+          decisions: z.array(z.object({ principal: z.string(), decision: z.string(), comment: z.string().nullable(), at: IsoTime })),
         }),
       )
       .optional()

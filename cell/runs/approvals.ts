@@ -54,7 +54,7 @@ export async function stepDecisions(
   ctx: RunsContext,
   runId: string,
   stepId: string,
-): Promise<{ principal: string; decision: string; at: string }[]> {
+): Promise<{ principal: string; decision: string; comment: string | null; at: string }[]> {
   return (await repo.decisions(ctx.core.store, runId, stepId)).map((d) => ({ ...d, at: isoTime(d.at) }));
 }
 

@@ -561,18 +561,20 @@ const DECISIONS: readonly Decision[] = ['approve', 'reject'];
 export interface DecisionRow {
   principal: string;
   decision: Decision;
+  comment: string | null;
   at: number;
 }
 
 /** Decisions recorded for a step, oldest first. */
 export async function decisions(db: Reader, runId: string, stepId: string): Promise<DecisionRow[]> {
-  const rows = await db.all('SELECT principal, decision, at FROM team_approvals WHERE run_id = ? AND step_id = ? ORDER BY at, principal', [
+  const rows = await db.all('SELECT principal, decision, comment, at FROM team_approvals WHERE run_id = ? AND step_id = ? ORDER BY at, principal', [
     runId,
     stepId,
   ]);
   return rows.map((r) => ({
     principal: str(r, 'principal'),
     decision: oneOf(DECISIONS, str(r, 'decision'), 'decision'),
+    comment: strOrNull(r, 'comment'),
     at: num(r, 'at'),
   }));
 }

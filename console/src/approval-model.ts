@@ -9,6 +9,8 @@
 export interface Decision {
   principal: string;
   decision: string;
+  /** The decider's comment, if any (older cells do not send it). */
+  comment?: string | null;
   at: string;
 }
 export interface PendingApproval {

@@ -150,7 +150,8 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     assert.match((await pageA.locator('#run-approvals .tally').textContent()) ?? '', /0 of 2/);
     await axe(pageA, 'run view (waiting)');
 
-    // alice approves: one of two; the run still waits.
+    // alice approves, with a comment: one of two; the run still waits.
+    await pageA.locator('#run-approvals textarea').fill('Figures checked against the ledger.');
     await pageA.locator('#run-approvals button.approve').click();
     await until('the tally to show one approval', async () =>
       /1 of 2/.test((await pageA.locator('#run-approvals .tally').textContent()) ?? ''),
@@ -168,6 +169,7 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     const card = pageB.locator(`#approvals-mine article.approval[data-run="${run1}"]`);
     await card.waitFor();
     assert.match((await card.locator('.tally').textContent()) ?? '', /1 of 2/);
+    assert.match((await card.locator('.decision-comment').textContent()) ?? '', /Figures checked against the ledger\./, "alice's comment is on bob's card");
     await axe(pageB, 'approvals');
     await shot(pageB, 'console-approvals.png');
     await card.locator('button.approve').click();

@@ -154,6 +154,7 @@ export function ApprovalCard({
             <li>
               <Who id={d.principal} /> {d.decision === 'approve' ? 'approved' : d.decision === 'reject' ? 'rejected' : d.decision}{' '}
               <Time at={d.at} />
+              {d.comment ? <blockquote class="decision-comment">{d.comment}</blockquote> : null}
             </li>
           ))}
         </ul>

@@ -68,13 +68,14 @@ test('every stage executor runs; two-person approval holds the run until two non
 
   const k1 = await approverKey('approver-one');
   const k2 = await approverKey('approver-two');
-  const first = await t.request('POST', path, { token: k1, body: { decision: 'approve' } });
+  const first = await t.request('POST', path, { token: k1, body: { decision: 'approve', comment: 'checked the figures' } });
   assert.equal(first.status, 200, first.text);
   await t.modules.teams.teams.settled(run.run_id);
   const mid = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
   assert.equal(mid.state, 'waiting');
   assert.equal(mid.pending_approvals.length, 1);
   assert.equal(mid.pending_approvals[0].decisions.length, 1);
+  assert.equal(mid.pending_approvals[0].decisions[0].comment, 'checked the figures', 'the decider\'s comment is shown with the decision');
   const twice = await t.request('POST', path, { token: k1, body: { decision: 'approve' } });
   assert.equal(twice.status, 409);
   const second = await t.request('POST', path, { token: k2, body: { decision: 'approve', comment: 'lgtm' } });
