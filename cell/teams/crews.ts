@@ -18,6 +18,7 @@ import { assertSeatsWithinCaller, compileFor } from './compile.ts';
 import type { TeamsContext } from './context.ts';
 import { checkAssignments, crewFormation, getCrew, getFormation, listBillets, type Crew, type Formation } from './formations.ts';
 import * as repo from './repository.ts';
+import { crewReach } from './reach.ts';
 import { crewUsers, inUse } from './usage.ts';
 
 export interface CrewInput {
@@ -86,6 +87,12 @@ async function rebind(
   details: Record<string, unknown>,
 ): Promise<{ crew: Crew; graphHash: string }> {
   await checkAssignments(ctx, await listBillets(ctx, f), next.assignments);
+  await ctx.iam.assertMayChangeShared(
+    auth,
+    { kind: 'crew', id: crew.crew_id },
+    await crewReach(ctx, [crew.assignments, next.assignments]),
+    action,
+  );
   const compiled = await compileFor(ctx, f, next);
   await assertSeatsWithinCaller(ctx, auth, compiled.graph, { action, target: crew.crew_id });
   const before = await crewGraphHash(ctx, crew);
@@ -181,6 +188,7 @@ export async function patchCrew(
     if (!f) throw notFound('formation');
     return rebind(ctx, auth, crew, next, f, 'crew.update', { fields: Object.keys(patch) });
   }
+  await ctx.iam.assertMayChangeShared(auth, { kind: 'crew', id: crewId }, await crewReach(ctx, [crew.assignments]), 'crew.update');
   await ctx.core.store.write(async (tx) => {
     if (!(await repo.crewById(tx, crewId))) throw notFound('crew');
     await repo.updateCrew(tx, next);
