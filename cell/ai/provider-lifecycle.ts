@@ -23,7 +23,7 @@
 import { ServiceError, invalid, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AuthContext } from '../context.ts';
-import { callerHolding } from '../iam/iam.ts';
+import { callerHolding, type Reached } from '../iam/iam.ts';
 import { postureAllows } from './posture.ts';
 import { LOCAL_MODEL_NAME, type AiContext } from './providers.ts';
 import {
@@ -81,12 +81,7 @@ export async function updateProvider(ctx: AiContext, auth: AuthContext, provider
   // Where prompts, inputs and outputs of every agent calling the provider go: a shared thing.
   const destinationChanged =
     next.base_url !== p.base_url || next.default_model !== p.default_model || next.api_key_secret_id !== p.api_key_secret_id;
-  if (destinationChanged) {
-    const oldest = (await listProviders(core.store, 1, 0))[0];
-    const reached = [];
-    for (const hook of ctx.providerReachHooks) reached.push(...(await hook(core.store, providerId, oldest?.provider_id === providerId)));
-    await iam.assertMayChangeShared(auth, { kind: 'provider', id: providerId }, reached, 'ai.provider.update');
-  }
+  if (destinationChanged) await assertMayRedirect(ctx, auth, providerId, 'ai.provider.update');
   const rebound = secretId !== null && (secretId !== p.api_key_secret_id || next.base_url !== p.base_url);
   if (rebound) {
     if (secretId !== p.api_key_secret_id && (await secretCreator(core.store, secretId)) === undefined) {
@@ -138,6 +133,14 @@ export async function updateProvider(ctx: AiContext, auth: AuthContext, provider
   return next;
 }
 
+/** Refuses a change of where the provider's callers' traffic goes unless the caller covers every agent calling it. */
+async function assertMayRedirect(ctx: AiContext, auth: AuthContext, providerId: string, action: string): Promise<void> {
+  const oldest = (await listProviders(ctx.core.store, 1, 0))[0];
+  const reached: Reached[] = [];
+  for (const hook of ctx.providerReachHooks) reached.push(...(await hook(ctx.core.store, providerId, oldest?.provider_id === providerId)));
+  await ctx.iam.assertMayChangeShared(auth, { kind: 'provider', id: providerId }, reached, action);
+}
+
 /** The host (and port) of a base URL, or null when it has none (the provider's default endpoint). */
 function hostOf(url: string | null): string | null {
   if (url === null) return null;
@@ -153,6 +156,8 @@ export async function deleteProvider(ctx: AiContext, auth: AuthContext, provider
   const { core, iam } = ctx;
   const p = await providerById(core.store, providerId);
   if (!p) throw notFound('model provider');
+  // Agents naming no provider call the oldest: deleting it sends them to the next one.
+  await assertMayRedirect(ctx, auth, providerId, 'ai.provider.delete');
   await core.store.write(async (tx) => {
     if (!(await providerById(tx, providerId))) throw notFound('model provider');
     const usedBy: Record<string, string[]> = {};

@@ -87,14 +87,15 @@ async function rebind(
   details: Record<string, unknown>,
 ): Promise<{ crew: Crew; graphHash: string }> {
   await checkAssignments(ctx, await listBillets(ctx, f), next.assignments);
+  const compiled = await compileFor(ctx, f, next);
+  await assertSeatsWithinCaller(ctx, auth, compiled.graph, { action, target: crew.crew_id });
+  // The agents bound before and after: a rebinding changes what they do (docs/security.md, "Changing a shared thing").
   await ctx.iam.assertMayChangeShared(
     auth,
     { kind: 'crew', id: crew.crew_id },
     await crewReach(ctx, [crew.assignments, next.assignments]),
     action,
   );
-  const compiled = await compileFor(ctx, f, next);
-  await assertSeatsWithinCaller(ctx, auth, compiled.graph, { action, target: crew.crew_id });
   const before = await crewGraphHash(ctx, crew);
   if (before !== compiled.graphHash) {
     const pinned = (await crewUsers(ctx, crew, before)).job_definitions_pinning_graph;
@@ -207,6 +208,8 @@ export async function patchCrew(
 export async function deleteCrew(ctx: TeamsContext, auth: AuthContext, crewId: string): Promise<void> {
   const crew = await getCrew(ctx, crewId);
   if (!crew) throw notFound('crew');
+  // Unbinding every seat changes what the bound agents do: the caller covers them or manages their owners.
+  await ctx.iam.assertMayChangeShared(auth, { kind: 'crew', id: crewId }, await crewReach(ctx, [crew.assignments]), 'crew.delete');
   const graphHash = await crewGraphHash(ctx, crew);
   await ctx.core.store.write(async (tx) => {
     if (!(await repo.crewById(tx, crewId))) throw notFound('crew');
