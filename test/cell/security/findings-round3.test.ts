@@ -35,8 +35,12 @@ async function wideAgent(t: InProcess, extra: Record<string, unknown> = {}): Pro
 test('finding 1: a service principal cannot rotate or revoke the owner’s narrow key, nor repoint a provider with the owner’s secret', async () => {
   const t = await inProcessCell();
   try {
-    // The owner mints itself a narrow key.
-    const narrow = await must(t, 'POST', `${A}/api-keys`, { name: 'approver', scopes: ['agent_teams.approve', 'ai.providers.write'] });
+    // The owner mints itself a narrow key (scoped and capped: it holds less than the attacker).
+    const narrow = await must(t, 'POST', `${A}/api-keys`, {
+      name: 'approver',
+      scopes: ['agent_teams.approve', 'ai.providers.write'],
+      authority: {},
+    });
     const attacker = await actor(t, {
       name: 'svc-keys',
       permissions: ['iam.keys.write', 'iam.keys.read', 'iam.principals.read', 'agent_teams.approve', 'ai.providers.write'],

@@ -30,6 +30,8 @@ interface Driver {
   body?: unknown;
   /** What the operation would change, read through the store. */
   state(t: InProcess, w: World): Promise<unknown>;
+  /** Permissions callers also get: all the victim holds but the owner's wider rest, so only the rule refuses them. */
+  also?: string[];
 }
 
 const row = (t: InProcess, sql: string, p: string) => t.row(sql, [p]);
@@ -54,10 +56,18 @@ const agentState = async (t: InProcess, w: World) => ({
 });
 const runCount = async (t: InProcess) => (await t.row('SELECT COUNT(*) AS n FROM runs'))!['n'];
 
+/** What the owner's narrow key holds (and a caller needs to see it): finding 1's service principal held these. */
+const KEY_HOLDS = ['agent_teams.approve', 'ai.providers.write', 'iam.principals.read'];
+
 /** The operations driven against the owner's things. */
 const DRIVERS: Record<string, Driver> = {
-  'POST /api/public/v1/admin/api-keys/{key_id}/rotate': { params: (w) => w.ids, body: { grace_seconds: 0 }, state: keyState },
-  'POST /api/public/v1/admin/api-keys/{key_id}/revoke': { params: (w) => w.ids, state: keyState },
+  'POST /api/public/v1/admin/api-keys/{key_id}/rotate': {
+    params: (w) => w.ids,
+    body: { grace_seconds: 0 },
+    state: keyState,
+    also: KEY_HOLDS,
+  },
+  'POST /api/public/v1/admin/api-keys/{key_id}/revoke': { params: (w) => w.ids, state: keyState, also: KEY_HOLDS },
   'POST /api/public/v1/admin/oauth/clients/{client_id}/rotate': { params: (w) => w.ids, state: clientState },
   'DELETE /api/public/v1/admin/oauth/clients/{client_id}': { params: (w) => w.ids, state: clientState },
   'POST /api/public/v1/admin/secrets/{secret_id}/rotate': { params: (w) => w.ids, body: { value: 'sk-attacker' }, state: secretState },
@@ -193,13 +203,23 @@ async function must(t: InProcess, method: string, path: string, body?: unknown, 
 /** The owner's things: a narrow key of its own, a client, secrets, the provider its agents call, and Agent Teams things governing wide agents. */
 async function ownersWorld(t: InProcess): Promise<World> {
   const me = (await must(t, 'GET', `${A}/whoami`)).principal.id as string;
-  const key = await must(t, 'POST', `${A}/api-keys`, { name: 'approver', scopes: ['agent_teams.approve', 'ai.providers.write'] });
+  const key = await must(t, 'POST', `${A}/api-keys`, {
+    name: 'approver',
+    scopes: ['agent_teams.approve', 'ai.providers.write'],
+    authority: {},
+  });
   const client = await must(t, 'POST', `${A}/oauth/clients`, { name: 'owner-client', scope: ['audit.read'] });
-  const secret = await must(t, 'POST', `${A}/secrets`, { name: 'openai', value: 'sk-owner' });
-  const unused = await must(t, 'POST', `${A}/secrets`, { name: 'spare', value: 'sk-spare' });
+  // The provider every agent naming none calls (the oldest), with no secret bound (finding 4), and one sending the secret.
   const provider = await must(t, 'POST', `${A}/ai/model-providers`, {
     provider_type: 'openai-compatible',
     default_model: 'm',
+    base_url: 'http://127.0.0.1:9/v1',
+  });
+  const secret = await must(t, 'POST', `${A}/secrets`, { name: 'openai', value: 'sk-owner' });
+  const unused = await must(t, 'POST', `${A}/secrets`, { name: 'spare', value: 'sk-spare' });
+  await must(t, 'POST', `${A}/ai/model-providers`, {
+    provider_type: 'openai-compatible',
+    default_model: 'm2',
     base_url: 'http://127.0.0.1:9/v1',
     api_key_secret_id: secret.secret_id,
   });
@@ -252,7 +272,7 @@ async function servedMutations(t: InProcess): Promise<{ id: string; permission: 
 }
 
 const SELECTORS: string[] = ALL_PERMISSIONS.filter((p: string) => p !== '*');
-const narrowCaller = (permission: string) =>
+const narrowCaller = (permission: string, also: readonly string[] = []) =>
   fc
     .record({
       others: fc.subarray([...SELECTORS], { maxLength: 12 }),
@@ -268,7 +288,7 @@ const narrowCaller = (permission: string) =>
       scoped: fc.boolean(),
       keyCap: fc.option(fc.record({ clearance_level: fc.integer({ min: 0, max: 2 }) }), { nil: undefined }),
     })
-    .map((c) => ({ ...c, permissions: [...new Set([permission, ...c.others])] }));
+    .map((c) => ({ ...c, permissions: [...new Set([permission, ...also, ...c.others])] }));
 
 let seq = 0;
 
@@ -283,7 +303,7 @@ test('mutation sweep: no narrow caller changes what the owner owns or what gover
       const driver = DRIVERS[id];
       if (!driver || !permission) continue;
       const [method, template] = id.split(' ') as [string, string];
-      const property = fc.asyncProperty(narrowCaller(permission), async (c) => {
+      const property = fc.asyncProperty(narrowCaller(permission, driver.also), async (c) => {
         const n = ++seq;
         await must(t, 'POST', `${A}/roles`, { name: `narrow-${n}`, permissions: c.permissions });
         const p = await must(t, 'POST', `${A}/principals`, {
