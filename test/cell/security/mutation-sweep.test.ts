@@ -215,6 +215,7 @@ async function ownersWorld(t: InProcess): Promise<World> {
     default_model: 'm',
     base_url: 'http://127.0.0.1:9/v1',
   });
+  t.clock.advance(1000); // the first provider is the oldest (ties go by id)
   const secret = await must(t, 'POST', `${A}/secrets`, { name: 'openai', value: 'sk-owner' });
   const unused = await must(t, 'POST', `${A}/secrets`, { name: 'spare', value: 'sk-spare' });
   await must(t, 'POST', `${A}/ai/model-providers`, {
