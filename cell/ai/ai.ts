@@ -12,6 +12,7 @@ import {
   type AgentRuntime,
   type AiContext,
   type ProviderRequest,
+  type ProviderReachHook,
   type ProviderUsersHook,
 } from './providers.ts';
 import { listProviders, providerById, type Provider } from './repository.ts';
@@ -57,6 +58,11 @@ export class Ai {
   /** Registers another module's users of providers: a provider they use is not deleted (409 in_use). */
   onProviderUsers(hook: ProviderUsersHook): void {
     this.ctx.providerUserHooks.push(hook);
+  }
+
+  /** Registers another module's callers of providers: a change of a provider's destination must cover them. */
+  onProviderReach(hook: ProviderReachHook): void {
+    this.ctx.providerReachHooks.push(hook);
   }
 
   /** Agent runtimes this cell can run. */

@@ -38,6 +38,7 @@ export async function createAiModule(
     localRuntime: deps.localRuntime,
     secretsKey,
     providerUserHooks: [],
+    providerReachHooks: [],
     metrics: deps.metrics,
   };
   const ai = new Ai(ctx);

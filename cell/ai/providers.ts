@@ -9,7 +9,7 @@ import { isoTime } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { Posture } from '../config.ts';
 import type { AuthContext, CellCore } from '../context.ts';
-import type { Iam } from '../iam/iam.ts';
+import { callerHolding, type Iam, type Reached } from '../iam/iam.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
 import type { Reader } from '../store/types.ts';
 import { newId } from '../ids.ts';
@@ -40,7 +40,12 @@ export interface AiContext {
   metrics: CellMetrics;
   /** Other modules' users of a provider (Agent Teams: agents that name it), which refuse its delete. */
   providerUserHooks: ProviderUsersHook[];
+  /** Other modules' agents that call a provider (Agent Teams), which a change of its destination reaches. */
+  providerReachHooks: ProviderReachHook[];
 }
+
+/** The agents calling a provider (`isDefault`: it is the oldest, which agents naming none call). */
+export type ProviderReachHook = (db: Reader, providerId: string, isDefault: boolean) => Promise<Reached[]>;
 
 /** Names users of a provider by kind (e.g. `{ agents: [...] }`), read through `db` (the delete's transaction). */
 export type ProviderUsersHook = (db: Reader, providerId: string) => Promise<Record<string, string[]>>;
@@ -92,11 +97,14 @@ export async function registerProvider(ctx: AiContext, auth: AuthContext, input:
     if ((await secretCreator(core.store, secretId)) === undefined) {
       throw invalid('api_key_secret_id names no stored secret', { reason: 'unknown_secret', field: 'api_key_secret_id' });
     }
-    // Binding a secret sends it to base_url: only its creator, or a holder of secrets.use, may.
-    if (!(await mayUseSecret(core.store, actor, auth.effective, secretId))) {
+    // Binding a secret sends it to base_url: only a caller with the right to act on it (its creator's own
+    // credential with secrets.write, or secrets.use and managing the creator) may.
+    if (!(await mayUseSecret(core.store, iam, { principalId: actor, holding: callerHolding(auth) }, secretId))) {
       const details = { reason: 'secret_not_usable', field: 'api_key_secret_id', required_permission: PERMISSIONS.secretsUse };
       await iam.auditNow({ actor, action: 'ai.provider.register', target: secretId, outcome: 'refused', details });
-      throw new ServiceError('forbidden', 'the caller may not use this secret: it is not theirs and they lack secrets.use', { details });
+      throw new ServiceError('forbidden', 'the caller may not use this secret: the calling credential has no right to act on it', {
+        details,
+      });
     }
   }
   const now = core.clock.now();
@@ -191,7 +199,10 @@ export async function callProvider(
     // Checked again at every call: whoever bound the secret to this base_url (the registrant, or the principal
     // that last changed either) must still be active and still entitled to the secret.
     const who = await iam.principal(p.bound_by);
-    if (who?.status !== 'active' || !(await mayUseSecret(core.store, who.id, await iam.permissionsOf(who), p.api_key_secret_id))) {
+    if (
+      who?.status !== 'active' ||
+      !(await mayUseSecret(core.store, iam, { principalId: who.id, holding: await iam.holdingOf(who) }, p.api_key_secret_id))
+    ) {
       throw new ServiceError('forbidden', "the provider's registrant may no longer use its secret", {
         details: { reason: 'secret_not_usable', provider_id: p.provider_id },
       });

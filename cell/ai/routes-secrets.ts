@@ -6,8 +6,10 @@
  * `secrets.read` (ids, names, creators and times are no secret: providers
  * show the id too). Replacing or deleting a value changes what providers
  * send, so it needs `secrets.write` and the same right as binding the secret
- * to a provider: being its creator, or holding `secrets.use`, checked by the
- * one containment check (403 `wider_than_caller`, audited). A secret a
+ * to a provider, the right to act on a credential (cell/iam/iam.ts
+ * `assertMayActOnCredential`): its creator's own credential holding
+ * `secrets.write`, or `secrets.use` and managing the creator (403
+ * `wider_than_caller`, audited). A secret a
  * provider still sends is not deleted (409 `secret_in_use`, naming them).
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
@@ -28,7 +30,7 @@ import {
   secretMeta,
   type SecretMeta,
 } from './repository.ts';
-import { sealSecret, SECRET_USE_RESOLUTION_MS } from './secrets.ts';
+import { sealSecret, secretFacts, SECRET_USE_RESOLUTION_MS } from './secrets.ts';
 
 const P = '/api/public/v1/admin/secrets';
 const TAG = 'Secrets';
@@ -86,11 +88,9 @@ export function secretRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext): void {
     return s;
   };
 
-  /** Replacing or deleting a value needs the right to bind it: its creator, or `secrets.use` (the one containment check). */
-  const assertMayManage = async (auth: AuthContext, s: SecretMeta, action: string) => {
-    if (s.created_by === auth.principal.id) return;
-    await iam.assertWithinCaller(auth, { permissions: [PERMISSIONS.secretsUse] }, { action, target: s.secret_id });
-  };
+  /** Replacing or deleting a value needs the right to act on it (cell/ai/secrets.ts `secretFacts`), as binding it does. */
+  const assertMayManage = (auth: AuthContext, s: SecretMeta, action: string) =>
+    iam.assertMayActOnCredential(auth, secretFacts(s.secret_id, s.created_by, auth.principal.id), action);
 
   app.openapi(
     createRoute({
@@ -143,7 +143,7 @@ export function secretRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext): void {
       'x-status': 'Live',
       summary: 'Replace the value: providers send the new one from their next call; the old one is gone',
       description:
-        "Needs secrets.write, and being the secret's creator or holding secrets.use (the right to bind it), else 403 `wider_than_caller`.",
+        'Needs secrets.write, and the right to act on the secret: its creator, or secrets.use and managing the creator (else 403 `wider_than_caller`).',
       ...secured(PERMISSIONS.secretsWrite),
       request: { params: SecretId, body: jsonBody(RotateSecret) },
       responses: { 200: json(SecretView, 'The secret after the rotation (never its value)'), ...errorResponses(400, 401, 403, 404, 503) },
@@ -176,7 +176,7 @@ export function secretRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext): void {
       'x-status': 'Live',
       summary: 'Delete a secret no provider sends',
       description:
-        "Refused with 409 `secret_in_use` while a model provider sends it (`details.providers` names them). Needs secrets.write, and being the secret's creator or holding secrets.use, else 403 `wider_than_caller`.",
+        'Refused with 409 `secret_in_use` while a model provider sends it (`details.providers` names them). Needs secrets.write, and the right to act on the secret: its creator, or secrets.use and managing the creator (else 403 `wider_than_caller`).',
       ...secured(PERMISSIONS.secretsWrite),
       request: { params: SecretId },
       responses: { 200: json(SecretView, 'The secret as it was (never its value)'), ...errorResponses(400, 401, 403, 404, 409) },

@@ -12,11 +12,12 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { grants } from '../../core/authority/scopes.ts';
+import type { Holding } from '../../core/authority/contain.ts';
 import { ServiceError } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { newId } from '../ids.ts';
 import type { CellCore } from '../context.ts';
+import type { CredentialFacts, Iam } from '../iam/iam.ts';
 import type { Reader } from '../store/types.ts';
 import { sealedSecret, secretCreator, touchSecret } from './repository.ts';
 
@@ -63,14 +64,37 @@ export function prepareSecret(key: Buffer, value: string): { secretId: string; s
 }
 
 /**
- * Whether a principal holding `permissions` may bind the secret to a provider
- * (and so send it wherever the provider's base_url points): the secret's
- * creator may, anyone else needs `secrets.use`. An unknown secret: nobody.
+ * A stored secret as the right to act on a credential sees it
+ * (cell/iam/iam.ts `credentialVerdict`): it belongs to its creator; its
+ * authority is the right to use it, `secrets.write` for the creator's own
+ * credential (what made it) and `secrets.use` for anyone else, who must also
+ * manage the creator. A creator acting through a credential without
+ * `secrets.write` (a narrow key of theirs) may not point it anywhere.
  */
-export async function mayUseSecret(db: Reader, principalId: string, permissions: readonly string[], secretId: string): Promise<boolean> {
+export function secretFacts(secretId: string, creator: string, actorId: string): CredentialFacts {
+  return {
+    kind: 'secret',
+    id: secretId,
+    ownerId: creator,
+    authority: { permissions: [creator === actorId ? PERMISSIONS.secretsWrite : PERMISSIONS.secretsUse] },
+  };
+}
+
+/**
+ * Whether `holder` may bind the secret to a provider (and so send it wherever
+ * the provider's base_url points), at registration, at a change of the
+ * provider's destination and before every call: the right to act on the
+ * secret. An unknown secret: nobody.
+ */
+export async function mayUseSecret(
+  db: Reader,
+  iam: Pick<Iam, 'credentialVerdict'>,
+  holder: { principalId: string; holding: Holding },
+  secretId: string,
+): Promise<boolean> {
   const creator = await secretCreator(db, secretId);
   if (creator === undefined) return false;
-  return creator === principalId || grants(permissions, PERMISSIONS.secretsUse);
+  return (await iam.credentialVerdict(holder, secretFacts(secretId, creator, holder.principalId))).ok;
 }
 
 /** How stale a secret's `last_used_at` may be: one write per secret per minute at most, however many calls use it. */

@@ -180,6 +180,11 @@ export class Iam {
     return { permissions: await this.permissionsOf(p), envelope: p.authority };
   }
 
+  /** What a principal holds as a holder (a provider's binder at call time, a definition's author). */
+  async holdingOf(p: Principal): Promise<Holding> {
+    return { permissions: await this.permissionsOf(p), envelope: p.authority };
+  }
+
   /** The target principal, or not_found when the caller may not even see it. */
   async visiblePrincipal(auth: AuthContext, id: string): Promise<Principal> {
     const p = await this.principal(id);
@@ -235,6 +240,101 @@ export class Iam {
   /** Refuses unless the caller holds every permission and all the envelope authority of `target`. */
   async assertManages(auth: AuthContext, target: Principal, action: string): Promise<void> {
     await this.assertWithinCaller(auth, await this.authorityOf(target), { action, target: target.id });
+  }
+
+  // ------------------------------------------------------------ acting on credentials, changing shared things
+
+  /**
+   * Whether `holder` may act on a credential (rotate, revoke, read, delete an
+   * API key, an OAuth client, a SAT, a stored secret): the same right as
+   * minting it. The holder is the credential's owner or manages it (holds all
+   * of the owner's authority), and the credential's own authority is within
+   * the holder's. Pure apart from reading the owner.
+   */
+  async credentialVerdict(holder: { principalId: string; holding: Holding }, c: CredentialFacts): Promise<CredentialVerdict> {
+    let ownerExceeds: Containment = { ok: true };
+    if (c.ownerId !== null && c.ownerId !== holder.principalId) {
+      const owner = await this.principal(c.ownerId);
+      if (owner) ownerExceeds = contains(holder.holding, await this.authorityOf(owner));
+    }
+    const own = contains(holder.holding, c.authority);
+    if (ownerExceeds.ok && own.ok) return { ok: true };
+    const permissions = normalize([...(ownerExceeds.ok ? [] : ownerExceeds.permissions), ...(own.ok ? [] : own.permissions)]);
+    const envelope = [...new Set([...(ownerExceeds.ok ? [] : ownerExceeds.envelope), ...(own.ok ? [] : own.envelope)])];
+    return {
+      ok: false,
+      exceeds: { ...(permissions.length ? { permissions } : {}), ...(envelope.length ? { envelope } : {}) },
+      ...(ownerExceeds.ok ? {} : { owner_id: c.ownerId! }),
+    };
+  }
+
+  /**
+   * The one gate of every route that acts on a credential: refuses (audited,
+   * 403 `wider_than_caller`, `details.credential`, `details.owner_id` when the
+   * caller does not manage the owner) unless the caller could have minted it.
+   */
+  async assertMayActOnCredential(auth: AuthContext, c: CredentialFacts, action: string): Promise<void> {
+    const v = await this.credentialVerdict({ principalId: auth.principal.id, holding: callerHolding(auth) }, c);
+    if (v.ok) return;
+    const details = {
+      reason: 'wider_than_caller',
+      credential: { kind: c.kind, id: c.id },
+      exceeds: v.exceeds,
+      ...(v.owner_id ? { owner_id: v.owner_id } : {}),
+    };
+    await this.auditNow({ actor: auth.principal.id, action, target: c.id, outcome: 'refused', details });
+    throw forbidden(
+      v.owner_id
+        ? `${action}: the credential belongs to a principal the caller does not manage`
+        : `${action}: the credential carries more authority than the calling credential holds`,
+      details,
+    );
+  }
+
+  /**
+   * The one gate of every change of a shared thing (a governing contract, a
+   * skill, a blueprint, a formation's prompt and billets, a crew's bindings, a
+   * model provider's destination): the caller's effective authority covers
+   * each agent (and so each seat) the change reaches, or the caller manages
+   * (holds all the authority of) that agent's owner. Refusal: audited, 403
+   * `shared_change_exceeds_caller` with `details.reaches` (the ids not covered).
+   */
+  async assertMayChangeShared(
+    auth: AuthContext,
+    thing: { kind: string; id: string },
+    reached: readonly Reached[],
+    action: string,
+  ): Promise<void> {
+    const holding = callerHolding(auth);
+    const owners = new Map<string, boolean>();
+    const reaches: string[] = [];
+    for (const r of reached) {
+      if (contains(holding, r.authority).ok) continue;
+      if (r.ownerId !== null) {
+        let manages = owners.get(r.ownerId);
+        if (manages === undefined) {
+          const owner = await this.principal(r.ownerId);
+          manages = owner !== undefined && owner.status === 'active' && contains(holding, await this.authorityOf(owner)).ok;
+          owners.set(r.ownerId, manages);
+        }
+        if (manages) continue;
+      }
+      if (!reaches.includes(r.id)) reaches.push(r.id);
+    }
+    if (reaches.length === 0) return;
+    const details = { reason: 'shared_change_exceeds_caller', [`${thing.kind}_id`]: thing.id, reaches };
+    await this.auditNow({ actor: auth.principal.id, action, target: thing.id, outcome: 'refused', details });
+    throw forbidden(
+      `${action}: the change reaches ${reaches.length} agent(s) whose authority the calling credential does not cover and whose owners it does not manage`,
+      details,
+    );
+  }
+
+  /** What a change reaching an agent principal must cover: the agent's authority; its owner is who minted it. */
+  async reachedAgent(agentId: string, ownerId: string | null): Promise<Reached | undefined> {
+    const p = await this.principal(agentId);
+    if (!p || p.status === 'purged') return undefined;
+    return { id: agentId, authority: await this.authorityOf(p), ownerId };
   }
 
   // ------------------------------------------------------------ audit
@@ -447,6 +547,27 @@ export class Iam {
     if (!this.#identity) throw new TypeError('cell identity not loaded: ensureIdentity runs at start');
     return this.#identity.keys;
   }
+}
+
+/** A credential as the right to act on it sees it. */
+export interface CredentialFacts {
+  kind: 'api_key' | 'oauth_client' | 'sat' | 'secret';
+  id: string;
+  /** The principal it belongs to (null: the cell's own). */
+  ownerId: string | null;
+  /** What holding it lets one do. */
+  authority: Grant;
+}
+
+export type CredentialVerdict =
+  | { ok: true }
+  | { ok: false; exceeds: { permissions?: string[]; envelope?: (string | 'unbounded')[] }; owner_id?: string };
+
+/** Something a change of a shared thing reaches (an agent, hence its seats), and who owns it. */
+export interface Reached {
+  id: string;
+  authority: Grant;
+  ownerId: string | null;
 }
 
 /** What the request's credential holds. */

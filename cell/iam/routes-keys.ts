@@ -9,7 +9,7 @@ import { invalid, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext, CellCore } from '../context.ts';
 import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
-import type { Iam } from './iam.ts';
+import type { CredentialFacts, Iam } from './iam.ts';
 import { keyView, mintKeyTx, revokeKeyTx, rotateKeyTx, type KeyRow } from './keys.ts';
 import { countKeys, listKeys } from './repository.ts';
 
@@ -232,8 +232,9 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
     async (c) => {
       const auth = c.get('auth');
       const row = await visibleKey(iam, auth, c.req.valid('param').key_id, true);
-      // A new secret carries the whole key's authority: only a caller holding all of it may receive one.
-      await iam.assertWithinCaller(auth, await iam.keyAuthority(row), { action: 'api_key.rotate', target: row.id });
+      // A new secret carries the whole key's authority: only a caller that could have minted the key
+      // (manages its owner, holds all of it) may receive one.
+      await iam.assertMayActOnCredential(auth, await keyFacts(iam, row), 'api_key.rotate');
       const body = c.req.valid('json') ?? {};
       const max = core.config.keyRotationGraceSeconds;
       const grace = Math.min(body.grace_seconds ?? max, max);
@@ -266,7 +267,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
     async (c) => {
       const auth = c.get('auth');
       const row = await visibleKey(iam, auth, c.req.valid('param').key_id, true);
-      await iam.assertWithinCaller(auth, await iam.keyAuthority(row), { action: 'api_key.revoke', target: row.id });
+      await iam.assertMayActOnCredential(auth, await keyFacts(iam, row), 'api_key.revoke');
       const next = await store.write(async (tx) => {
         const r = await revokeKeyTx(clock, tx, row);
         await iam.audit(tx, { actor: auth.principal.id, action: 'api_key.revoke', target: row.id, outcome: 'ok' });
@@ -275,6 +276,11 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
       return c.json(keyView(next) as z.infer<typeof KeyView>, 200);
     },
   );
+}
+
+/** A key as the right to act on a credential sees it. */
+async function keyFacts(iam: Iam, row: KeyRow): Promise<CredentialFacts> {
+  return { kind: 'api_key', id: row.id, ownerId: row.owner_id, authority: await iam.keyAuthority(row) };
 }
 
 function visibleAll(auth: AuthContext): boolean {

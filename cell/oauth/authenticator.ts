@@ -80,7 +80,16 @@ function judgeFor(ctx: OAuthContext, audience: () => TokenJudgeConfig['audience'
     },
     async apiKey(keyId): Promise<TokenKeyInfo | null> {
       const k = await iam.keyRow(keyId);
-      return k ? { status: k.status, expires_at: k.expires_at, rate_limit_rpm: k.rate_limit_rpm, authority: k.authority } : null;
+      if (!k) return null;
+      const owner = await iam.principal(k.owner_id);
+      return {
+        status: k.status,
+        expires_at: k.expires_at,
+        rate_limit_rpm: k.rate_limit_rpm,
+        authority: k.authority,
+        owner_status: owner?.status ?? 'purged',
+        permissions: (await iam.keyAuthority(k)).permissions ?? [],
+      };
     },
     clientExists: async (clientId) => (await getClient(ctx, clientId)) !== undefined,
   };

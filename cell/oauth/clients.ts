@@ -54,6 +54,7 @@ export function clientView(r: repo.ClientRecord, secret?: string) {
     tls_client_auth_subject_dn: r.tls_subject_dn,
     created_at: isoTime(r.created_at),
     created_by: r.created_by,
+    root: r.root,
     ...(secret !== undefined ? { client_secret: secret } : {}),
   };
 }

@@ -98,10 +98,12 @@ export interface ClientRecord {
   tls_subject_dn: string | null;
   created_at: number;
   created_by: string;
+  /** The credential that registered it when that was an API key (`api_key:<id>`): its tokens live and are capped with it. */
+  root: string | null;
 }
 
 const CLIENT_COLUMNS =
-  'client_id, name, secret_hash, auth_method, redirect_uris, grant_types, scope, subject_id, tls_subject_dn, created_at, created_by';
+  'client_id, name, secret_hash, auth_method, redirect_uris, grant_types, scope, subject_id, tls_subject_dn, created_at, created_by, root';
 
 function decodeClient(r: Row): ClientRecord {
   return {
@@ -116,6 +118,7 @@ function decodeClient(r: Row): ClientRecord {
     tls_subject_dn: strOrNull(r, 'tls_subject_dn'),
     created_at: num(r, 'created_at'),
     created_by: str(r, 'created_by'),
+    root: strOrNull(r, 'root'),
   };
 }
 
@@ -147,7 +150,7 @@ export async function countClients(db: Reader): Promise<number> {
 }
 
 export async function insertClient(tx: Tx, c: ClientRecord): Promise<void> {
-  await tx.run(`INSERT INTO oauth_clients (${CLIENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
+  await tx.run(`INSERT INTO oauth_clients (${CLIENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [
     c.client_id,
     c.name,
     c.secret_hash,
@@ -159,6 +162,7 @@ export async function insertClient(tx: Tx, c: ClientRecord): Promise<void> {
     c.tls_subject_dn,
     c.created_at,
     c.created_by,
+    c.root,
   ]);
 }
 
@@ -186,7 +190,7 @@ export async function upsertBuiltInClient(
 ): Promise<void> {
   await tx.run(
     `INSERT INTO oauth_clients (${CLIENT_COLUMNS})
-     VALUES (?, ?, NULL, 'none', ?, ?, ?, NULL, NULL, ?, 'system')
+     VALUES (?, ?, NULL, 'none', ?, ?, ?, NULL, NULL, ?, 'system', NULL)
      ON CONFLICT (client_id) DO UPDATE SET name = excluded.name, secret_hash = NULL, auth_method = 'none',
        redirect_uris = excluded.redirect_uris, grant_types = excluded.grant_types, scope = excluded.scope,
        subject_id = NULL, tls_subject_dn = NULL`,

@@ -58,6 +58,10 @@ export const ClientView = z
     tls_client_auth_subject_dn: z.string().nullable(),
     created_at: IsoTime,
     created_by: z.string(),
+    root: z.string().nullable().openapi({
+      description:
+        'The API key that registered the client for itself (`api_key:<id>`): the client is capped by it and stops with it; null otherwise',
+    }),
     client_secret: z.string().optional().openapi({ description: 'Shown only in the registration response' }),
   })
   .openapi('OAuthClient');
@@ -163,6 +167,9 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
         tls_subject_dn: b.tls_client_auth_subject_dn ?? null,
         created_at: core.clock.now(),
         created_by: auth.principal.id,
+        // Registered for the caller itself with an API key (or anything derived from one): the client lives and is
+        // capped with that key. A client for another principal the caller manages is that principal's, as keys are.
+        root: subject.id === auth.principal.id && auth.credential.root.startsWith('api_key:') ? auth.credential.root : null,
       };
       await core.store.write(async (tx) => {
         await insertClient(tx, client);
@@ -172,7 +179,7 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
           action: 'oauth.client.register',
           target: client.client_id,
           outcome: 'ok',
-          details: { grant_types: b.grant_types, scope },
+          details: { grant_types: b.grant_types, scope, ...(client.root ? { root: client.root } : {}) },
         });
       });
       return c.json(clientView(client, secret ?? undefined) as z.infer<typeof ClientView>, 201);

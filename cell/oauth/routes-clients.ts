@@ -59,11 +59,11 @@ export function clientRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void 
   /** Refuses a built-in client, then anything the caller could not have registered itself. */
   const assertMayManage = async (auth: AuthContext, client: ClientRecord, action: string) => {
     if (client.created_by === SYSTEM) throw conflict("a built-in client is the cell's own", { reason: 'builtin_client' });
-    if (client.subject_id !== null && client.subject_id !== auth.principal.id) {
-      const subject = await iam.principal(client.subject_id);
-      if (subject) await iam.assertManages(auth, subject, action);
-    }
-    await iam.assertWithinCaller(auth, { permissions: client.scope }, { action, target: client.client_id });
+    await iam.assertMayActOnCredential(
+      auth,
+      { kind: 'oauth_client', id: client.client_id, ownerId: client.subject_id, authority: { permissions: client.scope } },
+      action,
+    );
   };
 
   app.openapi(

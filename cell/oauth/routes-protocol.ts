@@ -28,6 +28,7 @@ import { formBody, mountRaw, readForm } from './form.ts';
 import { issueAccessToken } from './issue.ts';
 import { isOAuthError, OAuthError, oauthErrorResponse, oauthErrorResponses } from './oauth-error.ts';
 import type { OAuthContext } from './oauth-context.ts';
+import { clientRootPermissions } from './root.ts';
 import { narrowScope, parseScope } from './scope.ts';
 import { edgeDeviceOf, requestedAudience } from './resource.ts';
 import { issuerOf, publicBase } from './settings.ts';
@@ -164,13 +165,17 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
         const grant = form['grant_type'];
         if (!grant) throw new OAuthError('invalid_request', 'grant_type is required');
         const ac = await authenticateClient(ctx, c, form);
+        // A client registered with an API key lives, and is capped, with that key (cell/oauth/root.ts).
+        const root = ac.client?.root ?? null;
+        const rootCap = root === null ? [] : [await clientRootPermissions(ctx, root)];
         const requested = parseScope(form['scope']);
         const audience = await requestedAudience(ctx, c);
         if (grant === GRANT_CLIENT_CREDENTIALS) {
           const { subject, cap } = await clientCredentialsSubject(ctx, ac);
           const cnf = await bindingFor(ctx, c, ac);
-          const scope = narrowScope(requested, cap, await iam.permissionsOf(subject));
-          return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, ac.apiKey?.credential.root)).response;
+          const scope = narrowScope(requested, cap, await iam.permissionsOf(subject), ...rootCap);
+          return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, ac.apiKey?.credential.root ?? root ?? undefined))
+            .response;
         }
         if (grant === GRANT_AUTHORIZATION_CODE) {
           if (!ac.client?.grant_types.includes(GRANT_AUTHORIZATION_CODE))
@@ -184,8 +189,8 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
             form['code_verifier'],
           );
           const subject = await activeSubject(ctx, g.subjectId);
-          const scope = narrowScope(requested ?? g.scope, g.scope, await iam.permissionsOf(subject));
-          const { claims, response } = await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience);
+          const scope = narrowScope(requested ?? g.scope, g.scope, await iam.permissionsOf(subject), ...rootCap);
+          const { claims, response } = await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, root ?? undefined);
           await recordIssued(claims.jti, claims.exp);
           return response;
         }
@@ -195,8 +200,8 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
           const cnf = await bindingFor(ctx, c, ac);
           const g = await pollDeviceCode(ctx, form['device_code'] ?? '', ac.clientId);
           const subject = await activeSubject(ctx, g.subjectId);
-          const scope = narrowScope(g.scope, await iam.permissionsOf(subject));
-          return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience)).response;
+          const scope = narrowScope(g.scope, await iam.permissionsOf(subject), ...rootCap);
+          return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, root ?? undefined)).response;
         }
         throw new OAuthError('unsupported_grant_type', 'grant_type not supported');
       }),

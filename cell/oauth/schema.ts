@@ -42,4 +42,10 @@ CREATE TABLE oauth_dpop_proofs (proof_key TEXT PRIMARY KEY, expires_at INTEGER N
 CREATE INDEX oauth_dpop_proofs_expiry ON oauth_dpop_proofs (expires_at)
 `,
   },
+  {
+    // What a capped credential makes stays capped and dies with it (docs/security.md): a client registered
+    // with an API key records that key (`api_key:<id>`); its tokens carry it as their root.
+    id: 'oauth-003-client-root',
+    sql: 'ALTER TABLE oauth_clients ADD COLUMN root TEXT',
+  },
 ];

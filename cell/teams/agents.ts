@@ -219,9 +219,17 @@ export function getLedger(ctx: TeamsContext, agentId: string): Promise<Ledger | 
   return repo.ledgerOf(ctx.core.store, agentId);
 }
 
-/** Registers (or resets the limit of) an agent's budget ledger. */
-export async function registerLedger(ctx: TeamsContext, actor: string, agentId: string, limit: number): Promise<Ledger> {
-  if (!(await getAgent(ctx, agentId))) throw notFound('agent');
+/**
+ * Registers (or resets the limit of) an agent's budget ledger: a change of what
+ * the agent may spend, so the caller covers the agent or manages its owner
+ * (iam.assertMayChangeShared).
+ */
+export async function registerLedger(ctx: TeamsContext, auth: AuthContext, agentId: string, limit: number): Promise<Ledger> {
+  const agent = await getAgent(ctx, agentId);
+  if (!agent) throw notFound('agent');
+  const reached = await ctx.iam.reachedAgent(agentId, agent.created_by);
+  await ctx.iam.assertMayChangeShared(auth, { kind: 'agent', id: agentId }, reached ? [reached] : [], 'agent.budget_ledger');
+  const actor = auth.principal.id;
   const at = ctx.core.clock.now();
   return ctx.core.store.write(async (tx) => {
     await repo.upsertLedger(tx, agentId, limit, at, actor);

@@ -18,6 +18,7 @@ import { assertSeatsWithinCaller, compileFor } from './compile.ts';
 import type { TeamsContext } from './context.ts';
 import { checkAssignments, crewFormation, getCrew, getFormation, listBillets, type Crew, type Formation } from './formations.ts';
 import * as repo from './repository.ts';
+import { crewReach } from './reach.ts';
 import { crewUsers, inUse } from './usage.ts';
 
 export interface CrewInput {
@@ -88,6 +89,13 @@ async function rebind(
   await checkAssignments(ctx, await listBillets(ctx, f), next.assignments);
   const compiled = await compileFor(ctx, f, next);
   await assertSeatsWithinCaller(ctx, auth, compiled.graph, { action, target: crew.crew_id });
+  // The agents bound before and after: a rebinding changes what they do (docs/security.md, "Changing a shared thing").
+  await ctx.iam.assertMayChangeShared(
+    auth,
+    { kind: 'crew', id: crew.crew_id },
+    await crewReach(ctx, [crew.assignments, next.assignments]),
+    action,
+  );
   const before = await crewGraphHash(ctx, crew);
   if (before !== compiled.graphHash) {
     const pinned = (await crewUsers(ctx, crew, before)).job_definitions_pinning_graph;
@@ -181,6 +189,7 @@ export async function patchCrew(
     if (!f) throw notFound('formation');
     return rebind(ctx, auth, crew, next, f, 'crew.update', { fields: Object.keys(patch) });
   }
+  await ctx.iam.assertMayChangeShared(auth, { kind: 'crew', id: crewId }, await crewReach(ctx, [crew.assignments]), 'crew.update');
   await ctx.core.store.write(async (tx) => {
     if (!(await repo.crewById(tx, crewId))) throw notFound('crew');
     await repo.updateCrew(tx, next);
@@ -199,6 +208,8 @@ export async function patchCrew(
 export async function deleteCrew(ctx: TeamsContext, auth: AuthContext, crewId: string): Promise<void> {
   const crew = await getCrew(ctx, crewId);
   if (!crew) throw notFound('crew');
+  // Unbinding every seat changes what the bound agents do: the caller covers them or manages their owners.
+  await ctx.iam.assertMayChangeShared(auth, { kind: 'crew', id: crewId }, await crewReach(ctx, [crew.assignments]), 'crew.delete');
   const graphHash = await crewGraphHash(ctx, crew);
   await ctx.core.store.write(async (tx) => {
     if (!(await repo.crewById(tx, crewId))) throw notFound('crew');

@@ -22,6 +22,7 @@ import type { AuthContext } from '../context.ts';
 import { newId } from '../ids.ts';
 import { agentActive, getAgent } from './agents.ts';
 import type { TeamsContext } from './context.ts';
+import { formationReach } from './reach.ts';
 import * as repo from './repository.ts';
 import { checkContracts, checkTools, resolveSkillRefs } from './resources.ts';
 import { iso } from './schema.ts';
@@ -147,6 +148,7 @@ export async function addBillet(
   await checkContracts(ctx, cap, 'authority_cap');
   const actor = auth.principal.id;
   await iam.assertWithinCaller(auth, { envelope: cap }, { action: 'billet.create', target: formationId });
+  await iam.assertMayChangeShared(auth, { kind: 'formation', id: formationId }, await formationReach(ctx, formationId), 'billet.create');
   const reportsTo = input.reports_to ?? null;
   if (reportsTo !== null) {
     const parent = await getBillet(ctx, reportsTo);

@@ -21,6 +21,7 @@ import { resourceRoutes } from './routes-resources.ts';
 import { runRoutes } from './routes-runs.ts';
 import { startSweep, stopSweep } from './runs.ts';
 import { Teams } from './teams.ts';
+import { providerReach } from './reach.ts';
 import { providerUsers } from './usage.ts';
 
 export interface TeamsModule extends CellModule {
@@ -34,6 +35,8 @@ export async function createTeamsModule(
   const ctx = createTeamsContext(core, deps);
   // A provider an agent names is not deleted under it.
   deps.ai.onProviderUsers((db, providerId) => providerUsers(ctx, db, providerId));
+  // A change of a provider's destination reaches the agents that call it.
+  deps.ai.onProviderReach((db, providerId, isDefault) => providerReach(ctx, db, providerId, isDefault));
   return {
     name: 'teams',
     teams: new Teams(ctx),

@@ -37,6 +37,7 @@ import {
   type ContractRule,
   type Skill,
 } from './resources.ts';
+import { blueprintReach, contractReach, skillReach } from './reach.ts';
 import { anyUser, blueprintUsers, contractUsers, inUse, skillUsers } from './usage.ts';
 
 const audit = (
@@ -75,6 +76,8 @@ export async function updateSkill(ctx: TeamsContext, auth: AuthContext, skillId:
   );
   const next: Skill = { ...s, model_preference: model, definition };
   if (sameJson(next, s)) return s;
+  // Every blueprint and formation naming the skill runs the new definition: the caller covers what they reach.
+  await ctx.iam.assertMayChangeShared(auth, { kind: 'skill', id: skillId }, await skillReach(ctx, s.name), 'skill.update');
   await ctx.core.store.write(async (tx) => {
     if (!(await repo.skillById(tx, skillId))) throw notFound('skill');
     await repo.updateSkill(tx, next);
@@ -137,6 +140,12 @@ export async function updateBlueprint(
   await checkContracts(ctx, next.authority_template, 'authority_template');
   await ctx.iam.assertWithinCaller(auth, { envelope: next.authority_template }, { action: 'blueprint.update', target: blueprintId });
   if (sameJson(next, b)) return b;
+  await ctx.iam.assertMayChangeShared(
+    auth,
+    { kind: 'blueprint', id: blueprintId },
+    await blueprintReach(ctx, blueprintId),
+    'blueprint.update',
+  );
   await ctx.core.store.write(async (tx) => {
     if (!(await repo.blueprintById(tx, blueprintId))) throw notFound('blueprint');
     await repo.updateBlueprint(tx, next);
@@ -180,6 +189,8 @@ export async function updateContract(ctx: TeamsContext, auth: AuthContext, contr
   );
   const next: Contract = { ...prepared, contract_id: k.contract_id };
   if (sameJson(next, k)) return k;
+  // The rules gate every seat the contract governs: the caller covers each of them, or manages their owners.
+  await ctx.iam.assertMayChangeShared(auth, { kind: 'contract', id: contractId }, await contractReach(ctx, contractId), 'contract.update');
   await ctx.core.store.write(async (tx) => {
     if (!(await repo.contractById(tx, contractId))) throw notFound('contract');
     await repo.updateContract(tx, next);

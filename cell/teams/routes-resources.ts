@@ -364,7 +364,7 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): voi
       responses: { 200: json(LedgerOut, 'The ledger'), ...errorResponses(400, 401, 403, 404) },
     }),
     async (c) => {
-      const l = await registerLedger(ctx, c.get('auth').principal.id, c.req.valid('param')['agent_id']!, c.req.valid('json').budget_limit);
+      const l = await registerLedger(ctx, c.get('auth'), c.req.valid('param')['agent_id']!, c.req.valid('json').budget_limit);
       return c.json(ledgerView(l), 200);
     },
   );

@@ -41,6 +41,7 @@ import {
 } from './formations.ts';
 import * as repo from './repository.ts';
 import { checkContracts, checkTools, resolveSkillRefs } from './resources.ts';
+import { formationReach } from './reach.ts';
 import { formationUsers, inUse, anyUser } from './usage.ts';
 
 /** What a version changed, as version lists show it. */
@@ -102,6 +103,12 @@ export async function updateFormation(
     updated_at: at,
   };
   await checkFormationCompiles(ctx, next);
+  await ctx.iam.assertMayChangeShared(
+    auth,
+    { kind: 'formation', id: formationId },
+    await formationReach(ctx, formationId),
+    'formation.update',
+  );
   await ctx.core.store.write(async (tx) => {
     await headAt(tx, formationId, f.version);
     await repo.insertFormationVersion(tx, formationId, body, {
@@ -150,6 +157,7 @@ export async function updateBillet(
   const { iam } = ctx;
   const actor = auth.principal.id;
   const { f, b } = await currentBillet(ctx, formationId, billetId);
+  await iam.assertMayChangeShared(auth, { kind: 'formation', id: formationId }, await formationReach(ctx, formationId), 'billet.update');
   const billets = await listBillets(ctx, f);
   const byId = new Map(billets.map((x) => [x.billet_id, x]));
   if (patch.required_skills !== undefined) await resolveSkillRefs(ctx, patch.required_skills, 'required_skills');
@@ -229,6 +237,12 @@ export async function updateBillet(
 /** Removes a billet from the formation (a new version); refused while billets report to it. */
 export async function removeBillet(ctx: TeamsContext, auth: AuthContext, formationId: string, billetId: string): Promise<Formation> {
   const { f } = await currentBillet(ctx, formationId, billetId);
+  await ctx.iam.assertMayChangeShared(
+    auth,
+    { kind: 'formation', id: formationId },
+    await formationReach(ctx, formationId),
+    'billet.delete',
+  );
   const reports = (await listBillets(ctx, f)).filter((x) => x.reports_to === billetId).map((x) => x.billet_id);
   if (reports.length) {
     throw conflict('billets report to this billet: remove them or change their reports_to first', {

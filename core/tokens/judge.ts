@@ -18,12 +18,13 @@
  *   6. the root credential (`rootOf`): a token that derives from an API key
  *      (obtained with it, or a SAT minted with it or with a token rooted in
  *      it) lives with that key, refused once the key is not active or has
- *      expired; one that derives from a token dies when that token is
- *      revoked (`revoked`);
+ *      expired (or, where the host knows it, its owner is inactive); one that
+ *      derives from a token dies when that token is revoked (`revoked`);
  *   7. the registered client the token was issued to still exists, where the
  *      host can tell (`revoked`).
  * Authority: effective = the subject's role permissions now ∩ the token's
- * scope (an empty scope grants nothing: never effectiveAuthority here).
+ * scope (an empty scope grants nothing: never effectiveAuthority here) ∩,
+ * for a key-rooted token where the host knows it, what the root key holds now.
  *
  * Everything about the host is passed in: the request facts (the host
  * derives the expected URI by its own rule), the clock reading, the key set,
@@ -72,6 +73,10 @@ export interface TokenKeyInfo {
   rate_limit_rpm: number | null;
   /** The key's envelope cap (null: its owner's full ceiling); the host meets it with the subject's ceiling. */
   authority?: unknown;
+  /** The key owner's status, where the host knows it: a token rooted in a key of an inactive owner is refused. */
+  owner_status?: string;
+  /** What the key holds now (its owner's role permissions ∩ its scopes), where the host knows it: the token never exceeds it. */
+  permissions?: readonly string[];
 }
 
 export interface TokenJudgeConfig<S extends TokenSubject = TokenSubject> {
@@ -178,7 +183,11 @@ async function judge<S extends TokenSubject>(
   if (root.startsWith('api_key:')) {
     const keyId = root.slice('api_key:'.length);
     const k = KEY_ID.test(keyId) ? await config.apiKey(keyId) : null;
-    if (k?.status !== 'active' || (k.expires_at !== null && k.expires_at <= facts.now)) {
+    if (
+      k?.status !== 'active' ||
+      (k.expires_at !== null && k.expires_at <= facts.now) ||
+      (k.owner_status !== undefined && k.owner_status !== 'active')
+    ) {
       throw new TokenError('revoked', 'the API key this token derives from is no longer active');
     }
     rootKey = k;
@@ -198,7 +207,11 @@ async function judge<S extends TokenSubject>(
     claims,
     subject,
     scopes,
-    effective: intersectSelectors(subject.permissions, scopes),
+    // Never more than the root key holds now (a key-rooted token is capped by its root at every use).
+    effective:
+      rootKey?.permissions !== undefined
+        ? intersectSelectors(intersectSelectors(subject.permissions, scopes), rootKey.permissions)
+        : intersectSelectors(subject.permissions, scopes),
     credential: {
       type: claims.sat ? 'sat' : 'oauth',
       id: claims.jti,

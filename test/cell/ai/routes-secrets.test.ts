@@ -133,14 +133,14 @@ test('rotate: the provider sends the new value from its next call; audited; the 
   assert.equal(await callAndSeeKey(p), 'Bearer sk-new-value', 'refusals wrote nothing');
 });
 
-test('who may rotate and delete: the creator, or a holder of secrets.use (the one containment check); secrets.write first', async () => {
+test('who may rotate and delete: the creator, or a holder of secrets.use who manages the creator (the right to act on a credential); secrets.write first', async () => {
   const ownerSecret = await secret('owners', 'sk-owners');
   const p = await provider(ownerSecret);
   const mallory = await actor(t, { name: 'mallory', permissions: ['secrets.write', 'secrets.read'] });
   const rot = await t.request('POST', `${S}/${ownerSecret}/rotate`, { token: mallory.key, body: { value: 'sk-mallory' } });
   assert.equal(rot.status, 403, rot.text);
   assert.equal(rot.body.details.reason, 'wider_than_caller');
-  assert.deepEqual(rot.body.details.exceeds.permissions, ['secrets.use']);
+  assert.equal(rot.body.details.owner_id, (await t.request('GET', `${A}/whoami`, { token: t.adminKey })).body.principal.id);
   const del = await t.request('DELETE', `${S}/${await secret('owners-unused', 'sk-u')}`, { token: mallory.key });
   assert.equal(del.status, 403);
   assert.equal(del.body.details.reason, 'wider_than_caller');
@@ -159,10 +159,14 @@ test('who may rotate and delete: the creator, or a holder of secrets.use (the on
   assert.equal((await t.request('POST', `${S}/${own}/rotate`, { token: mallory.key, body: { value: 'sk-m2' } })).status, 200);
   assert.equal((await t.request('DELETE', `${S}/${own}`, { token: mallory.key })).status, 200);
 
-  // secrets.use (with secrets.write) manages anyone's.
+  // secrets.use (with secrets.write) acts on the secrets of principals it manages, not on a wider creator's.
   const ops = await actor(t, { name: 'ops2', permissions: ['secrets'] });
-  assert.equal((await t.request('POST', `${S}/${ownerSecret}/rotate`, { token: ops.key, body: { value: 'sk-ops' } })).status, 200);
-  assert.equal(await callAndSeeKey(p), 'Bearer sk-ops');
+  const wider = await t.request('POST', `${S}/${ownerSecret}/rotate`, { token: ops.key, body: { value: 'sk-ops' } });
+  assert.equal(wider.status, 403, wider.text);
+  assert.equal(await callAndSeeKey(p), 'Bearer sk-owners');
+  const small = await actor(t, { name: 'small-writer', permissions: ['secrets.write'] });
+  const smalls = await secret('smalls', 'sk-s1', small.key);
+  assert.equal((await t.request('POST', `${S}/${smalls}/rotate`, { token: ops.key, body: { value: 'sk-ops' } })).status, 200);
   // secrets.use without secrets.write: the permission gate.
   const user = await actor(t, { name: 'user2', permissions: ['secrets.use', 'secrets.read'] });
   const gate = await t.request('POST', `${S}/${ownerSecret}/rotate`, { token: user.key, body: { value: 'x' } });

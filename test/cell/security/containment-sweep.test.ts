@@ -430,14 +430,17 @@ const NOT_AUTHORITY = new Map<string, string>([
   ['POST /api/public/v1/admin/edge/crew-bundles', 'exports a crew as it was authorised'],
   ['POST /api/public/v1/admin/edge/journals', 'imports a record'],
   ['DELETE /api/public/v1/admin/ai/model-providers/:provider_id', 'removes a provider (refused while an agent names it)'],
-  ['PATCH /api/public/v1/admin/agent-teams/skills/:skill_id', 'a skill carries no authority'],
+  ['PATCH /api/public/v1/admin/agent-teams/skills/:skill_id', 'a skill carries no authority; who may change one: mutation-sweep.test.ts'],
   ['DELETE /api/public/v1/admin/agent-teams/skills/:skill_id', 'a skill carries no authority'],
   ['DELETE /api/public/v1/admin/agent-teams/blueprints/:blueprint_id', 'removes a template (refused while agents minted from it exist)'],
   [
     'DELETE /api/public/v1/admin/agent-teams/agents/:agent_id',
     "lifecycle of the agent's principal: the archive check (the caller holds all of the agent's authority)",
   ],
-  ['PATCH /api/public/v1/admin/agent-teams/contracts/:contract_id', 'a contract only narrows (a value gate)'],
+  [
+    'PATCH /api/public/v1/admin/agent-teams/contracts/:contract_id',
+    'hands out nothing; who may change one (it gates seats): mutation-sweep.test.ts',
+  ],
   ['DELETE /api/public/v1/admin/agent-teams/contracts/:contract_id', 'refused while anything names the contract'],
   [
     'PATCH /api/public/v1/admin/agent-teams/formations/:formation_id',

@@ -237,7 +237,7 @@ test("finding 3: a job's authority is the requester's ∩ what the spec asks; ag
   }
 });
 
-test("finding 4: binding someone else's secret to a provider needs secrets.use, at registration and at every call", async () => {
+test("finding 4: binding someone else's secret to a provider needs secrets.use (and managing its creator), at registration and at every call", async () => {
   const t = await inProcessCell();
   try {
     const sec = await t.request('POST', `${A}/secrets`, { token: t.adminKey, body: { name: 'openai', value: 'sk-owner-secret' } });
@@ -263,9 +263,16 @@ test("finding 4: binding someone else's secret to a provider needs secrets.use, 
       201,
     );
 
-    // A holder of secrets.use binds the owner's secret; once it is archived the provider can no longer send it.
+    // secrets.use binds the secret of a principal the caller manages, never a wider one's (issue 20, the right to act
+    // on a credential); once the binder is archived the provider can no longer send it.
     const ops = await actor(t, { name: 'ops', permissions: ['ai.providers', 'secrets'] });
-    const p = await t.request('POST', `${A}/ai/model-providers`, { token: ops.key, body: body });
+    assert.equal((await t.request('POST', `${A}/ai/model-providers`, { token: ops.key, body })).status, 403);
+    const small = await actor(t, { name: 'small', permissions: ['secrets.write'] });
+    const smalls = await t.request('POST', `${A}/secrets`, { token: small.key, body: { name: 'smalls', value: 'sk-small' } });
+    const p = await t.request('POST', `${A}/ai/model-providers`, {
+      token: ops.key,
+      body: { ...body, api_key_secret_id: smalls.body.secret_id },
+    });
     assert.equal(p.status, 201, p.text);
     assert.equal((await t.request('POST', `${A}/principals/${ops.id}/archive`, { token: t.adminKey })).status, 200);
     await assert.rejects(
@@ -319,9 +326,10 @@ test('finding 7: tokens and SATs derived from a key (a SAT of a SAT too) die wit
 
     // A SAT minted with a token (no key behind it) dies when that token is revoked.
     const u = await actor(t, { name: 'u', permissions: ['iam.sats.write', 'audit.read', 'oauth.clients.write'] });
+    // Registered for u by the owner: a client made for another principal has no root (it is u's, as a key would be).
     const cl = await t.request('POST', `${A}/oauth/clients`, {
-      token: u.key,
-      body: { name: 'c', scope: ['iam.sats.write', 'audit.read'] },
+      token: t.adminKey,
+      body: { name: 'c', scope: ['iam.sats.write', 'audit.read'], subject_id: u.id },
     });
     const ctok = (await form(t, '/oauth/token', { grant_type: 'client_credentials' }, basic(cl.body.client_id, cl.body.client_secret))).body
       .access_token as string;
