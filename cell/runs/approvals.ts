@@ -68,7 +68,7 @@ export interface PendingApprovalView {
   prompt: string | null;
   due: string | null;
   requested_at: string;
-  decisions: { principal: string; decision: string; at: string }[];
+  decisions: { principal: string; decision: string; comment: string | null; at: string }[];
 }
 
 /** The run's pending approvals as its view shows them; none for a terminal run. */

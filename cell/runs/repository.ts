@@ -567,10 +567,10 @@ export interface DecisionRow {
 
 /** Decisions recorded for a step, oldest first. */
 export async function decisions(db: Reader, runId: string, stepId: string): Promise<DecisionRow[]> {
-  const rows = await db.all('SELECT principal, decision, comment, at FROM team_approvals WHERE run_id = ? AND step_id = ? ORDER BY at, principal', [
-    runId,
-    stepId,
-  ]);
+  const rows = await db.all(
+    'SELECT principal, decision, comment, at FROM team_approvals WHERE run_id = ? AND step_id = ? ORDER BY at, principal',
+    [runId, stepId],
+  );
   return rows.map((r) => ({
     principal: str(r, 'principal'),
     decision: oneOf(DECISIONS, str(r, 'decision'), 'decision'),

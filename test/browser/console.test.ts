@@ -169,7 +169,11 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     const card = pageB.locator(`#approvals-mine article.approval[data-run="${run1}"]`);
     await card.waitFor();
     assert.match((await card.locator('.tally').textContent()) ?? '', /1 of 2/);
-    assert.match((await card.locator('.decision-comment').textContent()) ?? '', /Figures checked against the ledger\./, "alice's comment is on bob's card");
+    assert.match(
+      (await card.locator('.decision-comment').textContent()) ?? '',
+      /Figures checked against the ledger\./,
+      "alice's comment is on bob's card",
+    );
     await axe(pageB, 'approvals');
     await shot(pageB, 'console-approvals.png');
     await card.locator('button.approve').click();

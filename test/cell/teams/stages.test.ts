@@ -75,7 +75,7 @@ test('every stage executor runs; two-person approval holds the run until two non
   assert.equal(mid.state, 'waiting');
   assert.equal(mid.pending_approvals.length, 1);
   assert.equal(mid.pending_approvals[0].decisions.length, 1);
-  assert.equal(mid.pending_approvals[0].decisions[0].comment, 'checked the figures', 'the decider\'s comment is shown with the decision');
+  assert.equal(mid.pending_approvals[0].decisions[0].comment, 'checked the figures', "the decider's comment is shown with the decision");
   const twice = await t.request('POST', path, { token: k1, body: { decision: 'approve' } });
   assert.equal(twice.status, 409);
   const second = await t.request('POST', path, { token: k2, body: { decision: 'approve', comment: 'lgtm' } });
