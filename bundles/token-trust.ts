@@ -17,6 +17,7 @@
  * The replay cache and the verified-token cache are the device's own.
  */
 import { createLocalJWKSet } from 'jose';
+import { effectiveAuthority } from '../core/authority/scopes.ts';
 import type { VerifiedTokenCache } from '../core/tokens/cache.ts';
 import type { DpopWindow } from '../core/tokens/dpop.ts';
 import type { TokenJudgeConfig, TokenSubject } from '../core/tokens/judge.ts';
@@ -56,7 +57,16 @@ export function tokenJudgeFromBundle(
     },
     apiKey(keyId) {
       const r = index.byId(keyId);
-      return r ? { status: r.status, expires_at: r.expires_at, rate_limit_rpm: r.rate_limit_rpm } : null;
+      // The facts the cell gives the judge too: the key owner's status, and what the key holds now.
+      return r
+        ? {
+            status: r.status,
+            expires_at: r.expires_at,
+            rate_limit_rpm: r.rate_limit_rpm,
+            owner_status: r.owner_status,
+            permissions: effectiveAuthority(r.owner_permissions, r.scopes),
+          }
+        : null;
     },
     ...(clients ? { clientExists: (clientId: string) => clients.has(clientId) } : {}),
   };
