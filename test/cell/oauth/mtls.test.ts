@@ -102,11 +102,13 @@ async function req(
 
 const formHeaders = { 'content-type': 'application/x-www-form-urlencoded' };
 let clientId: string;
+/** The cell's clock: frozen at start, so a proof's iat is taken from it, not from the wall (a slow run would make it stale). */
+let clock: ReturnType<typeof manualClock>;
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'cell-mtls-'));
   makeCerts();
-  const clock = manualClock(Date.now());
+  clock = manualClock(Date.now());
   const orig = process.stdout.write.bind(process.stdout);
   process.stdout.write = (() => true) as typeof process.stdout.write;
   store = await testStore();
@@ -216,7 +218,7 @@ test('DPoP + mTLS: both bindings are recorded and both must hold', async () => {
   const kp = await generateKeyPair('Ed25519');
   const jwk = await exportJWK(kp.publicKey);
   const proof = async (htm: string, path: string, ath?: string) =>
-    new SignJWT({ htm, htu: url + path, iat: Math.floor(Date.now() / 1000), jti: crypto.randomUUID(), ...(ath ? { ath } : {}) })
+    new SignJWT({ htm, htu: url + path, iat: Math.floor(clock.now() / 1000), jti: crypto.randomUUID(), ...(ath ? { ath } : {}) })
       .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk })
       .sign(kp.privateKey);
   const r = await req('robot', '/oauth/token', {
