@@ -389,7 +389,7 @@ export const DefinitionSchema = z
     fire_count: z.number().int(),
     disabled_reason: z.string().nullable().openapi({
       description:
-        'Why a disabled definition is disabled (null when enabled): requested, author_archived, author_deleted, author_purged, author_inactive, author_lacks_permission, author_authority_unknown',
+        'Why a disabled definition is disabled (null when enabled): requested, author_archived, author_deleted, author_purged, author_inactive, author_lacks_permission, author_authority_unknown, author_lacks_authority, root_revoked, root_expired, root_lacks_permission, root_lacks_authority (the API key it was authored through stopped or no longer holds it)',
     }),
     created_by: z.string(),
     author_id: z.string().openapi({
