@@ -396,6 +396,10 @@ export const DefinitionSchema = z
       description:
         "The principal the definition acts as (its runs' requester): whoever last created, changed or enabled it, within the authority they held then",
     }),
+    author_root: z.string().nullable().openapi({
+      description:
+        'The API key the author acted through (`api_key:<id>`), when its credential derives from one: the definition stops when that key is revoked, expires or no longer holds what it needs. Null for a console session',
+    }),
     created_at: IsoTime,
     updated_at: IsoTime,
     deleted_at: IsoTime.nullable(),

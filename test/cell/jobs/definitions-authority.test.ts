@@ -310,6 +310,7 @@ test('a definition made through a narrow API key dies with the key; one made thr
     assert.equal(viaKey.status, 201, viaKey.text);
     const root = await t.row('SELECT author_root FROM job_definitions WHERE schedule_id = ?', [viaKey.body.schedule_id]);
     assert.equal(root!['author_root'], `api_key:${p.keyId}`, 'the key is recorded as the root');
+    assert.equal(viaKey.body.author_root, `api_key:${p.keyId}`);
 
     // The owner's own key-less token (a client the admin registered for it): no root is recorded.
     const client = await registerClient(t, { name: 'owner-session', scope: ['system.orchestration.admin.write'], subject_id: p.id });
@@ -319,6 +320,7 @@ test('a definition made through a narrow API key dies with the key; one made thr
     assert.equal(viaSession.status, 201, viaSession.text);
     const noRoot = await t.row('SELECT author_root FROM job_definitions WHERE schedule_id = ?', [viaSession.body.schedule_id]);
     assert.equal(noRoot!['author_root'], null);
+    assert.equal(viaSession.body.author_root, null);
 
     t.clock.advance(5 * MIN);
     assert.equal(await t.modules.jobs.scheduler.tick(), 2);
