@@ -14,12 +14,22 @@
  * - deactivating the author (archive, delete, purge) disables its
  *   definitions in the same transaction (the IAM lifecycle hook registered by
  *   the jobs module).
+ *
+ * What a capped credential makes stays capped and dies with it
+ * (docs/security.md, rule 4): authored through a credential whose root is an
+ * API key (the key itself, or a token or SAT derived from it), a definition
+ * records that key (`author_root`); at each fire the key must still be active
+ * and unexpired, and the recorded authority is also met with what the key
+ * holds now (its owner's permissions ∩ its scopes, and its envelope for the
+ * seats). Authored through a console session (no key behind it), only the
+ * author rules above apply.
  */
 import { withinCeiling } from '../../core/authority/ceiling.ts';
 import { grants, intersectSelectors } from '../../core/authority/scopes.ts';
 import { conflict, forbidden } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AuthContext } from '../context.ts';
+import type { Holding } from '../../core/authority/contain.ts';
 import type { Reader, Tx } from '../store/types.ts';
 import type { JobsContext } from './context.ts';
 import * as repo from './repository.ts';
@@ -52,7 +62,34 @@ export function assertMayAuthor(auth: AuthContext, jobType: DefinitionJobType): 
 }
 
 /** Why a definition may not act now. */
-export type AuthorityLapse = 'author_inactive' | 'author_lacks_permission' | 'author_authority_unknown' | 'author_lacks_authority';
+export type AuthorityLapse =
+  | 'author_inactive'
+  | 'author_lacks_permission'
+  | 'author_authority_unknown'
+  | 'author_lacks_authority'
+  | 'root_revoked'
+  | 'root_expired'
+  | 'root_lacks_permission'
+  | 'root_lacks_authority';
+
+const KEY_ROOT = /^api_key:(key_[0-9a-f]{20})$/;
+
+/** The root a definition records for the caller: its credential's root when that is an API key, else null. */
+export function authorRoot(auth: AuthContext): string | null {
+  return KEY_ROOT.test(auth.credential.root) ? auth.credential.root : null;
+}
+
+/** What the definition's root key lets it do now (null: no key root), or why it may not act. */
+async function rootGrant(ctx: JobsContext, root: string | null): Promise<Holding | null | 'root_revoked' | 'root_expired'> {
+  if (root === null) return null;
+  const m = KEY_ROOT.exec(root);
+  const row = m ? await ctx.iam.keyRow(m[1]!) : undefined;
+  if (row?.status !== 'active') return 'root_revoked';
+  if (row.expires_at !== null && row.expires_at <= ctx.core.clock.now()) return 'root_expired';
+  const owner = await ctx.iam.principal(row.owner_id);
+  if (owner?.status !== 'active') return 'root_revoked';
+  return { permissions: (await ctx.iam.keyAuthority(row)).permissions ?? [], envelope: ctx.iam.keyEnvelope(row, owner) };
+}
 
 /** The crew's current graph an agent or team definition runs (its seats carry envelope authority), if any. */
 async function definitionGraph(ctx: JobsContext, d: { job_type: DefinitionJobType; spec?: unknown }) {
@@ -85,10 +122,12 @@ export async function assertDefinitionSeats(
  */
 export async function authorityLapse(
   ctx: JobsContext,
-  d: { job_type: DefinitionJobType; author_id: string; author_authority: string | null; spec?: unknown },
+  d: { job_type: DefinitionJobType; author_id: string; author_authority: string | null; author_root?: string | null; spec?: unknown },
 ): Promise<AuthorityLapse | null> {
   const author = await ctx.iam.principal(d.author_id);
   if (author?.status !== 'active') return 'author_inactive';
+  const root = await rootGrant(ctx, d.author_root ?? null);
+  if (root === 'root_revoked' || root === 'root_expired') return root;
   if (d.author_authority === null) return 'author_authority_unknown';
   let recorded: unknown;
   try {
@@ -99,15 +138,18 @@ export async function authorityLapse(
   if (!Array.isArray(recorded) || !recorded.every((s) => typeof s === 'string')) return 'author_authority_unknown';
   const now = intersectSelectors(recorded as string[], await ctx.iam.permissionsOf(author));
   if (!DEFINITION_PERMISSIONS[d.job_type].every((p) => grants(now, p))) return 'author_lacks_permission';
+  if (root !== null) {
+    const viaRoot = intersectSelectors(now, root.permissions);
+    if (!DEFINITION_PERMISSIONS[d.job_type].every((p) => grants(viaRoot, p))) return 'root_lacks_permission';
+  }
   const found = await definitionGraph(ctx, d);
-  if (
-    found &&
-    !Object.values(found.graph.seats).every((s) => {
-      const { budget_ceiling, ...rest } = s.authority;
-      return withinCeiling(budget_ceiling === null ? rest : { ...rest, budget_ceiling }, author.authority).ok;
-    })
-  )
-    return 'author_lacks_authority';
+  if (!found) return null;
+  const seats = Object.values(found.graph.seats).map((s) => {
+    const { budget_ceiling, ...rest } = s.authority;
+    return budget_ceiling === null ? rest : { ...rest, budget_ceiling };
+  });
+  if (!seats.every((s) => withinCeiling(s, author.authority).ok)) return 'author_lacks_authority';
+  if (root !== null && !seats.every((s) => withinCeiling(s, root.envelope).ok)) return 'root_lacks_authority';
   return null;
 }
 

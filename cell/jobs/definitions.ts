@@ -190,6 +190,7 @@ export function definitionView(d: Definition) {
     disabled_reason: d.enabled ? null : d.disabled_reason,
     created_by: d.created_by,
     author_id: d.author_id,
+    author_root: d.author_root,
     created_at: isoTime(d.created_at),
     updated_at: isoTime(d.updated_at),
     deleted_at: isoTimeOrNull(d.deleted_at),

@@ -36,6 +36,7 @@ export interface JobsModule extends CellModule {
     job_type: DefinitionJobType;
     author_id: string;
     author_authority: string | null;
+    author_root?: string | null;
     spec?: unknown;
   }): Promise<AuthorityLapse | null>;
 }

@@ -33,7 +33,9 @@ export interface Definition {
   author_id: string;
   /** JSON selectors: the author's effective authority when authoring; null for definitions from before it was recorded. */
   author_authority: string | null;
-  /** Why a disabled definition is disabled: requested, author_archived / _deleted / _purged, author_inactive, author_lacks_permission, author_authority_unknown, author_lacks_authority. */
+  /** The API key (`api_key:<id>`) the author acted through, when its credential derives from one; null otherwise. */
+  author_root: string | null;
+  /** Why a disabled definition is disabled: requested, author_archived / _deleted / _purged, author_inactive, author_lacks_permission, author_authority_unknown, author_lacks_authority, root_revoked, root_expired, root_lacks_permission, root_lacks_authority. */
   disabled_reason: string | null;
   created_at: number;
   updated_at: number;
@@ -67,6 +69,7 @@ function decodeDefinition(r: Row): Definition {
     created_by: str(r, 'created_by'),
     author_id: strOrNull(r, 'author_id') ?? str(r, 'created_by'),
     author_authority: strOrNull(r, 'author_authority'),
+    author_root: strOrNull(r, 'author_root'),
     disabled_reason: strOrNull(r, 'disabled_reason'),
     created_at: num(r, 'created_at'),
     updated_at: num(r, 'updated_at'),
@@ -75,7 +78,7 @@ function decodeDefinition(r: Row): Definition {
 
 const DEF_COLUMNS =
   'schedule_id, name, job_type, workspace_id, spec, cron, timezone, catch_up, enabled, deleted_at, next_fire_at, last_fire_at, ' +
-  'last_run_id, fire_count, skip_count, lease_owner, lease_until, created_by, author_id, author_authority, disabled_reason, created_at, updated_at';
+  'last_run_id, fire_count, skip_count, lease_owner, lease_until, created_by, author_id, author_authority, author_root, disabled_reason, created_at, updated_at';
 
 export async function definitionById(db: Reader, id: string): Promise<Definition | undefined> {
   const r = await db.get(`SELECT ${DEF_COLUMNS} FROM job_definitions WHERE schedule_id = ?`, [id]);
@@ -204,11 +207,21 @@ export async function countAuthored(db: Reader, authorId: string): Promise<numbe
   return count(await db.get('SELECT COUNT(*) AS n FROM job_definitions WHERE author_id = ? AND deleted_at IS NULL', [authorId]));
 }
 
-/** Makes `authorId`, with its effective authority `authority`, the principal the definition acts as. */
-export async function setAuthor(tx: Tx, scheduleId: string, authorId: string, authority: readonly string[]): Promise<void> {
-  await tx.run('UPDATE job_definitions SET author_id = ?, author_authority = ? WHERE schedule_id = ?', [
+/**
+ * Makes `authorId`, with its effective authority `authority`, the principal the definition acts as;
+ * `root` is the API key it acted through (`api_key:<id>`), or null.
+ */
+export async function setAuthor(
+  tx: Tx,
+  scheduleId: string,
+  authorId: string,
+  authority: readonly string[],
+  root: string | null,
+): Promise<void> {
+  await tx.run('UPDATE job_definitions SET author_id = ?, author_authority = ?, author_root = ? WHERE schedule_id = ?', [
     authorId,
     JSON.stringify(authority),
+    root,
     scheduleId,
   ]);
 }

@@ -15,7 +15,7 @@ import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
 import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import type { JobsContext } from './context.ts';
-import { assertDefinitionSeats, assertMayAuthor, assertWithinQuota } from './definition-authority.ts';
+import { assertDefinitionSeats, assertMayAuthor, assertWithinQuota, authorRoot } from './definition-authority.ts';
 import { assertNotDeleted, definitionView, newScheduleId, nextFireAfter, parseCron, validateTemplate } from './definitions.ts';
 import * as repo from './repository.ts';
 import type { Scheduler } from './scheduler.ts';
@@ -149,7 +149,7 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
         created_by: actor,
         created_at: now,
       });
-      await repo.setAuthor(tx, id, actor, auth.effective);
+      await repo.setAuthor(tx, id, actor, auth.effective, authorRoot(auth));
       await iam.audit(tx, {
         at: now,
         actor,
@@ -201,7 +201,7 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
         next_fire_at: next,
         at: now,
       });
-      await repo.setAuthor(tx, d.schedule_id, actor, auth.effective);
+      await repo.setAuthor(tx, d.schedule_id, actor, auth.effective, authorRoot(auth));
       await iam.audit(tx, {
         at: now,
         actor,
@@ -230,7 +230,7 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
       if (on && d.author_id !== actor) await assertWithinQuota(ctx, tx, actor);
       await repo.setDefinitionEnabled(tx, id, on, next, now);
       // Enabling makes it act again, so it acts as the one who enabled it, within their authority now.
-      if (on) await repo.setAuthor(tx, id, actor, auth.effective);
+      if (on) await repo.setAuthor(tx, id, actor, auth.effective, authorRoot(auth));
       await iam.audit(tx, {
         at: now,
         actor,

@@ -89,4 +89,19 @@ const SQL_WORKSPACE_MIGRATIONS: readonly Migration[] = [
   },
 ];
 
-export const JOBS_MIGRATIONS: readonly Migration[] = [...DEFINITIONS_MIGRATIONS, ...ENDPOINTS_MIGRATIONS, ...SQL_WORKSPACE_MIGRATIONS];
+const DEFINITION_ROOT_MIGRATIONS: readonly Migration[] = [
+  {
+    // The API key a definition was last authored through (`api_key:<id>`), when its
+    // credential derives from one: the definition lives, and is capped, with that key
+    // (definition-authority.ts). Null for a console session or a key-less token.
+    id: 'jobs-004-definition-root',
+    sql: 'ALTER TABLE job_definitions ADD COLUMN author_root TEXT;',
+  },
+];
+
+export const JOBS_MIGRATIONS: readonly Migration[] = [
+  ...DEFINITIONS_MIGRATIONS,
+  ...ENDPOINTS_MIGRATIONS,
+  ...SQL_WORKSPACE_MIGRATIONS,
+  ...DEFINITION_ROOT_MIGRATIONS,
+];

@@ -389,12 +389,16 @@ export const DefinitionSchema = z
     fire_count: z.number().int(),
     disabled_reason: z.string().nullable().openapi({
       description:
-        'Why a disabled definition is disabled (null when enabled): requested, author_archived, author_deleted, author_purged, author_inactive, author_lacks_permission, author_authority_unknown',
+        'Why a disabled definition is disabled (null when enabled): requested, author_archived, author_deleted, author_purged, author_inactive, author_lacks_permission, author_authority_unknown, author_lacks_authority, root_revoked, root_expired, root_lacks_permission, root_lacks_authority (the API key it was authored through stopped or no longer holds it)',
     }),
     created_by: z.string(),
     author_id: z.string().openapi({
       description:
         "The principal the definition acts as (its runs' requester): whoever last created, changed or enabled it, within the authority they held then",
+    }),
+    author_root: z.string().nullable().openapi({
+      description:
+        'The API key the author acted through (`api_key:<id>`), when its credential derives from one: the definition stops when that key is revoked, expires or no longer holds what it needs. Null for a console session',
     }),
     created_at: IsoTime,
     updated_at: IsoTime,

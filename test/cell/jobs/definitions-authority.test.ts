@@ -300,3 +300,52 @@ test('per-principal quota: 409 definition_quota_reached past it, nothing written
     await t.close();
   }
 });
+
+test('a definition made through a narrow API key dies with the key; one made through a key-less session keeps firing', async () => {
+  const t = await cell();
+  try {
+    const { basic, form, registerClient } = await import('../../helpers/oauth.ts');
+    const p = await principal(t, 'key-author', ['jobs'], ['system.orchestration.admin.write']);
+    const viaKey = await call(t, p.key, 'POST', DEFS, compute('via key'));
+    assert.equal(viaKey.status, 201, viaKey.text);
+    const root = await t.row('SELECT author_root FROM job_definitions WHERE schedule_id = ?', [viaKey.body.schedule_id]);
+    assert.equal(root!['author_root'], `api_key:${p.keyId}`, 'the key is recorded as the root');
+    assert.equal(viaKey.body.author_root, `api_key:${p.keyId}`);
+
+    // The owner's own key-less token (a client the admin registered for it): no root is recorded.
+    const client = await registerClient(t, { name: 'owner-session', scope: ['system.orchestration.admin.write'], subject_id: p.id });
+    const tok = await form(t, '/oauth/token', { grant_type: 'client_credentials' }, basic(client.client_id, client.client_secret!));
+    assert.equal(tok.status, 200, tok.text);
+    const viaSession = await call(t, tok.body.access_token, 'POST', DEFS, compute('via session'));
+    assert.equal(viaSession.status, 201, viaSession.text);
+    const noRoot = await t.row('SELECT author_root FROM job_definitions WHERE schedule_id = ?', [viaSession.body.schedule_id]);
+    assert.equal(noRoot!['author_root'], null);
+    assert.equal(viaSession.body.author_root, null);
+
+    t.clock.advance(5 * MIN);
+    assert.equal(await t.modules.jobs.scheduler.tick(), 2);
+    assert.equal(await runsBy(t, p.id), 2, 'both fire while the key is active');
+
+    assert.equal((await call(t, t.adminKey, 'POST', `${A}/api-keys/${p.keyId}/revoke`)).status, 200);
+    t.clock.advance(5 * MIN);
+    await t.modules.jobs.scheduler.tick();
+    assert.equal(await runsBy(t, p.id), 3, 'only the session-made definition ran');
+
+    const dead = (await call(t, t.adminKey, 'GET', `${DEFS}/${viaKey.body.schedule_id}`)).body;
+    assert.equal(dead.enabled, false);
+    assert.equal(dead.disabled_reason, 'root_revoked');
+    const audit = await auditOf(t, viaKey.body.schedule_id, 'jobs.definition.disable');
+    assert.equal(audit.length, 1);
+    assert.equal(audit[0]!.actor, 'system:scheduler');
+    assert.equal(audit[0]!.details!['reason'], 'root_revoked');
+    assert.equal(audit[0]!.details!['author'], p.id);
+    const alive = (await call(t, t.adminKey, 'GET', `${DEFS}/${viaSession.body.schedule_id}`)).body;
+    assert.equal(alive.enabled, true);
+
+    t.clock.advance(5 * MIN);
+    await t.modules.jobs.scheduler.tick();
+    assert.equal(await runsBy(t, p.id), 4, 'the session-made definition keeps firing; the key-made one stays off');
+  } finally {
+    await t.close();
+  }
+});
