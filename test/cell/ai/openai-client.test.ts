@@ -135,16 +135,25 @@ test('streaming (optional): deltas and split tool-call arguments are assembled, 
   assert.equal(t2.finish_reason, 'tool_calls');
 });
 
+/** Aborts `ac` once the fake server has received a request after the first `before`, plus a moment. */
+async function abortOnceArrived(ac: AbortController, before: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (ai.requests.length <= before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  await new Promise((r) => setTimeout(r, 50));
+  ac.abort(new Error('cancelled'));
+}
+
 test('cancellation: an abort signal interrupts a slow call at once and is never retried', async () => {
   ai.setResponder(() => ({ content: 'too late', delayMs: 30_000 }));
   const before = ai.requests.length;
   const ac = new AbortController();
-  const t0 = Date.now();
   const call = chatCompletion(
     { baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 3, backoffMs: 10, signal: ac.signal },
     { model: 'm', messages: [{ role: 'user', content: 'slow' }] },
   );
-  setTimeout(() => ac.abort(new Error('cancelled')), 100);
+  // Aborted once the server holds the request (a fixed delay could fire before it arrives on a busy machine).
+  await abortOnceArrived(ac, before);
+  const t0 = Date.now();
   await assert.rejects(call, (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'cancelled');
   assert.ok(Date.now() - t0 < 5_000, `interrupted at once (${Date.now() - t0} ms)`);
   assert.equal(ai.requests.length - before, 1, 'no retry after a cancel');
@@ -154,12 +163,13 @@ test('cancellation: an abort during the retry backoff ends the wait at once', as
   ai.setResponder(() => ({ status: 503 }));
   const before = ai.requests.length;
   const ac = new AbortController();
-  const t0 = Date.now();
   const call = chatCompletion(
     { baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', retries: 3, backoffMs: 60_000, signal: ac.signal },
     { model: 'm', messages: [{ role: 'user', content: 'x' }] },
   );
-  setTimeout(() => ac.abort(new Error('cancelled')), 200);
+  // Aborted once the first attempt was answered (the client then waits out a 60 s backoff).
+  await abortOnceArrived(ac, before);
+  const t0 = Date.now();
   await assert.rejects(call, (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'cancelled');
   assert.ok(Date.now() - t0 < 5_000, `backoff interrupted (${Date.now() - t0} ms)`);
   assert.equal(ai.requests.length - before, 1);

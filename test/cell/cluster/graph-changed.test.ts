@@ -39,12 +39,13 @@ test('a peer refuses to take over a run whose formation changed: graph_changed, 
     const tm = await team(api, 'sequential', [{ role: 'c1' }, { role: 'c2' }]);
     const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
     await asked;
+    const apiB: Api = { request: b.request, token: a.adminKey };
+    // A new formation version would not touch the run (it pinned its own); a change of an agent it binds does.
+    // Changed before the coordinator stops: a peer sweeps the moment a lease lapses (docs/multi-cell.md).
+    await ok(apiB, 'PATCH', `${T}/agents/${tm.agents['c1']}`, { system_prompt: 'ROLE:c1, now different' });
     // The coordinator stops (its drive is left for recovery); its lease lapses at once.
     await a.running.stop();
     release();
-    const apiB: Api = { request: b.request, token: a.adminKey };
-    // A new formation version would not touch the run (it pinned its own); a change of an agent it binds does.
-    await ok(apiB, 'PATCH', `${T}/agents/${tm.agents['c1']}`, { system_prompt: 'ROLE:c1, now different' });
     await b.modules.cluster.cluster.tick();
     const deadline = Date.now() + 10_000;
     let s: any;

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ClusterRefusal } from '../../../cell/cluster/cluster.ts';
 import { actor } from '../../helpers/actors.ts';
+import { groupSecretsKeyFile } from '../../helpers/cell-process.ts';
 import { inProcessCell, TEST_ENGINE } from '../../helpers/inproc.ts';
 
 const CELLS = '/api/public/v1/admin/cells';
@@ -87,17 +88,22 @@ test('posture multi-cell needs the PostgreSQL store', async (t) => {
 });
 
 test('cells on one PostgreSQL store form a group; single-cell refuses to join one', { skip: TEST_ENGINE !== 'postgres' }, async () => {
-  const a = await inProcessCell({ config: { cellId: 'cell-a', posture: 'multi-cell', heartbeatMs: 100, leaseMs: 1000 } });
+  // The members of a group share one secrets key (it seals the OAuth signing keys they share).
+  const secretsKeyFile = groupSecretsKeyFile();
+  const a = await inProcessCell({ config: { cellId: 'cell-a', posture: 'multi-cell', heartbeatMs: 100, leaseMs: 1000, secretsKeyFile } });
   const storeUrl = a.core.config.storeUrl!;
   let b: Awaited<ReturnType<typeof inProcessCell>> | null = null;
   try {
-    await assert.rejects(inProcessCell({ clock: a.clock, config: { cellId: 'cell-s', storeUrl } }), (e: unknown) => {
+    await assert.rejects(inProcessCell({ clock: a.clock, config: { cellId: 'cell-s', storeUrl, secretsKeyFile } }), (e: unknown) => {
       assert.ok(e instanceof ClusterRefusal);
       assert.equal(e.reason, 'single_cell_group');
       assert.match(e.message, /posture single-cell: this store already has a live cell \(cell-a\)/);
       return true;
     });
-    b = await inProcessCell({ clock: a.clock, config: { cellId: 'cell-b', posture: 'multi-cell', storeUrl, clearance: 3 } });
+    b = await inProcessCell({
+      clock: a.clock,
+      config: { cellId: 'cell-b', posture: 'multi-cell', storeUrl, clearance: 3, secretsKeyFile },
+    });
     const list = await b.request('GET', CELLS, { token: a.adminKey });
     assert.equal(list.status, 200, list.text);
     assert.deepEqual(
