@@ -216,8 +216,11 @@ export class Scheduler {
         return 0;
       }
       await this.#dispatchPending().catch((err: unknown) => this.#noteFailure('cannot dispatch pending fires', err));
+      // What was due when the tick began (or was asked again) is fired here, backlog included; a second falling due
+      // meanwhile is the next tick's. Chasing the clock instead never ends when one fire takes a second (a loaded
+      // machine), and the first tick holds up the cell's start.
+      let now = this.ctx.groupClock.now();
       for (let guard = 0; guard < 1000; guard++) {
-        const now = this.ctx.groupClock.now();
         let due: Awaited<ReturnType<typeof repo.dueDefinitions>>;
         try {
           due = await repo.dueDefinitions(this.ctx.core.store, now, BATCH);
@@ -245,6 +248,7 @@ export class Scheduler {
         }
         // Catching up (a store outage, a pause): the next due times are fired in this tick, not one per timer hop.
         if (due.length < BATCH && !this.#again && !progressed) break;
+        if (this.#again) now = this.ctx.groupClock.now();
         this.#again = false;
       }
     } finally {
