@@ -39,12 +39,14 @@ export const SKIP = pgUnavailable() ?? false;
  * branch with the durable-runs fixes, on the shared 2-core machine at a load of ~17, no-fault passed 1 of 4
  * runs and kill-all 1 of 3: in the others, compute job runs stayed `running` under a live cell's lease for
  * over 90 s with nothing in that cell's log after "recovering job run" / "taking over job run" (a drive that
- * hangs, cause not found), and compute runs that did finish took 25–90 s; cron seconds fired 3–9 s late.
+ * waits), and compute runs that did finish took 25–90 s; cron seconds fired 3–9 s late. PostgreSQL's busy
+ * backends then: a queue of run writes on the one `storage_totals` row (scope `cell`) and on `run_storage`,
+ * behind a transaction left idle for 9.6 s.
  */
 export const WORKLOAD_STUCK =
   process.env.CELL_FAULTS_WORKLOAD === '1'
     ? false
-    : 'compute job runs stay running under a live cell lease for over 90 s under the workload on a loaded machine (a drive hangs; cause not found): docs/multi-cell.md "Under faults"';
+    : 'compute job runs stay running under a live cell lease for over 90 s under the workload on a loaded machine (run writes queue on the one storage_totals row; a transaction idle for 9.6 s): docs/multi-cell.md "Under faults"';
 export const FAKETIME_LIB = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 const DEFS = '/api/public/v1/admin/jobs/definitions';
 const JOB_RUNS = '/api/public/v1/admin/jobs/runs';
