@@ -75,6 +75,8 @@ export const PENDING_GRACE_MS = 60_000;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Back-off of a tick or re-arm that could not read the store: first retry, and ceiling, ms. */
 const RETRY_FIRST_MS = 250;
+/** How long a starting cell waits for its first tick (the backlog of missed seconds) before it listens anyway, ms. */
+const START_WAIT_MS = 2_000;
 const RETRY_MAX_MS = 2_000;
 /** An untrusted clock (beyond the skew bound) is looked at again this often, ms. */
 const UNTRUSTED_RECHECK_MS = 1_000;
@@ -103,7 +105,13 @@ export class Scheduler {
 
   /** Start: dispatch pending fires left behind, fire what is due (missed fires by the catch_up policy), then arm. */
   async start(): Promise<void> {
-    await this.tick();
+    // Awaited for START_WAIT_MS at most: a backlog (the seconds missed while the group was down) that takes
+    // longer goes on firing in the background while the cell listens. Each fire is a few store writes: on a
+    // loaded machine a restarted cell's backlog held up its start past a minute.
+    const first = this.ctx.core.traces.detached(() => this.tick());
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([first, new Promise<void>((r) => (timer = setTimeout(r, START_WAIT_MS)))]);
+    clearTimeout(timer);
   }
 
   stop(): void {
@@ -216,8 +224,11 @@ export class Scheduler {
         return 0;
       }
       await this.#dispatchPending().catch((err: unknown) => this.#noteFailure('cannot dispatch pending fires', err));
+      // What was due when the tick began (or was asked again) is fired here, backlog included; a second falling due
+      // meanwhile is the next tick's. Chasing the clock instead never ends when one fire takes a second (a loaded
+      // machine), and the first tick holds up the cell's start.
+      let now = this.ctx.groupClock.now();
       for (let guard = 0; guard < 1000; guard++) {
-        const now = this.ctx.groupClock.now();
         let due: Awaited<ReturnType<typeof repo.dueDefinitions>>;
         try {
           due = await repo.dueDefinitions(this.ctx.core.store, now, BATCH);
@@ -245,6 +256,7 @@ export class Scheduler {
         }
         // Catching up (a store outage, a pause): the next due times are fired in this tick, not one per timer hop.
         if (due.length < BATCH && !this.#again && !progressed) break;
+        if (this.#again) now = this.ctx.groupClock.now();
         this.#again = false;
       }
     } finally {
