@@ -704,17 +704,26 @@ export async function foldStorage(tx: Tx): Promise<number> {
   await tx.run(
     "INSERT INTO storage_totals (scope, bytes) VALUES ('cell', 0) ON CONFLICT (scope) DO UPDATE SET bytes = storage_totals.bytes",
   );
-  const rows = await tx.all('SELECT run_id, workspace_id, unfolded FROM run_storage WHERE unfolded > 0 ORDER BY run_id LIMIT 1000');
+  const rows = await tx.all('SELECT run_id, workspace_id, unfolded FROM run_storage WHERE unfolded > 0 ORDER BY run_id LIMIT 500');
   let total = 0;
   const byWorkspace = new Map<string, number>();
+  const shares: SqlValue[] = [];
   for (const r of rows) {
     const n = num(r, 'unfolded');
-    await tx.run('UPDATE run_storage SET unfolded = unfolded - ? WHERE run_id = ?', [n, str(r, 'run_id')]);
+    shares.push(str(r, 'run_id'), n);
     total += n;
     const ws = strOrNull(r, 'workspace_id');
     if (ws !== null) byWorkspace.set(ws, (byWorkspace.get(ws) ?? 0) + n);
   }
   if (total === 0) return 0;
+  // One statement for every share: the rows are locked (and run appends wait) for one round trip,
+  // not one per run, so a fold never holds the runs' path up on a busy machine.
+  const ids = rows.map((r) => str(r, 'run_id'));
+  await tx.run(
+    `UPDATE run_storage SET unfolded = unfolded - CASE run_id ${rows.map(() => 'WHEN ? THEN CAST(? AS BIGINT)').join(' ')} ELSE 0 END
+     WHERE run_id IN (${ids.map(() => '?').join(', ')})`,
+    [...shares, ...ids],
+  );
   const add =
     'INSERT INTO storage_totals (scope, bytes) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET bytes = storage_totals.bytes + excluded.bytes';
   await tx.run(add, ['cell', total]);

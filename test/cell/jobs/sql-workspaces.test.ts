@@ -11,12 +11,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { wsNames } from '../../../cell/jobs/sandbox/pg-workspace.ts';
+import { groupSecretsKeyFile } from '../../helpers/cell-process.ts';
 import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
 import { waitFinished } from './_wait.ts';
 
 const RUNS = '/api/public/v1/admin/jobs/runs';
 const skip = TEST_ENGINE !== 'postgres';
-const GROUP = { posture: 'multi-cell' as const, heartbeatMs: 100, leaseMs: 1000 };
+// The members share one secrets key (it seals the OAuth signing keys they share: docs/multi-cell.md).
+const GROUP = {
+  posture: 'multi-cell' as const,
+  heartbeatMs: 100,
+  leaseMs: 1000,
+  ...(skip ? {} : { secretsKeyFile: groupSecretsKeyFile() }),
+};
 
 let a: InProcess;
 let b: InProcess;
