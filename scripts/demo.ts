@@ -292,9 +292,10 @@ async function main(): Promise<void> {
     'sql',
     {
       statements: [
-        { sql: 'CREATE TABLE pumps (id TEXT PRIMARY KEY, pressure REAL)' },
-        { sql: 'INSERT INTO pumps VALUES (:id, :p)', params: { id: 'pump-7', p: 4.2 } },
-        { sql: 'INSERT INTO pumps VALUES (:id, :p)', params: { id: 'pump-9', p: 3.1 } },
+        { sql: 'CREATE TABLE pumps (id TEXT PRIMARY KEY, pressure DOUBLE PRECISION)' },
+        // Positional parameters ($1, $2 and an array) read the same on both engines.
+        { sql: 'INSERT INTO pumps VALUES ($1, $2)', params: ['pump-7', 4.2] },
+        { sql: 'INSERT INTO pumps VALUES ($1, $2)', params: ['pump-9', 3.1] },
       ],
     },
     'statements: CREATE TABLE pumps; 2 x INSERT',

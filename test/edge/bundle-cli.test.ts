@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startCellProcess, CELL_BIN } from '../helpers/cell-process.ts';
+import { startCellProcess, CELL_BIN, groupSecretsKeyFile } from '../helpers/cell-process.ts';
 import { testStore } from '../helpers/inproc.ts';
 import { openKeyBundle } from '../../bundles/key-bundle.ts';
 import { generateEd25519 } from '../../bundles/codec.ts';
@@ -16,7 +16,8 @@ test('bundle keys and bundle trust from a stopped cell', {
 }, async () => {
   // The cell's store, named here so the commands can be given it (a PostgreSQL database with CELL_TEST_STORE=postgres).
   const db = await testStore();
-  const store = db.url ? ['--store', db.url] : [];
+  // On PostgreSQL the cell's keys are sealed under the group's secrets key file: the commands are given it too.
+  const store = db.url ? ['--store', db.url, '--secrets-key-file', groupSecretsKeyFile()] : [];
   const cell = await startCellProcess({ args: store });
   const out = mkdtempSync(join(tmpdir(), 'bundle-cli-'));
   try {
