@@ -201,7 +201,7 @@ export async function callProvider(
     const who = await iam.principal(p.bound_by);
     if (
       who?.status !== 'active' ||
-      !(await mayUseSecret(core.store, iam, { principalId: who.id, holding: await iam.holdingOf(who) }, p.api_key_secret_id))
+      !(await mayUseSecret(core.store, iam, { principalId: who.id, holding: await iam.authorityOf(who) }, p.api_key_secret_id))
     ) {
       throw new ServiceError('forbidden', "the provider's registrant may no longer use its secret", {
         details: { reason: 'secret_not_usable', provider_id: p.provider_id },

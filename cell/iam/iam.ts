@@ -175,13 +175,8 @@ export class Iam {
     return this.rolePermissions(p.roles);
   }
 
-  /** Everything a principal holds: its role permissions and its ceiling. */
-  async authorityOf(p: Principal): Promise<Grant> {
-    return { permissions: await this.permissionsOf(p), envelope: p.authority };
-  }
-
-  /** What a principal holds as a holder (a provider's binder at call time, a definition's author). */
-  async holdingOf(p: Principal): Promise<Holding> {
+  /** Everything a principal holds: its role permissions and its ceiling (as a grant, or as a holder's holding). */
+  async authorityOf(p: Principal): Promise<Holding> {
     return { permissions: await this.permissionsOf(p), envelope: p.authority };
   }
 
