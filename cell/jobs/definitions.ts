@@ -125,6 +125,22 @@ export function cronMinGapSeconds(p: CronPattern): number {
   return Math.min(gap, 3_600 - inHourLast + inHourFirst);
 }
 
+/** How many upcoming fire times a definition's view lists (`next_fires`). */
+export const UPCOMING_FIRES = 5;
+
+/**
+ * The definition's next fire times, `next_fire_at` first, then the cron's
+ * following times in its time zone: what an operator checks a schedule by
+ * (a wrong time zone or day field shows at once). None when disabled or deleted.
+ */
+export function upcomingFires(d: Pick<Definition, 'cron' | 'timezone' | 'next_fire_at' | 'enabled' | 'deleted_at'>): number[] {
+  if (!d.enabled || d.deleted_at !== null || d.next_fire_at === null) return [];
+  const out = [d.next_fire_at];
+  const c = new Cron(d.cron.trim(), { timezone: d.timezone, paused: true });
+  for (const next of c.nextRuns(UPCOMING_FIRES - 1, new Date(d.next_fire_at))) out.push(next.getTime());
+  return out;
+}
+
 /** First fire time strictly after `afterMs`, or null. */
 export function nextFireAfter(cron: string, timezone: string, afterMs: number): number | null {
   const c = new Cron(cron.trim(), { timezone, paused: true });
@@ -184,6 +200,7 @@ export function definitionView(d: Definition) {
     enabled: d.enabled,
     deleted: d.deleted_at !== null,
     next_fire_at: isoTimeOrNull(d.next_fire_at),
+    next_fires: upcomingFires(d).map((t) => isoTime(t)),
     last_fire_at: isoTimeOrNull(d.last_fire_at),
     last_run_id: d.last_run_id,
     fire_count: d.fire_count,

@@ -384,6 +384,9 @@ export const DefinitionSchema = z
     enabled: z.boolean(),
     deleted: z.boolean(),
     next_fire_at: IsoTime.nullable().openapi({ description: 'Next fire time (null when disabled or deleted)' }),
+    next_fires: z
+      .array(IsoTime)
+      .openapi({ description: "The next 5 fire times, next_fire_at first, in the cron's time zone (empty when disabled or deleted)" }),
     last_fire_at: IsoTime.nullable(),
     last_run_id: z.string().nullable(),
     fire_count: z.number().int(),

@@ -31,7 +31,7 @@ import { sealRecord } from '../../core/journal/seal.ts';
 import { startOpenAIServer, systemPrompt, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { testStore } from '../helpers/inproc.ts';
-import { A, ARGS, CHROMIUM, T, apiOf, axe, crew, newContext, ok, shots, until, type Watch } from './helpers.ts';
+import { A, ARGS, CHROMIUM, T, apiOf, axe, crew, newContext, ok, pasteKey, shots, until, type Watch } from './helpers.ts';
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -42,13 +42,6 @@ function freePort(): Promise<number> {
       s.close(() => resolve(port));
     });
   });
-}
-
-async function pasteKey(page: Page, url: string, key: string): Promise<void> {
-  await page.goto(`${url}/console`);
-  await page.locator('#api-key').fill(key);
-  await page.locator('#use-key').click();
-  await page.locator('#whoami').waitFor();
 }
 
 /** A journal an edge device ran and exported (bundles/journal-export.ts), and the device's public key as the cell lists it. */
@@ -289,6 +282,17 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     assert.equal(await night.locator('.tz').textContent(), 'UTC');
     assert.equal(await night.locator('.next-fire time').getAttribute('datetime'), new Date(nightly.next_fire_at).toISOString());
     assert.match((await night.locator('.next-fire').textContent()) ?? '', /\(in \d+ (s|min|h)\)/);
+    // The following fires: 03:00 UTC on each of the next four days, one day apart.
+    assert.equal(nightly.next_fires.length, 5);
+    const then = await night.locator('.next-fires time').evaluateAll((ts) => ts.map((t) => t.getAttribute('datetime')));
+    assert.deepEqual(
+      then,
+      nightly.next_fires.slice(1).map((t: string) => new Date(t).toISOString()),
+    );
+    for (const [i, t] of then.entries()) {
+      assert.equal(Date.parse(t as string) - Date.parse(nightly.next_fires[i]), 86_400_000);
+      assert.match(t as string, /T03:00:00\.000Z$/);
+    }
     const sq = page.locator(`article[data-schedule="${every2.schedule_id}"]`);
     await sq.locator('.last-runs li .state').first().waitFor();
     await axe(page, 'schedules');

@@ -105,6 +105,14 @@ export async function newContext(browser: Browser, origin: string, watch: Watch)
   return ctx;
 }
 
+/** Opens the console and signs in by pasting an API key. */
+export async function pasteKey(page: Page, url: string, key: string): Promise<void> {
+  await page.goto(`${url}/console`);
+  await page.locator('#api-key').fill(key);
+  await page.locator('#use-key').click();
+  await page.locator('#whoami').waitFor();
+}
+
 /** Signs in through the code flow: the pop-up's login and consent pages, then back to the console. */
 export async function signIn(ctx: BrowserContext, url: string, user: string, password: string, existing?: Page): Promise<Page> {
   const page = existing ?? (await ctx.newPage());

@@ -25,6 +25,8 @@ export interface Definition {
   enabled: boolean;
   deleted: boolean;
   next_fire_at: string | null;
+  /** The next fire times, next_fire_at first (absent from a cell older than this console). */
+  next_fires?: string[];
   last_fire_at: string | null;
   last_run_id: string | null;
   fire_count: number;
@@ -174,6 +176,20 @@ export function SchedulesView({ scheduleId }: { scheduleId: string | null }) {
                     <span class="muted">none: {d.enabled ? 'no fire time ahead' : disabledText(d.disabled_reason)}</span>
                   )}
                 </dd>
+                {(d.next_fires ?? []).length > 1 ? (
+                  <>
+                    <dt>Then</dt>
+                    <dd>
+                      <ol class="next-fires">
+                        {(d.next_fires ?? []).slice(1).map((t) => (
+                          <li key={t}>
+                            <Time at={t} />
+                          </li>
+                        ))}
+                      </ol>
+                    </dd>
+                  </>
+                ) : null}
                 {!d.enabled ? (
                   <>
                     <dt>Why disabled</dt>

@@ -141,6 +141,11 @@ test('scheduler: fires on the cron with an injected clock, once per time, across
     const id = r.body.schedule_id as string;
     assert.match(id, /^sch_[0-9a-f]{20}$/);
     assert.equal(r.body.next_fire_at, isoTime(T0 + 5 * MIN));
+    assert.deepEqual(
+      r.body.next_fires,
+      [5, 10, 15, 20, 25].map((m) => isoTime(T0 + m * MIN)),
+      'the next five fires, next_fire_at first',
+    );
     // The route re-arms the scheduler without waiting for it (the read is asynchronous).
     await c.modules.jobs.scheduler.rearmed();
     assert.equal(c.modules.jobs.scheduler.armedFor, T0 + 5 * MIN, 'one timer, armed for the earliest next fire');
@@ -168,7 +173,8 @@ test('scheduler: fires on the cron with an injected clock, once per time, across
     assert.equal(await scheduledRuns(c, id), 2);
 
     // Disabled: never fires; enabling computes the next time from now.
-    assert.equal((await req('POST', `${DEFS}/${id}/disable`)).body.enabled, false);
+    const off = await req('POST', `${DEFS}/${id}/disable`);
+    assert.deepEqual([off.body.enabled, off.body.next_fires], [false, []], 'a disabled definition has no fires ahead');
     assert.equal((await req('POST', `${DEFS}/${id}/disable`)).status, 200, 'idempotent');
     clock.set(T0 + 16 * MIN);
     assert.equal(await c.modules.jobs.scheduler.tick(), 0);
@@ -182,6 +188,7 @@ test('scheduler: fires on the cron with an injected clock, once per time, across
     // Soft delete: never fires, listed only when asked.
     const del = await req('DELETE', `${DEFS}/${id}`);
     assert.equal(del.body.deleted, true);
+    assert.deepEqual(del.body.next_fires, [], 'a deleted definition has no fires ahead');
     clock.set(T0 + 61 * MIN);
     assert.equal(await c.modules.jobs.scheduler.tick(), 0);
     assert.equal(await scheduledRuns(c, id), 2);
