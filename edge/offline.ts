@@ -86,10 +86,11 @@ export async function prepareOffline(opts: {
 /** The engine's model port over the local model: the chat flattened to a prompt, greedy, exact token usage. */
 function localModelPort(model: LocalModel | null): ModelPort {
   return {
-    async complete(req) {
+    async complete(req, opts) {
       if (!model) throw new ServiceError('forbidden', 'no local model is loaded on this device', { details: { reason: 'no_local_model' } });
       const prompt = req.messages.map((m) => `${m.role}: ${m.content}`).join('\n') + '\nassistant:';
-      const r = await model.complete(prompt, req.max_tokens);
+      const onDelta = opts?.onDelta;
+      const r = await model.complete(prompt, req.max_tokens, onDelta ? (text) => onDelta({ text }) : undefined);
       return { content: r.text, usage: { input_tokens: r.inputTokens, output_tokens: r.outputTokens } };
     },
   };

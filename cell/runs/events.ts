@@ -10,13 +10,25 @@
  * being read are held back and delivered after it), so resuming from a
  * Last-Event-ID neither loses nor duplicates events. It resolves, once the
  * backlog is delivered, with the unsubscribe function.
+ *
+ * Live tokens: `publishDelta` hands a model step's fragments (the engine's
+ * `delta` port, bound by drive.ts) to the subscribers that asked for them. They
+ * are not journal records (no seq): a subscriber gets the deltas published
+ * after its backlog, first the answer so far of each step in flight as one
+ * delta per part, then each new one. Deltas exist only on the cell that drives
+ * the run: a subscriber on another cell of the group follows the records
+ * (catchUpRemote), whose step record carries the whole answer.
  */
+import type { StepDelta } from '../../core/engine/types.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { Logger } from '../context.ts';
-import type { RunEventListener, RunsContext, Subscriber } from './context.ts';
+import type { DeltaEvent, RunDeltaListener, RunEventListener, RunsContext, Subscriber } from './context.ts';
 import { records } from './repository.ts';
 
-export type { RunEventListener } from './context.ts';
+export type { DeltaEvent, RunDeltaListener, RunEventListener } from './context.ts';
+
+/** Kind of a run's last record (journal.ts TERMINAL_KIND; spelled here so events.ts imports nothing of journal.ts). */
+const TERMINAL_KIND = 'run_finished';
 
 function deliver(s: Subscriber, rec: JournalRecord, log: Logger): void {
   if (rec.seq <= s.high) return;
@@ -30,26 +42,97 @@ function deliver(s: Subscriber, rec: JournalRecord, log: Logger): void {
 
 /** Publishes a durable record to the run's live subscribers (called by journal.ts only). */
 export function publish(ctx: RunsContext, rec: JournalRecord): void {
+  // The record of a model step ends its live answer (the record carries it whole); the run's end ends them all.
+  const live = ctx.live.get(rec.run_id);
+  if (live !== undefined) {
+    if (rec.kind === TERMINAL_KIND) ctx.live.delete(rec.run_id);
+    else if (rec.kind !== 'intent' && live.delete(rec.step_id) && live.size === 0) ctx.live.delete(rec.run_id);
+  }
   const subs = ctx.bus.get(rec.run_id);
   if (!subs) return;
-  for (const s of [...subs]) {
+  // A Set iterated while a listener unsubscribes skips the removed one: no copy per record.
+  for (const s of subs) {
     if (s.held) s.held.push(rec);
     else deliver(s, rec, ctx.core.log);
   }
+}
+
+/** Publishes a live fragment of a model step of a run this cell drives (drive.ts binds it as the engine's delta port). */
+export function publishDelta(ctx: RunsContext, runId: string, d: StepDelta): void {
+  let steps = ctx.live.get(runId);
+  if (steps === undefined) {
+    steps = new Map();
+    ctx.live.set(runId, steps);
+  }
+  let step = steps.get(d.step_id);
+  if (step === undefined) {
+    step = { seat: d.seat, role_label: d.role_label, text: '', calls: new Map() };
+    steps.set(d.step_id, step);
+  }
+  if (d.tool_call === undefined) step.text = place(step.text, d.index, d.text);
+  else {
+    const call = step.calls.get(d.tool_call.index) ?? { text: '' };
+    if (d.tool_call.id !== undefined) call.id = d.tool_call.id;
+    if (d.tool_call.name !== undefined) call.name = d.tool_call.name;
+    call.text = place(call.text, d.index, d.text);
+    step.calls.set(d.tool_call.index, call);
+  }
+  const subs = ctx.bus.get(runId);
+  if (!subs) return;
+  const ev: DeltaEvent = { kind: 'delta', data: d };
+  for (const s of subs) if (s.delta !== null) sendDelta(s, ev, ctx.core.log);
+}
+
+/** `text` with `piece` placed at `index` (what a reader of the deltas does). */
+function place(text: string, index: number, piece: string): string {
+  return index === text.length ? text + piece : text.slice(0, index) + piece;
+}
+
+function sendDelta(s: Subscriber, ev: DeltaEvent, log: Logger): void {
+  try {
+    s.delta!(ev);
+  } catch (err) {
+    log.warn('run delta listener threw', { step_id: ev.data.step_id, error: err instanceof Error ? err.message : String(err) });
+  }
+}
+
+/** The answer so far of each model step of the run in flight here: one delta per part, each from index 0. */
+function catchUpDeltas(ctx: RunsContext, runId: string): DeltaEvent[] {
+  const out: DeltaEvent[] = [];
+  for (const [stepId, st] of ctx.live.get(runId) ?? []) {
+    const base = { step_id: stepId, seat: st.seat, role_label: st.role_label, index: 0 };
+    if (st.text !== '') out.push({ kind: 'delta', data: { ...base, text: st.text } });
+    for (const [i, c] of [...st.calls].sort(([a], [b]) => a - b))
+      out.push({
+        kind: 'delta',
+        data: {
+          ...base,
+          text: c.text,
+          tool_call: { index: i, ...(c.id !== undefined ? { id: c.id } : {}), ...(c.name !== undefined ? { name: c.name } : {}) },
+        },
+      });
+  }
+  return out;
 }
 
 /**
  * Subscribes to a run's events after `afterSeq` (0 = from the start): the
  * backlog is delivered before the returned promise resolves, then live events.
  */
-export async function subscribe(ctx: RunsContext, runId: string, afterSeq: number, onEvent: RunEventListener): Promise<() => void> {
+export async function subscribe(
+  ctx: RunsContext,
+  runId: string,
+  afterSeq: number,
+  onEvent: RunEventListener,
+  onDelta?: RunDeltaListener,
+): Promise<() => void> {
   const bus = ctx.bus;
   let subs = bus.get(runId);
   if (!subs) {
     subs = new Set();
     bus.set(runId, subs);
   }
-  const s: Subscriber = { high: afterSeq, fn: onEvent, held: [] };
+  const s: Subscriber = { high: afterSeq, fn: onEvent, held: [], delta: null };
   subs.add(s);
   const unsubscribe = () => {
     const set = bus.get(runId);
@@ -68,6 +151,11 @@ export async function subscribe(ctx: RunsContext, runId: string, afterSeq: numbe
   const held = s.held ?? [];
   s.held = null;
   for (const rec of held.sort((a, b) => a.seq - b.seq)) deliver(s, rec, ctx.core.log);
+  // Deltas from here on: first the answer so far of each step in flight (synchronously, so none is missed between).
+  if (onDelta !== undefined) {
+    s.delta = onDelta;
+    for (const ev of catchUpDeltas(ctx, runId)) sendDelta(s, ev, ctx.core.log);
+  }
   return unsubscribe;
 }
 
