@@ -4,6 +4,7 @@
  * approvals are audited), each active run's journal tail and append queue,
  * the live event subscribers, and the runs this process drives now.
  */
+import type { LiveAnswers } from '../../core/engine/live-answers.ts';
 import type { StepDelta } from '../../core/engine/types.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { CellCore } from '../context.ts';
@@ -35,14 +36,6 @@ export interface Subscriber {
   fn: RunEventListener;
   held: JournalRecord[] | null;
   delta: RunDeltaListener | null;
-}
-
-/** The answer so far of a model step in flight on this cell: its text and tool-call arguments, for a subscriber joining mid-step. */
-export interface LiveStep {
-  seat: string;
-  role_label: string;
-  text: string;
-  calls: Map<number, { id?: string; name?: string; text: string }>;
 }
 
 /**
@@ -79,7 +72,7 @@ export interface RunsContext {
   /** Live subscribers of each run's events. */
   bus: Map<string, Set<Subscriber>>;
   /** Model steps in flight on this cell, by run and step id: the answer so far (events.ts publishDelta). */
-  live: Map<string, Map<string, LiveStep>>;
+  live: Map<string, LiveAnswers>;
   drivers: Map<string, Driving>;
   /** Storage meters of runs this process writes to. */
   meters: Map<string, RunMeter>;

@@ -19,6 +19,7 @@
  * the run: a subscriber on another cell of the group follows the records
  * (catchUpRemote), whose step record carries the whole answer.
  */
+import { LiveAnswers } from '../../core/engine/live-answers.ts';
 import type { StepDelta } from '../../core/engine/types.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { Logger } from '../context.ts';
@@ -45,8 +46,8 @@ export function publish(ctx: RunsContext, rec: JournalRecord): void {
   // The record of a model step ends its live answer (the record carries it whole); the run's end ends them all.
   const live = ctx.live.get(rec.run_id);
   if (live !== undefined) {
-    if (rec.kind === TERMINAL_KIND) ctx.live.delete(rec.run_id);
-    else if (rec.kind !== 'intent' && live.delete(rec.step_id) && live.size === 0) ctx.live.delete(rec.run_id);
+    if (rec.kind !== 'intent') live.end(rec.step_id);
+    if (rec.kind === TERMINAL_KIND || live.size === 0) ctx.live.delete(rec.run_id);
   }
   const subs = ctx.bus.get(rec.run_id);
   if (!subs) return;
@@ -59,33 +60,16 @@ export function publish(ctx: RunsContext, rec: JournalRecord): void {
 
 /** Publishes a live fragment of a model step of a run this cell drives (drive.ts binds it as the engine's delta port). */
 export function publishDelta(ctx: RunsContext, runId: string, d: StepDelta): void {
-  let steps = ctx.live.get(runId);
-  if (steps === undefined) {
-    steps = new Map();
-    ctx.live.set(runId, steps);
+  let live = ctx.live.get(runId);
+  if (live === undefined) {
+    live = new LiveAnswers();
+    ctx.live.set(runId, live);
   }
-  let step = steps.get(d.step_id);
-  if (step === undefined) {
-    step = { seat: d.seat, role_label: d.role_label, text: '', calls: new Map() };
-    steps.set(d.step_id, step);
-  }
-  if (d.tool_call === undefined) step.text = place(step.text, d.index, d.text);
-  else {
-    const call = step.calls.get(d.tool_call.index) ?? { text: '' };
-    if (d.tool_call.id !== undefined) call.id = d.tool_call.id;
-    if (d.tool_call.name !== undefined) call.name = d.tool_call.name;
-    call.text = place(call.text, d.index, d.text);
-    step.calls.set(d.tool_call.index, call);
-  }
+  live.apply(d);
   const subs = ctx.bus.get(runId);
   if (!subs) return;
   const ev: DeltaEvent = { kind: 'delta', data: d };
   for (const s of subs) if (s.delta !== null) sendDelta(s, ev, ctx.core.log);
-}
-
-/** `text` with `piece` placed at `index` (what a reader of the deltas does). */
-function place(text: string, index: number, piece: string): string {
-  return index === text.length ? text + piece : text.slice(0, index) + piece;
 }
 
 function sendDelta(s: Subscriber, ev: DeltaEvent, log: Logger): void {
@@ -94,25 +78,6 @@ function sendDelta(s: Subscriber, ev: DeltaEvent, log: Logger): void {
   } catch (err) {
     log.warn('run delta listener threw', { step_id: ev.data.step_id, error: err instanceof Error ? err.message : String(err) });
   }
-}
-
-/** The answer so far of each model step of the run in flight here: one delta per part, each from index 0. */
-function catchUpDeltas(ctx: RunsContext, runId: string): DeltaEvent[] {
-  const out: DeltaEvent[] = [];
-  for (const [stepId, st] of ctx.live.get(runId) ?? []) {
-    const base = { step_id: stepId, seat: st.seat, role_label: st.role_label, index: 0 };
-    if (st.text !== '') out.push({ kind: 'delta', data: { ...base, text: st.text } });
-    for (const [i, c] of [...st.calls].sort(([a], [b]) => a - b))
-      out.push({
-        kind: 'delta',
-        data: {
-          ...base,
-          text: c.text,
-          tool_call: { index: i, ...(c.id !== undefined ? { id: c.id } : {}), ...(c.name !== undefined ? { name: c.name } : {}) },
-        },
-      });
-  }
-  return out;
 }
 
 /**
@@ -154,7 +119,7 @@ export async function subscribe(
   // Deltas from here on: first the answer so far of each step in flight (synchronously, so none is missed between).
   if (onDelta !== undefined) {
     s.delta = onDelta;
-    for (const ev of catchUpDeltas(ctx, runId)) sendDelta(s, ev, ctx.core.log);
+    for (const d of ctx.live.get(runId)?.catchUp() ?? []) sendDelta(s, { kind: 'delta', data: d }, ctx.core.log);
   }
   return unsubscribe;
 }
