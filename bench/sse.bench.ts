@@ -13,7 +13,7 @@
  * 2. First delta: a crew run whose model streams from the fake OpenAI server
  *    (test/fixtures/openai-server.ts) with 50 subscribers on the run's SSE;
  *    latency = arrival of the first `delta` frame - the moment the fake server
- *    wrote its first token.
+ *    wrote its first token (released once every subscriber has its backlog).
  *
  * Clients, cell and floor share the process and the machine's 2 cores.
  */
@@ -233,9 +233,12 @@ async function firstDelta(c: RunningCell, key: string): Promise<{ lat: number[];
       }));
       const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: `go ${r}` });
       const seen = new Set<number>();
+      const caughtUp = new Set<number>();
       const clients = await Promise.all(
         Array.from({ length: FIRST_SUBS }, (_, k) =>
           client(`${c.url}/api/public/v1/admin/jobs/runs/${run.run_id}/events/sse`, { authorization: `Bearer ${key}` }, (_id, event, now) => {
+            // The model call's intent record: this subscriber has its backlog and follows live.
+            if (event === 'intent') caughtUp.add(k);
             if (event === 'delta' && !seen.has(k) && firstToken > 0) {
               seen.add(k);
               lat.push(now - firstToken);
@@ -243,6 +246,9 @@ async function firstDelta(c: RunningCell, key: string): Promise<{ lat: number[];
           }),
         ),
       );
+      const settle = Date.now() + 10_000;
+      while (caughtUp.size < FIRST_SUBS && Date.now() < settle) await sleep(10);
+      await sleep(50);
       go();
       const until = Date.now() + 10_000;
       while (seen.size < FIRST_SUBS && Date.now() < until) await sleep(10);
