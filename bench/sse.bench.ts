@@ -236,14 +236,18 @@ async function firstDelta(c: RunningCell, key: string): Promise<{ lat: number[];
       const caughtUp = new Set<number>();
       const clients = await Promise.all(
         Array.from({ length: FIRST_SUBS }, (_, k) =>
-          client(`${c.url}/api/public/v1/admin/jobs/runs/${run.run_id}/events/sse`, { authorization: `Bearer ${key}` }, (_id, event, now) => {
-            // The model call's intent record: this subscriber has its backlog and follows live.
-            if (event === 'intent') caughtUp.add(k);
-            if (event === 'delta' && !seen.has(k) && firstToken > 0) {
-              seen.add(k);
-              lat.push(now - firstToken);
-            }
-          }),
+          client(
+            `${c.url}/api/public/v1/admin/jobs/runs/${run.run_id}/events/sse`,
+            { authorization: `Bearer ${key}` },
+            (_id, event, now) => {
+              // The model call's intent record: this subscriber has its backlog and follows live.
+              if (event === 'intent') caughtUp.add(k);
+              if (event === 'delta' && !seen.has(k) && firstToken > 0) {
+                seen.add(k);
+                lat.push(now - firstToken);
+              }
+            },
+          ),
         ),
       );
       const settle = Date.now() + 10_000;
@@ -284,7 +288,11 @@ async function firstDelta(c: RunningCell, key: string): Promise<{ lat: number[];
 export default async function run(): Promise<void> {
   const { c, key, dir } = await boot();
   try {
-    console.log(`  load average at start: ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+    console.log(
+      `  load average at start: ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' ')}`,
+    );
     // Frame size of a cell record, for the floor's frames.
     const cell: Round = { lat: [], fromAppend: [], delivered: 0 };
     const floor: Round = { lat: [], fromAppend: [], delivered: 0 };
@@ -309,7 +317,11 @@ export default async function run(): Promise<void> {
     console.log(
       `  first delta, ${FIRST_SUBS} subscribers x ${FIRST_RUNS} runs: fake server's first token -> delivery p50 ${fmt(pct(fd.lat, 50), 1)} ms p99 ${fmt(pct(fd.lat, 99), 1)} ms (${fmt(fd.lat.length)} samples; target p99 < 20 ms); node:http floor writing one delta frame to ${FIRST_SUBS}: p99 ${fmt(pct(fd.floor, 99), 1)} ms (ratio ${fmt(pct(fd.lat, 99) / pct(fd.floor, 99), 2)})`,
     );
-    console.log(`  load average at end: ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+    console.log(
+      `  load average at end: ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' ')}`,
+    );
   } finally {
     await c.stop();
     rmSync(dir, { recursive: true, force: true });
