@@ -6,6 +6,7 @@
  *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs         agent_teams.write
  *   GET  /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id} agent_teams.read
  *   GET  /api/public/v1/admin/jobs/runs/{run_id}/journal                system.orchestration.admin.read
+ *   GET  /api/public/v1/admin/jobs/runs/{run_id}/events/sse             system.orchestration.admin.read (run-events.ts)
  * A run executes on core's engine (runGraph) with the local model, the
  * device's budget ledgers, and a journal signed by the device key.
  */
@@ -26,6 +27,7 @@ import { edgeLog, type EdgeEnv, type EdgeRuntime } from './gateway.ts';
 import { loadCrewBundle } from './load.ts';
 import { loadLocalSignedModel, type LocalModel } from '../runtime/local-model.ts';
 import { newEdgeRun } from '../bundles/run-id.ts';
+import { mountRunEvents, RunStreams } from './run-events.ts';
 import { deviceBudget, interruptedRuns, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
 
 export interface OfflineSetup {
@@ -86,10 +88,11 @@ export async function prepareOffline(opts: {
 /** The engine's model port over the local model: the chat flattened to a prompt, greedy, exact token usage. */
 function localModelPort(model: LocalModel | null): ModelPort {
   return {
-    async complete(req) {
+    async complete(req, opts) {
       if (!model) throw new ServiceError('forbidden', 'no local model is loaded on this device', { details: { reason: 'no_local_model' } });
       const prompt = req.messages.map((m) => `${m.role}: ${m.content}`).join('\n') + '\nassistant:';
-      const r = await model.complete(prompt, req.max_tokens);
+      const onDelta = opts?.onDelta;
+      const r = await model.complete(prompt, req.max_tokens, onDelta ? (text) => onDelta({ text }) : undefined);
       return { content: r.text, usage: { input_tokens: r.inputTokens, output_tokens: r.outputTokens } };
     },
   };
@@ -106,6 +109,8 @@ export function mountOffline(
   const signer = signerFromJwk(setup.device.device_id, setup.device.private_jwk);
   const modelPort = localModelPort(setup.model);
   const P = '/api/public/v1/admin/agent-teams/crews/:crew_id/runs';
+  const streams = new RunStreams();
+  mountRunEvents(app, guard, streams, (id) => readRun(setup.dir, id)?.journal.records);
 
   async function drive(run: RunFile, existing?: JournalFile): Promise<void> {
     // Recovery: an interrupted run continues from its journal; recorded steps are reused, never re-run.
@@ -115,8 +120,10 @@ export function mountOffline(
       existing ? { records: existing.records, blobs: new Map(Object.entries(existing.values)) } : undefined,
     );
     const persist = () => writeJournal(setup.dir, run.run_id, { records: journal.records, values: Object.fromEntries(journal.blobs) });
+    streams.begin(run.run_id, journal.records);
     const ports: EnginePorts = {
       model: modelPort,
+      delta: (d) => streams.delta(run.run_id, d),
       budget,
       contracts: { get: async (id) => crew!.contracts.find((k) => k.id === id) },
       clock: rt.clock,
@@ -124,6 +131,8 @@ export function mountOffline(
         append: async (fields, payload) => {
           await journal.port.append(fields, payload);
           persist();
+          const rec = journal.records.at(-1);
+          if (rec !== undefined) streams.record(run.run_id, rec);
         },
       },
       recorded: journal.recorded,
@@ -147,6 +156,7 @@ export function mountOffline(
     }
     persist();
     writeRun(setup.dir, run);
+    streams.end(run.run_id);
   }
 
   // Runs interrupted by a crash or a stop of this device continue now, from their journals.

@@ -30,8 +30,16 @@ import { privateCopy } from './model-file.ts';
 export interface LocalModel {
   manifest: ModelManifest;
   publisherKid: string;
-  /** Greedy completion of `prompt`, at most `maxTokens` new tokens; exact token counts. */
-  complete(prompt: string, maxTokens: number): Promise<{ text: string; inputTokens: number; outputTokens: number }>;
+  /**
+   * Greedy completion of `prompt`, at most `maxTokens` new tokens; exact token counts.
+   * `onText` receives the text as it is generated (each new piece once decodable, in order; their
+   * concatenation is the answer's text).
+   */
+  complete(
+    prompt: string,
+    maxTokens: number,
+    onText?: (piece: string) => void,
+  ): Promise<{ text: string; inputTokens: number; outputTokens: number }>;
   dispose(): Promise<void>;
 }
 
@@ -135,7 +143,7 @@ export async function loadLocalSignedModel(opts: {
   }
   let queue: Promise<unknown> = Promise.resolve();
 
-  async function completeNow(prompt: string, requested: number) {
+  async function completeNow(prompt: string, requested: number, onText?: (piece: string) => void) {
     // At most half the context for new tokens; the prompt keeps its most recent tokens in the rest.
     const maxTokens = Math.min(requested, Math.floor(contextSize / 2));
     const all: number[] = Array.from(model.tokenize(prompt) as ArrayLike<number>);
@@ -144,25 +152,44 @@ export async function loadLocalSignedModel(opts: {
     const withBos = model.tokens?.bos != null ? [model.tokens.bos, ...input] : input;
     const seq = context.getSequence();
     const out: number[] = [];
+    // The token callback: the text decoded so far, handed on as it grows; a piece that ends inside a
+    // multi-byte character (U+FFFD at the end) waits for the next token.
+    let sent = 0;
+    const flush = (final: boolean) => {
+      if (!onText) return;
+      const text = model.detokenize(out) as string;
+      if (!final && text.endsWith('\uFFFD')) return;
+      if (text.length > sent) {
+        const piece = text.slice(sent);
+        sent = text.length;
+        try {
+          onText(piece);
+        } catch {
+          // a listener's failure does not stop generation
+        }
+      }
+    };
     try {
       if (maxTokens > 0) {
         for await (const token of seq.evaluate(withBos, { temperature: 0 })) {
           if (model.isEogToken?.(token)) break;
           out.push(token);
+          flush(false);
           if (out.length >= maxTokens) break;
         }
       }
     } finally {
       seq.dispose();
     }
+    flush(true);
     return { text: model.detokenize(out) as string, inputTokens: withBos.length, outputTokens: out.length };
   }
 
   return {
     manifest: opened.payload,
     publisherKid: opened.payload.kid,
-    complete(prompt, maxTokens) {
-      const p = queue.then(() => completeNow(prompt, maxTokens));
+    complete(prompt, maxTokens, onText) {
+      const p = queue.then(() => completeNow(prompt, maxTokens, onText));
       queue = p.catch(() => undefined);
       return p;
     },

@@ -11,6 +11,7 @@ import {
   callProvider,
   type AgentRuntime,
   type AiContext,
+  type CallOptions,
   type ProviderRequest,
   type ProviderReachHook,
   type ProviderUsersHook,
@@ -35,9 +36,10 @@ export class Ai {
    * default_model). Refusals leave as ServiceError `forbidden`
    * (posture_forbidden, secret_not_usable), failures as `service_unavailable`
    * (provider_*, runtime_unavailable, secret_missing, cancelled), an unknown
-   * provider as `not_found`. `opts.signal` interrupts the call (the run's cancel).
+   * provider as `not_found`. `opts.signal` interrupts the call (the run's cancel);
+   * `opts.onDelta` receives the answer as it streams (a provider with `stream: true`, the local runtime).
    */
-  async call(providerId: string, req: ProviderRequest, opts: { signal?: AbortSignal | undefined } = {}): Promise<ChatResult> {
+  async call(providerId: string, req: ProviderRequest, opts: CallOptions = {}): Promise<ChatResult> {
     const m = this.ctx.metrics;
     const start = performance.now();
     try {

@@ -64,6 +64,8 @@ export interface ClientOptions {
   sleep?: (ms: number) => Promise<void>;
   /** Ask for a streamed answer (Server-Sent Events of chunks) and assemble it; default false. */
   stream?: boolean;
+  /** Receives each fragment of a streamed answer as it is read (live tokens); a retry's first fragment carries `restart`. */
+  onDelta?: ((d: ChatDelta) => void) | undefined;
   /**
    * Cancellation (e.g. the run's): aborting it interrupts the request in flight
    * and any backoff sleep at once; the call then fails with reason `cancelled`
@@ -120,6 +122,7 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
   const cancel = opts.signal;
   const sleep = opts.sleep ?? ((ms: number) => abortableSleep(ms, cancel));
   let last: ServiceError = fail('provider_unreachable', 'the model provider is unreachable');
+  let streamedBefore = false;
   for (let attempt = 0; attempt <= retries; attempt++) {
     if (cancel?.aborted) throw cancelledError();
     let waitMs = (opts.backoffMs ?? 250) * 2 ** attempt;
@@ -142,7 +145,19 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
       const status = res.statusCode;
       if (status >= 200 && status < 300) {
         const ctype = String(res.headers['content-type'] ?? '');
-        if (opts.stream && ctype.includes('text/event-stream')) return parseCompletion(assembleStream(await res.body.text()));
+        if (opts.stream && ctype.includes('text/event-stream')) {
+          // A retry after part of an answer streamed starts it over: the reader is told so.
+          const emit = opts.onDelta;
+          let first = true;
+          const onDelta = emit
+            ? (d: ChatDelta) => {
+                emit(first && streamedBefore ? { ...d, restart: true } : d);
+                first = false;
+                streamedBefore = true;
+              }
+            : undefined;
+          return parseCompletion(await readStream(res.body, new StreamAssembler(onDelta)));
+        }
         const json: unknown = await res.body.json().catch(() => undefined);
         return parseCompletion(json);
       }
@@ -215,22 +230,38 @@ export function parseCompletion(json: unknown): ChatResult {
   };
 }
 
+/** A fragment of a streamed answer: answer text, or (with `tool_call`) a tool call's arguments (ModelDelta's shape). */
+export interface ChatDelta {
+  text: string;
+  tool_call?: { index: number; id?: string; name?: string };
+  restart?: boolean;
+}
+
 /**
  * Assembles a streamed Chat Completions answer (`data: {chunk}` lines, then
- * `data: [DONE]`) into the shape of a non-streamed one: content deltas
- * concatenated, tool calls merged by `index` (arguments concatenated), the
- * last finish_reason, and the usage chunk when the server sends one.
+ * `data: [DONE]`) into the shape of a non-streamed one, a line at a time:
+ * content deltas concatenated, tool calls merged by `index` (arguments
+ * concatenated), the last finish_reason, and the usage chunk when the server
+ * sends one. Each fragment is handed to `onDelta` as it is read.
  */
-export function assembleStream(text: string): unknown {
-  let content: string | null = null;
-  let finish: unknown = null;
-  let usage: unknown;
-  let model: unknown;
-  const calls = new Map<number, { id?: string; type: 'function'; function: { name: string; arguments: string } }>();
-  for (const line of text.split(/\r?\n/)) {
-    if (!line.startsWith('data:')) continue;
+export class StreamAssembler {
+  private content: string | null = null;
+  private finish: unknown = null;
+  private usage: unknown;
+  private model: unknown;
+  private bad = false;
+  private done = false;
+  private readonly calls = new Map<number, { id?: string; type: 'function'; function: { name: string; arguments: string } }>();
+  constructor(private readonly onDelta?: (d: ChatDelta) => void) {}
+
+  /** Reads one line of the event stream. */
+  line(line: string): void {
+    if (this.done || this.bad || !line.startsWith('data:')) return;
     const data = line.slice(5).trim();
-    if (data === '[DONE]') break;
+    if (data === '[DONE]') {
+      this.done = true;
+      return;
+    }
     let chunk: {
       choices?: { delta?: { content?: unknown; tool_calls?: unknown }; finish_reason?: unknown }[];
       usage?: unknown;
@@ -239,26 +270,71 @@ export function assembleStream(text: string): unknown {
     try {
       chunk = JSON.parse(data) as typeof chunk;
     } catch {
-      return undefined;
+      this.bad = true;
+      return;
     }
-    if (chunk.usage) usage = chunk.usage;
-    if (chunk.model) model = chunk.model;
+    if (chunk.usage) this.usage = chunk.usage;
+    if (chunk.model) this.model = chunk.model;
     const c = chunk.choices?.[0];
-    if (!c) continue;
-    if (c.finish_reason) finish = c.finish_reason;
+    if (!c) return;
+    if (c.finish_reason) this.finish = c.finish_reason;
     const d = c.delta ?? {};
-    if (typeof d.content === 'string') content = (content ?? '') + d.content;
+    if (typeof d.content === 'string' && d.content !== '') {
+      this.content = (this.content ?? '') + d.content;
+      this.onDelta?.({ text: d.content });
+    }
     if (Array.isArray(d.tool_calls)) {
       for (const tc of d.tool_calls as { index?: number; id?: string; function?: { name?: string; arguments?: string } }[]) {
         const i = typeof tc.index === 'number' ? tc.index : 0;
-        const cur = calls.get(i) ?? { type: 'function' as const, function: { name: '', arguments: '' } };
+        const cur = this.calls.get(i) ?? { type: 'function' as const, function: { name: '', arguments: '' } };
         if (tc.id) cur.id = tc.id;
         if (tc.function?.name) cur.function.name += tc.function.name;
-        if (tc.function?.arguments) cur.function.arguments += tc.function.arguments;
-        calls.set(i, cur);
+        const args = typeof tc.function?.arguments === 'string' ? tc.function.arguments : '';
+        cur.function.arguments += args;
+        this.calls.set(i, cur);
+        if (this.onDelta) {
+          const call: { index: number; id?: string; name?: string } = { index: i };
+          if (cur.id) call.id = cur.id;
+          if (cur.function.name) call.name = cur.function.name;
+          this.onDelta({ text: args, tool_call: call });
+        }
       }
     }
   }
-  const tool_calls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, v]) => v);
-  return { model, usage, choices: [{ message: { content, ...(tool_calls.length ? { tool_calls } : {}) }, finish_reason: finish }] };
+
+  /** The answer in the shape of a non-streamed body (undefined when a chunk was unreadable). */
+  result(): unknown {
+    if (this.bad) return undefined;
+    const tool_calls = [...this.calls.entries()].sort(([a], [b]) => a - b).map(([, v]) => v);
+    return {
+      model: this.model,
+      usage: this.usage,
+      choices: [{ message: { content: this.content, ...(tool_calls.length ? { tool_calls } : {}) }, finish_reason: this.finish }],
+    };
+  }
+}
+
+/** Assembles a whole streamed answer at once (see StreamAssembler). */
+export function assembleStream(text: string): unknown {
+  const a = new StreamAssembler();
+  for (const line of text.split(/\r?\n/)) a.line(line);
+  return a.result();
+}
+
+/** Reads an event-stream body as it arrives, a line at a time. */
+async function readStream(body: AsyncIterable<Buffer | Uint8Array>, a: StreamAssembler): Promise<unknown> {
+  const decoder = new TextDecoder();
+  let rest = '';
+  for await (const chunk of body) {
+    rest += decoder.decode(chunk, { stream: true });
+    let nl = rest.indexOf('\n');
+    while (nl >= 0) {
+      a.line(rest.slice(0, nl).replace(/\r$/, ''));
+      rest = rest.slice(nl + 1);
+      nl = rest.indexOf('\n');
+    }
+  }
+  rest += decoder.decode();
+  if (rest !== '') a.line(rest);
+  return a.result();
 }

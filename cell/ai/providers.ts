@@ -13,7 +13,7 @@ import { callerHolding, type Iam, type Reached } from '../iam/iam.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
 import type { Reader } from '../store/types.ts';
 import { newId } from '../ids.ts';
-import { chatCompletion, type ChatRequest, type ChatResult } from './openai-client.ts';
+import { chatCompletion, type ChatDelta, type ChatRequest, type ChatResult } from './openai-client.ts';
 import { postureAllows } from './posture.ts';
 import { insertProvider, providerById, secretCreator, type Provider } from './repository.ts';
 import { mayUseSecret, readSecret } from './secrets.ts';
@@ -22,10 +22,19 @@ export type { Provider } from './repository.ts';
 
 /** A local model runtime (cell/edge/local-runtime.ts provides one): same shape as a chat call. */
 export interface LocalModelRuntime {
-  /** `opts.signal` is the caller's cancellation (a runtime may honour it; the call path also stops waiting on it). */
-  complete(provider: Provider, req: ChatRequest, opts?: { signal?: AbortSignal | undefined }): Promise<ChatResult>;
+  /**
+   * `opts.signal` is the caller's cancellation (a runtime may honour it; the call path also stops waiting on it);
+   * `opts.onDelta` receives the answer's text as it is generated.
+   */
+  complete(provider: Provider, req: ChatRequest, opts?: CallOptions): Promise<ChatResult>;
   /** Releases loaded models; the AI module calls it when the cell stops. */
   dispose?(): Promise<void>;
+}
+
+/** Options of one model call: the caller's cancellation, and a receiver of the answer as it streams (live tokens). */
+export interface CallOptions {
+  signal?: AbortSignal | undefined;
+  onDelta?: ((d: ChatDelta) => void) | undefined;
 }
 
 /** What the AI module's functions work with: the core, IAM, the optional local runtime, the secrets key. */
@@ -169,12 +178,7 @@ export type ProviderRequest = Omit<ChatRequest, 'model'> & { model?: string };
  * `opts.signal` (the run's cancellation) interrupts the call in flight and its
  * retries/backoff at once (failure reason `cancelled`).
  */
-export async function callProvider(
-  ctx: AiContext,
-  providerId: string,
-  req: ProviderRequest,
-  opts: { signal?: AbortSignal | undefined } = {},
-): Promise<ChatResult> {
+export async function callProvider(ctx: AiContext, providerId: string, req: ProviderRequest, opts: CallOptions = {}): Promise<ChatResult> {
   const { core, iam } = ctx;
   const p = await providerById(core.store, providerId);
   if (!p) throw notFound('model provider');
@@ -192,7 +196,8 @@ export async function callProvider(
       throw new ServiceError('service_unavailable', 'no local model runtime on this cell', {
         details: { reason: 'runtime_unavailable', provider_type: 'local-signed' },
       });
-    return opts.signal ? raceAbort(rt.complete(p, body, { signal: opts.signal }), opts.signal) : rt.complete(p, body);
+    const local = { ...(opts.signal ? { signal: opts.signal } : {}), ...(opts.onDelta ? { onDelta: opts.onDelta } : {}) };
+    return opts.signal ? raceAbort(rt.complete(p, body, local), opts.signal) : rt.complete(p, body, local);
   }
   let apiKey: string | undefined;
   if (p.api_key_secret_id) {
@@ -218,6 +223,7 @@ export async function callProvider(
       retries: p.max_retries,
       stream: p.stream,
       signal: opts.signal,
+      onDelta: opts.onDelta,
       traceparent: core.traces.outgoing(),
     },
     body,
@@ -262,7 +268,7 @@ export function agentRuntimes(ctx: AiContext): AgentRuntime[] {
       provider_type: 'openai-compatible',
       available: true,
       protocol: 'chat-completions',
-      streaming: false,
+      streaming: true,
       tool_calls: true,
     },
     {
@@ -270,7 +276,7 @@ export function agentRuntimes(ctx: AiContext): AgentRuntime[] {
       provider_type: 'local-signed',
       available: ctx.localRuntime !== undefined,
       protocol: 'local',
-      streaming: false,
+      streaming: true,
       tool_calls: true,
     },
   ];

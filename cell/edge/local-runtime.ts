@@ -21,7 +21,7 @@ import { ServiceError, invalid } from '../../core/errors.ts';
 import type { TrustedKey } from '../../bundles/codec.ts';
 import { findRuntime, loadLocalSignedModel, type LocalModel } from '../../runtime/local-model.ts';
 import type { ChatRequest, ChatResult } from '../ai/openai-client.ts';
-import type { LocalModelRuntime, Provider } from '../ai/providers.ts';
+import type { CallOptions, LocalModelRuntime, Provider } from '../ai/providers.ts';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const DEFAULT_MAX_TOKENS = 256;
@@ -80,12 +80,13 @@ export function localRuntime(dataDir: string): (LocalModelRuntime & { dispose():
           () => undefined,
         );
     },
-    async complete(provider: Provider, req: ChatRequest): Promise<ChatResult> {
+    async complete(provider: Provider, req: ChatRequest, opts: CallOptions = {}): Promise<ChatResult> {
       const name = req.model || provider.default_model;
       const m = await model(name);
       const prompt = req.messages.map((x) => `${x.role}: ${x.content ?? ''}`).join('\n') + '\nassistant:';
       const max = req.max_tokens ?? DEFAULT_MAX_TOKENS;
-      const r = await m.complete(prompt, max);
+      const onDelta = opts.onDelta;
+      const r = await m.complete(prompt, max, onDelta ? (text) => onDelta({ text }) : undefined);
       return {
         content: r.text,
         tool_calls: [],

@@ -27,7 +27,7 @@ import {
   type PendingApproval,
   type PendingApprovalView,
 } from './approvals.ts';
-import type { RunEventListener, RunsContext } from './context.ts';
+import type { RunDeltaListener, RunEventListener, RunsContext } from './context.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel, type DriverHandle } from './control.ts';
 import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, placeOnPeer } from './lease.ts';
 import { driveRun, recordedStep, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
@@ -151,9 +151,12 @@ export class Runs {
 
   // ------------------------------------------------------------ events
 
-  /** Delivers the run's records after `afterSeq`, then live ones; resolves (backlog delivered) with the unsubscribe function. */
-  subscribe(runId: string, afterSeq: number, onEvent: RunEventListener): Promise<() => void> {
-    return subscribe(this.ctx, runId, afterSeq, onEvent);
+  /**
+   * Delivers the run's records after `afterSeq`, then live ones; resolves (backlog delivered) with the
+   * unsubscribe function. With `onDelta`, also the live deltas of model steps this cell drives (events.ts).
+   */
+  subscribe(runId: string, afterSeq: number, onEvent: RunEventListener, onDelta?: RunDeltaListener): Promise<() => void> {
+    return subscribe(this.ctx, runId, afterSeq, onEvent, onDelta);
   }
 
   /** Live subscribers of a run (tests, metrics). */

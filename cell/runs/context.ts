@@ -4,6 +4,8 @@
  * approvals are audited), each active run's journal tail and append queue,
  * the live event subscribers, and the runs this process drives now.
  */
+import type { LiveAnswers } from '../../core/engine/live-answers.ts';
+import type { StepDelta } from '../../core/engine/types.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
@@ -18,11 +20,22 @@ export interface JournalTail {
 
 export type RunEventListener = (rec: JournalRecord) => void;
 
-/** One subscriber of a run's events: its high-water mark, and live records held back until its backlog is delivered. */
+/** A live fragment of a model step's answer on the event stream (events.ts): one object handed to every subscriber. */
+export interface DeltaEvent {
+  kind: 'delta';
+  data: StepDelta;
+}
+export type RunDeltaListener = (ev: DeltaEvent) => void;
+
+/**
+ * One subscriber of a run's events: its high-water mark, live records held back until its backlog is
+ * delivered, and (when it wants them) its receiver of live deltas, which start after the backlog.
+ */
 export interface Subscriber {
   high: number;
   fn: RunEventListener;
   held: JournalRecord[] | null;
+  delta: RunDeltaListener | null;
 }
 
 /**
@@ -58,6 +71,8 @@ export interface RunsContext {
   queues: Map<string, Promise<unknown>>;
   /** Live subscribers of each run's events. */
   bus: Map<string, Set<Subscriber>>;
+  /** Model steps in flight on this cell, by run and step id: the answer so far (events.ts publishDelta). */
+  live: Map<string, LiveAnswers>;
   drivers: Map<string, Driving>;
   /** Storage meters of runs this process writes to. */
   meters: Map<string, RunMeter>;
@@ -88,6 +103,7 @@ export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster, me
     tails: new Map(),
     queues: new Map(),
     bus: new Map(),
+    live: new Map(),
     drivers: new Map(),
     meters: new Map(),
     leases: new Map(),

@@ -40,6 +40,8 @@ export function registerDriver(ctx: RunsContext, runId: string): DriverHandle {
     cancelledBy: () => d.cancelledBy,
     release: () => {
       if (m.get(runId) === d) m.delete(runId);
+      // A drive that stopped mid-call (a lost lease, a store outage) leaves no answer in flight here.
+      ctx.live.delete(runId);
       d.resolve();
       return d.wake;
     },

@@ -17,6 +17,7 @@ import type { EnginePorts, Graph, RecordedStep, RunResult } from '../../core/eng
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { RunsContext } from './context.ts';
 import { registerDriver, type DriverHandle } from './control.ts';
+import { publishDelta } from './events.ts';
 import { TERMINAL_KIND, appendJournal, finishRun, flushStaged, getBlob, readJournal, stageRunBlob, storageRunError } from './journal.ts';
 import { claimRun, dropLease, LeaseLostError, releaseToWaiting, type Claim } from './lease.ts';
 import { verifyJournal, type JournalVerdict } from '../../core/journal/verify.ts';
@@ -328,6 +329,7 @@ async function driveClaimed(
     clock,
     isCancelled: () => handle.signal.aborted || lost !== null,
     recorded: async (stepId) => recorded.get(stepId),
+    delta: (d) => publishDelta(ctx, runId, d),
     intents: async (stepId) => recorded.intents(stepId),
     journal: {
       async append(fields, payload) {

@@ -10,13 +10,26 @@
  * being read are held back and delivered after it), so resuming from a
  * Last-Event-ID neither loses nor duplicates events. It resolves, once the
  * backlog is delivered, with the unsubscribe function.
+ *
+ * Live tokens: `publishDelta` hands a model step's fragments (the engine's
+ * `delta` port, bound by drive.ts) to the subscribers that asked for them. They
+ * are not journal records (no seq): a subscriber gets the deltas published
+ * after its backlog, first the answer so far of each step in flight as one
+ * delta per part, then each new one. Deltas exist only on the cell that drives
+ * the run: a subscriber on another cell of the group follows the records
+ * (catchUpRemote), whose step record carries the whole answer.
  */
+import { LiveAnswers } from '../../core/engine/live-answers.ts';
+import type { StepDelta } from '../../core/engine/types.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { Logger } from '../context.ts';
-import type { RunEventListener, RunsContext, Subscriber } from './context.ts';
+import type { DeltaEvent, RunDeltaListener, RunEventListener, RunsContext, Subscriber } from './context.ts';
 import { records } from './repository.ts';
 
-export type { RunEventListener } from './context.ts';
+export type { DeltaEvent, RunDeltaListener, RunEventListener } from './context.ts';
+
+/** Kind of a run's last record (journal.ts TERMINAL_KIND; spelled here so events.ts imports nothing of journal.ts). */
+const TERMINAL_KIND = 'run_finished';
 
 function deliver(s: Subscriber, rec: JournalRecord, log: Logger): void {
   if (rec.seq <= s.high) return;
@@ -30,11 +43,40 @@ function deliver(s: Subscriber, rec: JournalRecord, log: Logger): void {
 
 /** Publishes a durable record to the run's live subscribers (called by journal.ts only). */
 export function publish(ctx: RunsContext, rec: JournalRecord): void {
+  // The record of a model step ends its live answer (the record carries it whole); the run's end ends them all.
+  const live = ctx.live.get(rec.run_id);
+  if (live !== undefined) {
+    if (rec.kind !== 'intent') live.end(rec.step_id);
+    if (rec.kind === TERMINAL_KIND || live.size === 0) ctx.live.delete(rec.run_id);
+  }
   const subs = ctx.bus.get(rec.run_id);
   if (!subs) return;
-  for (const s of [...subs]) {
+  // A Set iterated while a listener unsubscribes skips the removed one: no copy per record.
+  for (const s of subs) {
     if (s.held) s.held.push(rec);
     else deliver(s, rec, ctx.core.log);
+  }
+}
+
+/** Publishes a live fragment of a model step of a run this cell drives (drive.ts binds it as the engine's delta port). */
+export function publishDelta(ctx: RunsContext, runId: string, d: StepDelta): void {
+  let live = ctx.live.get(runId);
+  if (live === undefined) {
+    live = new LiveAnswers();
+    ctx.live.set(runId, live);
+  }
+  live.apply(d);
+  const subs = ctx.bus.get(runId);
+  if (!subs) return;
+  const ev: DeltaEvent = { kind: 'delta', data: d };
+  for (const s of subs) if (s.delta !== null) sendDelta(s, ev, ctx.core.log);
+}
+
+function sendDelta(s: Subscriber, ev: DeltaEvent, log: Logger): void {
+  try {
+    s.delta!(ev);
+  } catch (err) {
+    log.warn('run delta listener threw', { step_id: ev.data.step_id, error: err instanceof Error ? err.message : String(err) });
   }
 }
 
@@ -42,14 +84,20 @@ export function publish(ctx: RunsContext, rec: JournalRecord): void {
  * Subscribes to a run's events after `afterSeq` (0 = from the start): the
  * backlog is delivered before the returned promise resolves, then live events.
  */
-export async function subscribe(ctx: RunsContext, runId: string, afterSeq: number, onEvent: RunEventListener): Promise<() => void> {
+export async function subscribe(
+  ctx: RunsContext,
+  runId: string,
+  afterSeq: number,
+  onEvent: RunEventListener,
+  onDelta?: RunDeltaListener,
+): Promise<() => void> {
   const bus = ctx.bus;
   let subs = bus.get(runId);
   if (!subs) {
     subs = new Set();
     bus.set(runId, subs);
   }
-  const s: Subscriber = { high: afterSeq, fn: onEvent, held: [] };
+  const s: Subscriber = { high: afterSeq, fn: onEvent, held: [], delta: null };
   subs.add(s);
   const unsubscribe = () => {
     const set = bus.get(runId);
@@ -68,6 +116,11 @@ export async function subscribe(ctx: RunsContext, runId: string, afterSeq: numbe
   const held = s.held ?? [];
   s.held = null;
   for (const rec of held.sort((a, b) => a.seq - b.seq)) deliver(s, rec, ctx.core.log);
+  // Deltas from here on: first the answer so far of each step in flight (synchronously, so none is missed between).
+  if (onDelta !== undefined) {
+    s.delta = onDelta;
+    for (const d of ctx.live.get(runId)?.catchUp() ?? []) sendDelta(s, { kind: 'delta', data: d }, ctx.core.log);
+  }
   return unsubscribe;
 }
 

@@ -7,29 +7,29 @@
  *   Events. Each event is one journal record: `id:` its seq, `event:` its kind,
  *   `data:` the record as JSON. Resume with the `Last-Event-ID` header (or
  *   `?last_event_id=`): delivery restarts after that seq, without loss or
- *   duplicates. A comment line (`: heartbeat`) is sent every heartbeat interval
- *   while idle. The stream closes after the `run_finished` event; a request
+ *   duplicates. Live tokens of model steps arrive as `event: delta` frames
+ *   without an `id:` (not journal records; sse.ts). A comment line
+ *   (`: heartbeat`) is sent every heartbeat interval. The stream closes after the `run_finished` event; a request
  *   for a finished run with nothing left after Last-Event-ID answers 204 (which
  *   tells an EventSource to stop reconnecting).
  */
+import { ServerResponse } from 'node:http';
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { streamSSE } from 'hono/streaming';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses, json, secured } from '../http/openapi.ts';
 import type { RunsContext } from './context.ts';
-import { subscribe } from './events.ts';
-import { TERMINAL_KIND, journalClosed, readJournal, type JournalRecord } from './journal.ts';
+import { journalClosed, readJournal } from './journal.ts';
+import { nodeSink, streamRun, webSink } from './sse.ts';
 import { lastSeq } from './repository.ts';
 import { getRun, isTerminal } from './runs.ts';
 
 /** What the jobs read permission reads, said wherever it is required. */
 export const READS_ALL_RUNS =
   ' Read access: `system.orchestration.admin.read` reads every orchestration run of every principal, crew runs included (specs, outputs, journals); hand it out as read access to all runs (docs/security.md).';
-
-/** Events buffered for one slow SSE client before its stream is closed (it resumes with Last-Event-ID). */
-export const MAX_PENDING_EVENTS = 100_000;
 
 /** Heartbeat interval of SSE streams, ms (env CELL_SSE_HEARTBEAT_MS overrides; tests use it). */
 export function sseHeartbeatMs(): number {
@@ -131,7 +131,7 @@ const getSse = createRoute({
   ...secured(PERMISSIONS.jobsRead),
   summary: 'Live events of a run (Server-Sent Events)',
   description:
-    'Each event: `id` = journal seq, `event` = record kind, `data` = the journal record (JSON). Resume with `Last-Event-ID`. Heartbeat comments while idle. Closes after `run_finished`.' +
+    'Each event: `id` = journal seq, `event` = record kind, `data` = the journal record (JSON). Resume with `Last-Event-ID`. Live tokens: `event: delta` frames without `id`, `data` = `{step_id, seat, role_label, index, text, tool_call?}` (the answer so far of a model step is `answer.slice(0, index) + text`; a client joining mid-step first gets the answer so far as one delta at index 0); they are not journal records, so resumption skips them, and the step record carries the whole answer. Heartbeat comments. Closes after `run_finished`.' +
     READS_ALL_RUNS,
   request: {
     params: RunIdParam,
@@ -170,20 +170,6 @@ async function exhausted(ctx: RunsContext, runId: string, state: string, after: 
 
 /** Mounts the journal and SSE routes. */
 export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext): void {
-  // One SSE frame per record, shared by every subscriber of the run (publish
-  // hands each the same record): serialised and encoded once, not once per
-  // subscriber. The bytes are what hono's writeSSE writes.
-  const frames = new WeakMap<JournalRecord, Uint8Array>();
-  const encoder = new TextEncoder();
-  const frameOf = (rec: JournalRecord): Uint8Array => {
-    let f = frames.get(rec);
-    if (!f) {
-      if (/[\r\n]/.test(rec.kind)) throw new Error('event must not contain "\\r" or "\\n"');
-      f = encoder.encode(`${rec.kind ? `event: ${rec.kind}\n` : ''}data: ${JSON.stringify(rec)}\nid: ${rec.seq}\n\n`);
-      frames.set(rec, f);
-    }
-    return f;
-  };
   app.openapi(getJournal, async (c) => {
     const { run_id } = c.req.valid('param');
     const { after_seq, limit } = c.req.valid('query');
@@ -203,55 +189,24 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
     const after = parseLastEventId(c.req.header('last-event-id'), q.last_event_id);
     // Nothing left after Last-Event-ID on a finished run: 204 tells an EventSource to stop reconnecting.
     if (await exhausted(ctx, run_id, run.state, after)) return c.body(null, 204) as never;
-    const heartbeatMs = sseHeartbeatMs();
-    c.header('X-Accel-Buffering', 'no');
-    return streamSSE(c, async (stream) => {
-      let done!: () => void;
-      const finished = new Promise<void>((r) => {
-        done = r;
+    const opts = {
+      heartbeatMs: sseHeartbeatMs(),
+      // Already finished and nothing left to send after Last-Event-ID: close at once.
+      isExhausted: async () => exhausted(ctx, run_id, (await getRun(ctx, run_id))?.state ?? 'completed', after),
+    };
+    const out = (c.env as { outgoing?: unknown } | undefined)?.outgoing;
+    if (out instanceof ServerResponse) {
+      // Served by node:http: frames are written on its response directly (sse.ts). The stream starts once
+      // the middleware has put its headers on the response (request id, rate limits), after this returns.
+      setImmediate(() => {
+        streamRun(ctx, run_id, after, nodeSink(out), opts).catch((err: unknown) => {
+          ctx.core.log.warn('run event stream failed', { run_id, error: err instanceof Error ? err.message : String(err) });
+          out.destroy();
+        });
       });
-      let writing = Promise.resolve();
-      let closed = false;
-      const finish = () => {
-        if (!closed) {
-          closed = true;
-          done();
-        }
-      };
-      let pending = 0;
-      const send = (rec: JournalRecord) => {
-        if (closed) return;
-        // A client that stops reading is cut off rather than buffered without bound; it resumes with Last-Event-ID.
-        if (++pending > MAX_PENDING_EVENTS) {
-          finish();
-          return;
-        }
-        writing = writing
-          .then(() => stream.write(frameOf(rec)))
-          .then(() => {
-            pending--;
-          });
-        if (rec.kind === TERMINAL_KIND) void writing.then(finish);
-      };
-      stream.onAbort(finish);
-      c.req.raw.signal?.addEventListener('abort', finish);
-      writing = writing.then(() => stream.write('retry: 1000\n\n').then(() => undefined));
-      const unsubscribe = await subscribe(ctx, run_id, after, send);
-      ctx.metrics.sseSubscribers.inc();
-      const hb = setInterval(() => {
-        writing = writing.then(() => stream.write(': heartbeat\n\n').then(() => undefined));
-      }, heartbeatMs);
-      hb.unref?.();
-      try {
-        // Already finished and nothing left to send after Last-Event-ID: close now.
-        if (!closed && (await exhausted(ctx, run_id, (await getRun(ctx, run_id))?.state ?? 'completed', after))) finish();
-        await finished;
-        await writing;
-      } finally {
-        clearInterval(hb);
-        unsubscribe();
-        ctx.metrics.sseSubscribers.dec();
-      }
-    }) as never;
+      return RESPONSE_ALREADY_SENT as never;
+    }
+    c.header('X-Accel-Buffering', 'no');
+    return streamSSE(c, (stream) => streamRun(ctx, run_id, after, webSink(stream, c.req.raw.signal), opts)) as never;
   });
 }

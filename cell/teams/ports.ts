@@ -10,10 +10,18 @@
  * spelling map back to the catalog name.
  */
 import { EngineRefusal } from '../../core/engine/refusal.ts';
-import type { BudgetPort, ContractsPort, ModelPort, ModelRequest, ModelResponse, ToolsPort } from '../../core/engine/types.ts';
+import type {
+  BudgetPort,
+  ContractsPort,
+  ModelCallOptions,
+  ModelPort,
+  ModelRequest,
+  ModelResponse,
+  ToolsPort,
+} from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { isServiceError } from '../../core/errors.ts';
-import type { ChatMessage as WireMessage, ToolSpec } from '../ai/openai-client.ts';
+import type { ChatDelta, ChatMessage as WireMessage, ToolSpec } from '../ai/openai-client.ts';
 import type { DrivePorts } from '../runs/drive.ts';
 import { getAgent, getLedger, providerFor, reserveBudget, stageBudgetCommit } from './agents.ts';
 import type { TeamsContext } from './context.ts';
@@ -30,7 +38,7 @@ export const fromWireName = (n: string) => n.replace(/__/g, '.');
  */
 export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
   return {
-    async complete(req: ModelRequest): Promise<ModelResponse> {
+    async complete(req: ModelRequest, opts?: ModelCallOptions): Promise<ModelResponse> {
       const agent = await getAgent(ctx, req.agent.id);
       if (!agent) throw new EngineRefusal('agent_unknown', 'the seat has no agent', { agent_id: req.agent.id });
       const providerId = await providerFor(ctx, agent);
@@ -60,7 +68,7 @@ export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
             ...(tools.length ? { tools } : {}),
             max_tokens: req.max_tokens,
           },
-          { signal: runId === undefined ? undefined : ctx.runs.driverSignal(runId) },
+          { signal: runId === undefined ? undefined : ctx.runs.driverSignal(runId), onDelta: liveDeltas(opts?.onDelta) },
         );
         const out: ModelResponse = {
           content: r.content ?? '',
@@ -90,6 +98,19 @@ export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
         throw e;
       }
     },
+  };
+}
+
+/** The provider's fragments as the engine's (tool names back in the catalog's spelling). */
+function liveDeltas(onDelta: ModelCallOptions['onDelta']): ((d: ChatDelta) => void) | undefined {
+  if (onDelta === undefined) return undefined;
+  return (d) => {
+    const call = d.tool_call;
+    onDelta({
+      text: d.text,
+      ...(call ? { tool_call: { ...call, ...(call.name !== undefined ? { name: fromWireName(call.name) } : {}) } } : {}),
+      ...(d.restart ? { restart: true } : {}),
+    });
   };
 }
 

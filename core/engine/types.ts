@@ -272,9 +272,40 @@ export interface ModelResponse {
   tool_calls?: ToolCall[];
   usage: { input_tokens: number; output_tokens: number };
 }
+/**
+ * A fragment of a model's answer as the provider produces it (live tokens; never journaled).
+ * Without `tool_call` it continues the answer's text; with it, the arguments (JSON text) of
+ * the answer's tool call at `tool_call.index`. `restart`: the provider began the answer over
+ * (a retried request), so what streamed before is void.
+ */
+export interface ModelDelta {
+  text: string;
+  tool_call?: { index: number; id?: string; name?: string };
+  restart?: boolean;
+}
+/** Options of one model call: `onDelta` receives the answer as it streams (a port that cannot stream never calls it). */
+export interface ModelCallOptions {
+  onDelta?: (d: ModelDelta) => void;
+}
 export interface ModelPort {
   /** One chat completion. Throw EngineRefusal to refuse (e.g. posture), anything else fails the run (model_error). */
-  complete(req: ModelRequest): Promise<ModelResponse>;
+  complete(req: ModelRequest, opts?: ModelCallOptions): Promise<ModelResponse>;
+}
+
+/**
+ * A live fragment of a model step's answer, as the engine hands it to `ports.delta`: the step id
+ * of the model call (its step record later carries the whole answer), the seat and its role label,
+ * `index` = where `text` starts in the answer so far (UTF-16 code units: a reader keeps
+ * `answer.slice(0, index) + text`; 0 again means the answer started over), and for tool-call
+ * arguments the call's position, id and name.
+ */
+export interface StepDelta {
+  step_id: string;
+  seat: string;
+  role_label: string;
+  index: number;
+  text: string;
+  tool_call?: { index: number; id?: string; name?: string };
 }
 
 export interface ToolCallContext {
@@ -378,6 +409,8 @@ export interface EnginePorts {
   contracts?: ContractsPort;
   /** Absent = journaling off (benchmarks, dry runs). */
   journal?: JournalPort;
+  /** Live fragments of model answers (not journal records; core/engine/internal/delta.ts). Absent: none are produced. */
+  delta?(d: StepDelta): void;
   clock: Clock;
   isCancelled?(): boolean | Promise<boolean>;
   /** The recorded output of a completed step, from the run's journal (see core/journal/recorded.ts). */

@@ -49,6 +49,12 @@ test('a local-signed provider answers from a verified model; a tampered one is r
     assert.equal(a.content, b.content);
     assert.ok(a.usage.completion_tokens > 0 && a.usage.completion_tokens <= 12);
     assert.equal(a.usage.total_tokens, a.usage.prompt_tokens + a.usage.completion_tokens);
+    // Live tokens: node-llama-cpp's tokens reach onDelta as they are generated; together they are the answer.
+    const pieces: string[] = [];
+    const streamed = await t.modules.ai.ai.call(reg.body.provider_id, req, { onDelta: (d) => pieces.push(d.text) });
+    assert.equal(streamed.content, a.content, 'the same answer, streamed');
+    assert.equal(pieces.join(''), streamed.content);
+    assert.ok(pieces.length > 1, `the answer came in pieces: ${JSON.stringify(pieces)}`);
     await assert.rejects(
       t.modules.ai.ai.call(reg.body.provider_id, { ...req, model: 'bad' }),
       (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_tampered',

@@ -69,8 +69,88 @@ async function start(w: Awaited<ReturnType<typeof edgeWorld>>) {
     }
     throw new Error('run did not finish');
   };
-  return { setup, req, runToEnd };
+  const sse = (path: string, headers: Record<string, string> = {}) =>
+    app.request(
+      path,
+      { headers: { authorization: `Bearer ${SECRET}`, ...headers } },
+      { incoming: { socket: { remoteAddress: '127.0.0.1' } } },
+    );
+  return { setup, req, runToEnd, sse };
 }
+
+/** The frames of an SSE body until it ends: id (or undefined), event, data. */
+async function frames(res: Response): Promise<{ id: string | undefined; event: string; data: any }[]> {
+  const text = await res.text();
+  const out: { id: string | undefined; event: string; data: any }[] = [];
+  for (const raw of text.split('\n\n')) {
+    let id: string | undefined;
+    let event = 'message';
+    let data = '';
+    for (const line of raw.split('\n')) {
+      if (line.startsWith('id: ')) id = line.slice(4);
+      else if (line.startsWith('event: ')) event = line.slice(7);
+      else if (line.startsWith('data: ')) data += line.slice(6);
+    }
+    if (data !== '') out.push({ id, event, data: JSON.parse(data) });
+  }
+  return out;
+}
+
+test("an offline crew run streams the local model's tokens as delta frames; the journal holds the same text", {
+  skip,
+  timeout: 60_000,
+}, async () => {
+  const w = await edgeWorld();
+  const e = await start(w);
+  try {
+    const p = await e.req('POST', '/api/public/v1/admin/agent-teams/crews/crw_1/runs', { input: 'check the pump' });
+    assert.equal(p.status, 202);
+    const res = await e.sse(`/api/public/v1/admin/jobs/runs/${p.body.run_id}/events/sse`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
+    const fs = await frames(res);
+    const records = fs.filter((f) => f.event !== 'delta');
+    assert.deepEqual(
+      records.map((f) => Number(f.id)),
+      records.map((_, i) => i + 1),
+      'every record, seq as id',
+    );
+    assert.equal(records.at(-1)!.event, 'run_finished');
+    const deltas = fs.filter((f) => f.event === 'delta');
+    assert.ok(deltas.length > 0, 'the model streamed');
+    assert.ok(
+      deltas.every((d) => d.id === undefined),
+      'deltas carry no id',
+    );
+    const { readRun } = await import('../../edge/runs.ts');
+    const stored = readRun(w.dir, p.body.run_id)!;
+    for (const stepId of new Set(deltas.map((d) => d.data.step_id as string))) {
+      let text = '';
+      for (const d of deltas.filter((x) => x.data.step_id === stepId)) {
+        assert.ok(d.data.index <= text.length);
+        text = text.slice(0, d.data.index) + d.data.text;
+      }
+      const rec = stored.journal.records.find((r) => r.kind === 'step' && r.step_id === stepId)!;
+      assert.equal((stored.journal.values[rec.output_hash] as { content: string }).content, text, 'the journal holds the streamed text');
+      assert.ok(
+        fs.indexOf(fs.find((f) => f.event === 'step' && f.data.step_id === stepId)!) >
+          fs.indexOf(deltas.find((d) => d.data.step_id === stepId)!),
+      );
+    }
+    // After the run: the journal's records after Last-Event-ID, no deltas; nothing left is 204.
+    const again = await frames(await e.sse(`/api/public/v1/admin/jobs/runs/${p.body.run_id}/events/sse`, { 'last-event-id': '2' }));
+    assert.deepEqual(
+      again.map((f) => Number(f.id)),
+      records.slice(2).map((f) => Number(f.id)),
+    );
+    const done = await e.sse(`/api/public/v1/admin/jobs/runs/${p.body.run_id}/events/sse`, { 'last-event-id': String(records.length) });
+    assert.equal(done.status, 204);
+    assert.equal((await e.sse('/api/public/v1/admin/jobs/runs/run_nope/events/sse')).status, 404);
+  } finally {
+    await e.setup.model?.dispose();
+    rmSync(w.dir, { recursive: true, force: true });
+  }
+});
 
 test('a bundled crew runs offline on the local model, deterministically, with a device-signed journal', {
   skip,

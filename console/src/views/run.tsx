@@ -28,6 +28,8 @@ import {
 import { ago, useLiveness } from '../liveness.ts';
 import { href } from '../router.ts';
 import { follow } from '../sse.ts';
+import { LiveAnswers } from '../../../core/engine/live-answers.ts';
+import type { StepDelta } from '../../../core/engine/types.ts';
 import { ErrorNote, Json, Section, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
 import { buildExport } from '../carry.ts';
 import { cellKeys, verifyRunJournal, type Verification } from '../verify.ts';
@@ -82,8 +84,13 @@ function useJournal(runId: string) {
   const [stream, setStream] = useState<StreamState>('loading');
   const [error, setError] = useState<unknown>(null);
   const [epoch, setEpoch] = useState(0);
+  // Live tokens: the answers so far of model steps in flight, from `delta` frames (not journal records).
+  const live = useRef(new LiveAnswers());
+  const [liveTick, setLiveTick] = useState(0);
   useEffect(() => {
     const ac = new AbortController();
+    live.current = new LiveAnswers();
+    setLiveTick((t) => t + 1);
     setStream('loading');
     (async () => {
       const j = await call<{ records: FullRecord[]; finished: boolean }>(session, 'GET', `${ADMIN}/jobs/runs/${seg(runId)}/journal`, {
@@ -107,11 +114,26 @@ function useJournal(runId: string) {
           }),
         onOpen: () => setStream('live'),
         onEvent(ev) {
+          if (ev.event === 'delta') {
+            try {
+              live.current.apply(JSON.parse(ev.data) as StepDelta);
+            } catch {
+              return undefined;
+            }
+            setLiveTick((t) => t + 1);
+            return undefined;
+          }
           let rec: FullRecord;
           try {
             rec = JSON.parse(ev.data) as FullRecord;
           } catch {
             return undefined;
+          }
+          // The step's record carries its whole answer: its live text is done.
+          if (rec.kind !== 'intent' && live.current.size > 0) {
+            live.current.end(rec.step_id);
+            if (rec.kind === 'run_finished') live.current = new LiveAnswers();
+            setLiveTick((t) => t + 1);
           }
           setRecords((rs) => {
             const tail = rs[rs.length - 1]?.seq ?? 0;
@@ -139,7 +161,55 @@ function useJournal(runId: string) {
     });
     return () => ac.abort();
   }, [runId, session, epoch]);
-  return { records, stream, error, reload: () => setEpoch((e) => e + 1) };
+  const answers = useMemo(() => liveAnswersOf(live.current.catchUp()), [liveTick]);
+  return { records, stream, error, answers, reload: () => setEpoch((e) => e + 1) };
+}
+
+interface LiveAnswer {
+  step_id: string;
+  role_label: string;
+  text: string;
+  calls: { index: number; name: string; text: string }[];
+}
+
+/** The answers so far, one per step in flight (its text and tool calls), for display. */
+function liveAnswersOf(parts: StepDelta[]): LiveAnswer[] {
+  const by = new Map<string, LiveAnswer>();
+  for (const d of parts) {
+    let a = by.get(d.step_id);
+    if (!a) {
+      a = { step_id: d.step_id, role_label: d.role_label, text: '', calls: [] };
+      by.set(d.step_id, a);
+    }
+    if (d.tool_call) a.calls.push({ index: d.tool_call.index, name: d.tool_call.name ?? '?', text: d.text });
+    else a.text = d.text;
+  }
+  return [...by.values()];
+}
+
+/** Model steps answering now: the text grows as the tokens arrive. */
+function AnsweringNow({ answers }: { answers: LiveAnswer[] }) {
+  return (
+    <Section title="Answering now" id="live-answers">
+      {answers.map((a) => (
+        <div class="live-answer" key={a.step_id} data-step={a.step_id}>
+          <p>
+            <strong>{a.role_label}</strong> <code>{a.step_id}</code>
+          </p>
+          {a.text ? (
+            <pre class="live-text" aria-live="polite">
+              {a.text}
+            </pre>
+          ) : null}
+          {a.calls.map((c) => (
+            <p class="live-call" key={c.index}>
+              calls <code>{c.name}</code> <code>{c.text}</code>
+            </p>
+          ))}
+        </div>
+      ))}
+    </Section>
+  );
 }
 
 async function loadStatus(
@@ -415,6 +485,8 @@ export function RunView({ runId }: { runId: string }) {
       ) : null}
 
       {failure ? <FailurePanel failure={failure} state={state} graph={graph} node={failedNode} onSelect={(id) => setPicked(id)} /> : null}
+
+      {journal.answers.length > 0 && !terminal ? <AnsweringNow answers={journal.answers} /> : null}
 
       <Section title="Graph" id="graph">
         {badSeq !== null ? (

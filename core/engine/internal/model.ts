@@ -8,6 +8,7 @@ import type { RunContext } from './context.ts';
 import { isEngineRefusal } from '../refusal.ts';
 import { fail, refuse } from './stop.ts';
 import { grantTokens, tokenFloor } from '../budget.ts';
+import { deltaSink } from './delta.ts';
 import type { ChatMessage, ModelResponse, ToolCall, ToolDescriptor } from '../types.ts';
 
 /**
@@ -104,8 +105,12 @@ export async function modelCall(
       await budget.commit(res.reservation_id, 0);
       throw e;
     }
+    const live = deltaSink(ctx, seatId, stepId);
     try {
-      raw = await model.complete({ agent: { id: agentId, seat: seatId, model: seat.model }, messages, tools, max_tokens: reserved });
+      raw = await model.complete(
+        { agent: { id: agentId, seat: seatId, model: seat.model }, messages, tools, max_tokens: reserved },
+        live?.opts,
+      );
     } catch (e) {
       await budget.commit(res.reservation_id, 0);
       if (isEngineRefusal(e)) throw refuse(e.reason, { ...e.details, seat: seatId });
@@ -117,6 +122,7 @@ export async function modelCall(
       await budget.commit(res.reservation_id, 0);
       throw fail('model_error', { seat: seatId, step_id: stepId, problem: 'malformed response' });
     }
+    live?.end(resp);
     const used = resp.usage.input_tokens + resp.usage.output_tokens;
     await budget.commit(res.reservation_id, used);
     return { output: resp, data: { seat: seatId, agent_id: agentId, usage: used, reserved, ...attempt } };

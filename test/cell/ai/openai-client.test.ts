@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { chatCompletion, parseCompletion } from '../../../cell/ai/openai-client.ts';
+import { chatCompletion, parseCompletion, type ChatDelta } from '../../../cell/ai/openai-client.ts';
 import { isServiceError } from '../../../core/errors.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
 
@@ -133,6 +133,56 @@ test('streaming (optional): deltas and split tool-call arguments are assembled, 
     ],
   );
   assert.equal(t2.finish_reason, 'tool_calls');
+});
+
+test('streaming: each fragment reaches onDelta as it is read; a retry after a broken stream starts over with restart', async () => {
+  const pieces = ['al', 'pha ', 'beta'];
+  ai.setResponder(() => ({
+    content: pieces.join(''),
+    pieces,
+    tool_calls: [{ name: 'calc', arguments: { expression: '1+1' } }],
+  }));
+  const got: ChatDelta[] = [];
+  const r = await chatCompletion(
+    { baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', stream: true, onDelta: (d) => got.push(d) },
+    { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
+  );
+  assert.equal(r.content, 'alpha beta');
+  assert.deepEqual(
+    got.filter((d) => !d.tool_call).map((d) => d.text),
+    pieces,
+  );
+  const args = got.filter((d) => d.tool_call);
+  assert.deepEqual(args[0]!.tool_call, { index: 0, id: r.tool_calls[0]!.id, name: 'calc' });
+  assert.equal(args.map((d) => d.text).join(''), r.tool_calls[0]!.function.arguments);
+
+  // The first answer breaks after one piece; the retry streams the whole answer, its first fragment marked restart.
+  const before = ai.requests.length;
+  const seen: ChatDelta[] = [];
+  // The break waits until the client has read the first piece.
+  const firstRead = async () => {
+    while (seen.length === 0) await new Promise((r) => setTimeout(r, 5));
+  };
+  ai.setResponder((_req, i) => ({
+    content: pieces.join(''),
+    pieces,
+    ...(i === before ? { breakAfter: 1, beforePiece: (k: number) => (k === 1 ? firstRead() : undefined) } : {}),
+  }));
+  const again = await chatCompletion(
+    { baseUrl: `${ai.url}/v1`, apiKey: 'sk-test', stream: true, retries: 1, sleep: noSleep, onDelta: (d) => seen.push(d) },
+    { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
+  );
+  assert.equal(again.content, 'alpha beta');
+  assert.equal(ai.requests.length - before, 2);
+  assert.deepEqual(
+    seen.map((d) => [d.text, d.restart === true]),
+    [
+      ['al', false],
+      ['al', true],
+      ['pha ', false],
+      ['beta', false],
+    ],
+  );
 });
 
 /** Aborts `ac` once the fake server has received a request after the first `before`, plus a moment. */

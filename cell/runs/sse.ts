@@ -1,0 +1,174 @@
+/**
+ * The writer of a run's Server-Sent Events stream (routes.ts mounts it): the
+ * frames, and the loop that subscribes to the run and writes them.
+ *
+ * The path is hot (hundreds of subscribers on one run, a delta per model
+ * token), so each frame is serialised and encoded once and the same bytes are
+ * handed to every subscriber (the bus hands each the same record or delta
+ * object), and, served by @hono/node-server, a frame is one `write` on
+ * node:http's response: no web stream, no promise per frame per subscriber.
+ * In process (`app.request`, no node:http response) the same loop writes
+ * through hono's streamSSE.
+ *
+ * Records: `id:` seq, `event:` kind, `data:` the record. Deltas: `event: delta`,
+ * `data:` the StepDelta, and no `id:` (they are not journal records, so a
+ * client resuming with Last-Event-ID gets records only, and the answer whole
+ * in the step record). The stream is authorized when it opens (the route's
+ * permission); a credential revoked later does not close an open stream.
+ */
+import type { ServerResponse } from 'node:http';
+import type { SSEStreamingApi } from 'hono/streaming';
+import type { JournalRecord } from '../../core/journal/record.ts';
+import type { DeltaEvent, RunsContext } from './context.ts';
+import { subscribe } from './events.ts';
+
+/** Kind of the last record of a run: the stream closes after it. */
+const TERMINAL_KIND = 'run_finished';
+
+/** Bytes buffered for one slow client (node:http) before its stream is closed (it resumes with Last-Event-ID). */
+export const MAX_PENDING_BYTES = 16 * 1024 * 1024;
+/** Frames buffered for one slow client (in process) before its stream is closed. */
+export const MAX_PENDING_EVENTS = 100_000;
+
+const encoder = new TextEncoder();
+const frames = new WeakMap<object, Uint8Array>();
+
+/** The SSE frame of a record, encoded once however many subscribers write it. */
+export function recordFrame(rec: JournalRecord): Uint8Array {
+  let f = frames.get(rec);
+  if (f === undefined) {
+    if (/[\r\n]/.test(rec.kind)) throw new Error('event must not contain "\\r" or "\\n"');
+    f = encoder.encode(`${rec.kind ? `event: ${rec.kind}\n` : ''}data: ${JSON.stringify(rec)}\nid: ${rec.seq}\n\n`);
+    frames.set(rec, f);
+  }
+  return f;
+}
+
+/** The SSE frame of a delta: no `id:` line. Encoded once per delta. */
+export function deltaFrame(ev: DeltaEvent): Uint8Array {
+  let f = frames.get(ev);
+  if (f === undefined) {
+    f = encoder.encode(`event: delta\ndata: ${JSON.stringify(ev.data)}\n\n`);
+    frames.set(ev, f);
+  }
+  return f;
+}
+
+/** Where a stream's bytes go. */
+export interface SseSink {
+  write(chunk: Uint8Array | string): void;
+  /** True when the client has fallen too far behind (its stream is then closed). */
+  behind(): boolean;
+  /** Ends the stream after what was written. */
+  close(): void;
+  /** Resolves when the stream ended (closed here, or by the client). */
+  readonly ended: Promise<void>;
+  readonly isClosed: () => boolean;
+}
+
+/** A sink on node:http's response: the SSE head, then one write per frame. */
+export function nodeSink(out: ServerResponse): SseSink {
+  let closed = false;
+  let done!: () => void;
+  const ended = new Promise<void>((r) => {
+    done = r;
+  });
+  const finish = () => {
+    if (closed) return;
+    closed = true;
+    done();
+  };
+  out.statusCode = 200;
+  out.setHeader('content-type', 'text/event-stream');
+  out.setHeader('cache-control', 'no-cache');
+  out.setHeader('connection', 'keep-alive');
+  out.setHeader('x-accel-buffering', 'no');
+  out.on('close', finish);
+  out.on('error', finish);
+  return {
+    write(chunk) {
+      if (!closed) out.write(chunk);
+    },
+    behind: () => out.writableLength > MAX_PENDING_BYTES,
+    close() {
+      if (closed) return;
+      out.end();
+      finish();
+    },
+    ended,
+    isClosed: () => closed,
+  };
+}
+
+/** A sink on hono's streamSSE (in process): writes chained in order, counted while pending. */
+export function webSink(stream: SSEStreamingApi, signal: AbortSignal | undefined): SseSink {
+  let closed = false;
+  let pending = 0;
+  let writing: Promise<unknown> = Promise.resolve();
+  let done!: () => void;
+  const ended = new Promise<void>((r) => {
+    done = r;
+  });
+  const finish = () => {
+    if (closed) return;
+    closed = true;
+    void writing.then(done);
+  };
+  stream.onAbort(finish);
+  signal?.addEventListener('abort', finish);
+  return {
+    write(chunk) {
+      if (closed) return;
+      pending++;
+      writing = writing
+        .then(() => stream.write(chunk))
+        .then(() => {
+          pending--;
+        });
+    },
+    behind: () => pending > MAX_PENDING_EVENTS,
+    close: finish,
+    ended,
+    isClosed: () => closed,
+  };
+}
+
+/**
+ * Streams run `runId` after `after` into `sink` until it ends: `retry:`, the
+ * backlog of records, the answer so far of model steps in flight, then live
+ * records and deltas; heartbeats while idle. `isExhausted` tells whether the
+ * run has nothing more to say after `after` (then the stream closes at once).
+ */
+export async function streamRun(
+  ctx: RunsContext,
+  runId: string,
+  after: number,
+  sink: SseSink,
+  opts: { heartbeatMs: number; isExhausted: () => Promise<boolean> },
+): Promise<void> {
+  const send = (rec: JournalRecord) => {
+    if (sink.isClosed()) return;
+    // A client that stops reading is cut off rather than buffered without bound; it resumes with Last-Event-ID.
+    if (sink.behind()) return sink.close();
+    sink.write(recordFrame(rec));
+    if (rec.kind === TERMINAL_KIND) sink.close();
+  };
+  const sendDelta = (ev: DeltaEvent) => {
+    if (sink.isClosed()) return;
+    if (sink.behind()) return sink.close();
+    sink.write(deltaFrame(ev));
+  };
+  sink.write('retry: 1000\n\n');
+  const unsubscribe = await subscribe(ctx, runId, after, send, sendDelta);
+  ctx.metrics.sseSubscribers.inc();
+  const hb = setInterval(() => sink.write(': heartbeat\n\n'), opts.heartbeatMs);
+  hb.unref?.();
+  try {
+    if (!sink.isClosed() && (await opts.isExhausted())) sink.close();
+    await sink.ended;
+  } finally {
+    clearInterval(hb);
+    unsubscribe();
+    ctx.metrics.sseSubscribers.dec();
+  }
+}
