@@ -12,6 +12,7 @@ import { startCell } from './server.ts';
 import { ClusterRefusal } from './cluster/cluster.ts';
 import { bundleCommand } from './edge/cli.ts';
 import { BACKUP_HELP, backupCommand, restoreCommand } from './ops/backup-cli.ts';
+import { ADMIN_HELP, adminCommand } from './iam/admin-cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
 import { LOG_FORMATS, LOG_LEVELS, createLogger, exitOnFatalError, type LogFormat, type LogLevel } from '../runtime/log.ts';
 import { parseIpRule } from '../core/apikey/network.ts';
@@ -64,7 +65,7 @@ ${SERVE_HELP}  bundle keys      write a signed API-key bundle for an edge device
     --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL); with
     --secrets-key-file FILE as for serve
   bundle trust     write the trust anchor a device pins (--data DIR [--store URL] --out FILE)
-${BACKUP_HELP}  help             this text
+${BACKUP_HELP}${ADMIN_HELP}  help             this text
 `;
 
 async function serveCommand(argv: string[]): Promise<void> {
@@ -250,6 +251,7 @@ const COMMANDS: Record<string, Command> = {
   bundle: bundleCommand,
   backup: backupCommand,
   restore: restoreCommand,
+  admin: adminCommand,
 };
 
 export function main(argv: string[]): Promise<void> {

@@ -37,7 +37,9 @@ export async function restoreCommand(argv: string[]): Promise<void> {
   });
   if (!values.from || !values.data) throw new Error(RESTORE_USAGE);
   if (!values['secrets-key-file'])
-    throw new Error(`${RESTORE_USAGE}\n(the backup does not hold the secrets key that seals its signing keys; name the backed-up cell's key file)`);
+    throw new Error(
+      `${RESTORE_USAGE}\n(the backup does not hold the secrets key that seals its signing keys; name the backed-up cell's key file)`,
+    );
   const dataDir = resolve(values.data);
   const m = await restoreBackup(resolve(values.from), dataDir, resolve(values['secrets-key-file']));
   process.stdout.write(

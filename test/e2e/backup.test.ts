@@ -58,16 +58,22 @@ async function principalCount(url: string, key: string): Promise<number> {
 /** Every table of an embedded database, rows as sorted JSON lines (order-free, so rowid order does not matter). */
 function sqliteTables(db: Database): Map<string, string[]> {
   const out = new Map<string, string[]>();
-  const names = db.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> '_store_meta' ORDER BY name");
+  const names = db.exec(
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> '_store_meta' ORDER BY name",
+  );
   for (const [name] of names[0]?.values ?? []) {
     const r = db.exec(`SELECT * FROM "${String(name)}"`)[0];
-    const rows = (r?.values ?? []).map((v) => JSON.stringify(v, (_k, x: unknown) => (x instanceof Uint8Array ? Buffer.from(x).toString('hex') : x)));
+    const rows = (r?.values ?? []).map((v) =>
+      JSON.stringify(v, (_k, x: unknown) => (x instanceof Uint8Array ? Buffer.from(x).toString('hex') : x)),
+    );
     out.set(String(name), rows.sort());
   }
   return out;
 }
 
-describe('backup and restore: the embedded store while the cell serves', { skip: TEST_ENGINE === 'postgres' ? 'embedded store only' : false }, () => {
+describe('backup and restore: the embedded store while the cell serves', {
+  skip: TEST_ENGINE === 'postgres' ? 'embedded store only' : false,
+}, () => {
   let cell: CellProcess;
   let work: string;
   before(async () => {
@@ -119,7 +125,10 @@ describe('backup and restore: the embedded store while the cell serves', { skip:
       assert.ok(g.size > 20, `every module's tables (${g.size})`);
       for (const [t, rows] of w) assert.deepEqual(g.get(t), rows, `table ${t}`);
       const n = g.get('principals')!.length;
-      assert.ok(n >= before && n < written + 1, `principals in the backup: ${n} (acknowledged before: ${before}, at the end: ${written + 1})`);
+      assert.ok(
+        n >= before && n < written + 1,
+        `principals in the backup: ${n} (acknowledged before: ${before}, at the end: ${written + 1})`,
+      );
     } finally {
       got.close();
       want.db.close();
@@ -198,7 +207,9 @@ async function pgTables(url: string): Promise<Map<string, string[]>> {
   }
 }
 
-describe('backup and restore on PostgreSQL: pg_dump and pg_restore', { skip: TEST_ENGINE !== 'postgres' ? 'PostgreSQL only' : false }, () => {
+describe('backup and restore on PostgreSQL: pg_dump and pg_restore', {
+  skip: TEST_ENGINE !== 'postgres' ? 'PostgreSQL only' : false,
+}, () => {
   it('a dump taken while the cell serves restores into a new database a cell serves from; every table round-trips', async () => {
     const work = mkdtempSync(join(tmpdir(), 'cell-pgdump-'));
     const cell = await startCellProcess();
@@ -221,7 +232,8 @@ describe('backup and restore on PostgreSQL: pg_dump and pg_restore', { skip: TES
       // What the cell's data directory must keep (docs/operations.md): its id, its member key; the secrets key apart.
       const dir = join(work, 'restored-dir');
       mkdirSync(dir);
-      for (const f of readdirSync(cell.dataDir)) if (f === 'cell-id' || /^member-.*\.key$/.test(f)) cpSync(join(cell.dataDir, f), join(dir, f));
+      for (const f of readdirSync(cell.dataDir))
+        if (f === 'cell-id' || /^member-.*\.key$/.test(f)) cpSync(join(cell.dataDir, f), join(dir, f));
       await cell.stop();
       const again = await startCellProcess({ dataDir: dir, args: ['--store', copy.url, '--secrets-key-file', groupSecretsKeyFile()] });
       try {
