@@ -163,7 +163,11 @@ export const MAX_OFFSET = 1_000_000_000;
 function queryInteger(min: number, max: number) {
   return z.preprocess(
     (v) => (typeof v === 'string' && /^[0-9]{1,16}$/.test(v) ? Number(v) : v),
-    z.number({ error: 'must be a decimal integer' }).int().min(min).max(max),
+    z
+      .number({ error: `must be a decimal integer from ${min} to ${max}` })
+      .int()
+      .min(min)
+      .max(max),
   );
 }
 
