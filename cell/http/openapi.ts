@@ -186,6 +186,19 @@ export function pageQuery(defaultLimit: number, maxLimit: number) {
   });
 }
 
+/** An RFC 3339 time in a query string, as epoch ms (`2026-01-01T00:00:00Z`, with an offset or `Z`). */
+export function queryTime(description: string) {
+  return z
+    .string()
+    .max(40)
+    .refine((v) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i.test(v) && !Number.isNaN(Date.parse(v)), {
+      message: 'must be an RFC 3339 time, e.g. 2026-01-01T00:00:00Z',
+    })
+    .transform((v) => Date.parse(v))
+    .optional()
+    .openapi({ description, format: 'date-time', example: '2026-01-01T00:00:00Z' });
+}
+
 /** The paging fields of every list answer, beside its own array. */
 export const pageFields = {
   limit: z.number().int().openapi({ description: 'The limit this page was read with' }),
