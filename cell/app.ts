@@ -17,6 +17,7 @@ import { authenticate } from './http/authenticate.ts';
 import { CredentialLimits, bodyTooLarge, requestContext, type SharedBuckets } from '../runtime/gateway.ts';
 import { declaredBodyLength, jsonBodyGate } from '../runtime/json-body.ts';
 import { errorHandler, onNotFound, validationError } from './http/errors.ts';
+import { methodNotAllowed, unknownQueryGate } from './http/route-shape.ts';
 import { gatewayRateLimit } from './http/rate-limit.ts';
 import { accessLog } from './http/access-log.ts';
 import type { CellMetrics } from './ops/metrics.ts';
@@ -75,6 +76,7 @@ export function createApp(
   });
   // After authentication, so an anonymous caller learns nothing but 401.
   app.use('*', jsonBodyGate<AppEnv>(core.config.jsonMaxDepth));
+  app.use('/api/public/v1/*', unknownQueryGate(app));
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
     type: 'http',
@@ -90,6 +92,6 @@ export function createApp(
   for (const m of modules) m.routes?.(app);
 
   app.onError(errorHandler(core.log));
-  app.notFound(onNotFound);
+  app.notFound(methodNotAllowed(app, onNotFound));
   return app;
 }

@@ -4,13 +4,16 @@
 import { parseArgs } from 'node:util';
 import { isMainThread } from 'node:worker_threads';
 import { resolve } from 'node:path';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { BOOTSTRAP_KEY_FILE } from './iam/bootstrap.ts';
 import { POSTURES, type CellConfig, type Posture } from './config.ts';
 import { startCell } from './server.ts';
 import { ClusterRefusal } from './cluster/cluster.ts';
 import { bundleCommand } from './edge/cli.ts';
+import { BACKUP_HELP, backupCommand, restoreCommand } from './ops/backup-cli.ts';
+import { ADMIN_HELP, adminCommand } from './iam/admin-cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
 import { LOG_FORMATS, LOG_LEVELS, createLogger, exitOnFatalError, type LogFormat, type LogLevel } from '../runtime/log.ts';
 import { parseIpRule } from '../core/apikey/network.ts';
@@ -63,7 +66,7 @@ ${SERVE_HELP}  bundle keys      write a signed API-key bundle for an edge device
     --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL); with
     --secrets-key-file FILE as for serve
   bundle trust     write the trust anchor a device pins (--data DIR [--store URL] --out FILE)
-  help             this text
+${BACKUP_HELP}${ADMIN_HELP}  help             this text
 `;
 
 async function serveCommand(argv: string[]): Promise<void> {
@@ -193,12 +196,15 @@ async function serveCommand(argv: string[]): Promise<void> {
       error: reason instanceof Error ? (reason.stack ?? reason.message) : String(reason),
     });
   });
+  checkDataDir(config.dataDir);
   let running;
   try {
     running = await startCell({ config, log, ...(tls ? { tls } : {}) });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (err instanceof ClusterRefusal) fail(err.message, 1);
+    const dataDirProblem = dataDirError(err, config.dataDir);
+    if (dataDirProblem) fail(dataDirProblem, 1);
     const where = err as { port?: number; address?: string };
     if (code === 'EADDRINUSE') {
       const flag =
@@ -229,13 +235,65 @@ async function serveCommand(argv: string[]): Promise<void> {
   // A second signal during shutdown waits for the same stop: the store's close is never cut short.
   // Every line logged until then is written before the process exits.
   let stopping: Promise<void> | null = null;
-  const shutdown = async () => {
-    stopping ??= running.stop().then(() => log.close());
+  const started = Date.now();
+  const shutdown = async (signal: NodeJS.Signals) => {
+    stopping ??= running.stop().then(() => {
+      log.info('cell stopped', { cell_id: running.core.config.cellId, signal, uptime_s: Math.round((Date.now() - started) / 1000) });
+      return log.close();
+    });
     await stopping;
     process.exit(0);
   };
-  process.on('SIGINT', () => void shutdown());
-  process.on('SIGTERM', () => void shutdown());
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+}
+
+/** Refuses a --data that names something other than a directory, before anything is opened. */
+function checkDataDir(dir: string): void {
+  let st;
+  try {
+    st = statSync(dir, { throwIfNoEntry: false });
+  } catch (err) {
+    const problem = dataDirError(err, dir);
+    if (problem) fail(problem, 1);
+    throw err;
+  }
+  if (st && !st.isDirectory()) fail(`--data ${dir} is a file, not a directory: give a directory (it is created when missing)`, 1);
+}
+
+/** What to do about a file-system error on the data directory (EACCES, EROFS, ENOTDIR, …), or null when it is not one. */
+function dataDirError(err: unknown, dir: string): string | null {
+  const e = err as NodeJS.ErrnoException;
+  if (
+    typeof e.code !== 'string' ||
+    typeof e.path !== 'string' ||
+    !(e.path === dir || e.path.startsWith(`${dir}/`) || dir.startsWith(e.path))
+  )
+    return null;
+  const user = userInfoSafe();
+  switch (e.code) {
+    case 'EACCES':
+    case 'EPERM':
+      return `cannot use the data directory ${dir}: permission denied on ${e.path} (${e.code}); make it writable by ${user} (chown or chmod), or pick another with --data`;
+    case 'EROFS':
+      return `cannot use the data directory ${dir}: ${e.path} is on a read-only file system; pick a writable place with --data`;
+    case 'ENOTDIR':
+    case 'EEXIST':
+      return `cannot use the data directory ${dir}: ${e.path} is a file where a directory belongs; move it away or pick another --data`;
+    case 'ENOSPC':
+    case 'EDQUOT':
+      return `cannot use the data directory ${dir}: no space left on its disk; free some or pick another --data`;
+    default:
+      return null;
+  }
+}
+
+function userInfoSafe(): string {
+  try {
+    return `user ${userInfo().username}`;
+  } catch {
+    return `uid ${process.getuid?.() ?? '?'}`;
+  }
 }
 
 function intArg(name: string, v: string): number {
@@ -247,6 +305,9 @@ function intArg(name: string, v: string): number {
 const COMMANDS: Record<string, Command> = {
   serve: serveCommand,
   bundle: bundleCommand,
+  backup: backupCommand,
+  restore: restoreCommand,
+  admin: adminCommand,
 };
 
 export function main(argv: string[]): Promise<void> {

@@ -15,6 +15,8 @@ export const ERROR_STATUS = {
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,
+  /** Not in the spec's table (issue 25): a known path asked with a method it does not serve; `Allow` names the methods. */
+  method_not_allowed: 405,
   conflict: 409,
   rate_limited: 429,
   internal_error: 500,

@@ -58,7 +58,18 @@ for i in $(seq 1 "$N"); do
   echo "cluster: $(grep -m1 'listening on' "$dir/log")   (log: $dir/log)"
 done
 
-echo "cluster: admin key (every cell accepts it): $(cat "$ROOT/cell-1/bootstrap-admin.key")"
-echo "cluster: try  curl -s -H \"authorization: Bearer \$KEY\" <url>/api/public/v1/admin/cells"
+# The owner's key: the first cell to start bootstrapped the group's owner and wrote it.
+ADMIN_KEY=""
+for f in "$ROOT"/cell-*/bootstrap-admin.key; do [[ -s "$f" ]] && { ADMIN_KEY="$(cat "$f")"; break; }; done
+[[ -n "$ADMIN_KEY" ]] || { echo "cluster: no cell wrote a bootstrap key" >&2; exit 1; }
+# Checked on every cell before it is printed: one group, one owner, one key.
+for i in $(seq 1 "$N"); do
+  url="$(grep -m1 -o 'listening on http[^ ]*' "$ROOT/cell-$i/log" | sed 's/^listening on //')"
+  code="$(node -e 'fetch(process.argv[1] + "/api/public/v1/admin/whoami", { headers: { authorization: "Bearer " + process.argv[2] } }).then((r) => console.log(r.status), () => console.log("unreachable"))' "$url" "$ADMIN_KEY")"
+  [[ "$code" == "200" ]] || { echo "cluster: cell-$i ($url) refused the owner key ($code)" >&2; exit 1; }
+  echo "cluster: cell-$i $url accepts the owner key"
+done
+echo "cluster: owner key (every cell accepts it): $ADMIN_KEY"
+echo "cluster: try  KEY=$ADMIN_KEY; curl -s -H \"authorization: Bearer \$KEY\" <url>/api/public/v1/admin/cells"
 echo "cluster: Ctrl-C stops all of them"
 wait

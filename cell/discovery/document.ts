@@ -7,10 +7,14 @@ import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { AppEnv } from '../context.ts';
 import { SERVED_TAGS, isServedTag } from './allowlist.ts';
 import { curateDocument, type CurationResult, type JsonObject } from './curate.ts';
+import { completeOperations } from './internal/complete.ts';
+import { PUBLIC_API_PATHS } from '../app.ts';
 
 export const DOCUMENT_INFO = {
   title: 'agent-cell public API',
   version: '1.2.0',
+  // The code base states no licence of its own (an SPDX LicenseRef says so); replace it when it does.
+  license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
   description: [
     "The curated, deny-by-default projection of the cell's public API under `/api/public/v1`.",
     'Every operation listed here carries `x-status`: `Live` (backed by a working implementation) or',
@@ -30,5 +34,7 @@ export function buildDocument(app: OpenAPIHono<AppEnv>): CurationResult {
     servers: [{ url: '/', description: 'The cell that served this document' }],
     tags: Object.entries(SERVED_TAGS).map(([name, description]) => ({ name, description })),
   }) as unknown as JsonObject;
-  return curateDocument(generated, isServedTag);
+  const curated = curateDocument(generated, isServedTag);
+  completeOperations(curated.document, PUBLIC_API_PATHS);
+  return curated;
 }

@@ -163,7 +163,11 @@ export const MAX_OFFSET = 1_000_000_000;
 function queryInteger(min: number, max: number) {
   return z.preprocess(
     (v) => (typeof v === 'string' && /^[0-9]{1,16}$/.test(v) ? Number(v) : v),
-    z.number({ error: 'must be a decimal integer' }).int().min(min).max(max),
+    z
+      .number({ error: `must be a decimal integer from ${min} to ${max}` })
+      .int()
+      .min(min)
+      .max(max),
   );
 }
 
@@ -180,6 +184,19 @@ export function pageQuery(defaultLimit: number, maxLimit: number) {
       .openapi({ description: `Items per page: 1 to ${maxLimit}, default ${defaultLimit}`, example: defaultLimit }),
     offset: queryInteger(0, MAX_OFFSET).default(0).openapi({ description: 'Items to skip from the start of the list, default 0' }),
   });
+}
+
+/** An RFC 3339 time in a query string, as epoch ms (`2026-01-01T00:00:00Z`, with an offset or `Z`). */
+export function queryTime(description: string) {
+  return z
+    .string()
+    .max(40)
+    .refine((v) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i.test(v) && !Number.isNaN(Date.parse(v)), {
+      message: 'must be an RFC 3339 time, e.g. 2026-01-01T00:00:00Z',
+    })
+    .transform((v) => Date.parse(v))
+    .optional()
+    .openapi({ description, format: 'date-time', example: '2026-01-01T00:00:00Z' });
 }
 
 /** The paging fields of every list answer, beside its own array. */

@@ -5,6 +5,7 @@
 import type { CellCore } from '../context.ts';
 import type { CellModule } from '../module.ts';
 import { bootstrapOwner } from './bootstrap.ts';
+import { resetOwner, type OwnerReset } from './reset-owner.ts';
 import { Iam } from './iam.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { identityRoutes } from './routes-identity.ts';
@@ -26,6 +27,8 @@ export interface IamModule extends CellModule {
   lifecycle: Lifecycle;
   /** Creates the owner and its key on a fresh store; returns the secret then, else null. */
   bootstrap(): Promise<string | null>;
+  /** Mints a new owner key for an operator who lost the owner's keys (`admin reset-owner`; cell/iam/reset-owner.ts). */
+  resetOwner(opts: { principalId?: string }): Promise<OwnerReset>;
   /**
    * The rpm buckets a group of cells shares (in the store) on PostgreSQL; null
    * on the embedded engine, one cell, whose buckets stay in memory.
@@ -47,6 +50,7 @@ export async function createIamModule(core: CellCore): Promise<IamModule> {
     lifecycle,
     authenticators: [iam.keyAuthenticator()],
     bootstrap: () => bootstrapOwner(core, iam),
+    resetOwner: (opts) => resetOwner(core, iam, opts),
     sharedBuckets: buckets,
     routes(app) {
       identityRoutes(app, core, iam);

@@ -394,7 +394,7 @@ export async function listAudit(
   db: Reader,
   limit: number,
   offset: number,
-  filter: { actor?: string; target?: string; action?: string } = {},
+  filter: { actor?: string; target?: string; action?: string; after?: number; before?: number } = {},
 ): Promise<{ items: AuditRow[]; total: number }> {
   const where: string[] = [];
   const params: SqlValue[] = [];
@@ -409,6 +409,14 @@ export async function listAudit(
   if (filter.action) {
     where.push('action = ?');
     params.push(filter.action);
+  }
+  if (filter.after !== undefined) {
+    where.push('at > ?');
+    params.push(filter.after);
+  }
+  if (filter.before !== undefined) {
+    where.push('at < ?');
+    params.push(filter.before);
   }
   const w = where.length ? `WHERE ${where.join(' AND ')}` : '';
   const rows = await db.all(`SELECT seq, at, actor, action, target, outcome, details FROM audit ${w} ORDER BY seq DESC LIMIT ? OFFSET ?`, [

@@ -1,6 +1,6 @@
 /** API key operations: mint (for self or another entity), list, get, rotate, revoke. */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { effectiveAuthority, grants, isSelector } from '../../core/authority/scopes.ts';
+import { effectiveAuthority, grants, intersectSelectors, isSelector } from '../../core/authority/scopes.ts';
 import { authoritySchema } from '../../core/authority/schema.ts';
 import { meetCeilings } from '../../core/authority/ceiling.ts';
 import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
@@ -77,6 +77,15 @@ const KeyWithSecret = KeyView.extend({
   secret: z.string().openapi({ description: 'Shown once, now. Only its SHA-256 is stored.', example: 'svck_live_…' }),
 }).openapi('ApiKeyWithSecret');
 
+const MintedKey = KeyWithSecret.extend({
+  effective_permissions: z.array(z.string()).openapi({
+    description: "What the key grants now: its scopes within its owner's roles (all of the roles' permissions when it has no scopes)",
+  }),
+  warnings: z
+    .array(z.object({ code: z.literal('scopes_outside_owner_roles'), message: z.string(), scopes: z.array(z.string()) }))
+    .openapi({ description: "Empty, or `scopes_outside_owner_roles` naming scopes that grant nothing under the owner's roles" }),
+}).openapi('MintedApiKey');
+
 const KeyId = z.object({
   key_id: z
     .string()
@@ -124,7 +133,9 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
       summary: 'Mint an API key (secret shown once)',
       ...secured(PERMISSIONS.keysWrite),
       request: { body: jsonBody(MintBody) },
-      responses: { 201: json(KeyWithSecret, 'The new key and its secret'), ...errorResponses(400, 401, 403, 404) },
+      description:
+        "Answers `effective_permissions`: what the key grants now, its scopes within its owner's roles. A scope that grants nothing under the owner's roles is not refused (a role may be granted later) but named in `warnings` (`scopes_outside_owner_roles`).",
+      responses: { 201: json(MintedKey, 'The new key and its secret'), ...errorResponses(400, 401, 403, 404) },
     }),
     async (c) => {
       const auth = c.get('auth');
@@ -142,10 +153,12 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
       // Minting for another principal is acting on it: the caller must hold all of its authority.
       if (owner.id !== auth.principal.id) await iam.assertManages(auth, owner, 'api_key.mint');
       const cap = (body.authority ?? null) as AuthorityEnvelope | null;
+      const ownerPermissions = await iam.permissionsOf(owner);
+      const effective = effectiveAuthority(ownerPermissions, body.scopes);
       await iam.assertWithinCaller(
         auth,
         {
-          permissions: effectiveAuthority(await iam.permissionsOf(owner), body.scopes),
+          permissions: effective,
           envelope: cap === null ? owner.authority : meetCeilings(owner.authority, cap),
         },
         { action: 'api_key.mint', target: owner.id },
@@ -173,7 +186,19 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
         });
         return minted;
       });
-      return c.json(keyView(row, secret) as z.infer<typeof KeyWithSecret>, 201);
+      // Issue 25: a key whose scopes lie outside its owner's roles used to look fine and grant nothing.
+      const outside = body.scopes.filter((sc) => sc !== '*' && intersectSelectors(ownerPermissions, [sc]).length === 0);
+      const warnings =
+        outside.length > 0
+          ? [
+              {
+                code: 'scopes_outside_owner_roles' as const,
+                message: `these scopes grant nothing under the owner's roles: ${outside.join(', ')}`,
+                scopes: outside,
+              },
+            ]
+          : [];
+      return c.json({ ...(keyView(row, secret) as z.infer<typeof KeyWithSecret>), effective_permissions: effective, warnings }, 201);
     },
   );
 

@@ -6,7 +6,7 @@ import { UNBOUNDED, type Ceiling } from '../../core/authority/ceiling.ts';
 import { BUILTIN_ROLES, PERMISSIONS } from '../../core/permissions.ts';
 import { conflict, invalid } from '../../core/errors.ts';
 import type { AppEnv, CellCore } from '../context.ts';
-import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, slicePage } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, queryTime, secured, slicePage } from '../http/openapi.ts';
 import { isoTime } from '../../core/iso-time.ts';
 import type { Iam } from './iam.ts';
 import type { Lifecycle, LifecycleAction } from './lifecycle.ts';
@@ -287,7 +287,17 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
       'x-status': 'Live',
       summary: 'The audit trail, newest first',
       ...secured(PERMISSIONS.auditRead),
-      request: { query: pageQuery(100, 1000).extend({ actor: z.string().max(64).optional(), target: z.string().max(64).optional() }) },
+      description:
+        'Filters combine: `actor`, `action`, `target` (exact), `after` and `before` (RFC 3339, exclusive bounds on `at`); `total` counts the filtered trail.',
+      request: {
+        query: pageQuery(100, 1000).extend({
+          actor: z.string().max(200).optional().openapi({ description: 'Only entries by this actor (a principal id, or `system:…`)' }),
+          action: z.string().max(100).optional().openapi({ description: 'Only entries of this action, e.g. `api_key.mint`' }),
+          target: z.string().max(200).optional().openapi({ description: 'Only entries about this target id' }),
+          after: queryTime('Only entries after this time (exclusive)'),
+          before: queryTime('Only entries before this time (exclusive)'),
+        }),
+      },
       responses: {
         200: json(listSchema('entries', AuditEntry, 'AuditList'), 'Entries'),
         ...errorResponses(400, 401, 403),
@@ -295,9 +305,12 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
     }),
     async (c) => {
       const q = c.req.valid('query');
-      const filter: { actor?: string; target?: string } = {};
+      const filter: { actor?: string; target?: string; action?: string; after?: number; before?: number } = {};
       if (q.actor) filter.actor = q.actor;
       if (q.target) filter.target = q.target;
+      if (q.action) filter.action = q.action;
+      if (q.after !== undefined) filter.after = q.after;
+      if (q.before !== undefined) filter.before = q.before;
       const { items, total } = await listAudit(store, q.limit, q.offset, filter);
       const entries = items.map((e) => ({ ...e, at: isoTime(e.at) }));
       return c.json({ entries, ...pageOf(q, total) }, 200);

@@ -13,6 +13,7 @@ import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import type { Run } from '../runs/runs.ts';
 import { READS_ALL_RUNS, RunIdParam } from '../runs/routes.ts';
+import { runFilterOf, runFilterQuery } from '../runs/api.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
 import type { JobsContext } from './context.ts';
 import { boundSingleSpec, parseRunSpec, submitJobRun } from './runner.ts';
@@ -79,11 +80,12 @@ const list = createRoute({
   ...secured(PERMISSIONS.jobsRead),
   summary: 'List runs',
   description:
-    'Runs in a stable order: the order they were recorded, oldest first (new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all.' +
+    'Runs in a stable order: the order they were recorded, oldest first (new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all; `state`, `job_type`, `crew_id`, `source`, `created_after`, `created_before` narrow the list (all combine; `total` counts the filtered list).' +
     READS_ALL_RUNS,
   request: {
     query: pageQuery(200, 2000).extend({
       kind: z.enum(['job', 'crew', 'all']).default('job').openapi({ description: 'job (default) | crew | all' }),
+      ...runFilterQuery,
     }),
   },
   responses: {
@@ -212,7 +214,12 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
 
   app.openapi(list, async (c) => {
     const q = c.req.valid('query');
-    const { items, total } = await runs.listRuns({ limit: q.limit, offset: q.offset, ...(q.kind !== 'all' ? { kind: q.kind } : {}) });
+    const { items, total } = await runs.listRuns({
+      limit: q.limit,
+      offset: q.offset,
+      ...(q.kind !== 'all' ? { kind: q.kind } : {}),
+      ...runFilterOf(q),
+    });
     const views = [];
     for (const r of items) views.push(await runView(ctx, r));
     return c.json({ items: views, ...pageOf(q, total), checked_cell_id: core.config.cellId }, 200);

@@ -28,6 +28,8 @@ import {
   type PendingApprovalView,
 } from './approvals.ts';
 import type { RunDeltaListener, RunEventListener, RunsContext } from './context.ts';
+import { z } from '@hono/zod-openapi';
+import { queryTime } from '../http/openapi.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel, type DriverHandle } from './control.ts';
 import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, placeOnPeer } from './lease.ts';
 import { driveRun, recordedStep, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
@@ -49,6 +51,7 @@ import {
   isStalled,
   listRuns,
   newRunId,
+  RUN_STATES,
   setRunFlags,
   setRunState,
   type ListRunsOptions,
@@ -304,4 +307,46 @@ export class Runs {
   registerWorkspaceFiles(bytesOf: (workspaceId: string) => number): void {
     this.ctx.workspaceFiles = bytesOf;
   }
+}
+
+/**
+ * The filters of a run list (issue 25), for the list routes' query: each
+ * narrows, all combine; times are RFC 3339 and exclusive.
+ */
+export const runFilterQuery = {
+  state: z
+    .enum(RUN_STATES as [RunState, ...RunState[]])
+    .optional()
+    .openapi({ description: 'Only runs in this state' }),
+  job_type: z
+    .string()
+    .min(1)
+    .max(64)
+    .optional()
+    .openapi({ description: 'Only job runs of this job_type (sql, compute, notebook, single, agent)' }),
+  crew_id: z.string().min(1).max(200).optional().openapi({ description: 'Only runs of this crew' }),
+  source: z.string().min(1).max(200).optional().openapi({
+    description: 'Only runs started this way: `api`, `schedule` (or `schedule:<definition id>`), `endpoint` (or `endpoint:<id>`)',
+  }),
+  created_after: queryTime('Only runs created after this time (exclusive)'),
+  created_before: queryTime('Only runs created before this time (exclusive)'),
+};
+
+/** The ListRunsOptions of a query validated with `runFilterQuery`. */
+export function runFilterOf(q: {
+  state?: RunState | undefined;
+  job_type?: string | undefined;
+  crew_id?: string | undefined;
+  source?: string | undefined;
+  created_after?: number | undefined;
+  created_before?: number | undefined;
+}): Pick<ListRunsOptions, 'state' | 'jobType' | 'crewId' | 'source' | 'createdAfter' | 'createdBefore'> {
+  return {
+    state: q.state,
+    jobType: q.job_type,
+    crewId: q.crew_id,
+    source: q.source,
+    createdAfter: q.created_after,
+    createdBefore: q.created_before,
+  };
 }

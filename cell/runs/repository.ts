@@ -317,6 +317,12 @@ export interface RunFilter {
   crewId?: string | undefined;
   state?: RunState | undefined;
   investigate?: boolean | undefined;
+  jobType?: string | undefined;
+  source?: string | undefined;
+  /** Epoch ms, exclusive. */
+  createdAfter?: number | undefined;
+  /** Epoch ms, exclusive. */
+  createdBefore?: number | undefined;
 }
 
 function where(f: RunFilter): { sql: string; params: SqlValue[] } {
@@ -335,6 +341,23 @@ function where(f: RunFilter): { sql: string; params: SqlValue[] } {
     params.push(f.state);
   }
   if (f.investigate) w.push('r.investigate = 1');
+  if (f.jobType) {
+    w.push('r.job_type = ?');
+    params.push(f.jobType);
+  }
+  if (f.source) {
+    // `schedule` also matches `schedule:<definition id>` (a source with its origin's id).
+    w.push('(r.source = ? OR SUBSTR(r.source, 1, ?) = ?)');
+    params.push(f.source, f.source.length + 1, `${f.source}:`);
+  }
+  if (f.createdAfter !== undefined) {
+    w.push('r.created_at > ?');
+    params.push(f.createdAfter);
+  }
+  if (f.createdBefore !== undefined) {
+    w.push('r.created_at < ?');
+    params.push(f.createdBefore);
+  }
   return { sql: w.length ? `WHERE ${w.join(' AND ')}` : '', params };
 }
 

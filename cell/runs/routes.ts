@@ -20,7 +20,7 @@ import { streamSSE } from 'hono/streaming';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
-import { errorResponses, json, secured } from '../http/openapi.ts';
+import { errorResponses, json, MAX_OFFSET, secured } from '../http/openapi.ts';
 import type { RunsContext } from './context.ts';
 import { journalClosed, readJournal } from './journal.ts';
 import { nodeSink, streamRun, webSink } from './sse.ts';
@@ -88,7 +88,7 @@ const getJournal = createRoute({
   ...secured(PERMISSIONS.jobsRead),
   summary: "The run's journal so far",
   description:
-    'The signed, hash-chained journal records of a run (job or crew run; one run id space), in seq order. `after_seq` returns only later records.' +
+    'The signed, hash-chained journal records of a run (job or crew run; one run id space), in seq order. Pages with `limit` and `offset` (seq runs from 1 to `total` without gaps, so `offset=N` starts at seq N+1); `after_seq` (an extension) returns only later records, and combines with `offset` (skip `offset` records after it).' +
     READS_ALL_RUNS,
   request: {
     params: RunIdParam,
@@ -104,6 +104,17 @@ const getJournal = createRoute({
         .preprocess((v) => (typeof v === 'string' && /^[0-9]{1,16}$/.test(v) ? Number(v) : v), z.number().int().min(1).max(10_000))
         .default(10_000)
         .openapi({ description: 'Most records returned: 1 to 10000, default 10000' }),
+      offset: z
+        .preprocess(
+          (v) => (typeof v === 'string' && /^[0-9]{1,16}$/.test(v) ? Number(v) : v),
+          z
+            .number({ error: `must be a decimal integer from 0 to ${MAX_OFFSET}` })
+            .int()
+            .min(0)
+            .max(MAX_OFFSET),
+        )
+        .default(0)
+        .openapi({ description: 'Records to skip from the start (after `after_seq` when given), default 0' }),
     }),
   },
   responses: {
@@ -114,6 +125,8 @@ const getJournal = createRoute({
           state: z.string(),
           finished: z.boolean().openapi({ description: 'True when the journal holds the run_finished record' }),
           records: z.array(JournalRecordSchema),
+          limit: z.number().int().openapi({ description: 'The limit this page was read with' }),
+          offset: z.number().int().openapi({ description: 'The offset this page was read with' }),
           total: z.number().int().openapi({ description: 'How many records the journal holds so far (seq runs from 1 to total)' }),
         })
         .openapi('RunJournal'),
@@ -172,13 +185,15 @@ async function exhausted(ctx: RunsContext, runId: string, state: string, after: 
 export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext): void {
   app.openapi(getJournal, async (c) => {
     const { run_id } = c.req.valid('param');
-    const { after_seq, limit } = c.req.valid('query');
+    const { after_seq, limit, offset } = c.req.valid('query');
     const run = await getRun(ctx, run_id);
     if (!run) throw notFound('run');
-    const records = await readJournal(ctx, run_id, after_seq, limit);
+    // Seqs are 1..total without gaps: skipping `offset` records is starting after seq after_seq + offset.
+    const records = await readJournal(ctx, run_id, Math.min(after_seq + offset, Number.MAX_SAFE_INTEGER), limit);
     const finished = await journalClosed(ctx, run_id);
     const total = await lastSeq(ctx.core.store, run_id);
-    return c.json({ run_id, state: run.state, finished, records: records as z.infer<typeof JournalRecordSchema>[], total }, 200);
+    const page = records as z.infer<typeof JournalRecordSchema>[];
+    return c.json({ run_id, state: run.state, finished, records: page, limit, offset, total }, 200);
   });
 
   app.openapi(getSse, async (c) => {

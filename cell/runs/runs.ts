@@ -97,6 +97,11 @@ export interface ListRunsOptions {
   state?: RunState | undefined;
   /** Only runs flagged for investigation. */
   investigate?: boolean | undefined;
+  jobType?: string | undefined;
+  source?: string | undefined;
+  /** Only runs created after / before these epoch ms (exclusive). */
+  createdAfter?: number | undefined;
+  createdBefore?: number | undefined;
 }
 
 /**
@@ -104,7 +109,16 @@ export interface ListRunsOptions {
  * runs only ever append, so a page that was read stays the same page.
  */
 export async function listRuns(ctx: RunsContext, o: ListRunsOptions): Promise<{ items: Run[]; total: number }> {
-  const f = { kind: o.kind, crewId: o.crewId, state: o.state, investigate: o.investigate };
+  const f = {
+    kind: o.kind,
+    crewId: o.crewId,
+    state: o.state,
+    investigate: o.investigate,
+    jobType: o.jobType,
+    source: o.source,
+    createdAfter: o.createdAfter,
+    createdBefore: o.createdBefore,
+  };
   const total = await repo.countRuns(ctx.core.store, f);
   const items = await repo.listRuns(ctx.core.store, f, o.limit, o.offset);
   return { items, total };

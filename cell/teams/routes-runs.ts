@@ -8,6 +8,7 @@ import { ServiceError, notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
 import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, securedEither } from '../http/openapi.ts';
 import { RUN_STATES, type Run, type RunState } from '../runs/runs.ts';
+import { runFilterOf, runFilterQuery } from '../runs/api.ts';
 import { assertSeatsWithinCaller } from './compile.ts';
 import type { TeamsContext } from './context.ts';
 import { getCrew } from './formations.ts';
@@ -181,11 +182,13 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       tags: ['Crews'],
       'x-status': 'Live',
       summary: 'Crew runs across crews; `investigate=true` lists runs flagged for investigation',
+      description:
+        '`state`, `crew_id`, `source`, `created_after`, `created_before` (RFC 3339, exclusive) narrow the list; all combine, and `total` counts the filtered list. `job_type` matches no crew run.',
       ...securedEither(PERMISSIONS.teamsRead, PERMISSIONS.jobsRead),
       request: {
         query: pageQuery(100, 1000).extend({
           investigate: z.enum(['true', 'false']).optional(),
-          state: z.enum(RUN_STATES as [RunState, ...RunState[]]).optional(),
+          ...runFilterQuery,
         }),
       },
       responses: {
@@ -199,7 +202,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
         limit: q.limit,
         offset: q.offset,
         kind: 'crew',
-        state: q.state,
+        ...runFilterOf(q),
         investigate: q.investigate === 'true',
       });
       return c.json({ runs: await views(r.items), ...pageOf(q, r.total) }, 200);

@@ -13,12 +13,13 @@ import {
   unauthorized,
 } from '../../core/errors.ts';
 
-test("codes and statuses are exactly the service spec's Errors table", () => {
+test("codes and statuses are exactly the service spec's Errors table, and 405 (issue 25)", () => {
   assert.deepEqual(ERROR_STATUS, {
     invalid_request: 400,
     unauthorized: 401,
     forbidden: 403,
     not_found: 404,
+    method_not_allowed: 405,
     conflict: 409,
     rate_limited: 429,
     internal_error: 500,

@@ -53,6 +53,8 @@ after(async () => {
 test('the README walk-through runs as written against a real cell and prints what it promises', { timeout: 60_000 }, async () => {
   const blocks = walkthrough(readFileSync(resolve(ROOT, 'README.md'), 'utf8'));
   assert.ok(blocks.length >= 2, 'the walk-through has its blocks');
+  // Pasted into an interactive shell, `set -e` or `exit` would close it at the first failure (issue 25).
+  for (const b of blocks) assert.doesNotMatch(b, /^\s*(set\s+-[a-z]*e|exit\b)/m, 'no set -e or exit in a pasted block');
   const expect = promised(blocks);
   assert.ok(expect.length >= 4, `the walk-through promises answers (${expect.length})`);
   const port = new URL(cell.url).port;

@@ -1,0 +1,81 @@
+/**
+ * `node dist/cell.mjs admin reset-owner --data DIR [--store URL]
+ * [--secrets-key-file FILE] [--principal ID]`: owner recovery for an operator
+ * who holds the machine (cell/iam/reset-owner.ts). Refused while a cell
+ * serves on the data directory (the embedded store's lock); on PostgreSQL,
+ * refused while a cell of the group is live, unless `--while-serving`: the
+ * group would hear of the new key at once, but the rule makes the recovery
+ * a deliberate act of whoever runs the database. The secret is printed only
+ * to a terminal (as the bootstrap key, docs/operations.md, "Start-up"); it is
+ * always in the file the command names.
+ */
+import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+import { isoTime } from '../../core/iso-time.ts';
+import { SetupError } from '../../runtime/setup-error.ts';
+import { startCell } from '../server.ts';
+
+const USAGE = 'usage: admin reset-owner --data DIR [--store URL [--secrets-key-file FILE] [--while-serving]] [--principal ID]';
+
+export const ADMIN_HELP = `  admin reset-owner  mint a new owner key for an operator who lost it (the cell stopped; revokes nothing)
+    --data DIR [--store URL [--secrets-key-file FILE] [--while-serving]] [--principal ID]
+`;
+
+export async function adminCommand(argv: string[]): Promise<void> {
+  const [what, ...rest] = argv;
+  if (what !== 'reset-owner') throw new Error(USAGE);
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      data: { type: 'string' },
+      store: { type: 'string' },
+      'secrets-key-file': { type: 'string' },
+      principal: { type: 'string' },
+      'while-serving': { type: 'boolean' },
+    },
+    strict: true,
+  });
+  const dataDir = resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell');
+  const storeUrl = values.store ?? process.env['CELL_STORE_URL'];
+  if (storeUrl !== undefined && storeUrl !== '' && !/^postgres(ql)?:\/\//.test(storeUrl))
+    throw new Error('--store takes a postgres://user@host:port/db URL');
+  const quiet = { info() {}, warn() {}, error() {} };
+  let running;
+  try {
+    running = await startCell({
+      config: {
+        dataDir,
+        joinGroup: false,
+        secretsKeyFile: values['secrets-key-file'] !== undefined ? resolve(values['secrets-key-file']) : null,
+        ...(storeUrl ? { storeUrl } : {}),
+      },
+      listen: false,
+      log: quiet,
+    });
+  } catch (err) {
+    const m = /is in use by pid (\d+)/.exec((err as Error).message);
+    if (m) throw new SetupError(`a cell (pid ${m[1]}) serves on ${dataDir}: stop it first, then run admin reset-owner again`);
+    throw err;
+  }
+  try {
+    if (running.core.store.engine === 'postgres' && !values['while-serving']) {
+      const live = (await running.modules.cluster.cluster.members()).filter((c) => c.state !== 'dead').map((c) => c.cell_id);
+      if (live.length > 0)
+        throw new SetupError(
+          `cells of this group are serving (${live.join(', ')}): stop them first, or pass --while-serving to mint the key while they serve`,
+        );
+    }
+    const r = await running.modules.iam.resetOwner(values.principal !== undefined ? { principalId: values.principal } : {});
+    let out = r.createdOwner
+      ? `no active owner was left: created owner ${r.ownerId}\n`
+      : `owner ${r.ownerId}: its other active keys are left as they were; revoke the lost ones with the new key:\n`;
+    if (!r.createdOwner) for (const k of r.activeKeys) out += `  ${k.id}  ${k.name}  created ${isoTime(k.created_at)}\n`;
+    out += process.stdout.isTTY
+      ? `new owner key ${r.keyId} (shown once, also in ${r.file}):\n${r.secret}\n`
+      : `new owner key ${r.keyId} in ${r.file} (mode 0600; not printed: stdout is not a terminal)\n`;
+    out += 'recorded in the audit log as api_key.mint by system:reset-owner\n';
+    process.stdout.write(out);
+  } finally {
+    await running.stop();
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * `node dist/cell.mjs backup --data DIR --out FILE` and `restore --from FILE
+ * --data NEWDIR --secrets-key-file FILE`: the command-line face of
+ * cell/ops/backup.ts. Backup runs while the cell serves (it takes no lock);
+ * restore writes a new data directory a cell then starts on.
+ */
+import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+import { restoreBackup, writeBackup } from './backup.ts';
+
+const BACKUP_USAGE = 'usage: backup --data DIR --out FILE';
+const RESTORE_USAGE = 'usage: restore --from FILE --data NEWDIR --secrets-key-file FILE';
+
+export const BACKUP_HELP = `  backup           copy a data directory's embedded store while the cell serves (one consistent LSN)
+    --data DIR --out FILE   the secrets key and the bootstrap key are not in the backup: keep them apart
+  restore          write a new data directory from a backup
+    --from FILE --data NEWDIR --secrets-key-file FILE
+                   FILE: the secrets key of the backed-up cell (checked against its sealed keys, copied in)
+`;
+
+export async function backupCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({ args: argv, options: { data: { type: 'string' }, out: { type: 'string' } }, strict: true });
+  if (!values.out) throw new Error(BACKUP_USAGE);
+  const dataDir = resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell');
+  const m = await writeBackup(dataDir, resolve(values.out), new Date());
+  process.stdout.write(
+    `wrote backup of ${m.cell_id ?? dataDir} at LSN ${m.lsn} to ${values.out} (${m.files.length} files)\n` +
+      `not in the backup, keep them apart: ${m.not_included.map((f) => resolve(dataDir, f)).join(', ')}\n`,
+  );
+}
+
+export async function restoreCommand(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: { from: { type: 'string' }, data: { type: 'string' }, 'secrets-key-file': { type: 'string' } },
+    strict: true,
+  });
+  if (!values.from || !values.data) throw new Error(RESTORE_USAGE);
+  if (!values['secrets-key-file'])
+    throw new Error(
+      `${RESTORE_USAGE}\n(the backup does not hold the secrets key that seals its signing keys; name the backed-up cell's key file)`,
+    );
+  const dataDir = resolve(values.data);
+  const m = await restoreBackup(resolve(values.from), dataDir, resolve(values['secrets-key-file']));
+  process.stdout.write(
+    `restored ${m.cell_id ?? 'the cell'} at LSN ${m.lsn} (backup of ${m.created_at}) into ${dataDir}; start it with: node dist/cell.mjs serve --data ${dataDir}\n`,
+  );
+}

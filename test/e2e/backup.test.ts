@@ -1,0 +1,264 @@
+/**
+ * Backup and restore (issue 25, part 2) against the real cell process.
+ * Embedded store: `backup` while the cell serves a stream of writes, then
+ * `restore` into a new directory; every table of the restored store equals
+ * the original store replayed to the backup's LSN, and a cell starts on it
+ * and serves. The refusals: a wrong secrets key, a damaged file, a non-empty
+ * target, a directory with no store. PostgreSQL: the documented pg_dump /
+ * pg_restore round trip (docs/operations.md), with the data directory's
+ * files a restored cell needs, and every table compared.
+ */
+import { strict as assert } from 'node:assert';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import type { Database } from 'sql.js';
+import { request } from 'undici';
+import { CELL_BIN, groupSecretsKeyFile, startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
+import { TEST_ENGINE } from '../helpers/inproc.ts';
+import { pgDatabase } from '../helpers/postgres.ts';
+import { copyStoreOnline } from '../../cell/store/copy-online.ts';
+import { loadSqlJs } from '../../cell/store/sqljs.ts';
+
+const run = promisify(execFile);
+const P = '/api/public/v1/admin';
+
+/** Runs `node dist/cell.mjs ARGS`; resolves with its exit code and output (never rejects on a non-zero exit). */
+async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  try {
+    const r = await run(process.execPath, [CELL_BIN, ...args]);
+    return { code: 0, out: r.stdout, err: r.stderr };
+  } catch (e) {
+    const x = e as { code: number; stdout: string; stderr: string };
+    return { code: x.code, out: x.stdout, err: x.stderr };
+  }
+}
+
+async function createPrincipal(cell: CellProcess, key: string, name: string): Promise<void> {
+  const res = await request(`${cell.url}${P}/principals`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ kind: 'service', name }),
+  });
+  assert.equal(res.statusCode, 201, await res.body.text());
+  await res.body.dump();
+}
+
+async function principalCount(url: string, key: string): Promise<number> {
+  const res = await request(`${url}${P}/principals?limit=1`, { headers: { authorization: `Bearer ${key}` } });
+  assert.equal(res.statusCode, 200);
+  return ((await res.body.json()) as { total: number }).total;
+}
+
+/** Every table of an embedded database, rows as sorted JSON lines (order-free, so rowid order does not matter). */
+function sqliteTables(db: Database): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  const names = db.exec(
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> '_store_meta' ORDER BY name",
+  );
+  for (const [name] of names[0]?.values ?? []) {
+    const r = db.exec(`SELECT * FROM "${String(name)}"`)[0];
+    const rows = (r?.values ?? []).map((v) =>
+      JSON.stringify(v, (_k, x: unknown) => (x instanceof Uint8Array ? Buffer.from(x).toString('hex') : x)),
+    );
+    out.set(String(name), rows.sort());
+  }
+  return out;
+}
+
+describe('backup and restore: the embedded store while the cell serves', {
+  skip: TEST_ENGINE === 'postgres' ? 'embedded store only' : false,
+}, () => {
+  let cell: CellProcess;
+  let work: string;
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'cell-backup-'));
+    cell = await startCellProcess();
+  });
+  after(async () => {
+    await cell?.kill();
+    cell?.cleanup();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('backs up during writes; restore gives every table as of the backup LSN; a cell serves on it', async () => {
+    let written = 0;
+    let stop = false;
+    const writer = (async () => {
+      while (!stop) await createPrincipal(cell, cell.adminKey, `svc-${written++}`);
+    })();
+    while (written < 20) await new Promise((r) => setTimeout(r, 20));
+    const before = written;
+    const out = join(work, 'cell.backup');
+    const b = await cli(['backup', '--data', cell.dataDir, '--out', out]);
+    assert.equal(b.code, 0, b.err);
+    assert.match(b.out, /wrote backup of cell-\S+ at LSN \d+ to /);
+    assert.match(b.out, /not in the backup, keep them apart: .*secrets\.key, .*bootstrap-admin\.key/);
+    // Writes go on after the backup returned: the backup must hold fewer principals than the end state.
+    const more = written + 5;
+    while (written < more) await new Promise((r) => setTimeout(r, 20));
+    stop = true;
+    await writer;
+    const lsn = Number(/at LSN (\d+)/.exec(b.out)![1]);
+    // SIGKILL: no checkpoint at close, so the original log still holds every record after the backup's LSN.
+    await cell.kill();
+
+    const restored = join(work, 'restored');
+    const r = await cli(['restore', '--from', out, '--data', restored, '--secrets-key-file', join(cell.dataDir, 'secrets.key')]);
+    assert.equal(r.code, 0, r.err);
+    assert.ok(!existsSync(join(restored, 'bootstrap-admin.key')), 'the bootstrap key is not restored');
+    assert.deepEqual(readFileSync(join(restored, 'secrets.key')), readFileSync(join(cell.dataDir, 'secrets.key')));
+
+    const SQL = await loadSqlJs();
+    const got = new SQL.Database(readFileSync(join(restored, 'store', 'snapshot.db')));
+    const want = await copyStoreOnline(join(cell.dataDir, 'store'), { maxLsn: lsn });
+    try {
+      assert.equal(want.lsn, lsn);
+      const g = sqliteTables(got);
+      const w = sqliteTables(want.db);
+      assert.deepEqual([...g.keys()], [...w.keys()]);
+      assert.ok(g.size > 20, `every module's tables (${g.size})`);
+      for (const [t, rows] of w) assert.deepEqual(g.get(t), rows, `table ${t}`);
+      const n = g.get('principals')!.length;
+      assert.ok(
+        n >= before && n < written + 1,
+        `principals in the backup: ${n} (acknowledged before: ${before}, at the end: ${written + 1})`,
+      );
+    } finally {
+      got.close();
+      want.db.close();
+    }
+
+    // The restored directory serves: the same owner key, the data as backed up, and new writes.
+    const again = await startCellProcess({ dataDir: restored });
+    try {
+      const n = await principalCount(again.url, cell.adminKey);
+      assert.ok(n >= before + 1 && n <= written + 1);
+      await createPrincipal(again, cell.adminKey, 'after-restore');
+      assert.equal(await principalCount(again.url, cell.adminKey), n + 1);
+    } finally {
+      await again.stop();
+      rmSync(restored, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a wrong secrets key, a damaged file, a non-empty target and a directory with no store; writes nothing', async () => {
+    const out = join(work, 'refusals.backup');
+    // The cell was killed by the previous test; a backup of a stopped cell's directory works the same.
+    assert.equal((await cli(['backup', '--data', cell.dataDir, '--out', out])).code, 0);
+    const key = join(cell.dataDir, 'secrets.key');
+
+    const wrongKey = join(work, 'wrong.key');
+    writeFileSync(wrongKey, randomBytes(32), { mode: 0o600 });
+    const target = join(work, 'r1');
+    let r = await cli(['restore', '--from', out, '--data', target, '--secrets-key-file', wrongKey]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /does not open the sealed signing keys in the backup/);
+    assert.ok(!existsSync(target), 'nothing written');
+
+    r = await cli(['restore', '--from', out, '--data', target]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /does not hold the secrets key/);
+
+    const damaged = join(work, 'damaged.backup');
+    const bytes = readFileSync(out);
+    bytes[bytes.length - 100] = (bytes[bytes.length - 100] ?? 0) ^ 0xff;
+    writeFileSync(damaged, bytes);
+    r = await cli(['restore', '--from', damaged, '--data', target, '--secrets-key-file', key]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /is not a usable backup \(.* does not match its checksum\)/);
+    assert.ok(!existsSync(target));
+
+    mkdirSync(target);
+    writeFileSync(join(target, 'x'), 'x');
+    r = await cli(['restore', '--from', out, '--data', target, '--secrets-key-file', key]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /exists and is not an empty directory/);
+    assert.deepEqual(readdirSync(target), ['x']);
+
+    r = await cli(['backup', '--data', join(work, 'nothing-here'), '--out', join(work, 'n.backup')]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /holds no embedded store .* pg_dump/);
+    assert.doesNotMatch(r.err, /\n\s+at /, 'no stack trace');
+  });
+});
+
+const PG_BIN = '/usr/lib/postgresql/15/bin';
+
+/** Every table of the public schema, rows as sorted JSON lines. */
+async function pgTables(url: string): Promise<Map<string, string[]>> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const out = new Map<string, string[]>();
+    const names = await c.query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name");
+    for (const { table_name } of names.rows as { table_name: string }[]) {
+      const r = await c.query(`SELECT * FROM "${table_name}"`);
+      out.set(table_name, r.rows.map((row) => JSON.stringify(row)).sort());
+    }
+    return out;
+  } finally {
+    await c.end();
+  }
+}
+
+describe('backup and restore on PostgreSQL: pg_dump and pg_restore', {
+  skip: TEST_ENGINE !== 'postgres' ? 'PostgreSQL only' : false,
+}, () => {
+  it('a dump taken while the cell serves restores into a new database a cell serves from; every table round-trips', async () => {
+    const work = mkdtempSync(join(tmpdir(), 'cell-pgdump-'));
+    const cell = await startCellProcess();
+    const url = /--store (\S+)/.exec(cell.proc.spawnargs.join(' '))![1]!;
+    const copy = await pgDatabase();
+    const copy2 = await pgDatabase();
+    try {
+      let written = 0;
+      let stop = false;
+      const writer = (async () => {
+        while (!stop) await createPrincipal(cell, cell.adminKey, `svc-${written++}`);
+      })();
+      while (written < 10) await new Promise((r) => setTimeout(r, 20));
+      const dump = join(work, 'cell.dump');
+      await run(join(PG_BIN, 'pg_dump'), ['--format=custom', '--file', dump, '--dbname', url]);
+      stop = true;
+      await writer;
+      await run(join(PG_BIN, 'pg_restore'), ['--no-owner', '--exit-on-error', '--dbname', copy.url, dump]);
+
+      // What the cell's data directory must keep (docs/operations.md): its id, its member key; the secrets key apart.
+      const dir = join(work, 'restored-dir');
+      mkdirSync(dir);
+      for (const f of readdirSync(cell.dataDir))
+        if (f === 'cell-id' || /^member-.*\.key$/.test(f)) cpSync(join(cell.dataDir, f), join(dir, f));
+      await cell.stop();
+      const again = await startCellProcess({ dataDir: dir, args: ['--store', copy.url, '--secrets-key-file', groupSecretsKeyFile()] });
+      try {
+        const n = await principalCount(again.url, cell.adminKey);
+        assert.ok(n >= 11 && n <= written + 1, `principals after restore: ${n}`);
+        await createPrincipal(again, cell.adminKey, 'after-restore');
+      } finally {
+        await again.stop();
+      }
+
+      // The same round trip of the stopped cell's database: every table equal.
+      const dump2 = join(work, 'cell2.dump');
+      await run(join(PG_BIN, 'pg_dump'), ['--format=custom', '--file', dump2, '--dbname', url]);
+      await run(join(PG_BIN, 'pg_restore'), ['--no-owner', '--exit-on-error', '--dbname', copy2.url, dump2]);
+      const want = await pgTables(url);
+      const got = await pgTables(copy2.url);
+      assert.deepEqual([...got.keys()], [...want.keys()]);
+      assert.ok(got.size > 20);
+      for (const [t, rows] of want) assert.deepEqual(got.get(t), rows, `table ${t}`);
+    } finally {
+      await cell.stop();
+      cell.cleanup();
+      await copy.drop();
+      await copy2.drop();
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
+});
