@@ -2,6 +2,7 @@
 // chromium against the real cell process (issue 23, items 2, 9 and 10):
 // - more runs than one page (200): the pager says "page 1 of 2", the older page lists the oldest runs
 //   and the newer page comes back;
+// - the state filter and a search by run id reach past the page loaded (the cell filters);
 // - a crew run whose model call hangs for longer than ten leases is `stalled`: the badge in the list
 //   and on its page;
 // - with the system's dark preference the page is drawn dark, and axe-core still finds no violation.
@@ -111,6 +112,28 @@ test('the console: paging past the newest 200 runs, the stalled badge, the dark 
     assert.ok(await page.locator('#runs-older').isDisabled(), 'no older page');
     await page.locator('#runs-newer').click();
     await until('page 1 again', async () => /page 1 of 2/.test((await status.textContent()) ?? ''));
+
+    // ------------------------------------------------------------ filters span every run; a run id finds its run
+    // The one running run is the oldest (page 2); filtered by state, the cell answers it alone.
+    await page.locator('#filter-state').selectOption('running');
+    await page.waitForURL(/state=running/);
+    await until('the running run alone', async () => /^1 shown of 1 runs/.test((await status.textContent()) ?? ''));
+    assert.deepEqual(await page.locator('#runs-table tr[data-run]').evaluateAll((rs) => rs.map((r) => r.getAttribute('data-run'))), [
+      stalledId,
+    ]);
+    await page.locator('#filter-state').selectOption('');
+    await until('every run again', async () => /page 1 of 2/.test((await status.textContent()) ?? ''));
+    // The oldest SQL run is on page 2: its id typed in the search finds it from page 1.
+    await page.locator('#filter-q').fill(ids[0]!);
+    await page.locator('#filter-q').press('Enter');
+    await until(
+      'the searched run',
+      async () =>
+        (await page.locator('#runs-table tr[data-run]').evaluateAll((rs) => rs.map((r) => r.getAttribute('data-run')))).join() === ids[0],
+    );
+    await page.locator('#filter-q').fill('');
+    await page.locator('#filter-q').press('Enter');
+    await until('every run again', async () => /page 1 of 2/.test((await status.textContent()) ?? ''));
 
     // ------------------------------------------------------------ the dark theme follows the system
     const background = () => page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);

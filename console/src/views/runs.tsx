@@ -49,22 +49,56 @@ const ACTIVE = new Set(['queued', 'running', 'waiting']);
 const MAX_STREAMS = 3;
 const PAGE = 200;
 
+/** The list filters the cell applies (so they span every run, not one page): the API's names. */
+export interface RunFilters {
+  state?: string;
+  kind?: string;
+  crew_id?: string;
+  source?: string;
+  created_after?: string;
+}
+
+const RUN_ID = /^run_[0-9a-f]{20}$/;
+
+function filterQuery(f: RunFilters, crewOnly: boolean): string {
+  let q = '';
+  for (const [k, v] of Object.entries(f)) {
+    if (!v || (crewOnly && k === 'kind')) continue;
+    q += `&${k}=${encodeURIComponent(v)}`;
+  }
+  return q;
+}
+
 /**
  * A page of runs, newest first: page 0 is the newest 200, page 1 the 200
  * before them, and so on (the API lists oldest first with limit, offset and
- * total). Every run with system.orchestration.admin.read, else the crew runs
- * (their newest 200). Rows come oldest first, as the API answers.
+ * total), narrowed by the cell with `filters`. Every run with
+ * system.orchestration.admin.read, else the crew runs (their newest 200).
+ * Rows come oldest first, as the API answers. A search that is a whole run id
+ * (`search`) loads that run, wherever it is in the list.
  */
 export async function loadNewestRuns(
   session: Session,
   signal: AbortSignal,
   page = 0,
+  filters: RunFilters = {},
+  search = '',
 ): Promise<{ rows: RunRow[]; total: number; crewOnly: boolean; page: number; pages: number }> {
   if (!can(session, 'system.orchestration.admin.read') && can(session, 'agent_teams.read')) {
-    const r = await call<{ runs: RunRow[]; total: number }>(session, 'GET', `${TEAMS}/runs?limit=${PAGE}`, { signal });
+    const r = await call<{ runs: RunRow[]; total: number }>(session, 'GET', `${TEAMS}/runs?limit=${PAGE}${filterQuery(filters, true)}`, {
+      signal,
+    });
     return { rows: r.runs, total: r.total, crewOnly: true, page: 0, pages: 1 };
   }
-  const first = await call<{ items: RunRow[]; total: number }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${PAGE}`, { signal });
+  if (RUN_ID.test(search.trim())) {
+    const one = await call<RunRow>(session, 'GET', `${ADMIN}/jobs/runs/${seg(search.trim())}`, { signal }).catch((e: unknown) => {
+      if (e instanceof ApiError && e.status === 404) return null;
+      throw e;
+    });
+    return { rows: one ? [one] : [], total: one ? 1 : 0, crewOnly: false, page: 0, pages: 1 };
+  }
+  const base = `${ADMIN}/jobs/runs?kind=${encodeURIComponent(filters.kind || 'all')}${filterQuery({ ...filters, kind: '' }, false)}`;
+  const first = await call<{ items: RunRow[]; total: number }>(session, 'GET', `${base}&limit=${PAGE}`, { signal });
   const pages = Math.max(1, Math.ceil(first.total / PAGE));
   const p = Math.min(Math.max(0, page), pages - 1);
   const end = first.total - p * PAGE;
@@ -73,11 +107,7 @@ export async function loadNewestRuns(
   const items =
     offset === 0 && end >= Math.min(first.total, PAGE) && end === first.items.length
       ? first.items
-      : (
-          await call<{ items: RunRow[] }>(session, 'GET', `${ADMIN}/jobs/runs?kind=all&limit=${end - offset}&offset=${offset}`, {
-            signal,
-          })
-        ).items;
+      : (await call<{ items: RunRow[] }>(session, 'GET', `${base}&limit=${end - offset}&offset=${offset}`, { signal })).items;
   return { rows: items, total: first.total, crewOnly: false, page: p, pages };
 }
 
@@ -96,7 +126,26 @@ export function RunsView({ query }: { query: URLSearchParams }) {
     q: query.get('q') ?? '',
   };
   const page = Math.max(0, Number.parseInt(query.get('page') ?? '0', 10) || 0);
-  const list = useLoad((signal) => loadNewestRuns(session, signal, page), [session, page], 5000);
+  // State, kind, crew, source and time are the cell's filters (over every run); requester and a
+  // search by name within the page loaded; a search that is a run id finds that run.
+  const list = useLoad(
+    (signal) =>
+      loadNewestRuns(
+        session,
+        signal,
+        page,
+        {
+          state: filter.state,
+          kind: filter.kind,
+          crew_id: filter.crew,
+          source: filter.source,
+          created_after: SINCE[filter.since] ? new Date(Date.now() - SINCE[filter.since]!).toISOString() : '',
+        },
+        filter.q,
+      ),
+    [session, page, filter.state, filter.kind, filter.crew, filter.source, filter.since, RUN_ID.test(filter.q.trim()) ? filter.q : ''],
+    5000,
+  );
 
   // Crew names instead of ids, where the session may read crews.
   const crewList = useLoad(
@@ -178,7 +227,10 @@ export function RunsView({ query }: { query: URLSearchParams }) {
   }, [followKey, session]);
 
   const all = list.data?.rows ?? [];
-  const crews = [...new Set(all.map((r) => r.crew_id).filter((c): c is string => !!c))].sort();
+  // Every crew the session may read (the list is filtered by the cell), else those of the page loaded.
+  const crews = [
+    ...new Set([...(crewList.data ?? []).map((c) => c.crew_id), ...all.map((r) => r.crew_id).filter((c): c is string => !!c)]),
+  ].sort();
   const requesters = [...new Set(all.map((r) => r.requester))].sort();
   const setFilter = (k: string, v: string) => {
     // A new filter starts from the newest page.

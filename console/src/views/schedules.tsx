@@ -122,7 +122,7 @@ export function SchedulesView({ scheduleId }: { scheduleId: string | null }) {
       const defs = await call<{ items: Definition[]; total: number }>(session, 'GET', `${ADMIN}/jobs/definitions?limit=1000`, { signal });
       let runs: RunRow[] = [];
       try {
-        runs = (await loadNewestRuns(session, signal)).rows;
+        runs = (await loadNewestRuns(session, signal, 0, { source: 'schedule' })).rows;
       } catch {
         // the last runs are a bonus: the definitions still show
       }
