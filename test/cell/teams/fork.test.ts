@@ -28,9 +28,9 @@ after(async () => {
 });
 
 async function finished(crew: string, runId: string): Promise<any> {
-  for (let i = 0; i < 2000; i++) {
-    const r = await ok(api, 'GET', `${T}/crews/${crew}/runs/${runId}`);
-    if (['completed', 'failed', 'refused', 'cancelled'].includes(r.state)) return r;
+  for (let i = 0; i < 3000; i++) {
+    const state = (await t.modules.runs.runs.getRun(runId))?.state ?? '';
+    if (['completed', 'failed', 'refused', 'cancelled'].includes(state)) return ok(api, 'GET', `${T}/crews/${crew}/runs/${runId}`);
     await new Promise((res) => setTimeout(res, 20));
   }
   assert.fail(`run ${runId} did not finish`);
