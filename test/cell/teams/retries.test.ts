@@ -186,3 +186,28 @@ test('bad step policies are refused at authoring, naming the field; a policy is 
   assert.equal(g1.graph.nodes[0].config.timeout_ms, undefined);
   assert.notEqual(g1.graph_hash, g2.graph_hash);
 });
+
+test('a billet change sets or removes its step policy (a new version), checked the same way', async () => {
+  const tm = await crewWith({});
+  const billets = await ok(api, 'GET', `${T}/formations/${tm.formation}/billets`);
+  const id = billets.billets[0].billet_id as string;
+  const path = `${T}/formations/${tm.formation}/billets/${id}`;
+  const bad = await t.request('PATCH', path, {
+    token: t.adminKey,
+    body: { retry: { max_attempts: 3, backoff_ms: 50, max_backoff_ms: 10, on: ['provider_error'] } },
+  });
+  assert.equal(bad.status, 400, bad.text);
+  assert.equal(bad.body.details.field, 'retry.max_backoff_ms');
+  const set = await ok(api, 'PATCH', path, {
+    timeout_ms: 1000,
+    retry: { max_attempts: 2, backoff_ms: 0, max_backoff_ms: 0, on: ['tool_error'] },
+  });
+  assert.equal(set.timeout_ms, 1000);
+  assert.deepEqual(set.retry.on, ['tool_error']);
+  const g = await ok(api, 'GET', `${T}/formations/${tm.formation}/graph`);
+  assert.equal(g.graph.nodes[0].config.retry.max_attempts, 2);
+  const removed = await ok(api, 'PATCH', path, { retry: null });
+  assert.equal(removed.retry, undefined);
+  assert.equal(removed.timeout_ms, 1000);
+  assert.ok(removed.formation_version > set.formation_version);
+});
