@@ -136,6 +136,8 @@ export function mountOffline(
         },
       },
       recorded: journal.recorded,
+      // A retry's backoff resumes at its recorded due time on a later drive (docs/engine.md, "Step policies").
+      attempts: journal.attempts,
     };
     try {
       const r = await runGraph(crew!.graph as Graph, run.input, ports, {

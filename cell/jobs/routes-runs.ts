@@ -17,6 +17,7 @@ import { runFilterOf, runFilterQuery } from '../runs/api.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
 import type { JobsContext } from './context.ts';
 import { boundSingleSpec, parseRunSpec, submitJobRun } from './runner.ts';
+import { rerunJob } from './rerun.ts';
 import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './schemas.ts';
 
 const TAG = 'Job runs';
@@ -43,6 +44,8 @@ export async function runView(ctx: JobsContext, r: Run): Promise<z.infer<typeof 
     updated_at: isoTime(r.updated_at),
     finished_at: isoTimeOrNull(r.finished_at),
     checked_cell_id: ctx.core.config.cellId,
+    forked_from: (r.flags['forked_from'] as z.infer<typeof JobRunSchema>['forked_from']) ?? null,
+    forks: Array.isArray(r.flags['forks']) ? (r.flags['forks'] as z.infer<typeof JobRunSchema>['forks']) : [],
     ...(r.job_type === 'agent' ? { pending_approvals: await jobPendingApprovals(ctx, r) } : {}),
   };
 }
@@ -144,6 +147,22 @@ const cancel = createRoute({
   },
 });
 
+const rerun = createRoute({
+  method: 'post',
+  path: '/api/public/v1/admin/jobs/runs/{run_id}/rerun',
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Rerun a failed run from its failure',
+  description:
+    'A new run with the same job type, workspace and spec, requested by the caller (the session), that reuses every step the run completed (its journal opens with a `forked` record naming this run) and runs the failed step again. Linked both ways: `forked_from` on the new run, `forks` on this one. Needs reading the run too (system.orchestration.admin.read). 409 `run_not_failed` unless the run failed, was refused or cancelled.',
+  request: { params: RunIdParam },
+  responses: {
+    201: json(Submitted, 'The new run, queued'),
+    ...errorResponses(400, 401, 403, 404, 409),
+  },
+});
+
 /** A step id as given (the router already decoded the path); a second decode only when it is well-formed. */
 function safeDecode(v: string): string {
   try {
@@ -230,6 +249,13 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
     const run = await runs.getRun(job_id);
     if (!run) return c.json({ run_id: job_id, job_id, state: 'unknown' as const, checked_cell_id: core.config.cellId }, 200);
     return c.json(await runView(ctx, run), 200);
+  });
+
+  app.openapi(rerun, async (c) => {
+    const { run_id } = c.req.valid('param');
+    const id = await rerunJob(ctx, c.get('auth'), run_id);
+    c.header('Location', `/api/public/v1/admin/jobs/runs/${id}`);
+    return c.json({ run_id: id, job_id: id, state: (await runs.getRun(id))?.state ?? 'queued', checked_cell_id: core.config.cellId }, 201);
   });
 
   app.openapi(cancel, async (c) => {

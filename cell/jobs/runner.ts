@@ -55,6 +55,10 @@ export interface SubmitJob {
   requester: string;
   source?: string;
   run_id?: string;
+  /** Flags the run starts with (a rerun: `forked_from`). */
+  flags?: Record<string, unknown>;
+  /** Written to the run's journal before it is driven (a rerun: its lineage and reused records). */
+  opening?: (runId: string) => Promise<void>;
 }
 
 /**
@@ -75,6 +79,7 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
       spec: j.spec,
       source: j.source ?? 'api',
       at,
+      ...(j.flags ? { flags: j.flags } : {}),
     });
     await ctx.iam.audit(tx, {
       at,
@@ -86,6 +91,7 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
     });
     return id;
   });
+  await j.opening?.(runId);
   return { run_id: runId, done: startJobDrive(ctx, (await ctx.runs.getRun(runId))!) };
 }
 

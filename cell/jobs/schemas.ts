@@ -243,6 +243,15 @@ export const JobRunSchema = z
     updated_at: IsoTime,
     finished_at: IsoTime.nullable(),
     checked_cell_id: z.string().openapi({ description: 'The cell that answered' }),
+    forked_from: z
+      .object({ run_id: z.string(), seq: z.number().int(), record_hash: z.string() })
+      .nullable()
+      .optional()
+      .openapi({ description: "A rerun: the run it reruns, the seq of the record it was forked at and that record's hash" }),
+    forks: z
+      .array(z.object({ run_id: z.string(), seq: z.number().int(), by: z.string(), at: z.number() }))
+      .optional()
+      .openapi({ description: 'Reruns (and forks) of this run, oldest first' }),
     pending_approvals: z
       .array(
         z.object({

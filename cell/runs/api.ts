@@ -7,7 +7,8 @@
  * approvals.ts), without their context argument.
  */
 import type { ApprovalsPort, Graph, RecordedStep } from '../../core/engine/types.ts';
-import type { JournalRecord } from '../../core/journal/record.ts';
+import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
+import { copyReused, forkPoint, openFork, type ForkPoint } from './fork.ts';
 import type { Reader, Tx } from '../store/types.ts';
 import {
   assertStorageRoom,
@@ -51,6 +52,7 @@ import {
   isStalled,
   listRuns,
   newRunId,
+  pushRunFlag,
   RUN_STATES,
   setRunFlags,
   setRunState,
@@ -107,6 +109,11 @@ export class Runs {
     return setRunState(this.ctx, runId, state, patch);
   }
 
+  /** Appends `item` to the run's list flag `key` (a run's forks). */
+  pushRunFlag(runId: string, key: string, item: unknown): Promise<void> {
+    return pushRunFlag(this.ctx, runId, key, item);
+  }
+
   /** Merges `flags` into the run's flags. */
   setRunFlags(runId: string, flags: Record<string, unknown>): Promise<void> {
     return setRunFlags(this.ctx, runId, flags);
@@ -140,6 +147,21 @@ export class Runs {
   /** The run's records with seq > afterSeq, in order. */
   readJournal(runId: string, afterSeq?: number, limit?: number): Promise<JournalRecord[]> {
     return readJournal(this.ctx, runId, afterSeq, limit);
+  }
+
+  /** The fork point at `at` of a run's journal, or null when `at` names no record a fork may start at (fork.ts). */
+  async forkPoint(runId: string, at: number): Promise<ForkPoint | null> {
+    return forkPoint(await readJournal(this.ctx, runId, 0, 10_000_000), at);
+  }
+
+  /** Writes a fork's `forked` record (call first, right after creating the run). */
+  openFork(runId: string, point: ForkPoint, extra?: JsonObject): Promise<void> {
+    return openFork(this.ctx, runId, point, extra);
+  }
+
+  /** Copies the parent records a fork reuses into its journal. */
+  copyReused(runId: string, point: ForkPoint): Promise<void> {
+    return copyReused(this.ctx, runId, point);
   }
 
   /** Whether the journal holds the run's terminal record. */
@@ -350,3 +372,5 @@ export function runFilterOf(q: {
     createdBefore: q.created_before,
   };
 }
+
+export type { ForkPoint } from './fork.ts';

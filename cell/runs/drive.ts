@@ -96,6 +96,8 @@ export interface DriveOptions {
   finalOutput?(result: RunResult): unknown;
   /** Claim the run even from a holder whose heartbeat has not lapsed (an operator's recover; fencing keeps it safe). */
   forceClaim?: boolean;
+  /** A fork's replacement input of the node it was forked at (core/engine RunOptions.replace). */
+  replace?: { step_id: string; input: unknown };
   /** Called once this drive took the run over from a driver that stopped (its journal verified), before any step runs. */
   onTakeover?(previousOwner: string | null): Promise<void>;
 }
@@ -110,6 +112,9 @@ const RECORDED_KINDS = ['step', 'decision', 'run_started'] as const;
 
 /** Journal kind of the record written right before a model or tool call (core/engine beginCall). */
 const INTENT_KIND = 'intent';
+
+/** Journal kind of the end of one attempt of a call under a retry policy (closes its intent; core/engine internal/attempts.ts). */
+const ATTEMPT_KIND = 'attempt';
 
 /** The recorded output of a completed step (kind step or decision), read from the journal. */
 export async function recordedStep(ctx: RunsContext, runId: string, stepId: string): Promise<RecordedStep | undefined> {
@@ -132,13 +137,19 @@ class RecordedIndex {
   readonly #byStep = new Map<string, { outputHash: string | null; output?: unknown; data?: JsonObject }>();
   /** Calls started (an `intent` record) and not finished (no recorded output after it), per step id. */
   readonly #open = new Map<string, number>();
+  /** Attempts recorded per call step id, and the due time of the next one. */
+  readonly #attempts = new Map<string, { count: number; retry_at: number | null }>();
   private constructor(private readonly ctx: RunsContext) {}
 
   static async load(ctx: RunsContext, runId: string): Promise<RecordedIndex> {
     const idx = new RecordedIndex(ctx);
-    for (const rec of await recordsOfKinds(ctx.core.store, runId, [...RECORDED_KINDS, INTENT_KIND])) {
+    for (const rec of await recordsOfKinds(ctx.core.store, runId, [...RECORDED_KINDS, INTENT_KIND, ATTEMPT_KIND])) {
       if (rec.kind === INTENT_KIND) {
         idx.#open.set(rec.step_id, (idx.#open.get(rec.step_id) ?? 0) + 1);
+        continue;
+      }
+      if (rec.kind === ATTEMPT_KIND) {
+        idx.#noteAttempt(rec.step_id, rec.data);
         continue;
       }
       idx.#open.delete(rec.step_id);
@@ -152,7 +163,22 @@ class RecordedIndex {
     return this.#open.get(stepId) ?? 0;
   }
 
+  /** The engine's attempts port. */
+  attempts(stepId: string): { count: number; retry_at: number | null } {
+    return this.#attempts.get(stepId) ?? { count: 0, retry_at: null };
+  }
+
+  #noteAttempt(stepId: string, data: JsonObject | undefined): void {
+    this.#open.delete(stepId);
+    const at = data?.['retry_at'];
+    this.#attempts.set(stepId, { count: this.attempts(stepId).count + 1, retry_at: typeof at === 'number' ? at : null });
+  }
+
   noteAppend(kind: string, stepId: string, output: unknown, data: JsonObject | undefined): void {
+    if (kind === ATTEMPT_KIND) {
+      this.#noteAttempt(stepId, data);
+      return;
+    }
     if (kind === INTENT_KIND) {
       this.#open.set(stepId, (this.#open.get(stepId) ?? 0) + 1);
       return;
@@ -331,6 +357,7 @@ async function driveClaimed(
     recorded: async (stepId) => recorded.get(stepId),
     delta: (d) => publishDelta(ctx, runId, d),
     intents: async (stepId) => recorded.intents(stepId),
+    attempts: async (stepId) => recorded.attempts(stepId),
     journal: {
       async append(fields, payload) {
         if (lost) throw lost;
@@ -359,6 +386,7 @@ async function driveClaimed(
       graph_hash: graphHash,
       requester: opts.requester,
       ...(opts.context !== undefined ? { context: opts.context } : {}),
+      ...(opts.replace !== undefined ? { replace: opts.replace } : {}),
     });
   } catch (err) {
     if (lost) throw lost;

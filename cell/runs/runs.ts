@@ -161,6 +161,21 @@ export function setRunState(ctx: RunsContext, runId: string, state: RunState, pa
 }
 
 /** Merges `flags` into the run's flags (e.g. `{ investigate: {...} }`); nothing for an unknown run. */
+/** Appends `item` to the list flag `key` of a run (read and written under the run's row lock: concurrent appends all stay). */
+export async function pushRunFlag(ctx: RunsContext, runId: string, key: string, item: unknown): Promise<void> {
+  const at = ctx.core.clock.now();
+  await ctx.core.store.write(
+    async (tx) => {
+      if (!(await repo.lockRunRow(tx, runId, at))) return;
+      const current = await repo.runFlags(tx, runId);
+      if (current === undefined) return;
+      const list = Array.isArray(current[key]) ? (current[key] as unknown[]) : [];
+      await repo.updateRunFlags(tx, runId, { ...current, [key]: [...list, item] }, at);
+    },
+    { isolation: 'row-locks' },
+  );
+}
+
 export async function setRunFlags(ctx: RunsContext, runId: string, flags: Record<string, unknown>): Promise<void> {
   const at = ctx.core.clock.now();
   // The run's row is locked first: its journal appends lock it too, and neither waits for a serialization retry.

@@ -98,6 +98,8 @@ export async function compilerInput(ctx: TeamsContext, f: Formation, crew?: Crew
     reports_to: b.reports_to,
     authority_cap: b.authority_cap as BilletInput['authority_cap'],
     position: b.position,
+    ...(b.timeout_ms !== undefined ? { timeout_ms: b.timeout_ms } : {}),
+    ...(b.retry !== undefined ? { retry: b.retry } : {}),
   }));
   let bindings: Record<string, SeatBinding> | undefined;
   if (crew) {

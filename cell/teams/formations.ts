@@ -16,6 +16,7 @@
  *   leaves the crew (and its runs) as they are until it is upgraded.
  */
 import { isSubset, type AuthorityEnvelope } from '../../core/authority/envelope.ts';
+import { stepPolicyOf, stepPolicyProblem, type RetryPolicy, type StepPolicy } from '../../core/engine/policy.ts';
 import { parseAuthority } from '../../core/authority/schema.ts';
 import { ServiceError, invalid, notFound } from '../../core/errors.ts';
 import type { AuthContext } from '../context.ts';
@@ -57,6 +58,9 @@ export interface BilletBody {
   required_skills: string[];
   reports_to: string | null;
   authority_cap: AuthorityEnvelope;
+  /** Step policy of the seat's calls (core/engine/policy.ts); absent when not authored. */
+  timeout_ms?: number;
+  retry?: RetryPolicy;
 }
 export interface Billet extends BilletBody {
   billet_id: string;
@@ -137,9 +141,12 @@ export async function addBillet(
     required_skills: string[];
     reports_to?: string | null | undefined;
     authority_cap: unknown;
+    timeout_ms?: number | undefined;
+    retry?: unknown;
   },
 ): Promise<{ billet: Billet; version: number }> {
   const { core, iam } = ctx;
+  const policy = billetPolicy(input);
   const f = await getFormation(ctx, formationId);
   if (!f) throw notFound('formation');
   await resolveSkillRefs(ctx, input.required_skills, 'required_skills');
@@ -181,6 +188,7 @@ export async function addBillet(
       required_skills: [...input.required_skills],
       reports_to: reportsTo,
       authority_cap: cap,
+      ...policy,
       created_at: at,
       created_by: actor,
       updated_at: at,
@@ -205,6 +213,16 @@ export async function addBillet(
     });
     return { billet: b, version };
   });
+}
+
+/** A billet's step policy as authored (timeout_ms, retry), validated: 400 invalid_step_policy naming the field. */
+export function billetPolicy(input: { timeout_ms?: unknown; retry?: unknown }): StepPolicy {
+  const fields: Record<string, unknown> = {};
+  if (input.timeout_ms !== undefined) fields['timeout_ms'] = input.timeout_ms;
+  if (input.retry !== undefined) fields['retry'] = input.retry;
+  const problem = stepPolicyProblem(fields);
+  if (problem !== null) throw invalid(problem.problem, { reason: 'invalid_step_policy', field: problem.field });
+  return stepPolicyOf(fields);
 }
 
 /** A formation holds at most this many billets in one version. */

@@ -10,6 +10,7 @@
  * spelling map back to the catalog name.
  */
 import { EngineRefusal } from '../../core/engine/refusal.ts';
+import { StepTimeout } from '../../core/engine/timeout.ts';
 import type {
   BudgetPort,
   ContractsPort,
@@ -59,6 +60,10 @@ export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
         type: 'function',
         function: { name: toWireName(t.name), description: t.description, parameters: t.parameters },
       }));
+      // The step's timeout cancels the call in flight (the provider sees its connection closed).
+      const driver = runId === undefined ? undefined : ctx.runs.driverSignal(runId);
+      const deadline = req.timeout_ms !== undefined ? AbortSignal.timeout(req.timeout_ms) : undefined;
+      const signal = deadline && driver ? AbortSignal.any([driver, deadline]) : (deadline ?? driver);
       try {
         const r = await ctx.ai.call(
           providerId,
@@ -68,7 +73,7 @@ export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
             ...(tools.length ? { tools } : {}),
             max_tokens: req.max_tokens,
           },
-          { signal: runId === undefined ? undefined : ctx.runs.driverSignal(runId), onDelta: liveDeltas(opts?.onDelta) },
+          { signal, onDelta: liveDeltas(opts?.onDelta) },
         );
         const out: ModelResponse = {
           content: r.content ?? '',
@@ -93,6 +98,7 @@ export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
         }
         return out;
       } catch (e) {
+        if (deadline?.aborted && !driver?.aborted) throw new StepTimeout(req.timeout_ms!);
         if (isServiceError(e) && e.code === 'forbidden')
           throw new EngineRefusal(String(e.details?.['reason'] ?? 'posture_forbidden'), e.message, { ...(e.details ?? {}) } as JsonObject);
         throw e;
@@ -114,6 +120,16 @@ function liveDeltas(onDelta: ModelCallOptions['onDelta']): ((d: ChatDelta) => vo
   };
 }
 
+/** Settles as `p`, or rejects with StepTimeout after `ms` (a tool has no signal to cancel it: the run stops waiting on it). */
+function withinTimeout<T>(p: Promise<T>, ms: number | undefined): Promise<T> {
+  if (ms === undefined) return p;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StepTimeout(ms)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
 export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
   const { tools } = ctx;
   return {
@@ -124,19 +140,22 @@ export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
       if (!tools.has(name)) throw new EngineRefusal('tool_unknown', `no tool ${name}`, { tool: name });
       const a = call.authority;
       try {
-        return await tools.run(
-          name,
-          {
-            workspaceId,
-            agentId: call.agent_id ?? 'none',
-            authority: {
-              egress_allowlist: a?.egress_allowlist ?? [],
-              data_grant_ids: a?.data_grant_ids ?? [],
-              clearance_level: a?.clearance_level ?? 0,
-              compartments: a?.compartments ?? [],
+        return await withinTimeout(
+          tools.run(
+            name,
+            {
+              workspaceId,
+              agentId: call.agent_id ?? 'none',
+              authority: {
+                egress_allowlist: a?.egress_allowlist ?? [],
+                data_grant_ids: a?.data_grant_ids ?? [],
+                clearance_level: a?.clearance_level ?? 0,
+                compartments: a?.compartments ?? [],
+              },
             },
-          },
-          args,
+            args,
+          ),
+          call.timeout_ms,
         );
       } catch (e) {
         if (isServiceError(e) && e.code === 'forbidden')

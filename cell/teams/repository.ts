@@ -559,6 +559,8 @@ export async function insertBillet(tx: Tx, b: Billet, versionFrom: number): Prom
     required_skills: b.required_skills,
     reports_to: b.reports_to,
     authority_cap: b.authority_cap,
+    ...(b.timeout_ms !== undefined ? { timeout_ms: b.timeout_ms } : {}),
+    ...(b.retry !== undefined ? { retry: b.retry } : {}),
   };
   await tx.run(
     `INSERT INTO team_billet_versions (billet_id, formation_id, version_from, version_to, position, body, created_at, created_by, updated_at, updated_by)

@@ -46,6 +46,8 @@ const BilletPatch = z
     required_skills: billetFields.required_skills.optional(),
     reports_to: billetFields.reports_to.optional(),
     authority_cap: billetFields.authority_cap.optional(),
+    timeout_ms: billetFields.timeout_ms.nullable(),
+    retry: billetFields.retry.nullable(),
     formation_id: immutableField('a billet belongs to its formation; add one to the other formation'),
     position: immutableField('a billet keeps its seat order; remove it and add one to move it to the end'),
   })

@@ -3,6 +3,7 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { authoritySchema } from '../../core/authority/schema.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
+import { MAX_ATTEMPTS, MAX_BACKOFF_MS, MAX_STEP_TIMEOUT_MS, RETRY_REASONS } from '../../core/engine/policy.ts';
 import type { AppEnv } from '../context.ts';
 import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, slicePage } from '../http/openapi.ts';
 import { countListed } from './resources.ts';
@@ -96,6 +97,23 @@ export const billetFields = {
   required_skills: z.array(z.string().max(120)).max(64).openapi({ description: 'skill:<name> references' }),
   reports_to: z.string().max(64).nullable().openapi({ description: 'A billet of the same formation; its cap must cover this one' }),
   authority_cap: authoritySchema,
+  timeout_ms: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_STEP_TIMEOUT_MS)
+    .optional()
+    .openapi({ description: "Each model and tool call of the seat's steps is cancelled after this many ms; the step fails step_timeout" }),
+  retry: z
+    .object({
+      max_attempts: z.number().int().min(2).max(MAX_ATTEMPTS),
+      backoff_ms: z.number().int().min(0).max(3_600_000),
+      max_backoff_ms: z.number().int().min(0).max(MAX_BACKOFF_MS),
+      on: z.array(z.enum(RETRY_REASONS)).min(1).max(RETRY_REASONS.length),
+    })
+    .strict()
+    .optional()
+    .openapi({ description: "Retry policy of the seat's calls: waits backoff_ms * 2^(n-1), at most max_backoff_ms (docs/agent-teams.md)" }),
 };
 
 const BilletIn = z
@@ -104,6 +122,8 @@ const BilletIn = z
     required_skills: billetFields.required_skills,
     reports_to: billetFields.reports_to.optional(),
     authority_cap: billetFields.authority_cap,
+    timeout_ms: billetFields.timeout_ms,
+    retry: billetFields.retry,
   })
   .strict()
   .openapi('CreateBillet');
@@ -117,6 +137,8 @@ export const BilletOut = z
     required_skills: z.array(z.string()),
     reports_to: z.string().nullable(),
     authority_cap: anyObject,
+    timeout_ms: z.number().optional(),
+    retry: billetFields.retry,
     created_at: IsoTime,
     created_by: z.string(),
     updated_at: IsoTime,

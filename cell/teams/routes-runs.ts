@@ -13,6 +13,7 @@ import { assertSeatsWithinCaller } from './compile.ts';
 import type { TeamsContext } from './context.ts';
 import { getCrew } from './formations.ts';
 import { executedGraph } from './run-graph.ts';
+import { forkCrewRun } from './fork.ts';
 import { decideApproval, recoverRun, runView, startCrewRun } from './runs.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
@@ -94,11 +95,32 @@ const RunOut = z
         decisions: z.array(z.object({ principal: z.string(), decision: z.string(), comment: z.string().nullable(), at: IsoTime })),
       }),
     ),
+    forked_from: z
+      .object({ run_id: z.string(), seq: z.number().int(), record_hash: z.string() })
+      .nullable()
+      .openapi({ description: "The run this one was forked from: its id, the seq of the step record forked at and that record's hash" }),
+    forks: z
+      .array(z.object({ run_id: z.string(), seq: z.number().int(), by: z.string(), at: z.number() }))
+      .openapi({ description: 'Runs forked from this one (and reruns), oldest first' }),
     created_at: IsoTime,
     updated_at: IsoTime,
     finished_at: IsoTime.nullable(),
   })
   .openapi('CrewRun');
+
+const ForkIn = z
+  .object({
+    at: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).openapi({ description: 'The seq of a step (or decision) record of the run' }),
+    input: z.unknown().optional().openapi({ description: "Replacement input of the step at `at` (a graph node's record)" }),
+    formation_version: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .openapi({ description: "Run this version of the formation (default: the parent's); a prefix it changed is 409 graph_changed" }),
+  })
+  .strict()
+  .openapi('ForkCrewRun');
 
 const ApprovalIn = z
   .object({
@@ -225,6 +247,26 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       const run = await runs.getRun(run_id);
       if (run?.kind !== 'crew' || run.crew_id !== crew_id) throw notFound('run');
       return c.json(await view(run), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'post',
+      path: `${P}/crews/{crew_id}/runs/{run_id}/fork`,
+      tags: ['Crews'],
+      'x-status': 'Live',
+      summary: 'Fork a run at a step: a new run that reuses every answer recorded before it (no model call) and runs the rest',
+      description:
+        "The caller must read the run (agent_teams.read or system.orchestration.admin.read) and may run the crew (every seat within its authority); the fork runs as the caller. Its journal opens with a `forked` record naming the parent run, `at` and that record's hash. Rerun from failure is a fork at the failed step with nothing changed.",
+      ...secured(PERMISSIONS.teamsWrite),
+      request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }), body: jsonBody(ForkIn) },
+      responses: { 201: json(RunOut, 'The new run (driven in the background)'), ...errorResponses(400, 401, 403, 404, 409) },
+    }),
+    async (c) => {
+      const { crew_id, run_id } = c.req.valid('param');
+      const run = await forkCrewRun(ctx, c.get('auth'), crew_id, run_id, c.req.valid('json'));
+      return c.json(await view(run), 201);
     },
   );
 

@@ -26,6 +26,7 @@ import { crewPorts } from './ports.ts';
 import * as repo from './repository.ts';
 import { checkRunGraph } from './run-graph.ts';
 import { iso } from './schema.ts';
+import type { ForkPlan } from './fork.ts';
 
 /** Default time budget of a crew run before it is flagged for investigation, ms. */
 export const DEFAULT_MAX_DURATION_MS = 10 * 60_000;
@@ -41,6 +42,10 @@ export interface CrewRunSpec {
   formation_version?: number;
   /** The crew's assignments when the run started (billet id -> agent id). */
   assignments?: Record<string, string>;
+  /** A fork's parent: the run, the seq forked at and that record's hash (fork.ts). */
+  forked_from?: { run_id: string; seq: number; record_hash: string };
+  /** A fork's replacement input of the step it was forked at. */
+  replace?: { step_id: string; input: unknown };
 }
 
 /** What a crew run was asked to do (the spec column), as far as it can be read back. */
@@ -137,6 +142,7 @@ function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash:
       graphHash,
       context: { crew_id: crew.crew_id, workspace_id: workspaceId },
       forceClaim,
+      ...(spec.replace !== undefined ? { replace: spec.replace } : {}),
       // Budget reservations the previous driver left open are released once this cell holds the run.
       onTakeover: () => releaseOpenReservations(ctx, run.run_id),
     })
@@ -174,11 +180,12 @@ export async function startCrewRun(
   requester: string,
   crewId: string,
   body: CrewRunInput,
-  opts: { runId?: string; check?: (graph: Graph) => Promise<void> } = {},
+  opts: { runId?: string; check?: (graph: Graph) => Promise<void>; fork?: ForkPlan } = {},
 ): Promise<Run> {
   const { core, runs } = ctx;
-  const { crew, formation } = await loadCrew(ctx, crewId);
-  const compiled = await compileFor(ctx, formation, crew);
+  const fork = opts.fork;
+  const { crew, formation } = fork ? { crew: fork.crew, formation: fork.formation } : await loadCrew(ctx, crewId);
+  const compiled = fork ? fork.compiled : await compileFor(ctx, formation, crew);
   // The caller's own check of the compiled graph (the route: every seat within the caller's authority).
   await opts.check?.(compiled.graph);
   const spec: CrewRunSpec = {
@@ -188,6 +195,7 @@ export async function startCrewRun(
     formation_id: formation.formation_id,
     formation_version: formation.version,
     assignments: crew.assignments,
+    ...(fork ? { forked_from: fork.point.from, ...(fork.replace ? { replace: fork.replace } : {}) } : {}),
   };
   const at = core.clock.now();
   const workspaceId = body.workspace_id ?? crew.workspace_id;
@@ -220,10 +228,17 @@ export async function startCrewRun(
       action: 'crew.run',
       target: id,
       outcome: 'ok',
-      details: { crew_id: crew.crew_id, formation_version: formation.version, graph_hash: compiled.graphHash },
+      details: {
+        crew_id: crew.crew_id,
+        formation_version: formation.version,
+        graph_hash: compiled.graphHash,
+        ...(fork ? { forked_from: fork.point.from } : {}),
+      },
     });
     return id;
   });
+  // A fork's journal opens with its lineage (core/journal/lineage.ts).
+  if (fork) await runs.openFork(runId, fork.point);
   await runs.appendJournal(runId, {
     step_id: 'run',
     kind: 'run_requested',
@@ -235,6 +250,7 @@ export async function startCrewRun(
       requester,
     },
   });
+  if (fork) await runs.copyReused(runId, fork.point);
 
   const unmet = checkPlacement(compiled.graph.placement, core.config);
   // This cell does not qualify, a live peer of the group does: the peer executes the run.
@@ -434,6 +450,8 @@ export async function runView(ctx: TeamsContext, r: Run) {
     max_tokens: spec.max_tokens ?? null,
     tokens_used: await runTokens(ctx, r.run_id),
     pending_approvals: await ctx.runs.pendingApprovalsView(r),
+    forked_from: spec.forked_from ?? null,
+    forks: Array.isArray(r.flags['forks']) ? r.flags['forks'] : [],
     created_at: iso(r.created_at),
     updated_at: iso(r.updated_at),
     finished_at: r.finished_at === null ? null : iso(r.finished_at),

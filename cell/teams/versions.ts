@@ -29,6 +29,7 @@ import type { TeamsContext } from './context.ts';
 import {
   POLICIES,
   assertWithinManager,
+  billetPolicy,
   bodyOf,
   getBillet,
   getFormation,
@@ -135,6 +136,9 @@ export interface BilletPatch {
   required_skills?: string[] | undefined;
   reports_to?: string | null | undefined;
   authority_cap?: unknown;
+  /** `null` removes the step policy field. */
+  timeout_ms?: number | null | undefined;
+  retry?: unknown;
 }
 
 /** The billet of the formation's latest version, or 404. */
@@ -156,6 +160,11 @@ export async function updateBillet(
 ): Promise<{ billet: Billet; version: number; changed: boolean }> {
   const { iam } = ctx;
   const actor = auth.principal.id;
+  // The step policy as it will be (null removes a field), checked before anything else: 400 naming the field.
+  const policy = billetPolicy({
+    ...(patch.timeout_ms !== undefined && patch.timeout_ms !== null ? { timeout_ms: patch.timeout_ms } : {}),
+    ...(patch.retry !== undefined && patch.retry !== null ? { retry: patch.retry } : {}),
+  });
   const { f, b } = await currentBillet(ctx, formationId, billetId);
   await iam.assertMayChangeShared(auth, { kind: 'formation', id: formationId }, await formationReach(ctx, formationId), 'billet.update');
   const billets = await listBillets(ctx, f);
@@ -193,8 +202,13 @@ export async function updateBillet(
     });
   }
   const at = ctx.core.clock.now();
+  const { timeout_ms: oldTimeout, retry: oldRetry, ...rest } = b;
+  const timeout = patch.timeout_ms === undefined ? oldTimeout : (policy.timeout_ms ?? undefined);
+  const retry = patch.retry === undefined ? oldRetry : (policy.retry ?? undefined);
   const next: Billet = {
-    ...b,
+    ...rest,
+    ...(timeout !== undefined ? { timeout_ms: timeout } : {}),
+    ...(retry !== undefined ? { retry } : {}),
     role_label: patch.role_label ?? b.role_label,
     required_skills: patch.required_skills ? [...patch.required_skills] : b.required_skills,
     reports_to: reportsTo,
@@ -202,7 +216,14 @@ export async function updateBillet(
     updated_at: at,
     updated_by: actor,
   };
-  const unchanged = (x: Billet) => ({ r: x.role_label, s: x.required_skills, t: x.reports_to, c: x.authority_cap });
+  const unchanged = (x: Billet) => ({
+    r: x.role_label,
+    s: x.required_skills,
+    t: x.reports_to,
+    c: x.authority_cap,
+    o: x.timeout_ms ?? null,
+    y: x.retry ?? null,
+  });
   if (same(unchanged(next), unchanged(b))) return { billet: b, version: f.version, changed: false };
   const version = f.version + 1;
   await ctx.core.store.write(async (tx) => {

@@ -17,6 +17,7 @@
 import { fromB64url, utf8 } from '../../core/canonical.ts';
 import { verifyEd25519 } from '../../core/crypto/ed25519.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
+import type { ParentJournal } from '../../core/journal/lineage.ts';
 import { verifyJournal, type JournalVerdict } from '../../core/journal/verify.ts';
 
 export const EXPORT_FORMAT = 'agent-cell-journal-export/1';
@@ -33,8 +34,30 @@ export interface JournalFile {
   cell_id: string;
   exported_at: string;
   records: unknown[];
-  /** The public keys of every signer the records name, as the cell published them. */
+  /** The public keys of every signer the records name (the parents' too), as the cell published them. */
   keys: CarriedKey[];
+  /**
+   * A fork's parent: its records from seq 1 through the fork point, and its own parent for a fork of a fork,
+   * so an offline verifier checks the lineage (core/journal/lineage.ts). Absent for a run that was not forked.
+   */
+  parent?: CarriedParent;
+}
+
+/** A parent journal as an export carries it. */
+export interface CarriedParent {
+  run_id: string;
+  records: unknown[];
+  parent?: CarriedParent;
+}
+
+function signersOf(records: readonly unknown[], parent: CarriedParent | undefined): string[] {
+  const out = new Set<string>();
+  for (let rs: readonly unknown[] | undefined = records, p = parent; rs; rs = p?.records, p = p?.parent)
+    for (const r of rs) {
+      const k = (r as { signer_kid?: unknown }).signer_kid;
+      if (typeof k === 'string') out.add(k);
+    }
+  return [...out];
 }
 
 export function buildExport(
@@ -42,10 +65,9 @@ export function buildExport(
   cellId: string,
   records: readonly unknown[],
   published: ReadonlyMap<string, JsonWebKey>,
+  parent?: CarriedParent,
 ): JournalFile {
-  const kids = [
-    ...new Set(records.map((r) => (r as { signer_kid?: unknown }).signer_kid).filter((k): k is string => typeof k === 'string')),
-  ];
+  const kids = signersOf(records, parent);
   return {
     format: EXPORT_FORMAT,
     run_id: runId,
@@ -53,7 +75,15 @@ export function buildExport(
     exported_at: new Date().toISOString(),
     records: [...records],
     keys: kids.filter((k) => published.has(k)).map((kid) => ({ kid, jwk: published.get(kid)! })),
+    ...(parent ? { parent } : {}),
   };
+}
+
+/** A carried parent as the verifier takes it (at most 16 generations). */
+function parentOf(v: unknown, depth = 0): ParentJournal | undefined {
+  if (!isObj(v) || !Array.isArray(v['records']) || depth > 16) return undefined;
+  const up = parentOf(v['parent'], depth + 1);
+  return { records: v['records'] as JournalRecord[], ...(up ? { parent: up } : {}) };
 }
 
 export type Parsed =
@@ -65,6 +95,8 @@ export type Parsed =
       records: unknown[];
       keys: CarriedKey[];
       envelope: EdgeEnvelope | null;
+      /** A fork's parent journal, when the file carries it. */
+      parent?: ParentJournal;
     }
   | { kind: 'keys'; name: string; keys: CarriedKey[] }
   | { kind: 'unknown'; name: string; problem: string };
@@ -142,6 +174,7 @@ export function parseFile(name: string, text: string): Parsed {
       records: v['records'],
       keys: keysOf(v['keys']),
       envelope: null,
+      ...(parentOf(v['parent']) ? { parent: parentOf(v['parent'])! } : {}),
     };
   }
   const keys = keysOf(v['keys']);
@@ -192,7 +225,7 @@ export async function verifyCarried(
   const kids = [
     ...new Set(j.records.map((r) => (r as { signer_kid?: unknown }).signer_kid).filter((k): k is string => typeof k === 'string')),
   ];
-  const verdict = await verifyJournal(j.records as JournalRecord[], (kid) => lookup(kid)?.jwk);
+  const verdict = await verifyJournal(j.records as JournalRecord[], (kid) => lookup(kid)?.jwk, j.parent ? { parent: j.parent } : {});
   let envelope: boolean | null = null;
   if (j.envelope) {
     const key = lookup(j.envelope.kid);

@@ -106,7 +106,17 @@ function build(
   const nodes: GraphNode[] = [];
   const edges: GraphEdge[] = [];
   const agentConfig = p.prompt !== null ? { prompt: p.prompt } : {};
-  const agentNode = (b: ProjectedBillet): GraphNode => ({ id: `agent:${b.id}`, kind: 'agent', seat: b.id, config: { ...agentConfig } });
+  // A billet's step policy (timeout_ms, retry) rides on its agent steps' configs.
+  const policyOf = (b: ProjectedBillet) => ({
+    ...(b.timeout_ms !== undefined ? { timeout_ms: b.timeout_ms } : {}),
+    ...(b.retry !== undefined ? { retry: b.retry } : {}),
+  });
+  const agentNode = (b: ProjectedBillet): GraphNode => ({
+    id: `agent:${b.id}`,
+    kind: 'agent',
+    seat: b.id,
+    config: { ...agentConfig, ...policyOf(b) },
+  });
   const order = seatOrder(p.billets);
   let entry: string;
   let exit: string;
@@ -159,7 +169,7 @@ function build(
           for (let i = reports.length - 1; i >= 0; i--) stack.push({ b: reports[i]!, phase: 'enter' });
         } else {
           const review = `review:${b.id}`;
-          nodes.push({ id: review, kind: 'agent', seat: b.id, config: { prompt: REVIEW_PROMPT } });
+          nodes.push({ id: review, kind: 'agent', seat: b.id, config: { prompt: REVIEW_PROMPT, ...policyOf(b) } });
           for (const r of reports) edges.push({ from: `delegate:${b.id}`, to: entryOf.get(r.id)!, when: r.id });
           for (const r of reports) edges.push({ from: exitOf.get(r.id)!, to: review });
           exitOf.set(b.id, review);

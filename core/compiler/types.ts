@@ -7,6 +7,7 @@
 import type { CoordinationPolicy, Graph, GraphLimits, LeafSpec } from '../engine/types.ts';
 import type { JsonObject } from '../journal/record.ts';
 import type { AuthorityEnvelope } from '../authority/envelope.ts';
+import type { RetryPolicy } from '../engine/policy.ts';
 
 /** Authority envelope as authored (blueprint authority_template, billet authority_cap): core/authority/envelope.ts. */
 export type AuthorityInput = AuthorityEnvelope;
@@ -54,6 +55,10 @@ export interface BilletInput {
    * (position, id). The cell sets it to the billet's insertion index. Part of the hash.
    */
   position?: number;
+  /** Each model and tool call of the seat's steps is cancelled after this (core/engine/policy.ts). Part of the hash when present. */
+  timeout_ms?: number;
+  /** Retry policy of the seat's calls (core/engine/policy.ts). Part of the hash when present. */
+  retry?: RetryPolicy;
 }
 
 /** The agent a crew binds to a billet. */

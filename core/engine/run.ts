@@ -74,6 +74,8 @@ export async function runGraph(graph: Graph, input: unknown, ports: EnginePorts,
           nodeInput = obj;
         }
       } else inbound = [{ from: 'run', output: runInput }];
+      // A fork's replacement input of the step it was forked at.
+      if (options.replace !== undefined && options.replace.step_id === node.id) nodeInput = asJson(options.replace.input);
       const step: StepRef = {
         id: node.id,
         kind: node.kind,

@@ -24,6 +24,7 @@
  * stopped is known, re-issued at most once, and flagged (`data.reissued`).
  */
 import type { JournalKind, JsonObject } from '../journal/record.ts';
+import type { StepPolicy } from './policy.ts';
 
 // ---------------------------------------------------------------- graph
 
@@ -95,7 +96,8 @@ export type LeafSpec =
   | { kind: 'skill'; seat?: string; config: SkillConfig }
   | { kind: 'transform'; config: TransformConfig };
 
-export interface AgentConfig {
+/** Agent, tool and skill steps take a step policy (timeout_ms, retry: policy.ts). */
+export interface AgentConfig extends StepPolicy {
   /** Instruction placed before the input in the user message. */
   prompt?: string;
   /** Tokens reserved per model call (default limits.default_max_tokens). */
@@ -103,7 +105,7 @@ export interface AgentConfig {
   /** Bound on model rounds that request tools (default limits.max_tool_rounds). */
   max_tool_rounds?: number;
 }
-export interface ToolConfig {
+export interface ToolConfig extends StepPolicy {
   tool: string;
   /** Static arguments; when absent and `args_expr` is absent, an object input is the arguments. */
   args?: JsonObject;
@@ -122,7 +124,7 @@ export interface SkillSpec {
    */
   definition?: JsonObject;
 }
-export interface SkillConfig {
+export interface SkillConfig extends StepPolicy {
   skill: SkillSpec;
 }
 export interface ConditionalConfig {
@@ -266,6 +268,8 @@ export interface ModelRequest {
   messages: ChatMessage[];
   tools: ToolDescriptor[];
   max_tokens: number;
+  /** The step's timeout: the port cancels the call after it and throws StepTimeout (core/engine/timeout.ts). */
+  timeout_ms?: number;
 }
 export interface ModelResponse {
   content: string;
@@ -315,6 +319,8 @@ export interface ToolCallContext {
   agent_id: string | null;
   /** The seat's effective authority (egress_allowlist, data_grant_ids, clearance are enforced by the tool port). */
   authority: SeatAuthority | null;
+  /** The step's timeout: the port stops the call after it and throws StepTimeout. */
+  timeout_ms?: number;
 }
 export interface ToolsPort {
   /** The catalog entry, or undefined when the tool does not exist (refused: tool_unknown). */
@@ -423,6 +429,12 @@ export interface EnginePorts {
    * (failed, `call_interrupted`). Absent: no intent records are written.
    */
   intents?(stepId: string): Promise<number>;
+  /**
+   * The `attempt` records of a call's step id so far (a step with a retry policy): how many
+   * attempts were made and the due time of the next one (`retry_at` of the last, or null).
+   * Absent: retries restart from the first attempt on every drive.
+   */
+  attempts?(stepId: string): Promise<{ count: number; retry_at: number | null }>;
 }
 
 export interface RunOptions {
@@ -433,6 +445,8 @@ export interface RunOptions {
   requester: string;
   /** Extra values visible to CEL as `context` (JSON). run_id and requester are always present. */
   context?: JsonObject;
+  /** A fork's replacement input of one graph node (the step it was forked at). */
+  replace?: { step_id: string; input: unknown };
 }
 
 export type RunOutcome = 'completed' | 'failed' | 'refused' | 'cancelled' | 'waiting';

@@ -6,6 +6,7 @@
  */
 import { compileExpr } from '../expr/compile.ts';
 import { VARS } from './internal/context.ts';
+import { stepPolicyProblem } from './policy.ts';
 import { EXECUTOR_KINDS, type Graph, type GraphNode, type LeafSpec } from './types.ts';
 
 export type GraphVerdict = { ok: true } | { ok: false; node: string | null; problem: string };
@@ -29,6 +30,10 @@ function configProblem(g: Graph, n: GraphNode): string | null {
   if (typeof c !== 'object' || c === null) return 'config missing';
   const seat = (n as { seat?: unknown }).seat;
   if (seat !== undefined && (typeof seat !== 'string' || g.seats[seat] === undefined)) return `unknown seat ${String(seat)}`;
+  if (n.kind === 'agent' || n.kind === 'tool' || n.kind === 'skill') {
+    const pp = stepPolicyProblem(c);
+    if (pp !== null) return `${pp.field}: ${pp.problem}`;
+  }
   switch (n.kind) {
     case 'agent':
     case 'delegate':

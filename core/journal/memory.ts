@@ -17,6 +17,8 @@ export interface MemoryJournal {
   recorded(stepId: string): Promise<RecordedStep | undefined>;
   /** Intent records of a step with no reusable record after them (calls that were in flight). */
   intents(stepId: string): Promise<number>;
+  /** `attempt` records of a call's step id so far, and the due time of the next attempt (core/engine internal/attempts.ts). */
+  attempts(stepId: string): Promise<{ count: number; retry_at: number | null }>;
 }
 
 /**
@@ -36,10 +38,15 @@ export function memoryJournal(
   let head = last !== undefined ? recordHash(last) : GENESIS_HASH;
   const index = new Map<string, JournalRecord>();
   const intents = new Map<string, number>();
+  const attempts = new Map<string, { count: number; retry_at: number | null }>();
   const note = (r: JournalRecord) => {
     if (isReusable(r.kind)) {
       index.set(r.step_id, r);
       intents.delete(r.step_id);
+    } else if (r.kind === 'attempt') {
+      intents.delete(r.step_id);
+      const at = r.data?.['retry_at'];
+      attempts.set(r.step_id, { count: (attempts.get(r.step_id)?.count ?? 0) + 1, retry_at: typeof at === 'number' ? at : null });
     } else if (r.kind === 'intent') intents.set(r.step_id, (intents.get(r.step_id) ?? 0) + 1);
   };
   for (const r of records) note(r);
@@ -72,6 +79,9 @@ export function memoryJournal(
     },
     async intents(stepId) {
       return intents.get(stepId) ?? 0;
+    },
+    async attempts(stepId) {
+      return attempts.get(stepId) ?? { count: 0, retry_at: null };
     },
   };
 }

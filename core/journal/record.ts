@@ -46,8 +46,16 @@ export const GENESIS_HASH = 'sha256:' + '0'.repeat(64);
  * - `intent`: a model or tool call is about to be made (data: call, attempt, reissue); a
  *   later drive that finds an intent and no `step` record for the same step id knows the
  *   call was in flight when the previous driver stopped.
+ * - `attempt`: one attempt of a call under a step's retry policy has ended (data: call, attempt,
+ *   outcome ok | failed, reason, retry_at: the due time of the next attempt); it closes the
+ *   attempt's `intent`.
+ * - `forked`: the first record of a run forked from another (data.from: the parent's run_id,
+ *   the `seq` forked at and the `record_hash` of that parent record). Records the fork reuses
+ *   from its parent are copies carrying `data.reused: { run_id, seq, record_hash }` of the
+ *   parent record they copy (same kind, step_id, input_hash and output_hash); verify.ts checks
+ *   them against the parent's records when they are given.
  */
-export type JournalKind = 'run_started' | 'step' | 'decision' | 'refusal' | 'waiting' | 'intent' | 'run_finished';
+export type JournalKind = 'run_started' | 'step' | 'decision' | 'refusal' | 'waiting' | 'intent' | 'attempt' | 'forked' | 'run_finished';
 
 /** A small JSON object (no undefined values after canonicalization). */
 export type JsonObject = { [k: string]: unknown };

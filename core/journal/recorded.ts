@@ -37,10 +37,24 @@ export function recordedFrom(
 export function intentsFrom(records: readonly JournalRecord[]): (stepId: string) => number {
   const open = new Map<string, number>();
   for (const r of records) {
-    if (REUSABLE.has(r.kind)) open.delete(r.step_id);
+    if (REUSABLE.has(r.kind) || r.kind === 'attempt') open.delete(r.step_id);
     else if (r.kind === 'intent') open.set(r.step_id, (open.get(r.step_id) ?? 0) + 1);
   }
   return (stepId) => open.get(stepId) ?? 0;
+}
+
+/**
+ * The attempts port from a journal: per call step id, the `attempt` records so
+ * far and the due time of the next attempt (the last record's `retry_at`).
+ */
+export function attemptsFrom(records: readonly JournalRecord[]): (stepId: string) => { count: number; retry_at: number | null } {
+  const seen = new Map<string, { count: number; retry_at: number | null }>();
+  for (const r of records) {
+    if (r.kind !== 'attempt') continue;
+    const at = r.data?.['retry_at'];
+    seen.set(r.step_id, { count: (seen.get(r.step_id)?.count ?? 0) + 1, retry_at: typeof at === 'number' ? at : null });
+  }
+  return (stepId) => seen.get(stepId) ?? { count: 0, retry_at: null };
 }
 
 /** True when a record's step output can be reused on a later drive. */

@@ -8,10 +8,17 @@
  * fenced writer's), the hash chain (`prev_hash`), a known signer key and a
  * valid Ed25519 signature over the canonical JSON of the record without `sig`.
  * Signatures are verified with WebCrypto, in parallel batches.
+ *
+ * A forked run's journal (lineage.ts) is checked too: its `forked` record
+ * opens it, its reused records name parent records before the fork point,
+ * and, given the parent's records (`opts.parent`, as a journal export carries
+ * them), the parent's journal verifies with the same keys and the fork point
+ * and every reused record are the parent's records they name.
  */
 import { canonicalJson, fromB64url } from '../canonical.ts';
 import { verifyEd25519 } from '../crypto/ed25519.ts';
 import { recordHash } from './hash.ts';
+import { lineageProblem, type ParentJournal } from './lineage.ts';
 import { GENESIS_HASH, signingBytes, type JournalRecord } from './record.ts';
 
 export type JournalVerdict = { ok: true } | { ok: false; seq: number; reason: string };
@@ -71,6 +78,7 @@ function shapeProblem(r: unknown): string | null {
 export async function verifyJournal(
   records: readonly JournalRecord[],
   keys: (kid: string) => JsonWebKey | undefined,
+  opts: { parent?: ParentJournal } = {},
 ): Promise<JournalVerdict> {
   const first = records[0];
   // Structural pass: shape, run id, seq, graph hash, versions and epochs, chain, known key.
@@ -121,5 +129,10 @@ export async function verifyJournal(
     if (bad >= 0) return { ok: false, seq: batch[bad]!.seq, reason: 'signature does not verify' };
   }
   if (structural !== null) return (structural as { verdict: JournalVerdict }).verdict;
-  return { ok: true };
+  if (opts.parent !== undefined) {
+    const pv = await verifyJournal(opts.parent.records, keys, opts.parent.parent !== undefined ? { parent: opts.parent.parent } : {});
+    if (!pv.ok) return { ok: false, seq: 1, reason: `parent journal, record ${pv.seq}: ${pv.reason}` };
+  }
+  const lineage = lineageProblem(records, opts.parent);
+  return lineage === null ? { ok: true } : { ok: false, ...lineage };
 }

@@ -5,6 +5,7 @@
  * tokens per seat against the seat ceilings and agents' ledgers, and the
  * refusals with their reasons.
  */
+import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { ADMIN, call, describeError, seg, TEAMS } from '../api.ts';
 import { can } from '../auth/session.ts';
@@ -177,10 +178,24 @@ function ValueButton({ runId, hash, what }: { runId: string; hash: string; what:
   );
 }
 
-export function StepDetails({ runId, nodeId, graph, records }: { runId: string; nodeId: string; graph: GraphLike; records: FullRecord[] }) {
+export function StepDetails({
+  runId,
+  nodeId,
+  graph,
+  records,
+  children,
+}: {
+  runId: string;
+  nodeId: string;
+  graph: GraphLike;
+  records: FullRecord[];
+  children?: ComponentChildren;
+}) {
   const node = graph.nodes.find((n) => n.id === nodeId);
   const ids = graph.nodes.map((n) => n.id);
   const mine = records.filter((r) => nodeOfStep(r.step_id, ids) === nodeId);
+  // Attempts of the step's calls under a retry policy (`attempt` records).
+  const attempts = mine.filter((r) => r.kind === 'attempt');
   const seat = node?.seat ? graph.seats?.[node.seat] : undefined;
   return (
     <div id="step-details">
@@ -192,6 +207,23 @@ export function StepDetails({ runId, nodeId, graph, records }: { runId: string; 
           Seat <strong>{seat.role_label}</strong>, agent <code>{seat.agent_id ?? 'unbound'}</code>
         </p>
       ) : null}
+      {attempts.length ? (
+        <p id="step-attempts">
+          Attempts:{' '}
+          {attempts.map((a) => (
+            <span key={a.seq} class={a.data?.['outcome'] === 'ok' ? 'good-text' : 'bad-text'}>
+              #{String(a.data?.['attempt'] ?? '?')} {String(a.data?.['outcome'] ?? '')}
+              {typeof a.data?.['reason'] === 'string' ? ` (${a.data['reason']})` : ''}
+              {typeof a.data?.['retry_at'] === 'number' ? (
+                <>
+                  , retry at <Time at={a.data['retry_at']} />
+                </>
+              ) : null}{' '}
+            </span>
+          ))}
+        </p>
+      ) : null}
+      {children}
       {node?.config && Object.keys(node.config).length ? (
         <details>
           <summary>Configuration</summary>

@@ -31,7 +31,7 @@ import { follow } from '../sse.ts';
 import { LiveAnswers } from '../../../core/engine/live-answers.ts';
 import type { StepDelta } from '../../../core/engine/types.ts';
 import { ErrorNote, Json, Section, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
-import { buildExport } from '../carry.ts';
+import { buildExport, type CarriedParent } from '../carry.ts';
 import { cellKeys, verifyRunJournal, type Verification } from '../verify.ts';
 import type { PendingApproval } from '../approval-model.ts';
 import { ApprovalCard } from './approval-card.tsx';
@@ -65,6 +65,8 @@ interface RunStatus {
   source?: string;
   stalled?: boolean;
   pending_approvals?: PendingApproval[];
+  forked_from?: { run_id: string; seq: number; record_hash: string } | null;
+  forks?: { run_id: string; seq: number; by: string; at: number }[];
 }
 interface CrewRunStatus {
   formation_id: string | null;
@@ -74,6 +76,9 @@ interface CrewRunStatus {
   investigate: unknown;
   pending_approvals: PendingApproval[];
 }
+
+/** Records a fork may start at (cell/runs/fork.ts FORK_KINDS). */
+const FORKABLE = new Set(['step', 'decision', 'intent', 'attempt', 'refusal', 'waiting', 'run_finished']);
 
 type StreamState = 'loading' | 'live' | 'reconnecting' | 'ended' | 'error';
 
@@ -341,10 +346,49 @@ export function RunView({ runId }: { runId: string }) {
     }
   };
 
+  // Fork and rerun (issue #24): a new run reusing every answer recorded before the fork point.
+  const mayFork =
+    run?.kind === 'crew' &&
+    !!run.crew_id &&
+    can(session, 'agent_teams.write') &&
+    (can(session, 'agent_teams.read') || can(session, 'system.orchestration.admin.read'));
+  const mayRerun = terminal && state !== 'completed' && (run?.kind === 'crew' ? mayFork : can(session, 'system.orchestration.admin.write'));
+  const [forkError, setForkError] = useState<string | null>(null);
+  const forkAt = async (at: number | null) => {
+    if (!run) return;
+    setForkError(null);
+    try {
+      const made =
+        run.kind === 'crew' && run.crew_id
+          ? await call<{ run_id: string }>(session, 'POST', `${TEAMS}/crews/${seg(run.crew_id)}/runs/${seg(runId)}/fork`, {
+              body: { at: at ?? journal.records.at(-1)?.seq ?? 1 },
+            })
+          : await call<{ run_id: string }>(session, 'POST', `${ADMIN}/jobs/runs/${seg(runId)}/rerun`);
+      window.location.hash = href('runs', made.run_id);
+    } catch (e) {
+      setForkError(describeError(e));
+    }
+  };
+  /** A fork's parents, each through its fork point, for the export (what an offline verifier needs). */
+  const parentsOf = async (records: readonly FullRecord[], depth = 0): Promise<CarriedParent | undefined> => {
+    const from = records[0]?.kind === 'forked' ? (records[0].data?.['from'] as { run_id?: unknown; seq?: unknown } | undefined) : undefined;
+    if (depth > 16 || typeof from?.run_id !== 'string' || typeof from.seq !== 'number') return undefined;
+    const j = await call<{ records: FullRecord[] }>(session, 'GET', `${ADMIN}/jobs/runs/${seg(from.run_id)}/journal?limit=${from.seq}`);
+    const up = await parentsOf(j.records, depth + 1);
+    return { run_id: from.run_id, records: j.records, ...(up ? { parent: up } : {}) };
+  };
+  /** The record a "fork here" on a step forks at: the step's own record, else its last. */
+  const forkPointOf = (nodeId: string): number | null => {
+    const ids = graph ? graph.nodes.map((n) => n.id) : [];
+    const mine = journal.records.filter((r) => nodeOfStep(r.step_id, ids) === nodeId && FORKABLE.has(r.kind));
+    return (mine.find((r) => r.step_id === nodeId) ?? mine.at(-1))?.seq ?? null;
+  };
+  const lineage = run ? ((crew as (CrewRunStatus & Partial<RunStatus>) | null) ?? run) : null;
+
   // One file: the records and the public keys that signed them (verify it offline on the Verify view, or anywhere).
   const download = async () => {
     const keys = await cellKeys().catch(() => ({ keys: new Map<string, JsonWebKey>() }));
-    const file = buildExport(runId, config.cell_id, journal.records, keys.keys);
+    const file = buildExport(runId, config.cell_id, journal.records, keys.keys, await parentsOf(journal.records));
     const url = URL.createObjectURL(new Blob([JSON.stringify(file, null, 1)], { type: 'application/json' }));
     const a = document.createElement('a');
     a.href = url;
@@ -440,6 +484,32 @@ export function RunView({ runId }: { runId: string }) {
           <dd>
             <code class="hash">{run.graph_hash ?? '-'}</code>
           </dd>
+          {lineage?.forked_from ? (
+            <>
+              <dt>Forked from</dt>
+              <dd id="forked-from">
+                <a href={href('runs', lineage.forked_from.run_id)}>
+                  <code>{lineage.forked_from.run_id}</code>
+                </a>{' '}
+                at record #{lineage.forked_from.seq}
+              </dd>
+            </>
+          ) : null}
+          {lineage?.forks?.length ? (
+            <>
+              <dt>Forks</dt>
+              <dd id="run-forks">
+                {lineage.forks.map((f) => (
+                  <span key={f.run_id}>
+                    <a href={href('runs', f.run_id)}>
+                      <code>{f.run_id}</code>
+                    </a>{' '}
+                    (at #{f.seq}){' '}
+                  </span>
+                ))}
+              </dd>
+            </>
+          ) : null}
           {crew?.investigate ? (
             <>
               <dt>Flag</dt>
@@ -484,6 +554,19 @@ export function RunView({ runId }: { runId: string }) {
         </div>
       ) : null}
 
+      {mayRerun ? (
+        <div class="buttons">
+          <button type="button" id="rerun-run" onClick={() => void forkAt(null)}>
+            Rerun from the failure
+          </button>
+        </div>
+      ) : null}
+      {forkError ? (
+        <p class="error" role="alert" id="fork-error">
+          {forkError}
+        </p>
+      ) : null}
+
       {failure ? <FailurePanel failure={failure} state={state} graph={graph} node={failedNode} onSelect={(id) => setPicked(id)} /> : null}
 
       {journal.answers.length > 0 && !terminal ? <AnsweringNow answers={journal.answers} /> : null}
@@ -509,7 +592,16 @@ export function RunView({ runId }: { runId: string }) {
               label={`Execution graph of run ${runId}: ${graph.nodes.length} steps. Select a step for its records.`}
             />
             {selected ? (
-              <StepDetails runId={runId} nodeId={selected} graph={graph} records={journal.records} />
+              <StepDetails runId={runId} nodeId={selected} graph={graph} records={journal.records}>
+                {mayFork && forkPointOf(selected) !== null ? (
+                  <div class="buttons">
+                    <button type="button" id="fork-here" onClick={() => void forkAt(forkPointOf(selected))}>
+                      Fork here
+                    </button>{' '}
+                    <span class="muted">a new run that reuses every answer before this step and runs it again</span>
+                  </div>
+                ) : null}
+              </StepDetails>
             ) : (
               <p class="muted">Select a step (click, or Tab then Enter) to see its records, inputs and outputs.</p>
             )}

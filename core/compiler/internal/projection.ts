@@ -20,6 +20,7 @@ import type { CoordinationPolicy, GraphLimits } from '../../engine/types.ts';
 import type { JsonObject } from '../../journal/record.ts';
 import type { BilletInput, CompileErrorCode, FormationInput, StageSpec } from '../types.ts';
 import { sortedKeys } from '../../json-hash.ts';
+import { stepPolicyOf, stepPolicyProblem, type RetryPolicy } from '../../engine/policy.ts';
 
 export const FORMATION_FORMAT_VERSION = 1;
 export const MAX_BILLETS = 50_000;
@@ -44,6 +45,9 @@ export interface ProjectedBillet {
   reports_to: string | null;
   position: number | null;
   authority_cap: AuthorityEnvelope;
+  /** Present only when authored (a formation without step policies hashes as before). */
+  timeout_ms?: number;
+  retry?: RetryPolicy;
 }
 export interface Projection {
   v: 1;
@@ -174,6 +178,9 @@ export function project(formation: FormationInput, billets: readonly BilletInput
       throw bad(`billet ${b.id}: reports_to must be a billet id`, { billet: b.id, field: 'reports_to' });
     if (b.position !== undefined && b.position !== null && !Number.isSafeInteger(b.position))
       throw bad(`billet ${b.id}: position must be an integer`, { billet: b.id, field: 'position' });
+    const pp = stepPolicyProblem(b as unknown as Record<string, unknown>, `billets.${b.id}`);
+    if (pp !== null) throw bad(`billet ${b.id}: ${pp.problem}`, { billet: b.id, field: pp.field });
+    const policy = stepPolicyOf(b as unknown as Record<string, unknown>);
     // Keys in canonical order, so the formation hash takes hashJson's fast path.
     return {
       authority_cap: capOf(b.authority_cap, `billets.${b.id}.authority_cap`),
@@ -181,7 +188,9 @@ export function project(formation: FormationInput, billets: readonly BilletInput
       position: (b.position as number | null | undefined) ?? null,
       reports_to: b.reports_to ?? null,
       required_skills: [...new Set(b.required_skills ?? [])].sort(cmp),
+      ...(policy.retry !== undefined ? { retry: policy.retry } : {}),
       role_label: b.role_label,
+      ...(policy.timeout_ms !== undefined ? { timeout_ms: policy.timeout_ms } : {}),
     };
   });
   out.sort((a, b) => cmp(a.id, b.id));

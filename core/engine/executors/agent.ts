@@ -27,14 +27,14 @@ export const agent: Executor = async (ctx, step, input) => {
     { role: 'user', content: (cfg.prompt !== undefined ? cfg.prompt + '\n\n' : '') + render(input) },
   ];
   for (let round = 0; ; round++) {
-    const resp = await modelCall(ctx, seatId, `${step.id}/model/${round}`, messages, tools, maxTokens);
+    const resp = await modelCall(ctx, seatId, `${step.id}/model/${round}`, messages, tools, maxTokens, cfg);
     const calls = resp.tool_calls ?? [];
     if (calls.length === 0) return { output: resp.content, data: { seat: seatId, rounds: round + 1 } };
     if (round >= maxRounds) throw refuse('tool_rounds_exceeded', { seat: seatId, limit: maxRounds });
     messages.push({ role: 'assistant', content: resp.content, tool_calls: calls });
     for (let i = 0; i < calls.length; i++) {
       const call = calls[i]!;
-      const result = await governedToolCall(ctx, seatId, `${step.id}/tool/${round}.${i}`, call.name, call.arguments);
+      const result = await governedToolCall(ctx, seatId, `${step.id}/tool/${round}.${i}`, call.name, call.arguments, cfg);
       messages.push({ role: 'tool', tool_call_id: call.id, content: JSON.stringify(result ?? null) });
     }
   }

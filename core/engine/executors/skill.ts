@@ -11,6 +11,7 @@ import { refuse } from '../internal/stop.ts';
 import { modelCall, render } from '../internal/model.ts';
 import { governedToolCall } from '../internal/tool.ts';
 import { asArgs, type Executor } from '../internal/step.ts';
+import type { StepPolicy } from '../policy.ts';
 
 const MAX_CHAIN = 16;
 
@@ -21,13 +22,14 @@ async function runSkill(
   skill: SkillSpec,
   input: unknown,
   depth: number,
+  policy: StepPolicy,
 ): Promise<unknown> {
   const def = (skill.definition ?? {}) as JsonObject;
   switch (skill.skill_kind) {
     case 'tool': {
       if (typeof def.tool !== 'string') throw refuse('invalid_graph', { problem: `skill ${skill.name}: definition.tool missing` });
       const args = typeof def.args === 'object' && def.args !== null && !Array.isArray(def.args) ? (def.args as JsonObject) : asArgs(input);
-      return governedToolCall(ctx, seatId, `${stepId}/tool`, def.tool, args);
+      return governedToolCall(ctx, seatId, `${stepId}/tool`, def.tool, args, policy);
     }
     case 'transformer':
       if (typeof def.expr === 'string') return ctx.value(def.expr, { input });
@@ -37,7 +39,7 @@ async function runSkill(
       if (depth > 2 || steps.length > MAX_CHAIN)
         throw refuse('invalid_graph', { problem: `skill ${skill.name}: chain too long or too deep` });
       let v = input;
-      for (let k = 0; k < steps.length; k++) v = await runSkill(ctx, seatId, `${stepId}/${k}`, steps[k]!, v, depth + 1);
+      for (let k = 0; k < steps.length; k++) v = await runSkill(ctx, seatId, `${stepId}/${k}`, steps[k]!, v, depth + 1, policy);
       return v;
     }
     default:
@@ -59,6 +61,7 @@ async function runSkill(
     ],
     [],
     ctx.graph.limits.default_max_tokens,
+    policy,
   );
   if (skill.skill_kind === 'classifier' && labels.length > 0) {
     const a = resp.content.trim().toLowerCase();
@@ -71,6 +74,6 @@ async function runSkill(
 
 export const skill: Executor = async (ctx, step, input) => {
   const cfg = step.config as SkillConfig;
-  const out = await runSkill(ctx, step.seat ?? null, step.id, cfg.skill, input, 0);
+  const out = await runSkill(ctx, step.seat ?? null, step.id, cfg.skill, input, 0, cfg);
   return { output: out, data: { skill: cfg.skill.name, skill_kind: cfg.skill.skill_kind } };
 };

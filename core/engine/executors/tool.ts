@@ -17,6 +17,6 @@ export const tool: Executor = async (ctx, step, input) => {
       throw refuse('expression_failed', { problem: 'args_expr must produce a map' });
     args = v as JsonObject;
   } else args = cfg.args ?? asArgs(input);
-  const out = await governedToolCall(ctx, step.seat ?? null, `${step.id}/call`, cfg.tool, args);
+  const out = await governedToolCall(ctx, step.seat ?? null, `${step.id}/call`, cfg.tool, args, cfg);
   return { output: out, data: { tool: cfg.tool } };
 };

@@ -6,7 +6,10 @@
 import type { JsonObject } from '../../journal/record.ts';
 import type { RunContext } from './context.ts';
 import { isEngineRefusal } from '../refusal.ts';
-import { fail, refuse } from './stop.ts';
+import { fail, refuse, Stop } from './stop.ts';
+import { withAttempts } from './attempts.ts';
+import { isStepTimeout } from '../timeout.ts';
+import type { StepPolicy } from '../policy.ts';
 import { grantTokens, tokenFloor } from '../budget.ts';
 import { deltaSink } from './delta.ts';
 import type { ChatMessage, ModelResponse, ToolCall, ToolDescriptor } from '../types.ts';
@@ -65,6 +68,7 @@ export async function modelCall(
   messages: ChatMessage[],
   tools: ToolDescriptor[],
   maxTokens: number,
+  policy: StepPolicy = {},
 ): Promise<ModelResponse> {
   const seat = ctx.seat(seatId);
   const agentId = ctx.agentOf(seatId);
@@ -94,42 +98,74 @@ export async function modelCall(
     }
     const budget = ctx.ports.budget;
     if (budget === undefined) throw refuse('no_budget_ledger', { agent_id: agentId, seat: seatId });
-    const res = await budget.reserve(agentId, want, { run_id: ctx.runId, step_id: stepId }, floor);
-    if (!res.ok) throw refuse('budget_exceeded', { agent_id: agentId, seat: seatId, ledger: res.reason, requested: want, minimum: floor });
-    const reserved = res.amount ?? want;
-    let raw: unknown;
-    let attempt: JsonObject;
+    // One attempt: reserve, journal the intent, call; a failed call commits nothing and leaves as it was thrown.
+    const once = async () => {
+      const res = await budget.reserve(agentId, want, { run_id: ctx.runId, step_id: stepId }, floor);
+      if (!res.ok)
+        throw refuse('budget_exceeded', { agent_id: agentId, seat: seatId, ledger: res.reason, requested: want, minimum: floor });
+      const reserved = res.amount ?? want;
+      let attempt: JsonObject;
+      try {
+        attempt = await ctx.beginCall(stepId, 'model', input);
+      } catch (e) {
+        await budget.commit(res.reservation_id, 0);
+        throw e;
+      }
+      let raw: unknown;
+      // Each attempt streams from index 0 (a retried answer starts over).
+      const live = deltaSink(ctx, seatId, stepId);
+      try {
+        raw = await model.complete(
+          {
+            agent: { id: agentId, seat: seatId, model: seat.model },
+            messages,
+            tools,
+            max_tokens: reserved,
+            ...(policy.timeout_ms !== undefined ? { timeout_ms: policy.timeout_ms } : {}),
+          },
+          live?.opts,
+        );
+      } catch (e) {
+        await budget.commit(res.reservation_id, 0);
+        throw e;
+      }
+      const resp = validResponse(raw);
+      if (resp === null) {
+        await budget.commit(res.reservation_id, 0);
+        throw fail('model_error', { seat: seatId, step_id: stepId, problem: 'malformed response' });
+      }
+      live?.end(resp);
+      const used = resp.usage.input_tokens + resp.usage.output_tokens;
+      await budget.commit(res.reservation_id, used);
+      return { resp, used, reserved, attempt };
+    };
+    let r: Awaited<ReturnType<typeof once>>;
+    let tries: JsonObject;
     try {
-      attempt = await ctx.beginCall(stepId, 'model', input);
+      const a = await withAttempts(ctx, stepId, 'model', policy, input, once, modelFailureReason);
+      r = a.value;
+      tries = a.data;
     } catch (e) {
-      await budget.commit(res.reservation_id, 0);
-      throw e;
-    }
-    const live = deltaSink(ctx, seatId, stepId);
-    try {
-      raw = await model.complete(
-        { agent: { id: agentId, seat: seatId, model: seat.model }, messages, tools, max_tokens: reserved },
-        live?.opts,
-      );
-    } catch (e) {
-      await budget.commit(res.reservation_id, 0);
+      if (e instanceof Stop) throw e;
       if (isEngineRefusal(e)) throw refuse(e.reason, { ...e.details, seat: seatId });
+      if (isStepTimeout(e)) throw fail('step_timeout', { seat: seatId, step_id: stepId, timeout_ms: e.timeout_ms }, e);
       const upstream = upstreamOf(e);
       throw fail('model_error', { seat: seatId, step_id: stepId, ...(upstream ? { upstream } : {}) }, e);
     }
-    const resp = validResponse(raw);
-    if (resp === null) {
-      await budget.commit(res.reservation_id, 0);
-      throw fail('model_error', { seat: seatId, step_id: stepId, problem: 'malformed response' });
-    }
-    live?.end(resp);
-    const used = resp.usage.input_tokens + resp.usage.output_tokens;
-    await budget.commit(res.reservation_id, used);
-    return { output: resp, data: { seat: seatId, agent_id: agentId, usage: used, reserved, ...attempt } };
+    const { resp, used, reserved, attempt } = r;
+    return { output: resp, data: { seat: seatId, agent_id: agentId, usage: used, reserved, ...attempt, ...tries } };
   });
   const resp = r.output as ModelResponse;
   ctx.addSpend(seatId, resp.usage.input_tokens + resp.usage.output_tokens);
   return resp;
+}
+
+/** The retry reason of a failed model call: the provider failure's reason (a cell ServiceError), else provider_error. */
+function modelFailureReason(e: unknown): string | null {
+  if (isEngineRefusal(e) || isStepTimeout(e)) return null;
+  const reason = upstreamOf(e)?.['reason'];
+  if (reason === 'cancelled') return null;
+  return typeof reason === 'string' ? reason : 'provider_error';
 }
 
 /** Text of a step input for a user message. */

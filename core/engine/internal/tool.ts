@@ -8,6 +8,17 @@ import type { RunContext } from './context.ts';
 import { VARS } from './context.ts';
 import { isEngineRefusal } from '../refusal.ts';
 import { fail, refuse, Stop } from './stop.ts';
+import { withAttempts } from './attempts.ts';
+import { isStepTimeout } from '../timeout.ts';
+import type { StepPolicy } from '../policy.ts';
+
+/** The retry reason of a failed tool call: tool_unreachable when the port says so (details.reason), else tool_error. */
+function toolFailureReason(e: unknown): string | null {
+  if (isEngineRefusal(e) || isStepTimeout(e)) return null;
+  const reason = (e as { details?: { reason?: unknown } } | null)?.details?.reason;
+  if (reason === 'cancelled') return null;
+  return reason === 'tool_unreachable' ? 'tool_unreachable' : 'tool_error';
+}
 
 export async function governedToolCall(
   ctx: RunContext,
@@ -15,6 +26,7 @@ export async function governedToolCall(
   stepId: string,
   name: string,
   args: JsonObject,
+  policy: StepPolicy = {},
 ): Promise<unknown> {
   const seat = seatId !== null ? ctx.seat(seatId) : null;
   const authority = seat?.authority ?? null;
@@ -64,12 +76,27 @@ export async function governedToolCall(
       }
       data.approved_by = approvers;
     }
-    Object.assign(data, await ctx.beginCall(stepId, 'tool', { tool: name, args }));
+    const callCtx = {
+      run_id: ctx.runId,
+      step_id: stepId,
+      seat: seatId,
+      agent_id: seat?.agent_id ?? null,
+      authority,
+      ...(policy.timeout_ms !== undefined ? { timeout_ms: policy.timeout_ms } : {}),
+    };
+    const once = async () => {
+      Object.assign(data, await ctx.beginCall(stepId, 'tool', { tool: name, args }));
+      return tools.call(name, args, callCtx);
+    };
     let out: unknown;
     try {
-      out = await tools.call(name, args, { run_id: ctx.runId, step_id: stepId, seat: seatId, agent_id: seat?.agent_id ?? null, authority });
+      const a = await withAttempts(ctx, stepId, 'tool', policy, { tool: name, args }, once, toolFailureReason);
+      out = a.value;
+      Object.assign(data, a.data);
     } catch (e) {
+      if (e instanceof Stop) throw e;
       if (isEngineRefusal(e)) throw refuse(e.reason, { ...e.details, tool: name, seat: seatId });
+      if (isStepTimeout(e)) throw fail('step_timeout', { tool: name, step_id: stepId, timeout_ms: e.timeout_ms }, e);
       throw fail('tool_error', { tool: name, step_id: stepId }, e);
     }
     return { output: out, data };

@@ -133,6 +133,8 @@ export const SWEPT = [
   'PATCH /api/public/v1/admin/agent-teams/formations/:formation_id/billets/:billet_id',
   'PATCH /api/public/v1/admin/agent-teams/crews/:crew_id',
   'POST /api/public/v1/admin/agent-teams/crews/:crew_id/upgrade',
+  'POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/fork',
+  'POST /api/public/v1/admin/jobs/runs/:run_id/rerun',
 ];
 
 test('containment sweep: no route hands out or exercises more than its caller holds', async () => {
@@ -161,6 +163,34 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     const wideBlueprint = (await ok(t, 'POST', `${T}/blueprints`, { name: 'wide-bp', role_label: 'r', authority_template: wideEnv }))
       .blueprint_id as string;
     const bootKey = (await t.request('GET', `${A}/api-keys?limit=1`, { token: t.adminKey })).body.keys[0].key_id as string;
+    // An ended run of a crew of wide seats, to fork; a failed job run, to rerun.
+    const forkAgent = (await ok(t, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'f', authority_template: wideEnv }))
+      .agent_id as string;
+    await ok(t, 'POST', `${T}/agents/${forkAgent}/budget-ledger`, { budget_limit: 1000 });
+    const forkFormation = (await ok(t, 'POST', `${T}/formations`, { name: 'forked' })).formation_id as string;
+    const forkSeat = (
+      await ok(t, 'POST', `${T}/formations/${forkFormation}/billets`, { role_label: 'f', required_skills: [], authority_cap: wideEnv })
+    ).billet_id as string;
+    const forkCrew = (await ok(t, 'POST', `${T}/crews`, { formation_id: forkFormation, assignments: { [forkSeat]: forkAgent } }))
+      .crew_id as string;
+    // Refused here (no cell of clearance 3): an ended run all the same.
+    const started = await t.request('POST', `${T}/crews/${forkCrew}/runs`, { token: t.adminKey, body: { input: 'x' } });
+    const forkParent = (started.body.run_id ?? started.body.details?.run_id) as string;
+    assert.ok(forkParent, started.text);
+    const failedJob = (
+      await ok(t, 'POST', `${A}/jobs/runs`, { job_type: 'compute', workspace_id: 'w1', spec: { code: 'throw new Error("no")' } })
+    ).run_id as string;
+    const ends = async (id: string) => {
+      for (let i = 0; i < 3000; i++) {
+        const st = (await t.modules.runs.runs.getRun(id))?.state ?? '';
+        if (['completed', 'failed', 'refused', 'cancelled'].includes(st)) return;
+        await new Promise((res) => setTimeout(res, 10));
+      }
+      assert.fail(`run ${id} did not end`);
+    };
+    await ends(forkParent);
+    await ends(failedJob);
+    const forkAt = (await t.modules.runs.runs.readJournal(forkParent, 0, 1000)).at(-1)!.seq;
     let accepted = 0;
     let refused = 0;
 
@@ -322,6 +352,13 @@ test('containment sweep: no route hands out or exercises more than its caller ho
           required_scopes: ask.perms.filter((p) => p !== '*'),
         });
         if (r.status === 201) assertWithin(caller, { permissions: r.body.required_scopes }, 'endpoint');
+
+        // A fork runs as the caller: every seat of its graph within the caller; a rerun needs the caller's jobs write.
+        r = await call('POST', `${T}/crews/${forkCrew}/runs/${forkParent}/fork`, { at: forkAt });
+        if (r.status === 201) assertWithin(caller, { envelope: wideEnv as AuthorityEnvelope }, 'fork seats');
+        r = await call('POST', `${A}/jobs/runs/${failedJob}/rerun`);
+        if (r.status === 201)
+          assertWithin(caller, { permissions: ['system.orchestration.admin.write', 'system.orchestration.admin.read'] }, 'rerun');
 
         // Setting another principal's roles: the caller manages it (all of its authority) and holds what it gives.
         // Asking to fit: a principal within the caller, given only roles within the caller.

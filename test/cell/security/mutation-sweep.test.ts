@@ -30,6 +30,8 @@ interface Driver {
   body?: unknown;
   /** What the operation would change, read through the store. */
   state(t: InProcess, w: World): Promise<unknown>;
+  /** The body, from the world (when it names the owner's things). */
+  bodyOf?(w: World): unknown;
   /** Permissions callers also get: all the victim holds but the owner's wider rest, so only the rule refuses them. */
   also?: string[];
 }
@@ -143,6 +145,13 @@ const DRIVERS: Record<string, Driver> = {
   'DELETE /api/public/v1/admin/agent-teams/crews/{crew_id}': { params: (w) => w.ids, state: crewState },
   'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/upgrade': { params: (w) => w.ids, body: {}, state: crewState },
   'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs': { params: (w) => w.ids, body: { input: {} }, state: runCount },
+  // A fork of the owner's run runs as the caller: every wide seat must be within it.
+  'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/fork': {
+    params: (w) => w.ids,
+    bodyOf: (w) => ({ at: Number(w.ids['fork_at']) }),
+    state: runCount,
+    also: ['agent_teams.read'],
+  },
 };
 
 /**
@@ -183,6 +192,10 @@ const NOT_DRIVEN = new Map<string, string>([
   ['POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/cancel', 'stops a run: never widens anything'],
   ['POST /api/public/v1/admin/jobs/runs/{run_id}/approvals/{step_id}', 'a decision by the caller, audited'],
   ['POST /api/public/v1/admin/jobs/runs/{run_id}/cancel', 'stops a run: never widens anything'],
+  [
+    'POST /api/public/v1/admin/jobs/runs/{run_id}/rerun',
+    'a new run as the caller (its requester), bounded by it: containment-sweep.test.ts',
+  ],
   ['PATCH /api/public/v1/admin/jobs/definitions/{schedule_id}', "re-authors: the definition then acts with the caller's authority"],
   ['POST /api/public/v1/admin/jobs/definitions/{schedule_id}/enable', "re-authors: the definition then acts with the caller's authority"],
   ['POST /api/public/v1/admin/jobs/definitions/{schedule_id}/disable', 'stops a schedule: never widens anything'],
@@ -243,6 +256,16 @@ async function ownersWorld(t: InProcess): Promise<World> {
     authority_cap: wide,
   });
   const crew = await must(t, 'POST', `${T}/crews`, { formation_id: f.formation_id, assignments: { [billet.billet_id]: agent } });
+  // An ended run of the crew (refused here: no cell of clearance 5), to fork.
+  const started = await t.request('POST', `${T}/crews/${crew.crew_id}/runs`, { token: t.adminKey, body: { input: 'x' } });
+  const run = { run_id: (started.body.run_id ?? started.body.details?.run_id) as string };
+  assert.ok(run.run_id, started.text);
+  for (let i = 0; i < 3000; i++) {
+    const st = (await t.modules.runs.runs.getRun(run.run_id))?.state ?? '';
+    if (['completed', 'failed', 'refused', 'cancelled'].includes(st)) break;
+    await new Promise((res) => setTimeout(res, 10));
+  }
+  const forkAt = (await t.modules.runs.runs.readJournal(run.run_id, 0, 1000)).at(-1)!.seq;
   // A newer version for upgrade to reach (the owner's own change).
   await must(t, 'PATCH', `${T}/formations/${f.formation_id}`, { prompt: 'owner prompt, v2' });
   return {
@@ -261,6 +284,8 @@ async function ownersWorld(t: InProcess): Promise<World> {
       formation_id: f.formation_id,
       billet_id: billet.billet_id,
       crew_id: crew.crew_id,
+      run_id: run.run_id,
+      fork_at: String(forkAt),
     },
   };
 }
@@ -322,7 +347,8 @@ test('mutation sweep: no narrow caller changes what the owner owns or what gover
         const params = driver.params(w);
         const path = template.replace(/\{([^}]+)\}/g, (_, k: string) => params[k] ?? w.ids[k] ?? 'none');
         const before = JSON.stringify(await driver.state(t, w));
-        const r = await t.request(method, path, { token: key.secret, ...(driver.body !== undefined ? { body: driver.body } : {}) });
+        const body = driver.bodyOf ? driver.bodyOf(w) : driver.body;
+        const r = await t.request(method, path, { token: key.secret, ...(body !== undefined ? { body } : {}) });
         assert.ok(r.status < 500, `${id}: ${r.status} ${r.text}`);
         const after = JSON.stringify(await driver.state(t, w));
         if (r.status >= 400) refused++;

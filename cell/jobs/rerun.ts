@@ -1,0 +1,94 @@
+/**
+ * Rerun from failure of a job run: a new job run with the same job type,
+ * workspace and spec, requested by the caller (from the session; a `single`
+ * job's authority is bounded by the caller again, the one containment check),
+ * forked at the parent's last record: every step the parent completed is
+ * reused from its journal (its records copied into the rerun's, each naming
+ * the parent record: cell/runs/fork.ts), and the step that failed runs again.
+ * Linked both ways: the rerun's `flags.forked_from`, the parent's
+ * `flags.forks`. Only an ended run that did not complete is rerun (409
+ * run_not_failed otherwise); agent job runs are rerun by forking their crew
+ * run (409 rerun_unsupported here).
+ */
+import { grants } from '../../core/authority/scopes.ts';
+import { ServiceError, forbidden, notFound } from '../../core/errors.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
+import type { AuthContext } from '../context.ts';
+import type { Run } from '../runs/runs.ts';
+import type { JobsContext } from './context.ts';
+import { boundSingleSpec, submitJobRun } from './runner.ts';
+import type { RunJobType, SingleSpec } from './schemas.ts';
+
+const RERUNNABLE = new Set(['failed', 'refused', 'cancelled']);
+
+async function refuse(ctx: JobsContext, auth: AuthContext, runId: string, e: ServiceError): Promise<never> {
+  await ctx.iam.auditNow({
+    actor: auth.principal.id,
+    action: 'jobs.run.rerun',
+    target: runId,
+    outcome: 'refused',
+    details: { reason: String(e.details?.['reason'] ?? e.code) },
+  });
+  throw e;
+}
+
+/** Reruns a failed job run; the new run's id. */
+export async function rerunJob(ctx: JobsContext, auth: AuthContext, runId: string): Promise<string> {
+  const parent: Run | undefined = await ctx.runs.getRun(runId);
+  if (parent?.kind !== 'job' || !parent.job_type) throw notFound('run');
+  if (!grants(auth.effective, PERMISSIONS.jobsRead))
+    return refuse(
+      ctx,
+      auth,
+      runId,
+      forbidden('a rerun needs reading the run: system.orchestration.admin.read', {
+        reason: 'missing_permission',
+        required: PERMISSIONS.jobsRead,
+      }),
+    );
+  if (parent.job_type === 'agent')
+    return refuse(
+      ctx,
+      auth,
+      runId,
+      new ServiceError('conflict', 'an agent job run is rerun by forking its crew run', { details: { reason: 'rerun_unsupported' } }),
+    );
+  if (!RERUNNABLE.has(parent.state))
+    return refuse(
+      ctx,
+      auth,
+      runId,
+      new ServiceError('conflict', `the run is ${parent.state}; only a run that failed, was refused or cancelled is rerun`, {
+        details: { reason: 'run_not_failed', state: parent.state },
+      }),
+    );
+  const last = (await ctx.runs.readJournal(runId, 0, 10_000_000)).at(-1);
+  const point = last ? await ctx.runs.forkPoint(runId, last.seq) : null;
+  if (point === null)
+    return refuse(
+      ctx,
+      auth,
+      runId,
+      new ServiceError('conflict', 'the run has no end to rerun from', { details: { reason: 'run_not_failed' } }),
+    );
+  const workspace = parent.workspace_id ?? 'default';
+  let spec = parent.spec;
+  // The rerun acts as the caller: a single job's authority is bounded by the caller again.
+  if (parent.job_type === 'single') spec = await boundSingleSpec(ctx, auth, workspace, parent.spec as SingleSpec);
+  else await ctx.iam.assertWithinCaller(auth, { permissions: [PERMISSIONS.jobsWrite] }, { action: 'jobs.run.rerun', target: runId });
+  const { run_id } = await submitJobRun(ctx, {
+    job_type: parent.job_type as RunJobType,
+    workspace_id: workspace,
+    spec,
+    requester: auth.principal.id,
+    source: `rerun:${runId}`,
+    flags: { forked_from: point.from },
+    opening: async (id) => {
+      await ctx.runs.openFork(id, point);
+      await ctx.runs.copyReused(id, point);
+      await ctx.runs.pushRunFlag(runId, 'forks', { run_id: id, seq: point.from.seq, by: auth.principal.id, at: ctx.core.clock.now() });
+    },
+  });
+  await ctx.iam.auditNow({ actor: auth.principal.id, action: 'jobs.run.rerun', target: run_id, outcome: 'ok', details: { parent: runId } });
+  return run_id;
+}

@@ -1,0 +1,67 @@
+/**
+ * The journal side of a fork (crew runs: cell/teams/fork.ts; job reruns:
+ * cell/jobs/rerun.ts). `forkPoint` picks, from the parent's journal, the
+ * records the fork reuses: the step and decision records before the fork
+ * point, except the step forked at and its sub-steps (which run again).
+ * `openFork` writes the fork's first records: `forked` (the parent run, the
+ * seq forked at and that record's hash), then a copy of every reused record
+ * naming the parent record it copies (core/journal/lineage.ts), values kept
+ * by hash for the fork too. The engine reuses the copies as recorded steps,
+ * so no model or tool is called again for the shared prefix.
+ */
+import { recordHash } from '../../core/journal/hash.ts';
+import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
+import type { RunsContext } from './context.ts';
+import { appendJournal, getBlob } from './journal.ts';
+
+/** Where a fork starts: the parent record, its hash, and the records reused before it. */
+export interface ForkPoint {
+  from: { run_id: string; seq: number; record_hash: string };
+  /** The parent record's step id (it and its sub-steps run again). */
+  step_id: string;
+  copies: JournalRecord[];
+}
+
+/** Kinds of record a fork may start at: where a step ran, waited, failed or the run ended. */
+export const FORK_KINDS = new Set(['step', 'decision', 'intent', 'attempt', 'refusal', 'waiting', 'run_finished']);
+
+/** True when `id` is `stepId` or one of its sub-steps. */
+export function withinStep(id: string, stepId: string): boolean {
+  return id === stepId || id.startsWith(`${stepId}/`) || id.startsWith(`${stepId}[`) || id.startsWith(`${stepId}#`);
+}
+
+/** The fork point at `at` of a parent journal (records from seq 1), or null when `at` names no record a fork may start at. */
+export function forkPoint(records: readonly JournalRecord[], at: number): ForkPoint | null {
+  const rec = records[at - 1];
+  if (rec?.seq !== at || !FORK_KINDS.has(rec.kind)) return null;
+  const copies = records.filter((r) => r.seq < at && (r.kind === 'step' || r.kind === 'decision') && !withinStep(r.step_id, rec.step_id));
+  return { from: { run_id: rec.run_id, seq: at, record_hash: recordHash(rec) }, step_id: rec.step_id, copies };
+}
+
+/** Writes a fork's lineage (`forked`, with `extra` in its data) and its reused records: call right after creating the run. */
+export async function openFork(ctx: RunsContext, runId: string, point: ForkPoint, extra: JsonObject = {}): Promise<void> {
+  await appendJournal(ctx, runId, { step_id: 'run', kind: 'forked', data: { ...extra, from: point.from, step_id: point.step_id } });
+}
+
+/** Copies the reused records into the fork's journal (after its opening records). */
+export async function copyReused(ctx: RunsContext, runId: string, point: ForkPoint): Promise<void> {
+  for (const r of point.copies) {
+    const blobs: unknown[] = [];
+    for (const h of [r.input_hash, r.output_hash]) {
+      const v = await getBlob(ctx, h);
+      if (v !== undefined) blobs.push(v);
+    }
+    await appendJournal(
+      ctx,
+      runId,
+      {
+        step_id: r.step_id,
+        kind: r.kind,
+        input_hash: r.input_hash,
+        output_hash: r.output_hash,
+        data: { ...(r.data ?? {}), reused: { run_id: point.from.run_id, seq: r.seq, record_hash: recordHash(r) } },
+      },
+      blobs,
+    );
+  }
+}

@@ -1,0 +1,124 @@
+/**
+ * A backoff wait is taken over by a peer (issue #24): two cells on one
+ * PostgreSQL database with short leases; a crew run on cell-a waits to retry
+ * a failed model call; cell-a is killed with SIGKILL; cell-b takes the waiting
+ * run over and resumes the wait: it waits for the due time cell-a recorded
+ * (it does not start the backoff again), then makes the second attempt.
+ *
+ * Needs `node scripts/build.mjs` and PostgreSQL (CELL_TEST_STORE=postgres); skipped otherwise.
+ */
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
+import { startCellProcess, type CellProcess } from '../../helpers/cell-process.ts';
+import { TEST_ENGINE } from '../../helpers/inproc.ts';
+import { pgDatabase, type PgDatabase } from '../../helpers/postgres.ts';
+import { A, T, agent, ok, provider, type Api } from '../../helpers/teams.ts';
+
+const SKIP = TEST_ENGINE !== 'postgres' ? 'needs PostgreSQL (CELL_TEST_STORE=postgres)' : false;
+const GROUP_ARGS = ['--posture', 'multi-cell', '--heartbeat-ms', '100', '--lease-ms', '600'];
+const BACKOFF_MS = 8_000;
+
+function httpApi(url: string, token: string): Api {
+  return {
+    token,
+    async request(method, path, opts = {}) {
+      const res = await fetch(url + path, {
+        method,
+        headers: {
+          ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}),
+          ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
+        ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
+      });
+      const text = await res.text();
+      return { status: res.status, body: text ? (JSON.parse(text) as unknown) : undefined, text };
+    },
+  };
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+let db: PgDatabase | undefined;
+let ai: FakeOpenAI | undefined;
+const cells: CellProcess[] = [];
+after(async () => {
+  for (const c of cells) {
+    await c.kill('SIGKILL').catch(() => undefined);
+    c.cleanup();
+  }
+  await ai?.close();
+  await db?.drop();
+});
+
+test('a peer takes over a run waiting to retry and resumes the wait at its recorded due time', {
+  skip: SKIP,
+  timeout: 180_000,
+}, async () => {
+  db = await pgDatabase();
+  const callsAt: number[] = [];
+  ai = await startOpenAIServer({
+    apiKey: 'sk-fake',
+    respond: () => {
+      callsAt.push(Date.now());
+      return callsAt.length === 1 ? { status: 503 } : { content: 'after the wait' };
+    },
+  });
+  const a = await startCellProcess({ args: ['--store', db.url, '--cell-id', 'cell-a', ...GROUP_ARGS] });
+  cells.push(a);
+  const api = httpApi(a.url, a.adminKey);
+  await provider(api, ai);
+  const b = await startCellProcess({ args: ['--store', db.url, '--cell-id', 'cell-b', ...GROUP_ARGS] });
+  cells.push(b);
+  const cap = { allowed_tools: [], permission_mode: 'auto', clearance_level: 0 };
+  const f = await ok(api, 'POST', `${T}/formations`, { name: 'taken-over-backoff' });
+  const bil = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, {
+    role_label: 'patient',
+    required_skills: [],
+    authority_cap: cap,
+    retry: { max_attempts: 2, backoff_ms: BACKOFF_MS, max_backoff_ms: BACKOFF_MS, on: ['provider_error'] },
+  });
+  const ag = await agent(api, 'patient', cap);
+  const crew = await ok(api, 'POST', `${T}/crews`, { formation_id: f.formation_id, assignments: { [bil.billet_id]: ag } });
+  const run = await ok(api, 'POST', `${T}/crews/${crew.crew_id}/runs`, { input: 'go' });
+  const failed = await until('the failed attempt', async () => {
+    const j = await ok(api, 'GET', `${A}/jobs/runs/${run.run_id}/journal`);
+    return (j.records as any[]).find((r) => r.kind === 'attempt' && r.data.outcome === 'failed');
+  });
+  const retryAt = failed.data.retry_at as number;
+  assert.equal(failed.cell_id, 'cell-a');
+  await until('the run to wait', async () => (await ok(api, 'GET', `${T}/crews/${crew.crew_id}/runs/${run.run_id}`)).state === 'waiting');
+  await a.kill('SIGKILL');
+  const killedAt = Date.now();
+
+  const apiB = httpApi(b.url, a.adminKey);
+  const done = await until(
+    'the run to complete on cell-b',
+    async () => {
+      const r = await ok(apiB, 'GET', `${T}/crews/${crew.crew_id}/runs/${run.run_id}`);
+      return r.state === 'completed' || r.state === 'failed' ? r : null;
+    },
+    120_000,
+  );
+  assert.equal(done.state, 'completed', JSON.stringify(done.error));
+  assert.equal(callsAt.length, 2);
+  assert.ok(callsAt[1]! >= retryAt - 500, `retried ${retryAt - callsAt[1]!} ms early`);
+  assert.ok(callsAt[1]! < killedAt + BACKOFF_MS, 'the wait resumed on the peer; it did not start again');
+  const j = (await ok(apiB, 'GET', `${A}/jobs/runs/${run.run_id}/journal`)).records as any[];
+  const second = j.find((r) => r.kind === 'attempt' && r.data.attempt === 2)!;
+  assert.equal(second.cell_id, 'cell-b', 'the peer made the second attempt');
+  assert.equal(second.data.outcome, 'ok');
+  const waitsOnB = j.filter((r) => r.kind === 'waiting' && r.cell_id === 'cell-b');
+  assert.ok(
+    waitsOnB.every((w) => w.data.wake_at === retryAt),
+    'the peer waited for the due time cell-a recorded',
+  );
+});
