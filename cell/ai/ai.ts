@@ -11,6 +11,7 @@ import {
   callProvider,
   type AgentRuntime,
   type AiContext,
+  type CallOptions,
   type ProviderRequest,
   type ProviderReachHook,
   type ProviderUsersHook,
@@ -37,7 +38,7 @@ export class Ai {
    * (provider_*, runtime_unavailable, secret_missing, cancelled), an unknown
    * provider as `not_found`. `opts.signal` interrupts the call (the run's cancel).
    */
-  async call(providerId: string, req: ProviderRequest, opts: { signal?: AbortSignal | undefined } = {}): Promise<ChatResult> {
+  async call(providerId: string, req: ProviderRequest, opts: CallOptions = {}): Promise<ChatResult> {
     const m = this.ctx.metrics;
     const start = performance.now();
     try {

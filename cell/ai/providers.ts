@@ -15,6 +15,7 @@ import type { Reader } from '../store/types.ts';
 import { newId } from '../ids.ts';
 import { chatCompletion, type ChatRequest, type ChatResult } from './openai-client.ts';
 import { postureAllows } from './posture.ts';
+import { chatSpan } from './chat-span.ts';
 import { insertProvider, providerById, secretCreator, type Provider } from './repository.ts';
 import { mayUseSecret, readSecret } from './secrets.ts';
 
@@ -169,13 +170,8 @@ export type ProviderRequest = Omit<ChatRequest, 'model'> & { model?: string };
  * `opts.signal` (the run's cancellation) interrupts the call in flight and its
  * retries/backoff at once (failure reason `cancelled`).
  */
-export async function callProvider(
-  ctx: AiContext,
-  providerId: string,
-  req: ProviderRequest,
-  opts: { signal?: AbortSignal | undefined } = {},
-): Promise<ChatResult> {
-  const { core, iam } = ctx;
+export async function callProvider(ctx: AiContext, providerId: string, req: ProviderRequest, opts: CallOptions = {}): Promise<ChatResult> {
+  const { core } = ctx;
   const p = await providerById(core.store, providerId);
   if (!p) throw notFound('model provider');
   const posture = core.config.posture;
@@ -186,6 +182,19 @@ export async function callProvider(
     });
   }
   const body: ChatRequest = { ...req, model: req.model ?? p.default_model };
+  // The model call's span (OpenTelemetry GenAI conventions: cell/ai/chat-span.ts); the provider is sent its id as traceparent.
+  if (core.traces.spans) return chatSpan(core.traces, p, body, opts.agent, () => callModel(ctx, p, body, opts));
+  return callModel(ctx, p, body, opts);
+}
+
+/** Options of a model call: the run's cancellation, and the agent it is made for (spans, metrics). */
+export interface CallOptions {
+  signal?: AbortSignal | undefined;
+  agent?: { id: string; name: string } | undefined;
+}
+
+async function callModel(ctx: AiContext, p: Provider, body: ChatRequest, opts: CallOptions): Promise<ChatResult> {
+  const { core, iam } = ctx;
   if (p.provider_type === 'local-signed') {
     const rt = ctx.localRuntime;
     if (!rt)

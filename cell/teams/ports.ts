@@ -10,7 +10,16 @@
  * spelling map back to the catalog name.
  */
 import { EngineRefusal } from '../../core/engine/refusal.ts';
-import type { BudgetPort, ContractsPort, ModelPort, ModelRequest, ModelResponse, ToolsPort } from '../../core/engine/types.ts';
+import type {
+  BudgetPort,
+  ContractsPort,
+  ModelPort,
+  ModelRequest,
+  ModelResponse,
+  ToolCallContext,
+  ToolsPort,
+} from '../../core/engine/types.ts';
+import { toolSpan } from './tool-span.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { isServiceError } from '../../core/errors.ts';
 import type { ChatMessage as WireMessage, ToolSpec } from '../ai/openai-client.ts';
@@ -60,7 +69,7 @@ export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
             ...(tools.length ? { tools } : {}),
             max_tokens: req.max_tokens,
           },
-          { signal: runId === undefined ? undefined : ctx.runs.driverSignal(runId) },
+          { signal: runId === undefined ? undefined : ctx.runs.driverSignal(runId), agent: { id: agent.agent_id, name: agent.name } },
         );
         const out: ModelResponse = {
           content: r.content ?? '',
@@ -101,31 +110,35 @@ export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
     },
     async call(name, args, call) {
       if (!tools.has(name)) throw new EngineRefusal('tool_unknown', `no tool ${name}`, { tool: name });
-      const a = call.authority;
-      try {
-        return await tools.run(
-          name,
-          {
-            workspaceId,
-            agentId: call.agent_id ?? 'none',
-            authority: {
-              egress_allowlist: a?.egress_allowlist ?? [],
-              data_grant_ids: a?.data_grant_ids ?? [],
-              clearance_level: a?.clearance_level ?? 0,
-              compartments: a?.compartments ?? [],
-            },
-          },
-          args,
-        );
-      } catch (e) {
-        if (isServiceError(e) && e.code === 'forbidden')
-          throw new EngineRefusal(String(e.details?.['reason'] ?? 'tool_refused'), e.message, { ...(e.details ?? {}) } as JsonObject);
-        // Bad arguments go back to the model as the tool's answer, so it can correct itself.
-        if (isServiceError(e) && e.code === 'invalid_request') return { error: 'invalid_request', message: e.message };
-        throw e;
-      }
+      if (ctx.core.traces.spans) return toolSpan(ctx.core.traces, name, args, call, () => callTool(name, args, call));
+      return callTool(name, args, call);
     },
   };
+  async function callTool(name: string, args: JsonObject, call: ToolCallContext): Promise<unknown> {
+    const a = call.authority;
+    try {
+      return await tools.run(
+        name,
+        {
+          workspaceId,
+          agentId: call.agent_id ?? 'none',
+          authority: {
+            egress_allowlist: a?.egress_allowlist ?? [],
+            data_grant_ids: a?.data_grant_ids ?? [],
+            clearance_level: a?.clearance_level ?? 0,
+            compartments: a?.compartments ?? [],
+          },
+        },
+        args,
+      );
+    } catch (e) {
+      if (isServiceError(e) && e.code === 'forbidden')
+        throw new EngineRefusal(String(e.details?.['reason'] ?? 'tool_refused'), e.message, { ...(e.details ?? {}) } as JsonObject);
+      // Bad arguments go back to the model as the tool's answer, so it can correct itself.
+      if (isServiceError(e) && e.code === 'invalid_request') return { error: 'invalid_request', message: e.message };
+      throw e;
+    }
+  }
 }
 
 /**
