@@ -44,7 +44,8 @@ export async function inRunSpan<T extends { state: string }>(
     name,
     {
       parent: stored,
-      ...(stored !== undefined && current !== undefined && current !== stored ? { links: [current] } : {}),
+      // Woken from another trace (an approving request): linked, not joined.
+      ...(stored !== undefined && current !== undefined && current.slice(3, 35) !== stored.slice(3, 35) ? { links: [current] } : {}),
       attributes: {
         'gen_ai.operation.name': crew ? 'invoke_agent' : undefined,
         'gen_ai.agent.id': crew ? (run.crew_id ?? undefined) : undefined,

@@ -179,6 +179,22 @@ describe('traces exported over OTLP/HTTP', () => {
 
     // Spans were exported in batches, not one request per span.
     assert.ok(receiver.requests.length < all.length, `${receiver.requests.length} requests for ${all.length} spans`);
+
+    // A job run: its run span (`job single`) and its step, in the trace of the request that started it.
+    const job = await ok(api, 'POST', '/api/public/v1/admin/jobs/runs', {
+      job_type: 'single',
+      workspace_id: 'w',
+      spec: { tool: 'calc', args: { expression: '1+1' } },
+    });
+    const jobSpan = await until('the job run span', async () =>
+      receiver.spans.find((x) => x.name === 'job single' && x.attributes['agent_cell.run.id'] === job.run_id),
+    );
+    assert.equal(jobSpan.attributes['agent_cell.run.kind'], 'job');
+    const jobRequest = receiver.spans.find((x) => x.spanId === jobSpan.parentSpanId);
+    assert.equal(jobRequest?.kind, 2, 'child of the request that started it');
+    await until('the job step span', async () =>
+      receiver.spans.some((x) => x.parentSpanId === jobSpan.spanId && x.name.startsWith('step ')) ? true : undefined,
+    );
     await cell.stop();
   });
 
@@ -213,6 +229,67 @@ describe('traces exported over OTLP/HTTP', () => {
     assert.match(String(tool.attributes['gen_ai.tool.call.result']), /42/);
     const text = JSON.stringify(receiver.spans.map((s) => s.attributes));
     assert.ok(!text.includes('sk-fake-secret-key'), 'never the provider key');
+    await cell.stop();
+  });
+
+  test('an approval waited on: its span, and the drive it wakes continues the run trace, linked to the approving request', {
+    timeout: 90_000,
+  }, async () => {
+    const receiver = await startOtlpReceiver();
+    receivers.push(receiver);
+    const cell = await startCellProcess({ env: otelEnv(receiver) });
+    cells.push(cell);
+    const api = httpApi(cell.url, cell.adminKey);
+    await provider(api, ai, 'sk-fake-secret-key');
+    ai.setResponder((req) =>
+      req.messages.at(-1)!.role === 'tool'
+        ? { content: 'stored' }
+        : { tool_calls: [{ name: 'kv__put', arguments: { key: 'k', value: 'v' } }] },
+    );
+    const cap = { allowed_tools: ['kv.put'], permission_mode: 'ask', egress_allowlist: ['kv:*'], data_grant_ids: ['kv:*'] };
+    const tm = await team(api, 'sequential', [{ role: 'scribe', cap }]);
+    const traceId = 'feedfacefeedfacefeedfacefeedface';
+    const runId = await startRun(cell, tm.crew, traceId, 'remember');
+    const waiting = await until('the run to wait', async () => {
+      const r = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${runId}`);
+      return r.state === 'waiting' ? r : undefined;
+    });
+    const step = waiting.pending_approvals[0].step_id as string;
+    const approver = 'abababababababababababababababab';
+    const res = await fetch(`${cell.url}${T}/crews/${tm.crew}/runs/${runId}/approvals/${encodeURIComponent(step)}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${cell.adminKey}`,
+        'content-type': 'application/json',
+        traceparent: `00-${approver}-${CALLER_SPAN}-01`,
+      },
+      body: JSON.stringify({ decision: 'approve' }),
+    });
+    assert.equal(res.status, 200, await res.text());
+    assert.equal((await finished(api, tm.crew, runId)).state, 'completed');
+    const runs = await until('two drives of the run', async () => {
+      const r = receiver.spans.filter((s) => s.name === `invoke_agent ${tm.crew}`);
+      return r.length === 2 && receiver.spans.some((s) => s.name.startsWith('approval ')) ? r : undefined;
+    });
+    const [first, second] = runs.sort((a, b) => (a.startNs < b.startNs ? -1 : 1));
+    assert.equal(first!.attributes['agent_cell.run.state'], 'waiting');
+    assert.equal(second!.traceId, traceId, 'the run trace, not the approving request');
+    assert.equal(second!.parentSpanId, first!.spanId);
+    const approving = one(receiver.spans, (s) => s.traceId === approver && s.kind === 2, 'the approving request');
+    // Woken by the approving request (linked), or by the first drive's own look at the decisions as it ended (no link).
+    if (second!.links.length) assert.deepEqual(second!.links, [{ traceId: approver, spanId: approving.spanId }]);
+    // The step that waited: its first span ended `waiting` without an error; the approval, under the second drive.
+    const waited = receiver.spans.find((s) => s.parentSpanId === first!.spanId && s.name.startsWith('step '))!;
+    assert.equal(waited.attributes['agent_cell.step.outcome'], 'waiting');
+    assert.notEqual(waited.status.code, 2);
+    const approval = one(receiver.spans, (s) => s.name === `approval ${step}`, 'the approval span');
+    assert.equal(approval.traceId, traceId);
+    assert.equal(approval.attributes['agent_cell.approval.decision'], 'approve');
+    assert.equal(approval.attributes['agent_cell.approval.kind'], 'tool_call');
+    const resumedStep = receiver.spans.find((s) => s.spanId === approval.parentSpanId)!;
+    assert.equal(resumedStep.parentSpanId, second!.spanId);
+    assert.ok(approval.endNs - approval.startNs > 0n, 'from the request to the decision');
+    assert.ok(receiver.spans.some((s) => s.name === 'execute_tool kv.put' && s.parentSpanId === resumedStep.spanId));
     await cell.stop();
   });
 
