@@ -20,7 +20,9 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
     const start = performance.now();
     const trace = parseTraceparent(c.req.header('traceparent'));
     // Inside the caller's trace, everything this request starts (model calls, runs) can name it.
-    if (traces.spans) await (trace ? traces.run(trace, () => requestSpan(traces, c, next)) : requestSpan(traces, c, next));
+    // With spans exported, the line names the trace of the request's span (a new one when no header came).
+    let traceId = trace?.traceId;
+    if (traces.spans) traceId = await (trace ? traces.run(trace, () => requestSpan(traces, c, next)) : requestSpan(traces, c, next));
     else await (trace ? traces.run(trace, next) : next());
     const seconds = (performance.now() - start) / 1000;
     const route = routeTemplate(c);
@@ -44,7 +46,7 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
       principal_id: auth?.principal.id ?? null,
       credential_kind: auth?.credential.type ?? null,
       key_id: root?.startsWith('api_key:') ? root.slice('api_key:'.length) : null,
-      trace_id: trace?.traceId,
+      trace_id: traceId,
     });
   };
 }
@@ -54,9 +56,10 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
  * caller's `traceparent` when it sent one: method, route template and status;
  * never the path, the query, a header or a body.
  */
-function requestSpan(traces: RequestTraces, c: Context<AppEnv>, next: () => Promise<void>): Promise<void> {
+function requestSpan(traces: RequestTraces, c: Context<AppEnv>, next: () => Promise<void>): Promise<string | undefined> {
   const method = c.req.method;
   return traces.span(method, { kind: 'server', attributes: { 'http.request.method': method } }, async (s) => {
+    const traceId = traces.current()?.traceId;
     await next();
     const route = routeTemplate(c);
     const status = c.res.status;
@@ -64,6 +67,7 @@ function requestSpan(traces: RequestTraces, c: Context<AppEnv>, next: () => Prom
     // The span's name is the route template once it is known (the conventions' `{method} {route}`).
     s.rename(`${method} ${route}`);
     if (status >= 500) s.fail(String(status));
+    return traceId;
   });
 }
 

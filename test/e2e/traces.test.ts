@@ -180,6 +180,22 @@ describe('traces exported over OTLP/HTTP', () => {
     // Spans were exported in batches, not one request per span.
     assert.ok(receiver.requests.length < all.length, `${receiver.requests.length} requests for ${all.length} spans`);
 
+    // A request with no traceparent starts a trace of its own, and its access-log line names it.
+    const h = await fetch(`${cell.url}/healthz`);
+    const requestId = h.headers.get('x-request-id');
+    const line = await until('the healthz access-log line', async () =>
+      cell
+        .output()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .find((l) => l['request_id'] === requestId),
+    );
+    assert.match(String(line['trace_id']), /^[0-9a-f]{32}$/);
+    const healthz = await until('the healthz span', async () => receiver.spans.find((x) => x.traceId === line['trace_id']));
+    assert.equal(healthz.parentSpanId, '');
+    assert.equal(healthz.name, 'GET /healthz');
+
     // A job run: its run span (`job single`) and its step, in the trace of the request that started it.
     const job = await ok(api, 'POST', '/api/public/v1/admin/jobs/runs', {
       job_type: 'single',
