@@ -9,8 +9,7 @@
  * trace as a child of the first; the request that woke it is a link. Only
  * used when spans are exported (`core.traces.spans`).
  */
-import type { TracerPort } from '../../core/engine/types.ts';
-import type { Graph } from '../../core/engine/types.ts';
+import type { Graph, TracerPort } from '../../core/engine/types.ts';
 import type { RunsContext } from './context.ts';
 import { recordsOfKinds } from './repository.ts';
 import { getRun } from './runs.ts';

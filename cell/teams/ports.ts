@@ -10,16 +10,7 @@
  * spelling map back to the catalog name.
  */
 import { EngineRefusal } from '../../core/engine/refusal.ts';
-import type {
-  BudgetPort,
-  ContractsPort,
-  ModelPort,
-  ModelRequest,
-  ModelResponse,
-  ToolCallContext,
-  ToolsPort,
-} from '../../core/engine/types.ts';
-import { toolSpan } from './tool-span.ts';
+import type { BudgetPort, ContractsPort, ModelPort, ModelRequest, ModelResponse, ToolsPort } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { isServiceError } from '../../core/errors.ts';
 import type { ChatMessage as WireMessage, ToolSpec } from '../ai/openai-client.ts';
@@ -27,6 +18,7 @@ import type { DrivePorts } from '../runs/drive.ts';
 import { getAgent, getLedger, providerFor, reserveBudget, stageBudgetCommit } from './agents.ts';
 import type { TeamsContext } from './context.ts';
 import { getContract } from './resources.ts';
+import { tracedTools } from './tool-span.ts';
 
 export const toWireName = (n: string) => n.replace(/\./g, '__');
 export const fromWireName = (n: string) => n.replace(/__/g, '.');
@@ -110,35 +102,31 @@ export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
     },
     async call(name, args, call) {
       if (!tools.has(name)) throw new EngineRefusal('tool_unknown', `no tool ${name}`, { tool: name });
-      if (ctx.core.traces.spans) return toolSpan(ctx.core.traces, name, args, call, () => callTool(name, args, call));
-      return callTool(name, args, call);
+      const a = call.authority;
+      try {
+        return await tools.run(
+          name,
+          {
+            workspaceId,
+            agentId: call.agent_id ?? 'none',
+            authority: {
+              egress_allowlist: a?.egress_allowlist ?? [],
+              data_grant_ids: a?.data_grant_ids ?? [],
+              clearance_level: a?.clearance_level ?? 0,
+              compartments: a?.compartments ?? [],
+            },
+          },
+          args,
+        );
+      } catch (e) {
+        if (isServiceError(e) && e.code === 'forbidden')
+          throw new EngineRefusal(String(e.details?.['reason'] ?? 'tool_refused'), e.message, { ...(e.details ?? {}) } as JsonObject);
+        // Bad arguments go back to the model as the tool's answer, so it can correct itself.
+        if (isServiceError(e) && e.code === 'invalid_request') return { error: 'invalid_request', message: e.message };
+        throw e;
+      }
     },
   };
-  async function callTool(name: string, args: JsonObject, call: ToolCallContext): Promise<unknown> {
-    const a = call.authority;
-    try {
-      return await tools.run(
-        name,
-        {
-          workspaceId,
-          agentId: call.agent_id ?? 'none',
-          authority: {
-            egress_allowlist: a?.egress_allowlist ?? [],
-            data_grant_ids: a?.data_grant_ids ?? [],
-            clearance_level: a?.clearance_level ?? 0,
-            compartments: a?.compartments ?? [],
-          },
-        },
-        args,
-      );
-    } catch (e) {
-      if (isServiceError(e) && e.code === 'forbidden')
-        throw new EngineRefusal(String(e.details?.['reason'] ?? 'tool_refused'), e.message, { ...(e.details ?? {}) } as JsonObject);
-      // Bad arguments go back to the model as the tool's answer, so it can correct itself.
-      if (isServiceError(e) && e.code === 'invalid_request') return { error: 'invalid_request', message: e.message };
-      throw e;
-    }
-  }
 }
 
 /**
@@ -171,7 +159,7 @@ export function contractsPort(ctx: TeamsContext): ContractsPort {
 export function crewPorts(ctx: TeamsContext, runId: string, workspaceId: string): DrivePorts {
   return {
     model: modelPort(ctx, runId),
-    tools: toolsPort(ctx, workspaceId),
+    tools: tracedTools(ctx.core.traces, toolsPort(ctx, workspaceId)),
     approvals: ctx.runs.approvalsPort(runId),
     budget: budgetPort(ctx, runId),
     contracts: contractsPort(ctx),

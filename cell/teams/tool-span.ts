@@ -6,10 +6,19 @@
  * (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true). docs/operations.md "Traces".
  */
 import type { JsonObject } from '../../core/journal/record.ts';
-import type { ToolCallContext } from '../../core/engine/types.ts';
+import type { ToolCallContext, ToolsPort } from '../../core/engine/types.ts';
 import type { RequestTraces, SpanAttributes } from '../http/trace.ts';
 
-export function toolSpan(
+/** The tools port with a span around each call, when spans are exported (else the port itself). */
+export function tracedTools(traces: RequestTraces, port: ToolsPort): ToolsPort {
+  if (!traces.spans) return port;
+  return {
+    describe: (name) => port.describe(name),
+    call: (name, args, call) => toolSpan(traces, name, args, call, () => port.call(name, args, call)),
+  };
+}
+
+function toolSpan(
   traces: RequestTraces,
   name: string,
   args: JsonObject,
