@@ -219,7 +219,12 @@ describe('traces exported over OTLP/HTTP', () => {
   }, async () => {
     const receiver = await startOtlpReceiver();
     receivers.push(receiver);
-    const cell = await startCellProcess({ env: otelEnv(receiver, { OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'true' }) });
+    const cell = await startCellProcess({
+      env: otelEnv(receiver, {
+        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'true',
+        OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer collector-token-9',
+      }),
+    });
     cells.push(cell);
     const api = httpApi(cell.url, cell.adminKey);
     await provider(api, ai, 'sk-fake-secret-key');
@@ -245,6 +250,9 @@ describe('traces exported over OTLP/HTTP', () => {
     assert.match(String(tool.attributes['gen_ai.tool.call.result']), /42/);
     const text = JSON.stringify(receiver.spans.map((s) => s.attributes));
     assert.ok(!text.includes('sk-fake-secret-key'), 'never the provider key');
+    // The backend's own credential (OTEL_EXPORTER_OTLP_HEADERS) is sent to it, and logged nowhere.
+    assert.ok(receiver.requests.every((r) => r.authorization === 'Bearer collector-token-9'));
+    assert.ok(!cell.output().includes('collector-token-9'));
     await cell.stop();
   });
 
