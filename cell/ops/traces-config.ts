@@ -14,9 +14,9 @@ export type Env = Record<string, string | undefined>;
 export function tracesConfig(env: Env, flagEndpoint: string | undefined): TracesConfig | null {
   const truthy = (v: string | undefined) => v !== undefined && v.trim().toLowerCase() === 'true';
   if (truthy(env['OTEL_SDK_DISABLED'])) return null;
-  if (flagEndpoint === undefined && env['OTEL_TRACES_EXPORTER']?.trim().toLowerCase() === 'none') return null;
   const exporter = env['OTEL_TRACES_EXPORTER']?.trim().toLowerCase();
-  if (exporter !== undefined && exporter !== '' && exporter !== 'otlp' && exporter !== 'none')
+  if (exporter === 'none') return null;
+  if (exporter !== undefined && exporter !== '' && exporter !== 'otlp')
     throw new TypeError(`OTEL_TRACES_EXPORTER=${exporter} is not supported: the cell exports traces over OTLP only (otlp or none)`);
   const protocol = (env['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'] ?? env['OTEL_EXPORTER_OTLP_PROTOCOL'])?.trim();
   if (protocol !== undefined && protocol !== '' && protocol !== 'http/protobuf')

@@ -81,6 +81,7 @@ describe('trace settings from the environment and the flag', () => {
   test('OTEL_TRACES_EXPORTER=none and OTEL_SDK_DISABLED=true turn it off', () => {
     assert.equal(tracesConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a', OTEL_TRACES_EXPORTER: 'none' }, undefined), null);
     assert.equal(tracesConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a', OTEL_SDK_DISABLED: 'true' }, undefined), null);
+    assert.equal(tracesConfig({ OTEL_TRACES_EXPORTER: 'none' }, 'http://flag:4318'), null, 'whatever the endpoint');
   });
 
   test('refused: a URL that is not http(s), credentials in the URL, another protocol or exporter', () => {
