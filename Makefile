@@ -4,7 +4,7 @@ CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
 NODE_TEST := node --import tsx --test --test-concurrency=2
 
-.PHONY: install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps readme-deps faketime-deps clean
+.PHONY: install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps promtool-deps readme-deps faketime-deps clean
 
 # npm ci only when the lock file changed since the last install.
 node_modules/.install-stamp: package-lock.json
@@ -84,6 +84,17 @@ metrics-deps:
 	  fi; \
 	fi
 
+# Prometheus's own linter (promtool, in Debian's prometheus package: only its binaries are used, no
+# server is started), with which test/e2e/metrics-promtool.test.ts checks what a live cell serves.
+promtool-deps:
+	@if ! command -v promtool >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus) >/dev/null; \
+	  else \
+	    echo "promtool is missing: run 'sudo apt-get install -y prometheus' (Debian) for the metrics tests" >&2; exit 1; \
+	  fi; \
+	fi
+
 # Lint and format check (biome.json: the layering's import rules, the formatter's width).
 lint: install
 	npx biome check --error-on-warnings .
@@ -110,7 +121,7 @@ check: typecheck lint unit
 
 # The whole suite on the embedded store, then the store-dependent suites on PostgreSQL 15
 # (scripts/pg-test-server.sh starts a throw-away server, installed with apt when missing and root).
-test: install typecheck lint build edge-runtime browser-deps metrics-deps readme-deps faketime-deps
+test: install typecheck lint build edge-runtime browser-deps metrics-deps promtool-deps readme-deps faketime-deps
 	$(MAKE) --no-print-directory test-embedded
 	$(MAKE) --no-print-directory test-postgres
 

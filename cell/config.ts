@@ -76,6 +76,18 @@ export interface CellConfig {
    * for every cell of a group; null: `<dataDir>/secrets.key` (cell/ai/secrets-key.ts).
    */
   secretsKeyFile: string | null;
+  /** Trace export over OTLP/HTTP (docs/operations.md "Traces"); null: off, and the SDK is never loaded. */
+  traces: TracesConfig | null;
+}
+
+/** Where spans go and what they may carry (cell/ops/traces-config.ts reads it from flags and OTEL_* variables). */
+export interface TracesConfig {
+  /** The OTLP/HTTP traces URL (`…/v1/traces`). */
+  endpoint: string;
+  /** `service.name` of the spans (OTEL_SERVICE_NAME; default `agent-cell`). */
+  serviceName: string;
+  /** Prompt and completion text on model and tool spans (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT); off by default. */
+  captureContent: boolean;
 }
 
 export const DEFAULTS: CellConfig = {
@@ -147,6 +159,9 @@ export const DEFAULTS: CellConfig = {
   // Off: metrics name routes and the cell's load, so an operator opts in to a
   // loopback-only listener for a local scraper (docs/operations.md).
   metricsPort: null,
+  // Off: spans name routes, crews and agents, and export is a network destination
+  // the operator chooses (OTEL_EXPORTER_OTLP_ENDPOINT or --otlp-endpoint).
+  traces: null,
   // None: a cell alone keeps its key in its data directory. A group shares its secrets in
   // the store, so its cells must share the key: each is given the same file.
   secretsKeyFile: null,

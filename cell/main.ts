@@ -17,6 +17,7 @@ import { ADMIN_HELP, adminCommand } from './iam/admin-cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
 import { LOG_FORMATS, LOG_LEVELS, createLogger, exitOnFatalError, type LogFormat, type LogLevel } from '../runtime/log.ts';
 import { parseIpRule } from '../core/apikey/network.ts';
+import { tracesConfig } from './ops/traces-config.ts';
 
 const SERVE_HELP = `  serve            start a cell
     --port N           port to listen on (0 picks a free one; default 8080)
@@ -50,6 +51,8 @@ const SERVE_HELP = `  serve            start a cell
                        private and link-local addresses are refused whatever an allowlist says)
     --metrics-port N   serve Prometheus metrics at http://127.0.0.1:N/metrics (loopback only;
                        0 picks a free port; default: not served)
+    --otlp-endpoint URL  export traces over OTLP/HTTP to URL (its /v1/traces); default
+                       OTEL_EXPORTER_OTLP_ENDPOINT, else off (docs/operations.md "Traces")
     --log-level L      ${LOG_LEVELS.join(' | ')} (default info: one access-log line per request)
     --log-format F     ${LOG_FORMATS.join(' | ')} (default json: one object per line)
     --secrets-key-file FILE  the 32-byte key provider secrets are sealed with; every cell of a
@@ -105,6 +108,7 @@ async function serveCommand(argv: string[]): Promise<void> {
       'lease-ms': { type: 'string' },
       'max-clock-skew-ms': { type: 'string' },
       'metrics-port': { type: 'string' },
+      'otlp-endpoint': { type: 'string' },
       'log-level': { type: 'string' },
       'log-format': { type: 'string' },
       'secrets-key-file': { type: 'string' },
@@ -171,6 +175,11 @@ async function serveCommand(argv: string[]): Promise<void> {
   if (values['lease-ms'] !== undefined) config.leaseMs = intArg('lease-ms', values['lease-ms']);
   if (values['max-clock-skew-ms'] !== undefined) config.maxClockSkewMs = intArg('max-clock-skew-ms', values['max-clock-skew-ms']);
   if (values['metrics-port'] !== undefined) config.metricsPort = intArg('metrics-port', values['metrics-port']);
+  try {
+    config.traces = tracesConfig(process.env, values['otlp-endpoint']);
+  } catch (e) {
+    fail((e as Error).message);
+  }
   const logLevel = (values['log-level'] ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   const logFormat = (values['log-format'] ?? 'json') as LogFormat;

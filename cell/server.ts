@@ -30,7 +30,7 @@ import { createEdgeModule } from './edge/module.ts';
 import { createDiscoveryModule } from './discovery/module.ts';
 import { createOpsModule } from './ops/module.ts';
 import { CellMetrics } from './ops/metrics.ts';
-import { RequestTraces } from './http/trace.ts';
+import { RequestTraces, type SpanSink } from './http/trace.ts';
 import { createConsoleModule } from './console/module.ts';
 import { Devices } from './edge/devices.ts';
 import { localRuntime } from './edge/local-runtime.ts';
@@ -123,7 +123,13 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
   try {
     const cellId = await settleCellId(store, config.dataDir, config.cellId);
     const groupId = await settleGroupId(store, cellId);
-    core = { config: { ...config, cellId, groupId }, store, clock, log, traces: new RequestTraces() };
+    core = {
+      config: { ...config, cellId, groupId },
+      store,
+      clock,
+      log,
+      traces: new RequestTraces(await spanSink(config, cellId, groupId, log)),
+    };
     modules = await buildModules(core, metrics);
     bootstrapSecret = await modules.iam.bootstrap();
   } catch (err) {
@@ -167,6 +173,8 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
       });
     }
     await store.close();
+    // The spans batched so far are exported before the process goes (docs/operations.md "Traces").
+    await core.traces.shutdown().catch((e: unknown) => log.warn('traces not exported at stop', { error: (e as Error).message }));
   };
   return {
     core,
@@ -181,6 +189,21 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
       return stopping;
     },
   };
+}
+
+/**
+ * The span sink when trace export is on: the OpenTelemetry SDK is imported
+ * here and only here, so a cell that exports no traces never loads it.
+ */
+async function spanSink(config: CellConfig, cellId: string, groupId: string, log: Logger): Promise<SpanSink | null> {
+  if (config.traces === null) return null;
+  const { createOtelSink } = await import('./ops/otel-sink.ts');
+  log.info('exporting traces over OTLP/HTTP', {
+    endpoint: config.traces.endpoint,
+    service_name: config.traces.serviceName,
+    capture_message_content: config.traces.captureContent,
+  });
+  return createOtelSink(config.traces, { 'service.instance.id': cellId, 'agent_cell.group.id': groupId });
 }
 
 /** Listens; rejects (instead of crashing the process) when the address is taken. */

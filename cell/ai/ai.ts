@@ -47,6 +47,7 @@ export class Ai {
       m.modelCalls.inc({ provider: providerId, outcome: 'ok' });
       m.modelTokens.inc({ provider: providerId, kind: 'prompt' }, result.usage.prompt_tokens);
       m.modelTokens.inc({ provider: providerId, kind: 'completion' }, result.usage.completion_tokens);
+      if (opts.agent) m.agentTokens(opts.agent.id, result.usage.prompt_tokens, result.usage.completion_tokens);
       return result;
     } catch (err) {
       const reason = isServiceError(err) ? err.details?.['reason'] : undefined;

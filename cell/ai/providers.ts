@@ -15,6 +15,7 @@ import type { Reader } from '../store/types.ts';
 import { newId } from '../ids.ts';
 import { chatCompletion, type ChatDelta, type ChatRequest, type ChatResult } from './openai-client.ts';
 import { postureAllows } from './posture.ts';
+import { chatSpan } from './chat-span.ts';
 import { insertProvider, providerById, secretCreator, type Provider } from './repository.ts';
 import { mayUseSecret, readSecret } from './secrets.ts';
 
@@ -31,10 +32,14 @@ export interface LocalModelRuntime {
   dispose?(): Promise<void>;
 }
 
-/** Options of one model call: the caller's cancellation, and a receiver of the answer as it streams (live tokens). */
+/**
+ * Options of one model call: the caller's cancellation, a receiver of the answer as it streams (live
+ * tokens), and the agent it is made for (spans, metrics).
+ */
 export interface CallOptions {
   signal?: AbortSignal | undefined;
   onDelta?: ((d: ChatDelta) => void) | undefined;
+  agent?: { id: string; name: string } | undefined;
 }
 
 /** What the AI module's functions work with: the core, IAM, the optional local runtime, the secrets key. */
@@ -179,7 +184,7 @@ export type ProviderRequest = Omit<ChatRequest, 'model'> & { model?: string };
  * retries/backoff at once (failure reason `cancelled`).
  */
 export async function callProvider(ctx: AiContext, providerId: string, req: ProviderRequest, opts: CallOptions = {}): Promise<ChatResult> {
-  const { core, iam } = ctx;
+  const { core } = ctx;
   const p = await providerById(core.store, providerId);
   if (!p) throw notFound('model provider');
   const posture = core.config.posture;
@@ -190,6 +195,13 @@ export async function callProvider(ctx: AiContext, providerId: string, req: Prov
     });
   }
   const body: ChatRequest = { ...req, model: req.model ?? p.default_model };
+  // The model call's span (OpenTelemetry GenAI conventions: cell/ai/chat-span.ts); the provider is sent its id as traceparent.
+  if (core.traces.spans) return chatSpan(core.traces, p, body, opts.agent, () => callModel(ctx, p, body, opts));
+  return callModel(ctx, p, body, opts);
+}
+
+async function callModel(ctx: AiContext, p: Provider, body: ChatRequest, opts: CallOptions): Promise<ChatResult> {
+  const { core, iam } = ctx;
   if (p.provider_type === 'local-signed') {
     const rt = ctx.localRuntime;
     if (!rt)

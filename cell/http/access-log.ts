@@ -7,7 +7,7 @@
  * the credential kind and the API key id behind the credential; never a
  * secret, token or body.
  */
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import { isServiceError } from '../../core/errors.ts';
 import type { AppEnv, Logger } from '../context.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
@@ -20,7 +20,10 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
     const start = performance.now();
     const trace = parseTraceparent(c.req.header('traceparent'));
     // Inside the caller's trace, everything this request starts (model calls, runs) can name it.
-    await (trace ? traces.run(trace, next) : next());
+    // With spans exported, the line names the trace of the request's span (a new one when no header came).
+    let traceId = trace?.traceId;
+    if (traces.spans) traceId = await (trace ? traces.run(trace, () => requestSpan(traces, c, next)) : requestSpan(traces, c, next));
+    else await (trace ? traces.run(trace, next) : next());
     const seconds = (performance.now() - start) / 1000;
     const route = routeTemplate(c);
     const status = c.res.status;
@@ -43,9 +46,29 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
       principal_id: auth?.principal.id ?? null,
       credential_kind: auth?.credential.type ?? null,
       key_id: root?.startsWith('api_key:') ? root.slice('api_key:'.length) : null,
-      trace_id: trace?.traceId,
+      trace_id: traceId,
     });
   };
+}
+
+/**
+ * The request's span (OpenTelemetry HTTP server conventions), child of the
+ * caller's `traceparent` when it sent one: method, route template and status;
+ * never the path, the query, a header or a body.
+ */
+function requestSpan(traces: RequestTraces, c: Context<AppEnv>, next: () => Promise<void>): Promise<string | undefined> {
+  const method = c.req.method;
+  return traces.span(method, { kind: 'server', attributes: { 'http.request.method': method } }, async (s) => {
+    const traceId = traces.current()?.traceId;
+    await next();
+    const route = routeTemplate(c);
+    const status = c.res.status;
+    s.set({ 'http.route': route, 'http.response.status_code': status, 'agent_cell.request_id': c.get('requestId') });
+    // The span's name is the route template once it is known (the conventions' `{method} {route}`).
+    s.rename(`${method} ${route}`);
+    if (status >= 500) s.fail(String(status));
+    return traceId;
+  });
 }
 
 /** Which gate refused a 429: its RateLimit-Policy header names it (`"gateway";q=…`). */

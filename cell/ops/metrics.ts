@@ -13,6 +13,9 @@ import type { StoreObserver } from '../store/types.ts';
 /** Seconds: from a cached read (~100 µs) to a slow write under load (several seconds). */
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+/** prom-client's default gauges whose names end in `_total` (see collectProcessMetrics). */
+const GAUGES_NAMED_AS_COUNTERS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
 export class CellMetrics {
   readonly registry = new Registry();
   readonly httpRequests = new Counter({
@@ -107,6 +110,12 @@ export class CellMetrics {
     labelNames: ['provider', 'kind'] as const,
     registers: [this.registry],
   });
+  readonly agentTokenCounter = new Counter({
+    name: 'cell_agent_tokens_total',
+    help: 'Tokens the providers reported for the model calls of each agent (its principal id), by kind (prompt, completion).',
+    labelNames: ['agent', 'kind'] as const,
+    registers: [this.registry],
+  });
   readonly schedulerFires = new Counter({
     name: 'cell_scheduler_fires_total',
     help: 'Job definition fires made by this cell.',
@@ -183,6 +192,15 @@ export class CellMetrics {
     if (this.#processMetrics) return;
     this.#processMetrics = true;
     collectDefaultMetrics({ register: this.registry });
+    // prom-client names three gauges `*_total`, a suffix Prometheus keeps for counters (promtool
+    // refuses them); each is the sum of the per-type gauge beside it (nodejs_active_handles, …).
+    for (const name of GAUGES_NAMED_AS_COUNTERS) this.registry.removeSingleMetric(name);
+  }
+
+  /** Tokens of one model call made for an agent. */
+  agentTokens(agentId: string, prompt: number, completion: number): void {
+    this.agentTokenCounter.inc({ agent: agentId, kind: 'prompt' }, prompt);
+    this.agentTokenCounter.inc({ agent: agentId, kind: 'completion' }, completion);
   }
 
   /** One answered request. */

@@ -31,7 +31,9 @@ export function approvalsPort(ctx: RunsContext, runId: string): ApprovalsPort {
   const { store, clock } = ctx.core;
   return {
     async decisions(stepId): Promise<ApprovalDecision[]> {
-      return (await repo.decisions(store, runId, stepId)).map((d) => ({ principal: d.principal, decision: d.decision, at: d.at }));
+      const ds = (await repo.decisions(store, runId, stepId)).map((d) => ({ principal: d.principal, decision: d.decision, at: d.at }));
+      if (ctx.core.traces.spans && ds.length > 0) await approvalSpan(ctx, runId, stepId, ds);
+      return ds;
     },
     async request(stepId, ask) {
       if (await repo.hasApprovalRequest(store, runId, stepId)) return;
@@ -39,6 +41,32 @@ export function approvalsPort(ctx: RunsContext, runId: string): ApprovalsPort {
       await store.write((tx) => repo.insertApprovalRequest(tx, runId, stepId, { ...ask }, at));
     },
   };
+}
+
+/**
+ * The span of an approval the run waited on, recorded once the decisions
+ * settle it (a rejection, or as many approvals as its quorum): from the
+ * request to the deciding decision, in the drive that reads it. Who decided
+ * is counted, not named.
+ */
+async function approvalSpan(ctx: RunsContext, runId: string, stepId: string, ds: ApprovalDecision[]): Promise<void> {
+  const ask = (await repo.approvalRequests(ctx.core.store, runId)).find((r) => r.step_id === stepId);
+  if (!ask) return;
+  const approvals = new Set(ds.filter((d) => d.decision === 'approve').map((d) => d.principal)).size;
+  const rejected = ds.some((d) => d.decision === 'reject');
+  const needed = ask.rule === 'two_person' ? 2 : Math.max(1, ask.quorum);
+  if (!rejected && approvals < needed) return;
+  ctx.core.traces.record(`approval ${stepId}`, {
+    startTime: ask.at,
+    endTime: Math.max(...ds.map((d) => d.at)),
+    attributes: {
+      'agent_cell.step.id': stepId,
+      'agent_cell.approval.kind': ask.kind,
+      'agent_cell.approval.rule': ask.rule,
+      'agent_cell.approval.decision': rejected ? 'reject' : 'approve',
+      'agent_cell.approval.approvals': approvals,
+    },
+  });
 }
 
 /** Approval requests of a run whose step has not completed yet (no step or decision record). */

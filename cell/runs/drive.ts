@@ -25,6 +25,7 @@ import { storageLimitOf } from './storage.ts';
 import { decisionCount, recordsOfKinds } from './repository.ts';
 import { getRun, isTerminal, setRunFlags, type RunError, type RunState } from './runs.ts';
 import { isServiceError } from '../../core/errors.ts';
+import { inRunSpan } from './trace.ts';
 
 /** Backoff between attempts to drive a run again after a store outage, ms (doubling up to the last). */
 export const OUTAGE_RETRY_MS = [250, 500, 1_000, 2_000, 5_000] as const;
@@ -289,6 +290,11 @@ async function driveOnce(
   if (!claim.ok) return { state: await stateNow(), result: null };
   const fence = claim.fence;
   try {
+    // With spans exported, the drive runs in the run's span (runs/trace.ts) and the engine opens one per step.
+    if (ctx.core.traces.spans)
+      return await inRunSpan(ctx, runId, graph, claim.takeover, (tracer) =>
+        driveClaimed(ctx, handle, runId, graph, { ...ports, tracer }, input, opts, graphHash, claim),
+      );
     return await driveClaimed(ctx, handle, runId, graph, ports, input, opts, graphHash, claim);
   } catch (err) {
     if (!(err instanceof LeaseLostError)) throw err;

@@ -27,6 +27,7 @@ import type { DrivePorts } from '../runs/drive.ts';
 import { getAgent, getLedger, providerFor, reserveBudget, stageBudgetCommit } from './agents.ts';
 import type { TeamsContext } from './context.ts';
 import { getContract } from './resources.ts';
+import { tracedTools } from './tool-span.ts';
 
 export const toWireName = (n: string) => n.replace(/\./g, '__');
 export const fromWireName = (n: string) => n.replace(/__/g, '.');
@@ -73,7 +74,7 @@ export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
             ...(tools.length ? { tools } : {}),
             max_tokens: req.max_tokens,
           },
-          { signal, onDelta: liveDeltas(opts?.onDelta) },
+          { signal, onDelta: liveDeltas(opts?.onDelta), agent: { id: agent.agent_id, name: agent.name } },
         );
         const out: ModelResponse = {
           content: r.content ?? '',
@@ -198,7 +199,7 @@ export function contractsPort(ctx: TeamsContext): ContractsPort {
 export function crewPorts(ctx: TeamsContext, runId: string, workspaceId: string): DrivePorts {
   return {
     model: modelPort(ctx, runId),
-    tools: toolsPort(ctx, workspaceId),
+    tools: tracedTools(ctx.core.traces, toolsPort(ctx, workspaceId)),
     approvals: ctx.runs.approvalsPort(runId),
     budget: budgetPort(ctx, runId),
     contracts: contractsPort(ctx),

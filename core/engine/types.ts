@@ -406,6 +406,24 @@ export interface Clock {
   now(): number;
 }
 
+/** A span the engine's work runs in, as the tracer port hands it over. */
+export interface TraceSpan {
+  set(attributes: Record<string, string | number | boolean>): void;
+  /** The step ended refused or failed, for this reason. */
+  fail(reason: string): void;
+  /** The step stopped without failing (it waits), whatever it threw. */
+  ok(): void;
+}
+/**
+ * Tracing of the run's steps (the cell: OpenTelemetry spans, docs/operations.md
+ * "Traces"). Absent: the engine opens no span and pays nothing. The port
+ * never changes what a step does or records.
+ */
+export interface TracerPort {
+  /** Runs `fn` in a new span, child of the span the caller runs in, and ends it when `fn` settles. */
+  span<T>(name: string, attributes: Record<string, string | number | boolean>, fn: (s: TraceSpan) => Promise<T>): Promise<T>;
+}
+
 export interface EnginePorts {
   model?: ModelPort;
   tools?: ToolsPort;
@@ -435,6 +453,8 @@ export interface EnginePorts {
    * Absent: retries restart from the first attempt on every drive.
    */
   attempts?(stepId: string): Promise<{ count: number; retry_at: number | null }>;
+  /** Spans around each executed step (replayed steps open none). */
+  tracer?: TracerPort;
 }
 
 export interface RunOptions {

@@ -4,7 +4,8 @@
  */
 import type { JsonObject } from '../../journal/record.ts';
 import type { RunContext } from './context.ts';
-import type { ExecutorKind } from '../types.ts';
+import type { ExecutorKind, TraceSpan } from '../types.ts';
+import { Stop } from './stop.ts';
 
 /** A node, or a leaf body under a derived step id. */
 export interface StepRef {
@@ -43,11 +44,42 @@ export async function executeStep(
     return { output: rec.output, route: typeof route === 'string' ? route : undefined };
   }
   await ctx.checkCancelled();
-  const r = await exec(ctx, step, input, inbound);
-  const data: JsonObject = { ...(r.data ?? {}), executor: step.kind, ...(r.route !== undefined ? { route: r.route } : {}) };
-  const output = r.output === undefined ? null : r.output;
-  await ctx.append(r.decision === true ? 'decision' : 'step', step.id, input, output, data);
-  return { output, route: r.route };
+  const run = async (): Promise<{ output: unknown; route: string | undefined }> => {
+    const r = await exec(ctx, step, input, inbound);
+    const data: JsonObject = { ...(r.data ?? {}), executor: step.kind, ...(r.route !== undefined ? { route: r.route } : {}) };
+    const output = r.output === undefined ? null : r.output;
+    await ctx.append(r.decision === true ? 'decision' : 'step', step.id, input, output, data);
+    return { output, route: r.route };
+  };
+  const tracer = ctx.ports.tracer;
+  return tracer === undefined ? run() : tracer.span(`step ${step.id}`, stepAttributes(ctx, step), (s) => traced(s, run));
+}
+
+/** What a step's span says of it: its id, executor, seat and the seat's agent. Never its input or output. */
+function stepAttributes(ctx: RunContext, step: StepRef): Record<string, string | number | boolean> {
+  const a: Record<string, string | number | boolean> = { 'agent_cell.step.id': step.id, 'agent_cell.step.kind': step.kind };
+  if (step.seat !== undefined) {
+    a['agent_cell.seat'] = step.seat;
+    const agent = ctx.graph.seats[step.seat]?.agent_id;
+    if (typeof agent === 'string') a['gen_ai.agent.id'] = agent;
+  }
+  return a;
+}
+
+/** Runs a step in its span: a refusal or failure marks it, a stop to wait does not. */
+async function traced<T>(s: TraceSpan, run: () => Promise<T>): Promise<T> {
+  try {
+    const out = await run();
+    s.set({ 'agent_cell.step.outcome': 'completed' });
+    return out;
+  } catch (e) {
+    if (e instanceof Stop) {
+      s.set({ 'agent_cell.step.outcome': e.outcome, 'agent_cell.step.reason': e.reason });
+      if (e.outcome === 'waiting' || e.outcome === 'cancelled') s.ok();
+      else s.fail(e.reason);
+    }
+    throw e;
+  }
 }
 
 /** An object input usable as tool arguments, else `{ input }`. */
