@@ -17,7 +17,18 @@ import type { EnginePorts, Graph, RecordedStep, RunResult } from '../../core/eng
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { RunsContext } from './context.ts';
 import { registerDriver, type DriverHandle } from './control.ts';
-import { TERMINAL_KIND, appendJournal, finishRun, flushStaged, getBlob, readJournal, stageRunBlob, storageRunError } from './journal.ts';
+import {
+  TERMINAL_KIND,
+  appendJournal,
+  appendJournalBatch,
+  finishRun,
+  flushStaged,
+  getBlob,
+  readJournal,
+  stageRunBlob,
+  storageRunError,
+  type AppendEntry,
+} from './journal.ts';
 import { claimRun, dropLease, LeaseLostError, releaseToWaiting, type Claim } from './lease.ts';
 import { verifyJournal, type JournalVerdict } from '../../core/journal/verify.ts';
 import { storageLimitOf } from './storage.ts';
@@ -323,8 +334,23 @@ async function driveClaimed(
   let engineFinal: JsonObject | undefined;
   let lost: LeaseLostError | null = null;
   const recorded = await RecordedIndex.load(ctx, runId);
+  // Records of the drive not written yet (a step's result): they ride in the transaction of the
+  // next record that must be durable before something leaves the process, so a step is one commit.
+  const deferred: AppendEntry[] = [];
+  const flush = async (then?: AppendEntry): Promise<void> => {
+    const entries = deferred.splice(0);
+    if (then) entries.push(then);
+    if (entries.length === 0) return;
+    try {
+      await keptWrite(ctx, runId, () => appendJournalBatch(ctx, runId, entries, fence));
+    } catch (e) {
+      if (e instanceof LeaseLostError) lost = e;
+      throw e;
+    }
+  };
   const enginePorts: EnginePorts = {
     ...ports,
+    ...flushedFirst(ports, flush),
     clock,
     isCancelled: () => handle.signal.aborted || lost !== null,
     recorded: async (stepId) => recorded.get(stepId),
@@ -335,16 +361,14 @@ async function driveClaimed(
         // The run's last record is written by finishRun together with the state change.
         if (fields.kind === TERMINAL_KIND) {
           engineFinal = fields.data ?? {};
+          await flush();
           // Rides in finishRun's transaction.
           await stageRunBlob(ctx, runId, payload.output);
           return;
         }
-        try {
-          await keptWrite(ctx, runId, () => appendJournal(ctx, runId, { ...fields }, [payload.input, payload.output], fence));
-        } catch (e) {
-          if (e instanceof LeaseLostError) lost = e;
-          throw e;
-        }
+        const entry: AppendEntry = { fields: { ...fields }, blobs: [payload.input, payload.output] };
+        if (DEFERRED_KINDS.has(fields.kind)) deferred.push(entry);
+        else await flush(entry);
         recorded.noteAppend(fields.kind, fields.step_id, payload.output, fields.data);
         if (fields.data?.['reissued'] === true) await flagReissue(ctx, runId, fields.step_id, fields.kind, fields.data);
       },
@@ -361,6 +385,8 @@ async function driveClaimed(
   } catch (err) {
     if (lost) throw lost;
     if (isStoreOutage(err)) throw err; // not the run's failure: driven again (driveRun)
+    // What the engine recorded before it broke is kept.
+    await flush().catch(() => undefined);
     log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
     await finish('failed', {
       error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' },
@@ -369,6 +395,9 @@ async function driveClaimed(
     return { state: await stateNow(), result: null };
   }
   if (lost) throw lost;
+  // Every path below ends the drive: nothing the engine recorded stays unwritten (the engine's last
+  // record, written with the run's end or wait, has flushed it already).
+  await flush();
   if (result.cause !== undefined && result.outcome === 'failed') {
     const c = result.cause;
     log.warn('run step failed', { run_id: runId, reason: result.reason, error: c instanceof Error ? c.message : String(c) });
@@ -401,6 +430,53 @@ async function driveClaimed(
     await finish(result.outcome, { error, data: { ...extra, reason: error.reason ?? result.reason ?? null }, fence });
   }
   return { state: await stateNow(), result };
+}
+
+/**
+ * Journal kinds the driver may hold back (a step's recorded result, the run's
+ * start): written with the next record that must be durable at once (the
+ * intent before a model or tool call, a wait, a refusal) or with the run's
+ * end, in that record's transaction. Nothing leaves the process in between:
+ * every port that acts outside it writes them first (flushedFirst).
+ */
+const DEFERRED_KINDS: ReadonlySet<string> = new Set(['step', 'decision', 'run_started']);
+
+/**
+ * The ports through which a step acts outside the process (a model or tool
+ * call, an approval request), each writing the drive's held-back records
+ * before it acts: what a later drive would find is never behind what was done.
+ */
+function flushedFirst(ports: DrivePorts, flush: () => Promise<void>): Partial<EnginePorts> {
+  const out: Partial<EnginePorts> = {};
+  const model = ports.model;
+  if (model) {
+    const m = Object.create(model) as typeof model;
+    m.complete = async (req) => {
+      await flush();
+      return model.complete(req);
+    };
+    out.model = m;
+  }
+  const tools = ports.tools;
+  if (tools) {
+    const t = Object.create(tools) as typeof tools;
+    t.call = async (name, args, call) => {
+      await flush();
+      return tools.call(name, args, call);
+    };
+    out.tools = t;
+  }
+  const approvals = ports.approvals;
+  const request = approvals?.request;
+  if (approvals && request) {
+    const a = Object.create(approvals) as typeof approvals;
+    a.request = async (stepId, ask) => {
+      await flush();
+      return request.call(approvals, stepId, ask);
+    };
+    out.approvals = a;
+  }
+  return out;
 }
 
 /**

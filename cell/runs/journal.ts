@@ -34,7 +34,17 @@ import { assertFence, LeaseLostError, type Fence } from './lease.ts';
 import { publish } from './events.ts';
 import * as repo from './repository.ts';
 import { isTerminal, setRunStateTx, type RunError, type RunState } from './runs.ts';
-import { byteSize, forgetMeter, meterTx, prepareMeter, storageRefusal, type PreparedValue, type RunStorageLimitError } from './storage.ts';
+import {
+  byteSize,
+  forgetMeter,
+  measure,
+  meterTx,
+  prepareMeter,
+  storageRefusal,
+  usageRefusal,
+  type PreparedValue,
+  type RunStorageLimitError,
+} from './storage.ts';
 
 export type { JournalRecord } from '../../core/journal/record.ts';
 
@@ -107,7 +117,18 @@ async function sealNext(
   f: AppendFields,
   epoch: number,
 ): Promise<{ rec: JournalRecord; tail: JournalTail }> {
-  const tail = await tailOf(ctx, tx, runId);
+  return sealAfter(ctx, await tailOf(ctx, tx, runId), runId, graphHash, f, epoch);
+}
+
+/** Seals the record that follows `tail`. */
+async function sealAfter(
+  ctx: RunsContext,
+  tail: JournalTail,
+  runId: string,
+  graphHash: string,
+  f: AppendFields,
+  epoch: number,
+): Promise<{ rec: JournalRecord; tail: JournalTail }> {
   const rec = await sealRecord(
     {
       run_id: runId,
@@ -137,66 +158,152 @@ async function sealNext(
  * @throws RunClosedError when the run is unknown or terminal.
  * @throws LeaseLostError when `fence` is no longer the run's lease (nothing written).
  */
-export function appendJournal(
+export async function appendJournal(
   ctx: RunsContext,
   runId: string,
   fields: AppendFields,
   blobs: AppendBlobs = [],
   fence?: Fence,
 ): Promise<JournalRecord> {
+  const recs = await appendJournalBatch(ctx, runId, [{ fields, blobs }], fence);
+  return recs[0]!;
+}
+
+/** One record of appendJournalBatch: its fields and the values it stores by content hash. */
+export interface AppendEntry {
+  fields: AppendFields;
+  blobs: AppendBlobs;
+}
+
+interface PreparedEntry {
+  f: AppendFields;
+  values: PreparedValue[];
+  /** A record carrying a payload is refused past a limit; one carrying none (a refusal, a cancel, a wait) never is. */
+  enforce: boolean;
+}
+
+/**
+ * Appends records to a run's journal in one transaction, in order, with
+ * contiguous seqs (a step's records and the intent of the next call: the
+ * run's driver, drive.ts). Like appendJournal otherwise; when a record's
+ * payload would pass a storage limit, the records before it are kept (with
+ * the writes staged for the run) and RunStorageLimitError is thrown for it,
+ * as if they had been appended one by one.
+ */
+export function appendJournalBatch(
+  ctx: RunsContext,
+  runId: string,
+  entries: readonly AppendEntry[],
+  fence?: Fence,
+): Promise<JournalRecord[]> {
   return serialised(ctx, runId, async () => {
-    // Stored in hash order: two appends storing the same values lock their rows in the same order.
-    const values = blobs.map(prepareValue).sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0));
-    const f: AppendFields = { ...traced(ctx, fields), at: fields.at ?? ctx.core.clock.now() };
-    // A record carrying a payload is refused past a limit; one carrying none (a refusal, a cancel, a wait) never is.
-    const enforce = values.some((v) => v.body !== 'null');
+    if (entries.length === 0) return [];
+    const items: PreparedEntry[] = entries.map((e) => {
+      // Stored in hash order: two appends storing the same values lock their rows in the same order.
+      const values = e.blobs.map(prepareValue).sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0));
+      return {
+        f: { ...traced(ctx, e.fields), at: e.fields.at ?? ctx.core.clock.now() },
+        values,
+        enforce: values.some((v) => v.body !== 'null'),
+      };
+    });
     const meter = await prepareMeter(ctx, runId);
     const staged = takeStaged(ctx, runId);
-    let out: { rec: JournalRecord; tail: JournalTail };
+    let out: { recs: JournalRecord[]; tail: JournalTail; refused: RunStorageLimitError | null };
     try {
-      // One transaction per step: the run's row (locked first, then stamped), the writes staged
-      // for it (budget), the record, its values and the run's storage share.
+      // One transaction: the run's row (locked first, then stamped), the writes staged for it
+      // (budget), the records, their values and the run's storage share.
       out = await ctx.core.store.write(
         async (tx) => {
-          const s = await lockRun(ctx, tx, runId, f.at!, fence);
+          const s = await lockRun(ctx, tx, runId, items.at(-1)!.f.at!, fence);
           for (const w of staged) await w(tx);
-          const sealed = await sealNext(ctx, tx, runId, s.graph_hash ?? EMPTY_HASH, f, fence ? fence.epoch : s.lease_epoch);
-          await meterTx(ctx, tx, meter, runId, byteSize(JSON.stringify(sealed.rec)), values, enforce);
-          for (const v of values) await repo.putBlob(tx, v.hash, v.body);
-          await repo.insertRecord(tx, sealed.rec);
-          return sealed;
+          const head = await repo.appendRead(tx, runId, items.some((i) => i.enforce) ? { workspace: meter.workspace } : null);
+          let tail = await tailAt(ctx, tx, runId, head.last_seq);
+          const epoch = fence ? fence.epoch : s.lease_epoch;
+          const recs: JournalRecord[] = [];
+          const values = new Map<string, PreparedValue>();
+          const fresh = new Set<string>();
+          let adding = 0;
+          let refused: RunStorageLimitError | null = null;
+          for (const item of items) {
+            const sealed = await sealAfter(ctx, tail, runId, s.graph_hash ?? EMPTY_HASH, item.f, epoch);
+            const trial = new Set(fresh);
+            const add = measure(
+              { ...meter, spec: recs.length === 0 ? meter.spec : 0 },
+              byteSize(JSON.stringify(sealed.rec)),
+              item.values,
+              trial,
+            ).adding;
+            if (item.enforce && head.usage) {
+              refused = usageRefusal(ctx, meter, head.usage, adding + add);
+              if (refused) break;
+            }
+            for (const h of trial) fresh.add(h);
+            for (const v of item.values) values.set(v.hash, v);
+            adding += add;
+            recs.push(sealed.rec);
+            tail = sealed.tail;
+          }
+          // The first record refused: nothing is kept (the staged writes wait for the next append).
+          if (recs.length === 0) throw refused ?? new TypeError('appendJournalBatch: nothing to write');
+          await repo.addStorage(tx, runId, meter.workspace, adding);
+          await repo.putBlobs(
+            tx,
+            [...values.values()].sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0)),
+          );
+          await repo.insertRecords(tx, recs);
+          tx.afterCommit(() => {
+            meter.bytes += adding;
+            meter.spec = 0;
+            for (const h of fresh) meter.hashes.add(h);
+          });
+          return { recs, tail, refused };
         },
-        { isolation: 'row-locks' },
+        // Other cells hear of journal appends in one notification shared by the appends of a short
+        // interval (store WriteOptions.notify), so concurrent runs' commits share their flushes.
+        { isolation: 'row-locks', notify: 'batched' },
       );
     } catch (e) {
       restage(ctx, runId, staged, e);
       if (e instanceof RunClosedError) forgetMeter(ctx, runId);
       throw e;
     }
-    const { rec, tail } = out;
-    ctx.tails.set(runId, tail);
-    ctx.metrics.journalRecords.inc({ kind: rec.kind });
-    publish(ctx, rec);
-    return rec;
+    ctx.tails.set(runId, out.tail);
+    for (const rec of out.recs) {
+      ctx.metrics.journalRecords.inc({ kind: rec.kind });
+      publish(ctx, rec);
+    }
+    if (out.refused) throw out.refused;
+    return out.recs;
   });
 }
 
+/** The run's tail given its last seq as the writing transaction read it (the cache saves re-hashing the record). */
+async function tailAt(ctx: RunsContext, tx: Tx, runId: string, seq: number): Promise<JournalTail> {
+  if (seq === 0) return { seq: 0, hash: GENESIS_HASH };
+  const t = ctx.tails.get(runId);
+  if (t && t.seq === seq) return t;
+  const rec = await repo.lastRecord(tx, runId);
+  return rec ? { seq: rec.seq, hash: recordHash(rec) } : { seq: 0, hash: GENESIS_HASH };
+}
+
 /**
- * The first statements of a run's journal write: locks the run's row and
- * stamps its progress (repo.touchRun), so that the transaction, running with
- * row locks rather than serializable, reads the run's tail after every other
- * writer of that run; then reads the run's head.
+ * The first statement of a run's journal write: locks the run's row and
+ * stamps its progress (repo.lockRunHead), so that the transaction, running
+ * with row locks rather than serializable, reads the run's tail after every
+ * other writer of that run; returns the run's head.
  * @throws RunClosedError when the run is unknown or terminal.
  * @throws LeaseLostError when `fence` is no longer the run's lease.
  */
 async function lockRun(ctx: RunsContext, tx: Tx, runId: string, at: number, fence: Fence | undefined): Promise<repo.RunHead> {
   const me = ctx.core.config.cellId;
-  const locked = await repo.touchRun(tx, runId, at, fence ? { owner: me, epoch: fence.epoch } : null);
+  const locked = await repo.lockRunHead(tx, runId, at, fence ? { owner: me, epoch: fence.epoch } : null);
+  if (locked) return locked;
+  // Nothing matched: say why (a terminal or unknown run, or a lease that is not this driver's).
   const s = await repo.runHead(tx, runId);
   if (!s || isTerminal(s.state)) throw new RunClosedError(runId, s?.state ?? 'unknown');
   if (fence) assertFence(ctx, runId, s, fence);
-  if (!locked) throw new RunClosedError(runId, s.state);
-  return s;
+  throw new RunClosedError(runId, s.state);
 }
 
 /**
