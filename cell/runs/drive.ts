@@ -28,10 +28,11 @@ import {
   stageRunBlob,
   storageRunError,
   type AppendEntry,
+  type FinishOptions,
 } from './journal.ts';
-import { claimRun, dropLease, LeaseLostError, releaseToWaiting, type Claim } from './lease.ts';
+import { claimRun, dropLease, LeaseLostError, releaseToWaiting, type Claim, type Fence } from './lease.ts';
 import { verifyJournal, type JournalVerdict } from '../../core/journal/verify.ts';
-import { storageLimitOf } from './storage.ts';
+import { storageLimitOf, storageRefusal } from './storage.ts';
 import { decisionCount, recordsOfKinds } from './repository.ts';
 import { getRun, isTerminal, setRunFlags, type RunError, type RunState } from './runs.ts';
 import { isServiceError } from '../../core/errors.ts';
@@ -297,8 +298,10 @@ async function driveClaimed(
   const { clock, config, log } = ctx.core;
   const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
   const fence = claim.fence;
-  const finish = (...a: Parameters<typeof finishRun> extends [unknown, unknown, ...infer R] ? R : never) =>
-    keptWrite(ctx, runId, () => finishRun(ctx, runId, ...a));
+  // The records the engine held back when it ended are written with the run's end (deferred, below).
+  let last: AppendEntry[] = [];
+  const finish = (outcome: Parameters<typeof finishRun>[2], o: FinishOptions) =>
+    keptWrite(ctx, runId, () => finishRun(ctx, runId, outcome, { ...o, before: last }));
   if (claim.takeover) {
     const previous = claim.previousOwner !== config.cellId ? 'peer' : ctx.claimedHere.has(runId) ? 'self' : 'restart';
     ctx.metrics.runTakeovers.inc({ previous });
@@ -361,9 +364,12 @@ async function driveClaimed(
         // The run's last record is written by finishRun together with the state change.
         if (fields.kind === TERMINAL_KIND) {
           engineFinal = fields.data ?? {};
-          await flush();
-          // Rides in finishRun's transaction.
-          await stageRunBlob(ctx, runId, payload.output);
+          // The held-back records ride in finishRun's transaction when they fit the storage limits;
+          // otherwise they are written now, and the refusal ends the run as for any step.
+          if (await heldBackRefused(ctx, runId, deferred)) await flush();
+          // Rides in finishRun's transaction (unless a held-back record stores it already: counted once).
+          const out = contentHash(payload.output ?? null);
+          if (!deferred.some((e) => e.blobs.some((b) => contentHash(b ?? null) === out))) await stageRunBlob(ctx, runId, payload.output);
           return;
         }
         const entry: AppendEntry = { fields: { ...fields }, blobs: [payload.input, payload.output] };
@@ -395,9 +401,9 @@ async function driveClaimed(
     return { state: await stateNow(), result: null };
   }
   if (lost) throw lost;
-  // Every path below ends the drive: nothing the engine recorded stays unwritten (the engine's last
-  // record, written with the run's end or wait, has flushed it already).
-  await flush();
+  // Every path below ends the drive: what the engine held back is written with the run's end
+  // (finish), or before the run is left waiting or for recovery.
+  last = deferred.splice(0);
   if (result.cause !== undefined && result.outcome === 'failed') {
     const c = result.cause;
     log.warn('run step failed', { run_id: runId, reason: result.reason, error: c instanceof Error ? c.message : String(c) });
@@ -418,9 +424,11 @@ async function driveClaimed(
       fence,
     });
   } else if (result.outcome === 'waiting') {
+    await writeLast(ctx, runId, last, fence);
     await keptWrite(ctx, runId, () => releaseToWaiting(ctx, runId, fence));
   } else if (handle.signal.aborted) {
-    // Stopped because the cell is shutting down: leave the run for recovery.
+    // Stopped because the cell is shutting down: leave the run for recovery, its steps recorded.
+    await writeLast(ctx, runId, last, fence);
   } else if (result.outcome === 'failed' && storageLimitOf(result.cause) !== undefined) {
     // A payload was refused by a storage limit (nothing of it was written): that is the run's error.
     const error = storageRunError(storageLimitOf(result.cause)!);
@@ -431,6 +439,21 @@ async function driveClaimed(
   }
   return { state: await stateNow(), result };
 }
+
+/** Writes the records a drive held back, when it ends without ending the run. */
+async function writeLast(ctx: RunsContext, runId: string, entries: AppendEntry[], fence: Fence): Promise<void> {
+  if (entries.length > 0) await keptWrite(ctx, runId, () => appendJournalBatch(ctx, runId, entries, fence));
+}
+
+/** Whether storing the held-back records would pass a storage limit (reads only; their record bytes estimated). */
+async function heldBackRefused(ctx: RunsContext, runId: string, entries: readonly AppendEntry[]): Promise<boolean> {
+  const values = entries.flatMap((e) => e.blobs.map((b) => ({ hash: contentHash(b ?? null), body: JSON.stringify(b ?? null) })));
+  if (!values.some((v) => v.body !== 'null')) return false;
+  return (await storageRefusal(ctx, runId, entries.length * HELD_RECORD_BYTES, values)) !== null;
+}
+
+/** What a held-back record is counted as before it is sealed (a sealed record is about 650 bytes). */
+const HELD_RECORD_BYTES = 2048;
 
 /**
  * Journal kinds the driver may hold back (a step's recorded result, the run's

@@ -109,17 +109,6 @@ async function tailOf(ctx: RunsContext, tx: Tx, runId: string): Promise<JournalT
   return rec ? { seq: rec.seq, hash: recordHash(rec) } : { seq: 0, hash: GENESIS_HASH };
 }
 
-async function sealNext(
-  ctx: RunsContext,
-  tx: Tx,
-  runId: string,
-  graphHash: string,
-  f: AppendFields,
-  epoch: number,
-): Promise<{ rec: JournalRecord; tail: JournalTail }> {
-  return sealAfter(ctx, await tailOf(ctx, tx, runId), runId, graphHash, f, epoch);
-}
-
 /** Seals the record that follows `tail`. */
 async function sealAfter(
   ctx: RunsContext,
@@ -198,15 +187,7 @@ export function appendJournalBatch(
 ): Promise<JournalRecord[]> {
   return serialised(ctx, runId, async () => {
     if (entries.length === 0) return [];
-    const items: PreparedEntry[] = entries.map((e) => {
-      // Stored in hash order: two appends storing the same values lock their rows in the same order.
-      const values = e.blobs.map(prepareValue).sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0));
-      return {
-        f: { ...traced(ctx, e.fields), at: e.fields.at ?? ctx.core.clock.now() },
-        values,
-        enforce: values.some((v) => v.body !== 'null'),
-      };
-    });
+    const items = entries.map((e) => prepareEntry(ctx, e));
     const meter = await prepareMeter(ctx, runId);
     const staged = takeStaged(ctx, runId);
     let out: { recs: JournalRecord[]; tail: JournalTail; refused: RunStorageLimitError | null };
@@ -276,6 +257,16 @@ export function appendJournalBatch(
     if (out.refused) throw out.refused;
     return out.recs;
   });
+}
+
+function prepareEntry(ctx: RunsContext, e: AppendEntry): PreparedEntry {
+  // Stored in hash order: two appends storing the same values lock their rows in the same order.
+  const values = e.blobs.map(prepareValue).sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0));
+  return {
+    f: { ...traced(ctx, e.fields), at: e.fields.at ?? ctx.core.clock.now() },
+    values,
+    enforce: values.some((v) => v.body !== 'null'),
+  };
 }
 
 /** The run's tail given its last seq as the writing transaction read it (the cache saves re-hashing the record). */
@@ -356,6 +347,12 @@ export interface FinishOptions {
   data?: JsonObject;
   /** The driver's lease: the run ends only while this cell holds it (LeaseLostError otherwise). */
   fence?: Fence;
+  /**
+   * Records of the driver written before the terminal record, in the same
+   * transaction (its last step's: drive.ts). Metered, not refused: the
+   * driver checked they fit (storageRefusal) before handing them over.
+   */
+  before?: readonly AppendEntry[];
 }
 
 /**
@@ -379,7 +376,14 @@ export function finishRun(
     // The run row keeps its output (a second copy of the last step's): it counts in full.
     let outputBytes = 'output' in o ? byteSize(JSON.stringify(o.output ?? null)) : 0;
     if (outcome === 'completed' && outputBytes > 0) {
-      const refused = await storageRefusal(ctx, runId, TERMINAL_RECORD_ALLOWANCE + outputBytes, []);
+      // With the records written before the terminal one (each counted as a terminal record's room).
+      const held = (opts.before ?? []).map((e) => prepareEntry(ctx, e));
+      const refused = await storageRefusal(
+        ctx,
+        runId,
+        TERMINAL_RECORD_ALLOWANCE * (1 + held.length) + outputBytes,
+        held.flatMap((h) => h.values),
+      );
       if (refused) {
         // The run did its work but its output does not fit: it ends failed, without it.
         const error = storageRunError(refused);
@@ -394,10 +398,13 @@ export function finishRun(
     const fence = opts.fence;
     const meter = await prepareMeter(ctx, runId);
     const staged = takeStaged(ctx, runId);
+    const before = (opts.before ?? []).map((e) => prepareEntry(ctx, e));
+    let beforeRecs: JournalRecord[] = [];
     let rec: JournalRecord | null;
     try {
       rec = await ctx.core.store.write(
         async (tx) => {
+          beforeRecs = [];
           let s: repo.RunHead;
           try {
             s = await lockRun(ctx, tx, runId, at, fence);
@@ -406,21 +413,36 @@ export function finishRun(
             throw e;
           }
           for (const w of staged) await w(tx);
-          const { rec } = await sealNext(
+          const epoch = fence ? fence.epoch : s.lease_epoch;
+          const graphHash = s.graph_hash ?? EMPTY_HASH;
+          let tail = await tailOf(ctx, tx, runId);
+          let beforeBytes = 0;
+          for (const b of before) {
+            const sealed = await sealAfter(ctx, tail, runId, graphHash, b.f, epoch);
+            beforeRecs.push(sealed.rec);
+            beforeBytes += byteSize(JSON.stringify(sealed.rec));
+            tail = sealed.tail;
+          }
+          const { rec } = await sealAfter(
             ctx,
-            tx,
+            tail,
             runId,
-            s.graph_hash ?? EMPTY_HASH,
+            graphHash,
             { step_id: 'run', kind: TERMINAL_KIND, output_hash: contentHash(o.output ?? null), data, at },
-            fence ? fence.epoch : s.lease_epoch,
+            epoch,
           );
           const patch: { output?: unknown; error?: RunError | null } = {};
           if ('output' in o) patch.output = o.output;
           if (o.error !== undefined) patch.error = o.error;
           if (!(await setRunStateTx(tx, runId, outcome, at, patch))) return null;
           const text = JSON.stringify(rec);
-          await meterTx(ctx, tx, meter, runId, byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0), [], false);
-          await repo.insertRecord(tx, rec);
+          const values = [...new Map(before.flatMap((b) => b.values).map((v) => [v.hash, v] as const)).values()].sort((a, b) =>
+            a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0,
+          );
+          const recordBytes = beforeBytes + byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0);
+          await meterTx(ctx, tx, meter, runId, recordBytes, values, false);
+          await repo.putBlobs(tx, values);
+          await repo.insertRecords(tx, [...beforeRecs, rec]);
           return rec;
         },
         { isolation: 'row-locks' },
@@ -430,6 +452,10 @@ export function finishRun(
       throw e;
     }
     if (rec === null) return false;
+    for (const b of beforeRecs) {
+      ctx.metrics.journalRecords.inc({ kind: b.kind });
+      publish(ctx, b);
+    }
     const reason = o.error?.reason ?? (typeof data['reason'] === 'string' ? data['reason'] : (o.error?.code ?? ''));
     ctx.metrics.runsFinished.inc({ state: outcome, reason: outcome === 'completed' || outcome === 'cancelled' ? '' : reason });
     ctx.metrics.journalRecords.inc({ kind: rec.kind });
