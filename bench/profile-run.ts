@@ -1,12 +1,17 @@
 /**
  * Profiling harness for the run hot path (issue 21), not part of `make bench`:
- * one cell process (PostgreSQL, or embedded with --embedded) started with
- * --cpu-prof, a 20-seat sequential crew, N runs one after another, then a
+ * one cell process (PostgreSQL, or embedded with --embedded) profiled (the
+ * inspector's CPU profiler, started by a preload), a 20-seat sequential
+ * crew, N runs one after another (K at once), then a
  * clean stop so the profile is written to PROFILE_DIR (default /tmp/perf).
  *
- *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K]
+ *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof]
+ *
+ * Prints steps/s and write transactions per step (PostgreSQL); read the
+ * profile with Chrome's DevTools or any .cpuprofile viewer.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
 import { startCellProcess } from '../test/helpers/cell-process.ts';
 import { adminQuery, pgDatabase, startPgServer } from '../test/helpers/postgres.ts';
@@ -22,6 +27,23 @@ const runs = Number(arg('--runs', '10'));
 const conc = Number(arg('--concurrent', '1'));
 const dir = process.env['PROFILE_DIR'] ?? '/tmp/perf';
 mkdirSync(dir, { recursive: true });
+// --cpu-prof is not allowed in NODE_OPTIONS: a preload starts the inspector's profiler and writes the
+// profile when the cell exits (SIGTERM: a clean stop).
+writeFileSync(
+  join(dir, 'prof.mjs'),
+  `import { Session } from 'node:inspector';
+import { writeFileSync } from 'node:fs';
+const s = new Session();
+s.connect();
+s.post('Profiler.enable');
+s.post('Profiler.start');
+process.on('exit', () => {
+  s.post('Profiler.stop', (err, r) => {
+    if (!err) writeFileSync(${JSON.stringify(dir)} + '/cell-' + process.pid + '.cpuprofile', JSON.stringify(r.profile));
+  });
+});
+`,
+);
 const server = embedded ? null : await startPgServer({ durable: true });
 const db = server ? await pgDatabase(server.url) : null;
 const ai = await startOpenAIServer({
