@@ -18,10 +18,22 @@ import type { JsonObject } from '../../core/journal/record.ts';
 import type { RunsContext } from './context.ts';
 import { registerDriver, type DriverHandle } from './control.ts';
 import { publishDelta } from './events.ts';
-import { TERMINAL_KIND, appendJournal, finishRun, flushStaged, getBlob, readJournal, stageRunBlob, storageRunError } from './journal.ts';
-import { claimRun, dropLease, LeaseLostError, releaseToWaiting, type Claim } from './lease.ts';
+import {
+  TERMINAL_KIND,
+  appendJournal,
+  appendJournalBatch,
+  finishRun,
+  flushStaged,
+  getBlob,
+  readJournal,
+  stageRunBlob,
+  storageRunError,
+  type AppendEntry,
+  type FinishOptions,
+} from './journal.ts';
+import { claimRun, dropLease, LeaseLostError, releaseToWaiting, type Claim, type Fence } from './lease.ts';
 import { verifyJournal, type JournalVerdict } from '../../core/journal/verify.ts';
-import { storageLimitOf } from './storage.ts';
+import { storageLimitOf, storageRefusal } from './storage.ts';
 import { decisionCount, recordsOfKinds } from './repository.ts';
 import { getRun, isTerminal, setRunFlags, type RunError, type RunState } from './runs.ts';
 import { isServiceError } from '../../core/errors.ts';
@@ -319,8 +331,10 @@ async function driveClaimed(
   const { clock, config, log } = ctx.core;
   const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
   const fence = claim.fence;
-  const finish = (...a: Parameters<typeof finishRun> extends [unknown, unknown, ...infer R] ? R : never) =>
-    keptWrite(ctx, runId, () => finishRun(ctx, runId, ...a));
+  // The records the engine held back when it ended are written with the run's end (deferred, below).
+  let last: AppendEntry[] = [];
+  const finish = (outcome: Parameters<typeof finishRun>[2], o: FinishOptions) =>
+    keptWrite(ctx, runId, () => finishRun(ctx, runId, outcome, { ...o, before: last }));
   if (claim.takeover) {
     const previous = claim.previousOwner !== config.cellId ? 'peer' : ctx.claimedHere.has(runId) ? 'self' : 'restart';
     ctx.metrics.runTakeovers.inc({ previous });
@@ -356,8 +370,23 @@ async function driveClaimed(
   let engineFinal: JsonObject | undefined;
   let lost: LeaseLostError | null = null;
   const recorded = await RecordedIndex.load(ctx, runId);
+  // Records of the drive not written yet (a step's result): they ride in the transaction of the
+  // next record that must be durable before something leaves the process, so a step is one commit.
+  const deferred: AppendEntry[] = [];
+  const flush = async (then?: AppendEntry): Promise<void> => {
+    const entries = deferred.splice(0);
+    if (then) entries.push(then);
+    if (entries.length === 0) return;
+    try {
+      await keptWrite(ctx, runId, () => appendJournalBatch(ctx, runId, entries, fence));
+    } catch (e) {
+      if (e instanceof LeaseLostError) lost = e;
+      throw e;
+    }
+  };
   const enginePorts: EnginePorts = {
     ...ports,
+    ...flushedFirst(ports, flush),
     clock,
     isCancelled: () => handle.signal.aborted || lost !== null,
     recorded: async (stepId) => recorded.get(stepId),
@@ -370,16 +399,17 @@ async function driveClaimed(
         // The run's last record is written by finishRun together with the state change.
         if (fields.kind === TERMINAL_KIND) {
           engineFinal = fields.data ?? {};
-          // Rides in finishRun's transaction.
-          await stageRunBlob(ctx, runId, payload.output);
+          // The held-back records ride in finishRun's transaction when they fit the storage limits;
+          // otherwise they are written now, and the refusal ends the run as for any step.
+          if (await heldBackRefused(ctx, runId, deferred)) await flush();
+          // Rides in finishRun's transaction (unless a held-back record stores it already: counted once).
+          const out = contentHash(payload.output ?? null);
+          if (!deferred.some((e) => e.blobs.some((b) => contentHash(b ?? null) === out))) await stageRunBlob(ctx, runId, payload.output);
           return;
         }
-        try {
-          await keptWrite(ctx, runId, () => appendJournal(ctx, runId, { ...fields }, [payload.input, payload.output], fence));
-        } catch (e) {
-          if (e instanceof LeaseLostError) lost = e;
-          throw e;
-        }
+        const entry: AppendEntry = { fields: { ...fields }, blobs: [payload.input, payload.output] };
+        if (DEFERRED_KINDS.has(fields.kind)) deferred.push(entry);
+        else await flush(entry);
         recorded.noteAppend(fields.kind, fields.step_id, payload.output, fields.data);
         if (fields.data?.['reissued'] === true) await flagReissue(ctx, runId, fields.step_id, fields.kind, fields.data);
       },
@@ -397,6 +427,8 @@ async function driveClaimed(
   } catch (err) {
     if (lost) throw lost;
     if (isStoreOutage(err)) throw err; // not the run's failure: driven again (driveRun)
+    // What the engine recorded before it broke is kept.
+    await flush().catch(() => undefined);
     log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
     await finish('failed', {
       error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' },
@@ -405,6 +437,9 @@ async function driveClaimed(
     return { state: await stateNow(), result: null };
   }
   if (lost) throw lost;
+  // Every path below ends the drive: what the engine held back is written with the run's end
+  // (finish), or before the run is left waiting or for recovery.
+  last = deferred.splice(0);
   if (result.cause !== undefined && result.outcome === 'failed') {
     const c = result.cause;
     log.warn('run step failed', { run_id: runId, reason: result.reason, error: c instanceof Error ? c.message : String(c) });
@@ -425,9 +460,11 @@ async function driveClaimed(
       fence,
     });
   } else if (result.outcome === 'waiting') {
+    await writeLast(ctx, runId, last, fence);
     await keptWrite(ctx, runId, () => releaseToWaiting(ctx, runId, fence));
   } else if (handle.signal.aborted) {
-    // Stopped because the cell is shutting down: leave the run for recovery.
+    // Stopped because the cell is shutting down: leave the run for recovery, its steps recorded.
+    await writeLast(ctx, runId, last, fence);
   } else if (result.outcome === 'failed' && storageLimitOf(result.cause) !== undefined) {
     // A payload was refused by a storage limit (nothing of it was written): that is the run's error.
     const error = storageRunError(storageLimitOf(result.cause)!);
@@ -437,6 +474,68 @@ async function driveClaimed(
     await finish(result.outcome, { error, data: { ...extra, reason: error.reason ?? result.reason ?? null }, fence });
   }
   return { state: await stateNow(), result };
+}
+
+/** Writes the records a drive held back, when it ends without ending the run. */
+async function writeLast(ctx: RunsContext, runId: string, entries: AppendEntry[], fence: Fence): Promise<void> {
+  if (entries.length > 0) await keptWrite(ctx, runId, () => appendJournalBatch(ctx, runId, entries, fence));
+}
+
+/** Whether storing the held-back records would pass a storage limit (reads only; their record bytes estimated). */
+async function heldBackRefused(ctx: RunsContext, runId: string, entries: readonly AppendEntry[]): Promise<boolean> {
+  const values = entries.flatMap((e) => e.blobs.map((b) => ({ hash: contentHash(b ?? null), body: JSON.stringify(b ?? null) })));
+  if (!values.some((v) => v.body !== 'null')) return false;
+  return (await storageRefusal(ctx, runId, entries.length * HELD_RECORD_BYTES, values)) !== null;
+}
+
+/** What a held-back record is counted as before it is sealed (a sealed record is about 650 bytes). */
+const HELD_RECORD_BYTES = 2048;
+
+/**
+ * Journal kinds the driver may hold back (a step's recorded result, the run's
+ * start): written with the next record that must be durable at once (the
+ * intent before a model or tool call, a wait, a refusal) or with the run's
+ * end, in that record's transaction. Nothing leaves the process in between:
+ * every port that acts outside it writes them first (flushedFirst).
+ */
+const DEFERRED_KINDS: ReadonlySet<string> = new Set(['step', 'decision', 'run_started']);
+
+/**
+ * The ports through which a step acts outside the process (a model or tool
+ * call, an approval request), each writing the drive's held-back records
+ * before it acts: what a later drive would find is never behind what was done.
+ */
+function flushedFirst(ports: DrivePorts, flush: () => Promise<void>): Partial<EnginePorts> {
+  const out: Partial<EnginePorts> = {};
+  const model = ports.model;
+  if (model) {
+    const m = Object.create(model) as typeof model;
+    m.complete = async (req, opts) => {
+      await flush();
+      return model.complete(req, opts);
+    };
+    out.model = m;
+  }
+  const tools = ports.tools;
+  if (tools) {
+    const t = Object.create(tools) as typeof tools;
+    t.call = async (name, args, call) => {
+      await flush();
+      return tools.call(name, args, call);
+    };
+    out.tools = t;
+  }
+  const approvals = ports.approvals;
+  const request = approvals?.request;
+  if (approvals && request) {
+    const a = Object.create(approvals) as typeof approvals;
+    a.request = async (stepId, ask) => {
+      await flush();
+      return request.call(approvals, stepId, ask);
+    };
+    out.approvals = a;
+  }
+  return out;
 }
 
 /**

@@ -34,7 +34,17 @@ import { assertFence, LeaseLostError, type Fence } from './lease.ts';
 import { publish } from './events.ts';
 import * as repo from './repository.ts';
 import { isTerminal, setRunStateTx, type RunError, type RunState } from './runs.ts';
-import { byteSize, forgetMeter, meterTx, prepareMeter, storageRefusal, type PreparedValue, type RunStorageLimitError } from './storage.ts';
+import {
+  byteSize,
+  forgetMeter,
+  measure,
+  meterTx,
+  prepareMeter,
+  storageRefusal,
+  usageRefusal,
+  type PreparedValue,
+  type RunStorageLimitError,
+} from './storage.ts';
 
 export type { JournalRecord } from '../../core/journal/record.ts';
 
@@ -99,15 +109,15 @@ async function tailOf(ctx: RunsContext, tx: Tx, runId: string): Promise<JournalT
   return rec ? { seq: rec.seq, hash: recordHash(rec) } : { seq: 0, hash: GENESIS_HASH };
 }
 
-async function sealNext(
+/** Seals the record that follows `tail`. */
+async function sealAfter(
   ctx: RunsContext,
-  tx: Tx,
+  tail: JournalTail,
   runId: string,
   graphHash: string,
   f: AppendFields,
   epoch: number,
 ): Promise<{ rec: JournalRecord; tail: JournalTail }> {
-  const tail = await tailOf(ctx, tx, runId);
   const rec = await sealRecord(
     {
       run_id: runId,
@@ -137,66 +147,154 @@ async function sealNext(
  * @throws RunClosedError when the run is unknown or terminal.
  * @throws LeaseLostError when `fence` is no longer the run's lease (nothing written).
  */
-export function appendJournal(
+export async function appendJournal(
   ctx: RunsContext,
   runId: string,
   fields: AppendFields,
   blobs: AppendBlobs = [],
   fence?: Fence,
 ): Promise<JournalRecord> {
+  const recs = await appendJournalBatch(ctx, runId, [{ fields, blobs }], fence);
+  return recs[0]!;
+}
+
+/** One record of appendJournalBatch: its fields and the values it stores by content hash. */
+export interface AppendEntry {
+  fields: AppendFields;
+  blobs: AppendBlobs;
+}
+
+interface PreparedEntry {
+  f: AppendFields;
+  values: PreparedValue[];
+  /** A record carrying a payload is refused past a limit; one carrying none (a refusal, a cancel, a wait) never is. */
+  enforce: boolean;
+}
+
+/**
+ * Appends records to a run's journal in one transaction, in order, with
+ * contiguous seqs (a step's records and the intent of the next call: the
+ * run's driver, drive.ts). Like appendJournal otherwise; when a record's
+ * payload would pass a storage limit, the records before it are kept (with
+ * the writes staged for the run) and RunStorageLimitError is thrown for it,
+ * as if they had been appended one by one.
+ */
+export function appendJournalBatch(
+  ctx: RunsContext,
+  runId: string,
+  entries: readonly AppendEntry[],
+  fence?: Fence,
+): Promise<JournalRecord[]> {
   return serialised(ctx, runId, async () => {
-    // Stored in hash order: two appends storing the same values lock their rows in the same order.
-    const values = blobs.map(prepareValue).sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0));
-    const f: AppendFields = { ...traced(ctx, fields), at: fields.at ?? ctx.core.clock.now() };
-    // A record carrying a payload is refused past a limit; one carrying none (a refusal, a cancel, a wait) never is.
-    const enforce = values.some((v) => v.body !== 'null');
+    if (entries.length === 0) return [];
+    const items = entries.map((e) => prepareEntry(ctx, e));
     const meter = await prepareMeter(ctx, runId);
     const staged = takeStaged(ctx, runId);
-    let out: { rec: JournalRecord; tail: JournalTail };
+    let out: { recs: JournalRecord[]; tail: JournalTail; refused: RunStorageLimitError | null };
     try {
-      // One transaction per step: the run's row (locked first, then stamped), the writes staged
-      // for it (budget), the record, its values and the run's storage share.
+      // One transaction: the run's row (locked first, then stamped), the writes staged for it
+      // (budget), the records, their values and the run's storage share.
       out = await ctx.core.store.write(
         async (tx) => {
-          const s = await lockRun(ctx, tx, runId, f.at!, fence);
+          const s = await lockRun(ctx, tx, runId, items.at(-1)!.f.at!, fence);
           for (const w of staged) await w(tx);
-          const sealed = await sealNext(ctx, tx, runId, s.graph_hash ?? EMPTY_HASH, f, fence ? fence.epoch : s.lease_epoch);
-          await meterTx(ctx, tx, meter, runId, byteSize(JSON.stringify(sealed.rec)), values, enforce);
-          for (const v of values) await repo.putBlob(tx, v.hash, v.body);
-          await repo.insertRecord(tx, sealed.rec);
-          return sealed;
+          const head = await repo.appendRead(tx, runId, items.some((i) => i.enforce) ? { workspace: meter.workspace } : null);
+          let tail = await tailAt(ctx, tx, runId, head.last_seq);
+          const epoch = fence ? fence.epoch : s.lease_epoch;
+          const recs: JournalRecord[] = [];
+          const values = new Map<string, PreparedValue>();
+          const fresh = new Set<string>();
+          let adding = 0;
+          let refused: RunStorageLimitError | null = null;
+          for (const item of items) {
+            const sealed = await sealAfter(ctx, tail, runId, s.graph_hash ?? EMPTY_HASH, item.f, epoch);
+            const trial = new Set(fresh);
+            const add = measure(
+              { ...meter, spec: recs.length === 0 ? meter.spec : 0 },
+              byteSize(JSON.stringify(sealed.rec)),
+              item.values,
+              trial,
+            ).adding;
+            if (item.enforce && head.usage) {
+              refused = usageRefusal(ctx, meter, head.usage, adding + add);
+              if (refused) break;
+            }
+            for (const h of trial) fresh.add(h);
+            for (const v of item.values) values.set(v.hash, v);
+            adding += add;
+            recs.push(sealed.rec);
+            tail = sealed.tail;
+          }
+          // The first record refused: nothing is kept (the staged writes wait for the next append).
+          if (recs.length === 0) throw refused ?? new TypeError('appendJournalBatch: nothing to write');
+          await repo.addStorage(tx, runId, meter.workspace, adding);
+          await repo.putBlobs(
+            tx,
+            [...values.values()].sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0)),
+          );
+          await repo.insertRecords(tx, recs);
+          tx.afterCommit(() => {
+            meter.bytes += adding;
+            meter.spec = 0;
+            for (const h of fresh) meter.hashes.add(h);
+          });
+          return { recs, tail, refused };
         },
-        { isolation: 'row-locks' },
+        // Other cells hear of journal appends in one notification shared by the appends of a short
+        // interval (store WriteOptions.notify), so concurrent runs' commits share their flushes.
+        { isolation: 'row-locks', notify: 'batched' },
       );
     } catch (e) {
       restage(ctx, runId, staged, e);
       if (e instanceof RunClosedError) forgetMeter(ctx, runId);
       throw e;
     }
-    const { rec, tail } = out;
-    ctx.tails.set(runId, tail);
-    ctx.metrics.journalRecords.inc({ kind: rec.kind });
-    publish(ctx, rec);
-    return rec;
+    ctx.tails.set(runId, out.tail);
+    for (const rec of out.recs) {
+      ctx.metrics.journalRecords.inc({ kind: rec.kind });
+      publish(ctx, rec);
+    }
+    if (out.refused) throw out.refused;
+    return out.recs;
   });
 }
 
+function prepareEntry(ctx: RunsContext, e: AppendEntry): PreparedEntry {
+  // Stored in hash order: two appends storing the same values lock their rows in the same order.
+  const values = e.blobs.map(prepareValue).sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0));
+  return {
+    f: { ...traced(ctx, e.fields), at: e.fields.at ?? ctx.core.clock.now() },
+    values,
+    enforce: values.some((v) => v.body !== 'null'),
+  };
+}
+
+/** The run's tail given its last seq as the writing transaction read it (the cache saves re-hashing the record). */
+async function tailAt(ctx: RunsContext, tx: Tx, runId: string, seq: number): Promise<JournalTail> {
+  if (seq === 0) return { seq: 0, hash: GENESIS_HASH };
+  const t = ctx.tails.get(runId);
+  if (t && t.seq === seq) return t;
+  const rec = await repo.lastRecord(tx, runId);
+  return rec ? { seq: rec.seq, hash: recordHash(rec) } : { seq: 0, hash: GENESIS_HASH };
+}
+
 /**
- * The first statements of a run's journal write: locks the run's row and
- * stamps its progress (repo.touchRun), so that the transaction, running with
- * row locks rather than serializable, reads the run's tail after every other
- * writer of that run; then reads the run's head.
+ * The first statement of a run's journal write: locks the run's row and
+ * stamps its progress (repo.lockRunHead), so that the transaction, running
+ * with row locks rather than serializable, reads the run's tail after every
+ * other writer of that run; returns the run's head.
  * @throws RunClosedError when the run is unknown or terminal.
  * @throws LeaseLostError when `fence` is no longer the run's lease.
  */
 async function lockRun(ctx: RunsContext, tx: Tx, runId: string, at: number, fence: Fence | undefined): Promise<repo.RunHead> {
   const me = ctx.core.config.cellId;
-  const locked = await repo.touchRun(tx, runId, at, fence ? { owner: me, epoch: fence.epoch } : null);
+  const locked = await repo.lockRunHead(tx, runId, at, fence ? { owner: me, epoch: fence.epoch } : null);
+  if (locked) return locked;
+  // Nothing matched: say why (a terminal or unknown run, or a lease that is not this driver's).
   const s = await repo.runHead(tx, runId);
   if (!s || isTerminal(s.state)) throw new RunClosedError(runId, s?.state ?? 'unknown');
   if (fence) assertFence(ctx, runId, s, fence);
-  if (!locked) throw new RunClosedError(runId, s.state);
-  return s;
+  throw new RunClosedError(runId, s.state);
 }
 
 /**
@@ -249,6 +347,12 @@ export interface FinishOptions {
   data?: JsonObject;
   /** The driver's lease: the run ends only while this cell holds it (LeaseLostError otherwise). */
   fence?: Fence;
+  /**
+   * Records of the driver written before the terminal record, in the same
+   * transaction (its last step's: drive.ts). Metered, not refused: the
+   * driver checked they fit (storageRefusal) before handing them over.
+   */
+  before?: readonly AppendEntry[];
 }
 
 /**
@@ -272,7 +376,14 @@ export function finishRun(
     // The run row keeps its output (a second copy of the last step's): it counts in full.
     let outputBytes = 'output' in o ? byteSize(JSON.stringify(o.output ?? null)) : 0;
     if (outcome === 'completed' && outputBytes > 0) {
-      const refused = await storageRefusal(ctx, runId, TERMINAL_RECORD_ALLOWANCE + outputBytes, []);
+      // With the records written before the terminal one (each counted as a terminal record's room).
+      const held = (opts.before ?? []).map((e) => prepareEntry(ctx, e));
+      const refused = await storageRefusal(
+        ctx,
+        runId,
+        TERMINAL_RECORD_ALLOWANCE * (1 + held.length) + outputBytes,
+        held.flatMap((h) => h.values),
+      );
       if (refused) {
         // The run did its work but its output does not fit: it ends failed, without it.
         const error = storageRunError(refused);
@@ -287,10 +398,13 @@ export function finishRun(
     const fence = opts.fence;
     const meter = await prepareMeter(ctx, runId);
     const staged = takeStaged(ctx, runId);
+    const before = (opts.before ?? []).map((e) => prepareEntry(ctx, e));
+    let beforeRecs: JournalRecord[] = [];
     let rec: JournalRecord | null;
     try {
       rec = await ctx.core.store.write(
         async (tx) => {
+          beforeRecs = [];
           let s: repo.RunHead;
           try {
             s = await lockRun(ctx, tx, runId, at, fence);
@@ -299,21 +413,36 @@ export function finishRun(
             throw e;
           }
           for (const w of staged) await w(tx);
-          const { rec } = await sealNext(
+          const epoch = fence ? fence.epoch : s.lease_epoch;
+          const graphHash = s.graph_hash ?? EMPTY_HASH;
+          let tail = await tailOf(ctx, tx, runId);
+          let beforeBytes = 0;
+          for (const b of before) {
+            const sealed = await sealAfter(ctx, tail, runId, graphHash, b.f, epoch);
+            beforeRecs.push(sealed.rec);
+            beforeBytes += byteSize(JSON.stringify(sealed.rec));
+            tail = sealed.tail;
+          }
+          const { rec } = await sealAfter(
             ctx,
-            tx,
+            tail,
             runId,
-            s.graph_hash ?? EMPTY_HASH,
+            graphHash,
             { step_id: 'run', kind: TERMINAL_KIND, output_hash: contentHash(o.output ?? null), data, at },
-            fence ? fence.epoch : s.lease_epoch,
+            epoch,
           );
           const patch: { output?: unknown; error?: RunError | null } = {};
           if ('output' in o) patch.output = o.output;
           if (o.error !== undefined) patch.error = o.error;
           if (!(await setRunStateTx(tx, runId, outcome, at, patch))) return null;
           const text = JSON.stringify(rec);
-          await meterTx(ctx, tx, meter, runId, byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0), [], false);
-          await repo.insertRecord(tx, rec);
+          const values = [...new Map(before.flatMap((b) => b.values).map((v) => [v.hash, v] as const)).values()].sort((a, b) =>
+            a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0,
+          );
+          const recordBytes = beforeBytes + byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0);
+          await meterTx(ctx, tx, meter, runId, recordBytes, values, false);
+          await repo.putBlobs(tx, values);
+          await repo.insertRecords(tx, [...beforeRecs, rec]);
           return rec;
         },
         { isolation: 'row-locks' },
@@ -323,6 +452,10 @@ export function finishRun(
       throw e;
     }
     if (rec === null) return false;
+    for (const b of beforeRecs) {
+      ctx.metrics.journalRecords.inc({ kind: b.kind });
+      publish(ctx, b);
+    }
     const reason = o.error?.reason ?? (typeof data['reason'] === 'string' ? data['reason'] : (o.error?.code ?? ''));
     ctx.metrics.runsFinished.inc({ state: outcome, reason: outcome === 'completed' || outcome === 'cancelled' ? '' : reason });
     ctx.metrics.journalRecords.inc({ kind: rec.kind });

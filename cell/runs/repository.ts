@@ -180,6 +180,73 @@ export async function touchRun(tx: Tx, runId: string, at: number, lease: { owner
   return r.changes === 1;
 }
 
+/**
+ * touchRun and runHead in one statement: locks the run's row, stamps its
+ * progress and returns its head, when the run is not terminal and (with
+ * `lease`) still held under it; undefined when nothing matched (read runHead
+ * to tell why). The journal's tail is read by a statement of its own after
+ * this one (appendRead): on PostgreSQL a statement that waited for the row
+ * lock still reads with the snapshot it started with.
+ */
+export async function lockRunHead(
+  tx: Tx,
+  runId: string,
+  at: number,
+  lease: { owner: string; epoch: number } | null,
+): Promise<RunHead | undefined> {
+  const r = lease
+    ? await tx.get(
+        `UPDATE runs SET updated_at = ?, progress_at = ? WHERE run_id = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')
+         AND lease_owner = ? AND lease_epoch = ? RETURNING state, graph_hash, lease_owner, lease_epoch`,
+        [at, at, runId, lease.owner, lease.epoch],
+      )
+    : await tx.get(
+        `UPDATE runs SET updated_at = ?, progress_at = ? WHERE run_id = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')
+         RETURNING state, graph_hash, lease_owner, lease_epoch`,
+        [at, at, runId],
+      );
+  return r
+    ? {
+        state: oneOf(RUN_STATES, str(r, 'state'), 'run state'),
+        graph_hash: strOrNull(r, 'graph_hash'),
+        lease_owner: strOrNull(r, 'lease_owner'),
+        lease_epoch: num(r, 'lease_epoch'),
+      }
+    : undefined;
+}
+
+/** What a journal write reads after locking the run: its last seq and, for a write that may be refused, the storage in use. */
+export interface AppendRead {
+  last_seq: number;
+  /** Bytes of every run (folded total plus unfolded shares), and of the workspace's runs; null when not asked. */
+  usage: { cell: number; workspace: number } | null;
+}
+
+/**
+ * The run's last seq and (with `usage`) the storage its limits are checked
+ * against (storage.ts), in one statement: what lastSeq, storageTotal and
+ * unfoldedStorage read one by one.
+ */
+export async function appendRead(db: Reader, runId: string, usage: { workspace: string | null } | null): Promise<AppendRead> {
+  if (usage === null) return { last_seq: await lastSeq(db, runId), usage: null };
+  const ws = usage.workspace;
+  const r = await db.get(
+    `SELECT (SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run_id = ?) AS n,
+       (SELECT COALESCE(SUM(bytes), 0) FROM storage_totals WHERE scope = 'cell') AS cell_total,
+       (SELECT COALESCE(SUM(unfolded), 0) FROM run_storage WHERE unfolded > 0) AS cell_unfolded,
+       (SELECT COALESCE(SUM(bytes), 0) FROM storage_totals WHERE scope = ?) AS ws_total,
+       (SELECT COALESCE(SUM(unfolded), 0) FROM run_storage WHERE unfolded > 0 AND workspace_id = ?) AS ws_unfolded`,
+    [runId, ws === null ? '' : `workspace:${ws}`, ws ?? ''],
+  );
+  return {
+    last_seq: count(r),
+    usage: {
+      cell: count(r, 'cell_total') + count(r, 'cell_unfolded'),
+      workspace: ws === null ? 0 : count(r, 'ws_total') + count(r, 'ws_unfolded'),
+    },
+  };
+}
+
 /** Runs queued or running whose last journal progress (or creation) is before `before`: stalled (none, waiting runs). */
 export async function countStalled(db: Reader, before: number): Promise<{ kind: string; n: number }[]> {
   const rows = await db.all(
@@ -515,6 +582,25 @@ const decodeRecord = (r: Row): JournalRecord => json(r, 'record', journalRecord)
 
 export async function insertRecord(tx: Tx, rec: JournalRecord): Promise<void> {
   await tx.run('INSERT INTO journal (run_id, seq, kind, record) VALUES (?, ?, ?, ?)', [rec.run_id, rec.seq, rec.kind, JSON.stringify(rec)]);
+}
+
+/** Inserts records in one statement (a step's records written together: journal.ts appendJournalBatch). */
+export async function insertRecords(tx: Tx, recs: readonly JournalRecord[]): Promise<void> {
+  if (recs.length === 0) return;
+  const params: SqlValue[] = [];
+  for (const rec of recs) params.push(rec.run_id, rec.seq, rec.kind, JSON.stringify(rec));
+  await tx.run(`INSERT INTO journal (run_id, seq, kind, record) VALUES ${recs.map(() => '(?, ?, ?, ?)').join(', ')}`, params);
+}
+
+/** Stores blobs by hash (idempotent) in one statement; give them in hash order (two writers lock rows in the same order). */
+export async function putBlobs(tx: Tx, values: readonly { hash: string; body: string }[]): Promise<void> {
+  if (values.length === 0) return;
+  const params: SqlValue[] = [];
+  for (const v of values) params.push(v.hash, v.body);
+  await tx.run(
+    `INSERT INTO journal_blobs (hash, body) VALUES ${values.map(() => '(?, ?)').join(', ')} ON CONFLICT (hash) DO NOTHING`,
+    params,
+  );
 }
 
 /** The run's last record, or undefined. */

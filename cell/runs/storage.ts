@@ -199,8 +199,17 @@ export interface PreparedValue {
   body: string;
 }
 
-function measure(m: RunMeter, recordBytes: number, values: readonly PreparedValue[]): { adding: number; fresh: Set<string> } {
-  const fresh = new Set<string>();
+/**
+ * What storing `recordBytes` plus `values` adds to the run: the values whose
+ * hash is new for the run (and not in `fresh`, the values of the same
+ * transaction counted already, which it extends) count.
+ */
+export function measure(
+  m: RunMeter,
+  recordBytes: number,
+  values: readonly PreparedValue[],
+  fresh: Set<string> = new Set(),
+): { adding: number; fresh: Set<string> } {
   let adding = recordBytes + m.spec;
   for (const v of values) {
     if (m.hashes.has(v.hash) || fresh.has(v.hash)) continue;
@@ -208,6 +217,29 @@ function measure(m: RunMeter, recordBytes: number, values: readonly PreparedValu
     adding += byteSize(v.body);
   }
   return { adding, fresh };
+}
+
+/**
+ * The limit that `adding` more bytes for the run would pass, given the
+ * storage in use as one statement read it (repository appendRead), or null.
+ */
+export function usageRefusal(
+  ctx: RunsContext,
+  m: RunMeter,
+  usage: { cell: number; workspace: number },
+  adding: number,
+): RunStorageLimitError | null {
+  const config = ctx.core.config;
+  if (m.bytes + adding > config.runStorageCapBytes)
+    return new RunStorageLimitError('run_storage_cap', config.runStorageCapBytes, m.bytes, adding);
+  if (m.workspace !== null) {
+    const used = usage.workspace + fileBytes(ctx, m.workspace);
+    if (used + adding > config.workspaceQuotaBytes)
+      return new RunStorageLimitError('workspace_quota', config.workspaceQuotaBytes, used, adding);
+  }
+  if (usage.cell + adding > config.runStorageQuotaBytes)
+    return new RunStorageLimitError('cell_storage_quota', config.runStorageQuotaBytes, usage.cell, adding);
+  return null;
 }
 
 async function refusal(ctx: RunsContext, db: Reader, m: RunMeter, adding: number): Promise<RunStorageLimitError | null> {

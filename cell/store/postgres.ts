@@ -43,6 +43,8 @@ export const DEFAULT_POOL_SIZE = 10;
 /** `application_name` of the LISTEN connection (the pool's connections are `agent-cell`). */
 export const LISTEN_APPLICATION_NAME = 'agent-cell-listen';
 const DEFAULT_MAX_ATTEMPTS = 30;
+/** How long a `notify: 'batched'` write's notification may wait to be shared with others (ms). */
+export const BATCHED_NOTIFY_MS = 200;
 
 export interface PostgresStoreOptions extends OpenStoreOptions {
   /** `postgres://user:password@host:port/database` (or `postgresql://`). */
@@ -285,7 +287,7 @@ class PgStore implements PostgresStore {
     const start = this.#observe ? performance.now() : 0;
     let ok = false;
     try {
-      const result = await this.#write(fn, opts?.notify !== false, opts?.isolation === 'row-locks');
+      const result = await this.#write(fn, opts?.notify ?? true, opts?.isolation === 'row-locks');
       ok = true;
       return result;
     } finally {
@@ -294,7 +296,7 @@ class PgStore implements PostgresStore {
     }
   }
 
-  async #write<T>(fn: (tx: Tx) => Promise<T>, notifyOthers: boolean, rowLocks: boolean): Promise<T> {
+  async #write<T>(fn: (tx: Tx) => Promise<T>, notifyOthers: boolean | 'batched', rowLocks: boolean): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient;
       try {
@@ -337,7 +339,8 @@ class PgStore implements PostgresStore {
         if (state.firstError !== undefined) throw state.firstError;
         tables = tablesWritten(state.written);
         committing = true;
-        const notify = tables.size > 0 && notifyOthers ? `SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(tables)}')` : null;
+        const notify =
+          tables.size > 0 && notifyOthers === true ? `SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(tables)}')` : null;
         const res = await client.query(notify && this.#notifyInTx ? `${notify}; COMMIT` : 'COMMIT');
         const last = results(res).at(-1);
         if (last?.command !== 'COMMIT') throw new Error(`store: COMMIT answered ${String(last?.command)}`);
@@ -345,6 +348,7 @@ class PgStore implements PostgresStore {
         // After-commit mode: the write is durable whatever happens to this notification.
         if (notify && !this.#notifyInTx) await client.query(notify).catch(() => undefined);
         release();
+        if (tables.size > 0 && notifyOthers === 'batched') this.#notifySoon(tables);
       } catch (err) {
         state.live = false;
         const lost = isConnectionLost(err);
@@ -424,6 +428,34 @@ class PgStore implements PostgresStore {
       state.firstError ??= err;
       throw err;
     });
+  }
+
+  /** Tables written by `notify: 'batched'` commits and not announced yet, and the timer that will. */
+  #batched = new Set<string>();
+  #batchTimer: NodeJS.Timeout | null = null;
+
+  /** Tells other cells of `tables` within BATCHED_NOTIFY_MS, in one notification with the other batched commits'. */
+  #notifySoon(tables: Set<string>): void {
+    for (const t of tables) this.#batched.add(t);
+    if (this.#batchTimer) return;
+    this.#batchTimer = setTimeout(() => {
+      this.#batchTimer = null;
+      void this.#sendBatched();
+    }, BATCHED_NOTIFY_MS);
+    this.#batchTimer.unref();
+  }
+
+  async #sendBatched(): Promise<void> {
+    const all = this.#batched;
+    this.#batched = new Set();
+    if (this.#closed || all.size === 0) return;
+    try {
+      // Outside any transaction: a notification only (it takes the server's notification lock once per interval).
+      await this.pool.query(`SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(all)}')`);
+    } catch {
+      // Not sent (the server is away): announced again with the next batch.
+      if (!this.#closing) this.#notifySoon(all);
+    }
   }
 
   #payload(tables: Set<string>): string {
@@ -521,6 +553,11 @@ class PgStore implements PostgresStore {
   async #close(): Promise<void> {
     this.#closing = true;
     if (this.#inflight > 0) await new Promise<void>((r) => this.#idle.push(r));
+    if (this.#batchTimer) {
+      clearTimeout(this.#batchTimer);
+      this.#batchTimer = null;
+      await this.#sendBatched();
+    }
     this.#closed = true;
     await this.#listener.close();
     await this.pool.end().catch(() => undefined);

@@ -74,8 +74,15 @@ export interface WriteOptions {
    * cell caches (DPoP proofs seen, rate buckets): a notification costs every
    * cell a wake-up, and PostgreSQL serializes the commits of notifying
    * transactions.
+   *
+   * `'batched'`: other cells are told after the commit, within about
+   * BATCHED_NOTIFY_MS, in one notification shared by every batched write of
+   * that interval (PostgreSQL only; this process's listeners hear it at once).
+   * For hot paths whose commits must not serialize on the notification lock
+   * (journal appends); a cell that dies before it is sent leaves the others
+   * untold of those commits until its next notification.
    */
-  notify?: boolean;
+  notify?: boolean | 'batched';
   /**
    * `row-locks`: on PostgreSQL the transaction runs READ COMMITTED instead of
    * SERIALIZABLE, so it never fails with a serialization conflict; it must

@@ -219,6 +219,14 @@ export function getLedger(ctx: TeamsContext, agentId: string): Promise<Ledger | 
   return repo.ledgerOf(ctx.core.store, agentId);
 }
 
+/** Whether the agent has a budget ledger: read once per process when it does (ledgers are never deleted). */
+export async function hasLedger(ctx: TeamsContext, agentId: string): Promise<boolean> {
+  if (ctx.ledgersSeen.has(agentId)) return true;
+  if (!(await repo.ledgerOf(ctx.core.store, agentId))) return false;
+  ctx.ledgersSeen.add(agentId);
+  return true;
+}
+
 /**
  * Registers (or resets the limit of) an agent's budget ledger: a change of what
  * the agent may spend, so the caller covers the agent or manages its owner
@@ -301,15 +309,21 @@ export async function commitBudget(ctx: TeamsContext, reservationId: string, act
 
 /**
  * Folds the committed reservations of every agent into its ledger's spent
- * (a timer of the teams module: off the runs' path). Each agent's fold locks
- * its ledger row, so folds of several cells take turns.
+ * (a timer of the teams module: off the runs' path), in one transaction: each
+ * agent's fold locks its ledger row, in agent order, so folds of several
+ * cells take turns.
  */
 export async function foldLedgers(ctx: TeamsContext): Promise<number> {
-  let n = 0;
-  for (const agentId of await repo.agentsToFold(ctx.core.store)) {
-    n += await ctx.core.store.write((tx) => repo.foldLedger(tx, agentId), { notify: false, isolation: 'row-locks' });
-  }
-  return n;
+  const agents = await repo.agentsToFold(ctx.core.store);
+  if (agents.length === 0) return 0;
+  return ctx.core.store.write(
+    async (tx) => {
+      let n = 0;
+      for (const agentId of agents) n += await repo.foldLedger(tx, agentId);
+      return n;
+    },
+    { notify: false, isolation: 'row-locks' },
+  );
 }
 
 /** Releases reservations left open by a coordinator that died (recovery). */

@@ -33,11 +33,23 @@ export interface TeamsContext {
   stopped: boolean;
   /** Other modules' users of a crew (a crew they use is not deleted or changed under them). */
   crewUserHooks: CrewUsersHook[];
+  /** Agents seen to have a budget ledger (a ledger is never deleted): a run's checks read each once per process. */
+  ledgersSeen: Set<string>;
 }
 
 export function createTeamsContext(
   core: CellCore,
   deps: { iam: Iam; lifecycle: Lifecycle; ai: Ai; tools: Tools; runs: Runs },
 ): TeamsContext {
-  return { core, ...deps, inflight: new Map(), sweeping: null, sweepTimer: null, wakeTimers: new Set(), stopped: false, crewUserHooks: [] };
+  return {
+    core,
+    ...deps,
+    inflight: new Map(),
+    sweeping: null,
+    sweepTimer: null,
+    wakeTimers: new Set(),
+    stopped: false,
+    crewUserHooks: [],
+    ledgersSeen: new Set(),
+  };
 }

@@ -24,7 +24,7 @@ import type { JsonObject } from '../../core/journal/record.ts';
 import { isServiceError } from '../../core/errors.ts';
 import type { ChatDelta, ChatMessage as WireMessage, ToolSpec } from '../ai/openai-client.ts';
 import type { DrivePorts } from '../runs/drive.ts';
-import { getAgent, getLedger, providerFor, reserveBudget, stageBudgetCommit } from './agents.ts';
+import { getAgent, hasLedger, providerFor, reserveBudget, stageBudgetCommit } from './agents.ts';
 import type { TeamsContext } from './context.ts';
 import { getContract } from './resources.ts';
 import { tracedTools } from './tool-span.ts';
@@ -176,9 +176,7 @@ export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
  */
 export function budgetPort(ctx: TeamsContext, runId: string): BudgetPort {
   return {
-    async hasLedger(agentId) {
-      return (await getLedger(ctx, agentId)) !== undefined;
-    },
+    hasLedger: (agentId) => hasLedger(ctx, agentId),
     reserve: (agentId, amount, ref, minimum) => reserveBudget(ctx, agentId, amount, { ...ref, run_id: runId }, minimum),
     async commit(id, actual) {
       stageBudgetCommit(ctx, runId, id, actual);

@@ -17,7 +17,7 @@ import type { JsonObject } from '../../core/journal/record.ts';
 import { ServiceError, notFound } from '../../core/errors.ts';
 import { RunClosedError } from '../runs/journal.ts';
 import { isTerminal, type Run } from '../runs/runs.ts';
-import { agentActive, foldLedgers, getLedger, releaseOpenReservations } from './agents.ts';
+import { foldLedgers, hasLedger, releaseOpenReservations } from './agents.ts';
 import { compileFor } from './compile.ts';
 import type { TeamsContext } from './context.ts';
 import { crewFormation, getCrew, type Crew, type Formation } from './formations.ts';
@@ -263,12 +263,13 @@ export async function startCrewRun(
   }
   const agents = [...new Set(Object.values(crew.assignments))];
   const inactive: string[] = [];
-  for (const a of agents) if (!(await agentActive(ctx, a))) inactive.push(a);
+  const present = await repo.agentIdsIn(core.store, agents);
+  for (const a of agents) if (!present.has(a) || (await ctx.iam.principal(a))?.status !== 'active') inactive.push(a);
   if (inactive.length) {
     await refuseRun(ctx, runId, 'agent_inactive', 'every agent of the crew must be an active principal', { agents: inactive.sort() });
   }
   const missing: string[] = [];
-  for (const a of agents) if (!(await getLedger(ctx, a))) missing.push(a);
+  for (const a of agents) if (!(await hasLedger(ctx, a))) missing.push(a);
   if (missing.length) {
     await refuseRun(ctx, runId, 'no_budget_ledger', 'a budget ledger must be registered for every agent of the run', {
       agents: missing.sort(),

@@ -87,6 +87,12 @@ export const TEAMS_MIGRATIONS: readonly Migration[] = [
     sql: `ALTER TABLE team_reservations ADD COLUMN folded INTEGER NOT NULL DEFAULT 1;
     CREATE INDEX team_reservations_unfolded ON team_reservations (agent_id, folded);`,
   },
+  {
+    // A run's reservations are read by run (its tokens on every crew-run GET, its open ones on a
+    // takeover): without an index each read scanned every reservation ever made.
+    id: 'teams-014-reservations-by-run',
+    sql: 'CREATE INDEX team_reservations_run ON team_reservations (run_id)',
+  },
 ];
 
 /** The kinds of a skill (`team_skills.skill_kind`). */

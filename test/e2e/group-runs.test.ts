@@ -1,10 +1,12 @@
 /**
  * Durable runs in a group, no fault at all (issue 21): three real cell
- * processes on one PostgreSQL database, 16 crew runs of one crew started at
- * once across them, a fake OpenAI-compatible server counting the model calls.
- * Every run completes; no call is asked twice (re-issued calls would show at
- * the model server and as `flags.reissued`); every journal verifies against
- * the group's published keys; no cell takes over a run (its own or a peer's);
+ * processes on one PostgreSQL database, 16 crew runs of one crew and 16 SQL
+ * jobs on 4 shared workspaces started at once across them, a fake
+ * OpenAI-compatible server counting the model calls. Every run completes; no
+ * call is asked twice (re-issued calls would show at the model server and as
+ * `flags.reissued`); every SQL job's row is in its workspace's database
+ * exactly once, whichever cell ran it; every journal verifies against the
+ * group's published keys; no cell takes over a run (its own or a peer's);
  * and the store never retries a write for a serialization failure (the hot
  * path writes no row shared by runs). Needs `node scripts/build.mjs` first.
  */
@@ -23,6 +25,10 @@ import { httpApi, metric, metricsUrl, until, verifiedJournal } from './_runs.ts'
 const skip = pgUnavailable() ?? false;
 const RUNS = 16;
 const SEATS = ['s1', 's2', 's3'];
+const JOBS = 16;
+const WORKSPACES = ['grp-0', 'grp-1', 'grp-2', 'grp-3'];
+const JOB_RUNS = '/api/public/v1/admin/jobs/runs';
+const TERMINAL = ['completed', 'failed', 'refused', 'cancelled'];
 
 describe('16 crew runs of one crew at once on a group of three cells', { skip, timeout: 120_000 }, () => {
   let g: Group;
@@ -44,9 +50,25 @@ describe('16 crew runs of one crew at once on a group of three cells', { skip, t
     if (keyDir) rmSync(keyDir, { recursive: true, force: true });
   });
 
-  test('every run completes, no call twice, every journal verifies, no takeover, no serialization retry', async () => {
+  test('every run completes, no call twice, every SQL row once, every journal verifies, no takeover, no serialization retry', async () => {
     const apis = g.cells.map((c) => httpApi(c.url, g.adminKey));
     await provider(apis[0]!, ai);
+    const job = async (api: (typeof apis)[number], workspace: string, spec: unknown) => {
+      const r = await ok(api, 'POST', JOB_RUNS, { job_type: 'sql', workspace_id: workspace, spec });
+      return until(
+        `job ${r.run_id}`,
+        async () => {
+          const s = await ok(api, 'GET', `${JOB_RUNS}/${r.run_id}`);
+          return TERMINAL.includes(s.state) ? s : undefined;
+        },
+        90_000,
+      );
+    };
+    // Each workspace's table, made from a different cell than most jobs will use.
+    for (const [i, ws] of WORKSPACES.entries()) {
+      const made = await job(apis[i % apis.length]!, ws, { sql: 'CREATE TABLE marks (n INTEGER)' });
+      assert.equal(made.state, 'completed', JSON.stringify(made.error));
+    }
     const tm = await team(
       apis[0]!,
       'sequential',
@@ -62,6 +84,12 @@ describe('16 crew runs of one crew at once on a group of three cells', { skip, t
     const rolledBackBefore = await rollbacks();
     const retriesBefore = await storeRetries();
     const t0 = Date.now();
+    // The SQL jobs run alongside the crew runs, spread over the cells (not the cell each workspace was made on).
+    const jobsDone = Promise.all(
+      Array.from({ length: JOBS }, (_, i) =>
+        job(apis[(i + 1) % apis.length]!, WORKSPACES[i % WORKSPACES.length]!, { statements: [{ sql: `INSERT INTO marks VALUES (${i})` }] }),
+      ),
+    );
     const started = await Promise.all(
       Array.from({ length: RUNS }, (_, i) => ok(apis[i % apis.length]!, 'POST', `${T}/crews/${tm.crew}/runs`, { input: `task ${i}` })),
     );
@@ -77,7 +105,24 @@ describe('16 crew runs of one crew at once on a group of three cells', { skip, t
         ),
       ),
     );
+    const jobs = await jobsDone;
     const seconds = (Date.now() - t0) / 1000;
+    for (const j of jobs) {
+      assert.equal(j.state, 'completed', JSON.stringify(j.error));
+      assert.equal(j.output.results[0].changes, 1);
+      assert.equal(j.flags.reissued, undefined, `job ${j.run_id} re-issued its statements`);
+    }
+    // Every workspace's database is one for the group: each job's row is there exactly once.
+    for (const [w, ws] of WORKSPACES.entries()) {
+      const read = await job(apis[w % apis.length]!, ws, { sql: 'SELECT n FROM marks ORDER BY n' });
+      assert.equal(read.state, 'completed', JSON.stringify(read.error));
+      const want = Array.from({ length: JOBS }, (_, i) => i).filter((i) => i % WORKSPACES.length === w);
+      assert.deepEqual(
+        read.output.results[0].rows.map((row: unknown[]) => Number(row[0])),
+        want,
+        `the rows of ${ws}, each once`,
+      );
+    }
     const bad = finished.filter((s) => s.state !== 'completed');
     if (bad.length) console.log(`# not completed: ${JSON.stringify(bad.map((s) => ({ state: s.state, error: s.error })))}`);
     for (const s of finished) {
@@ -88,7 +133,7 @@ describe('16 crew runs of one crew at once on a group of three cells', { skip, t
     }
     for (const role of SEATS)
       assert.equal(ai.requests.filter((r) => roleOf(r.body) === role).length, RUNS, `each run asked ${role} exactly once`);
-    for (const r of started) {
+    for (const r of [...started, ...jobs]) {
       const { records, verdict } = await verifiedJournal(apis[0]!, g.cells[0]!.url, r.run_id);
       assert.deepEqual(verdict, { ok: true }, `journal of ${r.run_id}`);
       assert.ok(!records.some((x) => x.kind === 'taken_over'), `run ${r.run_id} was taken over`);
@@ -97,8 +142,9 @@ describe('16 crew runs of one crew at once on a group of three cells', { skip, t
     const retries = (await storeRetries()) - retriesBefore;
     const rolledBack = (await rollbacks()) - rolledBackBefore;
     console.log(
-      `# ${RUNS} runs x ${SEATS.length} model steps on 3 cells in ${seconds.toFixed(1)} s; store retries ${retries}; xact_rollback +${rolledBack}`,
+      `# ${RUNS} runs x ${SEATS.length} model steps and ${JOBS} SQL jobs on 3 cells in ${seconds.toFixed(1)} s; store retries ${retries}; xact_rollback +${rolledBack}`,
     );
     assert.equal(retries, 0, 'the store retried writes for serialization failures or deadlocks');
+    assert.equal(rolledBack, 0, 'the server rolled transactions back (pg_stat_database.xact_rollback)');
   });
 });

@@ -202,6 +202,38 @@ describe('PostgreSQL engine', { skip }, () => {
       assert.equal(atB.length, 1, 'a rolled-back transaction notifies nobody');
     });
 
+  it("batched notifications: several writes' tables reach another store in one change within a second", async () => {
+    const db = await database();
+    const a = await open(db.url);
+    const b = await open(db.url);
+    const atA: Change[] = [];
+    const atB: Change[] = [];
+    a.onChange((c) => atA.push(c));
+    b.onChange((c) => atB.push(c));
+    const t0 = Date.now();
+    await Promise.all([1, 2, 3].map((id) => a.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [id]), { notify: 'batched' })));
+    assert.equal(atA.length, 3, 'this store hears each commit at once');
+    await until("b to hear of a's writes", () => atB.length > 0, 1000);
+    assert.ok(Date.now() - t0 < 1000);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(
+      atB.map((c) => ({ tables: [...c.tables], remote: c.remote })),
+      [{ tables: ['t'], remote: true }],
+      'one notification for the three commits',
+    );
+    await assert.rejects(
+      a.write(
+        async (tx) => {
+          await tx.run('INSERT INTO t (id) VALUES (9)');
+          throw new Error('rolled back');
+        },
+        { notify: 'batched' },
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 400));
+    assert.equal(atB.length, 1, 'a rolled-back transaction notifies nobody');
+  });
+
   it("a write made by another process reaches this store's listeners within a second", { timeout: 60_000 }, async () => {
     const db = await database();
     const m = [{ id: 'crash-001-acks', sql: 'CREATE TABLE acks (id TEXT PRIMARY KEY, pad TEXT)' }];

@@ -1,0 +1,95 @@
+/**
+ * Profiling harness for the run hot path (issue 21), not part of `make bench`:
+ * one cell process (PostgreSQL, or embedded with --embedded) profiled (the
+ * inspector's CPU profiler, started by a preload), a 20-seat sequential
+ * crew, N runs one after another (K at once), then a
+ * clean stop so the profile is written to PROFILE_DIR (default /tmp/perf).
+ *
+ *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof]
+ *
+ * Prints steps/s and write transactions per step (PostgreSQL); read the
+ * profile with Chrome's DevTools or any .cpuprofile viewer.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
+import { startCellProcess } from '../test/helpers/cell-process.ts';
+import { adminQuery, pgDatabase, startPgServer } from '../test/helpers/postgres.ts';
+import { provider, team, T, type Api } from '../test/helpers/teams.ts';
+import { request } from 'undici';
+
+const arg = (n: string, d: string) => {
+  const i = process.argv.indexOf(n);
+  return i < 0 ? d : process.argv[i + 1]!;
+};
+const embedded = process.argv.includes('--embedded');
+const runs = Number(arg('--runs', '10'));
+const conc = Number(arg('--concurrent', '1'));
+const dir = process.env['PROFILE_DIR'] ?? '/tmp/perf';
+mkdirSync(dir, { recursive: true });
+// --cpu-prof is not allowed in NODE_OPTIONS: a preload starts the inspector's profiler and writes the
+// profile when the cell exits (SIGTERM: a clean stop).
+writeFileSync(
+  join(dir, 'prof.mjs'),
+  `import { Session } from 'node:inspector';
+import { writeFileSync } from 'node:fs';
+const s = new Session();
+s.connect();
+s.post('Profiler.enable');
+s.post('Profiler.start');
+process.on('exit', () => {
+  s.post('Profiler.stop', (err, r) => {
+    if (!err) writeFileSync(${JSON.stringify(dir)} + '/cell-' + process.pid + '.cpuprofile', JSON.stringify(r.profile));
+  });
+});
+`,
+);
+const server = embedded ? null : await startPgServer({ durable: true });
+const db = server ? await pgDatabase(server.url) : null;
+const ai = await startOpenAIServer({
+  apiKey: 'sk-fake',
+  respond: () => ({ content: 'ok', usage: { prompt_tokens: 3, completion_tokens: 2 } }),
+});
+const cell = await startCellProcess({
+  timeoutMs: 120_000,
+  args: [...(db ? ['--store', db.url, '--posture', 'multi-cell'] : []), '--log-level', 'warn'],
+  env: process.argv.includes('--no-prof') ? {} : { NODE_OPTIONS: `--import=${dir}/prof.mjs` },
+});
+const call = async (method: string, path: string, body?: unknown) => {
+  const r = await request(cell.url + path, {
+    method: method as 'GET',
+    headers: { authorization: `Bearer ${cell.adminKey}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await r.body.text();
+  return { status: r.statusCode, body: text ? JSON.parse(text) : undefined, text };
+};
+const api: Api = { token: cell.adminKey, request: (m, p, o = {}) => call(m, p, o.body) };
+await provider(api, ai);
+const tm = await team(
+  api,
+  'sequential',
+  Array.from({ length: 20 }, (_, i) => ({ role: `s${i}` })),
+);
+const one = async () => {
+  const r = await call('POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
+  for (;;) {
+    const s = (await call('GET', `${T}/crews/${tm.crew}/runs/${r.body.run_id}`)).body.state;
+    if (s === 'completed') return;
+    if (s !== 'running' && s !== 'queued') throw new Error(s);
+    await new Promise((res) => setTimeout(res, 20));
+  }
+};
+const x0 = db ? Number((await adminQuery(db.url, 'SELECT txid_current() AS x')).rows[0].x) : 0;
+const t0 = performance.now();
+for (let i = 0; i < runs; i++) await Promise.all(Array.from({ length: conc }, one));
+const ms = performance.now() - t0;
+const x1 = db ? Number((await adminQuery(db.url, 'SELECT txid_current() AS x')).rows[0].x) : 0;
+console.log(
+  `${runs * conc * 20} steps in ${ms.toFixed(0)} ms: ${((runs * conc * 20) / (ms / 1000)).toFixed(1)} steps/s; tx/step ${((x1 - x0 - 1) / (runs * conc * 20)).toFixed(2)}`,
+);
+await cell.kill('SIGTERM');
+cell.cleanup();
+await ai.close();
+await db?.drop();
+await server?.stop();
