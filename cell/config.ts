@@ -47,6 +47,8 @@ export interface CellConfig {
   definitionQuota: number;
   /** OAuth access token lifetime, seconds. */
   accessTokenTtlSeconds: number;
+  /** Longest RFC 8693 delegation chain (`act` depth) the cell issues and honours (`--max-delegation-depth`). */
+  maxDelegationDepth: number;
   /** Placement: this cell's clearance ceiling and topology labels. */
   clearance: number;
   topology: Record<string, string>;
@@ -128,6 +130,9 @@ export const DEFAULTS: CellConfig = {
   definitionQuota: 100,
   // 10 minutes: short-lived, as the spec asks; clients refresh with their grant.
   accessTokenTtlSeconds: 600,
+  // Three hops (a person, an agent, a sub-agent, a service it calls): each hop narrows, and a longer
+  // chain is harder for a resource server to reason about than it is useful (docs/oauth.md).
+  maxDelegationDepth: 3,
   clearance: 0,
   topology: {},
   // None: no tool reaches loopback, private or link-local addresses (SSRF) unless an

@@ -18,10 +18,12 @@ import {
   GRANT_AUTHORIZATION_CODE,
   GRANT_CLIENT_CREDENTIALS,
   GRANT_DEVICE_CODE,
+  GRANT_TOKEN_EXCHANGE,
   type AuthenticatedClient,
   type AuthMethod,
 } from './clients.ts';
 import { redeemCode } from './codes.ts';
+import { tokenExchange } from './exchange.ts';
 import { pollDeviceCode, startDeviceAuthorization } from './device.ts';
 import { checkRequestProof, dpopHeader } from './dpop-check.ts';
 import { formBody, mountRaw, readForm } from './form.ts';
@@ -140,12 +142,14 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       path: '/oauth/token',
       tags: [TAG],
       'x-status': 'Live',
-      summary: 'Token endpoint: client_credentials, authorization_code (PKCE S256), device_code; DPoP and mTLS binding',
+      summary:
+        'Token endpoint: client_credentials, authorization_code (PKCE S256), device_code, token exchange (RFC 8693); DPoP and mTLS binding',
       ...clientAuthentication(ctx.core.config, { publicClients: true }),
       request: {
         body: formBody(
           {
-            grant_type: 'client_credentials | authorization_code | urn:ietf:params:oauth:grant-type:device_code',
+            grant_type:
+              'client_credentials | authorization_code | urn:ietf:params:oauth:grant-type:device_code | urn:ietf:params:oauth:grant-type:token-exchange',
             scope: 'space-separated permission selectors',
             code: 'authorization code',
             redirect_uri: 'exact redirect URI',
@@ -153,6 +157,12 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
             device_code: 'device code',
             ...CLIENT_FIELDS,
             resource: "RFC 8707: edge:<device_id> for a token a device honours offline; default the cell's own API",
+            audience: 'token exchange (RFC 8693): the audience, like resource; one of the two is required',
+            subject_token: 'token exchange: an access token (or SAT) of this cell for the subject',
+            subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+            actor_token: "token exchange: the actor's access token (default: the client's own principal acts)",
+            actor_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+            requested_token_type: 'urn:ietf:params:oauth:token-type:access_token (the only one issued)',
           },
           ['grant_type'],
         ),
@@ -202,6 +212,10 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
           const subject = await activeSubject(ctx, g.subjectId);
           const scope = narrowScope(g.scope, await iam.permissionsOf(subject), ...rootCap);
           return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, root ?? undefined)).response;
+        }
+        if (grant === GRANT_TOKEN_EXCHANGE) {
+          const cnf = await bindingFor(ctx, c, ac);
+          return tokenExchange(ctx, c, { form, client: ac, cnf, requested, rootCap });
         }
         throw new OAuthError('unsupported_grant_type', 'grant_type not supported');
       }),
