@@ -49,6 +49,11 @@ export interface CellConfig {
   accessTokenTtlSeconds: number;
   /** Longest RFC 8693 delegation chain (`act` depth) the cell issues and honours (`--max-delegation-depth`). */
   maxDelegationDepth: number;
+  /**
+   * External protected resources (RFC 8707 resource URIs, exact strings) the cell issues tokens for
+   * (`--protected-resource`): services that verify the cell's tokens offline against /oauth/jwks.json.
+   */
+  protectedResources: string[];
   /** Placement: this cell's clearance ceiling and topology labels. */
   clearance: number;
   topology: Record<string, string>;
@@ -133,6 +138,8 @@ export const DEFAULTS: CellConfig = {
   // Three hops (a person, an agent, a sub-agent, a service it calls): each hop narrows, and a longer
   // chain is harder for a resource server to reason about than it is useful (docs/oauth.md).
   maxDelegationDepth: 3,
+  // None: the cell issues tokens only for its group's APIs and its devices until an operator names a service.
+  protectedResources: [],
   clearance: 0,
   topology: {},
   // None: no tool reaches loopback, private or link-local addresses (SSRF) unless an

@@ -32,7 +32,7 @@ import { isOAuthError, OAuthError, oauthErrorResponse, oauthErrorResponses } fro
 import type { OAuthContext } from './oauth-context.ts';
 import { clientRootPermissions } from './root.ts';
 import { narrowScope, parseScope } from './scope.ts';
-import { edgeDeviceOf, requestedAudience } from './resource.ts';
+import { edgeDeviceOf, isProtectedResource, requestedAudience } from './resource.ts';
 import { issuerOf, publicBase } from './settings.ts';
 import { cellTokenJudge, cellTokenJudgeFor } from './authenticator.ts';
 
@@ -327,7 +327,7 @@ async function activeClaims(ctx: OAuthContext, token: string) {
   if (!looksLikeJwt(token)) return null;
   const v = await cellTokenJudge(ctx)(token, { now: ctx.core.clock.now() });
   if (v.ok) return v.claims;
-  // A token for one of this cell's devices: the same judgement against that audience.
+  // A token for one of this cell's devices or registered protected resources: the same judgement against that audience.
   const claims = await verifyOwnToken(ctx, token);
   if (!claims || ctx.audiences.accepts(claims.aud)) return null;
   const d = await cellTokenJudgeFor(ctx, claims.aud)(token, { now: ctx.core.clock.now() });
@@ -348,7 +348,7 @@ export async function verifyOwnToken(ctx: OAuthContext, token: string): Promise<
       // By form here (the check is synchronous); a device audience must then name a registered device.
       keys: ctx.keys.current().keySet,
       issuer: issuerOf(config),
-      audience: (aud) => ctx.audiences.accepts(aud) || edgeDeviceOf(aud) !== null,
+      audience: (aud) => ctx.audiences.accepts(aud) || edgeDeviceOf(aud) !== null || isProtectedResource(ctx, aud),
       now: clock.now(),
       isRevoked: (jti) => ctx.denylist.inMirror(jti),
     });
@@ -356,7 +356,7 @@ export async function verifyOwnToken(ctx: OAuthContext, token: string): Promise<
     if (isTokenError(e)) return null;
     throw e;
   }
-  if (ctx.audiences.accepts(claims.aud)) return claims;
+  if (ctx.audiences.accepts(claims.aud) || isProtectedResource(ctx, claims.aud)) return claims;
   const device = edgeDeviceOf(claims.aud);
   return device !== null && (await ctx.deviceExists(device)) ? claims : null;
 }

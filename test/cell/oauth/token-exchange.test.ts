@@ -5,6 +5,7 @@
 // introspection; every refusal of the grant answers its RFC 6749/8693 error.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
 import * as oauth from 'oauth4webapi';
 import { manualClock } from '../../../cell/context.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
@@ -375,5 +376,68 @@ test('a DPoP-bound subject token is exchanged only with a proof of its key; the 
     assert.equal(await use(w, ok.tokens.access_token), '401 dpop_required');
   } finally {
     await t.close();
+  }
+});
+
+test('a registered protected resource gets exchanged tokens it verifies offline against /oauth/jwks.json: who asked, which agent acted', async () => {
+  // The loopback service: verifies each presented token with oauth4webapi against the cell's published keys
+  // (fetched from /oauth/jwks.json), its own audience, the issuer and exp; answers who asked and who acted.
+  let t: InProcess | undefined;
+  const service = createServer(async (req, res) => {
+    try {
+      const base = t!.modules.oauth.api.publicBase();
+      const as = { issuer: `service://${t!.core.config.groupId}`, jwks_uri: `${base}/oauth/jwks.json` };
+      const claims = await oauth.validateJwtAccessToken(
+        as,
+        new Request(`${resource}${req.url}`, { headers: { authorization: req.headers.authorization ?? '' } }),
+        resource,
+        {
+          [oauth.allowInsecureRequests]: true,
+          [oauth.customFetch]: async (url: string, init: { headers: Record<string, string> }) =>
+            t!.app.request(url, { headers: init.headers }, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never),
+        },
+      );
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ sub: claims.sub, act: claims['act'], scope: claims['scope'] }));
+    } catch (e) {
+      res.writeHead(401, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: (e as { code?: string }).code ?? 'invalid_token' }));
+    }
+  });
+  await new Promise<void>((r) => service.listen(0, '127.0.0.1', r));
+  const resource = `http://127.0.0.1:${(service.address() as { port: number }).port}/api`;
+  const w = await world({ protectedResources: [resource] });
+  t = w.t;
+  try {
+    const st = await cc(w, w.clients.cu);
+    const r = await o4wExchange(w.t, w.clients.ca, {
+      subject_token: st,
+      subject_token_type: ACCESS_TOKEN_TYPE,
+      resource,
+      scope: 'edge.read',
+    });
+    assert.ok(r.ok, JSON.stringify(r));
+    assert.equal(claimsOf(r.tokens.access_token).aud, resource);
+    const call = (token: string) => fetch(`${resource}/orders`, { headers: { authorization: `Bearer ${token}` } });
+    const ok = await call(r.tokens.access_token);
+    assert.equal(ok.status, 200);
+    assert.deepEqual(await ok.json(), { sub: w.ids.u, act: { sub: w.ids.a }, scope: 'edge.read' });
+    // The cell's own token, and a token for another resource, are refused by the service.
+    assert.equal((await call(st)).status, 401);
+    // The cell refuses a token for the service on its own API, and introspection still judges it.
+    assert.equal(await use(w, r.tokens.access_token), '401 bad_audience');
+    assert.deepEqual((await introspect(w, r.tokens.access_token)).act, { sub: w.ids.a });
+    await form(w.t, '/oauth/revoke', { token: st }, basic(w.clients.cu.client_id, w.clients.cu.client_secret));
+    assert.deepEqual(await introspect(w, r.tokens.access_token), { active: false });
+    // An unregistered service is no audience.
+    const other = await exchange(w, w.clients.ca, {
+      subject_token: await cc(w, w.clients.cu),
+      subject_token_type: ACCESS_TOKEN_TYPE,
+      resource: 'http://127.0.0.1:1/api',
+    });
+    assert.equal(other.body.error, 'invalid_target');
+  } finally {
+    await w.t.close();
+    service.close();
   }
 });
