@@ -93,7 +93,7 @@ export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
   };
 }
 
-export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
+export function toolsPort(ctx: TeamsContext, workspaceId: string, onBehalf?: { requester: string; crewId?: string }): ToolsPort {
   const { tools } = ctx;
   return {
     describe(name) {
@@ -108,6 +108,7 @@ export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
           {
             workspaceId,
             agentId: call.agent_id ?? 'none',
+            ...(onBehalf ? { onBehalf: { ...onBehalf, runId: call.run_id } } : {}),
             authority: {
               egress_allowlist: a?.egress_allowlist ?? [],
               data_grant_ids: a?.data_grant_ids ?? [],
@@ -155,10 +156,15 @@ export function contractsPort(ctx: TeamsContext): ContractsPort {
 }
 
 /** Every port a crew run needs except those driveRun binds (approvals are the runs module's). */
-export function crewPorts(ctx: TeamsContext, runId: string, workspaceId: string): DrivePorts {
+export function crewPorts(
+  ctx: TeamsContext,
+  runId: string,
+  workspaceId: string,
+  onBehalf?: { requester: string; crewId?: string },
+): DrivePorts {
   return {
     model: modelPort(ctx, runId),
-    tools: toolsPort(ctx, workspaceId),
+    tools: toolsPort(ctx, workspaceId, onBehalf),
     approvals: ctx.runs.approvalsPort(runId),
     budget: budgetPort(ctx, runId),
     contracts: contractsPort(ctx),

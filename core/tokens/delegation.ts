@@ -14,6 +14,9 @@ import { TokenError } from './errors.ts';
 export interface ActClaim {
   sub: string;
   act?: ActClaim;
+  /** Context of an agent acting in a run (cell/oauth/tool-delegation.ts): not read by the judge. */
+  run_id?: string;
+  crew_id?: string;
 }
 
 /** The longest chain a cell issues by default (`--max-delegation-depth`). */
