@@ -3,7 +3,8 @@
 // sub = the requester, act = the agent (the run and crew as context), aud = that resource, scope = the
 // tool grant, a short lifetime, DPoP-bound to a key of the cell. The service verifies all of it offline
 // against /oauth/jwks.json (jose, nothing of the cell's code); the journal keeps the token's jti and
-// hash, never the token. A URL that is no protected resource gets no token.
+// hash, never the token. A URL that is no protected resource gets no token; an inactive requester none at
+// all (requester_inactive); a run a job definition scheduled (team or agent) acts for the definition's author.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -12,7 +13,9 @@ import { createHash } from 'node:crypto';
 import { A, T, ok, team, crewFixture } from '../../helpers/teams.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
 
-test("an agent's HTTP call to a protected resource carries a token for the requester that the service verifies offline", async () => {
+test("an agent's HTTP call to a protected resource carries a token for the requester that the service verifies offline", {
+  timeout: 300_000,
+}, async () => {
   let t: InProcess | undefined;
   const seen: { path: string; auth?: string; verdict: Record<string, unknown> }[] = [];
   const service = createServer(async (req, res) => {
@@ -97,6 +100,47 @@ test("an agent's HTTP call to a protected resource carries a token for the reque
       return e.code === 'forbidden' && e.details?.reason === 'requester_inactive';
     });
     assert.equal(await t.modules.oauth.api.delegateForTool({ ...ask, requester: me.principal.id, url: `${origin}/api-other` }), null);
+
+    // A run a job definition scheduled acts for the definition's author.
+    url = `${resource}/orders`;
+    const author = await ok(api, 'POST', `${A}/principals`, { kind: 'service', name: 'author', roles: ['admin'], authority: cap });
+    const authorKey = await ok(api, 'POST', `${A}/api-keys`, { name: 'author', owner_id: author.id });
+    const def = await t.request('POST', `${A}/jobs/definitions`, {
+      token: authorKey.secret,
+      body: { name: 'nightly', job_type: 'team', spec: { crew_id: tm.crew, input: 'nightly' }, cron: '*/10 * * * *' },
+    });
+    assert.equal(def.status, 201, def.text);
+    t.clock.advance(10 * 60_000);
+    assert.equal(await t.modules.jobs.scheduler.tick(), 1);
+    const fired = await ok(api, 'GET', `${A}/jobs/definitions/${def.body.schedule_id}`);
+    await t.modules.teams.teams.settled(fired.last_run_id);
+    assert.equal(seen.length, 3, JSON.stringify(await ok(api, 'GET', `${A}/jobs/runs/${fired.last_run_id}`)));
+    assert.equal(seen[2]!.verdict['sub'], author.id, "sub = the definition's author");
+    assert.equal((seen[2]!.verdict['act'] as { sub: string }).sub, tm.agents['fetcher']);
+    // The same through an `agent` definition (a pinned crew graph run as a job).
+    const graphId = (await ok(api, 'GET', `${T}/crews/${tm.crew}`)).graph_hash as string;
+    const agentDef = await t.request('POST', `${A}/jobs/definitions`, {
+      token: authorKey.secret,
+      body: { name: 'pinned', job_type: 'agent', spec: { graph_id: graphId, input: 'pinned' }, cron: '*/10 * * * *' },
+    });
+    assert.equal(agentDef.status, 201, agentDef.text);
+    t.clock.advance(10 * 60_000);
+    assert.equal(await t.modules.jobs.scheduler.tick(), 2);
+    // Wait for both runs to end (a condition, not a time).
+    for (const id of [def.body.schedule_id, agentDef.body.schedule_id]) {
+      const runId = (await ok(api, 'GET', `${A}/jobs/definitions/${id}`)).last_run_id as string;
+      await t.modules.teams.teams.settled(runId);
+      for (;;) {
+        const r = await ok(api, 'GET', `${A}/jobs/runs/${runId}`);
+        if (['completed', 'failed', 'refused', 'cancelled'].includes(r.state)) break;
+        await new Promise((res) => setTimeout(res, 25));
+      }
+    }
+    assert.equal(seen.length, 5);
+    assert.deepEqual(
+      seen.slice(3).map((x) => x.verdict['sub']),
+      [author.id, author.id],
+    );
   } finally {
     await t.close();
     await ai.close();
