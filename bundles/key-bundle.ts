@@ -19,6 +19,8 @@
  *               (format 3) also clients: [client_id, ...], sorted: the registered OAuth clients
  *               that exist at issue time; a token of any other registered client (`ocl_…`) is
  *               refused, as the cell refuses the tokens of a deleted client
+ *               (format 4) also max_act_depth: integer 1..16, the longest RFC 8693 `act` chain
+ *               the cell honours; a device refuses longer ones (`delegation_too_deep`)
  * Rows instead of objects, owners and scope lists once: a 100,000-key bundle
  * stays small and parses fast. The first hash is the current secret's SHA-256
  * (hex); a second pair is the previous secret with its grace deadline. No
@@ -30,6 +32,7 @@ import { verifyPresentedKey } from '../core/apikey/verify.ts';
 import { hashSecret } from '../core/apikey/hash.ts';
 import { isSecretFormat } from '../core/apikey/secret.ts';
 import { KEY_BUNDLE_FORMAT_VERSION } from './format.ts';
+import { DEFAULT_MAX_ACT_DEPTH, HARD_MAX_ACT_DEPTH } from '../core/tokens/delegation.ts';
 import { isObject, openEnvelope, refused, sealEnvelope, type OpenedEnvelope, type PayloadHeader } from './envelope.ts';
 import type { Signer, TrustedKey } from './codec.ts';
 
@@ -85,6 +88,8 @@ export interface TokenTrust {
    * bundles, whose devices cannot tell a deleted client (a token of one lives until its `exp`).
    */
   clients?: string[];
+  /** Format 4: the longest delegation chain the issuing cell honours. Absent before: core's default. */
+  max_act_depth?: number;
 }
 
 export interface KeyBundle extends PayloadHeader {
@@ -162,6 +167,7 @@ export async function buildKeyBundle(opts: {
       keys: t.keys.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x, alg: 'EdDSA' as const })),
       revoked: t.revoked.map(([jti, exp]) => [jti, exp] as [string, number]),
       clients: [...new Set(t.clients ?? [])].sort(),
+      max_act_depth: t.max_act_depth ?? DEFAULT_MAX_ACT_DEPTH,
     },
   };
   return sealEnvelope(payload as unknown as KeyBundle & Record<string, unknown>, opts.signer);
@@ -312,15 +318,20 @@ export async function openKeyBundle(
   }
   if (p.format_version === 1) {
     if (p.tokens !== undefined) throw refused('malformed', 'a format 1 key bundle has no token section', 'invalid_request');
-  } else if (p.tokens !== null && !isTokenTrust(p.tokens, p.format_version === 2 ? 'absent' : 'required')) {
+  } else if (p.tokens !== null && !isTokenTrust(p.tokens, p.format_version === 2 ? 'absent' : 'required', (p.format_version ?? 0) >= 4)) {
     throw refused('malformed', 'the token section of the key bundle is malformed', 'invalid_request');
   }
   return { opened: opened as OpenedEnvelope<KeyBundle>, index: new KeyIndex(opened.payload as KeyBundle, hash) };
 }
 
-/** The token section's shape; `clients` is absent in format 2 and a list of strings from format 3. */
-function isTokenTrust(t: unknown, clients: 'absent' | 'required'): t is TokenTrust {
+/**
+ * The token section's shape; `clients` is absent in format 2 and a list of strings from format 3;
+ * `max_act_depth` an integer 1..16 from format 4, absent before.
+ */
+function isTokenTrust(t: unknown, clients: 'absent' | 'required', depth: boolean): t is TokenTrust {
   if (!isObject(t) || typeof t['issuer'] !== 'string' || !Array.isArray(t['keys']) || !Array.isArray(t['revoked'])) return false;
+  const d = t['max_act_depth'];
+  if (depth ? !Number.isInteger(d) || (d as number) < 1 || (d as number) > HARD_MAX_ACT_DEPTH : d !== undefined) return false;
   if (clients === 'absent' ? t['clients'] !== undefined : !Array.isArray(t['clients']) || !t['clients'].every((c) => typeof c === 'string'))
     return false;
   for (const k of t['keys']) {

@@ -14,6 +14,7 @@
  *   clients    (format 3) the registered clients that existed at issue time: a token
  *              of a client deleted before the bundle is refused (`revoked`), as at the
  *              cell; a format 2 bundle cannot tell, and the check is not made
+ *   maxActDepth (format 4) the longest delegation chain the cell honours; older bundles: core's default
  * The replay cache and the verified-token cache are the device's own.
  */
 import { createLocalJWKSet } from 'jose';
@@ -69,5 +70,6 @@ export function tokenJudgeFromBundle(
         : null;
     },
     ...(clients ? { clientExists: (clientId: string) => clients.has(clientId) } : {}),
+    ...(t.max_act_depth !== undefined ? { maxActDepth: t.max_act_depth } : {}),
   };
 }

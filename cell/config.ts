@@ -47,6 +47,13 @@ export interface CellConfig {
   definitionQuota: number;
   /** OAuth access token lifetime, seconds. */
   accessTokenTtlSeconds: number;
+  /** Longest RFC 8693 delegation chain (`act` depth) the cell issues and honours (`--max-delegation-depth`). */
+  maxDelegationDepth: number;
+  /**
+   * External protected resources (RFC 8707 resource URIs, exact strings) the cell issues tokens for
+   * (`--protected-resource`): services that verify the cell's tokens offline against /oauth/jwks.json.
+   */
+  protectedResources: string[];
   /** Placement: this cell's clearance ceiling and topology labels. */
   clearance: number;
   topology: Record<string, string>;
@@ -140,6 +147,11 @@ export const DEFAULTS: CellConfig = {
   definitionQuota: 100,
   // 10 minutes: short-lived, as the spec asks; clients refresh with their grant.
   accessTokenTtlSeconds: 600,
+  // Three hops (a person, an agent, a sub-agent, a service it calls): each hop narrows, and a longer
+  // chain is harder for a resource server to reason about than it is useful (docs/oauth.md).
+  maxDelegationDepth: 3,
+  // None: the cell issues tokens only for its group's APIs and its devices until an operator names a service.
+  protectedResources: [],
   clearance: 0,
   topology: {},
   // None: no tool reaches loopback, private or link-local addresses (SSRF) unless an

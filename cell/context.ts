@@ -70,6 +70,8 @@ export interface AuthContext {
     /** Per-credential requests-per-minute ceiling, when it has one. */
     rateLimitRpm?: number;
     clientId?: string;
+    /** An exchanged token's actors (RFC 8693 `act`), the current one first: the principal is the subject they act for. */
+    actors?: string[];
   };
 }
 

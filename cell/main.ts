@@ -38,6 +38,8 @@ const SERVE_HELP = `  serve            start a cell
     --workspace-quota B   most bytes a workspace's runs and SQL database may take (default 134217728)
     --run-storage-quota B most bytes all runs of the cell may keep in the store (default 536870912)
     --definition-quota N  most live job definitions acting as one principal (default 100)
+    --max-delegation-depth N  longest token-exchange actor chain issued and honoured (default 3)
+    --protected-resource URL,..  external services (RFC 8707 resource URIs) the cell issues tokens for
     --trusted-proxies A,B  socket addresses whose X-Forwarded-For is believed (default none)
     --clearance N      this cell's clearance ceiling (default 0)
     --topology k=v,..  this cell's topology labels (site, zone, network)
@@ -94,6 +96,8 @@ async function serveCommand(argv: string[]): Promise<void> {
       'agent-quota': { type: 'string' },
       'schedule-min-interval': { type: 'string' },
       'definition-quota': { type: 'string' },
+      'max-delegation-depth': { type: 'string' },
+      'protected-resource': { type: 'string' },
       'run-storage-cap': { type: 'string' },
       'workspace-quota': { type: 'string' },
       'run-storage-quota': { type: 'string' },
@@ -142,6 +146,17 @@ async function serveCommand(argv: string[]): Promise<void> {
   if (values['schedule-min-interval'] !== undefined)
     config.scheduleMinIntervalSeconds = intArg('schedule-min-interval', values['schedule-min-interval']);
   if (values['definition-quota'] !== undefined) config.definitionQuota = intArg('definition-quota', values['definition-quota']);
+  if (values['max-delegation-depth'] !== undefined)
+    config.maxDelegationDepth = Math.min(16, Math.max(1, intArg('max-delegation-depth', values['max-delegation-depth'])));
+  if (values['protected-resource'] !== undefined) {
+    const list = values['protected-resource']
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+    for (const u of list)
+      if (!/^https?:\/\/[^\s#]+$/.test(u)) fail(`--protected-resource: '${u}' is not an http(s) URL without a fragment`);
+    config.protectedResources = list;
+  }
   if (values['run-storage-cap'] !== undefined) config.runStorageCapBytes = intArg('run-storage-cap', values['run-storage-cap']);
   if (values['workspace-quota'] !== undefined) config.workspaceQuotaBytes = intArg('workspace-quota', values['workspace-quota']);
   if (values['run-storage-quota'] !== undefined) config.runStorageQuotaBytes = intArg('run-storage-quota', values['run-storage-quota']);

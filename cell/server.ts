@@ -80,7 +80,7 @@ async function buildModules(core: CellCore, metrics: CellMetrics) {
   // The device registry is the edge module's, but the OAuth server needs it to issue device-addressed tokens.
   const devices = new Devices(core.store);
   const oauth = await createOAuthModule(core, { iam: iam.iam, deviceExists: (id) => devices.exists(id) });
-  const tools = await createToolsModule(core);
+  const tools = await createToolsModule(core, { delegation: oauth.api.delegateForTool });
   const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster, metrics });
   // The local-signed model runtime when node-llama-cpp is installed beside the program (edge-runtime/).
   const runtime = localRuntime(core.config.dataDir);

@@ -68,6 +68,7 @@ export async function tokenTrustForEdge(ctx: EdgeContext): Promise<TokenTrust> {
       .published.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x!, alg: 'EdDSA' as const })),
     revoked: await ctx.oauth.liveRevocations(Math.floor(ctx.core.clock.now() / 1000)),
     clients: await ctx.oauth.clientIds(),
+    max_act_depth: ctx.core.config.maxDelegationDepth,
   };
 }
 

@@ -39,6 +39,10 @@ const Whoami = z
         .int()
         .nullable()
         .openapi({ description: "The requests-per-minute ceiling of the credential's root, if any" }),
+      actors: z.array(z.string()).openapi({
+        description:
+          'An exchanged token (RFC 8693): the principals acting for this principal, the current actor first (the `act` chain); [] otherwise',
+      }),
     }),
     role_permissions: z.array(z.string()).openapi({ description: "Selectors of the principal's roles" }),
     scopes: z
@@ -90,6 +94,7 @@ export function whoamiRoutes(app: OpenAPIHono<AppEnv>, iam: Iam): void {
             root: auth.credential.root,
             client_id: auth.credential.clientId ?? null,
             rate_limit_rpm: auth.credential.rateLimitRpm ?? null,
+            actors: auth.credential.actors ?? [],
           },
           role_permissions: auth.permissions,
           scopes: auth.scopes,

@@ -55,9 +55,15 @@ export async function driveAgentRun(ctx: JobsContext, run: Run): Promise<DriveRe
     );
   }
   const workspaceId = run.workspace_id ?? crew.workspace_id;
-  return ctx.runs.driveRun(run.run_id, graph, ctx.teams.crewPorts(run.run_id, workspaceId), spec.input ?? null, {
-    requester: run.requester,
-    graphHash,
-    context: { crew_id: crew.crew_id, workspace_id: workspaceId, graph_id: spec.graph_id },
-  });
+  return ctx.runs.driveRun(
+    run.run_id,
+    graph,
+    ctx.teams.crewPorts(run.run_id, workspaceId, { requester: run.requester, crewId: crew.crew_id }),
+    spec.input ?? null,
+    {
+      requester: run.requester,
+      graphHash,
+      context: { crew_id: crew.crew_id, workspace_id: workspaceId, graph_id: spec.graph_id },
+    },
+  );
 }

@@ -100,12 +100,24 @@ function judgeFor(ctx: OAuthContext, audience: () => TokenJudgeConfig['audience'
       keys: ctx.keys.current().keySet,
       issuer: issuerOf(core.config),
       audience: audience(),
+      maxActDepth: core.config.maxDelegationDepth,
     });
 }
 
-/** The envelope a token carries: its subject's ceiling, met with its root key's cap. */
-function tokenEnvelope(p: Pick<Principal, 'authority'>, rootKey: Pick<TokenKeyInfo, 'authority'> | null): Ceiling {
-  return rootKey?.authority ? meetCeilings(p.authority, toCeiling(rootKey.authority)) : p.authority;
+/**
+ * The envelope a token carries: its subject's ceiling, met with its root key's cap and, for an exchanged
+ * token, with every actor's ceiling and every linked key's cap (the intersection along the chain).
+ */
+function tokenEnvelope(
+  p: Pick<Principal, 'authority'>,
+  rootKey: Pick<TokenKeyInfo, 'authority'> | null,
+  actors: readonly CellTokenSubject[] = [],
+  linkKeys: readonly Pick<TokenKeyInfo, 'authority'>[] = [],
+): Ceiling {
+  let env: Ceiling = p.authority;
+  for (const k of [rootKey, ...linkKeys]) if (k?.authority) env = meetCeilings(env, toCeiling(k.authority));
+  for (const a of actors) env = meetCeilings(env, a.principal.authority);
+  return env;
 }
 
 export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
@@ -131,12 +143,13 @@ export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
         permissions: [...v.subject.permissions],
         scopes: v.scopes,
         effective: v.effective,
-        envelope: tokenEnvelope(p, cred.rootKey),
+        envelope: tokenEnvelope(p, cred.rootKey, v.actorSubjects, cred.linkKeys),
         credential: {
           type: cred.type,
           id: cred.id,
           root: cred.root,
           clientId: cred.clientId,
+          ...(cred.actors.length > 0 ? { actors: cred.actors } : {}),
           ...(cred.rateLimitRpm !== null ? { rateLimitRpm: cred.rateLimitRpm } : {}),
         },
       };

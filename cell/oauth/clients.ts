@@ -25,7 +25,8 @@ export { AUTH_METHODS, type AuthMethod, type ClientRecord } from './repository.t
 export const GRANT_CLIENT_CREDENTIALS = 'client_credentials';
 export const GRANT_AUTHORIZATION_CODE = 'authorization_code';
 export const GRANT_DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code';
-export const GRANT_TYPES = [GRANT_CLIENT_CREDENTIALS, GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE] as const;
+export const GRANT_TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+export const GRANT_TYPES = [GRANT_CLIENT_CREDENTIALS, GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, GRANT_TOKEN_EXCHANGE] as const;
 
 /** The client authentication methods this cell accepts: `tls_client_auth` only with a client CA (`serve --client-ca`). */
 export function clientAuthMethods(config: { clientCertificates: boolean }): repo.AuthMethod[] {

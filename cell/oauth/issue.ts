@@ -7,6 +7,7 @@
 import { SignJWT } from 'jose';
 import { normalize } from '../../core/authority/scopes.ts';
 import type { AccessTokenClaims } from '../../core/tokens/access-token.ts';
+import type { ActClaim } from '../../core/tokens/delegation.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { audienceOf, issuerOf } from './settings.ts';
 
@@ -21,6 +22,11 @@ export interface IssueInput {
   root?: string;
   /** `aud`: the cell's API (default) or `edge:<device_id>` (cell/oauth/resource.ts). */
   audience?: string;
+  /** RFC 8693: the actor chain of an exchanged token, and every credential it derives from (cell/oauth/exchange.ts). */
+  act?: ActClaim;
+  links?: string[];
+  /** RFC 8693 §4.4: the one principal that may act for the subject with this token. */
+  mayAct?: string;
 }
 
 export function randomToken(bytes = 32): string {
@@ -48,6 +54,9 @@ export async function issueAccessToken(
     ...(input.cnf && Object.keys(input.cnf).length > 0 ? { cnf: input.cnf } : {}),
     ...(input.sat ? { sat: true } : {}),
     ...(input.root ? { root: input.root } : {}),
+    ...(input.act ? { act: input.act } : {}),
+    ...(input.links && input.links.length > 0 ? { links: input.links } : {}),
+    ...(input.mayAct ? { may_act: { sub: input.mayAct } } : {}),
   };
   const ring = ctx.keys.current();
   const token = await new SignJWT({ ...claims })

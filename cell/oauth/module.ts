@@ -33,6 +33,7 @@ import { metadataRoutes } from './routes-metadata.ts';
 import { pageRoutes } from './routes-pages.ts';
 import { protocolRoutes } from './routes-protocol.ts';
 import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
+import { toolDelegator, type ToolDelegation, type ToolDelegationRequest } from './tool-delegation.ts';
 import { SigningKeys, type Keyring, type PublishedKey } from './signing-keys.ts';
 
 export type { BuiltInClient, CellTokenSubject, CellTokenVerdict, ClientRecord, Keyring, PublishedKey };
@@ -46,6 +47,8 @@ export interface OAuthApi {
   /** The cell's public base URL, from configuration (settled once the cell listens), without a trailing slash. */
   publicBase(): string;
   /** The signing keys now: the active one and the published set (what /oauth/jwks.json serves). */
+  /** A token for an agent's tool call to a registered protected resource, on behalf of the run's requester (null: not such a URL). */
+  delegateForTool(req: ToolDelegationRequest): Promise<ToolDelegation | null>;
   keyring(): Keyring;
   /** Reads the signing keys again; a retired key whose overlap has passed leaves the published set. */
   refreshKeyring(): Promise<void>;
@@ -180,6 +183,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
       client: (clientId) => getClient(ctx, clientId),
       clientIds: () => allClientIds(core.store),
       ensureBuiltInClient: (client) => ensureBuiltInClient(ctx, client),
+      delegateForTool: toolDelegator(ctx),
     },
     routes(app) {
       metadataRoutes(app, ctx);

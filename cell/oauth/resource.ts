@@ -5,7 +5,10 @@
  *     the API of another cell of its group (cell/oauth/audiences.ts);
  *   - `edge:<device_id>` of a device registered with this cell: the token is
  *     honoured offline by that device only (docs/edge.md), and refused here
- *     (`bad_audience`), since the cell judges tokens addressed to itself.
+ *     (`bad_audience`), since the cell judges tokens addressed to itself;
+ *   - an external protected resource the operator named
+ *     (`--protected-resource`, exact string): a service that verifies the
+ *     cell's tokens itself, offline against /oauth/jwks.json.
  * Anything else, or several `resource` parameters, is `invalid_target`.
  * Whether a device is registered is the edge module's answer
  * (`ctx.deviceExists`): this module never reads the edge module's tables.
@@ -22,9 +25,14 @@ export function edgeDeviceOf(aud: string): string | null {
   return EDGE_RESOURCE.exec(aud)?.[1] ?? null;
 }
 
+/** True when `aud` is an external protected resource the operator registered. */
+export function isProtectedResource(ctx: OAuthContext, aud: string): boolean {
+  return ctx.core.config.protectedResources.includes(aud);
+}
+
 /** The audience of a token for `resource`, or null when this cell does not issue tokens for it. */
 export async function audienceFor(ctx: OAuthContext, resource: string): Promise<string | null> {
-  if (ctx.audiences.accepts(resource)) return resource;
+  if (ctx.audiences.accepts(resource) || isProtectedResource(ctx, resource)) return resource;
   const device = edgeDeviceOf(resource);
   return device !== null && (await ctx.deviceExists(device)) ? resource : null;
 }
@@ -37,6 +45,9 @@ export async function requestedAudience(ctx: OAuthContext, c: Context<AppEnv>): 
   if (typeof values !== 'string') throw new OAuthError('invalid_target', 'one resource per token request');
   const aud = await audienceFor(ctx, values);
   if (aud === null)
-    throw new OAuthError('invalid_target', 'this cell issues tokens for its own API or for a registered device (edge:<device_id>)');
+    throw new OAuthError(
+      'invalid_target',
+      'this cell issues tokens for its own API, a registered device (edge:<device_id>) or a registered protected resource',
+    );
   return aud;
 }

@@ -12,7 +12,7 @@ import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery,
 import { hashSecret } from '../../core/apikey/hash.ts';
 import type { Iam } from '../iam/iam.ts';
 import { newId } from '../ids.ts';
-import { AUTH_METHODS, clientView, GRANT_CLIENT_CREDENTIALS, GRANT_TYPES, type ClientRecord } from './clients.ts';
+import { AUTH_METHODS, clientView, GRANT_CLIENT_CREDENTIALS, GRANT_TOKEN_EXCHANGE, GRANT_TYPES, type ClientRecord } from './clients.ts';
 import { issueAccessToken, randomToken } from './issue.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { builtInClientNames, countClients, insertClient, listClients } from './repository.ts';
@@ -24,7 +24,7 @@ const Selector = z.string().refine(isSelector, 'not a permission selector');
 const RegisterClient = z
   .object({
     name: z.string().min(1).max(100),
-    grant_types: z.array(z.enum(GRANT_TYPES)).min(1).max(3).default([GRANT_CLIENT_CREDENTIALS]),
+    grant_types: z.array(z.enum(GRANT_TYPES)).min(1).max(GRANT_TYPES.length).default([GRANT_CLIENT_CREDENTIALS]),
     token_endpoint_auth_method: z.enum(AUTH_METHODS).default('client_secret_basic'),
     redirect_uris: z.array(z.string().url().max(2000)).max(10).default([]),
     scope: z
@@ -78,6 +78,9 @@ const MintSat = z
       .max(200)
       .optional()
       .openapi({ description: "RFC 8707 resource: `edge:<device_id>` for a SAT that device honours offline; default the cell's own API" }),
+    may_act: z.string().min(1).max(64).optional().openapi({
+      description: 'RFC 8693 §4.4: the one principal that may act for the caller with this SAT at the token exchange (claim `may_act.sub`)',
+    }),
   })
   .strict()
   .openapi('MintSat');
@@ -133,6 +136,8 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
       }
       if (b.token_endpoint_auth_method === 'none' && b.grant_types.includes(GRANT_CLIENT_CREDENTIALS))
         throw invalid('public clients cannot use client_credentials');
+      if (b.token_endpoint_auth_method === 'none' && b.grant_types.includes(GRANT_TOKEN_EXCHANGE))
+        throw invalid('public clients cannot use token exchange: the client is the actor, and must prove it');
       if (b.token_endpoint_auth_method === 'tls_client_auth' && !b.tls_client_auth_subject_dn)
         throw invalid('tls_client_auth needs tls_client_auth_subject_dn');
       if (b.token_endpoint_auth_method === 'tls_client_auth' && !core.config.clientCertificates)
@@ -243,6 +248,11 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
       const auth = c.get('auth');
       const b = c.req.valid('json');
       const scope = normalize(b.scope);
+      // A SAT of a delegated token would speak for the subject without its actors: exchange again instead.
+      if (auth.credential.actors?.length)
+        throw forbidden('a delegated token cannot mint a SAT; exchange it (RFC 8693) for the narrower token you need', {
+          reason: 'delegated_credential',
+        });
       const audience = b.resource === undefined ? undefined : await audienceFor(ctx, b.resource);
       if (audience === null)
         throw invalid("resource must be this cell's API or edge:<device_id> of a registered device", { reason: 'invalid_target' });
@@ -264,6 +274,7 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
         // Revoking or throttling the credential this SAT derives from (and its own root) applies to the SAT.
         root: auth.credential.root,
         ...(audience !== undefined ? { audience } : {}),
+        ...(b.may_act !== undefined ? { mayAct: b.may_act } : {}),
       });
       await iam.auditNow({
         actor: p.id,

@@ -18,10 +18,12 @@ import {
   GRANT_AUTHORIZATION_CODE,
   GRANT_CLIENT_CREDENTIALS,
   GRANT_DEVICE_CODE,
+  GRANT_TOKEN_EXCHANGE,
   type AuthenticatedClient,
   type AuthMethod,
 } from './clients.ts';
 import { redeemCode } from './codes.ts';
+import { tokenExchange } from './exchange.ts';
 import { pollDeviceCode, startDeviceAuthorization } from './device.ts';
 import { checkRequestProof, dpopHeader } from './dpop-check.ts';
 import { formBody, mountRaw, readForm } from './form.ts';
@@ -30,7 +32,7 @@ import { isOAuthError, OAuthError, oauthErrorResponse, oauthErrorResponses } fro
 import type { OAuthContext } from './oauth-context.ts';
 import { clientRootPermissions } from './root.ts';
 import { narrowScope, parseScope } from './scope.ts';
-import { edgeDeviceOf, requestedAudience } from './resource.ts';
+import { edgeDeviceOf, isProtectedResource, requestedAudience } from './resource.ts';
 import { issuerOf, publicBase } from './settings.ts';
 import { cellTokenJudge, cellTokenJudgeFor } from './authenticator.ts';
 
@@ -140,12 +142,14 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       path: '/oauth/token',
       tags: [TAG],
       'x-status': 'Live',
-      summary: 'Token endpoint: client_credentials, authorization_code (PKCE S256), device_code; DPoP and mTLS binding',
+      summary:
+        'Token endpoint: client_credentials, authorization_code (PKCE S256), device_code, token exchange (RFC 8693); DPoP and mTLS binding',
       ...clientAuthentication(ctx.core.config, { publicClients: true }),
       request: {
         body: formBody(
           {
-            grant_type: 'client_credentials | authorization_code | urn:ietf:params:oauth:grant-type:device_code',
+            grant_type:
+              'client_credentials | authorization_code | urn:ietf:params:oauth:grant-type:device_code | urn:ietf:params:oauth:grant-type:token-exchange',
             scope: 'space-separated permission selectors',
             code: 'authorization code',
             redirect_uri: 'exact redirect URI',
@@ -153,6 +157,12 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
             device_code: 'device code',
             ...CLIENT_FIELDS,
             resource: "RFC 8707: edge:<device_id> for a token a device honours offline; default the cell's own API",
+            audience: 'token exchange (RFC 8693): the audience, like resource; one of the two is required',
+            subject_token: 'token exchange: an access token (or SAT) of this cell for the subject',
+            subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+            actor_token: "token exchange: the actor's access token (default: the client's own principal acts)",
+            actor_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+            requested_token_type: 'urn:ietf:params:oauth:token-type:access_token (the only one issued)',
           },
           ['grant_type'],
         ),
@@ -202,6 +212,10 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
           const subject = await activeSubject(ctx, g.subjectId);
           const scope = narrowScope(g.scope, await iam.permissionsOf(subject), ...rootCap);
           return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, root ?? undefined)).response;
+        }
+        if (grant === GRANT_TOKEN_EXCHANGE) {
+          const cnf = await bindingFor(ctx, c, ac);
+          return tokenExchange(ctx, c, { form, client: ac, cnf, requested, rootCap });
         }
         throw new OAuthError('unsupported_grant_type', 'grant_type not supported');
       }),
@@ -313,7 +327,7 @@ async function activeClaims(ctx: OAuthContext, token: string) {
   if (!looksLikeJwt(token)) return null;
   const v = await cellTokenJudge(ctx)(token, { now: ctx.core.clock.now() });
   if (v.ok) return v.claims;
-  // A token for one of this cell's devices: the same judgement against that audience.
+  // A token for one of this cell's devices or registered protected resources: the same judgement against that audience.
   const claims = await verifyOwnToken(ctx, token);
   if (!claims || ctx.audiences.accepts(claims.aud)) return null;
   const d = await cellTokenJudgeFor(ctx, claims.aud)(token, { now: ctx.core.clock.now() });
@@ -334,7 +348,7 @@ export async function verifyOwnToken(ctx: OAuthContext, token: string): Promise<
       // By form here (the check is synchronous); a device audience must then name a registered device.
       keys: ctx.keys.current().keySet,
       issuer: issuerOf(config),
-      audience: (aud) => ctx.audiences.accepts(aud) || edgeDeviceOf(aud) !== null,
+      audience: (aud) => ctx.audiences.accepts(aud) || edgeDeviceOf(aud) !== null || isProtectedResource(ctx, aud),
       now: clock.now(),
       isRevoked: (jti) => ctx.denylist.inMirror(jti),
     });
@@ -342,7 +356,7 @@ export async function verifyOwnToken(ctx: OAuthContext, token: string): Promise<
     if (isTokenError(e)) return null;
     throw e;
   }
-  if (ctx.audiences.accepts(claims.aud)) return claims;
+  if (ctx.audiences.accepts(claims.aud) || isProtectedResource(ctx, claims.aud)) return claims;
   const device = edgeDeviceOf(claims.aud);
   return device !== null && (await ctx.deviceExists(device)) ? claims : null;
 }

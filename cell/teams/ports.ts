@@ -131,7 +131,7 @@ function withinTimeout<T>(p: Promise<T>, ms: number | undefined): Promise<T> {
   return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
-export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
+export function toolsPort(ctx: TeamsContext, workspaceId: string, onBehalf?: { requester: string; crewId?: string }): ToolsPort {
   const { tools } = ctx;
   return {
     describe(name) {
@@ -147,6 +147,7 @@ export function toolsPort(ctx: TeamsContext, workspaceId: string): ToolsPort {
             {
               workspaceId,
               agentId: call.agent_id ?? 'none',
+              ...(onBehalf ? { onBehalf: { ...onBehalf, runId: call.run_id } } : {}),
               authority: {
                 egress_allowlist: a?.egress_allowlist ?? [],
                 data_grant_ids: a?.data_grant_ids ?? [],
@@ -194,10 +195,15 @@ export function contractsPort(ctx: TeamsContext): ContractsPort {
 }
 
 /** Every port a crew run needs except those driveRun binds (approvals are the runs module's). */
-export function crewPorts(ctx: TeamsContext, runId: string, workspaceId: string): DrivePorts {
+export function crewPorts(
+  ctx: TeamsContext,
+  runId: string,
+  workspaceId: string,
+  onBehalf?: { requester: string; crewId?: string },
+): DrivePorts {
   return {
     model: modelPort(ctx, runId),
-    tools: tracedTools(ctx.core.traces, toolsPort(ctx, workspaceId)),
+    tools: tracedTools(ctx.core.traces, toolsPort(ctx, workspaceId, onBehalf)),
     approvals: ctx.runs.approvalsPort(runId),
     budget: budgetPort(ctx, runId),
     contracts: contractsPort(ctx),

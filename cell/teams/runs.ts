@@ -137,15 +137,21 @@ function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash:
   const spec = crewSpec(run);
   const workspaceId = run.workspace_id ?? crew.workspace_id;
   const p = ctx.runs
-    .driveRun(run.run_id, graph, crewPorts(ctx, run.run_id, workspaceId), spec.input ?? null, {
-      requester: run.requester,
-      graphHash,
-      context: { crew_id: crew.crew_id, workspace_id: workspaceId },
-      forceClaim,
-      ...(spec.replace !== undefined ? { replace: spec.replace } : {}),
-      // Budget reservations the previous driver left open are released once this cell holds the run.
-      onTakeover: () => releaseOpenReservations(ctx, run.run_id),
-    })
+    .driveRun(
+      run.run_id,
+      graph,
+      crewPorts(ctx, run.run_id, workspaceId, { requester: run.requester, crewId: crew.crew_id }),
+      spec.input ?? null,
+      {
+        requester: run.requester,
+        graphHash,
+        context: { crew_id: crew.crew_id, workspace_id: workspaceId },
+        forceClaim,
+        ...(spec.replace !== undefined ? { replace: spec.replace } : {}),
+        // Budget reservations the previous driver left open are released once this cell holds the run.
+        onTakeover: () => releaseOpenReservations(ctx, run.run_id),
+      },
+    )
     .then((r) => {
       if (r.state === 'waiting') scheduleWake(ctx, run.run_id, r.result?.waiting?.wake_at ?? null);
     })

@@ -68,8 +68,8 @@ export class Teams {
   }
 
   /** The engine ports a run of a crew's graph needs (model, tools, approvals, budget, contracts); driveRun binds the rest. */
-  crewPorts(runId: string, workspaceId: string): DrivePorts {
-    return crewPorts(this.ctx, runId, workspaceId);
+  crewPorts(runId: string, workspaceId: string, onBehalf?: { requester: string; crewId?: string }): DrivePorts {
+    return crewPorts(this.ctx, runId, workspaceId, onBehalf);
   }
 
   /** Everything a crew bundle carries: crew, formation, billets, graph, compiler input, agents, blueprints, skills, contracts, grants, ledgers. */

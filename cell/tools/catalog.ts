@@ -54,6 +54,18 @@ export interface ToolsContext {
   allowPrivate: readonly string[];
   /** The dispatcher whose connections pass the floor (cell/tools/ssrf.ts). */
   dispatcher: Dispatcher;
+  /**
+   * A token for a call to a registered protected resource on behalf of the run's requester (the OAuth
+   * module's, cell/oauth/tool-delegation.ts); null when the URL is no such resource.
+   */
+  delegation?: (req: {
+    url: string;
+    tool: string;
+    requester: string;
+    agentId: string;
+    runId: string;
+    crewId?: string;
+  }) => Promise<{ token: string; jti: string; tokenSha256: string; proof(htm: string, htu: string): Promise<string> } | null>;
 }
 
 /** Who calls a tool, where, and with what authority. */
@@ -62,6 +74,8 @@ export interface ToolCaller {
   /** Principal id of the calling agent (or the requester of a `single` job). */
   agentId: string;
   authority: ToolAuthority;
+  /** The run this call is part of and whom it acts for: a call to a protected resource carries a token for them. */
+  onBehalf?: { requester: string; runId: string; crewId?: string };
 }
 
 export interface ToolDef {
@@ -157,9 +171,25 @@ export const TOOLS: readonly ToolDef[] = [
           destination: parsed.origin,
         });
       }
+      // A registered protected resource gets a token: the requester as subject, this agent as actor.
+      const d =
+        caller.onBehalf && ctx.delegation
+          ? await ctx.delegation({
+              url: parsed.href,
+              tool: 'http.get',
+              requester: caller.onBehalf.requester,
+              agentId: caller.agentId,
+              runId: caller.onBehalf.runId,
+              ...(caller.onBehalf.crewId ? { crewId: caller.onBehalf.crewId } : {}),
+            })
+          : null;
+      const headers = d
+        ? { authorization: `DPoP ${d.token}`, dpop: await d.proof('GET', `${parsed.origin}${parsed.pathname}`) }
+        : undefined;
       try {
         const res = await request(parsed.href, {
           method: 'GET',
+          ...(headers ? { headers } : {}),
           headersTimeout: 5000,
           bodyTimeout: 5000,
           maxRedirections: 0,
@@ -184,6 +214,8 @@ export const TOOLS: readonly ToolDef[] = [
           content_type: String(res.headers['content-type'] ?? ''),
           body: Buffer.concat(chunks).toString('utf8'),
           truncated,
+          // The journal keeps which token went where, never the token.
+          ...(d ? { on_behalf: { jti: d.jti, token_sha256: d.tokenSha256 } } : {}),
         };
       } catch (e) {
         if (e instanceof ServiceError) throw e;

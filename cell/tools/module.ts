@@ -7,15 +7,22 @@
 import type { CellCore } from '../context.ts';
 import type { CellModule } from '../module.ts';
 import { guardedDispatcher } from './ssrf.ts';
+import type { ToolsContext } from './catalog.ts';
 import { Tools } from './tools.ts';
 
 export interface ToolsModule extends CellModule {
   tools: Tools;
 }
 
-export async function createToolsModule(core: CellCore): Promise<ToolsModule> {
+export async function createToolsModule(core: CellCore, deps: { delegation?: ToolsContext['delegation'] } = {}): Promise<ToolsModule> {
   const dispatcher = guardedDispatcher(core.config.egressAllowPrivate);
-  const tools = new Tools({ store: core.store, clock: core.clock, allowPrivate: core.config.egressAllowPrivate, dispatcher });
+  const tools = new Tools({
+    store: core.store,
+    clock: core.clock,
+    allowPrivate: core.config.egressAllowPrivate,
+    dispatcher,
+    ...(deps.delegation ? { delegation: deps.delegation } : {}),
+  });
   return {
     name: 'tools',
     tools,

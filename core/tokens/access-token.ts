@@ -7,6 +7,7 @@
  * (core/tokens/cnf.ts) because they need the request.
  */
 import { decodeProtectedHeader, errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { actorsOf, linksOf, mayActOf, type ActClaim } from './delegation.ts';
 import { TokenError } from './errors.ts';
 
 /** Claims of an access token issued by a cell. */
@@ -29,6 +30,12 @@ export interface AccessTokenClaims {
    * (a SAT minted with another token). Revoking or throttling the root applies to this token.
    */
   root?: string;
+  /** RFC 8693 §4.1: the actor of an exchanged token (nested: earlier actors) (core/tokens/delegation.ts). */
+  act?: ActClaim;
+  /** RFC 8693 §4.4: who the subject lets act for it. */
+  may_act?: { sub: string };
+  /** Every credential an exchanged token derives from (`token:<jti>`, `api_key:<id>`, `client:<id>`): revoking one refuses it. */
+  links?: string[];
 }
 
 export const ACCESS_TOKEN_TYP = 'at+jwt';
@@ -96,6 +103,9 @@ export async function verifyAccessToken(token: string, opts: VerifyAccessTokenOp
   if (c['cnf'] !== undefined && (typeof c['cnf'] !== 'object' || c['cnf'] === null || Array.isArray(c['cnf']))) {
     throw new TokenError('malformed_token', 'cnf must be an object');
   }
+  actorsOf(c['act']);
+  linksOf(c['links']);
+  mayActOf(c['may_act']);
   if (opts.isRevoked?.(c['jti'] as string)) throw new TokenError('revoked', 'token revoked');
   return c as unknown as AccessTokenClaims;
 }

@@ -27,6 +27,7 @@ export const TOKEN_ERROR_CODES = [
   'cert_required',
   'cert_mismatch',
   'pkce_mismatch',
+  'delegation_too_deep',
 ] as const;
 
 export type TokenErrorCode = (typeof TOKEN_ERROR_CODES)[number];

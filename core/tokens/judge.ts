@@ -21,10 +21,16 @@
  *      expired (or, where the host knows it, its owner is inactive); one that
  *      derives from a token dies when that token is revoked (`revoked`);
  *   7. the registered client the token was issued to still exists, where the
- *      host can tell (`revoked`).
+ *      host can tell (`revoked`);
+ *   8. the delegation chain of an exchanged token (RFC 8693, core/tokens/
+ *      delegation.ts): no deeper than the host's limit (`delegation_too_deep`),
+ *      every actor active (`revoked`), every link it derives from alive: a
+ *      token not revoked, a key active and unexpired, a client still
+ *      registered (`revoked`).
  * Authority: effective = the subject's role permissions now ∩ the token's
  * scope (an empty scope grants nothing: never effectiveAuthority here) ∩,
- * for a key-rooted token where the host knows it, what the root key holds now.
+ * for a key-rooted token where the host knows it, what the root key holds now
+ * ∩ what every actor of its chain and every key it links holds now.
  *
  * Everything about the host is passed in: the request facts (the host
  * derives the expected URI by its own rule), the clock reading, the key set,
@@ -36,6 +42,7 @@ import { intersectSelectors } from '../authority/scopes.ts';
 import { verifyAccessToken, type AccessTokenClaims } from './access-token.ts';
 import type { VerifiedTokenCache } from './cache.ts';
 import { checkConfirmation } from './cnf.ts';
+import { actorsOf, DEFAULT_MAX_ACT_DEPTH, linksOf } from './delegation.ts';
 import { verifyDpopProof, type DpopKeyCache, type DpopWindow } from './dpop.ts';
 import { isTokenError, TokenError, type TokenErrorCode } from './errors.ts';
 import type { ReplayCache } from './replay.ts';
@@ -94,6 +101,8 @@ export interface TokenJudgeConfig<S extends TokenSubject = TokenSubject> {
   apiKey(keyId: string): MaybePromise<TokenKeyInfo | null>;
   /** Whether the registered client `clientId` still exists; hosts that cannot tell omit it. */
   clientExists?(clientId: string): MaybePromise<boolean>;
+  /** The longest `act` chain honoured (default DEFAULT_MAX_ACT_DEPTH). */
+  maxActDepth?: number;
 }
 
 export interface TokenCredential {
@@ -107,10 +116,23 @@ export interface TokenCredential {
   rateLimitRpm: number | null;
   /** The root key as the host knows it, for a key-derived token. */
   rootKey: TokenKeyInfo | null;
+  /** The actors of an exchanged token, the current one first (RFC 8693 `act`); [] for any other token. */
+  actors: string[];
+  /** The keys an exchanged token links besides its root, as the host knows them (each caps it). */
+  linkKeys: TokenKeyInfo[];
 }
 
 export type TokenVerdict<S extends TokenSubject = TokenSubject> =
-  | { ok: true; claims: AccessTokenClaims; subject: S; scopes: string[]; effective: string[]; credential: TokenCredential }
+  | {
+      ok: true;
+      claims: AccessTokenClaims;
+      subject: S;
+      /** The actors of the chain as the host knows them, the current one first. */
+      actorSubjects: S[];
+      scopes: string[];
+      effective: string[];
+      credential: TokenCredential;
+    }
   | { ok: false; code: TokenErrorCode; message: string };
 
 const LEGACY_KEY_CLIENT = /^(?:sat:api_key:)?(key_[0-9a-f]{20})$/;
@@ -181,16 +203,7 @@ async function judge<S extends TokenSubject>(
   const root = rootOf(claims);
   let rootKey: TokenKeyInfo | null = null;
   if (root.startsWith('api_key:')) {
-    const keyId = root.slice('api_key:'.length);
-    const k = KEY_ID.test(keyId) ? await config.apiKey(keyId) : null;
-    if (
-      k?.status !== 'active' ||
-      (k.expires_at !== null && k.expires_at <= facts.now) ||
-      (k.owner_status !== undefined && k.owner_status !== 'active')
-    ) {
-      throw new TokenError('revoked', 'the API key this token derives from is no longer active');
-    }
-    rootKey = k;
+    rootKey = await liveKey(root.slice('api_key:'.length), facts.now, config, 'the API key this token derives from is no longer active');
   } else if (root.startsWith('token:')) {
     const rootJti = root.slice('token:'.length);
     if (rootJti !== claims.jti && (await config.isRevoked(rootJti)))
@@ -201,17 +214,42 @@ async function judge<S extends TokenSubject>(
   if (config.clientExists && claims.client_id.startsWith('ocl_') && !(await config.clientExists(claims.client_id))) {
     throw new TokenError('revoked', 'the client this token was issued to no longer exists');
   }
+  // The delegation chain: each actor and each link must still stand, and each caps the token.
+  const actors = actorsOf(claims.act);
+  if (actors.length > (config.maxActDepth ?? DEFAULT_MAX_ACT_DEPTH))
+    throw new TokenError('delegation_too_deep', 'the delegation chain is longer than this host honours');
+  const actorSubjects: S[] = [];
+  for (const id of actors) {
+    const a = await config.subject(id);
+    if (a?.status !== 'active') throw new TokenError('revoked', 'an actor of this token is not active');
+    actorSubjects.push(a);
+  }
+  const linkKeys: TokenKeyInfo[] = [];
+  for (const link of linksOf(claims.links)) {
+    if (link.startsWith('token:')) {
+      if (await config.isRevoked(link.slice('token:'.length)))
+        throw new TokenError('revoked', 'a token this token derives from was revoked');
+    } else if (link.startsWith('api_key:')) {
+      linkKeys.push(
+        await liveKey(link.slice('api_key:'.length), facts.now, config, 'an API key this token derives from is no longer active'),
+      );
+    } else if (config.clientExists && !(await config.clientExists(link.slice('client:'.length)))) {
+      throw new TokenError('revoked', 'a client this token derives from no longer exists');
+    }
+  }
   const scopes = claims.scope.split(' ').filter(Boolean);
+  // Never more than the root key holds now (a key-rooted token is capped by its root at every use), nor
+  // more than any actor or linked key of its chain holds now.
+  let effective = intersectSelectors(subject.permissions, scopes);
+  for (const k of [rootKey, ...linkKeys]) if (k?.permissions !== undefined) effective = intersectSelectors(effective, k.permissions);
+  for (const a of actorSubjects) effective = intersectSelectors(effective, a.permissions);
   return {
     ok: true,
     claims,
     subject,
+    actorSubjects,
     scopes,
-    // Never more than the root key holds now (a key-rooted token is capped by its root at every use).
-    effective:
-      rootKey?.permissions !== undefined
-        ? intersectSelectors(intersectSelectors(subject.permissions, scopes), rootKey.permissions)
-        : intersectSelectors(subject.permissions, scopes),
+    effective,
     credential: {
       type: claims.sat ? 'sat' : 'oauth',
       id: claims.jti,
@@ -219,8 +257,23 @@ async function judge<S extends TokenSubject>(
       clientId: claims.client_id,
       rateLimitRpm: rootKey?.rate_limit_rpm ?? null,
       rootKey,
+      actors,
+      linkKeys,
     },
   };
+}
+
+/** The key `keyId` as the host knows it when it is active, unexpired and its owner active; else `revoked`. */
+async function liveKey(keyId: string, now: number, config: Pick<TokenJudgeConfig, 'apiKey'>, why: string): Promise<TokenKeyInfo> {
+  const k = KEY_ID.test(keyId) ? await config.apiKey(keyId) : null;
+  if (
+    k?.status !== 'active' ||
+    (k.expires_at !== null && k.expires_at <= now) ||
+    (k.owner_status !== undefined && k.owner_status !== 'active')
+  ) {
+    throw new TokenError('revoked', why);
+  }
+  return k;
 }
 
 /**

@@ -111,3 +111,43 @@ test('recorded key bundle v3 verifies and refuses the token of a client deleted 
   const gone = await judgeAccessToken(tokens.deleted_client, facts, judge);
   assert.deepEqual(gone, { ok: false, code: 'revoked', message: 'the client this token was issued to no longer exists' });
 });
+
+test('recorded key bundle v4 carries the delegation limit; chains and their links are judged as the cell does', async () => {
+  const v4 = JSON.parse(readFileSync(join(dir, 'public-keys.v4.json'), 'utf8')) as Record<
+    'cell' | 'device',
+    { kid: string; jwk: JsonWebKey }
+  >;
+  const tokens = JSON.parse(readFileSync(join(dir, 'tokens.v4.json'), 'utf8')) as Record<
+    'two_hops' | 'three_hops' | 'subject_revoked' | 'actor_archived',
+    string
+  >;
+  const { opened, index } = await openKeyBundle(read('keys.v4.bundle'), [v4.cell]);
+  assert.equal(opened.payload.format_version, 4);
+  assert.equal(index.tokens?.max_act_depth, 2);
+  const judge = tokenJudgeFromBundle(index, { audience: edgeAudience(v4.device.kid), replay: new MemoryReplayCache() })!;
+  assert.equal(judge.maxActDepth, 2);
+  const facts = {
+    scheme: 'bearer' as const,
+    method: 'GET',
+    uri: 'http://device/x',
+    dpop: null,
+    certThumbprint: () => null,
+    now: T0 + 1000,
+  };
+  const two = await judgeAccessToken(tokens.two_hops, facts, judge);
+  assert.ok(two.ok);
+  // The subject's permissions ∩ the scope ∩ every actor's: svc_b holds edge.read only.
+  assert.deepEqual(two.effective, ['edge.read']);
+  assert.deepEqual(two.credential.actors, ['svc_0000000000000000000b', 'svc_0000000000000000000a']);
+  assert.equal(((await judgeAccessToken(tokens.three_hops, facts, judge)) as { code: string }).code, 'delegation_too_deep');
+  assert.equal(((await judgeAccessToken(tokens.subject_revoked, facts, judge)) as { code: string }).code, 'revoked');
+  assert.equal(((await judgeAccessToken(tokens.actor_archived, facts, judge)) as { code: string }).code, 'revoked');
+});
+
+test('a format 3 bundle names no delegation limit: its device judges chains with the default (3)', async () => {
+  const v3 = JSON.parse(readFileSync(join(dir, 'public-keys.v3.json'), 'utf8')) as Record<'cell', { kid: string; jwk: JsonWebKey }>;
+  const { index } = await openKeyBundle(read('keys.v3.bundle'), [v3.cell]);
+  assert.equal(index.tokens?.max_act_depth, undefined);
+  const judge = tokenJudgeFromBundle(index, { audience: 'edge:x', replay: new MemoryReplayCache() })!;
+  assert.equal(judge.maxActDepth, undefined);
+});

@@ -104,7 +104,7 @@ test('a key bundle with a bad signature or the wrong type is refused', async () 
   await assert.rejects(openKeyBundle(widened, [trusted]), (e) => (e as { details: { reason: string } }).details.reason === 'bad_signature');
 });
 
-test('format 3: the token section (with the live clients) and every principal travel signed; a malformed section is refused', async () => {
+test('formats 3 and 4: the token section (with the live clients and the delegation limit) and every principal travel signed; a malformed section is refused', async () => {
   const { signer, trusted } = await keyPair();
   const tokens = {
     issuer: 'service://cell-a',
@@ -126,8 +126,8 @@ test('format 3: the token section (with the live clients) and every principal tr
     await buildKeyBundle({ ...base, tokens, subjects: { svc_2: { status: 'active', permissions: ['edge'] } } }),
     [trusted],
   );
-  assert.equal(opened.payload.format_version, 3);
-  assert.deepEqual(index.tokens, { ...tokens, clients: ['ocl_a', 'ocl_b'] }, 'clients sorted, once each');
+  assert.equal(opened.payload.format_version, 4);
+  assert.deepEqual(index.tokens, { ...tokens, clients: ['ocl_a', 'ocl_b'], max_act_depth: 3 }, 'clients sorted, once each');
   assert.deepEqual(index.owner('svc_2'), { status: 'active', permissions: ['edge'] });
   assert.deepEqual(
     index.owner('p_1'),
@@ -149,11 +149,19 @@ test('format 3: the token section (with the live clients) and every principal tr
     ['a client id that is not a string', { tokens: { ...tokens, clients: ['ocl_a', 7] } }],
     ['format 2 with a client list', { format_version: 2 }],
     ['format 1 with a token section', { format_version: 1 }],
+    ['format 4 without the delegation limit', { tokens: { ...tokens, clients: ['ocl_a'] } }],
+    ['a delegation limit of 0', { tokens: { ...tokens, max_act_depth: 0 } }],
+    ['a delegation limit past 16', { tokens: { ...tokens, max_act_depth: 17 } }],
+    ['a delegation limit that is not an integer', { tokens: { ...tokens, max_act_depth: 2.5 } }],
+    ['format 3 with a delegation limit', { format_version: 3, tokens: { ...tokens, max_act_depth: 3 } }],
     ['an owner without permissions', { owners: { p_1: { status: 'active' } } }],
   ] as const) {
     await assert.rejects(openKeyBundle(await sealed(over as Record<string, unknown>), [trusted]), (e) => reason(e) === 'malformed', what);
   }
-  await assert.rejects(openKeyBundle(await sealed({ format_version: 4 }), [trusted]), (e) => reason(e) === 'unsupported_format');
+  await assert.rejects(openKeyBundle(await sealed({ format_version: 5 }), [trusted]), (e) => reason(e) === 'unsupported_format');
+  // Format 3 (no delegation limit) still loads; its device applies core's default.
+  const v3 = await openKeyBundle(await sealed({ format_version: 3, tokens: { ...tokens, clients: ['ocl_a'] } }), [trusted]);
+  assert.equal(v3.index.tokens?.max_act_depth, undefined);
   // Format 2 (no client list) still loads; its device cannot tell a deleted client.
   const { clients: _, ...v2tokens } = tokens;
   const v2 = await openKeyBundle(await sealed({ format_version: 2, tokens: v2tokens }), [trusted]);

@@ -282,7 +282,7 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     const b = await t.request('POST', `${A_}/edge/key-bundles`, { token: t.adminKey, body: { device_id: dev.kid } });
     assert.equal(b.status, 201, b.text);
     const { opened, index } = await openKeyBundle(b.text, reg.trust.keys);
-    assert.equal(opened.payload.format_version, 3);
+    assert.equal(opened.payload.format_version, 4);
     assert.ok(opened.payload.tokens?.clients?.includes(client.client_id), 'a live client is listed');
     assert.ok(!opened.payload.tokens?.clients?.includes(doomedClient.client_id), 'a deleted client is not');
     const state = acceptArtifact(emptyDeviceState(dev.kid), opened, { now: t.clock.now(), issuer: t.core.config.cellId });

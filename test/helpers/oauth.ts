@@ -89,3 +89,46 @@ export async function signIn(t: InProcess, name: string, password = 'correct hor
   if (r.status !== 303) throw new Error(`login failed ${r.status} ${r.text}`);
   return b;
 }
+
+export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+
+/**
+ * RFC 8693 token exchange performed by an independent client: oauth4webapi's
+ * genericTokenEndpointRequest (its generic grant request) against the in-process cell (its fetch routed to the
+ * app), client_secret_basic. Answers the processed token response, or the
+ * OAuth error the cell gave.
+ */
+export async function o4wExchange(
+  t: InProcess,
+  client: { client_id: string; client_secret?: string },
+  params: Record<string, string>,
+  opts: { DPoP?: import('oauth4webapi').DPoPHandle } = {},
+): Promise<{ ok: true; tokens: import('oauth4webapi').TokenEndpointResponse } | { ok: false; status: number; error: string }> {
+  const oauth = await import('oauth4webapi');
+  const base = t.modules.oauth.api.publicBase();
+  const as: import('oauth4webapi').AuthorizationServer = {
+    issuer: `service://${t.core.config.groupId}`,
+    token_endpoint: `${base}/oauth/token`,
+  };
+  const options = {
+    [oauth.allowInsecureRequests]: true,
+    [oauth.customFetch]: async (url: string, init: RequestInit) =>
+      t.app.request(url, init as RequestInit, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never),
+  };
+  const res = await oauth.genericTokenEndpointRequest(
+    as,
+    { client_id: client.client_id },
+    oauth.ClientSecretBasic(client.client_secret ?? ''),
+    TOKEN_EXCHANGE,
+    params,
+    opts.DPoP ? { ...options, DPoP: opts.DPoP } : options,
+  );
+  const status = res.status;
+  try {
+    return { ok: true, tokens: await oauth.processGenericTokenEndpointResponse(as, { client_id: client.client_id }, res) };
+  } catch (e) {
+    if (e instanceof oauth.ResponseBodyError) return { ok: false, status, error: e.error };
+    throw e;
+  }
+}

@@ -99,6 +99,10 @@ export async function governedToolCall(
       if (isStepTimeout(e)) throw fail('step_timeout', { tool: name, step_id: stepId, timeout_ms: e.timeout_ms }, e);
       throw fail('tool_error', { tool: name, step_id: stepId }, e);
     }
+    // A tool that presented a credential for the run's requester names it (its id and hash, never the credential):
+    // the step record carries it, so the journal shows which token went where.
+    const onBehalf = typeof out === 'object' && out !== null ? (out as { on_behalf?: unknown }).on_behalf : undefined;
+    if (typeof onBehalf === 'object' && onBehalf !== null && !Array.isArray(onBehalf)) data.on_behalf = onBehalf as JsonObject;
     return { output: out, data };
   });
   return r.output;

@@ -21,7 +21,14 @@ test('the bootstrap owner key: everything, unbounded, no secret in the answer', 
     assert.equal(r.body.principal.kind, 'user');
     assert.equal(r.body.principal.status, 'active');
     assert.deepEqual(r.body.principal.roles, ['owner']);
-    assert.deepEqual(r.body.credential, { kind: 'api_key', id: keyId, root: `api_key:${keyId}`, client_id: null, rate_limit_rpm: null });
+    assert.deepEqual(r.body.credential, {
+      kind: 'api_key',
+      id: keyId,
+      root: `api_key:${keyId}`,
+      client_id: null,
+      rate_limit_rpm: null,
+      actors: [],
+    });
     assert.deepEqual(r.body.role_permissions, ['*']);
     assert.deepEqual(r.body.scopes, []);
     assert.deepEqual(r.body.effective_permissions, ['*']);
@@ -122,6 +129,7 @@ test('an OAuth access token and a SAT: kind, jti, root and client as the bearer 
       root: `token:${jti}`,
       client_id: reg.body.client_id,
       rate_limit_rpm: null,
+      actors: [],
     });
     assert.deepEqual(r.body.scopes, ['audit.read']);
     assert.deepEqual(r.body.effective_permissions, ['audit.read']);

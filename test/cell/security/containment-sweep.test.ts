@@ -192,6 +192,7 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     await ends(failedJob);
     const forkAt = (await t.modules.runs.runs.readJournal(forkParent, 0, 1000)).at(-1)!.seq;
     let accepted = 0;
+    let exchanged = 0;
     let refused = 0;
 
     await fc.assert(
@@ -287,6 +288,48 @@ test('containment sweep: no route hands out or exercises more than its caller ho
         }
         r = await call('POST', `${A}/sats`, { scope: ask.perms.filter((p) => p !== '*') });
         if (r.status === 201) assertWithin(caller, { permissions: claimsOf(r.body.access_token).scope.split(' ') }, 'sat');
+
+        // Token exchange (RFC 8693): the caller's key, as the client and the actor, exchanges a wide subject's
+        // token (the owner's SAT) and the target's: what it gets is within the caller and within the subject,
+        // permissions and envelope alike (the envelope as the bearer path computes it, shown by whoami).
+        const ownerSat = await ok(t, 'POST', `${A}/sats`, { scope: ask.perms.filter((p) => p !== '*').concat('iam.principals.read') });
+        const targetTok = await form(t, '/oauth/token', { grant_type: 'client_credentials' }, basic(targetKey.key_id, targetKey.secret));
+        const subjects: [string, Holding][] = [[ownerSat.access_token, ownerHolding]];
+        if (targetTok.status === 200) subjects.push([targetTok.body.access_token, { permissions: target.perms, envelope: target.ceiling }]);
+        for (const [subjectToken, subjectHolding] of subjects) {
+          const x = await form(
+            t,
+            '/oauth/token',
+            {
+              grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+              subject_token: subjectToken,
+              subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+              audience: `${t.modules.oauth.api.publicBase()}/api/public/v1`,
+              scope: [...ask.perms, ...ask.scopes].join(' '),
+            },
+            basic(key.key_id, tok),
+          );
+          assert.ok(x.status < 500, x.text);
+          if (x.status !== 200) continue;
+          accepted++;
+          exchanged++;
+          const scope = claimsOf(x.body.access_token).scope.split(' ');
+          assertWithin(caller, { permissions: scope }, 'token exchange (actor)');
+          assertWithin(subjectHolding, { permissions: scope }, 'token exchange (subject)');
+          const who = await t.request('GET', `${A}/whoami`, { token: x.body.access_token });
+          if (who.status === 200) {
+            assertWithin(
+              caller,
+              { permissions: who.body.effective_permissions, envelope: who.body.authority },
+              'exchanged token at use (actor)',
+            );
+            assertWithin(
+              subjectHolding,
+              { permissions: who.body.effective_permissions, envelope: who.body.authority },
+              'exchanged token at use (subject)',
+            );
+          }
+        }
 
         // Agent teams: an agent from scratch, a blueprint, a billet, a crew over a wide agent.
         r = await call('POST', `${T}/agents`, { source: 'scratch', role_label: 'x', authority_template: ask.env });
@@ -429,6 +472,7 @@ test('containment sweep: no route hands out or exercises more than its caller ho
       }),
       { numRuns: 40 },
     );
+    assert.ok(exchanged > 5, `token exchange was accepted ${exchanged} times`);
     assert.ok(accepted > 50 && refused > 50, `the sweep exercised both outcomes (accepted ${accepted}, refused ${refused})`);
   } finally {
     await t.close();

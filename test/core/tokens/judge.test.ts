@@ -79,6 +79,8 @@ test("a good token: effective = the subject's permissions ∩ the scope; an oaut
     clientId: 'ocl_1',
     rateLimitRpm: null,
     rootKey: null,
+    actors: [],
+    linkKeys: [],
   });
 });
 
@@ -130,6 +132,8 @@ test('a token obtained with an API key lives with that key and carries its rpm',
     clientId: keyId,
     rateLimitRpm: 60,
     rootKey: { status: 'active', expires_at: null, rate_limit_rpm: 60 },
+    actors: [],
+    linkKeys: [],
   });
   const s = await judgeAccessToken(sat, facts(), w.config);
   assert.ok(s.ok);
