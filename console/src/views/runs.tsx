@@ -236,6 +236,10 @@ export function RunsView({ query }: { query: URLSearchParams }) {
     // A new filter starts from the newest page.
     window.location.hash = href('runs', null, { ...filter, [k]: v });
   };
+  // What is typed in the search, held here: the list re-renders every few seconds, and a controlled
+  // input would otherwise lose what is typed before it is committed (Enter or leaving the field).
+  const [typed, setTyped] = useState(filter.q);
+  useEffect(() => setTyped(filter.q), [filter.q]);
   const goPage = (p: number) => {
     window.location.hash = href('runs', null, { ...filter, page: p > 0 ? String(p) : '' });
   };
@@ -309,8 +313,9 @@ export function RunsView({ query }: { query: URLSearchParams }) {
           <input
             id="filter-q"
             type="search"
-            value={filter.q}
+            value={typed}
             placeholder="run id, crew, requester"
+            onInput={(e) => setTyped((e.target as HTMLInputElement).value)}
             onChange={(e) => setFilter('q', (e.target as HTMLInputElement).value)}
           />
         </label>
