@@ -11,7 +11,7 @@ import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
-import type { Run } from '../runs/runs.ts';
+import { forksView, type Run } from '../runs/runs.ts';
 import { READS_ALL_RUNS, RunIdParam } from '../runs/routes.ts';
 import { runFilterOf, runFilterQuery } from '../runs/api.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
@@ -45,7 +45,7 @@ export async function runView(ctx: JobsContext, r: Run): Promise<z.infer<typeof 
     finished_at: isoTimeOrNull(r.finished_at),
     checked_cell_id: ctx.core.config.cellId,
     forked_from: (r.flags['forked_from'] as z.infer<typeof JobRunSchema>['forked_from']) ?? null,
-    forks: Array.isArray(r.flags['forks']) ? (r.flags['forks'] as z.infer<typeof JobRunSchema>['forks']) : [],
+    forks: forksView(r),
     ...(r.job_type === 'agent' ? { pending_approvals: await jobPendingApprovals(ctx, r) } : {}),
   };
 }

@@ -249,7 +249,7 @@ export const JobRunSchema = z
       .optional()
       .openapi({ description: "A rerun: the run it reruns, the seq of the record it was forked at and that record's hash" }),
     forks: z
-      .array(z.object({ run_id: z.string(), seq: z.number().int(), by: z.string(), at: z.number() }))
+      .array(z.object({ run_id: z.string(), seq: z.number().int(), by: z.string(), at: IsoTime }))
       .optional()
       .openapi({ description: 'Reruns (and forks) of this run, oldest first' }),
     pending_approvals: z

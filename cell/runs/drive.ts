@@ -27,6 +27,7 @@ import {
   getBlob,
   readJournal,
   stageRunBlob,
+  stamped,
   storageRunError,
   type AppendEntry,
   type FinishOptions,
@@ -408,7 +409,7 @@ async function driveClaimed(
           return;
         }
         const entry: AppendEntry = { fields: { ...fields }, blobs: [payload.input, payload.output] };
-        if (DEFERRED_KINDS.has(fields.kind)) deferred.push(entry);
+        if (DEFERRED_KINDS.has(fields.kind)) deferred.push({ ...entry, fields: stamped(ctx, entry.fields) });
         else await flush(entry);
         recorded.noteAppend(fields.kind, fields.step_id, payload.output, fields.data);
         if (fields.data?.['reissued'] === true) await flagReissue(ctx, runId, fields.step_id, fields.kind, fields.data);

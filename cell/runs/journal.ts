@@ -263,7 +263,7 @@ function prepareEntry(ctx: RunsContext, e: AppendEntry): PreparedEntry {
   // Stored in hash order: two appends storing the same values lock their rows in the same order.
   const values = e.blobs.map(prepareValue).sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0));
   return {
-    f: { ...traced(ctx, e.fields), at: e.fields.at ?? ctx.core.clock.now() },
+    f: stamped(ctx, e.fields),
     values,
     enforce: values.some((v) => v.body !== 'null'),
   };
@@ -334,8 +334,18 @@ export async function flushStaged(ctx: RunsContext, runId: string): Promise<void
   );
 }
 
-/** The fields with `data.traceparent` when a request's trace is behind this record (cell/http/trace.ts). */
+/**
+ * The fields as of now: their time, and `data.traceparent` when a trace is behind them. A driver that
+ * holds a record back stamps it when the engine appends it, so the record keeps the time and the span
+ * of its step, not those of the later write that carries it.
+ */
+export function stamped(ctx: RunsContext, fields: AppendFields): AppendFields {
+  return { ...traced(ctx, fields), at: fields.at ?? ctx.core.clock.now() };
+}
+
+/** The fields with `data.traceparent` when a request's trace is behind this record (cell/http/trace.ts); one stamped already keeps its own. */
 function traced(ctx: RunsContext, fields: AppendFields): AppendFields {
+  if (typeof fields.data?.['traceparent'] === 'string') return fields;
   const traceparent = ctx.core.traces.traceparent();
   return traceparent ? { ...fields, data: { ...fields.data, traceparent } } : fields;
 }

@@ -11,6 +11,7 @@
  */
 import type { Reader, Tx } from '../store/types.ts';
 import type { RunsContext } from './context.ts';
+import { isoTime } from '../../core/iso-time.ts';
 import * as repo from './repository.ts';
 import { TERMINAL_STATES, type Run, type RunError, type RunKind, type RunState } from './repository.ts';
 
@@ -188,4 +189,16 @@ export async function setRunFlags(ctx: RunsContext, runId: string, flags: Record
     },
     { isolation: 'row-locks' },
   );
+}
+
+/** A run's forks and reruns as its views show them (`flags.forks`, the time as ISO 8601), oldest first. */
+export function forksView(run: Run): { run_id: string; seq: number; by: string; at: string }[] {
+  const forks = run.flags['forks'];
+  if (!Array.isArray(forks)) return [];
+  return forks.map((f: { run_id: string; seq: number; by: string; at: number }) => ({
+    run_id: f.run_id,
+    seq: f.seq,
+    by: f.by,
+    at: isoTime(f.at),
+  }));
 }

@@ -100,7 +100,7 @@ const RunOut = z
       .nullable()
       .openapi({ description: "The run this one was forked from: its id, the seq of the step record forked at and that record's hash" }),
     forks: z
-      .array(z.object({ run_id: z.string(), seq: z.number().int(), by: z.string(), at: z.number() }))
+      .array(z.object({ run_id: z.string(), seq: z.number().int(), by: z.string(), at: IsoTime }))
       .openapi({ description: 'Runs forked from this one (and reruns), oldest first' }),
     created_at: IsoTime,
     updated_at: IsoTime,

@@ -16,7 +16,7 @@ import type { Graph } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { ServiceError, notFound } from '../../core/errors.ts';
 import { RunClosedError } from '../runs/journal.ts';
-import { isTerminal, type Run } from '../runs/runs.ts';
+import { forksView, isTerminal, type Run } from '../runs/runs.ts';
 import { foldLedgers, hasLedger, releaseOpenReservations } from './agents.ts';
 import { compileFor } from './compile.ts';
 import type { TeamsContext } from './context.ts';
@@ -458,7 +458,7 @@ export async function runView(ctx: TeamsContext, r: Run) {
     tokens_used: await runTokens(ctx, r.run_id),
     pending_approvals: await ctx.runs.pendingApprovalsView(r),
     forked_from: spec.forked_from ?? null,
-    forks: Array.isArray(r.flags['forks']) ? r.flags['forks'] : [],
+    forks: forksView(r),
     created_at: iso(r.created_at),
     updated_at: iso(r.updated_at),
     finished_at: r.finished_at === null ? null : iso(r.finished_at),

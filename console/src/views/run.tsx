@@ -66,7 +66,7 @@ interface RunStatus {
   stalled?: boolean;
   pending_approvals?: PendingApproval[];
   forked_from?: { run_id: string; seq: number; record_hash: string } | null;
-  forks?: { run_id: string; seq: number; by: string; at: number }[];
+  forks?: { run_id: string; seq: number; by: string; at: string }[];
 }
 interface CrewRunStatus {
   formation_id: string | null;

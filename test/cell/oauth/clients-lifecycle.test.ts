@@ -249,7 +249,7 @@ test('the curated document names the client authentication of the protocol endpo
     assert.deepEqual(op['x-client-authentication'], methods, path);
     for (const method of methods) assert.ok(op.description.includes(`\`${method}\``), `${path} describes ${method}`);
     assert.ok(!op.description.includes('tls_client_auth'), `${path}: no mTLS without a client CA`);
-    assert.equal(op.security, undefined, `${path} takes no bearer credential`);
+    assert.deepEqual(op.security, [], `${path} takes no bearer credential`);
     assert.ok(op.requestBody.content['application/x-www-form-urlencoded'].schema.properties.client_id, path);
   }
   assert.match(doc.paths['/oauth/introspect'].post.description, /Public clients \(`none`\) are refused/);
