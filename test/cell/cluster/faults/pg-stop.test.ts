@@ -5,24 +5,26 @@
  * misfire grace), nothing acknowledged is lost, no model call re-issued.
  */
 import { test } from 'node:test';
-import { SKIP, WORKLOAD_STUCK, check, report, sleep, startFaultGroup, startWorkload } from './_group.ts';
+import { SKIP, check, report, sleep, startFaultGroup, startWorkload } from './_group.ts';
 
 test('PostgreSQL stopped 20 s: every cell survives and resumes; every held-up second fires once', {
-  skip: SKIP || WORKLOAD_STUCK,
+  skip: SKIP,
   timeout: 240_000,
 }, async () => {
-  const g = await startFaultGroup();
+  const g = await startFaultGroup({ ownServer: true });
   try {
     const w = startWorkload(g);
     await sleep(4000);
-    await g.server.stopImmediate();
+    await g.server!.stopImmediate();
     const from = Date.now();
     await sleep(20_000);
-    await g.server.startAgain();
+    await g.server!.startAgain();
     const to = Date.now();
     await sleep(4000);
     await w.stop();
-    const f = await check(g, w, { fault: { from, to }, driverLost: false, recoveryBoundMs: 10_000, drainMs: 90_000 });
+    // The 20 held-up seconds fire one after the other once the store answers, each a transaction and a run
+    // to start: on a loaded machine the last of them fires up to ~15 s after the server is back.
+    const f = await check(g, w, { fault: { from, to }, driverLost: false, recoveryBoundMs: 20_000, drainMs: 90_000 });
     report('pg-stop-20s', f);
   } finally {
     await g.stop();
