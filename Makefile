@@ -107,11 +107,27 @@ fmt: install
 TEST_FILES = $(shell find test -name '*.test.ts' -not -path '*/node_modules/*' | sort)
 # Pure code: the core, the bundle formats, the console's models, the layering.
 UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' | sort) test/layering.test.ts
-# The whole suite again with every cell on PostgreSQL, but the store's own tests: each of their files
-# already runs on both engines (or is about one engine: its log, its lock, PostgreSQL's crashes).
-# The group tests (test/e2e/group-*) and the fault suite (test/cell/cluster/faults/, each scenario on a
-# PostgreSQL server of its own) start their cells on PostgreSQL whatever the run: they run once.
-PG_TEST_FILES = $(filter-out test/cell/store/% test/e2e/group-% test/cell/cluster/faults/%,$(TEST_FILES))
+# The suite again with every cell on PostgreSQL, for the files whose outcome can depend on the store:
+# those that start a cell (in process or as a process) and assert what it wrote or reads back.
+# The rule for leaving a file out: pure code (core, bundles, console models, layering, runtime); the
+# store's own tests (each file already runs on both engines, or is about one engine); files on
+# PostgreSQL whatever the run (the group tests test/e2e/group-*, the fault suite, group-secrets):
+# they run once; the edge program alone, or judging beside a cell whose answers are tested on
+# PostgreSQL in test/cell; and what a cell answers before or without the store: static pages and
+# assets (docs page, console), the gateway's body gates and headers, the OpenAPI surface and the
+# client generated from it. A new file that starts a cell runs here unless it fits one of these.
+PG_SKIP_FILES = test/core/% test/bundles/% test/console/% test/layering.test.ts test/runtime/% \
+	test/cell/store/% test/e2e/group-% test/cell/cluster/faults/% test/cell/ai/group-secrets.test.ts \
+	test/cell/ai/openai-client.test.ts test/cell/ai/posture.test.ts test/cell/ai/secrets.test.ts \
+	test/cell/tools/catalog.test.ts test/cell/tools/ssrf.test.ts test/cell/oauth/scope.test.ts \
+	test/cell/jobs/sandbox/pool.test.ts test/cell/jobs/sandbox/pg-statements.test.ts \
+	test/edge/gateway-uri.test.ts test/edge/load.test.ts test/edge/local-model.test.ts test/edge/log.e2e.test.ts \
+	test/edge/offline.test.ts test/edge/replay-log.test.ts test/edge/agreement.test.ts test/edge/tokens.e2e.test.ts \
+	test/browser/docs-page.test.ts test/cell/console/% test/cell/discovery/curate.test.ts \
+	test/cell/discovery/surface.test.ts test/cell/discovery/bundle-assets.test.ts test/cell/discovery/typed-client.test.ts \
+	test/cell/http/json-depth.test.ts test/cell/http/json-duplicate-keys.test.ts test/cell/http/deny-by-default.test.ts \
+	test/e2e/keep-alive.test.ts test/e2e/gateway-wire.test.ts
+PG_TEST_FILES = $(filter-out $(PG_SKIP_FILES),$(TEST_FILES))
 
 unit: install
 	$(NODE_TEST) $(UNIT_FILES)

@@ -133,6 +133,8 @@ export class Cluster implements GroupClock {
   /** The earliest moment (database clock) a peer seen live or suspect lapses, from the last member read. */
   #nextLapse: number | null = null;
   #wake: ReturnType<typeof setTimeout> | null = null;
+  /** True from a failed sweep to the next one that succeeds (its failure is logged once). */
+  #sweepFailing = false;
   /** Told of each measured offset (the `cell_clock_offset_seconds` gauge). */
   onOffset: ((offsetMs: number) => void) | null = null;
 
@@ -332,16 +334,30 @@ export class Cluster implements GroupClock {
     }
   }
 
-  /** The sweeps registered with onTick, one after the other; none while this cell's clock is beyond the bound. */
+  /**
+   * The sweeps registered with onTick, one after the other; none while this
+   * cell's clock is beyond the bound. A failing sweep (most often the store
+   * away) is logged once, and its end once, not at every beat and wake-up.
+   */
   async sweep(): Promise<void> {
     if (this.#skewed) return;
+    let failed = false;
     for (const fn of this.#ticks) {
       if (this.#stopped) return;
       try {
         await fn();
       } catch (e) {
-        this.core.log.warn('cluster sweep failed', { error: e instanceof Error ? e.message : String(e) });
+        failed = true;
+        if (!this.#sweepFailing)
+          this.core.log.warn('cluster sweep failed; logged once until a sweep succeeds', {
+            error: e instanceof Error ? e.message : String(e),
+          });
+        this.#sweepFailing = true;
       }
+    }
+    if (!failed && this.#sweepFailing) {
+      this.#sweepFailing = false;
+      this.core.log.info('cluster sweeps succeed again');
     }
   }
 

@@ -283,56 +283,63 @@ export class Scheduler {
     // transaction: the compare-and-set below then finds it disabled, or the run it made is the last.)
     const lapse = await authorityLapse(this.ctx, def);
     const specBytes = Buffer.byteLength(JSON.stringify(def.spec ?? null), 'utf8');
-    const result = await core.store.write(async (tx) => {
-      if (lapse !== null) {
-        return (await disableAtFireTx(this.ctx, tx, def, at, lapse, now)) ? { runId: null as string | null, refused: lapse } : null;
-      }
-      // A workspace (or cell) whose storage has no room for the run: this fire is refused, the next one may run.
-      const noRoom = skip ? null : await runs.storageRoomRefusal(def.workspace_id, specBytes, tx);
-      const held = skip || noRoom !== null;
-      // While catching up (the next time is already due), the lease holds a moment past now, so the
-      // cell catching up fires the backlog in order while its peers wait instead of racing it for each time.
-      const leaseUntil = next === null ? now + LEASE_MS : Math.min(now + LEASE_MS, Math.max(next, now + CATCH_UP_LEASE_MS));
-      if (!(await repo.claimFire(tx, id, at, { next, cellId: me, now, leaseUntil, held }))) return null;
-      if (held) {
+    // Row locks, not serializable: the compare-and-set on next_fire_at (a row lock, re-checked after a
+    // concurrent fire commits) is what makes a fire happen once. Serializable, the storage room read
+    // conflicted with every run's storage fold and a fire ran two or three times over on a busy group,
+    // each ~0.5 s: an every-second definition fell seconds behind.
+    const result = await core.store.write(
+      async (tx) => {
+        if (lapse !== null) {
+          return (await disableAtFireTx(this.ctx, tx, def, at, lapse, now)) ? { runId: null as string | null, refused: lapse } : null;
+        }
+        // A workspace (or cell) whose storage has no room for the run: this fire is refused, the next one may run.
+        const noRoom = skip ? null : await runs.storageRoomRefusal(def.workspace_id, specBytes, tx);
+        const held = skip || noRoom !== null;
+        // While catching up (the next time is already due), the lease holds a moment past now, so the
+        // cell catching up fires the backlog in order while its peers wait instead of racing it for each time.
+        const leaseUntil = next === null ? now + LEASE_MS : Math.min(now + LEASE_MS, Math.max(next, now + CATCH_UP_LEASE_MS));
+        if (!(await repo.claimFire(tx, id, at, { next, cellId: me, now, leaseUntil, held }))) return null;
+        if (held) {
+          await repo.recordFire(tx, {
+            schedule_id: id,
+            fire_at: at,
+            state: skip ? 'skipped' : 'refused',
+            run_id: null,
+            detail: noRoom?.reason ?? 'missed while no cell ran; catch_up skip',
+            cell_id: me,
+            at: now,
+          });
+          return { runId: null as string | null, held: noRoom?.reason ?? 'skipped' };
+        }
+        let runId: string | null = null;
+        let reserved: string | null = null;
+        if (def.job_type === 'team') reserved = runs.newRunId();
+        else {
+          runId = await runs.createRunTx(tx, {
+            kind: 'job',
+            job_type: def.job_type,
+            workspace_id: def.workspace_id,
+            requester: def.author_id,
+            spec: def.spec,
+            source: `schedule:${id}`,
+            flags: { schedule_id: id, scheduled_for: at },
+            at: now,
+          });
+          await repo.setLastRun(tx, id, runId);
+        }
         await repo.recordFire(tx, {
           schedule_id: id,
           fire_at: at,
-          state: skip ? 'skipped' : 'refused',
-          run_id: null,
-          detail: noRoom?.reason ?? 'missed while no cell ran; catch_up skip',
+          state: runId ? 'dispatched' : 'pending',
+          run_id: runId ?? reserved,
+          detail: null,
           cell_id: me,
           at: now,
         });
-        return { runId: null as string | null, held: noRoom?.reason ?? 'skipped' };
-      }
-      let runId: string | null = null;
-      let reserved: string | null = null;
-      if (def.job_type === 'team') reserved = runs.newRunId();
-      else {
-        runId = await runs.createRunTx(tx, {
-          kind: 'job',
-          job_type: def.job_type,
-          workspace_id: def.workspace_id,
-          requester: def.author_id,
-          spec: def.spec,
-          source: `schedule:${id}`,
-          flags: { schedule_id: id, scheduled_for: at },
-          at: now,
-        });
-        await repo.setLastRun(tx, id, runId);
-      }
-      await repo.recordFire(tx, {
-        schedule_id: id,
-        fire_at: at,
-        state: runId ? 'dispatched' : 'pending',
-        run_id: runId ?? reserved,
-        detail: null,
-        cell_id: me,
-        at: now,
-      });
-      return { runId, reserved };
-    });
+        return { runId, reserved };
+      },
+      { isolation: 'row-locks' },
+    );
     if (result === null) return false;
     if ('refused' in result) {
       core.log.warn('scheduled fire refused: definition disabled', { schedule_id: id, reason: result.refused });

@@ -95,6 +95,45 @@ async function keptWrite<T>(ctx: RunsContext, runId: string, write: () => Promis
   }
 }
 
+function commitUnknown(err: unknown): boolean {
+  return (
+    isServiceError(err) &&
+    err.code === 'service_unavailable' &&
+    (err.details as { reason?: unknown } | undefined)?.reason === 'commit_unknown'
+  );
+}
+
+/**
+ * An append whose COMMIT's outcome is unknown (the connection was cut during
+ * it): once the store answers, the run's last record says whether it was
+ * kept (only this driver appends to the run under its lease); if not, it is
+ * written again. So the answer the drive holds (a model's) is kept, and the
+ * call is not issued again as it would be by a re-drive from the journal.
+ */
+async function keptIfUnknown(
+  ctx: RunsContext,
+  runId: string,
+  fields: { kind: string; step_id: string },
+  write: () => Promise<unknown>,
+  first: unknown,
+): Promise<void> {
+  let err = first;
+  for (let attempt = 0; attempt < 20 && !ctx.stopping; attempt++) {
+    const base = OUTAGE_RETRY_MS[Math.min(attempt, OUTAGE_RETRY_MS.length - 1)]!;
+    await new Promise((res) => setTimeout(res, base));
+    try {
+      const last = (await readJournal(ctx, runId, 0, 10_000_000)).at(-1);
+      if (last?.kind === fields.kind && last.step_id === fields.step_id) return;
+      await write();
+      return;
+    } catch (e) {
+      if (e instanceof LeaseLostError || !(isStoreOutage(e) || commitUnknown(e))) throw e;
+      err = e;
+    }
+  }
+  throw err;
+}
+
 export type DrivePorts = Omit<EnginePorts, 'journal' | 'clock' | 'isCancelled' | 'recorded'>;
 
 export interface DriveOptions {
@@ -378,8 +417,12 @@ async function driveClaimed(
     const entries = deferred.splice(0);
     if (then) entries.push(then);
     if (entries.length === 0) return;
+    const write = () => keptWrite(ctx, runId, () => appendJournalBatch(ctx, runId, entries, fence));
     try {
-      await keptWrite(ctx, runId, () => appendJournalBatch(ctx, runId, entries, fence));
+      // A COMMIT cut off mid-way: the journal's last record says whether the batch was kept (keptIfUnknown).
+      await write().catch((e: unknown) =>
+        commitUnknown(e) ? keptIfUnknown(ctx, runId, entries.at(-1)!.fields, write, e) : Promise.reject(e),
+      );
     } catch (e) {
       if (e instanceof LeaseLostError) lost = e;
       throw e;

@@ -72,12 +72,16 @@ let loading: Promise<QuickJSWASMModule> | undefined;
 
 async function wasmBytes(): Promise<ArrayBuffer> {
   let bytes: Uint8Array | undefined;
+  // In the esbuild bundle this `require` is resolved at build time to the embedded bytes (binary
+  // loader). Not `import()`: esbuild's ESM interop copies the Uint8Array property by property, which
+  // cost each new sandbox worker ~3 s of CPU and as much again in garbage collection (a compute step
+  // waited minutes for its worker on a loaded machine). Under tsx or plain Node there is no bundled
+  // module: fall through to reading the file.
   try {
-    // @ts-expect-error: no typings for the .wasm file; esbuild's binary loader gives a Uint8Array.
-    const m = (await import('@jitl/quickjs-wasmfile-release-sync/wasm')) as { default?: unknown };
-    if (m.default instanceof Uint8Array) bytes = m.default;
+    const m: unknown = typeof require === 'function' ? require('@jitl/quickjs-wasmfile-release-sync/wasm') : undefined;
+    if (m instanceof Uint8Array) bytes = m;
   } catch {
-    // Not bundled: Node has no loader for .wasm imports; read the file instead.
+    // Not bundled: Node cannot require a .wasm file; read it below.
   }
   if (!bytes) {
     const { createRequire } = await import('node:module');

@@ -6,10 +6,10 @@
  * completes; the definition fires again from the one cell, each second once.
  */
 import { test } from 'node:test';
-import { SKIP, WORKLOAD_STUCK, check, report, sleep, startFaultGroup, startWorkload } from './_group.ts';
+import { SKIP, check, report, sleep, startFaultGroup, startWorkload } from './_group.ts';
 
 test('SIGKILL all, restart one: the restarted cell re-drives what it held and takes over the rest', {
-  skip: SKIP || WORKLOAD_STUCK,
+  skip: SKIP,
   timeout: 180_000,
 }, async () => {
   const g = await startFaultGroup();
@@ -24,7 +24,9 @@ test('SIGKILL all, restart one: the restarted cell re-drives what it held and ta
     g.down.add(0);
     await g.restart(0);
     const to = Date.now();
-    const f = await check(g, w, { fault: { from, to }, driverLost: true, recoveryBoundMs: 5000 });
+    // The seconds missed while the group was down (~10 s on a loaded machine) fire one after the other once
+    // the cell is back, as after a store outage (pg-stop.test.ts).
+    const f = await check(g, w, { fault: { from, to }, driverLost: true, recoveryBoundMs: 20_000 });
     report('kill-all-restart-one', f, { restart_ms: to - from });
   } finally {
     await g.stop();

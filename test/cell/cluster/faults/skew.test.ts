@@ -5,10 +5,10 @@
  * fires every second once, never early; nothing is lost.
  */
 import { test } from 'node:test';
-import { NO_FAKETIME, SKIP, WORKLOAD_STUCK, check, faketime, report, sleep, startFaultGroup, startWorkload } from './_group.ts';
+import { NO_FAKETIME, SKIP, check, faketime, report, sleep, startFaultGroup, startWorkload } from './_group.ts';
 
 test('one cell at +30 s, one at −30 s: they stand down and say so; nothing lost, no second fired early or twice', {
-  skip: SKIP || NO_FAKETIME || WORKLOAD_STUCK,
+  skip: SKIP || NO_FAKETIME,
   timeout: 180_000,
 }, async () => {
   const g = await startFaultGroup({ env: (i) => (i === 1 ? faketime('+30s') : i === 2 ? faketime('-30s') : {}) });
@@ -20,7 +20,7 @@ test('one cell at +30 s, one at −30 s: they stand down and say so; nothing los
     const f = await check(g, w, {
       fault: { from, to: from },
       driverLost: false,
-      recoveryBoundMs: 2000,
+      recoveryBoundMs: 15_000,
       notReady: { 'cell-b': 'clock_skew', 'cell-c': 'clock_skew' },
     });
     report('skew', f);
