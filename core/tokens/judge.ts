@@ -88,7 +88,8 @@ export interface TokenKeyInfo {
 
 export interface TokenJudgeConfig<S extends TokenSubject = TokenSubject> {
   keys: JWTVerifyGetKey;
-  issuer: string;
+  /** The accepted `iss`: one, or the group's set (core/tokens/access-token.ts issuerAccepted). */
+  issuer: string | readonly string[];
   /** The expected `aud`, or a test of it (a group of cells accepts the API of every member). */
   audience: string | ((aud: string) => boolean);
   replay: ReplayCache;
