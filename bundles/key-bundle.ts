@@ -21,6 +21,9 @@
  *               refused, as the cell refuses the tokens of a deleted client
  *               (format 4) also max_act_depth: integer 1..16, the longest RFC 8693 `act` chain
  *               the cell honours; a device refuses longer ones (`delegation_too_deep`)
+ *               (format 4, optional) issuers: [iss, ...], every issuer the cell's group accepts
+ *               (`service://<group id>` and its `--oauth-issuer` URLs), `issuer` among them;
+ *               absent: `issuer` alone
  * Rows instead of objects, owners and scope lists once: a 100,000-key bundle
  * stays small and parses fast. The first hash is the current secret's SHA-256
  * (hex); a second pair is the previous secret with its grace deadline. No
@@ -77,8 +80,13 @@ export interface TokenSigningKey {
 
 /** What a device needs to judge the issuing cell's access tokens offline (format 2). */
 export interface TokenTrust {
-  /** The tokens' `iss`: `service://<cell id>`. */
+  /** The issuing cell's token `iss`: `service://<group id>`, or its `--oauth-issuer` URL. */
   issuer: string;
+  /**
+   * Format 4, optional: every `iss` the group accepts (`service://<group id>` and the issuer URLs its
+   * cells declared), `issuer` among them. Absent: `issuer` alone (older bundles, older cells).
+   */
+  issuers?: string[];
   /** The cell's published token signing keys (the active one and retired ones still in their overlap). */
   keys: TokenSigningKey[];
   /** Revoked token ids whose tokens have not expired at issue time: [jti, exp (seconds)]. */
@@ -164,6 +172,7 @@ export async function buildKeyBundle(opts: {
     tombstones: opts.tombstones.map((x) => ({ key_id: x.key_id, at: x.at })),
     tokens: t && {
       issuer: t.issuer,
+      ...(t.issuers ? { issuers: [...new Set([t.issuer, ...t.issuers])] } : {}),
       keys: t.keys.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x, alg: 'EdDSA' as const })),
       revoked: t.revoked.map(([jti, exp]) => [jti, exp] as [string, number]),
       clients: [...new Set(t.clients ?? [])].sort(),
@@ -326,10 +335,17 @@ export async function openKeyBundle(
 
 /**
  * The token section's shape; `clients` is absent in format 2 and a list of strings from format 3;
- * `max_act_depth` an integer 1..16 from format 4, absent before.
+ * `max_act_depth` an integer 1..16 from format 4, absent before; `issuers` optional from format 4 (a
+ * list of strings naming `issuer` too), absent before.
  */
 function isTokenTrust(t: unknown, clients: 'absent' | 'required', depth: boolean): t is TokenTrust {
   if (!isObject(t) || typeof t['issuer'] !== 'string' || !Array.isArray(t['keys']) || !Array.isArray(t['revoked'])) return false;
+  const iss = t['issuers'];
+  if (
+    iss !== undefined &&
+    (!depth || !Array.isArray(iss) || !iss.every((x) => typeof x === 'string' && x !== '') || !iss.includes(t['issuer']))
+  )
+    return false;
   const d = t['max_act_depth'];
   if (depth ? !Number.isInteger(d) || (d as number) < 1 || (d as number) > HARD_MAX_ACT_DEPTH : d !== undefined) return false;
   if (clients === 'absent' ? t['clients'] !== undefined : !Array.isArray(t['clients']) || !t['clients'].every((c) => typeof c === 'string'))

@@ -4,7 +4,8 @@
  *   keys       the cell's published token signing keys (signed by the cell
  *              identity key with the rest of the bundle, so they are trusted
  *              exactly as far as the bundle is)
- *   issuer     the cell's token issuer
+ *   issuer     the cell's token issuer; (format 4) every issuer of its group when the bundle
+ *              lists them (`issuers`: `service://<group id>` and the group's `--oauth-issuer` URLs)
  *   audience   given by the device: `edge:<device_id>`; tokens for anyone else
  *              are refused (`bad_audience`)
  *   revoked    the denylist at issue time (`revoked`)
@@ -46,7 +47,7 @@ export function tokenJudgeFromBundle(
   const clients = t.clients ? new Set(t.clients) : null;
   return {
     keys: createLocalJWKSet({ keys: t.keys.map((k) => ({ ...k })) }),
-    issuer: t.issuer,
+    issuer: t.issuers ?? t.issuer,
     audience: opts.audience,
     replay: opts.replay,
     ...(opts.cache ? { cache: opts.cache } : {}),

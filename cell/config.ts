@@ -54,6 +54,11 @@ export interface CellConfig {
    * (`--protected-resource`): services that verify the cell's tokens offline against /oauth/jwks.json.
    */
   protectedResources: string[];
+  /**
+   * This cell's OAuth issuer URL (`--oauth-issuer`), for RFC 8414 clients that require the issuer to be
+   * the URL the metadata is fetched from; null: the spec's `service://<group id>` (cell/oauth/settings.ts).
+   */
+  oauthIssuer: string | null;
   /** Placement: this cell's clearance ceiling and topology labels. */
   clearance: number;
   topology: Record<string, string>;
@@ -152,6 +157,8 @@ export const DEFAULTS: CellConfig = {
   maxDelegationDepth: 3,
   // None: the cell issues tokens only for its group's APIs and its devices until an operator names a service.
   protectedResources: [],
+  // The spec's `service://<group id>`: an operator opts in to a URL issuer for clients that need one.
+  oauthIssuer: null,
   clearance: 0,
   topology: {},
   // None: no tool reaches loopback, private or link-local addresses (SSRF) unless an

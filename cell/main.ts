@@ -18,6 +18,7 @@ import { dispatch, fail, type Command } from '../runtime/cli.ts';
 import { LOG_FORMATS, LOG_LEVELS, createLogger, exitOnFatalError, type LogFormat, type LogLevel } from '../runtime/log.ts';
 import { parseIpRule } from '../core/apikey/network.ts';
 import { tracesConfig } from './ops/traces-config.ts';
+import { parseOAuthIssuer } from './oauth/settings.ts';
 
 const SERVE_HELP = `  serve            start a cell
     --port N           port to listen on (0 picks a free one; default 8080)
@@ -40,6 +41,8 @@ const SERVE_HELP = `  serve            start a cell
     --definition-quota N  most live job definitions acting as one principal (default 100)
     --max-delegation-depth N  longest token-exchange actor chain issued and honoured (default 3)
     --protected-resource URL,..  external services (RFC 8707 resource URIs) the cell issues tokens for
+    --oauth-issuer URL  publish and sign with this issuer instead of service://<group id>, for
+                       RFC 8414 clients (https; http on loopback only); the group accepts both
     --trusted-proxies A,B  socket addresses whose X-Forwarded-For is believed (default none)
     --clearance N      this cell's clearance ceiling (default 0)
     --topology k=v,..  this cell's topology labels (site, zone, network)
@@ -91,6 +94,7 @@ async function serveCommand(argv: string[]): Promise<void> {
       posture: { type: 'string' },
       'cell-id': { type: 'string' },
       'public-url': { type: 'string' },
+      'oauth-issuer': { type: 'string' },
       'rate-capacity': { type: 'string' },
       'rate-refill': { type: 'string' },
       'agent-quota': { type: 'string' },
@@ -136,6 +140,11 @@ async function serveCommand(argv: string[]): Promise<void> {
   }
   if (values['cell-id'] !== undefined) config.cellId = values['cell-id'];
   if (values['public-url'] !== undefined) config.publicUrl = values['public-url'];
+  if (values['oauth-issuer'] !== undefined) {
+    const r = parseOAuthIssuer(values['oauth-issuer']);
+    if (!r.ok) fail(r.error);
+    config.oauthIssuer = r.issuer;
+  }
   if (values['rate-capacity'] !== undefined || values['rate-refill'] !== undefined) {
     config.rate = {
       capacity: intArg('rate-capacity', values['rate-capacity'] ?? '600'),

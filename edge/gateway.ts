@@ -138,7 +138,8 @@ export function createEdgeApp(
     c.json(
       {
         resource: edgeAudience(rt.deviceId),
-        authorization_servers: tokens ? [tokens.issuer] : [],
+        // The issuing cell's own issuer (its `--oauth-issuer` URL when it has one): where a client finds the metadata.
+        authorization_servers: tokens && rt.keys?.index.tokens ? [rt.keys.index.tokens.issuer] : [],
         bearer_methods_supported: ['header'],
         dpop_signing_alg_values_supported: [...DPOP_ALGS],
         dpop_bound_access_tokens_required: false,
@@ -198,7 +199,7 @@ export function createEdgeApp(
       tokens:
         tokens && rt.keys?.index.tokens
           ? {
-              issuer: tokens.issuer,
+              issuer: rt.keys.index.tokens.issuer,
               audience: tokens.audience,
               signing_keys: rt.keys.index.tokens.keys.length,
               revoked: rt.keys.index.tokens.revoked.length,

@@ -51,7 +51,9 @@ export async function keyRecordsForEdge(ctx: EdgeContext): Promise<{ records: Ke
 }
 
 /**
- * What a device needs to judge this cell's access tokens offline: the issuer,
+ * What a device needs to judge this cell's access tokens offline: the issuer
+ * and every issuer the group accepts (`service://<group id>` and its
+ * `--oauth-issuer` URLs),
  * the published token signing keys, the revoked token ids whose tokens
  * have not expired (tokens are short-lived, so the list stays short), and the
  * registered clients that exist (format 3): the cell refuses a deleted
@@ -63,6 +65,8 @@ export async function keyRecordsForEdge(ctx: EdgeContext): Promise<{ records: Ke
 export async function tokenTrustForEdge(ctx: EdgeContext): Promise<TokenTrust> {
   return {
     issuer: ctx.oauth.issuer(),
+    // Tokens signed under any of the group's names verify at the device, as at every cell.
+    issuers: ctx.oauth.acceptedIssuers(),
     keys: ctx.oauth
       .keyring()
       .published.map((k) => ({ kid: k.kid, kty: 'OKP' as const, crv: 'Ed25519' as const, x: k.x!, alg: 'EdDSA' as const })),

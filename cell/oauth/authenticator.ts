@@ -38,7 +38,7 @@ import type { AppEnv, Authenticator } from '../context.ts';
 import type { Principal } from '../iam/principals.ts';
 import { getClient } from './clients.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { issuerOf, OAUTH, publicBase } from './settings.ts';
+import { OAUTH, publicBase } from './settings.ts';
 
 /** A token subject as the cell knows it: the judge's view plus the principal itself. */
 export interface CellTokenSubject extends TokenSubject {
@@ -98,7 +98,7 @@ function judgeFor(ctx: OAuthContext, audience: () => TokenJudgeConfig['audience'
     judgeAccessToken(token, facts, {
       ...lookups,
       keys: ctx.keys.current().keySet,
-      issuer: issuerOf(core.config),
+      issuer: ctx.issuers.accepted(),
       audience: audience(),
       maxActDepth: core.config.maxDelegationDepth,
     });

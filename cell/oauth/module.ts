@@ -16,6 +16,7 @@ import { VerifiedTokenCache } from '../../core/tokens/cache.ts';
 import type { NoRequestFacts, TokenRequestFacts } from '../../core/tokens/judge.ts';
 import { MemoryReplayCache } from '../../core/tokens/replay.ts';
 import { GroupAudiences } from './audiences.ts';
+import { GroupIssuers } from './issuers.ts';
 import { GroupReplayCache } from './replay.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
@@ -40,8 +41,10 @@ export type { BuiltInClient, CellTokenSubject, CellTokenVerdict, ClientRecord, K
 
 /** What other modules may ask of the authorization server. */
 export interface OAuthApi {
-  /** Token issuer, `service://<cell id>`. */
+  /** This cell's token issuer: `--oauth-issuer`, else `service://<group id>`. */
   issuer(): string;
+  /** Every issuer the group accepts: `service://<group id>` and the members' declared issuer URLs. */
+  acceptedIssuers(): string[];
   /** Token audience, `<public URL>/api/public/v1`. */
   audience(): string;
   /** The cell's public base URL, from configuration (settled once the cell listens), without a trailing slash. */
@@ -101,6 +104,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     denylist: new Denylist(core),
     replay: groupReplay ?? new MemoryReplayCache(),
     audiences: new GroupAudiences(core),
+    issuers: new GroupIssuers(core),
     verified: new VerifiedTokenCache(OAUTH.verifiedCacheSize),
     clients: new ChangeCache(core.store, [TABLES.clients], OAUTH.clientCacheSize),
   };
@@ -145,10 +149,13 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     // (reading on this cell's own changes too costs one read per revoking transaction, and assumes nothing).
     if (change.tables.has(TABLES.denylist)) follow('denylist', () => ctx.denylist.reload());
     if (change.tables.has(TABLES.audiences)) follow('audiences', () => ctx.audiences.reload());
+    if (change.tables.has(TABLES.issuers)) follow('issuers', () => ctx.issuers.reload());
   });
   try {
     await ctx.keys.ensure();
     await ctx.denylist.reload();
+    // Before serving: this cell's `--oauth-issuer` joins the group's accepted issuers (or leaves it).
+    await ctx.issuers.register();
   } catch (e) {
     unsubscribe();
     ctx.clients.close();
@@ -164,6 +171,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     // Also a safety net for the followers: whatever a notification missed is read here.
     await ctx.denylist.reload();
     await ctx.keys.reload();
+    await ctx.issuers.reload();
   };
 
   const { config } = core;
@@ -173,6 +181,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     authenticators: [jwtAuthenticator(ctx)],
     api: {
       issuer: () => issuerOf(config),
+      acceptedIssuers: () => ctx.issuers.accepted(),
       audience: () => audienceOf(config),
       publicBase: () => publicBase(config),
       keyring: () => ctx.keys.current(),

@@ -10,6 +10,7 @@ import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { ChangeCache } from '../store/change-cache.ts';
 import type { GroupAudiences } from './audiences.ts';
+import type { GroupIssuers } from './issuers.ts';
 import type { Denylist } from './denylist.ts';
 import type { ClientRecord } from './repository.ts';
 import type { SigningKeys } from './signing-keys.ts';
@@ -35,6 +36,8 @@ export interface OAuthContext {
   readonly replay: ReplayCache;
   /** The audiences of the group's APIs: a token for any member's API is accepted by every member. */
   readonly audiences: GroupAudiences;
+  /** The issuers the group accepts: `service://<group id>` and every member's declared `--oauth-issuer`. */
+  readonly issuers: GroupIssuers;
   /** Claims of tokens for the cell's own API whose signature and claims verified, by token, until their exp (tokens are immutable). */
   readonly verified: VerifiedTokenCache;
   /** Registered clients by id (null: no such client); every write to oauth_clients, on any cell of the group, empties it. */

@@ -16,6 +16,7 @@ export const TABLES = {
   deviceCodes: 'oauth_device_codes',
   sessions: 'oauth_sessions',
   audiences: 'oauth_audiences',
+  issuers: 'oauth_issuers',
   dpopProofs: 'oauth_dpop_proofs',
 } as const;
 
@@ -247,6 +248,32 @@ export async function audienceOfCell(db: Reader, cellId: string): Promise<string
 /** Every member's audience. */
 export async function groupAudiences(db: Reader): Promise<string[]> {
   return (await db.all('SELECT audience FROM oauth_audiences ORDER BY cell_id')).map((r) => str(r, 'audience'));
+}
+
+// ---------------------------------------------------------------- the group's declared issuer URLs
+
+/** Records (or replaces) the issuer URL a cell declared with `--oauth-issuer`. */
+export async function upsertIssuer(tx: Tx, cellId: string, issuer: string, at: number): Promise<void> {
+  await tx.run(
+    'INSERT INTO oauth_issuers (cell_id, issuer, updated_at) VALUES (?, ?, ?) ON CONFLICT (cell_id) DO UPDATE SET issuer = excluded.issuer, updated_at = excluded.updated_at',
+    [cellId, issuer, at],
+  );
+}
+
+/** Forgets a cell's declared issuer URL (it started without `--oauth-issuer`). */
+export async function deleteIssuer(tx: Tx, cellId: string): Promise<void> {
+  await tx.run('DELETE FROM oauth_issuers WHERE cell_id = ?', [cellId]);
+}
+
+/** The issuer URL a cell declared, or undefined. */
+export async function issuerOfCell(db: Reader, cellId: string): Promise<string | undefined> {
+  const r = await db.get('SELECT issuer FROM oauth_issuers WHERE cell_id = ?', [cellId]);
+  return r ? str(r, 'issuer') : undefined;
+}
+
+/** Every issuer URL the group's cells declared. */
+export async function groupIssuers(db: Reader): Promise<string[]> {
+  return (await db.all('SELECT issuer FROM oauth_issuers ORDER BY cell_id')).map((r) => str(r, 'issuer'));
 }
 
 // ---------------------------------------------------------------- DPoP proofs seen (the group's replay cache)

@@ -33,7 +33,7 @@ import type { OAuthContext } from './oauth-context.ts';
 import { clientRootPermissions } from './root.ts';
 import { narrowScope, parseScope } from './scope.ts';
 import { edgeDeviceOf, isProtectedResource, requestedAudience } from './resource.ts';
-import { issuerOf, publicBase } from './settings.ts';
+import { publicBase } from './settings.ts';
 import { cellTokenJudge, cellTokenJudgeFor } from './authenticator.ts';
 
 const TAG = 'OAuth';
@@ -341,13 +341,13 @@ async function activeClaims(ctx: OAuthContext, token: string) {
  * bring it back.
  */
 export async function verifyOwnToken(ctx: OAuthContext, token: string): Promise<AccessTokenClaims | null> {
-  const { config, clock } = ctx.core;
+  const { clock } = ctx.core;
   let claims: AccessTokenClaims;
   try {
     claims = await verifyAccessToken(token, {
       // By form here (the check is synchronous); a device audience must then name a registered device.
       keys: ctx.keys.current().keySet,
-      issuer: issuerOf(config),
+      issuer: ctx.issuers.accepted(),
       audience: (aud) => ctx.audiences.accepts(aud) || edgeDeviceOf(aud) !== null || isProtectedResource(ctx, aud),
       now: clock.now(),
       isRevoked: (jti) => ctx.denylist.inMirror(jti),

@@ -48,4 +48,10 @@ CREATE INDEX oauth_dpop_proofs_expiry ON oauth_dpop_proofs (expires_at)
     id: 'oauth-003-client-root',
     sql: 'ALTER TABLE oauth_clients ADD COLUMN root TEXT',
   },
+  {
+    // The issuer URLs the group's cells declared with `--oauth-issuer` (one per cell, replaced or removed at
+    // its start): every cell accepts tokens whose iss is one of them or `service://<group id>` (cell/oauth/issuers.ts).
+    id: 'oauth-004-group-issuers',
+    sql: 'CREATE TABLE oauth_issuers (cell_id TEXT PRIMARY KEY, issuer TEXT NOT NULL, updated_at INTEGER NOT NULL)',
+  },
 ];

@@ -37,9 +37,43 @@ export function publicBase(config: Config): string {
   return u.replace(/\/+$/, '');
 }
 
-/** Token issuer: `service://<group id>` (a single cell's group id is its cell id; cell/migrations.ts settleGroupId). */
+/**
+ * This cell's token issuer: the operator's `--oauth-issuer` URL when given (for RFC 8414 clients, which
+ * require the issuer to be the URL its metadata is fetched from), else the spec's `service://<group id>`
+ * (a single cell's group id is its cell id; cell/migrations.ts settleGroupId). Either way every cell of
+ * the group accepts both (cell/oauth/issuers.ts).
+ */
 export function issuerOf(config: Config): string {
+  return config.oauthIssuer ?? groupIssuerOf(config);
+}
+
+/** The spec's issuer of the group, `service://<group id>`: accepted by every cell whatever its flags. */
+export function groupIssuerOf(config: Config): string {
   return `service://${config.groupId}`;
+}
+
+const LOOPBACK_HOST = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/;
+
+/**
+ * Checks an `--oauth-issuer` value: an https URL (http only on a loopback host, for local work), with
+ * no user, query or fragment (RFC 8414 §2). Returns the issuer as the cell will publish it (a bare
+ * origin without its trailing slash), or what to fix.
+ */
+export function parseOAuthIssuer(input: string): { ok: true; issuer: string } | { ok: false; error: string } {
+  let u: URL;
+  try {
+    u = new URL(input);
+  } catch {
+    return { ok: false, error: `--oauth-issuer: '${input}' is not a URL; give https://host[:port][/path]` };
+  }
+  if (u.protocol !== 'https:' && !(u.protocol === 'http:' && LOOPBACK_HOST.test(u.hostname))) {
+    return { ok: false, error: `--oauth-issuer: '${input}' must use https (http only on a loopback host: 127.0.0.1, [::1], localhost)` };
+  }
+  if (u.username || u.password) return { ok: false, error: `--oauth-issuer: '${input}' must not carry a user or password` };
+  if (u.search || u.hash || input.includes('?') || input.includes('#')) {
+    return { ok: false, error: `--oauth-issuer: '${input}' must have no query or fragment (RFC 8414 §2)` };
+  }
+  return { ok: true, issuer: u.pathname === '/' ? u.origin : u.href };
 }
 
 /** Token audience: the cell's public API base. */

@@ -2,7 +2,7 @@
  * Access tokens (RFC 9068): EdDSA-signed JWTs with `typ: at+jwt`. One
  * verification used by the cell's bearer path, introspection and the edge:
  * signature against the key set, alg allow-list (EdDSA only: `none`, HS*
- * and everything else refused), typ, iss, aud, exp, iat and the denylist,
+ * and everything else refused), typ, iss (one issuer or a group's set), aud, exp, iat and the denylist,
  * each check with its own code. Bindings (`cnf`) are checked separately
  * (core/tokens/cnf.ts) because they need the request.
  */
@@ -44,7 +44,8 @@ export const ACCESS_TOKEN_ALGS = ['EdDSA'] as const;
 export interface VerifyAccessTokenOptions {
   /** Resolves the verification key by the token's header (e.g. jose's createLocalJWKSet). */
   keys: JWTVerifyGetKey;
-  issuer: string;
+  /** The accepted `iss`: one issuer, or every issuer of a group (`service://<group id>` and its declared URLs). */
+  issuer: string | readonly string[];
   /** The expected `aud`, or a test of it (the authorization server accepts every audience it issues for). */
   audience: string | ((aud: string) => boolean);
   /** Current time, ms since the epoch. */
@@ -92,7 +93,7 @@ export async function verifyAccessToken(token: string, opts: VerifyAccessTokenOp
   for (const k of ['iat', 'exp'] as const) {
     if (typeof c[k] !== 'number' || !Number.isFinite(c[k])) throw new TokenError('missing_claim', `claim ${k} is missing or not a number`);
   }
-  if (c['iss'] !== opts.issuer) throw new TokenError('bad_issuer', 'unexpected issuer');
+  if (!issuerAccepted(c['iss'] as string, opts.issuer)) throw new TokenError('bad_issuer', 'unexpected issuer');
   const audOk = typeof opts.audience === 'string' ? c['aud'] === opts.audience : opts.audience(c['aud'] as string);
   if (!audOk) throw new TokenError('bad_audience', 'unexpected audience');
   const nowS = Math.floor(opts.now / 1000);
@@ -108,6 +109,11 @@ export async function verifyAccessToken(token: string, opts: VerifyAccessTokenOp
   mayActOf(c['may_act']);
   if (opts.isRevoked?.(c['jti'] as string)) throw new TokenError('revoked', 'token revoked');
   return c as unknown as AccessTokenClaims;
+}
+
+/** Whether `iss` is the accepted issuer or one of the accepted issuers (exact string comparison, RFC 9068 §4). */
+export function issuerAccepted(iss: string, accepted: string | readonly string[]): boolean {
+  return typeof accepted === 'string' ? iss === accepted : accepted.includes(iss);
 }
 
 function mapJoseError(err: unknown): TokenError {

@@ -2,9 +2,10 @@
  * The verified-token cache: a token whose signature and claims verified once
  * is not verified again until it expires. Tokens are immutable, so the cache
  * holds nothing that can go stale except time, and the judge re-checks `exp`,
- * the denylist, the bindings and the subject on every hit
- * (core/tokens/judge.ts). One cache belongs to one verifier configuration
- * (issuer, audience, key set): the cell and the edge each keep their own.
+ * the denylist, the accepted issuers (a group may retire an issuer URL), the
+ * bindings and the subject on every hit (core/tokens/judge.ts). One cache
+ * belongs to one verifier configuration (audience, key set): the cell and the
+ * edge each keep their own.
  */
 import type { AccessTokenClaims } from './access-token.ts';
 

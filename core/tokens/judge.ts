@@ -39,7 +39,7 @@
  */
 import type { JWTVerifyGetKey } from 'jose';
 import { intersectSelectors } from '../authority/scopes.ts';
-import { verifyAccessToken, type AccessTokenClaims } from './access-token.ts';
+import { issuerAccepted, verifyAccessToken, type AccessTokenClaims } from './access-token.ts';
 import type { VerifiedTokenCache } from './cache.ts';
 import { checkConfirmation } from './cnf.ts';
 import { actorsOf, DEFAULT_MAX_ACT_DEPTH, linksOf } from './delegation.ts';
@@ -88,7 +88,8 @@ export interface TokenKeyInfo {
 
 export interface TokenJudgeConfig<S extends TokenSubject = TokenSubject> {
   keys: JWTVerifyGetKey;
-  issuer: string;
+  /** The accepted `iss`: one, or the group's set (core/tokens/access-token.ts issuerAccepted). */
+  issuer: string | readonly string[];
   /** The expected `aud`, or a test of it (a group of cells accepts the API of every member). */
   audience: string | ((aud: string) => boolean);
   replay: ReplayCache;
@@ -159,6 +160,11 @@ async function verified(token: string, now: number, config: TokenJudgeConfig<Tok
     if (hit.exp * 1000 <= now) {
       config.cache!.delete(token);
       throw new TokenError('expired', 'token expired');
+    }
+    // The accepted issuers can narrow (a group retires an `--oauth-issuer` URL): checked on every hit.
+    if (!issuerAccepted(hit.iss, config.issuer)) {
+      config.cache!.delete(token);
+      throw new TokenError('bad_issuer', 'unexpected issuer');
     }
     return hit;
   }

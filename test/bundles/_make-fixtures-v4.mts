@@ -2,7 +2,9 @@
 // and verified by fixtures.test.ts): keys.v4.bundle with a token section naming the longest delegation
 // chain the cell honours (max_act_depth 2), the access tokens it judges (tokens.v4.json: an exchanged
 // token of two hops, one of three, one whose subject token was revoked before the bundle, one whose
-// actor was archived) and the public keys (public-keys.v4.json).
+// actor was archived, and, with the optional `issuers` list of the group's accepted issuers, a token
+// issued under the group's `--oauth-issuer` URL and one under a URL the group never declared) and the
+// public keys (public-keys.v4.json).
 // Usage: node --import tsx test/bundles/_make-fixtures-v4.mts
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -39,14 +41,15 @@ const keys = await buildKeyBundle({
     revoked: [['jti-subject-revoked-00', exp]],
     clients: ['ocl_subject', 'ocl_actor'],
     max_act_depth: 2,
+    issuers: ['service://cell-fixture', 'https://auth.cell-fixture.test'],
   },
 });
 const key = await importJWK(oauth.privateJwk, 'EdDSA');
-const exchanged = (jti: string, actors: string[], subjectJti: string) => {
+const exchanged = (jti: string, actors: string[], subjectJti: string, iss = 'service://cell-fixture') => {
   let act: Record<string, unknown> | undefined;
   for (const a of [...actors].reverse()) act = act ? { sub: a, act } : { sub: a };
   return new SignJWT({
-    iss: 'service://cell-fixture',
+    iss,
     sub: 'usr_00000000000000000001',
     aud,
     client_id: 'ocl_actor',
@@ -78,6 +81,18 @@ writeFileSync(
       ),
       subject_revoked: await exchanged('jti-subj-revoked-0000', ['svc_0000000000000000000a'], 'jti-subject-revoked-00'),
       actor_archived: await exchanged('jti-actor-archived-00', ['svc_0000000000000000000d'], 'jti-subject-good-00000'),
+      url_issuer: await exchanged(
+        'jti-url-issuer-000000',
+        ['svc_0000000000000000000a'],
+        'jti-subject-good-00000',
+        'https://auth.cell-fixture.test',
+      ),
+      undeclared_issuer: await exchanged(
+        'jti-undeclared-iss-00',
+        ['svc_0000000000000000000a'],
+        'jti-subject-good-00000',
+        'https://evil.example.test',
+      ),
     },
     null,
     1,

@@ -118,7 +118,7 @@ test('recorded key bundle v4 carries the delegation limit; chains and their link
     { kid: string; jwk: JsonWebKey }
   >;
   const tokens = JSON.parse(readFileSync(join(dir, 'tokens.v4.json'), 'utf8')) as Record<
-    'two_hops' | 'three_hops' | 'subject_revoked' | 'actor_archived',
+    'two_hops' | 'three_hops' | 'subject_revoked' | 'actor_archived' | 'url_issuer' | 'undeclared_issuer',
     string
   >;
   const { opened, index } = await openKeyBundle(read('keys.v4.bundle'), [v4.cell]);
@@ -142,6 +142,10 @@ test('recorded key bundle v4 carries the delegation limit; chains and their link
   assert.equal(((await judgeAccessToken(tokens.three_hops, facts, judge)) as { code: string }).code, 'delegation_too_deep');
   assert.equal(((await judgeAccessToken(tokens.subject_revoked, facts, judge)) as { code: string }).code, 'revoked');
   assert.equal(((await judgeAccessToken(tokens.actor_archived, facts, judge)) as { code: string }).code, 'revoked');
+  // The optional issuers list: a token under the group's declared URL is the group's; any other is refused.
+  assert.deepEqual(index.tokens?.issuers, ['service://cell-fixture', 'https://auth.cell-fixture.test']);
+  assert.ok((await judgeAccessToken(tokens.url_issuer, facts, judge)).ok);
+  assert.equal(((await judgeAccessToken(tokens.undeclared_issuer, facts, judge)) as { code: string }).code, 'bad_issuer');
 });
 
 test('a format 3 bundle names no delegation limit: its device judges chains with the default (3)', async () => {

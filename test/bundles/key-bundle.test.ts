@@ -5,6 +5,8 @@ import { sealEnvelope, splitEnvelope } from '../../bundles/envelope.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
 import type { KeyRecord } from '../../core/apikey/verify.ts';
 import { keyPair, T0 } from './_fixtures.ts';
+import { tokenJudgeFromBundle } from '../../bundles/token-trust.ts';
+import { MemoryReplayCache } from '../../core/tokens/replay.ts';
 
 const SECRET_A = 'svck_live_' + 'A'.repeat(43);
 const SECRET_A_OLD = 'svck_live_' + 'B'.repeat(43);
@@ -166,4 +168,47 @@ test('formats 3 and 4: the token section (with the live clients and the delegati
   const { clients: _, ...v2tokens } = tokens;
   const v2 = await openKeyBundle(await sealed({ format_version: 2, tokens: v2tokens }), [trusted]);
   assert.equal(v2.index.tokens?.clients, undefined);
+});
+
+test("format 4's optional issuers: the group's accepted issuers travel signed, the issuer among them; malformed lists are refused", async () => {
+  const { signer, trusted } = await keyPair();
+  const tokens = {
+    issuer: 'https://auth.example.test',
+    issuers: ['service://cell-a', 'https://auth.example.test', 'service://cell-a'],
+    keys: [{ kid: 'k1', kty: 'OKP' as const, crv: 'Ed25519' as const, x: 'A'.repeat(43), alg: 'EdDSA' as const }],
+    revoked: [] as [string, number][],
+    clients: [],
+    max_act_depth: 3,
+  };
+  const base = {
+    issuer: 'cell-a',
+    signer,
+    audience: 'dev-1',
+    version: 1,
+    issuedAt: T0,
+    expiresAt: T0 + 86_400_000,
+    records: [],
+    tombstones: [],
+  };
+  const { index } = await openKeyBundle(await buildKeyBundle({ ...base, tokens }), [trusted]);
+  assert.deepEqual(index.tokens?.issuers, ['https://auth.example.test', 'service://cell-a'], 'the issuer first, each once');
+  const judge = tokenJudgeFromBundle(index, { audience: 'edge:dev-1', replay: new MemoryReplayCache() })!;
+  assert.deepEqual(judge.issuer, ['https://auth.example.test', 'service://cell-a']);
+  const { issuers: _, ...single } = tokens;
+  const plain = await openKeyBundle(await buildKeyBundle({ ...base, tokens: single }), [trusted]);
+  assert.equal(plain.index.tokens?.issuers, undefined, 'absent unless given');
+  assert.equal(tokenJudgeFromBundle(plain.index, { audience: 'edge:dev-1', replay: new MemoryReplayCache() })!.issuer, tokens.issuer);
+
+  const reason = (e: unknown) => (e as { details?: { reason?: string } }).details?.reason;
+  const sealed = async (payload: Record<string, unknown>) =>
+    sealEnvelope({ ...JSON.parse(splitEnvelope(await buildKeyBundle({ ...base, tokens }))!.payload), ...payload }, signer);
+  for (const [what, over] of [
+    ['issuers without the issuer', { tokens: { ...tokens, issuers: ['service://cell-a'] } }],
+    ['issuers that is not a list', { tokens: { ...tokens, issuers: 'service://cell-a' } }],
+    ['an issuer that is not a string', { tokens: { ...tokens, issuers: [tokens.issuer, 7] } }],
+    ['an empty issuer', { tokens: { ...tokens, issuers: [tokens.issuer, ''] } }],
+    ['format 3 with issuers', { format_version: 3, tokens: { ...single, max_act_depth: undefined, issuers: [tokens.issuer] } }],
+  ] as const) {
+    await assert.rejects(openKeyBundle(await sealed(over as Record<string, unknown>), [trusted]), (e) => reason(e) === 'malformed', what);
+  }
 });

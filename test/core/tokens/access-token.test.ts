@@ -77,6 +77,13 @@ test('expired, wrong iss, wrong aud, wrong typ, revoked are refused', async () =
   const o = { keys, issuer: ISS, audience: AUD, now: NOW };
   assert.equal(await code(verifyAccessToken(await sign({ exp: NOW / 1000 - 1 }), o)), 'expired');
   assert.equal(await code(verifyAccessToken(await sign({ iss: 'service://other' }), o)), 'bad_issuer');
+  // A group's set (`service://<group id>` and its declared issuer URLs): any member is accepted, nothing else.
+  const group = { ...o, issuer: [ISS, 'https://auth.example.test'] };
+  assert.equal((await verifyAccessToken(await sign({ iss: 'https://auth.example.test' }), group)).iss, 'https://auth.example.test');
+  assert.equal((await verifyAccessToken(await sign({}), group)).iss, ISS);
+  for (const iss of ['https://auth.example.test/', 'https://evil.example.test', 'service://other'])
+    assert.equal(await code(verifyAccessToken(await sign({ iss }), group)), 'bad_issuer', iss);
+  assert.equal(await code(verifyAccessToken(await sign({}), { ...o, issuer: [] })), 'bad_issuer', 'an empty set accepts nothing');
   assert.equal(await code(verifyAccessToken(await sign({ aud: 'http://evil/api/public/v1' }), o)), 'bad_audience');
   assert.equal(await code(verifyAccessToken(await sign({}, { typ: 'JWT' }), o)), 'bad_typ');
   assert.equal(await code(verifyAccessToken(await sign({}), { ...o, isRevoked: (j) => j === 'j1' })), 'revoked');

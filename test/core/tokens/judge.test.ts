@@ -111,6 +111,22 @@ test('the verified-token cache: verified once, then exp, the denylist and the su
   assert.equal(w.config.cache!.size, 0, 'an expired hit leaves the cache');
 });
 
+test('the verified-token cache re-checks the accepted issuers on a hit (a group retired an issuer URL)', async () => {
+  const w = await world();
+  const url = 'https://auth.example.test';
+  const config = { ...w.config, issuer: [ISS, url] };
+  const tk = await w.sign({ iss: url });
+  assert.ok((await judgeAccessToken(tk, facts(), config)).ok);
+  assert.ok((await judgeAccessToken(tk, facts(), config)).ok);
+  assert.equal(w.lookups(), 1, 'served from the cache');
+  assert.deepEqual(await judgeAccessToken(tk, facts(), { ...config, issuer: [ISS] }), {
+    ok: false,
+    code: 'bad_issuer',
+    message: 'unexpected issuer',
+  });
+  assert.equal(config.cache!.size, 0, 'the refused hit leaves the cache');
+});
+
 test('an unknown subject is refused as revoked', async () => {
   const w = await world();
   assert.equal(((await judgeAccessToken(await w.sign({ sub: 'usr_gone' }), facts(), w.config)) as { code: string }).code, 'revoked');
