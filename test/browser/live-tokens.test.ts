@@ -53,9 +53,10 @@ test('the run page shows the answer growing in the running step', {
     await page.locator('#whoami').waitFor();
     await page.goto(`${cell.url}/console#/runs/${runId}`);
 
-    const text = page.locator('#live-answers .live-text');
+    // Read without waiting: a locator's textContent waits 30 s for an element that a re-render replaced.
+    const text = { textContent: () => page.evaluate(() => document.querySelector('#live-answers .live-text')?.textContent ?? null) };
     // Joined mid-step: the answer so far, then each piece as it is released.
-    await until('the first piece on the page', async () => (await text.count()) > 0 && (await text.textContent()) === pieces[0]);
+    await until('the first piece on the page', async () => (await text.textContent()) === pieces[0]);
     assert.match((await page.locator('#live-answers').textContent()) ?? '', /inspector/);
     for (let i = 1; i < pieces.length; i++) {
       gates[i]!.open();
