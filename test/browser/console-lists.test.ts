@@ -13,7 +13,7 @@ import { chromium, type Browser } from 'playwright-core';
 import { startOpenAIServer, systemPrompt, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { testStore } from '../helpers/inproc.ts';
-import { A, ARGS, CHROMIUM, T, apiOf, axe, crew, newContext, ok, pasteKey, shots, until, type Watch } from './helpers.ts';
+import { A, ARGS, CHROMIUM, T, apiOf, fakeProvider, axe, crew, newContext, ok, pasteKey, shots, until, type Watch } from './helpers.ts';
 
 const RUNS = 205;
 
@@ -44,14 +44,7 @@ test('the console: paging past the newest 200 runs, the stalled badge, the dark 
   const watch: Watch = { requested: [], problems: [] };
   try {
     const api = apiOf(cell);
-    const secret = await ok(api, 'POST', `${A}/secrets`, { name: 'fake-openai', value: 'sk-fake' });
-    await ok(api, 'POST', `${A}/ai/model-providers`, {
-      provider_type: 'openai-compatible',
-      default_model: 'fake-model',
-      base_url: `${ai.url}/v1`,
-      api_key_secret_id: secret.secret_id,
-      max_retries: 0,
-    });
+    await fakeProvider(api, ai.url, { max_retries: 0 });
     const stuck = await crew(api, 'stuck-summary', ['stuck']);
     const stalledId = (await ok(api, 'POST', `${T}/crews/${stuck.crew}/runs`, { input: 'summarise' })).run_id as string;
     const ids: string[] = [];

@@ -31,7 +31,7 @@ import { sealRecord } from '../../core/journal/seal.ts';
 import { startOpenAIServer, systemPrompt, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { testStore } from '../helpers/inproc.ts';
-import { A, ARGS, CHROMIUM, T, apiOf, axe, crew, newContext, ok, pasteKey, shots, until, type Watch } from './helpers.ts';
+import { A, ARGS, CHROMIUM, T, apiOf, fakeProvider, axe, crew, newContext, ok, pasteKey, shots, until, type Watch } from './helpers.ts';
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -130,14 +130,7 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
   const watch: Watch = { requested: [], problems: [] };
   try {
     const api = apiOf(cell);
-    const secret = await ok(api, 'POST', `${A}/secrets`, { name: 'fake-openai', value: 'sk-fake' });
-    await ok(api, 'POST', `${A}/ai/model-providers`, {
-      provider_type: 'openai-compatible',
-      default_model: 'fake-model',
-      base_url: `${ai.url}/v1`,
-      api_key_secret_id: secret.secret_id,
-      max_retries: 1,
-    });
+    await fakeProvider(api, ai.url, { max_retries: 1 });
     const failing = await crew(api, 'failing-summary', ['unlucky']);
     const plain = await crew(api, 'plain-summary', ['writer', 'editor']);
     const bad = (await ok(api, 'POST', `${T}/crews/${failing.crew}/runs`, { input: 'summarise' })).run_id as string;

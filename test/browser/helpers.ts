@@ -55,6 +55,18 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined | n
   }
 }
 
+/** Registers the fake OpenAI-compatible server at `baseUrl` (its key `sk-fake`) as the cell's model provider. */
+export async function fakeProvider(api: Api, baseUrl: string, opts: { max_retries: number; stream?: boolean }): Promise<void> {
+  const secret = await ok(api, 'POST', `${A}/secrets`, { name: 'fake-openai', value: 'sk-fake' });
+  await ok(api, 'POST', `${A}/ai/model-providers`, {
+    provider_type: 'openai-compatible',
+    default_model: 'fake-model',
+    base_url: `${baseUrl}/v1`,
+    api_key_secret_id: secret.secret_id,
+    ...opts,
+  });
+}
+
 /** A crew: one seat per role, each agent with a ledger; `pre` stages before the team. */
 export async function crew(api: Api, name: string, roles: string[], pre: unknown[] = []): Promise<{ formation: string; crew: string }> {
   const f = await ok(api, 'POST', `${T}/formations`, { name, coordination_policy: 'sequential', ...(pre.length ? { pre } : {}) });

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
 import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startCellProcess } from '../helpers/cell-process.ts';
-import { A, ARGS, CHROMIUM, T, apiOf, crew, newContext, ok, shot, until, type Watch } from './helpers.ts';
+import { A, ARGS, CHROMIUM, T, apiOf, fakeProvider, crew, newContext, ok, shot, until, type Watch } from './helpers.ts';
 
 test('the run page shows the answer growing in the running step', {
   timeout: 180_000,
@@ -32,15 +32,7 @@ test('the run page shows the answer growing in the running step', {
   const watch: Watch = { requested: [], problems: [] };
   try {
     const api = apiOf(cell);
-    const secret = await ok(api, 'POST', `${A}/secrets`, { name: 'fake-openai', value: 'sk-fake' });
-    await ok(api, 'POST', `${A}/ai/model-providers`, {
-      provider_type: 'openai-compatible',
-      default_model: 'fake-model',
-      base_url: `${ai.url}/v1`,
-      api_key_secret_id: secret.secret_id,
-      max_retries: 0,
-      stream: true,
-    });
+    await fakeProvider(api, ai.url, { max_retries: 0, stream: true });
     const c = await crew(api, 'inspection', ['inspector']);
     const runId = (await ok(api, 'POST', `${T}/crews/${c.crew}/runs`, { input: 'inspect the pumps' })).run_id as string;
 
