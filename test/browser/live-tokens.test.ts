@@ -15,8 +15,11 @@ test('the run page shows the answer growing in the running step', {
   skip: existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)`,
 }, async () => {
   const pieces = ['Pumps ', 'one and two ', 'are fine; ', 'pump three leaks.'];
-  // Piece i waits for release i: the test lets the answer grow one piece at a time.
-  const gates = pieces.map(() => {
+  // Piece i waits for release i: the test lets the answer grow one piece at a time. A last, empty
+  // piece holds the answer's end until the whole text has been seen: once the stream ends, the
+  // step's record arrives and the live section goes, whether or not the page showed the last piece.
+  const served = [...pieces, ''];
+  const gates = served.map(() => {
     let open!: () => void;
     const p = new Promise<void>((r) => {
       open = r;
@@ -25,7 +28,7 @@ test('the run page shows the answer growing in the running step', {
   });
   const ai: FakeOpenAI = await startOpenAIServer({
     apiKey: 'sk-fake',
-    respond: () => ({ content: pieces.join(''), pieces, beforePiece: (i) => (i > 0 ? gates[i]!.p : undefined) }),
+    respond: () => ({ content: pieces.join(''), pieces: served, beforePiece: (i) => (i > 0 ? gates[i]!.p : undefined) }),
   });
   const cell = await startCellProcess({ args: ['--cell-id', 'cell-live'] });
   let browser: Browser | null = null;
@@ -56,6 +59,7 @@ test('the run page shows the answer growing in the running step', {
       await until(`the answer to grow to piece ${i}`, async () => (await text.textContent()) === want);
       if (i === 2) await shot(page, 'console-live-tokens.png', false);
     }
+    gates[pieces.length]!.open();
     // The step's record carries the whole answer; the run ends and the live section goes.
     await until('the run to end', async () => (await api('GET', `${A}/jobs/runs/${runId}`)).body.state === 'completed');
     await page.locator('#stream-state', { hasText: 'has ended' }).waitFor({ timeout: 30_000 });
