@@ -45,15 +45,7 @@ export async function ok(api: Api, method: string, path: string, body?: unknown)
   return r.body;
 }
 
-export async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+export { until } from '../helpers/until.ts';
 
 /** Registers the fake OpenAI-compatible server at `baseUrl` (its key `sk-fake`) as the cell's model provider. */
 export async function fakeProvider(api: Api, baseUrl: string, opts: { max_retries: number; stream?: boolean }): Promise<void> {

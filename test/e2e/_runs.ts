@@ -6,32 +6,9 @@
 import { verifyJournal, type JournalVerdict } from '../../core/journal/verify.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { CellProcess } from '../helpers/cell-process.ts';
-import type { Api } from '../helpers/teams.ts';
+import { httpApi, type Api } from '../helpers/teams.ts';
 
-/** The admin API of a cell process, as the crew helpers (test/helpers/teams.ts) use it. */
-export function httpApi(url: string, token: string): Api {
-  return {
-    token,
-    async request(method, path, opts = {}) {
-      const res = await fetch(url + path, {
-        method,
-        headers: {
-          authorization: `Bearer ${opts.token ?? token}`,
-          ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
-      });
-      const text = await res.text();
-      let body: unknown;
-      try {
-        body = text ? JSON.parse(text) : undefined;
-      } catch {
-        body = undefined;
-      }
-      return { status: res.status, body, text };
-    },
-  };
-}
+export { httpApi };
 
 /** Polls `fn` until it returns something other than undefined; fails after `ms`. */
 export async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 30_000): Promise<T> {

@@ -15,6 +15,31 @@ export interface Api {
   token: string;
 }
 
+/** The admin API of a cell process, as the crew helpers (test/helpers/teams.ts) use it. */
+export function httpApi(url: string, token: string): Api {
+  return {
+    token,
+    async request(method, path, opts = {}) {
+      const res = await fetch(url + path, {
+        method,
+        headers: {
+          authorization: `Bearer ${opts.token ?? token}`,
+          ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
+        ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
+      });
+      const text = await res.text();
+      let body: unknown;
+      try {
+        body = text ? JSON.parse(text) : undefined;
+      } catch {
+        body = undefined;
+      }
+      return { status: res.status, body, text };
+    },
+  };
+}
+
 export async function ok(api: Api, method: string, path: string, body?: unknown, expect = [200, 201, 202]): Promise<any> {
   const r = await api.request(method, path, { token: api.token, ...(body !== undefined ? { body } : {}) });
   assert.ok(expect.includes(r.status), `${method} ${path} -> ${r.status} ${r.text}`);

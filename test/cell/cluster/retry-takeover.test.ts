@@ -13,39 +13,12 @@ import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server
 import { startCellProcess, type CellProcess } from '../../helpers/cell-process.ts';
 import { TEST_ENGINE } from '../../helpers/inproc.ts';
 import { pgDatabase, type PgDatabase } from '../../helpers/postgres.ts';
-import { A, T, agent, ok, provider, type Api } from '../../helpers/teams.ts';
+import { A, T, agent, httpApi, ok, provider } from '../../helpers/teams.ts';
+import { until } from '../../helpers/until.ts';
 
 const SKIP = TEST_ENGINE !== 'postgres' ? 'needs PostgreSQL (CELL_TEST_STORE=postgres)' : false;
 const GROUP_ARGS = ['--posture', 'multi-cell', '--heartbeat-ms', '100', '--lease-ms', '600'];
 const BACKOFF_MS = 8_000;
-
-function httpApi(url: string, token: string): Api {
-  return {
-    token,
-    async request(method, path, opts = {}) {
-      const res = await fetch(url + path, {
-        method,
-        headers: {
-          ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}),
-          ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
-      });
-      const text = await res.text();
-      return { status: res.status, body: text ? (JSON.parse(text) as unknown) : undefined, text };
-    },
-  };
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 let db: PgDatabase | undefined;
 let ai: FakeOpenAI | undefined;
@@ -89,13 +62,21 @@ test('a peer takes over a run waiting to retry and resumes the wait at its recor
   const ag = await agent(api, 'patient', cap);
   const crew = await ok(api, 'POST', `${T}/crews`, { formation_id: f.formation_id, assignments: { [bil.billet_id]: ag } });
   const run = await ok(api, 'POST', `${T}/crews/${crew.crew_id}/runs`, { input: 'go' });
-  const failed = await until('the failed attempt', async () => {
-    const j = await ok(api, 'GET', `${A}/jobs/runs/${run.run_id}/journal`);
-    return (j.records as any[]).find((r) => r.kind === 'attempt' && r.data.outcome === 'failed');
-  });
+  const failed = await until(
+    'the failed attempt',
+    async () => {
+      const j = await ok(api, 'GET', `${A}/jobs/runs/${run.run_id}/journal`);
+      return (j.records as any[]).find((r) => r.kind === 'attempt' && r.data.outcome === 'failed');
+    },
+    60_000,
+  );
   const retryAt = failed.data.retry_at as number;
   assert.equal(failed.cell_id, 'cell-a');
-  await until('the run to wait', async () => (await ok(api, 'GET', `${T}/crews/${crew.crew_id}/runs/${run.run_id}`)).state === 'waiting');
+  await until(
+    'the run to wait',
+    async () => (await ok(api, 'GET', `${T}/crews/${crew.crew_id}/runs/${run.run_id}`)).state === 'waiting',
+    60_000,
+  );
   await a.kill('SIGKILL');
   const killedAt = Date.now();
 

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startCellProcess, type CellProcess } from '../../helpers/cell-process.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { A, T, ok, provider, team, type Api } from '../../helpers/teams.ts';
+import { A, T, httpApi, ok, provider, team, type Api } from '../../helpers/teams.ts';
 
 let ai: FakeOpenAI;
 let cell: CellProcess;
@@ -33,30 +33,6 @@ after(async () => {
   cell?.cleanup();
   await ai?.close();
 });
-
-function httpApi(url: string, token: string): Api {
-  return {
-    token,
-    async request(method, path, opts = {}) {
-      const res = await fetch(url + path, {
-        method,
-        headers: {
-          authorization: `Bearer ${opts.token ?? token}`,
-          ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
-      });
-      const text = await res.text();
-      let body: unknown;
-      try {
-        body = text ? JSON.parse(text) : undefined;
-      } catch {
-        body = undefined;
-      }
-      return { status: res.status, body, text };
-    },
-  };
-}
 
 interface Frame {
   id: string | undefined;

@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
 import { startCellProcess, type CellProcess } from '../../helpers/cell-process.ts';
-import { A, T, agent, ok, provider, type Api } from '../../helpers/teams.ts';
+import { A, T, agent, httpApi, ok, provider } from '../../helpers/teams.ts';
+import { until } from '../../helpers/until.ts';
 
 const BACKOFF_MS = 8_000;
 let ai: FakeOpenAI | undefined;
@@ -19,34 +20,6 @@ after(async () => {
   cell?.cleanup();
   await ai?.close();
 });
-
-function httpApi(url: string, token: string): Api {
-  return {
-    token,
-    async request(method, path, opts = {}) {
-      const res = await fetch(url + path, {
-        method,
-        headers: {
-          ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}),
-          ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
-      });
-      const text = await res.text();
-      return { status: res.status, body: text ? (JSON.parse(text) as unknown) : undefined, text };
-    },
-  };
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 test('a restart after SIGKILL during a backoff resumes the wait at its recorded due time', async () => {
   const callsAt: number[] = [];
@@ -73,14 +46,22 @@ test('a restart after SIGKILL during a backoff resumes the wait at its recorded 
   const run = await ok(api, 'POST', `${T}/crews/${crew.crew_id}/runs`, { input: 'go' });
 
   // The first attempt failed and its retry is due BACKOFF_MS later: the run waits.
-  const failed = await until('the failed attempt', async () => {
-    const j = await ok(api, 'GET', `${A}/jobs/runs/${run.run_id}/journal`);
-    return (j.records as any[]).find((r) => r.kind === 'attempt' && r.data.outcome === 'failed');
-  });
+  const failed = await until(
+    'the failed attempt',
+    async () => {
+      const j = await ok(api, 'GET', `${A}/jobs/runs/${run.run_id}/journal`);
+      return (j.records as any[]).find((r) => r.kind === 'attempt' && r.data.outcome === 'failed');
+    },
+    60_000,
+  );
   const retryAt = failed.data.retry_at as number;
   // (On PostgreSQL the cell's clock is the database's, read again between the record and the due time.)
   assert.ok(Math.abs(retryAt - failed.at - BACKOFF_MS) < 500, `due ${retryAt - failed.at} ms after the failure`);
-  await until('the run to wait', async () => (await ok(api, 'GET', `${T}/crews/${crew.crew_id}/runs/${run.run_id}`)).state === 'waiting');
+  await until(
+    'the run to wait',
+    async () => (await ok(api, 'GET', `${T}/crews/${crew.crew_id}/runs/${run.run_id}`)).state === 'waiting',
+    60_000,
+  );
 
   await cell.kill('SIGKILL');
   cell = await startCellProcess({ dataDir: cell.dataDir });
