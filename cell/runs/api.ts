@@ -33,7 +33,7 @@ import { z } from '@hono/zod-openapi';
 import { queryTime } from '../http/openapi.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel, type DriverHandle } from './control.ts';
 import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, placeOnPeer } from './lease.ts';
-import { driveRun, recordedStep, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
+import { beforeItLeaves, driveRun, recordedStep, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
 import { subscribe, subscriberCount } from './events.ts';
 import {
   appendJournal,
@@ -199,6 +199,15 @@ export class Runs {
   /** The abort signal of this process's driver of the run, if any. */
   driverSignal(runId: string): AbortSignal | undefined {
     return driverSignal(this.ctx, runId);
+  }
+
+  /**
+   * Runs `fn` (a call's reads after its intent is journaled, before its request
+   * leaves) again while the store is unreachable and this process drives the
+   * run, so an outage there never makes a call that did not leave look in flight.
+   */
+  beforeItLeaves<T>(runId: string, fn: () => Promise<T>): Promise<T> {
+    return beforeItLeaves(this.ctx, runId, fn);
   }
 
   /** True when this process drives the run now. */

@@ -16,7 +16,7 @@ import { runGraph } from '../../core/engine/run.ts';
 import type { EnginePorts, Graph, RecordedStep, RunResult } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { RunsContext } from './context.ts';
-import { registerDriver, type DriverHandle } from './control.ts';
+import { driverSignal, registerDriver, type DriverHandle } from './control.ts';
 import { publishDelta } from './events.ts';
 import {
   TERMINAL_KIND,
@@ -91,6 +91,31 @@ async function keptWrite<T>(ctx: RunsContext, runId: string, write: () => Promis
         ctx.core.log.warn('a run write was refused for now; writing it again', { run_id: runId, error: (err as Error).message });
       await new Promise((res) => setTimeout(res, wait));
       if (ctx.stopping) throw err;
+    }
+  }
+}
+
+/**
+ * Runs `fn`, the part of a call made after its intent is journaled and before
+ * its request leaves the process (the reads that resolve the agent, its
+ * provider and secret), again while the store is unreachable, as long as this
+ * process drives the run. Stopped by an outage there, the drive would be
+ * driven again and find the intent without a result: the call would count as
+ * in flight and be re-issued, though it never left. `fn` must not act outside
+ * the process before its last store read (a model call qualifies: a
+ * provider's failure is never a store outage).
+ */
+export async function beforeItLeaves<T>(ctx: RunsContext, runId: string, fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      const signal = driverSignal(ctx, runId);
+      if (!isStoreOutage(err) || ctx.stopping || signal === undefined || signal.aborted) throw err;
+      const base = OUTAGE_RETRY_MS[Math.min(attempt, OUTAGE_RETRY_MS.length - 1)]!;
+      if (attempt === 0) ctx.core.log.warn('a call of a run waits for the store before it leaves', { run_id: runId });
+      await new Promise((res) => setTimeout(res, base / 2 + Math.random() * (base / 2)));
+      if (ctx.stopping || signal.aborted) throw err;
     }
   }
 }
@@ -470,7 +495,8 @@ async function driveClaimed(
     });
   } catch (err) {
     if (lost) throw lost;
-    if (isStoreOutage(err)) throw err; // not the run's failure: driven again (driveRun)
+    // Not the run's failure: driven again (driveRun), from a journal that holds every answer already had.
+    if (isStoreOutage(err)) throw await keptBeforeRedrive(flush, err);
     // What the engine recorded before it broke is kept.
     await flush().catch(() => undefined);
     log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
@@ -481,16 +507,16 @@ async function driveClaimed(
     return { state: await stateNow(), result: null };
   }
   if (lost) throw lost;
-  // Every path below ends the drive: what the engine held back is written with the run's end
-  // (finish), or before the run is left waiting or for recovery.
-  last = deferred.splice(0);
   if (result.cause !== undefined && result.outcome === 'failed') {
     const c = result.cause;
     log.warn('run step failed', { run_id: runId, reason: result.reason, error: c instanceof Error ? c.message : String(c) });
   }
-  const extra: JsonObject = { ...(engineFinal ?? {}), steps: result.steps };
   // A step or record refused by a store outage: not the run's failure (driveRun drives it again).
-  if (result.outcome === 'failed' && isStoreOutage(result.cause)) throw result.cause;
+  if (result.outcome === 'failed' && isStoreOutage(result.cause)) throw await keptBeforeRedrive(flush, result.cause);
+  // Every path below ends the drive: what the engine held back is written with the run's end
+  // (finish), or before the run is left waiting or for recovery.
+  last = deferred.splice(0);
+  const extra: JsonObject = { ...(engineFinal ?? {}), steps: result.steps };
   if (handle.signal.aborted && handle.cancelledBy() !== null) {
     await finish('cancelled', {
       error: { code: 'cancelled', message: 'the run was cancelled', reason: 'cancelled' },
@@ -518,6 +544,22 @@ async function driveClaimed(
     await finish(result.outcome, { error, data: { ...extra, reason: error.reason ?? result.reason ?? null }, fence });
   }
   return { state: await stateNow(), result };
+}
+
+/**
+ * Before a drive stopped by a store outage is driven again from the journal:
+ * the records it held back (a model's answer, a tool's result) are written
+ * first, once the store answers. Lost, the re-drive would find the call's
+ * intent without its result and issue the call again. Returns `cause`, or
+ * what ended the write (a lost lease, the cell stopping) for the caller to throw.
+ */
+async function keptBeforeRedrive(flush: () => Promise<void>, cause: unknown): Promise<unknown> {
+  try {
+    await flush();
+    return cause;
+  } catch (e) {
+    return e;
+  }
 }
 
 /** Writes the records a drive held back, when it ends without ending the run. */

@@ -41,71 +41,76 @@ export const fromWireName = (n: string) => n.replace(/__/g, '.');
 export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
   return {
     async complete(req: ModelRequest, opts?: ModelCallOptions): Promise<ModelResponse> {
-      const agent = await getAgent(ctx, req.agent.id);
-      if (!agent) throw new EngineRefusal('agent_unknown', 'the seat has no agent', { agent_id: req.agent.id });
-      const providerId = await providerFor(ctx, agent);
-      if (!providerId) throw new EngineRefusal('no_provider', 'no model provider is registered', { agent_id: agent.agent_id });
-      const messages: WireMessage[] = req.messages.map((m) => {
-        const w: WireMessage = { role: m.role, content: m.content };
-        if (m.tool_call_id !== undefined) w.tool_call_id = m.tool_call_id;
-        if (m.tool_calls?.length) {
-          w.tool_calls = m.tool_calls.map((c) => ({
-            id: c.id,
-            type: 'function' as const,
-            function: { name: toWireName(c.name), arguments: JSON.stringify(c.arguments) },
-          }));
-        }
-        return w;
-      });
-      const tools: ToolSpec[] = req.tools.map((t) => ({
-        type: 'function',
-        function: { name: toWireName(t.name), description: t.description, parameters: t.parameters },
-      }));
-      // The step's timeout cancels the call in flight (the provider sees its connection closed).
-      const driver = runId === undefined ? undefined : ctx.runs.driverSignal(runId);
-      const deadline = req.timeout_ms !== undefined ? AbortSignal.timeout(req.timeout_ms) : undefined;
-      const signal = deadline && driver ? AbortSignal.any([driver, deadline]) : (deadline ?? driver);
-      try {
-        const r = await ctx.ai.call(
-          providerId,
-          {
-            ...(req.agent.model ? { model: req.agent.model } : {}),
-            messages,
-            ...(tools.length ? { tools } : {}),
-            max_tokens: req.max_tokens,
-          },
-          { signal, onDelta: liveDeltas(opts?.onDelta), agent: { id: agent.agent_id, name: agent.name } },
-        );
-        const out: ModelResponse = {
-          content: r.content ?? '',
-          usage: { input_tokens: r.usage.prompt_tokens, output_tokens: r.usage.completion_tokens },
-        };
-        if (r.tool_calls.length) {
-          out.tool_calls = r.tool_calls.map((c) => {
-            let args: unknown;
-            try {
-              args = JSON.parse(c.function.arguments);
-            } catch {
-              args = undefined;
-            }
-            return {
-              id: c.id,
-              name: fromWireName(c.function.name),
-              arguments: (typeof args === 'object' && args !== null && !Array.isArray(args)
-                ? args
-                : { _unparsed: c.function.arguments }) as JsonObject,
-            };
-          });
-        }
-        return out;
-      } catch (e) {
-        if (deadline?.aborted && !driver?.aborted) throw new StepTimeout(req.timeout_ms!);
-        if (isServiceError(e) && e.code === 'forbidden')
-          throw new EngineRefusal(String(e.details?.['reason'] ?? 'posture_forbidden'), e.message, { ...(e.details ?? {}) } as JsonObject);
-        throw e;
-      }
+      // Every store read of the call comes before its request leaves (ai.call reads the provider and
+      // its secret first): a store outage meanwhile is waited out here, not taken for a call in flight.
+      return runId === undefined ? call(req, opts) : ctx.runs.beforeItLeaves(runId, () => call(req, opts));
     },
   };
+  async function call(req: ModelRequest, opts?: ModelCallOptions): Promise<ModelResponse> {
+    const agent = await getAgent(ctx, req.agent.id);
+    if (!agent) throw new EngineRefusal('agent_unknown', 'the seat has no agent', { agent_id: req.agent.id });
+    const providerId = await providerFor(ctx, agent);
+    if (!providerId) throw new EngineRefusal('no_provider', 'no model provider is registered', { agent_id: agent.agent_id });
+    const messages: WireMessage[] = req.messages.map((m) => {
+      const w: WireMessage = { role: m.role, content: m.content };
+      if (m.tool_call_id !== undefined) w.tool_call_id = m.tool_call_id;
+      if (m.tool_calls?.length) {
+        w.tool_calls = m.tool_calls.map((c) => ({
+          id: c.id,
+          type: 'function' as const,
+          function: { name: toWireName(c.name), arguments: JSON.stringify(c.arguments) },
+        }));
+      }
+      return w;
+    });
+    const tools: ToolSpec[] = req.tools.map((t) => ({
+      type: 'function',
+      function: { name: toWireName(t.name), description: t.description, parameters: t.parameters },
+    }));
+    // The step's timeout cancels the call in flight (the provider sees its connection closed).
+    const driver = runId === undefined ? undefined : ctx.runs.driverSignal(runId);
+    const deadline = req.timeout_ms !== undefined ? AbortSignal.timeout(req.timeout_ms) : undefined;
+    const signal = deadline && driver ? AbortSignal.any([driver, deadline]) : (deadline ?? driver);
+    try {
+      const r = await ctx.ai.call(
+        providerId,
+        {
+          ...(req.agent.model ? { model: req.agent.model } : {}),
+          messages,
+          ...(tools.length ? { tools } : {}),
+          max_tokens: req.max_tokens,
+        },
+        { signal, onDelta: liveDeltas(opts?.onDelta), agent: { id: agent.agent_id, name: agent.name } },
+      );
+      const out: ModelResponse = {
+        content: r.content ?? '',
+        usage: { input_tokens: r.usage.prompt_tokens, output_tokens: r.usage.completion_tokens },
+      };
+      if (r.tool_calls.length) {
+        out.tool_calls = r.tool_calls.map((c) => {
+          let args: unknown;
+          try {
+            args = JSON.parse(c.function.arguments);
+          } catch {
+            args = undefined;
+          }
+          return {
+            id: c.id,
+            name: fromWireName(c.function.name),
+            arguments: (typeof args === 'object' && args !== null && !Array.isArray(args)
+              ? args
+              : { _unparsed: c.function.arguments }) as JsonObject,
+          };
+        });
+      }
+      return out;
+    } catch (e) {
+      if (deadline?.aborted && !driver?.aborted) throw new StepTimeout(req.timeout_ms!);
+      if (isServiceError(e) && e.code === 'forbidden')
+        throw new EngineRefusal(String(e.details?.['reason'] ?? 'posture_forbidden'), e.message, { ...(e.details ?? {}) } as JsonObject);
+      throw e;
+    }
+  }
 }
 
 /** The provider's fragments as the engine's (tool names back in the catalog's spelling). */

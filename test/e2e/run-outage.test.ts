@@ -1,0 +1,110 @@
+/**
+ * A store outage in the middle of a crew run asks no model twice (issue 22's
+ * `pg_ctl restart` scenario, made deterministic), PostgreSQL, the real cell
+ * process. The test holds a table the next step reads in an exclusive lock and
+ * ends the cell's connections that wait on it, so that read meets a lost
+ * connection at a known point:
+ * - after the next call's intent is journaled, before its request leaves (the
+ *   provider read): the call waits for the store; it was never in flight, so
+ *   it is not re-issued;
+ * - while the previous step's answer is held back, unwritten (the budget
+ *   ledger read): the drive is driven again from the journal, and the answer
+ *   is written first, so it is not asked again.
+ * Needs `node scripts/build.mjs` first.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts';
+import { startGroup, type Group } from '../helpers/group.ts';
+import { adminQuery, pgUnavailable } from '../helpers/postgres.ts';
+import { T, ok, provider, roleOf, team } from '../helpers/teams.ts';
+import { httpApi, until, verifiedJournal } from './_runs.ts';
+
+const skip = pgUnavailable() ?? false;
+
+describe('a store outage during a crew run', { skip, timeout: 120_000 }, () => {
+  let g: Group;
+  let ai: FakeOpenAI;
+  before(async () => {
+    ai = await startOpenAIServer({ apiKey: 'sk-fake' });
+    g = await startGroup(1);
+  });
+  after(async () => {
+    await g?.stop();
+    await ai?.close();
+  });
+
+  /**
+   * Runs a two-step crew; while s1's answer is returned, `table` is locked and
+   * every connection of the cell that waits on it is ended until `seen` appears
+   * in the cell's output (then the lock is let go). Answers the run as it ended.
+   */
+  async function runThroughOutage(table: string, seen: RegExp) {
+    const cell = g.cells[0]!;
+    const api = httpApi(cell.url, g.adminKey);
+    await provider(api, ai);
+    const tm = await team(api, 'sequential', [{ role: 's1' }, { role: 's2' }]);
+    const asked = ai.requests.length;
+    const holder = new pg.Client({ connectionString: g.db.url, application_name: 'test-holder' });
+    await holder.connect();
+    let ended = 0;
+    let outage: Promise<void> = Promise.resolve();
+    ai.setResponder(async (req) => {
+      const role = roleOf(req);
+      if (role === 's1' && ended === 0) {
+        await holder.query('BEGIN');
+        await holder.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
+        outage = (async () => {
+          try {
+            await until(`the cell to log ${seen}`, async () => {
+              const r = await adminQuery(
+                g.db.url,
+                `SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity
+                  WHERE application_name = 'agent-cell' AND wait_event_type = 'Lock'`,
+              );
+              ended += r.rows.length;
+              return seen.test(cell.output()) ? true : undefined;
+            });
+          } finally {
+            await holder.query('COMMIT');
+          }
+        })();
+      }
+      return { content: `${role} done` };
+    });
+    const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'task' });
+    const done = await until(
+      'the run to finish',
+      async () => {
+        const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+        return ['completed', 'failed', 'refused', 'cancelled'].includes(s.state) ? s : undefined;
+      },
+      90_000,
+    );
+    await outage;
+    await holder.end();
+    assert.ok(ended >= 2, `the cell's waiting connections were ended (${ended})`);
+    assert.equal(done.state, 'completed', JSON.stringify(done.error));
+    assert.equal(done.output, 's2 done');
+    assert.equal(done.flags.reissued, undefined, 'no call flagged re-issued');
+    const calls = ai.requests.slice(asked).map((r) => roleOf(r.body));
+    assert.deepEqual(calls, ['s1', 's2'], 'each model asked once');
+    const { records, verdict } = await verifiedJournal(api, cell.url, run.run_id);
+    assert.deepEqual(verdict, { ok: true });
+    assert.ok(!records.some((r) => (r.data as { reissued?: unknown } | null)?.reissued === true));
+    const steps = records.filter((r) => r.kind === 'step').map((r) => r.step_id);
+    assert.equal(new Set(steps).size, steps.length, `no step recorded twice (${steps.join(',')})`);
+    return cell;
+  }
+
+  test('before a call leaves (its provider read): the call waits for the store and is not re-issued', async () => {
+    const cell = await runThroughOutage('ai_providers', /a call of a run waits for the store before it leaves/);
+    assert.doesNotMatch(cell.output(), /store unreachable during a run/);
+  });
+
+  test('while an answer is held back (the next budget read): it is written before the drive starts again', async () => {
+    const cell = await runThroughOutage('team_ledgers', /store unreachable during a run; driving it again/);
+    assert.match(cell.output(), /store unreachable during a run; driving it again/);
+  });
+});
