@@ -21,6 +21,19 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined>, m
   throw new Error(`timed out waiting for ${what}`);
 }
 
+/** A crew run once it has ended (completed, failed, refused or cancelled), as the API answers it. */
+export function crewRunEnded(api: Api, crewId: string, runId: string, ms = 60_000): Promise<any> {
+  return until(
+    `run ${runId} to end`,
+    async () => {
+      const s = await api.request('GET', `/api/public/v1/admin/agent-teams/crews/${crewId}/runs/${runId}`);
+      if (s.status !== 200) throw new Error(`run ${runId}: ${s.status} ${s.text}`);
+      return ['completed', 'failed', 'refused', 'cancelled'].includes(s.body.state) ? s.body : undefined;
+    },
+    ms,
+  );
+}
+
 /** The metrics URL a cell started with `--metrics-port 0` printed. */
 export function metricsUrl(cell: CellProcess): string {
   const m = /metrics on (http:\/\/127\.0\.0\.1:\d+\/metrics)/.exec(cell.output());

@@ -14,7 +14,7 @@ import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts
 import { startGroup, type Group } from '../helpers/group.ts';
 import { adminQuery, pgUnavailable } from '../helpers/postgres.ts';
 import { T, ok, provider, roleOf, team } from '../helpers/teams.ts';
-import { httpApi, metric, metricsUrl, until, verifiedJournal } from './_runs.ts';
+import { crewRunEnded, httpApi, metric, metricsUrl, until, verifiedJournal } from './_runs.ts';
 
 const skip = pgUnavailable() ?? false;
 /** More than the store's own attempts at one write (30): one failure reaches the driver, which writes again. */
@@ -75,14 +75,7 @@ describe('serialization failures and a held row during a run', { skip, timeout: 
     const retriesBefore = await metric(metricsUrl(cell), 'cell_store_write_retries_total');
     const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'task' });
     runId = run.run_id;
-    const done = await until(
-      'the run to finish',
-      async () => {
-        const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
-        return ['completed', 'failed', 'refused', 'cancelled'].includes(s.state) ? s : undefined;
-      },
-      60_000,
-    );
+    const done = await crewRunEnded(api, tm.crew, run.run_id, 60_000);
     await held;
     await holder.end();
     assert.equal(heldRuns, 1, 'the competing transaction held the row while the run drove');

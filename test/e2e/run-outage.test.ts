@@ -19,7 +19,7 @@ import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts
 import { startGroup, type Group } from '../helpers/group.ts';
 import { adminQuery, pgUnavailable } from '../helpers/postgres.ts';
 import { T, ok, provider, roleOf, team } from '../helpers/teams.ts';
-import { httpApi, until, verifiedJournal } from './_runs.ts';
+import { crewRunEnded, httpApi, until, verifiedJournal } from './_runs.ts';
 
 const skip = pgUnavailable() ?? false;
 
@@ -74,14 +74,7 @@ describe('a store outage during a crew run', { skip, timeout: 120_000 }, () => {
       return { content: `${role} done` };
     });
     const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'task' });
-    const done = await until(
-      'the run to finish',
-      async () => {
-        const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
-        return ['completed', 'failed', 'refused', 'cancelled'].includes(s.state) ? s : undefined;
-      },
-      90_000,
-    );
+    const done = await crewRunEnded(api, tm.crew, run.run_id, 90_000);
     await outage;
     await holder.end();
     assert.ok(ended >= 2, `the cell's waiting connections were ended (${ended})`);
