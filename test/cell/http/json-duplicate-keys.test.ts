@@ -76,18 +76,29 @@ test('the scan is cheap beside the parse it guards (JSON.parse of the same text)
   ];
   for (const text of bodies) {
     const n = Math.max(5, Math.round(200_000 / text.length));
-    const time = (f: () => unknown) => {
-      for (let i = 0; i < n; i++) f(); // warm up
-      const runs: number[] = [];
-      for (let r = 0; r < 7; r++) {
-        const t0 = performance.now();
-        for (let i = 0; i < n; i++) f();
-        runs.push(performance.now() - t0);
-      }
-      return runs.sort((a, b) => a - b)[3]!;
+    const batch = (f: () => unknown) => {
+      const t0 = performance.now();
+      for (let i = 0; i < n; i++) f();
+      return performance.now() - t0;
     };
-    const parse = time(() => JSON.parse(text));
-    const scan = time(() => scanJson(text, 64));
+    // Rounds alternate, and each side keeps its fastest: a busy machine slows a round, never the
+    // fastest of many, and slows both sides alike. Up to three tries before the ratio counts.
+    let parse = Number.POSITIVE_INFINITY;
+    let scan = Number.POSITIVE_INFINITY;
+    for (let attempt = 0; attempt < 3 && !(scan < parse * 2.5); attempt++) {
+      batch(() => JSON.parse(text)); // warm up
+      batch(() => scanJson(text, 64));
+      for (let r = 0; r < 9; r++) {
+        parse = Math.min(
+          parse,
+          batch(() => JSON.parse(text)),
+        );
+        scan = Math.min(
+          scan,
+          batch(() => scanJson(text, 64)),
+        );
+      }
+    }
     // Measured here: 0.5x JSON.parse for a small body, 0.7-1.0x for one of many small objects, ~0 for one long string.
     assert.ok(scan < parse * 2.5, `scan ${scan.toFixed(2)} ms vs parse ${parse.toFixed(2)} ms for ${text.length} bytes`);
   }
