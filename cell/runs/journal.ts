@@ -230,14 +230,15 @@ export function appendJournalBatch(
           }
           // The first record refused: nothing is kept (the staged writes wait for the next append).
           if (recs.length === 0) throw refused ?? new TypeError('appendJournalBatch: nothing to write');
-          await Promise.all([
+          // Not waited for: they travel with the COMMIT (store Tx.run), whose write fails with them.
+          Promise.all([
             repo.addStorage(tx, runId, meter.workspace, adding),
             repo.putBlobs(
               tx,
               [...values.values()].sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0)),
             ),
             repo.insertRecords(tx, recs),
-          ]);
+          ]).catch(() => undefined);
           tx.afterCommit(() => {
             meter.bytes += adding;
             meter.spec = 0;
@@ -455,11 +456,12 @@ export function finishRun(
             a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0,
           );
           const recordBytes = beforeBytes + byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0);
-          await Promise.all([
+          // Not waited for: they travel with the COMMIT (store Tx.run), whose write fails with them.
+          Promise.all([
             meterTx(ctx, tx, meter, runId, recordBytes, values, false),
             repo.putBlobs(tx, values),
             repo.insertRecords(tx, [...beforeRecs, rec]),
-          ]);
+          ]).catch(() => undefined);
           return rec;
         },
         { isolation: 'row-locks' },

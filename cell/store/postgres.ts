@@ -348,16 +348,27 @@ class PgStore implements PostgresStore {
           },
         };
         result = await inTx.run(state, () => fn(tx));
-        await begin;
-        await state.chain;
         state.live = false;
         // A statement that failed aborted the transaction (as PostgreSQL does), even if fn caught it.
-        if (state.firstError !== undefined) throw state.firstError;
+        if (state.firstError !== undefined) {
+          await state.chain;
+          throw state.firstError;
+        }
         tables = tablesWritten(state.written);
         committing = true;
         const notify =
           tables.size > 0 && notifyOthers === true ? `SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(tables)}')` : null;
-        const res = await client.query(notify && this.#notifyInTx ? `${notify}; COMMIT` : 'COMMIT');
+        // Sent behind the statements fn left in flight (Tx: their failure aborts the transaction), in their
+        // round trip; the server answers ROLLBACK for it when one of them failed.
+        const commit = client.query(notify && this.#notifyInTx ? `${notify}; COMMIT` : 'COMMIT');
+        commit.catch(() => undefined);
+        await begin;
+        await state.chain;
+        if (state.firstError !== undefined) {
+          await commit.catch(() => undefined);
+          throw state.firstError;
+        }
+        const res = await commit;
         const last = results(res).at(-1);
         if (last?.command !== 'COMMIT') throw new Error(`store: COMMIT answered ${String(last?.command)}`);
         committing = false;
@@ -386,6 +397,8 @@ class PgStore implements PostgresStore {
         if (!lost && isRetryable(cause)) throw conflictExhausted();
         if (!lost) throw err;
         this.stats.connectionErrors++;
+        // COMMIT went out before BEGIN's answer came back (pipelined) and the connection was lost: no id to ask about.
+        if (committing && (xid === undefined || !Number.isFinite(xid))) throw commitUnknown();
         if (committing && xid !== undefined && Number.isFinite(xid)) {
           const outcome = await this.#commitOutcome(xid, started ?? null);
           if (outcome === 'unknown') throw commitUnknown();
