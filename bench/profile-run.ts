@@ -5,12 +5,14 @@
  * crew, N runs one after another (K at once), then a
  * clean stop so the profile is written to PROFILE_DIR (default /tmp/perf).
  *
- *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof]
+ *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof] [--statements]
  *
- * Prints steps/s and write transactions per step (PostgreSQL); read the
+ * Prints steps/s and write transactions per step (PostgreSQL); with
+ * --statements (PostgreSQL), the statements the cell sent per step, counted
+ * from the server's log (log_statement = all during the timed runs). Read the
  * profile with Chrome's DevTools or any .cpuprofile viewer.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
 import { startCellProcess } from '../test/helpers/cell-process.ts';
@@ -80,11 +82,33 @@ const one = async () => {
     await new Promise((res) => setTimeout(res, 20));
   }
 };
+const statements = server !== null && process.argv.includes('--statements');
+const setLog = async (v: string) => {
+  await adminQuery(server!.url, `ALTER SYSTEM SET log_statement = '${v}'`);
+  await adminQuery(server!.url, 'SELECT pg_reload_conf()');
+};
+const logFrom = statements ? statSync(join(server!.dir, 'server.log')).size : 0;
+if (statements) await setLog('all');
 const x0 = db ? Number((await adminQuery(db.url, 'SELECT txid_current() AS x')).rows[0].x) : 0;
 const t0 = performance.now();
 for (let i = 0; i < runs; i++) await Promise.all(Array.from({ length: conc }, one));
 const ms = performance.now() - t0;
 const x1 = db ? Number((await adminQuery(db.url, 'SELECT txid_current() AS x')).rows[0].x) : 0;
+if (statements) {
+  await setLog('none');
+  // Statements of the cell's connections only (the bench's own go through adminQuery to database postgres).
+  const log = readFileSync(join(server!.dir, 'server.log'), 'utf8').slice(logFrom);
+  const counts = new Map<string, number>();
+  for (const m of log.matchAll(/LOG: {2}(?:statement|execute [^:]*): ([^\n]*)/g)) {
+    const k = m[1]!.replace(/\s+/g, ' ').slice(0, 120);
+    counts.set(k, (counts.get(k) ?? 0) + 1);
+  }
+  const steps = runs * conc * 20;
+  let total = 0;
+  for (const [, n] of counts) total += n;
+  console.log(`statements per step: ${(total / steps).toFixed(2)}`);
+  for (const [k, n] of [...counts].sort((a, b) => b[1] - a[1]).slice(0, 40)) console.log(`  ${(n / steps).toFixed(2)}  ${k}`);
+}
 console.log(
   `${runs * conc * 20} steps in ${ms.toFixed(0)} ms: ${((runs * conc * 20) / (ms / 1000)).toFixed(1)} steps/s; tx/step ${((x1 - x0 - 1) / (runs * conc * 20)).toFixed(2)}`,
 );

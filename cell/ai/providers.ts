@@ -16,7 +16,7 @@ import { newId } from '../ids.ts';
 import { chatCompletion, type ChatDelta, type ChatRequest, type ChatResult } from './openai-client.ts';
 import { postureAllows } from './posture.ts';
 import { chatSpan } from './chat-span.ts';
-import { insertProvider, providerById, secretCreator, type Provider } from './repository.ts';
+import { insertProvider, providerById, sealedSecret, secretCreator, type Provider } from './repository.ts';
 import { mayUseSecret, readSecret } from './secrets.ts';
 
 export type { Provider } from './repository.ts';
@@ -40,6 +40,8 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
   onDelta?: ((d: ChatDelta) => void) | undefined;
   agent?: { id: string; name: string } | undefined;
+  /** The provider's row as the caller read it for this very call (the default provider's lookup): not read again. */
+  provider?: Provider | undefined;
 }
 
 /** What the AI module's functions work with: the core, IAM, the optional local runtime, the secrets key. */
@@ -185,7 +187,7 @@ export type ProviderRequest = Omit<ChatRequest, 'model'> & { model?: string };
  */
 export async function callProvider(ctx: AiContext, providerId: string, req: ProviderRequest, opts: CallOptions = {}): Promise<ChatResult> {
   const { core } = ctx;
-  const p = await providerById(core.store, providerId);
+  const p = opts.provider?.provider_id === providerId ? opts.provider : await providerById(core.store, providerId);
   if (!p) throw notFound('model provider');
   const posture = core.config.posture;
   const d = postureAllows(posture, p);
@@ -214,7 +216,10 @@ async function callModel(ctx: AiContext, p: Provider, body: ChatRequest, opts: C
   let apiKey: string | undefined;
   if (p.api_key_secret_id) {
     // Checked again at every call: whoever bound the secret to this base_url (the registrant, or the principal
-    // that last changed either) must still be active and still entitled to the secret.
+    // that last changed either) must still be active and still entitled to the secret. The sealed value is
+    // read meanwhile (one round trip for both) and opened only once the check passed.
+    const sealed = sealedSecret(core.store, p.api_key_secret_id);
+    sealed.catch(() => undefined);
     const who = await iam.principal(p.bound_by);
     if (
       who?.status !== 'active' ||
@@ -224,7 +229,7 @@ async function callModel(ctx: AiContext, p: Provider, body: ChatRequest, opts: C
         details: { reason: 'secret_not_usable', provider_id: p.provider_id },
       });
     }
-    apiKey = await readSecret(ctx, p.api_key_secret_id);
+    apiKey = await readSecret(ctx, p.api_key_secret_id, sealed);
   }
   return chatCompletion(
     {

@@ -105,9 +105,14 @@ export const SECRET_USE_RESOLUTION_MS = 60_000;
  * (`last_used_at`, to the minute); a failure to record it is logged and does
  * not stop the call.
  */
-export async function readSecret(ctx: { core: CellCore; secretsKey(): Buffer }, secretId: string): Promise<string> {
+export async function readSecret(
+  ctx: { core: CellCore; secretsKey(): Buffer },
+  secretId: string,
+  /** The sealed row, when the caller read it already for this call. */
+  read?: Promise<Awaited<ReturnType<typeof sealedSecret>>>,
+): Promise<string> {
   const { store, clock, log } = ctx.core;
-  const row = await sealedSecret(store, secretId);
+  const row = await (read ?? sealedSecret(store, secretId));
   if (!row)
     throw new ServiceError('service_unavailable', 'the provider secret is missing', {
       details: { reason: 'secret_missing', secret_id: secretId },

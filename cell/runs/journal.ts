@@ -196,9 +196,12 @@ export function appendJournalBatch(
       // (budget), the records, their values and the run's storage share.
       out = await ctx.core.store.write(
         async (tx) => {
-          const s = await lockRun(ctx, tx, runId, items.at(-1)!.f.at!, fence);
-          for (const w of staged) await w(tx);
-          const head = await repo.appendRead(tx, runId, items.some((i) => i.enforce) ? { workspace: meter.workspace } : null);
+          // Issued together (one round trip on PostgreSQL), run in this order: the lock comes first.
+          const [s, , head] = await Promise.all([
+            lockRun(ctx, tx, runId, items.at(-1)!.f.at!, fence),
+            Promise.all(staged.map((w) => w(tx))),
+            repo.appendRead(tx, runId, items.some((i) => i.enforce) ? { workspace: meter.workspace } : null),
+          ]);
           let tail = await tailAt(ctx, tx, runId, head.last_seq);
           const epoch = fence ? fence.epoch : s.lease_epoch;
           const recs: JournalRecord[] = [];
@@ -227,12 +230,15 @@ export function appendJournalBatch(
           }
           // The first record refused: nothing is kept (the staged writes wait for the next append).
           if (recs.length === 0) throw refused ?? new TypeError('appendJournalBatch: nothing to write');
-          await repo.addStorage(tx, runId, meter.workspace, adding);
-          await repo.putBlobs(
-            tx,
-            [...values.values()].sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0)),
-          );
-          await repo.insertRecords(tx, recs);
+          // Not waited for: they travel with the COMMIT (store Tx.run), whose write fails with them.
+          Promise.all([
+            repo.addStorage(tx, runId, meter.workspace, adding),
+            repo.putBlobs(
+              tx,
+              [...values.values()].sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0)),
+            ),
+            repo.insertRecords(tx, recs),
+          ]).catch(() => undefined);
           tx.afterCommit(() => {
             meter.bytes += adding;
             meter.spec = 0;
@@ -422,10 +428,10 @@ export function finishRun(
             if (e instanceof RunClosedError) return null;
             throw e;
           }
-          for (const w of staged) await w(tx);
+          // Issued together (one round trip on PostgreSQL), in this order.
+          let [, tail] = await Promise.all([Promise.all(staged.map((w) => w(tx))), tailOf(ctx, tx, runId)]);
           const epoch = fence ? fence.epoch : s.lease_epoch;
           const graphHash = s.graph_hash ?? EMPTY_HASH;
-          let tail = await tailOf(ctx, tx, runId);
           let beforeBytes = 0;
           for (const b of before) {
             const sealed = await sealAfter(ctx, tail, runId, graphHash, b.f, epoch);
@@ -450,9 +456,12 @@ export function finishRun(
             a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0,
           );
           const recordBytes = beforeBytes + byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0);
-          await meterTx(ctx, tx, meter, runId, recordBytes, values, false);
-          await repo.putBlobs(tx, values);
-          await repo.insertRecords(tx, [...beforeRecs, rec]);
+          // Not waited for: they travel with the COMMIT (store Tx.run), whose write fails with them.
+          Promise.all([
+            meterTx(ctx, tx, meter, runId, recordBytes, values, false),
+            repo.putBlobs(tx, values),
+            repo.insertRecords(tx, [...beforeRecs, rec]),
+          ]).catch(() => undefined);
           return rec;
         },
         { isolation: 'row-locks' },

@@ -297,13 +297,14 @@ export async function meterTx(
     const refused = await refusal(ctx, tx, m, adding);
     if (refused) throw refused;
   }
-  // The run's own row only: the workspace's and the cell's totals are its share summed later (foldStorage).
-  await repo.addStorage(tx, runId, m.workspace, adding);
+  // Before the write below: a caller may leave it in flight to the COMMIT (store Tx.run).
   tx.afterCommit(() => {
     m.bytes += adding;
     m.spec = 0;
     for (const h of fresh) m.hashes.add(h);
   });
+  // The run's own row only: the workspace's and the cell's totals are its share summed later (foldStorage).
+  await repo.addStorage(tx, runId, m.workspace, adding);
 }
 
 /**

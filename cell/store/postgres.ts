@@ -5,7 +5,9 @@
  * - Reads outside a transaction go to the pool; reads inside a write function
  *   (through `tx` or the store itself) go to that transaction's connection.
  * - `write(fn)` runs `fn` in a SERIALIZABLE transaction on one pooled
- *   connection. A serialization failure or deadlock (40001, 40P01) runs `fn`
+ *   connection, pipelined: BEGIN is sent with the first statement, and
+ *   statements issued without waiting for each other (Promise.all) share one
+ *   round trip; the server runs them in the order they were issued. A serialization failure or deadlock (40001, 40P01) runs `fn`
  *   again (bounded, with jittered backoff); afterCommit effects run once,
  *   after the COMMIT that succeeded. COMMIT returns once the server has
  *   flushed the commit record (synchronous_commit is forced on).
@@ -95,7 +97,7 @@ interface TxState {
   store: PgStore;
   client: pg.PoolClient;
   live: boolean;
-  /** Statements of one transaction run one after another on its connection. */
+  /** Settles once every statement issued so far has (they run in order on the pipelined connection). */
   chain: Promise<unknown>;
   firstError: unknown;
   written: string[];
@@ -162,7 +164,10 @@ export async function openPostgresStore(opts: PostgresStoreOptions): Promise<Pos
     // Durable means the commit record is flushed before COMMIT returns, whatever the server's default.
     options: '-c synchronous_commit=on',
   };
-  const pool = new pg.Pool({ ...clientConfig, max: poolSize, idleTimeoutMillis: 30_000 });
+  // Pipelined: the statements of a transaction go to the server as they are issued, without waiting
+  // for the answer of the one before (answers come back in order), so a transaction's BEGIN rides
+  // with its first statement and statements issued together (Promise.all) cost one round trip.
+  const pool = new pg.Pool({ ...clientConfig, pipeline: true, max: poolSize, idleTimeoutMillis: 30_000 });
   // An idle connection that dies (server restart) is dropped by the pool; the next query opens another.
   pool.on('error', () => undefined);
   const store = new PgStore(pool, clientConfig, note, opts);
@@ -320,10 +325,20 @@ class PgStore implements PostgresStore {
       let committing = false;
       let result!: T;
       let tables = new Set<string>();
+      // Not awaited: the function's first statements follow BEGIN on the wire (pipelined). A BEGIN that
+      // fails aborts the transaction for them as any failed statement does (state.firstError).
+      const begin = client.query(rowLocks ? BEGIN_ROW_LOCKS_SQL : BEGIN_SQL).then(
+        (res) => {
+          const begun = results(res)[1]?.rows[0];
+          xid = Number(begun?.['xid']);
+          started = begun?.['started'];
+        },
+        (err: unknown) => {
+          state.firstError ??= err;
+        },
+      );
+      state.chain = begin;
       try {
-        const begun = results(await client.query(rowLocks ? BEGIN_ROW_LOCKS_SQL : BEGIN_SQL))[1]?.rows[0];
-        xid = Number(begun?.['xid']);
-        started = begun?.['started'];
         const tx: Tx = {
           get: async (sql, params) => (await this.#txQuery(state, sql, params)).rows[0],
           all: async (sql, params) => (await this.#txQuery(state, sql, params)).rows,
@@ -333,15 +348,27 @@ class PgStore implements PostgresStore {
           },
         };
         result = await inTx.run(state, () => fn(tx));
-        await state.chain;
         state.live = false;
         // A statement that failed aborted the transaction (as PostgreSQL does), even if fn caught it.
-        if (state.firstError !== undefined) throw state.firstError;
+        if (state.firstError !== undefined) {
+          await state.chain;
+          throw state.firstError;
+        }
         tables = tablesWritten(state.written);
         committing = true;
         const notify =
           tables.size > 0 && notifyOthers === true ? `SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(tables)}')` : null;
-        const res = await client.query(notify && this.#notifyInTx ? `${notify}; COMMIT` : 'COMMIT');
+        // Sent behind the statements fn left in flight (Tx: their failure aborts the transaction), in their
+        // round trip; the server answers ROLLBACK for it when one of them failed.
+        const commit = client.query(notify && this.#notifyInTx ? `${notify}; COMMIT` : 'COMMIT');
+        commit.catch(() => undefined);
+        await begin;
+        await state.chain;
+        if (state.firstError !== undefined) {
+          await commit.catch(() => undefined);
+          throw state.firstError;
+        }
+        const res = await commit;
         const last = results(res).at(-1);
         if (last?.command !== 'COMMIT') throw new Error(`store: COMMIT answered ${String(last?.command)}`);
         committing = false;
@@ -370,6 +397,8 @@ class PgStore implements PostgresStore {
         if (!lost && isRetryable(cause)) throw conflictExhausted();
         if (!lost) throw err;
         this.stats.connectionErrors++;
+        // COMMIT went out before BEGIN's answer came back (pipelined) and the connection was lost: no id to ask about.
+        if (committing && (xid === undefined || !Number.isFinite(xid))) throw commitUnknown();
         if (committing && xid !== undefined && Number.isFinite(xid)) {
           const outcome = await this.#commitOutcome(xid, started ?? null);
           if (outcome === 'unknown') throw commitUnknown();
@@ -419,10 +448,12 @@ class PgStore implements PostgresStore {
     if (isWriteStatement(sql)) state.written.push(sql);
     const { text } = toNumbered(sql);
     const values = toPgParams(params);
-    const p = state.chain.then(() => state.client.query(text, values));
+    // Sent now, behind the statements before it (the connection is pipelined: answers come in order).
+    const p = state.client.query(text, values) as Promise<pg.QueryResult>;
+    const before = state.chain;
     state.chain = p.then(
-      () => undefined,
-      () => undefined,
+      () => before,
+      () => before,
     );
     return p.catch((err: unknown) => {
       state.firstError ??= err;

@@ -31,7 +31,13 @@ export interface Reader {
 }
 
 export interface Tx extends Reader {
-  /** Executes a statement inside the transaction; resolves with the rows changed. */
+  /**
+   * Executes a statement inside the transaction; resolves with the rows changed.
+   * A statement `fn` issues and does not wait for (its promise handled, not
+   * awaited) is still part of the transaction: it runs before COMMIT, and its
+   * failure aborts the transaction (`write` rejects with it). On PostgreSQL the
+   * COMMIT then travels in the same round trip (pipelined connection).
+   */
   run(sql: string, params?: readonly SqlValue[]): Promise<{ changes: number }>;
   /**
    * Runs `effect` once the transaction is durable (never if it rolls back;

@@ -197,10 +197,16 @@ export async function agentActive(ctx: TeamsContext, id: string): Promise<boolea
   return (await getAgent(ctx, id)) !== undefined && (await ctx.iam.principal(id))?.status === 'active';
 }
 
-/** The provider an agent calls: its own, else the oldest registered provider. */
-export async function providerFor(ctx: TeamsContext, a: Agent): Promise<string | null> {
-  if (a.provider_id) return a.provider_id;
-  return (await ctx.ai.providers(1, 0))[0]?.provider_id ?? null;
+type ProviderRow = Awaited<ReturnType<TeamsContext['ai']['providers']>>[number];
+
+/**
+ * The provider an agent calls: its own, else the oldest registered provider
+ * (then with its row as just read, which the call uses rather than reading it again).
+ */
+export async function providerFor(ctx: TeamsContext, a: Agent): Promise<{ id: string; row?: ProviderRow } | null> {
+  if (a.provider_id) return { id: a.provider_id };
+  const row = (await ctx.ai.providers(1, 0))[0];
+  return row ? { id: row.provider_id, row } : null;
 }
 
 // ---------------------------------------------------------------- ledgers

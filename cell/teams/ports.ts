@@ -49,8 +49,8 @@ export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
   async function call(req: ModelRequest, opts?: ModelCallOptions): Promise<ModelResponse> {
     const agent = await getAgent(ctx, req.agent.id);
     if (!agent) throw new EngineRefusal('agent_unknown', 'the seat has no agent', { agent_id: req.agent.id });
-    const providerId = await providerFor(ctx, agent);
-    if (!providerId) throw new EngineRefusal('no_provider', 'no model provider is registered', { agent_id: agent.agent_id });
+    const chosen = await providerFor(ctx, agent);
+    if (!chosen) throw new EngineRefusal('no_provider', 'no model provider is registered', { agent_id: agent.agent_id });
     const messages: WireMessage[] = req.messages.map((m) => {
       const w: WireMessage = { role: m.role, content: m.content };
       if (m.tool_call_id !== undefined) w.tool_call_id = m.tool_call_id;
@@ -73,14 +73,19 @@ export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
     const signal = deadline && driver ? AbortSignal.any([driver, deadline]) : (deadline ?? driver);
     try {
       const r = await ctx.ai.call(
-        providerId,
+        chosen.id,
         {
           ...(req.agent.model ? { model: req.agent.model } : {}),
           messages,
           ...(tools.length ? { tools } : {}),
           max_tokens: req.max_tokens,
         },
-        { signal, onDelta: liveDeltas(opts?.onDelta), agent: { id: agent.agent_id, name: agent.name } },
+        {
+          signal,
+          onDelta: liveDeltas(opts?.onDelta),
+          agent: { id: agent.agent_id, name: agent.name },
+          ...(chosen.row ? { provider: chosen.row } : {}),
+        },
       );
       const out: ModelResponse = {
         content: r.content ?? '',

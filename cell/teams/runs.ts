@@ -435,6 +435,8 @@ export function runTokens(ctx: TeamsContext, runId: string): Promise<number> {
 
 export async function runView(ctx: TeamsContext, r: Run) {
   const spec = crewSpec(r);
+  // Read together (one round trip on PostgreSQL's pool).
+  const [tokensUsed, pendingApprovals] = await Promise.all([runTokens(ctx, r.run_id), ctx.runs.pendingApprovalsView(r)]);
   return {
     run_id: r.run_id,
     kind: r.kind,
@@ -455,8 +457,8 @@ export async function runView(ctx: TeamsContext, r: Run) {
     checked_cell_id: ctx.core.config.cellId,
     max_duration_ms: spec.max_duration_ms ?? DEFAULT_MAX_DURATION_MS,
     max_tokens: spec.max_tokens ?? null,
-    tokens_used: await runTokens(ctx, r.run_id),
-    pending_approvals: await ctx.runs.pendingApprovalsView(r),
+    tokens_used: tokensUsed,
+    pending_approvals: pendingApprovals,
     forked_from: spec.forked_from ?? null,
     forks: forksView(r),
     created_at: iso(r.created_at),

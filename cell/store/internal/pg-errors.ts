@@ -34,7 +34,8 @@ const LOST_MESSAGES =
 
 export function sqlState(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+  // EPIPE has the shape of a SQLSTATE: a socket's error code is not one.
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !LOST_ERRNOS.has(code) ? code : undefined;
 }
 
 export function isRetryable(err: unknown): boolean {

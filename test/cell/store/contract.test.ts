@@ -148,6 +148,42 @@ for (const engine of ENGINES) {
       await assert.rejects(store.write((tx) => tx.run('INSERT INTO nope (x) VALUES (1)')));
     });
 
+    it('statements the function issues together or leaves in flight are part of the transaction, in order', async () => {
+      const { store } = await fresh([{ id: 'u-001', sql: 'CREATE TABLE u (id INTEGER PRIMARY KEY, v TEXT)' }]);
+      // Issued together, run in the order issued: the read sees the insert before it.
+      const seen = await store.write(async (tx) => {
+        const [, row] = await Promise.all([tx.run('INSERT INTO u (id, v) VALUES (1, ?)', ['a']), tx.get('SELECT v FROM u WHERE id = 1')]);
+        // Left in flight to the COMMIT: kept with it.
+        tx.run('INSERT INTO u (id, v) VALUES (2, ?)', ['b']).catch(() => undefined);
+        return row?.['v'];
+      });
+      assert.equal(seen, 'a');
+      assert.deepEqual(await store.all('SELECT id, v FROM u ORDER BY id'), [
+        { id: 1, v: 'a' },
+        { id: 2, v: 'b' },
+      ]);
+      // One left in flight that fails: the write rejects with its error and keeps nothing.
+      let effects = 0;
+      const err = await store
+        .write(async (tx) => {
+          tx.afterCommit(() => effects++);
+          await tx.run('INSERT INTO u (id, v) VALUES (3, ?)', ['c']);
+          tx.run('INSERT INTO u (id, v) VALUES (1, ?)', ['dup']).catch(() => undefined);
+          return 'returned';
+        })
+        .then(
+          () => null,
+          (e: unknown) => e,
+        );
+      assert.ok(err instanceof Error, 'the write rejects');
+      assert.equal(effects, 0, 'no afterCommit effect');
+      assert.deepEqual(
+        (await store.all('SELECT id FROM u ORDER BY id')).map((r) => r['id']),
+        [1, 2],
+        'nothing of it is kept',
+      );
+    });
+
     it('refuses a nested write, transaction control, and a transaction used after it ended', async () => {
       const { store } = await fresh();
       let inner: Promise<unknown> | undefined;
