@@ -51,9 +51,8 @@ export async function copyReused(ctx: RunsContext, runId: string, point: ForkPoi
   if (point.copies.length === 0) return;
   const entries: AppendEntry[] = await Promise.all(
     point.copies.map(async (r) => {
-      const blobs: unknown[] = [];
-      for (const v of await Promise.all([r.input_hash, r.output_hash].map((h) => getBlob(ctx, h))))
-        if (v !== undefined) blobs.push(v);
+      const values = await Promise.all([r.input_hash, r.output_hash].map((h) => getBlob(ctx, h)));
+      const blobs = values.filter((v) => v !== undefined);
       return {
         fields: {
           step_id: r.step_id,
