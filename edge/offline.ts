@@ -26,6 +26,7 @@ import { EdgeSetupError, type DeviceFile, type TrustFile } from './files.ts';
 import { edgeLog, type EdgeEnv, type EdgeRuntime } from './gateway.ts';
 import { loadCrewBundle } from './load.ts';
 import { loadLocalSignedModel, type LocalModel } from '../runtime/local-model.ts';
+import { stepDeadline } from '../runtime/step-deadline.ts';
 import { newEdgeRun } from '../bundles/run-id.ts';
 import { mountRunEvents, RunStreams } from './run-events.ts';
 import { deviceBudget, interruptedRuns, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
@@ -85,14 +86,32 @@ export async function prepareOffline(opts: {
   };
 }
 
-/** The engine's model port over the local model: the chat flattened to a prompt, greedy, exact token usage. */
+/**
+ * Test hook (end-to-end tests of the retry policy on the real program): the first N local model calls of
+ * this process fail as a provider error would. Unset in production.
+ */
+export const TEST_FAIL_MODEL_CALLS_ENV = 'AGENT_CELL_EDGE_TEST_FAIL_MODEL_CALLS';
+
+/**
+ * The engine's model port over the local model: the chat flattened to a prompt, greedy, exact token usage.
+ * A step's `timeout_ms` stops the generation (before its next token; a call still queued is not started)
+ * and fails the step `step_timeout`, as the cell's port cancels a provider call.
+ */
 function localModelPort(model: LocalModel | null): ModelPort {
+  let failures = Number(process.env[TEST_FAIL_MODEL_CALLS_ENV] ?? 0) || 0;
   return {
     async complete(req, opts) {
       if (!model) throw new ServiceError('forbidden', 'no local model is loaded on this device', { details: { reason: 'no_local_model' } });
+      if (failures > 0) {
+        failures--;
+        throw new Error('the local model call failed (test hook)');
+      }
       const prompt = req.messages.map((m) => `${m.role}: ${m.content}`).join('\n') + '\nassistant:';
       const onDelta = opts?.onDelta;
-      const r = await model.complete(prompt, req.max_tokens, onDelta ? (text) => onDelta({ text }) : undefined);
+      const deadline = stepDeadline(req.timeout_ms);
+      const r = await deadline.race(
+        model.complete(prompt, req.max_tokens, onDelta ? (text) => onDelta({ text }) : undefined, deadline.signal),
+      );
       return { content: r.text, usage: { input_tokens: r.inputTokens, output_tokens: r.outputTokens } };
     },
   };
@@ -112,7 +131,24 @@ export function mountOffline(
   const streams = new RunStreams();
   mountRunEvents(app, guard, streams, (id) => readRun(setup.dir, id)?.journal.records);
 
+  /** Drives a waiting run again at its wake-up time (a retry's backoff, a timer stage), from its journal. */
+  function wakeAt(runId: string, at: number | null): void {
+    if (at === null) return;
+    const timer = setTimeout(
+      () => {
+        const r = readRun(setup.dir, runId);
+        if (r?.run.state === 'waiting') void drive(r.run, r.journal);
+      },
+      Math.min(Math.max(0, at - rt.clock.now()), 2 ** 31 - 1),
+    );
+    timer.unref();
+  }
+
   async function drive(run: RunFile, existing?: JournalFile): Promise<void> {
+    if (run.state === 'waiting') {
+      run.state = 'running';
+      writeRun(setup.dir, run);
+    }
     // Recovery: an interrupted run continues from its journal; recorded steps are reused, never re-run.
     const journal = memoryJournal(
       run.run_id,
@@ -139,12 +175,14 @@ export function mountOffline(
       // A retry's backoff resumes at its recorded due time on a later drive (docs/engine.md, "Step policies").
       attempts: journal.attempts,
     };
+    let waitingUntil: number | null = null;
     try {
       const r = await runGraph(crew!.graph as Graph, run.input, ports, {
         run_id: run.run_id,
         graph_hash: crew!.graph_hash,
         requester: run.requester,
       });
+      waitingUntil = r.waiting?.wake_at ?? null;
       Object.assign(run, {
         state: r.outcome,
         output: r.output ?? null,
@@ -159,9 +197,13 @@ export function mountOffline(
     persist();
     writeRun(setup.dir, run);
     streams.end(run.run_id);
+    // A run waiting on a due time (a retry's backoff, a timer) goes on by itself when it is due; the wait is
+    // in its journal, so a restart of the device resumes it rather than starting it again.
+    if ((run.state as RunFile['state']) === 'waiting') wakeAt(run.run_id, waitingUntil);
   }
 
-  // Runs interrupted by a crash or a stop of this device continue now, from their journals.
+  // Runs interrupted by a crash or a stop of this device continue now, from their journals (a waiting run
+  // is driven again: the engine finds its due time in the journal and waits for what is left of it).
   if (crew) {
     for (const id of interruptedRuns(setup.dir)) {
       const r = readRun(setup.dir, id);

@@ -47,14 +47,14 @@ export function writeJournal(dir: string, runId: string, j: JournalFile): void {
 
 const RUN_ID = /^run_[0-9a-f]{20}$/;
 
-/** Ids of runs still marked running (interrupted by a crash or a stop), oldest first. */
+/** Ids of runs still marked running (interrupted by a crash or a stop) or waiting (a backoff, a timer), oldest first. */
 export function interruptedRuns(dir: string): string[] {
   const root = paths(dir).runs;
   if (!existsSync(root)) return [];
   return readdirSync(root)
     .filter((id) => RUN_ID.test(id))
     .map((id) => readRun(dir, id))
-    .filter((r): r is NonNullable<typeof r> => r !== null && r.run.state === 'running')
+    .filter((r): r is NonNullable<typeof r> => r !== null && (r.run.state === 'running' || r.run.state === 'waiting'))
     .sort((a, b) => a.run.created_at - b.run.created_at)
     .map((r) => r.run.run_id);
 }

@@ -33,12 +33,14 @@ export interface LocalModel {
   /**
    * Greedy completion of `prompt`, at most `maxTokens` new tokens; exact token counts.
    * `onText` receives the text as it is generated (each new piece once decodable, in order; their
-   * concatenation is the answer's text).
+   * concatenation is the answer's text). `signal` stops the call: a call still waiting for the model is
+   * not started, a generation stops before its next token; either rejects with reason `cancelled`.
    */
   complete(
     prompt: string,
     maxTokens: number,
     onText?: (piece: string) => void,
+    signal?: AbortSignal,
   ): Promise<{ text: string; inputTokens: number; outputTokens: number }>;
   dispose(): Promise<void>;
 }
@@ -142,8 +144,11 @@ export async function loadLocalSignedModel(opts: {
     await copy.remove();
   }
   let queue: Promise<unknown> = Promise.resolve();
+  const stopped = () =>
+    new ServiceError('service_unavailable', 'the local model call was stopped', { details: { reason: 'cancelled' }, retryable: false });
 
-  async function completeNow(prompt: string, requested: number, onText?: (piece: string) => void) {
+  async function completeNow(prompt: string, requested: number, onText?: (piece: string) => void, signal?: AbortSignal) {
+    if (signal?.aborted) throw stopped();
     // At most half the context for new tokens; the prompt keeps its most recent tokens in the rest.
     const maxTokens = Math.min(requested, Math.floor(contextSize / 2));
     const all: number[] = Array.from(model.tokenize(prompt) as ArrayLike<number>);
@@ -172,6 +177,8 @@ export async function loadLocalSignedModel(opts: {
     try {
       if (maxTokens > 0) {
         for await (const token of seq.evaluate(withBos, { temperature: 0 })) {
+          // Leaving the loop ends the evaluation: a stopped call generates nothing more.
+          if (signal?.aborted) break;
           if (model.isEogToken?.(token)) break;
           out.push(token);
           flush(false);
@@ -181,6 +188,7 @@ export async function loadLocalSignedModel(opts: {
     } finally {
       seq.dispose();
     }
+    if (signal?.aborted) throw stopped();
     flush(true);
     return { text: model.detokenize(out) as string, inputTokens: withBos.length, outputTokens: out.length };
   }
@@ -188,8 +196,8 @@ export async function loadLocalSignedModel(opts: {
   return {
     manifest: opened.payload,
     publisherKid: opened.payload.kid,
-    complete(prompt, maxTokens, onText) {
-      const p = queue.then(() => completeNow(prompt, maxTokens, onText));
+    complete(prompt, maxTokens, onText, signal) {
+      const p = queue.then(() => completeNow(prompt, maxTokens, onText, signal));
       queue = p.catch(() => undefined);
       return p;
     },

@@ -9,6 +9,9 @@
  * | single   | one `tool` node `tool` calling the named catalog tool with the spec's args |
  * | notebook | `tool` nodes `cell-0` ... `cell-<n-1>` calling `job.notebook` with `{ index }`, a pipeline of data edges |
  *
+ * A spec's `timeout_ms` rides on every node as its step policy (a spec without
+ * one gives the graph it always gave).
+ *
  * The graph's formation_hash is the content hash of `{ job_type, spec }`, so the
  * graph hash pins the exact job a journal belongs to.
  */
@@ -28,17 +31,20 @@ export function notebookNodeId(i: number): string {
 }
 
 export function jobGraph(jobType: string, spec: unknown): Graph {
+  // The spec's `timeout_ms` is each step's policy (core/engine/policy.ts): the tools port stops the call at it.
+  const timeout = (spec as { timeout_ms?: unknown } | null)?.timeout_ms;
+  const policy = typeof timeout === 'number' ? { timeout_ms: timeout } : {};
   let nodes: GraphNode[];
   switch (jobType) {
     case 'sql':
-      nodes = [{ id: 'sql', kind: 'tool', config: { tool: JOB_TOOLS.sql, args: {} } }];
+      nodes = [{ id: 'sql', kind: 'tool', config: { tool: JOB_TOOLS.sql, args: {}, ...policy } }];
       break;
     case 'compute':
-      nodes = [{ id: 'compute', kind: 'tool', config: { tool: JOB_TOOLS.compute, args: {} } }];
+      nodes = [{ id: 'compute', kind: 'tool', config: { tool: JOB_TOOLS.compute, args: {}, ...policy } }];
       break;
     case 'single': {
       const s = spec as SingleSpec;
-      nodes = [{ id: 'tool', kind: 'tool', config: { tool: s.tool, args: s.args as JsonObject } }];
+      nodes = [{ id: 'tool', kind: 'tool', config: { tool: s.tool, args: s.args as JsonObject, ...policy } }];
       break;
     }
     case 'notebook': {
@@ -46,7 +52,7 @@ export function jobGraph(jobType: string, spec: unknown): Graph {
       nodes = nb.cells.map((_, i) => ({
         id: notebookNodeId(i),
         kind: 'tool' as const,
-        config: { tool: JOB_TOOLS.notebook, args: { index: i } },
+        config: { tool: JOB_TOOLS.notebook, args: { index: i }, ...policy },
       }));
       break;
     }

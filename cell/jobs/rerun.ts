@@ -7,14 +7,17 @@
  * the parent record: cell/runs/fork.ts), and the step that failed runs again.
  * Linked both ways: the rerun's `flags.forked_from`, the parent's
  * `flags.forks`. Only an ended run that did not complete is rerun (409
- * run_not_failed otherwise); agent job runs are rerun by forking their crew
- * run (409 rerun_unsupported here).
+ * run_not_failed otherwise). An agent job run reruns the graph it pinned, as
+ * the caller (every seat within the caller); when that graph is no longer one
+ * the cell knows (its formation or crew changed) there is nothing to rerun
+ * (409 rerun_unsupported): a changed graph could not reuse the parent's steps.
  */
 import { grants } from '../../core/authority/scopes.ts';
 import { ServiceError, forbidden, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AuthContext } from '../context.ts';
 import type { Run } from '../runs/runs.ts';
+import type { AgentSpec } from './agent.ts';
 import type { JobsContext } from './context.ts';
 import { boundSingleSpec, submitJobRun } from './runner.ts';
 import type { RunJobType, SingleSpec } from './schemas.ts';
@@ -46,13 +49,6 @@ export async function rerunJob(ctx: JobsContext, auth: AuthContext, runId: strin
         required: PERMISSIONS.jobsRead,
       }),
     );
-  if (parent.job_type === 'agent')
-    return refuse(
-      ctx,
-      auth,
-      runId,
-      new ServiceError('conflict', 'an agent job run is rerun by forking its crew run', { details: { reason: 'rerun_unsupported' } }),
-    );
   if (!RERUNNABLE.has(parent.state))
     return refuse(
       ctx,
@@ -75,7 +71,21 @@ export async function rerunJob(ctx: JobsContext, auth: AuthContext, runId: strin
   let spec = parent.spec;
   // The rerun acts as the caller: a single job's authority is bounded by the caller again.
   if (parent.job_type === 'single') spec = await boundSingleSpec(ctx, auth, workspace, parent.spec as SingleSpec);
-  else await ctx.iam.assertWithinCaller(auth, { permissions: [PERMISSIONS.jobsWrite] }, { action: 'jobs.run.rerun', target: runId });
+  else if (parent.job_type === 'agent') {
+    // The same pinned graph, run as the caller: every seat of it within the caller (the crew fork's check).
+    const graphId = (parent.spec as AgentSpec).graph_id;
+    const found = await ctx.teams.crewByGraph(graphId);
+    if (!found)
+      return refuse(
+        ctx,
+        auth,
+        runId,
+        new ServiceError('conflict', 'the graph the run executed is no longer one this cell knows (its formation or crew changed)', {
+          details: { reason: 'rerun_unsupported', graph_id: graphId },
+        }),
+      );
+    await ctx.teams.assertSeatsWithinCaller(auth, found.graph, { action: 'jobs.run.rerun', target: runId });
+  } else await ctx.iam.assertWithinCaller(auth, { permissions: [PERMISSIONS.jobsWrite] }, { action: 'jobs.run.rerun', target: runId });
   const { run_id } = await submitJobRun(ctx, {
     job_type: parent.job_type as RunJobType,
     workspace_id: workspace,

@@ -155,7 +155,7 @@ const rerun = createRoute({
   ...secured(PERMISSIONS.jobsWrite),
   summary: 'Rerun a failed run from its failure',
   description:
-    'A new run with the same job type, workspace and spec, requested by the caller (the session), that reuses every step the run completed (its journal opens with a `forked` record naming this run) and runs the failed step again. Linked both ways: `forked_from` on the new run, `forks` on this one. Needs reading the run too (system.orchestration.admin.read). 409 `run_not_failed` unless the run failed, was refused or cancelled.',
+    'A new run with the same job type, workspace and spec, requested by the caller (the session), that reuses every step the run completed (its journal opens with a `forked` record naming this run) and runs the failed step again. Linked both ways: `forked_from` on the new run, `forks` on this one. Needs reading the run too (system.orchestration.admin.read). 409 `run_not_failed` unless the run failed, was refused or cancelled. An agent job run reruns its pinned graph as the caller (every seat within the caller, 403 `wider_than_caller`); 409 `rerun_unsupported` when the cell no longer knows that graph.',
   request: { params: RunIdParam },
   responses: {
     201: json(Submitted, 'The new run, queued'),

@@ -15,6 +15,7 @@ import type { AuthContext } from '../context.ts';
 import type { DriveResult } from '../runs/drive.ts';
 import type { Run, RunError } from '../runs/runs.ts';
 import { validationError } from '../http/errors.ts';
+import { stepDeadline } from '../../runtime/step-deadline.ts';
 import { driveAgentRun } from './agent.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_TOOLS, jobGraph, notebookNodeId } from './graph.ts';
@@ -192,10 +193,14 @@ const JOB_TOOL_DESCRIPTORS: Record<string, ToolDescriptor> = {
   },
 };
 
-/** The engine's tools port for one job run. */
+/**
+ * The engine's tools port for one job run. Each call gets a signal that aborts when this process's driver of
+ * the run stops (a cancel) or at the step's `timeout_ms` (the spec's): the sandbox stops the work (a compute
+ * task is interrupted, an embedded SQL task's worker terminated, a PostgreSQL job's backend terminated, a
+ * catalog tool's request aborted) and the step fails `step_timeout` at the deadline.
+ */
 export function jobToolsPort(ctx: JobsContext, run: Run, outputs: Map<number, unknown>): ToolsPort {
   const ws = run.workspace_id ?? 'default';
-  const signal = () => ctx.runs.driverSignal(run.run_id) ?? new AbortController().signal;
   return {
     describe(name) {
       const d = JOB_TOOL_DESCRIPTORS[name];
@@ -203,29 +208,33 @@ export function jobToolsPort(ctx: JobsContext, run: Run, outputs: Map<number, un
       if (run.job_type !== 'single') return undefined;
       return ctx.tools.describe(name);
     },
-    async call(name, args) {
-      switch (name) {
-        case JOB_TOOLS.sql:
-          return runSqlStep(ctx, ws, run.spec as SqlSpec, signal(), await sqlStorageCaps(ctx, run.run_id, ws), {
-            runId: run.run_id,
-            stepId: 'sql',
-          });
-        case JOB_TOOLS.compute: {
-          const spec = run.spec as ComputeSpec;
-          return runComputeStep(ctx, spec, spec.input, signal());
-        }
-        case JOB_TOOLS.notebook: {
-          const index = Number(args['index']);
-          const prior: unknown[] = [];
-          for (let i = 0; i < index; i++) prior.push(await cellOutput(ctx, run, outputs, i));
-          const out = await runNotebookCell(ctx, run.run_id, ws, run.spec as NotebookSpec, index, prior, signal());
-          outputs.set(index, out);
-          return out;
-        }
-        default:
-          if (run.job_type !== 'single') throw new JobStepFailure('tool_unknown', `tool ${name} is not part of this job`);
-          return runSingleTool(ctx, ws, run.requester, { ...(run.spec as SingleSpec), tool: name, args: args as Record<string, unknown> });
-      }
+    call(name, args, callCtx) {
+      const deadline = stepDeadline(callCtx.timeout_ms, ctx.runs.driverSignal(run.run_id));
+      return deadline.race(callTool(name, args, deadline.signal ?? new AbortController().signal));
     },
   };
+  async function callTool(name: string, args: Record<string, unknown>, signal: AbortSignal): Promise<unknown> {
+    switch (name) {
+      case JOB_TOOLS.sql:
+        return runSqlStep(ctx, ws, run.spec as SqlSpec, signal, await sqlStorageCaps(ctx, run.run_id, ws), {
+          runId: run.run_id,
+          stepId: 'sql',
+        });
+      case JOB_TOOLS.compute: {
+        const spec = run.spec as ComputeSpec;
+        return runComputeStep(ctx, spec, spec.input, signal);
+      }
+      case JOB_TOOLS.notebook: {
+        const index = Number(args['index']);
+        const prior: unknown[] = [];
+        for (let i = 0; i < index; i++) prior.push(await cellOutput(ctx, run, outputs, i));
+        const out = await runNotebookCell(ctx, run.run_id, ws, run.spec as NotebookSpec, index, prior, signal);
+        outputs.set(index, out);
+        return out;
+      }
+      default:
+        if (run.job_type !== 'single') throw new JobStepFailure('tool_unknown', `tool ${name} is not part of this job`);
+        return runSingleTool(ctx, ws, run.requester, { ...(run.spec as SingleSpec), tool: name, args }, signal);
+    }
+  }
 }

@@ -4,7 +4,21 @@
  * Every default and bound here is documented in docs/jobs.md.
  */
 import { z } from '@hono/zod-openapi';
+import { MAX_STEP_TIMEOUT_MS } from '../../core/engine/policy.ts';
 import { IsoTime } from '../http/openapi.ts';
+
+/** The step policy's `timeout_ms` of a job's steps (core/engine/policy.ts): the engine's deadline on each step. */
+const stepTimeout = {
+  timeout_ms: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_STEP_TIMEOUT_MS)
+    .optional()
+    .openapi({
+      description: `Deadline of each step of the job (a notebook: of each cell), ms (1 to ${MAX_STEP_TIMEOUT_MS}), counted from the step's start, waiting for a sandbox or the workspace included; past it the work is stopped and the run fails \`step_timeout\``,
+    }),
+};
 
 // ------------------------------------------------------------ caps and defaults
 
@@ -67,6 +81,7 @@ export const SqlSpecSchema = z
     params: SqlStatementSchema.shape.params,
     statements: z.array(SqlStatementSchema).min(1).max(JOB_LIMITS.sql.statementsMax).optional(),
     ...sqlCaps,
+    ...stepTimeout,
   })
   .strict()
   .refine((s) => (s.sql === undefined) !== (s.statements === undefined), {
@@ -110,6 +125,7 @@ export const ComputeSpecSchema = z
     }),
     input: z.unknown().optional().openapi({ description: 'The only data the code sees (JSON)' }),
     ...computeCaps,
+    ...stepTimeout,
   })
   .strict()
   .openapi('ComputeJobSpec');
@@ -137,6 +153,7 @@ export const NotebookSpecSchema = z
   .object({
     cells: z.array(NotebookCellSchema).min(1).max(JOB_LIMITS.notebook.cellsMax),
     input: z.unknown().optional().openapi({ description: 'Notebook input, visible to compute cells' }),
+    ...stepTimeout,
   })
   .strict()
   .openapi('NotebookJobSpec');
@@ -163,6 +180,7 @@ export const SingleSpecSchema = z
         description:
           "What the tool may reach. Default: the run's workspace only (data grant and egress `kv:<workspace_id>`), clearance 0, no compartments",
       }),
+    ...stepTimeout,
   })
   .strict()
   .openapi('SingleJobSpec');

@@ -234,7 +234,13 @@ export function singleAuthority(spec: SingleSpec, workspaceId: string, ceiling: 
  * (the requester's ∩ the spec's), narrowed again by the requester's ceiling now:
  * an archived requester or a lowered ceiling holds from the next step on.
  */
-export async function runSingleTool(ctx: JobsContext, workspaceId: string, requester: string, spec: SingleSpec): Promise<unknown> {
+export async function runSingleTool(
+  ctx: JobsContext,
+  workspaceId: string,
+  requester: string,
+  spec: SingleSpec,
+  signal?: AbortSignal,
+): Promise<unknown> {
   if (!ctx.tools.has(spec.tool)) throw new JobStepFailure('tool_unknown', `no tool named ${spec.tool} in the catalog`);
   const who = await ctx.iam.principal(requester);
   if (who?.status !== 'active') throw new JobStepFailure('requester_inactive', "the run's requester is no longer an active principal");
@@ -243,7 +249,7 @@ export async function runSingleTool(ctx: JobsContext, workspaceId: string, reque
   }
   const authority = singleAuthority(spec, workspaceId, who.authority);
   try {
-    return await ctx.tools.run(spec.tool, { workspaceId, agentId: requester, authority }, spec.args);
+    return await ctx.tools.run(spec.tool, { workspaceId, agentId: requester, authority }, spec.args, signal);
   } catch (err) {
     if (isServiceError(err)) {
       const reason = typeof err.details?.['reason'] === 'string' ? err.details['reason'] : err.code;

@@ -12,7 +12,7 @@
 import { recordHash } from '../../core/journal/hash.ts';
 import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
 import type { RunsContext } from './context.ts';
-import { appendJournal, getBlob } from './journal.ts';
+import { appendJournal, appendJournalBatch, getBlob, type AppendEntry } from './journal.ts';
 
 /** Where a fork starts: the parent record, its hash, and the records reused before it. */
 export interface ForkPoint {
@@ -43,25 +43,27 @@ export async function openFork(ctx: RunsContext, runId: string, point: ForkPoint
   await appendJournal(ctx, runId, { step_id: 'run', kind: 'forked', data: { ...extra, from: point.from, step_id: point.step_id } });
 }
 
-/** Copies the reused records into the fork's journal (after its opening records). */
+/**
+ * Copies the reused records into the fork's journal (after its opening records), in one batch: one
+ * transaction whatever the prefix's length (appendJournalBatch), so a fork of a long run costs one commit.
+ */
 export async function copyReused(ctx: RunsContext, runId: string, point: ForkPoint): Promise<void> {
-  for (const r of point.copies) {
-    const blobs: unknown[] = [];
-    for (const h of [r.input_hash, r.output_hash]) {
-      const v = await getBlob(ctx, h);
-      if (v !== undefined) blobs.push(v);
-    }
-    await appendJournal(
-      ctx,
-      runId,
-      {
-        step_id: r.step_id,
-        kind: r.kind,
-        input_hash: r.input_hash,
-        output_hash: r.output_hash,
-        data: { ...(r.data ?? {}), reused: { run_id: point.from.run_id, seq: r.seq, record_hash: recordHash(r) } },
-      },
-      blobs,
-    );
-  }
+  if (point.copies.length === 0) return;
+  const entries: AppendEntry[] = await Promise.all(
+    point.copies.map(async (r) => {
+      const values = await Promise.all([r.input_hash, r.output_hash].map((h) => getBlob(ctx, h)));
+      const blobs = values.filter((v) => v !== undefined);
+      return {
+        fields: {
+          step_id: r.step_id,
+          kind: r.kind,
+          input_hash: r.input_hash,
+          output_hash: r.output_hash,
+          data: { ...(r.data ?? {}), reused: { run_id: point.from.run_id, seq: r.seq, record_hash: recordHash(r) } },
+        },
+        blobs,
+      };
+    }),
+  );
+  await appendJournalBatch(ctx, runId, entries);
 }

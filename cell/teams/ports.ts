@@ -22,6 +22,7 @@ import type {
 } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { isServiceError } from '../../core/errors.ts';
+import { stepDeadline } from '../../runtime/step-deadline.ts';
 import type { ChatDelta, ChatMessage as WireMessage, ToolSpec } from '../ai/openai-client.ts';
 import type { DrivePorts } from '../runs/drive.ts';
 import { getAgent, hasLedger, providerFor, reserveBudget, stageBudgetCommit } from './agents.ts';
@@ -131,17 +132,17 @@ function liveDeltas(onDelta: ModelCallOptions['onDelta']): ((d: ChatDelta) => vo
   };
 }
 
-/** Settles as `p`, or rejects with StepTimeout after `ms` (a tool has no signal to cancel it: the run stops waiting on it). */
-function withinTimeout<T>(p: Promise<T>, ms: number | undefined): Promise<T> {
-  if (ms === undefined) return p;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StepTimeout(ms)), ms);
-  });
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
-}
-
-export function toolsPort(ctx: TeamsContext, workspaceId: string, onBehalf?: { requester: string; crewId?: string }): ToolsPort {
+/**
+ * The tools port of a run: the governed catalog (the tools module). Each call gets a signal that aborts at
+ * the step's `timeout_ms` or when this process's driver of the run stops (a cancel): the tool stops its
+ * work (http.get aborts its request) and the step fails `step_timeout` at the deadline.
+ */
+export function toolsPort(
+  ctx: TeamsContext,
+  workspaceId: string,
+  onBehalf?: { requester: string; crewId?: string },
+  runId?: string,
+): ToolsPort {
   const { tools } = ctx;
   return {
     describe(name) {
@@ -150,8 +151,9 @@ export function toolsPort(ctx: TeamsContext, workspaceId: string, onBehalf?: { r
     async call(name, args, call) {
       if (!tools.has(name)) throw new EngineRefusal('tool_unknown', `no tool ${name}`, { tool: name });
       const a = call.authority;
+      const deadline = stepDeadline(call.timeout_ms, runId === undefined ? undefined : ctx.runs.driverSignal(runId));
       try {
-        return await withinTimeout(
+        return await deadline.race(
           tools.run(
             name,
             {
@@ -166,8 +168,8 @@ export function toolsPort(ctx: TeamsContext, workspaceId: string, onBehalf?: { r
               },
             },
             args,
+            deadline.signal,
           ),
-          call.timeout_ms,
         );
       } catch (e) {
         if (isServiceError(e) && e.code === 'forbidden')
@@ -213,7 +215,7 @@ export function crewPorts(
 ): DrivePorts {
   return {
     model: modelPort(ctx, runId),
-    tools: tracedTools(ctx.core.traces, toolsPort(ctx, workspaceId, onBehalf)),
+    tools: tracedTools(ctx.core.traces, toolsPort(ctx, workspaceId, onBehalf, runId)),
     approvals: ctx.runs.approvalsPort(runId),
     budget: budgetPort(ctx, runId),
     contracts: contractsPort(ctx),

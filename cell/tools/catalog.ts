@@ -10,7 +10,7 @@
  * |-----------|--------------|----------------------------------------|
  * | calc      | no           | nothing                                |
  * | clock.now | no           | the cell clock                         |
- * | http.get  | no           | a URL; the URL must be on egress_allowlist, and resolve to a public address (cell/tools/ssrf.ts) |
+ * | http.get  | no           | a URL (aborted by the call's signal: a step timeout, a cancel); the URL must be on egress_allowlist, and resolve to a public address (cell/tools/ssrf.ts) |
  * | kv.get    | no           | workspace storage; needs data grant `kv:<workspace>` or `kv:*`, clearance >= the entry's classification, and every compartment of the entry |
  * | kv.put    | yes          | workspace storage; needs egress `kv:<workspace>` or `kv:*`; labels an entry only with compartments the writer holds |
  *
@@ -84,7 +84,11 @@ export interface ToolDef {
   side_effects: boolean;
   /** JSON Schema of the arguments (sent to the model as a function). */
   parameters: JsonObject;
-  run(ctx: ToolsContext, caller: ToolCaller, args: Record<string, unknown>): Promise<unknown>;
+  /**
+   * Runs the tool. `signal` stops the call (a step's timeout, a cancel of the run): a tool that waits
+   * on something outside (http.get) aborts it and fails with reason `cancelled`; the others are instant.
+   */
+  run(ctx: ToolsContext, caller: ToolCaller, args: Record<string, unknown>, signal?: AbortSignal): Promise<unknown>;
 }
 
 /** A refusal of the security floor inside a tool, with a machine reason. */
@@ -153,7 +157,7 @@ export const TOOLS: readonly ToolDef[] = [
     description: 'Fetch a URL on the egress allowlist (GET, no redirects, 64 KiB, 5 s).',
     side_effects: false,
     parameters: { type: 'object', properties: { url: { type: 'string' } }, required: ['url'] },
-    async run(ctx, caller, args) {
+    async run(ctx, caller, args, signal) {
       const url = str(args, 'url');
       let parsed: URL;
       try {
@@ -194,6 +198,8 @@ export const TOOLS: readonly ToolDef[] = [
           bodyTimeout: 5000,
           maxRedirections: 0,
           dispatcher: ctx.dispatcher,
+          // A step's timeout or a cancel aborts the request: the server sees its connection closed.
+          ...(signal ? { signal } : {}),
         } as Parameters<typeof request>[1]);
         const chunks: Buffer[] = [];
         let size = 0;
@@ -219,6 +225,10 @@ export const TOOLS: readonly ToolDef[] = [
         };
       } catch (e) {
         if (e instanceof ServiceError) throw e;
+        if (signal?.aborted)
+          throw new ServiceError('service_unavailable', 'http.get was stopped before the URL answered', {
+            details: { reason: 'cancelled' },
+          });
         if (isPrivateRefusal(e))
           throw toolRefusal('egress_private_address', 'egress to a loopback, private or link-local address is refused', {
             destination: parsed.origin,

@@ -29,12 +29,13 @@ export class Tools {
    * ServiceError `forbidden` (details.reason: egress_denied,
    * egress_private_address, data_not_granted, clearance_insufficient,
    * compartment_not_granted), bad arguments as `invalid_request`, an unknown
-   * tool as `invalid_request` with reason `tool_unknown`.
+   * tool as `invalid_request` with reason `tool_unknown`. `signal` stops the
+   * call (a tool that waits on something outside aborts it; reason `cancelled`).
    */
-  run(name: string, caller: ToolCaller, args: Record<string, unknown>): Promise<unknown> {
+  run(name: string, caller: ToolCaller, args: Record<string, unknown>, signal?: AbortSignal): Promise<unknown> {
     const t = catalogEntry(name);
     if (!t) return Promise.reject(invalid(`no tool named ${name} in the catalog`, { reason: 'tool_unknown' }));
-    return t.run(this.ctx, caller, args);
+    return t.run(this.ctx, caller, args, signal);
   }
 
   /** The catalog's public view (GET /admin/ai/tool-registry); the catalog is static, so it is built once. Never mutate it. */

@@ -8,18 +8,22 @@ import { buildModelManifest } from '../../bundles/model-manifest.ts';
 import { buildKeyBundle } from '../../bundles/key-bundle.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
 import { compileFormation } from '../../core/compiler/compile.ts';
+import type { BilletInput } from '../../core/compiler/types.ts';
 import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 import { initialState, writeFileDurable, writeState, type DeviceFile, type TrustFile } from '../../edge/files.ts';
 
 export const T0 = Date.UTC(2026, 0, 1);
 export const SECRET = 'svck_live_' + 'E'.repeat(43);
 
-/** A two-seat sequential crew compiled by core's compiler, with short answers. */
-export function compiledCrew(maxTokens = 16) {
+/** A step policy of a billet (core/engine/policy.ts). */
+export type BilletPolicy = Pick<BilletInput, 'timeout_ms' | 'retry'>;
+
+/** A two-seat sequential crew compiled by core's compiler, with short answers; `policies` by billet id (a, b). */
+export function compiledCrew(maxTokens = 16, policies: { a?: BilletPolicy; b?: BilletPolicy } = {}) {
   const formation = { name: 'field', coordination_policy: 'sequential' as const, limits: { default_max_tokens: maxTokens } };
   const billets = [
-    { id: 'a', role_label: 'inspector', authority_cap: {}, position: 0 },
-    { id: 'b', role_label: 'reviewer', authority_cap: {}, position: 1 },
+    { id: 'a', role_label: 'inspector', authority_cap: {}, position: 0, ...policies.a },
+    { id: 'b', role_label: 'reviewer', authority_cap: {}, position: 1, ...policies.b },
   ];
   const bindings = { a: { agent_id: 'agt_a', system_prompt: 'You inspect.' }, b: { agent_id: 'agt_b', system_prompt: 'You review.' } };
   const r = compileFormation(formation, billets, bindings);
@@ -27,7 +31,9 @@ export function compiledCrew(maxTokens = 16) {
   return { graph: r.graph, graph_hash: r.graphHash, compiler_input: { formation, billets, bindings } };
 }
 
-export async function edgeWorld(opts: { budgets?: Record<string, number> } = {}) {
+export async function edgeWorld(
+  opts: { budgets?: Record<string, number>; maxTokens?: number; policies?: { a?: BilletPolicy; b?: BilletPolicy } } = {},
+) {
   const dir = mkdtempSync(join(tmpdir(), 'edge-dev-'));
   const cellKey = await generateEd25519();
   const cellSigner = signerFromJwk(cellKey.kid, cellKey.privateJwk);
@@ -57,7 +63,7 @@ export async function edgeWorld(opts: { budgets?: Record<string, number> } = {})
       model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256 },
     }),
   );
-  const compiled = compiledCrew();
+  const compiled = compiledCrew(opts.maxTokens, opts.policies);
   const crew: CrewContent = {
     crew_id: 'crw_1',
     name: 'field crew',

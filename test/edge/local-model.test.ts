@@ -65,6 +65,40 @@ test('loads only a verified model; greedy output is identical across runs; token
   }
 });
 
+test('a signal stops a generation before its next token, and a queued call is never started', { skip, timeout: 120_000 }, async () => {
+  const f = await fixture();
+  try {
+    const m = await loadLocalSignedModel({ modelPath: f.modelPath, manifestPath: f.manifestPath, publishers: f.publishers });
+    try {
+      const prompt = 'system: You review.\nuser: go\nassistant:';
+      // Stopped at its first piece: one piece, where the whole answer is hundreds of tokens.
+      const ac = new AbortController();
+      const pieces: string[] = [];
+      const stopped = m.complete(
+        prompt,
+        400,
+        (p) => {
+          pieces.push(p);
+          ac.abort();
+        },
+        ac.signal,
+      );
+      // A call queued behind it with a signal already aborted never runs.
+      const queued = m.complete(prompt, 400, () => assert.fail('a stopped call generated'), AbortSignal.abort());
+      await assert.rejects(stopped, (e: any) => e.details?.reason === 'cancelled');
+      await assert.rejects(queued, (e: any) => e.details?.reason === 'cancelled');
+      assert.equal(pieces.length, 1);
+      // The model is free again, and the whole answer is long.
+      const whole = await m.complete(prompt, 400);
+      assert.ok(whole.outputTokens > 100, `${whole.outputTokens} tokens`);
+    } finally {
+      await m.dispose();
+    }
+  } finally {
+    rmSync(f.dir, { recursive: true, force: true });
+  }
+});
+
 test('a tampered model file or manifest is never loaded', { skip, timeout: 60_000 }, async () => {
   const f = await fixture();
   try {

@@ -190,6 +190,21 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     };
     await ends(forkParent);
     await ends(failedJob);
+    // An ended agent job run of that crew's graph (a scheduled agent definition), to rerun: its seats are wide.
+    const forkGraph = (await ok(t, 'GET', `${T}/crews/${forkCrew}`, undefined)).graph_hash as string;
+    const agentDef = (
+      await ok(t, 'POST', `${A}/jobs/definitions`, {
+        name: 'sweep-agent',
+        job_type: 'agent',
+        spec: { graph_id: forkGraph, input: 'x' },
+        cron: '*/10 * * * *',
+      })
+    ).schedule_id as string;
+    t.clock.advance(10 * 60_000);
+    assert.ok((await t.modules.jobs.scheduler.tick()) >= 1);
+    const failedAgentJob = (await ok(t, 'GET', `${A}/jobs/definitions/${agentDef}`, undefined)).last_run_id as string;
+    await ok(t, 'POST', `${A}/jobs/definitions/${agentDef}/disable`, {});
+    await ends(failedAgentJob);
     const forkAt = (await t.modules.runs.runs.readJournal(forkParent, 0, 1000)).at(-1)!.seq;
     let accepted = 0;
     let exchanged = 0;
@@ -402,6 +417,17 @@ test('containment sweep: no route hands out or exercises more than its caller ho
         r = await call('POST', `${A}/jobs/runs/${failedJob}/rerun`);
         if (r.status === 201)
           assertWithin(caller, { permissions: ['system.orchestration.admin.write', 'system.orchestration.admin.read'] }, 'rerun');
+        // An agent job run's rerun runs its crew's graph as the caller: every seat within the caller.
+        r = await call('POST', `${A}/jobs/runs/${failedAgentJob}/rerun`);
+        if (r.status === 201)
+          assertWithin(
+            caller,
+            {
+              permissions: ['system.orchestration.admin.write', 'system.orchestration.admin.read'],
+              envelope: wideEnv as AuthorityEnvelope,
+            },
+            'agent job rerun seats',
+          );
 
         // Setting another principal's roles: the caller manages it (all of its authority) and holds what it gives.
         // Asking to fit: a principal within the caller, given only roles within the caller.
