@@ -16,7 +16,7 @@ import { grants } from '../../core/authority/scopes.ts';
 import { ServiceError, forbidden, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AuthContext } from '../context.ts';
-import type { Run } from '../runs/runs.ts';
+import { forksView, type Run } from '../runs/runs.ts';
 import type { AgentSpec } from './agent.ts';
 import type { JobsContext } from './context.ts';
 import { boundSingleSpec, submitJobRun } from './runner.ts';
@@ -35,8 +35,8 @@ async function refuse(ctx: JobsContext, auth: AuthContext, runId: string, e: Ser
   throw e;
 }
 
-/** Reruns a failed job run; the new run's id. */
-export async function rerunJob(ctx: JobsContext, auth: AuthContext, runId: string): Promise<string> {
+/** Reruns a failed job run; the new run, as it was recorded. */
+export async function rerunJob(ctx: JobsContext, auth: AuthContext, runId: string): Promise<Run> {
   const parent: Run | undefined = await ctx.runs.getRun(runId);
   if (parent?.kind !== 'job' || !parent.job_type) throw notFound('run');
   if (!grants(auth.effective, PERMISSIONS.jobsRead))
@@ -86,19 +86,32 @@ export async function rerunJob(ctx: JobsContext, auth: AuthContext, runId: strin
       );
     await ctx.teams.assertSeatsWithinCaller(auth, found.graph, { action: 'jobs.run.rerun', target: runId });
   } else await ctx.iam.assertWithinCaller(auth, { permissions: [PERMISSIONS.jobsWrite] }, { action: 'jobs.run.rerun', target: runId });
-  const { run_id } = await submitJobRun(ctx, {
+  const { run } = await submitJobRun(ctx, {
     job_type: parent.job_type as RunJobType,
     workspace_id: workspace,
     spec,
     requester: auth.principal.id,
     source: `rerun:${runId}`,
     flags: { forked_from: point.from },
-    opening: async (id) => {
-      await ctx.runs.openFork(id, point);
-      await ctx.runs.copyReused(id, point);
-      await ctx.runs.pushRunFlag(runId, 'forks', { run_id: id, seq: point.from.seq, by: auth.principal.id, at: ctx.core.clock.now() });
+    // Audited with the run, in its creating transaction: nothing after the commit refuses the rerun.
+    inTx: (tx, id) =>
+      ctx.iam.audit(tx, {
+        at: ctx.core.clock.now(),
+        actor: auth.principal.id,
+        action: 'jobs.run.rerun',
+        target: id,
+        outcome: 'ok',
+        details: { parent: runId },
+      }),
+    opening: async (id, again) => {
+      const kept = again ? await ctx.runs.readJournal(id) : [];
+      if (!kept.some((r) => r.kind === 'forked')) await ctx.runs.openFork(id, point);
+      const copied = new Set(kept.map((r) => (r.data as { reused?: { seq?: unknown } } | null)?.reused?.seq));
+      await ctx.runs.copyReused(id, { ...point, copies: point.copies.filter((c) => !copied.has(c.seq)) });
+      const listed = again && forksView((await ctx.runs.getRun(runId)) ?? parent).some((f) => f.run_id === id);
+      if (!listed)
+        await ctx.runs.pushRunFlag(runId, 'forks', { run_id: id, seq: point.from.seq, by: auth.principal.id, at: ctx.core.clock.now() });
     },
   });
-  await ctx.iam.auditNow({ actor: auth.principal.id, action: 'jobs.run.rerun', target: run_id, outcome: 'ok', details: { parent: runId } });
-  return run_id;
+  return run;
 }

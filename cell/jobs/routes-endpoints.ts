@@ -209,7 +209,11 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
       if (problems.length) throw invalid("the input does not match the endpoint's input_schema", { reason: 'invalid_input', problems });
     }
     const spec = parseRunSpec(ctx, e.job_type, { ...e.spec, input });
-    const { run_id, done } = await submitJobRun(ctx, {
+    const {
+      run_id,
+      run: recorded,
+      done,
+    } = await submitJobRun(ctx, {
       job_type: e.job_type,
       workspace_id: e.workspace_id,
       spec,
@@ -225,13 +229,15 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
         }),
       ]);
       if (timer) clearTimeout(timer);
-      const run = (await runs.getRun(run_id))!;
+      // The run is recorded: a read that meets an outage answers 202 with it as recorded, never a refusal.
+      const run = (await runs.getRun(run_id).catch(() => undefined)) ?? recorded;
       if (finished && (run.state === 'completed' || run.state === 'failed' || run.state === 'refused' || run.state === 'cancelled')) {
         return c.json({ run_id, state: run.state, output: run.output ?? null, error: run.error, checked_cell_id: core.config.cellId }, 200);
       }
+      c.header('Location', `/api/public/v1/admin/jobs/runs/${run_id}`);
+      return c.json({ run_id, state: run.state, checked_cell_id: core.config.cellId }, 202);
     }
-    const run = (await runs.getRun(run_id))!;
     c.header('Location', `/api/public/v1/admin/jobs/runs/${run_id}`);
-    return c.json({ run_id, state: run.state, checked_cell_id: core.config.cellId }, 202);
+    return c.json({ run_id, state: recorded.state, checked_cell_id: core.config.cellId }, 202);
   });
 }

@@ -217,7 +217,8 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
     const auth = c.get('auth');
     let spec = parseRunSpec(ctx, body.job_type, body.spec);
     if (body.job_type === 'single') spec = await boundSingleSpec(ctx, auth, body.workspace_id, spec as SingleSpec);
-    const { run_id } = await submitJobRun(ctx, {
+    // Answered as the run was recorded (its creating transaction read it): nothing after the commit refuses it.
+    const { run_id, run } = await submitJobRun(ctx, {
       job_type: body.job_type,
       workspace_id: body.workspace_id,
       spec,
@@ -225,10 +226,7 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
       source: 'api',
     });
     c.header('Location', `/api/public/v1/admin/jobs/runs/${run_id}`);
-    return c.json(
-      { run_id, job_id: run_id, state: (await runs.getRun(run_id))?.state ?? 'queued', checked_cell_id: core.config.cellId },
-      202,
-    );
+    return c.json({ run_id, job_id: run_id, state: run.state, checked_cell_id: core.config.cellId }, 202);
   });
 
   app.openapi(list, async (c) => {
@@ -253,9 +251,9 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
 
   app.openapi(rerun, async (c) => {
     const { run_id } = c.req.valid('param');
-    const id = await rerunJob(ctx, c.get('auth'), run_id);
+    const { run_id: id, state } = await rerunJob(ctx, c.get('auth'), run_id);
     c.header('Location', `/api/public/v1/admin/jobs/runs/${id}`);
-    return c.json({ run_id: id, job_id: id, state: (await runs.getRun(id))?.state ?? 'queued', checked_cell_id: core.config.cellId }, 201);
+    return c.json({ run_id: id, job_id: id, state, checked_cell_id: core.config.cellId }, 201);
   });
 
   app.openapi(cancel, async (c) => {

@@ -14,6 +14,7 @@ import type { RunResult, ToolDescriptor, ToolsPort } from '../../core/engine/typ
 import type { AuthContext } from '../context.ts';
 import type { DriveResult } from '../runs/drive.ts';
 import type { Run, RunError } from '../runs/runs.ts';
+import type { Tx } from '../store/types.ts';
 import { validationError } from '../http/errors.ts';
 import { stepDeadline } from '../../runtime/step-deadline.ts';
 import { driveAgentRun } from './agent.ts';
@@ -58,19 +59,27 @@ export interface SubmitJob {
   run_id?: string;
   /** Flags the run starts with (a rerun: `forked_from`). */
   flags?: Record<string, unknown>;
-  /** Written to the run's journal before it is driven (a rerun: its lineage and reused records). */
-  opening?: (runId: string) => Promise<void>;
+  /** Written in the run's creating transaction (a rerun's audit record). */
+  inTx?: (tx: Tx, runId: string) => Promise<void>;
+  /**
+   * Written to the run's journal before it is driven (a rerun: its lineage and reused records), after the
+   * run's commit: idempotent (`again`: a retry, after the store came back; it reads what was kept).
+   */
+  opening?: (runId: string, again: boolean) => Promise<void>;
 }
 
 /**
  * Records a job run and starts driving it. A workspace (or a cell) whose runs
  * already keep as much as its storage quota allows is refused first (409,
- * cell/runs/storage.ts); nothing is written.
+ * cell/runs/storage.ts); nothing is written. The run is answered as its
+ * creating transaction read it: once it commits, nothing refuses it (issue
+ * 22); its opening, if any, and its drive follow, now or once the store is
+ * back (cell/runs/opening.ts).
  */
-export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ run_id: string; done: Promise<DriveResult> }> {
+export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ run_id: string; run: Run; done: Promise<DriveResult> }> {
   await ctx.runs.assertStorageRoom(j.workspace_id, Buffer.byteLength(JSON.stringify(j.spec ?? null), 'utf8'));
   const at = ctx.core.clock.now();
-  const runId = await ctx.core.store.write(async (tx) => {
+  const run = await ctx.core.store.write(async (tx) => {
     const id = await ctx.runs.createRunTx(tx, {
       ...(j.run_id ? { run_id: j.run_id } : {}),
       kind: 'job',
@@ -90,10 +99,23 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
       outcome: 'ok',
       details: { job_type: j.job_type, workspace_id: j.workspace_id, source: j.source ?? 'api' },
     });
-    return id;
+    await j.inTx?.(tx, id);
+    const r = await ctx.runs.getRun(id, tx);
+    if (!r) throw new TypeError(`submitJobRun: run ${id} vanished`);
+    return r;
   });
-  await j.opening?.(runId);
-  return { run_id: runId, done: startJobDrive(ctx, (await ctx.runs.getRun(runId))!) };
+  if (!j.opening) return { run_id: run.run_id, run, done: startJobDrive(ctx, run) };
+  const opening = j.opening;
+  let drove: (d: Promise<DriveResult>) => void = () => undefined;
+  const done = new Promise<DriveResult>((res) => {
+    drove = res;
+  });
+  await ctx.runs.afterCommit(
+    run.run_id,
+    (again) => opening(run.run_id, again),
+    () => drove(startJobDrive(ctx, run)),
+  );
+  return { run_id: run.run_id, run, done };
 }
 
 /** Drives a (new or recovered) job run in the background. */

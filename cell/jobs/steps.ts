@@ -26,6 +26,7 @@ import type { JsonObject } from '../../core/journal/record.ts';
 import { capToCeiling, withinCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
 import { isServiceError } from '../../core/errors.ts';
 import type { JobsContext } from './context.ts';
+import { OUTAGE_RETRY_MS } from '../runs/drive.ts';
 import { sqlWorkspaceSecrets, type SqlWorkspaceSecrets } from './repository.ts';
 import type { SqlParam } from './sandbox/sql.ts';
 import type { ComputeSpec, NotebookCell, NotebookSpec, SingleSpec, SqlSpec } from './schemas.ts';
@@ -149,11 +150,22 @@ export async function runSqlStep(
     now: ctx.core.clock.now(),
   };
   const pgw = ctx.pgWorkspaces;
-  const r = await inWorkspaceQueue(ctx, workspaceId, () =>
-    pgw
-      ? pgw.run({ ...common, workspaceId, rolePassword: secrets.role_password, timeLimitMs: spec.time_limit_ms }, signal)
-      : ctx.pool.sql({ ...common, dbPath: workspaceDbPath(ctx.core.config.dataDir, workspaceId) }, spec.time_limit_ms, signal),
-  );
+  const once = () =>
+    inWorkspaceQueue(ctx, workspaceId, () =>
+      pgw
+        ? pgw.run({ ...common, workspaceId, rolePassword: secrets.role_password, timeLimitMs: spec.time_limit_ms }, signal)
+        : ctx.pool.sql({ ...common, dbPath: workspaceDbPath(ctx.core.config.dataDir, workspaceId) }, spec.time_limit_ms, signal),
+    );
+  let r = await once();
+  // The workspace database went away (a PostgreSQL outage): the task is run again once it answers, while the
+  // run is driven here. Its effect key makes that exactly once: a COMMIT that was kept is read back, not redone.
+  for (let attempt = 0; !r.ok && 'unreachable' in r && r.unreachable && !signal.aborted; attempt++) {
+    if (attempt === 0) ctx.core.log.warn('a SQL step waits for the workspace database', { run_id: step.runId, step_id: step.stepId });
+    const base = OUTAGE_RETRY_MS[Math.min(attempt, OUTAGE_RETRY_MS.length - 1)]!;
+    await new Promise((res) => setTimeout(res, base / 2 + Math.random() * (base / 2)));
+    if (signal.aborted) break;
+    r = await once();
+  }
   if (CRASH_AFTER_EFFECT && r.ok && !r.replayed) process.kill(process.pid, 'SIGKILL');
   if (!r.ok) {
     const details: JsonObject = { duration_ms: r.duration_ms };

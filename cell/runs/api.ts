@@ -9,6 +9,7 @@
 import type { ApprovalsPort, Graph, RecordedStep } from '../../core/engine/types.ts';
 import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
 import { copyReused, forkPoint, openFork, type ForkPoint } from './fork.ts';
+import { afterCommit } from './opening.ts';
 import type { Reader, Tx } from '../store/types.ts';
 import {
   assertStorageRoom,
@@ -80,9 +81,18 @@ export class Runs {
     return newRunId();
   }
 
-  /** The run, or undefined when this cell does not know it. */
-  getRun(runId: string): Promise<Run | undefined> {
-    return getRun(this.ctx, runId);
+  /** The run, or undefined when this cell does not know it; pass a transaction as `db` to read it inside it. */
+  getRun(runId: string, db?: Reader): Promise<Run | undefined> {
+    return getRun(this.ctx, runId, db);
+  }
+
+  /**
+   * Writes that follow a run's creating commit (its opening records), idempotent: tried now, and while
+   * the store is unreachable again in the background; `then` (the drive) runs once they are written.
+   * True when written now (opening.ts).
+   */
+  afterCommit(runId: string, write: (again: boolean) => Promise<void>, then?: () => void): Promise<boolean> {
+    return afterCommit(this.ctx, runId, write, then);
   }
 
   /** Whether the run is queued or running with no journal progress for STALL_LEASES leases (the views' `stalled`). */

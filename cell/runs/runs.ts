@@ -86,8 +86,8 @@ export async function createRunTx(tx: Tx, r: NewRun): Promise<string> {
 }
 
 /** The run, or undefined when this cell does not know it. */
-export function getRun(ctx: RunsContext, runId: string): Promise<Run | undefined> {
-  return repo.runById(ctx.core.store, runId);
+export function getRun(ctx: RunsContext, runId: string, db: Reader = ctx.core.store): Promise<Run | undefined> {
+  return repo.runById(db, runId);
 }
 
 export interface ListRunsOptions {

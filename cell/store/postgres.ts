@@ -31,6 +31,9 @@ import { ServiceError } from '../../core/errors.ts';
 import { checkPortable } from './internal/dialect.ts';
 import { ChangeListener } from './internal/pg-listen.ts';
 import { connectionLost, isConnectionLost, isRetryable, sqlState } from './internal/pg-errors.ts';
+
+/** Whether an error of the `pg` driver means the server was not reached or the connection was lost (SQL job steps). */
+export { isConnectionLost };
 import { migratePostgres } from './internal/pg-migrate.ts';
 import { toNumbered } from './internal/pg-sql.ts';
 import { PG_TYPES, toPgParams } from './internal/pg-types.ts';

@@ -28,7 +28,7 @@ import type { ForkPoint } from '../runs/api.ts';
 import { hashJson } from '../../core/json-hash.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AuthContext } from '../context.ts';
-import type { Run } from '../runs/runs.ts';
+import { forksView, type Run } from '../runs/runs.ts';
 import { assertSeatsWithinCaller, compileFor, type Compiled } from './compile.ts';
 import type { TeamsContext } from './context.ts';
 import { getCrew, getFormation, type Crew, type Formation } from './formations.ts';
@@ -187,6 +187,11 @@ export async function forkCrewRun(ctx: TeamsContext, auth: AuthContext, crewId: 
     },
     { fork: plan },
   );
-  await ctx.runs.pushRunFlag(runId, 'forks', { run_id: run.run_id, seq: body.at, by: auth.principal.id, at: ctx.core.clock.now() });
+  // The parent's list of its forks, after the fork's commit: written now or once the store is back, never a refusal.
+  const fork = { run_id: run.run_id, seq: body.at, by: auth.principal.id, at: ctx.core.clock.now() };
+  await ctx.runs.afterCommit(run.run_id, async (again) => {
+    if (again && forksView((await ctx.runs.getRun(runId)) ?? parent).some((f) => f.run_id === run.run_id)) return;
+    await ctx.runs.pushRunFlag(runId, 'forks', fork);
+  });
   return run;
 }

@@ -170,7 +170,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       const run = await startCrewRun(ctx, auth.principal.id, crewId, c.req.valid('json'), {
         check: (graph) => assertSeatsWithinCaller(ctx, auth, graph, { action: 'crew.run', target: crewId }),
       });
-      return c.json(await view(run), 201);
+      return c.json((await runView(ctx, run, { started: true })) as z.infer<typeof RunOut>, 201);
     },
   );
 
@@ -266,7 +266,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
     async (c) => {
       const { crew_id, run_id } = c.req.valid('param');
       const run = await forkCrewRun(ctx, c.get('auth'), crew_id, run_id, c.req.valid('json'));
-      return c.json(await view(run), 201);
+      return c.json((await runView(ctx, run, { started: true })) as z.infer<typeof RunOut>, 201);
     },
   );
 

@@ -211,7 +211,13 @@ export async function startCrewRun(
   // started at once do not contend on its row in their serializable transactions.
   if (!(await repo.hasGraph(core.store, compiled.graphHash)))
     await core.store.write((tx) => repo.insertGraph(tx, compiled.graphHash, compiled.graph, at), { isolation: 'row-locks' });
-  const runId = await core.store.write(async (tx) => {
+  // Everything the answer depends on is decided before the run is recorded (reads only: an outage here
+  // is a 503 and nothing is written). Once the run commits, the request answers with it (issue 22).
+  const unmet = checkPlacement(compiled.graph.placement, core.config);
+  // This cell does not qualify, a live peer of the group does: the peer executes the run.
+  const peer = unmet.length ? (await runs.qualifyingMembers(compiled.graph.placement))[0] : undefined;
+  const refusal = await crewRefusal(ctx, crew, unmet, peer !== undefined);
+  const run = await core.store.write(async (tx) => {
     // The crew is read in this transaction, so a concurrent delete either sees this run (409 in_use) or happens first (404).
     if (!(await repo.crewById(tx, crew.crew_id))) throw notFound('crew');
     const id = await runs.createRunTx(tx, {
@@ -241,55 +247,97 @@ export async function startCrewRun(
         ...(fork ? { forked_from: fork.point.from } : {}),
       },
     });
-    return id;
+    // The answer is read here, in the committing transaction: nothing after the commit can refuse it.
+    const r = await runs.getRun(id, tx);
+    if (!r) throw new TypeError(`startCrewRun: run ${id} vanished`);
+    return r;
   });
-  // A fork's journal opens with its lineage (core/journal/lineage.ts).
-  if (fork) await runs.openFork(runId, fork.point);
-  await runs.appendJournal(runId, {
-    step_id: 'run',
-    kind: 'run_requested',
-    data: {
-      crew_id: crew.crew_id,
-      formation_id: formation.formation_id,
-      formation_version: formation.version,
-      formation_hash: compiled.formationHash,
-      requester,
-    },
-  });
-  if (fork) await runs.copyReused(runId, fork.point);
+  const runId = run.run_id;
+  // The journal's opening records, then the refusal or the placement: written now, or (the store gone
+  // after the commit) in the background once it is back, before the drive starts (opening.ts).
+  const opening = async (again: boolean) => {
+    const kept = again ? await runs.readJournal(runId) : [];
+    const has = (kind: string) => kept.some((r) => r.kind === kind);
+    // A fork's journal opens with its lineage (core/journal/lineage.ts).
+    if (fork && !has('forked')) await runs.openFork(runId, fork.point);
+    if (!has('run_requested'))
+      await runs.appendJournal(runId, {
+        step_id: 'run',
+        kind: 'run_requested',
+        data: {
+          crew_id: crew.crew_id,
+          formation_id: formation.formation_id,
+          formation_version: formation.version,
+          formation_hash: compiled.formationHash,
+          requester,
+        },
+      });
+    if (fork) {
+      const copied = new Set(kept.map((r) => (r.data as { reused?: { seq?: unknown } } | null)?.reused?.seq));
+      await runs.copyReused(runId, { ...fork.point, copies: fork.point.copies.filter((c) => !copied.has(c.seq)) });
+    }
+    if (refusal) {
+      try {
+        if (!has('refusal'))
+          await runs.appendJournal(runId, { step_id: 'run', kind: 'refusal', data: { reason: refusal.reason, ...refusal.details } });
+        await runs.finishRun(runId, 'refused', {
+          error: { code: 'refused', message: refusal.message, reason: refusal.reason, details: refusal.details },
+        });
+      } catch (e) {
+        if (!(e instanceof RunClosedError)) throw e; // already ended: the refusal still answers the caller
+      }
+    } else if (peer) {
+      if (!has('placed'))
+        await runs.appendJournal(runId, { step_id: 'run', kind: 'placed', data: { on: 'peer', qualifying_cell: peer.cell_id } });
+      await runs.placeOnPeer(runId);
+    }
+  };
+  const drive = refusal || peer ? undefined : () => driveInBackground(ctx, run, compiled.graph, compiled.graphHash, crew);
+  const now = await runs.afterCommit(runId, opening, drive);
+  if (refusal)
+    throw new ServiceError('conflict', refusal.message, { details: { reason: refusal.reason, run_id: runId, ...refusal.details } });
+  if (!now) return run;
+  // The run as it stands now (refused, or released for a peer), else as it was recorded.
+  if (peer) return (await runs.getRun(runId).catch(() => undefined)) ?? run;
+  return run;
+}
 
-  const unmet = checkPlacement(compiled.graph.placement, core.config);
-  // This cell does not qualify, a live peer of the group does: the peer executes the run.
-  const peer = unmet.length ? (await runs.qualifyingMembers(compiled.graph.placement))[0] : undefined;
+/** Why a crew run is refused before its first step (placement, inactive agents, missing ledgers), or null. */
+async function crewRefusal(
+  ctx: TeamsContext,
+  crew: Crew,
+  unmet: ReturnType<typeof checkPlacement>,
+  peer: boolean,
+): Promise<{ reason: string; message: string; details: JsonObject } | null> {
+  const { core } = ctx;
   if (unmet.length && !peer) {
-    await refuseRun(ctx, runId, 'placement_unmet', placementMessage(unmet, core.config), {
-      unmet: unmet.map((u) => ({ ...u })),
-      fix: placementFix(unmet, core.config),
-    });
+    return {
+      reason: 'placement_unmet',
+      message: placementMessage(unmet, core.config),
+      details: { unmet: unmet.map((u) => ({ ...u })), fix: placementFix(unmet, core.config) } as JsonObject,
+    };
   }
   const agents = [...new Set(Object.values(crew.assignments))];
   const inactive: string[] = [];
   const present = await repo.agentIdsIn(core.store, agents);
   for (const a of agents) if (!present.has(a) || (await ctx.iam.principal(a))?.status !== 'active') inactive.push(a);
   if (inactive.length) {
-    await refuseRun(ctx, runId, 'agent_inactive', 'every agent of the crew must be an active principal', { agents: inactive.sort() });
+    return {
+      reason: 'agent_inactive',
+      message: 'every agent of the crew must be an active principal',
+      details: { agents: inactive.sort() },
+    };
   }
   const missing: string[] = [];
   for (const a of agents) if (!(await hasLedger(ctx, a))) missing.push(a);
   if (missing.length) {
-    await refuseRun(ctx, runId, 'no_budget_ledger', 'a budget ledger must be registered for every agent of the run', {
-      agents: missing.sort(),
-    });
+    return {
+      reason: 'no_budget_ledger',
+      message: 'a budget ledger must be registered for every agent of the run',
+      details: { agents: missing.sort() },
+    };
   }
-  if (peer) {
-    await runs.appendJournal(runId, { step_id: 'run', kind: 'placed', data: { on: 'peer', qualifying_cell: peer.cell_id } });
-    await runs.placeOnPeer(runId);
-    return (await runs.getRun(runId))!;
-  }
-  const run = await runs.getRun(runId);
-  if (!run) throw new TypeError(`startCrewRun: run ${runId} vanished`);
-  driveInBackground(ctx, run, compiled.graph, compiled.graphHash, crew);
-  return run;
+  return null;
 }
 
 /** Drives a non-terminal run again (approval arrived, timer due, recovery). */
@@ -433,10 +481,17 @@ export function runTokens(ctx: TeamsContext, runId: string): Promise<number> {
   return repo.runTokens(ctx.core.store, runId);
 }
 
-export async function runView(ctx: TeamsContext, r: Run) {
+/**
+ * A run as the API shows it. `started`: the answer of the request that recorded it, built from the row its
+ * committing transaction read (a new run has used no tokens and waits on no approval), so no read after the
+ * commit can turn the answer into a refusal (issue 22).
+ */
+export async function runView(ctx: TeamsContext, r: Run, o: { started?: boolean } = {}) {
   const spec = crewSpec(r);
-  // Read together (one round trip on PostgreSQL's pool).
-  const [tokensUsed, pendingApprovals] = await Promise.all([runTokens(ctx, r.run_id), ctx.runs.pendingApprovalsView(r)]);
+  // Read together (one round trip on PostgreSQL's pool); none for the answer of the request that recorded it.
+  const [tokensUsed, pendingApprovals] = o.started
+    ? [0, []]
+    : await Promise.all([runTokens(ctx, r.run_id), ctx.runs.pendingApprovalsView(r)]);
   return {
     run_id: r.run_id,
     kind: r.kind,

@@ -34,6 +34,7 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { SqlOutcome, SqlParam, SqlStatementResult, SqlTask } from './sql.ts';
+import { isConnectionLost } from '../../store/postgres.ts';
 import { refusal } from './pg-statements.ts';
 import { EFFECT_RECORD_TTL_MS } from './sql.ts';
 
@@ -44,7 +45,19 @@ export interface PgSqlTask extends Omit<SqlTask, 'dbPath'> {
   timeLimitMs: number;
 }
 
-type Failure = { ok: false; reason: 'time_limit' | 'cancelled' | 'sandbox_crashed'; message: string; logs: string[]; duration_ms: number };
+type Failure = {
+  ok: false;
+  reason: 'time_limit' | 'cancelled' | 'sandbox_crashed';
+  message: string;
+  logs: string[];
+  duration_ms: number;
+  /**
+   * The server could not be reached or the connection was lost: nothing of the task was kept unless its
+   * COMMIT was, and then its effect key says so, so the task may be run again once the server is back
+   * (issue 22; cell/jobs/steps.ts runSqlStep).
+   */
+  unreachable?: true;
+};
 
 /** The role and schema of a workspace in database `database` (roles are cluster-wide, schemas per database). */
 export function wsNames(database: string, workspaceId: string): { role: string; schema: string } {
@@ -154,7 +167,11 @@ export class PgWorkspaces {
     try {
       names = await this.#provision(task.workspaceId, task.rolePassword);
     } catch (err) {
-      return fail('sandbox_crashed', `the workspace's schema could not be prepared: ${err instanceof Error ? err.message : String(err)}`);
+      const f = fail(
+        'sandbox_crashed',
+        `the workspace's schema could not be prepared: ${err instanceof Error ? err.message : String(err)}`,
+      );
+      return isConnectionLost(err) ? { ...f, unreachable: true } : f;
     }
     const u = new URL(this.#url);
     u.username = names.role;
@@ -300,6 +317,8 @@ export class PgWorkspaces {
       await client.query('ROLLBACK').catch(() => undefined);
       const message = err instanceof Error ? err.message : String(err);
       const code = (err as { code?: string }).code;
+      if (isConnectionLost(err))
+        return { ...fail('sandbox_crashed', `the workspace database could not be reached: ${message.slice(0, 300)}`), unreachable: true };
       if (code === '57014') return fail('time_limit', `the task ran longer than its time cap of ${task.timeLimitMs} ms and was stopped`);
       if (code === undefined && !committing && index === 0 && !/transaction ended/.test(message)) {
         // Not an answer of the server: the connection or the schema could not be reached.

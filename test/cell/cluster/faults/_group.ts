@@ -17,6 +17,8 @@
  *   outside the fault and within the bound after recovery;
  * - every refusal a 503 envelope (`service_unavailable`), never a 500 or a 4xx;
  * - every cell alive (and ready) at the end.
+ * `faultScenario` is the preamble the workload scenarios share (start, warm-up
+ * on conditions, fault, check, report with each phase's time, stop).
  *
  * Needs `node scripts/build.mjs` and PostgreSQL 15 (test/helpers/postgres.ts);
  * `faketime` for the clock scenario (`make faketime-deps`).
@@ -49,6 +51,8 @@ const DEFS = '/api/public/v1/admin/jobs/definitions';
 const JOB_RUNS = '/api/public/v1/admin/jobs/runs';
 const CELL_IDS = ['cell-a', 'cell-b', 'cell-c'];
 const TERMINAL = ['completed', 'failed', 'refused', 'cancelled'];
+/** Seconds the definition fires at least before it is judged. */
+const MIN_FIRES = 5;
 
 export interface GroupOptions {
   /** Default 500 ms and 2 s, the product's: shorter leases make a busy CI machine lose leases with no fault. */
@@ -65,6 +69,8 @@ export interface GroupOptions {
 }
 
 export interface FaultGroup {
+  /** How long the server (if its own), the database, the three cells and the fixtures took to start, ms. */
+  startMs: number;
   /** The scenario's own server (`ownServer`), to crash; undefined on the run's shared one. */
   server: PgServer | undefined;
   db: PgDatabase;
@@ -103,6 +109,7 @@ export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 export async function startFaultGroup(opts: GroupOptions = {}): Promise<FaultGroup> {
   const heartbeatMs = opts.heartbeatMs ?? 500;
   const leaseMs = opts.leaseMs ?? 2000;
+  const t0 = Date.now();
   const server = opts.ownServer ? await startPgServer() : undefined;
   const db = await pgDatabase(server?.url ?? (await pgServerUrl()));
   // Each answer takes a moment, so runs are in flight when the fault lands.
@@ -172,6 +179,7 @@ export async function startFaultGroup(opts: GroupOptions = {}): Promise<FaultGro
     assert.equal(def.status, 201, def.text);
     const down = new Set<number>();
     const g: FaultGroup = {
+      startMs: Date.now() - t0,
       server,
       db,
       ai,
@@ -345,31 +353,39 @@ export interface Figures {
   maxLateMs: number;
   /** How long after the fault's end the last acknowledged run finished. */
   drainedMs: number;
+  /** How long the check waited for a second after the fault to fire, ms. */
+  fireWaitMs: number;
+  /** How long the whole check took (the fire wait, the drain, journals, effects, fires, readiness), ms. */
+  checkMs: number;
 }
 
 /** Waits for every acknowledged id and asserts the group's promises; returns the figures for the report. */
 export async function check(g: FaultGroup, w: Workload, o: CheckOptions): Promise<Figures> {
   const reader = () => g.reader();
   const runs = new Map<string, any>();
+  const checkStart = Date.now();
   if (g.scheduleId) {
     // The definition fires until a second after the fault has fired (the recovery is judged), then is
     // disabled: the seconds judged are the ones it was enabled for, and its runs (one a second) stop
     // adding load while the acknowledged ones drain.
+    // And at least MIN_FIRES seconds in all, however short the scenario (the check below wants them).
     await until(
       'a second after the fault to fire',
-      async () =>
-        (
-          await adminQuery(
-            g.db.url,
-            `SELECT 1 FROM job_fires WHERE schedule_id = '${g.scheduleId}' AND fire_at >= ${o.fault.to + 1000} LIMIT 1`,
-          )
-        ).rows.length > 0,
+      async () => {
+        const r = await adminQuery(
+          g.db.url,
+          `SELECT count(*)::int AS n, max(fire_at) AS last FROM job_fires WHERE schedule_id = '${g.scheduleId}'`,
+        );
+        const row = r.rows[0] as { n: number; last: string | null };
+        return Number(row.n) >= MIN_FIRES && Number(row.last ?? 0) >= o.fault.to + 1000;
+      },
       o.recoveryBoundMs + 20_000,
     );
     const d = await call(reader().url, 'POST', `${DEFS}/${g.scheduleId}/disable`, { token: g.token });
     assert.equal(d.status, 200, d.text);
   }
   const drainStart = Date.now();
+  const fireWaitMs = drainStart - checkStart;
   try {
     await until(
       'every acknowledged run to finish',
@@ -491,7 +507,7 @@ export async function check(g: FaultGroup, w: Workload, o: CheckOptions): Promis
       `SELECT fire_at, created_at, cell_id, state FROM job_fires WHERE schedule_id = '${g.scheduleId}' ORDER BY fire_at`,
     )
   ).rows.map((r) => ({ fire_at: Number(r.fire_at), created_at: Number(r.created_at), cell_id: String(r.cell_id), state: String(r.state) }));
-  assert.ok(fires.length >= 5, `the definition fired (${fires.length})`);
+  assert.ok(fires.length >= MIN_FIRES, `the definition fired (${fires.length})`);
   for (let i = 1; i < fires.length; i++)
     assert.equal(
       fires[i]!.fire_at - fires[i - 1]!.fire_at,
@@ -546,7 +562,70 @@ export async function check(g: FaultGroup, w: Workload, o: CheckOptions): Promis
     fires: fires.length,
     maxLateMs,
     drainedMs,
+    fireWaitMs,
+    checkMs: Date.now() - checkStart,
   };
+}
+
+/** How many acknowledged runs a scenario waits for before its fault, and after it (the group accepts work again). */
+const WARM_ACKS = 3;
+const AFTER_ACKS = 2;
+
+/** Waits until `n` more runs than now are acknowledged (a condition, not a fixed sleep). */
+export async function moreAcked(w: Workload, n: number, ms = 60_000): Promise<void> {
+  const want = w.acked.length + n;
+  await until(`${n} more runs acknowledged`, async () => w.acked.length >= want, ms);
+}
+
+/** What a scenario's fault returns: the check's options (the recovery bound defaults to 15 s), figures to report. */
+export interface Injected extends Omit<CheckOptions, 'recoveryBoundMs'> {
+  recoveryBoundMs?: number;
+  extra?: Record<string, number>;
+}
+
+/**
+ * One fault scenario, the preamble every scenario file shares: the group starts, the workload runs until
+ * WARM_ACKS runs are acknowledged and one is being driven, `inject` puts the fault in (and waits for what
+ * it needs), the workload stops, the checker runs, the figures are reported (with each phase's time), and
+ * the group stops whatever happened. Returns the figures for the scenario's own assertions.
+ */
+export async function faultScenario(
+  name: string,
+  opts: GroupOptions,
+  inject: (g: FaultGroup, w: Workload) => Promise<Injected>,
+): Promise<Figures> {
+  const t0 = Date.now();
+  const g = await startFaultGroup(opts);
+  try {
+    const w = startWorkload(g);
+    const warm = Date.now();
+    await moreAcked(w, WARM_ACKS);
+    await until(
+      'a run driven',
+      async () => (await adminQuery(g.db.url, "SELECT 1 FROM runs WHERE state = 'running' LIMIT 1")).rows.length > 0,
+      30_000,
+    );
+    const faultAt = Date.now();
+    const { extra, ...o } = await inject(g, w);
+    await w.stop();
+    const checkAt = Date.now();
+    const f = await check(g, w, { recoveryBoundMs: 15_000, ...o });
+    report(name, f, {
+      ...extra,
+      start_ms: g.startMs,
+      warm_ms: faultAt - warm,
+      fault_ms: checkAt - faultAt,
+      total_ms: Date.now() - t0,
+    });
+    return f;
+  } finally {
+    await g.stop();
+  }
+}
+
+/** After a fault: waits until the group acknowledges work again (AFTER_ACKS more runs). */
+export function recovered(w: Workload): Promise<void> {
+  return moreAcked(w, AFTER_ACKS);
 }
 
 /** The cells' warnings and errors, for a failure message. */

@@ -6,16 +6,13 @@
  * completes; the definition fires again from the one cell, each second once.
  */
 import { test } from 'node:test';
-import { SKIP, check, report, sleep, startFaultGroup, startWorkload } from './_group.ts';
+import { SKIP, faultScenario } from './_group.ts';
 
 test('SIGKILL all, restart one: the restarted cell re-drives what it held and takes over the rest', {
   skip: SKIP,
   timeout: 180_000,
 }, async () => {
-  const g = await startFaultGroup();
-  try {
-    const w = startWorkload(g);
-    await sleep(4000);
+  await faultScenario('kill-all-restart-one', {}, async (g, w) => {
     await w.stop();
     const from = Date.now();
     await Promise.all(g.cells.map((c) => c.kill('SIGKILL')));
@@ -26,9 +23,6 @@ test('SIGKILL all, restart one: the restarted cell re-drives what it held and ta
     const to = Date.now();
     // The seconds missed while the group was down (~10 s on a loaded machine) fire one after the other once
     // the cell is back, as after a store outage (pg-stop.test.ts).
-    const f = await check(g, w, { fault: { from, to }, driverLost: true, recoveryBoundMs: 20_000 });
-    report('kill-all-restart-one', f, { restart_ms: to - from });
-  } finally {
-    await g.stop();
-  }
+    return { fault: { from, to }, driverLost: true, recoveryBoundMs: 20_000, extra: { restart_ms: to - from } };
+  });
 });

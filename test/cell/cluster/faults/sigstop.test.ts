@@ -6,27 +6,20 @@
  * wakes: the only silence the checker allows.
  */
 import { test } from 'node:test';
-import { SKIP, busiestDriver, check, report, sleep, startFaultGroup, startWorkload } from './_group.ts';
+import { SKIP, busiestDriver, faultScenario, recovered, sleep } from './_group.ts';
 
 test('SIGSTOP a driver for 2× the lease, then SIGCONT: fenced off, nothing lost or applied twice', {
   skip: SKIP,
   timeout: 180_000,
 }, async () => {
-  const g = await startFaultGroup();
-  try {
-    const w = startWorkload(g);
-    await sleep(4000);
+  await faultScenario('sigstop', {}, async (g, w) => {
     const victim = await busiestDriver(g);
     g.cells[victim]!.proc.kill('SIGSTOP');
     const from = Date.now();
     await sleep(2 * g.leaseMs);
     g.cells[victim]!.proc.kill('SIGCONT');
     const to = Date.now();
-    await sleep(4000);
-    await w.stop();
-    const f = await check(g, w, { fault: { from, to }, driverLost: true, silent: [`cell-${'abc'[victim]}`], recoveryBoundMs: 15_000 });
-    report('sigstop', f);
-  } finally {
-    await g.stop();
-  }
+    await recovered(w);
+    return { fault: { from, to }, driverLost: true, silent: [`cell-${'abc'[victim]}`] };
+  });
 });

@@ -1,0 +1,166 @@
+/**
+ * A run-starting request answers as its commit did (issue 22's pg-stop
+ * scenario, made deterministic), PostgreSQL, the real cell process: a store
+ * outage after the run's commit never turns into a refusal of a run that
+ * exists, and one before it leaves nothing behind. The test holds a table in
+ * an exclusive lock and ends the cell's connections that wait on it while the
+ * request is in flight:
+ * - `journal` (a crew run's `run_requested`, written right after its commit)
+ *   and `journal_blobs` (read to copy the steps a rerun reuses): the request
+ *   answers with the run, whose opening is written once the store is back,
+ *   before it is driven; nothing is written twice;
+ * - `team_ledgers` (read to decide a crew run's refusal, no_budget_ledger):
+ *   the request is refused with a 503 and no run is recorded.
+ * Needs `node scripts/build.mjs` first.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import type { JournalRecord } from '../../core/journal/record.ts';
+import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts';
+import { startGroup, type Group } from '../helpers/group.ts';
+import { adminQuery, pgUnavailable } from '../helpers/postgres.ts';
+import { A, T, ok, provider, team, type Api } from '../helpers/teams.ts';
+import { httpApi, until, verifiedJournal } from './_runs.ts';
+
+const skip = pgUnavailable() ?? false;
+const TERMINAL = ['completed', 'failed', 'refused', 'cancelled'];
+
+describe('a store outage while a run is started', { skip, timeout: 180_000 }, () => {
+  let g: Group;
+  let ai: FakeOpenAI;
+  let api: Api;
+  let crew: string;
+  before(async () => {
+    ai = await startOpenAIServer({ apiKey: 'sk-fake' });
+    g = await startGroup(1);
+    api = httpApi(g.cells[0]!.url, g.adminKey);
+    await provider(api, ai);
+    crew = (await team(api, 'sequential', [{ role: 's1' }, { role: 's2' }])).crew;
+  });
+  after(async () => {
+    await g?.stop();
+    await ai?.close();
+  });
+
+  /**
+   * Sends `request` while `table` is locked, ending every connection of the cell that waits on it until
+   * the request is answered (at least one ended); then lets the lock go. Answers the request's reply.
+   */
+  async function throughOutage<R>(table: string, request: () => Promise<R>): Promise<{ reply: R; ended: number }> {
+    const holder = new pg.Client({ connectionString: g.db.url, application_name: 'test-holder' });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
+      let answered = false;
+      let ended = 0;
+      const pending = request().finally(() => {
+        answered = true;
+      });
+      // The request's first wait on the lock is ended; the ones after it too, until it answers.
+      await until(
+        'the request to be answered after a connection was ended',
+        async () => {
+          const r = await adminQuery(
+            g.db.url,
+            `SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity
+              WHERE application_name = 'agent-cell' AND wait_event_type = 'Lock'`,
+          );
+          ended += r.rows.length;
+          return answered && ended > 0 ? true : undefined;
+        },
+        90_000,
+      );
+      return { reply: await pending, ended };
+    } finally {
+      await holder.query('COMMIT').catch(() => undefined);
+      await holder.end();
+    }
+  }
+
+  const runIds = async () =>
+    new Set((await adminQuery(g.db.url, 'SELECT run_id FROM runs')).rows.map((r) => String((r as { run_id: string }).run_id)));
+
+  async function finished(runId: string): Promise<any> {
+    return until(
+      `run ${runId} to finish`,
+      async () => {
+        const s = await ok(api, 'GET', `${A}/jobs/runs/${runId}`);
+        return TERMINAL.includes(s.state) ? s : undefined;
+      },
+      90_000,
+    );
+  }
+
+  test('the journal goes away after a crew run commits: 201, and the run opens and runs once the store is back', async () => {
+    const asked = ai.requests.length;
+    const { reply, ended } = await throughOutage('journal', () =>
+      api.request('POST', `${T}/crews/${crew}/runs`, { body: { input: 'task' } }),
+    );
+    assert.ok(ended >= 1, 'a connection of the cell was ended');
+    assert.equal(reply.status, 201, `a recorded run is never refused: ${reply.text}`);
+    assert.equal(reply.body.state, 'queued');
+    const done = await finished(reply.body.run_id);
+    assert.equal(done.state, 'completed', JSON.stringify(done.error));
+    assert.equal(ai.requests.length - asked, 2, 'each model asked once');
+    const { records, verdict } = await verifiedJournal(api, g.cells[0]!.url, reply.body.run_id);
+    assert.deepEqual(verdict, { ok: true });
+    assert.equal(records[0]!.kind, 'run_requested', 'the journal opens with the request, before the drive');
+    assert.equal(records.filter((r: JournalRecord) => r.kind === 'run_requested').length, 1, 'run_requested written once');
+    assert.match(g.cells[0]!.output(), /the store went away after a run was recorded/);
+  });
+
+  test('the ledgers go away while a crew run is decided: a 503 and nothing recorded', async () => {
+    // A crew of its own: the cell has not read its agents' ledgers yet (it keeps the ones it has seen).
+    const fresh = (await team(api, 'sequential', [{ role: 'f1' }])).crew;
+    const before = await runIds();
+    const { reply } = await throughOutage('team_ledgers', () =>
+      api.request('POST', `${T}/crews/${fresh}/runs`, { body: { input: 'refused' } }),
+    );
+    assert.equal(reply.status, 503, reply.text);
+    assert.equal(reply.body.error, 'service_unavailable');
+    assert.notEqual(reply.body.details?.reason, 'commit_unknown');
+    const now = await runIds();
+    assert.deepEqual(
+      [...now].filter((id) => !before.has(id)),
+      [],
+      'a refusal leaves no run behind',
+    );
+  });
+
+  test('the journal goes away after a job rerun commits: 201, its lineage written once the store is back', async () => {
+    // A notebook whose second cell fails: its rerun reuses the first cell's step, whose values it reads
+    // (journal_blobs) only after its own commit.
+    const failed = await ok(api, 'POST', `${A}/jobs/runs`, {
+      job_type: 'notebook',
+      workspace_id: 'outage',
+      spec: {
+        cells: [
+          { type: 'compute', code: 'return 1' },
+          { type: 'compute', code: 'throw new Error("boom")' },
+        ],
+      },
+    });
+    assert.equal((await finished(failed.run_id)).state, 'failed');
+    const { reply } = await throughOutage('journal_blobs', () => api.request('POST', `${A}/jobs/runs/${failed.run_id}/rerun`));
+    assert.equal(reply.status, 201, `a recorded rerun is never refused: ${reply.text}`);
+    const rerun = await finished(reply.body.run_id);
+    assert.equal(rerun.state, 'failed', 'the rerun ran (and failed as its parent did)');
+    // Not verified: a job rerun's opening records carry another graph hash than its drive's, with or without an
+    // outage (a job run's row has no graph hash; reported with issue 22, left to the runs module).
+    const { records } = await verifiedJournal(api, g.cells[0]!.url, reply.body.run_id);
+    assert.equal(records[0]!.kind, 'forked', 'the rerun opens with its lineage');
+    assert.equal(records.filter((r: JournalRecord) => r.kind === 'forked').length, 1);
+    const reused = records.filter((r: JournalRecord) => (r.data as { reused?: unknown } | null)?.reused !== undefined);
+    const seqs = reused.map((r: JournalRecord) => (r.data as { reused: { seq: number } }).reused.seq);
+    assert.ok(seqs.length >= 1, "the first cell's step is reused");
+    assert.equal(new Set(seqs).size, seqs.length, `no parent record copied twice (${seqs.join(',')})`);
+    const parent = await ok(api, 'GET', `${A}/jobs/runs/${failed.run_id}`);
+    assert.deepEqual(
+      parent.forks.map((f: { run_id: string }) => f.run_id),
+      [reply.body.run_id],
+      'the parent lists its rerun once',
+    );
+  });
+});

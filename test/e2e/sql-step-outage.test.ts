@@ -1,0 +1,85 @@
+/**
+ * A SQL job step whose workspace connection is lost mid-task (issue 22's
+ * pg-stop scenario, made deterministic), PostgreSQL, the real cell process:
+ * the step is run again once the database answers and the run completes, its
+ * statements applied exactly once (the effect key), instead of the run
+ * failing with `sql_error`. The test holds the workspace's table in an
+ * exclusive lock and ends the job's connection while it waits on it.
+ * Needs `node scripts/build.mjs` first.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { wsNames } from '../../cell/jobs/sandbox/pg-workspace.ts';
+import { startGroup, type Group } from '../helpers/group.ts';
+import { adminQuery, pgUnavailable } from '../helpers/postgres.ts';
+import { A, ok, type Api } from '../helpers/teams.ts';
+import { httpApi, until } from './_runs.ts';
+
+const skip = pgUnavailable() ?? false;
+const TERMINAL = ['completed', 'failed', 'refused', 'cancelled'];
+
+let g: Group;
+let api: Api;
+before(async () => {
+  if (skip) return;
+  g = await startGroup(1);
+  api = httpApi(g.cells[0]!.url, g.adminKey);
+});
+after(async () => {
+  await g?.stop();
+});
+
+async function finished(runId: string): Promise<any> {
+  return until(
+    `run ${runId} to finish`,
+    async () => {
+      const s = await ok(api, 'GET', `${A}/jobs/runs/${runId}`);
+      return TERMINAL.includes(s.state) ? s : undefined;
+    },
+    90_000,
+  );
+}
+
+const sqlJob = (statements: { sql: string }[]) => ({ job_type: 'sql', workspace_id: 'lost', spec: { statements } });
+
+test('a SQL step whose connection is lost runs again once the database answers, and applies once', { skip, timeout: 180_000 }, async () => {
+  const first = await ok(api, 'POST', `${A}/jobs/runs`, sqlJob([{ sql: 'CREATE TABLE IF NOT EXISTS effects (id TEXT PRIMARY KEY)' }]));
+  assert.equal((await finished(first.run_id)).state, 'completed');
+  const schema = wsNames('', 'lost').schema;
+  const holder = new pg.Client({ connectionString: g.db.url, application_name: 'test-holder' });
+  await holder.connect();
+  let ended = 0;
+  let runId = '';
+  try {
+    await holder.query('BEGIN');
+    await holder.query(`LOCK TABLE "${schema}".effects IN ACCESS EXCLUSIVE MODE`);
+    const run = await ok(api, 'POST', `${A}/jobs/runs`, sqlJob([{ sql: "INSERT INTO effects (id) VALUES ('once')" }]));
+    runId = run.run_id;
+    // The job's connection waits on the lock: ended (twice, so the retry meets the outage too), unless the run
+    // ends first (it failed on the lost connection).
+    await until(
+      "the job's connection to be ended twice",
+      async () => {
+        const r = await adminQuery(
+          g.db.url,
+          `SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity
+            WHERE application_name = 'agent-cell-job' AND wait_event_type = 'Lock'`,
+        );
+        ended += r.rows.length;
+        if (ended >= 2) return true;
+        return TERMINAL.includes((await ok(api, 'GET', `${A}/jobs/runs/${runId}`)).state) ? true : undefined;
+      },
+      60_000,
+    );
+  } finally {
+    await holder.query('COMMIT').catch(() => undefined);
+    await holder.end();
+  }
+  const done = await finished(runId);
+  assert.equal(done.state, 'completed', JSON.stringify(done.error));
+  assert.ok(ended >= 2, `the job's connection was ended twice (${ended})`);
+  const rows = await adminQuery(g.db.url, `SELECT count(*)::int AS n FROM "${schema}".effects WHERE id = 'once'`);
+  assert.equal(Number(rows.rows[0]!.n), 1, 'the statement applied once');
+  assert.match(g.cells[0]!.output(), /a SQL step waits for the workspace database/);
+});
