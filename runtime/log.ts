@@ -19,6 +19,7 @@
  */
 import { pino } from 'pino';
 import { prettyFactory } from 'pino-pretty';
+import { type AccessFields, accessLine } from './internal/access-line.ts';
 import { prettyLine } from './internal/pretty-line.ts';
 import { redactFields, redactLine } from './internal/redact.ts';
 
@@ -26,6 +27,7 @@ export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export const LOG_FORMATS = ['json', 'pretty'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
+export type { AccessFields } from './internal/access-line.ts';
 
 /** What modules log through (the cell's `CellCore.log`, the edge's runtime). */
 export interface Logger {
@@ -34,11 +36,17 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
   /** False when lines of `level` are dropped (callers then skip building them); absent: every level is written. */
   enabled?(level: 'info' | 'warn' | 'error'): boolean;
+  /**
+   * A request's access-log line: the same line as `info('request', fields)`, through a fixed-shape
+   * serializer (one a request: its cost is the access log's). Absent: callers use `info`.
+   */
+  request?(fields: AccessFields): void;
 }
 
 /** The process's own logger: a Logger that also owns its output. */
 export interface ProcessLogger extends Logger {
   enabled(level: 'info' | 'warn' | 'error'): boolean;
+  request(fields: AccessFields): void;
   /** Writes `text` as it is on stdout, in order with the lines logged before it (the start-up banner). */
   print(text: string): void;
   /** Resolves once every line logged so far is written, or after `timeoutMs` (then what is left is written synchronously). */
@@ -57,6 +65,7 @@ export interface LoggerOptions {
 }
 
 const DEFAULT_MAX_BUFFER = 16 * 1024 * 1024;
+const NEWLINE = 10;
 const WARN = 40; // pino's number for `warn`
 
 type Destination = ReturnType<typeof pino.destination>;
@@ -64,9 +73,14 @@ type Destination = ReturnType<typeof pino.destination>;
 /**
  * One asynchronous destination, with what the logger needs to know of it:
  * lines gather for the rest of the event loop's turn and go to SonicBoom as
- * one write (a write handed to the thread pool costs several times a line's
+ * one buffer (a write handed to the thread pool costs several times a line's
  * serialisation: under load one turn answers many requests); a write in
  * flight; lines dropped.
+ *
+ * The turn's lines are encoded to UTF-8 once, here, and SonicBoom runs in its
+ * `buffer` content mode: in its `utf8` mode each write measures its string
+ * (and the string it is appended to) and encodes it again after writing,
+ * which cost more than serialising the lines (bench/RESULTS.md, issue 28).
  */
 class Outlet {
   private pending = '';
@@ -85,8 +99,8 @@ class Outlet {
       this.idle();
       onDrain(this);
     });
-    dest.on('drop', (data: string) => {
-      for (let i = data.indexOf('\n'); i >= 0; i = data.indexOf('\n', i + 1)) this.dropped++;
+    dest.on('drop', (data: Buffer) => {
+      for (let i = data.indexOf(NEWLINE); i >= 0; i = data.indexOf(NEWLINE, i + 1)) this.dropped++;
     });
     // A broken output (EPIPE: nobody reads; a full disk) stops this destination's lines, never the program.
     dest.on('error', () => {
@@ -111,7 +125,8 @@ class Outlet {
     this.scheduled = false;
     const lines = this.pending;
     this.pending = '';
-    if (lines !== '' && !this.broken) this.dest.write(lines);
+    // SonicBoom's types name only strings; in buffer mode it takes (and wants) a Buffer.
+    if (lines !== '' && !this.broken) this.dest.write(Buffer.from(lines) as unknown as string);
   };
 
   /** Resolves when no write is in flight and nothing waits to be written. */
@@ -172,7 +187,8 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
     o.dropped = 0;
     logger.warn({ dropped }, 'log lines dropped: the output did not keep up');
   };
-  const open = (dest: number | string) => new Outlet(pino.destination({ dest, sync: false, maxLength, mkdir: false }), reportDrops);
+  const open = (dest: number | string) =>
+    new Outlet(pino.destination({ dest, sync: false, maxLength, mkdir: false, contentMode: 'buffer' }), reportDrops);
   const out = open(opts.out ?? 1);
   const err = opts.err === (opts.out ?? 1) ? out : open(opts.err ?? 2);
   const pretty =
@@ -185,11 +201,12 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
       (this.lastLevel >= WARN ? err : out).write(pretty ? pretty(line) : line);
     },
   };
+  const time = isoTime();
   const logger = pino(
     {
       level: opts.level,
       base: null,
-      timestamp: isoTime(),
+      timestamp: time,
       formatters: { level: (label) => ({ level: label }), log: redactFields },
       // Errors, under any key, are already plain objects (type, message, stack) after redactFields.
       serializers: { err: (e: unknown) => e },
@@ -205,6 +222,12 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
     warn: (msg, fields) => logger.warn(fields, msg),
     error: (msg, fields) => logger.error(fields, msg),
     enabled: (level) => on[level],
+    // Past pino for JSON (the same bytes, redacted as every line is: no field of it is secret-named); pretty lines go through pino-pretty.
+    request: pretty
+      ? (fields) => logger.info(fields, 'request')
+      : (fields) => {
+          if (on.info) out.write(redactLine(accessLine(time(), fields)));
+        },
     print: (text) => out.write(text),
     async close(timeoutMs = 5000) {
       let timer: NodeJS.Timeout | undefined;
