@@ -11,9 +11,9 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { after, describe, it, mock } from 'node:test';
 import { CENSOR, redactFields, redactLine } from '../../runtime/internal/redact.ts';
-import { type AccessFields, createLogger, type LogFormat, type LogLevel } from '../../runtime/log.ts';
+import { type AccessFields, createLogger, isoTime, type LogFormat, type LogLevel } from '../../runtime/log.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'log-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -187,15 +187,34 @@ describe('runtime/log: the access line, serialised by a fixed shape', () => {
     assert.equal(line['route'], '/é/ü');
   });
 
+  it('time: the ISO instant of Date#toISOString, to the millisecond, across seconds', () => {
+    const time = isoTime();
+    const instants = [Date.UTC(2026, 10, 26, 3, 47, 14, 7), 1764128834000, 1764128834050, 1764128834999, 1764128835000, 1764128835123, 0];
+    mock.timers.enable({ apis: ['Date'] });
+    try {
+      for (const t of instants) {
+        mock.timers.setTime(t);
+        assert.equal(time(), `,"time":"${new Date(t).toISOString()}"`);
+        assert.equal(time(), `,"time":"${new Date(t).toISOString()}"`, 'the same millisecond again');
+      }
+    } finally {
+      mock.timers.reset();
+    }
+  });
+
   it('a key secret in any of its fields is redacted, as in every line', async () => {
     const f = fileLogger('info', 'json');
     f.log.request({ ...ACCESS, request_id: KEY, key_id: `x${KEY}` });
+    f.log.request({ ...ACCESS, trace_id: `${KEY}"` });
+    f.log.request({ ...ACCESS, route: `/${KEY}` });
     await f.log.close();
     const text = f.out().join('\n');
     assert.ok(!text.includes('svck_live_'), text);
-    const line = JSON.parse(text) as Record<string, unknown>;
-    assert.equal(line['request_id'], CENSOR);
-    assert.equal(line['key_id'], `x${CENSOR}`);
+    const lines = f.out().map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.equal(lines[0]!['request_id'], CENSOR);
+    assert.equal(lines[0]!['key_id'], `x${CENSOR}`);
+    assert.equal(lines[1]!['trace_id'], `${CENSOR}"`);
+    assert.equal(lines[2]!['route'], `/${CENSOR}`);
   });
 });
 
