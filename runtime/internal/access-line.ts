@@ -48,7 +48,7 @@ export function accessLine(time: string, f: AccessFields): string {
 
 /** Whether a value of `f` holds an API key secret's prefix (then the line goes through redactLine): a scan of each short value, not of the line. */
 export function mayHoldKeySecret(f: AccessFields): boolean {
-  const has = (s: string | null | undefined) => s != null && s.includes('svck_live_');
+  const has = (s: string | null | undefined) => s?.includes('svck_live_') === true;
   return (
     has(f.request_id) || has(f.route) || has(f.method) || has(f.principal_id) || has(f.credential_kind) || has(f.key_id) || has(f.trace_id)
   );
