@@ -1,11 +1,16 @@
 /** Shared helpers for benchmarks: load generation with autocannon, child servers. */
 import autocannon from 'autocannon';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import type { CellProcess } from '../test/helpers/cell-process.ts';
 
 export interface LoadResult {
   rps: number;
+  /** Requests answered in all. */
+  requests: number;
   p99: number;
   non2xx: number;
   errors: number;
@@ -27,7 +32,7 @@ export async function load(opts: {
     headers: opts.headers ?? {},
     ...(opts.body !== undefined ? { body: opts.body } : {}),
   });
-  return { rps: r.requests.average, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors };
+  return { rps: r.requests.average, requests: r.requests.total, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors };
 }
 
 /** Spawns a node script that prints `listening <port>` and returns its URL. */
@@ -82,4 +87,102 @@ export async function pgbenchTps(url: string, clients: number, seconds: number):
 export function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
+
+/** The cell the benchmarks run: dist/cell.mjs, or $BENCH_CELL (another build, e.g. main's, for a before/after in one session). */
+export const BENCH_CELL = process.env['BENCH_CELL'] ?? resolve(import.meta.dirname, '../dist/cell.mjs');
+
+/** A cell process started by startBenchCell: a test helper's CellProcess, with its stdout drained. */
+export interface BenchCell extends CellProcess {
+  /** Lines (access-log lines, with `accessLog`) read from its stdout since it listened. */
+  lines(): number;
+}
+
+/**
+ * Starts the cell every benchmark measures: `BENCH_CELL serve --port 0`, its
+ * gateway's rate limit out of the way (a benchmark measures the work of a
+ * request, not its refusal), `--log-level warn` unless `accessLog` (then
+ * the default `info`: one access-log line per request); in a group (`group`:
+ * a PostgreSQL store shared with other cells) with the flags a member needs.
+ * stdout is a pipe read and thrown away as fast as it comes (counted: lines()),
+ * as a log shipper would. `output()` is what it printed on stdout until it
+ * listened and everything on stderr (warnings and errors: few).
+ */
+export async function startBenchCell(
+  opts: {
+    dataDir?: string;
+    accessLog?: boolean;
+    group?: { store: string; cellId: string; secretsKeyFile: string };
+    /** More flags (e.g. `--store URL` for a cell of its own on PostgreSQL). */
+    args?: string[];
+    timeoutMs?: number;
+  } = {},
+): Promise<BenchCell> {
+  if (!existsSync(BENCH_CELL)) throw new Error(`${BENCH_CELL} is missing: run 'node scripts/build.mjs' (make bench does)`);
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'bench-cell-'));
+  const g = opts.group;
+  const args = [
+    BENCH_CELL,
+    'serve',
+    '--port',
+    '0',
+    '--data',
+    dataDir,
+    '--rate-capacity',
+    '100000000',
+    '--rate-refill',
+    '100000000',
+    ...(opts.accessLog ? [] : ['--log-level', 'warn']),
+    ...(g ? ['--store', g.store, '--cell-id', g.cellId, '--posture', 'multi-cell', '--secrets-key-file', g.secretsKeyFile] : []),
+    ...(opts.args ?? []),
+  ];
+  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  let out = '';
+  let lines = 0;
+  proc.stderr!.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`cell did not start in time:\n${out}`));
+    }, opts.timeoutMs ?? 30_000);
+    const onExit = (code: number | null) => {
+      clearTimeout(timer);
+      reject(new Error(`cell exited with ${code} before listening:\n${out}`));
+    };
+    proc.once('exit', onExit);
+    const starting = (d: Buffer) => {
+      out += d.toString();
+      const m = /listening on (http\S+)/.exec(out);
+      if (!m) return;
+      clearTimeout(timer);
+      proc.off('exit', onExit);
+      proc.stdout!.off('data', starting);
+      // From now on the output is counted and dropped: kept, it would grow with every request.
+      proc.stdout!.on('data', (b: Buffer) => {
+        for (let i = b.indexOf(10); i >= 0; i = b.indexOf(10, i + 1)) lines++;
+      });
+      resolveUrl(m[1]!);
+    };
+    proc.stdout!.on('data', starting);
+  });
+  const keyFile = join(dataDir, 'bootstrap-admin.key');
+  const adminKey = existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : '';
+  const signal = async (s: NodeJS.Signals) => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill(s);
+    await exited;
+  };
+  return {
+    url,
+    adminKey,
+    dataDir,
+    proc,
+    output: () => out,
+    lines: () => lines,
+    stop: () => signal('SIGTERM'),
+    kill: (s = 'SIGKILL') => signal(s),
+    cleanup: () => rmSync(dataDir, { recursive: true, force: true }),
+  };
 }

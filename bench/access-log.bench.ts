@@ -1,120 +1,152 @@
 /**
  * What the access log costs the gateway (issue 28, target <= 5 % of
- * throughput): two cells of the same build, one with the default
- * `--log-level info` (one JSON access-log line per request on stdout), one
- * with `--log-level warn` (none), both answering the authenticated static GET
- * `/admin/ai/tool-registry` to autocannon's 50 connections, in alternating
- * rounds (the order flips each round: the machine's other load moves by the
- * second). stdout is a pipe this process drains, counting the lines, so the
- * lines are really written and read.
+ * throughput): two cells of the same build started together, one with the
+ * default `--log-level info` (one JSON access-log line per request on
+ * stdout), one with `--log-level warn` (none), both answering the
+ * authenticated static GET `/admin/ai/tool-registry` to autocannon's 50
+ * connections. stdout is a pipe this process drains (bench/_util.ts
+ * startBenchCell), counting the lines, so the lines are really written and
+ * read.
  *
- * Each figure is also given per CPU second of each cell process (/proc): on a
- * busy machine that compares the work per request, which throughput alone
- * does not. `BENCH_CELL` names another build (e.g. main's, for a before/after).
+ * Built for a shared, loaded machine, whose other work moves throughput by
+ * tens of percent from one second to the next: the two cells take turns in
+ * pairs of rounds (on then off, then off then on, ...), each pair gives one
+ * ratio, and the figure is the **median of the pairs' ratios** (a burst of
+ * other load spoils a pair, not the figure), with its quartiles and the
+ * load average through the run. The same is given per CPU second of each
+ * cell process (/proc): the work per request, which throughput alone does
+ * not show when the other load decides how much CPU each cell gets.
+ *
+ *   node --import tsx bench/run.ts access-log
+ *
+ * BENCH_ROUNDS pairs (default 10) of BENCH_SECONDS-second rounds (default
+ * 5); BENCH_CELL names another build (e.g. main's, for a before/after).
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { cpuSeconds, fmt, load, spawnServer } from './_util.ts';
+import { cpus, loadavg } from 'node:os';
+import { BENCH_CELL, type BenchCell, cpuSeconds, fmt, load, startBenchCell } from './_util.ts';
 
-const CELL = process.env['BENCH_CELL'] ?? resolve(import.meta.dirname, '../dist/cell.mjs');
 const CONNECTIONS = 50;
-const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 3);
-const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 6);
+const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5);
+const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 10);
 
 interface Side {
-  name: string;
+  cell: BenchCell;
   url: string;
-  pid: number;
   headers: Record<string, string>;
   requests: number;
   cpu: number;
   p99: number;
   non2xx: number;
-  lines: () => number;
 }
 
-async function startCell(root: string, name: string, args: string[]) {
-  const dataDir = join(root, name);
-  const cell = await spawnServer([
-    CELL,
-    'serve',
-    '--port',
-    '0',
-    '--data',
-    dataDir,
-    '--rate-capacity',
-    '100000000',
-    '--rate-refill',
-    '100000000',
-    ...args,
-  ]);
-  let lines = 0;
-  // The drain spawnServer set up, now counting: every access-log line is a newline on this pipe.
-  cell.proc.stdout!.on('data', (d: Buffer) => {
-    for (let i = d.indexOf(10); i >= 0; i = d.indexOf(10, i + 1)) lines++;
-  });
-  const key = readFileSync(join(dataDir, 'bootstrap-admin.key'), 'utf8').trim();
-  const side: Side = {
-    name,
-    url: `${cell.url}/api/public/v1/admin/ai/tool-registry`,
-    pid: cell.proc.pid!,
-    headers: { authorization: `Bearer ${key}` },
-    requests: 0,
-    cpu: 0,
-    p99: 0,
-    non2xx: 0,
-    lines: () => lines,
-  };
-  return { cell, side };
-}
-
-async function round(s: Side): Promise<number> {
-  const c0 = cpuSeconds(s.pid);
+/** One round of load on `s`: its throughput and requests per CPU second of the cell. */
+async function round(s: Side): Promise<{ rps: number; perCpu: number }> {
+  const c0 = cpuSeconds(s.cell.proc.pid!);
   const r = await load({ url: s.url, connections: CONNECTIONS, seconds: SECONDS, headers: s.headers });
-  s.cpu += cpuSeconds(s.pid) - c0;
-  s.requests += r.rps * SECONDS;
+  const cpu = cpuSeconds(s.cell.proc.pid!) - c0;
+  s.cpu += cpu;
+  s.requests += r.requests;
   s.p99 = Math.max(s.p99, r.p99);
   s.non2xx += r.non2xx;
-  return r.rps;
+  return { rps: r.requests / SECONDS, perCpu: r.requests / cpu };
+}
+
+/** The median and quartiles of `xs`. */
+function quartiles(xs: number[]): [number, number, number] {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => {
+    const i = (s.length - 1) * q;
+    const lo = Math.floor(i);
+    return s[lo]! + (s[Math.ceil(i)]! - s[lo]!) * (i - lo);
+  };
+  return [at(0.25), at(0.5), at(0.75)];
+}
+
+const load1 = () => loadavg()[0] ?? 0;
+
+/**
+ * Waits (up to 3 s) until at least `n` lines were read from the cell's stdout and no more come: the
+ * last ones reach the pipe just after the load stops, with those of the requests autocannon leaves in
+ * flight when a round ends (answered, not counted by it).
+ */
+async function linesRead(s: Side, n: number): Promise<void> {
+  let last = -1;
+  for (let t = 0; t < 30 && (s.cell.lines() < n || s.cell.lines() !== last); t++) {
+    last = s.cell.lines();
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 export default async function main(): Promise<void> {
-  console.log(`  (${CELL}; load average at start: ${fmt(loadavg()[0] ?? 0, 1)} on ${cpus().length} cores)`);
-  const root = mkdtempSync(join(tmpdir(), 'bench-access-log-'));
-  const on = await startCell(root, 'info', []);
-  const off = await startCell(root, 'warn', ['--log-level', 'warn']);
+  console.log(
+    `  (${BENCH_CELL}; ${cpus().length} cores; load average at start ${loadavg()
+      .map((x) => fmt(x, 1))
+      .join(' ')})`,
+  );
+  const side = async (accessLog: boolean): Promise<Side> => {
+    const cell = await startBenchCell({ accessLog });
+    return {
+      cell,
+      url: `${cell.url}/api/public/v1/admin/ai/tool-registry`,
+      headers: { authorization: `Bearer ${cell.adminKey}` },
+      requests: 0,
+      cpu: 0,
+      p99: 0,
+      non2xx: 0,
+    };
+  };
+  const on = await side(true);
+  const off = await side(false);
   try {
-    for (const s of [on.side, off.side]) await load({ url: s.url, connections: 10, seconds: 1, headers: s.headers }); // warm-up
-    const linesBefore = on.side.lines();
-    const ratios: number[] = [];
-    for (let i = 0; i < ROUNDS; i++) {
-      const order = i % 2 === 0 ? [on.side, off.side] : [off.side, on.side];
-      const rps: Record<string, number> = {};
-      for (const s of order) rps[s.name] = await round(s);
-      ratios.push(rps['info']! / rps['warn']!);
+    let warm = 0;
+    for (const s of [on, off, on, off]) {
+      const r = await load({ url: s.url, connections: CONNECTIONS, seconds: 2, headers: s.headers });
+      if (s === on) warm += r.requests;
     }
-    // The last lines reach the pipe after the load stops.
-    await new Promise((r) => setTimeout(r, 500));
-    const written = on.side.lines() - linesBefore;
+    await linesRead(on, warm);
+    const linesBefore = on.cell.lines();
+    const ratios: number[] = [];
+    const cpuRatios: number[] = [];
+    const loads: number[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      loads.push(load1());
+      const a = i % 2 === 0 ? await round(on) : undefined;
+      const b = await round(off);
+      const c = a ?? (await round(on));
+      ratios.push(c.rps / b.rps);
+      cpuRatios.push(c.perCpu / b.perCpu);
+    }
+    loads.push(load1());
+    const expected = on.requests;
+    await linesRead(on, linesBefore + expected);
+    const written = on.cell.lines() - linesBefore;
+    const [q1, median, q3] = quartiles(ratios);
+    const [c1, cpuMedian, c3] = quartiles(cpuRatios);
     const secs = ROUNDS * SECONDS;
-    const perCpu = (s: Side) => s.requests / s.cpu;
-    const ratio = on.side.requests / off.side.requests;
-    const cpuRatio = perCpu(on.side) / perCpu(off.side);
-    const sorted = [...ratios].sort((a, b) => a - b);
+    const pct = (r: number) => `${fmt((1 - r) * 100, 1)} %`;
     console.log(
-      `  GET tool registry, ${CONNECTIONS} connections, ${ROUNDS} alternating rounds of ${SECONDS} s: ` +
-        `access log on (info) ${fmt(on.side.requests / secs)} req/s (worst p99 ${on.side.p99} ms, non-2xx ${on.side.non2xx}) vs off (warn) ${fmt(off.side.requests / secs)} req/s ` +
-        `-> ratio ${fmt(ratio, 3)}, cost ${fmt((1 - ratio) * 100, 1)} % (per round ${sorted.map((r) => fmt(r, 2)).join(', ')}); ` +
-        `per CPU second: ${fmt(perCpu(on.side))} vs ${fmt(perCpu(off.side))} requests -> ratio ${fmt(cpuRatio, 3)}, cost ${fmt((1 - cpuRatio) * 100, 1)} % ` +
-        '(target <= 5 %)',
+      `  GET tool registry, ${CONNECTIONS} connections, ${ROUNDS} pairs of ${SECONDS} s rounds (on/off, off/on, ...): ` +
+        `access log on (info) ${fmt(on.requests / secs)} req/s (worst p99 ${on.p99} ms, non-2xx ${on.non2xx}) vs off (warn) ${fmt(off.requests / secs)} req/s (worst p99 ${off.p99} ms, non-2xx ${off.non2xx})`,
     );
     console.log(
-      `  access-log lines read from the info cell's stdout during the rounds: ${fmt(written)} (requests answered: ${fmt(on.side.requests)}); load average at end ${fmt(loadavg()[0] ?? 0, 1)}`,
+      `  throughput on/off, median of the pairs: ${fmt(median, 3)} -> **cost ${pct(median)}** (target <= 5 %); ` +
+        `quartiles ${fmt(q1, 3)}-${fmt(q3, 3)}; pairs ${ratios.map((r) => fmt(r, 2)).join(' ')}`,
+    );
+    console.log(
+      `  requests per CPU second of the cell, on/off, median of the pairs: ${fmt(cpuMedian, 3)} -> cost ${pct(cpuMedian)}; ` +
+        `quartiles ${fmt(c1, 3)}-${fmt(c3, 3)}; in all ${fmt(on.requests / on.cpu)} vs ${fmt(off.requests / off.cpu)} requests per CPU second`,
+    );
+    console.log(
+      `  access-log lines read from the info cell's stdout: ${fmt(written)} for ${fmt(expected)} requests answered ` +
+        `(and up to ${CONNECTIONS} a round left in flight by autocannon); ` +
+        `load average (1 min) through the pairs ${fmt(Math.min(...loads), 1)}-${fmt(Math.max(...loads), 1)}, at end ${loadavg()
+          .map((x) => fmt(x, 1))
+          .join(' ')}`,
     );
   } finally {
-    await on.cell.stop();
-    await off.cell.stop();
-    rmSync(root, { recursive: true, force: true });
+    for (const s of [on, off]) {
+      await s.cell.stop();
+      s.cell.cleanup();
+    }
   }
 }

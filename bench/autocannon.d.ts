@@ -17,8 +17,12 @@ declare module 'autocannon' {
     p99: number;
     max: number;
   }
+  interface Counted extends Histogram {
+    /** Completed requests in all. */
+    total: number;
+  }
   interface Result {
-    requests: Histogram;
+    requests: Counted;
     latency: Histogram;
     throughput: Histogram;
     non2xx: number;

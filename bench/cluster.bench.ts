@@ -22,10 +22,10 @@
  */
 import { request } from 'undici';
 import { startOpenAIServer, type FakeOpenAI } from '../test/fixtures/openai-server.ts';
-import { startCellProcess, type CellProcess } from '../test/helpers/cell-process.ts';
+import type { CellProcess } from '../test/helpers/cell-process.ts';
 import { adminQuery, pgDatabase, pgUnavailable, startPgServer, type PgDatabase, type PgServer } from '../test/helpers/postgres.ts';
 import { provider, roleOf, team, T, type Api } from '../test/helpers/teams.ts';
-import { fmt, pgbenchTps } from './_util.ts';
+import { fmt, pgbenchTps, startBenchCell } from './_util.ts';
 import { loadavg } from 'node:os';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -75,21 +75,7 @@ interface Env {
 }
 
 async function addCell(env: Env, id: string, extra: string[] = []): Promise<CellProcess> {
-  const c = await startCellProcess({
-    args: [
-      '--store',
-      env.db.url,
-      '--cell-id',
-      id,
-      '--posture',
-      'multi-cell',
-      '--secrets-key-file',
-      env.keyFile,
-      '--log-level',
-      'warn',
-      ...extra,
-    ],
-  });
+  const c = await startBenchCell({ group: { store: env.db.url, cellId: id, secretsKeyFile: env.keyFile }, args: extra });
   env.cells.push(c);
   if (!env.token) env.token = c.adminKey;
   return c;

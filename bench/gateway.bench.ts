@@ -23,14 +23,12 @@
  * PostgreSQL runs on a server this benchmark starts (fsync on) when the
  * binaries are there (test/helpers/postgres.ts), else it is skipped with the reason.
  */
-import { closeSync, fsyncSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { pgDatabase, pgUnavailable, startPgServer } from '../test/helpers/postgres.ts';
-import { cpuSeconds, fmt, load, pgbenchTps, spawnServer, type LoadResult } from './_util.ts';
+import { cpuSeconds, fmt, load, pgbenchTps, spawnServer, startBenchCell, type LoadResult } from './_util.ts';
 
-/** The cell under test: dist/cell.mjs, or $BENCH_CELL (another build, e.g. main's, for a before/after in one session). */
-const CELL = process.env['BENCH_CELL'] ?? resolve(import.meta.dirname, '../dist/cell.mjs');
 const CONNECTIONS = 50;
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 2);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 6);
@@ -144,24 +142,12 @@ const describe = (what: string, p: Pair) => {
 
 async function engine(name: string, dataDir: string, extraArgs: string[], writeBaseline: { what: string; rate: number }): Promise<void> {
   console.log(`  ### ${name} (load average ${fmt(loadavg()[0] ?? 0, 1)})`);
-  const cell = await spawnServer([
-    CELL,
-    'serve',
-    '--port',
-    '0',
-    '--data',
-    dataDir,
-    '--rate-capacity',
-    '100000000',
-    '--rate-refill',
-    '100000000',
-    ...extraArgs,
-  ]);
+  // The access log on, as an operator runs the cell (its cost: bench/access-log.bench.ts).
+  const cell = await startBenchCell({ dataDir, accessLog: true, args: extraArgs });
   let raw: Awaited<ReturnType<typeof spawnServer>> | undefined;
   let hono: Awaited<ReturnType<typeof spawnServer>> | undefined;
   try {
-    const key = readFileSync(join(dataDir, 'bootstrap-admin.key'), 'utf8').trim();
-    const auth = { authorization: `Bearer ${key}` };
+    const auth = { authorization: `Bearer ${cell.adminKey}` };
     const list = (await (await fetch(`${cell.url}/api/public/v1/admin/api-keys?limit=1`, { headers: auth })).json()) as {
       keys: { key_id: string }[];
     };

@@ -33,10 +33,10 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { startOpenAIServer, type FakeOpenAI } from '../test/fixtures/openai-server.ts';
-import { startCellProcess, type CellProcess } from '../test/helpers/cell-process.ts';
+import type { CellProcess } from '../test/helpers/cell-process.ts';
 import { adminQuery, pgDatabase, pgUnavailable, startPgServer } from '../test/helpers/postgres.ts';
 import { provider, team, T, type Api } from '../test/helpers/teams.ts';
-import { fmt } from './_util.ts';
+import { fmt, startBenchCell } from './_util.ts';
 
 const PEERS_DIR = join(import.meta.dirname, 'peers');
 const STEPS = 20;
@@ -246,17 +246,14 @@ export default async function main(): Promise<void> {
   const cells: CellProcess[] = [];
   const peers: Peer[] = [];
   const pgCell = async (id: string) => {
-    const c = await startCellProcess({
-      timeoutMs: START_MS,
-      args: ['--store', dbCell.url, '--cell-id', id, '--posture', 'multi-cell', '--secrets-key-file', keyFile, '--log-level', 'warn'],
-    });
+    const c = await startBenchCell({ timeoutMs: START_MS, group: { store: dbCell.url, cellId: id, secretsKeyFile: keyFile } });
     cells.push(c);
     return c;
   };
   try {
     const a = await pgCell('cell-a');
     const onPg = await crewOn(a, ai);
-    const embedded = wanted('langgraph') ? await startCellProcess({ timeoutMs: START_MS, args: ['--log-level', 'warn'] }) : null;
+    const embedded = wanted('langgraph') ? await startBenchCell({ timeoutMs: START_MS }) : null;
     if (embedded) cells.push(embedded);
     const onEmbedded = embedded ? await crewOn(embedded, ai) : onPg;
     const dbos = wanted('dbos') ? await Peer.start(['dbos', ai.url, String(STEPS), dbDbos.url]) : null;

@@ -5,7 +5,7 @@
  * kind and the API key behind it; never a secret, a header value or a body.
  */
 import type { MiddlewareHandler } from 'hono';
-import type { Logger } from '../runtime/log.ts';
+import type { AccessFields, Logger } from '../runtime/log.ts';
 import { routeTemplate } from '../runtime/route-template.ts';
 import type { EdgeAuth } from './decide.ts';
 import type { EdgeEnv } from './gateway.ts';
@@ -17,7 +17,7 @@ export function accessLog(log: Logger): MiddlewareHandler<EdgeEnv> {
     if (log.enabled?.('info') === false) return;
     const auth = c.get('auth') as EdgeAuth | undefined;
     const root = auth?.credential.root;
-    log.info('request', {
+    const fields: AccessFields = {
       request_id: c.get('requestId') ?? null,
       route: routeTemplate(c),
       method: c.req.method,
@@ -26,6 +26,8 @@ export function accessLog(log: Logger): MiddlewareHandler<EdgeEnv> {
       principal_id: auth?.owner_id ?? null,
       credential_kind: auth?.credential.type ?? null,
       key_id: root?.startsWith('api_key:') ? root.slice('api_key:'.length) : null,
-    });
+    };
+    if (log.request) log.request(fields);
+    else log.info('request', fields);
   };
 }

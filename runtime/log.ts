@@ -7,8 +7,10 @@
  *
  * Lines are written asynchronously (pino's SonicBoom destinations, in this
  * thread: the bundles and the single executable carry no worker-thread
- * transport), so a request never waits for a write syscall; while one write is
- * in flight the next lines gather into the following one. Each destination
+ * transport), so a request never waits for a write syscall; lines gather for
+ * up to 20 ms into one write, and while one is in flight the next lines gather
+ * into the following one. The access line, one per request, takes a fast path
+ * past pino's generic serialisation (`request`). Each destination
  * holds at most `maxBufferBytes`; past that, lines are dropped and counted, and
  * one `warn` line says how many once the output has caught up. `close()` waits
  * until every line is written (a clean stop loses none); on an uncaught error
@@ -19,6 +21,7 @@
  */
 import { pino } from 'pino';
 import { prettyFactory } from 'pino-pretty';
+import { type AccessFields, accessLine, mayHoldKeySecret } from './internal/access-line.ts';
 import { prettyLine } from './internal/pretty-line.ts';
 import { redactFields, redactLine } from './internal/redact.ts';
 
@@ -26,6 +29,7 @@ export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export const LOG_FORMATS = ['json', 'pretty'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
+export type { AccessFields } from './internal/access-line.ts';
 
 /** What modules log through (the cell's `CellCore.log`, the edge's runtime). */
 export interface Logger {
@@ -34,11 +38,17 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
   /** False when lines of `level` are dropped (callers then skip building them); absent: every level is written. */
   enabled?(level: 'info' | 'warn' | 'error'): boolean;
+  /**
+   * A request's access-log line: the same line as `info('request', fields)`, through a fixed-shape
+   * serializer (one a request: its cost is the access log's). Absent: callers use `info`.
+   */
+  request?(fields: AccessFields): void;
 }
 
 /** The process's own logger: a Logger that also owns its output. */
 export interface ProcessLogger extends Logger {
   enabled(level: 'info' | 'warn' | 'error'): boolean;
+  request(fields: AccessFields): void;
   /** Writes `text` as it is on stdout, in order with the lines logged before it (the start-up banner). */
   print(text: string): void;
   /** Resolves once every line logged so far is written, or after `timeoutMs` (then what is left is written synchronously). */
@@ -57,20 +67,30 @@ export interface LoggerOptions {
 }
 
 const DEFAULT_MAX_BUFFER = 16 * 1024 * 1024;
+const NEWLINE = 10;
+/** How long a line may wait for others before it is handed to be written (an operator tailing the log does not see 20 ms). */
+const GATHER_MS = 20;
+/** How much text is handed at once at most, without waiting for GATHER_MS (SonicBoom's own write size). */
+const CHUNK = 16 * 1024;
 const WARN = 40; // pino's number for `warn`
 
 type Destination = ReturnType<typeof pino.destination>;
 
 /**
  * One asynchronous destination, with what the logger needs to know of it:
- * lines gather for the rest of the event loop's turn and go to SonicBoom as
- * one write (a write handed to the thread pool costs several times a line's
- * serialisation: under load one turn answers many requests); a write in
- * flight; lines dropped.
+ * lines gather for up to GATHER_MS, or until CHUNK characters, and go to
+ * SonicBoom as one buffer (each write handed to the thread pool wakes a
+ * thread and then the event loop, which costs tens of lines'
+ * serialisation); a write in flight; lines dropped.
+ *
+ * The turn's lines are encoded to UTF-8 once, here, and SonicBoom runs in its
+ * `buffer` content mode: in its `utf8` mode each write measures its string
+ * (and the string it is appended to) and encodes it again after writing,
+ * which cost more than serialising the lines (bench/RESULTS.md, issue 28).
  */
 class Outlet {
   private pending = '';
-  private scheduled = false;
+  private scheduled: NodeJS.Timeout | null = null;
   private busy = false;
   private broken = false;
   private waiting: (() => void)[] = [];
@@ -81,12 +101,12 @@ class Outlet {
     onDrain: (o: Outlet) => void,
   ) {
     dest.on('drain', () => {
-      if (this.scheduled) return; // more lines are on their way in this turn
+      if (this.scheduled) return; // more lines are gathering
       this.idle();
       onDrain(this);
     });
-    dest.on('drop', (data: string) => {
-      for (let i = data.indexOf('\n'); i >= 0; i = data.indexOf('\n', i + 1)) this.dropped++;
+    dest.on('drop', (data: Buffer) => {
+      for (let i = data.indexOf(NEWLINE); i >= 0; i = data.indexOf(NEWLINE, i + 1)) this.dropped++;
     });
     // A broken output (EPIPE: nobody reads; a full disk) stops this destination's lines, never the program.
     dest.on('error', () => {
@@ -100,18 +120,18 @@ class Outlet {
     if (this.broken) return;
     this.busy = true;
     this.pending += line;
-    if (!this.scheduled) {
-      this.scheduled = true;
-      setImmediate(this.hand);
-    }
+    if (this.pending.length >= CHUNK) this.hand();
+    else this.scheduled ??= setTimeout(this.hand, GATHER_MS);
   }
 
-  /** Gives the turn's lines to SonicBoom (which writes them now, or after the write in flight). */
+  /** Gives the gathered lines to SonicBoom (which writes them now, or after the write in flight). */
   private hand = (): void => {
-    this.scheduled = false;
+    if (this.scheduled) clearTimeout(this.scheduled);
+    this.scheduled = null;
     const lines = this.pending;
     this.pending = '';
-    if (lines !== '' && !this.broken) this.dest.write(lines);
+    // SonicBoom's types name only strings; in buffer mode it takes (and wants) a Buffer.
+    if (lines !== '' && !this.broken) this.dest.write(Buffer.from(lines) as unknown as string);
   };
 
   /** Resolves when no write is in flight and nothing waits to be written. */
@@ -149,15 +169,26 @@ function flushOnExit(outlets: Outlet[]): void {
   for (const o of outlets) live.add(o);
 }
 
-/** pino's `,"time":"<ISO>"`, built once per millisecond (a busy cell logs many lines in one). */
-function isoTime(): () => string {
+/**
+ * pino's `,"time":"<ISO>"` (`Date#toISOString`), built once per millisecond (a busy cell logs
+ * many lines in one) from its date and second, built once per second.
+ */
+export function isoTime(): () => string {
   let ms = -1;
+  let second = -1;
+  let head = '';
   let text = '';
   return () => {
     const now = Date.now();
     if (now !== ms) {
       ms = now;
-      text = `,"time":"${new Date(now).toISOString()}"`;
+      const s = Math.floor(now / 1000);
+      if (s !== second) {
+        second = s;
+        head = `,"time":"${new Date(s * 1000).toISOString().slice(0, 20)}`; // up to the seconds' dot
+      }
+      const m = now - s * 1000;
+      text = `${head}${m < 10 ? '00' : m < 100 ? '0' : ''}${m}Z"`;
     }
     return text;
   };
@@ -172,7 +203,8 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
     o.dropped = 0;
     logger.warn({ dropped }, 'log lines dropped: the output did not keep up');
   };
-  const open = (dest: number | string) => new Outlet(pino.destination({ dest, sync: false, maxLength, mkdir: false }), reportDrops);
+  const open = (dest: number | string) =>
+    new Outlet(pino.destination({ dest, sync: false, maxLength, mkdir: false, contentMode: 'buffer' }), reportDrops);
   const out = open(opts.out ?? 1);
   const err = opts.err === (opts.out ?? 1) ? out : open(opts.err ?? 2);
   const pretty =
@@ -185,11 +217,12 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
       (this.lastLevel >= WARN ? err : out).write(pretty ? pretty(line) : line);
     },
   };
+  const time = isoTime();
   const logger = pino(
     {
       level: opts.level,
       base: null,
-      timestamp: isoTime(),
+      timestamp: time,
       formatters: { level: (label) => ({ level: label }), log: redactFields },
       // Errors, under any key, are already plain objects (type, message, stack) after redactFields.
       serializers: { err: (e: unknown) => e },
@@ -198,6 +231,13 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
     router,
   );
   const on = { info: logger.isLevelEnabled('info'), warn: logger.isLevelEnabled('warn'), error: logger.isLevelEnabled('error') };
+  // Past pino for JSON (the same bytes, redacted as every line is: none of its fields is secret-named); pretty lines go through pino-pretty.
+  const writeAccessLine = (fields: AccessFields) => {
+    if (!on.info) return;
+    const line = accessLine(time(), fields);
+    // A key secret can only come in a value: the template holds none (and a value is never split).
+    out.write(mayHoldKeySecret(fields) ? redactLine(line) : line);
+  };
   const outlets = out === err ? [out] : [out, err];
   flushOnExit(outlets);
   return {
@@ -205,6 +245,7 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
     warn: (msg, fields) => logger.warn(fields, msg),
     error: (msg, fields) => logger.error(fields, msg),
     enabled: (level) => on[level],
+    request: pretty ? (fields) => logger.info(fields, 'request') : writeAccessLine,
     print: (text) => out.write(text),
     async close(timeoutMs = 5000) {
       let timer: NodeJS.Timeout | undefined;

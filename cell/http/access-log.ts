@@ -9,6 +9,7 @@
  */
 import type { Context, MiddlewareHandler } from 'hono';
 import { isServiceError } from '../../core/errors.ts';
+import type { AccessFields } from '../../runtime/log.ts';
 import type { AppEnv, Logger } from '../context.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
 import { parseTraceparent, type RequestTraces } from './trace.ts';
@@ -36,8 +37,8 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
     if (log.enabled?.('info') === false) return;
     const auth = c.get('auth') as AppEnv['Variables']['auth'] | undefined;
     const root = auth?.credential.root;
-    // The line's time is the logger's (pino adds it); undefined fields are left out, nulls kept.
-    log.info('request', {
+    // The line's time is the logger's; undefined fields are left out, nulls kept.
+    const fields: AccessFields = {
       request_id: c.get('requestId') ?? null,
       route,
       method: c.req.method,
@@ -47,7 +48,9 @@ export function accessLog(opts: { log: Logger; metrics: CellMetrics; traces: Req
       credential_kind: auth?.credential.type ?? null,
       key_id: root?.startsWith('api_key:') ? root.slice('api_key:'.length) : null,
       trace_id: traceId,
-    });
+    };
+    if (log.request) log.request(fields);
+    else log.info('request', fields);
   };
 }
 

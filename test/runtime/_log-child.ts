@@ -3,7 +3,21 @@ import { createLogger, exitOnFatalError } from '../../runtime/log.ts';
 
 const log = createLogger({ level: 'info', format: 'json' });
 exitOnFatalError(log);
-for (let i = 0; i < 50_000; i++) log.info('line', { i });
+// Half through pino, half through the access line's fast path: both reach the output before the process leaves.
+const access = {
+  request_id: 'r',
+  route: '/x',
+  method: 'GET',
+  status: 200,
+  duration_ms: 1,
+  principal_id: null,
+  credential_kind: null,
+  key_id: null,
+};
+for (let i = 0; i < 50_000; i++) {
+  if (i % 2 === 0) log.info('line', { i });
+  else log.request(access);
+}
 const KEY = `svck_live_${'Z'.repeat(43)}`;
 switch (process.argv[2]) {
   case 'sigterm':

@@ -3,16 +3,17 @@
  * process exits, into the pipes of a child process): JSON lines with the
  * documented fields, levels split between stdout and stderr, `--log-level`,
  * the pretty line, redaction of secret-named fields and key secrets anywhere
- * in a line, and every line written on a clean stop and on a fatal error.
+ * in a line, the access line's fast path (the same bytes as pino's), and
+ * every line written on a clean stop and on a fatal error.
  */
 import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { after, describe, it, mock } from 'node:test';
 import { CENSOR, redactFields, redactLine } from '../../runtime/internal/redact.ts';
-import { createLogger, type LogFormat, type LogLevel } from '../../runtime/log.ts';
+import { type AccessFields, createLogger, isoTime, type LogFormat, type LogLevel } from '../../runtime/log.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'log-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -28,6 +29,16 @@ function fileLogger(level: LogLevel, format: LogFormat) {
 }
 
 const KEY = `svck_live_${'A1b2_-'.repeat(7)}x`;
+const ACCESS: AccessFields = {
+  request_id: '6f1c2f4e-3a53-4ad4-9a43-1c9f0e5d2b7a',
+  route: '/api/public/v1/admin/ai/tool-registry',
+  method: 'GET',
+  status: 200,
+  duration_ms: 1.983,
+  principal_id: 'p_1',
+  credential_kind: 'api_key',
+  key_id: 'k_1',
+};
 const SECRETS = ['Bearer tok-auth-1', 'sid=cookie-2', 'plain-secret-3', 'client-secret-4', 'subject-token-5', 'Basic cHJveHk6Ng==', KEY];
 
 /** Logs every kind of secret the redaction names, at the top level and nested, in values, keys and the message. */
@@ -93,6 +104,7 @@ describe('runtime/log: JSON lines', () => {
     assert.equal(f.log.enabled('info'), false);
     assert.equal(f.log.enabled('warn'), true);
     f.log.info('request', { request_id: 'dropped' });
+    f.log.request(ACCESS);
     f.log.warn('kept');
     await f.log.close();
     assert.deepEqual(f.out(), []);
@@ -131,6 +143,78 @@ describe('runtime/log: JSON lines', () => {
       seen.every((v, i) => v === i),
       'in order',
     );
+  });
+});
+
+describe('runtime/log: the access line, serialised by a fixed shape', () => {
+  const cases: AccessFields[] = [
+    ACCESS,
+    { ...ACCESS, principal_id: null, credential_kind: null, key_id: null, trace_id: '4bf92f3577b34da6a3ce929d0e0e4736' },
+    { ...ACCESS, request_id: null, route: '(unmatched)', method: 'PATCH', status: 404, duration_ms: 0 },
+    // What JSON escapes (quotes, backslashes, control characters, a lone surrogate) and what it does not (non-ASCII).
+    { ...ACCESS, request_id: 'a"b\\c\n\u0001\ud800', route: '/é/ü', duration_ms: 1234.5 },
+    { ...ACCESS, status: Number.NaN, duration_ms: Number.POSITIVE_INFINITY },
+  ];
+  const noTime = (l: string) => l.replace(/"time":"[^"]+"/, '"time":"T"');
+
+  it("request() writes the bytes pino writes for info('request', fields), in the documented order", async () => {
+    const f = fileLogger('info', 'json');
+    for (const c of cases) {
+      f.log.info('request', c);
+      f.log.request(c);
+    }
+    await f.log.close();
+    const out = f.out();
+    assert.equal(out.length, cases.length * 2);
+    for (let i = 0; i < cases.length; i++) assert.equal(noTime(out[2 * i + 1]!), noTime(out[2 * i]!), `case ${i}`);
+    const keys = (l: string) => Object.keys(JSON.parse(l) as object);
+    const documented = [
+      'level',
+      'time',
+      'request_id',
+      'route',
+      'method',
+      'status',
+      'duration_ms',
+      'principal_id',
+      'credential_kind',
+      'key_id',
+    ];
+    assert.deepEqual(keys(out[1]!), [...documented, 'msg']);
+    assert.deepEqual(keys(out[3]!), [...documented, 'trace_id', 'msg']);
+    const line = JSON.parse(out[7]!) as Record<string, unknown>;
+    assert.equal(line['request_id'], cases[3]!.request_id, 'escaped, and read back as it was');
+    assert.equal(line['route'], '/é/ü');
+  });
+
+  it('time: the ISO instant of Date#toISOString, to the millisecond, across seconds', () => {
+    const time = isoTime();
+    const instants = [Date.UTC(2026, 10, 26, 3, 47, 14, 7), 1764128834000, 1764128834050, 1764128834999, 1764128835000, 1764128835123, 0];
+    mock.timers.enable({ apis: ['Date'] });
+    try {
+      for (const t of instants) {
+        mock.timers.setTime(t);
+        assert.equal(time(), `,"time":"${new Date(t).toISOString()}"`);
+        assert.equal(time(), `,"time":"${new Date(t).toISOString()}"`, 'the same millisecond again');
+      }
+    } finally {
+      mock.timers.reset();
+    }
+  });
+
+  it('a key secret in any of its fields is redacted, as in every line', async () => {
+    const f = fileLogger('info', 'json');
+    f.log.request({ ...ACCESS, request_id: KEY, key_id: `x${KEY}` });
+    f.log.request({ ...ACCESS, trace_id: `${KEY}"` });
+    f.log.request({ ...ACCESS, route: `/${KEY}` });
+    await f.log.close();
+    const text = f.out().join('\n');
+    assert.ok(!text.includes('svck_live_'), text);
+    const lines = f.out().map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.equal(lines[0]!['request_id'], CENSOR);
+    assert.equal(lines[0]!['key_id'], `x${CENSOR}`);
+    assert.equal(lines[1]!['trace_id'], `${CENSOR}"`);
+    assert.equal(lines[2]!['route'], `/${CENSOR}`);
   });
 });
 
@@ -180,8 +264,10 @@ describe('runtime/log: pretty', () => {
     const f = fileLogger('info', 'pretty');
     f.log.info('request', { request_id: 'r1', route: '/healthz', method: 'GET', status: 200, duration_ms: 1.5, principal_id: null });
     f.log.warn('heartbeat failed', { error: 'timeout', tries: 2 });
+    f.log.request({ ...ACCESS, request_id: 'r2', principal_id: null, credential_kind: null, key_id: null });
     await f.log.close();
     assert.match(f.out()[0]!, /^\d{4}-\d\d-\d\dT[\d:.]+Z INFO {2}request GET \/healthz 200 1\.5ms request_id=r1$/);
+    assert.match(f.out()[1]!, /^\d{4}-\S+ INFO {2}request GET \/api\/public\/v1\/admin\/ai\/tool-registry 200 1\.983ms request_id=r2$/);
     assert.match(f.err()[0]!, /^\d{4}-\S+ WARN {2}heartbeat failed error=timeout tries=2$/);
   });
 });
