@@ -73,3 +73,13 @@ export function jobGraph(jobType: string, spec: unknown): Graph {
     placement: { clearance: 0, topology: {} },
   };
 }
+
+/**
+ * The hash of the graph a job run is driven with, known when the run is
+ * recorded (an agent job's pinned graph is named by its hash): stored on the
+ * run, so records written before its first claim (a rerun's lineage) carry
+ * the same graph hash as the drive's.
+ */
+export function jobGraphHash(jobType: string, spec: unknown): string {
+  return jobType === 'agent' ? String((spec as { graph_id?: unknown } | null)?.graph_id ?? '') : contentHash(jobGraph(jobType, spec));
+}

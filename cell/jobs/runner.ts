@@ -19,7 +19,7 @@ import { validationError } from '../http/errors.ts';
 import { stepDeadline } from '../../runtime/step-deadline.ts';
 import { driveAgentRun } from './agent.ts';
 import type { JobsContext } from './context.ts';
-import { JOB_TOOLS, jobGraph, notebookNodeId } from './graph.ts';
+import { JOB_TOOLS, jobGraph, jobGraphHash, notebookNodeId } from './graph.ts';
 import { SPEC_BY_TYPE, type ComputeSpec, type NotebookSpec, type RunJobType, type SingleSpec, type SqlSpec } from './schemas.ts';
 import { JobStepFailure, runComputeStep, runNotebookCell, runSingleTool, runSqlStep, singleAuthority, sqlStorageCaps } from './steps.ts';
 
@@ -89,6 +89,9 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
       spec: j.spec,
       source: j.source ?? 'api',
       at,
+      // Known now: every record of the run's journal carries it, those written before its first claim
+      // included (a rerun's lineage and reused records), so the journal verifies as one graph's.
+      graph_hash: jobGraphHash(j.job_type, j.spec),
       ...(j.flags ? { flags: j.flags } : {}),
     });
     await ctx.iam.audit(tx, {

@@ -60,6 +60,7 @@
 import type { JobsContext } from './context.ts';
 import { authorityLapse, disableAtFireTx } from './definition-authority.ts';
 import { nextFireAfter } from './definitions.ts';
+import { jobGraphHash } from './graph.ts';
 import * as repo from './repository.ts';
 import type { Definition } from './repository.ts';
 import { startJobDrive } from './runner.ts';
@@ -321,6 +322,7 @@ export class Scheduler {
             workspace_id: def.workspace_id,
             requester: def.author_id,
             spec: def.spec,
+            graph_hash: jobGraphHash(def.job_type, def.spec),
             source: `schedule:${id}`,
             flags: { schedule_id: id, scheduled_for: at },
             at: now,

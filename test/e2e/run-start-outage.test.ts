@@ -147,9 +147,8 @@ describe('a store outage while a run is started', { skip, timeout: 180_000 }, ()
     assert.equal(reply.status, 201, `a recorded rerun is never refused: ${reply.text}`);
     const rerun = await finished(reply.body.run_id);
     assert.equal(rerun.state, 'failed', 'the rerun ran (and failed as its parent did)');
-    // Not verified: a job rerun's opening records carry another graph hash than its drive's, with or without an
-    // outage (a job run's row has no graph hash; reported with issue 22, left to the runs module).
-    const { records } = await verifiedJournal(api, g.cells[0]!.url, reply.body.run_id);
+    const { records, verdict } = await verifiedJournal(api, g.cells[0]!.url, reply.body.run_id);
+    assert.deepEqual(verdict, { ok: true }, 'the rerun journal verifies, its opening records included');
     assert.equal(records[0]!.kind, 'forked', 'the rerun opens with its lineage');
     assert.equal(records.filter((r: JournalRecord) => r.kind === 'forked').length, 1);
     const reused = records.filter((r: JournalRecord) => (r.data as { reused?: unknown } | null)?.reused !== undefined);

@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { verifyJournal } from '../../../core/journal/verify.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 
 const A = '/api/public/v1/admin';
@@ -77,6 +78,11 @@ test('rerun of a failed notebook reuses the cells that ran and runs the failed o
   const j = await t.modules.runs.runs.readJournal(rerun.run_id, 0, 1000);
   assert.equal(j[0]!.kind, 'forked');
   assert.ok(j.some((rec) => (rec.data as any)?.reused));
+  // It verifies with the public keys alone: its lineage, written before its first claim, carries the drive's graph hash.
+  const pub = await t.request('GET', '/.well-known/cell-keys.json');
+  const keys = new Map((pub.body.keys as { kid: string; jwk: JsonWebKey }[]).map((k) => [k.kid, k.jwk]));
+  assert.deepEqual(await verifyJournal(j, (kid) => keys.get(kid)), { ok: true });
+  assert.equal(rerun.graph_hash, j[0]!.graph_hash);
 
   // The requester is the session's: another principal's rerun is its own.
   const reader = await call('POST', `${A}/api-keys`, { name: 'jobs-writer', scopes: ['system.orchestration.admin.write'] });
