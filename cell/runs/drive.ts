@@ -22,6 +22,7 @@ import {
   TERMINAL_KIND,
   appendJournal,
   appendJournalBatch,
+  dropStaged,
   finishRun,
   flushStaged,
   getBlob,
@@ -148,7 +149,11 @@ async function keptIfUnknown(
     await new Promise((res) => setTimeout(res, base));
     try {
       const last = (await readJournal(ctx, runId, 0, 10_000_000)).at(-1);
-      if (last?.kind === fields.kind && last.step_id === fields.step_id) return;
+      if (last?.kind === fields.kind && last.step_id === fields.step_id) {
+        // Kept, with the writes staged for the run: the drive stages nothing while it waits here.
+        dropStaged(ctx, runId);
+        return;
+      }
       await write();
       return;
     } catch (e) {

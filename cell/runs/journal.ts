@@ -328,6 +328,15 @@ function restage(ctx: RunsContext, runId: string, staged: StagedWrite[], err: un
   ctx.staged.set(runId, [...staged, ...(ctx.staged.get(runId) ?? [])]);
 }
 
+/**
+ * Forgets the writes staged for a run: an append whose COMMIT's outcome was
+ * unknown put its staged writes back (restage), and the journal then showed
+ * the append kept (runs/drive.ts keptIfUnknown): they were committed with it.
+ */
+export function dropStaged(ctx: RunsContext, runId: string): void {
+  ctx.staged.delete(runId);
+}
+
 /** Commits the writes still staged for a run in a transaction of their own (a drive that ends without appending them). */
 export async function flushStaged(ctx: RunsContext, runId: string): Promise<void> {
   const staged = takeStaged(ctx, runId);

@@ -363,9 +363,10 @@ export async function insertReservation(
   tx: Tx,
   r: { id: string; agentId: string; amount: number; runId: string; stepId: string; at: number },
 ): Promise<void> {
-  // The run's own row: the ledger is not written (ledgerOf counts it until foldLedger does).
+  // The run's own row: the ledger is not written (ledgerOf counts it until foldLedger does). Idempotent: a
+  // write staged with a journal append whose COMMIT's outcome was unknown may be applied again (runs/journal.ts).
   await tx.run(
-    'INSERT INTO team_reservations (reservation_id, agent_id, amount, actual, run_id, step_id, created_at, committed_at, folded) VALUES (?, ?, ?, NULL, ?, ?, ?, NULL, 0)',
+    'INSERT INTO team_reservations (reservation_id, agent_id, amount, actual, run_id, step_id, created_at, committed_at, folded) VALUES (?, ?, ?, NULL, ?, ?, ?, NULL, 0) ON CONFLICT (reservation_id) DO NOTHING',
     [r.id, r.agentId, r.amount, r.runId, r.stepId, r.at],
   );
 }
