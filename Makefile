@@ -111,15 +111,16 @@ UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' 
 # those that start a cell (in process or as a process) and assert what it wrote or reads back.
 # The rule for leaving a file out: pure code (core, bundles, console models, layering, runtime); the
 # store's own tests (each file already runs on both engines, or is about one engine); files on
-# PostgreSQL whatever the run (those that start a group: test/e2e/group-*, run-conflicts, run-outage,
-# oauth-issuer; the fault suite, group-secrets):
+# PostgreSQL whatever the run (those that start a group: test/e2e/group-*, run-*outage, run-conflicts,
+# sql-step-outage, oauth-issuer; the fault suite, group-secrets):
 # they run once; the edge program alone, or judging beside a cell whose answers are tested on
 # PostgreSQL in test/cell; and what a cell answers before or without the store: static pages and
 # assets (docs page, console), the gateway's body gates and headers, the OpenAPI surface and the
 # client generated from it. A new file that starts a cell runs here unless it fits one of these.
 PG_SKIP_FILES = test/core/% test/bundles/% test/console/% test/layering.test.ts test/runtime/% \
 	test/cell/store/% test/e2e/group-% test/cell/cluster/faults/% test/cell/ai/group-secrets.test.ts \
-	test/e2e/run-conflicts.test.ts test/e2e/run-outage.test.ts test/e2e/oauth-issuer.test.ts \
+	test/e2e/run-conflicts.test.ts test/e2e/run-outage.test.ts test/e2e/run-start-outage.test.ts \
+	test/e2e/sql-step-outage.test.ts test/e2e/oauth-issuer.test.ts \
 	test/cell/ai/openai-client.test.ts test/cell/ai/posture.test.ts test/cell/ai/secrets.test.ts \
 	test/cell/tools/catalog.test.ts test/cell/tools/ssrf.test.ts test/cell/oauth/scope.test.ts \
 	test/cell/jobs/sandbox/pool.test.ts test/cell/jobs/sandbox/pg-statements.test.ts \

@@ -14,10 +14,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import pg from 'pg';
 import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startGroup, type Group } from '../helpers/group.ts';
-import { adminQuery, pgUnavailable } from '../helpers/postgres.ts';
+import { lockTable, pgUnavailable } from '../helpers/postgres.ts';
 import { T, ok, provider, roleOf, team } from '../helpers/teams.ts';
 import { crewRunEnded, httpApi, until, verifiedJournal } from './_runs.ts';
 
@@ -46,28 +45,20 @@ describe('a store outage during a crew run', { skip, timeout: 120_000 }, () => {
     await provider(api, ai);
     const tm = await team(api, 'sequential', [{ role: 's1' }, { role: 's2' }]);
     const asked = ai.requests.length;
-    const holder = new pg.Client({ connectionString: g.db.url, application_name: 'test-holder' });
-    await holder.connect();
     let ended = 0;
     let outage: Promise<void> = Promise.resolve();
     ai.setResponder(async (req) => {
       const role = roleOf(req);
       if (role === 's1' && ended === 0) {
-        await holder.query('BEGIN');
-        await holder.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
+        const lock = await lockTable(g.db.url, table);
         outage = (async () => {
           try {
             await until(`the cell to log ${seen}`, async () => {
-              const r = await adminQuery(
-                g.db.url,
-                `SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity
-                  WHERE application_name = 'agent-cell' AND wait_event_type = 'Lock'`,
-              );
-              ended += r.rows.length;
+              ended += await lock.endWaiters();
               return seen.test(cell.output()) ? true : undefined;
             });
           } finally {
-            await holder.query('COMMIT');
+            await lock.release();
           }
         })();
       }
@@ -76,7 +67,6 @@ describe('a store outage during a crew run', { skip, timeout: 120_000 }, () => {
     const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'task' });
     const done = await crewRunEnded(api, tm.crew, run.run_id, 90_000);
     await outage;
-    await holder.end();
     assert.ok(ended >= 2, `the cell's waiting connections were ended (${ended})`);
     assert.equal(done.state, 'completed', JSON.stringify(done.error));
     assert.equal(done.output, 's2 done');

@@ -15,11 +15,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import pg from 'pg';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startGroup, type Group } from '../helpers/group.ts';
-import { adminQuery, pgUnavailable } from '../helpers/postgres.ts';
+import { adminQuery, lockTable, pgUnavailable } from '../helpers/postgres.ts';
 import { A, T, ok, provider, team, type Api } from '../helpers/teams.ts';
 import { httpApi, until, verifiedJournal } from './_runs.ts';
 
@@ -48,11 +47,8 @@ describe('a store outage while a run is started', { skip, timeout: 180_000 }, ()
    * the request is answered (at least one ended); then lets the lock go. Answers the request's reply.
    */
   async function throughOutage<R>(table: string, request: () => Promise<R>): Promise<{ reply: R; ended: number }> {
-    const holder = new pg.Client({ connectionString: g.db.url, application_name: 'test-holder' });
-    await holder.connect();
+    const lock = await lockTable(g.db.url, table);
     try {
-      await holder.query('BEGIN');
-      await holder.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
       let answered = false;
       let ended = 0;
       const pending = request().finally(() => {
@@ -62,20 +58,14 @@ describe('a store outage while a run is started', { skip, timeout: 180_000 }, ()
       await until(
         'the request to be answered after a connection was ended',
         async () => {
-          const r = await adminQuery(
-            g.db.url,
-            `SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity
-              WHERE application_name = 'agent-cell' AND wait_event_type = 'Lock'`,
-          );
-          ended += r.rows.length;
+          ended += await lock.endWaiters();
           return answered && ended > 0 ? true : undefined;
         },
         90_000,
       );
       return { reply: await pending, ended };
     } finally {
-      await holder.query('COMMIT').catch(() => undefined);
-      await holder.end();
+      await lock.release();
     }
   }
 

@@ -9,10 +9,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import pg from 'pg';
 import { wsNames } from '../../cell/jobs/sandbox/pg-workspace.ts';
 import { startGroup, type Group } from '../helpers/group.ts';
-import { adminQuery, pgUnavailable } from '../helpers/postgres.ts';
+import { adminQuery, lockTable, pgUnavailable } from '../helpers/postgres.ts';
 import { A, ok, type Api } from '../helpers/teams.ts';
 import { httpApi, until } from './_runs.ts';
 
@@ -47,13 +46,10 @@ test('a SQL step whose connection is lost runs again once the database answers, 
   const first = await ok(api, 'POST', `${A}/jobs/runs`, sqlJob([{ sql: 'CREATE TABLE IF NOT EXISTS effects (id TEXT PRIMARY KEY)' }]));
   assert.equal((await finished(first.run_id)).state, 'completed');
   const schema = wsNames('', 'lost').schema;
-  const holder = new pg.Client({ connectionString: g.db.url, application_name: 'test-holder' });
-  await holder.connect();
+  const lock = await lockTable(g.db.url, `"${schema}".effects`);
   let ended = 0;
   let runId = '';
   try {
-    await holder.query('BEGIN');
-    await holder.query(`LOCK TABLE "${schema}".effects IN ACCESS EXCLUSIVE MODE`);
     const run = await ok(api, 'POST', `${A}/jobs/runs`, sqlJob([{ sql: "INSERT INTO effects (id) VALUES ('once')" }]));
     runId = run.run_id;
     // The job's connection waits on the lock: ended (twice, so the retry meets the outage too), unless the run
@@ -61,20 +57,14 @@ test('a SQL step whose connection is lost runs again once the database answers, 
     await until(
       "the job's connection to be ended twice",
       async () => {
-        const r = await adminQuery(
-          g.db.url,
-          `SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity
-            WHERE application_name = 'agent-cell-job' AND wait_event_type = 'Lock'`,
-        );
-        ended += r.rows.length;
+        ended += await lock.endWaiters('agent-cell-job');
         if (ended >= 2) return true;
         return TERMINAL.includes((await ok(api, 'GET', `${A}/jobs/runs/${runId}`)).state) ? true : undefined;
       },
       60_000,
     );
   } finally {
-    await holder.query('COMMIT').catch(() => undefined);
-    await holder.end();
+    await lock.release();
   }
   const done = await finished(runId);
   assert.equal(done.state, 'completed', JSON.stringify(done.error));

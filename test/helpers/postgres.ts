@@ -136,3 +136,39 @@ export function pgUnavailable(): string | null {
     return 'PostgreSQL 15 is not installed and we are not root to install it (apt-get install postgresql-15)';
   }
 }
+
+/** A table held in an exclusive lock by a connection of the test (issue 22's outage tests). */
+export interface TableLock {
+  /**
+   * Ends every connection of `application` (the cell's pool: 'agent-cell'; its SQL jobs':
+   * 'agent-cell-job') that waits on a lock: the cell meets a lost connection there. Answers how many.
+   */
+  endWaiters(application?: string): Promise<number>;
+  /** Lets the lock go (idempotent). */
+  release(): Promise<void>;
+}
+
+/** Holds `table` (a name as SQL writes it) in ACCESS EXCLUSIVE mode until `release`. */
+export async function lockTable(url: string, table: string): Promise<TableLock> {
+  const holder = new pg.Client({ connectionString: url, application_name: 'test-holder' });
+  await holder.connect();
+  await holder.query('BEGIN');
+  await holder.query(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`);
+  let released: Promise<void> | undefined;
+  return {
+    async endWaiters(application = 'agent-cell') {
+      const r = await adminQuery(
+        url,
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '${application}' AND wait_event_type = 'Lock'`,
+      );
+      return r.rows.length;
+    },
+    release() {
+      released ??= holder
+        .query('COMMIT')
+        .catch(() => undefined)
+        .then(() => holder.end());
+      return released;
+    },
+  };
+}
