@@ -26,7 +26,7 @@ import type { JsonObject } from '../../core/journal/record.ts';
 import { capToCeiling, withinCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
 import { isServiceError } from '../../core/errors.ts';
 import type { JobsContext } from './context.ts';
-import { OUTAGE_RETRY_MS } from '../runs/drive.ts';
+import { outageWait } from '../runs/drive.ts';
 import { sqlWorkspaceSecrets, type SqlWorkspaceSecrets } from './repository.ts';
 import type { SqlParam } from './sandbox/sql.ts';
 import type { ComputeSpec, NotebookCell, NotebookSpec, SingleSpec, SqlSpec } from './schemas.ts';
@@ -161,8 +161,7 @@ export async function runSqlStep(
   // run is driven here. Its effect key makes that exactly once: a COMMIT that was kept is read back, not redone.
   for (let attempt = 0; !r.ok && 'unreachable' in r && r.unreachable && !signal.aborted; attempt++) {
     if (attempt === 0) ctx.core.log.warn('a SQL step waits for the workspace database', { run_id: step.runId, step_id: step.stepId });
-    const base = OUTAGE_RETRY_MS[Math.min(attempt, OUTAGE_RETRY_MS.length - 1)]!;
-    await new Promise((res) => setTimeout(res, base / 2 + Math.random() * (base / 2)));
+    await outageWait(attempt);
     if (signal.aborted) break;
     r = await once();
   }

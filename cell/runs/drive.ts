@@ -45,6 +45,20 @@ import { inRunSpan } from './trace.ts';
 export const OUTAGE_RETRY_MS = [250, 500, 1_000, 2_000, 5_000] as const;
 
 /**
+ * Waits before attempt `attempt + 1` of something a store outage stopped: the
+ * attempt's OUTAGE_RETRY_MS step, jittered to half to whole of it so the
+ * waiters of one outage do not come back at once. `unref`: the wait does not
+ * keep the process alive (a background retry).
+ */
+export function outageWait(attempt: number, o: { unref?: boolean } = {}): Promise<void> {
+  const base = OUTAGE_RETRY_MS[Math.min(attempt, OUTAGE_RETRY_MS.length - 1)]!;
+  return new Promise((res) => {
+    const t = setTimeout(res, base / 2 + Math.random() * (base / 2));
+    if (o.unref) t.unref();
+  });
+}
+
+/**
  * True when `err` (or what caused it) is the store being unreachable for a
  * moment: the connection was lost, a commit's outcome is unknown, or writes
  * kept conflicting. A drive stopped by one is not the run's failure: the run
@@ -86,11 +100,9 @@ async function keptWrite<T>(ctx: RunsContext, runId: string, write: () => Promis
       return await write();
     } catch (err) {
       if (!retryableInPlace(err) || ctx.stopping) throw err;
-      const base = OUTAGE_RETRY_MS[Math.min(attempt, OUTAGE_RETRY_MS.length - 1)]!;
-      const wait = base / 2 + Math.random() * (base / 2);
       if (attempt === 0)
         ctx.core.log.warn('a run write was refused for now; writing it again', { run_id: runId, error: (err as Error).message });
-      await new Promise((res) => setTimeout(res, wait));
+      await outageWait(attempt);
       if (ctx.stopping) throw err;
     }
   }
@@ -113,9 +125,8 @@ export async function beforeItLeaves<T>(ctx: RunsContext, runId: string, fn: () 
     } catch (err) {
       const signal = driverSignal(ctx, runId);
       if (!isStoreOutage(err) || ctx.stopping || signal === undefined || signal.aborted) throw err;
-      const base = OUTAGE_RETRY_MS[Math.min(attempt, OUTAGE_RETRY_MS.length - 1)]!;
       if (attempt === 0) ctx.core.log.warn('a call of a run waits for the store before it leaves', { run_id: runId });
-      await new Promise((res) => setTimeout(res, base / 2 + Math.random() * (base / 2)));
+      await outageWait(attempt);
       if (ctx.stopping || signal.aborted) throw err;
     }
   }

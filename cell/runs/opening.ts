@@ -10,7 +10,7 @@
  * starts once they are written, so the journal's opening records come first.
  */
 import type { RunsContext } from './context.ts';
-import { isStoreOutage, OUTAGE_RETRY_MS } from './drive.ts';
+import { isStoreOutage, outageWait } from './drive.ts';
 
 /**
  * Runs `write` now; if the store is unreachable, again in the background until
@@ -41,8 +41,7 @@ export async function afterCommit(
 
 async function retry(ctx: RunsContext, runId: string, write: (again: boolean) => Promise<void>, then: () => void): Promise<void> {
   for (let attempt = 0; ; attempt++) {
-    const base = OUTAGE_RETRY_MS[Math.min(attempt, OUTAGE_RETRY_MS.length - 1)]!;
-    await new Promise((res) => setTimeout(res, base / 2 + Math.random() * (base / 2)).unref());
+    await outageWait(attempt, { unref: true });
     // A stopping cell leaves the run as it is: a queued run is taken over by a peer, or resumed at its restart.
     if (ctx.stopping) return;
     try {
