@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
+import { fireAgent } from './_agent.ts';
 import { A, T, ok, team, type Api, crewFixture } from '../../helpers/teams.ts';
 
 const J = `${A}/jobs`;
@@ -35,23 +36,6 @@ async function until(runId: string, pred: (r: any) => boolean): Promise<any> {
   assert.fail(`run ${runId} never reached the expected state: ${JSON.stringify(r)}`);
 }
 
-/** Fires an agent definition pinned to the crew's graph and returns the run id. */
-async function fireAgent(crewId: string, name: string): Promise<string> {
-  const crew = await ok(api, 'GET', `${T}/crews/${crewId}`);
-  const def = await ok(api, 'POST', `${J}/definitions`, {
-    name,
-    job_type: 'agent',
-    spec: { graph_id: crew.graph_hash, input: 'go' },
-    cron: '*/10 * * * *',
-  });
-  t.clock.advance(10 * 60_000);
-  assert.ok((await t.modules.jobs.scheduler.tick()) >= 1);
-  const d = await ok(api, 'GET', `${J}/definitions/${def.schedule_id}`);
-  assert.match(d.last_run_id, /^run_/);
-  await ok(api, 'POST', `${J}/definitions/${def.schedule_id}/disable`, {});
-  return d.last_run_id as string;
-}
-
 async function approverKey(name: string): Promise<string> {
   const p = await ok(api, 'POST', `${A}/principals`, { kind: 'service', name, roles: ['operator'] });
   const k = await ok(api, 'POST', `${A}/api-keys`, { owner_id: p.id, name: `${name}-key` });
@@ -66,7 +50,7 @@ test('an agent job run waiting on a tool-call approval is approved through the j
   });
   const cap = { allowed_tools: ['kv.put'], permission_mode: 'ask', egress_allowlist: ['kv:*'] };
   const tm = await team(api, 'sequential', [{ role: 'scribe', cap }]);
-  const runId = await fireAgent(tm.crew, 'ask-agent');
+  const runId = (await fireAgent(t, api, tm.crew, 'ask-agent')).runId;
   const w = await until(runId, (r) => r.state === 'waiting');
   assert.equal(w.kind, 'job');
   assert.equal(w.job_type, 'agent');
@@ -117,7 +101,7 @@ test('same rules as crews: two-person refuses the requester, one decision per pr
   const tm = await team(api, 'sequential', [{ role: 'drafter' }], {
     post: [{ kind: 'human_approval', config: { rule: 'two_person', timeout_ms: 3_600_000, prompt: 'ship?' } }],
   });
-  const runId = await fireAgent(tm.crew, 'two-person-agent');
+  const runId = (await fireAgent(t, api, tm.crew, 'two-person-agent')).runId;
   const w = await until(runId, (r) => r.state === 'waiting');
   assert.equal(w.pending_approvals[0].rule, 'two_person');
   const path = `${J}/runs/${runId}/approvals/${encodeURIComponent(w.pending_approvals[0].step_id)}`;

@@ -12,6 +12,7 @@ import { after, before, test } from 'node:test';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import { actor } from '../../helpers/actors.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
+import { fireAgent } from './_agent.ts';
 import { A, T, ok, roleOf, team, type Api, crewFixture } from '../../helpers/teams.ts';
 
 const J = `${A}/jobs`;
@@ -35,24 +36,6 @@ async function ended(runId: string): Promise<any> {
   assert.fail(`run ${runId} did not end`);
 }
 
-/** Fires an agent definition pinned to the crew's graph and returns the run id (`defs` collects the definition's id). */
-async function fireAgent(crewId: string, name: string, defs: string[] = []): Promise<string> {
-  const crew = await ok(api, 'GET', `${T}/crews/${crewId}`);
-  const def = await ok(api, 'POST', `${J}/definitions`, {
-    name,
-    job_type: 'agent',
-    spec: { graph_id: crew.graph_hash, input: 'go' },
-    cron: '*/10 * * * *',
-  });
-  t.clock.advance(10 * 60_000);
-  assert.ok((await t.modules.jobs.scheduler.tick()) >= 1);
-  const d = await ok(api, 'GET', `${J}/definitions/${def.schedule_id}`);
-  assert.match(d.last_run_id, /^run_/);
-  await ok(api, 'POST', `${J}/definitions/${def.schedule_id}/disable`, {});
-  defs.push(def.schedule_id);
-  return d.last_run_id as string;
-}
-
 test('a failed agent job run is rerun as the caller, reusing the steps that completed', async () => {
   let down = true;
   ai.setResponder((req) => {
@@ -60,7 +43,7 @@ test('a failed agent job run is rerun as the caller, reusing the steps that comp
     return { content: `${roleOf(req)} says ok` };
   });
   const tm = await team(api, 'sequential', [{ role: 'drafter' }, { role: 'checker' }]);
-  const parentId = await fireAgent(tm.crew, 'rerun-agent');
+  const parentId = (await fireAgent(t, api, tm.crew, 'rerun-agent')).runId;
   const parent = await ended(parentId);
   assert.equal(parent.state, 'failed', JSON.stringify(parent));
   assert.equal(parent.job_type, 'agent');
@@ -100,10 +83,9 @@ test('a failed agent job run is rerun as the caller, reusing the steps that comp
   // A run whose pinned graph the cell no longer knows (its crew was deleted) has nothing to rerun.
   down = true;
   const gone = await team(api, 'sequential', [{ role: 'checker' }]);
-  const defs: string[] = [];
-  const goneRun = await fireAgent(gone.crew, 'rerun-gone', defs);
+  const { runId: goneRun, scheduleId } = await fireAgent(t, api, gone.crew, 'rerun-gone');
   assert.equal((await ended(goneRun)).state, 'failed');
-  await ok(api, 'DELETE', `${J}/definitions/${defs[0]}`, undefined, [200, 204]);
+  await ok(api, 'DELETE', `${J}/definitions/${scheduleId}`, undefined, [200, 204]);
   await ok(api, 'DELETE', `${T}/crews/${gone.crew}`, undefined, [200, 204]);
   const impossible = await t.request('POST', `${J}/runs/${goneRun}/rerun`, { token: t.adminKey });
   assert.equal(impossible.status, 409, impossible.text);
