@@ -40,7 +40,11 @@
  *
  * Store outages: a failing heartbeat is logged once per outage (and its end
  * once), the cell reports not-ready meanwhile, and the beat goes on at its
- * interval until the store answers again.
+ * interval until the store answers again. An outage is nobody's death: after
+ * one, a peer's heartbeat is judged from the moment the store answered again
+ * (the PostgreSQL server's start, or the end of this cell's own failing
+ * beats, whichever is later), so every member gets a whole lease to beat
+ * before its runs may be taken over.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -68,10 +72,14 @@ export class ClusterRefusal extends Error {
   }
 }
 
-/** A member's state at `now`, judged by its own heartbeat interval and lease. */
-export function memberState(c: repo.CellRow, now: number): MemberState {
+/**
+ * A member's state at `now`, judged by its own heartbeat interval and lease.
+ * `since`: from when a heartbeat could be expected at all (the end of a store
+ * outage): a member is not judged late for beats it could not write.
+ */
+export function memberState(c: repo.CellRow, now: number, since = 0): MemberState {
   if (c.stopped_at !== null) return 'dead';
-  const age = now - c.heartbeat_at;
+  const age = now - Math.max(c.heartbeat_at, since);
   if (age <= Math.min(2 * c.heartbeat_ms, c.lease_ms)) return 'live';
   if (age <= c.lease_ms) return 'suspect';
   return 'dead';
@@ -130,6 +138,8 @@ export class Cluster implements GroupClock {
   #skewed = false;
   /** When the current outage (failing heartbeats) began, by this cell's clock; null while beats succeed. */
   #failingSince: number | null = null;
+  /** When this cell's heartbeat last resumed after failing (group clock): peers are not judged late for the outage. */
+  #answeringSince = 0;
   /** The earliest moment (database clock) a peer seen live or suspect lapses, from the last member read. */
   #nextLapse: number | null = null;
   #wake: ReturnType<typeof setTimeout> | null = null;
@@ -178,10 +188,18 @@ export class Cluster implements GroupClock {
     return this.#dbClock ? repo.dbNow('postgres', local) : repo.dbNow('embedded', local);
   }
 
-  /** The judging clock now (the database's, or the injected clock): one read. */
-  async #judgeNow(): Promise<number> {
+  /**
+   * The judging clock now (the database's, or the injected clock), and from
+   * when a peer's heartbeat could be expected: after the store came back,
+   * whether this cell saw it away (its heartbeat failed) or the server says
+   * so (it started since). A store outage is nobody's death: without this, the
+   * first cell to beat after one would take over the runs of every peer.
+   */
+  async #judgeClock(): Promise<{ now: number; since: number }> {
     const local = this.core.clock.now();
-    return this.#dbClock ? repo.readNow(this.core.store, this.#now(local)) : local;
+    if (!this.#dbClock) return { now: local, since: this.#answeringSince };
+    const c = await repo.readJudgeClock(this.core.store, this.#now(local));
+    return { now: c.now, since: Math.max(c.up, this.#answeringSince) };
   }
 
   #key(): string {
@@ -321,6 +339,7 @@ export class Cluster implements GroupClock {
       if (this.#failingSince !== null) {
         this.core.log.info('heartbeat resumed: the store answers again', { outage_ms: this.core.clock.now() - this.#failingSince });
         this.#failingSince = null;
+        this.#answeringSince = this.now();
       }
       return true;
     } catch (e) {
@@ -423,18 +442,18 @@ export class Cluster implements GroupClock {
 
   /** Every member with its state now (judged on the database's clock), and its heartbeat's age. */
   async members(): Promise<Array<Member & { heartbeat_age_ms: number }>> {
-    const now = await this.#judgeNow();
+    const { now, since } = await this.#judgeClock();
     const alone = this.core.store.engine !== 'postgres';
     const rows = await repo.allCells(this.core.store);
     // When the next peer seen alive would lapse (the sweep's wake-up, #armLapseWake).
     const lapses = rows
-      .filter((c) => c.cell_id !== this.cellId && memberState(c, now) !== 'dead')
-      .map((c) => c.heartbeat_at + c.lease_ms + 1);
+      .filter((c) => c.cell_id !== this.cellId && memberState(c, now, since) !== 'dead')
+      .map((c) => Math.max(c.heartbeat_at, since) + c.lease_ms + 1);
     this.#nextLapse = lapses.length > 0 ? Math.min(...lapses) : null;
     return rows.map((c) =>
       alone && c.cell_id === this.cellId && c.stopped_at === null && !this.#stopped
         ? { ...c, heartbeat_at: now, state: 'live' as const, heartbeat_age_ms: 0 }
-        : { ...c, state: memberState(c, now), heartbeat_age_ms: Math.max(0, now - c.heartbeat_at) },
+        : { ...c, state: memberState(c, now, since), heartbeat_age_ms: Math.max(0, now - c.heartbeat_at) },
     );
   }
 
@@ -451,7 +470,7 @@ export class Cluster implements GroupClock {
     if (cellId === this.cellId && this.core.store.engine !== 'postgres') return this.#stopped;
     if (this.#skewed && cellId !== this.cellId) return false;
     const c = await repo.cellByIdAt(tx, cellId, this.#now(this.core.clock.now()));
-    return c === undefined || memberState(c.row, c.now) === 'dead';
+    return c === undefined || memberState(c.row, c.now, Math.max(c.up, this.#answeringSince)) === 'dead';
   }
 
   /** Live (or suspect) members that meet `need`, this cell first when it does. */

@@ -14,13 +14,22 @@ import type { Reader, Row, SqlValue, Tx } from '../store/types.ts';
 export interface DbNow {
   sql: string;
   params: SqlValue[];
+  /**
+   * Since when the store has answered without a break it knows of (ms since
+   * the epoch): on PostgreSQL the server's start (`pg_postmaster_start_time()`),
+   * as no member could beat while it was down; 0 on the embedded engine.
+   */
+  upSql: string;
 }
 
 const PG_NOW = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)';
+const PG_UP = 'CAST(FLOOR(EXTRACT(EPOCH FROM pg_postmaster_start_time()) * 1000) AS BIGINT)';
 
 /** The database's clock on PostgreSQL; `local` (the cell's clock) on the embedded engine. */
 export function dbNow(engine: 'embedded' | 'postgres', local: number): DbNow {
-  return engine === 'postgres' ? { sql: PG_NOW, params: [] } : { sql: 'CAST(? AS BIGINT)', params: [local] };
+  return engine === 'postgres'
+    ? { sql: PG_NOW, params: [], upSql: PG_UP }
+    : { sql: 'CAST(? AS BIGINT)', params: [local], upSql: 'CAST(0 AS BIGINT)' };
 }
 
 /** The database's clock now, ms since the epoch. */
@@ -84,10 +93,22 @@ export async function cellById(db: Reader, cellId: string): Promise<CellRow | un
   return r ? decode(r) : undefined;
 }
 
-/** One cell's row with the database's clock read in the same statement (the lease judgement), or undefined. */
-export async function cellByIdAt(db: Reader, cellId: string, now: DbNow): Promise<{ row: CellRow; now: number } | undefined> {
-  const r = await db.get(`SELECT ${COLUMNS}, ${now.sql} AS now_ms FROM cells WHERE cell_id = ?`, [...now.params, cellId]);
-  return r ? { row: decode(r), now: num(r, 'now_ms') } : undefined;
+/** The judging clock now and since when the store has answered (DbNow.upSql), in one statement. */
+export async function readJudgeClock(db: Reader, now: DbNow): Promise<{ now: number; up: number }> {
+  const r = (await db.get(`SELECT ${now.sql} AS now_ms, ${now.upSql} AS up_ms`, now.params))!;
+  return { now: num(r, 'now_ms'), up: num(r, 'up_ms') };
+}
+
+/**
+ * One cell's row with the database's clock (and since when the store has
+ * answered) read in the same statement (the lease judgement), or undefined.
+ */
+export async function cellByIdAt(db: Reader, cellId: string, now: DbNow): Promise<{ row: CellRow; now: number; up: number } | undefined> {
+  const r = await db.get(`SELECT ${COLUMNS}, ${now.sql} AS now_ms, ${now.upSql} AS up_ms FROM cells WHERE cell_id = ?`, [
+    ...now.params,
+    cellId,
+  ]);
+  return r ? { row: decode(r), now: num(r, 'now_ms'), up: num(r, 'up_ms') } : undefined;
 }
 
 /** Registers (or re-registers, on a restart) a cell with what it is now (`started_at`, `heartbeat_at`: the database's clock). */

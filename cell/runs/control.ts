@@ -91,7 +91,13 @@ export async function abortCancelledElsewhere(ctx: RunsContext): Promise<void> {
   for (const r of await closedOrCancelled(ctx.core.store, driven)) {
     const d = ctx.drivers.get(r.run_id);
     if (!d || d.controller.signal.aborted) continue;
-    d.cancelledBy ??= r.by ?? 'another cell';
+    if (r.by === null) {
+      // Finished by another cell (a driver that took it over): not a cancel; the drive's next write finds the journal closed.
+      ctx.core.log.info('run ended on another cell; this cell stops driving it', { run_id: r.run_id });
+      d.controller.abort(new Error('ended elsewhere'));
+      continue;
+    }
+    d.cancelledBy ??= r.by;
     ctx.core.log.info('run cancelled on another cell; this cell stops driving it', { run_id: r.run_id, by: d.cancelledBy });
     d.controller.abort(new Error('cancelled'));
   }

@@ -27,6 +27,7 @@ import {
   flushStaged,
   getBlob,
   readJournal,
+  RunClosedError,
   stageRunBlob,
   stamped,
   storageRunError,
@@ -390,6 +391,12 @@ async function driveOnce(
       );
     return await driveClaimed(ctx, handle, runId, graph, ports, input, opts, graphHash, claim);
   } catch (err) {
+    if (err instanceof RunClosedError) {
+      // Ended elsewhere (cancelled on another cell, or finished by a driver that took it over): nothing more to write.
+      log.info('run ended elsewhere; this cell stops driving it', { run_id: runId, state: err.state });
+      ctx.claimedHere.delete(runId);
+      return { state: await stateNow(), result: null };
+    }
     if (!(err instanceof LeaseLostError)) throw err;
     // Another cell took the run over while this one was paused: nothing more is written here.
     log.warn('run lease lost; this cell stops driving the run', { run_id: runId, epoch: fence.epoch, owner: err.owner });

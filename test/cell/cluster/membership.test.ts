@@ -132,3 +132,44 @@ test('cells on one PostgreSQL store form a group; single-cell refuses to join on
     await a.close();
   }
 });
+
+test('after a store outage a peer is judged from when the store answered again, not from its last beat', {
+  skip: TEST_ENGINE !== 'postgres',
+}, async () => {
+  const secretsKeyFile = groupSecretsKeyFile();
+  const a = await inProcessCell({ config: { cellId: 'cell-a', posture: 'multi-cell', heartbeatMs: 100, leaseMs: 1000, secretsKeyFile } });
+  let b: Awaited<ReturnType<typeof inProcessCell>> | null = null;
+  const stateOf = async (id: string) =>
+    (await a.request('GET', CELLS, { token: a.adminKey })).body.items.find((m: { cell_id: string }) => m.cell_id === id).state;
+  try {
+    b = await inProcessCell({
+      clock: a.clock,
+      config: {
+        cellId: 'cell-b',
+        posture: 'multi-cell',
+        storeUrl: a.core.config.storeUrl!,
+        heartbeatMs: 100,
+        leaseMs: 1000,
+        secretsKeyFile,
+      },
+    });
+    const cluster = a.modules.cluster.cluster;
+    // cell-a's beats fail for five seconds (the store away for it): cell-b could not beat either.
+    const beat = cluster.beat.bind(cluster);
+    cluster.beat = async () => {
+      throw new Error('the store is unreachable');
+    };
+    assert.equal(await cluster.beatLogged(), false);
+    a.clock.advance(5_000);
+    cluster.beat = beat;
+    assert.equal(await cluster.beatLogged(), true, 'the store answers again');
+    assert.equal(await stateOf('cell-b'), 'live', 'not dead for the beats nobody could write');
+    a.clock.advance(600);
+    assert.equal(await stateOf('cell-b'), 'suspect', 'late since the store came back');
+    a.clock.advance(500);
+    assert.equal(await stateOf('cell-b'), 'dead', 'a whole lease since the store came back');
+  } finally {
+    await b?.close();
+    await a.close();
+  }
+});
