@@ -109,6 +109,29 @@ interface TxState {
 const inTx = new TxContext<TxState>();
 
 /** The transaction's id and the server's start time, to ask about its outcome should COMMIT be cut off. */
+/** Sockets corked until the end of the current tick (sendTogether). */
+const corkedThisTick = new WeakSet<object>();
+
+/**
+ * Issues `send` (a `client.query`) so that what it writes on the connection
+ * goes out with every statement issued on it in the same tick: the socket is
+ * corked until the tick ends, so a transaction's pipelined statements (BEGIN
+ * with the first ones, a batch, COMMIT) leave in one write instead of one
+ * each. pg corks each query itself; nested corks only flush at the outer uncork.
+ */
+function sendTogether<T>(client: pg.PoolClient, send: () => T): T {
+  const stream = (client as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
+  if (stream?.cork && stream.uncork && !corkedThisTick.has(stream)) {
+    corkedThisTick.add(stream);
+    stream.cork();
+    process.nextTick(() => {
+      corkedThisTick.delete(stream);
+      stream.uncork!();
+    });
+  }
+  return send();
+}
+
 const BEGIN_SQL = 'BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT txid_current() AS xid, pg_postmaster_start_time() AS started';
 /** The same for a `row-locks` write (WriteOptions.isolation): READ COMMITTED, the writer locks the rows it relies on. */
 const BEGIN_ROW_LOCKS_SQL = 'BEGIN ISOLATION LEVEL READ COMMITTED; SELECT txid_current() AS xid, pg_postmaster_start_time() AS started';
@@ -330,7 +353,7 @@ class PgStore implements PostgresStore {
       let tables = new Set<string>();
       // Not awaited: the function's first statements follow BEGIN on the wire (pipelined). A BEGIN that
       // fails aborts the transaction for them as any failed statement does (state.firstError).
-      const begin = client.query(rowLocks ? BEGIN_ROW_LOCKS_SQL : BEGIN_SQL).then(
+      const begin = sendTogether(client, () => client.query(rowLocks ? BEGIN_ROW_LOCKS_SQL : BEGIN_SQL)).then(
         (res) => {
           const begun = results(res)[1]?.rows[0];
           xid = Number(begun?.['xid']);
@@ -363,7 +386,7 @@ class PgStore implements PostgresStore {
           tables.size > 0 && notifyOthers === true ? `SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(tables)}')` : null;
         // Sent behind the statements fn left in flight (Tx: their failure aborts the transaction), in their
         // round trip; the server answers ROLLBACK for it when one of them failed.
-        const commit = client.query(notify && this.#notifyInTx ? `${notify}; COMMIT` : 'COMMIT');
+        const commit = sendTogether(client, () => client.query(notify && this.#notifyInTx ? `${notify}; COMMIT` : 'COMMIT'));
         commit.catch(() => undefined);
         await begin;
         await state.chain;
@@ -452,7 +475,7 @@ class PgStore implements PostgresStore {
     const { text } = toNumbered(sql);
     const values = toPgParams(params);
     // Sent now, behind the statements before it (the connection is pipelined: answers come in order).
-    const p = state.client.query(text, values) as Promise<pg.QueryResult>;
+    const p = sendTogether(state.client, () => state.client.query(text, values) as Promise<pg.QueryResult>);
     const before = state.chain;
     state.chain = p.then(
       () => before,
