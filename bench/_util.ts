@@ -5,6 +5,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { request } from 'undici';
 import type { CellProcess } from '../test/helpers/cell-process.ts';
 
 export interface LoadResult {
@@ -185,4 +186,40 @@ export async function startBenchCell(
     kill: (s = 'SIGKILL') => signal(s),
     cleanup: () => rmSync(dataDir, { recursive: true, force: true }),
   };
+}
+
+/**
+ * Waits for a run to end the way a client of the cell would: on the run's
+ * event stream (`GET /admin/jobs/runs/{id}/events/sse`, which the server
+ * closes after `run_finished`), not by polling its state. Resolves with the
+ * run's outcome (`completed`, `failed`, `refused`, `cancelled`) and, when it
+ * did not complete, its error's reason.
+ */
+export async function runEnded(base: string, token: string, runId: string): Promise<{ outcome: string; reason: string | null }> {
+  for (;;) {
+    const r = await request(`${base}/api/public/v1/admin/jobs/runs/${runId}/events/sse`, {
+      headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' },
+    });
+    if (r.statusCode === 204) {
+      await r.body.dump();
+      break; // finished before the stream opened: its state says how
+    }
+    if (r.statusCode !== 200) throw new Error(`events of ${runId}: ${r.statusCode} ${await r.body.text()}`);
+    let buf = '';
+    for await (const chunk of r.body) {
+      buf += chunk.toString('utf8');
+      const at = buf.indexOf('event: run_finished\n');
+      if (at < 0) continue;
+      const end = buf.indexOf('\n\n', at);
+      if (end < 0) continue;
+      const data = /\ndata: (.*)/.exec(buf.slice(at, end))?.[1];
+      r.body.destroy();
+      const rec = data ? (JSON.parse(data) as { data?: { outcome?: string; error?: { reason?: string } } }) : {};
+      return { outcome: rec.data?.outcome ?? 'unknown', reason: rec.data?.error?.reason ?? null };
+    }
+    // The stream closed without run_finished (a cell stopping): open it again.
+  }
+  const s = await request(`${base}/api/public/v1/admin/jobs/runs/${runId}`, { headers: { authorization: `Bearer ${token}` } });
+  const run = (await s.body.json()) as { state: string; error?: { reason?: string } | null };
+  return { outcome: run.state, reason: run.error?.reason ?? null };
 }

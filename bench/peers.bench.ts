@@ -36,7 +36,7 @@ import { startOpenAIServer, type FakeOpenAI } from '../test/fixtures/openai-serv
 import type { CellProcess } from '../test/helpers/cell-process.ts';
 import { adminQuery, pgDatabase, pgUnavailable, startPgServer } from '../test/helpers/postgres.ts';
 import { provider, team, T, type Api } from '../test/helpers/teams.ts';
-import { fmt, startBenchCell } from './_util.ts';
+import { fmt, runEnded, startBenchCell } from './_util.ts';
 
 const PEERS_DIR = join(import.meta.dirname, 'peers');
 const STEPS = 20;
@@ -124,24 +124,18 @@ async function cellRuns(side: CellSide, n: number): Promise<number> {
       return { id: r.body.run_id as string, cell };
     }),
   );
-  // One status request in flight at a time, so that polling costs the cells little.
-  const pending = new Set(runs);
+  // Each run awaited on its event stream, as a client of the cell would (the peers await in process).
   let failed = 0;
-  while (pending.size) {
-    for (const r of [...pending]) {
-      const s = (await call(r.cell.url, side.token, 'GET', `${T}/crews/${side.crew}/runs/${r.id}`)).body?.state;
-      if (s === 'completed') pending.delete(r);
-      else if (s === 'failed' || s === 'cancelled' || s === 'refused') {
-        // Reported, not fatal: a failed run is a finding of the row (its steps are not counted).
-        const run = (await call(r.cell.url, side.token, 'GET', `${T}/crews/${side.crew}/runs/${r.id}`)).body;
-        const why = `${s} ${run?.error?.reason ?? ''}`.trim();
-        failedRuns.set(why, (failedRuns.get(why) ?? 0) + 1);
-        pending.delete(r);
-        failed++;
-      }
-    }
-    if (pending.size) await sleep(5);
-  }
+  await Promise.all(
+    runs.map(async (r) => {
+      const end = await runEnded(r.cell.url, side.token, r.id);
+      if (end.outcome === 'completed') return;
+      // Reported, not fatal: a failed run is a finding of the row (its steps are not counted).
+      const why = `${end.outcome} ${end.reason ?? ''}`.trim();
+      failedRuns.set(why, (failedRuns.get(why) ?? 0) + 1);
+      failed++;
+    }),
+  );
   const ms = performance.now() - t0;
   // Steps/s of the runs that completed: the wall time stretched to what all of them would have taken.
   return failed === n ? Infinity : (ms * n) / (n - failed);

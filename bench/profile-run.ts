@@ -19,6 +19,7 @@ import { startCellProcess } from '../test/helpers/cell-process.ts';
 import { adminQuery, pgDatabase, startPgServer } from '../test/helpers/postgres.ts';
 import { provider, team, T, type Api } from '../test/helpers/teams.ts';
 import { request } from 'undici';
+import { runEnded } from './_util.ts';
 
 const arg = (n: string, d: string) => {
   const i = process.argv.indexOf(n);
@@ -75,12 +76,9 @@ const tm = await team(
 );
 const one = async () => {
   const r = await call('POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
-  for (;;) {
-    const s = (await call('GET', `${T}/crews/${tm.crew}/runs/${r.body.run_id}`)).body.state;
-    if (s === 'completed') return;
-    if (s !== 'running' && s !== 'queued') throw new Error(s);
-    await new Promise((res) => setTimeout(res, 20));
-  }
+  // Awaited on the run's event stream, as a client would (no polling in the profile).
+  const end = await runEnded(cell.url, cell.adminKey, r.body.run_id);
+  if (end.outcome !== 'completed') throw new Error(`${end.outcome} ${end.reason ?? ''}`);
 };
 const statements = server !== null && process.argv.includes('--statements');
 const setLog = async (v: string) => {
@@ -100,7 +98,7 @@ if (statements) {
   const log = readFileSync(join(server!.dir, 'server.log'), 'utf8').slice(logFrom);
   const counts = new Map<string, number>();
   for (const m of log.matchAll(/LOG: {2}(?:statement|execute [^:]*): ([^\n]*)/g)) {
-    const k = m[1]!.replace(/\s+/g, ' ').slice(0, 120);
+    const k = m[1]!.replace(/\s+/g, ' ').slice(0, Number(process.env.STMT_WIDTH ?? 120));
     counts.set(k, (counts.get(k) ?? 0) + 1);
   }
   const steps = runs * conc * 20;
