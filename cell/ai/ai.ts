@@ -18,6 +18,9 @@ import {
 } from './providers.ts';
 import { listProviders, providerById, type Provider } from './repository.ts';
 
+/** The key of the oldest provider in AiContext.callCache.providers (no provider id has it: ids are `prv_…`). */
+const DEFAULT_PROVIDER = '';
+
 export class Ai {
   constructor(private readonly ctx: AiContext) {}
 
@@ -29,6 +32,12 @@ export class Ai {
   /** Providers in registration order (oldest first). */
   providers(limit: number, offset = 0): Promise<Provider[]> {
     return listProviders(this.ctx.core.store, limit, offset);
+  }
+
+  /** The oldest provider (the one an agent that names none calls), or undefined; kept while `ai_providers` does not change. */
+  async defaultProvider(): Promise<Provider | undefined> {
+    const { core, callCache } = this.ctx;
+    return (await callCache.providers.read(DEFAULT_PROVIDER, async () => (await listProviders(core.store, 1, 0))[0] ?? null)) ?? undefined;
   }
 
   /**

@@ -12,6 +12,7 @@ import type { CellMetrics } from '../ops/metrics.ts';
 import type { Tools } from '../tools/tools.ts';
 import { Ai } from './ai.ts';
 import type { AiContext, LocalModelRuntime } from './providers.ts';
+import { ChangeCache } from '../store/change-cache.ts';
 import { providerLifecycleRoutes } from './routes-provider-lifecycle.ts';
 import { aiRoutes } from './routes.ts';
 import { secretRoutes } from './routes-secrets.ts';
@@ -40,6 +41,10 @@ export async function createAiModule(
     providerUserHooks: [],
     providerReachHooks: [],
     metrics: deps.metrics,
+    callCache: {
+      providers: new ChangeCache(core.store, ['ai_providers'], 10_000),
+      secrets: new ChangeCache(core.store, ['ai_secrets'], 10_000),
+    },
   };
   const ai = new Ai(ctx);
   // Another cell of the group sealed the first secret: say so at once if it did with another key than this cell's.

@@ -16,8 +16,9 @@ import { newId } from '../ids.ts';
 import { chatCompletion, type ChatDelta, type ChatRequest, type ChatResult } from './openai-client.ts';
 import { postureAllows } from './posture.ts';
 import { chatSpan } from './chat-span.ts';
-import { insertProvider, providerById, sealedSecret, secretCreator, type Provider } from './repository.ts';
-import { mayUseSecret, readSecret } from './secrets.ts';
+import { insertProvider, providerById, secretCreator, secretForCall, type Provider, type SecretForCall } from './repository.ts';
+import { mayUseSecret, mayUseSecretAs, readSecret } from './secrets.ts';
+import type { ChangeCache } from '../store/change-cache.ts';
 
 export type { Provider } from './repository.ts';
 
@@ -58,6 +59,13 @@ export interface AiContext {
   providerUserHooks: ProviderUsersHook[];
   /** Other modules' agents that call a provider (Agent Teams), which a change of its destination reaches. */
   providerReachHooks: ProviderReachHook[];
+  /**
+   * What every model call reads, kept while the store says nothing changed
+   * (store/change-cache.ts: emptied by any write to the table, on this cell at
+   * once and on the group's others when they hear it): providers by id, and
+   * secrets (who stored them, sealed) by id. Never the plaintext.
+   */
+  callCache: { providers: ChangeCache<string, Provider | null>; secrets: ChangeCache<string, SecretForCall | null> };
 }
 
 /** The agents calling a provider (`isDefault`: it is the oldest, which agents naming none call). */
@@ -187,7 +195,10 @@ export type ProviderRequest = Omit<ChatRequest, 'model'> & { model?: string };
  */
 export async function callProvider(ctx: AiContext, providerId: string, req: ProviderRequest, opts: CallOptions = {}): Promise<ChatResult> {
   const { core } = ctx;
-  const p = opts.provider?.provider_id === providerId ? opts.provider : await providerById(core.store, providerId);
+  const p =
+    opts.provider?.provider_id === providerId
+      ? opts.provider
+      : await ctx.callCache.providers.read(providerId, async () => (await providerById(core.store, providerId)) ?? null);
   if (!p) throw notFound('model provider');
   const posture = core.config.posture;
   const d = postureAllows(posture, p);
@@ -216,20 +227,24 @@ async function callModel(ctx: AiContext, p: Provider, body: ChatRequest, opts: C
   let apiKey: string | undefined;
   if (p.api_key_secret_id) {
     // Checked again at every call: whoever bound the secret to this base_url (the registrant, or the principal
-    // that last changed either) must still be active and still entitled to the secret. The sealed value is
-    // read meanwhile (one round trip for both) and opened only once the check passed.
-    const sealed = sealedSecret(core.store, p.api_key_secret_id);
-    sealed.catch(() => undefined);
+    // that last changed either) must still be active and still entitled to the secret. The secret's row is read
+    // meanwhile (who stored it, the sealed value: one read, kept while the table does not change) and opened
+    // only once the check passed.
+    const secretId = p.api_key_secret_id;
+    const secret = ctx.callCache.secrets.read(secretId, async () => (await secretForCall(core.store, secretId)) ?? null);
+    secret.catch(() => undefined);
     const who = await iam.principal(p.bound_by);
+    const row = who?.status === 'active' ? await secret : null;
     if (
-      who?.status !== 'active' ||
-      !(await mayUseSecret(core.store, iam, { principalId: who.id, holding: await iam.authorityOf(who) }, p.api_key_secret_id))
+      !who ||
+      !row ||
+      !(await mayUseSecretAs(iam, { principalId: who.id, holding: await iam.authorityOf(who) }, secretId, row.createdBy))
     ) {
       throw new ServiceError('forbidden', "the provider's registrant may no longer use its secret", {
         details: { reason: 'secret_not_usable', provider_id: p.provider_id },
       });
     }
-    apiKey = await readSecret(ctx, p.api_key_secret_id, sealed);
+    apiKey = await readSecret(ctx, secretId, Promise.resolve(row));
   }
   return chatCompletion(
     {

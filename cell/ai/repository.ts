@@ -32,6 +32,18 @@ export async function secretCreator(db: Reader, secretId: string): Promise<strin
   return r ? str(r, 'created_by') : undefined;
 }
 
+/** What a provider call reads of its secret, in one statement: who stored it, the sealed value, its last use. */
+export interface SecretForCall {
+  createdBy: string;
+  sealed: Uint8Array;
+  lastUsedAt: number | null;
+}
+
+export async function secretForCall(db: Reader, secretId: string): Promise<SecretForCall | undefined> {
+  const r = await db.get('SELECT created_by, sealed, last_used_at FROM ai_secrets WHERE secret_id = ?', [secretId]);
+  return r ? { createdBy: str(r, 'created_by'), sealed: bytes(r, 'sealed'), lastUsedAt: numOrNull(r, 'last_used_at') } : undefined;
+}
+
 /** The sealed value (nonce || ciphertext || tag) and when it was last used, or undefined. */
 export async function sealedSecret(db: Reader, secretId: string): Promise<{ sealed: Uint8Array; lastUsedAt: number | null } | undefined> {
   const r = await db.get('SELECT sealed, last_used_at FROM ai_secrets WHERE secret_id = ?', [secretId]);

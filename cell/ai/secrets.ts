@@ -94,6 +94,16 @@ export async function mayUseSecret(
 ): Promise<boolean> {
   const creator = await secretCreator(db, secretId);
   if (creator === undefined) return false;
+  return mayUseSecretAs(iam, holder, secretId, creator);
+}
+
+/** mayUseSecret for a secret whose creator the caller has read already (a provider call). */
+export async function mayUseSecretAs(
+  iam: Pick<Iam, 'credentialVerdict'>,
+  holder: { principalId: string; holding: Holding },
+  secretId: string,
+  creator: string,
+): Promise<boolean> {
   return (await iam.credentialVerdict(holder, secretFacts(secretId, creator, holder.principalId))).ok;
 }
 

@@ -68,6 +68,20 @@ export class ChangeCache<K, V> {
     this.#map.set(k, v);
   }
 
+  /**
+   * The cached value of `k`, or `load()`'s, kept under the rules above (a
+   * value read across an invalidation is returned, not kept). A caller that
+   * caches absence loads `null` for it (`undefined` is never a hit).
+   */
+  async read(k: K, load: () => Promise<V>): Promise<V> {
+    const hit = this.get(k);
+    if (hit !== undefined) return hit;
+    const gen = this.#generation;
+    const v = await load();
+    this.set(k, v, gen);
+    return v;
+  }
+
   clear(): void {
     this.#generation++;
     this.#map.clear();

@@ -176,8 +176,8 @@ export async function mintAgent(ctx: TeamsContext, auth: AuthContext, input: Min
   });
 }
 
-export function getAgent(ctx: TeamsContext, id: string): Promise<Agent | undefined> {
-  return repo.agentById(ctx.core.store, id);
+export async function getAgent(ctx: TeamsContext, id: string): Promise<Agent | undefined> {
+  return (await ctx.agents.read(id, async () => (await repo.agentById(ctx.core.store, id)) ?? null)) ?? undefined;
 }
 export function listAgents(ctx: TeamsContext, limit: number, offset: number): Promise<Agent[]> {
   return repo.listAgents(ctx.core.store, limit, offset);
@@ -205,7 +205,7 @@ type ProviderRow = Awaited<ReturnType<TeamsContext['ai']['providers']>>[number];
  */
 export async function providerFor(ctx: TeamsContext, a: Agent): Promise<{ id: string; row?: ProviderRow } | null> {
   if (a.provider_id) return { id: a.provider_id };
-  const row = (await ctx.ai.providers(1, 0))[0];
+  const row = await ctx.ai.defaultProvider();
   return row ? { id: row.provider_id, row } : null;
 }
 

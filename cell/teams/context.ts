@@ -10,7 +10,9 @@ import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { Lifecycle } from '../iam/lifecycle.ts';
 import type { Runs } from '../runs/api.ts';
+import { ChangeCache } from '../store/change-cache.ts';
 import type { Tools } from '../tools/tools.ts';
+import type { Agent } from './agents.ts';
 import type { CrewUsersHook } from './usage.ts';
 
 export interface TeamsContext {
@@ -35,6 +37,11 @@ export interface TeamsContext {
   crewUserHooks: CrewUsersHook[];
   /** Agents seen to have a budget ledger (a ledger is never deleted): a run's checks read each once per process. */
   ledgersSeen: Set<string>;
+  /**
+   * Agents by id, read by every model call and every compile, kept while the
+   * store says `team_agents` did not change (store/change-cache.ts).
+   */
+  agents: ChangeCache<string, Agent | null>;
 }
 
 export function createTeamsContext(
@@ -51,5 +58,6 @@ export function createTeamsContext(
     stopped: false,
     crewUserHooks: [],
     ledgersSeen: new Set(),
+    agents: new ChangeCache(core.store, ['team_agents'], 10_000),
   };
 }

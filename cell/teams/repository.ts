@@ -371,16 +371,6 @@ export async function insertReservation(
   );
 }
 
-export async function reservation(
-  db: Reader,
-  id: string,
-): Promise<{ agent_id: string; amount: number; committed_at: number | null; folded: boolean } | undefined> {
-  const r = await db.get('SELECT agent_id, amount, committed_at, folded FROM team_reservations WHERE reservation_id = ?', [id]);
-  return r
-    ? { agent_id: str(r, 'agent_id'), amount: num(r, 'amount'), committed_at: numOrNull(r, 'committed_at'), folded: num(r, 'folded') !== 0 }
-    : undefined;
-}
-
 /**
  * Commits a reservation's actual usage (once: false when it was committed
  * already or is unknown). One made before ledger shares (`folded`) moves its
@@ -388,20 +378,20 @@ export async function reservation(
  * `spent`; a newer one changes its own row only.
  */
 export async function commitReservation(tx: Tx, id: string, actual: number, at: number): Promise<boolean> {
-  const r = await reservation(tx, id);
-  if (!r || r.committed_at !== null) return false;
-  if (r.folded) {
+  // One statement commits it and says what it was (no read first: one round trip less in the step's commit).
+  const r = await tx.get(
+    'UPDATE team_reservations SET actual = ?, committed_at = ? WHERE reservation_id = ? AND committed_at IS NULL RETURNING agent_id, amount, folded',
+    [actual, at, id],
+  );
+  if (!r) return false;
+  if (num(r, 'folded') !== 0) {
+    const amount = num(r, 'amount');
     await tx.run(
       'UPDATE team_ledgers SET reserved = CASE WHEN reserved - ? < 0 THEN 0 ELSE reserved - ? END, spent = spent + ? WHERE agent_id = ?',
-      [r.amount, r.amount, actual, r.agent_id],
+      [amount, amount, actual, str(r, 'agent_id')],
     );
   }
-  const u = await tx.run('UPDATE team_reservations SET actual = ?, committed_at = ? WHERE reservation_id = ? AND committed_at IS NULL', [
-    actual,
-    at,
-    id,
-  ]);
-  return u.changes === 1;
+  return true;
 }
 
 /** Reservations of a run not committed yet. */

@@ -112,6 +112,60 @@ describe('the secrets key of a group of cells', { skip, timeout: 120_000 }, () =
     await assert.rejects(cell(db, { secretsKeyFile: short }), /holds 16 bytes; it must hold exactly 32/);
   });
 
+  test("a model call reads provider and secret through a cache that follows the group's changes", async () => {
+    const db = await pgDatabase();
+    dbs.push(db);
+    const open = await startOpenAIServer();
+    try {
+      const a = await cell(db, { secretsKeyFile: keyFile });
+      const b = await cell(db, { secretsKeyFile: keyFile });
+      const owner = a.bootstrapSecret!;
+      const s = await req(a, 'POST', `${A}/secrets`, owner, { name: 'openai', value: 'sk-first' });
+      assert.equal(s.status, 201, s.text);
+      const p = await req(a, 'POST', `${A}/ai/model-providers`, owner, {
+        provider_type: 'openai-compatible',
+        default_model: 'fake-model',
+        base_url: `${open.url}/v1`,
+        api_key_secret_id: s.body.secret_id,
+        max_retries: 0,
+      });
+      assert.equal(p.status, 201, p.text);
+      const keyOfCall = async (c: RunningCell) => {
+        await c.modules.ai.ai.call(p.body.provider_id, { messages: [{ role: 'user', content: 'hi' }] });
+        return open.requests.at(-1)!.authorization;
+      };
+      assert.equal(await keyOfCall(b), 'Bearer sk-first');
+      assert.equal(await keyOfCall(b), 'Bearer sk-first', 'served from the cache');
+      // Rotated on cell A: cell B's cache is emptied when it hears the change (well under a second).
+      const rotated = await req(a, 'POST', `${A}/secrets/${s.body.secret_id}/rotate`, owner, { value: 'sk-second' });
+      assert.equal(rotated.status, 200, rotated.text);
+      const deadline = Date.now() + 20_000;
+      while ((await keyOfCall(b)) !== 'Bearer sk-second') {
+        assert.ok(Date.now() < deadline, "cell B still calls with the secret's old value");
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      // Rotated on cell B itself: its very next call uses the new value.
+      const again = await req(b, 'POST', `${A}/secrets/${s.body.secret_id}/rotate`, owner, { value: 'sk-third' });
+      assert.equal(again.status, 200, again.text);
+      assert.equal(await keyOfCall(b), 'Bearer sk-third');
+      // The secret deleted on cell A (after its provider): cell B refuses the call once it hears it.
+      const gone = await req(a, 'DELETE', `${A}/ai/model-providers/${p.body.provider_id}`, owner);
+      assert.ok([200, 204].includes(gone.status), gone.text);
+      const until = Date.now() + 20_000;
+      for (;;) {
+        const r = await b.modules.ai.ai.call(p.body.provider_id, { messages: [{ role: 'user', content: 'hi' }] }).then(
+          () => null,
+          (e: unknown) => e as { code?: string },
+        );
+        if (r?.code === 'not_found') break;
+        assert.ok(Date.now() < until, 'cell B still calls a provider deleted on cell A');
+        await new Promise((res) => setTimeout(res, 50));
+      }
+    } finally {
+      await open.close();
+    }
+  });
+
   test('a member started with another key before the first secret is refused at start: it cannot open the group signing keys', async () => {
     // Security round 3, finding 6: the OAuth signing keys the group shares are sealed under the secrets key, so a
     // member with another key no longer starts at all (before, it started and was refused secret by secret).
