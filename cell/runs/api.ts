@@ -38,6 +38,7 @@ import { beforeItLeaves, driveRun, recordedStep, type DriveOptions, type DrivePo
 import { subscribe, subscriberCount } from './events.ts';
 import {
   appendJournal,
+  completeRefusal,
   finishRun,
   journalClosed,
   stageRunWrite,
@@ -53,12 +54,14 @@ import {
   isStalled,
   listRuns,
   newRunId,
+  pendingRefusal,
   pushRunFlag,
   RUN_STATES,
   setRunFlags,
   setRunState,
   type ListRunsOptions,
   type NewRun,
+  type PendingRefusal,
   type Run,
   type RunKind,
   type RunState,
@@ -93,6 +96,11 @@ export class Runs {
    */
   afterCommit(runId: string, write: (again: boolean) => Promise<void>, then?: () => void): Promise<boolean> {
     return afterCommit(this.ctx, runId, write, then);
+  }
+
+  /** The refusal the run was recorded with (`flags.refusal`): it is never driven, only ended `refused`; else null. */
+  pendingRefusal(run: Run): PendingRefusal | null {
+    return pendingRefusal(run);
   }
 
   /** Whether the run is queued or running with no journal progress for STALL_LEASES leases (the views' `stalled`). */
@@ -172,6 +180,14 @@ export class Runs {
   /** Copies the parent records a fork reuses into its journal. */
   copyReused(runId: string, point: ForkPoint): Promise<void> {
     return copyReused(this.ctx, runId, point);
+  }
+
+  /**
+   * Ends a run recorded refused at its start (`flags.refusal`): its `refusal` and `run_finished` records
+   * in one transaction, once (journal.ts). False when it has no pending refusal or has ended already.
+   */
+  completeRefusal(runId: string): Promise<boolean> {
+    return completeRefusal(this.ctx, runId);
   }
 
   /** Whether the journal holds the run's terminal record. */

@@ -22,6 +22,7 @@ import {
   TERMINAL_KIND,
   appendJournal,
   appendJournalBatch,
+  completeRefusal,
   dropStaged,
   finishRun,
   flushStaged,
@@ -381,6 +382,8 @@ async function driveOnce(
   const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
   const graphHash = opts.graphHash ?? contentHash(graph);
   const claim = await claimRun(ctx, runId, graphHash, opts.forceClaim === true);
+  // A run recorded refused at its start is never driven: it ends as its start decided.
+  if (!claim.ok && claim.reason === 'refused_at_start') await completeRefusal(ctx, runId);
   if (!claim.ok) return { state: await stateNow(), result: null };
   const fence = claim.fence;
   try {

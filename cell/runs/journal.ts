@@ -11,6 +11,9 @@
  * - `finishRun(ctx, runId, outcome, ...)` moves a run to a terminal state and
  *   writes its `run_finished` record in the same transaction. The first finisher
  *   wins; later calls are no-ops that return false (idempotent cancel).
+ * - `completeRefusal(ctx, runId)` ends a run recorded with a refusal (its
+ *   `flags.refusal`, set in its creating transaction): its `refusal` record and
+ *   its `run_finished` (outcome refused) in one transaction, once.
  * - `readJournal(ctx, runId, afterSeq)` returns the sealed records after `afterSeq`.
  *
  * Step inputs and outputs are stored by content hash in `journal_blobs`
@@ -33,7 +36,7 @@ import type { JournalTail, RunsContext, StagedWrite } from './context.ts';
 import { assertFence, LeaseLostError, type Fence } from './lease.ts';
 import { publish } from './events.ts';
 import * as repo from './repository.ts';
-import { isTerminal, setRunStateTx, type RunError, type RunState } from './runs.ts';
+import { getRun, isTerminal, pendingRefusal, setRunStateTx, type RunError, type RunState } from './runs.ts';
 import {
   byteSize,
   forgetMeter,
@@ -491,6 +494,33 @@ export function finishRun(
     ctx.tails.delete(runId);
     publish(ctx, rec);
     return true;
+  });
+}
+
+/**
+ * Ends a run that was recorded refused at its start (`flags.refusal`, set in
+ * its creating transaction: runs.ts NewRun.refusal) as that refusal decided:
+ * its `refusal` record (unless one is kept already) and its `run_finished`
+ * (outcome refused, the same error) in one transaction, so the two are written
+ * together or not at all and a second completer (the creating cell's opening
+ * retry, a peer's takeover sweep, a restart, an operator's recover, a drive's
+ * claim) finds the run ended and writes nothing. Such a run is never driven
+ * (lease.ts claimRun refuses it). False when the run has no pending refusal
+ * or is already terminal.
+ */
+export async function completeRefusal(ctx: RunsContext, runId: string): Promise<boolean> {
+  const run = await getRun(ctx, runId);
+  const refusal = run ? pendingRefusal(run) : null;
+  if (!run || !refusal || isTerminal(run.state)) return false;
+  // A record kept by a writer of before this was one transaction is not written twice.
+  const kept = await repo.hasRecordOfKind(ctx.core.store, runId, 'refusal');
+  const record: AppendEntry = {
+    fields: { step_id: 'run', kind: 'refusal', data: { reason: refusal.reason, ...refusal.details } },
+    blobs: [],
+  };
+  return finishRun(ctx, runId, 'refused', {
+    error: { code: 'refused', message: refusal.message, reason: refusal.reason, details: refusal.details },
+    before: kept ? [] : [record],
   });
 }
 

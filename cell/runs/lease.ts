@@ -8,7 +8,9 @@
  *   when this cell does, or when the holder's heartbeat lapsed (dead). It
  *   enforces the run's placement needs (clearance, topology) in the same
  *   transaction, so a takeover never lands on a cell that does not qualify.
- *   Each claim by a new driver adds one to the epoch.
+ *   Each claim by a new driver adds one to the epoch. A run recorded refused
+ *   at its start (`flags.refusal`) is never claimed: whoever finds it ends it
+ *   `refused` (journal.ts completeRefusal) instead of driving it.
  * - Every write of a driver (journal append, state change, finish) is
  *   conditional on `lease_owner = me AND lease_epoch = mine` in the write's
  *   own transaction (journal.ts). A cell that lost its lease (a paused
@@ -24,7 +26,7 @@ import { qualifies } from '../cluster/cluster.ts';
 import type { Tx } from '../store/types.ts';
 import type { RunsContext } from './context.ts';
 import * as repo from './repository.ts';
-import { isTerminal } from './runs.ts';
+import { isTerminal, refusalOf } from './runs.ts';
 
 /** What a driver holds: its lease's epoch. Its writes carry it. */
 export interface Fence {
@@ -53,7 +55,7 @@ export type Claim =
       /** The cell that held the lease before, when it was taken over. */
       previousOwner: string | null;
     }
-  | { ok: false; reason: 'terminal' | 'owned' | 'unqualified'; owner?: string | null };
+  | { ok: false; reason: 'terminal' | 'owned' | 'unqualified' | 'refused_at_start'; owner?: string | null };
 
 /** Throws LeaseLostError unless the run's lease is `fence` held by this cell (inside the write's transaction). */
 export function assertFence(ctx: RunsContext, runId: string, head: repo.RunHead, fence: Fence): void {
@@ -78,12 +80,14 @@ export async function claimRun(ctx: RunsContext, runId: string, graphHash: strin
     if (!s || isTerminal(s.state)) return { ok: false, reason: 'terminal' };
     if (s.lease_owner !== null && s.lease_owner !== me && !force && !(await ctx.cluster.lapsedTx(tx, s.lease_owner, at)))
       return { ok: false, reason: 'owned', owner: s.lease_owner };
+    // Refused at its start (decided and recorded with the run): never driven (the caller ends it refused).
+    const flags = await repo.runFlags(tx, runId);
+    if (refusalOf(flags)) return { ok: false, reason: 'refused_at_start', owner: s.lease_owner };
     if (!qualifies(ctx.cluster.self, { clearance: s.need_clearance, topology: s.need_topology }))
       return { ok: false, reason: 'unqualified', owner: s.lease_owner };
     const epoch = s.lease_epoch + 1;
     if (!(await repo.takeLease(tx, runId, me, epoch, s.lease_epoch, at, graphHash))) return { ok: false, reason: 'owned', owner: null };
     // A qualifying cell holds the run again: it is no longer unplaceable.
-    const flags = await repo.runFlags(tx, runId);
     if (flags && 'unplaceable' in flags) {
       const { unplaceable: _gone, ...rest } = flags;
       await repo.updateRunFlags(tx, runId, rest, at);
@@ -101,8 +105,8 @@ export async function claimRun(ctx: RunsContext, runId: string, graphHash: strin
  * or drove it before): no holder's liveness to judge, so no serializable read
  * of the group's membership; the row-locked compare-and-set on owner and
  * epoch is the whole claim, and claims of many runs at once never conflict.
- * Undefined when the slow path must decide (another holder, or none, or an
- * `unplaceable` flag to clear).
+ * Undefined when the slow path must decide (another holder, or none, an
+ * `unplaceable` flag to clear, or a refusal recorded with the run).
  */
 async function claimOwn(
   ctx: RunsContext,
@@ -121,14 +125,14 @@ async function claimOwn(
       async (tx) => {
         if (!(await repo.retakeOwnLease(tx, runId, me, epoch, s.lease_epoch, at, graphHash))) return false;
         const flags = await repo.runFlags(tx, runId);
-        // Let the slow path clear it (nothing to keep: this transaction rolls back).
-        if (flags && 'unplaceable' in flags) throw new UnplaceableFlag();
+        // Let the slow path clear it, or refuse the claim (nothing to keep: this transaction rolls back).
+        if (flags && ('unplaceable' in flags || refusalOf(flags))) throw new SlowPath();
         return true;
       },
       { isolation: 'row-locks' },
     )
     .catch((e: unknown) => {
-      if (e instanceof UnplaceableFlag) return false;
+      if (e instanceof SlowPath) return false;
       throw e;
     });
   if (!ok) return undefined;
@@ -138,7 +142,7 @@ async function claimOwn(
   return { ok: true, fence: { epoch }, takeover, previousOwner: takeover ? me : null };
 }
 
-class UnplaceableFlag extends Error {}
+class SlowPath extends Error {}
 
 /** The driver lets go of a waiting run (state waiting, no owner); LeaseLostError when the lease is not its own any more. */
 export async function releaseToWaiting(ctx: RunsContext, runId: string, fence: Fence): Promise<void> {
@@ -171,7 +175,8 @@ export async function markUnplaceable(ctx: RunsContext, kind: repo.RunKind): Pro
   const members = await ctx.cluster.members();
   const state = new Map(members.map((m) => [m.cell_id, m.state]));
   for (const r of await repo.leasedElsewhere(ctx.core.store, kind, '')) {
-    if (r.flags['unplaceable'] !== undefined) continue;
+    // A run refused at its start needs no qualifying cell: any cell ends it (orphanedRuns).
+    if (r.flags['unplaceable'] !== undefined || refusalOf(r.flags)) continue;
     if (r.lease_owner !== null && (state.get(r.lease_owner) ?? 'dead') !== 'dead') continue;
     const need = await repo.runLease(ctx.core.store, r.run_id);
     if (!need) continue;
@@ -195,6 +200,8 @@ export function dropLease(ctx: RunsContext, runId: string): void {
  * Runs of `kind` queued or running whose lease holder's heartbeat lapsed (or
  * that nobody holds), which this cell qualifies to execute: the takeover
  * sweep's candidates. The claim re-checks everything in its transaction.
+ * A run recorded refused at its start (`flags.refusal`) is a candidate
+ * whatever its placement needs: it is ended refused, never driven.
  */
 export async function orphanedRuns(ctx: RunsContext, kind: repo.RunKind): Promise<repo.Run[]> {
   const me = ctx.core.config.cellId;
@@ -205,6 +212,10 @@ export async function orphanedRuns(ctx: RunsContext, kind: repo.RunKind): Promis
   for (const r of candidates) {
     if (r.lease_owner !== null && (members.get(r.lease_owner) ?? 'dead') !== 'dead') continue;
     if (ctx.drivers.has(r.run_id)) continue;
+    if (refusalOf(r.flags)) {
+      out.push(r);
+      continue;
+    }
     const need = await repo.runLease(ctx.core.store, r.run_id);
     if (need && qualifies(ctx.cluster.self, { clearance: need.need_clearance, topology: need.need_topology })) out.push(r);
   }

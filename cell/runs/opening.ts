@@ -8,6 +8,9 @@
  * Each write is idempotent (it reads the journal to see whether it was kept),
  * so a retry after a COMMIT cut off writes nothing twice. `then` (the drive)
  * starts once they are written, so the journal's opening records come first.
+ * A run refused at its start is recorded with its refusal (`flags.refusal`):
+ * if these writes never happen (the cell died), whoever picks the run up ends
+ * it refused instead of driving it (journal.ts completeRefusal).
  */
 import type { RunsContext } from './context.ts';
 import { isStoreOutage, outageWait } from './drive.ts';

@@ -12,6 +12,7 @@
 import type { Reader, Tx } from '../store/types.ts';
 import type { RunsContext } from './context.ts';
 import { isoTime } from '../../core/iso-time.ts';
+import type { JsonObject } from '../../core/journal/record.ts';
 import * as repo from './repository.ts';
 import { TERMINAL_STATES, type Run, type RunError, type RunKind, type RunState } from './repository.ts';
 
@@ -60,6 +61,37 @@ export interface NewRun {
   at: number;
   /** What the executing cell must meet (placement); every claim of the run enforces it. */
   placement?: { clearance: number; topology: Record<string, string> };
+  /**
+   * The run is refused at its start (decided before this commit): kept as `flags.refusal` in the creating
+   * transaction, so the run is never driven, by anyone; whoever picks it up ends it `refused` with it
+   * (completeRefusal, journal.ts).
+   */
+  refusal?: PendingRefusal;
+}
+
+/** A refusal decided before a run was recorded (its start's answer, 409): `flags.refusal` of the run until it ends with it. */
+export interface PendingRefusal {
+  reason: string;
+  message: string;
+  details: JsonObject;
+}
+
+/** The refusal a run was recorded with (`flags.refusal`): it is never driven, only ended `refused`; null for any other run. */
+export function pendingRefusal(run: Pick<Run, 'flags'>): PendingRefusal | null {
+  return refusalOf(run.flags);
+}
+
+/** `flags.refusal` as a PendingRefusal, or null. */
+export function refusalOf(flags: Record<string, unknown> | undefined): PendingRefusal | null {
+  const r = flags?.['refusal'];
+  if (typeof r !== 'object' || r === null || Array.isArray(r)) return null;
+  const { reason, message, details } = r as Record<string, unknown>;
+  if (typeof reason !== 'string') return null;
+  return {
+    reason,
+    message: typeof message === 'string' ? message : `the run was refused: ${reason}`,
+    details: typeof details === 'object' && details !== null && !Array.isArray(details) ? (details as JsonObject) : {},
+  };
 }
 
 /** Inserts a run inside the caller's transaction; returns its id. State defaults to `queued`. */
@@ -75,7 +107,7 @@ export async function createRunTx(tx: Tx, r: NewRun): Promise<string> {
     state: r.state ?? 'queued',
     graph_hash: r.graph_hash ?? null,
     spec: r.spec ?? null,
-    flags: r.flags ?? {},
+    flags: r.refusal ? { ...r.flags, refusal: { ...r.refusal } } : (r.flags ?? {}),
     coordinator: r.coordinator ?? null,
     source: r.source ?? 'api',
     at: r.at,

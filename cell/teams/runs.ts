@@ -7,8 +7,16 @@
  * Refusals before the first step are runs too: the run row is created, a
  * `refusal` journal record names the reason, the run ends `refused`, and the
  * caller gets 409 conflict with `details.reason` and `details.run_id`
- * (`no_budget_ledger`, `placement_unmet`). A run pins the formation version
- * and assignments of its crew and keeps the graph it executes (run-graph.ts);
+ * (`no_budget_ledger`, `agent_inactive`, `placement_unmet`). The refusal is
+ * decided before the run is recorded and recorded with it (`flags.refusal`, in
+ * the creating transaction): such a run is never driven. Its `refusal` and
+ * `run_finished` records follow the commit, written by the opening (or its
+ * retry once the store is back); if this cell dies first, whoever picks the
+ * run up (a restart, a peer's takeover sweep, an operator's recover, any
+ * drive's claim) writes them instead (cell/runs/journal.ts completeRefusal).
+ *
+ * A run pins the formation version and assignments of its crew and keeps the
+ * graph it executes (run-graph.ts);
  * a resumed run whose graph hash differs from the one it started with is
  * refused the same way (`graph_changed`, checkRunGraph).
  */
@@ -233,6 +241,8 @@ export async function startCrewRun(
       at,
       // Every claim of the run (a takeover included) enforces the graph's placement needs.
       placement: compiled.graph.placement,
+      // Refused: recorded so in this commit, so no restart or takeover ever drives the run.
+      ...(refusal ? { refusal } : {}),
     });
     await ctx.iam.audit(tx, {
       at,
@@ -276,17 +286,9 @@ export async function startCrewRun(
       const copied = new Set(kept.map((r) => (r.data as { reused?: { seq?: unknown } } | null)?.reused?.seq));
       await runs.copyReused(runId, { ...fork.point, copies: fork.point.copies.filter((c) => !copied.has(c.seq)) });
     }
-    if (refusal) {
-      try {
-        if (!has('refusal'))
-          await runs.appendJournal(runId, { step_id: 'run', kind: 'refusal', data: { reason: refusal.reason, ...refusal.details } });
-        await runs.finishRun(runId, 'refused', {
-          error: { code: 'refused', message: refusal.message, reason: refusal.reason, details: refusal.details },
-        });
-      } catch (e) {
-        if (!(e instanceof RunClosedError)) throw e; // already ended: the refusal still answers the caller
-      }
-    } else if (peer) {
+    // The refusal recorded with the run: its `refusal` and `run_finished` records, together, once.
+    if (refusal) await runs.completeRefusal(runId);
+    else if (peer) {
       if (!has('placed'))
         await runs.appendJournal(runId, { step_id: 'run', kind: 'placed', data: { on: 'peer', qualifying_cell: peer.cell_id } });
       await runs.placeOnPeer(runId);
@@ -346,6 +348,12 @@ export async function resumeRun(ctx: TeamsContext, runId: string, why: string): 
   const run = await runs.getRun(runId);
   if (run?.kind !== 'crew') throw notFound('run');
   if (isTerminal(run.state) || runs.isDriven(runId) || ctx.stopped) return run;
+  // Refused at its start (its opening not written: the cell that recorded it died): it ends so, undriven.
+  if (runs.pendingRefusal(run)) {
+    ctx.core.log.info('ending a crew run refused at its start', { run_id: runId, why });
+    await runs.completeRefusal(runId);
+    return (await runs.getRun(runId)) ?? run;
+  }
   const check = await checkRunGraph(ctx, run);
   if (!check.ok) {
     await ctx.iam.auditNow({
@@ -363,8 +371,9 @@ export async function resumeRun(ctx: TeamsContext, runId: string, why: string): 
 
 /**
  * The takeover sweep, after each heartbeat: crew runs whose lease holder died
- * (and that this cell qualifies to execute) are resumed here. The claim in
- * the drive decides between peers sweeping at once; a formation changed
+ * (and that this cell qualifies to execute) are resumed here; one recorded
+ * refused at its start is ended refused (resumeRun), whatever its placement.
+ * The claim in the drive decides between peers sweeping at once; a formation changed
  * since the run started ends it `refused` with `graph_changed` (resumeRun).
  */
 export async function takeOverOrphans(ctx: TeamsContext): Promise<void> {
@@ -392,6 +401,14 @@ export async function recoverRun(ctx: TeamsContext, actor: string, crewId: strin
     });
   if (runs.isDriven(runId))
     throw new ServiceError('conflict', 'this cell is driving the run now', { details: { reason: 'run_in_progress' } });
+  // Refused at its start: nothing to recover; it ends as its start decided (its records written now if they were not).
+  if (runs.pendingRefusal(run)) {
+    await runs.completeRefusal(runId);
+    const state = (await runs.getRun(runId))?.state ?? 'refused';
+    throw new ServiceError('conflict', `the run is ${state} (refused at its start); there is nothing to recover`, {
+      details: { reason: 'run_terminal', state },
+    });
+  }
   if (await runs.heldByLivePeer(run))
     throw new ServiceError('conflict', 'another live cell of the group is driving the run (its heartbeat is fresh)', {
       details: { reason: 'run_in_progress', cell_id: run.lease_owner },
