@@ -14,13 +14,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import type { JournalRecord } from '../../../core/journal/record.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
 import { startCellProcess, type CellProcess } from '../../helpers/cell-process.ts';
 import { call } from '../../helpers/group.ts';
 import { TEST_ENGINE } from '../../helpers/inproc.ts';
 import { pgDatabase, pgUnavailable, startPgServer, type PgDatabase, type PgServer } from '../../helpers/postgres.ts';
 import { httpApi, provider, team, T } from '../../helpers/teams.ts';
+import { until } from '../../helpers/until.ts';
+import { crewRunEnded, verifiedJournal } from '../../e2e/_runs.ts';
 
 const SKIP = TEST_ENGINE !== 'postgres' ? 'needs PostgreSQL (CELL_TEST_STORE=postgres)' : (pgUnavailable() ?? false);
 const HEARTBEAT_MS = 300;
@@ -76,16 +77,6 @@ after(async () => {
   if (keyDir) rmSync(keyDir, { recursive: true, force: true });
 });
 
-async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, ms: number): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 test('PostgreSQL away for two leases with calls in flight: no peer takes a run over, no call is asked twice', {
   skip: SKIP,
   timeout: 120_000,
@@ -112,26 +103,12 @@ test('PostgreSQL away for two leases with calls in flight: no peer takes a run o
     cells[1]!.proc.kill('SIGCONT');
   }
 
-  const ended = new Map<string, any>();
-  await until(
-    'both runs to end',
-    async () => {
-      for (const { runId } of runs) {
-        if (ended.has(runId)) continue;
-        const r = await call(cells[1]!.url, 'GET', `${T}/crews/${tm.crew}/runs/${runId}`, { token });
-        if (r.status === 200 && ['completed', 'failed', 'refused', 'cancelled'].includes(r.body.state)) ended.set(runId, r.body);
-      }
-      return ended.size === runs.length;
-    },
-    60_000,
-  );
   for (const { runId, cell } of runs) {
-    const r = ended.get(runId);
+    const r = await crewRunEnded(httpApi(cells[1]!.url, token), tm.crew, runId);
     assert.equal(r.state, 'completed', `${runId}: ${JSON.stringify({ error: r.error, flags: r.flags })}`);
     assert.equal(r.flags?.reissued, undefined, `${runId}: no call re-issued`);
-    const j = await call(cells[1]!.url, 'GET', `/api/public/v1/admin/jobs/runs/${runId}/journal`, { token });
-    assert.equal(j.status, 200, j.text);
-    const records = j.body.records as JournalRecord[];
+    const { records, verdict } = await verifiedJournal(api, cells[1]!.url, runId);
+    assert.deepEqual(verdict, { ok: true }, `${runId}: its journal verifies`);
     const taken = records.filter((x) => x.kind === 'taken_over');
     assert.deepEqual(
       taken.map((x) => x.data),
