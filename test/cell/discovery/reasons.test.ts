@@ -5,6 +5,8 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ERROR_STATUS } from '../../../core/errors.ts';
 import { REASONS } from '../../../core/reasons.ts';
+import { readFileSync } from 'node:fs';
+import { withReasonsTable } from '../../../cell/discovery/internal/reasons.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import type { Json } from './_openapi.ts';
 
@@ -47,4 +49,9 @@ test('the description of details is a table with one row per reason (what the do
   assert.ok(rows.includes('| `no_budget_ledger` | 409 `conflict` | `refused` | No budget ledger is registered for an agent of the run. |'));
   // Only described: the schema of details accepts what it accepted before.
   assert.equal(error['properties']['details']['properties'], undefined);
+});
+
+test('docs/errors.md lists the registry as it is (node --import tsx scripts/errors-doc.ts rewrites it)', () => {
+  const doc = readFileSync('docs/errors.md', 'utf8');
+  assert.equal(doc, withReasonsTable(doc));
 });
