@@ -25,7 +25,7 @@
 import { ERROR_STATUS, type ErrorCode, type ErrorStatus } from './errors.ts';
 
 /** What a run's `error.code` says when a reason ends it. */
-export type RunErrorCode = 'refused' | 'failed' | 'cancelled';
+export type RunErrorCode = 'refused' | 'failed' | 'cancelled' | 'internal_error';
 
 export interface ReasonEntry {
   /** Envelope codes this reason is sent with; empty when only a run or the audit trail carries it. */
@@ -135,7 +135,7 @@ export const REASONS = {
     sentence: 'Egress to a loopback, private or link-local address is refused.',
   },
   empty_formation: { codes: I, sentence: 'The formation has no billets.' },
-  engine_error: { codes: [], runs: ['failed'], sentence: 'The run failed unexpectedly; the log has the cause under the run id.' },
+  engine_error: { codes: [], runs: ['internal_error'], sentence: 'The run failed unexpectedly; the log has the cause under the run id.' },
   expired: { codes: ['unauthorized', 'forbidden'], sentence: 'The key or token (401), or the signed artifact (403), has expired.' },
   expression_failed: { codes: [], runs: ['refused'], sentence: 'An expression of the formation failed to evaluate.' },
   field_not_allowed: { codes: I, sentence: 'The body sets a field this kind of resource does not take.' },

@@ -9,7 +9,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { withReasonsTable } from '../cell/discovery/internal/reasons.ts';
+import { withReasonsTable } from '../cell/discovery/reasons.ts';
 
 const file = resolve(import.meta.dirname, '..', 'docs', 'errors.md');
 const before = readFileSync(file, 'utf8');

@@ -2,14 +2,14 @@
  * The served OpenAPI 3.1 document: generated from the route declarations of
  * the running app (never a hand-kept copy), then curated (./curate.ts) with
  * the allowlist (./allowlist.ts), and the refusal reasons listed on the
- * `Error` schema (./internal/reasons.ts).
+ * `Error` schema (./reasons.ts).
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { AppEnv } from '../context.ts';
 import { SERVED_TAGS, isServedTag } from './allowlist.ts';
 import { curateDocument, type CurationResult, type JsonObject } from './curate.ts';
 import { completeOperations } from './internal/complete.ts';
-import { describeReasons } from './internal/reasons.ts';
+import { describeReasons } from './reasons.ts';
 import { PUBLIC_API_PATHS } from '../app.ts';
 
 export const DOCUMENT_INFO = {

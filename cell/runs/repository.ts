@@ -6,7 +6,7 @@
  */
 import type { RunOutcome } from '../../core/engine/types.ts';
 import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
-import type { WireReason } from '../../core/reasons.ts';
+import type { RunErrorCode, WireReason } from '../../core/reasons.ts';
 import { anyJson, count, json, jsonOrNull, num, numOrNull, object, str, strOrNull } from '../store/decode.ts';
 import type { Reader, Row, SqlValue, Tx } from '../store/types.ts';
 
@@ -18,7 +18,7 @@ const RUN_KINDS: readonly RunKind[] = ['crew', 'job'];
 
 /** A run's error: a stable code from core/errors plus a machine sub-reason (core/reasons.ts). */
 export interface RunError {
-  code: string;
+  code: RunErrorCode;
   message: string;
   /** A declared reason; the run's outcome when the engine named none. */
   reason?: WireReason | RunOutcome;
@@ -66,8 +66,8 @@ function runError(v: unknown): RunError {
   const o = object(v);
   if (typeof o['code'] !== 'string' || typeof o['message'] !== 'string')
     throw new TypeError('store row: a run error needs code and message');
-  const e: RunError = { code: o['code'], message: o['message'] };
-  // Written through RunError, so a declared reason; read back as it was stored.
+  // Written through RunError, so a run error code and a declared reason; read back as they were stored.
+  const e: RunError = { code: o['code'] as RunErrorCode, message: o['message'] };
   if (typeof o['reason'] === 'string') e.reason = o['reason'] as WireReason;
   if (o['details'] !== undefined) e.details = object(o['details']);
   return e;

@@ -134,7 +134,7 @@ test('each entry: a snake_case name, envelope codes from the closed set, run cod
     for (const c of e.codes) assert.ok(Object.hasOwn(ERROR_STATUS, c), `${name}: ${c}`);
     assert.equal(new Set(e.codes).size, e.codes.length, name);
     const runs: readonly string[] = 'runs' in e ? e.runs : [];
-    for (const r of runs) assert.ok(['refused', 'failed', 'cancelled'].includes(r), `${name}: ${r}`);
+    for (const r of runs) assert.ok(['refused', 'failed', 'cancelled', 'internal_error'].includes(r), `${name}: ${r}`);
     assert.match(e.sentence, /^[A-Z`a-z].*\.$/, `${name}: one sentence, ending with a full stop`);
   }
   assert.deepEqual(reasonStatuses('bad_signature'), [401, 403]);

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { ERROR_STATUS } from '../../../core/errors.ts';
 import { REASONS } from '../../../core/reasons.ts';
 import { readFileSync } from 'node:fs';
-import { withReasonsTable } from '../../../cell/discovery/internal/reasons.ts';
+import { withReasonsTable } from '../../../cell/discovery/reasons.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import type { Json } from './_openapi.ts';
 

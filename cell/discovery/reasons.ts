@@ -5,9 +5,9 @@
  * and the description of `details` lists them as a table the docs page shows.
  * Adds no constraint: a response validates as before.
  */
-import { ERROR_STATUS } from '../../../core/errors.ts';
-import { REASONS, type Reason } from '../../../core/reasons.ts';
-import type { JsonObject } from '../curate.ts';
+import { ERROR_STATUS } from '../../core/errors.ts';
+import { REASONS, type Reason } from '../../core/reasons.ts';
+import type { JsonObject } from './curate.ts';
 
 function isObject(v: unknown): v is JsonObject {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
