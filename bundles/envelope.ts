@@ -14,6 +14,7 @@
  * and different bytes (same version) show up as a different identity.
  */
 import { ServiceError } from '../core/errors.ts';
+import type { Reason } from '../core/reasons.ts';
 import { ACCEPTED_FORMAT_VERSIONS, ENVELOPE_FORMAT, BUNDLE_TYPES, type BundleType } from './format.ts';
 import { b64url, canonicalJson, fromB64url, fromUtf8, sha256Hex, utf8, verifyEd25519, type Signer, type TrustedKey } from './codec.ts';
 
@@ -43,7 +44,7 @@ export interface OpenedEnvelope<P extends PayloadHeader = PayloadHeader> {
 
 /** Refusal of an artifact; `reason` is the stable sub-code in details.reason. */
 export function refused(
-  reason: string,
+  reason: Reason,
   message: string,
   code: 'invalid_request' | 'forbidden' | 'conflict' = 'forbidden',
   extra: Record<string, unknown> = {},

@@ -5,9 +5,11 @@
  * from the closed set below. Code is what callers, tests and logs switch on;
  * `message` is for humans and may change. A stable machine sub-reason, when a
  * refusal needs one (e.g. `no_budget_ledger`, `graph_changed`), travels in
- * `details.reason`. Internal exception text never reaches the wire: anything
+ * `details.reason`, one of the closed set in core/reasons.ts. Internal exception text never reaches the wire: anything
  * that is not a ServiceError becomes `internal_error` with a correlation id.
  */
+
+import type { WireReason } from './reasons.ts';
 
 /** The spec's Errors table: stable machine code -> HTTP status. */
 export const ERROR_STATUS = {
@@ -34,8 +36,11 @@ export interface ErrorEnvelope {
   retryable?: boolean;
 }
 
+/** The `details` of a refusal: anything safe for the wire, and a declared `reason` (core/reasons.ts). */
+export type ErrorDetails = { reason?: WireReason } & Record<string, unknown>;
+
 export interface ServiceErrorOptions {
-  details?: Record<string, unknown>;
+  details?: ErrorDetails;
   retryable?: boolean;
   /** Extra response headers (e.g. Retry-After, WWW-Authenticate). */
   headers?: Record<string, string>;
@@ -45,7 +50,7 @@ export interface ServiceErrorOptions {
 export class ServiceError extends Error {
   readonly code: ErrorCode;
   readonly status: ErrorStatus;
-  readonly details: Record<string, unknown> | undefined;
+  readonly details: ErrorDetails | undefined;
   readonly retryable: boolean | undefined;
   readonly headers: Record<string, string> | undefined;
 
@@ -98,12 +103,10 @@ export function toEnvelope(err: unknown, correlationId: string): { status: Error
 }
 
 /** Shorthands for the common refusals. */
-export const invalid = (message: string, details?: Record<string, unknown>) =>
+export const invalid = (message: string, details?: ErrorDetails) =>
   new ServiceError('invalid_request', message, details ? { details } : {});
 export const notFound = (what: string) => new ServiceError('not_found', `${what} not found`);
-export const forbidden = (message: string, details?: Record<string, unknown>) =>
-  new ServiceError('forbidden', message, details ? { details } : {});
-export const conflict = (message: string, details?: Record<string, unknown>) =>
-  new ServiceError('conflict', message, details ? { details } : {});
-export const unauthorized = (message = 'no valid credential', details?: Record<string, unknown>) =>
+export const forbidden = (message: string, details?: ErrorDetails) => new ServiceError('forbidden', message, details ? { details } : {});
+export const conflict = (message: string, details?: ErrorDetails) => new ServiceError('conflict', message, details ? { details } : {});
+export const unauthorized = (message = 'no valid credential', details?: ErrorDetails) =>
   new ServiceError('unauthorized', message, details ? { details } : {});

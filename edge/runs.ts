@@ -10,6 +10,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JournalRecord } from '../core/journal/record.ts';
 import type { BudgetPort } from '../core/engine/types.ts';
+import type { WireReason } from '../core/reasons.ts';
 import { grantTokens } from '../core/engine/budget.ts';
 import { paths, writeFileDurable } from './files.ts';
 
@@ -24,7 +25,7 @@ export interface RunFile {
   input: unknown;
   state: 'running' | 'completed' | 'failed' | 'refused' | 'cancelled' | 'waiting';
   output: unknown;
-  reason: string | null;
+  reason: WireReason | null;
   steps: number;
   created_at: number;
   updated_at: number;

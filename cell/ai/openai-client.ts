@@ -12,6 +12,7 @@
  */
 import { request } from 'undici';
 import { ServiceError } from '../../core/errors.ts';
+import type { Reason } from '../../core/reasons.ts';
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';
@@ -104,7 +105,7 @@ export function completionsUrl(baseUrl: string): string {
   return b.endsWith('/chat/completions') ? b : `${b}/chat/completions`;
 }
 
-function fail(reason: string, message: string, extra: Record<string, unknown> = {}, retryable = false): ServiceError {
+function fail(reason: Reason, message: string, extra: Record<string, unknown> = {}, retryable = false): ServiceError {
   return new ServiceError('service_unavailable', message, { details: { reason, ...extra }, retryable });
 }
 

@@ -64,7 +64,12 @@ export async function updateProvider(ctx: AiContext, auth: AuthContext, provider
   };
   const decision = postureAllows(core.config.posture, next);
   if (!decision.allowed) {
-    const details = { reason: 'posture_forbidden', posture: core.config.posture, rule: decision.rule, provider_type: p.provider_type };
+    const details = {
+      reason: 'posture_forbidden' as const,
+      posture: core.config.posture,
+      rule: decision.rule,
+      provider_type: p.provider_type,
+    };
     await iam.auditNow({ actor, action: 'ai.provider.update', target: providerId, outcome: 'refused', details });
     throw new ServiceError('forbidden', `provider refused by the deployment posture: ${decision.reason}`, { details });
   }
@@ -89,7 +94,7 @@ export async function updateProvider(ctx: AiContext, auth: AuthContext, provider
     }
     // Sending the secret somewhere new is acting on it: the right to act on that credential, from this credential.
     if (!(await mayUseSecret(core.store, iam, { principalId: actor, holding: callerHolding(auth) }, secretId))) {
-      const details = { reason: 'secret_not_usable', field: 'api_key_secret_id', required_permission: PERMISSIONS.secretsUse };
+      const details = { reason: 'secret_not_usable' as const, field: 'api_key_secret_id', required_permission: PERMISSIONS.secretsUse };
       await iam.auditNow({ actor, action: 'ai.provider.update', target: providerId, outcome: 'refused', details });
       throw new ServiceError(
         'forbidden',

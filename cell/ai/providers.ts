@@ -96,7 +96,7 @@ export async function registerProvider(ctx: AiContext, auth: AuthContext, input:
   const posture = core.config.posture;
   const decision = postureAllows(posture, { provider_type: input.provider_type, base_url: input.base_url ?? null });
   if (!decision.allowed) {
-    const details = { reason: 'posture_forbidden', posture, rule: decision.rule, provider_type: input.provider_type };
+    const details = { reason: 'posture_forbidden' as const, posture, rule: decision.rule, provider_type: input.provider_type };
     await iam.auditNow({
       actor,
       action: 'ai.provider.register',
@@ -124,7 +124,7 @@ export async function registerProvider(ctx: AiContext, auth: AuthContext, input:
     // Binding a secret sends it to base_url: only a caller with the right to act on it (its creator's own
     // credential with secrets.write, or secrets.use and managing the creator) may.
     if (!(await mayUseSecret(core.store, iam, { principalId: actor, holding: callerHolding(auth) }, secretId))) {
-      const details = { reason: 'secret_not_usable', field: 'api_key_secret_id', required_permission: PERMISSIONS.secretsUse };
+      const details = { reason: 'secret_not_usable' as const, field: 'api_key_secret_id', required_permission: PERMISSIONS.secretsUse };
       await iam.auditNow({ actor, action: 'ai.provider.register', target: secretId, outcome: 'refused', details });
       throw new ServiceError('forbidden', 'the caller may not use this secret: the calling credential has no right to act on it', {
         details,

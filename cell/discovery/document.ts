@@ -1,13 +1,15 @@
 /**
  * The served OpenAPI 3.1 document: generated from the route declarations of
  * the running app (never a hand-kept copy), then curated (./curate.ts) with
- * the allowlist (./allowlist.ts).
+ * the allowlist (./allowlist.ts), and the refusal reasons listed on the
+ * `Error` schema (./reasons.ts).
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { AppEnv } from '../context.ts';
 import { SERVED_TAGS, isServedTag } from './allowlist.ts';
 import { curateDocument, type CurationResult, type JsonObject } from './curate.ts';
 import { completeOperations } from './internal/complete.ts';
+import { describeReasons } from './reasons.ts';
 import { PUBLIC_API_PATHS } from '../app.ts';
 
 export const DOCUMENT_INFO = {
@@ -36,5 +38,6 @@ export function buildDocument(app: OpenAPIHono<AppEnv>): CurationResult {
   }) as unknown as JsonObject;
   const curated = curateDocument(generated, isServedTag);
   completeOperations(curated.document, PUBLIC_API_PATHS);
+  describeReasons(curated.document);
   return curated;
 }

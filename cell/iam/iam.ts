@@ -273,7 +273,7 @@ export class Iam {
     const v = await this.credentialVerdict({ principalId: auth.principal.id, holding: callerHolding(auth) }, c);
     if (v.ok) return;
     const details = {
-      reason: 'wider_than_caller',
+      reason: 'wider_than_caller' as const,
       credential: { kind: c.kind, id: c.id },
       exceeds: v.exceeds,
       ...(v.owner_id ? { owner_id: v.owner_id } : {}),
@@ -318,7 +318,7 @@ export class Iam {
       if (!reaches.includes(r.id)) reaches.push(r.id);
     }
     if (reaches.length === 0) return;
-    const details = { reason: 'shared_change_exceeds_caller', [`${thing.kind}_id`]: thing.id, reaches };
+    const details = { reason: 'shared_change_exceeds_caller' as const, [`${thing.kind}_id`]: thing.id, reaches };
     await this.auditNow({ actor: auth.principal.id, action, target: thing.id, outcome: 'refused', details });
     throw forbidden(
       `${action}: the change reaches ${reaches.length} agent(s) whose authority the calling credential does not cover and whose owners it does not manage`,

@@ -11,6 +11,7 @@
  * engine refuses a run whose agents have no budget ledger (`no_budget_ledger`).
  */
 import type { JsonObject } from '../../core/journal/record.ts';
+import type { Reason } from '../../core/reasons.ts';
 import type { DriveResult } from '../runs/drive.ts';
 import type { Run } from '../runs/runs.ts';
 import type { JobsContext } from './context.ts';
@@ -20,7 +21,7 @@ export interface AgentSpec {
   input?: unknown;
 }
 
-async function refuse(ctx: JobsContext, runId: string, reason: string, message: string, details: JsonObject): Promise<DriveResult> {
+async function refuse(ctx: JobsContext, runId: string, reason: Reason, message: string, details: JsonObject): Promise<DriveResult> {
   try {
     await ctx.runs.appendJournal(runId, { step_id: 'run', kind: 'refusal', data: { reason, ...details } });
   } catch {

@@ -14,6 +14,7 @@
  */
 import { grants } from '../../core/authority/scopes.ts';
 import { ServiceError, forbidden, notFound } from '../../core/errors.ts';
+import { relayedReason } from '../../core/reasons.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AuthContext } from '../context.ts';
 import { forksView, type Run } from '../runs/runs.ts';
@@ -30,7 +31,7 @@ async function refuse(ctx: JobsContext, auth: AuthContext, runId: string, e: Ser
     action: 'jobs.run.rerun',
     target: runId,
     outcome: 'refused',
-    details: { reason: String(e.details?.['reason'] ?? e.code) },
+    details: { reason: relayedReason(e) },
   });
   throw e;
 }

@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { capToCeiling, withinCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
 import { isServiceError } from '../../core/errors.ts';
+import type { WireReason } from '../../core/reasons.ts';
 import type { JobsContext } from './context.ts';
 import { outageWait } from '../runs/drive.ts';
 import { sqlWorkspaceSecrets, type SqlWorkspaceSecrets } from './repository.ts';
@@ -34,7 +35,7 @@ import type { ComputeSpec, NotebookCell, NotebookSpec, SingleSpec, SqlSpec } fro
 /** A job step that did not produce an output, with a machine reason. */
 export class JobStepFailure extends Error {
   constructor(
-    readonly reason: string,
+    readonly reason: WireReason,
     message: string,
     readonly details: JsonObject = {},
   ) {

@@ -17,6 +17,7 @@ import { actClaimOf, actorsOf, linksOf, MAX_LINKS, mayActOf } from '../../core/t
 import { rootOf } from '../../core/tokens/judge.ts';
 import type { AccessTokenClaims } from '../../core/tokens/access-token.ts';
 import { looksLikeJwt } from '../../core/tokens/access-token.ts';
+import type { Reason } from '../../core/reasons.ts';
 import type { AppEnv } from '../context.ts';
 import { cellTokenJudge, cellTokenJudgeFor, type CellTokenVerdict } from './authenticator.ts';
 import { GRANT_TOKEN_EXCHANGE, type AuthenticatedClient } from './clients.ts';
@@ -149,7 +150,7 @@ export async function tokenExchange(ctx: OAuthContext, c: Context<AppEnv>, input
   // 5. The chain: the subject lets this actor act (may_act, §4.4), and it is not longer than the cell's limit.
   const priorActors = subject.credential.actors;
   const actors = [actorId, ...priorActors];
-  const refuse = async (reason: string, message: string) => {
+  const refuse = async (reason: Reason, message: string) => {
     await iam.auditNow({
       actor: actorId,
       action: 'oauth.token.exchange',

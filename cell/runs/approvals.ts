@@ -8,6 +8,7 @@
 import { ServiceError, notFound } from '../../core/errors.ts';
 import type { ApprovalDecision, ApprovalsPort } from '../../core/engine/types.ts';
 import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
+import type { Reason } from '../../core/reasons.ts';
 import type { RunsContext } from './context.ts';
 import { RunClosedError, appendJournal } from './journal.ts';
 import * as repo from './repository.ts';
@@ -139,7 +140,7 @@ export async function recordApproval(
   if (!ask) throw notFound('approval step');
   if (isTerminal(run.state))
     throw new ServiceError('conflict', `the run is ${run.state}`, { details: { reason: 'run_terminal', state: run.state } });
-  const refuse = async (reason: string, message: string): Promise<never> => {
+  const refuse = async (reason: Reason, message: string): Promise<never> => {
     await iam.auditNow({ actor, action, target: `${runId}:${stepId}`, outcome: 'refused', details: { reason } });
     throw new ServiceError('forbidden', message, { details: { reason } });
   };

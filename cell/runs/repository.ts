@@ -4,7 +4,9 @@
  * decoders. Domain code calls these functions; nothing else in the module
  * writes SQL. Statements stay in the dialect both engines run (docs/storage.md).
  */
+import type { RunOutcome } from '../../core/engine/types.ts';
 import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
+import type { RunErrorCode, WireReason } from '../../core/reasons.ts';
 import { anyJson, count, json, jsonOrNull, num, numOrNull, object, str, strOrNull } from '../store/decode.ts';
 import type { Reader, Row, SqlValue, Tx } from '../store/types.ts';
 
@@ -14,11 +16,12 @@ export const RUN_STATES: readonly RunState[] = ['queued', 'running', 'waiting', 
 export const TERMINAL_STATES: readonly RunState[] = ['completed', 'failed', 'refused', 'cancelled'];
 const RUN_KINDS: readonly RunKind[] = ['crew', 'job'];
 
-/** A run's error: a stable code from core/errors plus a machine sub-reason. */
+/** A run's error: a stable code from core/errors plus a machine sub-reason (core/reasons.ts). */
 export interface RunError {
-  code: string;
+  code: RunErrorCode;
   message: string;
-  reason?: string;
+  /** A declared reason; the run's outcome when the engine named none. */
+  reason?: WireReason | RunOutcome;
   details?: Record<string, unknown>;
 }
 
@@ -63,8 +66,9 @@ function runError(v: unknown): RunError {
   const o = object(v);
   if (typeof o['code'] !== 'string' || typeof o['message'] !== 'string')
     throw new TypeError('store row: a run error needs code and message');
-  const e: RunError = { code: o['code'], message: o['message'] };
-  if (typeof o['reason'] === 'string') e.reason = o['reason'];
+  // Written through RunError, so a run error code and a declared reason; read back as they were stored.
+  const e: RunError = { code: o['code'] as RunErrorCode, message: o['message'] };
+  if (typeof o['reason'] === 'string') e.reason = o['reason'] as WireReason;
   if (o['details'] !== undefined) e.details = object(o['details']);
   return e;
 }

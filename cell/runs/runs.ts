@@ -13,6 +13,7 @@ import type { Reader, Tx } from '../store/types.ts';
 import type { RunsContext } from './context.ts';
 import { isoTime } from '../../core/iso-time.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
+import { isReason, type Reason } from '../../core/reasons.ts';
 import * as repo from './repository.ts';
 import { TERMINAL_STATES, type Run, type RunError, type RunKind, type RunState } from './repository.ts';
 
@@ -71,7 +72,7 @@ export interface NewRun {
 
 /** A refusal decided before a run was recorded (its start's answer, 409): `flags.refusal` of the run until it ends with it. */
 export interface PendingRefusal {
-  reason: string;
+  reason: Reason;
   message: string;
   details: JsonObject;
 }
@@ -86,7 +87,8 @@ export function refusalOf(flags: Record<string, unknown> | undefined): PendingRe
   const r = flags?.['refusal'];
   if (typeof r !== 'object' || r === null || Array.isArray(r)) return null;
   const { reason, message, details } = r as Record<string, unknown>;
-  if (typeof reason !== 'string') return null;
+  // Only this code writes the flag, with a declared reason (core/reasons.ts).
+  if (!isReason(reason)) return null;
   return {
     reason,
     message: typeof message === 'string' ? message : `the run was refused: ${reason}`,

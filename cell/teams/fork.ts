@@ -24,6 +24,7 @@ import { grants } from '../../core/authority/scopes.ts';
 import type { Graph } from '../../core/engine/types.ts';
 import { ServiceError, forbidden, invalid, notFound } from '../../core/errors.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
+import { relayedReason } from '../../core/reasons.ts';
 import type { ForkPoint } from '../runs/api.ts';
 import { hashJson } from '../../core/json-hash.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
@@ -73,7 +74,7 @@ async function refused(ctx: TeamsContext, auth: AuthContext, runId: string, e: S
     action: 'crew.run.fork',
     target: runId,
     outcome: 'refused',
-    details: { reason: String(e.details?.['reason'] ?? e.code), ...(e.details ?? {}) } as JsonObject,
+    details: { reason: relayedReason(e), ...(e.details ?? {}) } as JsonObject,
   });
   throw e;
 }

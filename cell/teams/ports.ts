@@ -22,6 +22,7 @@ import type {
 } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { isServiceError } from '../../core/errors.ts';
+import { relayedReason } from '../../core/reasons.ts';
 import { stepDeadline } from '../../runtime/step-deadline.ts';
 import type { ChatDelta, ChatMessage as WireMessage, ToolSpec } from '../ai/openai-client.ts';
 import type { DrivePorts } from '../runs/drive.ts';
@@ -113,7 +114,7 @@ export function modelPort(ctx: TeamsContext, runId?: string): ModelPort {
     } catch (e) {
       if (deadline?.aborted && !driver?.aborted) throw new StepTimeout(req.timeout_ms!);
       if (isServiceError(e) && e.code === 'forbidden')
-        throw new EngineRefusal(String(e.details?.['reason'] ?? 'posture_forbidden'), e.message, { ...(e.details ?? {}) } as JsonObject);
+        throw new EngineRefusal(relayedReason(e, 'posture_forbidden'), e.message, { ...(e.details ?? {}) } as JsonObject);
       throw e;
     }
   }
@@ -173,7 +174,7 @@ export function toolsPort(
         );
       } catch (e) {
         if (isServiceError(e) && e.code === 'forbidden')
-          throw new EngineRefusal(String(e.details?.['reason'] ?? 'tool_refused'), e.message, { ...(e.details ?? {}) } as JsonObject);
+          throw new EngineRefusal(relayedReason(e, 'tool_refused'), e.message, { ...(e.details ?? {}) } as JsonObject);
         // Bad arguments go back to the model as the tool's answer, so it can correct itself.
         if (isServiceError(e) && e.code === 'invalid_request') return { error: 'invalid_request', message: e.message };
         throw e;

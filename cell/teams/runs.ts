@@ -23,6 +23,7 @@
 import type { Graph } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { ServiceError, notFound } from '../../core/errors.ts';
+import type { Reason } from '../../core/reasons.ts';
 import { RunClosedError } from '../runs/journal.ts';
 import { forksView, isTerminal, type Run } from '../runs/runs.ts';
 import { foldLedgers, hasLedger, releaseOpenReservations } from './agents.ts';
@@ -131,7 +132,7 @@ export async function loadCrew(ctx: TeamsContext, crewId: string): Promise<{ cre
 }
 
 /** Ends a run refused before (or instead of) driving it, with a journal record; throws the 409. */
-async function refuseRun(ctx: TeamsContext, runId: string, reason: string, message: string, details: JsonObject): Promise<never> {
+async function refuseRun(ctx: TeamsContext, runId: string, reason: Reason, message: string, details: JsonObject): Promise<never> {
   try {
     await ctx.runs.appendJournal(runId, { step_id: 'run', kind: 'refusal', data: { reason, ...details } });
     await ctx.runs.finishRun(runId, 'refused', { error: { code: 'refused', message, reason, details } });
@@ -310,7 +311,7 @@ async function crewRefusal(
   crew: Crew,
   unmet: ReturnType<typeof checkPlacement>,
   peer: boolean,
-): Promise<{ reason: string; message: string; details: JsonObject } | null> {
+): Promise<{ reason: Reason; message: string; details: JsonObject } | null> {
   const { core } = ctx;
   if (unmet.length && !peer) {
     return {

@@ -195,7 +195,12 @@ export async function updateBillet(
   }
   const reports = billets.filter((x) => x.reports_to === billetId && !isSubset(x.authority_cap, cap).ok);
   if (reports.length) {
-    const details = { reason: 'over_authority', billet_id: billetId, reports: reports.map((x) => x.billet_id), formation_id: formationId };
+    const details = {
+      reason: 'over_authority' as const,
+      billet_id: billetId,
+      reports: reports.map((x) => x.billet_id),
+      formation_id: formationId,
+    };
     await iam.auditNow({ actor, action: 'billet.update', target: formationId, outcome: 'refused', details });
     throw new ServiceError('invalid_request', 'the new authority_cap no longer covers the caps of the billets reporting to it', {
       details,

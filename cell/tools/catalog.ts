@@ -22,6 +22,7 @@
 import { request, type Dispatcher } from 'undici';
 import { ServiceError, invalid } from '../../core/errors.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
+import type { Reason } from '../../core/reasons.ts';
 import type { Clock } from '../context.ts';
 import type { Store } from '../store/types.ts';
 import { evaluateArithmetic } from './calc.ts';
@@ -92,7 +93,7 @@ export interface ToolDef {
 }
 
 /** A refusal of the security floor inside a tool, with a machine reason. */
-export function toolRefusal(reason: string, message: string, extra: Record<string, unknown> = {}): ServiceError {
+export function toolRefusal(reason: Reason, message: string, extra: Record<string, unknown> = {}): ServiceError {
   return new ServiceError('forbidden', message, { details: { reason, ...extra } });
 }
 

@@ -5,11 +5,12 @@
  * its name, not by instanceof, so it works across bundles.
  */
 import type { JsonObject } from '../journal/record.ts';
+import type { WireReason } from '../reasons.ts';
 
 export class EngineRefusal extends Error {
-  readonly reason: string;
+  readonly reason: WireReason;
   readonly details: JsonObject;
-  constructor(reason: string, message: string, details: JsonObject = {}) {
+  constructor(reason: WireReason, message: string, details: JsonObject = {}) {
     super(message);
     this.name = 'EngineRefusal';
     this.reason = reason;

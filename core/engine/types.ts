@@ -25,6 +25,7 @@
  */
 import type { JournalKind, JsonObject } from '../journal/record.ts';
 import type { StepPolicy } from './policy.ts';
+import type { WireReason } from '../reasons.ts';
 
 // ---------------------------------------------------------------- graph
 
@@ -475,8 +476,8 @@ export interface RunResult {
   outcome: RunOutcome;
   /** completed: the exit node's output (or the last node that ran when the exit was skipped); otherwise null. */
   output: unknown;
-  /** Machine reason for failed/refused/cancelled/waiting, e.g. no_budget_ledger, tool_not_granted, gate_declined. */
-  reason?: string;
+  /** Machine reason for failed/refused/cancelled/waiting, e.g. no_budget_ledger, tool_not_granted, gate_declined (core/reasons.ts). */
+  reason?: WireReason;
   details?: JsonObject;
   /** For `waiting`: what the run holds on, and when to drive it again (timer due, approval timeout). */
   waiting?: { step_id: string; for: 'approval' | 'timer'; wake_at: number | null };

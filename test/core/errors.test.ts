@@ -29,6 +29,7 @@ test("codes and statuses are exactly the service spec's Errors table, and 405 (i
 
 test('a ServiceError envelope carries error + message, and details/retryable only when meaningful', () => {
   assert.deepEqual(new ServiceError('forbidden', 'no').toEnvelope('c1'), { error: 'forbidden', message: 'no' });
+  // @ts-expect-error 'x' is not a declared reason (core/reasons.ts); the envelope passes details through as they are
   assert.deepEqual(invalid('bad', { reason: 'x' }).toEnvelope(), { error: 'invalid_request', message: 'bad', details: { reason: 'x' } });
   assert.equal(notFound('key').status, 404);
   assert.equal(conflict('c').status, 409);

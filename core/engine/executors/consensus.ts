@@ -4,6 +4,7 @@
  * refusal (with a decision record), never a guess. Output: the agreed answer.
  */
 import { canonicalJson } from '../../canonical.ts';
+import type { Reason } from '../../reasons.ts';
 import type { ConsensusConfig } from '../types.ts';
 import { refuse } from '../internal/stop.ts';
 import type { Executor } from '../internal/step.ts';
@@ -30,7 +31,7 @@ export const consensus: Executor = async (ctx, step, _input, inbound) => {
   const ranked = [...groups.values()].sort((a, b) => b.count - a.count);
   const votes = ranked.map((g) => ({ count: g.count, from: g.from }));
   const top = ranked[0];
-  let reason: string | null = null;
+  let reason: Reason | null = null;
   if (top === undefined) reason = 'no_answers';
   else if (cfg.mode === 'unanimity') {
     if (ranked.length !== 1) reason = 'no_unanimity';
