@@ -139,11 +139,20 @@ export function rateStep<E extends Env>(o: {
 }): (c: Context<E>) => Record<string, string> {
   const buckets = new TokenBuckets(o.capacity, o.refillPerSecond, o.clock);
   const windowSeconds = Math.ceil(o.capacity / o.refillPerSecond);
+  // What does not change between requests (the limit is the bucket's capacity), written once.
+  const limit = String(o.capacity);
+  const policy = `"gateway";q=${o.capacity};w=${windowSeconds}`;
   return (c) => {
     const r = buckets.take(o.clientIp(c) ?? 'unknown');
-    const headers = rateLimitHeaders(r, 'gateway', windowSeconds);
-    if (!r.allowed) throw rateLimited(r, 'gateway budget for this client', headers);
-    return headers;
+    if (!r.allowed) throw rateLimited(r, 'gateway budget for this client', rateLimitHeaders(r, 'gateway', windowSeconds));
+    // rateLimitHeaders' headers, in its order.
+    return {
+      'X-RateLimit-Limit': limit,
+      'X-RateLimit-Remaining': String(r.remaining),
+      'X-RateLimit-Reset': String(r.resetSeconds),
+      'RateLimit-Policy': policy,
+      RateLimit: `"gateway";r=${r.remaining};t=${r.resetSeconds}`,
+    };
   };
 }
 
