@@ -10,16 +10,12 @@
  * is refused with 400 before anything parses it.
  */
 import { OpenAPIHono } from '@hono/zod-openapi';
-import { bodyLimit } from 'hono/body-limit';
 import type { AppEnv, CellCore } from './context.ts';
 import type { CellModule } from './module.ts';
-import { authenticate } from './http/authenticate.ts';
-import { CredentialLimits, bodyTooLarge, requestContext, type SharedBuckets } from '../runtime/gateway.ts';
-import { declaredBodyLength, jsonBodyGate } from '../runtime/json-body.ts';
+import { CredentialLimits, type SharedBuckets } from '../runtime/gateway.ts';
 import { errorHandler, onNotFound, validationError } from './http/errors.ts';
-import { methodNotAllowed, unknownQueryGate } from './http/route-shape.ts';
-import { gatewayRateLimit } from './http/rate-limit.ts';
-import { accessLog } from './http/access-log.ts';
+import { methodNotAllowed } from './http/route-shape.ts';
+import { cellGateway } from './http/gateway.ts';
 import type { CellMetrics } from './ops/metrics.ts';
 
 /** Paths under /api/public/v1 that need no credential (discovery documents). */
@@ -44,39 +40,12 @@ export function createApp(
     },
   });
 
-  // Outermost: times and logs every answer, refusals by the gates below included.
-  app.use('*', accessLog({ log: core.log, metrics, traces: core.traces }));
-  app.use('*', requestContext<AppEnv>());
-  app.use('*', async function credentialLimits(c, next) {
-    c.set('credentialLimits', limits);
-    await next();
-  });
-  app.use('*', gatewayRateLimit({ ...core.config.rate, clock: core.clock, trustedProxies: core.config.trustedProxies }));
-  const limitBody = bodyLimit({
-    maxSize: core.config.bodyLimitBytes,
-    onError: () => {
-      throw bodyTooLarge(core.config.bodyLimitBytes);
-    },
-  });
-  // GET and HEAD carry no body; asking for one would make @hono/node-server
-  // build a full Request object on the hot read path. A declared length is
-  // judged from node:http's headers, as bodyLimit itself would judge it, for
-  // the same reason; the body is then read once, directly, by whoever parses it.
-  app.use('*', function bodyLimitUnlessRead(c, next) {
-    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
-    const declared = declaredBodyLength(c);
-    if (declared === undefined) return limitBody(c, next);
-    if (declared > core.config.bodyLimitBytes) throw bodyTooLarge(core.config.bodyLimitBytes);
-    return next();
-  });
-  const authn = authenticate(authenticators);
-  app.use('/api/public/v1/*', async function protectedApi(c, next) {
-    if (PUBLIC_API_PATHS.some((p) => c.req.path === p || c.req.path.startsWith(p + '/'))) return next();
-    return authn(c, next);
-  });
-  // After authentication, so an anonymous caller learns nothing but 401.
-  app.use('*', jsonBodyGate<AppEnv>(core.config.jsonMaxDepth));
-  app.use('/api/public/v1/*', unknownQueryGate(app));
+  // The gateway's gates, in the spec's order, in one middleware (cell/http/gateway.ts): the access log
+  // and metrics, request id, rate budget, body limit, authentication under the API prefix (but for
+  // PUBLIC_API_PATHS), the JSON body gate (after authentication, so an anonymous caller learns
+  // nothing but 401) and the unknown-query gate.
+  const onError = errorHandler(core.log);
+  app.use('*', cellGateway(core, { app, metrics, limits, authenticators, publicPaths: PUBLIC_API_PATHS, onError }));
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
     type: 'http',
@@ -91,7 +60,7 @@ export function createApp(
 
   for (const m of modules) m.routes?.(app);
 
-  app.onError(errorHandler(core.log));
+  app.onError(onError);
   app.notFound(methodNotAllowed(app, onNotFound));
   return app;
 }

@@ -80,8 +80,9 @@ export interface Authenticator {
   /**
    * Returns null when the credential is not of this kind; throws
    * ServiceError('unauthorized' | 'forbidden') when it is but is refused.
+   * May answer without a promise (a cached credential).
    */
-  authenticate(cred: { scheme: 'bearer' | 'dpop'; token: string }, c: Context<AppEnv>): Promise<AuthContext | null>;
+  authenticate(cred: { scheme: 'bearer' | 'dpop'; token: string }, c: Context<AppEnv>): AuthContext | null | Promise<AuthContext | null>;
 }
 
 export type AppEnv = {

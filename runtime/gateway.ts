@@ -97,7 +97,7 @@ interface NodeBindings {
  * found to be the largest cost of the framework's path
  * (bench/RESULTS.md). In process (`app.request`) they go on `c.res`.
  */
-function addHeaders(c: Context, headers: Record<string, string>): void {
+export function addHeaders(c: Context, headers: Record<string, string>): void {
   const out = (c.env as NodeBindings | undefined)?.outgoing;
   if (out?.setHeader && out.headersSent === false) {
     for (const k in headers) out.setHeader(k, headers[k]!);
@@ -125,40 +125,79 @@ function authorizationHeader(c: Context): string | undefined {
   return c.req.header('authorization');
 }
 
-/** Gate 1: the per-client-IP token bucket, with the rate-limit headers on every response. */
-export function rateGate<E extends Env>(o: {
+/**
+ * Gate 1 as a step: takes a token from the client IP's bucket and returns
+ * the rate-limit headers the answer carries, or throws the 429 (which carries
+ * them itself). `rateGate` is this step as a middleware; a host that runs its
+ * gates in one middleware (the cell) calls it directly.
+ */
+export function rateStep<E extends Env>(o: {
   capacity: number;
   refillPerSecond: number;
   clock: RateClock;
   clientIp: (c: Context<E>) => string | null;
-}): MiddlewareHandler<E> {
+}): (c: Context<E>) => Record<string, string> {
   const buckets = new TokenBuckets(o.capacity, o.refillPerSecond, o.clock);
   const windowSeconds = Math.ceil(o.capacity / o.refillPerSecond);
-  return async function rateGate(c, next) {
+  // What does not change between requests (the limit is the bucket's capacity), written once.
+  const limit = String(o.capacity);
+  const policy = `"gateway";q=${o.capacity};w=${windowSeconds}`;
+  return (c) => {
     const r = buckets.take(o.clientIp(c) ?? 'unknown');
-    const headers = rateLimitHeaders(r, 'gateway', windowSeconds);
-    if (!r.allowed) throw rateLimited(r, 'gateway budget for this client', headers);
+    if (!r.allowed) throw rateLimited(r, 'gateway budget for this client', rateLimitHeaders(r, 'gateway', windowSeconds));
+    // rateLimitHeaders' headers, in its order.
+    return {
+      'X-RateLimit-Limit': limit,
+      'X-RateLimit-Remaining': String(r.remaining),
+      'X-RateLimit-Reset': String(r.resetSeconds),
+      'RateLimit-Policy': policy,
+      RateLimit: `"gateway";r=${r.remaining};t=${r.resetSeconds}`,
+    };
+  };
+}
+
+/** Gate 1: the per-client-IP token bucket, with the rate-limit headers on every response. */
+export function rateGate<E extends Env>(o: Parameters<typeof rateStep<E>>[0]): MiddlewareHandler<E> {
+  const take = rateStep(o);
+  return async function rateGate(c, next) {
+    const headers = take(c);
     await next();
     addHeaders(c, headers);
   };
 }
 
 /**
- * Gate 2: authentication. Reads `Authorization: Bearer|DPoP <token>` and
- * asks the host's `authenticate` (which refuses with a ServiceError, or
- * returns null for a credential it does not recognise: 401).
+ * Gate 2 as a step: reads `Authorization: Bearer|DPoP <token>`, asks the
+ * host's `authenticate` (which refuses with a ServiceError, or returns null
+ * for a credential it does not recognise: 401) and sets `auth`. `authGate`
+ * is this step as a middleware. A host's `authenticate` may answer without a
+ * promise (a cached credential): then no microtask is spent on it.
  */
-export function authGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
-  authenticate: (cred: { scheme: 'bearer' | 'dpop'; token: string }, c: Context<E>) => Promise<A | null>,
-): MiddlewareHandler<E> {
-  return async function authGate(c, next) {
+export function authStep<A extends GatewayAuth, E extends GatewayEnv<A>>(
+  authenticate: (cred: { scheme: 'bearer' | 'dpop'; token: string }, c: Context<E>) => A | null | Promise<A | null>,
+): (c: Context<E>) => void | Promise<void> {
+  const settle = (c: Context<E>, auth: A | null) => {
+    if (!auth) throw unauthorized('credential not recognised');
+    c.set('auth', auth);
+  };
+  return (c) => {
     const header = authorizationHeader(c);
     if (!header) throw unauthorized('missing bearer credential');
     const cred = parseAuthorization(header);
     if (!cred) throw unauthorized('malformed Authorization header');
-    const auth = await authenticate(cred, c);
-    if (!auth) throw unauthorized('credential not recognised');
-    c.set('auth', auth);
+    const auth = authenticate(cred, c);
+    if (auth instanceof Promise) return auth.then((a) => settle(c, a));
+    return settle(c, auth);
+  };
+}
+
+/** Gate 2: authentication (see `authStep`). */
+export function authGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
+  authenticate: (cred: { scheme: 'bearer' | 'dpop'; token: string }, c: Context<E>) => A | null | Promise<A | null>,
+): MiddlewareHandler<E> {
+  const step = authStep<A, E>(authenticate);
+  return async function authGate(c, next) {
+    await step(c);
     await next();
   };
 }
@@ -174,17 +213,27 @@ export function permissionGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
   limits: (c: Context<E>) => CredentialLimits,
   rpmOf: (auth: A) => number | null | undefined,
 ): MiddlewareHandler<E> {
-  return async function permissionGate(c, next) {
+  const judge = (r: TakeResult) => {
+    if (!r.allowed) throw rateLimited(r, 'requests-per-minute ceiling of this credential', rateLimitHeaders(r, 'credential', 60));
+  };
+  // Not async: a refusal thrown here reaches Hono as a rejection all the same (compose awaits the
+  // handler inside its try), and a request without an rpm spends no promise of its own.
+  return function permissionGate(c, next) {
     const auth = c.get('auth');
     if (permission !== null && !grants(auth.effective, permission)) {
       throw forbidden(`the credential lacks the permission ${permission}`, { required_permission: permission });
     }
     const rpm = rpmOf(auth);
     if (rpm !== null && rpm !== undefined && rpm > 0) {
-      const r = await limits(c).take(auth.credential.root, rpm);
-      if (!r.allowed) throw rateLimited(r, 'requests-per-minute ceiling of this credential', rateLimitHeaders(r, 'credential', 60));
+      const r = limits(c).take(auth.credential.root, rpm);
+      if (r instanceof Promise)
+        return r.then((t) => {
+          judge(t);
+          return next();
+        });
+      judge(r);
     }
-    await next();
+    return next();
   };
 }
 

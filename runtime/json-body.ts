@@ -113,19 +113,15 @@ export function declaredBodyLength(c: Context): number | undefined {
 }
 
 /**
- * The body gate (see the module header). The body is read as text (Hono keeps
+ * The body gate (see the module header) as a step: resolves when the body
+ * passes, throws the refusal otherwise. The body is read as text (Hono keeps
  * it, so the route's own parse reads the same text); GET, HEAD, empty and form
- * bodies pass unread.
+ * bodies pass unread, without a promise.
  */
-export function jsonBodyGate<E extends Env>(maxDepth: number): MiddlewareHandler<E> {
+export function jsonBodyStep<E extends Env>(maxDepth: number): (c: Context<E>) => void | Promise<void> {
   if (!Number.isInteger(maxDepth) || maxDepth < 1) throw new TypeError('jsonMaxDepth must be a positive integer');
-  return async function jsonBody(c, next) {
-    if (c.req.method === 'GET' || c.req.method === 'HEAD') return next();
-    const declared = declaredBodyLength(c);
-    if (declared === 0 || (declared === undefined && !c.req.raw.body)) return next();
-    const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
-    if (FORM_TYPES.has(type)) return next();
-    const refusal = scanJson(await c.req.text(), maxDepth);
+  const judge = (text: string) => {
+    const refusal = scanJson(text, maxDepth);
     if (refusal?.reason === 'too_deep') {
       throw new ServiceError('invalid_request', `the body is nested deeper than ${maxDepth} levels`, {
         details: { reason: 'too_deep', max_depth: maxDepth },
@@ -136,6 +132,22 @@ export function jsonBodyGate<E extends Env>(maxDepth: number): MiddlewareHandler
         details: { reason: 'duplicate_key', key: refusal.key.slice(0, KEY_ECHO) },
       });
     }
+  };
+  return (c) => {
+    if (c.req.method === 'GET' || c.req.method === 'HEAD') return;
+    const declared = declaredBodyLength(c);
+    if (declared === 0 || (declared === undefined && !c.req.raw.body)) return;
+    const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
+    if (FORM_TYPES.has(type)) return;
+    return c.req.text().then(judge);
+  };
+}
+
+/** The body gate as a middleware (see `jsonBodyStep`). */
+export function jsonBodyGate<E extends Env>(maxDepth: number): MiddlewareHandler<E> {
+  const step = jsonBodyStep<E>(maxDepth);
+  return async function jsonBody(c, next) {
+    await step(c);
     return next();
   };
 }

@@ -31,7 +31,10 @@ type NodeIncoming = IncomingMessage & { _dumped?: boolean };
 export function keepConnectionsOnEarlyAnswers(server: Pick<Server, 'prependListener'>, opts: DrainOptions): void {
   server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
     if (req.complete) return;
-    const declared = Number(req.headers['content-length']);
+    // A request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112 §6.3): nothing to drain.
+    const length = req.headers['content-length'];
+    if (length === undefined && req.headers['transfer-encoding'] === undefined) return;
+    const declared = Number(length);
     if (declared > opts.maxDrainBytes) res.shouldKeepAlive = false;
     // Registered after the server's own 'finish' listener: Node's discard, when it applies, has begun.
     res.once('finish', () => {

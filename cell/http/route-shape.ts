@@ -14,7 +14,7 @@
  * Both read the routes once, at the first request, when every module has
  * mounted its own.
  */
-import type { MiddlewareHandler, NotFoundHandler } from 'hono';
+import type { Context, NotFoundHandler } from 'hono';
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import { routeTemplate, UNMATCHED_ROUTE } from '../../runtime/route-template.ts';
 import { ServiceError } from '../../core/errors.ts';
@@ -51,19 +51,19 @@ export function methodNotAllowed(app: OpenAPIHono<AppEnv>, fallback: NotFoundHan
   };
 }
 
-/** Refuses query parameters the matched route does not declare (see the module header). */
-export function unknownQueryGate(app: OpenAPIHono<AppEnv>): MiddlewareHandler<AppEnv> {
+/** Refuses (throws) query parameters the matched route does not declare (see the module header); the cell's gateway calls it before the route. */
+export function unknownQueryStep(app: OpenAPIHono<AppEnv>): (c: Context<AppEnv>) => void {
   let declared: Map<string, ReadonlySet<string> | null> | null = null;
-  return async function unknownQuery(c, next) {
+  return function unknownQuery(c) {
     const q = c.req.url.indexOf('?');
-    if (q < 0 || q === c.req.url.length - 1 || !c.req.path.startsWith(PROTECTED_PREFIX)) return next();
+    if (q < 0 || q === c.req.url.length - 1 || !c.req.path.startsWith(PROTECTED_PREFIX)) return;
     declared ??= declaredQueries(app);
     const template = routeTemplate(c);
-    if (template === UNMATCHED_ROUTE) return next();
+    if (template === UNMATCHED_ROUTE) return;
     const known = declared.get(`${c.req.method} ${template}`);
-    if (known === undefined || known === null) return next();
+    if (known === undefined || known === null) return;
     const unknown = [...new Set(new URLSearchParams(c.req.url.slice(q + 1)).keys())].filter((k) => !known.has(k));
-    if (unknown.length === 0) return next();
+    if (unknown.length === 0) return;
     throw new ServiceError(
       'invalid_request',
       `unknown query parameter${unknown.length > 1 ? 's' : ''}: ${unknown.slice(0, 20).join(', ')}`,

@@ -10,7 +10,7 @@
  * write never fills a cache with the older row, and while other cells cannot
  * be heard the caches read through.
  */
-import { hashSecret } from '../../core/apikey/hash.ts';
+import { hash as nodeHash } from 'node:crypto';
 import { isSecretFormat, KEY_PREFIX } from '../../core/apikey/secret.ts';
 import { verifyPresentedKey, type KeyRecord } from '../../core/apikey/verify.ts';
 import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
@@ -68,6 +68,19 @@ interface KeyEntry {
   owner: Principal | undefined;
   record: KeyRecord;
   envelope: Ceiling;
+  /** The AuthContext a request presenting this key gets once judged: it follows from the entry alone. Shared: never mutate it. */
+  auth?: AuthContext;
+}
+
+/**
+ * core's hashSecret (lower-case hex SHA-256 of the secret's UTF-8 bytes),
+ * through node's one-shot native hash: every request presenting a key hashes
+ * it, and the pure-JS hash (or a createHash object) took several times longer
+ * (bench/RESULTS.md). A key secret is ASCII (isSecretFormat), so the string
+ * hashes as its UTF-8 bytes.
+ */
+function presentedHash(secret: string): string {
+  return nodeHash('sha256', secret, 'hex');
 }
 
 export class Iam {
@@ -399,22 +412,38 @@ export class Iam {
     };
   }
 
-  async #keyEntry(hash: string): Promise<KeyEntry | undefined> {
+  /** The cached entry (no promise: the gateway's hot path), or the store read that fills it. */
+  #keyEntry(hash: string): KeyEntry | null | Promise<KeyEntry | null> {
     const hit = this.#keysByHash.get(hash);
-    if (hit !== undefined) return hit ?? undefined;
+    if (hit !== undefined) return hit;
+    return this.#readKeyEntry(hash);
+  }
+
+  async #readKeyEntry(hash: string): Promise<KeyEntry | null> {
     const gen = this.#keysByHash.generation;
     const row = await repo.keyByHash(this.core.store, hash);
     const owner = row ? await this.principal(row.owner_id) : undefined;
     const entry = row ? { row, owner, record: await this.keyRecord(row, owner), envelope: this.keyEnvelope(row, owner) } : null;
     this.#keysByHash.set(hash, entry, gen);
-    return entry ?? undefined;
+    return entry;
   }
 
-  /** Judges a presented secret (core's verifyPresentedKey); returns the request's authority or throws the refusal. */
-  async authenticateKeySecret(secret: string, ip: string | null): Promise<AuthContext> {
+  /**
+   * Judges a presented secret (core's verifyPresentedKey); returns the
+   * request's authority or throws the refusal. The judgement runs on every
+   * request (status, expiry, grace, IP and region rules against the entry
+   * cached by hash, which every committed change to keys, principals or roles
+   * drops); only what follows from the entry alone (the AuthContext) is kept
+   * with it. Without a promise when the entry is cached.
+   */
+  authenticateKeySecret(secret: string, ip: string | null): AuthContext | Promise<AuthContext> {
     if (!isSecretFormat(secret)) throw unauthorized('malformed API key');
-    const hash = hashSecret(secret);
-    const entry = await this.#keyEntry(hash);
+    const hash = presentedHash(secret);
+    const entry = this.#keyEntry(hash);
+    return entry instanceof Promise ? entry.then((e) => this.#judge(e, hash, ip)) : this.#judge(entry, hash, ip);
+  }
+
+  #judge(entry: KeyEntry | null, hash: string, ip: string | null): AuthContext {
     const verdict = verifyPresentedKey(entry?.record, hash, { now: this.core.clock.now(), ip, region: this.core.config.region });
     if (!verdict.ok || !entry?.owner) {
       const code = verdict.ok ? 'unauthorized' : verdict.code;
@@ -422,8 +451,9 @@ export class Iam {
         details: { reason: verdict.ok ? 'owner_inactive' : verdict.reason },
       });
     }
+    if (entry.auth) return entry.auth;
     const { record, owner } = entry;
-    return {
+    entry.auth = {
       principal: { id: owner.id, kind: owner.kind, name: owner.name, roles: owner.roles },
       permissions: record.owner_permissions,
       scopes: record.scopes,
@@ -436,13 +466,14 @@ export class Iam {
         ...(record.rate_limit_rpm !== null ? { rateLimitRpm: record.rate_limit_rpm } : {}),
       },
     };
+    return entry.auth;
   }
 
   /** The gateway's authenticator for `Bearer svck_live_…`. */
   keyAuthenticator(): Authenticator {
     return {
       name: 'api_key',
-      authenticate: async ({ scheme, token }, c) => {
+      authenticate: ({ scheme, token }, c) => {
         if (!token.startsWith(KEY_PREFIX)) return null;
         if (scheme !== 'bearer') throw unauthorized('API keys are presented with the Bearer scheme');
         return this.authenticateKeySecret(token, clientIp(c, this.core.config.trustedProxies));

@@ -65,6 +65,22 @@ export interface KeyVerifyContext {
   region: string;
 }
 
+/**
+ * A record's effective authority, worked out once per record object: records
+ * are not changed once built (the cell caches them until a write to their
+ * tables drops them; the edge's come from a signed bundle), and the gateway
+ * judges the same record on every request presenting its key.
+ */
+const effective = new WeakMap<KeyRecord, string[]>();
+function effectiveOf(record: KeyRecord): string[] {
+  let e = effective.get(record);
+  if (e === undefined) {
+    e = effectiveAuthority(record.owner_permissions, record.scopes);
+    effective.set(record, e);
+  }
+  return e;
+}
+
 const refuse = (code: 'unauthorized' | 'forbidden', reason: KeyRefusalReason): KeyVerdict => ({ ok: false, code, reason });
 
 /** Judges a presented key (by the SHA-256 of its secret) against its record. See the decision table above. */
@@ -88,7 +104,7 @@ export function verifyPresentedKey(record: KeyRecord | undefined, presentedHash:
   if (!regionAllowed(ctx.region, record.allowed_regions)) return refuse('forbidden', 'region_not_allowed');
   return {
     ok: true,
-    effective: effectiveAuthority(record.owner_permissions, record.scopes),
+    effective: effectiveOf(record),
     matched: matchedIndex === 0 ? 'current' : 'previous',
   };
 }
