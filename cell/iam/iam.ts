@@ -453,19 +453,21 @@ export class Iam {
     }
     if (entry.auth) return entry.auth;
     const { record, owner } = entry;
-    entry.auth = {
-      principal: { id: owner.id, kind: owner.kind, name: owner.name, roles: owner.roles },
-      permissions: record.owner_permissions,
-      scopes: record.scopes,
-      effective: verdict.effective,
+    // Shared by every request presenting the key until the entry is dropped: frozen, so a handler that
+    // tried to change one request's authority would fail loudly rather than change the next request's.
+    entry.auth = Object.freeze({
+      principal: Object.freeze({ id: owner.id, kind: owner.kind, name: owner.name, roles: Object.freeze([...owner.roles]) as string[] }),
+      permissions: Object.freeze([...record.owner_permissions]) as string[],
+      scopes: Object.freeze([...record.scopes]) as string[],
+      effective: Object.freeze([...verdict.effective]) as string[],
       envelope: entry.envelope,
-      credential: {
-        type: 'api_key',
+      credential: Object.freeze({
+        type: 'api_key' as const,
         id: record.key_id,
         root: `api_key:${record.key_id}`,
         ...(record.rate_limit_rpm !== null ? { rateLimitRpm: record.rate_limit_rpm } : {}),
-      },
-    };
+      }),
+    });
     return entry.auth;
   }
 
