@@ -5,8 +5,9 @@
  * ends the cell's connections that wait on it, so that read meets a lost
  * connection at a known point:
  * - after the next call's intent is journaled, before its request leaves (the
- *   provider read): the call waits for the store; it was never in flight, so
- *   it is not re-issued;
+ *   secret read; the secret is rotated first, so that the cell's cache of it
+ *   is empty and the call must read it): the call waits for the store; it was
+ *   never in flight, so it is not re-issued;
  * - while the previous step's answer is held back, unwritten (the budget
  *   ledger read): the drive is driven again from the journal, and the answer
  *   is written first, so it is not asked again.
@@ -17,7 +18,7 @@ import { after, before, describe, test } from 'node:test';
 import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startGroup, type Group } from '../helpers/group.ts';
 import { lockTable, pgUnavailable } from '../helpers/postgres.ts';
-import { T, ok, provider, roleOf, team } from '../helpers/teams.ts';
+import { A, T, ok, provider, roleOf, team, type Api } from '../helpers/teams.ts';
 import { crewRunEnded, httpApi, until, verifiedJournal } from './_runs.ts';
 
 const skip = pgUnavailable() ?? false;
@@ -35,14 +36,15 @@ describe('a store outage during a crew run', { skip, timeout: 120_000 }, () => {
   });
 
   /**
-   * Runs a two-step crew; while s1's answer is returned, `table` is locked and
-   * every connection of the cell that waits on it is ended until `seen` appears
-   * in the cell's output (then the lock is let go). Answers the run as it ended.
+   * Runs a two-step crew; while s1's answer is returned, `before` runs, then
+   * `table` is locked and every connection of the cell that waits on it is
+   * ended until `seen` appears in the cell's output (then the lock is let go).
+   * Answers the run as it ended.
    */
-  async function runThroughOutage(table: string, seen: RegExp) {
+  async function runThroughOutage(table: string, seen: RegExp, before?: (api: Api, providerId: string) => Promise<void>) {
     const cell = g.cells[0]!;
     const api = httpApi(cell.url, g.adminKey);
-    await provider(api, ai);
+    const providerId = await provider(api, ai);
     const tm = await team(api, 'sequential', [{ role: 's1' }, { role: 's2' }]);
     const asked = ai.requests.length;
     let ended = 0;
@@ -50,6 +52,7 @@ describe('a store outage during a crew run', { skip, timeout: 120_000 }, () => {
     ai.setResponder(async (req) => {
       const role = roleOf(req);
       if (role === 's1' && ended === 0) {
+        await before?.(api, providerId);
         const lock = await lockTable(g.db.url, table);
         outage = (async () => {
           try {
@@ -81,8 +84,13 @@ describe('a store outage during a crew run', { skip, timeout: 120_000 }, () => {
     return cell;
   }
 
-  test('before a call leaves (its provider read): the call waits for the store and is not re-issued', async () => {
-    const cell = await runThroughOutage('ai_providers', /a call of a run waits for the store before it leaves/);
+  test('before a call leaves (its secret read): the call waits for the store and is not re-issued', async () => {
+    // The secret rotated (to the same value): the cell's cache of it is emptied, so s2's call reads it.
+    const rotate = async (api: Api, providerId: string) => {
+      const p = await ok(api, 'GET', `${A}/ai/model-providers/${providerId}`);
+      await ok(api, 'POST', `${A}/secrets/${p.api_key_secret_id}/rotate`, { value: 'sk-fake' });
+    };
+    const cell = await runThroughOutage('ai_secrets', /a call of a run waits for the store before it leaves/, rotate);
     assert.doesNotMatch(cell.output(), /store unreachable during a run/);
   });
 
