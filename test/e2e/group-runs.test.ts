@@ -81,6 +81,11 @@ describe('16 crew runs of one crew at once on a group of three cells', { skip, t
       for (const c of g.cells) n += await metric(metricsUrl(c), 'cell_store_write_retries_total');
       return n;
     };
+    // A backend that flushed its statistics less than a second ago and then sits idle reports what it has
+    // since (a rollback of the setup) up to 10 s later (PostgreSQL's PGSTAT_IDLE_INTERVAL): the counter is read
+    // once everything before the workload has been reported, and again after the same wait once it is done.
+    const STATS_SETTLE_MS = 11_000;
+    await new Promise((r) => setTimeout(r, STATS_SETTLE_MS));
     const rolledBackBefore = await rollbacks();
     const retriesBefore = await storeRetries();
     const t0 = Date.now();
@@ -139,6 +144,7 @@ describe('16 crew runs of one crew at once on a group of three cells', { skip, t
       assert.ok(!records.some((x) => x.kind === 'taken_over'), `run ${r.run_id} was taken over`);
     }
     for (const c of g.cells) assert.equal(await metric(metricsUrl(c), 'cell_run_takeovers_total'), 0, 'no takeover of any kind');
+    await new Promise((r) => setTimeout(r, STATS_SETTLE_MS));
     const retries = (await storeRetries()) - retriesBefore;
     const rolledBack = (await rollbacks()) - rolledBackBefore;
     console.log(
