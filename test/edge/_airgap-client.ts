@@ -4,6 +4,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
+import { edgeListening } from './_listening.ts';
 
 interface Config {
   edge: string;
@@ -42,28 +43,7 @@ async function startEdge(extra: string[]): Promise<{ url: string; proc: ChildPro
     ],
     { env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  let text = '';
-  proc.stderr!.on('data', (d: Buffer) => {
-    text += d.toString();
-  });
-  const url = await new Promise<string>((res, rej) => {
-    const timer = setTimeout(() => {
-      proc.kill('SIGKILL');
-      rej(new Error(`edge did not start: ${text}`));
-    }, 30_000);
-    proc.stdout!.on('data', (d: Buffer) => {
-      text += d.toString();
-      const m = /listening on (http\S+)/.exec(text);
-      if (m) {
-        clearTimeout(timer);
-        res(m[1]!);
-      }
-    });
-    proc.once('exit', (c) => {
-      clearTimeout(timer);
-      rej(new Error(`edge exited ${c}: ${text}`));
-    });
-  });
+  const { url } = await edgeListening(proc, 30_000);
   return { url, proc, startMs: performance.now() - t0 };
 }
 

@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
+import { edgeListening } from './_listening.ts';
 
 interface Config {
   edge: string;
@@ -26,25 +27,7 @@ async function main(): Promise<void> {
   const proc = spawn(cfg.edge, ['serve', '--data', cfg.data, '--bundle', cfg.keyBundle, '--port', '0'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let text = '';
-  proc.stderr.on('data', (d: Buffer) => {
-    text += d.toString();
-  });
-  const url = await new Promise<string>((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`edge did not start: ${text}`)), 60_000);
-    proc.stdout.on('data', (d: Buffer) => {
-      text += d.toString();
-      const m = /listening on (http\S+)/.exec(text);
-      if (m) {
-        clearTimeout(timer);
-        res(m[1]!);
-      }
-    });
-    proc.once('exit', (c) => {
-      clearTimeout(timer);
-      rej(new Error(`edge exited ${c}: ${text}`));
-    });
-  });
+  const { url } = await edgeListening(proc, 60_000);
   try {
     const rows: Record<string, string> = {};
     for (const [name, token] of Object.entries(cfg.tokens)) {

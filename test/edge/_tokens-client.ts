@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { Agent, fetch as ufetch } from 'undici';
 import * as oauth from 'oauth4webapi';
 import { answerOf, oauth4webapiRequest, proof, runRows, type RowEnv, type TokenName, type Who } from './_token-rows.ts';
+import { edgeListening } from './_listening.ts';
 
 interface Config {
   edge: string;
@@ -59,28 +60,7 @@ async function startEdge(extra: string[] = [], port = '0'): Promise<{ url: strin
     ],
     { env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  let text = '';
-  proc.stderr!.on('data', (d: Buffer) => {
-    text += d.toString();
-  });
-  const url = await new Promise<string>((res, rej) => {
-    const timer = setTimeout(() => {
-      proc.kill('SIGKILL');
-      rej(new Error(`edge did not start: ${text}`));
-    }, 30_000);
-    proc.stdout!.on('data', (d: Buffer) => {
-      text += d.toString();
-      const m = /listening on (https\S+)/.exec(text);
-      if (m) {
-        clearTimeout(timer);
-        res(m[1]!);
-      }
-    });
-    proc.once('exit', (c) => {
-      clearTimeout(timer);
-      rej(new Error(`edge exited ${c}: ${text}`));
-    });
-  });
+  const { url } = await edgeListening(proc, 30_000);
   return { url, proc };
 }
 

@@ -11,6 +11,7 @@ import { existsSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { findRuntime } from '../../runtime/local-model.ts';
 import { edgeWorld, SECRET, T0 } from './_edge-fixtures.ts';
+import { edgeListening } from './_listening.ts';
 
 const EDGE = resolve(import.meta.dirname, '../../dist/edge.mjs');
 
@@ -51,29 +52,8 @@ async function serve(w: World, offsetMs: number, failModelCalls: number): Promis
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
-  let text = '';
-  proc.stderr!.on('data', (d: Buffer) => {
-    text += d.toString();
-  });
-  const url = await new Promise<string>((res, rej) => {
-    const timer = setTimeout(() => {
-      proc.kill('SIGKILL');
-      rej(new Error(`edge did not start: ${text}`));
-    }, 60_000);
-    proc.stdout!.on('data', (d: Buffer) => {
-      text += d.toString();
-      const m = /listening on (http\S+)/.exec(text);
-      if (m) {
-        clearTimeout(timer);
-        res(m[1]!);
-      }
-    });
-    proc.once('exit', (c) => {
-      clearTimeout(timer);
-      rej(new Error(`edge exited ${c}: ${text}`));
-    });
-  });
-  return { url, proc, out: () => text };
+  const { url, out } = await edgeListening(proc, 60_000);
+  return { url, proc, out };
 }
 
 async function kill(p: ChildProcess, signal: NodeJS.Signals): Promise<void> {
