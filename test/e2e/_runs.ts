@@ -21,17 +21,30 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined>, m
   throw new Error(`timed out waiting for ${what}`);
 }
 
-/** A crew run once it has ended (completed, failed, refused or cancelled), as the API answers it. */
-export function crewRunEnded(api: Api, crewId: string, runId: string, ms = 60_000): Promise<any> {
+/** The states a run ends in. */
+export const TERMINAL = ['completed', 'failed', 'refused', 'cancelled'];
+
+/** The run at `path` once it has ended, as the API answers it. */
+function ended(api: Api, path: string, runId: string, ms: number): Promise<any> {
   return until(
     `run ${runId} to end`,
     async () => {
-      const s = await api.request('GET', `/api/public/v1/admin/agent-teams/crews/${crewId}/runs/${runId}`);
+      const s = await api.request('GET', path);
       if (s.status !== 200) throw new Error(`run ${runId}: ${s.status} ${s.text}`);
-      return ['completed', 'failed', 'refused', 'cancelled'].includes(s.body.state) ? s.body : undefined;
+      return TERMINAL.includes(s.body.state) ? s.body : undefined;
     },
     ms,
   );
+}
+
+/** A crew run once it has ended (completed, failed, refused or cancelled), as the API answers it. */
+export function crewRunEnded(api: Api, crewId: string, runId: string, ms = 60_000): Promise<any> {
+  return ended(api, `/api/public/v1/admin/agent-teams/crews/${crewId}/runs/${runId}`, runId, ms);
+}
+
+/** A run (job or crew) once it has ended, as the jobs API answers it. */
+export function jobRunEnded(api: Api, runId: string, ms = 90_000): Promise<any> {
+  return ended(api, `/api/public/v1/admin/jobs/runs/${runId}`, runId, ms);
 }
 
 /** The metrics URL a cell started with `--metrics-port 0` printed. */

@@ -20,10 +20,9 @@ import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts
 import { startGroup, type Group } from '../helpers/group.ts';
 import { adminQuery, lockTable, pgUnavailable } from '../helpers/postgres.ts';
 import { A, T, ok, provider, team, type Api } from '../helpers/teams.ts';
-import { httpApi, until, verifiedJournal } from './_runs.ts';
+import { httpApi, jobRunEnded, until, verifiedJournal } from './_runs.ts';
 
 const skip = pgUnavailable() ?? false;
-const TERMINAL = ['completed', 'failed', 'refused', 'cancelled'];
 
 describe('a store outage while a run is started', { skip, timeout: 180_000 }, () => {
   let g: Group;
@@ -72,16 +71,7 @@ describe('a store outage while a run is started', { skip, timeout: 180_000 }, ()
   const runIds = async () =>
     new Set((await adminQuery(g.db.url, 'SELECT run_id FROM runs')).rows.map((r) => String((r as { run_id: string }).run_id)));
 
-  async function finished(runId: string): Promise<any> {
-    return until(
-      `run ${runId} to finish`,
-      async () => {
-        const s = await ok(api, 'GET', `${A}/jobs/runs/${runId}`);
-        return TERMINAL.includes(s.state) ? s : undefined;
-      },
-      90_000,
-    );
-  }
+  const finished = (runId: string) => jobRunEnded(api, runId);
 
   test('the journal goes away after a crew run commits: 201, and the run opens and runs once the store is back', async () => {
     const asked = ai.requests.length;

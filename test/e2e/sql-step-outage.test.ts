@@ -13,10 +13,9 @@ import { wsNames } from '../../cell/jobs/sandbox/pg-workspace.ts';
 import { startGroup, type Group } from '../helpers/group.ts';
 import { adminQuery, lockTable, pgUnavailable } from '../helpers/postgres.ts';
 import { A, ok, type Api } from '../helpers/teams.ts';
-import { httpApi, until } from './_runs.ts';
+import { httpApi, jobRunEnded, TERMINAL, until } from './_runs.ts';
 
 const skip = pgUnavailable() ?? false;
-const TERMINAL = ['completed', 'failed', 'refused', 'cancelled'];
 
 let g: Group;
 let api: Api;
@@ -29,16 +28,7 @@ after(async () => {
   await g?.stop();
 });
 
-async function finished(runId: string): Promise<any> {
-  return until(
-    `run ${runId} to finish`,
-    async () => {
-      const s = await ok(api, 'GET', `${A}/jobs/runs/${runId}`);
-      return TERMINAL.includes(s.state) ? s : undefined;
-    },
-    90_000,
-  );
-}
+const finished = (runId: string) => jobRunEnded(api, runId);
 
 const sqlJob = (statements: { sql: string }[]) => ({ job_type: 'sql', workspace_id: 'lost', spec: { statements } });
 
