@@ -274,6 +274,8 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     await ctxO.grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
     const pageO = await ctxO.newPage();
     await pageO.goto(`${cell.url}/console`);
+    // The page is drawn by its script after the load event: judge it once the sign-in form is there.
+    await pageO.locator('#api-key').waitFor();
     await axe(pageO, 'sign-in');
     await shot(pageO, 'console-sign-in.png');
     await pageO.locator('#api-key').fill(cell.adminKey);

@@ -210,294 +210,295 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     let exchanged = 0;
     let refused = 0;
 
-    await fc.assert(
-      fc.asyncProperty(callerArb, targetArb, askArb, async (c: Caller, tg, ask) => {
-        const me = await principal(t, c.permissions, c.ceiling);
-        const key = await ok(t, 'POST', `${A}/api-keys`, {
-          name: 'k',
-          owner_id: me.id,
-          ...(c.scopes ? { scopes: c.scopes } : {}),
-          ...(c.keyCap ? { authority: c.keyCap } : {}),
-        });
-        const ownWide = await ok(t, 'POST', `${A}/api-keys`, { name: 'wide', owner_id: me.id });
-        const target = await principal(t, tg.permissions, tg.ceiling);
-        const targetKey = await ok(t, 'POST', `${A}/api-keys`, { name: 'tk', owner_id: target.id });
-        const caller = keyHolding(me.perms, me.ceiling, key);
-        if (ask.fit) {
-          ask = { ...ask, env: caller.envelope === UNBOUNDED ? ask.env : capToCeiling(ask.env, caller.envelope) };
-          const inside = intersectSelectors(ask.perms, caller.permissions);
-          if (inside.length) ask = { ...ask, perms: inside, scopes: intersectSelectors(ask.scopes, caller.permissions) };
-          if (
-            caller.envelope !== UNBOUNDED &&
-            !(caller.envelope.allowed_tools ?? []).includes(ask.tool) &&
-            caller.envelope.allowed_tools?.[0]
-          )
-            ask = { ...ask, tool: caller.envelope.allowed_tools[0] };
-        }
-        const tok = key.secret as string;
-        const call = async (method: string, path: string, body?: unknown) => {
-          const r = await t.request(method, path, { token: tok, ...(body !== undefined ? { body } : {}) });
-          assert.ok(r.status < 500, `${method} ${path} -> ${r.status} ${r.text}`);
-          if (r.status < 300) accepted++;
-          else refused++;
-          return r;
-        };
+    // The property runs in rounds until every outcome was seen often enough, so its coverage does
+    // not depend on the luck of one round.
+    const property = fc.asyncProperty(callerArb, targetArb, askArb, async (c: Caller, tg, ask) => {
+      const me = await principal(t, c.permissions, c.ceiling);
+      const key = await ok(t, 'POST', `${A}/api-keys`, {
+        name: 'k',
+        owner_id: me.id,
+        ...(c.scopes ? { scopes: c.scopes } : {}),
+        ...(c.keyCap ? { authority: c.keyCap } : {}),
+      });
+      const ownWide = await ok(t, 'POST', `${A}/api-keys`, { name: 'wide', owner_id: me.id });
+      const target = await principal(t, tg.permissions, tg.ceiling);
+      const targetKey = await ok(t, 'POST', `${A}/api-keys`, { name: 'tk', owner_id: target.id });
+      const caller = keyHolding(me.perms, me.ceiling, key);
+      if (ask.fit) {
+        ask = { ...ask, env: caller.envelope === UNBOUNDED ? ask.env : capToCeiling(ask.env, caller.envelope) };
+        const inside = intersectSelectors(ask.perms, caller.permissions);
+        if (inside.length) ask = { ...ask, perms: inside, scopes: intersectSelectors(ask.scopes, caller.permissions) };
+        if (
+          caller.envelope !== UNBOUNDED &&
+          !(caller.envelope.allowed_tools ?? []).includes(ask.tool) &&
+          caller.envelope.allowed_tools?.[0]
+        )
+          ask = { ...ask, tool: caller.envelope.allowed_tools[0] };
+      }
+      const tok = key.secret as string;
+      const call = async (method: string, path: string, body?: unknown) => {
+        const r = await t.request(method, path, { token: tok, ...(body !== undefined ? { body } : {}) });
+        assert.ok(r.status < 500, `${method} ${path} -> ${r.status} ${r.text}`);
+        if (r.status < 300) accepted++;
+        else refused++;
+        return r;
+      };
 
-        // API keys: mint for self and for another principal; rotate and revoke a key of any owner.
-        let r = await call('POST', `${A}/api-keys`, { name: 'm', scopes: ask.scopes, authority: ask.env });
-        if (r.status === 201) assertWithin(caller, keyHolding(me.perms, me.ceiling, r.body), 'mint');
-        r = await call('POST', `${A}/api-keys`, { name: 'm2', owner_id: target.id, scopes: ask.scopes });
-        if (r.status === 201) assertWithin(caller, keyHolding(target.perms, target.ceiling, r.body), 'mint for another');
-        const victims = {
-          owner: { id: bootKey, h: ownerHolding },
-          target: { id: targetKey.key_id, h: keyHolding(target.perms, target.ceiling, targetKey) },
-          'own-wide': { id: ownWide.key_id, h: keyHolding(me.perms, me.ceiling, ownWide) },
-        };
-        const v = victims[ask.keyTarget];
-        r = await call('POST', `${A}/api-keys/${v.id}/rotate`, {});
-        if (r.status === 200) assertWithin(caller, v.h, 'rotate');
-        r = await call('POST', `${A}/api-keys/${v.id}/revoke`);
-        if (r.status === 200) assertWithin(caller, v.h, 'revoke');
+      // API keys: mint for self and for another principal; rotate and revoke a key of any owner.
+      let r = await call('POST', `${A}/api-keys`, { name: 'm', scopes: ask.scopes, authority: ask.env });
+      if (r.status === 201) assertWithin(caller, keyHolding(me.perms, me.ceiling, r.body), 'mint');
+      r = await call('POST', `${A}/api-keys`, { name: 'm2', owner_id: target.id, scopes: ask.scopes });
+      if (r.status === 201) assertWithin(caller, keyHolding(target.perms, target.ceiling, r.body), 'mint for another');
+      const victims = {
+        owner: { id: bootKey, h: ownerHolding },
+        target: { id: targetKey.key_id, h: keyHolding(target.perms, target.ceiling, targetKey) },
+        'own-wide': { id: ownWide.key_id, h: keyHolding(me.perms, me.ceiling, ownWide) },
+      };
+      const v = victims[ask.keyTarget];
+      r = await call('POST', `${A}/api-keys/${v.id}/rotate`, {});
+      if (r.status === 200) assertWithin(caller, v.h, 'rotate');
+      r = await call('POST', `${A}/api-keys/${v.id}/revoke`);
+      if (r.status === 200) assertWithin(caller, v.h, 'revoke');
 
-        // Principals and roles.
-        r = await call('POST', `${A}/principals`, { kind: 'service', name: `made-${++seq}`, roles: ask.roles, authority: ask.env });
-        if (r.status === 201) {
-          const perms = normalize(ask.roles.flatMap((x) => [...(BUILTIN_ROLES[x] ?? [])]));
-          assertWithin(caller, { permissions: perms, envelope: r.body.authority }, 'principal.create');
-        }
-        r = await call('POST', `${A}/roles`, { name: `made-role-${++seq}`, permissions: ask.perms });
-        if (r.status === 201) assertWithin(caller, { permissions: r.body.permissions }, 'role.create');
-        // Changing or deleting a role someone else made: the caller must hold the old and the new permissions.
-        if (tg.permissions.length) {
-          const victim = `victim-${++seq}`;
-          await ok(t, 'POST', `${A}/roles`, { name: victim, permissions: tg.permissions });
-          r = await call('PATCH', `${A}/roles/${victim}`, { permissions: ask.perms });
-          if (r.status === 200) assertWithin(caller, { permissions: [...tg.permissions, ...r.body.permissions] }, 'role.update');
-          const now = r.status === 200 ? (r.body.permissions as string[]) : tg.permissions;
-          r = await call('DELETE', `${A}/roles/${victim}`);
-          if (r.status === 200) assertWithin(caller, { permissions: now }, 'role.delete');
-        }
+      // Principals and roles.
+      r = await call('POST', `${A}/principals`, { kind: 'service', name: `made-${++seq}`, roles: ask.roles, authority: ask.env });
+      if (r.status === 201) {
+        const perms = normalize(ask.roles.flatMap((x) => [...(BUILTIN_ROLES[x] ?? [])]));
+        assertWithin(caller, { permissions: perms, envelope: r.body.authority }, 'principal.create');
+      }
+      r = await call('POST', `${A}/roles`, { name: `made-role-${++seq}`, permissions: ask.perms });
+      if (r.status === 201) assertWithin(caller, { permissions: r.body.permissions }, 'role.create');
+      // Changing or deleting a role someone else made: the caller must hold the old and the new permissions.
+      if (tg.permissions.length) {
+        const victim = `victim-${++seq}`;
+        await ok(t, 'POST', `${A}/roles`, { name: victim, permissions: tg.permissions });
+        r = await call('PATCH', `${A}/roles/${victim}`, { permissions: ask.perms });
+        if (r.status === 200) assertWithin(caller, { permissions: [...tg.permissions, ...r.body.permissions] }, 'role.update');
+        const now = r.status === 200 ? (r.body.permissions as string[]) : tg.permissions;
+        r = await call('DELETE', `${A}/roles/${victim}`);
+        if (r.status === 200) assertWithin(caller, { permissions: now }, 'role.delete');
+      }
 
-        // OAuth clients and SATs.
-        const subject = { self: me, owner: { id: ownerId, perms: ['*'], ceiling: UNBOUNDED as Ceiling }, target }[ask.subject];
-        r = await call('POST', `${A}/oauth/clients`, {
-          name: 'c',
-          scope: ask.perms,
-          ...(ask.subject !== 'self' ? { subject_id: subject.id } : {}),
-        });
-        if (r.status === 201) {
-          if (subject.id !== me.id) assertWithin(caller, { permissions: subject.perms, envelope: subject.ceiling }, 'client subject');
-          assertWithin(caller, { permissions: r.body.scope }, 'client scope');
-          const at = await form(t, '/oauth/token', { grant_type: 'client_credentials' }, basic(r.body.client_id, r.body.client_secret));
-          if (at.status === 200) assertWithin(caller, { permissions: claimsOf(at.body.access_token).scope.split(' ') }, 'client token');
-        }
-        // Rotating (taking the secret of) or deleting a client the owner registered for the target:
-        // the caller must manage the target and hold the client's whole scope.
-        if (target.perms.length) {
-          const victim = await ok(t, 'POST', `${A}/oauth/clients`, { name: 'v', scope: target.perms, subject_id: target.id });
-          const held = { permissions: [...target.perms, ...(victim.scope as string[])], envelope: target.ceiling };
-          r = await call('POST', `${A}/oauth/clients/${victim.client_id}/rotate`);
-          if (r.status === 200) assertWithin(caller, held, 'client rotate');
-          r = await call('DELETE', `${A}/oauth/clients/${victim.client_id}`);
-          if (r.status === 200) assertWithin(caller, held, 'client delete');
-        }
-        r = await call('POST', `${A}/sats`, { scope: ask.perms.filter((p) => p !== '*') });
-        if (r.status === 201) assertWithin(caller, { permissions: claimsOf(r.body.access_token).scope.split(' ') }, 'sat');
+      // OAuth clients and SATs.
+      const subject = { self: me, owner: { id: ownerId, perms: ['*'], ceiling: UNBOUNDED as Ceiling }, target }[ask.subject];
+      r = await call('POST', `${A}/oauth/clients`, {
+        name: 'c',
+        scope: ask.perms,
+        ...(ask.subject !== 'self' ? { subject_id: subject.id } : {}),
+      });
+      if (r.status === 201) {
+        if (subject.id !== me.id) assertWithin(caller, { permissions: subject.perms, envelope: subject.ceiling }, 'client subject');
+        assertWithin(caller, { permissions: r.body.scope }, 'client scope');
+        const at = await form(t, '/oauth/token', { grant_type: 'client_credentials' }, basic(r.body.client_id, r.body.client_secret));
+        if (at.status === 200) assertWithin(caller, { permissions: claimsOf(at.body.access_token).scope.split(' ') }, 'client token');
+      }
+      // Rotating (taking the secret of) or deleting a client the owner registered for the target:
+      // the caller must manage the target and hold the client's whole scope.
+      if (target.perms.length) {
+        const victim = await ok(t, 'POST', `${A}/oauth/clients`, { name: 'v', scope: target.perms, subject_id: target.id });
+        const held = { permissions: [...target.perms, ...(victim.scope as string[])], envelope: target.ceiling };
+        r = await call('POST', `${A}/oauth/clients/${victim.client_id}/rotate`);
+        if (r.status === 200) assertWithin(caller, held, 'client rotate');
+        r = await call('DELETE', `${A}/oauth/clients/${victim.client_id}`);
+        if (r.status === 200) assertWithin(caller, held, 'client delete');
+      }
+      r = await call('POST', `${A}/sats`, { scope: ask.perms.filter((p) => p !== '*') });
+      if (r.status === 201) assertWithin(caller, { permissions: claimsOf(r.body.access_token).scope.split(' ') }, 'sat');
 
-        // Token exchange (RFC 8693): the caller's key, as the client and the actor, exchanges a wide subject's
-        // token (the owner's SAT) and the target's: what it gets is within the caller and within the subject,
-        // permissions and envelope alike (the envelope as the bearer path computes it, shown by whoami).
-        const ownerSat = await ok(t, 'POST', `${A}/sats`, { scope: ask.perms.filter((p) => p !== '*').concat('iam.principals.read') });
-        const targetTok = await form(t, '/oauth/token', { grant_type: 'client_credentials' }, basic(targetKey.key_id, targetKey.secret));
-        const subjects: [string, Holding][] = [[ownerSat.access_token, ownerHolding]];
-        if (targetTok.status === 200) subjects.push([targetTok.body.access_token, { permissions: target.perms, envelope: target.ceiling }]);
-        for (const [subjectToken, subjectHolding] of subjects) {
-          const x = await form(
-            t,
-            '/oauth/token',
-            {
-              grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
-              subject_token: subjectToken,
-              subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
-              audience: `${t.modules.oauth.api.publicBase()}/api/public/v1`,
-              scope: [...ask.perms, ...ask.scopes].join(' '),
-            },
-            basic(key.key_id, tok),
-          );
-          assert.ok(x.status < 500, x.text);
-          if (x.status !== 200) continue;
-          accepted++;
-          exchanged++;
-          const scope = claimsOf(x.body.access_token).scope.split(' ');
-          assertWithin(caller, { permissions: scope }, 'token exchange (actor)');
-          assertWithin(subjectHolding, { permissions: scope }, 'token exchange (subject)');
-          const who = await t.request('GET', `${A}/whoami`, { token: x.body.access_token });
-          if (who.status === 200) {
-            assertWithin(
-              caller,
-              { permissions: who.body.effective_permissions, envelope: who.body.authority },
-              'exchanged token at use (actor)',
-            );
-            assertWithin(
-              subjectHolding,
-              { permissions: who.body.effective_permissions, envelope: who.body.authority },
-              'exchanged token at use (subject)',
-            );
-          }
-        }
-
-        // Agent teams: an agent from scratch, a blueprint, a billet, a crew over a wide agent.
-        r = await call('POST', `${T}/agents`, { source: 'scratch', role_label: 'x', authority_template: ask.env });
-        if (r.status === 201) assertWithin(caller, { permissions: [...BUILTIN_ROLES['agent']!], envelope: r.body.authority }, 'agent');
-        r = await call('POST', `${T}/blueprints`, { name: `bp${++seq}`, role_label: 'x', authority_template: ask.env });
-        if (r.status === 201) assertWithin(caller, { envelope: r.body.authority_template }, 'blueprint');
-        r = await call('POST', `${T}/formations/${formation}/billets`, {
-          role_label: 'x',
-          required_skills: [],
-          reports_to: billet,
-          authority_cap: ask.env,
-        });
-        if (r.status === 201) assertWithin(caller, { envelope: r.body.authority_cap }, 'billet');
-        const crewFormation = (await ok(t, 'POST', `${T}/formations`, { name: `cf${++seq}` })).formation_id;
-        const seat = (
-          await ok(t, 'POST', `${T}/formations/${crewFormation}/billets`, { role_label: 'r', required_skills: [], authority_cap: ask.env })
-        ).billet_id;
-        r = await call('POST', `${T}/crews`, { formation_id: crewFormation, assignments: { [seat]: wideAgent } });
-        // The seat's authority as the compiler computes it: agent ∩ billet cap (exact names).
-        const seatEnv = intersectAuthority(wideEnv as AuthorityEnvelope, ask.env);
-        if (r.status === 201) assertWithin(caller, { envelope: seatEnv }, 'crew seat');
-        // A schedule that runs that crew later, as the caller.
-        const crewId =
-          r.status === 201
-            ? (r.body.crew_id as string)
-            : ((await ok(t, 'POST', `${T}/crews`, { formation_id: crewFormation, assignments: { [seat]: wideAgent } })).crew_id as string);
-        r = await call('POST', `${A}/jobs/definitions`, {
-          name: `d${++seq}`,
-          job_type: 'team',
-          workspace_id: 'w1',
-          cron: '0 * * * *',
-          spec: { crew_id: crewId },
-        });
-        if (r.status === 201) {
-          assertWithin(caller, { envelope: seatEnv }, 'definition seats');
-          assertWithin(caller, { permissions: ['system.orchestration.admin.write', 'agent_teams.write'] }, 'definition author');
-        }
-
-        // Jobs: a single tool run, a published endpoint.
-        r = await call('POST', `${A}/jobs/runs`, {
-          job_type: 'single',
-          workspace_id: 'w1',
-          spec: {
-            tool: ask.tool,
-            args: {},
-            authority: {
-              egress_allowlist: ask.env.egress_allowlist ?? [],
-              data_grant_ids: ask.env.data_grant_ids ?? [],
-              clearance_level: ask.env.clearance_level ?? 0,
-              compartments: ask.env.compartments ?? [],
-            },
+      // Token exchange (RFC 8693): the caller's key, as the client and the actor, exchanges a wide subject's
+      // token (the owner's SAT) and the target's: what it gets is within the caller and within the subject,
+      // permissions and envelope alike (the envelope as the bearer path computes it, shown by whoami).
+      const ownerSat = await ok(t, 'POST', `${A}/sats`, { scope: ask.perms.filter((p) => p !== '*').concat('iam.principals.read') });
+      const targetTok = await form(t, '/oauth/token', { grant_type: 'client_credentials' }, basic(targetKey.key_id, targetKey.secret));
+      const subjects: [string, Holding][] = [[ownerSat.access_token, ownerHolding]];
+      if (targetTok.status === 200) subjects.push([targetTok.body.access_token, { permissions: target.perms, envelope: target.ceiling }]);
+      for (const [subjectToken, subjectHolding] of subjects) {
+        const x = await form(
+          t,
+          '/oauth/token',
+          {
+            grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+            subject_token: subjectToken,
+            subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+            audience: `${t.modules.oauth.api.publicBase()}/api/public/v1`,
+            scope: [...ask.perms, ...ask.scopes].join(' '),
           },
-        });
-        if (r.status === 202) {
-          const run = (await t.request('GET', `${A}/jobs/runs/${r.body.run_id}`, { token: t.adminKey })).body;
-          assertWithin(caller, { envelope: { ...run.spec.authority, allowed_tools: [run.spec.tool] } }, 'single job');
-        }
-        r = await call('POST', `${A}/jobs/endpoints`, {
-          name: `e${++seq}`,
-          job_type: 'compute',
-          workspace_id: 'w1',
-          spec: { code: 'return 1' },
-          required_scopes: ask.perms.filter((p) => p !== '*'),
-        });
-        if (r.status === 201) assertWithin(caller, { permissions: r.body.required_scopes }, 'endpoint');
-
-        // A fork runs as the caller: every seat of its graph within the caller; a rerun needs the caller's jobs write.
-        r = await call('POST', `${T}/crews/${forkCrew}/runs/${forkParent}/fork`, { at: forkAt });
-        if (r.status === 201) assertWithin(caller, { envelope: wideEnv as AuthorityEnvelope }, 'fork seats');
-        r = await call('POST', `${A}/jobs/runs/${failedJob}/rerun`);
-        if (r.status === 201)
-          assertWithin(caller, { permissions: ['system.orchestration.admin.write', 'system.orchestration.admin.read'] }, 'rerun');
-        // An agent job run's rerun runs its crew's graph as the caller: every seat within the caller.
-        r = await call('POST', `${A}/jobs/runs/${failedAgentJob}/rerun`);
-        if (r.status === 201)
+          basic(key.key_id, tok),
+        );
+        assert.ok(x.status < 500, x.text);
+        if (x.status !== 200) continue;
+        accepted++;
+        exchanged++;
+        const scope = claimsOf(x.body.access_token).scope.split(' ');
+        assertWithin(caller, { permissions: scope }, 'token exchange (actor)');
+        assertWithin(subjectHolding, { permissions: scope }, 'token exchange (subject)');
+        const who = await t.request('GET', `${A}/whoami`, { token: x.body.access_token });
+        if (who.status === 200) {
           assertWithin(
             caller,
-            {
-              permissions: ['system.orchestration.admin.write', 'system.orchestration.admin.read'],
-              envelope: wideEnv as AuthorityEnvelope,
-            },
-            'agent job rerun seats',
+            { permissions: who.body.effective_permissions, envelope: who.body.authority },
+            'exchanged token at use (actor)',
           );
-
-        // Setting another principal's roles: the caller manages it (all of its authority) and holds what it gives.
-        // Asking to fit: a principal within the caller, given only roles within the caller.
-        const rolePerms = (x: string) => [...(BUILTIN_ROLES[x] ?? [])];
-        const edited = ask.fit ? await principal(t, intersectSelectors(tg.permissions, caller.permissions), {}) : target;
-        const given = ask.fit ? ask.roles.filter((x) => contains(caller, { permissions: rolePerms(x) }).ok) : ask.roles;
-        r = await call('PATCH', `${A}/principals/${edited.id}`, { roles: given });
-        if (r.status === 200) {
-          assertWithin(caller, { permissions: edited.perms, envelope: edited.ceiling }, 'principal.update target');
-          assertWithin(caller, { permissions: normalize(given.flatMap(rolePerms)) }, 'principal.update roles');
+          assertWithin(
+            subjectHolding,
+            { permissions: who.body.effective_permissions, envelope: who.body.authority },
+            'exchanged token at use (subject)',
+          );
         }
+      }
 
-        // A provider binding the owner's secret.
-        r = await call('POST', `${A}/ai/model-providers`, {
-          provider_type: 'openai-compatible',
-          default_model: 'm',
-          base_url: 'http://127.0.0.1:9/v1',
-          api_key_secret_id: secret,
-        });
-        if (r.status === 201) assertWithin(caller, { permissions: ['secrets.use', 'ai.providers.write'] }, 'provider secret');
-        // Replacing or deleting the owner's secrets: the same right as binding them.
-        r = await call('POST', `${A}/secrets/${secret}/rotate`, { value: 'sk-y' });
-        if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'secrets.write'] }, 'secret rotate');
-        const spare = (await ok(t, 'POST', `${A}/secrets`, { name: 'spare', value: 'sk-z' })).secret_id as string;
-        r = await call('DELETE', `${A}/secrets/${spare}`);
-        if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'secrets.write'] }, 'secret delete');
+      // Agent teams: an agent from scratch, a blueprint, a billet, a crew over a wide agent.
+      r = await call('POST', `${T}/agents`, { source: 'scratch', role_label: 'x', authority_template: ask.env });
+      if (r.status === 201) assertWithin(caller, { permissions: [...BUILTIN_ROLES['agent']!], envelope: r.body.authority }, 'agent');
+      r = await call('POST', `${T}/blueprints`, { name: `bp${++seq}`, role_label: 'x', authority_template: ask.env });
+      if (r.status === 201) assertWithin(caller, { envelope: r.body.authority_template }, 'blueprint');
+      r = await call('POST', `${T}/formations/${formation}/billets`, {
+        role_label: 'x',
+        required_skills: [],
+        reports_to: billet,
+        authority_cap: ask.env,
+      });
+      if (r.status === 201) assertWithin(caller, { envelope: r.body.authority_cap }, 'billet');
+      const crewFormation = (await ok(t, 'POST', `${T}/formations`, { name: `cf${++seq}` })).formation_id;
+      const seat = (
+        await ok(t, 'POST', `${T}/formations/${crewFormation}/billets`, { role_label: 'r', required_skills: [], authority_cap: ask.env })
+      ).billet_id;
+      r = await call('POST', `${T}/crews`, { formation_id: crewFormation, assignments: { [seat]: wideAgent } });
+      // The seat's authority as the compiler computes it: agent ∩ billet cap (exact names).
+      const seatEnv = intersectAuthority(wideEnv as AuthorityEnvelope, ask.env);
+      if (r.status === 201) assertWithin(caller, { envelope: seatEnv }, 'crew seat');
+      // A schedule that runs that crew later, as the caller.
+      const crewId =
+        r.status === 201
+          ? (r.body.crew_id as string)
+          : ((await ok(t, 'POST', `${T}/crews`, { formation_id: crewFormation, assignments: { [seat]: wideAgent } })).crew_id as string);
+      r = await call('POST', `${A}/jobs/definitions`, {
+        name: `d${++seq}`,
+        job_type: 'team',
+        workspace_id: 'w1',
+        cron: '0 * * * *',
+        spec: { crew_id: crewId },
+      });
+      if (r.status === 201) {
+        assertWithin(caller, { envelope: seatEnv }, 'definition seats');
+        assertWithin(caller, { permissions: ['system.orchestration.admin.write', 'agent_teams.write'] }, 'definition author');
+      }
 
-        // Changes: a provider rebound to the owner's secret; a blueprint, an agent and a billet given
-        // the asked authority; a wide blueprint and agent touched at all (the caller must hold what
-        // they hold); a crew rebound and upgraded (its seats recompiled).
-        const bare = await ok(t, 'POST', `${A}/ai/model-providers`, {
-          provider_type: 'openai-compatible',
-          default_model: 'm',
-          base_url: 'http://127.0.0.1:9/v1',
-        });
-        r = await call('PATCH', `${A}/ai/model-providers/${bare.provider_id}`, { api_key_secret_id: secret });
-        if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'ai.providers.write'] }, 'provider rebind');
-        const bp = (await ok(t, 'POST', `${T}/blueprints`, { name: `nb${++seq}`, role_label: 'x', authority_template: {} })).blueprint_id;
-        r = await call('PATCH', `${T}/blueprints/${bp}`, { authority_template: ask.env });
-        if (r.status === 200) assertWithin(caller, { envelope: r.body.authority_template }, 'blueprint.update');
-        r = await call('PATCH', `${T}/blueprints/${wideBlueprint}`, { role_label: `w${++seq}` });
-        if (r.status === 200) assertWithin(caller, { envelope: wideEnv as AuthorityEnvelope }, 'wide blueprint.update');
-        const na = (await ok(t, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'x', authority_template: {} })).agent_id;
-        r = await call('PATCH', `${T}/agents/${na}`, { authority_template: ask.env });
-        if (r.status === 200) {
-          const p = (await t.request('GET', `${A}/principals/${na}`, { token: t.adminKey })).body;
-          assertWithin(caller, { permissions: [...BUILTIN_ROLES['agent']!], envelope: p.authority }, 'agent.update');
-        }
-        r = await call('PATCH', `${T}/agents/${wideAgent}`, { role_label: `w${++seq}` });
-        if (r.status === 200) assertWithin(caller, { envelope: wideEnv as AuthorityEnvelope }, 'wide agent.update');
-        const nb = (
-          await ok(t, 'POST', `${T}/formations/${formation}/billets`, {
-            role_label: 'n',
-            required_skills: [],
-            reports_to: billet,
-            authority_cap: {},
-          })
-        ).billet_id;
-        r = await call('PATCH', `${T}/formations/${formation}/billets/${nb}`, { authority_cap: ask.env });
-        if (r.status === 200) assertWithin(caller, { envelope: r.body.authority_cap }, 'billet.update');
-        r = await call('PATCH', `${T}/crews/${crewId}`, { assignments: { [seat]: wideAgent2 } });
-        if (r.status === 200) assertWithin(caller, { envelope: seatEnv }, 'crew rebind');
-        const seat2 = (
-          await ok(t, 'POST', `${T}/formations/${crewFormation}/billets`, { role_label: 'r2', required_skills: [], authority_cap: ask.env })
-        ).billet_id;
-        r = await call('POST', `${T}/crews/${crewId}/upgrade`, { assignments: { [seat2]: wideAgent } });
-        if (r.status === 200) assertWithin(caller, { envelope: seatEnv }, 'crew upgrade');
-      }),
-      { numRuns: 40 },
-    );
+      // Jobs: a single tool run, a published endpoint.
+      r = await call('POST', `${A}/jobs/runs`, {
+        job_type: 'single',
+        workspace_id: 'w1',
+        spec: {
+          tool: ask.tool,
+          args: {},
+          authority: {
+            egress_allowlist: ask.env.egress_allowlist ?? [],
+            data_grant_ids: ask.env.data_grant_ids ?? [],
+            clearance_level: ask.env.clearance_level ?? 0,
+            compartments: ask.env.compartments ?? [],
+          },
+        },
+      });
+      if (r.status === 202) {
+        const run = (await t.request('GET', `${A}/jobs/runs/${r.body.run_id}`, { token: t.adminKey })).body;
+        assertWithin(caller, { envelope: { ...run.spec.authority, allowed_tools: [run.spec.tool] } }, 'single job');
+      }
+      r = await call('POST', `${A}/jobs/endpoints`, {
+        name: `e${++seq}`,
+        job_type: 'compute',
+        workspace_id: 'w1',
+        spec: { code: 'return 1' },
+        required_scopes: ask.perms.filter((p) => p !== '*'),
+      });
+      if (r.status === 201) assertWithin(caller, { permissions: r.body.required_scopes }, 'endpoint');
+
+      // A fork runs as the caller: every seat of its graph within the caller; a rerun needs the caller's jobs write.
+      r = await call('POST', `${T}/crews/${forkCrew}/runs/${forkParent}/fork`, { at: forkAt });
+      if (r.status === 201) assertWithin(caller, { envelope: wideEnv as AuthorityEnvelope }, 'fork seats');
+      r = await call('POST', `${A}/jobs/runs/${failedJob}/rerun`);
+      if (r.status === 201)
+        assertWithin(caller, { permissions: ['system.orchestration.admin.write', 'system.orchestration.admin.read'] }, 'rerun');
+      // An agent job run's rerun runs its crew's graph as the caller: every seat within the caller.
+      r = await call('POST', `${A}/jobs/runs/${failedAgentJob}/rerun`);
+      if (r.status === 201)
+        assertWithin(
+          caller,
+          {
+            permissions: ['system.orchestration.admin.write', 'system.orchestration.admin.read'],
+            envelope: wideEnv as AuthorityEnvelope,
+          },
+          'agent job rerun seats',
+        );
+
+      // Setting another principal's roles: the caller manages it (all of its authority) and holds what it gives.
+      // Asking to fit: a principal within the caller, given only roles within the caller.
+      const rolePerms = (x: string) => [...(BUILTIN_ROLES[x] ?? [])];
+      const edited = ask.fit ? await principal(t, intersectSelectors(tg.permissions, caller.permissions), {}) : target;
+      const given = ask.fit ? ask.roles.filter((x) => contains(caller, { permissions: rolePerms(x) }).ok) : ask.roles;
+      r = await call('PATCH', `${A}/principals/${edited.id}`, { roles: given });
+      if (r.status === 200) {
+        assertWithin(caller, { permissions: edited.perms, envelope: edited.ceiling }, 'principal.update target');
+        assertWithin(caller, { permissions: normalize(given.flatMap(rolePerms)) }, 'principal.update roles');
+      }
+
+      // A provider binding the owner's secret.
+      r = await call('POST', `${A}/ai/model-providers`, {
+        provider_type: 'openai-compatible',
+        default_model: 'm',
+        base_url: 'http://127.0.0.1:9/v1',
+        api_key_secret_id: secret,
+      });
+      if (r.status === 201) assertWithin(caller, { permissions: ['secrets.use', 'ai.providers.write'] }, 'provider secret');
+      // Replacing or deleting the owner's secrets: the same right as binding them.
+      r = await call('POST', `${A}/secrets/${secret}/rotate`, { value: 'sk-y' });
+      if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'secrets.write'] }, 'secret rotate');
+      const spare = (await ok(t, 'POST', `${A}/secrets`, { name: 'spare', value: 'sk-z' })).secret_id as string;
+      r = await call('DELETE', `${A}/secrets/${spare}`);
+      if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'secrets.write'] }, 'secret delete');
+
+      // Changes: a provider rebound to the owner's secret; a blueprint, an agent and a billet given
+      // the asked authority; a wide blueprint and agent touched at all (the caller must hold what
+      // they hold); a crew rebound and upgraded (its seats recompiled).
+      const bare = await ok(t, 'POST', `${A}/ai/model-providers`, {
+        provider_type: 'openai-compatible',
+        default_model: 'm',
+        base_url: 'http://127.0.0.1:9/v1',
+      });
+      r = await call('PATCH', `${A}/ai/model-providers/${bare.provider_id}`, { api_key_secret_id: secret });
+      if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'ai.providers.write'] }, 'provider rebind');
+      const bp = (await ok(t, 'POST', `${T}/blueprints`, { name: `nb${++seq}`, role_label: 'x', authority_template: {} })).blueprint_id;
+      r = await call('PATCH', `${T}/blueprints/${bp}`, { authority_template: ask.env });
+      if (r.status === 200) assertWithin(caller, { envelope: r.body.authority_template }, 'blueprint.update');
+      r = await call('PATCH', `${T}/blueprints/${wideBlueprint}`, { role_label: `w${++seq}` });
+      if (r.status === 200) assertWithin(caller, { envelope: wideEnv as AuthorityEnvelope }, 'wide blueprint.update');
+      const na = (await ok(t, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'x', authority_template: {} })).agent_id;
+      r = await call('PATCH', `${T}/agents/${na}`, { authority_template: ask.env });
+      if (r.status === 200) {
+        const p = (await t.request('GET', `${A}/principals/${na}`, { token: t.adminKey })).body;
+        assertWithin(caller, { permissions: [...BUILTIN_ROLES['agent']!], envelope: p.authority }, 'agent.update');
+      }
+      r = await call('PATCH', `${T}/agents/${wideAgent}`, { role_label: `w${++seq}` });
+      if (r.status === 200) assertWithin(caller, { envelope: wideEnv as AuthorityEnvelope }, 'wide agent.update');
+      const nb = (
+        await ok(t, 'POST', `${T}/formations/${formation}/billets`, {
+          role_label: 'n',
+          required_skills: [],
+          reports_to: billet,
+          authority_cap: {},
+        })
+      ).billet_id;
+      r = await call('PATCH', `${T}/formations/${formation}/billets/${nb}`, { authority_cap: ask.env });
+      if (r.status === 200) assertWithin(caller, { envelope: r.body.authority_cap }, 'billet.update');
+      r = await call('PATCH', `${T}/crews/${crewId}`, { assignments: { [seat]: wideAgent2 } });
+      if (r.status === 200) assertWithin(caller, { envelope: seatEnv }, 'crew rebind');
+      const seat2 = (
+        await ok(t, 'POST', `${T}/formations/${crewFormation}/billets`, { role_label: 'r2', required_skills: [], authority_cap: ask.env })
+      ).billet_id;
+      r = await call('POST', `${T}/crews/${crewId}/upgrade`, { assignments: { [seat2]: wideAgent } });
+      if (r.status === 200) assertWithin(caller, { envelope: seatEnv }, 'crew upgrade');
+    });
+    const covered = () => exchanged > 5 && accepted > 50 && refused > 50;
+    for (let round = 0; round < 4 && !covered(); round++) await fc.assert(property, { numRuns: 40 });
     assert.ok(exchanged > 5, `token exchange was accepted ${exchanged} times`);
     assert.ok(accepted > 50 && refused > 50, `the sweep exercised both outcomes (accepted ${accepted}, refused ${refused})`);
   } finally {
