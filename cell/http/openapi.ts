@@ -17,22 +17,15 @@ import { z } from '@hono/zod-openapi';
 import type { ZodType } from 'zod';
 import type { Context, Next } from 'hono';
 import { grants } from '../../core/authority/scopes.ts';
+import { ERROR_STATUS, type ErrorCode } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
 import { requires } from './authorize.ts';
 
 export const ErrorEnvelopeSchema = z
   .object({
     error: z
-      .enum([
-        'invalid_request',
-        'unauthorized',
-        'forbidden',
-        'not_found',
-        'conflict',
-        'rate_limited',
-        'internal_error',
-        'service_unavailable',
-      ])
+      // Every code of core/errors.ts, so the document cannot lag behind the codes the cell sends.
+      .enum(Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]])
       .openapi({ description: 'Stable machine code: branch on this.' }),
     message: z.string().openapi({ description: 'Human-readable; may change.' }),
     correlation_id: z.string().optional().openapi({ description: 'Present on 5xx failures; quote it to the operator.' }),

@@ -9,6 +9,7 @@ import { errorResponses, json, secured } from '../../../cell/http/openapi.ts';
 import { mountDiscovery } from '../../../cell/discovery/module.ts';
 import { SERVED_TAGS, isServedTag } from '../../../cell/discovery/allowlist.ts';
 import { curateDocument } from '../../../cell/discovery/curate.ts';
+import { ERROR_STATUS } from '../../../core/errors.ts';
 
 const Kept = z.object({ child: z.object({ v: z.string() }).openapi('KeptChild') }).openapi('Kept');
 const Hidden = z.object({ secret: z.string() }).openapi('HiddenOnly');
@@ -140,4 +141,11 @@ test('the document is served with an ETag and revalidates with 304', async () =>
   assert.equal(await again.text(), '');
   const other = await app.request('/api/public/v1/openapi.json', { headers: { 'if-none-match': '"stale"' } });
   assert.equal(other.status, 200);
+});
+
+test('the error envelope in the document names every code the cell sends', async () => {
+  const doc = await servedDocument(testApp());
+  const envelope = doc.components['schemas']!['Error'] as { properties: { error: { enum: string[] } } };
+  assert.deepEqual([...envelope.properties.error.enum].sort(), Object.keys(ERROR_STATUS).sort());
+  assert.ok(envelope.properties.error.enum.includes('method_not_allowed'));
 });
