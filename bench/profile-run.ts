@@ -7,12 +7,15 @@
  *
  *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof] [--statements]
  *
- * Prints steps/s and write transactions per step (PostgreSQL); with
+ * Prints steps/s, write transactions per step (PostgreSQL) and the CPU time
+ * a step costs the cell, the PostgreSQL server (all its processes) and this
+ * process (the fake model server and the client): CPU time, unlike steps/s,
+ * can be compared between runs on a loaded machine. With
  * --statements (PostgreSQL), the statements the cell sent per step, counted
  * from the server's log (log_statement = all during the timed runs). Read the
  * profile with Chrome's DevTools or any .cpuprofile viewer.
  */
-import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
 import { startCellProcess } from '../test/helpers/cell-process.ts';
@@ -87,10 +90,69 @@ const setLog = async (v: string) => {
 };
 const logFrom = statements ? statSync(join(server!.dir, 'server.log')).size : 0;
 if (statements) await setLog('all');
+/** CPU seconds (user + system) of a process, from /proc (clock ticks of 10 ms). */
+const cpuOf = (pid: number): number => {
+  try {
+    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100;
+  } catch {
+    return 0;
+  }
+};
+/** CPU seconds of the PostgreSQL server: the postmaster and its children (ended children count in its cutime). */
+const pgCpu = (): number => {
+  if (!server) return 0;
+  const master = Number(readFileSync(join(server.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+  let sum = cpuOf(master);
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const st = readFileSync(`/proc/${d}/stat`, 'utf8');
+      if (Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[1]) === master) sum += cpuOf(Number(d));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return sum;
+};
+const cellPid = cell.proc.pid!;
+/** User and system CPU seconds of a process apart. */
+const userSys = (pid: number): [number, number] => {
+  const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+  return [Number(f[11]) / 100, Number(f[12]) / 100];
+};
+const us0 = userSys(cellPid);
+/** CPU seconds of each thread of a process, by thread name. */
+const threads = (pid: number): Map<string, number> => {
+  const out = new Map<string, number>();
+  for (const t of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const st = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+      const name = st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'));
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      out.set(`${name}#${t}`, (Number(f[11]) + Number(f[12])) / 100);
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return out;
+};
+const th0 = threads(cellPid);
+// The cell's background work (heartbeats, sweeps, folds) over 5 idle seconds, to tell it from the steps' own.
+const i0 = { cell: cpuOf(cellPid), pg: pgCpu() };
+await new Promise((r) => setTimeout(r, 5000));
+const idle = { cell: (cpuOf(cellPid) - i0.cell) / 5, pg: (pgCpu() - i0.pg) / 5 };
+const c0 = { cell: cpuOf(cellPid), pg: pgCpu(), bench: process.cpuUsage() };
 const x0 = db ? Number((await adminQuery(db.url, 'SELECT txid_current() AS x')).rows[0].x) : 0;
 const t0 = performance.now();
 for (let i = 0; i < runs; i++) await Promise.all(Array.from({ length: conc }, one));
 const ms = performance.now() - t0;
+const benchCpu = process.cpuUsage(c0.bench);
+const us1 = userSys(cellPid);
+const th1 = threads(cellPid);
+const cpu = { cell: cpuOf(cellPid) - c0.cell, pg: pgCpu() - c0.pg, bench: (benchCpu.user + benchCpu.system) / 1e6 };
 const x1 = db ? Number((await adminQuery(db.url, 'SELECT txid_current() AS x')).rows[0].x) : 0;
 if (statements) {
   await setLog('none');
@@ -109,6 +171,14 @@ if (statements) {
 }
 console.log(
   `${runs * conc * 20} steps in ${ms.toFixed(0)} ms: ${((runs * conc * 20) / (ms / 1000)).toFixed(1)} steps/s; tx/step ${((x1 - x0 - 1) / (runs * conc * 20)).toFixed(2)}`,
+);
+const perStep = (sec: number) => `${((sec * 1e6) / (runs * conc * 20)).toFixed(0)} µs`;
+console.log(`CPU a step: cell ${perStep(cpu.cell)}, PostgreSQL ${perStep(cpu.pg)}, model server + client ${perStep(cpu.bench)}`);
+if (process.env['THREADS'])
+  for (const [k, v] of th1) if (v - (th0.get(k) ?? 0) > 0) console.log(`  thread ${k}: ${perStep(v - (th0.get(k) ?? 0))}`);
+console.log(`cell: user ${perStep(us1[0] - us0[0])}, system ${perStep(us1[1] - us0[1])} a step (idle included)`);
+console.log(
+  `idle CPU a second: cell ${(idle.cell * 1e3).toFixed(0)} ms, PostgreSQL ${(idle.pg * 1e3).toFixed(0)} ms; a step without it: cell ${perStep(cpu.cell - (idle.cell * ms) / 1000)}, PostgreSQL ${perStep(cpu.pg - (idle.pg * ms) / 1000)}`,
 );
 await cell.kill('SIGTERM');
 cell.cleanup();
