@@ -28,6 +28,8 @@
  * transaction then rolls back). Exactly once: in the same transaction the job
  * records its result in `_cell_effects` under the step's effect key; a job run
  * again finds the record and returns the recorded result, running nothing.
+ * The job's COMMIT is synchronous (flushed before it returns), as the store's
+ * are, so an effect the journal records as done survives a server crash.
  * The schema may not grow past what the workspace's quota leaves
  * (`workspace_quota`, nothing committed).
  */
@@ -310,6 +312,10 @@ export class PgWorkspaces {
       if (stopped) throw new Error('stopped');
       committing = true;
       clearTimeout(timer);
+      // Durable before the step is recorded done, whatever the server's default or what the job set
+      // (set_config): a commit acknowledged from memory only is lost if the server crashes, and the
+      // journal would then record an effect that never happened.
+      await client.query('SET LOCAL synchronous_commit = on');
       await client.query('COMMIT');
       return { ok: true, results, duration_ms: Date.now() - started };
     } catch (err) {

@@ -181,6 +181,26 @@ test('the time cap holds even when a job turns its statement timeout off: the ce
   assert.match(next.error.message, /does not exist/);
 });
 
+test('a job commits synchronously, whatever the server default or the job sets: its effect survives a crash', { skip }, async () => {
+  // The test server runs with synchronous_commit = off. A deferred trigger runs at COMMIT and notes the
+  // setting then: after the job's own set_config, the cell's last word before COMMIT is what counts.
+  const r = await sql(
+    a,
+    'durable',
+    statements(
+      'CREATE TABLE seen (v TEXT)',
+      "CREATE FUNCTION note() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO seen VALUES (current_setting('synchronous_commit')); RETURN NULL; END $$",
+      'CREATE TABLE x (id INTEGER)',
+      'CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON x DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION note()',
+      "SELECT set_config('synchronous_commit', 'off', true)",
+      'INSERT INTO x VALUES (1)',
+    ),
+  );
+  assert.equal(r.state, 'completed', JSON.stringify(r.error));
+  const seen = await sql(b, 'durable', { sql: 'SELECT v FROM seen' });
+  assert.deepEqual(seen.output.results[0].rows, [['on']]);
+});
+
 test('16 SQL jobs at once on shared workspaces from 3 cells: every job applies its rows exactly once', { skip }, async () => {
   const cells = [a, b, c];
   for (const ws of ['load-1', 'load-2']) {
