@@ -22,7 +22,7 @@ import type { ChangeCache } from '../store/change-cache.ts';
 
 export type { Provider } from './repository.ts';
 
-/** A local model runtime (cell/edge/local-runtime.ts provides one): same shape as a chat call. */
+/** A local model runtime (local-runtime.ts provides one): same shape as a chat call. */
 export interface LocalModelRuntime {
   /**
    * `opts.signal` is the caller's cancellation (a runtime may honour it; the call path also stops waiting on it);
@@ -109,7 +109,7 @@ export async function registerProvider(ctx: AiContext, auth: AuthContext, input:
   if (input.provider_type === 'local-signed') {
     if (input.api_key_secret_id)
       throw invalid('a local-signed provider takes no api_key_secret_id', { reason: 'field_not_allowed', field: 'api_key_secret_id' });
-    // The runtime (cell/edge/local-runtime.ts) finds <data>/models/<default_model>.gguf and .manifest by this name.
+    // The runtime (local-runtime.ts) finds <data>/models/<default_model>.gguf and .manifest by this name.
     if (!LOCAL_MODEL_NAME.test(input.default_model))
       throw invalid('a local-signed default_model is a file name: letters, digits, dot, dash, underscore', {
         reason: 'bad_model_name',
