@@ -81,7 +81,7 @@ async function buildModules(core: CellCore, metrics: CellMetrics) {
   const oauth = await createOAuthModule(core, { iam: iam.iam, deviceExists: (id) => devices.exists(id) });
   const tools = await createToolsModule(core, { delegation: oauth.api.delegateForTool });
   const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster, metrics });
-  const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, metrics });
+  const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, runs: runs.runs, metrics });
   const teams = await createTeamsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, ai: ai.ai, tools: tools.tools, runs: runs.runs });
   const jobs = createJobsModule(core, {
     iam: iam.iam,

@@ -1,6 +1,7 @@
 /**
  * The AI module: provider secrets (sealed at rest), model providers under the
- * deployment posture, agent runtimes, and the catalog's view (from the tools
+ * deployment posture, agent runtimes, the engine's model port (its calls run
+ * under the runs module's drivers), and the catalog's view (from the tools
  * module). The runtime of `local-signed` providers (local-runtime.ts) is
  * there when node-llama-cpp is installed beside the program; the module
  * disposes of it on stop.
@@ -9,6 +10,7 @@ import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
+import type { Runs } from '../runs/api.ts';
 import type { Tools } from '../tools/tools.ts';
 import { Ai } from './ai.ts';
 import { localRuntime } from './local-runtime.ts';
@@ -23,7 +25,10 @@ export interface AiModule extends CellModule {
   ai: Ai;
 }
 
-export async function createAiModule(core: CellCore, deps: { iam: Iam; tools: Tools; metrics: CellMetrics }): Promise<AiModule> {
+export async function createAiModule(
+  core: CellCore,
+  deps: { iam: Iam; tools: Tools; runs: Runs; metrics: CellMetrics },
+): Promise<AiModule> {
   const secretsKey = secretsKeyLoader(core.config);
   // A group (PostgreSQL): refuses to start with a key that does not open the secrets already in the store (a
   // member given another key). The embedded engine is one cell with its own key: a lost key file is answered
@@ -35,6 +40,8 @@ export async function createAiModule(core: CellCore, deps: { iam: Iam; tools: To
   const ctx: AiContext = {
     core,
     iam: deps.iam,
+    runs: deps.runs,
+    agents: undefined,
     localRuntime: runtime,
     secretsKey,
     providerUserHooks: [],

@@ -11,6 +11,7 @@ import type { Posture } from '../config.ts';
 import type { AuthContext, CellCore } from '../context.ts';
 import { callerHolding, type Iam, type Reached } from '../iam/iam.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
+import type { Runs } from '../runs/api.ts';
 import type { Reader } from '../store/types.ts';
 import { newId } from '../ids.ts';
 import { chatCompletion, type ChatDelta, type ChatRequest, type ChatResult } from './openai-client.ts';
@@ -45,10 +46,24 @@ export interface CallOptions {
   provider?: Provider | undefined;
 }
 
-/** What the AI module's functions work with: the core, IAM, the optional local runtime, the secrets key. */
+/** What a model call of the engine needs of the seat's agent: its provider (none: the oldest) and its name (spans, metrics). */
+export interface ModelAgent {
+  agent_id: string;
+  name: string;
+  provider_id: string | null;
+}
+
+/** Who an agent is, by id (Agent Teams owns agents); undefined for none. */
+export type AgentLookup = (agentId: string) => Promise<ModelAgent | undefined>;
+
+/** What the AI module's functions work with: the core, IAM, the runs' drivers, the optional local runtime, the secrets key. */
 export interface AiContext {
   core: CellCore;
   iam: Iam;
+  /** The drivers of runs in this process: a model call of a run takes its driver's signal and waits out a store outage. */
+  runs: Pick<Runs, 'beforeItLeaves' | 'driverSignal'>;
+  /** Who the agent of a model call is (Agent Teams, `Ai.resolveAgentsWith`); unset, every engine call is refused agent_unknown. */
+  agents: AgentLookup | undefined;
   /** The runtime of `local-signed` providers, when the wiring has one (node-llama-cpp installed). */
   localRuntime: LocalModelRuntime | undefined;
   /** The cell's secrets key, read (or created) on first use and kept. */
