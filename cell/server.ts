@@ -33,7 +33,6 @@ import { CellMetrics } from './ops/metrics.ts';
 import { RequestTraces, type SpanSink } from './http/trace.ts';
 import { createConsoleModule } from './console/module.ts';
 import { Devices } from './edge/devices.ts';
-import { localRuntime } from './edge/local-runtime.ts';
 
 export interface StartOptions {
   config?: Partial<CellConfig>;
@@ -82,9 +81,7 @@ async function buildModules(core: CellCore, metrics: CellMetrics) {
   const oauth = await createOAuthModule(core, { iam: iam.iam, deviceExists: (id) => devices.exists(id) });
   const tools = await createToolsModule(core, { delegation: oauth.api.delegateForTool });
   const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster, metrics });
-  // The local-signed model runtime when node-llama-cpp is installed beside the program (edge-runtime/).
-  const runtime = localRuntime(core.config.dataDir);
-  const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, metrics, ...(runtime ? { localRuntime: runtime } : {}) });
+  const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, runs: runs.runs, metrics });
   const teams = await createTeamsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, ai: ai.ai, tools: tools.tools, runs: runs.runs });
   const jobs = createJobsModule(core, {
     iam: iam.iam,

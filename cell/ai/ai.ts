@@ -1,14 +1,17 @@
 /**
  * The AI module's API, as the other modules use it: model providers (read
- * one, list them oldest first) and the call path (posture gate, registrant's
- * right to its secret, the OpenAI-compatible client or the local runtime).
- * Agent Teams' model port calls models only through `call`.
+ * one, list them oldest first), the call path (posture gate, registrant's
+ * right to its secret, the OpenAI-compatible client or the local runtime),
+ * and the engine's model port over it (`modelPort`, `complete`: the engine's
+ * request and answer, its refusals as EngineRefusal), which crew runs and
+ * agent job runs hand the engine as it is.
  */
-import { isServiceError } from '../../core/errors.ts';
+import type { ModelCallOptions, ModelPort, ModelRequest, ModelResponse } from '../../core/engine/types.ts';
+import { complete, meteredCall } from './complete.ts';
 import type { ChatResult } from './openai-client.ts';
 import {
   agentRuntimes,
-  callProvider,
+  type AgentLookup,
   type AgentRuntime,
   type AiContext,
   type CallOptions,
@@ -17,9 +20,6 @@ import {
   type ProviderUsersHook,
 } from './providers.ts';
 import { listProviders, providerById, type Provider } from './repository.ts';
-
-/** The key of the oldest provider in AiContext.callCache.providers (no provider id has it: ids are `prv_…`). */
-const DEFAULT_PROVIDER = '';
 
 export class Ai {
   constructor(private readonly ctx: AiContext) {}
@@ -34,12 +34,6 @@ export class Ai {
     return listProviders(this.ctx.core.store, limit, offset);
   }
 
-  /** The oldest provider (the one an agent that names none calls), or undefined; kept while `ai_providers` does not change. */
-  async defaultProvider(): Promise<Provider | undefined> {
-    const { core, callCache } = this.ctx;
-    return (await callCache.providers.read(DEFAULT_PROVIDER, async () => (await listProviders(core.store, 1, 0))[0] ?? null)) ?? undefined;
-  }
-
   /**
    * One chat completion on a provider's model (`req.model` defaults to its
    * default_model). Refusals leave as ServiceError `forbidden`
@@ -48,23 +42,39 @@ export class Ai {
    * provider as `not_found`. `opts.signal` interrupts the call (the run's cancel);
    * `opts.onDelta` receives the answer as it streams (a provider with `stream: true`, the local runtime).
    */
-  async call(providerId: string, req: ProviderRequest, opts: CallOptions = {}): Promise<ChatResult> {
-    const m = this.ctx.metrics;
-    const start = performance.now();
-    try {
-      const result = await callProvider(this.ctx, providerId, req, opts);
-      m.modelCalls.inc({ provider: providerId, outcome: 'ok' });
-      m.modelTokens.inc({ provider: providerId, kind: 'prompt' }, result.usage.prompt_tokens);
-      m.modelTokens.inc({ provider: providerId, kind: 'completion' }, result.usage.completion_tokens);
-      if (opts.agent) m.agentTokens(opts.agent.id, result.usage.prompt_tokens, result.usage.completion_tokens);
-      return result;
-    } catch (err) {
-      const reason = isServiceError(err) ? err.details?.['reason'] : undefined;
-      m.modelCalls.inc({ provider: providerId, outcome: typeof reason === 'string' ? reason : 'error' });
-      throw err;
-    } finally {
-      m.modelDuration.observe({ provider: providerId }, (performance.now() - start) / 1000);
-    }
+  call(providerId: string, req: ProviderRequest, opts: CallOptions = {}): Promise<ChatResult> {
+    return meteredCall(this.ctx, providerId, req, opts);
+  }
+
+  /**
+   * One model call of the engine (core/engine/types.ts ModelPort): the seat's
+   * agent names the provider (else the oldest is called: `no_provider` when
+   * there is none, `agent_unknown` for an agent no longer known), the request
+   * leaves in the OpenAI wire shape through `call`, the answer and its live
+   * fragments (`opts.onDelta`) come back as the engine's. A `forbidden` of the
+   * call path is thrown as EngineRefusal with its reason (posture_forbidden,
+   * secret_not_usable), the step's `timeout_ms` passed as StepTimeout, any
+   * other failure as it is. `runId`: the run it is made for (see `modelPort`).
+   */
+  complete(req: ModelRequest, opts?: ModelCallOptions, runId?: string): Promise<ModelResponse> {
+    return complete(this.ctx, req, opts, runId);
+  }
+
+  /**
+   * The engine's model port for a run: `complete` with the run's id, so each
+   * call carries the abort signal of this process's driver of the run (a
+   * cancel interrupts a slow provider at once) and a store outage before its
+   * request leaves is waited out rather than taken for a call in flight.
+   */
+  modelPort(runId: string): ModelPort {
+    const { ctx } = this;
+    return { complete: (req, opts) => complete(ctx, req, opts, runId) };
+  }
+
+  /** Registers who agents are (Agent Teams, once): the engine's model calls name an agent, whose provider they call. */
+  resolveAgentsWith(lookup: AgentLookup): void {
+    if (this.ctx.agents !== undefined) throw new TypeError('the agents of model calls are resolved by one module');
+    this.ctx.agents = lookup;
   }
 
   /** Registers another module's users of providers: a provider they use is not deleted (409 in_use). */

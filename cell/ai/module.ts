@@ -1,17 +1,20 @@
 /**
  * The AI module: provider secrets (sealed at rest), model providers under the
- * deployment posture, agent runtimes, and the catalog's view (from the tools
- * module). The runtime of `local-signed` providers is an optional dependency
- * the wiring passes in (cell/edge/local-runtime.ts when node-llama-cpp is
- * installed); the module owns it from then on and disposes of it on stop.
+ * deployment posture, agent runtimes, the engine's model port (its calls run
+ * under the runs module's drivers), and the catalog's view (from the tools
+ * module). The runtime of `local-signed` providers (local-runtime.ts) is
+ * there when node-llama-cpp is installed beside the program; the module
+ * disposes of it on stop.
  */
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/iam.ts';
 import type { CellModule } from '../module.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
+import type { Runs } from '../runs/api.ts';
 import type { Tools } from '../tools/tools.ts';
 import { Ai } from './ai.ts';
-import type { AiContext, LocalModelRuntime } from './providers.ts';
+import { localRuntime } from './local-runtime.ts';
+import type { AiContext } from './providers.ts';
 import { ChangeCache } from '../store/change-cache.ts';
 import { providerLifecycleRoutes } from './routes-provider-lifecycle.ts';
 import { aiRoutes } from './routes.ts';
@@ -24,7 +27,7 @@ export interface AiModule extends CellModule {
 
 export async function createAiModule(
   core: CellCore,
-  deps: { iam: Iam; tools: Tools; metrics: CellMetrics; localRuntime?: LocalModelRuntime | undefined },
+  deps: { iam: Iam; tools: Tools; runs: Runs; metrics: CellMetrics },
 ): Promise<AiModule> {
   const secretsKey = secretsKeyLoader(core.config);
   // A group (PostgreSQL): refuses to start with a key that does not open the secrets already in the store (a
@@ -33,10 +36,13 @@ export async function createAiModule(
   if (core.store.engine === 'postgres') await checkSecretsKeyAtStart(core, secretsKey);
   // A key file given is read now on either engine: a wrong path or size is refused before the cell serves anything.
   else if (core.config.secretsKeyFile) secretsKey();
+  const runtime = localRuntime(core.config.dataDir) ?? undefined;
   const ctx: AiContext = {
     core,
     iam: deps.iam,
-    localRuntime: deps.localRuntime,
+    runs: deps.runs,
+    agents: undefined,
+    localRuntime: runtime,
     secretsKey,
     providerUserHooks: [],
     providerReachHooks: [],
@@ -67,7 +73,7 @@ export async function createAiModule(
     },
     async stop() {
       unsubscribe();
-      await deps.localRuntime?.dispose?.();
+      await runtime?.dispose();
     },
   };
 }

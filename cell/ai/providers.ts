@@ -11,6 +11,7 @@ import type { Posture } from '../config.ts';
 import type { AuthContext, CellCore } from '../context.ts';
 import { callerHolding, type Iam, type Reached } from '../iam/iam.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
+import type { Runs } from '../runs/api.ts';
 import type { Reader } from '../store/types.ts';
 import { newId } from '../ids.ts';
 import { chatCompletion, type ChatDelta, type ChatRequest, type ChatResult } from './openai-client.ts';
@@ -22,7 +23,7 @@ import type { ChangeCache } from '../store/change-cache.ts';
 
 export type { Provider } from './repository.ts';
 
-/** A local model runtime (cell/edge/local-runtime.ts provides one): same shape as a chat call. */
+/** A local model runtime (local-runtime.ts provides one): same shape as a chat call. */
 export interface LocalModelRuntime {
   /**
    * `opts.signal` is the caller's cancellation (a runtime may honour it; the call path also stops waiting on it);
@@ -45,10 +46,24 @@ export interface CallOptions {
   provider?: Provider | undefined;
 }
 
-/** What the AI module's functions work with: the core, IAM, the optional local runtime, the secrets key. */
+/** What a model call of the engine needs of the seat's agent: its provider (none: the oldest) and its name (spans, metrics). */
+export interface ModelAgent {
+  agent_id: string;
+  name: string;
+  provider_id: string | null;
+}
+
+/** Who an agent is, by id (Agent Teams owns agents); undefined for none. */
+export type AgentLookup = (agentId: string) => Promise<ModelAgent | undefined>;
+
+/** What the AI module's functions work with: the core, IAM, the runs' drivers, the optional local runtime, the secrets key. */
 export interface AiContext {
   core: CellCore;
   iam: Iam;
+  /** The drivers of runs in this process: a model call of a run takes its driver's signal and waits out a store outage. */
+  runs: Pick<Runs, 'beforeItLeaves' | 'driverSignal'>;
+  /** Who the agent of a model call is (Agent Teams, `Ai.resolveAgentsWith`); unset, every engine call is refused agent_unknown. */
+  agents: AgentLookup | undefined;
   /** The runtime of `local-signed` providers, when the wiring has one (node-llama-cpp installed). */
   localRuntime: LocalModelRuntime | undefined;
   /** The cell's secrets key, read (or created) on first use and kept. */
@@ -109,7 +124,7 @@ export async function registerProvider(ctx: AiContext, auth: AuthContext, input:
   if (input.provider_type === 'local-signed') {
     if (input.api_key_secret_id)
       throw invalid('a local-signed provider takes no api_key_secret_id', { reason: 'field_not_allowed', field: 'api_key_secret_id' });
-    // The runtime (cell/edge/local-runtime.ts) finds <data>/models/<default_model>.gguf and .manifest by this name.
+    // The runtime (local-runtime.ts) finds <data>/models/<default_model>.gguf and .manifest by this name.
     if (!LOCAL_MODEL_NAME.test(input.default_model))
       throw invalid('a local-signed default_model is a file name: letters, digits, dot, dash, underscore', {
         reason: 'bad_model_name',

@@ -197,18 +197,6 @@ export async function agentActive(ctx: TeamsContext, id: string): Promise<boolea
   return (await getAgent(ctx, id)) !== undefined && (await ctx.iam.principal(id))?.status === 'active';
 }
 
-type ProviderRow = Awaited<ReturnType<TeamsContext['ai']['providers']>>[number];
-
-/**
- * The provider an agent calls: its own, else the oldest registered provider
- * (then with its row as just read, which the call uses rather than reading it again).
- */
-export async function providerFor(ctx: TeamsContext, a: Agent): Promise<{ id: string; row?: ProviderRow } | null> {
-  if (a.provider_id) return { id: a.provider_id };
-  const row = await ctx.ai.defaultProvider();
-  return row ? { id: row.provider_id, row } : null;
-}
-
 // ---------------------------------------------------------------- ledgers
 
 export interface Ledger {

@@ -13,6 +13,7 @@ import type { Lifecycle } from '../iam/lifecycle.ts';
 import type { CellModule } from '../module.ts';
 import type { Runs } from '../runs/api.ts';
 import type { Tools } from '../tools/tools.ts';
+import { getAgent } from './agents.ts';
 import { createTeamsContext } from './context.ts';
 import { formationLifecycleRoutes } from './routes-formation-lifecycle.ts';
 import { formationRoutes } from './routes-formations.ts';
@@ -33,6 +34,8 @@ export async function createTeamsModule(
   deps: { iam: Iam; lifecycle: Lifecycle; ai: Ai; tools: Tools; runs: Runs },
 ): Promise<TeamsModule> {
   const ctx = createTeamsContext(core, deps);
+  // The engine's model calls name the seat's agent: the AI module asks this module who it is (its provider, its name).
+  deps.ai.resolveAgentsWith((agentId) => getAgent(ctx, agentId));
   // A provider an agent names is not deleted under it.
   deps.ai.onProviderUsers((db, providerId) => providerUsers(ctx, db, providerId));
   // A change of a provider's destination reaches the agents that call it.

@@ -49,7 +49,7 @@ const NOT_REASONS: Record<string, { names: string[]; why: string }> = {
   },
   'cell/jobs/scheduler.ts': { names: ['dispatch_failed'], why: "a fire's detail, not an envelope or run reason" },
   'cell/teams/runs.ts': { names: ['time_budget', 'cost_budget'], why: 'why a run is flagged for investigation; not a refusal' },
-  'cell/ai/ai.ts': { names: ['error'], why: 'the metrics label of a model call that failed without a reason' },
+  'cell/ai/complete.ts': { names: ['error'], why: 'the metrics label of a model call that failed without a reason' },
   'core/apikey/verify.ts': { names: ['unauthorized', 'forbidden'], why: 'the error code, the first argument of its refuse(code, reason)' },
 };
 

@@ -3,11 +3,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { inProcessCell } from '../helpers/inproc.ts';
-import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
-import { buildModelManifest } from '../../bundles/model-manifest.ts';
-import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/codec.ts';
-import { findRuntime } from '../../runtime/local-model.ts';
+import { inProcessCell } from '../../helpers/inproc.ts';
+import { makeTinyGguf } from '../../../scripts/make-tiny-gguf.ts';
+import { buildModelManifest } from '../../../bundles/model-manifest.ts';
+import { generateEd25519, sha256Hex, signerFromJwk } from '../../../bundles/codec.ts';
+import { findRuntime } from '../../../runtime/local-model.ts';
 
 let skip: string | false = false;
 try {

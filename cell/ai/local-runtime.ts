@@ -1,10 +1,9 @@
 /**
- * The cell's `local-signed` model runtime (handed to the AI module by the
- * wiring, cell/server.ts, for providers of type local-signed): the same
- * verified loader the edge uses (edge/local-model.ts: manifest signature
- * against a pinned publisher, file size and SHA-256, then node-llama-cpp on
- * CPU, greedy). The one import from edge/ into cell/: the runtime is shared
- * code, not edge behaviour.
+ * The cell's `local-signed` model runtime (the AI module's, for providers of
+ * type local-signed, when node-llama-cpp is installed beside the program in
+ * edge-runtime/): the same verified loader the edge runs
+ * (runtime/local-model.ts: manifest signature against a pinned publisher,
+ * file size and SHA-256, then node-llama-cpp on CPU, greedy).
  *
  * Files, in the cell's data directory:
  *   models/<default_model>.gguf       the model
@@ -20,10 +19,9 @@ import { join } from 'node:path';
 import { ServiceError, invalid } from '../../core/errors.ts';
 import type { TrustedKey } from '../../bundles/codec.ts';
 import { findRuntime, loadLocalSignedModel, type LocalModel } from '../../runtime/local-model.ts';
-import type { ChatRequest, ChatResult } from '../ai/openai-client.ts';
-import type { CallOptions, LocalModelRuntime, Provider } from '../ai/providers.ts';
+import type { ChatRequest, ChatResult } from './openai-client.ts';
+import { LOCAL_MODEL_NAME, type CallOptions, type LocalModelRuntime, type Provider } from './providers.ts';
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 const DEFAULT_MAX_TOKENS = 256;
 
 /** The runtime when node-llama-cpp is installed beside the program (edge-runtime/), else null. */
@@ -50,7 +48,7 @@ export function localRuntime(dataDir: string): (LocalModelRuntime & { dispose():
   }
 
   function model(name: string): Promise<LocalModel> {
-    if (!NAME.test(name))
+    if (!LOCAL_MODEL_NAME.test(name))
       return Promise.reject(invalid('a local-signed model name is letters, digits, dot, dash, underscore', { reason: 'bad_model_name' }));
     let p = loaded.get(name);
     if (!p) {
