@@ -18,7 +18,7 @@ import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
 import type { JobsContext } from './context.ts';
 import { boundSingleSpec, parseRunSpec, submitJobRun } from './runner.ts';
 import { rerunJob } from './rerun.ts';
-import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './schemas.ts';
+import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './shapes.ts';
 
 const TAG = 'Job runs';
 
