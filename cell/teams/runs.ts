@@ -25,7 +25,7 @@ import type { JsonObject } from '../../core/journal/record.ts';
 import { ServiceError, notFound } from '../../core/errors.ts';
 import type { Reason } from '../../core/reasons.ts';
 import { RunClosedError } from '../runs/journal.ts';
-import { forksView, isTerminal, type Run } from '../runs/runs.ts';
+import { isTerminal, type Run } from '../runs/runs.ts';
 import { foldLedgers, hasLedger, releaseOpenReservations } from './agents.ts';
 import { compileFor } from './compile.ts';
 import type { TeamsContext } from './context.ts';
@@ -34,7 +34,6 @@ import { checkPlacement, placementFix, placementMessage } from './placement.ts';
 import { crewPorts } from './ports.ts';
 import * as repo from './repository.ts';
 import { checkRunGraph } from './run-graph.ts';
-import { iso } from './schema.ts';
 import type { ForkPlan } from './fork.ts';
 
 /** Default time budget of a crew run before it is flagged for investigation, ms. */
@@ -58,7 +57,7 @@ export interface CrewRunSpec {
 }
 
 /** What a crew run was asked to do (the spec column), as far as it can be read back. */
-function crewSpec(run: Run): Partial<CrewRunSpec> {
+export function crewSpec(run: Run): Partial<CrewRunSpec> {
   const s = run.spec;
   return typeof s === 'object' && s !== null && !Array.isArray(s) ? (s as Partial<CrewRunSpec>) : {};
 }
@@ -497,45 +496,4 @@ async function flagOverdueOnce(ctx: TeamsContext): Promise<void> {
 /** Tokens the run's model calls have used so far. */
 export function runTokens(ctx: TeamsContext, runId: string): Promise<number> {
   return repo.runTokens(ctx.core.store, runId);
-}
-
-/**
- * A run as the API shows it. `started`: the answer of the request that recorded it, built from the row its
- * committing transaction read (a new run has used no tokens and waits on no approval), so no read after the
- * commit can turn the answer into a refusal (issue 22).
- */
-export async function runView(ctx: TeamsContext, r: Run, o: { started?: boolean } = {}) {
-  const spec = crewSpec(r);
-  // Read together (one round trip on PostgreSQL's pool); none for the answer of the request that recorded it.
-  const [tokensUsed, pendingApprovals] = o.started
-    ? [0, []]
-    : await Promise.all([runTokens(ctx, r.run_id), ctx.runs.pendingApprovalsView(r)]);
-  return {
-    run_id: r.run_id,
-    kind: r.kind,
-    crew_id: r.crew_id,
-    formation_id: spec.formation_id ?? null,
-    formation_version: spec.formation_version ?? null,
-    workspace_id: r.workspace_id,
-    requester: r.requester,
-    state: r.state,
-    stalled: ctx.runs.isStalled(r),
-    graph_hash: r.graph_hash,
-    input: spec.input ?? null,
-    output: r.output,
-    error: r.error,
-    investigate: r.flags['investigate'] ?? null,
-    flags: r.flags,
-    coordinator: r.coordinator,
-    checked_cell_id: ctx.core.config.cellId,
-    max_duration_ms: spec.max_duration_ms ?? DEFAULT_MAX_DURATION_MS,
-    max_tokens: spec.max_tokens ?? null,
-    tokens_used: tokensUsed,
-    pending_approvals: pendingApprovals,
-    forked_from: spec.forked_from ?? null,
-    forks: forksView(r),
-    created_at: iso(r.created_at),
-    updated_at: iso(r.updated_at),
-    finished_at: r.finished_at === null ? null : iso(r.finished_at),
-  };
 }
