@@ -15,7 +15,15 @@ import { bundleCommand } from './edge/cli.ts';
 import { BACKUP_HELP, backupCommand, restoreCommand } from './ops/backup-cli.ts';
 import { ADMIN_HELP, adminCommand } from './iam/admin-cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
-import { LOG_FORMATS, LOG_LEVELS, createLogger, exitOnFatalError, type LogFormat, type LogLevel } from '../runtime/log.ts';
+import {
+  LOG_FORMATS,
+  LOG_LEVELS,
+  createLogger,
+  exitOnFatalError,
+  type LogFormat,
+  type LogLevel,
+  type ProcessLogger,
+} from '../runtime/log.ts';
 import { parseIpRule } from '../core/apikey/network.ts';
 import { tracesConfig } from './ops/traces-config.ts';
 import { parseOAuthIssuer } from './oauth/settings.ts';
@@ -82,51 +90,89 @@ async function serveCommand(argv: string[]): Promise<void> {
     process.stdout.write(`Usage: node dist/cell.mjs serve [options]\n\n${SERVE_HELP}`);
     return;
   }
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      port: { type: 'string' },
-      host: { type: 'string' },
-      data: { type: 'string' },
-      store: { type: 'string' },
-      'store-pool': { type: 'string' },
-      region: { type: 'string' },
-      posture: { type: 'string' },
-      'cell-id': { type: 'string' },
-      'public-url': { type: 'string' },
-      'oauth-issuer': { type: 'string' },
-      'rate-capacity': { type: 'string' },
-      'rate-refill': { type: 'string' },
-      'agent-quota': { type: 'string' },
-      'schedule-min-interval': { type: 'string' },
-      'definition-quota': { type: 'string' },
-      'max-delegation-depth': { type: 'string' },
-      'protected-resource': { type: 'string' },
-      'run-storage-cap': { type: 'string' },
-      'workspace-quota': { type: 'string' },
-      'run-storage-quota': { type: 'string' },
-      'trusted-proxies': { type: 'string' },
-      clearance: { type: 'string' },
-      topology: { type: 'string' },
-      'tls-cert': { type: 'string' },
-      'tls-key': { type: 'string' },
-      'client-ca': { type: 'string' },
-      'egress-allow-private': { type: 'string' },
-      'heartbeat-ms': { type: 'string' },
-      'lease-ms': { type: 'string' },
-      'max-clock-skew-ms': { type: 'string' },
-      'metrics-port': { type: 'string' },
-      'otlp-endpoint': { type: 'string' },
-      'log-level': { type: 'string' },
-      'log-format': { type: 'string' },
-      'secrets-key-file': { type: 'string' },
-    },
-    strict: true,
+  const values = parseArgs({ args: argv, options: SERVE_OPTIONS, strict: true }).values;
+  // Checked in the order of the help text; the first wrong option ends the command with its message.
+  const config: ServeConfig = {
+    ...placeConfig(values),
+    ...limitsConfig(values),
+    ...trustConfig(values),
+    ...groupConfig(values),
+  };
+  const log = serveLogger(values);
+  if (values['secrets-key-file'] !== undefined) config.secretsKeyFile = resolve(values['secrets-key-file']);
+  const tls = tlsOptions(values);
+  // The last guard, not the design: every background loop catches and retries its own errors. A rejection
+  // none handled is a bug to report, not a reason to stop serving (a cell that exits on a store outage
+  // leaves its group a member short; the outage itself is answered with 503s and not-ready).
+  process.on('unhandledRejection', (reason) => {
+    log.error('unhandled rejection (a bug: please report it); the cell keeps serving', {
+      error: reason instanceof Error ? (reason.stack ?? reason.message) : String(reason),
+    });
   });
-  const config: Partial<CellConfig> = {};
+  checkDataDir(config.dataDir);
+  let running: RunningCell;
+  try {
+    running = await startCell({ config, log, ...(tls ? { tls } : {}) });
+  } catch (err) {
+    explainStartFailure(err, config);
+    throw err;
+  }
+  log.print(banner(running));
+  stopOnSignals(running, log);
+}
+
+/** The options of `serve` (SERVE_HELP says what each means). */
+const SERVE_OPTIONS = {
+  port: { type: 'string' },
+  host: { type: 'string' },
+  data: { type: 'string' },
+  store: { type: 'string' },
+  'store-pool': { type: 'string' },
+  region: { type: 'string' },
+  posture: { type: 'string' },
+  'cell-id': { type: 'string' },
+  'public-url': { type: 'string' },
+  'oauth-issuer': { type: 'string' },
+  'rate-capacity': { type: 'string' },
+  'rate-refill': { type: 'string' },
+  'agent-quota': { type: 'string' },
+  'schedule-min-interval': { type: 'string' },
+  'definition-quota': { type: 'string' },
+  'max-delegation-depth': { type: 'string' },
+  'protected-resource': { type: 'string' },
+  'run-storage-cap': { type: 'string' },
+  'workspace-quota': { type: 'string' },
+  'run-storage-quota': { type: 'string' },
+  'trusted-proxies': { type: 'string' },
+  clearance: { type: 'string' },
+  topology: { type: 'string' },
+  'tls-cert': { type: 'string' },
+  'tls-key': { type: 'string' },
+  'client-ca': { type: 'string' },
+  'egress-allow-private': { type: 'string' },
+  'heartbeat-ms': { type: 'string' },
+  'lease-ms': { type: 'string' },
+  'max-clock-skew-ms': { type: 'string' },
+  'metrics-port': { type: 'string' },
+  'otlp-endpoint': { type: 'string' },
+  'log-level': { type: 'string' },
+  'log-format': { type: 'string' },
+  'secrets-key-file': { type: 'string' },
+} as const;
+
+/** The options of `serve` as given (all strings). */
+type ServeArgs = Partial<Record<keyof typeof SERVE_OPTIONS, string>>;
+
+type RunningCell = Awaited<ReturnType<typeof startCell>>;
+
+/** The configuration given on the command line (the rest defaults in config.ts); the data directory always. */
+type ServeConfig = Partial<CellConfig> & { dataDir: string };
+
+/** Where the cell listens, keeps its data and stands: address, data and store, region, posture, names, rate budget. */
+function placeConfig(values: ServeArgs): ServeConfig {
+  const config: ServeConfig = { dataDir: resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell') };
   if (values.port !== undefined) config.port = intArg('port', values.port);
   if (values.host !== undefined) config.host = values.host;
-  config.dataDir = resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell');
   const storeUrl = values.store ?? process.env['CELL_STORE_URL'];
   if (storeUrl !== undefined && storeUrl !== '') {
     if (!/^postgres(ql)?:\/\//.test(storeUrl)) fail('--store takes a postgres://user@host:port/db URL');
@@ -151,6 +197,12 @@ async function serveCommand(argv: string[]): Promise<void> {
       refillPerSecond: intArg('rate-refill', values['rate-refill'] ?? '100'),
     };
   }
+  return config;
+}
+
+/** Quotas and bounds: agents, schedules, definitions, delegation depth, protected resources, run storage. */
+function limitsConfig(values: ServeArgs): Partial<CellConfig> {
+  const config: Partial<CellConfig> = {};
   if (values['agent-quota'] !== undefined) config.agentQuota = intArg('agent-quota', values['agent-quota']);
   if (values['schedule-min-interval'] !== undefined)
     config.scheduleMinIntervalSeconds = intArg('schedule-min-interval', values['schedule-min-interval']);
@@ -158,10 +210,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   if (values['max-delegation-depth'] !== undefined)
     config.maxDelegationDepth = Math.min(16, Math.max(1, intArg('max-delegation-depth', values['max-delegation-depth'])));
   if (values['protected-resource'] !== undefined) {
-    const list = values['protected-resource']
-      .split(',')
-      .map((s) => s.trim())
-      .filter(Boolean);
+    const list = commaList(values['protected-resource']);
     for (const u of list)
       if (!/^https?:\/\/[^\s#]+$/.test(u)) fail(`--protected-resource: '${u}' is not an http(s) URL without a fragment`);
     config.protectedResources = list;
@@ -169,11 +218,13 @@ async function serveCommand(argv: string[]): Promise<void> {
   if (values['run-storage-cap'] !== undefined) config.runStorageCapBytes = intArg('run-storage-cap', values['run-storage-cap']);
   if (values['workspace-quota'] !== undefined) config.workspaceQuotaBytes = intArg('workspace-quota', values['workspace-quota']);
   if (values['run-storage-quota'] !== undefined) config.runStorageQuotaBytes = intArg('run-storage-quota', values['run-storage-quota']);
-  if (values['trusted-proxies'] !== undefined)
-    config.trustedProxies = values['trusted-proxies']
-      .split(',')
-      .map((s) => s.trim())
-      .filter(Boolean);
+  return config;
+}
+
+/** Whom the cell believes and where it may reach: trusted proxies, clearance, topology, private egress. */
+function trustConfig(values: ServeArgs): Partial<CellConfig> {
+  const config: Partial<CellConfig> = {};
+  if (values['trusted-proxies'] !== undefined) config.trustedProxies = commaList(values['trusted-proxies']);
   if (values.clearance !== undefined) config.clearance = intArg('clearance', values.clearance);
   if (values.topology !== undefined) {
     config.topology = Object.fromEntries(
@@ -188,13 +239,16 @@ async function serveCommand(argv: string[]): Promise<void> {
     );
   }
   if (values['egress-allow-private'] !== undefined) {
-    const rules = values['egress-allow-private']
-      .split(',')
-      .map((s) => s.trim())
-      .filter(Boolean);
+    const rules = commaList(values['egress-allow-private']);
     for (const r of rules) if (parseIpRule(r) === null) fail(`--egress-allow-private: '${r}' is not an address or CIDR range`);
     config.egressAllowPrivate = rules;
   }
+  return config;
+}
+
+/** The group's timing (heartbeat, lease, clock skew) and what the cell exports: metrics, traces. */
+function groupConfig(values: ServeArgs): Partial<CellConfig> {
+  const config: Partial<CellConfig> = {};
   if (values['heartbeat-ms'] !== undefined) config.heartbeatMs = intArg('heartbeat-ms', values['heartbeat-ms']);
   if (values['lease-ms'] !== undefined) config.leaseMs = intArg('lease-ms', values['lease-ms']);
   if (values['max-clock-skew-ms'] !== undefined) config.maxClockSkewMs = intArg('max-clock-skew-ms', values['max-clock-skew-ms']);
@@ -204,69 +258,85 @@ async function serveCommand(argv: string[]): Promise<void> {
   } catch (e) {
     fail((e as Error).message);
   }
+  return config;
+}
+
+/** The operator log of `--log-level` and `--log-format`; a fatal error is logged before the process exits. */
+function serveLogger(values: ServeArgs): ProcessLogger {
   const logLevel = (values['log-level'] ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   const logFormat = (values['log-format'] ?? 'json') as LogFormat;
   if (!LOG_FORMATS.includes(logFormat)) fail(`--log-format must be one of ${LOG_FORMATS.join(', ')}`);
   const log = createLogger({ level: logLevel, format: logFormat });
   exitOnFatalError(log);
-  if (values['secrets-key-file'] !== undefined) config.secretsKeyFile = resolve(values['secrets-key-file']);
+  return log;
+}
+
+/** The certificate, key and client CA of `--tls-cert`, `--tls-key` and `--client-ca`, read; undefined: plain http. */
+function tlsOptions(values: ServeArgs): { cert: Buffer; key: Buffer; ca?: Buffer } | undefined {
   if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
   if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
-  const tls =
-    values['tls-cert'] !== undefined && values['tls-key'] !== undefined
-      ? {
-          cert: readFileSync(values['tls-cert']),
-          key: readFileSync(values['tls-key']),
-          ...(values['client-ca'] !== undefined ? { ca: readFileSync(values['client-ca']) } : {}),
-        }
-      : undefined;
-  // The last guard, not the design: every background loop catches and retries its own errors. A rejection
-  // none handled is a bug to report, not a reason to stop serving (a cell that exits on a store outage
-  // leaves its group a member short; the outage itself is answered with 503s and not-ready).
-  process.on('unhandledRejection', (reason) => {
-    log.error('unhandled rejection (a bug: please report it); the cell keeps serving', {
-      error: reason instanceof Error ? (reason.stack ?? reason.message) : String(reason),
-    });
-  });
-  checkDataDir(config.dataDir);
-  let running;
-  try {
-    running = await startCell({ config, log, ...(tls ? { tls } : {}) });
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (err instanceof ClusterRefusal) fail(err.message, 1);
-    const dataDirProblem = dataDirError(err, config.dataDir);
-    if (dataDirProblem) fail(dataDirProblem, 1);
-    const where = err as { port?: number; address?: string };
-    if (code === 'EADDRINUSE') {
-      const flag =
-        where.port !== undefined && where.port === config.metricsPort && where.address === '127.0.0.1' ? '--metrics-port' : '--port';
-      fail(
-        `port ${where.port ?? config.port ?? 8080} on ${where.address ?? config.host ?? '127.0.0.1'} is already in use; pick another with ${flag}`,
-        1,
-      );
-    }
-    if (code === 'EACCES' && (err as { syscall?: string }).syscall === 'listen')
-      fail(`not allowed to listen on port ${config.port}; pick a port above 1023 with --port`, 1);
-    throw err;
+  return values['tls-cert'] !== undefined && values['tls-key'] !== undefined
+    ? {
+        cert: readFileSync(values['tls-cert']),
+        key: readFileSync(values['tls-key']),
+        ...(values['client-ca'] !== undefined ? { ca: readFileSync(values['client-ca']) } : {}),
+      }
+    : undefined;
+}
+
+/** A comma-separated option as its trimmed, non-empty items. */
+function commaList(v: string): string[] {
+  return v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+/** Ends the command with what to do when the cell could not start for a reason an operator can fix; returns otherwise. */
+function explainStartFailure(err: unknown, config: ServeConfig): void {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (err instanceof ClusterRefusal) fail(err.message, 1);
+  const dataDirProblem = dataDirError(err, config.dataDir);
+  if (dataDirProblem) fail(dataDirProblem, 1);
+  const where = err as { port?: number; address?: string };
+  if (code === 'EADDRINUSE') {
+    const flag =
+      where.port !== undefined && where.port === config.metricsPort && where.address === '127.0.0.1' ? '--metrics-port' : '--port';
+    fail(
+      `port ${where.port ?? config.port ?? 8080} on ${where.address ?? config.host ?? '127.0.0.1'} is already in use; pick another with ${flag}`,
+      1,
+    );
   }
-  // One write: whoever starts reading at "listening on" (scripts, tests) also has the key lines.
-  let banner = `cell ${running.core.config.cellId} listening on ${running.url}\n`;
+  if (code === 'EACCES' && (err as { syscall?: string }).syscall === 'listen')
+    fail(`not allowed to listen on port ${config.port}; pick a port above 1023 with --port`, 1);
+}
+
+/**
+ * What the cell prints once it listens, in one write: whoever starts reading at "listening on" (scripts,
+ * tests) also has the key lines.
+ */
+function banner(running: RunningCell): string {
+  let text = `cell ${running.core.config.cellId} listening on ${running.url}\n`;
   const metricsUrl = running.modules.ops.ops.metricsUrl();
-  if (metricsUrl) banner += `metrics on ${metricsUrl}\n`;
+  if (metricsUrl) text += `metrics on ${metricsUrl}\n`;
   const keyFile = join(running.core.config.dataDir, BOOTSTRAP_KEY_FILE);
   if (running.bootstrapSecret) {
     // Only a person at a terminal sees it: a log shipper reading a pipe or a file would keep it.
-    banner += process.stdout.isTTY
+    text += process.stdout.isTTY
       ? `bootstrap admin key (shown once, also in ${keyFile}):\n${running.bootstrapSecret}\n`
       : `bootstrap admin key created, in ${keyFile} (mode 0600; not printed: stdout is not a terminal)\n`;
   } else if (existsSync(keyFile)) {
-    banner += `the bootstrap admin key was printed at the first start; it is in ${keyFile}\n`;
+    text += `the bootstrap admin key was printed at the first start; it is in ${keyFile}\n`;
   }
-  log.print(banner);
-  // A second signal during shutdown waits for the same stop: the store's close is never cut short.
-  // Every line logged until then is written before the process exits.
+  return text;
+}
+
+/**
+ * SIGINT and SIGTERM stop the cell, then the process. A second signal during shutdown waits for the same
+ * stop: the store's close is never cut short. Every line logged until then is written before the process exits.
+ */
+function stopOnSignals(running: RunningCell, log: ProcessLogger): void {
   let stopping: Promise<void> | null = null;
   const started = Date.now();
   const shutdown = async (signal: NodeJS.Signals) => {

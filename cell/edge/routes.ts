@@ -15,6 +15,7 @@ import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery,
 import type { EdgeContext } from './context.ts';
 import { deviceKey, deviceView, registerDeviceTx } from './devices.ts';
 import * as repo from './repository.ts';
+import { runIdPath } from '../runs/api.ts';
 import { MAX_BUNDLE_TTL_SECONDS, issueCrewBundle, issueKeyBundle, trustAnchor } from './export.ts';
 
 const TAG = 'Edge';
@@ -273,10 +274,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       ...secured(PERMISSIONS.edgeRead),
       request: {
         params: z.object({
-          run_id: z
-            .string()
-            .regex(/^run_[0-9a-f]{20}$/)
-            .openapi({ param: { name: 'run_id', in: 'path' } }),
+          run_id: runIdPath(),
         }),
       },
       responses: { 200: json(ImportedJournal, 'The journal as imported (verified at import)'), ...errorResponses(400, 401, 403, 404) },

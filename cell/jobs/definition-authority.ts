@@ -33,7 +33,7 @@ import type { Holding } from '../../core/authority/contain.ts';
 import type { Reader, Tx } from '../store/types.ts';
 import type { JobsContext } from './context.ts';
 import * as repo from './repository.ts';
-import type { DefinitionJobType } from './schemas.ts';
+import type { DefinitionJobType } from './shapes.ts';
 
 /**
  * What a definition's author must hold, per job type: the jobs write permission

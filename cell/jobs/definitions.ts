@@ -27,7 +27,7 @@ import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import type { JobsContext } from './context.ts';
 import type { Definition } from './repository.ts';
 import { parseRunSpec } from './runner.ts';
-import { AgentTemplateSchema, TeamTemplateSchema, type DefinitionJobType } from './schemas.ts';
+import { AgentTemplateSchema, TeamTemplateSchema, type DefinitionJobType } from './shapes.ts';
 
 export type { Definition } from './repository.ts';
 

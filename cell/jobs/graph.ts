@@ -18,7 +18,7 @@
 import { contentHash } from '../../core/canonical.ts';
 import type { Graph, GraphNode } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
-import type { NotebookSpec, SingleSpec } from './schemas.ts';
+import type { NotebookSpec, SingleSpec } from './shapes.ts';
 
 export const JOB_TOOLS = {
   sql: 'job.sql',

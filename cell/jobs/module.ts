@@ -25,7 +25,7 @@ import { resumeJobRun, startJobDrive } from './runner.ts';
 import { PgWorkspaces } from './sandbox/pg-workspace.ts';
 import { SandboxPool } from './sandbox/pool.ts';
 import { Scheduler } from './scheduler.ts';
-import type { DefinitionJobType } from './schemas.ts';
+import type { DefinitionJobType } from './shapes.ts';
 import { workspaceDbPath } from './steps.ts';
 
 export interface JobsModule extends CellModule {

@@ -6,7 +6,7 @@
  */
 import { count, json, jsonOrNull, num, numOrNull, object, str, strOrNull, stringArray, anyJson } from '../store/decode.ts';
 import type { Reader, Row, Tx } from '../store/types.ts';
-import type { DefinitionJobType } from './schemas.ts';
+import type { DefinitionJobType } from './shapes.ts';
 
 // ---------------------------------------------------------------- definitions
 

@@ -21,7 +21,7 @@ import { forksView, type Run } from '../runs/runs.ts';
 import type { AgentSpec } from './agent.ts';
 import type { JobsContext } from './context.ts';
 import { boundSingleSpec, submitJobRun } from './runner.ts';
-import type { RunJobType, SingleSpec } from './schemas.ts';
+import type { RunJobType, SingleSpec } from './shapes.ts';
 
 const RERUNNABLE = new Set(['failed', 'refused', 'cancelled']);
 

@@ -19,7 +19,7 @@ import { assertDefinitionSeats, assertMayAuthor, assertWithinQuota, authorRoot }
 import { assertNotDeleted, definitionView, newScheduleId, nextFireAfter, parseCron, validateTemplate } from './definitions.ts';
 import * as repo from './repository.ts';
 import type { Scheduler } from './scheduler.ts';
-import { CreateDefinitionSchema, DefinitionSchema, PatchDefinitionSchema } from './schemas.ts';
+import { CreateDefinitionSchema, DefinitionSchema, PatchDefinitionSchema } from './shapes.ts';
 
 const TAG = 'Job definitions';
 const BASE = '/api/public/v1/admin/jobs/definitions';

@@ -24,7 +24,7 @@ import {
   takeEndpointBudget,
 } from './endpoints.ts';
 import { parseRunSpec, submitJobRun } from './runner.ts';
-import { CreateEndpointSchema, EndpointSchema, RunErrorSchema } from './schemas.ts';
+import { CreateEndpointSchema, EndpointSchema, RunErrorSchema } from './shapes.ts';
 
 const TAG = 'Job endpoints';
 const BASE = '/api/public/v1/admin/jobs/endpoints';

@@ -12,13 +12,13 @@ import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import { forksView, type Run } from '../runs/runs.ts';
-import { READS_ALL_RUNS, RunIdParam } from '../runs/routes.ts';
-import { runFilterOf, runFilterQuery } from '../runs/api.ts';
+import { READS_ALL_RUNS } from '../runs/routes.ts';
+import { RunIdParam, runFilterOf, runFilterQuery, runIdPath } from '../runs/api.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
 import type { JobsContext } from './context.ts';
 import { boundSingleSpec, parseRunSpec, submitJobRun } from './runner.ts';
 import { rerunJob } from './rerun.ts';
-import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './schemas.ts';
+import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './shapes.ts';
 
 const TAG = 'Job runs';
 
@@ -106,13 +106,7 @@ const list = createRoute({
   },
 });
 
-const JobIdParam = z.object({
-  job_id: z
-    .string()
-    .min(1)
-    .max(200)
-    .openapi({ param: { name: 'job_id', in: 'path' }, example: 'run_0123456789abcdef0123' }),
-});
+const JobIdParam = z.object({ job_id: runIdPath('job_id') });
 
 const status = createRoute({
   method: 'get',

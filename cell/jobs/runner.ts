@@ -20,7 +20,7 @@ import { stepDeadline } from '../../runtime/step-deadline.ts';
 import { driveAgentRun } from './agent.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_TOOLS, jobGraph, jobGraphHash, notebookNodeId } from './graph.ts';
-import { SPEC_BY_TYPE, type ComputeSpec, type NotebookSpec, type RunJobType, type SingleSpec, type SqlSpec } from './schemas.ts';
+import { SPEC_BY_TYPE, type ComputeSpec, type NotebookSpec, type RunJobType, type SingleSpec, type SqlSpec } from './shapes.ts';
 import { JobStepFailure, runComputeStep, runNotebookCell, runSingleTool, runSqlStep, singleAuthority, sqlStorageCaps } from './steps.ts';
 
 /** Validates a run spec for its job type (defaults applied); 400 invalid_request naming the fields. */

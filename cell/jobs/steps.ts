@@ -30,7 +30,7 @@ import type { JobsContext } from './context.ts';
 import { outageWait } from '../runs/drive.ts';
 import { sqlWorkspaceSecrets, type SqlWorkspaceSecrets } from './repository.ts';
 import type { SqlParam } from './sandbox/sql.ts';
-import type { ComputeSpec, NotebookCell, NotebookSpec, SingleSpec, SqlSpec } from './schemas.ts';
+import type { ComputeSpec, NotebookCell, NotebookSpec, SingleSpec, SqlSpec } from './shapes.ts';
 
 /** A job step that did not produce an output, with a machine reason. */
 export class JobStepFailure extends Error {

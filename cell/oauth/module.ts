@@ -36,6 +36,7 @@ import { protocolRoutes } from './routes-protocol.ts';
 import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
 import { toolDelegator, type ToolDelegation, type ToolDelegationRequest } from './tool-delegation.ts';
 import { SigningKeys, type Keyring, type PublishedKey } from './signing-keys.ts';
+import { reloadFollower, type ReloadFollower } from './internal/follower.ts';
 
 export type { BuiltInClient, CellTokenSubject, CellTokenVerdict, ClientRecord, Keyring, PublishedKey };
 
@@ -96,7 +97,49 @@ const RELOAD_RETRY_MS = 1000;
 export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promise<OAuthModule> {
   // Cells of a group share the proofs seen; an embedded store is one cell, and its cache stays in memory.
   const groupReplay = core.store.engine === 'postgres' ? new GroupReplayCache(core) : null;
-  const ctx: OAuthContext = {
+  const ctx = oauthContext(core, deps, groupReplay);
+  const follower = reloadFollower(core.log, RELOAD_RETRY_MS);
+  // Subscribe before the first loads, so no write falls between a load and the subscription.
+  const unsubscribe = followChanges(ctx, follower);
+  const close = () => {
+    unsubscribe();
+    ctx.clients.close();
+    ctx.denylist.close();
+    follower.halt();
+  };
+  try {
+    await loadBeforeServing(ctx);
+  } catch (e) {
+    close();
+    throw e;
+  }
+  let stopTimers: (() => void) | undefined;
+  return {
+    name: 'oauth',
+    authenticators: [jwtAuthenticator(ctx)],
+    api: oauthApi(ctx),
+    routes(app) {
+      metadataRoutes(app, ctx);
+      protocolRoutes(app, ctx);
+      pageRoutes(app, ctx);
+      adminRoutes(app, ctx);
+      clientRoutes(app, ctx);
+    },
+    async start() {
+      // The public URL is settled once the cell listens: this cell's API joins the group's audiences now.
+      await ctx.audiences.register();
+      stopTimers = startTimers(ctx, groupReplay);
+    },
+    async stop() {
+      stopTimers?.();
+      close();
+    },
+  };
+}
+
+/** The module's instance state: its caches, keyring, denylist mirror and the lookups over them. */
+function oauthContext(core: CellCore, deps: OAuthDeps, groupReplay: GroupReplayCache | null): OAuthContext {
+  return {
     core,
     iam: deps.iam,
     deviceExists: (deviceId) => deps.deviceExists(deviceId),
@@ -108,42 +151,12 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     verified: new VerifiedTokenCache(OAUTH.verifiedCacheSize),
     clients: new ChangeCache(core.store, [TABLES.clients], OAUTH.clientCacheSize),
   };
+}
 
-  let stopped = false;
-  /** A pending retry per reload that failed. */
-  const retries = new Map<string, NodeJS.Timeout>();
-  const halt = () => {
-    stopped = true;
-    for (const t of retries.values()) clearTimeout(t);
-    retries.clear();
-  };
-  /** Reloads failing now (a store outage): each is logged when it starts failing and when it recovers, not at every retry. */
-  const failing = new Set<string>();
-  /** Runs a reload; on failure logs it (once per outage) and tries again shortly, until one succeeds or the module stops. */
-  const follow = (what: string, reload: () => Promise<void>): void => {
-    reload().then(
-      () => {
-        if (failing.delete(what)) core.log.info(`oauth: ${what} reloaded again`);
-      },
-      (e: unknown) => {
-        if (!failing.has(what)) core.log.error(`oauth: ${what} reload failed; retrying until it succeeds`, { error: String(e) });
-        failing.add(what);
-        retry(what, reload);
-      },
-    );
-  };
-  const retry = (what: string, reload: () => Promise<void>): void => {
-    if (stopped || retries.has(what)) return;
-    const t = setTimeout(() => {
-      retries.delete(what);
-      if (!stopped) follow(what, reload);
-    }, RELOAD_RETRY_MS);
-    t.unref();
-    retries.set(what, t);
-  };
-
-  // Subscribe before the first loads, so no write falls between a load and the subscription.
-  const unsubscribe = core.store.onChange((change) => {
+/** Reloads what a write to its table changed, on this cell's writes and (PostgreSQL) every other cell's; returns the unsubscribe. */
+function followChanges(ctx: OAuthContext, follower: ReloadFollower): () => void {
+  const { follow } = follower;
+  return ctx.core.store.onChange((change) => {
     if (change.tables.has(TABLES.signingKeys)) follow('signing keyring', () => ctx.keys.reload());
     // This cell's revocations reach the mirror as their transaction commits; other cells' are read here
     // (reading on this cell's own changes too costs one read per revoking transaction, and assumes nothing).
@@ -151,77 +164,63 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     if (change.tables.has(TABLES.audiences)) follow('audiences', () => ctx.audiences.reload());
     if (change.tables.has(TABLES.issuers)) follow('issuers', () => ctx.issuers.reload());
   });
-  try {
-    await ctx.keys.ensure();
-    await ctx.denylist.reload();
-    // Before serving: this cell's `--oauth-issuer` joins the group's accepted issuers (or leaves it).
-    await ctx.issuers.register();
-  } catch (e) {
-    unsubscribe();
-    ctx.clients.close();
-    ctx.denylist.close();
-    halt();
-    throw e;
-  }
+}
 
-  let timer: NodeJS.Timeout | undefined;
-  let pruneTimer: NodeJS.Timeout | undefined;
+/** The first loads: a signing key (created on a fresh store), the denylist, and this cell's issuer registered. */
+async function loadBeforeServing(ctx: OAuthContext): Promise<void> {
+  await ctx.keys.ensure();
+  await ctx.denylist.reload();
+  // Before serving: this cell's `--oauth-issuer` joins the group's accepted issuers (or leaves it).
+  await ctx.issuers.register();
+}
+
+/** What other modules may ask of the authorization server (OAuthApi), over the module's state. */
+function oauthApi(ctx: OAuthContext): OAuthApi {
+  const { config, store } = ctx.core;
+  const judge = cellTokenJudge(ctx);
+  return {
+    issuer: () => issuerOf(config),
+    acceptedIssuers: () => ctx.issuers.accepted(),
+    audience: () => audienceOf(config),
+    publicBase: () => publicBase(config),
+    keyring: () => ctx.keys.current(),
+    refreshKeyring: () => ctx.keys.reload(),
+    judgeToken: (token, facts) => judge(token, facts),
+    isRevoked: (jti) => ctx.denylist.isRevoked(jti),
+    liveRevocations: (nowSeconds) => ctx.denylist.live(nowSeconds),
+    client: (clientId) => getClient(ctx, clientId),
+    clientIds: () => allClientIds(store),
+    ensureBuiltInClient: (client) => ensureBuiltInClient(ctx, client),
+    delegateForTool: toolDelegator(ctx),
+  };
+}
+
+/**
+ * The module's timers: the sweep (expired revocations dropped, then the keyring, denylist and
+ * issuers read again, a safety net for whatever a notification missed) and, on PostgreSQL, the
+ * pruning of the group's DPoP proofs. Returns what stops them.
+ */
+function startTimers(ctx: OAuthContext, groupReplay: GroupReplayCache | null): () => void {
+  const { core } = ctx;
   const sweep = async () => {
     await ctx.denylist.sweep();
-    // Also a safety net for the followers: whatever a notification missed is read here.
     await ctx.denylist.reload();
     await ctx.keys.reload();
     await ctx.issuers.reload();
   };
-
-  const { config } = core;
-  const judge = cellTokenJudge(ctx);
-  return {
-    name: 'oauth',
-    authenticators: [jwtAuthenticator(ctx)],
-    api: {
-      issuer: () => issuerOf(config),
-      acceptedIssuers: () => ctx.issuers.accepted(),
-      audience: () => audienceOf(config),
-      publicBase: () => publicBase(config),
-      keyring: () => ctx.keys.current(),
-      refreshKeyring: () => ctx.keys.reload(),
-      judgeToken: (token, facts) => judge(token, facts),
-      isRevoked: (jti) => ctx.denylist.isRevoked(jti),
-      liveRevocations: (nowSeconds) => ctx.denylist.live(nowSeconds),
-      client: (clientId) => getClient(ctx, clientId),
-      clientIds: () => allClientIds(core.store),
-      ensureBuiltInClient: (client) => ensureBuiltInClient(ctx, client),
-      delegateForTool: toolDelegator(ctx),
-    },
-    routes(app) {
-      metadataRoutes(app, ctx);
-      protocolRoutes(app, ctx);
-      pageRoutes(app, ctx);
-      adminRoutes(app, ctx);
-      clientRoutes(app, ctx);
-    },
-    async start() {
-      // The public URL is settled once the cell listens: this cell's API joins the group's audiences now.
-      await ctx.audiences.register();
-      timer = setInterval(() => {
-        sweep().catch((e: unknown) => core.log.error('oauth sweep failed', { error: String(e) }));
-      }, OAUTH.sweepIntervalMs);
-      timer.unref();
-      if (groupReplay) {
-        pruneTimer = setInterval(() => {
-          groupReplay.prune(core.clock.now()).catch((e: unknown) => core.log.error('oauth proof prune failed', { error: String(e) }));
-        }, OAUTH.proofPruneIntervalMs);
-        pruneTimer.unref();
-      }
-    },
-    async stop() {
-      clearInterval(timer);
-      clearInterval(pruneTimer);
-      unsubscribe();
-      ctx.clients.close();
-      ctx.denylist.close();
-      halt();
-    },
+  const timer = setInterval(() => {
+    sweep().catch((e: unknown) => core.log.error('oauth sweep failed', { error: String(e) }));
+  }, OAUTH.sweepIntervalMs);
+  timer.unref();
+  let pruneTimer: NodeJS.Timeout | undefined;
+  if (groupReplay) {
+    pruneTimer = setInterval(() => {
+      groupReplay.prune(core.clock.now()).catch((e: unknown) => core.log.error('oauth proof prune failed', { error: String(e) }));
+    }, OAUTH.proofPruneIntervalMs);
+    pruneTimer.unref();
+  }
+  return () => {
+    clearInterval(timer);
+    clearInterval(pruneTimer);
   };
 }

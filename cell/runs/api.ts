@@ -20,18 +20,10 @@ import {
   type StorageLimit,
   type WorkspaceUsage,
 } from './storage.ts';
-import {
-  approvalsPort,
-  pendingApprovals,
-  pendingApprovalsView,
-  recordApproval,
-  stepDecisions,
-  type PendingApproval,
-  type PendingApprovalView,
-} from './approvals.ts';
+import { approvalsPort, pendingApprovals, pendingApprovalsView, recordApproval, stepDecisions, type PendingApproval } from './approvals.ts';
 import type { RunDeltaListener, RunEventListener, RunsContext } from './context.ts';
 import { z } from '@hono/zod-openapi';
-import { queryTime } from '../http/openapi.ts';
+import { IsoTime, queryTime } from '../http/openapi.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel, type DriverHandle } from './control.ts';
 import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, placeOnPeer } from './lease.ts';
 import { beforeItLeaves, driveRun, recordedStep, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
@@ -56,6 +48,7 @@ import {
   newRunId,
   pendingRefusal,
   pushRunFlag,
+  RUN_ID_PATTERN,
   RUN_STATES,
   setRunFlags,
   setRunState,
@@ -388,6 +381,37 @@ export const runFilterQuery = {
   created_after: queryTime('Only runs created after this time (exclusive)'),
   created_before: queryTime('Only runs created before this time (exclusive)'),
 };
+
+/**
+ * The run id as a path parameter named `name` (`run_` + 20 lower-case hex digits: runs.ts `newRunId`,
+ * bundles/run-id.ts for a device's runs): the one declaration of every run route of every module, as
+ * jobs, crews and imported device journals share one run id space. A malformed id is 400
+ * invalid_request before any lookup.
+ */
+export function runIdPath(name = 'run_id') {
+  return z
+    .string()
+    .regex(RUN_ID_PATTERN)
+    .openapi({ param: { name, in: 'path' }, example: 'run_0123456789abcdef0123' });
+}
+
+/** The `{run_id}` path parameter of a run route. */
+export const RunIdParam = z.object({ run_id: runIdPath() });
+
+/** A step of a run waiting on a human decision, as run views show it (crew runs, agent job runs). */
+export const PendingApprovalSchema = z.object({
+  step_id: z.string(),
+  kind: z.string(),
+  rule: z.string(),
+  approvers: z.array(z.string()),
+  quorum: z.number(),
+  prompt: z.string().nullable(),
+  due: IsoTime.nullable(),
+  requested_at: IsoTime,
+  decisions: z.array(z.object({ principal: z.string(), decision: z.string(), comment: z.string().nullable(), at: IsoTime })),
+});
+
+export type PendingApprovalView = z.infer<typeof PendingApprovalSchema>;
 
 /** The ListRunsOptions of a query validated with `runFilterQuery`. */
 export function runFilterOf(q: {

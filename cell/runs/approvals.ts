@@ -9,6 +9,7 @@ import { ServiceError, notFound } from '../../core/errors.ts';
 import type { ApprovalDecision, ApprovalsPort } from '../../core/engine/types.ts';
 import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import type { Reason } from '../../core/reasons.ts';
+import type { PendingApprovalView } from './api.ts';
 import type { RunsContext } from './context.ts';
 import { RunClosedError, appendJournal } from './journal.ts';
 import * as repo from './repository.ts';
@@ -85,19 +86,6 @@ export async function stepDecisions(
   stepId: string,
 ): Promise<{ principal: string; decision: string; comment: string | null; at: string }[]> {
   return (await repo.decisions(ctx.core.store, runId, stepId)).map((d) => ({ ...d, at: isoTime(d.at) }));
-}
-
-/** A pending approval as the run views show it (times ISO 8601, with the decisions so far). */
-export interface PendingApprovalView {
-  step_id: string;
-  kind: string;
-  rule: string;
-  approvers: string[];
-  quorum: number;
-  prompt: string | null;
-  due: string | null;
-  requested_at: string;
-  decisions: { principal: string; decision: string; comment: string | null; at: string }[];
 }
 
 /** The run's pending approvals as its view shows them; none for a terminal run. */

@@ -17,7 +17,7 @@ import type { RunsContext } from './context.ts';
 import { errorResponses, json, secured } from '../http/openapi.ts';
 import { getBlob, readJournal } from './journal.ts';
 import { getRun } from './runs.ts';
-import { RunIdParam } from './routes.ts';
+import { RunIdParam } from './api.ts';
 
 const NULL_HASH = contentHash(null);
 

@@ -21,6 +21,7 @@ import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses, json, MAX_OFFSET, secured } from '../http/openapi.ts';
+import { RunIdParam } from './api.ts';
 import type { RunsContext } from './context.ts';
 import { journalClosed, readJournal } from './journal.ts';
 import { nodeSink, streamRun, webSink } from './sse.ts';
@@ -70,15 +71,6 @@ export const JournalRecordSchema = z
     data: z.record(z.string(), z.unknown()).optional(),
   })
   .openapi('JournalRecord');
-
-/** The `{run_id}` path parameter of every run route (jobs and crews share one run id space). */
-export const RunIdParam = z.object({
-  run_id: z
-    .string()
-    .min(1)
-    .max(64)
-    .openapi({ param: { name: 'run_id', in: 'path' }, example: 'run_0123456789abcdef0123' }),
-});
 
 const getJournal = createRoute({
   method: 'get',

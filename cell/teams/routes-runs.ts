@@ -6,19 +6,23 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { ServiceError, notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
-import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, securedEither } from '../http/openapi.ts';
-import { RUN_STATES, type Run, type RunState } from '../runs/runs.ts';
-import { runFilterOf, runFilterQuery } from '../runs/api.ts';
+import { errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, securedEither } from '../http/openapi.ts';
+import type { Run } from '../runs/runs.ts';
+import { runFilterOf, runFilterQuery, runIdPath } from '../runs/api.ts';
 import { assertSeatsWithinCaller } from './compile.ts';
 import type { TeamsContext } from './context.ts';
 import { getCrew } from './formations.ts';
 import { executedGraph } from './run-graph.ts';
 import { forkCrewRun } from './fork.ts';
-import { decideApproval, recoverRun, runView, startCrewRun } from './runs.ts';
+import { decideApproval, recoverRun, startCrewRun } from './runs.ts';
+import { RunOut, runView, type CrewRunView } from './run-view.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
-const param = (n: string, pattern?: RegExp) =>
-  (pattern ? z.string().regex(pattern) : z.string().max(64)).openapi({ param: { name: n, in: 'path' } });
+const param = (n: string) =>
+  z
+    .string()
+    .max(64)
+    .openapi({ param: { name: n, in: 'path' } });
 
 const RunIn = z
   .object({
@@ -47,67 +51,6 @@ const RunIn = z
   .strict()
   .openapi('StartCrewRun');
 
-const RunOut = z
-  .object({
-    run_id: z.string(),
-    kind: z.string(),
-    crew_id: z.string().nullable(),
-    formation_id: z.string().nullable(),
-    formation_version: z
-      .number()
-      .int()
-      .nullable()
-      .openapi({ description: 'The formation version the run executes (null: a run from before versions)' }),
-    workspace_id: z.string().nullable(),
-    requester: z.string(),
-    state: z.enum(RUN_STATES as [RunState, ...RunState[]]),
-    stalled: z.boolean().openapi({
-      description: 'True when the run is queued or running and its journal has not grown for 10 leases (docs/multi-cell.md)',
-    }),
-    graph_hash: z.string().nullable(),
-    input: z.unknown(),
-    output: z.unknown(),
-    error: z
-      .object({
-        code: z.string(),
-        message: z.string(),
-        reason: z.string().optional(),
-        details: z.record(z.string(), z.unknown()).optional(),
-      })
-      .nullable(),
-    investigate: z.unknown(),
-    flags: z.record(z.string(), z.unknown()),
-    coordinator: z.string().nullable(),
-    checked_cell_id: z.string(),
-    max_duration_ms: z.number(),
-    max_tokens: z.number().nullable(),
-    tokens_used: z.number(),
-    pending_approvals: z.array(
-      z.object({
-        step_id: z.string(),
-        kind: z.string(),
-        rule: z.string(),
-        approvers: z.array(z.string()),
-        quorum: z.number(),
-        prompt: z.string().nullable(),
-        due: IsoTime.nullable(),
-        requested_at: IsoTime,
-        decisions: z.array(z.object({ principal: z.string(), decision: z.string(), comment: z.string().nullable(), at: IsoTime })),
-      }),
-    ),
-    forked_from: z
-      .object({ run_id: z.string(), seq: z.number().int(), record_hash: z.string() })
-      .nullable()
-      .openapi({ description: "The run this one was forked from: its id, the seq of the step record forked at and that record's hash" }),
-    forks: z
-      .array(z.object({ run_id: z.string(), seq: z.number().int(), by: z.string(), at: IsoTime }))
-      .openapi({ description: 'Runs forked from this one (and reruns), oldest first' }),
-    created_at: IsoTime,
-    updated_at: IsoTime,
-    finished_at: IsoTime.nullable(),
-  })
-  .openapi('CrewRun');
-
 const ForkIn = z
   .object({
     at: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).openapi({ description: 'The seq of a step (or decision) record of the run' }),
@@ -130,8 +73,6 @@ const ApprovalIn = z
   .strict()
   .openapi('ApprovalDecision');
 
-const RUN_ID = /^run_[0-9a-f]{20}$/;
-
 const RunGraphOut = z
   .object({
     run_id: z.string(),
@@ -145,9 +86,9 @@ const RunGraphOut = z
 
 export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
   const { runs } = ctx;
-  const view = async (r: Run) => (await runView(ctx, r)) as z.infer<typeof RunOut>;
+  const view = (r: Run) => runView(ctx, r);
   const views = async (rs: readonly Run[]) => {
-    const out: z.infer<typeof RunOut>[] = [];
+    const out: CrewRunView[] = [];
     for (const r of rs) out.push(await view(r));
     return out;
   };
@@ -170,7 +111,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       const run = await startCrewRun(ctx, auth.principal.id, crewId, c.req.valid('json'), {
         check: (graph) => assertSeatsWithinCaller(ctx, auth, graph, { action: 'crew.run', target: crewId }),
       });
-      return c.json((await runView(ctx, run, { started: true })) as z.infer<typeof RunOut>, 201);
+      return c.json(await runView(ctx, run, { started: true }), 201);
     },
   );
 
@@ -239,7 +180,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       'x-status': 'Live',
       summary: 'Run status',
       ...securedEither(PERMISSIONS.teamsRead, PERMISSIONS.jobsRead),
-      request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }) },
+      request: { params: z.object({ crew_id: param('crew_id'), run_id: runIdPath() }) },
       responses: { 200: json(RunOut, 'The run'), ...errorResponses(400, 401, 403, 404) },
     }),
     async (c) => {
@@ -260,13 +201,13 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       description:
         "The caller must read the run (agent_teams.read or system.orchestration.admin.read) and may run the crew (every seat within its authority); the fork runs as the caller. Its journal opens with a `forked` record naming the parent run, `at` and that record's hash. Rerun from failure is a fork at the failed step with nothing changed.",
       ...secured(PERMISSIONS.teamsWrite),
-      request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }), body: jsonBody(ForkIn) },
+      request: { params: z.object({ crew_id: param('crew_id'), run_id: runIdPath() }), body: jsonBody(ForkIn) },
       responses: { 201: json(RunOut, 'The new run (driven in the background)'), ...errorResponses(400, 401, 403, 404, 409) },
     }),
     async (c) => {
       const { crew_id, run_id } = c.req.valid('param');
       const run = await forkCrewRun(ctx, c.get('auth'), crew_id, run_id, c.req.valid('json'));
-      return c.json((await runView(ctx, run, { started: true })) as z.infer<typeof RunOut>, 201);
+      return c.json(await runView(ctx, run, { started: true }), 201);
     },
   );
 
@@ -278,7 +219,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       'x-status': 'Live',
       summary: 'Resume a run whose coordinator died (completed steps reused; refused if the formation changed)',
       ...secured(PERMISSIONS.teamsWrite),
-      request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }) },
+      request: { params: z.object({ crew_id: param('crew_id'), run_id: runIdPath() }) },
       responses: { 202: json(RunOut, 'The run, being driven by this cell'), ...errorResponses(400, 401, 403, 404, 409) },
     }),
     async (c) => {
@@ -299,7 +240,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       request: {
         params: z.object({
           crew_id: param('crew_id'),
-          run_id: param('run_id', RUN_ID),
+          run_id: runIdPath(),
           step_id: z
             .string()
             .min(1)
@@ -334,7 +275,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       'x-status': 'Live',
       summary: 'The graph the run executed, with its formation version and hash (a new version of the formation does not change it)',
       ...secured(PERMISSIONS.teamsRead),
-      request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }) },
+      request: { params: z.object({ crew_id: param('crew_id'), run_id: runIdPath() }) },
       responses: { 200: json(RunGraphOut, 'The graph'), ...errorResponses(400, 401, 403, 404) },
     }),
     async (c) => {
@@ -372,7 +313,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       description:
         'Aborts the model call or tool in flight, records `cancel_requested` and a `run_finished` with outcome cancelled, releases open budget reservations. The same cancel as `POST /jobs/runs/{run_id}/cancel`.',
       ...secured(PERMISSIONS.teamsWrite),
-      request: { params: z.object({ crew_id: param('crew_id'), run_id: param('run_id', RUN_ID) }) },
+      request: { params: z.object({ crew_id: param('crew_id'), run_id: runIdPath() }) },
       responses: { 200: json(RunOut, 'The run after the cancel'), ...errorResponses(400, 401, 403, 404) },
     }),
     async (c) => {

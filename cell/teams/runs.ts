@@ -25,16 +25,15 @@ import type { JsonObject } from '../../core/journal/record.ts';
 import { ServiceError, notFound } from '../../core/errors.ts';
 import type { Reason } from '../../core/reasons.ts';
 import { RunClosedError } from '../runs/journal.ts';
-import { forksView, isTerminal, type Run } from '../runs/runs.ts';
+import { isTerminal, type Run } from '../runs/runs.ts';
 import { foldLedgers, hasLedger, releaseOpenReservations } from './agents.ts';
-import { compileFor } from './compile.ts';
+import { compileFor, type Compiled } from './compile.ts';
 import type { TeamsContext } from './context.ts';
 import { crewFormation, getCrew, type Crew, type Formation } from './formations.ts';
 import { checkPlacement, placementFix, placementMessage } from './placement.ts';
 import { crewPorts } from './ports.ts';
 import * as repo from './repository.ts';
 import { checkRunGraph } from './run-graph.ts';
-import { iso } from './schema.ts';
 import type { ForkPlan } from './fork.ts';
 
 /** Default time budget of a crew run before it is flagged for investigation, ms. */
@@ -58,7 +57,7 @@ export interface CrewRunSpec {
 }
 
 /** What a crew run was asked to do (the spec column), as far as it can be read back. */
-function crewSpec(run: Run): Partial<CrewRunSpec> {
+export function crewSpec(run: Run): Partial<CrewRunSpec> {
   const s = run.spec;
   return typeof s === 'object' && s !== null && !Array.isArray(s) ? (s as Partial<CrewRunSpec>) : {};
 }
@@ -197,7 +196,51 @@ export async function startCrewRun(
   body: CrewRunInput,
   opts: { runId?: string; check?: (graph: Graph) => Promise<void>; fork?: ForkPlan } = {},
 ): Promise<Run> {
-  const { core, runs } = ctx;
+  const { runs } = ctx;
+  const plan = await planCrewRun(ctx, crewId, body, opts);
+  const at = ctx.core.clock.now();
+  // No room for the run in its workspace (or the cell): refused before anything is written.
+  await runs.assertStorageRoom(plan.workspaceId, Buffer.byteLength(JSON.stringify(plan.spec), 'utf8'));
+  await keepGraph(ctx, plan.compiled, at);
+  const { peer, refusal } = await decideStart(ctx, plan);
+  const run = await recordCrewRun(ctx, plan, { requester, at, refusal, runId: opts.runId });
+  const runId = run.run_id;
+  // The journal's opening records, then the refusal or the placement: written now, or (the store gone
+  // after the commit) in the background once it is back, before the drive starts (opening.ts).
+  const opening = (again: boolean) => writeOpening(ctx, runId, plan, { requester, refusal, peer, again });
+  const drive = refusal || peer ? undefined : () => driveInBackground(ctx, run, plan.compiled.graph, plan.compiled.graphHash, plan.crew);
+  const now = await runs.afterCommit(runId, opening, drive);
+  if (refusal)
+    throw new ServiceError('conflict', refusal.message, { details: { reason: refusal.reason, run_id: runId, ...refusal.details } });
+  if (!now) return run;
+  // The run as it stands now (refused, or released for a peer), else as it was recorded.
+  if (peer) return (await runs.getRun(runId).catch(() => undefined)) ?? run;
+  return run;
+}
+
+/** What a crew run is to execute, decided before anything is written. */
+interface CrewRunPlan {
+  crew: Crew;
+  formation: Formation;
+  compiled: Compiled;
+  spec: CrewRunSpec;
+  workspaceId: string;
+  fork: ForkPlan | undefined;
+}
+
+/** A refusal decided before the run is recorded (crewRefusal). */
+type StartRefusal = { reason: Reason; message: string; details: JsonObject };
+
+/** A live peer of the group that qualifies for a graph's placement. */
+type QualifyingPeer = Awaited<ReturnType<TeamsContext['runs']['qualifyingMembers']>>[number];
+
+/** Loads and compiles the crew (a fork brings both), runs the caller's check on the graph and writes the run's spec. */
+async function planCrewRun(
+  ctx: TeamsContext,
+  crewId: string,
+  body: CrewRunInput,
+  opts: { check?: (graph: Graph) => Promise<void>; fork?: ForkPlan },
+): Promise<CrewRunPlan> {
   const fork = opts.fork;
   const { crew, formation } = fork ? { crew: fork.crew, formation: fork.formation } : await loadCrew(ctx, crewId);
   const compiled = fork ? fork.compiled : await compileFor(ctx, formation, crew);
@@ -212,42 +255,66 @@ export async function startCrewRun(
     assignments: crew.assignments,
     ...(fork ? { forked_from: fork.point.from, ...(fork.replace ? { replace: fork.replace } : {}) } : {}),
   };
-  const at = core.clock.now();
-  const workspaceId = body.workspace_id ?? crew.workspace_id;
-  // No room for the run in its workspace (or the cell): refused before anything is written.
-  await runs.assertStorageRoom(workspaceId, Buffer.byteLength(JSON.stringify(spec), 'utf8'));
-  // A graph is kept once, content-addressed, before the run that names it: runs of a crew
-  // started at once do not contend on its row in their serializable transactions.
-  if (!(await repo.hasGraph(core.store, compiled.graphHash)))
-    await core.store.write((tx) => repo.insertGraph(tx, compiled.graphHash, compiled.graph, at), { isolation: 'row-locks' });
-  // Everything the answer depends on is decided before the run is recorded (reads only: an outage here
-  // is a 503 and nothing is written). Once the run commits, the request answers with it (issue 22).
-  const unmet = checkPlacement(compiled.graph.placement, core.config);
-  // This cell does not qualify, a live peer of the group does: the peer executes the run.
-  const peer = unmet.length ? (await runs.qualifyingMembers(compiled.graph.placement))[0] : undefined;
-  const refusal = await crewRefusal(ctx, crew, unmet, peer !== undefined);
-  const run = await core.store.write(async (tx) => {
+  return { crew, formation, compiled, spec, workspaceId: body.workspace_id ?? crew.workspace_id, fork };
+}
+
+/**
+ * Keeps the graph once, content-addressed, before the run that names it: runs of a crew started at
+ * once do not contend on its row in their serializable transactions.
+ */
+async function keepGraph(ctx: TeamsContext, compiled: Compiled, at: number): Promise<void> {
+  const { store } = ctx.core;
+  if (!(await repo.hasGraph(store, compiled.graphHash)))
+    await store.write((tx) => repo.insertGraph(tx, compiled.graphHash, compiled.graph, at), { isolation: 'row-locks' });
+}
+
+/**
+ * Everything the answer depends on, decided before the run is recorded (reads only: an outage here is
+ * a 503 and nothing is written); once the run commits, the request answers with it (issue 22). When
+ * this cell does not qualify for the graph's placement and a live peer of the group does, the peer
+ * executes the run.
+ */
+async function decideStart(
+  ctx: TeamsContext,
+  plan: CrewRunPlan,
+): Promise<{ peer: QualifyingPeer | undefined; refusal: StartRefusal | null }> {
+  const { placement } = plan.compiled.graph;
+  const unmet = checkPlacement(placement, ctx.core.config);
+  const peer = unmet.length ? (await ctx.runs.qualifyingMembers(placement))[0] : undefined;
+  const refusal = await crewRefusal(ctx, plan.crew, unmet, peer !== undefined);
+  return { peer, refusal };
+}
+
+/** Records the run (refused, if so) and its audit record in one transaction; the answer is read in it. */
+async function recordCrewRun(
+  ctx: TeamsContext,
+  plan: CrewRunPlan,
+  o: { requester: string; at: number; refusal: StartRefusal | null; runId: string | undefined },
+): Promise<Run> {
+  const { core, runs } = ctx;
+  const { crew, formation, compiled, fork } = plan;
+  return core.store.write(async (tx) => {
     // The crew is read in this transaction, so a concurrent delete either sees this run (409 in_use) or happens first (404).
     if (!(await repo.crewById(tx, crew.crew_id))) throw notFound('crew');
     const id = await runs.createRunTx(tx, {
-      ...(opts.runId ? { run_id: opts.runId } : {}),
+      ...(o.runId ? { run_id: o.runId } : {}),
       kind: 'crew',
       crew_id: crew.crew_id,
-      workspace_id: workspaceId,
-      requester,
+      workspace_id: plan.workspaceId,
+      requester: o.requester,
       graph_hash: compiled.graphHash,
-      spec,
+      spec: plan.spec,
       coordinator: core.config.cellId,
       source: 'api',
-      at,
+      at: o.at,
       // Every claim of the run (a takeover included) enforces the graph's placement needs.
       placement: compiled.graph.placement,
       // Refused: recorded so in this commit, so no restart or takeover ever drives the run.
-      ...(refusal ? { refusal } : {}),
+      ...(o.refusal ? { refusal: o.refusal } : {}),
     });
     await ctx.iam.audit(tx, {
-      at,
-      actor: requester,
+      at: o.at,
+      actor: o.requester,
       action: 'crew.run',
       target: id,
       outcome: 'ok',
@@ -263,46 +330,48 @@ export async function startCrewRun(
     if (!r) throw new TypeError(`startCrewRun: run ${id} vanished`);
     return r;
   });
-  const runId = run.run_id;
-  // The journal's opening records, then the refusal or the placement: written now, or (the store gone
-  // after the commit) in the background once it is back, before the drive starts (opening.ts).
-  const opening = async (again: boolean) => {
-    const kept = again ? await runs.readJournal(runId) : [];
-    const has = (kind: string) => kept.some((r) => r.kind === kind);
-    // A fork's journal opens with its lineage (core/journal/lineage.ts).
-    if (fork && !has('forked')) await runs.openFork(runId, fork.point);
-    if (!has('run_requested'))
-      await runs.appendJournal(runId, {
-        step_id: 'run',
-        kind: 'run_requested',
-        data: {
-          crew_id: crew.crew_id,
-          formation_id: formation.formation_id,
-          formation_version: formation.version,
-          formation_hash: compiled.formationHash,
-          requester,
-        },
-      });
-    if (fork) {
-      const copied = new Set(kept.map((r) => (r.data as { reused?: { seq?: unknown } } | null)?.reused?.seq));
-      await runs.copyReused(runId, { ...fork.point, copies: fork.point.copies.filter((c) => !copied.has(c.seq)) });
-    }
-    // The refusal recorded with the run: its `refusal` and `run_finished` records, together, once.
-    if (refusal) await runs.completeRefusal(runId);
-    else if (peer) {
-      if (!has('placed'))
-        await runs.appendJournal(runId, { step_id: 'run', kind: 'placed', data: { on: 'peer', qualifying_cell: peer.cell_id } });
-      await runs.placeOnPeer(runId);
-    }
-  };
-  const drive = refusal || peer ? undefined : () => driveInBackground(ctx, run, compiled.graph, compiled.graphHash, crew);
-  const now = await runs.afterCommit(runId, opening, drive);
-  if (refusal)
-    throw new ServiceError('conflict', refusal.message, { details: { reason: refusal.reason, run_id: runId, ...refusal.details } });
-  if (!now) return run;
-  // The run as it stands now (refused, or released for a peer), else as it was recorded.
-  if (peer) return (await runs.getRun(runId).catch(() => undefined)) ?? run;
-  return run;
+}
+
+/**
+ * The journal's opening records of a recorded run: a fork's lineage, `run_requested`, a fork's reused
+ * steps, then the refusal or the placement on a peer. Idempotent: `again` (a retry once the store is
+ * back) reads what was written and writes only the rest.
+ */
+async function writeOpening(
+  ctx: TeamsContext,
+  runId: string,
+  plan: CrewRunPlan,
+  o: { requester: string; refusal: StartRefusal | null; peer: QualifyingPeer | undefined; again: boolean },
+): Promise<void> {
+  const { runs } = ctx;
+  const { crew, formation, compiled, fork } = plan;
+  const kept = o.again ? await runs.readJournal(runId) : [];
+  const has = (kind: string) => kept.some((r) => r.kind === kind);
+  // A fork's journal opens with its lineage (core/journal/lineage.ts).
+  if (fork && !has('forked')) await runs.openFork(runId, fork.point);
+  if (!has('run_requested'))
+    await runs.appendJournal(runId, {
+      step_id: 'run',
+      kind: 'run_requested',
+      data: {
+        crew_id: crew.crew_id,
+        formation_id: formation.formation_id,
+        formation_version: formation.version,
+        formation_hash: compiled.formationHash,
+        requester: o.requester,
+      },
+    });
+  if (fork) {
+    const copied = new Set(kept.map((r) => (r.data as { reused?: { seq?: unknown } } | null)?.reused?.seq));
+    await runs.copyReused(runId, { ...fork.point, copies: fork.point.copies.filter((c) => !copied.has(c.seq)) });
+  }
+  // The refusal recorded with the run: its `refusal` and `run_finished` records, together, once.
+  if (o.refusal) await runs.completeRefusal(runId);
+  else if (o.peer) {
+    if (!has('placed'))
+      await runs.appendJournal(runId, { step_id: 'run', kind: 'placed', data: { on: 'peer', qualifying_cell: o.peer.cell_id } });
+    await runs.placeOnPeer(runId);
+  }
 }
 
 /** Why a crew run is refused before its first step (placement, inactive agents, missing ledgers), or null. */
@@ -311,7 +380,7 @@ async function crewRefusal(
   crew: Crew,
   unmet: ReturnType<typeof checkPlacement>,
   peer: boolean,
-): Promise<{ reason: Reason; message: string; details: JsonObject } | null> {
+): Promise<StartRefusal | null> {
   const { core } = ctx;
   if (unmet.length && !peer) {
     return {
@@ -497,45 +566,4 @@ async function flagOverdueOnce(ctx: TeamsContext): Promise<void> {
 /** Tokens the run's model calls have used so far. */
 export function runTokens(ctx: TeamsContext, runId: string): Promise<number> {
   return repo.runTokens(ctx.core.store, runId);
-}
-
-/**
- * A run as the API shows it. `started`: the answer of the request that recorded it, built from the row its
- * committing transaction read (a new run has used no tokens and waits on no approval), so no read after the
- * commit can turn the answer into a refusal (issue 22).
- */
-export async function runView(ctx: TeamsContext, r: Run, o: { started?: boolean } = {}) {
-  const spec = crewSpec(r);
-  // Read together (one round trip on PostgreSQL's pool); none for the answer of the request that recorded it.
-  const [tokensUsed, pendingApprovals] = o.started
-    ? [0, []]
-    : await Promise.all([runTokens(ctx, r.run_id), ctx.runs.pendingApprovalsView(r)]);
-  return {
-    run_id: r.run_id,
-    kind: r.kind,
-    crew_id: r.crew_id,
-    formation_id: spec.formation_id ?? null,
-    formation_version: spec.formation_version ?? null,
-    workspace_id: r.workspace_id,
-    requester: r.requester,
-    state: r.state,
-    stalled: ctx.runs.isStalled(r),
-    graph_hash: r.graph_hash,
-    input: spec.input ?? null,
-    output: r.output,
-    error: r.error,
-    investigate: r.flags['investigate'] ?? null,
-    flags: r.flags,
-    coordinator: r.coordinator,
-    checked_cell_id: ctx.core.config.cellId,
-    max_duration_ms: spec.max_duration_ms ?? DEFAULT_MAX_DURATION_MS,
-    max_tokens: spec.max_tokens ?? null,
-    tokens_used: tokensUsed,
-    pending_approvals: pendingApprovals,
-    forked_from: spec.forked_from ?? null,
-    forks: forksView(r),
-    created_at: iso(r.created_at),
-    updated_at: iso(r.updated_at),
-    finished_at: r.finished_at === null ? null : iso(r.finished_at),
-  };
 }

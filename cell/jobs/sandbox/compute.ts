@@ -14,7 +14,7 @@
  * handler stops the code at the deadline) and output size. A cancel flag in a
  * SharedArrayBuffer, set by the host, also interrupts the code.
  */
-import type { QuickJSSyncVariant, QuickJSWASMModule } from 'quickjs-emscripten-core';
+import type { QuickJSContext, QuickJSRuntime, QuickJSSyncVariant, QuickJSWASMModule } from 'quickjs-emscripten-core';
 
 export interface ComputeTask {
   code: string;
@@ -117,75 +117,18 @@ export async function runCompute(task: ComputeTask, cancelFlag: Int32Array): Pro
   // The time cap covers the code, not loading the WebAssembly module (once per worker).
   const QuickJS = await loadQuickJs();
   const started = Date.now();
-  const rt = QuickJS.newRuntime();
-  const deadline = started + task.timeLimitMs;
-  let stopped: 'time_limit' | 'cancelled' | null = null;
-  rt.setMemoryLimit(task.memoryLimitBytes);
-  rt.setMaxStackSize(STACK_LIMIT_BYTES);
-  rt.setInterruptHandler(() => {
-    if (Atomics.load(cancelFlag, 0) !== 0) {
-      stopped = 'cancelled';
-      return true;
-    }
-    if (Date.now() > deadline) {
-      stopped = 'time_limit';
-      return true;
-    }
-    return false;
-  });
+  const { rt, stop } = cappedRuntime(QuickJS, task, cancelFlag, started + task.timeLimitMs);
   const vm = rt.newContext();
   const dur = () => Date.now() - started;
   let logs: string[] = [];
   let crashed = false;
   try {
-    const src = `${PRELUDE}
-globalThis.input = JSON.parse(${JSON.stringify(JSON.stringify(task.input ?? null))});
-(() => {
-  const __f = new Function('input', ${JSON.stringify(task.code)});
-  const __out = __f(globalThis.input);
-  if (__out !== null && typeof __out === 'object' && typeof __out.then === 'function') throw new TypeError('the code returned a promise: return a plain JSON value (async code is not supported)');
-  const __json = __out === undefined ? 'null' : JSON.stringify(__out);
-  return JSON.stringify({ o: __json === undefined ? 'null' : __json, l: __logs, d: __dropped });
-})()`;
-    const res = vm.evalCode(src, 'job.js');
+    const res = vm.evalCode(jobSource(task), 'job.js');
     if (res.error) {
       const e = vm.dump(res.error) as { name?: string; message?: string } | string;
       res.error.dispose();
-      const logsHandle = vm.evalCode('JSON.stringify({ l: __logs, d: __dropped })');
-      if (!logsHandle.error) {
-        try {
-          const got = JSON.parse(vm.getString(logsHandle.value)) as { l: string[]; d: number };
-          logs = capLogs(got.l, got.d);
-        } catch {
-          logs = [];
-        }
-        logsHandle.value.dispose();
-      } else logsHandle.error.dispose();
-      const name = typeof e === 'object' && e ? String(e.name ?? 'Error') : 'Error';
-      const message = typeof e === 'object' && e ? String(e.message ?? '') : String(e);
-      if (stopped === 'cancelled')
-        return { ok: false, reason: 'cancelled', message: 'the run was cancelled while the code ran', logs, duration_ms: dur() };
-      if (stopped === 'time_limit')
-        return {
-          ok: false,
-          reason: 'time_limit',
-          message: `the code ran longer than its time cap of ${task.timeLimitMs} ms and was stopped`,
-          logs,
-          duration_ms: dur(),
-        };
-      if (/out of memory|string too long/i.test(message) || (name === 'InternalError' && /memory/i.test(message))) {
-        return {
-          ok: false,
-          reason: 'memory_limit',
-          message: `the code exceeded its memory cap of ${task.memoryLimitBytes} bytes`,
-          logs,
-          duration_ms: dur(),
-        };
-      }
-      if (/stack overflow|call stack/i.test(message)) {
-        return { ok: false, reason: 'memory_limit', message: 'the code exceeded its stack cap', logs, duration_ms: dur() };
-      }
-      return { ok: false, reason: 'script_error', message: `${name}: ${message}`.slice(0, 2000), logs, duration_ms: dur() };
+      logs = logsSoFar(vm);
+      return { ok: false, ...failureOf(e, stop.reason, task), logs, duration_ms: dur() };
     }
     const text = vm.getString(res.value);
     res.value.dispose();
@@ -205,37 +148,108 @@ globalThis.input = JSON.parse(${JSON.stringify(JSON.stringify(task.input ?? null
     // The WebAssembly instance itself ran out of memory, overflowed the host stack, or aborted:
     // the caller (worker.ts) discards this thread's QuickJS module after such a failure.
     crashed = true;
-    const message = err instanceof Error ? err.message : String(err);
     if (globalThis.process?.env?.['CELL_SANDBOX_DEBUG']) console.error('sandbox error', err);
-    if (/memory|call stack/i.test(message))
-      return {
-        ok: false,
-        reason: 'memory_limit',
-        message: `the code exceeded its memory or stack cap (${task.memoryLimitBytes} bytes)`,
-        logs,
-        duration_ms: dur(),
-        crashed: true,
-      };
-    return {
-      ok: false,
-      crashed: true,
-      reason: 'sandbox_crashed',
-      message: 'the sandbox failed while running the code',
-      logs,
-      duration_ms: dur(),
-    };
+    return { ok: false, ...crashOf(err, task), logs, duration_ms: dur(), crashed: true };
   } finally {
-    if (!crashed) {
-      try {
-        vm.dispose();
-      } catch {
-        /* a runtime that hit its memory cap may refuse to free cleanly */
-      }
-      try {
-        rt.dispose();
-      } catch {
-        /* idem */
-      }
+    // A crashed instance is not touched again.
+    if (!crashed) disposeQuietly(vm, rt);
+  }
+}
+
+/** Why the interrupt handler stopped the code, once it has. */
+type Stop = { reason: 'time_limit' | 'cancelled' | null };
+
+/** A QuickJS runtime with the task's memory and stack caps, interrupted at `deadline` or when the host sets the cancel flag. */
+function cappedRuntime(
+  QuickJS: QuickJSWASMModule,
+  task: ComputeTask,
+  cancelFlag: Int32Array,
+  deadline: number,
+): { rt: QuickJSRuntime; stop: Stop } {
+  const rt = QuickJS.newRuntime();
+  const stop: Stop = { reason: null };
+  rt.setMemoryLimit(task.memoryLimitBytes);
+  rt.setMaxStackSize(STACK_LIMIT_BYTES);
+  rt.setInterruptHandler(() => {
+    if (Atomics.load(cancelFlag, 0) !== 0) {
+      stop.reason = 'cancelled';
+      return true;
     }
+    if (Date.now() > deadline) {
+      stop.reason = 'time_limit';
+      return true;
+    }
+    return false;
+  });
+  return { rt, stop };
+}
+
+/** The script QuickJS evaluates: the prelude, the input, then the task's code as a function body; it answers `{ o, l, d }` as JSON. */
+function jobSource(task: ComputeTask): string {
+  return `${PRELUDE}
+globalThis.input = JSON.parse(${JSON.stringify(JSON.stringify(task.input ?? null))});
+(() => {
+  const __f = new Function('input', ${JSON.stringify(task.code)});
+  const __out = __f(globalThis.input);
+  if (__out !== null && typeof __out === 'object' && typeof __out.then === 'function') throw new TypeError('the code returned a promise: return a plain JSON value (async code is not supported)');
+  const __json = __out === undefined ? 'null' : JSON.stringify(__out);
+  return JSON.stringify({ o: __json === undefined ? 'null' : __json, l: __logs, d: __dropped });
+})()`;
+}
+
+/** The log lines the code wrote before it failed (capped), or none when they cannot be read back. */
+function logsSoFar(vm: QuickJSContext): string[] {
+  const logsHandle = vm.evalCode('JSON.stringify({ l: __logs, d: __dropped })');
+  if (logsHandle.error) {
+    logsHandle.error.dispose();
+    return [];
+  }
+  let logs: string[];
+  try {
+    const got = JSON.parse(vm.getString(logsHandle.value)) as { l: string[]; d: number };
+    logs = capLogs(got.l, got.d);
+  } catch {
+    logs = [];
+  }
+  logsHandle.value.dispose();
+  return logs;
+}
+
+/** Why the code failed, from the error QuickJS threw and whether the interrupt handler had stopped it. */
+function failureOf(
+  e: { name?: string; message?: string } | string,
+  stopped: Stop['reason'],
+  task: ComputeTask,
+): { reason: SandboxFailureReason; message: string } {
+  const name = typeof e === 'object' && e ? String(e.name ?? 'Error') : 'Error';
+  const message = typeof e === 'object' && e ? String(e.message ?? '') : String(e);
+  if (stopped === 'cancelled') return { reason: 'cancelled', message: 'the run was cancelled while the code ran' };
+  if (stopped === 'time_limit')
+    return { reason: 'time_limit', message: `the code ran longer than its time cap of ${task.timeLimitMs} ms and was stopped` };
+  if (/out of memory|string too long/i.test(message) || (name === 'InternalError' && /memory/i.test(message)))
+    return { reason: 'memory_limit', message: `the code exceeded its memory cap of ${task.memoryLimitBytes} bytes` };
+  if (/stack overflow|call stack/i.test(message)) return { reason: 'memory_limit', message: 'the code exceeded its stack cap' };
+  return { reason: 'script_error', message: `${name}: ${message}`.slice(0, 2000) };
+}
+
+/** Why the WebAssembly instance itself failed (memory, host stack, abort). */
+function crashOf(err: unknown, task: ComputeTask): { reason: SandboxFailureReason; message: string } {
+  const message = err instanceof Error ? err.message : String(err);
+  if (/memory|call stack/i.test(message))
+    return { reason: 'memory_limit', message: `the code exceeded its memory or stack cap (${task.memoryLimitBytes} bytes)` };
+  return { reason: 'sandbox_crashed', message: 'the sandbox failed while running the code' };
+}
+
+/** Frees the context and the runtime; one that hit its memory cap may refuse to free cleanly. */
+function disposeQuietly(vm: QuickJSContext, rt: QuickJSRuntime): void {
+  try {
+    vm.dispose();
+  } catch {
+    /* a runtime that hit its memory cap may refuse to free cleanly */
+  }
+  try {
+    rt.dispose();
+  } catch {
+    /* idem */
   }
 }

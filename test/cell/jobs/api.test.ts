@@ -111,6 +111,32 @@ test('unknown run: state unknown with checked_cell_id (200, not 404)', async () 
   assert.equal((await t.request('POST', `${RUNS}/run_ffffffffffffffffffff/cancel`, { token: t.adminKey })).status, 404);
 });
 
+test('a malformed run id is 400 invalid_request naming the parameter, on every run route, before any lookup', async () => {
+  // One declaration (cell/runs/api.ts runIdPath) for the jobs, runs, crew and device-journal routes.
+  const hash = `sha256:${'0'.repeat(64)}`;
+  for (const id of ['nope', 'run_FFFFFFFFFFFFFFFFFFFF', 'run_0123', `run_${'0'.repeat(21)}`]) {
+    for (const [method, path, param] of [
+      ['GET', `${RUNS}/${id}`, 'job_id'],
+      ['GET', `${RUNS}/${id}/journal`, 'run_id'],
+      ['GET', `${RUNS}/${id}/values/${hash}`, 'run_id'],
+      ['POST', `${RUNS}/${id}/cancel`, 'run_id'],
+      ['POST', `${RUNS}/${id}/rerun`, 'run_id'],
+      ['POST', `${RUNS}/${id}/approvals/s1`, 'run_id'],
+      ['GET', `/api/public/v1/admin/agent-teams/crews/crw_x/runs/${id}`, 'run_id'],
+      ['GET', `/api/public/v1/admin/edge/journals/${id}`, 'run_id'],
+    ] as const) {
+      const body = method === 'POST' && path.includes('/approvals/') ? { decision: 'approve' } : undefined;
+      const r = await t.request(method, path, { token: t.adminKey, ...(body ? { body } : {}) });
+      assert.equal(r.status, 400, `${method} ${path}: ${r.text}`);
+      assert.equal(r.body.error, 'invalid_request', path);
+      assert.ok(
+        r.body.details.issues.some((i: { path: string }) => i.path === param),
+        `${path} names ${param}: ${r.text}`,
+      );
+    }
+  }
+});
+
 test('cancel interrupts a running compute step, is recorded, and is idempotent', async () => {
   const r = await submit({ job_type: 'compute', workspace_id: 'w', spec: { code: 'for (;;) {}', time_limit_ms: 30_000 } });
   // Wait until the step is running (run_started journaled), then cancel.

@@ -6,6 +6,7 @@
 import { z } from '@hono/zod-openapi';
 import { MAX_STEP_TIMEOUT_MS } from '../../core/engine/policy.ts';
 import { IsoTime } from '../http/openapi.ts';
+import { PendingApprovalSchema } from '../runs/api.ts';
 
 /** The step policy's `timeout_ms` of a job's steps (core/engine/policy.ts): the engine's deadline on each step. */
 const stepTimeout = {
@@ -270,24 +271,9 @@ export const JobRunSchema = z
       .array(z.object({ run_id: z.string(), seq: z.number().int(), by: z.string(), at: IsoTime }))
       .optional()
       .openapi({ description: 'Reruns (and forks) of this run, oldest first' }),
-    pending_approvals: z
-      .array(
-        z.object({
-          step_id: z.string(),
-          kind: z.string(),
-          rule: z.string(),
-          approvers: z.array(z.string()),
-          quorum: z.number(),
-          prompt: z.string().nullable(),
-          due: IsoTime.nullable(),
-          requested_at: IsoTime,
-          decisions: z.array(z.object({ principal: z.string(), decision: z.string(), comment: z.string().nullable(), at: IsoTime })),
-        }),
-      )
-      .optional()
-      .openapi({
-        description: 'Agent job runs only: steps waiting on a human decision (decide with POST .../runs/{run_id}/approvals/{step_id})',
-      }),
+    pending_approvals: z.array(PendingApprovalSchema).optional().openapi({
+      description: 'Agent job runs only: steps waiting on a human decision (decide with POST .../runs/{run_id}/approvals/{step_id})',
+    }),
   })
   .openapi('JobRun');
 
