@@ -13,7 +13,7 @@ import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import { forksView, type Run } from '../runs/runs.ts';
 import { READS_ALL_RUNS } from '../runs/routes.ts';
-import { RunIdParam, runFilterOf, runFilterQuery, runIdPath } from '../runs/api.ts';
+import { RunIdParam, runFilterOf, runFilterQuery } from '../runs/api.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
 import type { JobsContext } from './context.ts';
 import { boundSingleSpec, parseRunSpec, submitJobRun } from './runner.ts';
@@ -106,7 +106,18 @@ const list = createRoute({
   },
 });
 
-const JobIdParam = z.object({ job_id: runIdPath('job_id') });
+/**
+ * The status route's `{job_id}`: not the run id parameter (runIdPath) on purpose. The spec answers a job
+ * the cell did not find with state `unknown` and `checked_cell_id`, whatever was asked, so any id of 1 to
+ * 200 characters is looked up; one that is not a run id is simply not found.
+ */
+const JobIdParam = z.object({
+  job_id: z
+    .string()
+    .min(1)
+    .max(200)
+    .openapi({ param: { name: 'job_id', in: 'path' }, example: 'run_0123456789abcdef0123' }),
+});
 
 const status = createRoute({
   method: 'get',

@@ -111,12 +111,11 @@ test('unknown run: state unknown with checked_cell_id (200, not 404)', async () 
   assert.equal((await t.request('POST', `${RUNS}/run_ffffffffffffffffffff/cancel`, { token: t.adminKey })).status, 404);
 });
 
-test('a malformed run id is 400 invalid_request naming the parameter, on every run route, before any lookup', async () => {
+test('a malformed run id is 400 invalid_request naming the parameter, on every run route but the status, before any lookup', async () => {
   // One declaration (cell/runs/api.ts runIdPath) for the jobs, runs, crew and device-journal routes.
   const hash = `sha256:${'0'.repeat(64)}`;
   for (const id of ['nope', 'run_FFFFFFFFFFFFFFFFFFFF', 'run_0123', `run_${'0'.repeat(21)}`]) {
     for (const [method, path, param] of [
-      ['GET', `${RUNS}/${id}`, 'job_id'],
       ['GET', `${RUNS}/${id}/journal`, 'run_id'],
       ['GET', `${RUNS}/${id}/values/${hash}`, 'run_id'],
       ['POST', `${RUNS}/${id}/cancel`, 'run_id'],
@@ -134,6 +133,10 @@ test('a malformed run id is 400 invalid_request naming the parameter, on every r
         `${path} names ${param}: ${r.text}`,
       );
     }
+    // The status route answers any job it did not find with state unknown (the spec), a malformed id included.
+    const st = await t.request('GET', `${RUNS}/${id}`, { token: t.adminKey });
+    assert.equal(st.status, 200, st.text);
+    assert.equal(st.body.state, 'unknown');
   }
 });
 
