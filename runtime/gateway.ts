@@ -18,11 +18,13 @@
  * edge's clock check, the cell's public discovery paths) is the host's.
  */
 import { ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders } from 'node:http';
-import type { Context, Env, ErrorHandler, MiddlewareHandler } from 'hono';
+import type { Context, Env, ErrorHandler, MiddlewareHandler, NotFoundHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import { ServiceError, isServiceError, toEnvelope, unauthorized, forbidden } from '../core/errors.ts';
 import { grants } from '../core/authority/scopes.ts';
 import { TokenBuckets, rateLimitHeaders, rateLimited, type RateClock, type TakeResult } from '../core/ratelimit.ts';
 import { parseAuthorization } from '../core/tokens/request.ts';
+import { DPOP_ALGS } from '../core/tokens/dpop.ts';
 
 /** What the gates need of an authenticated request's authority. */
 export interface GatewayAuth {
@@ -331,4 +333,44 @@ export function envelopeErrors<E extends GatewayEnv<GatewayAuth>>(o: {
 /** A request body past `limitBytes`: the one refusal both hosts give (400 body_too_large). */
 export function bodyTooLarge(limitBytes: number): ServiceError {
   return new ServiceError('invalid_request', 'request body too large', { details: { reason: 'body_too_large', limit_bytes: limitBytes } });
+}
+
+/**
+ * The body size gate both hosts put in front of their routes: a body past
+ * `limitBytes` (declared or streamed) is refused with `bodyTooLarge`. The
+ * cell also calls it as a step (`gate(c, rest)`) for a body of undeclared length.
+ */
+export function bodyLimitGate<E extends Env>(limitBytes: number): MiddlewareHandler<E> {
+  return bodyLimit({
+    maxSize: limitBytes,
+    onError: () => {
+      throw bodyTooLarge(limitBytes);
+    },
+  });
+}
+
+/**
+ * A request the framework could not take (a body that is not JSON, a
+ * malformed part the route's parser refused): 400 invalid_request, reason
+ * `malformed_request`, at the cell and at the edge alike.
+ */
+export function malformedRequest(message = 'malformed request'): ServiceError {
+  return new ServiceError('invalid_request', message, { details: { reason: 'malformed_request' } });
+}
+
+/** The answer to a path no route serves, at both hosts (the cell first answers 405 when another method serves it). */
+export const notFoundAnswer: NotFoundHandler = (c) => c.json({ error: 'not_found', message: 'no such resource' }, 404);
+
+/**
+ * The `WWW-Authenticate` challenge of a 401 (`envelopeErrors`' `challenge`):
+ * bearer, or a DPoP-bound token with a proof signed by one of the algorithms
+ * both hosts accept (core's DPOP_ALGS). `realm` names the host.
+ */
+export function authChallenge(realm: string): string {
+  return `Bearer realm="${realm}", DPoP algs="${DPOP_ALGS.join(' ')}"`;
+}
+
+/** A client address as both hosts compare it: the IPv4-mapped IPv6 prefix stripped, so `::ffff:1.2.3.4` is `1.2.3.4`. */
+export function normalizeIp(ip: string): string {
+  return ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip;
 }
