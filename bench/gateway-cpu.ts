@@ -13,6 +13,8 @@
  *   node --import tsx bench/gateway-cpu.ts [cell.mjs …]   (BENCH_SECONDS, BENCH_ROUNDS)
  *
  * Not a `*.bench.ts`: a tool for comparing builds, not one of make bench's figures.
+ * The cell listed first has read 3–15 % more CPU per request than the same
+ * build listed second (bench/RESULTS.md, stop 24): compare builds in both orders.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
