@@ -116,14 +116,17 @@ export async function startBenchCell(
     group?: { store: string; cellId: string; secretsKeyFile: string };
     /** More flags (e.g. `--store URL` for a cell of its own on PostgreSQL). */
     args?: string[];
+    /** The build to start (default BENCH_CELL). */
+    cell?: string;
     timeoutMs?: number;
   } = {},
 ): Promise<BenchCell> {
-  if (!existsSync(BENCH_CELL)) throw new Error(`${BENCH_CELL} is missing: run 'node scripts/build.mjs' (make bench does)`);
+  const cell = opts.cell ?? BENCH_CELL;
+  if (!existsSync(cell)) throw new Error(`${cell} is missing: run 'node scripts/build.mjs' (make bench does)`);
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'bench-cell-'));
   const g = opts.group;
   const args = [
-    BENCH_CELL,
+    cell,
     'serve',
     '--port',
     '0',

@@ -18,6 +18,7 @@ import type { CellModule } from './module.ts';
 import { MIGRATIONS, settleCellId, settleGroupId } from './migrations.ts';
 import { openStore } from './store/open.ts';
 import { keepConnectionsOnEarlyAnswers } from './http/keep-alive.ts';
+import { GatewayResponse } from '../runtime/gateway.ts';
 import { createIamModule } from './iam/module.ts';
 import { createClusterModule } from './cluster/module.ts';
 import { createOAuthModule } from './oauth/module.ts';
@@ -217,6 +218,7 @@ function listen(app: OpenAPIHono<AppEnv>, config: CellConfig, tls: StartOptions[
             hostname: config.host,
             createServer: createHttpsServer,
             serverOptions: {
+              ServerResponse: GatewayResponse,
               cert: tls.cert,
               key: tls.key,
               ...(tls.ca ? { ca: tls.ca, requestCert: true, rejectUnauthorized: false } : {}),
@@ -224,7 +226,17 @@ function listen(app: OpenAPIHono<AppEnv>, config: CellConfig, tls: StartOptions[
           },
           () => resolve(s),
         )
-      : serve({ fetch: app.fetch, autoCleanupIncoming: false, port: config.port, hostname: config.host }, () => resolve(s));
+      : serve(
+          {
+            fetch: app.fetch,
+            autoCleanupIncoming: false,
+            port: config.port,
+            hostname: config.host,
+            // The gateway's headers written with the answer's in one writeHead (runtime/gateway.ts).
+            serverOptions: { ServerResponse: GatewayResponse },
+          },
+          () => resolve(s),
+        );
     keepConnectionsOnEarlyAnswers(s as Server, drainOptions);
     s.once('error', reject);
   });

@@ -13,7 +13,6 @@
  * `GET /.well-known/oauth-protected-resource` is the RFC 9728 metadata.
  */
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import { ServiceError, isServiceError } from '../core/errors.ts';
 import { isoTimeOrNull } from '../core/iso-time.ts';
 import { VerifiedTokenCache } from '../core/tokens/cache.ts';
@@ -25,7 +24,19 @@ import { edgeAudience, tokenJudgeFromBundle } from '../bundles/token-trust.ts';
 import { verifiedLeafThumbprint } from '../runtime/peer-certificate.ts';
 import { authenticateCredential, type EdgeAuth, type LoadedKeys } from './decide.ts';
 import { jsonBodyGate } from '../runtime/json-body.ts';
-import { CredentialLimits, authGate, bodyTooLarge, envelopeErrors, permissionGate, rateGate, requestContext } from '../runtime/gateway.ts';
+import {
+  CredentialLimits,
+  authChallenge,
+  authGate,
+  bodyLimitGate,
+  envelopeErrors,
+  malformedRequest,
+  normalizeIp,
+  notFoundAnswer,
+  permissionGate,
+  rateGate,
+  requestContext,
+} from '../runtime/gateway.ts';
 import type { EdgeClock } from './clock.ts';
 import { accessLog } from './access-log.ts';
 import { createLogger, type Logger } from '../runtime/log.ts';
@@ -76,7 +87,7 @@ export const PROTECTED_RESOURCE_METADATA = '/.well-known/oauth-protected-resourc
 export function clientIp(c: Context<EdgeEnv>): string | null {
   const raw = c.env?.incoming?.socket?.remoteAddress;
   if (!raw) return null;
-  return raw.startsWith('::ffff:') && raw.includes('.') ? raw.slice(7) : raw;
+  return normalizeIp(raw);
 }
 
 /**
@@ -123,15 +134,7 @@ export function createEdgeApp(
   app.use('*', accessLog(log));
   app.use('*', requestContext<EdgeEnv>());
   app.use('*', rateGate<EdgeEnv>({ capacity: rt.rate.capacity, refillPerSecond: rt.rate.refillPerSecond, clock: rt.clock, clientIp }));
-  app.use(
-    '*',
-    bodyLimit({
-      maxSize: BODY_LIMIT_BYTES,
-      onError: () => {
-        throw bodyTooLarge(BODY_LIMIT_BYTES);
-      },
-    }),
-  );
+  app.use('*', bodyLimitGate<EdgeEnv>(BODY_LIMIT_BYTES));
 
   // RFC 9728: who this resource is, which authorization server issues its tokens, which bindings it honours.
   app.get(PROTECTED_RESOURCE_METADATA, (c) =>
@@ -230,13 +233,10 @@ export function createEdgeApp(
 
   mount?.(app, guard);
 
-  app.notFound((c) => c.json({ error: 'not_found', message: 'no such resource' }, 404));
+  app.notFound(notFoundAnswer);
   app.onError(
     envelopeErrors<EdgeEnv>({
-      toServiceError: (err) =>
-        !isServiceError(err) && (err as { status?: number }).status === 400
-          ? new ServiceError('invalid_request', 'malformed request body', { details: { reason: 'malformed_body' } })
-          : err,
+      toServiceError: (err) => (!isServiceError(err) && (err as { status?: number }).status === 400 ? malformedRequest() : err),
       logCause: (id, err, c) =>
         log.error('request failed', {
           correlation_id: id,
@@ -244,7 +244,7 @@ export function createEdgeApp(
           path: c.req.path,
           error: err instanceof Error ? (err.stack ?? err.message) : String(err),
         }),
-      challenge: `Bearer realm="edge", DPoP algs="${DPOP_ALGS.join(' ')}"`,
+      challenge: authChallenge('edge'),
     }),
   );
   return app;

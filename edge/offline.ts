@@ -27,6 +27,7 @@ import { edgeLog, type EdgeEnv, type EdgeRuntime } from './gateway.ts';
 import { loadCrewBundle } from './load.ts';
 import { loadLocalSignedModel, type LocalModel } from '../runtime/local-model.ts';
 import { stepDeadline } from '../runtime/step-deadline.ts';
+import { malformedRequest } from '../runtime/gateway.ts';
 import { newEdgeRun } from '../bundles/run-id.ts';
 import { mountRunEvents, RunStreams } from './run-events.ts';
 import { deviceBudget, interruptedRuns, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
@@ -231,7 +232,7 @@ export function mountOffline(
       try {
         body = JSON.parse(raw) as { input?: unknown };
       } catch {
-        throw invalid('malformed JSON body', { reason: 'malformed_body' });
+        throw malformedRequest('malformed JSON body');
       }
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('the body must be an object');
     }

@@ -17,11 +17,14 @@
  * their apps from these; what differs (which credentials they accept, the
  * edge's clock check, the cell's public discovery paths) is the host's.
  */
-import type { Context, Env, ErrorHandler, MiddlewareHandler } from 'hono';
+import { ServerResponse, type IncomingMessage, type OutgoingHttpHeader, type OutgoingHttpHeaders } from 'node:http';
+import type { Context, Env, ErrorHandler, MiddlewareHandler, NotFoundHandler } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import { ServiceError, isServiceError, toEnvelope, unauthorized, forbidden } from '../core/errors.ts';
 import { grants } from '../core/authority/scopes.ts';
 import { TokenBuckets, rateLimitHeaders, rateLimited, type RateClock, type TakeResult } from '../core/ratelimit.ts';
 import { parseAuthorization } from '../core/tokens/request.ts';
+import { DPOP_ALGS } from '../core/tokens/dpop.ts';
 
 /** What the gates need of an authenticated request's authority. */
 export interface GatewayAuth {
@@ -88,17 +91,83 @@ interface NodeBindings {
   outgoing?: { headersSent?: boolean; setHeader?: (name: string, value: string) => unknown };
 }
 
+/** Lower-case forms of the gateway's header names, computed once each. */
+const LOWER = new Map<string, string>();
+const lower = (name: string): string => {
+  let l = LOWER.get(name);
+  if (l === undefined) {
+    l = name.toLowerCase();
+    if (LOWER.size < 64) LOWER.set(name, l);
+  }
+  return l;
+};
+
+/**
+ * node:http's response class for a server that runs the gateway (pass it as
+ * the server's `ServerResponse` option). The gateway's headers are kept until
+ * the answer's head is written and then given to `writeHead` together with
+ * the answer's own, in one object: setting them one by one beforehand
+ * (`setHeader`) made node:http validate and store each, then take the slow
+ * path of `writeHead`, which sets every header of the answer one by one too
+ * (the largest cost left of `addHeaders`, bench/RESULTS.md stop 24). The
+ * head is what that gave: the gateway's headers first, in their order, a
+ * header the answer carries itself (any case) winning in their place, then
+ * the answer's other headers in its order.
+ */
+export class GatewayResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponse<Request> {
+  #pending: Record<string, string>[] | undefined;
+
+  /** Headers for the head, when it is written. */
+  defer(headers: Record<string, string>): void {
+    if (this.#pending) this.#pending.push(headers);
+    else this.#pending = [headers];
+  }
+
+  // node:http's overloads: (status, headers?) and (status, statusMessage?, headers?).
+  override writeHead(statusCode: number, a?: unknown, b?: unknown): this {
+    const pending = this.#pending;
+    if (pending === undefined) return super.writeHead(statusCode, a as string, b as OutgoingHttpHeaders);
+    this.#pending = undefined;
+    const message = typeof a === 'string' ? a : undefined;
+    const own = (message === undefined ? a : b) as OutgoingHttpHeaders | OutgoingHttpHeader[] | undefined | null;
+    if (Array.isArray(own)) {
+      // The raw-array form: as before, each header set first and the answer's replacing them in writeHead.
+      for (const h of pending) for (const k in h) this.setHeader(k, h[k]!);
+      return message === undefined ? super.writeHead(statusCode, own) : super.writeHead(statusCode, message, own);
+    }
+    let ownByLower: Map<string, string> | undefined;
+    for (const k in own) {
+      ownByLower ??= new Map();
+      ownByLower.set(k.toLowerCase(), k);
+    }
+    const merged: OutgoingHttpHeaders = {};
+    for (const h of pending)
+      for (const k in h) {
+        const ownKey = ownByLower?.get(lower(k));
+        if (ownKey === undefined) merged[k] = h[k];
+        else merged[ownKey] = own![ownKey];
+      }
+    for (const k in own) if (!(k in merged)) merged[k] = own[k];
+    return message === undefined ? super.writeHead(statusCode, merged) : super.writeHead(statusCode, message, merged);
+  }
+}
+
 /**
  * Puts the gateway's headers (rate limits, request id) on the answer; a
  * header the answer carries itself wins. Served by @hono/node-server, they go
- * straight onto node:http's response, where the answer's own headers are
- * merged over them when it is written (`writeHead`); this spares building
- * and copying a WHATWG Headers object per request, which the CPU profile
- * found to be the largest cost of the framework's path
- * (bench/RESULTS.md). In process (`app.request`) they go on `c.res`.
+ * on node:http's response, where the answer's own headers are merged over
+ * them when its head is written (`writeHead`; with `GatewayResponse`, in one
+ * object, else with `setHeader` now); this spares building and copying a
+ * WHATWG Headers object per request, which the CPU profile found to be the
+ * largest cost of the framework's path (bench/RESULTS.md). In process
+ * (`app.request`) they go on `c.res`.
  */
 export function addHeaders(c: Context, headers: Record<string, string>): void {
   const out = (c.env as NodeBindings | undefined)?.outgoing;
+  if (out instanceof GatewayResponse && out.headersSent === false) {
+    out.defer(headers);
+    return;
+  }
   if (out?.setHeader && out.headersSent === false) {
     for (const k in headers) out.setHeader(k, headers[k]!);
     return;
@@ -264,4 +333,44 @@ export function envelopeErrors<E extends GatewayEnv<GatewayAuth>>(o: {
 /** A request body past `limitBytes`: the one refusal both hosts give (400 body_too_large). */
 export function bodyTooLarge(limitBytes: number): ServiceError {
   return new ServiceError('invalid_request', 'request body too large', { details: { reason: 'body_too_large', limit_bytes: limitBytes } });
+}
+
+/**
+ * The body size gate both hosts put in front of their routes: a body past
+ * `limitBytes` (declared or streamed) is refused with `bodyTooLarge`. The
+ * cell also calls it as a step (`gate(c, rest)`) for a body of undeclared length.
+ */
+export function bodyLimitGate<E extends Env>(limitBytes: number): MiddlewareHandler<E> {
+  return bodyLimit({
+    maxSize: limitBytes,
+    onError: () => {
+      throw bodyTooLarge(limitBytes);
+    },
+  });
+}
+
+/**
+ * A request the framework could not take (a body that is not JSON, a
+ * malformed part the route's parser refused): 400 invalid_request, reason
+ * `malformed_request`, at the cell and at the edge alike.
+ */
+export function malformedRequest(message = 'malformed request'): ServiceError {
+  return new ServiceError('invalid_request', message, { details: { reason: 'malformed_request' } });
+}
+
+/** The answer to a path no route serves, at both hosts (the cell first answers 405 when another method serves it). */
+export const notFoundAnswer: NotFoundHandler = (c) => c.json({ error: 'not_found', message: 'no such resource' }, 404);
+
+/**
+ * The `WWW-Authenticate` challenge of a 401 (`envelopeErrors`' `challenge`):
+ * bearer, or a DPoP-bound token with a proof signed by one of the algorithms
+ * both hosts accept (core's DPOP_ALGS). `realm` names the host.
+ */
+export function authChallenge(realm: string): string {
+  return `Bearer realm="${realm}", DPoP algs="${DPOP_ALGS.join(' ')}"`;
+}
+
+/** A client address as both hosts compare it: the IPv4-mapped IPv6 prefix stripped, so `::ffff:1.2.3.4` is `1.2.3.4`. */
+export function normalizeIp(ip: string): string {
+  return ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip;
 }

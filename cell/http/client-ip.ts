@@ -4,12 +4,8 @@
  * hop (the address the proxy itself saw).
  */
 import type { Context } from 'hono';
+import { normalizeIp } from '../../runtime/gateway.ts';
 import type { AppEnv } from '../context.ts';
-
-/** Strips the IPv4-mapped IPv6 prefix so `::ffff:1.2.3.4` compares as `1.2.3.4`. */
-export function normalizeIp(ip: string): string {
-  return ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip;
-}
 
 export function clientIp(c: Context<AppEnv>, trustedProxies: readonly string[]): string | null {
   const raw = c.env?.incoming?.socket?.remoteAddress;

@@ -7,7 +7,7 @@ import type { ErrorHandler, NotFoundHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ZodError } from 'zod';
 import { ServiceError, isServiceError } from '../../core/errors.ts';
-import { envelopeErrors } from '../../runtime/gateway.ts';
+import { authChallenge, envelopeErrors, malformedRequest, notFoundAnswer } from '../../runtime/gateway.ts';
 import type { AppEnv, Logger } from '../context.ts';
 
 /** Framework errors (HTTP exceptions: oversize or unparseable bodies, ...) as the service's codes. */
@@ -21,8 +21,7 @@ export function frameworkError(err: unknown): unknown {
   if (err.status === 401) return new ServiceError('unauthorized', 'no valid credential');
   if (err.status === 403) return new ServiceError('forbidden', 'forbidden');
   if (err.status === 404) return new ServiceError('not_found', 'no such resource');
-  if (err.status >= 400 && err.status < 500)
-    return new ServiceError('invalid_request', 'malformed request', { details: { reason: 'malformed_request' } });
+  if (err.status >= 400 && err.status < 500) return malformedRequest();
   return err;
 }
 
@@ -30,14 +29,14 @@ export function frameworkError(err: unknown): unknown {
 export const errorHandler = (log: Logger): ErrorHandler<AppEnv> =>
   envelopeErrors<AppEnv>({
     toServiceError: frameworkError,
-    challenge: 'Bearer realm="cell", DPoP algs="EdDSA Ed25519 ES256 ES384 RS256"',
+    challenge: authChallenge('cell'),
     logCause: (id, err, c) => {
       const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
       log.error('request failed', { correlation_id: id, method: c.req.method, path: c.req.path, error: detail });
     },
   });
 
-export const onNotFound: NotFoundHandler<AppEnv> = (c) => c.json({ error: 'not_found', message: 'no such resource' }, 404);
+export const onNotFound: NotFoundHandler<AppEnv> = notFoundAnswer;
 
 /** Failed request validation -> 400 invalid_request, naming the fields (never the values). */
 export function validationError(error: ZodError): ServiceError {

@@ -15,9 +15,8 @@
  * (rate limits, then the request id) go on every answer, refusals included.
  */
 import type { Context, ErrorHandler, MiddlewareHandler, Next } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { addHeaders, authStep, bodyTooLarge, rateStep, type CredentialLimits } from '../../runtime/gateway.ts';
+import { addHeaders, authStep, bodyLimitGate, bodyTooLarge, rateStep, type CredentialLimits } from '../../runtime/gateway.ts';
 import { declaredBodyLength, jsonBodyStep } from '../../runtime/json-body.ts';
 import type { AppEnv, AuthContext, Authenticator, CellCore } from '../context.ts';
 import type { CellMetrics } from '../ops/metrics.ts';
@@ -59,12 +58,7 @@ export function cellGateway(
   const authenticate = authStep<AuthContext, AppEnv>((cred, c) => firstRecognising(0, cred, c));
   const scanBody = jsonBodyStep<AppEnv>(core.config.jsonMaxDepth);
   const judgeQuery = unknownQueryStep(o.app);
-  const limitBody = bodyLimit({
-    maxSize: bodyLimitBytes,
-    onError: () => {
-      throw bodyTooLarge(bodyLimitBytes);
-    },
-  });
+  const limitBody = bodyLimitGate<AppEnv>(bodyLimitBytes);
 
   /**
    * Authentication (under the API prefix, but for the public paths), the JSON

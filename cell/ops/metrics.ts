@@ -9,6 +9,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { StoreObserver } from '../store/types.ts';
+import { RequestMetrics } from './request-metrics.ts';
 
 /** Seconds: from a cached read (~100 µs) to a slow write under load (several seconds). */
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -18,19 +19,18 @@ const GAUGES_NAMED_AS_COUNTERS = ['nodejs_active_handles_total', 'nodejs_active_
 
 export class CellMetrics {
   readonly registry = new Registry();
-  readonly httpRequests = new Counter({
-    name: 'cell_http_requests_total',
-    help: 'HTTP requests answered, by route template, method and status.',
-    labelNames: ['route', 'method', 'status'] as const,
-    registers: [this.registry],
-  });
-  readonly httpDuration = new Histogram({
-    name: 'cell_http_request_duration_seconds',
-    help: 'Time from a request reaching the gateway to its answer, by route template, method and status.',
-    labelNames: ['route', 'method', 'status'] as const,
-    buckets: LATENCY_BUCKETS,
-    registers: [this.registry],
-  });
+  /** `cell_http_requests_total` and `cell_http_request_duration_seconds` (cell/ops/request-metrics.ts). */
+  readonly #requests = new RequestMetrics(
+    this.registry,
+    {
+      requests: { name: 'cell_http_requests_total', help: 'HTTP requests answered, by route template, method and status.' },
+      duration: {
+        name: 'cell_http_request_duration_seconds',
+        help: 'Time from a request reaching the gateway to its answer, by route template, method and status.',
+      },
+    },
+    LATENCY_BUCKETS,
+  );
   readonly rateLimitRefusals = new Counter({
     name: 'cell_rate_limit_refusals_total',
     help: 'Requests refused with 429, by the gate that refused them (gateway, credential, endpoint).',
@@ -205,9 +205,7 @@ export class CellMetrics {
 
   /** One answered request. */
   request(route: string, method: string, status: number, seconds: number): void {
-    const labels = { route, method, status: String(status) };
-    this.httpRequests.inc(labels);
-    this.httpDuration.observe(labels, seconds);
+    this.#requests.record(route, method, status, seconds);
   }
 
   /** The text exposition format (Content-Type: `this.registry.contentType`). */
