@@ -18,6 +18,7 @@ import { methodNotAllowed } from './http/route-shape.ts';
 import { cellGateway } from './http/gateway.ts';
 import { leanValidation } from './http/lean-validation.ts';
 import type { CellMetrics } from './ops/metrics.ts';
+import './native-hash.ts';
 
 /** Paths under /api/public/v1 that need no credential (discovery documents). */
 export const PUBLIC_API_PATHS: readonly string[] = ['/api/public/v1/openapi.json', '/api/public/v1/docs'];

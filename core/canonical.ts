@@ -101,14 +101,80 @@ export function utf8(s: string): Uint8Array {
   return encoder.encode(s);
 }
 
-/** Lower-case hex SHA-256 of bytes, or of a string's UTF-8 bytes (FIPS 180-4). */
-export function sha256Hex(data: Uint8Array | string): string {
-  return bytesToHex(sha256(typeof data === 'string' ? utf8(data) : data));
+/** A synchronous lower-case hex SHA-256 of bytes, or of a string's UTF-8 bytes. */
+export type Sha256HexFn = (data: Uint8Array | string) => string;
+
+/** The pure-JS SHA-256 (@noble/hashes): the default everywhere (core stays Web-Crypto-and-JS only). */
+const pureSha256Hex: Sha256HexFn = (data) => bytesToHex(sha256(typeof data === 'string' ? utf8(data) : data));
+
+let sha256HexImpl: Sha256HexFn = pureSha256Hex;
+
+/**
+ * Replace the SHA-256 behind `sha256Hex` and `contentHash` for this process with
+ * an equal, faster one (the cell installs node:crypto's, see cell/native-hash.ts).
+ * SHA-256 is SHA-256: every hash stays byte-identical; only the CPU it costs changes.
+ */
+export function useSha256Hex(f: Sha256HexFn): void {
+  sha256HexImpl = f;
 }
 
-/** `sha256:` + hex SHA-256 of the canonical JSON of `value`: the content hash of a JSON value. */
+/** Lower-case hex SHA-256 of bytes, or of a string's UTF-8 bytes (FIPS 180-4). */
+export function sha256Hex(data: Uint8Array | string): string {
+  return sha256HexImpl(data);
+}
+
+/**
+ * `sha256:` + hex SHA-256 of the canonical JSON of `value`: the content hash of a JSON value
+ * (native JSON.stringify when it already is that text, see inCanonicalOrder).
+ */
 export function contentHash(value: unknown): string {
-  return 'sha256:' + sha256Hex(canonicalJson(value));
+  return 'sha256:' + sha256Hex(fastPathOk(value, 0) ? JSON.stringify(value) : canonicalJson(value));
+}
+
+const SURROGATE = /[\uD800-\uDFFF]/;
+
+/** Deep values take canonicalJson's path, which enforces MAX_DEPTH. */
+const FAST_DEPTH = 64;
+
+function fastPathOk(v: unknown, depth: number): boolean {
+  if (depth >= FAST_DEPTH) return false;
+  switch (typeof v) {
+    case 'string':
+      return !SURROGATE.test(v) || !hasLoneSurrogate(v);
+    case 'number':
+      return Number.isFinite(v);
+    case 'boolean':
+      return true;
+    case 'object': {
+      if (v === null) return true;
+      if (Array.isArray(v)) {
+        for (let i = 0; i < v.length; i++) if (!fastPathOk(v[i], depth + 1)) return false;
+        return true;
+      }
+      const proto: unknown = Object.getPrototypeOf(v);
+      if (proto !== Object.prototype && proto !== null) return false;
+      const keys = Object.keys(v);
+      for (let i = 0; i < keys.length; i++) {
+        const k = keys[i]!;
+        if (i > 0 && !(keys[i - 1]! < k)) return false;
+        if (SURROGATE.test(k)) return false;
+        if (!fastPathOk((v as Record<string, unknown>)[k], depth + 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return false; // undefined, bigint, function, symbol: let contentHash decide
+  }
+}
+
+/**
+ * Whether `JSON.stringify(v)` is already the RFC 8785 canonical JSON of `v`: every object
+ * plain with its keys in UTF-16 code-unit order, every leaf plain JSON (finite numbers,
+ * strings without lone surrogates). Anything else is left to canonicalJson (which
+ * canonicalizes or throws TypeError).
+ */
+export function inCanonicalOrder(v: unknown): boolean {
+  return fastPathOk(v, 0);
 }
 
 const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';

@@ -8,7 +8,7 @@
  * keys, undefined members, lone surrogates, non-finite numbers, non-plain
  * objects) falls back to `contentHash`, which canonicalizes or throws TypeError.
  */
-import { canonicalJson, contentHash, hasLoneSurrogate, sha256Hex, utf8 } from './canonical.ts';
+import { canonicalJson, contentHash, inCanonicalOrder, sha256Hex, utf8 } from './canonical.ts';
 
 /** A synchronous SHA-256 (e.g. node:crypto's, passed in by the cell or the edge); the default is @noble/hashes. */
 export type Sha256 = (bytes: Uint8Array) => Uint8Array;
@@ -19,42 +19,9 @@ function hex(b: Uint8Array): string {
   return s;
 }
 
-const SURROGATE = /[\uD800-\uDFFF]/;
-
-function fastPathOk(v: unknown, depth: number): boolean {
-  if (depth > 256) return false;
-  switch (typeof v) {
-    case 'string':
-      return !SURROGATE.test(v) || !hasLoneSurrogate(v);
-    case 'number':
-      return Number.isFinite(v);
-    case 'boolean':
-      return true;
-    case 'object': {
-      if (v === null) return true;
-      if (Array.isArray(v)) {
-        for (let i = 0; i < v.length; i++) if (!fastPathOk(v[i], depth + 1)) return false;
-        return true;
-      }
-      const proto: unknown = Object.getPrototypeOf(v);
-      if (proto !== Object.prototype && proto !== null) return false;
-      const keys = Object.keys(v);
-      for (let i = 0; i < keys.length; i++) {
-        const k = keys[i]!;
-        if (i > 0 && !(keys[i - 1]! < k)) return false;
-        if (SURROGATE.test(k)) return false;
-        if (!fastPathOk((v as Record<string, unknown>)[k], depth + 1)) return false;
-      }
-      return true;
-    }
-    default:
-      return false; // undefined, bigint, function, symbol: let contentHash decide
-  }
-}
-
 /** RFC 8785 canonical JSON of `v`: native JSON.stringify when keys are already in canonical order, else canonicalJson. */
 export function canonicalText(v: unknown): string {
-  return fastPathOk(v, 0) ? JSON.stringify(v) : canonicalJson(v);
+  return inCanonicalOrder(v) ? JSON.stringify(v) : canonicalJson(v);
 }
 
 /**
@@ -62,7 +29,7 @@ export function canonicalText(v: unknown): string {
  * key order; `sha256` (optional) replaces the pure-JS SHA-256 on large documents.
  */
 export function hashJson(v: unknown, sha256?: Sha256): string {
-  if (!fastPathOk(v, 0)) return contentHash(v);
+  if (!inCanonicalOrder(v)) return contentHash(v);
   const text = JSON.stringify(v);
   return 'sha256:' + (sha256 !== undefined ? hex(sha256(utf8(text))) : sha256Hex(text));
 }

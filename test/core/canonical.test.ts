@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { MAX_DEPTH, b64url, canonicalJson, contentHash, fromB64url, sha256Hex, utf8 } from '../../core/canonical.ts';
+import { MAX_DEPTH, b64url, canonicalJson, contentHash, fromB64url, inCanonicalOrder, sha256Hex, utf8 } from '../../core/canonical.ts';
 
 // RFC 8785 test data: the RFC's examples (section 3.2.2 "values", section
 // 3.2.3 sorting "weird") and the rest of the author's reference test data
@@ -161,6 +161,33 @@ test('contentHash = sha256: + hex SHA-256 of the canonical form; key order does 
   assert.equal(contentHash({ a: 1, b: [1, 2] }), contentHash({ b: [1, 2], a: 1 }));
   assert.notEqual(contentHash({ a: 1 }), contentHash({ a: 2 }));
   assert.match(contentHash([1]), /^sha256:[0-9a-f]{64}$/);
+});
+
+test('property: contentHash is the hash of canonicalJson whether or not its JSON.stringify fast path is taken', () => {
+  fc.assert(
+    fc.property(fc.jsonValue(), (v) => {
+      const want = 'sha256:' + sha256Hex(canonicalJson(v));
+      assert.equal(contentHash(v), want);
+      // Keys inserted in canonical order: the fast path (JSON.stringify) is taken, unless integer-like keys reorder them.
+      assert.equal(contentHash(JSON.parse(canonicalJson(v))), want);
+    }),
+    { numRuns: 300 },
+  );
+  assert.equal(inCanonicalOrder({ '': [1, 'é', null], a: { b: true } }), true);
+  assert.equal(contentHash({ '': [1, 'é', null], a: { b: true } }), 'sha256:' + sha256Hex('{"":[1,"é",null],"a":{"b":true}}'));
+  // Not JSON, or not in canonical order: the slow path canonicalizes or throws as canonicalJson does.
+  assert.equal(inCanonicalOrder({ b: 1, a: 2 }), false);
+  assert.equal(contentHash({ b: 1, a: 2 }), 'sha256:' + sha256Hex('{"a":2,"b":1}'));
+  assert.equal(inCanonicalOrder({ 10: 1, 9: 2 }), false);
+  assert.equal(contentHash({ 10: 1, 9: 2 }), 'sha256:' + sha256Hex('{"10":1,"9":2}'));
+  assert.equal(contentHash({ a: undefined, b: 1 }), 'sha256:' + sha256Hex('{"b":1}'));
+  let deep: unknown = 1;
+  for (let i = 0; i < MAX_DEPTH + 1; i++) deep = [deep];
+  assert.equal(inCanonicalOrder(deep), false);
+  assert.throws(() => contentHash(deep), TypeError);
+  for (const bad of [undefined, Number.NaN, '\uD800', { a: () => 1 }, [Number.POSITIVE_INFINITY], { d: new Date(0) }]) {
+    assert.throws(() => contentHash(bad), TypeError);
+  }
 });
 
 test('property: canonicalJson is stable under JSON round trip and key permutation, and parses back to an equal value', () => {
