@@ -1,12 +1,12 @@
 /** Routes: skills, blueprints, agents (+ budget ledgers) and governing contracts. */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { authoritySchema } from '../../core/authority/schema.ts';
-import { PERMISSIONS } from '../../core/permissions.ts';
-import { notFound } from '../../core/errors.ts';
-import type { AppEnv } from '../context.ts';
-import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
+import { authoritySchema } from '../../../core/authority/schema.ts';
+import { PERMISSIONS } from '../../../core/permissions.ts';
+import { notFound } from '../../../core/errors.ts';
+import type { AppEnv } from '../../context.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../../http/openapi.ts';
 import { agentView, getAgent, getLedger, ledgerView, listAgents, mintAgent, registerLedger } from './agents.ts';
-import type { TeamsContext } from './context.ts';
+import type { TeamsContext } from '../context.ts';
 import {
   SKILL_KINDS,
   blueprintView,

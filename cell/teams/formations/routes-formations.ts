@@ -1,17 +1,17 @@
 /** Routes: formations, billets, the compiled graph, and crews (their changes, versions and deletes: routes-formation-lifecycle.ts). */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { authoritySchema } from '../../core/authority/schema.ts';
-import { PERMISSIONS } from '../../core/permissions.ts';
-import { notFound } from '../../core/errors.ts';
-import { MAX_ATTEMPTS, MAX_BACKOFF_MS, MAX_STEP_TIMEOUT_MS, RETRY_REASONS } from '../../core/engine/policy.ts';
-import type { AppEnv } from '../context.ts';
-import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, slicePage } from '../http/openapi.ts';
-import { countListed } from './resources.ts';
+import { authoritySchema } from '../../../core/authority/schema.ts';
+import { PERMISSIONS } from '../../../core/permissions.ts';
+import { notFound } from '../../../core/errors.ts';
+import { MAX_ATTEMPTS, MAX_BACKOFF_MS, MAX_STEP_TIMEOUT_MS, RETRY_REASONS } from '../../../core/engine/policy.ts';
+import type { AppEnv } from '../../context.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, slicePage } from '../../http/openapi.ts';
+import { countListed } from '../resources/resources.ts';
 import { checkFormationCompiles, compileFor, inlineStageSkills } from './compile.ts';
-import type { TeamsContext } from './context.ts';
+import type { TeamsContext } from '../context.ts';
 import { createCrew, crewGraphHash } from './crews.ts';
+import { POLICIES, type Crew, type Formation } from './types.ts';
 import {
-  POLICIES,
   addBillet,
   billetView,
   createFormation,
@@ -23,8 +23,6 @@ import {
   listBillets,
   listCrews,
   listFormations,
-  type Crew,
-  type Formation,
 } from './formations.ts';
 
 const P = '/api/public/v1/admin/agent-teams';

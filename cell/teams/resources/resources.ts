@@ -11,28 +11,20 @@
  * - A contract holds named CEL rules, parsed at authoring; the value gate
  *   evaluates them over `tool`, `args`, `authority` and `context`.
  */
-import { compileExpr } from '../../core/expr/compile.ts';
-import { parseAuthority } from '../../core/authority/schema.ts';
-import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
-import { conflict, invalid } from '../../core/errors.ts';
-import type { AuthContext } from '../context.ts';
-import { newId } from '../ids.ts';
-import type { Tools } from '../tools/tools.ts';
-import type { TeamsContext } from './context.ts';
-import * as repo from './repository.ts';
-import { SKILL_KINDS, iso, type SkillKindName } from './schema.ts';
+import { compileExpr } from '../../../core/expr/compile.ts';
+import { parseAuthority } from '../../../core/authority/schema.ts';
+import type { AuthorityEnvelope } from '../../../core/authority/envelope.ts';
+import { conflict, invalid } from '../../../core/errors.ts';
+import type { AuthContext } from '../../context.ts';
+import { newId } from '../../ids.ts';
+import type { Tools } from '../../tools/tools.ts';
+import type { TeamsContext } from '../context.ts';
+import * as teamsRepo from '../repository.ts';
+import * as resourcesRepo from './repository.ts';
+import { SKILL_KINDS, iso, type SkillKindName } from '../schema.ts';
 
-export { SKILL_KINDS, type SkillKindName } from './schema.ts';
-
-export interface Skill {
-  skill_id: string;
-  name: string;
-  skill_kind: SkillKindName;
-  model_preference: string | null;
-  definition: Record<string, unknown> | null;
-  created_at: number;
-  created_by: string;
-}
+export { SKILL_KINDS, type SkillKindName } from '../schema.ts';
+import type { Blueprint, Contract, ContractRule, Skill } from './types.ts';
 
 export const MAX_EXPR = 2048;
 
@@ -115,17 +107,17 @@ export function prepareSkill(
 }
 
 export function getSkill(ctx: TeamsContext, id: string): Promise<Skill | undefined> {
-  return repo.skillById(ctx.core.store, id);
+  return resourcesRepo.skillById(ctx.core.store, id);
 }
 export function getSkillByName(ctx: TeamsContext, name: string): Promise<Skill | undefined> {
-  return repo.skillByName(ctx.core.store, name);
+  return resourcesRepo.skillByName(ctx.core.store, name);
 }
 /** How many items one of the module's paged lists holds in all (its `total`). */
-export function countListed(ctx: TeamsContext, what: repo.Listed): Promise<number> {
-  return repo.countListed(ctx.core.store, what);
+export function countListed(ctx: TeamsContext, what: teamsRepo.Listed): Promise<number> {
+  return teamsRepo.countListed(ctx.core.store, what);
 }
 export function listSkills(ctx: TeamsContext, limit: number, offset: number): Promise<Skill[]> {
-  return repo.listSkills(ctx.core.store, limit, offset);
+  return resourcesRepo.listSkills(ctx.core.store, limit, offset);
 }
 export const skillView = (s: Skill) => ({ ...s, created_at: iso(s.created_at) });
 
@@ -134,7 +126,7 @@ export async function createSkill(ctx: TeamsContext, actor: string, input: Param
   if (await getSkillByName(ctx, input.name)) throw conflict(`a skill named '${input.name}' exists`, { reason: 'name_taken' });
   const s = prepareSkill(ctx.tools, input, actor, ctx.core.clock.now());
   await ctx.core.store.write(async (tx) => {
-    await repo.insertSkill(tx, s);
+    await resourcesRepo.insertSkill(tx, s);
     await ctx.iam.audit(tx, { at: s.created_at, actor: s.created_by, action: 'skill.create', target: s.skill_id, outcome: 'ok' });
   });
   return s;
@@ -162,21 +154,6 @@ export async function resolveSkillRefs(ctx: TeamsContext, refs: readonly string[
 }
 
 // ---------------------------------------------------------------- blueprints
-
-export interface BlueprintBody {
-  name: string;
-  role_label: string;
-  system_prompt_ref: string | null;
-  model_preference: string | null;
-  required_skills: string[];
-  authority_template: AuthorityEnvelope;
-  scope: string;
-}
-export interface Blueprint extends BlueprintBody {
-  blueprint_id: string;
-  created_at: number;
-  created_by: string;
-}
 
 export async function prepareBlueprint(
   ctx: TeamsContext,
@@ -229,10 +206,10 @@ export function checkTools(tools: Tools, a: AuthorityEnvelope, field: string): v
 }
 
 export function getBlueprint(ctx: TeamsContext, id: string): Promise<Blueprint | undefined> {
-  return repo.blueprintById(ctx.core.store, id);
+  return resourcesRepo.blueprintById(ctx.core.store, id);
 }
 export function listBlueprints(ctx: TeamsContext, limit: number, offset: number): Promise<Blueprint[]> {
-  return repo.listBlueprints(ctx.core.store, limit, offset);
+  return resourcesRepo.listBlueprints(ctx.core.store, limit, offset);
 }
 export const blueprintView = (b: Blueprint) => ({ ...b, created_at: iso(b.created_at) });
 
@@ -249,7 +226,7 @@ export async function createBlueprint(
   await checkContracts(ctx, b.authority_template, 'authority_template');
   await ctx.iam.assertWithinCaller(auth, { envelope: b.authority_template }, { action: 'blueprint.create', target: b.name });
   await ctx.core.store.write(async (tx) => {
-    await repo.insertBlueprint(tx, b);
+    await resourcesRepo.insertBlueprint(tx, b);
     await ctx.iam.audit(tx, { at: b.created_at, actor: b.created_by, action: 'blueprint.create', target: b.blueprint_id, outcome: 'ok' });
   });
   return b;
@@ -268,19 +245,6 @@ export async function blueprintPrompt(ctx: TeamsContext, b: { system_prompt_ref:
 }
 
 // ---------------------------------------------------------------- contracts
-
-export interface ContractRule {
-  name: string;
-  expr: string;
-}
-export interface Contract {
-  contract_id: string;
-  name: string;
-  description: string | null;
-  rules: ContractRule[];
-  created_at: number;
-  created_by: string;
-}
 
 export function prepareContract(
   input: { name: string; description?: string | undefined; rules: ContractRule[] },
@@ -304,10 +268,10 @@ export function prepareContract(
 }
 
 export function getContract(ctx: TeamsContext, id: string): Promise<Contract | undefined> {
-  return repo.contractById(ctx.core.store, id);
+  return resourcesRepo.contractById(ctx.core.store, id);
 }
 export function listContracts(ctx: TeamsContext, limit: number, offset: number): Promise<Contract[]> {
-  return repo.listContracts(ctx.core.store, limit, offset);
+  return resourcesRepo.listContracts(ctx.core.store, limit, offset);
 }
 export const contractView = (c: Contract) => ({ ...c, created_at: iso(c.created_at) });
 
@@ -315,7 +279,7 @@ export const contractView = (c: Contract) => ({ ...c, created_at: iso(c.created_
 export async function createContract(ctx: TeamsContext, actor: string, input: Parameters<typeof prepareContract>[0]): Promise<Contract> {
   const k = prepareContract(input, actor, ctx.core.clock.now());
   await ctx.core.store.write(async (tx) => {
-    await repo.insertContract(tx, k);
+    await resourcesRepo.insertContract(tx, k);
     await ctx.iam.audit(tx, { at: k.created_at, actor: k.created_by, action: 'contract.create', target: k.contract_id, outcome: 'ok' });
   });
   return k;
