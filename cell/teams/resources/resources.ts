@@ -19,8 +19,7 @@ import type { AuthContext } from '../../context.ts';
 import { newId } from '../../ids.ts';
 import type { Tools } from '../../tools/tools.ts';
 import type { TeamsContext } from '../context.ts';
-import * as teamsRepo from '../repository.ts';
-import * as resourcesRepo from './repository.ts';
+import * as repo from './repository.ts';
 import { SKILL_KINDS, iso, type SkillKindName } from '../schema.ts';
 
 export { SKILL_KINDS, type SkillKindName } from '../schema.ts';
@@ -107,17 +106,13 @@ export function prepareSkill(
 }
 
 export function getSkill(ctx: TeamsContext, id: string): Promise<Skill | undefined> {
-  return resourcesRepo.skillById(ctx.core.store, id);
+  return repo.skillById(ctx.core.store, id);
 }
 export function getSkillByName(ctx: TeamsContext, name: string): Promise<Skill | undefined> {
-  return resourcesRepo.skillByName(ctx.core.store, name);
-}
-/** How many items one of the module's paged lists holds in all (its `total`). */
-export function countListed(ctx: TeamsContext, what: teamsRepo.Listed): Promise<number> {
-  return teamsRepo.countListed(ctx.core.store, what);
+  return repo.skillByName(ctx.core.store, name);
 }
 export function listSkills(ctx: TeamsContext, limit: number, offset: number): Promise<Skill[]> {
-  return resourcesRepo.listSkills(ctx.core.store, limit, offset);
+  return repo.listSkills(ctx.core.store, limit, offset);
 }
 export const skillView = (s: Skill) => ({ ...s, created_at: iso(s.created_at) });
 
@@ -126,7 +121,7 @@ export async function createSkill(ctx: TeamsContext, actor: string, input: Param
   if (await getSkillByName(ctx, input.name)) throw conflict(`a skill named '${input.name}' exists`, { reason: 'name_taken' });
   const s = prepareSkill(ctx.tools, input, actor, ctx.core.clock.now());
   await ctx.core.store.write(async (tx) => {
-    await resourcesRepo.insertSkill(tx, s);
+    await repo.insertSkill(tx, s);
     await ctx.iam.audit(tx, { at: s.created_at, actor: s.created_by, action: 'skill.create', target: s.skill_id, outcome: 'ok' });
   });
   return s;
@@ -206,10 +201,10 @@ export function checkTools(tools: Tools, a: AuthorityEnvelope, field: string): v
 }
 
 export function getBlueprint(ctx: TeamsContext, id: string): Promise<Blueprint | undefined> {
-  return resourcesRepo.blueprintById(ctx.core.store, id);
+  return repo.blueprintById(ctx.core.store, id);
 }
 export function listBlueprints(ctx: TeamsContext, limit: number, offset: number): Promise<Blueprint[]> {
-  return resourcesRepo.listBlueprints(ctx.core.store, limit, offset);
+  return repo.listBlueprints(ctx.core.store, limit, offset);
 }
 export const blueprintView = (b: Blueprint) => ({ ...b, created_at: iso(b.created_at) });
 
@@ -226,7 +221,7 @@ export async function createBlueprint(
   await checkContracts(ctx, b.authority_template, 'authority_template');
   await ctx.iam.assertWithinCaller(auth, { envelope: b.authority_template }, { action: 'blueprint.create', target: b.name });
   await ctx.core.store.write(async (tx) => {
-    await resourcesRepo.insertBlueprint(tx, b);
+    await repo.insertBlueprint(tx, b);
     await ctx.iam.audit(tx, { at: b.created_at, actor: b.created_by, action: 'blueprint.create', target: b.blueprint_id, outcome: 'ok' });
   });
   return b;
@@ -268,10 +263,10 @@ export function prepareContract(
 }
 
 export function getContract(ctx: TeamsContext, id: string): Promise<Contract | undefined> {
-  return resourcesRepo.contractById(ctx.core.store, id);
+  return repo.contractById(ctx.core.store, id);
 }
 export function listContracts(ctx: TeamsContext, limit: number, offset: number): Promise<Contract[]> {
-  return resourcesRepo.listContracts(ctx.core.store, limit, offset);
+  return repo.listContracts(ctx.core.store, limit, offset);
 }
 export const contractView = (c: Contract) => ({ ...c, created_at: iso(c.created_at) });
 
@@ -279,7 +274,7 @@ export const contractView = (c: Contract) => ({ ...c, created_at: iso(c.created_
 export async function createContract(ctx: TeamsContext, actor: string, input: Parameters<typeof prepareContract>[0]): Promise<Contract> {
   const k = prepareContract(input, actor, ctx.core.clock.now());
   await ctx.core.store.write(async (tx) => {
-    await resourcesRepo.insertContract(tx, k);
+    await repo.insertContract(tx, k);
     await ctx.iam.audit(tx, { at: k.created_at, actor: k.created_by, action: 'contract.create', target: k.contract_id, outcome: 'ok' });
   });
   return k;

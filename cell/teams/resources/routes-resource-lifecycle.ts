@@ -22,7 +22,8 @@ import {
   updateSkill,
 } from './resource-lifecycle.ts';
 import { blueprintView, contractView, skillView } from './resources.ts';
-import { AgentIn, AgentOut, BlueprintIn, BlueprintOut, ContractIn, ContractOut, SkillIn, SkillOut, idParam } from './routes-resources.ts';
+import { AgentIn, AgentOut, BlueprintIn, BlueprintOut, ContractIn, ContractOut, SkillIn, SkillOut } from './routes-resources.ts';
+import { idParam } from '../routes-collection.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
 const anyObject = z.record(z.string(), z.unknown());

@@ -4,14 +4,15 @@ import { authoritySchema } from '../../../core/authority/schema.ts';
 import { PERMISSIONS } from '../../../core/permissions.ts';
 import { notFound } from '../../../core/errors.ts';
 import type { AppEnv } from '../../context.ts';
-import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, secured } from '../../http/openapi.ts';
 import { agentView, getAgent, getLedger, ledgerView, listAgents, mintAgent, registerLedger } from './agents.ts';
 import type { TeamsContext } from '../context.ts';
+import type { Agent } from './types.ts';
+import { collectionRoutes, idParam } from '../routes-collection.ts';
 import {
   SKILL_KINDS,
   blueprintView,
   contractView,
-  countListed,
   createBlueprint,
   createContract,
   createSkill,
@@ -32,13 +33,6 @@ export const name = z
   .regex(/^[A-Za-z0-9._ -]+$/);
 const anyObject = z.record(z.string(), z.unknown());
 const Authority = authoritySchema;
-export const idParam = (n: string) =>
-  z.object({
-    [n]: z
-      .string()
-      .max(64)
-      .openapi({ param: { name: n, in: 'path' } }),
-  });
 
 export const SkillIn = z
   .object({
@@ -194,164 +188,59 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): voi
   const write = secured(PERMISSIONS.teamsWrite);
   const read = secured(PERMISSIONS.teamsRead);
 
-  // ---- skills
-  app.openapi(
-    createRoute({
-      method: 'post',
-      path: `${P}/skills`,
-      tags: ['Skills'],
-      'x-status': 'Live',
+  collectionRoutes(app, ctx, {
+    kind: 'skills',
+    tag: 'Skills',
+    idName: 'skill_id',
+    what: 'skill',
+    out: SkillOut,
+    outText: 'The skill',
+    view: skillView,
+    create: {
       summary: 'Create a skill',
-      ...write,
-      request: { body: jsonBody(SkillIn) },
-      responses: { 201: json(SkillOut, 'The skill'), ...errorResponses(400, 401, 403, 409) },
-    }),
-    async (c) => {
-      const s = await createSkill(ctx, c.get('auth').principal.id, c.req.valid('json'));
-      return c.json(skillView(s), 201);
+      body: SkillIn,
+      errors: [400, 401, 403, 409],
+      make: async (auth, body) => skillView(await createSkill(ctx, auth.principal.id, body)),
     },
-  );
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/skills`,
-      tags: ['Skills'],
-      'x-status': 'Live',
-      summary: 'List skills',
-      ...read,
-      request: { query: pageQuery(100, 1000) },
-      responses: { 200: json(listSchema('skills', SkillOut, 'SkillList'), 'Skills'), ...errorResponses(400, 401, 403) },
-    }),
-    async (c) => {
-      const q = c.req.valid('query');
-      return c.json(
-        { skills: (await listSkills(ctx, q.limit, q.offset)).map(skillView), ...pageOf(q, await countListed(ctx, 'skills')) },
-        200,
-      );
-    },
-  );
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/skills/{skill_id}`,
-      tags: ['Skills'],
-      'x-status': 'Live',
-      summary: 'Get a skill',
-      ...read,
-      request: { params: idParam('skill_id') },
-      responses: { 200: json(SkillOut, 'The skill'), ...errorResponses(400, 401, 403, 404) },
-    }),
-    async (c) => {
-      const s = await getSkill(ctx, c.req.valid('param')['skill_id']!);
-      if (!s) throw notFound('skill');
-      return c.json(skillView(s), 200);
-    },
-  );
+    list: { summary: 'List skills', name: 'SkillList', text: 'Skills', read: (q) => listSkills(ctx, q.limit, q.offset) },
+    get: { summary: 'Get a skill', read: (id) => getSkill(ctx, id) },
+  });
 
-  // ---- blueprints
-  app.openapi(
-    createRoute({
-      method: 'post',
-      path: `${P}/blueprints`,
-      tags: ['Blueprints'],
-      'x-status': 'Live',
+  collectionRoutes(app, ctx, {
+    kind: 'blueprints',
+    tag: 'Blueprints',
+    idName: 'blueprint_id',
+    what: 'blueprint',
+    out: BlueprintOut,
+    outText: 'The blueprint',
+    view: blueprintView,
+    create: {
       summary: 'Create a blueprint (skill references resolved)',
-      ...write,
-      request: { body: jsonBody(BlueprintIn) },
-      responses: { 201: json(BlueprintOut, 'The blueprint'), ...errorResponses(400, 401, 403) },
-    }),
-    async (c) => {
-      const b = await createBlueprint(ctx, c.get('auth'), c.req.valid('json'));
-      return c.json(blueprintView(b) as z.infer<typeof BlueprintOut>, 201);
+      body: BlueprintIn,
+      errors: [400, 401, 403],
+      make: async (auth, body) => blueprintView(await createBlueprint(ctx, auth, body)),
     },
-  );
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/blueprints`,
-      tags: ['Blueprints'],
-      'x-status': 'Live',
-      summary: 'List blueprints',
-      ...read,
-      request: { query: pageQuery(100, 1000) },
-      responses: { 200: json(listSchema('blueprints', BlueprintOut, 'BlueprintList'), 'Blueprints'), ...errorResponses(400, 401, 403) },
-    }),
-    async (c) => {
-      const q = c.req.valid('query');
-      const blueprints = (await listBlueprints(ctx, q.limit, q.offset)).map(blueprintView);
-      return c.json({ blueprints, ...pageOf(q, await countListed(ctx, 'blueprints')) } as never, 200);
-    },
-  );
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/blueprints/{blueprint_id}`,
-      tags: ['Blueprints'],
-      'x-status': 'Live',
-      summary: 'Get a blueprint',
-      ...read,
-      request: { params: idParam('blueprint_id') },
-      responses: { 200: json(BlueprintOut, 'The blueprint'), ...errorResponses(400, 401, 403, 404) },
-    }),
-    async (c) => {
-      const b = await getBlueprint(ctx, c.req.valid('param')['blueprint_id']!);
-      if (!b) throw notFound('blueprint');
-      return c.json(blueprintView(b) as z.infer<typeof BlueprintOut>, 200);
-    },
-  );
+    list: { summary: 'List blueprints', name: 'BlueprintList', text: 'Blueprints', read: (q) => listBlueprints(ctx, q.limit, q.offset) },
+    get: { summary: 'Get a blueprint', read: (id) => getBlueprint(ctx, id) },
+  });
 
-  // ---- agents
-  app.openapi(
-    createRoute({
-      method: 'post',
-      path: `${P}/agents`,
-      tags: ['Agents'],
-      'x-status': 'Live',
+  collectionRoutes(app, ctx, {
+    kind: 'agents',
+    tag: 'Agents',
+    idName: 'agent_id',
+    what: 'agent',
+    out: AgentOut,
+    outText: 'The agent',
+    view: (a: Agent) => agentView(ctx, a),
+    create: {
       summary: "Mint an agent: a full principal, gated by the standing-agent quota and the caller's authority to create principals",
-      ...write,
-      request: { body: jsonBody(AgentIn) },
-      responses: { 201: json(AgentOut, 'The agent'), ...errorResponses(400, 401, 403, 409) },
-    }),
-    async (c) => {
-      const a = await mintAgent(ctx, c.get('auth'), c.req.valid('json'));
-      return c.json((await agentView(ctx, a)) as z.infer<typeof AgentOut>, 201);
+      body: AgentIn,
+      errors: [400, 401, 403, 409],
+      make: async (auth, body) => agentView(ctx, await mintAgent(ctx, auth, body)),
     },
-  );
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/agents`,
-      tags: ['Agents'],
-      'x-status': 'Live',
-      summary: 'List agents',
-      ...read,
-      request: { query: pageQuery(100, 1000) },
-      responses: { 200: json(listSchema('agents', AgentOut, 'AgentList'), 'Agents'), ...errorResponses(400, 401, 403) },
-    }),
-    async (c) => {
-      const q = c.req.valid('query');
-      const agents = [];
-      for (const a of await listAgents(ctx, q.limit, q.offset)) agents.push(await agentView(ctx, a));
-      return c.json({ agents, ...pageOf(q, await countListed(ctx, 'agents')) } as never, 200);
-    },
-  );
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/agents/{agent_id}`,
-      tags: ['Agents'],
-      'x-status': 'Live',
-      summary: 'Get an agent',
-      ...read,
-      request: { params: idParam('agent_id') },
-      responses: { 200: json(AgentOut, 'The agent'), ...errorResponses(400, 401, 403, 404) },
-    }),
-    async (c) => {
-      const a = await getAgent(ctx, c.req.valid('param')['agent_id']!);
-      if (!a) throw notFound('agent');
-      return c.json((await agentView(ctx, a)) as z.infer<typeof AgentOut>, 200);
-    },
-  );
+    list: { summary: 'List agents', name: 'AgentList', text: 'Agents', read: (q) => listAgents(ctx, q.limit, q.offset) },
+    get: { summary: 'Get an agent', read: (id) => getAgent(ctx, id) },
+  });
   app.openapi(
     createRoute({
       method: 'post',
@@ -386,55 +275,26 @@ export function resourceRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): voi
     },
   );
 
-  // ---- contracts
-  app.openapi(
-    createRoute({
-      method: 'post',
-      path: `${P}/contracts`,
-      tags: ['Contracts'],
-      'x-status': 'Live',
+  collectionRoutes(app, ctx, {
+    kind: 'contracts',
+    tag: 'Contracts',
+    idName: 'contract_id',
+    what: 'contract',
+    out: ContractOut,
+    outText: 'The contract',
+    view: contractView,
+    create: {
       summary: 'Create a governing contract (CEL rules parsed at authoring)',
-      ...write,
-      request: { body: jsonBody(ContractIn) },
-      responses: { 201: json(ContractOut, 'The contract'), ...errorResponses(400, 401, 403) },
-    }),
-    async (c) => {
-      const k = await createContract(ctx, c.get('auth').principal.id, c.req.valid('json'));
-      return c.json(contractView(k), 201);
+      body: ContractIn,
+      errors: [400, 401, 403],
+      make: async (auth, body) => contractView(await createContract(ctx, auth.principal.id, body)),
     },
-  );
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/contracts`,
-      tags: ['Contracts'],
-      'x-status': 'Live',
+    list: {
       summary: 'List governing contracts',
-      ...read,
-      request: { query: pageQuery(100, 1000) },
-      responses: { 200: json(listSchema('contracts', ContractOut, 'ContractList'), 'Contracts'), ...errorResponses(400, 401, 403) },
-    }),
-    async (c) => {
-      const q = c.req.valid('query');
-      const contracts = (await listContracts(ctx, q.limit, q.offset)).map(contractView);
-      return c.json({ contracts, ...pageOf(q, await countListed(ctx, 'contracts')) } as never, 200);
+      name: 'ContractList',
+      text: 'Contracts',
+      read: (q) => listContracts(ctx, q.limit, q.offset),
     },
-  );
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/contracts/{contract_id}`,
-      tags: ['Contracts'],
-      'x-status': 'Live',
-      summary: 'Get a governing contract',
-      ...read,
-      request: { params: idParam('contract_id') },
-      responses: { 200: json(ContractOut, 'The contract'), ...errorResponses(400, 401, 403, 404) },
-    }),
-    async (c) => {
-      const k = await getContract(ctx, c.req.valid('param')['contract_id']!);
-      if (!k) throw notFound('contract');
-      return c.json(contractView(k), 200);
-    },
-  );
+    get: { summary: 'Get a governing contract', read: (id) => getContract(ctx, id) },
+  });
 }
