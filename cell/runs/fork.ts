@@ -1,5 +1,5 @@
 /**
- * The journal side of a fork (crew runs: cell/teams/fork.ts; job reruns:
+ * The journal side of a fork (crew runs: cell/teams/crew-runs/fork.ts; job reruns:
  * cell/jobs/rerun.ts). `forkPoint` picks, from the parent's journal, the
  * records the fork reuses: the step and decision records before the fork
  * point, except the step forked at and its sub-steps (which run again).

@@ -12,8 +12,8 @@ import type { Lifecycle } from '../iam/lifecycle.ts';
 import type { Runs } from '../runs/api.ts';
 import { ChangeCache } from '../store/change-cache.ts';
 import type { Tools } from '../tools/tools.ts';
-import type { Agent } from './agents.ts';
-import type { CrewUsersHook } from './usage.ts';
+import type { Agent } from './resources/types.ts';
+import type { CrewUsersHook } from './types.ts';
 
 export interface TeamsContext {
   core: CellCore;

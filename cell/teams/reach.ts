@@ -20,8 +20,9 @@ import { contractsOf } from '../../core/authority/envelope.ts';
 import type { Reached } from '../iam/iam.ts';
 import type { Reader } from '../store/types.ts';
 import type { TeamsContext } from './context.ts';
-import type { Agent } from './agents.ts';
-import * as repo from './repository.ts';
+import type { Agent } from './resources/types.ts';
+import * as formationsRepo from './formations/repository.ts';
+import * as resourcesRepo from './resources/repository.ts';
 import { contractUsers, skillUsers } from './usage.ts';
 
 /** How many rows each lookup reads at most (a prefilter's limit, as usage.ts). */
@@ -35,7 +36,7 @@ async function reachedAgents(ctx: TeamsContext, db: Reader, ids: Iterable<string
   for (const id of ids) {
     if (seen.has(id)) continue;
     seen.add(id);
-    const a = await repo.agentById(db, id);
+    const a = await resourcesRepo.agentById(db, id);
     const r = await ctx.iam.reachedAgent(id, a?.created_by ?? null);
     if (r) out.push(r);
   }
@@ -46,8 +47,8 @@ async function reachedAgents(ctx: TeamsContext, db: Reader, ids: Iterable<string
 async function agentsOfFormations(db: Reader, formationIds: readonly string[]): Promise<string[]> {
   const ids: string[] = [];
   for (const f of formationIds) {
-    for (const crewId of await repo.crewsOfFormation(db, f, LIMIT)) {
-      const crew = await repo.crewById(db, crewId);
+    for (const crewId of await formationsRepo.crewsOfFormation(db, f, LIMIT)) {
+      const crew = await formationsRepo.crewById(db, crewId);
       if (crew) ids.push(...Object.values(crew.assignments));
     }
   }
@@ -56,13 +57,13 @@ async function agentsOfFormations(db: Reader, formationIds: readonly string[]): 
 
 async function agentsOfBlueprints(db: Reader, blueprintIds: readonly string[]): Promise<string[]> {
   const ids: string[] = [];
-  for (const b of blueprintIds) ids.push(...(await repo.agentsOfBlueprint(db, b, LIMIT)).map((a) => a.agent_id));
+  for (const b of blueprintIds) ids.push(...(await resourcesRepo.agentsOfBlueprint(db, b, LIMIT)).map((a) => a.agent_id));
   return ids;
 }
 
 export async function contractReach(ctx: TeamsContext, contractId: string, db: Reader = ctx.core.store): Promise<Reached[]> {
   const users = await contractUsers(ctx, db, contractId);
-  const direct = (await repo.agentsMentioning(db, JSON.stringify(contractId), LIMIT))
+  const direct = (await resourcesRepo.agentsMentioning(db, JSON.stringify(contractId), LIMIT))
     .filter((a) => contractsOf(a.authority).includes(contractId))
     .map((a) => a.agent_id);
   return reachedAgents(ctx, db, [
@@ -104,12 +105,12 @@ export async function crewReach(
 
 /** Agents that call the provider: those naming it, and those naming none when it is the default (oldest). */
 export async function providerReach(ctx: TeamsContext, db: Reader, providerId: string, isDefault: boolean): Promise<Reached[]> {
-  const ids = (await repo.agentsMentioning(db, JSON.stringify(providerId), LIMIT))
+  const ids = (await resourcesRepo.agentsMentioning(db, JSON.stringify(providerId), LIMIT))
     .filter((a) => a.provider_id === providerId)
     .map((a) => a.agent_id);
   if (isDefault) {
     for (let page = 0; page < AGENT_PAGES; page++) {
-      const rows: Agent[] = await repo.listAgents(db, LIMIT, page * LIMIT);
+      const rows: Agent[] = await resourcesRepo.listAgents(db, LIMIT, page * LIMIT);
       ids.push(...rows.filter((a) => !a.provider_id).map((a) => a.agent_id));
       if (rows.length < LIMIT) break;
     }

@@ -80,7 +80,7 @@ export const TEAMS_MIGRATIONS: readonly Migration[] = [
     CREATE TABLE team_graphs (graph_hash TEXT PRIMARY KEY, graph TEXT NOT NULL, created_at INTEGER NOT NULL);`,
   },
   {
-    // Budget reservations as per-run shares (agents.ts): a reservation made since this migration
+    // Budget reservations as per-run shares (resources/agents.ts): a reservation made since this migration
     // (folded = 0) is counted from its own row; a fold adds committed ones to the ledger's spent
     // off the runs' path. Older rows (folded = 1) are counted in the ledger's columns already.
     id: 'teams-013-ledger-shares',

@@ -7,17 +7,20 @@
 import type { Graph } from '../../core/engine/types.ts';
 import type { DrivePorts } from '../runs/drive.ts';
 import type { Run } from '../runs/runs.ts';
-import { getLedger, type Ledger } from './agents.ts';
+import { getLedger } from './resources/agents.ts';
+import type { Ledger } from './resources/types.ts';
 import type { TeamsContext } from './context.ts';
-import { crewByGraph } from './crew-graph.ts';
-import { loadCrewForExport, type CrewExport } from './export.ts';
-import { crewFormation, getCrew, type Crew } from './formations.ts';
-import { assertSeatsWithinCaller, compileFor } from './compile.ts';
+import { crewByGraph } from './formations/crew-graph.ts';
+import { loadCrewForExport, type CrewExport } from './formations/export.ts';
+import { crewFormation, getCrew } from './formations/formations.ts';
+import type { Crew } from './formations/types.ts';
+import { assertSeatsWithinCaller, compileFor } from './formations/compile.ts';
 import type { AuthContext } from '../context.ts';
-import { checkPlacement, type UnmetConstraint } from './placement.ts';
-import { crewPorts } from './ports.ts';
-import { settled, startCrewRun, sweepOnce, type CrewRunInput } from './runs.ts';
-import type { CrewUsersHook } from './usage.ts';
+import { checkPlacement, type UnmetConstraint } from './crew-runs/placement.ts';
+import { crewPorts } from './crew-runs/ports.ts';
+import { settled, startCrewRun, sweepOnce } from './crew-runs/runs.ts';
+import type { CrewRunInput } from './crew-runs/types.ts';
+import type { CrewUsersHook } from './types.ts';
 
 export class Teams {
   constructor(private readonly ctx: TeamsContext) {}

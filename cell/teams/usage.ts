@@ -5,27 +5,20 @@
  * (`crews`, `agents`, `blueprints`, `formations`, `runs`, `job_definitions`),
  * at most USED_BY_LIMIT of each.
  *
- * References are found with a text prefilter in the store (repository.ts) and
+ * References are found with a text prefilter in the store (the rooms' repository.ts) and
  * then checked exactly on the decoded rows.
  */
 import { ServiceError } from '../../core/errors.ts';
 import { contractsOf } from '../../core/authority/envelope.ts';
 import type { Reader } from '../store/types.ts';
 import type { TeamsContext } from './context.ts';
-import type { Crew } from './formations.ts';
-import * as repo from './repository.ts';
+import type { Crew } from './formations/types.ts';
+import * as formationsRepo from './formations/repository.ts';
+import * as resourcesRepo from './resources/repository.ts';
+import type { CrewDefinitionUser, UsedBy } from './types.ts';
 
 /** Users named per kind in a refusal. */
 export const USED_BY_LIMIT = 100;
-
-export type UsedBy = Record<string, string[]>;
-
-/** A job definition that names a crew (team) or pins its graph (agent); the jobs module reports them. */
-export interface CrewDefinitionUser {
-  schedule_id: string;
-  job_type: 'team' | 'agent';
-}
-export type CrewUsersHook = (crew: { crew_id: string; graph_hash: string | null }, db: Reader) => Promise<CrewDefinitionUser[]>;
 
 /** 409 in_use naming the users; `hint` says what to do first. */
 export function inUse(kind: string, id: string, usedBy: UsedBy, hint: string): ServiceError {
@@ -46,7 +39,7 @@ const quoted = (s: string) => JSON.stringify(s);
 
 /** Crews that bind the agent. */
 export async function agentUsers(db: Reader, agentId: string): Promise<UsedBy> {
-  const crews = (await repo.crewsMentioning(db, quoted(agentId), 1000))
+  const crews = (await formationsRepo.crewsMentioning(db, quoted(agentId), 1000))
     .filter((c) => Object.values(c.assignments).includes(agentId))
     .map((c) => c.crew_id);
   return { crews: crews.slice(0, USED_BY_LIMIT) };
@@ -55,7 +48,7 @@ export async function agentUsers(db: Reader, agentId: string): Promise<UsedBy> {
 /** Agents (not purged) minted from the blueprint. */
 export async function blueprintUsers(ctx: TeamsContext, db: Reader, blueprintId: string): Promise<UsedBy> {
   const agents: string[] = [];
-  for (const a of await repo.agentsOfBlueprint(db, blueprintId, 1000)) {
+  for (const a of await resourcesRepo.agentsOfBlueprint(db, blueprintId, 1000)) {
     if ((await ctx.iam.principal(a.agent_id))?.status !== 'purged') agents.push(a.agent_id);
   }
   return { agents: agents.slice(0, USED_BY_LIMIT) };
@@ -64,7 +57,7 @@ export async function blueprintUsers(ctx: TeamsContext, db: Reader, blueprintId:
 /** Agents (not purged) that call the provider by id (agents without a provider_id use the oldest one). */
 export async function providerUsers(ctx: TeamsContext, db: Reader, providerId: string): Promise<UsedBy> {
   const agents: string[] = [];
-  for (const a of await repo.agentsMentioning(db, quoted(providerId), 1000)) {
+  for (const a of await resourcesRepo.agentsMentioning(db, quoted(providerId), 1000)) {
     if (a.provider_id === providerId && (await ctx.iam.principal(a.agent_id))?.status !== 'purged') agents.push(a.agent_id);
   }
   return { agents: agents.slice(0, USED_BY_LIMIT) };
@@ -73,8 +66,8 @@ export async function providerUsers(ctx: TeamsContext, db: Reader, providerId: s
 /** Formations with a version that mentions `text` exactly (a quoted JSON string) in its body or billets. */
 async function formationsWith(db: Reader, text: string): Promise<string[]> {
   const out: string[] = [];
-  for (const id of await repo.formationsMentioning(db, text, 1000)) {
-    if ((await repo.formationTexts(db, id)).some((t) => t.includes(text))) out.push(id);
+  for (const id of await formationsRepo.formationsMentioning(db, text, 1000)) {
+    if ((await formationsRepo.formationTexts(db, id)).some((t) => t.includes(text))) out.push(id);
     if (out.length >= USED_BY_LIMIT) break;
   }
   return out;
@@ -83,7 +76,7 @@ async function formationsWith(db: Reader, text: string): Promise<string[]> {
 /** Blueprints that reference the skill (required_skills, system_prompt_ref) and formations (any version) whose billets or stages do. */
 export async function skillUsers(db: Reader, name: string): Promise<UsedBy> {
   const ref = `skill:${name}`;
-  const blueprints = (await repo.blueprintsMentioning(db, quoted(ref), 1000))
+  const blueprints = (await resourcesRepo.blueprintsMentioning(db, quoted(ref), 1000))
     .filter((b) => b.required_skills.includes(ref) || b.system_prompt_ref === ref)
     .map((b) => b.blueprint_id);
   return { blueprints: blueprints.slice(0, USED_BY_LIMIT), formations: await formationsWith(db, quoted(ref)) };
@@ -92,11 +85,11 @@ export async function skillUsers(db: Reader, name: string): Promise<UsedBy> {
 /** Blueprints, agents (not purged) and formations (any version's billet caps) that name the contract. */
 export async function contractUsers(ctx: TeamsContext, db: Reader, contractId: string): Promise<UsedBy> {
   const q = quoted(contractId);
-  const blueprints = (await repo.blueprintsMentioning(db, q, 1000))
+  const blueprints = (await resourcesRepo.blueprintsMentioning(db, q, 1000))
     .filter((b) => contractsOf(b.authority_template).includes(contractId))
     .map((b) => b.blueprint_id);
   const agents: string[] = [];
-  for (const a of await repo.agentsMentioning(db, q, 1000)) {
+  for (const a of await resourcesRepo.agentsMentioning(db, q, 1000)) {
     if (contractsOf(a.authority).includes(contractId) && (await ctx.iam.principal(a.agent_id))?.status !== 'purged')
       agents.push(a.agent_id);
   }
@@ -109,7 +102,7 @@ export async function contractUsers(ctx: TeamsContext, db: Reader, contractId: s
 
 /** Crews of the formation (any version). */
 export async function formationUsers(db: Reader, formationId: string): Promise<UsedBy> {
-  return { crews: await repo.crewsOfFormation(db, formationId, USED_BY_LIMIT) };
+  return { crews: await formationsRepo.crewsOfFormation(db, formationId, USED_BY_LIMIT) };
 }
 
 /**

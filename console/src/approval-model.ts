@@ -1,6 +1,6 @@
 /**
  * The rules of a step waiting for human approval, as the cell applies them
- * (core/engine/executors/human_approval.ts counts, cell/teams/runs.ts
+ * (core/engine/executors/human_approval.ts counts, cell/teams/crew-runs/runs.ts
  * recordApproval refuses), so the console shows who approved, who is still
  * needed, and whether the signed-in principal may decide. Pure; tested in
  * test/console/approval-model.test.ts. The cell decides in the end.

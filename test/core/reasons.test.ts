@@ -48,7 +48,7 @@ const NOT_REASONS: Record<string, { names: string[]; why: string }> = {
     why: 'why a definition was disabled, by request (audit of an allowed action)',
   },
   'cell/jobs/scheduler.ts': { names: ['dispatch_failed'], why: "a fire's detail, not an envelope or run reason" },
-  'cell/teams/runs.ts': { names: ['time_budget', 'cost_budget'], why: 'why a run is flagged for investigation; not a refusal' },
+  'cell/teams/crew-runs/runs.ts': { names: ['time_budget', 'cost_budget'], why: 'why a run is flagged for investigation; not a refusal' },
   'cell/ai/complete.ts': { names: ['error'], why: 'the metrics label of a model call that failed without a reason' },
   'core/apikey/verify.ts': { names: ['unauthorized', 'forbidden'], why: 'the error code, the first argument of its refuse(code, reason)' },
 };

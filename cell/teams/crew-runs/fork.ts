@@ -20,19 +20,20 @@
  * incoming edges) in the parent's graph and the new one: the first that is not
  * is 409 graph_changed naming the step. Refusals are audited.
  */
-import { grants } from '../../core/authority/scopes.ts';
-import type { Graph } from '../../core/engine/types.ts';
-import { ServiceError, forbidden, invalid, notFound } from '../../core/errors.ts';
-import type { JsonObject } from '../../core/journal/record.ts';
-import { relayedReason } from '../../core/reasons.ts';
-import type { ForkPoint } from '../runs/api.ts';
-import { hashJson } from '../../core/json-hash.ts';
-import { PERMISSIONS } from '../../core/permissions.ts';
-import type { AuthContext } from '../context.ts';
-import { forksView, type Run } from '../runs/runs.ts';
-import { assertSeatsWithinCaller, compileFor, type Compiled } from './compile.ts';
-import type { TeamsContext } from './context.ts';
-import { getCrew, getFormation, type Crew, type Formation } from './formations.ts';
+import { grants } from '../../../core/authority/scopes.ts';
+import type { Graph } from '../../../core/engine/types.ts';
+import { ServiceError, forbidden, invalid, notFound } from '../../../core/errors.ts';
+import type { JsonObject } from '../../../core/journal/record.ts';
+import { relayedReason } from '../../../core/reasons.ts';
+import type { ForkPoint } from '../../runs/api.ts';
+import { hashJson } from '../../../core/json-hash.ts';
+import { PERMISSIONS } from '../../../core/permissions.ts';
+import type { AuthContext } from '../../context.ts';
+import { forksView, type Run } from '../../runs/runs.ts';
+import { assertSeatsWithinCaller, compileFor, type Compiled } from '../formations/compile.ts';
+import type { TeamsContext } from '../context.ts';
+import { getCrew, getFormation } from '../formations/formations.ts';
+import type { Crew, Formation } from '../formations/types.ts';
 import { checkRunGraph, executedGraph } from './run-graph.ts';
 import { DEFAULT_MAX_DURATION_MS, startCrewRun } from './runs.ts';
 

@@ -20,18 +20,19 @@
  * through IAM is never refused (it is how a compromised agent is stopped):
  * crews that bind an inactive agent refuse to run (agent_inactive).
  */
-import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
-import { parseAuthority } from '../../core/authority/schema.ts';
-import { ServiceError, forbidden, invalid, notFound } from '../../core/errors.ts';
-import { PERMISSIONS } from '../../core/permissions.ts';
-import type { AuthContext } from '../context.ts';
-import type { Principal } from '../iam/principals.ts';
-import { AGENT_ROLE, getAgent, mayManageAgents, type Agent } from './agents.ts';
-import type { TeamsContext } from './context.ts';
+import type { AuthorityEnvelope } from '../../../core/authority/envelope.ts';
+import { parseAuthority } from '../../../core/authority/schema.ts';
+import { ServiceError, forbidden, invalid, notFound } from '../../../core/errors.ts';
+import { PERMISSIONS } from '../../../core/permissions.ts';
+import type { AuthContext } from '../../context.ts';
+import type { Principal } from '../../iam/principals.ts';
+import { AGENT_ROLE, getAgent, mayManageAgents } from './agents.ts';
+import type { Agent } from './types.ts';
+import type { TeamsContext } from '../context.ts';
 import * as repo from './repository.ts';
 import { checkContracts, checkTools } from './resources.ts';
 import { sameJson } from './resource-lifecycle.ts';
-import { agentUsers, anyUser, inUse } from './usage.ts';
+import { agentUsers, anyUser, inUse } from '../usage.ts';
 
 /** The agent and its principal, after the gates every change and delete pass. */
 async function managed(ctx: TeamsContext, auth: AuthContext, agentId: string, action: string): Promise<{ agent: Agent; p: Principal }> {

@@ -2,16 +2,16 @@
  * Routes: changing (PATCH) and deleting skills, blueprints, agents and
  * governing contracts. Immutable fields are refused by name (400
  * immutable_field); a delete of something in use is 409 in_use naming the
- * users (usage.ts).
+ * users (../usage.ts).
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { PERMISSIONS } from '../../core/permissions.ts';
-import type { AppEnv } from '../context.ts';
-import { immutableField, refuseImmutable } from '../http/immutable.ts';
-import { errorResponses, json, jsonBody, secured } from '../http/openapi.ts';
+import { PERMISSIONS } from '../../../core/permissions.ts';
+import type { AppEnv } from '../../context.ts';
+import { immutableField, refuseImmutable } from '../../http/immutable.ts';
+import { errorResponses, json, jsonBody, secured } from '../../http/openapi.ts';
 import { deleteAgent, updateAgent } from './agent-lifecycle.ts';
 import { agentView } from './agents.ts';
-import type { TeamsContext } from './context.ts';
+import type { TeamsContext } from '../context.ts';
 import {
   SKILL_IMMUTABLE,
   deleteBlueprint,
@@ -22,7 +22,8 @@ import {
   updateSkill,
 } from './resource-lifecycle.ts';
 import { blueprintView, contractView, skillView } from './resources.ts';
-import { AgentIn, AgentOut, BlueprintIn, BlueprintOut, ContractIn, ContractOut, SkillIn, SkillOut, idParam } from './routes-resources.ts';
+import { AgentIn, AgentOut, BlueprintIn, BlueprintOut, ContractIn, ContractOut, SkillIn, SkillOut } from './routes-resources.ts';
+import { idParam } from '../routes-collection.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
 const anyObject = z.record(z.string(), z.unknown());

@@ -11,15 +11,16 @@
  * current one (409 in_use); deleting is refused while a run of the crew is
  * live or a definition names it.
  */
-import { ServiceError, conflict, notFound } from '../../core/errors.ts';
-import type { AuthContext } from '../context.ts';
-import { newId } from '../ids.ts';
+import { ServiceError, conflict, notFound } from '../../../core/errors.ts';
+import type { AuthContext } from '../../context.ts';
+import { newId } from '../../ids.ts';
 import { assertSeatsWithinCaller, compileFor } from './compile.ts';
-import type { TeamsContext } from './context.ts';
-import { checkAssignments, crewFormation, getCrew, getFormation, listBillets, type Crew, type Formation } from './formations.ts';
+import type { TeamsContext } from '../context.ts';
+import { checkAssignments, crewFormation, getCrew, getFormation, listBillets } from './formations.ts';
+import type { Crew, Formation } from './types.ts';
 import * as repo from './repository.ts';
-import { crewReach } from './reach.ts';
-import { crewUsers, inUse } from './usage.ts';
+import { crewReach } from '../reach.ts';
+import { crewUsers, inUse } from '../usage.ts';
 
 export interface CrewInput {
   assignments: Record<string, string>;

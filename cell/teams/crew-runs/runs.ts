@@ -20,41 +20,28 @@
  * a resumed run whose graph hash differs from the one it started with is
  * refused the same way (`graph_changed`, checkRunGraph).
  */
-import type { Graph } from '../../core/engine/types.ts';
-import type { JsonObject } from '../../core/journal/record.ts';
-import { ServiceError, notFound } from '../../core/errors.ts';
-import type { Reason } from '../../core/reasons.ts';
-import { RunClosedError } from '../runs/journal.ts';
-import { isTerminal, type Run } from '../runs/runs.ts';
-import { foldLedgers, hasLedger, releaseOpenReservations } from './agents.ts';
-import { compileFor, type Compiled } from './compile.ts';
-import type { TeamsContext } from './context.ts';
-import { crewFormation, getCrew, type Crew, type Formation } from './formations.ts';
+import type { Graph } from '../../../core/engine/types.ts';
+import type { JsonObject } from '../../../core/journal/record.ts';
+import { ServiceError, notFound } from '../../../core/errors.ts';
+import type { Reason } from '../../../core/reasons.ts';
+import { RunClosedError } from '../../runs/journal.ts';
+import { isTerminal, type Run } from '../../runs/runs.ts';
+import { foldLedgers, hasLedger, releaseOpenReservations } from '../resources/agents.ts';
+import { compileFor, type Compiled } from '../formations/compile.ts';
+import type { TeamsContext } from '../context.ts';
+import { crewFormation, getCrew } from '../formations/formations.ts';
+import type { Crew, Formation } from '../formations/types.ts';
 import { checkPlacement, placementFix, placementMessage } from './placement.ts';
 import { crewPorts } from './ports.ts';
-import * as repo from './repository.ts';
+import * as runsRepo from './repository.ts';
+import * as formationsRepo from '../formations/repository.ts';
+import * as resourcesRepo from '../resources/repository.ts';
 import { checkRunGraph } from './run-graph.ts';
 import type { ForkPlan } from './fork.ts';
+import type { CrewRunInput, CrewRunSpec } from './types.ts';
 
 /** Default time budget of a crew run before it is flagged for investigation, ms. */
 export const DEFAULT_MAX_DURATION_MS = 10 * 60_000;
-
-export interface CrewRunSpec {
-  input: unknown;
-  /** Time budget (ms): a run still in flight after it is flagged `investigate`. */
-  max_duration_ms: number;
-  /** Cost budget (tokens across all seats): a run still in flight beyond it is flagged too. */
-  max_tokens: number | null;
-  formation_id: string;
-  /** The formation version the run executes (runs from before versions: absent, read as 1). */
-  formation_version?: number;
-  /** The crew's assignments when the run started (billet id -> agent id). */
-  assignments?: Record<string, string>;
-  /** A fork's parent: the run, the seq forked at and that record's hash (fork.ts). */
-  forked_from?: { run_id: string; seq: number; record_hash: string };
-  /** A fork's replacement input of the step it was forked at. */
-  replace?: { step_id: string; input: unknown };
-}
 
 /** What a crew run was asked to do (the spec column), as far as it can be read back. */
 export function crewSpec(run: Run): Partial<CrewRunSpec> {
@@ -181,13 +168,6 @@ function scheduleWake(ctx: TeamsContext, runId: string, wakeAt: number | null): 
   ctx.wakeTimers.add(t);
 }
 
-export interface CrewRunInput {
-  input?: unknown;
-  workspace_id?: string | undefined;
-  max_duration_ms?: number | undefined;
-  max_tokens?: number | undefined;
-}
-
 /** Starts a crew run: compile, placement, ledgers, then drive in the background. */
 export async function startCrewRun(
   ctx: TeamsContext,
@@ -264,8 +244,8 @@ async function planCrewRun(
  */
 async function keepGraph(ctx: TeamsContext, compiled: Compiled, at: number): Promise<void> {
   const { store } = ctx.core;
-  if (!(await repo.hasGraph(store, compiled.graphHash)))
-    await store.write((tx) => repo.insertGraph(tx, compiled.graphHash, compiled.graph, at), { isolation: 'row-locks' });
+  if (!(await runsRepo.hasGraph(store, compiled.graphHash)))
+    await store.write((tx) => runsRepo.insertGraph(tx, compiled.graphHash, compiled.graph, at), { isolation: 'row-locks' });
 }
 
 /**
@@ -295,7 +275,7 @@ async function recordCrewRun(
   const { crew, formation, compiled, fork } = plan;
   return core.store.write(async (tx) => {
     // The crew is read in this transaction, so a concurrent delete either sees this run (409 in_use) or happens first (404).
-    if (!(await repo.crewById(tx, crew.crew_id))) throw notFound('crew');
+    if (!(await formationsRepo.crewById(tx, crew.crew_id))) throw notFound('crew');
     const id = await runs.createRunTx(tx, {
       ...(o.runId ? { run_id: o.runId } : {}),
       kind: 'crew',
@@ -391,7 +371,7 @@ async function crewRefusal(
   }
   const agents = [...new Set(Object.values(crew.assignments))];
   const inactive: string[] = [];
-  const present = await repo.agentIdsIn(core.store, agents);
+  const present = await resourcesRepo.agentIdsIn(core.store, agents);
   for (const a of agents) if (!present.has(a) || (await ctx.iam.principal(a))?.status !== 'active') inactive.push(a);
   if (inactive.length) {
     return {
@@ -565,5 +545,5 @@ async function flagOverdueOnce(ctx: TeamsContext): Promise<void> {
 
 /** Tokens the run's model calls have used so far. */
 export function runTokens(ctx: TeamsContext, runId: string): Promise<number> {
-  return repo.runTokens(ctx.core.store, runId);
+  return resourcesRepo.runTokens(ctx.core.store, runId);
 }

@@ -5,16 +5,16 @@
  * contracts. Journal, clock, cancellation and recorded steps are bound by the
  * runs module's driveRun.
  */
-import { EngineRefusal } from '../../core/engine/refusal.ts';
-import type { BudgetPort, ContractsPort, ToolsPort } from '../../core/engine/types.ts';
-import type { JsonObject } from '../../core/journal/record.ts';
-import { isServiceError } from '../../core/errors.ts';
-import { relayedReason } from '../../core/reasons.ts';
-import { stepDeadline } from '../../runtime/step-deadline.ts';
-import type { DrivePorts } from '../runs/drive.ts';
-import { hasLedger, reserveBudget, stageBudgetCommit } from './agents.ts';
-import type { TeamsContext } from './context.ts';
-import { getContract } from './resources.ts';
+import { EngineRefusal } from '../../../core/engine/refusal.ts';
+import type { BudgetPort, ContractsPort, ToolsPort } from '../../../core/engine/types.ts';
+import type { JsonObject } from '../../../core/journal/record.ts';
+import { isServiceError } from '../../../core/errors.ts';
+import { relayedReason } from '../../../core/reasons.ts';
+import { stepDeadline } from '../../../runtime/step-deadline.ts';
+import type { DrivePorts } from '../../runs/drive.ts';
+import { hasLedger, reserveBudget, stageBudgetCommit } from '../resources/agents.ts';
+import type { TeamsContext } from '../context.ts';
+import { getContract } from '../resources/resources.ts';
 import { tracedTools } from './tool-span.ts';
 
 /**

@@ -3,15 +3,15 @@
  * The run reads open to agent_teams.read or system.orchestration.admin.read, as the jobs routes show the same runs (docs/security.md).
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { PERMISSIONS } from '../../core/permissions.ts';
-import { ServiceError, notFound } from '../../core/errors.ts';
-import type { AppEnv } from '../context.ts';
-import { errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, securedEither } from '../http/openapi.ts';
-import type { Run } from '../runs/runs.ts';
-import { runFilterOf, runFilterQuery, runIdPath } from '../runs/api.ts';
-import { assertSeatsWithinCaller } from './compile.ts';
-import type { TeamsContext } from './context.ts';
-import { getCrew } from './formations.ts';
+import { PERMISSIONS } from '../../../core/permissions.ts';
+import { ServiceError, notFound } from '../../../core/errors.ts';
+import type { AppEnv } from '../../context.ts';
+import { errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, securedEither } from '../../http/openapi.ts';
+import type { Run } from '../../runs/runs.ts';
+import { runFilterOf, runFilterQuery, runIdPath } from '../../runs/api.ts';
+import { assertSeatsWithinCaller } from '../formations/compile.ts';
+import type { TeamsContext } from '../context.ts';
+import { getCrew } from '../formations/formations.ts';
 import { executedGraph } from './run-graph.ts';
 import { forkCrewRun } from './fork.ts';
 import { decideApproval, recoverRun, startCrewRun } from './runs.ts';

@@ -1,17 +1,17 @@
 /** Routes: formations, billets, the compiled graph, and crews (their changes, versions and deletes: routes-formation-lifecycle.ts). */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { authoritySchema } from '../../core/authority/schema.ts';
-import { PERMISSIONS } from '../../core/permissions.ts';
-import { notFound } from '../../core/errors.ts';
-import { MAX_ATTEMPTS, MAX_BACKOFF_MS, MAX_STEP_TIMEOUT_MS, RETRY_REASONS } from '../../core/engine/policy.ts';
-import type { AppEnv } from '../context.ts';
-import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, slicePage } from '../http/openapi.ts';
-import { countListed } from './resources.ts';
+import { authoritySchema } from '../../../core/authority/schema.ts';
+import { PERMISSIONS } from '../../../core/permissions.ts';
+import { notFound } from '../../../core/errors.ts';
+import { MAX_ATTEMPTS, MAX_BACKOFF_MS, MAX_STEP_TIMEOUT_MS, RETRY_REASONS } from '../../../core/engine/policy.ts';
+import type { AppEnv } from '../../context.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, slicePage } from '../../http/openapi.ts';
 import { checkFormationCompiles, compileFor, inlineStageSkills } from './compile.ts';
-import type { TeamsContext } from './context.ts';
+import type { TeamsContext } from '../context.ts';
+import { collectionRoutes, idParam } from '../routes-collection.ts';
 import { createCrew, crewGraphHash } from './crews.ts';
+import { POLICIES, type Crew, type Formation } from './types.ts';
 import {
-  POLICIES,
   addBillet,
   billetView,
   createFormation,
@@ -23,19 +23,10 @@ import {
   listBillets,
   listCrews,
   listFormations,
-  type Crew,
-  type Formation,
 } from './formations.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
 const anyObject = z.record(z.string(), z.unknown());
-export const idParam = (n: string) =>
-  z.object({
-    [n]: z
-      .string()
-      .max(64)
-      .openapi({ param: { name: n, in: 'path' } }),
-  });
 export const workspace = z
   .string()
   .min(1)
@@ -185,61 +176,26 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
   const write = secured(PERMISSIONS.teamsWrite);
   const read = secured(PERMISSIONS.teamsRead);
 
-  app.openapi(
-    createRoute({
-      method: 'post',
-      path: `${P}/formations`,
-      tags: ['Formations'],
-      'x-status': 'Live',
+  collectionRoutes(app, ctx, {
+    kind: 'formations',
+    tag: 'Formations',
+    idName: 'formation_id',
+    what: 'formation',
+    out: FormationOut,
+    outText: 'The formation',
+    view: formationView,
+    create: {
       summary: 'Create a formation',
-      ...write,
-      request: { body: jsonBody(FormationIn) },
-      responses: { 201: json(FormationOut, 'The formation'), ...errorResponses(400, 401, 403) },
-    }),
-    async (c) => {
-      const body = c.req.valid('json');
-      const clean = await inlineStageSkills(ctx, JSON.parse(JSON.stringify(body)) as Parameters<typeof createFormation>[2]);
-      const f = await createFormation(ctx, c.get('auth').principal.id, clean, (x) => checkFormationCompiles(ctx, x));
-      return c.json(formationView(f) as z.infer<typeof FormationOut>, 201);
-    },
-  );
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/formations`,
-      tags: ['Formations'],
-      'x-status': 'Live',
-      summary: 'List formations',
-      ...read,
-      request: { query: pageQuery(100, 1000) },
-      responses: {
-        200: json(listSchema('formations', FormationOut, 'FormationList'), 'Formations'),
-        ...errorResponses(400, 401, 403),
+      body: FormationIn,
+      errors: [400, 401, 403],
+      make: async (auth, body) => {
+        const clean = await inlineStageSkills(ctx, JSON.parse(JSON.stringify(body)) as Parameters<typeof createFormation>[2]);
+        return formationView(await createFormation(ctx, auth.principal.id, clean, (x) => checkFormationCompiles(ctx, x)));
       },
-    }),
-    async (c) => {
-      const q = c.req.valid('query');
-      const formations = (await listFormations(ctx, q.limit, q.offset)).map(formationView);
-      return c.json({ formations, ...pageOf(q, await countListed(ctx, 'formations')) } as never, 200);
     },
-  );
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/formations/{formation_id}`,
-      tags: ['Formations'],
-      'x-status': 'Live',
-      summary: 'Get a formation',
-      ...read,
-      request: { params: idParam('formation_id') },
-      responses: { 200: json(FormationOut, 'The formation'), ...errorResponses(400, 401, 403, 404) },
-    }),
-    async (c) => {
-      const f = await getFormation(ctx, c.req.valid('param')['formation_id']!);
-      if (!f) throw notFound('formation');
-      return c.json(formationView(f) as z.infer<typeof FormationOut>, 200);
-    },
-  );
+    list: { summary: 'List formations', name: 'FormationList', text: 'Formations', read: (q) => listFormations(ctx, q.limit, q.offset) },
+    get: { summary: 'Get a formation', read: (id) => getFormation(ctx, id) },
+  });
 
   app.openapi(
     createRoute({
@@ -350,60 +306,37 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
     },
   );
 
-  app.openapi(
-    createRoute({
-      method: 'post',
-      path: `${P}/crews`,
-      tags: ['Crews'],
-      'x-status': 'Live',
+  collectionRoutes(app, ctx, {
+    kind: 'crews',
+    tag: 'Crews',
+    idName: 'crew_id',
+    what: 'crew',
+    out: CrewOut,
+    outText: 'The crew',
+    view: crewView,
+    create: {
       summary:
         "Instantiate a crew: an agent bound to every billet of the formation's latest version (or `formation_version`), which the crew pins; the crew compiles, or is refused",
-      ...write,
-      request: { body: jsonBody(CrewIn) },
-      responses: { 201: json(CrewOut, 'The crew'), ...errorResponses(400, 401, 403, 404) },
-    }),
-    async (c) => {
-      const body = c.req.valid('json');
-      const f = await getFormation(ctx, body.formation_id, body.formation_version);
-      if (!f) throw notFound(body.formation_version === undefined ? 'formation' : 'formation version');
-      const { crew, graphHash } = await createCrew(ctx, c.get('auth'), f, body);
-      return c.json({ ...crewView(crew), graph_hash: graphHash }, 201);
-    },
-  );
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/crews`,
-      tags: ['Crews'],
-      'x-status': 'Live',
-      summary: 'List crews',
-      ...read,
-      request: { query: pageQuery(100, 1000) },
-      responses: {
-        200: json(listSchema('crews', CrewOut.partial({ graph_hash: true }), 'CrewList'), 'Crews'),
-        ...errorResponses(400, 401, 403),
+      body: CrewIn,
+      errors: [400, 401, 403, 404],
+      make: async (auth, body) => {
+        const f = await getFormation(ctx, body.formation_id, body.formation_version);
+        if (!f) throw notFound(body.formation_version === undefined ? 'formation' : 'formation version');
+        const { crew, graphHash } = await createCrew(ctx, auth, f, body);
+        return { ...crewView(crew), graph_hash: graphHash };
       },
-    }),
-    async (c) => {
-      const q = c.req.valid('query');
-      return c.json({ crews: (await listCrews(ctx, q.limit, q.offset)).map(crewView), ...pageOf(q, await countListed(ctx, 'crews')) }, 200);
     },
-  );
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/crews/{crew_id}`,
-      tags: ['Crews'],
-      'x-status': 'Live',
+    list: {
+      summary: 'List crews',
+      item: CrewOut.partial({ graph_hash: true }),
+      name: 'CrewList',
+      text: 'Crews',
+      read: (q) => listCrews(ctx, q.limit, q.offset),
+    },
+    get: {
       summary: 'Get a crew with its current graph hash',
-      ...read,
-      request: { params: idParam('crew_id') },
-      responses: { 200: json(CrewOut, 'The crew'), ...errorResponses(400, 401, 403, 404) },
-    }),
-    async (c) => {
-      const crew = await getCrew(ctx, c.req.valid('param')['crew_id']!);
-      if (!crew) throw notFound('crew');
-      return c.json({ ...crewView(crew), graph_hash: (await crewGraphHash(ctx, crew)) ?? 'uncompilable' }, 200);
+      read: (id) => getCrew(ctx, id),
+      view: async (crew: Crew) => ({ ...crewView(crew), graph_hash: (await crewGraphHash(ctx, crew)) ?? 'uncompilable' }),
     },
-  );
+  });
 }

@@ -15,77 +15,19 @@
  *   billet cap (the compiler intersects). A new version of the formation
  *   leaves the crew (and its runs) as they are until it is upgraded.
  */
-import { isSubset, type AuthorityEnvelope } from '../../core/authority/envelope.ts';
-import { stepPolicyOf, stepPolicyProblem, type RetryPolicy, type StepPolicy } from '../../core/engine/policy.ts';
-import { parseAuthority } from '../../core/authority/schema.ts';
-import { ServiceError, invalid, notFound } from '../../core/errors.ts';
-import type { AuthContext } from '../context.ts';
-import { newId } from '../ids.ts';
-import { agentActive, getAgent } from './agents.ts';
-import type { TeamsContext } from './context.ts';
-import { formationReach } from './reach.ts';
+import { isSubset, type AuthorityEnvelope } from '../../../core/authority/envelope.ts';
+import { stepPolicyOf, stepPolicyProblem, type StepPolicy } from '../../../core/engine/policy.ts';
+import { parseAuthority } from '../../../core/authority/schema.ts';
+import { ServiceError, invalid, notFound } from '../../../core/errors.ts';
+import type { AuthContext } from '../../context.ts';
+import { newId } from '../../ids.ts';
+import { agentActive, getAgent } from '../resources/agents.ts';
+import type { TeamsContext } from '../context.ts';
+import { formationReach } from '../reach.ts';
 import * as repo from './repository.ts';
-import { checkContracts, checkTools, resolveSkillRefs } from './resources.ts';
-import { iso } from './schema.ts';
-
-export const POLICIES = ['sequential', 'parallel', 'consensus', 'manager-delegates'] as const;
-export type Policy = (typeof POLICIES)[number];
-
-/** What the operator authored (mirrors core/compiler FormationInput). */
-export interface FormationBody {
-  name: string;
-  coordination_policy: Policy;
-  consensus_mode?: 'majority' | 'unanimity';
-  limits?: Record<string, number>;
-  topology?: Record<string, string>;
-  pre?: unknown[];
-  post?: unknown[];
-  prompt?: string;
-  /** Workspace whose storage the crew's tools use by default. */
-  workspace_id?: string;
-}
-export interface Formation extends FormationBody {
-  formation_id: string;
-  /** The version this object shows (the latest, unless read at a version). */
-  version: number;
-  created_at: number;
-  created_by: string;
-  updated_at: number;
-}
-
-export interface BilletBody {
-  role_label: string;
-  required_skills: string[];
-  reports_to: string | null;
-  authority_cap: AuthorityEnvelope;
-  /** Step policy of the seat's calls (core/engine/policy.ts); absent when not authored. */
-  timeout_ms?: number;
-  retry?: RetryPolicy;
-}
-export interface Billet extends BilletBody {
-  billet_id: string;
-  formation_id: string;
-  position: number;
-  created_at: number;
-  created_by: string;
-  /** When and by whom this billet was last changed (its creation, until then). */
-  updated_at: number;
-  updated_by: string;
-}
-
-export interface CrewBody {
-  name: string;
-  assignments: Record<string, string>;
-  workspace_id: string;
-}
-export interface Crew extends CrewBody {
-  crew_id: string;
-  formation_id: string;
-  /** The version of the formation the crew runs (upgrading is explicit). */
-  formation_version: number;
-  created_at: number;
-  created_by: string;
-}
+import { checkContracts, checkTools, resolveSkillRefs } from '../resources/resources.ts';
+import { iso } from '../schema.ts';
+import type { Billet, Crew, Formation, FormationBody } from './types.ts';
 
 /** The formation at its latest version, or at `version` when given. */
 export function getFormation(ctx: TeamsContext, id: string, version?: number): Promise<Formation | undefined> {

@@ -5,9 +5,9 @@
  * opted in to content capture
  * (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true). docs/operations.md "Traces".
  */
-import type { JsonObject } from '../../core/journal/record.ts';
-import type { ToolCallContext, ToolsPort } from '../../core/engine/types.ts';
-import type { RequestTraces, SpanAttributes } from '../http/trace.ts';
+import type { JsonObject } from '../../../core/journal/record.ts';
+import type { ToolCallContext, ToolsPort } from '../../../core/engine/types.ts';
+import type { RequestTraces, SpanAttributes } from '../../http/trace.ts';
 
 /** The tools port with a span around each call, when spans are exported (else the port itself). */
 export function tracedTools(traces: RequestTraces, port: ToolsPort): ToolsPort {

@@ -11,28 +11,19 @@
  * - A contract holds named CEL rules, parsed at authoring; the value gate
  *   evaluates them over `tool`, `args`, `authority` and `context`.
  */
-import { compileExpr } from '../../core/expr/compile.ts';
-import { parseAuthority } from '../../core/authority/schema.ts';
-import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
-import { conflict, invalid } from '../../core/errors.ts';
-import type { AuthContext } from '../context.ts';
-import { newId } from '../ids.ts';
-import type { Tools } from '../tools/tools.ts';
-import type { TeamsContext } from './context.ts';
+import { compileExpr } from '../../../core/expr/compile.ts';
+import { parseAuthority } from '../../../core/authority/schema.ts';
+import type { AuthorityEnvelope } from '../../../core/authority/envelope.ts';
+import { conflict, invalid } from '../../../core/errors.ts';
+import type { AuthContext } from '../../context.ts';
+import { newId } from '../../ids.ts';
+import type { Tools } from '../../tools/tools.ts';
+import type { TeamsContext } from '../context.ts';
 import * as repo from './repository.ts';
-import { SKILL_KINDS, iso, type SkillKindName } from './schema.ts';
+import { SKILL_KINDS, iso, type SkillKindName } from '../schema.ts';
 
-export { SKILL_KINDS, type SkillKindName } from './schema.ts';
-
-export interface Skill {
-  skill_id: string;
-  name: string;
-  skill_kind: SkillKindName;
-  model_preference: string | null;
-  definition: Record<string, unknown> | null;
-  created_at: number;
-  created_by: string;
-}
+export { SKILL_KINDS, type SkillKindName } from '../schema.ts';
+import type { Blueprint, Contract, ContractRule, Skill } from './types.ts';
 
 export const MAX_EXPR = 2048;
 
@@ -120,10 +111,6 @@ export function getSkill(ctx: TeamsContext, id: string): Promise<Skill | undefin
 export function getSkillByName(ctx: TeamsContext, name: string): Promise<Skill | undefined> {
   return repo.skillByName(ctx.core.store, name);
 }
-/** How many items one of the module's paged lists holds in all (its `total`). */
-export function countListed(ctx: TeamsContext, what: repo.Listed): Promise<number> {
-  return repo.countListed(ctx.core.store, what);
-}
 export function listSkills(ctx: TeamsContext, limit: number, offset: number): Promise<Skill[]> {
   return repo.listSkills(ctx.core.store, limit, offset);
 }
@@ -162,21 +149,6 @@ export async function resolveSkillRefs(ctx: TeamsContext, refs: readonly string[
 }
 
 // ---------------------------------------------------------------- blueprints
-
-export interface BlueprintBody {
-  name: string;
-  role_label: string;
-  system_prompt_ref: string | null;
-  model_preference: string | null;
-  required_skills: string[];
-  authority_template: AuthorityEnvelope;
-  scope: string;
-}
-export interface Blueprint extends BlueprintBody {
-  blueprint_id: string;
-  created_at: number;
-  created_by: string;
-}
 
 export async function prepareBlueprint(
   ctx: TeamsContext,
@@ -268,19 +240,6 @@ export async function blueprintPrompt(ctx: TeamsContext, b: { system_prompt_ref:
 }
 
 // ---------------------------------------------------------------- contracts
-
-export interface ContractRule {
-  name: string;
-  expr: string;
-}
-export interface Contract {
-  contract_id: string;
-  name: string;
-  description: string | null;
-  rules: ContractRule[];
-  created_at: number;
-  created_by: string;
-}
 
 export function prepareContract(
   input: { name: string; description?: string | undefined; rules: ContractRule[] },

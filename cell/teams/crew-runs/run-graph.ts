@@ -8,13 +8,14 @@
  * with the expected and actual hashes in details. One function, so every
  * path that resumes a run judges it the same way.
  */
-import type { Graph } from '../../core/engine/types.ts';
-import type { JsonObject } from '../../core/journal/record.ts';
-import { ServiceError } from '../../core/errors.ts';
-import type { Run } from '../runs/runs.ts';
-import { compileFor } from './compile.ts';
-import type { TeamsContext } from './context.ts';
-import { getCrew, getFormation, type Crew } from './formations.ts';
+import type { Graph } from '../../../core/engine/types.ts';
+import type { JsonObject } from '../../../core/journal/record.ts';
+import { ServiceError } from '../../../core/errors.ts';
+import type { Run } from '../../runs/runs.ts';
+import { compileFor } from '../formations/compile.ts';
+import type { TeamsContext } from '../context.ts';
+import { getCrew, getFormation } from '../formations/formations.ts';
+import type { Crew } from '../formations/types.ts';
 import * as repo from './repository.ts';
 
 /** What a crew run pins, from its spec: runs started before versions pin version 1 and the crew's assignments. */

@@ -16,19 +16,19 @@
  * reserves before (max_tokens, or what is left down to a floor) and commits
  * after.
  */
-import { grants } from '../../core/authority/scopes.ts';
-import { grantTokens } from '../../core/engine/budget.ts';
-import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
-import { parseAuthority } from '../../core/authority/schema.ts';
-import { PERMISSIONS } from '../../core/permissions.ts';
-import { ServiceError, forbidden, invalid, notFound } from '../../core/errors.ts';
-import type { AuthContext } from '../context.ts';
-import { createPrincipalTx } from '../iam/principals.ts';
-import { newId } from '../ids.ts';
-import type { TeamsContext } from './context.ts';
+import { grants } from '../../../core/authority/scopes.ts';
+import { grantTokens } from '../../../core/engine/budget.ts';
+import { parseAuthority } from '../../../core/authority/schema.ts';
+import { PERMISSIONS } from '../../../core/permissions.ts';
+import { ServiceError, forbidden, invalid, notFound } from '../../../core/errors.ts';
+import type { AuthContext } from '../../context.ts';
+import { createPrincipalTx } from '../../iam/principals.ts';
+import { newId } from '../../ids.ts';
+import type { TeamsContext } from '../context.ts';
 import * as repo from './repository.ts';
 import { blueprintPrompt, checkContracts, checkTools, getBlueprint } from './resources.ts';
-import { iso } from './schema.ts';
+import { iso } from '../schema.ts';
+import type { Agent, AgentBody, Ledger } from './types.ts';
 
 /** The built-in role every agent principal holds (core/permissions.ts: catalog.read). */
 export const AGENT_ROLE = 'agent';
@@ -36,22 +36,6 @@ export const AGENT_ROLE = 'agent';
 /** Whether the caller may create, change or delete agent principals. */
 export function mayManageAgents(auth: AuthContext): boolean {
   return grants(auth.effective, PERMISSIONS.teamsAgentsWrite) || grants(auth.effective, PERMISSIONS.principalsWrite);
-}
-
-export interface AgentBody {
-  source: 'blueprint' | 'scratch';
-  blueprint_id: string | null;
-  role_label: string;
-  provider_id: string | null;
-  model_preference: string | null;
-  system_prompt: string | null;
-  authority: AuthorityEnvelope;
-}
-export interface Agent extends AgentBody {
-  agent_id: string;
-  name: string;
-  created_at: number;
-  created_by: string;
 }
 
 export interface MintInput {
@@ -198,16 +182,6 @@ export async function agentActive(ctx: TeamsContext, id: string): Promise<boolea
 }
 
 // ---------------------------------------------------------------- ledgers
-
-export interface Ledger {
-  agent_id: string;
-  budget_limit: number;
-  reserved: number;
-  spent: number;
-  created_at: number;
-  updated_at: number;
-  updated_by: string;
-}
 
 export function getLedger(ctx: TeamsContext, agentId: string): Promise<Ledger | undefined> {
   return repo.ledgerOf(ctx.core.store, agentId);

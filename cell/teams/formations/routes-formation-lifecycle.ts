@@ -4,17 +4,19 @@
  * or a billet makes a new version (versions.ts); crews pin theirs (crews.ts).
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { PERMISSIONS } from '../../core/permissions.ts';
-import type { AppEnv } from '../context.ts';
-import { immutableField, refuseImmutable } from '../http/immutable.ts';
-import { IsoTime, errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
-import type { TeamsContext } from './context.ts';
+import { PERMISSIONS } from '../../../core/permissions.ts';
+import type { AppEnv } from '../../context.ts';
+import { immutableField, refuseImmutable } from '../../http/immutable.ts';
+import { IsoTime, errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../../http/openapi.ts';
+import type { TeamsContext } from '../context.ts';
 import { crewGraphHash, deleteCrew, patchCrew, upgradeCrew } from './crews.ts';
-import { POLICIES, billetView, crewView, formationView, getCrew, getFormation } from './formations.ts';
-import { BilletOut, CrewOut, FormationOut, billetFields, formationFields, idParam, workspace } from './routes-formations.ts';
+import { POLICIES } from './types.ts';
+import { billetView, crewView, formationView, getCrew, getFormation } from './formations.ts';
+import { BilletOut, CrewOut, FormationOut, billetFields, formationFields, workspace } from './routes-formations.ts';
+import { idParam } from '../routes-collection.ts';
 import { deleteFormation, getVersion, listVersions, removeBillet, updateBillet, updateFormation } from './versions.ts';
-import { iso } from './schema.ts';
-import { notFound } from '../../core/errors.ts';
+import { iso } from '../schema.ts';
+import { notFound } from '../../../core/errors.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
 const pathId = (n: string) =>

@@ -5,16 +5,17 @@
  * invalid_request with `details.reason` = the compiler's code.
  */
 import { createHash } from 'node:crypto';
-import { compileFormation } from '../../core/compiler/compile.ts';
-import type { BilletInput, FormationInput, SeatBinding } from '../../core/compiler/types.ts';
-import type { Graph, SeatAuthority } from '../../core/engine/types.ts';
-import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
-import { ServiceError, invalid } from '../../core/errors.ts';
-import type { AuthContext } from '../context.ts';
-import { getAgent } from './agents.ts';
-import type { TeamsContext } from './context.ts';
-import { listBillets, type Crew, type Formation } from './formations.ts';
-import { getSkillByName } from './resources.ts';
+import { compileFormation } from '../../../core/compiler/compile.ts';
+import type { BilletInput, FormationInput, SeatBinding } from '../../../core/compiler/types.ts';
+import type { Graph, SeatAuthority } from '../../../core/engine/types.ts';
+import type { AuthorityEnvelope } from '../../../core/authority/envelope.ts';
+import { ServiceError, invalid } from '../../../core/errors.ts';
+import type { AuthContext } from '../../context.ts';
+import { getAgent } from '../resources/agents.ts';
+import type { TeamsContext } from '../context.ts';
+import { listBillets } from './formations.ts';
+import type { Crew, Formation } from './types.ts';
+import { getSkillByName } from '../resources/resources.ts';
 
 /** node:crypto's SHA-256 for the compiler (same hashes as core's pure-JS default, faster). */
 const NATIVE = { sha256: (b: Uint8Array) => new Uint8Array(createHash('sha256').update(b).digest()) };

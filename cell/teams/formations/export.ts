@@ -5,13 +5,16 @@
  * the skills they reference, the governing contracts they name, and each
  * seat's effective grants (from the compiled graph).
  */
-import type { Graph } from '../../core/engine/types.ts';
-import { notFound } from '../../core/errors.ts';
-import { getAgent, getLedger, type Agent, type Ledger } from './agents.ts';
+import type { Graph } from '../../../core/engine/types.ts';
+import { notFound } from '../../../core/errors.ts';
+import { getAgent, getLedger } from '../resources/agents.ts';
+import type { Agent, Ledger } from '../resources/types.ts';
 import { compileFor, compilerInput, type CompilerInput } from './compile.ts';
-import type { TeamsContext } from './context.ts';
-import { crewFormation, getCrew, listBillets, type Billet, type Crew, type Formation } from './formations.ts';
-import { getBlueprint, getContract, getSkillByName, type Blueprint, type Contract, type Skill } from './resources.ts';
+import type { TeamsContext } from '../context.ts';
+import { crewFormation, getCrew, listBillets } from './formations.ts';
+import type { Billet, Crew, Formation } from './types.ts';
+import { getBlueprint, getContract, getSkillByName } from '../resources/resources.ts';
+import type { Blueprint, Contract, Skill } from '../resources/types.ts';
 
 export interface CrewExport {
   crew: Crew;

@@ -4,10 +4,11 @@
  * graph compiles to that hash now is the one it runs. A crew whose formation
  * no longer compiles has no graph and matches nothing.
  */
-import type { Graph } from '../../core/engine/types.ts';
+import type { Graph } from '../../../core/engine/types.ts';
 import { compileFor } from './compile.ts';
-import type { TeamsContext } from './context.ts';
-import { crewFormation, listCrews, type Crew } from './formations.ts';
+import type { TeamsContext } from '../context.ts';
+import { crewFormation, listCrews } from './formations.ts';
+import type { Crew } from './types.ts';
 
 const PAGE = 500;
 const MAX_CREWS = 100_000;

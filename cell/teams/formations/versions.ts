@@ -18,32 +18,20 @@
  * Deleting a formation (every version) is refused while a crew uses it (409
  * in_use, naming the crews).
  */
-import { isSubset } from '../../core/authority/envelope.ts';
-import { parseAuthority } from '../../core/authority/schema.ts';
-import { canonicalJson } from '../../core/canonical.ts';
-import { ServiceError, conflict, invalid, notFound } from '../../core/errors.ts';
-import type { AuthContext } from '../context.ts';
-import type { Tx } from '../store/types.ts';
+import { isSubset } from '../../../core/authority/envelope.ts';
+import { parseAuthority } from '../../../core/authority/schema.ts';
+import { canonicalJson } from '../../../core/canonical.ts';
+import { ServiceError, conflict, invalid, notFound } from '../../../core/errors.ts';
+import type { AuthContext } from '../../context.ts';
+import type { Tx } from '../../store/types.ts';
 import { checkFormationCompiles, compileFor, inlineStageSkills } from './compile.ts';
-import type { TeamsContext } from './context.ts';
-import {
-  POLICIES,
-  assertWithinManager,
-  billetPolicy,
-  bodyOf,
-  getBillet,
-  getFormation,
-  listBillets,
-  overAuthority,
-  type Billet,
-  type Formation,
-  type FormationBody,
-  type Policy,
-} from './formations.ts';
+import type { TeamsContext } from '../context.ts';
+import { POLICIES, type Billet, type Formation, type FormationBody, type Policy } from './types.ts';
+import { assertWithinManager, billetPolicy, bodyOf, getBillet, getFormation, listBillets, overAuthority } from './formations.ts';
 import * as repo from './repository.ts';
-import { checkContracts, checkTools, resolveSkillRefs } from './resources.ts';
-import { formationReach } from './reach.ts';
-import { formationUsers, inUse, anyUser } from './usage.ts';
+import { checkContracts, checkTools, resolveSkillRefs } from '../resources/resources.ts';
+import { formationReach } from '../reach.ts';
+import { formationUsers, inUse, anyUser } from '../usage.ts';
 
 /** What a version changed, as version lists show it. */
 export type ChangeKind = 'created' | 'migrated' | 'updated' | 'billet_added' | 'billet_updated' | 'billet_removed';

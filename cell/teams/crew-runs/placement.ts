@@ -5,8 +5,8 @@
  * rule). Unmet constraints are named, each with the `serve` flag that would
  * meet it (`fix`); a run is never degraded.
  */
-import { place } from '../../core/placement.ts';
-import type { CellConfig } from '../config.ts';
+import { place } from '../../../core/placement.ts';
+import type { CellConfig } from '../../config.ts';
 
 export interface UnmetConstraint {
   constraint: string;

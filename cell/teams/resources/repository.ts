@@ -1,0 +1,406 @@
+/**
+ * The SQL of the resources of Agent Teams (skills, blueprints, agents, their
+ * budget ledgers and reservations, governing contracts), with the row
+ * decoders. Bodies are stored as JSON text and checked when read (they were
+ * validated when written). Statements stay in the dialect both engines run
+ * (docs/storage.md).
+ */
+import { count, json, jsonOrNull, num, numOrNull, object, str, strOrNull } from '../../store/decode.ts';
+import type { Reader, Row, Tx } from '../../store/types.ts';
+import { SKILL_KINDS, type SkillKindName } from '../schema.ts';
+import { bad, isAuthority, isStringArray, isStringOrNull } from '../repository.ts';
+import type { Skill, BlueprintBody, Blueprint, Contract, AgentBody, Agent, Ledger } from './types.ts';
+
+// ---------------------------------------------------------------- checks of stored bodies
+
+function blueprintBody(v: unknown): BlueprintBody {
+  const o = object(v);
+  if (
+    typeof o['name'] !== 'string' ||
+    typeof o['role_label'] !== 'string' ||
+    !isStringOrNull(o['system_prompt_ref']) ||
+    !isStringOrNull(o['model_preference']) ||
+    !isStringArray(o['required_skills']) ||
+    !isAuthority(o['authority_template']) ||
+    typeof o['scope'] !== 'string'
+  )
+    throw bad('a blueprint');
+  return v as BlueprintBody;
+}
+
+function agentBody(v: unknown): AgentBody {
+  const o = object(v);
+  if (
+    (o['source'] !== 'blueprint' && o['source'] !== 'scratch') ||
+    !isStringOrNull(o['blueprint_id']) ||
+    typeof o['role_label'] !== 'string' ||
+    !isStringOrNull(o['provider_id']) ||
+    !isStringOrNull(o['model_preference']) ||
+    !isStringOrNull(o['system_prompt']) ||
+    !isAuthority(o['authority'])
+  )
+    throw bad('an agent');
+  return v as AgentBody;
+}
+
+type ContractBody = Omit<Contract, 'contract_id' | 'created_at' | 'created_by'>;
+
+function contractBody(v: unknown): ContractBody {
+  const o = object(v);
+  const rules = o['rules'];
+  if (
+    typeof o['name'] !== 'string' ||
+    !isStringOrNull(o['description']) ||
+    !Array.isArray(rules) ||
+    !rules.every((r: unknown) => {
+      const x = object(r);
+      return typeof x['name'] === 'string' && typeof x['expr'] === 'string';
+    })
+  ) {
+    throw bad('a contract');
+  }
+  return v as ContractBody;
+}
+
+// ---------------------------------------------------------------- skills
+
+const SKILL_COLUMNS = 'skill_id, name, skill_kind, model_preference, definition, created_at, created_by';
+
+function skillKind(v: string): SkillKindName {
+  const k = SKILL_KINDS.find((x) => x === v);
+  if (k === undefined) throw bad(`a skill kind (${v})`);
+  return k;
+}
+
+function decodeSkill(r: Row): Skill {
+  return {
+    skill_id: str(r, 'skill_id'),
+    name: str(r, 'name'),
+    skill_kind: skillKind(str(r, 'skill_kind')),
+    model_preference: strOrNull(r, 'model_preference'),
+    definition: jsonOrNull(r, 'definition', object),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
+  };
+}
+
+export async function insertSkill(tx: Tx, s: Skill): Promise<void> {
+  await tx.run(`INSERT INTO team_skills (${SKILL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)`, [
+    s.skill_id,
+    s.name,
+    s.skill_kind,
+    s.model_preference,
+    s.definition ? JSON.stringify(s.definition) : null,
+    s.created_at,
+    s.created_by,
+  ]);
+}
+
+export async function skillById(db: Reader, id: string): Promise<Skill | undefined> {
+  const r = await db.get(`SELECT ${SKILL_COLUMNS} FROM team_skills WHERE skill_id = ?`, [id]);
+  return r ? decodeSkill(r) : undefined;
+}
+
+export async function skillByName(db: Reader, name: string): Promise<Skill | undefined> {
+  const r = await db.get(`SELECT ${SKILL_COLUMNS} FROM team_skills WHERE name = ?`, [name]);
+  return r ? decodeSkill(r) : undefined;
+}
+
+export async function listSkills(db: Reader, limit: number, offset: number): Promise<Skill[]> {
+  return (await db.all(`SELECT ${SKILL_COLUMNS} FROM team_skills ORDER BY created_at, skill_id LIMIT ? OFFSET ?`, [limit, offset])).map(
+    decodeSkill,
+  );
+}
+
+/** Rewrites a skill's model preference and definition (its name and kind never change). */
+export async function updateSkill(tx: Tx, s: Skill): Promise<void> {
+  await tx.run('UPDATE team_skills SET model_preference = ?, definition = ? WHERE skill_id = ?', [
+    s.model_preference,
+    s.definition ? JSON.stringify(s.definition) : null,
+    s.skill_id,
+  ]);
+}
+
+export async function deleteSkill(tx: Tx, id: string): Promise<void> {
+  await tx.run('DELETE FROM team_skills WHERE skill_id = ?', [id]);
+}
+
+// ---------------------------------------------------------------- blueprints
+
+function decodeBlueprint(r: Row): Blueprint {
+  return {
+    blueprint_id: str(r, 'blueprint_id'),
+    ...json(r, 'body', blueprintBody),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
+  };
+}
+
+export async function insertBlueprint(tx: Tx, b: Blueprint): Promise<void> {
+  const { blueprint_id, created_at, created_by, ...body } = b;
+  await tx.run('INSERT INTO team_blueprints (blueprint_id, name, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [
+    blueprint_id,
+    b.name,
+    JSON.stringify(body),
+    created_at,
+    created_by,
+  ]);
+}
+
+export async function blueprintById(db: Reader, id: string): Promise<Blueprint | undefined> {
+  const r = await db.get('SELECT blueprint_id, body, created_at, created_by FROM team_blueprints WHERE blueprint_id = ?', [id]);
+  return r ? decodeBlueprint(r) : undefined;
+}
+
+export async function listBlueprints(db: Reader, limit: number, offset: number): Promise<Blueprint[]> {
+  return (
+    await db.all(
+      'SELECT blueprint_id, body, created_at, created_by FROM team_blueprints ORDER BY created_at, blueprint_id LIMIT ? OFFSET ?',
+      [limit, offset],
+    )
+  ).map(decodeBlueprint);
+}
+
+export async function updateBlueprint(tx: Tx, b: Blueprint): Promise<void> {
+  const { blueprint_id, created_at, created_by, ...body } = b;
+  await tx.run('UPDATE team_blueprints SET name = ?, body = ? WHERE blueprint_id = ?', [b.name, JSON.stringify(body), blueprint_id]);
+}
+
+export async function deleteBlueprint(tx: Tx, id: string): Promise<void> {
+  await tx.run('DELETE FROM team_blueprints WHERE blueprint_id = ?', [id]);
+}
+
+/** Blueprints whose body mentions `needle` (a quoted skill reference or contract id): a prefilter. */
+export async function blueprintsMentioning(db: Reader, needle: string, limit: number): Promise<Blueprint[]> {
+  return (
+    await db.all(
+      'SELECT blueprint_id, body, created_at, created_by FROM team_blueprints WHERE body LIKE ? ORDER BY created_at, blueprint_id LIMIT ?',
+      [`%${needle}%`, limit],
+    )
+  ).map(decodeBlueprint);
+}
+
+// ---------------------------------------------------------------- agents
+
+function decodeAgent(r: Row): Agent {
+  return {
+    agent_id: str(r, 'agent_id'),
+    name: str(r, 'name'),
+    ...json(r, 'body', agentBody),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
+  };
+}
+
+export async function insertAgent(tx: Tx, a: Agent): Promise<void> {
+  const { agent_id, name, created_at, created_by, ...body } = a;
+  await tx.run(
+    'INSERT INTO team_agents (agent_id, name, source, blueprint_id, body, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    [agent_id, name, body.source, body.blueprint_id, JSON.stringify(body), created_at, created_by],
+  );
+}
+
+export async function agentById(db: Reader, id: string): Promise<Agent | undefined> {
+  const r = await db.get('SELECT agent_id, name, body, created_at, created_by FROM team_agents WHERE agent_id = ?', [id]);
+  return r ? decodeAgent(r) : undefined;
+}
+
+/** Of `ids`, those naming an agent (one statement: a crew run's start checks every agent of the crew). */
+export async function agentIdsIn(db: Reader, ids: readonly string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db.all(`SELECT agent_id FROM team_agents WHERE agent_id IN (${ids.map(() => '?').join(', ')})`, [...ids]);
+  return new Set(rows.map((r) => str(r, 'agent_id')));
+}
+
+export async function listAgents(db: Reader, limit: number, offset: number): Promise<Agent[]> {
+  return (
+    await db.all('SELECT agent_id, name, body, created_at, created_by FROM team_agents ORDER BY created_at, agent_id LIMIT ? OFFSET ?', [
+      limit,
+      offset,
+    ])
+  ).map(decodeAgent);
+}
+
+export async function updateAgent(tx: Tx, a: Agent): Promise<void> {
+  const { agent_id, name, created_at, created_by, ...body } = a;
+  await tx.run('UPDATE team_agents SET body = ? WHERE agent_id = ?', [JSON.stringify(body), agent_id]);
+}
+
+/** Agents minted from a blueprint, oldest first. */
+export async function agentsOfBlueprint(db: Reader, blueprintId: string, limit: number): Promise<Agent[]> {
+  return (
+    await db.all(
+      'SELECT agent_id, name, body, created_at, created_by FROM team_agents WHERE blueprint_id = ? ORDER BY created_at, agent_id LIMIT ?',
+      [blueprintId, limit],
+    )
+  ).map(decodeAgent);
+}
+
+/** Agents whose body mentions `needle` (a quoted provider or contract id): a prefilter. */
+export async function agentsMentioning(db: Reader, needle: string, limit: number): Promise<Agent[]> {
+  return (
+    await db.all(
+      'SELECT agent_id, name, body, created_at, created_by FROM team_agents WHERE body LIKE ? ORDER BY created_at, agent_id LIMIT ?',
+      [`%${needle}%`, limit],
+    )
+  ).map(decodeAgent);
+}
+
+// ---------------------------------------------------------------- budget ledgers and reservations
+
+function decodeLedger(r: Row): Ledger {
+  return {
+    agent_id: str(r, 'agent_id'),
+    budget_limit: num(r, 'budget_limit'),
+    reserved: num(r, 'reserved'),
+    spent: num(r, 'spent'),
+    created_at: num(r, 'created_at'),
+    updated_at: num(r, 'updated_at'),
+    updated_by: str(r, 'updated_by'),
+  };
+}
+
+/**
+ * The ledger as it stands: its columns plus the reservations not folded into
+ * them yet (open ones are reserved, committed ones spent).
+ */
+export async function ledgerOf(db: Reader, agentId: string): Promise<Ledger | undefined> {
+  const r = await db.get(
+    `SELECT l.agent_id, l.budget_limit, l.created_at, l.updated_at, l.updated_by,
+       l.reserved + COALESCE((SELECT SUM(x.amount) FROM team_reservations x WHERE x.agent_id = l.agent_id AND x.folded = 0 AND x.committed_at IS NULL), 0) AS reserved,
+       l.spent + COALESCE((SELECT SUM(x.actual) FROM team_reservations x WHERE x.agent_id = l.agent_id AND x.folded = 0 AND x.committed_at IS NOT NULL), 0) AS spent
+     FROM team_ledgers l WHERE l.agent_id = ?`,
+    [agentId],
+  );
+  return r ? decodeLedger(r) : undefined;
+}
+
+/** Agents with committed reservations not folded into their ledger yet. */
+export async function agentsToFold(db: Reader): Promise<string[]> {
+  const rows = await db.all(
+    'SELECT DISTINCT agent_id FROM team_reservations WHERE folded = 0 AND committed_at IS NOT NULL ORDER BY agent_id',
+  );
+  return rows.map((r) => str(r, 'agent_id'));
+}
+
+/**
+ * Adds an agent's committed, unfolded reservations to its ledger's spent and
+ * marks them folded (a `row-locks` transaction: the ledger's row is locked
+ * first, so folds take turns and a reservation is folded once). Returns how
+ * many were folded.
+ */
+export async function foldLedger(tx: Tx, agentId: string): Promise<number> {
+  if ((await tx.run('UPDATE team_ledgers SET updated_at = updated_at WHERE agent_id = ?', [agentId])).changes === 0) return 0;
+  const rows = await tx.all(
+    'SELECT reservation_id, actual FROM team_reservations WHERE agent_id = ? AND folded = 0 AND committed_at IS NOT NULL ORDER BY reservation_id LIMIT 1000',
+    [agentId],
+  );
+  if (rows.length === 0) return 0;
+  let spent = 0;
+  for (const r of rows) spent += numOrNull(r, 'actual') ?? 0;
+  const ids = rows.map((r) => str(r, 'reservation_id'));
+  await tx.run(`UPDATE team_reservations SET folded = 1 WHERE reservation_id IN (${ids.map(() => '?').join(', ')})`, ids);
+  await tx.run('UPDATE team_ledgers SET spent = spent + ? WHERE agent_id = ?', [spent, agentId]);
+  return rows.length;
+}
+
+/** Registers a ledger, or resets the limit of an existing one (reserved and spent stay). */
+export async function upsertLedger(tx: Tx, agentId: string, limit: number, at: number, by: string): Promise<void> {
+  await tx.run(
+    `INSERT INTO team_ledgers (agent_id, budget_limit, reserved, spent, created_at, updated_at, updated_by) VALUES (?, ?, 0, 0, ?, ?, ?)
+      ON CONFLICT (agent_id) DO UPDATE SET budget_limit = excluded.budget_limit, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
+    [agentId, limit, at, at, by],
+  );
+}
+
+export async function insertReservation(
+  tx: Tx,
+  r: { id: string; agentId: string; amount: number; runId: string; stepId: string; at: number },
+): Promise<void> {
+  // The run's own row: the ledger is not written (ledgerOf counts it until foldLedger does). Idempotent: a
+  // write staged with a journal append whose COMMIT's outcome was unknown may be applied again (runs/journal.ts).
+  await tx.run(
+    'INSERT INTO team_reservations (reservation_id, agent_id, amount, actual, run_id, step_id, created_at, committed_at, folded) VALUES (?, ?, ?, NULL, ?, ?, ?, NULL, 0) ON CONFLICT (reservation_id) DO NOTHING',
+    [r.id, r.agentId, r.amount, r.runId, r.stepId, r.at],
+  );
+}
+
+/**
+ * Commits a reservation's actual usage (once: false when it was committed
+ * already or is unknown). One made before ledger shares (`folded`) moves its
+ * amount out of the ledger's `reserved` (never below 0) and `actual` into
+ * `spent`; a newer one changes its own row only.
+ */
+export async function commitReservation(tx: Tx, id: string, actual: number, at: number): Promise<boolean> {
+  // One statement commits it and says what it was (no read first: one round trip less in the step's commit).
+  const r = await tx.get(
+    'UPDATE team_reservations SET actual = ?, committed_at = ? WHERE reservation_id = ? AND committed_at IS NULL RETURNING agent_id, amount, folded',
+    [actual, at, id],
+  );
+  if (!r) return false;
+  if (num(r, 'folded') !== 0) {
+    const amount = num(r, 'amount');
+    await tx.run(
+      'UPDATE team_ledgers SET reserved = CASE WHEN reserved - ? < 0 THEN 0 ELSE reserved - ? END, spent = spent + ? WHERE agent_id = ?',
+      [amount, amount, actual, str(r, 'agent_id')],
+    );
+  }
+  return true;
+}
+
+/** Reservations of a run not committed yet. */
+export async function openReservations(db: Reader, runId: string): Promise<string[]> {
+  return (
+    await db.all('SELECT reservation_id FROM team_reservations WHERE run_id = ? AND committed_at IS NULL ORDER BY reservation_id', [runId])
+  ).map((r) => str(r, 'reservation_id'));
+}
+
+/** Tokens a run has spent so far (committed actual usage). */
+export async function runTokens(db: Reader, runId: string): Promise<number> {
+  return count(await db.get('SELECT COALESCE(SUM(actual), 0) AS n FROM team_reservations WHERE run_id = ?', [runId]));
+}
+
+// ---------------------------------------------------------------- contracts
+
+function decodeContract(r: Row): Contract {
+  return {
+    contract_id: str(r, 'contract_id'),
+    ...json(r, 'body', contractBody),
+    created_at: num(r, 'created_at'),
+    created_by: str(r, 'created_by'),
+  };
+}
+
+export async function insertContract(tx: Tx, k: Contract): Promise<void> {
+  const { contract_id, created_at, created_by, ...body } = k;
+  await tx.run('INSERT INTO team_contracts (contract_id, name, body, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [
+    contract_id,
+    k.name,
+    JSON.stringify(body),
+    created_at,
+    created_by,
+  ]);
+}
+
+export async function contractById(db: Reader, id: string): Promise<Contract | undefined> {
+  const r = await db.get('SELECT contract_id, body, created_at, created_by FROM team_contracts WHERE contract_id = ?', [id]);
+  return r ? decodeContract(r) : undefined;
+}
+
+export async function listContracts(db: Reader, limit: number, offset: number): Promise<Contract[]> {
+  return (
+    await db.all('SELECT contract_id, body, created_at, created_by FROM team_contracts ORDER BY created_at, contract_id LIMIT ? OFFSET ?', [
+      limit,
+      offset,
+    ])
+  ).map(decodeContract);
+}
+
+export async function updateContract(tx: Tx, k: Contract): Promise<void> {
+  const { contract_id, created_at, created_by, ...body } = k;
+  await tx.run('UPDATE team_contracts SET name = ?, body = ? WHERE contract_id = ?', [k.name, JSON.stringify(body), contract_id]);
+}
+
+export async function deleteContract(tx: Tx, id: string): Promise<void> {
+  await tx.run('DELETE FROM team_contracts WHERE contract_id = ?', [id]);
+}
