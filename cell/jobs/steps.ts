@@ -113,7 +113,9 @@ function workspaceSecrets(ctx: JobsContext, workspaceId: string): Promise<SqlWor
   let p = m.get(workspaceId);
   if (!p) {
     const fresh = { effect_key: randomBytes(32).toString('hex'), role_password: randomBytes(24).toString('hex') };
-    p = ctx.core.store.write((tx) => sqlWorkspaceSecrets(tx, workspaceId, fresh, ctx.core.clock.now()));
+    // Row locks, not serializable: cells recording the same new workspace at once wait for the first
+    // one's row (ON CONFLICT DO NOTHING) and then read it, instead of failing serialization and retrying.
+    p = ctx.core.store.write((tx) => sqlWorkspaceSecrets(tx, workspaceId, fresh, ctx.core.clock.now()), { isolation: 'row-locks' });
     m.set(workspaceId, p);
     p.catch(() => m.delete(workspaceId));
   }
