@@ -361,15 +361,27 @@ test('crew run cancel: idempotent, audited, 404 for a run of another crew, 403 w
 });
 
 test('crew delete racing a launch: the run is refused or the delete is, never a run of a deleted crew', async () => {
-  ai.setResponder(() => ({ content: 'done' }));
+  // The model answers only once the race is decided: a launched run is live while the delete decides
+  // (a run that had already ended would not block the delete, and that is not the race under test).
+  let gate: Promise<void> | null = null;
+  let open: () => void = () => undefined;
+  ai.setResponder(async () => {
+    if (gate) await gate;
+    return { content: 'done' };
+  });
   const outcomes = new Set<string>();
   for (let i = 0; i < 8; i++) {
     const tm = await team(api, 'sequential', [{ role: `race${i}` }]);
+    gate = new Promise<void>((r) => {
+      open = r;
+    });
     const launch = () => req('POST', `${T}/crews/${tm.crew}/runs`, { input: 'x' });
     const del = () => req('DELETE', `${T}/crews/${tm.crew}`);
     // Both orders of starting, so either may reach its transaction first.
     const [run, gone] = i % 2 === 0 ? await Promise.all([launch(), del()]) : (await Promise.all([del(), launch()])).reverse();
     outcomes.add(`${run!.status}/${gone!.status}`);
+    gate = null;
+    open();
     if (run!.status === 201) {
       assert.equal(gone!.status, 409, `the delete saw the run: ${gone!.text}`);
       assert.equal(gone!.body.details.reason, 'in_use');
