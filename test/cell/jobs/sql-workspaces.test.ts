@@ -201,18 +201,6 @@ test('a job commits synchronously, whatever the server default or the job sets: 
   assert.deepEqual(seen.output.results[0].rows, [['on']]);
 });
 
-test('the first jobs of new workspaces, at once on 3 cells: the workspace is recorded once, no write retried', { skip }, async () => {
-  // Each cell records a new workspace's secrets the first time it needs them; three cells doing so at
-  // once must wait for each other's row, not fail serialization and retry (issue 21: 0 retries).
-  const cells = [a, b, c];
-  const retries = () => cells.reduce((n, x) => n + (x.core.store as unknown as { stats: { retries: number } }).stats.retries, 0);
-  const before = retries();
-  const names = Array.from({ length: 6 }, (_, i) => `fresh-${i}`);
-  const done = await Promise.all(names.flatMap((ws) => cells.map((x) => sql(x, ws, { sql: 'SELECT 1' }, 120_000))));
-  for (const r of done) assert.equal(r.state, 'completed', JSON.stringify(r.error));
-  assert.equal(retries() - before, 0, 'no store write was retried');
-});
-
 test('16 SQL jobs at once on shared workspaces from 3 cells: every job applies its rows exactly once', { skip }, async () => {
   const cells = [a, b, c];
   for (const ws of ['load-1', 'load-2']) {
