@@ -10,7 +10,7 @@
  * write never fills a cache with the older row, and while other cells cannot
  * be heard the caches read through.
  */
-import { hash as nodeHash } from 'node:crypto';
+import { nativeSha256Hex } from '../native-hash.ts';
 import { isSecretFormat, KEY_PREFIX } from '../../core/apikey/secret.ts';
 import { verifyPresentedKey, type KeyRecord } from '../../core/apikey/verify.ts';
 import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';
@@ -80,7 +80,7 @@ interface KeyEntry {
  * hashes as its UTF-8 bytes.
  */
 function presentedHash(secret: string): string {
-  return nodeHash('sha256', secret, 'hex');
+  return nativeSha256Hex(secret);
 }
 
 export class Iam {
