@@ -324,7 +324,8 @@ export function agentRuntimes(ctx: AiContext): AgentRuntime[] {
       available: ctx.localRuntime !== undefined,
       protocol: 'local',
       streaming: true,
-      tool_calls: true,
+      // A local model answers in text only (cell/ai/local-runtime.ts): it never produces tool calls.
+      tool_calls: false,
     },
   ];
 }

@@ -101,6 +101,11 @@ test('agent runtimes and the tool registry', async () => {
     rt.body.runtimes.map((x: { runtime: string }) => x.runtime),
     ['openai-compatible', 'local-signed'],
   );
+  // Only a provider speaking chat completions returns tool calls; a local model answers in text.
+  assert.deepEqual(
+    rt.body.runtimes.map((x: { tool_calls: boolean }) => x.tool_calls),
+    [true, false],
+  );
   const tools = await t.request('GET', `${A}/ai/tool-registry`, { token: t.adminKey });
   assert.equal(tools.status, 200);
   assert.ok(tools.body.tools.some((x: { name: string }) => x.name === 'calc'));
