@@ -7,10 +7,10 @@
  * process (the runs stay non-terminal and are recovered on the next start).
  */
 import type { CellCore } from '../context.ts';
-import type { Iam } from '../iam/iam.ts';
-import type { Cluster } from '../cluster/cluster.ts';
+import type { Iam } from '../iam/api.ts';
+import type { Cluster } from '../cluster/api.ts';
 import type { CellModule } from '../module.ts';
-import type { CellMetrics } from '../ops/metrics.ts';
+import type { CellMetrics } from '../ops/api.ts';
 import { Runs } from './api.ts';
 import { abortAllDrivers, abortCancelledElsewhere } from './control.ts';
 import { createRunsContext } from './context.ts';

@@ -3,6 +3,9 @@
  * scheduler's team fires, scheduled agent runs of a crew's graph, template
  * checks) and Edge (crew bundles). Everything else of the module is behind
  * its routes.
+ *
+ * This is the module's face (docs/architecture.md, "Faces"): another module of
+ * cell/ imports it only from here.
  */
 import type { Graph } from '../../core/engine/types.ts';
 import type { DrivePorts } from '../runs/drive.ts';
