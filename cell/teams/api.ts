@@ -8,8 +8,7 @@
  * cell/ imports it only from here.
  */
 import type { Graph } from '../../core/engine/types.ts';
-import type { DrivePorts } from '../runs/drive.ts';
-import type { Run } from '../runs/runs.ts';
+import type { DrivePorts, Run } from '../runs/api.ts';
 import { getLedger } from './resources/agents.ts';
 import type { Ledger } from './resources/types.ts';
 import type { TeamsContext } from './context.ts';
