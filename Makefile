@@ -98,6 +98,7 @@ promtool-deps:
 # Lint and format check (biome.json: the layering's import rules, the formatter's width).
 lint: install
 	npx biome check --error-on-warnings .
+	node --import tsx scripts/lint-faces.ts
 
 # Formats and applies safe lint fixes in place.
 fmt: install

@@ -1,10 +1,14 @@
 // The layering of DESIGN.md: cell/ and edge/ import core/, bundles/ and runtime/,
 // never each other; core/, bundles/ and runtime/ import neither cell/ nor edge/;
-// the console (console/, a browser application) imports only core/ of ours.
+// the console (console/, a browser application) imports only core/ of ours; a cell module reaches
+// another only through its face, cell/<m>/api.ts (scripts/lint-faces.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { faceViolations } from '../scripts/lint-faces.ts';
 
 function* files(dir: string): Generator<string> {
   for (const name of readdirSync(dir)) {
@@ -74,4 +78,68 @@ test('an internal/ folder is private to the folder that holds it', () => {
 test('source files private to a folder live in internal/, not behind a _ prefix', () => {
   const prefixed = SOURCE.flatMap((d) => [...files(d)]).filter((f) => /\/_[^/]+$/.test(f));
   assert.deepEqual(prefixed, []);
+});
+
+// The faces rule (scripts/lint-faces.ts, run by `make lint`): a file of cell/<m>/ imports another
+// module only through cell/<other>/api.ts; cell/store/ and cell/http/ are infrastructure, no face.
+function tree(files: Record<string, string>): string {
+  const root = mkdtempSync(join(tmpdir(), 'faces-'));
+  for (const [p, text] of Object.entries(files)) {
+    mkdirSync(join(root, p, '..'), { recursive: true });
+    writeFileSync(join(root, p), text);
+  }
+  return root;
+}
+
+test('faces: every import of a cell module from another goes through its api.ts', () => {
+  assert.deepEqual(faceViolations('.'), []);
+});
+
+test('faces: an import past a face is refused, static, re-exported or dynamic', () => {
+  const root = tree({
+    'cell/runs/api.ts': 'export {};\n',
+    'cell/runs/runs.ts': 'export const x = 1;\n',
+    'cell/runs/context.ts': "import { x } from './runs.ts';\n",
+    'cell/store/types.ts': 'export type Tx = unknown;\n',
+    'cell/iam/api.ts': 'export {};\n',
+    'cell/teams/api.ts': "import type { Tx } from '../store/types.ts';\nimport { y } from '../runs/api.ts';\n",
+    'cell/teams/crew-runs/runs.ts': "import { x } from '../../runs/runs.ts';\nimport { z } from '../../runs/api.ts';\n",
+    'cell/teams/crew-runs/view.ts': "export { x } from '../../runs/runs.ts';\nconst m = await import('../../iam/iam.ts');\n",
+    'cell/server.ts': "import { x } from './runs/runs.ts';\n",
+  });
+  try {
+    assert.deepEqual(faceViolations(root), [
+      'cell/teams/crew-runs/runs.ts -> ../../runs/runs.ts (use cell/runs/api.ts)',
+      'cell/teams/crew-runs/view.ts -> ../../runs/runs.ts (use cell/runs/api.ts)',
+      'cell/teams/crew-runs/view.ts -> ../../iam/iam.ts (use cell/iam/api.ts)',
+    ]);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('faces: a module folder without its api.ts is refused; infrastructure folders need none', () => {
+  const root = tree({
+    'cell/jobs/module.ts': 'export {};\n',
+    'cell/http/errors.ts': 'export {};\n',
+    'cell/store/types.ts': 'export {};\n',
+  });
+  try {
+    assert.deepEqual(faceViolations(root), ['cell/jobs: no api.ts']);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('faces: make lint fails on an import past a face', () => {
+  const root = tree({ 'cell/runs/api.ts': 'export {};\n', 'cell/runs/runs.ts': '', 'cell/jobs/api.ts': "import '../runs/runs.ts';\n" });
+  try {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/lint-faces.ts', root], { encoding: 'utf8' });
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /cell\/jobs\/api\.ts -> \.\.\/runs\/runs\.ts \(use cell\/runs\/api\.ts\)/);
+    const ok = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/lint-faces.ts'], { encoding: 'utf8' });
+    assert.equal(ok.status, 0, ok.stderr);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });

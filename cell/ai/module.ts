@@ -7,12 +7,12 @@
  * disposes of it on stop.
  */
 import type { CellCore } from '../context.ts';
-import type { Iam } from '../iam/iam.ts';
+import type { Iam } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
-import type { CellMetrics } from '../ops/metrics.ts';
+import type { CellMetrics } from '../ops/api.ts';
 import type { Runs } from '../runs/api.ts';
-import type { Tools } from '../tools/tools.ts';
-import { Ai } from './ai.ts';
+import type { Tools } from '../tools/api.ts';
+import { Ai } from './api.ts';
 import { localRuntime } from './local-runtime.ts';
 import type { AiContext } from './providers.ts';
 import { ChangeCache } from '../store/change-cache.ts';

@@ -23,7 +23,7 @@
 import { ServiceError, invalid, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AuthContext } from '../context.ts';
-import { callerHolding, type Reached } from '../iam/iam.ts';
+import { callerHolding, type Reached } from '../iam/api.ts';
 import { postureAllows } from './posture.ts';
 import { LOCAL_MODEL_NAME, type AiContext } from './providers.ts';
 import {

@@ -17,7 +17,7 @@ import { ServiceError } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { newId } from '../ids.ts';
 import type { CellCore } from '../context.ts';
-import type { CredentialFacts, Iam } from '../iam/iam.ts';
+import type { CredentialFacts, Iam } from '../iam/api.ts';
 import type { Reader } from '../store/types.ts';
 import { sealedSecret, secretCreator, touchSecret } from './repository.ts';
 

@@ -9,7 +9,7 @@
  */
 import type { CellCore } from '../context.ts';
 import type { CellModule } from '../module.ts';
-import type { CellMetrics } from '../ops/metrics.ts';
+import type { CellMetrics } from '../ops/api.ts';
 import { Cluster } from './cluster.ts';
 import { mountCellRoutes, type IdentityKeys } from './routes.ts';
 

@@ -5,7 +5,7 @@
  * names the cell), so cells sharing a store never overwrite each other's.
  */
 import type { CellCore } from '../context.ts';
-import type { OAuthApi } from '../oauth/module.ts';
+import type { OAuthApi } from '../oauth/api.ts';
 import { CONSOLE_CALLBACK_PATH } from './page.ts';
 
 /** The console's client id on this cell. */

@@ -19,7 +19,7 @@ import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { ServiceError, notFound } from '../../core/errors.ts';
 import type { AppEnv, CellCore } from '../context.ts';
-import type { OAuthApi } from '../oauth/module.ts';
+import type { OAuthApi } from '../oauth/api.ts';
 import type { CellModule } from '../module.ts';
 import { consoleFiles, type ConsoleFile } from './internal/assets.ts';
 import { consoleConfig, registerConsoleClient } from './client.ts';

@@ -7,7 +7,7 @@
  * refuses the run with no_budget_ledger, as the cell does).
  */
 import type { CrewContent } from '../../bundles/crew-bundle.ts';
-import type { Teams } from '../teams/teams.ts';
+import type { Teams } from '../teams/api.ts';
 
 export async function crewForEdge(teams: Teams, crewId: string): Promise<CrewContent> {
   const x = await teams.exportCrew(crewId);

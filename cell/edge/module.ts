@@ -5,10 +5,10 @@
  * devices exist to issue tokens addressed to one.
  */
 import type { CellCore } from '../context.ts';
-import type { Iam } from '../iam/iam.ts';
+import type { Iam } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
-import type { OAuthApi } from '../oauth/module.ts';
-import type { Teams } from '../teams/teams.ts';
+import type { OAuthApi } from '../oauth/api.ts';
+import type { Teams } from '../teams/api.ts';
 import type { EdgeContext } from './context.ts';
 import type { Devices } from './devices.ts';
 import { issueKeyBundle, trustAnchor, type IssuedBundle } from './export.ts';

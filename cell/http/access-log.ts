@@ -12,7 +12,7 @@ import type { Context } from 'hono';
 import { isServiceError } from '../../core/errors.ts';
 import type { AccessFields } from '../../runtime/log.ts';
 import type { AppEnv, Logger } from '../context.ts';
-import type { CellMetrics } from '../ops/metrics.ts';
+import type { CellMetrics } from '../ops/api.ts';
 import { parseTraceparent, type RequestTraces, type Trace } from './trace.ts';
 import { routeTemplate } from '../../runtime/route-template.ts';
 

@@ -19,7 +19,7 @@ import type { OpenAPIHono } from '@hono/zod-openapi';
 import { addHeaders, authStep, bodyLimitGate, bodyTooLarge, rateStep, type CredentialLimits } from '../../runtime/gateway.ts';
 import { declaredBodyLength, jsonBodyStep } from '../../runtime/json-body.ts';
 import type { AppEnv, AuthContext, Authenticator, CellCore } from '../context.ts';
-import type { CellMetrics } from '../ops/metrics.ts';
+import type { CellMetrics } from '../ops/api.ts';
 import { accessLog } from './access-log.ts';
 import { clientIp } from './client-ip.ts';
 import { unknownQueryStep } from './route-shape.ts';

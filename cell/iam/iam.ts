@@ -26,7 +26,8 @@ import { clientIp } from '../http/client-ip.ts';
 import { ChangeCache } from '../store/change-cache.ts';
 import type { Reader, Tx } from '../store/types.ts';
 import { checkPassword, hashPassword } from './passwords.ts';
-import type { Principal, PrincipalKind } from './principals.ts';
+import type { CredentialFacts, CredentialVerdict, NewPrincipal, Principal, PrincipalKind, Reached } from './api.ts';
+import { createPrincipalTx } from './principals.ts';
 import * as repo from './repository.ts';
 import { inTheClear, openJwk, sealingKeyLoader, sealJwk } from '../sealed-jwk.ts';
 
@@ -119,6 +120,14 @@ export class Iam {
   }
 
   // ------------------------------------------------------------ principals and roles
+
+  /**
+   * Creates a principal inside the caller's transaction (another module's principals: Agent Teams'
+   * agents). Names are unique (409 name_taken); roles exist (400 unknown_role).
+   */
+  createPrincipalTx(tx: Tx, input: NewPrincipal): Promise<Principal> {
+    return createPrincipalTx(this.core.clock, tx, input);
+  }
 
   async principal(id: string): Promise<Principal | undefined> {
     const hit = this.#principals.get(id);
@@ -582,26 +591,7 @@ export class Iam {
   }
 }
 
-/** A credential as the right to act on it sees it. */
-export interface CredentialFacts {
-  kind: 'api_key' | 'oauth_client' | 'sat' | 'secret';
-  id: string;
-  /** The principal it belongs to (null: the cell's own). */
-  ownerId: string | null;
-  /** What holding it lets one do. */
-  authority: Grant;
-}
-
-export type CredentialVerdict =
-  | { ok: true }
-  | { ok: false; exceeds: { permissions?: string[]; envelope?: (string | 'unbounded')[] }; owner_id?: string };
-
-/** Something a change of a shared thing reaches (an agent, hence its seats), and who owns it. */
-export interface Reached {
-  id: string;
-  authority: Grant;
-  ownerId: string | null;
-}
+export type { CredentialFacts, CredentialVerdict, Reached } from './api.ts';
 
 /** What the request's credential holds. */
 export function callerHolding(auth: AuthContext): Holding {

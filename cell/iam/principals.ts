@@ -2,39 +2,16 @@
  * Principals: users, service accounts and agents. An agent is a principal
  * too (minted by agent-teams), so it can own keys and appear in the audit.
  */
-import type { Ceiling } from '../../core/authority/ceiling.ts';
 import { conflict, invalid } from '../../core/errors.ts';
 import { isoTime } from '../../core/iso-time.ts';
 import { BUILTIN_ROLES } from '../../core/permissions.ts';
 import type { Clock } from '../context.ts';
 import { newId } from '../ids.ts';
 import type { Reader, Tx } from '../store/types.ts';
+import type { NewPrincipal, Principal } from './api.ts';
 import { customRole, insertPrincipal, principalNameTaken } from './repository.ts';
 
-export type PrincipalKind = 'user' | 'service' | 'agent';
-export type PrincipalStatus = 'active' | 'archived' | 'deleted' | 'purged';
-
-export interface Principal {
-  id: string;
-  kind: PrincipalKind;
-  name: string;
-  status: PrincipalStatus;
-  roles: string[];
-  /** Envelope ceiling: the most envelope authority this principal holds (core/authority/ceiling.ts). */
-  authority: Ceiling;
-  created_at: number;
-  created_by: string | null;
-  status_changed_at: number | null;
-}
-
-export interface NewPrincipal {
-  kind: PrincipalKind;
-  name: string;
-  roles: string[];
-  authority: Ceiling;
-  passwordHash?: string | null;
-  createdBy: string | null;
-}
+export type { NewPrincipal, Principal, PrincipalKind, PrincipalStatus } from './api.ts';
 
 /**
  * Refuses (400 unknown_role) a role that is neither built in nor stored. Run inside the

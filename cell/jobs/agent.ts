@@ -12,8 +12,7 @@
  */
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { Reason } from '../../core/reasons.ts';
-import type { DriveResult } from '../runs/drive.ts';
-import type { Run } from '../runs/runs.ts';
+import type { DriveResult, Run } from '../runs/api.ts';
 import type { JobsContext } from './context.ts';
 
 export interface AgentSpec {

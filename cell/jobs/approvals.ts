@@ -9,7 +9,7 @@
  * audited as `jobs.run.approval`, and wakes the run.
  */
 import { notFound } from '../../core/errors.ts';
-import type { Run } from '../runs/runs.ts';
+import type { Run } from '../runs/api.ts';
 import type { JobsContext } from './context.ts';
 import { resumeJobRun } from './runner.ts';
 

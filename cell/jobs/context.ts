@@ -4,14 +4,13 @@
  * the sandbox pool, the workspaces' PostgreSQL schemas, the drives in flight in this process, the per-workspace
  * SQL queues, the published endpoints' rate buckets, and the scheduler.
  */
-import type { GroupClock } from '../cluster/cluster.ts';
+import type { GroupClock } from '../cluster/api.ts';
 import type { CellCore } from '../context.ts';
-import type { Iam } from '../iam/iam.ts';
-import type { CellMetrics } from '../ops/metrics.ts';
-import type { Runs } from '../runs/api.ts';
-import type { DriveResult } from '../runs/drive.ts';
-import type { Teams } from '../teams/teams.ts';
-import type { Tools } from '../tools/tools.ts';
+import type { Iam } from '../iam/api.ts';
+import type { CellMetrics } from '../ops/api.ts';
+import type { Runs, DriveResult } from '../runs/api.ts';
+import type { Teams } from '../teams/api.ts';
+import type { Tools } from '../tools/api.ts';
 import type { PgWorkspaces } from './sandbox/pg-workspace.ts';
 import type { SandboxPool } from './sandbox/pool.ts';
 

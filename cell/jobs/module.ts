@@ -7,14 +7,13 @@
  */
 import { statSync } from 'node:fs';
 import type { CellCore } from '../context.ts';
-import type { GroupClock } from '../cluster/cluster.ts';
-import type { CellMetrics } from '../ops/metrics.ts';
-import type { Iam } from '../iam/iam.ts';
-import type { Lifecycle } from '../iam/lifecycle.ts';
+import type { GroupClock } from '../cluster/api.ts';
+import type { CellMetrics } from '../ops/api.ts';
+import type { Iam, Lifecycle } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
 import type { Runs } from '../runs/api.ts';
-import type { Teams } from '../teams/teams.ts';
-import type { Tools } from '../tools/tools.ts';
+import type { Teams } from '../teams/api.ts';
+import type { Tools } from '../tools/api.ts';
 import type { JobsContext } from './context.ts';
 import { authorityLapse, disableAuthoredTx, type AuthorityLapse } from './definition-authority.ts';
 import { mountDefinitionRoutes } from './routes-definitions.ts';

@@ -17,7 +17,7 @@ import { ServiceError, forbidden, notFound } from '../../core/errors.ts';
 import { relayedReason } from '../../core/reasons.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AuthContext } from '../context.ts';
-import { forksView, type Run } from '../runs/runs.ts';
+import { forksView, type Run } from '../runs/api.ts';
 import type { AgentSpec } from './agent.ts';
 import type { JobsContext } from './context.ts';
 import { boundSingleSpec, submitJobRun } from './runner.ts';

@@ -12,8 +12,7 @@
 import { invalid } from '../../core/errors.ts';
 import type { RunResult, ToolDescriptor, ToolsPort } from '../../core/engine/types.ts';
 import type { AuthContext } from '../context.ts';
-import type { DriveResult } from '../runs/drive.ts';
-import type { Run, RunError } from '../runs/runs.ts';
+import type { DriveResult, Run, RunError } from '../runs/api.ts';
 import type { Tx } from '../store/types.ts';
 import { validationError } from '../http/errors.ts';
 import { stepDeadline } from '../../runtime/step-deadline.ts';

@@ -27,7 +27,7 @@ import { capToCeiling, withinCeiling, type Ceiling } from '../../core/authority/
 import { isServiceError } from '../../core/errors.ts';
 import type { WireReason } from '../../core/reasons.ts';
 import type { JobsContext } from './context.ts';
-import { outageWait } from '../runs/drive.ts';
+import { outageWait } from '../runs/api.ts';
 import { sqlWorkspaceSecrets, type SqlWorkspaceSecrets } from './repository.ts';
 import type { SqlParam } from './sandbox/sql.ts';
 import type { ComputeSpec, NotebookCell, NotebookSpec, SingleSpec, SqlSpec } from './shapes.ts';

@@ -35,7 +35,7 @@ import { tokenRefusal } from '../../core/tokens/refusal.ts';
 import { dpopHeaderOf } from '../../core/tokens/request.ts';
 import { verifiedLeafThumbprint } from '../../runtime/peer-certificate.ts';
 import type { AppEnv, Authenticator } from '../context.ts';
-import type { Principal } from '../iam/principals.ts';
+import type { Principal } from '../iam/api.ts';
 import { getClient } from './clients.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { OAUTH, publicBase } from './settings.ts';

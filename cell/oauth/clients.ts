@@ -14,7 +14,7 @@ import { isServiceError } from '../../core/errors.ts';
 import { isoTime } from '../../core/iso-time.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
 import { clientIp } from '../http/client-ip.ts';
-import type { Principal } from '../iam/principals.ts';
+import type { Principal } from '../iam/api.ts';
 import { OAuthError } from './oauth-error.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import * as repo from './repository.ts';

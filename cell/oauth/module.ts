@@ -13,18 +13,18 @@
  * and a key rotated on one cell is published and used by all.
  */
 import { VerifiedTokenCache } from '../../core/tokens/cache.ts';
-import type { NoRequestFacts, TokenRequestFacts } from '../../core/tokens/judge.ts';
 import { MemoryReplayCache } from '../../core/tokens/replay.ts';
 import { GroupAudiences } from './audiences.ts';
 import { GroupIssuers } from './issuers.ts';
 import { GroupReplayCache } from './replay.ts';
 import type { CellCore } from '../context.ts';
-import type { Iam } from '../iam/iam.ts';
+import type { Iam } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
 import { ChangeCache } from '../store/change-cache.ts';
-import { cellTokenJudge, jwtAuthenticator, type CellTokenSubject, type CellTokenVerdict } from './authenticator.ts';
-import { ensureBuiltInClient, type BuiltInClient } from './builtin-clients.ts';
-import { getClient, type ClientRecord } from './clients.ts';
+import type { OAuthApi } from './api.ts';
+import { cellTokenJudge, jwtAuthenticator } from './authenticator.ts';
+import { ensureBuiltInClient } from './builtin-clients.ts';
+import { getClient } from './clients.ts';
 import { Denylist } from './denylist.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { allClientIds, TABLES } from './repository.ts';
@@ -34,47 +34,9 @@ import { metadataRoutes } from './routes-metadata.ts';
 import { pageRoutes } from './routes-pages.ts';
 import { protocolRoutes } from './routes-protocol.ts';
 import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
-import { toolDelegator, type ToolDelegation, type ToolDelegationRequest } from './tool-delegation.ts';
-import { SigningKeys, type Keyring, type PublishedKey } from './signing-keys.ts';
+import { toolDelegator } from './tool-delegation.ts';
+import { SigningKeys } from './signing-keys.ts';
 import { reloadFollower, type ReloadFollower } from './internal/follower.ts';
-
-export type { BuiltInClient, CellTokenSubject, CellTokenVerdict, ClientRecord, Keyring, PublishedKey };
-
-/** What other modules may ask of the authorization server. */
-export interface OAuthApi {
-  /** This cell's token issuer: `--oauth-issuer`, else `service://<group id>`. */
-  issuer(): string;
-  /** Every issuer the group accepts: `service://<group id>` and the members' declared issuer URLs. */
-  acceptedIssuers(): string[];
-  /** Token audience, `<public URL>/api/public/v1`. */
-  audience(): string;
-  /** The cell's public base URL, from configuration (settled once the cell listens), without a trailing slash. */
-  publicBase(): string;
-  /** The signing keys now: the active one and the published set (what /oauth/jwks.json serves). */
-  /** A token for an agent's tool call to a registered protected resource, on behalf of the run's requester (null: not such a URL). */
-  delegateForTool(req: ToolDelegationRequest): Promise<ToolDelegation | null>;
-  keyring(): Keyring;
-  /** Reads the signing keys again; a retired key whose overlap has passed leaves the published set. */
-  refreshKeyring(): Promise<void>;
-  /**
-   * Core's one token judgement (core/tokens/judge.ts) with this cell's
-   * lookups, for a token addressed to the cell's own API: with request facts,
-   * the bearer path's verdict (bindings judged); with `{ now }` only,
-   * introspection's (bindings aside). A refusal is `{ ok: false, code }`;
-   * only a failing lookup throws.
-   */
-  judgeToken(token: string, facts: TokenRequestFacts | NoRequestFacts): Promise<CellTokenVerdict>;
-  /** Whether a token id is on the denylist (asks the store while other cells' revocations may be unheard). */
-  isRevoked(jti: string): boolean | Promise<boolean>;
-  /** Revoked token ids whose tokens expire after `nowSeconds`, as [jti, exp] sorted by jti. */
-  liveRevocations(nowSeconds: number): [string, number][];
-  /** A registered client. */
-  client(clientId: string): Promise<ClientRecord | undefined>;
-  /** Every registered client's id, sorted: the clients whose tokens still verify (a key bundle carries them). */
-  clientIds(): Promise<string[]>;
-  /** Creates or updates a built-in public client (the console's); a no-op when it is already as given. */
-  ensureBuiltInClient(client: BuiltInClient): Promise<void>;
-}
 
 export interface OAuthDeps {
   iam: Iam;

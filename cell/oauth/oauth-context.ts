@@ -7,7 +7,7 @@
 import type { VerifiedTokenCache } from '../../core/tokens/cache.ts';
 import type { ReplayCache } from '../../core/tokens/replay.ts';
 import type { CellCore } from '../context.ts';
-import type { Iam } from '../iam/iam.ts';
+import type { Iam } from '../iam/api.ts';
 import type { ChangeCache } from '../store/change-cache.ts';
 import type { GroupAudiences } from './audiences.ts';
 import type { GroupIssuers } from './issuers.ts';

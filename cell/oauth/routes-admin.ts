@@ -10,7 +10,7 @@ import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
 import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
-import type { Iam } from '../iam/iam.ts';
+import type { Iam } from '../iam/api.ts';
 import { newId } from '../ids.ts';
 import { AUTH_METHODS, clientView, GRANT_CLIENT_CREDENTIALS, GRANT_TOKEN_EXCHANGE, GRANT_TYPES, type ClientRecord } from './clients.ts';
 import { issueAccessToken, randomToken } from './issue.ts';

@@ -9,7 +9,7 @@ import type { Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { hashSecret, constantTimeEqual } from '../../core/apikey/hash.ts';
 import type { AppEnv } from '../context.ts';
-import type { Principal } from '../iam/principals.ts';
+import type { Principal } from '../iam/api.ts';
 import { randomToken } from './issue.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import * as repo from './repository.ts';

@@ -7,15 +7,8 @@
 import type { CellCore } from '../context.ts';
 import type { CellModule } from '../module.ts';
 import { mountHealth } from './health.ts';
-import type { CellMetrics } from './metrics.ts';
+import type { CellMetrics, Ops } from './api.ts';
 import { serveMetrics, type MetricsServer } from './metrics-server.ts';
-
-export interface Ops {
-  /** The loopback URL metrics are served on, once started with a metrics port; null otherwise. */
-  metricsUrl(): string | null;
-  /** The metrics as a scrape reads them (the text exposition format), served or not. */
-  exposition(): Promise<string>;
-}
 
 export function createOpsModule(core: CellCore, deps: { metrics: CellMetrics; member?: () => string }): CellModule & { ops: Ops } {
   let phase: 'starting' | 'ok' | 'stopping' = 'starting';

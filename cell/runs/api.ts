@@ -1,44 +1,27 @@
 /**
- * The runs module's API, as the other modules use it (Agent Teams' crew
- * runs, Jobs' job runs, the scheduler): the run table, the signed journal,
- * live events, control (drivers, cancel), driving a graph on the engine, and
- * the approval rules every waiting run shares. Names are those of the
- * functions it wraps (runs.ts, journal.ts, events.ts, control.ts, drive.ts,
- * approvals.ts), without their context argument.
+ * The runs module's face (docs/architecture.md, "Faces"), as the other modules use it (Agent Teams'
+ * crew runs, Jobs' job runs, the scheduler): the run table, the signed journal, live events,
+ * control (drivers, cancel), driving a graph on the engine, the approval rules every waiting run
+ * shares, storage limits; the run's types and constants; the run routes' shared declarations (the
+ * run-id parameter, the list filters, the pending-approval view, the read-access sentence).
+ *
+ * `Runs`, the instance's API, is the module's functions (runs.ts, journal.ts, events.ts,
+ * control.ts, lease.ts, drive.ts, approvals.ts, storage.ts, fork.ts) bound to the module's
+ * context, not a forwarding layer: each is declared and documented once, where it is written.
  */
-import type { ApprovalsPort, Graph, RecordedStep } from '../../core/engine/types.ts';
-import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
-import { copyReused, forkPoint, openFork, type ForkPoint } from './fork.ts';
+import { copyReused, forkPoint, openFork } from './fork.ts';
 import { afterCommit } from './opening.ts';
-import type { Reader, Tx } from '../store/types.ts';
-import {
-  assertStorageRoom,
-  cellRunBytes,
-  storageLeft,
-  storageRoomRefusal,
-  workspaceUsage,
-  type StorageLimit,
-  type WorkspaceUsage,
-} from './storage.ts';
-import { approvalsPort, pendingApprovals, pendingApprovalsView, recordApproval, stepDecisions, type PendingApproval } from './approvals.ts';
-import type { RunDeltaListener, RunEventListener, RunsContext } from './context.ts';
+import type { Tx } from '../store/types.ts';
+import { assertStorageRoom, cellRunBytes, storageLeft, storageRoomRefusal, workspaceUsage } from './storage.ts';
+import { approvalsPort, pendingApprovals, pendingApprovalsView, recordApproval, stepDecisions } from './approvals.ts';
+import type { RunsContext } from './context.ts';
 import { z } from '@hono/zod-openapi';
 import { IsoTime, queryTime } from '../http/openapi.ts';
-import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel, type DriverHandle } from './control.ts';
+import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel } from './control.ts';
 import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, placeOnPeer } from './lease.ts';
-import { beforeItLeaves, driveRun, recordedStep, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
+import { beforeItLeaves, driveRun, recordedStep } from './drive.ts';
 import { subscribe, subscriberCount } from './events.ts';
-import {
-  appendJournal,
-  completeRefusal,
-  finishRun,
-  journalClosed,
-  stageRunWrite,
-  readJournal,
-  type AppendBlobs,
-  type AppendFields,
-  type FinishOptions,
-} from './journal.ts';
+import { appendJournal, completeRefusal, finishRun, journalClosed, readJournal, stageRunWrite } from './journal.ts';
 import {
   activeRuns,
   createRunTx,
@@ -54,310 +37,116 @@ import {
   setRunState,
   type ListRunsOptions,
   type NewRun,
-  type PendingRefusal,
   type Run,
-  type RunKind,
   type RunState,
-  type StatePatch,
 } from './runs.ts';
 
-export class Runs {
-  constructor(private readonly ctx: RunsContext) {}
+export {
+  RUN_STATES,
+  TERMINAL_STATES,
+  forksView,
+  isTerminal,
+  newRunId,
+  type NewRun,
+  type Run,
+  type RunError,
+  type RunKind,
+  type RunState,
+} from './runs.ts';
+export { RunClosedError, type AppendBlobs, type AppendFields, type FinishOptions } from './journal.ts';
+export { outageWait, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
+export type { PendingApproval } from './approvals.ts';
+export type { DriverHandle } from './control.ts';
+export type { RunDeltaListener, RunEventListener } from './context.ts';
+export type { ForkPoint } from './fork.ts';
+export type { StorageLimit, WorkspaceUsage } from './storage.ts';
 
-  // ------------------------------------------------------------ the run table
+/** The runs module's API: what another module holds of it (cell/server.ts builds it once per cell). */
+export type Runs = ReturnType<typeof runsApi>;
 
-  /** Inserts a run inside the caller's transaction (state `queued` unless given); returns its id. */
-  createRunTx(tx: Tx, r: NewRun): Promise<string> {
-    // The creating cell holds the run's lease until it claims it to drive it (or, if it dies first, a peer does).
-    return createRunTx(tx, { ...r, coordinator: r.coordinator ?? this.ctx.core.config.cellId });
-  }
+/** The API of the runs module's instance: its functions with their context argument given. */
+export function runsApi(ctx: RunsContext) {
+  const on =
+    <A extends unknown[], R>(fn: (ctx: RunsContext, ...args: A) => R) =>
+    (...args: A): R =>
+      fn(ctx, ...args);
+  return {
+    // ---------------------------------------------------------- the run table (runs.ts, opening.ts)
+    /** Inserts a run inside the caller's transaction (state `queued` unless given); returns its id. */
+    createRunTx: (tx: Tx, r: NewRun): Promise<string> =>
+      // The creating cell holds the run's lease until it claims it to drive it (or, if it dies first, a peer does).
+      createRunTx(tx, { ...r, coordinator: r.coordinator ?? ctx.core.config.cellId }),
+    /** A fresh run id, for a run whose id must be known before it is created (a scheduled team fire). */
+    newRunId,
+    getRun: on(getRun),
+    afterCommit: on(afterCommit),
+    pendingRefusal,
+    /** Whether the run is queued or running with no journal progress for STALL_LEASES leases (the views' `stalled`). */
+    isStalled: (run: Run): boolean => isStalled(run, ctx.core.clock.now(), ctx.core.config.leaseMs),
+    listRuns: on(listRuns),
+    activeRuns: on(activeRuns),
+    setRunState: on(setRunState),
+    pushRunFlag: on(pushRunFlag),
+    setRunFlags: on(setRunFlags),
 
-  /** A fresh run id, for a run whose id must be known before it is created (a scheduled team fire). */
-  newRunId(): string {
-    return newRunId();
-  }
+    // ---------------------------------------------------------- the journal (journal.ts, fork.ts, drive.ts)
+    appendJournal: on(appendJournal),
+    stageRunWrite: on(stageRunWrite),
+    finishRun: on(finishRun),
+    readJournal: on(readJournal),
+    /** The fork point at `at` of a run's journal, or null when `at` names no record a fork may start at (fork.ts). */
+    forkPoint: async (runId: string, at: number) => forkPoint(await readJournal(ctx, runId, 0, 10_000_000), at),
+    openFork: on(openFork),
+    copyReused: on(copyReused),
+    completeRefusal: on(completeRefusal),
+    journalClosed: on(journalClosed),
+    recordedStep: on(recordedStep),
 
-  /** The run, or undefined when this cell does not know it; pass a transaction as `db` to read it inside it. */
-  getRun(runId: string, db?: Reader): Promise<Run | undefined> {
-    return getRun(this.ctx, runId, db);
-  }
+    // ---------------------------------------------------------- events (events.ts)
+    subscribe: on(subscribe),
+    subscriberCount: on(subscriberCount),
 
-  /**
-   * Writes that follow a run's creating commit (its opening records), idempotent: tried now, and while
-   * the store is unreachable again in the background; `then` (the drive) runs once they are written.
-   * True when written now (opening.ts).
-   */
-  afterCommit(runId: string, write: (again: boolean) => Promise<void>, then?: () => void): Promise<boolean> {
-    return afterCommit(this.ctx, runId, write, then);
-  }
+    // ---------------------------------------------------------- control and driving (control.ts, lease.ts, drive.ts)
+    registerDriver: on(registerDriver),
+    driverSignal: on(driverSignal),
+    beforeItLeaves: on(beforeItLeaves),
+    isDriven: on(isDriven),
+    abortAllDrivers: on(abortAllDrivers),
+    requestCancel: on(requestCancel),
+    orphanedRuns: on(orphanedRuns),
+    orphanedWaitingRuns: on(orphanedWaitingRuns),
+    markUnplaceable: on(markUnplaceable),
+    placeOnPeer: on(placeOnPeer),
+    heldByLivePeer: on(heldByLivePeer),
+    /** Live (or suspect) members that meet `need`, this cell first when it does (the cluster's). */
+    qualifyingMembers: (need: { clearance: number; topology: Record<string, string> }) => ctx.cluster.qualifyingMembers(need),
+    /** Runs `fn` after each heartbeat of this cell (the takeover sweeps of crew and job runs). */
+    onHeartbeat: (fn: () => Promise<void>): void => ctx.cluster.onTick(fn),
+    driveRun: on(driveRun),
 
-  /** The refusal the run was recorded with (`flags.refusal`): it is never driven, only ended `refused`; else null. */
-  pendingRefusal(run: Run): PendingRefusal | null {
-    return pendingRefusal(run);
-  }
+    // ---------------------------------------------------------- approvals, crew runs and agent job runs (approvals.ts)
+    approvalsPort: on(approvalsPort),
+    pendingApprovals: on(pendingApprovals),
+    stepDecisions: on(stepDecisions),
+    pendingApprovalsView: on(pendingApprovalsView),
+    recordApproval: on(recordApproval),
 
-  /** Whether the run is queued or running with no journal progress for STALL_LEASES leases (the views' `stalled`). */
-  isStalled(run: Run): boolean {
-    return isStalled(run, this.ctx.core.clock.now(), this.ctx.core.config.leaseMs);
-  }
-
-  /** A page of runs in the order they were recorded, and how many match in all. */
-  listRuns(o: ListRunsOptions): Promise<{ items: Run[]; total: number }> {
-    return listRuns(this.ctx, o);
-  }
-
-  /**
-   * Runs in non-terminal states (recovery at start), in the order they were
-   * recorded. Pass another module's transaction as `db` to read them inside it
-   * (a delete that must see a run started concurrently).
-   */
-  activeRuns(kind?: RunKind, db?: Reader): Promise<Run[]> {
-    return activeRuns(this.ctx, kind, db);
-  }
-
-  /** Moves a non-terminal run to `state` (false when unknown or terminal). Terminal states: use finishRun. */
-  setRunState(runId: string, state: RunState, patch: StatePatch = {}): Promise<boolean> {
-    return setRunState(this.ctx, runId, state, patch);
-  }
-
-  /** Appends `item` to the run's list flag `key` (a run's forks). */
-  pushRunFlag(runId: string, key: string, item: unknown): Promise<void> {
-    return pushRunFlag(this.ctx, runId, key, item);
-  }
-
-  /** Merges `flags` into the run's flags. */
-  setRunFlags(runId: string, flags: Record<string, unknown>): Promise<void> {
-    return setRunFlags(this.ctx, runId, flags);
-  }
-
-  // ------------------------------------------------------------ the journal
-
-  /** Appends a sealed record (durable, then published); RunClosedError when the run is terminal or unknown. */
-  appendJournal(runId: string, fields: AppendFields, blobs?: AppendBlobs): Promise<JournalRecord> {
-    return appendJournal(this.ctx, runId, fields, blobs);
-  }
-
-  /**
-   * Stages a write of the run's driver (this process) to commit in the run's
-   * next journal append, in the same transaction (budget reservations and
-   * commits: one commit per step).
-   */
-  stageRunWrite(runId: string, write: (tx: Tx) => Promise<void>): void {
-    stageRunWrite(this.ctx, runId, write);
-  }
-
-  /** Ends a run with its `run_finished` record; false when it had ended already. */
-  finishRun(
-    runId: string,
-    outcome: Extract<RunState, 'completed' | 'failed' | 'refused' | 'cancelled'>,
-    o?: FinishOptions,
-  ): Promise<boolean> {
-    return finishRun(this.ctx, runId, outcome, o);
-  }
-
-  /** The run's records with seq > afterSeq, in order. */
-  readJournal(runId: string, afterSeq?: number, limit?: number): Promise<JournalRecord[]> {
-    return readJournal(this.ctx, runId, afterSeq, limit);
-  }
-
-  /** The fork point at `at` of a run's journal, or null when `at` names no record a fork may start at (fork.ts). */
-  async forkPoint(runId: string, at: number): Promise<ForkPoint | null> {
-    return forkPoint(await readJournal(this.ctx, runId, 0, 10_000_000), at);
-  }
-
-  /** Writes a fork's `forked` record (call first, right after creating the run). */
-  openFork(runId: string, point: ForkPoint, extra?: JsonObject): Promise<void> {
-    return openFork(this.ctx, runId, point, extra);
-  }
-
-  /** Copies the parent records a fork reuses into its journal. */
-  copyReused(runId: string, point: ForkPoint): Promise<void> {
-    return copyReused(this.ctx, runId, point);
-  }
-
-  /**
-   * Ends a run recorded refused at its start (`flags.refusal`): its `refusal` and `run_finished` records
-   * in one transaction, once (journal.ts). False when it has no pending refusal or has ended already.
-   */
-  completeRefusal(runId: string): Promise<boolean> {
-    return completeRefusal(this.ctx, runId);
-  }
-
-  /** Whether the journal holds the run's terminal record. */
-  journalClosed(runId: string): Promise<boolean> {
-    return journalClosed(this.ctx, runId);
-  }
-
-  /** The recorded output of a completed step, from the journal. */
-  recordedStep(runId: string, stepId: string): Promise<RecordedStep | undefined> {
-    return recordedStep(this.ctx, runId, stepId);
-  }
-
-  // ------------------------------------------------------------ events
-
-  /**
-   * Delivers the run's records after `afterSeq`, then live ones; resolves (backlog delivered) with the
-   * unsubscribe function. With `onDelta`, also the live deltas of model steps this cell drives (events.ts).
-   */
-  subscribe(runId: string, afterSeq: number, onEvent: RunEventListener, onDelta?: RunDeltaListener): Promise<() => void> {
-    return subscribe(this.ctx, runId, afterSeq, onEvent, onDelta);
-  }
-
-  /** Live subscribers of a run (tests, metrics). */
-  subscriberCount(runId: string): number {
-    return subscriberCount(this.ctx, runId);
-  }
-
-  // ------------------------------------------------------------ control and driving
-
-  /** Registers this process as the run's driver (its signal aborts on cancel or shutdown). */
-  registerDriver(runId: string): DriverHandle {
-    return registerDriver(this.ctx, runId);
-  }
-
-  /** The abort signal of this process's driver of the run, if any. */
-  driverSignal(runId: string): AbortSignal | undefined {
-    return driverSignal(this.ctx, runId);
-  }
-
-  /**
-   * Runs `fn` (a call's reads after its intent is journaled, before its request
-   * leaves) again while the store is unreachable and this process drives the
-   * run, so an outage there never makes a call that did not leave look in flight.
-   */
-  beforeItLeaves<T>(runId: string, fn: () => Promise<T>): Promise<T> {
-    return beforeItLeaves(this.ctx, runId, fn);
-  }
-
-  /** True when this process drives the run now. */
-  isDriven(runId: string): boolean {
-    return isDriven(this.ctx, runId);
-  }
-
-  /** Aborts every drive of this process and waits for them (shutdown; the runs stay for recovery). */
-  abortAllDrivers(): Promise<void> {
-    return abortAllDrivers(this.ctx);
-  }
-
-  /** Cancels a run, idempotently; undefined when the run is unknown. */
-  requestCancel(runId: string, actor: string): Promise<Run | undefined> {
-    return requestCancel(this.ctx, runId, actor);
-  }
-
-  /** Queued or running runs of `kind` whose lease holder died, that this cell qualifies to execute (takeover sweeps). */
-  orphanedRuns(kind: RunKind): Promise<Run[]> {
-    return orphanedRuns(this.ctx, kind);
-  }
-
-  /** Waiting runs of `kind` whose last driver died (its wake-up timer with it) and that this cell may execute. */
-  orphanedWaitingRuns(kind: RunKind): Promise<Run[]> {
-    return orphanedWaitingRuns(this.ctx, kind);
-  }
-
-  /** Marks `flags.unplaceable` on orphaned runs no live member qualifies to execute. */
-  markUnplaceable(kind: RunKind): Promise<void> {
-    return markUnplaceable(this.ctx, kind);
-  }
-
-  /** Releases a run this cell created but does not qualify to execute, for a qualifying peer to claim. */
-  placeOnPeer(runId: string): Promise<boolean> {
-    return placeOnPeer(this.ctx, runId);
-  }
-
-  /** Live (or suspect) members that meet `need`, this cell first when it does. */
-  qualifyingMembers(need: { clearance: number; topology: Record<string, string> }): Promise<{ cell_id: string }[]> {
-    return this.ctx.cluster.qualifyingMembers(need);
-  }
-
-  /** True when another cell that is not dead holds the run's lease. */
-  heldByLivePeer(run: Run): Promise<boolean> {
-    return heldByLivePeer(this.ctx, run);
-  }
-
-  /** Runs `fn` after each heartbeat of this cell (the takeover sweeps of crew and job runs). */
-  onHeartbeat(fn: () => Promise<void>): void {
-    this.ctx.cluster.onTick(fn);
-  }
-
-  /** Drives the run's graph on the engine until it ends or waits (journal, clock, cancel and recorded steps bound here). */
-  driveRun(runId: string, graph: Graph, ports: DrivePorts, input: unknown, opts: DriveOptions): Promise<DriveResult> {
-    return driveRun(this.ctx, runId, graph, ports, input, opts);
-  }
-
-  // ------------------------------------------------------------ approvals (crew runs, agent job runs)
-
-  /** The engine's approvals port of a run. */
-  approvalsPort(runId: string): ApprovalsPort {
-    return approvalsPort(this.ctx, runId);
-  }
-
-  /** Approvals the run waits on (steps not completed yet). */
-  pendingApprovals(runId: string): Promise<PendingApproval[]> {
-    return pendingApprovals(this.ctx, runId);
-  }
-
-  /** Decisions recorded so far for a step. */
-  stepDecisions(runId: string, stepId: string): Promise<{ principal: string; decision: string; at: string }[]> {
-    return stepDecisions(this.ctx, runId, stepId);
-  }
-
-  /** The run's pending approvals as run views show them (none for a terminal run). */
-  pendingApprovalsView(run: Run): Promise<PendingApprovalView[]> {
-    return pendingApprovalsView(this.ctx, run);
-  }
-
-  /**
-   * Records a decision under the shared rules (pending step, run not terminal,
-   * two-person rule, named approvers, one decision per principal), audited as
-   * `action`; true when the caller should wake the run.
-   */
-  recordApproval(
-    actor: string,
-    run: Run,
-    stepId: string,
-    decision: 'approve' | 'reject',
-    comment: string | undefined,
-    action: string,
-  ): Promise<boolean> {
-    return recordApproval(this.ctx, actor, run, stepId, decision, comment, action);
-  }
-
-  // ------------------------------------------------------------ storage limits (storage.ts)
-
-  /** Refuses (400 run_storage_cap, 409 workspace_quota / cell_storage_quota) a new run with no room; nothing written. */
-  assertStorageRoom(workspaceId: string, specBytes: number): Promise<void> {
-    return assertStorageRoom(this.ctx, workspaceId, specBytes);
-  }
-
-  /** Why a new run of `specBytes` has no room, or null (read through `db`, e.g. a transaction). */
-  storageRoomRefusal(
-    workspaceId: string,
-    specBytes: number,
-    db?: Reader,
-  ): Promise<{ reason: StorageLimit; used_bytes: number; quota_bytes: number } | null> {
-    return storageRoomRefusal(this.ctx, workspaceId, specBytes, db);
-  }
-
-  /** Bytes a run may still store before a limit refuses it. */
-  storageLeft(runId: string): Promise<number> {
-    return storageLeft(this.ctx, runId);
-  }
-
-  /** What a workspace uses now. */
-  workspaceUsage(workspaceId: string): Promise<WorkspaceUsage> {
-    return workspaceUsage(this.ctx, workspaceId);
-  }
-
-  /** What the cell's runs keep in the store, all workspaces together (the cell's storage quota counts it). */
-  cellRunBytes(): Promise<number> {
-    return cellRunBytes(this.ctx);
-  }
-
-  /** Registers how big a workspace's files are (the jobs module: its SQL databases). */
-  registerWorkspaceFiles(bytesOf: (workspaceId: string) => number): void {
-    this.ctx.workspaceFiles = bytesOf;
-  }
+    // ---------------------------------------------------------- storage limits (storage.ts)
+    assertStorageRoom: on(assertStorageRoom),
+    storageRoomRefusal: on(storageRoomRefusal),
+    storageLeft: on(storageLeft),
+    workspaceUsage: on(workspaceUsage),
+    cellRunBytes: on(cellRunBytes),
+    /** Registers how big a workspace's files are (the jobs module: its SQL databases). */
+    registerWorkspaceFiles: (bytesOf: (workspaceId: string) => number): void => {
+      ctx.workspaceFiles = bytesOf;
+    },
+  };
 }
+
+/** What the jobs read permission reads, said wherever it is required. */
+export const READS_ALL_RUNS =
+  ' Read access: `system.orchestration.admin.read` reads every orchestration run of every principal, crew runs included (specs, outputs, journals); hand it out as read access to all runs (docs/security.md).';
 
 /**
  * The filters of a run list (issue 25), for the list routes' query: each
@@ -431,5 +220,3 @@ export function runFilterOf(q: {
     createdBefore: q.created_before,
   };
 }
-
-export type { ForkPoint } from './fork.ts';

@@ -8,9 +8,9 @@ import type { LiveAnswers } from '../../core/engine/live-answers.ts';
 import type { StepDelta } from '../../core/engine/types.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { CellCore } from '../context.ts';
-import type { Iam } from '../iam/iam.ts';
-import type { Cluster } from '../cluster/cluster.ts';
-import type { CellMetrics } from '../ops/metrics.ts';
+import type { Iam } from '../iam/api.ts';
+import type { Cluster } from '../cluster/api.ts';
+import type { CellMetrics } from '../ops/api.ts';
 import type { Tx } from '../store/types.ts';
 
 export interface JournalTail {

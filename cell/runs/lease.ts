@@ -22,7 +22,7 @@
  * On PostgreSQL the claim and the holder's heartbeat read and write the same
  * rows in serializable transactions: a holder that beats is never taken over.
  */
-import { qualifies } from '../cluster/cluster.ts';
+import { qualifies } from '../cluster/api.ts';
 import type { Tx } from '../store/types.ts';
 import type { RunsContext } from './context.ts';
 import * as repo from './repository.ts';

@@ -7,11 +7,11 @@
  * process (the runs stay non-terminal and are recovered on the next start).
  */
 import type { CellCore } from '../context.ts';
-import type { Iam } from '../iam/iam.ts';
-import type { Cluster } from '../cluster/cluster.ts';
+import type { Iam } from '../iam/api.ts';
+import type { Cluster } from '../cluster/api.ts';
 import type { CellModule } from '../module.ts';
-import type { CellMetrics } from '../ops/metrics.ts';
-import { Runs } from './api.ts';
+import type { CellMetrics } from '../ops/api.ts';
+import { runsApi, type Runs } from './api.ts';
 import { abortAllDrivers, abortCancelledElsewhere } from './control.ts';
 import { createRunsContext } from './context.ts';
 import { catchUpRemote } from './events.ts';
@@ -74,7 +74,7 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
   });
   return {
     name: 'runs',
-    runs: new Runs(ctx),
+    runs: runsApi(ctx),
     routes(app) {
       mountRunEventRoutes(app, ctx);
       mountRunValueRoutes(app, ctx);

@@ -21,16 +21,12 @@ import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses, json, MAX_OFFSET, secured } from '../http/openapi.ts';
-import { RunIdParam } from './api.ts';
+import { READS_ALL_RUNS, RunIdParam } from './api.ts';
 import type { RunsContext } from './context.ts';
 import { journalClosed, readJournal } from './journal.ts';
 import { nodeSink, streamRun, webSink } from './sse.ts';
 import { lastSeq } from './repository.ts';
 import { getRun, isTerminal } from './runs.ts';
-
-/** What the jobs read permission reads, said wherever it is required. */
-export const READS_ALL_RUNS =
-  ' Read access: `system.orchestration.admin.read` reads every orchestration run of every principal, crew runs included (specs, outputs, journals); hand it out as read access to all runs (docs/security.md).';
 
 /** Heartbeat interval of SSE streams, ms (env CELL_SSE_HEARTBEAT_MS overrides; tests use it). */
 export function sseHeartbeatMs(): number {

@@ -119,7 +119,7 @@ export async function createRunTx(tx: Tx, r: NewRun): Promise<string> {
   return id;
 }
 
-/** The run, or undefined when this cell does not know it. */
+/** The run, or undefined when this cell does not know it; pass a transaction as `db` to read it inside it. */
 export function getRun(ctx: RunsContext, runId: string, db: Reader = ctx.core.store): Promise<Run | undefined> {
   return repo.runById(db, runId);
 }
@@ -195,7 +195,6 @@ export function setRunState(ctx: RunsContext, runId: string, state: RunState, pa
   return ctx.core.store.write((tx) => setRunStateTx(tx, runId, state, at, patch));
 }
 
-/** Merges `flags` into the run's flags (e.g. `{ investigate: {...} }`); nothing for an unknown run. */
 /** Appends `item` to the list flag `key` of a run (read and written under the run's row lock: concurrent appends all stay). */
 export async function pushRunFlag(ctx: RunsContext, runId: string, key: string, item: unknown): Promise<void> {
   const at = ctx.core.clock.now();
@@ -211,6 +210,7 @@ export async function pushRunFlag(ctx: RunsContext, runId: string, key: string, 
   );
 }
 
+/** Merges `flags` into the run's flags (e.g. `{ investigate: {...} }`); nothing for an unknown run. */
 export async function setRunFlags(ctx: RunsContext, runId: string, flags: Record<string, unknown>): Promise<void> {
   const at = ctx.core.clock.now();
   // The run's row is locked first: its journal appends lock it too, and neither waits for a serialization retry.

@@ -5,13 +5,12 @@
  * sweep, wake-ups of waiting runs), cleared on stop, and who else reports
  * using a crew (the jobs module's definitions).
  */
-import type { Ai } from '../ai/ai.ts';
+import type { Ai } from '../ai/api.ts';
 import type { CellCore } from '../context.ts';
-import type { Iam } from '../iam/iam.ts';
-import type { Lifecycle } from '../iam/lifecycle.ts';
+import type { Iam, Lifecycle } from '../iam/api.ts';
 import type { Runs } from '../runs/api.ts';
 import { ChangeCache } from '../store/change-cache.ts';
-import type { Tools } from '../tools/tools.ts';
+import type { Tools } from '../tools/api.ts';
 import type { Agent } from './resources/types.ts';
 import type { CrewUsersHook } from './types.ts';
 

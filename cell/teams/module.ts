@@ -6,13 +6,12 @@
  * wakes waiting crew runs and starts the investigate sweep; on stop it ends
  * the sweep and pending wake-ups (the runs module aborts in-flight drives).
  */
-import type { Ai } from '../ai/ai.ts';
+import type { Ai } from '../ai/api.ts';
 import type { CellCore } from '../context.ts';
-import type { Iam } from '../iam/iam.ts';
-import type { Lifecycle } from '../iam/lifecycle.ts';
+import type { Iam, Lifecycle } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
 import type { Runs } from '../runs/api.ts';
-import type { Tools } from '../tools/tools.ts';
+import type { Tools } from '../tools/api.ts';
 import { getAgent } from './resources/agents.ts';
 import { createTeamsContext } from './context.ts';
 import { formationLifecycleRoutes } from './formations/routes-formation-lifecycle.ts';
@@ -21,7 +20,7 @@ import { resourceLifecycleRoutes } from './resources/routes-resource-lifecycle.t
 import { resourceRoutes } from './resources/routes-resources.ts';
 import { runRoutes } from './crew-runs/routes-runs.ts';
 import { startSweep, stopSweep } from './crew-runs/runs.ts';
-import { Teams } from './teams.ts';
+import { Teams } from './api.ts';
 import { providerReach } from './reach.ts';
 import { providerUsers } from './usage.ts';
 

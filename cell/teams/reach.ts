@@ -17,7 +17,7 @@
  *   that name none.
  */
 import { contractsOf } from '../../core/authority/envelope.ts';
-import type { Reached } from '../iam/iam.ts';
+import type { Reached } from '../iam/api.ts';
 import type { Reader } from '../store/types.ts';
 import type { TeamsContext } from './context.ts';
 import type { Agent } from './resources/types.ts';

@@ -8,7 +8,7 @@ import type { CellCore } from '../context.ts';
 import type { CellModule } from '../module.ts';
 import { guardedDispatcher } from './ssrf.ts';
 import type { ToolsContext } from './catalog.ts';
-import { Tools } from './tools.ts';
+import { Tools } from './api.ts';
 
 export interface ToolsModule extends CellModule {
   tools: Tools;

@@ -11,7 +11,7 @@ import type { JsonObject } from '../../../core/journal/record.ts';
 import { isServiceError } from '../../../core/errors.ts';
 import { relayedReason } from '../../../core/reasons.ts';
 import { stepDeadline } from '../../../runtime/step-deadline.ts';
-import type { DrivePorts } from '../../runs/drive.ts';
+import type { DrivePorts } from '../../runs/api.ts';
 import { hasLedger, reserveBudget, stageBudgetCommit } from '../resources/agents.ts';
 import type { TeamsContext } from '../context.ts';
 import { getContract } from '../resources/resources.ts';

@@ -11,7 +11,7 @@
 import type { Graph } from '../../../core/engine/types.ts';
 import type { JsonObject } from '../../../core/journal/record.ts';
 import { ServiceError } from '../../../core/errors.ts';
-import type { Run } from '../../runs/runs.ts';
+import type { Run } from '../../runs/api.ts';
 import { compileFor } from '../formations/compile.ts';
 import type { TeamsContext } from '../context.ts';
 import { getCrew, getFormation } from '../formations/formations.ts';

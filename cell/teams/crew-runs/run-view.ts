@@ -5,8 +5,7 @@
  */
 import { z } from '@hono/zod-openapi';
 import { IsoTime } from '../../http/openapi.ts';
-import { PendingApprovalSchema } from '../../runs/api.ts';
-import { RUN_STATES, forksView, type Run, type RunState } from '../../runs/runs.ts';
+import { PendingApprovalSchema, RUN_STATES, forksView, type Run, type RunState } from '../../runs/api.ts';
 import type { TeamsContext } from '../context.ts';
 import { DEFAULT_MAX_DURATION_MS, crewSpec, runTokens } from './runs.ts';
 import { iso } from '../schema.ts';

@@ -25,7 +25,7 @@ import { parseAuthority } from '../../../core/authority/schema.ts';
 import { ServiceError, forbidden, invalid, notFound } from '../../../core/errors.ts';
 import { PERMISSIONS } from '../../../core/permissions.ts';
 import type { AuthContext } from '../../context.ts';
-import type { Principal } from '../../iam/principals.ts';
+import type { Principal } from '../../iam/api.ts';
 import { AGENT_ROLE, getAgent, mayManageAgents } from './agents.ts';
 import type { Agent } from './types.ts';
 import type { TeamsContext } from '../context.ts';

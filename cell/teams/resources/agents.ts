@@ -22,7 +22,6 @@ import { parseAuthority } from '../../../core/authority/schema.ts';
 import { PERMISSIONS } from '../../../core/permissions.ts';
 import { ServiceError, forbidden, invalid, notFound } from '../../../core/errors.ts';
 import type { AuthContext } from '../../context.ts';
-import { createPrincipalTx } from '../../iam/principals.ts';
 import { newId } from '../../ids.ts';
 import type { TeamsContext } from '../context.ts';
 import * as repo from './repository.ts';
@@ -139,7 +138,7 @@ export async function mintAgent(ctx: TeamsContext, auth: AuthContext, input: Min
     // Re-check the quota inside the transaction: concurrent mints cannot overshoot.
     const n = await iam.activeCount('agent', tx);
     if (n >= quota) throw quotaReached(quota, n);
-    const p = await createPrincipalTx(core.clock, tx, {
+    const p = await iam.createPrincipalTx(tx, {
       kind: 'agent',
       name,
       roles: [AGENT_ROLE],

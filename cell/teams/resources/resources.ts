@@ -17,7 +17,7 @@ import type { AuthorityEnvelope } from '../../../core/authority/envelope.ts';
 import { conflict, invalid } from '../../../core/errors.ts';
 import type { AuthContext } from '../../context.ts';
 import { newId } from '../../ids.ts';
-import type { Tools } from '../../tools/tools.ts';
+import type { Tools } from '../../tools/api.ts';
 import type { TeamsContext } from '../context.ts';
 import * as repo from './repository.ts';
 import { SKILL_KINDS, iso, type SkillKindName } from '../schema.ts';

@@ -3,10 +3,12 @@
  * scheduler's team fires, scheduled agent runs of a crew's graph, template
  * checks) and Edge (crew bundles). Everything else of the module is behind
  * its routes.
+ *
+ * This is the module's face (docs/architecture.md, "Faces"): another module of
+ * cell/ imports it only from here.
  */
 import type { Graph } from '../../core/engine/types.ts';
-import type { DrivePorts } from '../runs/drive.ts';
-import type { Run } from '../runs/runs.ts';
+import type { DrivePorts, Run } from '../runs/api.ts';
 import { getLedger } from './resources/agents.ts';
 import type { Ledger } from './resources/types.ts';
 import type { TeamsContext } from './context.ts';

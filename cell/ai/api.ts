@@ -5,6 +5,9 @@
  * and the engine's model port over it (`modelPort`, `complete`: the engine's
  * request and answer, its refusals as EngineRefusal), which crew runs and
  * agent job runs hand the engine as it is.
+ *
+ * This is the module's face (docs/architecture.md, "Faces"): another module of
+ * cell/ imports the ai module only from here.
  */
 import type { ModelCallOptions, ModelPort, ModelRequest, ModelResponse } from '../../core/engine/types.ts';
 import { complete, meteredCall } from './complete.ts';
@@ -92,3 +95,6 @@ export class Ai {
     return agentRuntimes(this.ctx);
   }
 }
+
+/** Reads the secrets key file (`--secrets-key-file`): the backup's restore opens sealed keys with it. */
+export { readSecretsKeyFile } from './secrets-key.ts';

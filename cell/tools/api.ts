@@ -3,6 +3,9 @@
  * tool (the engine's tools port, the authoring checks of skills and
  * authority envelopes), run one for a caller, and the catalog's public view.
  * Agent Teams' crew ports and Jobs' `single` runs both call tools through it.
+ *
+ * This is the module's face (docs/architecture.md, "Faces"): another module of
+ * cell/ imports it only from here.
  */
 import { invalid } from '../../core/errors.ts';
 import type { ToolDescriptor } from '../../core/engine/types.ts';
