@@ -122,7 +122,8 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
   const retries = opts.retries ?? 2;
   const cancel = opts.signal;
   const sleep = opts.sleep ?? ((ms: number) => abortableSleep(ms, cancel));
-  let last: ServiceError = fail('provider_unreachable', 'the model provider is unreachable');
+  // Built only when an attempt failed: an error captures a stack, which every call would pay for.
+  let last: ServiceError | undefined;
   let streamedBefore = false;
   for (let attempt = 0; attempt <= retries; attempt++) {
     if (cancel?.aborted) throw cancelledError();
@@ -193,7 +194,7 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
       if (cancel?.aborted) throw cancelledError();
     }
   }
-  throw withAttempts(last, retries + 1);
+  throw withAttempts(last ?? fail('provider_unreachable', 'the model provider is unreachable'), retries + 1);
 }
 
 /** Validates a Chat Completions response body. */

@@ -21,6 +21,7 @@
  * (definition-authority.ts). Crons that fire more often than the cell's
  * minimum interval are refused at authoring (`cron_too_frequent`).
  */
+import { newId } from '../ids.ts';
 import { Cron, CronPattern } from 'croner';
 import { ServiceError, invalid } from '../../core/errors.ts';
 import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
@@ -32,8 +33,7 @@ import { AgentTemplateSchema, TeamTemplateSchema, type DefinitionJobType } from 
 export type { Definition } from './repository.ts';
 
 export function newScheduleId(): string {
-  const b = crypto.getRandomValues(new Uint8Array(10));
-  return `sch_${Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')}`;
+  return newId('sch');
 }
 
 /**

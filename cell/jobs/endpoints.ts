@@ -15,6 +15,7 @@
  * separate from the gateway bucket and from per-key limits), then the input
  * against `input_schema` (400).
  */
+import { newId } from '../ids.ts';
 import { ServiceError, invalid } from '../../core/errors.ts';
 import { rateLimitHeaders, rateLimited } from '../../core/ratelimit.ts';
 import type { CredentialLimits } from '../../runtime/gateway.ts';
@@ -24,8 +25,7 @@ import type { Endpoint } from './repository.ts';
 export type { Endpoint } from './repository.ts';
 
 export function newEndpointId(): string {
-  const b = crypto.getRandomValues(new Uint8Array(10));
-  return `jep_${Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')}`;
+  return newId('jep');
 }
 
 export const invokePath = (id: string) => `/api/public/v1/jobs/endpoints/${id}/invoke`;

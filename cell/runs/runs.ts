@@ -9,6 +9,7 @@
  *
  * Writes go through `store.write` and are durable when they resolve.
  */
+import { newId } from '../ids.ts';
 import type { Reader, Tx } from '../store/types.ts';
 import type { RunsContext } from './context.ts';
 import { isoTime } from '../../core/iso-time.ts';
@@ -25,8 +26,7 @@ export function isTerminal(state: string): boolean {
 
 /** A fresh run id: `run_` + 20 hex digits (80 random bits). */
 export function newRunId(): string {
-  const b = crypto.getRandomValues(new Uint8Array(10));
-  return `run_${Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('')}`;
+  return newId('run');
 }
 
 export const RUN_ID_PATTERN = /^run_[0-9a-f]{20}$/;
