@@ -10,6 +10,7 @@ import type { Clock } from '../context.ts';
 import { newId } from '../ids.ts';
 import type { Reader, Tx } from '../store/types.ts';
 import { customRole, insertPrincipal, principalNameTaken } from './repository.ts';
+import type { PrincipalView } from './routes-principals.ts';
 
 export type PrincipalKind = 'user' | 'service' | 'agent';
 export type PrincipalStatus = 'active' | 'archived' | 'deleted' | 'purged';
@@ -67,8 +68,8 @@ export async function createPrincipalTx(clock: Clock, tx: Tx, input: NewPrincipa
   return p;
 }
 
-/** Public view of a principal. */
-export function principalView(p: Principal) {
+/** Public view of a principal (`Principal`). */
+export function principalView(p: Principal): PrincipalView {
   return {
     id: p.id,
     kind: p.kind,

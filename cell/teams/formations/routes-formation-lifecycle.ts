@@ -117,7 +117,6 @@ const UpgradeIn = z
 export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
   const write = secured(PERMISSIONS.teamsWrite);
   const read = secured(PERMISSIONS.teamsRead);
-  const fView = (f: Parameters<typeof formationView>[0]) => formationView(f) as z.infer<typeof FormationOut>;
 
   app.openapi(
     createRoute({
@@ -132,7 +131,7 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
     }),
     async (c) => {
       const r = await updateFormation(ctx, c.get('auth'), c.req.valid('param')['formation_id']!, c.req.valid('json'));
-      return c.json(fView(r.formation), 200);
+      return c.json(formationView(r.formation), 200);
     },
   );
 
@@ -152,7 +151,7 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
       const f = await getFormation(ctx, id);
       if (!f) throw notFound('formation');
       await deleteFormation(ctx, c.get('auth'), id);
-      return c.json(fView(f), 200);
+      return c.json(formationView(f), 200);
     },
   );
 
@@ -218,8 +217,8 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
       const v = await getVersion(ctx, formation_id, version);
       return c.json(
         {
-          ...fView(v.formation),
-          billets: v.billets.map((b) => billetView(b, version) as z.infer<typeof BilletOut>),
+          ...formationView(v.formation),
+          billets: v.billets.map((b) => billetView(b, version)),
           change: v.summary.change as z.infer<typeof VersionSummary>['change'],
           formation_hash: v.formationHash,
           version_created_at: iso(v.summary.created_at),
@@ -247,7 +246,7 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
       const body = c.req.valid('json');
       refuseImmutable(body, BILLET_IMMUTABLE);
       const r = await updateBillet(ctx, c.get('auth'), formation_id, billet_id, body);
-      return c.json(billetView(r.billet, r.version) as z.infer<typeof BilletOut>, 200);
+      return c.json(billetView(r.billet, r.version), 200);
     },
   );
 
@@ -264,7 +263,7 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
     }),
     async (c) => {
       const { formation_id, billet_id } = c.req.valid('param');
-      return c.json(fView(await removeBillet(ctx, c.get('auth'), formation_id, billet_id)), 200);
+      return c.json(formationView(await removeBillet(ctx, c.get('auth'), formation_id, billet_id)), 200);
     },
   );
 
