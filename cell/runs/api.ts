@@ -8,6 +8,7 @@
  */
 import type { ApprovalsPort, Graph, RecordedStep } from '../../core/engine/types.ts';
 import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
+import { RUN_ID_PATTERN } from '../../core/run-id.ts';
 import { copyReused, forkPoint, openFork, type ForkPoint } from './fork.ts';
 import { afterCommit } from './opening.ts';
 import type { Reader, Tx } from '../store/types.ts';
@@ -48,7 +49,6 @@ import {
   newRunId,
   pendingRefusal,
   pushRunFlag,
-  RUN_ID_PATTERN,
   RUN_STATES,
   setRunFlags,
   setRunState,
@@ -383,8 +383,8 @@ export const runFilterQuery = {
 };
 
 /**
- * The run id as a path parameter named `name` (`run_` + 20 lower-case hex digits: runs.ts `newRunId`,
- * bundles/run-id.ts for a device's runs): the one declaration of every run route of every module, as
+ * The run id as a path parameter named `name` (core/run-id.ts: runs.ts `newRunId`, bundles/run-id.ts for
+ * a device's runs): the one declaration of every run route of every module, as
  * jobs, crews and imported device journals share one run id space. A malformed id is 400
  * invalid_request before any lookup.
  */
