@@ -13,12 +13,12 @@ import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import { forksView, type Run } from '../runs/runs.ts';
 import { READS_ALL_RUNS } from '../runs/routes.ts';
-import { RunIdParam, runFilterOf, runFilterQuery } from '../runs/api.ts';
+import { ApprovalDecisionSchema, RunIdParam, runFilterOf, runFilterQuery } from '../runs/api.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
 import type { JobsContext } from './context.ts';
 import { boundSingleSpec, parseRunSpec, submitJobRun } from './runner.ts';
 import { rerunJob } from './rerun.ts';
-import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './shapes.ts';
+import { CreateRunSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './shapes.ts';
 
 const TAG = 'Job runs';
 
@@ -194,7 +194,7 @@ const approve = createRoute({
         .max(300)
         .openapi({ param: { name: 'step_id', in: 'path' } }),
     }),
-    body: jsonBody(JobApprovalSchema),
+    body: jsonBody(ApprovalDecisionSchema),
   },
   responses: {
     200: json(JobRunSchema, 'The run after the decision'),

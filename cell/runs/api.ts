@@ -413,6 +413,15 @@ export const PendingApprovalSchema = z.object({
 
 export type PendingApprovalView = z.infer<typeof PendingApprovalSchema>;
 
+/** A human decision on a run's approval step, the body of every run's approval route (crew runs, agent job runs). */
+export const ApprovalDecisionSchema = z
+  .object({
+    decision: z.enum(['approve', 'reject']),
+    comment: z.string().max(2000).optional(),
+  })
+  .strict()
+  .openapi('ApprovalDecision');
+
 /** The ListRunsOptions of a query validated with `runFilterQuery`. */
 export function runFilterOf(q: {
   state?: RunState | undefined;
