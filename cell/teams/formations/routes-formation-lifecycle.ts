@@ -14,7 +14,7 @@ import { POLICIES } from './types.ts';
 import { billetView, crewView, formationView, getCrew, getFormation } from './formations.ts';
 import { BilletOut, CrewOut, FormationOut, billetFields, formationFields, workspace } from './routes-formations.ts';
 import { idParam } from '../routes-collection.ts';
-import { deleteFormation, getVersion, listVersions, removeBillet, updateBillet, updateFormation } from './versions.ts';
+import { CHANGE_KINDS, deleteFormation, getVersion, listVersions, removeBillet, updateBillet, updateFormation } from './versions.ts';
 import { iso } from '../schema.ts';
 import { notFound } from '../../../core/errors.ts';
 
@@ -65,7 +65,7 @@ const VersionSummary = z
     version: z.number().int(),
     change: z
       .object({
-        kind: z.enum(['created', 'migrated', 'updated', 'billet_added', 'billet_updated', 'billet_removed']),
+        kind: z.enum(CHANGE_KINDS),
         billet_id: z.string().nullable(),
       })
       .openapi({ description: 'What made this version (`migrated`: the formation as it was when versions were introduced)' }),
@@ -184,7 +184,6 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
       const r = await listVersions(ctx, id, q.limit, q.offset);
       const versions = r.items.map((v) => ({
         ...v,
-        change: v.change as z.infer<typeof VersionSummary>['change'],
         created_at: iso(v.created_at),
       }));
       return c.json({ formation_id: id, versions, ...pageOf(q, r.total) }, 200);
@@ -219,7 +218,7 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
         {
           ...formationView(v.formation),
           billets: v.billets.map((b) => billetView(b, version)),
-          change: v.summary.change as z.infer<typeof VersionSummary>['change'],
+          change: v.summary.change,
           formation_hash: v.formationHash,
           version_created_at: iso(v.summary.created_at),
           version_created_by: v.summary.created_by,
