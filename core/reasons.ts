@@ -184,7 +184,6 @@ export const REASONS = {
   last_owner: { codes: C, sentence: 'The last active owner cannot be removed.' },
   loop_limit_exceeded: { codes: [], runs: ['refused'], sentence: 'A loop step reached its iteration limit.' },
   malformed: { codes: I, sentence: 'The signed artifact or the uploaded file is malformed.' },
-  malformed_body: { codes: I, sentence: 'The body of a call to a published job endpoint is not valid JSON.' },
   malformed_request: { codes: I, sentence: 'The request is not valid JSON or not the shape the route takes (the cell and the edge).' },
   malformed_token: { codes: U, sentence: 'The access token is not a well-formed JWT.' },
   map_too_large: { codes: [], runs: ['refused'], sentence: 'A map step got more items than its limit.' },

@@ -12,6 +12,7 @@ import type { JournalRecord } from '../core/journal/record.ts';
 import type { BudgetPort } from '../core/engine/types.ts';
 import type { WireReason } from '../core/reasons.ts';
 import { grantTokens } from '../core/engine/budget.ts';
+import { RUN_ID_PATTERN } from '../core/run-id.ts';
 import { paths, writeFileDurable } from './files.ts';
 
 export interface RunFile {
@@ -46,14 +47,12 @@ export function writeJournal(dir: string, runId: string, j: JournalFile): void {
   writeFileDurable(join(runDir(dir, runId), 'journal.json'), JSON.stringify(j) + '\n');
 }
 
-const RUN_ID = /^run_[0-9a-f]{20}$/;
-
 /** Ids of runs still marked running (interrupted by a crash or a stop) or waiting (a backoff, a timer), oldest first. */
 export function interruptedRuns(dir: string): string[] {
   const root = paths(dir).runs;
   if (!existsSync(root)) return [];
   return readdirSync(root)
-    .filter((id) => RUN_ID.test(id))
+    .filter((id) => RUN_ID_PATTERN.test(id))
     .map((id) => readRun(dir, id))
     .filter((r): r is NonNullable<typeof r> => r !== null && (r.run.state === 'running' || r.run.state === 'waiting'))
     .sort((a, b) => a.run.created_at - b.run.created_at)
@@ -61,7 +60,7 @@ export function interruptedRuns(dir: string): string[] {
 }
 
 export function readRun(dir: string, runId: string): { run: RunFile; journal: JournalFile } | null {
-  if (!RUN_ID.test(runId)) return null;
+  if (!RUN_ID_PATTERN.test(runId)) return null;
   const d = runDir(dir, runId);
   if (!existsSync(join(d, 'run.json'))) return null;
   const run = JSON.parse(readFileSync(join(d, 'run.json'), 'utf8')) as RunFile;

@@ -15,6 +15,7 @@ import type { Clock } from '../context.ts';
 import { newId } from '../ids.ts';
 import type { Tx } from '../store/types.ts';
 import { insertKey, revokeKey, rotateKeyHashes, type KeyRow } from './repository.ts';
+import type { ApiKeyView, ApiKeyWithSecretView } from './routes-keys.ts';
 
 export type { KeyRow } from './repository.ts';
 
@@ -95,8 +96,10 @@ export async function revokeKeyTx(clock: Clock, tx: Tx, row: KeyRow): Promise<Ke
   return { ...row, status: 'revoked', revoked_at: now };
 }
 
-/** Public view: never the secret, never a hash. */
-export function keyView(row: KeyRow, secret?: string) {
+/** Public view (`ApiKey`): never a hash, the secret only when just minted or rotated (`ApiKeyWithSecret`). */
+export function keyView(row: KeyRow): ApiKeyView;
+export function keyView(row: KeyRow, secret: string): ApiKeyWithSecretView;
+export function keyView(row: KeyRow, secret?: string): ApiKeyView | ApiKeyWithSecretView {
   return {
     key_id: row.id,
     ...(secret !== undefined ? { secret } : {}),

@@ -10,6 +10,7 @@ import { newId } from '../ids.ts';
 import type { Reader, Tx } from '../store/types.ts';
 import type { NewPrincipal, Principal } from './api.ts';
 import { customRole, insertPrincipal, principalNameTaken } from './repository.ts';
+import type { PrincipalView } from './routes-principals.ts';
 
 export type { NewPrincipal, Principal, PrincipalKind, PrincipalStatus } from './api.ts';
 
@@ -44,8 +45,8 @@ export async function createPrincipalTx(clock: Clock, tx: Tx, input: NewPrincipa
   return p;
 }
 
-/** Public view of a principal. */
-export function principalView(p: Principal) {
+/** Public view of a principal (`Principal`). */
+export function principalView(p: Principal): PrincipalView {
   return {
     id: p.id,
     kind: p.kind,

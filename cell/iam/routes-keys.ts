@@ -77,6 +77,11 @@ const KeyWithSecret = KeyView.extend({
   secret: z.string().openapi({ description: 'Shown once, now. Only its SHA-256 is stored.', example: 'svck_live_…' }),
 }).openapi('ApiKeyWithSecret');
 
+/** An API key as the API shows it (`keyView` builds it). */
+export type ApiKeyView = z.infer<typeof KeyView>;
+/** An API key with its new secret, shown once. */
+export type ApiKeyWithSecretView = z.infer<typeof KeyWithSecret>;
+
 const MintedKey = KeyWithSecret.extend({
   effective_permissions: z.array(z.string()).openapi({
     description: "What the key grants now: its scopes within its owner's roles (all of the roles' permissions when it has no scopes)",
@@ -198,7 +203,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
               },
             ]
           : [];
-      return c.json({ ...(keyView(row, secret) as z.infer<typeof KeyWithSecret>), effective_permissions: effective, warnings }, 201);
+      return c.json({ ...keyView(row, secret), effective_permissions: effective, warnings }, 201);
     },
   );
 
@@ -221,7 +226,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
       const q = c.req.valid('query');
       const ownerId = q.owner_id ?? (visibleAll(auth) ? undefined : auth.principal.id);
       if (ownerId) await iam.visiblePrincipal(auth, ownerId);
-      const keys = (await listKeys(store, q.limit, q.offset, ownerId)).map((r) => keyView(r) as z.infer<typeof KeyView>);
+      const keys = (await listKeys(store, q.limit, q.offset, ownerId)).map((r) => keyView(r));
       return c.json({ keys, ...pageOf(q, await countKeys(store, ownerId)) }, 200);
     },
   );
@@ -239,7 +244,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
     }),
     async (c) => {
       const row = await visibleKey(iam, c.get('auth'), c.req.valid('param').key_id);
-      return c.json(keyView(row) as z.infer<typeof KeyView>, 200);
+      return c.json(keyView(row), 200);
     },
   );
 
@@ -274,7 +279,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
         });
         return r;
       });
-      return c.json(keyView(next, secret) as z.infer<typeof KeyWithSecret>, 200);
+      return c.json(keyView(next, secret), 200);
     },
   );
 
@@ -298,7 +303,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
         await iam.audit(tx, { actor: auth.principal.id, action: 'api_key.revoke', target: row.id, outcome: 'ok' });
         return r;
       });
-      return c.json(keyView(next) as z.infer<typeof KeyView>, 200);
+      return c.json(keyView(next), 200);
     },
   );
 }

@@ -98,7 +98,7 @@ export function principalUpdateRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, 
         });
         return { ...p, name, roles };
       });
-      return c.json(principalView(next) as z.infer<typeof PrincipalView>, 200);
+      return c.json(principalView(next), 200);
     },
   );
 }

@@ -95,7 +95,8 @@ const AuditEntry = z
   })
   .openapi('AuditEntry');
 
-type View = z.infer<typeof PrincipalView>;
+/** A principal as the API shows it (`principalView` builds it). */
+export type PrincipalView = z.infer<typeof PrincipalView>;
 
 export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam, lifecycle: Lifecycle): void {
   const { store, clock } = core;
@@ -141,7 +142,7 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
         });
         return created;
       });
-      return c.json(principalView(p) as View, 201);
+      return c.json(principalView(p), 201);
     },
   );
 
@@ -161,7 +162,7 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
     }),
     async (c) => {
       const q = c.req.valid('query');
-      const principals = (await listPrincipals(store, q.limit, q.offset, q.kind)).map((p) => principalView(p) as View);
+      const principals = (await listPrincipals(store, q.limit, q.offset, q.kind)).map((p) => principalView(p));
       return c.json({ principals, ...pageOf(q, await countPrincipals(store, q.kind)) }, 200);
     },
   );
@@ -177,7 +178,7 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
       request: { params: PrincipalId },
       responses: { 200: json(PrincipalView, 'The principal'), ...errorResponses(400, 401, 403, 404) },
     }),
-    async (c) => c.json(principalView(await iam.visiblePrincipal(c.get('auth'), c.req.valid('param').id)) as View, 200),
+    async (c) => c.json(principalView(await iam.visiblePrincipal(c.get('auth'), c.req.valid('param').id)), 200),
   );
 
   const lifecycleRoute = (action: LifecycleAction, method: 'post' | 'delete', path: string, summary: string) =>
@@ -199,7 +200,7 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
           throw conflict('a principal cannot archive, delete or purge itself', { reason: 'self' });
         await iam.assertManages(auth, p, `principal.${action}`);
         const next = await lifecycle.apply(p, action, auth.principal.id);
-        return c.json(principalView(next) as View, 200);
+        return c.json(principalView(next), 200);
       },
     );
   lifecycleRoute(

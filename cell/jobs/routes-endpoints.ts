@@ -13,6 +13,7 @@ import type { AppEnv } from '../context.ts';
 import type { JobsContext } from './context.ts';
 import * as repo from './repository.ts';
 import { requires } from '../http/authorize.ts';
+import { malformedRequest } from '../../runtime/gateway.ts';
 import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import {
   checkInputSchema,
@@ -201,7 +202,7 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
       try {
         input = JSON.parse(text) as unknown;
       } catch {
-        throw invalid('the body is not JSON', { reason: 'malformed_body' });
+        throw malformedRequest('the body is not JSON');
       }
     }
     if (e.input_schema) {

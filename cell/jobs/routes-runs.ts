@@ -11,12 +11,12 @@ import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
-import { forksView, type Run, READS_ALL_RUNS, RunIdParam, runFilterOf, runFilterQuery } from '../runs/api.ts';
+import { ApprovalDecisionSchema, forksView, type Run, READS_ALL_RUNS, RunIdParam, runFilterOf, runFilterQuery } from '../runs/api.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
 import type { JobsContext } from './context.ts';
 import { boundSingleSpec, parseRunSpec, submitJobRun } from './runner.ts';
 import { rerunJob } from './rerun.ts';
-import { CreateRunSchema, JobApprovalSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './shapes.ts';
+import { CreateRunSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './shapes.ts';
 
 const TAG = 'Job runs';
 
@@ -192,7 +192,7 @@ const approve = createRoute({
         .max(300)
         .openapi({ param: { name: 'step_id', in: 'path' } }),
     }),
-    body: jsonBody(JobApprovalSchema),
+    body: jsonBody(ApprovalDecisionSchema),
   },
   responses: {
     200: json(JobRunSchema, 'The run after the decision'),

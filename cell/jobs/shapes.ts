@@ -277,14 +277,6 @@ export const JobRunSchema = z
   })
   .openapi('JobRun');
 
-export const JobApprovalSchema = z
-  .object({
-    decision: z.enum(['approve', 'reject']),
-    comment: z.string().max(2000).optional(),
-  })
-  .strict()
-  .openapi('JobRunApprovalDecision');
-
 export const UnknownRunSchema = z
   .object({
     run_id: z.string(),

@@ -16,6 +16,8 @@ import type { AppEnv, AuthContext } from '../context.ts';
 import { clientIp } from '../http/client-ip.ts';
 import type { Principal } from '../iam/api.ts';
 import { OAuthError } from './oauth-error.ts';
+import type { OAuthClientView } from './routes-admin.ts';
+import type { OAuthClientWithSecretView } from './routes-clients.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import * as repo from './repository.ts';
 import { peerCertificate as peerCertificateOf, type PeerCertificate } from '../../runtime/peer-certificate.ts';
@@ -43,7 +45,11 @@ export async function getClient(ctx: OAuthContext, clientId: string): Promise<re
   return r;
 }
 
-export function clientView(r: repo.ClientRecord, secret?: string) {
+/** Public view of a client (`OAuthClient`): never its hash, the secret only when just registered or rotated. */
+export function clientView(r: repo.ClientRecord): OAuthClientView;
+export function clientView(r: repo.ClientRecord, secret: string): OAuthClientWithSecretView;
+export function clientView(r: repo.ClientRecord, secret?: string): OAuthClientView;
+export function clientView(r: repo.ClientRecord, secret?: string): OAuthClientView {
   return {
     client_id: r.client_id,
     name: r.name,

@@ -66,6 +66,9 @@ export const ClientView = z
   })
   .openapi('OAuthClient');
 
+/** An OAuth client as the API shows it (`clientView` builds it). */
+export type OAuthClientView = z.infer<typeof ClientView>;
+
 const MintSat = z
   .object({
     scope: z.array(Selector).min(1).max(32).openapi({
@@ -187,7 +190,7 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
           details: { grant_types: b.grant_types, scope, ...(client.root ? { root: client.root } : {}) },
         });
       });
-      return c.json(clientView(client, secret ?? undefined) as z.infer<typeof ClientView>, 201);
+      return c.json(clientView(client, secret ?? undefined), 201);
     },
   );
 

@@ -45,7 +45,8 @@ const ClientWithSecret = ClientView.extend({
   client_secret: z.string().openapi({ description: 'The new secret: shown once, now. Only its SHA-256 is stored.' }),
 }).openapi('OAuthClientWithSecret');
 
-type View = z.infer<typeof ClientView>;
+/** An OAuth client with its new secret, shown once. */
+export type OAuthClientWithSecretView = z.infer<typeof ClientWithSecret>;
 
 export function clientRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
   const { core, iam } = ctx;
@@ -77,7 +78,7 @@ export function clientRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void 
       request: { params: ClientId },
       responses: { 200: json(ClientView, 'The client'), ...errorResponses(400, 401, 403, 404) },
     }),
-    async (c) => c.json(clientView(await clientOr404(c.req.valid('param').client_id)) as View, 200),
+    async (c) => c.json(clientView(await clientOr404(c.req.valid('param').client_id)), 200),
   );
 
   app.openapi(
@@ -107,7 +108,7 @@ export function clientRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void 
         await setClientSecretHash(tx, client.client_id, hashSecret(secret));
         await iam.audit(tx, { actor: auth.principal.id, action: 'oauth.client.rotate', target: client.client_id, outcome: 'ok' });
       });
-      return c.json(clientView(client, secret) as z.infer<typeof ClientWithSecret>, 200);
+      return c.json(clientView(client, secret), 200);
     },
   );
 
@@ -141,7 +142,7 @@ export function clientRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void 
           details: { codes_deleted: gone.codes, device_codes_deleted: gone.deviceCodes },
         });
       });
-      return c.json(clientView(client) as View, 200);
+      return c.json(clientView(client), 200);
     },
   );
 }

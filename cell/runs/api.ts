@@ -9,6 +9,7 @@
  * control.ts, lease.ts, drive.ts, approvals.ts, storage.ts, fork.ts) bound to the module's
  * context, not a forwarding layer: each is declared and documented once, where it is written.
  */
+import { RUN_ID_PATTERN } from '../../core/run-id.ts';
 import { copyReused, forkPoint, openFork } from './fork.ts';
 import { afterCommit } from './opening.ts';
 import type { Tx } from '../store/types.ts';
@@ -31,7 +32,6 @@ import {
   newRunId,
   pendingRefusal,
   pushRunFlag,
-  RUN_ID_PATTERN,
   RUN_STATES,
   setRunFlags,
   setRunState,
@@ -172,8 +172,8 @@ export const runFilterQuery = {
 };
 
 /**
- * The run id as a path parameter named `name` (`run_` + 20 lower-case hex digits: runs.ts `newRunId`,
- * bundles/run-id.ts for a device's runs): the one declaration of every run route of every module, as
+ * The run id as a path parameter named `name` (core/run-id.ts: runs.ts `newRunId`, bundles/run-id.ts for
+ * a device's runs): the one declaration of every run route of every module, as
  * jobs, crews and imported device journals share one run id space. A malformed id is 400
  * invalid_request before any lookup.
  */
@@ -201,6 +201,15 @@ export const PendingApprovalSchema = z.object({
 });
 
 export type PendingApprovalView = z.infer<typeof PendingApprovalSchema>;
+
+/** A human decision on a run's approval step, the body of every run's approval route (crew runs, agent job runs). */
+export const ApprovalDecisionSchema = z
+  .object({
+    decision: z.enum(['approve', 'reject']),
+    comment: z.string().max(2000).optional(),
+  })
+  .strict()
+  .openapi('ApprovalDecision');
 
 /** The ListRunsOptions of a query validated with `runFilterQuery`. */
 export function runFilterOf(q: {

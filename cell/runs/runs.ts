@@ -29,8 +29,6 @@ export function newRunId(): string {
   return newId('run');
 }
 
-export const RUN_ID_PATTERN = /^run_[0-9a-f]{20}$/;
-
 /**
  * A run queued or running whose journal has not grown for this many leases
  * (`--lease-ms`, default 2 s: 20 s) is `stalled` in its views and counted by

@@ -38,7 +38,14 @@ export const idParam = (n: string) =>
       .openapi({ param: { name: n, in: 'path' } }),
   });
 
-export interface Collection<T, B extends ZodType> {
+/** What a view answers: the schema's shape, now or later. */
+type Shown<S extends ZodType> = z.infer<S> | Promise<z.infer<S>>;
+
+/**
+ * One collection: `T` one as read from the store, `B` the create body's schema, `O` the schema of one as create and
+ * get answer it, `I` the schema of a listed item (`O` unless `list.item` says otherwise).
+ */
+export interface Collection<T, B extends ZodType, O extends ZodType, I extends ZodType = O> {
   /** The path under /admin/agent-teams, the list's array key and the table it counts. */
   kind: Listed;
   /** The OpenAPI tag of the three operations. */
@@ -48,22 +55,23 @@ export interface Collection<T, B extends ZodType> {
   /** What a 404 names (`skill`). */
   what: string;
   /** One as answered by create and get, and its description (`The skill`). */
-  out: ZodType;
+  out: O;
   outText: string;
-  /** How one is shown in the list and (unless `get.view`) the get answer. */
-  view(x: T): unknown;
+  /** How one is shown by get and (unless `list.view`) in the list. */
+  view(x: T): Shown<O>;
   create: {
     summary: string;
     body: B;
     /** The refusals it documents (429 and 500 are always added). */
     errors: ErrorStatusCode[];
     /** Makes one and answers it as shown. */
-    make(auth: AuthContext, body: z.infer<B>): Promise<unknown>;
+    make(auth: AuthContext, body: z.infer<B>): Promise<z.infer<O>>;
   };
   list: {
     summary: string;
-    /** The schema of a listed item, when not `out`. */
-    item?: ZodType;
+    /** The schema of a listed item, when not `out`, and how one is shown there. */
+    item?: I;
+    view?(x: T): Shown<I>;
     /** The list schema's registered name (`SkillList`) and the answer's description (`Skills`). */
     name: string;
     text: string;
@@ -72,12 +80,20 @@ export interface Collection<T, B extends ZodType> {
   get: {
     summary: string;
     read(id: string): Promise<T | undefined>;
-    view?(x: T): unknown;
   };
 }
 
+/** A list answer, `{ <kind>: items, limit, offset, total }`, typed as `listSchema` types its schema (TypeScript widens a computed key to `string`). */
+function listAnswer<K extends string, V>(kind: K, items: V[], page: ReturnType<typeof pageOf>) {
+  return { [kind]: items, ...page } as { [P in K]: V[] } & ReturnType<typeof pageOf>;
+}
+
 /** Mounts the create, list and get routes of one collection, in that order. */
-export function collectionRoutes<T, B extends ZodType>(app: OpenAPIHono<AppEnv>, ctx: TeamsContext, k: Collection<T, B>): void {
+export function collectionRoutes<T, B extends ZodType, O extends ZodType, I extends ZodType = O>(
+  app: OpenAPIHono<AppEnv>,
+  ctx: TeamsContext,
+  k: Collection<T, B, O, I>,
+): void {
   const write = secured(PERMISSIONS.teamsWrite);
   const read = secured(PERMISSIONS.teamsRead);
   app.openapi(
@@ -91,7 +107,7 @@ export function collectionRoutes<T, B extends ZodType>(app: OpenAPIHono<AppEnv>,
       request: { body: jsonBody(k.create.body as ZodType) },
       responses: { 201: json(k.out, k.outText), ...errorResponses(...k.create.errors) },
     }),
-    async (c) => c.json((await k.create.make(c.get('auth'), c.req.valid('json') as z.infer<B>)) as never, 201),
+    async (c) => c.json(await k.create.make(c.get('auth'), c.req.valid('json') as z.infer<B>), 201),
   );
   app.openapi(
     createRoute({
@@ -106,9 +122,10 @@ export function collectionRoutes<T, B extends ZodType>(app: OpenAPIHono<AppEnv>,
     }),
     async (c) => {
       const q = c.req.valid('query');
-      const items: unknown[] = [];
-      for (const x of await k.list.read(q)) items.push(await k.view(x));
-      return c.json({ [k.kind]: items, ...pageOf(q, await countListed(ctx.core.store, k.kind)) } as never, 200);
+      const view = k.list.view ?? k.view;
+      const items: (z.infer<I> | z.infer<O>)[] = [];
+      for (const x of await k.list.read(q)) items.push(await view(x));
+      return c.json(listAnswer(k.kind, items, pageOf(q, await countListed(ctx.core.store, k.kind))), 200);
     },
   );
   app.openapi(
@@ -125,7 +142,7 @@ export function collectionRoutes<T, B extends ZodType>(app: OpenAPIHono<AppEnv>,
     async (c) => {
       const x = await k.get.read((c.req.valid('param') as Record<string, string>)[k.idName]!);
       if (!x) throw notFound(k.what);
-      return c.json((await (k.get.view ?? k.view)(x)) as never, 200);
+      return c.json(await k.view(x), 200);
     },
   );
 }

@@ -48,7 +48,8 @@ export type PermissionMode = (typeof PERMISSION_MODES)[number];
 /** The mode of an envelope that does not name one (service spec: `ask` is the default). */
 export const DEFAULT_PERMISSION_MODE: PermissionMode = 'ask';
 
-export interface AuthorityEnvelope {
+/** What a credential, an agent or a seat may do. A type, not an interface: a `Record<string, unknown>`, as responses show it. */
+export type AuthorityEnvelope = {
   allowed_tools?: string[];
   clearance_level?: number;
   permission_mode?: PermissionMode;
@@ -59,7 +60,7 @@ export interface AuthorityEnvelope {
   /** Two or more contracts that all govern; only produced by intersection. Never together with `governing_contract_id`. */
   governing_contract_ids?: string[];
   budget_ceiling?: number;
-}
+};
 
 /** The fields `isSubset` reports (contracts are reported as `governing_contract_id`). */
 export type AuthorityField =

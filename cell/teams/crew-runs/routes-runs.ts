@@ -7,7 +7,7 @@ import { PERMISSIONS } from '../../../core/permissions.ts';
 import { ServiceError, notFound } from '../../../core/errors.ts';
 import type { AppEnv } from '../../context.ts';
 import { errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, securedEither } from '../../http/openapi.ts';
-import { type Run, runFilterOf, runFilterQuery, runIdPath } from '../../runs/api.ts';
+import { ApprovalDecisionSchema, type Run, runFilterOf, runFilterQuery, runIdPath } from '../../runs/api.ts';
 import { assertSeatsWithinCaller } from '../formations/compile.ts';
 import type { TeamsContext } from '../context.ts';
 import { getCrew } from '../formations/formations.ts';
@@ -63,14 +63,6 @@ const ForkIn = z
   })
   .strict()
   .openapi('ForkCrewRun');
-
-const ApprovalIn = z
-  .object({
-    decision: z.enum(['approve', 'reject']),
-    comment: z.string().max(2000).optional(),
-  })
-  .strict()
-  .openapi('ApprovalDecision');
 
 const RunGraphOut = z
   .object({
@@ -246,7 +238,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
             .max(300)
             .openapi({ param: { name: 'step_id', in: 'path' } }),
         }),
-        body: jsonBody(ApprovalIn),
+        body: jsonBody(ApprovalDecisionSchema),
       },
       responses: { 200: json(RunOut, 'The run after the decision'), ...errorResponses(400, 401, 403, 404, 409) },
     }),

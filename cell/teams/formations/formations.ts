@@ -28,6 +28,7 @@ import * as repo from './repository.ts';
 import { checkContracts, checkTools, resolveSkillRefs } from '../resources/resources.ts';
 import { iso } from '../schema.ts';
 import type { Billet, Crew, Formation, FormationBody } from './types.ts';
+import type { BilletView, CrewView, FormationView } from './routes-formations.ts';
 
 /** The formation at its latest version, or at `version` when given. */
 export function getFormation(ctx: TeamsContext, id: string, version?: number): Promise<Formation | undefined> {
@@ -40,7 +41,7 @@ export function crewFormation(ctx: TeamsContext, crew: Crew): Promise<Formation 
 export function listFormations(ctx: TeamsContext, limit: number, offset: number): Promise<Formation[]> {
   return repo.listFormations(ctx.core.store, limit, offset);
 }
-export const formationView = (f: Formation) => ({ ...f, created_at: iso(f.created_at), updated_at: iso(f.updated_at) });
+export const formationView = (f: Formation): FormationView => ({ ...f, created_at: iso(f.created_at), updated_at: iso(f.updated_at) });
 
 export async function createFormation(
   ctx: TeamsContext,
@@ -66,7 +67,7 @@ export function listBillets(ctx: TeamsContext, f: Pick<Formation, 'formation_id'
 export function getBillet(ctx: TeamsContext, id: string): Promise<Billet | undefined> {
   return repo.billetById(ctx.core.store, id);
 }
-export const billetView = (b: Billet, formationVersion: number) => ({
+export const billetView = (b: Billet, formationVersion: number): BilletView => ({
   ...b,
   formation_version: formationVersion,
   created_at: iso(b.created_at),
@@ -206,7 +207,7 @@ export function getCrew(ctx: TeamsContext, id: string): Promise<Crew | undefined
 export function listCrews(ctx: TeamsContext, limit: number, offset: number): Promise<Crew[]> {
   return repo.listCrews(ctx.core.store, limit, offset);
 }
-export const crewView = (c: Crew) => ({ ...c, created_at: iso(c.created_at) });
+export const crewView = (c: Crew): Omit<CrewView, 'graph_hash'> => ({ ...c, created_at: iso(c.created_at) });
 
 /** Checks that every billet has an active agent and nothing else is assigned. */
 export async function checkAssignments(ctx: TeamsContext, billets: readonly Billet[], assignments: Record<string, string>): Promise<void> {

@@ -14,7 +14,7 @@ import { POLICIES } from './types.ts';
 import { billetView, crewView, formationView, getCrew, getFormation } from './formations.ts';
 import { BilletOut, CrewOut, FormationOut, billetFields, formationFields, workspace } from './routes-formations.ts';
 import { idParam } from '../routes-collection.ts';
-import { deleteFormation, getVersion, listVersions, removeBillet, updateBillet, updateFormation } from './versions.ts';
+import { CHANGE_KINDS, deleteFormation, getVersion, listVersions, removeBillet, updateBillet, updateFormation } from './versions.ts';
 import { iso } from '../schema.ts';
 import { notFound } from '../../../core/errors.ts';
 
@@ -65,7 +65,7 @@ const VersionSummary = z
     version: z.number().int(),
     change: z
       .object({
-        kind: z.enum(['created', 'migrated', 'updated', 'billet_added', 'billet_updated', 'billet_removed']),
+        kind: z.enum(CHANGE_KINDS),
         billet_id: z.string().nullable(),
       })
       .openapi({ description: 'What made this version (`migrated`: the formation as it was when versions were introduced)' }),
@@ -117,7 +117,6 @@ const UpgradeIn = z
 export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
   const write = secured(PERMISSIONS.teamsWrite);
   const read = secured(PERMISSIONS.teamsRead);
-  const fView = (f: Parameters<typeof formationView>[0]) => formationView(f) as z.infer<typeof FormationOut>;
 
   app.openapi(
     createRoute({
@@ -132,7 +131,7 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
     }),
     async (c) => {
       const r = await updateFormation(ctx, c.get('auth'), c.req.valid('param')['formation_id']!, c.req.valid('json'));
-      return c.json(fView(r.formation), 200);
+      return c.json(formationView(r.formation), 200);
     },
   );
 
@@ -152,7 +151,7 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
       const f = await getFormation(ctx, id);
       if (!f) throw notFound('formation');
       await deleteFormation(ctx, c.get('auth'), id);
-      return c.json(fView(f), 200);
+      return c.json(formationView(f), 200);
     },
   );
 
@@ -185,7 +184,6 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
       const r = await listVersions(ctx, id, q.limit, q.offset);
       const versions = r.items.map((v) => ({
         ...v,
-        change: v.change as z.infer<typeof VersionSummary>['change'],
         created_at: iso(v.created_at),
       }));
       return c.json({ formation_id: id, versions, ...pageOf(q, r.total) }, 200);
@@ -218,9 +216,9 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
       const v = await getVersion(ctx, formation_id, version);
       return c.json(
         {
-          ...fView(v.formation),
-          billets: v.billets.map((b) => billetView(b, version) as z.infer<typeof BilletOut>),
-          change: v.summary.change as z.infer<typeof VersionSummary>['change'],
+          ...formationView(v.formation),
+          billets: v.billets.map((b) => billetView(b, version)),
+          change: v.summary.change,
           formation_hash: v.formationHash,
           version_created_at: iso(v.summary.created_at),
           version_created_by: v.summary.created_by,
@@ -247,7 +245,7 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
       const body = c.req.valid('json');
       refuseImmutable(body, BILLET_IMMUTABLE);
       const r = await updateBillet(ctx, c.get('auth'), formation_id, billet_id, body);
-      return c.json(billetView(r.billet, r.version) as z.infer<typeof BilletOut>, 200);
+      return c.json(billetView(r.billet, r.version), 200);
     },
   );
 
@@ -264,7 +262,7 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
     }),
     async (c) => {
       const { formation_id, billet_id } = c.req.valid('param');
-      return c.json(fView(await removeBillet(ctx, c.get('auth'), formation_id, billet_id)), 200);
+      return c.json(formationView(await removeBillet(ctx, c.get('auth'), formation_id, billet_id)), 200);
     },
   );
 

@@ -81,6 +81,8 @@ export const FormationOut = z
   })
   .passthrough()
   .openapi('Formation');
+/** A formation as the API shows it. */
+export type FormationView = z.infer<typeof FormationOut>;
 
 /** The fields of a billet as authored (create and PATCH share them). */
 export const billetFields = {
@@ -136,6 +138,8 @@ export const BilletOut = z
     updated_by: z.string(),
   })
   .openapi('Billet');
+/** A billet as the API shows it. */
+export type BilletView = z.infer<typeof BilletOut>;
 
 const CrewIn = z
   .object({
@@ -160,6 +164,8 @@ export const CrewOut = z
     created_by: z.string(),
   })
   .openapi('Crew');
+/** A crew as the API shows it. */
+export type CrewView = z.infer<typeof CrewOut>;
 
 const GraphOut = z
   .object({
@@ -210,7 +216,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
     }),
     async (c) => {
       const r = await addBillet(ctx, c.get('auth'), c.req.valid('param')['formation_id']!, c.req.valid('json'));
-      return c.json(billetView(r.billet, r.version) as z.infer<typeof BilletOut>, 201);
+      return c.json(billetView(r.billet, r.version), 201);
     },
   );
   app.openapi(
@@ -233,7 +239,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
       const f = await getFormation(ctx, id);
       if (!f) throw notFound('formation');
       const { items, total } = slicePage(await listBillets(ctx, f), q);
-      return c.json({ billets: items.map((b) => billetView(b, f.version)), ...pageOf(q, total) } as never, 200);
+      return c.json({ billets: items.map((b) => billetView(b, f.version)), ...pageOf(q, total) }, 200);
     },
   );
   app.openapi(
@@ -263,7 +269,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
       const b = await getBillet(ctx, billet_id);
       const f = await getFormation(ctx, formation_id);
       if (!b || !f || b.formation_id !== formation_id) throw notFound('billet');
-      return c.json(billetView(b, f.version) as z.infer<typeof BilletOut>, 200);
+      return c.json(billetView(b, f.version), 200);
     },
   );
   app.openapi(
@@ -313,7 +319,7 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
     what: 'crew',
     out: CrewOut,
     outText: 'The crew',
-    view: crewView,
+    view: async (crew: Crew) => ({ ...crewView(crew), graph_hash: (await crewGraphHash(ctx, crew)) ?? 'uncompilable' }),
     create: {
       summary:
         "Instantiate a crew: an agent bound to every billet of the formation's latest version (or `formation_version`), which the crew pins; the crew compiles, or is refused",
@@ -329,14 +335,11 @@ export function formationRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): vo
     list: {
       summary: 'List crews',
       item: CrewOut.partial({ graph_hash: true }),
+      view: crewView,
       name: 'CrewList',
       text: 'Crews',
       read: (q) => listCrews(ctx, q.limit, q.offset),
     },
-    get: {
-      summary: 'Get a crew with its current graph hash',
-      read: (id) => getCrew(ctx, id),
-      view: async (crew: Crew) => ({ ...crewView(crew), graph_hash: (await crewGraphHash(ctx, crew)) ?? 'uncompilable' }),
-    },
+    get: { summary: 'Get a crew with its current graph hash', read: (id) => getCrew(ctx, id) },
   });
 }

@@ -34,7 +34,9 @@ import { formationReach } from '../reach.ts';
 import { formationUsers, inUse, anyUser } from '../usage.ts';
 
 /** What a version changed, as version lists show it. */
-export type ChangeKind = 'created' | 'migrated' | 'updated' | 'billet_added' | 'billet_updated' | 'billet_removed';
+export const CHANGE_KINDS = ['created', 'migrated', 'updated', 'billet_added', 'billet_updated', 'billet_removed'] as const;
+export type ChangeKind = (typeof CHANGE_KINDS)[number];
+const isChangeKind = (k: string): k is ChangeKind => (CHANGE_KINDS as readonly string[]).includes(k);
 
 /** Reads the head in `tx` and refuses when it moved past the version the change was prepared on. */
 async function headAt(tx: Tx, formationId: string, version: number): Promise<Formation> {
@@ -303,17 +305,21 @@ export async function deleteFormation(ctx: TeamsContext, auth: AuthContext, form
 /** One entry of a formation's version list. */
 export interface VersionSummary {
   version: number;
-  change: { kind: string; billet_id: string | null };
+  change: { kind: ChangeKind; billet_id: string | null };
   created_at: number;
   created_by: string;
 }
 
-const summary = (r: repo.FormationVersionRow): VersionSummary => ({
-  version: r.version,
-  change: { kind: r.change_kind, billet_id: r.change_billet },
-  created_at: r.created_at,
-  created_by: r.created_by,
-});
+function summary(r: repo.FormationVersionRow): VersionSummary {
+  // Every writer of a version names one of CHANGE_KINDS (the migration that introduced versions: `migrated`).
+  if (!isChangeKind(r.change_kind)) throw new TypeError(`a formation version with an unknown change kind: ${r.change_kind}`);
+  return {
+    version: r.version,
+    change: { kind: r.change_kind, billet_id: r.change_billet },
+    created_at: r.created_at,
+    created_by: r.created_by,
+  };
+}
 
 /** A formation's versions, oldest first, and how many there are. */
 export async function listVersions(

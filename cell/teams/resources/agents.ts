@@ -28,6 +28,7 @@ import * as repo from './repository.ts';
 import { blueprintPrompt, checkContracts, checkTools, getBlueprint } from './resources.ts';
 import { iso } from '../schema.ts';
 import type { Agent, AgentBody, Ledger } from './types.ts';
+import type { AgentView, BudgetLedgerView } from './routes-resources.ts';
 
 /** The built-in role every agent principal holds (core/permissions.ts: catalog.read). */
 export const AGENT_ROLE = 'agent';
@@ -165,7 +166,7 @@ export async function getAgent(ctx: TeamsContext, id: string): Promise<Agent | u
 export function listAgents(ctx: TeamsContext, limit: number, offset: number): Promise<Agent[]> {
   return repo.listAgents(ctx.core.store, limit, offset);
 }
-export async function agentView(ctx: TeamsContext, a: Agent) {
+export async function agentView(ctx: TeamsContext, a: Agent): Promise<AgentView> {
   const p = await ctx.iam.principal(a.agent_id);
   return {
     ...a,
@@ -215,7 +216,7 @@ export async function registerLedger(ctx: TeamsContext, auth: AuthContext, agent
   });
 }
 
-export const ledgerView = (l: Ledger) => ({
+export const ledgerView = (l: Ledger): BudgetLedgerView => ({
   agent_id: l.agent_id,
   budget_limit: l.budget_limit,
   reserved: l.reserved,

@@ -24,6 +24,7 @@ import { SKILL_KINDS, iso, type SkillKindName } from '../schema.ts';
 
 export { SKILL_KINDS, type SkillKindName } from '../schema.ts';
 import type { Blueprint, Contract, ContractRule, Skill } from './types.ts';
+import type { BlueprintView, ContractView, SkillView } from './routes-resources.ts';
 
 export const MAX_EXPR = 2048;
 
@@ -114,7 +115,7 @@ export function getSkillByName(ctx: TeamsContext, name: string): Promise<Skill |
 export function listSkills(ctx: TeamsContext, limit: number, offset: number): Promise<Skill[]> {
   return repo.listSkills(ctx.core.store, limit, offset);
 }
-export const skillView = (s: Skill) => ({ ...s, created_at: iso(s.created_at) });
+export const skillView = (s: Skill): SkillView => ({ ...s, created_at: iso(s.created_at) });
 
 /** Creates a skill (names are unique: 409 name_taken), audited. */
 export async function createSkill(ctx: TeamsContext, actor: string, input: Parameters<typeof prepareSkill>[1]): Promise<Skill> {
@@ -206,7 +207,7 @@ export function getBlueprint(ctx: TeamsContext, id: string): Promise<Blueprint |
 export function listBlueprints(ctx: TeamsContext, limit: number, offset: number): Promise<Blueprint[]> {
   return repo.listBlueprints(ctx.core.store, limit, offset);
 }
-export const blueprintView = (b: Blueprint) => ({ ...b, created_at: iso(b.created_at) });
+export const blueprintView = (b: Blueprint): BlueprintView => ({ ...b, created_at: iso(b.created_at) });
 
 /**
  * Creates a blueprint: skill references resolved, contracts known, and its
@@ -268,7 +269,7 @@ export function getContract(ctx: TeamsContext, id: string): Promise<Contract | u
 export function listContracts(ctx: TeamsContext, limit: number, offset: number): Promise<Contract[]> {
   return repo.listContracts(ctx.core.store, limit, offset);
 }
-export const contractView = (c: Contract) => ({ ...c, created_at: iso(c.created_at) });
+export const contractView = (c: Contract): ContractView => ({ ...c, created_at: iso(c.created_at) });
 
 /** Creates a governing contract (its CEL rules parsed now), audited. */
 export async function createContract(ctx: TeamsContext, actor: string, input: Parameters<typeof prepareContract>[0]): Promise<Contract> {

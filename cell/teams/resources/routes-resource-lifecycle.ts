@@ -134,7 +134,7 @@ export function resourceLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCont
     }),
     async (c) => {
       const b = await updateBlueprint(ctx, c.get('auth'), c.req.valid('param')['blueprint_id']!, c.req.valid('json'));
-      return c.json(blueprintView(b) as z.infer<typeof BlueprintOut>, 200);
+      return c.json(blueprintView(b), 200);
     },
   );
   app.openapi(
@@ -150,7 +150,7 @@ export function resourceLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCont
     }),
     async (c) => {
       const b = await deleteBlueprint(ctx, c.get('auth'), c.req.valid('param')['blueprint_id']!);
-      return c.json(blueprintView(b) as z.infer<typeof BlueprintOut>, 200);
+      return c.json(blueprintView(b), 200);
     },
   );
 
@@ -170,7 +170,7 @@ export function resourceLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCont
       const body = c.req.valid('json');
       refuseImmutable(body, AGENT_IMMUTABLE);
       const a = await updateAgent(ctx, c.get('auth'), c.req.valid('param')['agent_id']!, body);
-      return c.json((await agentView(ctx, a)) as z.infer<typeof AgentOut>, 200);
+      return c.json(await agentView(ctx, a), 200);
     },
   );
   app.openapi(
@@ -186,7 +186,7 @@ export function resourceLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCont
     }),
     async (c) => {
       const a = await deleteAgent(ctx, c.get('auth'), c.req.valid('param')['agent_id']!);
-      return c.json((await agentView(ctx, a)) as z.infer<typeof AgentOut>, 200);
+      return c.json(await agentView(ctx, a), 200);
     },
   );
 

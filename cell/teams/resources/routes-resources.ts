@@ -59,6 +59,8 @@ export const SkillOut = z
     created_by: z.string(),
   })
   .openapi('Skill');
+/** A skill as the API shows it. */
+export type SkillView = z.infer<typeof SkillOut>;
 
 export const BlueprintIn = z
   .object({
@@ -95,6 +97,8 @@ export const BlueprintOut = z
     created_by: z.string(),
   })
   .openapi('Blueprint');
+/** A blueprint as the API shows it. */
+export type BlueprintView = z.infer<typeof BlueprintOut>;
 
 export const AgentIn = z
   .object({
@@ -132,6 +136,8 @@ export const AgentOut = z
     created_by: z.string(),
   })
   .openapi('Agent');
+/** An agent as the API shows it. */
+export type AgentView = z.infer<typeof AgentOut>;
 
 const LedgerIn = z
   .object({ budget_limit: z.number().min(0).max(1e15).openapi({ description: 'Budget units (model tokens, input + output)' }) })
@@ -149,6 +155,8 @@ const LedgerOut = z
     updated_at: IsoTime,
   })
   .openapi('BudgetLedger');
+/** A budget ledger as the API shows it. */
+export type BudgetLedgerView = z.infer<typeof LedgerOut>;
 
 export const ContractIn = z
   .object({
@@ -183,6 +191,8 @@ export const ContractOut = z
     created_by: z.string(),
   })
   .openapi('Contract');
+/** A contract as the API shows it. */
+export type ContractView = z.infer<typeof ContractOut>;
 
 export function resourceRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
   const write = secured(PERMISSIONS.teamsWrite);

@@ -19,6 +19,7 @@ import { follow } from '../sse.ts';
 import { ago, useLiveness } from '../liveness.ts';
 import { formatDuration } from '../run-model.ts';
 import { ErrorNote, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
+import { RUN_ID_PATTERN } from '../../../core/run-id.ts';
 
 export interface RunRow {
   run_id: string;
@@ -58,8 +59,6 @@ export interface RunFilters {
   created_after?: string;
 }
 
-const RUN_ID = /^run_[0-9a-f]{20}$/;
-
 function filterQuery(f: RunFilters, crewOnly: boolean): string {
   let q = '';
   for (const [k, v] of Object.entries(f)) {
@@ -90,7 +89,7 @@ export async function loadNewestRuns(
     });
     return { rows: r.runs, total: r.total, crewOnly: true, page: 0, pages: 1 };
   }
-  if (RUN_ID.test(search.trim())) {
+  if (RUN_ID_PATTERN.test(search.trim())) {
     const one = await call<RunRow>(session, 'GET', `${ADMIN}/jobs/runs/${seg(search.trim())}`, { signal }).catch((e: unknown) => {
       if (e instanceof ApiError && e.status === 404) return null;
       throw e;
@@ -143,7 +142,16 @@ export function RunsView({ query }: { query: URLSearchParams }) {
         },
         filter.q,
       ),
-    [session, page, filter.state, filter.kind, filter.crew, filter.source, filter.since, RUN_ID.test(filter.q.trim()) ? filter.q : ''],
+    [
+      session,
+      page,
+      filter.state,
+      filter.kind,
+      filter.crew,
+      filter.source,
+      filter.since,
+      RUN_ID_PATTERN.test(filter.q.trim()) ? filter.q : '',
+    ],
     5000,
   );
 

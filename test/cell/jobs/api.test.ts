@@ -261,3 +261,24 @@ test('published endpoints: publish, invoke (sync result), scopes 403, own rpm 42
   assert.equal(keyLimited.status, 429);
   assert.match(keyLimited.body.message, /credential/);
 });
+
+test('an endpoint call whose body is not JSON is 400 malformed_request, as at the rest of the cell and the edge', async () => {
+  const pub = await t.request('POST', '/api/public/v1/admin/jobs/endpoints', {
+    token: t.adminKey,
+    body: { name: 'echo', job_type: 'compute', spec: { code: 'return input;' }, rate_limit_rpm: 100 },
+  });
+  assert.equal(pub.status, 201, pub.text);
+  const path = pub.body.invoke_path as string;
+  for (const rawBody of ['{"n": 1', '']) {
+    const bad = await t.request('POST', path, { token: svcKey, rawBody });
+    assert.equal(bad.status, 400, `${JSON.stringify(rawBody)}: ${bad.text}`);
+    assert.equal(bad.body.error, 'invalid_request');
+    assert.equal(bad.body.details.reason, 'malformed_request');
+  }
+  const plain = await t.request('POST', path, { token: svcKey, rawBody: '1', headers: { 'content-type': 'text/plain' } });
+  assert.equal(plain.status, 400, plain.text);
+  assert.equal(plain.body.details.reason, 'unsupported_media_type');
+  const empty = await t.request('POST', path, { token: svcKey });
+  assert.equal(empty.status, 200, `no body is the input null: ${empty.text}`);
+  assert.equal(empty.body.output.result, null);
+});
