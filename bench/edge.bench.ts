@@ -34,7 +34,7 @@ import { generateEd25519, signerFromJwk } from '../bundles/codec.ts';
 import { hashSecret } from '../core/apikey/hash.ts';
 import type { KeyRecord } from '../core/apikey/verify.ts';
 import { initialState, writeFileDurable, writeState } from '../edge/files.ts';
-import { nodeSha256Hex } from '../edge/load.ts';
+import { nativeSha256Hex as nodeSha256Hex } from '../runtime/native-hash.ts';
 
 const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;

@@ -111,7 +111,7 @@ let sha256HexImpl: Sha256HexFn = pureSha256Hex;
 
 /**
  * Replace the SHA-256 behind `sha256Hex` and `contentHash` for this process with
- * an equal, faster one (the cell installs node:crypto's, see cell/native-hash.ts).
+ * an equal, faster one (both programs install node:crypto's, see runtime/native-hash.ts).
  * SHA-256 is SHA-256: every hash stays byte-identical; only the CPU it costs changes.
  */
 export function useSha256Hex(f: Sha256HexFn): void {

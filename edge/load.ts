@@ -4,7 +4,7 @@
  * persist what was seen. Anything wrong refuses the artifact (fail closed).
  */
 import { readFileSync } from 'node:fs';
-import { createHash } from 'node:crypto';
+import { nativeSha256Hex } from '../runtime/native-hash.ts';
 import { acceptArtifact, type DeviceState } from '../bundles/accept.ts';
 import { openKeyBundle } from '../bundles/key-bundle.ts';
 import { openCrewBundle, type CrewBundle, type CrewContent } from '../bundles/crew-bundle.ts';
@@ -23,15 +23,6 @@ function readArtifact(path: string, what: string): Uint8Array {
   }
 }
 
-/**
- * SHA-256 hex of a presented secret with Node's native hash: the same digest
- * as core's hashSecret (tested), several times faster; the judgement itself
- * stays core's verifyPresentedKey.
- */
-export function nodeSha256Hex(secret: string): string {
-  return createHash('sha256').update(secret, 'utf8').digest('hex');
-}
-
 export async function loadKeyBundle(
   path: string,
   trust: TrustFile,
@@ -39,7 +30,7 @@ export async function loadKeyBundle(
   now: number,
 ): Promise<{ keys: LoadedKeys; state: DeviceState }> {
   const text = readArtifact(path, 'key bundle');
-  const { opened, index } = await openKeyBundle(text, trust.keys, nodeSha256Hex);
+  const { opened, index } = await openKeyBundle(text, trust.keys, nativeSha256Hex);
   const next = acceptArtifact(state, opened, { now, issuer: trust.cell_id });
   return { keys: { index, version: opened.payload.version, expires_at: opened.payload.expires_at, hash: opened.hash }, state: next };
 }

@@ -31,6 +31,7 @@ import { modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { journalCommand } from './journal-cli.ts';
 import { runtimeChildBridge } from '../runtime/local-model.ts';
+import { installNativeSha256 } from '../runtime/native-hash.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
 import { LOG_FORMATS, LOG_LEVELS, createLogger, exitOnFatalError, type LogFormat, type LogLevel } from '../runtime/log.ts';
 
@@ -326,4 +327,5 @@ export function main(argv: string[]): Promise<void> {
   return dispatch(argv, COMMANDS, HELP);
 }
 
+installNativeSha256();
 if (!runtimeChildBridge()) main(process.argv.slice(2)).catch((e: unknown) => fail(String(e)));

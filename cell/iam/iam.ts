@@ -10,7 +10,7 @@
  * write never fills a cache with the older row, and while other cells cannot
  * be heard the caches read through.
  */
-import { nativeSha256Hex } from '../native-hash.ts';
+import { nativeSha256Hex } from '../../runtime/native-hash.ts';
 import { isSecretFormat, KEY_PREFIX } from '../../core/apikey/secret.ts';
 import { verifyPresentedKey, type KeyRecord } from '../../core/apikey/verify.ts';
 import type { AuthorityEnvelope } from '../../core/authority/envelope.ts';

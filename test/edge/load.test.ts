@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { nodeSha256Hex } from '../../edge/load.ts';
+import { nativeSha256Hex as nodeSha256Hex } from '../../runtime/native-hash.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
 
 test("the edge's native secret hash is exactly core's hashSecret", () => {

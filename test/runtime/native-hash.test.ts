@@ -1,9 +1,9 @@
-// The cell's node:crypto SHA-256 (cell/native-hash.ts) gives the same hashes as core's pure-JS default.
+// node:crypto's SHA-256 (runtime/native-hash.ts) gives the same hashes as core's pure-JS default.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
-import { nativeSha256Hex } from '../../cell/native-hash.ts';
+import { installNativeSha256, nativeSha256Hex } from '../../runtime/native-hash.ts';
 import { contentHash, sha256Hex } from '../../core/canonical.ts';
 
 const pure = (d: Uint8Array | string) => bytesToHex(sha256(typeof d === 'string' ? new TextEncoder().encode(d) : d));
@@ -32,6 +32,7 @@ test('equal to the pure-JS SHA-256 on strings (UTF-8, lone surrogates included) 
 });
 
 test('installed behind core: sha256Hex and contentHash keep their values', () => {
+  installNativeSha256();
   assert.equal(sha256Hex('abc'), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
   assert.equal(contentHash({ b: 1, a: 'é' }), 'sha256:' + pure('{"a":"é","b":1}'));
 });
