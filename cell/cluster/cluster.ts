@@ -413,12 +413,19 @@ export class Cluster implements GroupClock {
     if (store.engine !== 'postgres') return;
     if (this.#dbClock) await this.#measure();
     const key = this.#key();
-    const ok = await store.write((tx) =>
-      repo.beat(
-        tx,
-        { cellId: config.cellId, memberKey: key, url: config.publicUrl, clockOffsetMs: this.#dbClock ? this.#offsetMs : null },
-        this.#now(clock.now()),
-      ),
+    // Row locks, not serializable: the beat is one UPDATE of this cell's own row, whose guard (not
+    // stopped, still this member's key) READ COMMITTED re-checks on the row's newest version once it holds
+    // the row's lock, so a concurrent stop or re-registration is never overwritten. Serializable, it
+    // predicate-locked the whole cells table once the planner preferred a sequential scan of its few
+    // rows, and the beats of two cells that overlapped failed each other's commits (issue 21).
+    const ok = await store.write(
+      (tx) =>
+        repo.beat(
+          tx,
+          { cellId: config.cellId, memberKey: key, url: config.publicUrl, clockOffsetMs: this.#dbClock ? this.#offsetMs : null },
+          this.#now(clock.now()),
+        ),
+      { isolation: 'row-locks' },
     );
     if (!ok) await this.join();
   }

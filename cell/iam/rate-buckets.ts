@@ -4,9 +4,13 @@
  * not for each cell. The gateway's one limiter (runtime/gateway.ts
  * `CredentialLimits`) takes from them; the rule is core's `takeToken`.
  *
- * One take is one write transaction: read the bucket, apply the rule, write
- * it back (SERIALIZABLE on PostgreSQL, so two cells taking from one bucket at
- * once are ordered: the loser runs again on the winner's bucket). It notifies
+ * One take is one write transaction: lock the bucket's row (created full when
+ * there is none), apply the rule, write it back. It takes row locks, not
+ * SERIALIZABLE: two cells taking from one bucket at once are ordered by the
+ * row's lock (the second waits, then reads the first's bucket), with no
+ * serialization failure to retry; a serializable take read the table, which
+ * the planner scans whole once it has statistics, so takes of different
+ * buckets failed each other too (issue 21). It notifies
  * no other cell (no cell caches the table). Only requests of a credential
  * that has an rpm pay it. A row whose bucket has refilled completely carries
  * nothing (a missing row is a full bucket): each cell prunes rows untouched
@@ -30,16 +34,20 @@ export class StoreBuckets implements SharedBuckets {
   take(key: string, capacity: number, refillPerMs: number, now: number): Promise<TakeResult> {
     return this.core.store.write(
       async (tx) => {
-        const { bucket, result } = takeToken(await repo.rateBucket(tx, key), capacity, refillPerMs, now);
+        // A missing row is a full bucket as of now: created so, it is the same bucket to takeToken.
+        const locked = await repo.lockRateBucket(tx, key, { tokens: capacity, at: now });
+        const { bucket, result } = takeToken(locked, capacity, refillPerMs, now);
         await repo.putRateBucket(tx, key, bucket);
         return result;
       },
-      { notify: false },
+      { notify: false, isolation: 'row-locks' },
     );
   }
 
   /** Drops buckets that have refilled completely by `now`; returns how many. */
   prune(now: number): Promise<number> {
-    return this.core.store.write((tx) => repo.pruneRateBuckets(tx, now - FULL_AFTER_MS), { notify: false });
+    // One DELETE: with row locks it re-checks `at` on a row a take has just locked and written, so a
+    // bucket in use is never dropped.
+    return this.core.store.write((tx) => repo.pruneRateBuckets(tx, now - FULL_AFTER_MS), { notify: false, isolation: 'row-locks' });
   }
 }

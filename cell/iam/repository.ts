@@ -517,17 +517,26 @@ export async function retireCellKey(tx: Tx, kid: string, at: number): Promise<vo
 
 // ---------------------------------------------------------------- rpm buckets shared by a group of cells
 
-/** A stored bucket: tokens left as of `at` (ms); undefined when there is none (a full bucket). */
-export async function rateBucket(tx: Tx, key: string): Promise<{ tokens: number; at: number } | undefined> {
-  const r = await tx.get('SELECT tokens, at FROM iam_rate_buckets WHERE bucket_key = ?', [key]);
-  return r ? { tokens: num(r, 'tokens'), at: num(r, 'at') } : undefined;
-}
-
 export async function putRateBucket(tx: Tx, key: string, b: { tokens: number; at: number }): Promise<void> {
   await tx.run(
     'INSERT INTO iam_rate_buckets (bucket_key, tokens, at) VALUES (?, ?, ?) ON CONFLICT (bucket_key) DO UPDATE SET tokens = excluded.tokens, at = excluded.at',
     [key, b.tokens, b.at],
   );
+}
+
+/**
+ * Locks the bucket's row, creating it full (`full`: capacity tokens as of
+ * now, which is what a missing row means) when there is none, and answers it
+ * as locked: a `row-locks` take's first statement. A concurrent take of the
+ * same bucket waits for this transaction and then reads what it wrote.
+ */
+export async function lockRateBucket(tx: Tx, key: string, full: { tokens: number; at: number }): Promise<{ tokens: number; at: number }> {
+  const r = await tx.get(
+    'INSERT INTO iam_rate_buckets (bucket_key, tokens, at) VALUES (?, ?, ?) ON CONFLICT (bucket_key) DO UPDATE SET tokens = iam_rate_buckets.tokens RETURNING tokens, at',
+    [key, full.tokens, full.at],
+  );
+  if (!r) throw new TypeError(`lockRateBucket: the upsert of ${key} returned no row`);
+  return { tokens: num(r, 'tokens'), at: num(r, 'at') };
 }
 
 /** Drops buckets last touched before `before` (ms); returns how many. */

@@ -79,7 +79,9 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
   await ctx.runs.assertStorageRoom(j.workspace_id, Buffer.byteLength(JSON.stringify(j.spec ?? null), 'utf8'));
   const at = ctx.core.clock.now();
   const run = await ctx.core.store.write(async (tx) => {
-    const id = await ctx.runs.createRunTx(tx, {
+    // Answered as inserted (RETURNING): a read of the runs table here would make job runs submitted at
+    // once fail each other's serializable commits (issue 21).
+    const r = await ctx.runs.recordRunTx(tx, {
       ...(j.run_id ? { run_id: j.run_id } : {}),
       kind: 'job',
       job_type: j.job_type,
@@ -93,6 +95,7 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
       graph_hash: jobGraphHash(j.job_type, j.spec),
       ...(j.flags ? { flags: j.flags } : {}),
     });
+    const id = r.run_id;
     await ctx.iam.audit(tx, {
       at,
       actor: j.requester,
@@ -102,8 +105,6 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
       details: { job_type: j.job_type, workspace_id: j.workspace_id, source: j.source ?? 'api' },
     });
     await j.inTx?.(tx, id);
-    const r = await ctx.runs.getRun(id, tx);
-    if (!r) throw new TypeError(`submitJobRun: run ${id} vanished`);
     return r;
   });
   if (!j.opening) return { run_id: run.run_id, run, done: startJobDrive(ctx, run) };

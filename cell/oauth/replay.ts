@@ -28,11 +28,14 @@ export class GroupReplayCache implements ReplayCache {
   async remember(key: string, expiresAt: number, now: number): Promise<boolean> {
     if (!this.#local.remember(key, expiresAt, now)) return false;
     const hashed = createHash('sha256').update(key, 'utf8').digest('hex');
-    return this.core.store.write((tx) => repo.rememberProof(tx, hashed, expiresAt, now), { notify: false });
+    // One upsert, atomic with row locks (a concurrent insert of the same proof waits, then finds it):
+    // no serializable read of the table to conflict with other proofs' records (issue 21).
+    return this.core.store.write((tx) => repo.rememberProof(tx, hashed, expiresAt, now), { notify: false, isolation: 'row-locks' });
   }
 
   /** Drops the group's records that can no longer matter; returns how many. */
   prune(now: number): Promise<number> {
-    return this.core.store.write((tx) => repo.pruneProofs(tx, now), { notify: false });
+    // One DELETE: with row locks it re-checks expires_at on a record a replay check has just renewed.
+    return this.core.store.write((tx) => repo.pruneProofs(tx, now), { notify: false, isolation: 'row-locks' });
   }
 }

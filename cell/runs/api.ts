@@ -32,6 +32,7 @@ import {
   newRunId,
   pendingRefusal,
   pushRunFlag,
+  recordRunTx,
   RUN_STATES,
   setRunFlags,
   setRunState,
@@ -76,6 +77,11 @@ export function runsApi(ctx: RunsContext) {
     createRunTx: (tx: Tx, r: NewRun): Promise<string> =>
       // The creating cell holds the run's lease until it claims it to drive it (or, if it dies first, a peer does).
       createRunTx(tx, { ...r, coordinator: r.coordinator ?? ctx.core.config.cellId }),
+    /**
+     * `createRunTx`, answering the run as inserted (its creating transaction's view of it, without a read:
+     * a read of the runs table there makes runs created at once conflict on PostgreSQL).
+     */
+    recordRunTx: (tx: Tx, r: NewRun): Promise<Run> => recordRunTx(tx, { ...r, coordinator: r.coordinator ?? ctx.core.config.cellId }),
     /** A fresh run id, for a run whose id must be known before it is created (a scheduled team fire). */
     newRunId,
     getRun: on(getRun),

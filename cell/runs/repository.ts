@@ -73,9 +73,12 @@ function runError(v: unknown): RunError {
   return e;
 }
 
-const RUN_COLUMNS =
-  'r.run_id, r.kind, r.job_type, r.crew_id, r.workspace_id, r.requester, r.state, r.graph_hash, r.spec, r.output, r.error, ' +
-  'r.flags, r.coordinator, r.source, r.created_at, r.updated_at, r.finished_at, r.lease_owner, r.lease_epoch, r.progress_at';
+const RUN_COLUMN_NAMES =
+  'run_id, kind, job_type, crew_id, workspace_id, requester, state, graph_hash, spec, output, error, ' +
+  'flags, coordinator, source, created_at, updated_at, finished_at, lease_owner, lease_epoch, progress_at';
+const RUN_COLUMNS = RUN_COLUMN_NAMES.split(', ')
+  .map((c) => `r.${c}`)
+  .join(', ');
 
 function decodeRun(r: Row): Run {
   return {
@@ -123,11 +126,19 @@ export interface RunInsert {
   need_topology: Record<string, string>;
 }
 
-/** Inserts a run and numbers it in the order runs were recorded. */
-export async function insertRun(tx: Tx, r: RunInsert): Promise<void> {
-  await tx.run(
+/**
+ * Inserts a run and numbers it in the order runs were recorded; answers the
+ * run as inserted (`RETURNING`, not a read: on PostgreSQL a read of the runs
+ * table by id inside the creating serializable transaction takes a predicate
+ * lock on an index page, or on the whole table once the planner prefers a
+ * sequential scan of a small table, and runs created at once then fail each
+ * other's commits with serialization failures).
+ */
+export async function insertRun(tx: Tx, r: RunInsert): Promise<Run> {
+  const row = await tx.get(
     `INSERT INTO runs (run_id, kind, job_type, crew_id, workspace_id, requester, state, graph_hash, spec, output, error, flags, investigate, coordinator, source, created_at, updated_at, finished_at, lease_owner, lease_epoch, need_clearance, need_topology)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, NULL, ?, 0, ?, ?)`,
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, NULL, ?, 0, ?, ?)
+     RETURNING ${RUN_COLUMN_NAMES}`,
     [
       r.run_id,
       r.kind,
@@ -150,6 +161,8 @@ export async function insertRun(tx: Tx, r: RunInsert): Promise<void> {
     ],
   );
   await tx.run('INSERT INTO run_order (run_id) VALUES (?)', [r.run_id]);
+  if (!row) throw new TypeError(`insertRun: the insert of run ${r.run_id} returned no row`);
+  return decodeRun(row);
 }
 
 export async function runById(db: Reader, runId: string): Promise<Run | undefined> {

@@ -96,8 +96,17 @@ export function refusalOf(flags: Record<string, unknown> | undefined): PendingRe
 
 /** Inserts a run inside the caller's transaction; returns its id. State defaults to `queued`. */
 export async function createRunTx(tx: Tx, r: NewRun): Promise<string> {
+  return (await recordRunTx(tx, r)).run_id;
+}
+
+/**
+ * Inserts a run inside the caller's transaction and answers it as inserted,
+ * without reading it back (a read of the runs table in the creating
+ * transaction makes runs created at once conflict: repo.insertRun).
+ */
+export function recordRunTx(tx: Tx, r: NewRun): Promise<Run> {
   const id = r.run_id ?? newRunId();
-  await repo.insertRun(tx, {
+  return repo.insertRun(tx, {
     run_id: id,
     kind: r.kind,
     job_type: r.job_type ?? null,
@@ -114,7 +123,6 @@ export async function createRunTx(tx: Tx, r: NewRun): Promise<string> {
     need_clearance: r.placement?.clearance ?? 0,
     need_topology: r.placement?.topology ?? {},
   });
-  return id;
 }
 
 /** The run, or undefined when this cell does not know it; pass a transaction as `db` to read it inside it. */

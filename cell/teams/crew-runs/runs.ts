@@ -264,7 +264,7 @@ async function decideStart(
   return { peer, refusal };
 }
 
-/** Records the run (refused, if so) and its audit record in one transaction; the answer is read in it. */
+/** Records the run (refused, if so) and its audit record in one transaction; the answer is the run as inserted. */
 async function recordCrewRun(
   ctx: TeamsContext,
   plan: CrewRunPlan,
@@ -275,7 +275,9 @@ async function recordCrewRun(
   return core.store.write(async (tx) => {
     // The crew is read in this transaction, so a concurrent delete either sees this run (409 in_use) or happens first (404).
     if (!(await formationsRepo.crewById(tx, crew.crew_id))) throw notFound('crew');
-    const id = await runs.createRunTx(tx, {
+    // The answer is the run as this transaction inserted it (RETURNING): nothing after the commit can
+    // refuse it, and no read of the runs table here makes runs started at once conflict (issue 21).
+    const r = await runs.recordRunTx(tx, {
       ...(o.runId ? { run_id: o.runId } : {}),
       kind: 'crew',
       crew_id: crew.crew_id,
@@ -295,7 +297,7 @@ async function recordCrewRun(
       at: o.at,
       actor: o.requester,
       action: 'crew.run',
-      target: id,
+      target: r.run_id,
       outcome: 'ok',
       details: {
         crew_id: crew.crew_id,
@@ -304,9 +306,6 @@ async function recordCrewRun(
         ...(fork ? { forked_from: fork.point.from } : {}),
       },
     });
-    // The answer is read here, in the committing transaction: nothing after the commit can refuse it.
-    const r = await runs.getRun(id, tx);
-    if (!r) throw new TypeError(`startCrewRun: run ${id} vanished`);
     return r;
   });
 }
