@@ -19,6 +19,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startCellProcess, type CellProcess } from '../test/helpers/cell-process.ts';
 import { startOpenAIServer, type FakeOpenAI, type ChatRequestBody } from '../test/fixtures/openai-server.ts';
+import { edgeListening } from '../test/edge/_listening.ts';
 import { verifyJournal } from '../core/journal/verify.ts';
 import type { JournalRecord } from '../core/journal/record.ts';
 import { makeTinyGguf } from './make-tiny-gguf.ts';
@@ -171,25 +172,7 @@ function edgeCli(args: string[]): string {
 async function startEdge(args: string[]): Promise<{ url: string; proc: ChildProcess }> {
   const proc = spawn(EDGE, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   procs.add(proc);
-  let text = '';
-  proc.stderr!.on('data', (d: Buffer) => {
-    text += d.toString();
-  });
-  const url = await new Promise<string>((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`edge did not start in 30 s: ${text}`)), 30_000);
-    proc.stdout!.on('data', (d: Buffer) => {
-      text += d.toString();
-      const m = /listening on (http\S+)/.exec(text);
-      if (m) {
-        clearTimeout(timer);
-        res(m[1]!);
-      }
-    });
-    proc.once('exit', (c) => {
-      clearTimeout(timer);
-      rej(new Error(`edge exited ${c}: ${text}`));
-    });
-  });
+  const { url } = await edgeListening(proc, 30_000);
   return { url, proc };
 }
 

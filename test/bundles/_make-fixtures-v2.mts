@@ -2,82 +2,24 @@
 // and verified by fixtures.test.ts): keys.v2.bundle with a token section, two access tokens it judges
 // (tokens.v2.json: one good, one revoked before the bundle) and the public keys (public-keys.v2.json).
 // Usage: node --import tsx test/bundles/_make-fixtures-v2.mts
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { importJWK, SignJWT } from 'jose';
-import { generateEd25519, signerFromJwk } from '../../bundles/codec.ts';
 import { buildKeyBundle } from '../../bundles/key-bundle.ts';
-import { hashSecret } from '../../core/apikey/hash.ts';
+import { fixtureKeyRecord, fixtureKeys } from './_make-fixtures-tokens.mts';
 
-const T0 = Date.UTC(2026, 0, 1);
-const dir = join(import.meta.dirname, 'fixtures');
-const cell = await generateEd25519();
-const dev = await generateEd25519();
-const oauth = await generateEd25519();
-const aud = `edge:${dev.kid}`;
-const exp = T0 / 1000 + 600;
+const { exp, header, trust, token, write } = await fixtureKeys(2);
 const keys = await buildKeyBundle({
-  issuer: 'cell-fixture',
-  signer: signerFromJwk(cell.kid, cell.privateJwk),
-  audience: dev.kid,
+  ...header,
   version: 8,
-  issuedAt: T0,
-  expiresAt: T0 + 86_400_000,
-  records: [
-    {
-      key_id: 'key_00000000000000000001',
-      owner_id: 'usr_00000000000000000001',
-      owner_status: 'active',
-      status: 'active',
-      hashes: [{ hash: hashSecret('svck_live_' + 'F'.repeat(43)), not_after: null }],
-      expires_at: null,
-      owner_permissions: ['agent_teams', 'edge.read'],
-      scopes: ['agent_teams.read'],
-      rate_limit_rpm: 60,
-      allowed_ips: [],
-      allowed_regions: [],
-    },
-  ],
+  records: [fixtureKeyRecord()],
   tombstones: [],
   subjects: {
     svc_00000000000000000002: { status: 'active', permissions: ['edge', 'catalog.read'] },
     svc_00000000000000000003: { status: 'archived', permissions: [] },
   },
-  tokens: {
-    issuer: 'service://cell-fixture',
-    keys: [{ kid: oauth.kid, kty: 'OKP', crv: 'Ed25519', x: oauth.publicJwk.x!, alg: 'EdDSA' }],
-    revoked: [['jti-revoked-0000000000', exp]],
-  },
+  tokens: { ...trust, revoked: [['jti-revoked-0000000000', exp]] },
 });
-const key = await importJWK(oauth.privateJwk, 'EdDSA');
-const token = (jti: string, sub: string) =>
-  new SignJWT({
-    iss: 'service://cell-fixture',
-    sub,
-    aud,
-    client_id: 'ocl_fixture',
-    scope: 'edge.read catalog.read',
-    iat: T0 / 1000,
-    exp,
-    jti,
-  })
-    .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: oauth.kid })
-    .sign(key);
-writeFileSync(join(dir, 'keys.v2.bundle'), keys);
-writeFileSync(
-  join(dir, 'tokens.v2.json'),
-  JSON.stringify(
-    {
-      good: await token('jti-good-000000000000', 'svc_00000000000000000002'),
-      revoked: await token('jti-revoked-0000000000', 'svc_00000000000000000002'),
-      archived_subject: await token('jti-archived-00000000', 'svc_00000000000000000003'),
-    },
-    null,
-    1,
-  ) + '\n',
-);
-writeFileSync(
-  join(dir, 'public-keys.v2.json'),
-  JSON.stringify({ cell: { kid: cell.kid, jwk: cell.publicJwk }, device: { kid: dev.kid, jwk: dev.publicJwk } }, null, 1) + '\n',
-);
-console.log('wrote format 2 fixtures to', dir);
+const client_id = 'ocl_fixture';
+write(keys, {
+  good: await token({ sub: 'svc_00000000000000000002', client_id, jti: 'jti-good-000000000000' }),
+  revoked: await token({ sub: 'svc_00000000000000000002', client_id, jti: 'jti-revoked-0000000000' }),
+  archived_subject: await token({ sub: 'svc_00000000000000000003', client_id, jti: 'jti-archived-00000000' }),
+});

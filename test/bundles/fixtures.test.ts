@@ -19,6 +19,18 @@ const keys = JSON.parse(readFileSync(join(dir, 'public-keys.json'), 'utf8')) as 
   { kid: string; jwk: JsonWebKey }
 >;
 const T0 = Date.UTC(2026, 0, 1);
+/** The cell and device public keys a format 2, 3 or 4 fixture was written with. */
+const publicKeys = (v: 'v2' | 'v3' | 'v4') =>
+  JSON.parse(readFileSync(join(dir, `public-keys.${v}.json`), 'utf8')) as Record<'cell' | 'device', { kid: string; jwk: JsonWebKey }>;
+/** A bearer request to the device one second after the fixtures' clock. */
+const facts = {
+  scheme: 'bearer' as const,
+  method: 'GET',
+  uri: 'http://device/x',
+  dpop: null,
+  certThumbprint: () => null,
+  now: T0 + 1000,
+};
 
 test('recorded key bundle v1 verifies and judges keys as recorded', async () => {
   const { opened, index } = await openKeyBundle(read('keys.v1.bundle'), [keys.cell]);
@@ -50,10 +62,7 @@ test('recorded journal export v1 verifies (envelope, every record, the chain, th
 });
 
 test('recorded key bundle v2 verifies, judges keys, and judges the recorded tokens as recorded', async () => {
-  const v2 = JSON.parse(readFileSync(join(dir, 'public-keys.v2.json'), 'utf8')) as Record<
-    'cell' | 'device',
-    { kid: string; jwk: JsonWebKey }
-  >;
+  const v2 = publicKeys('v2');
   const tokens = JSON.parse(readFileSync(join(dir, 'tokens.v2.json'), 'utf8')) as Record<'good' | 'revoked' | 'archived_subject', string>;
   const { opened, index } = await openKeyBundle(read('keys.v2.bundle'), [v2.cell]);
   assert.equal(opened.payload.format_version, 2);
@@ -61,14 +70,6 @@ test('recorded key bundle v2 verifies, judges keys, and judges the recorded toke
   assert.equal((index.check('svck_live_' + 'F'.repeat(43), { now: T0, ip: null, region: 'local' }) as { ok: boolean }).ok, true);
   const judge = tokenJudgeFromBundle(index, { audience: edgeAudience(v2.device.kid), replay: new MemoryReplayCache() })!;
   assert.equal(judge.issuer, 'service://cell-fixture');
-  const facts = {
-    scheme: 'bearer' as const,
-    method: 'GET',
-    uri: 'http://device/x',
-    dpop: null,
-    certThumbprint: () => null,
-    now: T0 + 1000,
-  };
   const good = await judgeAccessToken(tokens.good, facts, judge);
   assert.ok(good.ok);
   assert.deepEqual(good.effective, ['catalog.read', 'edge.read']);
@@ -82,10 +83,7 @@ test('recorded key bundle v2 verifies, judges keys, and judges the recorded toke
 });
 
 test('recorded key bundle v3 verifies and refuses the token of a client deleted before it, as the cell does', async () => {
-  const v3 = JSON.parse(readFileSync(join(dir, 'public-keys.v3.json'), 'utf8')) as Record<
-    'cell' | 'device',
-    { kid: string; jwk: JsonWebKey }
-  >;
+  const v3 = publicKeys('v3');
   const tokens = JSON.parse(readFileSync(join(dir, 'tokens.v3.json'), 'utf8')) as Record<
     'good' | 'revoked' | 'archived_subject' | 'deleted_client',
     string
@@ -95,14 +93,6 @@ test('recorded key bundle v3 verifies and refuses the token of a client deleted 
   assert.equal(opened.payload.version, 9);
   assert.deepEqual(index.tokens?.clients, ['ocl_fixture']);
   const judge = tokenJudgeFromBundle(index, { audience: edgeAudience(v3.device.kid), replay: new MemoryReplayCache() })!;
-  const facts = {
-    scheme: 'bearer' as const,
-    method: 'GET',
-    uri: 'http://device/x',
-    dpop: null,
-    certThumbprint: () => null,
-    now: T0 + 1000,
-  };
   const good = await judgeAccessToken(tokens.good, facts, judge);
   assert.ok(good.ok);
   assert.deepEqual(good.effective, ['catalog.read', 'edge.read']);
@@ -113,10 +103,7 @@ test('recorded key bundle v3 verifies and refuses the token of a client deleted 
 });
 
 test('recorded key bundle v4 carries the delegation limit; chains and their links are judged as the cell does', async () => {
-  const v4 = JSON.parse(readFileSync(join(dir, 'public-keys.v4.json'), 'utf8')) as Record<
-    'cell' | 'device',
-    { kid: string; jwk: JsonWebKey }
-  >;
+  const v4 = publicKeys('v4');
   const tokens = JSON.parse(readFileSync(join(dir, 'tokens.v4.json'), 'utf8')) as Record<
     'two_hops' | 'three_hops' | 'subject_revoked' | 'actor_archived' | 'url_issuer' | 'undeclared_issuer',
     string
@@ -126,14 +113,6 @@ test('recorded key bundle v4 carries the delegation limit; chains and their link
   assert.equal(index.tokens?.max_act_depth, 2);
   const judge = tokenJudgeFromBundle(index, { audience: edgeAudience(v4.device.kid), replay: new MemoryReplayCache() })!;
   assert.equal(judge.maxActDepth, 2);
-  const facts = {
-    scheme: 'bearer' as const,
-    method: 'GET',
-    uri: 'http://device/x',
-    dpop: null,
-    certThumbprint: () => null,
-    now: T0 + 1000,
-  };
   const two = await judgeAccessToken(tokens.two_hops, facts, judge);
   assert.ok(two.ok);
   // The subject's permissions ∩ the scope ∩ every actor's: svc_b holds edge.read only.
@@ -149,7 +128,7 @@ test('recorded key bundle v4 carries the delegation limit; chains and their link
 });
 
 test('a format 3 bundle names no delegation limit: its device judges chains with the default (3)', async () => {
-  const v3 = JSON.parse(readFileSync(join(dir, 'public-keys.v3.json'), 'utf8')) as Record<'cell', { kid: string; jwk: JsonWebKey }>;
+  const v3 = publicKeys('v3');
   const { index } = await openKeyBundle(read('keys.v3.bundle'), [v3.cell]);
   assert.equal(index.tokens?.max_act_depth, undefined);
   const judge = tokenJudgeFromBundle(index, { audience: 'edge:x', replay: new MemoryReplayCache() })!;

@@ -3,27 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-
-const NODE_BUILTINS = [
-  'fs',
-  'path',
-  'os',
-  'http',
-  'https',
-  'net',
-  'crypto',
-  'child_process',
-  'worker_threads',
-  'zlib',
-  'stream',
-  'util',
-  'url',
-  'buffer',
-  'process',
-  'events',
-  'tls',
-  'dns',
-];
+import { importedModules, isNodeBuiltin } from '../helpers/imports.ts';
 
 function* files(dir: string): Generator<string> {
   for (const name of readdirSync(dir)) {
@@ -35,18 +15,10 @@ function* files(dir: string): Generator<string> {
 
 test('core/ imports nothing from node:, Node built-ins, cell/ or edge/', () => {
   const offenders: string[] = [];
-  const spec = /(?:import|export)[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)|require\(\s*['"]([^'"]+)['"]\s*\)/g;
   for (const f of files('core')) {
     const src = readFileSync(f, 'utf8');
-    for (const m of src.matchAll(spec)) {
-      const s = m[1] ?? m[2] ?? m[3] ?? '';
-      if (
-        s.startsWith('node:') ||
-        NODE_BUILTINS.includes(s) ||
-        /(^|\/)(cell|edge)\//.test(s) ||
-        s.startsWith('../cell') ||
-        s.startsWith('../edge')
-      ) {
+    for (const s of importedModules(src)) {
+      if (isNodeBuiltin(s) || /(^|\/)(cell|edge)\//.test(s) || s.startsWith('../cell') || s.startsWith('../edge')) {
         offenders.push(`${f}: ${s}`);
       }
     }
@@ -55,7 +27,6 @@ test('core/ imports nothing from node:, Node built-ins, cell/ or edge/', () => {
 });
 
 test('the purity check catches a node: import', () => {
-  const spec = /(?:import|export)[^'"]*?from\s*['"]([^'"]+)['"]/g;
-  const found = [...`import { readFileSync } from 'node:fs';`.matchAll(spec)].map((m) => m[1]);
+  const found = importedModules(`import { readFileSync } from 'node:fs';`);
   assert.deepEqual(found, ['node:fs']);
 });

@@ -5,35 +5,18 @@
 // Needs `make edge` (dist/cell.mjs, dist/edge, edge-runtime/).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
+import { airgapSkip, EDGE, edge, runAirgapped } from './_airgapped.ts';
 import { startCellProcess } from '../helpers/cell-process.ts';
 import { team } from '../helpers/teams.ts';
 import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 
-const ROOT = resolve(import.meta.dirname, '../..');
-const EDGE = join(ROOT, 'dist/edge');
 const A = '/api/public/v1/admin';
 
-function why(): string | false {
-  if (process.platform !== 'linux') return 'network namespaces need Linux';
-  if (process.getuid?.() !== 0) return 'not root: `unshare -n` needs root (CI runs as root); skipping the air-gapped e2e';
-  if (!existsSync(EDGE) || !existsSync(join(ROOT, 'dist/cell.mjs'))) return 'dist/edge or dist/cell.mjs missing: run `make edge`';
-  if (!existsSync(join(ROOT, 'edge-runtime/node_modules/node-llama-cpp'))) return 'edge-runtime/ not installed: run `make edge`';
-  if (spawnSync('unshare', ['-n', 'true']).status !== 0) return 'unshare -n is not permitted here';
-  return false;
-}
-
-function edge(args: string[], input?: string) {
-  const r = spawnSync(EDGE, args, { encoding: 'utf8', ...(input !== undefined ? { input } : {}) });
-  assert.equal(r.status, 0, `edge ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
-
 test('air-gapped: keys and a crew run offline on the real dist/edge; the journal verifies back at the cell', {
-  skip: why(),
+  skip: airgapSkip('the air-gapped e2e', { runtime: true }),
   timeout: 180_000,
 }, async () => {
   const work = mkdtempSync(join(tmpdir(), 'edge-airgap-'));
@@ -126,23 +109,7 @@ test('air-gapped: keys and a crew run offline on the real dist/edge; the journal
       exportOut: join(work, 'journal.export.json'),
       cellUrl,
     };
-    writeFileSync(join(work, 'cfg.json'), JSON.stringify(cfg));
-    const inner = spawnSync(
-      'unshare',
-      [
-        '-n',
-        '--',
-        'sh',
-        '-c',
-        `ip link set lo up && exec "${process.execPath}" --import tsx "${join(ROOT, 'test/edge/_airgap-client.ts')}" "${join(work, 'cfg.json')}"`,
-      ],
-      { cwd: ROOT, encoding: 'utf8', timeout: 150_000 },
-    );
-    assert.equal(inner.status, 0, inner.stderr);
-    const o = JSON.parse(inner.stdout.trim().split('\n').pop()!);
-    assert.equal(o.error, undefined, o.error);
-    assert.deepEqual(o.interfaces, ['lo'], 'only loopback inside the namespace');
-    assert.equal(o.cell_reachable, false);
+    const o = runAirgapped('_airgap-client.ts', work, cfg, 150_000);
     assert.deepEqual(o.keys_now, {
       valid: '200 ok',
       rotated_old: '200 ok',

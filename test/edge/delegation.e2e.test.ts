@@ -8,35 +8,19 @@
 // Needs `make edge` (dist/cell.mjs and dist/edge).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import * as oauth from 'oauth4webapi';
+import { airgapSkip, EDGE, edge, runAirgapped } from './_airgapped.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 
-const ROOT = resolve(import.meta.dirname, '../..');
-const EDGE = join(ROOT, 'dist/edge');
 const A = '/api/public/v1/admin';
 const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const AT = 'urn:ietf:params:oauth:token-type:access_token';
 
-function why(): string | false {
-  if (process.platform !== 'linux') return 'network namespaces need Linux';
-  if (process.getuid?.() !== 0) return 'not root: `unshare -n` needs root (CI runs as root)';
-  if (!existsSync(EDGE) || !existsSync(join(ROOT, 'dist/cell.mjs'))) return 'dist/edge or dist/cell.mjs missing: run `make edge`';
-  if (spawnSync('unshare', ['-n', 'true']).status !== 0) return 'unshare -n is not permitted here';
-  return false;
-}
-
-function edge(args: string[]) {
-  const r = spawnSync(EDGE, args, { encoding: 'utf8' });
-  assert.equal(r.status, 0, `edge ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
-
 test('revoking each link of a delegation chain refuses it at the cell, at introspection and at the air-gapped edge', {
-  skip: why(),
+  skip: airgapSkip('the air-gapped delegation e2e'),
   timeout: 240_000,
 }, async () => {
   const work = mkdtempSync(join(tmpdir(), 'edge-deleg-'));
@@ -177,23 +161,7 @@ test('revoking each link of a delegation chain refuses it at the cell, at intros
       cellUrl: c.url,
       tokens: Object.fromEntries(Object.entries(chains).map(([k, ch]) => [k, ch.edge])),
     };
-    writeFileSync(join(work, 'cfg.json'), JSON.stringify(cfg));
-    const inner = spawnSync(
-      'unshare',
-      [
-        '-n',
-        '--',
-        'sh',
-        '-c',
-        `ip link set lo up && exec "${process.execPath}" --import tsx "${join(ROOT, 'test/edge/_delegation-client.ts')}" "${join(work, 'cfg.json')}"`,
-      ],
-      { cwd: ROOT, encoding: 'utf8', timeout: 180_000 },
-    );
-    assert.equal(inner.status, 0, inner.stderr);
-    const o = JSON.parse(inner.stdout.trim().split('\n').pop()!);
-    assert.equal(o.error, undefined, o.error);
-    assert.deepEqual(o.interfaces, ['lo'], 'only loopback inside the namespace');
-    assert.equal(o.cell_reachable, false);
+    const o = runAirgapped('_delegation-client.ts', work, cfg, 180_000);
     assert.deepEqual(o.rows, expected, 'the air-gapped edge answers as the cell did');
   } finally {
     await cell?.stop().catch(() => {});

@@ -9,34 +9,17 @@
 // Needs `make edge` (dist/cell.mjs and dist/edge).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Agent, fetch as ufetch } from 'undici';
 import * as oauth from 'oauth4webapi';
+import { airgapSkip, EDGE, edge, runAirgapped } from './_airgapped.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { makeTestCerts, type TestCerts } from '../helpers/certs.ts';
 import { EXPECTED, runRows, type RowEnv, type TokenName, type Who } from './_token-rows.ts';
 
-const ROOT = resolve(import.meta.dirname, '../..');
-const EDGE = join(ROOT, 'dist/edge');
 const A = '/api/public/v1/admin';
-
-function why(): string | false {
-  if (process.platform !== 'linux') return 'network namespaces need Linux';
-  if (process.getuid?.() !== 0) return 'not root: `unshare -n` needs root (CI runs as root); skipping the air-gapped token e2e';
-  if (!existsSync(EDGE) || !existsSync(join(ROOT, 'dist/cell.mjs'))) return 'dist/edge or dist/cell.mjs missing: run `make edge`';
-  if (spawnSync('unshare', ['-n', 'true']).status !== 0) return 'unshare -n is not permitted here';
-  if (spawnSync('openssl', ['version']).status !== 0) return 'openssl is missing';
-  return false;
-}
-
-function edge(args: string[]) {
-  const r = spawnSync(EDGE, args, { encoding: 'utf8' });
-  assert.equal(r.status, 0, `edge ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
 
 /** undici agents presenting each client certificate (or none), trusting the test CA. */
 export function agentsFor(certs: TestCerts): Record<Who, Agent> {
@@ -47,7 +30,7 @@ export function agentsFor(certs: TestCerts): Record<Who, Agent> {
 }
 
 test('access tokens offline at the real dist/edge with DPoP and mTLS: the same answers as the cell', {
-  skip: why(),
+  skip: airgapSkip('the air-gapped token e2e', { openssl: true }),
   timeout: 180_000,
 }, async () => {
   const work = mkdtempSync(join(tmpdir(), 'edge-tokens-'));
@@ -175,23 +158,7 @@ test('access tokens offline at the real dist/edge with DPoP and mTLS: the same a
       dpopKey,
       issuer: 'service://cell-tok',
     };
-    writeFileSync(join(work, 'cfg.json'), JSON.stringify(cfg));
-    const inner = spawnSync(
-      'unshare',
-      [
-        '-n',
-        '--',
-        'sh',
-        '-c',
-        `ip link set lo up && exec "${process.execPath}" --import tsx "${join(ROOT, 'test/edge/_tokens-client.ts')}" "${join(work, 'cfg.json')}"`,
-      ],
-      { cwd: ROOT, encoding: 'utf8', timeout: 150_000 },
-    );
-    assert.equal(inner.status, 0, inner.stderr);
-    const o = JSON.parse(inner.stdout.trim().split('\n').pop()!);
-    assert.equal(o.error, undefined, o.error);
-    assert.deepEqual(o.interfaces, ['lo'], 'only loopback inside the namespace');
-    assert.equal(o.cell_reachable, false);
+    const o = runAirgapped('_tokens-client.ts', work, cfg, 150_000);
 
     // Same answer on every row, and the answer the spec asks for.
     const disagree = Object.keys(EXPECTED)

@@ -9,11 +9,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
+import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import { startCellProcess, type CellProcess } from '../../helpers/cell-process.ts';
 import { TEST_ENGINE } from '../../helpers/inproc.ts';
 import { pgDatabase, type PgDatabase } from '../../helpers/postgres.ts';
-import { A, T, agent, httpApi, ok, provider } from '../../helpers/teams.ts';
+import { failOnceProvider, runWaitingToRetry } from '../../helpers/retry-wait.ts';
+import { A, T, httpApi, ok, provider } from '../../helpers/teams.ts';
 import { until } from '../../helpers/until.ts';
 
 const SKIP = TEST_ENGINE !== 'postgres' ? 'needs PostgreSQL (CELL_TEST_STORE=postgres)' : false;
@@ -37,46 +38,18 @@ test('a peer takes over a run waiting to retry and resumes the wait at its recor
   timeout: 180_000,
 }, async () => {
   db = await pgDatabase();
-  const callsAt: number[] = [];
-  ai = await startOpenAIServer({
-    apiKey: 'sk-fake',
-    respond: () => {
-      callsAt.push(Date.now());
-      return callsAt.length === 1 ? { status: 503 } : { content: 'after the wait' };
-    },
-  });
+  const fake = await failOnceProvider();
+  ai = fake.ai;
+  const callsAt = fake.callsAt;
   const a = await startCellProcess({ args: ['--store', db.url, '--cell-id', 'cell-a', ...GROUP_ARGS] });
   cells.push(a);
   const api = httpApi(a.url, a.adminKey);
   await provider(api, ai);
   const b = await startCellProcess({ args: ['--store', db.url, '--cell-id', 'cell-b', ...GROUP_ARGS] });
   cells.push(b);
-  const cap = { allowed_tools: [], permission_mode: 'auto', clearance_level: 0 };
-  const f = await ok(api, 'POST', `${T}/formations`, { name: 'taken-over-backoff' });
-  const bil = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, {
-    role_label: 'patient',
-    required_skills: [],
-    authority_cap: cap,
-    retry: { max_attempts: 2, backoff_ms: BACKOFF_MS, max_backoff_ms: BACKOFF_MS, on: ['provider_error'] },
-  });
-  const ag = await agent(api, 'patient', cap);
-  const crew = await ok(api, 'POST', `${T}/crews`, { formation_id: f.formation_id, assignments: { [bil.billet_id]: ag } });
-  const run = await ok(api, 'POST', `${T}/crews/${crew.crew_id}/runs`, { input: 'go' });
-  const failed = await until(
-    'the failed attempt',
-    async () => {
-      const j = await ok(api, 'GET', `${A}/jobs/runs/${run.run_id}/journal`);
-      return (j.records as any[]).find((r) => r.kind === 'attempt' && r.data.outcome === 'failed');
-    },
-    60_000,
-  );
+  const { crew, run, failed } = await runWaitingToRetry(api, 'taken-over-backoff', BACKOFF_MS);
   const retryAt = failed.data.retry_at as number;
   assert.equal(failed.cell_id, 'cell-a');
-  await until(
-    'the run to wait',
-    async () => (await ok(api, 'GET', `${T}/crews/${crew.crew_id}/runs/${run.run_id}`)).state === 'waiting',
-    60_000,
-  );
   await a.kill('SIGKILL');
   const killedAt = Date.now();
 
@@ -84,7 +57,7 @@ test('a peer takes over a run waiting to retry and resumes the wait at its recor
   const done = await until(
     'the run to complete on cell-b',
     async () => {
-      const r = await ok(apiB, 'GET', `${T}/crews/${crew.crew_id}/runs/${run.run_id}`);
+      const r = await ok(apiB, 'GET', `${T}/crews/${crew}/runs/${run}`);
       return r.state === 'completed' || r.state === 'failed' ? r : null;
     },
     120_000,
@@ -93,7 +66,7 @@ test('a peer takes over a run waiting to retry and resumes the wait at its recor
   assert.equal(callsAt.length, 2);
   assert.ok(callsAt[1]! >= retryAt - 500, `retried ${retryAt - callsAt[1]!} ms early`);
   assert.ok(callsAt[1]! < killedAt + BACKOFF_MS, 'the wait resumed on the peer; it did not start again');
-  const j = (await ok(apiB, 'GET', `${A}/jobs/runs/${run.run_id}/journal`)).records as any[];
+  const j = (await ok(apiB, 'GET', `${A}/jobs/runs/${run}/journal`)).records as any[];
   const second = j.find((r) => r.kind === 'attempt' && r.data.attempt === 2)!;
   assert.equal(second.cell_id, 'cell-b', 'the peer made the second attempt');
   assert.equal(second.data.outcome, 'ok');

@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startCellProcess, type CellProcess } from '../../helpers/cell-process.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { T, ok, provider, roleOf, team, type Api } from '../../helpers/teams.ts';
+import { T, httpApi, ok, provider, roleOf, team } from '../../helpers/teams.ts';
+import { until } from '../../helpers/until.ts';
 import { TEST_ENGINE } from '../../helpers/inproc.ts';
 
 let ai: FakeOpenAI;
@@ -22,40 +23,6 @@ after(async () => {
   procs[0]?.cleanup();
   await ai.close();
 });
-
-function httpApi(url: string, token: string): Api {
-  return {
-    token,
-    async request(method, path, opts = {}) {
-      const res = await fetch(url + path, {
-        method,
-        headers: {
-          authorization: `Bearer ${opts.token ?? token}`,
-          ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
-      });
-      const text = await res.text();
-      let body: unknown;
-      try {
-        body = text ? JSON.parse(text) : undefined;
-      } catch {
-        body = undefined;
-      }
-      return { status: res.status, body, text };
-    },
-  };
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 test('SIGKILL mid-run, a peer cell recovers: finished steps are not re-run, no model called twice for them', {
   timeout: 90_000,
