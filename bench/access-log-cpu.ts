@@ -33,7 +33,20 @@ const CELL = process.env['CELL'] ?? join(import.meta.dirname, '../dist/cell.mjs'
 const PROFILE_DIR = process.env['PROFILE_DIR'];
 const EXTRA = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, '--cpu-prof-interval=200'] : [];
 /** The functions of the access log's path (runtime/log.ts, runtime/internal/access-line.ts), as the bundle names them. */
-const LOG_PATH = new Set(['writeAccessLine', 'queue', 'serialise', 'hand', 'send', 'put', 'render', 'render2', 'accessLine']);
+const LOG_PATH = new Set([
+  'writeAccessLine',
+  'queue',
+  'serialise',
+  'hand',
+  'send',
+  'put',
+  'render',
+  'render2',
+  'accessLine',
+  'SonicBoom.release',
+  'actualWriteBuffer',
+  'writeBuffer',
+]);
 const PATH = '/api/public/v1/admin/ai/tool-registry';
 
 function threads(pid: number): { main: number; other: number; user: number; sys: number } {
@@ -66,7 +79,7 @@ interface T {
   pid: number;
   url: string;
   key: string;
-  stop: () => void;
+  stop: () => Promise<void>;
   acc: { main: number; other: number; user: number; sys: number; n: number };
   extraPid?: number | undefined;
   extraCpu: number;
@@ -95,6 +108,7 @@ async function direct(name: string, level: string, out: number, extraPid?: numbe
     ],
     { stdio: ['ignore', out, 'inherit'], env: { ...process.env, ALOG_EXP: exp } },
   );
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   const url = `http://127.0.0.1:${p}`;
   for (let i = 0; i < 300; i++) {
     try {
@@ -108,7 +122,10 @@ async function direct(name: string, level: string, out: number, extraPid?: numbe
     pid: proc.pid!,
     url,
     key: readFileSync(join(dir, 'bootstrap-admin.key'), 'utf8').trim(),
-    stop: () => proc.kill('SIGTERM'),
+    stop: () => {
+      proc.kill('SIGTERM');
+      return exited;
+    },
     acc: { main: 0, other: 0, user: 0, sys: 0, n: 0 },
     extraPid,
     extraCpu: 0,
@@ -148,7 +165,7 @@ try {
         pid: c.proc.pid!,
         url: c.url,
         key: c.adminKey,
-        stop: () => void c.stop(),
+        stop: () => c.stop(),
         acc: { main: 0, other: 0, user: 0, sys: 0, n: 0 },
         extraCpu: 0,
       });
@@ -190,13 +207,11 @@ try {
       .join(' ')}`,
   );
 } finally {
-  for (const t of targets) t.stop();
-  await new Promise((r) => setTimeout(r, 1500));
+  await Promise.all(targets.map((t) => t.stop())); // a CPU profile is written as the cell exits
   for (const c of children) c.kill();
   rmSync(root, { recursive: true, force: true });
   if (PROFILE_DIR) for (const t of targets) profileShare(t.name, t.pid);
 }
-
 
 /** From the cell's CPU profile: the share of busy (not idle) samples with the access log's path on the stack, and in GC. */
 function profileShare(name: string, pid: number): void {

@@ -95,7 +95,7 @@ export default async function main(): Promise<void> {
       .join(' ')})`,
   );
   const side = async (accessLog: boolean): Promise<Side> => {
-    const cell = await startBenchCell({ accessLog });
+    const cell = await startBenchCell({ accessLog: accessLog && process.env['BENCH_AA'] === undefined });
     return {
       cell,
       url: `${cell.url}/api/public/v1/admin/ai/tool-registry`,

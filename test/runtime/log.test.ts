@@ -165,8 +165,8 @@ describe('runtime/log: JSON lines', () => {
   it('lines past maxBufferBytes are dropped, counted and reported in one warn line', async () => {
     const out = join(dir, `out-${++n}.log`);
     const err = join(dir, `err-${n}.log`);
-    const log = createLogger({ level: 'info', format: 'json', out, err, maxBufferBytes: 20 * 1024 });
-    const total = 5000;
+    const log = createLogger({ level: 'info', format: 'json', out, err, maxBufferBytes: 200 * 1024 });
+    const total = 20_000;
     // All in one turn: the first chunk is being written while the next ones come, and do not fit.
     for (let i = 0; i < total; i++) log.request({ ...ACCESS, request_id: String(i) });
     // The report comes once the output has caught up.
