@@ -29,7 +29,9 @@
  *   node --import tsx bench/run.ts access-log
  *
  * BENCH_ROUNDS pairs (default 10) of BENCH_SECONDS-second rounds (default
- * 5); BENCH_CELL names another build (e.g. main's, for a before/after).
+ * 5); BENCH_CELL names another build (e.g. main's, for a before/after);
+ * BENCH_AA=1 starts both cells at warn (an A/A run: what the bench itself
+ * puts between two equal cells).
  */
 import { cpus, loadavg } from 'node:os';
 import { BENCH_CELL, type BenchCell, cpuSeconds, fmt, load, startBenchCell } from './_util.ts';
