@@ -10,7 +10,7 @@
  * transport), so a request never waits for a write syscall; lines gather for
  * up to 20 ms into one write, and while one is in flight the next lines gather
  * into the following one. The access line, one per request, takes a fast path
- * past pino's generic serialisation (`request`). Each destination
+ * past pino's generic serialisation (`request`), a few lines at a time. Each destination
  * holds at most `maxBufferBytes`; past that, lines are dropped and counted, and
  * one `warn` line says how many once the output has caught up. `close()` waits
  * until every line is written (a clean stop loses none); on an uncaught error
@@ -40,7 +40,9 @@ export interface Logger {
   enabled?(level: 'info' | 'warn' | 'error'): boolean;
   /**
    * A request's access-log line: the same line as `info('request', fields)`, through a fixed-shape
-   * serializer (one a request: its cost is the access log's). Absent: callers use `info`.
+   * serializer (one a request: its cost is the access log's), serialised with the next few, in order
+   * with every other line: `fields` is read later (within GATHER_MS) and must not be changed. Absent:
+   * callers use `info`.
    */
   request?(fields: AccessFields): void;
 }
@@ -70,26 +72,43 @@ const DEFAULT_MAX_BUFFER = 16 * 1024 * 1024;
 const NEWLINE = 10;
 /** How long a line may wait for others before it is handed to be written (an operator tailing the log does not see 20 ms). */
 const GATHER_MS = 20;
-/** How much text is handed at once at most, without waiting for GATHER_MS (SonicBoom's own write size). */
-const CHUNK = 16 * 1024;
+/** How many bytes are handed at once at most, without waiting for GATHER_MS (a pipe's default capacity; fewer writes, fewer wake-ups). */
+const CHUNK = 64 * 1024;
 const WARN = 40; // pino's number for `warn`
 
 type Destination = ReturnType<typeof pino.destination>;
 
+/** How many access lines wait, as their fields, before they are serialised together (or GATHER_MS has passed). */
+const QUEUED = 32;
+
 /**
  * One asynchronous destination, with what the logger needs to know of it:
- * lines gather for up to GATHER_MS, or until CHUNK characters, and go to
- * SonicBoom as one buffer (each write handed to the thread pool wakes a
- * thread and then the event loop, which costs tens of lines'
+ * lines gather for up to GATHER_MS, or until a chunk of CHUNK bytes is full,
+ * and go to SonicBoom as one buffer (each write handed to the thread pool
+ * wakes a thread and then the event loop, which costs tens of lines'
  * serialisation); a write in flight; lines dropped.
  *
- * The turn's lines are encoded to UTF-8 once, here, and SonicBoom runs in its
- * `buffer` content mode: in its `utf8` mode each write measures its string
- * (and the string it is appended to) and encodes it again after writing,
- * which cost more than serialising the lines (bench/RESULTS.md, issue 28).
+ * Each line is encoded to UTF-8 as it comes, into the chunk being gathered
+ * (one Buffer, handed as it is and never written to again), and SonicBoom runs
+ * in its `buffer` content mode: in its `utf8` mode each write measures its
+ * string (and the string it is appended to) and encodes it again after
+ * writing; gathering the lines as one string and encoding it at the end built,
+ * flattened and encoded a rope of hundreds of pieces.
+ *
+ * Access lines (`queue`) wait as their fields and instant, up to QUEUED of
+ * them, and are serialised together, in one loop, when the queue is full, when
+ * the chunk is handed, or before any other line of this destination (so the
+ * order of the lines is the order they were logged in): serialised one per
+ * request, between the requests' own work, the same code cost about three
+ * times as much (bench/RESULTS.md, issue 28, stop 25).
  */
 class Outlet {
-  private pending = '';
+  /** The chunk being gathered (null: none), and how many of its bytes are lines. */
+  private chunk: Buffer | null = null;
+  private used = 0;
+  /** Access lines not serialised yet: their fields, and Date.now() when each was logged. */
+  private queued: AccessFields[] = [];
+  private stamps: number[] = [];
   private scheduled: NodeJS.Timeout | null = null;
   private busy = false;
   private broken = false;
@@ -99,6 +118,7 @@ class Outlet {
   constructor(
     readonly dest: Destination,
     onDrain: (o: Outlet) => void,
+    private readonly render: (fields: AccessFields, ms: number) => string,
   ) {
     dest.on('drain', () => {
       if (this.scheduled) return; // more lines are gathering
@@ -111,28 +131,68 @@ class Outlet {
     // A broken output (EPIPE: nobody reads; a full disk) stops this destination's lines, never the program.
     dest.on('error', () => {
       this.broken = true;
-      this.pending = '';
+      this.chunk = null;
+      this.queued = [];
+      this.stamps = [];
       this.idle();
     });
   }
 
-  write(line: string): void {
+  /** An access line, logged at `ms` (Date.now()): serialised later, in order with the others. */
+  queue(fields: AccessFields, ms: number): void {
     if (this.broken) return;
     this.busy = true;
-    this.pending += line;
-    if (this.pending.length >= CHUNK) this.hand();
+    this.queued.push(fields);
+    this.stamps.push(ms);
+    if (this.queued.length >= QUEUED) this.serialise();
     else this.scheduled ??= setTimeout(this.hand, GATHER_MS);
   }
 
-  /** Gives the gathered lines to SonicBoom (which writes them now, or after the write in flight). */
+  write(line: string): void {
+    if (this.broken) return;
+    if (this.queued.length > 0) this.serialise();
+    this.put(line);
+  }
+
+  /** The queued access lines, serialised into the chunk in the order they came. */
+  private serialise(): void {
+    const queued = this.queued;
+    const stamps = this.stamps;
+    this.queued = [];
+    this.stamps = [];
+    for (let i = 0; i < queued.length; i++) this.put(this.render(queued[i]!, stamps[i]!));
+  }
+
+  private put(line: string): void {
+    if (this.broken) return;
+    this.busy = true;
+    const most = line.length * 3; // UTF-8 bytes of `line` at most
+    if (this.chunk !== null && this.used + most > this.chunk.length) this.send();
+    if (this.chunk === null) {
+      this.chunk = Buffer.allocUnsafeSlow(Math.max(CHUNK, most));
+      this.used = 0;
+    }
+    this.scheduled ??= setTimeout(this.hand, GATHER_MS);
+    this.used += this.chunk.write(line, this.used);
+  }
+
+  /** At GATHER_MS, at a deadline, on the way out: every line so far to SonicBoom. */
   private hand = (): void => {
     if (this.scheduled) clearTimeout(this.scheduled);
     this.scheduled = null;
-    const lines = this.pending;
-    this.pending = '';
-    // SonicBoom's types name only strings; in buffer mode it takes (and wants) a Buffer.
-    if (lines !== '' && !this.broken) this.dest.write(Buffer.from(lines) as unknown as string);
+    if (this.queued.length > 0) this.serialise();
+    this.send();
+    if (this.scheduled) clearTimeout(this.scheduled); // set again by serialise, for lines handed now
+    this.scheduled = null;
   };
+
+  /** Gives the chunk to SonicBoom (which writes it now, or after the write in flight). */
+  private send(): void {
+    const chunk = this.chunk;
+    this.chunk = null;
+    // SonicBoom's types name only strings; in buffer mode it takes (and wants) a Buffer, and keeps it until written.
+    if (chunk !== null && this.used > 0 && !this.broken) this.dest.write(chunk.subarray(0, this.used) as unknown as string);
+  }
 
   /** Resolves when no write is in flight and nothing waits to be written. */
   drained(): Promise<void> {
@@ -170,16 +230,15 @@ function flushOnExit(outlets: Outlet[]): void {
 }
 
 /**
- * pino's `,"time":"<ISO>"` (`Date#toISOString`), built once per millisecond (a busy cell logs
- * many lines in one) from its date and second, built once per second.
+ * pino's `,"time":"<ISO>"` (`Date#toISOString`) of `now` (default: this instant), built once per
+ * millisecond (a busy cell logs many lines in one) from its date and second, built once per second.
  */
-export function isoTime(): () => string {
+export function isoTime(): (now?: number) => string {
   let ms = -1;
   let second = -1;
   let head = '';
   let text = '';
-  return () => {
-    const now = Date.now();
+  return (now = Date.now()) => {
     if (now !== ms) {
       ms = now;
       const s = Math.floor(now / 1000);
@@ -203,8 +262,15 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
     o.dropped = 0;
     logger.warn({ dropped }, 'log lines dropped: the output did not keep up');
   };
+  const time = isoTime();
+  // An access line as pino would write it (the same bytes, redacted as every line is: none of its fields is secret-named).
+  const render = (fields: AccessFields, ms: number): string => {
+    const line = accessLine(time(ms), fields);
+    // A key secret can only come in a value: the template holds none (and a value is never split).
+    return mayHoldKeySecret(fields) ? redactLine(line) : line;
+  };
   const open = (dest: number | string) =>
-    new Outlet(pino.destination({ dest, sync: false, maxLength, mkdir: false, contentMode: 'buffer' }), reportDrops);
+    new Outlet(pino.destination({ dest, sync: false, maxLength, mkdir: false, contentMode: 'buffer' }), reportDrops, render);
   const out = open(opts.out ?? 1);
   const err = opts.err === (opts.out ?? 1) ? out : open(opts.err ?? 2);
   const pretty =
@@ -217,12 +283,11 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
       (this.lastLevel >= WARN ? err : out).write(pretty ? pretty(line) : line);
     },
   };
-  const time = isoTime();
   const logger = pino(
     {
       level: opts.level,
       base: null,
-      timestamp: time,
+      timestamp: () => time(),
       formatters: { level: (label) => ({ level: label }), log: redactFields },
       // Errors, under any key, are already plain objects (type, message, stack) after redactFields.
       serializers: { err: (e: unknown) => e },
@@ -231,12 +296,9 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
     router,
   );
   const on = { info: logger.isLevelEnabled('info'), warn: logger.isLevelEnabled('warn'), error: logger.isLevelEnabled('error') };
-  // Past pino for JSON (the same bytes, redacted as every line is: none of its fields is secret-named); pretty lines go through pino-pretty.
+  // Past pino for JSON, serialised a few at a time (Outlet); pretty lines go through pino-pretty.
   const writeAccessLine = (fields: AccessFields) => {
-    if (!on.info) return;
-    const line = accessLine(time(), fields);
-    // A key secret can only come in a value: the template holds none (and a value is never split).
-    out.write(mayHoldKeySecret(fields) ? redactLine(line) : line);
+    if (on.info) out.queue(fields, Date.now());
   };
   const outlets = out === err ? [out] : [out, err];
   flushOnExit(outlets);

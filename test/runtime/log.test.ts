@@ -12,6 +12,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, it, mock } from 'node:test';
+import { millis } from '../../runtime/internal/access-line.ts';
 import { CENSOR, redactFields, redactLine } from '../../runtime/internal/redact.ts';
 import { type AccessFields, createLogger, isoTime, type LogFormat, type LogLevel } from '../../runtime/log.ts';
 
@@ -133,6 +134,63 @@ describe('runtime/log: JSON lines', () => {
     );
   });
 
+  it('access lines keep their place among the other lines (they are serialised a few at a time)', async () => {
+    const f = fileLogger('info', 'json');
+    const expected: string[] = [];
+    const request = (id: string) => {
+      f.log.request({ ...ACCESS, request_id: id });
+      expected.push(`request ${id}`);
+    };
+    request('a');
+    f.log.info('one');
+    expected.push('one');
+    for (let i = 0; i < 100; i++) request(`b${i}`); // more than a queue's worth in a row
+    f.log.print('banner\n');
+    expected.push('banner');
+    request('c');
+    await new Promise((r) => setTimeout(r, 50)); // past the gathering time: a queue handed by its timer
+    request('d');
+    f.log.info('two');
+    expected.push('two');
+    request('e');
+    await f.log.close();
+    const seen = f.out().map((l) => {
+      if (!l.startsWith('{')) return l;
+      const o = JSON.parse(l) as { msg: string; request_id?: string };
+      return o.msg === 'request' ? `request ${o.request_id}` : o.msg;
+    });
+    assert.deepEqual(seen, expected);
+  });
+
+  it('lines past maxBufferBytes are dropped, counted and reported in one warn line', async () => {
+    const out = join(dir, `out-${++n}.log`);
+    const err = join(dir, `err-${n}.log`);
+    const log = createLogger({ level: 'info', format: 'json', out, err, maxBufferBytes: 200 * 1024 });
+    const total = 20_000;
+    // All in one turn: the first chunk is being written while the next ones come, and do not fit.
+    for (let i = 0; i < total; i++) log.request({ ...ACCESS, request_id: String(i) });
+    // The report comes once the output has caught up.
+    let report: { level: string; dropped: number } | undefined;
+    for (let t = 0; t < 500 && !report; t++) {
+      await new Promise((r) => setTimeout(r, 10));
+      const line = readFileSync(err, 'utf8')
+        .split('\n')
+        .find((l) => l.includes('log lines dropped'));
+      if (line) report = JSON.parse(line) as { level: string; dropped: number };
+    }
+    await log.close();
+    const written = readFileSync(out, 'utf8').split('\n').filter(Boolean);
+    assert.ok(report, 'a warn line reports the drops');
+    assert.equal(report.level, 'warn');
+    assert.ok(report.dropped > 0 && written.length < total, `${written.length} written`);
+    assert.equal(written.length + report.dropped, total, 'every line written or counted');
+    const ids = written.map((l) => Number((JSON.parse(l) as { request_id: string }).request_id));
+    assert.ok(
+      ids.every((v, i) => i === 0 || v > ids[i - 1]!),
+      'the written ones in order',
+    );
+  });
+
   it('close() writes every line: 20,000 lines of a burst, none lost', async () => {
     const f = fileLogger('info', 'json');
     for (let i = 0; i < 20_000; i++) f.log.info('request', { i, route: '/x'.repeat(20) });
@@ -185,6 +243,14 @@ describe('runtime/log: the access line, serialised by a fixed shape', () => {
     const line = JSON.parse(out[7]!) as Record<string, unknown>;
     assert.equal(line['request_id'], cases[3]!.request_id, 'escaped, and read back as it was');
     assert.equal(line['route'], '/é/ü');
+  });
+
+  it('duration_ms: written from its integers, the text String gives (and String itself for other numbers)', () => {
+    const samples = [0, -0, 1, 1.5, 0.001, 0.01, 0.1, 0.02, 0.002, 0.12, 0.012, 10.3, 999.999, 1000, 123456789.001];
+    for (let i = 0; i < 20_000; i++) samples.push(Math.round(Math.random() * 10 ** (i % 10)) / 1000);
+    for (const n of [...samples, 1.2345, -1.5, 1e-7, 1e300, 2 ** 60 / 1000]) assert.equal(millis(n), String(n), String(n));
+    assert.equal(millis(Number.NaN), 'null');
+    assert.equal(millis(Number.NEGATIVE_INFINITY), 'null');
   });
 
   it('time: the ISO instant of Date#toISOString, to the millisecond, across seconds', () => {
@@ -280,7 +346,19 @@ describe('runtime/log: every line written before the process exits', () => {
       maxBuffer: 64 * 1024 * 1024,
       cwd: resolve(import.meta.dirname, '../..'),
     });
-  const counted = (stdout: string) => stdout.split('\n').filter((l) => l.startsWith('{"level":"info"')).length;
+  /** The info lines on stdout (checked to be in the order they were logged: 0, 1, 2, …). */
+  const counted = (stdout: string) => {
+    const lines = stdout.split('\n').filter((l) => l.startsWith('{"level":"info"'));
+    const numbers = lines.map((l) => {
+      const o = JSON.parse(l) as { i?: number; request_id?: string };
+      return o.i ?? Number(o.request_id);
+    });
+    assert.ok(
+      numbers.every((v, i) => v === i),
+      'in order',
+    );
+    return lines.length;
+  };
 
   it('a clean stop (SIGTERM, as the programs handle it): 50,000 lines, all written', () => {
     const r = run('sigterm');
