@@ -13,7 +13,7 @@
  */
 import { contentHash } from '../../core/canonical.ts';
 import { runGraph } from '../../core/engine/run.ts';
-import type { EnginePorts, Graph, RecordedStep, RunResult } from '../../core/engine/types.ts';
+import type { EnginePorts, Graph, JournalAppend, RecordedStep, RunResult } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { RunsContext } from './context.ts';
 import { driverSignal, registerDriver, type DriverHandle } from './control.ts';
@@ -419,53 +419,131 @@ async function driveClaimed(
   graphHash: string,
   claim: Extract<Claim, { ok: true }>,
 ): Promise<DriveResult> {
-  const { clock, config, log } = ctx.core;
   const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
   const fence = claim.fence;
-  // The records the engine held back when it ended are written with the run's end (deferred, below).
-  let last: AppendEntry[] = [];
-  const finish = (outcome: Parameters<typeof finishRun>[2], o: FinishOptions) =>
-    keptWrite(ctx, runId, () => finishRun(ctx, runId, outcome, { ...o, before: last }));
+  // The records the engine held back when it ended are written with the run's end (DriveEnd).
+  const end = new DriveEnd(ctx, runId, fence);
+  if (!(await takeClaim(ctx, runId, claim, opts, end))) return { state: await stateNow(), result: null };
+  const writer = new StepWriter(ctx, runId, fence);
+  const recorded = await RecordedIndex.load(ctx, runId);
+  let result: RunResult;
+  try {
+    result = await runGraph(graph, input, writer.enginePorts(ports, handle, recorded), {
+      run_id: runId,
+      graph_hash: graphHash,
+      requester: opts.requester,
+      ...(opts.context !== undefined ? { context: opts.context } : {}),
+      ...(opts.replace !== undefined ? { replace: opts.replace } : {}),
+    });
+  } catch (err) {
+    if (writer.lost) throw writer.lost;
+    // Not the run's failure: driven again (driveRun), from a journal that holds every answer already had.
+    if (isStoreOutage(err)) throw await keptBeforeRedrive(writer.flush, err);
+    // What the engine recorded before it broke is kept.
+    await writer.flush().catch(() => undefined);
+    ctx.core.log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+    await end.finish('failed', { error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' } });
+    return { state: await stateNow(), result: null };
+  }
+  if (writer.lost) throw writer.lost;
+  if (result.cause !== undefined && result.outcome === 'failed') {
+    const c = result.cause;
+    ctx.core.log.warn('run step failed', { run_id: runId, reason: result.reason, error: c instanceof Error ? c.message : String(c) });
+  }
+  // A step or record refused by a store outage: not the run's failure (driveRun drives it again).
+  if (result.outcome === 'failed' && isStoreOutage(result.cause)) throw await keptBeforeRedrive(writer.flush, result.cause);
+  // Every path of endDrive ends the drive: what the engine held back is written with the run's end
+  // (finish), or before the run is left waiting or for recovery.
+  end.last = writer.takeDeferred();
+  await endDrive(ctx, runId, handle, result, opts, end, { ...(writer.engineFinal ?? {}), steps: result.steps });
+  return { state: await stateNow(), result };
+}
+
+/**
+ * How a drive ends the run: `finish` writes the run's last record and state (finishRun), with the
+ * records the engine held back (`last`, set once the engine has returned) in the same transaction.
+ */
+class DriveEnd {
+  last: AppendEntry[] = [];
+  constructor(
+    private readonly ctx: RunsContext,
+    private readonly runId: string,
+    readonly fence: Fence,
+  ) {}
+
+  finish(outcome: Parameters<typeof finishRun>[2], o: Omit<FinishOptions, 'fence' | 'before'>): Promise<unknown> {
+    return keptWrite(this.ctx, this.runId, () => finishRun(this.ctx, this.runId, outcome, { ...o, fence: this.fence, before: this.last }));
+  }
+}
+
+/**
+ * The claim's first steps: counts a takeover (and names the one of a run this process drives
+ * itself, which must not happen), and, for a run taken over from a driver that stopped, verifies
+ * its whole journal against the group's published keys before anything is built on it, then records
+ * the takeover. False when the run was ended instead (its journal does not verify).
+ */
+async function takeClaim(
+  ctx: RunsContext,
+  runId: string,
+  claim: Extract<Claim, { ok: true }>,
+  opts: DriveOptions,
+  end: DriveEnd,
+): Promise<boolean> {
+  const { config, log } = ctx.core;
+  const fence = claim.fence;
   if (claim.takeover) {
     const previous = claim.previousOwner !== config.cellId ? 'peer' : ctx.claimedHere.has(runId) ? 'self' : 'restart';
     ctx.metrics.runTakeovers.inc({ previous });
     if (previous === 'self') log.error('this process took over a run it drives itself', { run_id: runId, epoch: fence.epoch });
   }
   ctx.claimedHere.set(runId, fence.epoch);
-  if (claim.takeover) {
-    // A run taken over from a driver that stopped: its whole journal must verify against the
-    // group's published keys before anything is built on it.
-    const verdict = await verifyRunJournal(ctx, runId);
-    if (!verdict.ok) {
-      log.error('journal of a taken-over run does not verify', { run_id: runId, seq: verdict.seq, reason: verdict.reason });
-      await finish('failed', {
-        error: {
-          code: 'failed',
-          message: 'the run cannot be resumed: its journal does not verify',
-          reason: 'journal_invalid',
-          details: { seq: verdict.seq, problem: verdict.reason },
-        },
-        fence,
-      });
-      return { state: await stateNow(), result: null };
-    }
-    await appendJournal(
-      ctx,
-      runId,
-      { step_id: 'run', kind: 'taken_over', data: { cell_id: config.cellId, epoch: fence.epoch, previous_owner: claim.previousOwner } },
-      [],
-      fence,
-    );
-    await opts.onTakeover?.(claim.previousOwner);
+  if (!claim.takeover) return true;
+  const verdict = await verifyRunJournal(ctx, runId);
+  if (!verdict.ok) {
+    log.error('journal of a taken-over run does not verify', { run_id: runId, seq: verdict.seq, reason: verdict.reason });
+    await end.finish('failed', {
+      error: {
+        code: 'failed',
+        message: 'the run cannot be resumed: its journal does not verify',
+        reason: 'journal_invalid',
+        details: { seq: verdict.seq, problem: verdict.reason },
+      },
+    });
+    return false;
   }
-  let engineFinal: JsonObject | undefined;
-  let lost: LeaseLostError | null = null;
-  const recorded = await RecordedIndex.load(ctx, runId);
-  // Records of the drive not written yet (a step's result): they ride in the transaction of the
-  // next record that must be durable before something leaves the process, so a step is one commit.
-  const deferred: AppendEntry[] = [];
-  const flush = async (then?: AppendEntry): Promise<void> => {
-    const entries = deferred.splice(0);
+  await appendJournal(
+    ctx,
+    runId,
+    { step_id: 'run', kind: 'taken_over', data: { cell_id: config.cellId, epoch: fence.epoch, previous_owner: claim.previousOwner } },
+    [],
+    fence,
+  );
+  await opts.onTakeover?.(claim.previousOwner);
+  return true;
+}
+
+/**
+ * The engine's journal port for one drive. Records of the drive not written yet (a step's result)
+ * are held back (`deferred`) and ride in the transaction of the next record that must be durable
+ * before something leaves the process, so a step is one commit. A lost lease is kept (`lost`): the
+ * engine then sees the run as cancelled and the drive stops writing.
+ */
+class StepWriter {
+  lost: LeaseLostError | null = null;
+  /** The data of the engine's terminal record: written by finishRun, with the run's state. */
+  engineFinal: JsonObject | undefined;
+  private readonly deferred: AppendEntry[] = [];
+
+  constructor(
+    private readonly ctx: RunsContext,
+    private readonly runId: string,
+    private readonly fence: Fence,
+  ) {}
+
+  /** Writes the held-back records (and `then`) in one transaction. */
+  flush = async (then?: AppendEntry): Promise<void> => {
+    const { ctx, runId, fence } = this;
+    const entries = this.deferred.splice(0);
     if (then) entries.push(then);
     if (entries.length === 0) return;
     const write = () => keptWrite(ctx, runId, () => appendJournalBatch(ctx, runId, entries, fence));
@@ -475,101 +553,85 @@ async function driveClaimed(
         commitUnknown(e) ? keptIfUnknown(ctx, runId, entries.at(-1)!.fields, write, e) : Promise.reject(e),
       );
     } catch (e) {
-      if (e instanceof LeaseLostError) lost = e;
+      if (e instanceof LeaseLostError) this.lost = e;
       throw e;
     }
   };
-  const enginePorts: EnginePorts = {
-    ...ports,
-    ...flushedFirst(ports, flush),
-    clock,
-    isCancelled: () => handle.signal.aborted || lost !== null,
-    recorded: async (stepId) => recorded.get(stepId),
-    delta: (d) => publishDelta(ctx, runId, d),
-    intents: async (stepId) => recorded.intents(stepId),
-    attempts: async (stepId) => recorded.attempts(stepId),
-    journal: {
-      async append(fields, payload) {
-        if (lost) throw lost;
-        // The run's last record is written by finishRun together with the state change.
-        if (fields.kind === TERMINAL_KIND) {
-          engineFinal = fields.data ?? {};
-          // The held-back records ride in finishRun's transaction when they fit the storage limits;
-          // otherwise they are written now, and the refusal ends the run as for any step.
-          if (await heldBackRefused(ctx, runId, deferred)) await flush();
-          // Rides in finishRun's transaction (unless a held-back record stores it already: counted once).
-          const out = contentHash(payload.output ?? null);
-          if (!deferred.some((e) => e.blobs.some((b) => contentHash(b ?? null) === out))) await stageRunBlob(ctx, runId, payload.output);
-          return;
-        }
-        const entry: AppendEntry = { fields: { ...fields }, blobs: [payload.input, payload.output] };
-        if (DEFERRED_KINDS.has(fields.kind)) deferred.push({ ...entry, fields: stamped(ctx, entry.fields) });
-        else await flush(entry);
-        recorded.noteAppend(fields.kind, fields.step_id, payload.output, fields.data);
-        if (fields.data?.['reissued'] === true) await flagReissue(ctx, runId, fields.step_id, fields.kind, fields.data);
-      },
-    },
-  };
-  let result: RunResult;
-  try {
-    result = await runGraph(graph, input, enginePorts, {
-      run_id: runId,
-      graph_hash: graphHash,
-      requester: opts.requester,
-      ...(opts.context !== undefined ? { context: opts.context } : {}),
-      ...(opts.replace !== undefined ? { replace: opts.replace } : {}),
-    });
-  } catch (err) {
-    if (lost) throw lost;
-    // Not the run's failure: driven again (driveRun), from a journal that holds every answer already had.
-    if (isStoreOutage(err)) throw await keptBeforeRedrive(flush, err);
-    // What the engine recorded before it broke is kept.
-    await flush().catch(() => undefined);
-    log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-    await finish('failed', {
-      error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' },
-      fence,
-    });
-    return { state: await stateNow(), result: null };
+
+  /** The records still held back, taken out of the writer (the run's end writes them). */
+  takeDeferred(): AppendEntry[] {
+    return this.deferred.splice(0);
   }
-  if (lost) throw lost;
-  if (result.cause !== undefined && result.outcome === 'failed') {
-    const c = result.cause;
-    log.warn('run step failed', { run_id: runId, reason: result.reason, error: c instanceof Error ? c.message : String(c) });
+
+  /** The engine's ports: the caller's, each flushing the held-back records first where needed, and the journal. */
+  enginePorts(ports: DrivePorts, handle: DriverHandle, recorded: RecordedIndex): EnginePorts {
+    const { ctx, runId } = this;
+    return {
+      ...ports,
+      ...flushedFirst(ports, this.flush),
+      clock: ctx.core.clock,
+      isCancelled: () => handle.signal.aborted || this.lost !== null,
+      recorded: async (stepId) => recorded.get(stepId),
+      delta: (d) => publishDelta(ctx, runId, d),
+      intents: async (stepId) => recorded.intents(stepId),
+      attempts: async (stepId) => recorded.attempts(stepId),
+      journal: { append: (fields, payload) => this.append(fields, payload, recorded) },
+    };
   }
-  // A step or record refused by a store outage: not the run's failure (driveRun drives it again).
-  if (result.outcome === 'failed' && isStoreOutage(result.cause)) throw await keptBeforeRedrive(flush, result.cause);
-  // Every path below ends the drive: what the engine held back is written with the run's end
-  // (finish), or before the run is left waiting or for recovery.
-  last = deferred.splice(0);
-  const extra: JsonObject = { ...(engineFinal ?? {}), steps: result.steps };
+
+  private async append(fields: JournalAppend, payload: { input: unknown; output: unknown }, recorded: RecordedIndex): Promise<void> {
+    const { ctx, runId } = this;
+    if (this.lost) throw this.lost;
+    // The run's last record is written by finishRun together with the state change.
+    if (fields.kind === TERMINAL_KIND) {
+      this.engineFinal = fields.data ?? {};
+      // The held-back records ride in finishRun's transaction when they fit the storage limits;
+      // otherwise they are written now, and the refusal ends the run as for any step.
+      if (await heldBackRefused(ctx, runId, this.deferred)) await this.flush();
+      // Rides in finishRun's transaction (unless a held-back record stores it already: counted once).
+      const out = contentHash(payload.output ?? null);
+      if (!this.deferred.some((e) => e.blobs.some((b) => contentHash(b ?? null) === out))) await stageRunBlob(ctx, runId, payload.output);
+      return;
+    }
+    const entry: AppendEntry = { fields: { ...fields }, blobs: [payload.input, payload.output] };
+    if (DEFERRED_KINDS.has(fields.kind)) this.deferred.push({ ...entry, fields: stamped(ctx, entry.fields) });
+    else await this.flush(entry);
+    recorded.noteAppend(fields.kind, fields.step_id, payload.output, fields.data);
+    if (fields.data?.['reissued'] === true) await flagReissue(ctx, runId, fields.step_id, fields.kind, fields.data);
+  }
+}
+
+/** The run's end as the engine's result says: finished (cancelled, completed, failed), left waiting, or left for recovery. */
+async function endDrive(
+  ctx: RunsContext,
+  runId: string,
+  handle: DriverHandle,
+  result: RunResult,
+  opts: DriveOptions,
+  end: DriveEnd,
+  extra: JsonObject,
+): Promise<void> {
   if (handle.signal.aborted && handle.cancelledBy() !== null) {
-    await finish('cancelled', {
+    await end.finish('cancelled', {
       error: { code: 'cancelled', message: 'the run was cancelled', reason: 'cancelled' },
       data: { ...extra, reason: 'cancelled', by: handle.cancelledBy() },
-      fence,
     });
   } else if (result.outcome === 'completed') {
-    await finish('completed', {
-      output: opts.finalOutput ? await opts.finalOutput(result) : result.output,
-      data: extra,
-      fence,
-    });
+    await end.finish('completed', { output: opts.finalOutput ? await opts.finalOutput(result) : result.output, data: extra });
   } else if (result.outcome === 'waiting') {
-    await writeLast(ctx, runId, last, fence);
-    await keptWrite(ctx, runId, () => releaseToWaiting(ctx, runId, fence));
+    await writeLast(ctx, runId, end.last, end.fence);
+    await keptWrite(ctx, runId, () => releaseToWaiting(ctx, runId, end.fence));
   } else if (handle.signal.aborted) {
     // Stopped because the cell is shutting down: leave the run for recovery, its steps recorded.
-    await writeLast(ctx, runId, last, fence);
+    await writeLast(ctx, runId, end.last, end.fence);
   } else if (result.outcome === 'failed' && storageLimitOf(result.cause) !== undefined) {
     // A payload was refused by a storage limit (nothing of it was written): that is the run's error.
     const error = storageRunError(storageLimitOf(result.cause)!);
-    await finish('failed', { error, data: { ...extra, reason: error.reason ?? null }, fence });
+    await end.finish('failed', { error, data: { ...extra, reason: error.reason ?? null } });
   } else {
     const error = (opts.describeError ?? defaultError)(result);
-    await finish(result.outcome, { error, data: { ...extra, reason: error.reason ?? result.reason ?? null }, fence });
+    await end.finish(result.outcome, { error, data: { ...extra, reason: error.reason ?? result.reason ?? null } });
   }
-  return { state: await stateNow(), result };
 }
 
 /**
