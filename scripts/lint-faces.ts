@@ -19,9 +19,17 @@ export const INFRASTRUCTURE = ['store', 'http'] as const;
 /** The one file of a module other modules may import. */
 export const FACE = 'api.ts';
 
-/** Import specifiers of a source text: `import … from`, `export … from`, `import '…'`, `import('…')`. */
+/** Import specifiers of a source text: `import … from`, `export … from`, `import '…'`, `import('…')`, `require('…')`. */
 const SPEC =
-  /(?:^|[\s;])(?:import|export)\s[^'";]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;])import\s*['"]([^'"]+)['"]|\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g;
+  /(?:^|[\s;])(?:import|export)\s[^'";]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;])import\s*['"]([^'"]+)['"]|\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)|\brequire\(\s*['"]([^'"]+)['"]\s*\)/g;
+
+/**
+ * Every module a source text names, in order: the one reader of imports of the project's checks
+ * (this rule, the layering and purity tests).
+ */
+export function importedModules(text: string): string[] {
+  return [...text.matchAll(SPEC)].map((m) => m[1] ?? m[2] ?? m[3] ?? m[4] ?? '');
+}
 
 function* sources(dir: string): Generator<string> {
   for (const name of readdirSync(dir)) {
@@ -34,12 +42,7 @@ function* sources(dir: string): Generator<string> {
 
 /** The relative specifiers a source text imports. */
 export function importsOf(text: string): string[] {
-  const out: string[] = [];
-  for (const m of text.matchAll(SPEC)) {
-    const s = m[1] ?? m[2] ?? m[3] ?? '';
-    if (s.startsWith('.')) out.push(s);
-  }
-  return out;
+  return importedModules(text).filter((s) => s.startsWith('.'));
 }
 
 /** The module folders of `<root>/cell` (every folder but the infrastructure ones). */

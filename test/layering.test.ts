@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { faceViolations } from '../scripts/lint-faces.ts';
+import { faceViolations, importsOf } from '../scripts/lint-faces.ts';
 
 function* files(dir: string): Generator<string> {
   for (const name of readdirSync(dir)) {
@@ -19,14 +19,10 @@ function* files(dir: string): Generator<string> {
   }
 }
 
-const SPEC = /(?:import|export)[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)/g;
-
 function reaches(dir: string, forbidden: string[]): string[] {
   const bad: string[] = [];
   for (const f of files(dir)) {
-    for (const m of readFileSync(f, 'utf8').matchAll(SPEC)) {
-      const s = m[1] ?? m[2] ?? '';
-      if (!s.startsWith('.')) continue;
+    for (const s of importsOf(readFileSync(f, 'utf8'))) {
       const target = join(f, '..', s).split('/')[0]!;
       if (forbidden.includes(target)) bad.push(`${f} -> ${s}`);
     }
@@ -59,9 +55,7 @@ test('an internal/ folder is private to the folder that holds it', () => {
   const bad: string[] = [];
   for (const d of [...SOURCE, 'test', 'bench', 'scripts']) {
     for (const f of files(d)) {
-      for (const m of readFileSync(f, 'utf8').matchAll(SPEC)) {
-        const s = m[1] ?? m[2] ?? '';
-        if (!s.startsWith('.')) continue;
+      for (const s of importsOf(readFileSync(f, 'utf8'))) {
         const target = join(f, '..', s);
         const i = target.indexOf('/internal/');
         if (i < 0) continue;

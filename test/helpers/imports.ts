@@ -1,6 +1,6 @@
 /**
  * What the purity tests (test/core/purity.test.ts, test/bundles/purity.test.ts) read of a source
- * file: every module it names (static and re-export `from`, dynamic `import()`, `require()`), and
+ * file: every module it names (static, re-export and side-effect imports, dynamic `import()`, `require()`), and
  * whether a name is a Node built-in (a `node:` name or a bare built-in such as 'fs').
  */
 
@@ -25,12 +25,8 @@ const NODE_BUILTINS = [
   'dns',
 ];
 
-const SPEC = /(?:import|export)[^'"]*?from\s*['"]([^'"]+)['"]|import\s*\(\s*['"]([^'"]+)['"]\s*\)|require\(\s*['"]([^'"]+)['"]\s*\)/g;
-
-/** The module names a source text imports, in order. */
-export function importedModules(src: string): string[] {
-  return [...src.matchAll(SPEC)].map((m) => m[1] ?? m[2] ?? m[3] ?? '');
-}
+/** The module names a source text imports, in order (side-effect imports included): the faces rule's reader. */
+export { importedModules } from '../../scripts/lint-faces.ts';
 
 /** A `node:` module or a Node built-in named bare. */
 export const isNodeBuiltin = (s: string): boolean => s.startsWith('node:') || NODE_BUILTINS.includes(s);
