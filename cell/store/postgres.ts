@@ -35,7 +35,7 @@ import { connectionLost, isConnectionLost, isRetryable, sqlState } from './inter
 /** Whether an error of the `pg` driver means the server was not reached or the connection was lost (SQL job steps). */
 export { isConnectionLost };
 import { migratePostgres } from './internal/pg-migrate.ts';
-import { toNumbered } from './internal/pg-sql.ts';
+import { StatementNames, toNumbered } from './internal/pg-sql.ts';
 import { PG_TYPES, toPgParams } from './internal/pg-types.ts';
 import { checkMigrations } from './internal/migrations.ts';
 import { isTxControl, isWriteStatement, tablesWritten } from './internal/tables.ts';
@@ -130,6 +130,17 @@ function sendTogether<T>(client: pg.PoolClient, send: () => T): T {
     });
   }
   return send();
+}
+
+/** One for the process: names are per text, and each connection prepares the ones it runs. */
+const statementNames = new StatementNames();
+
+/** A statement of the shared dialect as the driver sends it: numbered placeholders, its values, its prepared name (pg-sql.ts). */
+function pgQuery(sql: string, params: readonly SqlValue[] | undefined): pg.QueryConfig {
+  const numbered = toNumbered(sql);
+  const name = statementNames.of(numbered);
+  const values = toPgParams(params);
+  return name === undefined ? { text: numbered.text, values } : { text: numbered.text, values, name };
 }
 
 const BEGIN_SQL = 'BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT txid_current() AS xid, pg_postmaster_start_time() AS started';
@@ -292,11 +303,10 @@ class PgStore implements PostgresStore {
     const ctx = inTx.current();
     if (ctx && ctx.store === this && ctx.live) return (await this.#txQuery(ctx, sql, params)).rows;
     if (this.#closed || this.#closing) throw closed();
-    const { text } = toNumbered(sql);
-    const values = toPgParams(params);
+    const query = pgQuery(sql, params);
     for (let attempt = 1; ; attempt++) {
       try {
-        return (await this.pool.query(text, values)).rows;
+        return (await this.pool.query(query)).rows;
       } catch (err) {
         if (!isConnectionLost(err)) throw err;
         // A read is safe to repeat: once, in case the pool handed out a connection that had just died.
@@ -472,10 +482,9 @@ class PgStore implements PostgresStore {
       return Promise.reject(err);
     }
     if (isWriteStatement(sql)) state.written.push(sql);
-    const { text } = toNumbered(sql);
-    const values = toPgParams(params);
+    const query = pgQuery(sql, params);
     // Sent now, behind the statements before it (the connection is pipelined: answers come in order).
-    const p = sendTogether(state.client, () => state.client.query(text, values) as Promise<pg.QueryResult>);
+    const p = sendTogether(state.client, () => state.client.query(query) as Promise<pg.QueryResult>);
     const before = state.chain;
     state.chain = p.then(
       () => before,

@@ -30,6 +30,35 @@ export function toNumbered(sql: string): { text: string; count: number } {
   return out;
 }
 
+/** How many statement texts get a name (a server-side prepared statement on each connection that runs them). */
+export const NAMED_STATEMENTS_MAX = 1000;
+
+/**
+ * The names under which numbered statements are prepared on the server. A
+ * statement with parameters (which the extended protocol carries, one
+ * statement only) is named, so each connection parses it once and may keep
+ * its plan (PostgreSQL's plan cache); one without runs unnamed. A name is
+ * never reused for another text (a connection keeps what it prepared); past
+ * `max` texts, new ones run unnamed, so texts built from data (a list of n
+ * placeholders) cannot grow what every connection holds without bound. The
+ * store's statements name their columns (no `SELECT *`, no `RETURNING *`): a
+ * prepared statement whose result columns a migration changed would fail.
+ */
+export class StatementNames {
+  readonly #names = new Map<string, string>();
+  constructor(private readonly max: number = NAMED_STATEMENTS_MAX) {}
+
+  /** The statement's name, or undefined for one run unnamed. */
+  of(numbered: { text: string; count: number }): string | undefined {
+    if (numbered.count === 0) return undefined;
+    const known = this.#names.get(numbered.text);
+    if (known !== undefined || this.#names.size >= this.max) return known;
+    const name = `cs${this.#names.size + 1}`;
+    this.#names.set(numbered.text, name);
+    return name;
+  }
+}
+
 /** The statements of a script, split at `;` outside literals and comments; empty ones dropped. */
 export function splitStatements(script: string): string[] {
   const stmts: string[] = [];

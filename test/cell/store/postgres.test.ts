@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, it } from 'node:test';
 import { openStore } from '../../../cell/store/open.ts';
 import type { PostgresStore } from '../../../cell/store/postgres.ts';
-import { renderMigration, splitStatements, toNumbered } from '../../../cell/store/internal/pg-sql.ts';
+import { StatementNames, renderMigration, splitStatements, toNumbered } from '../../../cell/store/internal/pg-sql.ts';
 import type { Change, Migration } from '../../../cell/store/types.ts';
 import { adminQuery, pgDatabase, pgServerUrl, pgUnavailable, type PgDatabase } from '../../helpers/postgres.ts';
 import { deferred, T_MIGRATIONS } from './_util.ts';
@@ -30,6 +30,27 @@ describe('PostgreSQL dialect rendering (no server)', () => {
       count: 2,
     });
     assert.deepEqual(toNumbered('SELECT 1'), { text: 'SELECT 1', count: 0 });
+  });
+
+  it('names statements with parameters once each, up to a bound; others run unnamed', () => {
+    const names = new StatementNames(5);
+    const of = (sql: string) => names.of(toNumbered(sql));
+    const a = of('SELECT a FROM t WHERE b = ?');
+    assert.equal(a, 'cs1');
+    assert.equal(of('SELECT a FROM t WHERE b = ?'), a, 'the same text, the same name');
+    assert.equal(of('SELECT a FROM t WHERE c = ?'), 'cs2');
+    assert.equal(of('SELECT 1'), undefined, 'no parameters: the simple protocol, unnamed');
+    // Texts built from data (n placeholders) stop getting names at the bound; named ones keep theirs.
+    const got = Array.from({ length: 6 }, (_, i) =>
+      of(
+        `SELECT a FROM t WHERE b IN (${Array(i + 1)
+          .fill('?')
+          .join(', ')})`,
+      ),
+    );
+    assert.deepEqual(got, ['cs3', 'cs4', 'cs5', undefined, undefined, undefined]);
+    assert.equal(of('SELECT a FROM t WHERE c = ?'), 'cs2');
+    assert.equal(of('SELECT a FROM t WHERE d = ?'), undefined, 'past the bound: unnamed');
   });
 
   it('splits scripts at semicolons outside literals and comments, and maps DDL types', () => {
@@ -118,6 +139,33 @@ describe('PostgreSQL engine', { skip }, () => {
     assert.equal(effects, N, 'one effect per committed write');
     assert.ok(store.stats.retries >= N - 1, `retries: ${store.stats.retries}`);
     assert.equal(calls, N + store.stats.retries);
+  });
+
+  it('prepares a statement with parameters once per connection: same answers, errors and a later ADD COLUMN included', async () => {
+    const db = await database();
+    const store = await open(db.url, [{ id: 'p-001', sql: 'CREATE TABLE p (k TEXT PRIMARY KEY, n INTEGER NOT NULL)' }], { poolSize: 1 });
+    const prepared = await store.write(async (tx) => {
+      await tx.run('INSERT INTO p (k, n) VALUES (?, ?)', ['a', 1]);
+      await tx.run('INSERT INTO p (k, n) VALUES (?, ?)', ['b', 2]);
+      // The insert was prepared on this transaction's connection, under its name, with its text.
+      return tx.all('SELECT name, statement FROM pg_prepared_statements ORDER BY name');
+    });
+    assert.ok(
+      prepared.some((r) => r['statement'] === 'INSERT INTO p (k, n) VALUES ($1, $2)' && /^cs\d+$/.test(String(r['name']))),
+      JSON.stringify(prepared),
+    );
+    // A prepared statement whose execution fails (a duplicate key) leaves the next use working.
+    await assert.rejects(
+      store.write((tx) => tx.run('INSERT INTO p (k, n) VALUES (?, ?)', ['a', 9])),
+      /duplicate key/,
+    );
+    await store.write((tx) => tx.run('INSERT INTO p (k, n) VALUES (?, ?)', ['c', 3]));
+    assert.deepEqual(await store.get('SELECT n FROM p WHERE k = ?', ['c']), { n: 3 });
+    // A migration of another cell adding a column: statements naming their columns keep working.
+    await adminQuery(db.url, 'ALTER TABLE p ADD COLUMN extra TEXT');
+    assert.deepEqual(await store.get('SELECT n FROM p WHERE k = ?', ['c']), { n: 3 });
+    await store.write((tx) => tx.run('INSERT INTO p (k, n) VALUES (?, ?)', ['d', 4]));
+    assert.deepEqual(await store.all('SELECT k FROM p WHERE n > ? ORDER BY k', [1]), [{ k: 'b' }, { k: 'c' }, { k: 'd' }]);
   });
 
   it('gives up a write that keeps conflicting with 503 write_conflict (retryable)', async () => {
