@@ -46,8 +46,24 @@ export function classifyHost(hostname: string): HostClass {
   return 'public';
 }
 
+/** Decisions already made, by posture, type and URL (checked again before every model call). */
+const decided = new Map<string, Readonly<PostureDecision>>();
+const DECIDED_MAX = 256;
+
 /** The allow-gate: may a provider of this type at this address be used under `posture`? */
-export function postureAllows(posture: Posture, provider: { provider_type: string; base_url?: string | null }): PostureDecision {
+export function postureAllows(posture: Posture, provider: { provider_type: string; base_url?: string | null }): Readonly<PostureDecision> {
+  const k = `${posture}\u0000${provider.provider_type}\u0000${provider.base_url ?? ''}`;
+  let d = decided.get(k);
+  if (d === undefined) {
+    d = Object.freeze(decide(posture, provider));
+    if (decided.size >= DECIDED_MAX) decided.clear();
+    decided.set(k, d);
+  }
+  return d;
+}
+
+/** The decision itself: a pure function of posture, provider type and base URL. */
+function decide(posture: Posture, provider: { provider_type: string; base_url?: string | null }): PostureDecision {
   if (provider.provider_type === 'local-signed') {
     if (provider.base_url)
       return {

@@ -115,6 +115,33 @@ export const SECRET_USE_RESOLUTION_MS = 60_000;
  * (`last_used_at`, to the minute); a failure to record it is logged and does
  * not stop the call.
  */
+/** Values opened, by secrets key then secret id, with the sealed bytes they came from. */
+const opened = new WeakMap<Buffer, Map<string, { sealed: Buffer; value: string }>>();
+/** Secrets kept open per key; past it the map starts over. */
+const OPENED_MAX = 256;
+
+/**
+ * openSecret, once per sealed value: every model call of a provider reads its
+ * secret's row, and opening it again each time (a cipher context, AES-GCM)
+ * was ~2 % of a run step's CPU. The value is reused only while the row holds
+ * the very bytes it was opened from, so a rotation, a tampered row or a row
+ * moved under another id is opened (and refused) afresh. The plaintext stays
+ * in the process's memory, where the key that opens it already is.
+ */
+export function openSecretCached(key: Buffer, secretId: string, sealed: Uint8Array): string {
+  let byId = opened.get(key);
+  if (byId === undefined) {
+    byId = new Map();
+    opened.set(key, byId);
+  }
+  const hit = byId.get(secretId);
+  if (hit?.sealed.equals(sealed)) return hit.value;
+  const value = openSecret(key, secretId, sealed);
+  if (byId.size >= OPENED_MAX) byId.clear();
+  byId.set(secretId, { sealed: Buffer.from(sealed), value });
+  return value;
+}
+
 export async function readSecret(
   ctx: { core: CellCore; secretsKey(): Buffer },
   secretId: string,
@@ -129,7 +156,7 @@ export async function readSecret(
     });
   let value: string;
   try {
-    value = openSecret(ctx.secretsKey(), secretId, row.sealed);
+    value = openSecretCached(ctx.secretsKey(), secretId, row.sealed);
   } catch {
     // The key file changed or the row was altered: refuse without the cause.
     throw new ServiceError('service_unavailable', 'the provider secret cannot be opened', {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
-import { openSecret, sealSecret } from '../../../cell/ai/secrets.ts';
+import { openSecret, openSecretCached, sealSecret } from '../../../cell/ai/secrets.ts';
 
 test('AES-256-GCM: round trip; a fresh nonce each time; tamper, wrong id or wrong key refused', () => {
   const key = randomBytes(32);
@@ -16,4 +16,19 @@ test('AES-256-GCM: round trip; a fresh nonce each time; tamper, wrong id or wron
   assert.throws(() => openSecret(key, 'sec_2', a), 'a ciphertext moved to another id does not open');
   assert.throws(() => openSecret(randomBytes(32), 'sec_1', a));
   assert.throws(() => openSecret(key, 'sec_1', a.subarray(0, 20)));
+});
+
+test('opened once per sealed value: a rotation, a tampered row or another id is opened (and refused) afresh', () => {
+  const key = randomBytes(32);
+  const a = sealSecret(key, 'sec_1', 'sk-first');
+  assert.equal(openSecretCached(key, 'sec_1', a), 'sk-first');
+  assert.equal(openSecretCached(key, 'sec_1', new Uint8Array(a)), 'sk-first', 'the same bytes: the value kept');
+  const flipped = new Uint8Array(a);
+  flipped[14] = flipped[14]! ^ 1;
+  assert.throws(() => openSecretCached(key, 'sec_1', flipped), 'tampered after an open: still refused');
+  assert.throws(() => openSecretCached(key, 'sec_2', a), 'moved to another id: still refused');
+  assert.throws(() => openSecretCached(randomBytes(32), 'sec_1', a), 'another key: still refused');
+  const rotated = sealSecret(key, 'sec_1', 'sk-second');
+  assert.equal(openSecretCached(key, 'sec_1', rotated), 'sk-second');
+  assert.equal(openSecretCached(key, 'sec_1', a), 'sk-first', 'the old bytes again: opened again');
 });
