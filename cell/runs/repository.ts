@@ -239,6 +239,19 @@ export interface AppendRead {
   usage: { cell: number; workspace: number } | null;
 }
 
+/** The storage in use, as four sub-selects: every run's bytes (folded total plus unfolded shares), and a workspace's runs'. */
+const USAGE_COLUMNS = `(SELECT COALESCE(SUM(bytes), 0) FROM storage_totals WHERE scope = 'cell') AS cell_total,
+       (SELECT COALESCE(SUM(unfolded), 0) FROM run_storage WHERE unfolded > 0) AS cell_unfolded,
+       (SELECT COALESCE(SUM(bytes), 0) FROM storage_totals WHERE scope = ?) AS ws_total,
+       (SELECT COALESCE(SUM(unfolded), 0) FROM run_storage WHERE unfolded > 0 AND workspace_id = ?) AS ws_unfolded`;
+
+const usageParams = (ws: string | null): SqlValue[] => [ws === null ? '' : `workspace:${ws}`, ws ?? ''];
+
+const usageOf = (r: Row | undefined, ws: string | null): { cell: number; workspace: number } => ({
+  cell: count(r, 'cell_total') + count(r, 'cell_unfolded'),
+  workspace: ws === null ? 0 : count(r, 'ws_total') + count(r, 'ws_unfolded'),
+});
+
 /**
  * The run's last seq and (with `usage`) the storage its limits are checked
  * against (storage.ts), in one statement: what lastSeq, storageTotal and
@@ -247,21 +260,16 @@ export interface AppendRead {
 export async function appendRead(db: Reader, runId: string, usage: { workspace: string | null } | null): Promise<AppendRead> {
   if (usage === null) return { last_seq: await lastSeq(db, runId), usage: null };
   const ws = usage.workspace;
-  const r = await db.get(
-    `SELECT (SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run_id = ?) AS n,
-       (SELECT COALESCE(SUM(bytes), 0) FROM storage_totals WHERE scope = 'cell') AS cell_total,
-       (SELECT COALESCE(SUM(unfolded), 0) FROM run_storage WHERE unfolded > 0) AS cell_unfolded,
-       (SELECT COALESCE(SUM(bytes), 0) FROM storage_totals WHERE scope = ?) AS ws_total,
-       (SELECT COALESCE(SUM(unfolded), 0) FROM run_storage WHERE unfolded > 0 AND workspace_id = ?) AS ws_unfolded`,
-    [runId, ws === null ? '' : `workspace:${ws}`, ws ?? ''],
-  );
-  return {
-    last_seq: count(r),
-    usage: {
-      cell: count(r, 'cell_total') + count(r, 'cell_unfolded'),
-      workspace: ws === null ? 0 : count(r, 'ws_total') + count(r, 'ws_unfolded'),
-    },
-  };
+  const r = await db.get(`SELECT (SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run_id = ?) AS n,\n       ${USAGE_COLUMNS}`, [
+    runId,
+    ...usageParams(ws),
+  ]);
+  return { last_seq: count(r), usage: usageOf(r, ws) };
+}
+
+/** The storage in use by every run and (with a workspace) by the workspace's runs, in one statement. */
+export async function storageUsage(db: Reader, workspaceId: string | null): Promise<{ cell: number; workspace: number }> {
+  return usageOf(await db.get(`SELECT ${USAGE_COLUMNS}`, usageParams(workspaceId)), workspaceId);
 }
 
 /** Runs queued or running whose last journal progress (or creation) is before `before`: stalled (none, waiting runs). */

@@ -118,11 +118,12 @@ export async function storageRoomRefusal(
   const config = ctx.core.config;
   if (specBytes + MIN_RUN_ROOM_BYTES > config.runStorageCapBytes)
     return { reason: 'run_storage_cap', used_bytes: specBytes, quota_bytes: config.runStorageCapBytes };
-  const ws = await workspaceUsage(ctx, workspaceId, db);
-  const wsUsed = ws.run_bytes + ws.file_bytes;
-  if (wsUsed + specBytes + MIN_RUN_ROOM_BYTES > ws.quota_bytes)
-    return { reason: 'workspace_quota', used_bytes: wsUsed, quota_bytes: ws.quota_bytes };
-  const used = await cellRunBytes(ctx, db);
+  // One statement for both scopes (it was four round trips, and a launch pays it).
+  const usage = await repo.storageUsage(db, workspaceId);
+  const wsUsed = usage.workspace + fileBytes(ctx, workspaceId);
+  if (wsUsed + specBytes + MIN_RUN_ROOM_BYTES > config.workspaceQuotaBytes)
+    return { reason: 'workspace_quota', used_bytes: wsUsed, quota_bytes: config.workspaceQuotaBytes };
+  const used = usage.cell;
   if (used + specBytes + MIN_RUN_ROOM_BYTES > config.runStorageQuotaBytes)
     return { reason: 'cell_storage_quota', used_bytes: used, quota_bytes: config.runStorageQuotaBytes };
   return null;
@@ -246,18 +247,7 @@ async function refusal(ctx: RunsContext, db: Reader, m: RunMeter, adding: number
   const config = ctx.core.config;
   if (m.bytes + adding > config.runStorageCapBytes)
     return new RunStorageLimitError('run_storage_cap', config.runStorageCapBytes, m.bytes, adding);
-  if (m.workspace !== null) {
-    const used =
-      (await repo.storageTotal(db, `workspace:${m.workspace}`)) +
-      (await repo.unfoldedStorage(db, m.workspace)) +
-      fileBytes(ctx, m.workspace);
-    if (used + adding > config.workspaceQuotaBytes)
-      return new RunStorageLimitError('workspace_quota', config.workspaceQuotaBytes, used, adding);
-  }
-  const used = await cellRunBytes(ctx, db);
-  if (used + adding > config.runStorageQuotaBytes)
-    return new RunStorageLimitError('cell_storage_quota', config.runStorageQuotaBytes, used, adding);
-  return null;
+  return usageRefusal(ctx, m, await repo.storageUsage(db, m.workspace), adding);
 }
 
 /** The limit that storing `recordBytes` plus `values` for the run would pass, or null (reads only). */
