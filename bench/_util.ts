@@ -1,7 +1,7 @@
 /** Shared helpers for benchmarks: load generation with autocannon, child servers. */
 import autocannon from 'autocannon';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -88,6 +88,29 @@ export async function pgbenchTps(url: string, clients: number, seconds: number):
 export function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
+
+/**
+ * CPU seconds of a PostgreSQL server whose data directory is `dataDir`: the
+ * postmaster and its children (backends, WAL writer, checkpointer; children
+ * that ended count in the postmaster's own figure).
+ */
+export function pgServerCpuSeconds(dataDir: string): number {
+  const master = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const withChildren = (pid: number): number => {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100; // + cutime, cstime
+  };
+  let sum = withChildren(master);
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (Number(readFileSync(`/proc/${d}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]) === master) sum += withChildren(Number(d));
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return sum;
 }
 
 /** The cell the benchmarks run: dist/cell.mjs, or $BENCH_CELL (another build, e.g. main's, for a before/after in one session). */

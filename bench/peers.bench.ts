@@ -36,7 +36,7 @@ import { startOpenAIServer, type FakeOpenAI } from '../test/fixtures/openai-serv
 import type { CellProcess } from '../test/helpers/cell-process.ts';
 import { adminQuery, pgDatabase, pgUnavailable, startPgServer } from '../test/helpers/postgres.ts';
 import { provider, team, T, type Api } from '../test/helpers/teams.ts';
-import { fmt, runEnded, startBenchCell } from './_util.ts';
+import { cpuSeconds, fmt, pgServerCpuSeconds, runEnded, startBenchCell } from './_util.ts';
 
 const PEERS_DIR = join(import.meta.dirname, 'peers');
 const STEPS = 20;
@@ -69,6 +69,10 @@ class Peer {
   private constructor(proc: ChildProcess) {
     this.#proc = proc;
     this.#lines = createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
+  }
+  /** The peer's process id (its CPU time is read around each measurement). */
+  get pid(): number {
+    return this.#proc.pid!;
   }
   static async start(args: string[]): Promise<Peer> {
     const p = new Peer(spawn(process.execPath, [join(PEERS_DIR, 'peer.mjs'), ...args], { stdio: ['pipe', 'pipe', 'inherit'] }));
@@ -165,6 +169,22 @@ interface Row {
   other: () => Promise<number>;
   /** A database URL whose server's txid counter is read around each measurement (write transactions per step). */
   txUrl?: string;
+  /** The processes each side runs in, whose CPU time is read around each measurement. */
+  cellPids: number[];
+  otherPids: number[];
+}
+
+/** The PostgreSQL server's data directory, for its CPU time (set once it is started). */
+let pgDataDir: string | null = null;
+
+/** CPU seconds so far: of `pids`, of the PostgreSQL server, of this process (the fake model server and the clients). */
+function cpuNow(pids: number[]): { proc: number; pg: number; bench: number } {
+  const u = process.cpuUsage();
+  return {
+    proc: pids.reduce((a, pid) => a + cpuSeconds(pid), 0),
+    pg: pgDataDir ? pgServerCpuSeconds(pgDataDir) : 0,
+    bench: (u.user + u.system) / 1e6,
+  };
 }
 
 /** Whether `--only` (absent: every row) asks for the rows of `group`. */
@@ -183,27 +203,40 @@ async function measure(row: Row, rounds: number): Promise<void> {
   const other: number[] = [];
   const cellTx: number[] = [];
   const otherTx: number[] = [];
-  const one = async (fn: () => Promise<number>, out: number[], tx: number[]) => {
+  // CPU time a step costs, summed over the rounds: the side's processes, PostgreSQL, this process.
+  const cellCpu = { proc: 0, pg: 0, bench: 0 };
+  const otherCpu = { proc: 0, pg: 0, bench: 0 };
+  const one = async (fn: () => Promise<number>, out: number[], tx: number[], pids: number[], cpu: typeof cellCpu) => {
     const x0 = row.txUrl ? await txid(row.txUrl) : 0;
+    const c0 = cpuNow(pids);
     const ms = await fn();
+    const c1 = cpuNow(pids);
+    for (const k of ['proc', 'pg', 'bench'] as const) cpu[k] += c1[k] - c0[k];
     if (row.txUrl) tx.push(((await txid(row.txUrl)) - x0 - 1) / (row.runs * STEPS));
     out.push((row.runs * STEPS) / (ms / 1000));
   };
+  const cellOne = () => one(row.cell, cell, cellTx, row.cellPids, cellCpu);
+  const otherOne = () => one(row.other, other, otherTx, row.otherPids, otherCpu);
   for (let r = 0; r < rounds; r++) {
     if (r % 2 === 0) {
-      await one(row.cell, cell, cellTx);
-      await one(row.other, other, otherTx);
+      await cellOne();
+      await otherOne();
     } else {
-      await one(row.other, other, otherTx);
-      await one(row.cell, cell, cellTx);
+      await otherOne();
+      await cellOne();
     }
   }
+  const perStep = (x: typeof cellCpu) => {
+    const us = (sec: number) => fmt((sec * 1e6) / (rounds * row.runs * STEPS));
+    return `${us(x.proc)}${pgDataDir ? ` + PostgreSQL ${us(x.pg)}` : ''} + model server and client ${us(x.bench)}`;
+  };
   const c = median(cell);
   const o = median(other);
   const tx = row.txUrl ? `  (write transactions per step: cell ${fmt(median(cellTx), 1)}, ${row.peer} ${fmt(median(otherTx), 1)})` : '';
   console.log(
     `  | ${row.name} | ${row.peer} ${fmt(o)} steps/s | cell ${fmt(c)} steps/s | **${fmt(c / o, 2)}** |${tx}  [rounds: cell ${cell.map((x) => fmt(x)).join('/')}, ${row.peer} ${other.map((x) => fmt(x)).join('/')}]`,
   );
+  console.log(`      CPU a step, µs: cell ${perStep(cellCpu)}; ${row.peer} ${perStep(otherCpu)}`);
 }
 
 export default async function main(): Promise<void> {
@@ -230,6 +263,7 @@ export default async function main(): Promise<void> {
   const keyFile = join(keyDir, 'secrets.key');
   writeFileSync(keyFile, randomBytes(32), { mode: 0o600 });
   const server = await startPgServer({ durable: true });
+  pgDataDir = join(server.dir, 'data');
   const ai = await startOpenAIServer({
     apiKey: 'sk-fake',
     respond: () => ({ content: 'ok', usage: { prompt_tokens: 3, completion_tokens: 2 } }),
@@ -271,6 +305,8 @@ export default async function main(): Promise<void> {
         cell: () => cellRuns(onPg, 1),
         other: () => dbos!.run(1),
         txUrl: dbCell.url,
+        cellPids: [a.proc.pid!],
+        otherPids: dbos ? [dbos.pid] : [],
       },
       rounds,
     );
@@ -282,6 +318,8 @@ export default async function main(): Promise<void> {
         cell: () => cellRuns(onPg, MANY),
         other: () => dbos!.run(MANY),
         txUrl: dbCell.url,
+        cellPids: [a.proc.pid!],
+        otherPids: dbos ? [dbos.pid] : [],
       },
       rounds,
     );
@@ -292,6 +330,8 @@ export default async function main(): Promise<void> {
         runs: 1,
         cell: () => cellRuns(onEmbedded, 1),
         other: () => graph!.run(1, 'postgres'),
+        cellPids: embedded ? [embedded.proc.pid!] : [],
+        otherPids: graph ? [graph.pid] : [],
       },
       rounds,
     );
@@ -302,6 +342,8 @@ export default async function main(): Promise<void> {
         runs: MANY,
         cell: () => cellRuns(onEmbedded, MANY),
         other: () => graph!.run(MANY, 'memory'),
+        cellPids: embedded ? [embedded.proc.pid!] : [],
+        otherPids: graph ? [graph.pid] : [],
       },
       rounds,
     );
@@ -319,6 +361,8 @@ export default async function main(): Promise<void> {
           cell: () => cellRuns(group, MANY),
           other: () => cellRuns(onPg, MANY),
           txUrl: dbCell.url,
+          cellPids: [a, b, c].map((x) => x.proc.pid!),
+          otherPids: [a.proc.pid!],
         },
         rounds,
       );

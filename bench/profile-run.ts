@@ -22,7 +22,7 @@ import { startCellProcess } from '../test/helpers/cell-process.ts';
 import { adminQuery, pgDatabase, startPgServer } from '../test/helpers/postgres.ts';
 import { provider, team, T, type Api } from '../test/helpers/teams.ts';
 import { request } from 'undici';
-import { runEnded } from './_util.ts';
+import { cpuSeconds, pgServerCpuSeconds, runEnded } from './_util.ts';
 
 const arg = (n: string, d: string) => {
   const i = process.argv.indexOf(n);
@@ -93,29 +93,13 @@ if (statements) await setLog('all');
 /** CPU seconds (user + system) of a process, from /proc (clock ticks of 10 ms). */
 const cpuOf = (pid: number): number => {
   try {
-    const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / 100;
+    return cpuSeconds(pid);
   } catch {
     return 0;
   }
 };
-/** CPU seconds of the PostgreSQL server: the postmaster and its children (ended children count in its cutime). */
-const pgCpu = (): number => {
-  if (!server) return 0;
-  const master = Number(readFileSync(join(server.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
-  let sum = cpuOf(master);
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const st = readFileSync(`/proc/${d}/stat`, 'utf8');
-      if (Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[1]) === master) sum += cpuOf(Number(d));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return sum;
-};
+/** CPU seconds of the PostgreSQL server: the postmaster and its children. */
+const pgCpu = (): number => (server ? pgServerCpuSeconds(join(server.dir, 'data')) : 0);
 const cellPid = cell.proc.pid!;
 /** User and system CPU seconds of a process apart. */
 const userSys = (pid: number): [number, number] => {
