@@ -19,7 +19,8 @@
  * pair of cells serves every BENCH_PAIRS_A_CELL pairs (default 2): two
  * processes of the same build, same flags, differ by up to ~10 % in CPU a
  * request (bench/RESULTS.md, issue 28, stop 25), which one pair of processes
- * for the whole run put into the figure.
+ * for the whole run put into the figure. Which of the two starts first
+ * alternates from pair to pair (the first-started one served measurably less).
  *
  * Where the info cell's stdout goes did not change its CPU a request beyond
  * that noise (this process draining the pipe, a separate `cat` draining a
@@ -140,8 +141,18 @@ export default async function main(): Promise<void> {
       if (i % PAIRS_A_CELL === 0) {
         // A fresh pair of processes: two starts of the same build differ by up to ~10 % in CPU a request.
         await retire();
-        const on = await side(true);
-        const off = await side(false);
+        // Which cell starts first alternates from pair to pair: an A/A run (both at warn) put 4.5 % between
+        // the first-started and the second (stop 25), a bias that a fixed order gave to the access log.
+        const firstOn = (i / PAIRS_A_CELL) % 2 === 0;
+        let on: Side;
+        let off: Side;
+        if (firstOn) {
+          on = await side(true);
+          off = await side(false);
+        } else {
+          off = await side(false);
+          on = await side(true);
+        }
         let warm = 0;
         for (const s of [on, off, on, off]) {
           const r = await load({ url: s.url, connections: CONNECTIONS, seconds: 2, headers: s.headers });
