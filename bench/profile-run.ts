@@ -5,7 +5,7 @@
  * crew, N runs one after another (K at once), then a
  * clean stop so the profile is written to PROFILE_DIR (default /tmp/perf).
  *
- *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof] [--statements]
+ *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof] [--statements] [--cells C] [--launch-on K]
  *
  * Prints steps/s, write transactions per step (PostgreSQL) and the CPU time
  * a step costs the cell, the PostgreSQL server (all its processes) and this
@@ -13,12 +13,18 @@
  * can be compared between runs on a loaded machine. With
  * --statements (PostgreSQL), the statements the cell sent per step, counted
  * from the server's log (log_statement = all during the timed runs). Read the
- * profile with Chrome's DevTools or any .cpuprofile viewer.
+ * profile with Chrome's DevTools or any .cpuprofile viewer. --cells C
+ * (PostgreSQL): a group of C cell processes on the one database, the
+ * launches spread over them round-robin (each run awaited on the cell that
+ * launched it; --launch-on K: over the first K only, the others idle
+ * members); the CPU of each cell is printed apart, and the rollbacks
+ * and commits (pg_stat_database: xact_rollback, xact_commit, reads included)
+ * of the timed runs (the notifications sent: pg_notify in --statements).
  */
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
-import { startCellProcess } from '../test/helpers/cell-process.ts';
+import { type CellProcess, startCellProcess } from '../test/helpers/cell-process.ts';
 import { adminQuery, pgDatabase, startPgServer } from '../test/helpers/postgres.ts';
 import { provider, team, T, type Api } from '../test/helpers/teams.ts';
 import { request } from 'undici';
@@ -56,13 +62,24 @@ const ai = await startOpenAIServer({
   apiKey: 'sk-fake',
   respond: () => ({ content: 'ok', usage: { prompt_tokens: 3, completion_tokens: 2 } }),
 });
-const cell = await startCellProcess({
-  timeoutMs: 120_000,
-  args: [...(db ? ['--store', db.url, '--posture', 'multi-cell'] : []), '--log-level', 'warn'],
-  env: process.argv.includes('--no-prof') ? {} : { NODE_OPTIONS: `--import=${dir}/prof.mjs` },
-});
-const call = async (method: string, path: string, body?: unknown) => {
-  const r = await request(cell.url + path, {
+const nCells = embedded ? 1 : Number(arg('--cells', '1'));
+const cells: CellProcess[] = [];
+for (let i = 0; i < nCells; i++)
+  cells.push(
+    await startCellProcess({
+      timeoutMs: 120_000,
+      args: [
+        ...(db ? ['--store', db.url, '--posture', 'multi-cell'] : []),
+        ...(nCells > 1 ? ['--cell-id', `cell-${i}`] : []),
+        '--log-level',
+        'warn',
+      ],
+      env: process.argv.includes('--no-prof') ? {} : { NODE_OPTIONS: `--import=${dir}/prof.mjs` },
+    }),
+  );
+const cell = cells[0]!;
+const call = async (method: string, path: string, body?: unknown, on = cell) => {
+  const r = await request(on.url + path, {
     method: method as 'GET',
     headers: { authorization: `Bearer ${cell.adminKey}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
@@ -77,10 +94,15 @@ const tm = await team(
   'sequential',
   Array.from({ length: 20 }, (_, i) => ({ role: `s${i}` })),
 );
+let launched = 0;
+/** --launch-on K: the launches go to the first K cells only (the others are idle members of the group). */
+const spread = Math.min(cells.length, Number(arg('--launch-on', String(cells.length))));
 const one = async () => {
-  const r = await call('POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
+  const on = cells[launched++ % spread]!;
+  const r = await call('POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' }, on);
+  if (r.status !== 201 && r.status !== 202) throw new Error(`launch ${r.status} ${r.text}`);
   // Awaited on the run's event stream, as a client would (no polling in the profile).
-  const end = await runEnded(cell.url, cell.adminKey, r.body.run_id);
+  const end = await runEnded(on.url, cell.adminKey, r.body.run_id);
   if (end.outcome !== 'completed') throw new Error(`${end.outcome} ${end.reason ?? ''}`);
 };
 const statements = server !== null && process.argv.includes('--statements');
@@ -101,6 +123,18 @@ const cpuOf = (pid: number): number => {
 /** CPU seconds of the PostgreSQL server: the postmaster and its children. */
 const pgCpu = (): number => (server ? pgServerCpuSeconds(join(server.dir, 'data')) : 0);
 const cellPid = cell.proc.pid!;
+const pids = cells.map((c) => c.proc.pid!);
+const cellsCpu = (): number[] => pids.map(cpuOf);
+const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+/** Rollbacks and commits of the cells' database so far. */
+const dbStat = async (): Promise<{ rollback: number; commit: number }> => {
+  if (!db) return { rollback: 0, commit: 0 };
+  const r = await adminQuery(
+    server!.url,
+    `SELECT xact_rollback AS r, xact_commit AS c FROM pg_stat_database WHERE datname = '${new URL(db.url).pathname.slice(1)}'`,
+  );
+  return { rollback: Number(r.rows[0].r), commit: Number(r.rows[0].c) };
+};
 /** User and system CPU seconds of a process apart. */
 const userSys = (pid: number): [number, number] => {
   const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -125,10 +159,12 @@ const threads = (pid: number): Map<string, number> => {
 };
 const th0 = threads(cellPid);
 // The cell's background work (heartbeats, sweeps, folds) over 5 idle seconds, to tell it from the steps' own.
-const i0 = { cell: cpuOf(cellPid), pg: pgCpu() };
+const i0 = { cell: sum(cellsCpu()), pg: pgCpu() };
 await new Promise((r) => setTimeout(r, 5000));
-const idle = { cell: (cpuOf(cellPid) - i0.cell) / 5, pg: (pgCpu() - i0.pg) / 5 };
-const c0 = { cell: cpuOf(cellPid), pg: pgCpu(), bench: process.cpuUsage() };
+const idle = { cell: (sum(cellsCpu()) - i0.cell) / 5, pg: (pgCpu() - i0.pg) / 5 };
+const each0 = cellsCpu();
+const st0 = await dbStat();
+const c0 = { cell: sum(each0), pg: pgCpu(), bench: process.cpuUsage() };
 const x0 = db ? Number((await adminQuery(db.url, 'SELECT txid_current() AS x')).rows[0].x) : 0;
 const t0 = performance.now();
 for (let i = 0; i < runs; i++) await Promise.all(Array.from({ length: conc }, one));
@@ -136,7 +172,9 @@ const ms = performance.now() - t0;
 const benchCpu = process.cpuUsage(c0.bench);
 const us1 = userSys(cellPid);
 const th1 = threads(cellPid);
-const cpu = { cell: cpuOf(cellPid) - c0.cell, pg: pgCpu() - c0.pg, bench: (benchCpu.user + benchCpu.system) / 1e6 };
+const each1 = cellsCpu();
+const cpu = { cell: sum(each1) - c0.cell, pg: pgCpu() - c0.pg, bench: (benchCpu.user + benchCpu.system) / 1e6 };
+const st1 = await dbStat();
 const x1 = db ? Number((await adminQuery(db.url, 'SELECT txid_current() AS x')).rows[0].x) : 0;
 if (statements) {
   await setLog('none');
@@ -157,15 +195,24 @@ console.log(
   `${runs * conc * 20} steps in ${ms.toFixed(0)} ms: ${((runs * conc * 20) / (ms / 1000)).toFixed(1)} steps/s; tx/step ${((x1 - x0 - 1) / (runs * conc * 20)).toFixed(2)}`,
 );
 const perStep = (sec: number) => `${((sec * 1e6) / (runs * conc * 20)).toFixed(0)} µs`;
-console.log(`CPU a step: cell ${perStep(cpu.cell)}, PostgreSQL ${perStep(cpu.pg)}, model server + client ${perStep(cpu.bench)}`);
+if (db)
+  console.log(
+    `rollbacks a step ${((st1.rollback - st0.rollback) / (runs * conc * 20)).toFixed(3)} (${st1.rollback - st0.rollback}); commits a step ${((st1.commit - st0.commit) / (runs * conc * 20)).toFixed(2)}`,
+  );
+if (cells.length > 1) console.log(`CPU a step by cell: ${each1.map((v, i) => perStep(v - each0[i]!)).join(', ')}`);
+console.log(
+  `CPU a step: cell${cells.length > 1 ? 's' : ''} ${perStep(cpu.cell)}, PostgreSQL ${perStep(cpu.pg)}, model server + client ${perStep(cpu.bench)}`,
+);
 if (process.env['THREADS'])
   for (const [k, v] of th1) if (v - (th0.get(k) ?? 0) > 0) console.log(`  thread ${k}: ${perStep(v - (th0.get(k) ?? 0))}`);
 console.log(`cell: user ${perStep(us1[0] - us0[0])}, system ${perStep(us1[1] - us0[1])} a step (idle included)`);
 console.log(
   `idle CPU a second: cell ${(idle.cell * 1e3).toFixed(0)} ms, PostgreSQL ${(idle.pg * 1e3).toFixed(0)} ms; a step without it: cell ${perStep(cpu.cell - (idle.cell * ms) / 1000)}, PostgreSQL ${perStep(cpu.pg - (idle.pg * ms) / 1000)}`,
 );
-await cell.kill('SIGTERM');
-cell.cleanup();
+for (const c of cells) {
+  await c.kill('SIGTERM');
+  c.cleanup();
+}
 await ai.close();
 await db?.drop();
 await server?.stop();

@@ -360,6 +360,30 @@ export class Cluster implements GroupClock {
    */
   async sweep(): Promise<void> {
     if (this.#skewed) return;
+    if (this.#sweepsUnderWay++ === 0) this.#sweepView = null;
+    try {
+      await this.#sweepAll();
+    } finally {
+      if (--this.#sweepsUnderWay === 0) this.#sweepView = null;
+    }
+  }
+
+  /** Sweeps under way (sweep), and the membership they share (sweepMembers). */
+  #sweepsUnderWay = 0;
+  #sweepView: ReturnType<Cluster['members']> | null = null;
+
+  /**
+   * members(), read once for the sweeps under way (their takeover scans share
+   * it; every claim judges its holder again in its own transaction); outside
+   * a sweep, members().
+   */
+  sweepMembers(): ReturnType<Cluster['members']> {
+    if (this.#sweepsUnderWay === 0) return this.members();
+    this.#sweepView ??= this.members();
+    return this.#sweepView;
+  }
+
+  async #sweepAll(): Promise<void> {
     let failed = false;
     for (const fn of this.#ticks) {
       if (this.#stopped) return;

@@ -82,9 +82,9 @@ export interface RunsContext {
   cluster: Cluster;
   /** The epoch of each run lease this process holds (lease.ts); a driver's writes are fenced by it. */
   leases: Map<string, number>;
-  /** The catch-up of records other cells appended, while it runs (events.ts), and whether to run it again. */
+  /** The catch-up of records other cells appended, while it runs (events.ts), and the runs it still has to read ('all': every run followed here). */
   catchingUp: Promise<void> | null;
-  catchUpAgain: boolean;
+  catchUpPending: Set<string> | 'all' | null;
   /** The cell's metrics (journal records, finished runs, SSE subscribers). */
   metrics: CellMetrics;
   /** Writes waiting for each run's next journal append (a budget reservation, its commit, the final output). */
@@ -110,7 +110,7 @@ export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster, me
     staged: new Map(),
     claimedHere: new Map(),
     catchingUp: null,
-    catchUpAgain: false,
+    catchUpPending: null,
     workspaceFiles: null,
     metrics,
     stopping: false,

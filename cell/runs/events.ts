@@ -126,26 +126,37 @@ export async function subscribe(
 
 /**
  * Delivers records other cells of the group appended (the store heard a remote
- * change to the journal): for each run with subscribers here, the records after
- * the lowest high-water mark are read and published; each subscriber's mark drops
- * what it already has. So a client on this cell follows a run executing on
- * another one, with the journal seq as the event id.
+ * change to the journal): for each run with subscribers here that the change
+ * names (`runIds`, the notification's subjects; absent: every run followed
+ * here), the records after the lowest high-water mark are read and published;
+ * each subscriber's mark drops what it already has. So a client on this cell
+ * follows a run executing on another one, with the journal seq as the event
+ * id, and the appends of runs nobody here follows cost no read. One catch-up
+ * at a time; runs named meanwhile are read after it.
  */
-export function catchUpRemote(ctx: RunsContext): Promise<void> {
-  if (ctx.catchingUp) {
-    ctx.catchUpAgain = true;
-    return ctx.catchingUp;
-  }
+export function catchUpRemote(ctx: RunsContext, runIds?: ReadonlySet<string>): Promise<void> {
+  if (runIds === undefined) ctx.catchUpPending = 'all';
+  else if (ctx.catchUpPending !== 'all')
+    for (const id of runIds) {
+      if (!ctx.bus.has(id)) continue;
+      ctx.catchUpPending ??= new Set();
+      ctx.catchUpPending.add(id);
+    }
+  if (ctx.catchingUp) return ctx.catchingUp;
+  if (ctx.catchUpPending === null) return Promise.resolve();
   const p = (async () => {
-    do {
-      ctx.catchUpAgain = false;
-      for (const [runId, subs] of [...ctx.bus]) {
+    while (ctx.catchUpPending !== null) {
+      const want = ctx.catchUpPending;
+      ctx.catchUpPending = null;
+      for (const runId of want === 'all' ? [...ctx.bus.keys()] : want) {
+        const subs = ctx.bus.get(runId);
+        if (!subs) continue;
         let low = Number.MAX_SAFE_INTEGER;
         for (const s of subs) if (s.held === null) low = Math.min(low, s.high);
         if (low === Number.MAX_SAFE_INTEGER) continue;
         for (const rec of await records(ctx.core.store, runId, low, 10_000)) publish(ctx, rec);
       }
-    } while (ctx.catchUpAgain);
+    }
   })().finally(() => {
     ctx.catchingUp = null;
   });

@@ -251,7 +251,8 @@ export function appendJournalBatch(
         },
         // Other cells hear of journal appends in one notification shared by the appends of a short
         // interval (store WriteOptions.notify), so concurrent runs' commits share their flushes.
-        { isolation: 'row-locks', notify: 'batched' },
+        // Its rows are the run's (the staged writes too): other cells re-read only the runs named (Change.subjects).
+        { isolation: 'row-locks', notify: 'batched', subjects: [runId] },
       );
     } catch (e) {
       restage(ctx, runId, staged, e);
@@ -476,7 +477,7 @@ export function finishRun(
           ]).catch(() => undefined);
           return rec;
         },
-        { isolation: 'row-locks' },
+        { isolation: 'row-locks', subjects: [runId] },
       );
     } catch (e) {
       restage(ctx, runId, staged, e);

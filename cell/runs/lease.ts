@@ -172,9 +172,11 @@ export async function placeOnPeer(ctx: RunsContext, runId: string): Promise<bool
  * comes back clears it.
  */
 export async function markUnplaceable(ctx: RunsContext, kind: repo.RunKind): Promise<void> {
-  const members = await ctx.cluster.members();
+  const members = await ctx.cluster.sweepMembers();
   const state = new Map(members.map((m) => [m.cell_id, m.state]));
-  for (const r of await repo.leasedElsewhere(ctx.core.store, kind, '')) {
+  // Runs held by a member that is not dead are not read at all (the check below stays for a member that died since).
+  const holding = members.filter((m) => m.state !== 'dead').map((m) => m.cell_id);
+  for (const r of await repo.leasedElsewhere(ctx.core.store, kind, holding)) {
     // A run refused at its start needs no qualifying cell: any cell ends it (orphanedRuns).
     if (r.flags['unplaceable'] !== undefined || refusalOf(r.flags)) continue;
     if (r.lease_owner !== null && (state.get(r.lease_owner) ?? 'dead') !== 'dead') continue;
@@ -205,9 +207,12 @@ export function dropLease(ctx: RunsContext, runId: string): void {
  */
 export async function orphanedRuns(ctx: RunsContext, kind: repo.RunKind): Promise<repo.Run[]> {
   const me = ctx.core.config.cellId;
-  const candidates = await repo.leasedElsewhere(ctx.core.store, kind, me);
+  const all = await ctx.cluster.sweepMembers();
+  const members = new Map(all.map((m) => [m.cell_id, m.state]));
+  // Runs held by this cell or by a member that is not dead are no candidates: not read (a busy group's heartbeat reads no run).
+  const holding = [me, ...all.filter((m) => m.state !== 'dead' && m.cell_id !== me).map((m) => m.cell_id)];
+  const candidates = await repo.leasedElsewhere(ctx.core.store, kind, holding);
   if (candidates.length === 0) return [];
-  const members = new Map((await ctx.cluster.members()).map((m) => [m.cell_id, m.state]));
   const out: repo.Run[] = [];
   for (const r of candidates) {
     if (r.lease_owner !== null && (members.get(r.lease_owner) ?? 'dead') !== 'dead') continue;
@@ -230,9 +235,11 @@ export async function orphanedRuns(ctx: RunsContext, kind: repo.RunKind): Promis
  */
 export async function orphanedWaitingRuns(ctx: RunsContext, kind: repo.RunKind): Promise<repo.Run[]> {
   const me = ctx.core.config.cellId;
-  const candidates = await repo.waitingElsewhere(ctx.core.store, kind, me);
+  const all = await ctx.cluster.sweepMembers();
+  const members = new Map(all.map((m) => [m.cell_id, m.state]));
+  const holding = [me, ...all.filter((m) => m.state !== 'dead' && m.cell_id !== me).map((m) => m.cell_id)];
+  const candidates = await repo.waitingElsewhere(ctx.core.store, kind, holding);
   if (candidates.length === 0) return [];
-  const members = new Map((await ctx.cluster.members()).map((m) => [m.cell_id, m.state]));
   const out: repo.Run[] = [];
   for (const r of candidates) {
     if ((members.get(r.coordinator!) ?? 'dead') !== 'dead' || ctx.drivers.has(r.run_id)) continue;

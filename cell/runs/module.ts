@@ -64,13 +64,16 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
         cancelCheck = null;
       });
   };
+  // A change that names its runs (Change.subjects) costs reads only for the runs it names that are followed
+  // or driven here: in a busy group, other cells' appends are to the runs they drive.
   const unlisten = core.store.onChange((c) => {
     if (!c.remote || !c.tables.has('journal')) return;
+    const named = c.subjects;
     if (ctx.bus.size > 0)
-      void catchUpRemote(ctx).catch((e: unknown) =>
+      void catchUpRemote(ctx, named).catch((e: unknown) =>
         core.log.warn('run events catch-up failed', { error: e instanceof Error ? e.message : String(e) }),
       );
-    if (ctx.drivers.size > 0) checkCancels();
+    if (ctx.drivers.size > 0 && (named === undefined || [...named].some((id) => ctx.drivers.has(id)))) checkCancels();
   });
   return {
     name: 'runs',

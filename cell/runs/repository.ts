@@ -381,25 +381,35 @@ export async function releaseUnclaimed(tx: Tx, runId: string, owner: string): Pr
   return r.changes === 1;
 }
 
-/** Runs queued or running under another cell's lease (or none): takeover candidates, oldest first. */
-export async function leasedElsewhere(db: Reader, kind: RunKind, cellId: string): Promise<Run[]> {
+/** ` AND (col IS NULL OR col NOT IN (?, …))` for `excluded` (none: nothing excluded). */
+function notHeldBy(col: string, excluded: readonly string[]): string {
+  return excluded.length === 0 ? '' : ` AND (${col} IS NULL OR ${col} NOT IN (${excluded.map(() => '?').join(', ')}))`;
+}
+
+/**
+ * Runs queued or running under none of the `excluded` cells' leases (or
+ * none): takeover candidates, oldest first. The callers exclude the cells
+ * whose lease still holds (live members, and themselves), so a busy group's
+ * heartbeat reads its few orphans, not every run in flight.
+ */
+export async function leasedElsewhere(db: Reader, kind: RunKind, excluded: readonly string[]): Promise<Run[]> {
   const rows = await db.all(
     `SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id
-     WHERE r.kind = ? AND r.state IN ('queued', 'running') AND (r.lease_owner IS NULL OR r.lease_owner <> ?) ORDER BY o.seq`,
-    [kind, cellId],
+     WHERE r.kind = ? AND r.state IN ('queued', 'running')${notHeldBy('r.lease_owner', excluded)} ORDER BY o.seq`,
+    [kind, ...excluded],
   );
   return rows.map(decodeRun);
 }
 
 /**
- * Runs of `kind` waiting (an approval, a timer) that another cell drove last:
- * their wake-up timer lives in that cell's process.
+ * Runs of `kind` waiting (an approval, a timer) that a cell not `excluded`
+ * drove last: their wake-up timer lives in that cell's process.
  */
-export async function waitingElsewhere(db: Reader, kind: RunKind, cellId: string): Promise<Run[]> {
+export async function waitingElsewhere(db: Reader, kind: RunKind, excluded: readonly string[]): Promise<Run[]> {
   const rows = await db.all(
     `SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id
-     WHERE r.kind = ? AND r.state = 'waiting' AND r.coordinator IS NOT NULL AND r.coordinator <> ? ORDER BY o.seq`,
-    [kind, cellId],
+     WHERE r.kind = ? AND r.state = 'waiting' AND r.coordinator IS NOT NULL${notHeldBy('r.coordinator', excluded)} ORDER BY o.seq`,
+    [kind, ...excluded],
   );
   return rows.map(decodeRun);
 }

@@ -45,6 +45,19 @@ import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, Store
 /** The NOTIFY channel every cell of a database uses. */
 export const CHANGE_CHANNEL = 'cell_store_change';
 export const DEFAULT_POOL_SIZE = 10;
+/**
+ * Most subjects one notification names (WriteOptions.subjects); past it, it names none ("any key").
+ * 100 run ids of ~40 characters stay well under PostgreSQL's 8,000-byte payload limit.
+ */
+const MAX_SUBJECTS = 100;
+
+/** Subjects a notification may carry: identifiers only (they go into a SQL literal unescaped), at most MAX_SUBJECTS; null otherwise (any key). */
+function subjectSet(subjects: readonly string[] | undefined): Set<string> | null {
+  if (subjects === undefined || subjects.length > MAX_SUBJECTS) return null;
+  for (const k of subjects) if (!/^[A-Za-z0-9_.:-]{1,100}$/.test(k)) return null;
+  return new Set(subjects);
+}
+
 /** `application_name` of the LISTEN connection (the pool's connections are `agent-cell`). */
 export const LISTEN_APPLICATION_NAME = 'agent-cell-listen';
 const DEFAULT_MAX_ATTEMPTS = 30;
@@ -328,7 +341,7 @@ class PgStore implements PostgresStore {
     const start = this.#observe ? performance.now() : 0;
     let ok = false;
     try {
-      const result = await this.#write(fn, opts?.notify ?? true, opts?.isolation === 'row-locks');
+      const result = await this.#write(fn, opts?.notify ?? true, opts?.isolation === 'row-locks', opts?.subjects);
       ok = true;
       return result;
     } finally {
@@ -337,7 +350,12 @@ class PgStore implements PostgresStore {
     }
   }
 
-  async #write<T>(fn: (tx: Tx) => Promise<T>, notifyOthers: boolean | 'batched', rowLocks: boolean): Promise<T> {
+  async #write<T>(
+    fn: (tx: Tx) => Promise<T>,
+    notifyOthers: boolean | 'batched',
+    rowLocks: boolean,
+    subjects: readonly string[] | undefined,
+  ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient;
       try {
@@ -393,7 +411,9 @@ class PgStore implements PostgresStore {
         tables = tablesWritten(state.written);
         committing = true;
         const notify =
-          tables.size > 0 && notifyOthers === true ? `SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(tables)}')` : null;
+          tables.size > 0 && notifyOthers === true
+            ? `SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(tables, subjectSet(subjects))}')`
+            : null;
         // Sent behind the statements fn left in flight (Tx: their failure aborts the transaction), in their
         // round trip; the server answers ROLLBACK for it when one of them failed.
         const commit = sendTogether(client, () => client.query(notify && this.#notifyInTx ? `${notify}; COMMIT` : 'COMMIT'));
@@ -411,7 +431,7 @@ class PgStore implements PostgresStore {
         // After-commit mode: the write is durable whatever happens to this notification.
         if (notify && !this.#notifyInTx) await client.query(notify).catch(() => undefined);
         release();
-        if (tables.size > 0 && notifyOthers === 'batched') this.#notifySoon(tables);
+        if (tables.size > 0 && notifyOthers === 'batched') this.#notifySoon(tables, subjectSet(subjects));
       } catch (err) {
         state.live = false;
         const lost = isConnectionLost(err);
@@ -438,7 +458,7 @@ class PgStore implements PostgresStore {
         if (committing && xid !== undefined && Number.isFinite(xid)) {
           const outcome = await this.#commitOutcome(xid, started ?? null);
           if (outcome === 'unknown') throw commitUnknown();
-          if (outcome === 'committed') return this.#committed(result, effects, tables);
+          if (outcome === 'committed') return this.#committed(result, effects, tables, subjects);
           // Aborted: nothing of it was kept, so a retry by the caller is safe.
         } else if (attempt === 1) {
           // Lost before COMMIT was sent: nothing was kept; try once more on a fresh connection.
@@ -446,11 +466,11 @@ class PgStore implements PostgresStore {
         }
         throw connectionLost();
       }
-      return this.#committed(result, effects, tables);
+      return this.#committed(result, effects, tables, subjects);
     }
   }
 
-  #committed<T>(result: T, effects: (() => void)[], tables: Set<string>): T {
+  #committed<T>(result: T, effects: (() => void)[], tables: Set<string>, subjects: readonly string[] | undefined): T {
     this.stats.commits++;
     // An effect that throws is logged: it never turns a durable write into a failure.
     for (const e of effects) {
@@ -460,7 +480,7 @@ class PgStore implements PostgresStore {
         this.note(`store: an afterCommit effect threw: ${(err as Error).message}`);
       }
     }
-    if (tables.size > 0) this.#emit({ tables, remote: false });
+    if (tables.size > 0) this.#emit(subjects ? { tables, remote: false, subjects: new Set(subjects) } : { tables, remote: false });
     return result;
   }
 
@@ -496,13 +516,17 @@ class PgStore implements PostgresStore {
     });
   }
 
-  /** Tables written by `notify: 'batched'` commits and not announced yet, and the timer that will. */
+  /** Tables written by `notify: 'batched'` commits and not announced yet, their subjects (null: any), and the timer that will. */
   #batched = new Set<string>();
+  #batchedSubjects: Set<string> | null = new Set();
   #batchTimer: NodeJS.Timeout | null = null;
 
   /** Tells other cells of `tables` within BATCHED_NOTIFY_MS, in one notification with the other batched commits'. */
-  #notifySoon(tables: Set<string>): void {
+  #notifySoon(tables: Set<string>, subjects: Set<string> | null): void {
     for (const t of tables) this.#batched.add(t);
+    if (subjects === null || this.#batchedSubjects === null || this.#batchedSubjects.size + subjects.size > MAX_SUBJECTS)
+      this.#batchedSubjects = null;
+    else for (const k of subjects) this.#batchedSubjects.add(k);
     if (this.#batchTimer) return;
     this.#batchTimer = setTimeout(() => {
       this.#batchTimer = null;
@@ -513,20 +537,23 @@ class PgStore implements PostgresStore {
 
   async #sendBatched(): Promise<void> {
     const all = this.#batched;
+    const subjects = this.#batchedSubjects;
     this.#batched = new Set();
+    this.#batchedSubjects = new Set();
     if (this.#closed || all.size === 0) return;
     try {
       // Outside any transaction: a notification only (it takes the server's notification lock once per interval).
-      await this.pool.query(`SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(all)}')`);
+      await this.pool.query(`SELECT pg_notify('${CHANGE_CHANNEL}', '${this.#payload(all, subjects)}')`);
     } catch {
       // Not sent (the server is away): announced again with the next batch.
-      if (!this.#closing) this.#notifySoon(all);
+      if (!this.#closing) this.#notifySoon(all, subjects);
     }
   }
 
-  #payload(tables: Set<string>): string {
-    // Table names are identifiers ([A-Za-z0-9_]) and the id is hex: nothing to escape in the literal.
-    return JSON.stringify({ i: this.instanceId, t: [...tables] });
+  /** The notification's text: this instance, the tables and, when every write named them, the subjects (`s`). */
+  #payload(tables: Set<string>, subjects: Set<string> | null): string {
+    // Table names are identifiers ([A-Za-z0-9_]), the id is hex and subjects are checked by subjectSet: nothing to escape in the literal.
+    return JSON.stringify(subjects ? { i: this.instanceId, t: [...tables], s: [...subjects] } : { i: this.instanceId, t: [...tables] });
   }
 
   /**
@@ -592,10 +619,13 @@ class PgStore implements PostgresStore {
     } catch {
       return;
     }
-    const m = msg as { i?: unknown; t?: unknown };
+    const m = msg as { i?: unknown; t?: unknown; s?: unknown };
     if (typeof m.i !== 'string' || m.i === this.instanceId || !Array.isArray(m.t)) return;
     this.stats.remoteChanges++;
-    this.#emit({ tables: new Set(m.t.filter((x): x is string => typeof x === 'string')), remote: true });
+    const tables = new Set(m.t.filter((x): x is string => typeof x === 'string'));
+    // Subjects only when every entry is a string: anything else (an older or newer sender) means "any key".
+    const s = Array.isArray(m.s) && m.s.every((x) => typeof x === 'string') ? new Set(m.s as string[]) : null;
+    this.#emit(s ? { tables, remote: true, subjects: s } : { tables, remote: true });
   }
 
   // ---- health and close

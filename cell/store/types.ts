@@ -71,6 +71,12 @@ export interface Change {
    * `resumed` once it is back (anything may have changed meanwhile).
    */
   gap?: 'lost' | 'resumed';
+  /**
+   * PostgreSQL only: the keys the writer declared for its rows (WriteOptions.subjects: the runs a
+   * journal append wrote), the union over the writes one notification covers. Absent: unknown,
+   * so a listener that follows keys treats every key as changed.
+   */
+  subjects?: ReadonlySet<string>;
 }
 
 export interface WriteOptions {
@@ -99,6 +105,14 @@ export interface WriteOptions {
    * alone, so both modes are the same there.
    */
   isolation?: 'serializable' | 'row-locks';
+  /**
+   * The keys (run ids) of every row this transaction writes in tables followed by key (the journal):
+   * carried with the notification to other cells (Change.subjects), so that a cell follows only the
+   * keys it cares about instead of re-reading all of them at each change. A write that names none
+   * is "any key". Keys are identifiers ([A-Za-z0-9_.:-], at most 100 characters); one that is not,
+   * or too many in one notification, makes the notification "any key" again.
+   */
+  subjects?: readonly string[];
 }
 
 export interface StoreHealth {

@@ -282,6 +282,53 @@ describe('PostgreSQL engine', { skip }, () => {
     assert.equal(atB.length, 1, 'a rolled-back transaction notifies nobody');
   });
 
+  it('subjects: a notification names the keys its writes declared, and none once one write declared none or a bad key', async () => {
+    const db = await database();
+    const a = await open(db.url);
+    const b = await open(db.url);
+    const atA: Change[] = [];
+    const atB: Change[] = [];
+    a.onChange((c) => atA.push(c));
+    b.onChange((c) => atB.push(c));
+    const heard = async (n: number): Promise<Change> => {
+      await until(`b to hear notification ${n}`, () => atB.length >= n, 2000);
+      return atB[n - 1]!;
+    };
+    // Batched writes naming their keys: one notification naming all of them.
+    await Promise.all(
+      ['run_1', 'run_2'].map((k, i) =>
+        a.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [i + 1]), { notify: 'batched', subjects: [k] }),
+      ),
+    );
+    assert.deepEqual(
+      atA.map((c) => [...(c.subjects ?? [])]),
+      [['run_1'], ['run_2']],
+      'this store hears each commit with its subjects',
+    );
+    assert.deepEqual([...((await heard(1)).subjects ?? ['(none)'])].sort(), ['run_1', 'run_2']);
+    // A batched write without subjects: the notification that covers it names none (any key), whether or
+    // not the other write of the interval shares it (a slow machine may split them).
+    await Promise.all([
+      a.write((tx) => tx.run('INSERT INTO t (id) VALUES (3)'), { notify: 'batched', subjects: ['run_3'] }),
+      a.write((tx) => tx.run('INSERT INTO t (id) VALUES (4)'), { notify: 'batched' }),
+    ]);
+    await heard(2);
+    await new Promise((r) => setTimeout(r, 500));
+    const second = atB.slice(1);
+    assert.ok(second.some((c) => c.subjects === undefined));
+    assert.ok(second.every((c) => c.subjects === undefined || [...c.subjects].join() === 'run_3'));
+    // A key that is not an identifier is never put in the notification's text.
+    const n = atB.length;
+    await a.write((tx) => tx.run('INSERT INTO t (id) VALUES (5)'), { subjects: ["x'); DROP TABLE t; --"] });
+    const bad = await heard(n + 1);
+    assert.equal(bad.subjects, undefined);
+    assert.deepEqual([...bad.tables], ['t']);
+    // An immediate notification carries its subjects too.
+    await a.write((tx) => tx.run('INSERT INTO t (id) VALUES (6)'), { subjects: ['run_6'] });
+    assert.deepEqual([...((await heard(n + 2)).subjects ?? [])], ['run_6']);
+    assert.deepEqual(await b.get('SELECT COUNT(*) AS n FROM t'), { n: 6 });
+  });
+
   it("a write made by another process reaches this store's listeners within a second", { timeout: 60_000 }, async () => {
     const db = await database();
     const m = [{ id: 'crash-001-acks', sql: 'CREATE TABLE acks (id TEXT PRIMARY KEY, pad TEXT)' }];
