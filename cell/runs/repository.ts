@@ -242,8 +242,8 @@ export interface AppendRead {
 /** The storage in use, as four sub-selects: every run's bytes (folded total plus unfolded shares), and a workspace's runs'. */
 const USAGE_COLUMNS = `(SELECT COALESCE(SUM(bytes), 0) FROM storage_totals WHERE scope = 'cell') AS cell_total,
        (SELECT COALESCE(SUM(unfolded), 0) FROM run_storage WHERE unfolded > 0) AS cell_unfolded,
-       (SELECT COALESCE(SUM(bytes), 0) FROM storage_totals WHERE scope = ?) AS ws_total,
-       (SELECT COALESCE(SUM(unfolded), 0) FROM run_storage WHERE unfolded > 0 AND workspace_id = ?) AS ws_unfolded`;
+       (SELECT COALESCE(SUM(bytes), 0) FROM storage_totals WHERE scope = CAST(? AS TEXT)) AS ws_total,
+       (SELECT COALESCE(SUM(unfolded), 0) FROM run_storage WHERE unfolded > 0 AND workspace_id = CAST(? AS TEXT)) AS ws_unfolded`;
 
 const usageParams = (ws: string | null): SqlValue[] => [ws === null ? '' : `workspace:${ws}`, ws ?? ''];
 
@@ -260,10 +260,11 @@ const usageOf = (r: Row | undefined, ws: string | null): { cell: number; workspa
 export async function appendRead(db: Reader, runId: string, usage: { workspace: string | null } | null): Promise<AppendRead> {
   if (usage === null) return { last_seq: await lastSeq(db, runId), usage: null };
   const ws = usage.workspace;
-  const r = await db.get(`SELECT (SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run_id = ?) AS n,\n       ${USAGE_COLUMNS}`, [
-    runId,
-    ...usageParams(ws),
-  ]);
+  // CAST(? AS TEXT), not a bare `?`: see lastSeq (here the whole statement was compiled again on every call).
+  const r = await db.get(
+    `SELECT (SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run_id = CAST(? AS TEXT)) AS n,\n       ${USAGE_COLUMNS}`,
+    [runId, ...usageParams(ws)],
+  );
   return { last_seq: count(r), usage: usageOf(r, ws) };
 }
 
@@ -682,9 +683,15 @@ export async function hasRecordOfKind(db: Reader, runId: string, kind: string): 
   return (await db.get('SELECT 1 AS x FROM journal WHERE run_id = ? AND kind = ? LIMIT 1', [runId, kind])) !== undefined;
 }
 
-/** The run's highest seq (0 when it has no record). */
+/**
+ * The run's highest seq (0 when it has no record). The run id is bound as
+ * CAST(? AS TEXT): with a bare `?` compared to the key column of a MAX(),
+ * a call on the embedded engine (SQLite) costs about what compiling the
+ * statement again costs (measured: 11.5 µs against 2.5 µs at 63 records; for
+ * appendRead 70 µs against 12 µs); PostgreSQL plans both spellings alike.
+ */
 export async function lastSeq(db: Reader, runId: string): Promise<number> {
-  return count(await db.get('SELECT COALESCE(MAX(seq), 0) AS n FROM journal WHERE run_id = ?', [runId]));
+  return count(await db.get('SELECT COALESCE(MAX(seq), 0) AS n FROM journal WHERE run_id = CAST(? AS TEXT)', [runId]));
 }
 
 /** Stores a blob by its hash (idempotent). */

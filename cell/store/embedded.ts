@@ -27,13 +27,11 @@ import { ServiceError } from '../../core/errors.ts';
 import { writeAll, writeFileDurably } from './internal/files.ts';
 import { LOG_FILE, loadFromDisk, SNAPSHOT_FILE } from './internal/load.ts';
 import { acquireDirLock, type DirLock } from './internal/lock.ts';
-import { encodeRecord, HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEAD_BYTES, type Statement } from './internal/log.ts';
-import { checkPortable } from './internal/dialect.ts';
+import { encodeRecordJson, encodeStatement, HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEAD_BYTES } from './internal/log.ts';
 import { checkMigrations, migrateEmbedded } from './internal/migrations.ts';
 import { classifyFailure, probeWritable, type Failure } from './internal/recovery.ts';
 import type { ReplayResult } from './internal/replay.ts';
-import { execute, queryAll, Statements, tune } from './internal/sql.ts';
-import { isTxControl, isWriteStatement, tablesWritten } from './internal/tables.ts';
+import { checkEntry, type Entry, execute, queryAll, Statements, tune } from './internal/sql.ts';
 import { TxContext } from './internal/tx-context.ts';
 import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, StoreObserver, Tx } from './types.ts';
 
@@ -153,10 +151,6 @@ function closedError(): ServiceError {
   return new ServiceError('service_unavailable', 'The store is closed.', { details: { reason: 'store_closed' }, retryable: true });
 }
 
-function copyParams(params: readonly SqlValue[]): SqlValue[] {
-  return params.map((v) => (v instanceof Uint8Array ? v.slice() : v));
-}
-
 interface StoreInit {
   lsn: number;
   logBytes: number;
@@ -247,15 +241,18 @@ class SqlJsStore implements EmbeddedStore {
   // ---- reads
 
   async get(sql: string, params?: readonly SqlValue[]): Promise<Row | undefined> {
-    checkPortable(sql);
-    await this.#committedView();
-    return queryAll<Row>(this.#stmts, sql, params, true)[0];
+    return (await this.#read(sql, params, true))[0];
   }
 
-  async all(sql: string, params?: readonly SqlValue[]): Promise<Row[]> {
-    checkPortable(sql);
+  all(sql: string, params?: readonly SqlValue[]): Promise<Row[]> {
+    return this.#read(sql, params, false);
+  }
+
+  async #read(sql: string, params: readonly SqlValue[] | undefined, first: boolean): Promise<Row[]> {
+    checkEntry(this.#stmts.entry(sql));
     await this.#committedView();
-    return queryAll<Row>(this.#stmts, sql, params, false);
+    // Looked up again: the wait may have let a checkpoint or a schema change drop the statement.
+    return queryAll<Row>(this.#stmts, this.#stmts.entry(sql), params, first);
   }
 
   /**
@@ -319,46 +316,50 @@ class SqlJsStore implements EmbeddedStore {
     if (this.#failure) throw this.#failure.refusal();
     const db = this.#db;
     const cache = this.#stmts;
-    const recorded: Statement[] = [];
+    /** The log record's statements, each encoded as it ran (its parameters as they were then). */
+    const recorded: string[] = [];
+    const tables = new Set<string>();
     const effects: (() => void)[] = [];
     const token = {};
     let live = true;
     // As on PostgreSQL, a failed statement aborts the transaction even if `fn` catches the error.
     let firstError: unknown;
-    const guard = (sql: string): void => {
+    const guard = (e: Entry): void => {
       if (!live) throw new TypeError('store: a transaction was used after it ended');
-      if (isTxControl(sql))
-        throw new TypeError(`store: "${sql.trim().split(/\s/)[0]}" is not allowed inside write(); the store owns the transaction`);
+      if (e.info.txControl)
+        throw new TypeError(`store: "${e.sql.trim().split(/\s/)[0]}" is not allowed inside write(); the store owns the transaction`);
       if (firstError !== undefined)
         throw new Error(`store: the transaction is aborted by an earlier error (${(firstError as Error).message})`);
     };
-    const record = (sql: string, params: readonly SqlValue[] | undefined): void => {
-      recorded.push(params && params.length > 0 ? [sql, copyParams(params)] : [sql]);
+    const record = (e: Entry, params: readonly SqlValue[] | undefined): void => {
+      recorded.push(encodeStatement(e.sql, params));
+      for (const t of e.info.tables) tables.add(t);
     };
-    const step = <R>(sql: string, run: () => R): R => {
-      guard(sql);
+    const step = <R>(sql: string, run: (e: Entry) => R): R => {
+      const e = cache.entry(sql);
+      guard(e);
       try {
-        checkPortable(sql);
-        return run();
+        checkEntry(e);
+        return run(e);
       } catch (err) {
         firstError = err;
         throw err;
       }
     };
     const read = (sql: string, params: readonly SqlValue[] | undefined, first: boolean): Row[] =>
-      step(sql, () => {
-        const rows = queryAll<Row>(cache, sql, params, first);
+      step(sql, (e) => {
+        const rows = queryAll<Row>(cache, e, params, first);
         // A write that returns rows (INSERT … RETURNING) is logged like any write.
-        if (isWriteStatement(sql)) record(sql, params);
+        if (e.info.write) record(e, params);
         return rows;
       });
     const tx: Tx = {
       get: async (sql, params) => read(sql, params, true)[0],
       all: async (sql, params) => read(sql, params, false),
       run: async (sql, params) =>
-        step(sql, () => {
-          const changes = execute(db, cache, sql, params);
-          record(sql, params);
+        step(sql, (e) => {
+          const changes = execute(db, cache, e, params);
+          record(e, params);
           return { changes };
         }),
       afterCommit: (effect) => {
@@ -382,7 +383,7 @@ class SqlJsStore implements EmbeddedStore {
         if (firstError !== undefined) throw firstError;
         if (recorded.length > 0) {
           // Encoded before COMMIT: a record the log could not hold is refused, not half-kept.
-          buf = encodeRecord(this.stats.lsn + 1, recorded);
+          buf = encodeRecordJson(this.stats.lsn + 1, `[${recorded.join(',')}]`);
           if (buf.length - RECORD_HEAD_BYTES > MAX_RECORD_BYTES) {
             throw new TypeError(`store.write: transaction too large for one log record (${buf.length} bytes)`);
           }
@@ -409,7 +410,6 @@ class SqlJsStore implements EmbeddedStore {
     }
     const lsn = ++this.stats.lsn;
     this.stats.commits++;
-    const tables = tablesWritten(recorded.map((r) => r[0]));
     const durable = new Promise<void>((resolve, reject) => {
       // The log failed while this transaction ran: it is refused (and dropped by the re-open from disk).
       if (this.#failure) return reject(this.#failure.refusal());

@@ -52,8 +52,17 @@ function decodeParam(v: unknown): SqlValue {
   throw new TypeError('log payload: bad parameter');
 }
 
+/** One statement of a payload, as JSON: `[sql]` or `[sql, params]`. */
+export function encodeStatement(sql: string, params?: readonly SqlValue[]): string {
+  return JSON.stringify(params && params.length > 0 ? [sql, params.map(encodeParam)] : [sql]);
+}
+
 export function encodeRecord(lsn: number, stmts: readonly Statement[]): Buffer {
-  const json = JSON.stringify(stmts.map(([sql, params]) => (params && params.length > 0 ? [sql, params.map(encodeParam)] : [sql])));
+  return encodeRecordJson(lsn, `[${stmts.map(([sql, params]) => encodeStatement(sql, params)).join(',')}]`);
+}
+
+/** A record whose payload is `json`, the statements' array already encoded (encodeStatement, joined). */
+export function encodeRecordJson(lsn: number, json: string): Buffer {
   const payload = Buffer.from(json, 'utf8');
   const rec = Buffer.allocUnsafe(RECORD_HEAD_BYTES + payload.length);
   rec.writeUInt32LE(payload.length, 0);

@@ -1,6 +1,7 @@
 /** Thin helpers over a sql.js Database: settings, queries, statements. */
 import type { Database, SqlValue as SqlJsValue, Statement } from 'sql.js';
 import type { Row, SqlValue } from '../types.ts';
+import { describeStatement, type StatementInfo } from './tables.ts';
 
 /**
  * The database file lives in sql.js's in-memory filesystem and dies with the
@@ -15,38 +16,64 @@ export function tune(db: Database): void {
   db.run('PRAGMA locking_mode = EXCLUSIVE');
 }
 
+/** A SQL text the store has seen: what it does (read once) and its prepared statement, if any yet. */
+export interface Entry {
+  readonly sql: string;
+  readonly info: StatementInfo;
+  st: Statement | null;
+}
+
 /**
  * Prepared statements kept by SQL text (compiling is about half the cost of a
- * point lookup). Statements must be dropped before anything that may free them
- * (`db.export()` in some sql.js releases, `db.close()`): call `clear()`.
+ * point lookup), each with what its text does (`describeStatement`: the
+ * dialect check and the write, transaction-control, DDL and tables-written
+ * readings), so a statement that runs again costs one lookup, not a check and
+ * four regular expressions. Statements must be dropped before anything that
+ * may free them (`db.export()` in some sql.js releases, `db.close()`): call
+ * `clear()`.
  */
 export class Statements {
-  readonly #map = new Map<string, Statement>();
+  readonly #map = new Map<string, Entry>();
   constructor(
     private readonly db: Database,
     private readonly max = 256,
   ) {}
 
-  get(sql: string): Statement {
-    let st = this.#map.get(sql);
-    if (st) {
+  /** The entry of `sql` (described on first sight), most recently used. */
+  entry(sql: string): Entry {
+    let e = this.#map.get(sql);
+    if (e) {
       this.#map.delete(sql);
     } else {
-      st = this.db.prepare(sql);
+      e = { sql, info: describeStatement(sql), st: null };
       if (this.#map.size >= this.max) {
-        const [oldest, old] = this.#map.entries().next().value as [string, Statement];
+        const [oldest, old] = this.#map.entries().next().value as [string, Entry];
         this.#map.delete(oldest);
-        old.free();
+        old.st?.free();
       }
     }
-    this.#map.set(sql, st);
-    return st;
+    this.#map.set(sql, e);
+    return e;
+  }
+
+  /** The entry's prepared statement (prepared on first use). Use it before the next `entry()` call. */
+  prepared(e: Entry): Statement {
+    e.st ??= this.db.prepare(e.sql);
+    return e.st;
   }
 
   clear(): void {
-    for (const st of this.#map.values()) st.free();
+    for (const e of this.#map.values()) {
+      e.st?.free();
+      e.st = null;
+    }
     this.#map.clear();
   }
+}
+
+/** Throws a text's dialect refusal (a TypeError, as checkPortable throws it). */
+export function checkEntry(e: Entry): void {
+  if (e.info.refused !== null) throw new TypeError(e.info.refused);
 }
 
 /**
@@ -56,8 +83,8 @@ export class Statements {
  */
 const columnNames = new WeakMap<Statement, string[]>();
 
-export function queryAll<T extends Row>(stmts: Statements, sql: string, params: readonly SqlValue[] | undefined, first: boolean): T[] {
-  const st = stmts.get(sql);
+export function queryAll<T extends Row>(stmts: Statements, e: Entry, params: readonly SqlValue[] | undefined, first: boolean): T[] {
+  const st = stmts.prepared(e);
   try {
     if (params && params.length > 0) st.bind(params as SqlJsValue[]);
     const rows: T[] = [];
@@ -79,18 +106,15 @@ export function queryAll<T extends Row>(stmts: Statements, sql: string, params: 
   }
 }
 
-/** Any schema change, anywhere in a script (a false positive only costs re-preparing). */
-const DDL = /\b(CREATE|ALTER|DROP)\s+(TABLE|INDEX|VIEW|TRIGGER|UNIQUE|TEMP|TEMPORARY|VIRTUAL)\b/i;
-
 /** Runs one statement (or, without parameters, a script of several); returns the rows changed. */
-export function execute(db: Database, stmts: Statements, sql: string, params: readonly SqlValue[] | undefined): number {
+export function execute(db: Database, stmts: Statements, e: Entry, params: readonly SqlValue[] | undefined): number {
   if (params && params.length > 0) {
-    stmts.get(sql).run(params as SqlJsValue[]);
+    stmts.prepared(e).run(params as SqlJsValue[]);
   } else {
-    db.run(sql);
+    db.run(e.sql);
   }
   const changed = db.getRowsModified();
   // A schema change may alter what a cached `SELECT *` returns: prepare afresh.
-  if (DDL.test(sql)) stmts.clear();
+  if (e.info.ddl) stmts.clear();
   return changed;
 }

@@ -3,8 +3,11 @@
  * embedded engine logs it even when it comes through `tx.get`/`tx.all`, e.g.
  * `INSERT … RETURNING`), whether it is transaction control (refused inside
  * `write()`), and which tables it writes (for change notifications and cache
- * invalidation).
+ * invalidation). `describeStatement` answers all of it, and whether the text
+ * is in the shared dialect, once per SQL text (the embedded engine keeps the
+ * answer with the statement it prepared).
  */
+import { checkPortable } from './dialect.ts';
 
 const WRITES =
   /(?:\bINSERT\s+(?:OR\s+\w+\s+)?INTO|(?<!\bDO\s+)\bUPDATE(?:\s+OR\s+\w+)?|\bDELETE\s+FROM|\bREPLACE\s+INTO)\s+"?([A-Za-z_][A-Za-z0-9_]*)"?/gi;
@@ -34,4 +37,38 @@ const TX_CONTROL =
 
 export function isTxControl(sql: string): boolean {
   return TX_CONTROL.test(sql);
+}
+
+/** Any schema change, anywhere in a script (a false positive only costs re-preparing). */
+const DDL = /\b(CREATE|ALTER|DROP)\s+(TABLE|INDEX|VIEW|TRIGGER|UNIQUE|TEMP|TEMPORARY|VIRTUAL)\b/i;
+
+/** What a SQL text does, read once from the text. */
+export interface StatementInfo {
+  /** Logged even when it comes through tx.get/tx.all (isWriteStatement). */
+  readonly write: boolean;
+  /** Refused inside write() (isTxControl). */
+  readonly txControl: boolean;
+  /** May change the schema: prepared statements are dropped after it. */
+  readonly ddl: boolean;
+  /** Tables it writes, lower case (tablesWritten). */
+  readonly tables: readonly string[];
+  /** checkPortable's refusal, when the text is outside the shared dialect. */
+  readonly refused: string | null;
+}
+
+/** The facts above, from the text (no cache: callers keep the answer). */
+export function describeStatement(sql: string): StatementInfo {
+  let refused: string | null = null;
+  try {
+    checkPortable(sql);
+  } catch (err) {
+    refused = (err as Error).message;
+  }
+  return {
+    write: isWriteStatement(sql),
+    txControl: isTxControl(sql),
+    ddl: DDL.test(sql),
+    tables: [...tablesWritten([sql])],
+    refused,
+  };
 }

@@ -99,6 +99,53 @@ describe('embedded store: the log', () => {
     assert.deepEqual(await store.get('SELECT * FROM t WHERE id = ?', [1]), { id: 1, v: 'a', b: null, c: 'b' });
   });
 
+  it('the log keeps each statement as it ran: parameters changed by the caller afterwards are not what replays', async () => {
+    const { store, dir } = await fresh();
+    const bytes = new Uint8Array([1, 2, 3]);
+    const params: (string | number | Uint8Array)[] = [1, 'before', bytes];
+    await store.write(async (tx) => {
+      await tx.run('INSERT INTO t (id, v, b) VALUES (?, ?, ?)', params);
+      params[1] = 'after';
+      bytes[0] = 9;
+      await tx.run('INSERT INTO t (id, v, b) VALUES (?, ?, ?)', [2, params[1], bytes]);
+    });
+    const expected = [
+      { id: 1, v: 'before', b: [1, 2, 3] },
+      { id: 2, v: 'after', b: [9, 2, 3] },
+    ];
+    const rows = async (s: Store) =>
+      (await s.all('SELECT id, v, b FROM t ORDER BY id')).map((r) => ({ ...r, b: [...(r['b'] as Uint8Array)] }));
+    assert.deepEqual(await rows(store), expected);
+    assert.deepEqual(await rows(await reopen(crashCopy(dir))), expected, 'the replayed log holds what each statement ran with');
+  });
+
+  it('what a SQL text is (its dialect refusal, transaction control, tables written) is read once and holds on every use', async () => {
+    const { store } = await fresh();
+    const tables: string[][] = [];
+    store.onChange((c) => tables.push([...c.tables]));
+    for (let i = 0; i < 3; i++) {
+      // Refused again when cached, inside and outside a transaction, as TypeErrors.
+      await assert.rejects(
+        store.get('SELECT IFNULL(v, 1) AS v FROM t'),
+        (e: Error) => e instanceof TypeError && /COALESCE/.test(e.message),
+      );
+      await assert.rejects(
+        store.write((tx) => tx.run('SELECT IFNULL(v, 1) AS v FROM t')),
+        (e: Error) => e instanceof TypeError && /COALESCE/.test(e.message),
+      );
+      await assert.rejects(
+        store.write((tx) => tx.run('COMMIT')),
+        /not allowed inside write\(\)/,
+      );
+      await store.write(async (tx) => {
+        await tx.run('INSERT INTO t (id, v) VALUES (?, ?)', [i, 'x']);
+        assert.deepEqual(await tx.get('UPDATE t SET v = ? WHERE id = ? RETURNING v', ['y', i]), { v: 'y' });
+      });
+    }
+    assert.deepEqual(tables, [['t'], ['t'], ['t']]);
+    assert.equal(await count(store), 3);
+  });
+
   it('migrations are logged transactions: a crash copy taken right after open has them', async () => {
     const { dir, cleanup } = tempDir();
     cleanups.push(cleanup);
