@@ -12,7 +12,7 @@ import { afterEach, describe, it } from 'node:test';
 import { openStore } from '../../../cell/store/open.ts';
 import type { PostgresStore } from '../../../cell/store/postgres.ts';
 import { StatementNames, renderMigration, splitStatements, toNumbered } from '../../../cell/store/internal/pg-sql.ts';
-import type { Change, Migration } from '../../../cell/store/types.ts';
+import type { Change, Migration, Store } from '../../../cell/store/types.ts';
 import { adminQuery, pgDatabase, pgServerUrl, pgUnavailable, type PgDatabase } from '../../helpers/postgres.ts';
 import { deferred, T_MIGRATIONS } from './_util.ts';
 
@@ -93,6 +93,13 @@ describe('PostgreSQL engine', { skip }, () => {
     );
     cleanups.push(() => s.close());
     return s;
+  }
+  /** What each of two stores hears (its change listener), in order. */
+  function hearing(a: Pick<Store, 'onChange'>, b: Pick<Store, 'onChange'>): [Change[], Change[]] {
+    const heard: [Change[], Change[]] = [[], []];
+    a.onChange((c) => heard[0].push(c));
+    b.onChange((c) => heard[1].push(c));
+    return heard;
   }
   /** Ends every other session on the database (as a server restart would, without one). */
   async function terminateSessions(db: PgDatabase): Promise<number> {
@@ -222,10 +229,7 @@ describe('PostgreSQL engine', { skip }, () => {
       const a = await openStore({ engine: 'postgres', url: db.url, notify }, { migrations: T_MIGRATIONS, log: () => undefined });
       cleanups.push(() => a.close());
       const b = await open(db.url);
-      const atA: Change[] = [];
-      const atB: Change[] = [];
-      a.onChange((c) => atA.push(c));
-      b.onChange((c) => atB.push(c));
+      const [atA, atB] = hearing(a, b);
       const t0 = Date.now();
       await a.write((tx) => tx.run('INSERT INTO t (id) VALUES (1)'));
       await until("b to hear of a's write", () => atB.length > 0, 1000);
@@ -254,10 +258,7 @@ describe('PostgreSQL engine', { skip }, () => {
     const db = await database();
     const a = await open(db.url);
     const b = await open(db.url);
-    const atA: Change[] = [];
-    const atB: Change[] = [];
-    a.onChange((c) => atA.push(c));
-    b.onChange((c) => atB.push(c));
+    const [atA, atB] = hearing(a, b);
     const t0 = Date.now();
     await Promise.all([1, 2, 3].map((id) => a.write((tx) => tx.run('INSERT INTO t (id) VALUES (?)', [id]), { notify: 'batched' })));
     assert.equal(atA.length, 3, 'this store hears each commit at once');
@@ -286,10 +287,7 @@ describe('PostgreSQL engine', { skip }, () => {
     const db = await database();
     const a = await open(db.url);
     const b = await open(db.url);
-    const atA: Change[] = [];
-    const atB: Change[] = [];
-    a.onChange((c) => atA.push(c));
-    b.onChange((c) => atB.push(c));
+    const [atA, atB] = hearing(a, b);
     const heard = async (n: number): Promise<Change> => {
       await until(`b to hear notification ${n}`, () => atB.length >= n, 2000);
       return atB[n - 1]!;
