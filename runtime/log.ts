@@ -21,7 +21,7 @@
  */
 import { pino } from 'pino';
 import { prettyFactory } from 'pino-pretty';
-import { type AccessFields, accessLine, mayHoldKeySecret } from './internal/access-line.ts';
+import { type AccessFields, accessLine, AccessLineEncoder, ENCODE_ROOM, mayHoldKeySecret } from './internal/access-line.ts';
 import { prettyLine } from './internal/pretty-line.ts';
 import { redactFields, redactLine } from './internal/redact.ts';
 
@@ -68,6 +68,9 @@ export interface LoggerOptions {
   maxBufferBytes?: number;
 }
 
+/** `true` in the bench build of the cell only (scripts/build.mjs --bench-log-toggle); undefined everywhere else. */
+declare const AGENT_CELL_BENCH_LOG_TOGGLE: boolean | undefined;
+
 const DEFAULT_MAX_BUFFER = 16 * 1024 * 1024;
 const NEWLINE = 10;
 /** How long a line may wait for others before it is handed to be written (an operator tailing the log does not see 20 ms). */
@@ -100,7 +103,10 @@ const QUEUED = 32;
  * the chunk is handed, or before any other line of this destination (so the
  * order of the lines is the order they were logged in): serialised one per
  * request, between the requests' own work, the same code cost about three
- * times as much (bench/RESULTS.md, issue 28, stop 25).
+ * times as much (bench/RESULTS.md, issue 28, stop 25). Each is encoded
+ * straight into the chunk (`encode`: no string, a quarter of the CPU of
+ * building the line and writing it in); the few it leaves (a value to escape
+ * or redact) are rendered as strings.
  */
 class Outlet {
   /** The chunk being gathered (null: none), and how many of its bytes are lines. */
@@ -118,6 +124,9 @@ class Outlet {
   constructor(
     readonly dest: Destination,
     onDrain: (o: Outlet) => void,
+    /** An access line into `buf` at `off` (ENCODE_ROOM bytes free): the offset after it, or -1 when it must be rendered. */
+    private readonly encode: (buf: Buffer, off: number, fields: AccessFields, ms: number) => number,
+    /** An access line as a string (redacted): the lines `encode` does not write. */
     private readonly render: (fields: AccessFields, ms: number) => string,
   ) {
     dest.on('drain', () => {
@@ -160,20 +169,29 @@ class Outlet {
     const stamps = this.stamps;
     this.queued = [];
     this.stamps = [];
-    for (let i = 0; i < queued.length; i++) this.put(this.render(queued[i]!, stamps[i]!));
+    for (let i = 0; i < queued.length; i++) {
+      const end = this.encode(this.room(ENCODE_ROOM), this.used, queued[i]!, stamps[i]!);
+      if (end >= 0) this.used = end;
+      else this.put(this.render(queued[i]!, stamps[i]!));
+    }
   }
 
   private put(line: string): void {
     if (this.broken) return;
     this.busy = true;
-    const most = line.length * 3; // UTF-8 bytes of `line` at most
+    const chunk = this.room(line.length * 3); // UTF-8 bytes of `line` at most
+    this.used += chunk.write(line, this.used);
+  }
+
+  /** The chunk being gathered, with at least `most` bytes free (the full one handed to SonicBoom first). */
+  private room(most: number): Buffer {
     if (this.chunk !== null && this.used + most > this.chunk.length) this.send();
     if (this.chunk === null) {
       this.chunk = Buffer.allocUnsafeSlow(Math.max(CHUNK, most));
       this.used = 0;
     }
     this.scheduled ??= setTimeout(this.hand, GATHER_MS);
-    this.used += this.chunk.write(line, this.used);
+    return this.chunk;
   }
 
   /** At GATHER_MS, at a deadline, on the way out: every line so far to SonicBoom. */
@@ -263,14 +281,17 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
     logger.warn({ dropped }, 'log lines dropped: the output did not keep up');
   };
   const time = isoTime();
-  // An access line as pino would write it (the same bytes, redacted as every line is: none of its fields is secret-named).
+  // An access line as pino would write it (the same bytes, redacted as every line is: none of its fields is secret-named):
+  // encoded straight into the chunk, or, for the lines the encoder leaves (a value to escape or redact), as a string.
+  const encoder = new AccessLineEncoder();
+  const encode = (buf: Buffer, off: number, fields: AccessFields, ms: number): number => encoder.encode(buf, off, time(ms), fields);
   const render = (fields: AccessFields, ms: number): string => {
     const line = accessLine(time(ms), fields);
     // A key secret can only come in a value: the template holds none (and a value is never split).
     return mayHoldKeySecret(fields) ? redactLine(line) : line;
   };
   const open = (dest: number | string) =>
-    new Outlet(pino.destination({ dest, sync: false, maxLength, mkdir: false, contentMode: 'buffer' }), reportDrops, render);
+    new Outlet(pino.destination({ dest, sync: false, maxLength, mkdir: false, contentMode: 'buffer' }), reportDrops, encode, render);
   const out = open(opts.out ?? 1);
   const err = opts.err === (opts.out ?? 1) ? out : open(opts.err ?? 2);
   const pretty =
@@ -296,6 +317,12 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
     router,
   );
   const on = { info: logger.isLevelEnabled('info'), warn: logger.isLevelEnabled('warn'), error: logger.isLevelEnabled('error') };
+  // Only in the bench build (scripts/build.mjs --bench-log-toggle, bench/access-log-toggle.ts): SIGUSR2 switches
+  // info lines off and on, so that one process serves both sides of the access log's comparison.
+  if (typeof AGENT_CELL_BENCH_LOG_TOGGLE !== 'undefined' && AGENT_CELL_BENCH_LOG_TOGGLE)
+    process.on('SIGUSR2', () => {
+      on.info = !on.info;
+    });
   // Past pino for JSON, serialised a few at a time (Outlet); pretty lines go through pino-pretty.
   const writeAccessLine = (fields: AccessFields) => {
     if (on.info) out.queue(fields, Date.now());

@@ -27,6 +27,18 @@ const common = {
 // built from console/src first (cell/console/build-plugin.mjs), are embedded in the cell bundle.
 const consoleFiles = await buildConsole();
 await build({ ...common, entryPoints: ['cell/main.ts'], outfile: 'dist/cell.mjs', plugins: [embedSwaggerUi, embedConsole(consoleFiles)] });
+// --bench-log-toggle: also a build for bench/access-log-toggle.ts, in which SIGUSR2 switches the info
+// lines (the access log) off and on, so that one process serves both sides of the comparison. The
+// shipped bundle has no such switch (runtime/log.ts tests for this build-time constant).
+if (process.argv.includes('--bench-log-toggle')) {
+  await build({
+    ...common,
+    entryPoints: ['cell/main.ts'],
+    outfile: 'dist/bench/cell-log-toggle.mjs',
+    plugins: [embedSwaggerUi, embedConsole(consoleFiles)],
+    define: { AGENT_CELL_BENCH_LOG_TOGGLE: 'true' },
+  });
+}
 if (existsSync('edge/main.ts')) {
   await build({ ...common, entryPoints: ['edge/main.ts'], outfile: 'dist/edge.mjs' });
 }

@@ -1,10 +1,16 @@
 /**
- * The access-log line (docs/operations.md) serialised by a fixed-shape
- * template instead of pino's generic walk: one per request, so its cost is
- * the access log's cost (issue 28). The bytes are the ones pino writes for
+ * The access-log line (docs/operations.md) serialised by a fixed shape
+ * instead of pino's generic walk: one per request, so its cost is the access
+ * log's cost (issue 28). The bytes are the ones pino writes for
  * `info('request', fields)` with runtime/log.ts's options: `level`, `time`,
  * the fields in this order (an undefined `trace_id` left out, nulls kept),
  * then `msg` (test/runtime/log.test.ts compares the two).
+ *
+ * Two writers of the same bytes: `AccessLineEncoder` encodes a line straight
+ * into the output's buffer (no string built; the parts that take few values
+ * kept as bytes), for every line whose values are printable ASCII with
+ * nothing to escape or redact: all of a cell's own lines. `accessLine`
+ * builds the string, for the others (then redacted, as every line is).
  */
 
 /** The fields of an access-log line, in the line's order (a type, not an interface: it is also a Record for `Logger.info`). */
@@ -87,4 +93,173 @@ export function mayHoldKeySecret(f: AccessFields): boolean {
   return (
     has(f.request_id) || has(f.route) || has(f.method) || has(f.principal_id) || has(f.credential_kind) || has(f.key_id) || has(f.trace_id)
   );
+}
+
+/** UTF-8 of an ASCII text: one byte a character. */
+const ascii = (s: string): Uint8Array => Uint8Array.from(s, (c) => c.charCodeAt(0));
+const HEAD = ascii('{"level":"info"');
+const REQUEST_ID = ascii(',"request_id":');
+const DURATION = ascii(',"duration_ms":');
+const TRACE_ID = ascii(',"trace_id":');
+const TAIL = ascii(',"msg":"request"}\n');
+const NULL = ascii('null');
+/** The prefix of an API key secret, as character codes: a value holding it goes the string way, to be redacted. */
+const SECRET_PREFIX = Array.from('svck_live_', (c) => c.charCodeAt(0));
+const S = SECRET_PREFIX[0]!;
+
+/** The most characters of a line's values (and its time) the encoder writes; longer lines go the string way. */
+const MOST_VALUE_CHARS = 2048;
+/** The room `AccessLineEncoder.encode` needs: the values' characters (one byte each), and 256 bytes of keys, quotes and numbers at most. */
+export const ENCODE_ROOM = 512 + MOST_VALUE_CHARS;
+
+/**
+ * `s` between quotes, if it is plain (as `str` writes it without escaping) and holds no key secret's
+ * prefix; else -1. The prefix is matched as the characters are copied (its first character does not
+ * recur in it, so a mismatch restarts the match at that character).
+ */
+function quoted(buf: Uint8Array, off: number, s: string): number {
+  buf[off++] = 34;
+  let m = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e || c === 34 || c === 92) return -1;
+    m = c === SECRET_PREFIX[m] ? m + 1 : c === S ? 1 : 0;
+    if (m === SECRET_PREFIX.length) return -1;
+    buf[off++] = c;
+  }
+  buf[off++] = 34;
+  return off;
+}
+
+/**
+ * Bytes kept per one to three keys (nested maps: no key string is built per line), for the parts of a
+ * line made of fields that take few values; all cleared when TOKENS_KEPT entries are kept.
+ */
+class Fragments {
+  private kept = new Map<string | null, Map<string | null, Map<string | null, Uint8Array | null>>>();
+  private size = 0;
+
+  /** The bytes kept for (a, b, c); undefined when none are. */
+  get(a: string | null, b: string | null, c: string | null): Uint8Array | null | undefined {
+    return this.kept.get(a)?.get(b)?.get(c);
+  }
+
+  /** Keeps `bytes` for (a, b, c) and returns them. */
+  set(a: string | null, b: string | null, c: string | null, bytes: Uint8Array | null): Uint8Array | null {
+    if (this.size >= TOKENS_KEPT) {
+      this.kept = new Map();
+      this.size = 0;
+    }
+    let m1 = this.kept.get(a);
+    if (m1 === undefined) {
+      m1 = new Map();
+      this.kept.set(a, m1);
+    }
+    let m2 = m1.get(b);
+    if (m2 === undefined) {
+      m2 = new Map();
+      m1.set(b, m2);
+    }
+    m2.set(c, bytes);
+    this.size++;
+    return bytes;
+  }
+}
+
+/** Literal texts and values, alternating (a value null is written null): their bytes, or null if a value is refused. */
+function fragment(...parts: (string | null)[]): Uint8Array | null {
+  const buf = new Uint8Array(parts.reduce((n, p) => n + (p?.length ?? 4) + 2, 0));
+  let off = 0;
+  for (let i = 0; i < parts.length; i++) {
+    const p = parts[i]!;
+    if (i % 2 === 0) for (let j = 0; j < p.length; j++) buf[off++] = p.charCodeAt(j);
+    else if (p === null) off = copy(buf, off, NULL);
+    else {
+      off = quoted(buf, off, p);
+      if (off < 0) return null;
+    }
+  }
+  return buf.slice(0, off);
+}
+
+function copy(buf: Uint8Array, off: number, bytes: Uint8Array): number {
+  buf.set(bytes, off);
+  return off + bytes.length;
+}
+
+/** The decimal digits of a whole number 0 <= k < 1e16. */
+function digits(buf: Uint8Array, off: number, k: number): number {
+  let p = 1;
+  while (p * 10 <= k) p *= 10;
+  for (; p >= 1; p /= 10) {
+    const d = Math.floor(k / p);
+    buf[off++] = 48 + d;
+    k -= d * p;
+  }
+  return off;
+}
+
+/**
+ * Writes access lines straight into a buffer: the line `accessLine(time, f)` makes, with no string
+ * built. The parts made of fields that take few values are kept as bytes: the route and method (with
+ * the keys around them), the principal, credential kind and key; the line's head with its time, per
+ * millisecond.
+ */
+export class AccessLineEncoder {
+  private readonly routes = new Fragments();
+  private readonly callers = new Fragments();
+  private time = '';
+  private head: Uint8Array = NULL;
+
+  /**
+   * The line at `off` in `buf` (which has ENCODE_ROOM bytes free there). Returns the offset after it,
+   * or -1 (nothing of use written) for a line it does not write the same: a value that needs escaping
+   * or holds a key secret's prefix, a status or duration that is not a whole number (of microseconds),
+   * values longer than MOST_VALUE_CHARS. The caller then writes `accessLine`'s string (redacted).
+   */
+  encode(buf: Uint8Array, off: number, time: string, f: AccessFields): number {
+    const { route, method, principal_id, credential_kind, key_id, request_id: rid, trace_id: trace, status } = f;
+    const chars =
+      time.length + route.length + method.length + (principal_id?.length ?? 0) + (credential_kind?.length ?? 0) + (key_id?.length ?? 0);
+    if (chars + (rid?.length ?? 0) + (trace?.length ?? 0) > MOST_VALUE_CHARS) return -1;
+    if (!Number.isInteger(status) || status < 0 || status >= 1e15) return -1;
+    const us = Math.round(f.duration_ms * 1000);
+    if (us / 1000 !== f.duration_ms || us < 0 || us > 1e15) return -1;
+    let at = this.routes.get(route, method, null);
+    if (at === undefined) at = this.routes.set(route, method, null, fragment(',"route":', route, ',"method":', method, ',"status":'));
+    let by = this.callers.get(principal_id, credential_kind, key_id);
+    if (by === undefined) {
+      const bytes = fragment(',"principal_id":', principal_id, ',"credential_kind":', credential_kind, ',"key_id":', key_id);
+      by = this.callers.set(principal_id, credential_kind, key_id, bytes);
+    }
+    if (at === null || by === null) return -1;
+    if (time !== this.time) {
+      // A new millisecond (isoTime gives the same string within one): the line's head again.
+      this.time = time;
+      this.head = new Uint8Array(HEAD.length + time.length);
+      this.head.set(HEAD);
+      for (let i = 0; i < time.length; i++) this.head[HEAD.length + i] = time.charCodeAt(i);
+    }
+    off = copy(buf, copy(buf, off, this.head), REQUEST_ID);
+    off = rid === null ? copy(buf, off, NULL) : quoted(buf, off, rid);
+    if (off < 0) return -1;
+    off = digits(buf, copy(buf, off, at), status);
+    // As millis writes it: the whole milliseconds, then the fraction's digits without trailing zeros.
+    off = digits(buf, copy(buf, off, DURATION), Math.floor(us / 1000));
+    let frac = us % 1000;
+    if (frac !== 0) {
+      buf[off++] = 46; // '.'
+      for (let p = 100; frac !== 0; p /= 10) {
+        const d = Math.floor(frac / p);
+        buf[off++] = 48 + d;
+        frac -= d * p;
+      }
+    }
+    off = copy(buf, off, by);
+    if (trace !== undefined) {
+      off = quoted(buf, copy(buf, off, TRACE_ID), trace);
+      if (off < 0) return -1;
+    }
+    return copy(buf, off, TAIL);
+  }
 }

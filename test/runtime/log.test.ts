@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, it, mock } from 'node:test';
-import { millis } from '../../runtime/internal/access-line.ts';
+import { accessLine, AccessLineEncoder, ENCODE_ROOM, mayHoldKeySecret, millis } from '../../runtime/internal/access-line.ts';
 import { CENSOR, redactFields, redactLine } from '../../runtime/internal/redact.ts';
 import { type AccessFields, createLogger, isoTime, type LogFormat, type LogLevel } from '../../runtime/log.ts';
 
@@ -251,6 +251,78 @@ describe('runtime/log: the access line, serialised by a fixed shape', () => {
     for (const n of [...samples, 1.2345, -1.5, 1e-7, 1e300, 2 ** 60 / 1000]) assert.equal(millis(n), String(n), String(n));
     assert.equal(millis(Number.NaN), 'null');
     assert.equal(millis(Number.NEGATIVE_INFINITY), 'null');
+  });
+
+  it('the encoder writes the bytes of accessLine, and leaves every line it cannot write the same to it', () => {
+    // Values of every kind: plain, to be escaped, non-ASCII, key secrets and near misses, long, null.
+    const values = [
+      'p_1',
+      '/api/public/v1/admin/ai/tool-registry',
+      '',
+      ' ~!#$%&()*+,-./09:;<=>?@AZ[]^_`az{|}',
+      'a"b',
+      'a\\b',
+      'tab\there',
+      '\u007f',
+      '/é/ü',
+      '\ud800',
+      KEY,
+      `x${KEY}`,
+      'svck_live',
+      'ssvck_live_',
+      'svck_lisvck_live_x',
+      'svck_livesvck_live_',
+      'svck_liv_e_',
+      'x'.repeat(2100),
+    ];
+    const plain = values.slice(0, 4);
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)]!;
+    // Mostly plain values, so that most lines are the encoder's; any of them now and then.
+    const value = () => pick(Math.random() < 0.9 ? plain : values);
+    const statuses = [200, 200, 200, 200, 200, 404, 0, 599, 1e14, 1e15, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY];
+    const durations = [0, -0, 1.983, 0.001, 0.05, 12.5, 1000, 999.999, 1e12, 1.2345, -1.5, 1e-7, 2e12 + 0.001, Number.NaN];
+    const time = isoTime();
+    const encoder = new AccessLineEncoder();
+    const buf = Buffer.alloc(ENCODE_ROOM + 16);
+    let encoded = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const nullable = () => (Math.random() < 0.2 ? null : value());
+      const f: AccessFields = {
+        request_id: Math.random() < 0.5 ? crypto.randomUUID() : nullable(),
+        route: value(),
+        method: Math.random() < 0.9 ? pick(['GET', 'POST']) : value(),
+        status: pick(statuses),
+        duration_ms: Math.random() < 0.8 ? Math.round(Math.random() * 10 ** (i % 9)) / 1000 : pick(durations),
+        principal_id: nullable(),
+        credential_kind: nullable(),
+        key_id: nullable(),
+        ...(Math.random() < 0.3 ? { trace_id: Math.random() < 0.5 ? '4bf92f3577b34da6a3ce929d0e0e4736' : value() } : {}),
+      };
+      const t = time(1764128834000 + i);
+      const end = encoder.encode(buf.fill(0), 8, t, f);
+      const line = accessLine(t, f);
+      const strings = [f.request_id, f.route, f.method, f.principal_id, f.credential_kind, f.key_id, f.trace_id];
+      const writable =
+        strings.every((v) => v == null || (/^[\x20-\x7e]*$/.test(v) && !v.includes('"') && !v.includes('\\'))) &&
+        !mayHoldKeySecret(f) &&
+        Number.isInteger(f.status) &&
+        f.status >= 0 &&
+        f.status < 1e15 &&
+        Math.round(f.duration_ms * 1000) / 1000 === f.duration_ms &&
+        f.duration_ms >= 0 &&
+        f.duration_ms <= 1e12 &&
+        strings.reduce((n, v) => n + (v?.length ?? 0), t.length) <= 2048;
+      assert.equal(end >= 0, writable, `${JSON.stringify(f)}: encoded ${end >= 0}`);
+      if (end < 0) continue;
+      encoded++;
+      assert.ok(end - 8 <= ENCODE_ROOM, 'within the room it asks for');
+      assert.equal(buf.subarray(8, end).toString('latin1'), line, JSON.stringify(f));
+      assert.ok(
+        buf.subarray(end).every((b) => b === 0),
+        'nothing written past the line',
+      );
+    }
+    assert.ok(encoded > 1000, `encoded ${encoded}`);
   });
 
   it('time: the ISO instant of Date#toISOString, to the millisecond, across seconds', () => {
