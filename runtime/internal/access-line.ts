@@ -95,9 +95,12 @@ export function mayHoldKeySecret(f: AccessFields): boolean {
   );
 }
 
-/** UTF-8 of an ASCII text: one byte a character. */
-const ascii = (s: string): Uint8Array => Uint8Array.from(s, (c) => c.charCodeAt(0));
-const HEAD = ascii('{"level":"info"');
+/** UTF-8 of an ASCII text: one byte a character (a plain loop: Uint8Array.from's mapping walk showed in profiles, once a millisecond). */
+function ascii(s: string): Uint8Array {
+  const bytes = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) bytes[i] = s.charCodeAt(i);
+  return bytes;
+}
 const REQUEST_ID = ascii(',"request_id":');
 const DURATION = ascii(',"duration_ms":');
 const TRACE_ID = ascii(',"trace_id":');
@@ -180,7 +183,7 @@ function fragment(...parts: (string | null)[]): Uint8Array | null {
   let off = 0;
   for (let i = 0; i < parts.length; i++) {
     const p = parts[i]!;
-    if (i % 2 === 0) for (let j = 0; j < p.length; j++) buf[off++] = p.charCodeAt(j);
+    if (i % 2 === 0) off = copy(buf, off, ascii(p));
     else if (p === null) off = copy(buf, off, NULL);
     else {
       off = quoted(buf, off, p);
@@ -244,9 +247,7 @@ export class AccessLineEncoder {
     if (time !== this.time) {
       // A new millisecond (isoTime gives the same string within one): the line's head again.
       this.time = time;
-      this.head = new Uint8Array(HEAD.length + time.length);
-      this.head.set(HEAD);
-      for (let i = 0; i < time.length; i++) this.head[HEAD.length + i] = time.charCodeAt(i);
+      this.head = ascii(`{"level":"info"${time}`);
     }
     off = copy(buf, copy(buf, off, this.head), REQUEST_ID);
     off = rid === null ? copy(buf, off, NULL) : quoted(buf, off, rid);
