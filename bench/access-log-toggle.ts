@@ -11,7 +11,7 @@
  * authenticated GET of the tool registry), the log is switched every
  * BENCH_PHASE_MS (default 100); each phase's throughput, counted from
  * autocannon's responses after BENCH_GUARD_MS of settling (default 10), and
- * its requests per CPU tick of the cell (/proc), are set against the mean of
+ * its requests per CPU second of the cell (/proc), are set against the mean of
  * the two phases around it (which takes out a drift slower than a phase).
  * The figure is the mean of those ratios for the phases with the log on, with
  * its standard error, over BENCH_PROCESSES fresh processes (default 4) of
@@ -27,10 +27,10 @@
  */
 import autocannon from 'autocannon';
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { fmt, load, startBenchCell } from './_util.ts';
+import { cpuSeconds, fmt, load, startBenchCell } from './_util.ts';
 
 const PROCESSES = Number(process.env['BENCH_PROCESSES'] ?? 4);
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 40);
@@ -39,12 +39,6 @@ const GUARD_MS = Number(process.env['BENCH_GUARD_MS'] ?? 10);
 const AA = process.env['BENCH_AA'] !== undefined;
 const TOGGLE_BUILD = join(import.meta.dirname, '../dist/bench/cell-log-toggle.mjs');
 const builds = process.env['BENCH_BUILDS']?.split(',') ?? [TOGGLE_BUILD];
-
-/** CPU ticks (user and system, every thread) of a process. */
-function ticks(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return Number(f[11]) + Number(f[12]);
-}
 
 const mean = (xs: number[]) => xs.reduce((s, v) => s + v, 0) / xs.length;
 const stderr = (xs: number[]) => {
@@ -58,12 +52,12 @@ interface Phase {
   on: boolean;
   /** Requests a second. */
   rate: number;
-  /** Requests a CPU tick of the cell (NaN when it used none in the phase). */
-  perTick: number;
+  /** Requests a CPU second of the cell (NaN when it used none in the phase). */
+  perCpu: number;
 }
 
 /** One process of `build` under load for SECONDS, its log switched every phase: the on-phases' ratios to their neighbours. */
-async function oneCell(build: string): Promise<{ rates: number[]; perTick: number[] }> {
+async function oneCell(build: string): Promise<{ rates: number[]; perCpu: number[] }> {
   const cell = await startBenchCell({ accessLog: true, cell: build });
   try {
     const url = `${cell.url}/api/public/v1/admin/ai/tool-registry`;
@@ -93,23 +87,23 @@ async function oneCell(build: string): Promise<{ rates: number[]; perTick: numbe
       await sleep(GUARD_MS);
       const n0 = answered;
       const t0 = performance.now();
-      const k0 = ticks(pid);
+      const k0 = cpuSeconds(pid);
       await sleep(PHASE_MS - GUARD_MS);
       const n = answered - n0;
-      const k = ticks(pid) - k0;
-      phases.push({ on, rate: (n / (performance.now() - t0)) * 1000, perTick: k > 0 ? n / k : Number.NaN });
+      const k = cpuSeconds(pid) - k0;
+      phases.push({ on, rate: (n / (performance.now() - t0)) * 1000, perCpu: k > 0 ? n / k : Number.NaN });
     }
     await run;
     const rates: number[] = [];
-    const perTick: number[] = [];
+    const perCpu: number[] = [];
     for (let i = 1; i + 1 < phases.length; i++) {
       const [before, p, after] = [phases[i - 1]!, phases[i]!, phases[i + 1]!];
       if (!p.on) continue;
       rates.push(p.rate / ((before.rate + after.rate) / 2));
-      const t = p.perTick / ((before.perTick + after.perTick) / 2);
-      if (Number.isFinite(t)) perTick.push(t);
+      const t = p.perCpu / ((before.perCpu + after.perCpu) / 2);
+      if (Number.isFinite(t)) perCpu.push(t);
     }
-    return { rates, perTick };
+    return { rates, perCpu };
   } finally {
     await cell.stop();
     cell.cleanup();
@@ -124,24 +118,24 @@ export default async function main(): Promise<void> {
       .map((x) => fmt(x, 1))
       .join(' ')}`,
   );
-  const by = new Map<string, { rates: number[]; perTick: number[]; processes: number[] }>();
+  const by = new Map<string, { rates: number[]; perCpu: number[]; processes: number[] }>();
   for (let k = 0; k < PROCESSES; k++) {
     const build = builds[k % builds.length]!;
     const r = await oneCell(build);
-    const all = by.get(build) ?? { rates: [], perTick: [], processes: [] };
+    const all = by.get(build) ?? { rates: [], perCpu: [], processes: [] };
     all.rates.push(...r.rates);
-    all.perTick.push(...r.perTick);
+    all.perCpu.push(...r.perCpu);
     all.processes.push(mean(r.rates));
     by.set(build, all);
     console.log(
-      `  process ${k + 1} (${build}): throughput cost ${cost(r.rates)} (${r.rates.length} phases on); per CPU tick ${cost(r.perTick)}; load ${fmt(loadavg()[0]!, 1)}`,
+      `  process ${k + 1} (${build}): throughput cost ${cost(r.rates)} (${r.rates.length} phases on); per CPU second ${cost(r.perCpu)}; load ${fmt(loadavg()[0]!, 1)}`,
     );
   }
   // Two processes of one build differ by more than a process's phases do: the error of the processes' mean is the one to quote.
   for (const [build, r] of by)
     console.log(
       `  ${build}: the access log's cost: throughput **${cost(r.rates)}** (${r.rates.length} phases on; ` +
-        `the processes' mean ${r.processes.length > 1 ? cost(r.processes) : '-'}), requests a CPU tick ${cost(r.perTick)}`,
+        `the processes' mean ${r.processes.length > 1 ? cost(r.processes) : '-'}), requests a CPU second ${cost(r.perCpu)}`,
     );
 }
 
