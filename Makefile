@@ -1,10 +1,22 @@
 # The two commands a new user needs: `make run` and `make test`.
 SHELL := /bin/bash
+# The project's Node (scripts/node.sh): the machine's when it is the pinned LTS major, otherwise the
+# pinned, checksummed release fetched once into .node/. Every recipe (npm, npx, node) runs on it.
+NODE := $(shell scripts/node.sh)
+ifeq ($(NODE),)
+$(error scripts/node.sh found no Node to use)
+endif
+export PATH := $(patsubst %/,%,$(dir $(NODE))):$(PATH)
 CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
 NODE_TEST := node --import tsx --test --test-concurrency=2
 
-.PHONY: install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps promtool-deps readme-deps faketime-deps clean
+.PHONY: node install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps promtool-deps readme-deps faketime-deps clean
+
+# The path of the project's Node, for scripts and operators who run dist/cell.mjs themselves:
+#   $$(make -s node) dist/cell.mjs serve --port 8080 --data ./.cell
+node:
+	@echo $(NODE)
 
 # npm ci only when the lock file changed since the last install.
 node_modules/.install-stamp: package-lock.json

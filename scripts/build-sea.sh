@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p dist
 
-npx esbuild edge/main.ts --bundle --platform=node --format=cjs --target=node20 \
+npx esbuild edge/main.ts --bundle --platform=node --format=cjs --target=node22 \
   --loader:.wasm=binary --legal-comments=none --log-level=warning --outfile=dist/edge.cjs
 
 cat > dist/sea-config.json <<JSON

@@ -16,7 +16,7 @@ const common = {
   bundle: true,
   platform: 'node',
   format: 'esm',
-  target: 'node20',
+  target: 'node22',
   loader: { '.wasm': 'binary' },
   banner,
   logLevel: 'warning',

