@@ -3,6 +3,7 @@
  * and the bootstrap owner. Contributes the API-key authenticator.
  */
 import type { CellCore } from '../context.ts';
+import type { Custody } from '../custody/api.ts';
 import type { CellModule } from '../module.ts';
 import { bootstrapOwner } from './bootstrap.ts';
 import { resetOwner, type OwnerReset } from './reset-owner.ts';
@@ -36,8 +37,13 @@ export interface IamModule extends CellModule {
   sharedBuckets: SharedBuckets | null;
 }
 
-export async function createIamModule(core: CellCore): Promise<IamModule> {
-  const iam = new Iam(core);
+export interface IamDeps {
+  /** The group's secrets key: the cell's identity keys are sealed under it. */
+  custody: Custody;
+}
+
+export async function createIamModule(core: CellCore, deps: IamDeps): Promise<IamModule> {
+  const iam = new Iam(core, deps.custody);
   const lifecycle = new Lifecycle(core, iam);
   await iam.ensureIdentity();
   let timer: NodeJS.Timeout | undefined;

@@ -18,6 +18,7 @@ import { GroupAudiences } from './audiences.ts';
 import { GroupIssuers } from './issuers.ts';
 import { GroupReplayCache } from './replay.ts';
 import type { CellCore } from '../context.ts';
+import type { Custody } from '../custody/api.ts';
 import type { Iam } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
 import { ChangeCache } from '../store/change-cache.ts';
@@ -40,6 +41,8 @@ import { reloadFollower, type ReloadFollower } from './internal/follower.ts';
 
 export interface OAuthDeps {
   iam: Iam;
+  /** The group's secrets key: the signing keys are sealed under it, and only those it opens are the group's. */
+  custody: Custody;
   /**
    * Whether an edge device is registered with this cell (the edge module's
    * answer), for resource indicators `edge:<device_id>`. Called only while
@@ -105,7 +108,7 @@ function oauthContext(core: CellCore, deps: OAuthDeps, groupReplay: GroupReplayC
     core,
     iam: deps.iam,
     deviceExists: (deviceId) => deps.deviceExists(deviceId),
-    keys: new SigningKeys(core),
+    keys: new SigningKeys(core, deps.custody),
     denylist: new Denylist(core),
     replay: groupReplay ?? new MemoryReplayCache(),
     audiences: new GroupAudiences(core),

@@ -29,7 +29,7 @@ function oneOf<T extends string>(values: readonly T[], v: string, what: string):
 
 export interface SigningKeyRow {
   kid: string;
-  /** As stored: sealed (cell/sealed-jwk.ts), or a JWK in the clear in a store from before sealing. */
+  /** As stored: sealed under the group's secrets key (cell/custody/sealed-jwk.ts); a row that is not is not the group's. */
   private_jwk: unknown;
   public_jwk: JsonWebKey;
   created_at: number;
@@ -51,24 +51,6 @@ export async function signingKeys(db: Reader): Promise<SigningKeyRow[]> {
   return (
     await db.all('SELECT kid, private_jwk, public_jwk, created_at, retired_at FROM oauth_signing_keys ORDER BY created_at DESC, kid DESC')
   ).map(decodeSigningKey);
-}
-
-/** The stored text of every signing key's private part (to find and reseal those still in the clear). */
-export async function signingKeyPrivateTexts(db: Reader): Promise<{ kid: string; text: string }[]> {
-  return (await db.all('SELECT kid, private_jwk FROM oauth_signing_keys ORDER BY kid')).map((r) => ({
-    kid: str(r, 'kid'),
-    text: str(r, 'private_jwk'),
-  }));
-}
-
-/** Replaces a key's stored private part, only if it is still `from`; returns rows changed. */
-export async function resealSigningKey(tx: Tx, kid: string, from: string, to: unknown): Promise<number> {
-  return (await tx.run('UPDATE oauth_signing_keys SET private_jwk = ? WHERE kid = ? AND private_jwk = ?', [JSON.stringify(to), kid, from]))
-    .changes;
-}
-
-export async function hasActiveSigningKey(db: Reader): Promise<boolean> {
-  return (await db.get('SELECT kid FROM oauth_signing_keys WHERE retired_at IS NULL LIMIT 1')) !== undefined;
 }
 
 /** Retires the active key(s) at `k.created_at` and makes `k` the active one. */

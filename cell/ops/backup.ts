@@ -23,8 +23,7 @@ import { SNAPSHOT_FILE } from '../store/embedded.ts';
 import { loadSqlJs } from '../store/sqljs.ts';
 import { writeFileDurable } from '../../runtime/write-durable.ts';
 import { SetupError } from '../../runtime/setup-error.ts';
-import { readSecretsKeyFile } from '../ai/api.ts';
-import { openJwk, type KeyTable } from '../sealed-jwk.ts';
+import { openJwk, readSecretsKeyFile, type KeyTable } from '../custody/api.ts';
 
 const MAGIC = 'agent-cell backup 1\n';
 /** Files of a data directory that a backup never holds: the operator keeps them apart. */
