@@ -82,18 +82,28 @@ async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Bu
   // Joins the group on this store (or refuses to, by posture).
   // Its member list names each cell's identity keys (iam's, read when a request asks).
   const cluster = await createClusterModule(core, { identityKeys: () => iam.iam.groupIdentityKeys(), metrics });
-  const iam = await createIamModule(core, { custody: custody.custody });
+  // A member whose clock is beyond the bound stands down: the modules' background writes ask it.
+  const standing = cluster.cluster;
+  const iam = await createIamModule(core, { custody: custody.custody, standing });
   // The device registry is the edge module's, but the OAuth server needs it to issue device-addressed tokens.
   const devices = new Devices(core.store);
   const oauth = await createOAuthModule(core, {
     iam: iam.iam,
     custody: custody.custody,
+    standing,
     deviceExists: (id) => devices.exists(id),
   });
   const tools = await createToolsModule(core, { delegation: oauth.api.delegateForTool });
   const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster, metrics });
   const ai = await createAiModule(core, { custody: custody.custody, iam: iam.iam, tools: tools.tools, runs: runs.runs, metrics });
-  const teams = await createTeamsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, ai: ai.ai, tools: tools.tools, runs: runs.runs });
+  const teams = await createTeamsModule(core, {
+    iam: iam.iam,
+    lifecycle: iam.lifecycle,
+    ai: ai.ai,
+    tools: tools.tools,
+    runs: runs.runs,
+    standing,
+  });
   const jobs = createJobsModule(core, {
     iam: iam.iam,
     lifecycle: iam.lifecycle,

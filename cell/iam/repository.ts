@@ -6,6 +6,7 @@
  */
 import { parseCeiling } from '../../core/authority/ceiling.ts';
 import { count, json, jsonOrNull, num, numOrNull, object, str, strOrNull, stringArray } from '../store/decode.ts';
+import type { DbNow } from '../store/db-clock.ts';
 import type { Reader, Row, SqlValue, Tx } from '../store/types.ts';
 import type { Principal, PrincipalKind, PrincipalStatus } from './principals.ts';
 
@@ -526,7 +527,7 @@ export async function lockRateBucket(tx: Tx, key: string, full: { tokens: number
   return { tokens: num(r, 'tokens'), at: num(r, 'at') };
 }
 
-/** Drops buckets last touched before `before` (ms); returns how many. */
-export async function pruneRateBuckets(tx: Tx, before: number): Promise<number> {
-  return (await tx.run('DELETE FROM iam_rate_buckets WHERE at < ?', [before])).changes;
+/** Drops buckets last touched more than `fullAfterMs` before `now` (the database's clock); returns how many. */
+export async function pruneRateBuckets(tx: Tx, now: DbNow, fullAfterMs: number): Promise<number> {
+  return (await tx.run(`DELETE FROM iam_rate_buckets WHERE at < ${now.sql} - ?`, [...now.params, fullAfterMs])).changes;
 }

@@ -5,6 +5,7 @@
  * writes SQL. Statements stay in the dialect both engines run (docs/storage.md).
  */
 import { count, json, num, numOrNull, object, str, strOrNull, stringArray } from '../store/decode.ts';
+import type { DbNow } from '../store/db-clock.ts';
 import type { Reader, Row, Tx } from '../store/types.ts';
 
 /** The module's tables, as `store.onChange` names them. */
@@ -207,8 +208,9 @@ export async function liveDenied(db: Reader, nowSeconds: number): Promise<Denied
 }
 
 /** Drops entries whose tokens expired before `nowSeconds`; returns how many. */
-export async function deleteExpiredDenied(tx: Tx, nowSeconds: number): Promise<number> {
-  return (await tx.run('DELETE FROM oauth_denylist WHERE exp < ?', [nowSeconds])).changes;
+/** Drops the entries of tokens expired by the database's clock (`exp` in seconds); returns how many. */
+export async function deleteExpiredDenied(tx: Tx, now: DbNow): Promise<number> {
+  return (await tx.run(`DELETE FROM oauth_denylist WHERE exp * 1000 < ${now.sql}`, now.params)).changes;
 }
 
 // ---------------------------------------------------------------- the group's audiences
@@ -264,17 +266,17 @@ export async function groupIssuers(db: Reader): Promise<string[]> {
  * Records a proof until `expiresAt` (ms); false when a live record of it
  * exists (a replay). An expired record left by the pruning is taken over.
  */
-export async function rememberProof(tx: Tx, key: string, expiresAt: number, now: number): Promise<boolean> {
+export async function rememberProof(tx: Tx, key: string, expiresAt: number, now: DbNow): Promise<boolean> {
   const r = await tx.run(
-    'INSERT INTO oauth_dpop_proofs (proof_key, expires_at) VALUES (?, ?) ON CONFLICT (proof_key) DO UPDATE SET expires_at = excluded.expires_at WHERE oauth_dpop_proofs.expires_at <= ?',
-    [key, expiresAt, now],
+    `INSERT INTO oauth_dpop_proofs (proof_key, expires_at) VALUES (?, ?) ON CONFLICT (proof_key) DO UPDATE SET expires_at = excluded.expires_at WHERE oauth_dpop_proofs.expires_at <= ${now.sql}`,
+    [key, expiresAt, ...now.params],
   );
   return r.changes > 0;
 }
 
-/** Drops proofs that can no longer pass the freshness check; returns how many. */
-export async function pruneProofs(tx: Tx, now: number): Promise<number> {
-  return (await tx.run('DELETE FROM oauth_dpop_proofs WHERE expires_at <= ?', [now])).changes;
+/** Drops proofs that can no longer pass the freshness check, judged on the database's clock; returns how many. */
+export async function pruneProofs(tx: Tx, now: DbNow): Promise<number> {
+  return (await tx.run(`DELETE FROM oauth_dpop_proofs WHERE expires_at <= ${now.sql}`, now.params)).changes;
 }
 
 // ---------------------------------------------------------------- authorization codes
