@@ -255,6 +255,30 @@ export class Iam {
     });
   }
 
+  /**
+   * The gate of every operation that makes something standing (a credential or authority that
+   * acts later, without the request): API keys (mint, rotate), OAuth clients (register, rotate),
+   * SATs, job definitions (create, re-author, enable), published endpoints, edge devices, key and
+   * crew bundles, principals and roles (create, change), agents. A delegated credential (a token
+   * carrying `act`: isDelegated) makes nothing that outlives it: refused, audited with its chain,
+   * 403 `delegated_credential`. Exchange again for what is needed now instead.
+   */
+  async assertNotDelegated(auth: AuthContext, ctx: { action: string; target: string }): Promise<void> {
+    if (!isDelegated(auth)) return;
+    const actors = [...(auth.credential.actors ?? [])];
+    await this.auditNow({
+      actor: auth.principal.id,
+      action: ctx.action,
+      target: ctx.target,
+      outcome: 'refused',
+      details: { reason: 'delegated_credential', actors, credential: auth.credential.id },
+    });
+    throw forbidden(`${ctx.action}: a delegated token (one that names actors) makes nothing that outlives it`, {
+      reason: 'delegated_credential',
+      actors,
+    });
+  }
+
   /** Refuses unless the caller holds every permission and all the envelope authority of `target`. */
   async assertManages(auth: AuthContext, target: Principal, action: string): Promise<void> {
     await this.assertWithinCaller(auth, await this.authorityOf(target), { action, target: target.id });
@@ -592,6 +616,15 @@ export class Iam {
 }
 
 export type { CredentialFacts, CredentialVerdict, Reached } from './api.ts';
+
+/**
+ * True when the request's credential is delegated: a token carrying `act` (RFC 8693 token exchange),
+ * whose subject is spoken for by the actors it names. Anything a delegated credential could derive
+ * is refused by assertNotDelegated, so nothing else is delegated.
+ */
+export function isDelegated(auth: Pick<AuthContext, 'credential'>): boolean {
+  return (auth.credential.actors?.length ?? 0) > 0;
+}
 
 /** What the request's credential holds. */
 export function callerHolding(auth: AuthContext): Holding {

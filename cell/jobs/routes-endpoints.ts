@@ -124,6 +124,7 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
     parseRunSpec(ctx, b.job_type, { ...b.spec, input: null });
     const auth = c.get('auth');
     const actor = auth.principal.id;
+    await iam.assertNotDelegated(auth, { action: 'jobs.endpoint.publish', target: b.name });
     // Publishing lets holders of required_scopes run this job: the publisher must hold them itself.
     await iam.assertWithinCaller(auth, { permissions: b.required_scopes }, { action: 'jobs.endpoint.publish', target: b.name });
     const now = core.clock.now();

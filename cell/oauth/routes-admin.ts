@@ -124,6 +124,7 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
     }),
     async (c) => {
       const auth = c.get('auth');
+      await iam.assertNotDelegated(auth, { action: 'oauth.client.register', target: auth.principal.id });
       const b = c.req.valid('json');
       const scope = normalize(b.scope);
       // A client named like one of the cell's own (the console) would borrow its trust on the consent screen.
