@@ -372,6 +372,22 @@ export class Iam {
     );
   }
 
+  /**
+   * The shared-things rule for what a principal owns and what acts as it (a job definition acts as
+   * its author, a published endpoint as its publisher, a run as its requester): disabling, enabling,
+   * re-authoring, deleting or cancelling another principal's needs the same reach as changing a crew
+   * (assertMayChangeShared), the thing reaching its owner: the caller covers all of the owner's
+   * authority (manages it). The owner's own, and one whose owner is gone, need only the route's
+   * permission. Refusal: 403 `shared_change_exceeds_caller`, audited.
+   */
+  async assertMayActOnOwned(auth: AuthContext, thing: { kind: string; id: string; ownerId: string }, action: string): Promise<void> {
+    if (thing.ownerId === auth.principal.id) return;
+    const owner = await this.principal(thing.ownerId);
+    if (!owner || owner.status === 'purged') return;
+    const reached: Reached = { id: owner.id, authority: await this.authorityOf(owner), ownerId: owner.id };
+    await this.assertMayChangeShared(auth, { kind: thing.kind, id: thing.id }, [reached], action);
+  }
+
   /** What a change reaching an agent principal must cover: the agent's authority; its owner is who minted it. */
   async reachedAgent(agentId: string, ownerId: string | null): Promise<Reached | undefined> {
     const p = await this.principal(agentId);

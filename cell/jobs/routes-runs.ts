@@ -261,8 +261,11 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
 
   app.openapi(cancel, async (c) => {
     const { run_id } = c.req.valid('param');
-    const actor = c.get('auth').principal.id;
+    const auth = c.get('auth');
+    const actor = auth.principal.id;
     const before = await runs.getRun(run_id);
+    // A run acts as its requester: cancelling another's needs managing it (the shared-things rule).
+    if (before) await iam.assertMayActOnOwned(auth, { kind: 'run', id: run_id, ownerId: before.requester }, 'jobs.run.cancel');
     const run = await runs.requestCancel(run_id, actor);
     if (!run) throw notFound('run');
     if (before && before.state !== run.state) {

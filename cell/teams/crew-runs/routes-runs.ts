@@ -309,9 +309,12 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
     }),
     async (c) => {
       const { crew_id, run_id } = c.req.valid('param');
-      const actor = c.get('auth').principal.id;
+      const auth = c.get('auth');
+      const actor = auth.principal.id;
       const before = await runs.getRun(run_id);
       if (before?.kind !== 'crew' || before.crew_id !== crew_id) throw notFound('run');
+      // A run acts as its requester: cancelling another's needs managing it (the shared-things rule).
+      await ctx.iam.assertMayActOnOwned(auth, { kind: 'run', id: run_id, ownerId: before.requester }, 'crew.run.cancel');
       const run = await runs.requestCancel(run_id, actor);
       if (!run) throw notFound('run');
       if (before.state !== run.state) {
