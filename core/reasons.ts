@@ -283,6 +283,7 @@ export const REASONS = {
   tool_unknown: { codes: I, runs: ['refused', 'failed'], sentence: 'There is no tool by that name.' },
   tool_unreachable: { codes: S, sentence: 'A tool could not reach what it calls.' },
   unbound_seat: { codes: I, sentence: 'A billet has no agent bound.' },
+  unknown_actor: { codes: I, sentence: 'may_act names no active principal of this cell.' },
   unknown_agent: { codes: I, sentence: 'The agent named is not known.' },
   unknown_billet: { codes: I, sentence: 'The billet named is not in the formation.' },
   unknown_blueprint: { codes: I, sentence: 'The blueprint named is not known.' },
