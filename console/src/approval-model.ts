@@ -8,6 +8,8 @@
 
 export interface Decision {
   principal: string;
+  /** The principal, then the actors of the token it decided with (older cells do not send it). */
+  chain?: string[];
   decision: string;
   /** The decider's comment, if any (older cells do not send it). */
   comment?: string | null;

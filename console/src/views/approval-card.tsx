@@ -15,6 +15,7 @@ import { can, knowsPermissions } from '../auth/session.ts';
 import { href } from '../router.ts';
 import { Time, useApp, Who } from '../ui.tsx';
 import { approvalStatus, whyNot, type ApprovalRun, type PendingApproval } from '../approval-model.ts';
+import { DecisionLine } from './decision-list.tsx';
 
 function approvalPath(run: ApprovalRun, stepId: string): string {
   return run.kind === 'crew' && run.crew_id
@@ -151,10 +152,8 @@ export function ApprovalCard({
       {approval.decisions.length ? (
         <ul class="decisions" aria-label="Decisions so far">
           {approval.decisions.map((d) => (
-            <li>
-              <Who id={d.principal} /> {d.decision === 'approve' ? 'approved' : d.decision === 'reject' ? 'rejected' : d.decision}{' '}
-              <Time at={d.at} />
-              {d.comment ? <blockquote class="decision-comment">{d.comment}</blockquote> : null}
+            <li key={`${d.principal}:${d.at}`}>
+              <DecisionLine d={d} />
             </li>
           ))}
         </ul>
