@@ -14,7 +14,7 @@ import { ADMIN, ApiError, call, describeError, seg, TEAMS } from '../api.ts';
 import { can, knowsPermissions } from '../auth/session.ts';
 import { href } from '../router.ts';
 import { Time, useApp, Who } from '../ui.tsx';
-import { approvalStatus, whyNot, type ApprovalRun, type PendingApproval } from '../approval-model.ts';
+import { approvalStatus, requesterActors, whyNot, type ApprovalRun, type PendingApproval } from '../approval-model.ts';
 import { DecisionLine } from './decision-list.tsx';
 
 function approvalPath(run: ApprovalRun, stepId: string): string {
@@ -40,7 +40,7 @@ export function ApprovalCard({
   const [confirmReject, setConfirmReject] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [done, setDone] = useState<string | null>(null);
-  const st = approvalStatus(approval, run.requester);
+  const st = approvalStatus(approval, run.requester, requesterActors(run));
   const blocked = whyNot(approval, run, session.principal.id, can(session, 'agent_teams.approve'), knowsPermissions(session));
   const cid = `appr-${run.run_id}-${approval.step_id}`.replace(/[^A-Za-z0-9_-]/g, '_');
 
