@@ -117,7 +117,11 @@ export const REASONS = {
   data_not_granted: { codes: F, runs: ['refused', 'failed'], sentence: 'No data grant covers the workspace storage the tool touches.' },
   definition_deleted: { codes: C, sentence: 'The job definition was deleted.' },
   definition_quota_reached: { codes: C, sentence: 'The principal already authors its quota of live job definitions.' },
-  delegated_credential: { codes: F, sentence: 'A delegated credential cannot mint this.' },
+  delegated_credential: {
+    codes: F,
+    sentence:
+      'A delegated token (one naming actors) makes nothing that outlives it: no key, client, SAT, schedule, endpoint, device, bundle, principal or role.',
+  },
   delegation_too_deep: { codes: U, sentence: 'The delegation chain has more actors than allowed.' },
   delegation_unresolved: { codes: [], runs: ['refused'], sentence: 'A delegate step could not resolve which seat to delegate to.' },
   device_exists: { codes: C, sentence: 'A device with this id is already registered.' },
