@@ -114,6 +114,10 @@ export const REASONS = {
   delegation_too_deep: { codes: U, sentence: 'The delegation chain has more actors than allowed.' },
   delegation_unresolved: { codes: [], runs: ['refused'], sentence: 'A delegate step could not resolve which seat to delegate to.' },
   device_exists: { codes: C, sentence: 'A device with this id is already registered.' },
+  device_log_invalid: {
+    codes: F,
+    sentence: "The device's run log in the journal export does not hold the journal (checkpoint or inclusion).",
+  },
   disk_full: { codes: S, sentence: "The store's disk is full; it accepts no writes until there is room." },
   dpop_ath_mismatch: { codes: U, sentence: 'The DPoP proof `ath` is not the hash of the access token.' },
   dpop_bad_alg: { codes: U, sentence: 'The DPoP proof uses an algorithm that is not accepted.' },
