@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { coseVerify } from 'cose-kit';
-import { importJWK, type KeyLike } from 'jose';
+import { importJWK } from 'jose';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
 import { A, T, ok, roleOf, team, type Api, crewFixture } from '../../helpers/teams.ts';
@@ -119,7 +119,7 @@ test('cose-kit verifies the SCITT signed statement (COSE_Sign1) with the publish
   };
   const kid = t.modules.iam.iam.signer().kid;
   const jwk = published.keys.find((k) => k.kid === kid)!.jwk;
-  const key = (await importJWK({ ...jwk, alg: 'EdDSA' } as never, 'EdDSA')) as KeyLike;
+  const key = (await importJWK({ ...jwk, alg: 'EdDSA' } as never, 'EdDSA')) as Parameters<typeof coseVerify>[1];
   const v = await coseVerify(bytes, key);
   assert.equal(v.isValid, true);
   // The draft's registered headers, as cose-kit reads them: alg EdDSA (-8), content type, kid, CWT claims iss and sub.
