@@ -19,7 +19,42 @@ export type CborValue = number | string | Uint8Array | boolean | null | CborValu
 
 const MAX_DEPTH = 16;
 
-function head(major: number, n: number, out: number[]): void {
+/** Where encoding writes: small heads into `bytes`, long strings as whole chunks (no copy per byte). */
+class Out {
+  parts: Uint8Array[] = [];
+  bytes: number[] = [];
+  push(...b: number[]): void {
+    for (const x of b) this.bytes.push(x);
+  }
+  chunk(b: Uint8Array): void {
+    if (b.length < 64) {
+      for (const x of b) this.bytes.push(x);
+      return;
+    }
+    this.flush();
+    this.parts.push(b);
+  }
+  flush(): void {
+    if (this.bytes.length > 0) {
+      this.parts.push(Uint8Array.from(this.bytes));
+      this.bytes = [];
+    }
+  }
+  result(): Uint8Array {
+    this.flush();
+    let n = 0;
+    for (const p of this.parts) n += p.length;
+    const r = new Uint8Array(n);
+    let o = 0;
+    for (const p of this.parts) {
+      r.set(p, o);
+      o += p.length;
+    }
+    return r;
+  }
+}
+
+function head(major: number, n: number, out: Out): void {
   if (!Number.isSafeInteger(n) || n < 0) throw new TypeError('cbor: length or value out of range');
   const m = major << 5;
   if (n < 24) out.push(m | n);
@@ -33,7 +68,7 @@ function head(major: number, n: number, out: number[]): void {
   }
 }
 
-function enc(v: CborValue, out: number[], depth: number): void {
+function enc(v: CborValue, out: Out, depth: number): void {
   if (depth > MAX_DEPTH) throw new TypeError('cbor: too deep');
   if (typeof v === 'number') {
     if (!Number.isSafeInteger(v)) throw new TypeError('cbor: only safe integers are encoded');
@@ -42,10 +77,10 @@ function enc(v: CborValue, out: number[], depth: number): void {
   } else if (typeof v === 'string') {
     const b = new TextEncoder().encode(v);
     head(3, b.length, out);
-    for (const x of b) out.push(x);
+    out.chunk(b);
   } else if (v instanceof Uint8Array) {
     head(2, v.length, out);
-    for (const x of v) out.push(x);
+    out.chunk(v);
   } else if (v === false) out.push(0xf4);
   else if (v === true) out.push(0xf5);
   else if (v === null) out.push(0xf6);
@@ -54,16 +89,16 @@ function enc(v: CborValue, out: number[], depth: number): void {
     for (const x of v) enc(x, out, depth + 1);
   } else if (v instanceof Map) {
     const entries = [...v.entries()].map(([k, x]) => {
-      const kb: number[] = [];
-      enc(k, kb, depth + 1);
-      return { kb, x };
+      const o = new Out();
+      enc(k, o, depth + 1);
+      return { kb: o.result(), x };
     });
     entries.sort((a, b) => compareBytes(a.kb, b.kb));
     for (let i = 1; i < entries.length; i++)
       if (compareBytes(entries[i - 1]!.kb, entries[i]!.kb) === 0) throw new TypeError('cbor: duplicate map key');
     head(5, entries.length, out);
     for (const e of entries) {
-      for (const b of e.kb) out.push(b);
+      out.chunk(e.kb);
       enc(e.x, out, depth + 1);
     }
   } else if (v instanceof CborTag) {
@@ -80,9 +115,9 @@ function compareBytes(a: readonly number[] | Uint8Array, b: readonly number[] | 
 
 /** Deterministic CBOR of a value. @throws TypeError for a value outside the supported set. */
 export function cborEncode(v: CborValue): Uint8Array {
-  const out: number[] = [];
+  const out = new Out();
   enc(v, out, 0);
-  return Uint8Array.from(out);
+  return out.result();
 }
 
 /** Thrown (and only caught inside core) for bytes that are not strict deterministic CBOR. */
