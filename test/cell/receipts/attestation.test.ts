@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { b64std, fromB64std } from '../../../core/base64.ts';
+import { fromB64std } from '../../../core/base64.ts';
 import { verifyAttestation } from '../../../core/attestation/bundle.ts';
 import { verifyStatement } from '../../../core/attestation/cose-sign1.ts';
 import { verifyDsse } from '../../../core/attestation/dsse.ts';
@@ -16,7 +16,7 @@ import { recordHash } from '../../../core/journal/hash.ts';
 import { GENESIS_HASH, type JournalRecord } from '../../../core/journal/record.ts';
 import { sealRecord } from '../../../core/journal/seal.ts';
 import { checkConsistent, verifyCheckpoint } from '../../../core/transparency/checkpoint.ts';
-import { completedBy, nodeHash, rangeHash, verifyInclusion } from '../../../core/transparency/merkle.ts';
+import { nodeHash, rangeHash, verifyInclusion } from '../../../core/transparency/merkle.ts';
 import { runLeafHash } from '../../../core/transparency/run-leaf.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import { actor } from '../../helpers/actors.ts';
@@ -255,7 +255,6 @@ test("a journal rewritten in the store and re-signed with the cell's own key is 
     }
     await tx.run('UPDATE run_log_head SET root = ? WHERE id = 1', [Buffer.from(root).toString('hex')]);
   });
-  void completedBy;
 
   // The rewritten run's attestation verifies on its own (the cell's own key signs everything)...
   const second = await t.request('GET', `${T}/crews/${crew}/runs/${runId}/attestation`, { token: t.adminKey });
@@ -270,5 +269,4 @@ test("a journal rewritten in the store and re-signed with the cell's own key is 
   const v = await verifyAttestation(second.body, ks, { previous: seen, ...(proof ? { consistency: proof } : {}) });
   assert.equal(v.ok, false);
   if (!v.ok) assert.match(v.reason, /rewritten|does not extend/);
-  void b64std;
 });
