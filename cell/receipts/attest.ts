@@ -16,7 +16,8 @@ import { ServiceError } from '../../core/errors.ts';
 import { jobGraph } from '../jobs/api.ts';
 import { isTerminal, type Run } from '../runs/api.ts';
 import type { ReceiptsContext } from './context.ts';
-import { logOrigin, proofFor } from './log.ts';
+import { integrateAll, logOrigin, proofFor, queueTx } from './log.ts';
+import { recordHash } from '../../core/journal/hash.ts';
 
 /** The most records an attestation carries (the engine's hard step limit, with room for the records around steps). */
 const MAX_RECORDS = 1_000_000;
@@ -86,8 +87,16 @@ export async function runEvidence(ctx: ReceiptsContext, run: Run, withValues: bo
 
 /** The attestation file of a finished run: the signed statement and its place in the run log. */
 export async function attestationOf(ctx: ReceiptsContext, run: Run, withValues: boolean): Promise<AttestationBundle> {
-  const statement = runStatement(await runEvidence(ctx, run, withValues));
-  const log = await proofFor(ctx, run.run_id);
+  const evidence = await runEvidence(ctx, run, withValues);
+  const statement = runStatement(evidence);
+  let log = await proofFor(ctx, run.run_id);
+  if (log === undefined) {
+    // A run that ended before the run log existed joins it when it is first attested, with its journal as it is.
+    const head = { run_id: run.run_id, journal_head: recordHash(evidence.records.at(-1)!), graph_hash: evidence.graph_hash };
+    await ctx.core.store.write((tx) => queueTx(ctx, tx, head, `cell:${ctx.core.config.cellId}`));
+    await integrateAll(ctx);
+    log = await proofFor(ctx, run.run_id);
+  }
   return buildAttestation(statement, ctx.iam.signer(), log ?? null);
 }
 

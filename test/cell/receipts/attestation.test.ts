@@ -270,3 +270,65 @@ test("a journal rewritten in the store and re-signed with the cell's own key is 
   assert.equal(v.ok, false);
   if (!v.ok) assert.match(v.reason, /rewritten|does not extend/);
 });
+
+test('a run that ended before the run log existed joins it when it is first attested', async () => {
+  const graph = `sha256:${'ab'.repeat(32)}`;
+  const run = await t.core.store.write((tx) =>
+    t.modules.runs.runs.recordRunTx(tx, {
+      kind: 'job',
+      job_type: 'compute',
+      workspace_id: 'old',
+      requester: 'usr_old',
+      spec: {},
+      graph_hash: graph,
+      at: t.clock.now(),
+    }),
+  );
+  const signer = t.modules.iam.iam.signer();
+  const first = await sealRecord(
+    {
+      run_id: run.run_id,
+      seq: 1,
+      step_id: 'run',
+      kind: 'run_started',
+      graph_hash: graph,
+      input_hash: graph,
+      output_hash: graph,
+      at: t.clock.now(),
+      cell_id: 'cell-test',
+      epoch: 0,
+    },
+    GENESIS_HASH,
+    signer,
+  );
+  const last = await sealRecord(
+    {
+      run_id: run.run_id,
+      seq: 2,
+      step_id: 'run',
+      kind: 'run_finished',
+      graph_hash: graph,
+      input_hash: graph,
+      output_hash: graph,
+      at: t.clock.now(),
+      data: { outcome: 'completed' },
+      cell_id: 'cell-test',
+      epoch: 0,
+    },
+    recordHash(first),
+    signer,
+  );
+  // Written as a store from before the log holds it: the records and the terminal state, no queued head.
+  await t.core.store.write(async (tx) => {
+    for (const r of [first, last])
+      await tx.run('INSERT INTO journal (run_id, seq, kind, record) VALUES (?, ?, ?, ?)', [r.run_id, r.seq, r.kind, JSON.stringify(r)]);
+    await tx.run("UPDATE runs SET state = 'completed', finished_at = ? WHERE run_id = ?", [t.clock.now(), run.run_id]);
+  });
+  assert.equal((await t.rows('SELECT run_id FROM run_log_leaves WHERE run_id = ?', [run.run_id])).length, 0);
+  const r = await t.request('GET', `${A}/jobs/runs/${run.run_id}/attestation`, { token: t.adminKey });
+  assert.equal(r.status, 200, r.text);
+  const v = await verifyAttestation(r.body, await keys());
+  assert.equal(v.ok, true, v.ok ? '' : v.reason);
+  if (v.ok) assert.equal(v.attestation.journal_head, recordHash(last));
+  assert.equal((await t.rows('SELECT run_id FROM run_log_leaves WHERE run_id = ?', [run.run_id])).length, 1);
+});
