@@ -96,15 +96,15 @@ metrics-deps:
 	  fi; \
 	fi
 
-# Debian's in-toto and python3-securesystemslib, the independent verifiers with which
-# test/cell/receipts/independent.test.ts checks a run's DSSE attestation (test/attestation/verify_dsse.py);
-# installed when missing and we are root.
+# Debian's in-toto, python3-securesystemslib and ruby-cose, the independent verifiers with which
+# test/cell/receipts/independent.test.ts checks a run's DSSE attestation (test/attestation/verify_dsse.py)
+# and its SCITT signed statement (test/attestation/verify_cose.rb); installed when missing and we are root.
 attest-deps:
-	@if ! /usr/bin/python3 -c 'import securesystemslib.signer, in_toto' >/dev/null 2>&1; then \
+	@if ! /usr/bin/python3 -c 'import securesystemslib.signer, in_toto' >/dev/null 2>&1 || ! ruby -e 'require "cose"' >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = "0" ]; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq in-toto python3-securesystemslib) >/dev/null; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq in-toto python3-securesystemslib ruby-cose) >/dev/null; \
 	  else \
-	    echo "in-toto or python3-securesystemslib is missing: run 'sudo apt-get install -y in-toto python3-securesystemslib' for the attestation tests" >&2; exit 1; \
+	    echo "in-toto, python3-securesystemslib or ruby-cose is missing: run 'sudo apt-get install -y in-toto python3-securesystemslib ruby-cose' for the attestation tests" >&2; exit 1; \
 	  fi; \
 	fi
 
