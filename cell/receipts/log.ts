@@ -82,6 +82,8 @@ export function schedule(ctx: ReceiptsContext): void {
 
 /** Appends every queued head (in batches); returns how many were appended. */
 export async function integrateAll(ctx: ReceiptsContext): Promise<number> {
+  // A read first: with nothing queued (most heartbeats) no transaction is opened and nothing is written.
+  if ((await repo.pending(ctx.core.store, 1)).length === 0) return 0;
   let total = 0;
   for (;;) {
     const n = await integrate(ctx);
