@@ -105,6 +105,9 @@ test("a crew run's attestation verifies with the published keys and carries what
   const approval = p.approvals.find((a: any) => a.by === approver);
   assert.ok(approval, JSON.stringify(p.approvals));
   assert.equal(approval.decision, 'approve');
+  // The digest of the input approved and the chain that decided, as the signed record carries them.
+  assert.match(approval.input_hash, /^sha256:[0-9a-f]{64}$/);
+  assert.ok(Array.isArray(approval.chain) && approval.chain.length >= 1, JSON.stringify(approval));
   assert.ok(p.actors.some((a: any) => a.role === 'approver' && a.id === approver));
   assert.equal(p.outcome.state, 'completed');
   assert.equal(p.values_included, false);
