@@ -165,6 +165,7 @@ function View({ route }: { route: Route }) {
 /** How many approvals wait for the signed-in principal's decision (crew runs; fetched every 10 s). */
 function ApprovalsBadge() {
   const { session } = useApp();
+  const liveness = useLiveness();
   const data = useLoad(
     async (signal) => {
       if (!can(session, 'agent_teams.read')) return 0;
@@ -186,6 +187,14 @@ function ApprovalsBadge() {
     [session],
     10_000,
   );
+  // Never a count the cell could not confirm: while it does not answer, the badge says so.
+  if (!liveness.connected)
+    return (
+      <span class="badge badge-unknown" id="approvals-badge">
+        {' '}
+        ?<span class="sr-only"> waiting for you: unknown, the cell does not answer</span>
+      </span>
+    );
   if (!data.data) return null;
   return (
     <span class="badge" id="approvals-badge">
@@ -259,7 +268,10 @@ function Shell({ state }: { state: AppState }) {
           agent-cell console <span class="muted">· {state.config.cell_id}</span>
         </div>
         <div class="whoami" id="whoami">
-          Signed in as <strong id="whoami-name">{session.principal.name ?? session.principal.id ?? 'an API key'}</strong>
+          Signed in as{' '}
+          <strong id="whoami-name">
+            <bdi>{session.principal.name ?? session.principal.id ?? 'an API key'}</bdi>
+          </strong>
           <span class="muted">
             {' '}
             · {session.kind === 'oauth' ? 'OAuth (DPoP)' : 'API key'}

@@ -320,7 +320,7 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     await sq.locator('button.disable').click();
     const off = page.locator(`article[data-schedule="${every2.schedule_id}"][data-enabled="false"]`);
     await off.waitFor();
-    assert.equal(await off.locator('.disabled-reason').textContent(), 'disabled by an operator');
+    assert.equal(await off.locator('.disabled-reason').textContent(), 'paused by an operator');
     assert.equal((await api('GET', `${A}/jobs/definitions/${every2.schedule_id}`)).body.enabled, false);
     // The runs it started are marked in the runs list, linked to it.
     await page.locator('#nav-runs').click();

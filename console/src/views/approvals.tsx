@@ -50,6 +50,16 @@ export function ApprovalsView() {
     4000,
   );
 
+  // Crew names for the cards, where the session may read crews.
+  const crews = useLoad(
+    async (signal) =>
+      can(session, 'agent_teams.read')
+        ? (await call<{ crews: { crew_id: string; name: string | null }[] }>(session, 'GET', `${TEAMS}/crews?limit=1000`, { signal })).crews
+        : [],
+    [session],
+    60_000,
+  );
+  const crewName = (id: string | null) => (id ? ((crews.data ?? []).find((c) => c.crew_id === id)?.name ?? null) : null);
   const items = (data.data?.runs ?? []).flatMap((run) => (run.pending_approvals ?? []).map((a) => ({ run, a })));
   const me = session.principal.id;
   const mine = items.filter(({ run, a }) => whyNot(a, run, me, can(session, 'agent_teams.approve'), knowsPermissions(session)) === null);
@@ -73,16 +83,30 @@ export function ApprovalsView() {
       {!data.data && data.loading ? <p role="status">Loading approvals…</p> : null}
       {data.data ? (
         <>
-          <Section title={`Waiting for you (${mine.length})`} id="approvals-mine">
+          <Section title={`Waiting for you (${fresh ? mine.length : 'unknown'})`} id="approvals-mine">
             {mine.length === 0 ? fresh ? <p class="muted">Nothing waits for your decision.</p> : stale : null}
             {mine.map(({ run, a }) => (
-              <ApprovalCard key={`${run.run_id}/${a.step_id}`} approval={a} run={run} onDecided={data.reload} showRun />
+              <ApprovalCard
+                key={`${run.run_id}/${a.step_id}`}
+                approval={a}
+                run={run}
+                onDecided={data.reload}
+                showRun
+                crewName={crewName(run.crew_id)}
+              />
             ))}
           </Section>
-          <Section title={`Waiting for others (${others.length})`} id="approvals-others">
+          <Section title={`Waiting for others (${fresh ? others.length : 'unknown'})`} id="approvals-others">
             {others.length === 0 ? fresh ? <p class="muted">None.</p> : stale : null}
             {others.map(({ run, a }) => (
-              <ApprovalCard key={`${run.run_id}/${a.step_id}`} approval={a} run={run} onDecided={data.reload} showRun />
+              <ApprovalCard
+                key={`${run.run_id}/${a.step_id}`}
+                approval={a}
+                run={run}
+                onDecided={data.reload}
+                showRun
+                crewName={crewName(run.crew_id)}
+              />
             ))}
           </Section>
         </>
