@@ -410,7 +410,7 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     const pageV = await ctxV.newPage();
     await pasteKey(pageV, cell.url, vKey);
     const WRITE =
-      '#cancel-run, button.approve, button.reject, button.enable, button.disable, button.delete, button.archive, button.restore, #mint-submit, button.rotate, button.revoke, button.run-button';
+      '#cancel-run, button.approve, button.reject, button.run-now, button.enable, button.disable, button.delete, button.archive, button.restore, #mint-submit, button.rotate, button.revoke, button.run-button';
     for (const [hash, ready] of [
       ['#/runs', `#runs-table tr[data-run="${bad}"]`],
       [`#/runs/${bad}`, '#failure-upstream'],
