@@ -8,7 +8,6 @@
  * References are found with a text prefilter in the store (the rooms' repository.ts) and
  * then checked exactly on the decoded rows.
  */
-import { ServiceError } from '../../core/errors.ts';
 import { contractsOf } from '../../core/authority/envelope.ts';
 import type { Reader } from '../store/types.ts';
 import type { TeamsContext } from './context.ts';
@@ -19,16 +18,6 @@ import type { CrewDefinitionUser, UsedBy } from './types.ts';
 
 /** Users named per kind in a refusal. */
 export const USED_BY_LIMIT = 100;
-
-/** 409 in_use naming the users; `hint` says what to do first. */
-export function inUse(kind: string, id: string, usedBy: UsedBy, hint: string): ServiceError {
-  const named = Object.entries(usedBy)
-    .filter(([, ids]) => ids.length > 0)
-    .map(([k, ids]) => `${k} ${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', …' : ''}`);
-  return new ServiceError('conflict', `the ${kind} is in use by ${named.join('; ')}: ${hint}`, {
-    details: { reason: 'in_use', [`${kind}_id`]: id, used_by: usedBy },
-  });
-}
 
 /** True when some kind names at least one user. */
 export function anyUser(usedBy: UsedBy): boolean {
