@@ -80,7 +80,14 @@ async function buildModules(core: CellCore, metrics: CellMetrics) {
   // The device registry is the edge module's, but the OAuth server needs it to issue device-addressed tokens.
   const devices = new Devices(core.store);
   const oauth = await createOAuthModule(core, { iam: iam.iam, deviceExists: (id) => devices.exists(id) });
-  const tools = await createToolsModule(core, { delegation: oauth.api.delegateForTool });
+  const tools = await createToolsModule(core, {
+    iam: iam.iam,
+    delegation: oauth.api.delegateForTool,
+    trust: {
+      issuers: () => [...oauth.api.acceptedIssuers(), oauth.api.issuer(), oauth.api.publicBase()],
+      protectedResourceOf: (url) => oauth.api.protectedResourceOf(url),
+    },
+  });
   const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster, metrics });
   const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, runs: runs.runs, metrics });
   const teams = await createTeamsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, ai: ai.ai, tools: tools.tools, runs: runs.runs });

@@ -20,6 +20,7 @@ import { providerLifecycleRoutes } from './routes-provider-lifecycle.ts';
 import { aiRoutes } from './routes.ts';
 import { secretRoutes } from './routes-secrets.ts';
 import { checkSecretsKeyAtStart, keyMatchesStore, SECRETS_KEY_HINT, secretsKeyLoader } from './secrets-key.ts';
+import { sourceSecrets } from './secrets.ts';
 
 export interface AiModule extends CellModule {
   ai: Ai;
@@ -53,6 +54,8 @@ export async function createAiModule(
     },
   };
   const ai = new Ai(ctx);
+  // The catalog's sources send a stored secret as their client credentials: lent under the same rules as a provider's.
+  deps.tools.useSecrets(sourceSecrets(ctx));
   // Another cell of the group sealed the first secret: say so at once if it did with another key than this cell's.
   const unsubscribe = core.store.onChange((c) => {
     if (!c.remote || !c.tables.has('ai_secrets_key_check')) return;
@@ -68,7 +71,7 @@ export async function createAiModule(
     ai,
     routes(app) {
       aiRoutes(app, ctx, ai, deps.tools);
-      secretRoutes(app, ctx);
+      secretRoutes(app, ctx, deps.tools);
       providerLifecycleRoutes(app, ctx);
     },
     async stop() {

@@ -19,6 +19,7 @@ import { newId } from '../ids.ts';
 import type { CellCore } from '../context.ts';
 import type { CredentialFacts, Iam } from '../iam/api.ts';
 import type { Reader } from '../store/types.ts';
+import type { SourceSecrets } from '../tools/api.ts';
 import { sealedSecret, secretCreator, touchSecret } from './repository.ts';
 
 const KEY_FILE = 'secrets.key';
@@ -173,4 +174,16 @@ export async function readSecret(
       });
   }
   return value;
+}
+
+/**
+ * The stored secrets as the tools module's sources use them (a client secret of their own authorization
+ * server): who stored one, whether a holder may send it somewhere (the provider rule), its value.
+ */
+export function sourceSecrets(ctx: { core: CellCore; iam: Pick<Iam, 'credentialVerdict'>; secretsKey(): Buffer }): SourceSecrets {
+  return {
+    creator: (db, secretId) => secretCreator(db, secretId),
+    mayUse: (holder, secretId) => mayUseSecret(ctx.core.store, ctx.iam, holder, secretId),
+    read: (secretId) => readSecret(ctx, secretId),
+  };
 }

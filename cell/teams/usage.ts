@@ -89,6 +89,24 @@ export async function contractUsers(ctx: TeamsContext, db: Reader, contractId: s
   };
 }
 
+/** Formations (any version's billets or stages), blueprints and agents (not purged) that name one of the catalog tools. */
+export async function toolUsers(ctx: TeamsContext, db: Reader, names: readonly string[]): Promise<UsedBy> {
+  const blueprints = new Set<string>();
+  const agents = new Set<string>();
+  const formations = new Set<string>();
+  for (const name of names) {
+    const q = quoted(name);
+    for (const b of await resourcesRepo.blueprintsMentioning(db, q, 1000))
+      if ((b.authority_template?.allowed_tools ?? []).includes(name)) blueprints.add(b.blueprint_id);
+    for (const a of await resourcesRepo.agentsMentioning(db, q, 1000))
+      if ((a.authority.allowed_tools ?? []).includes(name) && (await ctx.iam.principal(a.agent_id))?.status !== 'purged')
+        agents.add(a.agent_id);
+    for (const f of await formationsWith(db, q)) formations.add(f);
+  }
+  const first = (s: Set<string>) => [...s].slice(0, USED_BY_LIMIT);
+  return { formations: first(formations), blueprints: first(blueprints), agents: first(agents) };
+}
+
 /** Crews of the formation (any version). */
 export async function formationUsers(db: Reader, formationId: string): Promise<UsedBy> {
   return { crews: await formationsRepo.crewsOfFormation(db, formationId, USED_BY_LIMIT) };
