@@ -154,7 +154,11 @@ function sourceFetch(dispatcher: Dispatcher, sourceUrl: URL, onTooLarge: () => v
   };
 }
 
-/** The response with its body cut off (an error) past MAX_RESPONSE_BYTES. */
+/**
+ * The response with its body cut off (an error) past MAX_RESPONSE_BYTES. It is handed to the transport
+ * as the slice of a Response the transport reads (status, headers, the body as a stream, as text or
+ * JSON), the headers as they came: building a whole Response again would copy them for every request.
+ */
 function capped(res: Response, onTooLarge: () => void): Response {
   if (res.body === null) return res;
   let n = 0;
@@ -169,7 +173,17 @@ function capped(res: Response, onTooLarge: () => void): Response {
       },
     }),
   );
-  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  const text = async () => new TextDecoder().decode(await new Response(body).arrayBuffer());
+  const slice = {
+    ok: res.ok,
+    status: res.status,
+    statusText: res.statusText,
+    headers: res.headers,
+    body,
+    text,
+    json: async () => JSON.parse(await text()) as unknown,
+  };
+  return slice as unknown as Response;
 }
 
 /** The sessions of every source, by source, version and identity. */

@@ -178,7 +178,7 @@ test('change, re-pin and delete: immutable fields, removal of a pin, in_use whil
   timeout: 120_000,
 }, async () => {
   const { t, mcp, api, close } = await mcpCell();
-  const other = await startMcpServer();
+  const other = await startMcpServer({ jsonResponse: true });
   try {
     const src = await ok(api, 'POST', S, { name: 'crm', url: mcp.url }, [201]);
     const id = src.source_id as string;
@@ -191,6 +191,19 @@ test('change, re-pin and delete: immutable fields, removal of a pin, in_use whil
     assert.equal(moved.url, other.url);
     assert.equal(moved.definition_max_age_ms, 0);
     assert.equal(moved.tools.length, 2, 'pins stay');
+    // The new server answers in plain JSON rather than SSE: the call goes through all the same.
+    const call = await ok(api, 'POST', `${A}/jobs/runs`, {
+      job_type: 'single',
+      workspace_id: 'w',
+      spec: { tool: 'mcp.crm.lookup', args: { id: '5' }, authority: { egress_allowlist: [other.origin] } },
+    });
+    const done = await jobEnded(api, call.run_id);
+    assert.equal(done.state, 'completed', JSON.stringify(done));
+    assert.deepEqual(done.output.structuredContent, { id: '5', name: 'Customer 5' });
+    assert.deepEqual(
+      other.calls.map((c) => c.tool),
+      ['lookup'],
+    );
     // Two changes read the same source: the second to write is refused, nothing lost silently.
     const both = await Promise.all([
       t.request('PATCH', `${S}/${id}`, { token: t.adminKey, body: { url: mcp.url } }),
