@@ -20,6 +20,8 @@ export type {
   ToolDelegation,
   ToolDelegationRequest,
 };
+/** The group's signing keys as witnesses of its secrets key, for a store from before the key check (cell/custody). */
+export { signingKeyWitnesses } from './signing-keys.ts';
 
 /** What other modules may ask of the authorization server. */
 export interface OAuthApi {
