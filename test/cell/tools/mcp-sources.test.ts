@@ -159,6 +159,18 @@ test('imported tools obey the floor: grant, egress, and approvals for tools not 
       ['lookup'],
       'the side-effecting call waits',
     );
+    // A governing contract's value gate judges an imported tool's calls as any tool's: a decision, refused.
+    const contract = await ok(api, 'POST', `${T}/contracts`, {
+      name: 'no-notes',
+      rules: [{ name: 'no-notes', expr: 'tool != "mcp.crm.note"' }],
+    });
+    const gated = await team(api, 'sequential', [
+      { role: 'd', cap: { ...both, permission_mode: 'auto', governing_contract_id: contract.contract_id } },
+    ]);
+    v = await run(gated.crew);
+    assert.equal(v.state, 'refused');
+    assert.equal(v.error.reason, 'gate_declined');
+    assert.equal(mcp.calls.length, 1, 'the gated call never left');
     // The server forgot its sessions (a restart): the cell opens a new one and the call goes through once.
     mcp.dropSessions();
     ask = 'lookup';
