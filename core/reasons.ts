@@ -128,6 +128,11 @@ export const REASONS = {
   duplicate_billet: { codes: I, sentence: 'The formation names the same billet twice.' },
   duplicate_key: { codes: I, sentence: 'The JSON body names the same key twice in one object.' },
   duplicate_rule: { codes: I, sentence: 'The contract names the same rule twice.' },
+  effect_record_invalid: {
+    codes: [],
+    runs: ['failed'],
+    sentence: "The record of a SQL step's earlier commit does not verify; the step is not run again (it may have applied).",
+  },
   egress_denied: { codes: F, runs: ['refused', 'failed'], sentence: 'The destination is not on the egress allowlist.' },
   egress_private_address: {
     codes: F,

@@ -127,6 +127,11 @@ export function effectKey(secret: string, runId: string, stepId: string): string
   return createHmac('sha256', Buffer.from(secret, 'hex')).update(`${runId}\n${stepId}`).digest('hex');
 }
 
+/** The key of the workspace's effect records' MACs (sandbox/sql.ts), derived from its secret. */
+export function effectMacKey(secret: string): string {
+  return createHmac('sha256', Buffer.from(secret, 'hex')).update('agent-cell effect record mac v1').digest('hex');
+}
+
 /** Test hook: SIGKILL this process right after a SQL step's effect committed, before its journal record. */
 const CRASH_AFTER_EFFECT = process.env['CELL_TEST_CRASH_AFTER_SQL_EFFECT'] === '1';
 
@@ -150,6 +155,7 @@ export async function runSqlStep(
     maxResultBytes: caps.maxResultBytes,
     maxDbBytes: caps.maxDbBytes,
     effectKey: effectKey(secrets.effect_key, step.runId, step.stepId),
+    effectMacKey: effectMacKey(secrets.effect_key),
     now: ctx.core.clock.now(),
   };
   const pgw = ctx.pgWorkspaces;

@@ -18,6 +18,21 @@
  * Records older than EFFECT_RECORD_TTL_MS are removed by the workspace's next
  * writing job.
  *
+ * SQLite has no privileges, so the job's SQL can reach that table; what keeps
+ * the records the cell's (issue 36, finding 10) is that a job may not change
+ * them at all: the records as they were before the job's statements (each
+ * key, its MAC, when, the result's length) must be exactly what the table
+ * holds after them, the table must still be a plain table of the cell's four
+ * columns with no trigger or view on it, and no row of it may have been
+ * written (SQLite's update hook); otherwise the job is refused
+ * (`statement_refused`, `refused: effect_records`) and nothing is kept. Each
+ * record carries an HMAC of its key, time and result under a key derived from
+ * the workspace's secret (`effectMacKey`), checked before a record is
+ * replayed: a record that does not verify is not taken for the step's result
+ * (`effect_record_invalid`, and the step is not run again either). A table of
+ * an earlier version (three columns, no MAC) is rebuilt with MACs inside the
+ * first job that has the key.
+ *
  * Each entry of the job is exactly one statement, judged on what SQLite itself
  * parsed, never on the text: the entry is prepared (SQLite skips whitespace
  * and comments of every kind), and the statement's first keyword is read from
@@ -34,6 +49,7 @@
  * cap and cancel are enforced by the host, which terminates this worker
  * (sql.js has no progress handler).
  */
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import type { Database, Statement, StatementIterator } from 'sql.js';
 import { loadSqlJs } from '../../store/sqljs.ts';
@@ -51,6 +67,8 @@ export interface SqlTask {
   maxDbBytes?: number;
   /** Names this job step's effect record (see above); absent: no record is kept or looked for. */
   effectKey?: string;
+  /** The key (hex) of the records' HMACs; with `effectKey`. */
+  effectMacKey?: string;
   /** Now, ms since the epoch (effect records' age). */
   now?: number;
 }
@@ -73,7 +91,7 @@ export type SqlOutcome =
     }
   | {
       ok: false;
-      reason: 'sql_error' | 'statement_refused' | 'workspace_quota';
+      reason: 'sql_error' | 'statement_refused' | 'workspace_quota' | 'effect_record_invalid';
       message: string;
       statement: number;
       refused?: string;
@@ -104,25 +122,127 @@ const READ_KINDS: ReadonlySet<string> = new Set(['SELECT', 'VALUES', 'EXPLAIN'])
 export const EFFECT_RECORD_TTL_MS = 30 * 24 * 3600 * 1000;
 const EFFECTS_TABLE = '_cell_effects';
 
-/** The recorded results of an earlier run of this step, if it committed. */
-function recordedEffect(db: Database, key: string): SqlStatementResult[] | null {
-  const found = db.exec(`SELECT name FROM sqlite_master WHERE type = 'table' AND name = '${EFFECTS_TABLE}'`);
-  if (!found.length) return null;
-  const r = db.exec(`SELECT result FROM ${EFFECTS_TABLE} WHERE key = ?`, [key]);
-  const v = r[0]?.values[0]?.[0];
-  if (typeof v !== 'string') return null;
-  try {
-    return JSON.parse(v) as SqlStatementResult[];
-  } catch {
+/** The effect records' table, as the cell makes it. */
+const EFFECTS_COLUMNS = [
+  ['key', 'TEXT'],
+  ['result', 'TEXT'],
+  ['at', 'INTEGER'],
+  ['mac', 'TEXT'],
+] as const;
+
+/** HMAC of a record (hex), under the workspace's MAC key. */
+function recordMac(macKey: string, key: string, at: number, result: string): string {
+  return createHmac('sha256', Buffer.from(macKey, 'hex')).update(`${key}\n${at}\n${result}`).digest('hex');
+}
+
+function effectsTableExists(db: Database): boolean {
+  return db.exec(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '${EFFECTS_TABLE}'`).length > 0;
+}
+
+/**
+ * The effect records as a job may not change them: key, MAC, time and the result's length, by key. Null
+ * when the table is not the cell's (not a plain table of its four columns, or a trigger or view on it).
+ */
+function effectRecords(db: Database): string[] | null {
+  const others = db.exec(
+    `SELECT 1 FROM sqlite_master WHERE (name = '${EFFECTS_TABLE}' AND type <> 'table') OR (tbl_name = '${EFFECTS_TABLE}' AND type IN ('trigger', 'view'))`,
+  );
+  if (others.length > 0) return null;
+  if (!effectsTableExists(db)) return [];
+  const cols = db.exec(`SELECT name, upper(type), hidden FROM pragma_table_xinfo('${EFFECTS_TABLE}')`)[0]?.values ?? [];
+  if (
+    cols.length !== EFFECTS_COLUMNS.length ||
+    cols.some((c, i) => c[0] !== EFFECTS_COLUMNS[i]![0] || c[1] !== EFFECTS_COLUMNS[i]![1] || c[2] !== 0)
+  )
     return null;
+  const rows = db.exec(`SELECT key, mac, at, length(result) FROM ${EFFECTS_TABLE} ORDER BY key`)[0]?.values ?? [];
+  return rows.map((r) => JSON.stringify(r));
+}
+
+/**
+ * The records before the job runs, in the cell's table: a table of an earlier version (key, result, at)
+ * is rebuilt with each record's MAC; triggers or a view an earlier version let a job put on it are
+ * dropped, and a table that is not the cell's any more (other columns) too, records and all (it could
+ * not be trusted). Inside the job's transaction: kept only with the job's commit.
+ */
+function cellEffectRecords(db: Database, macKey: string): string[] {
+  for (const [type, name] of db.exec(
+    `SELECT type, name FROM sqlite_master WHERE (name = '${EFFECTS_TABLE}' AND type <> 'table') OR (tbl_name = '${EFFECTS_TABLE}' AND type IN ('trigger', 'view'))`,
+  )[0]?.values ?? []) {
+    db.exec(`DROP ${type === 'view' ? 'VIEW' : 'TRIGGER'} IF EXISTS "${String(name).replaceAll('"', '""')}"`);
+  }
+  if (effectsTableExists(db)) {
+    const cols = (db.exec(`SELECT name FROM pragma_table_xinfo('${EFFECTS_TABLE}')`)[0]?.values ?? []).map((c) => c[0]).join(',');
+    if (cols === 'key,result,at') {
+      const rows = db.exec(`SELECT key, result, at FROM ${EFFECTS_TABLE}`)[0]?.values ?? [];
+      db.exec(`DROP TABLE ${EFFECTS_TABLE}`);
+      createEffectsTable(db);
+      for (const [key, result, at] of rows) {
+        if (typeof key !== 'string' || typeof result !== 'string' || typeof at !== 'number') continue;
+        db.run(`INSERT INTO ${EFFECTS_TABLE} (key, result, at, mac) VALUES (?, ?, ?, ?)`, [
+          key,
+          result,
+          at,
+          recordMac(macKey, key, at, result),
+        ]);
+      }
+    } else if (effectRecords(db) === null) {
+      db.exec(`DROP TABLE ${EFFECTS_TABLE}`);
+    }
+  }
+  return effectRecords(db) ?? [];
+}
+
+function createEffectsTable(db: Database): void {
+  db.exec(
+    `CREATE TABLE IF NOT EXISTS ${EFFECTS_TABLE} (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL, mac TEXT NOT NULL)`,
+  );
+}
+
+/** The recorded results of an earlier run of this step: null when none, 'invalid' when its MAC does not verify. */
+function recordedEffect(db: Database, key: string, macKey: string): SqlStatementResult[] | 'invalid' | null {
+  if (!effectsTableExists(db)) return null;
+  const cols = (db.exec(`SELECT name FROM pragma_table_xinfo('${EFFECTS_TABLE}')`)[0]?.values ?? []).map((c) => c[0]).join(',');
+  if (cols === 'key,result,at') {
+    // A table of an earlier version, not rebuilt yet (no job with the key has written since): its records
+    // have no MAC, and are taken as they are, once, as that version did.
+    const legacy = db.exec(`SELECT result FROM ${EFFECTS_TABLE} WHERE key = ?`, [key])[0]?.values[0]?.[0];
+    if (typeof legacy !== 'string') return null;
+    try {
+      return JSON.parse(legacy) as SqlStatementResult[];
+    } catch {
+      return 'invalid';
+    }
+  }
+  // A table that is not the cell's (an earlier version let a job change it) holds no record the cell
+  // trusts: the job's own commit replaces it (cellEffectRecords).
+  if (cols !== 'key,result,at,mac') return null;
+  const r = db.exec(`SELECT result, at, mac FROM ${EFFECTS_TABLE} WHERE key = ?`, [key]);
+  const row = r[0]?.values[0];
+  if (!row) return null;
+  const [result, at, mac] = row;
+  if (typeof result !== 'string' || typeof at !== 'number' || typeof mac !== 'string') return 'invalid';
+  const want = Buffer.from(recordMac(macKey, key, at, result), 'hex');
+  const got = Buffer.from(mac, 'hex');
+  if (got.length !== want.length || !timingSafeEqual(got, want)) return 'invalid';
+  try {
+    return JSON.parse(result) as SqlStatementResult[];
+  } catch {
+    return 'invalid';
   }
 }
 
 /** Records this step's results inside the job's transaction; drops records past their age. */
-function recordEffect(db: Database, key: string, results: SqlStatementResult[], now: number): void {
-  db.exec(`CREATE TABLE IF NOT EXISTS ${EFFECTS_TABLE} (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL)`);
+function recordEffect(db: Database, key: string, macKey: string, results: SqlStatementResult[], now: number): void {
+  createEffectsTable(db);
   db.run(`DELETE FROM ${EFFECTS_TABLE} WHERE at < ?`, [now - EFFECT_RECORD_TTL_MS]);
-  db.run(`INSERT OR REPLACE INTO ${EFFECTS_TABLE} (key, result, at) VALUES (?, ?, ?)`, [key, JSON.stringify(results), now]);
+  const result = JSON.stringify(results);
+  db.run(`INSERT OR REPLACE INTO ${EFFECTS_TABLE} (key, result, at, mac) VALUES (?, ?, ?, ?)`, [
+    key,
+    result,
+    now,
+    recordMac(macKey, key, now, result),
+  ]);
 }
 
 /** A statement refused before it ran; `refused` names the kind or the rule. */
@@ -209,18 +329,40 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
   let index = 0;
   let resultBytes = 0;
   const maxResultBytes = task.maxResultBytes ?? Infinity;
+  const effects =
+    task.effectKey !== undefined && task.effectMacKey !== undefined ? { key: task.effectKey, macKey: task.effectMacKey } : null;
+  const last = Math.max(0, task.statements.length - 1);
+  let effectsTouched = false;
   try {
     if (task.maxDbBytes !== undefined) {
-      // A connection setting, so a job cannot change it (PRAGMA is refused); SQLite keeps a file
-      // already past it as it is and refuses only growth.
+      // Connection settings, so a job cannot change them (PRAGMA is refused); SQLite keeps a file
+      // already past it as it is and refuses only growth. Temporary tables get the same room: they
+      // live in this worker's memory for the job's length.
       const pageSize = Number(db.exec('PRAGMA page_size')[0]?.values[0]?.[0] ?? 4096);
-      db.exec(`PRAGMA max_page_count = ${Math.max(1, Math.floor(task.maxDbBytes / pageSize))}`);
+      const pages = Math.max(1, Math.floor(task.maxDbBytes / pageSize));
+      db.exec(`PRAGMA max_page_count = ${pages}`);
+      db.exec(`PRAGMA temp.max_page_count = ${pages}`);
     }
-    if (task.effectKey !== undefined) {
-      const recorded = recordedEffect(db, task.effectKey);
+    if (effects) {
+      const recorded = recordedEffect(db, effects.key, effects.macKey);
+      if (recorded === 'invalid') {
+        return {
+          ok: false,
+          reason: 'effect_record_invalid',
+          message: "the record of this step's earlier commit does not verify: the step is not run again (it may have applied)",
+          statement: 0,
+          duration_ms: Date.now() - started,
+        };
+      }
       if (recorded) return { ok: true, results: recorded, duration_ms: Date.now() - started, replayed: true };
     }
     db.exec('BEGIN');
+    const before = effects ? cellEffectRecords(db, effects.macKey) : null;
+    if (effects) {
+      db.updateHook((_op, _db, table) => {
+        if (table === EFFECTS_TABLE) effectsTouched = true;
+      });
+    }
     for (; index < task.statements.length; index++) {
       const s = task.statements[index]!;
       const { stmt, kind, release } = prepareOne(db, s.sql);
@@ -256,7 +398,18 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
         release();
       }
     }
-    if (writes && task.effectKey !== undefined) recordEffect(db, task.effectKey, results, task.now ?? Date.now());
+    db.updateHook(null);
+    if (writes && effects) {
+      const after = effectRecords(db);
+      if (effectsTouched || after === null || JSON.stringify(after) !== JSON.stringify(before)) {
+        index = last;
+        throw new Refused(
+          'effect_records',
+          "the job changed the cell's effect records (_cell_effects): the records that make earlier jobs apply once are the cell's",
+        );
+      }
+      recordEffect(db, effects.key, effects.macKey, results, task.now ?? Date.now());
+    }
     if (writes && task.maxDbBytes !== undefined) {
       // What the workspace keeps after this job: the file as it will be written, and the rows the run will store.
       const pages = Number(db.exec('PRAGMA page_count')[0]?.values[0]?.[0] ?? 0);
