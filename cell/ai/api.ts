@@ -98,3 +98,10 @@ export class Ai {
 
 /** Reads the secrets key file (`--secrets-key-file`): the backup's restore opens sealed keys with it. */
 export { readSecretsKeyFile } from './secrets-key.ts';
+
+/**
+ * Sealing at rest under the same key (AES-256-GCM, cell/ai/secrets.ts): another module's secrets that
+ * must not open from a copy of the database alone (the jobs module's SQL workspace secrets).
+ */
+export { openSecret, sealSecret } from './secrets.ts';
+export { keyMatchesStore, secretsKeyLoader } from './secrets-key.ts';

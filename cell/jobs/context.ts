@@ -1,7 +1,7 @@
 /**
  * The jobs module's instance state, which every function of the module takes:
  * the core and the APIs it uses (IAM, runs, Agent Teams, the tool catalog),
- * the sandbox pool, the workspaces' PostgreSQL schemas, the drives in flight in this process, the per-workspace
+ * the sandbox pool, the workspaces' PostgreSQL databases, the key their secrets are sealed with, the drives in flight in this process, the per-workspace
  * SQL queues, the published endpoints' rate buckets, and the scheduler.
  */
 import type { GroupClock } from '../cluster/api.ts';
@@ -23,8 +23,10 @@ export interface JobsContext {
   pool: SandboxPool;
   /** Drives in flight in this process (shutdown waits for them). */
   inflight: Set<Promise<DriveResult>>;
-  /** On the PostgreSQL engine: the workspaces' SQL databases, a schema each in the group's database (absent: SQLite files). */
+  /** On the PostgreSQL engine: the workspaces' SQL databases, a database each on the group's server (absent: SQLite files). */
   pgWorkspaces?: PgWorkspaces;
+  /** The key the workspaces' secrets are sealed with (the secrets key, cell/ai; loaded once). */
+  sealKey: () => Buffer;
   /** Per-workspace queue: SQL jobs of one workspace run one at a time (single writer per database file). */
   workspaceQueues: Map<string, Promise<unknown>>;
   /** Wake-up timers of waiting agent job runs (cleared on stop). */

@@ -35,8 +35,12 @@ const sqlJob = (statements: { sql: string }[]) => ({ job_type: 'sql', workspace_
 test('a SQL step whose connection is lost runs again once the database answers, and applies once', { skip, timeout: 180_000 }, async () => {
   const first = await ok(api, 'POST', `${A}/jobs/runs`, sqlJob([{ sql: 'CREATE TABLE IF NOT EXISTS effects (id TEXT PRIMARY KEY)' }]));
   assert.equal((await finished(first.run_id)).state, 'completed');
-  const schema = wsNames('', 'lost').schema;
-  const lock = await lockTable(g.db.url, `"${schema}".effects`);
+  // The workspace's own database on the group's server.
+  const names = wsNames(new URL(g.db.url).pathname.slice(1), 'lost');
+  const wsUrl = new URL(g.db.url);
+  wsUrl.pathname = `/${names.database}`;
+  const schema = names.schema;
+  const lock = await lockTable(wsUrl.toString(), `"${schema}".effects`);
   let ended = 0;
   let runId = '';
   try {
@@ -59,7 +63,7 @@ test('a SQL step whose connection is lost runs again once the database answers, 
   const done = await finished(runId);
   assert.equal(done.state, 'completed', JSON.stringify(done.error));
   assert.ok(ended >= 2, `the job's connection was ended twice (${ended})`);
-  const rows = await adminQuery(g.db.url, `SELECT count(*)::int AS n FROM "${schema}".effects WHERE id = 'once'`);
+  const rows = await adminQuery(wsUrl.toString(), `SELECT count(*)::int AS n FROM "${schema}".effects WHERE id = 'once'`);
   assert.equal(Number(rows.rows[0]!.n), 1, 'the statement applied once');
   assert.match(g.cells[0]!.output(), /a SQL step waits for the workspace database/);
 });
