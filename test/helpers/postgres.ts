@@ -16,6 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { wsNames } from '../../cell/jobs/sandbox/pg-provision.ts';
 
 const SCRIPT = fileURLToPath(new URL('../../scripts/pg-test-server.sh', import.meta.url));
 const run = promisify(execFile);
@@ -100,6 +101,17 @@ export async function adminQuery(serverUrl: string, sql: string): Promise<pg.Que
   } finally {
     await c.end();
   }
+}
+
+/**
+ * The URL of SQL workspace `workspaceId`'s own database, for a cell on the database at `cellsDbUrl`
+ * (same server and user; cell/jobs/sandbox/pg-provision.ts), and the workspace's schema there.
+ */
+export function workspaceDb(cellsDbUrl: string, workspaceId: string): { url: string; schema: string; role: string } {
+  const u = new URL(cellsDbUrl);
+  const names = wsNames(decodeURIComponent(u.pathname.slice(1)), workspaceId);
+  u.pathname = `/${names.database}`;
+  return { url: u.toString(), schema: names.schema, role: names.role };
 }
 
 /**

@@ -19,7 +19,7 @@ import { openSecret } from '../../../cell/ai/secrets.ts';
 import { wsNames } from '../../../cell/jobs/sandbox/pg-workspace.ts';
 import { CHANGE_CHANNEL, MIGRATION_LOCK_KEY } from '../../../cell/store/postgres.ts';
 import { groupSecretsKeyFile } from '../../helpers/cell-process.ts';
-import { adminQuery } from '../../helpers/postgres.ts';
+import { adminQuery, workspaceDb } from '../../helpers/postgres.ts';
 import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
 import { groupConfig } from './_group.ts';
 import { waitFinished } from './_wait.ts';
@@ -68,11 +68,7 @@ async function sql(on: InProcess, ws: string, spec: Record<string, unknown>, tim
 }
 
 /** The URL of a workspace's database for the server's superuser (the test's own eyes). */
-function wsDbUrl(ws: string): string {
-  const u = new URL(url);
-  u.pathname = `/${wsNames(db, ws).database}`;
-  return u.toString();
-}
+const wsDbUrl = (ws: string) => workspaceDb(url, ws).url;
 
 const statements = (...s: string[]) => ({ statements: s.map((x) => ({ sql: x })) });
 

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { wsNames } from '../../../cell/jobs/sandbox/pg-workspace.ts';
-import { adminQuery, dropWorkspaceDatabases, pgServerUrl } from '../../helpers/postgres.ts';
+import { adminQuery, dropWorkspaceDatabases, pgServerUrl, workspaceDb } from '../../helpers/postgres.ts';
 import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
 import { waitFinished } from './_wait.ts';
 
@@ -148,9 +148,7 @@ test('a workspace of an earlier version moves into a database of its own at star
     assert.match(code.error.message, /permission denied for function pwn/, 'its own function no longer runs');
     // The old schema is gone from the cells' database; the effect record moved with the data.
     assert.equal(await schemaInCellsDb(legacy.schema), 0);
-    const wsDb = new URL(server);
-    wsDb.pathname = `/${wsNames(dbName, 'old-ws').database}`;
-    const records = await adminQuery(wsDb.toString(), 'SELECT key FROM cell.effects');
+    const records = await adminQuery(workspaceDb(url, 'old-ws').url, 'SELECT key FROM cell.effects');
     assert.ok(
       records.rows.some((x) => x.key === legacy.effectKey),
       'the record of the earlier version is among the cell’s',

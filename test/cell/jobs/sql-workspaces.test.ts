@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { wsNames } from '../../../cell/jobs/sandbox/pg-workspace.ts';
-import { adminQuery } from '../../helpers/postgres.ts';
+import { adminQuery, workspaceDb } from '../../helpers/postgres.ts';
 import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
 import { groupConfig } from './_group.ts';
 import { waitFinished } from './_wait.ts';
@@ -196,12 +196,9 @@ test('a job commits synchronously, whatever the server default or the job sets: 
   // database as the server's superuser.
   const ready = await sql(a, 'durable', { sql: 'CREATE TABLE seen (v TEXT)' });
   assert.equal(ready.state, 'completed', JSON.stringify(ready.error));
-  const db = String((await a.rows('SELECT current_database() AS d'))[0]!['d']);
-  const names = wsNames(db, 'durable');
-  const u = new URL(a.core.config.storeUrl!);
-  u.pathname = `/${names.database}`;
+  const names = workspaceDb(a.core.config.storeUrl!, 'durable');
   await adminQuery(
-    u.toString(),
+    names.url,
     `CREATE SCHEMA fx; GRANT USAGE ON SCHEMA fx TO ${names.role};
      CREATE FUNCTION fx.note() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO ${names.schema}.seen VALUES (current_setting('synchronous_commit')); RETURN NULL; END $$`,
   );
