@@ -20,12 +20,13 @@
  *
  * SQLite has no privileges, so the job's SQL can reach that table; what keeps
  * the records the cell's (issue 36, finding 10) is that a job may not change
- * them at all: the records as they were before the job's statements (each
- * key, its MAC, when, the result's length) must be exactly what the table
- * holds after them, the table must still be a plain table of the cell's four
- * columns with no trigger or view on it, and no row of it may have been
- * written (SQLite's update hook); otherwise the job is refused
- * (`statement_refused`, `refused: effect_records`) and nothing is kept. Each
+ * them at all: no row of the table may be written (SQLite's update hook), and
+ * its schema entries (the table's text exactly as the cell wrote it, which a
+ * rename rewrites, its root page, no trigger, index or view on it) and its
+ * number of records must be after the job's statements what they were
+ * before; otherwise the job is refused (`statement_refused`, `refused:
+ * effect_records`) and nothing is kept, and the cell's own insert runs no
+ * code of the job's. Each
  * record carries an HMAC of its key, time and result under a key derived from
  * the workspace's secret (`effectMacKey`), checked before a record is
  * replayed: a record that does not verify is not taken for the step's result
@@ -122,88 +123,75 @@ const READ_KINDS: ReadonlySet<string> = new Set(['SELECT', 'VALUES', 'EXPLAIN'])
 export const EFFECT_RECORD_TTL_MS = 30 * 24 * 3600 * 1000;
 const EFFECTS_TABLE = '_cell_effects';
 
-/** The effect records' table, as the cell makes it. */
-const EFFECTS_COLUMNS = [
-  ['key', 'TEXT'],
-  ['result', 'TEXT'],
-  ['at', 'INTEGER'],
-  ['mac', 'TEXT'],
-] as const;
+/** The effect records' table as the cell makes it (SQLite keeps this text; a rename would quote the name). */
+const EFFECTS_SQL = `CREATE TABLE ${EFFECTS_TABLE} (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL, mac TEXT NOT NULL)`;
+/** The table of an earlier version, without MACs. */
+const LEGACY_EFFECTS_SQL = `CREATE TABLE ${EFFECTS_TABLE} (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL)`;
 
 /** HMAC of a record (hex), under the workspace's MAC key. */
 function recordMac(macKey: string, key: string, at: number, result: string): string {
   return createHmac('sha256', Buffer.from(macKey, 'hex')).update(`${key}\n${at}\n${result}`).digest('hex');
 }
 
-function effectsTableExists(db: Database): boolean {
-  return db.exec(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '${EFFECTS_TABLE}'`).length > 0;
+/** The text SQLite keeps for the table `_cell_effects`, or null when there is none. */
+function effectsTableSql(db: Database): string | null {
+  const v = db.exec(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = '${EFFECTS_TABLE}'`)[0]?.values[0]?.[0];
+  return typeof v === 'string' ? v : null;
 }
 
 /**
- * The effect records as a job may not change them: key, MAC, time and the result's length, by key. Null
- * when the table is not the cell's (not a plain table of its four columns, or a trigger or view on it).
+ * What a job may not change of the effect records, in a few values: the schema entries of the table and
+ * of everything on it (type, name, root page, SQL text: a rename rewrites the text, a trigger or index is
+ * one more entry) and how many records it holds. With the update hook (no row of it written), a job that
+ * leaves these equal has not changed a record. Null when the table is not the cell's.
  */
-function effectRecords(db: Database): string[] | null {
-  const others = db.exec(
-    `SELECT 1 FROM sqlite_master WHERE (name = '${EFFECTS_TABLE}' AND type <> 'table') OR (tbl_name = '${EFFECTS_TABLE}' AND type IN ('trigger', 'view'))`,
-  );
-  if (others.length > 0) return null;
-  if (!effectsTableExists(db)) return [];
-  const cols = db.exec(`SELECT name, upper(type), hidden FROM pragma_table_xinfo('${EFFECTS_TABLE}')`)[0]?.values ?? [];
-  if (
-    cols.length !== EFFECTS_COLUMNS.length ||
-    cols.some((c, i) => c[0] !== EFFECTS_COLUMNS[i]![0] || c[1] !== EFFECTS_COLUMNS[i]![1] || c[2] !== 0)
-  )
-    return null;
-  const rows = db.exec(`SELECT key, mac, at, length(result) FROM ${EFFECTS_TABLE} ORDER BY key`)[0]?.values ?? [];
-  return rows.map((r) => JSON.stringify(r));
+function effectsState(db: Database): string | null {
+  const entries =
+    db.exec(
+      `SELECT type, name, rootpage, sql FROM sqlite_master WHERE name = '${EFFECTS_TABLE}' OR tbl_name = '${EFFECTS_TABLE}' ORDER BY type, name`,
+    )[0]?.values ?? [];
+  if (entries.length === 0) return '[]';
+  const table = effectsTableSql(db);
+  const others = entries.filter((e) => !(e[0] === 'table' || (e[0] === 'index' && e[1] === `sqlite_autoindex_${EFFECTS_TABLE}_1`)));
+  if (table !== EFFECTS_SQL || others.length > 0) return null;
+  const n = db.exec(`SELECT count(*) FROM ${EFFECTS_TABLE}`)[0]?.values[0]?.[0];
+  return JSON.stringify([entries, n]);
 }
 
 /**
- * The records before the job runs, in the cell's table: a table of an earlier version (key, result, at)
- * is rebuilt with each record's MAC; triggers or a view an earlier version let a job put on it are
- * dropped, and a table that is not the cell's any more (other columns) too, records and all (it could
- * not be trusted). Inside the job's transaction: kept only with the job's commit.
+ * The records' state before the job runs, the table made the cell's first (made when there is none): one
+ * of an earlier version (no MAC) is rebuilt with each record's MAC; anything else on or in place of it (a trigger, an index, a view,
+ * other columns: an earlier version let a job make them) is dropped, records and all, since none of it
+ * can be trusted. Inside the job's transaction: kept only with the job's commit.
  */
-function cellEffectRecords(db: Database, macKey: string): string[] {
+function cellEffectsState(db: Database, macKey: string): string {
+  const state = effectsState(db);
+  if (state !== null && effectsTableSql(db) !== null) return state;
+  const legacy =
+    effectsTableSql(db) === LEGACY_EFFECTS_SQL ? (db.exec(`SELECT key, result, at FROM ${EFFECTS_TABLE}`)[0]?.values ?? []) : [];
   for (const [type, name] of db.exec(
-    `SELECT type, name FROM sqlite_master WHERE (name = '${EFFECTS_TABLE}' AND type <> 'table') OR (tbl_name = '${EFFECTS_TABLE}' AND type IN ('trigger', 'view'))`,
+    `SELECT type, name FROM sqlite_master WHERE (name = '${EFFECTS_TABLE}' OR tbl_name = '${EFFECTS_TABLE}') AND type IN ('view', 'trigger', 'index') AND name NOT LIKE 'sqlite_autoindex_%'`,
   )[0]?.values ?? []) {
-    db.exec(`DROP ${type === 'view' ? 'VIEW' : 'TRIGGER'} IF EXISTS "${String(name).replaceAll('"', '""')}"`);
+    db.exec(`DROP ${String(type).toUpperCase()} IF EXISTS "${String(name).replaceAll('"', '""')}"`);
   }
-  if (effectsTableExists(db)) {
-    const cols = (db.exec(`SELECT name FROM pragma_table_xinfo('${EFFECTS_TABLE}')`)[0]?.values ?? []).map((c) => c[0]).join(',');
-    if (cols === 'key,result,at') {
-      const rows = db.exec(`SELECT key, result, at FROM ${EFFECTS_TABLE}`)[0]?.values ?? [];
-      db.exec(`DROP TABLE ${EFFECTS_TABLE}`);
-      createEffectsTable(db);
-      for (const [key, result, at] of rows) {
-        if (typeof key !== 'string' || typeof result !== 'string' || typeof at !== 'number') continue;
-        db.run(`INSERT INTO ${EFFECTS_TABLE} (key, result, at, mac) VALUES (?, ?, ?, ?)`, [
-          key,
-          result,
-          at,
-          recordMac(macKey, key, at, result),
-        ]);
-      }
-    } else if (effectRecords(db) === null) {
-      db.exec(`DROP TABLE ${EFFECTS_TABLE}`);
-    }
+  db.exec(`DROP TABLE IF EXISTS ${EFFECTS_TABLE}`);
+  db.exec(EFFECTS_SQL);
+  for (const [key, result, at] of legacy) {
+    if (typeof key !== 'string' || typeof result !== 'string' || typeof at !== 'number') continue;
+    db.run(`INSERT INTO ${EFFECTS_TABLE} (key, result, at, mac) VALUES (?, ?, ?, ?)`, [
+      key,
+      result,
+      at,
+      recordMac(macKey, key, at, result),
+    ]);
   }
-  return effectRecords(db) ?? [];
-}
-
-function createEffectsTable(db: Database): void {
-  db.exec(
-    `CREATE TABLE IF NOT EXISTS ${EFFECTS_TABLE} (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL, mac TEXT NOT NULL)`,
-  );
+  return effectsState(db) ?? '[]';
 }
 
 /** The recorded results of an earlier run of this step: null when none, 'invalid' when its MAC does not verify. */
 function recordedEffect(db: Database, key: string, macKey: string): SqlStatementResult[] | 'invalid' | null {
-  if (!effectsTableExists(db)) return null;
-  const cols = (db.exec(`SELECT name FROM pragma_table_xinfo('${EFFECTS_TABLE}')`)[0]?.values ?? []).map((c) => c[0]).join(',');
-  if (cols === 'key,result,at') {
+  const table = effectsTableSql(db);
+  if (table === LEGACY_EFFECTS_SQL) {
     // A table of an earlier version, not rebuilt yet (no job with the key has written since): its records
     // have no MAC, and are taken as they are, once, as that version did.
     const legacy = db.exec(`SELECT result FROM ${EFFECTS_TABLE} WHERE key = ?`, [key])[0]?.values[0]?.[0];
@@ -214,9 +202,9 @@ function recordedEffect(db: Database, key: string, macKey: string): SqlStatement
       return 'invalid';
     }
   }
-  // A table that is not the cell's (an earlier version let a job change it) holds no record the cell
-  // trusts: the job's own commit replaces it (cellEffectRecords).
-  if (cols !== 'key,result,at,mac') return null;
+  // None, or a table that is not the cell's (an earlier version let a job change it): no record the cell
+  // trusts; the job's own commit replaces it (cellEffectsState).
+  if (table !== EFFECTS_SQL) return null;
   const r = db.exec(`SELECT result, at, mac FROM ${EFFECTS_TABLE} WHERE key = ?`, [key]);
   const row = r[0]?.values[0];
   if (!row) return null;
@@ -234,7 +222,6 @@ function recordedEffect(db: Database, key: string, macKey: string): SqlStatement
 
 /** Records this step's results inside the job's transaction; drops records past their age. */
 function recordEffect(db: Database, key: string, macKey: string, results: SqlStatementResult[], now: number): void {
-  createEffectsTable(db);
   db.run(`DELETE FROM ${EFFECTS_TABLE} WHERE at < ?`, [now - EFFECT_RECORD_TTL_MS]);
   const result = JSON.stringify(results);
   db.run(`INSERT OR REPLACE INTO ${EFFECTS_TABLE} (key, result, at, mac) VALUES (?, ?, ?, ?)`, [
@@ -357,7 +344,7 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
       if (recorded) return { ok: true, results: recorded, duration_ms: Date.now() - started, replayed: true };
     }
     db.exec('BEGIN');
-    const before = effects ? cellEffectRecords(db, effects.macKey) : null;
+    const before = effects ? cellEffectsState(db, effects.macKey) : null;
     if (effects) {
       db.updateHook((_op, _db, table) => {
         if (table === EFFECTS_TABLE) effectsTouched = true;
@@ -400,8 +387,7 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
     }
     db.updateHook(null);
     if (writes && effects) {
-      const after = effectRecords(db);
-      if (effectsTouched || after === null || JSON.stringify(after) !== JSON.stringify(before)) {
+      if (effectsTouched || effectsState(db) !== before) {
         index = last;
         throw new Refused(
           'effect_records',

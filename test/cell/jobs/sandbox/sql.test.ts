@@ -99,6 +99,21 @@ test('a job cannot change the effect records that make earlier jobs apply once (
       'CREATE TABLE _cell_effects (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL, mac TEXT NOT NULL)',
       'INSERT INTO _cell_effects SELECT key, result, at, mac FROM gone',
     ],
+    // Renamed away, changed under another name, renamed back.
+    ['ALTER TABLE _cell_effects RENAME TO aside', "UPDATE aside SET result = '[]'", 'ALTER TABLE aside RENAME TO _cell_effects'],
+    // Dropped and made again with the cell's very text: empty, or refilled.
+    [
+      'CREATE TABLE copy AS SELECT * FROM _cell_effects',
+      'DROP TABLE _cell_effects',
+      'CREATE TABLE _cell_effects (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL, mac TEXT NOT NULL)',
+    ],
+    [
+      'CREATE TABLE copy AS SELECT * FROM _cell_effects',
+      'DROP TABLE _cell_effects',
+      'CREATE TABLE _cell_effects (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL, mac TEXT NOT NULL)',
+      "INSERT INTO _cell_effects SELECT key, '[]', at, mac FROM copy",
+    ],
+    ['CREATE INDEX by_time ON _cell_effects (at)'],
     // Code of the job's that the cell's own writes would run.
     ['CREATE TRIGGER wipe AFTER INSERT ON _cell_effects BEGIN DELETE FROM _cell_effects; END'],
     ['ALTER TABLE _cell_effects RENAME TO gone', 'CREATE VIEW _cell_effects AS SELECT * FROM gone'],
