@@ -13,12 +13,13 @@
  * what the workspace's quota leaves after its runs (`sqlStorageCaps`).
  *
  * Where a workspace's SQL database is: on the embedded engine its SQLite file
- * (sandbox/sql.ts); on the PostgreSQL engine its schema in the group's
- * database, the same for every cell (sandbox/pg-workspace.ts). Either way a
- * SQL step commits its effect record with its statements (the effect key is
- * an HMAC, under the workspace's secret, of the run and the step), so a step
- * run again after a crash before its journal record returns the recorded
- * result and applies nothing twice.
+ * (sandbox/sql.ts); on the PostgreSQL engine a database of its own on the
+ * group's server, the same for every cell (sandbox/pg-workspace.ts). Either
+ * way a SQL step commits its effect record with its statements (the effect
+ * key is an HMAC, under the workspace's sealed secret, of the run and the
+ * step: workspace-secrets.ts), out of the job's reach, so a step run again
+ * after a crash before its journal record returns the recorded result and
+ * applies nothing twice.
  */
 import { createHmac } from 'node:crypto';
 import { join } from 'node:path';
