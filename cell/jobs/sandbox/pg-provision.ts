@@ -119,6 +119,8 @@ export async function provisionWorkspace(
       await admin.query(
         `CREATE DATABASE ${id(names.database)} TEMPLATE template0 ENCODING ${lit(info.enc)} LC_COLLATE ${lit(info.datcollate)} LC_CTYPE ${lit(info.datctype)}`,
       );
+      // Named at once: a database left half made (a cell that died here) still says whose it is.
+      await admin.query(`COMMENT ON DATABASE ${id(names.database)} IS ${lit(workspaceDbComment(info.db, workspaceId))}`);
       if (legacy) await moveLegacySchema(info.db, names, opts);
     }
     await setUp(opts.url, names, workspaceDbComment(info.db, workspaceId));
