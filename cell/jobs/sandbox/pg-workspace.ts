@@ -83,7 +83,7 @@ const JOB_TYPES = {
  * holds a lock on the catalog stronger than a read's until the transaction ends. Schema-qualified names
  * and pg_catalog first in the search path: the check is the cell's, whatever the job defined.
  */
-const SHARED_CATALOG_WRITES = `SELECT pg_catalog.string_agg(DISTINCT c.relname::pg_catalog.text, ', ') AS written
+const SHARED_CATALOG_WRITES = `SELECT pg_catalog.string_agg(DISTINCT c.relname::pg_catalog.text, ', ')
   FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_class c ON c.oid = l.relation
  WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation' AND l.database = 0
    AND c.relname IN ('pg_authid', 'pg_auth_members', 'pg_db_role_setting', 'pg_database')
@@ -330,46 +330,45 @@ export class PgWorkspaces {
           changes: columns.length === 0 ? (r.rowCount ?? 0) : 0,
         });
       }
-      // The cell's statements from here: names resolve in pg_catalog (and are qualified), whatever the job set.
-      await client.query('SET LOCAL search_path = pg_catalog, pg_temp');
-      const written = (await client.query(SHARED_CATALOG_WRITES)).rows[0]?.written as string | null | undefined;
-      if (written) {
+      // The cell's statements from here, in one round trip: names resolve in pg_catalog (and are qualified),
+      // whatever the job set; the COMMIT is durable before the step is recorded done, whatever the server's
+      // default or what the job set (a commit acknowledged from memory only is lost if the server crashes,
+      // and the journal would then record an effect that never happened).
+      const checked = (await client.query(
+        `SET LOCAL search_path = pg_catalog, pg_temp; SET LOCAL synchronous_commit = on;
+         SELECT (${SHARED_CATALOG_WRITES}) AS written, pg_catalog.pg_database_size(pg_catalog.current_database()) AS size`,
+      )) as unknown as pg.QueryResult[];
+      const row = checked[checked.length - 1]?.rows[0] as { written: string | null; size: string | number } | undefined;
+      if (row?.written) {
         await client.query('ROLLBACK');
         return {
           ok: false,
           reason: 'statement_refused',
-          message: `the job wrote ${written} (a role, its settings or a database, through a function): a job changes its own database's objects only`,
+          message: `the job wrote ${row.written} (a role, its settings or a database, through a function): a job changes its own database's objects only`,
           statement: last,
           refused: 'role_change',
+          duration_ms: Date.now() - started,
+        };
+      }
+      const size = Math.max(0, Number(row?.size ?? 0) - baseline);
+      if (task.maxDbBytes !== undefined && size + resultBytes > task.maxDbBytes) {
+        await client.query('ROLLBACK');
+        return {
+          ok: false,
+          reason: 'workspace_quota',
+          message: `the workspace database would grow past the ${task.maxDbBytes} bytes its storage quota leaves it`,
+          statement: last,
           duration_ms: Date.now() - started,
         };
       }
       if (task.effectKey !== undefined) {
         await client.query('SELECT cell.record_effect($1::text, $2::text)', [task.effectKey, JSON.stringify(results)]);
       }
-      if (task.maxDbBytes !== undefined) {
-        const r = await client.query('SELECT pg_catalog.pg_database_size(pg_catalog.current_database()) AS n');
-        const size = Math.max(0, Number(r.rows[0]?.n ?? 0) - baseline);
-        if (size + resultBytes > task.maxDbBytes) {
-          await client.query('ROLLBACK');
-          return {
-            ok: false,
-            reason: 'workspace_quota',
-            message: `the workspace database would grow past the ${task.maxDbBytes} bytes its storage quota leaves it`,
-            statement: last,
-            duration_ms: Date.now() - started,
-          };
-        }
-        this.sizes.set(task.workspaceId, size);
-      }
       if (stopped) throw new Error('stopped');
       committing = true;
       clearTimeout(timer);
-      // Durable before the step is recorded done, whatever the server's default or what the job set
-      // (set_config): a commit acknowledged from memory only is lost if the server crashes, and the
-      // journal would then record an effect that never happened.
-      await client.query('SET LOCAL synchronous_commit = on');
       await client.query('COMMIT');
+      this.sizes.set(task.workspaceId, size);
       return { ok: true, results, duration_ms: Date.now() - started };
     } catch (err) {
       if (stopped) return { ...(stopped as Failure), duration_ms: Date.now() - started };
