@@ -102,7 +102,10 @@ export function forgetWorkspaceSecrets(ctx: JobsContext, workspaceId: string): v
  */
 export async function sealClearWorkspaceSecrets(ctx: JobsContext): Promise<number> {
   const key = ctx.sealKey();
-  if (!(await keyMatchesStore(ctx.core, key))) return 0;
+  if (!(await keyMatchesStore(ctx.core, key))) {
+    ctx.core.log.warn("SQL workspace secrets in the clear are not sealed: this cell's secrets key is not the group's (--secrets-key-file)");
+    return 0;
+  }
   let sealed = 0;
   let after = '';
   for (;;) {
