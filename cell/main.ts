@@ -68,8 +68,10 @@ const SERVE_HELP = `  serve            start a cell
                        OTEL_EXPORTER_OTLP_ENDPOINT, else off (docs/operations.md "Traces")
     --log-level L      ${LOG_LEVELS.join(' | ')} (default info: one access-log line per request)
     --log-format F     ${LOG_FORMATS.join(' | ')} (default json: one object per line)
-    --secrets-key-file FILE  the 32-byte key provider secrets are sealed with; every cell of a
-                       group is given the same file (default: DIR/secrets.key, this cell's own)
+    --secrets-key-file FILE  the group's 32-byte secrets key (it seals provider secrets and signing
+                       keys); every cell of a group is given the same file, proven against the
+                       store before anything is written (default: DIR/secrets.key, made by the
+                       first start on a new store)
     --pg-bin-dir DIR   where pg_dump and pg_restore are (default: the PATH, then the usual
                        directories); moves SQL workspaces of an earlier version, once each
 `;
@@ -411,10 +413,11 @@ function intArg(name: string, v: string): number {
 
 const COMMANDS: Record<string, Command> = {
   serve: serveCommand,
-  bundle: bundleCommand,
+  // The commands that work on a stopped cell's store are given startCell: a module does not import the wiring.
+  bundle: (argv) => bundleCommand(argv, startCell),
   backup: backupCommand,
   restore: restoreCommand,
-  admin: adminCommand,
+  admin: (argv) => adminCommand(argv, startCell),
 };
 
 export function main(argv: string[]): Promise<void> {

@@ -6,6 +6,7 @@
  */
 import type { GroupClock } from '../cluster/api.ts';
 import type { CellCore } from '../context.ts';
+import type { Custody } from '../custody/api.ts';
 import type { Iam } from '../iam/api.ts';
 import type { CellMetrics } from '../ops/api.ts';
 import type { Runs, DriveResult } from '../runs/api.ts';
@@ -25,8 +26,8 @@ export interface JobsContext {
   inflight: Set<Promise<DriveResult>>;
   /** On the PostgreSQL engine: the workspaces' SQL databases, a database each on the group's server (absent: SQLite files). */
   pgWorkspaces?: PgWorkspaces;
-  /** The key the workspaces' secrets are sealed with (the secrets key, cell/ai; loaded once). */
-  sealKey: () => Buffer;
+  /** The group's secrets key, proven at start: it seals the workspaces' secrets (cell/custody). */
+  custody: Custody;
   /** Per-workspace queue: SQL jobs of one workspace run one at a time (single writer per database file). */
   workspaceQueues: Map<string, Promise<unknown>>;
   /** Wake-up timers of waiting agent job runs (cleared on stop). */

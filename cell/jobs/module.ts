@@ -9,7 +9,7 @@ import { statSync } from 'node:fs';
 import type { CellCore } from '../context.ts';
 import type { GroupClock } from '../cluster/api.ts';
 import type { CellMetrics } from '../ops/api.ts';
-import { secretsKeyLoader } from '../ai/api.ts';
+import type { Custody } from '../custody/api.ts';
 import type { Iam, Lifecycle } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
 import type { Runs } from '../runs/api.ts';
@@ -45,7 +45,16 @@ export interface JobsModule extends CellModule {
 
 export function createJobsModule(
   core: CellCore,
-  deps: { iam: Iam; lifecycle: Lifecycle; runs: Runs; teams: Teams; tools: Tools; metrics: CellMetrics; groupClock?: GroupClock },
+  deps: {
+    iam: Iam;
+    lifecycle: Lifecycle;
+    runs: Runs;
+    teams: Teams;
+    tools: Tools;
+    custody: Custody;
+    metrics: CellMetrics;
+    groupClock?: GroupClock;
+  },
 ): JobsModule {
   const ctx: JobsContext = {
     core,
@@ -64,7 +73,7 @@ export function createJobsModule(
     ...(core.store.engine === 'postgres' && core.config.storeUrl
       ? { pgWorkspaces: new PgWorkspaces(core.config.storeUrl, { log: core.log, pgBinDir: core.config.pgBinDir }) }
       : {}),
-    sealKey: secretsKeyLoader(core.config),
+    custody: deps.custody,
   };
   const scheduler = new Scheduler(ctx);
   let unfollow: (() => void) | undefined;

@@ -3,10 +3,11 @@
  * its jobs' effect records (an HMAC of the run and the step under it) and the
  * password of the PostgreSQL role its jobs run as.
  *
- * Each is stored sealed with AES-256-GCM under the secrets key (cell/ai: the
- * key the signing keys and provider secrets are sealed with, which never
- * enters the store), bound to its workspace and column, so a copy of the
- * database alone neither logs in as a workspace nor names its effect records.
+ * Each is stored sealed with AES-256-GCM under the group's secrets key
+ * (cell/custody: the key the signing keys and provider secrets are sealed
+ * with, proven against the store before the cell writes anything, never in
+ * the store), bound to its workspace and column, so a copy of the database
+ * alone neither logs in as a workspace nor names its effect records.
  * Stored form: `{"sealed":1,"data":BASE64}`.
  *
  * A row in the clear (a store of an earlier version) is sealed when a cell
@@ -16,7 +17,7 @@
  * records of steps that committed before the upgrade are named with it.
  */
 import { randomBytes } from 'node:crypto';
-import { keyMatchesStore, openSecret, sealSecret } from '../ai/api.ts';
+import type { Custody } from '../custody/api.ts';
 import type { JobsContext } from './context.ts';
 import { clearWorkspaceSecrets, resealWorkspaceSecrets, sqlWorkspaceSecrets } from './repository.ts';
 
@@ -38,11 +39,11 @@ export class WorkspaceSecretUnreadable extends Error {
 
 const aad = (workspaceId: string, column: Column) => `agent-cell workspace secret v1:${workspaceId}:${column}`;
 
-function seal(key: Buffer, workspaceId: string, column: Column, value: string): string {
-  return JSON.stringify({ sealed: 1, data: Buffer.from(sealSecret(key, aad(workspaceId, column), value)).toString('base64') });
+function seal(custody: Custody, workspaceId: string, column: Column, value: string): string {
+  return JSON.stringify({ sealed: 1, data: Buffer.from(custody.seal(aad(workspaceId, column), value)).toString('base64') });
 }
 
-function open(key: Buffer, workspaceId: string, column: Column, stored: string): string {
+function open(custody: Custody, workspaceId: string, column: Column, stored: string): string {
   // In the clear (hex): a row not sealed yet (a store of an earlier version, before a cell's start sealed it).
   if (!stored.startsWith('{')) return stored;
   let data: unknown;
@@ -53,7 +54,7 @@ function open(key: Buffer, workspaceId: string, column: Column, stored: string):
   }
   if (typeof data !== 'string') throw new WorkspaceSecretUnreadable(workspaceId);
   try {
-    return openSecret(key, aad(workspaceId, column), Buffer.from(data, 'base64'));
+    return custody.open(aad(workspaceId, column), Buffer.from(data, 'base64'));
   } catch {
     throw new WorkspaceSecretUnreadable(workspaceId);
   }
@@ -71,18 +72,18 @@ export function workspaceSecrets(ctx: JobsContext, workspaceId: string): Promise
   }
   let p = m.get(workspaceId);
   if (!p) {
-    const key = ctx.sealKey();
+    const { custody } = ctx;
     const fresh = {
-      effect_key: seal(key, workspaceId, 'effect_key', randomBytes(32).toString('hex')),
-      role_password: seal(key, workspaceId, 'role_password', randomBytes(24).toString('hex')),
+      effect_key: seal(custody, workspaceId, 'effect_key', randomBytes(32).toString('hex')),
+      role_password: seal(custody, workspaceId, 'role_password', randomBytes(24).toString('hex')),
     };
     // Row locks, not serializable: cells recording the same new workspace at once wait for the first
     // one's row (ON CONFLICT DO NOTHING) and then read it, instead of failing serialization and retrying.
     p = ctx.core.store
       .write((tx) => sqlWorkspaceSecrets(tx, workspaceId, fresh, ctx.core.clock.now()), { isolation: 'row-locks' })
       .then((row) => ({
-        effectKey: open(key, workspaceId, 'effect_key', row.effect_key),
-        rolePassword: open(key, workspaceId, 'role_password', row.role_password),
+        effectKey: open(custody, workspaceId, 'effect_key', row.effect_key),
+        rolePassword: open(custody, workspaceId, 'role_password', row.role_password),
       }));
     m.set(workspaceId, p);
     p.catch(() => m.delete(workspaceId));
@@ -96,16 +97,11 @@ export function forgetWorkspaceSecrets(ctx: JobsContext, workspaceId: string): v
 }
 
 /**
- * Seals the rows still in the clear (a store of an earlier version), a new role password each. Only with
- * the group's key (a cell whose key does not open the store's key check seals nothing the others could not
- * open). Returns how many rows it sealed.
+ * Seals the rows still in the clear (a store of an earlier version), a new role password each, under the
+ * group's key (proven at start, so the other cells open them). Returns how many rows it sealed.
  */
 export async function sealClearWorkspaceSecrets(ctx: JobsContext): Promise<number> {
-  const key = ctx.sealKey();
-  if (!(await keyMatchesStore(ctx.core, key))) {
-    ctx.core.log.warn("SQL workspace secrets in the clear are not sealed: this cell's secrets key is not the group's (--secrets-key-file)");
-    return 0;
-  }
+  const { custody } = ctx;
   let sealed = 0;
   let after = '';
   for (;;) {
@@ -113,11 +109,11 @@ export async function sealClearWorkspaceSecrets(ctx: JobsContext): Promise<numbe
     if (rows.length === 0) return sealed;
     for (const r of rows) {
       after = r.workspace_id;
-      const effect = open(key, r.workspace_id, 'effect_key', r.effect_key);
+      const effect = open(custody, r.workspace_id, 'effect_key', r.effect_key);
       await ctx.core.store.write((tx) =>
         resealWorkspaceSecrets(tx, r.workspace_id, r, {
-          effect_key: seal(key, r.workspace_id, 'effect_key', effect),
-          role_password: seal(key, r.workspace_id, 'role_password', randomBytes(24).toString('hex')),
+          effect_key: seal(custody, r.workspace_id, 'effect_key', effect),
+          role_password: seal(custody, r.workspace_id, 'role_password', randomBytes(24).toString('hex')),
         }),
       );
       forgetWorkspaceSecrets(ctx, r.workspace_id);
