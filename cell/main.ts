@@ -15,6 +15,7 @@ import { bundleCommand } from './edge/cli.ts';
 import { BACKUP_HELP, backupCommand, restoreCommand } from './ops/backup-cli.ts';
 import { ADMIN_HELP, adminCommand } from './iam/admin-cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
+import { ATTESTATION_VERIFY_USAGE, verifyAttestationFile } from '../runtime/attestation-cli.ts';
 import {
   LOG_FORMATS,
   LOG_LEVELS,
@@ -86,7 +87,12 @@ ${SERVE_HELP}  bundle keys      write a signed API-key bundle for an edge device
     --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL); with
     --secrets-key-file FILE as for serve
   bundle trust     write the trust anchor a device pins (--data DIR [--store URL] --out FILE)
-${BACKUP_HELP}${ADMIN_HELP}  help             this text
+${BACKUP_HELP}${ADMIN_HELP}  attestation verify FILE --keys KEYS.json [--previous CHECKPOINT --consistency PROOF.json]
+                   [--save-checkpoint FILE]
+                   check a run's attestation (or SCITT signed statement) offline against the
+                   published keys, its place in the run log, and that the log extends a
+                   checkpoint seen before (docs/receipts.md); exit 0 verified, 1 refused
+  help             this text
 `;
 
 async function serveCommand(argv: string[]): Promise<void> {
@@ -418,7 +424,14 @@ const COMMANDS: Record<string, Command> = {
   backup: backupCommand,
   restore: restoreCommand,
   admin: (argv) => adminCommand(argv, startCell),
+  attestation: attestationCommand,
 };
+
+async function attestationCommand(argv: string[]): Promise<void> {
+  const [sub, ...rest] = argv;
+  if (sub !== 'verify') fail(`usage: ${ATTESTATION_VERIFY_USAGE}`);
+  process.exitCode = await verifyAttestationFile(rest);
+}
 
 export function main(argv: string[]): Promise<void> {
   return dispatch(argv, COMMANDS, HELP);

@@ -19,6 +19,7 @@ import { TOOLS_MIGRATIONS } from './tools/schema.ts';
 import { TEAMS_MIGRATIONS } from './teams/schema.ts';
 import { JOBS_MIGRATIONS } from './jobs/schema.ts';
 import { EDGE_MIGRATIONS } from './edge/schema.ts';
+import { RECEIPTS_MIGRATIONS } from './receipts/schema.ts';
 import { CLUSTER_MIGRATIONS } from './cluster/schema.ts';
 import { CUSTODY_MIGRATIONS } from './custody/schema.ts';
 
@@ -35,6 +36,7 @@ export const MIGRATIONS: readonly Migration[] = [
   ...JOBS_MIGRATIONS,
   ...EDGE_MIGRATIONS,
   ...CLUSTER_MIGRATIONS,
+  ...RECEIPTS_MIGRATIONS,
   // Last: custody-001 moves the key check ai-005 created.
   ...CUSTODY_MIGRATIONS,
 ];

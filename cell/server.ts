@@ -32,6 +32,7 @@ import { createRunsModule } from './runs/module.ts';
 import { createTeamsModule } from './teams/module.ts';
 import { createJobsModule } from './jobs/module.ts';
 import { createEdgeModule } from './edge/module.ts';
+import { createReceiptsModule } from './receipts/module.ts';
 import { createDiscoveryModule } from './discovery/module.ts';
 import { createOpsModule } from './ops/module.ts';
 import { CellMetrics } from './ops/metrics.ts';
@@ -114,12 +115,13 @@ async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Bu
     metrics,
     groupClock: cluster.cluster,
   });
-  const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices });
+  const receipts = createReceiptsModule(core, { iam: iam.iam, runs: runs.runs, teams: teams.teams });
+  const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices, runLog: receipts.log });
   const console = createConsoleModule(core, { oauth: oauth.api });
   const discovery = createDiscoveryModule(core);
   // Last: it starts once every other module started (readiness) and stops first.
   const ops = createOpsModule(core, { metrics, member: () => cluster.cluster.health() });
-  return { custody, iam, cluster, oauth, tools, runs, ai, teams, jobs, edge, console, discovery, ops };
+  return { custody, iam, cluster, oauth, tools, runs, ai, teams, jobs, receipts, edge, console, discovery, ops };
 }
 
 export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
