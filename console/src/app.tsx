@@ -15,6 +15,7 @@ import { href, useRoute, type Route } from './router.ts';
 import { App, useApp, useLoad, type AppState } from './ui.tsx';
 import { ApprovalsView } from './views/approvals.tsx';
 import { AuditView } from './views/audit.tsx';
+import { CatalogView } from './views/catalog.tsx';
 import { CellsView } from './views/cells.tsx';
 import { FormationsView } from './views/formations.tsx';
 import { KeysView } from './views/keys.tsx';
@@ -129,6 +130,7 @@ const NAV: { view: Route['view']; label: string; id: string }[] = [
   { view: 'approvals', label: 'Approvals', id: 'nav-approvals' },
   { view: 'schedules', label: 'Schedules', id: 'nav-schedules' },
   { view: 'formations', label: 'Formations & crews', id: 'nav-formations' },
+  { view: 'catalog', label: 'Catalog', id: 'nav-catalog' },
   { view: 'principals', label: 'Principals', id: 'nav-principals' },
   { view: 'keys', label: 'API keys', id: 'nav-keys' },
   { view: 'audit', label: 'Audit trail', id: 'nav-audit' },
@@ -155,6 +157,8 @@ function View({ route }: { route: Route }) {
       return <VerifyView />;
     case 'principals':
       return <PrincipalsView />;
+    case 'catalog':
+      return <CatalogView />;
     case 'schedules':
       return <SchedulesView scheduleId={route.scheduleId} />;
     default:

@@ -113,6 +113,9 @@ function factsOf(d: Record<string, unknown>): { label: string; value: string }[]
   const add = (label: string, v: unknown) => {
     if (typeof v === 'string' || typeof v === 'number') out.push({ label, value: String(v) });
   };
+  add('Source', d['source']);
+  add('Pinned definition', d['pinned']);
+  if ('live' in d) add('Live definition', d['live'] ?? 'none: the server no longer lists the tool');
   add('Rule', d['rule']);
   add('Contract', d['contract']);
   add('Tool', d['tool']);

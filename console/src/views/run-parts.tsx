@@ -155,7 +155,7 @@ export function JournalTable({ records, badSeq, graph }: { records: FullRecord[]
   );
 }
 
-function ValueButton({ runId, hash, what }: { runId: string; hash: string; what: string }) {
+export function ValueButton({ runId, hash, what }: { runId: string; hash: string; what: string }) {
   const { session } = useApp();
   const [state, setState] = useState<{ value: unknown; ok: boolean } | { error: string } | null>(null);
   const show = async () => {

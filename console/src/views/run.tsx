@@ -37,6 +37,7 @@ import type { PendingApproval } from '../approval-model.ts';
 import { ApprovalCard } from './approval-card.tsx';
 import { DecisionLine, DecisionList, type DecisionLike } from './decision-list.tsx';
 import { JobOutput } from './job-output.tsx';
+import { ToolCalls, toolCallsOf } from './tool-calls.tsx';
 import {
   FailurePanel,
   JournalTable,
@@ -445,6 +446,7 @@ export function RunView({ runId }: { runId: string }) {
   const badSeq = verification && !verification.verdict.ok ? verification.verdict.seq : null;
   const tokens = useMemo(() => tokensBySeat(journal.records), [journal.records]);
   const refusals = useMemo(() => refusalsOf(journal.records), [journal.records]);
+  const toolCalls = useMemo(() => toolCallsOf(journal.records, graph), [journal.records, graph]);
   const finishedAt = run?.finished_at ? Date.parse(run.finished_at) : null;
 
   return (
@@ -716,6 +718,12 @@ export function RunView({ runId }: { runId: string }) {
       {run?.kind !== 'job' || tokens.length > 0 ? (
         <Section title="Tokens and budgets" id="tokens">
           <TokensTable tokens={tokens} graph={graph} max={crew?.max_tokens ?? null} />
+        </Section>
+      ) : null}
+
+      {toolCalls.length > 0 ? (
+        <Section title="Tool calls" id="tool-calls-section">
+          <ToolCalls runId={runId} calls={toolCalls} graph={graph} />
         </Section>
       ) : null}
 
