@@ -42,3 +42,26 @@ test('every tool declares read-only or side-effecting and parameters', () => {
   assert.equal(v.find((t) => t.name === 'kv.put')!.side_effects, true);
   assert.equal(v.find((t) => t.name === 'kv.get')!.read_only, true);
 });
+
+test('egress allowlist with methods: an entry without methods allows GET and HEAD only; a write needs its method named', () => {
+  assert.equal(egressAllowed(['https://a.example'], 'https://a.example/x', 'GET'), true);
+  assert.equal(egressAllowed(['https://a.example'], 'https://a.example/x', 'HEAD'), true);
+  for (const m of ['POST', 'PUT', 'PATCH', 'DELETE'] as const) {
+    assert.equal(egressAllowed(['https://a.example'], 'https://a.example/x', m), false, `${m} without a method entry`);
+    assert.equal(egressAllowed(['*'], 'https://a.example/x', m), false, `${m} under * without methods`);
+    assert.equal(egressAllowed(['*:https://a.example'], 'https://a.example/x', m), true, `${m} under *:`);
+  }
+  assert.equal(egressAllowed(['POST,PUT:https://a.example'], 'https://a.example/x', 'POST'), true);
+  assert.equal(egressAllowed(['POST,PUT:https://a.example'], 'https://a.example/x', 'PATCH'), false);
+  assert.equal(egressAllowed(['POST,PUT:https://a.example'], 'https://a.example/x', 'GET'), false, 'a write entry is not a read entry');
+  assert.equal(egressAllowed(['POST:https://a.example'], 'https://b.example/x', 'POST'), false);
+  assert.equal(egressAllowed(['DELETE:*.example.com'], 'https://x.example.com/', 'DELETE'), true);
+  assert.equal(egressAllowed(['POST:*'], 'https://anywhere.example/', 'POST'), true);
+  assert.equal(egressAllowed(['*:*'], 'https://anywhere.example/', 'PATCH'), true);
+  // Methods are HTTP only: no entry naming them reaches workspace storage.
+  assert.equal(egressAllowed(['*:*'], 'kv:ws1'), false);
+  assert.equal(egressAllowed(['*'], 'kv:ws1'), true);
+  // Lower-case or unknown method names are no method list (the entry matches nothing as a URL).
+  assert.equal(egressAllowed(['post:https://a.example'], 'https://a.example/x', 'POST'), false);
+  assert.equal(egressAllowed(['TRACE:https://a.example'], 'https://a.example/x', 'GET'), false);
+});
