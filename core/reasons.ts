@@ -152,6 +152,11 @@ export const REASONS = {
     runs: ['refused'],
     sentence: 'The job names a graph this cell does not know (its formation or crew changed).',
   },
+  header_not_allowed: {
+    codes: F,
+    runs: ['refused', 'failed'],
+    sentence: 'A tool call set a request header an agent may not set (credentials, hop-by-hop, framing, Idempotency-Key).',
+  },
   immutable_field: { codes: I, sentence: 'The body changes a field that cannot be changed after creation.' },
   in_use: { codes: C, sentence: 'The resource is still used; `details.used_by` names the users.' },
   internal_error: {
@@ -215,6 +220,12 @@ export const REASONS = {
   not_an_approver: { codes: F, sentence: 'The caller is not a named approver of this step.' },
   not_ready: { codes: S, sentence: 'The cell is not ready; `details.checks` names the failing checks.' },
   not_yet_valid: { codes: U, sentence: 'The access token is not valid yet.' },
+  outcome_unknown: {
+    codes: [],
+    runs: ['failed'],
+    sentence:
+      'A side-effecting call not declared idempotent was in flight when its driver stopped: the run waits for an operator to retry it, record its result or fail it (and fails when told to).',
+  },
   output_limit: { codes: [], runs: ['failed'], sentence: 'The task output passed its size cap.' },
   over_authority: { codes: I, sentence: "A billet's authority exceeds what it may hold (its manager's cap or the caller's authority)." },
   owner_inactive: { codes: ['unauthorized', 'invalid_request'], sentence: "The key's owner is not an active principal." },

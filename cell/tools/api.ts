@@ -19,7 +19,14 @@ export class Tools {
   /** The catalog entry as the engine sees it, or undefined when there is no such tool. */
   describe(name: string): ToolDescriptor | undefined {
     const t = catalogEntry(name);
-    return t ? { name: t.name, description: t.description, side_effects: t.side_effects, parameters: t.parameters } : undefined;
+    if (!t) return undefined;
+    return {
+      name: t.name,
+      description: t.description,
+      side_effects: t.side_effects,
+      ...(t.idempotent !== undefined ? { idempotent: t.idempotent } : {}),
+      parameters: t.parameters,
+    };
   }
 
   /** True when the catalog has a tool of this name. */

@@ -37,10 +37,18 @@ test('egress allowlist: origins, hosts, wildcards, kv; empty denies', () => {
 
 test('every tool declares read-only or side-effecting and parameters', () => {
   const names = TOOLS.map((t) => t.name).sort();
-  assert.deepEqual(names, ['calc', 'clock.now', 'http.get', 'kv.get', 'kv.put']);
+  assert.deepEqual(names, ['calc', 'clock.now', 'http.get', 'http.request', 'kv.get', 'kv.put']);
   const v = toolRegistryView();
   assert.equal(v.find((t) => t.name === 'kv.put')!.side_effects, true);
   assert.equal(v.find((t) => t.name === 'kv.get')!.read_only, true);
+  assert.equal(v.find((t) => t.name === 'http.request')!.side_effects, true);
+});
+
+test('every side-effecting tool says which of its calls may be issued again after a lost outcome', () => {
+  const v = new Map(toolRegistryView().map((t) => [t.name, t]));
+  assert.equal(v.get('kv.put')!.idempotent, true, 'the same value under the same key');
+  assert.deepEqual(v.get('http.request')!.idempotent, { argument: 'method', values: ['GET', 'HEAD', 'PUT', 'DELETE'] });
+  for (const t of v.values()) if (!t.side_effects) assert.equal(t.idempotent, false, t.name);
 });
 
 test('egress allowlist with methods: an entry without methods allows GET and HEAD only; a write needs its method named', () => {
