@@ -45,6 +45,7 @@ export async function runView(ctx: JobsContext, r: Run): Promise<z.infer<typeof 
     forked_from: (r.flags['forked_from'] as z.infer<typeof JobRunSchema>['forked_from']) ?? null,
     forks: forksView(r),
     ...(r.job_type === 'agent' ? { pending_approvals: await jobPendingApprovals(ctx, r) } : {}),
+    unknown_outcome: await ctx.runs.lostOutcomeView(r),
   };
 }
 

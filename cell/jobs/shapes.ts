@@ -6,7 +6,7 @@
 import { z } from '@hono/zod-openapi';
 import { MAX_STEP_TIMEOUT_MS } from '../../core/engine/policy.ts';
 import { IsoTime } from '../http/openapi.ts';
-import { PendingApprovalSchema } from '../runs/api.ts';
+import { PendingApprovalSchema, RUN_STATES, UnknownOutcomeSchema, type RunState } from '../runs/api.ts';
 
 /** The step policy's `timeout_ms` of a job's steps (core/engine/policy.ts): the engine's deadline on each step. */
 const stepTimeout = {
@@ -248,7 +248,7 @@ export const JobRunSchema = z
     workspace_id: z.string().nullable(),
     spec: z.unknown(),
     requester: z.string().openapi({ description: 'Principal id from the authenticated session' }),
-    state: z.enum(['queued', 'running', 'waiting', 'completed', 'failed', 'refused', 'cancelled']),
+    state: z.enum(RUN_STATES as [RunState, ...RunState[]]),
     stalled: z.boolean().openapi({
       description: 'True when the run is queued or running and its journal has not grown for 10 leases (docs/multi-cell.md)',
     }),
@@ -273,6 +273,10 @@ export const JobRunSchema = z
       .openapi({ description: 'Reruns (and forks) of this run, oldest first' }),
     pending_approvals: z.array(PendingApprovalSchema).optional().openapi({
       description: 'Agent job runs only: steps waiting on a human decision (decide with POST .../runs/{run_id}/approvals/{step_id})',
+    }),
+    unknown_outcome: UnknownOutcomeSchema.nullable().openapi({
+      description:
+        'For a run in state `outcome_unknown`: the side-effecting call whose outcome was lost (resolve with POST .../runs/{run_id}/outcomes/{step_id})',
     }),
   })
   .openapi('JobRun');

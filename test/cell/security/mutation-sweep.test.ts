@@ -196,6 +196,14 @@ const NOT_DRIVEN = new Map<string, string>([
     'POST /api/public/v1/admin/jobs/runs/{run_id}/rerun',
     'a new run as the caller (its requester), bounded by it: containment-sweep.test.ts',
   ],
+  [
+    'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/outcomes/{step_id}',
+    "lets a run act again as it was authorised, only for a caller holding all of its seats' authority: containment-sweep.test.ts",
+  ],
+  [
+    'POST /api/public/v1/admin/jobs/runs/{run_id}/outcomes/{step_id}',
+    "lets a run act again as it was authorised, only for a caller holding the run's authority: containment-sweep.test.ts",
+  ],
   ['PATCH /api/public/v1/admin/jobs/definitions/{schedule_id}', "re-authors: the definition then acts with the caller's authority"],
   ['POST /api/public/v1/admin/jobs/definitions/{schedule_id}/enable', "re-authors: the definition then acts with the caller's authority"],
   ['POST /api/public/v1/admin/jobs/definitions/{schedule_id}/disable', 'stops a schedule: never widens anything'],
