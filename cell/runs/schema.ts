@@ -102,10 +102,18 @@ export const RUNS_MIGRATIONS: readonly Migration[] = [
     CREATE INDEX run_storage_unfolded ON run_storage (unfolded);`,
   },
   {
+    // An approval is consent to exactly what was approved (docs/security.md): each decision keeps
+    // the deciding chain (the principal and the actors of the token it decided with, JSON) and the
+    // digest of the step input it approved. Decisions from before have neither, and approve nothing.
+    id: 'runs-006-approval-chains',
+    sql: `ALTER TABLE team_approvals ADD COLUMN chain TEXT;
+    ALTER TABLE team_approvals ADD COLUMN input_hash TEXT;`,
+  },
+  {
     // An operator's resolution of a side-effecting call whose outcome was lost (a run waiting
     // outcome_unknown, outcomes.ts): one per attempt of the call it resolves. The engine reads it
     // through its outcomes port when the run is driven again.
-    id: 'runs-006-outcome-resolutions',
+    id: 'runs-007-outcome-resolutions',
     sql: `CREATE TABLE run_outcome_resolutions (run_id TEXT NOT NULL, step_id TEXT NOT NULL, attempt INTEGER NOT NULL,
       resolution TEXT NOT NULL, result TEXT, principal TEXT NOT NULL, comment TEXT, at INTEGER NOT NULL,
       PRIMARY KEY (run_id, step_id, attempt))`,
