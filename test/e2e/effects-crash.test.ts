@@ -9,7 +9,8 @@
  * - a POST (not idempotent) is not issued again: the run waits `outcome_unknown`, its view and journal
  *   naming the effect key the service saw; an operator's `retry` sends the same key (one effect),
  *   `record` completes the run with the given result (nothing sent), `fail` fails it.
- * The journal proves the crash path: the wait is decided after the restarted cell took the run back.
+ * The journal proves the crash path: the wait is decided after the restarted cell took the run back. A run
+ * waiting on an operator stays so, untouched, across another crash and restart.
  * Needs `node scripts/build.mjs` first.
  */
 import assert from 'node:assert/strict';
@@ -138,7 +139,7 @@ describe('SIGKILL between dispatch and result of a write; the same cell restarte
 
     const b = await startCellProcess({ dataDir: a.dataDir, args });
     procs.push(b);
-    const api = httpApi(b.url, a.adminKey);
+    let api = httpApi(b.url, a.adminKey);
 
     // (a) Declared idempotent: issued again with the same key; the service counts one effect.
     const put = await jobRunEnded(api, ids['/accounts/1']!);
@@ -162,6 +163,20 @@ describe('SIGKILL between dispatch and result of a write; the same cell restarte
     }
     const listed = await ok(api, 'GET', `${RUNS}?state=outcome_unknown`);
     assert.equal(listed.items.length, 3);
+
+    // Waiting survives another crash: the cell restarted again leaves the runs as they are (no timer, nothing
+    // re-driven, nothing sent), and resolves them.
+    const waiting = ['/refunds/retry', '/refunds/record', '/refunds/fail'].map((p) => ids[p]!);
+    const lengths = await Promise.all(waiting.map(async (id) => (await verifiedJournal(api, b.url, id)).records.length));
+    await b.kill('SIGKILL');
+    const c = await startCellProcess({ dataDir: a.dataDir, args });
+    procs.push(c);
+    api = httpApi(c.url, a.adminKey);
+    for (const [i, id] of waiting.entries()) {
+      assert.equal((await view(api, id)).state, 'outcome_unknown');
+      assert.equal((await verifiedJournal(api, c.url, id)).records.length, lengths[i], 'nothing was written for it');
+    }
+    for (const path of ['/refunds/retry', '/refunds/record', '/refunds/fail']) assert.equal(svc.keysOf(path).length, 1);
 
     // retry: the same key again; the service applies it once.
     const retried = ids['/refunds/retry']!;
@@ -189,8 +204,8 @@ describe('SIGKILL between dispatch and result of a write; the same cell restarte
     assert.equal(r3.state, 'failed');
     assert.equal(r3.error.reason, 'outcome_unknown');
     assert.equal(svc.keysOf('/refunds/fail').length, 1);
-    for (const id of Object.values(ids)) assert.deepEqual((await verifiedJournal(api, b.url, id)).verdict, { ok: true });
-    await b.stop();
+    for (const id of Object.values(ids)) assert.deepEqual((await verifiedJournal(api, c.url, id)).verdict, { ok: true });
+    await c.stop();
   });
 });
 
