@@ -596,10 +596,30 @@ test('containment sweep: no route hands out or exercises more than its caller ho
       r = await call('POST', `${T}/crews/${crewId}/upgrade`, { assignments: { [seat2]: wideAgent } });
       if (r.status === 200) assertWithin(caller, { envelope: seatEnv }, 'crew upgrade');
     });
-    const covered = () => exchanged > 5 && resolved > 0 && accepted > 50 && refused > 50;
+    const covered = () => exchanged > 5 && accepted > 50 && refused > 50;
     for (let round = 0; round < 4 && !covered(); round++) await fc.assert(property, { numRuns: 40 });
     assert.ok(exchanged > 5, `token exchange was accepted ${exchanged} times`);
-    assert.ok(resolved > 0, `a lost outcome was resolved ${resolved} times`);
+    // The accepted path of the resolution routes, every time (few random callers hold a run's whole authority):
+    // a caller holding exactly what the runs act with resolves both, and holds what they exercise.
+    const fit = await principal(t, ['agent_teams.write', 'system.orchestration.admin.write'], lostEnv);
+    const fitKey = (await ok(t, 'POST', `${A}/api-keys`, { name: 'fit', owner_id: fit.id })).secret as string;
+    const fitHolding: Holding = { permissions: fit.perms, envelope: fit.ceiling };
+    const waiting = await lostRuns();
+    for (const path of [
+      `${T}/crews/${lostCrew}/runs/${waiting.crew}/outcomes/${encodeURIComponent(lostStep)}`,
+      `${A}/jobs/runs/${waiting.job}/outcomes/${encodeURIComponent('tool/call')}`,
+    ]) {
+      const r = await t.request('POST', path, { token: fitKey, body: { resolution: 'fail' } });
+      assert.equal(r.status, 200, `${path}: ${r.text}`);
+      resolved++;
+    }
+    assertWithin(fitHolding, { permissions: ['agent_teams.write'], envelope: lostEnv }, 'crew outcome (fit)');
+    assertWithin(
+      fitHolding,
+      { permissions: ['system.orchestration.admin.write'], envelope: { ...lostJobAuthority, allowed_tools: ['http.request'] } },
+      'job outcome (fit)',
+    );
+    assert.ok(resolved >= 2, `a lost outcome was resolved ${resolved} times`);
     assert.ok(accepted > 50 && refused > 50, `the sweep exercised both outcomes (accepted ${accepted}, refused ${refused})`);
   } finally {
     await t.close();
