@@ -202,7 +202,7 @@ export function catalogEntry(name: string): ToolDef | undefined {
   return BY_NAME.get(name);
 }
 
-/** A catalog tool as GET /admin/ai/tool-registry shows it. */
+/** A catalog tool as GET /admin/ai/tool-registry shows it; an imported tool also names its source and its pin. */
 export interface ToolRegistryEntry {
   name: string;
   description: string;
@@ -211,6 +211,8 @@ export interface ToolRegistryEntry {
   /** Which calls are issued again with their effect key after a lost outcome: all, none, or those with an argument among values. */
   idempotent: boolean | { argument: string; values: string[] };
   parameters: Record<string, unknown>;
+  source?: string;
+  pin?: string;
 }
 
 /** The catalog's public view (GET /admin/ai/tool-registry). */

@@ -11,7 +11,7 @@ import { request } from 'undici';
 import { ServiceError, invalid } from '../../core/errors.ts';
 import type { EgressMethod } from '../../core/authority/egress-entry.ts';
 import { egressAllowed } from './egress.ts';
-import { literalHostAllowed, PrivateDestinationError } from './ssrf.ts';
+import { isPrivateRefusal, literalHostAllowed } from './ssrf.ts';
 import { stringArg, toolRefusal, type ToolCaller, type ToolsContext } from './tool-def.ts';
 
 /** The most of a response body an HTTP tool returns (bytes); the rest is dropped and the result says `truncated`. */
@@ -149,14 +149,6 @@ export async function readCapped(
     size += b.length;
   }
   return { text: Buffer.concat(chunks).toString('utf8'), truncated };
-}
-
-/** True when a connection failed because the floor refused the resolved address. */
-function isPrivateRefusal(e: unknown): boolean {
-  for (let x: unknown = e, i = 0; x && i < 5; x = (x as { cause?: unknown }).cause, i++) {
-    if (x instanceof PrivateDestinationError) return true;
-  }
-  return false;
 }
 
 /**

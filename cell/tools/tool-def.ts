@@ -12,6 +12,7 @@ import type { ArgumentIn } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { Reason } from '../../core/reasons.ts';
 import type { Clock } from '../context.ts';
+import type { ToolDelegation, ToolDelegationRequest } from '../oauth/api.ts';
 import type { Store } from '../store/types.ts';
 
 /** The slice of an authority envelope tools look at. */
@@ -35,14 +36,7 @@ export interface ToolsContext {
    * A token for a call to a registered protected resource on behalf of the run's requester (the OAuth
    * module's, cell/oauth/tool-delegation.ts); null when the URL is no such resource.
    */
-  delegation?: (req: {
-    url: string;
-    tool: string;
-    requester: string;
-    agentId: string;
-    runId: string;
-    crewId?: string;
-  }) => Promise<{ token: string; jti: string; tokenSha256: string; proof(htm: string, htu: string): Promise<string> } | null>;
+  delegation?: ((req: ToolDelegationRequest) => Promise<ToolDelegation | null>) | undefined;
 }
 
 /** Who calls a tool, where, and with what authority. */

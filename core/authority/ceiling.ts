@@ -33,9 +33,15 @@ export function entryCovers(parent: string, child: string): boolean {
   const p = parseEgressEntry(parent);
   const c = parseEgressEntry(child);
   if (!methodsCovered(p, c)) return false;
-  // A parent naming its methods grants HTTP only: not the workspace storage an entry without methods reaches.
-  if (p.named && !c.named && (c.destination === '*' || c.destination.startsWith('kv:'))) return false;
+  // A parent naming its methods grants HTTP only: not the workspace storage (or the stdio catalog sources)
+  // an entry without methods reaches.
+  if (p.named && !c.named && (c.destination === '*' || isNamedDestination(c.destination))) return false;
   return destinationCovers(p.destination, c.destination);
+}
+
+/** A destination that is not a URL or a host: workspace storage (`kv:`) or a stdio catalog source (`mcp:`). */
+function isNamedDestination(d: string): boolean {
+  return d.startsWith('kv:') || d.startsWith('mcp:');
 }
 
 /** True when the destination of an entry covers another's (methods aside). */
@@ -100,7 +106,7 @@ function overlap(a: string, b: string): string | null {
     : destinationCovers(x.destination, y.destination)
       ? y.destination
       : null;
-  if (dest === null || dest.startsWith('kv:')) return null;
+  if (dest === null || isNamedDestination(dest)) return null;
   return `${methods.length === EGRESS_METHODS.length ? '*' : methods.join(',')}:${dest}`;
 }
 
