@@ -56,6 +56,7 @@ export const REASONS = {
     codes: C,
     sentence: "The caller (or a principal of its token's delegation chain) already approved or rejected this approval step.",
   },
+  already_resolved: { codes: C, sentence: 'The lost outcome of this call was already resolved by an operator.' },
   approval_input_changed: {
     codes: C,
     sentence: 'The decision approved another input than the step has now; it does not count and the step asks again.',
@@ -180,6 +181,11 @@ export const REASONS = {
     runs: ['refused'],
     sentence: 'The job names a graph this cell does not know (its formation or crew changed).',
   },
+  header_not_allowed: {
+    codes: F,
+    runs: ['refused', 'failed'],
+    sentence: 'A tool call set a request header an agent may not set (credentials, hop-by-hop, framing, Idempotency-Key).',
+  },
   immutable_field: { codes: I, sentence: 'The body changes a field that cannot be changed after creation.' },
   in_use: { codes: C, sentence: 'The resource is still used; `details.used_by` names the users.' },
   internal_error: {
@@ -242,11 +248,18 @@ export const REASONS = {
   no_provider: { codes: [], runs: ['refused'], sentence: 'No model provider is registered.' },
   no_token_keys: { codes: U, sentence: 'The key bundle carries no token verification keys.' },
   no_unanimity: { codes: [], runs: ['refused'], sentence: 'A unanimity consensus step was not unanimous.' },
+  no_unknown_outcome: { codes: C, sentence: 'The run is not waiting on the lost outcome of this call.' },
   not_a_node: { codes: I, sentence: "The step named is not a node of the run's graph." },
   not_a_step: { codes: I, sentence: 'The sequence number named is not a finished step of the run.' },
   not_an_approver: { codes: F, sentence: 'The caller is not a named approver of this step.' },
   not_ready: { codes: S, sentence: 'The cell is not ready; `details.checks` names the failing checks.' },
   not_yet_valid: { codes: U, sentence: 'The access token is not valid yet.' },
+  outcome_unknown: {
+    codes: [],
+    runs: ['failed'],
+    sentence:
+      'A side-effecting call not declared idempotent was in flight when its driver stopped: the run waits for an operator to retry it, record its result or fail it (and fails when told to).',
+  },
   output_limit: { codes: [], runs: ['failed'], sentence: 'The task output passed its size cap.' },
   over_authority: { codes: I, sentence: "A billet's authority exceeds what it may hold (its manager's cap or the caller's authority)." },
   owner_inactive: { codes: ['unauthorized', 'invalid_request'], sentence: "The key's owner is not an active principal." },

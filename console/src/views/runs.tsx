@@ -47,10 +47,10 @@ export function sourceLabel(source: string | undefined): { kind: string; id: str
   return i < 0 ? { kind: source, id: null } : { kind: source.slice(0, i), id: source.slice(i + 1) };
 }
 
-const STATES = ['queued', 'running', 'waiting', 'completed', 'failed', 'refused', 'cancelled'];
+const STATES = ['queued', 'running', 'waiting', 'outcome_unknown', 'completed', 'failed', 'refused', 'cancelled'];
 /** The reasons a run can end badly with (the registry's, core/reasons.ts): the reason filter's choices. */
 const RUN_REASONS: readonly Reason[] = (Object.keys(REASONS) as Reason[]).filter((r) => (REASONS[r] as { runs?: unknown }).runs).sort();
-const ACTIVE = new Set(['queued', 'running', 'waiting']);
+const ACTIVE = new Set(['queued', 'running', 'waiting', 'outcome_unknown']);
 /** SSE streams the list keeps open at once. */
 const MAX_STREAMS = 3;
 const PAGE = 200;

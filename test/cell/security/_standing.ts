@@ -80,6 +80,13 @@ export const NOT_STANDING = new Map<string, string>([
     'POST /api/public/v1/admin/jobs/runs/{run_id}/approvals/{step_id}',
   ].map((id): [string, string] => [id, 'a decision, counted as the whole chain (the approval pass below)']),
   ...[
+    'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/outcomes/{step_id}',
+    'POST /api/public/v1/admin/jobs/runs/{run_id}/outcomes/{step_id}',
+  ].map((id): [string, string] => [
+    id,
+    "an operator's decision on a lost outcome (retry, record, fail), by a caller holding the run's authority now, audited: the run acts as it was authorised",
+  ]),
+  ...[
     'POST /api/public/v1/admin/agent-teams/blueprints',
     'POST /api/public/v1/admin/agent-teams/contracts',
     'POST /api/public/v1/admin/agent-teams/crews',

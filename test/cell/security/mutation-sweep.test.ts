@@ -292,6 +292,14 @@ const NOT_DRIVEN = new Map<string, string>([
     'POST /api/public/v1/admin/jobs/runs/{run_id}/rerun',
     'a new run as the caller (its requester), bounded by it: containment-sweep.test.ts',
   ],
+  [
+    'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/outcomes/{step_id}',
+    "lets a run act again as it was authorised, only for a caller holding all of its seats' authority: containment-sweep.test.ts",
+  ],
+  [
+    'POST /api/public/v1/admin/jobs/runs/{run_id}/outcomes/{step_id}',
+    "lets a run act again as it was authorised, only for a caller holding the run's authority: containment-sweep.test.ts",
+  ],
   ['POST /api/public/v1/admin/edge/devices', 'registers a device key; authority reaches a device only through a key bundle'],
   ['POST /api/public/v1/admin/edge/key-bundles', 'projects existing keys for a device; hands out nothing new'],
   ['POST /api/public/v1/admin/edge/journals', 'imports a signed record'],
