@@ -261,7 +261,9 @@ export function liveRunState(records: readonly RecordLike[], fetched: string): s
   if (TERMINAL.has(fetched)) return fetched;
   const last = records[records.length - 1];
   if (!last) return fetched;
-  return last.kind === 'waiting' ? 'waiting' : 'running';
+  // A run waiting on an operator for a lost outcome (its waiting record is `for: outcome`) is `outcome_unknown`.
+  if (last.kind === 'waiting') return last.data?.['for'] === 'outcome' ? 'outcome_unknown' : 'waiting';
+  return 'running';
 }
 
 /** "1.2 s", "3 min 4 s", "2 h 5 min": a duration for people. */

@@ -32,6 +32,7 @@ export type TriageKind =
   | 'approval_timeout'
   | 'cancelled'
   | 'storage'
+  | 'outcome'
   | 'other';
 
 export interface Triage {
@@ -62,6 +63,8 @@ export interface Triage {
   cell: { index: number; type: string; source: string | null } | null;
   /** Who asked for the cancel. */
   cancelledBy: string | null;
+  /** A lost outcome an operator failed: who. */
+  resolvedBy: string | null;
   /** Limits a refusal names (ceiling, spent, requested, left, rule, contract, tool, mode…), as label and value. */
   facts: { label: string; value: string }[];
 }
@@ -99,6 +102,7 @@ function kindOf(code: string, reason: string | null): TriageKind {
   if (reason === 'approval_rejected') return 'approval_rejected';
   if (reason === 'approval_timeout') return 'approval_timeout';
   if (reason === 'step_timeout') return 'timeout';
+  if (reason === 'outcome_unknown') return 'outcome';
   if (reason === 'model_error' || reason === 'model_unavailable') return 'model';
   if (reason !== null && BUDGET.has(reason)) return 'budget';
   if (reason !== null && STORAGE.has(reason)) return 'storage';
@@ -113,6 +117,7 @@ function factsOf(d: Record<string, unknown>): { label: string; value: string }[]
   const add = (label: string, v: unknown) => {
     if (typeof v === 'string' || typeof v === 'number') out.push({ label, value: String(v) });
   };
+  add('Effect key', d['effect_key']);
   add('Source', d['source']);
   add('Pinned definition', d['pinned']);
   if ('live' in d) add('Live definition', d['live'] ?? 'none: the server no longer lists the tool');
@@ -239,6 +244,7 @@ export function triage(
     statement,
     cell,
     cancelledBy: str(cancel?.data?.['by']),
-    facts: kind === 'budget' || kind === 'policy' || kind === 'storage' ? factsOf(details) : [],
+    resolvedBy: str(details['resolved_by']),
+    facts: kind === 'budget' || kind === 'policy' || kind === 'storage' || kind === 'outcome' ? factsOf(details) : [],
   };
 }

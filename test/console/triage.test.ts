@@ -3,7 +3,7 @@
 // kinds end to end). The timeline draws the step a run failed in until the run's end.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { failingStep, nodeStates, timelineOf, type GraphLike, type RecordLike } from '../../console/src/run-model.ts';
+import { failingStep, liveRunState, nodeStates, timelineOf, type GraphLike, type RecordLike } from '../../console/src/run-model.ts';
 import { triage } from '../../console/src/triage.ts';
 
 let seq = 0;
@@ -173,4 +173,20 @@ test('a cancel: who cancelled; a completed run has no triage', () => {
   assert.equal(t.cancelledBy, 'usr_op');
   assert.equal(t.step_id, 'agent:x/model/0', 'the call it was cancelled in');
   assert.equal(triage({ state: 'completed', error: null }, [rec('run/end', 'run_finished', 1, { outcome: 'completed' })]), null);
+});
+
+test('a lost outcome an operator failed: who; a run waiting on one is outcome_unknown from its journal', () => {
+  const error = {
+    code: 'failed',
+    reason: 'outcome_unknown',
+    message: 'x',
+    details: { step_id: 'tool/call', tool: 'http.request', resolved_by: 'usr_op' },
+  };
+  const t = triage({ state: 'failed', error }, [rec('tool/call', 'intent', 1), ended(error, 9)])!;
+  assert.equal(t.kind, 'outcome');
+  assert.equal(t.resolvedBy, 'usr_op');
+  assert.equal(t.step_id, 'tool/call');
+  const waiting = [rec('tool/call', 'intent', 1), rec('tool/call', 'waiting', 2, { for: 'outcome', effect: { effect_key: 'k' } })];
+  assert.equal(liveRunState(waiting, 'running'), 'outcome_unknown');
+  assert.equal(liveRunState([rec('pre:0', 'waiting', 2, { for: 'approval' })], 'running'), 'waiting');
 });

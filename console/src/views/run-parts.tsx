@@ -406,6 +406,7 @@ const HEADLINE: Record<Triage['kind'], string> = {
   approval_timeout: 'The approval timed out',
   cancelled: 'The run was cancelled',
   storage: 'A storage limit was reached',
+  outcome: "A call's outcome was lost, and an operator failed the run",
   other: 'The run ended badly',
 };
 
@@ -609,6 +610,14 @@ export function FailurePanel({
             </dd>
           </>
         ))}
+        {t.resolvedBy ? (
+          <>
+            <dt>Failed by</dt>
+            <dd id="failure-resolved-by">
+              <Who id={t.resolvedBy} />
+            </dd>
+          </>
+        ) : null}
         {t.cancelledBy ? (
           <>
             <dt>Cancelled by</dt>

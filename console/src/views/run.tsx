@@ -38,6 +38,7 @@ import { ApprovalCard } from './approval-card.tsx';
 import { DecisionLine, DecisionList, type DecisionLike } from './decision-list.tsx';
 import { JobOutput } from './job-output.tsx';
 import { ToolCalls, toolCallsOf } from './tool-calls.tsx';
+import { OutcomePanel, Resolutions, type UnknownOutcome } from './outcome-panel.tsx';
 import {
   FailurePanel,
   JournalTable,
@@ -71,6 +72,8 @@ interface RunStatus {
   decisions?: DecisionLike[];
   forked_from?: { run_id: string; seq: number; record_hash: string } | null;
   forks?: { run_id: string; seq: number; by: string; at: string }[];
+  /** While the run waits `outcome_unknown`: the side-effecting call whose outcome was lost. */
+  unknown_outcome?: UnknownOutcome | null;
 }
 interface CrewRunStatus {
   formation_id: string | null;
@@ -628,6 +631,28 @@ export function RunView({ runId }: { runId: string }) {
       ) : null}
 
       {failure ? <FailurePanel t={failure} state={state} graph={graph} node={failedNode} onSelect={(id) => setPicked(id)} /> : null}
+
+      {run?.unknown_outcome && !terminal ? (
+        <OutcomePanel
+          run={run}
+          unknown={run.unknown_outcome}
+          records={journal.records}
+          onResolved={status.reload}
+          onSelect={() =>
+            graph &&
+            setPicked(
+              nodeOfStep(
+                run.unknown_outcome!.step_id,
+                graph.nodes.map((n) => n.id),
+              ),
+            )
+          }
+        />
+      ) : terminal && journal.records.some((r) => r.kind === 'outcome_resolved') ? (
+        <Section title="Lost outcomes" id="outcome-history">
+          <Resolutions records={journal.records} />
+        </Section>
+      ) : null}
 
       {journal.answers.length > 0 && !terminal ? <AnsweringNow answers={journal.answers} /> : null}
 

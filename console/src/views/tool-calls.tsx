@@ -1,8 +1,10 @@
 /**
  * A run's tool calls (issue 43 §5), from its journal: each call's tool, step and seat, who approved it
- * (under `ask`), the identity its server saw (docs/tools.md, "Who the server sees": a per-call token's
- * id and hash, the source's client, or none; never a token), and its arguments and result, read by the
- * hashes its signed record names and checked against them. The jobs' own steps (`job.*`) are left out.
+ * (under `ask`), its effect key and how an operator resolved its lost outcome (docs/engine.md, "Effect
+ * keys and the crash rule"), the identity its server saw (docs/tools.md, "Who the server sees": a
+ * per-call token's id and hash, the source's client, or none; never a token), and its arguments and
+ * result, read by the hashes its signed record names and checked against them. The jobs' own steps
+ * (`job.*`) are left out.
  */
 import { nodeOfStep, type GraphLike, type RecordLike } from '../run-model.ts';
 import { Time, Who } from '../ui.tsx';
@@ -20,6 +22,10 @@ export interface ToolCallRecord {
   approved_by: string[];
   identity: Record<string, unknown> | null;
   on_behalf: Record<string, unknown> | null;
+  /** A side-effecting call's effect key (sent as `Idempotency-Key` or in MCP `_meta`). */
+  effect_key: string | null;
+  /** An operator's resolution of its lost outcome: `{ resolution, by, attempt }`. */
+  resolution: Record<string, unknown> | null;
 }
 
 const obj = (v: unknown): Record<string, unknown> | null =>
@@ -34,7 +40,8 @@ export function toolCallsOf(records: readonly RecordLike[], graph: GraphLike | n
         r.kind === 'step' &&
         typeof r.data?.['tool'] === 'string' &&
         !String(r.data['tool']).startsWith('job.') &&
-        r.step_id.includes('/tool/'),
+        // A tool node's own record (`executor: tool`) sums up the call recorded just before it.
+        r.data['executor'] === undefined,
     )
     .map((r) => {
       const d = r.data ?? {};
@@ -51,6 +58,8 @@ export function toolCallsOf(records: readonly RecordLike[], graph: GraphLike | n
         approved_by: Array.isArray(d['approved_by']) ? d['approved_by'].filter((x): x is string => typeof x === 'string') : [],
         identity: obj(d['identity']),
         on_behalf: obj(d['on_behalf']),
+        effect_key: typeof d['effect_key'] === 'string' ? d['effect_key'] : null,
+        resolution: obj(d['resolution']),
       };
     });
 }
@@ -112,6 +121,23 @@ export function ToolCalls({ runId, calls, graph }: { runId: string; calls: ToolC
                         <Who id={p} />
                       </>
                     ))}
+                  </dd>
+                </>
+              ) : null}
+              {c.effect_key ? (
+                <>
+                  <dt>Effect key</dt>
+                  <dd>
+                    <code class="hash effect-key">{c.effect_key}</code>
+                  </dd>
+                </>
+              ) : null}
+              {c.resolution ? (
+                <>
+                  <dt>Its lost outcome</dt>
+                  <dd class="tool-resolution">
+                    {String(c.resolution['resolution'])} by <Who id={typeof c.resolution['by'] === 'string' ? c.resolution['by'] : null} />{' '}
+                    (attempt {String(c.resolution['attempt'] ?? '?')})
                   </dd>
                 </>
               ) : null}
