@@ -577,7 +577,7 @@ export async function updateRunState(tx: Tx, runId: string, u: StateUpdate): Pro
 
 /**
  * Fills `error_reason` of up to `limit` runs whose error was stored before the column (migration
- * runs-007); answers how many it filled. Idempotent: a peer doing the same at once writes the same.
+ * runs-008); answers how many it filled. Idempotent: a peer doing the same at once writes the same.
  */
 export async function backfillErrorReasons(db: Store, limit: number): Promise<number> {
   const rows = await db.all('SELECT run_id, error FROM runs WHERE error IS NOT NULL AND error_reason IS NULL LIMIT ?', [limit]);
