@@ -282,6 +282,7 @@ export const REASONS = {
   tool_rounds_exceeded: { codes: [], runs: ['refused'], sentence: 'The agent asked for tools more rounds than allowed.' },
   tool_unknown: { codes: I, runs: ['refused', 'failed'], sentence: 'There is no tool by that name.' },
   tool_unreachable: { codes: S, sentence: 'A tool could not reach what it calls.' },
+  ttl_too_long: { codes: I, sentence: "The bundle lifetime asked for is longer than the cell's configured maximum." },
   unbound_seat: { codes: I, sentence: 'A billet has no agent bound.' },
   unknown_agent: { codes: I, sentence: 'The agent named is not known.' },
   unknown_billet: { codes: I, sentence: 'The billet named is not in the formation.' },

@@ -4,7 +4,8 @@
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import { ServiceError, conflict, invalid, notFound } from '../../core/errors.ts';
+import { grants } from '../../core/authority/scopes.ts';
+import { ServiceError, conflict, forbidden, invalid, notFound } from '../../core/errors.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
 import { splitEnvelope } from '../../bundles/envelope.ts';
 import type { ModelReference } from '../../bundles/crew-bundle.ts';
@@ -16,7 +17,7 @@ import type { EdgeContext } from './context.ts';
 import { deviceKey, deviceView, registerDeviceTx } from './devices.ts';
 import * as repo from './repository.ts';
 import { runIdPath } from '../runs/api.ts';
-import { MAX_BUNDLE_TTL_SECONDS, issueCrewBundle, issueKeyBundle, trustAnchor } from './export.ts';
+import { MAX_BUNDLE_TTL_SECONDS, issueCrewBundle, issueKeyBundle, issuerOf, trustAnchor } from './export.ts';
 
 const TAG = 'Edge';
 const P = '/api/public/v1/admin/edge';
@@ -72,7 +73,10 @@ const signedResponse = (description: string) => ({ description, content: { [SIGN
 const KeyBundleRequest = z
   .object({
     device_id: DeviceId,
-    ttl_seconds: Ttl.optional().openapi({ description: 'Lifetime; default 7 days' }),
+    ttl_seconds: Ttl.optional().openapi({
+      description:
+        "Lifetime; default 7 days, at most the cell's `--max-key-bundle-ttl` (default 30 days; 400 `ttl_too_long` beyond it). A device honours the keys of a bundle until it expires",
+    }),
   })
   .strict()
   .openapi('IssueKeyBundle');
@@ -212,7 +216,8 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       'x-status': 'Live',
       summary: 'Issue a signed API-key records bundle for a device',
       description:
-        "Every key of this cell as the device must judge it (hashes only, never secrets), the owners' role permissions at issue time, and tombstones; signed with the cell identity key, audience the device, with a version higher than any issued before.",
+        "The keys of this cell as the device must judge them (hashes only, never secrets), the owners' role permissions at issue time, and tombstones; signed with the cell identity key, audience the device, with a version higher than any issued before. " +
+        'A device honours what its bundle carries, so a bundle carries only the credentials the caller could act on: keys whose owner is the caller or a principal it manages and whose authority is within the caller, and, as token subjects, the caller and the principals it manages.',
       ...secured(PERMISSIONS.edgeWrite),
       request: { body: jsonBody(KeyBundleRequest) },
       responses: { 201: signedResponse('The signed key bundle file'), ...errorResponses(400, 401, 403, 404) },
@@ -220,7 +225,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
-      const b = await issueKeyBundle(ctx, body.device_id, body.ttl_seconds);
+      const b = await issueKeyBundle(ctx, body.device_id, { ttlSeconds: body.ttl_seconds, issuer: issuerOf(auth) });
       await iam.auditNow({
         at: b.issued_at,
         actor: auth.principal.id,
@@ -241,7 +246,8 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       'x-status': 'Live',
       summary: 'Issue a signed crew bundle for a device',
       description:
-        "The crew's compiled graph and hash, agents, blueprints, skills, contracts, tool grants and remaining budgets, plus the model manifest reference, signed with the cell identity key for one device.",
+        "The crew's compiled graph and hash, agents, blueprints, skills, contracts, tool grants and remaining budgets, plus the model manifest reference, signed with the cell identity key for one device. " +
+        'Exporting a crew needs the right to run it, as starting a run does: `agent_teams.write` too (403 with `required_permission`), and every seat within the caller (403 `wider_than_caller`).',
       ...secured(PERMISSIONS.edgeWrite),
       request: { body: jsonBody(CrewBundleRequest) },
       responses: { 201: signedResponse('The signed crew bundle file'), ...errorResponses(400, 401, 403, 404) },
@@ -250,7 +256,13 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       const auth = c.get('auth');
       const body = c.req.valid('json');
       await devices.require(body.device_id);
-      const crew = await crewForEdge(ctx.teams, body.crew_id);
+      // The bundle hands the device the crew's prompts, tools and egress: the right to run the crew, as a run's start checks it.
+      if (!grants(auth.effective, PERMISSIONS.teamsWrite)) {
+        throw forbidden(`the credential lacks the permission ${PERMISSIONS.teamsWrite}`, { required_permission: PERMISSIONS.teamsWrite });
+      }
+      const crew = await crewForEdge(ctx.teams, body.crew_id, (graph) =>
+        ctx.teams.assertSeatsWithinCaller(auth, graph, { action: 'edge.crew_bundle.issue', target: body.crew_id }),
+      );
       const b = await issueCrewBundle(ctx, body.device_id, crew, modelReference(body.model_manifest), body.ttl_seconds);
       await iam.auditNow({
         at: b.issued_at,
