@@ -15,7 +15,7 @@ import { callerHolding } from '../iam/api.ts';
 import { buildKeyBundle, type BundleOwner, type TokenTrust } from '../../bundles/key-bundle.ts';
 import { buildCrewBundle, type CrewContent, type ModelReference } from '../../bundles/crew-bundle.ts';
 import type { EdgeContext } from './context.ts';
-import { latestBundleVersion, nextBundleVersion } from './repository.ts';
+import { insertCrewGraph, latestBundleVersion, nextBundleVersion } from './repository.ts';
 
 /** Default lifetime of a key bundle: a week, long enough to carry it, short enough to bound stale keys. */
 export const DEFAULT_KEY_BUNDLE_TTL_SECONDS = 7 * 24 * 3600;
@@ -184,7 +184,11 @@ export async function issueCrewBundle(
   await ctx.devices.require(deviceId);
   const ttl = ttlMs(ttlSeconds, DEFAULT_CREW_BUNDLE_TTL_SECONDS);
   const now = ctx.core.clock.now();
-  const version = await ctx.core.store.write((tx) => nextBundleVersion(tx, 'crew'));
+  // The graph is kept by its hash: a journal carried back from a device is replayed on it (journal-import.ts).
+  const version = await ctx.core.store.write(async (tx) => {
+    await insertCrewGraph(tx, crew.graph_hash, JSON.stringify(crew.graph), now);
+    return nextBundleVersion(tx, 'crew');
+  });
   const text = await buildCrewBundle({
     issuer: ctx.core.config.groupId,
     signer: ctx.iam.signer(),

@@ -100,6 +100,29 @@ export async function journalByRun(db: Reader, runId: string): Promise<JournalRo
     : undefined;
 }
 
+/** Replaces a stored journal with a longer one of the same run that extends it (only while it is still `prevHash`). */
+export async function replaceJournal(tx: Tx, prevHash: string, j: JournalRow & { imported_by: string }): Promise<void> {
+  await tx.run(
+    'UPDATE edge_journals SET outcome = ?, record_count = ?, hash = ?, export = ?, imported_at = ?, imported_by = ? WHERE run_id = ? AND hash = ?',
+    [j.outcome, j.record_count, j.hash, j.export, j.imported_at, j.imported_by, j.run_id, prevHash],
+  );
+}
+
+/** Records the graph a crew bundle carries (once per graph hash). */
+export async function insertCrewGraph(tx: Tx, graphHash: string, graph: string, at: number): Promise<void> {
+  await tx.run('INSERT INTO edge_crew_graphs (graph_hash, graph, first_issued_at) VALUES (?, ?, ?) ON CONFLICT (graph_hash) DO NOTHING', [
+    graphHash,
+    graph,
+    at,
+  ]);
+}
+
+/** The graph (JSON text) a crew bundle of this cell carried under `graphHash`, or undefined. */
+export async function crewGraphByHash(db: Reader, graphHash: string): Promise<string | undefined> {
+  const r = await db.get('SELECT graph FROM edge_crew_graphs WHERE graph_hash = ?', [graphHash]);
+  return r ? str(r, 'graph') : undefined;
+}
+
 export async function insertJournal(tx: Tx, j: JournalRow & { imported_by: string }): Promise<void> {
   await tx.run(
     'INSERT INTO edge_journals (run_id, device_id, crew_id, graph_hash, outcome, record_count, hash, export, imported_at, imported_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',

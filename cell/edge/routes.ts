@@ -5,8 +5,7 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { grants } from '../../core/authority/scopes.ts';
-import { ServiceError, conflict, forbidden, invalid, notFound } from '../../core/errors.ts';
-import { openJournalExport } from '../../bundles/journal-export.ts';
+import { forbidden, invalid, notFound } from '../../core/errors.ts';
 import { splitEnvelope } from '../../bundles/envelope.ts';
 import type { ModelReference } from '../../bundles/crew-bundle.ts';
 import { crewForEdge } from './crew-source.ts';
@@ -15,6 +14,7 @@ import { isoTime } from '../../core/iso-time.ts';
 import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import type { EdgeContext } from './context.ts';
 import { deviceKey, deviceView, registerDeviceTx } from './devices.ts';
+import { importJournal } from './journal-import.ts';
 import * as repo from './repository.ts';
 import { runIdPath } from '../runs/api.ts';
 import { MAX_BUNDLE_TTL_SECONDS, issueCrewBundle, issueKeyBundle, issuerOf, trustAnchor } from './export.ts';
@@ -321,7 +321,11 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       description:
         'The export must be signed by a registered device (404 otherwise), and its run id must be the one that device derives from the ' +
         "carried run nonce (403 `run_not_of_device`): a device cannot import under another device's run id. Format 1 exports carry " +
-        'no nonce and are refused (403 `run_unbound`). The same export again is idempotent; another export for an imported run is 409 `journal_exists`.',
+        'no nonce and are refused (403 `run_unbound`). Only a run that ended is imported, and its outcome must be the one its records end ' +
+        'with (403 `outcome_mismatch`); a `completed` journal must replay to completion on the graph a crew bundle of this cell carried ' +
+        '(403 `outcome_mismatch`; 400 `unknown_graph` when no bundle carried it). A fork names a parent imported here (409 `parent_unknown`) ' +
+        'and its lineage must verify against it (403 `journal_invalid`). The same export again is idempotent; a longer journal of the run ' +
+        'that extends the imported one replaces it; any other export for an imported run is 409 `journal_exists`.',
       ...secured(PERMISSIONS.edgeWrite),
       request: {
         body: {
@@ -333,88 +337,8 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       responses: { 201: json(JournalImported, 'The journal verified and was stored'), ...errorResponses(400, 401, 403, 404, 409) },
     }),
     async (c) => {
-      const auth = c.get('auth');
-      const text = await c.req.text();
-      const parts = splitEnvelope(text);
-      if (!parts || typeof parts.header['kid'] !== 'string')
-        throw invalid('the body is not a signed journal export', { reason: 'malformed' });
-      const device = await devices.get(parts.header['kid']);
-      if (!device) throw notFound('device');
-      let opened;
-      try {
-        opened = await openJournalExport(
-          text,
-          { kid: device.device_id, jwk: JSON.parse(device.public_jwk) as JsonWebKey },
-          core.config.groupId,
-        );
-      } catch (e) {
-        await iam.auditNow({
-          actor: auth.principal.id,
-          action: 'edge.journal.import',
-          target: device.device_id,
-          outcome: 'refused',
-          details: { reason: (e as ServiceError).details?.['reason'] ?? 'invalid' },
-        });
-        throw e;
-      }
-      const p = opened.payload;
-      if (p.format_version === 1) {
-        // A format 1 export carries no run nonce: its run id is bound to no device, and importing it would
-        // let any registered device take another device's run id first (issue 20, finding 17).
-        await iam.auditNow({
-          actor: auth.principal.id,
-          action: 'edge.journal.import',
-          target: device.device_id,
-          outcome: 'refused',
-          details: { reason: 'run_unbound', run_id: p.run.run_id },
-        });
-        throw new ServiceError(
-          'forbidden',
-          'a format 1 journal export does not bind its run id to the device that ran it; runs made by an edge of this release are importable',
-          { details: { reason: 'run_unbound' } },
-        );
-      }
-      const now = core.clock.now();
-      await core.store.write(async (tx) => {
-        const existing = await repo.journalByRun(tx, p.run.run_id);
-        if (existing && existing.hash !== opened.hash)
-          throw conflict('a different journal for this run was already imported', { reason: 'journal_exists' });
-        if (!existing) {
-          await repo.insertJournal(tx, {
-            run_id: p.run.run_id,
-            device_id: device.device_id,
-            crew_id: p.run.crew_id,
-            graph_hash: p.run.graph_hash,
-            outcome: p.run.outcome,
-            record_count: p.records.length,
-            hash: opened.hash,
-            export: text,
-            imported_at: now,
-            imported_by: auth.principal.id,
-          });
-        }
-        await iam.audit(tx, {
-          at: now,
-          actor: auth.principal.id,
-          action: 'edge.journal.import',
-          target: device.device_id,
-          outcome: 'ok',
-          details: { run_id: p.run.run_id },
-        });
-      });
-      return c.json(
-        {
-          run_id: p.run.run_id,
-          device_id: device.device_id,
-          crew_id: p.run.crew_id,
-          graph_hash: p.run.graph_hash,
-          outcome: p.run.outcome,
-          record_count: p.records.length,
-          verified: true as const,
-          imported_at: isoTime(now),
-        },
-        201,
-      );
+      const j = await importJournal(ctx, c.get('auth'), await c.req.text());
+      return c.json({ ...j, verified: true as const, imported_at: isoTime(j.imported_at) }, 201);
     },
   );
 }

@@ -31,4 +31,14 @@ export const EDGE_MIGRATIONS: readonly Migration[] = [
       imported_by TEXT NOT NULL
     )`,
   },
+  {
+    // The graphs crew bundles carried to devices, by graph hash: a journal carried back says it completed a
+    // run of one, and the cell replays it on that graph (cell/edge/journal-import.ts).
+    id: 'edge-004-crew-graphs',
+    sql: `CREATE TABLE edge_crew_graphs (
+      graph_hash TEXT PRIMARY KEY,
+      graph TEXT NOT NULL,
+      first_issued_at INTEGER NOT NULL
+    )`,
+  },
 ];
