@@ -79,7 +79,7 @@ async function buildModules(core: CellCore, metrics: CellMetrics) {
   const iam = await createIamModule(core);
   // The device registry is the edge module's, but the OAuth server needs it to issue device-addressed tokens.
   const devices = new Devices(core.store);
-  const oauth = await createOAuthModule(core, { iam: iam.iam, deviceExists: (id) => devices.exists(id) });
+  const oauth = await createOAuthModule(core, { iam: iam.iam, deviceExists: (id) => devices.isActive(id) });
   const tools = await createToolsModule(core, { delegation: oauth.api.delegateForTool });
   const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster, metrics });
   const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, runs: runs.runs, metrics });

@@ -113,6 +113,8 @@ export const REASONS = {
   delegated_credential: { codes: F, sentence: 'A delegated credential cannot mint this.' },
   delegation_too_deep: { codes: U, sentence: 'The delegation chain has more actors than allowed.' },
   delegation_unresolved: { codes: [], runs: ['refused'], sentence: 'A delegate step could not resolve which seat to delegate to.' },
+  device_deleted: { codes: C, sentence: 'The edge device was deleted: it gets no bundle, token or journal import.' },
+  device_disabled: { codes: C, sentence: 'The edge device is disabled: it gets no bundle, token or journal import until it is enabled.' },
   device_exists: { codes: C, sentence: 'A device with this id is already registered.' },
   disk_full: { codes: S, sentence: "The store's disk is full; it accepts no writes until there is room." },
   dpop_ath_mismatch: { codes: U, sentence: 'The DPoP proof `ath` is not the hash of the access token.' },

@@ -9,6 +9,7 @@
  */
 import type { KeyRecord } from '../../core/apikey/verify.ts';
 import { contains, type Holding } from '../../core/authority/contain.ts';
+import { intersectSelectors } from '../../core/authority/scopes.ts';
 import { invalid } from '../../core/errors.ts';
 import type { AuthContext } from '../context.ts';
 import { callerHolding } from '../iam/api.ts';
@@ -66,7 +67,7 @@ export async function keyRecordsForEdge(
       ownerId: row.owner_id,
       authority: await ctx.iam.keyAuthority(row),
     });
-    if (v.ok) kept.push(r);
+    if (v.ok) kept.push({ ...r, owner_permissions: capped(issuer, r.owner_permissions) });
   }
   // Tombstones only refuse: every one stays, so a dead key is never honoured whoever issued the bundle.
   return { records: kept, tombstones };
@@ -76,12 +77,22 @@ export async function keyRecordsForEdge(
  * Whoever issues a bundle through the API, as the containment rule sees them (docs/security.md): a key
  * bundle makes a device honour the keys and tokens it carries, which is acting on those credentials,
  * so it carries only the keys the issuer could act on (their owner is the issuer or one it manages, and
- * their authority is within the issuer's) and only the principals it manages as token subjects. Null:
+ * their authority is within the issuer's) and, as token subjects, only the principals it manages and
+ * itself, every principal's permissions capped at what the issuer holds. Null:
  * the operator's `bundle keys` from the cell's own data directory, which holds every key.
  */
 export interface Issuer {
   principalId: string;
   holding: Holding;
+}
+
+/**
+ * A principal's permissions as a bundle of `issuer` carries them: within what the issuer holds. The same
+ * for the principals it manages (theirs are within it already); for the issuer itself, when it presents a
+ * credential narrower than its principal, the device then honours none of its tokens beyond that credential.
+ */
+function capped(issuer: Issuer, permissions: readonly string[]): string[] {
+  return intersectSelectors(permissions, issuer.holding.permissions);
 }
 
 /** The issuer of a request, or null when it holds everything (nothing to leave out). */
@@ -127,7 +138,8 @@ export async function subjectsForEdge(ctx: EdgeContext, issuer: Issuer | null = 
     const page = await ctx.iam.principalsPage(PAGE, offset);
     for (const p of page) {
       if (issuer !== null && p.id !== issuer.principalId && !contains(issuer.holding, await ctx.iam.authorityOf(p)).ok) continue;
-      out[p.id] = { status: p.status, permissions: p.status === 'active' ? await ctx.iam.permissionsOf(p) : [] };
+      const permissions = p.status === 'active' ? await ctx.iam.permissionsOf(p) : [];
+      out[p.id] = { status: p.status, permissions: issuer === null ? permissions : capped(issuer, permissions) };
     }
     if (page.length < PAGE) return out;
   }
@@ -146,7 +158,7 @@ export async function issueKeyBundle(
   deviceId: string,
   opts: { ttlSeconds?: number | undefined; issuer?: Issuer | null } = {},
 ): Promise<IssuedBundle> {
-  await ctx.devices.require(deviceId);
+  await ctx.devices.requireActive(deviceId);
   // A device honours the bundle's keys until it expires: the lifetime is bounded by the cell's configuration.
   const ttl = ttlMs(opts.ttlSeconds, DEFAULT_KEY_BUNDLE_TTL_SECONDS, ctx.core.config.maxKeyBundleTtlSeconds);
   const issuer = opts.issuer ?? null;
@@ -181,7 +193,7 @@ export async function issueCrewBundle(
   model: ModelReference | null,
   ttlSeconds?: number,
 ): Promise<IssuedBundle> {
-  await ctx.devices.require(deviceId);
+  await ctx.devices.requireActive(deviceId);
   const ttl = ttlMs(ttlSeconds, DEFAULT_CREW_BUNDLE_TTL_SECONDS);
   const now = ctx.core.clock.now();
   // The graph is kept by its hash: a journal carried back from a device is replayed on it (journal-import.ts).

@@ -1,6 +1,7 @@
 /**
  * Importing a journal carried back from a device (`POST /admin/edge/journals`). The device signs
  * whatever it writes, so the cell believes a journal only as far as it can check it:
+ *   0. the signing device is registered (404) and active (409 `device_disabled`, `device_deleted`);
  *   1. the envelope and every record verify against the registered device key, the chain holds,
  *      every value matches its hash, and the run id is the device's (bundles/journal-export.ts);
  *   2. a format 1 export (run id bound to no device) is refused (`run_unbound`);
@@ -62,6 +63,10 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
     });
     throw new ServiceError(code, message, { details: { reason, ...extra } });
   };
+  if (device.status !== 'active') {
+    const reason = device.status === 'disabled' ? 'device_disabled' : 'device_deleted';
+    await refuse(reason, `the device that signed the journal is ${device.status}`, 'conflict', { device_id: device.device_id });
+  }
   let opened;
   try {
     opened = await openJournalExport(

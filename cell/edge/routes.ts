@@ -1,6 +1,7 @@
 /**
- * Edge routes under /api/public/v1/admin/edge: register devices, issue signed
- * key and crew bundles for a device, import journals carried back.
+ * Edge routes under /api/public/v1/admin/edge: devices (routes-devices.ts), signed key and crew bundles
+ * issued for an active device by whoever may act on it (its registrant, or one that manages the
+ * registrant: devices.ts `deviceFacts`), journals carried back (journal-import.ts).
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
@@ -11,55 +12,18 @@ import type { ModelReference } from '../../bundles/crew-bundle.ts';
 import { crewForEdge } from './crew-source.ts';
 import type { AppEnv } from '../context.ts';
 import { isoTime } from '../../core/iso-time.ts';
-import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, secured } from '../http/openapi.ts';
 import type { EdgeContext } from './context.ts';
-import { deviceKey, deviceView, registerDeviceTx } from './devices.ts';
+import { deviceFacts } from './devices.ts';
+import { DeviceId, deviceRoutes } from './routes-devices.ts';
 import { importJournal } from './journal-import.ts';
 import * as repo from './repository.ts';
 import { runIdPath } from '../runs/api.ts';
-import { MAX_BUNDLE_TTL_SECONDS, issueCrewBundle, issueKeyBundle, issuerOf, trustAnchor } from './export.ts';
+import { MAX_BUNDLE_TTL_SECONDS, issueCrewBundle, issueKeyBundle, issuerOf } from './export.ts';
 
 const TAG = 'Edge';
 const P = '/api/public/v1/admin/edge';
 
-const Jwk = z
-  .object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string().max(64) })
-  .passthrough()
-  .openapi('Ed25519PublicJwk');
-
-const RegisterDevice = z
-  .object({
-    name: z.string().min(1).max(100),
-    public_jwk: Jwk.openapi({ description: 'The device public key printed by `edge init`' }),
-  })
-  .strict()
-  .openapi('RegisterEdgeDevice');
-
-const TrustAnchor = z
-  .object({
-    cell_id: z.string(),
-    keys: z.array(z.object({ kid: z.string(), jwk: z.record(z.string(), z.unknown()) })),
-  })
-  .openapi('EdgeTrustAnchor');
-
-const Device = z
-  .object({
-    device_id: z.string().openapi({ description: 'RFC 7638 thumbprint of the device key; bundles name it as audience' }),
-    name: z.string(),
-    public_jwk: z.record(z.string(), z.unknown()),
-    created_at: IsoTime,
-    created_by: z.string(),
-  })
-  .openapi('EdgeDevice');
-
-const DeviceRegistered = Device.extend({
-  trust: TrustAnchor.openapi({ description: 'Save as a file and pin it on the device with `edge trust --file`' }),
-}).openapi('EdgeDeviceRegistered');
-
-const DeviceId = z
-  .string()
-  .regex(/^[A-Za-z0-9_-]{43}$/)
-  .openapi({ description: 'device_id from registration' });
 const Ttl = z.number().int().min(1).max(MAX_BUNDLE_TTL_SECONDS);
 
 /** Media type of signed artifacts: a canonical JSON header line, then the canonical JSON payload (bundles/envelope.ts). */
@@ -148,65 +112,7 @@ function modelReference(manifest: string | undefined): ModelReference | null {
 
 export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
   const { core, iam, devices } = ctx;
-  app.openapi(
-    createRoute({
-      method: 'post',
-      path: `${P}/devices`,
-      tags: [TAG],
-      'x-status': 'Live',
-      summary: 'Register an edge device public key; returns the trust anchor the device pins',
-      ...secured(PERMISSIONS.edgeWrite),
-      request: { body: jsonBody(RegisterDevice) },
-      responses: { 201: json(DeviceRegistered, 'The registered device and the cell trust anchor'), ...errorResponses(400, 401, 403, 409) },
-    }),
-    async (c) => {
-      const auth = c.get('auth');
-      const body = c.req.valid('json');
-      const { jwk, deviceId } = deviceKey(body.public_jwk);
-      const row = {
-        device_id: deviceId,
-        name: body.name,
-        public_jwk: JSON.stringify(jwk),
-        created_at: core.clock.now(),
-        created_by: auth.principal.id,
-      };
-      await core.store.write(async (tx) => {
-        await registerDeviceTx(tx, row);
-        await iam.audit(tx, {
-          at: row.created_at,
-          actor: auth.principal.id,
-          action: 'edge.device.register',
-          target: deviceId,
-          outcome: 'ok',
-        });
-      });
-      const anchor = await trustAnchor(ctx);
-      return c.json(
-        {
-          ...deviceView(row),
-          trust: { cell_id: anchor.cell_id, keys: anchor.keys.map((k) => ({ kid: k.kid, jwk: { ...k.jwk } as Record<string, unknown> })) },
-        },
-        201,
-      );
-    },
-  );
-
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/devices`,
-      tags: [TAG],
-      'x-status': 'Live',
-      summary: 'List registered edge devices',
-      ...secured(PERMISSIONS.edgeRead),
-      request: { query: pageQuery(100, 1000) },
-      responses: { 200: json(listSchema('devices', Device, 'EdgeDeviceList'), 'Devices, oldest first'), ...errorResponses(400, 401, 403) },
-    }),
-    async (c) => {
-      const q = c.req.valid('query');
-      return c.json({ devices: (await devices.list(q.limit, q.offset)).map(deviceView), ...pageOf(q, await devices.count()) }, 200);
-    },
-  );
+  deviceRoutes(app, ctx);
 
   app.openapi(
     createRoute({
@@ -217,14 +123,16 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       summary: 'Issue a signed API-key records bundle for a device',
       description:
         "The keys of this cell as the device must judge them (hashes only, never secrets), the owners' role permissions at issue time, and tombstones; signed with the cell identity key, audience the device, with a version higher than any issued before. " +
-        'A device honours what its bundle carries, so a bundle carries only the credentials the caller could act on: keys whose owner is the caller or a principal it manages and whose authority is within the caller, and, as token subjects, the caller and the principals it manages.',
+        'A device honours what its bundle carries, so a bundle carries only the credentials the caller could act on: keys whose owner is the caller or a principal it manages and whose authority is within the caller, and, as token subjects, the caller and the principals it manages. ' +
+        'The device must be active (409 `device_disabled`, `device_deleted`), and the caller its registrant or one that manages the registrant (403 `wider_than_caller`).',
       ...secured(PERMISSIONS.edgeWrite),
       request: { body: jsonBody(KeyBundleRequest) },
-      responses: { 201: signedResponse('The signed key bundle file'), ...errorResponses(400, 401, 403, 404) },
+      responses: { 201: signedResponse('The signed key bundle file'), ...errorResponses(400, 401, 403, 404, 409) },
     }),
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
+      await iam.assertMayActOnCredential(auth, deviceFacts(await devices.requireActive(body.device_id)), 'edge.key_bundle.issue');
       const b = await issueKeyBundle(ctx, body.device_id, { ttlSeconds: body.ttl_seconds, issuer: issuerOf(auth) });
       await iam.auditNow({
         at: b.issued_at,
@@ -247,15 +155,16 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       summary: 'Issue a signed crew bundle for a device',
       description:
         "The crew's compiled graph and hash, agents, blueprints, skills, contracts, tool grants and remaining budgets, plus the model manifest reference, signed with the cell identity key for one device. " +
-        'Exporting a crew needs the right to run it, as starting a run does: `agent_teams.write` too (403 with `required_permission`), and every seat within the caller (403 `wider_than_caller`).',
+        'Exporting a crew needs the right to run it, as starting a run does: `agent_teams.write` too (403 with `required_permission`), and every seat within the caller (403 `wider_than_caller`). ' +
+        'The device must be active (409 `device_disabled`, `device_deleted`), and the caller its registrant or one that manages the registrant (403 `wider_than_caller`).',
       ...secured(PERMISSIONS.edgeWrite),
       request: { body: jsonBody(CrewBundleRequest) },
-      responses: { 201: signedResponse('The signed crew bundle file'), ...errorResponses(400, 401, 403, 404) },
+      responses: { 201: signedResponse('The signed crew bundle file'), ...errorResponses(400, 401, 403, 404, 409) },
     }),
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
-      await devices.require(body.device_id);
+      await iam.assertMayActOnCredential(auth, deviceFacts(await devices.requireActive(body.device_id)), 'edge.crew_bundle.issue');
       // The bundle hands the device the crew's prompts, tools and egress: the right to run the crew, as a run's start checks it.
       if (!grants(auth.effective, PERMISSIONS.teamsWrite)) {
         throw forbidden(`the credential lacks the permission ${PERMISSIONS.teamsWrite}`, { required_permission: PERMISSIONS.teamsWrite });
@@ -319,7 +228,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       'x-status': 'Live',
       summary: 'Import a run journal exported by a device; verifies every signature and the chain',
       description:
-        'The export must be signed by a registered device (404 otherwise), and its run id must be the one that device derives from the ' +
+        'The export must be signed by a registered device (404 otherwise) that is active (409 `device_disabled`, `device_deleted`), and its run id must be the one that device derives from the ' +
         "carried run nonce (403 `run_not_of_device`): a device cannot import under another device's run id. Format 1 exports carry " +
         'no nonce and are refused (403 `run_unbound`). Only a run that ended is imported, and its outcome must be the one its records end ' +
         'with (403 `outcome_mismatch`); a `completed` journal must replay to completion on the graph a crew bundle of this cell carried ' +

@@ -41,4 +41,12 @@ export const EDGE_MIGRATIONS: readonly Migration[] = [
       first_issued_at INTEGER NOT NULL
     )`,
   },
+  {
+    // A device can be disabled (no bundle, no token, no journal import until enabled again) and deleted
+    // (soft: the row stays, so its journals keep naming it and its key cannot be registered again).
+    id: 'edge-005-device-status',
+    sql: `ALTER TABLE edge_devices ADD COLUMN status TEXT NOT NULL DEFAULT 'active';
+    ALTER TABLE edge_devices ADD COLUMN status_at INTEGER;
+    ALTER TABLE edge_devices ADD COLUMN status_by TEXT`,
+  },
 ];

@@ -41,8 +41,9 @@ import { reloadFollower, type ReloadFollower } from './internal/follower.ts';
 export interface OAuthDeps {
   iam: Iam;
   /**
-   * Whether an edge device is registered with this cell (the edge module's
-   * answer), for resource indicators `edge:<device_id>`. Called only while
+   * Whether an edge device is registered with this cell and active (the edge
+   * module's answer: a disabled or deleted device gets no token), for resource
+   * indicators `edge:<device_id>`. Called only while
    * serving requests, never while the module is built, so it may reach a
    * module built after this one.
    */

@@ -223,3 +223,24 @@ test('finding 14: the device exports a run only once it has ended, with the outc
     await t.close();
   }
 });
+
+test('no journal of a disabled or deleted device is imported', async () => {
+  const t = await inProcessCell();
+  try {
+    const d = await device(t);
+    const text = await exportRun(d.signer, await deviceRun(d.signer, d.graph, d.graphHash), { crewId: d.crewId });
+    for (const [verb, method, path, reason] of [
+      ['disable', 'POST', `${A}/edge/devices/${d.k.kid}/disable`, 'device_disabled'],
+      ['delete', 'DELETE', `${A}/edge/devices/${d.k.kid}`, 'device_deleted'],
+    ] as const) {
+      assert.equal((await t.request(method, path, { token: t.adminKey })).status, 200, verb);
+      const r = await post(t, text);
+      assert.equal(r.status, 409, r.text);
+      assert.equal(r.body.details.reason, reason);
+    }
+    assert.deepEqual(await refusals(t), ['device_disabled', 'device_deleted']);
+    assert.equal((await t.rows('SELECT run_id FROM edge_journals')).length, 0);
+  } finally {
+    await t.close();
+  }
+});

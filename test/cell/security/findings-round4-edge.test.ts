@@ -152,3 +152,89 @@ test('finding 12: a key bundle lives at most the configured maximum and carries 
     await t.close();
   }
 });
+
+const deviceRow = (t: InProcess, id: string) => t.row('SELECT status, status_by FROM edge_devices WHERE device_id = ?', [id]);
+
+test('a device can be disabled, enabled and deleted by whoever may act on it; a disabled device gets nothing', async () => {
+  const t = await inProcessCell();
+  try {
+    const crew = await ownersCrew(t);
+    const owners = await device(t, t.adminKey);
+    const ops = await actor(t, { name: 'field-ops', permissions: ['edge.write', 'edge.read', 'agent_teams.write', 'iam.sats.write'] });
+    const mine = await device(t, ops.key);
+
+    // Another principal's device: a narrow edge.write key neither changes it nor issues its bundles.
+    const before = await deviceRow(t, owners.id);
+    for (const [method, path, body] of [
+      ['POST', `${A}/edge/devices/${owners.id}/disable`, undefined],
+      ['POST', `${A}/edge/devices/${owners.id}/enable`, undefined],
+      ['DELETE', `${A}/edge/devices/${owners.id}`, undefined],
+      ['POST', `${A}/edge/key-bundles`, { device_id: owners.id }],
+    ] as const) {
+      const r = await t.request(method, path, { token: ops.key, ...(body ? { body } : {}) });
+      assert.equal(r.status, 403, `${method} ${path}: ${r.text}`);
+      assert.equal(r.body.details.reason, 'wider_than_caller');
+      assert.equal(r.body.details.credential.kind, 'device');
+    }
+    assert.deepEqual(await deviceRow(t, owners.id), before, "the owner's device is as it was");
+    const refused = await t.rows("SELECT action FROM audit WHERE actor = ? AND outcome = 'refused' ORDER BY seq", [ops.id]);
+    assert.deepEqual(
+      refused.map((r) => r['action']),
+      ['edge.device.disable', 'edge.device.enable', 'edge.device.delete', 'edge.key_bundle.issue'],
+    );
+
+    // Its own device: disabled, it gets no bundle, no token for its audience, no journal import.
+    const sat = () => t.request('POST', `${A}/sats`, { token: ops.key, body: { scope: ['edge.read'], resource: `edge:${mine.id}` } });
+    assert.equal((await sat()).status, 201);
+    const off = await t.request('POST', `${A}/edge/devices/${mine.id}/disable`, { token: ops.key });
+    assert.equal(off.status, 200, off.text);
+    assert.equal(off.body.status, 'disabled');
+    assert.equal(off.body.status_changed_by, ops.id);
+    assert.equal((await t.request('POST', `${A}/edge/devices/${mine.id}/disable`, { token: ops.key })).status, 200, 'idempotent');
+    for (const [path, body] of [
+      [`${A}/edge/key-bundles`, { device_id: mine.id }],
+      [`${A}/edge/crew-bundles`, { device_id: mine.id, crew_id: crew }],
+    ] as const) {
+      const r = await t.request('POST', path, { token: t.adminKey, body });
+      assert.equal(r.status, 409, r.text);
+      assert.equal(r.body.details.reason, 'device_disabled');
+    }
+    const token = await sat();
+    assert.equal(token.status, 400, token.text);
+    assert.equal(token.body.details.reason, 'invalid_target');
+    assert.equal((await t.request('POST', `${A}/edge/devices/${mine.id}/enable`, { token: ops.key })).body.status, 'active');
+    assert.equal((await t.request('POST', `${A}/edge/key-bundles`, { token: ops.key, body: { device_id: mine.id } })).status, 201);
+
+    // Deleted (soft): gone from the list, kept with include_deleted, its key not registered again.
+    const del = await t.request('DELETE', `${A}/edge/devices/${mine.id}`, { token: ops.key });
+    assert.equal(del.status, 200, del.text);
+    assert.equal(del.body.status, 'deleted');
+    assert.equal((await t.request('DELETE', `${A}/edge/devices/${mine.id}`, { token: ops.key })).status, 200, 'idempotent');
+    const listed = (await must(t, 'GET', `${A}/edge/devices`)).devices.map((d: { device_id: string }) => d.device_id);
+    assert.ok(!listed.includes(mine.id) && listed.includes(owners.id));
+    const all = await must(t, 'GET', `${A}/edge/devices?include_deleted=true`);
+    assert.equal(all.devices.find((d: { device_id: string }) => d.device_id === mine.id).status, 'deleted');
+    const enable = await t.request('POST', `${A}/edge/devices/${mine.id}/enable`, { token: ops.key });
+    assert.equal(enable.status, 409);
+    assert.equal(enable.body.details.reason, 'device_deleted');
+    assert.equal((await t.request('POST', `${A}/edge/key-bundles`, { token: t.adminKey, body: { device_id: mine.id } })).status, 404);
+    assert.equal((await sat()).status, 400);
+    const ok = await t.rows(
+      "SELECT action, details FROM audit WHERE actor = ? AND outcome = 'ok' AND action LIKE 'edge.device.%' ORDER BY seq",
+      [ops.id],
+    );
+    assert.deepEqual(
+      ok.map((r) => [r['action'], JSON.parse(String(r['details'] ?? '{}')).from ?? null]),
+      [
+        ['edge.device.register', null],
+        ['edge.device.disable', 'active'],
+        ['edge.device.enable', 'disabled'],
+        ['edge.device.delete', 'active'],
+      ],
+    );
+    // The owner (who manages every principal) may act on any device.
+    assert.equal((await t.request('POST', `${A}/edge/devices/${owners.id}/disable`, { token: t.adminKey })).status, 200);
+  } finally {
+    await t.close();
+  }
+});

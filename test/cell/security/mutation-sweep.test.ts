@@ -13,6 +13,7 @@ import fc from 'fast-check';
 import { ALL_PERMISSIONS } from '../../../core/permissions.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { operations, type Json } from '../discovery/_openapi.ts';
+import { generateEd25519 } from '../../../bundles/codec.ts';
 
 const A = '/api/public/v1/admin';
 const T = `${A}/agent-teams`;
@@ -57,6 +58,9 @@ const agentState = async (t: InProcess, w: World) => ({
   l: await row(t, 'SELECT budget_limit FROM team_ledgers WHERE agent_id = ?', w.ids['agent_id']!),
 });
 const runCount = async (t: InProcess) => (await t.row('SELECT COUNT(*) AS n FROM runs'))!['n'];
+const deviceState = (param: string) => (t: InProcess, w: World) =>
+  row(t, 'SELECT status, status_at, status_by FROM edge_devices WHERE device_id = ?', w.ids[param]!);
+const bundleVersion = (type: string) => (t: InProcess) => row(t, 'SELECT version FROM edge_bundle_versions WHERE type = ?', type);
 
 /** What the owner's narrow key holds (and a caller needs to see it): finding 1's service principal held these. */
 const KEY_HOLDS = ['agent_teams.approve', 'ai.providers.write', 'iam.principals.read'];
@@ -152,6 +156,25 @@ const DRIVERS: Record<string, Driver> = {
     state: runCount,
     also: ['agent_teams.read'],
   },
+  // The owner's devices: acting on one (its state, its bundles) is acting on the owner's credential.
+  'POST /api/public/v1/admin/edge/devices/{device_id}/disable': { params: (w) => w.ids, state: deviceState('device_id') },
+  'POST /api/public/v1/admin/edge/devices/{device_id}/enable': {
+    params: (w) => ({ device_id: w.ids['disabled_device_id']! }),
+    state: deviceState('disabled_device_id'),
+  },
+  'DELETE /api/public/v1/admin/edge/devices/{device_id}': { params: (w) => w.ids, state: deviceState('device_id') },
+  'POST /api/public/v1/admin/edge/key-bundles': {
+    params: () => ({}),
+    bodyOf: (w) => ({ device_id: w.ids['device_id'] }),
+    state: bundleVersion('api-key-records'),
+  },
+  // The owner's crew to a device: the device's owner and the crew's seats both refuse a narrow caller.
+  'POST /api/public/v1/admin/edge/crew-bundles': {
+    params: () => ({}),
+    bodyOf: (w) => ({ device_id: w.ids['device_id'], crew_id: w.ids['crew_id'] }),
+    state: bundleVersion('crew'),
+    also: ['agent_teams.write'],
+  },
 };
 
 /**
@@ -202,8 +225,6 @@ const NOT_DRIVEN = new Map<string, string>([
   ['DELETE /api/public/v1/admin/jobs/definitions/{schedule_id}', 'stops a schedule: never widens anything'],
   ['DELETE /api/public/v1/admin/jobs/endpoints/{endpoint_id}', 'unpublishes: never widens anything'],
   ['POST /api/public/v1/admin/edge/devices', 'registers a device key; authority reaches a device only through a key bundle'],
-  ['POST /api/public/v1/admin/edge/key-bundles', 'projects existing keys for a device; hands out nothing new'],
-  ['POST /api/public/v1/admin/edge/crew-bundles', 'exports a crew as it was authorised'],
   ['POST /api/public/v1/admin/edge/journals', 'imports a signed record'],
 ]);
 
@@ -266,6 +287,13 @@ async function ownersWorld(t: InProcess): Promise<World> {
     await new Promise((res) => setTimeout(res, 10));
   }
   const forkAt = (await t.modules.runs.runs.readJournal(run.run_id, 0, 1000)).at(-1)!.seq;
+  // The owner's devices, one of them disabled.
+  const devices: string[] = [];
+  for (const name of ['owner-pump', 'owner-spare']) {
+    const k = await generateEd25519();
+    devices.push((await must(t, 'POST', `${A}/edge/devices`, { name, public_jwk: k.publicJwk })).device_id);
+  }
+  await must(t, 'POST', `${A}/edge/devices/${devices[1]}/disable`);
   // A newer version for upgrade to reach (the owner's own change).
   await must(t, 'PATCH', `${T}/formations/${f.formation_id}`, { prompt: 'owner prompt, v2' });
   return {
@@ -286,6 +314,8 @@ async function ownersWorld(t: InProcess): Promise<World> {
       crew_id: crew.crew_id,
       run_id: run.run_id,
       fork_at: String(forkAt),
+      device_id: devices[0]!,
+      disabled_device_id: devices[1]!,
     },
   };
 }
