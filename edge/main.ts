@@ -1,6 +1,6 @@
 /**
  * The edge program: `node dist/edge.mjs <command>` or the single executable `dist/edge <command>`.
- * Commands: init, trust, serve, verify-key, journal export, model keygen|sign. See HELP and docs/edge.md.
+ * Commands: init, trust, serve, verify-key, journal export, state adopt, model keygen|sign. See HELP and docs/edge.md.
  * No top-level await: the same source is bundled as CommonJS for the Node SEA.
  */
 import { parseArgs } from 'node:util';
@@ -30,6 +30,7 @@ import { DurableReplayCache } from './replay-log.ts';
 import { modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { journalCommand } from './journal-cli.ts';
+import { stateCommand } from './state-cli.ts';
 import { runtimeChildBridge } from '../runtime/local-model.ts';
 import { installNativeSha256 } from '../runtime/native-hash.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
@@ -55,6 +56,8 @@ Commands:
                                        or the refusal reason (exit 0 allowed, 1 refused)
   journal export RUN --data DIR --out FILE
                                        write a run's signed journal for the cell (POST /edge/journals)
+  state adopt --data DIR               seal, as it is, the state.json an older release of the edge wrote
+                                       (this release refuses an unsealed state)
   model keygen --out PUBLISHER.json    a model publisher key pair (keep it off the device)
   model sign --model FILE --key PUBLISHER.json --name NAME --out MANIFEST
                                        sign a model manifest (file SHA-256 and size)
@@ -72,7 +75,7 @@ async function initCommand(argv: string[]): Promise<void> {
   const k = await generateEd25519();
   const device: DeviceFile = { format_version: 1, device_id: k.kid, public_jwk: k.publicJwk, private_jwk: k.privateJwk };
   // State first: a crash in between leaves no device.json, and init runs again from scratch.
-  writeState(dir, initialState(device.device_id));
+  writeState(dir, initialState(device.device_id), device);
   writeFileDurable(p.device, JSON.stringify(device, null, 1) + '\n', 0o600);
   process.stdout.write(JSON.stringify({ device_id: k.kid, public_jwk: k.publicJwk }) + '\n');
 }
@@ -166,7 +169,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   const clock = edgeClock(values['now-offset-ms']);
   const device = readDevice(dir);
   const trust = readTrust(dir);
-  let state = readState(dir, device.device_id);
+  let state = readState(dir, device);
   let keys: LoadedKeys | null = null;
   if (values.bundle) {
     const loaded = await loadKeyBundle(values.bundle, trust, state, clock.now());
@@ -184,7 +187,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     modelManifest: values['model-manifest'],
   });
   state = offline.state;
-  writeState(dir, state);
+  writeState(dir, state, device);
   // DPoP proofs seen before a restart stay refused after it, for as long as they could pass the freshness check.
   const replay = await DurableReplayCache.open(dir, clock.now());
   const rt: EdgeRuntime = {
@@ -234,7 +237,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   // Persist the clock high-water mark now and then, and on the way out.
   const persist = () => {
     try {
-      writeState(dir, rt.state);
+      writeState(dir, rt.state, device);
     } catch (e) {
       log.error('state write failed', { error: String(e) });
     }
@@ -282,7 +285,7 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
   const clock = edgeClock(values['now-offset-ms']);
   const device = readDevice(dir);
   const trust = readTrust(dir);
-  let state = readState(dir, device.device_id);
+  let state = readState(dir, device);
   const secret = await readStdin();
   const now = clock.now();
   let keys: LoadedKeys | null = null;
@@ -291,7 +294,7 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
       const loaded = await loadKeyBundle(values.bundle, trust, state, now);
       keys = loaded.keys;
       state = loaded.state;
-      writeState(dir, state);
+      writeState(dir, state, device);
     }
     const auth = authenticateOffline(keys, secret, { now, ip: values.ip ?? null, region: values.region ?? 'local' });
     if (values.permission) authorizeOffline(auth, values.permission);
@@ -320,6 +323,7 @@ const COMMANDS: Record<string, Command> = {
   serve: serveCommand,
   'verify-key': verifyKeyCommand,
   journal: journalCommand,
+  state: stateCommand,
   model: modelCommand,
 };
 
