@@ -57,6 +57,7 @@ export const REASONS = {
   approval_rejected: { codes: [], runs: ['refused'], sentence: 'A named approver rejected the step.' },
   approval_timeout: { codes: [], runs: ['refused'], sentence: 'The approval step timed out before its quorum approved it.' },
   approval_unavailable: { codes: [], runs: ['refused'], sentence: 'The step needs a human approval and this host has no approvals.' },
+  artifact_too_large: { codes: I, sentence: 'A bundle or manifest file is larger than the program reads (edge: --max-bundle-bytes).' },
   bad_alg: { codes: U, sentence: 'The access token is signed with an algorithm that is not accepted.' },
   bad_audience: { codes: U, sentence: 'The access token is for another audience.' },
   bad_device_key: { codes: I, sentence: 'The device public key is not an Ed25519 public JWK.' },

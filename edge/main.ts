@@ -24,6 +24,7 @@ import {
 } from './files.ts';
 import { edgeClock } from './clock.ts';
 import { loadKeyBundle } from './load.ts';
+import { MAX_BUNDLE_BYTES } from '../runtime/read-artifact.ts';
 import { authenticateOffline, authorizeOffline, type LoadedKeys } from './decide.ts';
 import { createEdgeApp, type EdgeRuntime } from './gateway.ts';
 import { DurableReplayCache } from './replay-log.ts';
@@ -47,11 +48,11 @@ Commands:
   serve --data DIR --bundle FILE [--crew-bundle FILE] [--model FILE --model-manifest FILE]
         [--port N] [--host H] [--region R] [--rate-capacity N] [--rate-refill N]
         [--tls-cert PEM --tls-key PEM [--client-ca PEM]]
-        [--log-level debug|info|warn|error] [--log-format json|pretty]
+        [--log-level debug|info|warn|error] [--log-format json|pretty] [--max-bundle-bytes N]
                                        the offline gateway (port 0 picks a free one); API keys
                                        and access tokens for edge:<device_id>, DPoP-bound too;
                                        with --client-ca, certificate-bound tokens (mTLS)
-  verify-key --data DIR --bundle FILE [--ip IP] [--region R] [--permission P]
+  verify-key --data DIR --bundle FILE [--ip IP] [--region R] [--permission P] [--max-bundle-bytes N]
                                        reads a key from stdin; prints its effective authority
                                        or the refusal reason (exit 0 allowed, 1 refused)
   journal export RUN --data DIR --out FILE
@@ -62,6 +63,9 @@ Commands:
   model sign --model FILE --key PUBLISHER.json --name NAME --out MANIFEST
                                        sign a model manifest (file SHA-256 and size)
   help                                 this text
+
+--max-bundle-bytes N: the largest key or crew bundle file read (default 67108864, 64 MiB; a larger one is
+refused, artifact_too_large, before it is read).
 
 Test mode only: with AGENT_CELL_EDGE_TEST_CLOCK=1, serve and verify-key take --now-offset-ms N.
 `;
@@ -117,6 +121,12 @@ async function trustCommand(argv: string[]): Promise<void> {
 }
 
 const NOW_OPT = { 'now-offset-ms': { type: 'string' } } as const;
+const MAX_BYTES_OPT = { 'max-bundle-bytes': { type: 'string' } } as const;
+
+/** `--max-bundle-bytes`: the largest key or crew bundle file read (default 64 MiB), checked before it is read. */
+function maxBundleBytes(v: string | undefined): number {
+  return v === undefined ? MAX_BUNDLE_BYTES : positiveInt('max-bundle-bytes', v);
+}
 
 async function serveCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -138,10 +148,12 @@ async function serveCommand(argv: string[]): Promise<void> {
       'log-level': { type: 'string' },
       'log-format': { type: 'string' },
       ...NOW_OPT,
+      ...MAX_BYTES_OPT,
     },
     strict: true,
   });
   if (!values.data) fail('serve needs --data DIR');
+  const maxBytes = maxBundleBytes(values['max-bundle-bytes']);
   const logLevel = (values['log-level'] ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   const logFormat = (values['log-format'] ?? 'json') as LogFormat;
@@ -172,7 +184,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   let state = readState(dir, device);
   let keys: LoadedKeys | null = null;
   if (values.bundle) {
-    const loaded = await loadKeyBundle(values.bundle, trust, state, clock.now());
+    const loaded = await loadKeyBundle(values.bundle, trust, state, clock.now(), maxBytes);
     keys = loaded.keys;
     state = loaded.state;
   }
@@ -183,6 +195,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     state,
     clock,
     crewBundle: values['crew-bundle'],
+    maxBundleBytes: maxBytes,
     model: values.model,
     modelManifest: values['model-manifest'],
   });
@@ -277,10 +290,12 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
       region: { type: 'string' },
       permission: { type: 'string' },
       ...NOW_OPT,
+      ...MAX_BYTES_OPT,
     },
     strict: true,
   });
   if (!values.data) fail('verify-key needs --data DIR');
+  const maxBytes = maxBundleBytes(values['max-bundle-bytes']);
   const dir = resolve(values.data);
   const clock = edgeClock(values['now-offset-ms']);
   const device = readDevice(dir);
@@ -291,7 +306,7 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
   let keys: LoadedKeys | null = null;
   try {
     if (values.bundle) {
-      const loaded = await loadKeyBundle(values.bundle, trust, state, now);
+      const loaded = await loadKeyBundle(values.bundle, trust, state, now, maxBytes);
       keys = loaded.keys;
       state = loaded.state;
       writeState(dir, state, device);
