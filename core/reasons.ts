@@ -52,7 +52,14 @@ export const REASONS = {
   agent_principal: { codes: C, sentence: 'An agent principal is managed through agent-teams, not the principal routes.' },
   agent_quota_reached: { codes: C, sentence: 'The cell already runs its quota of active standing agents.' },
   agent_unknown: { codes: [], runs: ['refused'], sentence: 'A seat of the run names an agent the cell does not know.' },
-  already_decided: { codes: C, sentence: 'The caller already approved or rejected this approval step.' },
+  already_decided: {
+    codes: C,
+    sentence: "The caller (or a principal of its token's delegation chain) already approved or rejected this approval step.",
+  },
+  approval_input_changed: {
+    codes: C,
+    sentence: 'The decision approved another input than the step has now; it does not count and the step asks again.',
+  },
   approval_pending: { codes: [], sentence: 'Not a refusal: the run waits for a human approval (the reason of a waiting run).' },
   approval_rejected: { codes: [], runs: ['refused'], sentence: 'A named approver rejected the step.' },
   approval_timeout: { codes: [], runs: ['refused'], sentence: 'The approval step timed out before its quorum approved it.' },
@@ -111,7 +118,11 @@ export const REASONS = {
   data_not_granted: { codes: F, runs: ['refused', 'failed'], sentence: 'No data grant covers the workspace storage the tool touches.' },
   definition_deleted: { codes: C, sentence: 'The job definition was deleted.' },
   definition_quota_reached: { codes: C, sentence: 'The principal already authors its quota of live job definitions.' },
-  delegated_credential: { codes: F, sentence: 'A delegated credential cannot mint this.' },
+  delegated_credential: {
+    codes: F,
+    sentence:
+      'A delegated token (one naming actors) makes nothing that outlives it: no key, client, SAT, schedule, endpoint, device, bundle, principal or role.',
+  },
   delegation_too_deep: { codes: U, sentence: 'The delegation chain has more actors than allowed.' },
   delegation_unresolved: { codes: [], runs: ['refused'], sentence: 'A delegate step could not resolve which seat to delegate to.' },
   device_deleted: { codes: C, sentence: 'The edge device was deleted: it gets no bundle, token or journal import.' },
@@ -145,6 +156,10 @@ export const REASONS = {
   formation_changed: { codes: C, sentence: 'The formation changed since the version the request names.' },
   formation_id_not_allowed: { codes: I, sentence: 'A job template names a graph, not a formation.' },
   formation_id_without_crew: { codes: I, sentence: 'A formation id needs the crew that binds it.' },
+  formation_superseded: {
+    codes: C,
+    sentence: "The formation version is older than the crew's current one; fork with the current version or a newer one.",
+  },
   gate_declined: { codes: [], runs: ['refused'], sentence: 'A contract rule of a gate evaluated false.' },
   grace_elapsed: { codes: U, sentence: "A rotated key's previous secret is past its grace window." },
   graph_changed: { codes: C, runs: ['refused'], sentence: "The formation's graph changed since the run started; the run is not resumed." },
@@ -241,7 +256,11 @@ export const REASONS = {
   region_not_allowed: { codes: F, sentence: "The serving region is not in the key's allowed regions." },
   replay_cache_unavailable: { codes: S, sentence: "The edge's DPoP replay cache cannot be written." },
   reports_to_cycle: { codes: I, sentence: 'The reports_to links form a cycle.' },
-  requester_cannot_approve: { codes: F, sentence: "The run's requester cannot approve its own step under the two-person rule." },
+  requester_cannot_approve: {
+    codes: F,
+    sentence:
+      "Under the two-person rule no principal of the requester's chain (the requester and the actors of its token) approves, through any token.",
+  },
   requester_from_session: { codes: I, sentence: 'The requester comes from the session, never from the body.' },
   requester_inactive: { codes: F, runs: ['failed'], sentence: "The run's requester is no longer an active principal." },
   rerun_unsupported: { codes: C, sentence: 'This kind of run cannot be re-run.' },
@@ -292,6 +311,7 @@ export const REASONS = {
   tool_unreachable: { codes: S, sentence: 'A tool could not reach what it calls.' },
   ttl_too_long: { codes: I, sentence: "The bundle lifetime asked for is longer than the cell's configured maximum." },
   unbound_seat: { codes: I, sentence: 'A billet has no agent bound.' },
+  unknown_actor: { codes: I, sentence: 'may_act names no active principal of this cell.' },
   unknown_agent: { codes: I, sentence: 'The agent named is not known.' },
   unknown_billet: { codes: I, sentence: 'The billet named is not in the formation.' },
   unknown_blueprint: { codes: I, sentence: 'The blueprint named is not known.' },

@@ -121,6 +121,8 @@ export function deviceRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
     }),
     async (c) => {
       const auth = c.get('auth');
+      // A device is standing authority's destination: a delegated token registers none (rule 1).
+      await iam.assertNotDelegated(auth, { action: 'edge.device.register', target: auth.principal.id });
       const body = c.req.valid('json');
       const { jwk, deviceId } = deviceKey(body.public_jwk);
       const row = {
@@ -185,6 +187,8 @@ export function deviceRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       }),
       async (c) => {
         const auth = c.get('auth');
+        // Enabling gives a device bundles and tokens again: a delegated token does not (as it enables no definition).
+        if (ch.to === 'active') await iam.assertNotDelegated(auth, { action: ch.action, target: c.req.valid('param').device_id });
         const d = await known(c.req.valid('param').device_id);
         // A deleted device stays deleted.
         if (d.status === 'deleted') throw conflict('the device was deleted', { reason: 'device_deleted', device_id: d.device_id });

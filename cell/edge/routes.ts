@@ -132,6 +132,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
+      await iam.assertNotDelegated(auth, { action: 'edge.key_bundle.issue', target: body.device_id });
       await iam.assertMayActOnCredential(auth, deviceFacts(await devices.requireActive(body.device_id)), 'edge.key_bundle.issue');
       const b = await issueKeyBundle(ctx, body.device_id, { ttlSeconds: body.ttl_seconds, issuer: issuerOf(auth) });
       await iam.auditNow({
@@ -164,6 +165,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
+      await iam.assertNotDelegated(auth, { action: 'edge.crew_bundle.issue', target: body.device_id });
       await iam.assertMayActOnCredential(auth, deviceFacts(await devices.requireActive(body.device_id)), 'edge.crew_bundle.issue');
       // The bundle hands the device the crew's prompts, tools and egress: the right to run the crew, as a run's start checks it.
       if (!grants(auth.effective, PERMISSIONS.teamsWrite)) {

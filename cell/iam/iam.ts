@@ -255,6 +255,30 @@ export class Iam {
     });
   }
 
+  /**
+   * The gate of every operation that makes something standing (a credential or authority that
+   * acts later, without the request): API keys (mint, rotate), OAuth clients (register, rotate),
+   * SATs, job definitions (create, re-author, enable), published endpoints, edge devices, key and
+   * crew bundles, principals and roles (create, change), agents. A delegated credential (a token
+   * carrying `act`: isDelegated) makes nothing that outlives it: refused, audited with its chain,
+   * 403 `delegated_credential`. Exchange again for what is needed now instead.
+   */
+  async assertNotDelegated(auth: AuthContext, ctx: { action: string; target: string }): Promise<void> {
+    if (!isDelegated(auth)) return;
+    const actors = [...(auth.credential.actors ?? [])];
+    await this.auditNow({
+      actor: auth.principal.id,
+      action: ctx.action,
+      target: ctx.target,
+      outcome: 'refused',
+      details: { reason: 'delegated_credential', actors, credential: auth.credential.id },
+    });
+    throw forbidden(`${ctx.action}: a delegated token (one that names actors) makes nothing that outlives it`, {
+      reason: 'delegated_credential',
+      actors,
+    });
+  }
+
   /** Refuses unless the caller holds every permission and all the envelope authority of `target`. */
   async assertManages(auth: AuthContext, target: Principal, action: string): Promise<void> {
     await this.assertWithinCaller(auth, await this.authorityOf(target), { action, target: target.id });
@@ -346,6 +370,22 @@ export class Iam {
       `${action}: the change reaches ${reaches.length} agent(s) whose authority the calling credential does not cover and whose owners it does not manage`,
       details,
     );
+  }
+
+  /**
+   * The shared-things rule for what a principal owns and what acts as it (a job definition acts as
+   * its author, a published endpoint as its publisher, a run as its requester): disabling, enabling,
+   * re-authoring, deleting or cancelling another principal's needs the same reach as changing a crew
+   * (assertMayChangeShared), the thing reaching its owner: the caller covers all of the owner's
+   * authority (manages it). The owner's own, and one whose owner is gone, need only the route's
+   * permission. Refusal: 403 `shared_change_exceeds_caller`, audited.
+   */
+  async assertMayActOnOwned(auth: AuthContext, thing: { kind: string; id: string; ownerId: string }, action: string): Promise<void> {
+    if (thing.ownerId === auth.principal.id) return;
+    const owner = await this.principal(thing.ownerId);
+    if (!owner || owner.status === 'purged') return;
+    const reached: Reached = { id: owner.id, authority: await this.authorityOf(owner), ownerId: owner.id };
+    await this.assertMayChangeShared(auth, { kind: thing.kind, id: thing.id }, [reached], action);
   }
 
   /** What a change reaching an agent principal must cover: the agent's authority; its owner is who minted it. */
@@ -594,6 +634,15 @@ export class Iam {
 }
 
 export type { CredentialFacts, CredentialVerdict, Reached } from './api.ts';
+
+/**
+ * True when the request's credential is delegated: a token carrying `act` (RFC 8693 token exchange),
+ * whose subject is spoken for by the actors it names. Anything a delegated credential could derive
+ * is refused by assertNotDelegated, so nothing else is delegated.
+ */
+export function isDelegated(auth: Pick<AuthContext, 'credential'>): boolean {
+  return (auth.credential.actors?.length ?? 0) > 0;
+}
 
 /** What the request's credential holds. */
 export function callerHolding(auth: AuthContext): Holding {

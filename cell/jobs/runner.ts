@@ -54,6 +54,8 @@ export interface SubmitJob {
   spec: unknown;
   /** Principal id from the authenticated session (or the definition's author for scheduled runs). */
   requester: string;
+  /** The actors of the token the requester used (an exchanged token's `act`): kept on the run, they never approve its two-person steps. */
+  requesterActors?: readonly string[] | undefined;
   source?: string;
   run_id?: string;
   /** Flags the run starts with (a rerun: `forked_from`). */
@@ -87,6 +89,7 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
       job_type: j.job_type,
       workspace_id: j.workspace_id,
       requester: j.requester,
+      requesterActors: j.requesterActors,
       spec: j.spec,
       source: j.source ?? 'api',
       at,
@@ -102,7 +105,12 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
       action: 'jobs.run',
       target: id,
       outcome: 'ok',
-      details: { job_type: j.job_type, workspace_id: j.workspace_id, source: j.source ?? 'api' },
+      details: {
+        job_type: j.job_type,
+        workspace_id: j.workspace_id,
+        source: j.source ?? 'api',
+        ...(j.requesterActors?.length ? { actors: [...j.requesterActors] } : {}),
+      },
     });
     await j.inTx?.(tx, id);
     return r;

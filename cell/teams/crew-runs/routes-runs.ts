@@ -7,7 +7,7 @@ import { PERMISSIONS } from '../../../core/permissions.ts';
 import { ServiceError, notFound } from '../../../core/errors.ts';
 import type { AppEnv } from '../../context.ts';
 import { errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, securedEither } from '../../http/openapi.ts';
-import { ApprovalDecisionSchema, type Run, runFilterOf, runFilterQuery, runIdPath } from '../../runs/api.ts';
+import { ApprovalDecisionSchema, deciderOf, type Run, runFilterOf, runFilterQuery, runIdPath } from '../../runs/api.ts';
 import { assertSeatsWithinCaller } from '../formations/compile.ts';
 import type { TeamsContext } from '../context.ts';
 import { getCrew } from '../formations/formations.ts';
@@ -101,6 +101,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       // One load and one compile: the caller's check runs on the graph startCrewRun compiled, before anything is written.
       const run = await startCrewRun(ctx, auth.principal.id, crewId, c.req.valid('json'), {
         check: (graph) => assertSeatsWithinCaller(ctx, auth, graph, { action: 'crew.run', target: crewId }),
+        requesterActors: auth.credential.actors,
       });
       return c.json(await runView(ctx, run, { started: true }), 201);
     },
@@ -247,7 +248,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       const body = c.req.valid('json');
       const run = await decideApproval(
         ctx,
-        c.get('auth').principal.id,
+        deciderOf(c.get('auth')),
         crew_id,
         run_id,
         decodeURIComponent(step_id),
@@ -309,9 +310,12 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
     }),
     async (c) => {
       const { crew_id, run_id } = c.req.valid('param');
-      const actor = c.get('auth').principal.id;
+      const auth = c.get('auth');
+      const actor = auth.principal.id;
       const before = await runs.getRun(run_id);
       if (before?.kind !== 'crew' || before.crew_id !== crew_id) throw notFound('run');
+      // A run acts as its requester: cancelling another's needs managing it (the shared-things rule).
+      await ctx.iam.assertMayActOnOwned(auth, { kind: 'run', id: run_id, ownerId: before.requester }, 'crew.run.cancel');
       const run = await runs.requestCancel(run_id, actor);
       if (!run) throw notFound('run');
       if (before.state !== run.state) {

@@ -35,6 +35,7 @@ import { buildExport, type CarriedParent } from '../carry.ts';
 import { cellKeys, verifyRunJournal, type Verification } from '../verify.ts';
 import type { PendingApproval } from '../approval-model.ts';
 import { ApprovalCard } from './approval-card.tsx';
+import { DecisionLine, DecisionList, type DecisionLike } from './decision-list.tsx';
 import { JobOutput } from './job-output.tsx';
 import {
   FailurePanel,
@@ -65,6 +66,8 @@ interface RunStatus {
   source?: string;
   stalled?: boolean;
   pending_approvals?: PendingApproval[];
+  /** Every decision of the run, decided steps included (crew runs and agent job runs). */
+  decisions?: DecisionLike[];
   forked_from?: { run_id: string; seq: number; record_hash: string } | null;
   forks?: { run_id: string; seq: number; by: string; at: string }[];
 }
@@ -400,6 +403,20 @@ export function RunView({ runId }: { runId: string }) {
   };
 
   const pending = crew?.pending_approvals ?? run?.pending_approvals ?? [];
+  const decisions = run?.decisions ?? [];
+  // A run an approver rejected says who and why: the rejecting decision (or, from the error alone, who).
+  const rejection: DecisionLike | null =
+    run?.error?.reason === 'approval_rejected'
+      ? (decisions.find((d) => d.decision === 'reject') ??
+        (typeof run.error.details?.['by'] === 'string'
+          ? {
+              principal: run.error.details['by'],
+              decision: 'reject',
+              comment: typeof run.error.details['comment'] === 'string' ? run.error.details['comment'] : null,
+              at: run.finished_at ?? run.created_at,
+            }
+          : null))
+      : null;
   const badSeq = verification && !verification.verdict.ok ? verification.verdict.seq : null;
   const tokens = useMemo(() => tokensBySeat(journal.records), [journal.records]);
   const refusals = useMemo(() => refusalsOf(journal.records), [journal.records]);
@@ -524,6 +541,11 @@ export function RunView({ runId }: { runId: string }) {
               <dd class="bad-text">
                 <code>{run.error.code}</code>
                 {run.error.reason ? ` · ${run.error.reason}` : ''}: {run.error.message}
+                {rejection ? (
+                  <div id="run-rejection">
+                    <DecisionLine d={rejection} step />
+                  </div>
+                ) : null}
               </dd>
             </>
           ) : null}
@@ -614,6 +636,12 @@ export function RunView({ runId }: { runId: string }) {
       {graph ? (
         <Section title="Timeline" id="timeline-section">
           <Timeline graph={graph} records={journal.records} states={states} live={!terminal} onSelect={(id) => setPicked(id)} />
+        </Section>
+      ) : null}
+
+      {decisions.length > 0 ? (
+        <Section title="Decisions" id="run-decisions">
+          <DecisionList decisions={decisions} label="Decisions of this run" />
         </Section>
       ) : null}
 

@@ -17,6 +17,7 @@ import { basic, claimsOf, form } from '../../helpers/oauth.ts';
 import { generateEd25519 } from '../../../bundles/codec.ts';
 import { openCrewBundle } from '../../../bundles/crew-bundle.ts';
 import { openKeyBundle } from '../../../bundles/key-bundle.ts';
+import { NOT_STANDING, STANDING } from './_standing.ts';
 
 const A = '/api/public/v1/admin';
 const T = `${A}/agent-teams`;
@@ -624,6 +625,9 @@ test('every state-changing admin route is either in the containment sweep or say
       if (!SWEPT.includes(id) && !NOT_AUTHORITY.has(id)) unclassified.push(id);
     }
     assert.deepEqual(unclassified, [], 'classify each new route: add it to the sweep (SWEPT) or to NOT_AUTHORITY with a reason');
+    // And whether a delegated token may make what it makes (rule 5): the standing ones refuse it.
+    const undeclared = [...seen].map((id) => id.replace(/:([A-Za-z_]+)/g, '{$1}')).filter((id) => !STANDING[id] && !NOT_STANDING.has(id));
+    assert.deepEqual(undeclared, [], 'say in _standing.ts whether a delegated token may call each new route (STANDING or NOT_STANDING)');
     for (const id of [...SWEPT, ...NOT_AUTHORITY.keys()]) assert.ok(seen.has(id), `${id} is listed but no longer exists`);
   } finally {
     await t.close();
