@@ -12,7 +12,8 @@
  *      under its graph hash (core/engine/replay.ts): one cut short and ended by hand does not;
  *   6. the same export again is idempotent; a longer journal of the same run that extends the stored
  *      one (same chain, more records: an older edge exported a run still waiting) replaces it; any
- *      other journal for the run is 409 `journal_exists`.
+ *      other journal for the run is 409 `journal_exists`. A run stored (or completed) here joins the
+ *      group's run log (cell/receipts).
  * Every refusal is on the audit trail (`edge.journal.import`, outcome refused, its reason).
  */
 import { ServiceError, conflict, notFound } from '../../core/errors.ts';
@@ -138,6 +139,15 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
       extended = true;
     }
     if (!existing) await repo.insertJournal(tx, row);
+    // The device's run joins the run log, as a run of the group does when it ends (once: an extended prefix
+    // was not a finished run, so it is logged now).
+    if (!existing || extended) {
+      await ctx.runLog.queueTx(
+        tx,
+        { run_id: runId, journal_head: recordHash(p.records.at(-1)!), graph_hash: p.run.graph_hash },
+        `edge:${device.device_id}`,
+      );
+    }
     await iam.audit(tx, {
       at: now,
       actor: auth.principal.id,

@@ -15,7 +15,7 @@ import { afterCommit } from './opening.ts';
 import type { Tx } from '../store/types.ts';
 import { assertStorageRoom, cellRunBytes, storageLeft, storageRoomRefusal, workspaceUsage } from './storage.ts';
 import { approvalsPort, pendingApprovals, pendingApprovalsView, recordApproval, runDecisions, stepDecisions } from './approvals.ts';
-import type { RunsContext } from './context.ts';
+import type { FinishHook, RunsContext } from './context.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { grants } from '../../core/authority/scopes.ts';
 import type { Decider } from './approvals.ts';
@@ -26,7 +26,7 @@ import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel 
 import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, placeOnPeer } from './lease.ts';
 import { beforeItLeaves, driveRun, recordedStep } from './drive.ts';
 import { subscribe, subscriberCount } from './events.ts';
-import { appendJournal, completeRefusal, finishRun, journalClosed, readJournal, stageRunWrite } from './journal.ts';
+import { appendJournal, completeRefusal, finishRun, getBlob, journalClosed, readJournal, stageRunWrite } from './journal.ts';
 import {
   activeRuns,
   createRunTx,
@@ -63,7 +63,7 @@ export { RunClosedError, type AppendBlobs, type AppendFields, type FinishOptions
 export { outageWait, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
 export type { Decider, DecisionView, PendingApproval } from './approvals.ts';
 export type { DriverHandle } from './control.ts';
-export type { RunDeltaListener, RunEventListener } from './context.ts';
+export type { FinishHook, RunDeltaListener, RunEventListener } from './context.ts';
 export { nodeOfStep, type ForkFor, type ForkPoint } from './fork.ts';
 export type { StorageLimit, WorkspaceUsage } from './storage.ts';
 
@@ -105,6 +105,8 @@ export function runsApi(ctx: RunsContext) {
     stageRunWrite: on(stageRunWrite),
     finishRun: on(finishRun),
     readJournal: on(readJournal),
+    /** A step value stored by content hash (journal.ts), or undefined. */
+    getBlob: on(getBlob),
     /** The fork point at `at` of a run's journal, or null when `at` names no record a fork may start at (fork.ts). */
     forkPoint: async (runId: string, at: number) => forkPoint(await readJournal(ctx, runId, 0, 10_000_000), at),
     /** The fork point without the parent's approvals that do not stand for the new run (they are asked again). */
@@ -114,6 +116,14 @@ export function runsApi(ctx: RunsContext) {
     completeRefusal: on(completeRefusal),
     journalClosed: on(journalClosed),
     recordedStep: on(recordedStep),
+
+    /**
+     * Adds a write to the transaction that ends every run (its `run_finished` record), given the run's
+     * head: run id, the hash of that last record, the graph hash. The run log's entry (cell/receipts).
+     */
+    onRunFinishedTx: (hook: FinishHook): void => {
+      ctx.finishHooks.push(hook);
+    },
 
     // ---------------------------------------------------------- events (events.ts)
     subscribe: on(subscribe),

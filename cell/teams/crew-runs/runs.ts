@@ -85,6 +85,8 @@ export async function startSweep(ctx: TeamsContext): Promise<void> {
     if (!ctx.stopped) await takeOverOrphans(ctx);
   });
   const t = setInterval(() => {
+    // A member whose clock is beyond the bound stood down: it flags no run overdue by its own clock, and folds nothing.
+    if (!ctx.standing.trusted()) return;
     void sweepOnce(ctx).catch((e: unknown) =>
       ctx.core.log.warn('investigate sweep failed', { error: e instanceof Error ? e.message : String(e) }),
     );
