@@ -17,6 +17,12 @@ export interface CellConfig {
   storeUrl: string | null;
   /** Connections of the PostgreSQL pool (`--store-pool`). */
   storePoolSize: number;
+  /**
+   * Where `pg_dump` and `pg_restore` are (`--pg-bin-dir`); null: the PATH, then the usual install
+   * directories. Used once per SQL workspace an earlier version kept in the cells' database, to move it
+   * into a database of its own (cell/jobs/legacy-workspaces.ts).
+   */
+  pgBinDir: string | null;
   host: string;
   port: number;
   /** Public base URL (issuer metadata, DPoP htu). Derived from host:port when null. */
@@ -113,6 +119,9 @@ export const DEFAULTS: CellConfig = {
   posture: 'single-cell',
   dataDir: './.cell',
   storeUrl: null,
+  // Searched for (PATH, then /usr/lib/postgresql/*/bin and the like): only a workspace of an earlier
+  // version needs the tools, once; most cells never run them.
+  pgBinDir: null,
   // 10 connections: enough for a cell's concurrent transactions on 2-8 cores;
   // a group of N cells uses N x this many server connections (default max 100).
   storePoolSize: 10,

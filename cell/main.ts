@@ -76,6 +76,8 @@ const SERVE_HELP = `  serve            start a cell
                        keys); every cell of a group is given the same file, proven against the
                        store before anything is written (default: DIR/secrets.key, made by the
                        first start on a new store)
+    --pg-bin-dir DIR   where pg_dump and pg_restore are (default: the PATH, then the usual
+                       directories); moves SQL workspaces of an earlier version, once each
 `;
 
 const HELP = `cell: agent teams and jobs under offline-verifiable authority
@@ -111,6 +113,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   };
   const log = serveLogger(values);
   if (values['secrets-key-file'] !== undefined) config.secretsKeyFile = resolve(values['secrets-key-file']);
+  if (values['pg-bin-dir'] !== undefined) config.pgBinDir = resolve(values['pg-bin-dir']);
   const tls = tlsOptions(values);
   // The last guard, not the design: every background loop catches and retries its own errors. A rejection
   // none handled is a bug to report, not a reason to stop serving (a cell that exits on a store outage
@@ -170,6 +173,7 @@ const SERVE_OPTIONS = {
   'log-level': { type: 'string' },
   'log-format': { type: 'string' },
   'secrets-key-file': { type: 'string' },
+  'pg-bin-dir': { type: 'string' },
 } as const;
 
 /** The options of `serve` as given (all strings). */

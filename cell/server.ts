@@ -111,6 +111,7 @@ async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Bu
     runs: runs.runs,
     teams: teams.teams,
     tools: tools.tools,
+    custody: custody.custody,
     metrics,
     groupClock: cluster.cluster,
   });

@@ -146,6 +146,11 @@ export const REASONS = {
   duplicate_billet: { codes: I, sentence: 'The formation names the same billet twice.' },
   duplicate_key: { codes: I, sentence: 'The JSON body names the same key twice in one object.' },
   duplicate_rule: { codes: I, sentence: 'The contract names the same rule twice.' },
+  effect_record_invalid: {
+    codes: [],
+    runs: ['failed'],
+    sentence: "The record of a SQL step's earlier commit does not verify; the step is not run again (it may have applied).",
+  },
   egress_denied: { codes: F, runs: ['refused', 'failed'], sentence: 'The destination is not on the egress allowlist.' },
   egress_private_address: {
     codes: F,
@@ -296,7 +301,7 @@ export const REASONS = {
   secret_in_use: { codes: C, sentence: 'The secret is still used by a model provider.' },
   secret_missing: { codes: S, sentence: 'A stored secret the operation needs is missing.' },
   secret_not_usable: { codes: F, sentence: 'The caller (or the registrant) may not use the secret.' },
-  secret_unreadable: { codes: S, sentence: 'A stored secret cannot be opened with the sealing key.' },
+  secret_unreadable: { codes: S, runs: ['failed'], sentence: 'A stored secret cannot be opened with the sealing key.' },
   secrets_key_mismatch: { codes: S, sentence: 'The secrets sealing key is not the one the store was sealed with.' },
   self: { codes: C, sentence: 'The caller cannot do this to itself.' },
   shared_change_exceeds_caller: { codes: F, sentence: "The change reaches seats or agents with authority beyond the caller's." },
@@ -348,6 +353,12 @@ export const REASONS = {
   version_rollback: { codes: C, sentence: 'The artifact version is lower than one already seen.' },
   wider_than_caller: { codes: F, sentence: 'The operation would carry more authority than the calling credential holds.' },
   wildcard_scope: { codes: I, sentence: 'A wildcard scope is not allowed here.' },
+  workspace_not_migrated: {
+    codes: [],
+    runs: ['failed'],
+    sentence:
+      "The workspace's SQL database, a schema of the cells' database made by an earlier version, could not be moved into its own database (pg_dump and pg_restore, --pg-bin-dir); nothing ran.",
+  },
   workspace_quota: { codes: C, runs: ['failed'], sentence: "The workspace's storage quota would be passed." },
   write_conflict: { codes: S, sentence: 'A concurrent write conflicted in the store; retry.' },
   wrong_audience: { codes: F, sentence: 'The artifact was issued to another device or cell.' },
