@@ -101,6 +101,23 @@ export interface CellConfig {
   secretsKeyFile: string | null;
   /** Trace export over OTLP/HTTP (docs/operations.md "Traces"); null: off, and the SDK is never loaded. */
   traces: TracesConfig | null;
+  /**
+   * The stdio MCP servers whose tools the catalog imports (`--tool-sources FILE`, docs/tools.md): the
+   * only place a command the cell starts is named. Never set through the API.
+   */
+  toolSources: StdioSourceConfig[];
+}
+
+/** One stdio source of `--tool-sources`: a name, the command that starts its server, and its settings. */
+export interface StdioSourceConfig {
+  name: string;
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  cwd: string | null;
+  description: string;
+  definition_max_age_ms: number;
+  timeout_ms: number;
 }
 
 /** Where spans go and what they may carry (cell/ops/traces-config.ts reads it from flags and OTEL_* variables). */
@@ -202,4 +219,6 @@ export const DEFAULTS: CellConfig = {
   // None: a cell alone keeps its key in its data directory. A group shares its secrets in
   // the store, so its cells must share the key: each is given the same file.
   secretsKeyFile: null,
+  // None: the cell starts no process of its own for tools unless the operator names it in a file.
+  toolSources: [],
 };

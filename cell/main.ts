@@ -29,6 +29,7 @@ import {
 import { parseIpRule } from '../core/apikey/network.ts';
 import { tracesConfig } from './ops/traces-config.ts';
 import { parseOAuthIssuer } from './oauth/settings.ts';
+import { readToolSources } from './tools/sources/config.ts';
 
 const SERVE_HELP = `  serve            start a cell
     --port N           port to listen on (0 picks a free one; default 8080)
@@ -66,6 +67,8 @@ const SERVE_HELP = `  serve            start a cell
     --client-ca FILE   PEM CA for client certificates (mTLS, RFC 8705 bound tokens)
     --egress-allow-private CIDR,..  non-public ranges tools may reach (default none: loopback,
                        private and link-local addresses are refused whatever an allowlist says)
+    --tool-sources FILE  stdio MCP servers whose tools the catalog imports (JSON; docs/configuration.md);
+                       the only place a command the cell starts for tools is named
     --metrics-port N   serve Prometheus metrics at http://127.0.0.1:N/metrics (loopback only;
                        0 picks a free port; default: not served)
     --otlp-endpoint URL  export traces over OTLP/HTTP to URL (its /v1/traces); default
@@ -165,6 +168,7 @@ const SERVE_OPTIONS = {
   'tls-key': { type: 'string' },
   'client-ca': { type: 'string' },
   'egress-allow-private': { type: 'string' },
+  'tool-sources': { type: 'string' },
   'heartbeat-ms': { type: 'string' },
   'lease-ms': { type: 'string' },
   'max-clock-skew-ms': { type: 'string' },
@@ -242,7 +246,7 @@ function limitsConfig(values: ServeArgs): Partial<CellConfig> {
   return config;
 }
 
-/** Whom the cell believes and where it may reach: trusted proxies, clearance, topology, private egress. */
+/** Whom the cell believes and where it may reach: trusted proxies, clearance, topology, private egress, stdio tool sources. */
 function trustConfig(values: ServeArgs): Partial<CellConfig> {
   const config: Partial<CellConfig> = {};
   if (values['trusted-proxies'] !== undefined) config.trustedProxies = commaList(values['trusted-proxies']);
@@ -263,6 +267,13 @@ function trustConfig(values: ServeArgs): Partial<CellConfig> {
     const rules = commaList(values['egress-allow-private']);
     for (const r of rules) if (parseIpRule(r) === null) fail(`--egress-allow-private: '${r}' is not an address or CIDR range`);
     config.egressAllowPrivate = rules;
+  }
+  if (values['tool-sources'] !== undefined) {
+    try {
+      config.toolSources = readToolSources(resolve(values['tool-sources']));
+    } catch (e) {
+      fail((e as Error).message);
+    }
   }
   return config;
 }
