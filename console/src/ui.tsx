@@ -53,6 +53,20 @@ export function isolated(s: string, max = 40): string {
   return `\u2068${s.length > max ? `${s.slice(0, max - 1)}…` : s}\u2069`;
 }
 
+/** Principals, comma-separated, each as `Who` shows it. */
+export function WhoList({ ids }: { ids: readonly string[] }) {
+  return (
+    <>
+      {ids.map((p, i) => (
+        <>
+          {i ? ', ' : ''}
+          <Who id={p} />
+        </>
+      ))}
+    </>
+  );
+}
+
 export function StateBadge({ state }: { state: string }) {
   return <span class={`state state-${state.replace(/[^a-z_]/g, '')}`}>{state === 'skipped' ? 'not run' : state}</span>;
 }

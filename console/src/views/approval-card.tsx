@@ -13,7 +13,7 @@ import { useState } from 'preact/hooks';
 import { ADMIN, ApiError, call, describeError, seg, TEAMS } from '../api.ts';
 import { can, knowsPermissions } from '../auth/session.ts';
 import { href } from '../router.ts';
-import { Json, Time, useApp, Who } from '../ui.tsx';
+import { Json, Time, useApp, Who, WhoList } from '../ui.tsx';
 import { ApprovalSubject, runInputOf } from './approval-subject.tsx';
 import { approvalStatus, requesterActors, whyNot, type ApprovalRun, type PendingApproval } from '../approval-model.ts';
 import { DecisionLine } from './decision-list.tsx';
@@ -128,13 +128,7 @@ export function ApprovalCard({
           {st.approvedBy.length ? (
             <>
               {' '}
-              · by{' '}
-              {st.approvedBy.map((p, i) => (
-                <>
-                  {i ? ', ' : ''}
-                  <Who id={p} />
-                </>
-              ))}
+              · by <WhoList ids={st.approvedBy} />
             </>
           ) : null}
         </dd>
@@ -148,13 +142,7 @@ export function ApprovalCard({
               {st.waitingOn ? (
                 <>
                   {' '}
-                  · from{' '}
-                  {st.waitingOn.map((p, i) => (
-                    <>
-                      {i ? ', ' : ''}
-                      <Who id={p} />
-                    </>
-                  ))}
+                  · from <WhoList ids={st.waitingOn} />
                 </>
               ) : null}
             </>
@@ -164,12 +152,7 @@ export function ApprovalCard({
           <>
             <dt>Rejected by</dt>
             <dd>
-              {st.rejectedBy.map((p, i) => (
-                <>
-                  {i ? ', ' : ''}
-                  <Who id={p} />
-                </>
-              ))}
+              <WhoList ids={st.rejectedBy} />
             </dd>
           </>
         ) : null}

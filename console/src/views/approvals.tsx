@@ -85,6 +85,16 @@ export function ApprovalsView() {
   const me = session.principal.id;
   const mine = items.filter(({ run, a }) => whyNot(a, run, me, can(session, 'agent_teams.approve'), knowsPermissions(session)) === null);
   const others = items.filter((x) => !mine.includes(x));
+  const cardOf = ({ run, a }: { run: WaitingRun; a: PendingApproval }) => (
+    <ApprovalCard
+      key={`${run.run_id}/${a.step_id}`}
+      approval={a}
+      run={run}
+      onDecided={data.reload}
+      showRun
+      crewName={crewName(run.crew_id)}
+    />
+  );
   // "Nothing waits" only from an answer the cell just gave: never from data it could not confirm.
   const fresh = liveness.connected && !data.error && !(data.data?.problems.length ?? 0);
   const stale = <p class="notice stale">Unknown: the cell has not answered since {ago(liveness.lastOk)}.</p>;
@@ -106,16 +116,7 @@ export function ApprovalsView() {
         <>
           <Section title={`Waiting for you (${fresh ? mine.length : 'unknown'})`} id="approvals-mine">
             {mine.length === 0 ? fresh ? <p class="muted">Nothing waits for your decision.</p> : stale : null}
-            {mine.map(({ run, a }) => (
-              <ApprovalCard
-                key={`${run.run_id}/${a.step_id}`}
-                approval={a}
-                run={run}
-                onDecided={data.reload}
-                showRun
-                crewName={crewName(run.crew_id)}
-              />
-            ))}
+            {mine.map(cardOf)}
           </Section>
           {data.data.lost.length > 0 ? (
             <Section title={`Lost outcomes (${fresh ? data.data.lost.length : 'unknown'})`} id="approvals-lost">
@@ -139,16 +140,7 @@ export function ApprovalsView() {
           ) : null}
           <Section title={`Waiting for others (${fresh ? others.length : 'unknown'})`} id="approvals-others">
             {others.length === 0 ? fresh ? <p class="muted">None.</p> : stale : null}
-            {others.map(({ run, a }) => (
-              <ApprovalCard
-                key={`${run.run_id}/${a.step_id}`}
-                approval={a}
-                run={run}
-                onDecided={data.reload}
-                showRun
-                crewName={crewName(run.crew_id)}
-              />
-            ))}
+            {others.map(cardOf)}
           </Section>
         </>
       ) : null}

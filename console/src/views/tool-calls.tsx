@@ -7,7 +7,7 @@
  * (`job.*`) are left out.
  */
 import { nodeOfStep, type GraphLike, type RecordLike } from '../run-model.ts';
-import { Time, Who } from '../ui.tsx';
+import { Time, Who, WhoList } from '../ui.tsx';
 import { ValueButton } from './run-parts.tsx';
 
 /** A tool call as its step record tells it. */
@@ -115,12 +115,7 @@ export function ToolCalls({ runId, calls, graph }: { runId: string; calls: ToolC
                 <>
                   <dt>Approved by</dt>
                   <dd>
-                    {c.approved_by.map((p, i) => (
-                      <>
-                        {i ? ', ' : ''}
-                        <Who id={p} />
-                      </>
-                    ))}
+                    <WhoList ids={c.approved_by} />
                   </dd>
                 </>
               ) : null}
