@@ -11,19 +11,27 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser } from 'playwright-core';
 import { startMcpServer, type McpFixture } from '../fixtures/mcp-server.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { testStore } from '../helpers/inproc.ts';
-import { A, ARGS, CHROMIUM, T, apiOf, fakeProvider, hostile, judgeLooks, newContext, ok, pasteKey, until, type Watch } from './helpers.ts';
-
-async function go(page: Page, hash: string, ready: string): Promise<void> {
-  await page.evaluate((h) => {
-    window.location.hash = h;
-  }, hash);
-  await page.locator(ready).first().waitFor({ timeout: 30_000 });
-}
+import {
+  A,
+  ARGS,
+  goTo,
+  CHROMIUM,
+  T,
+  apiOf,
+  fakeProvider,
+  hostile,
+  judgeLooks,
+  newContext,
+  ok,
+  pasteKey,
+  until,
+  type Watch,
+} from './helpers.ts';
 
 test('the catalog: sources, pins, a drifted definition reviewed and re-pinned; a run’s tool calls with their identity', {
   timeout: 600_000,
@@ -83,7 +91,7 @@ test('the catalog: sources, pins, a drifted definition reviewed and re-pinned; a
     await pasteKey(page, cell.url, cell.adminKey);
 
     // ------------------------------------------------------------ a run's tool calls: tool, seat, identity, arguments, result
-    await go(page, `#/runs/${done}`, '#tool-calls .tool-call');
+    await goTo(page, `#/runs/${done}`, '#tool-calls .tool-call');
     const call = page.locator('#tool-calls .tool-call').first();
     assert.equal(await call.locator('.tool-name').first().textContent(), 'mcp.crm.lookup');
     // Its seat, by role, once the crew's graph is drawn.
@@ -103,14 +111,14 @@ test('the catalog: sources, pins, a drifted definition reviewed and re-pinned; a
     const problems = await judgeLooks(page, 'run with tool calls');
 
     // ------------------------------------------------------------ the refused run: why, with the tool and both hashes
-    await go(page, `#/runs/${refused}`, '#failure[data-kind="policy"]');
+    await goTo(page, `#/runs/${refused}`, '#failure[data-kind="policy"]');
     assert.equal(await page.locator('#failure-reason').textContent(), 'tool_definition_changed');
     assert.equal(await page.locator('.failure-fact[data-fact="Tool"]').textContent(), 'mcp.crm.lookup');
     assert.equal(await page.locator('.failure-fact[data-fact="Pinned definition"]').textContent(), pinned);
     assert.match((await page.locator('.failure-fact[data-fact="Live definition"]').textContent()) ?? '', /^sha256:[0-9a-f]{64}$/);
 
     // ------------------------------------------------------------ the catalog: the source, its pins, the review with the diff, a re-pin
-    await go(page, '#/catalog', 'article.source[data-source="crm"]');
+    await goTo(page, '#/catalog', 'article.source[data-source="crm"]');
     const card = page.locator('article.source[data-source="crm"]');
     assert.match((await card.locator('.source-auth').textContent()) ?? '', /no credential/);
     assert.equal(await card.locator('table.pins tr[data-tool="mcp.crm.lookup"] code.hash').getAttribute('title'), pinned);
@@ -137,7 +145,7 @@ test('the catalog: sources, pins, a drifted definition reviewed and re-pinned; a
     const roPage = await ctx.newPage();
     await pasteKey(roPage, cell.url, ro);
     mcp.setDescription('lookup', 'Look up a customer by id, then forget it.');
-    await go(roPage, '#/catalog', 'article.source[data-source="crm"]');
+    await goTo(roPage, '#/catalog', 'article.source[data-source="crm"]');
     await roPage.locator('article.source[data-source="crm"] button.review-button').click();
     await roPage.locator('.reviewed li[data-tool="lookup"][data-status="changed"]').waitFor();
     assert.equal(await roPage.locator('button.repin').count(), 0, 'no re-pin without catalog.sources.write');

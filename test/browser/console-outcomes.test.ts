@@ -10,18 +10,11 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser } from 'playwright-core';
 import { effectKey } from '../../core/engine/effect-key.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { testStore } from '../helpers/inproc.ts';
-import { A, ARGS, CHROMIUM, apiOf, judgeLooks, newContext, ok, pasteKey, until, type Watch } from './helpers.ts';
-
-async function go(page: Page, hash: string, ready: string): Promise<void> {
-  await page.evaluate((h) => {
-    window.location.hash = h;
-  }, hash);
-  await page.locator(ready).first().waitFor({ timeout: 30_000 });
-}
+import { A, ARGS, goTo, CHROMIUM, apiOf, judgeLooks, newContext, ok, pasteKey, until, type Watch } from './helpers.ts';
 
 test('a lost outcome: listed, named with its effect key, recorded or failed by an operator, by permission', {
   timeout: 600_000,
@@ -72,7 +65,7 @@ test('a lost outcome: listed, named with its effect key, recorded or failed by a
     await pasteKey(page, cell.url, cell.adminKey);
 
     // ------------------------------------------------------------ Approvals lists what waits on an operator
-    await go(page, '#/approvals', `#approvals-lost li[data-run="${recorded}"]`);
+    await goTo(page, '#/approvals', `#approvals-lost li[data-run="${recorded}"]`);
     assert.match(
       (await page.locator(`#approvals-lost li[data-run="${recorded}"]`).textContent()) ?? '',
       new RegExp(`http\\.request at tool/call, effect key ${key}`),
@@ -80,7 +73,7 @@ test('a lost outcome: listed, named with its effect key, recorded or failed by a
     assert.equal(await page.locator('#approvals-lost li[data-run]').count(), 2);
 
     // ------------------------------------------------------------ the run's page: the call, its effect key; record the result
-    await go(page, `#/runs/${recorded}`, '#outcome');
+    await goTo(page, `#/runs/${recorded}`, '#outcome');
     assert.equal(await page.locator('h1 .state').textContent(), 'outcome_unknown');
     assert.equal(await page.locator('#outcome-tool').textContent(), 'http.request');
     assert.equal(await page.locator('#outcome-effect-key').textContent(), key);
@@ -109,14 +102,14 @@ test('a lost outcome: listed, named with its effect key, recorded or failed by a
     const ro = (await ok(api, 'POST', `${A}/api-keys`, { name: 'reader', scopes: ['system.orchestration.admin.read'] })).secret as string;
     const roPage = await ctx.newPage();
     await pasteKey(roPage, cell.url, ro);
-    await go(roPage, `#/runs/${failed}`, '#outcome');
+    await goTo(roPage, `#/runs/${failed}`, '#outcome');
     assert.equal(await roPage.locator('button.outcome-retry, button.outcome-record, button.outcome-fail').count(), 0);
     await roPage.close();
 
     // ------------------------------------------------------------ fail it: Why it failed says who
-    await go(page, `#/runs/${failed}`, '#outcome');
+    await goTo(page, `#/runs/${failed}`, '#outcome');
     await page.locator('button.outcome-fail').click();
-    await go(page, `#/runs/${failed}`, '#failure[data-kind="outcome"]');
+    await goTo(page, `#/runs/${failed}`, '#failure[data-kind="outcome"]');
     assert.equal(await page.locator('#failure-reason').textContent(), 'outcome_unknown');
     assert.match((await page.locator('#failure-resolved-by').textContent()) ?? '', /\(you\)/);
     problems.push(...(await judgeLooks(page, 'a lost outcome failed')));

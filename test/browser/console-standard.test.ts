@@ -16,20 +16,28 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser } from 'playwright-core';
 import { startOpenAIServer, systemPrompt, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { testStore } from '../helpers/inproc.ts';
-import { A, ARGS, CHROMIUM, T, apiOf, fakeProvider, hostile, judgeLooks, newContext, ok, pasteKey, until, type Watch } from './helpers.ts';
+import {
+  A,
+  ARGS,
+  goTo,
+  CHROMIUM,
+  T,
+  apiOf,
+  fakeProvider,
+  hostile,
+  judgeLooks,
+  newContext,
+  ok,
+  pasteKey,
+  until,
+  type Watch,
+} from './helpers.ts';
 
 const RLO = '\u202E';
-
-async function go(page: Page, hash: string, ready: string): Promise<void> {
-  await page.evaluate((h) => {
-    window.location.hash = h;
-  }, hash);
-  await page.locator(ready).first().waitFor({ timeout: 30_000 });
-}
 
 test('the console by the same standard in dark and at 390 px, hostile names, schedules and approvals you can act on, trusted types', {
   timeout: 600_000,
@@ -123,6 +131,11 @@ test('the console by the same standard in dark and at 390 px, hostile names, sch
     // ------------------------------------------------------------ the CSP requires Trusted Types, and the console works under it
     const html = await fetch(`${cell.url}/console`);
     assert.match(html.headers.get('content-security-policy') ?? '', /(^|; )require-trusted-types-for 'script'(;|$)/);
+    // The sign-in page, before any session, in every look.
+    await page.goto(`${cell.url}/console`);
+    await page.locator('#api-key').waitFor();
+    const signInLooks = await judgeLooks(page, 'sign-in');
+    assert.deepEqual(signInLooks, [], 'the sign-in page in every look');
     await pasteKey(page, cell.url, cell.adminKey);
     const seen = watch.problems.length;
     assert.equal(
@@ -158,7 +171,7 @@ test('the console by the same standard in dark and at 390 px, hostile names, sch
       ['verify', '#/verify', '#dropzone'],
     ];
     for (const [name, hash, ready] of views) {
-      await go(page, hash, ready);
+      await goTo(page, hash, ready);
       if (name === 'run') await page.locator('#journal-verdict[data-verdict="ok"]').waitFor({ timeout: 30_000 });
       problems.push(...(await judgeLooks(page, name)));
     }
@@ -170,7 +183,7 @@ test('the console by the same standard in dark and at 390 px, hostile names, sch
       ['#/keys', '#keys-table tbody tr', 'button.rotate, button.revoke'],
       ['#/principals', `#principals-table tr[data-name="${longUser}"]`, 'button.archive'],
     ] as const) {
-      await go(page, hash, ready);
+      await goTo(page, hash, ready);
       const band = await page.evaluate(() => {
         const top = document.querySelector('header.top')!.getBoundingClientRect();
         const nav = document.querySelector('nav.nav')!.getBoundingClientRect();
@@ -189,7 +202,7 @@ test('the console by the same standard in dark and at 390 px, hostile names, sch
     await page.setViewportSize({ width: 1366, height: 900 });
 
     // ------------------------------------------------------------ approval cards: crew, input, what the step will do
-    await go(page, '#/approvals', `#approvals-mine article.approval[data-run="${run}"] .will-do-tool`);
+    await goTo(page, '#/approvals', `#approvals-mine article.approval[data-run="${run}"] .will-do-tool`);
     const card = page.locator(`#approvals-mine article.approval[data-run="${run}"]`);
     assert.equal((await card.locator('.crew bdi').textContent()) ?? '', crewName, 'the crew, by name');
     assert.deepEqual(JSON.parse((await card.locator('.run-input pre').textContent()) ?? 'null'), input, "the run's input");
@@ -203,7 +216,7 @@ test('the console by the same standard in dark and at 390 px, hostile names, sch
     assert.equal(tool.prompt, 'tool calc');
 
     // ------------------------------------------------------------ schedules: search, run now, pause, resume
-    await go(page, '#/schedules', `article[data-schedule="${nightly.schedule_id}"]`);
+    await goTo(page, '#/schedules', `article[data-schedule="${nightly.schedule_id}"]`);
     await page.locator('#schedules-search').fill('nightly');
     await until('the search to leave one schedule', async () => (await page.locator('article[data-schedule]').count()) === 1);
     assert.equal(await page.locator(`article[data-schedule="${nightly.schedule_id}"]`).count(), 1);
@@ -233,7 +246,7 @@ test('the console by the same standard in dark and at 390 px, hostile names, sch
     assert.equal((await api('GET', `${A}/jobs/definitions/${squares.schedule_id}`)).body.enabled, true, 'resumed');
 
     // ------------------------------------------------------------ the cell stops: approvals are unknown, never "(0)"
-    await go(page, '#/approvals', '#approvals-mine');
+    await goTo(page, '#/approvals', '#approvals-mine');
     await cell.stop();
     await page.locator('#liveness-banner').waitFor({ timeout: 10_000 });
     await until('the approvals to say unknown', async () =>

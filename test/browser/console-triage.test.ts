@@ -12,20 +12,30 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser } from 'playwright-core';
 import { startOpenAIServer, systemPrompt, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { testStore } from '../helpers/inproc.ts';
-import { A, ARGS, CHROMIUM, T, apiOf, axe, fakeProvider, newContext, ok, pasteKey, until, type Api, type Watch } from './helpers.ts';
+import {
+  A,
+  ARGS,
+  goTo,
+  CHROMIUM,
+  T,
+  apiOf,
+  axe,
+  fakeProvider,
+  judgeLooks,
+  newContext,
+  ok,
+  pasteKey,
+  until,
+  type Api,
+  type Watch,
+} from './helpers.ts';
 
 const RLO = '\u202E';
 const COMMENT = `Not ${RLO}yet: the figures are off`;
-
-async function go(page: Page, hash: string): Promise<void> {
-  await page.evaluate((h) => {
-    window.location.hash = h;
-  }, hash);
-}
 
 /** A crew of one seat `role`, its billet with `billet` fields and `cap`, `pre` stages before it. */
 async function crewOf(api: Api, role: string, o: { billet?: object; cap?: object; pre?: unknown[] } = {}): Promise<string> {
@@ -138,7 +148,7 @@ test('why it failed, for every way a run ends badly: triaged to its step, filter
 
     /** Opens a run's page, waits for its failure panel, and answers the panel's kind, the step and the selected node. */
     const open = async (k: string) => {
-      await go(page, `#/runs/${runs[k]}`);
+      await goTo(page, `#/runs/${runs[k]}`);
       const panel = page.locator(`#failure[data-kind]`);
       await panel.waitFor({ timeout: 30_000 });
       await page.locator('#graph [data-node][aria-pressed="true"]').waitFor({ timeout: 30_000 });
@@ -203,7 +213,8 @@ test('why it failed, for every way a run ends badly: triaged to its step, filter
     const exported = JSON.parse(readFileSync((await download.path())!, 'utf8'));
     const received = exported.records.find((r: { kind: string }) => r.kind === 'approval_received');
     assert.deepEqual([received.data.by, received.data.decision, received.data.comment], [me, 'reject', COMMENT]);
-    await axe(page, 'a rejected run');
+    // The failure panel fits and passes axe in both themes at both widths (its comment bidi-isolated).
+    const looks = await judgeLooks(page, 'a rejected run');
 
     // ------------------------------------------------------------ an approval timed out: its deadline
     t = await open('late');
@@ -220,7 +231,8 @@ test('why it failed, for every way a run ends badly: triaged to its step, filter
     t = await open('notebook');
     assert.deepEqual([t.kind, t.node, t.state], ['job', 'cell-2', 'failed']);
     assert.match((await page.locator('#failure-cell').textContent()) ?? '', /^cell 3 \(compute\)\s*throw new Error\("boom"\)$/);
-    await axe(page, 'a failed notebook');
+    looks.push(...(await judgeLooks(page, 'a failed notebook')));
+    assert.deepEqual(looks, [], 'axe and the layout in every look');
 
     // ------------------------------------------------------------ a cancel: who
     t = await open('cancelled');
@@ -228,20 +240,23 @@ test('why it failed, for every way a run ends badly: triaged to its step, filter
     assert.match((await page.locator('#failure-cancelled-by').textContent()) ?? '', /\(you\)/);
 
     // ------------------------------------------------------------ runs by failure reason: the cell's filter, and the search
-    await go(page, '#/runs');
+    await goTo(page, '#/runs');
     await page.locator(`#runs-table tr[data-run="${runs['timeout']}"]`).waitFor();
     await page.locator('#filter-reason').selectOption('step_timeout');
     await page.waitForURL(/reason=step_timeout/);
     const shown = () => page.locator('#runs-table tr[data-run]').evaluateAll((rs) => rs.map((r) => r.getAttribute('data-run')));
     await until('the runs that timed out', async () => (await shown()).join() === runs['timeout']);
-    assert.match((await page.locator('#runs-status').textContent()) ?? '', /^1 shown of 1 runs/, 'the cell filtered: 1 of 1');
+    // The rows are filtered in the page at once; the count, once the cell answered the filtered list.
+    await until('the cell to filter: 1 of 1', async () =>
+      /^1 shown of 1 runs/.test((await page.locator('#runs-status').textContent()) ?? ''),
+    );
     await page.locator('#filter-reason').selectOption('');
     await until('every run again', async () => (await shown()).length === Object.keys(runs).length);
     // A reason in the list is a link to its filter.
     await page.locator(`#runs-table tr[data-run="${runs['gate']}"] td.reason button`).click();
     await page.waitForURL(/reason=gate_declined/);
     await until('the runs a gate refused', async () => (await shown()).join() === runs['gate']);
-    await go(page, '#/runs');
+    await goTo(page, '#/runs');
     await page.locator('#filter-q').fill('sql_error');
     await page.locator('#filter-q').press('Enter');
     await until('the search by reason', async () => (await shown()).join() === runs['sql']);

@@ -195,6 +195,14 @@ export async function shots(page: Page, name: string): Promise<void> {
   await page.setViewportSize(size);
 }
 
+/** Goes to a view by its fragment (no reload: the session lives in the page) and waits for `ready`. */
+export async function goTo(page: Page, hash: string, ready?: string): Promise<void> {
+  await page.evaluate((h) => {
+    window.location.hash = h;
+  }, hash);
+  if (ready) await page.locator(ready).first().waitFor({ timeout: 30_000 });
+}
+
 /** A name of `n` characters (at most) with a right-to-left override and a long unbreakable run: it must break no view. */
 export function hostile(tag: string, n: number): string {
   const s = `${tag} \u202Edetalosi ton ${'w'.repeat(n)}`;
