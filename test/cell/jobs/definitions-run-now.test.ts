@@ -10,6 +10,7 @@ import { after, before, test } from 'node:test';
 import type { InProcess } from '../../helpers/inproc.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import { A, ok, team, type Api, crewFixture } from '../../helpers/teams.ts';
+import { waitFinished } from './_wait.ts';
 
 const DEFS = `${A}/jobs/definitions`;
 let t: InProcess;
@@ -33,13 +34,10 @@ async function caller(name: string, roles: string[], scopes: string[] = []): Pro
 
 const call = (method: string, path: string, token: string) => api.request(method, path, { token });
 
+/** The run once its journal holds its end (awaited on the runs module's events, not polled). */
 async function finished(runId: string): Promise<any> {
-  for (let i = 0; i < 400; i++) {
-    const r = await ok(api, 'GET', `${A}/jobs/runs/${runId}`);
-    if (['completed', 'failed', 'refused', 'cancelled'].includes(r.state)) return r;
-    await new Promise((res) => setTimeout(res, 25));
-  }
-  assert.fail(`run ${runId} did not end`);
+  await waitFinished(t.modules.runs.runs, runId);
+  return ok(api, 'GET', `${A}/jobs/runs/${runId}`);
 }
 
 test("a definition runs now as the caller, who is recorded; the definition's schedule is untouched", async () => {
