@@ -298,7 +298,8 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     assert.deepEqual(await page.locator('#io table.sql-result th').allTextContents(), ['one', 'two']);
     assert.deepEqual(await page.locator('#io table.sql-result td').allTextContents(), ['1', 'two']);
     assert.equal(await page.locator('#tokens, #refusals-section').count(), 0, 'no token or refusal panel on a job that has none');
-    await axe(page, 'sql job');
+    // A job's results (the SQL table), the verifier's verdicts and the disconnected console: every look (issue 43 §3).
+    const looks = await judgeLooks(page, 'sql job');
 
     // ------------------------------------------------------------ the group of cells
     await page.locator('#nav-cells').click();
@@ -417,7 +418,7 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     assert.equal(await edgeOk.locator('[data-envelope]').getAttribute('data-envelope'), 'true');
     assert.equal(await edgeOk.locator('.signers li').getAttribute('data-source'), 'a dropped key file');
     assert.deepEqual(sent, [], 'nothing was uploaded');
-    await axe(page, 'verify a journal');
+    looks.push(...(await judgeLooks(page, 'verify a journal')));
     await shots(page, 'console-verify');
 
     // ------------------------------------------------------------ a read-only key sees no write control
@@ -457,7 +458,8 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     await page.locator('#nav-runs').click();
     await page.waitForTimeout(300);
     assert.doesNotMatch((await page.locator('#runs-status').textContent()) ?? '', /live$/, 'never "live" on stale data');
-    await axe(page, 'disconnected');
+    looks.push(...(await judgeLooks(page, 'disconnected')));
+    assert.deepEqual(looks, [], 'axe and the layout in every look');
     await shots(page, 'console-disconnected');
     cell = await startCellProcess({ dataDir: cell.dataDir, args: cellArgs });
     await banner.waitFor({ state: 'detached', timeout: 10_000 });

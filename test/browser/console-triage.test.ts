@@ -173,7 +173,7 @@ test('why it failed, for every way a run ends badly: triaged to its step, filter
       /^3 attempts under the step's retry policy, all failed \(provider_error\); the provider was asked 2 times for the last/,
     );
     assert.match((await page.locator('#failure-seat').textContent()) ?? '', /^broken$/);
-    await axe(page, 'a model error');
+    const looks = await judgeLooks(page, 'a model error');
 
     // ------------------------------------------------------------ a budget refusal: the refusing step selected, its limit
     t = await open('budget');
@@ -214,7 +214,7 @@ test('why it failed, for every way a run ends badly: triaged to its step, filter
     const received = exported.records.find((r: { kind: string }) => r.kind === 'approval_received');
     assert.deepEqual([received.data.by, received.data.decision, received.data.comment], [me, 'reject', COMMENT]);
     // The failure panel fits and passes axe in both themes at both widths (its comment bidi-isolated).
-    const looks = await judgeLooks(page, 'a rejected run');
+    looks.push(...(await judgeLooks(page, 'a rejected run')));
 
     // ------------------------------------------------------------ an approval timed out: its deadline
     t = await open('late');
