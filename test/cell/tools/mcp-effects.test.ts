@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { jobEnded, mcpCell, SOURCES as S } from '../../helpers/mcp.ts';
 import { until } from '../../helpers/until.ts';
 import { A, ok } from '../../helpers/teams.ts';
+import { EFFECT_KEY_META } from '../../fixtures/mcp-server.ts';
 
 const RUNS = `${A}/jobs/runs`;
 
@@ -89,6 +90,29 @@ test('a call sent and not answered: not idempotent, it waits outcome_unknown and
     const keys = mcp.keysOf('refund', 'o-1');
     assert.deepEqual(keys, [seen[0], seen[0]], 'the same key again');
     assert.equal([...mcp.effects.values()].filter((e) => e.tool === 'refund').length, 1, 'one effect');
+  } finally {
+    await close();
+  }
+});
+
+test("the effect key in _meta is the cell's: a caller's _meta adds to it and cannot replace it", { timeout: 120_000 }, async () => {
+  const { t, mcp, api, close } = await mcpCell({ server: { effects: true } });
+  try {
+    await ok(api, 'POST', S, { name: 'pay', url: mcp.url }, [201]);
+    const caller = (effectKey?: string) => ({
+      workspaceId: 'w',
+      agentId: 'agt_test',
+      authority: { egress_allowlist: [`POST:${mcp.origin}`], data_grant_ids: [], clearance_level: 0, compartments: [] },
+      ...(effectKey !== undefined ? { effectKey } : {}),
+    });
+    const meta = { [EFFECT_KEY_META]: 'forged', 'com.example/trace': 't-1' };
+    const tools = t.modules.tools.tools;
+    await tools.run('mcp.pay.refund', caller('k-real'), { id: 'm-1', amount: 1 }, undefined, { meta });
+    assert.deepEqual(mcp.calls.at(-1)!.meta, { [EFFECT_KEY_META]: 'k-real', 'com.example/trace': 't-1' });
+    // A call without a key (none given by the engine) sends none: the caller's is dropped, not passed on.
+    await tools.run('mcp.pay.refund', caller(), { id: 'm-2', amount: 1 }, undefined, { meta });
+    assert.deepEqual(mcp.calls.at(-1)!.meta, { 'com.example/trace': 't-1' });
+    assert.equal(mcp.effects.has('forged'), false);
   } finally {
     await close();
   }
