@@ -262,4 +262,12 @@ test("a seated tool stage is authored once its billet exists, and calls the tool
   const refused = await ok(api, 'GET', `${T}/crews/${crew2.crew_id}/runs/${run2.run_id}`);
   assert.equal(refused.state, 'refused');
   assert.equal(refused.error.reason, 'tool_not_granted');
+  // The billet a stage is seated on is not removed from under it (the formation would no longer compile).
+  const rm = await t.request('DELETE', `${path}/billets/${b.billet_id}`, { token: t.adminKey });
+  assert.equal(rm.status, 409, rm.text);
+  assert.equal(rm.body.details.reason, 'billet_seats_stage');
+  assert.deepEqual(rm.body.details.stages, ['pre:0']);
+  await ok(api, 'PATCH', path, { pre: null });
+  const version = (await ok(api, 'DELETE', `${path}/billets/${b.billet_id}`)).version;
+  assert.ok(version > 0, 'removed once no stage names it');
 });
