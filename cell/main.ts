@@ -1,8 +1,8 @@
 /**
- * The cell's command line: `node dist/cell.mjs <command> [options]`.
+ * The cell's command line: `node dist/cell.mjs <command> [options]`. CELL_PROGRAM is the table of
+ * commands `--help` is printed from; cell/bin.ts, the bundle's entry, runs it.
  */
 import { parseArgs } from 'node:util';
-import { isMainThread } from 'node:worker_threads';
 import { resolve } from 'node:path';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
@@ -11,10 +11,10 @@ import { BOOTSTRAP_KEY_FILE } from './iam/bootstrap.ts';
 import { POSTURES, type CellConfig, type Posture } from './config.ts';
 import { startCell } from './server.ts';
 import { ClusterRefusal } from './cluster/cluster.ts';
-import { bundleCommand } from './edge/cli.ts';
-import { BACKUP_HELP, backupCommand, restoreCommand } from './ops/backup-cli.ts';
+import { BUNDLE_HELP, bundleCommand } from './edge/cli.ts';
+import { BACKUP_HELP, RESTORE_HELP, backupCommand, restoreCommand } from './ops/backup-cli.ts';
 import { ADMIN_HELP, adminCommand } from './iam/admin-cli.ts';
-import { dispatch, fail, type Command } from '../runtime/cli.ts';
+import { EXIT, dispatch, fail, type Program } from '../runtime/cli.ts';
 import {
   LOG_FORMATS,
   LOG_LEVELS,
@@ -28,8 +28,7 @@ import { parseIpRule } from '../core/apikey/network.ts';
 import { tracesConfig } from './ops/traces-config.ts';
 import { parseOAuthIssuer } from './oauth/settings.ts';
 
-const SERVE_HELP = `  serve            start a cell
-    --port N           port to listen on (0 picks a free one; default 8080)
+const SERVE_HELP = `    --port N           port to listen on (0 picks a free one; default 8080)
     --host H           address to bind (default 127.0.0.1)
     --data DIR         data directory (default ./.cell, or $CELL_DATA)
     --store URL        postgres://user@host:port/db: keep the store in PostgreSQL (also $CELL_STORE_URL);
@@ -72,24 +71,7 @@ const SERVE_HELP = `  serve            start a cell
                        group is given the same file (default: DIR/secrets.key, this cell's own)
 `;
 
-const HELP = `cell: agent teams and jobs under offline-verifiable authority
-
-Usage: node dist/cell.mjs <command> [options]
-
-Commands:
-${SERVE_HELP}  bundle keys      write a signed API-key bundle for an edge device (cell stopped)
-    --data DIR [--store URL] --device ID --out FILE [--ttl-seconds N]
-    --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL); with
-    --secrets-key-file FILE as for serve
-  bundle trust     write the trust anchor a device pins (--data DIR [--store URL] --out FILE)
-${BACKUP_HELP}${ADMIN_HELP}  help             this text
-`;
-
 async function serveCommand(argv: string[]): Promise<void> {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(`Usage: node dist/cell.mjs serve [options]\n\n${SERVE_HELP}`);
-    return;
-  }
   const values = parseArgs({ args: argv, options: SERVE_OPTIONS, strict: true }).values;
   // Checked in the order of the help text; the first wrong option ends the command with its message.
   const config: ServeConfig = {
@@ -296,20 +278,20 @@ function commaList(v: string): string[] {
 /** Ends the command with what to do when the cell could not start for a reason an operator can fix; returns otherwise. */
 function explainStartFailure(err: unknown, config: ServeConfig): void {
   const code = (err as NodeJS.ErrnoException).code;
-  if (err instanceof ClusterRefusal) fail(err.message, 1);
+  if (err instanceof ClusterRefusal) fail(err.message, EXIT.failure);
   const dataDirProblem = dataDirError(err, config.dataDir);
-  if (dataDirProblem) fail(dataDirProblem, 1);
+  if (dataDirProblem) fail(dataDirProblem, EXIT.failure);
   const where = err as { port?: number; address?: string };
   if (code === 'EADDRINUSE') {
     const flag =
       where.port !== undefined && where.port === config.metricsPort && where.address === '127.0.0.1' ? '--metrics-port' : '--port';
     fail(
       `port ${where.port ?? config.port ?? 8080} on ${where.address ?? config.host ?? '127.0.0.1'} is already in use; pick another with ${flag}`,
-      1,
+      EXIT.failure,
     );
   }
   if (code === 'EACCES' && (err as { syscall?: string }).syscall === 'listen')
-    fail(`not allowed to listen on port ${config.port}; pick a port above 1023 with --port`, 1);
+    fail(`not allowed to listen on port ${config.port}; pick a port above 1023 with --port`, EXIT.failure);
 }
 
 /**
@@ -358,10 +340,11 @@ function checkDataDir(dir: string): void {
     st = statSync(dir, { throwIfNoEntry: false });
   } catch (err) {
     const problem = dataDirError(err, dir);
-    if (problem) fail(problem, 1);
+    if (problem) fail(problem, EXIT.failure);
     throw err;
   }
-  if (st && !st.isDirectory()) fail(`--data ${dir} is a file, not a directory: give a directory (it is created when missing)`, 1);
+  if (st && !st.isDirectory())
+    fail(`--data ${dir} is a file, not a directory: give a directory (it is created when missing)`, EXIT.failure);
 }
 
 /** What to do about a file-system error on the data directory (EACCES, EROFS, ENOTDIR, …), or null when it is not one. */
@@ -405,18 +388,20 @@ function intArg(name: string, v: string): number {
   return n;
 }
 
-const COMMANDS: Record<string, Command> = {
-  serve: serveCommand,
-  bundle: bundleCommand,
-  backup: backupCommand,
-  restore: restoreCommand,
-  admin: adminCommand,
+/** The cell's commands: what each runs and what its `--help` says (test/e2e/cli-help.test.ts walks it). */
+export const CELL_PROGRAM: Program = {
+  name: 'cell',
+  invocation: 'node dist/cell.mjs',
+  about: 'agent teams and jobs under offline-verifiable authority',
+  commands: {
+    serve: { summary: 'start a cell', usage: '[options]', details: SERVE_HELP, run: serveCommand },
+    bundle: { summary: "signed files for an edge device, from a stopped cell's store", subcommands: BUNDLE_HELP, run: bundleCommand },
+    backup: { ...BACKUP_HELP, run: backupCommand },
+    restore: { ...RESTORE_HELP, run: restoreCommand },
+    admin: { summary: 'operator recovery on a stopped cell', subcommands: ADMIN_HELP, run: adminCommand },
+  },
 };
 
 export function main(argv: string[]): Promise<void> {
-  return dispatch(argv, COMMANDS, HELP);
+  return dispatch(argv, CELL_PROGRAM);
 }
-
-// The bundle is also the entry of the job sandbox's worker threads (cell/jobs/sandbox/worker.ts):
-// there the command line is not ours to run.
-if (isMainThread) await main(process.argv.slice(2));

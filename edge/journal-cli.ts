@@ -9,21 +9,32 @@ import { buildJournalExport } from '../bundles/journal-export.ts';
 import { signerFromJwk } from '../bundles/codec.ts';
 import { readDevice, readTrust, writeFileDurable } from './files.ts';
 import { readRun } from './runs.ts';
+import { Refusal, UsageError, type CommandHelp } from '../runtime/cli.ts';
 
+/** The help of `journal export` (edge/main.ts's command table). */
+export const JOURNAL_HELP: Record<'export', CommandHelp> = {
+  export: {
+    summary: "write a run's signed journal for the cell (POST /edge/journals)",
+    usage: 'RUN_ID --data DIR --out FILE',
+  },
+};
+
+/** `journal export`: argv[0] is the subcommand (the dispatcher checked it), then the run id and the options. */
 export async function journalCommand(argv: string[]): Promise<void> {
   const [sub, runId, ...rest] = argv;
-  if (sub !== 'export' || !runId) throw new Error('usage: journal export RUN_ID --data DIR --out FILE');
+  if (sub !== 'export') throw new UsageError('journal takes export');
+  if (!runId || runId.startsWith('-')) throw new UsageError('journal export needs the RUN_ID first');
   const { values } = parseArgs({ args: rest, options: { data: { type: 'string' }, out: { type: 'string' } }, strict: true });
-  if (!values.data || !values.out) throw new Error('usage: journal export RUN_ID --data DIR --out FILE');
+  if (!values.data || !values.out) throw new UsageError('journal export needs --data DIR and --out FILE');
   const dir = resolve(values.data);
   const device = readDevice(dir);
   const trust = readTrust(dir);
   const r = readRun(dir, runId);
-  if (!r) throw new Error(`no run ${runId} on this device`);
-  if (r.run.state === 'running') throw new Error(`run ${runId} is still running`);
-  if (r.journal.records.length === 0) throw new Error(`run ${runId} has no journal records`);
+  if (!r) throw new Refusal(`no run ${runId} on this device`);
+  if (r.run.state === 'running') throw new Refusal(`run ${runId} is still running`);
+  if (r.journal.records.length === 0) throw new Refusal(`run ${runId} has no journal records`);
   if (r.run.run_nonce === undefined)
-    throw new Error(`run ${runId} was made by an older edge: its run id is not bound to this device, and the cell refuses its journal`);
+    throw new Refusal(`run ${runId} was made by an older edge: its run id is not bound to this device, and the cell refuses its journal`);
   const text = await buildJournalExport({
     deviceId: device.device_id,
     signer: signerFromJwk(device.device_id, device.private_jwk),

@@ -2,7 +2,8 @@
 // sql.js's WebAssembly is embedded (binary loader), so dist/cell.mjs runs with
 // no node_modules beside it.
 import { build } from 'esbuild';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { embedSwaggerUi } from '../cell/discovery/build-plugin.mjs';
 import { embedConsole } from '../cell/console/build-plugin.mjs';
 import { buildConsole } from '../console/build.mjs';
@@ -11,6 +12,37 @@ const banner = {
   // Bundled CommonJS dependencies call require(); give ESM output one.
   js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);",
 };
+
+// runtime/version.ts imports package.json for its version: the bundles are given that field alone (not the
+// dependency lists, scripts and the rest).
+const packageJson = resolve('package.json');
+const { version } = JSON.parse(readFileSync(packageJson, 'utf8'));
+const versionOnly = {
+  name: 'package-version-only',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]package\.json$/ }, (args) =>
+      args.path === packageJson ? { contents: JSON.stringify({ version }), loader: 'json' } : undefined,
+    );
+  },
+};
+
+// --edge-sea: only dist/edge.cjs, the edge as CommonJS (a Node single executable runs CommonJS), for
+// scripts/build-sea.sh.
+if (process.argv.includes('--edge-sea')) {
+  await build({
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node22',
+    loader: { '.wasm': 'binary' },
+    logLevel: 'warning',
+    legalComments: 'none',
+    entryPoints: ['edge/bin.ts'],
+    outfile: 'dist/edge.cjs',
+    plugins: [versionOnly],
+  });
+  process.exit(0);
+}
 
 const common = {
   bundle: true,
@@ -26,20 +58,25 @@ const common = {
 // The docs page's swagger-ui files (cell/discovery/build-plugin.mjs) and the operator console,
 // built from console/src first (cell/console/build-plugin.mjs), are embedded in the cell bundle.
 const consoleFiles = await buildConsole();
-await build({ ...common, entryPoints: ['cell/main.ts'], outfile: 'dist/cell.mjs', plugins: [embedSwaggerUi, embedConsole(consoleFiles)] });
+await build({
+  ...common,
+  entryPoints: ['cell/bin.ts'],
+  outfile: 'dist/cell.mjs',
+  plugins: [versionOnly, embedSwaggerUi, embedConsole(consoleFiles)],
+});
 // --bench-log-toggle: also a build for bench/access-log-toggle.ts, in which SIGUSR2 switches the info
 // lines (the access log) off and on, so that one process serves both sides of the comparison. The
 // shipped bundle has no such switch (runtime/log.ts tests for this build-time constant).
 if (process.argv.includes('--bench-log-toggle')) {
   await build({
     ...common,
-    entryPoints: ['cell/main.ts'],
+    entryPoints: ['cell/bin.ts'],
     outfile: 'dist/bench/cell-log-toggle.mjs',
-    plugins: [embedSwaggerUi, embedConsole(consoleFiles)],
+    plugins: [versionOnly, embedSwaggerUi, embedConsole(consoleFiles)],
     define: { AGENT_CELL_BENCH_LOG_TOGGLE: 'true' },
   });
 }
 if (existsSync('edge/main.ts')) {
-  await build({ ...common, entryPoints: ['edge/main.ts'], outfile: 'dist/edge.mjs' });
+  await build({ ...common, entryPoints: ['edge/bin.ts'], outfile: 'dist/edge.mjs', plugins: [versionOnly] });
 }
 console.log('built dist/cell.mjs' + (existsSync('edge/main.ts') ? ' and dist/edge.mjs' : ''));

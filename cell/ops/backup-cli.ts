@@ -6,21 +6,24 @@
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
+import { UsageError, type CommandHelp } from '../../runtime/cli.ts';
 import { restoreBackup, writeBackup } from './backup.ts';
 
-const BACKUP_USAGE = 'usage: backup --data DIR --out FILE';
-const RESTORE_USAGE = 'usage: restore --from FILE --data NEWDIR --secrets-key-file FILE';
+export const BACKUP_HELP: CommandHelp = {
+  summary: "copy a data directory's embedded store while the cell serves (one consistent LSN)",
+  usage: '--data DIR --out FILE',
+  details: '    the secrets key and the bootstrap key are not in the backup: keep them apart\n',
+};
 
-export const BACKUP_HELP = `  backup           copy a data directory's embedded store while the cell serves (one consistent LSN)
-    --data DIR --out FILE   the secrets key and the bootstrap key are not in the backup: keep them apart
-  restore          write a new data directory from a backup
-    --from FILE --data NEWDIR --secrets-key-file FILE
-                   FILE: the secrets key of the backed-up cell (checked against its sealed keys, copied in)
-`;
+export const RESTORE_HELP: CommandHelp = {
+  summary: 'write a new data directory from a backup',
+  usage: '--from FILE --data NEWDIR --secrets-key-file FILE',
+  details: '    --secrets-key-file: the secrets key of the backed-up cell (checked against its sealed keys, copied in)\n',
+};
 
 export async function backupCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { data: { type: 'string' }, out: { type: 'string' } }, strict: true });
-  if (!values.out) throw new Error(BACKUP_USAGE);
+  if (!values.out) throw new UsageError('backup needs --out FILE');
   const dataDir = resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell');
   const m = await writeBackup(dataDir, resolve(values.out), new Date());
   process.stdout.write(
@@ -35,10 +38,10 @@ export async function restoreCommand(argv: string[]): Promise<void> {
     options: { from: { type: 'string' }, data: { type: 'string' }, 'secrets-key-file': { type: 'string' } },
     strict: true,
   });
-  if (!values.from || !values.data) throw new Error(RESTORE_USAGE);
+  if (!values.from || !values.data) throw new UsageError('restore needs --from FILE and --data NEWDIR');
   if (!values['secrets-key-file'])
-    throw new Error(
-      `${RESTORE_USAGE}\n(the backup does not hold the secrets key that seals its signing keys; name the backed-up cell's key file)`,
+    throw new UsageError(
+      "restore needs --secrets-key-file FILE: the backup does not hold the secrets key that seals its signing keys; name the backed-up cell's key file",
     );
   const dataDir = resolve(values.data);
   const m = await restoreBackup(resolve(values.from), dataDir, resolve(values['secrets-key-file']));

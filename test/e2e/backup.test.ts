@@ -157,12 +157,12 @@ describe('backup and restore: the embedded store while the cell serves', {
     writeFileSync(wrongKey, randomBytes(32), { mode: 0o600 });
     const target = join(work, 'r1');
     let r = await cli(['restore', '--from', out, '--data', target, '--secrets-key-file', wrongKey]);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 1);
     assert.match(r.err, /does not open the sealed signing keys in the backup/);
     assert.ok(!existsSync(target), 'nothing written');
 
     r = await cli(['restore', '--from', out, '--data', target]);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 2, 'a usage error');
     assert.match(r.err, /does not hold the secrets key/);
 
     const damaged = join(work, 'damaged.backup');
@@ -170,19 +170,19 @@ describe('backup and restore: the embedded store while the cell serves', {
     bytes[bytes.length - 100] = (bytes[bytes.length - 100] ?? 0) ^ 0xff;
     writeFileSync(damaged, bytes);
     r = await cli(['restore', '--from', damaged, '--data', target, '--secrets-key-file', key]);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 1);
     assert.match(r.err, /is not a usable backup \(.* does not match its checksum\)/);
     assert.ok(!existsSync(target));
 
     mkdirSync(target);
     writeFileSync(join(target, 'x'), 'x');
     r = await cli(['restore', '--from', out, '--data', target, '--secrets-key-file', key]);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 1);
     assert.match(r.err, /exists and is not an empty directory/);
     assert.deepEqual(readdirSync(target), ['x']);
 
     r = await cli(['backup', '--data', join(work, 'nothing-here'), '--out', join(work, 'n.backup')]);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 1);
     assert.match(r.err, /holds no embedded store .* pg_dump/);
     assert.doesNotMatch(r.err, /\n\s+at /, 'no stack trace');
   });
