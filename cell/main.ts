@@ -21,6 +21,7 @@ import {
   createLogger,
   exitOnFatalError,
   type LogFormat,
+  type BannerLine,
   type LogLevel,
   type ProcessLogger,
 } from '../runtime/log.ts';
@@ -88,7 +89,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   // leaves its group a member short; the outage itself is answered with 503s and not-ready).
   process.on('unhandledRejection', (reason) => {
     log.error('unhandled rejection (a bug: please report it); the cell keeps serving', {
-      error: reason instanceof Error ? (reason.stack ?? reason.message) : String(reason),
+      error: reason,
     });
   });
   checkDataDir(config.dataDir);
@@ -99,7 +100,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     explainStartFailure(err, config);
     throw err;
   }
-  log.print(banner(running));
+  log.banner(banner(running));
   stopOnSignals(running, log);
 }
 
@@ -296,22 +297,27 @@ function explainStartFailure(err: unknown, config: ServeConfig): void {
 
 /**
  * What the cell prints once it listens, in one write: whoever starts reading at "listening on" (scripts,
- * tests) also has the key lines.
+ * tests) also has the key lines. In the json format they are JSON lines with their fields (`url`,
+ * `metrics_url`, `key_file`): stdout carries JSON only.
  */
-function banner(running: RunningCell): string {
-  let text = `cell ${running.core.config.cellId} listening on ${running.url}\n`;
+function banner(running: RunningCell): BannerLine[] {
+  const cellId = running.core.config.cellId;
+  const lines: BannerLine[] = [{ msg: `cell ${cellId} listening on ${running.url}`, fields: { cell_id: cellId, url: running.url } }];
   const metricsUrl = running.modules.ops.ops.metricsUrl();
-  if (metricsUrl) text += `metrics on ${metricsUrl}\n`;
+  if (metricsUrl) lines.push({ msg: `metrics on ${metricsUrl}`, fields: { metrics_url: metricsUrl } });
   const keyFile = join(running.core.config.dataDir, BOOTSTRAP_KEY_FILE);
   if (running.bootstrapSecret) {
     // Only a person at a terminal sees it: a log shipper reading a pipe or a file would keep it.
-    text += process.stdout.isTTY
-      ? `bootstrap admin key (shown once, also in ${keyFile}):\n${running.bootstrapSecret}\n`
-      : `bootstrap admin key created, in ${keyFile} (mode 0600; not printed: stdout is not a terminal)\n`;
+    lines.push({
+      msg: process.stdout.isTTY
+        ? `bootstrap admin key (shown once, also in ${keyFile}):\n${running.bootstrapSecret}`
+        : `bootstrap admin key created, in ${keyFile} (mode 0600; not printed: stdout is not a terminal)`,
+      fields: { key_file: keyFile },
+    });
   } else if (existsSync(keyFile)) {
-    text += `the bootstrap admin key was printed at the first start; it is in ${keyFile}\n`;
+    lines.push({ msg: `the bootstrap admin key was printed at the first start; it is in ${keyFile}`, fields: { key_file: keyFile } });
   }
-  return text;
+  return lines;
 }
 
 /**

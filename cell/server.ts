@@ -172,7 +172,7 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
     }
     await store.close();
     // The spans batched so far are exported before the process goes (docs/operations.md "Traces").
-    await core.traces.shutdown().catch((e: unknown) => log.warn('traces not exported at stop', { error: (e as Error).message }));
+    await core.traces.shutdown().catch((e: unknown) => log.warn('traces not exported at stop', { error: e }));
   };
   return {
     core,

@@ -200,15 +200,19 @@ async function serveCommand(argv: string[]): Promise<void> {
   });
   const port = (server.address() as AddressInfo).port;
   const tokenInfo = keys?.index.tokens ? `, tokens for edge:${device.device_id}` : ', no token keys';
-  log.print(
-    `edge ${device.device_id} listening on ${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port} (keys: ${keys ? `bundle v${keys.version}, ${keys.index.size} keys${tokenInfo}` : 'none: no key can be resolved'})\n`,
-  );
+  const url = `${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  log.banner([
+    {
+      msg: `edge ${device.device_id} listening on ${url} (keys: ${keys ? `bundle v${keys.version}, ${keys.index.size} keys${tokenInfo}` : 'none: no key can be resolved'})`,
+      fields: { device_id: device.device_id, url, key_bundle_version: keys ? keys.version : null },
+    },
+  ]);
   // Persist the clock high-water mark now and then, and on the way out.
   const persist = () => {
     try {
       writeState(dir, rt.state);
     } catch (e) {
-      log.error('state write failed', { error: String(e) });
+      log.error('state write failed', { error: e });
     }
   };
   const timer = setInterval(persist, 10_000);

@@ -64,7 +64,7 @@ for f in "$ROOT"/cell-*/bootstrap-admin.key; do [[ -s "$f" ]] && { ADMIN_KEY="$(
 [[ -n "$ADMIN_KEY" ]] || { echo "cluster: no cell wrote a bootstrap key" >&2; exit 1; }
 # Checked on every cell before it is printed: one group, one owner, one key.
 for i in $(seq 1 "$N"); do
-  url="$(grep -m1 -o 'listening on http[^ ]*' "$ROOT/cell-$i/log" | sed 's/^listening on //')"
+  url="$(grep -m1 -o 'listening on http[^ "]*' "$ROOT/cell-$i/log" | sed 's/^listening on //')"
   code="$(node -e 'fetch(process.argv[1] + "/api/public/v1/admin/whoami", { headers: { authorization: "Bearer " + process.argv[2] } }).then((r) => console.log(r.status), () => console.log("unreachable"))' "$url" "$ADMIN_KEY")"
   [[ "$code" == "200" ]] || { echo "cluster: cell-$i ($url) refused the owner key ($code)" >&2; exit 1; }
   echo "cluster: cell-$i $url accepts the owner key"

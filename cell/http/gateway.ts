@@ -16,7 +16,7 @@
  */
 import type { Context, ErrorHandler, MiddlewareHandler, Next } from 'hono';
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { addHeaders, authStep, bodyLimitGate, bodyTooLarge, rateStep, type CredentialLimits } from '../../runtime/gateway.ts';
+import { addHeaders, authStep, bodyLimitGate, bodyTooLarge, rateStep, requestIdOf, type CredentialLimits } from '../../runtime/gateway.ts';
 import { declaredBodyLength, jsonBodyStep } from '../../runtime/json-body.ts';
 import type { AppEnv, AuthContext, Authenticator, CellCore } from '../context.ts';
 import type { CellMetrics } from '../ops/api.ts';
@@ -81,7 +81,7 @@ export function cellGateway(
 
   /** The request id, the gates and the route; a gate's refusal becomes the answer here, and the gateway's headers go on it. */
   const gates = async (c: Context<AppEnv>, next: Next): Promise<void> => {
-    const id = crypto.randomUUID();
+    const id = requestIdOf(c);
     c.set('requestId', id);
     c.set('credentialLimits', limits);
     let rateHeaders: Record<string, string> | undefined;

@@ -42,7 +42,7 @@ export async function createIamModule(core: CellCore): Promise<IamModule> {
   await iam.ensureIdentity();
   let timer: NodeJS.Timeout | undefined;
   let pruneTimer: NodeJS.Timeout | undefined;
-  const sweep = () => lifecycle.sweep().catch((e: unknown) => core.log.error('purge sweep failed', { error: String(e) }));
+  const sweep = () => lifecycle.sweep().catch((e: unknown) => core.log.error('purge sweep failed', { error: e }));
   const buckets = core.store.engine === 'postgres' ? new StoreBuckets(core) : null;
   return {
     name: 'iam',
@@ -66,7 +66,7 @@ export async function createIamModule(core: CellCore): Promise<IamModule> {
       timer.unref();
       if (buckets) {
         pruneTimer = setInterval(() => {
-          buckets.prune(core.clock.now()).catch((e: unknown) => core.log.error('rate bucket prune failed', { error: String(e) }));
+          buckets.prune(core.clock.now()).catch((e: unknown) => core.log.error('rate bucket prune failed', { error: e }));
         }, BUCKET_PRUNE_INTERVAL_MS);
         pruneTimer.unref();
       }

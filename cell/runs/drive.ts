@@ -102,8 +102,7 @@ async function keptWrite<T>(ctx: RunsContext, runId: string, write: () => Promis
       return await write();
     } catch (err) {
       if (!retryableInPlace(err) || ctx.stopping) throw err;
-      if (attempt === 0)
-        ctx.core.log.warn('a run write was refused for now; writing it again', { run_id: runId, error: (err as Error).message });
+      if (attempt === 0) ctx.core.log.warn('a run write was refused for now; writing it again', { run_id: runId, error: err });
       await outageWait(attempt);
       if (ctx.stopping) throw err;
     }
@@ -338,7 +337,7 @@ export async function driveRun(
     // The lease is kept from one drive to the next of this loop (an outage's re-drive is no takeover).
     dropLease(ctx, runId);
     await flushStaged(ctx, runId).catch((e: unknown) =>
-      ctx.core.log.warn('writes staged for a run were not kept', { run_id: runId, error: e instanceof Error ? e.message : String(e) }),
+      ctx.core.log.warn('writes staged for a run were not kept', { run_id: runId, error: e }),
     );
   }
 }
@@ -452,14 +451,14 @@ async function driveClaimed(
     if (isStoreOutage(err)) throw await keptBeforeRedrive(writer.flush, err);
     // What the engine recorded before it broke is kept.
     await writer.flush().catch(() => undefined);
-    ctx.core.log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+    ctx.core.log.error('run drive failed', { run_id: runId, error: err });
     await end.finish('failed', { error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' } });
     return { state: await stateNow(), result: null };
   }
   if (writer.lost) throw writer.lost;
   if (result.cause !== undefined && result.outcome === 'failed') {
     const c = result.cause;
-    ctx.core.log.warn('run step failed', { run_id: runId, reason: result.reason, error: c instanceof Error ? c.message : String(c) });
+    ctx.core.log.warn('run step failed', { run_id: runId, reason: result.reason, error: c });
   }
   // A step or record refused by a store outage: not the run's failure (driveRun drives it again).
   if (result.outcome === 'failed' && isStoreOutage(result.cause)) throw await keptBeforeRedrive(writer.flush, result.cause);

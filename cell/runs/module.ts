@@ -37,7 +37,7 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
   const foldTimer = setInterval(() => {
     if (folding) return;
     folding = foldStorage(ctx)
-      .catch((e: unknown) => core.log.warn('storage fold failed', { error: e instanceof Error ? e.message : String(e) }))
+      .catch((e: unknown) => core.log.warn('storage fold failed', { error: e }))
       .finally(() => {
         folding = null;
       });
@@ -59,7 +59,7 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
         await abortCancelledElsewhere(ctx);
       } while (cancelAgain && ctx.drivers.size > 0);
     })()
-      .catch((e: unknown) => core.log.warn('remote cancel check failed', { error: e instanceof Error ? e.message : String(e) }))
+      .catch((e: unknown) => core.log.warn('remote cancel check failed', { error: e }))
       .finally(() => {
         cancelCheck = null;
       });
@@ -69,10 +69,7 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
   const unlisten = core.store.onChange((c) => {
     if (!c.remote || !c.tables.has('journal')) return;
     const named = c.subjects;
-    if (ctx.bus.size > 0)
-      void catchUpRemote(ctx, named).catch((e: unknown) =>
-        core.log.warn('run events catch-up failed', { error: e instanceof Error ? e.message : String(e) }),
-      );
+    if (ctx.bus.size > 0) void catchUpRemote(ctx, named).catch((e: unknown) => core.log.warn('run events catch-up failed', { error: e }));
     if (ctx.drivers.size > 0 && (named === undefined || [...named].some((id) => ctx.drivers.has(id)))) checkCancels();
   });
   return {

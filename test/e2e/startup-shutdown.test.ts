@@ -42,7 +42,7 @@ describe('start-up errors and the stop line', () => {
       .find((l) => l.includes('"msg":"cell stopped"'));
     assert.ok(line, cell.output());
     const o = JSON.parse(line) as Record<string, unknown>;
-    assert.equal(o['level'], 'info');
+    assert.equal(o['level'], 30);
     assert.equal(o['signal'], 'SIGTERM');
     assert.match(String(o['cell_id']), /^cell-/);
     cell.cleanup();

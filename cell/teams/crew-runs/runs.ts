@@ -78,16 +78,14 @@ export async function startSweep(ctx: TeamsContext): Promise<void> {
     if (r.state !== 'waiting' && !held) continue;
     if (held) ctx.core.log.info('resuming crew run held before the restart', { run_id: r.run_id, state: r.state });
     void resumeRun(ctx, r.run_id, 'restart').catch((e: unknown) =>
-      ctx.core.log.warn('run not resumed after the restart', { run_id: r.run_id, error: e instanceof Error ? e.message : String(e) }),
+      ctx.core.log.warn('run not resumed after the restart', { run_id: r.run_id, error: e }),
     );
   }
   ctx.runs.onHeartbeat(async () => {
     if (!ctx.stopped) await takeOverOrphans(ctx);
   });
   const t = setInterval(() => {
-    void sweepOnce(ctx).catch((e: unknown) =>
-      ctx.core.log.warn('investigate sweep failed', { error: e instanceof Error ? e.message : String(e) }),
-    );
+    void sweepOnce(ctx).catch((e: unknown) => ctx.core.log.warn('investigate sweep failed', { error: e }));
   }, INVESTIGATE_SWEEP_MS);
   t.unref();
   ctx.sweepTimer = t;
@@ -150,9 +148,7 @@ function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash:
     .then((r) => {
       if (r.state === 'waiting') scheduleWake(ctx, run.run_id, r.result?.waiting?.wake_at ?? null);
     })
-    .catch((err: unknown) =>
-      ctx.core.log.error('crew run drive failed', { run_id: run.run_id, error: err instanceof Error ? err.message : String(err) }),
-    );
+    .catch((err: unknown) => ctx.core.log.error('crew run drive failed', { run_id: run.run_id, error: err }));
   track(ctx, run.run_id, p);
 }
 
