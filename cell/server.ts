@@ -196,12 +196,13 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
 async function spanSink(config: CellConfig, cellId: string, groupId: string, log: Logger): Promise<SpanSink | null> {
   if (config.traces === null) return null;
   const { createOtelSink } = await import('./ops/otel-sink.ts');
+  const sink = createOtelSink(config.traces, { 'service.instance.id': cellId, 'agent_cell.group.id': groupId });
   log.info('exporting traces over OTLP/HTTP', {
     endpoint: config.traces.endpoint,
-    service_name: config.traces.serviceName,
+    service_name: sink.serviceName,
     capture_message_content: config.traces.captureContent,
   });
-  return createOtelSink(config.traces, { 'service.instance.id': cellId, 'agent_cell.group.id': groupId });
+  return sink;
 }
 
 /** Listens; rejects (instead of crashing the process) when the address is taken. */

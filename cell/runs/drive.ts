@@ -197,6 +197,8 @@ export interface DriveOptions {
   replace?: { step_id: string; input: unknown };
   /** Called once this drive took the run over from a driver that stopped (its journal verified), before any step runs. */
   onTakeover?(previousOwner: string | null): Promise<void>;
+  /** The name a crew run's span gives its agent (the crew's name: `invoke_agent {name}`, `gen_ai.agent.name`). */
+  agentName?: string;
 }
 
 export interface DriveResult {
@@ -398,7 +400,7 @@ async function driveOnce(
   try {
     // With spans exported, the drive runs in the run's span (runs/trace.ts) and the engine opens one per step.
     if (ctx.core.traces.spans)
-      return await inRunSpan(ctx, runId, graph, claim.takeover, (tracer) =>
+      return await inRunSpan(ctx, runId, graph, claim.takeover, opts.agentName, (tracer) =>
         driveClaimed(ctx, handle, runId, graph, { ...ports, tracer }, input, opts, graphHash, claim),
       );
     return await driveClaimed(ctx, handle, runId, graph, ports, input, opts, graphHash, claim);

@@ -143,6 +143,7 @@ function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash:
         ...(spec.replace !== undefined ? { replace: spec.replace } : {}),
         // Budget reservations the previous driver left open are released once this cell holds the run.
         onTakeover: () => releaseOpenReservations(ctx, run.run_id),
+        agentName: crew.name,
       },
     )
     .then((r) => {
