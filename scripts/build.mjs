@@ -55,15 +55,32 @@ const common = {
   legalComments: 'none',
 };
 
+// The OpenTelemetry SDK behind cell/ops/otel-sink.ts is a file of its own beside the cell, dist/cell-otel.mjs, which
+// cell/server.ts imports only when trace export is on: a cell that exports no traces neither reads nor parses it.
+const otelApart = {
+  name: 'otel-sink-apart',
+  setup(b) {
+    b.onResolve({ filter: /[\\/]ops[\\/]otel-sink\.ts$/ }, (args) =>
+      args.kind === 'dynamic-import' ? { path: './cell-otel.mjs', external: true } : undefined,
+    );
+  },
+};
+
+// The shipped cell is minified (a third smaller, parsed faster at every start); names are kept (`keepNames`), so
+// stack traces and logged errors still name their functions and classes.
+const shipped = { minify: true, keepNames: true };
+
 // The docs page's swagger-ui files (cell/discovery/build-plugin.mjs) and the operator console,
 // built from console/src first (cell/console/build-plugin.mjs), are embedded in the cell bundle.
 const consoleFiles = await buildConsole();
 await build({
   ...common,
+  ...shipped,
   entryPoints: ['cell/bin.ts'],
   outfile: 'dist/cell.mjs',
-  plugins: [versionOnly, embedSwaggerUi, embedConsole(consoleFiles)],
+  plugins: [versionOnly, otelApart, embedSwaggerUi, embedConsole(consoleFiles)],
 });
+await build({ ...common, ...shipped, entryPoints: ['cell/ops/otel-sink.ts'], outfile: 'dist/cell-otel.mjs', plugins: [versionOnly] });
 // --bench-log-toggle: also a build for bench/access-log-toggle.ts, in which SIGUSR2 switches the info
 // lines (the access log) off and on, so that one process serves both sides of the comparison. The
 // shipped bundle has no such switch (runtime/log.ts tests for this build-time constant).
@@ -72,11 +89,11 @@ if (process.argv.includes('--bench-log-toggle')) {
     ...common,
     entryPoints: ['cell/bin.ts'],
     outfile: 'dist/bench/cell-log-toggle.mjs',
-    plugins: [versionOnly, embedSwaggerUi, embedConsole(consoleFiles)],
+    plugins: [versionOnly, otelApart, embedSwaggerUi, embedConsole(consoleFiles)],
     define: { AGENT_CELL_BENCH_LOG_TOGGLE: 'true' },
   });
 }
 if (existsSync('edge/main.ts')) {
   await build({ ...common, entryPoints: ['edge/bin.ts'], outfile: 'dist/edge.mjs', plugins: [versionOnly] });
 }
-console.log('built dist/cell.mjs' + (existsSync('edge/main.ts') ? ' and dist/edge.mjs' : ''));
+console.log('built dist/cell.mjs, dist/cell-otel.mjs' + (existsSync('edge/main.ts') ? ' and dist/edge.mjs' : ''));
