@@ -164,7 +164,8 @@ test-embedded:
 test-postgres:
 	scripts/pg-test-server.sh run -- env CELL_TEST_STORE=postgres $(NODE_TEST) $(PG_TEST_FILES)
 
-# The same suite on Node 22 and 24 (binaries from the npm registry; not part of `make test`).
+# The same suite on Node 22 and 26, the supported majors beside the pinned 24 (binaries from the npm registry;
+# not part of `make test`). TEST_FILES="…" runs some files only.
 test-compat: install build edge-runtime browser-deps
 	scripts/test-node-versions.sh
 
