@@ -15,6 +15,7 @@ import { BUNDLE_HELP, bundleCommand } from './edge/cli.ts';
 import { BACKUP_HELP, RESTORE_HELP, backupCommand, restoreCommand } from './ops/backup-cli.ts';
 import { ADMIN_HELP, adminCommand } from './iam/admin-cli.ts';
 import { EXIT, dispatch, fail, type Program } from '../runtime/cli.ts';
+import { ATTESTATION_HELP, verifyAttestationFile } from '../runtime/attestation-cli.ts';
 import {
   LOG_FORMATS,
   LOG_LEVELS,
@@ -28,6 +29,7 @@ import {
 import { parseIpRule } from '../core/apikey/network.ts';
 import { tracesConfig } from './ops/traces-config.ts';
 import { parseOAuthIssuer } from './oauth/settings.ts';
+import { readToolSources } from './tools/sources/config.ts';
 
 const SERVE_HELP = `    --port N           port to listen on (0 picks a free one; default 8080)
     --host H           address to bind (default 127.0.0.1)
@@ -62,14 +64,20 @@ const SERVE_HELP = `    --port N           port to listen on (0 picks a free one
     --client-ca FILE   PEM CA for client certificates (mTLS, RFC 8705 bound tokens)
     --egress-allow-private CIDR,..  non-public ranges tools may reach (default none: loopback,
                        private and link-local addresses are refused whatever an allowlist says)
+    --tool-sources FILE  stdio MCP servers whose tools the catalog imports (JSON; docs/configuration.md);
+                       the only place a command the cell starts for tools is named
     --metrics-port N   serve Prometheus metrics at http://127.0.0.1:N/metrics (loopback only;
                        0 picks a free port; default: not served)
     --otlp-endpoint URL  export traces over OTLP/HTTP to URL (its /v1/traces); default
                        OTEL_EXPORTER_OTLP_ENDPOINT, else off (docs/operations.md "Traces")
     --log-level L      ${LOG_LEVELS.join(' | ')} (default info: one access-log line per request)
     --log-format F     ${LOG_FORMATS.join(' | ')} (default json: one object per line)
-    --secrets-key-file FILE  the 32-byte key provider secrets are sealed with; every cell of a
-                       group is given the same file (default: DIR/secrets.key, this cell's own)
+    --secrets-key-file FILE  the group's 32-byte secrets key (it seals provider secrets and signing
+                       keys); every cell of a group is given the same file, proven against the
+                       store before anything is written (default: DIR/secrets.key, made by the
+                       first start on a new store)
+    --pg-bin-dir DIR   where pg_dump and pg_restore are (default: the PATH, then the usual
+                       directories); moves SQL workspaces of an earlier version, once each
 `;
 
 async function serveCommand(argv: string[]): Promise<void> {
@@ -83,6 +91,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   };
   const log = serveLogger(values);
   if (values['secrets-key-file'] !== undefined) config.secretsKeyFile = resolve(values['secrets-key-file']);
+  if (values['pg-bin-dir'] !== undefined) config.pgBinDir = resolve(values['pg-bin-dir']);
   const tls = tlsOptions(values);
   // The last guard, not the design: every background loop catches and retries its own errors. A rejection
   // none handled is a bug to report, not a reason to stop serving (a cell that exits on a store outage
@@ -133,6 +142,7 @@ const SERVE_OPTIONS = {
   'tls-key': { type: 'string' },
   'client-ca': { type: 'string' },
   'egress-allow-private': { type: 'string' },
+  'tool-sources': { type: 'string' },
   'heartbeat-ms': { type: 'string' },
   'lease-ms': { type: 'string' },
   'max-clock-skew-ms': { type: 'string' },
@@ -141,6 +151,7 @@ const SERVE_OPTIONS = {
   'log-level': { type: 'string' },
   'log-format': { type: 'string' },
   'secrets-key-file': { type: 'string' },
+  'pg-bin-dir': { type: 'string' },
 } as const;
 
 /** The options of `serve` as given (all strings). */
@@ -204,7 +215,7 @@ function limitsConfig(values: ServeArgs): Partial<CellConfig> {
   return config;
 }
 
-/** Whom the cell believes and where it may reach: trusted proxies, clearance, topology, private egress. */
+/** Whom the cell believes and where it may reach: trusted proxies, clearance, topology, private egress, stdio tool sources. */
 function trustConfig(values: ServeArgs): Partial<CellConfig> {
   const config: Partial<CellConfig> = {};
   if (values['trusted-proxies'] !== undefined) config.trustedProxies = commaList(values['trusted-proxies']);
@@ -225,6 +236,13 @@ function trustConfig(values: ServeArgs): Partial<CellConfig> {
     const rules = commaList(values['egress-allow-private']);
     for (const r of rules) if (parseIpRule(r) === null) fail(`--egress-allow-private: '${r}' is not an address or CIDR range`);
     config.egressAllowPrivate = rules;
+  }
+  if (values['tool-sources'] !== undefined) {
+    try {
+      config.toolSources = readToolSources(resolve(values['tool-sources']));
+    } catch (e) {
+      fail((e as Error).message);
+    }
   }
   return config;
 }
@@ -401,12 +419,23 @@ export const CELL_PROGRAM: Program = {
   about: 'agent teams and jobs under offline-verifiable authority',
   commands: {
     serve: { summary: 'start a cell', usage: '[options]', details: SERVE_HELP, run: serveCommand },
-    bundle: { summary: "signed files for an edge device, from a stopped cell's store", subcommands: BUNDLE_HELP, run: bundleCommand },
+    // The commands that work on a stopped cell's store are given startCell: a module does not import the wiring.
+    bundle: {
+      summary: "signed files for an edge device, from a stopped cell's store",
+      subcommands: BUNDLE_HELP,
+      run: (argv) => bundleCommand(argv, startCell),
+    },
     backup: { ...BACKUP_HELP, run: backupCommand },
     restore: { ...RESTORE_HELP, run: restoreCommand },
-    admin: { summary: 'operator recovery on a stopped cell', subcommands: ADMIN_HELP, run: adminCommand },
+    admin: { summary: 'operator recovery on a stopped cell', subcommands: ADMIN_HELP, run: (argv) => adminCommand(argv, startCell) },
+    attestation: { summary: "a run's attestation, checked offline", subcommands: { verify: ATTESTATION_HELP }, run: attestationCommand },
   },
 };
+
+/** `attestation verify`: argv[0] is the subcommand (the dispatcher checked it), the rest its file and options. */
+async function attestationCommand(argv: string[]): Promise<void> {
+  process.exitCode = await verifyAttestationFile(argv.slice(1));
+}
 
 export function main(argv: string[]): Promise<void> {
   return dispatch(argv, CELL_PROGRAM);

@@ -1,7 +1,7 @@
 /**
  * The edge program: `node dist/edge.mjs <command>` or the single executable `dist/edge <command>`.
- * Commands: init, trust, serve, verify-key, journal export, model keygen|sign. EDGE_PROGRAM is the
- * table `--help` is printed from (docs/edge.md); edge/bin.ts, the bundle's entry, runs it.
+ * Commands: init, trust, serve, verify-key, journal export, attestation export|keys|verify, model keygen|sign.
+ * EDGE_PROGRAM is the table `--help` is printed from (docs/edge.md); edge/bin.ts, the bundle's entry, runs it.
  * No top-level await: the same source is bundled as CommonJS for the Node SEA.
  */
 import { parseArgs } from 'node:util';
@@ -31,6 +31,7 @@ import { DurableReplayCache } from './replay-log.ts';
 import { MODEL_HELP, modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { JOURNAL_HELP, journalCommand } from './journal-cli.ts';
+import { ATTESTATION_EDGE_HELP, attestationCommand } from './attestation-cli.ts';
 import { EXIT, Refusal, UsageError, dispatch, fail, type Program } from '../runtime/cli.ts';
 import { LOG_FORMATS, LOG_LEVELS, createLogger, exitOnFatalError, type LogFormat, type LogLevel } from '../runtime/log.ts';
 
@@ -322,6 +323,11 @@ export const EDGE_PROGRAM: Program = {
       run: verifyKeyCommand,
     },
     journal: { summary: "a run's signed journal, for the cell", subcommands: JOURNAL_HELP, run: journalCommand },
+    attestation: {
+      summary: "a device run's attestation: export, the device's keys, verify",
+      subcommands: ATTESTATION_EDGE_HELP,
+      run: attestationCommand,
+    },
     model: { summary: 'the model publisher: a key pair, a signed manifest', subcommands: MODEL_HELP, run: modelCommand },
   },
   notes: 'Test mode only: with AGENT_CELL_EDGE_TEST_CLOCK=1, serve and verify-key take --now-offset-ms N.\n',

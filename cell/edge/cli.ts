@@ -14,7 +14,8 @@ import { resolve } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { isoTime } from '../../core/iso-time.ts';
 import { UsageError, type CommandHelp } from '../../runtime/cli.ts';
-import { startCell } from '../server.ts';
+import type { StartCell } from '../module.ts';
+import type { EdgeModule } from './module.ts';
 
 const STORE_DETAILS = `    --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL); with
     --secrets-key-file FILE as for serve
@@ -34,8 +35,11 @@ export const BUNDLE_HELP: Record<'keys' | 'trust', CommandHelp> = {
   },
 };
 
-/** `bundle keys|trust`: argv[0] is the subcommand (the dispatcher checked it), the rest its options. */
-export async function bundleCommand(argv: string[]): Promise<void> {
+/**
+ * `bundle keys|trust`: argv[0] is the subcommand (the dispatcher checked it), the rest its options.
+ * `startCell`: cell/server.ts's, handed in by cell/main.ts.
+ */
+export async function bundleCommand(argv: string[], startCell: StartCell<{ edge: EdgeModule }>): Promise<void> {
   const [what, ...rest] = argv;
   if (what !== 'keys' && what !== 'trust') throw new UsageError('bundle takes keys or trust');
   const { values } = parseArgs({

@@ -6,6 +6,7 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { ServiceError, conflict, invalid, notFound } from '../../core/errors.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
+import { recordHash } from '../../core/journal/hash.ts';
 import { splitEnvelope } from '../../bundles/envelope.ts';
 import type { ModelReference } from '../../bundles/crew-bundle.ts';
 import type { Graph } from '../../core/engine/types.ts';
@@ -386,6 +387,12 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
             imported_at: now,
             imported_by: auth.principal.id,
           });
+          // The device's run joins the run log, as a run of the group does when it ends.
+          await ctx.runLog.queueTx(
+            tx,
+            { run_id: p.run.run_id, journal_head: recordHash(p.records.at(-1)!), graph_hash: p.run.graph_hash },
+            `edge:${device.device_id}`,
+          );
         }
         await iam.audit(tx, {
           at: now,

@@ -13,7 +13,9 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { isoTime } from '../../core/iso-time.ts';
 import { Refusal, UsageError, type CommandHelp } from '../../runtime/cli.ts';
-import { startCell } from '../server.ts';
+import type { Cluster } from '../cluster/api.ts';
+import type { StartCell } from '../module.ts';
+import type { IamModule } from './module.ts';
 
 /** The help of `admin reset-owner` (cell/main.ts's command table). */
 export const ADMIN_HELP: Record<'reset-owner', CommandHelp> = {
@@ -24,8 +26,11 @@ export const ADMIN_HELP: Record<'reset-owner', CommandHelp> = {
   },
 };
 
-/** `admin reset-owner`: argv[0] is the subcommand (the dispatcher checked it), the rest its options. */
-export async function adminCommand(argv: string[]): Promise<void> {
+/**
+ * `admin reset-owner`: argv[0] is the subcommand (the dispatcher checked it), the rest its options.
+ * `startCell`: cell/server.ts's, handed in by cell/main.ts.
+ */
+export async function adminCommand(argv: string[], startCell: StartCell<{ iam: IamModule; cluster: { cluster: Cluster } }>): Promise<void> {
   const [what, ...rest] = argv;
   if (what !== 'reset-owner') throw new UsageError('admin takes reset-owner');
   const { values } = parseArgs({

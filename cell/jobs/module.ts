@@ -9,6 +9,7 @@ import { statSync } from 'node:fs';
 import type { CellCore } from '../context.ts';
 import type { GroupClock } from '../cluster/api.ts';
 import type { CellMetrics } from '../ops/api.ts';
+import type { Custody } from '../custody/api.ts';
 import type { Iam, Lifecycle } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
 import type { Runs } from '../runs/api.ts';
@@ -19,6 +20,7 @@ import { authorityLapse, disableAuthoredTx, type AuthorityLapse } from './defini
 import { mountDefinitionRoutes } from './routes-definitions.ts';
 import { mountEndpointRoutes } from './routes-endpoints.ts';
 import { mountRunRoutes } from './routes-runs.ts';
+import { mountOutcomeRoutes } from './outcomes.ts';
 import { definitionsUsingCrew } from './repository.ts';
 import { resumeJobRun, startJobDrive } from './runner.ts';
 import { PgWorkspaces } from './sandbox/pg-workspace.ts';
@@ -26,6 +28,8 @@ import { SandboxPool } from './sandbox/pool.ts';
 import { Scheduler } from './scheduler.ts';
 import type { DefinitionJobType } from './shapes.ts';
 import { workspaceDbPath } from './steps.ts';
+import { migrateLegacyWorkspaces } from './legacy-workspaces.ts';
+import { sealClearWorkspaceSecrets } from './workspace-secrets.ts';
 
 export interface JobsModule extends CellModule {
   /** The cron scheduler (tests call `tick()` after moving a manual clock). */
@@ -42,7 +46,16 @@ export interface JobsModule extends CellModule {
 
 export function createJobsModule(
   core: CellCore,
-  deps: { iam: Iam; lifecycle: Lifecycle; runs: Runs; teams: Teams; tools: Tools; metrics: CellMetrics; groupClock?: GroupClock },
+  deps: {
+    iam: Iam;
+    lifecycle: Lifecycle;
+    runs: Runs;
+    teams: Teams;
+    tools: Tools;
+    custody: Custody;
+    metrics: CellMetrics;
+    groupClock?: GroupClock;
+  },
 ): JobsModule {
   const ctx: JobsContext = {
     core,
@@ -57,12 +70,15 @@ export function createJobsModule(
     stopped: false,
     metrics: deps.metrics,
     groupClock: deps.groupClock ?? { now: () => core.clock.now(), trusted: () => true },
-    // On the PostgreSQL engine a workspace's SQL database is its schema there, one for the whole group.
-    ...(core.store.engine === 'postgres' && core.config.storeUrl ? { pgWorkspaces: new PgWorkspaces(core.config.storeUrl) } : {}),
+    // On the PostgreSQL engine a workspace's SQL database is a database of its own on the store's server, one for the whole group.
+    ...(core.store.engine === 'postgres' && core.config.storeUrl
+      ? { pgWorkspaces: new PgWorkspaces(core.config.storeUrl, { log: core.log, pgBinDir: core.config.pgBinDir }) }
+      : {}),
+    custody: deps.custody,
   };
   const scheduler = new Scheduler(ctx);
   let unfollow: (() => void) | undefined;
-  // A workspace's storage quota counts its SQL database too (its file; on PostgreSQL its schema as last measured here).
+  // A workspace's storage quota counts its SQL database too (its file; on PostgreSQL its database as last measured here).
   deps.runs.registerWorkspaceFiles((ws) =>
     ctx.pgWorkspaces
       ? (ctx.pgWorkspaces.sizes.get(ws) ?? 0)
@@ -87,17 +103,26 @@ export function createJobsModule(
     authorityLapse: (d) => authorityLapse(ctx, d),
     routes(app) {
       mountRunRoutes(app, ctx);
+      mountOutcomeRoutes(app, ctx);
       mountDefinitionRoutes(app, ctx, () => scheduler);
       mountEndpointRoutes(app, ctx);
     },
     async start() {
+      // SQL workspace secrets of an earlier version, in the clear: sealed before anything uses them.
+      const sealed = await sealClearWorkspaceSecrets(ctx);
+      if (sealed > 0) core.log.info('sealed the secrets of SQL workspaces kept in the clear', { workspaces: sealed });
+      // Workspaces of an earlier version (a schema in the cells' database) move into databases of their own.
+      if (ctx.pgWorkspaces) void migrateLegacyWorkspaces(ctx);
       // Recovery: job runs left queued or running by a previous process are driven
       // again; completed steps are reused from the journal, not re-executed.
       for (const run of await ctx.runs.activeRuns('job')) {
+        // A run waiting on an operator (a lost outcome) has nothing due: only a resolution, a cancel or a recover moves it.
+        if (run.state === 'outcome_unknown') continue;
         if (run.state === 'waiting') {
           // An agent run waiting on an approval or a timer is looked at again, so a timeout
-          // that passed while the cell was down fails closed now.
-          if (run.job_type === 'agent') void resumeJobRun(ctx, run.run_id);
+          // that passed while the cell was down fails closed now; any other job run waits only
+          // to be driven again after an operator resolved a lost outcome (its wake was lost with the cell).
+          void resumeJobRun(ctx, run.run_id);
           continue;
         }
         core.log.info('recovering job run', { run_id: run.run_id, state: run.state });
@@ -112,9 +137,10 @@ export function createJobsModule(
           core.log.info('taking over job run', { run_id: run.run_id, previous_owner: run.lease_owner });
           void startJobDrive(ctx, run);
         }
-        // Waiting agent runs whose last driver died: their wake-up timer is armed here now.
+        // Waiting job runs whose last driver died: an agent run's wake-up timer is armed here now; any
+        // other waits to be driven after a resolved lost outcome.
         for (const run of await ctx.runs.orphanedWaitingRuns('job')) {
-          if (ctx.stopped || ctx.runs.isDriven(run.run_id) || run.job_type !== 'agent') continue;
+          if (ctx.stopped || ctx.runs.isDriven(run.run_id)) continue;
           core.log.info('taking over waiting job run', { run_id: run.run_id, previous_coordinator: run.coordinator });
           void resumeJobRun(ctx, run.run_id);
         }

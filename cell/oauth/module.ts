@@ -17,7 +17,9 @@ import { MemoryReplayCache } from '../../core/tokens/replay.ts';
 import { GroupAudiences } from './audiences.ts';
 import { GroupIssuers } from './issuers.ts';
 import { GroupReplayCache } from './replay.ts';
+import type { GroupClock } from '../cluster/api.ts';
 import type { CellCore } from '../context.ts';
+import type { Custody } from '../custody/api.ts';
 import type { Iam } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
 import { ChangeCache } from '../store/change-cache.ts';
@@ -34,12 +36,16 @@ import { metadataRoutes } from './routes-metadata.ts';
 import { pageRoutes } from './routes-pages.ts';
 import { protocolRoutes } from './routes-protocol.ts';
 import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
-import { toolDelegator } from './tool-delegation.ts';
+import { protectedResourceOf, toolDelegator } from './tool-delegation.ts';
 import { SigningKeys } from './signing-keys.ts';
 import { reloadFollower, type ReloadFollower } from './internal/follower.ts';
 
 export interface OAuthDeps {
   iam: Iam;
+  /** The group's secrets key: the signing keys are sealed under it, and only those it opens are the group's. */
+  custody: Custody;
+  /** Whether this cell stands as a member (its clock within the bound): a member that stood down makes no background writes. */
+  standing: Pick<GroupClock, 'trusted'>;
   /**
    * Whether an edge device is registered with this cell (the edge module's
    * answer), for resource indicators `edge:<device_id>`. Called only while
@@ -90,7 +96,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     async start() {
       // The public URL is settled once the cell listens: this cell's API joins the group's audiences now.
       await ctx.audiences.register();
-      stopTimers = startTimers(ctx, groupReplay);
+      stopTimers = startTimers(ctx, groupReplay, deps.standing);
     },
     async stop() {
       stopTimers?.();
@@ -105,7 +111,7 @@ function oauthContext(core: CellCore, deps: OAuthDeps, groupReplay: GroupReplayC
     core,
     iam: deps.iam,
     deviceExists: (deviceId) => deps.deviceExists(deviceId),
-    keys: new SigningKeys(core),
+    keys: new SigningKeys(core, deps.custody),
     denylist: new Denylist(core),
     replay: groupReplay ?? new MemoryReplayCache(),
     audiences: new GroupAudiences(core),
@@ -154,18 +160,21 @@ function oauthApi(ctx: OAuthContext): OAuthApi {
     clientIds: () => allClientIds(store),
     ensureBuiltInClient: (client) => ensureBuiltInClient(ctx, client),
     delegateForTool: toolDelegator(ctx),
+    protectedResourceOf: (url) => protectedResourceOf(config.protectedResources, url),
   };
 }
 
 /**
  * The module's timers: the sweep (expired revocations dropped, then the keyring, denylist and
  * issuers read again, a safety net for whatever a notification missed) and, on PostgreSQL, the
- * pruning of the group's DPoP proofs. Returns what stops them.
+ * pruning of the group's DPoP proofs. Both drop what the group shares, judged on the database's
+ * clock, and only while this cell stands: a member whose clock is beyond the bound writes nothing
+ * in the background (issue 36, finding 13). Returns what stops them.
  */
-function startTimers(ctx: OAuthContext, groupReplay: GroupReplayCache | null): () => void {
+function startTimers(ctx: OAuthContext, groupReplay: GroupReplayCache | null, standing: Pick<GroupClock, 'trusted'>): () => void {
   const { core } = ctx;
   const sweep = async () => {
-    await ctx.denylist.sweep();
+    if (standing.trusted()) await ctx.denylist.sweep();
     await ctx.denylist.reload();
     await ctx.keys.reload();
     await ctx.issuers.reload();
@@ -177,7 +186,8 @@ function startTimers(ctx: OAuthContext, groupReplay: GroupReplayCache | null): (
   let pruneTimer: NodeJS.Timeout | undefined;
   if (groupReplay) {
     pruneTimer = setInterval(() => {
-      groupReplay.prune(core.clock.now()).catch((e: unknown) => core.log.error('oauth proof prune failed', { error: e }));
+      if (!standing.trusted()) return;
+      groupReplay.prune().catch((e: unknown) => core.log.error('oauth proof prune failed', { error: e }));
     }, OAUTH.proofPruneIntervalMs);
     pruneTimer.unref();
   }

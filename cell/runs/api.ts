@@ -15,7 +15,7 @@ import { afterCommit } from './opening.ts';
 import type { Tx } from '../store/types.ts';
 import { assertStorageRoom, cellRunBytes, storageLeft, storageRoomRefusal, workspaceUsage } from './storage.ts';
 import { approvalsPort, pendingApprovals, pendingApprovalsView, recordApproval, runDecisions, stepDecisions } from './approvals.ts';
-import type { RunsContext } from './context.ts';
+import type { FinishHook, RunsContext } from './context.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { grants } from '../../core/authority/scopes.ts';
 import type { Decider } from './approvals.ts';
@@ -25,8 +25,9 @@ import { IsoTime, queryTime } from '../http/openapi.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel } from './control.ts';
 import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, placeOnPeer } from './lease.ts';
 import { beforeItLeaves, driveRun, recordedStep } from './drive.ts';
+import { lostOutcome, lostOutcomeView, resolveOutcome } from './outcomes.ts';
 import { subscribe, subscriberCount } from './events.ts';
-import { appendJournal, completeRefusal, finishRun, journalClosed, readJournal, stageRunWrite } from './journal.ts';
+import { appendJournal, completeRefusal, finishRun, getBlob, journalClosed, readJournal, stageRunWrite } from './journal.ts';
 import {
   activeRuns,
   createRunTx,
@@ -62,8 +63,9 @@ export {
 export { RunClosedError, type AppendBlobs, type AppendFields, type FinishOptions } from './journal.ts';
 export { outageWait, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
 export type { Decider, DecisionView, PendingApproval } from './approvals.ts';
+export type { LostOutcome, ResolutionAsk } from './outcomes.ts';
 export type { DriverHandle } from './control.ts';
-export type { RunDeltaListener, RunEventListener } from './context.ts';
+export type { FinishHook, RunDeltaListener, RunEventListener } from './context.ts';
 export { nodeOfStep, type ForkFor, type ForkPoint } from './fork.ts';
 export type { StorageLimit, WorkspaceUsage } from './storage.ts';
 
@@ -105,6 +107,8 @@ export function runsApi(ctx: RunsContext) {
     stageRunWrite: on(stageRunWrite),
     finishRun: on(finishRun),
     readJournal: on(readJournal),
+    /** A step value stored by content hash (journal.ts), or undefined. */
+    getBlob: on(getBlob),
     /** The fork point at `at` of a run's journal, or null when `at` names no record a fork may start at (fork.ts). */
     forkPoint: async (runId: string, at: number) => forkPoint(await readJournal(ctx, runId, 0, 10_000_000), at),
     /** The fork point without the parent's approvals that do not stand for the new run (they are asked again). */
@@ -114,6 +118,14 @@ export function runsApi(ctx: RunsContext) {
     completeRefusal: on(completeRefusal),
     journalClosed: on(journalClosed),
     recordedStep: on(recordedStep),
+
+    /**
+     * Adds a write to the transaction that ends every run (its `run_finished` record), given the run's
+     * head: run id, the hash of that last record, the graph hash. The run log's entry (cell/receipts).
+     */
+    onRunFinishedTx: (hook: FinishHook): void => {
+      ctx.finishHooks.push(hook);
+    },
 
     // ---------------------------------------------------------- events (events.ts)
     subscribe: on(subscribe),
@@ -144,6 +156,11 @@ export function runsApi(ctx: RunsContext) {
     runDecisions: on(runDecisions),
     pendingApprovalsView: on(pendingApprovalsView),
     recordApproval: on(recordApproval),
+
+    // ---------------------------------------------------------- lost outcomes of side-effecting calls (outcomes.ts)
+    lostOutcome: on(lostOutcome),
+    lostOutcomeView: on(lostOutcomeView),
+    resolveOutcome: on(resolveOutcome),
 
     // ---------------------------------------------------------- storage limits (storage.ts)
     assertStorageRoom: on(assertStorageRoom),
@@ -209,6 +226,24 @@ export function runIdPath(name = 'run_id') {
     .openapi({ param: { name, in: 'path' }, example: 'run_0123456789abcdef0123' });
 }
 
+/** The `{step_id}` path parameter of a route on one step of a run (its id URL-encoded: it contains `/`). */
+export function stepIdPath() {
+  return z
+    .string()
+    .min(1)
+    .max(300)
+    .openapi({ param: { name: 'step_id', in: 'path' } });
+}
+
+/** A step id as given (the router already decoded the path); decoded once more only when that is well-formed. */
+export function stepIdOf(v: string): string {
+  try {
+    return decodeURIComponent(v);
+  } catch {
+    return v;
+  }
+}
+
 /** The `{run_id}` path parameter of a run route. */
 export const RunIdParam = z.object({ run_id: runIdPath() });
 
@@ -260,6 +295,36 @@ export const ApprovalDecisionSchema = z
 export function deciderOf(auth: Pick<AuthContext, 'principal' | 'credential'>): Decider {
   return { principal: auth.principal.id, actors: auth.credential.actors ?? [] };
 }
+
+/** The call a run in state `outcome_unknown` waits on, as run views show it (`unknown_outcome`; null otherwise). */
+export const UnknownOutcomeSchema = z
+  .object({
+    step_id: z.string(),
+    tool: z.string().nullable(),
+    seat: z.string().nullable(),
+    effect_key: z.string().openapi({ description: "The call's effect key: sent as `Idempotency-Key`, the same on a retry" }),
+    attempt: z.number().int().openapi({ description: 'The issue of the call whose outcome was lost (1 for the first)' }),
+    since: IsoTime,
+  })
+  .openapi('UnknownOutcome');
+
+/**
+ * An operator's resolution of a run's lost outcome, the body of every run's resolution route (crew runs,
+ * job runs): `retry` issues the call again with the same effect key, `record` makes `result` its result,
+ * `fail` fails the run.
+ */
+export const OutcomeResolutionSchema = z
+  .object({
+    resolution: z.enum(['retry', 'record', 'fail']),
+    result: z.unknown().optional().openapi({ description: 'For `record` (required there, any JSON): the result of the call' }),
+    comment: z.string().max(2000).optional(),
+  })
+  .strict()
+  .refine((b) => (b.resolution === 'record') === (b.result !== undefined), {
+    message: '`result` is required with `record` and refused otherwise',
+    path: ['result'],
+  })
+  .openapi('OutcomeResolution');
 
 /** The ListRunsOptions of a query validated with `runFilterQuery`. */
 export function runFilterOf(q: {

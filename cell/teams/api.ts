@@ -21,6 +21,7 @@ import type { AuthContext } from '../context.ts';
 import { checkPlacement, type UnmetConstraint } from './crew-runs/placement.ts';
 import { crewPorts } from './crew-runs/ports.ts';
 import { settled, startCrewRun, sweepOnce } from './crew-runs/runs.ts';
+import { executedGraph } from './crew-runs/run-graph.ts';
 import type { CrewRunInput } from './crew-runs/types.ts';
 import type { CrewUsersHook } from './types.ts';
 
@@ -47,6 +48,11 @@ export class Teams {
   /** The crew whose current compiled graph has this hash, with the graph; undefined when no crew's does. */
   crewByGraph(graphHash: string): Promise<{ crew: Crew; graph: Graph; graphHash: string } | undefined> {
     return crewByGraph(this.ctx, graphHash);
+  }
+
+  /** The graph a crew run executed and its formation version (kept when it started, or recompiled to the run's hash); undefined when it cannot be told. */
+  executedGraph(run: Run): Promise<{ graph: unknown; formationVersion: number } | undefined> {
+    return executedGraph(this.ctx, run);
   }
 
   /** The crew's current compiled graph; undefined when the crew is gone or no longer compiles. */

@@ -32,7 +32,7 @@ import { LiveAnswers } from '../../../core/engine/live-answers.ts';
 import type { StepDelta } from '../../../core/engine/types.ts';
 import { ErrorNote, Json, Section, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
 import { buildExport, type CarriedParent } from '../carry.ts';
-import { cellKeys, verifyRunJournal, type Verification } from '../verify.ts';
+import { cellKeys, checkAttestation, verifyRunJournal, type AttestationCheck, type Verification } from '../verify.ts';
 import type { PendingApproval } from '../approval-model.ts';
 import { ApprovalCard } from './approval-card.tsx';
 import { DecisionLine, DecisionList, type DecisionLike } from './decision-list.tsx';
@@ -335,6 +335,22 @@ export function RunView({ runId }: { runId: string }) {
       clearTimeout(t);
     };
   }, [journal.records, journal.stream === 'loading', verifyTick]);
+
+  // The run's attestation (issue 41), checked in this browser on demand: signature, inclusion in the run log,
+  // consistency with the checkpoint this browser saw before.
+  const [attestation, setAttestation] = useState<AttestationCheck | 'checking' | null>(null);
+  const checkRunAttestation = async () => {
+    setAttestation('checking');
+    try {
+      const path =
+        run?.kind === 'crew' && run.crew_id && !can(session, 'system.orchestration.admin.read')
+          ? `${TEAMS}/crews/${seg(run.crew_id)}/runs/${seg(runId)}/attestation`
+          : `${ADMIN}/jobs/runs/${seg(runId)}/attestation`;
+      setAttestation(await checkAttestation(await call<unknown>(session, 'GET', path)));
+    } catch (e) {
+      setAttestation({ ok: false, reason: describeError(e) });
+    }
+  };
 
   const [cancelAsk, setCancelAsk] = useState(false);
   const [cancelError, setCancelError] = useState<string | null>(null);
@@ -667,6 +683,7 @@ export function RunView({ runId }: { runId: string }) {
         ) : (
           <VerificationBanner v={verification} pending={verification === null} onVerify={() => setVerifyTick((t) => t + 1)} />
         )}
+        {terminal ? <AttestationBanner check={attestation} onCheck={checkRunAttestation} /> : null}
         <JournalTable records={journal.records} badSeq={badSeq} graph={graph} />
       </Section>
 
@@ -701,5 +718,46 @@ export function RunView({ runId }: { runId: string }) {
         </Section>
       ) : null}
     </>
+  );
+}
+
+/** The run's attestation as this browser checked it (a button until asked). */
+function AttestationBanner({ check, onCheck }: { check: AttestationCheck | 'checking' | null; onCheck(): void }) {
+  let body = null;
+  if (check === 'checking')
+    body = (
+      <p class="verify verify-pending" id="attestation-verdict" data-verdict="pending" role="status">
+        Checking the attestation…
+      </p>
+    );
+  else if (check?.ok)
+    body = (
+      <p
+        class="verify verify-ok"
+        id="attestation-verdict"
+        data-verdict="ok"
+        data-leaf={check.leaf_index}
+        data-size={check.tree_size}
+        role="status"
+      >
+        <span aria-hidden="true">✔ </span>Attestation verified in this browser: the in-toto statement is signed by{' '}
+        <code title={check.keyid}>{check.keyid.slice(0, 12)}…</code>, and the run is in the run log <code>{check.origin}</code> at leaf{' '}
+        {check.leaf_index} of {check.tree_size} (signed checkpoint, inclusion proof)
+        {check.consistent_with === null ? '.' : `; the log extends the checkpoint of ${check.consistent_with} this browser saw before.`}
+      </p>
+    );
+  else if (check)
+    body = (
+      <p class="verify verify-bad" id="attestation-verdict" data-verdict="bad" role="alert">
+        <span aria-hidden="true">✘ </span>Attestation refused: {check.reason}
+      </p>
+    );
+  return (
+    <div class="verify-wrap">
+      {body}
+      <button type="button" id="check-attestation" onClick={onCheck} disabled={check === 'checking'}>
+        Verify attestation and run log
+      </button>
+    </div>
   );
 }

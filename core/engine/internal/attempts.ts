@@ -12,6 +12,7 @@ import type { JsonObject } from '../../journal/record.ts';
 import { backoffAfter, type StepPolicy } from '../policy.ts';
 import type { RunContext } from './context.ts';
 import { Stop } from './stop.ts';
+import { isLostOutcome } from './effects.ts';
 
 export async function withAttempts<T>(
   ctx: RunContext,
@@ -35,6 +36,7 @@ export async function withAttempts<T>(
       return { value, data: { attempts: n } };
     } catch (e) {
       if (e instanceof Stop) throw e; // a refusal or a wait decided before the call: not an attempt
+      if (isLostOutcome(e)) throw e; // the call may have acted: its intent stays open for the crash rule (effects.ts)
       const reason = reasonOf(e);
       const again = reason !== null && (retry.on as readonly string[]).includes(reason) && n < retry.max_attempts;
       if (!again) {

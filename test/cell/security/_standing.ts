@@ -61,6 +61,7 @@ export const NOT_STANDING = new Map<string, string>([
     'POST /api/public/v1/admin/principals/{id}/purge',
     'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/cancel',
     'POST /api/public/v1/admin/jobs/runs/{run_id}/cancel',
+    'DELETE /api/public/v1/admin/catalog/sources/{source_id}',
   ].map((id): [string, string] => [id, 'removes or stops: makes nothing'] as [string, string]),
   ...[
     'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs',
@@ -78,6 +79,13 @@ export const NOT_STANDING = new Map<string, string>([
     'POST /api/public/v1/admin/jobs/runs/{run_id}/approvals/{step_id}',
   ].map((id): [string, string] => [id, 'a decision, counted as the whole chain (the approval pass below)']),
   ...[
+    'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/outcomes/{step_id}',
+    'POST /api/public/v1/admin/jobs/runs/{run_id}/outcomes/{step_id}',
+  ].map((id): [string, string] => [
+    id,
+    "an operator's decision on a lost outcome (retry, record, fail), by a caller holding the run's authority now, audited: the run acts as it was authorised",
+  ]),
+  ...[
     'POST /api/public/v1/admin/agent-teams/blueprints',
     'POST /api/public/v1/admin/agent-teams/contracts',
     'POST /api/public/v1/admin/agent-teams/crews',
@@ -92,6 +100,7 @@ export const NOT_STANDING = new Map<string, string>([
     'PATCH /api/public/v1/admin/agent-teams/skills/{skill_id}',
     'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/upgrade',
     'POST /api/public/v1/admin/agent-teams/agents/{agent_id}/budget-ledger',
+    'POST /api/public/v1/admin/catalog/sources/{source_id}/pins',
   ].map((id): [string, string] => [
     id,
     'a definition or a limit: it acts only in a run a caller starts, whose seats must be within that caller (no schedule: definitions are standing)',
@@ -101,9 +110,11 @@ export const NOT_STANDING = new Map<string, string>([
     'POST /api/public/v1/admin/secrets/{secret_id}/rotate',
     'POST /api/public/v1/admin/ai/model-providers',
     'PATCH /api/public/v1/admin/ai/model-providers/{provider_id}',
+    'POST /api/public/v1/admin/catalog/sources',
+    'PATCH /api/public/v1/admin/catalog/sources/{source_id}',
   ].map((id): [string, string] => [
     id,
-    'a stored value or a destination, not authority: binding and every call re-ask the secret rule of the binding principal',
+    'a stored value or a destination, not authority: binding and every call (a source: every token fetch) re-ask the secret rule of the binding principal',
   ]),
   ['POST /api/public/v1/admin/edge/journals', 'imports a signed record: grants nothing'],
   ['POST /api/public/v1/admin/oauth/signing-keys/rotate', "rotates the cell's key: hands out nothing"],

@@ -12,8 +12,13 @@ import { capToCeiling, meetCeilings, parseCeiling, UNBOUNDED, type Ceiling } fro
 import { effectiveAuthority, intersectSelectors, normalize } from '../../../core/authority/scopes.ts';
 import { intersectAuthority, type AuthorityEnvelope } from '../../../core/authority/envelope.ts';
 import { ALL_PERMISSIONS, BUILTIN_ROLES } from '../../../core/permissions.ts';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
+import { startOpenAIServer } from '../../fixtures/openai-server.ts';
+import { provider } from '../../helpers/teams.ts';
 import { basic, claimsOf, form } from '../../helpers/oauth.ts';
+import { startMcpServer } from '../../fixtures/mcp-server.ts';
 import { generateEd25519 } from '../../../bundles/codec.ts';
 import { NOT_STANDING, STANDING } from './_standing.ts';
 
@@ -23,7 +28,7 @@ const T = `${A}/agent-teams`;
 // ---------------------------------------------------------------- generators
 
 const SELECTORS = [...ALL_PERMISSIONS, 'iam', 'iam.keys', 'oauth', 'agent_teams', 'system.orchestration', 'secrets', 'ai'];
-const TOOLS = ['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get'];
+const TOOLS = ['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get', 'http.request'];
 const sub = <T>(xs: readonly T[]) => fc.subarray([...xs]);
 
 const envelopeArb: fc.Arbitrary<AuthorityEnvelope> = fc.record(
@@ -32,7 +37,7 @@ const envelopeArb: fc.Arbitrary<AuthorityEnvelope> = fc.record(
     clearance_level: fc.integer({ min: 0, max: 3 }),
     permission_mode: fc.constantFrom('plan', 'ask', 'auto-read', 'auto'),
     data_grant_ids: sub(['kv:w1', 'kv:w2', 'kv:*']),
-    egress_allowlist: sub(['kv:w1', 'kv:*', '*', 'https://a.example']),
+    egress_allowlist: sub(['kv:w1', 'kv:*', '*', 'https://a.example', 'POST:*', '*:*']),
     compartments: sub(['a', 'b', 'c']),
   },
   { requiredKeys: [] },
@@ -137,11 +142,39 @@ export const SWEPT = [
   'POST /api/public/v1/admin/agent-teams/crews/:crew_id/upgrade',
   'POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/fork',
   'POST /api/public/v1/admin/jobs/runs/:run_id/rerun',
+  'POST /api/public/v1/admin/catalog/sources',
+  'PATCH /api/public/v1/admin/catalog/sources/:source_id',
   'POST /api/public/v1/admin/edge/crew-bundles',
+  'POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/outcomes/:step_id',
+  'POST /api/public/v1/admin/jobs/runs/:run_id/outcomes/:step_id',
 ];
 
+/** A token endpoint that issues a token to anyone: the sweep judges who may send the secret, not the grant. */
+async function tokenEndpoint() {
+  const s = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ access_token: 'issued', token_type: 'Bearer', expires_in: 300 }));
+  });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(s.address() as { port: number }).port}/token`,
+    close: () => new Promise<void>((r) => s.close(() => r())),
+  };
+}
+
 test('containment sweep: no route hands out or exercises more than its caller holds', async () => {
-  const t = await inProcessCell({ config: { rate: { capacity: 1e9, refillPerSecond: 1e9 }, agentQuota: 100_000 } });
+  // A service that closes the connection once a POST arrived: the outcome of the write is lost, and the
+  // run waits `outcome_unknown` for an operator to resolve it (the resolution routes are swept).
+  const lost = createServer((req) => req.resume().on('end', () => req.socket.destroy()));
+  await new Promise<void>((r) => lost.listen(0, '127.0.0.1', () => r()));
+  const lostUrl = `http://127.0.0.1:${(lost.address() as AddressInfo).port}/refunds`;
+  const ai = await startOpenAIServer({ apiKey: 'sk-fake' });
+  const t = await inProcessCell({
+    config: { rate: { capacity: 1e9, refillPerSecond: 1e9 }, agentQuota: 100_000, egressAllowPrivate: ['127.0.0.1/32'] },
+  });
+  // An MCP server and a token endpoint for catalog sources that send the owner's secret.
+  const mcp = await startMcpServer();
+  const as = await tokenEndpoint();
   try {
     const ownerId = (await t.request('GET', `${A}/principals?limit=1`, { token: t.adminKey })).body.principals[0].id as string;
     const ownerHolding: Holding = { permissions: ['*'], envelope: UNBOUNDED };
@@ -166,6 +199,8 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     const wideBlueprint = (await ok(t, 'POST', `${T}/blueprints`, { name: 'wide-bp', role_label: 'r', authority_template: wideEnv }))
       .blueprint_id as string;
     const bootKey = (await t.request('GET', `${A}/api-keys?limit=1`, { token: t.adminKey })).body.keys[0].key_id as string;
+    // A source no agent is granted a tool of, sending nothing: a caller may rebind it only with a right to the secret.
+    const bareSource = (await ok(t, 'POST', `${A}/catalog/sources`, { name: 'bare', url: mcp.url })).source_id as string;
     // An ended run of a crew of wide seats, to fork; a failed job run, to rerun.
     const forkAgent = (await ok(t, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'f', authority_template: wideEnv }))
       .agent_id as string;
@@ -211,9 +246,67 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     const forkAt = (await t.modules.runs.runs.readJournal(forkParent, 0, 1000)).at(-1)!.seq;
     const device = (await ok(t, 'POST', `${A}/edge/devices`, { name: 'sweep-device', public_jwk: (await generateEd25519()).publicJwk }))
       .device_id as string;
+    // Runs waiting on a lost outcome: a crew whose seat's agent POSTs (a model on a fake provider of its
+    // own asks for it), and a single job that POSTs.
+    const refund = { tool: 'http.request', args: { method: 'POST', url: lostUrl } };
+    ai.setResponder(() => ({ tool_calls: [{ name: 'http__request', arguments: refund.args }] }));
+    const lostProvider = await provider({ request: t.request, token: t.adminKey }, ai);
+    // Mode `ask` (the owner approves the POST) and a narrow egress: many random callers hold that much.
+    const lostEnv = {
+      allowed_tools: ['http.request'],
+      clearance_level: 0,
+      permission_mode: 'ask',
+      egress_allowlist: [`POST:${new URL(lostUrl).origin}`],
+    } as AuthorityEnvelope;
+    const lostAgent = (
+      await ok(t, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'l', authority_template: lostEnv, provider_id: lostProvider })
+    ).agent_id as string;
+    await ok(t, 'POST', `${T}/agents/${lostAgent}/budget-ledger`, { budget_limit: 1e9 });
+    const lostFormation = (await ok(t, 'POST', `${T}/formations`, { name: 'lost' })).formation_id as string;
+    const lostSeat = (
+      await ok(t, 'POST', `${T}/formations/${lostFormation}/billets`, { role_label: 'l', required_skills: [], authority_cap: lostEnv })
+    ).billet_id as string;
+    const lostCrew = (await ok(t, 'POST', `${T}/crews`, { formation_id: lostFormation, assignments: { [lostSeat]: lostAgent } }))
+      .crew_id as string;
+    const lostJobAuthority = { egress_allowlist: lostEnv.egress_allowlist!, data_grant_ids: [], clearance_level: 0, compartments: [] };
+    const lostStep = `agent:${lostSeat}/tool/0.0`;
+    const reach = async (id: string, state: string) => {
+      for (let i = 0; i < 3000; i++) {
+        if ((await t.modules.runs.runs.getRun(id))?.state === state) return id;
+        await new Promise((res) => setTimeout(res, 10));
+      }
+      assert.fail(`run ${id} did not reach ${state}: ${JSON.stringify(await t.modules.runs.runs.getRun(id))}`);
+    };
+    // One run of each waiting at a time: a new one once a resolution was accepted.
+    let lostCrewRun = '';
+    let lostJobRun = '';
+    const lostRuns = async () => {
+      if ((await t.modules.runs.runs.getRun(lostCrewRun))?.state !== 'outcome_unknown') {
+        lostCrewRun = (await ok(t, 'POST', `${T}/crews/${lostCrew}/runs`, { input: 'x' })).run_id;
+        await reach(lostCrewRun, 'waiting');
+        await ok(t, 'POST', `${T}/crews/${lostCrew}/runs/${lostCrewRun}/approvals/${encodeURIComponent(lostStep)}`, {
+          decision: 'approve',
+        });
+        await reach(lostCrewRun, 'outcome_unknown');
+      }
+      if ((await t.modules.runs.runs.getRun(lostJobRun))?.state !== 'outcome_unknown')
+        lostJobRun = await reach(
+          (
+            await ok(t, 'POST', `${A}/jobs/runs`, {
+              job_type: 'single',
+              workspace_id: 'w1',
+              spec: { ...refund, authority: lostJobAuthority },
+            })
+          ).run_id,
+          'outcome_unknown',
+        );
+      return { crew: lostCrewRun, job: lostJobRun };
+    };
     let accepted = 0;
     let exchanged = 0;
+    let sourcesAccepted = 0;
     let refused = 0;
+    let resolved = 0;
 
     // The property runs in rounds until every outcome was seen often enough, so its coverage does
     // not depend on the luck of one round.
@@ -439,6 +532,25 @@ test('containment sweep: no route hands out or exercises more than its caller ho
           'agent job rerun seats',
         );
 
+      // Resolving a lost outcome lets the run act again: the caller may run it (every seat; the job's tool and authority).
+      const waiting = await lostRuns();
+      r = await call('POST', `${T}/crews/${lostCrew}/runs/${waiting.crew}/outcomes/${encodeURIComponent(lostStep)}`, {
+        resolution: 'fail',
+      });
+      if (r.status === 200) {
+        resolved++;
+        assertWithin(caller, { permissions: ['agent_teams.write'], envelope: lostEnv }, 'crew outcome');
+      }
+      r = await call('POST', `${A}/jobs/runs/${waiting.job}/outcomes/${encodeURIComponent('tool/call')}`, { resolution: 'fail' });
+      if (r.status === 200) {
+        resolved++;
+        assertWithin(
+          caller,
+          { permissions: ['system.orchestration.admin.write'], envelope: { ...lostJobAuthority, allowed_tools: ['http.request'] } },
+          'job outcome',
+        );
+      }
+
       // Setting another principal's roles: the caller manages it (all of its authority) and holds what it gives.
       // Asking to fit: a principal within the caller, given only roles within the caller.
       const rolePerms = (x: string) => [...(BUILTIN_ROLES[x] ?? [])];
@@ -464,6 +576,26 @@ test('containment sweep: no route hands out or exercises more than its caller ho
       const spare = (await ok(t, 'POST', `${A}/secrets`, { name: 'spare', value: 'sk-z' })).secret_id as string;
       r = await call('DELETE', `${A}/secrets/${spare}`);
       if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'secrets.write'] }, 'secret delete');
+
+      // A catalog source sending the owner's secret as its client secret, registered or rebound: the right to the secret.
+      const cc = { type: 'client_credentials', token_endpoint: as.url, client_id: 'c', client_secret_id: secret };
+      r = await call('POST', `${A}/catalog/sources`, { name: `s${++seq}`, url: mcp.url, auth: cc });
+      if (r.status === 201) assertWithin(caller, { permissions: ['secrets.use', 'catalog.sources.write'] }, 'source secret');
+      r = await call('PATCH', `${A}/catalog/sources/${bareSource}`, { auth: cc });
+      if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'catalog.sources.write'] }, 'source rebind');
+      // With a secret of its own: its credential's secrets.write is the right to send it.
+      const mine = await call('POST', `${A}/secrets`, { name: 'mine', value: 'client-secret' });
+      if (mine.status === 201) {
+        r = await call('POST', `${A}/catalog/sources`, {
+          name: `s${++seq}`,
+          url: mcp.url,
+          auth: { ...cc, client_secret_id: mine.body.secret_id },
+        });
+        if (r.status === 201) {
+          sourcesAccepted++;
+          assertWithin(caller, { permissions: ['secrets.write', 'catalog.sources.write'] }, 'source own secret');
+        }
+      }
 
       // Changes: a provider rebound to the owner's secret; a blueprint, an agent and a billet given
       // the asked authority; a wide blueprint and agent touched at all (the caller must hold what
@@ -506,12 +638,39 @@ test('containment sweep: no route hands out or exercises more than its caller ho
       r = await call('POST', `${T}/crews/${crewId}/upgrade`, { assignments: { [seat2]: wideAgent } });
       if (r.status === 200) assertWithin(caller, { envelope: seatEnv }, 'crew upgrade');
     });
-    const covered = () => exchanged > 5 && accepted > 50 && refused > 50;
+    const covered = () => exchanged > 5 && sourcesAccepted > 2 && accepted > 50 && refused > 50;
     for (let round = 0; round < 4 && !covered(); round++) await fc.assert(property, { numRuns: 40 });
     assert.ok(exchanged > 5, `token exchange was accepted ${exchanged} times`);
+    // The accepted path of the resolution routes, every time (few random callers hold a run's whole authority):
+    // a caller holding exactly what the runs act with resolves both, and holds what they exercise.
+    const fit = await principal(t, ['agent_teams.write', 'system.orchestration.admin.write'], lostEnv);
+    const fitKey = (await ok(t, 'POST', `${A}/api-keys`, { name: 'fit', owner_id: fit.id })).secret as string;
+    const fitHolding: Holding = { permissions: fit.perms, envelope: fit.ceiling };
+    const waiting = await lostRuns();
+    for (const path of [
+      `${T}/crews/${lostCrew}/runs/${waiting.crew}/outcomes/${encodeURIComponent(lostStep)}`,
+      `${A}/jobs/runs/${waiting.job}/outcomes/${encodeURIComponent('tool/call')}`,
+    ]) {
+      const r = await t.request('POST', path, { token: fitKey, body: { resolution: 'fail' } });
+      assert.equal(r.status, 200, `${path}: ${r.text}`);
+      resolved++;
+    }
+    assertWithin(fitHolding, { permissions: ['agent_teams.write'], envelope: lostEnv }, 'crew outcome (fit)');
+    assertWithin(
+      fitHolding,
+      { permissions: ['system.orchestration.admin.write'], envelope: { ...lostJobAuthority, allowed_tools: ['http.request'] } },
+      'job outcome (fit)',
+    );
+    assert.ok(resolved >= 2, `a lost outcome was resolved ${resolved} times`);
+    assert.ok(sourcesAccepted > 2, `a catalog source was registered ${sourcesAccepted} times`);
     assert.ok(accepted > 50 && refused > 50, `the sweep exercised both outcomes (accepted ${accepted}, refused ${refused})`);
   } finally {
     await t.close();
+    await mcp.close();
+    await as.close();
+    lost.close();
+    lost.closeAllConnections();
+    await ai.close();
   }
 });
 
@@ -566,6 +725,11 @@ const NOT_AUTHORITY = new Map<string, string>([
   ['DELETE /api/public/v1/admin/agent-teams/formations/:formation_id/billets/:billet_id', 'removing a seat grants nothing'],
   ['DELETE /api/public/v1/admin/agent-teams/crews/:crew_id', 'removes a crew no live run or definition uses'],
   ['POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/cancel', 'stops a run'],
+  [
+    'POST /api/public/v1/admin/catalog/sources/:source_id/pins',
+    'hands out nothing; who may re-pin (it reaches the agents granted the tool): mutation-sweep.test.ts, tools/mcp-containment.test.ts',
+  ],
+  ['DELETE /api/public/v1/admin/catalog/sources/:source_id', 'removes a source none of whose tools anything names'],
 ]);
 
 test('every state-changing admin route is either in the containment sweep or says why it hands out no authority', async () => {
