@@ -10,6 +10,10 @@ export PATH := $(patsubst %/,%,$(dir $(NODE))):$(PATH)
 CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
 NODE_TEST := node --import tsx --test --test-concurrency=2
+# The suite's runs: the usual report, then the slowest files and their share of the time (scripts/test-times.mjs;
+# every file's time also in test/artifacts/test-times-<run>.tsv).
+NODE_TEST_TIMED = $(NODE_TEST) --test-reporter=spec --test-reporter-destination=stdout \
+	--test-reporter=./scripts/test-times.mjs --test-reporter-destination=stdout
 
 .PHONY: node install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps promtool-deps readme-deps faketime-deps attest-deps clean
 
@@ -130,8 +134,8 @@ fmt: install
 
 # Node 20's test runner does not expand globs: list the files.
 TEST_FILES = $(shell find test -name '*.test.ts' -not -path '*/node_modules/*' | sort)
-# Pure code: the core, the bundle formats, the console's models, the layering.
-UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' | sort) test/layering.test.ts
+# Pure code: the core, the bundle formats, the console's models, the layering, the suite's timing reporter.
+UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' | sort) test/layering.test.ts test/test-times.test.ts
 # The suite again with every cell on PostgreSQL, for the files whose outcome can depend on the store:
 # those that start a cell (in process or as a process) and assert what it wrote or reads back.
 # The rule for leaving a file out: pure code (core, bundles, console models, layering, runtime); the
@@ -142,7 +146,7 @@ UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' 
 # PostgreSQL in test/cell; and what a cell answers before or without the store: static pages and
 # assets (docs page, console), the gateway's body gates and headers, the OpenAPI surface and the
 # client generated from it. A new file that starts a cell runs here unless it fits one of these.
-PG_SKIP_FILES = test/core/% test/bundles/% test/console/% test/layering.test.ts test/runtime/% \
+PG_SKIP_FILES = test/core/% test/bundles/% test/console/% test/layering.test.ts test/test-times.test.ts test/runtime/% \
 	test/cell/store/% test/e2e/group-% test/cell/cluster/faults/% test/cell/ai/group-secrets.test.ts \
 	test/e2e/run-conflicts.test.ts test/e2e/run-outage.test.ts test/e2e/run-start-outage.test.ts \
 	test/e2e/sql-step-outage.test.ts test/e2e/oauth-issuer.test.ts \
@@ -171,10 +175,11 @@ test: install typecheck lint build edge-runtime browser-deps metrics-deps promto
 
 # The store's own tests use PostgreSQL in this run too (one server for all of them).
 test-embedded:
-	scripts/pg-test-server.sh run -- $(NODE_TEST) $(TEST_FILES)
+	scripts/pg-test-server.sh run -- env TEST_TIMES_FILE=test/artifacts/test-times-embedded.tsv $(NODE_TEST_TIMED) $(TEST_FILES)
 
 test-postgres:
-	scripts/pg-test-server.sh run -- env CELL_TEST_STORE=postgres $(NODE_TEST) $(PG_TEST_FILES)
+	scripts/pg-test-server.sh run -- env CELL_TEST_STORE=postgres TEST_TIMES_FILE=test/artifacts/test-times-postgres.tsv \
+	  $(NODE_TEST_TIMED) $(PG_TEST_FILES)
 
 # The same suite on Node 22 and 26, the supported majors beside the pinned 24 (binaries from the npm registry;
 # not part of `make test`). TEST_FILES="…" runs some files only.
