@@ -65,6 +65,7 @@ export const REASONS = {
   approval_rejected: { codes: [], runs: ['refused'], sentence: 'A named approver rejected the step.' },
   approval_timeout: { codes: [], runs: ['refused'], sentence: 'The approval step timed out before its quorum approved it.' },
   approval_unavailable: { codes: [], runs: ['refused'], sentence: 'The step needs a human approval and this host has no approvals.' },
+  artifact_too_large: { codes: I, sentence: 'A bundle or manifest file is larger than the program reads (edge: --max-bundle-bytes).' },
   bad_alg: { codes: U, sentence: 'The access token is signed with an algorithm that is not accepted.' },
   bad_audience: { codes: U, sentence: 'The access token is for another audience.' },
   bad_device_key: { codes: I, sentence: 'The device public key is not an Ed25519 public JWK.' },
@@ -129,6 +130,8 @@ export const REASONS = {
   },
   delegation_too_deep: { codes: U, sentence: 'The delegation chain has more actors than allowed.' },
   delegation_unresolved: { codes: [], runs: ['refused'], sentence: 'A delegate step could not resolve which seat to delegate to.' },
+  device_deleted: { codes: C, sentence: 'The edge device was deleted: it gets no bundle, token or journal import.' },
+  device_disabled: { codes: C, sentence: 'The edge device is disabled: it gets no bundle, token or journal import until it is enabled.' },
   device_exists: { codes: C, sentence: 'A device with this id is already registered.' },
   device_log_invalid: {
     codes: F,
@@ -254,6 +257,10 @@ export const REASONS = {
   not_an_approver: { codes: F, sentence: 'The caller is not a named approver of this step.' },
   not_ready: { codes: S, sentence: 'The cell is not ready; `details.checks` names the failing checks.' },
   not_yet_valid: { codes: U, sentence: 'The access token is not valid yet.' },
+  outcome_mismatch: {
+    codes: F,
+    sentence: 'A journal carried back says an outcome its records do not end with (a run that has not ended, or one cut short).',
+  },
   outcome_unknown: {
     codes: [],
     runs: ['failed'],
@@ -263,6 +270,7 @@ export const REASONS = {
   output_limit: { codes: [], runs: ['failed'], sentence: 'The task output passed its size cap.' },
   over_authority: { codes: I, sentence: "A billet's authority exceeds what it may hold (its manager's cap or the caller's authority)." },
   owner_inactive: { codes: ['unauthorized', 'invalid_request'], sentence: "The key's owner is not an active principal." },
+  parent_unknown: { codes: C, sentence: 'The run a journal says it was forked from has not been imported: import that journal first.' },
   pkce_mismatch: { codes: U, sentence: 'The PKCE verifier does not match the challenge.' },
   placement_unmet: { codes: C, runs: ['refused'], sentence: "This cell does not meet the run's placement constraints." },
   posture_forbidden: { codes: F, runs: ['refused'], sentence: 'The deployment posture forbids this model provider or catalog source.' },
@@ -368,6 +376,7 @@ export const REASONS = {
   tool_rounds_exceeded: { codes: [], runs: ['refused'], sentence: 'The agent asked for tools more rounds than allowed.' },
   tool_unknown: { codes: I, runs: ['refused', 'failed'], sentence: 'There is no tool by that name.' },
   tool_unreachable: { codes: S, sentence: 'A tool could not reach what it calls.' },
+  ttl_too_long: { codes: I, sentence: "The bundle lifetime asked for is longer than the cell's configured maximum." },
   unbound_seat: { codes: I, sentence: 'A billet has no agent bound.' },
   unknown_actor: { codes: I, sentence: 'may_act names no active principal of this cell.' },
   unknown_agent: { codes: I, sentence: 'The agent named is not known.' },

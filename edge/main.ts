@@ -1,6 +1,6 @@
 /**
  * The edge program: `node dist/edge.mjs <command>` or the single executable `dist/edge <command>`.
- * Commands: init, trust, serve, verify-key, journal export, attestation export|keys|verify, model keygen|sign.
+ * Commands: init, trust, serve, verify-key, journal export, state adopt, attestation export|keys|verify, model keygen|sign.
  * EDGE_PROGRAM is the table `--help` is printed from (docs/edge.md); edge/bin.ts, the bundle's entry, runs it.
  * No top-level await: the same source is bundled as CommonJS for the Node SEA.
  */
@@ -25,12 +25,14 @@ import {
 } from './files.ts';
 import { edgeClock } from './clock.ts';
 import { loadKeyBundle } from './load.ts';
+import { MAX_BUNDLE_BYTES } from '../runtime/read-artifact.ts';
 import { authenticateOffline, authorizeOffline, type LoadedKeys } from './decide.ts';
 import { createEdgeApp, type EdgeRuntime } from './gateway.ts';
 import { DurableReplayCache } from './replay-log.ts';
 import { MODEL_HELP, modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { JOURNAL_HELP, journalCommand } from './journal-cli.ts';
+import { STATE_HELP, stateCommand } from './state-cli.ts';
 import { ATTESTATION_EDGE_HELP, attestationCommand } from './attestation-cli.ts';
 import { EXIT, Refusal, UsageError, dispatch, fail, type Program } from '../runtime/cli.ts';
 import { LOG_FORMATS, LOG_LEVELS, createLogger, exitOnFatalError, type LogFormat, type LogLevel } from '../runtime/log.ts';
@@ -44,7 +46,7 @@ async function initCommand(argv: string[]): Promise<void> {
   const k = await generateEd25519();
   const device: DeviceFile = { format_version: 1, device_id: k.kid, public_jwk: k.publicJwk, private_jwk: k.privateJwk };
   // State first: a crash in between leaves no device.json, and init runs again from scratch.
-  writeState(dir, initialState(device.device_id));
+  writeState(dir, initialState(device.device_id), device);
   writeFileDurable(p.device, JSON.stringify(device, null, 1) + '\n', 0o600);
   process.stdout.write(JSON.stringify({ device_id: k.kid, public_jwk: k.publicJwk }) + '\n');
 }
@@ -87,6 +89,12 @@ async function trustCommand(argv: string[]): Promise<void> {
 }
 
 const NOW_OPT = { 'now-offset-ms': { type: 'string' } } as const;
+const MAX_BYTES_OPT = { 'max-bundle-bytes': { type: 'string' } } as const;
+
+/** `--max-bundle-bytes`: the largest key or crew bundle file read (default 64 MiB), checked before it is read. */
+function maxBundleBytes(v: string | undefined): number {
+  return v === undefined ? MAX_BUNDLE_BYTES : positiveInt('max-bundle-bytes', v);
+}
 
 async function serveCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -108,10 +116,12 @@ async function serveCommand(argv: string[]): Promise<void> {
       'log-level': { type: 'string' },
       'log-format': { type: 'string' },
       ...NOW_OPT,
+      ...MAX_BYTES_OPT,
     },
     strict: true,
   });
   if (!values.data) throw new UsageError('serve needs --data DIR');
+  const maxBytes = maxBundleBytes(values['max-bundle-bytes']);
   const logLevel = (values['log-level'] ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   const logFormat = (values['log-format'] ?? 'json') as LogFormat;
@@ -139,10 +149,10 @@ async function serveCommand(argv: string[]): Promise<void> {
   const clock = edgeClock(values['now-offset-ms']);
   const device = readDevice(dir);
   const trust = readTrust(dir);
-  let state = readState(dir, device.device_id);
+  let state = readState(dir, device);
   let keys: LoadedKeys | null = null;
   if (values.bundle) {
-    const loaded = await loadKeyBundle(values.bundle, trust, state, clock.now());
+    const loaded = await loadKeyBundle(values.bundle, trust, state, clock.now(), maxBytes);
     keys = loaded.keys;
     state = loaded.state;
   }
@@ -153,11 +163,12 @@ async function serveCommand(argv: string[]): Promise<void> {
     state,
     clock,
     crewBundle: values['crew-bundle'],
+    maxBundleBytes: maxBytes,
     model: values.model,
     modelManifest: values['model-manifest'],
   });
   state = offline.state;
-  writeState(dir, state);
+  writeState(dir, state, device);
   // DPoP proofs seen before a restart stay refused after it, for as long as they could pass the freshness check.
   const replay = await DurableReplayCache.open(dir, clock.now());
   const rt: EdgeRuntime = {
@@ -211,7 +222,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   // Persist the clock high-water mark now and then, and on the way out.
   const persist = () => {
     try {
-      writeState(dir, rt.state);
+      writeState(dir, rt.state, device);
     } catch (e) {
       log.error('state write failed', { error: e });
     }
@@ -251,24 +262,26 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
       region: { type: 'string' },
       permission: { type: 'string' },
       ...NOW_OPT,
+      ...MAX_BYTES_OPT,
     },
     strict: true,
   });
   if (!values.data) throw new UsageError('verify-key needs --data DIR');
+  const maxBytes = maxBundleBytes(values['max-bundle-bytes']);
   const dir = resolve(values.data);
   const clock = edgeClock(values['now-offset-ms']);
   const device = readDevice(dir);
   const trust = readTrust(dir);
-  let state = readState(dir, device.device_id);
+  let state = readState(dir, device);
   const secret = await readStdin();
   const now = clock.now();
   let keys: LoadedKeys | null = null;
   try {
     if (values.bundle) {
-      const loaded = await loadKeyBundle(values.bundle, trust, state, now);
+      const loaded = await loadKeyBundle(values.bundle, trust, state, now, maxBytes);
       keys = loaded.keys;
       state = loaded.state;
-      writeState(dir, state);
+      writeState(dir, state, device);
     }
     const auth = authenticateOffline(keys, secret, { now, ip: values.ip ?? null, region: values.region ?? 'local' });
     if (values.permission) authorizeOffline(auth, values.permission);
@@ -313,16 +326,17 @@ export const EDGE_PROGRAM: Program = {
       usage: `--data DIR --bundle FILE [--crew-bundle FILE] [--model FILE --model-manifest FILE]
         [--port N] [--host H] [--region R] [--rate-capacity N] [--rate-refill N]
         [--tls-cert PEM --tls-key PEM [--client-ca PEM]]
-        [--log-level ${LOG_LEVELS.join('|')}] [--log-format ${LOG_FORMATS.join('|')}]`,
+        [--log-level ${LOG_LEVELS.join('|')}] [--log-format ${LOG_FORMATS.join('|')}] [--max-bundle-bytes N]`,
       details: SERVE_DETAILS,
       run: serveCommand,
     },
     'verify-key': {
       summary: 'read a key from stdin; print its effective authority or the refusal reason (exit 0 allowed, 3 refused)',
-      usage: '--data DIR --bundle FILE [--ip IP] [--region R] [--permission P]',
+      usage: '--data DIR --bundle FILE [--ip IP] [--region R] [--permission P] [--max-bundle-bytes N]',
       run: verifyKeyCommand,
     },
     journal: { summary: "a run's signed journal, for the cell", subcommands: JOURNAL_HELP, run: journalCommand },
+    state: { summary: "the device's state file: seal the one an older release wrote", subcommands: STATE_HELP, run: stateCommand },
     attestation: {
       summary: "a device run's attestation: export, the device's keys, verify",
       subcommands: ATTESTATION_EDGE_HELP,
@@ -330,7 +344,10 @@ export const EDGE_PROGRAM: Program = {
     },
     model: { summary: 'the model publisher: a key pair, a signed manifest', subcommands: MODEL_HELP, run: modelCommand },
   },
-  notes: 'Test mode only: with AGENT_CELL_EDGE_TEST_CLOCK=1, serve and verify-key take --now-offset-ms N.\n',
+  notes:
+    '--max-bundle-bytes N: the largest key or crew bundle file read (default 67108864, 64 MiB; a larger one is\n' +
+    'refused, artifact_too_large, before it is read).\n\n' +
+    'Test mode only: with AGENT_CELL_EDGE_TEST_CLOCK=1, serve and verify-key take --now-offset-ms N.\n',
 };
 
 export function main(argv: string[]): Promise<void> {

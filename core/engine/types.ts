@@ -297,10 +297,20 @@ export interface ModelRequest {
   /** The step's timeout: the port cancels the call after it and throws StepTimeout (core/engine/timeout.ts). */
   timeout_ms?: number;
 }
+/** Tokens a model call consumed: the prompt's (input) and the answer's (output). */
+export interface ModelUsage {
+  input_tokens: number;
+  output_tokens: number;
+}
 export interface ModelResponse {
   content: string;
   tool_calls?: ToolCall[];
-  usage: { input_tokens: number; output_tokens: number };
+  usage: ModelUsage;
+  /**
+   * Tokens the port's own failed attempts consumed before this answer (a provider retried after part of
+   * an answer had streamed): charged to the budget beside `usage`, which is this answer's alone.
+   */
+  failed_usage?: ModelUsage;
 }
 /**
  * A fragment of a model's answer as the provider produces it (live tokens; never journaled).
@@ -318,7 +328,11 @@ export interface ModelCallOptions {
   onDelta?: (d: ModelDelta) => void;
 }
 export interface ModelPort {
-  /** One chat completion. Throw EngineRefusal to refuse (e.g. posture), anything else fails the run (model_error). */
+  /**
+   * One chat completion. Throw EngineRefusal to refuse (e.g. posture), anything else fails the run (model_error).
+   * A call that fails after the provider consumed tokens says so on the error it throws (`withConsumed`,
+   * core/engine/budget.ts): the budget is charged them; otherwise the engine charges what streamed.
+   */
   complete(req: ModelRequest, opts?: ModelCallOptions): Promise<ModelResponse>;
 }
 
@@ -423,7 +437,10 @@ export interface BudgetPort {
     ref: { run_id: string; step_id: string },
     minimum?: number,
   ): Promise<{ ok: true; reservation_id: string; amount?: number } | { ok: false; reason: string }>;
-  /** Commits the actual usage of a reservation (0 when the call failed), releasing the rest. */
+  /**
+   * Commits the actual usage of a reservation, releasing the rest: the answer's usage, or what a failed
+   * call consumed (0 when it consumed nothing: core/engine/budget.ts `failedCallTokens`).
+   */
   commit(reservationId: string, actual: number): Promise<void>;
 }
 

@@ -20,6 +20,8 @@ import { provider } from '../../helpers/teams.ts';
 import { basic, claimsOf, form } from '../../helpers/oauth.ts';
 import { startMcpServer } from '../../fixtures/mcp-server.ts';
 import { generateEd25519 } from '../../../bundles/codec.ts';
+import { openCrewBundle } from '../../../bundles/crew-bundle.ts';
+import { openKeyBundle } from '../../../bundles/key-bundle.ts';
 import { NOT_STANDING, STANDING } from './_standing.ts';
 
 const A = '/api/public/v1/admin';
@@ -142,6 +144,7 @@ export const SWEPT = [
   'POST /api/public/v1/admin/agent-teams/crews/:crew_id/upgrade',
   'POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/fork',
   'POST /api/public/v1/admin/jobs/runs/:run_id/rerun',
+  'POST /api/public/v1/admin/edge/key-bundles',
   'POST /api/public/v1/admin/catalog/sources',
   'PATCH /api/public/v1/admin/catalog/sources/:source_id',
   'POST /api/public/v1/admin/edge/crew-bundles',
@@ -244,8 +247,6 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     await ok(t, 'POST', `${A}/jobs/definitions/${agentDef}/disable`, {});
     await ends(failedAgentJob);
     const forkAt = (await t.modules.runs.runs.readJournal(forkParent, 0, 1000)).at(-1)!.seq;
-    const device = (await ok(t, 'POST', `${A}/edge/devices`, { name: 'sweep-device', public_jwk: (await generateEd25519()).publicJwk }))
-      .device_id as string;
     // Runs waiting on a lost outcome: a crew whose seat's agent POSTs (a model on a fake provider of its
     // own asks for it), and a single job that POSTs.
     const refund = { tool: 'http.request', args: { method: 'POST', url: lostUrl } };
@@ -482,10 +483,6 @@ test('containment sweep: no route hands out or exercises more than its caller ho
         assertWithin(caller, { permissions: ['system.orchestration.admin.write', 'agent_teams.write'] }, 'definition author');
       }
 
-      // A crew bundle hands the crew's seats to a device: the caller may run the crew.
-      r = await call('POST', `${A}/edge/crew-bundles`, { device_id: device, crew_id: crewId });
-      if (r.status === 201) assertWithin(caller, { envelope: seatEnv }, 'crew bundle seats');
-
       // Jobs: a single tool run, a published endpoint.
       r = await call('POST', `${A}/jobs/runs`, {
         job_type: 'single',
@@ -549,6 +546,48 @@ test('containment sweep: no route hands out or exercises more than its caller ho
           { permissions: ['system.orchestration.admin.write'], envelope: { ...lostJobAuthority, allowed_tools: ['http.request'] } },
           'job outcome',
         );
+      }
+
+      // Bundles for a device of the caller's own: a key bundle carries only keys (and token subjects) the
+      // caller could act on; a crew bundle only a crew the caller may run (every seat within it).
+      const dev = await generateEd25519();
+      r = await call('POST', `${A}/edge/devices`, { name: `d${++seq}`, public_jwk: dev.publicJwk });
+      if (r.status === 201) {
+        const trust = r.body.trust.keys as { kid: string; jwk: JsonWebKey }[];
+        r = await call('POST', `${A}/edge/key-bundles`, { device_id: dev.kid });
+        if (r.status === 201) {
+          const { opened } = await openKeyBundle(r.text, trust);
+          const ceilings = new Map((await t.rows('SELECT id, authority FROM principals')).map((x) => [x['id'], String(x['authority'])]));
+          const ceilingOf = (id: string) => parseCeiling(ceilings.get(id) ?? '{}');
+          const keys = new Map((await t.rows('SELECT id, scopes, authority FROM api_keys')).map((x) => [x['id'], x]));
+          for (const [keyId, ownerId] of opened.payload.keys.map((k) => [k[0], k[1]] as const)) {
+            const row = keys.get(keyId)!;
+            const key = {
+              scopes: JSON.parse(String(row['scopes'])) as string[],
+              authority: row['authority'] === null ? null : JSON.parse(String(row['authority'])),
+            };
+            assertWithin(
+              caller,
+              keyHolding(opened.payload.owners[ownerId]!.permissions, ceilingOf(ownerId), key),
+              `key bundle key ${keyId}`,
+            );
+          }
+          // Every token subject's permissions are within the caller; every one but the caller's own principal (whose
+          // keys and tokens are judged with them) is one it manages, ceiling included.
+          for (const [id, o] of Object.entries(opened.payload.owners)) {
+            assertWithin(caller, { permissions: o.permissions }, `key bundle subject ${id}`);
+            if (id !== me.id) assertWithin(caller, { envelope: ceilingOf(id) }, `key bundle subject ${id} ceiling`);
+          }
+        }
+        r = await call('POST', `${A}/edge/crew-bundles`, { device_id: dev.kid, crew_id: ask.fit ? crewId : forkCrew });
+        if (r.status === 201) {
+          const opened = await openCrewBundle(r.text, trust);
+          assertWithin(caller, { permissions: ['agent_teams.write'] }, 'crew bundle author');
+          for (const seat of Object.values(
+            (opened.payload.crew.graph as { seats: Record<string, { authority: AuthorityEnvelope }> }).seats,
+          ))
+            assertWithin(caller, { envelope: seat.authority }, 'crew bundle seat');
+        }
       }
 
       // Setting another principal's roles: the caller manages it (all of its authority) and holds what it gives.
@@ -702,7 +741,12 @@ const NOT_AUTHORITY = new Map<string, string>([
   ['DELETE /api/public/v1/admin/jobs/definitions/:schedule_id', 'stops a schedule'],
   ['DELETE /api/public/v1/admin/jobs/endpoints/:endpoint_id', 'unpublishes'],
   ['POST /api/public/v1/admin/edge/devices', 'registers a device key; authority reaches a device only through a key bundle'],
-  ['POST /api/public/v1/admin/edge/key-bundles', 'projects existing keys for a device; hands out nothing new'],
+  [
+    'POST /api/public/v1/admin/edge/devices/:device_id/disable',
+    "acting on a device (its registrant's credential): the credential check, mutation-sweep.test.ts drives it",
+  ],
+  ['POST /api/public/v1/admin/edge/devices/:device_id/enable', 'as disable: bundles for it are judged when issued (swept here)'],
+  ['DELETE /api/public/v1/admin/edge/devices/:device_id', 'as disable'],
   ['POST /api/public/v1/admin/edge/journals', 'imports a record'],
   ['DELETE /api/public/v1/admin/ai/model-providers/:provider_id', 'removes a provider (refused while an agent names it)'],
   ['PATCH /api/public/v1/admin/agent-teams/skills/:skill_id', 'a skill carries no authority; who may change one: mutation-sweep.test.ts'],
