@@ -13,9 +13,10 @@ import { promisify } from 'node:util';
 import { CELL_PROGRAM } from '../../cell/main.ts';
 import { EDGE_PROGRAM } from '../../edge/main.ts';
 import { EXIT, type Program } from '../../runtime/cli.ts';
-import { CELL_BIN } from '../helpers/cell-process.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
+// Started with no store (--help, bad options; the statuses 1 and 3 on the edge): the file runs once, on no engine.
+const CELL_BIN = join(ROOT, 'dist/cell.mjs');
 const EDGE_BIN = join(ROOT, 'dist/edge');
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
