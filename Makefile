@@ -145,7 +145,8 @@ UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' 
 # sql-step-outage, oauth-issuer; the fault suite, group-secrets):
 # they run once; the edge program alone, or judging beside a cell whose answers are tested on
 # PostgreSQL in test/cell; and what a cell answers before or without the store: static pages and
-# assets (docs page, console), the gateway's body gates and headers, the OpenAPI surface and the
+# assets (docs page, console), the gateway's body gates and headers (gateway-wire, gateway-helpers), the
+# route layer's 405 and undeclared-query refusals (route-shape), the OpenAPI surface (its reasons too) and the
 # client generated from it. A new file that starts a cell runs here unless it fits one of these.
 # A file that reaches neither test/helpers/inproc.ts nor cell-process.ts nor CELL_TEST_STORE runs the same on
 # both engines and is left out too (test/test-engines.test.ts names any such file still in the run): the
@@ -167,7 +168,8 @@ PG_SKIP_FILES = test/core/% test/bundles/% test/console/% test/layering.test.ts 
 	test/browser/docs-page.test.ts test/cell/console/% test/cell/discovery/curate.test.ts \
 	test/cell/discovery/surface.test.ts test/cell/discovery/bundle-assets.test.ts test/cell/discovery/typed-client.test.ts \
 	test/cell/http/json-depth.test.ts test/cell/http/json-duplicate-keys.test.ts test/cell/http/deny-by-default.test.ts \
-	test/e2e/keep-alive.test.ts test/e2e/gateway-wire.test.ts
+	test/e2e/keep-alive.test.ts test/e2e/gateway-wire.test.ts test/edge/gateway-helpers.test.ts test/cell/http/route-shape.test.ts \
+	test/cell/discovery/reasons.test.ts
 PG_TEST_FILES = $(filter-out $(PG_SKIP_FILES),$(TEST_FILES))
 
 # The files of the PostgreSQL run, one a line (test/test-engines.test.ts checks each can tell the engines apart).
