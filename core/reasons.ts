@@ -355,6 +355,11 @@ export const REASONS = {
   too_deep: { codes: I, sentence: 'The JSON body nests deeper than the limit.' },
   too_many_billets: { codes: I, sentence: 'The formation has more billets than the limit.' },
   tool_bad_arguments: { codes: I, sentence: 'The tool was called with arguments it does not take.' },
+  tool_choice_unavailable: {
+    codes: [],
+    runs: ['refused'],
+    sentence: "The seat's tool_choice makes its model call a tool the seat cannot offer it (none granted here, or not the named one).",
+  },
   tool_definition_changed: {
     codes: F,
     runs: ['refused', 'failed'],
