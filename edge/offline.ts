@@ -99,7 +99,9 @@ export async function prepareOffline(opts: {
 export const TEST_FAIL_MODEL_CALLS_ENV = 'AGENT_CELL_EDGE_TEST_FAIL_MODEL_CALLS';
 
 /**
- * The engine's model port over the local model: the chat flattened to a prompt, greedy, exact token usage.
+ * The engine's model port over the local model, greedy, exact token usage: a step offered tools is a chat
+ * turn with node-llama-cpp's function calling (its calls grammar-constrained, a forced tool_choice honoured:
+ * runtime/local-chat.ts); one without, the chat flattened to a prompt.
  * A step's `timeout_ms` stops the generation (before its next token; a call still queued is not started)
  * and fails the step `step_timeout`, as the cell's port cancels a provider call.
  */
@@ -112,9 +114,24 @@ function localModelPort(model: LocalModel | null): ModelPort {
         failures--;
         throw new Error('the local model call failed (test hook)');
       }
-      const prompt = req.messages.map((m) => `${m.role}: ${m.content}`).join('\n') + '\nassistant:';
       const onDelta = opts?.onDelta;
       const deadline = stepDeadline(req.timeout_ms);
+      // Offered tools: node-llama-cpp's function calling, grammar-constrained (runtime/local-chat.ts).
+      if (req.tools.length > 0 && req.tool_choice !== 'none') {
+        const a = await deadline.race(
+          model.chat(
+            { messages: req.messages, tools: req.tools, toolChoice: req.tool_choice, maxTokens: req.max_tokens },
+            onDelta,
+            deadline.signal,
+          ),
+        );
+        return {
+          content: a.text,
+          ...(a.toolCalls.length > 0 ? { tool_calls: a.toolCalls } : {}),
+          usage: { input_tokens: a.inputTokens, output_tokens: a.outputTokens },
+        };
+      }
+      const prompt = req.messages.map((m) => `${m.role}: ${m.content}`).join('\n') + '\nassistant:';
       const r = await deadline.race(
         model.complete(prompt, req.max_tokens, onDelta ? (text) => onDelta({ text }) : undefined, deadline.signal),
       );
