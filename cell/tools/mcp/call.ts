@@ -22,7 +22,7 @@ import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ServiceError, invalid } from '../../../core/errors.ts';
 import type { JsonObject } from '../../../core/journal/record.ts';
-import { egressAllowed } from '../egress.ts';
+import { egressAllowed } from '../../../core/authority/egress.ts';
 import { isPrivateRefusal } from '../ssrf.ts';
 import { toolRefusal, type ToolCaller } from '../catalog.ts';
 import { StdioNotConfigured, withCredentials, type Session } from './connect.ts';
