@@ -15,8 +15,9 @@
  * The parameters' grammar is the tool's JSON schema within what the grammar
  * takes (`grammarSchema`): unknown keywords dropped, no properties beyond the
  * schema's, strings at most 256 characters and lists at most 16 items (less
- * when the schema says so), an integer with a range of fewer than 256 values
- * one of them, a value of no known type a string, a boolean or null (a
+ * when the schema says so), an integer one of its values (a range of fewer
+ * than 256 values all of them; a wider or open one its first 16 from its
+ * minimum, else from 0), a value of no known type a string, a boolean or null (a
  * number only where the schema asks for one); the tool still checks its
  * arguments when it is called. The grammar bounds a number's digits but not
  * its value: an exponent past the double's range parses to no JSON number,
@@ -60,6 +61,8 @@ const MAX_ITEMS = 16;
 const MAX_DEPTH = 8;
 /** An integer range of fewer values than this is offered as an enum of them. */
 const MAX_ENUM = 256;
+/** An integer of a wider or open range is offered as this many values. */
+const MAX_OPEN_INTEGERS = 16;
 const SCALARS = ['string', 'number', 'integer', 'boolean', 'null'];
 
 type Schema = Record<string, unknown>;
@@ -99,17 +102,18 @@ export function grammarSchema(s: unknown, depth = 0): Schema {
       return { type: 'string', ...(min !== undefined && min > 0 ? { minLength: min } : {}), maxLength: max, ...d };
     }
     case 'integer': {
-      // A small range is offered as its values: the grammar bounds a number's digits, not its value.
+      // Offered as values: node-llama-cpp's integer grammar takes an exponent (`1e-5`), which parses to no
+      // integer. A range of fewer than MAX_ENUM values is all of them; a wider or open one its first
+      // MAX_OPEN_INTEGERS from its minimum (down from its maximum when only that is set; from 0 when neither
+      // is), few enough that the values documented to the model fit its context.
       const lo = s['minimum'];
       const hi = s['maximum'];
-      if (
-        Number.isSafeInteger(lo) &&
-        Number.isSafeInteger(hi) &&
-        (hi as number) >= (lo as number) &&
-        (hi as number) - (lo as number) < MAX_ENUM
-      )
-        return { enum: Array.from({ length: (hi as number) - (lo as number) + 1 }, (_, i) => (lo as number) + i), ...d };
-      return { type: t, ...d };
+      const closed = Number.isSafeInteger(lo) && Number.isSafeInteger(hi) && (hi as number) - (lo as number) < MAX_ENUM;
+      const n = closed ? MAX_ENUM : MAX_OPEN_INTEGERS;
+      const from = Number.isSafeInteger(lo) ? (lo as number) : Number.isSafeInteger(hi) ? (hi as number) - (n - 1) : 0;
+      const to = Math.min(Number.isSafeInteger(hi) ? (hi as number) : Number.MAX_SAFE_INTEGER, from + n - 1);
+      if (to < from) return { enum: [from], ...d };
+      return { enum: Array.from({ length: to - from + 1 }, (_, i) => from + i), ...d };
     }
     case 'number':
     case 'boolean':

@@ -20,8 +20,14 @@ test('a schema becomes a bounded grammar: strings, lists, small integer ranges, 
   });
   assert.deepEqual(grammarSchema({ type: 'array' }), { type: 'array', items: SCALAR, maxItems: 16 });
   assert.deepEqual(grammarSchema({ type: 'integer', minimum: 0, maximum: 3 }), { enum: [0, 1, 2, 3] });
-  assert.deepEqual(grammarSchema({ type: 'integer', minimum: 0 }), { type: 'integer' }, 'an open range stays an integer');
-  assert.deepEqual(grammarSchema({ type: 'integer', minimum: 0, maximum: 10_000 }), { type: 'integer' });
+  // Always values: node-llama-cpp's integer grammar takes an exponent (1e-5), which parses to no integer.
+  const range = (from: number, n: number) => ({ enum: Array.from({ length: n }, (_, i) => from + i) });
+  assert.deepEqual(grammarSchema({ type: 'integer', minimum: 0, maximum: 255 }), range(0, 256));
+  assert.deepEqual(grammarSchema({ type: 'integer', minimum: 0 }), range(0, 16), 'an open range: its first 16 values');
+  assert.deepEqual(grammarSchema({ type: 'integer', minimum: 0, maximum: 10_000 }), range(0, 16));
+  assert.deepEqual(grammarSchema({ type: 'integer', maximum: 10 }), range(-5, 16), 'down from its maximum');
+  assert.deepEqual(grammarSchema({ type: 'integer' }), range(0, 16));
+  assert.deepEqual(grammarSchema({ type: 'integer', minimum: 5, maximum: 1 }), { enum: [5] });
   assert.deepEqual(
     grammarSchema({
       type: 'object',
