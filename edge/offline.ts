@@ -32,6 +32,7 @@ import { newEdgeRun } from '../bundles/run-id.ts';
 import { mountRunEvents, RunStreams } from './run-events.ts';
 import { deviceBudget, interruptedRuns, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
 import { appendRunHead } from './run-log.ts';
+import { deviceToolsPort, unhonouredTools } from './tools.ts';
 
 const TERMINAL: readonly RunFile['state'][] = ['completed', 'failed', 'refused', 'cancelled'];
 
@@ -150,6 +151,9 @@ export function mountOffline(
   const budget = deviceBudget(setup.dir, crew?.budgets ?? {});
   const signer = signerFromJwk(setup.device.device_id, setup.device.private_jwk);
   const modelPort = localModelPort(setup.model);
+  const workspaceId = crew?.workspace_id ?? null;
+  const deviceTools = deviceToolsPort(setup.dir, rt.clock, workspaceId);
+  const unhonoured = crew ? unhonouredTools(crew.graph as Graph, workspaceId) : [];
   const P = '/api/public/v1/admin/agent-teams/crews/:crew_id/runs';
   const streams = new RunStreams();
   mountRunEvents(app, guard, streams, (id) => readRun(setup.dir, id)?.journal.records);
@@ -184,6 +188,8 @@ export function mountOffline(
       model: modelPort,
       delta: (d) => streams.delta(run.run_id, d),
       budget,
+      // The device's catalog (edge/tools.ts), judged from the bundle's seats as at the cell.
+      tools: deviceTools,
       contracts: { get: async (id) => crew!.contracts.find((k) => k.id === id) },
       clock: rt.clock,
       journal: {
@@ -250,6 +256,12 @@ export function mountOffline(
     if (expiresAt !== null && rt.clock.now() >= expiresAt) {
       throw new ServiceError('forbidden', 'the crew bundle on this device has expired', {
         details: { reason: 'expired', expires_at: isoTime(expiresAt) },
+      });
+    }
+    // A crew whose tools the device cannot honour is refused before a run starts, naming them.
+    if (unhonoured.length > 0) {
+      throw new ServiceError('conflict', `this device cannot honour the crew's tools: ${unhonoured.map((u) => u.tool).join(', ')}`, {
+        details: { reason: 'device_tools_unavailable', tools: unhonoured.map((u) => ({ ...u })) },
       });
     }
     let body: { input?: unknown } = {};
