@@ -56,7 +56,7 @@ export class ImportedCatalog {
     this.#unsubscribe = store.onChange((c) => {
       if (c.gap === 'lost') return;
       if (c.gap === 'resumed' || TABLES.some((t) => c.tables.has(t)))
-        this.reload().catch((e: unknown) => log.warn('tools: the imported catalog could not be read again', { error: String(e) }));
+        this.reload().catch((e: unknown) => log.warn('tools: the imported catalog could not be read again', { error: e }));
     });
   }
 
