@@ -14,6 +14,7 @@ import type { CellModule } from '../module.ts';
 import type { Runs } from '../runs/api.ts';
 import type { Teams } from '../teams/api.ts';
 import type { Tools } from '../tools/api.ts';
+import { JobEndpoints } from './api.ts';
 import type { JobsContext } from './context.ts';
 import { authorityLapse, disableAuthoredTx, type AuthorityLapse } from './definition-authority.ts';
 import { mountDefinitionRoutes } from './routes-definitions.ts';
@@ -28,6 +29,8 @@ import type { DefinitionJobType } from './shapes.ts';
 import { workspaceDbPath } from './steps.ts';
 
 export interface JobsModule extends CellModule {
+  /** Published endpoints, for the MCP endpoint's tools (the face, api.ts). */
+  endpoints: JobEndpoints;
   /** The cron scheduler (tests call `tick()` after moving a manual clock). */
   scheduler: Scheduler;
   /** Whether a definition's author may still act through it: null when yes, else why (the check each fire makes). */
@@ -84,6 +87,7 @@ export function createJobsModule(
   return {
     name: 'jobs',
     scheduler,
+    endpoints: new JobEndpoints(ctx),
     authorityLapse: (d) => authorityLapse(ctx, d),
     routes(app) {
       mountRunRoutes(app, ctx);

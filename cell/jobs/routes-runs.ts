@@ -6,7 +6,7 @@
  * refused.
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { invalid, notFound } from '../../core/errors.ts';
+import { invalid } from '../../core/errors.ts';
 import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
@@ -14,7 +14,7 @@ import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured 
 import { ApprovalDecisionSchema, forksView, type Run, READS_ALL_RUNS, RunIdParam, runFilterOf, runFilterQuery } from '../runs/api.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
 import type { JobsContext } from './context.ts';
-import { boundSingleSpec, parseRunSpec, submitJobRun } from './runner.ts';
+import { boundSingleSpec, cancelJobRun, parseRunSpec, submitJobRun } from './runner.ts';
 import { rerunJob } from './rerun.ts';
 import { CreateRunSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './shapes.ts';
 
@@ -201,7 +201,7 @@ const approve = createRoute({
 });
 
 export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void {
-  const { core, iam, runs } = ctx;
+  const { core, runs } = ctx;
   app.openapi(approve, async (c) => {
     const { run_id, step_id } = c.req.valid('param');
     const body = c.req.valid('json');
@@ -261,13 +261,6 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
 
   app.openapi(cancel, async (c) => {
     const { run_id } = c.req.valid('param');
-    const actor = c.get('auth').principal.id;
-    const before = await runs.getRun(run_id);
-    const run = await runs.requestCancel(run_id, actor);
-    if (!run) throw notFound('run');
-    if (before && before.state !== run.state) {
-      await iam.auditNow({ actor, action: 'jobs.run.cancel', target: run_id, outcome: 'ok', details: { from: before.state } });
-    }
-    return c.json(await runView(ctx, run), 200);
+    return c.json(await runView(ctx, await cancelJobRun(ctx, c.get('auth').principal.id, run_id)), 200);
   });
 }

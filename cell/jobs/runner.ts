@@ -9,7 +9,7 @@
  * graph.ts to the sandboxed steps of steps.ts, and `single` to the governed
  * catalog (cell/tools).
  */
-import { invalid } from '../../core/errors.ts';
+import { invalid, notFound } from '../../core/errors.ts';
 import type { RunResult, ToolDescriptor, ToolsPort } from '../../core/engine/types.ts';
 import type { AuthContext } from '../context.ts';
 import type { DriveResult, Run, RunError } from '../runs/api.ts';
@@ -122,6 +122,20 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
 }
 
 /** Drives a (new or recovered) job run in the background. */
+/**
+ * Cancels a run for `actor` (the cancel route's one implementation, and an MCP call the client
+ * cancelled): idempotent, audited `jobs.run.cancel` when it changed the run; 404 when unknown.
+ */
+export async function cancelJobRun(ctx: JobsContext, actor: string, runId: string): Promise<Run> {
+  const before = await ctx.runs.getRun(runId);
+  const run = await ctx.runs.requestCancel(runId, actor);
+  if (!run) throw notFound('run');
+  if (before && before.state !== run.state) {
+    await ctx.iam.auditNow({ actor, action: 'jobs.run.cancel', target: runId, outcome: 'ok', details: { from: before.state } });
+  }
+  return run;
+}
+
 export function startJobDrive(ctx: JobsContext, run: Run): Promise<DriveResult> {
   const outputs = new Map<number, unknown>();
   const drive =
