@@ -20,7 +20,12 @@ import { assertSeatsWithinCaller, compileFor } from './formations/compile.ts';
 import type { AuthContext } from '../context.ts';
 import { checkPlacement, type UnmetConstraint } from './crew-runs/placement.ts';
 import { crewPorts } from './crew-runs/ports.ts';
-import { settled, startCrewRun, sweepOnce } from './crew-runs/runs.ts';
+import { cancelCrewRun, decideApproval, loadCrew, settled, startCrewRun, startCrewRunAs, sweepOnce } from './crew-runs/runs.ts';
+import { runnableCrews, type RunnableCrew } from './crew-runs/runnable.ts';
+import { runView, type CrewRunView } from './crew-runs/run-view.ts';
+import type { Formation } from './formations/types.ts';
+
+export type { CrewRunView, RunnableCrew };
 import type { CrewRunInput } from './crew-runs/types.ts';
 import type { CrewUsersHook } from './types.ts';
 
@@ -47,6 +52,49 @@ export class Teams {
   /** The crew whose current compiled graph has this hash, with the graph; undefined when no crew's does. */
   crewByGraph(graphHash: string): Promise<{ crew: Crew; graph: Graph; graphHash: string } | undefined> {
     return crewByGraph(this.ctx, graphHash);
+  }
+
+  /**
+   * Starts a crew run as the caller: the run route's one implementation (every seat within the
+   * caller's authority, audited refusal; the formation's input schema; then startCrewRun's checks).
+   */
+  startCrewRunAs(auth: AuthContext, crewId: string, input: CrewRunInput): Promise<Run> {
+    return startCrewRunAs(this.ctx, auth, crewId, input);
+  }
+
+  /** The crews the caller may run now (what the run route would start for it), oldest first. */
+  runnableCrews(auth: AuthContext, max?: number): Promise<RunnableCrew[]> {
+    return runnableCrews(this.ctx, auth, max);
+  }
+
+  /** The crew and the formation version it pins; not_found when either is gone. */
+  crewAndFormation(crewId: string): Promise<{ crew: Crew; formation: Formation }> {
+    return loadCrew(this.ctx, crewId);
+  }
+
+  /**
+   * An approval decision on a waiting step of a crew run by the caller's principal: the approval
+   * route's one implementation (the runs module's rules; the run is woken when it should be).
+   */
+  decideApproval(
+    auth: AuthContext,
+    crewId: string,
+    runId: string,
+    stepId: string,
+    decision: 'approve' | 'reject',
+    comment: string | undefined,
+  ): Promise<Run> {
+    return decideApproval(this.ctx, auth.principal.id, crewId, runId, stepId, decision, comment);
+  }
+
+  /** Cancels a run of the crew (the cancel route's one implementation): idempotent, audited when it changed the run. */
+  cancelCrewRun(actor: string, crewId: string, runId: string): Promise<Run> {
+    return cancelCrewRun(this.ctx, actor, crewId, runId);
+  }
+
+  /** A crew run as the run routes show it (pending approvals, investigate flag, forks). */
+  runView(run: Run): Promise<CrewRunView> {
+    return runView(this.ctx, run);
   }
 
   /** The crew's current compiled graph; undefined when the crew is gone or no longer compiles. */
