@@ -23,6 +23,9 @@ import { installNativeSha256 } from '../runtime/native-hash.ts';
 /** Paths under /api/public/v1 that need no credential (discovery documents). */
 export const PUBLIC_API_PATHS: readonly string[] = ['/api/public/v1/openapi.json', '/api/public/v1/docs'];
 
+/** Paths outside /api/public/v1 that need a credential as the API does: the MCP endpoint (cell/mcp). */
+export const PROTECTED_PATHS: readonly string[] = ['/mcp'];
+
 /**
  * `sharedBuckets`: where the per-credential rpm buckets live when the cell
  * serves with a group (the IAM module's, in the store); absent: in memory.
@@ -50,7 +53,10 @@ export function createApp(
   // PUBLIC_API_PATHS), the JSON body gate (after authentication, so an anonymous caller learns
   // nothing but 401) and the unknown-query gate.
   const onError = errorHandler(core.log);
-  app.use('*', cellGateway(core, { app, metrics, limits, authenticators, publicPaths: PUBLIC_API_PATHS, onError }));
+  app.use(
+    '*',
+    cellGateway(core, { app, metrics, limits, authenticators, publicPaths: PUBLIC_API_PATHS, protectedPaths: PROTECTED_PATHS, onError }),
+  );
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
     type: 'http',

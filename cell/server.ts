@@ -28,6 +28,7 @@ import { createRunsModule } from './runs/module.ts';
 import { createTeamsModule } from './teams/module.ts';
 import { createJobsModule } from './jobs/module.ts';
 import { createEdgeModule } from './edge/module.ts';
+import { createMcpModule } from './mcp/module.ts';
 import { createDiscoveryModule } from './discovery/module.ts';
 import { createOpsModule } from './ops/module.ts';
 import { CellMetrics } from './ops/metrics.ts';
@@ -94,11 +95,12 @@ async function buildModules(core: CellCore, metrics: CellMetrics) {
     groupClock: cluster.cluster,
   });
   const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices });
+  const mcp = createMcpModule(core, { iam: iam.iam, oauth: oauth.api, teams: teams.teams, endpoints: jobs.endpoints, runs: runs.runs });
   const console = createConsoleModule(core, { oauth: oauth.api });
   const discovery = createDiscoveryModule(core);
   // Last: it starts once every other module started (readiness) and stops first.
   const ops = createOpsModule(core, { metrics, member: () => cluster.cluster.health() });
-  return { iam, cluster, oauth, tools, runs, ai, teams, jobs, edge, console, discovery, ops };
+  return { iam, cluster, oauth, tools, runs, ai, teams, jobs, edge, mcp, console, discovery, ops };
 }
 
 export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {

@@ -22,7 +22,7 @@ import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel 
 import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, placeOnPeer } from './lease.ts';
 import { beforeItLeaves, driveRun, recordedStep } from './drive.ts';
 import { subscribe, subscriberCount } from './events.ts';
-import { appendJournal, completeRefusal, finishRun, journalClosed, readJournal, stageRunWrite } from './journal.ts';
+import { appendJournal, completeRefusal, finishRun, journalClosed, journalHead, readJournal, stageRunWrite } from './journal.ts';
 import {
   activeRuns,
   createRunTx,
@@ -100,6 +100,7 @@ export function runsApi(ctx: RunsContext) {
     stageRunWrite: on(stageRunWrite),
     finishRun: on(finishRun),
     readJournal: on(readJournal),
+    journalHead: on(journalHead),
     /** The fork point at `at` of a run's journal, or null when `at` names no record a fork may start at (fork.ts). */
     forkPoint: async (runId: string, at: number) => forkPoint(await readJournal(ctx, runId, 0, 10_000_000), at),
     openFork: on(openFork),
