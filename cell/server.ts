@@ -137,7 +137,12 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
     throw err;
   }
   const ordered: CellModule[] = Object.values(modules);
-  const app = createApp(core, ordered, { metrics, ...(modules.iam.sharedBuckets ? { sharedBuckets: modules.iam.sharedBuckets } : {}) });
+  const app = createApp(core, ordered, {
+    metrics,
+    // A 401 names the protected resource metadata of what was asked (RFC 9728 §5.1): MCP clients start there.
+    challenge: (c) => modules.oauth.api.challenge(c.req.path),
+    ...(modules.iam.sharedBuckets ? { sharedBuckets: modules.iam.sharedBuckets } : {}),
+  });
 
   let server: ServerType | null = null;
   let url: string | null = null;

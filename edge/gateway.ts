@@ -112,6 +112,15 @@ export function ownRequestUri(c: Context<EdgeEnv>): string {
   return own.href;
 }
 
+/** The URL of this device's protected resource metadata as the request reached it; null when its Host is unusable. */
+function edgeResourceMetadata(c: Context<EdgeEnv>): string | null {
+  try {
+    return new URL(PROTECTED_RESOURCE_METADATA, ownRequestUri(c)).href;
+  } catch {
+    return null; // a bad Host is its own 400; the challenge then names no metadata
+  }
+}
+
 /** A Host header value: a DNS name or IPv4 address, or a bracketed IPv6 address, and an optional port. */
 const HOST = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/;
 
@@ -244,7 +253,11 @@ export function createEdgeApp(
           path: c.req.path,
           error: err instanceof Error ? (err.stack ?? err.message) : String(err),
         }),
-      challenge: authChallenge('edge'),
+      // As the cell: a 401 names the device's protected resource metadata (RFC 9728 §5.1).
+      challenge: (c) => {
+        const own = URL.parse(c.req.url) ? edgeResourceMetadata(c) : null;
+        return authChallenge('edge', own ?? undefined);
+      },
     }),
   );
   return app;

@@ -38,7 +38,8 @@ import type { AppEnv, Authenticator } from '../context.ts';
 import type { Principal } from '../iam/api.ts';
 import { getClient } from './clients.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { OAUTH, publicBase } from './settings.ts';
+import { MCP_PATH, OAUTH, publicBase } from './settings.ts';
+import { resourceMetadataUrl } from './protected-resource.ts';
 
 /** A token subject as the cell knows it: the judge's view plus the principal itself. */
 export interface CellTokenSubject extends TokenSubject {
@@ -54,6 +55,16 @@ export type CellTokenJudge = (token: string, facts: TokenRequestFacts | NoReques
 export function cellTokenJudge(ctx: OAuthContext): CellTokenJudge {
   const accepts = (aud: string) => ctx.audiences.accepts(aud);
   return judgeFor(ctx, () => accepts, ctx.verified);
+}
+
+/**
+ * The same judgement for a token presented at the cell's MCP endpoint: its audience must be the
+ * endpoint (RFC 8707, as MCP requires of a server: a token for the API is not one for /mcp, nor the
+ * reverse), with a verified-token cache of its own.
+ */
+export function cellMcpTokenJudge(ctx: OAuthContext): CellTokenJudge {
+  const accepts = (aud: string) => ctx.audiences.acceptsMcp(aud);
+  return judgeFor(ctx, () => accepts, ctx.verifiedMcp);
 }
 
 /**
@@ -121,12 +132,15 @@ function tokenEnvelope(
 }
 
 export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
-  const judge = cellTokenJudge(ctx);
+  const judgeApi = cellTokenJudge(ctx);
+  const judgeMcp = cellMcpTokenJudge(ctx);
   const { config, clock } = ctx.core;
   return {
     name: 'oauth_jwt',
     async authenticate({ scheme, token }, c: Context<AppEnv>) {
       if (!looksLikeJwt(token)) return null;
+      const mcp = c.req.path === MCP_PATH;
+      const judge = mcp ? judgeMcp : judgeApi;
       const v = await judge(token, {
         scheme,
         method: c.req.method,
@@ -135,7 +149,7 @@ export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
         certThumbprint: () => verifiedLeafThumbprint(c.env?.incoming?.socket),
         now: clock.now(),
       });
-      if (!v.ok) throw tokenRefusal(v, scheme, { realm: 'cell' });
+      if (!v.ok) throw tokenRefusal(v, scheme, { realm: 'cell', resourceMetadata: resourceMetadataUrl(config, c.req.path) });
       const p = v.subject.principal;
       const cred = v.credential;
       return {

@@ -12,6 +12,7 @@
  * runs (core/tokens/judge.ts: the bearer path, introspection, the edge).
  * Never impersonation: every exchanged token names its actor.
  */
+import { isRegisteredClientId } from '../../core/tokens/judge.ts';
 import type { Context } from 'hono';
 import { actClaimOf, actorsOf, linksOf, MAX_LINKS, mayActOf } from '../../core/tokens/delegation.ts';
 import { rootOf } from '../../core/tokens/judge.ts';
@@ -69,7 +70,7 @@ function linksFrom(claims: AccessTokenClaims): string[] {
   return [
     `token:${claims.jti}`,
     rootOf(claims),
-    ...(claims.client_id.startsWith('ocl_') ? [`client:${claims.client_id}`] : []),
+    ...(isRegisteredClientId(claims.client_id) ? [`client:${claims.client_id}`] : []),
     ...linksOf(claims.links),
   ];
 }

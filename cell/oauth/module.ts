@@ -27,7 +27,7 @@ import { ensureBuiltInClient } from './builtin-clients.ts';
 import { getClient } from './clients.ts';
 import { Denylist } from './denylist.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { allClientIds, TABLES } from './repository.ts';
+import { allClientIds, deleteExpiredRefresh, TABLES } from './repository.ts';
 import { adminRoutes } from './routes-admin.ts';
 import { clientRoutes } from './routes-clients.ts';
 import { metadataRoutes } from './routes-metadata.ts';
@@ -35,8 +35,11 @@ import { pageRoutes } from './routes-pages.ts';
 import { protocolRoutes } from './routes-protocol.ts';
 import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
 import { toolDelegator } from './tool-delegation.ts';
+import { challengeFor } from './protected-resource.ts';
 import { SigningKeys } from './signing-keys.ts';
 import { reloadFollower, type ReloadFollower } from './internal/follower.ts';
+import { ClientDocuments } from './client-metadata.ts';
+import { guardedDispatcher } from '../tools/api.ts';
 
 export interface OAuthDeps {
   iam: Iam;
@@ -65,6 +68,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
   const unsubscribe = followChanges(ctx, follower);
   const close = () => {
     unsubscribe();
+    void ctx.documents.dispatcher.close();
     ctx.clients.close();
     ctx.denylist.close();
     follower.halt();
@@ -111,7 +115,10 @@ function oauthContext(core: CellCore, deps: OAuthDeps, groupReplay: GroupReplayC
     audiences: new GroupAudiences(core),
     issuers: new GroupIssuers(core),
     verified: new VerifiedTokenCache(OAUTH.verifiedCacheSize),
+    verifiedMcp: new VerifiedTokenCache(OAUTH.verifiedCacheSize),
     clients: new ChangeCache(core.store, [TABLES.clients], OAUTH.clientCacheSize),
+    // Client metadata documents come through the network floor tools use (no private address unless allowed).
+    documents: new ClientDocuments(guardedDispatcher(core.config.egressAllowPrivate)),
   };
 }
 
@@ -145,6 +152,7 @@ function oauthApi(ctx: OAuthContext): OAuthApi {
     acceptedIssuers: () => ctx.issuers.accepted(),
     audience: () => audienceOf(config),
     publicBase: () => publicBase(config),
+    challenge: (path) => challengeFor(config, path),
     keyring: () => ctx.keys.current(),
     refreshKeyring: () => ctx.keys.reload(),
     judgeToken: (token, facts) => judge(token, facts),
@@ -166,6 +174,7 @@ function startTimers(ctx: OAuthContext, groupReplay: GroupReplayCache | null): (
   const { core } = ctx;
   const sweep = async () => {
     await ctx.denylist.sweep();
+    await core.store.write((tx) => deleteExpiredRefresh(tx, core.clock.now()));
     await ctx.denylist.reload();
     await ctx.keys.reload();
     await ctx.issuers.reload();

@@ -11,6 +11,13 @@ import { invalid } from '../../core/errors.ts';
 import type { ToolDescriptor } from '../../core/engine/types.ts';
 import { catalogEntry, toolRegistryView, type ToolCaller, type ToolRegistryEntry, type ToolsContext } from './catalog.ts';
 
+/**
+ * The network floor of every fetch the cell makes for someone else (ssrf.ts): an undici dispatcher
+ * whose connections refuse non-public addresses outside `--egress-allow-private`. The OAuth module
+ * fetches client ID metadata documents through one of its own.
+ */
+export { guardedDispatcher, PrivateDestinationError } from './ssrf.ts';
+
 export class Tools {
   #registry: ToolRegistryEntry[] | undefined;
   #registryJson: string | undefined;
