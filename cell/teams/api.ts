@@ -8,6 +8,9 @@
  * cell/ imports it only from here.
  */
 import type { Graph } from '../../core/engine/types.ts';
+import { grants } from '../../core/authority/scopes.ts';
+import { forbidden } from '../../core/errors.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
 import type { DrivePorts, Run } from '../runs/api.ts';
 import { getLedger } from './resources/agents.ts';
 import type { Ledger } from './resources/types.ts';
@@ -84,6 +87,10 @@ export class Teams {
     decision: 'approve' | 'reject',
     comment: string | undefined,
   ): Promise<Run> {
+    // The approval route's permission (its gate judges it first; any other way in is judged the same, here).
+    if (!grants(auth.effective, PERMISSIONS.teamsApprove)) {
+      throw forbidden(`the credential lacks the permission ${PERMISSIONS.teamsApprove}`, { required_permission: PERMISSIONS.teamsApprove });
+    }
     return decideApproval(this.ctx, auth.principal.id, crewId, runId, stepId, decision, comment);
   }
 

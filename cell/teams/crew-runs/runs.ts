@@ -22,7 +22,9 @@
  */
 import type { Graph } from '../../../core/engine/types.ts';
 import type { JsonObject } from '../../../core/journal/record.ts';
-import { ServiceError, invalid, notFound } from '../../../core/errors.ts';
+import { ServiceError, forbidden, invalid, notFound } from '../../../core/errors.ts';
+import { grants } from '../../../core/authority/scopes.ts';
+import { PERMISSIONS } from '../../../core/permissions.ts';
 import { inputProblems } from '../../../core/input-schema/problems.ts';
 import type { Reason } from '../../../core/reasons.ts';
 import { RunClosedError, isTerminal, type Run } from '../../runs/api.ts';
@@ -171,10 +173,15 @@ function scheduleWake(ctx: TeamsContext, runId: string, wakeAt: number | null): 
 
 /**
  * Starts a crew run as the caller, the one way every caller's run starts (the run route, MCP's crew
- * tools): the caller's principal is the requester, and every seat of the compiled graph must lie
- * within the caller's authority (403 wider_than_caller, audited) before anything is written.
+ * tools): the caller holds agent_teams.write, its principal is the requester, and every seat of the
+ * compiled graph must lie within the caller's authority (403 wider_than_caller, audited) before
+ * anything is written.
  */
-export function startCrewRunAs(ctx: TeamsContext, auth: AuthContext, crewId: string, body: CrewRunInput): Promise<Run> {
+export async function startCrewRunAs(ctx: TeamsContext, auth: AuthContext, crewId: string, body: CrewRunInput): Promise<Run> {
+  // The run route's permission (its gate judges it first; any other way in is judged the same, here).
+  if (!grants(auth.effective, PERMISSIONS.teamsWrite)) {
+    throw forbidden(`the credential lacks the permission ${PERMISSIONS.teamsWrite}`, { required_permission: PERMISSIONS.teamsWrite });
+  }
   return startCrewRun(ctx, auth.principal.id, crewId, body, {
     check: (graph) => assertSeatsWithinCaller(ctx, auth, graph, { action: 'crew.run', target: crewId }),
   });

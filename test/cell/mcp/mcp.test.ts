@@ -69,6 +69,18 @@ test('tools/list shows each caller what it may call, and no more', async () => {
   assert.ok(all.includes('run_status') && all.includes('journal_verify') && all.includes('approval_decide'));
   const reader = await actor(t, { permissions: ['agent_teams.read'] });
   assert.deepEqual(await names(reader.key), ['run_status']);
+  // Calling a crew it was not shown: the run route's permission, refused the same way.
+  const asReader = await (await mcpClient(fetchIn, URL_, reader.key)).callTool({
+    name: `crew_${crews['plain']}`,
+    arguments: { topic: 'x' },
+  });
+  assert.equal(asReader.isError, true);
+  assert.equal(JSON.parse((asReader.content as { text: string }[])[0]!.text).details.required_permission, 'agent_teams.write');
+  const decideAsReader = await (await mcpClient(fetchIn, URL_, reader.key)).callTool({
+    name: 'approval_decide',
+    arguments: { run_id: 'run_00000000000000000000', step_id: 's', decision: 'approve' },
+  });
+  assert.equal(JSON.parse((decideAsReader.content as { text: string }[])[0]!.text).details.required_permission, 'agent_teams.approve');
   // May run crews, but its ceiling holds no tool: only the crews whose seats hold none.
   const narrow = await actor(t, {
     permissions: ['agent_teams.write', 'agent_teams.read'],
