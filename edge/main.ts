@@ -29,6 +29,7 @@ import { createEdgeApp, type EdgeRuntime } from './gateway.ts';
 import { DurableReplayCache } from './replay-log.ts';
 import { modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
+import { mountMcp } from './mcp.ts';
 import { journalCommand } from './journal-cli.ts';
 import { runtimeChildBridge } from '../runtime/local-model.ts';
 import { installNativeSha256 } from '../runtime/native-hash.ts';
@@ -49,7 +50,8 @@ Commands:
         [--log-level debug|info|warn|error] [--log-format json|pretty]
                                        the offline gateway (port 0 picks a free one); API keys
                                        and access tokens for edge:<device_id>, DPoP-bound too;
-                                       with --client-ca, certificate-bound tokens (mTLS)
+                                       with --client-ca, certificate-bound tokens (mTLS); the
+                                       crew as an MCP tool at /mcp (receipts signed by the device)
   verify-key --data DIR --bundle FILE [--ip IP] [--region R] [--permission P]
                                        reads a key from stdin; prints its effective authority
                                        or the refusal reason (exit 0 allowed, 1 refused)
@@ -203,7 +205,11 @@ async function serveCommand(argv: string[]): Promise<void> {
     clientCa: tls?.ca !== undefined,
     log,
   };
-  const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, offline));
+  const app = createEdgeApp(rt, (a, guard) => {
+    const runs = mountOffline(a, guard, rt, offline);
+    // The same /mcp as the cell's, for this device's crew (edge/mcp.ts).
+    mountMcp(a, guard, rt, runs, device.public_jwk);
+  });
   const host = values.host ?? '127.0.0.1';
   const port0 = values.port === undefined ? 8090 : Number(values.port);
   if (!Number.isInteger(port0) || port0 < 0 || port0 > 65535) fail('--port must be 0 to 65535');

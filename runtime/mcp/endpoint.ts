@@ -185,16 +185,17 @@ export class McpEndpoint<A> {
       if (session) session.inFlight++;
       const token = extra._meta?.progressToken;
       let progress = 0;
+      // Notifications go out in order, and all of them before the result (awaited below).
+      let sent: Promise<void> = Promise.resolve();
       const caps = server.getClientCapabilities();
       const ctx: ToolCallContext = {
         signal: extra.signal,
         wantsProgress: token !== undefined,
-        async progress(message) {
-          if (token === undefined || extra.signal.aborted) return;
-          await extra.sendNotification({
-            method: 'notifications/progress',
-            params: { progressToken: token, progress: ++progress, message },
-          });
+        progress(message) {
+          if (token === undefined || extra.signal.aborted) return sent;
+          const params = { progressToken: token, progress: ++progress, message };
+          sent = sent.then(() => extra.sendNotification({ method: 'notifications/progress', params })).catch(() => undefined);
+          return sent;
         },
         canElicit: caps?.elicitation !== undefined && (caps.elicitation.form !== undefined || Object.keys(caps.elicitation).length === 0),
         async elicit(form, timeoutMs): Promise<ElicitResult> {
@@ -208,7 +209,9 @@ export class McpEndpoint<A> {
         },
       };
       try {
-        return await host.callTool(auth, req.params.name, req.params.arguments ?? {}, ctx);
+        const result = await host.callTool(auth, req.params.name, req.params.arguments ?? {}, ctx);
+        await sent;
+        return result;
       } catch (e) {
         // A cancelled call is answered by nobody (the SDK sends nothing for it); a protocol error is the SDK's to send.
         if (e instanceof McpError || extra.signal.aborted) throw e;

@@ -31,8 +31,17 @@ export function compiledCrew(maxTokens = 16, policies: { a?: BilletPolicy; b?: B
   return { graph: r.graph, graph_hash: r.graphHash, compiler_input: { formation, billets, bindings } };
 }
 
+/** A second key of the bundle, narrowed to edge.read (edgeWorld's `narrowKey`). */
+export const NARROW_SECRET = 'svck_live_' + 'N'.repeat(43);
+
 export async function edgeWorld(
-  opts: { budgets?: Record<string, number>; maxTokens?: number; policies?: { a?: BilletPolicy; b?: BilletPolicy } } = {},
+  opts: {
+    budgets?: Record<string, number>;
+    maxTokens?: number;
+    policies?: { a?: BilletPolicy; b?: BilletPolicy };
+    /** Also bundle a key of the same owner scoped to edge.read only (NARROW_SECRET). */
+    narrowKey?: boolean;
+  } = {},
 ) {
   const dir = mkdtempSync(join(tmpdir(), 'edge-dev-'));
   const cellKey = await generateEd25519();
@@ -114,6 +123,23 @@ export async function edgeWorld(
           allowed_ips: [],
           allowed_regions: [],
         },
+        ...(opts.narrowKey
+          ? [
+              {
+                key_id: 'key_2',
+                owner_id: 'usr_1',
+                owner_status: 'active' as const,
+                status: 'active' as const,
+                hashes: [{ hash: hashSecret(NARROW_SECRET), not_after: null }],
+                expires_at: null,
+                owner_permissions: ['*'],
+                scopes: ['edge.read'],
+                rate_limit_rpm: null,
+                allowed_ips: [],
+                allowed_regions: [],
+              },
+            ]
+          : []),
       ],
       tombstones: [],
     }),
