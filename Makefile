@@ -11,7 +11,7 @@ CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
 NODE_TEST := node --import tsx --test --test-concurrency=2
 
-.PHONY: node install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps promtool-deps readme-deps faketime-deps clean
+.PHONY: node install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps promtool-deps readme-deps faketime-deps attest-deps clean
 
 # The path of the project's Node, for scripts and operators who run dist/cell.mjs themselves:
 #   $$(make -s node) dist/cell.mjs serve --port 8080 --data ./.cell
@@ -96,6 +96,18 @@ metrics-deps:
 	  fi; \
 	fi
 
+# Debian's in-toto, python3-securesystemslib and ruby-cose, the independent verifiers with which
+# test/cell/receipts/independent.test.ts checks a run's DSSE attestation (test/attestation/verify_dsse.py)
+# and its SCITT signed statement (test/attestation/verify_cose.rb); installed when missing and we are root.
+attest-deps:
+	@if ! /usr/bin/python3 -c 'import securesystemslib.signer, in_toto' >/dev/null 2>&1 || ! ruby -e 'require "cose"' >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq in-toto python3-securesystemslib ruby-cose) >/dev/null; \
+	  else \
+	    echo "in-toto, python3-securesystemslib or ruby-cose is missing: run 'sudo apt-get install -y in-toto python3-securesystemslib ruby-cose' for the attestation tests" >&2; exit 1; \
+	  fi; \
+	fi
+
 # Prometheus's own linter (promtool, in Debian's prometheus package: only its binaries are used, no
 # server is started), with which test/e2e/metrics-promtool.test.ts checks what a live cell serves.
 promtool-deps:
@@ -153,7 +165,7 @@ check: typecheck lint unit
 
 # The whole suite on the embedded store, then the store-dependent suites on PostgreSQL 15
 # (scripts/pg-test-server.sh starts a throw-away server, installed with apt when missing and root).
-test: install typecheck lint build edge-runtime browser-deps metrics-deps promtool-deps readme-deps faketime-deps
+test: install typecheck lint build edge-runtime browser-deps metrics-deps promtool-deps readme-deps faketime-deps attest-deps
 	$(MAKE) --no-print-directory test-embedded
 	$(MAKE) --no-print-directory test-postgres
 

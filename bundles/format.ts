@@ -14,8 +14,10 @@ export const PAYLOAD_FORMAT_VERSION = 1;
  * Payload format version of journal exports written now. Version 2 adds
  * `run.run_nonce`: the run id is derived from the device id and that nonce
  * (bundles/run-id.ts), so a run id is bound to the device that ran it.
+ * Version 3 adds `log`: the run's inclusion in the device's own run log, with
+ * a checkpoint signed by the device key (bundles/journal-export.ts).
  */
-export const JOURNAL_FORMAT_VERSION = 2;
+export const JOURNAL_FORMAT_VERSION = 3;
 
 /**
  * Payload format version of key bundles written now. Version 2 added the
@@ -44,7 +46,7 @@ export const ACCEPTED_FORMAT_VERSIONS: Readonly<Record<BundleType, readonly numb
   'api-key-records': [1, 2, 3, KEY_BUNDLE_FORMAT_VERSION],
   crew: [PAYLOAD_FORMAT_VERSION],
   'model-manifest': [PAYLOAD_FORMAT_VERSION],
-  journal: [1, JOURNAL_FORMAT_VERSION],
+  journal: [1, 2, JOURNAL_FORMAT_VERSION],
 };
 
 /** Tolerated clock skew between the issuing cell and the device, ms. */

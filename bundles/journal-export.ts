@@ -15,6 +15,12 @@
  * signing device's id for the carried nonce (`run_not_of_device`). A format 1
  * export (no nonce) still verifies; its run id is bound to nothing, and the
  * cell refuses to import it (cell/edge/routes.ts).
+ *
+ * Format 3 adds `log`: the run's place in the device's own run log (edge/run-log.ts;
+ * origin `agent-cell-edge/<device id>`), its RFC 9162 inclusion proof and a
+ * checkpoint signed by the device key; the verifier checks the checkpoint and
+ * that the run's head (its id, the journal's last record hash, its graph hash)
+ * is included (`device_log_invalid`). Format 2 exports still verify, without it.
  */
 import { contentHash } from '../core/canonical.ts';
 import type { JournalRecord } from '../core/journal/record.ts';
@@ -23,6 +29,14 @@ import { JOURNAL_FORMAT_VERSION } from './format.ts';
 import { edgeRunId, RUN_NONCE } from './run-id.ts';
 import { isObject, openEnvelope, refused, sealEnvelope, type OpenedEnvelope, type PayloadHeader } from './envelope.ts';
 import type { Signer, TrustedKey } from './codec.ts';
+import { recordHash } from '../core/journal/hash.ts';
+import { checkLogProof, type LogProof } from '../core/transparency/checkpoint.ts';
+import { runLeafHash } from '../core/transparency/run-leaf.ts';
+
+/** The origin of a device's own run log: its checkpoints are signed by the device key under this name. */
+export function deviceLogOrigin(deviceId: string): string {
+  return `agent-cell-edge/${deviceId}`;
+}
 
 export interface RunSummary {
   run_id: string;
@@ -38,6 +52,8 @@ export interface JournalExport extends PayloadHeader {
   run: RunSummary;
   records: JournalRecord[];
   values: Record<string, unknown>;
+  /** Format 3: the run's place in the device's run log. */
+  log?: LogProof;
 }
 
 export async function buildJournalExport(opts: {
@@ -48,9 +64,11 @@ export async function buildJournalExport(opts: {
   run: RunSummary & { run_nonce: string };
   records: JournalRecord[];
   values: Record<string, unknown>;
+  /** The run's place in the device's run log: format 3 with it (the edge always gives it), format 2 without. */
+  log?: LogProof;
 }): Promise<string> {
   const payload: JournalExport = {
-    format_version: JOURNAL_FORMAT_VERSION,
+    format_version: opts.log !== undefined ? JOURNAL_FORMAT_VERSION : 2,
     type: 'journal',
     issuer: opts.deviceId,
     kid: opts.signer.kid,
@@ -61,6 +79,7 @@ export async function buildJournalExport(opts: {
     run: opts.run,
     records: opts.records,
     values: opts.values,
+    ...(opts.log !== undefined ? { log: opts.log } : {}),
   };
   return sealEnvelope(payload as unknown as JournalExport & Record<string, unknown>, opts.signer);
 }
@@ -96,6 +115,17 @@ export async function openJournalExport(
     }
   } else if (p.run.run_nonce !== undefined) {
     throw refused('malformed', 'a format 1 journal export has no run nonce', 'invalid_request');
+  }
+  if ((p.format_version ?? 0) >= 3) {
+    const head = { run_id: p.run.run_id, journal_head: recordHash(p.records.at(-1)!), graph_hash: p.run.graph_hash };
+    const log = p.log;
+    const v =
+      isObject(log) && log['origin'] === deviceLogOrigin(device.kid)
+        ? await checkLogProof(log as unknown as LogProof, runLeafHash(head), [device])
+        : { ok: false as const, reason: "the log is not the device's own" };
+    if (!v.ok) throw refused('device_log_invalid', `the device's run log does not hold this journal: ${v.reason}`, 'forbidden');
+  } else if (p.log !== undefined) {
+    throw refused('malformed', 'a journal export before format 3 carries no run log', 'invalid_request');
   }
   for (const [h, v] of Object.entries(p.values)) {
     let actual: string;

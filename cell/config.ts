@@ -102,8 +102,8 @@ export interface CellConfig {
    */
   clientCertificates: boolean;
   /**
-   * The file of the key provider secrets are sealed with (32 bytes), the same
-   * for every cell of a group; null: `<dataDir>/secrets.key` (cell/ai/secrets-key.ts).
+   * The file of the group's secrets key (32 bytes; provider secrets and signing keys are sealed with it), the
+   * same for every cell of a group; null: `<dataDir>/secrets.key` (cell/custody/key-file.ts).
    */
   secretsKeyFile: string | null;
   /** Trace export over OTLP/HTTP (docs/operations.md "Traces"); null: off, and the SDK is never loaded. */

@@ -9,6 +9,7 @@ import type { Ceiling } from '../core/authority/ceiling.ts';
 import type { CellConfig } from './config.ts';
 import type { CredentialLimits } from '../runtime/gateway.ts';
 import type { Store } from './store/types.ts';
+import { dbNow, type DbNow } from './store/db-clock.ts';
 import type { RequestTraces } from './http/trace.ts';
 import type { Logger } from '../runtime/log.ts';
 
@@ -18,6 +19,17 @@ export interface Clock {
 }
 
 export const systemClock: Clock = { now: () => Date.now() };
+
+/**
+ * Now as a statement on what the group shares judges it (prunes of shared
+ * records, sweeps): the database's clock on PostgreSQL, so a member whose own
+ * clock strays never drops what the others still need; the cell's clock on the
+ * embedded engine (one cell), and under an injected clock (in-process tests,
+ * which judge on it on both engines, as the cluster module does).
+ */
+export function sharedNow(core: { store: Pick<Store, 'engine'>; clock: Clock }): DbNow {
+  return dbNow(core.store.engine === 'postgres' && core.clock === systemClock ? 'postgres' : 'embedded', core.clock.now());
+}
 
 /** A clock tests move by hand. */
 export function manualClock(start = Date.UTC(2026, 0, 1)): Clock & { advance(ms: number): void; set(ms: number): void } {

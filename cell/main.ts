@@ -15,6 +15,7 @@ import { bundleCommand } from './edge/cli.ts';
 import { BACKUP_HELP, backupCommand, restoreCommand } from './ops/backup-cli.ts';
 import { ADMIN_HELP, adminCommand } from './iam/admin-cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
+import { ATTESTATION_VERIFY_USAGE, verifyAttestationFile } from '../runtime/attestation-cli.ts';
 import {
   LOG_FORMATS,
   LOG_LEVELS,
@@ -73,8 +74,10 @@ const SERVE_HELP = `  serve            start a cell
                        OTEL_EXPORTER_OTLP_ENDPOINT, else off (docs/operations.md "Traces")
     --log-level L      ${LOG_LEVELS.join(' | ')} (default info: one access-log line per request)
     --log-format F     ${LOG_FORMATS.join(' | ')} (default json: one object per line)
-    --secrets-key-file FILE  the 32-byte key provider secrets are sealed with; every cell of a
-                       group is given the same file (default: DIR/secrets.key, this cell's own)
+    --secrets-key-file FILE  the group's 32-byte secrets key (it seals provider secrets and signing
+                       keys); every cell of a group is given the same file, proven against the
+                       store before anything is written (default: DIR/secrets.key, made by the
+                       first start on a new store)
 `;
 
 const HELP = `cell: agent teams and jobs under offline-verifiable authority
@@ -87,7 +90,12 @@ ${SERVE_HELP}  bundle keys      write a signed API-key bundle for an edge device
     --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL); with
     --secrets-key-file FILE as for serve
   bundle trust     write the trust anchor a device pins (--data DIR [--store URL] --out FILE)
-${BACKUP_HELP}${ADMIN_HELP}  help             this text
+${BACKUP_HELP}${ADMIN_HELP}  attestation verify FILE --keys KEYS.json [--previous CHECKPOINT --consistency PROOF.json]
+                   [--save-checkpoint FILE]
+                   check a run's attestation (or SCITT signed statement) offline against the
+                   published keys, its place in the run log, and that the log extends a
+                   checkpoint seen before (docs/receipts.md); exit 0 verified, 1 refused
+  help             this text
 `;
 
 async function serveCommand(argv: string[]): Promise<void> {
@@ -438,11 +446,19 @@ function intArg(name: string, v: string): number {
 
 const COMMANDS: Record<string, Command> = {
   serve: serveCommand,
-  bundle: bundleCommand,
+  // The commands that work on a stopped cell's store are given startCell: a module does not import the wiring.
+  bundle: (argv) => bundleCommand(argv, startCell),
   backup: backupCommand,
   restore: restoreCommand,
-  admin: adminCommand,
+  admin: (argv) => adminCommand(argv, startCell),
+  attestation: attestationCommand,
 };
+
+async function attestationCommand(argv: string[]): Promise<void> {
+  const [sub, ...rest] = argv;
+  if (sub !== 'verify') fail(`usage: ${ATTESTATION_VERIFY_USAGE}`);
+  process.exitCode = await verifyAttestationFile(rest);
+}
 
 export function main(argv: string[]): Promise<void> {
   return dispatch(argv, COMMANDS, HELP);

@@ -19,7 +19,9 @@ import { TOOLS_MIGRATIONS } from './tools/schema.ts';
 import { TEAMS_MIGRATIONS } from './teams/schema.ts';
 import { JOBS_MIGRATIONS } from './jobs/schema.ts';
 import { EDGE_MIGRATIONS } from './edge/schema.ts';
+import { RECEIPTS_MIGRATIONS } from './receipts/schema.ts';
 import { CLUSTER_MIGRATIONS } from './cluster/schema.ts';
+import { CUSTODY_MIGRATIONS } from './custody/schema.ts';
 
 const SYSTEM_MIGRATIONS: Migration[] = [{ id: 'sys-001-meta', sql: 'CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)' }];
 
@@ -34,6 +36,9 @@ export const MIGRATIONS: readonly Migration[] = [
   ...JOBS_MIGRATIONS,
   ...EDGE_MIGRATIONS,
   ...CLUSTER_MIGRATIONS,
+  ...RECEIPTS_MIGRATIONS,
+  // Last: custody-001 moves the key check ai-005 created.
+  ...CUSTODY_MIGRATIONS,
 ];
 
 /**

@@ -6,7 +6,8 @@
  * (they are applied before any module is built).
  */
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import type { AppEnv, Authenticator } from './context.ts';
+import type { CellConfig } from './config.ts';
+import type { AppEnv, Authenticator, CellCore, Logger } from './context.ts';
 
 export interface CellModule {
   name: string;
@@ -19,3 +20,15 @@ export interface CellModule {
   /** Called on shutdown, in reverse module order. */
   stop?(): Promise<void>;
 }
+
+/**
+ * Starts a cell that does not listen, for a command that works on a stopped
+ * cell's store (`bundle keys`, `admin reset-owner`): cell/server.ts's
+ * `startCell`, which cell/main.ts hands to the command, so that a module's
+ * command does not import the wiring above it. `M`: the modules it uses.
+ */
+export type StartCell<M> = (opts: {
+  config: Partial<CellConfig> & { dataDir: string };
+  listen: false;
+  log: Logger;
+}) => Promise<{ core: CellCore; modules: M; stop(): Promise<void> }>;

@@ -19,15 +19,20 @@ import { MIGRATIONS, settleCellId, settleGroupId } from './migrations.ts';
 import { openStore } from './store/open.ts';
 import { keepConnectionsOnEarlyAnswers } from './http/keep-alive.ts';
 import { GatewayResponse } from '../runtime/gateway.ts';
+import { proveKey } from './custody/api.ts';
+import { createCustodyModule } from './custody/module.ts';
 import { createIamModule } from './iam/module.ts';
 import { createClusterModule } from './cluster/module.ts';
 import { createOAuthModule } from './oauth/module.ts';
 import { createToolsModule } from './tools/module.ts';
 import { createAiModule } from './ai/module.ts';
+import { secretWitnesses } from './ai/api.ts';
+import { signingKeyWitnesses } from './oauth/api.ts';
 import { createRunsModule } from './runs/module.ts';
 import { createTeamsModule } from './teams/module.ts';
 import { createJobsModule } from './jobs/module.ts';
 import { createEdgeModule } from './edge/module.ts';
+import { createReceiptsModule } from './receipts/module.ts';
 import { createMcpModule } from './mcp/module.ts';
 import { createDiscoveryModule } from './discovery/module.ts';
 import { createOpsModule } from './ops/module.ts';
@@ -73,18 +78,34 @@ export const consoleLogger: Logger = {
  * reverse of the order they stop in). Discovery is last: its document is
  * built from every route mounted before it.
  */
-async function buildModules(core: CellCore, metrics: CellMetrics) {
-  // Joins the group on this store (or refuses to, by posture) before anything is written.
+async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Buffer) {
+  // The group's secrets key, proven before anything was written (startCell): every module that seals takes it from here.
+  const custody = createCustodyModule(core, { key: secretsKey });
+  // Joins the group on this store (or refuses to, by posture).
   // Its member list names each cell's identity keys (iam's, read when a request asks).
   const cluster = await createClusterModule(core, { identityKeys: () => iam.iam.groupIdentityKeys(), metrics });
-  const iam = await createIamModule(core);
+  // A member whose clock is beyond the bound stands down: the modules' background writes ask it.
+  const standing = cluster.cluster;
+  const iam = await createIamModule(core, { custody: custody.custody, standing });
   // The device registry is the edge module's, but the OAuth server needs it to issue device-addressed tokens.
   const devices = new Devices(core.store);
-  const oauth = await createOAuthModule(core, { iam: iam.iam, deviceExists: (id) => devices.exists(id) });
+  const oauth = await createOAuthModule(core, {
+    iam: iam.iam,
+    custody: custody.custody,
+    standing,
+    deviceExists: (id) => devices.exists(id),
+  });
   const tools = await createToolsModule(core, { delegation: oauth.api.delegateForTool });
   const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster, metrics });
-  const ai = await createAiModule(core, { iam: iam.iam, tools: tools.tools, runs: runs.runs, metrics });
-  const teams = await createTeamsModule(core, { iam: iam.iam, lifecycle: iam.lifecycle, ai: ai.ai, tools: tools.tools, runs: runs.runs });
+  const ai = await createAiModule(core, { custody: custody.custody, iam: iam.iam, tools: tools.tools, runs: runs.runs, metrics });
+  const teams = await createTeamsModule(core, {
+    iam: iam.iam,
+    lifecycle: iam.lifecycle,
+    ai: ai.ai,
+    tools: tools.tools,
+    runs: runs.runs,
+    standing,
+  });
   const jobs = createJobsModule(core, {
     iam: iam.iam,
     lifecycle: iam.lifecycle,
@@ -94,13 +115,14 @@ async function buildModules(core: CellCore, metrics: CellMetrics) {
     metrics,
     groupClock: cluster.cluster,
   });
-  const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices });
+  const receipts = createReceiptsModule(core, { iam: iam.iam, runs: runs.runs, teams: teams.teams });
+  const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices, runLog: receipts.log });
   const mcp = createMcpModule(core, { iam: iam.iam, oauth: oauth.api, teams: teams.teams, endpoints: jobs.endpoints, runs: runs.runs });
   const console = createConsoleModule(core, { oauth: oauth.api });
   const discovery = createDiscoveryModule(core);
   // Last: it starts once every other module started (readiness) and stops first.
   const ops = createOpsModule(core, { metrics, member: () => cluster.cluster.health() });
-  return { iam, cluster, oauth, tools, runs, ai, teams, jobs, edge, mcp, console, discovery, ops };
+  return { custody, iam, cluster, oauth, tools, runs, ai, teams, jobs, receipts, edge, mcp, console, discovery, ops };
 }
 
 export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
@@ -121,6 +143,11 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
   let core: CellCore;
   let bootstrapSecret: string | null;
   try {
+    // First, before anything is written (the store, the data directory's cell id): this process's secrets key is
+    // proven against the group's key check (or, on a store from before the check, against what the oauth and ai
+    // modules hold sealed); a key that is not the group's stops the start here (docs/security.md, "What a holder
+    // of the database URL can and cannot do").
+    const secretsKey = await proveKey({ config, store, clock }, [signingKeyWitnesses, secretWitnesses]);
     const cellId = await settleCellId(store, config.dataDir, config.cellId);
     const groupId = await settleGroupId(store, cellId);
     core = {
@@ -130,7 +157,7 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
       log,
       traces: new RequestTraces(await spanSink(config, cellId, groupId, log)),
     };
-    modules = await buildModules(core, metrics);
+    modules = await buildModules(core, metrics, secretsKey);
     bootstrapSecret = await modules.iam.bootstrap();
   } catch (err) {
     await store.close();

@@ -1,6 +1,6 @@
 /**
  * The web platform core/ may use, and nothing else: WebCrypto (`crypto.subtle`,
- * `crypto.getRandomValues`), `TextEncoder`, `URL`, `btoa`, a `Headers` reader,
+ * `crypto.getRandomValues`), `TextEncoder`, `TextDecoder`, `URL`, `btoa`, a `Headers` reader,
  * and the JWK / CryptoKey shapes. Every runtime core runs in (Node, browsers,
  * workers, the edge binary) has them. core/ compiles with no DOM and no Node
  * types (core/tsconfig.json), so a stray `fetch`, `document`, `setTimeout`,
@@ -57,6 +57,11 @@ declare var crypto: WebCrypto;
 
 declare class TextEncoder {
   encode(input?: string): Uint8Array<ArrayBuffer>;
+}
+
+declare class TextDecoder {
+  constructor(label?: string, options?: { fatal?: boolean });
+  decode(input?: Uint8Array): string;
 }
 
 declare class URL {

@@ -9,6 +9,7 @@ import { buildJournalExport } from '../bundles/journal-export.ts';
 import { signerFromJwk } from '../bundles/codec.ts';
 import { readDevice, readTrust, writeFileDurable } from './files.ts';
 import { readRun } from './runs.ts';
+import { appendRunHead, deviceLogProof } from './run-log.ts';
 
 export async function journalCommand(argv: string[]): Promise<void> {
   const [sub, runId, ...rest] = argv;
@@ -24,6 +25,10 @@ export async function journalCommand(argv: string[]): Promise<void> {
   if (r.journal.records.length === 0) throw new Error(`run ${runId} has no journal records`);
   if (r.run.run_nonce === undefined)
     throw new Error(`run ${runId} was made by an older edge: its run id is not bound to this device, and the cell refuses its journal`);
+  // The run's place in the device's own log (a run finished by an older release joins it now).
+  appendRunHead(dir, device.device_id, r.run.run_id, r.journal.records, r.run.graph_hash);
+  const log = await deviceLogProof(dir, device, r.run.run_id);
+  if (!log) throw new Error(`run ${runId} is not in the device's run log`);
   const text = await buildJournalExport({
     deviceId: device.device_id,
     signer: signerFromJwk(device.device_id, device.private_jwk),
@@ -32,6 +37,7 @@ export async function journalCommand(argv: string[]): Promise<void> {
     run: { run_id: r.run.run_id, run_nonce: r.run.run_nonce, crew_id: r.run.crew_id, graph_hash: r.run.graph_hash, outcome: r.run.state },
     records: r.journal.records,
     values: r.journal.values,
+    log,
   });
   writeFileDurable(values.out, text);
   process.stdout.write(`exported ${r.journal.records.length} records of ${runId} (${r.run.state}) to ${values.out}\n`);

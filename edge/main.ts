@@ -1,6 +1,6 @@
 /**
  * The edge program: `node dist/edge.mjs <command>` or the single executable `dist/edge <command>`.
- * Commands: init, trust, serve, verify-key, journal export, model keygen|sign. See HELP and docs/edge.md.
+ * Commands: init, trust, serve, verify-key, journal export, attestation export|keys|verify, model keygen|sign. See HELP and docs/edge.md.
  * No top-level await: the same source is bundled as CommonJS for the Node SEA.
  */
 import { parseArgs } from 'node:util';
@@ -31,6 +31,7 @@ import { modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { mountMcp } from './mcp.ts';
 import { journalCommand } from './journal-cli.ts';
+import { attestationCommand } from './attestation-cli.ts';
 import { runtimeChildBridge } from '../runtime/local-model.ts';
 import { installNativeSha256 } from '../runtime/native-hash.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
@@ -56,7 +57,15 @@ Commands:
                                        reads a key from stdin; prints its effective authority
                                        or the refusal reason (exit 0 allowed, 1 refused)
   journal export RUN --data DIR --out FILE
-                                       write a run's signed journal for the cell (POST /edge/journals)
+                                       write a run's signed journal for the cell (POST /edge/journals),
+                                       with its place in the device's own run log
+  attestation export RUN --data DIR --out FILE [--format bundle|scitt] [--crew-bundle FILE] [--values]
+                                       the run's in-toto attestation signed by the device key (DSSE,
+                                       with its inclusion in the device's run log), or SCITT COSE_Sign1
+  attestation keys --data DIR --out FILE
+                                       the device's public key as a keys file, for verify
+  attestation verify FILE --keys KEYS.json [--previous CHECKPOINT --consistency PROOF.json]
+                                       check an attestation offline (exit 0 verified, 1 refused)
   model keygen --out PUBLISHER.json    a model publisher key pair (keep it off the device)
   model sign --model FILE --key PUBLISHER.json --name NAME --out MANIFEST
                                        sign a model manifest (file SHA-256 and size)
@@ -326,6 +335,7 @@ const COMMANDS: Record<string, Command> = {
   serve: serveCommand,
   'verify-key': verifyKeyCommand,
   journal: journalCommand,
+  attestation: attestationCommand,
   model: modelCommand,
 };
 

@@ -31,6 +31,9 @@ import { malformedRequest } from '../runtime/gateway.ts';
 import { newEdgeRun } from '../bundles/run-id.ts';
 import { mountRunEvents, RunStreams } from './run-events.ts';
 import { deviceBudget, interruptedRuns, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
+import { appendRunHead } from './run-log.ts';
+
+const TERMINAL: readonly RunFile['state'][] = ['completed', 'failed', 'refused', 'cancelled'];
 
 export interface OfflineSetup {
   state: DeviceState;
@@ -197,6 +200,10 @@ export function mountOffline(
     }
     persist();
     writeRun(setup.dir, run);
+    // A finished run's head joins the device's own run log (edge/run-log.ts), before anyone can export it.
+    if (TERMINAL.includes(run.state) && journal.records.length > 0) {
+      appendRunHead(setup.dir, setup.device.device_id, run.run_id, journal.records, run.graph_hash);
+    }
     streams.end(run.run_id);
     // A run waiting on a due time (a retry's backoff, a timer) goes on by itself when it is due; the wait is
     // in its journal, so a restart of the device resumes it rather than starting it again.

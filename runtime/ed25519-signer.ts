@@ -7,14 +7,19 @@
  */
 import { createPrivateKey, createPublicKey, sign } from 'node:crypto';
 
+/** The PKCS #8 prefix of an Ed25519 private key (RFC 8410 §7): the 32-byte seed follows it. */
+const PKCS8_ED25519_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
+
 /** A signing function for an Ed25519 private JWK (`kty OKP, crv Ed25519, x, d`); the key is imported once. */
 export function ed25519Signer(privateJwk: JsonWebKey): (bytes: Uint8Array) => Uint8Array {
   let key: ReturnType<typeof createPrivateKey>;
+  // The key is imported from d alone (PKCS #8), then x is compared with d's public key here: Node 24
+  // refuses a mismatched JWK at import, Node 20 accepts it, and the answer must not depend on which.
+  const seed = typeof privateJwk.d === 'string' ? Buffer.from(privateJwk.d, 'base64url') : undefined;
+  if (privateJwk.kty !== 'OKP' || privateJwk.crv !== 'Ed25519' || typeof privateJwk.x !== 'string' || seed?.length !== 32)
+    throw new TypeError('ed25519Signer: not an Ed25519 private JWK');
   try {
-    key = createPrivateKey({
-      key: { kty: 'OKP', crv: 'Ed25519', x: String(privateJwk.x), d: String(privateJwk.d) },
-      format: 'jwk',
-    });
+    key = createPrivateKey({ key: Buffer.concat([PKCS8_ED25519_PREFIX, seed]), format: 'der', type: 'pkcs8' });
   } catch {
     throw new TypeError('ed25519Signer: not an Ed25519 private JWK');
   }

@@ -7,7 +7,7 @@
  * calls it once; core stays free of node:). SHA-256 is SHA-256: every hash
  * stays byte-identical, only its cost changes (test/runtime/native-hash.test.ts).
  */
-import { hash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { useSha256Hex } from '../core/canonical.ts';
 
 /**
@@ -21,4 +21,9 @@ export function nativeSha256Hex(data: Uint8Array | string): string {
 /** Makes core's `sha256Hex` (and so `contentHash`) use node:crypto in this process. */
 export function installNativeSha256(): void {
   useSha256Hex(nativeSha256Hex);
+}
+
+/** SHA-256 of bytes with node:crypto's one-shot hash, as bytes: the run log's Merkle hashing (core/transparency/merkle.ts `Sha256`). */
+export function nativeSha256(data: Uint8Array): Uint8Array {
+  return createHash('sha256').update(data).digest();
 }

@@ -1,14 +1,15 @@
 // The layering of DESIGN.md: cell/ and edge/ import core/, bundles/ and runtime/,
 // never each other; core/, bundles/ and runtime/ import neither cell/ nor edge/;
 // the console (console/, a browser application) imports only core/ of ours; a cell module reaches
-// another only through its face, cell/<m>/api.ts (scripts/lint-faces.ts).
+// another only through its face, cell/<m>/api.ts, and the modules import one another in one
+// direction only: no circle across modules (scripts/lint-faces.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { faceViolations, importsOf } from '../scripts/lint-faces.ts';
+import { faceViolations, importsOf, moduleCycles } from '../scripts/lint-faces.ts';
 
 function* files(dir: string): Generator<string> {
   for (const name of readdirSync(dir)) {
@@ -133,6 +134,39 @@ test('faces: make lint fails on an import past a face', () => {
     assert.match(r.stderr, /cell\/jobs\/api\.ts -> \.\.\/runs\/runs\.ts \(use cell\/runs\/api\.ts\)/);
     const ok = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/lint-faces.ts'], { encoding: 'utf8' });
     assert.equal(ok.status, 0, ok.stderr);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+// No circle across modules (scripts/lint-faces.ts moduleCycles): issue 42 found one, iam -> sealed-jwk.ts -> ai -> iam
+// (the secrets key lived in ai/ and IAM's signing keys reached it through a top-level file).
+test('no import circle across the modules of cell/', () => {
+  assert.deepEqual(moduleCycles('.'), []);
+});
+
+test('circles: through a shared top-level file, through the wiring, type-only; not through infrastructure', () => {
+  const root = tree({
+    'cell/ai/api.ts': "import type { Iam } from '../iam/api.ts';\n",
+    'cell/iam/api.ts': 'export {};\n',
+    'cell/iam/iam.ts': "import { seal } from '../sealed-jwk.ts';\n",
+    'cell/sealed-jwk.ts': "import { x } from './ai/api.ts';\n",
+    'cell/edge/api.ts': 'export {};\n',
+    'cell/edge/cli.ts': "import { startCell } from '../server.ts';\n",
+    'cell/jobs/api.ts': "import { y } from '../edge/api.ts';\n",
+    'cell/server.ts': "import { z } from './jobs/api.ts';\n",
+    'cell/ops/api.ts': "import type { Tx } from '../store/types.ts';\n",
+    'cell/http/gateway.ts': "import type { M } from '../ops/api.ts';\n",
+    'cell/store/types.ts': "import { g } from '../http/gateway.ts';\n",
+  });
+  try {
+    assert.deepEqual(moduleCycles(root), [
+      'ai -> iam -> sealed-jwk.ts -> ai (the circle joins ai, iam)',
+      'edge -> server.ts -> jobs -> edge (the circle joins edge, jobs)',
+    ]);
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/lint-faces.ts', root], { encoding: 'utf8' });
+    assert.equal(r.status, 1, 'make lint fails on a circle');
+    assert.match(r.stderr, /an import circle across modules: ai -> iam -> sealed-jwk\.ts -> ai/);
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

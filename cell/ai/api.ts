@@ -96,5 +96,12 @@ export class Ai {
   }
 }
 
-/** Reads the secrets key file (`--secrets-key-file`): the backup's restore opens sealed keys with it. */
-export { readSecretsKeyFile } from './secrets-key.ts';
+/** The provider secrets as witnesses of the group's secrets key, for a store from before the key check (cell/custody). */
+export { secretWitnesses } from './secrets.ts';
+/**
+ * @deprecated The secrets key and sealing as the ai module offered them before the custody module
+ * (`sealSecret(key, aad, value)`, `openSecret(key, aad, sealed)`, `readSecretsKeyFile`,
+ * `secretsKeyLoader(config)`, `keyMatchesStore(core, key)`): the custody module's, same signatures,
+ * for branches written against them. New code takes them, or the `Custody` instance, from cell/custody/api.ts.
+ */
+export { keyMatchesStore, openSecret, readSecretsKeyFile, sealSecret, secretsKeyLoader } from '../custody/api.ts';

@@ -9,6 +9,7 @@ import { isoTime } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { Posture } from '../config.ts';
 import type { AuthContext, CellCore } from '../context.ts';
+import type { Custody } from '../custody/api.ts';
 import { callerHolding, type Iam, type Reached } from '../iam/api.ts';
 import type { CellMetrics } from '../ops/api.ts';
 import type { Runs } from '../runs/api.ts';
@@ -66,8 +67,8 @@ export interface AiContext {
   agents: AgentLookup | undefined;
   /** The runtime of `local-signed` providers, when the wiring has one (node-llama-cpp installed). */
   localRuntime: LocalModelRuntime | undefined;
-  /** The cell's secrets key, read (or created) on first use and kept. */
-  secretsKey(): Buffer;
+  /** The group's secrets key (proven at start) and sealing under it: provider secrets are sealed with it. */
+  custody: Custody;
   /** The cell's metrics (model calls, latency, tokens by provider). */
   metrics: CellMetrics;
   /** Other modules' users of a provider (Agent Teams: agents that name it), which refuse its delete. */

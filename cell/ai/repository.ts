@@ -126,23 +126,12 @@ export async function providersBySecret(db: Reader, secretIds: readonly string[]
   return out;
 }
 
-/** Every stored secret, sealed, for the start-up check of the secrets key (oldest first, at most `limit`). */
+/** Every stored secret, sealed, as witnesses of the group's key in a store from before its check (oldest first, at most `limit`). */
 export async function sealedSecrets(db: Reader, limit: number): Promise<{ secretId: string; sealed: Uint8Array }[]> {
   return (await db.all('SELECT secret_id, sealed FROM ai_secrets ORDER BY created_at, secret_id LIMIT ?', [limit])).map((r) => ({
     secretId: str(r, 'secret_id'),
     sealed: bytes(r, 'sealed'),
   }));
-}
-
-/** The key check value (sealed under the store's secrets key), or undefined when none was recorded yet. */
-export async function secretsKeyCheck(db: Reader): Promise<Uint8Array | undefined> {
-  const r = await db.get('SELECT sealed FROM ai_secrets_key_check WHERE id = 1');
-  return r ? bytes(r, 'sealed') : undefined;
-}
-
-/** Records the key check value unless one is there already. */
-export async function insertSecretsKeyCheck(tx: Tx, sealed: Uint8Array, at: number): Promise<void> {
-  await tx.run('INSERT INTO ai_secrets_key_check (id, sealed, created_at) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING', [sealed, at]);
 }
 
 // ---------------------------------------------------------------- providers

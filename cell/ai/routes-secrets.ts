@@ -19,7 +19,6 @@ import type { AppEnv, AuthContext } from '../context.ts';
 import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import type { AiContext } from './providers.ts';
-import { assertKeyMatchesTx, prepareKeyCheck } from './secrets-key.ts';
 import {
   countSecrets,
   deleteSecret,
@@ -30,7 +29,7 @@ import {
   secretMeta,
   type SecretMeta,
 } from './repository.ts';
-import { sealSecret, secretFacts, SECRET_USE_RESOLUTION_MS } from './secrets.ts';
+import { secretFacts, SECRET_USE_RESOLUTION_MS } from './secrets.ts';
 
 const P = '/api/public/v1/admin/secrets';
 const TAG = 'Secrets';
@@ -153,13 +152,11 @@ export function secretRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext): void {
       const s = await metaOr404(c.req.valid('param').secret_id);
       await assertMayManage(auth, s, 'secret.rotate');
       // Sealing is random: before the transaction, which may run more than once. Same id, so the same AAD.
-      const key = ctx.secretsKey();
-      const sealed = sealSecret(key, s.secret_id, c.req.valid('json').value);
-      const check = store.engine === 'postgres' ? prepareKeyCheck(key) : null;
+      const sealed = ctx.custody.seal(s.secret_id, c.req.valid('json').value);
       const at = clock.now();
       await store.write(async (tx) => {
-        // A group's secrets are sealed with one key: a cell given another key must not reseal one with it.
-        if (check) await assertKeyMatchesTx(tx, key, check, at);
+        // A group's secrets are sealed with one key: refused when the store's check no longer opens under this cell's.
+        await ctx.custody.assertKeyMatchesTx(tx);
         if (!(await secretMeta(tx, s.secret_id))) throw notFound('secret');
         await resealSecret(tx, s.secret_id, sealed, at);
         await iam.audit(tx, { at, actor: auth.principal.id, action: 'secret.rotate', target: s.secret_id, outcome: 'ok' });

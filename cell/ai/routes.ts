@@ -14,7 +14,6 @@ import { PROVIDER_TYPES } from './posture.ts';
 import { providerView, registerProvider, type AiContext } from './providers.ts';
 import { countProviders, insertSecret } from './repository.ts';
 import { prepareSecret } from './secrets.ts';
-import { assertKeyMatchesTx, prepareKeyCheck } from './secrets-key.ts';
 
 const P = '/api/public/v1/admin';
 
@@ -128,13 +127,11 @@ export function aiRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext, ai: Ai, tools
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
-      const key = ctx.secretsKey();
-      const { secretId, sealed } = prepareSecret(key, body.value);
-      const check = core.store.engine === 'postgres' ? prepareKeyCheck(key) : null;
+      const { secretId, sealed } = prepareSecret(ctx.custody.key(), body.value);
       const at = core.clock.now();
       await core.store.write(async (tx) => {
-        // The group's secrets are sealed with one key: refused when this cell's is another.
-        if (check) await assertKeyMatchesTx(tx, key, check, at);
+        // The group's secrets are sealed with one key: refused when the store's check no longer opens under this cell's.
+        await ctx.custody.assertKeyMatchesTx(tx);
         await insertSecret(tx, { secretId, name: body.name, sealed, at, by: auth.principal.id });
         await iam.audit(tx, {
           at,

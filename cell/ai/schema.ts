@@ -24,7 +24,7 @@ export const AI_MIGRATIONS: readonly Migration[] = [
   },
   {
     // One value sealed under the secrets key the store's secrets are sealed with, so a cell given another key
-    // (a group member without the group's --secrets-key-file) is refused at start (cell/ai/secrets-key.ts).
+    // (a group member without the group's --secrets-key-file) is refused at start (moved to custody_key_check by custody-001: cell/custody/key-check.ts).
     id: 'ai-005-secrets-key-check',
     sql: 'CREATE TABLE ai_secrets_key_check (id INTEGER PRIMARY KEY, sealed BLOB NOT NULL, created_at INTEGER NOT NULL)',
   },

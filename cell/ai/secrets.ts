@@ -3,58 +3,41 @@
  *
  * `POST /admin/secrets` stores a value and returns only its `secret_id`; no
  * route ever returns the value (the others list, rotate and delete it:
- * cell/ai/routes-secrets.ts). Values are sealed with AES-256-GCM under a
- * 32-byte key kept in `<dataDir>/secrets.key` (created on first use, mode
- * 0600); each value has its own random 96-bit nonce and the secret id is the
- * additional authenticated data, so a ciphertext moved to another row does
- * not open. Secret values are never logged and never put in errors.
+ * cell/ai/routes-secrets.ts). Values are sealed under the group's secrets key
+ * (the custody module's: cell/custody/seal.ts, AES-256-GCM), each with its
+ * own random nonce and the secret id as the additional authenticated data, so
+ * a ciphertext moved to another row does not open. Secret values are never
+ * logged and never put in errors.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Holding } from '../../core/authority/contain.ts';
 import { ServiceError } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { newId } from '../ids.ts';
 import type { CellCore } from '../context.ts';
+import { openSecret, sealSecret, type Custody, type Witness } from '../custody/api.ts';
 import type { CredentialFacts, Iam } from '../iam/api.ts';
 import type { Reader } from '../store/types.ts';
-import { sealedSecret, secretCreator, touchSecret } from './repository.ts';
+import { sealedSecret, sealedSecrets, secretCreator, touchSecret } from './repository.ts';
 
-const KEY_FILE = 'secrets.key';
+/** Most provider secrets a store from before the key check offers as witnesses of its key (cell/custody/key-check.ts). */
+const WITNESS_LIMIT = 10_000;
 
-/** Reads the cell's secrets key from `dataDir`, creating it (0600) when absent. */
-export function loadSecretsKey(dataDir: string): Buffer {
-  const path = join(dataDir, KEY_FILE);
-  if (existsSync(path)) {
-    const key = readFileSync(path);
-    if (key.length !== 32) throw new TypeError(`${path} must hold exactly 32 bytes`);
-    return key;
-  }
-  mkdirSync(dataDir, { recursive: true });
-  const key = randomBytes(32);
-  writeFileSync(path, key, { mode: 0o600, flag: 'wx' });
-  chmodSync(path, 0o600);
-  return key;
-}
-
-/** AES-256-GCM seal: nonce(12) || ciphertext || tag(16). */
-export function sealSecret(key: Buffer, secretId: string, value: string): Uint8Array {
-  const iv = randomBytes(12);
-  const c = createCipheriv('aes-256-gcm', key, iv);
-  c.setAAD(Buffer.from(secretId, 'utf8'));
-  const body = Buffer.concat([c.update(value, 'utf8'), c.final()]);
-  return new Uint8Array(Buffer.concat([iv, body, c.getAuthTag()]));
-}
-
-/** Opens a sealed value; throws TypeError when it was tampered with or moved. */
-export function openSecret(key: Buffer, secretId: string, sealed: Uint8Array): string {
-  const b = Buffer.from(sealed);
-  if (b.length < 28) throw new TypeError('sealed secret too short');
-  const d = createDecipheriv('aes-256-gcm', key, b.subarray(0, 12));
-  d.setAAD(Buffer.from(secretId, 'utf8'));
-  d.setAuthTag(b.subarray(b.length - 16));
-  return Buffer.concat([d.update(b.subarray(12, b.length - 16)), d.final()]).toString('utf8');
+/**
+ * The provider secrets of a store from before the key check, as witnesses of
+ * the group's secrets key: every one must open under the key a process starts with.
+ */
+export async function secretWitnesses(db: Reader): Promise<Witness[]> {
+  return (await sealedSecrets(db, WITNESS_LIMIT)).map((s) => ({
+    what: `provider secret ${s.secretId}`,
+    opens: (key: Buffer) => {
+      try {
+        openSecret(key, s.secretId, s.sealed);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+  }));
 }
 
 /** A fresh secret id and the value sealed under it (sealing is random: do it before the transaction). */
@@ -143,7 +126,7 @@ export function openSecretCached(key: Buffer, secretId: string, sealed: Uint8Arr
 }
 
 export async function readSecret(
-  ctx: { core: CellCore; secretsKey(): Buffer },
+  ctx: { core: CellCore; custody: Custody },
   secretId: string,
   /** The sealed row, when the caller read it already for this call. */
   read?: Promise<Awaited<ReturnType<typeof sealedSecret>>>,
@@ -156,7 +139,7 @@ export async function readSecret(
     });
   let value: string;
   try {
-    value = openSecretCached(ctx.secretsKey(), secretId, row.sealed);
+    value = openSecretCached(ctx.custody.key(), secretId, row.sealed);
   } catch {
     // The key file changed or the row was altered: refuse without the cause.
     throw new ServiceError('service_unavailable', 'the provider secret cannot be opened', {

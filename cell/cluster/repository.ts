@@ -3,17 +3,16 @@
  * decoder. Statements stay in the dialect both engines run (docs/storage.md).
  */
 import { json, num, numOrNull, object, str, strOrNull } from '../store/decode.ts';
-import type { Reader, Row, SqlValue, Tx } from '../store/types.ts';
+import { dbNow as storeNow, type DbNow as StoreNow } from '../store/db-clock.ts';
+import type { Reader, Row, Tx } from '../store/types.ts';
 
 /**
- * "Now" as the statement that judges a heartbeat reads it: on PostgreSQL the
- * database's own clock (`clock_timestamp()`, ms since the epoch) in the same
- * statement, so every cell of a group judges on one clock; on the embedded
- * engine (one cell by construction) the cell's clock, passed in.
+ * "Now" as the statement that judges a heartbeat reads it (cell/store/db-clock.ts):
+ * on PostgreSQL the database's own clock in the same statement, so every cell
+ * of a group judges on one clock; on the embedded engine (one cell by
+ * construction) the cell's clock, passed in.
  */
-export interface DbNow {
-  sql: string;
-  params: SqlValue[];
+export interface DbNow extends StoreNow {
   /**
    * Since when the store has answered without a break it knows of (ms since
    * the epoch): on PostgreSQL the server's start (`pg_postmaster_start_time()`),
@@ -22,14 +21,11 @@ export interface DbNow {
   upSql: string;
 }
 
-const PG_NOW = 'CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT)';
 const PG_UP = 'CAST(FLOOR(EXTRACT(EPOCH FROM pg_postmaster_start_time()) * 1000) AS BIGINT)';
 
 /** The database's clock on PostgreSQL; `local` (the cell's clock) on the embedded engine. */
 export function dbNow(engine: 'embedded' | 'postgres', local: number): DbNow {
-  return engine === 'postgres'
-    ? { sql: PG_NOW, params: [], upSql: PG_UP }
-    : { sql: 'CAST(? AS BIGINT)', params: [local], upSql: 'CAST(0 AS BIGINT)' };
+  return { ...storeNow(engine, local), upSql: engine === 'postgres' ? PG_UP : 'CAST(0 AS BIGINT)' };
 }
 
 /** The database's clock now, ms since the epoch. */

@@ -31,6 +31,8 @@ export const SERVED_TAGS: Readonly<Record<string, string>> = Object.freeze({
   'Job definitions': 'Scheduled templates that produce runs on a cron.',
   'Job endpoints': 'Published compute and notebook endpoints.',
   Edge: 'Edge devices, signed key and crew bundles, journal import.',
+  'Run log':
+    "The run log: an append-only Merkle log of finished runs' heads, its signed checkpoints and RFC 9162 proofs (public, hashes only), and its entries for monitors.",
   Cells: 'The cells of the group that share one store: their state (live, suspect, dead) and placement attributes.',
 });
 

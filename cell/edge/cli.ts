@@ -13,12 +13,14 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { isoTime } from '../../core/iso-time.ts';
-import { startCell } from '../server.ts';
+import type { StartCell } from '../module.ts';
+import type { EdgeModule } from './module.ts';
 
 const USAGE =
   'usage: bundle keys --data DIR [--store URL [--secrets-key-file FILE]] --device DEVICE_ID --out FILE [--ttl-seconds N] | bundle trust --data DIR [--store URL [--secrets-key-file FILE]] --out FILE';
 
-export async function bundleCommand(argv: string[]): Promise<void> {
+/** `startCell`: cell/server.ts's, handed in by cell/main.ts. */
+export async function bundleCommand(argv: string[], startCell: StartCell<{ edge: EdgeModule }>): Promise<void> {
   const [what, ...rest] = argv;
   if (what !== 'keys' && what !== 'trust') throw new Error(USAGE);
   const { values } = parseArgs({

@@ -4,6 +4,7 @@ import type { Iam } from '../iam/api.ts';
 import type { OAuthApi } from '../oauth/api.ts';
 import type { Teams } from '../teams/api.ts';
 import type { Devices } from './devices.ts';
+import type { RunLog } from '../receipts/api.ts';
 
 export interface EdgeContext {
   core: CellCore;
@@ -11,4 +12,6 @@ export interface EdgeContext {
   teams: Teams;
   oauth: OAuthApi;
   devices: Devices;
+  /** The run log an imported device run joins. */
+  runLog: RunLog;
 }

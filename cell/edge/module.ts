@@ -11,6 +11,7 @@ import type { OAuthApi } from '../oauth/api.ts';
 import type { Teams } from '../teams/api.ts';
 import type { EdgeContext } from './context.ts';
 import type { Devices } from './devices.ts';
+import type { RunLog } from '../receipts/api.ts';
 import { issueKeyBundle, trustAnchor, type IssuedBundle } from './export.ts';
 import { edgeRoutes } from './routes.ts';
 
@@ -21,7 +22,10 @@ export interface EdgeModule extends CellModule {
   trustAnchor(): Promise<{ cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] }>;
 }
 
-export function createEdgeModule(core: CellCore, deps: { iam: Iam; teams: Teams; oauth: OAuthApi; devices: Devices }): EdgeModule {
+export function createEdgeModule(
+  core: CellCore,
+  deps: { iam: Iam; teams: Teams; oauth: OAuthApi; devices: Devices; runLog: RunLog },
+): EdgeModule {
   const ctx: EdgeContext = { core, ...deps };
   return {
     name: 'edge',

@@ -6,8 +6,10 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { ServiceError, conflict, invalid, notFound } from '../../core/errors.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
+import { recordHash } from '../../core/journal/hash.ts';
 import { splitEnvelope } from '../../bundles/envelope.ts';
 import type { ModelReference } from '../../bundles/crew-bundle.ts';
+import type { Graph } from '../../core/engine/types.ts';
 import { crewForEdge } from './crew-source.ts';
 import type { AppEnv } from '../context.ts';
 import { isoTime } from '../../core/iso-time.ts';
@@ -157,6 +159,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
     }),
     async (c) => {
       const auth = c.get('auth');
+      await iam.assertNotDelegated(auth, { action: 'edge.device.register', target: auth.principal.id });
       const body = c.req.valid('json');
       const { jwk, deviceId } = deviceKey(body.public_jwk);
       const row = {
@@ -220,6 +223,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
+      await iam.assertNotDelegated(auth, { action: 'edge.key_bundle.issue', target: body.device_id });
       const b = await issueKeyBundle(ctx, body.device_id, body.ttl_seconds);
       await iam.auditNow({
         at: b.issued_at,
@@ -249,8 +253,11 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
+      await iam.assertNotDelegated(auth, { action: 'edge.crew_bundle.issue', target: body.device_id });
       await devices.require(body.device_id);
       const crew = await crewForEdge(ctx.teams, body.crew_id);
+      // Exporting a crew hands its seats to a device: the right to run it (every seat within the caller).
+      await ctx.teams.assertSeatsWithinCaller(auth, crew.graph as Graph, { action: 'edge.crew_bundle.issue', target: body.crew_id });
       const b = await issueCrewBundle(ctx, body.device_id, crew, modelReference(body.model_manifest), body.ttl_seconds);
       await iam.auditNow({
         at: b.issued_at,
@@ -380,6 +387,12 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
             imported_at: now,
             imported_by: auth.principal.id,
           });
+          // The device's run joins the run log, as a run of the group does when it ends.
+          await ctx.runLog.queueTx(
+            tx,
+            { run_id: p.run.run_id, journal_head: recordHash(p.records.at(-1)!), graph_hash: p.run.graph_hash },
+            `edge:${device.device_id}`,
+          );
         }
         await iam.audit(tx, {
           at: now,

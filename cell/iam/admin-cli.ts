@@ -13,7 +13,9 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { isoTime } from '../../core/iso-time.ts';
 import { SetupError } from '../../runtime/setup-error.ts';
-import { startCell } from '../server.ts';
+import type { Cluster } from '../cluster/api.ts';
+import type { StartCell } from '../module.ts';
+import type { IamModule } from './module.ts';
 
 const USAGE = 'usage: admin reset-owner --data DIR [--store URL [--secrets-key-file FILE] [--while-serving]] [--principal ID]';
 
@@ -21,7 +23,8 @@ export const ADMIN_HELP = `  admin reset-owner  mint a new owner key for an oper
     --data DIR [--store URL [--secrets-key-file FILE] [--while-serving]] [--principal ID]
 `;
 
-export async function adminCommand(argv: string[]): Promise<void> {
+/** `startCell`: cell/server.ts's, handed in by cell/main.ts. */
+export async function adminCommand(argv: string[], startCell: StartCell<{ iam: IamModule; cluster: { cluster: Cluster } }>): Promise<void> {
   const [what, ...rest] = argv;
   if (what !== 'reset-owner') throw new Error(USAGE);
   const { values } = parseArgs({

@@ -8,7 +8,7 @@
 import type { Ceiling } from '../../core/authority/ceiling.ts';
 import type { Grant } from '../../core/authority/contain.ts';
 
-export { callerHolding, Iam } from './iam.ts';
+export { callerHolding, Iam, isDelegated } from './iam.ts';
 export { Lifecycle, type DeactivateHook, type LifecycleAction } from './lifecycle.ts';
 
 export type PrincipalKind = 'user' | 'service' | 'agent';

@@ -29,7 +29,7 @@ import { checkPassword, hashPassword } from './passwords.ts';
 import type { CredentialFacts, CredentialVerdict, NewPrincipal, Principal, PrincipalKind, Reached } from './api.ts';
 import { createPrincipalTx } from './principals.ts';
 import * as repo from './repository.ts';
-import { inTheClear, openJwk, sealingKeyLoader, sealJwk } from '../sealed-jwk.ts';
+import type { Custody } from '../custody/api.ts';
 
 export interface Role {
   name: string;
@@ -90,14 +90,15 @@ export class Iam {
   readonly #keysByHash: ChangeCache<string, KeyEntry | null>;
   readonly #keysById: ChangeCache<string, repo.KeyRow | null>;
   #identity: { signer: Signer; keys: CellKey[] } | null = null;
-  /** The key private signing keys are sealed with (cell/sealed-jwk.ts). */
-  readonly #sealKey: () => Buffer;
   #groupKeys: { keys: GroupCellKey[]; generation: number } | null = null;
   #groupKeysGeneration = 0;
   #dummyHash: string | null = null;
 
-  constructor(private readonly core: CellCore) {
-    this.#sealKey = sealingKeyLoader(core.config);
+  constructor(
+    private readonly core: CellCore,
+    /** The group's secrets key: identity keys are sealed under it, and only those it opens are the group's. */
+    private readonly custody: Custody,
+  ) {
     this.#principals = new ChangeCache(core.store, PRINCIPAL_TABLES, 50_000);
     this.#roles = new ChangeCache(core.store, ROLE_TABLES, 10_000);
     this.#keysByHash = new ChangeCache(core.store, KEY_ENTRY_TABLES, 50_000);
@@ -255,6 +256,30 @@ export class Iam {
     });
   }
 
+  /**
+   * The gate of every operation that makes something standing (a credential or authority that
+   * acts later, without the request): API keys (mint, rotate), OAuth clients (register, rotate),
+   * SATs, job definitions (create, re-author, enable), published endpoints, edge devices, key and
+   * crew bundles, principals and roles (create, change), agents. A delegated credential (a token
+   * carrying `act`: isDelegated) makes nothing that outlives it: refused, audited with its chain,
+   * 403 `delegated_credential`. Exchange again for what is needed now instead.
+   */
+  async assertNotDelegated(auth: AuthContext, ctx: { action: string; target: string }): Promise<void> {
+    if (!isDelegated(auth)) return;
+    const actors = [...(auth.credential.actors ?? [])];
+    await this.auditNow({
+      actor: auth.principal.id,
+      action: ctx.action,
+      target: ctx.target,
+      outcome: 'refused',
+      details: { reason: 'delegated_credential', actors, credential: auth.credential.id },
+    });
+    throw forbidden(`${ctx.action}: a delegated token (one that names actors) makes nothing that outlives it`, {
+      reason: 'delegated_credential',
+      actors,
+    });
+  }
+
   /** Refuses unless the caller holds every permission and all the envelope authority of `target`. */
   async assertManages(auth: AuthContext, target: Principal, action: string): Promise<void> {
     await this.assertWithinCaller(auth, await this.authorityOf(target), { action, target: target.id });
@@ -346,6 +371,22 @@ export class Iam {
       `${action}: the change reaches ${reaches.length} agent(s) whose authority the calling credential does not cover and whose owners it does not manage`,
       details,
     );
+  }
+
+  /**
+   * The shared-things rule for what a principal owns and what acts as it (a job definition acts as
+   * its author, a published endpoint as its publisher, a run as its requester): disabling, enabling,
+   * re-authoring, deleting or cancelling another principal's needs the same reach as changing a crew
+   * (assertMayChangeShared), the thing reaching its owner: the caller covers all of the owner's
+   * authority (manages it). The owner's own, and one whose owner is gone, need only the route's
+   * permission. Refusal: 403 `shared_change_exceeds_caller`, audited.
+   */
+  async assertMayActOnOwned(auth: AuthContext, thing: { kind: string; id: string; ownerId: string }, action: string): Promise<void> {
+    if (thing.ownerId === auth.principal.id) return;
+    const owner = await this.principal(thing.ownerId);
+    if (!owner || owner.status === 'purged') return;
+    const reached: Reached = { id: owner.id, authority: await this.authorityOf(owner), ownerId: owner.id };
+    await this.assertMayChangeShared(auth, { kind: thing.kind, id: thing.id }, [reached], action);
   }
 
   /** What a change reaching an agent principal must cover: the agent's authority; its owner is who minted it. */
@@ -511,59 +552,69 @@ export class Iam {
    * cell (`cell_keys.cell_id`): in a group each cell signs with its own key, so a
    * journal record's signer names the cell that wrote it. A key recorded before
    * keys were per cell becomes the key of the first cell that starts.
+   *
+   * Only the group's keys count (`#trusted`: sealed under the group's secrets
+   * key and the private half of the row's public key): a row someone wrote
+   * without the key (sealed under another, or in the clear) is neither used
+   * nor published, and a cell whose only active key is such a row makes a new one.
    */
   async ensureIdentity(): Promise<void> {
     const cellId = this.core.config.cellId;
-    const sealKey = this.#sealKey;
+    const activeOf = (rows: repo.CellKeyRow[]) => [...rows].reverse().find((k) => k.retired_at === null && this.#trusted(k) !== null);
     let keys = await repo.cellKeys(this.core.store, 'identity', cellId);
-    if (!keys.some((k) => k.retired_at === null)) {
+    if (!activeOf(keys)) {
       const k = await generateEd25519();
       const at = this.core.clock.now();
+      const sealed = this.custody.sealJwk('cell_keys', k.kid, k.privateJwk);
       await this.core.store.write(async (tx) => {
-        const mine = await repo.cellKeys(tx, 'identity', cellId);
-        if (mine.some((x) => x.retired_at === null)) return;
+        if (activeOf(await repo.cellKeys(tx, 'identity', cellId))) return;
         await repo.claimUnownedCellKeys(tx, 'identity', cellId);
-        if ((await repo.cellKeys(tx, 'identity', cellId)).some((x) => x.retired_at === null)) return;
+        if (activeOf(await repo.cellKeys(tx, 'identity', cellId))) return;
         await repo.insertCellKey(tx, {
           kid: k.kid,
           purpose: 'identity',
           cell_id: cellId,
-          private_jwk: sealJwk(sealKey(), 'cell_keys', k.kid, k.privateJwk),
+          private_jwk: sealed,
           public_jwk: k.publicJwk,
           created_at: at,
           retired_at: null,
         });
       });
     }
-    await this.#sealIdentityKeysInTheClear(cellId);
     keys = await repo.cellKeys(this.core.store, 'identity', cellId);
-    const active = [...keys].reverse().find((k) => k.retired_at === null)!;
-    const privateJwk = openJwk(sealKey(), 'cell_keys', active.kid, active.private_jwk);
+    const foreign = keys.filter((k) => this.#trusted(k) === null).map((k) => k.kid);
+    if (foreign.length > 0)
+      this.core.log.warn(
+        "identity keys stored for this cell that are not the group's (not sealed under its secrets key) are neither used nor published",
+        {
+          table: 'cell_keys',
+          kids: foreign,
+        },
+      );
+    const trusted = keys.filter((k) => this.#trusted(k) !== null);
+    const active = activeOf(trusted)!;
+    const privateJwk = this.#trusted(active)!;
     this.#identity = {
       // Node's synchronous Ed25519 (runtime/ed25519-signer.ts): the same signatures at half the CPU of WebCrypto's.
       signer: (() => {
         const sign = ed25519Signer(privateJwk);
         return { kid: active.kid, sign: async (bytes: Uint8Array) => sign(bytes) };
       })(),
-      keys: keys.map((k) => ({ kid: k.kid, jwk: k.public_jwk, retired_at: k.retired_at })),
+      keys: trusted.map((k) => ({ kid: k.kid, jwk: k.public_jwk, retired_at: k.retired_at })),
     };
   }
 
-  /** A store from before sealing: this cell's keys still in the clear are sealed now (each once, whichever start gets there first). */
-  async #sealIdentityKeysInTheClear(cellId: string): Promise<void> {
-    const clear = inTheClear(await repo.cellKeyPrivateTexts(this.core.store, cellId));
-    if (clear.length === 0) return;
-    const sealed = clear.map((r) => ({ ...r, to: sealJwk(this.#sealKey(), 'cell_keys', r.kid, r.jwk) }));
-    await this.core.store.write(async (tx) => {
-      for (const r of sealed) await repo.resealCellKey(tx, r.kid, r.text, r.to);
-    });
-    this.core.log.info('sealed private keys stored in the clear', { table: 'cell_keys', kids: sealed.map((r) => r.kid) });
+  /** The private half of a stored identity key when it is the group's; null when the row is not (cell/custody). */
+  #trusted(k: repo.CellKeyRow): JsonWebKey | null {
+    return this.custody.trustedPrivateJwk('cell_keys', k);
   }
 
   /**
-   * The identity keys of every cell that ever wrote to this store (this cell's
-   * first), retired ones included: journals written by several cells verify
-   * against them. Cached until a cell adds or retires a key.
+   * The identity keys of every cell of the group (this cell's first), retired
+   * ones included: journals written by several cells verify against them.
+   * Only the group's keys (sealed under its secrets key): a key row written
+   * without the key is not listed, so nobody is told to trust it. Cached
+   * until a cell adds or retires a key.
    */
   async groupIdentityKeys(): Promise<GroupCellKey[]> {
     const hit = this.#groupKeys;
@@ -571,7 +622,7 @@ export class Iam {
     const generation = this.#groupKeysGeneration;
     const me = this.core.config.cellId;
     const keys = (await repo.allCellKeys(this.core.store, 'identity'))
-      .filter((k): k is repo.CellKeyRow & { cell_id: string } => k.cell_id !== null)
+      .filter((k): k is repo.CellKeyRow & { cell_id: string } => k.cell_id !== null && this.#trusted(k) !== null)
       .map((k) => ({ cell_id: k.cell_id, kid: k.kid, jwk: k.public_jwk, retired_at: k.retired_at }));
     keys.sort((a, b) => Number(b.cell_id === me) - Number(a.cell_id === me));
     if (generation === this.#groupKeysGeneration) this.#groupKeys = { keys, generation };
@@ -592,6 +643,15 @@ export class Iam {
 }
 
 export type { CredentialFacts, CredentialVerdict, Reached } from './api.ts';
+
+/**
+ * True when the request's credential is delegated: a token carrying `act` (RFC 8693 token exchange),
+ * whose subject is spoken for by the actors it names. Anything a delegated credential could derive
+ * is refused by assertNotDelegated, so nothing else is delegated.
+ */
+export function isDelegated(auth: Pick<AuthContext, 'credential'>): boolean {
+  return (auth.credential.actors?.length ?? 0) > 0;
+}
 
 /** What the request's credential holds. */
 export function callerHolding(auth: AuthContext): Holding {

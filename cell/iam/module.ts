@@ -2,7 +2,9 @@
  * IAM: principals, roles, API keys, the audit trail, the cell's identity key
  * and the bootstrap owner. Contributes the API-key authenticator.
  */
+import type { GroupClock } from '../cluster/api.ts';
 import type { CellCore } from '../context.ts';
+import type { Custody } from '../custody/api.ts';
 import type { CellModule } from '../module.ts';
 import { bootstrapOwner } from './bootstrap.ts';
 import { resetOwner, type OwnerReset } from './reset-owner.ts';
@@ -36,13 +38,23 @@ export interface IamModule extends CellModule {
   sharedBuckets: SharedBuckets | null;
 }
 
-export async function createIamModule(core: CellCore): Promise<IamModule> {
-  const iam = new Iam(core);
+export interface IamDeps {
+  /** The group's secrets key: the cell's identity keys are sealed under it. */
+  custody: Custody;
+  /** Whether this cell stands as a member (its clock within the bound): a member that stood down makes no background writes. */
+  standing: Pick<GroupClock, 'trusted'>;
+}
+
+export async function createIamModule(core: CellCore, deps: IamDeps): Promise<IamModule> {
+  const iam = new Iam(core, deps.custody);
   const lifecycle = new Lifecycle(core, iam);
   await iam.ensureIdentity();
   let timer: NodeJS.Timeout | undefined;
   let pruneTimer: NodeJS.Timeout | undefined;
-  const sweep = () => lifecycle.sweep().catch((e: unknown) => core.log.error('purge sweep failed', { error: String(e) }));
+  const sweep = async () => {
+    if (!deps.standing.trusted()) return;
+    await lifecycle.sweep().catch((e: unknown) => core.log.error('purge sweep failed', { error: String(e) }));
+  };
   const buckets = core.store.engine === 'postgres' ? new StoreBuckets(core) : null;
   return {
     name: 'iam',
@@ -66,7 +78,8 @@ export async function createIamModule(core: CellCore): Promise<IamModule> {
       timer.unref();
       if (buckets) {
         pruneTimer = setInterval(() => {
-          buckets.prune(core.clock.now()).catch((e: unknown) => core.log.error('rate bucket prune failed', { error: String(e) }));
+          if (!deps.standing.trusted()) return;
+          buckets.prune().catch((e: unknown) => core.log.error('rate bucket prune failed', { error: String(e) }));
         }, BUCKET_PRUNE_INTERVAL_MS);
         pruneTimer.unref();
       }

@@ -22,14 +22,14 @@
  */
 import { takeToken, type TakeResult } from '../../core/ratelimit.ts';
 import type { SharedBuckets } from '../../runtime/gateway.ts';
-import type { CellCore } from '../context.ts';
+import { sharedNow, type CellCore } from '../context.ts';
 import * as repo from './repository.ts';
 
 /** A bucket refills completely within a minute (capacity rpm, refill rpm/60 per second); a second of margin. */
 const FULL_AFTER_MS = 61_000;
 
 export class StoreBuckets implements SharedBuckets {
-  constructor(private readonly core: Pick<CellCore, 'store'>) {}
+  constructor(private readonly core: Pick<CellCore, 'store' | 'clock'>) {}
 
   take(key: string, capacity: number, refillPerMs: number, now: number): Promise<TakeResult> {
     return this.core.store.write(
@@ -44,10 +44,13 @@ export class StoreBuckets implements SharedBuckets {
     );
   }
 
-  /** Drops buckets that have refilled completely by `now`; returns how many. */
-  prune(now: number): Promise<number> {
+  /** Drops buckets that have refilled completely by now, judged on the database's clock; returns how many. */
+  prune(): Promise<number> {
     // One DELETE: with row locks it re-checks `at` on a row a take has just locked and written, so a
     // bucket in use is never dropped.
-    return this.core.store.write((tx) => repo.pruneRateBuckets(tx, now - FULL_AFTER_MS), { notify: false, isolation: 'row-locks' });
+    return this.core.store.write((tx) => repo.pruneRateBuckets(tx, sharedNow(this.core), FULL_AFTER_MS), {
+      notify: false,
+      isolation: 'row-locks',
+    });
   }
 }

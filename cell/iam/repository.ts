@@ -6,6 +6,7 @@
  */
 import { parseCeiling } from '../../core/authority/ceiling.ts';
 import { count, json, jsonOrNull, num, numOrNull, object, str, strOrNull, stringArray } from '../store/decode.ts';
+import type { DbNow } from '../store/db-clock.ts';
 import type { Reader, Row, SqlValue, Tx } from '../store/types.ts';
 import type { Principal, PrincipalKind, PrincipalStatus } from './principals.ts';
 
@@ -446,7 +447,7 @@ export interface CellKeyRow {
   purpose: string;
   /** The cell the key belongs to (null: recorded before keys were per cell, not yet claimed). */
   cell_id: string | null;
-  /** As stored: sealed (cell/sealed-jwk.ts), or a JWK in the clear in a store from before sealing. */
+  /** As stored: sealed under the group's secrets key (cell/custody/sealed-jwk.ts); a row that is not is not the group's. */
   private_jwk: unknown;
   public_jwk: JsonWebKey;
   created_at: number;
@@ -465,19 +466,6 @@ function decodeCellKey(r: Row): CellKeyRow {
     created_at: num(r, 'created_at'),
     retired_at: numOrNull(r, 'retired_at'),
   };
-}
-
-/** The stored text of the private parts of one cell's keys (to find and reseal those still in the clear). */
-export async function cellKeyPrivateTexts(db: Reader, cellId: string): Promise<{ kid: string; text: string }[]> {
-  return (await db.all('SELECT kid, private_jwk FROM cell_keys WHERE cell_id = ? ORDER BY kid', [cellId])).map((r) => ({
-    kid: str(r, 'kid'),
-    text: str(r, 'private_jwk'),
-  }));
-}
-
-/** Replaces a key's stored private part, only if it is still `from` (another start may have resealed it); returns rows changed. */
-export async function resealCellKey(tx: Tx, kid: string, from: string, to: unknown): Promise<number> {
-  return (await tx.run('UPDATE cell_keys SET private_jwk = ? WHERE kid = ? AND private_jwk = ?', [JSON.stringify(to), kid, from])).changes;
 }
 
 /** One cell's keys of a purpose, oldest first (retired included). */
@@ -539,7 +527,7 @@ export async function lockRateBucket(tx: Tx, key: string, full: { tokens: number
   return { tokens: num(r, 'tokens'), at: num(r, 'at') };
 }
 
-/** Drops buckets last touched before `before` (ms); returns how many. */
-export async function pruneRateBuckets(tx: Tx, before: number): Promise<number> {
-  return (await tx.run('DELETE FROM iam_rate_buckets WHERE at < ?', [before])).changes;
+/** Drops buckets last touched more than `fullAfterMs` before `now` (the database's clock); returns how many. */
+export async function pruneRateBuckets(tx: Tx, now: DbNow, fullAfterMs: number): Promise<number> {
+  return (await tx.run(`DELETE FROM iam_rate_buckets WHERE at < ${now.sql} - ?`, [...now.params, fullAfterMs])).changes;
 }

@@ -144,6 +144,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
     }),
     async (c) => {
       const auth = c.get('auth');
+      await iam.assertNotDelegated(auth, { action: 'api_key.mint', target: auth.principal.id });
       const input = c.req.valid('json');
       const body = {
         ...input,
@@ -262,6 +263,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
     async (c) => {
       const auth = c.get('auth');
       const row = await visibleKey(iam, auth, c.req.valid('param').key_id, true);
+      await iam.assertNotDelegated(auth, { action: 'api_key.rotate', target: row.id });
       // A new secret carries the whole key's authority: only a caller that could have minted the key
       // (manages its owner, holds all of it) may receive one.
       await iam.assertMayActOnCredential(auth, await keyFacts(iam, row), 'api_key.rotate');

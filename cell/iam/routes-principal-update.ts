@@ -61,6 +61,7 @@ export function principalUpdateRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, 
       const auth = c.get('auth');
       const body = c.req.valid('json');
       const p = await iam.visiblePrincipal(auth, c.req.valid('param').id);
+      await iam.assertNotDelegated(auth, { action: 'principal.update', target: p.id });
       if (p.kind === 'agent') throw conflict('agents are minted and governed by agent-teams', { reason: 'agent_principal' });
       if (p.status !== 'active') throw conflict(`the principal is ${p.status}`, { reason: 'principal_inactive', status: p.status });
       const roles = body.roles !== undefined ? [...new Set(body.roles)] : p.roles;

@@ -113,6 +113,7 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
     }),
     async (c) => {
       const auth = c.get('auth');
+      await iam.assertNotDelegated(auth, { action: 'principal.create', target: auth.principal.id });
       const input = c.req.valid('json');
       const body = { ...input, roles: input.roles ?? [] };
       for (const r of body.roles) if (!(await iam.role(r))) throw invalid(`unknown role '${r}'`, { reason: 'unknown_role' });
@@ -198,6 +199,8 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
         const p = await iam.visiblePrincipal(auth, c.req.valid('param').id);
         if (p.id === auth.principal.id && action !== 'restore')
           throw conflict('a principal cannot archive, delete or purge itself', { reason: 'self' });
+        // Restoring brings a principal's credentials back: standing, so never through a delegated token.
+        if (action === 'restore') await iam.assertNotDelegated(auth, { action: 'principal.restore', target: p.id });
         await iam.assertManages(auth, p, `principal.${action}`);
         const next = await lifecycle.apply(p, action, auth.principal.id);
         return c.json(principalView(next), 200);
@@ -237,6 +240,7 @@ export function principalRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: I
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
+      await iam.assertNotDelegated(auth, { action: 'role.create', target: body.name });
       if (Object.hasOwn(BUILTIN_ROLES, body.name))
         throw conflict(`'${body.name}' is a built-in role and cannot be changed`, { reason: 'builtin_role' });
       if (await iam.role(body.name)) throw conflict(`role '${body.name}' exists`, { reason: 'name_taken' });

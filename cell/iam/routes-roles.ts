@@ -75,6 +75,7 @@ export function roleRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): 
       const { name } = c.req.valid('param');
       const body = c.req.valid('json');
       const role = await customRoleOrRefuse(iam, name);
+      await iam.assertNotDelegated(auth, { action: 'role.update', target: name });
       const permissions = body.permissions !== undefined ? normalize(body.permissions) : role.permissions;
       const description = body.description !== undefined ? body.description : role.description;
       await iam.assertWithinCaller(

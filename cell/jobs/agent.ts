@@ -12,7 +12,7 @@
  */
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { Reason } from '../../core/reasons.ts';
-import type { DriveResult, Run } from '../runs/api.ts';
+import { requesterOf, type DriveResult, type Run } from '../runs/api.ts';
 import type { JobsContext } from './context.ts';
 
 export interface AgentSpec {
@@ -62,6 +62,7 @@ export async function driveAgentRun(ctx: JobsContext, run: Run): Promise<DriveRe
     spec.input ?? null,
     {
       requester: run.requester,
+      requesterActors: requesterOf(run).actors,
       graphHash,
       context: { crew_id: crew.crew_id, workspace_id: workspaceId, graph_id: spec.graph_id },
     },

@@ -1,9 +1,10 @@
 /**
  * The jobs module's face (docs/architecture.md, "Faces"): what another module of cell/ may use of
- * it. Published endpoints, for the MCP endpoint (cell/mcp), which offers each as a tool: which a
- * caller may call, and the invocation itself: the same implementation as the HTTP invoke route
- * (invoke.ts). Job runs, definitions and the scheduler stay behind the module's routes, and the
- * runs they make are the runs module's.
+ * it: the graph of a job run (the receipts module's attestations name it), and published endpoints
+ * for the MCP endpoint (cell/mcp), which offers each as a tool: which a caller may call, and the
+ * invocation itself, the same implementation as the HTTP invoke route (invoke.ts). Job runs,
+ * definitions and the scheduler stay behind the module's routes, and the runs they make are the
+ * runs module's.
  */
 import type { CredentialLimits } from '../../runtime/gateway.ts';
 import type { AuthContext } from '../context.ts';
@@ -14,6 +15,7 @@ import { callableEndpoints, endpointOr404, endpointRefusal, invokeEndpoint } fro
 import { cancelJobRun } from './runner.ts';
 
 export type { Endpoint };
+export { jobGraph } from './graph.ts';
 
 /** Published endpoints as another module uses them. */
 export class JobEndpoints {
@@ -45,8 +47,8 @@ export class JobEndpoints {
     return { run: r.run, done: r.done };
   }
 
-  /** Cancels a run the caller started (the cancel route's implementation): idempotent, audited when it changed the run. */
-  cancel(actor: string, runId: string): Promise<Run> {
-    return cancelJobRun(this.ctx, actor, runId);
+  /** Cancels a run as the caller (the cancel route's implementation): idempotent, audited when it changed the run. */
+  cancel(auth: AuthContext, runId: string): Promise<Run> {
+    return cancelJobRun(this.ctx, auth, runId);
   }
 }

@@ -9,14 +9,14 @@
  * audited as `jobs.run.approval`, and wakes the run.
  */
 import { notFound } from '../../core/errors.ts';
-import type { Run } from '../runs/api.ts';
+import type { Decider, Run } from '../runs/api.ts';
 import type { JobsContext } from './context.ts';
 import { resumeJobRun } from './runner.ts';
 
 /** Records a decision on a waiting step of an agent job run, then wakes it. */
 export async function decideJobApproval(
   ctx: JobsContext,
-  actor: string,
+  decider: Decider,
   runId: string,
   stepId: string,
   decision: 'approve' | 'reject',
@@ -24,7 +24,7 @@ export async function decideJobApproval(
 ): Promise<Run> {
   const run = await ctx.runs.getRun(runId);
   if (run?.kind !== 'job' || run.job_type !== 'agent') throw notFound('agent job run');
-  const wake = await ctx.runs.recordApproval(actor, run, stepId, decision, comment, 'jobs.run.approval');
+  const wake = await ctx.runs.recordApproval(decider, run, stepId, decision, comment, 'jobs.run.approval');
   if (wake) void resumeJobRun(ctx, runId); // driven in the background; follow it with GET, /journal or /events/sse
   return (await ctx.runs.getRun(runId))!;
 }

@@ -60,14 +60,18 @@ export async function rerunJob(ctx: JobsContext, auth: AuthContext, runId: strin
       }),
     );
   const last = (await ctx.runs.readJournal(runId, 0, 10_000_000)).at(-1);
-  const point = last ? await ctx.runs.forkPoint(runId, last.seq) : null;
-  if (point === null)
+  const found = last ? await ctx.runs.forkPoint(runId, last.seq) : null;
+  if (found === null)
     return refuse(
       ctx,
       auth,
       runId,
       new ServiceError('conflict', 'the run has no end to rerun from', { details: { reason: 'run_not_failed' } }),
     );
+  // An approval of the parent stands only for the same requester (through the same chain): else asked again.
+  const { point, asked_again } = ctx.runs.standingApprovals(found, {
+    requester: { id: auth.principal.id, actors: auth.credential.actors ?? [] },
+  });
   const workspace = parent.workspace_id ?? 'default';
   let spec = parent.spec;
   // The rerun acts as the caller: a single job's authority is bounded by the caller again.
@@ -92,6 +96,7 @@ export async function rerunJob(ctx: JobsContext, auth: AuthContext, runId: strin
     workspace_id: workspace,
     spec,
     requester: auth.principal.id,
+    requesterActors: auth.credential.actors,
     source: `rerun:${runId}`,
     flags: { forked_from: point.from },
     // Audited with the run, in its creating transaction: nothing after the commit refuses the rerun.
@@ -106,7 +111,8 @@ export async function rerunJob(ctx: JobsContext, auth: AuthContext, runId: strin
       }),
     opening: async (id, again) => {
       const kept = again ? await ctx.runs.readJournal(id) : [];
-      if (!kept.some((r) => r.kind === 'forked')) await ctx.runs.openFork(id, point);
+      if (!kept.some((r) => r.kind === 'forked'))
+        await ctx.runs.openFork(id, point, asked_again.length > 0 ? { approvals_asked_again: asked_again } : {});
       const copied = new Set(kept.map((r) => (r.data as { reused?: { seq?: unknown } } | null)?.reused?.seq));
       await ctx.runs.copyReused(id, { ...point, copies: point.copies.filter((c) => !copied.has(c.seq)) });
       const listed = again && forksView((await ctx.runs.getRun(runId)) ?? parent).some((f) => f.run_id === id);

@@ -114,6 +114,11 @@ const del = createRoute({
   responses: { 200: json(DefinitionSchema, 'The deleted definition'), ...errorResponses(400, 401, 403, 404) },
 });
 
+/** A definition as the shared-things rule sees it: it acts as its author (iam.assertMayActOnOwned). */
+function definitionThing(d: { schedule_id: string; author_id: string }) {
+  return { kind: 'definition', id: d.schedule_id, ownerId: d.author_id };
+}
+
 export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext, scheduler: () => Scheduler): void {
   const { core, iam } = ctx;
   const load = async (id: string) => {
@@ -125,6 +130,7 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
   app.openapi(create, async (c) => {
     const b = c.req.valid('json');
     const auth = c.get('auth');
+    await iam.assertNotDelegated(auth, { action: 'jobs.definition.create', target: b.name });
     assertMayAuthor(auth, b.job_type);
     parseCron(b.cron, b.timezone, core.config.scheduleMinIntervalSeconds);
     const spec = await validateTemplate(ctx, b.job_type, b.spec);
@@ -180,6 +186,8 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
     assertNotDeleted(d);
     const b = c.req.valid('json');
     const auth = c.get('auth');
+    await iam.assertNotDelegated(auth, { action: 'jobs.definition.update', target: d.schedule_id });
+    await iam.assertMayActOnOwned(auth, definitionThing(d), 'jobs.definition.update');
     assertMayAuthor(auth, d.job_type);
     const cron = b.cron ?? d.cron;
     const timezone = b.timezone ?? d.timezone;
@@ -218,7 +226,9 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
   const setEnabled = async (id: string, auth: AuthContext, on: boolean) => {
     const d = await load(id);
     assertNotDeleted(d);
+    await iam.assertMayActOnOwned(auth, definitionThing(d), on ? 'jobs.definition.enable' : 'jobs.definition.disable');
     if (on) {
+      await iam.assertNotDelegated(auth, { action: 'jobs.definition.enable', target: id });
       assertMayAuthor(auth, d.job_type);
       await assertDefinitionSeats(ctx, auth, d, 'jobs.definition.enable');
     }
@@ -249,8 +259,10 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
   app.openapi(del, async (c) => {
     const d = await load(c.req.valid('param').schedule_id);
     if (d.deleted_at === null) {
+      const auth = c.get('auth');
+      await iam.assertMayActOnOwned(auth, definitionThing(d), 'jobs.definition.delete');
       const now = core.clock.now();
-      const actor = c.get('auth').principal.id;
+      const actor = auth.principal.id;
       await core.store.write(async (tx) => {
         await repo.softDeleteDefinition(tx, d.schedule_id, now);
         await iam.audit(tx, { at: now, actor, action: 'jobs.definition.delete', target: d.schedule_id, outcome: 'ok' });

@@ -117,6 +117,7 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
     parseRunSpec(ctx, b.job_type, { ...b.spec, input: null });
     const auth = c.get('auth');
     const actor = auth.principal.id;
+    await iam.assertNotDelegated(auth, { action: 'jobs.endpoint.publish', target: b.name });
     // Publishing lets holders of required_scopes run this job: the publisher must hold them itself.
     await iam.assertWithinCaller(auth, { permissions: b.required_scopes }, { action: 'jobs.endpoint.publish', target: b.name });
     const now = core.clock.now();
@@ -164,8 +165,11 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
   app.openapi(unpublish, async (c) => {
     const e = await repo.endpointById(core.store, c.req.valid('param').endpoint_id);
     if (!e) throw notFound('endpoint');
+    const auth = c.get('auth');
+    // An endpoint acts as its publisher: unpublishing another's needs managing it (the shared-things rule).
+    await iam.assertMayActOnOwned(auth, { kind: 'endpoint', id: e.endpoint_id, ownerId: e.created_by }, 'jobs.endpoint.unpublish');
     const now = core.clock.now();
-    const actor = c.get('auth').principal.id;
+    const actor = auth.principal.id;
     await core.store.write(async (tx) => {
       await repo.unpublishEndpoint(tx, e.endpoint_id, now);
       await iam.audit(tx, { at: now, actor, action: 'jobs.endpoint.unpublish', target: e.endpoint_id, outcome: 'ok' });

@@ -11,7 +11,16 @@ import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
-import { ApprovalDecisionSchema, forksView, type Run, READS_ALL_RUNS, RunIdParam, runFilterOf, runFilterQuery } from '../runs/api.ts';
+import {
+  ApprovalDecisionSchema,
+  deciderOf,
+  forksView,
+  type Run,
+  READS_ALL_RUNS,
+  RunIdParam,
+  runFilterOf,
+  runFilterQuery,
+} from '../runs/api.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
 import type { JobsContext } from './context.ts';
 import { boundSingleSpec, cancelJobRun, parseRunSpec, submitJobRun } from './runner.ts';
@@ -45,6 +54,7 @@ export async function runView(ctx: JobsContext, r: Run): Promise<z.infer<typeof 
     forked_from: (r.flags['forked_from'] as z.infer<typeof JobRunSchema>['forked_from']) ?? null,
     forks: forksView(r),
     ...(r.job_type === 'agent' ? { pending_approvals: await jobPendingApprovals(ctx, r) } : {}),
+    ...(r.job_type === 'agent' || r.kind === 'crew' ? { decisions: await ctx.runs.runDecisions(r.run_id) } : {}),
   };
 }
 
@@ -205,7 +215,7 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
   app.openapi(approve, async (c) => {
     const { run_id, step_id } = c.req.valid('param');
     const body = c.req.valid('json');
-    const run = await decideJobApproval(ctx, c.get('auth').principal.id, run_id, safeDecode(step_id), body.decision, body.comment);
+    const run = await decideJobApproval(ctx, deciderOf(c.get('auth')), run_id, safeDecode(step_id), body.decision, body.comment);
     return c.json(await runView(ctx, run), 200);
   });
 
@@ -226,6 +236,7 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
       workspace_id: body.workspace_id,
       spec,
       requester: auth.principal.id,
+      requesterActors: auth.credential.actors,
       source: 'api',
     });
     c.header('Location', `/api/public/v1/admin/jobs/runs/${run_id}`);
@@ -261,6 +272,6 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
 
   app.openapi(cancel, async (c) => {
     const { run_id } = c.req.valid('param');
-    return c.json(await runView(ctx, await cancelJobRun(ctx, c.get('auth').principal.id, run_id)), 200);
+    return c.json(await runView(ctx, await cancelJobRun(ctx, c.get('auth'), run_id)), 200);
   });
 }

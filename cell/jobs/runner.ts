@@ -54,6 +54,8 @@ export interface SubmitJob {
   spec: unknown;
   /** Principal id from the authenticated session (or the definition's author for scheduled runs). */
   requester: string;
+  /** The actors of the token the requester used (an exchanged token's `act`): kept on the run, they never approve its two-person steps. */
+  requesterActors?: readonly string[] | undefined;
   source?: string;
   run_id?: string;
   /** Flags the run starts with (a rerun: `forked_from`). */
@@ -87,6 +89,7 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
       job_type: j.job_type,
       workspace_id: j.workspace_id,
       requester: j.requester,
+      requesterActors: j.requesterActors,
       spec: j.spec,
       source: j.source ?? 'api',
       at,
@@ -102,7 +105,12 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
       action: 'jobs.run',
       target: id,
       outcome: 'ok',
-      details: { job_type: j.job_type, workspace_id: j.workspace_id, source: j.source ?? 'api' },
+      details: {
+        job_type: j.job_type,
+        workspace_id: j.workspace_id,
+        source: j.source ?? 'api',
+        ...(j.requesterActors?.length ? { actors: [...j.requesterActors] } : {}),
+      },
     });
     await j.inTx?.(tx, id);
     return r;
@@ -121,13 +129,15 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
   return { run_id: run.run_id, run, done };
 }
 
-/** Drives a (new or recovered) job run in the background. */
 /**
- * Cancels a run for `actor` (the cancel route's one implementation, and an MCP call the client
+ * Cancels a run as the caller (the cancel route's one implementation, and an MCP call the client
  * cancelled): idempotent, audited `jobs.run.cancel` when it changed the run; 404 when unknown.
  */
-export async function cancelJobRun(ctx: JobsContext, actor: string, runId: string): Promise<Run> {
+export async function cancelJobRun(ctx: JobsContext, auth: AuthContext, runId: string): Promise<Run> {
+  const actor = auth.principal.id;
   const before = await ctx.runs.getRun(runId);
+  // A run acts as its requester: cancelling another's needs managing it (the shared-things rule).
+  if (before) await ctx.iam.assertMayActOnOwned(auth, { kind: 'run', id: runId, ownerId: before.requester }, 'jobs.run.cancel');
   const run = await ctx.runs.requestCancel(runId, actor);
   if (!run) throw notFound('run');
   if (before && before.state !== run.state) {
@@ -136,6 +146,7 @@ export async function cancelJobRun(ctx: JobsContext, actor: string, runId: strin
   return run;
 }
 
+/** Drives a (new or recovered) job run in the background. */
 export function startJobDrive(ctx: JobsContext, run: Run): Promise<DriveResult> {
   const outputs = new Map<number, unknown>();
   const drive =

@@ -6,7 +6,7 @@
 import { z } from '@hono/zod-openapi';
 import { MAX_STEP_TIMEOUT_MS } from '../../core/engine/policy.ts';
 import { IsoTime } from '../http/openapi.ts';
-import { PendingApprovalSchema } from '../runs/api.ts';
+import { PendingApprovalSchema, RunDecisionSchema } from '../runs/api.ts';
 
 /** The step policy's `timeout_ms` of a job's steps (core/engine/policy.ts): the engine's deadline on each step. */
 const stepTimeout = {
@@ -273,6 +273,10 @@ export const JobRunSchema = z
       .openapi({ description: 'Reruns (and forks) of this run, oldest first' }),
     pending_approvals: z.array(PendingApprovalSchema).optional().openapi({
       description: 'Agent job runs only: steps waiting on a human decision (decide with POST .../runs/{run_id}/approvals/{step_id})',
+    }),
+    decisions: z.array(RunDecisionSchema).optional().openapi({
+      description:
+        'Agent job runs and crew runs: every human decision, decided steps included, oldest first (who, through which chain, approve or reject, the comment, the input digest approved, when)',
     }),
   })
   .openapi('JobRun');

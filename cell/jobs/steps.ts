@@ -127,8 +127,12 @@ export function effectKey(secret: string, runId: string, stepId: string): string
   return createHmac('sha256', Buffer.from(secret, 'hex')).update(`${runId}\n${stepId}`).digest('hex');
 }
 
-/** Test hook: SIGKILL this process right after a SQL step's effect committed, before its journal record. */
-const CRASH_AFTER_EFFECT = process.env['CELL_TEST_CRASH_AFTER_SQL_EFFECT'] === '1';
+/**
+ * `true` only in the fault build of the cell (scripts/build.mjs: `dist/test/cell-crash-after-sql-effect.mjs`,
+ * for the crash tests): the process SIGKILLs itself right after a SQL step's effect committed, before its
+ * journal record. The shipped bundle defines it `false` and esbuild drops the branch: the program has no such hook.
+ */
+declare const AGENT_CELL_CRASH_AFTER_SQL_EFFECT: boolean | undefined;
 
 /** The SQL step `step` (`run_id`, node id) on the workspace's database, once: a step run again returns its recorded result. */
 export async function runSqlStep(
@@ -168,7 +172,8 @@ export async function runSqlStep(
     if (signal.aborted) break;
     r = await once();
   }
-  if (CRASH_AFTER_EFFECT && r.ok && !r.replayed) process.kill(process.pid, 'SIGKILL');
+  if (typeof AGENT_CELL_CRASH_AFTER_SQL_EFFECT !== 'undefined' && AGENT_CELL_CRASH_AFTER_SQL_EFFECT && r.ok && !r.replayed)
+    process.kill(process.pid, 'SIGKILL');
   if (!r.ok) {
     const details: JsonObject = { duration_ms: r.duration_ms };
     if ('statement' in r) details['statement'] = r.statement;

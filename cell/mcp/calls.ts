@@ -86,7 +86,7 @@ async function callCrew(ctx: McpContext, auth: AuthContext, crewId: string, args
   const f = await followRun(ctx, auth, run.run_id, call, {
     what: `Crew ${crew.name}`,
     decide: (stepId, decision, comment) => ctx.teams.decideApproval(auth, crewId, run.run_id, stepId, decision, comment),
-    cancel: () => ctx.teams.cancelCrewRun(auth.principal.id, crewId, run.run_id),
+    cancel: () => ctx.teams.cancelCrewRun(auth, crewId, run.run_id),
     settled: () => ctx.teams.settled(run.run_id),
   });
   return runResult(ctx, f, await pendingOf(ctx, f.run));
@@ -102,7 +102,7 @@ async function callEndpoint(ctx: McpContext, caller: McpCaller, endpointId: stri
   const { run } = await ctx.endpoints.invoke(caller.auth, caller.limits, e, input);
   const f = await followRun(ctx, caller.auth, run.run_id, call, {
     what: `Endpoint ${e.name}`,
-    cancel: () => ctx.endpoints.cancel(caller.auth.principal.id, run.run_id),
+    cancel: () => ctx.endpoints.cancel(caller.auth, run.run_id),
     settled: async () => undefined,
   });
   return runResult(ctx, f);

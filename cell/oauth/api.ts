@@ -11,6 +11,8 @@ import type { Keyring, PublishedKey } from './signing-keys.ts';
 import type { ToolDelegation, ToolDelegationRequest } from './tool-delegation.ts';
 
 export type { BuiltInClient, CellTokenSubject, CellTokenVerdict, ClientRecord, Keyring, PublishedKey };
+/** The group's signing keys as witnesses of its secrets key, for a store from before the key check (cell/custody). */
+export { signingKeyWitnesses } from './signing-keys.ts';
 
 /** What other modules may ask of the authorization server. */
 export interface OAuthApi {

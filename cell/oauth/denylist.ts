@@ -15,7 +15,7 @@
  * check then also asks the store, until the connection is back and a reload
  * has caught the mirror up.
  */
-import type { CellCore } from '../context.ts';
+import { sharedNow, type CellCore } from '../context.ts';
 import type { Tx } from '../store/types.ts';
 import { SerialLoad } from './internal/serial.ts';
 import * as repo from './repository.ts';
@@ -84,10 +84,13 @@ export class Denylist {
     return this.#load.request();
   }
 
-  /** Drops entries whose tokens have expired, from the store and the mirror; returns how many rows went. */
+  /**
+   * Drops entries whose tokens have expired, from the store (judged on the database's clock: the group's
+   * entries are not this cell's to judge by its own) and from the mirror; returns how many rows went.
+   */
   async sweep(): Promise<number> {
     const nowS = this.#nowSeconds();
-    const n = await this.core.store.write((tx) => repo.deleteExpiredDenied(tx, nowS));
+    const n = await this.core.store.write((tx) => repo.deleteExpiredDenied(tx, sharedNow(this.core)));
     for (const [jti, exp] of this.#mirror) if (exp < nowS) this.#mirror.delete(jti);
     return n;
   }

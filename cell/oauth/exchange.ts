@@ -11,6 +11,12 @@
  * revoking, narrowing or expiring any link refuses it wherever core's judge
  * runs (core/tokens/judge.ts: the bearer path, introspection, the edge).
  * Never impersonation: every exchanged token names its actor.
+ *
+ * A token is exchanged only where it was meant to be used: a token for a
+ * device or a protected resource is exchanged only for that same audience,
+ * never for a cell-API token; an actor token is a token for this cell's API.
+ * `may_act` binds every later hop (the issued token carries it on), and a
+ * SAT's may_act names an active principal (cell/oauth/routes-admin.ts).
  */
 import { isRegisteredClientId } from '../../core/tokens/judge.ts';
 import type { Context } from 'hono';
@@ -36,22 +42,38 @@ const ACCEPTED_TYPES = [TOKEN_TYPE_ACCESS_TOKEN, TOKEN_TYPE_JWT];
 type Verified = Extract<CellTokenVerdict, { ok: true }>;
 type Cnf = { jkt?: string; 'x5t#S256'?: string };
 
-/** A token of this cell that the bearer path would honour now, bindings aside (as introspection judges), for any audience it issues for. */
-async function judgePresented(ctx: OAuthContext, token: string, what: string): Promise<Verified> {
+/** The `aud` a token claims (unverified: it only picks which judgement applies), or null. */
+function claimedAudience(token: string): string | null {
+  try {
+    const aud: unknown = JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8')).aud;
+    return typeof aud === 'string' ? aud : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A token of this cell that the bearer path would honour now, bindings aside (as introspection
+ * judges), exchanged only where it was meant to be used: a token for this group's API may be
+ * exchanged for any audience the cell issues for (the cell is where it is used); a token for
+ * anything else (a device, `edge:<device_id>`; a registered protected resource) only for that same
+ * audience (`audience`, the one the request names), never for the cell's API. Without `audience`
+ * (an actor token, which speaks for its subject here), only a token for this group's API.
+ */
+async function judgePresented(ctx: OAuthContext, token: string, what: string, audience?: string): Promise<Verified> {
   const now = ctx.core.clock.now();
   const refused = () => new OAuthError('invalid_grant', `the ${what} is not an active token of this cell`);
   if (!looksLikeJwt(token)) throw refused();
   const v = await cellTokenJudge(ctx)(token, { now });
   if (v.ok) return v;
   if (v.code !== 'bad_audience') throw refused();
-  // A token for one of this cell's devices: the same judgement against that audience.
-  let aud: unknown;
-  try {
-    aud = JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8')).aud;
-  } catch {
-    throw refused();
-  }
-  if (typeof aud !== 'string' || edgeDeviceOf(aud) === null || !(await ctx.deviceExists(edgeDeviceOf(aud)!))) throw refused();
+  const aud = claimedAudience(token);
+  if (aud === null) throw refused();
+  if (aud !== audience)
+    throw new OAuthError(
+      'invalid_target',
+      `the ${what} is for ${edgeDeviceOf(aud) !== null ? 'a device' : 'another audience'}: it is exchanged only for that audience`,
+    );
   const d = await cellTokenJudgeFor(ctx, aud)(token, { now });
   if (!d.ok) throw refused();
   return d;
@@ -122,8 +144,8 @@ export async function tokenExchange(ctx: OAuthContext, c: Context<AppEnv>, input
     throw new OAuthError('invalid_request', 'this cell issues access tokens only (requested_token_type)');
   const audience = await exchangeAudience(ctx, c);
 
-  // 3. The subject: a token of this cell the bearer path would honour now, presented with its binding.
-  const subject = await judgePresented(ctx, subjectToken, 'subject_token');
+  // 3. The subject: a token of this cell the bearer path would honour now, meant for where it is asked (its audience), with its binding.
+  const subject = await judgePresented(ctx, subjectToken, 'subject_token', audience);
   assertSameBinding(subject.claims, cnf, 'subject_token');
 
   // 4. The actor: the actor token's subject, else the client's own principal; what it may hold caps the token.
@@ -161,6 +183,7 @@ export async function tokenExchange(ctx: OAuthContext, c: Context<AppEnv>, input
     });
     return new OAuthError('invalid_grant', message);
   };
+  // may_act binds every later hop: the issued token carries it on, so no other actor ever joins the chain.
   const mayAct = mayActOf(subject.claims.may_act);
   if (mayAct !== null && mayAct !== actorId) throw await refuse('may_act', 'the subject does not let this actor act for it (may_act)');
   if (actors.length > core.config.maxDelegationDepth)
@@ -192,6 +215,7 @@ export async function tokenExchange(ctx: OAuthContext, c: Context<AppEnv>, input
     root: subject.credential.root,
     act,
     links: [...links].sort(),
+    ...(mayAct !== null ? { mayAct } : {}),
   });
   await iam.auditNow({
     actor: actorId,

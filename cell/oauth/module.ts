@@ -17,7 +17,9 @@ import { MemoryReplayCache } from '../../core/tokens/replay.ts';
 import { GroupAudiences } from './audiences.ts';
 import { GroupIssuers } from './issuers.ts';
 import { GroupReplayCache } from './replay.ts';
-import type { CellCore } from '../context.ts';
+import type { GroupClock } from '../cluster/api.ts';
+import { sharedNow, type CellCore } from '../context.ts';
+import type { Custody } from '../custody/api.ts';
 import type { Iam } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
 import { ChangeCache } from '../store/change-cache.ts';
@@ -43,6 +45,10 @@ import { guardedDispatcher } from '../tools/api.ts';
 
 export interface OAuthDeps {
   iam: Iam;
+  /** The group's secrets key: the signing keys are sealed under it, and only those it opens are the group's. */
+  custody: Custody;
+  /** Whether this cell stands as a member (its clock within the bound): a member that stood down makes no background writes. */
+  standing: Pick<GroupClock, 'trusted'>;
   /**
    * Whether an edge device is registered with this cell (the edge module's
    * answer), for resource indicators `edge:<device_id>`. Called only while
@@ -94,7 +100,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
     async start() {
       // The public URL is settled once the cell listens: this cell's API joins the group's audiences now.
       await ctx.audiences.register();
-      stopTimers = startTimers(ctx, groupReplay);
+      stopTimers = startTimers(ctx, groupReplay, deps.standing);
     },
     async stop() {
       stopTimers?.();
@@ -109,7 +115,7 @@ function oauthContext(core: CellCore, deps: OAuthDeps, groupReplay: GroupReplayC
     core,
     iam: deps.iam,
     deviceExists: (deviceId) => deps.deviceExists(deviceId),
-    keys: new SigningKeys(core),
+    keys: new SigningKeys(core, deps.custody),
     denylist: new Denylist(core),
     replay: groupReplay ?? new MemoryReplayCache(),
     audiences: new GroupAudiences(core),
@@ -166,15 +172,19 @@ function oauthApi(ctx: OAuthContext): OAuthApi {
 }
 
 /**
- * The module's timers: the sweep (expired revocations dropped, then the keyring, denylist and
- * issuers read again, a safety net for whatever a notification missed) and, on PostgreSQL, the
- * pruning of the group's DPoP proofs. Returns what stops them.
+ * The module's timers: the sweep (expired revocations and refresh token families dropped, then
+ * the keyring, denylist and issuers read again, a safety net for whatever a notification missed)
+ * and, on PostgreSQL, the pruning of the group's DPoP proofs. Both drop what the group shares, judged on the database's
+ * clock, and only while this cell stands: a member whose clock is beyond the bound writes nothing
+ * in the background (issue 36, finding 13). Returns what stops them.
  */
-function startTimers(ctx: OAuthContext, groupReplay: GroupReplayCache | null): () => void {
+function startTimers(ctx: OAuthContext, groupReplay: GroupReplayCache | null, standing: Pick<GroupClock, 'trusted'>): () => void {
   const { core } = ctx;
   const sweep = async () => {
-    await ctx.denylist.sweep();
-    await core.store.write((tx) => deleteExpiredRefresh(tx, core.clock.now()));
+    if (standing.trusted()) {
+      await ctx.denylist.sweep();
+      await core.store.write((tx) => deleteExpiredRefresh(tx, sharedNow(core)));
+    }
     await ctx.denylist.reload();
     await ctx.keys.reload();
     await ctx.issuers.reload();
@@ -186,7 +196,8 @@ function startTimers(ctx: OAuthContext, groupReplay: GroupReplayCache | null): (
   let pruneTimer: NodeJS.Timeout | undefined;
   if (groupReplay) {
     pruneTimer = setInterval(() => {
-      groupReplay.prune(core.clock.now()).catch((e: unknown) => core.log.error('oauth proof prune failed', { error: String(e) }));
+      if (!standing.trusted()) return;
+      groupReplay.prune().catch((e: unknown) => core.log.error('oauth proof prune failed', { error: String(e) }));
     }, OAUTH.proofPruneIntervalMs);
     pruneTimer.unref();
   }

@@ -5,6 +5,7 @@
  * writes SQL. Statements stay in the dialect both engines run (docs/storage.md).
  */
 import { count, json, num, numOrNull, object, str, strOrNull, stringArray } from '../store/decode.ts';
+import type { DbNow } from '../store/db-clock.ts';
 import type { Reader, Row, Tx } from '../store/types.ts';
 
 /** The module's tables, as `store.onChange` names them. */
@@ -30,7 +31,7 @@ function oneOf<T extends string>(values: readonly T[], v: string, what: string):
 
 export interface SigningKeyRow {
   kid: string;
-  /** As stored: sealed (cell/sealed-jwk.ts), or a JWK in the clear in a store from before sealing. */
+  /** As stored: sealed under the group's secrets key (cell/custody/sealed-jwk.ts); a row that is not is not the group's. */
   private_jwk: unknown;
   public_jwk: JsonWebKey;
   created_at: number;
@@ -52,24 +53,6 @@ export async function signingKeys(db: Reader): Promise<SigningKeyRow[]> {
   return (
     await db.all('SELECT kid, private_jwk, public_jwk, created_at, retired_at FROM oauth_signing_keys ORDER BY created_at DESC, kid DESC')
   ).map(decodeSigningKey);
-}
-
-/** The stored text of every signing key's private part (to find and reseal those still in the clear). */
-export async function signingKeyPrivateTexts(db: Reader): Promise<{ kid: string; text: string }[]> {
-  return (await db.all('SELECT kid, private_jwk FROM oauth_signing_keys ORDER BY kid')).map((r) => ({
-    kid: str(r, 'kid'),
-    text: str(r, 'private_jwk'),
-  }));
-}
-
-/** Replaces a key's stored private part, only if it is still `from`; returns rows changed. */
-export async function resealSigningKey(tx: Tx, kid: string, from: string, to: unknown): Promise<number> {
-  return (await tx.run('UPDATE oauth_signing_keys SET private_jwk = ? WHERE kid = ? AND private_jwk = ?', [JSON.stringify(to), kid, from]))
-    .changes;
-}
-
-export async function hasActiveSigningKey(db: Reader): Promise<boolean> {
-  return (await db.get('SELECT kid FROM oauth_signing_keys WHERE retired_at IS NULL LIMIT 1')) !== undefined;
 }
 
 /** Retires the active key(s) at `k.created_at` and makes `k` the active one. */
@@ -260,8 +243,9 @@ export async function liveDenied(db: Reader, nowSeconds: number): Promise<Denied
 }
 
 /** Drops entries whose tokens expired before `nowSeconds`; returns how many. */
-export async function deleteExpiredDenied(tx: Tx, nowSeconds: number): Promise<number> {
-  return (await tx.run('DELETE FROM oauth_denylist WHERE exp < ?', [nowSeconds])).changes;
+/** Drops the entries of tokens expired by the database's clock (`exp` in seconds); returns how many. */
+export async function deleteExpiredDenied(tx: Tx, now: DbNow): Promise<number> {
+  return (await tx.run(`DELETE FROM oauth_denylist WHERE exp * 1000 < ${now.sql}`, now.params)).changes;
 }
 
 // ---------------------------------------------------------------- the group's audiences
@@ -317,17 +301,17 @@ export async function groupIssuers(db: Reader): Promise<string[]> {
  * Records a proof until `expiresAt` (ms); false when a live record of it
  * exists (a replay). An expired record left by the pruning is taken over.
  */
-export async function rememberProof(tx: Tx, key: string, expiresAt: number, now: number): Promise<boolean> {
+export async function rememberProof(tx: Tx, key: string, expiresAt: number, now: DbNow): Promise<boolean> {
   const r = await tx.run(
-    'INSERT INTO oauth_dpop_proofs (proof_key, expires_at) VALUES (?, ?) ON CONFLICT (proof_key) DO UPDATE SET expires_at = excluded.expires_at WHERE oauth_dpop_proofs.expires_at <= ?',
-    [key, expiresAt, now],
+    `INSERT INTO oauth_dpop_proofs (proof_key, expires_at) VALUES (?, ?) ON CONFLICT (proof_key) DO UPDATE SET expires_at = excluded.expires_at WHERE oauth_dpop_proofs.expires_at <= ${now.sql}`,
+    [key, expiresAt, ...now.params],
   );
   return r.changes > 0;
 }
 
-/** Drops proofs that can no longer pass the freshness check; returns how many. */
-export async function pruneProofs(tx: Tx, now: number): Promise<number> {
-  return (await tx.run('DELETE FROM oauth_dpop_proofs WHERE expires_at <= ?', [now])).changes;
+/** Drops proofs that can no longer pass the freshness check, judged on the database's clock; returns how many. */
+export async function pruneProofs(tx: Tx, now: DbNow): Promise<number> {
+  return (await tx.run(`DELETE FROM oauth_dpop_proofs WHERE expires_at <= ${now.sql}`, now.params)).changes;
 }
 
 // ---------------------------------------------------------------- authorization codes
@@ -605,6 +589,6 @@ export async function endRefreshFamily(tx: Tx, family: string, at: number): Prom
 }
 
 /** Drops the tokens of families that expired before `now` (ms); returns how many. */
-export async function deleteExpiredRefresh(tx: Tx, now: number): Promise<number> {
-  return (await tx.run('DELETE FROM oauth_refresh_tokens WHERE family_expires_at < ?', [now])).changes;
+export async function deleteExpiredRefresh(tx: Tx, now: DbNow): Promise<number> {
+  return (await tx.run(`DELETE FROM oauth_refresh_tokens WHERE family_expires_at < ${now.sql}`, now.params)).changes;
 }

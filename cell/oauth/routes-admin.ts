@@ -133,6 +133,7 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
     }),
     async (c) => {
       const auth = c.get('auth');
+      await iam.assertNotDelegated(auth, { action: 'oauth.client.register', target: auth.principal.id });
       const b = c.req.valid('json');
       const scope = normalize(b.scope);
       // A client named like one of the cell's own (the console) would borrow its trust on the consent screen.
@@ -262,14 +263,14 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
       const b = c.req.valid('json');
       const scope = normalize(b.scope);
       // A SAT of a delegated token would speak for the subject without its actors: exchange again instead.
-      if (auth.credential.actors?.length)
-        throw forbidden('a delegated token cannot mint a SAT; exchange it (RFC 8693) for the narrower token you need', {
-          reason: 'delegated_credential',
-        });
+      await iam.assertNotDelegated(auth, { action: 'oauth.sat.mint', target: auth.principal.id });
       const audience = b.resource === undefined ? undefined : await audienceFor(ctx, b.resource);
       if (audience === null)
         throw invalid("resource must be this cell's API or edge:<device_id> of a registered device", { reason: 'invalid_target' });
       if (scope.includes('*')) throw invalid('a SAT names the permissions it needs; `*` is refused', { reason: 'wildcard_scope' });
+      // may_act names the one principal that may act with the SAT: an active principal of this cell.
+      if (b.may_act !== undefined && (await iam.principal(b.may_act))?.status !== 'active')
+        throw invalid('may_act names no active principal of this cell', { reason: 'unknown_actor', field: 'may_act' });
       await iam.assertWithinCaller(auth, { permissions: scope }, { action: 'oauth.sat.mint', target: auth.principal.id });
       const p = await iam.principal(auth.principal.id);
       // The gateway authenticated this principal a moment ago; only a purge racing this request removes it.

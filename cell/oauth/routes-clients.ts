@@ -99,6 +99,7 @@ export function clientRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void 
     async (c) => {
       const auth = c.get('auth');
       const client = await clientOr404(c.req.valid('param').client_id);
+      await iam.assertNotDelegated(auth, { action: 'oauth.client.rotate', target: client.client_id });
       await assertMayManage(auth, client, 'oauth.client.rotate');
       if (client.auth_method !== 'client_secret_basic' && client.auth_method !== 'client_secret_post')
         throw conflict(`a ${client.auth_method} client has no secret`, { reason: 'no_client_secret' });

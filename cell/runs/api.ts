@@ -10,19 +10,23 @@
  * context, not a forwarding layer: each is declared and documented once, where it is written.
  */
 import { RUN_ID_PATTERN } from '../../core/run-id.ts';
-import { copyReused, forkPoint, openFork } from './fork.ts';
+import { copyReused, forkPoint, openFork, standingApprovals } from './fork.ts';
 import { afterCommit } from './opening.ts';
 import type { Tx } from '../store/types.ts';
 import { assertStorageRoom, cellRunBytes, storageLeft, storageRoomRefusal, workspaceUsage } from './storage.ts';
-import { approvalsPort, pendingApprovals, pendingApprovalsView, recordApproval, stepDecisions } from './approvals.ts';
-import type { RunsContext } from './context.ts';
+import { approvalsPort, pendingApprovals, pendingApprovalsView, recordApproval, runDecisions, stepDecisions } from './approvals.ts';
+import type { FinishHook, RunsContext } from './context.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
+import { grants } from '../../core/authority/scopes.ts';
+import type { Decider } from './approvals.ts';
+import type { AuthContext } from '../context.ts';
 import { z } from '@hono/zod-openapi';
 import { IsoTime, queryTime } from '../http/openapi.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel } from './control.ts';
 import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, placeOnPeer } from './lease.ts';
 import { beforeItLeaves, driveRun, recordedStep } from './drive.ts';
 import { subscribe, subscriberCount } from './events.ts';
-import { appendJournal, completeRefusal, finishRun, journalClosed, journalHead, readJournal, stageRunWrite } from './journal.ts';
+import { appendJournal, completeRefusal, finishRun, getBlob, journalClosed, journalHead, readJournal, stageRunWrite } from './journal.ts';
 import {
   activeRuns,
   createRunTx,
@@ -48,6 +52,7 @@ export {
   forksView,
   isTerminal,
   newRunId,
+  requesterOf,
   type NewRun,
   type Run,
   type RunError,
@@ -56,10 +61,10 @@ export {
 } from './runs.ts';
 export { RunClosedError, type AppendBlobs, type AppendFields, type FinishOptions } from './journal.ts';
 export { outageWait, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
-export type { PendingApproval } from './approvals.ts';
+export type { Decider, DecisionView, PendingApproval } from './approvals.ts';
 export type { DriverHandle } from './control.ts';
-export type { RunDeltaListener, RunEventListener } from './context.ts';
-export type { ForkPoint } from './fork.ts';
+export type { FinishHook, RunDeltaListener, RunEventListener } from './context.ts';
+export { nodeOfStep, type ForkFor, type ForkPoint } from './fork.ts';
 export type { StorageLimit, WorkspaceUsage } from './storage.ts';
 
 /** The runs module's API: what another module holds of it (cell/server.ts builds it once per cell). */
@@ -101,13 +106,25 @@ export function runsApi(ctx: RunsContext) {
     finishRun: on(finishRun),
     readJournal: on(readJournal),
     journalHead: on(journalHead),
+    /** A step value stored by content hash (journal.ts), or undefined. */
+    getBlob: on(getBlob),
     /** The fork point at `at` of a run's journal, or null when `at` names no record a fork may start at (fork.ts). */
     forkPoint: async (runId: string, at: number) => forkPoint(await readJournal(ctx, runId, 0, 10_000_000), at),
+    /** The fork point without the parent's approvals that do not stand for the new run (they are asked again). */
+    standingApprovals,
     openFork: on(openFork),
     copyReused: on(copyReused),
     completeRefusal: on(completeRefusal),
     journalClosed: on(journalClosed),
     recordedStep: on(recordedStep),
+
+    /**
+     * Adds a write to the transaction that ends every run (its `run_finished` record), given the run's
+     * head: run id, the hash of that last record, the graph hash. The run log's entry (cell/receipts).
+     */
+    onRunFinishedTx: (hook: FinishHook): void => {
+      ctx.finishHooks.push(hook);
+    },
 
     // ---------------------------------------------------------- events (events.ts)
     subscribe: on(subscribe),
@@ -135,6 +152,7 @@ export function runsApi(ctx: RunsContext) {
     approvalsPort: on(approvalsPort),
     pendingApprovals: on(pendingApprovals),
     stepDecisions: on(stepDecisions),
+    runDecisions: on(runDecisions),
     pendingApprovalsView: on(pendingApprovalsView),
     recordApproval: on(recordApproval),
 
@@ -149,6 +167,17 @@ export function runsApi(ctx: RunsContext) {
       ctx.workspaceFiles = bytesOf;
     },
   };
+}
+
+/**
+ * The permission that reads a run whole, its step values included (the values route,
+ * routes-values.ts): a fork hands the forker the parent's results, so forking needs it too.
+ */
+export const READS_RUN_VALUES = PERMISSIONS.jobsRead;
+
+/** Whether a request may read a run whole, values included (READS_RUN_VALUES). */
+export function mayReadRunWhole(auth: Pick<AuthContext, 'effective'>): boolean {
+  return grants(auth.effective, READS_RUN_VALUES);
 }
 
 /** What the jobs read permission reads, said wherever it is required. */
@@ -194,6 +223,25 @@ export function runIdPath(name = 'run_id') {
 /** The `{run_id}` path parameter of a run route. */
 export const RunIdParam = z.object({ run_id: runIdPath() });
 
+/**
+ * A human decision on a run's step, as run views show it: who decided (`principal`, and `chain`: the
+ * principal then the actors of the token it decided with), approve or reject, the comment, the
+ * digest of the step input it approved, and when.
+ */
+export const DecisionSchema = z
+  .object({
+    principal: z.string(),
+    chain: z.array(z.string()),
+    decision: z.string(),
+    comment: z.string().nullable(),
+    input_hash: z.string().nullable(),
+    at: IsoTime,
+  })
+  .openapi('ApprovalDecisionRecord');
+
+/** Every decision of a run, decided steps included (the run view's `decisions`). */
+export const RunDecisionSchema = DecisionSchema.extend({ step_id: z.string() }).openapi('RunApprovalDecision');
+
 /** A step of a run waiting on a human decision, as run views show it (crew runs, agent job runs). */
 export const PendingApprovalSchema = z.object({
   step_id: z.string(),
@@ -204,7 +252,8 @@ export const PendingApprovalSchema = z.object({
   prompt: z.string().nullable(),
   due: IsoTime.nullable(),
   requested_at: IsoTime,
-  decisions: z.array(z.object({ principal: z.string(), decision: z.string(), comment: z.string().nullable(), at: IsoTime })),
+  input_hash: z.string().nullable().openapi({ description: 'The digest of the step input a decision approves (the journal input hash)' }),
+  decisions: z.array(DecisionSchema),
 });
 
 export type PendingApprovalView = z.infer<typeof PendingApprovalSchema>;
@@ -217,6 +266,11 @@ export const ApprovalDecisionSchema = z
   })
   .strict()
   .openapi('ApprovalDecision');
+
+/** Who decides through a request: its principal and the actors of its credential (an exchanged token's `act`). */
+export function deciderOf(auth: Pick<AuthContext, 'principal' | 'credential'>): Decider {
+  return { principal: auth.principal.id, actors: auth.credential.actors ?? [] };
+}
 
 /** The ListRunsOptions of a query validated with `runFilterQuery`. */
 export function runFilterOf(q: {

@@ -14,7 +14,8 @@ import type { RunsContext } from './context.ts';
 import { RunClosedError, appendJournal } from './journal.ts';
 import * as repo from './repository.ts';
 import { requestWake } from './control.ts';
-import { getRun, isTerminal, type Run } from './runs.ts';
+import { getRun, isTerminal, requesterOf, type Run } from './runs.ts';
+import { alreadyDecided, chainOf, decisionCounts, tallyApproval } from '../../core/engine/approval-rule.ts';
 
 /** An approval the engine waits on, for a step that has not completed yet. */
 export interface PendingApproval {
@@ -25,6 +26,8 @@ export interface PendingApproval {
   quorum: number;
   prompt: string | null;
   due: number | null;
+  /** The digest of the step input a decision approves (null: a request from before digests). */
+  input_hash: string | null;
   requested_at: number;
 }
 
@@ -33,12 +36,20 @@ export function approvalsPort(ctx: RunsContext, runId: string): ApprovalsPort {
   const { store, clock } = ctx.core;
   return {
     async decisions(stepId): Promise<ApprovalDecision[]> {
-      const ds = (await repo.decisions(store, runId, stepId)).map((d) => ({ principal: d.principal, decision: d.decision, at: d.at }));
+      const ds = (await repo.decisions(store, runId, stepId)).map((d) => ({
+        principal: d.principal,
+        chain: d.chain,
+        decision: d.decision,
+        input_hash: d.input_hash,
+        comment: d.comment,
+        at: d.at,
+      }));
       if (ctx.core.traces.spans && ds.length > 0) await approvalSpan(ctx, runId, stepId, ds);
       return ds;
     },
     async request(stepId, ask) {
-      if (await repo.hasApprovalRequest(store, runId, stepId)) return;
+      // Written once per step, and again only for a request from before digests (it gains the step's digest).
+      if ((await repo.approvalRequestDigest(store, runId, stepId)) === ask.input_hash) return;
       const at = clock.now();
       await store.write((tx) => repo.insertApprovalRequest(tx, runId, stepId, { ...ask }, at));
     },
@@ -53,11 +64,12 @@ export function approvalsPort(ctx: RunsContext, runId: string): ApprovalsPort {
  */
 async function approvalSpan(ctx: RunsContext, runId: string, stepId: string, ds: ApprovalDecision[]): Promise<void> {
   const ask = (await repo.approvalRequests(ctx.core.store, runId)).find((r) => r.step_id === stepId);
-  if (!ask) return;
-  const approvals = new Set(ds.filter((d) => d.decision === 'approve').map((d) => d.principal)).size;
-  const rejected = ds.some((d) => d.decision === 'reject');
-  const needed = ask.rule === 'two_person' ? 2 : Math.max(1, ask.quorum);
-  if (!rejected && approvals < needed) return;
+  const run = await getRun(ctx, runId);
+  if (!ask || !run) return;
+  const t = tallyApproval(ds, { ...ask, input_hash: ask.input_hash ?? '' }, requesterOf(run));
+  const approvals = t.approvals.length;
+  const rejected = t.rejected !== null;
+  if (!rejected && !t.approved) return;
   ctx.core.traces.record(`approval ${stepId}`, {
     startTime: ask.at,
     endTime: Math.max(...ds.map((d) => d.at)),
@@ -79,13 +91,35 @@ export async function pendingApprovals(ctx: RunsContext, runId: string): Promise
   return requests.filter((r) => !done.has(r.step_id)).map(({ at, ...r }) => ({ ...r, requested_at: at }));
 }
 
+/** A decision as run views show it: who decided (and through which chain), what, why, when, and the input it approved. */
+export interface DecisionView {
+  principal: string;
+  chain: string[];
+  decision: string;
+  comment: string | null;
+  input_hash: string | null;
+  at: string;
+}
+
+function decisionView(d: repo.DecisionRow): DecisionView {
+  return {
+    principal: d.principal,
+    chain: d.chain,
+    decision: d.decision,
+    comment: d.comment,
+    input_hash: d.input_hash,
+    at: isoTime(d.at),
+  };
+}
+
 /** Decisions recorded so far for a step (times ISO 8601). */
-export async function stepDecisions(
-  ctx: RunsContext,
-  runId: string,
-  stepId: string,
-): Promise<{ principal: string; decision: string; comment: string | null; at: string }[]> {
-  return (await repo.decisions(ctx.core.store, runId, stepId)).map((d) => ({ ...d, at: isoTime(d.at) }));
+export async function stepDecisions(ctx: RunsContext, runId: string, stepId: string): Promise<DecisionView[]> {
+  return (await repo.decisions(ctx.core.store, runId, stepId)).map(decisionView);
+}
+
+/** Every decision of a run, decided steps included, oldest first: the run's `decisions`. */
+export async function runDecisions(ctx: RunsContext, runId: string): Promise<(DecisionView & { step_id: string })[]> {
+  return (await repo.runDecisions(ctx.core.store, runId)).map((d) => ({ step_id: d.step_id, ...decisionView(d) }));
 }
 
 /** The run's pending approvals as its view shows them; none for a terminal run. */
@@ -103,19 +137,29 @@ export async function pendingApprovalsView(ctx: RunsContext, run: Run): Promise<
   return out;
 }
 
+/** Who decides: the principal, and the actors of the token it decides with (RFC 8693 `act`, current first). */
+export interface Decider {
+  principal: string;
+  actors?: readonly string[] | undefined;
+}
+
 /**
- * The approval rules shared by every run that waits on the engine's approvals
- * port (crew runs, agent job runs): the step must be pending, the run not
- * terminal; under `two_person` the requester is refused; named approvers only;
- * one decision per principal. Records the decision (audited as `action`) and an
- * `approval_received` journal record. True when the caller should wake the run
- * (it is waiting, and no drive of this process is under way); false when the run
+ * The approval route of every run that waits on the engine's approvals port
+ * (crew runs, agent job runs): the step must be pending, the run not terminal,
+ * and the decision must count (core/engine/approval-rule.ts decisionCounts,
+ * the one rule: under `two_person` no principal of the requester's chain
+ * decides, through any token; named approvers only); one voice per person (a
+ * principal of the decider's chain already decided: 409 already_decided).
+ * Records the decision with its chain, comment and the digest of the input it
+ * approves (audited as `action`, naming all three) and an `approval_received`
+ * journal record naming the same. True when the caller should wake the run (it
+ * is waiting, and no drive of this process is under way); false when the run
  * ended meanwhile or is driven: a drive of this process under way then looks
  * again before it leaves the run waiting, so the decision is never missed.
  */
 export async function recordApproval(
   ctx: RunsContext,
-  actor: string,
+  decider: Decider,
   run: Run,
   stepId: string,
   decision: 'approve' | 'reject',
@@ -124,28 +168,64 @@ export async function recordApproval(
 ): Promise<boolean> {
   const { iam } = ctx;
   const runId = run.run_id;
+  const actor = decider.principal;
+  const chain = chainOf({ principal: actor, chain: [actor, ...(decider.actors ?? [])] });
   const ask = (await pendingApprovals(ctx, runId)).find((p) => p.step_id === stepId);
   if (!ask) throw notFound('approval step');
   if (isTerminal(run.state))
     throw new ServiceError('conflict', `the run is ${run.state}`, { details: { reason: 'run_terminal', state: run.state } });
+  const inputHash = ask.input_hash ?? '';
   const refuse = async (reason: Reason, message: string): Promise<never> => {
-    await iam.auditNow({ actor, action, target: `${runId}:${stepId}`, outcome: 'refused', details: { reason } });
+    await iam.auditNow({ actor, action, target: `${runId}:${stepId}`, outcome: 'refused', details: { reason, chain } });
     throw new ServiceError('forbidden', message, { details: { reason } });
   };
-  if (ask.rule === 'two_person' && actor === run.requester)
-    await refuse('requester_cannot_approve', "the run's requester cannot approve under the two-person rule");
-  if (ask.approvers.length > 0 && !ask.approvers.includes(actor))
-    await refuse('not_an_approver', 'the caller is not a named approver of this step');
+  const verdict = decisionCounts(
+    { principal: actor, chain, decision, input_hash: inputHash },
+    { rule: ask.rule, approvers: ask.approvers, quorum: ask.quorum, input_hash: inputHash },
+    requesterOf(run),
+  );
+  if (!verdict.counts) {
+    if (verdict.reason === 'requester_cannot_approve')
+      await refuse(
+        verdict.reason,
+        "under the two-person rule no principal of the requester's chain approves (the requester, or an actor of its token), through any token",
+      );
+    if (verdict.reason === 'not_an_approver') await refuse(verdict.reason, 'the caller is not a named approver of this step');
+    await refuse(verdict.reason, 'the decision does not count for this step');
+  }
   const at = ctx.core.clock.now();
+  const kept = comment ?? null;
   await ctx.core.store.write(async (tx) => {
-    if (await repo.hasDecided(tx, runId, stepId, actor)) {
-      throw new ServiceError('conflict', 'the caller already decided this step', { details: { reason: 'already_decided' } });
+    // One voice per person: a decision on the same input by any principal of the chain counts already.
+    const prior = await repo.decisions(tx, runId, stepId);
+    if (
+      alreadyDecided(
+        chain,
+        prior.filter((d) => d.input_hash === ask.input_hash),
+      )
+    ) {
+      throw new ServiceError('conflict', 'the caller (or a principal of its delegation chain) already decided this step', {
+        details: { reason: 'already_decided' },
+      });
     }
-    await repo.insertDecision(tx, { runId, stepId, principal: actor, decision, comment: comment ?? null, at });
-    await iam.audit(tx, { at, actor, action, target: `${runId}:${stepId}`, outcome: 'ok', details: { decision } });
+    // A decision the caller made on another input (a request from before digests) is replaced.
+    if (prior.some((d) => d.principal === actor)) await repo.deleteDecision(tx, runId, stepId, actor);
+    await repo.insertDecision(tx, { runId, stepId, principal: actor, chain, decision, comment: kept, inputHash, at });
+    await iam.audit(tx, {
+      at,
+      actor,
+      action,
+      target: `${runId}:${stepId}`,
+      outcome: 'ok',
+      details: { decision, chain, comment: kept, input_hash: inputHash },
+    });
   });
   try {
-    await appendJournal(ctx, runId, { step_id: stepId, kind: 'approval_received', data: { by: actor, decision } });
+    await appendJournal(ctx, runId, {
+      step_id: stepId,
+      kind: 'approval_received',
+      data: { by: actor, chain, decision, comment: kept, input_hash: inputHash },
+    });
   } catch (e) {
     if (!(e instanceof RunClosedError)) throw e;
     return false; // the run ended meanwhile; the decision stays recorded (audit)

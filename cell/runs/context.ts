@@ -93,7 +93,12 @@ export interface RunsContext {
   claimedHere: Map<string, number>;
   /** Set when the module stops: a drive waiting out a store outage gives up (the run is recovered later). */
   stopping: boolean;
+  /** Writes another module adds to every run's finishing transaction (the run log's entry: onRunFinishedTx). */
+  finishHooks: FinishHook[];
 }
+
+/** A write in the transaction that ends a run, given the run's head (the run log records it: cell/receipts). */
+export type FinishHook = (tx: Tx, head: { run_id: string; journal_head: string; graph_hash: string }) => Promise<void>;
 
 export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster, metrics: CellMetrics): RunsContext {
   return {
@@ -114,5 +119,6 @@ export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster, me
     workspaceFiles: null,
     metrics,
     stopping: false,
+    finishHooks: [],
   };
 }

@@ -182,6 +182,8 @@ export type DrivePorts = Omit<EnginePorts, 'journal' | 'clock' | 'isCancelled' |
 export interface DriveOptions {
   /** The principal that started the run (from the session). */
   requester: string;
+  /** The actors of the token it started the run with (runs.ts requesterOf): two-person approvals exclude them too. */
+  requesterActors?: readonly string[] | undefined;
   /** The compiler's graph hash; defaults to the content hash of the graph. */
   graphHash?: string;
   /** Extra CEL `context` values. */
@@ -219,7 +221,11 @@ export async function recordedStep(ctx: RunsContext, runId: string, stepId: stri
   for (const r of recs) if (r.step_id === stepId) rec = r;
   if (!rec) return undefined;
   const output = await getBlob(ctx, rec.output_hash);
-  return { output: output === undefined ? null : output, ...(rec.data !== undefined ? { data: rec.data } : {}) };
+  return {
+    output: output === undefined ? null : output,
+    input_hash: rec.input_hash,
+    ...(rec.data !== undefined ? { data: rec.data } : {}),
+  };
 }
 
 /**
@@ -230,7 +236,7 @@ export async function recordedStep(ctx: RunsContext, runId: string, stepId: stri
  * the run's driver appends records of those kinds.
  */
 class RecordedIndex {
-  readonly #byStep = new Map<string, { outputHash: string | null; output?: unknown; data?: JsonObject }>();
+  readonly #byStep = new Map<string, { outputHash: string | null; inputHash: string; output?: unknown; data?: JsonObject }>();
   /** Calls started (an `intent` record) and not finished (no recorded output after it), per step id. */
   readonly #open = new Map<string, number>();
   /** Attempts recorded per call step id, and the due time of the next one. */
@@ -249,7 +255,11 @@ class RecordedIndex {
         continue;
       }
       idx.#open.delete(rec.step_id);
-      idx.#byStep.set(rec.step_id, { outputHash: rec.output_hash, ...(rec.data !== undefined ? { data: rec.data } : {}) });
+      idx.#byStep.set(rec.step_id, {
+        outputHash: rec.output_hash,
+        inputHash: rec.input_hash,
+        ...(rec.data !== undefined ? { data: rec.data } : {}),
+      });
     }
     return idx;
   }
@@ -270,7 +280,7 @@ class RecordedIndex {
     this.#attempts.set(stepId, { count: this.attempts(stepId).count + 1, retry_at: typeof at === 'number' ? at : null });
   }
 
-  noteAppend(kind: string, stepId: string, output: unknown, data: JsonObject | undefined): void {
+  noteAppend(kind: string, stepId: string, inputHash: string, output: unknown, data: JsonObject | undefined): void {
     if (kind === ATTEMPT_KIND) {
       this.#noteAttempt(stepId, data);
       return;
@@ -283,7 +293,7 @@ class RecordedIndex {
     this.#open.delete(stepId);
     // As stored: the blob is JSON (undefined members dropped), read back as null when absent.
     const out = output === undefined ? null : (JSON.parse(JSON.stringify(output)) as unknown);
-    this.#byStep.set(stepId, { outputHash: null, output: out, ...(data !== undefined ? { data } : {}) });
+    this.#byStep.set(stepId, { outputHash: null, inputHash, output: out, ...(data !== undefined ? { data } : {}) });
   }
 
   async get(stepId: string): Promise<RecordedStep | undefined> {
@@ -294,7 +304,7 @@ class RecordedIndex {
       const b = await getBlob(this.ctx, e.outputHash);
       output = b === undefined ? null : b;
     }
-    return { output: output ?? null, ...(e.data !== undefined ? { data: e.data } : {}) };
+    return { output: output ?? null, input_hash: e.inputHash, ...(e.data !== undefined ? { data: e.data } : {}) };
   }
 }
 
@@ -432,6 +442,7 @@ async function driveClaimed(
       run_id: runId,
       graph_hash: graphHash,
       requester: opts.requester,
+      ...(opts.requesterActors?.length ? { requester_actors: [...opts.requesterActors] } : {}),
       ...(opts.context !== undefined ? { context: opts.context } : {}),
       ...(opts.replace !== undefined ? { replace: opts.replace } : {}),
     });
@@ -596,7 +607,7 @@ class StepWriter {
     const entry: AppendEntry = { fields: { ...fields }, blobs: [payload.input, payload.output] };
     if (DEFERRED_KINDS.has(fields.kind)) this.deferred.push({ ...entry, fields: stamped(ctx, entry.fields) });
     else await this.flush(entry);
-    recorded.noteAppend(fields.kind, fields.step_id, payload.output, fields.data);
+    recorded.noteAppend(fields.kind, fields.step_id, fields.input_hash, payload.output, fields.data);
     if (fields.data?.['reissued'] === true) await flagReissue(ctx, runId, fields.step_id, fields.kind, fields.data);
   }
 }

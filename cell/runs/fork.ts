@@ -10,6 +10,7 @@
  * so no model or tool is called again for the shared prefix.
  */
 import { recordHash } from '../../core/journal/hash.ts';
+import { approvalReusable, leadsTo, recordedRequester, type RunRequester } from '../../core/engine/approval-rule.ts';
 import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
 import type { RunsContext } from './context.ts';
 import { appendJournal, appendJournalBatch, getBlob, type AppendEntry } from './journal.ts';
@@ -36,6 +37,41 @@ export function forkPoint(records: readonly JournalRecord[], at: number): ForkPo
   if (rec?.seq !== at || !FORK_KINDS.has(rec.kind)) return null;
   const copies = records.filter((r) => r.seq < at && (r.kind === 'step' || r.kind === 'decision') && !withinStep(r.step_id, rec.step_id));
   return { from: { run_id: rec.run_id, seq: at, record_hash: recordHash(rec) }, step_id: rec.step_id, copies };
+}
+
+/** Who a fork or rerun runs for, and what it changes: the approvals of its parent it may reuse follow from it. */
+export interface ForkFor {
+  /** The new run's requester and the actors of the token it forked with. */
+  requester: RunRequester;
+  /** The graph's edges and the node whose input the fork replaces, if any. */
+  edges?: readonly { from: string; to: string }[];
+  replaced?: string | undefined;
+}
+
+/** The graph node a step id belongs to (`agent:a/model/0` -> `agent:a`). */
+export function nodeOfStep(stepId: string): string {
+  const i = stepId.search(/[/[#]/);
+  return i < 0 ? stepId : stepId.slice(0, i);
+}
+
+/**
+ * The fork point without the parent's approvals that do not stand for the new run
+ * (core/engine/approval-rule.ts approvalReusable: the same input, the same requester through the
+ * same chain, no replaced input after it): those approval steps, and their sub-steps (the time they
+ * were first reached), are not copied, so the fork asks them again. `asked_again` names them.
+ */
+export function standingApprovals(point: ForkPoint, o: ForkFor): { point: ForkPoint; asked_again: string[] } {
+  const stale = point.copies.filter((r) => {
+    if (r.kind !== 'decision' || r.data?.['executor'] !== 'human_approval') return false;
+    const node = nodeOfStep(r.step_id);
+    const replacedAfter = o.replaced !== undefined && o.replaced !== node && leadsTo(o.edges ?? [], node, o.replaced);
+    const recorded = { input_hash: r.input_hash, requester: recordedRequester(r.data) };
+    return !approvalReusable(recorded, { input_hash: r.input_hash, requester: o.requester, replacedAfter });
+  });
+  if (stale.length === 0) return { point, asked_again: [] };
+  const asked = stale.map((r) => r.step_id);
+  const copies = point.copies.filter((c) => !asked.some((a) => withinStep(c.step_id, a)));
+  return { point: { ...point, copies }, asked_again: asked };
 }
 
 /** Writes a fork's lineage (`forked`, with `extra` in its data) and its reused records: call right after creating the run. */

@@ -470,10 +470,12 @@ export function finishRun(
           );
           const recordBytes = beforeBytes + byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0);
           // Not waited for: they travel with the COMMIT (store Tx.run), whose write fails with them.
+          const head = { run_id: runId, journal_head: recordHash(rec), graph_hash: graphHash };
           Promise.all([
             meterTx(ctx, tx, meter, runId, recordBytes, values, false),
             repo.putBlobs(tx, values),
             repo.insertRecords(tx, [...beforeRecs, rec]),
+            ...ctx.finishHooks.map((hook) => hook(tx, head)),
           ]).catch(() => undefined);
           return rec;
         },

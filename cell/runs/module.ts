@@ -35,7 +35,8 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
   // The runs' storage shares are summed into the totals off their path (storage.ts foldStorage).
   let folding: Promise<unknown> | null = null;
   const foldTimer = setInterval(() => {
-    if (folding) return;
+    // A member whose clock is beyond the bound stood down: it makes no background writes.
+    if (folding || !deps.cluster.trusted()) return;
     folding = foldStorage(ctx)
       .catch((e: unknown) => core.log.warn('storage fold failed', { error: e instanceof Error ? e.message : String(e) }))
       .finally(() => {

@@ -711,44 +711,75 @@ const DECISIONS: readonly Decision[] = ['approve', 'reject'];
 
 export interface DecisionRow {
   principal: string;
+  /** The deciding chain: the principal, then the actors of its token (rows from before chains: the principal). */
+  chain: string[];
   decision: Decision;
   comment: string | null;
+  /** The digest of the step input it approved; null for rows from before digests (they approve nothing). */
+  input_hash: string | null;
   at: number;
 }
 
-/** Decisions recorded for a step, oldest first. */
-export async function decisions(db: Reader, runId: string, stepId: string): Promise<DecisionRow[]> {
-  const rows = await db.all(
-    'SELECT principal, decision, comment, at FROM team_approvals WHERE run_id = ? AND step_id = ? ORDER BY at, principal',
-    [runId, stepId],
-  );
-  return rows.map((r) => ({
-    principal: str(r, 'principal'),
-    decision: oneOf(DECISIONS, str(r, 'decision'), 'decision'),
-    comment: strOrNull(r, 'comment'),
-    at: num(r, 'at'),
-  }));
+function chainOf(r: Row): string[] {
+  const principal = str(r, 'principal');
+  const raw = strOrNull(r, 'chain');
+  if (raw === null) return [principal];
+  const v: unknown = JSON.parse(raw);
+  if (!Array.isArray(v) || !v.every((p) => typeof p === 'string')) throw new TypeError('store row: team_approvals.chain');
+  return v as string[];
 }
 
-export async function hasDecided(db: Reader, runId: string, stepId: string, principal: string): Promise<boolean> {
-  return (
-    (await db.get('SELECT 1 AS x FROM team_approvals WHERE run_id = ? AND step_id = ? AND principal = ?', [runId, stepId, principal])) !==
-    undefined
-  );
+function decisionRow(r: Row): DecisionRow & { step_id: string } {
+  return {
+    step_id: str(r, 'step_id'),
+    principal: str(r, 'principal'),
+    chain: chainOf(r),
+    decision: oneOf(DECISIONS, str(r, 'decision'), 'decision'),
+    comment: strOrNull(r, 'comment'),
+    input_hash: strOrNull(r, 'input_hash'),
+    at: num(r, 'at'),
+  };
+}
+
+const DECISION_COLUMNS = 'step_id, principal, chain, decision, comment, input_hash, at';
+
+/** Decisions recorded for a step, oldest first. */
+export async function decisions(db: Reader, runId: string, stepId: string): Promise<DecisionRow[]> {
+  const rows = await db.all(`SELECT ${DECISION_COLUMNS} FROM team_approvals WHERE run_id = ? AND step_id = ? ORDER BY at, principal`, [
+    runId,
+    stepId,
+  ]);
+  return rows.map(decisionRow);
+}
+
+/** Every decision of a run, oldest first (the run's view keeps them after their step is decided). */
+export async function runDecisions(db: Reader, runId: string): Promise<(DecisionRow & { step_id: string })[]> {
+  const rows = await db.all(`SELECT ${DECISION_COLUMNS} FROM team_approvals WHERE run_id = ? ORDER BY at, step_id, principal`, [runId]);
+  return rows.map(decisionRow);
 }
 
 export async function insertDecision(
   tx: Tx,
-  d: { runId: string; stepId: string; principal: string; decision: Decision; comment: string | null; at: number },
+  d: {
+    runId: string;
+    stepId: string;
+    principal: string;
+    chain: readonly string[];
+    decision: Decision;
+    comment: string | null;
+    inputHash: string;
+    at: number;
+  },
 ): Promise<void> {
-  await tx.run('INSERT INTO team_approvals (run_id, step_id, principal, decision, comment, at) VALUES (?, ?, ?, ?, ?, ?)', [
-    d.runId,
-    d.stepId,
-    d.principal,
-    d.decision,
-    d.comment,
-    d.at,
-  ]);
+  await tx.run(
+    'INSERT INTO team_approvals (run_id, step_id, principal, chain, decision, comment, input_hash, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    [d.runId, d.stepId, d.principal, JSON.stringify(d.chain), d.decision, d.comment, d.inputHash, d.at],
+  );
+}
+
+/** Removes a principal's decision on a step (it decided on another input; its new decision replaces it). */
+export async function deleteDecision(tx: Tx, runId: string, stepId: string, principal: string): Promise<void> {
+  await tx.run('DELETE FROM team_approvals WHERE run_id = ? AND step_id = ? AND principal = ?', [runId, stepId, principal]);
 }
 
 /** What the engine asked when it started waiting on a step. */
@@ -759,6 +790,8 @@ export interface ApprovalAsk {
   quorum: number;
   prompt: string | null;
   due: number | null;
+  /** The digest of the step input a decision approves; null for requests from before digests. */
+  input_hash: string | null;
 }
 
 function approvalAsk(v: unknown): ApprovalAsk {
@@ -782,17 +815,24 @@ function approvalAsk(v: unknown): ApprovalAsk {
     quorum: o['quorum'],
     prompt: typeof prompt === 'string' ? prompt : null,
     due: typeof due === 'number' ? due : null,
+    input_hash: typeof o['input_hash'] === 'string' ? o['input_hash'] : null,
   };
 }
 
-export async function hasApprovalRequest(db: Reader, runId: string, stepId: string): Promise<boolean> {
-  return (await db.get('SELECT 1 AS x FROM team_approval_requests WHERE run_id = ? AND step_id = ?', [runId, stepId])) !== undefined;
+/** The input digest of a step's approval request: null when the request names none, undefined when there is no request. */
+export async function approvalRequestDigest(db: Reader, runId: string, stepId: string): Promise<string | null | undefined> {
+  const r = await db.get('SELECT body FROM team_approval_requests WHERE run_id = ? AND step_id = ?', [runId, stepId]);
+  return r === undefined ? undefined : json(r, 'body', approvalAsk).input_hash;
 }
 
-/** Records what the engine waits on (idempotent: the first request of a step stays). */
+/**
+ * Records what the engine waits on. The first request's time stays; its body is replaced only by a
+ * request that names the input digest (a request from before digests gains it on the next drive).
+ */
 export async function insertApprovalRequest(tx: Tx, runId: string, stepId: string, ask: JsonObject, at: number): Promise<void> {
   await tx.run(
-    'INSERT INTO team_approval_requests (run_id, step_id, body, at) VALUES (?, ?, ?, ?) ON CONFLICT (run_id, step_id) DO NOTHING',
+    `INSERT INTO team_approval_requests (run_id, step_id, body, at) VALUES (?, ?, ?, ?)
+     ON CONFLICT (run_id, step_id) DO UPDATE SET body = excluded.body`,
     [runId, stepId, JSON.stringify(ask), at],
   );
 }

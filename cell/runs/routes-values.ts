@@ -11,13 +11,12 @@
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { contentHash } from '../../core/canonical.ts';
 import { notFound } from '../../core/errors.ts';
-import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import type { RunsContext } from './context.ts';
 import { errorResponses, json, secured } from '../http/openapi.ts';
 import { getBlob, readJournal } from './journal.ts';
 import { getRun } from './runs.ts';
-import { RunIdParam } from './api.ts';
+import { READS_RUN_VALUES, RunIdParam } from './api.ts';
 
 const NULL_HASH = contentHash(null);
 
@@ -26,7 +25,7 @@ const getValue = createRoute({
   path: '/api/public/v1/admin/jobs/runs/{run_id}/values/{hash}',
   tags: ['Job runs'],
   'x-status': 'Live',
-  ...secured(PERMISSIONS.jobsRead),
+  ...secured(READS_RUN_VALUES),
   summary: "A step input or output named by the run's journal",
   description:
     "The JSON value stored under `hash` (`sha256:` + 64 hex digits, the RFC 8785 content hash), served only when one of this run's journal records names it as `input_hash` or `output_hash`; otherwise 404. Check `contentHash(value) === hash` to tie it to the signed record.",

@@ -15,6 +15,7 @@ import type { RunsContext } from './context.ts';
 import { isoTime } from '../../core/iso-time.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { isReason, type Reason } from '../../core/reasons.ts';
+import type { RunRequester } from '../../core/engine/approval-rule.ts';
 import * as repo from './repository.ts';
 import { TERMINAL_STATES, type Run, type RunError, type RunKind, type RunState } from './repository.ts';
 
@@ -50,6 +51,11 @@ export interface NewRun {
   crew_id?: string | null;
   workspace_id?: string | null;
   requester: string;
+  /**
+   * The actors of the token the run was requested with (RFC 8693 `act`, current first), kept as
+   * `flags.requester_actors`: no principal of the requester's chain approves its two-person steps.
+   */
+  requesterActors?: readonly string[] | undefined;
   state?: RunState;
   graph_hash?: string | null;
   spec: unknown;
@@ -116,7 +122,11 @@ export function recordRunTx(tx: Tx, r: NewRun): Promise<Run> {
     state: r.state ?? 'queued',
     graph_hash: r.graph_hash ?? null,
     spec: r.spec ?? null,
-    flags: r.refusal ? { ...r.flags, refusal: { ...r.refusal } } : (r.flags ?? {}),
+    flags: {
+      ...r.flags,
+      ...(r.requesterActors?.length ? { requester_actors: [...r.requesterActors] } : {}),
+      ...(r.refusal ? { refusal: { ...r.refusal } } : {}),
+    },
     coordinator: r.coordinator ?? null,
     source: r.source ?? 'api',
     at: r.at,
@@ -229,6 +239,15 @@ export async function setRunFlags(ctx: RunsContext, runId: string, flags: Record
     },
     { isolation: 'row-locks' },
   );
+}
+
+/** Who requested a run: the principal and the actors of the token it requested it with (`flags.requester_actors`). */
+export function requesterOf(run: Pick<Run, 'requester' | 'flags'>): RunRequester {
+  const actors = run.flags['requester_actors'];
+  return {
+    id: run.requester,
+    actors: Array.isArray(actors) ? actors.filter((a): a is string => typeof a === 'string') : [],
+  };
 }
 
 /** A run's forks and reruns as its views show them (`flags.forks`, the time as ISO 8601), oldest first. */

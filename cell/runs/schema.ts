@@ -100,4 +100,12 @@ export const RUNS_MIGRATIONS: readonly Migration[] = [
     ALTER TABLE run_storage ADD COLUMN unfolded INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX run_storage_unfolded ON run_storage (unfolded);`,
   },
+  {
+    // An approval is consent to exactly what was approved (docs/security.md): each decision keeps
+    // the deciding chain (the principal and the actors of the token it decided with, JSON) and the
+    // digest of the step input it approved. Decisions from before have neither, and approve nothing.
+    id: 'runs-006-approval-chains',
+    sql: `ALTER TABLE team_approvals ADD COLUMN chain TEXT;
+    ALTER TABLE team_approvals ADD COLUMN input_hash TEXT;`,
+  },
 ];

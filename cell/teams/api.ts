@@ -11,7 +11,7 @@ import type { Graph } from '../../core/engine/types.ts';
 import { grants } from '../../core/authority/scopes.ts';
 import { forbidden } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import type { DrivePorts, Run } from '../runs/api.ts';
+import { deciderOf, type DrivePorts, type Run } from '../runs/api.ts';
 import { getLedger } from './resources/agents.ts';
 import type { Ledger } from './resources/types.ts';
 import type { TeamsContext } from './context.ts';
@@ -24,13 +24,14 @@ import type { AuthContext } from '../context.ts';
 import { checkPlacement, type UnmetConstraint } from './crew-runs/placement.ts';
 import { crewPorts } from './crew-runs/ports.ts';
 import { cancelCrewRun, decideApproval, loadCrew, settled, startCrewRun, startCrewRunAs, sweepOnce } from './crew-runs/runs.ts';
+import { executedGraph } from './crew-runs/run-graph.ts';
 import { runnableCrews, type RunnableCrew } from './crew-runs/runnable.ts';
 import { runView, type CrewRunView } from './crew-runs/run-view.ts';
 import type { Formation } from './formations/types.ts';
-
-export type { CrewRunView, RunnableCrew };
 import type { CrewRunInput } from './crew-runs/types.ts';
 import type { CrewUsersHook } from './types.ts';
+
+export type { CrewRunView, RunnableCrew };
 
 export class Teams {
   constructor(private readonly ctx: TeamsContext) {}
@@ -76,8 +77,9 @@ export class Teams {
   }
 
   /**
-   * An approval decision on a waiting step of a crew run by the caller's principal: the approval
-   * route's one implementation (the runs module's rules; the run is woken when it should be).
+   * An approval decision on a waiting step of a crew run by the caller (its principal and its
+   * token's actors): the approval route's one implementation (the runs module's rules, two-person
+   * included; the run is woken when it should be).
    */
   decideApproval(
     auth: AuthContext,
@@ -91,17 +93,22 @@ export class Teams {
     if (!grants(auth.effective, PERMISSIONS.teamsApprove)) {
       throw forbidden(`the credential lacks the permission ${PERMISSIONS.teamsApprove}`, { required_permission: PERMISSIONS.teamsApprove });
     }
-    return decideApproval(this.ctx, auth.principal.id, crewId, runId, stepId, decision, comment);
+    return decideApproval(this.ctx, deciderOf(auth), crewId, runId, stepId, decision, comment);
   }
 
-  /** Cancels a run of the crew (the cancel route's one implementation): idempotent, audited when it changed the run. */
-  cancelCrewRun(actor: string, crewId: string, runId: string): Promise<Run> {
-    return cancelCrewRun(this.ctx, actor, crewId, runId);
+  /** Cancels a run of the crew as the caller (the cancel route's one implementation): idempotent, audited when it changed the run. */
+  cancelCrewRun(auth: AuthContext, crewId: string, runId: string): Promise<Run> {
+    return cancelCrewRun(this.ctx, auth, crewId, runId);
   }
 
   /** A crew run as the run routes show it (pending approvals, investigate flag, forks). */
   runView(run: Run): Promise<CrewRunView> {
     return runView(this.ctx, run);
+  }
+
+  /** The graph a crew run executed and its formation version (kept when it started, or recompiled to the run's hash); undefined when it cannot be told. */
+  executedGraph(run: Run): Promise<{ graph: unknown; formationVersion: number } | undefined> {
+    return executedGraph(this.ctx, run);
   }
 
   /** The crew's current compiled graph; undefined when the crew is gone or no longer compiles. */

@@ -6,6 +6,7 @@
  * using a crew (the jobs module's definitions).
  */
 import type { Ai } from '../ai/api.ts';
+import type { GroupClock } from '../cluster/api.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam, Lifecycle } from '../iam/api.ts';
 import type { Runs } from '../runs/api.ts';
@@ -41,11 +42,13 @@ export interface TeamsContext {
    * store says `team_agents` did not change (store/change-cache.ts).
    */
   agents: ChangeCache<string, Agent | null>;
+  /** Whether this cell stands as a member (its clock within the bound): a member that stood down makes no background writes. */
+  standing: Pick<GroupClock, 'trusted'>;
 }
 
 export function createTeamsContext(
   core: CellCore,
-  deps: { iam: Iam; lifecycle: Lifecycle; ai: Ai; tools: Tools; runs: Runs },
+  deps: { iam: Iam; lifecycle: Lifecycle; ai: Ai; tools: Tools; runs: Runs; standing: Pick<GroupClock, 'trusted'> },
 ): TeamsContext {
   return {
     core,

@@ -7,6 +7,7 @@
  * the sweep and pending wake-ups (the runs module aborts in-flight drives).
  */
 import type { Ai } from '../ai/api.ts';
+import type { GroupClock } from '../cluster/api.ts';
 import type { CellCore } from '../context.ts';
 import type { Iam, Lifecycle } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
@@ -30,7 +31,7 @@ export interface TeamsModule extends CellModule {
 
 export async function createTeamsModule(
   core: CellCore,
-  deps: { iam: Iam; lifecycle: Lifecycle; ai: Ai; tools: Tools; runs: Runs },
+  deps: { iam: Iam; lifecycle: Lifecycle; ai: Ai; tools: Tools; runs: Runs; standing: Pick<GroupClock, 'trusted'> },
 ): Promise<TeamsModule> {
   const ctx = createTeamsContext(core, deps);
   // The engine's model calls name the seat's agent: the AI module asks this module who it is (its provider, its name).

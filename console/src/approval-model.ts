@@ -1,16 +1,21 @@
 /**
  * The rules of a step waiting for human approval, as the cell applies them
- * (core/engine/executors/human_approval.ts counts, cell/teams/crew-runs/runs.ts
- * recordApproval refuses), so the console shows who approved, who is still
- * needed, and whether the signed-in principal may decide. Pure; tested in
+ * (core/engine/approval-rule.ts, the one rule the engine and the approval
+ * routes run), so the console shows who approved, who is still needed, and
+ * whether the signed-in principal may decide. Pure; tested in
  * test/console/approval-model.test.ts. The cell decides in the end.
  */
+import { chainOf, decisionCounts, tallyApproval } from '../../core/engine/approval-rule.ts';
 
 export interface Decision {
   principal: string;
+  /** The principal, then the actors of the token it decided with (older cells do not send it). */
+  chain?: string[];
   decision: string;
   /** The decider's comment, if any (older cells do not send it). */
   comment?: string | null;
+  /** The digest of the input it approved (older cells do not send it). */
+  input_hash?: string | null;
   at: string;
 }
 export interface PendingApproval {
@@ -22,6 +27,8 @@ export interface PendingApproval {
   prompt: string | null;
   due: string | null;
   requested_at: string;
+  /** The digest of the step input a decision approves (older cells do not send it). */
+  input_hash?: string | null;
   decisions: Decision[];
 }
 export interface ApprovalRun {
@@ -29,6 +36,14 @@ export interface ApprovalRun {
   kind: string;
   crew_id: string | null;
   requester: string;
+  /** `flags.requester_actors`: the actors of the token the run was requested with. */
+  flags?: Record<string, unknown>;
+}
+
+/** The actors of the token a run was requested with (its `flags.requester_actors`). */
+export function requesterActors(run: ApprovalRun): string[] {
+  const a = run.flags?.['requester_actors'];
+  return Array.isArray(a) ? a.filter((x): x is string => typeof x === 'string') : [];
 }
 
 export interface ApprovalStatus {
@@ -40,21 +55,29 @@ export interface ApprovalStatus {
   waitingOn: string[] | null;
 }
 
-/** The quorum arithmetic of a pending step, as the engine counts it. */
-export function approvalStatus(a: PendingApproval, requester: string): ApprovalStatus {
-  const twoPerson = a.rule === 'two_person';
-  const need = twoPerson ? 2 : Math.max(1, a.quorum);
-  const named = a.approvers;
-  const eligible = (p: string) => (named.length === 0 || named.includes(p)) && (!twoPerson || p !== requester);
-  const decided = new Set(a.decisions.map((d) => d.principal));
-  const approvedBy = [...new Set(a.decisions.filter((d) => d.decision === 'approve' && eligible(d.principal)).map((d) => d.principal))];
-  const rejectedBy = [...new Set(a.decisions.filter((d) => d.decision === 'reject' && eligible(d.principal)).map((d) => d.principal))];
+/**
+ * The quorum arithmetic of a pending step, as the engine counts it: core's one rule
+ * (core/engine/approval-rule.ts). A decision from a cell that sends no digest is taken as one on the
+ * step's input; `actors`: those of the token the run was requested with (`flags.requester_actors`).
+ */
+export function approvalStatus(a: PendingApproval, requester: string, actors: readonly string[] = []): ApprovalStatus {
+  const step = { rule: a.rule, approvers: a.approvers, quorum: a.quorum, input_hash: a.input_hash ?? '' };
+  const who = { id: requester, actors };
+  const facts = a.decisions.map((d) => ({
+    principal: d.principal,
+    chain: d.chain,
+    decision: d.decision === 'reject' ? ('reject' as const) : ('approve' as const),
+    input_hash: d.input_hash ?? step.input_hash,
+  }));
+  const t = tallyApproval(facts, step, who);
+  const decided = new Set(facts.flatMap((d) => chainOf(d)));
+  const eligible = (p: string) => decisionCounts({ principal: p, decision: 'approve', input_hash: step.input_hash }, step, who).counts;
   return {
-    need,
-    approvedBy,
-    rejectedBy,
-    stillNeeded: Math.max(0, need - approvedBy.length),
-    waitingOn: named.length > 0 ? named.filter((p) => !decided.has(p) && eligible(p)) : null,
+    need: t.need,
+    approvedBy: t.approvals.map((d) => d.principal),
+    rejectedBy: t.rejected ? [t.rejected.principal] : [],
+    stillNeeded: Math.max(0, t.need - t.approvals.length),
+    waitingOn: a.approvers.length > 0 ? a.approvers.filter((p) => !decided.has(p) && eligible(p)) : null,
   };
 }
 
@@ -68,8 +91,10 @@ export function whyNot(
 ): string | null {
   if (permissionsKnown && !mayApprove) return 'Your credential lacks the permission agent_teams.approve.';
   if (me === null) return null;
-  if (a.decisions.some((d) => d.principal === me)) return 'You have decided this step.';
+  if (a.decisions.some((d) => d.principal === me || (d.chain ?? []).includes(me))) return 'You have decided this step.';
   if (a.approvers.length > 0 && !a.approvers.includes(me)) return 'You are not a named approver of this step.';
   if (a.rule === 'two_person' && me === run.requester) return 'You requested this run: the two-person rule needs two other people.';
+  if (a.rule === 'two_person' && requesterActors(run).includes(me))
+    return 'You acted in the request of this run: the two-person rule needs two people outside its chain.';
   return null;
 }

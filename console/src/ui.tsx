@@ -38,7 +38,7 @@ export function Who({ id }: { id: string | null | undefined }) {
   const me = session.principal.id === id;
   return (
     <span class="who" title={id}>
-      {name ?? id}
+      <bdi>{name ?? id}</bdi>
       {me ? <span class="you"> (you)</span> : null}
     </span>
   );

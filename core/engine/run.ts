@@ -45,6 +45,7 @@ export async function runGraph(graph: Graph, input: unknown, ports: EnginePorts,
         policy: graph.policy,
         nodes: graph.nodes.length,
         requester: options.requester,
+        ...(options.requester_actors?.length ? { requester_actors: options.requester_actors } : {}),
       });
     await preflightBudget(ctx);
 

@@ -334,6 +334,12 @@ export interface ApprovalDecision {
   principal: string;
   decision: 'approve' | 'reject';
   at: number;
+  /** The deciding chain: the principal, then the actors of the token it decided with (core/engine/approval-rule.ts). */
+  chain?: string[];
+  /** The digest of the step input the decision approved (absent: it approves nothing). */
+  input_hash?: string | null;
+  /** The decider's comment, kept with the decision. */
+  comment?: string | null;
 }
 export interface ApprovalsPort {
   /** Decisions recorded so far for a step (human_approval node id, or a tool-call step id in `ask` mode). */
@@ -348,6 +354,8 @@ export interface ApprovalsPort {
       quorum: number;
       prompt: string | null;
       due: number | null;
+      /** The digest of the step input a decision approves (the journal's input hash for the step). */
+      input_hash: string;
     },
   ): Promise<void>;
 }
@@ -401,6 +409,8 @@ export interface JournalPort {
 export interface RecordedStep {
   output: unknown;
   data?: JsonObject;
+  /** The record's input hash (a reused approval stands only for the same input). */
+  input_hash?: string;
 }
 
 export interface Clock {
@@ -464,6 +474,8 @@ export interface RunOptions {
   graph_hash?: string;
   /** The principal that started the run (from the session); two-person approvals exclude it. */
   requester: string;
+  /** The actors of the token the run was requested with (RFC 8693 `act`, current first): two-person approvals exclude them too. */
+  requester_actors?: string[];
   /** Extra values visible to CEL as `context` (JSON). run_id and requester are always present. */
   context?: JsonObject;
   /** A fork's replacement input of one graph node (the step it was forked at). */

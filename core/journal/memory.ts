@@ -75,7 +75,7 @@ export function memoryJournal(
       if (r === undefined) return undefined;
       if (!blobs.has(r.output_hash)) throw new TypeError(`journal: output of step ${stepId} is missing`);
       const output = blobs.get(r.output_hash);
-      return r.data !== undefined ? { output, data: r.data } : { output };
+      return r.data !== undefined ? { output, data: r.data, input_hash: r.input_hash } : { output, input_hash: r.input_hash };
     },
     async intents(stepId) {
       return intents.get(stepId) ?? 0;

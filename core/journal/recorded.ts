@@ -25,7 +25,7 @@ export function recordedFrom(
     if (r === undefined) return undefined;
     const output = blob(r.output_hash);
     if (output === undefined) throw new TypeError(`journal: output ${r.output_hash} of step ${stepId} is missing from the store`);
-    return r.data !== undefined ? { output, data: r.data } : { output };
+    return r.data !== undefined ? { output, data: r.data, input_hash: r.input_hash } : { output, input_hash: r.input_hash };
   };
 }
 

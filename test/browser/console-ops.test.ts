@@ -247,6 +247,33 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     // The timeline: one bar per step that ran, named by role.
     assert.deepEqual(await page.locator('#timeline .tl-label').allTextContents(), ['writer', 'editor']);
     await page.locator('#journal-verdict[data-verdict="ok"]').waitFor({ timeout: 30_000 });
+    // The run's attestation verified in the browser (issue 41): its signature, its inclusion in the run log's
+    // signed checkpoint; a second check against the checkpoint this browser kept; a changed statement refused.
+    await page.locator('#check-attestation').click();
+    const attested = page.locator('#attestation-verdict[data-verdict="ok"]');
+    await attested.waitFor({ timeout: 30_000 });
+    assert.match((await attested.textContent()) ?? '', /in the run log agent-cell\/\S+ at leaf \d+ of \d+/);
+    await page.locator('#check-attestation').click();
+    await page.waitForFunction(
+      () => /this browser saw before/.test(document.querySelector('#attestation-verdict')?.textContent ?? ''),
+      null,
+      {
+        timeout: 30_000,
+      },
+    );
+    await page.route('**/attestation', async (route) => {
+      const res = await route.fetch();
+      const body = await res.json();
+      const st = JSON.parse(Buffer.from(body.dsse_envelope.payload, 'base64').toString('utf8'));
+      st.predicate.outcome.state = 'failed';
+      body.dsse_envelope.payload = Buffer.from(JSON.stringify(st)).toString('base64');
+      await route.fulfill({ response: res, json: body });
+    });
+    await page.locator('#check-attestation').click();
+    const refusedAtt = page.locator('#attestation-verdict[data-verdict="bad"]');
+    await refusedAtt.waitFor({ timeout: 30_000 });
+    assert.match((await refusedAtt.textContent()) ?? '', /signature .* does not verify/);
+    await page.unroute('**/attestation');
     await axe(page, 'completed run');
     await shots(page, 'console-run');
 

@@ -202,6 +202,25 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
       assert.equal(states.at(-1), 'completed', `${id} ended completed`);
     }
     assert.match((await pageA.locator('#journal-verdict').textContent()) ?? '', /Journal verified in this browser: \d+ records/);
+    // The decisions stay with the run once the step is decided (who, approved, when, the comment), on the run
+    // and on the step's row of the timeline, bidi-isolated; the comment is in the signed journal it exports.
+    await pageA.locator('#run-decisions .decision-comment', { hasText: 'Figures checked against the ledger.' }).waitFor();
+    const decisionsText = (await pageA.locator('#run-decisions').textContent()) ?? '';
+    assert.match(decisionsText, /alice \(you\) approved[\s\S]*Figures checked against the ledger\./);
+    assert.ok(decisionsText.includes(`${bob} approved`) || decisionsText.includes('bob approved'), decisionsText);
+    assert.equal(await pageA.locator('#run-decisions .decision-comment bdi').count(), 1, 'the comment is isolated');
+    assert.match(
+      (await pageA.locator('#timeline [data-node="pre:0"] .tl-decision').first().textContent()) ?? '',
+      /alice[\s\S]*approved[\s\S]*Figures checked against the ledger\./,
+    );
+    const kept = (await api('GET', `${A}/jobs/runs/${run1}/journal`)).body.records.filter((r: any) => r.kind === 'approval_received');
+    assert.deepEqual(
+      kept.map((r: any) => [r.data.by, r.data.comment]),
+      [
+        [alice, 'Figures checked against the ledger.'],
+        [bob, null],
+      ],
+    );
     assert.equal(await pageA.locator('#tokens-table tbody tr').count(), 2, 'tokens per seat');
     assert.match((await pageA.locator('#tokens-total').textContent()) ?? '', /^104$/, 'two model calls of 52 tokens');
     // A step's output, checked against the hash in its signed record.

@@ -1,5 +1,6 @@
 // Recorded artifacts (test/bundles/fixtures/: v1 written once by _make-fixtures.mts, the format 2 key
-// bundle by _make-fixtures-v2.mts, the format 3 one by _make-fixtures-v3.mts) still verify and still
+// bundle by _make-fixtures-v2.mts, the format 3 one by _make-fixtures-v3.mts, the format 3 journal export
+// by _make-fixtures-journal-v3.mts) still verify and still
 // mean the same: a change to the formats or to core that breaks artifacts in the field fails here.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -59,6 +60,15 @@ test('recorded journal export v1 verifies (envelope, every record, the chain, th
   const j = await openJournalExport(read('journal.v1.export'), keys.device, 'cell-fixture');
   assert.equal(j.payload.records.length, 3);
   assert.equal(j.payload.run.outcome, 'completed');
+});
+
+test("recorded journal export v3 verifies with the run's inclusion in the device's run log", async () => {
+  const dev = (JSON.parse(readFileSync(join(dir, 'public-keys.journal-v3.json'), 'utf8')) as { device: { kid: string; jwk: JsonWebKey } })
+    .device;
+  const j = await openJournalExport(read('journal.v3.export'), dev, 'cell-fixture');
+  assert.equal(j.payload.format_version, 3);
+  assert.equal(j.payload.log?.leaf_index, 1);
+  assert.equal(j.payload.log?.tree_size, 3);
 });
 
 test('recorded key bundle v2 verifies, judges keys, and judges the recorded tokens as recorded', async () => {

@@ -61,3 +61,22 @@ test('a rejection is shown; a quorum of one from anyone', () => {
   assert.deepEqual(approvalStatus(a, run.requester).rejectedBy, ['usr_a']);
   assert.equal(approvalStatus(ask({ quorum: 0 }), run.requester).need, 1, 'a quorum is at least one');
 });
+
+test('chains: the requester acting through another token, and the actors it requested through, count for nobody under two-person', () => {
+  const a = ask({
+    rule: 'two_person',
+    quorum: 2,
+    decisions: [
+      { principal: 'usr_a', chain: ['usr_a', 'usr_req'], decision: 'approve', at },
+      { principal: 'usr_m', decision: 'approve', at },
+      { principal: 'usr_b', decision: 'approve', at },
+      { principal: 'usr_c', chain: ['usr_c', 'usr_b'], decision: 'approve', at },
+    ],
+  });
+  const st = approvalStatus(a, run.requester, ['usr_m']);
+  assert.deepEqual(st.approvedBy, ['usr_b'], 'one person, outside the requester’s chain');
+  assert.equal(st.stillNeeded, 1);
+  const through = { ...run, flags: { requester_actors: ['usr_m'] } };
+  assert.match(whyNot(ask({ rule: 'two_person' }), through, 'usr_m', true, true)!, /outside its chain/);
+  assert.match(whyNot(a, run, 'usr_b', true, true)!, /decided/, 'bob decided, also through carol');
+});

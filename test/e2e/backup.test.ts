@@ -4,14 +4,20 @@
  * `restore` into a new directory; every table of the restored store equals
  * the original store replayed to the backup's LSN, and a cell starts on it
  * and serves. The refusals: a wrong secrets key, a damaged file, a non-empty
- * target, a directory with no store. PostgreSQL: the documented pg_dump /
- * pg_restore round trip (docs/operations.md), with the data directory's
- * files a restored cell needs, and every table compared.
+ * target, a directory with no store; and (issue 36, finding 11) a backup
+ * changed by someone without the secrets key: an owner key planted in its
+ * store, its sealed tables emptied to restore it under a key of one's own,
+ * whether written back as a keyed backup or as an unkeyed one of the older
+ * format; restore keeps the original's directory modes (issue 42).
+ * PostgreSQL: the documented pg_dump / pg_restore round trip
+ * (docs/operations.md), with the data directory's files a restored cell
+ * needs, and every table compared.
  */
 import { strict as assert } from 'node:assert';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -24,6 +30,7 @@ import { TEST_ENGINE } from '../helpers/inproc.ts';
 import { pgDatabase } from '../helpers/postgres.ts';
 import { copyStoreOnline } from '../../cell/store/copy-online.ts';
 import { loadSqlJs } from '../../cell/store/sqljs.ts';
+import { hashSecret } from '../../core/apikey/hash.ts';
 
 const run = promisify(execFile);
 const P = '/api/public/v1/admin';
@@ -67,6 +74,47 @@ function sqliteTables(db: Database): Map<string, string[]> {
       JSON.stringify(v, (_k, x: unknown) => (x instanceof Uint8Array ? Buffer.from(x).toString('hex') : x)),
     );
     out.set(String(name), rows.sort());
+  }
+  return out;
+}
+
+/**
+ * A backup rewritten by someone who does not hold the secrets key: its store changed by `mutate`, every
+ * checksum recomputed, written back as format 1 (unkeyed) and as format 2 with the MAC it had. Returns both files.
+ */
+async function tampered(from: string, mutate: (db: Database) => void, work: string, name: string): Promise<string[]> {
+  const buf = readFileSync(from);
+  const lines: Buffer[] = [];
+  let off = 0;
+  const format = buf.subarray(0, 20).toString().startsWith('agent-cell backup 2') ? 2 : 1;
+  for (let i = 0; i < (format === 2 ? 3 : 2); i++) {
+    const nl = buf.indexOf(0x0a, off);
+    lines.push(buf.subarray(off, nl + 1));
+    off = nl + 1;
+  }
+  const manifest = JSON.parse(lines[1]!.toString()) as { files: { path: string; bytes: number; sha256: string }[] };
+  const files: Buffer[] = [];
+  for (const f of manifest.files) {
+    let data = buf.subarray(off, off + f.bytes);
+    off += f.bytes;
+    if (f.path === 'store/snapshot.db') {
+      const SQL = await loadSqlJs();
+      const db = new SQL.Database(data);
+      mutate(db);
+      data = Buffer.from(db.export());
+      db.close();
+    }
+    f.bytes = data.length;
+    f.sha256 = createHash('sha256').update(data).digest('hex');
+    files.push(data);
+  }
+  const v1 = join(work, `${name}-v1.backup`);
+  writeFileSync(v1, Buffer.concat([Buffer.from(`agent-cell backup 1\n${JSON.stringify({ ...manifest, format: 1 })}\n`), ...files]));
+  const out = [v1];
+  if (format === 2) {
+    const v2 = join(work, `${name}-v2.backup`);
+    writeFileSync(v2, Buffer.concat([Buffer.from(`agent-cell backup 2\n${JSON.stringify(manifest)}\n`), lines[2]!, ...files]));
+    out.push(v2);
   }
   return out;
 }
@@ -158,7 +206,7 @@ describe('backup and restore: the embedded store while the cell serves', {
     const target = join(work, 'r1');
     let r = await cli(['restore', '--from', out, '--data', target, '--secrets-key-file', wrongKey]);
     assert.equal(r.code, 2);
-    assert.match(r.err, /does not open the sealed signing keys in the backup/);
+    assert.match(r.err, /was keyed with another secrets key than the one given/);
     assert.ok(!existsSync(target), 'nothing written');
 
     r = await cli(['restore', '--from', out, '--data', target]);
@@ -174,6 +222,42 @@ describe('backup and restore: the embedded store while the cell serves', {
     assert.match(r.err, /is not a usable backup \(.* does not match its checksum\)/);
     assert.ok(!existsSync(target));
 
+    // Finding 11: an owner key planted in the backup's store (every checksum recomputed), restored, worked.
+    const planted = `svck_live_${'P'.repeat(43)}`;
+    for (const file of await tampered(
+      out,
+      (db) =>
+        db.run(
+          `INSERT INTO api_keys (id, owner_id, name, hash, scopes, allowed_ips, allowed_regions, status, created_at, created_by, authority)
+           SELECT 'key_planted', owner_id, 'planted', ?, scopes, allowed_ips, allowed_regions, 'active', created_at, created_by, authority
+           FROM api_keys ORDER BY created_at LIMIT 1`,
+          [hashSecret(planted)],
+        ),
+      work,
+      'planted',
+    )) {
+      r = await cli(['restore', '--from', file, '--data', target, '--secrets-key-file', key]);
+      assert.equal(r.code, 2, `${file}: ${r.out}`);
+      assert.match(r.err, /is not a usable backup \((format 1, taken before backups were keyed|its MAC does not verify)/);
+      assert.ok(!existsSync(target), 'nothing written');
+    }
+    // Its sealed tables emptied, to restore it under a key of one's own: refused under that key, and under the cell's.
+    for (const file of await tampered(
+      out,
+      (db) => {
+        for (const t of ['cell_keys', 'oauth_signing_keys', 'custody_key_check']) db.run(`DELETE FROM ${t}`);
+      },
+      work,
+      'emptied',
+    )) {
+      for (const k of [wrongKey, key]) {
+        r = await cli(['restore', '--from', file, '--data', target, '--secrets-key-file', k]);
+        assert.equal(r.code, 2, `${file} under ${k}: ${r.out}`);
+        assert.match(r.err, /is not a usable backup|was keyed with another secrets key/);
+        assert.ok(!existsSync(target), 'nothing written');
+      }
+    }
+
     mkdirSync(target);
     writeFileSync(join(target, 'x'), 'x');
     r = await cli(['restore', '--from', out, '--data', target, '--secrets-key-file', key]);
@@ -185,6 +269,43 @@ describe('backup and restore: the embedded store while the cell serves', {
     assert.equal(r.code, 2);
     assert.match(r.err, /holds no embedded store .* pg_dump/);
     assert.doesNotMatch(r.err, /\n\s+at /, 'no stack trace');
+  });
+});
+
+describe('restore keeps the directory modes of the backed-up data directory (issue 42)', {
+  skip: TEST_ENGINE === 'postgres' ? 'embedded store only' : false,
+}, () => {
+  it('the data directory, its store and its SQL workspaces come back with the modes they had', async () => {
+    const work = mkdtempSync(join(tmpdir(), 'cell-backup-modes-'));
+    const cell = await startCellProcess();
+    try {
+      const res = await request(`${cell.url}${P}/jobs/runs`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${cell.adminKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ job_type: 'sql', workspace_id: 'ledger', spec: { sql: 'CREATE TABLE t (n INTEGER)' } }),
+      });
+      assert.equal(res.statusCode, 202, await res.body.text());
+      await res.body.dump();
+      const db = join(cell.dataDir, 'workspaces', 'ledger', 'sql.sqlite');
+      for (let i = 0; i < 400 && !existsSync(db); i++) await new Promise((r) => setTimeout(r, 25));
+      assert.ok(existsSync(db), 'the SQL job made its workspace');
+      await cell.stop();
+      // Modes an operator chose, none of them what a new directory gets.
+      const modes: Record<string, number> = { '': 0o750, store: 0o700, workspaces: 0o751, 'workspaces/ledger': 0o710 };
+      for (const [p, m] of Object.entries(modes)) chmodSync(join(cell.dataDir, p), m);
+      const out = join(work, 'modes.backup');
+      assert.equal((await cli(['backup', '--data', cell.dataDir, '--out', out])).code, 0);
+      const restored = join(work, 'restored');
+      const r = await cli(['restore', '--from', out, '--data', restored, '--secrets-key-file', join(cell.dataDir, 'secrets.key')]);
+      assert.equal(r.code, 0, r.err);
+      for (const [p, m] of Object.entries(modes))
+        assert.equal((statSync(join(restored, p)).mode & 0o7777).toString(8), m.toString(8), `mode of ${p || 'the data directory'}`);
+      assert.ok(existsSync(join(restored, 'workspaces', 'ledger', 'sql.sqlite')));
+    } finally {
+      await cell.stop();
+      cell.cleanup();
+      rmSync(work, { recursive: true, force: true });
+    }
   });
 });
 

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
+import { CELL_CRASH_AFTER_SQL_EFFECT_BIN, startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 
 const RUNS = '/api/public/v1/admin/jobs/runs';
 
@@ -31,7 +31,8 @@ async function finished(cell: CellProcess, key: string, runId: string): Promise<
 }
 
 test('a SQL job re-driven after a crash between its commit and its journal record does not apply twice', async () => {
-  let cell = await startCellProcess();
+  // The shipped program has no fault hook: the variable that once made it kill itself after a SQL effect does nothing.
+  let cell = await startCellProcess({ env: { CELL_TEST_CRASH_AFTER_SQL_EFFECT: '1' } });
   const { dataDir, adminKey: key } = cell;
   try {
     const setup = await call(cell.url, key, 'POST', RUNS, {
@@ -40,10 +41,11 @@ test('a SQL job re-driven after a crash between its commit and its journal recor
       spec: { sql: 'CREATE TABLE marks (n INTEGER)' },
     });
     assert.equal((await finished(cell, key, setup.body.run_id)).state, 'completed');
+    assert.ok(cell.proc.exitCode === null && cell.proc.signalCode === null, 'the shipped cell lives on after the effect');
     await cell.stop();
 
-    // This process kills itself right after the job's transaction committed.
-    cell = await startCellProcess({ dataDir, env: { CELL_TEST_CRASH_AFTER_SQL_EFFECT: '1' } });
+    // The fault build of the cell (never shipped) kills itself right after the job's transaction committed.
+    cell = await startCellProcess({ dataDir, bin: CELL_CRASH_AFTER_SQL_EFFECT_BIN });
     const r = await call(cell.url, key, 'POST', RUNS, {
       job_type: 'sql',
       workspace_id: 'once',

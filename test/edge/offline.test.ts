@@ -190,8 +190,10 @@ test('a bundled crew runs offline on the local model, deterministically, with a 
     assert.equal(opened.payload.run.outcome, 'completed');
     assert.equal(opened.payload.records.length, r1.journal_records);
     // The run id is this device's, derived from the nonce the export carries (what the cell checks on import).
-    assert.equal(opened.payload.format_version, 2);
+    assert.equal(opened.payload.format_version, 3);
     assert.equal(await edgeRunId(w.device.device_id, opened.payload.run.run_nonce!), r1.run_id);
+    // The finished run is in the device's own run log, and the export carries its inclusion (verified by openJournalExport).
+    assert.equal(opened.payload.log?.origin, `agent-cell-edge/${w.device.device_id}`);
     // Permissions and unknown crews at the edge gateway.
     assert.equal((await e.req('POST', '/api/public/v1/admin/agent-teams/crews/crw_other/runs', {})).status, 404);
   } finally {

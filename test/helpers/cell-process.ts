@@ -12,6 +12,11 @@ import { join, resolve } from 'node:path';
 import { testStore } from './inproc.ts';
 
 export const CELL_BIN = resolve(import.meta.dirname, '../../dist/cell.mjs');
+/**
+ * The fault build of the cell (scripts/build.mjs, never shipped): it SIGKILLs itself right after a SQL step's
+ * effect committed, before the step's journal record (test/e2e/jobs-exactly-once.test.ts).
+ */
+export const CELL_CRASH_AFTER_SQL_EFFECT_BIN = resolve(import.meta.dirname, '../../dist/test/cell-crash-after-sql-effect.mjs');
 
 export interface CellProcess {
   url: string;
@@ -48,9 +53,17 @@ export function groupSecretsKeyFile(): string {
 const databases = new Map<string, { url: string | null; drop(): Promise<void> }>();
 
 export async function startCellProcess(
-  opts: { dataDir?: string; args?: string[]; env?: Record<string, string>; timeoutMs?: number } = {},
+  opts: {
+    dataDir?: string;
+    args?: string[];
+    env?: Record<string, string>;
+    timeoutMs?: number;
+    /** The program to start (default dist/cell.mjs; a fault build for the crash tests). */
+    bin?: string;
+  } = {},
 ): Promise<CellProcess> {
-  if (!existsSync(CELL_BIN)) throw new Error(`${CELL_BIN} is missing: run 'node scripts/build.mjs' (make test does)`);
+  const bin = opts.bin ?? CELL_BIN;
+  if (!existsSync(bin)) throw new Error(`${bin} is missing: run 'node scripts/build.mjs' (make test does)`);
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'cell-proc-'));
   let db = databases.get(dataDir);
   if (!db && !(opts.args ?? []).includes('--store')) {
@@ -61,7 +74,7 @@ export async function startCellProcess(
   // Cells on PostgreSQL may form a group, whose members share one secrets key (it seals the OAuth signing keys they share).
   const onStore = storeArgs.length > 0 || (opts.args ?? []).includes('--store');
   if (onStore && !(opts.args ?? []).includes('--secrets-key-file')) storeArgs.push('--secrets-key-file', groupSecretsKeyFile());
-  const proc = spawn(process.execPath, [CELL_BIN, 'serve', '--port', '0', '--data', dataDir, ...storeArgs, ...(opts.args ?? [])], {
+  const proc = spawn(process.execPath, [bin, 'serve', '--port', '0', '--data', dataDir, ...storeArgs, ...(opts.args ?? [])], {
     env: { ...process.env, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -19,19 +19,27 @@
  * crew, and every reused record's node must be the same node (config, seat,
  * incoming edges) in the parent's graph and the new one: the first that is not
  * is 409 graph_changed naming the step. Refusals are audited.
+ *
+ * Forks never widen (docs/security.md): the version the fork runs is the
+ * crew's current one or a newer one (409 formation_superseded, the crew
+ * upgrade's rule: never back), and the forker must read the parent whole,
+ * values included (the values route's permission), since the fork hands it
+ * the parent's results. An approval of the parent is copied only when it
+ * stands for the fork (same input, same requester through the same chain,
+ * nothing replaced after it: cell/runs/fork.ts standingApprovals); otherwise
+ * the fork asks it again.
  */
-import { grants } from '../../../core/authority/scopes.ts';
 import type { Graph } from '../../../core/engine/types.ts';
 import { ServiceError, forbidden, invalid, notFound } from '../../../core/errors.ts';
 import type { JsonObject } from '../../../core/journal/record.ts';
 import { relayedReason } from '../../../core/reasons.ts';
-import { type ForkPoint, forksView, type Run } from '../../runs/api.ts';
+import { type ForkPoint, forksView, mayReadRunWhole, nodeOfStep, READS_RUN_VALUES, type Run } from '../../runs/api.ts';
 import { hashJson } from '../../../core/json-hash.ts';
-import { PERMISSIONS } from '../../../core/permissions.ts';
 import type { AuthContext } from '../../context.ts';
 import { assertSeatsWithinCaller, compileFor, type Compiled } from '../formations/compile.ts';
 import type { TeamsContext } from '../context.ts';
 import { getCrew, getFormation } from '../formations/formations.ts';
+import { assertNotSuperseded } from '../formations/crews.ts';
 import type { Crew, Formation } from '../formations/types.ts';
 import { checkRunGraph, executedGraph } from './run-graph.ts';
 import { DEFAULT_MAX_DURATION_MS, startCrewRun } from './runs.ts';
@@ -49,13 +57,9 @@ export interface ForkPlan {
   compiled: Compiled;
   /** The parent record forked at and the records reused (cell/runs/fork.ts). */
   point: ForkPoint;
+  /** The parent's approvals that do not stand for the fork: asked again (named in its `forked` record). */
+  askedAgain: string[];
   replace?: { step_id: string; input: unknown };
-}
-
-/** The graph node a step id belongs to (`agent:a/model/0` -> `agent:a`). */
-export function nodeOfStep(stepId: string): string {
-  const i = stepId.search(/[/[#]/);
-  return i < 0 ? stepId : stepId.slice(0, i);
 }
 
 /** What a node's recorded answers depend on in a graph: the node, its seat, its incoming edges. */
@@ -66,6 +70,16 @@ function nodeSignature(g: Graph, id: string): string | null {
   const incoming = g.edges.filter((e) => e.to === id).map((e) => ({ from: e.from, when: e.when ?? null }));
   incoming.sort((a, b) => (a.from < b.from ? -1 : a.from > b.from ? 1 : 0));
   return hashJson({ incoming, node, seat });
+}
+
+/** Runs a check; its refusal is audited as the fork's. */
+async function guarded(ctx: TeamsContext, auth: AuthContext, runId: string, check: () => void): Promise<void> {
+  try {
+    check();
+  } catch (e) {
+    if (e instanceof ServiceError) await refused(ctx, auth, runId, e);
+    throw e;
+  }
 }
 
 async function refused(ctx: TeamsContext, auth: AuthContext, runId: string, e: ServiceError): Promise<never> {
@@ -79,18 +93,21 @@ async function refused(ctx: TeamsContext, auth: AuthContext, runId: string, e: S
   throw e;
 }
 
-/** The crew run `runId` of `crewId`, readable by the caller, or 404 / 403. */
+/**
+ * The crew run `runId` of `crewId`, readable whole by the caller (values included: the values
+ * route's check, since the fork hands the forker the parent's results), or 404 / 403.
+ */
 async function readableParent(ctx: TeamsContext, auth: AuthContext, crewId: string, runId: string): Promise<Run> {
   const parent = await ctx.runs.getRun(runId);
   if (parent?.kind !== 'crew' || parent.crew_id !== crewId) throw notFound('run');
-  if (!grants(auth.effective, PERMISSIONS.teamsRead) && !grants(auth.effective, PERMISSIONS.jobsRead)) {
+  if (!mayReadRunWhole(auth)) {
     await refused(
       ctx,
       auth,
       runId,
-      forbidden('forking a run needs reading it: agent_teams.read or system.orchestration.admin.read', {
+      forbidden(`forking a run hands the forker its results: it needs reading the run whole, values included (${READS_RUN_VALUES})`, {
         reason: 'missing_permission',
-        required: PERMISSIONS.teamsRead,
+        required: READS_RUN_VALUES,
       }),
     );
   }
@@ -117,10 +134,13 @@ export async function forkCrewRun(ctx: TeamsContext, auth: AuthContext, crewId: 
         runId,
         new ServiceError('conflict', check.message, { details: { reason: check.reason, ...check.details } }),
       );
+    // Never a version the crew has moved past (a stage added since, a two-person approval, would be dropped).
+    await guarded(ctx, auth, runId, () => assertNotSuperseded(crew, check.formationVersion, 'crew.run.fork'));
     formation = await getFormation(ctx, crew.formation_id, check.formationVersion);
     pinned = check.crew;
     compiled = { graph: check.graph, graphHash: check.graphHash, formationHash: check.graph.formation_hash };
   } else {
+    await guarded(ctx, auth, runId, () => assertNotSuperseded(crew, body.formation_version!, 'crew.run.fork'));
     formation = await getFormation(ctx, crew.formation_id, body.formation_version);
     if (!formation) throw notFound('formation version');
     pinned = { ...crew, formation_version: body.formation_version };
@@ -169,11 +189,18 @@ export async function forkCrewRun(ctx: TeamsContext, auth: AuthContext, crewId: 
   await assertSeatsWithinCaller(ctx, auth, compiled.graph, { action: 'crew.run.fork', target: runId });
 
   const spec = (typeof parent.spec === 'object' && parent.spec !== null ? parent.spec : {}) as Record<string, unknown>;
+  // An approval of the parent stands only for the same input and requester (chain), nothing replaced after it: else asked again.
+  const standing = ctx.runs.standingApprovals(point, {
+    requester: { id: auth.principal.id, actors: auth.credential.actors ?? [] },
+    edges: compiled.graph.edges,
+    replaced: body.input !== undefined ? stepAt : undefined,
+  });
   const plan: ForkPlan = {
     crew: pinned,
     formation,
     compiled,
-    point,
+    point: standing.point,
+    askedAgain: standing.asked_again,
     ...(body.input !== undefined ? { replace: { step_id: stepAt, input: body.input } } : {}),
   };
   const run = await startCrewRun(
@@ -186,7 +213,7 @@ export async function forkCrewRun(ctx: TeamsContext, auth: AuthContext, crewId: 
       max_duration_ms: typeof spec['max_duration_ms'] === 'number' ? spec['max_duration_ms'] : DEFAULT_MAX_DURATION_MS,
       ...(typeof spec['max_tokens'] === 'number' ? { max_tokens: spec['max_tokens'] } : {}),
     },
-    { fork: plan },
+    { fork: plan, requesterActors: auth.credential.actors },
   );
   // The parent's list of its forks, after the fork's commit: written now or once the store is back, never a refusal.
   const fork = { run_id: run.run_id, seq: body.at, by: auth.principal.id, at: ctx.core.clock.now() };

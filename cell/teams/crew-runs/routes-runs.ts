@@ -7,7 +7,7 @@ import { PERMISSIONS } from '../../../core/permissions.ts';
 import { ServiceError, notFound } from '../../../core/errors.ts';
 import type { AppEnv } from '../../context.ts';
 import { errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, securedEither } from '../../http/openapi.ts';
-import { ApprovalDecisionSchema, type Run, runFilterOf, runFilterQuery, runIdPath } from '../../runs/api.ts';
+import { ApprovalDecisionSchema, deciderOf, type Run, runFilterOf, runFilterQuery, runIdPath } from '../../runs/api.ts';
 import type { TeamsContext } from '../context.ts';
 import { getCrew } from '../formations/formations.ts';
 import { executedGraph } from './run-graph.ts';
@@ -242,7 +242,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       const body = c.req.valid('json');
       const run = await decideApproval(
         ctx,
-        c.get('auth').principal.id,
+        deciderOf(c.get('auth')),
         crew_id,
         run_id,
         decodeURIComponent(step_id),
@@ -304,7 +304,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
     }),
     async (c) => {
       const { crew_id, run_id } = c.req.valid('param');
-      return c.json(await view(await cancelCrewRun(ctx, c.get('auth').principal.id, crew_id, run_id)), 200);
+      return c.json(await view(await cancelCrewRun(ctx, c.get('auth'), crew_id, run_id)), 200);
     },
   );
 }

@@ -5,7 +5,7 @@
  */
 import { z } from '@hono/zod-openapi';
 import { IsoTime } from '../../http/openapi.ts';
-import { PendingApprovalSchema, RUN_STATES, forksView, type Run, type RunState } from '../../runs/api.ts';
+import { PendingApprovalSchema, RUN_STATES, RunDecisionSchema, forksView, type Run, type RunState } from '../../runs/api.ts';
 import type { TeamsContext } from '../context.ts';
 import { DEFAULT_MAX_DURATION_MS, crewSpec, runTokens } from './runs.ts';
 import { iso } from '../schema.ts';
@@ -46,6 +46,10 @@ export const RunOut = z
     max_tokens: z.number().nullable(),
     tokens_used: z.number(),
     pending_approvals: z.array(PendingApprovalSchema),
+    decisions: z.array(RunDecisionSchema).openapi({
+      description:
+        'Every human decision of the run, decided steps included, oldest first: who (and the chain it decided through), approve or reject, the comment, the input digest it approved, when',
+    }),
     forked_from: z
       .object({ run_id: z.string(), seq: z.number().int(), record_hash: z.string() })
       .nullable()
@@ -70,9 +74,9 @@ export type CrewRunView = z.infer<typeof RunOut>;
 export async function runView(ctx: TeamsContext, r: Run, o: { started?: boolean } = {}): Promise<CrewRunView> {
   const spec = crewSpec(r);
   // Read together (one round trip on PostgreSQL's pool); none for the answer of the request that recorded it.
-  const [tokensUsed, pendingApprovals] = o.started
-    ? [0, []]
-    : await Promise.all([runTokens(ctx, r.run_id), ctx.runs.pendingApprovalsView(r)]);
+  const [tokensUsed, pendingApprovals, decisions] = o.started
+    ? [0, [], []]
+    : await Promise.all([runTokens(ctx, r.run_id), ctx.runs.pendingApprovalsView(r), ctx.runs.runDecisions(r.run_id)]);
   return {
     run_id: r.run_id,
     kind: r.kind,
@@ -95,6 +99,7 @@ export async function runView(ctx: TeamsContext, r: Run, o: { started?: boolean 
     max_tokens: spec.max_tokens ?? null,
     tokens_used: tokensUsed,
     pending_approvals: pendingApprovals,
+    decisions,
     forked_from: spec.forked_from ?? null,
     forks: forksView(r),
     created_at: iso(r.created_at),

@@ -27,7 +27,7 @@ import { grants } from '../../../core/authority/scopes.ts';
 import { PERMISSIONS } from '../../../core/permissions.ts';
 import { inputProblems } from '../../../core/input-schema/problems.ts';
 import type { Reason } from '../../../core/reasons.ts';
-import { RunClosedError, isTerminal, type Run } from '../../runs/api.ts';
+import { RunClosedError, isTerminal, requesterOf, type Decider, type Run } from '../../runs/api.ts';
 import { foldLedgers, hasLedger, releaseOpenReservations } from '../resources/agents.ts';
 import { assertSeatsWithinCaller, compileFor, type Compiled } from '../formations/compile.ts';
 import type { AuthContext } from '../../context.ts';
@@ -89,6 +89,8 @@ export async function startSweep(ctx: TeamsContext): Promise<void> {
     if (!ctx.stopped) await takeOverOrphans(ctx);
   });
   const t = setInterval(() => {
+    // A member whose clock is beyond the bound stood down: it flags no run overdue by its own clock, and folds nothing.
+    if (!ctx.standing.trusted()) return;
     void sweepOnce(ctx).catch((e: unknown) =>
       ctx.core.log.warn('investigate sweep failed', { error: e instanceof Error ? e.message : String(e) }),
     );
@@ -142,6 +144,7 @@ function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash:
       spec.input ?? null,
       {
         requester: run.requester,
+        requesterActors: requesterOf(run).actors,
         graphHash,
         context: { crew_id: crew.crew_id, workspace_id: workspaceId },
         forceClaim,
@@ -184,16 +187,20 @@ export async function startCrewRunAs(ctx: TeamsContext, auth: AuthContext, crewI
   }
   return startCrewRun(ctx, auth.principal.id, crewId, body, {
     check: (graph) => assertSeatsWithinCaller(ctx, auth, graph, { action: 'crew.run', target: crewId }),
+    requesterActors: auth.credential.actors,
   });
 }
 
 /**
- * Cancels a run of the crew for `actor` (idempotent: an ended run is answered as it is), audited
+ * Cancels a run of the crew as the caller (idempotent: an ended run is answered as it is), audited
  * `crew.run.cancel` when it changed the run; 404 for a run of another crew.
  */
-export async function cancelCrewRun(ctx: TeamsContext, actor: string, crewId: string, runId: string): Promise<Run> {
+export async function cancelCrewRun(ctx: TeamsContext, auth: AuthContext, crewId: string, runId: string): Promise<Run> {
+  const actor = auth.principal.id;
   const before = await ctx.runs.getRun(runId);
   if (before?.kind !== 'crew' || before.crew_id !== crewId) throw notFound('run');
+  // A run acts as its requester: cancelling another's needs managing it (the shared-things rule).
+  await ctx.iam.assertMayActOnOwned(auth, { kind: 'run', id: runId, ownerId: before.requester }, 'crew.run.cancel');
   const run = await ctx.runs.requestCancel(runId, actor);
   if (!run) throw notFound('run');
   if (before.state !== run.state) {
@@ -208,20 +215,21 @@ export async function startCrewRun(
   requester: string,
   crewId: string,
   body: CrewRunInput,
-  opts: { runId?: string; check?: (graph: Graph) => Promise<void>; fork?: ForkPlan } = {},
+  opts: { runId?: string; check?: (graph: Graph) => Promise<void>; fork?: ForkPlan; requesterActors?: readonly string[] | undefined } = {},
 ): Promise<Run> {
   const { runs } = ctx;
   const plan = await planCrewRun(ctx, crewId, body, opts);
+  const actors = opts.requesterActors ?? [];
   const at = ctx.core.clock.now();
   // No room for the run in its workspace (or the cell): refused before anything is written.
   await runs.assertStorageRoom(plan.workspaceId, Buffer.byteLength(JSON.stringify(plan.spec), 'utf8'));
   await keepGraph(ctx, plan.compiled, at);
   const { peer, refusal } = await decideStart(ctx, plan);
-  const run = await recordCrewRun(ctx, plan, { requester, at, refusal, runId: opts.runId });
+  const run = await recordCrewRun(ctx, plan, { requester, actors, at, refusal, runId: opts.runId });
   const runId = run.run_id;
   // The journal's opening records, then the refusal or the placement: written now, or (the store gone
   // after the commit) in the background once it is back, before the drive starts (opening.ts).
-  const opening = (again: boolean) => writeOpening(ctx, runId, plan, { requester, refusal, peer, again });
+  const opening = (again: boolean) => writeOpening(ctx, runId, plan, { requester, actors, refusal, peer, again });
   const drive = refusal || peer ? undefined : () => driveInBackground(ctx, run, plan.compiled.graph, plan.compiled.graphHash, plan.crew);
   const now = await runs.afterCommit(runId, opening, drive);
   if (refusal)
@@ -308,7 +316,7 @@ async function decideStart(
 async function recordCrewRun(
   ctx: TeamsContext,
   plan: CrewRunPlan,
-  o: { requester: string; at: number; refusal: StartRefusal | null; runId: string | undefined },
+  o: { requester: string; actors: readonly string[]; at: number; refusal: StartRefusal | null; runId: string | undefined },
 ): Promise<Run> {
   const { core, runs } = ctx;
   const { crew, formation, compiled, fork } = plan;
@@ -323,6 +331,7 @@ async function recordCrewRun(
       crew_id: crew.crew_id,
       workspace_id: plan.workspaceId,
       requester: o.requester,
+      requesterActors: o.actors,
       graph_hash: compiled.graphHash,
       spec: plan.spec,
       coordinator: core.config.cellId,
@@ -343,6 +352,7 @@ async function recordCrewRun(
         crew_id: crew.crew_id,
         formation_version: formation.version,
         graph_hash: compiled.graphHash,
+        ...(o.actors.length ? { actors: [...o.actors] } : {}),
         ...(fork ? { forked_from: fork.point.from } : {}),
       },
     });
@@ -359,14 +369,15 @@ async function writeOpening(
   ctx: TeamsContext,
   runId: string,
   plan: CrewRunPlan,
-  o: { requester: string; refusal: StartRefusal | null; peer: QualifyingPeer | undefined; again: boolean },
+  o: { requester: string; actors: readonly string[]; refusal: StartRefusal | null; peer: QualifyingPeer | undefined; again: boolean },
 ): Promise<void> {
   const { runs } = ctx;
   const { crew, formation, compiled, fork } = plan;
   const kept = o.again ? await runs.readJournal(runId) : [];
   const has = (kind: string) => kept.some((r) => r.kind === kind);
   // A fork's journal opens with its lineage (core/journal/lineage.ts).
-  if (fork && !has('forked')) await runs.openFork(runId, fork.point);
+  if (fork && !has('forked'))
+    await runs.openFork(runId, fork.point, fork.askedAgain.length > 0 ? { approvals_asked_again: fork.askedAgain } : {});
   if (!has('run_requested'))
     await runs.appendJournal(runId, {
       step_id: 'run',
@@ -377,6 +388,7 @@ async function writeOpening(
         formation_version: formation.version,
         formation_hash: compiled.formationHash,
         requester: o.requester,
+        ...(o.actors.length ? { requester_actors: [...o.actors] } : {}),
       },
     });
   if (fork) {
@@ -527,7 +539,7 @@ export async function recoverRun(ctx: TeamsContext, actor: string, crewId: strin
 /** Records an approval or rejection of a waiting step of a crew run (the runs module's rules), then wakes the run. */
 export async function decideApproval(
   ctx: TeamsContext,
-  actor: string,
+  decider: Decider,
   crewId: string,
   runId: string,
   stepId: string,
@@ -536,7 +548,7 @@ export async function decideApproval(
 ): Promise<Run> {
   const run = await ctx.runs.getRun(runId);
   if (run?.kind !== 'crew' || run.crew_id !== crewId) throw notFound('run');
-  const wake = await ctx.runs.recordApproval(actor, run, stepId, decision, comment, 'crew.run.approval');
+  const wake = await ctx.runs.recordApproval(decider, run, stepId, decision, comment, 'crew.run.approval');
   if (wake) return resumeRun(ctx, runId, 'approval');
   return (await ctx.runs.getRun(runId)) ?? run;
 }

@@ -134,6 +134,20 @@ export interface UpgradeInput {
   assignments?: Record<string, string> | undefined;
 }
 
+/**
+ * A crew never goes back to a version of its formation older than the one it runs (an upgrade goes to
+ * a newer one): a fork runs the crew's current version or a newer one, so it cannot drop a stage (a
+ * two-person approval) a later version added. 409 `formation_superseded`.
+ */
+export function assertNotSuperseded(crew: Crew, version: number, action: string): void {
+  if (version >= crew.formation_version) return;
+  throw new ServiceError(
+    'conflict',
+    `${action}: the crew runs formation version ${crew.formation_version}; version ${version} is superseded (name formation_version ${crew.formation_version} or newer)`,
+    { details: { reason: 'formation_superseded', formation_version: crew.formation_version, requested: version } },
+  );
+}
+
 /** Moves a crew to a newer version of its formation and recompiles it. */
 export async function upgradeCrew(
   ctx: TeamsContext,

@@ -62,6 +62,8 @@ export interface AgentPatch {
 
 /** Changes an agent; returns it as it is now (unchanged when nothing changed). */
 export async function updateAgent(ctx: TeamsContext, auth: AuthContext, agentId: string, patch: AgentPatch): Promise<Agent> {
+  // An agent is a standing principal: a delegated token does not change what it may do.
+  if (patch.authority_template !== undefined) await ctx.iam.assertNotDelegated(auth, { action: 'agent.update', target: agentId });
   const { agent } = await managed(ctx, auth, agentId, 'agent.update');
   let authority: AuthorityEnvelope = agent.authority;
   if (patch.authority_template !== undefined) {

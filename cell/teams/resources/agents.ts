@@ -68,6 +68,8 @@ function quotaReached(quota: number, active: number): ServiceError {
 
 export async function mintAgent(ctx: TeamsContext, auth: AuthContext, input: MintInput): Promise<Agent> {
   const { core, iam } = ctx;
+  // An agent is a standing principal: a delegated token makes none.
+  await iam.assertNotDelegated(auth, { action: 'agent.mint', target: auth.principal.id });
   if (!mayManageAgents(auth)) {
     await refuse(
       ctx,

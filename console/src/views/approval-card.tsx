@@ -14,7 +14,8 @@ import { ADMIN, ApiError, call, describeError, seg, TEAMS } from '../api.ts';
 import { can, knowsPermissions } from '../auth/session.ts';
 import { href } from '../router.ts';
 import { Time, useApp, Who } from '../ui.tsx';
-import { approvalStatus, whyNot, type ApprovalRun, type PendingApproval } from '../approval-model.ts';
+import { approvalStatus, requesterActors, whyNot, type ApprovalRun, type PendingApproval } from '../approval-model.ts';
+import { DecisionLine } from './decision-list.tsx';
 
 function approvalPath(run: ApprovalRun, stepId: string): string {
   return run.kind === 'crew' && run.crew_id
@@ -39,7 +40,7 @@ export function ApprovalCard({
   const [confirmReject, setConfirmReject] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [done, setDone] = useState<string | null>(null);
-  const st = approvalStatus(approval, run.requester);
+  const st = approvalStatus(approval, run.requester, requesterActors(run));
   const blocked = whyNot(approval, run, session.principal.id, can(session, 'agent_teams.approve'), knowsPermissions(session));
   const cid = `appr-${run.run_id}-${approval.step_id}`.replace(/[^A-Za-z0-9_-]/g, '_');
 
@@ -151,10 +152,8 @@ export function ApprovalCard({
       {approval.decisions.length ? (
         <ul class="decisions" aria-label="Decisions so far">
           {approval.decisions.map((d) => (
-            <li>
-              <Who id={d.principal} /> {d.decision === 'approve' ? 'approved' : d.decision === 'reject' ? 'rejected' : d.decision}{' '}
-              <Time at={d.at} />
-              {d.comment ? <blockquote class="decision-comment">{d.comment}</blockquote> : null}
+            <li key={`${d.principal}:${d.at}`}>
+              <DecisionLine d={d} />
             </li>
           ))}
         </ul>

@@ -24,6 +24,7 @@ import {
 } from '../run-model.ts';
 import { CopyButton, Json, Time, useApp, useLoad } from '../ui.tsx';
 import { valueMatches, type Verification } from '../verify.ts';
+import { DecisionLine, type DecisionLike } from './decision-list.tsx';
 
 export interface FullRecord extends RecordLike {
   signer_kid: string;
@@ -449,6 +450,19 @@ export function FailurePanel({
   );
 }
 
+/** An `approval_received` record as a decision: who (through which chain), what, when, the comment. */
+function decisionOf(r: RecordLike): DecisionLike {
+  const d = r.data ?? {};
+  const chain = Array.isArray(d['chain']) ? d['chain'].filter((p): p is string => typeof p === 'string') : undefined;
+  return {
+    principal: String(d['by'] ?? ''),
+    ...(chain ? { chain } : {}),
+    decision: String(d['decision'] ?? ''),
+    comment: typeof d['comment'] === 'string' ? d['comment'] : null,
+    at: new Date(r.at).toISOString(),
+  };
+}
+
 /** The run as a Gantt from the journal's times: one bar per step, waiting time hatched; also written out for screen readers. */
 export function Timeline({
   graph,
@@ -466,6 +480,9 @@ export function Timeline({
   const t = timelineOf(graph, records, states, live ? Date.now() : (records[records.length - 1]?.at ?? Date.now()));
   if (t.bars.length === 0) return <p class="muted">No step has started.</p>;
   const pct = (ms: number) => `${((ms / t.span) * 100).toFixed(2)}%`;
+  // The decisions a step received (its `approval_received` records), shown on its row with their comments.
+  const decisionsAt = (node: string) =>
+    records.filter((r) => r.kind === 'approval_received' && (r.step_id === node || r.step_id.startsWith(`${node}/`)));
   const labelOf = (id: string) => {
     const n = graph.nodes.find((x) => x.id === id);
     return (n?.seat ? graph.seats?.[n.seat]?.role_label : undefined) ?? id;
@@ -495,6 +512,11 @@ export function Timeline({
                 {b.open ? ' so far' : ''}
                 {waited > 0 ? `, waited ${formatDuration(waited)} (${[...new Set(b.waits.map((w) => w.for))].join(', ')})` : ''}
               </span>
+              {decisionsAt(b.node).map((r) => (
+                <span class="tl-decision small" key={r.seq}>
+                  <DecisionLine d={decisionOf(r)} />
+                </span>
+              ))}
             </li>
           );
         })}

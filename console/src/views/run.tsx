@@ -32,9 +32,10 @@ import { LiveAnswers } from '../../../core/engine/live-answers.ts';
 import type { StepDelta } from '../../../core/engine/types.ts';
 import { ErrorNote, Json, Section, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
 import { buildExport, type CarriedParent } from '../carry.ts';
-import { cellKeys, verifyRunJournal, type Verification } from '../verify.ts';
+import { cellKeys, checkAttestation, verifyRunJournal, type AttestationCheck, type Verification } from '../verify.ts';
 import type { PendingApproval } from '../approval-model.ts';
 import { ApprovalCard } from './approval-card.tsx';
+import { DecisionLine, DecisionList, type DecisionLike } from './decision-list.tsx';
 import { JobOutput } from './job-output.tsx';
 import {
   FailurePanel,
@@ -65,6 +66,8 @@ interface RunStatus {
   source?: string;
   stalled?: boolean;
   pending_approvals?: PendingApproval[];
+  /** Every decision of the run, decided steps included (crew runs and agent job runs). */
+  decisions?: DecisionLike[];
   forked_from?: { run_id: string; seq: number; record_hash: string } | null;
   forks?: { run_id: string; seq: number; by: string; at: string }[];
 }
@@ -333,6 +336,22 @@ export function RunView({ runId }: { runId: string }) {
     };
   }, [journal.records, journal.stream === 'loading', verifyTick]);
 
+  // The run's attestation (issue 41), checked in this browser on demand: signature, inclusion in the run log,
+  // consistency with the checkpoint this browser saw before.
+  const [attestation, setAttestation] = useState<AttestationCheck | 'checking' | null>(null);
+  const checkRunAttestation = async () => {
+    setAttestation('checking');
+    try {
+      const path =
+        run?.kind === 'crew' && run.crew_id && !can(session, 'system.orchestration.admin.read')
+          ? `${TEAMS}/crews/${seg(run.crew_id)}/runs/${seg(runId)}/attestation`
+          : `${ADMIN}/jobs/runs/${seg(runId)}/attestation`;
+      setAttestation(await checkAttestation(await call<unknown>(session, 'GET', path)));
+    } catch (e) {
+      setAttestation({ ok: false, reason: describeError(e) });
+    }
+  };
+
   const [cancelAsk, setCancelAsk] = useState(false);
   const [cancelError, setCancelError] = useState<string | null>(null);
   const cancel = async () => {
@@ -400,6 +419,20 @@ export function RunView({ runId }: { runId: string }) {
   };
 
   const pending = crew?.pending_approvals ?? run?.pending_approvals ?? [];
+  const decisions = run?.decisions ?? [];
+  // A run an approver rejected says who and why: the rejecting decision (or, from the error alone, who).
+  const rejection: DecisionLike | null =
+    run?.error?.reason === 'approval_rejected'
+      ? (decisions.find((d) => d.decision === 'reject') ??
+        (typeof run.error.details?.['by'] === 'string'
+          ? {
+              principal: run.error.details['by'],
+              decision: 'reject',
+              comment: typeof run.error.details['comment'] === 'string' ? run.error.details['comment'] : null,
+              at: run.finished_at ?? run.created_at,
+            }
+          : null))
+      : null;
   const badSeq = verification && !verification.verdict.ok ? verification.verdict.seq : null;
   const tokens = useMemo(() => tokensBySeat(journal.records), [journal.records]);
   const refusals = useMemo(() => refusalsOf(journal.records), [journal.records]);
@@ -524,6 +557,11 @@ export function RunView({ runId }: { runId: string }) {
               <dd class="bad-text">
                 <code>{run.error.code}</code>
                 {run.error.reason ? ` · ${run.error.reason}` : ''}: {run.error.message}
+                {rejection ? (
+                  <div id="run-rejection">
+                    <DecisionLine d={rejection} step />
+                  </div>
+                ) : null}
               </dd>
             </>
           ) : null}
@@ -617,6 +655,12 @@ export function RunView({ runId }: { runId: string }) {
         </Section>
       ) : null}
 
+      {decisions.length > 0 ? (
+        <Section title="Decisions" id="run-decisions">
+          <DecisionList decisions={decisions} label="Decisions of this run" />
+        </Section>
+      ) : null}
+
       {pending.length > 0 && run ? (
         <Section title="Waiting for approval" id="run-approvals">
           {pending.map((a) => (
@@ -639,6 +683,7 @@ export function RunView({ runId }: { runId: string }) {
         ) : (
           <VerificationBanner v={verification} pending={verification === null} onVerify={() => setVerifyTick((t) => t + 1)} />
         )}
+        {terminal ? <AttestationBanner check={attestation} onCheck={checkRunAttestation} /> : null}
         <JournalTable records={journal.records} badSeq={badSeq} graph={graph} />
       </Section>
 
@@ -673,5 +718,46 @@ export function RunView({ runId }: { runId: string }) {
         </Section>
       ) : null}
     </>
+  );
+}
+
+/** The run's attestation as this browser checked it (a button until asked). */
+function AttestationBanner({ check, onCheck }: { check: AttestationCheck | 'checking' | null; onCheck(): void }) {
+  let body = null;
+  if (check === 'checking')
+    body = (
+      <p class="verify verify-pending" id="attestation-verdict" data-verdict="pending" role="status">
+        Checking the attestation…
+      </p>
+    );
+  else if (check?.ok)
+    body = (
+      <p
+        class="verify verify-ok"
+        id="attestation-verdict"
+        data-verdict="ok"
+        data-leaf={check.leaf_index}
+        data-size={check.tree_size}
+        role="status"
+      >
+        <span aria-hidden="true">✔ </span>Attestation verified in this browser: the in-toto statement is signed by{' '}
+        <code title={check.keyid}>{check.keyid.slice(0, 12)}…</code>, and the run is in the run log <code>{check.origin}</code> at leaf{' '}
+        {check.leaf_index} of {check.tree_size} (signed checkpoint, inclusion proof)
+        {check.consistent_with === null ? '.' : `; the log extends the checkpoint of ${check.consistent_with} this browser saw before.`}
+      </p>
+    );
+  else if (check)
+    body = (
+      <p class="verify verify-bad" id="attestation-verdict" data-verdict="bad" role="alert">
+        <span aria-hidden="true">✘ </span>Attestation refused: {check.reason}
+      </p>
+    );
+  return (
+    <div class="verify-wrap">
+      {body}
+      <button type="button" id="check-attestation" onClick={onCheck} disabled={check === 'checking'}>
+        Verify attestation and run log
+      </button>
+    </div>
   );
 }

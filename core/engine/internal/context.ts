@@ -9,6 +9,7 @@ import type { ExprProgram } from '../../expr/program.ts';
 import type { JournalKind, JsonObject } from '../../journal/record.ts';
 import { fail, refuse, Stop } from './stop.ts';
 import type { EnginePorts, Graph, GoverningContract, RunOptions, SeatSpec } from '../types.ts';
+import type { RunRequester } from '../approval-rule.ts';
 
 /** Variables visible to each kind of expression. */
 export const VARS = {
@@ -52,6 +53,11 @@ export class RunContext {
   ) {
     this.runId = opts.run_id;
     this.context = { ...(opts.context ?? {}), run_id: opts.run_id, requester: opts.requester };
+  }
+
+  /** Who requested the run: the principal and the actors of its token (two-person approvals exclude them all). */
+  get requester(): RunRequester {
+    return { id: this.opts.requester, actors: this.opts.requester_actors ?? [] };
   }
 
   seat(id: string): SeatSpec {

@@ -4,8 +4,10 @@
  */
 import type { JsonObject } from '../../journal/record.ts';
 import type { RunContext } from './context.ts';
-import type { ExecutorKind, TraceSpan } from '../types.ts';
-import { Stop } from './stop.ts';
+import type { ExecutorKind, RecordedStep, TraceSpan } from '../types.ts';
+import { contentHash } from '../../canonical.ts';
+import { approvalReusable, leadsTo, recordedRequester } from '../approval-rule.ts';
+import { refuse, Stop } from './stop.ts';
 
 /** A node, or a leaf body under a derived step id. */
 export interface StepRef {
@@ -40,6 +42,7 @@ export async function executeStep(
   ctx.count(step.seat ?? null);
   const rec = ctx.ports.recorded !== undefined ? await ctx.ports.recorded(step.id) : undefined;
   if (rec !== undefined) {
+    if (step.kind === 'human_approval' && rec.data?.['reused'] !== undefined) assertApprovalStands(ctx, step, input, rec);
     const route = rec.data?.route;
     return { output: rec.output, route: typeof route === 'string' ? route : undefined };
   }
@@ -53,6 +56,25 @@ export async function executeStep(
   };
   const tracer = ctx.ports.tracer;
   return tracer === undefined ? run() : tracer.span(`step ${step.id}`, stepAttributes(ctx, step), (s) => traced(s, run));
+}
+
+/**
+ * A fork's or rerun's copy of its parent's approval stands only for the same input, the same
+ * requester and chain, and no replaced input after it (approvalReusable). The cell copies only the
+ * approvals that stand (cell/runs/fork.ts); a copy that does not is refused here, never reused.
+ */
+function assertApprovalStands(ctx: RunContext, step: StepRef, input: unknown, rec: RecordedStep): void {
+  const replace = ctx.opts.replace?.step_id;
+  const node = step.id.split(/[/[#]/)[0] ?? step.id;
+  const stands = approvalReusable(
+    { input_hash: rec.input_hash, requester: recordedRequester(rec.data) },
+    {
+      input_hash: contentHash(input ?? null),
+      requester: ctx.requester,
+      replacedAfter: replace !== undefined && replace !== node && leadsTo(ctx.graph.edges, node, replace),
+    },
+  );
+  if (!stands) throw refuse('approval_input_changed', { step_id: step.id });
 }
 
 /** What a step's span says of it: its id, executor, seat and the seat's agent. Never its input or output. */

@@ -11,6 +11,9 @@ import { fail, refuse, Stop } from './stop.ts';
 import { withAttempts } from './attempts.ts';
 import { isStepTimeout } from '../timeout.ts';
 import type { StepPolicy } from '../policy.ts';
+import { contentHash } from '../../canonical.ts';
+import { tallyApproval } from '../approval-rule.ts';
+import { decisionRecord, requesterRecord } from './approval.ts';
 
 /** The retry reason of a failed tool call: tool_unreachable when the port says so (details.reason), else tool_error. */
 function toolFailureReason(e: unknown): string | null {
@@ -60,21 +63,26 @@ export async function governedToolCall(
     if (mode === 'ask' || (mode === 'auto-read' && desc.side_effects)) {
       const approvals = ctx.ports.approvals;
       if (approvals === undefined) throw refuse('approval_unavailable', { tool: name, step_id: stepId });
-      const ds = await approvals.decisions(stepId);
-      if (ds.some((d) => d.decision === 'reject')) throw refuse('approval_rejected', { tool: name, step_id: stepId });
-      const approvers = [...new Set(ds.filter((d) => d.decision === 'approve').map((d) => d.principal))].sort();
-      if (approvers.length === 0) {
-        await approvals.request?.(stepId, {
-          kind: 'tool_call',
-          rule: 'quorum',
-          approvers: [],
-          quorum: 1,
-          prompt: `tool ${name}`,
-          due: null,
+      // A decision approves exactly this call (the digest of {tool, args}) and counts as its chain (approval-rule.ts).
+      const rule = { rule: 'quorum', approvers: [], quorum: 1, input_hash: contentHash({ tool: name, args }) };
+      const t = tallyApproval(await approvals.decisions(stepId), rule, ctx.requester);
+      if (t.rejected !== null) {
+        const by = t.rejected;
+        throw refuse('approval_rejected', {
+          tool: name,
+          step_id: stepId,
+          by: by.principal,
+          chain: by.chain ?? [by.principal],
+          comment: by.comment ?? null,
         });
+      }
+      if (!t.approved) {
+        await approvals.request?.(stepId, { kind: 'tool_call', ...rule, prompt: `tool ${name}`, due: null });
         throw new Stop('waiting', 'approval_pending', { tool: name }, { step_id: stepId, for: 'approval', wake_at: null });
       }
-      data.approved_by = approvers;
+      data.approved_by = t.approvals.map((d) => d.principal).sort();
+      data.approvals = t.approvals.map(decisionRecord);
+      Object.assign(data, requesterRecord(ctx));
     }
     const callCtx = {
       run_id: ctx.runId,

@@ -1,21 +1,25 @@
 /**
- * The provider-secret sealing key of a group of cells (cell/ai/secrets-key.ts):
- * cells on one PostgreSQL database, each with its own data directory, given
- * the same `--secrets-key-file`, open each other's secrets (a secret stored on
+ * The secrets key of a group of cells (cell/custody): cells on one PostgreSQL
+ * database, each with its own data directory, given the same
+ * `--secrets-key-file`, open each other's provider secrets (a secret stored on
  * one is sent by another to a real HTTP server speaking the OpenAI protocol).
- * A member given another key is refused at start once a secret exists, and
- * refused (503, nothing written) when it tries to seal one before that.
+ * A member given another key, or none, is refused at start, whether or not a
+ * secret exists (the group's key check is recorded by the first start); a
+ * cell whose store's check was replaced under it is refused (503, nothing
+ * written) when it seals a secret, and a secret it cannot open is never sent.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { CellConfig } from '../../../cell/config.ts';
 import { startCell, type RunningCell } from '../../../cell/server.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { pgDatabase, pgUnavailable, type PgDatabase } from '../../helpers/postgres.ts';
+import { adminQuery, pgDatabase, pgUnavailable, type PgDatabase } from '../../helpers/postgres.ts';
+import { sealSecret } from '../../../cell/custody/api.ts';
+import { sealCheck } from '../../../cell/custody/key-check.ts';
 
 const skip = pgUnavailable() ?? false;
 const A = '/api/public/v1/admin';
@@ -97,15 +101,14 @@ describe('the secrets key of a group of cells', { skip, timeout: 120_000 }, () =
     assert.equal(ai.requests.length, before + 1);
     assert.equal(ai.requests.at(-1)!.authorization, 'Bearer sk-group-secret', "cell B opened cell A's secret");
 
-    // A member given another key (or none: its own data directory's) is refused at start, saying what to do.
+    // A member given another key (or none: its data directory has no key) is refused at start, saying what to do.
     await assert.rejects(cell(db, { secretsKeyFile: otherKeyFile }), (e: Error) => {
       assert.equal(e.name, 'SetupError');
-      // The group's sealed OAuth signing keys are opened first (finding 6); the provider secrets after them.
-      assert.match(e.message, /does not open the (provider secrets already in the store|private key .*oauth_signing_keys)/);
+      assert.match(e.message, /does not open the store's key check/);
       assert.match(e.message, /--secrets-key-file/);
       return true;
     });
-    await assert.rejects(cell(db, {}), /--secrets-key-file/);
+    await assert.rejects(cell(db, {}), /has no secrets key .*--secrets-key-file/);
     // A key file of the wrong size is refused before anything else.
     const short = join(tmp(), 'short.key');
     writeFileSync(short, randomBytes(16));
@@ -166,28 +169,25 @@ describe('the secrets key of a group of cells', { skip, timeout: 120_000 }, () =
     }
   });
 
-  test('a member started with another key before the first secret is refused at start: it cannot open the group signing keys', async () => {
-    // Security round 3, finding 6: the OAuth signing keys the group shares are sealed under the secrets key, so a
-    // member with another key no longer starts at all (before, it started and was refused secret by secret).
+  test('a member started with another key before the first secret is refused at start: the first start recorded the check', async () => {
     const db = await pgDatabase();
     dbs.push(db);
     await cell(db, { secretsKeyFile: keyFile });
-    await assert.rejects(
-      cell(db, { secretsKeyFile: otherKeyFile }),
-      /does not open the private key .*oauth_signing_keys.*--secrets-key-file/,
-    );
+    assert.ok((await adminQuery(db.url, 'SELECT 1 FROM custody_key_check')).rows.length === 1, 'recorded by the first start');
+    await assert.rejects(cell(db, { secretsKeyFile: otherKeyFile }), /does not open the store's key check.*--secrets-key-file/);
   });
 
-  test('a member whose key stopped matching cannot seal a secret the group cannot open', {
-    skip: 'unreachable since the signing keys are sealed (finding 6): such a member does not start',
-  }, async () => {
+  test("a member whose store's key check was replaced under it seals nothing the group cannot open, and sends no secret it cannot open", async () => {
     const db = await pgDatabase();
     dbs.push(db);
     const a = await cell(db, { secretsKeyFile: keyFile });
-    const stray = await cell(db, { secretsKeyFile: otherKeyFile });
+    const stray = await cell(db, { secretsKeyFile: keyFile });
     const owner = a.bootstrapSecret!;
     const s = await req(a, 'POST', `${A}/secrets`, owner, { name: 'first', value: 'sk-group-secret' });
     assert.equal(s.status, 201, s.text);
+    // Someone with the database (or a store restored from another group) puts a check sealed under another key.
+    const other = readFileSync(otherKeyFile);
+    await adminQuery(db.url, `UPDATE custody_key_check SET sealed = '\\x${Buffer.from(sealCheck(other)).toString('hex')}'`);
     const refused = await req(stray, 'POST', `${A}/secrets`, owner, { name: 'second', value: 'sk-other' });
     assert.equal(refused.status, 503, refused.text);
     assert.equal(refused.body.error, 'service_unavailable');
@@ -197,7 +197,11 @@ describe('the secrets key of a group of cells', { skip, timeout: 120_000 }, () =
     const rotated = await req(stray, 'POST', `${A}/secrets/${s.body.secret_id}/rotate`, owner, { value: 'sk-other' });
     assert.equal(rotated.status, 503, rotated.text);
     assert.equal(rotated.body.details.reason, 'secrets_key_mismatch');
-    // And it cannot open the group's secret for a provider call: 503 secret_unreadable, no call made.
+    // A secret it cannot open (its sealed value replaced by one under another key) is never sent: 503 secret_unreadable.
+    await adminQuery(
+      db.url,
+      `UPDATE ai_secrets SET sealed = '\\x${Buffer.from(sealSecret(other, s.body.secret_id, 'sk-planted')).toString('hex')}' WHERE secret_id = '${s.body.secret_id}'`,
+    );
     const p = await req(a, 'POST', `${A}/ai/model-providers`, owner, {
       provider_type: 'openai-compatible',
       default_model: 'fake-model',

@@ -197,21 +197,29 @@ test('the recorded authority bounds the definition: a narrow key cannot schedule
   }
 });
 
-test("changing or enabling a definition makes the caller its author: a narrower principal cannot borrow the owner's", async () => {
+test("changing or enabling a definition makes the caller its author; a narrower principal cannot take the owner's over", async () => {
   const t = await cell();
   try {
     const owners = (await call(t, t.adminKey, 'POST', DEFS, compute('owner job'))).body;
+    // A jobs-only principal cannot re-author (nor disable, nor delete) what acts as the owner: the shared-things rule.
     const q = await principal(t, 'jobs-only', ['jobs']);
-    const p = await call(t, q.key, 'PATCH', `${DEFS}/${owners.schedule_id}`, { spec: { code: 'return "mine"' } });
+    const refused = await call(t, q.key, 'PATCH', `${DEFS}/${owners.schedule_id}`, { spec: { code: 'return "mine"' } });
+    assert.equal(refused.status, 403, refused.text);
+    assert.equal(refused.body.details.reason, 'shared_change_exceeds_caller');
+    // A principal who manages the author (holds all it holds) re-authors it: the definition acts as it from then on.
+    const m = await principal(t, 'jobs-operator', ['jobs', 'operator']);
+    const mine = (await call(t, q.key, 'POST', DEFS, compute('q job'))).body;
+    const p = await call(t, m.key, 'PATCH', `${DEFS}/${mine.schedule_id}`, { spec: { code: 'return "mine"' } });
     assert.equal(p.status, 200, p.text);
-    assert.equal(p.body.author_id, q.id);
-    assert.equal(p.body.created_by, owners.created_by);
+    assert.equal(p.body.author_id, m.id);
+    assert.equal(p.body.created_by, q.id);
+    await call(t, t.adminKey, 'POST', `${DEFS}/${owners.schedule_id}/disable`);
     t.clock.advance(5 * MIN);
     assert.equal(await t.modules.jobs.scheduler.tick(), 1);
-    assert.equal(await runsBy(t, q.id), 1, 'the run acts as the principal who changed it');
-    assert.equal(await runsBy(t, owners.created_by), 0, 'not as the owner who created it');
-    const audit = await auditOf(t, owners.schedule_id, 'jobs.definition.update');
-    assert.equal(audit[0]!.details!['previous_author'], owners.created_by);
+    assert.equal(await runsBy(t, m.id), 1, 'the run acts as the principal who changed it');
+    assert.equal(await runsBy(t, q.id), 0, 'not as the one who created it');
+    const audit = await auditOf(t, mine.schedule_id, 'jobs.definition.update');
+    assert.equal(audit[0]!.details!['previous_author'], q.id);
   } finally {
     await t.close();
   }

@@ -57,7 +57,7 @@ test('a decision recorded while the run is driven makes that drive look again: t
     assert.equal((await drive()).state, 'waiting', 'no decision yet');
     const run = async () => (await runs.getRun(runId))!;
     assert.equal(
-      await runs.recordApproval('usr_one', await run(), 'h', 'approve', undefined, 'jobs.run.approval'),
+      await runs.recordApproval({ principal: 'usr_one' }, await run(), 'h', 'approve', undefined, 'jobs.run.approval'),
       true,
       'waiting, not driven: the caller wakes it',
     );
@@ -78,7 +78,7 @@ test('a decision recorded while the run is driven makes that drive look again: t
     await wasRead;
     assert.equal(runs.isDriven(runId), true);
     // The second decision arrives now: the run is driven, so its caller does not wake it.
-    assert.equal(await runs.recordApproval('usr_two', await run(), 'h', 'approve', undefined, 'jobs.run.approval'), false);
+    assert.equal(await runs.recordApproval({ principal: 'usr_two' }, await run(), 'h', 'approve', undefined, 'jobs.run.approval'), false);
     release();
     const r = await second;
     assert.equal(r.state, 'completed', 'the drive looked again and saw the second decision');

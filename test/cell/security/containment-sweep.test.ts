@@ -15,6 +15,8 @@ import { ALL_PERMISSIONS, BUILTIN_ROLES } from '../../../core/permissions.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { basic, claimsOf, form } from '../../helpers/oauth.ts';
 import { inProcessFetch, mcpClient } from '../../helpers/mcp.ts';
+import { generateEd25519 } from '../../../bundles/codec.ts';
+import { NOT_STANDING, STANDING } from './_standing.ts';
 
 const A = '/api/public/v1/admin';
 const T = `${A}/agent-teams`;
@@ -136,6 +138,7 @@ export const SWEPT = [
   'POST /api/public/v1/admin/agent-teams/crews/:crew_id/upgrade',
   'POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/fork',
   'POST /api/public/v1/admin/jobs/runs/:run_id/rerun',
+  'POST /api/public/v1/admin/edge/crew-bundles',
 ];
 
 test('containment sweep: no route hands out or exercises more than its caller holds', async () => {
@@ -207,6 +210,8 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     await ok(t, 'POST', `${A}/jobs/definitions/${agentDef}/disable`, {});
     await ends(failedAgentJob);
     const forkAt = (await t.modules.runs.runs.readJournal(forkParent, 0, 1000)).at(-1)!.seq;
+    const device = (await ok(t, 'POST', `${A}/edge/devices`, { name: 'sweep-device', public_jwk: (await generateEd25519()).publicJwk }))
+      .device_id as string;
     let accepted = 0;
     let exchanged = 0;
     let refused = 0;
@@ -384,6 +389,10 @@ test('containment sweep: no route hands out or exercises more than its caller ho
         assertWithin(caller, { envelope: seatEnv }, 'definition seats');
         assertWithin(caller, { permissions: ['system.orchestration.admin.write', 'agent_teams.write'] }, 'definition author');
       }
+
+      // A crew bundle hands the crew's seats to a device: the caller may run the crew.
+      r = await call('POST', `${A}/edge/crew-bundles`, { device_id: device, crew_id: crewId });
+      if (r.status === 201) assertWithin(caller, { envelope: seatEnv }, 'crew bundle seats');
 
       // Jobs: a single tool run, a published endpoint.
       r = await call('POST', `${A}/jobs/runs`, {
@@ -571,7 +580,6 @@ const NOT_AUTHORITY = new Map<string, string>([
   ['DELETE /api/public/v1/admin/jobs/endpoints/:endpoint_id', 'unpublishes'],
   ['POST /api/public/v1/admin/edge/devices', 'registers a device key; authority reaches a device only through a key bundle'],
   ['POST /api/public/v1/admin/edge/key-bundles', 'projects existing keys for a device; hands out nothing new'],
-  ['POST /api/public/v1/admin/edge/crew-bundles', 'exports a crew as it was authorised'],
   ['POST /api/public/v1/admin/edge/journals', 'imports a record'],
   ['DELETE /api/public/v1/admin/ai/model-providers/:provider_id', 'removes a provider (refused while an agent names it)'],
   ['PATCH /api/public/v1/admin/agent-teams/skills/:skill_id', 'a skill carries no authority; who may change one: mutation-sweep.test.ts'],
@@ -609,6 +617,9 @@ test('every state-changing admin route is either in the containment sweep or say
       if (!SWEPT.includes(id) && !NOT_AUTHORITY.has(id)) unclassified.push(id);
     }
     assert.deepEqual(unclassified, [], 'classify each new route: add it to the sweep (SWEPT) or to NOT_AUTHORITY with a reason');
+    // And whether a delegated token may make what it makes (rule 5): the standing ones refuse it.
+    const undeclared = [...seen].map((id) => id.replace(/:([A-Za-z_]+)/g, '{$1}')).filter((id) => !STANDING[id] && !NOT_STANDING.has(id));
+    assert.deepEqual(undeclared, [], 'say in _standing.ts whether a delegated token may call each new route (STANDING or NOT_STANDING)');
     for (const id of [...SWEPT, ...NOT_AUTHORITY.keys()]) assert.ok(seen.has(id), `${id} is listed but no longer exists`);
   } finally {
     await t.close();

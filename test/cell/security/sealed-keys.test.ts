@@ -2,17 +2,19 @@
 // (cell_keys: journals, bundles) and of the OAuth token signing keys
 // (oauth_signing_keys) were stored in the clear, so a copy of the database
 // minted tokens of any authority and forged journals. They are sealed under the
-// key the provider secrets use (outside the store); a store from before is
-// sealed when a cell starts; tokens and signatures go on verifying.
+// group's secrets key (outside the store: cell/custody); tokens and signatures
+// go on verifying. Round 4 (issue 36, finding 4): a row that is not sealed under
+// the group's key (in the clear, as before sealing, or planted) is neither
+// published nor used, and a process without the group's key writes nothing.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jwtVerify, createLocalJWKSet } from 'jose';
 import { startCell, type RunningCell } from '../../../cell/server.ts';
-import { isSealedJwk, openJwk } from '../../../cell/sealed-jwk.ts';
+import { isSealedJwk, openJwk } from '../../../cell/custody/api.ts';
 import { verifyEd25519 } from '../../../core/crypto/ed25519.ts';
 import { TEST_ENGINE, inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { basic, form, registerClient } from '../../helpers/oauth.ts';
@@ -70,18 +72,20 @@ test('the stored rows hold no usable private key: sealed, the private scalar now
   }
 });
 
-test('a copy of the store started with another secrets key refuses to start, naming the flag; an old store in the clear is sealed on start', {
+test('keys in the clear are neither published nor used: the cell makes sealed ones; a copy of the store without the key writes nothing', {
   skip: TEST_ENGINE !== 'embedded' && 'copies the embedded store directory',
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'sealed-'));
   const copy = mkdtempSync(join(tmpdir(), 'sealed-copy-'));
   let cell: RunningCell | undefined;
   try {
-    const start = (dataDir: string) =>
-      startCell({ config: { dataDir, cellId: 'cell-test' }, listen: false, log: quiet } as Parameters<typeof startCell>[0]);
+    const start = (dataDir: string, secretsKeyFile: string | null = null) =>
+      startCell({ config: { dataDir, cellId: 'cell-test', secretsKeyFile }, listen: false, log: quiet });
     cell = await start(dir);
-    const kidBefore = cell.modules.iam.iam.signer().kid;
-    // Write the keys back in the clear, as a store from before sealing holds them.
+    const before = cell.modules.iam.iam.signer().kid;
+    const oauthBefore = cell.modules.oauth.api.keyring().active.kid;
+    // Write the keys back in the clear, as a store from before sealing held them (or as someone with the
+    // database would plant a key of their own).
     const key = readFileSync(join(dir, 'secrets.key'));
     const rows = await privateRows(cell.core.store);
     await cell.core.store.write(async (tx) => {
@@ -93,17 +97,34 @@ test('a copy of the store started with another secrets key refuses to start, nam
     await cell.stop();
     cell = undefined;
 
-    cell = await start(dir); // migrates: seals what is in the clear
-    const after = await privateRows(cell.core.store);
-    assert.equal(after.length, rows.length);
-    for (const r of after) assert.ok(isSealedJwk(JSON.parse(r.text)), `${r.table} ${r.kid} sealed on start`);
-    assert.equal(cell.modules.iam.iam.signer().kid, kidBefore, 'the same identity key, now sealed');
+    cell = await start(dir);
+    const signer = cell.modules.iam.iam.signer();
+    assert.notEqual(signer.kid, before, 'the key in the clear is not used: a new identity key signs');
+    const published = (await cell.modules.iam.iam.groupIdentityKeys()).map((k) => k.kid);
+    assert.deepEqual(published, [signer.kid], 'nor published');
+    const ring = cell.modules.oauth.api.keyring();
+    assert.notEqual(ring.active.kid, oauthBefore);
+    assert.deepEqual(
+      ring.published.map((k) => k.kid),
+      [ring.active.kid],
+      'the OAuth key in the clear is not in the JWKS: no token it signs verifies',
+    );
+    for (const r of await privateRows(cell.core.store))
+      if (r.kid === signer.kid || r.kid === ring.active.kid) assert.ok(isSealedJwk(JSON.parse(r.text)), `${r.table} ${r.kid} sealed`);
     await cell.stop();
     cell = undefined;
 
-    // A copy of the (sealed) store in a data directory with another secrets key: it cannot sign, and says so.
+    // A copy of the store in a data directory without the key: refused before it writes anything, and no key of its own made.
     cpSync(join(dir, 'store'), join(copy, 'store'), { recursive: true });
-    await assert.rejects(start(copy), /does not open the private key .*--secrets-key-file/);
+    const storeBytes = () => readFileSync(join(copy, 'store', 'wal.log'));
+    const was = storeBytes();
+    await assert.rejects(start(copy), /has no secrets key \(.*secrets\.key does not exist\).*wrote nothing.*--secrets-key-file/);
+    assert.equal(existsSync(join(copy, 'secrets.key')), false, 'no key of its own');
+    // And with another key: refused the same way, naming the flag.
+    const other = join(copy, 'other.key');
+    writeFileSync(other, randomBytes(32), { mode: 0o600 });
+    await assert.rejects(start(copy, other), /does not open the store's key check.*wrote nothing.*--secrets-key-file/);
+    assert.deepEqual(storeBytes(), was, 'the store as it was');
   } finally {
     await cell?.stop();
     rmSync(dir, { recursive: true, force: true });

@@ -198,7 +198,7 @@ test('rerun of a failed crew run: a fork at the failure reuses what completed', 
   ai.setResponder((req) => ({ content: `answer of ${roleOf(req)}` }));
 });
 
-test('forking needs reading the run and running the crew', async () => {
+test('forking needs reading the run whole (values included) and running the crew', async () => {
   const tm = await team(api, 'sequential', [{ role: 'solo' }]);
   const parent = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'task' });
   await finished(tm.crew, parent.run_id);
@@ -212,6 +212,11 @@ test('forking needs reading the run and running the crew', async () => {
     parent.run_id,
   ]);
   assert.equal(refusals.length, 1, 'the refusal is recorded');
+  // Reading the run's view is not reading it whole: the fork hands over the parent's values (the values route's permission).
+  const viewer = await ok(api, 'POST', `${A}/api-keys`, { name: 'view-only', scopes: ['agent_teams.write', 'agent_teams.read'] });
+  const rv = await t.request('POST', `${T}/crews/${tm.crew}/runs/${parent.run_id}/fork`, { token: viewer.secret, body: { at } });
+  assert.equal(rv.status, 403, rv.text);
+  assert.equal(rv.body.details.required, 'system.orchestration.admin.read');
   // Read without write: the route's permission.
   const reader = await ok(api, 'POST', `${A}/api-keys`, { name: 'reader-only', scopes: ['agent_teams.read'] });
   const r2 = await t.request('POST', `${T}/crews/${tm.crew}/runs/${parent.run_id}/fork`, { token: reader.secret, body: { at } });

@@ -129,20 +129,40 @@ export function tools(defs: Record<string, { side_effects?: boolean; fn: (args: 
   };
 }
 
+/**
+ * An approvals port as the cell keeps one: a decision approves the input digest of the step's
+ * pending request (the cell's route binds it so), unless the test names another.
+ */
 export function approvals() {
   const store = new Map<string, ApprovalDecision[]>();
   const requested: string[] = [];
+  const digests = new Map<string, string>();
   return {
     requested,
-    add(step: string, principal: string, decision: 'approve' | 'reject' = 'approve') {
-      store.set(step, [...(store.get(step) ?? []), { principal, decision, at: 0 }]);
+    digests,
+    add(
+      step: string,
+      principal: string,
+      decision: 'approve' | 'reject' = 'approve',
+      o: { chain?: string[]; input_hash?: string; comment?: string } = {},
+    ) {
+      const d: ApprovalDecision = {
+        principal,
+        decision,
+        at: 0,
+        input_hash: o.input_hash ?? digests.get(step) ?? null,
+        ...(o.chain ? { chain: o.chain } : {}),
+        ...(o.comment !== undefined ? { comment: o.comment } : {}),
+      };
+      store.set(step, [...(store.get(step) ?? []), d]);
     },
     port: {
       async decisions(step: string) {
         return store.get(step) ?? [];
       },
-      async request(step: string) {
+      async request(step: string, ask: { input_hash: string }) {
         requested.push(step);
+        digests.set(step, ask.input_hash);
       },
     },
   };

@@ -303,6 +303,7 @@ test('human_approval: two-person rule excludes the requester; rejection and time
   const g = graph([{ id: 'h', kind: 'human_approval', config: { rule: 'two_person', timeout_ms: 1000 } }]);
   const ap = approvals();
   const { p } = await ports({ approvals: ap.port });
+  assert.equal((await runGraph(g, 'x', p, OPTS)).outcome, 'waiting');
   ap.add('h', 'usr_alice'); // the requester
   ap.add('h', 'usr_bob');
   assert.equal((await runGraph(g, 'x', p, OPTS)).outcome, 'waiting');
@@ -311,10 +312,12 @@ test('human_approval: two-person rule excludes the requester; rejection and time
 
   const ap2 = approvals();
   const { p: p2 } = await ports({ approvals: ap2.port });
-  ap2.add('h', 'usr_bob', 'reject');
+  assert.equal((await runGraph(g, 'x', p2, OPTS)).outcome, 'waiting');
+  ap2.add('h', 'usr_bob', 'reject', { comment: 'not this quarter' });
   const rj = await runGraph(g, 'x', p2, OPTS);
   assert.equal(rj.outcome, 'refused');
   assert.equal(rj.reason, 'approval_rejected');
+  assert.deepEqual(rj.details, { step_id: 'h', by: 'usr_bob', chain: ['usr_bob'], comment: 'not this quarter' });
 
   const ap3 = approvals();
   const { p: p3, clock } = await ports({ approvals: ap3.port });
@@ -323,6 +326,38 @@ test('human_approval: two-person rule excludes the requester; rejection and time
   assert.equal((await runGraph(g, 'x', p3, OPTS)).reason, 'approval_timeout');
   const { p: p4 } = await ports();
   assert.equal((await runGraph(g, 'x', p4, OPTS)).reason, 'approval_unavailable');
+});
+
+test('human_approval: a decision counts as its whole chain and for the one input it approved', async () => {
+  const g = graph([{ id: 'h', kind: 'human_approval', config: { rule: 'two_person', timeout_ms: 60_000 } }]);
+  // The requester (usr_alice) requested through a token exchanged by usr_mallory: both are its chain.
+  const opts = { ...OPTS, requester_actors: ['usr_mallory'] };
+  const ap = approvals();
+  const { p, j: journal } = await ports({ approvals: ap.port });
+  assert.equal((await runGraph(g, 'x', p, opts)).outcome, 'waiting');
+  ap.add('h', 'usr_bob', 'approve', { chain: ['usr_bob', 'usr_alice'] }); // the requester acting through bob's token
+  ap.add('h', 'usr_mallory');
+  ap.add('h', 'usr_carol', 'approve', { input_hash: `sha256:${'0'.repeat(64)}` }); // consent to another input
+  assert.equal((await runGraph(g, 'x', p, opts)).outcome, 'waiting', 'none of these counts');
+  ap.add('h', 'usr_carol', 'approve', { comment: 'ok' });
+  ap.add('h', 'usr_dave', 'approve', { chain: ['usr_dave', 'usr_carol'] }); // carol again, through dave's token
+  assert.equal((await runGraph(g, 'x', p, opts)).outcome, 'waiting', 'one person, one voice');
+  ap.add('h', 'usr_erin');
+  const done = await runGraph(g, 'x', p, opts);
+  assert.equal(done.outcome, 'completed');
+  const rec = journal.records.find((r) => r.kind === 'decision' && r.step_id === 'h')!;
+  assert.deepEqual(rec.data?.['approved_by'], ['usr_carol', 'usr_erin']);
+  assert.equal(rec.data?.['requester'], 'usr_alice');
+  assert.deepEqual(rec.data?.['requester_actors'], ['usr_mallory']);
+  const decided = rec.data!['decisions'] as { principal: string; chain: string[]; comment: string | null }[];
+  assert.deepEqual(
+    decided.map((d) => [d.principal, d.chain, d.comment]),
+    [
+      ['usr_carol', ['usr_carol'], 'ok'],
+      ['usr_erin', ['usr_erin'], null],
+    ],
+  );
+  assert.equal(rec.input_hash, ap.digests.get('h'), "the record's input hash is the digest the decisions approved");
 });
 
 test('gate: allow and refuse are both decision records naming rule and contract', async () => {

@@ -40,9 +40,10 @@ test('recordedFrom returns the last reusable record of a step with its stored ou
   await add('w', 'waiting', null, { reason: 'timer_pending' });
   await add('x', 'refusal', null, { reason: 'gate_declined' });
   const rec = recordedFrom(j.records, (h) => j.blobs.get(h));
-  assert.deepEqual(rec('a'), { output: { n: 1 } });
-  assert.deepEqual(rec('g'), { output: 'ok', data: { decision: 'allow', route: 'then' } });
-  assert.deepEqual(rec('run'), { output: null });
+  const inNull = contentHash(null);
+  assert.deepEqual(rec('a'), { output: { n: 1 }, input_hash: inNull });
+  assert.deepEqual(rec('g'), { output: 'ok', data: { decision: 'allow', route: 'then' }, input_hash: inNull });
+  assert.deepEqual(rec('run'), { output: null, input_hash: inNull });
   assert.equal(rec('w'), undefined, 'a waiting record is not a completed step');
   assert.equal(rec('x'), undefined, 'a refusal is not a completed step');
   assert.equal(rec('nope'), undefined);
@@ -76,5 +77,5 @@ test('concurrent appends stay contiguous and chained; a journal can be continued
   );
   assert.equal(cont.records.length, 21);
   assert.deepEqual(await verifyJournal(cont.records, keys), { ok: true });
-  assert.deepEqual(await cont.recorded('s3'), { output: 3 });
+  assert.deepEqual(await cont.recorded('s3'), { output: 3, input_hash: contentHash(null) });
 });
