@@ -79,6 +79,7 @@ export async function invokeEndpoint(
     workspace_id: e.workspace_id,
     spec,
     requester: auth.principal.id,
+    requesterActors: auth.credential.actors,
     source: `endpoint:${e.endpoint_id}`,
   });
   return { ...r, headers };
