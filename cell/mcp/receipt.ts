@@ -1,5 +1,5 @@
 /**
- * The receipt the cell answers an MCP result with (core/receipts/format.ts):
+ * The receipt the cell answers an MCP result with (core/mcp-receipts/format.ts):
  * signed with this cell's identity key (the key of its journals, published at
  * /.well-known/cell-keys.json) over the run's id and graph, its journal's
  * head when the answer is given, its state and the hash of the output the
@@ -7,9 +7,9 @@
  */
 import type { JournalRecord } from '../../core/journal/record.ts';
 import { recordHash } from '../../core/journal/hash.ts';
-import type { Receipt } from '../../core/receipts/format.ts';
-import { outputHash } from '../../core/receipts/format.ts';
-import { signReceipt } from '../../core/receipts/sign.ts';
+import type { Receipt } from '../../core/mcp-receipts/format.ts';
+import { outputHash } from '../../core/mcp-receipts/format.ts';
+import { signReceipt } from '../../core/mcp-receipts/sign.ts';
 import type { Run } from '../runs/api.ts';
 import type { McpContext } from './context.ts';
 

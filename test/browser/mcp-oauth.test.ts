@@ -19,7 +19,7 @@ import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotoc
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { OAuthClientInformationMixed, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
-import { verifyReceipt } from '../../core/receipts/verify.ts';
+import { verifyReceipt } from '../../core/mcp-receipts/verify.ts';
 import { startOpenAIServer } from '../fixtures/openai-server.ts';
 import { startCellProcess } from '../helpers/cell-process.ts';
 import { makeTestCerts } from '../helpers/certs.ts';

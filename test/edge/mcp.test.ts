@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { emptyDeviceState } from '../../bundles/accept.ts';
-import { verifyReceipt } from '../../core/receipts/verify.ts';
+import { verifyReceipt } from '../../core/mcp-receipts/verify.ts';
 import { findRuntime } from '../../runtime/local-model.ts';
 import { createEdgeApp, type EdgeRuntime } from '../../edge/gateway.ts';
 import { mountMcp } from '../../edge/mcp.ts';

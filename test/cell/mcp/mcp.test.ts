@@ -8,7 +8,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { verifyReceipt } from '../../../core/receipts/verify.ts';
+import { verifyReceipt } from '../../../core/mcp-receipts/verify.ts';
 import type { JournalRecord } from '../../../core/journal/record.ts';
 import { actor } from '../../helpers/actors.ts';
 import { inProcessFetch, mcpClient, publishedKeys } from '../../helpers/mcp.ts';

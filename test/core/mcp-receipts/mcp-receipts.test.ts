@@ -1,7 +1,7 @@
-// MCP receipts (core/receipts): signed with the RFC 8032 §7.1 TEST 1 key, checked by an
+// MCP receipts (core/mcp-receipts): signed with the RFC 8032 §7.1 TEST 1 key, checked by an
 // independent verifier (node:crypto's Ed25519 over the `canonicalize` package's RFC 8785
 // output, neither of which core uses), every refusal of verifyReceipt, the output and
-// journal checks, and the pinned version 1 fixture (test/fixtures/receipts/v1.json).
+// journal checks, and the pinned version 1 fixture (test/fixtures/mcp-receipts/v1.json).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPublicKey, verify as nodeVerify } from 'node:crypto';
@@ -11,9 +11,9 @@ import { signEd25519 } from '../../../core/crypto/ed25519.ts';
 import { memoryJournal } from '../../../core/journal/memory.ts';
 import { recordHash } from '../../../core/journal/hash.ts';
 import type { JournalSigner } from '../../../core/journal/record.ts';
-import { outputHash, RECEIPT_TYPE, type Receipt } from '../../../core/receipts/format.ts';
-import { signReceipt } from '../../../core/receipts/sign.ts';
-import { verifyReceipt } from '../../../core/receipts/verify.ts';
+import { outputHash, RECEIPT_TYPE, type Receipt } from '../../../core/mcp-receipts/format.ts';
+import { signReceipt } from '../../../core/mcp-receipts/sign.ts';
+import { verifyReceipt } from '../../../core/mcp-receipts/verify.ts';
 
 // RFC 8032 §7.1, TEST 1.
 const d = Buffer.from('9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60', 'hex').toString('base64url');
@@ -122,8 +122,8 @@ test('against the journal: the head record, its run and graph, and the chain', a
   assert.match((v as { reason: string }).reason, /^journal record 2: /);
 });
 
-test('the recorded version 1 receipt still verifies (test/fixtures/receipts/v1.json)', async () => {
-  const f = JSON.parse(readFileSync('test/fixtures/receipts/v1.json', 'utf8')) as {
+test('the recorded version 1 receipt still verifies (test/fixtures/mcp-receipts/v1.json)', async () => {
+  const f = JSON.parse(readFileSync('test/fixtures/mcp-receipts/v1.json', 'utf8')) as {
     public_jwk: JsonWebKey;
     output: unknown;
     receipt: Receipt;
