@@ -1,148 +1,167 @@
 /**
- * The MCP endpoint's cost over the HTTP API (issue 38): one crew run, end to
- * end, as a client gets its output, p50 latency with 16 clients at once
- * (target: MCP ≤ 1.2× the HTTP API).
- *
- * - HTTP API: `POST /admin/agent-teams/crews/{id}/runs` (201, the run is
- *   driven in the background), then the run's event stream until
- *   `run_finished` (bench/_util.ts runEnded: how a client learns the run
- *   ended), then `GET …/runs/{run_id}` for the output.
- * - MCP: `tools/call` of the crew's tool on /mcp with the reference SDK's
- *   client (Streamable HTTP, its own session per client), which answers when
- *   the run ends, with the output and a signed receipt.
- * The crew has one seat; the model (test/fixtures/openai-server.ts, in this
- * process) answers at once. The cell is the real program (dist/cell.mjs),
- * its rate limit out of the way; clients, model and cell share the machine.
- * Short rounds alternate in pairs (HTTP then MCP, MCP then HTTP, …) after a
- * warm-up of each, so a change of the machine's load falls on both modes alike; p50 and p99 are
- * over every call of a mode's rounds, and the ratio is also given as the
- * median of each pair of rounds' p50s. The CPU a run costs the cell (and
- * this process: the clients and the model) is measured beside it: it moves
- * far less with the machine's load than a latency does.
+ * An agent's MCP tool call through the cell vs the same call made directly by
+ * the reference SDK's client (issue 37), 16 calls at once, one run:
+ * - the server: bench/mcp-server.mjs (the SDK's McpServer, Streamable HTTP,
+ *   stateful sessions, SSE answers, no auth), in a process of its own;
+ * - through the cell: the engine's tools port of a crew run
+ *   (`teams.crewPorts(...).tools.call`, what an agent's tool call reaches once
+ *   the engine's grant, value gate and mode let it through): egress, the
+ *   network floor and posture, the identity, the session, the check of the
+ *   live definition against the pin (list read again once a second, the
+ *   default `definition_max_age_ms`), `tools/call` with the SDK's client;
+ * - directly: the SDK's Client on its own session, `callTool`.
+ * Short rounds alternate (direct, cell, strict, then the other way round) so
+ * the machine's load falls on all alike, and each round's p50 is set against
+ * the direct p50 of the same round; the figure is the median of those ratios.
+ * Target: the cell adds at most 20 % to the direct call's p50. For
+ * reference, a source with `definition_max_age_ms: 0` (the list read before
+ * every call) is measured too, and the CPU this process spends per call
+ * (the cell's own work, apart from the load of the machine).
  */
-import { loadavg } from 'node:os';
-import { request } from 'undici';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
-import { httpApi, ok, T } from '../test/helpers/teams.ts';
-import { cpuSeconds, fmt, runEnded, startBenchCell } from './_util.ts';
+import type { ToolCallContext } from '../core/engine/types.ts';
+import { startCell } from '../cell/server.ts';
+import { fmt, spawnServer } from './_util.ts';
 
-const CLIENTS = 16;
-const CALLS = 4;
-const ROUNDS = 9;
+const CONCURRENCY = 16;
+const CALLS = Number(process.env['BENCH_MCP_CALLS'] ?? 320);
+const ROUNDS = Number(process.env['BENCH_MCP_ROUNDS'] ?? 16);
+const quiet = { info() {}, warn() {}, error() {} };
 
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN;
 };
 
-export default async function bench(): Promise<void> {
-  const ai = await startOpenAIServer({ apiKey: 'sk-fake', respond: () => ({ content: 'done' }) });
-  const cell = await startBenchCell();
+/**
+ * `calls` calls of `fn`, `CONCURRENCY` at a time: each call's latency (ms), the calls per second, and
+ * the CPU this process spent per call (µs: the client's side of the call, the cell's work included
+ * when it goes through the cell; the server runs in a process of its own).
+ */
+async function measure(fn: () => Promise<unknown>, calls: number): Promise<{ lat: number[]; rate: number; cpuUs: number }> {
+  const lat: number[] = [];
+  let started = 0;
+  const worker = async () => {
+    while (started < calls) {
+      started++;
+      const t0 = performance.now();
+      await fn();
+      lat.push(performance.now() - t0);
+    }
+  };
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  const cpu = process.cpuUsage(cpu0);
+  return { lat, rate: calls / ((performance.now() - t0) / 1000), cpuUs: (cpu.user + cpu.system) / calls };
+}
+
+const median = (xs: number[]) => pct(xs, 50);
+
+export default async function run(): Promise<void> {
+  const load0 = loadavg()[0]!;
+  const server = await spawnServer([resolve(import.meta.dirname, 'mcp-server.mjs')]);
+  const url = `${server.url}/mcp`;
+  const dir = mkdtempSync(join(tmpdir(), 'bench-mcp-'));
+  const cell = await startCell({
+    config: {
+      dataDir: dir,
+      cellId: 'bench-mcp',
+      egressAllowPrivate: ['127.0.0.1/32'],
+      rate: { capacity: 1e9, refillPerSecond: 1e9 },
+    },
+    log: quiet,
+    listen: false,
+  });
+  const direct = new Client({ name: 'bench', version: '1' });
   try {
-    const api = httpApi(cell.url, cell.adminKey);
-    const secret = await ok(api, 'POST', '/api/public/v1/admin/secrets', { name: 'k', value: 'sk-fake' });
-    await ok(api, 'POST', '/api/public/v1/admin/ai/model-providers', {
-      provider_type: 'openai-compatible',
-      default_model: 'fake',
-      base_url: `${ai.url}/v1`,
-      api_key_secret_id: secret.secret_id,
-      max_retries: 0,
-    });
-    const f = await ok(api, 'POST', `${T}/formations`, { name: 'one seat' });
-    const cap = { allowed_tools: [], permission_mode: 'auto', clearance_level: 0 };
-    const b = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, {
-      role_label: 'w',
-      required_skills: [],
-      authority_cap: cap,
-    });
-    const a = await ok(api, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'w', authority_template: cap });
-    await ok(api, 'POST', `${T}/agents/${a.agent_id}/budget-ledger`, { budget_limit: 1e12 });
-    const crew = (await ok(api, 'POST', `${T}/crews`, { formation_id: f.formation_id, assignments: { [b.billet_id]: a.agent_id } }))
-      .crew_id as string;
-    const auth = { authorization: `Bearer ${cell.adminKey}` };
-
-    /** One run over the HTTP API: launch, follow its events to the end, read its output. */
-    const viaHttp = async () => {
-      const started = await request(`${cell.url}${T}/crews/${crew}/runs`, {
+    const admin = cell.bootstrapSecret!;
+    const register = async (body: Record<string, unknown>) => {
+      const r = await cell.app.request('/api/public/v1/admin/catalog/sources', {
         method: 'POST',
-        headers: { ...auth, 'content-type': 'application/json' },
-        body: JSON.stringify({ input: 'go' }),
+        headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
       });
-      const run = (await started.body.json()) as { run_id: string };
-      if (started.statusCode !== 201) throw new Error(`run: ${started.statusCode} ${JSON.stringify(run)}`);
-      const end = await runEnded(cell.url, cell.adminKey, run.run_id);
-      if (end.outcome !== 'completed') throw new Error(`run ${run.run_id} ${end.outcome} ${end.reason}`);
-      const r = await request(`${cell.url}${T}/crews/${crew}/runs/${run.run_id}`, { headers: auth });
-      const body = (await r.body.json()) as { output: unknown };
-      if (body.output !== 'done') throw new Error('no output');
+      if (r.status !== 201) throw new Error(`source registration: ${r.status} ${await r.text()}`);
+      return (await r.json()) as { tools: { name: string; pin: string }[] };
     };
-    const clients: Client[] = [];
-    for (let i = 0; i < CLIENTS; i++) {
-      const c = new Client({ name: `bench-${i}`, version: '1' });
-      await c.connect(new StreamableHTTPClientTransport(new URL(`${cell.url}/mcp`), { requestInit: { headers: auth } }));
-      clients.push(c);
-    }
-    /** One run over MCP: the crew's tool, answered when the run ends. */
-    const viaMcp = async (c: Client) => {
-      const r = await c.callTool({ name: `crew_${crew}`, arguments: { input: 'go' } });
-      const s = r.structuredContent as { state?: string; output?: unknown; receipt?: unknown };
-      if (s?.state !== 'completed' || s.output !== 'done' || !s.receipt) throw new Error(`mcp: ${JSON.stringify(r)}`);
-    };
-
-    const cpu = { http: { cell: 0, here: 0 }, mcp: { cell: 0, here: 0 } };
-    const round = async (mode: 'http' | 'mcp', calls: number): Promise<number[]> => {
-      const lat: number[] = [];
-      const [cell0, here0] = [cpuSeconds(cell.proc.pid!), process.cpuUsage()];
-      await Promise.all(
-        clients.map(async (c) => {
-          for (let i = 0; i < calls; i++) {
-            const t0 = performance.now();
-            await (mode === 'http' ? viaHttp() : viaMcp(c));
-            lat.push(performance.now() - t0);
-          }
-        }),
-      );
-      const here = process.cpuUsage(here0);
-      cpu[mode].cell += cpuSeconds(cell.proc.pid!) - cell0;
-      cpu[mode].here += (here.user + here.system) / 1e6;
-      return lat;
-    };
-    await round('http', 2);
-    await round('mcp', 2);
-    cpu.http = { cell: 0, here: 0 };
-    cpu.mcp = { cell: 0, here: 0 };
-    const http: number[] = [];
-    const mcp: number[] = [];
-    const pairs: number[] = [];
-    const load0 = loadavg()[0]!;
+    const windowed = await register({ name: 'bench', url });
+    const strict = await register({ name: 'strict', url, definition_max_age_ms: 0 });
+    const port = cell.modules.teams.teams.crewPorts('run_00000000000000000001', 'w').tools!;
+    const ctx = (pin: string): ToolCallContext => ({
+      run_id: 'run_00000000000000000001',
+      step_id: 'agent:s/tool/0.0',
+      seat: 's',
+      agent_id: 'agt_bench',
+      authority: {
+        allowed_tools: ['mcp.bench.lookup', 'mcp.strict.lookup'],
+        clearance_level: 0,
+        permission_mode: 'auto',
+        data_grant_ids: [],
+        egress_allowlist: [server.url],
+        compartments: [],
+        governing_contract_ids: [],
+        budget_ceiling: null,
+      },
+      tool_pin: pin,
+    });
+    const viaCell = (name: string, pin: string) => () => port.call(name, { id: '42' }, ctx(pin));
+    const cellCall = viaCell('mcp.bench.lookup', windowed.tools[0]!.pin);
+    const strictCall = viaCell('mcp.strict.lookup', strict.tools[0]!.pin);
+    await direct.connect(new StreamableHTTPClientTransport(new URL(url)));
+    await direct.listTools();
+    const directCall = () => direct.callTool({ name: 'lookup', arguments: { id: '42' } });
+    // Warm-up: sessions open, code paths compiled.
+    for (const f of [directCall, cellCall, strictCall]) await measure(f, 200);
+    type Path = 'direct' | 'cell' | 'strict';
+    const paths: [Path, () => Promise<unknown>][] = [
+      ['direct', directCall],
+      ['cell', cellCall],
+      ['strict', strictCall],
+    ];
+    const all: Record<Path, number[]> = { direct: [], cell: [], strict: [] };
+    const rates: Record<Path, number[]> = { direct: [], cell: [], strict: [] };
+    const cpu: Record<Path, number[]> = { direct: [], cell: [], strict: [] };
+    // Per round, the p50 of each path against the direct p50 of the same round: the machine's load
+    // moves between rounds far more than within one.
+    const ratios: Record<'cell' | 'strict', number[]> = { cell: [], strict: [] };
     for (let r = 0; r < ROUNDS; r++) {
-      // Each mode goes first in every other pair: neither inherits the other's tail more often.
-      const first = r % 2 === 0 ? 'http' : 'mcp';
-      const a = await round(first, CALLS);
-      const b = await round(first === 'http' ? 'mcp' : 'http', CALLS);
-      const [h, m] = first === 'http' ? [a, b] : [b, a];
-      http.push(...h);
-      mcp.push(...m);
-      pairs.push(pct(m, 50) / pct(h, 50));
+      const p50: Partial<Record<Path, number>> = {};
+      for (const [k, f] of r % 2 === 0 ? paths : [...paths].reverse()) {
+        const m = await measure(f, CALLS);
+        all[k].push(...m.lat);
+        rates[k].push(m.rate);
+        cpu[k].push(m.cpuUs);
+        p50[k] = pct(m.lat, 50);
+      }
+      ratios.cell.push(p50.cell! / p50.direct!);
+      ratios.strict.push(p50.strict! / p50.direct!);
     }
-    for (const c of clients) await c.close();
-    const [h50, m50] = [pct(http, 50), pct(mcp, 50)];
-    const runs = CLIENTS * CALLS * ROUNDS;
-    const perRun = (c: { cell: number; here: number }) =>
-      `cell ${fmt((c.cell / runs) * 1000, 2)} ms, clients and model ${fmt((c.here / runs) * 1000, 2)} ms`;
+    const line = (k: Path, label: string) =>
+      `  ${label}: p50 ${fmt(pct(all[k], 50), 2)} ms, p99 ${fmt(pct(all[k], 99), 2)} ms, ${fmt(median(rates[k]))} calls/s, ${fmt(median(cpu[k]))} µs CPU of this process per call`;
     console.log(
-      `  ${CLIENTS} clients x ${CALLS} runs x ${ROUNDS} rounds per mode, one-seat crew, instant model; load ${load0.toFixed(1)} -> ${loadavg()[0]!.toFixed(1)}`,
+      `  ${CONCURRENCY} calls at once, ${ROUNDS} rounds of ${CALLS} calls per path (order alternating); load average ${fmt(load0, 1)} at the start, ${fmt(loadavg()[0]!, 1)} at the end`,
     );
-    console.log(`  HTTP API (POST run + events to run_finished + GET run): p50 ${fmt(h50, 1)} ms, p99 ${fmt(pct(http, 99), 1)} ms`);
-    console.log(`  MCP tools/call (output + signed receipt):              p50 ${fmt(m50, 1)} ms, p99 ${fmt(pct(mcp, 99), 1)} ms`);
-    console.log(`  ratio MCP/HTTP p50 ${fmt(m50 / h50, 2)}; median of the rounds' ratios ${fmt(pct(pairs, 50), 2)} (target <= 1.2)`);
-    console.log(`  CPU a run, HTTP API: ${perRun(cpu.http)}`);
-    console.log(`  CPU a run, MCP:      ${perRun(cpu.mcp)}`);
+    console.log(line('direct', 'SDK client, directly'));
+    console.log(line('cell', "through the cell's tools port (definition_max_age_ms 1000, the default)"));
+    console.log(line('strict', "through the cell's tools port (definition_max_age_ms 0: the list read before every call)"));
+    console.log(
+      `  cell / direct p50, median of the rounds: ${fmt(median(ratios.cell), 2)} (target <= 1.20; rounds ${fmt(Math.min(...ratios.cell), 2)}..${fmt(Math.max(...ratios.cell), 2)}); strict / direct: ${fmt(median(ratios.strict), 2)}`,
+    );
+    console.log(
+      `  the cell's own work per call (CPU of this process, cell - direct): ${fmt(median(cpu.cell) - median(cpu.direct))} µs; strict: ${fmt(median(cpu.strict) - median(cpu.direct))} µs`,
+    );
   } finally {
+    await direct.close().catch(() => undefined);
     await cell.stop();
-    cell.cleanup();
-    await ai.close();
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 }
+
+// `node --import tsx bench/mcp.bench.ts` runs it alone.
+if (import.meta.url === `file://${process.argv[1]}`) await run();

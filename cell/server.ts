@@ -25,6 +25,7 @@ import { createIamModule } from './iam/module.ts';
 import { createClusterModule } from './cluster/module.ts';
 import { createOAuthModule } from './oauth/module.ts';
 import { createToolsModule } from './tools/module.ts';
+import { guardedDispatcher } from './tools/api.ts';
 import { createAiModule } from './ai/module.ts';
 import { secretWitnesses } from './ai/api.ts';
 import { signingKeyWitnesses } from './oauth/api.ts';
@@ -94,8 +95,16 @@ async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Bu
     custody: custody.custody,
     standing,
     deviceExists: (id) => devices.exists(id),
+    egress: guardedDispatcher(core.config.egressAllowPrivate),
   });
-  const tools = await createToolsModule(core, { delegation: oauth.api.delegateForTool });
+  const tools = await createToolsModule(core, {
+    iam: iam.iam,
+    delegation: oauth.api.delegateForTool,
+    trust: {
+      issuers: () => [...oauth.api.acceptedIssuers(), oauth.api.issuer(), oauth.api.publicBase()],
+      protectedResourceOf: (url) => oauth.api.protectedResourceOf(url),
+    },
+  });
   const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster, metrics });
   const ai = await createAiModule(core, { custody: custody.custody, iam: iam.iam, tools: tools.tools, runs: runs.runs, metrics });
   const teams = await createTeamsModule(core, {
@@ -112,6 +121,7 @@ async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Bu
     runs: runs.runs,
     teams: teams.teams,
     tools: tools.tools,
+    custody: custody.custody,
     metrics,
     groupClock: cluster.cluster,
   });

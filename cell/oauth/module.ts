@@ -36,12 +36,12 @@ import { metadataRoutes } from './routes-metadata.ts';
 import { pageRoutes } from './routes-pages.ts';
 import { protocolRoutes } from './routes-protocol.ts';
 import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
-import { toolDelegator } from './tool-delegation.ts';
+import { protectedResourceOf, toolDelegator } from './tool-delegation.ts';
 import { challengeFor } from './protected-resource.ts';
 import { SigningKeys } from './signing-keys.ts';
 import { reloadFollower, type ReloadFollower } from './internal/follower.ts';
 import { ClientDocuments } from './client-metadata.ts';
-import { guardedDispatcher } from '../tools/api.ts';
+import type { Dispatcher } from 'undici';
 
 export interface OAuthDeps {
   iam: Iam;
@@ -56,6 +56,11 @@ export interface OAuthDeps {
    * module built after this one.
    */
   deviceExists: (deviceId: string) => Promise<boolean>;
+  /**
+   * How the cell reaches a client's metadata document: the network floor the tools module's
+   * egress stands on (no private address unless allowed; cell/server.ts hands it over).
+   */
+  egress: Dispatcher;
 }
 
 export interface OAuthModule extends CellModule {
@@ -124,7 +129,7 @@ function oauthContext(core: CellCore, deps: OAuthDeps, groupReplay: GroupReplayC
     verifiedMcp: new VerifiedTokenCache(OAUTH.verifiedCacheSize),
     clients: new ChangeCache(core.store, [TABLES.clients], OAUTH.clientCacheSize),
     // Client metadata documents come through the network floor tools use (no private address unless allowed).
-    documents: new ClientDocuments(guardedDispatcher(core.config.egressAllowPrivate)),
+    documents: new ClientDocuments(deps.egress),
   };
 }
 
@@ -168,6 +173,7 @@ function oauthApi(ctx: OAuthContext): OAuthApi {
     clientIds: () => allClientIds(store),
     ensureBuiltInClient: (client) => ensureBuiltInClient(ctx, client),
     delegateForTool: toolDelegator(ctx),
+    protectedResourceOf: (url) => protectedResourceOf(config.protectedResources, url),
   };
 }
 

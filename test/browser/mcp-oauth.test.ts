@@ -23,7 +23,7 @@ import { verifyReceipt } from '../../core/mcp-receipts/verify.ts';
 import { startOpenAIServer } from '../fixtures/openai-server.ts';
 import { startCellProcess } from '../helpers/cell-process.ts';
 import { makeTestCerts } from '../helpers/certs.ts';
-import { publishedKeys } from '../helpers/mcp.ts';
+import { publishedKeys } from '../helpers/mcp-endpoint.ts';
 import { A, ARGS, CHROMIUM, T, apiOf, fakeProvider, ok } from './helpers.ts';
 
 /** The SDK's OAuth client provider, as an app implements it: storage in memory, the browser for the redirect. */

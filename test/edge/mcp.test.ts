@@ -12,7 +12,7 @@ import { createEdgeApp, type EdgeRuntime } from '../../edge/gateway.ts';
 import { mountMcp } from '../../edge/mcp.ts';
 import { mountOffline, prepareOffline } from '../../edge/offline.ts';
 import { loadKeyBundle } from '../../edge/load.ts';
-import { mcpClient, publishedKeys, type FetchLike } from '../helpers/mcp.ts';
+import { mcpClient, publishedKeys, type FetchLike } from '../helpers/mcp-endpoint.ts';
 import { edgeWorld, NARROW_SECRET, SECRET, T0 } from './_edge-fixtures.ts';
 
 let skip: string | false = false;

@@ -1,52 +1,46 @@
 /**
- * The reference SDK's MCP client against a cell: in process (its fetch is the
- * app's `request`) or over the network (a cell process), with a bearer
- * credential, optional elicitation, and the cell's published identity keys
- * for verifying receipts.
- *
- * @example
- * const c = await mcpClient(inProcessFetch(t), 'http://cell/mcp', t.adminKey);
- * const r = await c.callTool({ name: 'crew_crw_…', arguments: { input: 'go' } });
+ * What the catalog-source tests share: an in-process cell that may reach loopback (the servers of the
+ * tests), its clock running from now (a server checks the cell's tokens against its own clock), beside a
+ * real MCP server (test/fixtures/mcp-server.ts); and the wait for a job run to end.
  */
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema, type ElicitResult } from '@modelcontextprotocol/sdk/types.js';
-import type { InProcess } from './inproc.ts';
+import type { CellConfig } from '../../cell/config.ts';
+import { manualClock } from '../../cell/context.ts';
+import { startMcpServer, type McpFixture } from '../fixtures/mcp-server.ts';
+import { inProcessCell, type InProcess } from './inproc.ts';
+import { A, ok, type Api } from './teams.ts';
+import { until } from './until.ts';
 
-export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
+export const SOURCES = `${A}/catalog/sources`;
 
-/** A fetch that answers from the in-process app (no socket), as from 127.0.0.1. */
-export function inProcessFetch(t: InProcess, ip = '127.0.0.1'): FetchLike {
-  return async (url, init) => t.app.request(String(url), init, { incoming: { socket: { remoteAddress: ip } } } as never);
+export interface McpCell {
+  t: InProcess;
+  mcp: McpFixture;
+  /** The owner's API. */
+  api: Api;
+  close(): Promise<void>;
 }
 
-export interface McpClientOptions {
-  /** Answers `elicitation/create` (declares the capability); absent: the client declares none. */
-  onElicit?: (params: { message: string; requestedSchema: unknown }) => ElicitResult | Promise<ElicitResult>;
-  name?: string;
+/** The cell and an MCP server (no auth unless `server` says so). */
+export async function mcpCell(
+  opts: { config?: Partial<CellConfig>; server?: Parameters<typeof startMcpServer>[0] } = {},
+): Promise<McpCell> {
+  const t = await inProcessCell({ config: { egressAllowPrivate: ['127.0.0.1/32'], ...opts.config }, clock: manualClock(Date.now()) });
+  const mcp = await startMcpServer(opts.server);
+  return {
+    t,
+    mcp,
+    api: { request: t.request, token: t.adminKey },
+    async close() {
+      await t.close();
+      await mcp.close();
+    },
+  };
 }
 
-/** A connected SDK client presenting `token` as a bearer credential. */
-export async function mcpClient(fetchFn: FetchLike, url: string, token: string, o: McpClientOptions = {}): Promise<Client> {
-  const client = new Client(
-    { name: o.name ?? 'agent-cell-tests', version: '1.0.0' },
-    { capabilities: o.onElicit ? { elicitation: { form: {} } } : {} },
-  );
-  if (o.onElicit) {
-    const answer = o.onElicit;
-    client.setRequestHandler(ElicitRequestSchema, async (req) => answer(req.params as { message: string; requestedSchema: unknown }));
-  }
-  const transport = new StreamableHTTPClientTransport(new URL(url), {
-    fetch: fetchFn as typeof fetch,
-    requestInit: { headers: { authorization: `Bearer ${token}` } },
+/** The job run once it ended (completed, failed, refused or cancelled). */
+export function jobEnded(api: Api, runId: string): Promise<any> {
+  return until(`run ${runId} to end`, async () => {
+    const v = await ok(api, 'GET', `${A}/jobs/runs/${runId}`);
+    return ['completed', 'failed', 'refused', 'cancelled'].includes(v.state) ? v : null;
   });
-  await client.connect(transport);
-  return client;
-}
-
-/** The published identity keys of a cell (/.well-known/cell-keys.json), as a lookup by kid. */
-export async function publishedKeys(fetchFn: FetchLike, base: string): Promise<(kid: string) => JsonWebKey | undefined> {
-  const doc = (await (await fetchFn(`${base}/.well-known/cell-keys.json`)).json()) as { keys: { kid: string; jwk: JsonWebKey }[] };
-  const keys = new Map(doc.keys.map((k) => [k.kid, k.jwk]));
-  return (kid) => keys.get(kid);
 }

@@ -11,7 +11,7 @@ import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/
 import { verifyReceipt } from '../../../core/mcp-receipts/verify.ts';
 import type { JournalRecord } from '../../../core/journal/record.ts';
 import { actor } from '../../helpers/actors.ts';
-import { inProcessFetch, mcpClient, publishedKeys } from '../../helpers/mcp.ts';
+import { inProcessFetch, mcpClient, publishedKeys } from '../../helpers/mcp-endpoint.ts';
 import { A, T, crewFixture, ok, team, type Api } from '../../helpers/teams.ts';
 import type { InProcess } from '../../helpers/inproc.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
