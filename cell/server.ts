@@ -94,7 +94,7 @@ async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Bu
     iam: iam.iam,
     custody: custody.custody,
     standing,
-    deviceExists: (id) => devices.exists(id),
+    deviceExists: (id) => devices.isActive(id),
     egress: guardedDispatcher(core.config.egressAllowPrivate),
   });
   const tools = await createToolsModule(core, {
