@@ -36,7 +36,7 @@ export async function callTool(
 ): Promise<CallToolResult> {
   const { auth } = caller;
   try {
-    if (name.startsWith(CREW_TOOL)) return await callCrew(ctx, auth, name.slice(CREW_TOOL.length), args, call);
+    if (name.startsWith(CREW_TOOL)) return await callCrew(ctx, caller, name.slice(CREW_TOOL.length), args, call);
     if (name.startsWith(ENDPOINT_TOOL)) return await callEndpoint(ctx, caller, name.slice(ENDPOINT_TOOL.length), args, call);
     if (name === RUN_STATUS) return await runStatus(ctx, auth, args);
     if (name === JOURNAL_VERIFY) return await journalVerify(ctx, auth, args);
@@ -74,7 +74,8 @@ async function pendingOf(ctx: McpContext, run: Run): Promise<unknown[]> {
   return run.kind === 'crew' ? (await ctx.teams.runView(run)).pending_approvals : await ctx.runs.pendingApprovalsView(run);
 }
 
-async function callCrew(ctx: McpContext, auth: AuthContext, crewId: string, args: Record<string, unknown>, call: ToolCallContext) {
+async function callCrew(ctx: McpContext, caller: McpCaller, crewId: string, args: Record<string, unknown>, call: ToolCallContext) {
+  const { auth } = caller;
   if (!ID.test(crewId)) throw unknownTool(`${CREW_TOOL}${crewId}`);
   const { crew, formation } = await ctx.teams.crewAndFormation(crewId).catch((e: unknown) => {
     if (isServiceError(e) && e.code === 'not_found') throw unknownTool(`${CREW_TOOL}${crewId}`);
@@ -83,10 +84,13 @@ async function callCrew(ctx: McpContext, auth: AuthContext, crewId: string, args
   const input = toolInput(formation.input_schema).input(args);
   const run = await ctx.teams.startCrewRunAs(auth, crewId, { input });
   await call.log('info', { run_id: run.run_id, crew_id: crewId, state: run.state });
-  const f = await followRun(ctx, auth, run.run_id, call, {
+  const f = await followRun(ctx, caller, run.run_id, call, {
     what: `Crew ${crew.name}`,
-    decide: (stepId, decision, comment) => ctx.teams.decideApproval(auth, crewId, run.run_id, stepId, decision, comment),
-    cancel: () => ctx.teams.cancelCrewRun(auth, crewId, run.run_id),
+    permission: PERMISSIONS.teamsWrite,
+    // A decision is made with the authority the caller holds when it is made, not when the call began.
+    decide: async (stepId, decision, comment) =>
+      ctx.teams.decideApproval(await caller.credential.recheck(), crewId, run.run_id, stepId, decision, comment),
+    cancel: async () => ctx.teams.cancelCrewRun(await caller.credential.recheck(), crewId, run.run_id),
     settled: () => ctx.teams.settled(run.run_id),
   });
   return runResult(ctx, f, await pendingOf(ctx, f.run));
@@ -100,9 +104,9 @@ async function callEndpoint(ctx: McpContext, caller: McpCaller, endpointId: stri
   });
   const input = toolInput(e.input_schema).input(args);
   const { run } = await ctx.endpoints.invoke(caller.auth, caller.limits, e, input);
-  const f = await followRun(ctx, caller.auth, run.run_id, call, {
+  const f = await followRun(ctx, caller, run.run_id, call, {
     what: `Endpoint ${e.name}`,
-    cancel: () => ctx.endpoints.cancel(caller.auth, run.run_id),
+    cancel: async () => ctx.endpoints.cancel(await caller.credential.recheck(), run.run_id),
     settled: async () => undefined,
   });
   return runResult(ctx, f);

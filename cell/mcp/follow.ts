@@ -16,17 +16,22 @@
  *   without elicitation, and a step already asked in this call that still
  *   waits for other approvers;
  * - cancellation: the client's `notifications/cancelled` cancels the run
- *   (the cancel route's function) and ends the call.
+ *   (the cancel route's function) and ends the call;
+ * - the credential: judged again while the call follows the run, as a run's
+ *   event stream judges it (on a change of the tables that may revoke it, and
+ *   every `credentialRecheckMs`), and before a decision is recorded, which is
+ *   made with the authority it has then. Refused (revoked, expired, its
+ *   principal archived): the call ends with the refusal, and the run goes on
+ *   as it would without the call (nothing decided, nothing cancelled).
  * A wait on a timer (a retry's backoff, a timer stage) is waited out.
  */
 import { grants } from '../../core/authority/scopes.ts';
-import { isServiceError } from '../../core/errors.ts';
+import { type ErrorCode, isServiceError, ServiceError } from '../../core/errors.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { ToolCallContext } from '../../runtime/mcp/types.ts';
-import type { AuthContext } from '../context.ts';
-import type { PendingApproval, Run } from '../runs/api.ts';
-import type { McpContext } from './context.ts';
+import { credentialWatch, type PendingApproval, type Run } from '../runs/api.ts';
+import type { McpCaller, McpContext } from './context.ts';
 import { MCP } from './settings.ts';
 
 /** Where a followed run stands when the call answers. */
@@ -48,6 +53,8 @@ export interface RunControl {
   settled(): Promise<void>;
   /** A short name of what runs, for the approval question. */
   what: string;
+  /** The permission the caller must still hold while the call follows the run (the tool's). */
+  permission?: string;
 }
 
 const TERMINAL = 'run_finished';
@@ -56,14 +63,27 @@ class Aborted extends Error {}
 
 export async function followRun(
   ctx: McpContext,
-  auth: AuthContext,
+  caller: McpCaller,
   runId: string,
   call: ToolCallContext,
   control: RunControl,
 ): Promise<Followed> {
+  const { auth } = caller;
   const seen: JournalRecord[] = [];
   let wake: (() => void) | null = null;
   let head: JournalRecord | undefined;
+  // The credential judged again while the call lasts; refused, the call ends (with an elicitation it waits on).
+  let refusal: ServiceError | null = null;
+  const revoked = new AbortController();
+  const watch = credentialWatch({ ...caller.credential, permission: control.permission }, (e) => {
+    refusal = new ServiceError(e.code as ErrorCode, e.message, e.details ? { details: e.details } : {});
+    revoked.abort();
+    wake?.();
+  });
+  const unwatch = ctx.core.store.onChange((ch) => caller.credential.concerns(ch) && watch.trigger());
+  const every = setInterval(() => watch.trigger(), MCP.credentialRecheckMs);
+  every.unref?.();
+  const stopped = () => refusal;
   const onRecord = (rec: JournalRecord) => {
     seen.push(rec);
     head = rec;
@@ -78,6 +98,7 @@ export async function followRun(
   const next = async (): Promise<JournalRecord> => {
     while (seen.length === 0) {
       if (call.signal.aborted) throw new Aborted('the call was cancelled');
+      if (refusal) throw refusal;
       await new Promise<void>((res) => {
         wake = res;
       });
@@ -94,6 +115,7 @@ export async function followRun(
     if (note) await control.settled();
     const run = await ctx.runs.getRun(runId);
     if (!run) throw new TypeError(`followRun: run ${runId} vanished`);
+    if (refusal) throw refusal;
     return { run, head, ...(note ? { note } : {}) };
   };
   try {
@@ -112,7 +134,7 @@ export async function followRun(
       }
       for (const p of fresh) {
         asked.add(p.step_id);
-        const stop = await askApproval(ctx, runId, p, call, control);
+        const stop = await askApproval(ctx, runId, p, call, control, { signal: revoked.signal, stopped });
         if (stop !== null) return await now(stop);
       }
     }
@@ -122,6 +144,8 @@ export async function followRun(
     throw e;
   } finally {
     call.signal.removeEventListener('abort', onAbort);
+    clearInterval(every);
+    unwatch();
     unsubscribe();
   }
 }
@@ -133,6 +157,7 @@ async function askApproval(
   p: PendingApproval,
   call: ToolCallContext,
   control: RunControl,
+  credential: { signal: AbortSignal; stopped: () => ServiceError | null },
 ): Promise<string | null> {
   const due = p.due === null ? MCP.elicitationTimeoutMs : Math.max(1_000, p.due - ctx.core.clock.now());
   let answer;
@@ -150,9 +175,12 @@ async function askApproval(
         },
       },
       Math.min(due, MCP.elicitationTimeoutMs),
+      credential.signal,
     );
   } catch (e) {
     if (call.signal.aborted) throw new Aborted('the call was cancelled');
+    const refused = credential.stopped();
+    if (refused) throw refused;
     ctx.core.log.info('mcp elicitation not answered', {
       run_id: runId,
       step_id: p.step_id,
@@ -166,10 +194,13 @@ async function askApproval(
   const decision = answer.action === 'decline' ? 'reject' : given === 'approve' || given === 'reject' ? given : null;
   if (decision === null) return 'the answer named no decision (approve or reject); the run waits';
   const comment = typeof answer.content?.['comment'] === 'string' ? answer.content['comment'].slice(0, 1000) : undefined;
+  const refused = credential.stopped();
+  if (refused) throw refused;
   try {
     await control.decide!(p.step_id, decision, comment);
   } catch (e) {
-    if (!isServiceError(e)) throw e;
+    // The credential is no longer honoured (judged again for the decision): the call ends with that.
+    if (!isServiceError(e) || e.code === 'unauthorized') throw e;
     return `the decision was refused (${String(e.details?.reason ?? e.code)}): ${e.message}; the run waits for another approver`;
   }
   return null;

@@ -9,6 +9,7 @@
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { McpEndpoint } from '../../runtime/mcp/endpoint.ts';
 import type { AppEnv } from '../context.ts';
+import type { Change } from '../store/types.ts';
 import { requires } from '../http/authorize.ts';
 import type { McpCaller } from './context.ts';
 
@@ -17,6 +18,8 @@ export const MCP_PATH = '/mcp';
 export function mcpRoutes(app: OpenAPIHono<AppEnv>, endpoint: McpEndpoint<McpCaller>): void {
   app.on(['POST', 'GET', 'DELETE'], MCP_PATH, requires(null), async function mcp(c) {
     const body = c.req.method === 'POST' ? await c.req.text() : undefined;
-    return endpoint.handle(c.req.raw, { auth: c.get('auth'), limits: c.get('credentialLimits') }, body);
+    const check = c.get('credentialCheck');
+    const credential = { recheck: () => check.recheck(c), concerns: (ch: Change) => check.concerns(ch) };
+    return endpoint.handle(c.req.raw, { auth: c.get('auth'), limits: c.get('credentialLimits'), credential }, body);
   });
 }

@@ -14,4 +14,9 @@ export const MCP = {
   maxSessions: 10_000,
   /** Messages kept per session for a client that resumes its stream with Last-Event-ID. */
   eventsPerSession: 1_000,
+  /**
+   * How often a call that follows a run judges its credential again besides the store's changes
+   * (an expiry announces itself with no change): a run event stream's heartbeat, 15 s.
+   */
+  credentialRecheckMs: 15_000,
 } as const;

@@ -68,6 +68,7 @@ export type { DriverHandle } from './control.ts';
 export type { FinishHook, RunDeltaListener, RunEventListener } from './context.ts';
 export { nodeOfStep, type ForkFor, type ForkPoint } from './fork.ts';
 export type { StorageLimit, WorkspaceUsage } from './storage.ts';
+export { credentialWatch, type StreamCredential } from './sse.ts';
 
 /** The runs module's API: what another module holds of it (cell/server.ts builds it once per cell). */
 export type Runs = ReturnType<typeof runsApi>;

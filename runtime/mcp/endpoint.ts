@@ -198,10 +198,10 @@ export class McpEndpoint<A> {
           return sent;
         },
         canElicit: caps?.elicitation !== undefined && (caps.elicitation.form !== undefined || Object.keys(caps.elicitation).length === 0),
-        async elicit(form, timeoutMs): Promise<ElicitResult> {
+        async elicit(form, timeoutMs, signal): Promise<ElicitResult> {
           return extra.sendRequest({ method: 'elicitation/create', params: { mode: 'form', ...form } }, ElicitResultSchema, {
             timeout: timeoutMs,
-            signal: extra.signal,
+            signal: signal ? AbortSignal.any([extra.signal, signal]) : extra.signal,
           });
         },
         async log(level, data) {

@@ -29,8 +29,11 @@ export interface ToolCallContext {
   progress(message: string): Promise<void>;
   /** True when the client declared the elicitation capability (form mode). */
   readonly canElicit: boolean;
-  /** Asks the client's user (`elicitation/create` on this call's stream); rejects on timeout or when the client fails it. */
-  elicit(form: ElicitForm, timeoutMs: number): Promise<ElicitResult>;
+  /**
+   * Asks the client's user (`elicitation/create` on this call's stream); rejects on timeout, when the
+   * client fails it, or when the call or `signal` is aborted (the client is told it was cancelled).
+   */
+  elicit(form: ElicitForm, timeoutMs: number, signal?: AbortSignal): Promise<ElicitResult>;
   /** A log notification (MCP logging), filtered by the level the client set. */
   log(level: LoggingLevel, data: unknown): Promise<void>;
 }

@@ -62,6 +62,30 @@ const structured = (r: unknown) => (r as CallToolResult).structuredContent as Re
 const names = async (token: string) => (await (await mcpClient(fetchIn, URL_, token)).listTools()).tools.map((x) => x.name).sort();
 const journal = async (runId: string) =>
   (await t.request('GET', `${A}/jobs/runs/${runId}/journal`, { token: t.adminKey })).body.records as JournalRecord[];
+/** The run of the plain crew started with `topic`, as the admin sees it. */
+const plainRunOf = async (topic: string) => {
+  const runs = await t.request('GET', `${T}/crews/${crews['plain']}/runs?limit=1000`, { token: t.adminKey });
+  return (runs.body.runs as { run_id: string; input: unknown }[]).find((x) => JSON.stringify(x.input) === JSON.stringify({ topic }))
+    ?.run_id;
+};
+const plainRunState = async (runId: string) =>
+  (await t.request('GET', `${T}/crews/${crews['plain']}/runs/${runId}`, { token: t.adminKey })).body.state as string;
+/** Holds the model's answers until `release()`; `restore()` releases and answers at once again. */
+const holdModel = () => {
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  ai.setResponder(async (req) => {
+    await held;
+    return { content: `echo:${lastUser(req)}` };
+  });
+  return {
+    release: () => release(),
+    restore: () => {
+      release();
+      ai.setResponder((req) => ({ content: `echo:${lastUser(req)}` }));
+    },
+  };
+};
 
 test('tools/list shows each caller what it may call, and no more', async () => {
   const all = await names(t.adminKey);
@@ -237,17 +261,101 @@ test('the requester never approves its own two-person step, whatever the client 
   assert.equal(after.pending_approvals[0].decisions.length, 1);
 });
 
-test("the client's cancel cancels the run", async () => {
-  let release!: () => void;
-  const held = new Promise<void>((r) => (release = r));
-  ai.setResponder(async () => {
-    await held;
-    return { content: 'too late' };
+/** A principal that may run the tool-less crews and approve their steps, with its role's name. */
+const runnerApprover = () =>
+  actor(t, {
+    permissions: ['agent_teams.write', 'agent_teams.read', 'agent_teams.approve'],
+    authority: { allowed_tools: [], permission_mode: 'auto', clearance_level: 0 },
   });
+
+test('a decision made in a call is made with the authority the caller holds then, not when the call began', async () => {
+  const a = await runnerApprover();
+  const c = await mcpClient(fetchIn, URL_, a.key, {
+    // While the call waits on the step, the caller's role loses agent_teams.approve; then it answers "approve".
+    onElicit: async () => {
+      const r = await t.request('PATCH', `${A}/roles/${a.role}`, {
+        token: t.adminKey,
+        body: { permissions: ['agent_teams.write', 'agent_teams.read'] },
+      });
+      assert.equal(r.status, 200, r.text);
+      return { action: 'accept', content: { decision: 'approve' } };
+    },
+  });
+  const s = structured(await c.callTool({ name: `crew_${crews['quorum']}`, arguments: { input: 'narrowed' } }));
+  assert.equal(s.state, 'waiting', JSON.stringify(s));
+  assert.match(s.note, /refused \(forbidden\)/);
+  assert.equal(
+    (await journal(s.run_id)).some((x) => x.kind === 'approval_received'),
+    false,
+    'no decision was recorded',
+  );
+});
+
+test('a credential revoked while its call waits on an approval ends the call with the refusal; the run waits on', {
+  timeout: 60_000,
+}, async () => {
+  const a = await runnerApprover();
+  let runId: string | undefined;
+  const c = await mcpClient(fetchIn, URL_, a.key, {
+    // While the call waits on the step, the key is revoked; the answer the client then posts is refused at the gateway.
+    onElicit: async (p) => {
+      runId = /run (\S+),/.exec(p.message)?.[1];
+      const r = await t.request('POST', `${A}/api-keys/${a.keyId}/revoke`, { token: t.adminKey });
+      assert.equal(r.status, 200, r.text);
+      return { action: 'accept', content: { decision: 'approve' } };
+    },
+  });
+  const r = await c.callTool({ name: `crew_${crews['quorum']}`, arguments: { input: 'revoked' } });
+  assert.equal(r.isError, true, JSON.stringify(r));
+  const env = JSON.parse((r.content as { text: string }[])[0]!.text);
+  assert.equal(env.error, 'unauthorized');
+  assert.ok(runId);
+  const run = await t.request('GET', `${T}/crews/${crews['quorum']}/runs/${runId}`, { token: t.adminKey });
+  assert.equal(run.body.state, 'waiting', 'the run is neither approved nor cancelled');
+  assert.equal(
+    (await journal(runId!)).some((x) => x.kind === 'approval_received'),
+    false,
+  );
+});
+
+test('a credential revoked while its call follows a running run ends the call with the refusal; the run goes on', {
+  timeout: 60_000,
+}, async () => {
+  const a = await runnerApprover();
+  const model = holdModel();
+  try {
+    const c = await mcpClient(fetchIn, URL_, a.key);
+    let revoking: Promise<void> | undefined;
+    // Once the run is under way (its first step started), the key is revoked; the model is still held.
+    const r = await c.callTool({ name: `crew_${crews['plain']}`, arguments: { topic: 'revoked mid-run' } }, undefined, {
+      onprogress: (p) => {
+        if (revoking || !p.message?.startsWith('intent ')) return;
+        revoking = (async () => {
+          const k = await t.request('POST', `${A}/api-keys/${a.keyId}/revoke`, { token: t.adminKey });
+          assert.equal(k.status, 200, k.text);
+        })();
+      },
+    });
+    await revoking;
+    assert.equal(r.isError, true, JSON.stringify(r));
+    const env = JSON.parse((r.content as { text: string }[])[0]!.text);
+    assert.equal(env.error, 'unauthorized', JSON.stringify(env));
+    const runId = await plainRunOf('revoked mid-run');
+    assert.ok(runId);
+    // The call ended while the run still ran: it was not cancelled, and finishes once the model answers.
+    assert.equal(await plainRunState(runId), 'running');
+    model.release();
+    await until('the run completes', async () => (await plainRunState(runId)) === 'completed');
+  } finally {
+    model.restore();
+  }
+});
+
+test("the client's cancel cancels the run", async () => {
+  const model = holdModel();
   try {
     const c = await mcpClient(fetchIn, URL_, t.adminKey);
     const abort = new AbortController();
-    let runId: string | undefined;
     const call = c.callTool({ name: `crew_${crews['plain']}`, arguments: { topic: 'stop' } }, undefined, {
       signal: abort.signal,
       onprogress: (p) => {
@@ -255,16 +363,11 @@ test("the client's cancel cancels the run", async () => {
       },
     });
     await assert.rejects(call);
-    const runs = await t.request('GET', `${T}/crews/${crews['plain']}/runs?limit=1000`, { token: t.adminKey });
-    runId = (runs.body.runs as { run_id: string; input: unknown }[]).find((r) => JSON.stringify(r.input) === '{"topic":"stop"}')?.run_id;
+    const runId = await plainRunOf('stop');
     assert.ok(runId);
-    await until('the run is cancelled', async () => {
-      const r = await t.request('GET', `${T}/crews/${crews['plain']}/runs/${runId}`, { token: t.adminKey });
-      return r.body.state === 'cancelled';
-    });
+    await until('the run is cancelled', async () => (await plainRunState(runId)) === 'cancelled');
   } finally {
-    release();
-    ai.setResponder((req) => ({ content: `echo:${lastUser(req)}` }));
+    model.restore();
   }
 });
 
