@@ -13,7 +13,7 @@ import type { JournalRecord } from '../../../core/journal/record.ts';
 import { actor } from '../../helpers/actors.ts';
 import { inProcessFetch, mcpClient, publishedKeys } from '../../helpers/mcp-endpoint.ts';
 import { A, T, crewFixture, ok, team, type Api } from '../../helpers/teams.ts';
-import type { InProcess } from '../../helpers/inproc.ts';
+import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import { lastUser } from '../../fixtures/openai-server.ts';
 import { until } from '../../helpers/until.ts';
@@ -429,4 +429,64 @@ test("a session is its caller's: another credential gets 404; a foreign Origin 4
   assert.equal((await anonymous.json()).error, 'unauthorized');
   const own = await fetchIn(URL_, { method: 'POST', headers: { ...headers, authorization: `Bearer ${t.adminKey}` }, body });
   assert.equal(own.status, 200);
+});
+
+/** A raw `initialize` asking for protocol `version`, through `f` with `token`. */
+const initialize = (f: ReturnType<typeof inProcessFetch>, token: string, version = '2025-11-25') =>
+  f(URL_, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}` },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    }),
+  });
+
+/** The JSON-RPC message of an answer on its event stream (the last `data:` that holds one; a priming event holds none). */
+async function messageOf(r: Response): Promise<Record<string, any>> {
+  const data = (await r.text()).split('\n').filter((l) => l.startsWith('data: ') && l.length > 'data: '.length);
+  assert.ok(data.length > 0, 'the answer holds a message');
+  return JSON.parse(data.at(-1)!.slice('data: '.length));
+}
+
+test('the newest protocol revision the SDK implements, earlier ones negotiated', async () => {
+  for (const v of ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05']) {
+    const r = await initialize(fetchIn, t.adminKey, v);
+    assert.equal(r.status, 200, v);
+    assert.equal((await messageOf(r)).result.protocolVersion, v, v);
+  }
+  // A revision the cell does not know (the issue's 2026-07-28 among them): the server answers its newest.
+  for (const v of ['2026-07-28', '1999-01-01']) {
+    assert.equal((await messageOf(await initialize(fetchIn, t.adminKey, v))).result.protocolVersion, '2025-11-25', v);
+  }
+});
+
+test("/mcp is behind the rate gates of the API: the budget per address, then the key's own rpm", async () => {
+  // The key's rate_limit_rpm counts each HTTP request to /mcp as one request.
+  const k = await t.request('POST', `${A}/api-keys`, {
+    token: t.adminKey,
+    body: { name: 'mcp-rpm', scopes: ['agent_teams.read'], rate_limit_rpm: 3 },
+  });
+  assert.equal(k.status, 201, k.text);
+  for (let i = 0; i < 3; i++) assert.equal((await initialize(fetchIn, k.body.secret)).status, 200);
+  const over = await initialize(fetchIn, k.body.secret);
+  assert.equal(over.status, 429);
+  assert.equal((await over.json()).error, 'rate_limited');
+  assert.ok(Number(over.headers.get('retry-after')) >= 1);
+  // The budget per client address comes first, whatever the credential.
+  const small = await inProcessCell({ config: { rate: { capacity: 3, refillPerSecond: 0.001 } } });
+  try {
+    const f = inProcessFetch(small);
+    for (let i = 0; i < 3; i++) assert.equal((await initialize(f, small.adminKey)).status, 200);
+    const limited = await initialize(f, small.adminKey);
+    assert.equal(limited.status, 429);
+    assert.equal((await limited.json()).error, 'rate_limited');
+    assert.ok(Number(limited.headers.get('retry-after')) >= 1);
+    // Another address has its own budget.
+    assert.equal((await initialize(inProcessFetch(small, '10.0.0.7'), small.adminKey)).status, 200);
+  } finally {
+    await small.close();
+  }
 });
