@@ -2,18 +2,21 @@
 // of the bundle that may run it (and nothing for one that may not), calls it offline on the tiny local
 // model, and gets the output with a receipt signed by the device key, which verifies offline with the
 // key the device publishes and the run's journal. A 401 names the device's protected resource metadata.
+// The cell's access tokens for the device (aud edge:<device_id>) are judged offline against the key
+// bundle's token trust at /mcp as on the device's API: honoured within their scope, refused revoked
+// (the bundle's denylist) or addressed to another audience.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
-import { emptyDeviceState } from '../../bundles/accept.ts';
 import { verifyReceipt } from '../../core/mcp-receipts/verify.ts';
 import { findRuntime } from '../../runtime/local-model.ts';
-import { createEdgeApp, type EdgeRuntime } from '../../edge/gateway.ts';
+import { createEdgeApp } from '../../edge/gateway.ts';
 import { mountMcp } from '../../edge/mcp.ts';
-import { mountOffline, prepareOffline } from '../../edge/offline.ts';
-import { loadKeyBundle } from '../../edge/load.ts';
+import { mountOffline } from '../../edge/offline.ts';
+import { importJWK, SignJWT } from 'jose';
+import { generateEd25519 } from '../../bundles/codec.ts';
 import { mcpClient, publishedKeys, type FetchLike } from '../helpers/mcp-endpoint.ts';
-import { edgeWorld, NARROW_SECRET, SECRET, T0 } from './_edge-fixtures.ts';
+import { edgeWorld, NARROW_SECRET, offlineRuntime, SECRET, T0, TOKEN_ISSUER } from './_edge-fixtures.ts';
 
 let skip: string | false = false;
 try {
@@ -22,38 +25,21 @@ try {
   skip = 'edge-runtime/ is not installed (npm install --prefix edge-runtime --omit=optional)';
 }
 
-test('an MCP client runs the device crew offline and verifies the receipt with the device key', { skip, timeout: 120_000 }, async () => {
-  const w = await edgeWorld({ narrowKey: true });
-  try {
-    const clock = { now: () => T0 + 1000 };
-    let state = emptyDeviceState(w.device.device_id);
-    const k = await loadKeyBundle(w.keysPath, w.trust, state, clock.now());
-    state = k.state;
-    const setup = await prepareOffline({
-      dir: w.dir,
-      device: w.device,
-      trust: w.trust,
-      state,
-      clock,
-      crewBundle: w.crewPath,
-      model: w.modelPath,
-      modelManifest: w.manifestPath,
-    });
-    const rt: EdgeRuntime = {
-      deviceId: w.device.device_id,
-      cellId: 'cell-a',
-      region: 'local',
-      clock,
-      keys: k.keys,
-      state: setup.state,
-      rate: { capacity: 1000, refillPerSecond: 100 },
-      info: setup.info,
-    };
-    const app = createEdgeApp(rt, (a, guard) => mountMcp(a, guard, rt, mountOffline(a, guard, rt, setup), w.device.public_jwk));
-    const fetchIn: FetchLike = async (url, init) =>
-      app.request(String(url), init, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
-    const url = 'http://127.0.0.1/mcp';
+/** The device's gateway in process, with its crew, model and key bundle (`tokens`: also the cell's token trust). */
+async function edgeMcp(tokens?: NonNullable<Parameters<typeof edgeWorld>[0]>['tokens']) {
+  const w = await edgeWorld({ narrowKey: true, ...(tokens ? { tokens } : {}) });
+  const { rt, setup } = await offlineRuntime(w, { capacity: 1000, refillPerSecond: 100 });
+  const app = createEdgeApp(rt, (a, guard) => mountMcp(a, guard, rt, mountOffline(a, guard, rt, setup), w.device.public_jwk));
+  const fetchIn: FetchLike = async (url, init) =>
+    app.request(String(url), init, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
+  return { w, fetchIn, cleanup: () => rmSync(w.dir, { recursive: true, force: true }) };
+}
 
+const url = 'http://127.0.0.1/mcp';
+
+test('an MCP client runs the device crew offline and verifies the receipt with the device key', { skip, timeout: 120_000 }, async () => {
+  const { w, fetchIn, cleanup } = await edgeMcp();
+  try {
     const anonymous = await fetchIn(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     assert.equal(anonymous.status, 401);
     assert.match(
@@ -97,6 +83,62 @@ test('an MCP client runs the device crew offline and verifies the receipt with t
     assert.equal(status.state, 'completed');
     await c.close();
   } finally {
-    rmSync(w.dir, { recursive: true, force: true });
+    cleanup();
+  }
+});
+
+test("the cell's access tokens for the device are judged offline at /mcp against the key bundle", { skip, timeout: 120_000 }, async () => {
+  const signing = await generateEd25519();
+  const key = await importJWK(signing.privateJwk as Parameters<typeof importJWK>[0], 'EdDSA');
+  const x = (signing.publicJwk as { x: string }).x;
+  const { w, fetchIn, cleanup } = await edgeMcp({ keys: [{ kid: signing.kid, x }], revoked: [['tok-revoked', T0 / 1000 + 3600]] });
+  const token = (jti: string, over: Record<string, unknown> = {}) =>
+    new SignJWT({
+      iss: TOKEN_ISSUER,
+      sub: 'usr_1',
+      aud: `edge:${w.device.device_id}`,
+      client_id: 'device-flow-client',
+      scope: 'agent_teams system.orchestration.admin.read',
+      jti,
+      iat: T0 / 1000,
+      exp: T0 / 1000 + 3600,
+      ...over,
+    })
+      .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: signing.kid })
+      .sign(key);
+  try {
+    const c = await mcpClient(fetchIn, url, await token('tok-good'));
+    assert.deepEqual((await c.listTools()).tools.map((t) => t.name).sort(), ['crew_crw_1', 'journal_verify', 'run_status']);
+    const s = (await c.callTool({ name: 'crew_crw_1', arguments: { input: 'check the valve' } })).structuredContent as {
+      state: string;
+    };
+    assert.equal(s.state, 'completed', JSON.stringify(s));
+    await c.close();
+    // Within its scope only: a token for edge.read is shown nothing, and its call is refused.
+    const narrow = await mcpClient(fetchIn, url, await token('tok-narrow', { scope: 'edge.read' }));
+    assert.deepEqual((await narrow.listTools()).tools, []);
+    await narrow.close();
+    const init = (bearer: string) =>
+      fetchIn(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${bearer}` },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+        }),
+      });
+    for (const [what, bearer, reason] of [
+      ["revoked (on the bundle's denylist)", await token('tok-revoked'), 'revoked'],
+      ["for the cell's API", await token('tok-api', { aud: 'https://cell.example/api/public/v1' }), 'bad_audience'],
+      ['expired', await token('tok-old', { exp: T0 / 1000 - 60 }), 'expired'],
+    ] as const) {
+      const r = await init(bearer);
+      assert.equal(r.status, 401, what);
+      assert.equal(((await r.json()) as { details: { reason: string } }).details.reason, reason, what);
+    }
+  } finally {
+    cleanup();
   }
 });

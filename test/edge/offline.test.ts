@@ -6,13 +6,12 @@ import { emptyDeviceState } from '../../bundles/accept.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
 import { edgeRunId } from '../../bundles/run-id.ts';
 import { findRuntime } from '../../runtime/local-model.ts';
-import { createEdgeApp, type EdgeRuntime } from '../../edge/gateway.ts';
+import { createEdgeApp } from '../../edge/gateway.ts';
 import { mountOffline, prepareOffline } from '../../edge/offline.ts';
-import { loadKeyBundle } from '../../edge/load.ts';
 import { journalCommand } from '../../edge/journal-cli.ts';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { edgeWorld, SECRET, T0 } from './_edge-fixtures.ts';
+import { edgeWorld, offlineRuntime, SECRET, T0 } from './_edge-fixtures.ts';
 
 let skip: string | false = false;
 try {
@@ -22,30 +21,7 @@ try {
 }
 
 async function start(w: Awaited<ReturnType<typeof edgeWorld>>) {
-  const clock = { now: () => T0 + 1000 };
-  let state = emptyDeviceState(w.device.device_id);
-  const k = await loadKeyBundle(w.keysPath, w.trust, state, clock.now());
-  state = k.state;
-  const setup = await prepareOffline({
-    dir: w.dir,
-    device: w.device,
-    trust: w.trust,
-    state,
-    clock,
-    crewBundle: w.crewPath,
-    model: w.modelPath,
-    modelManifest: w.manifestPath,
-  });
-  const rt: EdgeRuntime = {
-    deviceId: w.device.device_id,
-    cellId: 'cell-a',
-    region: 'local',
-    clock,
-    keys: k.keys,
-    state: setup.state,
-    rate: { capacity: 100, refillPerSecond: 10 },
-    info: setup.info,
-  };
+  const { rt, setup } = await offlineRuntime(w, { capacity: 100, refillPerSecond: 10 });
   const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, setup));
   const req = async (method: string, path: string, body?: unknown) => {
     const r = await app.request(
