@@ -17,6 +17,7 @@ import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import type { FakeOpenAI } from '../../fixtures/openai-server.ts';
 import { lastUser } from '../../fixtures/openai-server.ts';
 import { until } from '../../helpers/until.ts';
+import { basic, form } from '../../helpers/oauth.ts';
 
 const URL_ = 'http://127.0.0.1/mcp';
 let t: InProcess;
@@ -312,6 +313,37 @@ test('a credential revoked while its call waits on an approval ends the call wit
   assert.ok(runId);
   const run = await t.request('GET', `${T}/crews/${crews['quorum']}/runs/${runId}`, { token: t.adminKey });
   assert.equal(run.body.state, 'waiting', 'the run is neither approved nor cancelled');
+  assert.equal(
+    (await journal(runId!)).some((x) => x.kind === 'approval_received'),
+    false,
+  );
+});
+
+test('an OAuth token for /mcp revoked while its call waits on an approval ends the call; no decision is recorded', {
+  timeout: 60_000,
+}, async () => {
+  const a = await runnerApprover();
+  // The key serves as the client secret (client_credentials); the token is for /mcp.
+  const tok = await form(
+    t,
+    '/oauth/token',
+    { grant_type: 'client_credentials', resource: `${t.modules.oauth.api.publicBase()}/mcp` },
+    basic(a.keyId, a.key),
+  );
+  assert.equal(tok.status, 200, tok.text);
+  let runId: string | undefined;
+  const c = await mcpClient(fetchIn, URL_, tok.body.access_token, {
+    onElicit: async (p) => {
+      runId = /run (\S+),/.exec(p.message)?.[1];
+      const r = await form(t, '/oauth/revoke', { token: tok.body.access_token }, basic(a.keyId, a.key));
+      assert.equal(r.status, 200, r.text);
+      return { action: 'accept', content: { decision: 'approve' } };
+    },
+  });
+  const r = await c.callTool({ name: `crew_${crews['quorum']}`, arguments: { input: 'token revoked' } });
+  assert.equal(r.isError, true, JSON.stringify(r));
+  assert.equal(JSON.parse((r.content as { text: string }[])[0]!.text).error, 'unauthorized');
+  assert.ok(runId);
   assert.equal(
     (await journal(runId!)).some((x) => x.kind === 'approval_received'),
     false,
