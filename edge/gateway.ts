@@ -254,7 +254,7 @@ export function createEdgeApp(
           correlation_id: id,
           method: c.req.method,
           path: c.req.path,
-          error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+          error: err,
         }),
       // As the cell: a 401 names the device's protected resource metadata (RFC 9728 §5.1).
       challenge: (c) => {

@@ -162,7 +162,7 @@ export function startJobDrive(ctx: JobsContext, run: Run): Promise<DriveResult> 
           finalOutput: (r) => finalOutput(ctx, run, r, outputs),
         });
   const p = drive.catch((err: unknown): DriveResult => {
-    ctx.core.log.error('job run drive failed', { run_id: run.run_id, error: err instanceof Error ? err.message : String(err) });
+    ctx.core.log.error('job run drive failed', { run_id: run.run_id, error: err });
     return { state: 'failed', result: null };
   });
   ctx.inflight.add(p);

@@ -129,7 +129,7 @@ export class Scheduler {
     this.#failing = { since: Date.now(), retryMs: RETRY_FIRST_MS };
     this.ctx.core.log.error(`scheduler: ${what}; retrying with back-off until the store answers`, {
       ...fields,
-      error: err instanceof Error ? err.message : String(err),
+      error: err,
     });
   }
 

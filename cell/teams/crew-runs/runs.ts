@@ -84,7 +84,7 @@ export async function startSweep(ctx: TeamsContext): Promise<void> {
     if (r.state !== 'waiting' && !held) continue;
     if (held) ctx.core.log.info('resuming crew run held before the restart', { run_id: r.run_id, state: r.state });
     void resumeRun(ctx, r.run_id, 'restart').catch((e: unknown) =>
-      ctx.core.log.warn('run not resumed after the restart', { run_id: r.run_id, error: e instanceof Error ? e.message : String(e) }),
+      ctx.core.log.warn('run not resumed after the restart', { run_id: r.run_id, error: e }),
     );
   }
   ctx.runs.onHeartbeat(async () => {
@@ -93,9 +93,7 @@ export async function startSweep(ctx: TeamsContext): Promise<void> {
   const t = setInterval(() => {
     // A member whose clock is beyond the bound stood down: it flags no run overdue by its own clock, and folds nothing.
     if (!ctx.standing.trusted()) return;
-    void sweepOnce(ctx).catch((e: unknown) =>
-      ctx.core.log.warn('investigate sweep failed', { error: e instanceof Error ? e.message : String(e) }),
-    );
+    void sweepOnce(ctx).catch((e: unknown) => ctx.core.log.warn('investigate sweep failed', { error: e }));
   }, INVESTIGATE_SWEEP_MS);
   t.unref();
   ctx.sweepTimer = t;
@@ -153,14 +151,13 @@ function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash:
         ...(spec.replace !== undefined ? { replace: spec.replace } : {}),
         // Budget reservations the previous driver left open are released once this cell holds the run.
         onTakeover: () => releaseOpenReservations(ctx, run.run_id),
+        agentName: crew.name,
       },
     )
     .then((r) => {
       if (r.state === 'waiting') scheduleWake(ctx, run.run_id, r.result?.waiting?.wake_at ?? null);
     })
-    .catch((err: unknown) =>
-      ctx.core.log.error('crew run drive failed', { run_id: run.run_id, error: err instanceof Error ? err.message : String(err) }),
-    );
+    .catch((err: unknown) => ctx.core.log.error('crew run drive failed', { run_id: run.run_id, error: err }));
   track(ctx, run.run_id, p);
 }
 
