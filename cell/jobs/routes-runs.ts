@@ -92,7 +92,7 @@ const list = createRoute({
   ...secured(PERMISSIONS.jobsRead),
   summary: 'List runs',
   description:
-    'Runs in a stable order: the order they were recorded, oldest first (new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all; `state`, `job_type`, `crew_id`, `source`, `created_after`, `created_before` narrow the list (all combine; `total` counts the filtered list).' +
+    'Runs in a stable order: the order they were recorded, oldest first (new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all; `state`, `job_type`, `crew_id`, `source`, `created_after`, `created_before` and `reason` (why it ended badly) narrow the list (all combine; `total` counts the filtered list).' +
     READS_ALL_RUNS,
   request: {
     query: pageQuery(200, 2000).extend({

@@ -48,7 +48,8 @@ export async function boundSingleSpec(ctx: JobsContext, auth: AuthContext, works
 }
 
 export interface SubmitJob {
-  job_type: RunJobType;
+  /** A run's job type; `agent` for a definition's agent template (run-now.ts). */
+  job_type: RunJobType | 'agent';
   workspace_id: string;
   /** A spec already validated by parseRunSpec. */
   spec: unknown;

@@ -406,7 +406,7 @@ export class Scheduler {
           def.author_id,
           crewId,
           { input: spec.input ?? null, workspace_id: def.workspace_id },
-          reserved !== null ? { runId: reserved } : {},
+          { ...(reserved !== null ? { runId: reserved } : {}), source: `schedule:${def.schedule_id}` },
         );
         runId = run.run_id;
         await runs.setRunFlags(runId, { schedule_id: def.schedule_id, scheduled_for: at });

@@ -17,7 +17,7 @@ import { createRunsContext } from './context.ts';
 import { catchUpRemote } from './events.ts';
 import { mountRunEventRoutes } from './routes.ts';
 import { mountRunValueRoutes } from './routes-values.ts';
-import { countStalled, runCountsByKindAndState } from './repository.ts';
+import { backfillErrorReasons, countStalled, runCountsByKindAndState } from './repository.ts';
 import { STALL_LEASES } from './runs.ts';
 import { foldStorage } from './storage.ts';
 
@@ -79,6 +79,10 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
     routes(app) {
       mountRunEventRoutes(app, ctx);
       mountRunValueRoutes(app, ctx);
+    },
+    async start() {
+      // Runs that ended before their reason had a column (migration runs-007) get it, a batch at a time.
+      for (let filled = 500; filled === 500; ) filled = await backfillErrorReasons(core.store, 500);
     },
     async stop() {
       clearInterval(foldTimer);

@@ -19,8 +19,8 @@ import { prepareOffline } from '../../edge/offline.ts';
 export const T0 = Date.UTC(2026, 0, 1);
 export const SECRET = 'svck_live_' + 'E'.repeat(43);
 
-/** A step policy of a billet (core/engine/policy.ts). */
-export type BilletPolicy = Pick<BilletInput, 'timeout_ms' | 'retry'>;
+/** A step policy of a billet (core/engine/policy.ts), its tool_choice, and its cap (default: none). */
+export type BilletPolicy = Pick<BilletInput, 'timeout_ms' | 'retry' | 'tool_choice'> & Partial<Pick<BilletInput, 'authority_cap'>>;
 
 /** A two-seat sequential crew compiled by core's compiler, with short answers; `policies` by billet id (a, b). */
 export function compiledCrew(maxTokens = 16, policies: { a?: BilletPolicy; b?: BilletPolicy } = {}) {
@@ -49,6 +49,8 @@ export async function edgeWorld(
     narrowKey?: boolean;
     /** The cell's token trust in the key bundle (issuer `service://cell-a`): the device honours its access tokens. */
     tokens?: { keys: { kid: string; x: string }[]; revoked?: [string, number][] };
+    /** The crew's workspace (the kv tools' storage on the device); absent as in bundles before device tools. */
+    workspaceId?: string;
   } = {},
 ) {
   const dir = mkdtempSync(join(tmpdir(), 'edge-dev-'));
@@ -92,6 +94,7 @@ export async function edgeWorld(
     contracts: [],
     tool_grants: {},
     budgets: opts.budgets ?? { agt_a: 100_000, agt_b: 100_000 },
+    ...(opts.workspaceId !== undefined ? { workspace_id: opts.workspaceId } : {}),
   };
   const crewPath = join(dir, 'crew.bundle.json');
   writeFileSync(

@@ -214,7 +214,14 @@ export async function startCrewRun(
   requester: string,
   crewId: string,
   body: CrewRunInput,
-  opts: { runId?: string; check?: (graph: Graph) => Promise<void>; fork?: ForkPlan; requesterActors?: readonly string[] | undefined } = {},
+  opts: {
+    runId?: string;
+    check?: (graph: Graph) => Promise<void>;
+    fork?: ForkPlan;
+    requesterActors?: readonly string[] | undefined;
+    /** Where the run comes from (`api` unless given: `schedule:<id>` for a definition's run). */
+    source?: string;
+  } = {},
 ): Promise<Run> {
   const { runs } = ctx;
   const plan = await planCrewRun(ctx, crewId, body, opts);
@@ -224,7 +231,7 @@ export async function startCrewRun(
   await runs.assertStorageRoom(plan.workspaceId, Buffer.byteLength(JSON.stringify(plan.spec), 'utf8'));
   await keepGraph(ctx, plan.compiled, at);
   const { peer, refusal } = await decideStart(ctx, plan);
-  const run = await recordCrewRun(ctx, plan, { requester, actors, at, refusal, runId: opts.runId });
+  const run = await recordCrewRun(ctx, plan, { requester, actors, at, refusal, runId: opts.runId, source: opts.source ?? 'api' });
   const runId = run.run_id;
   // The journal's opening records, then the refusal or the placement: written now, or (the store gone
   // after the commit) in the background once it is back, before the drive starts (opening.ts).
@@ -315,7 +322,7 @@ async function decideStart(
 async function recordCrewRun(
   ctx: TeamsContext,
   plan: CrewRunPlan,
-  o: { requester: string; actors: readonly string[]; at: number; refusal: StartRefusal | null; runId: string | undefined },
+  o: { requester: string; actors: readonly string[]; at: number; refusal: StartRefusal | null; runId: string | undefined; source: string },
 ): Promise<Run> {
   const { core, runs } = ctx;
   const { crew, formation, compiled, fork } = plan;
@@ -334,7 +341,7 @@ async function recordCrewRun(
       graph_hash: compiled.graphHash,
       spec: plan.spec,
       coordinator: core.config.cellId,
-      source: 'api',
+      source: o.source,
       at: o.at,
       // Every claim of the run (a takeover included) enforces the graph's placement needs.
       placement: compiled.graph.placement,
