@@ -31,6 +31,7 @@ import { createEdgeApp, type EdgeRuntime } from './gateway.ts';
 import { DurableReplayCache } from './replay-log.ts';
 import { MODEL_HELP, modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
+import { mountMcp } from './mcp.ts';
 import { JOURNAL_HELP, journalCommand } from './journal-cli.ts';
 import { STATE_HELP, stateCommand } from './state-cli.ts';
 import { ATTESTATION_EDGE_HELP, attestationCommand } from './attestation-cli.ts';
@@ -187,7 +188,11 @@ async function serveCommand(argv: string[]): Promise<void> {
     clientCa: tls?.ca !== undefined,
     log,
   };
-  const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, offline));
+  const app = createEdgeApp(rt, (a, guard) => {
+    const runs = mountOffline(a, guard, rt, offline);
+    // The same /mcp as the cell's, for this device's crew (edge/mcp.ts).
+    mountMcp(a, guard, rt, runs, device.public_jwk);
+  });
   const host = values.host ?? '127.0.0.1';
   const port0 = values.port === undefined ? 8090 : Number(values.port);
   if (!Number.isInteger(port0) || port0 < 0 || port0 > 65535) fail('--port must be 0 to 65535');
@@ -305,7 +310,8 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
 }
 
 const SERVE_DETAILS = `    the offline gateway (port 0 picks a free one; default 8090); API keys and access tokens for
-    edge:<device_id>, DPoP-bound too; with --client-ca, certificate-bound tokens (mTLS)
+    edge:<device_id>, DPoP-bound too; with --client-ca, certificate-bound tokens (mTLS); the
+    crew as an MCP tool at /mcp (receipts signed by the device)
 `;
 
 /** The edge's commands: what each runs and what its `--help` says (test/e2e/cli-help.test.ts walks it). */

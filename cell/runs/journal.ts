@@ -532,6 +532,11 @@ export function readJournal(ctx: RunsContext, runId: string, afterSeq = 0, limit
   return repo.records(ctx.core.store, runId, afterSeq, limit);
 }
 
+/** The last record of the run's journal (its head), or undefined before the first. */
+export function journalHead(ctx: RunsContext, runId: string): Promise<JournalRecord | undefined> {
+  return repo.lastRecord(ctx.core.store, runId);
+}
+
 /** Whether the run's journal already holds its terminal record. */
 export function journalClosed(ctx: RunsContext, runId: string): Promise<boolean> {
   return repo.hasRecordOfKind(ctx.core.store, runId, TERMINAL_KIND);
