@@ -17,6 +17,12 @@ export interface CellConfig {
   storeUrl: string | null;
   /** Connections of the PostgreSQL pool (`--store-pool`). */
   storePoolSize: number;
+  /**
+   * Where `pg_dump` and `pg_restore` are (`--pg-bin-dir`); null: the PATH, then the usual install
+   * directories. Used once per SQL workspace an earlier version kept in the cells' database, to move it
+   * into a database of its own (cell/jobs/legacy-workspaces.ts).
+   */
+  pgBinDir: string | null;
   host: string;
   port: number;
   /** Public base URL (issuer metadata, DPoP htu). Derived from host:port when null. */
@@ -90,6 +96,23 @@ export interface CellConfig {
   secretsKeyFile: string | null;
   /** Trace export over OTLP/HTTP (docs/operations.md "Traces"); null: off, and the SDK is never loaded. */
   traces: TracesConfig | null;
+  /**
+   * The stdio MCP servers whose tools the catalog imports (`--tool-sources FILE`, docs/tools.md): the
+   * only place a command the cell starts is named. Never set through the API.
+   */
+  toolSources: StdioSourceConfig[];
+}
+
+/** One stdio source of `--tool-sources`: a name, the command that starts its server, and its settings. */
+export interface StdioSourceConfig {
+  name: string;
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  cwd: string | null;
+  description: string;
+  definition_max_age_ms: number;
+  timeout_ms: number;
 }
 
 /** Where spans go and what they may carry (cell/ops/traces-config.ts reads it from flags and OTEL_* variables). */
@@ -108,6 +131,9 @@ export const DEFAULTS: CellConfig = {
   posture: 'single-cell',
   dataDir: './.cell',
   storeUrl: null,
+  // Searched for (PATH, then /usr/lib/postgresql/*/bin and the like): only a workspace of an earlier
+  // version needs the tools, once; most cells never run them.
+  pgBinDir: null,
   // 10 connections: enough for a cell's concurrent transactions on 2-8 cores;
   // a group of N cells uses N x this many server connections (default max 100).
   storePoolSize: 10,
@@ -184,4 +210,6 @@ export const DEFAULTS: CellConfig = {
   // None: a cell alone keeps its key in its data directory. A group shares its secrets in
   // the store, so its cells must share the key: each is given the same file.
   secretsKeyFile: null,
+  // None: the cell starts no process of its own for tools unless the operator names it in a file.
+  toolSources: [],
 };

@@ -28,6 +28,7 @@ import {
 import { parseIpRule } from '../core/apikey/network.ts';
 import { tracesConfig } from './ops/traces-config.ts';
 import { parseOAuthIssuer } from './oauth/settings.ts';
+import { readToolSources } from './tools/sources/config.ts';
 
 const SERVE_HELP = `  serve            start a cell
     --port N           port to listen on (0 picks a free one; default 8080)
@@ -63,6 +64,8 @@ const SERVE_HELP = `  serve            start a cell
     --client-ca FILE   PEM CA for client certificates (mTLS, RFC 8705 bound tokens)
     --egress-allow-private CIDR,..  non-public ranges tools may reach (default none: loopback,
                        private and link-local addresses are refused whatever an allowlist says)
+    --tool-sources FILE  stdio MCP servers whose tools the catalog imports (JSON; docs/configuration.md);
+                       the only place a command the cell starts for tools is named
     --metrics-port N   serve Prometheus metrics at http://127.0.0.1:N/metrics (loopback only;
                        0 picks a free port; default: not served)
     --otlp-endpoint URL  export traces over OTLP/HTTP to URL (its /v1/traces); default
@@ -73,6 +76,8 @@ const SERVE_HELP = `  serve            start a cell
                        keys); every cell of a group is given the same file, proven against the
                        store before anything is written (default: DIR/secrets.key, made by the
                        first start on a new store)
+    --pg-bin-dir DIR   where pg_dump and pg_restore are (default: the PATH, then the usual
+                       directories); moves SQL workspaces of an earlier version, once each
 `;
 
 const HELP = `cell: agent teams and jobs under offline-verifiable authority
@@ -108,6 +113,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   };
   const log = serveLogger(values);
   if (values['secrets-key-file'] !== undefined) config.secretsKeyFile = resolve(values['secrets-key-file']);
+  if (values['pg-bin-dir'] !== undefined) config.pgBinDir = resolve(values['pg-bin-dir']);
   const tls = tlsOptions(values);
   // The last guard, not the design: every background loop catches and retries its own errors. A rejection
   // none handled is a bug to report, not a reason to stop serving (a cell that exits on a store outage
@@ -158,6 +164,7 @@ const SERVE_OPTIONS = {
   'tls-key': { type: 'string' },
   'client-ca': { type: 'string' },
   'egress-allow-private': { type: 'string' },
+  'tool-sources': { type: 'string' },
   'heartbeat-ms': { type: 'string' },
   'lease-ms': { type: 'string' },
   'max-clock-skew-ms': { type: 'string' },
@@ -166,6 +173,7 @@ const SERVE_OPTIONS = {
   'log-level': { type: 'string' },
   'log-format': { type: 'string' },
   'secrets-key-file': { type: 'string' },
+  'pg-bin-dir': { type: 'string' },
 } as const;
 
 /** The options of `serve` as given (all strings). */
@@ -229,7 +237,7 @@ function limitsConfig(values: ServeArgs): Partial<CellConfig> {
   return config;
 }
 
-/** Whom the cell believes and where it may reach: trusted proxies, clearance, topology, private egress. */
+/** Whom the cell believes and where it may reach: trusted proxies, clearance, topology, private egress, stdio tool sources. */
 function trustConfig(values: ServeArgs): Partial<CellConfig> {
   const config: Partial<CellConfig> = {};
   if (values['trusted-proxies'] !== undefined) config.trustedProxies = commaList(values['trusted-proxies']);
@@ -250,6 +258,13 @@ function trustConfig(values: ServeArgs): Partial<CellConfig> {
     const rules = commaList(values['egress-allow-private']);
     for (const r of rules) if (parseIpRule(r) === null) fail(`--egress-allow-private: '${r}' is not an address or CIDR range`);
     config.egressAllowPrivate = rules;
+  }
+  if (values['tool-sources'] !== undefined) {
+    try {
+      config.toolSources = readToolSources(resolve(values['tool-sources']));
+    } catch (e) {
+      fail((e as Error).message);
+    }
   }
   return config;
 }

@@ -94,7 +94,14 @@ async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Bu
     standing,
     deviceExists: (id) => devices.exists(id),
   });
-  const tools = await createToolsModule(core, { delegation: oauth.api.delegateForTool });
+  const tools = await createToolsModule(core, {
+    iam: iam.iam,
+    delegation: oauth.api.delegateForTool,
+    trust: {
+      issuers: () => [...oauth.api.acceptedIssuers(), oauth.api.issuer(), oauth.api.publicBase()],
+      protectedResourceOf: (url) => oauth.api.protectedResourceOf(url),
+    },
+  });
   const runs = await createRunsModule(core, { iam: iam.iam, cluster: cluster.cluster, metrics });
   const ai = await createAiModule(core, { custody: custody.custody, iam: iam.iam, tools: tools.tools, runs: runs.runs, metrics });
   const teams = await createTeamsModule(core, {
@@ -111,6 +118,7 @@ async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Bu
     runs: runs.runs,
     teams: teams.teams,
     tools: tools.tools,
+    custody: custody.custody,
     metrics,
     groupClock: cluster.cluster,
   });

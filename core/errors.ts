@@ -110,3 +110,13 @@ export const forbidden = (message: string, details?: ErrorDetails) => new Servic
 export const conflict = (message: string, details?: ErrorDetails) => new ServiceError('conflict', message, details ? { details } : {});
 export const unauthorized = (message = 'no valid credential', details?: ErrorDetails) =>
   new ServiceError('unauthorized', message, details ? { details } : {});
+
+/** 409 in_use naming the users of a `kind` (by kind of user, up to five of each in the message); `hint` says what to do first. */
+export function inUse(kind: string, id: string, usedBy: Record<string, readonly string[]>, hint: string): ServiceError {
+  const named = Object.entries(usedBy)
+    .filter(([, ids]) => ids.length > 0)
+    .map(([k, ids]) => `${k} ${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', …' : ''}`);
+  return new ServiceError('conflict', `the ${kind} is in use by ${named.join('; ')}: ${hint}`, {
+    details: { reason: 'in_use', [`${kind}_id`]: id, used_by: usedBy },
+  });
+}

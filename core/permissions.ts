@@ -21,6 +21,8 @@ export const PERMISSIONS = {
   providersRead: 'ai.providers.read',
   providersWrite: 'ai.providers.write',
   catalogRead: 'catalog.read',
+  /** Register, change, re-pin and delete the catalog's sources (MCP servers whose tools the catalog imports). */
+  catalogSourcesWrite: 'catalog.sources.write',
   teamsRead: 'agent_teams.read',
   teamsWrite: 'agent_teams.write',
   teamsApprove: 'agent_teams.approve',

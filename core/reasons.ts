@@ -116,6 +116,10 @@ export const REASONS = {
   cron_too_frequent: { codes: I, sentence: 'The schedule fires more often than the cell allows.' },
   data_not_granted: { codes: F, runs: ['refused', 'failed'], sentence: 'No data grant covers the workspace storage the tool touches.' },
   definition_deleted: { codes: C, sentence: 'The job definition was deleted.' },
+  definition_moved: {
+    codes: C,
+    sentence: 'The live definition is no longer the one reviewed: the server changed it again; review it and re-pin.',
+  },
   definition_quota_reached: { codes: C, sentence: 'The principal already authors its quota of live job definitions.' },
   delegated_credential: {
     codes: F,
@@ -143,6 +147,11 @@ export const REASONS = {
   duplicate_billet: { codes: I, sentence: 'The formation names the same billet twice.' },
   duplicate_key: { codes: I, sentence: 'The JSON body names the same key twice in one object.' },
   duplicate_rule: { codes: I, sentence: 'The contract names the same rule twice.' },
+  effect_record_invalid: {
+    codes: [],
+    runs: ['failed'],
+    sentence: "The record of a SQL step's earlier commit does not verify; the step is not run again (it may have applied).",
+  },
   egress_denied: { codes: F, runs: ['refused', 'failed'], sentence: 'The destination is not on the egress allowlist.' },
   egress_private_address: {
     codes: F,
@@ -243,7 +252,7 @@ export const REASONS = {
   owner_inactive: { codes: ['unauthorized', 'invalid_request'], sentence: "The key's owner is not an active principal." },
   pkce_mismatch: { codes: U, sentence: 'The PKCE verifier does not match the challenge.' },
   placement_unmet: { codes: C, runs: ['refused'], sentence: "This cell does not meet the run's placement constraints." },
-  posture_forbidden: { codes: F, runs: ['refused'], sentence: 'The deployment posture forbids this model provider.' },
+  posture_forbidden: { codes: F, runs: ['refused'], sentence: 'The deployment posture forbids this model provider or catalog source.' },
   principal_inactive: { codes: C, sentence: 'The principal is not active.' },
   private_key_sent: { codes: I, sentence: 'The device key sent carries private key material; send only the public key.' },
   provider_bad_response: { codes: S, sentence: 'The model provider answered with a body that cannot be read.' },
@@ -285,13 +294,35 @@ export const REASONS = {
   scope_exceeds_subject: { codes: I, sentence: 'The requested scope exceeds what the subject holds.' },
   script_error: { codes: [], runs: ['failed'], sentence: 'The script threw.' },
   seat_unbound: { codes: [], runs: ['refused'], sentence: 'A seat of the graph has no agent bound.' },
-  secret_in_use: { codes: C, sentence: 'The secret is still used by a model provider.' },
+  secret_in_use: { codes: C, sentence: 'The secret is still used by a model provider or a catalog source.' },
   secret_missing: { codes: S, sentence: 'A stored secret the operation needs is missing.' },
   secret_not_usable: { codes: F, sentence: 'The caller (or the registrant) may not use the secret.' },
-  secret_unreadable: { codes: S, sentence: 'A stored secret cannot be opened with the sealing key.' },
+  secret_unreadable: { codes: S, runs: ['failed'], sentence: 'A stored secret cannot be opened with the sealing key.' },
   secrets_key_mismatch: { codes: S, sentence: 'The secrets sealing key is not the one the store was sealed with.' },
   self: { codes: C, sentence: 'The caller cannot do this to itself.' },
   shared_change_exceeds_caller: { codes: F, sentence: "The change reaches seats or agents with authority beyond the caller's." },
+  source_config_managed: {
+    codes: C,
+    sentence: "The catalog source comes from the cell's configuration (stdio): change it there, not through the API.",
+  },
+  source_not_configured: {
+    codes: S,
+    sentence: "The stdio catalog source is not in this cell's configuration (`--tool-sources`), so its server cannot start here.",
+  },
+  source_not_protected: {
+    codes: I,
+    sentence:
+      'The MCP server does not trust this cell: its protected-resource metadata does not name the cell, and it is no `--protected-resource`.',
+  },
+  source_token_failed: { codes: S, sentence: "The catalog source's own authorization server did not issue a client-credentials token." },
+  source_unreachable: {
+    codes: S,
+    sentence: 'The MCP server of the catalog source could not be reached, or did not answer as an MCP server.',
+  },
+  source_url_invalid: {
+    codes: I,
+    sentence: 'The URL is not one a source may have: https (http only on loopback or a private address), no credentials, no fragment.',
+  },
   sql_error: { codes: [], runs: ['failed'], sentence: 'The SQL statement failed.' },
   statement_refused: { codes: [], runs: ['failed'], sentence: 'The SQL statement is not one the workspace runs.' },
   step_limit_exceeded: { codes: [], runs: ['refused'], sentence: 'The run or a seat reached its step limit.' },
@@ -303,10 +334,24 @@ export const REASONS = {
   too_deep: { codes: I, sentence: 'The JSON body nests deeper than the limit.' },
   too_many_billets: { codes: I, sentence: 'The formation has more billets than the limit.' },
   tool_bad_arguments: { codes: I, sentence: 'The tool was called with arguments it does not take.' },
-  tool_error: { codes: [], runs: ['failed'], sentence: 'The tool failed.' },
+  tool_definition_changed: {
+    codes: F,
+    runs: ['refused', 'failed'],
+    sentence: "The MCP server's live definition of an imported tool is not the one pinned; an operator reviews the source and re-pins.",
+  },
+  tool_definition_invalid: {
+    codes: [],
+    sentence: 'A tool the MCP server listed has no name or no object input schema; it is not imported.',
+  },
+  tool_error: { codes: S, runs: ['failed'], sentence: 'The tool failed.' },
   tool_forbidden_by_mode: { codes: [], runs: ['refused'], sentence: "The seat's mode (plan) forbids calling tools." },
+  tool_name_unmappable: {
+    codes: [],
+    sentence: 'The MCP tool name cannot travel to a model and back as itself (docs/tools.md, Names); it is not imported.',
+  },
   tool_not_granted: { codes: [], runs: ['refused', 'failed'], sentence: 'The authority does not include the tool.' },
   tool_refused: { codes: [], runs: ['refused'], sentence: 'The tool refused the call without naming a reason.' },
+  tool_result_too_large: { codes: S, sentence: 'The MCP server answered a call with more than the cell takes (1 MiB).' },
   tool_rounds_exceeded: { codes: [], runs: ['refused'], sentence: 'The agent asked for tools more rounds than allowed.' },
   tool_unknown: { codes: I, runs: ['refused', 'failed'], sentence: 'There is no tool by that name.' },
   tool_unreachable: { codes: S, sentence: 'A tool could not reach what it calls.' },
@@ -339,6 +384,12 @@ export const REASONS = {
   version_rollback: { codes: C, sentence: 'The artifact version is lower than one already seen.' },
   wider_than_caller: { codes: F, sentence: 'The operation would carry more authority than the calling credential holds.' },
   wildcard_scope: { codes: I, sentence: 'A wildcard scope is not allowed here.' },
+  workspace_not_migrated: {
+    codes: [],
+    runs: ['failed'],
+    sentence:
+      "The workspace's SQL database, a schema of the cells' database made by an earlier version, could not be moved into its own database (pg_dump and pg_restore, --pg-bin-dir); nothing ran.",
+  },
   workspace_quota: { codes: C, runs: ['failed'], sentence: "The workspace's storage quota would be passed." },
   write_conflict: { codes: S, sentence: 'A concurrent write conflicted in the store; retry.' },
   wrong_audience: { codes: F, sentence: 'The artifact was issued to another device or cell.' },

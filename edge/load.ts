@@ -37,9 +37,14 @@ export async function loadKeyBundle(
 
 /** Recompiles the carried compiler input with core's compiler: it must give exactly the carried graph and hash. */
 export function graphMatches(crew: CrewContent): boolean {
-  const ci = crew.compiler_input as { formation: FormationInput; billets: BilletInput[]; bindings: Record<string, SeatBinding> | null };
+  const ci = crew.compiler_input as {
+    formation: FormationInput;
+    billets: BilletInput[];
+    bindings: Record<string, SeatBinding> | null;
+    tool_pins?: Record<string, string>;
+  };
   try {
-    const r = compileFormation(ci.formation, ci.billets, ci.bindings ?? undefined);
+    const r = compileFormation(ci.formation, ci.billets, ci.bindings ?? undefined, ci.tool_pins ? { toolPins: ci.tool_pins } : {});
     return r.ok && r.graphHash === crew.graph_hash && contentHash(r.graph) === contentHash(crew.graph);
   } catch {
     return false; // malformed input cannot reproduce the graph

@@ -21,6 +21,7 @@ import { ChangeCache } from '../store/change-cache.ts';
 import { providerLifecycleRoutes } from './routes-provider-lifecycle.ts';
 import { aiRoutes } from './routes.ts';
 import { secretRoutes } from './routes-secrets.ts';
+import { sourceSecrets } from './secrets.ts';
 
 export interface AiModule extends CellModule {
   ai: Ai;
@@ -47,12 +48,14 @@ export async function createAiModule(
     },
   };
   const ai = new Ai(ctx);
+  // The catalog's sources send a stored secret as their client credentials: lent under the same rules as a provider's.
+  deps.tools.useSecrets(sourceSecrets(ctx));
   return {
     name: 'ai',
     ai,
     routes(app) {
       aiRoutes(app, ctx, ai, deps.tools);
-      secretRoutes(app, ctx);
+      secretRoutes(app, ctx, deps.tools);
       providerLifecycleRoutes(app, ctx);
     },
     async stop() {

@@ -18,6 +18,7 @@ import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
 import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
+import type { Tools } from '../tools/api.ts';
 import type { AiContext } from './providers.ts';
 import {
   countSecrets,
@@ -76,7 +77,7 @@ function secretView(s: SecretMeta, providerIds: readonly string[]): View {
   };
 }
 
-export function secretRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext): void {
+export function secretRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext, tools: Tools): void {
   const { core, iam } = ctx;
   const { store, clock } = core;
 
@@ -173,7 +174,7 @@ export function secretRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext): void {
       'x-status': 'Live',
       summary: 'Delete a secret no provider sends',
       description:
-        'Refused with 409 `secret_in_use` while a model provider sends it (`details.providers` names them). Needs secrets.write, and the right to act on the secret: its creator, or secrets.use and managing the creator (else 403 `wider_than_caller`).',
+        'Refused with 409 `secret_in_use` while a model provider or a catalog source sends it (`details.providers`, `details.sources` name them). Needs secrets.write, and the right to act on the secret: its creator, or secrets.use and managing the creator (else 403 `wider_than_caller`).',
       ...secured(PERMISSIONS.secretsWrite),
       request: { params: SecretId },
       responses: { 200: json(SecretView, 'The secret as it was (never its value)'), ...errorResponses(400, 401, 403, 404, 409) },
@@ -190,6 +191,12 @@ export function secretRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext): void {
           throw conflict(`the secret is sent by ${providers.length} model provider(s); change or delete them first`, {
             reason: 'secret_in_use',
             providers,
+          });
+        const sources = await tools.sourcesUsingSecret(tx, s.secret_id);
+        if (sources.length > 0)
+          throw conflict(`the secret is the client secret of ${sources.length} catalog source(s); change or delete them first`, {
+            reason: 'secret_in_use',
+            sources,
           });
         await deleteSecret(tx, s.secret_id);
         await iam.audit(tx, { actor: auth.principal.id, action: 'secret.delete', target: s.secret_id, outcome: 'ok' });

@@ -101,6 +101,8 @@ const Tool = z
     side_effects: z.boolean(),
     read_only: z.boolean(),
     parameters: z.record(z.string(), z.unknown()),
+    source: z.string().optional().openapi({ description: 'An imported tool: the catalog source it comes from' }),
+    pin: z.string().optional().openapi({ description: 'An imported tool: the pin (sha256:) of its reviewed definition' }),
   })
   .openapi('Tool');
 

@@ -17,6 +17,7 @@ import type { CellCore } from '../context.ts';
 import { openSecret, sealSecret, type Custody, type Witness } from '../custody/api.ts';
 import type { CredentialFacts, Iam } from '../iam/api.ts';
 import type { Reader } from '../store/types.ts';
+import type { SourceSecrets } from '../tools/api.ts';
 import { sealedSecret, sealedSecrets, secretCreator, touchSecret } from './repository.ts';
 
 /** Most provider secrets a store from before the key check offers as witnesses of its key (cell/custody/key-check.ts). */
@@ -156,4 +157,16 @@ export async function readSecret(
       });
   }
   return value;
+}
+
+/**
+ * The stored secrets as the tools module's sources use them (a client secret of their own authorization
+ * server): who stored one, whether a holder may send it somewhere (the provider rule), its value.
+ */
+export function sourceSecrets(ctx: { core: CellCore; iam: Pick<Iam, 'credentialVerdict'>; custody: Custody }): SourceSecrets {
+  return {
+    creator: (db, secretId) => secretCreator(db, secretId),
+    mayUse: (holder, secretId) => mayUseSecret(ctx.core.store, ctx.iam, holder, secretId),
+    read: (secretId) => readSecret(ctx, secretId),
+  };
 }

@@ -19,6 +19,8 @@ export const SERVED_TAGS: Readonly<Record<string, string>> = Object.freeze({
   OAuth: 'The OAuth 2.1 authorization server: clients, tokens, introspection, revocation, keys.',
   'Scoped access tokens': 'Scoped access tokens minted for the caller.',
   'Model providers': 'Model providers agents call.',
+  'Catalog sources':
+    'MCP servers whose tools the governed catalog imports (mcp.<source>.<tool>), each definition pinned by its hash: register, review, re-pin, change, delete.',
   Skills: 'Reusable skills referenced by blueprints.',
   Blueprints: 'Reusable agent templates.',
   Agents: 'Agents, their tools and budget ledgers.',

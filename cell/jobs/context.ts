@@ -1,11 +1,12 @@
 /**
  * The jobs module's instance state, which every function of the module takes:
  * the core and the APIs it uses (IAM, runs, Agent Teams, the tool catalog),
- * the sandbox pool, the workspaces' PostgreSQL schemas, the drives in flight in this process, the per-workspace
+ * the sandbox pool, the workspaces' PostgreSQL databases, the key their secrets are sealed with, the drives in flight in this process, the per-workspace
  * SQL queues, the published endpoints' rate buckets, and the scheduler.
  */
 import type { GroupClock } from '../cluster/api.ts';
 import type { CellCore } from '../context.ts';
+import type { Custody } from '../custody/api.ts';
 import type { Iam } from '../iam/api.ts';
 import type { CellMetrics } from '../ops/api.ts';
 import type { Runs, DriveResult } from '../runs/api.ts';
@@ -23,8 +24,10 @@ export interface JobsContext {
   pool: SandboxPool;
   /** Drives in flight in this process (shutdown waits for them). */
   inflight: Set<Promise<DriveResult>>;
-  /** On the PostgreSQL engine: the workspaces' SQL databases, a schema each in the group's database (absent: SQLite files). */
+  /** On the PostgreSQL engine: the workspaces' SQL databases, a database each on the group's server (absent: SQLite files). */
   pgWorkspaces?: PgWorkspaces;
+  /** The group's secrets key, proven at start: it seals the workspaces' secrets (cell/custody). */
+  custody: Custody;
   /** Per-workspace queue: SQL jobs of one workspace run one at a time (single writer per database file). */
   workspaceQueues: Map<string, Promise<unknown>>;
   /** Wake-up timers of waiting agent job runs (cleared on stop). */

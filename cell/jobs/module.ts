@@ -9,6 +9,7 @@ import { statSync } from 'node:fs';
 import type { CellCore } from '../context.ts';
 import type { GroupClock } from '../cluster/api.ts';
 import type { CellMetrics } from '../ops/api.ts';
+import type { Custody } from '../custody/api.ts';
 import type { Iam, Lifecycle } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
 import type { Runs } from '../runs/api.ts';
@@ -26,6 +27,8 @@ import { SandboxPool } from './sandbox/pool.ts';
 import { Scheduler } from './scheduler.ts';
 import type { DefinitionJobType } from './shapes.ts';
 import { workspaceDbPath } from './steps.ts';
+import { migrateLegacyWorkspaces } from './legacy-workspaces.ts';
+import { sealClearWorkspaceSecrets } from './workspace-secrets.ts';
 
 export interface JobsModule extends CellModule {
   /** The cron scheduler (tests call `tick()` after moving a manual clock). */
@@ -42,7 +45,16 @@ export interface JobsModule extends CellModule {
 
 export function createJobsModule(
   core: CellCore,
-  deps: { iam: Iam; lifecycle: Lifecycle; runs: Runs; teams: Teams; tools: Tools; metrics: CellMetrics; groupClock?: GroupClock },
+  deps: {
+    iam: Iam;
+    lifecycle: Lifecycle;
+    runs: Runs;
+    teams: Teams;
+    tools: Tools;
+    custody: Custody;
+    metrics: CellMetrics;
+    groupClock?: GroupClock;
+  },
 ): JobsModule {
   const ctx: JobsContext = {
     core,
@@ -57,12 +69,15 @@ export function createJobsModule(
     stopped: false,
     metrics: deps.metrics,
     groupClock: deps.groupClock ?? { now: () => core.clock.now(), trusted: () => true },
-    // On the PostgreSQL engine a workspace's SQL database is its schema there, one for the whole group.
-    ...(core.store.engine === 'postgres' && core.config.storeUrl ? { pgWorkspaces: new PgWorkspaces(core.config.storeUrl) } : {}),
+    // On the PostgreSQL engine a workspace's SQL database is a database of its own on the store's server, one for the whole group.
+    ...(core.store.engine === 'postgres' && core.config.storeUrl
+      ? { pgWorkspaces: new PgWorkspaces(core.config.storeUrl, { log: core.log, pgBinDir: core.config.pgBinDir }) }
+      : {}),
+    custody: deps.custody,
   };
   const scheduler = new Scheduler(ctx);
   let unfollow: (() => void) | undefined;
-  // A workspace's storage quota counts its SQL database too (its file; on PostgreSQL its schema as last measured here).
+  // A workspace's storage quota counts its SQL database too (its file; on PostgreSQL its database as last measured here).
   deps.runs.registerWorkspaceFiles((ws) =>
     ctx.pgWorkspaces
       ? (ctx.pgWorkspaces.sizes.get(ws) ?? 0)
@@ -91,6 +106,11 @@ export function createJobsModule(
       mountEndpointRoutes(app, ctx);
     },
     async start() {
+      // SQL workspace secrets of an earlier version, in the clear: sealed before anything uses them.
+      const sealed = await sealClearWorkspaceSecrets(ctx);
+      if (sealed > 0) core.log.info('sealed the secrets of SQL workspaces kept in the clear', { workspaces: sealed });
+      // Workspaces of an earlier version (a schema in the cells' database) move into databases of their own.
+      if (ctx.pgWorkspaces) void migrateLegacyWorkspaces(ctx);
       // Recovery: job runs left queued or running by a previous process are driven
       // again; completed steps are reused from the journal, not re-executed.
       for (const run of await ctx.runs.activeRuns('job')) {

@@ -486,7 +486,10 @@ export async function unpublishEndpoint(tx: Tx, id: string, at: number): Promise
 
 // ---------------------------------------------------------------- SQL workspaces
 
-/** A workspace SQL database's secrets: the key naming its effect records, its PostgreSQL role's password. */
+/**
+ * A workspace SQL database's secrets as stored: the key naming its effect records and its PostgreSQL
+ * role's password, each sealed (cell/jobs/workspace-secrets.ts; in the clear in a store of an earlier version).
+ */
 export interface SqlWorkspaceSecrets {
   effect_key: string;
   role_password: string;
@@ -506,4 +509,39 @@ export async function sqlWorkspaceSecrets(
   const r = await tx.get('SELECT effect_key, role_password FROM job_sql_workspaces WHERE workspace_id = ?', [workspaceId]);
   if (!r) throw new TypeError(`job_sql_workspaces has no row for ${workspaceId} after its insert`);
   return { effect_key: str(r, 'effect_key'), role_password: str(r, 'role_password') };
+}
+
+/** Every workspace that ever ran SQL (has secrets), by id. */
+export async function sqlWorkspaceIds(db: Reader): Promise<string[]> {
+  return (await db.all('SELECT workspace_id FROM job_sql_workspaces ORDER BY workspace_id')).map((r) => str(r, 'workspace_id'));
+}
+
+/** Workspaces after `after` (by id) whose secrets are still in the clear (not a sealed JSON object), at most `limit`. */
+export async function clearWorkspaceSecrets(
+  db: Reader,
+  after: string,
+  limit: number,
+): Promise<({ workspace_id: string } & SqlWorkspaceSecrets)[]> {
+  const rows = await db.all(
+    "SELECT workspace_id, effect_key, role_password FROM job_sql_workspaces WHERE workspace_id > ? AND (effect_key NOT LIKE '{%' OR role_password NOT LIKE '{%') ORDER BY workspace_id LIMIT ?",
+    [after, limit],
+  );
+  return rows.map((r) => ({
+    workspace_id: str(r, 'workspace_id'),
+    effect_key: str(r, 'effect_key'),
+    role_password: str(r, 'role_password'),
+  }));
+}
+
+/** Replaces a row's secrets by their sealed forms, if they are still `was` (another cell may have sealed it first). */
+export async function resealWorkspaceSecrets(
+  tx: Tx,
+  workspaceId: string,
+  was: SqlWorkspaceSecrets,
+  sealed: SqlWorkspaceSecrets,
+): Promise<void> {
+  await tx.run(
+    'UPDATE job_sql_workspaces SET effect_key = ?, role_password = ? WHERE workspace_id = ? AND effect_key = ? AND role_password = ?',
+    [sealed.effect_key, sealed.role_password, workspaceId, was.effect_key, was.role_password],
+  );
 }

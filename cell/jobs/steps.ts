@@ -13,14 +13,15 @@
  * what the workspace's quota leaves after its runs (`sqlStorageCaps`).
  *
  * Where a workspace's SQL database is: on the embedded engine its SQLite file
- * (sandbox/sql.ts); on the PostgreSQL engine its schema in the group's
- * database, the same for every cell (sandbox/pg-workspace.ts). Either way a
- * SQL step commits its effect record with its statements (the effect key is
- * an HMAC, under the workspace's secret, of the run and the step), so a step
- * run again after a crash before its journal record returns the recorded
- * result and applies nothing twice.
+ * (sandbox/sql.ts); on the PostgreSQL engine a database of its own on the
+ * group's server, the same for every cell (sandbox/pg-workspace.ts). Either
+ * way a SQL step commits its effect record with its statements (the effect
+ * key is an HMAC, under the workspace's sealed secret, of the run and the
+ * step: workspace-secrets.ts), out of the job's reach, so a step run again
+ * after a crash before its journal record returns the recorded result and
+ * applies nothing twice.
  */
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { join } from 'node:path';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { capToCeiling, withinCeiling, type Ceiling } from '../../core/authority/ceiling.ts';
@@ -28,9 +29,9 @@ import { isServiceError } from '../../core/errors.ts';
 import type { WireReason } from '../../core/reasons.ts';
 import type { JobsContext } from './context.ts';
 import { outageWait } from '../runs/api.ts';
-import { sqlWorkspaceSecrets, type SqlWorkspaceSecrets } from './repository.ts';
 import type { SqlParam } from './sandbox/sql.ts';
 import type { ComputeSpec, NotebookCell, NotebookSpec, SingleSpec, SqlSpec } from './shapes.ts';
+import { workspaceSecrets, WorkspaceSecretUnreadable } from './workspace-secrets.ts';
 
 /** A job step that did not produce an output, with a machine reason. */
 export class JobStepFailure extends Error {
@@ -100,31 +101,14 @@ export async function sqlStorageCaps(
   };
 }
 
-/** Each process's cache of the workspaces' secrets (they never change once recorded). */
-const secretsCache = new WeakMap<JobsContext, Map<string, Promise<SqlWorkspaceSecrets>>>();
-
-/** The workspace's secrets, recorded by the first cell of the group that needed them. */
-function workspaceSecrets(ctx: JobsContext, workspaceId: string): Promise<SqlWorkspaceSecrets> {
-  let m = secretsCache.get(ctx);
-  if (!m) {
-    m = new Map();
-    secretsCache.set(ctx, m);
-  }
-  let p = m.get(workspaceId);
-  if (!p) {
-    const fresh = { effect_key: randomBytes(32).toString('hex'), role_password: randomBytes(24).toString('hex') };
-    // Row locks, not serializable: cells recording the same new workspace at once wait for the first
-    // one's row (ON CONFLICT DO NOTHING) and then read it, instead of failing serialization and retrying.
-    p = ctx.core.store.write((tx) => sqlWorkspaceSecrets(tx, workspaceId, fresh, ctx.core.clock.now()), { isolation: 'row-locks' });
-    m.set(workspaceId, p);
-    p.catch(() => m.delete(workspaceId));
-  }
-  return p;
-}
-
 /** Names the effect record of step `stepId` of run `runId` (sandbox/sql.ts): only the cell can compute it. */
 export function effectKey(secret: string, runId: string, stepId: string): string {
   return createHmac('sha256', Buffer.from(secret, 'hex')).update(`${runId}\n${stepId}`).digest('hex');
+}
+
+/** The key of the workspace's effect records' MACs (sandbox/sql.ts), derived from its secret. */
+export function effectMacKey(secret: string): string {
+  return createHmac('sha256', Buffer.from(secret, 'hex')).update('agent-cell effect record mac v1').digest('hex');
 }
 
 /**
@@ -147,20 +131,24 @@ export async function runSqlStep(
     sql: s.sql,
     ...(s.params !== undefined ? { params: s.params as SqlParam[] | Record<string, SqlParam> } : {}),
   }));
-  const secrets = await workspaceSecrets(ctx, workspaceId);
+  const secrets = await workspaceSecrets(ctx, workspaceId).catch((err: unknown) => {
+    if (err instanceof WorkspaceSecretUnreadable) throw new JobStepFailure('secret_unreadable', err.message);
+    throw err;
+  });
   const common = {
     statements,
     rowLimit: spec.row_limit,
     maxResultBytes: caps.maxResultBytes,
     maxDbBytes: caps.maxDbBytes,
-    effectKey: effectKey(secrets.effect_key, step.runId, step.stepId),
+    effectKey: effectKey(secrets.effectKey, step.runId, step.stepId),
+    effectMacKey: effectMacKey(secrets.effectKey),
     now: ctx.core.clock.now(),
   };
   const pgw = ctx.pgWorkspaces;
   const once = () =>
     inWorkspaceQueue(ctx, workspaceId, () =>
       pgw
-        ? pgw.run({ ...common, workspaceId, rolePassword: secrets.role_password, timeLimitMs: spec.time_limit_ms }, signal)
+        ? pgw.run({ ...common, workspaceId, rolePassword: secrets.rolePassword, timeLimitMs: spec.time_limit_ms }, signal)
         : ctx.pool.sql({ ...common, dbPath: workspaceDbPath(ctx.core.config.dataDir, workspaceId) }, spec.time_limit_ms, signal),
     );
   let r = await once();

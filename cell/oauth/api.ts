@@ -10,7 +10,16 @@ import type { ClientRecord } from './clients.ts';
 import type { Keyring, PublishedKey } from './signing-keys.ts';
 import type { ToolDelegation, ToolDelegationRequest } from './tool-delegation.ts';
 
-export type { BuiltInClient, CellTokenSubject, CellTokenVerdict, ClientRecord, Keyring, PublishedKey };
+export type {
+  BuiltInClient,
+  CellTokenSubject,
+  CellTokenVerdict,
+  ClientRecord,
+  Keyring,
+  PublishedKey,
+  ToolDelegation,
+  ToolDelegationRequest,
+};
 /** The group's signing keys as witnesses of its secrets key, for a store from before the key check (cell/custody). */
 export { signingKeyWitnesses } from './signing-keys.ts';
 
@@ -26,6 +35,8 @@ export interface OAuthApi {
   publicBase(): string;
   /** A token for an agent's tool call to a registered protected resource, on behalf of the run's requester (null: not such a URL). */
   delegateForTool(req: ToolDelegationRequest): Promise<ToolDelegation | null>;
+  /** The registered protected resource (`--protected-resource`) a URL falls under (the resource itself, or below it), or null. */
+  protectedResourceOf(url: string): string | null;
   /** The signing keys now: the active one and the published set (what /oauth/jwks.json serves). */
   keyring(): Keyring;
   /** Reads the signing keys again; a retired key whose overlap has passed leaves the published set. */

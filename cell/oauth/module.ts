@@ -36,7 +36,7 @@ import { metadataRoutes } from './routes-metadata.ts';
 import { pageRoutes } from './routes-pages.ts';
 import { protocolRoutes } from './routes-protocol.ts';
 import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
-import { toolDelegator } from './tool-delegation.ts';
+import { protectedResourceOf, toolDelegator } from './tool-delegation.ts';
 import { SigningKeys } from './signing-keys.ts';
 import { reloadFollower, type ReloadFollower } from './internal/follower.ts';
 
@@ -160,6 +160,7 @@ function oauthApi(ctx: OAuthContext): OAuthApi {
     clientIds: () => allClientIds(store),
     ensureBuiltInClient: (client) => ensureBuiltInClient(ctx, client),
     delegateForTool: toolDelegator(ctx),
+    protectedResourceOf: (url) => protectedResourceOf(config.protectedResources, url),
   };
 }
 

@@ -9,6 +9,11 @@
  * holds and never shows: the tool presents it with a fresh proof. Nothing
  * else can present it. The service checks it offline against /oauth/jwks.json.
  * A requester that is no longer active gets no token: the call is refused.
+ *
+ * An imported tool (an MCP server that trusts this cell, docs/tools.md) gets the
+ * same token for each of its calls, its audience the server's resource as the
+ * source was registered with (`audience`), its scope the tool grant
+ * (`tools.mcp.<source>.<tool>`).
  */
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
 import { ServiceError } from '../../core/errors.ts';
@@ -24,9 +29,18 @@ export interface ToolDelegationRequest {
   /** The tool, e.g. `http.get`: its grant is the token's scope (`tools.http.get`). */
   tool: string;
   requester: string;
-  agentId: string;
-  runId: string;
+  /** The acting agent (`act.sub`); absent: the requester calls for itself (a `single` job, a catalog review) and there is no `act`. */
+  agentId?: string;
+  runId?: string;
   crewId?: string;
+  /**
+   * The audience, when the tools module already knows it: an imported tool's source, whose server named
+   * this cell as its authorization server (RFC 9728) or is a `--protected-resource`, checked when the
+   * source was registered. Absent: the registered protected resource the URL falls under, if any.
+   */
+  audience?: string;
+  /** The token's scope; default the tool grant, `tools.<tool>`. */
+  scope?: string;
 }
 
 /** A token for one call: the token, its id and SHA-256 (for the journal; never the token), and its proof maker. */
@@ -59,7 +73,7 @@ export function toolDelegator(ctx: OAuthContext): (req: ToolDelegationRequest) =
       return { privateKey: kp.privateKey, jwk, jkt: await calculateJwkThumbprint(jwk) };
     })());
   return async (req) => {
-    const audience = protectedResourceOf(ctx.core.config.protectedResources, req.url);
+    const audience = req.audience ?? protectedResourceOf(ctx.core.config.protectedResources, req.url);
     if (audience === null) return null;
     const requester = await ctx.iam.principal(req.requester);
     if (requester?.status !== 'active')
@@ -69,12 +83,20 @@ export function toolDelegator(ctx: OAuthContext): (req: ToolDelegationRequest) =
     const k = await cellKey();
     const { token, claims } = await issueAccessToken(ctx, {
       subject: requester.id,
-      clientId: `run:${req.runId}`,
-      scope: [`tools.${req.tool}`],
+      clientId: req.runId !== undefined ? `run:${req.runId}` : 'cell:tools',
+      scope: [req.scope ?? `tools.${req.tool}`],
       audience,
       ttlSeconds: TOOL_TOKEN_TTL_SECONDS,
       cnf: { jkt: k.jkt },
-      act: { sub: req.agentId, run_id: req.runId, ...(req.crewId ? { crew_id: req.crewId } : {}) },
+      ...(req.agentId !== undefined
+        ? {
+            act: {
+              sub: req.agentId,
+              ...(req.runId !== undefined ? { run_id: req.runId } : {}),
+              ...(req.crewId ? { crew_id: req.crewId } : {}),
+            },
+          }
+        : {}),
     });
     return {
       token,

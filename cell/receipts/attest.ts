@@ -14,7 +14,7 @@ import { runStatement, type RunEvidence } from '../../core/attestation/statement
 import type { Graph } from '../../core/engine/types.ts';
 import { ServiceError } from '../../core/errors.ts';
 import { jobGraph } from '../jobs/api.ts';
-import { isTerminal, type Run } from '../runs/api.ts';
+import { isTerminal, requesterOf, type Run } from '../runs/api.ts';
 import type { ReceiptsContext } from './context.ts';
 import { integrateAll, logOrigin, proofFor, queueTx } from './log.ts';
 import { recordHash } from '../../core/journal/hash.ts';
@@ -56,6 +56,8 @@ export async function runEvidence(ctx: ReceiptsContext, run: Run, withValues: bo
       values[h] = v === undefined ? null : v;
     }
   }
+  // The actors of the token the run was requested with (RFC 8693 `act`, current first), as the run records them.
+  const actors = requesterOf(run).actors ?? [];
   return {
     run: {
       run_id: run.run_id,
@@ -63,6 +65,7 @@ export async function runEvidence(ctx: ReceiptsContext, run: Run, withValues: bo
       state: run.state,
       reason: run.error?.reason ?? null,
       requester: run.requester,
+      ...(actors.length ? { act: [...actors] } : {}),
       job_type: run.job_type,
       workspace_id: run.workspace_id,
       source: run.source ?? null,

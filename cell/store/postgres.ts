@@ -42,6 +42,9 @@ import { isTxControl, isWriteStatement, tablesWritten } from './internal/tables.
 import { TxContext } from './internal/tx-context.ts';
 import type { Change, OpenStoreOptions, Row, SqlValue, Store, StoreHealth, StoreObserver, Tx, WriteOptions } from './types.ts';
 
+/** The advisory lock the cells of a database migrate under (what no SQL job may hold: docs/jobs.md). */
+export { MIGRATION_LOCK_KEY } from './internal/pg-migrate.ts';
+
 /** The NOTIFY channel every cell of a database uses. */
 export const CHANGE_CHANNEL = 'cell_store_change';
 export const DEFAULT_POOL_SIZE = 10;

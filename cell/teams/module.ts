@@ -22,8 +22,8 @@ import { resourceRoutes } from './resources/routes-resources.ts';
 import { runRoutes } from './crew-runs/routes-runs.ts';
 import { startSweep, stopSweep } from './crew-runs/runs.ts';
 import { Teams } from './api.ts';
-import { providerReach } from './reach.ts';
-import { providerUsers } from './usage.ts';
+import { providerReach, toolReach } from './reach.ts';
+import { providerUsers, toolUsers } from './usage.ts';
 
 export interface TeamsModule extends CellModule {
   teams: Teams;
@@ -40,6 +40,9 @@ export async function createTeamsModule(
   deps.ai.onProviderUsers((db, providerId) => providerUsers(ctx, db, providerId));
   // A change of a provider's destination reaches the agents that call it.
   deps.ai.onProviderReach((db, providerId, isDefault) => providerReach(ctx, db, providerId, isDefault));
+  // A catalog tool something names is not removed under it; a change of its source or its pin reaches the agents granted it.
+  deps.tools.onToolUsers((db, names) => toolUsers(ctx, db, names));
+  deps.tools.onToolReach((db, names) => toolReach(ctx, names, db));
   return {
     name: 'teams',
     teams: new Teams(ctx),

@@ -14,7 +14,10 @@
  * - a formation (its prompt, stages, billets): agents bound in its crews;
  * - a crew: the agents it binds, before and after the change;
  * - a model provider: agents that name it, and (the oldest provider) agents
- *   that name none.
+ *   that name none;
+ * - a catalog tool (a source's change or re-pin): agents granted it, agents
+ *   minted from blueprints granting it, agents bound in crews of formations
+ *   whose billets or stages name it.
  */
 import { contractsOf } from '../../core/authority/envelope.ts';
 import type { Reached } from '../iam/api.ts';
@@ -23,7 +26,7 @@ import type { TeamsContext } from './context.ts';
 import type { Agent } from './resources/types.ts';
 import * as formationsRepo from './formations/repository.ts';
 import * as resourcesRepo from './resources/repository.ts';
-import { contractUsers, skillUsers } from './usage.ts';
+import { contractUsers, skillUsers, toolUsers } from './usage.ts';
 
 /** How many rows each lookup reads at most (a prefilter's limit, as usage.ts). */
 const LIMIT = 1000;
@@ -88,6 +91,16 @@ export async function blueprintReach(ctx: TeamsContext, blueprintId: string, db:
 
 export async function formationReach(ctx: TeamsContext, formationId: string, db: Reader = ctx.core.store): Promise<Reached[]> {
   return reachedAgents(ctx, db, await agentsOfFormations(db, [formationId]));
+}
+
+/** Agents granted one of the catalog tools: directly, by the blueprint they were minted from, or bound in a crew of a formation naming it. */
+export async function toolReach(ctx: TeamsContext, names: readonly string[], db: Reader = ctx.core.store): Promise<Reached[]> {
+  const users = await toolUsers(ctx, db, names);
+  return reachedAgents(ctx, db, [
+    ...(users['agents'] ?? []),
+    ...(await agentsOfBlueprints(db, users['blueprints'] ?? [])),
+    ...(await agentsOfFormations(db, users['formations'] ?? [])),
+  ]);
 }
 
 /** The agents a crew binds before and after a change of its bindings. */

@@ -8,7 +8,6 @@
  * References are found with a text prefilter in the store (the rooms' repository.ts) and
  * then checked exactly on the decoded rows.
  */
-import { ServiceError } from '../../core/errors.ts';
 import { contractsOf } from '../../core/authority/envelope.ts';
 import type { Reader } from '../store/types.ts';
 import type { TeamsContext } from './context.ts';
@@ -19,16 +18,6 @@ import type { CrewDefinitionUser, UsedBy } from './types.ts';
 
 /** Users named per kind in a refusal. */
 export const USED_BY_LIMIT = 100;
-
-/** 409 in_use naming the users; `hint` says what to do first. */
-export function inUse(kind: string, id: string, usedBy: UsedBy, hint: string): ServiceError {
-  const named = Object.entries(usedBy)
-    .filter(([, ids]) => ids.length > 0)
-    .map(([k, ids]) => `${k} ${ids.slice(0, 5).join(', ')}${ids.length > 5 ? ', …' : ''}`);
-  return new ServiceError('conflict', `the ${kind} is in use by ${named.join('; ')}: ${hint}`, {
-    details: { reason: 'in_use', [`${kind}_id`]: id, used_by: usedBy },
-  });
-}
 
 /** True when some kind names at least one user. */
 export function anyUser(usedBy: UsedBy): boolean {
@@ -98,6 +87,24 @@ export async function contractUsers(ctx: TeamsContext, db: Reader, contractId: s
     agents: agents.slice(0, USED_BY_LIMIT),
     formations: await formationsWith(db, q),
   };
+}
+
+/** Formations (any version's billets or stages), blueprints and agents (not purged) that name one of the catalog tools. */
+export async function toolUsers(ctx: TeamsContext, db: Reader, names: readonly string[]): Promise<UsedBy> {
+  const blueprints = new Set<string>();
+  const agents = new Set<string>();
+  const formations = new Set<string>();
+  for (const name of names) {
+    const q = quoted(name);
+    for (const b of await resourcesRepo.blueprintsMentioning(db, q, 1000))
+      if ((b.authority_template?.allowed_tools ?? []).includes(name)) blueprints.add(b.blueprint_id);
+    for (const a of await resourcesRepo.agentsMentioning(db, q, 1000))
+      if ((a.authority.allowed_tools ?? []).includes(name) && (await ctx.iam.principal(a.agent_id))?.status !== 'purged')
+        agents.add(a.agent_id);
+    for (const f of await formationsWith(db, q)) formations.add(f);
+  }
+  const first = (s: Set<string>) => [...s].slice(0, USED_BY_LIMIT);
+  return { formations: first(formations), blueprints: first(blueprints), agents: first(agents) };
 }
 
 /** Crews of the formation (any version). */

@@ -24,19 +24,12 @@ import { ServiceError, invalid } from '../../core/errors.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { Reason } from '../../core/reasons.ts';
 import type { Clock } from '../context.ts';
+import type { ToolDelegation, ToolDelegationRequest } from '../oauth/api.ts';
 import type { Store } from '../store/types.ts';
 import { evaluateArithmetic } from './calc.ts';
 import { egressAllowed } from './egress.ts';
 import { kvCompartments, kvEntry, upsertKv } from './repository.ts';
-import { literalHostAllowed, PrivateDestinationError } from './ssrf.ts';
-
-/** True when a connection failed because the floor refused the resolved address. */
-function isPrivateRefusal(e: unknown): boolean {
-  for (let x: unknown = e, i = 0; x && i < 5; x = (x as { cause?: unknown }).cause, i++) {
-    if (x instanceof PrivateDestinationError) return true;
-  }
-  return false;
-}
+import { isPrivateRefusal, literalHostAllowed } from './ssrf.ts';
 
 /** The slice of an authority envelope tools look at. */
 export interface ToolAuthority {
@@ -59,14 +52,7 @@ export interface ToolsContext {
    * A token for a call to a registered protected resource on behalf of the run's requester (the OAuth
    * module's, cell/oauth/tool-delegation.ts); null when the URL is no such resource.
    */
-  delegation?: (req: {
-    url: string;
-    tool: string;
-    requester: string;
-    agentId: string;
-    runId: string;
-    crewId?: string;
-  }) => Promise<{ token: string; jti: string; tokenSha256: string; proof(htm: string, htu: string): Promise<string> } | null>;
+  delegation?: ((req: ToolDelegationRequest) => Promise<ToolDelegation | null>) | undefined;
 }
 
 /** Who calls a tool, where, and with what authority. */
@@ -342,13 +328,15 @@ export function catalogEntry(name: string): ToolDef | undefined {
   return BY_NAME.get(name);
 }
 
-/** A catalog tool as GET /admin/ai/tool-registry shows it. */
+/** A catalog tool as GET /admin/ai/tool-registry shows it; an imported tool also names its source and its pin. */
 export interface ToolRegistryEntry {
   name: string;
   description: string;
   side_effects: boolean;
   read_only: boolean;
   parameters: Record<string, unknown>;
+  source?: string;
+  pin?: string;
 }
 
 /** The catalog's public view (GET /admin/ai/tool-registry). */

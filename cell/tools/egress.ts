@@ -5,14 +5,20 @@
  * matching that scheme, host and port; a bare host (`api.example.com`)
  * matching it on any scheme and port; a wildcard (`*.example.com`) matching
  * sub-domains only; `kv:<workspace_id>` or `kv:*` for workspace storage
- * writes; `*` for anywhere. An empty list allows nothing (deny by default).
+ * writes; `mcp:<source>` or `mcp:*` for a stdio catalog source (a process on
+ * this cell, docs/tools.md); `*` for anywhere. An empty list allows nothing
+ * (deny by default).
  */
 
-/** True when `destination` (a URL or `kv:<workspace>`) is on the allowlist. */
+/** Destinations that are not URLs: workspace storage and stdio catalog sources, by their prefix. */
+const NAMED = ['kv:', 'mcp:'];
+
+/** True when `destination` (a URL, `kv:<workspace>` or `mcp:<source>`) is on the allowlist. */
 export function egressAllowed(allowlist: readonly string[] | undefined, destination: string): boolean {
   if (!allowlist || allowlist.length === 0) return false;
-  if (destination.startsWith('kv:')) {
-    return allowlist.some((e) => e === '*' || e === 'kv:*' || e === destination);
+  const named = NAMED.find((p) => destination.startsWith(p));
+  if (named !== undefined) {
+    return allowlist.some((e) => e === '*' || e === `${named}*` || e === destination);
   }
   let url: URL;
   try {
@@ -24,7 +30,7 @@ export function egressAllowed(allowlist: readonly string[] | undefined, destinat
   for (const raw of allowlist) {
     const e = raw.toLowerCase();
     if (e === '*') return true;
-    if (e.startsWith('kv:')) continue;
+    if (NAMED.some((p) => e.startsWith(p))) continue;
     if (e.includes('://')) {
       try {
         const o = new URL(e);

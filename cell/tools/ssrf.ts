@@ -68,6 +68,14 @@ export class PrivateDestinationError extends Error {
   }
 }
 
+/** True when a connection failed because the floor refused the resolved address (the error or one of its causes). */
+export function isPrivateRefusal(e: unknown): boolean {
+  for (let x: unknown = e, i = 0; x && i < 6; x = (x as { cause?: unknown }).cause, i++) {
+    if (x instanceof PrivateDestinationError) return true;
+  }
+  return false;
+}
+
 type LookupCb = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
 /** A DNS lookup for net.connect that refuses non-public answers outside `allowPrivate`. */

@@ -22,12 +22,16 @@
  * Nodes are emitted in a topological order, which is the execution order.
  * Hashes: formation hash = content hash of the projection (internal/projection.ts); graph
  * hash = see graphHashOf.
+ * Pins: given the catalog's pins (`options.toolPins`, imported tools only), the graph carries
+ * the pin of every pinned tool it can call (`tool_pins`, internal/tool-pins.ts), and so does
+ * its hash; a graph that calls no pinned tool has neither, exactly as before pins existed.
  */
 import { hashJson, sortedKeys, type Sha256 } from '../json-hash.ts';
 import { contractsOf, intersectAuthority, isSubset, type AuthorityEnvelope } from '../authority/envelope.ts';
 import { validateGraph } from '../engine/validate.ts';
 import { GRAPH_FORMAT_VERSION, type Graph, type GraphEdge, type GraphNode, type SeatAuthority, type SeatSpec } from '../engine/types.ts';
 import { CompileError, parseAuthority, project, seatOrder, type ProjectedBillet, type Projection } from './internal/projection.ts';
+import { graphToolPins } from './internal/tool-pins.ts';
 import type { BilletInput, CompileResult, FormationInput, SeatBinding, StageSpec } from './types.ts';
 
 const REVIEW_PROMPT = 'Your report has returned the result below. Review it and give the final answer to the task.';
@@ -234,17 +238,20 @@ function seats(p: Projection, agents: Record<string, SeatBinding> | undefined): 
 
 /**
  * The graph hash: the graph is a pure function of (compiler format version, formation
- * projection, seat bindings), so its hash is the content hash of exactly those:
- * `{ compiler: GRAPH_FORMAT_VERSION, formation_hash, bindings }` with bindings sorted by
- * billet id ({ agent_id, authority (normalized), billet, model, system_prompt }) or null
- * when compiled without a crew. Equal hashes mean equal graphs; any change of the
- * formation, of a binding, or of the compiler's output (which bumps the version) changes it.
+ * projection, seat bindings, the pins of the tools it calls), so its hash is the content
+ * hash of exactly those: `{ compiler: GRAPH_FORMAT_VERSION, formation_hash, bindings }` with
+ * bindings sorted by billet id ({ agent_id, authority (normalized), billet, model,
+ * system_prompt }) or null when compiled without a crew, and `tool_pins` (`{ tool: pin }`)
+ * only when the graph calls a pinned tool. Equal hashes mean equal graphs; any change of the
+ * formation, of a binding, of a pin it uses, or of the compiler's output (which bumps the
+ * version) changes it.
  */
 function graphHashOf(
   formationHash: string,
   p: Projection,
   agents: Record<string, SeatBinding> | undefined,
   sha256: Sha256 | undefined,
+  toolPins: Record<string, string> | undefined,
 ): string {
   const bindings =
     agents === undefined
@@ -259,7 +266,12 @@ function graphHashOf(
             system_prompt: a.system_prompt ?? null,
           };
         });
-  return hashJson({ bindings, compiler: GRAPH_FORMAT_VERSION, formation_hash: formationHash }, sha256);
+  return hashJson(
+    toolPins === undefined
+      ? { bindings, compiler: GRAPH_FORMAT_VERSION, formation_hash: formationHash }
+      : { bindings, compiler: GRAPH_FORMAT_VERSION, formation_hash: formationHash, tool_pins: toolPins },
+    sha256,
+  );
 }
 
 /**
@@ -268,13 +280,15 @@ function graphHashOf(
  * (the graph of GET .../formations/{id}/graph).
  * `options.sha256` may supply a native synchronous SHA-256 (the cell passes node:crypto's);
  * the hashes are the same with or without it, only faster on large formations.
+ * `options.toolPins`: the catalog's pins (tool name -> pin) of its imported tools; the graph
+ * and its hash carry those of the tools it can call.
  * @example const r = compileFormation({ name: 'f', coordination_policy: 'sequential' }, [{ id: 'b1', role_label: 'writer', authority_cap: {} }]); if (r.ok) r.graphHash
  */
 export function compileFormation(
   formation: FormationInput,
   billets: readonly BilletInput[],
   agents?: Record<string, SeatBinding>,
-  options: { sha256?: Sha256 } = {},
+  options: { sha256?: Sha256; toolPins?: Readonly<Record<string, string>> } = {},
 ): CompileResult {
   try {
     const p = project(formation, billets);
@@ -296,6 +310,8 @@ export function compileFormation(
       limits: p.limits,
       placement: { clearance, topology: p.topology },
     };
+    const toolPins = graphToolPins(graph.nodes, seatMap, options.toolPins);
+    if (toolPins !== undefined) graph.tool_pins = toolPins;
     const v = validateGraph(graph);
     if (!v.ok)
       return {
@@ -304,7 +320,7 @@ export function compileFormation(
         message: `stage ${v.node ?? ''}: ${v.problem}`,
         details: { node: v.node, problem: v.problem },
       };
-    return { ok: true, graph, graphHash: graphHashOf(formationHash, p, agents, options.sha256), formationHash };
+    return { ok: true, graph, graphHash: graphHashOf(formationHash, p, agents, options.sha256, toolPins), formationHash };
   } catch (e) {
     if (e instanceof CompileError) return { ok: false, code: e.code, message: e.message, details: e.details };
     if (e instanceof TypeError)

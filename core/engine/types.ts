@@ -241,6 +241,12 @@ export interface Graph {
   limits: GraphLimits;
   /** Hard placement constraints (core/placement.ts): the highest seat clearance and the formation's topology labels. */
   placement: { clearance: number; topology: Record<string, string> };
+  /**
+   * The pin (content hash of the reviewed definition, core/catalog/pin.ts) of every imported tool the
+   * graph can call, by tool name; absent when it calls none (every graph of built-in tools). The tools
+   * port refuses a call whose tool's live definition is not this one (`tool_definition_changed`).
+   */
+  tool_pins?: Record<string, string>;
 }
 
 // ---------------------------------------------------------------- ports
@@ -322,6 +328,8 @@ export interface ToolCallContext {
   authority: SeatAuthority | null;
   /** The step's timeout: the port stops the call after it and throws StepTimeout. */
   timeout_ms?: number;
+  /** The graph's pin of the tool (`Graph.tool_pins`), when it has one: the port refuses a live definition that differs. */
+  tool_pin?: string;
 }
 export interface ToolsPort {
   /** The catalog entry, or undefined when the tool does not exist (refused: tool_unknown). */

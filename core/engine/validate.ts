@@ -108,6 +108,14 @@ export function validateGraph(g: Graph): GraphVerdict {
     index.set(n.id, i);
   }
   if (!index.has(g.entry) || !index.has(g.exit)) return { ok: false, node: null, problem: 'entry/exit not in nodes' };
+  if (g.tool_pins !== undefined) {
+    const pins = g.tool_pins as unknown;
+    if (typeof pins !== 'object' || pins === null || Array.isArray(pins))
+      return { ok: false, node: null, problem: 'tool_pins must map tools to pins' };
+    for (const [t, p] of Object.entries(pins))
+      if (typeof p !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(p))
+        return { ok: false, node: null, problem: `tool_pins.${t} is not a pin` };
+  }
   for (const e of g.edges) {
     const a = index.get(e?.from);
     const b = index.get(e?.to);

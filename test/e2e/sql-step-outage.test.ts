@@ -9,9 +9,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { wsNames } from '../../cell/jobs/sandbox/pg-workspace.ts';
 import { startGroup, type Group } from '../helpers/group.ts';
-import { adminQuery, lockTable, pgUnavailable } from '../helpers/postgres.ts';
+import { adminQuery, lockTable, pgUnavailable, workspaceDb } from '../helpers/postgres.ts';
 import { A, ok, type Api } from '../helpers/teams.ts';
 import { httpApi, jobRunEnded, TERMINAL, until } from './_runs.ts';
 
@@ -35,8 +34,10 @@ const sqlJob = (statements: { sql: string }[]) => ({ job_type: 'sql', workspace_
 test('a SQL step whose connection is lost runs again once the database answers, and applies once', { skip, timeout: 180_000 }, async () => {
   const first = await ok(api, 'POST', `${A}/jobs/runs`, sqlJob([{ sql: 'CREATE TABLE IF NOT EXISTS effects (id TEXT PRIMARY KEY)' }]));
   assert.equal((await finished(first.run_id)).state, 'completed');
-  const schema = wsNames('', 'lost').schema;
-  const lock = await lockTable(g.db.url, `"${schema}".effects`);
+  // The workspace's own database on the group's server.
+  const ws = workspaceDb(g.db.url, 'lost');
+  const schema = ws.schema;
+  const lock = await lockTable(ws.url, `"${schema}".effects`);
   let ended = 0;
   let runId = '';
   try {
@@ -59,7 +60,7 @@ test('a SQL step whose connection is lost runs again once the database answers, 
   const done = await finished(runId);
   assert.equal(done.state, 'completed', JSON.stringify(done.error));
   assert.ok(ended >= 2, `the job's connection was ended twice (${ended})`);
-  const rows = await adminQuery(g.db.url, `SELECT count(*)::int AS n FROM "${schema}".effects WHERE id = 'once'`);
+  const rows = await adminQuery(ws.url, `SELECT count(*)::int AS n FROM "${schema}".effects WHERE id = 'once'`);
   assert.equal(Number(rows.rows[0]!.n), 1, 'the statement applied once');
   assert.match(g.cells[0]!.output(), /a SQL step waits for the workspace database/);
 });

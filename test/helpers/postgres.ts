@@ -16,6 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { wsNames } from '../../cell/jobs/sandbox/pg-provision.ts';
 
 const SCRIPT = fileURLToPath(new URL('../../scripts/pg-test-server.sh', import.meta.url));
 const run = promisify(execFile);
@@ -102,6 +103,36 @@ export async function adminQuery(serverUrl: string, sql: string): Promise<pg.Que
   }
 }
 
+/**
+ * The URL of SQL workspace `workspaceId`'s own database, for a cell on the database at `cellsDbUrl`
+ * (same server and user; cell/jobs/sandbox/pg-provision.ts), and the workspace's schema there.
+ */
+export function workspaceDb(cellsDbUrl: string, workspaceId: string): { url: string; schema: string; role: string } {
+  const u = new URL(cellsDbUrl);
+  const names = wsNames(decodeURIComponent(u.pathname.slice(1)), workspaceId);
+  u.pathname = `/${names.database}`;
+  return { url: u.toString(), schema: names.schema, role: names.role };
+}
+
+/**
+ * Drops the SQL workspace databases a cell on database `of` made (their comment names it:
+ * cell/jobs/sandbox/pg-provision.ts workspaceDbComment), so a test run does not leave them behind.
+ */
+export async function dropWorkspaceDatabases(serverUrl: string, of: string): Promise<void> {
+  const c = new pg.Client({ connectionString: serverUrl });
+  c.on('error', () => undefined);
+  await c.connect();
+  try {
+    const r = await c.query("SELECT datname FROM pg_database WHERE shobj_description(oid, 'pg_database') LIKE $1", [
+      `agent-cell SQL workspace of database ${of}:%`,
+    ]);
+    for (const { datname } of r.rows as { datname: string }[])
+      await c.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(datname)} WITH (FORCE)`);
+  } finally {
+    await c.end();
+  }
+}
+
 /** A new empty database (UTF-8, C collation) on `serverUrl` (default: this run's server). */
 export async function pgDatabase(serverUrl?: string): Promise<PgDatabase> {
   const server = serverUrl ?? (await pgServerUrl());
@@ -117,6 +148,7 @@ export async function pgDatabase(serverUrl?: string): Promise<PgDatabase> {
       if (dropped) return;
       dropped = true;
       await adminQuery(server, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await dropWorkspaceDatabases(server, name);
     },
   };
 }

@@ -4,16 +4,14 @@
  * and back, for the AI module's `complete` (../complete.ts).
  *
  * Tool names travel to the model with `.` spelled `__` (function names of the
- * protocol allow only [A-Za-z0-9_-]); answers in either spelling map back to
- * the catalog name. A tool call's arguments that are not a JSON object come
+ * protocol allow only [A-Za-z0-9_-]; core/engine/wire-name.ts); answers in
+ * either spelling map back to the catalog name. A tool call's arguments that are not a JSON object come
  * back as `{ _unparsed: <the text> }`, for the engine to refuse.
  */
 import type { ChatMessage, ModelCallOptions, ModelRequest, ModelResponse } from '../../../core/engine/types.ts';
 import type { JsonObject } from '../../../core/journal/record.ts';
+import { fromWireName, toWireName } from '../../../core/engine/wire-name.ts';
 import type { ChatDelta, ChatResult, ChatMessage as WireMessage, ToolSpec } from '../openai-client.ts';
-
-const toWireName = (n: string) => n.replace(/\./g, '__');
-const fromWireName = (n: string) => n.replace(/__/g, '.');
 
 /** The conversation as the protocol's messages (tool calls' arguments as JSON text). */
 export function wireMessages(messages: ChatMessage[]): WireMessage[] {

@@ -18,6 +18,22 @@
  * Records older than EFFECT_RECORD_TTL_MS are removed by the workspace's next
  * writing job.
  *
+ * SQLite has no privileges, so the job's SQL can reach that table; what keeps
+ * the records the cell's (issue 36, finding 10) is that a job may not change
+ * them at all: no row of the table may be written (SQLite's update hook), and
+ * its schema entries (the table's text exactly as the cell wrote it, which a
+ * rename rewrites, its root page, no trigger, index or view on it) and its
+ * number of records must be after the job's statements what they were
+ * before; otherwise the job is refused (`statement_refused`, `refused:
+ * effect_records`) and nothing is kept, and the cell's own insert runs no
+ * code of the job's. Each
+ * record carries an HMAC of its key, time and result under a key derived from
+ * the workspace's secret (`effectMacKey`), checked before a record is
+ * replayed: a record that does not verify is not taken for the step's result
+ * (`effect_record_invalid`, and the step is not run again either). A table of
+ * an earlier version (three columns, no MAC) is rebuilt with MACs inside the
+ * first job that has the key.
+ *
  * Each entry of the job is exactly one statement, judged on what SQLite itself
  * parsed, never on the text: the entry is prepared (SQLite skips whitespace
  * and comments of every kind), and the statement's first keyword is read from
@@ -34,6 +50,7 @@
  * cap and cancel are enforced by the host, which terminates this worker
  * (sql.js has no progress handler).
  */
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import type { Database, Statement, StatementIterator } from 'sql.js';
 import { loadSqlJs } from '../../store/sqljs.ts';
@@ -51,6 +68,8 @@ export interface SqlTask {
   maxDbBytes?: number;
   /** Names this job step's effect record (see above); absent: no record is kept or looked for. */
   effectKey?: string;
+  /** The key (hex) of the records' HMACs; with `effectKey`. */
+  effectMacKey?: string;
   /** Now, ms since the epoch (effect records' age). */
   now?: number;
 }
@@ -73,7 +92,7 @@ export type SqlOutcome =
     }
   | {
       ok: false;
-      reason: 'sql_error' | 'statement_refused' | 'workspace_quota';
+      reason: 'sql_error' | 'statement_refused' | 'workspace_quota' | 'effect_record_invalid';
       message: string;
       statement: number;
       refused?: string;
@@ -104,25 +123,113 @@ const READ_KINDS: ReadonlySet<string> = new Set(['SELECT', 'VALUES', 'EXPLAIN'])
 export const EFFECT_RECORD_TTL_MS = 30 * 24 * 3600 * 1000;
 const EFFECTS_TABLE = '_cell_effects';
 
-/** The recorded results of an earlier run of this step, if it committed. */
-function recordedEffect(db: Database, key: string): SqlStatementResult[] | null {
-  const found = db.exec(`SELECT name FROM sqlite_master WHERE type = 'table' AND name = '${EFFECTS_TABLE}'`);
-  if (!found.length) return null;
-  const r = db.exec(`SELECT result FROM ${EFFECTS_TABLE} WHERE key = ?`, [key]);
-  const v = r[0]?.values[0]?.[0];
-  if (typeof v !== 'string') return null;
+/** The effect records' table as the cell makes it (SQLite keeps this text; a rename would quote the name). */
+const EFFECTS_SQL = `CREATE TABLE ${EFFECTS_TABLE} (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL, mac TEXT NOT NULL)`;
+/** The table of an earlier version, without MACs. */
+const LEGACY_EFFECTS_SQL = `CREATE TABLE ${EFFECTS_TABLE} (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL)`;
+
+/** HMAC of a record (hex), under the workspace's MAC key. */
+function recordMac(macKey: string, key: string, at: number, result: string): string {
+  return createHmac('sha256', Buffer.from(macKey, 'hex')).update(`${key}\n${at}\n${result}`).digest('hex');
+}
+
+/** The text SQLite keeps for the table `_cell_effects`, or null when there is none. */
+function effectsTableSql(db: Database): string | null {
+  const v = db.exec(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = '${EFFECTS_TABLE}'`)[0]?.values[0]?.[0];
+  return typeof v === 'string' ? v : null;
+}
+
+/**
+ * What a job may not change of the effect records, in a few values: the schema entries of the table and
+ * of everything on it (type, name, root page, SQL text: a rename rewrites the text, a trigger or index is
+ * one more entry) and how many records it holds. With the update hook (no row of it written), a job that
+ * leaves these equal has not changed a record. Null when the table is not the cell's.
+ */
+function effectsState(db: Database): string | null {
+  const entries =
+    db.exec(
+      `SELECT type, name, rootpage, sql FROM sqlite_master WHERE name = '${EFFECTS_TABLE}' OR tbl_name = '${EFFECTS_TABLE}' ORDER BY type, name`,
+    )[0]?.values ?? [];
+  if (entries.length === 0) return '[]';
+  const table = effectsTableSql(db);
+  const others = entries.filter((e) => !(e[0] === 'table' || (e[0] === 'index' && e[1] === `sqlite_autoindex_${EFFECTS_TABLE}_1`)));
+  if (table !== EFFECTS_SQL || others.length > 0) return null;
+  const n = db.exec(`SELECT count(*) FROM ${EFFECTS_TABLE}`)[0]?.values[0]?.[0];
+  return JSON.stringify([entries, n]);
+}
+
+/**
+ * The records' state before the job runs, the table made the cell's first (made when there is none): one
+ * of an earlier version (no MAC) is rebuilt with each record's MAC; anything else on or in place of it (a trigger, an index, a view,
+ * other columns: an earlier version let a job make them) is dropped, records and all, since none of it
+ * can be trusted. Inside the job's transaction: kept only with the job's commit.
+ */
+function cellEffectsState(db: Database, macKey: string): string {
+  const state = effectsState(db);
+  if (state !== null && effectsTableSql(db) !== null) return state;
+  const legacy =
+    effectsTableSql(db) === LEGACY_EFFECTS_SQL ? (db.exec(`SELECT key, result, at FROM ${EFFECTS_TABLE}`)[0]?.values ?? []) : [];
+  for (const [type, name] of db.exec(
+    `SELECT type, name FROM sqlite_master WHERE (name = '${EFFECTS_TABLE}' OR tbl_name = '${EFFECTS_TABLE}') AND type IN ('view', 'trigger', 'index') AND name NOT LIKE 'sqlite_autoindex_%'`,
+  )[0]?.values ?? []) {
+    db.exec(`DROP ${String(type).toUpperCase()} IF EXISTS "${String(name).replaceAll('"', '""')}"`);
+  }
+  db.exec(`DROP TABLE IF EXISTS ${EFFECTS_TABLE}`);
+  db.exec(EFFECTS_SQL);
+  for (const [key, result, at] of legacy) {
+    if (typeof key !== 'string' || typeof result !== 'string' || typeof at !== 'number') continue;
+    db.run(`INSERT INTO ${EFFECTS_TABLE} (key, result, at, mac) VALUES (?, ?, ?, ?)`, [
+      key,
+      result,
+      at,
+      recordMac(macKey, key, at, result),
+    ]);
+  }
+  return effectsState(db) ?? '[]';
+}
+
+/** The recorded results of an earlier run of this step: null when none, 'invalid' when its MAC does not verify. */
+function recordedEffect(db: Database, key: string, macKey: string): SqlStatementResult[] | 'invalid' | null {
+  const table = effectsTableSql(db);
+  if (table === LEGACY_EFFECTS_SQL) {
+    // A table of an earlier version, not rebuilt yet (no job with the key has written since): its records
+    // have no MAC, and are taken as they are, once, as that version did.
+    const legacy = db.exec(`SELECT result FROM ${EFFECTS_TABLE} WHERE key = ?`, [key])[0]?.values[0]?.[0];
+    if (typeof legacy !== 'string') return null;
+    try {
+      return JSON.parse(legacy) as SqlStatementResult[];
+    } catch {
+      return 'invalid';
+    }
+  }
+  // None, or a table that is not the cell's (an earlier version let a job change it): no record the cell
+  // trusts; the job's own commit replaces it (cellEffectsState).
+  if (table !== EFFECTS_SQL) return null;
+  const r = db.exec(`SELECT result, at, mac FROM ${EFFECTS_TABLE} WHERE key = ?`, [key]);
+  const row = r[0]?.values[0];
+  if (!row) return null;
+  const [result, at, mac] = row;
+  if (typeof result !== 'string' || typeof at !== 'number' || typeof mac !== 'string') return 'invalid';
+  const want = Buffer.from(recordMac(macKey, key, at, result), 'hex');
+  const got = Buffer.from(mac, 'hex');
+  if (got.length !== want.length || !timingSafeEqual(got, want)) return 'invalid';
   try {
-    return JSON.parse(v) as SqlStatementResult[];
+    return JSON.parse(result) as SqlStatementResult[];
   } catch {
-    return null;
+    return 'invalid';
   }
 }
 
 /** Records this step's results inside the job's transaction; drops records past their age. */
-function recordEffect(db: Database, key: string, results: SqlStatementResult[], now: number): void {
-  db.exec(`CREATE TABLE IF NOT EXISTS ${EFFECTS_TABLE} (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL)`);
+function recordEffect(db: Database, key: string, macKey: string, results: SqlStatementResult[], now: number): void {
   db.run(`DELETE FROM ${EFFECTS_TABLE} WHERE at < ?`, [now - EFFECT_RECORD_TTL_MS]);
-  db.run(`INSERT OR REPLACE INTO ${EFFECTS_TABLE} (key, result, at) VALUES (?, ?, ?)`, [key, JSON.stringify(results), now]);
+  const result = JSON.stringify(results);
+  db.run(`INSERT OR REPLACE INTO ${EFFECTS_TABLE} (key, result, at, mac) VALUES (?, ?, ?, ?)`, [
+    key,
+    result,
+    now,
+    recordMac(macKey, key, now, result),
+  ]);
 }
 
 /** A statement refused before it ran; `refused` names the kind or the rule. */
@@ -209,18 +316,40 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
   let index = 0;
   let resultBytes = 0;
   const maxResultBytes = task.maxResultBytes ?? Infinity;
+  const effects =
+    task.effectKey !== undefined && task.effectMacKey !== undefined ? { key: task.effectKey, macKey: task.effectMacKey } : null;
+  const last = Math.max(0, task.statements.length - 1);
+  let effectsTouched = false;
   try {
     if (task.maxDbBytes !== undefined) {
-      // A connection setting, so a job cannot change it (PRAGMA is refused); SQLite keeps a file
-      // already past it as it is and refuses only growth.
+      // Connection settings, so a job cannot change them (PRAGMA is refused); SQLite keeps a file
+      // already past it as it is and refuses only growth. Temporary tables get the same room: they
+      // live in this worker's memory for the job's length.
       const pageSize = Number(db.exec('PRAGMA page_size')[0]?.values[0]?.[0] ?? 4096);
-      db.exec(`PRAGMA max_page_count = ${Math.max(1, Math.floor(task.maxDbBytes / pageSize))}`);
+      const pages = Math.max(1, Math.floor(task.maxDbBytes / pageSize));
+      db.exec(`PRAGMA max_page_count = ${pages}`);
+      db.exec(`PRAGMA temp.max_page_count = ${pages}`);
     }
-    if (task.effectKey !== undefined) {
-      const recorded = recordedEffect(db, task.effectKey);
+    if (effects) {
+      const recorded = recordedEffect(db, effects.key, effects.macKey);
+      if (recorded === 'invalid') {
+        return {
+          ok: false,
+          reason: 'effect_record_invalid',
+          message: "the record of this step's earlier commit does not verify: the step is not run again (it may have applied)",
+          statement: 0,
+          duration_ms: Date.now() - started,
+        };
+      }
       if (recorded) return { ok: true, results: recorded, duration_ms: Date.now() - started, replayed: true };
     }
     db.exec('BEGIN');
+    const before = effects ? cellEffectsState(db, effects.macKey) : null;
+    if (effects) {
+      db.updateHook((_op, _db, table) => {
+        if (table === EFFECTS_TABLE) effectsTouched = true;
+      });
+    }
     for (; index < task.statements.length; index++) {
       const s = task.statements[index]!;
       const { stmt, kind, release } = prepareOne(db, s.sql);
@@ -256,7 +385,17 @@ export async function runSql(task: SqlTask): Promise<SqlOutcome> {
         release();
       }
     }
-    if (writes && task.effectKey !== undefined) recordEffect(db, task.effectKey, results, task.now ?? Date.now());
+    db.updateHook(null);
+    if (writes && effects) {
+      if (effectsTouched || effectsState(db) !== before) {
+        index = last;
+        throw new Refused(
+          'effect_records',
+          "the job changed the cell's effect records (_cell_effects): the records that make earlier jobs apply once are the cell's",
+        );
+      }
+      recordEffect(db, effects.key, effects.macKey, results, task.now ?? Date.now());
+    }
     if (writes && task.maxDbBytes !== undefined) {
       // What the workspace keeps after this job: the file as it will be written, and the rows the run will store.
       const pages = Number(db.exec('PRAGMA page_count')[0]?.values[0]?.[0] ?? 0);

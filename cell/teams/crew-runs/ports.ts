@@ -54,6 +54,7 @@ export function toolsPort(
             },
             args,
             deadline.signal,
+            call.tool_pin !== undefined ? { pin: call.tool_pin } : undefined,
           ),
         );
       } catch (e) {

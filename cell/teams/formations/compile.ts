@@ -24,6 +24,8 @@ export interface CompilerInput {
   formation: FormationInput;
   billets: BilletInput[];
   bindings: Record<string, SeatBinding> | undefined;
+  /** The pins of the imported tools the graph calls (`Graph.tool_pins`), in an export for the edge. */
+  tool_pins?: Record<string, string>;
 }
 
 /**
@@ -129,7 +131,7 @@ export interface Compiled {
 /** Compiles a formation (bound to a crew when given); throws invalid_request on a compile error. */
 export async function compileFor(ctx: TeamsContext, f: Formation, crew?: Crew): Promise<Compiled> {
   const i = await compilerInput(ctx, f, crew);
-  const r = compileFormation(i.formation, i.billets, i.bindings, NATIVE);
+  const r = compileFormation(i.formation, i.billets, i.bindings, { ...NATIVE, toolPins: ctx.tools.pins() });
   if (!r.ok) {
     throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, {
       details: { reason: r.code, ...r.details },

@@ -11,7 +11,7 @@
  * current one (409 in_use); deleting is refused while a run of the crew is
  * live or a definition names it.
  */
-import { ServiceError, conflict, notFound } from '../../../core/errors.ts';
+import { ServiceError, conflict, notFound, inUse } from '../../../core/errors.ts';
 import type { AuthContext } from '../../context.ts';
 import { newId } from '../../ids.ts';
 import { assertSeatsWithinCaller, compileFor } from './compile.ts';
@@ -20,7 +20,7 @@ import { checkAssignments, crewFormation, getCrew, getFormation, listBillets } f
 import type { Crew, Formation } from './types.ts';
 import * as repo from './repository.ts';
 import { crewReach } from '../reach.ts';
-import { crewUsers, inUse } from '../usage.ts';
+import { crewUsers } from '../usage.ts';
 
 export interface CrewInput {
   assignments: Record<string, string>;

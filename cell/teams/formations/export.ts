@@ -82,7 +82,11 @@ export async function loadCrewForExport(ctx: TeamsContext, crewId: string): Prom
     graph: compiled.graph,
     graph_hash: compiled.graphHash,
     formation_hash: compiled.formationHash,
-    compiler_input: await compilerInput(ctx, formation, crew),
+    compiler_input: {
+      ...(await compilerInput(ctx, formation, crew)),
+      // The pins the graph carries, so a device recompiles the same graph (none for a crew of built-in tools).
+      ...(compiled.graph.tool_pins ? { tool_pins: compiled.graph.tool_pins } : {}),
+    },
     agents,
     blueprints,
     skills,

@@ -21,7 +21,7 @@
 import { isSubset } from '../../../core/authority/envelope.ts';
 import { parseAuthority } from '../../../core/authority/schema.ts';
 import { canonicalJson } from '../../../core/canonical.ts';
-import { ServiceError, conflict, invalid, notFound } from '../../../core/errors.ts';
+import { ServiceError, conflict, invalid, notFound, inUse } from '../../../core/errors.ts';
 import type { AuthContext } from '../../context.ts';
 import type { Tx } from '../../store/types.ts';
 import { checkFormationCompiles, compileFor, inlineStageSkills } from './compile.ts';
@@ -31,7 +31,7 @@ import { assertWithinManager, billetPolicy, bodyOf, getBillet, getFormation, lis
 import * as repo from './repository.ts';
 import { checkContracts, checkTools, resolveSkillRefs } from '../resources/resources.ts';
 import { formationReach } from '../reach.ts';
-import { formationUsers, inUse, anyUser } from '../usage.ts';
+import { formationUsers, anyUser } from '../usage.ts';
 
 /** What a version changed, as version lists show it. */
 export const CHANGE_KINDS = ['created', 'migrated', 'updated', 'billet_added', 'billet_updated', 'billet_removed'] as const;

@@ -22,7 +22,7 @@
  */
 import type { AuthorityEnvelope } from '../../../core/authority/envelope.ts';
 import { parseAuthority } from '../../../core/authority/schema.ts';
-import { ServiceError, forbidden, invalid, notFound } from '../../../core/errors.ts';
+import { ServiceError, forbidden, invalid, notFound, inUse } from '../../../core/errors.ts';
 import { PERMISSIONS } from '../../../core/permissions.ts';
 import type { AuthContext } from '../../context.ts';
 import type { Principal } from '../../iam/api.ts';
@@ -32,7 +32,7 @@ import type { TeamsContext } from '../context.ts';
 import * as repo from './repository.ts';
 import { checkContracts, checkTools } from './resources.ts';
 import { sameJson } from './resource-lifecycle.ts';
-import { agentUsers, anyUser, inUse } from '../usage.ts';
+import { agentUsers, anyUser } from '../usage.ts';
 
 /** The agent and its principal, after the gates every change and delete pass. */
 async function managed(ctx: TeamsContext, auth: AuthContext, agentId: string, action: string): Promise<{ agent: Agent; p: Principal }> {

@@ -20,14 +20,14 @@
  * Refusals of a delete in use: 409 conflict, reason in_use, details.used_by.
  */
 import { canonicalJson } from '../../../core/canonical.ts';
-import { notFound } from '../../../core/errors.ts';
+import { notFound, inUse } from '../../../core/errors.ts';
 import type { AuthContext } from '../../context.ts';
 import type { TeamsContext } from '../context.ts';
 import * as repo from './repository.ts';
 import { checkContracts, getBlueprint, getContract, getSkill, prepareBlueprint, prepareContract, prepareSkill } from './resources.ts';
 import type { Blueprint, Contract, ContractRule, Skill } from './types.ts';
 import { blueprintReach, contractReach, skillReach } from '../reach.ts';
-import { anyUser, blueprintUsers, contractUsers, inUse, skillUsers } from '../usage.ts';
+import { anyUser, blueprintUsers, contractUsers, skillUsers } from '../usage.ts';
 
 const audit = (
   ctx: TeamsContext,

@@ -91,6 +91,7 @@ export async function governedToolCall(
       agent_id: seat?.agent_id ?? null,
       authority,
       ...(policy.timeout_ms !== undefined ? { timeout_ms: policy.timeout_ms } : {}),
+      ...(ctx.graph.tool_pins && Object.hasOwn(ctx.graph.tool_pins, name) ? { tool_pin: ctx.graph.tool_pins[name]! } : {}),
     };
     const once = async () => {
       Object.assign(data, await ctx.beginCall(stepId, 'tool', { tool: name, args }));
@@ -111,6 +112,9 @@ export async function governedToolCall(
     // the step record carries it, so the journal shows which token went where.
     const onBehalf = typeof out === 'object' && out !== null ? (out as { on_behalf?: unknown }).on_behalf : undefined;
     if (typeof onBehalf === 'object' && onBehalf !== null && !Array.isArray(onBehalf)) data.on_behalf = onBehalf as JsonObject;
+    // Which identity an imported tool's server saw (a delegated token's id, the source's client id, or none).
+    const identity = typeof out === 'object' && out !== null ? (out as { identity?: unknown }).identity : undefined;
+    if (typeof identity === 'object' && identity !== null && !Array.isArray(identity)) data.identity = identity as JsonObject;
     return { output: out, data };
   });
   return r.output;

@@ -47,6 +47,7 @@ test('re-arm: a read that completes after a newer one does not arm the timer', a
     inflight: new Set(),
     workspaceQueues: new Map(),
     wakeTimers: new Set(),
+    custody: t.modules.custody.custody,
     stopped: false,
     metrics: new CellMetrics(),
     groupClock: { now: () => t.clock.now(), trusted: () => true },

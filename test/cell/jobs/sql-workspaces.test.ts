@@ -1,9 +1,10 @@
 /**
  * SQL jobs on the PostgreSQL engine (cell/jobs/sandbox/pg-workspace.ts): a
- * workspace's database is one schema for every cell of the group, a job
- * cannot leave it (the cell's tables, another workspace's schema, its own
- * transaction or role), and many jobs at once from several cells each apply
- * their rows exactly once. Skipped on the embedded engine.
+ * workspace's database is a database of its own, one for every cell of the
+ * group, a job cannot leave it (the cell's tables, another workspace's
+ * database, its own transaction or role, its effect records), and many jobs at
+ * once from several cells each apply their rows exactly once. Skipped on the
+ * embedded engine.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,22 +12,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { wsNames } from '../../../cell/jobs/sandbox/pg-workspace.ts';
-import { groupSecretsKeyFile } from '../../helpers/cell-process.ts';
-import { adminQuery } from '../../helpers/postgres.ts';
+import { adminQuery, workspaceDb } from '../../helpers/postgres.ts';
 import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
+import { groupConfig } from './_group.ts';
 import { waitFinished } from './_wait.ts';
 
 const RUNS = '/api/public/v1/admin/jobs/runs';
 const skip = TEST_ENGINE !== 'postgres';
-// The members share one secrets key (it seals the OAuth signing keys they share: docs/multi-cell.md).
-const GROUP = {
-  posture: 'multi-cell' as const,
-  heartbeatMs: 100,
-  // Long: on a loaded machine a late beat must not look like a dead cell (no fault here; a takeover's
-  // claims would be store traffic the retry count below does not expect).
-  leaseMs: 20_000,
-  ...(skip ? {} : { secretsKeyFile: groupSecretsKeyFile() }),
-};
+const GROUP = groupConfig(!skip);
 
 let a: InProcess;
 let b: InProcess;
@@ -84,26 +77,36 @@ test('two cells on one PostgreSQL see the same workspace data', { skip }, async 
   assert.match(other.error.message, /does not exist/);
 });
 
-test('a job cannot leave its schema: the cell tables, another workspace, its role, its transaction', { skip }, async () => {
+test('a job cannot leave its database: the cell tables, another workspace, its role, its transaction, its effect records', {
+  skip,
+}, async () => {
   const seed = await sql(a, 'victim', statements('CREATE TABLE secrets (s TEXT)', "INSERT INTO secrets VALUES ('hidden')"));
   assert.equal(seed.state, 'completed', JSON.stringify(seed.error));
   const db = String((await a.rows('SELECT current_database() AS d'))[0]!['d']);
   const victim = wsNames(db, 'victim');
   const failures: [string, string][] = [
-    // The cell's own tables (no grant on them), by name and through the public schema.
-    ['SELECT * FROM public.runs', 'permission denied'],
-    // Not on its search_path: only its own schema is.
+    // The cell's own tables are in another database: not there, and the public schema is closed.
+    ['SELECT * FROM public.runs', 'permission denied for schema public'],
     ['SELECT * FROM journal', 'does not exist'],
     ['SELECT count(*) FROM public.job_sql_workspaces', 'permission denied'],
     ['UPDATE public.runs SET state = $$failed$$', 'permission denied'],
-    // Another workspace's schema (no USAGE on it).
-    [`SELECT * FROM ${victim.schema}.secrets`, 'permission denied'],
-    [`INSERT INTO ${victim.schema}.secrets VALUES ('x')`, 'permission denied'],
+    [`SELECT * FROM ${db}.public.runs`, 'cross-database references are not implemented'],
+    // Another workspace's schema is in another database too.
+    [`SELECT * FROM ${victim.schema}.secrets`, 'does not exist'],
+    [`INSERT INTO ${victim.schema}.secrets VALUES ('x')`, 'does not exist'],
     [`DROP TABLE ${victim.schema}.secrets`, ''],
+    // Its effect records: read and added only through the cell's functions, never changed or removed.
+    ['SELECT * FROM cell.effects', 'permission denied'],
+    ['DELETE FROM cell.effects', 'permission denied'],
+    ["UPDATE cell.effects SET result = '[]'", 'permission denied'],
+    ['TRUNCATE cell.effects', 'permission denied'],
+    ['DROP TABLE cell.effects', 'must be owner'],
+    ['SELECT count(*) FROM _cell_effects', 'does not exist'],
     // No other role to become, nothing to create outside its schema.
     ['SELECT set_config($$role$$, $$postgres$$, true)', 'permission denied'],
     [`SELECT set_config('role', '${victim.role}', true)`, 'permission denied'],
     ['CREATE TABLE public.planted (x INTEGER)', 'permission denied'],
+    ['CREATE TABLE cell.planted (x INTEGER)', 'permission denied'],
     ['CREATE SCHEMA evil', 'permission denied'],
     ['SELECT pg_read_file($$/etc/passwd$$)', 'permission denied'],
     ["SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'agent-cell'", ''],
@@ -141,6 +144,11 @@ test('a job cannot leave its schema: the cell tables, another workspace, its rol
     ['COPY (SELECT 1) TO STDOUT', 'COPY'],
     ['GRANT USAGE ON SCHEMA public TO PUBLIC', 'GRANT'],
     ['DISCARD ALL', 'DISCARD'],
+    // Code of its own: none.
+    ['CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$', 'CREATE FUNCTION'],
+    ['create or replace /* */ procedure p() language plpgsql as $$ begin end $$', 'CREATE PROCEDURE'],
+    ['CREATE TRUSTED LANGUAGE x HANDLER plpgsql_call_handler', 'CREATE TRUSTED'],
+    ['CREATE EXTENSION IF NOT EXISTS pgcrypto', 'CREATE EXTENSION'],
     ['   ', 'empty_statement'],
   ];
   for (const [attack, kind] of refusedKinds) {
@@ -160,9 +168,6 @@ test('a job cannot leave its schema: the cell tables, another workspace, its rol
   // The victim's data is intact, and the cell still serves.
   const still = await sql(a, 'victim', { sql: 'SELECT s FROM secrets' });
   assert.deepEqual(still.output.results[0].rows, [['hidden']]);
-  // The effect records live in the job's own schema; a job sees them but cannot map them to runs.
-  const own = await sql(a, 'victim', { sql: 'SELECT count(*) FROM _cell_effects' });
-  assert.equal(own.state, 'completed');
 });
 
 test('the time cap holds even when a job turns its statement timeout off: the cell stops its backend', { skip }, async () => {
@@ -186,15 +191,23 @@ test('the time cap holds even when a job turns its statement timeout off: the ce
 
 test('a job commits synchronously, whatever the server default or the job sets: its effect survives a crash', { skip }, async () => {
   // The test server runs with synchronous_commit = off. A deferred trigger runs at COMMIT and notes the
-  // setting then: after the job's own set_config, the cell's last word before COMMIT is what counts.
+  // setting then: after the job's own set_config, the cell's last word before COMMIT is what counts. A job
+  // cannot create the trigger's function (no code of its own): the test installs one in the workspace's
+  // database as the server's superuser.
+  const ready = await sql(a, 'durable', { sql: 'CREATE TABLE seen (v TEXT)' });
+  assert.equal(ready.state, 'completed', JSON.stringify(ready.error));
+  const names = workspaceDb(a.core.config.storeUrl!, 'durable');
+  await adminQuery(
+    names.url,
+    `CREATE SCHEMA fx; GRANT USAGE ON SCHEMA fx TO ${names.role};
+     CREATE FUNCTION fx.note() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO ${names.schema}.seen VALUES (current_setting('synchronous_commit')); RETURN NULL; END $$`,
+  );
   const r = await sql(
     a,
     'durable',
     statements(
-      'CREATE TABLE seen (v TEXT)',
-      "CREATE FUNCTION note() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO seen VALUES (current_setting('synchronous_commit')); RETURN NULL; END $$",
       'CREATE TABLE x (id INTEGER)',
-      'CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON x DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION note()',
+      'CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON x DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fx.note()',
       "SELECT set_config('synchronous_commit', 'off', true)",
       'INSERT INTO x VALUES (1)',
     ),

@@ -61,6 +61,7 @@ export const NOT_STANDING = new Map<string, string>([
     'POST /api/public/v1/admin/principals/{id}/purge',
     'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/cancel',
     'POST /api/public/v1/admin/jobs/runs/{run_id}/cancel',
+    'DELETE /api/public/v1/admin/catalog/sources/{source_id}',
   ].map((id): [string, string] => [id, 'removes or stops: makes nothing'] as [string, string]),
   ...[
     'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs',
@@ -92,6 +93,7 @@ export const NOT_STANDING = new Map<string, string>([
     'PATCH /api/public/v1/admin/agent-teams/skills/{skill_id}',
     'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/upgrade',
     'POST /api/public/v1/admin/agent-teams/agents/{agent_id}/budget-ledger',
+    'POST /api/public/v1/admin/catalog/sources/{source_id}/pins',
   ].map((id): [string, string] => [
     id,
     'a definition or a limit: it acts only in a run a caller starts, whose seats must be within that caller (no schedule: definitions are standing)',
@@ -101,9 +103,11 @@ export const NOT_STANDING = new Map<string, string>([
     'POST /api/public/v1/admin/secrets/{secret_id}/rotate',
     'POST /api/public/v1/admin/ai/model-providers',
     'PATCH /api/public/v1/admin/ai/model-providers/{provider_id}',
+    'POST /api/public/v1/admin/catalog/sources',
+    'PATCH /api/public/v1/admin/catalog/sources/{source_id}',
   ].map((id): [string, string] => [
     id,
-    'a stored value or a destination, not authority: binding and every call re-ask the secret rule of the binding principal',
+    'a stored value or a destination, not authority: binding and every call (a source: every token fetch) re-ask the secret rule of the binding principal',
   ]),
   ['POST /api/public/v1/admin/edge/journals', 'imports a signed record: grants nothing'],
   ['POST /api/public/v1/admin/oauth/signing-keys/rotate', "rotates the cell's key: hands out nothing"],

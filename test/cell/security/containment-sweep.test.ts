@@ -12,8 +12,10 @@ import { capToCeiling, meetCeilings, parseCeiling, UNBOUNDED, type Ceiling } fro
 import { effectiveAuthority, intersectSelectors, normalize } from '../../../core/authority/scopes.ts';
 import { intersectAuthority, type AuthorityEnvelope } from '../../../core/authority/envelope.ts';
 import { ALL_PERMISSIONS, BUILTIN_ROLES } from '../../../core/permissions.ts';
+import { createServer } from 'node:http';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { basic, claimsOf, form } from '../../helpers/oauth.ts';
+import { startMcpServer } from '../../fixtures/mcp-server.ts';
 import { generateEd25519 } from '../../../bundles/codec.ts';
 import { NOT_STANDING, STANDING } from './_standing.ts';
 
@@ -137,11 +139,31 @@ export const SWEPT = [
   'POST /api/public/v1/admin/agent-teams/crews/:crew_id/upgrade',
   'POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/fork',
   'POST /api/public/v1/admin/jobs/runs/:run_id/rerun',
+  'POST /api/public/v1/admin/catalog/sources',
+  'PATCH /api/public/v1/admin/catalog/sources/:source_id',
   'POST /api/public/v1/admin/edge/crew-bundles',
 ];
 
+/** A token endpoint that issues a token to anyone: the sweep judges who may send the secret, not the grant. */
+async function tokenEndpoint() {
+  const s = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ access_token: 'issued', token_type: 'Bearer', expires_in: 300 }));
+  });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(s.address() as { port: number }).port}/token`,
+    close: () => new Promise<void>((r) => s.close(() => r())),
+  };
+}
+
 test('containment sweep: no route hands out or exercises more than its caller holds', async () => {
-  const t = await inProcessCell({ config: { rate: { capacity: 1e9, refillPerSecond: 1e9 }, agentQuota: 100_000 } });
+  const t = await inProcessCell({
+    config: { rate: { capacity: 1e9, refillPerSecond: 1e9 }, agentQuota: 100_000, egressAllowPrivate: ['127.0.0.1/32'] },
+  });
+  // An MCP server and a token endpoint for catalog sources that send the owner's secret.
+  const mcp = await startMcpServer();
+  const as = await tokenEndpoint();
   try {
     const ownerId = (await t.request('GET', `${A}/principals?limit=1`, { token: t.adminKey })).body.principals[0].id as string;
     const ownerHolding: Holding = { permissions: ['*'], envelope: UNBOUNDED };
@@ -166,6 +188,8 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     const wideBlueprint = (await ok(t, 'POST', `${T}/blueprints`, { name: 'wide-bp', role_label: 'r', authority_template: wideEnv }))
       .blueprint_id as string;
     const bootKey = (await t.request('GET', `${A}/api-keys?limit=1`, { token: t.adminKey })).body.keys[0].key_id as string;
+    // A source no agent is granted a tool of, sending nothing: a caller may rebind it only with a right to the secret.
+    const bareSource = (await ok(t, 'POST', `${A}/catalog/sources`, { name: 'bare', url: mcp.url })).source_id as string;
     // An ended run of a crew of wide seats, to fork; a failed job run, to rerun.
     const forkAgent = (await ok(t, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'f', authority_template: wideEnv }))
       .agent_id as string;
@@ -213,6 +237,7 @@ test('containment sweep: no route hands out or exercises more than its caller ho
       .device_id as string;
     let accepted = 0;
     let exchanged = 0;
+    let sourcesAccepted = 0;
     let refused = 0;
 
     // The property runs in rounds until every outcome was seen often enough, so its coverage does
@@ -465,6 +490,26 @@ test('containment sweep: no route hands out or exercises more than its caller ho
       r = await call('DELETE', `${A}/secrets/${spare}`);
       if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'secrets.write'] }, 'secret delete');
 
+      // A catalog source sending the owner's secret as its client secret, registered or rebound: the right to the secret.
+      const cc = { type: 'client_credentials', token_endpoint: as.url, client_id: 'c', client_secret_id: secret };
+      r = await call('POST', `${A}/catalog/sources`, { name: `s${++seq}`, url: mcp.url, auth: cc });
+      if (r.status === 201) assertWithin(caller, { permissions: ['secrets.use', 'catalog.sources.write'] }, 'source secret');
+      r = await call('PATCH', `${A}/catalog/sources/${bareSource}`, { auth: cc });
+      if (r.status === 200) assertWithin(caller, { permissions: ['secrets.use', 'catalog.sources.write'] }, 'source rebind');
+      // With a secret of its own: its credential's secrets.write is the right to send it.
+      const mine = await call('POST', `${A}/secrets`, { name: 'mine', value: 'client-secret' });
+      if (mine.status === 201) {
+        r = await call('POST', `${A}/catalog/sources`, {
+          name: `s${++seq}`,
+          url: mcp.url,
+          auth: { ...cc, client_secret_id: mine.body.secret_id },
+        });
+        if (r.status === 201) {
+          sourcesAccepted++;
+          assertWithin(caller, { permissions: ['secrets.write', 'catalog.sources.write'] }, 'source own secret');
+        }
+      }
+
       // Changes: a provider rebound to the owner's secret; a blueprint, an agent and a billet given
       // the asked authority; a wide blueprint and agent touched at all (the caller must hold what
       // they hold); a crew rebound and upgraded (its seats recompiled).
@@ -506,12 +551,15 @@ test('containment sweep: no route hands out or exercises more than its caller ho
       r = await call('POST', `${T}/crews/${crewId}/upgrade`, { assignments: { [seat2]: wideAgent } });
       if (r.status === 200) assertWithin(caller, { envelope: seatEnv }, 'crew upgrade');
     });
-    const covered = () => exchanged > 5 && accepted > 50 && refused > 50;
+    const covered = () => exchanged > 5 && sourcesAccepted > 2 && accepted > 50 && refused > 50;
     for (let round = 0; round < 4 && !covered(); round++) await fc.assert(property, { numRuns: 40 });
     assert.ok(exchanged > 5, `token exchange was accepted ${exchanged} times`);
+    assert.ok(sourcesAccepted > 2, `a catalog source was registered ${sourcesAccepted} times`);
     assert.ok(accepted > 50 && refused > 50, `the sweep exercised both outcomes (accepted ${accepted}, refused ${refused})`);
   } finally {
     await t.close();
+    await mcp.close();
+    await as.close();
   }
 });
 
@@ -566,6 +614,11 @@ const NOT_AUTHORITY = new Map<string, string>([
   ['DELETE /api/public/v1/admin/agent-teams/formations/:formation_id/billets/:billet_id', 'removing a seat grants nothing'],
   ['DELETE /api/public/v1/admin/agent-teams/crews/:crew_id', 'removes a crew no live run or definition uses'],
   ['POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/cancel', 'stops a run'],
+  [
+    'POST /api/public/v1/admin/catalog/sources/:source_id/pins',
+    'hands out nothing; who may re-pin (it reaches the agents granted the tool): mutation-sweep.test.ts, tools/mcp-containment.test.ts',
+  ],
+  ['DELETE /api/public/v1/admin/catalog/sources/:source_id', 'removes a source none of whose tools anything names'],
 ]);
 
 test('every state-changing admin route is either in the containment sweep or says why it hands out no authority', async () => {

@@ -212,23 +212,20 @@ describe('a holder of the database URL without the secrets key file', { skip, ti
     assert.equal((await req('GET', `${A}/whoami`, mine)).status, 200, 'an inserted key hash works: the section says so');
   });
 
-  test('SQL workspace secrets: readable in the clear until the workspaces change seals them (issue 36, finding 10)', async () => {
-    const row = (await sql.query("SELECT role_password FROM job_sql_workspaces WHERE workspace_id = 'books'")).rows[0] as {
-      role_password: string;
-    };
-    // When the workspaces change (another branch) seals these columns, this test fails here: flip the section's
-    // sentence on workspace secrets to "cannot" and this test to the refusal (a login with what the store holds).
-    assert.match(row.role_password, /^[0-9a-f]{48}$/, 'the role password is stored in the clear (docs/security.md says so)');
-    const role = wsNames(db.name, 'books').role;
-    const u = new URL(db.url);
-    u.username = role;
-    u.password = row.role_password;
-    const c = new pg.Client({ connectionString: u.toString() });
-    await c.connect();
-    try {
-      assert.equal((await c.query('SELECT current_user AS u')).rows[0].u, role, 'a login as the workspace role');
-    } finally {
-      await c.end();
+  test('cannot open the SQL workspaces’ secrets: role passwords and effect keys are sealed under the group’s key (issue 36, finding 10)', async () => {
+    const row = (await sql.query("SELECT effect_key, role_password FROM job_sql_workspaces WHERE workspace_id = 'books'"))
+      .rows[0] as Record<'effect_key' | 'role_password', string>;
+    for (const column of ['effect_key', 'role_password'] as const) {
+      assert.doesNotMatch(row[column], /^[0-9a-f]+$/, `${column} is not in the clear`);
+      const stored = JSON.parse(row[column]) as { sealed: number; data: string };
+      assert.equal(stored.sealed, 1, column);
+      assert.throws(
+        () => openSecret(theirKey, `agent-cell workspace secret v1:books:${column}`, Buffer.from(stored.data, 'base64')),
+        `a key of their own opens no ${column}`,
+      );
     }
+    // The workspace's data is in a database of its own on the server, named after the cells' one.
+    const own = await sql.query('SELECT 1 FROM pg_database WHERE datname = $1', [wsNames(db.name, 'books').database]);
+    assert.equal(own.rowCount, 1);
   });
 });

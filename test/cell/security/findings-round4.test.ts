@@ -305,6 +305,12 @@ test('finding 7: a run requested through an exchanged token excludes its whole c
     assert.equal(r.body.details.reason, 'requester_cannot_approve');
     const requested = (await t.modules.runs.runs.readJournal(run.run_id)).find((x) => x.kind === 'run_requested')!;
     assert.deepEqual(requested.data?.['requester_actors'], [mallory.id], 'the journal names the chain that requested');
+    // The run's attestation names that chain too (its requester's `act`), once the run has ended.
+    await must(t, 'POST', `${A}/jobs/runs/${run.run_id}/cancel`, {});
+    assert.equal(await ended(t, run.run_id), 'cancelled');
+    const env = await must(t, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}/attestation?format=dsse`);
+    const statement = JSON.parse(Buffer.from(env.payload, 'base64').toString('utf8'));
+    assert.deepEqual(statement.predicate.requester, { principal: subject.id, act: [mallory.id] });
   } finally {
     await t.close();
     await ai.close();

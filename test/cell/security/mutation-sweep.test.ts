@@ -13,6 +13,7 @@ import fc from 'fast-check';
 import { ALL_PERMISSIONS } from '../../../core/permissions.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { operations, type Json } from '../discovery/_openapi.ts';
+import { startMcpServer, type McpFixture } from '../../fixtures/mcp-server.ts';
 import { basic, form } from '../../helpers/oauth.ts';
 import { NOT_STANDING, STANDING } from './_standing.ts';
 import { generateEd25519 } from '../../../bundles/codec.ts';
@@ -64,6 +65,10 @@ const agentState = async (t: InProcess, w: World) => ({
   l: await row(t, 'SELECT budget_limit FROM team_ledgers WHERE agent_id = ?', w.ids['agent_id']!),
 });
 const runCount = async (t: InProcess) => (await t.row('SELECT COUNT(*) AS n FROM runs'))!['n'];
+const sourceState = async (t: InProcess, w: World) => ({
+  s: await row(t, 'SELECT * FROM tool_sources WHERE source_id = ?', w.ids['source_id']!),
+  p: await t.rows('SELECT * FROM tool_pins WHERE source_id = ? ORDER BY tool', [w.ids['source_id']!]),
+});
 const definitionState = (t: InProcess, w: World) => row(t, 'SELECT * FROM job_definitions WHERE schedule_id = ?', w.ids['schedule_id']!);
 
 /** What the owner's narrow key holds (and a caller needs to see it): finding 1's service principal held these. */
@@ -153,6 +158,18 @@ const DRIVERS: Record<string, Driver> = {
   'DELETE /api/public/v1/admin/agent-teams/crews/{crew_id}': { params: (w) => w.ids, state: crewState },
   'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/upgrade': { params: (w) => w.ids, body: {}, state: crewState },
   'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs': { params: (w) => w.ids, body: { input: {} }, state: runCount },
+  // A source whose tool the owner's wide agent is granted: a change, a re-pin or a delete reaches it.
+  'PATCH /api/public/v1/admin/catalog/sources/{source_id}': {
+    params: (w) => w.ids,
+    body: { definition_max_age_ms: 3_600_000 },
+    state: sourceState,
+  },
+  'DELETE /api/public/v1/admin/catalog/sources/{source_id}': { params: (w) => w.ids, state: sourceState },
+  'POST /api/public/v1/admin/catalog/sources/{source_id}/pins': {
+    params: (w) => w.ids,
+    bodyOf: (w) => ({ pins: { lookup: w.ids['lookup_pin'] } }),
+    state: sourceState,
+  },
   // A fork runs as the caller (every wide seat within it), never an older formation version than the
   // crew runs now (the owner's run pinned one the crew moved past), and reuses no approval given for the
   // owner's run: the two-person approval before the seat is asked again (docs/security.md).
@@ -235,6 +252,7 @@ const NOT_DRIVEN = new Map<string, string>([
     'jobs/runs',
     'jobs/definitions',
     'jobs/endpoints',
+    'catalog/sources',
   ].map((r): [string, string] => [
     `POST ${A}/${r}`,
     'creates, never wider than the caller: driven with random asks by containment-sweep.test.ts',
@@ -277,7 +295,7 @@ async function must(t: InProcess, method: string, path: string, body?: unknown, 
 }
 
 /** The owner's things: a narrow key of its own, a client, secrets, the provider its agents call, and Agent Teams things governing wide agents. */
-async function ownersWorld(t: InProcess): Promise<World> {
+async function ownersWorld(t: InProcess, mcp: McpFixture): Promise<World> {
   const me = (await must(t, 'GET', `${A}/whoami`)).principal.id as string;
   const ownerKeyId = (await must(t, 'GET', `${A}/api-keys?limit=1`)).keys[0].key_id as string;
   const key = await must(t, 'POST', `${A}/api-keys`, {
@@ -304,7 +322,10 @@ async function ownersWorld(t: InProcess): Promise<World> {
   await must(t, 'POST', `${A}/roles`, { name: 'wide-role', permissions: ['iam', 'secrets', 'ai'] });
   const contract = await must(t, 'POST', `${T}/contracts`, { name: 'gate', rules: [{ name: 'small', expr: 'tool != "http.get"' }] });
   const skill = await must(t, 'POST', `${T}/skills`, { name: 'triage', skill_kind: 'prompt', definition: { prompt: 'careful' } });
-  const wide = { allowed_tools: ['calc', 'http.get'], clearance_level: 5, permission_mode: 'auto', compartments: ['x'] };
+  // A catalog source whose tool the wide agent is granted.
+  const source = await must(t, 'POST', `${A}/catalog/sources`, { name: 'crm', url: mcp.url });
+  const lookupPin = (source.tools as { tool: string; pin: string }[]).find((x) => x.tool === 'lookup')!.pin;
+  const wide = { allowed_tools: ['calc', 'http.get', 'mcp.crm.lookup'], clearance_level: 5, permission_mode: 'auto', compartments: ['x'] };
   const bp = await must(t, 'POST', `${T}/blueprints`, {
     name: 'triager',
     role_label: 'triager',
@@ -369,6 +390,8 @@ async function ownersWorld(t: InProcess): Promise<World> {
       crew_id: crew.crew_id,
       run_id: run.run_id,
       fork_at: String(forkAt),
+      source_id: source.source_id,
+      lookup_pin: lookupPin,
     },
   };
 }
@@ -480,9 +503,12 @@ const narrowCaller = (permission: string, also: readonly string[] = []) =>
 let seq = 0;
 
 test('mutation sweep: no narrow caller changes what the owner owns or what governs its agents', async () => {
-  const t = await inProcessCell({ config: { rate: { capacity: 1e9, refillPerSecond: 1e9 }, agentQuota: 100_000 } });
+  const t = await inProcessCell({
+    config: { rate: { capacity: 1e9, refillPerSecond: 1e9 }, agentQuota: 100_000, egressAllowPrivate: ['127.0.0.1/32'] },
+  });
+  const mcp = await startMcpServer();
   try {
-    const w = await ownersWorld(t);
+    const w = await ownersWorld(t, mcp);
     const served = await servedMutations(t);
     let refused = 0;
     const accepted = new Map<string, number>();
@@ -540,6 +566,7 @@ test('mutation sweep: no narrow caller changes what the owner owns or what gover
     );
   } finally {
     await t.close();
+    await mcp.close();
   }
 });
 
@@ -564,9 +591,12 @@ test('every mutating operation of the served document is driven by the mutation 
 // ---------------------------------------------------------------- the delegated-token pass
 
 test('delegated-token pass: every mutating operation tried with an exchanged token; what is standing is refused', async () => {
-  const t = await inProcessCell({ config: { rate: { capacity: 1e9, refillPerSecond: 1e9 }, agentQuota: 100_000 } });
+  const t = await inProcessCell({
+    config: { rate: { capacity: 1e9, refillPerSecond: 1e9 }, agentQuota: 100_000, egressAllowPrivate: ['127.0.0.1/32'] },
+  });
+  const mcp = await startMcpServer();
   try {
-    const w = await ownersWorld(t);
+    const w = await ownersWorld(t, mcp);
     const spare = await generateEd25519();
     const other = await must(t, 'POST', `${A}/principals`, { kind: 'service', name: 'other', roles: ['viewer'] });
     const archived = await must(t, 'POST', `${A}/principals`, { kind: 'service', name: 'archived', roles: ['viewer'] });
@@ -634,6 +664,7 @@ test('delegated-token pass: every mutating operation tried with an exchanged tok
     assert.deepEqual(run.body.flags.requester_actors, [d.id]);
   } finally {
     await t.close();
+    await mcp.close();
   }
 });
 

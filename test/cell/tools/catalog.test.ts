@@ -20,7 +20,7 @@ test('calc evaluates arithmetic with precedence, never code', () => {
   }
 });
 
-test('egress allowlist: origins, hosts, wildcards, kv; empty denies', () => {
+test('egress allowlist: origins, hosts, wildcards, kv, stdio sources; empty denies', () => {
   assert.equal(egressAllowed([], 'https://a.example'), false);
   assert.equal(egressAllowed(undefined, 'kv:ws1'), false);
   assert.equal(egressAllowed(['https://a.example'], 'https://a.example/x'), true);
@@ -33,6 +33,12 @@ test('egress allowlist: origins, hosts, wildcards, kv; empty denies', () => {
   assert.equal(egressAllowed(['kv:ws1'], 'kv:ws1'), true);
   assert.equal(egressAllowed(['kv:ws1'], 'kv:ws2'), false);
   assert.equal(egressAllowed(['kv:*'], 'https://a.example'), false);
+  assert.equal(egressAllowed(['mcp:files'], 'mcp:files'), true);
+  assert.equal(egressAllowed(['mcp:*'], 'mcp:files'), true);
+  assert.equal(egressAllowed(['*'], 'mcp:files'), true);
+  assert.equal(egressAllowed(['mcp:files'], 'mcp:other'), false);
+  assert.equal(egressAllowed(['kv:*', 'files'], 'mcp:files'), false);
+  assert.equal(egressAllowed(['mcp:*'], 'https://a.example'), false);
 });
 
 test('every tool declares read-only or side-effecting and parameters', () => {

@@ -28,7 +28,6 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { wsNames } from '../../../../cell/jobs/sandbox/pg-workspace.ts';
 import { verifyJournal } from '../../../../core/journal/verify.ts';
 import type { JournalRecord } from '../../../../core/journal/record.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../../../fixtures/openai-server.ts';
@@ -42,6 +41,7 @@ import {
   startPgServer,
   type PgDatabase,
   type PgServer,
+  workspaceDb,
 } from '../../../helpers/postgres.ts';
 import { provider, team, T, type Api } from '../../../helpers/teams.ts';
 
@@ -460,12 +460,12 @@ export async function check(g: FaultGroup, w: Workload, o: CheckOptions): Promis
       reissued += n;
     }
   }
-  // SQL effects exactly once, read from each workspace's schema on PostgreSQL: one row per acknowledged SQL run
+  // SQL effects exactly once, read from each workspace's database on PostgreSQL: one row per acknowledged SQL run
   // (a second execution would have failed on the primary key, or committed a row twice without it).
   for (const a of w.acked.filter((x) => x.kind === 'sql')) {
-    const schema = wsNames('', a.workspace).schema;
-    const r = await adminQuery(g.db.url, `SELECT count(*)::int AS n FROM "${schema}".effects WHERE id = '${a.marker}'`);
-    assert.equal(Number(r.rows[0]!.n), 1, `${a.id}: its SQL effect committed exactly once in ${schema}`);
+    const ws = workspaceDb(g.db.url, a.workspace);
+    const r = await adminQuery(ws.url, `SELECT count(*)::int AS n FROM "${ws.schema}".effects WHERE id = '${a.marker}'`);
+    assert.equal(Number(r.rows[0]!.n), 1, `${a.id}: its SQL effect committed exactly once in ${ws.url}`);
   }
   // Crew runs recorded for a request whose answer the client never had (the cell died, or the COMMIT's
   // outcome was unknown) run like the others: they must finish too, and their calls count. A run behind

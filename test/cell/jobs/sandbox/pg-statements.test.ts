@@ -21,6 +21,10 @@ test('allowed kinds pass; everything else is refused with its keyword', () => {
     'CREATE TABLE t (n int)',
     'ALTER TABLE t ADD c int',
     'EXPLAIN SELECT 1',
+    // Objects that can only name functions that exist.
+    'CREATE TRIGGER t AFTER INSERT ON x FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()',
+    'CREATE OR REPLACE VIEW v AS SELECT 1',
+    'CREATE AGGREGATE mysum (int) (SFUNC = int4pl, STYPE = int)',
   ]) {
     assert.equal(refusal(ok), null, ok);
   }
@@ -36,6 +40,15 @@ test('allowed kinds pass; everything else is refused with its keyword', () => {
     ['CALL p()', 'CALL'],
     ['DO $$ BEGIN END $$', 'DO'],
     ['LISTEN x', 'LISTEN'],
+    // Code of its own (issue 36, finding 10): none.
+    ['CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$', 'CREATE FUNCTION'],
+    ['create /* x */ or -- y\n replace function f() returns int language sql as $$ select 1 $$', 'CREATE FUNCTION'],
+    ['CREATE OR REPLACE PROCEDURE p() LANGUAGE plpgsql AS $$ BEGIN END $$', 'CREATE PROCEDURE'],
+    ['CREATE LANGUAGE plperl', 'CREATE LANGUAGE'],
+    ['CREATE OR REPLACE TRUSTED PROCEDURAL LANGUAGE x', 'CREATE TRUSTED'],
+    ['CREATE EXTENSION dblink', 'CREATE EXTENSION'],
+    ['CREATE EVENT TRIGGER e ON ddl_command_start EXECUTE FUNCTION f()', 'CREATE EVENT'],
+    ['CREATE TRANSFORM FOR int LANGUAGE sql (FROM SQL WITH FUNCTION f(internal))', 'CREATE TRANSFORM'],
     ['', 'empty_statement'],
     ['/* unterminated', 'empty_statement'],
     // Not whitespace to PostgreSQL: nothing readable, refused.

@@ -6,10 +6,11 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runSql, type SqlOutcome, type SqlTask } from '../../../../cell/jobs/sandbox/sql.ts';
+import { loadSqlJs } from '../../../../cell/store/sqljs.ts';
 import { workspaceDbPath } from '../../../../cell/jobs/steps.ts';
 import { inProcessCell, TEST_ENGINE, type InProcess } from '../../../helpers/inproc.ts';
 
@@ -51,9 +52,16 @@ async function refused(attack: string, refusedAs: string): Promise<SqlOutcome> {
   return r;
 }
 
+/** The key of the effect records' MACs in these tests (the cell derives one per workspace: steps.ts effectMacKey). */
+const MAC_KEY = 'ab'.repeat(32);
+
 test('exactly once: a job run again under the same effect key returns its recorded result and applies nothing', async () => {
   const once = (key: string) =>
-    runSql({ ...task(["INSERT INTO t VALUES ('once')", "SELECT count(*) FROM t WHERE x = 'once'"]), effectKey: key });
+    runSql({
+      ...task(["INSERT INTO t VALUES ('once')", "SELECT count(*) FROM t WHERE x = 'once'"]),
+      effectKey: key,
+      effectMacKey: MAC_KEY,
+    });
   const first = await once('k1');
   assert.ok(first.ok && !first.replayed, JSON.stringify(first));
   const hash = fileHash();
@@ -66,10 +74,121 @@ test('exactly once: a job run again under the same effect key returns its record
   assert.ok(other.ok && !other.replayed);
   assert.deepEqual(other.ok && other.results[1]!.rows, [[2]]);
   // A job that failed recorded nothing: run again, it runs.
-  const failed = await runSql({ ...task(["INSERT INTO t VALUES ('once')", 'SELECT nope FROM t']), effectKey: 'k3' });
+  const failed = await runSql({ ...task(["INSERT INTO t VALUES ('once')", 'SELECT nope FROM t']), effectKey: 'k3', effectMacKey: MAC_KEY });
   assert.equal(failed.ok, false);
-  const retried = await runSql({ ...task(["DELETE FROM t WHERE x = 'once'"]), effectKey: 'k3' });
+  const retried = await runSql({ ...task(["DELETE FROM t WHERE x = 'once'"]), effectKey: 'k3', effectMacKey: MAC_KEY });
   assert.ok(retried.ok && !retried.replayed && retried.results[0]!.changes === 2);
+});
+
+test('a job cannot change the effect records that make earlier jobs apply once (issue 36, finding 10)', async () => {
+  const keep = await runSql({
+    ...task(["INSERT INTO t VALUES ('kept')", 'SELECT count(*) FROM t']),
+    effectKey: 'fx-1',
+    effectMacKey: MAC_KEY,
+  });
+  assert.ok(keep.ok && !keep.replayed, JSON.stringify(keep));
+  const attacks: string[][] = [
+    ['DELETE FROM _cell_effects'],
+    ["DELETE FROM _cell_effects WHERE key = 'fx-1'"],
+    ["UPDATE _cell_effects SET result = '[]'"],
+    ['DROP TABLE _cell_effects'],
+    ["INSERT INTO _cell_effects VALUES ('forged', '[]', 0, 'not a mac')"],
+    // Renamed away and a look-alike put in its place, with the same keys, MACs and times.
+    [
+      'ALTER TABLE _cell_effects RENAME TO gone',
+      'CREATE TABLE _cell_effects (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL, mac TEXT NOT NULL)',
+      'INSERT INTO _cell_effects SELECT key, result, at, mac FROM gone',
+    ],
+    // Renamed away, changed under another name, renamed back.
+    ['ALTER TABLE _cell_effects RENAME TO aside', "UPDATE aside SET result = '[]'", 'ALTER TABLE aside RENAME TO _cell_effects'],
+    // Dropped and made again with the cell's very text: empty, or refilled.
+    [
+      'CREATE TABLE copy AS SELECT * FROM _cell_effects',
+      'DROP TABLE _cell_effects',
+      'CREATE TABLE _cell_effects (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL, mac TEXT NOT NULL)',
+    ],
+    [
+      'CREATE TABLE copy AS SELECT * FROM _cell_effects',
+      'DROP TABLE _cell_effects',
+      'CREATE TABLE _cell_effects (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL, mac TEXT NOT NULL)',
+      "INSERT INTO _cell_effects SELECT key, '[]', at, mac FROM copy",
+    ],
+    ['CREATE INDEX by_time ON _cell_effects (at)'],
+    // Code of the job's that the cell's own writes would run.
+    ['CREATE TRIGGER wipe AFTER INSERT ON _cell_effects BEGIN DELETE FROM _cell_effects; END'],
+    ['ALTER TABLE _cell_effects RENAME TO gone', 'CREATE VIEW _cell_effects AS SELECT * FROM gone'],
+    ['ALTER TABLE _cell_effects ADD COLUMN extra TEXT'],
+  ];
+  for (const [i, attack] of attacks.entries()) {
+    const before = fileHash();
+    const r = await runSql({ ...task(["INSERT INTO t VALUES ('attack')", ...attack]), effectKey: `fx-attack-${i}`, effectMacKey: MAC_KEY });
+    assert.equal(r.ok, false, `${attack.join('; ')} must be refused: ${JSON.stringify(r)}`);
+    assert.equal(!r.ok && r.reason, 'statement_refused', `${attack.join('; ')}: ${JSON.stringify(r)}`);
+    assert.equal(!r.ok && r.refused, 'effect_records', attack.join('; '));
+    assert.equal(fileHash(), before, `${attack.join('; ')}: nothing of the job is kept`);
+  }
+  const again = await runSql({ ...task(["INSERT INTO t VALUES ('kept')"]), effectKey: 'fx-1', effectMacKey: MAC_KEY });
+  assert.ok(again.ok && again.replayed === true, 'the record is as the cell wrote it');
+  assert.deepEqual(again.ok && again.results, keep.ok && keep.results);
+  const undone = await runSql(task(["DELETE FROM t WHERE x = 'kept'"]));
+  assert.ok(undone.ok);
+});
+
+test('a record changed behind the cell does not verify: the step is neither replayed with it nor run again', async () => {
+  const w = await runSql({ ...task(["INSERT INTO t VALUES ('mac')"]), effectKey: 'mac-1', effectMacKey: MAC_KEY });
+  assert.ok(w.ok);
+  // Edited outside any job (a copy of the file, a tool): the result is no longer the one the MAC covers.
+  const SQL = await loadSqlJs();
+  const edit = new SQL.Database(readFileSync(db));
+  edit.run(`UPDATE _cell_effects SET result = '[{"columns":[],"rows":[],"truncated":false,"changes":999}]' WHERE key = 'mac-1'`);
+  writeFileSync(db, edit.export());
+  edit.close();
+  const before = fileHash();
+  const r = await runSql({ ...task(["INSERT INTO t VALUES ('mac')"]), effectKey: 'mac-1', effectMacKey: MAC_KEY });
+  assert.equal(r.ok, false);
+  assert.equal(!r.ok && r.reason, 'effect_record_invalid', JSON.stringify(r));
+  assert.equal(fileHash(), before, 'nothing ran');
+  const fixed = new SQL.Database(readFileSync(db));
+  fixed.run("DELETE FROM _cell_effects WHERE key = 'mac-1'");
+  fixed.run("DELETE FROM t WHERE x = 'mac'");
+  writeFileSync(db, fixed.export());
+  fixed.close();
+});
+
+test('the records of an earlier version (no MAC) are replayed as they are, and rebuilt with MACs by the next write', async () => {
+  const file = join(dir, 'legacy.sqlite');
+  const SQL = await loadSqlJs();
+  const old = new SQL.Database();
+  old.run('CREATE TABLE t (x TEXT)');
+  old.run('CREATE TABLE _cell_effects (key TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL)');
+  old.run('INSERT INTO _cell_effects VALUES (\'old-1\', \'[{"columns":[],"rows":[],"truncated":false,"changes":1}]\', ?)', [Date.now()]);
+  writeFileSync(file, old.export());
+  old.close();
+  const legacy = (key: string, sqls: string[]) =>
+    runSql({ dbPath: file, statements: sqls.map((sql) => ({ sql })), rowLimit: 10, effectKey: key, effectMacKey: MAC_KEY });
+  const replayed = await legacy('old-1', ["INSERT INTO t VALUES ('x')"]);
+  assert.ok(replayed.ok && replayed.replayed === true, JSON.stringify(replayed));
+  const next = await legacy('new-1', ["INSERT INTO t VALUES ('y')"]);
+  assert.ok(next.ok && !next.replayed, JSON.stringify(next));
+  const after = new SQL.Database(readFileSync(file));
+  const cols = after.exec("SELECT name FROM pragma_table_xinfo('_cell_effects')")[0]!.values.map((c) => c[0]);
+  after.close();
+  assert.deepEqual(cols, ['key', 'result', 'at', 'mac']);
+  const still = await legacy('old-1', ['SELECT 1']);
+  assert.ok(still.ok && still.replayed === true, 'the old record, now with its MAC, still replays');
+});
+
+test('a temporary table counts toward the room the quota leaves (issue 36, finding 9)', async () => {
+  const r = await runSql({
+    ...task([
+      'CREATE TEMP TABLE big AS WITH RECURSIVE c(n) AS (VALUES (1) UNION ALL SELECT n + 1 FROM c WHERE n < 50000) SELECT n, hex(randomblob(100)) AS v FROM c',
+      "INSERT INTO t VALUES ('after temp')",
+    ]),
+    maxDbBytes: 1024 * 1024,
+  });
+  assert.equal(r.ok, false, JSON.stringify(r));
+  assert.equal(!r.ok && r.reason, 'workspace_quota');
+  assert.deepEqual(await rows(), ['seed'], 'nothing of it was kept');
 });
 
 test('the bypasses of the review and their cousins: leading comments, nested-looking comments, line comments, whitespace, case', async () => {

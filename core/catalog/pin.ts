@@ -1,0 +1,63 @@
+/**
+ * The pin of an imported tool: the part of an MCP server's tool definition
+ * that an operator reviews (name, title, description, input and output
+ * schema, annotations) and its content hash, `sha256:` + hex SHA-256 of its
+ * RFC 8785 canonical JSON. Fields the server sends beside these (`_meta`,
+ * `icons`, `execution`) are not part of the pin; a field the server leaves
+ * out is absent from the pinned definition (never `null`), so one definition
+ * has exactly one pin whatever order or spacing the server used.
+ *
+ * The side-effect flag follows the definition's annotations: only a tool
+ * declared `readOnlyHint: true` is read-only; any other tool is
+ * side-effecting (MCP's own default), so `permission_mode: ask` and
+ * `auto-read` hold its calls for a human approval.
+ *
+ * @example definitionPin({ name: 'echo', inputSchema: { type: 'object' } }) // 'sha256:…'
+ */
+import { contentHash } from '../canonical.ts';
+import type { JsonObject } from '../journal/record.ts';
+
+/** A tool definition as pinned (MCP's field names). */
+export interface PinnedDefinition {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema: JsonObject;
+  outputSchema?: JsonObject;
+  annotations?: JsonObject;
+}
+
+const isObj = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * The reviewed part of a definition as a server listed it, or a problem: a
+ * tool without a string name or an object input schema is not a tool.
+ */
+export function pinnedDefinition(tool: unknown): { ok: true; definition: PinnedDefinition } | { ok: false; problem: string } {
+  if (!isObj(tool) || typeof tool['name'] !== 'string' || tool['name'].length === 0) return { ok: false, problem: 'no name' };
+  if (!isObj(tool['inputSchema'])) return { ok: false, problem: 'inputSchema is not an object' };
+  const d: PinnedDefinition = { name: tool['name'], inputSchema: tool['inputSchema'] };
+  for (const f of ['title', 'description'] as const) {
+    const v = tool[f];
+    if (v === undefined) continue;
+    if (typeof v !== 'string') return { ok: false, problem: `${f} is not a string` };
+    d[f] = v;
+  }
+  for (const f of ['outputSchema', 'annotations'] as const) {
+    const v = tool[f];
+    if (v === undefined) continue;
+    if (!isObj(v)) return { ok: false, problem: `${f} is not an object` };
+    d[f] = v;
+  }
+  return { ok: true, definition: d };
+}
+
+/** The pin: the content hash of the pinned definition. */
+export function definitionPin(d: PinnedDefinition): string {
+  return contentHash(d);
+}
+
+/** True when the definition changes something outside the run: unless it is declared `readOnlyHint: true`. */
+export function sideEffecting(d: PinnedDefinition): boolean {
+  return d.annotations?.['readOnlyHint'] !== true;
+}
