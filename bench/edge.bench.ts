@@ -181,7 +181,12 @@ export default async function edgeBench(): Promise<void> {
       JSON.stringify({ format_version: 1, cell_id: 'cell-bench', keys: trusted, publishers: [] }),
     );
     // What `edge init` writes beside device.json: the edge refuses a device without it.
-    writeState(join(dir, 'dev'), initialState(dev.kid));
+    writeState(join(dir, 'dev'), initialState(dev.kid), {
+      format_version: 1,
+      device_id: dev.kid,
+      public_jwk: dev.publicJwk,
+      private_jwk: dev.privateJwk,
+    });
     const small = recs.slice(0, 100).map((r) => ({ ...r, allowed_ips: [], allowed_regions: [], scopes: [] }));
     writeFileSync(
       join(dir, 'keys.json'),
@@ -332,7 +337,12 @@ async function tokenBench(
       JSON.stringify({ format_version: 1, cell_id: 'cell-bench', keys: trusted, publishers: [] }),
     );
     // What `edge init` writes beside device.json: the edge refuses a device without it.
-    writeState(join(dir, 'dev'), initialState(dev.kid));
+    writeState(join(dir, 'dev'), initialState(dev.kid), {
+      format_version: 1,
+      device_id: dev.kid,
+      public_jwk: dev.publicJwk,
+      private_jwk: dev.privateJwk,
+    });
     writeFileSync(join(dir, 'keys.json'), text);
     proc = spawn(
       cmd,

@@ -72,24 +72,29 @@ export function splitEnvelope(text: string): { header: Record<string, unknown>; 
   }
 }
 
-const MAX_HEADER = 4096;
+/** The longest header line a verifier reads: a header is a format, a kid and a signature. */
+export const MAX_HEADER = 4096;
+
+/** What the header line of an artifact names: its signing key (trusted) and signature, and where the payload starts. */
+export interface ArtifactHeader {
+  kid: string;
+  key: TrustedKey;
+  signature: string;
+  /** Offset of the payload: the byte after the header's newline. */
+  payloadStart: number;
+}
 
 /**
- * Parses and verifies envelope text (or the file's bytes) against trusted
- * keys: format, a trusted kid, the signature, then the header fields of the
- * payload. Everything else about the payload is the caller's to check.
+ * Judges the header line of an artifact from its first bytes (MAX_HEADER are enough): the envelope
+ * format and a trusted signing key. A reader of a large file calls it on the first bytes before it
+ * reads the rest, so a file signed by a key nobody trusts costs one small read.
  */
-export async function openEnvelope(
-  input: string | Uint8Array,
-  trusted: readonly TrustedKey[],
-  expectType: BundleType,
-): Promise<OpenedEnvelope> {
-  const bytes = typeof input === 'string' ? utf8(input) : input;
-  const nl = bytes.subarray(0, MAX_HEADER).indexOf(0x0a);
+export function openHeader(first: Uint8Array, trusted: readonly TrustedKey[]): ArtifactHeader {
+  const nl = first.subarray(0, MAX_HEADER).indexOf(0x0a);
   if (nl < 0) throw refused('malformed', 'the file is not a signed artifact (no header line)', 'invalid_request');
   let env: unknown;
   try {
-    env = JSON.parse(fromUtf8(bytes.subarray(0, nl)));
+    env = JSON.parse(fromUtf8(first.subarray(0, nl)));
   } catch {
     throw refused('malformed', 'the file is not a signed artifact (header is not JSON)', 'invalid_request');
   }
@@ -102,8 +107,24 @@ export async function openEnvelope(
   const kid = env['kid'];
   const key = trusted.find((k) => k.kid === kid);
   if (!key) throw refused('untrusted_issuer', 'the artifact is signed by a key this verifier does not trust', 'forbidden', { kid });
-  const sig = fromB64url(env['signature']);
-  const payloadBytes = bytes.subarray(nl + 1);
+  return { kid, key, signature: env['signature'], payloadStart: nl + 1 };
+}
+
+/**
+ * Parses and verifies envelope text (or the file's bytes) against trusted
+ * keys: format, a trusted kid, the signature, then the header fields of the
+ * payload. Everything else about the payload is the caller's to check.
+ */
+export async function openEnvelope(
+  input: string | Uint8Array,
+  trusted: readonly TrustedKey[],
+  expectType: BundleType,
+): Promise<OpenedEnvelope> {
+  const bytes = typeof input === 'string' ? utf8(input) : input;
+  const { kid, key, signature, payloadStart } = openHeader(bytes, trusted);
+  const sig = fromB64url(signature);
+  const payloadBytes = bytes.subarray(payloadStart);
+  // The signature before the payload is parsed: an unsigned body is never read as JSON.
   if (sig?.length !== 64 || !(await verifyEd25519(key.jwk, sig, payloadBytes))) {
     throw refused('bad_signature', 'the artifact signature does not verify', 'forbidden');
   }
@@ -114,7 +135,7 @@ export async function openEnvelope(
     throw refused('malformed', 'the signed payload is not JSON', 'invalid_request');
   }
   checkHeader(payload, kid, expectType);
-  return { payload, hash: await sha256Hex(`${kid}.${env['signature']}`), bytes: payloadBytes.length };
+  return { payload, hash: await sha256Hex(`${kid}.${signature}`), bytes: payloadBytes.length };
 }
 
 function checkHeader(p: unknown, kid: string, expectType: BundleType): asserts p is PayloadHeader {

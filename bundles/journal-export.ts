@@ -14,7 +14,11 @@
  * carried value hashes to its name, and (format 2) that the run id is the
  * signing device's id for the carried nonce (`run_not_of_device`). A format 1
  * export (no nonce) still verifies; its run id is bound to nothing, and the
- * cell refuses to import it (cell/edge/routes.ts).
+ * cell refuses to import it (cell/edge/journal-import.ts).
+ *
+ * Only a run that ended is exported, and its outcome is the one its records
+ * end with (`outcomeProblem`: the device's `edge journal export` and the
+ * cell's import ask the same question).
  *
  * Format 3 adds `log`: the run's place in the device's own run log (edge/run-log.ts;
  * origin `agent-cell-edge/<device id>`), its RFC 9162 inclusion proof and a
@@ -54,6 +58,24 @@ export interface JournalExport extends PayloadHeader {
   values: Record<string, unknown>;
   /** Format 3: the run's place in the device's run log. */
   log?: LogProof;
+}
+
+/** The outcomes of a run that ended: the only runs a journal export carries (a running or waiting run has more to record). */
+export const EXPORTABLE_OUTCOMES: readonly string[] = ['completed', 'failed', 'refused', 'cancelled'];
+
+/**
+ * Why an export's outcome does not match its records, or null: the run ended (its outcome is one of
+ * EXPORTABLE_OUTCOMES), its last record is the run's end (`run_finished`, step `run/end`) recording that
+ * outcome, and no record follows an earlier end. Whether a `completed` journal holds every step its graph
+ * runs is asked by replaying it (core/engine/replay.ts), where the graph is known.
+ */
+export function outcomeProblem(run: Pick<RunSummary, 'outcome'>, records: readonly JournalRecord[]): string | null {
+  if (!EXPORTABLE_OUTCOMES.includes(run.outcome)) return `the run is ${JSON.stringify(run.outcome).slice(0, 40)}: it has not ended`;
+  const last = records.at(-1);
+  if (last?.kind !== 'run_finished' || last.step_id !== 'run/end') return "the journal does not end with the run's end";
+  if (last.data?.['outcome'] !== run.outcome) return "the run's end records another outcome";
+  if (records.some((r, i) => r.kind === 'run_finished' && i < records.length - 1)) return 'the journal goes on after the run ended';
+  return null;
 }
 
 export async function buildJournalExport(opts: {

@@ -56,6 +56,11 @@ export interface CellConfig {
   /** Longest RFC 8693 delegation chain (`act` depth) the cell issues and honours (`--max-delegation-depth`). */
   maxDelegationDepth: number;
   /**
+   * Longest lifetime of an edge key bundle, seconds (`--max-key-bundle-ttl`): a device honours the keys of
+   * a bundle until it expires, whatever is revoked at the cell meanwhile (docs/edge.md, "Revocation windows").
+   */
+  maxKeyBundleTtlSeconds: number;
+  /**
    * External protected resources (RFC 8707 resource URIs, exact strings) the cell issues tokens for
    * (`--protected-resource`): services that verify the cell's tokens offline against /oauth/jwks.json.
    */
@@ -181,6 +186,10 @@ export const DEFAULTS: CellConfig = {
   // Three hops (a person, an agent, a sub-agent, a service it calls): each hop narrows, and a longer
   // chain is harder for a resource server to reason about than it is useful (docs/oauth.md).
   maxDelegationDepth: 3,
+  // 30 days: a key revoked at the cell is honoured by a device until its bundle expires, so this bounds
+  // that window for every bundle anyone issues; a site that carries bundles less often than monthly
+  // raises it (at most 365 days), one that can carry them weekly keeps the 7-day default lifetime.
+  maxKeyBundleTtlSeconds: 30 * 24 * 3600,
   // None: the cell issues tokens only for its group's APIs and its devices until an operator names a service.
   protectedResources: [],
   // The spec's `service://<group id>`: an operator opts in to a URL issuer for clients that need one.

@@ -8,7 +8,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Ceiling } from '../core/authority/ceiling.ts';
 import type { CellConfig } from './config.ts';
 import type { CredentialLimits } from '../runtime/gateway.ts';
-import type { Store } from './store/types.ts';
+import type { Change, Store } from './store/types.ts';
 import { dbNow, type DbNow } from './store/db-clock.ts';
 import type { RequestTraces } from './http/trace.ts';
 import type { Logger } from '../runtime/log.ts';
@@ -95,9 +95,25 @@ export interface Authenticator {
    * May answer without a promise (a cached credential).
    */
   authenticate(cred: { scheme: 'bearer' | 'dpop'; token: string }, c: Context<AppEnv>): AuthContext | null | Promise<AuthContext | null>;
+  /**
+   * Judges again, now, a credential this authenticator accepted for a request that is still being answered
+   * (an event stream): revoked, expired, its subject or root credential stopped. The request's single-use
+   * parts (a DPoP proof, spent when it was accepted) are not judged again. Absent: `authenticate` again.
+   */
+  recheck?(cred: { scheme: 'bearer' | 'dpop'; token: string }, c: Context<AppEnv>): AuthContext | null | Promise<AuthContext | null>;
+  /** The tables whose changes may revoke or narrow a credential it accepted (they prompt a recheck). */
+  tables?: readonly string[];
+}
+
+/** What a long-lived answer (an event stream) uses to keep judging the credential that opened it (cell/http/gateway.ts). */
+export interface CredentialCheck {
+  /** The request's credential judged again now: its authority, or the refusal thrown. */
+  recheck(c: Context<AppEnv>): Promise<AuthContext>;
+  /** Whether a change of the store may have revoked or narrowed a credential (or the store may have missed one). */
+  concerns(change: Change): boolean;
 }
 
 export type AppEnv = {
   Bindings: { incoming?: IncomingMessage };
-  Variables: { auth: AuthContext; requestId: string; credentialLimits: CredentialLimits };
+  Variables: { auth: AuthContext; requestId: string; credentialLimits: CredentialLimits; credentialCheck: CredentialCheck };
 };

@@ -12,6 +12,7 @@ import { POSTURES, type CellConfig, type Posture } from './config.ts';
 import { startCell } from './server.ts';
 import { ClusterRefusal } from './cluster/cluster.ts';
 import { bundleCommand } from './edge/cli.ts';
+import { MAX_BUNDLE_TTL_SECONDS } from './edge/export.ts';
 import { BACKUP_HELP, backupCommand, restoreCommand } from './ops/backup-cli.ts';
 import { ADMIN_HELP, adminCommand } from './iam/admin-cli.ts';
 import { dispatch, fail, type Command } from '../runtime/cli.ts';
@@ -50,6 +51,8 @@ const SERVE_HELP = `  serve            start a cell
     --run-storage-quota B most bytes all runs of the cell may keep in the store (default 536870912)
     --definition-quota N  most live job definitions acting as one principal (default 100)
     --max-delegation-depth N  longest token-exchange actor chain issued and honoured (default 3)
+    --max-key-bundle-ttl S  longest lifetime of an edge key bundle, seconds (default 2592000: 30 days;
+                       at most 31536000)
     --protected-resource URL,..  external services (RFC 8707 resource URIs) the cell issues tokens for
     --oauth-issuer URL  publish and sign with this issuer instead of service://<group id>, for
                        RFC 8414 clients (https; http on loopback only); the group accepts both
@@ -153,6 +156,7 @@ const SERVE_OPTIONS = {
   'schedule-min-interval': { type: 'string' },
   'definition-quota': { type: 'string' },
   'max-delegation-depth': { type: 'string' },
+  'max-key-bundle-ttl': { type: 'string' },
   'protected-resource': { type: 'string' },
   'run-storage-cap': { type: 'string' },
   'workspace-quota': { type: 'string' },
@@ -225,6 +229,11 @@ function limitsConfig(values: ServeArgs): Partial<CellConfig> {
   if (values['definition-quota'] !== undefined) config.definitionQuota = intArg('definition-quota', values['definition-quota']);
   if (values['max-delegation-depth'] !== undefined)
     config.maxDelegationDepth = Math.min(16, Math.max(1, intArg('max-delegation-depth', values['max-delegation-depth'])));
+  if (values['max-key-bundle-ttl'] !== undefined) {
+    const ttl = intArg('max-key-bundle-ttl', values['max-key-bundle-ttl']);
+    if (ttl < 1 || ttl > MAX_BUNDLE_TTL_SECONDS) fail(`--max-key-bundle-ttl must be 1 to ${MAX_BUNDLE_TTL_SECONDS} seconds`);
+    config.maxKeyBundleTtlSeconds = ttl;
+  }
   if (values['protected-resource'] !== undefined) {
     const list = commaList(values['protected-resource']);
     for (const u of list)

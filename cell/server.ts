@@ -92,7 +92,7 @@ async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Bu
     iam: iam.iam,
     custody: custody.custody,
     standing,
-    deviceExists: (id) => devices.exists(id),
+    deviceExists: (id) => devices.isActive(id),
   });
   const tools = await createToolsModule(core, {
     iam: iam.iam,

@@ -56,7 +56,7 @@ async function exportCommand(runId: string | undefined, argv: string[]): Promise
   let graph: Graph | null = null;
   let models: RunEvidence['models'];
   if (values['crew-bundle'] !== undefined) {
-    const loaded = await loadCrewBundle(values['crew-bundle'], readTrust(dir), readState(dir, device.device_id), Date.now());
+    const loaded = await loadCrewBundle(values['crew-bundle'], readTrust(dir), readState(dir, device), Date.now());
     const crew = loaded.crew.payload.crew;
     if (crew.crew_id !== r.run.crew_id || crew.graph_hash !== r.run.graph_hash) {
       throw new EdgeSetupError(`the crew bundle is not the one run ${runId} ran (crew ${r.run.crew_id}, graph ${r.run.graph_hash})`);

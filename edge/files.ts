@@ -3,16 +3,19 @@
  *   device.json   the device key pair (mode 0600), written by `edge init`
  *   trust.json    the pinned cell (id + public keys) and model publishers, by `edge trust`
  *   state.json    what the device has seen: highest bundle versions and hashes,
- *                 the clock high-water mark (bundles/accept.ts)
+ *                 the clock high-water mark (bundles/accept.ts), sealed with the device key
+ *                 (a state written by anything but this device's program is refused)
  *   runs/         offline runs: journal records and values, by run id
  *   dpop-replay.log  the DPoP replay cache's horizon, and its live proofs after a clean stop
  *                 (edge/replay-log.ts: a horizon appended and fdatasync'd about once a second,
  *                 rewritten by temp file, fsync, rename)
  * Every other write is temp file, fsync, rename, so a crash leaves the old or the new file.
  */
+import { createPrivateKey, createPublicKey, sign, verify } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { emptyDeviceState, parseDeviceState, type DeviceState } from '../bundles/accept.ts';
+import { canonicalJson } from '../core/canonical.ts';
 import type { TrustedKey } from '../bundles/codec.ts';
 import { SetupError } from '../runtime/setup-error.ts';
 import { writeFileDurable as writeDurable } from '../runtime/write-durable.ts';
@@ -73,28 +76,92 @@ export function readTrust(dir: string): TrustFile {
 }
 
 /**
+ * The state file (format 2): the device state and the device key's Ed25519 signature over it, so a state
+ * the device did not write (an empty or reset one, put there to make it accept older bundles again) is
+ * refused rather than believed. Format 1 (an older release's, unsigned) is refused too, with how to adopt
+ * it (`edge state adopt`).
+ */
+export interface StateFile {
+  format_version: 2;
+  state: DeviceState;
+  /** Ed25519 (base64url) by the device key over STATE_DOMAIN + the RFC 8785 canonical JSON of `state`. */
+  sig: string;
+}
+
+/** What a state signature covers before the state: the device key signs journals and exports too. */
+const STATE_DOMAIN = 'agent-cell/device-state/2\n';
+
+const stateBytes = (s: DeviceState) => Buffer.from(STATE_DOMAIN + canonicalJson(s), 'utf8');
+
+/** The state file's text: the state sealed with the device key. */
+export function sealState(s: DeviceState, device: DeviceFile): string {
+  const sig = sign(null, stateBytes(s), createPrivateKey({ key: device.private_jwk as import('node:crypto').JsonWebKey, format: 'jwk' }));
+  const file: StateFile = { format_version: 2, state: s, sig: sig.toString('base64url') };
+  return JSON.stringify(file, null, 1) + '\n';
+}
+
+/** True when `sig` is this device's signature over `s`. */
+function sealedBy(s: DeviceState, sig: unknown, device: DeviceFile): boolean {
+  if (typeof sig !== 'string' || !/^[A-Za-z0-9_-]{86}$/.test(sig)) return false;
+  try {
+    const key = createPublicKey({ key: device.public_jwk as import('node:crypto').JsonWebKey, format: 'jwk' });
+    return verify(null, stateBytes(s), key, Buffer.from(sig, 'base64url'));
+  } catch {
+    return false; // a state that cannot be checked is not believed
+  }
+}
+
+/** How to start over deliberately (the message of every refusal of the state). */
+const START_OVER =
+  'Restore state.json from a backup, or start over deliberately: move device.json away, run `edge init --data DIR` ' +
+  '(a new device id), register it with the cell and bring new bundles.';
+
+/**
  * The device state. `edge init` writes it beside device.json, so an initialised
  * device without it has lost what it has seen (highest bundle versions, clock
  * high-water mark): starting as if fresh would accept older bundles again.
- * Refuse, and say how to start over deliberately (a new device identity).
+ * Refuse, and say how to start over deliberately (a new device identity). The
+ * same for a state this device did not seal (an empty or reset one written by
+ * hand: it would lower what the device has seen) and one of another device.
  */
-export function readState(dir: string, deviceId: string): DeviceState {
+export function readState(dir: string, device: DeviceFile): DeviceState {
   const p = paths(dir).state;
   if (!existsSync(p)) {
     throw new EdgeSetupError(
       `${p} is missing but this device is initialised (device.json): refusing to start, since a device that ` +
-        'forgot what it has seen would accept older bundles again. Restore state.json from a backup, or start over deliberately: ' +
-        'move device.json away, run `edge init --data DIR` (a new device id), register it with the cell and bring new bundles.',
+        `forgot what it has seen would accept older bundles again. ${START_OVER}`,
     );
   }
+  let file: { format_version?: unknown; state?: unknown; sig?: unknown };
   try {
-    const s = parseDeviceState(JSON.parse(readFileSync(p, 'utf8')));
-    if (s.device_id !== deviceId) throw new TypeError('state of another device');
-    return s;
+    file = JSON.parse(readFileSync(p, 'utf8')) as typeof file;
   } catch {
     // Fail closed: a device that cannot tell what it has seen must not guess.
     throw new EdgeSetupError(`state.json is unreadable (${p}); refusing to start rather than forget what was seen`);
   }
+  if (file?.format_version === 1) {
+    throw new EdgeSetupError(
+      `state.json (${p}) is not sealed by this device (format 1: written by an older release, or by hand). A state this ` +
+        'device did not write could make it accept older bundles again, so it is refused. If this file was written by an ' +
+        'older release of the edge on this device, adopt it as it is: `edge state adopt --data DIR`. Otherwise: ' +
+        START_OVER,
+    );
+  }
+  let s: DeviceState;
+  try {
+    if (file?.format_version !== 2) throw new TypeError('unknown state format');
+    s = parseDeviceState(file.state);
+    if (s.device_id !== device.device_id) throw new TypeError('state of another device');
+  } catch {
+    throw new EdgeSetupError(`state.json is unreadable (${p}); refusing to start rather than forget what was seen`);
+  }
+  if (!sealedBy(s, file.sig, device)) {
+    throw new EdgeSetupError(
+      `state.json (${p}) is not sealed by this device's key: it was changed or replaced, and could make the device accept ` +
+        `older bundles again. Refusing to start. ${START_OVER}`,
+    );
+  }
+  return s;
 }
 
 /** The state of a device that has seen nothing yet (written by `edge init`). */
@@ -102,6 +169,6 @@ export function initialState(deviceId: string): DeviceState {
   return emptyDeviceState(deviceId);
 }
 
-export function writeState(dir: string, s: DeviceState): void {
-  writeFileDurable(paths(dir).state, JSON.stringify(s, null, 1) + '\n', 0o600);
+export function writeState(dir: string, s: DeviceState, device: DeviceFile): void {
+  writeFileDurable(paths(dir).state, sealState(s, device), 0o600);
 }

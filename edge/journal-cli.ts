@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
-import { buildJournalExport } from '../bundles/journal-export.ts';
+import { buildJournalExport, outcomeProblem } from '../bundles/journal-export.ts';
 import { signerFromJwk } from '../bundles/codec.ts';
 import { readDevice, readTrust, writeFileDurable } from './files.ts';
 import { readRun } from './runs.ts';
@@ -22,7 +22,11 @@ export async function journalCommand(argv: string[]): Promise<void> {
   const r = readRun(dir, runId);
   if (!r) throw new Error(`no run ${runId} on this device`);
   if (r.run.state === 'running') throw new Error(`run ${runId} is still running`);
+  // A waiting run (a retry's backoff, a timer) has more to record: the cell keeps what it imports as final.
+  if (r.run.state === 'waiting') throw new Error(`run ${runId} is waiting (it resumes by itself): export it once it has ended`);
   if (r.journal.records.length === 0) throw new Error(`run ${runId} has no journal records`);
+  const problem = outcomeProblem({ outcome: r.run.state }, r.journal.records);
+  if (problem !== null) throw new Error(`run ${runId} cannot be exported: ${problem}`);
   if (r.run.run_nonce === undefined)
     throw new Error(`run ${runId} was made by an older edge: its run id is not bound to this device, and the cell refuses its journal`);
   // The run's place in the device's own log (a run finished by an older release joins it now).

@@ -1,9 +1,9 @@
 /**
- * Loading hand-carried artifacts at the edge: read the file, verify it
- * against the pinned trust (bundles/), apply the device's acceptance rules,
- * persist what was seen. Anything wrong refuses the artifact (fail closed).
+ * Loading hand-carried artifacts at the edge: read the file (at most `--max-bundle-bytes`, its header
+ * judged before the rest is read: runtime/read-artifact.ts), verify it against the pinned trust
+ * (bundles/), apply the device's acceptance rules, persist what was seen. Anything wrong refuses the
+ * artifact (fail closed).
  */
-import { readFileSync } from 'node:fs';
 import { nativeSha256Hex } from '../runtime/native-hash.ts';
 import { acceptArtifact, type DeviceState } from '../bundles/accept.ts';
 import { openKeyBundle } from '../bundles/key-bundle.ts';
@@ -13,23 +13,17 @@ import type { BilletInput, FormationInput, SeatBinding } from '../core/compiler/
 import { contentHash } from '../core/canonical.ts';
 import type { OpenedEnvelope } from '../bundles/envelope.ts';
 import type { LoadedKeys } from './decide.ts';
-import { EdgeSetupError, type TrustFile } from './files.ts';
-
-function readArtifact(path: string, what: string): Uint8Array {
-  try {
-    return readFileSync(path);
-  } catch {
-    throw new EdgeSetupError(`cannot read the ${what} ${path}`);
-  }
-}
+import type { TrustFile } from './files.ts';
+import { MAX_BUNDLE_BYTES, readSignedArtifact } from '../runtime/read-artifact.ts';
 
 export async function loadKeyBundle(
   path: string,
   trust: TrustFile,
   state: DeviceState,
   now: number,
+  maxBytes = MAX_BUNDLE_BYTES,
 ): Promise<{ keys: LoadedKeys; state: DeviceState }> {
-  const text = readArtifact(path, 'key bundle');
+  const text = readSignedArtifact(path, 'key bundle', trust.keys, maxBytes);
   const { opened, index } = await openKeyBundle(text, trust.keys, nativeSha256Hex);
   const next = acceptArtifact(state, opened, { now, issuer: trust.cell_id });
   return { keys: { index, version: opened.payload.version, expires_at: opened.payload.expires_at, hash: opened.hash }, state: next };
@@ -56,8 +50,9 @@ export async function loadCrewBundle(
   trust: TrustFile,
   state: DeviceState,
   now: number,
+  maxBytes = MAX_BUNDLE_BYTES,
 ): Promise<{ crew: OpenedEnvelope<CrewBundle>; state: DeviceState }> {
-  const text = readArtifact(path, 'crew bundle');
+  const text = readSignedArtifact(path, 'crew bundle', trust.keys, maxBytes);
   const crew = await openCrewBundle(text, trust.keys, graphMatches);
   const next = acceptArtifact(state, crew, { now, issuer: trust.cell_id });
   return { crew, state: next };

@@ -1,6 +1,6 @@
 /**
  * The edge program: `node dist/edge.mjs <command>` or the single executable `dist/edge <command>`.
- * Commands: init, trust, serve, verify-key, journal export, attestation export|keys|verify, model keygen|sign. See HELP and docs/edge.md.
+ * Commands: init, trust, serve, verify-key, journal export, state adopt, attestation export|keys|verify, model keygen|sign. See HELP and docs/edge.md.
  * No top-level await: the same source is bundled as CommonJS for the Node SEA.
  */
 import { parseArgs } from 'node:util';
@@ -24,12 +24,14 @@ import {
 } from './files.ts';
 import { edgeClock } from './clock.ts';
 import { loadKeyBundle } from './load.ts';
+import { MAX_BUNDLE_BYTES } from '../runtime/read-artifact.ts';
 import { authenticateOffline, authorizeOffline, type LoadedKeys } from './decide.ts';
 import { createEdgeApp, type EdgeRuntime } from './gateway.ts';
 import { DurableReplayCache } from './replay-log.ts';
 import { modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { journalCommand } from './journal-cli.ts';
+import { stateCommand } from './state-cli.ts';
 import { attestationCommand } from './attestation-cli.ts';
 import { runtimeChildBridge } from '../runtime/local-model.ts';
 import { installNativeSha256 } from '../runtime/native-hash.ts';
@@ -47,16 +49,18 @@ Commands:
   serve --data DIR --bundle FILE [--crew-bundle FILE] [--model FILE --model-manifest FILE]
         [--port N] [--host H] [--region R] [--rate-capacity N] [--rate-refill N]
         [--tls-cert PEM --tls-key PEM [--client-ca PEM]]
-        [--log-level debug|info|warn|error] [--log-format json|pretty]
+        [--log-level debug|info|warn|error] [--log-format json|pretty] [--max-bundle-bytes N]
                                        the offline gateway (port 0 picks a free one); API keys
                                        and access tokens for edge:<device_id>, DPoP-bound too;
                                        with --client-ca, certificate-bound tokens (mTLS)
-  verify-key --data DIR --bundle FILE [--ip IP] [--region R] [--permission P]
+  verify-key --data DIR --bundle FILE [--ip IP] [--region R] [--permission P] [--max-bundle-bytes N]
                                        reads a key from stdin; prints its effective authority
                                        or the refusal reason (exit 0 allowed, 1 refused)
   journal export RUN --data DIR --out FILE
                                        write a run's signed journal for the cell (POST /edge/journals),
                                        with its place in the device's own run log
+  state adopt --data DIR               seal, as it is, the state.json an older release of the edge wrote
+                                       (this release refuses an unsealed state)
   attestation export RUN --data DIR --out FILE [--format bundle|scitt] [--crew-bundle FILE] [--values]
                                        the run's in-toto attestation signed by the device key (DSSE,
                                        with its inclusion in the device's run log), or SCITT COSE_Sign1
@@ -68,6 +72,9 @@ Commands:
   model sign --model FILE --key PUBLISHER.json --name NAME --out MANIFEST
                                        sign a model manifest (file SHA-256 and size)
   help                                 this text
+
+--max-bundle-bytes N: the largest key or crew bundle file read (default 67108864, 64 MiB; a larger one is
+refused, artifact_too_large, before it is read).
 
 Test mode only: with AGENT_CELL_EDGE_TEST_CLOCK=1, serve and verify-key take --now-offset-ms N.
 `;
@@ -81,7 +88,7 @@ async function initCommand(argv: string[]): Promise<void> {
   const k = await generateEd25519();
   const device: DeviceFile = { format_version: 1, device_id: k.kid, public_jwk: k.publicJwk, private_jwk: k.privateJwk };
   // State first: a crash in between leaves no device.json, and init runs again from scratch.
-  writeState(dir, initialState(device.device_id));
+  writeState(dir, initialState(device.device_id), device);
   writeFileDurable(p.device, JSON.stringify(device, null, 1) + '\n', 0o600);
   process.stdout.write(JSON.stringify({ device_id: k.kid, public_jwk: k.publicJwk }) + '\n');
 }
@@ -123,6 +130,12 @@ async function trustCommand(argv: string[]): Promise<void> {
 }
 
 const NOW_OPT = { 'now-offset-ms': { type: 'string' } } as const;
+const MAX_BYTES_OPT = { 'max-bundle-bytes': { type: 'string' } } as const;
+
+/** `--max-bundle-bytes`: the largest key or crew bundle file read (default 64 MiB), checked before it is read. */
+function maxBundleBytes(v: string | undefined): number {
+  return v === undefined ? MAX_BUNDLE_BYTES : positiveInt('max-bundle-bytes', v);
+}
 
 async function serveCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -144,10 +157,12 @@ async function serveCommand(argv: string[]): Promise<void> {
       'log-level': { type: 'string' },
       'log-format': { type: 'string' },
       ...NOW_OPT,
+      ...MAX_BYTES_OPT,
     },
     strict: true,
   });
   if (!values.data) fail('serve needs --data DIR');
+  const maxBytes = maxBundleBytes(values['max-bundle-bytes']);
   const logLevel = (values['log-level'] ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   const logFormat = (values['log-format'] ?? 'json') as LogFormat;
@@ -175,10 +190,10 @@ async function serveCommand(argv: string[]): Promise<void> {
   const clock = edgeClock(values['now-offset-ms']);
   const device = readDevice(dir);
   const trust = readTrust(dir);
-  let state = readState(dir, device.device_id);
+  let state = readState(dir, device);
   let keys: LoadedKeys | null = null;
   if (values.bundle) {
-    const loaded = await loadKeyBundle(values.bundle, trust, state, clock.now());
+    const loaded = await loadKeyBundle(values.bundle, trust, state, clock.now(), maxBytes);
     keys = loaded.keys;
     state = loaded.state;
   }
@@ -189,11 +204,12 @@ async function serveCommand(argv: string[]): Promise<void> {
     state,
     clock,
     crewBundle: values['crew-bundle'],
+    maxBundleBytes: maxBytes,
     model: values.model,
     modelManifest: values['model-manifest'],
   });
   state = offline.state;
-  writeState(dir, state);
+  writeState(dir, state, device);
   // DPoP proofs seen before a restart stay refused after it, for as long as they could pass the freshness check.
   const replay = await DurableReplayCache.open(dir, clock.now());
   // After a crash, proofs issued before the last horizon are refused: start once the clock has passed it.
@@ -250,7 +266,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   // Persist the clock high-water mark now and then, and on the way out.
   const persist = () => {
     try {
-      writeState(dir, rt.state);
+      writeState(dir, rt.state, device);
     } catch (e) {
       log.error('state write failed', { error: String(e) });
     }
@@ -298,24 +314,26 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
       region: { type: 'string' },
       permission: { type: 'string' },
       ...NOW_OPT,
+      ...MAX_BYTES_OPT,
     },
     strict: true,
   });
   if (!values.data) fail('verify-key needs --data DIR');
+  const maxBytes = maxBundleBytes(values['max-bundle-bytes']);
   const dir = resolve(values.data);
   const clock = edgeClock(values['now-offset-ms']);
   const device = readDevice(dir);
   const trust = readTrust(dir);
-  let state = readState(dir, device.device_id);
+  let state = readState(dir, device);
   const secret = await readStdin();
   const now = clock.now();
   let keys: LoadedKeys | null = null;
   try {
     if (values.bundle) {
-      const loaded = await loadKeyBundle(values.bundle, trust, state, now);
+      const loaded = await loadKeyBundle(values.bundle, trust, state, now, maxBytes);
       keys = loaded.keys;
       state = loaded.state;
-      writeState(dir, state);
+      writeState(dir, state, device);
     }
     const auth = authenticateOffline(keys, secret, { now, ip: values.ip ?? null, region: values.region ?? 'local' });
     if (values.permission) authorizeOffline(auth, values.permission);
@@ -344,6 +362,7 @@ const COMMANDS: Record<string, Command> = {
   serve: serveCommand,
   'verify-key': verifyKeyCommand,
   journal: journalCommand,
+  state: stateCommand,
   attestation: attestationCommand,
   model: modelCommand,
 };

@@ -52,13 +52,15 @@ export async function prepareOffline(opts: {
   state: DeviceState;
   clock: EdgeClock;
   crewBundle: string | undefined;
+  /** The largest crew bundle file read (`--max-bundle-bytes`; default runtime/read-artifact.ts MAX_BUNDLE_BYTES). */
+  maxBundleBytes?: number;
   model: string | undefined;
   modelManifest: string | undefined;
 }): Promise<OfflineSetup> {
   let state = opts.state;
   let crew: OpenedEnvelope<CrewBundle> | null = null;
   if (opts.crewBundle) {
-    const loaded = await loadCrewBundle(opts.crewBundle, opts.trust, state, opts.clock.now());
+    const loaded = await loadCrewBundle(opts.crewBundle, opts.trust, state, opts.clock.now(), opts.maxBundleBytes);
     crew = loaded.crew;
     state = loaded.state;
   }

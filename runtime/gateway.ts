@@ -194,6 +194,12 @@ function authorizationHeader(c: Context): string | undefined {
   return c.req.header('authorization');
 }
 
+/** The credential a request presents (`Authorization: Bearer|DPoP <token>`), or null when it presents none that parses. */
+export function presentedCredential(c: Context): { scheme: 'bearer' | 'dpop'; token: string } | null {
+  const header = authorizationHeader(c);
+  return header ? parseAuthorization(header) : null;
+}
+
 /**
  * Gate 1 as a step: takes a token from the client IP's bucket and returns
  * the rate-limit headers the answer carries, or throws the 429 (which carries

@@ -18,11 +18,12 @@
  * and calls are serialized, so the same prompt gives the same output.
  */
 import { createRequire } from 'node:module';
-import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { ServiceError } from '../core/errors.ts';
 import { checkModelFile, openModelManifest, type ModelManifest } from '../bundles/model-manifest.ts';
+import { MAX_MANIFEST_BYTES, readSignedArtifact } from './read-artifact.ts';
 import type { TrustedKey } from '../bundles/codec.ts';
 import { SetupError } from './setup-error.ts';
 import { privateCopy } from './model-file.ts';
@@ -113,7 +114,7 @@ export async function loadLocalSignedModel(opts: {
   /** Test seam: runs after the copy verified and before the runtime loads it (a test swaps the original file here). */
   afterVerify?: () => Promise<void> | void;
 }): Promise<LocalModel> {
-  const text = readFileSync(opts.manifestPath, 'utf8');
+  const text = readSignedArtifact(opts.manifestPath, 'model manifest', opts.publishers, MAX_MANIFEST_BYTES);
   const opened = await openModelManifest(text, opts.publishers);
   if (opts.expect && (opts.expect.sha256 !== opened.payload.model.sha256 || opts.expect.publisher_kid !== opened.payload.kid)) {
     throw new ServiceError('forbidden', 'the model is not the one the crew bundle names', { details: { reason: 'model_mismatch' } });

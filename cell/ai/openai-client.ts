@@ -11,6 +11,7 @@
  * and the number of attempts made, never the provider's body or the key.
  */
 import { request } from 'undici';
+import { promptTokens, withConsumed } from '../../core/engine/budget.ts';
 import { ServiceError } from '../../core/errors.ts';
 import type { Reason } from '../../core/reasons.ts';
 
@@ -47,6 +48,17 @@ export interface ChatResult {
   finish_reason: string | null;
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
   model: string;
+  /**
+   * What the call's failed attempts consumed before this answer (a stream cut after part of an answer,
+   * then retried): charged to the budget beside `usage`, which is this answer's alone. Absent: nothing.
+   */
+  failed_usage?: Usage;
+}
+
+/** Tokens an attempt consumed, in the provider's words. */
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
 }
 
 export interface ClientOptions {
@@ -117,6 +129,19 @@ function withAttempts(err: ServiceError, attempts: number): ServiceError {
   });
 }
 
+/**
+ * What a failed attempt consumed: the usage the provider reported in the stream, else, when part of an
+ * answer streamed, its fragments as completion tokens and the prompt estimated (core/engine/budget.ts);
+ * an attempt that streamed nothing consumed nothing a provider bills.
+ */
+function attemptUsage(a: StreamAssembler | undefined, fragments: number, body: ChatRequest): Usage {
+  const u = a?.reportedUsage();
+  if (u) return u;
+  return fragments > 0
+    ? { prompt_tokens: promptTokens(body.messages), completion_tokens: fragments }
+    : { prompt_tokens: 0, completion_tokens: 0 };
+}
+
 /** One chat completion, with timeouts and retries. */
 export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Promise<ChatResult> {
   const retries = opts.retries ?? 2;
@@ -125,9 +150,19 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
   // Built only when an attempt failed: an error captures a stack, which every call would pay for.
   let last: ServiceError | undefined;
   let streamedBefore = false;
+  // What the failed attempts consumed: on the answer (`failed_usage`), or on the error that ends the call.
+  const failed: Usage = { prompt_tokens: 0, completion_tokens: 0 };
+  const charged = <E extends object>(e: E): E =>
+    failed.prompt_tokens + failed.completion_tokens > 0
+      ? withConsumed(e, { input_tokens: failed.prompt_tokens, output_tokens: failed.completion_tokens })
+      : e;
+  const answered = (r: ChatResult): ChatResult =>
+    failed.prompt_tokens + failed.completion_tokens > 0 ? { ...r, failed_usage: { ...failed } } : r;
   for (let attempt = 0; attempt <= retries; attempt++) {
-    if (cancel?.aborted) throw cancelledError();
+    if (cancel?.aborted) throw charged(cancelledError());
     let waitMs = (opts.backoffMs ?? 250) * 2 ** attempt;
+    let assembler: StreamAssembler | undefined;
+    let fragments = 0;
     try {
       const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
       if (opts.apiKey) headers['authorization'] = `Bearer ${opts.apiKey}`;
@@ -151,17 +186,19 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
           // A retry after part of an answer streamed starts it over: the reader is told so.
           const emit = opts.onDelta;
           let first = true;
-          const onDelta = emit
-            ? (d: ChatDelta) => {
-                emit(first && streamedBefore ? { ...d, restart: true } : d);
-                first = false;
-                streamedBefore = true;
-              }
-            : undefined;
-          return parseCompletion(await readStream(res.body, new StreamAssembler(onDelta)));
+          // Every fragment is counted (what a cut stream consumed); the caller's receiver gets them too.
+          const onDelta = (d: ChatDelta) => {
+            if (d.text !== '') fragments++;
+            if (!emit) return;
+            emit(first && streamedBefore ? { ...d, restart: true } : d);
+            first = false;
+            streamedBefore = true;
+          };
+          assembler = new StreamAssembler(onDelta);
+          return answered(parseCompletion(await readStream(res.body, assembler)));
         }
         const json: unknown = await res.body.json().catch(() => undefined);
-        return parseCompletion(json);
+        return answered(parseCompletion(json));
       }
       await res.body.dump();
       if (status === 429 || status >= 500) {
@@ -175,10 +212,13 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
         throw fail('provider_rejected', 'the model provider rejected the request', { provider_status: status });
       }
     } catch (err) {
-      if (cancel?.aborted) throw cancelledError();
+      const used = attemptUsage(assembler, fragments, body);
+      failed.prompt_tokens += used.prompt_tokens;
+      failed.completion_tokens += used.completion_tokens;
+      if (cancel?.aborted) throw charged(cancelledError());
       if (err instanceof ServiceError) {
         if (err.details?.['reason'] === 'provider_rejected' || err.details?.['reason'] === 'provider_bad_response')
-          throw withAttempts(err, attempt + 1);
+          throw charged(withAttempts(err, attempt + 1));
         last = err;
       } else {
         const code = String((err as { code?: unknown }).code ?? '');
@@ -190,11 +230,15 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
       }
     }
     if (attempt < retries) {
-      await sleep(waitMs);
-      if (cancel?.aborted) throw cancelledError();
+      try {
+        await sleep(waitMs);
+      } catch (e) {
+        throw charged(e as ServiceError);
+      }
+      if (cancel?.aborted) throw charged(cancelledError());
     }
   }
-  throw withAttempts(last ?? fail('provider_unreachable', 'the model provider is unreachable'), retries + 1);
+  throw charged(withAttempts(last ?? fail('provider_unreachable', 'the model provider is unreachable'), retries + 1));
 }
 
 /** Validates a Chat Completions response body. */
@@ -302,6 +346,15 @@ export class StreamAssembler {
         }
       }
     }
+  }
+
+  /** The usage the provider reported in the stream (its usage chunk), when it sent one. */
+  reportedUsage(): Usage | null {
+    const u = this.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | undefined;
+    const n = (x: unknown) => (typeof x === 'number' && Number.isSafeInteger(x) && x >= 0 ? x : null);
+    const p = n(u?.prompt_tokens);
+    const c = n(u?.completion_tokens);
+    return p === null || c === null ? null : { prompt_tokens: p, completion_tokens: c };
   }
 
   /** The answer in the shape of a non-streamed body (undefined when a chunk was unreadable). */

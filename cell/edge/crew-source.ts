@@ -7,10 +7,13 @@
  * refuses the run with no_budget_ledger, as the cell does).
  */
 import type { CrewContent } from '../../bundles/crew-bundle.ts';
+import type { Graph } from '../../core/engine/types.ts';
 import type { Teams } from '../teams/api.ts';
 
-export async function crewForEdge(teams: Teams, crewId: string): Promise<CrewContent> {
+/** The crew as a device carries it; `check` judges its compiled graph first (the caller may run it) and throws to refuse. */
+export async function crewForEdge(teams: Teams, crewId: string, check: (graph: Graph) => Promise<void>): Promise<CrewContent> {
   const x = await teams.exportCrew(crewId);
+  await check(x.graph);
   const toolGrants: Record<string, string[]> = {};
   for (const seat of Object.values(x.graph.seats)) {
     if (seat.agent_id)

@@ -8,16 +8,21 @@
  * the crew bundle from a crew's export, and the trust anchor a device pins.
  */
 import type { KeyRecord } from '../../core/apikey/verify.ts';
+import { contains, type Holding } from '../../core/authority/contain.ts';
+import { intersectSelectors } from '../../core/authority/scopes.ts';
 import { invalid } from '../../core/errors.ts';
+import type { AuthContext } from '../context.ts';
+import { callerHolding } from '../iam/api.ts';
 import { buildKeyBundle, type BundleOwner, type TokenTrust } from '../../bundles/key-bundle.ts';
 import { buildCrewBundle, type CrewContent, type ModelReference } from '../../bundles/crew-bundle.ts';
 import type { EdgeContext } from './context.ts';
-import { latestBundleVersion, nextBundleVersion } from './repository.ts';
+import { insertCrewGraph, latestBundleVersion, nextBundleVersion } from './repository.ts';
 
 /** Default lifetime of a key bundle: a week, long enough to carry it, short enough to bound stale keys. */
 export const DEFAULT_KEY_BUNDLE_TTL_SECONDS = 7 * 24 * 3600;
 /** Default lifetime of a crew bundle: 30 days. */
 export const DEFAULT_CREW_BUNDLE_TTL_SECONDS = 30 * 24 * 3600;
+/** The longest lifetime any bundle may be given; a key bundle's is bounded lower by configuration (`--max-key-bundle-ttl`). */
 export const MAX_BUNDLE_TTL_SECONDS = 365 * 24 * 3600;
 /** Times a key bundle's content is read again when another issuance overtook it (then it is issued as read). */
 const FRESHNESS_ATTEMPTS = 5;
@@ -29,9 +34,10 @@ export interface IssuedBundle {
   expires_at: number | null;
 }
 
-function ttlMs(ttlSeconds: number | undefined, dflt: number): number {
-  const t = ttlSeconds ?? dflt;
-  if (!Number.isInteger(t) || t < 1 || t > MAX_BUNDLE_TTL_SECONDS) throw invalid(`ttl_seconds must be 1 to ${MAX_BUNDLE_TTL_SECONDS}`);
+function ttlMs(ttlSeconds: number | undefined, dflt: number, max = MAX_BUNDLE_TTL_SECONDS): number {
+  const t = ttlSeconds ?? Math.min(dflt, max);
+  if (!Number.isInteger(t) || t < 1 || t > max)
+    throw invalid(`ttl_seconds must be 1 to ${max} here`, { reason: 'ttl_too_long', max_ttl_seconds: max });
   return t * 1000;
 }
 
@@ -40,14 +46,59 @@ function ttlMs(ttlSeconds: number | undefined, dflt: number): number {
  * revoked or soft-deleted keys (so the device refuses them for the same reason
  * the cell does), plus tombstones for keys that are gone.
  */
-export async function keyRecordsForEdge(ctx: EdgeContext): Promise<{ records: KeyRecord[]; tombstones: { key_id: string; at: number }[] }> {
+export async function keyRecordsForEdge(
+  ctx: EdgeContext,
+  issuer: Issuer | null = null,
+): Promise<{ records: KeyRecord[]; tombstones: { key_id: string; at: number }[] }> {
   const { records, tombstones } = await ctx.iam.projectKeyRecords();
   const all = [...records];
   for (const t of tombstones) {
     const row = await ctx.iam.keyRowFresh(t.key_id);
     if (row) all.push(await ctx.iam.keyRecord(row));
   }
-  return { records: all, tombstones };
+  if (issuer === null) return { records: all, tombstones };
+  const kept: KeyRecord[] = [];
+  for (const r of all) {
+    const row = await ctx.iam.keyRow(r.key_id);
+    if (!row) continue;
+    const v = await ctx.iam.credentialVerdict(issuer, {
+      kind: 'api_key',
+      id: row.id,
+      ownerId: row.owner_id,
+      authority: await ctx.iam.keyAuthority(row),
+    });
+    if (v.ok) kept.push({ ...r, owner_permissions: capped(issuer, r.owner_permissions) });
+  }
+  // Tombstones only refuse: every one stays, so a dead key is never honoured whoever issued the bundle.
+  return { records: kept, tombstones };
+}
+
+/**
+ * Whoever issues a bundle through the API, as the containment rule sees them (docs/security.md): a key
+ * bundle makes a device honour the keys and tokens it carries, which is acting on those credentials,
+ * so it carries only the keys the issuer could act on (their owner is the issuer or one it manages, and
+ * their authority is within the issuer's) and, as token subjects, only the principals it manages and
+ * itself, every principal's permissions capped at what the issuer holds. Null:
+ * the operator's `bundle keys` from the cell's own data directory, which holds every key.
+ */
+export interface Issuer {
+  principalId: string;
+  holding: Holding;
+}
+
+/**
+ * A principal's permissions as a bundle of `issuer` carries them: within what the issuer holds. The same
+ * for the principals it manages (theirs are within it already); for the issuer itself, when it presents a
+ * credential narrower than its principal, the device then honours none of its tokens beyond that credential.
+ */
+function capped(issuer: Issuer, permissions: readonly string[]): string[] {
+  return intersectSelectors(permissions, issuer.holding.permissions);
+}
+
+/** The issuer of a request, or null when it holds everything (nothing to leave out). */
+export function issuerOf(auth: AuthContext): Issuer | null {
+  const holding = callerHolding(auth);
+  return contains(holding, { permissions: ['*'], envelope: 'unbounded' }).ok ? null : { principalId: auth.principal.id, holding };
 }
 
 /**
@@ -76,13 +127,20 @@ export async function tokenTrustForEdge(ctx: EdgeContext): Promise<TokenTrust> {
   };
 }
 
-/** Every principal with its status and, when active, its role permissions: the possible token subjects. */
-export async function subjectsForEdge(ctx: EdgeContext): Promise<Record<string, BundleOwner>> {
+/**
+ * Every principal with its status and, when active, its role permissions: the possible token subjects;
+ * with an issuer, only the issuer and the principals it manages (holds all the authority of).
+ */
+export async function subjectsForEdge(ctx: EdgeContext, issuer: Issuer | null = null): Promise<Record<string, BundleOwner>> {
   const out: Record<string, BundleOwner> = {};
   const PAGE = 1000;
   for (let offset = 0; ; offset += PAGE) {
     const page = await ctx.iam.principalsPage(PAGE, offset);
-    for (const p of page) out[p.id] = { status: p.status, permissions: p.status === 'active' ? await ctx.iam.permissionsOf(p) : [] };
+    for (const p of page) {
+      if (issuer !== null && p.id !== issuer.principalId && !contains(issuer.holding, await ctx.iam.authorityOf(p)).ok) continue;
+      const permissions = p.status === 'active' ? await ctx.iam.permissionsOf(p) : [];
+      out[p.id] = { status: p.status, permissions: issuer === null ? permissions : capped(issuer, permissions) };
+    }
     if (page.length < PAGE) return out;
   }
 }
@@ -95,15 +153,21 @@ export async function subjectsForEdge(ctx: EdgeContext): Promise<Record<string, 
  * cell) took a version meanwhile. Once the check passes, every later version
  * was taken, and so its content read, after this content was read.
  */
-export async function issueKeyBundle(ctx: EdgeContext, deviceId: string, ttlSeconds?: number): Promise<IssuedBundle> {
-  await ctx.devices.require(deviceId);
-  const ttl = ttlMs(ttlSeconds, DEFAULT_KEY_BUNDLE_TTL_SECONDS);
+export async function issueKeyBundle(
+  ctx: EdgeContext,
+  deviceId: string,
+  opts: { ttlSeconds?: number | undefined; issuer?: Issuer | null } = {},
+): Promise<IssuedBundle> {
+  await ctx.devices.requireActive(deviceId);
+  // A device honours the bundle's keys until it expires: the lifetime is bounded by the cell's configuration.
+  const ttl = ttlMs(opts.ttlSeconds, DEFAULT_KEY_BUNDLE_TTL_SECONDS, ctx.core.config.maxKeyBundleTtlSeconds);
+  const issuer = opts.issuer ?? null;
   const { store } = ctx.core;
   for (let attempt = 1; ; attempt++) {
     const version = await store.write((tx) => nextBundleVersion(tx, 'api-key-records'));
     const now = ctx.core.clock.now();
-    const { records, tombstones } = await keyRecordsForEdge(ctx);
-    const subjects = await subjectsForEdge(ctx);
+    const { records, tombstones } = await keyRecordsForEdge(ctx, issuer);
+    const subjects = await subjectsForEdge(ctx, issuer);
     const tokens = await tokenTrustForEdge(ctx);
     if (attempt < FRESHNESS_ATTEMPTS && (await latestBundleVersion(store, 'api-key-records')) !== version) continue;
     const text = await buildKeyBundle({
@@ -129,10 +193,14 @@ export async function issueCrewBundle(
   model: ModelReference | null,
   ttlSeconds?: number,
 ): Promise<IssuedBundle> {
-  await ctx.devices.require(deviceId);
+  await ctx.devices.requireActive(deviceId);
   const ttl = ttlMs(ttlSeconds, DEFAULT_CREW_BUNDLE_TTL_SECONDS);
   const now = ctx.core.clock.now();
-  const version = await ctx.core.store.write((tx) => nextBundleVersion(tx, 'crew'));
+  // The graph is kept by its hash: a journal carried back from a device is replayed on it (journal-import.ts).
+  const version = await ctx.core.store.write(async (tx) => {
+    await insertCrewGraph(tx, crew.graph_hash, JSON.stringify(crew.graph), now);
+    return nextBundleVersion(tx, 'crew');
+  });
   const text = await buildCrewBundle({
     issuer: ctx.core.config.groupId,
     signer: ctx.iam.signer(),

@@ -16,7 +16,7 @@ import { issueKeyBundle, trustAnchor, type IssuedBundle } from './export.ts';
 import { edgeRoutes } from './routes.ts';
 
 export interface EdgeModule extends CellModule {
-  /** Issues a signed key bundle for a registered device (`bundle keys` on the command line). */
+  /** Issues a signed key bundle for a registered device (`bundle keys` on the command line: every key, as the operator holds them). */
   issueKeyBundle(deviceId: string, ttlSeconds?: number): Promise<IssuedBundle>;
   /** The trust anchor a device pins. */
   trustAnchor(): Promise<{ cell_id: string; keys: { kid: string; jwk: JsonWebKey }[] }>;
@@ -29,7 +29,7 @@ export function createEdgeModule(
   const ctx: EdgeContext = { core, ...deps };
   return {
     name: 'edge',
-    issueKeyBundle: (deviceId, ttl) => issueKeyBundle(ctx, deviceId, ttl),
+    issueKeyBundle: (deviceId, ttl) => issueKeyBundle(ctx, deviceId, { ttlSeconds: ttl }),
     trustAnchor: () => trustAnchor(ctx),
     routes(app) {
       edgeRoutes(app, ctx);

@@ -3,8 +3,12 @@
  * version counters (one per bundle type, shared by a group of cells, so
  * versions stay monotonic across it), and journals carried back from devices.
  */
-import { count, num, str } from '../store/decode.ts';
+import { count, num, numOrNull, str, strOrNull } from '../store/decode.ts';
 import type { Reader, Row, Tx } from '../store/types.ts';
+
+/** A device's state: bundles, tokens and journal imports only for an active one; a deleted one is kept, not listed. */
+export const DEVICE_STATUSES = ['active', 'disabled', 'deleted'] as const;
+export type DeviceStatus = (typeof DEVICE_STATUSES)[number];
 
 export interface DeviceRow {
   device_id: string;
@@ -12,6 +16,18 @@ export interface DeviceRow {
   public_jwk: string;
   created_at: number;
   created_by: string;
+  status: DeviceStatus;
+  /** When, and by whom, the status last changed (null: never since registration). */
+  status_at: number | null;
+  status_by: string | null;
+}
+
+const DEVICE_COLUMNS = 'device_id, name, public_jwk, created_at, created_by, status, status_at, status_by';
+
+function deviceStatus(r: Row): DeviceStatus {
+  const s = str(r, 'status');
+  if (!(DEVICE_STATUSES as readonly string[]).includes(s)) throw new TypeError(`edge_devices.status: unknown status ${s}`);
+  return s as DeviceStatus;
 }
 
 const decodeDevice = (r: Row): DeviceRow => ({
@@ -20,28 +36,39 @@ const decodeDevice = (r: Row): DeviceRow => ({
   public_jwk: str(r, 'public_jwk'),
   created_at: num(r, 'created_at'),
   created_by: str(r, 'created_by'),
+  status: deviceStatus(r),
+  status_at: numOrNull(r, 'status_at'),
+  status_by: strOrNull(r, 'status_by'),
 });
 
 export async function deviceById(db: Reader, deviceId: string): Promise<DeviceRow | undefined> {
-  const r = await db.get('SELECT device_id, name, public_jwk, created_at, created_by FROM edge_devices WHERE device_id = ?', [deviceId]);
+  const r = await db.get(`SELECT ${DEVICE_COLUMNS} FROM edge_devices WHERE device_id = ?`, [deviceId]);
   return r ? decodeDevice(r) : undefined;
 }
 
-export async function listDevices(db: Reader, limit: number, offset: number): Promise<DeviceRow[]> {
+/** Devices oldest first; deleted ones only with `includeDeleted`. */
+export async function listDevices(db: Reader, limit: number, offset: number, includeDeleted = false): Promise<DeviceRow[]> {
   return (
-    await db.all(
-      'SELECT device_id, name, public_jwk, created_at, created_by FROM edge_devices ORDER BY created_at, device_id LIMIT ? OFFSET ?',
-      [limit, offset],
-    )
+    await db.all(`SELECT ${DEVICE_COLUMNS} FROM edge_devices WHERE status <> ? OR ? = 1 ORDER BY created_at, device_id LIMIT ? OFFSET ?`, [
+      'deleted',
+      includeDeleted ? 1 : 0,
+      limit,
+      offset,
+    ])
   ).map(decodeDevice);
 }
 
 /** How many devices listDevices pages through. */
-export async function countDevices(db: Reader): Promise<number> {
-  return count(await db.get('SELECT COUNT(*) AS n FROM edge_devices'));
+export async function countDevices(db: Reader, includeDeleted = false): Promise<number> {
+  return count(await db.get('SELECT COUNT(*) AS n FROM edge_devices WHERE status <> ? OR ? = 1', ['deleted', includeDeleted ? 1 : 0]));
 }
 
-export async function insertDevice(tx: Tx, d: DeviceRow): Promise<void> {
+/** Sets a device's status (the caller checked the change is one it may make). */
+export async function setDeviceStatus(tx: Tx, deviceId: string, status: DeviceStatus, at: number, by: string): Promise<void> {
+  await tx.run('UPDATE edge_devices SET status = ?, status_at = ?, status_by = ? WHERE device_id = ?', [status, at, by, deviceId]);
+}
+
+export async function insertDevice(tx: Tx, d: Omit<DeviceRow, 'status' | 'status_at' | 'status_by'>): Promise<void> {
   await tx.run('INSERT INTO edge_devices (device_id, name, public_jwk, created_at, created_by) VALUES (?, ?, ?, ?, ?)', [
     d.device_id,
     d.name,
@@ -98,6 +125,29 @@ export async function journalByRun(db: Reader, runId: string): Promise<JournalRo
         imported_at: num(r, 'imported_at'),
       }
     : undefined;
+}
+
+/** Replaces a stored journal with a longer one of the same run that extends it (only while it is still `prevHash`). */
+export async function replaceJournal(tx: Tx, prevHash: string, j: JournalRow & { imported_by: string }): Promise<void> {
+  await tx.run(
+    'UPDATE edge_journals SET outcome = ?, record_count = ?, hash = ?, export = ?, imported_at = ?, imported_by = ? WHERE run_id = ? AND hash = ?',
+    [j.outcome, j.record_count, j.hash, j.export, j.imported_at, j.imported_by, j.run_id, prevHash],
+  );
+}
+
+/** Records the graph a crew bundle carries (once per graph hash). */
+export async function insertCrewGraph(tx: Tx, graphHash: string, graph: string, at: number): Promise<void> {
+  await tx.run('INSERT INTO edge_crew_graphs (graph_hash, graph, first_issued_at) VALUES (?, ?, ?) ON CONFLICT (graph_hash) DO NOTHING', [
+    graphHash,
+    graph,
+    at,
+  ]);
+}
+
+/** The graph (JSON text) a crew bundle of this cell carried under `graphHash`, or undefined. */
+export async function crewGraphByHash(db: Reader, graphHash: string): Promise<string | undefined> {
+  const r = await db.get('SELECT graph FROM edge_crew_graphs WHERE graph_hash = ?', [graphHash]);
+  return r ? str(r, 'graph') : undefined;
 }
 
 export async function insertJournal(tx: Tx, j: JournalRow & { imported_by: string }): Promise<void> {

@@ -1,66 +1,29 @@
 /**
- * Edge routes under /api/public/v1/admin/edge: register devices, issue signed
- * key and crew bundles for a device, import journals carried back.
+ * Edge routes under /api/public/v1/admin/edge: devices (routes-devices.ts), signed key and crew bundles
+ * issued for an active device by whoever may act on it (its registrant, or one that manages the
+ * registrant: devices.ts `deviceFacts`), journals carried back (journal-import.ts).
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { PERMISSIONS } from '../../core/permissions.ts';
-import { ServiceError, conflict, invalid, notFound } from '../../core/errors.ts';
-import { openJournalExport } from '../../bundles/journal-export.ts';
-import { recordHash } from '../../core/journal/hash.ts';
+import { grants } from '../../core/authority/scopes.ts';
+import { forbidden, invalid, notFound } from '../../core/errors.ts';
 import { splitEnvelope } from '../../bundles/envelope.ts';
 import type { ModelReference } from '../../bundles/crew-bundle.ts';
-import type { Graph } from '../../core/engine/types.ts';
 import { crewForEdge } from './crew-source.ts';
 import type { AppEnv } from '../context.ts';
 import { isoTime } from '../../core/iso-time.ts';
-import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, secured } from '../http/openapi.ts';
 import type { EdgeContext } from './context.ts';
-import { deviceKey, deviceView, registerDeviceTx } from './devices.ts';
+import { deviceFacts } from './devices.ts';
+import { DeviceId, deviceRoutes } from './routes-devices.ts';
+import { importJournal } from './journal-import.ts';
 import * as repo from './repository.ts';
 import { runIdPath } from '../runs/api.ts';
-import { MAX_BUNDLE_TTL_SECONDS, issueCrewBundle, issueKeyBundle, trustAnchor } from './export.ts';
+import { MAX_BUNDLE_TTL_SECONDS, issueCrewBundle, issueKeyBundle, issuerOf } from './export.ts';
 
 const TAG = 'Edge';
 const P = '/api/public/v1/admin/edge';
 
-const Jwk = z
-  .object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string().max(64) })
-  .passthrough()
-  .openapi('Ed25519PublicJwk');
-
-const RegisterDevice = z
-  .object({
-    name: z.string().min(1).max(100),
-    public_jwk: Jwk.openapi({ description: 'The device public key printed by `edge init`' }),
-  })
-  .strict()
-  .openapi('RegisterEdgeDevice');
-
-const TrustAnchor = z
-  .object({
-    cell_id: z.string(),
-    keys: z.array(z.object({ kid: z.string(), jwk: z.record(z.string(), z.unknown()) })),
-  })
-  .openapi('EdgeTrustAnchor');
-
-const Device = z
-  .object({
-    device_id: z.string().openapi({ description: 'RFC 7638 thumbprint of the device key; bundles name it as audience' }),
-    name: z.string(),
-    public_jwk: z.record(z.string(), z.unknown()),
-    created_at: IsoTime,
-    created_by: z.string(),
-  })
-  .openapi('EdgeDevice');
-
-const DeviceRegistered = Device.extend({
-  trust: TrustAnchor.openapi({ description: 'Save as a file and pin it on the device with `edge trust --file`' }),
-}).openapi('EdgeDeviceRegistered');
-
-const DeviceId = z
-  .string()
-  .regex(/^[A-Za-z0-9_-]{43}$/)
-  .openapi({ description: 'device_id from registration' });
 const Ttl = z.number().int().min(1).max(MAX_BUNDLE_TTL_SECONDS);
 
 /** Media type of signed artifacts: a canonical JSON header line, then the canonical JSON payload (bundles/envelope.ts). */
@@ -74,7 +37,10 @@ const signedResponse = (description: string) => ({ description, content: { [SIGN
 const KeyBundleRequest = z
   .object({
     device_id: DeviceId,
-    ttl_seconds: Ttl.optional().openapi({ description: 'Lifetime; default 7 days' }),
+    ttl_seconds: Ttl.optional().openapi({
+      description:
+        "Lifetime; default 7 days, at most the cell's `--max-key-bundle-ttl` (default 30 days; 400 `ttl_too_long` beyond it). A device honours the keys of a bundle until it expires",
+    }),
   })
   .strict()
   .openapi('IssueKeyBundle');
@@ -146,66 +112,7 @@ function modelReference(manifest: string | undefined): ModelReference | null {
 
 export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
   const { core, iam, devices } = ctx;
-  app.openapi(
-    createRoute({
-      method: 'post',
-      path: `${P}/devices`,
-      tags: [TAG],
-      'x-status': 'Live',
-      summary: 'Register an edge device public key; returns the trust anchor the device pins',
-      ...secured(PERMISSIONS.edgeWrite),
-      request: { body: jsonBody(RegisterDevice) },
-      responses: { 201: json(DeviceRegistered, 'The registered device and the cell trust anchor'), ...errorResponses(400, 401, 403, 409) },
-    }),
-    async (c) => {
-      const auth = c.get('auth');
-      await iam.assertNotDelegated(auth, { action: 'edge.device.register', target: auth.principal.id });
-      const body = c.req.valid('json');
-      const { jwk, deviceId } = deviceKey(body.public_jwk);
-      const row = {
-        device_id: deviceId,
-        name: body.name,
-        public_jwk: JSON.stringify(jwk),
-        created_at: core.clock.now(),
-        created_by: auth.principal.id,
-      };
-      await core.store.write(async (tx) => {
-        await registerDeviceTx(tx, row);
-        await iam.audit(tx, {
-          at: row.created_at,
-          actor: auth.principal.id,
-          action: 'edge.device.register',
-          target: deviceId,
-          outcome: 'ok',
-        });
-      });
-      const anchor = await trustAnchor(ctx);
-      return c.json(
-        {
-          ...deviceView(row),
-          trust: { cell_id: anchor.cell_id, keys: anchor.keys.map((k) => ({ kid: k.kid, jwk: { ...k.jwk } as Record<string, unknown> })) },
-        },
-        201,
-      );
-    },
-  );
-
-  app.openapi(
-    createRoute({
-      method: 'get',
-      path: `${P}/devices`,
-      tags: [TAG],
-      'x-status': 'Live',
-      summary: 'List registered edge devices',
-      ...secured(PERMISSIONS.edgeRead),
-      request: { query: pageQuery(100, 1000) },
-      responses: { 200: json(listSchema('devices', Device, 'EdgeDeviceList'), 'Devices, oldest first'), ...errorResponses(400, 401, 403) },
-    }),
-    async (c) => {
-      const q = c.req.valid('query');
-      return c.json({ devices: (await devices.list(q.limit, q.offset)).map(deviceView), ...pageOf(q, await devices.count()) }, 200);
-    },
-  );
+  deviceRoutes(app, ctx);
 
   app.openapi(
     createRoute({
@@ -215,16 +122,19 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       'x-status': 'Live',
       summary: 'Issue a signed API-key records bundle for a device',
       description:
-        "Every key of this cell as the device must judge it (hashes only, never secrets), the owners' role permissions at issue time, and tombstones; signed with the cell identity key, audience the device, with a version higher than any issued before.",
+        "The keys of this cell as the device must judge them (hashes only, never secrets), the owners' role permissions at issue time, and tombstones; signed with the cell identity key, audience the device, with a version higher than any issued before. " +
+        'A device honours what its bundle carries, so a bundle carries only the credentials the caller could act on: keys whose owner is the caller or a principal it manages and whose authority is within the caller, and, as token subjects, the caller and the principals it manages. ' +
+        'The device must be active (409 `device_disabled`, `device_deleted`), and the caller its registrant or one that manages the registrant (403 `wider_than_caller`).',
       ...secured(PERMISSIONS.edgeWrite),
       request: { body: jsonBody(KeyBundleRequest) },
-      responses: { 201: signedResponse('The signed key bundle file'), ...errorResponses(400, 401, 403, 404) },
+      responses: { 201: signedResponse('The signed key bundle file'), ...errorResponses(400, 401, 403, 404, 409) },
     }),
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
       await iam.assertNotDelegated(auth, { action: 'edge.key_bundle.issue', target: body.device_id });
-      const b = await issueKeyBundle(ctx, body.device_id, body.ttl_seconds);
+      await iam.assertMayActOnCredential(auth, deviceFacts(await devices.requireActive(body.device_id)), 'edge.key_bundle.issue');
+      const b = await issueKeyBundle(ctx, body.device_id, { ttlSeconds: body.ttl_seconds, issuer: issuerOf(auth) });
       await iam.auditNow({
         at: b.issued_at,
         actor: auth.principal.id,
@@ -245,19 +155,25 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       'x-status': 'Live',
       summary: 'Issue a signed crew bundle for a device',
       description:
-        "The crew's compiled graph and hash, agents, blueprints, skills, contracts, tool grants and remaining budgets, plus the model manifest reference, signed with the cell identity key for one device.",
+        "The crew's compiled graph and hash, agents, blueprints, skills, contracts, tool grants and remaining budgets, plus the model manifest reference, signed with the cell identity key for one device. " +
+        'Exporting a crew needs the right to run it, as starting a run does: `agent_teams.write` too (403 with `required_permission`), and every seat within the caller (403 `wider_than_caller`). ' +
+        'The device must be active (409 `device_disabled`, `device_deleted`), and the caller its registrant or one that manages the registrant (403 `wider_than_caller`).',
       ...secured(PERMISSIONS.edgeWrite),
       request: { body: jsonBody(CrewBundleRequest) },
-      responses: { 201: signedResponse('The signed crew bundle file'), ...errorResponses(400, 401, 403, 404) },
+      responses: { 201: signedResponse('The signed crew bundle file'), ...errorResponses(400, 401, 403, 404, 409) },
     }),
     async (c) => {
       const auth = c.get('auth');
       const body = c.req.valid('json');
       await iam.assertNotDelegated(auth, { action: 'edge.crew_bundle.issue', target: body.device_id });
-      await devices.require(body.device_id);
-      const crew = await crewForEdge(ctx.teams, body.crew_id);
-      // Exporting a crew hands its seats to a device: the right to run it (every seat within the caller).
-      await ctx.teams.assertSeatsWithinCaller(auth, crew.graph as Graph, { action: 'edge.crew_bundle.issue', target: body.crew_id });
+      await iam.assertMayActOnCredential(auth, deviceFacts(await devices.requireActive(body.device_id)), 'edge.crew_bundle.issue');
+      // The bundle hands the device the crew's prompts, tools and egress: the right to run the crew, as a run's start checks it.
+      if (!grants(auth.effective, PERMISSIONS.teamsWrite)) {
+        throw forbidden(`the credential lacks the permission ${PERMISSIONS.teamsWrite}`, { required_permission: PERMISSIONS.teamsWrite });
+      }
+      const crew = await crewForEdge(ctx.teams, body.crew_id, (graph) =>
+        ctx.teams.assertSeatsWithinCaller(auth, graph, { action: 'edge.crew_bundle.issue', target: body.crew_id }),
+      );
       const b = await issueCrewBundle(ctx, body.device_id, crew, modelReference(body.model_manifest), body.ttl_seconds);
       await iam.auditNow({
         at: b.issued_at,
@@ -314,9 +230,13 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       'x-status': 'Live',
       summary: 'Import a run journal exported by a device; verifies every signature and the chain',
       description:
-        'The export must be signed by a registered device (404 otherwise), and its run id must be the one that device derives from the ' +
+        'The export must be signed by a registered device (404 otherwise) that is active (409 `device_disabled`, `device_deleted`), and its run id must be the one that device derives from the ' +
         "carried run nonce (403 `run_not_of_device`): a device cannot import under another device's run id. Format 1 exports carry " +
-        'no nonce and are refused (403 `run_unbound`). The same export again is idempotent; another export for an imported run is 409 `journal_exists`.',
+        'no nonce and are refused (403 `run_unbound`). Only a run that ended is imported, and its outcome must be the one its records end ' +
+        'with (403 `outcome_mismatch`); a `completed` journal must replay to completion on the graph a crew bundle of this cell carried ' +
+        '(403 `outcome_mismatch`; 400 `unknown_graph` when no bundle carried it). A fork names a parent imported here (409 `parent_unknown`) ' +
+        'and its lineage must verify against it (403 `journal_invalid`). The same export again is idempotent; a longer journal of the run ' +
+        'that extends the imported one replaces it; any other export for an imported run is 409 `journal_exists`.',
       ...secured(PERMISSIONS.edgeWrite),
       request: {
         body: {
@@ -328,94 +248,8 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       responses: { 201: json(JournalImported, 'The journal verified and was stored'), ...errorResponses(400, 401, 403, 404, 409) },
     }),
     async (c) => {
-      const auth = c.get('auth');
-      const text = await c.req.text();
-      const parts = splitEnvelope(text);
-      if (!parts || typeof parts.header['kid'] !== 'string')
-        throw invalid('the body is not a signed journal export', { reason: 'malformed' });
-      const device = await devices.get(parts.header['kid']);
-      if (!device) throw notFound('device');
-      let opened;
-      try {
-        opened = await openJournalExport(
-          text,
-          { kid: device.device_id, jwk: JSON.parse(device.public_jwk) as JsonWebKey },
-          core.config.groupId,
-        );
-      } catch (e) {
-        await iam.auditNow({
-          actor: auth.principal.id,
-          action: 'edge.journal.import',
-          target: device.device_id,
-          outcome: 'refused',
-          details: { reason: (e as ServiceError).details?.['reason'] ?? 'invalid' },
-        });
-        throw e;
-      }
-      const p = opened.payload;
-      if (p.format_version === 1) {
-        // A format 1 export carries no run nonce: its run id is bound to no device, and importing it would
-        // let any registered device take another device's run id first (issue 20, finding 17).
-        await iam.auditNow({
-          actor: auth.principal.id,
-          action: 'edge.journal.import',
-          target: device.device_id,
-          outcome: 'refused',
-          details: { reason: 'run_unbound', run_id: p.run.run_id },
-        });
-        throw new ServiceError(
-          'forbidden',
-          'a format 1 journal export does not bind its run id to the device that ran it; runs made by an edge of this release are importable',
-          { details: { reason: 'run_unbound' } },
-        );
-      }
-      const now = core.clock.now();
-      await core.store.write(async (tx) => {
-        const existing = await repo.journalByRun(tx, p.run.run_id);
-        if (existing && existing.hash !== opened.hash)
-          throw conflict('a different journal for this run was already imported', { reason: 'journal_exists' });
-        if (!existing) {
-          await repo.insertJournal(tx, {
-            run_id: p.run.run_id,
-            device_id: device.device_id,
-            crew_id: p.run.crew_id,
-            graph_hash: p.run.graph_hash,
-            outcome: p.run.outcome,
-            record_count: p.records.length,
-            hash: opened.hash,
-            export: text,
-            imported_at: now,
-            imported_by: auth.principal.id,
-          });
-          // The device's run joins the run log, as a run of the group does when it ends.
-          await ctx.runLog.queueTx(
-            tx,
-            { run_id: p.run.run_id, journal_head: recordHash(p.records.at(-1)!), graph_hash: p.run.graph_hash },
-            `edge:${device.device_id}`,
-          );
-        }
-        await iam.audit(tx, {
-          at: now,
-          actor: auth.principal.id,
-          action: 'edge.journal.import',
-          target: device.device_id,
-          outcome: 'ok',
-          details: { run_id: p.run.run_id },
-        });
-      });
-      return c.json(
-        {
-          run_id: p.run.run_id,
-          device_id: device.device_id,
-          crew_id: p.run.crew_id,
-          graph_hash: p.run.graph_hash,
-          outcome: p.run.outcome,
-          record_count: p.records.length,
-          verified: true as const,
-          imported_at: isoTime(now),
-        },
-        201,
-      );
+      const j = await importJournal(ctx, c.get('auth'), await c.req.text());
+      return c.json({ ...j, verified: true as const, imported_at: isoTime(j.imported_at) }, 201);
     },
   );
 }

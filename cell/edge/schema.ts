@@ -31,4 +31,22 @@ export const EDGE_MIGRATIONS: readonly Migration[] = [
       imported_by TEXT NOT NULL
     )`,
   },
+  {
+    // The graphs crew bundles carried to devices, by graph hash: a journal carried back says it completed a
+    // run of one, and the cell replays it on that graph (cell/edge/journal-import.ts).
+    id: 'edge-004-crew-graphs',
+    sql: `CREATE TABLE edge_crew_graphs (
+      graph_hash TEXT PRIMARY KEY,
+      graph TEXT NOT NULL,
+      first_issued_at INTEGER NOT NULL
+    )`,
+  },
+  {
+    // A device can be disabled (no bundle, no token, no journal import until enabled again) and deleted
+    // (soft: the row stays, so its journals keep naming it and its key cannot be registered again).
+    id: 'edge-005-device-status',
+    sql: `ALTER TABLE edge_devices ADD COLUMN status TEXT NOT NULL DEFAULT 'active';
+    ALTER TABLE edge_devices ADD COLUMN status_at INTEGER;
+    ALTER TABLE edge_devices ADD COLUMN status_by TEXT`,
+  },
 ];

@@ -16,9 +16,18 @@
  */
 import type { Context, ErrorHandler, MiddlewareHandler, Next } from 'hono';
 import type { OpenAPIHono } from '@hono/zod-openapi';
-import { addHeaders, authStep, bodyLimitGate, bodyTooLarge, rateStep, type CredentialLimits } from '../../runtime/gateway.ts';
+import {
+  addHeaders,
+  authStep,
+  bodyLimitGate,
+  bodyTooLarge,
+  presentedCredential,
+  rateStep,
+  type CredentialLimits,
+} from '../../runtime/gateway.ts';
+import { unauthorized } from '../../core/errors.ts';
 import { declaredBodyLength, jsonBodyStep } from '../../runtime/json-body.ts';
-import type { AppEnv, AuthContext, Authenticator, CellCore } from '../context.ts';
+import type { AppEnv, AuthContext, Authenticator, CellCore, CredentialCheck } from '../context.ts';
 import type { CellMetrics } from '../ops/api.ts';
 import { accessLog } from './access-log.ts';
 import { clientIp } from './client-ip.ts';
@@ -56,6 +65,7 @@ export function cellGateway(
     return null;
   };
   const authenticate = authStep<AuthContext, AppEnv>((cred, c) => firstRecognising(0, cred, c));
+  const credentialCheck = credentialCheckOf(authenticators);
   const scanBody = jsonBodyStep<AppEnv>(core.config.jsonMaxDepth);
   const judgeQuery = unknownQueryStep(o.app);
   const limitBody = bodyLimitGate<AppEnv>(bodyLimitBytes);
@@ -84,6 +94,7 @@ export function cellGateway(
     const id = crypto.randomUUID();
     c.set('requestId', id);
     c.set('credentialLimits', limits);
+    c.set('credentialCheck', credentialCheck);
     let rateHeaders: Record<string, string> | undefined;
     try {
       rateHeaders = takeRate(c);
@@ -124,5 +135,30 @@ export function cellGateway(
     if (log.needsTrace(trace)) traceId = await log.traced(c, trace, () => gates(c, next));
     else await gates(c, next);
     log.done(c, start, traceId);
+  };
+}
+
+/**
+ * The credential check of the requests still being answered (event streams): the authenticator that
+ * recognises the presented credential judges it again (its `recheck`, else `authenticate`), and the
+ * tables the authenticators name are the changes that prompt it.
+ */
+function credentialCheckOf(authenticators: readonly Authenticator[]): CredentialCheck {
+  const tables = new Set(authenticators.flatMap((a) => a.tables ?? []));
+  return {
+    async recheck(c) {
+      const cred = presentedCredential(c);
+      if (!cred) throw unauthorized('missing bearer credential');
+      for (const a of authenticators) {
+        const auth = await (a.recheck ?? a.authenticate).call(a, cred, c);
+        if (auth) return auth;
+      }
+      throw unauthorized('credential not recognised');
+    },
+    concerns(change) {
+      if (change.gap !== undefined) return true;
+      for (const t of change.tables) if (tables.has(t)) return true;
+      return false;
+    },
   };
 }

@@ -38,7 +38,7 @@ export interface NewPrincipal {
 
 /** A credential as the right to act on it sees it. */
 export interface CredentialFacts {
-  kind: 'api_key' | 'oauth_client' | 'sat' | 'secret';
+  kind: 'api_key' | 'oauth_client' | 'sat' | 'secret' | 'device';
   id: string;
   /** The principal it belongs to (null: the cell's own). */
   ownerId: string | null;

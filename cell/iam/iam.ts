@@ -525,6 +525,8 @@ export class Iam {
   keyAuthenticator(): Authenticator {
     return {
       name: 'api_key',
+      // A key's judgement reads the caches these tables empty on every cell: authenticating again is its recheck.
+      tables: KEY_ENTRY_TABLES,
       authenticate: ({ scheme, token }, c) => {
         if (!token.startsWith(KEY_PREFIX)) return null;
         if (scheme !== 'bearer') throw unauthorized('API keys are presented with the Bearer scheme');

@@ -20,6 +20,7 @@ import { authorityLapse, disableAuthoredTx, type AuthorityLapse } from './defini
 import { mountDefinitionRoutes } from './routes-definitions.ts';
 import { mountEndpointRoutes } from './routes-endpoints.ts';
 import { mountRunRoutes } from './routes-runs.ts';
+import { mountOutcomeRoutes } from './outcomes.ts';
 import { definitionsUsingCrew } from './repository.ts';
 import { resumeJobRun, startJobDrive } from './runner.ts';
 import { PgWorkspaces } from './sandbox/pg-workspace.ts';
@@ -102,6 +103,7 @@ export function createJobsModule(
     authorityLapse: (d) => authorityLapse(ctx, d),
     routes(app) {
       mountRunRoutes(app, ctx);
+      mountOutcomeRoutes(app, ctx);
       mountDefinitionRoutes(app, ctx, () => scheduler);
       mountEndpointRoutes(app, ctx);
     },
@@ -114,10 +116,13 @@ export function createJobsModule(
       // Recovery: job runs left queued or running by a previous process are driven
       // again; completed steps are reused from the journal, not re-executed.
       for (const run of await ctx.runs.activeRuns('job')) {
+        // A run waiting on an operator (a lost outcome) has nothing due: only a resolution, a cancel or a recover moves it.
+        if (run.state === 'outcome_unknown') continue;
         if (run.state === 'waiting') {
           // An agent run waiting on an approval or a timer is looked at again, so a timeout
-          // that passed while the cell was down fails closed now.
-          if (run.job_type === 'agent') void resumeJobRun(ctx, run.run_id);
+          // that passed while the cell was down fails closed now; any other job run waits only
+          // to be driven again after an operator resolved a lost outcome (its wake was lost with the cell).
+          void resumeJobRun(ctx, run.run_id);
           continue;
         }
         core.log.info('recovering job run', { run_id: run.run_id, state: run.state });
@@ -132,9 +137,10 @@ export function createJobsModule(
           core.log.info('taking over job run', { run_id: run.run_id, previous_owner: run.lease_owner });
           void startJobDrive(ctx, run);
         }
-        // Waiting agent runs whose last driver died: their wake-up timer is armed here now.
+        // Waiting job runs whose last driver died: an agent run's wake-up timer is armed here now; any
+        // other waits to be driven after a resolved lost outcome.
         for (const run of await ctx.runs.orphanedWaitingRuns('job')) {
-          if (ctx.stopped || ctx.runs.isDriven(run.run_id) || run.job_type !== 'agent') continue;
+          if (ctx.stopped || ctx.runs.isDriven(run.run_id)) continue;
           core.log.info('taking over waiting job run', { run_id: run.run_id, previous_coordinator: run.coordinator });
           void resumeJobRun(ctx, run.run_id);
         }

@@ -55,6 +55,7 @@ export async function runView(ctx: JobsContext, r: Run): Promise<z.infer<typeof 
     forks: forksView(r),
     ...(r.job_type === 'agent' ? { pending_approvals: await jobPendingApprovals(ctx, r) } : {}),
     ...(r.job_type === 'agent' || r.kind === 'crew' ? { decisions: await ctx.runs.runDecisions(r.run_id) } : {}),
+    unknown_outcome: await ctx.runs.lostOutcomeView(r),
   };
 }
 

@@ -210,6 +210,8 @@ const JOB_TOOL_DESCRIPTORS: Record<string, ToolDescriptor> = {
     name: JOB_TOOLS.sql,
     description: "The run's SQL statements on its workspace database",
     side_effects: true,
+    // Its effect record, committed with its statements, makes a second issue return the first's result.
+    idempotent: true,
     parameters: { type: 'object' },
   },
   [JOB_TOOLS.compute]: {
@@ -222,6 +224,8 @@ const JOB_TOOL_DESCRIPTORS: Record<string, ToolDescriptor> = {
     name: JOB_TOOLS.notebook,
     description: 'One notebook cell',
     side_effects: true,
+    // SQL cells commit their effect record with their statements; compute and markdown cells act on nothing outside.
+    idempotent: true,
     parameters: { type: 'object', properties: { index: { type: 'integer' } } },
   },
 };
@@ -243,10 +247,10 @@ export function jobToolsPort(ctx: JobsContext, run: Run, outputs: Map<number, un
     },
     call(name, args, callCtx) {
       const deadline = stepDeadline(callCtx.timeout_ms, ctx.runs.driverSignal(run.run_id));
-      return deadline.race(callTool(name, args, deadline.signal ?? new AbortController().signal));
+      return deadline.race(callTool(name, args, deadline.signal ?? new AbortController().signal, callCtx.effect_key));
     },
   };
-  async function callTool(name: string, args: Record<string, unknown>, signal: AbortSignal): Promise<unknown> {
+  async function callTool(name: string, args: Record<string, unknown>, signal: AbortSignal, effectKey?: string): Promise<unknown> {
     switch (name) {
       case JOB_TOOLS.sql:
         return runSqlStep(ctx, ws, run.spec as SqlSpec, signal, await sqlStorageCaps(ctx, run.run_id, ws), {
@@ -267,7 +271,7 @@ export function jobToolsPort(ctx: JobsContext, run: Run, outputs: Map<number, un
       }
       default:
         if (run.job_type !== 'single') throw new JobStepFailure('tool_unknown', `tool ${name} is not part of this job`);
-        return runSingleTool(ctx, ws, run.requester, { ...(run.spec as SingleSpec), tool: name, args }, signal);
+        return runSingleTool(ctx, ws, run.requester, { ...(run.spec as SingleSpec), tool: name, args }, signal, effectKey);
     }
   }
 }

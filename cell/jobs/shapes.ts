@@ -6,7 +6,7 @@
 import { z } from '@hono/zod-openapi';
 import { MAX_STEP_TIMEOUT_MS } from '../../core/engine/policy.ts';
 import { IsoTime } from '../http/openapi.ts';
-import { PendingApprovalSchema, RunDecisionSchema } from '../runs/api.ts';
+import { PendingApprovalSchema, RUN_STATES, RunDecisionSchema, UnknownOutcomeSchema, type RunState } from '../runs/api.ts';
 
 /** The step policy's `timeout_ms` of a job's steps (core/engine/policy.ts): the engine's deadline on each step. */
 const stepTimeout = {
@@ -248,7 +248,7 @@ export const JobRunSchema = z
     workspace_id: z.string().nullable(),
     spec: z.unknown(),
     requester: z.string().openapi({ description: 'Principal id from the authenticated session' }),
-    state: z.enum(['queued', 'running', 'waiting', 'completed', 'failed', 'refused', 'cancelled']),
+    state: z.enum(RUN_STATES as [RunState, ...RunState[]]),
     stalled: z.boolean().openapi({
       description: 'True when the run is queued or running and its journal has not grown for 10 leases (docs/multi-cell.md)',
     }),
@@ -277,6 +277,10 @@ export const JobRunSchema = z
     decisions: z.array(RunDecisionSchema).optional().openapi({
       description:
         'Agent job runs and crew runs: every human decision, decided steps included, oldest first (who, through which chain, approve or reject, the comment, the input digest approved, when)',
+    }),
+    unknown_outcome: UnknownOutcomeSchema.nullable().openapi({
+      description:
+        'For a run in state `outcome_unknown`: the side-effecting call whose outcome was lost (resolve with POST .../runs/{run_id}/outcomes/{step_id})',
     }),
   })
   .openapi('JobRun');

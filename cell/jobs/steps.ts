@@ -247,6 +247,7 @@ export async function runSingleTool(
   requester: string,
   spec: SingleSpec,
   signal?: AbortSignal,
+  effectKey?: string,
 ): Promise<unknown> {
   if (!ctx.tools.has(spec.tool)) throw new JobStepFailure('tool_unknown', `no tool named ${spec.tool} in the catalog`);
   const who = await ctx.iam.principal(requester);
@@ -256,8 +257,15 @@ export async function runSingleTool(
   }
   const authority = singleAuthority(spec, workspaceId, who.authority);
   try {
-    return await ctx.tools.run(spec.tool, { workspaceId, agentId: requester, authority }, spec.args, signal);
+    return await ctx.tools.run(
+      spec.tool,
+      { workspaceId, agentId: requester, authority, ...(effectKey !== undefined ? { effectKey } : {}) },
+      spec.args,
+      signal,
+    );
   } catch (err) {
+    // A call that may have acted and got no answer stays what it is: the engine waits for an operator.
+    if (isServiceError(err) && err.details?.['reason'] === 'outcome_unknown') throw err;
     if (isServiceError(err)) {
       const reason = typeof err.details?.['reason'] === 'string' ? err.details['reason'] : err.code;
       throw new JobStepFailure(reason, err.message, { code: err.code });

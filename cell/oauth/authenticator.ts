@@ -34,10 +34,11 @@ import {
 import { tokenRefusal } from '../../core/tokens/refusal.ts';
 import { dpopHeaderOf } from '../../core/tokens/request.ts';
 import { verifiedLeafThumbprint } from '../../runtime/peer-certificate.ts';
-import type { AppEnv, Authenticator } from '../context.ts';
+import type { AppEnv, AuthContext, Authenticator } from '../context.ts';
 import type { Principal } from '../iam/api.ts';
 import { getClient } from './clients.ts';
 import type { OAuthContext } from './oauth-context.ts';
+import { isDenied, TABLES } from './repository.ts';
 import { OAUTH, publicBase } from './settings.ts';
 
 /** A token subject as the cell knows it: the judge's view plus the principal itself. */
@@ -65,14 +66,19 @@ export function cellTokenJudgeFor(ctx: OAuthContext, audience: string): CellToke
   return judgeFor(ctx, () => audience);
 }
 
-function judgeFor(ctx: OAuthContext, audience: () => TokenJudgeConfig['audience'], cache?: VerifiedTokenCache): CellTokenJudge {
+function judgeFor(
+  ctx: OAuthContext,
+  audience: () => TokenJudgeConfig['audience'],
+  cache?: VerifiedTokenCache,
+  isRevoked: (jti: string) => boolean | Promise<boolean> = (jti) => ctx.denylist.isRevoked(jti),
+): CellTokenJudge {
   const { core, iam } = ctx;
   const lookups: Omit<TokenJudgeConfig<CellTokenSubject>, 'keys' | 'issuer' | 'audience'> = {
     replay: ctx.replay,
     dpopWindow: OAUTH.dpopWindow,
     dpopKeys: new DpopKeyCache(),
     ...(cache ? { cache } : {}),
-    isRevoked: (jti) => ctx.denylist.isRevoked(jti),
+    isRevoked,
     async subject(id) {
       const p = await iam.principal(id);
       if (!p) return null;
@@ -120,11 +126,42 @@ function tokenEnvelope(
   return env;
 }
 
+/** The request's authority from a token's verdict. */
+function authOf(v: Extract<CellTokenVerdict, { ok: true }>): AuthContext {
+  const p = v.subject.principal;
+  const cred = v.credential;
+  return {
+    principal: { id: p.id, kind: p.kind, name: p.name, roles: p.roles },
+    permissions: [...v.subject.permissions],
+    scopes: v.scopes,
+    effective: v.effective,
+    envelope: tokenEnvelope(p, cred.rootKey, v.actorSubjects, cred.linkKeys),
+    credential: {
+      type: cred.type,
+      id: cred.id,
+      root: cred.root,
+      clientId: cred.clientId,
+      ...(cred.actors.length > 0 ? { actors: cred.actors } : {}),
+      ...(cred.rateLimitRpm !== null ? { rateLimitRpm: cred.rateLimitRpm } : {}),
+    },
+  };
+}
+
 export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
   const judge = cellTokenJudge(ctx);
+  // A stream's recheck (below): no verified-token cache, and the denylist asked of the store too, since
+  // the mirror learns another cell's revocation only after the notification that prompts the recheck.
+  const rejudge = judgeFor(
+    ctx,
+    () => (aud: string) => ctx.audiences.accepts(aud),
+    undefined,
+    async (jti) => ctx.denylist.inMirror(jti) || (await isDenied(ctx.core.store, jti)),
+  );
   const { config, clock } = ctx.core;
   return {
     name: 'oauth_jwt',
+    // Its subject, root key and linked credentials are IAM's: their tables are the key authenticator's.
+    tables: [TABLES.denylist, TABLES.clients, TABLES.signingKeys],
     async authenticate({ scheme, token }, c: Context<AppEnv>) {
       if (!looksLikeJwt(token)) return null;
       const v = await judge(token, {
@@ -136,23 +173,14 @@ export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
         now: clock.now(),
       });
       if (!v.ok) throw tokenRefusal(v, scheme, { realm: 'cell' });
-      const p = v.subject.principal;
-      const cred = v.credential;
-      return {
-        principal: { id: p.id, kind: p.kind, name: p.name, roles: p.roles },
-        permissions: [...v.subject.permissions],
-        scopes: v.scopes,
-        effective: v.effective,
-        envelope: tokenEnvelope(p, cred.rootKey, v.actorSubjects, cred.linkKeys),
-        credential: {
-          type: cred.type,
-          id: cred.id,
-          root: cred.root,
-          clientId: cred.clientId,
-          ...(cred.actors.length > 0 ? { actors: cred.actors } : {}),
-          ...(cred.rateLimitRpm !== null ? { rateLimitRpm: cred.rateLimitRpm } : {}),
-        },
-      };
+      return authOf(v);
+    },
+    // The proof and the certificate were judged when the request was accepted (a proof is single-use).
+    async recheck({ scheme, token }) {
+      if (!looksLikeJwt(token)) return null;
+      const v = await rejudge(token, { now: clock.now() });
+      if (!v.ok) throw tokenRefusal(v, scheme, { realm: 'cell' });
+      return authOf(v);
     },
   };
 }

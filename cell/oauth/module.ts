@@ -47,8 +47,9 @@ export interface OAuthDeps {
   /** Whether this cell stands as a member (its clock within the bound): a member that stood down makes no background writes. */
   standing: Pick<GroupClock, 'trusted'>;
   /**
-   * Whether an edge device is registered with this cell (the edge module's
-   * answer), for resource indicators `edge:<device_id>`. Called only while
+   * Whether an edge device is registered with this cell and active (the edge
+   * module's answer: a disabled or deleted device gets no token), for resource
+   * indicators `edge:<device_id>`. Called only while
    * serving requests, never while the module is built, so it may reach a
    * module built after this one.
    */

@@ -23,7 +23,7 @@ import { isoTime } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { ATTESTATION_MEDIA_TYPE } from '../../core/attestation/bundle.ts';
 import type { AppEnv } from '../context.ts';
-import { errorResponses, json, listSchema, pageOf, pageQuery, secured, securedEither } from '../http/openapi.ts';
+import { errorResponses, IsoTime, json, listSchema, pageOf, pageQuery, secured, securedEither } from '../http/openapi.ts';
 import { runIdPath, type Run } from '../runs/api.ts';
 import { attestationOf, signedStatementOf } from './attest.ts';
 import type { ReceiptsContext } from './context.ts';
@@ -276,7 +276,7 @@ export function receiptsRoutes(app: OpenAPIHono<AppEnv>, ctx: ReceiptsContext): 
         .string()
         .openapi({ description: '`cell:<cell id>` (a run of the group) or `edge:<device id>` (an imported device journal)' }),
       leaf_hash: z.string(),
-      logged_at: z.string(),
+      logged_at: IsoTime,
     })
     .openapi('RunLogEntry');
 

@@ -25,6 +25,7 @@ import { IsoTime, queryTime } from '../http/openapi.ts';
 import { abortAllDrivers, driverSignal, isDriven, registerDriver, requestCancel } from './control.ts';
 import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, placeOnPeer } from './lease.ts';
 import { beforeItLeaves, driveRun, recordedStep } from './drive.ts';
+import { lostOutcome, lostOutcomeView, resolveOutcome } from './outcomes.ts';
 import { subscribe, subscriberCount } from './events.ts';
 import { appendJournal, completeRefusal, finishRun, getBlob, journalClosed, readJournal, stageRunWrite } from './journal.ts';
 import {
@@ -62,6 +63,7 @@ export {
 export { RunClosedError, type AppendBlobs, type AppendFields, type FinishOptions } from './journal.ts';
 export { outageWait, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
 export type { Decider, DecisionView, PendingApproval } from './approvals.ts';
+export type { LostOutcome, ResolutionAsk } from './outcomes.ts';
 export type { DriverHandle } from './control.ts';
 export type { FinishHook, RunDeltaListener, RunEventListener } from './context.ts';
 export { nodeOfStep, type ForkFor, type ForkPoint } from './fork.ts';
@@ -155,6 +157,11 @@ export function runsApi(ctx: RunsContext) {
     pendingApprovalsView: on(pendingApprovalsView),
     recordApproval: on(recordApproval),
 
+    // ---------------------------------------------------------- lost outcomes of side-effecting calls (outcomes.ts)
+    lostOutcome: on(lostOutcome),
+    lostOutcomeView: on(lostOutcomeView),
+    resolveOutcome: on(resolveOutcome),
+
     // ---------------------------------------------------------- storage limits (storage.ts)
     assertStorageRoom: on(assertStorageRoom),
     storageRoomRefusal: on(storageRoomRefusal),
@@ -219,6 +226,24 @@ export function runIdPath(name = 'run_id') {
     .openapi({ param: { name, in: 'path' }, example: 'run_0123456789abcdef0123' });
 }
 
+/** The `{step_id}` path parameter of a route on one step of a run (its id URL-encoded: it contains `/`). */
+export function stepIdPath() {
+  return z
+    .string()
+    .min(1)
+    .max(300)
+    .openapi({ param: { name: 'step_id', in: 'path' } });
+}
+
+/** A step id as given (the router already decoded the path); decoded once more only when that is well-formed. */
+export function stepIdOf(v: string): string {
+  try {
+    return decodeURIComponent(v);
+  } catch {
+    return v;
+  }
+}
+
 /** The `{run_id}` path parameter of a run route. */
 export const RunIdParam = z.object({ run_id: runIdPath() });
 
@@ -270,6 +295,36 @@ export const ApprovalDecisionSchema = z
 export function deciderOf(auth: Pick<AuthContext, 'principal' | 'credential'>): Decider {
   return { principal: auth.principal.id, actors: auth.credential.actors ?? [] };
 }
+
+/** The call a run in state `outcome_unknown` waits on, as run views show it (`unknown_outcome`; null otherwise). */
+export const UnknownOutcomeSchema = z
+  .object({
+    step_id: z.string(),
+    tool: z.string().nullable(),
+    seat: z.string().nullable(),
+    effect_key: z.string().openapi({ description: "The call's effect key: sent as `Idempotency-Key`, the same on a retry" }),
+    attempt: z.number().int().openapi({ description: 'The issue of the call whose outcome was lost (1 for the first)' }),
+    since: IsoTime,
+  })
+  .openapi('UnknownOutcome');
+
+/**
+ * An operator's resolution of a run's lost outcome, the body of every run's resolution route (crew runs,
+ * job runs): `retry` issues the call again with the same effect key, `record` makes `result` its result,
+ * `fail` fails the run.
+ */
+export const OutcomeResolutionSchema = z
+  .object({
+    resolution: z.enum(['retry', 'record', 'fail']),
+    result: z.unknown().optional().openapi({ description: 'For `record` (required there, any JSON): the result of the call' }),
+    comment: z.string().max(2000).optional(),
+  })
+  .strict()
+  .refine((b) => (b.resolution === 'record') === (b.result !== undefined), {
+    message: '`result` is required with `record` and refused otherwise',
+    path: ['result'],
+  })
+  .openapi('OutcomeResolution');
 
 /** The ListRunsOptions of a query validated with `runFilterQuery`. */
 export function runFilterOf(q: {

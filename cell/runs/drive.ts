@@ -42,6 +42,7 @@ import { decisionCount, recordsOfKinds } from './repository.ts';
 import { getRun, isTerminal, setRunFlags, type RunError, type RunState } from './runs.ts';
 import { isServiceError } from '../../core/errors.ts';
 import { inRunSpan } from './trace.ts';
+import { outcomesPort } from './outcomes.ts';
 
 /** Backoff between attempts to drive a run again after a store outage, ms (doubling up to the last). */
 export const OUTAGE_RETRY_MS = [250, 500, 1_000, 2_000, 5_000] as const;
@@ -586,6 +587,7 @@ class StepWriter {
       delta: (d) => publishDelta(ctx, runId, d),
       intents: async (stepId) => recorded.intents(stepId),
       attempts: async (stepId) => recorded.attempts(stepId),
+      outcomes: outcomesPort(ctx, runId),
       journal: { append: (fields, payload) => this.append(fields, payload, recorded) },
     };
   }
@@ -631,7 +633,9 @@ async function endDrive(
     await end.finish('completed', { output: opts.finalOutput ? await opts.finalOutput(result) : result.output, data: extra });
   } else if (result.outcome === 'waiting') {
     await writeLast(ctx, runId, end.last, end.fence);
-    await keptWrite(ctx, runId, () => releaseToWaiting(ctx, runId, end.fence));
+    // A call whose outcome was lost waits on an operator, in a state of its own (no timer, nothing to take over).
+    const state = result.waiting?.for === 'outcome' ? 'outcome_unknown' : 'waiting';
+    await keptWrite(ctx, runId, () => releaseToWaiting(ctx, runId, end.fence, state));
   } else if (handle.signal.aborted) {
     // Stopped because the cell is shutting down: leave the run for recovery, its steps recorded.
     await writeLast(ctx, runId, end.last, end.fence);

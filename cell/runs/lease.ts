@@ -144,12 +144,20 @@ async function claimOwn(
 
 class SlowPath extends Error {}
 
-/** The driver lets go of a waiting run (state waiting, no owner); LeaseLostError when the lease is not its own any more. */
-export async function releaseToWaiting(ctx: RunsContext, runId: string, fence: Fence): Promise<void> {
+/**
+ * The driver lets go of a waiting run (state `waiting`, or `outcome_unknown` when it waits on an operator;
+ * no owner); LeaseLostError when the lease is not its own any more.
+ */
+export async function releaseToWaiting(
+  ctx: RunsContext,
+  runId: string,
+  fence: Fence,
+  state: 'waiting' | 'outcome_unknown' = 'waiting',
+): Promise<void> {
   const me = ctx.core.config.cellId;
   const at = ctx.core.clock.now();
   await ctx.core.store.write(async (tx) => {
-    if (await repo.releaseToWaiting(tx, runId, me, fence.epoch, at)) return;
+    if (await repo.releaseToWaiting(tx, runId, me, fence.epoch, at, state)) return;
     const s = await repo.runHead(tx, runId);
     if (s && !isTerminal(s.state)) throw new LeaseLostError(runId, fence.epoch, s.lease_owner, s.lease_epoch);
   });

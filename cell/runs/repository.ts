@@ -11,8 +11,21 @@ import { anyJson, count, json, jsonOrNull, num, numOrNull, object, str, strOrNul
 import type { Reader, Row, SqlValue, Tx } from '../store/types.ts';
 
 export type RunKind = 'crew' | 'job';
-export type RunState = 'queued' | 'running' | 'waiting' | 'completed' | 'failed' | 'refused' | 'cancelled';
-export const RUN_STATES: readonly RunState[] = ['queued', 'running', 'waiting', 'completed', 'failed', 'refused', 'cancelled'];
+/**
+ * `waiting`: on an approval or a timer; `outcome_unknown`: on an operator, for a side-effecting call whose
+ * outcome was lost in a crash (nothing wakes it but a resolution, a cancel or a recover).
+ */
+export type RunState = 'queued' | 'running' | 'waiting' | 'outcome_unknown' | 'completed' | 'failed' | 'refused' | 'cancelled';
+export const RUN_STATES: readonly RunState[] = [
+  'queued',
+  'running',
+  'waiting',
+  'outcome_unknown',
+  'completed',
+  'failed',
+  'refused',
+  'cancelled',
+];
 export const TERMINAL_STATES: readonly RunState[] = ['completed', 'failed', 'refused', 'cancelled'];
 const RUN_KINDS: readonly RunKind[] = ['crew', 'job'];
 
@@ -405,12 +418,22 @@ export async function retakeOwnLease(
   return r.changes === 1;
 }
 
-/** The lease holder lets go of a run that waits (anyone may claim it when it wakes); false when the lease is not its own. */
-export async function releaseToWaiting(tx: Tx, runId: string, owner: string, epoch: number, at: number): Promise<boolean> {
+/**
+ * The lease holder lets go of a run that waits (`waiting`, or `outcome_unknown`; anyone may claim it when
+ * it wakes); false when the lease is not its own.
+ */
+export async function releaseToWaiting(
+  tx: Tx,
+  runId: string,
+  owner: string,
+  epoch: number,
+  at: number,
+  state: 'waiting' | 'outcome_unknown' = 'waiting',
+): Promise<boolean> {
   const r = await tx.run(
-    `UPDATE runs SET state = 'waiting', lease_owner = NULL, updated_at = ?
+    `UPDATE runs SET state = ?, lease_owner = NULL, updated_at = ?
      WHERE run_id = ? AND lease_owner = ? AND lease_epoch = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')`,
-    [at, runId, owner, epoch],
+    [state, at, runId, owner, epoch],
   );
   return r.changes === 1;
 }
@@ -531,11 +554,11 @@ export async function runCountsByKindAndState(db: Reader): Promise<{ kind: strin
 export async function activeRuns(db: Reader, kind?: RunKind): Promise<Run[]> {
   const rows = kind
     ? await db.all(
-        `SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id WHERE r.kind = ? AND r.state IN ('queued', 'running', 'waiting') ORDER BY o.seq`,
+        `SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id WHERE r.kind = ? AND r.state IN ('queued', 'running', 'waiting', 'outcome_unknown') ORDER BY o.seq`,
         [kind],
       )
     : await db.all(
-        `SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id WHERE r.state IN ('queued', 'running', 'waiting') ORDER BY o.seq`,
+        `SELECT ${RUN_COLUMNS} FROM runs r JOIN run_order o ON o.run_id = r.run_id WHERE r.state IN ('queued', 'running', 'waiting', 'outcome_unknown') ORDER BY o.seq`,
       );
   return rows.map(decodeRun);
 }
@@ -979,4 +1002,64 @@ export async function foldStorage(tx: Tx): Promise<number> {
 /** How many approval decisions a run has (a drive that waits compares it with the count it started with). */
 export async function decisionCount(db: Reader, runId: string): Promise<number> {
   return count(await db.get('SELECT COUNT(*) AS n FROM team_approvals WHERE run_id = ?', [runId]));
+}
+
+// ---------------------------------------------------------------- lost outcomes (outcomes.ts)
+
+export type Resolution = 'retry' | 'record' | 'fail';
+const RESOLUTIONS: readonly Resolution[] = ['retry', 'record', 'fail'];
+
+export interface ResolutionRow {
+  attempt: number;
+  resolution: Resolution;
+  /** `record`: the call's result (JSON); null otherwise. */
+  result: unknown;
+  principal: string;
+  comment: string | null;
+  at: number;
+}
+
+/** The latest resolution of a lost outcome of a step (its highest attempt), or undefined. */
+export async function latestResolution(db: Reader, runId: string, stepId: string): Promise<ResolutionRow | undefined> {
+  const r = await db.get(
+    `SELECT attempt, resolution, result, principal, comment, at FROM run_outcome_resolutions
+     WHERE run_id = ? AND step_id = ? ORDER BY attempt DESC LIMIT 1`,
+    [runId, stepId],
+  );
+  if (!r) return undefined;
+  return {
+    attempt: num(r, 'attempt'),
+    resolution: oneOf(RESOLUTIONS, str(r, 'resolution'), 'resolution'),
+    result: jsonOrNull(r, 'result', anyJson),
+    principal: str(r, 'principal'),
+    comment: strOrNull(r, 'comment'),
+    at: num(r, 'at'),
+  };
+}
+
+/** Whether the attempt of a step was resolved already. */
+export async function hasResolution(db: Reader, runId: string, stepId: string, attempt: number): Promise<boolean> {
+  return (
+    (await db.get('SELECT 1 AS x FROM run_outcome_resolutions WHERE run_id = ? AND step_id = ? AND attempt = ?', [
+      runId,
+      stepId,
+      attempt,
+    ])) !== undefined
+  );
+}
+
+export async function insertResolution(tx: Tx, runId: string, stepId: string, r: ResolutionRow): Promise<void> {
+  await tx.run(
+    'INSERT INTO run_outcome_resolutions (run_id, step_id, attempt, resolution, result, principal, comment, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    [
+      runId,
+      stepId,
+      r.attempt,
+      r.resolution,
+      r.resolution === 'record' ? JSON.stringify(r.result ?? null) : null,
+      r.principal,
+      r.comment,
+      r.at,
+    ],
+  );
 }

@@ -20,6 +20,7 @@ import { streamSSE } from 'hono/streaming';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import { notFound } from '../../core/errors.ts';
 import type { AppEnv } from '../context.ts';
+import type { Change } from '../store/types.ts';
 import { errorResponses, json, MAX_OFFSET, secured } from '../http/openapi.ts';
 import { READS_ALL_RUNS, RunIdParam } from './api.ts';
 import type { RunsContext } from './context.ts';
@@ -132,7 +133,7 @@ const getSse = createRoute({
   ...secured(PERMISSIONS.jobsRead),
   summary: 'Live events of a run (Server-Sent Events)',
   description:
-    'Each event: `id` = journal seq, `event` = record kind, `data` = the journal record (JSON). Resume with `Last-Event-ID`. Live tokens: `event: delta` frames without `id`, `data` = `{step_id, seat, role_label, index, text, tool_call?}` (the answer so far of a model step is `answer.slice(0, index) + text`; a client joining mid-step first gets the answer so far as one delta at index 0); they are not journal records, so resumption skips them, and the step record carries the whole answer. Heartbeat comments. Closes after `run_finished`.' +
+    'Each event: `id` = journal seq, `event` = record kind, `data` = the journal record (JSON). Resume with `Last-Event-ID`. Live tokens: `event: delta` frames without `id`, `data` = `{step_id, seat, role_label, index, text, tool_call?}` (the answer so far of a model step is `answer.slice(0, index) + text`; a client joining mid-step first gets the answer so far as one delta at index 0); they are not journal records, so resumption skips them, and the step record carries the whole answer. Heartbeat comments. Closes after `run_finished`. The credential that opened the stream is judged again while it is open (on changes that may revoke it, on any cell, and at each heartbeat): refused, or without this permission any more, the stream ends with `event: closed`, `data` = the error envelope.' +
     READS_ALL_RUNS,
   request: {
     params: RunIdParam,
@@ -192,10 +193,17 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
     const after = parseLastEventId(c.req.header('last-event-id'), q.last_event_id);
     // Nothing left after Last-Event-ID on a finished run: 204 tells an EventSource to stop reconnecting.
     if (await exhausted(ctx, run_id, run.state, after)) return c.body(null, 204) as never;
+    const check = c.get('credentialCheck');
     const opts = {
       heartbeatMs: sseHeartbeatMs(),
       // Already finished and nothing left to send after Last-Event-ID: close at once.
       isExhausted: async () => exhausted(ctx, run_id, (await getRun(ctx, run_id))?.state ?? 'completed', after),
+      // The credential that opened the stream, judged again while it is open (revoked: the stream ends).
+      credential: {
+        recheck: () => check.recheck(c),
+        concerns: (ch: Change) => check.concerns(ch),
+        permission: PERMISSIONS.jobsRead,
+      },
     };
     const out = (c.env as { outgoing?: unknown } | undefined)?.outgoing;
     if (out instanceof ServerResponse) {

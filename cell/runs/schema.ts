@@ -2,7 +2,8 @@
  * Tables of the runs module: the runs (crew and job runs, one id space),
  * their journals and content-addressed blobs, and the approvals shared by
  * every run that waits on the engine's approvals port (their tables keep the
- * names and migration ids they had under Agent Teams).
+ * names and migration ids they had under Agent Teams), and the operators' resolutions of
+ * calls whose outcome was lost.
  */
 import type { Migration } from '../store/types.ts';
 
@@ -107,5 +108,14 @@ export const RUNS_MIGRATIONS: readonly Migration[] = [
     id: 'runs-006-approval-chains',
     sql: `ALTER TABLE team_approvals ADD COLUMN chain TEXT;
     ALTER TABLE team_approvals ADD COLUMN input_hash TEXT;`,
+  },
+  {
+    // An operator's resolution of a side-effecting call whose outcome was lost (a run waiting
+    // outcome_unknown, outcomes.ts): one per attempt of the call it resolves. The engine reads it
+    // through its outcomes port when the run is driven again.
+    id: 'runs-007-outcome-resolutions',
+    sql: `CREATE TABLE run_outcome_resolutions (run_id TEXT NOT NULL, step_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+      resolution TEXT NOT NULL, result TEXT, principal TEXT NOT NULL, comment TEXT, at INTEGER NOT NULL,
+      PRIMARY KEY (run_id, step_id, attempt))`,
   },
 ];

@@ -14,11 +14,20 @@
  * `data:` the StepDelta, and no `id:` (they are not journal records, so a
  * client resuming with Last-Event-ID gets records only, and the answer whole
  * in the step record). The stream is authorized when it opens (the route's
- * permission); a credential revoked later does not close an open stream.
+ * permission), and its credential is judged again while it is open: whenever
+ * the store reports a change that may revoke or narrow a credential (on any
+ * cell of the group, within the second revocations take to reach every cell)
+ * and at every heartbeat (an expiry, a missed notification). Once refused, or
+ * without the route's permission any more, the stream ends with a `closed`
+ * event whose data is the error envelope.
  */
 import type { ServerResponse } from 'node:http';
 import type { SSEStreamingApi } from 'hono/streaming';
+import { grants } from '../../core/authority/scopes.ts';
+import { isServiceError } from '../../core/errors.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
+import type { AuthContext } from '../context.ts';
+import type { Change } from '../store/types.ts';
 import type { DeltaEvent, RunsContext } from './context.ts';
 import { subscribe } from './events.ts';
 
@@ -133,6 +142,68 @@ export function webSink(stream: SSEStreamingApi, signal: AbortSignal | undefined
   };
 }
 
+/** How a stream keeps judging the credential that opened it (the gateway's CredentialCheck, bound to the request). */
+export interface StreamCredential {
+  /** The credential judged again now; throws its refusal. */
+  recheck(): Promise<AuthContext>;
+  /** Whether a change may have revoked or narrowed it. */
+  concerns(change: Change): boolean;
+  /** The route's permission: the credential must still grant it. */
+  permission: string;
+}
+
+/** The last frame of a stream whose credential was refused: `event: closed`, the error envelope, no `id:`. */
+export function closedFrame(error: { code: string; message: string; details?: Record<string, unknown> | undefined }): string {
+  const body = { error: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) };
+  return `event: closed\ndata: ${JSON.stringify(body)}\n\n`;
+}
+
+/**
+ * Judges `credential` again whenever `trigger()` is called (at most one judgement at a time; triggers
+ * meanwhile make one more after it), and calls `refused` once with the refusal when it is refused or no
+ * longer permitted. A judgement that fails for another reason (the store unavailable) refuses nothing:
+ * the next trigger judges again.
+ */
+function credentialWatch(
+  credential: StreamCredential,
+  refused: (e: { code: string; message: string; details?: Record<string, unknown> }) => void,
+): { trigger(): void } {
+  let running = false;
+  let again = false;
+  let done = false;
+  const judge = async (): Promise<void> => {
+    running = true;
+    do {
+      again = false;
+      try {
+        const auth = await credential.recheck();
+        if (!grants(auth.effective, credential.permission)) {
+          done = true;
+          // As the route's gate refuses a credential without its permission.
+          refused({
+            code: 'forbidden',
+            message: `the credential lacks the permission ${credential.permission}`,
+            details: { required_permission: credential.permission },
+          });
+        }
+      } catch (e) {
+        if (isServiceError(e) && (e.code === 'unauthorized' || e.code === 'forbidden')) {
+          done = true;
+          refused({ code: e.code, message: e.message, ...(e.details ? { details: e.details } : {}) });
+        }
+      }
+    } while (again && !done);
+    running = false;
+  };
+  return {
+    trigger() {
+      if (done) return;
+      if (running) again = true;
+      else void judge();
+    },
+  };
+}
+
 /**
  * Streams run `runId` after `after` into `sink` until it ends: `retry:`, the
  * backlog of records, the answer so far of model steps in flight, then live
@@ -144,7 +215,7 @@ export async function streamRun(
   runId: string,
   after: number,
   sink: SseSink,
-  opts: { heartbeatMs: number; isExhausted: () => Promise<boolean> },
+  opts: { heartbeatMs: number; isExhausted: () => Promise<boolean>; credential?: StreamCredential },
 ): Promise<void> {
   const send = (rec: JournalRecord) => {
     if (sink.isClosed()) return;
@@ -161,13 +232,26 @@ export async function streamRun(
   sink.write('retry: 1000\n\n');
   const unsubscribe = await subscribe(ctx, runId, after, send, sendDelta);
   ctx.metrics.sseSubscribers.inc();
-  const hb = setInterval(() => sink.write(': heartbeat\n\n'), opts.heartbeatMs);
+  const credential = opts.credential;
+  const watch = credential
+    ? credentialWatch(credential, (e) => {
+        if (sink.isClosed()) return;
+        sink.write(closedFrame(e));
+        sink.close();
+      })
+    : undefined;
+  const unwatch = credential && watch ? ctx.core.store.onChange((c) => credential.concerns(c) && watch.trigger()) : undefined;
+  const hb = setInterval(() => {
+    sink.write(': heartbeat\n\n');
+    watch?.trigger();
+  }, opts.heartbeatMs);
   hb.unref?.();
   try {
     if (!sink.isClosed() && (await opts.isExhausted())) sink.close();
     await sink.ended;
   } finally {
     clearInterval(hb);
+    unwatch?.();
     unsubscribe();
     ctx.metrics.sseSubscribers.dec();
   }

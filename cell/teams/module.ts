@@ -20,6 +20,7 @@ import { formationRoutes } from './formations/routes-formations.ts';
 import { resourceLifecycleRoutes } from './resources/routes-resource-lifecycle.ts';
 import { resourceRoutes } from './resources/routes-resources.ts';
 import { runRoutes } from './crew-runs/routes-runs.ts';
+import { outcomeRoutes } from './crew-runs/routes-outcomes.ts';
 import { startSweep, stopSweep } from './crew-runs/runs.ts';
 import { Teams } from './api.ts';
 import { providerReach, toolReach } from './reach.ts';
@@ -52,6 +53,7 @@ export async function createTeamsModule(
       formationRoutes(app, ctx);
       formationLifecycleRoutes(app, ctx);
       runRoutes(app, ctx);
+      outcomeRoutes(app, ctx);
     },
     async start() {
       await startSweep(ctx);

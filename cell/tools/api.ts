@@ -32,7 +32,15 @@ export class Tools {
   /** The catalog entry as the engine sees it (an imported tool: its pinned definition), or undefined when there is no such tool. */
   describe(name: string): ToolDescriptor | undefined {
     const t = catalogEntry(name);
-    if (t) return { name: t.name, description: t.description, side_effects: t.side_effects, parameters: t.parameters };
+    if (t) {
+      return {
+        name: t.name,
+        description: t.description,
+        side_effects: t.side_effects,
+        ...(t.idempotent !== undefined ? { idempotent: t.idempotent } : {}),
+        parameters: t.parameters,
+      };
+    }
     return this.sources.imported.get(name)?.descriptor;
   }
 
@@ -75,6 +83,7 @@ export class Tools {
           description: t.descriptor.description,
           side_effects: t.descriptor.side_effects,
           read_only: !t.descriptor.side_effects,
+          idempotent: t.descriptor.idempotent ?? false,
           parameters: t.descriptor.parameters,
           source: t.source.name,
           pin: t.pin.pin,

@@ -11,87 +11,26 @@
  * | calc      | no           | nothing                                |
  * | clock.now | no           | the cell clock                         |
  * | http.get  | no           | a URL (aborted by the call's signal: a step timeout, a cancel); the URL must be on egress_allowlist, and resolve to a public address (cell/tools/ssrf.ts) |
+ * | http.request | yes (idempotent for GET, HEAD, PUT, DELETE) | a URL with a method; the method must be allowed by egress_allowlist (http-request.ts) |
  * | kv.get    | no           | workspace storage; needs data grant `kv:<workspace>` or `kv:*`, clearance >= the entry's classification, and every compartment of the entry |
- * | kv.put    | yes          | workspace storage; needs egress `kv:<workspace>` or `kv:*`; labels an entry only with compartments the writer holds |
+ * | kv.put    | yes (idempotent) | workspace storage; needs egress `kv:<workspace>` or `kv:*`; labels an entry only with compartments the writer holds |
  *
  * Compartments: an entry may carry compartment labels (`kv.put` argument
  * `compartments`, each one held by the writing seat). A reader must hold every
  * label of the entry (need-to-know, on top of clearance); otherwise the read
  * is refused with reason `compartment_not_granted`.
  */
-import { request, type Dispatcher } from 'undici';
-import { ServiceError, invalid } from '../../core/errors.ts';
-import type { JsonObject } from '../../core/journal/record.ts';
-import type { Reason } from '../../core/reasons.ts';
-import type { Clock } from '../context.ts';
-import type { ToolDelegation, ToolDelegationRequest } from '../oauth/api.ts';
-import type { Store } from '../store/types.ts';
+import { invalid } from '../../core/errors.ts';
 import { evaluateArithmetic } from './calc.ts';
 import { egressAllowed } from './egress.ts';
+import { answerOf, assertEgress, delegationFor, requestFailure, send, urlArg } from './http-call.ts';
+import { HTTP_REQUEST } from './http-request.ts';
 import { kvCompartments, kvEntry, upsertKv } from './repository.ts';
-import { isPrivateRefusal, literalHostAllowed } from './ssrf.ts';
+import { stringArg as str, toolRefusal, type ToolDef } from './tool-def.ts';
 
-/** The slice of an authority envelope tools look at. */
-export interface ToolAuthority {
-  egress_allowlist?: string[] | undefined;
-  data_grant_ids?: string[] | undefined;
-  clearance_level?: number | undefined;
-  /** Compartments the seat holds (need-to-know labels); none when absent. */
-  compartments?: string[] | undefined;
-}
-
-/** What the tools module gives every tool: its store, the cell clock, and the network floor. */
-export interface ToolsContext {
-  store: Store;
-  clock: Clock;
-  /** CIDR ranges the operator allow-listed for the whole cell (`--egress-allow-private`). */
-  allowPrivate: readonly string[];
-  /** The dispatcher whose connections pass the floor (cell/tools/ssrf.ts). */
-  dispatcher: Dispatcher;
-  /**
-   * A token for a call to a registered protected resource on behalf of the run's requester (the OAuth
-   * module's, cell/oauth/tool-delegation.ts); null when the URL is no such resource.
-   */
-  delegation?: ((req: ToolDelegationRequest) => Promise<ToolDelegation | null>) | undefined;
-}
-
-/** Who calls a tool, where, and with what authority. */
-export interface ToolCaller {
-  workspaceId: string;
-  /** Principal id of the calling agent (or the requester of a `single` job). */
-  agentId: string;
-  authority: ToolAuthority;
-  /** The run this call is part of and whom it acts for: a call to a protected resource carries a token for them. */
-  onBehalf?: { requester: string; runId: string; crewId?: string };
-}
-
-export interface ToolDef {
-  name: string;
-  description: string;
-  side_effects: boolean;
-  /** JSON Schema of the arguments (sent to the model as a function). */
-  parameters: JsonObject;
-  /**
-   * Runs the tool. `signal` stops the call (a step's timeout, a cancel of the run): a tool that waits
-   * on something outside (http.get) aborts it and fails with reason `cancelled`; the others are instant.
-   */
-  run(ctx: ToolsContext, caller: ToolCaller, args: Record<string, unknown>, signal?: AbortSignal): Promise<unknown>;
-}
-
-/** A refusal of the security floor inside a tool, with a machine reason. */
-export function toolRefusal(reason: Reason, message: string, extra: Record<string, unknown> = {}): ServiceError {
-  return new ServiceError('forbidden', message, { details: { reason, ...extra } });
-}
-
-const str = (args: Record<string, unknown>, k: string, max = 2048): string => {
-  const v = args[k];
-  if (typeof v !== 'string' || v.length === 0 || v.length > max)
-    throw invalid(`argument '${k}' must be a string of 1 to ${max} characters`, { reason: 'tool_bad_arguments', argument: k });
-  return v;
-};
+export { toolRefusal, type ToolAuthority, type ToolCaller, type ToolDef, type ToolsContext } from './tool-def.ts';
 
 const KEY = /^[A-Za-z0-9_.:/-]{1,200}$/;
-const HTTP_BODY_LIMIT = 64 * 1024;
 
 const COMPARTMENT = /^[A-Za-z0-9_.:-]{1,64}$/;
 const MAX_COMPARTMENTS = 16;
@@ -145,85 +84,17 @@ export const TOOLS: readonly ToolDef[] = [
     side_effects: false,
     parameters: { type: 'object', properties: { url: { type: 'string' } }, required: ['url'] },
     async run(ctx, caller, args, signal) {
-      const url = str(args, 'url');
-      let parsed: URL;
-      try {
-        parsed = new URL(url);
-      } catch {
-        throw invalid("argument 'url' is not a URL", { reason: 'tool_bad_arguments', argument: 'url' });
-      }
-      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
-        throw invalid('only http and https URLs', { reason: 'tool_bad_arguments', argument: 'url' });
-      if (!egressAllowed(caller.authority.egress_allowlist, parsed.href)) {
-        throw toolRefusal('egress_denied', `egress to ${parsed.host} is not on the allowlist`, { destination: parsed.origin });
-      }
-      if (!literalHostAllowed(parsed.hostname, ctx.allowPrivate)) {
-        throw toolRefusal('egress_private_address', 'egress to a loopback, private or link-local address is refused', {
-          destination: parsed.origin,
-        });
-      }
+      const parsed = urlArg(args);
+      assertEgress(ctx, caller, parsed);
       // A registered protected resource gets a token: the requester as subject, this agent as actor.
-      const d =
-        caller.onBehalf && ctx.delegation
-          ? await ctx.delegation({
-              url: parsed.href,
-              tool: 'http.get',
-              requester: caller.onBehalf.requester,
-              agentId: caller.agentId,
-              runId: caller.onBehalf.runId,
-              ...(caller.onBehalf.crewId ? { crewId: caller.onBehalf.crewId } : {}),
-            })
-          : null;
+      const d = await delegationFor(ctx, caller, parsed, 'http.get');
       const headers = d
         ? { authorization: `DPoP ${d.token}`, dpop: await d.proof('GET', `${parsed.origin}${parsed.pathname}`) }
         : undefined;
       try {
-        const res = await request(parsed.href, {
-          method: 'GET',
-          ...(headers ? { headers } : {}),
-          headersTimeout: 5000,
-          bodyTimeout: 5000,
-          maxRedirections: 0,
-          dispatcher: ctx.dispatcher,
-          // A step's timeout or a cancel aborts the request: the server sees its connection closed.
-          ...(signal ? { signal } : {}),
-        } as Parameters<typeof request>[1]);
-        const chunks: Buffer[] = [];
-        let size = 0;
-        let truncated = false;
-        for await (const c of res.body) {
-          const b = c as Buffer;
-          if (size + b.length > HTTP_BODY_LIMIT) {
-            chunks.push(b.subarray(0, HTTP_BODY_LIMIT - size));
-            truncated = true;
-            res.body.destroy();
-            break;
-          }
-          chunks.push(b);
-          size += b.length;
-        }
-        return {
-          status: res.statusCode,
-          content_type: String(res.headers['content-type'] ?? ''),
-          body: Buffer.concat(chunks).toString('utf8'),
-          truncated,
-          // The journal keeps which token went where, never the token.
-          ...(d ? { on_behalf: { jti: d.jti, token_sha256: d.tokenSha256 } } : {}),
-        };
+        return answerOf(await send(ctx, parsed, { method: 'GET', ...(headers ? { headers } : {}), signal }), d);
       } catch (e) {
-        if (e instanceof ServiceError) throw e;
-        if (signal?.aborted)
-          throw new ServiceError('service_unavailable', 'http.get was stopped before the URL answered', {
-            details: { reason: 'cancelled' },
-          });
-        if (isPrivateRefusal(e))
-          throw toolRefusal('egress_private_address', 'egress to a loopback, private or link-local address is refused', {
-            destination: parsed.origin,
-          });
-        throw new ServiceError('service_unavailable', 'http.get failed to reach the URL', {
-          details: { reason: 'tool_unreachable' },
-          retryable: true,
-        });
+        throw requestFailure(e, signal, parsed, 'http.get');
       }
     },
   },
@@ -258,10 +129,13 @@ export const TOOLS: readonly ToolDef[] = [
       return { found: true, value: entry.value };
     },
   },
+  HTTP_REQUEST,
   {
     name: 'kv.put',
     description: "Write a value to the run's workspace storage.",
     side_effects: true,
+    // Writing the same value under the same key again leaves the same entry.
+    idempotent: true,
     parameters: {
       type: 'object',
       properties: {
@@ -334,6 +208,8 @@ export interface ToolRegistryEntry {
   description: string;
   side_effects: boolean;
   read_only: boolean;
+  /** Which calls are issued again with their effect key after a lost outcome: all, none, or those with an argument among values. */
+  idempotent: boolean | { argument: string; values: string[] };
   parameters: Record<string, unknown>;
   source?: string;
   pin?: string;
@@ -346,6 +222,7 @@ export function toolRegistryView(): ToolRegistryEntry[] {
     description: t.description,
     side_effects: t.side_effects,
     read_only: !t.side_effects,
+    idempotent: t.idempotent ?? false,
     parameters: t.parameters,
   }));
 }

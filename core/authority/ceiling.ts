@@ -13,6 +13,7 @@
  * lets a job ask for `https://api.example.com`, and the job gets exactly what
  * it asked; a ceiling of `["https://api.example.com"]` never lets it ask `*`.
  */
+import { EGRESS_METHODS, methodsCovered, parseEgressEntry } from './egress-entry.ts';
 import { contractsOf, intersectAuthority, modeRank, normalizeAuthority, type AuthorityEnvelope, type AuthorityField } from './envelope.ts';
 
 export const UNBOUNDED = 'unbounded' as const;
@@ -23,8 +24,28 @@ export type Ceiling = AuthorityEnvelope | typeof UNBOUNDED;
 const WILDCARD_FIELDS = ['egress_allowlist', 'data_grant_ids'] as const;
 const EXACT_FIELDS = ['allowed_tools', 'compartments'] as const;
 
-/** True when the allowlist entry `parent` grants everything entry `child` grants. */
+/**
+ * True when the allowlist entry `parent` grants everything entry `child` grants: every HTTP method
+ * the child allows (egress-entry.ts: an entry without methods allows reading), to every destination.
+ */
 export function entryCovers(parent: string, child: string): boolean {
+  if (parent === child) return true;
+  const p = parseEgressEntry(parent);
+  const c = parseEgressEntry(child);
+  if (!methodsCovered(p, c)) return false;
+  // A parent naming its methods grants HTTP only: not the workspace storage (or the stdio catalog sources)
+  // an entry without methods reaches.
+  if (p.named && !c.named && (c.destination === '*' || isNamedDestination(c.destination))) return false;
+  return destinationCovers(p.destination, c.destination);
+}
+
+/** A destination that is not a URL or a host: workspace storage (`kv:`) or a stdio catalog source (`mcp:`). */
+function isNamedDestination(d: string): boolean {
+  return d.startsWith('kv:') || d.startsWith('mcp:');
+}
+
+/** True when the destination of an entry covers another's (methods aside). */
+function destinationCovers(parent: string, child: string): boolean {
   if (parent === child || parent === '*') return true;
   if (child === '*') return false;
   if (parent === 'kv:*') return child.startsWith('kv:');
@@ -55,11 +76,38 @@ function listMeet(a: readonly string[], b: readonly string[], wildcards: boolean
     const right = new Set(b);
     return [...new Set(a)].filter((x) => right.has(x)).sort();
   }
-  // The meet: every entry of either side that the other side covers.
+  // The meet: every entry of either side that the other side covers, and what two entries that overlap
+  // without one covering the other both allow (`*` and `*:*` both allow reading anywhere: `GET,HEAD:*`).
   const out = new Set<string>();
   for (const x of a) if (b.some((y) => entryCovers(y, x))) out.add(x);
   for (const y of b) if (a.some((x) => entryCovers(x, y))) out.add(y);
+  for (const x of a) {
+    for (const y of b) {
+      const m = overlap(x, y);
+      if (m !== null) out.add(m);
+    }
+  }
   return [...out].sort();
+}
+
+/**
+ * What two entries both allow when neither covers the other but their methods and destinations
+ * overlap: the methods of both, to the narrower destination, as an entry naming its methods (so it
+ * reaches no workspace storage: an entry naming methods never does); null when they do not overlap.
+ */
+function overlap(a: string, b: string): string | null {
+  if (entryCovers(a, b) || entryCovers(b, a)) return null;
+  const x = parseEgressEntry(a);
+  const y = parseEgressEntry(b);
+  const methods = EGRESS_METHODS.filter((m) => x.methods.has(m) && y.methods.has(m));
+  if (methods.length === 0) return null;
+  const dest = destinationCovers(y.destination, x.destination)
+    ? x.destination
+    : destinationCovers(x.destination, y.destination)
+      ? y.destination
+      : null;
+  if (dest === null || isNamedDestination(dest)) return null;
+  return `${methods.length === EGRESS_METHODS.length ? '*' : methods.join(',')}:${dest}`;
 }
 
 /**

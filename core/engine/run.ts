@@ -106,6 +106,8 @@ async function finish(ctx: RunContext, e: unknown, current: string): Promise<Run
         reason: stop.reason,
         for: stop.waiting?.for ?? null,
         wake_at: stop.waiting?.wake_at ?? null,
+        // A lost outcome names the call (tool, seat, effect key, attempt): what an operator resolves.
+        ...(stop.waiting?.for === 'outcome' ? { effect: details } : {}),
       });
     } else {
       if (stop.outcome === 'refused') await ctx.append('refusal', stepId, null, null, { ...details, reason: stop.reason });

@@ -21,7 +21,10 @@
  * again (recovery never re-executes a completed step, never calls a model twice).
  * With `ports.intents`, each model and tool call is preceded by an `intent`
  * record under the call's step id, so a call that was in flight when a drive
- * stopped is known, re-issued at most once, and flagged (`data.reissued`).
+ * stopped is known, re-issued at most once, and flagged (`data.reissued`) —
+ * unless it is a side-effecting tool call not declared idempotent: that one is
+ * not issued blindly again, the run waits `outcome_unknown` until an operator
+ * resolves it (`ports.outcomes`; internal/effects.ts).
  */
 import type { JournalKind, JsonObject } from '../journal/record.ts';
 import type { StepPolicy } from './policy.ts';
@@ -262,11 +265,27 @@ export interface ChatMessage {
   tool_call_id?: string;
   tool_calls?: ToolCall[];
 }
+/** A condition on one string argument of a call: its value is one of `values` (compared exactly). */
+export interface ArgumentIn {
+  argument: string;
+  values: string[];
+}
 export interface ToolDescriptor {
   name: string;
   description: string;
-  /** True when the tool changes something outside the run (kv.put, http posts): `ask` mode waits for approval. */
+  /**
+   * True when the tool changes something outside the run (kv.put, http.request): `auto-read` mode waits
+   * for approval, and each call gets an effect key (ToolCallContext.effect_key, effect-key.ts).
+   */
   side_effects: boolean;
+  /**
+   * Whether a side-effecting call may be issued again with its effect key when its outcome was lost
+   * (a crash between its dispatch and its result) and have the effect of one call: every call
+   * (`true`: kv.put writes its key), the calls whose argument is one of the values (http.request:
+   * its method is GET, HEAD, PUT or DELETE, RFC 9110 §9.2.2), or none (absent, `false`): such a
+   * call is never issued blindly again; the run waits `outcome_unknown` for an operator.
+   */
+  idempotent?: boolean | ArgumentIn;
   /** JSON Schema of the arguments. */
   parameters: JsonObject;
 }
@@ -278,10 +297,20 @@ export interface ModelRequest {
   /** The step's timeout: the port cancels the call after it and throws StepTimeout (core/engine/timeout.ts). */
   timeout_ms?: number;
 }
+/** Tokens a model call consumed: the prompt's (input) and the answer's (output). */
+export interface ModelUsage {
+  input_tokens: number;
+  output_tokens: number;
+}
 export interface ModelResponse {
   content: string;
   tool_calls?: ToolCall[];
-  usage: { input_tokens: number; output_tokens: number };
+  usage: ModelUsage;
+  /**
+   * Tokens the port's own failed attempts consumed before this answer (a provider retried after part of
+   * an answer had streamed): charged to the budget beside `usage`, which is this answer's alone.
+   */
+  failed_usage?: ModelUsage;
 }
 /**
  * A fragment of a model's answer as the provider produces it (live tokens; never journaled).
@@ -299,7 +328,11 @@ export interface ModelCallOptions {
   onDelta?: (d: ModelDelta) => void;
 }
 export interface ModelPort {
-  /** One chat completion. Throw EngineRefusal to refuse (e.g. posture), anything else fails the run (model_error). */
+  /**
+   * One chat completion. Throw EngineRefusal to refuse (e.g. posture), anything else fails the run (model_error).
+   * A call that fails after the provider consumed tokens says so on the error it throws (`withConsumed`,
+   * core/engine/budget.ts): the budget is charged them; otherwise the engine charges what streamed.
+   */
   complete(req: ModelRequest, opts?: ModelCallOptions): Promise<ModelResponse>;
 }
 
@@ -328,6 +361,12 @@ export interface ToolCallContext {
   authority: SeatAuthority | null;
   /** The step's timeout: the port stops the call after it and throws StepTimeout. */
   timeout_ms?: number;
+  /**
+   * The call's effect key (effect-key.ts), for a side-effecting tool: the same on every issue of
+   * this call, written in its `intent` record before it leaves. A tool that acts on another system
+   * passes it on (http.request: `Idempotency-Key`; an MCP call: `_meta["dev.agent-cell/effect-key"]`).
+   */
+  effect_key?: string;
   /** The graph's pin of the tool (`Graph.tool_pins`), when it has one: the port refuses a live definition that differs. */
   tool_pin?: string;
 }
@@ -368,6 +407,22 @@ export interface ApprovalsPort {
   ): Promise<void>;
 }
 
+/**
+ * An operator's resolution of a side-effecting call whose outcome was lost (the run waits
+ * `outcome_unknown`): `retry` issues it again with the same effect key, `record` makes `result`
+ * the call's result (the call is not issued), `fail` fails the run.
+ */
+export interface OutcomeResolution {
+  resolution: 'retry' | 'record' | 'fail';
+  /** The attempt whose outcome it resolves: the number of issues of the call found in flight. */
+  attempt: number;
+  /** The principal that resolved it. */
+  by: string;
+  at: number;
+  /** `record`: the call's result (JSON). */
+  result?: unknown;
+}
+
 export interface BudgetPort {
   /** True when a budget ledger is registered for the agent. Checked for every bound agent before the run's first step. */
   hasLedger(agentId: string): Promise<boolean>;
@@ -382,7 +437,10 @@ export interface BudgetPort {
     ref: { run_id: string; step_id: string },
     minimum?: number,
   ): Promise<{ ok: true; reservation_id: string; amount?: number } | { ok: false; reason: string }>;
-  /** Commits the actual usage of a reservation (0 when the call failed), releasing the rest. */
+  /**
+   * Commits the actual usage of a reservation, releasing the rest: the answer's usage, or what a failed
+   * call consumed (0 when it consumed nothing: core/engine/budget.ts `failedCallTokens`).
+   */
   commit(reservationId: string, actual: number): Promise<void>;
 }
 
@@ -472,6 +530,12 @@ export interface EnginePorts {
    * Absent: retries restart from the first attempt on every drive.
    */
   attempts?(stepId: string): Promise<{ count: number; retry_at: number | null }>;
+  /**
+   * The operator's resolution of a call of `stepId` whose outcome was lost, if any (the latest).
+   * Absent: a side-effecting call not declared idempotent found in flight waits `outcome_unknown`
+   * for good (nothing can resolve it).
+   */
+  outcomes?(stepId: string): Promise<OutcomeResolution | undefined>;
   /** Spans around each executed step (replayed steps open none). */
   tracer?: TracerPort;
 }
@@ -490,6 +554,16 @@ export interface RunOptions {
   replace?: { step_id: string; input: unknown };
 }
 
+/**
+ * What a waiting run holds on: an approval, a timer (wake_at), or the outcome of a call lost in a crash
+ * (`outcome`: reason outcome_unknown, until an operator resolves it).
+ */
+export interface RunWait {
+  step_id: string;
+  for: 'approval' | 'timer' | 'outcome';
+  wake_at: number | null;
+}
+
 export type RunOutcome = 'completed' | 'failed' | 'refused' | 'cancelled' | 'waiting';
 
 export interface RunResult {
@@ -500,7 +574,7 @@ export interface RunResult {
   reason?: WireReason;
   details?: JsonObject;
   /** For `waiting`: what the run holds on, and when to drive it again (timer due, approval timeout). */
-  waiting?: { step_id: string; for: 'approval' | 'timer'; wake_at: number | null };
+  waiting?: RunWait;
   /** Steps taken in this drive (replayed ones included). */
   steps: number;
   /** For `failed` by a port exception: the exception, for the caller's log only (never on the wire). */

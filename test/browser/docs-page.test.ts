@@ -62,13 +62,32 @@ test('the docs page renders the curated document offline, from the cell only', {
     assert.equal(res?.status(), 200);
     assert.match(res?.headers()['content-security-policy'] ?? '', /default-src 'self'/);
 
-    // The operations list, and known operations in it.
+    // The operations list, and known operations in it. Swagger UI renders only the operations near
+    // the viewport (a window virtualizer), so the page is scrolled down, a screen at a time, and
+    // every path rendered on the way is collected, until the whole document has gone by.
     await page.locator('.opblock').first().waitFor({ state: 'visible', timeout: 30_000 });
-    const paths = await page
-      .locator('.opblock-summary-path')
-      .evaluateAll((els) => els.map((e) => e.getAttribute('data-path') ?? e.textContent ?? ''));
-    assert.ok(paths.includes('/api/public/v1/openapi.json'), `paths shown: ${paths.join(', ')}`);
-    assert.ok(paths.includes('/api/public/v1/admin/api-keys'), 'the API keys operations are listed');
+    const paths = new Set<string>();
+    const operations = await page.evaluate(() => (window as any).ui.getSystem().specSelectors.operations().size as number);
+    for (let screens = 0; screens < 400; screens++) {
+      for (const p of await page
+        .locator('.opblock-summary-path')
+        .evaluateAll((els) => els.map((e) => e.getAttribute('data-path') ?? e.textContent ?? '')))
+        paths.add(p);
+      const atEnd = await page.evaluate(() => {
+        const before = window.scrollY;
+        window.scrollBy(0, window.innerHeight * 0.8);
+        return window.scrollY === before;
+      });
+      if (atEnd) break;
+      await page.waitForTimeout(50);
+    }
+    assert.ok(operations > 100, `the page holds the whole curated document (${operations} operations)`);
+    assert.ok(paths.has('/api/public/v1/openapi.json'), `paths shown: ${[...paths].join(', ')}`);
+    assert.ok(paths.has('/api/public/v1/admin/api-keys'), 'the API keys operations are listed');
+    assert.ok(paths.has('/api/public/v1/admin/catalog/sources'), 'the catalog sources operations are listed');
+    assert.ok(paths.has('/.well-known/agent-cell/run-log/checkpoint'), 'the run log operations are listed');
+    assert.equal(problems.length, 0, problems.join('\n'));
+    await page.evaluate(() => window.scrollTo(0, 0));
     assert.ok(
       await page
         .locator('.info .title')

@@ -39,7 +39,7 @@ export async function edgeWorld(
   const cellSigner = signerFromJwk(cellKey.kid, cellKey.privateJwk);
   const dev = await generateEd25519();
   const device: DeviceFile = { format_version: 1, device_id: dev.kid, public_jwk: dev.publicJwk, private_jwk: dev.privateJwk };
-  writeState(dir, initialState(device.device_id));
+  writeState(dir, initialState(device.device_id), device);
   writeFileDurable(join(dir, 'device.json'), JSON.stringify(device), 0o600);
   const pub = await generateEd25519();
   const trust: TrustFile = {

@@ -23,6 +23,7 @@ import { GENESIS_HASH, type JournalRecord } from '../../core/journal/record.ts';
 import { sealRecord } from '../../core/journal/seal.ts';
 import { signCheckpoint } from '../../core/transparency/checkpoint.ts';
 import { inProcessCell, type InProcess } from '../helpers/inproc.ts';
+import { crewOnDevice, deviceRun as runOnDevice } from './_device-run.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const EDGE = join(ROOT, 'dist', 'edge.mjs');
@@ -101,6 +102,43 @@ async function deviceRun(n: number): Promise<string> {
   return ids.run_id;
 }
 
+/**
+ * A finished run of a crew the cell carried to the device (a crew bundle), on core's engine as the device
+ * runs it, kept as the device keeps it: the cell imports a journal only when it replays on a graph it
+ * carried (docs/edge.md, "Journal export").
+ */
+async function carriedRun(): Promise<string> {
+  const crew = await crewOnDevice(
+    t,
+    device.device_id,
+    (JSON.parse(readFileSync(join(dir, 'trust.json'), 'utf8')) as { trust: { keys: { kid: string; jwk: JsonWebKey }[] } }).trust.keys,
+  );
+  const r = await runOnDevice(signerFromJwk(device.device_id, device.private_jwk), crew.graph, crew.graphHash);
+  assert.equal(r.result.outcome, 'completed');
+  const rd = join(data, 'runs', r.run.run_id);
+  const { mkdirSync } = await import('node:fs');
+  mkdirSync(rd, { recursive: true });
+  const now = 1_767_225_600_000;
+  writeFileSync(
+    join(rd, 'run.json'),
+    JSON.stringify({
+      ...r.run,
+      crew_id: crew.crewId,
+      graph_hash: crew.graphHash,
+      requester: 'usr_field',
+      input: 'inspect the pump',
+      state: 'completed',
+      output: r.result.output,
+      reason: null,
+      steps: r.result.steps,
+      created_at: now,
+      updated_at: now,
+    }),
+  );
+  writeFileSync(join(rd, 'journal.json'), JSON.stringify({ records: r.records, values: r.values }));
+  return r.run.run_id;
+}
+
 before(async () => {
   assert.ok(existsSync(EDGE) && existsSync(CELL), 'run node scripts/build.mjs first');
   dir = mkdtempSync(join(tmpdir(), 'edge-attest-'));
@@ -161,7 +199,7 @@ test('edge attestation export/keys/verify: the device-signed statement with its 
 });
 
 test("edge journal export carries the device-log proof; the cell's import puts the run in the cell's run log", async () => {
-  const runId = await deviceRun(3);
+  const runId = await carriedRun();
   const out = join(dir, 'journal.export');
   const ex = run(EDGE, ['journal', 'export', runId, '--data', data, '--out', out]);
   assert.equal(ex.status, 0, ex.out);

@@ -4,14 +4,13 @@ import assert from 'node:assert/strict';
 import { inProcessCell } from '../helpers/inproc.ts';
 import { openKeyBundle } from '../../bundles/key-bundle.ts';
 import { acceptArtifact, emptyDeviceState } from '../../bundles/accept.ts';
-import { buildJournalExport } from '../../bundles/journal-export.ts';
 import { sealEnvelope } from '../../bundles/envelope.ts';
-import { newEdgeRun } from '../../bundles/run-id.ts';
 import { generateEd25519, signerFromJwk } from '../../bundles/codec.ts';
 import { sealRecord } from '../../core/journal/seal.ts';
 import { GENESIS_HASH, type JournalRecord } from '../../core/journal/record.ts';
 import { recordHash } from '../../core/journal/hash.ts';
 import { contentHash } from '../../core/canonical.ts';
+import { crewOnDevice, deviceRun, exportRun } from './_device-run.ts';
 
 const A = '/api/public/v1/admin';
 const SIGNED = { 'content-type': 'application/vnd.agent-cell.signed' };
@@ -63,6 +62,7 @@ test('register a device, issue key bundles with rising versions, judge keys like
   }
 });
 
+/** A synthetic journal of `n` steps (the format 1 export below: refused before its records are judged). */
 async function journal(signer: Signer, runId: string, n: number) {
   const graphHash = contentHash({ g: 1 });
   const records: JournalRecord[] = [];
@@ -96,37 +96,37 @@ async function journal(signer: Signer, runId: string, n: number) {
 
 type Signer = { kid: string; sign(b: Uint8Array): Promise<Uint8Array> };
 
-/** A device's signed export of a run of `n` steps; the run id and nonce default to a fresh bound pair. */
+/** A device registered at the cell, its signer, and the cell's crew carried to it (the graph its runs run). */
+async function deviceWithCrew(t: Awaited<ReturnType<typeof inProcessCell>>, name: string) {
+  const k = await generateEd25519();
+  const r = await t.request('POST', `${A}/edge/devices`, { token: t.adminKey, body: { name, public_jwk: k.publicJwk } });
+  assert.equal(r.status, 201, r.text);
+  const signer = signerFromJwk(k.kid, k.privateJwk);
+  return { signer, ...(await crewOnDevice(t, k.kid, r.body.trust.keys)) };
+}
+
+/** A device's signed export of a completed run of its crew; the run id and nonce default to a fresh bound pair. */
 async function exportOf(
-  signer: Signer,
-  n: number,
-  o: { run?: { run_id: string; run_nonce: string }; recordRunId?: string; tamper?: (r: JournalRecord[]) => JournalRecord[] } = {},
+  d: Awaited<ReturnType<typeof deviceWithCrew>>,
+  o: { run?: { run_id: string; run_nonce: string }; input?: string; tamper?: (r: JournalRecord[]) => JournalRecord[] } = {},
 ) {
-  const run = o.run ?? (await newEdgeRun(signer.kid));
-  const j = await journal(signer, o.recordRunId ?? run.run_id, n);
-  const text = await buildJournalExport({
-    deviceId: signer.kid,
-    signer,
-    audience: 'cell-test',
-    exportedAt: 5000,
-    run: { ...run, crew_id: 'crew_1', graph_hash: j.graphHash, outcome: 'completed' },
-    records: o.tamper ? o.tamper(j.records) : j.records,
-    values: j.values,
-  });
-  return { run, text };
+  const r = await deviceRun(d.signer, d.graph, d.graphHash, { ...(o.run ? { run: o.run } : {}), ...(o.input ? { input: o.input } : {}) });
+  assert.equal(r.result.outcome, 'completed');
+  const text = await exportRun(d.signer, r, { crewId: d.crewId, ...(o.tamper ? { records: o.tamper(r.records) } : {}) });
+  return { run: r.run, records: r.records, text };
 }
 
 test('import a journal exported by a registered device; refuse tampering and unknown devices', async () => {
   const t = await inProcessCell();
   try {
-    const dev = await generateEd25519();
-    await t.request('POST', `${A}/edge/devices`, { token: t.adminKey, body: { name: 'd', public_jwk: dev.publicJwk } });
-    const signer = signerFromJwk(dev.kid, dev.privateJwk);
-    const { run, text } = await exportOf(signer, 3);
+    const d = await deviceWithCrew(t, 'd');
+    const dev = d.signer;
+    const { run, records, text } = await exportOf(d);
     assert.match(run.run_id, /^run_[0-9a-f]{20}$/);
     const ok = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: text, headers: SIGNED });
     assert.equal(ok.status, 201, ok.text);
-    assert.equal(ok.body.record_count, 3);
+    assert.equal(ok.body.record_count, records.length);
+    assert.equal(ok.body.outcome, 'completed');
     assert.equal(ok.body.verified, true);
     const again = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: text, headers: SIGNED });
     assert.equal(again.status, 201, 'importing the same export twice is idempotent');
@@ -135,17 +135,17 @@ test('import a journal exported by a registered device; refuse tampering and unk
     assert.equal((await t.request('GET', `${A}/edge/journals/run_ffffffffffffffffffff`, { token: t.adminKey })).status, 404);
     const read = await t.request('GET', `${A}/edge/journals/${run.run_id}`, { token: t.adminKey });
     assert.equal(read.status, 200, read.text);
-    assert.equal(read.body.records.length, 3);
+    assert.equal(read.body.records.length, records.length);
     assert.equal(read.body.records[0].signer_kid, dev.kid);
     assert.equal(read.body.device_id, dev.kid);
-    // Another export for the same run (by the same device): 409.
-    const other = await exportOf(signer, 2, { run });
+    // Another export for the same run (by the same device; another input, so not an extension of it): 409.
+    const other = await exportOf(d, { run, input: 'something else' });
     const dup = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: other.text, headers: SIGNED });
     assert.equal(dup.status, 409, dup.text);
     assert.equal(dup.body.details.reason, 'journal_exists');
 
     // A record altered after signing (re-sealed envelope by the device key): the record signature fails.
-    const bad = await exportOf(signer, 3, {
+    const bad = await exportOf(d, {
       tamper: (rs) => {
         const b = structuredClone(rs);
         b[1]!.at = 99;
@@ -169,7 +169,7 @@ test('import a journal exported by a registered device; refuse tampering and unk
     const stranger = await generateEd25519();
     const r4 = await t.request('POST', `${A}/edge/journals`, {
       token: t.adminKey,
-      rawBody: (await exportOf(signerFromJwk(stranger.kid, stranger.privateJwk), 1)).text,
+      rawBody: (await exportOf({ ...d, signer: signerFromJwk(stranger.kid, stranger.privateJwk) })).text,
       headers: SIGNED,
     });
     assert.equal(r4.status, 404);
@@ -181,15 +181,11 @@ test('import a journal exported by a registered device; refuse tampering and unk
 test('a run id is bound to the device that ran it: another registered device cannot import under it first', async () => {
   const t = await inProcessCell();
   try {
-    const register = async (name: string) => {
-      const k = await generateEd25519();
-      const r = await t.request('POST', `${A}/edge/devices`, { token: t.adminKey, body: { name, public_jwk: k.publicJwk } });
-      assert.equal(r.status, 201, r.text);
-      return signerFromJwk(k.kid, k.privateJwk);
-    };
-    const victim = await register('victim');
-    const attacker = await register('attacker');
-    const real = await exportOf(victim, 3);
+    const victimDevice = await deviceWithCrew(t, 'victim');
+    const attackerDevice = await deviceWithCrew(t, 'attacker');
+    const victim = victimDevice.signer;
+    const attacker = attackerDevice.signer;
+    const real = await exportOf(victimDevice);
     const stored = async () => (await t.rows('SELECT device_id FROM edge_journals WHERE run_id = ?', [real.run.run_id])).length;
     const refusals = async () =>
       (await t.rows("SELECT details FROM audit WHERE action = 'edge.journal.import' AND outcome = 'refused'")).map(
@@ -198,7 +194,7 @@ test('a run id is bound to the device that ran it: another registered device can
 
     // The attacker learned the victim's run id (and even its nonce) and imports its own journal under it first.
     for (const run of [real.run, { run_id: real.run.run_id, run_nonce: 'f'.repeat(32) }]) {
-      const forged = await exportOf(attacker, 1, { run });
+      const forged = await exportOf(attackerDevice, { run });
       const r = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: forged.text, headers: SIGNED });
       assert.equal(r.status, 403, r.text);
       assert.equal(r.body.error, 'forbidden');
@@ -213,7 +209,7 @@ test('a run id is bound to the device that ran it: another registered device can
     assert.equal(ok.body.device_id, victim.kid);
     const read = await t.request('GET', `${A}/edge/journals/${real.run.run_id}`, { token: t.adminKey });
     assert.equal(read.body.device_id, victim.kid);
-    assert.equal(read.body.record_count, 3);
+    assert.equal(read.body.record_count, real.records.length);
 
     // A format 1 export (no nonce: its run id is bound to nothing) is refused.
     const j = await journal(attacker, 'run_00000000000000000042', 1);

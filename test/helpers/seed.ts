@@ -3,13 +3,14 @@
  * every list and every timestamp (paging.test.ts, times.test.ts): principals,
  * keys, OAuth clients, providers, skills, blueprints, agents, contracts, two
  * formations (one with three billets), two crews with finished runs, job runs,
- * definitions, endpoints, edge devices, cells of the group. Path parameters of nested lists are
+ * definitions, endpoints, edge devices, cells of the group, catalog sources (on a real MCP server). Path parameters of nested lists are
  * filled from `ids`.
  */
 import { generateEd25519 } from '../../bundles/codec.ts';
 import { dbNow, upsertCell } from '../../cell/cluster/repository.ts';
 import { waitFinished } from '../cell/jobs/_wait.ts';
 import type { FakeOpenAI } from '../fixtures/openai-server.ts';
+import { startMcpServer, type McpFixture } from '../fixtures/mcp-server.ts';
 import { A, T, agent, crewFixture, ok, provider, team, type Api } from './teams.ts';
 import type { InProcess } from './inproc.ts';
 
@@ -23,10 +24,17 @@ export interface Seeded {
 }
 
 export async function seededCell(): Promise<Seeded> {
-  const { t, ai, api } = await crewFixture();
+  // Loopback allowed as an egress address: the catalog sources below live on this machine.
+  const { t, ai, api } = await crewFixture({ egressAllowPrivate: ['127.0.0.1/32'] });
   ai.setResponder(() => ({ content: 'done' }));
   const ids: Record<string, string> = {};
+  let mcp: McpFixture | undefined;
   try {
+    mcp = await startMcpServer();
+    for (const n of ['crm', 'crm-2']) {
+      const src = await ok(api, 'POST', `${A}/catalog/sources`, { name: n, url: mcp.url }, [201]);
+      ids['source_id'] = src.source_id;
+    }
     for (const n of ['batch-1', 'batch-2']) await ok(api, 'POST', `${A}/principals`, { kind: 'service', name: n, roles: ['jobs'] });
     for (const n of ['k1', 'k2']) await ok(api, 'POST', `${A}/api-keys`, { name: n, scopes: ['system.orchestration.admin.read'] });
     for (const n of ['c1', 'c2'])
@@ -83,6 +91,7 @@ export async function seededCell(): Promise<Seeded> {
   } catch (err) {
     await t.close();
     await ai.close();
+    await mcp?.close();
     throw err;
   }
   return {
@@ -93,6 +102,7 @@ export async function seededCell(): Promise<Seeded> {
     async close() {
       await t.close();
       await ai.close();
+      await mcp?.close();
     },
   };
 }

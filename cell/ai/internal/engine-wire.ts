@@ -43,6 +43,8 @@ export function engineResponse(r: ChatResult): ModelResponse {
     content: r.content ?? '',
     usage: { input_tokens: r.usage.prompt_tokens, output_tokens: r.usage.completion_tokens },
   };
+  // What the call's failed attempts consumed before this answer: charged, not part of the answer.
+  if (r.failed_usage) out.failed_usage = { input_tokens: r.failed_usage.prompt_tokens, output_tokens: r.failed_usage.completion_tokens };
   if (r.tool_calls.length) {
     out.tool_calls = r.tool_calls.map((c) => {
       let args: unknown;

@@ -45,6 +45,7 @@ export function toolsPort(
               workspaceId,
               agentId: call.agent_id ?? 'none',
               ...(onBehalf ? { onBehalf: { ...onBehalf, runId: call.run_id } } : {}),
+              ...(call.effect_key !== undefined ? { effectKey: call.effect_key } : {}),
               authority: {
                 egress_allowlist: a?.egress_allowlist ?? [],
                 data_grant_ids: a?.data_grant_ids ?? [],

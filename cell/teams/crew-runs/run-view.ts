@@ -5,7 +5,15 @@
  */
 import { z } from '@hono/zod-openapi';
 import { IsoTime } from '../../http/openapi.ts';
-import { PendingApprovalSchema, RUN_STATES, RunDecisionSchema, forksView, type Run, type RunState } from '../../runs/api.ts';
+import {
+  PendingApprovalSchema,
+  RUN_STATES,
+  RunDecisionSchema,
+  UnknownOutcomeSchema,
+  forksView,
+  type Run,
+  type RunState,
+} from '../../runs/api.ts';
 import type { TeamsContext } from '../context.ts';
 import { DEFAULT_MAX_DURATION_MS, crewSpec, runTokens } from './runs.ts';
 import { iso } from '../schema.ts';
@@ -50,6 +58,9 @@ export const RunOut = z
       description:
         'Every human decision of the run, decided steps included, oldest first: who (and the chain it decided through), approve or reject, the comment, the input digest it approved, when',
     }),
+    unknown_outcome: UnknownOutcomeSchema.nullable().openapi({
+      description: 'For a run in state `outcome_unknown`: the side-effecting call whose outcome was lost, for an operator to resolve',
+    }),
     forked_from: z
       .object({ run_id: z.string(), seq: z.number().int(), record_hash: z.string() })
       .nullable()
@@ -74,9 +85,14 @@ export type CrewRunView = z.infer<typeof RunOut>;
 export async function runView(ctx: TeamsContext, r: Run, o: { started?: boolean } = {}): Promise<CrewRunView> {
   const spec = crewSpec(r);
   // Read together (one round trip on PostgreSQL's pool); none for the answer of the request that recorded it.
-  const [tokensUsed, pendingApprovals, decisions] = o.started
-    ? [0, [], []]
-    : await Promise.all([runTokens(ctx, r.run_id), ctx.runs.pendingApprovalsView(r), ctx.runs.runDecisions(r.run_id)]);
+  const [tokensUsed, pendingApprovals, decisions, unknownOutcome] = o.started
+    ? [0, [], [], null]
+    : await Promise.all([
+        runTokens(ctx, r.run_id),
+        ctx.runs.pendingApprovalsView(r),
+        ctx.runs.runDecisions(r.run_id),
+        ctx.runs.lostOutcomeView(r),
+      ]);
   return {
     run_id: r.run_id,
     kind: r.kind,
@@ -100,6 +116,7 @@ export async function runView(ctx: TeamsContext, r: Run, o: { started?: boolean 
     tokens_used: tokensUsed,
     pending_approvals: pendingApprovals,
     decisions,
+    unknown_outcome: unknownOutcome,
     forked_from: spec.forked_from ?? null,
     forks: forksView(r),
     created_at: iso(r.created_at),

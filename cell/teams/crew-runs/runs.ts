@@ -72,6 +72,8 @@ export async function startSweep(ctx: TeamsContext): Promise<void> {
   ctx.stopped = false;
   const me = ctx.core.config.cellId;
   for (const r of await ctx.runs.activeRuns('crew')) {
+    // A run waiting on an operator (a lost outcome) has nothing due: only a resolution, a cancel or a recover moves it.
+    if (r.state === 'outcome_unknown') continue;
     // Waiting runs, and the runs this cell held when it stopped (queued or running under its lease):
     // driven again from their journal (a call found in flight is re-issued once, flagged).
     const held = r.lease_owner === me || (r.lease_owner === null && r.coordinator === me && r.state !== 'waiting');

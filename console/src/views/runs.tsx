@@ -44,8 +44,8 @@ export function sourceLabel(source: string | undefined): { kind: string; id: str
   return i < 0 ? { kind: source, id: null } : { kind: source.slice(0, i), id: source.slice(i + 1) };
 }
 
-const STATES = ['queued', 'running', 'waiting', 'completed', 'failed', 'refused', 'cancelled'];
-const ACTIVE = new Set(['queued', 'running', 'waiting']);
+const STATES = ['queued', 'running', 'waiting', 'outcome_unknown', 'completed', 'failed', 'refused', 'cancelled'];
+const ACTIVE = new Set(['queued', 'running', 'waiting', 'outcome_unknown']);
 /** SSE streams the list keeps open at once. */
 const MAX_STREAMS = 3;
 const PAGE = 200;

@@ -40,7 +40,8 @@ export function VerifyView() {
         const r = await call<{ devices: { device_id: string; public_jwk: JsonWebKey }[] }>(
           session,
           'GET',
-          `${ADMIN}/edge/devices?limit=1000`,
+          // Deleted devices too: the journals they signed still verify with their keys.
+          `${ADMIN}/edge/devices?limit=1000&include_deleted=true`,
         );
         for (const d of r.devices) devices.set(d.device_id, d.public_jwk);
       } catch {

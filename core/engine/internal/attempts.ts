@@ -2,16 +2,19 @@
  * Attempts of one call under a step's retry policy (../policy.ts). Without a
  * retry policy the call is made once and nothing is added to the journal.
  * With one, every attempt ends with an `attempt` record under the call's step
- * id (data: call, attempt, outcome ok | failed, reason, retry_at); a failure
+ * id (data: call, attempt, outcome ok | failed, reason, retry_at, and `usage`: the tokens a failed
+ * model attempt consumed and was charged, when any); a failure
  * whose reason the policy retries, with attempts left, records the due time of
  * the next attempt and the run waits for it like a timer (a `waiting` run,
  * woken at `retry_at`): a later drive (a restart, a peer's takeover) reads the
  * due time back from the journal and waits for what is left of it.
  */
 import type { JsonObject } from '../../journal/record.ts';
+import { consumedBy } from '../budget.ts';
 import { backoffAfter, type StepPolicy } from '../policy.ts';
 import type { RunContext } from './context.ts';
 import { Stop } from './stop.ts';
+import { isLostOutcome } from './effects.ts';
 
 export async function withAttempts<T>(
   ctx: RunContext,
@@ -35,15 +38,19 @@ export async function withAttempts<T>(
       return { value, data: { attempts: n } };
     } catch (e) {
       if (e instanceof Stop) throw e; // a refusal or a wait decided before the call: not an attempt
+      if (isLostOutcome(e)) throw e; // the call may have acted: its intent stays open for the crash rule (effects.ts)
       const reason = reasonOf(e);
       const again = reason !== null && (retry.on as readonly string[]).includes(reason) && n < retry.max_attempts;
+      // What the failed attempt consumed (and was charged: ../budget.ts), when it consumed anything.
+      const c = consumedBy(e);
+      const usage = c !== null && c.input_tokens + c.output_tokens > 0 ? { usage: c.input_tokens + c.output_tokens } : {};
       if (!again) {
-        await ctx.append('attempt', stepId, input, null, { call, attempt: n, outcome: 'failed', reason: reason ?? 'error' });
+        await ctx.append('attempt', stepId, input, null, { call, attempt: n, outcome: 'failed', reason: reason ?? 'error', ...usage });
         throw e;
       }
       const backoff = backoffAfter(retry, n);
       const at = ctx.ports.clock.now() + backoff;
-      await ctx.append('attempt', stepId, input, null, { call, attempt: n, outcome: 'failed', reason, retry_at: at });
+      await ctx.append('attempt', stepId, input, null, { call, attempt: n, outcome: 'failed', reason, retry_at: at, ...usage });
       if (backoff > 0) throw wait(at, n);
     }
   }

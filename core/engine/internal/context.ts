@@ -142,13 +142,28 @@ export class RunContext {
    * again: the run fails `call_interrupted` (a call is re-issued at most once).
    * Returns what the call's step record adds to its data: `{ attempt: 2, reissued: true }`
    * for a re-issue, nothing otherwise.
+   *
+   * `effect`: a side-effecting tool call's effect key, written in the intent (before the call
+   * leaves); `resolved` when an operator resolved the lost outcome of the issue before with
+   * `retry` (internal/effects.ts): that re-issue is the operator's decision, not counted against
+   * the at-most-once rule.
    */
-  async beginCall(stepId: string, call: 'model' | 'tool', input: unknown): Promise<JsonObject> {
+  async beginCall(
+    stepId: string,
+    call: 'model' | 'tool',
+    input: unknown,
+    effect?: { key: string; resolved: boolean },
+  ): Promise<JsonObject> {
     if (this.ports.intents === undefined) return {};
     const prior = await this.ports.intents(stepId);
-    if (prior >= MAX_CALL_ATTEMPTS) throw fail('call_interrupted', { step_id: stepId, call, attempts: prior });
+    if (prior >= MAX_CALL_ATTEMPTS && effect?.resolved !== true) throw fail('call_interrupted', { step_id: stepId, call, attempts: prior });
     const attempt = prior + 1;
-    await this.append('intent', stepId, input, null, { call, attempt, ...(prior > 0 ? { reissue: true } : {}) });
+    await this.append('intent', stepId, input, null, {
+      call,
+      attempt,
+      ...(prior > 0 ? { reissue: true } : {}),
+      ...(effect !== undefined ? { effect_key: effect.key } : {}),
+    });
     return prior > 0 ? { attempt, reissued: true } : {};
   }
 

@@ -10,9 +10,9 @@ import { fail, refuse, Stop } from './stop.ts';
 import { withAttempts } from './attempts.ts';
 import { isStepTimeout } from '../timeout.ts';
 import type { StepPolicy } from '../policy.ts';
-import { grantTokens, tokenFloor } from '../budget.ts';
+import { consumedBy, failedCallTokens, grantTokens, tokenFloor, withConsumed } from '../budget.ts';
 import { deltaSink } from './delta.ts';
-import type { ChatMessage, ModelResponse, ToolCall, ToolDescriptor } from '../types.ts';
+import type { ChatMessage, ModelCallOptions, ModelResponse, ToolCall, ToolDescriptor } from '../types.ts';
 
 /**
  * What the run may say of a failed model call (kept in the run's error and its
@@ -58,6 +58,14 @@ function validResponse(r: unknown): ModelResponse | null {
     if (calls.length > 0) out.tool_calls = calls;
   }
   return out;
+}
+
+/** The tokens a port's own failed attempts consumed before an answer (ModelResponse.failed_usage), 0 when it names none. */
+function failedUsageOf(raw: unknown): number {
+  const u = (raw as { failed_usage?: Record<string, unknown> } | null)?.failed_usage;
+  if (typeof u !== 'object' || u === null) return 0;
+  const n = (x: unknown) => (typeof x === 'number' && Number.isSafeInteger(x) && x >= 0 ? x : 0);
+  return n(u['input_tokens']) + n(u['output_tokens']);
 }
 
 /** One model call for `seatId` under step id `stepId`. Returns the (possibly recorded) response. */
@@ -112,8 +120,28 @@ export async function modelCall(
         throw e;
       }
       let raw: unknown;
-      // Each attempt streams from index 0 (a retried answer starts over).
+      // Each attempt streams from index 0 (a retried answer starts over); its fragments are counted, since a
+      // call that fails after part of its answer streamed consumed tokens all the same.
       const live = deltaSink(ctx, seatId, stepId);
+      let fragments = 0;
+      const opts: ModelCallOptions = {
+        onDelta(d) {
+          if (typeof d?.text === 'string' && d.text !== '') fragments++;
+          live?.opts.onDelta?.(d);
+        },
+      };
+      // A failed call is charged what it consumed (../budget.ts), in the ledger and against the seat ceiling,
+      // and says so on the error (an `attempt` record under a retry policy records it).
+      const failed = async (e: unknown): Promise<never> => {
+        const charged = failedCallTokens(e, fragments, messages);
+        await budget.commit(res.reservation_id, charged);
+        if (charged > 0) {
+          ctx.addSpend(seatId, charged);
+          if (consumedBy(e) === null && typeof e === 'object' && e !== null && Object.isExtensible(e))
+            withConsumed(e, { input_tokens: charged - fragments, output_tokens: fragments });
+        }
+        throw e;
+      };
       try {
         raw = await model.complete(
           {
@@ -123,21 +151,19 @@ export async function modelCall(
             max_tokens: reserved,
             ...(policy.timeout_ms !== undefined ? { timeout_ms: policy.timeout_ms } : {}),
           },
-          live?.opts,
+          opts,
         );
       } catch (e) {
-        await budget.commit(res.reservation_id, 0);
-        throw e;
+        return failed(e);
       }
       const resp = validResponse(raw);
-      if (resp === null) {
-        await budget.commit(res.reservation_id, 0);
-        throw fail('model_error', { seat: seatId, step_id: stepId, problem: 'malformed response' });
-      }
+      if (resp === null) return failed(fail('model_error', { seat: seatId, step_id: stepId, problem: 'malformed response' }));
       live?.end(resp);
       const used = resp.usage.input_tokens + resp.usage.output_tokens;
-      await budget.commit(res.reservation_id, used);
-      return { resp, used, reserved, attempt };
+      const wasted = failedUsageOf(raw);
+      await budget.commit(res.reservation_id, used + wasted);
+      if (wasted > 0) ctx.addSpend(seatId, wasted);
+      return { resp, used, wasted, reserved, attempt };
     };
     let r: Awaited<ReturnType<typeof once>>;
     let tries: JsonObject;
@@ -152,8 +178,20 @@ export async function modelCall(
       const upstream = upstreamOf(e);
       throw fail('model_error', { seat: seatId, step_id: stepId, ...(upstream ? { upstream } : {}) }, e);
     }
-    const { resp, used, reserved, attempt } = r;
-    return { output: resp, data: { seat: seatId, agent_id: agentId, usage: used, reserved, ...attempt, ...tries } };
+    const { resp, used, wasted, reserved, attempt } = r;
+    // The answer is the step's output (validResponse keeps only its own fields): what failed before it is charged, not recorded as it.
+    return {
+      output: resp,
+      data: {
+        seat: seatId,
+        agent_id: agentId,
+        usage: used,
+        ...(wasted > 0 ? { failed_usage: wasted } : {}),
+        reserved,
+        ...attempt,
+        ...tries,
+      },
+    };
   });
   const resp = r.output as ModelResponse;
   ctx.addSpend(seatId, resp.usage.input_tokens + resp.usage.output_tokens);

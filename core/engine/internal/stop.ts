@@ -4,13 +4,14 @@
  */
 import type { JsonObject } from '../../journal/record.ts';
 import type { WireReason } from '../../reasons.ts';
+import type { RunWait } from '../types.ts';
 
 export class Stop {
   constructor(
     readonly outcome: 'refused' | 'failed' | 'waiting' | 'cancelled',
     readonly reason: WireReason,
     readonly details: JsonObject = {},
-    readonly waiting: { step_id: string; for: 'approval' | 'timer'; wake_at: number | null } | null = null,
+    readonly waiting: RunWait | null = null,
     readonly cause: unknown = undefined,
   ) {}
 }

@@ -2,6 +2,8 @@
  * A governed tool call: grant (allowed_tools), the governing contract's value
  * gate (every governing contract), permission mode (plan / ask / auto-read /
  * auto, waiting for a human approval where the mode asks), then the tool port. Memoized per step id.
+ * A side-effecting call carries its effect key, and one found in flight after a crash is not
+ * issued blindly again unless the tool declares it idempotent (effects.ts).
  */
 import type { JsonObject } from '../../journal/record.ts';
 import type { RunContext } from './context.ts';
@@ -11,6 +13,7 @@ import { fail, refuse, Stop } from './stop.ts';
 import { withAttempts } from './attempts.ts';
 import { isStepTimeout } from '../timeout.ts';
 import type { StepPolicy } from '../policy.ts';
+import { callEffect, isLostOutcome, lostOnTheWire, settleLostOutcome } from './effects.ts';
 import { contentHash } from '../../canonical.ts';
 import { tallyApproval } from '../approval-rule.ts';
 import { decisionRecord, requesterRecord } from './approval.ts';
@@ -84,6 +87,13 @@ export async function governedToolCall(
       data.approvals = t.approvals.map(decisionRecord);
       Object.assign(data, requesterRecord(ctx));
     }
+    // A side-effecting call's effect key, the same on every issue; one lost in a crash waits for an operator.
+    const effect = callEffect(ctx, desc, stepId, args);
+    if (effect !== null) data.effect_key = effect.key;
+    const settled =
+      effect !== null && !effect.idempotent ? await settleLostOutcome(ctx, stepId, effect, { tool: name, seat: seatId }) : null;
+    if (settled?.resolution !== undefined) data.resolution = settled.resolution;
+    if (settled !== null && !settled.issue) return { output: settled.result, data };
     const callCtx = {
       run_id: ctx.runId,
       step_id: stepId,
@@ -91,10 +101,12 @@ export async function governedToolCall(
       agent_id: seat?.agent_id ?? null,
       authority,
       ...(policy.timeout_ms !== undefined ? { timeout_ms: policy.timeout_ms } : {}),
+      ...(effect !== null ? { effect_key: effect.key } : {}),
       ...(ctx.graph.tool_pins && Object.hasOwn(ctx.graph.tool_pins, name) ? { tool_pin: ctx.graph.tool_pins[name]! } : {}),
     };
+    const mark = effect !== null ? { key: effect.key, resolved: settled?.resolution !== undefined } : undefined;
     const once = async () => {
-      Object.assign(data, await ctx.beginCall(stepId, 'tool', { tool: name, args }));
+      Object.assign(data, await ctx.beginCall(stepId, 'tool', { tool: name, args }, mark));
       return tools.call(name, args, callCtx);
     };
     let out: unknown;
@@ -104,6 +116,8 @@ export async function governedToolCall(
       Object.assign(data, a.data);
     } catch (e) {
       if (e instanceof Stop) throw e;
+      if (effect !== null && !effect.idempotent && isLostOutcome(e))
+        throw await lostOnTheWire(ctx, stepId, effect, { tool: name, seat: seatId }, e);
       if (isEngineRefusal(e)) throw refuse(e.reason, { ...e.details, tool: name, seat: seatId });
       if (isStepTimeout(e)) throw fail('step_timeout', { tool: name, step_id: stepId, timeout_ms: e.timeout_ms }, e);
       throw fail('tool_error', { tool: name, step_id: stepId }, e);

@@ -14,6 +14,10 @@ const A = '/api/public/v1/admin';
 const NOT_LISTS: Record<string, string> = {
   '/.well-known/cell-keys.json': 'a key set document, always served whole (a handful of keys)',
   [`${A}/whoami`]: "one caller's roles, scopes and permissions, not a list",
+  '/.well-known/agent-cell/run-log/consistency':
+    'an RFC 9162 consistency proof: its hashes are a path of at most log2(size) nodes, read whole',
+  [`${A}/catalog/sources/{source_id}/review`]:
+    "one source's pinned and live definitions side by side, read whole (a source holds at most 500 tools)",
 };
 
 /** Lists paged by sequence number instead of offset, tested on their own below. */

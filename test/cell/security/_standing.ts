@@ -29,6 +29,8 @@ export const STANDING: Record<string, (w: { ids: Record<string, string> }) => { 
   'POST /api/public/v1/admin/edge/devices': (w) => ({ body: { name: 'standing', public_jwk: JSON.parse(w.ids['spare_jwk']!) } }),
   'POST /api/public/v1/admin/edge/key-bundles': (w) => ({ body: { device_id: w.ids['device_id'] } }),
   'POST /api/public/v1/admin/edge/crew-bundles': (w) => ({ body: { device_id: w.ids['device_id'], crew_id: w.ids['crew_id'] } }),
+  // Enabling a device gives it bundles and tokens again.
+  'POST /api/public/v1/admin/edge/devices/{device_id}/enable': (w) => ({ params: { device_id: w.ids['disabled_device_id']! } }),
   'POST /api/public/v1/admin/principals': () => ({ body: { kind: 'service', name: 'standing', roles: ['viewer'] } }),
   'PATCH /api/public/v1/admin/principals/{id}': (w) => ({ params: { id: w.ids['other_id']! }, body: { roles: ['operator'] } }),
   'POST /api/public/v1/admin/principals/{id}/restore': (w) => ({ params: { id: w.ids['archived_id']! } }),
@@ -61,6 +63,8 @@ export const NOT_STANDING = new Map<string, string>([
     'POST /api/public/v1/admin/principals/{id}/purge',
     'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/cancel',
     'POST /api/public/v1/admin/jobs/runs/{run_id}/cancel',
+    'POST /api/public/v1/admin/edge/devices/{device_id}/disable',
+    'DELETE /api/public/v1/admin/edge/devices/{device_id}',
     'DELETE /api/public/v1/admin/catalog/sources/{source_id}',
   ].map((id): [string, string] => [id, 'removes or stops: makes nothing'] as [string, string]),
   ...[
@@ -78,6 +82,13 @@ export const NOT_STANDING = new Map<string, string>([
     'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/approvals/{step_id}',
     'POST /api/public/v1/admin/jobs/runs/{run_id}/approvals/{step_id}',
   ].map((id): [string, string] => [id, 'a decision, counted as the whole chain (the approval pass below)']),
+  ...[
+    'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/outcomes/{step_id}',
+    'POST /api/public/v1/admin/jobs/runs/{run_id}/outcomes/{step_id}',
+  ].map((id): [string, string] => [
+    id,
+    "an operator's decision on a lost outcome (retry, record, fail), by a caller holding the run's authority now, audited: the run acts as it was authorised",
+  ]),
   ...[
     'POST /api/public/v1/admin/agent-teams/blueprints',
     'POST /api/public/v1/admin/agent-teams/contracts',

@@ -13,10 +13,15 @@ import { effectiveAuthority, intersectSelectors, normalize } from '../../../core
 import { intersectAuthority, type AuthorityEnvelope } from '../../../core/authority/envelope.ts';
 import { ALL_PERMISSIONS, BUILTIN_ROLES } from '../../../core/permissions.ts';
 import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
+import { startOpenAIServer } from '../../fixtures/openai-server.ts';
+import { provider } from '../../helpers/teams.ts';
 import { basic, claimsOf, form } from '../../helpers/oauth.ts';
 import { startMcpServer } from '../../fixtures/mcp-server.ts';
 import { generateEd25519 } from '../../../bundles/codec.ts';
+import { openCrewBundle } from '../../../bundles/crew-bundle.ts';
+import { openKeyBundle } from '../../../bundles/key-bundle.ts';
 import { NOT_STANDING, STANDING } from './_standing.ts';
 
 const A = '/api/public/v1/admin';
@@ -25,7 +30,7 @@ const T = `${A}/agent-teams`;
 // ---------------------------------------------------------------- generators
 
 const SELECTORS = [...ALL_PERMISSIONS, 'iam', 'iam.keys', 'oauth', 'agent_teams', 'system.orchestration', 'secrets', 'ai'];
-const TOOLS = ['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get'];
+const TOOLS = ['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get', 'http.request'];
 const sub = <T>(xs: readonly T[]) => fc.subarray([...xs]);
 
 const envelopeArb: fc.Arbitrary<AuthorityEnvelope> = fc.record(
@@ -34,7 +39,7 @@ const envelopeArb: fc.Arbitrary<AuthorityEnvelope> = fc.record(
     clearance_level: fc.integer({ min: 0, max: 3 }),
     permission_mode: fc.constantFrom('plan', 'ask', 'auto-read', 'auto'),
     data_grant_ids: sub(['kv:w1', 'kv:w2', 'kv:*']),
-    egress_allowlist: sub(['kv:w1', 'kv:*', '*', 'https://a.example']),
+    egress_allowlist: sub(['kv:w1', 'kv:*', '*', 'https://a.example', 'POST:*', '*:*']),
     compartments: sub(['a', 'b', 'c']),
   },
   { requiredKeys: [] },
@@ -139,9 +144,12 @@ export const SWEPT = [
   'POST /api/public/v1/admin/agent-teams/crews/:crew_id/upgrade',
   'POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/fork',
   'POST /api/public/v1/admin/jobs/runs/:run_id/rerun',
+  'POST /api/public/v1/admin/edge/key-bundles',
   'POST /api/public/v1/admin/catalog/sources',
   'PATCH /api/public/v1/admin/catalog/sources/:source_id',
   'POST /api/public/v1/admin/edge/crew-bundles',
+  'POST /api/public/v1/admin/agent-teams/crews/:crew_id/runs/:run_id/outcomes/:step_id',
+  'POST /api/public/v1/admin/jobs/runs/:run_id/outcomes/:step_id',
 ];
 
 /** A token endpoint that issues a token to anyone: the sweep judges who may send the secret, not the grant. */
@@ -158,6 +166,12 @@ async function tokenEndpoint() {
 }
 
 test('containment sweep: no route hands out or exercises more than its caller holds', async () => {
+  // A service that closes the connection once a POST arrived: the outcome of the write is lost, and the
+  // run waits `outcome_unknown` for an operator to resolve it (the resolution routes are swept).
+  const lost = createServer((req) => req.resume().on('end', () => req.socket.destroy()));
+  await new Promise<void>((r) => lost.listen(0, '127.0.0.1', () => r()));
+  const lostUrl = `http://127.0.0.1:${(lost.address() as AddressInfo).port}/refunds`;
+  const ai = await startOpenAIServer({ apiKey: 'sk-fake' });
   const t = await inProcessCell({
     config: { rate: { capacity: 1e9, refillPerSecond: 1e9 }, agentQuota: 100_000, egressAllowPrivate: ['127.0.0.1/32'] },
   });
@@ -233,12 +247,67 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     await ok(t, 'POST', `${A}/jobs/definitions/${agentDef}/disable`, {});
     await ends(failedAgentJob);
     const forkAt = (await t.modules.runs.runs.readJournal(forkParent, 0, 1000)).at(-1)!.seq;
-    const device = (await ok(t, 'POST', `${A}/edge/devices`, { name: 'sweep-device', public_jwk: (await generateEd25519()).publicJwk }))
-      .device_id as string;
+    // Runs waiting on a lost outcome: a crew whose seat's agent POSTs (a model on a fake provider of its
+    // own asks for it), and a single job that POSTs.
+    const refund = { tool: 'http.request', args: { method: 'POST', url: lostUrl } };
+    ai.setResponder(() => ({ tool_calls: [{ name: 'http__request', arguments: refund.args }] }));
+    const lostProvider = await provider({ request: t.request, token: t.adminKey }, ai);
+    // Mode `ask` (the owner approves the POST) and a narrow egress: many random callers hold that much.
+    const lostEnv = {
+      allowed_tools: ['http.request'],
+      clearance_level: 0,
+      permission_mode: 'ask',
+      egress_allowlist: [`POST:${new URL(lostUrl).origin}`],
+    } as AuthorityEnvelope;
+    const lostAgent = (
+      await ok(t, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'l', authority_template: lostEnv, provider_id: lostProvider })
+    ).agent_id as string;
+    await ok(t, 'POST', `${T}/agents/${lostAgent}/budget-ledger`, { budget_limit: 1e9 });
+    const lostFormation = (await ok(t, 'POST', `${T}/formations`, { name: 'lost' })).formation_id as string;
+    const lostSeat = (
+      await ok(t, 'POST', `${T}/formations/${lostFormation}/billets`, { role_label: 'l', required_skills: [], authority_cap: lostEnv })
+    ).billet_id as string;
+    const lostCrew = (await ok(t, 'POST', `${T}/crews`, { formation_id: lostFormation, assignments: { [lostSeat]: lostAgent } }))
+      .crew_id as string;
+    const lostJobAuthority = { egress_allowlist: lostEnv.egress_allowlist!, data_grant_ids: [], clearance_level: 0, compartments: [] };
+    const lostStep = `agent:${lostSeat}/tool/0.0`;
+    const reach = async (id: string, state: string) => {
+      for (let i = 0; i < 3000; i++) {
+        if ((await t.modules.runs.runs.getRun(id))?.state === state) return id;
+        await new Promise((res) => setTimeout(res, 10));
+      }
+      assert.fail(`run ${id} did not reach ${state}: ${JSON.stringify(await t.modules.runs.runs.getRun(id))}`);
+    };
+    // One run of each waiting at a time: a new one once a resolution was accepted.
+    let lostCrewRun = '';
+    let lostJobRun = '';
+    const lostRuns = async () => {
+      if ((await t.modules.runs.runs.getRun(lostCrewRun))?.state !== 'outcome_unknown') {
+        lostCrewRun = (await ok(t, 'POST', `${T}/crews/${lostCrew}/runs`, { input: 'x' })).run_id;
+        await reach(lostCrewRun, 'waiting');
+        await ok(t, 'POST', `${T}/crews/${lostCrew}/runs/${lostCrewRun}/approvals/${encodeURIComponent(lostStep)}`, {
+          decision: 'approve',
+        });
+        await reach(lostCrewRun, 'outcome_unknown');
+      }
+      if ((await t.modules.runs.runs.getRun(lostJobRun))?.state !== 'outcome_unknown')
+        lostJobRun = await reach(
+          (
+            await ok(t, 'POST', `${A}/jobs/runs`, {
+              job_type: 'single',
+              workspace_id: 'w1',
+              spec: { ...refund, authority: lostJobAuthority },
+            })
+          ).run_id,
+          'outcome_unknown',
+        );
+      return { crew: lostCrewRun, job: lostJobRun };
+    };
     let accepted = 0;
     let exchanged = 0;
     let sourcesAccepted = 0;
     let refused = 0;
+    let resolved = 0;
 
     // The property runs in rounds until every outcome was seen often enough, so its coverage does
     // not depend on the luck of one round.
@@ -414,10 +483,6 @@ test('containment sweep: no route hands out or exercises more than its caller ho
         assertWithin(caller, { permissions: ['system.orchestration.admin.write', 'agent_teams.write'] }, 'definition author');
       }
 
-      // A crew bundle hands the crew's seats to a device: the caller may run the crew.
-      r = await call('POST', `${A}/edge/crew-bundles`, { device_id: device, crew_id: crewId });
-      if (r.status === 201) assertWithin(caller, { envelope: seatEnv }, 'crew bundle seats');
-
       // Jobs: a single tool run, a published endpoint.
       r = await call('POST', `${A}/jobs/runs`, {
         job_type: 'single',
@@ -463,6 +528,67 @@ test('containment sweep: no route hands out or exercises more than its caller ho
           },
           'agent job rerun seats',
         );
+
+      // Resolving a lost outcome lets the run act again: the caller may run it (every seat; the job's tool and authority).
+      const waiting = await lostRuns();
+      r = await call('POST', `${T}/crews/${lostCrew}/runs/${waiting.crew}/outcomes/${encodeURIComponent(lostStep)}`, {
+        resolution: 'fail',
+      });
+      if (r.status === 200) {
+        resolved++;
+        assertWithin(caller, { permissions: ['agent_teams.write'], envelope: lostEnv }, 'crew outcome');
+      }
+      r = await call('POST', `${A}/jobs/runs/${waiting.job}/outcomes/${encodeURIComponent('tool/call')}`, { resolution: 'fail' });
+      if (r.status === 200) {
+        resolved++;
+        assertWithin(
+          caller,
+          { permissions: ['system.orchestration.admin.write'], envelope: { ...lostJobAuthority, allowed_tools: ['http.request'] } },
+          'job outcome',
+        );
+      }
+
+      // Bundles for a device of the caller's own: a key bundle carries only keys (and token subjects) the
+      // caller could act on; a crew bundle only a crew the caller may run (every seat within it).
+      const dev = await generateEd25519();
+      r = await call('POST', `${A}/edge/devices`, { name: `d${++seq}`, public_jwk: dev.publicJwk });
+      if (r.status === 201) {
+        const trust = r.body.trust.keys as { kid: string; jwk: JsonWebKey }[];
+        r = await call('POST', `${A}/edge/key-bundles`, { device_id: dev.kid });
+        if (r.status === 201) {
+          const { opened } = await openKeyBundle(r.text, trust);
+          const ceilings = new Map((await t.rows('SELECT id, authority FROM principals')).map((x) => [x['id'], String(x['authority'])]));
+          const ceilingOf = (id: string) => parseCeiling(ceilings.get(id) ?? '{}');
+          const keys = new Map((await t.rows('SELECT id, scopes, authority FROM api_keys')).map((x) => [x['id'], x]));
+          for (const [keyId, ownerId] of opened.payload.keys.map((k) => [k[0], k[1]] as const)) {
+            const row = keys.get(keyId)!;
+            const key = {
+              scopes: JSON.parse(String(row['scopes'])) as string[],
+              authority: row['authority'] === null ? null : JSON.parse(String(row['authority'])),
+            };
+            assertWithin(
+              caller,
+              keyHolding(opened.payload.owners[ownerId]!.permissions, ceilingOf(ownerId), key),
+              `key bundle key ${keyId}`,
+            );
+          }
+          // Every token subject's permissions are within the caller; every one but the caller's own principal (whose
+          // keys and tokens are judged with them) is one it manages, ceiling included.
+          for (const [id, o] of Object.entries(opened.payload.owners)) {
+            assertWithin(caller, { permissions: o.permissions }, `key bundle subject ${id}`);
+            if (id !== me.id) assertWithin(caller, { envelope: ceilingOf(id) }, `key bundle subject ${id} ceiling`);
+          }
+        }
+        r = await call('POST', `${A}/edge/crew-bundles`, { device_id: dev.kid, crew_id: ask.fit ? crewId : forkCrew });
+        if (r.status === 201) {
+          const opened = await openCrewBundle(r.text, trust);
+          assertWithin(caller, { permissions: ['agent_teams.write'] }, 'crew bundle author');
+          for (const seat of Object.values(
+            (opened.payload.crew.graph as { seats: Record<string, { authority: AuthorityEnvelope }> }).seats,
+          ))
+            assertWithin(caller, { envelope: seat.authority }, 'crew bundle seat');
+        }
+      }
 
       // Setting another principal's roles: the caller manages it (all of its authority) and holds what it gives.
       // Asking to fit: a principal within the caller, given only roles within the caller.
@@ -554,12 +680,36 @@ test('containment sweep: no route hands out or exercises more than its caller ho
     const covered = () => exchanged > 5 && sourcesAccepted > 2 && accepted > 50 && refused > 50;
     for (let round = 0; round < 4 && !covered(); round++) await fc.assert(property, { numRuns: 40 });
     assert.ok(exchanged > 5, `token exchange was accepted ${exchanged} times`);
+    // The accepted path of the resolution routes, every time (few random callers hold a run's whole authority):
+    // a caller holding exactly what the runs act with resolves both, and holds what they exercise.
+    const fit = await principal(t, ['agent_teams.write', 'system.orchestration.admin.write'], lostEnv);
+    const fitKey = (await ok(t, 'POST', `${A}/api-keys`, { name: 'fit', owner_id: fit.id })).secret as string;
+    const fitHolding: Holding = { permissions: fit.perms, envelope: fit.ceiling };
+    const waiting = await lostRuns();
+    for (const path of [
+      `${T}/crews/${lostCrew}/runs/${waiting.crew}/outcomes/${encodeURIComponent(lostStep)}`,
+      `${A}/jobs/runs/${waiting.job}/outcomes/${encodeURIComponent('tool/call')}`,
+    ]) {
+      const r = await t.request('POST', path, { token: fitKey, body: { resolution: 'fail' } });
+      assert.equal(r.status, 200, `${path}: ${r.text}`);
+      resolved++;
+    }
+    assertWithin(fitHolding, { permissions: ['agent_teams.write'], envelope: lostEnv }, 'crew outcome (fit)');
+    assertWithin(
+      fitHolding,
+      { permissions: ['system.orchestration.admin.write'], envelope: { ...lostJobAuthority, allowed_tools: ['http.request'] } },
+      'job outcome (fit)',
+    );
+    assert.ok(resolved >= 2, `a lost outcome was resolved ${resolved} times`);
     assert.ok(sourcesAccepted > 2, `a catalog source was registered ${sourcesAccepted} times`);
     assert.ok(accepted > 50 && refused > 50, `the sweep exercised both outcomes (accepted ${accepted}, refused ${refused})`);
   } finally {
     await t.close();
     await mcp.close();
     await as.close();
+    lost.close();
+    lost.closeAllConnections();
+    await ai.close();
   }
 });
 
@@ -591,7 +741,12 @@ const NOT_AUTHORITY = new Map<string, string>([
   ['DELETE /api/public/v1/admin/jobs/definitions/:schedule_id', 'stops a schedule'],
   ['DELETE /api/public/v1/admin/jobs/endpoints/:endpoint_id', 'unpublishes'],
   ['POST /api/public/v1/admin/edge/devices', 'registers a device key; authority reaches a device only through a key bundle'],
-  ['POST /api/public/v1/admin/edge/key-bundles', 'projects existing keys for a device; hands out nothing new'],
+  [
+    'POST /api/public/v1/admin/edge/devices/:device_id/disable',
+    "acting on a device (its registrant's credential): the credential check, mutation-sweep.test.ts drives it",
+  ],
+  ['POST /api/public/v1/admin/edge/devices/:device_id/enable', 'as disable: bundles for it are judged when issued (swept here)'],
+  ['DELETE /api/public/v1/admin/edge/devices/:device_id', 'as disable'],
   ['POST /api/public/v1/admin/edge/journals', 'imports a record'],
   ['DELETE /api/public/v1/admin/ai/model-providers/:provider_id', 'removes a provider (refused while an agent names it)'],
   ['PATCH /api/public/v1/admin/agent-teams/skills/:skill_id', 'a skill carries no authority; who may change one: mutation-sweep.test.ts'],

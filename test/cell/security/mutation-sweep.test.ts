@@ -65,6 +65,9 @@ const agentState = async (t: InProcess, w: World) => ({
   l: await row(t, 'SELECT budget_limit FROM team_ledgers WHERE agent_id = ?', w.ids['agent_id']!),
 });
 const runCount = async (t: InProcess) => (await t.row('SELECT COUNT(*) AS n FROM runs'))!['n'];
+const deviceState = (param: string) => (t: InProcess, w: World) =>
+  row(t, 'SELECT status, status_at, status_by FROM edge_devices WHERE device_id = ?', w.ids[param]!);
+const bundleVersion = (type: string) => (t: InProcess) => row(t, 'SELECT version FROM edge_bundle_versions WHERE type = ?', type);
 const sourceState = async (t: InProcess, w: World) => ({
   s: await row(t, 'SELECT * FROM tool_sources WHERE source_id = ?', w.ids['source_id']!),
   p: await t.rows('SELECT * FROM tool_pins WHERE source_id = ? ORDER BY tool', [w.ids['source_id']!]),
@@ -219,11 +222,25 @@ const DRIVERS: Record<string, Driver> = {
     params: (w) => ({ crew_id: w.ids['pay_crew']!, run_id: w.ids['waiting_run']! }),
     state: (t, w) => runJournal(t, w.ids['waiting_run']!),
   },
-  // Exporting the owner's crew hands its seats to a device: the right to run it (every seat within the caller).
+  // The owner's devices: acting on one (its state, its bundles) is acting on the owner's credential.
+  'POST /api/public/v1/admin/edge/devices/{device_id}/disable': { params: (w) => w.ids, state: deviceState('device_id') },
+  'POST /api/public/v1/admin/edge/devices/{device_id}/enable': {
+    params: (w) => ({ device_id: w.ids['disabled_device_id']! }),
+    state: deviceState('disabled_device_id'),
+  },
+  'DELETE /api/public/v1/admin/edge/devices/{device_id}': { params: (w) => w.ids, state: deviceState('device_id') },
+  'POST /api/public/v1/admin/edge/key-bundles': {
+    params: () => ({}),
+    bodyOf: (w) => ({ device_id: w.ids['device_id'] }),
+    state: bundleVersion('api-key-records'),
+  },
+  // Exporting the owner's crew to the owner's device: the device's registrant and the crew's seats (the right to
+  // run it) both refuse a narrow caller.
   'POST /api/public/v1/admin/edge/crew-bundles': {
     params: () => ({}),
     bodyOf: (w) => ({ device_id: w.ids['device_id'], crew_id: w.ids['crew_id'] }),
-    state: (t) => t.rows('SELECT * FROM edge_bundle_versions ORDER BY type'),
+    state: bundleVersion('crew'),
+    also: ['agent_teams.write'],
   },
 };
 
@@ -283,8 +300,15 @@ const NOT_DRIVEN = new Map<string, string>([
     'POST /api/public/v1/admin/jobs/runs/{run_id}/rerun',
     'a new run as the caller (its requester), bounded by it: containment-sweep.test.ts',
   ],
+  [
+    'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/outcomes/{step_id}',
+    "lets a run act again as it was authorised, only for a caller holding all of its seats' authority: containment-sweep.test.ts",
+  ],
+  [
+    'POST /api/public/v1/admin/jobs/runs/{run_id}/outcomes/{step_id}',
+    "lets a run act again as it was authorised, only for a caller holding the run's authority: containment-sweep.test.ts",
+  ],
   ['POST /api/public/v1/admin/edge/devices', 'registers a device key; authority reaches a device only through a key bundle'],
-  ['POST /api/public/v1/admin/edge/key-bundles', 'projects existing keys for a device; hands out nothing new'],
   ['POST /api/public/v1/admin/edge/journals', 'imports a signed record'],
 ]);
 
@@ -351,10 +375,17 @@ async function ownersWorld(t: InProcess, mcp: McpFixture): Promise<World> {
     await new Promise((res) => setTimeout(res, 10));
   }
   const forkAt = (await t.modules.runs.runs.readJournal(run.run_id, 0, 1000)).at(-1)!.seq;
+  // The owner's devices, one of them disabled.
+  const devices: string[] = [];
+  for (const name of ['owner-pump', 'owner-spare']) {
+    const k = await generateEd25519();
+    devices.push((await must(t, 'POST', `${A}/edge/devices`, { name, public_jwk: k.publicJwk })).device_id);
+  }
+  await must(t, 'POST', `${A}/edge/devices/${devices[1]}/disable`);
   // A newer version for upgrade to reach (the owner's own change).
   await must(t, 'PATCH', `${T}/formations/${f.formation_id}`, { prompt: 'owner prompt, v2' });
   const pay = await payWorld(t);
-  // What acts as the owner later: a schedule (and a disabled one), a published endpoint; a device to export to.
+  // What acts as the owner later: a schedule (and a disabled one), a published endpoint (its devices are above).
   const job = { job_type: 'compute', workspace_id: 'w1', spec: { code: 'return 1' }, cron: '0 3 * * *' };
   const def = await must(t, 'POST', `${A}/jobs/definitions`, { name: 'owners-nightly', ...job });
   const off = await must(t, 'POST', `${A}/jobs/definitions`, { name: 'owners-paused', ...job, enabled: false });
@@ -364,8 +395,6 @@ async function ownersWorld(t: InProcess, mcp: McpFixture): Promise<World> {
     workspace_id: 'w1',
     spec: { code: 'return 1' },
   });
-  const dev = await generateEd25519();
-  const device = await must(t, 'POST', `${A}/edge/devices`, { name: 'owners-device', public_jwk: dev.publicJwk });
   return {
     ids: {
       ...pay,
@@ -373,7 +402,6 @@ async function ownersWorld(t: InProcess, mcp: McpFixture): Promise<World> {
       schedule_id: def.schedule_id,
       disabled_schedule_id: off.schedule_id,
       endpoint_id: ep.endpoint_id,
-      device_id: device.device_id,
       id: me,
       key_id: key.key_id,
       client_id: client.client_id,
@@ -390,6 +418,8 @@ async function ownersWorld(t: InProcess, mcp: McpFixture): Promise<World> {
       crew_id: crew.crew_id,
       run_id: run.run_id,
       fork_at: String(forkAt),
+      device_id: devices[0]!,
+      disabled_device_id: devices[1]!,
       source_id: source.source_id,
       lookup_pin: lookupPin,
     },

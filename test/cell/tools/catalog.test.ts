@@ -43,8 +43,39 @@ test('egress allowlist: origins, hosts, wildcards, kv, stdio sources; empty deni
 
 test('every tool declares read-only or side-effecting and parameters', () => {
   const names = TOOLS.map((t) => t.name).sort();
-  assert.deepEqual(names, ['calc', 'clock.now', 'http.get', 'kv.get', 'kv.put']);
+  assert.deepEqual(names, ['calc', 'clock.now', 'http.get', 'http.request', 'kv.get', 'kv.put']);
   const v = toolRegistryView();
   assert.equal(v.find((t) => t.name === 'kv.put')!.side_effects, true);
   assert.equal(v.find((t) => t.name === 'kv.get')!.read_only, true);
+  assert.equal(v.find((t) => t.name === 'http.request')!.side_effects, true);
+});
+
+test('every side-effecting tool says which of its calls may be issued again after a lost outcome', () => {
+  const v = new Map(toolRegistryView().map((t) => [t.name, t]));
+  assert.equal(v.get('kv.put')!.idempotent, true, 'the same value under the same key');
+  assert.deepEqual(v.get('http.request')!.idempotent, { argument: 'method', values: ['GET', 'HEAD', 'PUT', 'DELETE'] });
+  for (const t of v.values()) if (!t.side_effects) assert.equal(t.idempotent, false, t.name);
+});
+
+test('egress allowlist with methods: an entry without methods allows GET and HEAD only; a write needs its method named', () => {
+  assert.equal(egressAllowed(['https://a.example'], 'https://a.example/x', 'GET'), true);
+  assert.equal(egressAllowed(['https://a.example'], 'https://a.example/x', 'HEAD'), true);
+  for (const m of ['POST', 'PUT', 'PATCH', 'DELETE'] as const) {
+    assert.equal(egressAllowed(['https://a.example'], 'https://a.example/x', m), false, `${m} without a method entry`);
+    assert.equal(egressAllowed(['*'], 'https://a.example/x', m), false, `${m} under * without methods`);
+    assert.equal(egressAllowed(['*:https://a.example'], 'https://a.example/x', m), true, `${m} under *:`);
+  }
+  assert.equal(egressAllowed(['POST,PUT:https://a.example'], 'https://a.example/x', 'POST'), true);
+  assert.equal(egressAllowed(['POST,PUT:https://a.example'], 'https://a.example/x', 'PATCH'), false);
+  assert.equal(egressAllowed(['POST,PUT:https://a.example'], 'https://a.example/x', 'GET'), false, 'a write entry is not a read entry');
+  assert.equal(egressAllowed(['POST:https://a.example'], 'https://b.example/x', 'POST'), false);
+  assert.equal(egressAllowed(['DELETE:*.example.com'], 'https://x.example.com/', 'DELETE'), true);
+  assert.equal(egressAllowed(['POST:*'], 'https://anywhere.example/', 'POST'), true);
+  assert.equal(egressAllowed(['*:*'], 'https://anywhere.example/', 'PATCH'), true);
+  // Methods are HTTP only: no entry naming them reaches workspace storage.
+  assert.equal(egressAllowed(['*:*'], 'kv:ws1'), false);
+  assert.equal(egressAllowed(['*'], 'kv:ws1'), true);
+  // Lower-case or unknown method names are no method list (the entry matches nothing as a URL).
+  assert.equal(egressAllowed(['post:https://a.example'], 'https://a.example/x', 'POST'), false);
+  assert.equal(egressAllowed(['TRACE:https://a.example'], 'https://a.example/x', 'GET'), false);
 });

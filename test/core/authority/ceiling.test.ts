@@ -29,6 +29,37 @@ test('entryCovers: exact, *, kv:*, and host wildcards', () => {
   assert.ok(!entryCovers('*.example.com', 'kv:x.example.com'));
 });
 
+test('entryCovers: an entry naming HTTP methods covers only the methods it names; one without methods allows reading', () => {
+  // Without methods: GET and HEAD (and workspace storage for * and kv:), as before methods existed.
+  assert.ok(!entryCovers('*', 'POST:https://a.example'), 'a read-everywhere entry grants no write');
+  assert.ok(!entryCovers('https://a.example', 'POST:https://a.example'));
+  assert.ok(entryCovers('POST,PUT:https://a.example', 'POST:https://a.example'));
+  assert.ok(!entryCovers('POST:https://a.example', 'POST,PUT:https://a.example'));
+  assert.ok(!entryCovers('POST:https://a.example', 'https://a.example'), 'a write-only entry grants no read');
+  assert.ok(entryCovers('GET,HEAD:https://a.example', 'https://a.example'));
+  assert.ok(entryCovers('*:*', 'DELETE:https://a.example'));
+  assert.ok(entryCovers('*:*', 'https://a.example'));
+  assert.ok(entryCovers('*:*.example.com', 'PATCH:https://api.example.com'));
+  assert.ok(!entryCovers('*:*.example.com', 'PATCH:https://api.example.org'));
+  assert.ok(entryCovers('POST:*', 'POST:https://a.example'));
+  // Methods are HTTP only: an entry naming them grants no workspace storage.
+  assert.ok(!entryCovers('*:*', '*'));
+  assert.ok(!entryCovers('*:*', 'kv:ws'));
+  assert.ok(!entryCovers('*:kv:*', 'kv:ws'));
+  // Lower case is no method list: the entry is a destination as a whole, covered only by `*`-read or itself.
+  assert.ok(!entryCovers('https://a.example', 'post:https://a.example'));
+});
+
+test('the meet of entries that overlap without covering each other keeps what both allow', () => {
+  const meet = (a: string[], b: string[]) => capToCeiling({ egress_allowlist: a }, { egress_allowlist: b }).egress_allowlist;
+  assert.deepEqual(meet(['*'], ['*:*']), ['GET,HEAD:*'], 'reading anywhere (and no workspace storage: *:* reaches none)');
+  assert.deepEqual(meet(['POST,PUT:https://a.example'], ['PUT,DELETE:https://a.example']), ['PUT:https://a.example']);
+  assert.deepEqual(meet(['POST:*.example.com'], ['POST,PUT:https://api.example.com']), ['POST:https://api.example.com']);
+  assert.deepEqual(meet(['POST:https://a.example'], ['https://a.example']), []);
+  assert.deepEqual(meet(['*:*'], ['kv:*']), []);
+  assert.deepEqual(meet(['POST,PUT:*'], ['*:https://b.example']), ['POST,PUT:https://b.example']);
+});
+
 test('withinCeiling names every field that exceeds; unbounded holds everything, nothing else holds unbounded', () => {
   const ceiling: AuthorityEnvelope = {
     allowed_tools: ['calc'],
@@ -75,7 +106,18 @@ const env: fc.Arbitrary<AuthorityEnvelope> = fc.record(
     clearance_level: fc.integer({ min: 0, max: 4 }),
     permission_mode: fc.constantFrom('plan', 'ask', 'auto-read', 'auto'),
     data_grant_ids: list(['kv:a', 'kv:b', 'kv:*', '*']),
-    egress_allowlist: list(['kv:a', 'kv:*', '*', 'https://x.example.com', '*.example.com', 'y.example.com']),
+    egress_allowlist: list([
+      'kv:a',
+      'kv:*',
+      '*',
+      'https://x.example.com',
+      '*.example.com',
+      'y.example.com',
+      'POST:https://x.example.com',
+      'POST,PUT:*.example.com',
+      'GET:y.example.com',
+      '*:*',
+    ]),
     compartments: list(['p', 'q']),
     budget_ceiling: fc.integer({ min: 0, max: 100 }),
   },
@@ -103,6 +145,39 @@ test('property: meetCeilings is never wider than either side, and unbounded is i
       if (a === UNBOUNDED && b === UNBOUNDED) assert.equal(m, UNBOUNDED);
     }),
     { numRuns: 500 },
+  );
+});
+
+test('property: an entry every ceiling allows, their meet allows (the meet loses nothing, whatever the order)', () => {
+  const ENTRIES = [
+    '*',
+    '*:*',
+    'kv:*',
+    'kv:a',
+    'https://x.example.com',
+    '*.example.com',
+    'y.example.com',
+    'POST:https://x.example.com',
+    'POST,PUT:*.example.com',
+    'PUT,DELETE:*',
+    'GET:y.example.com',
+  ];
+  const egress = fc.subarray(ENTRIES, { maxLength: 3 }).map((l) => ({ egress_allowlist: l }) as AuthorityEnvelope);
+  const entry = fc.constantFrom(
+    ...ENTRIES,
+    'https://z.example.com',
+    'PUT:https://z.example.com',
+    'DELETE:y.example.com',
+    'HEAD:y.example.com',
+  );
+  fc.assert(
+    fc.property(egress, egress, egress, entry, (a, b, c, e) => {
+      const asked = { egress_allowlist: [e] };
+      if (![a, b, c].every((x) => withinCeiling(asked, x).ok)) return;
+      assert.deepEqual(withinCeiling(asked, meetCeilings(meetCeilings(a, b), c)), { ok: true });
+      assert.deepEqual(withinCeiling(asked, meetCeilings(a, meetCeilings(b, c))), { ok: true });
+    }),
+    { numRuns: 2000 },
   );
 });
 

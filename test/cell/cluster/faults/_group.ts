@@ -81,6 +81,8 @@ export interface FaultGroup {
   scheduleId: string;
   heartbeatMs: number;
   leaseMs: number;
+  /** The group's secrets key file, which every member is given. */
+  secretsKeyFile: string;
   /** Starts cell i again on its data directory (after a kill). */
   restart(i: number): Promise<CellProcess>;
   /** A cell that answers (not the ones the scenario took down), for reads. */
@@ -189,6 +191,7 @@ export async function startFaultGroup(opts: GroupOptions = {}): Promise<FaultGro
       scheduleId: def.body.schedule_id,
       heartbeatMs,
       leaseMs,
+      secretsKeyFile: join(keyDir, 'secrets.key'),
       down,
       async restart(i) {
         const c = await startCellProcess({ dataDir: cells[i]!.dataDir, args: argsOf(i), env: opts.env?.(i) ?? {}, timeoutMs: 60_000 });

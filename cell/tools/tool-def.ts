@@ -1,0 +1,86 @@
+/**
+ * What a catalog tool is, and what it is given: the contract every tool of
+ * the governed catalog implements (`ToolDef`), the module's context it runs
+ * in (`ToolsContext`: store, clock, the network floor, delegation), who calls
+ * it (`ToolCaller`), and the helpers tools share for their refusals and
+ * arguments. The catalog (catalog.ts) lists the tools; tools with a file of
+ * their own (http-request.ts) import this, not the catalog.
+ */
+import type { Dispatcher } from 'undici';
+import { ServiceError, invalid } from '../../core/errors.ts';
+import type { ArgumentIn } from '../../core/engine/types.ts';
+import type { JsonObject } from '../../core/journal/record.ts';
+import type { Reason } from '../../core/reasons.ts';
+import type { Clock } from '../context.ts';
+import type { ToolDelegation, ToolDelegationRequest } from '../oauth/api.ts';
+import type { Store } from '../store/types.ts';
+
+/** The slice of an authority envelope tools look at. */
+export interface ToolAuthority {
+  egress_allowlist?: string[] | undefined;
+  data_grant_ids?: string[] | undefined;
+  clearance_level?: number | undefined;
+  /** Compartments the seat holds (need-to-know labels); none when absent. */
+  compartments?: string[] | undefined;
+}
+
+/** What the tools module gives every tool: its store, the cell clock, and the network floor. */
+export interface ToolsContext {
+  store: Store;
+  clock: Clock;
+  /** CIDR ranges the operator allow-listed for the whole cell (`--egress-allow-private`). */
+  allowPrivate: readonly string[];
+  /** The dispatcher whose connections pass the floor (cell/tools/ssrf.ts). */
+  dispatcher: Dispatcher;
+  /**
+   * A token for a call to a registered protected resource on behalf of the run's requester (the OAuth
+   * module's, cell/oauth/tool-delegation.ts); null when the URL is no such resource.
+   */
+  delegation?: ((req: ToolDelegationRequest) => Promise<ToolDelegation | null>) | undefined;
+}
+
+/** Who calls a tool, where, and with what authority. */
+export interface ToolCaller {
+  workspaceId: string;
+  /** Principal id of the calling agent (or the requester of a `single` job). */
+  agentId: string;
+  authority: ToolAuthority;
+  /** The run this call is part of and whom it acts for: a call to a protected resource carries a token for them. */
+  onBehalf?: { requester: string; runId: string; crewId?: string };
+  /**
+   * The call's effect key (core/engine/effect-key.ts), the same on every issue of this call: a tool
+   * that acts on another system passes it on (http.request: `Idempotency-Key` on a write method).
+   */
+  effectKey?: string;
+}
+
+export interface ToolDef {
+  name: string;
+  description: string;
+  side_effects: boolean;
+  /**
+   * Which calls may be issued again with their effect key when their outcome was lost in a crash
+   * (core/engine/types.ts ToolDescriptor.idempotent); absent: none, the run waits `outcome_unknown`.
+   */
+  idempotent?: boolean | ArgumentIn;
+  /** JSON Schema of the arguments (sent to the model as a function). */
+  parameters: JsonObject;
+  /**
+   * Runs the tool. `signal` stops the call (a step's timeout, a cancel of the run): a tool that waits
+   * on something outside (http.get) aborts it and fails with reason `cancelled`; the others are instant.
+   */
+  run(ctx: ToolsContext, caller: ToolCaller, args: Record<string, unknown>, signal?: AbortSignal): Promise<unknown>;
+}
+
+/** A refusal of the security floor inside a tool, with a machine reason. */
+export function toolRefusal(reason: Reason, message: string, extra: Record<string, unknown> = {}): ServiceError {
+  return new ServiceError('forbidden', message, { details: { reason, ...extra } });
+}
+
+/** A string argument of 1 to `max` characters, else invalid_request (`tool_bad_arguments`). */
+export function stringArg(args: Record<string, unknown>, k: string, max = 2048): string {
+  const v = args[k];
+  if (typeof v !== 'string' || v.length === 0 || v.length > max)
+    throw invalid(`argument '${k}' must be a string of 1 to ${max} characters`, { reason: 'tool_bad_arguments', argument: k });
+  return v;
+}
