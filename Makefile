@@ -10,8 +10,12 @@ export PATH := $(patsubst %/,%,$(dir $(NODE))):$(PATH)
 CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
 NODE_TEST := node --import tsx --test --test-concurrency=2
+# The suite's runs: the usual report, then the slowest files and their share of the time (scripts/test-times.mjs;
+# every file's time also in test/artifacts/test-times-<run>.tsv).
+NODE_TEST_TIMED = $(NODE_TEST) --test-reporter=spec --test-reporter-destination=stdout \
+	--test-reporter=./scripts/test-times.mjs --test-reporter-destination=stdout
 
-.PHONY: node install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres test-compat run bench demo browser-deps metrics-deps promtool-deps readme-deps faketime-deps attest-deps clean
+.PHONY: node install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres pg-test-files test-compat run bench demo browser-deps metrics-deps promtool-deps readme-deps faketime-deps attest-deps clean
 
 # The path of the project's Node, for scripts and operators who run dist/cell.mjs themselves:
 #   $$(make -s node) dist/cell.mjs serve --port 8080 --data ./.cell
@@ -130,8 +134,9 @@ fmt: install
 
 # Node 20's test runner does not expand globs: list the files.
 TEST_FILES = $(shell find test -name '*.test.ts' -not -path '*/node_modules/*' | sort)
-# Pure code: the core, the bundle formats, the console's models, the layering.
-UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' | sort) test/layering.test.ts
+# Pure code: the core, the bundle formats, the console's models, the layering, the suite's timing reporter and
+# its choice of files for PostgreSQL.
+UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' | sort) test/layering.test.ts test/test-times.test.ts test/test-engines.test.ts
 # The suite again with every cell on PostgreSQL, for the files whose outcome can depend on the store:
 # those that start a cell (in process or as a process) and assert what it wrote or reads back.
 # The rule for leaving a file out: pure code (core, bundles, console models, layering, runtime); the
@@ -140,9 +145,18 @@ UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' 
 # sql-step-outage, oauth-issuer; the fault suite, group-secrets):
 # they run once; the edge program alone, or judging beside a cell whose answers are tested on
 # PostgreSQL in test/cell; and what a cell answers before or without the store: static pages and
-# assets (docs page, console), the gateway's body gates and headers, the OpenAPI surface and the
+# assets (docs page, console), the gateway's body gates and headers (gateway-wire, gateway-helpers), the
+# route layer's 405 and undeclared-query refusals (route-shape), the OpenAPI surface (its reasons too) and the
 # client generated from it. A new file that starts a cell runs here unless it fits one of these.
-PG_SKIP_FILES = test/core/% test/bundles/% test/console/% test/layering.test.ts test/runtime/% \
+# A file that reaches neither test/helpers/inproc.ts nor cell-process.ts nor CELL_TEST_STORE runs the same on
+# both engines and is left out too (test/test-engines.test.ts names any such file still in the run): the
+# custody seals, the lean validation and request metrics (pure code), traces-off (its fixture starts an
+# embedded cell), the demo (scripts/demo.ts starts its own embedded cells), every command's --help and bad
+# options (no store is opened), the edge program's own files.
+PG_SKIP_FILES = test/core/% test/bundles/% test/console/% test/layering.test.ts test/test-times.test.ts test/test-engines.test.ts \
+	test/runtime/% test/cell/custody/seal.test.ts test/cell/custody/sealed-jwk.test.ts test/cell/http/lean-validation.test.ts \
+	test/cell/ops/request-metrics.test.ts test/cell/ops/traces-off.test.ts test/e2e/demo.test.ts test/e2e/cli-help.test.ts \
+	test/edge/bundle-size.test.ts test/edge/graph-matches.test.ts test/edge/state.test.ts test/edge/step-policy.e2e.test.ts \
 	test/cell/store/% test/e2e/group-% test/cell/cluster/faults/% test/cell/ai/group-secrets.test.ts \
 	test/e2e/run-conflicts.test.ts test/e2e/run-outage.test.ts test/e2e/run-start-outage.test.ts \
 	test/e2e/sql-step-outage.test.ts test/e2e/oauth-issuer.test.ts \
@@ -154,8 +168,13 @@ PG_SKIP_FILES = test/core/% test/bundles/% test/console/% test/layering.test.ts 
 	test/browser/docs-page.test.ts test/cell/console/% test/cell/discovery/curate.test.ts \
 	test/cell/discovery/surface.test.ts test/cell/discovery/bundle-assets.test.ts test/cell/discovery/typed-client.test.ts \
 	test/cell/http/json-depth.test.ts test/cell/http/json-duplicate-keys.test.ts test/cell/http/deny-by-default.test.ts \
-	test/e2e/keep-alive.test.ts test/e2e/gateway-wire.test.ts
+	test/e2e/keep-alive.test.ts test/e2e/gateway-wire.test.ts test/edge/gateway-helpers.test.ts test/cell/http/route-shape.test.ts \
+	test/cell/discovery/reasons.test.ts
 PG_TEST_FILES = $(filter-out $(PG_SKIP_FILES),$(TEST_FILES))
+
+# The files of the PostgreSQL run, one a line (test/test-engines.test.ts checks each can tell the engines apart).
+pg-test-files:
+	@printf '%s\n' $(PG_TEST_FILES)
 
 unit: install
 	$(NODE_TEST) $(UNIT_FILES)
@@ -171,12 +190,14 @@ test: install typecheck lint build edge-runtime browser-deps metrics-deps promto
 
 # The store's own tests use PostgreSQL in this run too (one server for all of them).
 test-embedded:
-	scripts/pg-test-server.sh run -- $(NODE_TEST) $(TEST_FILES)
+	scripts/pg-test-server.sh run -- env TEST_TIMES_FILE=test/artifacts/test-times-embedded.tsv $(NODE_TEST_TIMED) $(TEST_FILES)
 
 test-postgres:
-	scripts/pg-test-server.sh run -- env CELL_TEST_STORE=postgres $(NODE_TEST) $(PG_TEST_FILES)
+	scripts/pg-test-server.sh run -- env CELL_TEST_STORE=postgres TEST_TIMES_FILE=test/artifacts/test-times-postgres.tsv \
+	  $(NODE_TEST_TIMED) $(PG_TEST_FILES)
 
-# The same suite on Node 22 and 24 (binaries from the npm registry; not part of `make test`).
+# The same suite on Node 22 and 26, the supported majors beside the pinned 24 (binaries from the npm registry;
+# not part of `make test`). TEST_FILES="…" runs some files only.
 test-compat: install build edge-runtime browser-deps
 	scripts/test-node-versions.sh
 

@@ -166,6 +166,8 @@ export async function startBenchCell(
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   let out = '';
+  // stdout alone, until the cell listens (then dropped, as the rest is).
+  let stdout = '';
   let lines = 0;
   proc.stderr!.on('data', (d: Buffer) => {
     out += d.toString();
@@ -182,7 +184,8 @@ export async function startBenchCell(
     proc.once('exit', onExit);
     const starting = (d: Buffer) => {
       out += d.toString();
-      const m = /listening on (http\S+)/.exec(out);
+      stdout += d.toString();
+      const m = /listening on (https?:\/\/[^\s"]+)/.exec(out);
       if (!m) return;
       clearTimeout(timer);
       proc.off('exit', onExit);
@@ -207,6 +210,7 @@ export async function startBenchCell(
     dataDir,
     proc,
     output: () => out,
+    stdout: () => stdout,
     lines: () => lines,
     stop: () => signal('SIGTERM'),
     kill: (s = 'SIGKILL') => signal(s),

@@ -367,7 +367,7 @@ async function tokenBench(
       const timer = setTimeout(() => rej(new Error('edge did not start')), 20_000);
       proc!.stdout!.on('data', (d: Buffer) => {
         out += d.toString();
-        const m = /listening on (http\S+)/.exec(out);
+        const m = /listening on (https?:\/\/[^\s"]+)/.exec(out);
         if (m) {
           clearTimeout(timer);
           res(m[1]!);

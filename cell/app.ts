@@ -17,6 +17,7 @@ import { errorHandler, onNotFound, validationError } from './http/errors.ts';
 import { methodNotAllowed } from './http/route-shape.ts';
 import { cellGateway } from './http/gateway.ts';
 import { leanValidation } from './http/lean-validation.ts';
+import { oauth2Scheme } from './http/openapi.ts';
 import type { CellMetrics } from './ops/metrics.ts';
 import { installNativeSha256 } from '../runtime/native-hash.ts';
 
@@ -62,6 +63,7 @@ export function createApp(
     scheme: 'DPoP',
     description: 'A DPoP-bound OAuth access token (RFC 9449) with a `DPoP` proof header.',
   });
+  app.openAPIRegistry.registerComponent('securitySchemes', 'oauth2', oauth2Scheme());
 
   for (const m of modules) m.routes?.(app);
 

@@ -1,8 +1,8 @@
 /**
- * The cell's command line: `node dist/cell.mjs <command> [options]`.
+ * The cell's command line: `node dist/cell.mjs <command> [options]`. CELL_PROGRAM is the table of
+ * commands `--help` is printed from; cell/bin.ts, the bundle's entry, runs it.
  */
 import { parseArgs } from 'node:util';
-import { isMainThread } from 'node:worker_threads';
 import { resolve } from 'node:path';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
@@ -11,18 +11,19 @@ import { BOOTSTRAP_KEY_FILE } from './iam/bootstrap.ts';
 import { POSTURES, type CellConfig, type Posture } from './config.ts';
 import { startCell } from './server.ts';
 import { ClusterRefusal } from './cluster/cluster.ts';
-import { bundleCommand } from './edge/cli.ts';
+import { BUNDLE_HELP, bundleCommand } from './edge/cli.ts';
 import { MAX_BUNDLE_TTL_SECONDS } from './edge/export.ts';
-import { BACKUP_HELP, backupCommand, restoreCommand } from './ops/backup-cli.ts';
+import { BACKUP_HELP, RESTORE_HELP, backupCommand, restoreCommand } from './ops/backup-cli.ts';
 import { ADMIN_HELP, adminCommand } from './iam/admin-cli.ts';
-import { dispatch, fail, type Command } from '../runtime/cli.ts';
-import { ATTESTATION_VERIFY_USAGE, verifyAttestationFile } from '../runtime/attestation-cli.ts';
+import { EXIT, dispatch, fail, type Program } from '../runtime/cli.ts';
+import { ATTESTATION_HELP, verifyAttestationFile } from '../runtime/attestation-cli.ts';
 import {
   LOG_FORMATS,
   LOG_LEVELS,
   createLogger,
   exitOnFatalError,
   type LogFormat,
+  type BannerLine,
   type LogLevel,
   type ProcessLogger,
 } from '../runtime/log.ts';
@@ -31,8 +32,7 @@ import { tracesConfig } from './ops/traces-config.ts';
 import { parseOAuthIssuer } from './oauth/settings.ts';
 import { readToolSources } from './tools/sources/config.ts';
 
-const SERVE_HELP = `  serve            start a cell
-    --port N           port to listen on (0 picks a free one; default 8080)
+const SERVE_HELP = `    --port N           port to listen on (0 picks a free one; default 8080)
     --host H           address to bind (default 127.0.0.1)
     --data DIR         data directory (default ./.cell, or $CELL_DATA)
     --store URL        postgres://user@host:port/db: keep the store in PostgreSQL (also $CELL_STORE_URL);
@@ -83,29 +83,7 @@ const SERVE_HELP = `  serve            start a cell
                        directories); moves SQL workspaces of an earlier version, once each
 `;
 
-const HELP = `cell: agent teams and jobs under offline-verifiable authority
-
-Usage: node dist/cell.mjs <command> [options]
-
-Commands:
-${SERVE_HELP}  bundle keys      write a signed API-key bundle for an edge device (cell stopped)
-    --data DIR [--store URL] --device ID --out FILE [--ttl-seconds N]
-    --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL); with
-    --secrets-key-file FILE as for serve
-  bundle trust     write the trust anchor a device pins (--data DIR [--store URL] --out FILE)
-${BACKUP_HELP}${ADMIN_HELP}  attestation verify FILE --keys KEYS.json [--previous CHECKPOINT --consistency PROOF.json]
-                   [--save-checkpoint FILE]
-                   check a run's attestation (or SCITT signed statement) offline against the
-                   published keys, its place in the run log, and that the log extends a
-                   checkpoint seen before (docs/receipts.md); exit 0 verified, 1 refused
-  help             this text
-`;
-
 async function serveCommand(argv: string[]): Promise<void> {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(`Usage: node dist/cell.mjs serve [options]\n\n${SERVE_HELP}`);
-    return;
-  }
   const values = parseArgs({ args: argv, options: SERVE_OPTIONS, strict: true }).values;
   // Checked in the order of the help text; the first wrong option ends the command with its message.
   const config: ServeConfig = {
@@ -123,7 +101,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   // leaves its group a member short; the outage itself is answered with 503s and not-ready).
   process.on('unhandledRejection', (reason) => {
     log.error('unhandled rejection (a bug: please report it); the cell keeps serving', {
-      error: reason instanceof Error ? (reason.stack ?? reason.message) : String(reason),
+      error: reason,
     });
   });
   checkDataDir(config.dataDir);
@@ -134,7 +112,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     explainStartFailure(err, config);
     throw err;
   }
-  log.print(banner(running));
+  log.banner(banner(running));
   stopOnSignals(running, log);
 }
 
@@ -328,40 +306,45 @@ function commaList(v: string): string[] {
 /** Ends the command with what to do when the cell could not start for a reason an operator can fix; returns otherwise. */
 function explainStartFailure(err: unknown, config: ServeConfig): void {
   const code = (err as NodeJS.ErrnoException).code;
-  if (err instanceof ClusterRefusal) fail(err.message, 1);
+  if (err instanceof ClusterRefusal) fail(err.message, EXIT.failure);
   const dataDirProblem = dataDirError(err, config.dataDir);
-  if (dataDirProblem) fail(dataDirProblem, 1);
+  if (dataDirProblem) fail(dataDirProblem, EXIT.failure);
   const where = err as { port?: number; address?: string };
   if (code === 'EADDRINUSE') {
     const flag =
       where.port !== undefined && where.port === config.metricsPort && where.address === '127.0.0.1' ? '--metrics-port' : '--port';
     fail(
       `port ${where.port ?? config.port ?? 8080} on ${where.address ?? config.host ?? '127.0.0.1'} is already in use; pick another with ${flag}`,
-      1,
+      EXIT.failure,
     );
   }
   if (code === 'EACCES' && (err as { syscall?: string }).syscall === 'listen')
-    fail(`not allowed to listen on port ${config.port}; pick a port above 1023 with --port`, 1);
+    fail(`not allowed to listen on port ${config.port}; pick a port above 1023 with --port`, EXIT.failure);
 }
 
 /**
  * What the cell prints once it listens, in one write: whoever starts reading at "listening on" (scripts,
- * tests) also has the key lines.
+ * tests) also has the key lines. In the json format they are JSON lines with their fields (`url`,
+ * `metrics_url`, `key_file`): stdout carries JSON only.
  */
-function banner(running: RunningCell): string {
-  let text = `cell ${running.core.config.cellId} listening on ${running.url}\n`;
+function banner(running: RunningCell): BannerLine[] {
+  const cellId = running.core.config.cellId;
+  const lines: BannerLine[] = [{ msg: `cell ${cellId} listening on ${running.url}`, fields: { cell_id: cellId, url: running.url } }];
   const metricsUrl = running.modules.ops.ops.metricsUrl();
-  if (metricsUrl) text += `metrics on ${metricsUrl}\n`;
+  if (metricsUrl) lines.push({ msg: `metrics on ${metricsUrl}`, fields: { metrics_url: metricsUrl } });
   const keyFile = join(running.core.config.dataDir, BOOTSTRAP_KEY_FILE);
   if (running.bootstrapSecret) {
     // Only a person at a terminal sees it: a log shipper reading a pipe or a file would keep it.
-    text += process.stdout.isTTY
-      ? `bootstrap admin key (shown once, also in ${keyFile}):\n${running.bootstrapSecret}\n`
-      : `bootstrap admin key created, in ${keyFile} (mode 0600; not printed: stdout is not a terminal)\n`;
+    lines.push({
+      msg: process.stdout.isTTY
+        ? `bootstrap admin key (shown once, also in ${keyFile}):\n${running.bootstrapSecret}`
+        : `bootstrap admin key created, in ${keyFile} (mode 0600; not printed: stdout is not a terminal)`,
+      fields: { key_file: keyFile },
+    });
   } else if (existsSync(keyFile)) {
-    text += `the bootstrap admin key was printed at the first start; it is in ${keyFile}\n`;
+    lines.push({ msg: `the bootstrap admin key was printed at the first start; it is in ${keyFile}`, fields: { key_file: keyFile } });
   }
-  return text;
+  return lines;
 }
 
 /**
@@ -390,10 +373,11 @@ function checkDataDir(dir: string): void {
     st = statSync(dir, { throwIfNoEntry: false });
   } catch (err) {
     const problem = dataDirError(err, dir);
-    if (problem) fail(problem, 1);
+    if (problem) fail(problem, EXIT.failure);
     throw err;
   }
-  if (st && !st.isDirectory()) fail(`--data ${dir} is a file, not a directory: give a directory (it is created when missing)`, 1);
+  if (st && !st.isDirectory())
+    fail(`--data ${dir} is a file, not a directory: give a directory (it is created when missing)`, EXIT.failure);
 }
 
 /** What to do about a file-system error on the data directory (EACCES, EROFS, ENOTDIR, …), or null when it is not one. */
@@ -437,26 +421,31 @@ function intArg(name: string, v: string): number {
   return n;
 }
 
-const COMMANDS: Record<string, Command> = {
-  serve: serveCommand,
-  // The commands that work on a stopped cell's store are given startCell: a module does not import the wiring.
-  bundle: (argv) => bundleCommand(argv, startCell),
-  backup: backupCommand,
-  restore: restoreCommand,
-  admin: (argv) => adminCommand(argv, startCell),
-  attestation: attestationCommand,
+/** The cell's commands: what each runs and what its `--help` says (test/e2e/cli-help.test.ts walks it). */
+export const CELL_PROGRAM: Program = {
+  name: 'cell',
+  invocation: 'node dist/cell.mjs',
+  about: 'agent teams and jobs under offline-verifiable authority',
+  commands: {
+    serve: { summary: 'start a cell', usage: '[options]', details: SERVE_HELP, run: serveCommand },
+    // The commands that work on a stopped cell's store are given startCell: a module does not import the wiring.
+    bundle: {
+      summary: "signed files for an edge device, from a stopped cell's store",
+      subcommands: BUNDLE_HELP,
+      run: (argv) => bundleCommand(argv, startCell),
+    },
+    backup: { ...BACKUP_HELP, run: backupCommand },
+    restore: { ...RESTORE_HELP, run: restoreCommand },
+    admin: { summary: 'operator recovery on a stopped cell', subcommands: ADMIN_HELP, run: (argv) => adminCommand(argv, startCell) },
+    attestation: { summary: "a run's attestation, checked offline", subcommands: { verify: ATTESTATION_HELP }, run: attestationCommand },
+  },
 };
 
+/** `attestation verify`: argv[0] is the subcommand (the dispatcher checked it), the rest its file and options. */
 async function attestationCommand(argv: string[]): Promise<void> {
-  const [sub, ...rest] = argv;
-  if (sub !== 'verify') fail(`usage: ${ATTESTATION_VERIFY_USAGE}`);
-  process.exitCode = await verifyAttestationFile(rest);
+  process.exitCode = await verifyAttestationFile(argv.slice(1));
 }
 
 export function main(argv: string[]): Promise<void> {
-  return dispatch(argv, COMMANDS, HELP);
+  return dispatch(argv, CELL_PROGRAM);
 }
-
-// The bundle is also the entry of the job sandbox's worker threads (cell/jobs/sandbox/worker.ts):
-// there the command line is not ours to run.
-if (isMainThread) await main(process.argv.slice(2));

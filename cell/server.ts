@@ -37,6 +37,7 @@ import { createDiscoveryModule } from './discovery/module.ts';
 import { createOpsModule } from './ops/module.ts';
 import { CellMetrics } from './ops/metrics.ts';
 import { RequestTraces, type SpanSink } from './http/trace.ts';
+import { SetupError } from '../runtime/setup-error.ts';
 import { createConsoleModule } from './console/module.ts';
 import { Devices } from './edge/devices.ts';
 
@@ -207,7 +208,7 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
     }
     await store.close();
     // The spans batched so far are exported before the process goes (docs/operations.md "Traces").
-    await core.traces.shutdown().catch((e: unknown) => log.warn('traces not exported at stop', { error: (e as Error).message }));
+    await core.traces.shutdown().catch((e: unknown) => log.warn('traces not exported at stop', { error: e }));
   };
   return {
     core,
@@ -226,17 +227,29 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
 
 /**
  * The span sink when trace export is on: the OpenTelemetry SDK is imported
- * here and only here, so a cell that exports no traces never loads it.
+ * here and only here, so a cell that exports no traces never loads it. In
+ * the shipped build it is a file of its own beside dist/cell.mjs
+ * (dist/cell-otel.mjs, scripts/build.mjs), not even read otherwise.
  */
 async function spanSink(config: CellConfig, cellId: string, groupId: string, log: Logger): Promise<SpanSink | null> {
   if (config.traces === null) return null;
-  const { createOtelSink } = await import('./ops/otel-sink.ts');
+  let sinkModule: typeof import('./ops/otel-sink.ts');
+  try {
+    sinkModule = await import('./ops/otel-sink.ts');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw err;
+    throw new SetupError(
+      'trace export needs cell-otel.mjs beside cell.mjs (both are built into dist/): copy it there, or start without an OTLP endpoint',
+    );
+  }
+  const { createOtelSink } = sinkModule;
+  const sink = createOtelSink(config.traces, { 'service.instance.id': cellId, 'agent_cell.group.id': groupId });
   log.info('exporting traces over OTLP/HTTP', {
     endpoint: config.traces.endpoint,
-    service_name: config.traces.serviceName,
+    service_name: sink.serviceName,
     capture_message_content: config.traces.captureContent,
   });
-  return createOtelSink(config.traces, { 'service.instance.id': cellId, 'agent_cell.group.id': groupId });
+  return sink;
 }
 
 /** Listens; rejects (instead of crashing the process) when the address is taken. */

@@ -78,6 +78,7 @@ export const REASONS = {
   },
   bad_typ: { codes: U, sentence: 'The access token has the wrong JOSE `typ`.' },
   billet_has_reports: { codes: C, sentence: 'The billet still has billets reporting to it.' },
+  billet_seats_stage: { codes: C, sentence: 'A stage of the formation names the billet as its seat.' },
   body_too_large: { codes: I, sentence: 'The request body is larger than the limit.' },
   budget_ceiling_exceeded: { codes: [], runs: ['refused'], sentence: "A model call would pass the run's token ceiling." },
   budget_exceeded: { codes: [], runs: ['refused'], sentence: "The agent's budget ledger has too few tokens left for the call." },

@@ -19,16 +19,26 @@ import { runStatement, type RunEvidence } from '../core/attestation/statement.ts
 import type { Graph } from '../core/engine/types.ts';
 import { signerFromJwk } from '../bundles/codec.ts';
 import { deviceLogOrigin } from '../bundles/journal-export.ts';
-import { ATTESTATION_VERIFY_USAGE, verifyAttestationFile } from '../runtime/attestation-cli.ts';
+import { ATTESTATION_HELP, verifyAttestationFile } from '../runtime/attestation-cli.ts';
+import { Refusal, UsageError, type CommandHelp } from '../runtime/cli.ts';
 import { writeFileDurable as writeBytesDurable } from '../runtime/write-durable.ts';
-import { EdgeSetupError, readDevice, readState, readTrust, writeFileDurable } from './files.ts';
+import { readDevice, readState, readTrust, writeFileDurable } from './files.ts';
 import { loadCrewBundle } from './load.ts';
 import { appendRunHead, deviceLogProof } from './run-log.ts';
 import { readRun } from './runs.ts';
 
-const USAGE = `usage: attestation export RUN --data DIR --out FILE [--format bundle|scitt] [--crew-bundle FILE] [--values]
-       attestation keys --data DIR --out FILE
-       ${ATTESTATION_VERIFY_USAGE}`;
+/** The help of `attestation export|keys|verify` (edge/main.ts's command table). */
+export const ATTESTATION_EDGE_HELP: Record<'export' | 'keys' | 'verify', CommandHelp> = {
+  export: {
+    summary: "the run's in-toto attestation signed by the device key (DSSE, with its place in the device's run log), or SCITT COSE_Sign1",
+    usage: 'RUN --data DIR --out FILE [--format bundle|scitt] [--crew-bundle FILE] [--values]',
+    details: `    --crew-bundle: the crew bundle the run ran (verified against the pinned cell), so the statement carries its
+    graph, seats and model; --values puts the step values in it
+`,
+  },
+  keys: { summary: "the device's public key as a keys file, for verify", usage: '--data DIR --out FILE' },
+  verify: ATTESTATION_HELP,
+};
 
 const TERMINAL = ['completed', 'failed', 'refused', 'cancelled'];
 
@@ -44,22 +54,23 @@ async function exportCommand(runId: string | undefined, argv: string[]): Promise
     },
     strict: true,
   });
-  if (!runId || !values.data || !values.out) throw new EdgeSetupError(USAGE);
+  if (!runId || runId.startsWith('-') || !values.data || !values.out)
+    throw new UsageError('attestation export needs the RUN first, then --data DIR and --out FILE');
   const format = values.format ?? 'bundle';
-  if (format !== 'bundle' && format !== 'scitt') throw new EdgeSetupError('--format is bundle or scitt');
+  if (format !== 'bundle' && format !== 'scitt') throw new UsageError('--format is bundle or scitt');
   const dir = resolve(values.data);
   const device = readDevice(dir);
   const r = readRun(dir, runId);
-  if (!r) throw new EdgeSetupError(`no run ${runId} on this device`);
-  if (!TERMINAL.includes(r.run.state)) throw new EdgeSetupError(`run ${runId} is ${r.run.state}: its attestation exists once it ends`);
-  if (r.journal.records.length === 0) throw new EdgeSetupError(`run ${runId} has no journal records`);
+  if (!r) throw new Refusal(`no run ${runId} on this device`);
+  if (!TERMINAL.includes(r.run.state)) throw new Refusal(`run ${runId} is ${r.run.state}: its attestation exists once it ends`);
+  if (r.journal.records.length === 0) throw new Refusal(`run ${runId} has no journal records`);
   let graph: Graph | null = null;
   let models: RunEvidence['models'];
   if (values['crew-bundle'] !== undefined) {
     const loaded = await loadCrewBundle(values['crew-bundle'], readTrust(dir), readState(dir, device), Date.now());
     const crew = loaded.crew.payload.crew;
     if (crew.crew_id !== r.run.crew_id || crew.graph_hash !== r.run.graph_hash) {
-      throw new EdgeSetupError(`the crew bundle is not the one run ${runId} ran (crew ${r.run.crew_id}, graph ${r.run.graph_hash})`);
+      throw new Refusal(`the crew bundle is not the one run ${runId} ran (crew ${r.run.crew_id}, graph ${r.run.graph_hash})`);
     }
     graph = crew.graph as Graph;
     const m = loaded.crew.payload.model;
@@ -102,12 +113,13 @@ async function exportCommand(runId: string | undefined, argv: string[]): Promise
 
 function keysCommand(argv: string[]): void {
   const { values } = parseArgs({ args: argv, options: { data: { type: 'string' }, out: { type: 'string' } }, strict: true });
-  if (!values.data || !values.out) throw new EdgeSetupError(USAGE);
+  if (!values.data || !values.out) throw new UsageError('attestation keys needs --data DIR and --out FILE');
   const device = readDevice(resolve(values.data));
   writeFileDurable(values.out, JSON.stringify({ keys: [{ kid: device.device_id, jwk: device.public_jwk }] }, null, 1) + '\n');
   process.stdout.write(`the public key of device ${device.device_id} written to ${values.out}\n`);
 }
 
+/** `attestation export|keys|verify`: argv[0] is the subcommand (the dispatcher checked it), the rest its operands and options. */
 export async function attestationCommand(argv: string[]): Promise<void> {
   const [sub, ...rest] = argv;
   if (sub === 'export') return exportCommand(rest[0], rest.slice(1));
@@ -116,5 +128,5 @@ export async function attestationCommand(argv: string[]): Promise<void> {
     process.exitCode = await verifyAttestationFile(rest);
     return;
   }
-  throw new EdgeSetupError(USAGE);
+  throw new UsageError('attestation takes export, keys or verify');
 }

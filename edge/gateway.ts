@@ -243,7 +243,7 @@ export function createEdgeApp(
           correlation_id: id,
           method: c.req.method,
           path: c.req.path,
-          error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+          error: err,
         }),
       challenge: authChallenge('edge'),
     }),

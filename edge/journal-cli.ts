@@ -10,25 +10,36 @@ import { signerFromJwk } from '../bundles/codec.ts';
 import { readDevice, readTrust, writeFileDurable } from './files.ts';
 import { readRun } from './runs.ts';
 import { appendRunHead, deviceLogProof } from './run-log.ts';
+import { Refusal, UsageError, type CommandHelp } from '../runtime/cli.ts';
 
+/** The help of `journal export` (edge/main.ts's command table). */
+export const JOURNAL_HELP: Record<'export', CommandHelp> = {
+  export: {
+    summary: "write a run's signed journal for the cell (POST /edge/journals)",
+    usage: 'RUN_ID --data DIR --out FILE',
+  },
+};
+
+/** `journal export`: argv[0] is the subcommand (the dispatcher checked it), then the run id and the options. */
 export async function journalCommand(argv: string[]): Promise<void> {
   const [sub, runId, ...rest] = argv;
-  if (sub !== 'export' || !runId) throw new Error('usage: journal export RUN_ID --data DIR --out FILE');
+  if (sub !== 'export') throw new UsageError('journal takes export');
+  if (!runId || runId.startsWith('-')) throw new UsageError('journal export needs the RUN_ID first');
   const { values } = parseArgs({ args: rest, options: { data: { type: 'string' }, out: { type: 'string' } }, strict: true });
-  if (!values.data || !values.out) throw new Error('usage: journal export RUN_ID --data DIR --out FILE');
+  if (!values.data || !values.out) throw new UsageError('journal export needs --data DIR and --out FILE');
   const dir = resolve(values.data);
   const device = readDevice(dir);
   const trust = readTrust(dir);
   const r = readRun(dir, runId);
-  if (!r) throw new Error(`no run ${runId} on this device`);
-  if (r.run.state === 'running') throw new Error(`run ${runId} is still running`);
+  if (!r) throw new Refusal(`no run ${runId} on this device`);
+  if (r.run.state === 'running') throw new Refusal(`run ${runId} is still running`);
   // A waiting run (a retry's backoff, a timer) has more to record: the cell keeps what it imports as final.
-  if (r.run.state === 'waiting') throw new Error(`run ${runId} is waiting (it resumes by itself): export it once it has ended`);
-  if (r.journal.records.length === 0) throw new Error(`run ${runId} has no journal records`);
+  if (r.run.state === 'waiting') throw new Refusal(`run ${runId} is waiting (it resumes by itself): export it once it has ended`);
+  if (r.journal.records.length === 0) throw new Refusal(`run ${runId} has no journal records`);
   const problem = outcomeProblem({ outcome: r.run.state }, r.journal.records);
-  if (problem !== null) throw new Error(`run ${runId} cannot be exported: ${problem}`);
+  if (problem !== null) throw new Refusal(`run ${runId} cannot be exported: ${problem}`);
   if (r.run.run_nonce === undefined)
-    throw new Error(`run ${runId} was made by an older edge: its run id is not bound to this device, and the cell refuses its journal`);
+    throw new Refusal(`run ${runId} was made by an older edge: its run id is not bound to this device, and the cell refuses its journal`);
   // The run's place in the device's own log (a run finished by an older release joins it now).
   appendRunHead(dir, device.device_id, r.run.run_id, r.journal.records, r.run.graph_hash);
   const log = await deviceLogProof(dir, device, r.run.run_id);

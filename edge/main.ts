@@ -1,6 +1,7 @@
 /**
  * The edge program: `node dist/edge.mjs <command>` or the single executable `dist/edge <command>`.
- * Commands: init, trust, serve, verify-key, journal export, state adopt, attestation export|keys|verify, model keygen|sign. See HELP and docs/edge.md.
+ * Commands: init, trust, serve, verify-key, journal export, state adopt, attestation export|keys|verify, model keygen|sign.
+ * EDGE_PROGRAM is the table `--help` is printed from (docs/edge.md); edge/bin.ts, the bundle's entry, runs it.
  * No top-level await: the same source is bundled as CommonJS for the Node SEA.
  */
 import { parseArgs } from 'node:util';
@@ -28,63 +29,20 @@ import { MAX_BUNDLE_BYTES } from '../runtime/read-artifact.ts';
 import { authenticateOffline, authorizeOffline, type LoadedKeys } from './decide.ts';
 import { createEdgeApp, type EdgeRuntime } from './gateway.ts';
 import { DurableReplayCache } from './replay-log.ts';
-import { modelCommand } from './model-cli.ts';
+import { MODEL_HELP, modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
-import { journalCommand } from './journal-cli.ts';
-import { stateCommand } from './state-cli.ts';
-import { attestationCommand } from './attestation-cli.ts';
-import { runtimeChildBridge } from '../runtime/local-model.ts';
-import { installNativeSha256 } from '../runtime/native-hash.ts';
-import { dispatch, fail, type Command } from '../runtime/cli.ts';
+import { JOURNAL_HELP, journalCommand } from './journal-cli.ts';
+import { STATE_HELP, stateCommand } from './state-cli.ts';
+import { ATTESTATION_EDGE_HELP, attestationCommand } from './attestation-cli.ts';
+import { EXIT, Refusal, UsageError, dispatch, fail, type Program } from '../runtime/cli.ts';
 import { LOG_FORMATS, LOG_LEVELS, createLogger, exitOnFatalError, type LogFormat, type LogLevel } from '../runtime/log.ts';
-
-const HELP = `edge: offline keys and offline crews for an air-gapped device
-
-Usage: edge <command> [options]        (or: node dist/edge.mjs <command>)
-
-Commands:
-  init --data DIR                      create the device key pair; prints device_id and public JWK
-  trust --data DIR --file TRUST.json   pin the cell (file from POST /edge/devices or 'cell bundle trust')
-        [--publisher PUB.json]         also pin a model publisher key ({kid, jwk})
-  serve --data DIR --bundle FILE [--crew-bundle FILE] [--model FILE --model-manifest FILE]
-        [--port N] [--host H] [--region R] [--rate-capacity N] [--rate-refill N]
-        [--tls-cert PEM --tls-key PEM [--client-ca PEM]]
-        [--log-level debug|info|warn|error] [--log-format json|pretty] [--max-bundle-bytes N]
-                                       the offline gateway (port 0 picks a free one); API keys
-                                       and access tokens for edge:<device_id>, DPoP-bound too;
-                                       with --client-ca, certificate-bound tokens (mTLS)
-  verify-key --data DIR --bundle FILE [--ip IP] [--region R] [--permission P] [--max-bundle-bytes N]
-                                       reads a key from stdin; prints its effective authority
-                                       or the refusal reason (exit 0 allowed, 1 refused)
-  journal export RUN --data DIR --out FILE
-                                       write a run's signed journal for the cell (POST /edge/journals),
-                                       with its place in the device's own run log
-  state adopt --data DIR               seal, as it is, the state.json an older release of the edge wrote
-                                       (this release refuses an unsealed state)
-  attestation export RUN --data DIR --out FILE [--format bundle|scitt] [--crew-bundle FILE] [--values]
-                                       the run's in-toto attestation signed by the device key (DSSE,
-                                       with its inclusion in the device's run log), or SCITT COSE_Sign1
-  attestation keys --data DIR --out FILE
-                                       the device's public key as a keys file, for verify
-  attestation verify FILE --keys KEYS.json [--previous CHECKPOINT --consistency PROOF.json]
-                                       check an attestation offline (exit 0 verified, 1 refused)
-  model keygen --out PUBLISHER.json    a model publisher key pair (keep it off the device)
-  model sign --model FILE --key PUBLISHER.json --name NAME --out MANIFEST
-                                       sign a model manifest (file SHA-256 and size)
-  help                                 this text
-
---max-bundle-bytes N: the largest key or crew bundle file read (default 67108864, 64 MiB; a larger one is
-refused, artifact_too_large, before it is read).
-
-Test mode only: with AGENT_CELL_EDGE_TEST_CLOCK=1, serve and verify-key take --now-offset-ms N.
-`;
 
 async function initCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { data: { type: 'string' } }, strict: true });
-  if (!values.data) fail('init needs --data DIR');
+  if (!values.data) throw new UsageError('init needs --data DIR');
   const dir = resolve(values.data);
   const p = paths(dir);
-  if (existsSync(p.device)) fail(`a device key already exists in ${dir}; refusing to replace it`);
+  if (existsSync(p.device)) throw new Refusal(`a device key already exists in ${dir}; refusing to replace it`);
   const k = await generateEd25519();
   const device: DeviceFile = { format_version: 1, device_id: k.kid, public_jwk: k.publicJwk, private_jwk: k.privateJwk };
   // State first: a crash in between leaves no device.json, and init runs again from scratch.
@@ -99,23 +57,24 @@ async function trustCommand(argv: string[]): Promise<void> {
     options: { data: { type: 'string' }, file: { type: 'string' }, publisher: { type: 'string', multiple: true } },
     strict: true,
   });
-  if (!values.data || !values.file) fail('trust needs --data DIR --file TRUST.json');
+  if (!values.data || !values.file) throw new UsageError('trust needs --data DIR --file TRUST.json');
   const dir = resolve(values.data);
   readDevice(dir);
   let anchor: { cell_id?: unknown; keys?: unknown; trust?: { cell_id?: unknown; keys?: unknown } };
   try {
     anchor = JSON.parse(readFileSync(values.file, 'utf8')) as typeof anchor;
   } catch {
-    fail(`cannot read ${values.file} as JSON`);
+    fail(`cannot read ${values.file} as JSON`, EXIT.failure);
   }
   const a = anchor.trust ?? anchor; // accepts the POST /edge/devices response or the trust object itself
-  if (typeof a.cell_id !== 'string' || !Array.isArray(a.keys) || a.keys.length === 0) fail('the trust file needs cell_id and keys');
+  if (typeof a.cell_id !== 'string' || !Array.isArray(a.keys) || a.keys.length === 0)
+    fail('the trust file needs cell_id and keys', EXIT.failure);
   const publishers = (values.publisher ?? [])
     .map((f) => JSON.parse(readFileSync(f, 'utf8')) as { kid: string; jwk: JsonWebKey; private_jwk?: unknown })
     .map((pk) => ({ kid: pk.kid, jwk: { kty: 'OKP', crv: 'Ed25519', x: pk.jwk.x } as JsonWebKey }));
   const existing = existsSync(paths(dir).trust) ? readTrust(dir) : null;
   if (existing && existing.cell_id !== a.cell_id)
-    fail(`this device already trusts cell ${existing.cell_id}; refusing to re-pin to ${String(a.cell_id)}`);
+    throw new Refusal(`this device already trusts cell ${existing.cell_id}; refusing to re-pin to ${String(a.cell_id)}`);
   const trust: TrustFile = {
     format_version: 1,
     cell_id: a.cell_id,
@@ -161,7 +120,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     },
     strict: true,
   });
-  if (!values.data) fail('serve needs --data DIR');
+  if (!values.data) throw new UsageError('serve needs --data DIR');
   const maxBytes = maxBundleBytes(values['max-bundle-bytes']);
   const logLevel = (values['log-level'] ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
@@ -175,7 +134,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     try {
       return readFileSync(f);
     } catch {
-      return fail(`cannot read --${flag} ${f}`);
+      return fail(`cannot read --${flag} ${f}`, EXIT.failure);
     }
   };
   const tls =
@@ -260,15 +219,19 @@ async function serveCommand(argv: string[]): Promise<void> {
   });
   const port = (server.address() as AddressInfo).port;
   const tokenInfo = keys?.index.tokens ? `, tokens for edge:${device.device_id}` : ', no token keys';
-  log.print(
-    `edge ${device.device_id} listening on ${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port} (keys: ${keys ? `bundle v${keys.version}, ${keys.index.size} keys${tokenInfo}` : 'none: no key can be resolved'})\n`,
-  );
+  const url = `${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  log.banner([
+    {
+      msg: `edge ${device.device_id} listening on ${url} (keys: ${keys ? `bundle v${keys.version}, ${keys.index.size} keys${tokenInfo}` : 'none: no key can be resolved'})`,
+      fields: { device_id: device.device_id, url, key_bundle_version: keys ? keys.version : null },
+    },
+  ]);
   // Persist the clock high-water mark now and then, and on the way out.
   const persist = () => {
     try {
       writeState(dir, rt.state, device);
     } catch (e) {
-      log.error('state write failed', { error: String(e) });
+      log.error('state write failed', { error: e });
     }
   };
   const timer = setInterval(persist, 10_000);
@@ -318,7 +281,7 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
     },
     strict: true,
   });
-  if (!values.data) fail('verify-key needs --data DIR');
+  if (!values.data) throw new UsageError('verify-key needs --data DIR');
   const maxBytes = maxBundleBytes(values['max-bundle-bytes']);
   const dir = resolve(values.data);
   const clock = edgeClock(values['now-offset-ms']);
@@ -352,24 +315,56 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
     process.stdout.write(
       JSON.stringify({ allowed: false, error: e.code, reason: e.details?.['reason'] ?? null, message: e.message }) + '\n',
     );
-    process.exit(1);
+    process.exit(EXIT.refused);
   }
 }
 
-const COMMANDS: Record<string, Command> = {
-  init: initCommand,
-  trust: trustCommand,
-  serve: serveCommand,
-  'verify-key': verifyKeyCommand,
-  journal: journalCommand,
-  state: stateCommand,
-  attestation: attestationCommand,
-  model: modelCommand,
+const SERVE_DETAILS = `    the offline gateway (port 0 picks a free one; default 8090); API keys and access tokens for
+    edge:<device_id>, DPoP-bound too; with --client-ca, certificate-bound tokens (mTLS)
+`;
+
+/** The edge's commands: what each runs and what its `--help` says (test/e2e/cli-help.test.ts walks it). */
+export const EDGE_PROGRAM: Program = {
+  name: 'edge',
+  invocation: 'edge',
+  about: 'offline keys and offline crews for an air-gapped device (or: node dist/edge.mjs <command>)',
+  commands: {
+    init: { summary: 'create the device key pair; prints device_id and public JWK', usage: '--data DIR', run: initCommand },
+    trust: {
+      summary: "pin the cell (the file from POST /edge/devices or 'cell bundle trust')",
+      usage: '--data DIR --file TRUST.json [--publisher PUB.json]',
+      details: '    --publisher: also pin a model publisher key ({kid, jwk}); repeatable\n',
+      run: trustCommand,
+    },
+    serve: {
+      summary: 'the offline gateway, and offline crew runs with --crew-bundle',
+      usage: `--data DIR --bundle FILE [--crew-bundle FILE] [--model FILE --model-manifest FILE]
+        [--port N] [--host H] [--region R] [--rate-capacity N] [--rate-refill N]
+        [--tls-cert PEM --tls-key PEM [--client-ca PEM]]
+        [--log-level ${LOG_LEVELS.join('|')}] [--log-format ${LOG_FORMATS.join('|')}] [--max-bundle-bytes N]`,
+      details: SERVE_DETAILS,
+      run: serveCommand,
+    },
+    'verify-key': {
+      summary: 'read a key from stdin; print its effective authority or the refusal reason (exit 0 allowed, 3 refused)',
+      usage: '--data DIR --bundle FILE [--ip IP] [--region R] [--permission P] [--max-bundle-bytes N]',
+      run: verifyKeyCommand,
+    },
+    journal: { summary: "a run's signed journal, for the cell", subcommands: JOURNAL_HELP, run: journalCommand },
+    state: { summary: "the device's state file: seal the one an older release wrote", subcommands: STATE_HELP, run: stateCommand },
+    attestation: {
+      summary: "a device run's attestation: export, the device's keys, verify",
+      subcommands: ATTESTATION_EDGE_HELP,
+      run: attestationCommand,
+    },
+    model: { summary: 'the model publisher: a key pair, a signed manifest', subcommands: MODEL_HELP, run: modelCommand },
+  },
+  notes:
+    '--max-bundle-bytes N: the largest key or crew bundle file read (default 67108864, 64 MiB; a larger one is\n' +
+    'refused, artifact_too_large, before it is read).\n\n' +
+    'Test mode only: with AGENT_CELL_EDGE_TEST_CLOCK=1, serve and verify-key take --now-offset-ms N.\n',
 };
 
 export function main(argv: string[]): Promise<void> {
-  return dispatch(argv, COMMANDS, HELP);
+  return dispatch(argv, EDGE_PROGRAM);
 }
-
-installNativeSha256();
-if (!runtimeChildBridge()) main(process.argv.slice(2)).catch((e: unknown) => fail(String(e)));

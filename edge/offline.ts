@@ -197,7 +197,7 @@ export function mountOffline(
         updated_at: rt.clock.now(),
       });
     } catch (e) {
-      edgeLog(rt).error('run failed', { run_id: run.run_id, error: e instanceof Error ? (e.stack ?? e.message) : String(e) });
+      edgeLog(rt).error('run failed', { run_id: run.run_id, error: e });
       Object.assign(run, { state: 'failed', reason: 'engine_error', updated_at: rt.clock.now() });
     }
     persist();

@@ -10,14 +10,22 @@ import { parseArgs } from 'node:util';
 import { parseDeviceState } from '../bundles/accept.ts';
 import { isoTime } from '../core/iso-time.ts';
 import { paths, readDevice, writeState } from './files.ts';
+import { Refusal, UsageError, type CommandHelp } from '../runtime/cli.ts';
 
-const USAGE = 'usage: state adopt --data DIR';
+/** The help of `state adopt` (edge/main.ts's command table). */
+export const STATE_HELP: Record<'adopt', CommandHelp> = {
+  adopt: {
+    summary: 'seal, as it is, the state.json an older release of the edge wrote (this release refuses an unsealed state)',
+    usage: '--data DIR',
+  },
+};
 
+/** `state adopt`: argv[0] is the subcommand (the dispatcher checked it), the rest its options. */
 export async function stateCommand(argv: string[]): Promise<void> {
   const [sub, ...rest] = argv;
-  if (sub !== 'adopt') throw new Error(USAGE);
+  if (sub !== 'adopt') throw new UsageError('state takes adopt');
   const { values } = parseArgs({ args: rest, options: { data: { type: 'string' } }, strict: true });
-  if (!values.data) throw new Error(USAGE);
+  if (!values.data) throw new UsageError('state adopt needs --data DIR');
   const dir = resolve(values.data);
   const device = readDevice(dir);
   const p = paths(dir).state;
@@ -28,9 +36,9 @@ export async function stateCommand(argv: string[]): Promise<void> {
   } catch {
     throw new Error(`${p} is not JSON: there is no state to adopt`);
   }
-  if (raw?.format_version === 2) throw new Error(`${p} is already sealed by this release: nothing to adopt`);
+  if (raw?.format_version === 2) throw new Refusal(`${p} is already sealed by this release: nothing to adopt`);
   const state = parseDeviceState(raw);
-  if (state.device_id !== device.device_id) throw new Error(`${p} is the state of device ${state.device_id}, not of this device`);
+  if (state.device_id !== device.device_id) throw new Refusal(`${p} is the state of device ${state.device_id}, not of this device`);
   writeState(dir, state, device);
   const seen = Object.entries(state.seen).map(([k, v]) => `${k} v${v.version}`);
   process.stdout.write(

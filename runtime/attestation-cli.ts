@@ -10,7 +10,8 @@
  * KEYS.json: a cell's /.well-known/cell-keys.json, or any `{ "keys": [{ "kid", "jwk" }] }` (a device's
  * public key: `edge attestation keys`). CHECKPOINT: a checkpoint note seen before (the run log's
  * checkpoint route, or one saved by --save-checkpoint); PROOF.json: the log's consistency proof from
- * its size to the attestation's (the run log's consistency route). Exit 0 verified, 1 refused.
+ * its size to the attestation's (the run log's consistency route). Exit 0 verified, 3 refused (the
+ * programs' statuses, runtime/cli.ts EXIT: 2 a wrong command line, 1 a file that cannot be read).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -20,9 +21,19 @@ import type { ConsistencyProof } from '../core/transparency/checkpoint.ts';
 import { nativeSha256 } from './native-hash.ts';
 import { writeFileDurable } from './write-durable.ts';
 import { SetupError } from './setup-error.ts';
+import { EXIT, UsageError, type CommandHelp } from './cli.ts';
 
 export const ATTESTATION_VERIFY_USAGE =
   'attestation verify FILE --keys KEYS.json [--previous CHECKPOINT --consistency PROOF.json] [--save-checkpoint FILE]';
+
+/** The help of `attestation verify` (both programs' command tables). */
+export const ATTESTATION_HELP: CommandHelp = {
+  summary: "check a run's attestation (or SCITT signed statement) offline (exit 0 verified, 3 refused)",
+  usage: 'FILE --keys KEYS.json [--previous CHECKPOINT --consistency PROOF.json] [--save-checkpoint FILE]',
+  details: `    against the published keys (a cell's /.well-known/cell-keys.json, or \`edge attestation keys\`), its
+    place in the run log, and that the log extends a checkpoint seen before (docs/receipts.md)
+`,
+};
 
 function readJson(path: string, what: string): unknown {
   if (!existsSync(path)) throw new SetupError(`${what} missing: ${path}`);
@@ -42,7 +53,7 @@ export function readKeysFile(path: string): { kid: string; jwk: JsonWebKey }[] {
     .map((k) => ({ kid: k.kid as string, jwk: k.jwk as JsonWebKey }));
 }
 
-/** Verifies one file; writes what it found to stdout and returns the exit code (0 verified, 1 refused). */
+/** Verifies one file; writes what it found to stdout and returns the exit code (0 verified, 3 refused). */
 export async function verifyAttestationFile(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -56,8 +67,8 @@ export async function verifyAttestationFile(argv: string[]): Promise<number> {
     strict: true,
   });
   const file = positionals[0];
-  if (!file || positionals.length !== 1 || !values.keys) throw new SetupError(`usage: ${ATTESTATION_VERIFY_USAGE}`);
-  if (values.consistency !== undefined && values.previous === undefined) throw new SetupError('--consistency goes with --previous');
+  if (!file || positionals.length !== 1 || !values.keys) throw new UsageError('attestation verify needs one FILE and --keys KEYS.json');
+  if (values.consistency !== undefined && values.previous === undefined) throw new UsageError('--consistency goes with --previous');
   const keys = readKeysFile(values.keys);
   if (!existsSync(file)) throw new SetupError(`attestation file missing: ${file}`);
   const bytes = readFileSync(file);
@@ -67,7 +78,7 @@ export async function verifyAttestationFile(argv: string[]): Promise<number> {
     const v = await verifyStatement(new Uint8Array(bytes), (kid) => byKid.get(kid));
     if (!v.ok) {
       process.stdout.write(`refused: ${v.reason}\n`);
-      return 1;
+      return EXIT.refused;
     }
     process.stdout.write(`verified: signed statement of ${v.header.sub} by ${v.kid} (issuer ${v.header.iss}, ${v.header.contentType})\n`);
     return 0;
@@ -77,7 +88,7 @@ export async function verifyAttestationFile(argv: string[]): Promise<number> {
     doc = JSON.parse(bytes.toString('utf8'));
   } catch {
     process.stdout.write('refused: the file is neither an attestation (JSON) nor a signed statement (COSE_Sign1)\n');
-    return 1;
+    return EXIT.refused;
   }
   let previous: string | undefined;
   if (values.previous !== undefined) {
@@ -93,7 +104,7 @@ export async function verifyAttestationFile(argv: string[]): Promise<number> {
   });
   if (!v.ok) {
     process.stdout.write(`refused: ${v.reason}\n`);
-    return 1;
+    return EXIT.refused;
   }
   const a = v.attestation;
   const p = a.statement.predicate as { journal?: { records?: number }; outcome?: { state?: string } };

@@ -75,10 +75,28 @@ export class CredentialLimits {
   }
 }
 
-/** Gives each request an id (echoed as X-Request-Id), the correlation id of its errors. */
+/**
+ * A well-formed `X-Request-Id`: 1 to 128 letters, digits and `._:=+/-`, starting with a letter or digit (UUIDs,
+ * ULIDs, hex and base64 ids of proxies and tracers pass; spaces, quotes, commas and control characters do not, so an
+ * adopted id is safe in a log line and a header as it is).
+ */
+const REQUEST_ID = /^[A-Za-z0-9][A-Za-z0-9._:=+/-]{0,127}$/;
+
+/**
+ * The request's id: the caller's `X-Request-Id` when it sent one well-formed (a proxy or client that names its
+ * requests keeps one id across the hops), else a new UUID. Read from node:http's headers when served (a repeated
+ * header arrives joined with ", " and is not well-formed), else from the Request.
+ */
+export function requestIdOf(c: Context): string {
+  const headers = (c.env as NodeBindings | undefined)?.incoming?.headers;
+  const v = headers ? headers['x-request-id'] : c.req.header('x-request-id');
+  return typeof v === 'string' && REQUEST_ID.test(v) ? v : crypto.randomUUID();
+}
+
+/** Gives each request an id (requestIdOf, echoed as X-Request-Id), the correlation id of its errors. */
 export function requestContext<E extends GatewayEnv<GatewayAuth>>(): MiddlewareHandler<E> {
   return async function requestContext(c, next) {
-    const id = crypto.randomUUID();
+    const id = requestIdOf(c);
     c.set('requestId', id);
     await next();
     addHeaders(c, { 'X-Request-Id': id });
@@ -316,8 +334,11 @@ export function permissionGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
  * Gate 5: every error leaves as the spec's envelope. `toServiceError` maps
  * framework errors (malformed bodies, HTTP exceptions) first; anything else
  * is internal_error with the request id as correlation id, its cause given to
- * `logCause` only. A 401 carries `challenge` as WWW-Authenticate unless the
- * refusal set its own.
+ * `logCause` only. A 503 the program answers on purpose (a ServiceError: not
+ * ready while it starts or stops, a store outage, a provider away) is an
+ * answer, not a fault: its access line records it and no cause is logged
+ * (the outage itself is logged once by what met it). A 401 carries
+ * `challenge` as WWW-Authenticate unless the refusal set its own.
  */
 export function envelopeErrors<E extends GatewayEnv<GatewayAuth>>(o: {
   toServiceError?: (err: unknown) => unknown;
@@ -328,7 +349,7 @@ export function envelopeErrors<E extends GatewayEnv<GatewayAuth>>(o: {
     const e = o.toServiceError ? o.toServiceError(err) : err;
     const id = c.get('requestId') ?? crypto.randomUUID();
     const { status, body } = toEnvelope(e, id);
-    if (status >= 500) o.logCause(id, err, c);
+    if (status >= 500 && !(isServiceError(e) && status === 503)) o.logCause(id, err, c);
     const headers: Record<string, string> = {};
     if (isServiceError(e) && e.headers) Object.assign(headers, e.headers);
     if (status === 401 && !headers['WWW-Authenticate']) headers['WWW-Authenticate'] = o.challenge;

@@ -1,8 +1,9 @@
 /**
  * The operator log of both programs (the cell and the edge), through pino:
  * one line per event, `info` (and `debug`) on stdout, `warn` and `error` on
- * stderr; JSON by default (`{"level":"info","time":"<ISO>",...fields,"msg":"…"}`,
- * for a log shipper) or a short line for people (`--log-format pretty`,
+ * stderr; JSON by default (`{"level":30,"time":"<ISO>",...fields,"msg":"…"}`: pino's
+ * numeric levels, which pino-pretty, pino's transports and `jq 'select(.level>=40)'`
+ * read; for a log shipper) or a short line for people (`--log-format pretty`,
  * through pino-pretty, in-process). `--log-level` drops the lines below it.
  *
  * Lines are written asynchronously (pino's SonicBoom destinations, in this
@@ -51,10 +52,21 @@ export interface Logger {
 export interface ProcessLogger extends Logger {
   enabled(level: 'info' | 'warn' | 'error'): boolean;
   request(fields: AccessFields): void;
-  /** Writes `text` as it is on stdout, in order with the lines logged before it (the start-up banner). */
-  print(text: string): void;
+  /**
+   * The start-up banner (where the program listens, where its key is): written on stdout whatever
+   * `--log-level` says, in one write, in order with the lines logged before it. In the json format each is
+   * an `info` line like the others (stdout carries JSON only), in the pretty format its message alone.
+   * Not redacted: the banner is the one place a secret is meant to be seen (on a terminal only).
+   */
+  banner(lines: readonly BannerLine[]): void;
   /** Resolves once every line logged so far is written, or after `timeoutMs` (then what is left is written synchronously). */
   close(timeoutMs?: number): Promise<void>;
+}
+
+/** One line of the start-up banner: its message, and in the json format its fields beside it. */
+export interface BannerLine {
+  msg: string;
+  fields?: Record<string, string | number | boolean | null>;
 }
 
 export interface LoggerOptions {
@@ -315,7 +327,8 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
       level: opts.level,
       base: null,
       timestamp: () => time(),
-      formatters: { level: (label) => ({ level: label }), log: redactFields },
+      // pino's numeric levels (30 info, 40 warn, 50 error): what pino-pretty, pino's transports and jq filters expect.
+      formatters: { log: redactFields },
       // Errors, under any key, are already plain objects (type, message, stack) after redactFields.
       serializers: { err: (e: unknown) => e },
       hooks: { streamWrite: redactLine },
@@ -341,7 +354,15 @@ export function createLogger(opts: LoggerOptions): ProcessLogger {
     error: (msg, fields) => logger.error(fields, msg),
     enabled: (level) => on[level],
     request: pretty ? (fields) => logger.info(fields, 'request') : writeAccessLine,
-    print: (text) => out.write(text),
+    banner(lines) {
+      const at = time();
+      const line = (l: BannerLine) => {
+        if (pretty) return `${l.msg}\n`;
+        const fields = l.fields ? JSON.stringify(l.fields).slice(1, -1) : '';
+        return `{"level":30${at}${fields ? `,${fields}` : ''},"msg":${JSON.stringify(l.msg)}}\n`;
+      };
+      out.write(lines.map(line).join(''));
+    },
     async close(timeoutMs = 5000) {
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<void>((r) => {
@@ -366,7 +387,7 @@ export function exitOnFatalError(log: ProcessLogger, timeoutMs = 2000): void {
     if (dying) return;
     dying = true;
     log.error(origin === 'unhandledRejection' ? 'unhandled rejection' : 'uncaught exception', {
-      error: e instanceof Error ? (e.stack ?? e.message) : String(e),
+      error: e,
     });
     void log.close(timeoutMs).finally(() => process.exit(1));
   });

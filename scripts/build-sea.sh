@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the single-file edge program as a Node single executable application (SEA):
-#   dist/edge.cjs  edge/main.ts bundled as CommonJS (SEA runs CommonJS), core and bundles included
+#   dist/edge.cjs  edge/bin.ts (edge/main.ts) bundled as CommonJS (SEA runs CommonJS), core and bundles included
 #   dist/edge      a copy of this node binary (stripped when `strip` exists) with the blob injected
 # The local model runtime (edge-runtime/node_modules/node-llama-cpp) is the only part loaded from
 # beside the binary at run time; it is never bundled.
@@ -8,8 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p dist
 
-npx esbuild edge/main.ts --bundle --platform=node --format=cjs --target=node22 \
-  --loader:.wasm=binary --legal-comments=none --log-level=warning --outfile=dist/edge.cjs
+node scripts/build.mjs --edge-sea
 
 cat > dist/sea-config.json <<JSON
 { "main": "dist/edge.cjs", "output": "dist/edge.blob", "disableExperimentalSEAWarning": true }

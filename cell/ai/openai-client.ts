@@ -4,12 +4,15 @@
  *
  * Each call has a connect/headers timeout and a body timeout; 429, 5xx and
  * network failures are retried with exponential backoff (honouring a short
- * Retry-After); everything else fails at once. Failures leave as ServiceError
+ * Retry-After, in seconds or as an HTTP-date); everything else fails at once.
+ * A streamed answer is read with eventsource-parser (the WHATWG event-stream
+ * rules: CR, LF or CRLF line ends, multi-line `data:`, comments). Failures leave as ServiceError
  * `service_unavailable` with `details.reason` (`provider_timeout`,
  * `provider_unreachable`, `provider_rate_limited`, `provider_error`,
  * `provider_rejected`, `provider_bad_response`), the provider's HTTP status
  * and the number of attempts made, never the provider's body or the key.
  */
+import { createParser } from 'eventsource-parser';
 import { request } from 'undici';
 import { promptTokens, withConsumed } from '../../core/engine/budget.ts';
 import { ServiceError } from '../../core/errors.ts';
@@ -48,6 +51,8 @@ export interface ChatResult {
   finish_reason: string | null;
   usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
   model: string;
+  /** The provider's id of the answer (`chatcmpl-…`), when it gave one: `gen_ai.response.id` on the call's span. */
+  id?: string;
   /**
    * What the call's failed attempts consumed before this answer (a stream cut after part of an answer,
    * then retried): charged to the budget beside `usage`, which is this answer's alone. Absent: nothing.
@@ -206,8 +211,8 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
           status === 429
             ? fail('provider_rate_limited', 'the model provider is rate limiting', { provider_status: status }, true)
             : fail('provider_error', 'the model provider failed', { provider_status: status }, true);
-        const ra = Number(res.headers['retry-after']);
-        if (Number.isFinite(ra) && ra >= 0) waitMs = Math.min(ra * 1000, opts.maxRetryAfterMs ?? 5000);
+        const ra = retryAfterMs(res.headers['retry-after'], Date.now());
+        if (ra !== null) waitMs = Math.min(ra, opts.maxRetryAfterMs ?? 5000);
       } else {
         throw fail('provider_rejected', 'the model provider rejected the request', { provider_status: status });
       }
@@ -241,11 +246,27 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
   throw charged(withAttempts(last ?? fail('provider_unreachable', 'the model provider is unreachable'), retries + 1));
 }
 
+/**
+ * How long a `Retry-After` asks to wait, ms (RFC 9110 §10.2.3: delay-seconds, or an HTTP-date, which is
+ * `now` or later; a date in the past is no wait), or null when there is none or it is neither.
+ */
+export function retryAfterMs(header: string | string[] | undefined, now: number): number | null {
+  const v = (Array.isArray(header) ? header[0] : header)?.trim();
+  if (!v) return null;
+  if (/^\d+$/.test(v)) return Number(v) * 1000;
+  // An HTTP-date: IMF-fixdate and the obsolete RFC 850 form name GMT; the asctime form is GMT without saying so.
+  let at: number;
+  if (/^[A-Za-z]{3,9}, .+ GMT$/.test(v)) at = Date.parse(v);
+  else if (/^[A-Za-z]{3} [A-Za-z]{3} [ \d]\d \d\d:\d\d:\d\d \d{4}$/.test(v)) at = Date.parse(`${v} GMT`);
+  else return null;
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
 /** Validates a Chat Completions response body. */
 export function parseCompletion(json: unknown): ChatResult {
   const bad = () => fail('provider_bad_response', 'the model provider answered with an unreadable body');
   if (typeof json !== 'object' || json === null) throw bad();
-  const j = json as { choices?: unknown; usage?: unknown; model?: unknown };
+  const j = json as { choices?: unknown; usage?: unknown; model?: unknown; id?: unknown };
   if (!Array.isArray(j.choices) || j.choices.length === 0) throw bad();
   const choice = j.choices[0] as { message?: { content?: unknown; tool_calls?: unknown }; finish_reason?: unknown };
   const msg = choice.message;
@@ -273,6 +294,7 @@ export function parseCompletion(json: unknown): ChatResult {
     finish_reason: typeof choice.finish_reason === 'string' ? choice.finish_reason : null,
     usage: { prompt_tokens, completion_tokens, total_tokens: n(u.total_tokens) || prompt_tokens + completion_tokens },
     model: typeof j.model === 'string' ? j.model : '',
+    ...(typeof j.id === 'string' && j.id !== '' ? { id: j.id } : {}),
   };
 }
 
@@ -284,26 +306,28 @@ export interface ChatDelta {
 }
 
 /**
- * Assembles a streamed Chat Completions answer (`data: {chunk}` lines, then
- * `data: [DONE]`) into the shape of a non-streamed one, a line at a time:
+ * Assembles a streamed Chat Completions answer (events whose data is a chunk,
+ * then `[DONE]`) into the shape of a non-streamed one, an event at a time:
  * content deltas concatenated, tool calls merged by `index` (arguments
- * concatenated), the last finish_reason, and the usage chunk when the server
- * sends one. Each fragment is handed to `onDelta` as it is read.
+ * concatenated), the last finish_reason, the answer's id, and the usage chunk
+ * when the server sends one. Each fragment is handed to `onDelta` as it is read.
  */
 export class StreamAssembler {
   private content: string | null = null;
   private finish: unknown = null;
   private usage: unknown;
   private model: unknown;
+  private id: unknown;
   private bad = false;
   private done = false;
   private readonly calls = new Map<number, { id?: string; type: 'function'; function: { name: string; arguments: string } }>();
   constructor(private readonly onDelta?: (d: ChatDelta) => void) {}
 
-  /** Reads one line of the event stream. */
-  line(line: string): void {
-    if (this.done || this.bad || !line.startsWith('data:')) return;
-    const data = line.slice(5).trim();
+  /** Reads the data of one event of the stream (its `data:` lines joined, as eventsource-parser hands them). */
+  data(event: string): void {
+    if (this.done || this.bad) return;
+    const data = event.trim();
+    if (data === '') return;
     if (data === '[DONE]') {
       this.done = true;
       return;
@@ -312,6 +336,7 @@ export class StreamAssembler {
       choices?: { delta?: { content?: unknown; tool_calls?: unknown }; finish_reason?: unknown }[];
       usage?: unknown;
       model?: unknown;
+      id?: unknown;
     };
     try {
       chunk = JSON.parse(data) as typeof chunk;
@@ -321,6 +346,7 @@ export class StreamAssembler {
     }
     if (chunk.usage) this.usage = chunk.usage;
     if (chunk.model) this.model = chunk.model;
+    if (chunk.id) this.id = chunk.id;
     const c = chunk.choices?.[0];
     if (!c) return;
     if (c.finish_reason) this.finish = c.finish_reason;
@@ -362,6 +388,7 @@ export class StreamAssembler {
     if (this.bad) return undefined;
     const tool_calls = [...this.calls.entries()].sort(([a], [b]) => a - b).map(([, v]) => v);
     return {
+      id: this.id,
       model: this.model,
       usage: this.usage,
       choices: [{ message: { content: this.content, ...(tool_calls.length ? { tool_calls } : {}) }, finish_reason: this.finish }],
@@ -369,27 +396,30 @@ export class StreamAssembler {
   }
 }
 
+/**
+ * An event-stream parser that hands each event's data to `a`. The body's end ends the last event too (a
+ * server that closes without the blank line after it is read as if it had sent one).
+ */
+function eventReader(a: StreamAssembler): { feed(text: string): void; end(): void } {
+  const parser = createParser({ onEvent: (e) => a.data(e.data) });
+  return { feed: (text) => parser.feed(text), end: () => parser.feed('\n\n') };
+}
+
 /** Assembles a whole streamed answer at once (see StreamAssembler). */
 export function assembleStream(text: string): unknown {
   const a = new StreamAssembler();
-  for (const line of text.split(/\r?\n/)) a.line(line);
+  const r = eventReader(a);
+  r.feed(text);
+  r.end();
   return a.result();
 }
 
-/** Reads an event-stream body as it arrives, a line at a time. */
+/** Reads an event-stream body as it arrives, an event at a time. */
 async function readStream(body: AsyncIterable<Buffer | Uint8Array>, a: StreamAssembler): Promise<unknown> {
   const decoder = new TextDecoder();
-  let rest = '';
-  for await (const chunk of body) {
-    rest += decoder.decode(chunk, { stream: true });
-    let nl = rest.indexOf('\n');
-    while (nl >= 0) {
-      a.line(rest.slice(0, nl).replace(/\r$/, ''));
-      rest = rest.slice(nl + 1);
-      nl = rest.indexOf('\n');
-    }
-  }
-  rest += decoder.decode();
-  if (rest !== '') a.line(rest);
+  const r = eventReader(a);
+  for await (const chunk of body) r.feed(decoder.decode(chunk, { stream: true }));
+  r.feed(decoder.decode());
+  r.end();
   return a.result();
 }

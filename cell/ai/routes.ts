@@ -100,6 +100,10 @@ const Tool = z
     description: z.string(),
     side_effects: z.boolean(),
     read_only: z.boolean(),
+    idempotent: z.union([z.boolean(), z.object({ argument: z.string(), values: z.array(z.string()) })]).openapi({
+      description:
+        'Which calls of a side-effecting tool are issued again with their effect key after a lost outcome: all (true), none (false), or those whose argument is one of the values',
+    }),
     parameters: z.record(z.string(), z.unknown()),
     source: z.string().optional().openapi({ description: 'An imported tool: the catalog source it comes from' }),
     pin: z.string().optional().openapi({ description: 'An imported tool: the pin (sha256:) of its reviewed definition' }),

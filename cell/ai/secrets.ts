@@ -153,7 +153,7 @@ export async function readSecret(
       // One statement on a row every run using the provider shares: row locks, never a serialization failure.
       .write((tx) => touchSecret(tx, secretId, now), { isolation: 'row-locks' })
       .catch((e: unknown) => {
-        log.warn('ai: could not record a secret use', { secret_id: secretId, error: String(e) });
+        log.warn('ai: could not record a secret use', { secret_id: secretId, error: e });
       });
   }
   return value;

@@ -346,7 +346,7 @@ export class Cluster implements GroupClock {
       if (this.#failingSince === null) {
         this.#failingSince = this.core.clock.now();
         this.core.log.warn('heartbeat failed: the cell reports not-ready and retries every interval until the store answers', {
-          error: e instanceof Error ? e.message : String(e),
+          error: e,
         });
       }
       return false;
@@ -393,7 +393,7 @@ export class Cluster implements GroupClock {
         failed = true;
         if (!this.#sweepFailing)
           this.core.log.warn('cluster sweep failed; logged once until a sweep succeeds', {
-            error: e instanceof Error ? e.message : String(e),
+            error: e,
           });
         this.#sweepFailing = true;
       }
@@ -467,7 +467,7 @@ export class Cluster implements GroupClock {
       const key = this.#key();
       await this.core.store.write(async (tx) => repo.markStopped(tx, this.core.config.cellId, key, this.#now(this.core.clock.now())));
     } catch (e) {
-      this.core.log.warn('could not record the stop', { error: e instanceof Error ? e.message : String(e) });
+      this.core.log.warn('could not record the stop', { error: e });
     }
   }
 

@@ -106,7 +106,7 @@ export function mountConsole(app: OpenAPIHono<AppEnv>, core: CellCore, oauth: OA
     try {
       files = await assets();
     } catch (e) {
-      core.log.error('console assets unavailable', { error: e instanceof Error ? e.message : String(e) });
+      core.log.error('console assets unavailable', { error: e });
       throw new ServiceError('service_unavailable', 'the console could not be built', {
         details: { reason: 'console_unavailable' },
         retryable: true,

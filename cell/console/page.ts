@@ -3,7 +3,8 @@
  * the application (`GET /console`) and the sign-in pop-up's return page
  * (`GET /console/callback`, the redirect URI of the console's OAuth client).
  * Every byte comes from the cell; the Content-Security-Policy allows only the
- * cell's own origin, no inline script or style, no framing, no plug-ins.
+ * cell's own origin, no inline script or style, no framing, no plug-ins, and
+ * requires Trusted Types for script sinks (no string becomes HTML or code).
  */
 import { createHash } from 'node:crypto';
 
@@ -26,6 +27,8 @@ export const CONSOLE_CSP = [
   "form-action 'self'",
   "worker-src 'none'",
   "manifest-src 'none'",
+  // No string reaches an HTML or script sink (innerHTML, eval, script src): the console builds its DOM with Preact.
+  "require-trusted-types-for 'script'",
 ].join('; ');
 
 /** Headers every /console response carries. */

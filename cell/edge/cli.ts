@@ -13,16 +13,35 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { isoTime } from '../../core/iso-time.ts';
+import { UsageError, type CommandHelp } from '../../runtime/cli.ts';
 import type { StartCell } from '../module.ts';
 import type { EdgeModule } from './module.ts';
 
-const USAGE =
-  'usage: bundle keys --data DIR [--store URL [--secrets-key-file FILE]] --device DEVICE_ID --out FILE [--ttl-seconds N] | bundle trust --data DIR [--store URL [--secrets-key-file FILE]] --out FILE';
+const STORE_DETAILS = `    --store URL: the cell's PostgreSQL store, as for serve (also $CELL_STORE_URL); with
+    --secrets-key-file FILE as for serve
+`;
 
-/** `startCell`: cell/server.ts's, handed in by cell/main.ts. */
+/** The help of `bundle keys` and `bundle trust` (cell/main.ts's command table). */
+export const BUNDLE_HELP: Record<'keys' | 'trust', CommandHelp> = {
+  keys: {
+    summary: 'write a signed API-key bundle for an edge device (cell stopped)',
+    usage: '--data DIR [--store URL [--secrets-key-file FILE]] --device ID --out FILE [--ttl-seconds N]',
+    details: STORE_DETAILS,
+  },
+  trust: {
+    summary: 'write the trust anchor a device pins (cell stopped)',
+    usage: '--data DIR [--store URL [--secrets-key-file FILE]] --out FILE',
+    details: STORE_DETAILS,
+  },
+};
+
+/**
+ * `bundle keys|trust`: argv[0] is the subcommand (the dispatcher checked it), the rest its options.
+ * `startCell`: cell/server.ts's, handed in by cell/main.ts.
+ */
 export async function bundleCommand(argv: string[], startCell: StartCell<{ edge: EdgeModule }>): Promise<void> {
   const [what, ...rest] = argv;
-  if (what !== 'keys' && what !== 'trust') throw new Error(USAGE);
+  if (what !== 'keys' && what !== 'trust') throw new UsageError('bundle takes keys or trust');
   const { values } = parseArgs({
     args: rest,
     options: {
@@ -35,12 +54,12 @@ export async function bundleCommand(argv: string[], startCell: StartCell<{ edge:
     },
     strict: true,
   });
-  if (!values.out) throw new Error(USAGE);
-  if (what === 'keys' && !values.device) throw new Error(USAGE);
+  if (!values.out) throw new UsageError(`bundle ${what} needs --out FILE`);
+  if (what === 'keys' && !values.device) throw new UsageError('bundle keys needs --device ID');
   const dataDir = resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell');
   const storeUrl = values.store ?? process.env['CELL_STORE_URL'];
   if (storeUrl !== undefined && storeUrl !== '' && !/^postgres(ql)?:\/\//.test(storeUrl))
-    throw new Error('--store takes a postgres://user@host:port/db URL');
+    throw new UsageError('--store takes a postgres://user@host:port/db URL');
   const quiet = { info() {}, warn() {}, error() {} };
   const secretsKeyFile = values['secrets-key-file'] !== undefined ? resolve(values['secrets-key-file']) : null;
   const running = await startCell({

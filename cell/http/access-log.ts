@@ -14,7 +14,7 @@ import type { AccessFields } from '../../runtime/log.ts';
 import type { AppEnv, Logger } from '../context.ts';
 import type { CellMetrics } from '../ops/api.ts';
 import { parseTraceparent, type RequestTraces, type Trace } from './trace.ts';
-import { routeTemplate } from '../../runtime/route-template.ts';
+import { routeTemplate, UNMATCHED_ROUTE } from '../../runtime/route-template.ts';
 
 /** The access log and metrics of the cell's gateway (cell/http/gateway.ts runs the request between `traceOf` and `done`). */
 export interface AccessLog {
@@ -95,21 +95,37 @@ function traceparentHeader(c: Context<AppEnv>): string | undefined {
   return c.req.header('traceparent');
 }
 
+/** The methods the HTTP conventions name (RFC 9110, RFC 5789, the QUERY draft); any other is `_OTHER`. */
+const KNOWN_METHODS = new Set(['CONNECT', 'DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT', 'QUERY', 'TRACE']);
+
 /**
  * The request's span (OpenTelemetry HTTP server conventions), child of the
- * caller's `traceparent` when it sent one: method, route template and status;
- * never the path, the query, a header or a body.
+ * caller's `traceparent` when it sent one: method (`_OTHER` and
+ * `http.request.method_original` for a method the conventions do not name),
+ * `url.scheme`, route template and status; `{method} {route}`, or `{method}`
+ * alone (and no `http.route`) when no route matched. Never the path, the
+ * query, a header or a body.
  */
 function requestSpan(traces: RequestTraces, c: Context<AppEnv>, next: () => Promise<void>): Promise<string | undefined> {
-  const method = c.req.method;
-  return traces.span(method, { kind: 'server', attributes: { 'http.request.method': method } }, async (s) => {
+  const original = c.req.method;
+  const method = KNOWN_METHODS.has(original) ? original : '_OTHER';
+  const attributes = {
+    'http.request.method': method,
+    'http.request.method_original': method === original ? undefined : original,
+    'url.scheme': c.req.url.startsWith('https:') ? 'https' : 'http',
+  };
+  return traces.span(method === '_OTHER' ? 'HTTP' : method, { kind: 'server', attributes }, async (s) => {
     const traceId = traces.current()?.traceId;
     await next();
     const route = routeTemplate(c);
     const status = c.res.status;
-    s.set({ 'http.route': route, 'http.response.status_code': status, 'agent_cell.request_id': c.get('requestId') });
-    // The span's name is the route template once it is known (the conventions' `{method} {route}`).
-    s.rename(`${method} ${route}`);
+    s.set({ 'http.response.status_code': status, 'agent_cell.request_id': c.get('requestId') });
+    // The span's name is the route template once it is known (the conventions' `{method} {route}`); an unmatched
+    // request has no route (its path is not a name: it is unbounded), so it keeps the method alone.
+    if (route !== UNMATCHED_ROUTE) {
+      s.set({ 'http.route': route });
+      s.rename(`${method === '_OTHER' ? 'HTTP' : method} ${route}`);
+    }
     if (status >= 500) s.fail(String(status));
     return traceId;
   });

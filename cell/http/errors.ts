@@ -30,10 +30,7 @@ export const errorHandler = (log: Logger): ErrorHandler<AppEnv> =>
   envelopeErrors<AppEnv>({
     toServiceError: frameworkError,
     challenge: authChallenge('cell'),
-    logCause: (id, err, c) => {
-      const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
-      log.error('request failed', { correlation_id: id, method: c.req.method, path: c.req.path, error: detail });
-    },
+    logCause: (id, err, c) => log.error('request failed', { correlation_id: id, method: c.req.method, path: c.req.path, error: err }),
   });
 
 export const onNotFound: NotFoundHandler<AppEnv> = notFoundAnswer;

@@ -23,6 +23,7 @@ import {
   bodyTooLarge,
   presentedCredential,
   rateStep,
+  requestIdOf,
   type CredentialLimits,
 } from '../../runtime/gateway.ts';
 import { unauthorized } from '../../core/errors.ts';
@@ -91,7 +92,7 @@ export function cellGateway(
 
   /** The request id, the gates and the route; a gate's refusal becomes the answer here, and the gateway's headers go on it. */
   const gates = async (c: Context<AppEnv>, next: Next): Promise<void> => {
-    const id = crypto.randomUUID();
+    const id = requestIdOf(c);
     c.set('requestId', id);
     c.set('credentialLimits', limits);
     c.set('credentialCheck', credentialCheck);

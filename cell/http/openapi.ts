@@ -3,7 +3,10 @@
  * @hono/zod-openapi's `createRoute`, carries tags and `x-status`, and spreads
  * `secured(permission)` (bearer security + the authorization gate) or is
  * explicitly public. The curated document (cell/discovery) is generated from
- * these declarations.
+ * these declarations. Its security schemes: `bearerAuth` (an API key or an
+ * access token), `dpop`, and `oauth2` (OAuth2Scheme: the client-credentials
+ * flow of /oauth/token, each catalog permission a scope), whose requirement
+ * on an operation names the permission its `x-required-permission` says.
  *
  * @example
  * const mint = createRoute({
@@ -18,6 +21,7 @@ import type { ZodType } from 'zod';
 import type { Context, Next } from 'hono';
 import { grants } from '../../core/authority/scopes.ts';
 import { ERROR_STATUS, type ErrorCode } from '../../core/errors.ts';
+import { ALL_PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import { requires } from './authorize.ts';
 
@@ -81,10 +85,41 @@ export function jsonBody<T extends ZodType>(schema: T) {
   return { required: true, content: { 'application/json': { schema } } };
 }
 
+/** The token endpoint, relative to the document's server (the cell that served it). */
+const TOKEN_URL = '/oauth/token';
+
+/**
+ * The `oauth2` security scheme: tokens from /oauth/token's client-credentials grant, whose scopes are the
+ * permission catalog (a token's scope may also hold a selector above a permission, e.g. `agent_teams` or
+ * `*`, which covers it: docs/oauth.md).
+ */
+export function oauth2Scheme() {
+  const scopes: Record<string, string> = {};
+  for (const p of ALL_PERMISSIONS) {
+    const above = p
+      .split('.')
+      .slice(0, -1)
+      .map((_, i, parts) => parts.slice(0, i + 1).join('.'));
+    const selectors = [...above, '*'].map((a) => `\`${a}\``).join(', ');
+    scopes[p] = `The ${p} permission (a scope holding ${selectors} grants it too)`;
+  }
+  return {
+    type: 'oauth2' as const,
+    description:
+      'An OAuth 2.1 access token from the cell (RFC 9068 JWT), bearer or DPoP-bound; the scope an operation needs is its `x-required-permission`. Other grants (authorization code with PKCE, device, token exchange) issue the same tokens: /.well-known/oauth-authorization-server.',
+    flows: { clientCredentials: { tokenUrl: TOKEN_URL, scopes } },
+  };
+}
+
+/** The security requirements of an operation: a key or a token (bearer or DPoP), or an OAuth token holding one of `scopes`. */
+function securityFor(...scopes: string[][]) {
+  return [{ bearerAuth: [] as string[] }, { dpop: [] as string[] }, ...scopes.map((s) => ({ oauth2: s }))];
+}
+
 /** Bearer security plus the authorization gate for `permission`. */
 export function secured(permission: string) {
   return {
-    security: [{ bearerAuth: [] as string[] }, { dpop: [] as string[] }],
+    security: securityFor([permission]),
     'x-required-permission': permission,
     middleware: [requires(permission)],
   };
@@ -101,7 +136,7 @@ export function securedEither(permission: string, also: string) {
   const primary = requires(permission);
   const alternative = requires(also);
   return {
-    security: [{ bearerAuth: [] as string[] }, { dpop: [] as string[] }],
+    security: securityFor([permission], [also]),
     'x-required-permission': permission,
     'x-also-permitted': [also],
     middleware: [
@@ -119,7 +154,7 @@ export const ANY_AUTHENTICATED = '(none: any authenticated caller)';
 /** Bearer security for an operation that needs a credential but no permission (`GET /admin/whoami`); the credential's rpm still applies. */
 export function authenticatedOnly() {
   return {
-    security: [{ bearerAuth: [] as string[] }, { dpop: [] as string[] }],
+    security: securityFor([]),
     'x-required-permission': ANY_AUTHENTICATED,
     middleware: [requires(null)],
   };

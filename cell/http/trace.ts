@@ -59,8 +59,21 @@ export interface SpanScope {
   rename(name: string): void;
 }
 
+/**
+ * What the model calls made inside a span add up to: the agent span of a run drive (`invoke_agent`) carries
+ * the drive's token usage and the providers it called (the GenAI conventions' `gen_ai.usage.*`,
+ * `gen_ai.provider.name`). Opened with SpanOptions.tally; every span within it adds to it.
+ */
+export interface UsageTally {
+  providers: Set<string>;
+  inputTokens: number;
+  outputTokens: number;
+}
+
 export interface SpanOptions {
   kind?: 'internal' | 'server' | 'client';
+  /** Counts the model calls made inside this span, and inside the spans within it (`RequestTraces.addUsage`). */
+  tally?: UsageTally;
   attributes?: SpanAttributes;
   /** The parent as a `traceparent` (a run's stored trace); default: the span this code runs in. */
   parent?: string | undefined;
@@ -97,6 +110,8 @@ const NOOP_SCOPE: SpanScope = { set() {}, fail() {}, ok() {}, rename() {} };
 interface Active extends Trace {
   /** The span this code runs in, when spans are exported. */
   span?: SinkSpan;
+  /** The tally of the nearest span that keeps one (SpanOptions.tally). */
+  tally?: UsageTally;
 }
 
 export class RequestTraces {
@@ -165,7 +180,8 @@ export class RequestTraces {
     if (sink === null) return fn(NOOP_SCOPE);
     const parent = (opts.parent !== undefined ? parseTraceparent(opts.parent) : null) ?? this.#parentOfNew();
     const span = sink.start(name, parent, opts);
-    const active: Active = { traceId: span.traceId, parentId: span.spanId, flags: span.flags, span };
+    const tally = opts.tally ?? this.#als.getStore()?.tally;
+    const active: Active = { traceId: span.traceId, parentId: span.spanId, flags: span.flags, span, ...(tally ? { tally } : {}) };
     return this.#als.run(active, async () => {
       try {
         return await fn(span);
@@ -176,6 +192,15 @@ export class RequestTraces {
         span.end(opts.endTime);
       }
     });
+  }
+
+  /** Adds one model call's provider and tokens to the tally of the span this code runs in (SpanOptions.tally), if any. */
+  addUsage(provider: string, inputTokens: number, outputTokens: number): void {
+    const t = this.#als.getStore()?.tally;
+    if (!t) return;
+    t.providers.add(provider);
+    t.inputTokens += inputTokens;
+    t.outputTokens += outputTokens;
   }
 
   /** Records a finished span (start and end times given), child of `opts.parent` or of the current span. */

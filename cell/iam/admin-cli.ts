@@ -12,21 +12,27 @@
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { isoTime } from '../../core/iso-time.ts';
-import { SetupError } from '../../runtime/setup-error.ts';
+import { Refusal, UsageError, type CommandHelp } from '../../runtime/cli.ts';
 import type { Cluster } from '../cluster/api.ts';
 import type { StartCell } from '../module.ts';
 import type { IamModule } from './module.ts';
 
-const USAGE = 'usage: admin reset-owner --data DIR [--store URL [--secrets-key-file FILE] [--while-serving]] [--principal ID]';
+/** The help of `admin reset-owner` (cell/main.ts's command table). */
+export const ADMIN_HELP: Record<'reset-owner', CommandHelp> = {
+  'reset-owner': {
+    summary: 'mint a new owner key for an operator who lost it (the cell stopped; revokes nothing)',
+    usage: '--data DIR [--store URL [--secrets-key-file FILE] [--while-serving]] [--principal ID]',
+    details: '    refused (exit 3) while a cell serves on DIR, or while a cell of the group is live unless --while-serving\n',
+  },
+};
 
-export const ADMIN_HELP = `  admin reset-owner  mint a new owner key for an operator who lost it (the cell stopped; revokes nothing)
-    --data DIR [--store URL [--secrets-key-file FILE] [--while-serving]] [--principal ID]
-`;
-
-/** `startCell`: cell/server.ts's, handed in by cell/main.ts. */
+/**
+ * `admin reset-owner`: argv[0] is the subcommand (the dispatcher checked it), the rest its options.
+ * `startCell`: cell/server.ts's, handed in by cell/main.ts.
+ */
 export async function adminCommand(argv: string[], startCell: StartCell<{ iam: IamModule; cluster: { cluster: Cluster } }>): Promise<void> {
   const [what, ...rest] = argv;
-  if (what !== 'reset-owner') throw new Error(USAGE);
+  if (what !== 'reset-owner') throw new UsageError('admin takes reset-owner');
   const { values } = parseArgs({
     args: rest,
     options: {
@@ -41,7 +47,7 @@ export async function adminCommand(argv: string[], startCell: StartCell<{ iam: I
   const dataDir = resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell');
   const storeUrl = values.store ?? process.env['CELL_STORE_URL'];
   if (storeUrl !== undefined && storeUrl !== '' && !/^postgres(ql)?:\/\//.test(storeUrl))
-    throw new Error('--store takes a postgres://user@host:port/db URL');
+    throw new UsageError('--store takes a postgres://user@host:port/db URL');
   const quiet = { info() {}, warn() {}, error() {} };
   let running;
   try {
@@ -57,14 +63,14 @@ export async function adminCommand(argv: string[], startCell: StartCell<{ iam: I
     });
   } catch (err) {
     const m = /is in use by pid (\d+)/.exec((err as Error).message);
-    if (m) throw new SetupError(`a cell (pid ${m[1]}) serves on ${dataDir}: stop it first, then run admin reset-owner again`);
+    if (m) throw new Refusal(`a cell (pid ${m[1]}) serves on ${dataDir}: stop it first, then run admin reset-owner again`);
     throw err;
   }
   try {
     if (running.core.store.engine === 'postgres' && !values['while-serving']) {
       const live = (await running.modules.cluster.cluster.members()).filter((c) => c.state !== 'dead').map((c) => c.cell_id);
       if (live.length > 0)
-        throw new SetupError(
+        throw new Refusal(
           `cells of this group are serving (${live.join(', ')}): stop them first, or pass --while-serving to mint the key while they serve`,
         );
     }

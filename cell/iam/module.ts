@@ -53,7 +53,7 @@ export async function createIamModule(core: CellCore, deps: IamDeps): Promise<Ia
   let pruneTimer: NodeJS.Timeout | undefined;
   const sweep = async () => {
     if (!deps.standing.trusted()) return;
-    await lifecycle.sweep().catch((e: unknown) => core.log.error('purge sweep failed', { error: String(e) }));
+    await lifecycle.sweep().catch((e: unknown) => core.log.error('purge sweep failed', { error: e }));
   };
   const buckets = core.store.engine === 'postgres' ? new StoreBuckets(core) : null;
   return {
@@ -79,7 +79,7 @@ export async function createIamModule(core: CellCore, deps: IamDeps): Promise<Ia
       if (buckets) {
         pruneTimer = setInterval(() => {
           if (!deps.standing.trusted()) return;
-          buckets.prune().catch((e: unknown) => core.log.error('rate bucket prune failed', { error: String(e) }));
+          buckets.prune().catch((e: unknown) => core.log.error('rate bucket prune failed', { error: e }));
         }, BUCKET_PRUNE_INTERVAL_MS);
         pruneTimer.unref();
       }

@@ -29,12 +29,12 @@ export async function migrateLegacyWorkspaces(ctx: JobsContext): Promise<void> {
           'a SQL workspace of an earlier version could not be moved into a database of its own; its jobs fail until it is',
           {
             workspace_id: workspaceId,
-            error: err instanceof Error ? err.message : String(err),
+            error: err,
           },
         );
       }
     }
   } catch (err) {
-    if (!ctx.stopped) ctx.core.log.warn('the SQL workspaces of an earlier version were not looked for', { error: String(err) });
+    if (!ctx.stopped) ctx.core.log.warn('the SQL workspaces of an earlier version were not looked for', { error: err });
   }
 }

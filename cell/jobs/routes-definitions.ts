@@ -1,6 +1,6 @@
 /**
  * Jobs definitions routes (spec: "Jobs definitions"): create, list, get,
- * update, enable, disable, soft delete. Reads need
+ * update, enable, disable, soft delete; and run now (run-now.ts: one run as the caller). Reads need
  * system.orchestration.admin.read, writes .write. Each change is audited and
  * re-arms the scheduler.
  *
@@ -18,6 +18,7 @@ import type { JobsContext } from './context.ts';
 import { assertDefinitionSeats, assertMayAuthor, assertWithinQuota, authorRoot } from './definition-authority.ts';
 import { assertNotDeleted, definitionView, newScheduleId, nextFireAfter, parseCron, validateTemplate } from './definitions.ts';
 import * as repo from './repository.ts';
+import { runDefinitionNow } from './run-now.ts';
 import type { Scheduler } from './scheduler.ts';
 import { CreateDefinitionSchema, DefinitionSchema, PatchDefinitionSchema } from './shapes.ts';
 
@@ -112,6 +113,34 @@ const del = createRoute({
   description: 'It never fires again and is listed only with include_deleted=true; its runs stay.',
   request: { params: IdParam },
   responses: { 200: json(DefinitionSchema, 'The deleted definition'), ...errorResponses(400, 401, 403, 404) },
+});
+
+const runNow = createRoute({
+  method: 'post',
+  path: `${BASE}/{schedule_id}/run`,
+  tags: [TAG],
+  'x-status': 'Live',
+  ...secured(PERMISSIONS.jobsWrite),
+  summary: 'Run a definition now, as the caller',
+  description:
+    "One run of the definition's template outside its cron (a manual fire), enabled or not. The run is the caller's: its requester is the caller, bounded by the caller's authority now, as if the caller had submitted the template (`POST /jobs/runs`, or a crew run for a team template): an agent or team template needs agent_teams.write too (403 missing_permission) and authority covering every seat of its crew (403 wider_than_caller). It records who fired it (`source: schedule:<schedule_id>`, `flags.fired_by`, `flags.manual: true`; audit `jobs.definition.run`) and changes nothing of the definition (next fire, fire count, last run). A deleted definition is 409 definition_deleted; a crew run refused before its first step is 409 with `details.run_id`; storage quotas as for a run.",
+  request: { params: IdParam },
+  responses: {
+    202: json(
+      z
+        .object({
+          run_id: z.string(),
+          kind: z.enum(['job', 'crew']),
+          state: z.string(),
+          requester: z.string().openapi({ description: 'The caller, who fired it' }),
+          schedule_id: z.string(),
+          checked_cell_id: z.string(),
+        })
+        .openapi('JobDefinitionRun'),
+      'The run was accepted and is queued',
+    ),
+    ...errorResponses(400, 401, 403, 404, 409),
+  },
 });
 
 /** A definition as the shared-things rule sees it: it acts as its author (iam.assertMayActOnOwned). */
@@ -255,6 +284,23 @@ export function mountDefinitionRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext
   };
   app.openapi(enable, async (c) => c.json(definitionView(await setEnabled(c.req.valid('param').schedule_id, c.get('auth'), true)), 200));
   app.openapi(disable, async (c) => c.json(definitionView(await setEnabled(c.req.valid('param').schedule_id, c.get('auth'), false)), 200));
+
+  app.openapi(runNow, async (c) => {
+    const d = await load(c.req.valid('param').schedule_id);
+    const run = await runDefinitionNow(ctx, c.get('auth'), d);
+    c.header('Location', `/api/public/v1/admin/jobs/runs/${run.run_id}`);
+    return c.json(
+      {
+        run_id: run.run_id,
+        kind: run.kind,
+        state: run.state,
+        requester: run.requester,
+        schedule_id: d.schedule_id,
+        checked_cell_id: core.config.cellId,
+      },
+      202,
+    );
+  });
 
   app.openapi(del, async (c) => {
     const d = await load(c.req.valid('param').schedule_id);

@@ -100,7 +100,8 @@ const invoke = createRoute({
   path: '/api/public/v1/jobs/endpoints/{endpoint_id}/invoke',
   tags: [TAG],
   'x-status': 'Live',
-  security: [{ bearerAuth: [] }, { dpop: [] }],
+  // A token's scope is judged against the endpoint's own required_scopes, which the document cannot name.
+  security: [{ bearerAuth: [] }, { dpop: [] }, { oauth2: [] }],
   'x-required-permission': "the endpoint's required_scopes",
   summary: 'Invoke a published endpoint',
   description:

@@ -92,7 +92,7 @@ const list = createRoute({
   ...secured(PERMISSIONS.jobsRead),
   summary: 'List runs',
   description:
-    'Runs in a stable order: the order they were recorded, oldest first (new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all; `state`, `job_type`, `crew_id`, `source`, `created_after`, `created_before` narrow the list (all combine; `total` counts the filtered list).' +
+    'Runs in a stable order: the order they were recorded, oldest first (new runs append at the end). `limit` 1 to 2000 (default 200), `offset` from 0. `kind` selects job runs (default), crew runs or all; `state`, `job_type`, `crew_id`, `source`, `created_after`, `created_before` and `reason` (why it ended badly) narrow the list (all combine; `total` counts the filtered list).' +
     READS_ALL_RUNS,
   request: {
     query: pageQuery(200, 2000).extend({
@@ -116,21 +116,25 @@ const list = createRoute({
 });
 
 /**
- * The status route's `{job_id}`: not the run id parameter (runIdPath) on purpose. The spec answers a job
- * the cell did not find with state `unknown` and `checked_cell_id`, whatever was asked, so any id of 1 to
- * 200 characters is looked up; one that is not a run id is simply not found.
+ * The status route's `{run_id}`: named as every route under `/jobs/runs/{run_id}` names that segment (the
+ * spec's table calls it `{job_id}`: the same value, `job_id` = `run_id`), but not the run id parameter
+ * (runIdPath) on purpose. The spec answers a job the cell did not find with state `unknown` and
+ * `checked_cell_id`, whatever was asked, so any id of 1 to 200 characters is looked up; one that is not a
+ * run id is simply not found.
  */
-const JobIdParam = z.object({
-  job_id: z
+const StatusIdParam = z.object({
+  run_id: z
     .string()
     .min(1)
     .max(200)
-    .openapi({ param: { name: 'job_id', in: 'path' }, example: 'run_0123456789abcdef0123' }),
+    .openapi({ param: { name: 'run_id', in: 'path' }, example: 'run_0123456789abcdef0123' }),
 });
 
 const status = createRoute({
   method: 'get',
-  path: '/api/public/v1/admin/jobs/runs/{job_id}',
+  path: '/api/public/v1/admin/jobs/runs/{run_id}',
+  // The operationId the path gave while the segment was `{job_id}`: clients generated from the document keep it.
+  operationId: 'getAdminJobsRunsByJobId',
   tags: [TAG],
   'x-status': 'Live',
   ...secured(PERMISSIONS.jobsRead),
@@ -138,7 +142,7 @@ const status = createRoute({
   description:
     'State, output or error, and `checked_cell_id`. A run this cell does not know answers 200 with state `unknown` and `checked_cell_id` (not 404).' +
     READS_ALL_RUNS,
-  request: { params: JobIdParam },
+  request: { params: StatusIdParam },
   responses: {
     200: json(z.union([JobRunSchema, UnknownRunSchema]), 'The run, or state unknown'),
     ...errorResponses(400, 401, 403),
@@ -258,9 +262,9 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
   });
 
   app.openapi(status, async (c) => {
-    const { job_id } = c.req.valid('param');
-    const run = await runs.getRun(job_id);
-    if (!run) return c.json({ run_id: job_id, job_id, state: 'unknown' as const, checked_cell_id: core.config.cellId }, 200);
+    const { run_id } = c.req.valid('param');
+    const run = await runs.getRun(run_id);
+    if (!run) return c.json({ run_id, job_id: run_id, state: 'unknown' as const, checked_cell_id: core.config.cellId }, 200);
     return c.json(await runView(ctx, run), 200);
   });
 

@@ -48,7 +48,8 @@ export async function boundSingleSpec(ctx: JobsContext, auth: AuthContext, works
 }
 
 export interface SubmitJob {
-  job_type: RunJobType;
+  /** A run's job type; `agent` for a definition's agent template (run-now.ts). */
+  job_type: RunJobType | 'agent';
   workspace_id: string;
   /** A spec already validated by parseRunSpec. */
   spec: unknown;
@@ -145,7 +146,7 @@ export function startJobDrive(ctx: JobsContext, run: Run): Promise<DriveResult> 
           finalOutput: (r) => finalOutput(ctx, run, r, outputs),
         });
   const p = drive.catch((err: unknown): DriveResult => {
-    ctx.core.log.error('job run drive failed', { run_id: run.run_id, error: err instanceof Error ? err.message : String(err) });
+    ctx.core.log.error('job run drive failed', { run_id: run.run_id, error: err });
     return { state: 'failed', result: null };
   });
   ctx.inflight.add(p);

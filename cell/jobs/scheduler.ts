@@ -129,7 +129,7 @@ export class Scheduler {
     this.#failing = { since: Date.now(), retryMs: RETRY_FIRST_MS };
     this.ctx.core.log.error(`scheduler: ${what}; retrying with back-off until the store answers`, {
       ...fields,
-      error: err instanceof Error ? err.message : String(err),
+      error: err,
     });
   }
 
@@ -406,7 +406,7 @@ export class Scheduler {
           def.author_id,
           crewId,
           { input: spec.input ?? null, workspace_id: def.workspace_id },
-          reserved !== null ? { runId: reserved } : {},
+          { ...(reserved !== null ? { runId: reserved } : {}), source: `schedule:${def.schedule_id}` },
         );
         runId = run.run_id;
         await runs.setRunFlags(runId, { schedule_id: def.schedule_id, scheduled_for: at });

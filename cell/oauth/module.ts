@@ -181,14 +181,14 @@ function startTimers(ctx: OAuthContext, groupReplay: GroupReplayCache | null, st
     await ctx.issuers.reload();
   };
   const timer = setInterval(() => {
-    sweep().catch((e: unknown) => core.log.error('oauth sweep failed', { error: String(e) }));
+    sweep().catch((e: unknown) => core.log.error('oauth sweep failed', { error: e }));
   }, OAUTH.sweepIntervalMs);
   timer.unref();
   let pruneTimer: NodeJS.Timeout | undefined;
   if (groupReplay) {
     pruneTimer = setInterval(() => {
       if (!standing.trusted()) return;
-      groupReplay.prune().catch((e: unknown) => core.log.error('oauth proof prune failed', { error: String(e) }));
+      groupReplay.prune().catch((e: unknown) => core.log.error('oauth proof prune failed', { error: e }));
     }, OAUTH.proofPruneIntervalMs);
     pruneTimer.unref();
   }

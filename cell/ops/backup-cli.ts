@@ -8,20 +8,24 @@
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
+import { UsageError, type CommandHelp } from '../../runtime/cli.ts';
 import { readSecretsKeyFile } from '../custody/api.ts';
 import { restoreBackup, writeBackup } from './backup.ts';
 
-const BACKUP_USAGE = 'usage: backup --data DIR --out FILE [--secrets-key-file FILE]';
-const RESTORE_USAGE = 'usage: restore --from FILE --data NEWDIR --secrets-key-file FILE';
+export const BACKUP_HELP: CommandHelp = {
+  summary: "copy a data directory's embedded store while the cell serves (one consistent LSN), keyed with its secrets key",
+  usage: '--data DIR --out FILE [--secrets-key-file FILE]',
+  details: `    keyed with the cell's secrets key (HMAC-SHA256 under a key derived from it); --secrets-key-file: the
+    cell's key when it is not DIR/secrets.key. The secrets key and the bootstrap key are not in the backup:
+    keep them apart
+`,
+};
 
-export const BACKUP_HELP = `  backup           copy a data directory's embedded store while the cell serves (one consistent LSN),
-                   keyed with the cell's secrets key (HMAC-SHA256 under a key derived from it)
-    --data DIR --out FILE [--secrets-key-file FILE]   FILE: the cell's key when it is not DIR/secrets.key;
-                   the secrets key and the bootstrap key are not in the backup: keep them apart
-  restore          write a new data directory from a backup, verified first
-    --from FILE --data NEWDIR --secrets-key-file FILE
-                   FILE: the secrets key of the backed-up cell (verifies the backup, opens its store; copied in)
-`;
+export const RESTORE_HELP: CommandHelp = {
+  summary: 'write a new data directory from a backup, verified first',
+  usage: '--from FILE --data NEWDIR --secrets-key-file FILE',
+  details: '    --secrets-key-file: the secrets key of the backed-up cell (verifies the backup, opens its store; copied in)\n',
+};
 
 export async function backupCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -29,7 +33,7 @@ export async function backupCommand(argv: string[]): Promise<void> {
     options: { data: { type: 'string' }, out: { type: 'string' }, 'secrets-key-file': { type: 'string' } },
     strict: true,
   });
-  if (!values.out) throw new Error(BACKUP_USAGE);
+  if (!values.out) throw new UsageError('backup needs --out FILE');
   const dataDir = resolve(values.data ?? process.env['CELL_DATA'] ?? './.cell');
   const secretsKeyFile = values['secrets-key-file'] !== undefined ? resolve(values['secrets-key-file']) : null;
   const m = await writeBackup(dataDir, resolve(values.out), new Date(), secretsKeyFile);
@@ -45,10 +49,10 @@ export async function restoreCommand(argv: string[]): Promise<void> {
     options: { from: { type: 'string' }, data: { type: 'string' }, 'secrets-key-file': { type: 'string' } },
     strict: true,
   });
-  if (!values.from || !values.data) throw new Error(RESTORE_USAGE);
+  if (!values.from || !values.data) throw new UsageError('restore needs --from FILE and --data NEWDIR');
   if (!values['secrets-key-file'])
-    throw new Error(
-      `${RESTORE_USAGE}\n(the backup does not hold the secrets key that keys it and seals its signing keys; name the backed-up cell's key file)`,
+    throw new UsageError(
+      "restore needs --secrets-key-file FILE: the backup does not hold the secrets key that keys it and seals its signing keys; name the backed-up cell's key file",
     );
   const dataDir = resolve(values.data);
   const m = await restoreBackup(resolve(values.from), dataDir, readSecretsKeyFile(resolve(values['secrets-key-file'])));

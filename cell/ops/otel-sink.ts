@@ -7,14 +7,22 @@
  * spans rather than hold memory. cell/server.ts imports this file (and so
  * the SDK) only when trace export is on (docs/operations.md "Traces").
  *
+ * The resource is the SDK's default (telemetry.sdk.*), then the cell's
+ * defaults (`service.name` agent-cell, `service.version`), then what the
+ * operator says (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME: the SDK's
+ * environment detector), then the cell's identity (`service.instance.id`,
+ * `agent_cell.group.id`), which nothing overrides. The tracer is named and
+ * versioned after the program (`agent-cell`, package.json's version).
+ *
  * Parents are passed explicitly (the cell's own AsyncLocalStorage in
  * cell/http/trace.ts knows the current span), so no global tracer provider
  * or context manager is registered.
  */
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Link, type Span } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { resourceFromAttributes } from '@opentelemetry/resources';
+import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { PROGRAM_VERSION } from '../../runtime/version.ts';
 import type { TracesConfig } from '../config.ts';
 import { parseTraceparent, type SinkSpan, type SpanAttributes, type SpanOptions, type SpanSink, type Trace } from '../http/trace.ts';
 
@@ -80,15 +88,20 @@ class ExportedSpan implements SinkSpan {
   }
 }
 
-/** Starts the SDK for `config`; `resource` names this cell (service.instance.id and the group). */
-export function createOtelSink(config: TracesConfig, resource: Record<string, string>): SpanSink {
+/** The instrumentation scope of every span: the program, by name and version. */
+export const TRACER_NAME = 'agent-cell';
+
+/** Starts the SDK for `config`; `identity` names this cell (service.instance.id and the group). */
+export function createOtelSink(config: TracesConfig, identity: Record<string, string>): SpanSink & { serviceName: string } {
   const exporter = new OTLPTraceExporter({ url: config.endpoint });
-  const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': config.serviceName, ...resource }),
-    spanProcessors: [new BatchSpanProcessor(exporter)],
-  });
-  const tracer = provider.getTracer('agent-cell');
+  const resource = defaultResource()
+    .merge(resourceFromAttributes({ 'service.name': config.serviceName, 'service.version': PROGRAM_VERSION }))
+    .merge(detectResources({ detectors: [envDetector] }))
+    .merge(resourceFromAttributes(identity));
+  const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] });
+  const tracer = provider.getTracer(TRACER_NAME, PROGRAM_VERSION);
   return {
+    serviceName: String(resource.attributes['service.name']),
     captureContent: config.captureContent,
     start(name: string, parent: Trace | null, opts: SpanOptions): SinkSpan {
       const links: Link[] = [];

@@ -72,7 +72,7 @@ export function schedule(ctx: ReceiptsContext): void {
     return n;
   })()
     .catch((e: unknown) => {
-      ctx.core.log.warn('run log sequencing failed', { error: e instanceof Error ? e.message : String(e) });
+      ctx.core.log.warn('run log sequencing failed', { error: e });
       return 0;
     })
     .finally(() => {

@@ -211,6 +211,15 @@ export const runFilterQuery = {
   }),
   created_after: queryTime('Only runs created after this time (exclusive)'),
   created_before: queryTime('Only runs created before this time (exclusive)'),
+  reason: z
+    .string()
+    .regex(/^[a-z][a-z0-9_]{0,63}$/, 'a reason: lower-case letters, digits and _')
+    .optional()
+    .openapi({
+      description:
+        'Only runs that ended badly with this reason: `error.reason` (core/reasons.ts: `model_error`, `step_timeout`, `budget_ceiling_exceeded`, `gate_declined`, `approval_rejected`, `sql_error`, …), or `error.code` for an error that names none',
+      example: 'approval_rejected',
+    }),
 };
 
 /**
@@ -334,7 +343,8 @@ export function runFilterOf(q: {
   source?: string | undefined;
   created_after?: number | undefined;
   created_before?: number | undefined;
-}): Pick<ListRunsOptions, 'state' | 'jobType' | 'crewId' | 'source' | 'createdAfter' | 'createdBefore'> {
+  reason?: string | undefined;
+}): Pick<ListRunsOptions, 'state' | 'jobType' | 'crewId' | 'source' | 'createdAfter' | 'createdBefore' | 'errorReason'> {
   return {
     state: q.state,
     jobType: q.job_type,
@@ -342,5 +352,6 @@ export function runFilterOf(q: {
     source: q.source,
     createdAfter: q.created_after,
     createdBefore: q.created_before,
+    errorReason: q.reason,
   };
 }

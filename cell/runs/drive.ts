@@ -103,8 +103,7 @@ async function keptWrite<T>(ctx: RunsContext, runId: string, write: () => Promis
       return await write();
     } catch (err) {
       if (!retryableInPlace(err) || ctx.stopping) throw err;
-      if (attempt === 0)
-        ctx.core.log.warn('a run write was refused for now; writing it again', { run_id: runId, error: (err as Error).message });
+      if (attempt === 0) ctx.core.log.warn('a run write was refused for now; writing it again', { run_id: runId, error: err });
       await outageWait(attempt);
       if (ctx.stopping) throw err;
     }
@@ -199,6 +198,8 @@ export interface DriveOptions {
   replace?: { step_id: string; input: unknown };
   /** Called once this drive took the run over from a driver that stopped (its journal verified), before any step runs. */
   onTakeover?(previousOwner: string | null): Promise<void>;
+  /** The name a crew run's span gives its agent (the crew's name: `invoke_agent {name}`, `gen_ai.agent.name`). */
+  agentName?: string;
 }
 
 export interface DriveResult {
@@ -339,7 +340,7 @@ export async function driveRun(
     // The lease is kept from one drive to the next of this loop (an outage's re-drive is no takeover).
     dropLease(ctx, runId);
     await flushStaged(ctx, runId).catch((e: unknown) =>
-      ctx.core.log.warn('writes staged for a run were not kept', { run_id: runId, error: e instanceof Error ? e.message : String(e) }),
+      ctx.core.log.warn('writes staged for a run were not kept', { run_id: runId, error: e }),
     );
   }
 }
@@ -400,7 +401,7 @@ async function driveOnce(
   try {
     // With spans exported, the drive runs in the run's span (runs/trace.ts) and the engine opens one per step.
     if (ctx.core.traces.spans)
-      return await inRunSpan(ctx, runId, graph, claim.takeover, (tracer) =>
+      return await inRunSpan(ctx, runId, graph, claim.takeover, opts.agentName, (tracer) =>
         driveClaimed(ctx, handle, runId, graph, { ...ports, tracer }, input, opts, graphHash, claim),
       );
     return await driveClaimed(ctx, handle, runId, graph, ports, input, opts, graphHash, claim);
@@ -453,14 +454,14 @@ async function driveClaimed(
     if (isStoreOutage(err)) throw await keptBeforeRedrive(writer.flush, err);
     // What the engine recorded before it broke is kept.
     await writer.flush().catch(() => undefined);
-    ctx.core.log.error('run drive failed', { run_id: runId, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+    ctx.core.log.error('run drive failed', { run_id: runId, error: err });
     await end.finish('failed', { error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' } });
     return { state: await stateNow(), result: null };
   }
   if (writer.lost) throw writer.lost;
   if (result.cause !== undefined && result.outcome === 'failed') {
     const c = result.cause;
-    ctx.core.log.warn('run step failed', { run_id: runId, reason: result.reason, error: c instanceof Error ? c.message : String(c) });
+    ctx.core.log.warn('run step failed', { run_id: runId, reason: result.reason, error: c });
   }
   // A step or record refused by a store outage: not the run's failure (driveRun drives it again).
   if (result.outcome === 'failed' && isStoreOutage(result.cause)) throw await keptBeforeRedrive(writer.flush, result.cause);

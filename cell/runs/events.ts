@@ -37,7 +37,7 @@ function deliver(s: Subscriber, rec: JournalRecord, log: Logger): void {
   try {
     s.fn(rec);
   } catch (err) {
-    log.warn('run event listener threw', { run_id: rec.run_id, seq: rec.seq, error: err instanceof Error ? err.message : String(err) });
+    log.warn('run event listener threw', { run_id: rec.run_id, seq: rec.seq, error: err });
   }
 }
 
@@ -76,7 +76,7 @@ function sendDelta(s: Subscriber, ev: DeltaEvent, log: Logger): void {
   try {
     s.delta!(ev);
   } catch (err) {
-    log.warn('run delta listener threw', { step_id: ev.data.step_id, error: err instanceof Error ? err.message : String(err) });
+    log.warn('run delta listener threw', { step_id: ev.data.step_id, error: err });
   }
 }
 

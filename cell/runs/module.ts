@@ -17,7 +17,7 @@ import { createRunsContext } from './context.ts';
 import { catchUpRemote } from './events.ts';
 import { mountRunEventRoutes } from './routes.ts';
 import { mountRunValueRoutes } from './routes-values.ts';
-import { countStalled, runCountsByKindAndState } from './repository.ts';
+import { backfillErrorReasons, countStalled, runCountsByKindAndState } from './repository.ts';
 import { STALL_LEASES } from './runs.ts';
 import { foldStorage } from './storage.ts';
 
@@ -38,7 +38,7 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
     // A member whose clock is beyond the bound stood down: it makes no background writes.
     if (folding || !deps.cluster.trusted()) return;
     folding = foldStorage(ctx)
-      .catch((e: unknown) => core.log.warn('storage fold failed', { error: e instanceof Error ? e.message : String(e) }))
+      .catch((e: unknown) => core.log.warn('storage fold failed', { error: e }))
       .finally(() => {
         folding = null;
       });
@@ -60,7 +60,7 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
         await abortCancelledElsewhere(ctx);
       } while (cancelAgain && ctx.drivers.size > 0);
     })()
-      .catch((e: unknown) => core.log.warn('remote cancel check failed', { error: e instanceof Error ? e.message : String(e) }))
+      .catch((e: unknown) => core.log.warn('remote cancel check failed', { error: e }))
       .finally(() => {
         cancelCheck = null;
       });
@@ -70,10 +70,7 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
   const unlisten = core.store.onChange((c) => {
     if (!c.remote || !c.tables.has('journal')) return;
     const named = c.subjects;
-    if (ctx.bus.size > 0)
-      void catchUpRemote(ctx, named).catch((e: unknown) =>
-        core.log.warn('run events catch-up failed', { error: e instanceof Error ? e.message : String(e) }),
-      );
+    if (ctx.bus.size > 0) void catchUpRemote(ctx, named).catch((e: unknown) => core.log.warn('run events catch-up failed', { error: e }));
     if (ctx.drivers.size > 0 && (named === undefined || [...named].some((id) => ctx.drivers.has(id)))) checkCancels();
   });
   return {
@@ -82,6 +79,10 @@ export async function createRunsModule(core: CellCore, deps: { iam: Iam; cluster
     routes(app) {
       mountRunEventRoutes(app, ctx);
       mountRunValueRoutes(app, ctx);
+    },
+    async start() {
+      // Runs that ended before their reason had a column (migration runs-007) get it, a batch at a time.
+      for (let filled = 500; filled === 500; ) filled = await backfillErrorReasons(core.store, 500);
     },
     async stop() {
       clearInterval(foldTimer);

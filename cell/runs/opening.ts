@@ -33,7 +33,7 @@ export async function afterCommit(
     if (!isStoreOutage(err)) throw err;
     ctx.core.log.warn('the store went away after a run was recorded; its opening is written when it is back', {
       run_id: runId,
-      error: err instanceof Error ? err.message : String(err),
+      error: err,
     });
     void retry(ctx, runId, write, then);
     return false;
@@ -51,7 +51,7 @@ async function retry(ctx: RunsContext, runId: string, write: (again: boolean) =>
       await write(true);
     } catch (err) {
       if (isStoreOutage(err)) continue;
-      ctx.core.log.warn('a recorded run could not be opened', { run_id: runId, error: err instanceof Error ? err.message : String(err) });
+      ctx.core.log.warn('a recorded run could not be opened', { run_id: runId, error: err });
       return;
     }
     ctx.core.log.info('a recorded run was opened after the store came back', { run_id: runId });

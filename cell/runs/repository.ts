@@ -8,7 +8,7 @@ import type { RunOutcome } from '../../core/engine/types.ts';
 import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
 import type { RunErrorCode, WireReason } from '../../core/reasons.ts';
 import { anyJson, count, json, jsonOrNull, num, numOrNull, object, str, strOrNull } from '../store/decode.ts';
-import type { Reader, Row, SqlValue, Tx } from '../store/types.ts';
+import type { Reader, Row, SqlValue, Store, Tx } from '../store/types.ts';
 
 export type RunKind = 'crew' | 'job';
 /**
@@ -84,6 +84,11 @@ function runError(v: unknown): RunError {
   if (typeof o['reason'] === 'string') e.reason = o['reason'] as WireReason;
   if (o['details'] !== undefined) e.details = object(o['details']);
   return e;
+}
+
+/** What a run's `error_reason` column holds: the error's reason, else its code (the run lists filter on it). */
+export function errorReasonOf(e: RunError): string {
+  return e.reason ?? e.code;
 }
 
 const RUN_COLUMN_NAMES =
@@ -491,6 +496,8 @@ export interface RunFilter {
   createdAfter?: number | undefined;
   /** Epoch ms, exclusive. */
   createdBefore?: number | undefined;
+  /** The reason it ended with (`errorReasonOf`). */
+  errorReason?: string | undefined;
 }
 
 function where(f: RunFilter): { sql: string; params: SqlValue[] } {
@@ -525,6 +532,10 @@ function where(f: RunFilter): { sql: string; params: SqlValue[] } {
   if (f.createdBefore !== undefined) {
     w.push('r.created_at < ?');
     params.push(f.createdBefore);
+  }
+  if (f.errorReason) {
+    w.push('r.error_reason = ?');
+    params.push(f.errorReason);
   }
   return { sql: w.length ? `WHERE ${w.join(' AND ')}` : '', params };
 }
@@ -569,7 +580,8 @@ export interface StateUpdate {
   terminal: boolean;
   /** JSON text of the output, when it changes. */
   output?: string;
-  error?: string | null;
+  /** The error, when it changes (stored as JSON, with its reason in `error_reason`). */
+  error?: RunError | null;
   graph_hash?: string;
   coordinator?: string;
 }
@@ -587,8 +599,8 @@ export async function updateRunState(tx: Tx, runId: string, u: StateUpdate): Pro
     params.push(u.output);
   }
   if (u.error !== undefined) {
-    sets.push('error = ?');
-    params.push(u.error);
+    sets.push('error = ?', 'error_reason = ?');
+    params.push(u.error === null ? null : JSON.stringify(u.error), u.error === null ? null : errorReasonOf(u.error));
   }
   if (u.graph_hash !== undefined) {
     sets.push('graph_hash = ?');
@@ -603,6 +615,25 @@ export async function updateRunState(tx: Tx, runId: string, u: StateUpdate): Pro
     [...params, runId],
   );
   return r.changes > 0;
+}
+
+/**
+ * Fills `error_reason` of up to `limit` runs whose error was stored before the column (migration
+ * runs-008); answers how many it filled. Idempotent: a peer doing the same at once writes the same.
+ */
+export async function backfillErrorReasons(db: Store, limit: number): Promise<number> {
+  const rows = await db.all('SELECT run_id, error FROM runs WHERE error IS NOT NULL AND error_reason IS NULL LIMIT ?', [limit]);
+  if (rows.length === 0) return 0;
+  await db.write(async (tx) => {
+    for (const r of rows) {
+      const e = jsonOrNull(r, 'error', runError);
+      await tx.run('UPDATE runs SET error_reason = ? WHERE run_id = ? AND error_reason IS NULL', [
+        e ? errorReasonOf(e) : 'unknown',
+        str(r, 'run_id'),
+      ]);
+    }
+  });
+  return rows.length;
 }
 
 /** The run's flags, or undefined when there is no such run. */

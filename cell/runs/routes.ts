@@ -211,7 +211,7 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
       // the middleware has put its headers on the response (request id, rate limits), after this returns.
       setImmediate(() => {
         streamRun(ctx, run_id, after, nodeSink(out), opts).catch((err: unknown) => {
-          ctx.core.log.warn('run event stream failed', { run_id, error: err instanceof Error ? err.message : String(err) });
+          ctx.core.log.warn('run event stream failed', { run_id, error: err });
           out.destroy();
         });
       });

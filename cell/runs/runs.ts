@@ -153,6 +153,8 @@ export interface ListRunsOptions {
   /** Only runs created after / before these epoch ms (exclusive). */
   createdAfter?: number | undefined;
   createdBefore?: number | undefined;
+  /** Only runs that ended with this reason (the error's reason, else its code). */
+  errorReason?: string | undefined;
 }
 
 /**
@@ -169,6 +171,7 @@ export async function listRuns(ctx: RunsContext, o: ListRunsOptions): Promise<{ 
     source: o.source,
     createdAfter: o.createdAfter,
     createdBefore: o.createdBefore,
+    errorReason: o.errorReason,
   };
   const total = await repo.countRuns(ctx.core.store, f);
   const items = await repo.listRuns(ctx.core.store, f, o.limit, o.offset);
@@ -199,7 +202,7 @@ export function setRunStateTx(tx: Tx, runId: string, state: RunState, at: number
     at,
     terminal: isTerminal(state),
     ...('output' in patch ? { output: JSON.stringify(patch.output ?? null) } : {}),
-    ...('error' in patch ? { error: patch.error ? JSON.stringify(patch.error) : null } : {}),
+    ...('error' in patch ? { error: patch.error ?? null } : {}),
     ...(patch.graph_hash !== undefined ? { graph_hash: patch.graph_hash } : {}),
     ...(patch.coordinator !== undefined ? { coordinator: patch.coordinator } : {}),
   });

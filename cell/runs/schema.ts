@@ -118,4 +118,13 @@ export const RUNS_MIGRATIONS: readonly Migration[] = [
       resolution TEXT NOT NULL, result TEXT, principal TEXT NOT NULL, comment TEXT, at INTEGER NOT NULL,
       PRIMARY KEY (run_id, step_id, attempt))`,
   },
+  {
+    // Why a run ended badly, as a column the run lists filter on (issue 43: runs searched by failure
+    // reason; no JSON functions in SQL): the error's reason, else its code. Written with the error
+    // (repository.ts updateRunState); runs that ended before it are filled in from their stored error
+    // when the module starts (backfillErrorReasons), since the dialect cannot read JSON.
+    id: 'runs-008-error-reason',
+    sql: `ALTER TABLE runs ADD COLUMN error_reason TEXT;
+    CREATE INDEX runs_by_error_reason ON runs (error_reason);`,
+  },
 ];

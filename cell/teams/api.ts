@@ -39,9 +39,21 @@ export class Teams {
    * step is a run too: ServiceError `conflict` with details.reason and
    * details.run_id; an unknown crew is `not_found`. `opts.runId`: the id the
    * run must have (reserved before); a run with that id already existing makes
-   * this fail, so two launches of one reserved id start one run.
+   * this fail, so two launches of one reserved id start one run. `opts.check`: the caller's check on the
+   * graph the run compiles, before anything is written; `opts.source`: where the run comes from
+   * (`schedule:<id>`; default `api`).
    */
-  startCrewRun(requester: string, crewId: string, input: CrewRunInput, opts: { runId?: string } = {}): Promise<Run> {
+  startCrewRun(
+    requester: string,
+    crewId: string,
+    input: CrewRunInput,
+    opts: {
+      runId?: string;
+      check?: (graph: Graph) => Promise<void>;
+      requesterActors?: readonly string[] | undefined;
+      source?: string;
+    } = {},
+  ): Promise<Run> {
     return startCrewRun(this.ctx, requester, crewId, input, opts);
   }
 

@@ -57,7 +57,8 @@ export class Tools {
    * bad arguments as `invalid_request`, an unknown tool as `invalid_request`
    * with reason `tool_unknown`. `signal` stops the call (a tool that waits on
    * something outside aborts it; reason `cancelled`). `opts` (imported tools):
-   * the graph's pin of the tool, and the MCP request's `_meta`.
+   * the graph's pin of the tool, and more of the MCP request's `_meta` (the
+   * caller's `effectKey` goes there as `dev.agent-cell/effect-key`).
    */
   run(name: string, caller: ToolCaller, args: Record<string, unknown>, signal?: AbortSignal, opts?: ImportedCallOptions): Promise<unknown> {
     const t = catalogEntry(name);

@@ -151,6 +151,18 @@ export async function readCapped(
   return { text: Buffer.concat(chunks).toString('utf8'), truncated };
 }
 
+/** Error codes of a connection that was never made: the request did not leave, so it did nothing. */
+const NOT_SENT = new Set(['UND_ERR_CONNECT_TIMEOUT', 'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EACCES']);
+
+/** True when a request failed before it left (no connection was made), so it did nothing (its causes are read). */
+export function neverSent(e: unknown): boolean {
+  for (let x: unknown = e, i = 0; x && i < 5; x = (x as { cause?: unknown }).cause, i++) {
+    const code = (x as { code?: unknown }).code;
+    if (typeof code === 'string' && NOT_SENT.has(code)) return true;
+  }
+  return false;
+}
+
 /**
  * What a request that failed becomes: the floor's refusal as it was, `cancelled` when the call's
  * signal stopped it, `egress_private_address` when the name resolved to a private address, else

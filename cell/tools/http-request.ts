@@ -32,7 +32,7 @@
  */
 import { ServiceError, invalid } from '../../core/errors.ts';
 import { EGRESS_METHODS, type EgressMethod } from '../../core/authority/egress-entry.ts';
-import { answerOf, assertEgress, delegationFor, requestFailure, send, urlArg } from './http-call.ts';
+import { answerOf, assertEgress, delegationFor, neverSent, requestFailure, send, urlArg } from './http-call.ts';
 import { toolRefusal, type ToolDef } from './tool-def.ts';
 
 /** Methods whose calls may be issued again after a lost outcome (RFC 9110 §9.2.2). */
@@ -123,17 +123,6 @@ function bodyArg(args: Record<string, unknown>, method: EgressMethod): { bytes: 
   const bytes = Buffer.from(json ? JSON.stringify(b) : b, 'utf8');
   if (bytes.length > MAX_REQUEST_BODY) throw bad(`body larger than ${MAX_REQUEST_BODY / 1024} KiB`, 'body');
   return { bytes, json };
-}
-
-/** Error codes of a connection that was never made: the request did not leave, so it did nothing. */
-const NOT_SENT = new Set(['UND_ERR_CONNECT_TIMEOUT', 'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EACCES']);
-
-function neverSent(e: unknown): boolean {
-  for (let x: unknown = e, i = 0; x && i < 5; x = (x as { cause?: unknown }).cause, i++) {
-    const code = (x as { code?: unknown }).code;
-    if (typeof code === 'string' && NOT_SENT.has(code)) return true;
-  }
-  return false;
 }
 
 export const HTTP_REQUEST: ToolDef = {

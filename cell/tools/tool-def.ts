@@ -49,7 +49,8 @@ export interface ToolCaller {
   onBehalf?: { requester: string; runId: string; crewId?: string };
   /**
    * The call's effect key (core/engine/effect-key.ts), the same on every issue of this call: a tool
-   * that acts on another system passes it on (http.request: `Idempotency-Key` on a write method).
+   * that acts on another system passes it on (http.request: `Idempotency-Key` on a write method; an
+   * imported MCP tool: its request's `_meta["dev.agent-cell/effect-key"]`).
    */
   effectKey?: string;
 }

@@ -15,6 +15,7 @@ import { href, useRoute, type Route } from './router.ts';
 import { App, useApp, useLoad, type AppState } from './ui.tsx';
 import { ApprovalsView } from './views/approvals.tsx';
 import { AuditView } from './views/audit.tsx';
+import { CatalogView } from './views/catalog.tsx';
 import { CellsView } from './views/cells.tsx';
 import { FormationsView } from './views/formations.tsx';
 import { KeysView } from './views/keys.tsx';
@@ -129,6 +130,7 @@ const NAV: { view: Route['view']; label: string; id: string }[] = [
   { view: 'approvals', label: 'Approvals', id: 'nav-approvals' },
   { view: 'schedules', label: 'Schedules', id: 'nav-schedules' },
   { view: 'formations', label: 'Formations & crews', id: 'nav-formations' },
+  { view: 'catalog', label: 'Catalog', id: 'nav-catalog' },
   { view: 'principals', label: 'Principals', id: 'nav-principals' },
   { view: 'keys', label: 'API keys', id: 'nav-keys' },
   { view: 'audit', label: 'Audit trail', id: 'nav-audit' },
@@ -155,6 +157,8 @@ function View({ route }: { route: Route }) {
       return <VerifyView />;
     case 'principals':
       return <PrincipalsView />;
+    case 'catalog':
+      return <CatalogView />;
     case 'schedules':
       return <SchedulesView scheduleId={route.scheduleId} />;
     default:
@@ -165,6 +169,7 @@ function View({ route }: { route: Route }) {
 /** How many approvals wait for the signed-in principal's decision (crew runs; fetched every 10 s). */
 function ApprovalsBadge() {
   const { session } = useApp();
+  const liveness = useLiveness();
   const data = useLoad(
     async (signal) => {
       if (!can(session, 'agent_teams.read')) return 0;
@@ -186,6 +191,14 @@ function ApprovalsBadge() {
     [session],
     10_000,
   );
+  // Never a count the cell could not confirm: while it does not answer, the badge says so.
+  if (!liveness.connected)
+    return (
+      <span class="badge badge-unknown" id="approvals-badge">
+        {' '}
+        ?<span class="sr-only"> waiting for you: unknown, the cell does not answer</span>
+      </span>
+    );
   if (!data.data) return null;
   return (
     <span class="badge" id="approvals-badge">
@@ -259,7 +272,10 @@ function Shell({ state }: { state: AppState }) {
           agent-cell console <span class="muted">· {state.config.cell_id}</span>
         </div>
         <div class="whoami" id="whoami">
-          Signed in as <strong id="whoami-name">{session.principal.name ?? session.principal.id ?? 'an API key'}</strong>
+          Signed in as{' '}
+          <strong id="whoami-name">
+            <bdi>{session.principal.name ?? session.principal.id ?? 'an API key'}</bdi>
+          </strong>
           <span class="muted">
             {' '}
             · {session.kind === 'oauth' ? 'OAuth (DPoP)' : 'API key'}

@@ -5,6 +5,7 @@
  * whether the signed-in principal may decide. Pure; tested in
  * test/console/approval-model.test.ts. The cell decides in the end.
  */
+import { contentHash } from '../../core/canonical.ts';
 import { chainOf, decisionCounts, tallyApproval } from '../../core/engine/approval-rule.ts';
 
 export interface Decision {
@@ -36,6 +37,9 @@ export interface ApprovalRun {
   kind: string;
   crew_id: string | null;
   requester: string;
+  /** A crew run's input (crew run views), or a job run's spec (an agent job's input is `spec.input`). */
+  input?: unknown;
+  spec?: unknown;
   /** `flags.requester_actors`: the actors of the token the run was requested with. */
   flags?: Record<string, unknown>;
 }
@@ -97,4 +101,36 @@ export function whyNot(
   if (a.rule === 'two_person' && requesterActors(run).includes(me))
     return 'You acted in the request of this run: the two-person rule needs two people outside its chain.';
   return null;
+}
+
+/**
+ * The model call that asked for a tool call waiting under `ask` (the agent executor's step ids:
+ * `<node>/tool/<round>.<i>` is call `i` of the answer of `<node>/model/<round>`), or null.
+ */
+export function toolCallOrigin(stepId: string): { modelStep: string; index: number } | null {
+  const m = /^(.*)\/tool\/(\d+)\.(\d+)$/.exec(stepId);
+  return m ? { modelStep: `${m[1]}/model/${m[2]}`, index: Number(m[3]) } : null;
+}
+
+/**
+ * The tool call a `tool_call` approval approves, from the model's answer that asked for it: its tool and
+ * exact arguments, and whether they are what the approval's digest commits to (`contentHash({ tool, args })`,
+ * core/engine/internal/tool.ts), so the card never shows another call than the one a decision approves.
+ */
+export function approvedToolCall(
+  answer: unknown,
+  index: number,
+  inputHash: string | null | undefined,
+): { tool: string; args: unknown; matches: boolean } | null {
+  const calls = (answer as { tool_calls?: unknown } | null)?.tool_calls;
+  if (!Array.isArray(calls)) return null;
+  const c = calls[index] as { name?: unknown; arguments?: unknown } | undefined;
+  if (typeof c?.name !== 'string') return null;
+  let matches = false;
+  try {
+    matches = typeof inputHash === 'string' && contentHash({ tool: c.name, args: c.arguments ?? {} }) === inputHash;
+  } catch {
+    matches = false;
+  }
+  return { tool: c.name, args: c.arguments ?? {}, matches };
 }

@@ -15,6 +15,7 @@ export type Route =
   | { view: 'cells' }
   | { view: 'schedules'; scheduleId: string | null }
   | { view: 'principals' }
+  | { view: 'catalog' }
   | { view: 'verify' };
 
 const ID = /^[A-Za-z0-9_.:-]{1,100}$/;
@@ -42,6 +43,7 @@ export function parseRoute(hash: string): Route {
   if (first === 'cells') return { view: 'cells' };
   if (first === 'schedules') return { view: 'schedules', scheduleId: second && ID.test(second) ? second : null };
   if (first === 'principals') return { view: 'principals' };
+  if (first === 'catalog') return { view: 'catalog' };
   if (first === 'verify') return { view: 'verify' };
   return { view: 'runs', query: new URLSearchParams(qs) };
 }

@@ -11,7 +11,9 @@
  * - `tokensBySeat`: model tokens spent per seat and agent (the `usage` of the
  *   model-call records);
  * - `refusalsOf`: every refusal with its reason (refusal records, gate
- *   decisions that refused, a refused run's end).
+ *   decisions that refused, a refused run's end);
+ * - `failingStep`: the step a run ended badly at (why, in words: ./triage.ts);
+ * - `timelineOf`: a Gantt of the run, a step the run ended in lasting until its end.
  */
 
 /** The fields of a journal record the console reads (core/journal/record.ts has the full format). */
@@ -84,10 +86,22 @@ export function finishedRecord(records: readonly RecordLike[]): RecordLike | und
   return undefined;
 }
 
-function stepIdOfError(end: RecordLike | undefined): string | null {
-  const err = end?.data?.['error'] as { details?: { step_id?: unknown } } | undefined;
-  const s = err?.details?.step_id;
-  return typeof s === 'string' ? s : null;
+/** The step a run failed or was refused at: the error's `step_id`, else its last refusal record's, else the call it ended in. */
+export function failingStep(records: readonly RecordLike[], details: Record<string, unknown> = {}): string | null {
+  const named = details['step_id'];
+  if (typeof named === 'string' && named) return named;
+  for (let i = records.length - 1; i >= 0; i--) {
+    const r = records[i]!;
+    if (r.kind === 'refusal' && r.step_id !== 'run') return r.step_id;
+  }
+  // The last call that started and never recorded its step: the run ended inside it.
+  const done = new Set(records.filter((r) => r.kind === 'step' || r.kind === 'decision').map((r) => r.step_id));
+  for (let i = records.length - 1; i >= 0; i--) {
+    const r = records[i]!;
+    if (r.step_id === 'run' || r.step_id.startsWith('run/')) continue;
+    if (r.kind === 'intent' && !done.has(r.step_id)) return r.step_id;
+  }
+  return null;
 }
 
 /**
@@ -114,7 +128,8 @@ export function nodeStates(graph: GraphLike, records: readonly RecordLike[], run
   const end = finishedRecord(records);
   const outcome = end ? String(end.data?.['outcome'] ?? runState) : runState;
   const terminal = end !== undefined || TERMINAL.has(runState);
-  const failedStep = stepIdOfError(end);
+  const err = end?.data?.['error'] as { details?: Record<string, unknown> } | undefined;
+  const failedStep = end ? failingStep(records, err?.details ?? {}) : null;
   const failedNode = failedStep === null ? null : nodeOfStep(failedStep, ids);
   const preds = new Map<string, string[]>();
   for (const e of graph.edges) preds.set(e.to, [...(preds.get(e.to) ?? []), e.from]);
@@ -246,37 +261,9 @@ export function liveRunState(records: readonly RecordLike[], fetched: string): s
   if (TERMINAL.has(fetched)) return fetched;
   const last = records[records.length - 1];
   if (!last) return fetched;
-  return last.kind === 'waiting' ? 'waiting' : 'running';
-}
-
-/** Why a run ended badly: the run's error (or its end record's), with the failing step and the provider's answer. */
-export interface Failure {
-  code: string;
-  reason: string | null;
-  message: string;
-  step_id: string | null;
-  seat: string | null;
-  upstream: { code?: string; message?: string; reason?: string; provider_status?: number; attempts?: number } | null;
-}
-
-type ErrorLike = { code?: unknown; message?: unknown; reason?: unknown; details?: unknown } | null | undefined;
-
-/** The failure of an ended run, from its error (the API's `error`) or else its journal's end record; null when it completed. */
-export function failureOf(error: ErrorLike, records: readonly RecordLike[]): Failure | null {
-  const end = finishedRecord(records);
-  const e: ErrorLike = error ?? (end?.data?.['error'] as ErrorLike);
-  if (!e && !(end && end.data?.['outcome'] !== 'completed' && typeof end.data?.['reason'] === 'string')) return null;
-  const d = (e && typeof e.details === 'object' && e.details !== null ? e.details : {}) as Record<string, unknown>;
-  const up = d['upstream'];
-  const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
-  return {
-    code: str(e?.code) ?? String(end?.data?.['outcome'] ?? 'failed'),
-    reason: str(e?.reason) ?? str(end?.data?.['reason']),
-    message: str(e?.message) ?? '',
-    step_id: str(d['step_id']),
-    seat: str(d['seat']),
-    upstream: typeof up === 'object' && up !== null ? (up as Failure['upstream']) : null,
-  };
+  // A run waiting on an operator for a lost outcome (its waiting record is `for: outcome`) is `outcome_unknown`.
+  if (last.kind === 'waiting') return last.data?.['for'] === 'outcome' ? 'outcome_unknown' : 'waiting';
+  return 'running';
 }
 
 /** "1.2 s", "3 min 4 s", "2 h 5 min": a duration for people. */
@@ -337,7 +324,10 @@ export function timelineOf(
       const until = next?.at ?? (ended ? ended.at : now);
       waits.push({ start: r.at - t0, end: until - t0, for: String(r.data?.['for'] ?? r.data?.['reason'] ?? 'waiting') });
     }
-    const endAt = open ? now : Math.max(last, ...waits.map((w) => w.end + t0));
+    // A step the run ended in (failed or cancelled mid-call: its last record is the call's intent) lasted
+    // until the run's end, not until that record.
+    const endedIn = ended !== undefined && (s === 'failed' || s === 'cancelled');
+    const endAt = open ? now : Math.max(last, ...waits.map((w) => w.end + t0), endedIn ? ended.at : last);
     bars.push({ node: id, start: rs[0]!.at - t0, end: endAt - t0, waits, open });
   }
   const tEnd = ended?.at ?? now;

@@ -44,6 +44,29 @@ export function Who({ id }: { id: string | null | undefined }) {
   );
 }
 
+/**
+ * A name for places that cannot hold an element (an `<option>`, an SVG label, an attribute): wrapped in
+ * FIRST STRONG ISOLATE … POP DIRECTIONAL ISOLATE (U+2068, U+2069), so a right-to-left override inside
+ * stays inside, and cut to `max` characters.
+ */
+export function isolated(s: string, max = 40): string {
+  return `\u2068${s.length > max ? `${s.slice(0, max - 1)}…` : s}\u2069`;
+}
+
+/** Principals, comma-separated, each as `Who` shows it. */
+export function WhoList({ ids }: { ids: readonly string[] }) {
+  return (
+    <>
+      {ids.map((p, i) => (
+        <>
+          {i ? ', ' : ''}
+          <Who id={p} />
+        </>
+      ))}
+    </>
+  );
+}
+
 export function StateBadge({ state }: { state: string }) {
   return <span class={`state state-${state.replace(/[^a-z_]/g, '')}`}>{state === 'skipped' ? 'not run' : state}</span>;
 }

@@ -10,7 +10,12 @@
  * The side-effect flag follows the definition's annotations: only a tool
  * declared `readOnlyHint: true` is read-only; any other tool is
  * side-effecting (MCP's own default), so `permission_mode: ask` and
- * `auto-read` hold its calls for a human approval.
+ * `auto-read` hold its calls for a human approval. A side-effecting tool
+ * declared `idempotentHint: true` is idempotent: a call whose outcome was
+ * lost in a crash is issued again with its effect key; any other one is not
+ * (MCP's default is `false`; the hint means something only for a tool that is
+ * not read-only). Both hints are annotations, so both are pinned: a server
+ * that changes either is refused until an operator re-pins.
  *
  * @example definitionPin({ name: 'echo', inputSchema: { type: 'object' } }) // 'sha256:…'
  */
@@ -60,4 +65,12 @@ export function definitionPin(d: PinnedDefinition): string {
 /** True when the definition changes something outside the run: unless it is declared `readOnlyHint: true`. */
 export function sideEffecting(d: PinnedDefinition): boolean {
   return d.annotations?.['readOnlyHint'] !== true;
+}
+
+/**
+ * True when the definition is side-effecting and declared `idempotentHint: true` (calling it again with
+ * the same arguments has no further effect): a call of it whose outcome was lost may be issued again.
+ */
+export function declaredIdempotent(d: PinnedDefinition): boolean {
+  return sideEffecting(d) && d.annotations?.['idempotentHint'] === true;
 }

@@ -11,10 +11,21 @@
  * SHA-256(`agent-cell effect key v1` LF run_id LF step_id), with the version and
  * variant bits set. So a service that expects a UUID in `Idempotency-Key`
  * (draft-ietf-httpapi-idempotency-key-header) takes it as it is.
+ *
+ * An MCP tool call carries it in its request's `_meta` under
+ * `EFFECT_KEY_META`, a prefixed name as the MCP specification's `_meta`
+ * naming rules ask of an implementation's own keys: a prefix of dot-separated
+ * labels (each a letter first, a letter or digit last, hyphens between) and a
+ * slash, outside the prefixes reserved for MCP (no `mcp` or
+ * `modelcontextprotocol` label), then a name alphanumeric at both ends
+ * (test/core/engine/effects.test.ts checks it against those rules).
  */
 import { sha256Hex } from '../canonical.ts';
 
 const DOMAIN = 'agent-cell effect key v1';
+
+/** The key of an MCP request's `_meta` that carries the call's effect key (docs/engine.md). */
+export const EFFECT_KEY_META = 'dev.agent-cell/effect-key';
 
 /**
  * The effect key of step `stepId` of run `runId`.

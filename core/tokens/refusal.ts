@@ -3,7 +3,8 @@
  * `401 unauthorized` with `details.reason` = the TokenError code, and a
  * `WWW-Authenticate` challenge in the scheme the token came with
  * (`error="invalid_dpop_proof"` for proof failures, else `invalid_token`,
- * RFC 6750 §3 and RFC 9449 §7.1), naming the accepted proof algorithms.
+ * RFC 6750 §3 and RFC 9449 §7.1); a DPoP challenge names the accepted proof
+ * algorithms (`algs`, a parameter of the DPoP scheme only, RFC 9449 §7.1).
  */
 import { ServiceError } from '../errors.ts';
 import { DPOP_ALGS } from './dpop.ts';
@@ -26,7 +27,10 @@ export function tokenRefusal(
   return new ServiceError('unauthorized', `access token refused: ${refusal.message}`, {
     details: { reason: refusal.code },
     headers: {
-      'WWW-Authenticate': `${scheme === 'dpop' ? 'DPoP' : 'Bearer'} realm="${o.realm}", error="${err}", algs="${DPOP_ALGS.join(' ')}"${meta}`,
+      'WWW-Authenticate':
+        scheme === 'dpop'
+          ? `DPoP realm="${o.realm}", error="${err}", algs="${DPOP_ALGS.join(' ')}"${meta}`
+          : `Bearer realm="${o.realm}", error="${err}"${meta}`,
     },
   });
 }

@@ -81,7 +81,7 @@ export function millis(n: number): string {
 export function accessLine(time: string, f: AccessFields): string {
   const trace = f.trace_id === undefined ? '' : `,"trace_id":${str(f.trace_id)}`;
   return (
-    `{"level":"info"${time},"request_id":${str(f.request_id)},"route":${known(f.route)},"method":${known(f.method)},` +
+    `{"level":30${time},"request_id":${str(f.request_id)},"route":${known(f.route)},"method":${known(f.method)},` +
     `"status":${num(f.status)},"duration_ms":${millis(f.duration_ms)},"principal_id":${known(f.principal_id)},` +
     `"credential_kind":${known(f.credential_kind)},"key_id":${known(f.key_id)}${trace},"msg":"request"}\n`
   );
@@ -247,7 +247,7 @@ export class AccessLineEncoder {
     if (time !== this.time) {
       // A new millisecond (isoTime gives the same string within one): the line's head again.
       this.time = time;
-      this.head = ascii(`{"level":"info"${time}`);
+      this.head = ascii(`{"level":30${time}`);
     }
     off = copy(buf, copy(buf, off, this.head), REQUEST_ID);
     off = rid === null ? copy(buf, off, NULL) : quoted(buf, off, rid);

@@ -80,8 +80,17 @@ function redactValue(value: unknown, depth: number): unknown {
     }
     return out ?? value;
   }
-  // An error's own fields are not enumerable: log its type, message and stack (the line scan cleans their text).
-  if (value instanceof Error) return { type: value.name, message: value.message, ...(value.stack ? { stack: value.stack } : {}) };
+  // An error's own fields are not enumerable: log its type, message and stack (the line scan cleans their text), and its
+  // code when it has one (a ServiceError's, node's ENOENT, a PostgreSQL SQLSTATE).
+  if (value instanceof Error) {
+    const code = (value as { code?: unknown }).code;
+    return {
+      type: value.name,
+      message: value.message,
+      ...(typeof code === 'string' ? { code } : {}),
+      ...(value.stack ? { stack: value.stack } : {}),
+    };
+  }
   return redactObject(value as Record<string, unknown>, depth + 1);
 }
 

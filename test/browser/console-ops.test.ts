@@ -31,7 +31,24 @@ import { sealRecord } from '../../core/journal/seal.ts';
 import { startOpenAIServer, systemPrompt, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { testStore } from '../helpers/inproc.ts';
-import { A, ARGS, CHROMIUM, T, apiOf, fakeProvider, axe, crew, newContext, ok, pasteKey, shots, until, type Watch } from './helpers.ts';
+import {
+  A,
+  ARGS,
+  CHROMIUM,
+  T,
+  apiOf,
+  fakeProvider,
+  axe,
+  crew,
+  goTo,
+  judgeLooks,
+  newContext,
+  ok,
+  pasteKey,
+  shots,
+  until,
+  type Watch,
+} from './helpers.ts';
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -97,12 +114,6 @@ async function drop(page: Page, files: { name: string; text: string }[]): Promis
     for (const f of fs) dt.items.add(new File([f.text], f.name, { type: 'application/json' }));
     document.getElementById('dropzone')!.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
   }, files);
-}
-
-async function go(page: Page, hash: string): Promise<void> {
-  await page.evaluate((h) => {
-    window.location.hash = h;
-  }, hash);
 }
 
 test('the operator console: why a run failed, keyboard graph, cells, schedules, principals, carried journals, read-only, liveness', {
@@ -225,7 +236,7 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     await shots(page, 'console-run-failed');
 
     // ------------------------------------------------------------ Tab reaches a graph step; Enter selects it
-    await go(page, `#/runs/${good}`);
+    await goTo(page, `#/runs/${good}`);
     await page.locator('#graph [data-node][data-state="completed"]').first().waitFor();
     await page.locator('#main').focus();
     let reached: string | null = null;
@@ -261,6 +272,8 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
         timeout: 30_000,
       },
     );
+    // The verdicts, good and bad, pass axe and fit in both themes at both widths (issue 43 §3, §5).
+    const attestationLooks = await judgeLooks(page, 'attestation verified');
     await page.route('**/attestation', async (route) => {
       const res = await route.fetch();
       const body = await res.json();
@@ -273,17 +286,20 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     const refusedAtt = page.locator('#attestation-verdict[data-verdict="bad"]');
     await refusedAtt.waitFor({ timeout: 30_000 });
     assert.match((await refusedAtt.textContent()) ?? '', /signature .* does not verify/);
+    attestationLooks.push(...(await judgeLooks(page, 'attestation refused')));
+    assert.deepEqual(attestationLooks, [], 'the attestation verdicts in every look');
     await page.unroute('**/attestation');
     await axe(page, 'completed run');
     await shots(page, 'console-run');
 
     // ------------------------------------------------------------ a SQL job: its rows as a table, no empty token or refusal panel
-    await go(page, `#/runs/${sqlJob}`);
+    await goTo(page, `#/runs/${sqlJob}`);
     await page.locator('#io table.sql-result').waitFor();
     assert.deepEqual(await page.locator('#io table.sql-result th').allTextContents(), ['one', 'two']);
     assert.deepEqual(await page.locator('#io table.sql-result td').allTextContents(), ['1', 'two']);
     assert.equal(await page.locator('#tokens, #refusals-section').count(), 0, 'no token or refusal panel on a job that has none');
-    await axe(page, 'sql job');
+    // A job's results (the SQL table), the verifier's verdicts and the disconnected console: every look (issue 43 §3).
+    const looks = await judgeLooks(page, 'sql job');
 
     // ------------------------------------------------------------ the group of cells
     await page.locator('#nav-cells').click();
@@ -320,7 +336,7 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     await sq.locator('button.disable').click();
     const off = page.locator(`article[data-schedule="${every2.schedule_id}"][data-enabled="false"]`);
     await off.waitFor();
-    assert.equal(await off.locator('.disabled-reason').textContent(), 'disabled by an operator');
+    assert.equal(await off.locator('.disabled-reason').textContent(), 'paused by an operator');
     assert.equal((await api('GET', `${A}/jobs/definitions/${every2.schedule_id}`)).body.enabled, false);
     // The runs it started are marked in the runs list, linked to it.
     await page.locator('#nav-runs').click();
@@ -334,7 +350,7 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
         .evaluateAll((es) => es.map((e) => e.getAttribute('data-source')));
       return sources.length > 0 && sources.every((x) => x === 'schedule');
     });
-    await go(page, '#/runs');
+    await goTo(page, '#/runs');
     await page.locator('#filter-q').fill('failing-summary');
     await page.locator('#filter-q').press('Tab');
     await page.waitForURL(/q=failing-summary/);
@@ -359,7 +375,7 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     await page.locator('#principals-table tr[data-name="victor"][data-status="active"]').waitFor();
 
     // ------------------------------------------------------------ a journal to carry: download it, verify it offline, tamper with it
-    await go(page, `#/runs/${good}`);
+    await goTo(page, `#/runs/${good}`);
     await page.locator('#journal-verdict[data-verdict="ok"]').waitFor({ timeout: 30_000 });
     const [download] = await Promise.all([page.waitForEvent('download'), page.locator('#download-journal').click()]);
     const exported = readFileSync((await download.path())!, 'utf8');
@@ -402,7 +418,7 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     assert.equal(await edgeOk.locator('[data-envelope]').getAttribute('data-envelope'), 'true');
     assert.equal(await edgeOk.locator('.signers li').getAttribute('data-source'), 'a dropped key file');
     assert.deepEqual(sent, [], 'nothing was uploaded');
-    await axe(page, 'verify a journal');
+    looks.push(...(await judgeLooks(page, 'verify a journal')));
     await shots(page, 'console-verify');
 
     // ------------------------------------------------------------ a read-only key sees no write control
@@ -410,7 +426,7 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     const pageV = await ctxV.newPage();
     await pasteKey(pageV, cell.url, vKey);
     const WRITE =
-      '#cancel-run, button.approve, button.reject, button.enable, button.disable, button.delete, button.archive, button.restore, #mint-submit, button.rotate, button.revoke, button.run-button';
+      '#cancel-run, button.approve, button.reject, button.run-now, button.enable, button.disable, button.delete, button.archive, button.restore, #mint-submit, button.rotate, button.revoke, button.run-button';
     for (const [hash, ready] of [
       ['#/runs', `#runs-table tr[data-run="${bad}"]`],
       [`#/runs/${bad}`, '#failure-upstream'],
@@ -420,7 +436,7 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
       ['#/approvals', '#approvals-mine'],
       ['#/formations', 'h1'],
     ] as const) {
-      await go(pageV, hash);
+      await goTo(pageV, hash);
       await pageV.locator(ready).first().waitFor();
       await pageV.waitForTimeout(200);
       assert.equal(await pageV.locator(WRITE).count(), 0, `no write control on ${hash} for a read-only key`);
@@ -442,7 +458,8 @@ test('the operator console: why a run failed, keyboard graph, cells, schedules, 
     await page.locator('#nav-runs').click();
     await page.waitForTimeout(300);
     assert.doesNotMatch((await page.locator('#runs-status').textContent()) ?? '', /live$/, 'never "live" on stale data');
-    await axe(page, 'disconnected');
+    looks.push(...(await judgeLooks(page, 'disconnected')));
+    assert.deepEqual(looks, [], 'axe and the layout in every look');
     await shots(page, 'console-disconnected');
     cell = await startCellProcess({ dataDir: cell.dataDir, args: cellArgs });
     await banner.waitFor({ state: 'detached', timeout: 10_000 });

@@ -194,3 +194,103 @@ export async function shots(page: Page, name: string): Promise<void> {
   }
   await page.setViewportSize(size);
 }
+
+/** Goes to a view by its fragment (no reload: the session lives in the page) and waits for `ready`. */
+export async function goTo(page: Page, hash: string, ready?: string): Promise<void> {
+  await page.evaluate((h) => {
+    window.location.hash = h;
+  }, hash);
+  if (ready) await page.locator(ready).first().waitFor({ timeout: 30_000 });
+}
+
+/** A name of `n` characters (at most) with a right-to-left override and a long unbreakable run: it must break no view. */
+export function hostile(tag: string, n: number): string {
+  const s = `${tag} \u202Edetalosi ton ${'w'.repeat(n)}`;
+  return s.slice(0, n);
+}
+
+/** What a view must hold whatever the theme and width: no page wider than the screen, and (once) bidi isolation. */
+export interface ViewProblems {
+  where: string;
+  problems: string[];
+}
+
+/**
+ * The layout problems of the page now: a page wider than the screen (its widest elements named), and
+ * every right-to-left override (U+202E) whose text is not isolated: its element neither a `<bdi>` nor of
+ * `unicode-bidi` isolate (or plaintext), and not wrapped in U+2068 … U+2069 in the text itself.
+ */
+export async function layoutProblems(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const out: string[] = [];
+    const doc = document.documentElement;
+    if (doc.scrollWidth > doc.clientWidth + 1) {
+      // The outermost elements past the edge: their parent is not (the ones that widen the page). (No named
+      // function in here: the test's transpiler would wrap it in a helper the page does not have.)
+      const edge = doc.clientWidth + 1;
+      const wide = Array.from(document.querySelectorAll('body *'))
+        .filter(
+          (e) =>
+            e.getBoundingClientRect().right > edge &&
+            !(e.parentElement && e.parentElement.getBoundingClientRect().right > edge) &&
+            getComputedStyle(e).position !== 'absolute',
+        )
+        .slice(0, 3)
+        .map(
+          (e) =>
+            `${e.tagName.toLowerCase()}${e.id ? `#${e.id}` : ''}.${Array.from(e.classList).join('.')} (${Math.round(e.getBoundingClientRect().right)} px)`,
+        );
+      out.push(`page ${doc.scrollWidth} px wide on a ${doc.clientWidth} px screen: ${wide.join(', ')}`);
+    }
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const text = n.nodeValue ?? '';
+      if (!text.includes('\u202E')) continue;
+      const el = n.parentElement!;
+      const bidi = getComputedStyle(el).unicodeBidi;
+      const wrapped = /\u2068[^\u2069]*\u202E[^\u2069]*\u2069/.test(text);
+      if (!wrapped && !['isolate', 'isolate-override', 'plaintext'].includes(bidi)) {
+        out.push(
+          `not isolated: <${el.tagName.toLowerCase()} class="${el.className}"> ${JSON.stringify(text.slice(0, 40))} (unicode-bidi ${bidi})`,
+        );
+      }
+    }
+    return out;
+  });
+}
+
+/** The four looks every view is judged in. */
+export const LOOKS = [
+  { width: 1280, height: 800, scheme: 'light' },
+  { width: 1280, height: 800, scheme: 'dark' },
+  { width: 390, height: 844, scheme: 'light' },
+  { width: 390, height: 844, scheme: 'dark' },
+] as const;
+
+/** axe (no violation) and the layout (no problem) of the page as it is now, in each look; back to 1366 px light after. */
+export async function judgeLooks(page: Page, where: string, ready?: () => Promise<void>): Promise<string[]> {
+  const out: string[] = [];
+  for (const l of LOOKS) {
+    await page.setViewportSize({ width: l.width, height: l.height });
+    await page.emulateMedia({ colorScheme: l.scheme });
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    await ready?.();
+    const at = `${where} @${l.width} ${l.scheme}`;
+    try {
+      await axe(page, at);
+    } catch (e) {
+      out.push(
+        String((e as Error).message)
+          .split('\n')
+          .slice(0, 12)
+          .join(' '),
+      );
+    }
+    for (const p of await layoutProblems(page)) out.push(`${at}: ${p}`);
+    if (process.env['CONSOLE_SHOTS'] === '1')
+      await page.screenshot({ path: join(ARTIFACTS, `${where.replace(/\W+/g, '-')}-${l.width}-${l.scheme}.png`), fullPage: true });
+  }
+  await page.setViewportSize({ width: 1366, height: 900 });
+  await page.emulateMedia({ colorScheme: 'light' });
+  return out;
+}

@@ -2,7 +2,8 @@
 // console shows, and when it offers Approve, agree with the engine's rules.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { approvalStatus, whyNot, type PendingApproval } from '../../console/src/approval-model.ts';
+import { approvalStatus, approvedToolCall, toolCallOrigin, whyNot, type PendingApproval } from '../../console/src/approval-model.ts';
+import { contentHash } from '../../core/canonical.ts';
 
 const at = '2026-01-01T00:00:00.000Z';
 const ask = (over: Partial<PendingApproval>): PendingApproval => ({
@@ -79,4 +80,23 @@ test('chains: the requester acting through another token, and the actors it requ
   const through = { ...run, flags: { requester_actors: ['usr_m'] } };
   assert.match(whyNot(ask({ rule: 'two_person' }), through, 'usr_m', true, true)!, /outside its chain/);
   assert.match(whyNot(a, run, 'usr_b', true, true)!, /decided/, 'bob decided, also through carol');
+});
+
+test('a tool call waiting under ask: the model answer that asked for it, its exact arguments, checked against the digest', () => {
+  assert.deepEqual(toolCallOrigin('agent:blt_1/tool/2.1'), { modelStep: 'agent:blt_1/model/2', index: 1 });
+  assert.equal(toolCallOrigin('pre:0'), null);
+  const answer = {
+    content: null,
+    tool_calls: [
+      { id: 'c0', name: 'clock.now', arguments: {} },
+      { id: 'c1', name: 'calc', arguments: { expression: '6*7' } },
+    ],
+  };
+  // The engine's digest of a call under ask (core/engine/internal/tool.ts): contentHash({ tool, args }).
+  const digest = contentHash({ tool: 'calc', args: { expression: '6*7' } });
+  assert.deepEqual(approvedToolCall(answer, 1, digest), { tool: 'calc', args: { expression: '6*7' }, matches: true });
+  assert.equal(approvedToolCall(answer, 0, digest)?.matches, false, 'another call is not the approved one');
+  assert.equal(approvedToolCall(answer, 1, contentHash({ tool: 'calc', args: { expression: '6*8' } }))?.matches, false);
+  assert.equal(approvedToolCall(answer, 5, digest), null);
+  assert.equal(approvedToolCall({ content: 'no call' }, 0, digest), null);
 });

@@ -9,7 +9,7 @@ test('routes', () => {
   assert.equal(parseRoute('#/approvals').view, 'approvals');
   assert.deepEqual(parseRoute('#/formations/frm_1'), { view: 'formations', formationId: 'frm_1' });
   assert.deepEqual(parseRoute('#/formations'), { view: 'formations', formationId: null });
-  for (const v of ['keys', 'audit', 'cells']) assert.equal(parseRoute(`#/${v}`).view, v);
+  for (const v of ['keys', 'audit', 'cells', 'catalog']) assert.equal(parseRoute(`#/${v}`).view, v);
   const runs = parseRoute('#/runs?state=waiting&crew=crw_1');
   assert.equal(runs.view, 'runs');
   assert.equal(runs.view === 'runs' ? runs.query.get('state') : null, 'waiting');

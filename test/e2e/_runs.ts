@@ -1,12 +1,15 @@
 /**
- * Shared by the end-to-end run tests (run-restart, group-runs): the admin API
- * of a real cell over HTTP, a poll helper, a Prometheus sample reader, and the
- * verification of a run's journal against the group's published keys.
+ * Shared by the end-to-end run tests (run-restart, group-runs, the effects
+ * crash tests): the admin API of a real cell over HTTP, a poll helper, a
+ * Prometheus sample reader, the verification of a run's journal against the
+ * group's published keys, and a run's lost outcome: the wait for it, an
+ * operator's resolution, and the journal's proof that it was lost in a crash.
  */
+import assert from 'node:assert/strict';
 import { verifyJournal, type JournalVerdict } from '../../core/journal/verify.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { CellProcess } from '../helpers/cell-process.ts';
-import { httpApi, type Api } from '../helpers/teams.ts';
+import { httpApi, ok, type Api } from '../helpers/teams.ts';
 
 export { httpApi };
 
@@ -79,4 +82,36 @@ export async function verifiedJournal(
   const pub = (await (await fetch(`${cellUrl}/.well-known/cell-keys.json`)).json()) as { keys: { kid: string; jwk: JsonWebKey }[] };
   const keys = new Map(pub.keys.map((k) => [k.kid, k.jwk]));
   return { records, verdict: await verifyJournal(records, (kid) => keys.get(kid)) };
+}
+
+const JOB_RUNS = '/api/public/v1/admin/jobs/runs';
+
+/** A run (job or crew) as the jobs API shows it. */
+export const runView = (api: Api, runId: string): Promise<any> => ok(api, 'GET', `${JOB_RUNS}/${runId}`);
+
+/** The run's view once it waits `outcome_unknown` (a side-effecting call whose outcome was lost). */
+export const waitingOnOutcome = (api: Api, runId: string): Promise<any> =>
+  until(`run ${runId} to wait outcome_unknown`, async () => {
+    const v = await runView(api, runId);
+    return v.state === 'outcome_unknown' ? v : undefined;
+  });
+
+/** An operator's resolution of the lost outcome of step `stepId` (`{ resolution: retry | record | fail, result? }`). */
+export const resolveOutcome = (api: Api, runId: string, stepId: string, body: unknown): Promise<any> =>
+  ok(api, 'POST', `${JOB_RUNS}/${runId}/outcomes/${encodeURIComponent(stepId)}`, body);
+
+/**
+ * The crash path, from the run's verified journal: the call's one intent (naming `key` before the call
+ * left), then the run taken back by a cell after the crash, then the wait on an operator naming `key`.
+ */
+export async function assertLostInTheCrash(api: Api, url: string, runId: string, key: string): Promise<void> {
+  const { records, verdict } = await verifiedJournal(api, url, runId);
+  assert.deepEqual(verdict, { ok: true });
+  const kinds = records.map((r) => r.kind);
+  const intent = records.findIndex((r) => r.kind === 'intent' && r.data?.['effect_key'] !== undefined);
+  const taken = kinds.indexOf('taken_over');
+  const wait = records.findIndex((r) => r.kind === 'waiting' && r.data?.['reason'] === 'outcome_unknown');
+  assert.ok(intent >= 0 && taken > intent && wait > taken, `intent, then taken_over, then the wait: ${kinds.join(',')}`);
+  assert.equal(records[intent]!.data?.['effect_key'], key, 'the key was in the intent, before the call left');
+  assert.equal((records[wait]!.data?.['effect'] as { effect_key?: string } | undefined)?.effect_key, key);
 }

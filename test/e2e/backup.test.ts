@@ -205,12 +205,12 @@ describe('backup and restore: the embedded store while the cell serves', {
     writeFileSync(wrongKey, randomBytes(32), { mode: 0o600 });
     const target = join(work, 'r1');
     let r = await cli(['restore', '--from', out, '--data', target, '--secrets-key-file', wrongKey]);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 1);
     assert.match(r.err, /was keyed with another secrets key than the one given/);
     assert.ok(!existsSync(target), 'nothing written');
 
     r = await cli(['restore', '--from', out, '--data', target]);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 2, 'a usage error');
     assert.match(r.err, /does not hold the secrets key/);
 
     const damaged = join(work, 'damaged.backup');
@@ -218,7 +218,7 @@ describe('backup and restore: the embedded store while the cell serves', {
     bytes[bytes.length - 100] = (bytes[bytes.length - 100] ?? 0) ^ 0xff;
     writeFileSync(damaged, bytes);
     r = await cli(['restore', '--from', damaged, '--data', target, '--secrets-key-file', key]);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 1);
     assert.match(r.err, /is not a usable backup \(.* does not match its checksum\)/);
     assert.ok(!existsSync(target));
 
@@ -237,7 +237,7 @@ describe('backup and restore: the embedded store while the cell serves', {
       'planted',
     )) {
       r = await cli(['restore', '--from', file, '--data', target, '--secrets-key-file', key]);
-      assert.equal(r.code, 2, `${file}: ${r.out}`);
+      assert.equal(r.code, 1, `${file}: ${r.out}`);
       assert.match(r.err, /is not a usable backup \((format 1, taken before backups were keyed|its MAC does not verify)/);
       assert.ok(!existsSync(target), 'nothing written');
     }
@@ -252,7 +252,7 @@ describe('backup and restore: the embedded store while the cell serves', {
     )) {
       for (const k of [wrongKey, key]) {
         r = await cli(['restore', '--from', file, '--data', target, '--secrets-key-file', k]);
-        assert.equal(r.code, 2, `${file} under ${k}: ${r.out}`);
+        assert.equal(r.code, 1, `${file} under ${k}: ${r.out}`);
         assert.match(r.err, /is not a usable backup|was keyed with another secrets key/);
         assert.ok(!existsSync(target), 'nothing written');
       }
@@ -261,12 +261,12 @@ describe('backup and restore: the embedded store while the cell serves', {
     mkdirSync(target);
     writeFileSync(join(target, 'x'), 'x');
     r = await cli(['restore', '--from', out, '--data', target, '--secrets-key-file', key]);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 1);
     assert.match(r.err, /exists and is not an empty directory/);
     assert.deepEqual(readdirSync(target), ['x']);
 
     r = await cli(['backup', '--data', join(work, 'nothing-here'), '--out', join(work, 'n.backup')]);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 1);
     assert.match(r.err, /holds no embedded store .* pg_dump/);
     assert.doesNotMatch(r.err, /\n\s+at /, 'no stack trace');
   });

@@ -140,12 +140,18 @@ test('on a terminal the first start shows the bootstrap key once (as `make run` 
     out += d.toString();
   });
   try {
-    const re = /bootstrap admin key \(shown once, also in (\S+)\):\r?\n(svck_live_\S+)\r?\n/;
+    // stdout carries JSON lines only: the key is in the banner line's message, on the terminal alone.
+    const shown = () => out.split(/\r?\n/).find((l) => l.includes('bootstrap admin key (shown once'));
     const deadline = Date.now() + 20_000;
-    while (!re.test(out) && Date.now() < deadline && proc.exitCode === null) await new Promise((r) => setTimeout(r, 50));
-    const m = re.exec(out);
-    assert.ok(m, out);
+    while (!shown() && Date.now() < deadline && proc.exitCode === null) await new Promise((r) => setTimeout(r, 50));
+    const line = shown();
+    assert.ok(line, out);
+    const o = JSON.parse(line) as { level: number; msg: string; key_file: string };
+    const m = /^bootstrap admin key \(shown once, also in (\S+)\):\n(svck_live_\S+)$/.exec(o.msg);
+    assert.ok(m, o.msg);
+    assert.equal(o.level, 30);
     assert.equal(m[1], join(dataDir, 'bootstrap-admin.key'));
+    assert.equal(o.key_file, m[1]);
     assert.equal(m[2], readFileSync(join(dataDir, 'bootstrap-admin.key'), 'utf8').trim());
   } finally {
     if (proc.exitCode === null) process.kill(-proc.pid!, 'SIGTERM');

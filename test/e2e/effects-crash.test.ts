@@ -21,7 +21,16 @@ import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { startGroup, type Group } from '../helpers/group.ts';
 import { pgUnavailable } from '../helpers/postgres.ts';
 import { TEST_ENGINE } from '../helpers/inproc.ts';
-import { httpApi, jobRunEnded, until, verifiedJournal } from './_runs.ts';
+import {
+  assertLostInTheCrash,
+  httpApi,
+  jobRunEnded,
+  resolveOutcome as resolve,
+  runView as view,
+  until,
+  verifiedJournal,
+  waitingOnOutcome as waitingOn,
+} from './_runs.ts';
 import { ok, type Api } from '../helpers/teams.ts';
 
 const RUNS = '/api/public/v1/admin/jobs/runs';
@@ -87,28 +96,6 @@ async function dispatched(api: Api, svc: Service, writes: [string, string][]): P
     10_000,
   );
   return ids;
-}
-
-const view = (api: Api, runId: string) => ok(api, 'GET', `${RUNS}/${runId}`);
-const waitingOn = (api: Api, runId: string) =>
-  until(`run ${runId} to wait outcome_unknown`, async () => {
-    const v = await view(api, runId);
-    return v.state === 'outcome_unknown' ? v : undefined;
-  });
-const resolve = (api: Api, runId: string, stepId: string, body: unknown) =>
-  ok(api, 'POST', `${RUNS}/${runId}/outcomes/${encodeURIComponent(stepId)}`, body);
-
-/** The crash path: the run's wait was decided by the cell that took it back, after the call's one intent. */
-async function assertLostInTheCrash(api: Api, url: string, runId: string, key: string): Promise<void> {
-  const { records, verdict } = await verifiedJournal(api, url, runId);
-  assert.deepEqual(verdict, { ok: true });
-  const kinds = records.map((r) => r.kind);
-  const intent = records.findIndex((r) => r.kind === 'intent');
-  const taken = kinds.indexOf('taken_over');
-  const wait = records.findIndex((r) => r.kind === 'waiting' && r.data?.['reason'] === 'outcome_unknown');
-  assert.ok(intent >= 0 && taken > intent && wait > taken, `intent, then taken_over, then the wait: ${kinds.join(',')}`);
-  assert.equal(records[intent]!.data?.['effect_key'], key, 'the key was in the intent, before the call left');
-  assert.equal((records[wait]!.data?.['effect'] as { effect_key?: string } | undefined)?.effect_key, key);
 }
 
 describe('SIGKILL between dispatch and result of a write; the same cell restarted', { timeout: 180_000 }, () => {

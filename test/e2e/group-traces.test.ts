@@ -79,7 +79,7 @@ test('SIGKILL the driving cell: the peer that takes the run over continues its t
   });
   assert.equal(done.state, 'completed', JSON.stringify(done.error));
   const resumed = await until('the peer drive span', async () =>
-    receiver.spans.find((s) => s.name === `invoke_agent ${tm.crew}` && s.attributes['agent_cell.cell.id'] === 'cell-tb'),
+    receiver.spans.find((s) => s.name === `invoke_agent ${tm.crewName}` && s.attributes['agent_cell.cell.id'] === 'cell-tb'),
   );
   assert.equal(resumed.attributes['agent_cell.run.takeover'], true);
   assert.equal(resumed.traceId, TRACE_ID);

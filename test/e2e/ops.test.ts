@@ -2,12 +2,19 @@
  * Operations against the real cell process (issue 13): /healthz and /readyz,
  * metrics on the loopback --metrics-port (parsed with an independent
  * exposition-format parser, numbers checked to move), and one JSON access-log
- * line per request that never carries a secret.
+ * line per request that never carries a secret. Issue 42: stdout carries JSON
+ * lines only (the banner too), a well-formed X-Request-Id is adopted, and a
+ * cell not ready answers 503 without logging it as an error.
  */
 import { strict as assert } from 'node:assert';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
+import { startCell } from '../../cell/server.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
+import { testStore } from '../helpers/inproc.ts';
 import { parseExposition, type PromSample } from '../helpers/prometheus.ts';
 
 const P = '/api/public/v1/admin';
@@ -69,7 +76,7 @@ describe('operations: health, metrics, access log', () => {
       if (!line) await new Promise((r) => setTimeout(r, 20));
     }
     assert.ok(line, `no access-log line for ${id}`);
-    assert.equal(line['level'], 'info');
+    assert.equal(line['level'], 30, "pino's numeric level for info");
     assert.equal(line['msg'], 'request');
     assert.equal(line['route'], `${P}/principals`);
     assert.equal(line['method'], 'GET');
@@ -89,6 +96,52 @@ describe('operations: health, metrics, access log', () => {
     assert.ok(!logLines.some((l) => l.includes(cell.adminKey)), 'a log line carries the admin key');
     assert.ok(!logLines.some((l) => /svck_live_|Bearer /.test(l)), 'a log line carries a credential');
   });
+  it('a well-formed X-Request-Id is adopted (answer, access line); a malformed one is replaced by a new id', async () => {
+    const sent = async (id: string) => {
+      const r = await request(`${cell.url}/healthz`, { headers: { 'x-request-id': id } });
+      await r.body.dump();
+      return String(r.headers['x-request-id']);
+    };
+    for (const id of ['edge-proxy_42.a:b=c+d/e-f', 'f47ac10b-58cc-4372-a567-0e02b2c3d479', 'Z'.repeat(128)])
+      assert.equal(await sent(id), id);
+    const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+    for (const bad of ['two words', 'Z'.repeat(129), '-leading-dash', '"quoted"', 'a,b', 'tab\there', 'é-accent']) {
+      const got = await sent(bad);
+      assert.match(got, uuid, `${JSON.stringify(bad)} is replaced`);
+    }
+    const adopted = 'adopted-request-7';
+    await sent(adopted);
+    const line = await (async () => {
+      for (let i = 0; i < 100; i++) {
+        const l = cell
+          .stdout()
+          .split('\n')
+          .filter((x) => x.startsWith('{'))
+          .map((x) => JSON.parse(x) as Record<string, unknown>)
+          .find((x) => x['request_id'] === adopted);
+        if (l) return l;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return undefined;
+    })();
+    assert.ok(line, 'the access line names the adopted id');
+    assert.equal(line['route'], '/healthz');
+  });
+
+  it('stdout carries JSON lines only, the banner included: jq reads every line', async () => {
+    const lines = cell
+      .stdout()
+      .split('\n')
+      .filter((l) => l !== '');
+    assert.ok(lines.length >= 3, cell.stdout());
+    for (const l of lines) assert.doesNotThrow(() => JSON.parse(l), `not JSON on stdout: ${l}`);
+    const banner = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((o) => String(o['msg']).includes('listening on'));
+    assert.ok(banner);
+    assert.equal(banner['url'], cell.url);
+    assert.equal(banner['level'], 30);
+    assert.match(String(banner['msg']), /^cell \S+ listening on http:\/\/127\.0\.0\.1:\d+$/);
+  });
+
   it('metrics: served on loopback only, parsed by an exposition-format parser, and the numbers move', async () => {
     assert.equal((await request(metricsUrl.replace('/metrics', '/other'))).statusCode, 404);
     const before = await scrape(metricsUrl);
@@ -198,6 +251,48 @@ describe('operations: no access-log line lost on a clean stop', () => {
       assert.equal(cell.proc.exitCode, 0);
     } finally {
       cell.cleanup();
+    }
+  });
+});
+
+describe('operations: a cell not ready answers 503 without logging an error', () => {
+  it('GET /readyz while the modules stop: 503 not_ready, an info access line, no error line, no stack', async () => {
+    const lines: { level: string; msg: string; fields: Record<string, unknown> | undefined }[] = [];
+    const at = (level: string) => (msg: string, fields?: Record<string, unknown>) => void lines.push({ level, msg, fields });
+    const dir = mkdtempSync(join(tmpdir(), 'cell-ready-'));
+    const store = await testStore();
+    const running = await startCell({
+      config: { dataDir: dir, ...(store.url ? { storeUrl: store.url } : {}) },
+      listen: false,
+      log: { info: at('info'), warn: at('warn'), error: at('error') },
+    });
+    try {
+      const ask = () => running.app.request('/readyz', {}, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
+      assert.equal((await ask()).status, 200);
+      // The ops module stops first at a cell's stop (and starts last): from then on /readyz says `stopping`,
+      // as it says `starting` before the start.
+      await running.modules.ops.stop!();
+      const r = await ask();
+      assert.equal(r.status, 503);
+      const body = (await r.json()) as { error: string; details: { reason: string; checks: { modules: string } } };
+      assert.deepEqual([body.error, body.details.reason, body.details.checks.modules], ['service_unavailable', 'not_ready', 'stopping']);
+      const access = lines.filter((l) => l.msg === 'request' && l.fields?.['route'] === '/readyz');
+      assert.deepEqual(
+        access.map((l) => [l.level, l.fields?.['status']]),
+        [
+          ['info', 200],
+          ['info', 503],
+        ],
+      );
+      assert.deepEqual(
+        lines.filter((l) => l.level === 'error'),
+        [],
+        'a 503 the cell answers on purpose is not an error of the cell',
+      );
+    } finally {
+      await running.stop();
+      await store.drop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -48,7 +48,7 @@ describe('admin reset-owner', () => {
 
   it('is refused while the cell serves, saying what to do', async () => {
     const r = await cli(['admin', 'reset-owner', '--data', cell.dataDir, ...storeArgs]);
-    assert.equal(r.code, 2);
+    assert.equal(r.code, 3, 'a refusal');
     assert.match(
       r.err,
       storeArgs.length ? /cells of this group are serving \(.+\): stop them first/ : /a cell \(pid \d+\) serves on .*: stop it first/,

@@ -6,7 +6,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { execFile } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, linkSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -15,13 +15,35 @@ import { CELL_BIN, startCellProcess } from '../helpers/cell-process.ts';
 
 const run = promisify(execFile);
 
-async function serve(args: string[], asUser?: string): Promise<{ code: number; err: string }> {
-  const cmd = asUser ? 'runuser' : process.execPath;
-  const argv = asUser
-    ? ['-u', asUser, '--', process.execPath, CELL_BIN, 'serve', '--port', '0', ...args]
+/**
+ * The node binary and dist/cell.mjs where another user can read them, in `dir` (which must be): a checkout may
+ * live in a private folder (root's home, a `mktemp -d` folder), and the project's Node in `.node/` inside it, where
+ * `nobody` can read neither. The binary is linked when it can be (same file system), else copied; the bundle
+ * stands alone (nothing else of the checkout is needed).
+ */
+function runnableBy(dir: string): { node: string; bin: string } {
+  const node = join(dir, 'node');
+  try {
+    linkSync(realpathSync(process.execPath), node);
+  } catch {
+    copyFileSync(process.execPath, node);
+  }
+  chmodSync(node, 0o755);
+  const bin = join(dir, 'cell.mjs');
+  copyFileSync(CELL_BIN, bin);
+  chmodSync(bin, 0o644);
+  return { node, bin };
+}
+
+async function serve(args: string[], asUser?: { name: string; dir: string }): Promise<{ code: number; err: string }> {
+  const other = asUser ? runnableBy(asUser.dir) : null;
+  const cmd = other ? 'runuser' : process.execPath;
+  const argv = other
+    ? ['-u', asUser!.name, '--', other.node, other.bin, 'serve', '--port', '0', ...args]
     : [CELL_BIN, 'serve', '--port', '0', ...args];
   try {
-    await run(cmd, argv, { timeout: 60_000 });
+    // As another user, from a directory it may enter (the checkout's may be private).
+    await run(cmd, argv, { timeout: 60_000, ...(asUser ? { cwd: asUser.dir } : {}) });
     return { code: 0, err: '' };
   } catch (e) {
     const x = e as { code: number; stderr: string };
@@ -42,7 +64,7 @@ describe('start-up errors and the stop line', () => {
       .find((l) => l.includes('"msg":"cell stopped"'));
     assert.ok(line, cell.output());
     const o = JSON.parse(line) as Record<string, unknown>;
-    assert.equal(o['level'], 'info');
+    assert.equal(o['level'], 30);
     assert.equal(o['signal'], 'SIGTERM');
     assert.match(String(o['cell_id']), /^cell-/);
     cell.cleanup();
@@ -72,7 +94,7 @@ describe('start-up errors and the stop line', () => {
     chmodSync(work, 0o755);
     // root writes anywhere: run the cell as nobody then (runuser), else as ourselves.
     const asRoot = process.getuid?.() === 0;
-    const r = await serve(['--data', join(locked, 'data')], asRoot ? 'nobody' : undefined);
+    const r = await serve(['--data', join(locked, 'data')], asRoot ? { name: 'nobody', dir: work } : undefined);
     chmodSync(locked, 0o700);
     assert.equal(r.code, 1, r.err);
     assert.match(

@@ -7,9 +7,14 @@
  * their attributes), the caller's `traceparent` as the request span's parent,
  * no prompt text, secret or key without the operator's opt-in and the text
  * with it, and a run driven again after its cell was killed continuing the
- * same trace. Needs `node scripts/build.mjs` first.
+ * same trace. The conventions' details: the resource (the SDK's default, the
+ * operator's OTEL_RESOURCE_ATTRIBUTES, the cell's identity), the versioned
+ * tracer, `invoke_agent {crew name}` with provider and token usage, the
+ * run's reason as `error.type`, `gen_ai.response.id`, `gen_ai.tool.type`,
+ * `url.scheme`, unmatched routes and unknown methods. Needs `node scripts/build.mjs` first.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts';
@@ -20,10 +25,20 @@ import { httpApi, until, verifiedJournal } from './_runs.ts';
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CALLER_SPAN = '00f067aa0ba902b7';
 const SECRET_INPUT = 'classified-task-7f3a';
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-/** Env of a cell exporting to `receiver`, batches sent every 100 ms. */
+/**
+ * Env of a cell exporting to `receiver`, batches sent every 100 ms; the operator's resource attributes,
+ * one of which (service.instance.id) the cell's own identity overrides.
+ */
 function otelEnv(receiver: OtlpReceiver, extra: Record<string, string> = {}): Record<string, string> {
-  return { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'cell-under-test', OTEL_BSP_SCHEDULE_DELAY: '100', ...extra };
+  return {
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    OTEL_SERVICE_NAME: 'cell-under-test',
+    OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=ci,service.namespace=cells,service.instance.id=spoofed',
+    OTEL_BSP_SCHEDULE_DELAY: '100',
+    ...extra,
+  };
 }
 
 /** Starts a crew run with a `traceparent` header; returns its id. */
@@ -107,20 +122,39 @@ describe('traces exported over OTLP/HTTP', () => {
     });
     const all = receiver.spans;
     assert.ok(receiver.requests.every((r) => r.contentType === 'application/x-protobuf'));
-    assert.equal(all[0]!.resource['service.name'], 'cell-under-test');
-    assert.match(String(all[0]!.resource['service.instance.id']), /\S/);
+    // The resource: the SDK's default, the operator's OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME over both, the
+    // program's version, and the cell's identity, which the operator's attributes do not override.
+    const resource = all[0]!.resource;
+    assert.equal(resource['service.name'], 'cell-under-test');
+    assert.equal(resource['service.version'], VERSION);
+    assert.equal(resource['telemetry.sdk.name'], 'opentelemetry');
+    assert.equal(resource['telemetry.sdk.language'], 'nodejs');
+    assert.equal(resource['deployment.environment.name'], 'ci');
+    assert.equal(resource['service.namespace'], 'cells');
+    assert.match(String(resource['service.instance.id']), /^cell-/);
+    assert.match(String(resource['agent_cell.group.id']), /\S/);
+    // The tracer: named and versioned after the program.
+    for (const x of all) assert.deepEqual([x.scope, x.scopeVersion], ['agent-cell', VERSION]);
 
     // The request: a server span, child of the caller's span, named by its route template.
     const http = one(spans, (s) => s.kind === 2 && s.parentSpanId === CALLER_SPAN && s.name.startsWith('POST '), 'the POST request span');
     assert.equal(http.attributes['http.request.method'], 'POST');
+    assert.equal(http.attributes['url.scheme'], 'http');
     assert.equal(http.attributes['http.response.status_code'], 201);
     assert.match(String(http.attributes['http.route']), /\/crews\/[^/]*\{?:?crew/i);
     assert.ok(!http.name.includes(tm.crew), `the route template, not the path: ${http.name}`);
 
     // The run: child of the request, with the run id, the crew and the formation hash.
-    const run = one(spans, (s) => s.name === `invoke_agent ${tm.crew}`, 'the run span');
+    // Named after the crew (the agent), not its id; the provider and the tokens of the drive's three calls.
+    const run = one(spans, (s) => s.name === `invoke_agent ${tm.crewName}`, 'the run span');
+    assert.ok(!run.name.includes(tm.crew));
     assert.equal(run.parentSpanId, http.spanId);
     assert.equal(run.attributes['gen_ai.operation.name'], 'invoke_agent');
+    assert.equal(run.attributes['gen_ai.agent.id'], tm.crew);
+    assert.equal(run.attributes['gen_ai.agent.name'], tm.crewName);
+    assert.equal(run.attributes['gen_ai.provider.name'], 'openai');
+    assert.equal(run.attributes['gen_ai.usage.input_tokens'], 21 + 13 + 13);
+    assert.equal(run.attributes['gen_ai.usage.output_tokens'], 4 + 8 + 8);
     assert.equal(run.attributes['agent_cell.run.id'], runId);
     assert.equal(run.attributes['agent_cell.crew.id'], tm.crew);
     assert.match(String(run.attributes['agent_cell.formation.hash']), /^sha256:[0-9a-f]{64}$/);
@@ -142,6 +176,7 @@ describe('traces exported over OTLP/HTTP', () => {
       assert.equal(c.attributes['gen_ai.operation.name'], 'chat');
       assert.equal(c.attributes['gen_ai.provider.name'], 'openai');
       assert.equal(c.attributes['gen_ai.request.model'], 'fake-model');
+      assert.match(String(c.attributes['gen_ai.response.id']), /^chatcmpl-\d+$/, "the provider's answer id");
       assert.ok(
         steps.some((s) => s.spanId === c.parentSpanId),
         'a chat span is a child of a step span',
@@ -169,6 +204,7 @@ describe('traces exported over OTLP/HTTP', () => {
     assert.equal(tool.parentSpanId, analystStep.spanId);
     assert.equal(tool.attributes['gen_ai.operation.name'], 'execute_tool');
     assert.equal(tool.attributes['gen_ai.tool.name'], 'calc');
+    assert.equal(tool.attributes['gen_ai.tool.type'], 'function');
 
     // Nothing the operator did not opt in to: no prompt, no input, no answer, no tool arguments, no key.
     const text = JSON.stringify(all.map((s) => ({ n: s.name, a: s.attributes, r: s.resource })));
@@ -195,6 +231,41 @@ describe('traces exported over OTLP/HTTP', () => {
     const healthz = await until('the healthz span', async () => receiver.spans.find((x) => x.traceId === line['trace_id']));
     assert.equal(healthz.parentSpanId, '');
     assert.equal(healthz.name, 'GET /healthz');
+
+    // No route matched: the span is named by the method alone, without http.route (a path is no name); a method the
+    // conventions do not know is _OTHER, named HTTP, its own name kept apart.
+    const unmatched = await fetch(`${cell.url}/no/such/place-${TRACE_ID}`);
+    assert.equal(unmatched.status, 404);
+    const odd = await fetch(`${cell.url}/healthz`, { method: 'PROPFIND' });
+    await odd.body?.cancel();
+    const lost = await until('the unmatched request span', async () =>
+      receiver.spans.find((x) => x.attributes['agent_cell.request_id'] === unmatched.headers.get('x-request-id')),
+    );
+    assert.equal(lost.name, 'GET');
+    assert.equal(lost.attributes['http.route'], undefined);
+    assert.equal(lost.attributes['http.response.status_code'], 404);
+    assert.notEqual(lost.status.code, 2, 'a 404 is not a server error');
+    assert.ok(!JSON.stringify([lost.name, lost.attributes]).includes('no/such/place'), 'the path is nowhere');
+    const other = await until('the PROPFIND span', async () =>
+      receiver.spans.find((x) => x.attributes['agent_cell.request_id'] === odd.headers.get('x-request-id')),
+    );
+    assert.equal(other.attributes['http.request.method'], '_OTHER');
+    assert.equal(other.attributes['http.request.method_original'], 'PROPFIND');
+    assert.match(other.name, /^HTTP( |$)/);
+
+    // A failed run: its span says why in error.type (the run's reason, as the API says), not only that it failed.
+    ai.setResponder(() => ({ status: 400 }));
+    const failedRun = await startRun(cell, tm.crew, 'cccccccccccccccccccccccccccccccc', 'fail please');
+    const failed = await finished(api, tm.crew, failedRun);
+    assert.equal(failed.state, 'failed');
+    const reason = (failed.error as { reason?: string }).reason;
+    assert.match(String(reason), /^[a-z_]+$/);
+    const failedSpan = await until('the failed run span', async () =>
+      receiver.spans.find((x) => x.name.startsWith('invoke_agent') && x.attributes['agent_cell.run.id'] === failedRun),
+    );
+    assert.equal(failedSpan.status.code, 2);
+    assert.equal(failedSpan.attributes['error.type'], reason);
+    respond(ai);
 
     // A job run: its run span (`job single`) and its step, in the trace of the request that started it.
     const job = await ok(api, 'POST', '/api/public/v1/admin/jobs/runs', {
@@ -292,7 +363,7 @@ describe('traces exported over OTLP/HTTP', () => {
     assert.equal(res.status, 200, await res.text());
     assert.equal((await finished(api, tm.crew, runId)).state, 'completed');
     const runs = await until('two drives of the run', async () => {
-      const r = receiver.spans.filter((s) => s.name === `invoke_agent ${tm.crew}`);
+      const r = receiver.spans.filter((s) => s.name === `invoke_agent ${tm.crewName}`);
       return r.length === 2 && receiver.spans.some((s) => s.name.startsWith('approval ')) ? r : undefined;
     });
     const [first, second] = runs.sort((a, b) => (a.startNs < b.startNs ? -1 : 1));
@@ -345,7 +416,7 @@ describe('traces exported over OTLP/HTTP', () => {
     const apiB = httpApi(b.url, a.adminKey);
     assert.equal((await finished(apiB, tm.crew, runId)).state, 'completed');
     const resumed = await until('the resumed run span', async () =>
-      receiver.spans.find((s) => s.name === `invoke_agent ${tm.crew}` && s.attributes['agent_cell.run.takeover'] === true),
+      receiver.spans.find((s) => s.name === `invoke_agent ${tm.crewName}` && s.attributes['agent_cell.run.takeover'] === true),
     );
     assert.equal(resumed.traceId, traceId, 'the same trace as the request that started the run');
     // Its parent is the first drive's run span, as the run's journal keeps it.

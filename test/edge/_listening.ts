@@ -19,7 +19,7 @@ export async function edgeListening(proc: ChildProcess, timeoutMs: number): Prom
     }, timeoutMs);
     proc.stdout!.on('data', (d: Buffer) => {
       text += d.toString();
-      const m = /listening on (https?:\S+)/.exec(text);
+      const m = /listening on (https?:\/\/[^\s"]+)/.exec(text);
       if (m) {
         clearTimeout(timer);
         res(m[1]!);

@@ -183,10 +183,10 @@ test('edge attestation export/keys/verify: the device-signed statement with its 
     JSON.stringify({ ...doc, dsse_envelope: { ...doc.dsse_envelope, payload: b64std(Buffer.from(JSON.stringify(st))) } }),
   );
   const bad = run(EDGE, ['attestation', 'verify', join(dir, 'bad.json'), '--keys', join(dir, 'device-keys.json')]);
-  assert.equal(bad.status, 1, bad.out);
+  assert.equal(bad.status, 3, bad.out);
   assert.match(bad.out, /refused: dsse: the signature/);
   writeFileSync(join(dir, 'cell-keys.json'), (await t.request('GET', '/.well-known/cell-keys.json')).text);
-  assert.equal(run(EDGE, ['attestation', 'verify', att, '--keys', join(dir, 'cell-keys.json')]).status, 1);
+  assert.equal(run(EDGE, ['attestation', 'verify', att, '--keys', join(dir, 'cell-keys.json')]).status, 3);
   // The SCITT form.
   const cose = join(dir, 'att.cose');
   assert.equal(run(EDGE, ['attestation', 'export', runId, '--data', data, '--out', cose, '--format', 'scitt']).status, 0);
@@ -283,10 +283,11 @@ test("the cell's command line: consistency with a checkpoint seen before holds; 
     '--consistency',
     join(dir, 'proof.json'),
   ]);
-  assert.equal(no.status, 1, no.out);
+  assert.equal(no.status, 3, no.out);
   assert.match(no.out, /history rewritten/);
-  // A file that is no attestation; a missing keys file (exit 2, a usage error).
+  // A file that is no attestation (refused, exit 3); a missing keys file (exit 1, a file it cannot read); no --keys (2).
   writeFileSync(join(dir, 'junk'), 'junk');
-  assert.equal(run(CELL, ['attestation', 'verify', join(dir, 'junk'), '--keys', keys]).status, 1);
-  assert.equal(run(CELL, ['attestation', 'verify', join(dir, 'two.json'), '--keys', join(dir, 'nope.json')]).status, 2);
+  assert.equal(run(CELL, ['attestation', 'verify', join(dir, 'junk'), '--keys', keys]).status, 3);
+  assert.equal(run(CELL, ['attestation', 'verify', join(dir, 'two.json'), '--keys', join(dir, 'nope.json')]).status, 1);
+  assert.equal(run(CELL, ['attestation', 'verify', join(dir, 'two.json')]).status, 2);
 });

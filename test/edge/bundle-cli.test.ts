@@ -41,7 +41,8 @@ test('bundle keys and bundle trust from a stopped cell', {
     const running = spawnSync(process.execPath, [CELL_BIN, 'bundle', 'keys', '--data', cell.dataDir, ...store, '--out', join(out, 'x')], {
       encoding: 'utf8',
     });
-    assert.notEqual(running.status, 0, 'no --device: usage error');
+    assert.equal(running.status, 2, 'no --device: a usage error');
+    assert.match(running.stderr, /^error: bundle keys needs --device ID\nusage: node dist\/cell\.mjs bundle keys /);
     const t = spawnSync(
       process.execPath,
       [CELL_BIN, 'bundle', 'trust', '--data', cell.dataDir, ...store, '--out', join(out, 'trust.json')],
@@ -79,7 +80,7 @@ test('bundle keys and bundle trust from a stopped cell', {
       [CELL_BIN, 'bundle', 'keys', '--data', cell.dataDir, ...store, '--device', 'B'.repeat(43), '--out', join(out, 'y')],
       { encoding: 'utf8' },
     );
-    assert.notEqual(unknownDevice.status, 0);
+    assert.equal(unknownDevice.status, 3, `a device the cell does not know is refused: ${unknownDevice.stderr}`);
     // A store URL of another scheme is refused before anything is opened.
     const badStore = spawnSync(
       process.execPath,

@@ -66,7 +66,7 @@ test('a 400 MiB bundle is refused before it is read: artifact_too_large, and the
     writeFileSync(big, w.bundle);
     truncateSync(big, 400 * MiB);
     const refused = verify(w.dir, big);
-    assert.equal(refused.status, 1);
+    assert.equal(refused.status, 3, 'refused by the rules (exit status 3), not a failure to run');
     assert.equal(refused.out?.reason, 'artifact_too_large', JSON.stringify(refused.out));
     const ok = verify(w.dir, join(w.dir, 'keys.bundle'));
     assert.equal(ok.out?.reason, 'unknown_key', 'the real bundle loads');

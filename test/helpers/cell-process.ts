@@ -23,8 +23,10 @@ export interface CellProcess {
   adminKey: string;
   dataDir: string;
   proc: ChildProcess;
-  /** Everything the process printed so far. */
+  /** Everything the process printed so far (stdout and stderr, as they came). */
   output(): string;
+  /** What the process printed on stdout alone. */
+  stdout(): string;
   /** SIGTERM and wait for exit. */
   stop(): Promise<void>;
   /** Signal (default SIGKILL) and wait for exit. */
@@ -79,8 +81,10 @@ export async function startCellProcess(
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
+  let stdout = '';
   proc.stdout!.on('data', (d: Buffer) => {
     out += d.toString();
+    stdout += d.toString();
   });
   proc.stderr!.on('data', (d: Buffer) => {
     out += d.toString();
@@ -92,7 +96,7 @@ export async function startCellProcess(
       reject(new Error(`cell did not start in time:\n${out}`));
     }, opts.timeoutMs ?? 20_000);
     const check = () => {
-      const m = /listening on (http\S+)/.exec(out);
+      const m = /listening on (https?:\/\/[^\s"]+)/.exec(out);
       if (m) {
         clearTimeout(timer);
         proc.stdout!.off('data', check);
@@ -117,6 +121,7 @@ export async function startCellProcess(
     dataDir,
     proc,
     output: () => out,
+    stdout: () => stdout,
     stop: () => signal('SIGTERM'),
     kill: (s = 'SIGKILL') => signal(s),
     cleanup: () => {

@@ -62,7 +62,7 @@ export async function startLoneCell(t: TestContext, prefix: string, args: string
     const url = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no start in 20 s:\n${out}`)), 20_000);
       const check = () => {
-        const m = /listening on (http\S+)/.exec(out);
+        const m = /listening on (https?:\/\/[^\s"]+)/.exec(out);
         if (m) {
           clearTimeout(timer);
           resolve(m[1]!);

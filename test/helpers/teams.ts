@@ -100,7 +100,7 @@ export async function team(
   policy: string,
   seats: Seat[],
   extra: Record<string, unknown> = {},
-): Promise<{ formation: string; crew: string; billets: Record<string, string>; agents: Record<string, string> }> {
+): Promise<{ formation: string; crew: string; crewName: string; billets: Record<string, string>; agents: Record<string, string> }> {
   const f = await ok(api, 'POST', `${T}/formations`, { name: `${policy}-team`, coordination_policy: policy, ...extra });
   const billets: Record<string, string> = {};
   const agents: Record<string, string> = {};
@@ -123,7 +123,7 @@ export async function team(
   }
   const assignments = Object.fromEntries(seats.map((s) => [billets[s.role]!, agents[s.role]!]));
   const c = await ok(api, 'POST', `${T}/crews`, { formation_id: f.formation_id, assignments });
-  return { formation: f.formation_id, crew: c.crew_id, billets, agents };
+  return { formation: f.formation_id, crew: c.crew_id, crewName: c.name, billets, agents };
 }
 
 /** The role named in a request's system prompt. */

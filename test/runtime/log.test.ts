@@ -8,12 +8,13 @@
  */
 import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, it, mock } from 'node:test';
 import { accessLine, AccessLineEncoder, ENCODE_ROOM, mayHoldKeySecret, millis } from '../../runtime/internal/access-line.ts';
 import { CENSOR, redactFields, redactLine } from '../../runtime/internal/redact.ts';
+import { ServiceError } from '../../core/errors.ts';
 import { type AccessFields, createLogger, isoTime, type LogFormat, type LogLevel } from '../../runtime/log.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'log-test-'));
@@ -84,7 +85,7 @@ describe('runtime/log: JSON lines', () => {
       'status',
       'time',
     ]);
-    assert.equal(line['level'], 'info');
+    assert.equal(line['level'], 30, "pino's numeric level");
     assert.equal(line['msg'], 'request');
     assert.equal(line['principal_id'], null);
     assert.ok(!Number.isNaN(Date.parse(String(line['time']))) && String(line['time']).endsWith('Z'), String(line['time']));
@@ -94,10 +95,55 @@ describe('runtime/log: JSON lines', () => {
         .map((l) => JSON.parse(l) as Record<string, unknown>)
         .map((l) => [l['level'], l['msg']]),
       [
-        ['warn', 'careful'],
-        ['error', 'broken'],
+        [40, 'careful'],
+        [50, 'broken'],
       ],
     );
+  });
+
+  it("pino's numeric levels: pino-pretty -L and jq 'select(.level>=40)' keep warn and error, and read the access line", async () => {
+    const one = join(dir, `mixed-${++n}.log`);
+    const log = createLogger({ level: 'info', format: 'json', out: one, err: one });
+    log.info('plain info', { n: 1 });
+    log.request(ACCESS);
+    log.warn('a warning', { n: 2 });
+    log.error('an error', { error: new Error('boom') });
+    await log.close();
+    const pino = spawnSync(
+      process.execPath,
+      [resolve(import.meta.dirname, '../../node_modules/pino-pretty/bin.js'), '-L', 'warn', '-c', 'false'],
+      {
+        input: readFileSync(one),
+        encoding: 'utf8',
+      },
+    );
+    assert.equal(pino.status, 0, pino.stderr);
+    assert.match(pino.stdout, /WARN.*a warning/);
+    assert.match(pino.stdout, /ERROR.*an error/);
+    assert.doesNotMatch(pino.stdout, /plain info|request/, 'pino-pretty -L warn drops info and the access line');
+    const all = spawnSync(process.execPath, [resolve(import.meta.dirname, '../../node_modules/pino-pretty/bin.js'), '-c', 'false'], {
+      input: readFileSync(one),
+      encoding: 'utf8',
+    });
+    assert.match(all.stdout, /INFO.*request/, 'pino-pretty reads the fast access line as its own');
+    if (existsSync('/usr/bin/jq')) {
+      const jq = spawnSync('/usr/bin/jq', ['-c', 'select(.level>=40) | .msg'], { input: readFileSync(one), encoding: 'utf8' });
+      assert.equal(jq.status, 0, jq.stderr);
+      assert.deepEqual(jq.stdout.trim().split('\n'), ['"a warning"', '"an error"']);
+    }
+  });
+
+  it('an error in a field is written as {type, message, code, stack}', async () => {
+    const f = fileLogger('info', 'json');
+    f.log.error('failed', { error: new ServiceError('not_found', 'no such thing') });
+    const enoent = Object.assign(new Error('ENOENT: no such file'), { code: 'ENOENT' });
+    f.log.warn('not read', { error: enoent });
+    await f.log.close();
+    const [a, b] = f.err().map((l) => JSON.parse(l) as { error: Record<string, string> });
+    assert.deepEqual(Object.keys(a!.error), ['type', 'message', 'code', 'stack']);
+    assert.deepEqual([a!.error['type'], a!.error['message'], a!.error['code']], ['ServiceError', 'no such thing', 'not_found']);
+    assert.match(a!.error['stack']!, /\n\s+at /);
+    assert.deepEqual([b!.error['type'], b!.error['code']], ['Error', 'ENOENT']);
   });
 
   it('--log-level drops the lines below it, and says so to callers', async () => {
@@ -120,18 +166,31 @@ describe('runtime/log: JSON lines', () => {
     );
   });
 
-  it('print writes text as it is, in order with the lines before it', async () => {
+  it('the banner: JSON lines with their fields, in order with the lines before it, whatever the level', async () => {
     const f = fileLogger('info', 'json');
     f.log.info('first');
-    f.log.print('cell c1 listening on http://127.0.0.1:1\n');
+    f.log.banner([
+      { msg: 'cell c1 listening on http://127.0.0.1:1', fields: { cell_id: 'c1', url: 'http://127.0.0.1:1' } },
+      { msg: 'metrics on http://127.0.0.1:2/metrics' },
+    ]);
     f.log.info('second');
     await f.log.close();
-    const out = f.out();
-    assert.equal(out[1], 'cell c1 listening on http://127.0.0.1:1');
+    const out = f.out().map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.deepEqual(
-      [out[0], out[2]].map((l) => (JSON.parse(l!) as { msg: string }).msg),
-      ['first', 'second'],
+      out.map((l) => l['msg']),
+      ['first', 'cell c1 listening on http://127.0.0.1:1', 'metrics on http://127.0.0.1:2/metrics', 'second'],
     );
+    assert.deepEqual(Object.keys(out[1]!), ['level', 'time', 'cell_id', 'url', 'msg'], "pino's shape");
+    assert.equal(out[1]!['level'], 30);
+    assert.equal(out[1]!['url'], 'http://127.0.0.1:1');
+    const quiet = fileLogger('error', 'json');
+    quiet.log.banner([{ msg: 'listening' }]);
+    await quiet.log.close();
+    assert.equal((JSON.parse(quiet.out()[0]!) as { msg: string }).msg, 'listening', '--log-level error keeps the banner');
+    const pretty = fileLogger('info', 'pretty');
+    pretty.log.banner([{ msg: 'cell c1 listening on http://127.0.0.1:1', fields: { url: 'http://127.0.0.1:1' } }]);
+    await pretty.log.close();
+    assert.deepEqual(pretty.out(), ['cell c1 listening on http://127.0.0.1:1'], 'pretty: the message alone');
   });
 
   it('access lines keep their place among the other lines (they are serialised a few at a time)', async () => {
@@ -145,7 +204,7 @@ describe('runtime/log: JSON lines', () => {
     f.log.info('one');
     expected.push('one');
     for (let i = 0; i < 100; i++) request(`b${i}`); // more than a queue's worth in a row
-    f.log.print('banner\n');
+    f.log.banner([{ msg: 'banner' }]);
     expected.push('banner');
     request('c');
     await new Promise((r) => setTimeout(r, 50)); // past the gathering time: a queue handed by its timer
@@ -170,18 +229,18 @@ describe('runtime/log: JSON lines', () => {
     // All in one turn: the first chunk is being written while the next ones come, and do not fit.
     for (let i = 0; i < total; i++) log.request({ ...ACCESS, request_id: String(i) });
     // The report comes once the output has caught up.
-    let report: { level: string; dropped: number } | undefined;
+    let report: { level: number; dropped: number } | undefined;
     for (let t = 0; t < 500 && !report; t++) {
       await new Promise((r) => setTimeout(r, 10));
       const line = readFileSync(err, 'utf8')
         .split('\n')
         .find((l) => l.includes('log lines dropped'));
-      if (line) report = JSON.parse(line) as { level: string; dropped: number };
+      if (line) report = JSON.parse(line) as { level: number; dropped: number };
     }
     await log.close();
     const written = readFileSync(out, 'utf8').split('\n').filter(Boolean);
     assert.ok(report, 'a warn line reports the drops');
-    assert.equal(report.level, 'warn');
+    assert.equal(report.level, 40);
     assert.ok(report.dropped > 0 && written.length < total, `${written.length} written`);
     assert.equal(written.length + report.dropped, total, 'every line written or counted');
     const ids = written.map((l) => Number((JSON.parse(l) as { request_id: string }).request_id));
@@ -420,7 +479,7 @@ describe('runtime/log: every line written before the process exits', () => {
     });
   /** The info lines on stdout (checked to be in the order they were logged: 0, 1, 2, …). */
   const counted = (stdout: string) => {
-    const lines = stdout.split('\n').filter((l) => l.startsWith('{"level":"info"'));
+    const lines = stdout.split('\n').filter((l) => l.startsWith('{"level":30'));
     const numbers = lines.map((l) => {
       const o = JSON.parse(l) as { i?: number; request_id?: string };
       return o.i ?? Number(o.request_id);
@@ -445,11 +504,13 @@ describe('runtime/log: every line written before the process exits', () => {
     const fatal = r.stderr
       .split('\n')
       .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as Record<string, string>);
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.equal(fatal.length, 1, r.stderr);
-    assert.equal(fatal[0]!['level'], 'error');
+    assert.equal(fatal[0]!['level'], 50);
     assert.equal(fatal[0]!['msg'], 'uncaught exception');
-    assert.match(fatal[0]!['error']!, /Error: boom \[redacted\]\n\s+at /);
+    const error = fatal[0]!['error'] as unknown as { type: string; message: string; stack: string };
+    assert.deepEqual([error.type, error.message], ['Error', 'boom [redacted]'], 'an error as {type, message, stack}');
+    assert.match(error.stack, /Error: boom \[redacted\]\n\s+at /);
   });
 
   it('an unhandled rejection: logged as one, the lines before it written, exit status 1', () => {

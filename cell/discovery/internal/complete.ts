@@ -6,7 +6,7 @@
  * → `getAdminPrincipalsById`; stable as long as the path is), and the
  * `security` the gateway actually applies where a route declares none:
  * `[]` (no credential) outside the protected prefix and on its public paths,
- * a bearer credential inside it.
+ * a bearer credential or an OAuth token (any scope: the route judges it) inside it.
  */
 import { OPERATION_METHODS, type JsonObject } from '../curate.ts';
 
@@ -53,7 +53,7 @@ export function completeOperations(doc: JsonObject, publicPaths: readonly string
       }
       if (!Array.isArray(op['security'])) {
         const open = !path.startsWith(PROTECTED_PREFIX) || publicPaths.some((p) => path === p || path.startsWith(`${p}/`));
-        op['security'] = open ? [] : [{ bearerAuth: [] }];
+        op['security'] = open ? [] : [{ bearerAuth: [] }, { oauth2: [] }];
       }
     }
   }

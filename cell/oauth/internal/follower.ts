@@ -26,7 +26,7 @@ export function reloadFollower(log: Logger, retryMs: number): ReloadFollower {
         if (failing.delete(what)) log.info(`oauth: ${what} reloaded again`);
       },
       (e: unknown) => {
-        if (!failing.has(what)) log.error(`oauth: ${what} reload failed; retrying until it succeeds`, { error: String(e) });
+        if (!failing.has(what)) log.error(`oauth: ${what} reload failed; retrying until it succeeds`, { error: e });
         failing.add(what);
         retry(what, reload);
       },

@@ -138,7 +138,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       'x-status': 'Live',
       summary: 'Crew runs across crews; `investigate=true` lists runs flagged for investigation',
       description:
-        '`state`, `crew_id`, `source`, `created_after`, `created_before` (RFC 3339, exclusive) narrow the list; all combine, and `total` counts the filtered list. `job_type` matches no crew run.',
+        '`state`, `crew_id`, `source`, `created_after`, `created_before` (RFC 3339, exclusive) and `reason` (why the run ended badly) narrow the list; all combine, and `total` counts the filtered list. `job_type` matches no crew run.',
       ...securedEither(PERMISSIONS.teamsRead, PERMISSIONS.jobsRead),
       request: {
         query: pageQuery(100, 1000).extend({

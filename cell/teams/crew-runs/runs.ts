@@ -80,7 +80,7 @@ export async function startSweep(ctx: TeamsContext): Promise<void> {
     if (r.state !== 'waiting' && !held) continue;
     if (held) ctx.core.log.info('resuming crew run held before the restart', { run_id: r.run_id, state: r.state });
     void resumeRun(ctx, r.run_id, 'restart').catch((e: unknown) =>
-      ctx.core.log.warn('run not resumed after the restart', { run_id: r.run_id, error: e instanceof Error ? e.message : String(e) }),
+      ctx.core.log.warn('run not resumed after the restart', { run_id: r.run_id, error: e }),
     );
   }
   ctx.runs.onHeartbeat(async () => {
@@ -89,9 +89,7 @@ export async function startSweep(ctx: TeamsContext): Promise<void> {
   const t = setInterval(() => {
     // A member whose clock is beyond the bound stood down: it flags no run overdue by its own clock, and folds nothing.
     if (!ctx.standing.trusted()) return;
-    void sweepOnce(ctx).catch((e: unknown) =>
-      ctx.core.log.warn('investigate sweep failed', { error: e instanceof Error ? e.message : String(e) }),
-    );
+    void sweepOnce(ctx).catch((e: unknown) => ctx.core.log.warn('investigate sweep failed', { error: e }));
   }, INVESTIGATE_SWEEP_MS);
   t.unref();
   ctx.sweepTimer = t;
@@ -149,14 +147,13 @@ function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash:
         ...(spec.replace !== undefined ? { replace: spec.replace } : {}),
         // Budget reservations the previous driver left open are released once this cell holds the run.
         onTakeover: () => releaseOpenReservations(ctx, run.run_id),
+        agentName: crew.name,
       },
     )
     .then((r) => {
       if (r.state === 'waiting') scheduleWake(ctx, run.run_id, r.result?.waiting?.wake_at ?? null);
     })
-    .catch((err: unknown) =>
-      ctx.core.log.error('crew run drive failed', { run_id: run.run_id, error: err instanceof Error ? err.message : String(err) }),
-    );
+    .catch((err: unknown) => ctx.core.log.error('crew run drive failed', { run_id: run.run_id, error: err }));
   track(ctx, run.run_id, p);
 }
 
@@ -178,7 +175,14 @@ export async function startCrewRun(
   requester: string,
   crewId: string,
   body: CrewRunInput,
-  opts: { runId?: string; check?: (graph: Graph) => Promise<void>; fork?: ForkPlan; requesterActors?: readonly string[] | undefined } = {},
+  opts: {
+    runId?: string;
+    check?: (graph: Graph) => Promise<void>;
+    fork?: ForkPlan;
+    requesterActors?: readonly string[] | undefined;
+    /** Where the run comes from (`api` unless given: `schedule:<id>` for a definition's run). */
+    source?: string;
+  } = {},
 ): Promise<Run> {
   const { runs } = ctx;
   const plan = await planCrewRun(ctx, crewId, body, opts);
@@ -188,7 +192,7 @@ export async function startCrewRun(
   await runs.assertStorageRoom(plan.workspaceId, Buffer.byteLength(JSON.stringify(plan.spec), 'utf8'));
   await keepGraph(ctx, plan.compiled, at);
   const { peer, refusal } = await decideStart(ctx, plan);
-  const run = await recordCrewRun(ctx, plan, { requester, actors, at, refusal, runId: opts.runId });
+  const run = await recordCrewRun(ctx, plan, { requester, actors, at, refusal, runId: opts.runId, source: opts.source ?? 'api' });
   const runId = run.run_id;
   // The journal's opening records, then the refusal or the placement: written now, or (the store gone
   // after the commit) in the background once it is back, before the drive starts (opening.ts).
@@ -274,7 +278,7 @@ async function decideStart(
 async function recordCrewRun(
   ctx: TeamsContext,
   plan: CrewRunPlan,
-  o: { requester: string; actors: readonly string[]; at: number; refusal: StartRefusal | null; runId: string | undefined },
+  o: { requester: string; actors: readonly string[]; at: number; refusal: StartRefusal | null; runId: string | undefined; source: string },
 ): Promise<Run> {
   const { core, runs } = ctx;
   const { crew, formation, compiled, fork } = plan;
@@ -293,7 +297,7 @@ async function recordCrewRun(
       graph_hash: compiled.graphHash,
       spec: plan.spec,
       coordinator: core.config.cellId,
-      source: 'api',
+      source: o.source,
       at: o.at,
       // Every claim of the run (a takeover included) enforces the graph's placement needs.
       placement: compiled.graph.placement,

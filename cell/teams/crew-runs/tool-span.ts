@@ -28,6 +28,8 @@ function toolSpan(
   const attributes: SpanAttributes = {
     'gen_ai.operation.name': 'execute_tool',
     'gen_ai.tool.name': name,
+    // The conventions' `function`: the model asks for the call (function calling) and the cell, the agent's host, runs it.
+    'gen_ai.tool.type': 'function',
     'gen_ai.tool.call.id': call.step_id,
     'gen_ai.agent.id': call.agent_id ?? undefined,
     'agent_cell.seat': call.seat ?? undefined,

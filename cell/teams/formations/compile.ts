@@ -152,11 +152,27 @@ const BILLET_CODES = new Set([
   'unbound_seat',
 ]);
 
-/** Compiles the formation around one probe seat to refuse bad stages and limits at authoring. */
+/** `x` (plain JSON: the compiler's input) with every `seat` that names one of `billets` made the probe's, at any depth. */
+function seatedOnProbe(x: unknown, billets: ReadonlySet<string>): unknown {
+  if (Array.isArray(x)) return x.map((y) => seatedOnProbe(y, billets));
+  if (typeof x !== 'object' || x === null) return x;
+  return Object.fromEntries(
+    Object.entries(x).map(([k, v]) => [k, k === 'seat' && typeof v === 'string' && billets.has(v) ? 'probe' : seatedOnProbe(v, billets)]),
+  );
+}
+
+/**
+ * Compiles the formation around one probe seat to refuse bad stages and limits at authoring, whatever
+ * its billets are so far (a hierarchy still being built does not hide a bad stage). A stage seated on a
+ * billet of the formation (`seat: <billet_id>`) is checked on the probe; a seat that names no billet is
+ * refused (`unknown seat`), so a seated stage is authored once its billet exists.
+ */
 export async function checkFormationCompiles(ctx: TeamsContext, f: Formation): Promise<void> {
   const i = await compilerInput(ctx, f);
   const probe = { id: 'probe', role_label: 'probe', required_skills: [], reports_to: null, authority_cap: {}, position: 0 };
-  const r = compileFormation(i.formation, [probe], undefined, NATIVE);
+  const ids = new Set(i.billets.map((b) => b.id));
+  const formation = seatedOnProbe(i.formation, ids) as FormationInput;
+  const r = compileFormation(formation, [probe], undefined, NATIVE);
   if (!r.ok && !BILLET_CODES.has(r.code)) {
     throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, {
       details: { reason: r.code, ...r.details },

@@ -255,7 +255,8 @@ export function formationLifecycleRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsCon
       path: `${P}/formations/{formation_id}/billets/{billet_id}`,
       tags: ['Formations'],
       'x-status': 'Live',
-      summary: 'Remove a billet (a new version; 409 billet_has_reports while billets report to it)',
+      summary:
+        'Remove a billet (a new version; 409 billet_has_reports while billets report to it, billet_seats_stage while a stage names it as its seat)',
       ...write,
       request: { params: z.object({ formation_id: pathId('formation_id'), billet_id: pathId('billet_id') }) },
       responses: { 200: json(FormationOut, 'The formation at the new version'), ...errorResponses(400, 401, 403, 404, 409) },

@@ -13,7 +13,8 @@
  * wider_than_caller) and within its manager's (400 over_authority, audited),
  * and now also covers the caps of the billets reporting to it; a new
  * reporting line may not form a cycle (400 reports_to_cycle). A billet others
- * report to cannot be removed (409 billet_has_reports).
+ * report to cannot be removed (409 billet_has_reports), nor one a stage
+ * names as its seat (409 billet_seats_stage).
  *
  * Deleting a formation (every version) is refused while a crew uses it (409
  * in_use, naming the crews).
@@ -250,7 +251,18 @@ export async function updateBillet(
   return { billet: next, version, changed: true };
 }
 
-/** Removes a billet from the formation (a new version); refused while billets report to it. */
+/** The stages (`pre:<i>`, `post:<i>`) of `f` that name `billetId` as a seat, themselves or in a body (plain JSON). */
+function stagesSeatedOn(f: Formation, billetId: string): string[] {
+  const names = (x: unknown): boolean =>
+    Array.isArray(x)
+      ? x.some(names)
+      : typeof x === 'object' && x !== null && Object.entries(x).some(([k, v]) => (k === 'seat' && v === billetId) || names(v));
+  const out: string[] = [];
+  for (const side of ['pre', 'post'] as const) for (const [i, s] of (f[side] ?? []).entries()) if (names(s)) out.push(`${side}:${i}`);
+  return out;
+}
+
+/** Removes a billet from the formation (a new version); refused while billets report to it or a stage is seated on it. */
 export async function removeBillet(ctx: TeamsContext, auth: AuthContext, formationId: string, billetId: string): Promise<Formation> {
   const { f } = await currentBillet(ctx, formationId, billetId);
   await ctx.iam.assertMayChangeShared(
@@ -265,6 +277,10 @@ export async function removeBillet(ctx: TeamsContext, auth: AuthContext, formati
       reason: 'billet_has_reports',
       billets: reports,
     });
+  }
+  const stages = stagesSeatedOn(f, billetId);
+  if (stages.length) {
+    throw conflict('a stage names this billet as its seat: change or remove the stage first', { reason: 'billet_seats_stage', stages });
   }
   const at = ctx.core.clock.now();
   const version = f.version + 1;

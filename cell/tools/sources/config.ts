@@ -131,7 +131,7 @@ export async function syncConfigSources(ctx: SourcesContext, configured: readonl
       } catch (e) {
         core.log.error('tools: a configured stdio source did not list its tools; it has none until they are pinned', {
           source: c.name,
-          error: (e as Error).message,
+          error: e,
         });
       }
       const pins = listed ? pinsFrom(source.source_id, listed.tools, now, ACTOR) : [];
@@ -149,7 +149,7 @@ export async function syncConfigSources(ctx: SourcesContext, configured: readonl
         });
       });
     } catch (e) {
-      core.log.error('tools: a configured stdio source could not be set up', { source: c.name, error: (e as Error).message });
+      core.log.error('tools: a configured stdio source could not be set up', { source: c.name, error: e });
     }
   }
   await ctx.imported.reload();

@@ -7,7 +7,7 @@
  * answers from this copy; what it answers for a tool is the pinned
  * definition, never what a server says now.
  */
-import { sideEffecting } from '../../../core/catalog/pin.ts';
+import { declaredIdempotent, sideEffecting } from '../../../core/catalog/pin.ts';
 import type { ToolDescriptor } from '../../../core/engine/types.ts';
 import type { JsonObject } from '../../../core/journal/record.ts';
 import type { Logger } from '../../context.ts';
@@ -25,13 +25,17 @@ export interface ImportedTool {
 
 const TABLES = ['tool_sources', 'tool_pins'];
 
-/** The engine's view of a pinned definition: its description (or title), side effects from its annotations, its input schema. */
+/**
+ * The engine's view of a pinned definition: its description (or title), side effects and idempotency from
+ * its annotations (`readOnlyHint`, `idempotentHint`: core/catalog/pin.ts), its input schema.
+ */
 export function descriptorOf(p: PinRow): ToolDescriptor {
   const d = p.definition;
   return {
     name: p.name,
     description: d.description ?? d.title ?? '',
     side_effects: sideEffecting(d),
+    ...(declaredIdempotent(d) ? { idempotent: true } : {}),
     parameters: d.inputSchema as JsonObject,
   };
 }
@@ -52,7 +56,7 @@ export class ImportedCatalog {
     this.#unsubscribe = store.onChange((c) => {
       if (c.gap === 'lost') return;
       if (c.gap === 'resumed' || TABLES.some((t) => c.tables.has(t)))
-        this.reload().catch((e: unknown) => log.warn('tools: the imported catalog could not be read again', { error: String(e) }));
+        this.reload().catch((e: unknown) => log.warn('tools: the imported catalog could not be read again', { error: e }));
     });
   }
 

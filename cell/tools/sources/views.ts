@@ -120,6 +120,10 @@ const PinView = z
     pin: z.string().openapi({ description: 'sha256: of the canonical JSON of the pinned definition' }),
     description: z.string(),
     side_effects: z.boolean().openapi({ description: 'True unless the definition declares readOnlyHint: true' }),
+    idempotent: z.boolean().openapi({
+      description:
+        'True when side-effecting and declared idempotentHint: true: a call whose outcome was lost is issued again with its effect key; otherwise it waits outcome_unknown',
+    }),
     definition: z.record(z.string(), z.unknown()),
     pinned_at: IsoTime,
     pinned_by: z.string(),
@@ -220,6 +224,7 @@ export function sourceView(s: SourceRow, pins: readonly PinRow[]): SourceViewT {
         pin: p.pin,
         description: d.description,
         side_effects: d.side_effects,
+        idempotent: d.idempotent === true,
         definition: p.definition as unknown as Record<string, unknown>,
         pinned_at: isoTime(p.pinned_at),
         pinned_by: p.pinned_by,

@@ -34,7 +34,14 @@ export function GraphView({ graph, states, selected, onSelect, label }: GraphVie
   };
   return (
     <figure class="graph">
-      <div class="graph-scroll">
+      {/* Scrolls when the drawing is wider than the screen: reachable with Tab when its steps are not (axe: scrollable-region-focusable). */}
+      {/* biome-ignore lint/a11y/useAriaPropsSupportedByRole: the label goes with role region, set in the same case. */}
+      <div
+        class="graph-scroll"
+        tabIndex={onSelect ? undefined : 0}
+        role={onSelect ? undefined : 'region'}
+        aria-label={onSelect ? undefined : label}
+      >
         {/* biome-ignore lint/a11y/useSemanticElements: an SVG drawing has no <fieldset>; role group names the set of nodes. */}
         <svg viewBox={`0 0 ${w} ${h}`} width={w} height={h} role="group" aria-label={label} class="graph-svg">
           <defs>
@@ -52,7 +59,7 @@ export function GraphView({ graph, states, selected, onSelect, label }: GraphVie
                   y={e.points[Math.floor(e.points.length / 2)]!.y - 4}
                   text-anchor="middle"
                 >
-                  {clip(e.when, 16)}
+                  {`\u2068${clip(e.when, 16)}\u2069`}
                 </text>
               ) : null}
             </g>
@@ -80,7 +87,7 @@ export function GraphView({ graph, states, selected, onSelect, label }: GraphVie
               >
                 <rect width={n.width} height={n.height} rx="8" ry="8" />
                 <text x={n.width / 2} y={21} text-anchor="middle" class="node-label">
-                  {clip(n.label)}
+                  {`\u2068${clip(n.label)}\u2069`}
                 </text>
                 <text x={n.width / 2} y={39} text-anchor="middle" class="node-sub">{`${n.kind} · ${NODE_STATE_LABEL[state]}`}</text>
               </g>

@@ -13,7 +13,8 @@ import { useState } from 'preact/hooks';
 import { ADMIN, ApiError, call, describeError, seg, TEAMS } from '../api.ts';
 import { can, knowsPermissions } from '../auth/session.ts';
 import { href } from '../router.ts';
-import { Time, useApp, Who } from '../ui.tsx';
+import { Json, Time, useApp, Who, WhoList } from '../ui.tsx';
+import { ApprovalSubject, runInputOf } from './approval-subject.tsx';
 import { approvalStatus, requesterActors, whyNot, type ApprovalRun, type PendingApproval } from '../approval-model.ts';
 import { DecisionLine } from './decision-list.tsx';
 
@@ -28,11 +29,14 @@ export function ApprovalCard({
   run,
   onDecided,
   showRun,
+  crewName,
 }: {
   approval: PendingApproval;
   run: ApprovalRun;
   onDecided(): void;
   showRun?: boolean;
+  /** The crew's name, when the session may read crews. */
+  crewName?: string | null | undefined;
 }) {
   const { session } = useApp();
   const [comment, setComment] = useState('');
@@ -79,8 +83,33 @@ export function ApprovalCard({
         ) : null}
         Step <code>{approval.step_id}</code> <span class="muted">({approval.kind})</span>
       </h3>
-      {approval.prompt ? <p class="prompt">{approval.prompt}</p> : null}
+      {approval.prompt ? (
+        <p class="prompt">
+          <bdi>{approval.prompt}</bdi>
+        </p>
+      ) : null}
       <dl class="facts">
+        {run.crew_id ? (
+          <>
+            <dt>Crew</dt>
+            <dd class="crew">
+              {crewName ? (
+                <>
+                  <bdi>{crewName}</bdi>{' '}
+                </>
+              ) : null}
+              <code>{run.crew_id}</code>
+            </dd>
+          </>
+        ) : null}
+        <dt>Run input</dt>
+        <dd class="run-input">
+          <Json value={runInputOf(run)} label={`Input of run ${run.run_id}`} />
+        </dd>
+        <dt>Will do</dt>
+        <dd>
+          <ApprovalSubject run={run} approval={approval} />
+        </dd>
         <dt>Rule</dt>
         <dd class="rule">
           {approval.rule === 'two_person'
@@ -99,13 +128,7 @@ export function ApprovalCard({
           {st.approvedBy.length ? (
             <>
               {' '}
-              · by{' '}
-              {st.approvedBy.map((p, i) => (
-                <>
-                  {i ? ', ' : ''}
-                  <Who id={p} />
-                </>
-              ))}
+              · by <WhoList ids={st.approvedBy} />
             </>
           ) : null}
         </dd>
@@ -119,13 +142,7 @@ export function ApprovalCard({
               {st.waitingOn ? (
                 <>
                   {' '}
-                  · from{' '}
-                  {st.waitingOn.map((p, i) => (
-                    <>
-                      {i ? ', ' : ''}
-                      <Who id={p} />
-                    </>
-                  ))}
+                  · from <WhoList ids={st.waitingOn} />
                 </>
               ) : null}
             </>
@@ -135,12 +152,7 @@ export function ApprovalCard({
           <>
             <dt>Rejected by</dt>
             <dd>
-              {st.rejectedBy.map((p, i) => (
-                <>
-                  {i ? ', ' : ''}
-                  <Who id={p} />
-                </>
-              ))}
+              <WhoList ids={st.rejectedBy} />
             </dd>
           </>
         ) : null}

@@ -97,21 +97,27 @@ export function AuditView() {
               <tbody>
                 {data.data.entries.map((e) => (
                   <tr key={e.seq} data-action={e.action}>
-                    <th scope="row">{e.seq}</th>
-                    <td>
+                    <th scope="row" data-label="#">
+                      {e.seq}
+                    </th>
+                    <td data-label="When">
                       <Time at={e.at} />
                     </td>
-                    <td>
+                    <td data-label="Actor">
                       <Who id={e.actor} />
                     </td>
-                    <td>
+                    <td data-label="Action">
                       <code>{e.action}</code>
                     </td>
-                    <td>
+                    <td data-label="Target">
                       <code>{e.target}</code>
                     </td>
-                    <td class={e.outcome === 'ok' ? 'ok-text' : 'bad-text'}>{e.outcome}</td>
-                    <td class="data">{e.details ? <code>{JSON.stringify(e.details).slice(0, 200)}</code> : ''}</td>
+                    <td data-label="Outcome" class={e.outcome === 'ok' ? 'ok-text' : 'bad-text'}>
+                      {e.outcome}
+                    </td>
+                    <td data-label="Details" class="data">
+                      {e.details ? <code>{JSON.stringify(e.details).slice(0, 200)}</code> : ''}
+                    </td>
                   </tr>
                 ))}
                 {data.data.entries.length === 0 ? (

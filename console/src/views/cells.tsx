@@ -74,17 +74,19 @@ export function CellsView() {
                 const id = c.cell_id ?? c.id ?? '?';
                 return (
                   <tr key={id} data-cell={id}>
-                    <th scope="row">
+                    <th scope="row" data-label="Cell">
                       <code>{id}</code>
                       {c.self || id === config.cell_id ? <span class="muted"> (this cell)</span> : null}
                       {c.url ? <div class="muted small">{c.url}</div> : null}
                     </th>
-                    <td>{c.state ? <StateBadge state={c.state} /> : '-'}</td>
-                    <td>{c.region ?? '-'}</td>
-                    <td>{c.clearance ?? '-'}</td>
-                    <td>{c.posture ?? '-'}</td>
-                    <td>{c.topology && Object.keys(c.topology).length ? <Json value={c.topology} label={`Topology of ${id}`} /> : '-'}</td>
-                    <td>
+                    <td data-label="State">{c.state ? <StateBadge state={c.state} /> : '-'}</td>
+                    <td data-label="Region">{c.region ?? '-'}</td>
+                    <td data-label="Clearance">{c.clearance ?? '-'}</td>
+                    <td data-label="Posture">{c.posture ?? '-'}</td>
+                    <td data-label="Topology">
+                      {c.topology && Object.keys(c.topology).length ? <Json value={c.topology} label={`Topology of ${id}`} /> : '-'}
+                    </td>
+                    <td data-label="Last heartbeat">
                       <Time at={c.last_seen ?? c.heartbeat_at ?? null} />
                       {typeof c.heartbeat_age_ms === 'number' ? (
                         <div class="muted small">{Math.round(c.heartbeat_age_ms / 1000)} s ago</div>
@@ -95,7 +97,7 @@ export function CellsView() {
                         </div>
                       ) : null}
                     </td>
-                    <td>{c.key_ids?.length ? c.key_ids.map((k) => <code class="block">{k}</code>) : '-'}</td>
+                    <td data-label="Keys">{c.key_ids?.length ? c.key_ids.map((k) => <code class="block">{k}</code>) : '-'}</td>
                   </tr>
                 );
               })}

@@ -4,7 +4,7 @@
  * comment. Comments and names are bidirectionally isolated (`<bdi>`), so a right-to-left override
  * in a comment cannot reorder what is shown beside it.
  */
-import { Time, Who } from '../ui.tsx';
+import { Time, Who, WhoList } from '../ui.tsx';
 
 export interface DecisionLike {
   step_id?: string;
@@ -30,14 +30,7 @@ export function DecisionLine({ d, step }: { d: DecisionLike; step?: boolean }) {
       {through.length > 0 ? (
         <span class="muted">
           {' '}
-          (through{' '}
-          {through.map((p, i) => (
-            <>
-              {i > 0 ? ', ' : ''}
-              <Who id={p} />
-            </>
-          ))}
-          )
+          (through <WhoList ids={through} />)
         </span>
       ) : null}{' '}
       <span class={d.decision === 'reject' ? 'bad-text' : ''}>{decided(d)}</span>

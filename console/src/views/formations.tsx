@@ -11,7 +11,7 @@ import { can } from '../auth/session.ts';
 import { GraphView } from '../graph/GraphView.tsx';
 import type { GraphLike } from '../run-model.ts';
 import { href } from '../router.ts';
-import { ErrorNote, Section, Time, useApp, useLoad, Who } from '../ui.tsx';
+import { ErrorNote, isolated, Section, Time, useApp, useLoad, Who } from '../ui.tsx';
 
 interface Formation {
   formation_id: string;
@@ -157,7 +157,7 @@ function FormationDetail({ formationId }: { formationId: string }) {
   return (
     <>
       <h2 id="formation-title">
-        {f.data?.name ?? formationId} <span class="muted">({f.data?.coordination_policy ?? '…'})</span>
+        <bdi>{f.data?.name ?? formationId}</bdi> <span class="muted">({f.data?.coordination_policy ?? '…'})</span>
       </h2>
       <ErrorNote error={f.error} prefix="The formation could not be loaded" />
       {f.data ? (
@@ -176,7 +176,7 @@ function FormationDetail({ formationId }: { formationId: string }) {
               <select id="graph-crew" value={crewId} onChange={(e) => setCrewId((e.target as HTMLSelectElement).value)}>
                 <option value="">none (seats unbound)</option>
                 {crews.data.map((c) => (
-                  <option value={c.crew_id}>{c.name}</option>
+                  <option value={c.crew_id}>{isolated(c.name)}</option>
                 ))}
               </select>
             </label>
@@ -237,15 +237,23 @@ function FormationDetail({ formationId }: { formationId: string }) {
               <tbody>
                 {billets.data.billets.map((b) => (
                   <tr>
-                    <th scope="row">{b.role_label}</th>
-                    <td>
+                    <th scope="row" data-label="Role">
+                      <bdi>{b.role_label}</bdi>
+                    </th>
+                    <td data-label="Billet">
                       <code>{b.billet_id}</code>
                     </td>
-                    <td>{b.reports_to ? <code>{b.reports_to}</code> : '-'}</td>
-                    <td>
-                      {Array.isArray(b.authority_cap['allowed_tools']) ? (b.authority_cap['allowed_tools'] as string[]).join(', ') : '-'}
+                    <td data-label="Reports to">{b.reports_to ? <code>{b.reports_to}</code> : '-'}</td>
+                    <td data-label="Tools">
+                      {Array.isArray(b.authority_cap['allowed_tools']) ? (
+                        <code>{(b.authority_cap['allowed_tools'] as string[]).join(', ')}</code>
+                      ) : (
+                        '-'
+                      )}
                     </td>
-                    <td>{typeof b.authority_cap['budget_ceiling'] === 'number' ? String(b.authority_cap['budget_ceiling']) : 'none'}</td>
+                    <td data-label="Budget ceiling">
+                      {typeof b.authority_cap['budget_ceiling'] === 'number' ? String(b.authority_cap['budget_ceiling']) : 'none'}
+                    </td>
                   </tr>
                 ))}
               </tbody>
@@ -260,7 +268,7 @@ function FormationDetail({ formationId }: { formationId: string }) {
         {crews.data?.map((c) => (
           <article class="crew" aria-labelledby={`crew-${c.crew_id}`} data-crew={c.crew_id}>
             <h3 id={`crew-${c.crew_id}`}>
-              {c.name}{' '}
+              <bdi>{c.name}</bdi>{' '}
               <span class="muted">
                 <code>{c.crew_id}</code> · workspace {c.workspace_id}
               </span>
@@ -293,7 +301,7 @@ export function FormationsView({ formationId }: { formationId: string | null }) 
             {list.data?.formations.map((f) => (
               <li>
                 <a href={href('formations', f.formation_id)} aria-current={formationId === f.formation_id ? 'page' : undefined}>
-                  {f.name} <span class="muted">{f.coordination_policy}</span>
+                  <bdi>{f.name}</bdi> <span class="muted">{f.coordination_policy}</span>
                 </a>
               </li>
             ))}

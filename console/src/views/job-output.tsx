@@ -33,15 +33,19 @@ export function SqlTable({ r, caption }: { r: SqlResult; caption: string }) {
         <thead>
           <tr>
             {r.columns.map((c) => (
-              <th scope="col">{c}</th>
+              <th scope="col">
+                <bdi>{c}</bdi>
+              </th>
             ))}
           </tr>
         </thead>
         <tbody>
           {r.rows.slice(0, 500).map((row) => (
             <tr>
-              {(Array.isArray(row) ? row : r.columns.map((c) => (row as Obj)[c])).map((v) => (
-                <td>{cell(v)}</td>
+              {(Array.isArray(row) ? row : r.columns.map((c) => (row as Obj)[c])).map((v, i) => (
+                <td data-label={r.columns[i] ?? ''}>
+                  <bdi>{cell(v)}</bdi>
+                </td>
               ))}
             </tr>
           ))}
@@ -71,7 +75,12 @@ function Step({ v, label }: { v: unknown; label: string }) {
       </>
     );
   }
-  if (isObj(v) && v['type'] === 'markdown' && typeof v['source'] === 'string') return <div class="markdown">{v['source']}</div>;
+  if (isObj(v) && v['type'] === 'markdown' && typeof v['source'] === 'string')
+    return (
+      <div class="markdown">
+        <bdi>{v['source']}</bdi>
+      </div>
+    );
   if (isObj(v) && Array.isArray(v['logs'])) {
     return (
       <>

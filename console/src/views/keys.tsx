@@ -43,7 +43,7 @@ function SecretOnce({ shown, onDismiss }: { shown: Shown; onDismiss(): void }) {
   return (
     <section class="secret-once" aria-labelledby="secret-title" id="secret-once">
       <h2 id="secret-title">
-        {shown.why === 'minted' ? 'New key' : 'New secret'} for “{shown.name}”: copy it now
+        {shown.why === 'minted' ? 'New key' : 'New secret'} for “<bdi>{shown.name}</bdi>”: copy it now
       </h2>
       <p>
         This secret is shown once. The cell stores only its SHA-256 hash and cannot show it again.
@@ -248,14 +248,16 @@ export function KeysView() {
               <tbody>
                 {keys.data.keys.map((k) => (
                   <tr key={k.key_id} data-key={k.key_id} data-name={k.name} data-status={k.status}>
-                    <th scope="row">{k.name}</th>
-                    <td>
+                    <th scope="row" data-label="Name">
+                      <bdi>{k.name}</bdi>
+                    </th>
+                    <td data-label="Key id">
                       <code>{k.key_id}</code>
                     </td>
-                    <td>
+                    <td data-label="Owner">
                       <Who id={k.owner_id} />
                     </td>
-                    <td>
+                    <td data-label="Status">
                       <StateBadge state={k.status} />
                       {k.previous_secret_valid_until ? (
                         <div class="muted">
@@ -263,14 +265,14 @@ export function KeysView() {
                         </div>
                       ) : null}
                     </td>
-                    <td>
+                    <td data-label="Scopes">
                       {k.scopes.length ? (
                         k.scopes.map((s) => <code class="scope">{s}</code>)
                       ) : (
                         <span class="muted">owner's full authority</span>
                       )}
                     </td>
-                    <td>
+                    <td data-label="Limits">
                       {k.rate_limit_rpm ? `${k.rate_limit_rpm}/min` : ''}
                       {k.allowed_ips.length ? ` · ${k.allowed_ips.join(', ')}` : ''}
                       {k.expires_at ? (
@@ -282,10 +284,10 @@ export function KeysView() {
                         ''
                       )}
                     </td>
-                    <td>
+                    <td data-label="Created">
                       <Time at={k.created_at} />
                     </td>
-                    <td>
+                    <td data-label="Actions" class="row-actions">
                       <KeyActions k={k} onShown={show} onChanged={keys.reload} />
                     </td>
                   </tr>

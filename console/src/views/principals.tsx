@@ -150,14 +150,14 @@ export function PrincipalsView() {
                 return (
                   <tr key={p.id} data-principal={p.id} data-name={p.name} data-status={p.status}>
                     <th scope="row">
-                      {p.name}
+                      <bdi>{p.name}</bdi>
                       {p.id === session.principal.id ? <span class="muted"> (you)</span> : null}
                       <div class="muted small">
                         <code>{p.id}</code>
                       </div>
                     </th>
                     <td data-label="Kind">{p.kind}</td>
-                    <td data-label="Roles">{p.roles.length ? p.roles.join(', ') : <span class="muted">none</span>}</td>
+                    <td data-label="Roles">{p.roles.length ? <bdi>{p.roles.join(', ')}</bdi> : <span class="muted">none</span>}</td>
                     <td data-label="Status">
                       <StateBadge state={p.status} />
                     </td>
@@ -165,7 +165,7 @@ export function PrincipalsView() {
                     <td data-label="Created">
                       <Time at={p.created_at} />
                     </td>
-                    <td data-label="Actions">
+                    <td data-label="Actions" class="row-actions">
                       <Lifecycle p={p} onDone={data.reload} />
                     </td>
                   </tr>

@@ -15,14 +15,14 @@ import {
   formatDuration,
   nodeOfStep,
   timelineOf,
-  type Failure,
   type GraphLike,
   type NodeState,
   type RecordLike,
   type Refusal,
   type SeatTokens,
 } from '../run-model.ts';
-import { CopyButton, Json, Time, useApp, useLoad } from '../ui.tsx';
+import { CopyButton, Json, Time, useApp, useLoad, Who } from '../ui.tsx';
+import type { Triage } from '../triage.ts';
 import { valueMatches, type Verification } from '../verify.ts';
 import { DecisionLine, type DecisionLike } from './decision-list.tsx';
 
@@ -90,7 +90,8 @@ function roleOf(graph: GraphLike | null, node: string): string | undefined {
 export function JournalTable({ records, badSeq, graph }: { records: FullRecord[]; badSeq: number | null; graph: GraphLike | null }) {
   const ids = graph?.nodes.map((n) => n.id) ?? [];
   return (
-    <div class="table-wrap journal">
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: the journal scrolls: reached with Tab (axe: scrollable-region-focusable).
+    <section class="table-wrap journal" tabIndex={0} aria-label="Journal records (scrolls)">
       <table id="journal-table">
         <caption class="sr-only">Journal records in order</caption>
         <thead>
@@ -115,17 +116,26 @@ export function JournalTable({ records, badSeq, graph }: { records: FullRecord[]
                 class={bad ? (r.seq === badSeq ? 'bad first-bad' : 'bad') : ''}
                 data-seq={r.seq}
               >
-                <th scope="row">{r.seq}</th>
-                <td>
+                <th scope="row" data-label="#">
+                  {r.seq}
+                </th>
+                <td data-label="Step">
                   <code>{r.step_id}</code>
-                  {node && node !== r.step_id ? <span class="muted"> ({roleOf(graph, node) ?? node})</span> : null}
+                  {node && node !== r.step_id ? (
+                    <span class="muted">
+                      {' '}
+                      (<bdi>{roleOf(graph, node) ?? node}</bdi>)
+                    </span>
+                  ) : null}
                 </td>
-                <td>{r.kind}</td>
-                <td>
+                <td data-label="Kind">{r.kind}</td>
+                <td data-label="At">
                   <Time at={r.at} />
                 </td>
-                <td class="data">{r.data ? <code>{JSON.stringify(r.data).slice(0, 160)}</code> : <span class="muted">-</span>}</td>
-                <td>
+                <td data-label="Data" class="data">
+                  {r.data ? <code>{JSON.stringify(r.data).slice(0, 160)}</code> : <span class="muted">-</span>}
+                </td>
+                <td data-label="Check">
                   {badSeq === null ? (
                     <span class="ok-text">ok</span>
                   ) : r.seq === badSeq ? (
@@ -141,11 +151,11 @@ export function JournalTable({ records, badSeq, graph }: { records: FullRecord[]
           })}
         </tbody>
       </table>
-    </div>
+    </section>
   );
 }
 
-function ValueButton({ runId, hash, what }: { runId: string; hash: string; what: string }) {
+export function ValueButton({ runId, hash, what }: { runId: string; hash: string; what: string }) {
   const { session } = useApp();
   const [state, setState] = useState<{ value: unknown; ok: boolean } | { error: string } | null>(null);
   const show = async () => {
@@ -205,7 +215,11 @@ export function StepDetails({
       </h3>
       {seat ? (
         <p>
-          Seat <strong>{seat.role_label}</strong>, agent <code>{seat.agent_id ?? 'unbound'}</code>
+          Seat{' '}
+          <strong>
+            <bdi>{seat.role_label}</bdi>
+          </strong>
+          , agent <code>{seat.agent_id ?? 'unbound'}</code>
         </p>
       ) : null}
       {attempts.length ? (
@@ -239,7 +253,12 @@ export function StepDetails({
             <li key={r.seq}>
               <p>
                 <strong>#{r.seq}</strong> <code>{r.step_id}</code> · {r.kind} · <Time at={r.at} />
-                {typeof r.data?.['seat'] === 'string' ? <> · seat {graph.seats?.[r.data['seat']]?.role_label ?? r.data['seat']}</> : null}
+                {typeof r.data?.['seat'] === 'string' ? (
+                  <>
+                    {' '}
+                    · seat <bdi>{graph.seats?.[r.data['seat']]?.role_label ?? r.data['seat']}</bdi>
+                  </>
+                ) : null}
                 {typeof r.data?.['usage'] === 'number' ? (
                   <>
                     {' '}
@@ -322,20 +341,24 @@ export function TokensTable({ tokens, graph, max }: { tokens: SeatTokens[]; grap
               const over = ceiling !== null && t.tokens > ceiling;
               return (
                 <tr key={t.seat}>
-                  <th scope="row">{seat?.role_label ?? t.seat}</th>
-                  <td>
+                  <th scope="row" data-label="Seat">
+                    <bdi>{seat?.role_label ?? t.seat}</bdi>
+                  </th>
+                  <td data-label="Agent">
                     <code>{t.agent_id ?? seat?.agent_id ?? '-'}</code>
                   </td>
-                  <td>{t.calls}</td>
-                  <td class={over ? 'bad-text' : ''}>{t.tokens.toLocaleString()}</td>
-                  <td>
+                  <td data-label="Model calls">{t.calls}</td>
+                  <td data-label="Tokens this run" class={over ? 'bad-text' : ''}>
+                    {t.tokens.toLocaleString()}
+                  </td>
+                  <td data-label="Seat ceiling">
                     {ceiling === null ? (
                       <span class="muted">none</span>
                     ) : (
                       `${ceiling.toLocaleString()}${ceiling ? ` (${Math.round((t.tokens / ceiling) * 100)}%)` : ''}`
                     )}
                   </td>
-                  <td>
+                  <td data-label="Agent ledger">
                     <LedgerCell agentId={t.agent_id ?? seat?.agent_id ?? null} spent={t.tokens} />
                   </td>
                 </tr>
@@ -361,7 +384,10 @@ export function RefusalList({ refusals }: { refusals: Refusal[] }) {
     <ul class="refusals" id="refusals">
       {refusals.map((r) => (
         <li key={r.seq}>
-          <strong class="bad-text">{r.reason}</strong> at <code>{r.step_id}</code> (record #{r.seq})
+          <strong class="bad-text">
+            <bdi>{r.reason}</bdi>
+          </strong>{' '}
+          at <code>{r.step_id}</code> (record #{r.seq})
           <Json value={r.data} label={`Refusal ${r.seq}`} />
         </li>
       ))}
@@ -369,49 +395,119 @@ export function RefusalList({ refusals }: { refusals: Refusal[] }) {
   );
 }
 
-/** Why the run ended badly: the error's code and reason, the failing step, and what the provider answered. */
+/** Headlines of the failure panel, per kind of failure. */
+const HEADLINE: Record<Triage['kind'], string> = {
+  model: 'The model call failed',
+  budget: 'Refused by a budget',
+  policy: 'Refused by a rule of the cell',
+  job: 'The job step failed',
+  timeout: 'The step ran past its timeout',
+  approval_rejected: 'An approver rejected the step',
+  approval_timeout: 'The approval timed out',
+  cancelled: 'The run was cancelled',
+  storage: 'A storage limit was reached',
+  outcome: "A call's outcome was lost, and an operator failed the run",
+  other: 'The run ended badly',
+};
+
+/** A clock time with milliseconds (step deadlines are short), UTC on hover. */
+function At({ ms }: { ms: number | null }) {
+  if (ms === null) return <span class="muted">unknown</span>;
+  const d = new Date(ms);
+  return (
+    <time dateTime={d.toISOString()} title={d.toISOString()}>
+      {d.toLocaleTimeString(undefined, { hour12: false })}.{String(d.getMilliseconds()).padStart(3, '0')}
+    </time>
+  );
+}
+
+/**
+ * Why the run ended badly, for every kind of failure (../triage.ts): the error's code, reason and the
+ * registry's sentence; the step (a button that selects it in the graph) and its seat; then what that
+ * kind needs: the provider's answer and the attempts of the retry policy, the limits of a refusal, the
+ * failing statement or cell, the deadline, who rejected (with the comment) or when the approval timed
+ * out, who cancelled.
+ */
 export function FailurePanel({
-  failure,
+  t,
   state,
   graph,
   onSelect,
   node,
 }: {
-  failure: Failure;
+  t: Triage;
   state: string;
   graph: GraphLike | null;
   onSelect(id: string): void;
   node: string | null;
 }) {
-  const up = failure.upstream;
-  const seat = failure.seat ? graph?.seats?.[failure.seat] : undefined;
+  const up = t.upstream;
+  const seatId = t.seat ?? (node ? graph?.nodes.find((n) => n.id === node)?.seat : undefined) ?? null;
+  const seat = seatId ? graph?.seats?.[seatId] : undefined;
+  const a = t.attempts;
   return (
-    <section class="panel failure" aria-labelledby="failure-title" id="failure">
+    <section class="panel failure" aria-labelledby="failure-title" id="failure" data-kind={t.kind}>
       <h2 id="failure-title">Why it {state === 'refused' ? 'was refused' : state === 'cancelled' ? 'was cancelled' : 'failed'}</h2>
+      <p class="failure-headline" id="failure-headline">
+        <strong>{HEADLINE[t.kind]}</strong>
+        {t.step_id ? (
+          <>
+            {' '}
+            at step <code class="wrap">{t.step_id}</code>
+          </>
+        ) : null}
+        {seat?.role_label || seatId ? (
+          <>
+            {' '}
+            (seat <bdi class="seat">{seat?.role_label ?? seatId}</bdi>)
+          </>
+        ) : null}
+        .
+      </p>
       <dl class="facts">
         <dt>Error</dt>
         <dd>
-          <code id="failure-code">{failure.code}</code>
-          {failure.reason ? (
+          <code id="failure-code">{t.code}</code>
+          {t.reason ? (
             <>
               {' '}
-              · <code id="failure-reason">{failure.reason}</code>
+              · <code id="failure-reason">{t.reason}</code>
             </>
           ) : null}
-          {failure.message ? <span class="muted"> — {failure.message}</span> : null}
+          {t.message ? (
+            <span class="muted">
+              {' '}
+              — <bdi>{t.message}</bdi>
+            </span>
+          ) : null}
         </dd>
-        {failure.step_id ? (
+        {t.sentence ? (
+          <>
+            <dt>What it means</dt>
+            <dd id="failure-sentence">{t.sentence}</dd>
+          </>
+        ) : null}
+        {t.step_id ? (
           <>
             <dt>Step</dt>
             <dd>
               {node ? (
                 <button type="button" class="link" onClick={() => onSelect(node)}>
-                  <code id="failure-step">{failure.step_id}</code>
+                  <code id="failure-step" class="wrap">
+                    {t.step_id}
+                  </code>
                 </button>
               ) : (
-                <code id="failure-step">{failure.step_id}</code>
+                <code id="failure-step" class="wrap">
+                  {t.step_id}
+                </code>
               )}
-              {seat?.role_label || failure.seat ? <span class="muted"> · seat {seat?.role_label ?? failure.seat}</span> : null}
+              {seat?.role_label || seatId ? (
+                <span class="muted">
+                  {' '}
+                  · seat <bdi id="failure-seat">{seat?.role_label ?? seatId}</bdi>
+                </span>
+              ) : null}
             </dd>
           </>
         ) : null}
@@ -434,19 +530,115 @@ export function FailurePanel({
               ) : null}
               {up.message ? `: ${up.message}` : ''}
             </dd>
-            {up.attempts !== undefined ? (
-              <>
-                <dt>Attempts</dt>
-                <dd id="failure-attempts">
-                  {up.attempts} attempt{up.attempts === 1 ? '' : 's'}
-                  {up.attempts === 1 ? ' (the provider allows no retry: max_retries 0, or the error is not retried)' : ', all failed'}
-                </dd>
-              </>
-            ) : null}
+          </>
+        ) : null}
+        {a ? (
+          <>
+            <dt>Attempts</dt>
+            <dd id="failure-attempts">
+              {a.n} attempt{a.n === 1 ? '' : 's'} under the step's retry policy, {a.failed === a.n ? 'all failed' : `${a.failed} failed`}
+              {a.reasons.length ? ` (${a.reasons.join(', ')})` : ''}
+              {up?.attempts !== undefined && up.attempts > 1 ? `; the provider was asked ${up.attempts} times for the last` : ''}
+            </dd>
+          </>
+        ) : up?.attempts !== undefined ? (
+          <>
+            <dt>Attempts</dt>
+            <dd id="failure-attempts">
+              {up.attempts} attempt{up.attempts === 1 ? '' : 's'}
+              {up.attempts === 1 ? ' (the provider allows no retry: max_retries 0, or the error is not retried)' : ', all failed'}
+            </dd>
+          </>
+        ) : null}
+        {t.deadline ? (
+          <>
+            <dt>Deadline</dt>
+            <dd id="failure-deadline">
+              {t.deadline.timeout_ms.toLocaleString()} ms after the call started at <At ms={t.deadline.started_at} />: due{' '}
+              <At ms={t.deadline.due_at} />, stopped <At ms={t.deadline.stopped_at} />
+            </dd>
+          </>
+        ) : null}
+        {t.rejected ? (
+          <>
+            <dt>Rejected by</dt>
+            <dd id="failure-rejected">
+              <DecisionLine
+                d={{
+                  principal: t.rejected.by,
+                  chain: t.rejected.chain,
+                  decision: 'reject',
+                  comment: t.rejected.comment,
+                  at: t.rejected.at === null ? '' : new Date(t.rejected.at).toISOString(),
+                }}
+              />
+            </dd>
+          </>
+        ) : null}
+        {t.timedOut ? (
+          <>
+            <dt>Timed out</dt>
+            <dd id="failure-timed-out">
+              due <At ms={t.timedOut.due} />, decided at <At ms={t.timedOut.at} />, after waiting since <At ms={t.timedOut.since} />;{' '}
+              {t.timedOut.approved ?? 0} of {t.timedOut.quorum ?? '?'} approval{t.timedOut.quorum === 1 ? '' : 's'} came in time
+            </dd>
+          </>
+        ) : null}
+        {t.cell ? (
+          <>
+            <dt>Notebook cell</dt>
+            <dd id="failure-cell">
+              cell {t.cell.index + 1} ({t.cell.type})
+              {t.cell.source !== null ? <SourceBlock text={t.cell.source} label={`Source of cell ${t.cell.index + 1}`} /> : null}
+            </dd>
+          </>
+        ) : null}
+        {t.statement ? (
+          <>
+            <dt>Statement</dt>
+            <dd id="failure-statement">
+              statement {t.statement.index + 1}
+              {t.statement.sql !== null ? <SourceBlock text={t.statement.sql} label={`SQL of statement ${t.statement.index + 1}`} /> : null}
+            </dd>
+          </>
+        ) : null}
+        {t.facts.map((f) => (
+          <>
+            <dt>{f.label}</dt>
+            <dd class="failure-fact" data-fact={f.label}>
+              <bdi>{f.value}</bdi>
+            </dd>
+          </>
+        ))}
+        {t.resolvedBy ? (
+          <>
+            <dt>Failed by</dt>
+            <dd id="failure-resolved-by">
+              <Who id={t.resolvedBy} />
+            </dd>
+          </>
+        ) : null}
+        {t.cancelledBy ? (
+          <>
+            <dt>Cancelled by</dt>
+            <dd id="failure-cancelled-by">
+              <Who id={t.cancelledBy} />
+            </dd>
           </>
         ) : null}
       </dl>
     </section>
+  );
+}
+
+/** Source code (a SQL statement, a cell's script) as it was given, bidi-isolated, scrolling when long. */
+export function SourceBlock({ text, label }: { text: string; label: string }) {
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling block is reached with Tab (axe: scrollable-region-focusable).
+    // biome-ignore lint/a11y/useAriaPropsSupportedByRole: the label names the block for screen readers that announce it.
+    <pre class="source" tabIndex={0} aria-label={label}>
+      <bdi>{text}</bdi>
+    </pre>
   );
 }
 
@@ -496,7 +688,7 @@ export function Timeline({
           return (
             <li key={b.node} class="tl-row" data-node={b.node}>
               <button type="button" class="link tl-label" onClick={() => onSelect(b.node)}>
-                {labelOf(b.node)}
+                <bdi>{labelOf(b.node)}</bdi>
               </button>
               <span class="tl-track" aria-hidden="true">
                 <span
@@ -580,7 +772,11 @@ export function Conversation({ value }: { value: unknown }) {
         <li key={i} class={`msg msg-${m.role ?? 'other'}`}>
           <strong class="msg-role">{m.role ?? 'message'}</strong>
           {m.tool_call_id ? <span class="muted small"> (result of {m.tool_call_id})</span> : null}
-          {typeof m.content === 'string' && m.content !== '' ? <p class="msg-text">{m.content}</p> : null}
+          {typeof m.content === 'string' && m.content !== '' ? (
+            <p class="msg-text">
+              <bdi>{m.content}</bdi>
+            </p>
+          ) : null}
           {(m.tool_calls ?? []).map((c) => (
             <p class="msg-tool">
               calls <code>{c.name ?? c.function?.name}</code>{' '}

@@ -15,7 +15,6 @@ import { ADMIN, ApiError, call, describeError, seg, TEAMS } from '../api.ts';
 import { can } from '../auth/session.ts';
 import { GraphView } from '../graph/GraphView.tsx';
 import {
-  failureOf,
   formatDuration,
   journalGraph,
   liveRunState,
@@ -26,6 +25,7 @@ import {
   type GraphLike,
 } from '../run-model.ts';
 import { ago, useLiveness } from '../liveness.ts';
+import { triage } from '../triage.ts';
 import { href } from '../router.ts';
 import { follow } from '../sse.ts';
 import { LiveAnswers } from '../../../core/engine/live-answers.ts';
@@ -37,6 +37,8 @@ import type { PendingApproval } from '../approval-model.ts';
 import { ApprovalCard } from './approval-card.tsx';
 import { DecisionLine, DecisionList, type DecisionLike } from './decision-list.tsx';
 import { JobOutput } from './job-output.tsx';
+import { ToolCalls, toolCallsOf } from './tool-calls.tsx';
+import { OutcomePanel, Resolutions, type UnknownOutcome } from './outcome-panel.tsx';
 import {
   FailurePanel,
   JournalTable,
@@ -70,6 +72,8 @@ interface RunStatus {
   decisions?: DecisionLike[];
   forked_from?: { run_id: string; seq: number; record_hash: string } | null;
   forks?: { run_id: string; seq: number; by: string; at: string }[];
+  /** While the run waits `outcome_unknown`: the side-effecting call whose outcome was lost. */
+  unknown_outcome?: UnknownOutcome | null;
 }
 interface CrewRunStatus {
   formation_id: string | null;
@@ -202,7 +206,10 @@ function AnsweringNow({ answers }: { answers: LiveAnswer[] }) {
       {answers.map((a) => (
         <div class="live-answer" key={a.step_id} data-step={a.step_id}>
           <p>
-            <strong>{a.role_label}</strong> <code>{a.step_id}</code>
+            <strong>
+              <bdi>{a.role_label}</bdi>
+            </strong>{' '}
+            <code>{a.step_id}</code>
           </p>
           {a.text ? (
             <pre class="live-text" aria-live="polite">
@@ -224,7 +231,7 @@ async function loadStatus(
   session: ReturnType<typeof useApp>['session'],
   runId: string,
   signal: AbortSignal,
-): Promise<{ run: RunStatus; crew: CrewRunStatus | null }> {
+): Promise<{ run: RunStatus; crew: CrewRunStatus | null; crewName: string | null }> {
   let run: RunStatus;
   if (can(session, 'system.orchestration.admin.read')) {
     const r = await call<RunStatus | { state: 'unknown' }>(session, 'GET', `${ADMIN}/jobs/runs/${seg(runId)}`, { signal });
@@ -237,10 +244,16 @@ async function loadStatus(
     run = found;
   }
   let crew: CrewRunStatus | null = null;
+  let crewName: string | null = null;
   if (run.kind === 'crew' && run.crew_id && can(session, 'agent_teams.read')) {
-    crew = await call<CrewRunStatus>(session, 'GET', `${TEAMS}/crews/${seg(run.crew_id)}/runs/${seg(runId)}`, { signal });
+    const [c, named] = await Promise.all([
+      call<CrewRunStatus>(session, 'GET', `${TEAMS}/crews/${seg(run.crew_id)}/runs/${seg(runId)}`, { signal }),
+      call<{ name?: string | null }>(session, 'GET', `${TEAMS}/crews/${seg(run.crew_id)}`, { signal }).catch(() => null),
+    ]);
+    crew = c;
+    crewName = named?.name ?? null;
   }
-  return { run, crew };
+  return { run, crew, crewName };
 }
 
 export function RunView({ runId }: { runId: string }) {
@@ -296,7 +309,7 @@ export function RunView({ runId }: { runId: string }) {
   const state = run ? liveRunState(journal.records, run.state) : 'loading';
   const states = useMemo(() => (graph ? nodeStates(graph, journal.records, state) : new Map()), [graph, journal.records, state]);
   const terminal = ['completed', 'failed', 'refused', 'cancelled'].includes(state);
-  const failure = run && terminal && state !== 'completed' ? failureOf(run.error, journal.records) : null;
+  const failure = run && terminal && state !== 'completed' ? triage(run, journal.records) : null;
   const failedNode =
     failure?.step_id && graph
       ? nodeOfStep(
@@ -436,6 +449,7 @@ export function RunView({ runId }: { runId: string }) {
   const badSeq = verification && !verification.verdict.ok ? verification.verdict.seq : null;
   const tokens = useMemo(() => tokensBySeat(journal.records), [journal.records]);
   const refusals = useMemo(() => refusalsOf(journal.records), [journal.records]);
+  const toolCalls = useMemo(() => toolCallsOf(journal.records, graph), [journal.records, graph]);
   const finishedAt = run?.finished_at ? Date.parse(run.finished_at) : null;
 
   return (
@@ -482,7 +496,12 @@ export function RunView({ runId }: { runId: string }) {
           {run.crew_id ? (
             <>
               <dt>Crew</dt>
-              <dd>
+              <dd id="run-crew">
+                {status.data?.crewName ? (
+                  <>
+                    <bdi>{status.data.crewName}</bdi>{' '}
+                  </>
+                ) : null}
                 <code>{run.crew_id}</code>
                 {formationId ? (
                   <>
@@ -556,7 +575,13 @@ export function RunView({ runId }: { runId: string }) {
               <dt>Error</dt>
               <dd class="bad-text">
                 <code>{run.error.code}</code>
-                {run.error.reason ? ` · ${run.error.reason}` : ''}: {run.error.message}
+                {run.error.reason ? (
+                  <>
+                    {' '}
+                    · <code>{run.error.reason}</code>
+                  </>
+                ) : null}
+                : <bdi>{run.error.message}</bdi>
                 {rejection ? (
                   <div id="run-rejection">
                     <DecisionLine d={rejection} step />
@@ -605,7 +630,29 @@ export function RunView({ runId }: { runId: string }) {
         </p>
       ) : null}
 
-      {failure ? <FailurePanel failure={failure} state={state} graph={graph} node={failedNode} onSelect={(id) => setPicked(id)} /> : null}
+      {failure ? <FailurePanel t={failure} state={state} graph={graph} node={failedNode} onSelect={(id) => setPicked(id)} /> : null}
+
+      {run?.unknown_outcome && !terminal ? (
+        <OutcomePanel
+          run={run}
+          unknown={run.unknown_outcome}
+          records={journal.records}
+          onResolved={status.reload}
+          onSelect={() =>
+            graph &&
+            setPicked(
+              nodeOfStep(
+                run.unknown_outcome!.step_id,
+                graph.nodes.map((n) => n.id),
+              ),
+            )
+          }
+        />
+      ) : terminal && journal.records.some((r) => r.kind === 'outcome_resolved') ? (
+        <Section title="Lost outcomes" id="outcome-history">
+          <Resolutions records={journal.records} />
+        </Section>
+      ) : null}
 
       {journal.answers.length > 0 && !terminal ? <AnsweringNow answers={journal.answers} /> : null}
 
@@ -664,7 +711,13 @@ export function RunView({ runId }: { runId: string }) {
       {pending.length > 0 && run ? (
         <Section title="Waiting for approval" id="run-approvals">
           {pending.map((a) => (
-            <ApprovalCard key={a.step_id} approval={a} run={run} onDecided={status.reload} />
+            <ApprovalCard
+              key={a.step_id}
+              approval={a}
+              run={{ ...run, ...(crew ? { input: crew.input } : {}) }}
+              onDecided={status.reload}
+              crewName={status.data?.crewName}
+            />
           ))}
         </Section>
       ) : null}
@@ -690,6 +743,12 @@ export function RunView({ runId }: { runId: string }) {
       {run?.kind !== 'job' || tokens.length > 0 ? (
         <Section title="Tokens and budgets" id="tokens">
           <TokensTable tokens={tokens} graph={graph} max={crew?.max_tokens ?? null} />
+        </Section>
+      ) : null}
+
+      {toolCalls.length > 0 ? (
+        <Section title="Tool calls" id="tool-calls-section">
+          <ToolCalls runId={runId} calls={toolCalls} graph={graph} />
         </Section>
       ) : null}
 

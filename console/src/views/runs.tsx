@@ -18,7 +18,8 @@ import { href } from '../router.ts';
 import { follow } from '../sse.ts';
 import { ago, useLiveness } from '../liveness.ts';
 import { formatDuration } from '../run-model.ts';
-import { ErrorNote, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
+import { ErrorNote, isolated, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
+import { REASONS, type Reason } from '../../../core/reasons.ts';
 import { RUN_ID_PATTERN } from '../../../core/run-id.ts';
 
 export interface RunRow {
@@ -35,6 +36,8 @@ export interface RunRow {
   /** `api`, `schedule:<id>`, `endpoint:<id>` (job runs). */
   source?: string;
   stalled?: boolean;
+  /** `fired_by` and `manual`: a schedule's run started on demand ("Run now"). */
+  flags?: Record<string, unknown>;
 }
 
 /** Where a run came from, for people: "API", "schedule sch_…", "endpoint …". */
@@ -45,6 +48,8 @@ export function sourceLabel(source: string | undefined): { kind: string; id: str
 }
 
 const STATES = ['queued', 'running', 'waiting', 'outcome_unknown', 'completed', 'failed', 'refused', 'cancelled'];
+/** The reasons a run can end badly with (the registry's, core/reasons.ts): the reason filter's choices. */
+const RUN_REASONS: readonly Reason[] = (Object.keys(REASONS) as Reason[]).filter((r) => (REASONS[r] as { runs?: unknown }).runs).sort();
 const ACTIVE = new Set(['queued', 'running', 'waiting', 'outcome_unknown']);
 /** SSE streams the list keeps open at once. */
 const MAX_STREAMS = 3;
@@ -53,6 +58,8 @@ const PAGE = 200;
 /** The list filters the cell applies (so they span every run, not one page): the API's names. */
 export interface RunFilters {
   state?: string;
+  /** Why it ended badly (`error.reason`, else `error.code`). */
+  reason?: string;
   kind?: string;
   crew_id?: string;
   source?: string;
@@ -117,6 +124,7 @@ export function RunsView({ query }: { query: URLSearchParams }) {
   const liveness = useLiveness();
   const filter = {
     state: query.get('state') ?? '',
+    reason: query.get('reason') ?? '',
     kind: query.get('kind') ?? '',
     crew: query.get('crew') ?? '',
     requester: query.get('requester') ?? '',
@@ -135,6 +143,7 @@ export function RunsView({ query }: { query: URLSearchParams }) {
         page,
         {
           state: filter.state,
+          reason: filter.reason,
           kind: filter.kind,
           crew_id: filter.crew,
           source: filter.source,
@@ -146,6 +155,7 @@ export function RunsView({ query }: { query: URLSearchParams }) {
       session,
       page,
       filter.state,
+      filter.reason,
       filter.kind,
       filter.crew,
       filter.source,
@@ -179,6 +189,7 @@ export function RunsView({ query }: { query: URLSearchParams }) {
     return all.filter(
       (r) =>
         (!filter.state || r.state === filter.state) &&
+        (!filter.reason || r.error?.reason === filter.reason || (!r.error?.reason && r.error?.code === filter.reason)) &&
         (!filter.kind || r.kind === filter.kind) &&
         (!filter.crew || r.crew_id === filter.crew) &&
         (!filter.requester || r.requester === filter.requester) &&
@@ -193,12 +204,28 @@ export function RunsView({ query }: { query: URLSearchParams }) {
             r.requester,
             r.job_type ?? '',
             r.source ?? '',
+            r.error?.reason ?? '',
+            r.error?.code ?? '',
+            r.error?.message ?? '',
           ]
             .join(' ')
             .toLowerCase()
             .includes(needle)),
     );
-  }, [list.data, live, filter.state, filter.kind, filter.crew, filter.requester, filter.source, filter.since, filter.q, crewNames, names]);
+  }, [
+    list.data,
+    live,
+    filter.state,
+    filter.reason,
+    filter.kind,
+    filter.crew,
+    filter.requester,
+    filter.source,
+    filter.since,
+    filter.q,
+    crewNames,
+    names,
+  ]);
 
   // Follow the newest runs in flight over SSE: state changes show without waiting for the next fetch.
   const followed = rows
@@ -266,6 +293,20 @@ export function RunsView({ query }: { query: URLSearchParams }) {
           </select>
         </label>
         <label>
+          Reason
+          <select id="filter-reason" value={filter.reason} onChange={(e) => setFilter('reason', (e.target as HTMLSelectElement).value)}>
+            <option value="">any</option>
+            {RUN_REASONS.map((r) => (
+              <option value={r} title={REASONS[r].sentence}>
+                {r}
+              </option>
+            ))}
+            {filter.reason && !(RUN_REASONS as readonly string[]).includes(filter.reason) ? (
+              <option value={filter.reason}>{filter.reason}</option>
+            ) : null}
+          </select>
+        </label>
+        <label>
           Kind
           <select id="filter-kind" value={filter.kind} onChange={(e) => setFilter('kind', (e.target as HTMLSelectElement).value)}>
             <option value="">any</option>
@@ -278,7 +319,7 @@ export function RunsView({ query }: { query: URLSearchParams }) {
           <select id="filter-crew" value={filter.crew} onChange={(e) => setFilter('crew', (e.target as HTMLSelectElement).value)}>
             <option value="">any</option>
             {crews.map((c) => (
-              <option value={c}>{crewNames.get(c) ?? c}</option>
+              <option value={c}>{isolated(crewNames.get(c) ?? c)}</option>
             ))}
           </select>
         </label>
@@ -292,7 +333,7 @@ export function RunsView({ query }: { query: URLSearchParams }) {
             <option value="">anyone</option>
             {requesters.map((r) => (
               <option value={r}>
-                {names.get(r) ?? r}
+                {isolated(names.get(r) ?? r)}
                 {r === session.principal.id ? ' (you)' : ''}
               </option>
             ))}
@@ -322,7 +363,7 @@ export function RunsView({ query }: { query: URLSearchParams }) {
             id="filter-q"
             type="search"
             value={typed}
-            placeholder="run id, crew, requester"
+            placeholder="run id, crew, requester, reason"
             onInput={(e) => setTyped((e.target as HTMLInputElement).value)}
             onChange={(e) => setFilter('q', (e.target as HTMLInputElement).value)}
           />
@@ -376,7 +417,7 @@ export function RunsView({ query }: { query: URLSearchParams }) {
             <tbody>
               {rows.map((r) => (
                 <tr key={r.run_id} data-run={r.run_id} data-state={r.state}>
-                  <td>
+                  <td data-label="Run">
                     <a href={href('runs', r.run_id)}>
                       <code>{r.run_id}</code>
                     </a>
@@ -388,7 +429,7 @@ export function RunsView({ query }: { query: URLSearchParams }) {
                   <td data-label="Crew">
                     {r.crew_id ? (
                       crewNames.get(r.crew_id) ? (
-                        <span title={r.crew_id}>{crewNames.get(r.crew_id)}</span>
+                        <bdi title={r.crew_id}>{crewNames.get(r.crew_id)}</bdi>
                       ) : (
                         <code>{r.crew_id}</code>
                       )
@@ -401,7 +442,18 @@ export function RunsView({ query }: { query: URLSearchParams }) {
                     {r.stalled ? <span class="state state-stalled">stalled</span> : null}
                   </td>
                   <td class="reason" data-label="Reason">
-                    {r.error ? <code>{r.error.reason ?? r.error.code}</code> : <span class="muted">-</span>}
+                    {r.error ? (
+                      <button
+                        type="button"
+                        class="link reason-link"
+                        title={`Only runs that ended with ${r.error.reason ?? r.error.code}`}
+                        onClick={() => setFilter('reason', r.error?.reason ?? r.error?.code ?? '')}
+                      >
+                        <code>{r.error.reason ?? r.error.code}</code>
+                      </button>
+                    ) : (
+                      <span class="muted">-</span>
+                    )}
                   </td>
                   <td class="source" data-label="Source">
                     <SourceCell source={r.source} />

@@ -1,17 +1,18 @@
 /**
  * Schedules: the job definitions the cell fires on a cron
- * (`GET /admin/jobs/definitions`, system.orchestration.admin.read): cron and
- * time zone, the next fire, the last runs it started with their outcome
- * (runs whose `source` is `schedule:<id>`, among the newest runs), enabled or
- * why it is disabled (its author archived, lacking a permission…), and
- * Enable / Disable / Delete for a session with
+ * (`GET /admin/jobs/definitions`, system.orchestration.admin.read), searched
+ * by name, id, job type, cron or author: cron and time zone, the next fires,
+ * the last runs it started with their outcome (runs whose `source` is
+ * `schedule:<id>`, among the newest runs; one started on demand says who fired
+ * it), running or why it is paused (its author archived, lacking a
+ * permission…), and Run now / Pause / Resume / Delete for a session with
  * system.orchestration.admin.write (hidden otherwise; the cell decides anyway).
  */
 import { useState } from 'preact/hooks';
-import { ADMIN, call, describeError, seg } from '../api.ts';
+import { ADMIN, ApiError, call, describeError, seg } from '../api.ts';
 import { can } from '../auth/session.ts';
 import { href } from '../router.ts';
-import { ErrorNote, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
+import { ErrorNote, isolated, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
 import { loadNewestRuns, type RunRow } from './runs.tsx';
 
 export interface Definition {
@@ -36,7 +37,7 @@ export interface Definition {
 }
 
 const DISABLED: Record<string, string> = {
-  requested: 'disabled by an operator',
+  requested: 'paused by an operator',
   author_archived: 'its author was archived',
   author_deleted: 'its author was deleted',
   author_purged: 'its author was purged',
@@ -65,35 +66,51 @@ function Actions({ d, onDone }: { d: Definition; onDone(): void }) {
   const [ask, setAsk] = useState(false);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [started, setStarted] = useState<string | null>(null);
   if (!can(session, 'system.orchestration.admin.write') || d.deleted) return null;
   const act = async (method: string, path: string) => {
     setBusy(true);
     setError(null);
     try {
-      await call(session, method, path);
+      const r = await call<{ run_id?: string }>(session, method, path);
+      if (path.endsWith('/run') && r?.run_id) setStarted(r.run_id);
       setAsk(false);
       onDone();
     } catch (e) {
+      // A crew run refused before its first step is still a run: link it.
+      if (e instanceof ApiError && typeof e.details?.['run_id'] === 'string') setStarted(e.details['run_id']);
       setError(describeError(e));
     } finally {
       setBusy(false);
     }
   };
   const base = `${ADMIN}/jobs/definitions/${seg(d.schedule_id)}`;
+  const named = isolated(d.name, 40);
   return (
     <div class="buttons">
+      <button
+        type="button"
+        class="primary run-now"
+        disabled={busy}
+        onClick={() => act('POST', `${base}/run`)}
+        aria-label={`Run now: ${named}`}
+      >
+        Run now
+      </button>{' '}
       {d.enabled ? (
-        <button type="button" class="disable" disabled={busy} onClick={() => act('POST', `${base}/disable`)}>
-          Disable
+        <button type="button" class="disable" disabled={busy} onClick={() => act('POST', `${base}/disable`)} aria-label={`Pause ${named}`}>
+          Pause
         </button>
       ) : (
-        <button type="button" class="enable" disabled={busy} onClick={() => act('POST', `${base}/enable`)}>
-          Enable
+        <button type="button" class="enable" disabled={busy} onClick={() => act('POST', `${base}/enable`)} aria-label={`Resume ${named}`}>
+          Resume
         </button>
       )}{' '}
       {ask ? (
         <>
-          <span>Delete {d.name}?</span>{' '}
+          <span>
+            Delete <bdi>{d.name}</bdi>?
+          </span>{' '}
           <button type="button" class="danger confirm" disabled={busy} onClick={() => act('DELETE', base)}>
             Confirm delete
           </button>{' '}
@@ -102,10 +119,19 @@ function Actions({ d, onDone }: { d: Definition; onDone(): void }) {
           </button>
         </>
       ) : (
-        <button type="button" class="delete" disabled={busy} onClick={() => setAsk(true)}>
+        <button type="button" class="delete" disabled={busy} onClick={() => setAsk(true)} aria-label={`Delete ${named}`}>
           Delete
         </button>
       )}
+      {started ? (
+        <p role="status" class="started">
+          Started run{' '}
+          <a href={href('runs', started)}>
+            <code>{started}</code>
+          </a>{' '}
+          as you.
+        </p>
+      ) : null}
       {error ? (
         <p class="error" role="alert">
           {error}
@@ -116,7 +142,8 @@ function Actions({ d, onDone }: { d: Definition; onDone(): void }) {
 }
 
 export function SchedulesView({ scheduleId }: { scheduleId: string | null }) {
-  const { session } = useApp();
+  const { session, names } = useApp();
+  const [q, setQ] = useState('');
   const data = useLoad(
     async (signal) => {
       const defs = await call<{ items: Definition[]; total: number }>(session, 'GET', `${ADMIN}/jobs/definitions?limit=1000`, { signal });
@@ -137,15 +164,39 @@ export function SchedulesView({ scheduleId }: { scheduleId: string | null }) {
     const id = r.source.slice('schedule:'.length);
     bySchedule.set(id, [...(bySchedule.get(id) ?? []), r]);
   }
+  const needle = q.trim().toLowerCase();
+  const shown = (data.data?.defs ?? []).filter(
+    (d) =>
+      !needle ||
+      [d.name, d.schedule_id, d.job_type, d.cron, d.timezone, d.author_id, names.get(d.author_id) ?? '', d.enabled ? 'running' : 'paused']
+        .join(' ')
+        .toLowerCase()
+        .includes(needle),
+  );
   return (
     <>
       <h1>Schedules</h1>
       <p class="muted">Job definitions the cell starts on a cron. Times are shown in this browser's time zone; hover a time for UTC.</p>
+      <form class="filters" aria-label="Search schedules" onSubmit={(e) => e.preventDefault()}>
+        <label>
+          Search
+          <input
+            id="schedules-search"
+            type="search"
+            value={q}
+            onInput={(e) => setQ((e.target as HTMLInputElement).value)}
+            placeholder="name, id, job type, cron, author"
+          />
+        </label>
+        <span class="muted" role="status" id="schedules-status">
+          {data.data ? `${shown.length} of ${data.data.defs.length} schedules` : ''}
+        </span>
+      </form>
       <ErrorNote error={data.error} prefix="Schedules could not be loaded" />
       {!data.data && data.loading ? <p role="status">Loading schedules…</p> : null}
       {data.data && data.data.defs.length === 0 ? <p class="muted">No schedule.</p> : null}
       <div class="cards" id="schedules">
-        {(data.data?.defs ?? []).map((d) => {
+        {shown.map((d) => {
           const last = (bySchedule.get(d.schedule_id) ?? []).slice(0, 5);
           const hid = `sch-${d.schedule_id}`;
           return (
@@ -157,8 +208,8 @@ export function SchedulesView({ scheduleId }: { scheduleId: string | null }) {
               aria-labelledby={hid}
             >
               <h2 id={hid}>
-                {d.name} <span class="muted small">{d.job_type}</span>{' '}
-                {d.enabled ? <span class="state state-active">enabled</span> : <span class="state state-cancelled">disabled</span>}
+                <bdi>{d.name}</bdi> <span class="muted small">{d.job_type}</span>{' '}
+                {d.enabled ? <span class="state state-active">running</span> : <span class="state state-cancelled">paused</span>}
               </h2>
               <dl class="facts">
                 <dt>Cron</dt>
@@ -192,7 +243,7 @@ export function SchedulesView({ scheduleId }: { scheduleId: string | null }) {
                 ) : null}
                 {!d.enabled ? (
                   <>
-                    <dt>Why disabled</dt>
+                    <dt>Why paused</dt>
                     <dd class="disabled-reason">{disabledText(d.disabled_reason)}</dd>
                   </>
                 ) : null}
@@ -229,6 +280,12 @@ export function SchedulesView({ scheduleId }: { scheduleId: string | null }) {
                           </a>{' '}
                           <StateBadge state={r.state} /> <Time at={r.created_at} />
                           {r.error ? <code class="muted"> {r.error.reason ?? r.error.code}</code> : null}
+                          {r.flags?.['manual'] === true ? (
+                            <span class="fired-by">
+                              {' '}
+                              · run now by <Who id={typeof r.flags['fired_by'] === 'string' ? r.flags['fired_by'] : r.requester} />
+                            </span>
+                          ) : null}
                         </li>
                       ))}
                     </ul>

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import { chatCompletion, parseCompletion, type ChatDelta } from '../../../cell/ai/openai-client.ts';
+import { chatCompletion, parseCompletion, retryAfterMs, type ChatDelta } from '../../../cell/ai/openai-client.ts';
 import { isServiceError } from '../../../core/errors.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../../fixtures/openai-server.ts';
 
@@ -229,4 +231,107 @@ test('cancellation: an abort during the retry backoff ends the wait at once', as
     (e: unknown) => isServiceError(e) && e.details?.['reason'] === 'cancelled',
   );
   assert.equal(ai.requests.length - before, 1);
+});
+
+/** A provider that answers every request with these event-stream bytes, written in these pieces, each flushed apart. */
+async function rawStream(pieces: string[]): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', async () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (const p of pieces) {
+        res.write(p);
+        // Each piece its own read at the client: the next one after this one left the socket.
+        await new Promise<void>((r) => setImmediate(r));
+      }
+      res.end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+test('streaming by the event-stream rules: CR-only line ends, multi-line data, comments, lines split across reads; the id kept', async () => {
+  const chunk = (o: unknown) => JSON.stringify(o);
+  const p = await rawStream([
+    ': a comment, then CR-only line ends\r',
+    `data: ${chunk({ id: 'chatcmpl-raw1', model: 'm-1', choices: [{ delta: { content: 'Hel' } }] })}\r\r`,
+    // One chunk's JSON over two data: lines (the event's data is both, joined by a line feed), CRLF ends.
+    `data: {"choices":[{"delta":\r\ndata: {"content":"lo"},"finish_reason":"stop"}]}\r\n\r\n`,
+    // A line split across two reads, a CR at the end of one read and its LF at the start of the next.
+    `data: ${chunk({ choices: [], usage: { prompt_tokens: 4, completion_tokens: 2 } })}\r`,
+    '\n\r\n',
+    'data: [DONE]\n\n',
+  ]);
+  try {
+    const deltas: ChatDelta[] = [];
+    const r = await chatCompletion(
+      { baseUrl: `${p.url}/v1`, stream: true, onDelta: (d) => deltas.push(d) },
+      { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
+    );
+    assert.equal(r.content, 'Hello');
+    assert.deepEqual(
+      deltas.map((d) => d.text),
+      ['Hel', 'lo'],
+    );
+    assert.equal(r.finish_reason, 'stop');
+    assert.deepEqual(r.usage, { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 });
+    assert.equal(r.id, 'chatcmpl-raw1', 'the answer id: gen_ai.response.id');
+    assert.equal(r.model, 'm-1');
+  } finally {
+    await p.close();
+  }
+});
+
+test('streaming: a stream that ends without the blank line after its last event still ends that event', async () => {
+  const p = await rawStream([`data: ${JSON.stringify({ choices: [{ delta: { content: 'last' }, finish_reason: 'stop' }] })}`]);
+  try {
+    const r = await chatCompletion({ baseUrl: p.url, stream: true }, { model: 'm', messages: [] });
+    assert.equal(r.content, 'last');
+  } finally {
+    await p.close();
+  }
+});
+
+test('the answer id of a whole (not streamed) answer is kept', async () => {
+  ai.setResponder(() => ({ content: 'x' }));
+  const r = await chatCompletion({ baseUrl: `${ai.url}/v1`, apiKey: 'sk-test' }, { model: 'm', messages: [] });
+  assert.match(r.id ?? '', /^chatcmpl-\d+$/);
+});
+
+test('Retry-After as an HTTP-date is waited for (RFC 9110 §10.2.3)', async () => {
+  const sleeps: number[] = [];
+  let n = 0;
+  // Whole seconds (an HTTP-date has no fraction): between 2 and 3 s from now when the client reads it.
+  const at = new Date(Math.ceil(Date.now() / 1000) * 1000 + 3000).toUTCString();
+  ai.setResponder(() => (++n === 1 ? { status: 503, retryAfter: at } : { content: 'after the date' }));
+  const r = await chatCompletion(
+    {
+      baseUrl: `${ai.url}/v1`,
+      apiKey: 'sk-test',
+      retries: 1,
+      backoffMs: 10,
+      sleep: async (ms) => {
+        sleeps.push(ms);
+      },
+    },
+    { model: 'm', messages: [] },
+  );
+  assert.equal(r.content, 'after the date');
+  assert.equal(sleeps.length, 1);
+  assert.ok(sleeps[0]! > 1000 && sleeps[0]! <= 4000, `waited ${sleeps[0]} ms for ${at}`);
+});
+
+test('retryAfterMs: delay-seconds, the three HTTP-date forms, a past date, and what is neither', () => {
+  const now = Date.parse('Wed, 21 Oct 2015 07:27:58 GMT');
+  assert.equal(retryAfterMs('120', now), 120_000);
+  assert.equal(retryAfterMs('Wed, 21 Oct 2015 07:28:00 GMT', now), 2000, 'IMF-fixdate');
+  assert.equal(retryAfterMs('Wednesday, 21-Oct-15 07:28:00 GMT', now), 2000, 'RFC 850');
+  assert.equal(retryAfterMs('Wed Oct 21 07:28:00 2015', now), 2000, 'asctime: GMT though it does not say so');
+  assert.equal(retryAfterMs('Wed, 21 Oct 2015 07:00:00 GMT', now), 0, 'a date past: no wait');
+  for (const bad of [undefined, '', '-1', '1.5', 'soon', 'Wed, 21 Oct 2015 07:28:00 +0200', '2015-10-21T07:28:00Z'])
+    assert.equal(retryAfterMs(bad, now), null, String(bad));
 });

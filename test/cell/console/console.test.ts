@@ -26,6 +26,8 @@ test('GET /console and /console/callback: strict CSP, no inline code, every link
     assert.equal(r.status, 200, path);
     assert.match(r.headers.get('content-type') ?? '', /^text\/html/);
     assert.equal(r.headers.get('content-security-policy'), CONSOLE_CSP);
+    // Trusted Types for script sinks: no string becomes HTML or code (test/browser/console-standard.test.ts: the console works under it).
+    assert.match(r.headers.get('content-security-policy') ?? '', /(^|; )require-trusted-types-for 'script'(;|$)/);
     assert.equal(r.headers.get('x-frame-options'), 'DENY');
     assert.equal(r.headers.get('referrer-policy'), 'no-referrer');
     assert.equal(r.headers.get('x-content-type-options'), 'nosniff');

@@ -192,3 +192,71 @@ test("publication grants no access: a key's own rate_limit_rpm applies to served
   t.clock.advance(60_000);
   assert.equal((await t.request('GET', o.path, { token: key })).status, 200, 'the budget refills with time');
 });
+
+test('one parameter name per path segment: two templates that share a prefix name its parameters alike', () => {
+  const names = new Map<string, Map<string, string>>();
+  const clash: string[] = [];
+  const note = (kind: string, template: string, param: RegExp) => {
+    const segs = template.split('/');
+    segs.forEach((seg, i) => {
+      const m = param.exec(seg);
+      if (!m) return;
+      const at = `${kind} ${segs.slice(0, i).join('/')}/*`;
+      const seen = names.get(at) ?? new Map<string, string>();
+      names.set(at, seen);
+      const other = [...seen.entries()].find(([n]) => n !== m[1]);
+      if (other) clash.push(`${at}: {${m[1]}} in ${template}, {${other[0]}} in ${other[1]}`);
+      seen.set(m[1]!, template);
+    });
+  };
+  for (const path of Object.keys(doc['paths'] ?? {})) note('document', path, /^\{(.+)\}$/);
+  // The app's own routes too (the document serves a part of them).
+  for (const r of t.app.routes) note('app', r.path, /^:([^{}]+?)(\{.*\})?$/);
+  assert.deepEqual([...new Set(clash)], []);
+});
+
+test('oauth2: the client-credentials token URL, each permission a scope, and on each operation the scope it needs', async () => {
+  const scheme = doc['components']['securitySchemes']['oauth2'];
+  assert.equal(scheme.type, 'oauth2');
+  const flow = scheme.flows.clientCredentials;
+  assert.equal(flow.tokenUrl, '/oauth/token', 'relative to the server: the cell that served the document');
+  const catalog = new Set(Object.keys(flow.scopes));
+  for (const o of operations(doc)) {
+    const sec = o.op['security'] as Json[] | undefined;
+    if (!sec || sec.length === 0) continue;
+    const at = `${o.method.toUpperCase()} ${o.path}`;
+    const need = o.op['x-required-permission'] as string;
+    const oauth = sec.filter((s) => 'oauth2' in s).map((s) => s['oauth2'] as string[]);
+    assert.ok(oauth.length > 0, `${at}: an oauth2 requirement beside bearerAuth`);
+    if (catalog.has(need)) {
+      const also = (o.op['x-also-permitted'] as string[] | undefined) ?? [];
+      assert.deepEqual(oauth, [[need], ...also.map((a) => [a])], `${at}: the scope is x-required-permission (${need})`);
+      for (const a of also) assert.ok(catalog.has(a), `${at}: ${a} is a declared scope`);
+    } else {
+      assert.deepEqual(oauth, [[]], `${at}: ${need} is no catalog permission: any token, judged by the route`);
+    }
+  }
+  // The scope the document names is the one the gate asks for: a client-credentials token with just that scope.
+  const svc = (
+    await t.request('POST', '/api/public/v1/admin/principals', {
+      token: t.adminKey,
+      body: { kind: 'service', name: 'doc-reader', roles: ['viewer'] },
+    })
+  ).body.id as string;
+  const client = await t.request('POST', '/api/public/v1/admin/oauth/clients', {
+    token: t.adminKey,
+    body: { name: 'doc-reader', scope: ['audit.read'], subject_id: svc },
+  });
+  assert.equal(client.status, 201, client.text);
+  const basic = Buffer.from(`${client.body.client_id}:${client.body.client_secret}`).toString('base64');
+  const tok = await t.request('POST', flow.tokenUrl, {
+    rawBody: new URLSearchParams({ grant_type: 'client_credentials', scope: 'audit.read' }).toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${basic}` },
+  });
+  assert.equal(tok.status, 200, tok.text);
+  const scopeOf = (path: string) => (doc['paths'][path]['get']['security'] as Json[]).find((s) => 'oauth2' in s)!['oauth2'];
+  assert.deepEqual(scopeOf('/api/public/v1/admin/audit'), ['audit.read']);
+  assert.equal((await t.request('GET', '/api/public/v1/admin/audit', { token: tok.body.access_token })).status, 200);
+  assert.deepEqual(scopeOf('/api/public/v1/admin/principals'), ['iam.principals.read']);
+  assert.equal((await t.request('GET', '/api/public/v1/admin/principals', { token: tok.body.access_token })).status, 403);
+});

@@ -8,6 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { waitFinished } from '../jobs/_wait.ts';
+import { backfillErrorReasons } from '../../../cell/runs/repository.ts';
 
 let t: InProcess;
 const T0 = Date.UTC(2026, 0, 1);
@@ -30,6 +31,8 @@ before(async () => {
   });
 });
 after(() => t?.close());
+
+const withoutError = <T extends { error: unknown }>({ error: _, ...rest }: T) => rest;
 
 const ids = async (path: string, key = 'items'): Promise<{ n: number; total: number; rows: Record<string, unknown>[] }> => {
   const r = await t.request('GET', path, { token: t.adminKey });
@@ -61,8 +64,53 @@ test('crew runs: by state, crew_id, source, time; job_type matches none', async 
   assert.equal((await ids(`${CREW_RUNS}?job_type=sql`, 'runs')).total, 0);
 });
 
+test('job and crew runs by the reason they ended with; runs that ended before the column are filled in', async () => {
+  const runs = t.modules.runs.runs;
+  const ended: string[] = [];
+  const errors = [
+    {
+      kind: 'job',
+      job_type: 'sql',
+      error: { code: 'failed', message: 'no such column: nope', reason: 'sql_error', details: { statement: 1 } },
+    },
+    {
+      kind: 'crew',
+      crew_id: 'crw_r',
+      error: { code: 'refused', message: 'rejected', reason: 'approval_rejected', details: { by: 'usr_x' } },
+    },
+    { kind: 'crew', crew_id: 'crw_r', error: { code: 'failed', message: 'the run failed', reason: 'step_timeout' } },
+    // An error that names no reason is found by its code.
+    { kind: 'job', job_type: 'compute', error: { code: 'internal_error', message: 'the run failed' } },
+  ] as const;
+  for (const e of errors) {
+    const id = await t.core.store.write((tx) =>
+      runs.createRunTx(tx, { requester: 'usr_seed', spec: {}, state: 'running', source: 'api', at: T0 + 9000, ...withoutError(e) }),
+    );
+    assert.ok(await runs.setRunState(id, e.error.code === 'refused' ? 'refused' : 'failed', { error: e.error }));
+    ended.push(id);
+  }
+  const found = async (q: string, key = 'items') => (await ids(q, key)).rows.map((r) => r['run_id']);
+  assert.deepEqual(await found(`${RUNS}?kind=all&reason=sql_error`), [ended[0]]);
+  assert.deepEqual(await found(`${RUNS}?kind=all&reason=approval_rejected`), [ended[1]]);
+  assert.deepEqual(await found(`${CREW_RUNS}?reason=step_timeout`, 'runs'), [ended[2]]);
+  assert.deepEqual(await found(`${RUNS}?reason=internal_error`), [ended[3]]);
+  assert.deepEqual(await found(`${RUNS}?kind=all&reason=approval`), [], 'a prefix is not a match');
+  assert.deepEqual(await found(`${RUNS}?kind=all&reason=sql_error&state=completed`), [], 'combined with the other filters');
+  assert.equal((await ids(`${RUNS}?kind=all&reason=sql_error`)).rows[0]!['error'] !== null, true);
+  // A store from before the column: the reasons are empty until the module fills them in.
+  await t.core.store.write((tx) => tx.run('UPDATE runs SET error_reason = NULL'));
+  assert.deepEqual(await found(`${RUNS}?kind=all&reason=sql_error`), []);
+  assert.equal(await backfillErrorReasons(t.core.store, 2), 2, 'one batch');
+  assert.equal(await backfillErrorReasons(t.core.store, 100), 2, 'the rest');
+  assert.equal(await backfillErrorReasons(t.core.store, 100), 0, 'nothing left');
+  assert.deepEqual(await found(`${RUNS}?kind=all&reason=sql_error`), [ended[0]]);
+  assert.deepEqual(await found(`${CREW_RUNS}?reason=approval_rejected`, 'runs'), [ended[1]]);
+});
+
 test('bad filter values are 400 naming the parameter', async () => {
   for (const [q, path] of [
+    ['reason=Not%20a%20reason', 'reason'],
+    ['reason=', 'reason'],
     ['state=done', 'state'],
     ['created_after=yesterday', 'created_after'],
     ['created_after=2026-01-01', 'created_after'],

@@ -102,7 +102,7 @@ test('the answers: every time field a seeded cell returns is ISO 8601 UTC or nul
   for (const p of [
     '/api/public/v1/admin/jobs/definitions/{schedule_id}',
     '/api/public/v1/admin/jobs/endpoints/{endpoint_id}',
-    '/api/public/v1/admin/jobs/runs/{job_id}',
+    '/api/public/v1/admin/jobs/runs/{run_id}',
     '/api/public/v1/admin/agent-teams/crews/{crew_id}/runs',
     '/api/public/v1/admin/secrets',
     '/api/public/v1/admin/edge/devices',

@@ -50,6 +50,7 @@ test('team and agent definitions launch the crew on their cron, with the schedul
     const run = await ok(api, 'GET', `/api/public/v1/admin/jobs/runs/${d.last_run_id}`);
     assert.equal(run.flags.schedule_id, id);
     assert.equal(run.state, 'completed', JSON.stringify(run));
+    assert.equal(run.source, `schedule:${id}`, 'the runs of a schedule say so, crew runs too');
     if (id === teamDef.schedule_id) {
       assert.equal(run.kind, 'crew', 'team: the crew is launched');
       assert.equal(run.crew_id, tm.crew);
@@ -57,7 +58,6 @@ test('team and agent definitions launch the crew on their cron, with the schedul
       assert.equal(run.kind, 'job', 'agent: a job run through the jobs submit path');
       assert.equal(run.job_type, 'agent');
       assert.equal(run.graph_hash, graphId, 'it ran the pinned graph');
-      assert.equal(run.source, `schedule:${id}`);
     }
   }
   assert.equal(await t.modules.jobs.scheduler.tick(), 0, 'no double fire');

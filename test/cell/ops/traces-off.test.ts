@@ -4,12 +4,15 @@
  * @opentelemetry/api, which prom-client loads for every cell); with an
  * endpoint it loads the SDK and the OTLP exporter (the control that shows
  * the check sees them). Each case runs in a child process of its own
- * (test/fixtures/otel-loaded.ts). Also the settings' reading of the standard
- * OTEL_* variables and the flag.
+ * (test/fixtures/otel-loaded.ts). The shipped build keeps the SDK out of
+ * dist/cell.mjs altogether (dist/cell-otel.mjs, read only when export is
+ * on). Also the settings' reading of the standard OTEL_* variables and the flag.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { resolve } from 'node:path';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { describe, test } from 'node:test';
 import { tracesConfig } from '../../../cell/ops/traces-config.ts';
 
@@ -37,6 +40,44 @@ describe('trace export off by default', () => {
     const pkgs = loadedPackages({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' });
     assert.ok(pkgs.includes('@opentelemetry/sdk-trace-base'), pkgs.join());
     assert.ok(pkgs.includes('@opentelemetry/exporter-trace-otlp-proto'), pkgs.join());
+  });
+});
+
+describe('the shipped build: the SDK in a file of its own', () => {
+  const DIST = resolve(import.meta.dirname, '../../../dist');
+
+  test('dist/cell.mjs holds no OpenTelemetry SDK code; dist/cell-otel.mjs does, and the cell imports it by name', () => {
+    const cell = readFileSync(join(DIST, 'cell.mjs'), 'utf8');
+    const otel = readFileSync(join(DIST, 'cell-otel.mjs'), 'utf8');
+    for (const name of ['BatchSpanProcessor', 'OTLPTraceExporter', 'BasicTracerProvider']) {
+      assert.ok(!cell.includes(name), `dist/cell.mjs carries ${name}`);
+      assert.ok(otel.includes(name), `dist/cell-otel.mjs lacks ${name}`);
+    }
+    assert.ok(cell.includes('"./cell-otel.mjs"'), 'the cell imports the file beside it');
+  });
+
+  test('a dist/cell.mjs copied without cell-otel.mjs and started with an OTLP endpoint says what is missing (exit 1)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cell-no-otel-'));
+    try {
+      copyFileSync(join(DIST, 'cell.mjs'), join(dir, 'cell.mjs'));
+      const r = spawnSync(process.execPath, ['cell.mjs', 'serve', '--port', '0', '--data', join(dir, 'data')], {
+        cwd: dir,
+        env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' },
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, /^error: trace export needs cell-otel\.mjs beside cell\.mjs/m);
+      assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('the cell is minified with its names kept (stack traces and logged errors still name functions and classes)', () => {
+    const cell = readFileSync(join(DIST, 'cell.mjs'), 'utf8');
+    assert.ok(cell.split('\n').length < 2000, 'minified');
+    for (const name of ['startCell', 'ServiceError', 'createLogger']) assert.ok(cell.includes(`"${name}"`), `the name ${name} is kept`);
   });
 });
 

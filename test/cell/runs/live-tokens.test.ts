@@ -234,10 +234,20 @@ test('a provider that does not stream gives one delta with the whole answer at t
   for (const streamFlag of [false, true]) {
     await streaming(streamFlag);
     const before = ai.requests.length;
-    ai.setResponder(() => ({ content: 'all at once', noStream: true }));
+    // The answer waits until the stream follows the run: deltas are live, a late subscriber gets none.
+    let open = () => {};
+    const following = new Promise<void>((r) => {
+      open = r;
+    });
+    ai.setResponder(async () => {
+      await following;
+      return { content: 'all at once', noStream: true };
+    });
     const tm = await team(api, 'sequential', [{ role: `whole${streamFlag ? 's' : ''}` }]);
     const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
     const s = follow(run.run_id);
+    await s.until((fs) => fs.length > 0, 'the stream to follow the run');
+    open();
     await s.done;
     assert.equal(ai.requests.length - before, 1, 'one model call');
     assert.equal(ai.requests.at(-1)!.body['stream'] === true, streamFlag);

@@ -73,6 +73,7 @@ export const NOT_STANDING = new Map<string, string>([
     'POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/recover',
     'POST /api/public/v1/admin/jobs/runs',
     'POST /api/public/v1/admin/jobs/runs/{run_id}/rerun',
+    'POST /api/public/v1/admin/jobs/definitions/{schedule_id}/run',
     'POST /api/public/v1/jobs/endpoints/{endpoint_id}/invoke',
   ].map((id): [string, string] => [
     id,

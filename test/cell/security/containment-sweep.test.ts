@@ -738,6 +738,10 @@ const NOT_AUTHORITY = new Map<string, string>([
   ['PATCH /api/public/v1/admin/jobs/definitions/:schedule_id', 'as create'],
   ['POST /api/public/v1/admin/jobs/definitions/:schedule_id/enable', 'as create'],
   ['POST /api/public/v1/admin/jobs/definitions/:schedule_id/disable', 'stops a schedule'],
+  [
+    'POST /api/public/v1/admin/jobs/definitions/:schedule_id/run',
+    "one run as the caller: the template's permissions and the crew-run route's seat check (definitions-run-now.test.ts)",
+  ],
   ['DELETE /api/public/v1/admin/jobs/definitions/:schedule_id', 'stops a schedule'],
   ['DELETE /api/public/v1/admin/jobs/endpoints/:endpoint_id', 'unpublishes'],
   ['POST /api/public/v1/admin/edge/devices', 'registers a device key; authority reaches a device only through a key bundle'],

@@ -384,7 +384,7 @@ test('finding 9: the jobs read permission reads every orchestration run (crew ru
     const doc = (await t.request('GET', '/api/public/v1/openapi.json')).body;
     for (const [path, op] of [
       ['/api/public/v1/admin/jobs/runs', 'get'],
-      ['/api/public/v1/admin/jobs/runs/{job_id}', 'get'],
+      ['/api/public/v1/admin/jobs/runs/{run_id}', 'get'],
       ['/api/public/v1/admin/jobs/runs/{run_id}/journal', 'get'],
     ] as const) {
       assert.match(String(doc.paths[path]?.[op]?.description ?? ''), /crew runs included/, `${path} says what the permission reads`);

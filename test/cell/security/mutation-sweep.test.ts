@@ -209,6 +209,15 @@ const DRIVERS: Record<string, Driver> = {
     state: (t, w) => row(t, 'SELECT * FROM job_definitions WHERE schedule_id = ?', w.ids['disabled_schedule_id']!),
   },
   'POST /api/public/v1/admin/jobs/definitions/{schedule_id}/disable': { params: (w) => w.ids, state: definitionState },
+  // Running the owner's definition now is a run of the caller's: it changes nothing of the definition.
+  'POST /api/public/v1/admin/jobs/definitions/{schedule_id}/run': {
+    params: (w) => w.ids,
+    state: definitionState,
+    accepted: async (t, w, r) => {
+      assert.notEqual(r.body.requester, w.ids['id'], "the run is the caller's, never the author's");
+      assert.equal((await t.modules.runs.runs.getRun(r.body.run_id as string))?.requester, r.body.requester);
+    },
+  },
   'DELETE /api/public/v1/admin/jobs/definitions/{schedule_id}': { params: (w) => w.ids, state: definitionState },
   'DELETE /api/public/v1/admin/jobs/endpoints/{endpoint_id}': {
     params: (w) => w.ids,

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { InProcess } from '../../helpers/inproc.ts';
 import { lastUser, type FakeOpenAI } from '../../fixtures/openai-server.ts';
-import { A, T, ok, team, type Api, crewFixture } from '../../helpers/teams.ts';
+import { A, T, agent, ok, team, type Api, crewFixture } from '../../helpers/teams.ts';
 
 let t: InProcess;
 let ai: FakeOpenAI;
@@ -228,4 +228,46 @@ test('quorum with named approvers: others are refused, the named one releases th
   assert.equal(yes.status, 200, yes.text);
   await t.modules.teams.teams.settled(run.run_id);
   assert.equal((await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`)).state, 'completed');
+});
+
+test("a seated tool stage is authored once its billet exists, and calls the tool with that seat's authority", async () => {
+  const cap = { allowed_tools: ['kv.put'], permission_mode: 'auto', egress_allowlist: ['kv:*'], data_grant_ids: ['kv:*'] };
+  const f = await ok(api, 'POST', `${T}/formations`, { name: 'seated-stage', coordination_policy: 'sequential' });
+  const path = `${T}/formations/${f.formation_id}`;
+  const stage = (seat: string, tool: string) => [{ kind: 'tool', seat, config: { tool, args: { key: `seated-${tool}`, value: 1 } } }];
+  // A seat that does not exist (no billet yet) is named as such.
+  const early = await t.request('PATCH', path, { token: t.adminKey, body: { pre: stage('bil_missing', 'kv.put') } });
+  assert.equal(early.status, 400, early.text);
+  assert.match(early.body.message, /unknown seat bil_missing/);
+  const b = await ok(api, 'POST', `${path}/billets`, { role_label: 'writer', required_skills: [], authority_cap: cap });
+  // The billet exists: a stage seated on it compiles (the check knows the formation's billets).
+  await ok(api, 'PATCH', path, { pre: stage(b.billet_id, 'kv.put') });
+  const crew = await ok(api, 'POST', `${T}/crews`, {
+    formation_id: f.formation_id,
+    assignments: { [b.billet_id]: await agent(api, 'writer', cap) },
+  });
+  const run = await ok(api, 'POST', `${T}/crews/${crew.crew_id}/runs`, { input: 'x' });
+  await t.modules.teams.teams.settled(run.run_id);
+  const done = await ok(api, 'GET', `${T}/crews/${crew.crew_id}/runs/${run.run_id}`);
+  assert.equal(done.state, 'completed', JSON.stringify(done.error));
+  assert.ok(await t.row('SELECT 1 AS x FROM tool_kv WHERE key = ?', ['seated-kv.put']), "written with the seat's grant");
+  // A tool outside the seat's grant is refused at run time (the seat's authority judges the stage's call).
+  await ok(api, 'PATCH', path, { pre: stage(b.billet_id, 'kv.get') });
+  const crew2 = await ok(api, 'POST', `${T}/crews`, {
+    formation_id: f.formation_id,
+    assignments: { [b.billet_id]: await agent(api, 'writer2', cap) },
+  });
+  const run2 = await ok(api, 'POST', `${T}/crews/${crew2.crew_id}/runs`, { input: 'x' });
+  await t.modules.teams.teams.settled(run2.run_id);
+  const refused = await ok(api, 'GET', `${T}/crews/${crew2.crew_id}/runs/${run2.run_id}`);
+  assert.equal(refused.state, 'refused');
+  assert.equal(refused.error.reason, 'tool_not_granted');
+  // The billet a stage is seated on is not removed from under it (the formation would no longer compile).
+  const rm = await t.request('DELETE', `${path}/billets/${b.billet_id}`, { token: t.adminKey });
+  assert.equal(rm.status, 409, rm.text);
+  assert.equal(rm.body.details.reason, 'billet_seats_stage');
+  assert.deepEqual(rm.body.details.stages, ['pre:0']);
+  await ok(api, 'PATCH', path, { pre: null });
+  const version = (await ok(api, 'DELETE', `${path}/billets/${b.billet_id}`)).version;
+  assert.ok(version > 0, 'removed once no stage names it');
 });

@@ -13,7 +13,7 @@ import { manualClock } from '../../../cell/context.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { A, ok, provider, team, T, type Api } from '../../helpers/teams.ts';
 import { startOpenAIServer, type ChatRequestBody } from '../../fixtures/openai-server.ts';
-import { startMcpServer } from '../../fixtures/mcp-server.ts';
+import { EFFECT_KEY_META, startMcpServer } from '../../fixtures/mcp-server.ts';
 
 const S = `${A}/catalog/sources`;
 const settled = async (t: InProcess, runId: string) => {
@@ -54,7 +54,12 @@ test('a crew calls two tools of a server that trusts the cell, with a token per 
     assert.equal(lookupEntry.pin, src.tools[0].pin);
 
     const me = (await ok(api, 'GET', `${A}/whoami`)).principal.id as string;
-    const cap = { allowed_tools: ['mcp.crm.lookup', 'mcp.crm.note'], permission_mode: 'auto', egress_allowlist: [mcp.origin] };
+    // lookup reads (GET), note acts: its calls need an entry naming POST.
+    const cap = {
+      allowed_tools: ['mcp.crm.lookup', 'mcp.crm.note'],
+      permission_mode: 'auto',
+      egress_allowlist: [`GET,POST:${mcp.origin}`],
+    };
     const tm = await team(api, 'sequential', [{ role: 'clerk', cap }]);
     // The model asks for both tools in one round, then answers.
     const respond = (req: ChatRequestBody) =>
@@ -114,6 +119,14 @@ test('a crew calls two tools of a server that trusts the cell, with a token per 
       });
       assert.deepEqual(step.data.on_behalf, { jti: cl['jti'], token_sha256: createHash('sha256').update(seenToken).digest('hex') });
     }
+    // The side-effecting call carries its effect key in _meta, the one its intent named before the call left;
+    // the read-only call carries none.
+    const noteStep = steps.find((x: { data: { tool: string } }) => x.data.tool === 'mcp.crm.note');
+    const intent = j.records.find((x: { kind: string; step_id: string }) => x.kind === 'intent' && x.step_id === noteStep.step_id);
+    assert.match(noteStep.data.effect_key, /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.equal(intent.data.effect_key, noteStep.data.effect_key);
+    assert.deepEqual(mcp.calls.find((c) => c.tool === 'note')!.meta, { [EFFECT_KEY_META]: noteStep.data.effect_key });
+    assert.equal(mcp.calls.find((c) => c.tool === 'lookup')!.meta, undefined);
 
     // A run waiting on an approval (a seat in `ask`), compiled with the pins as they are now.
     const askCap = { ...cap, permission_mode: 'ask' };

@@ -171,6 +171,33 @@ test('imported tools obey the floor: grant, egress, and approvals for tools not 
     assert.equal(v.state, 'refused');
     assert.equal(v.error.reason, 'gate_declined');
     assert.equal(mcp.calls.length, 1, 'the gated call never left');
+    // Egress: a side-effecting tool acts, so the origin's entry must name POST (the method MCP requests travel
+    // with); the entry that lets the seat read (as http.get) lets no call act.
+    const readEgress = await team(api, 'sequential', [{ role: 'e', cap: { ...both, permission_mode: 'auto' } }]);
+    v = await run(readEgress.crew);
+    assert.equal(v.state, 'refused');
+    assert.equal(v.error.reason, 'egress_denied');
+    assert.equal(v.error.details.method, 'POST');
+    assert.equal(v.error.details.destination, mcp.origin);
+    assert.equal(mcp.calls.length, 1, 'the call never left');
+    const writeEgress = await team(api, 'sequential', [
+      { role: 'f', cap: { ...both, permission_mode: 'auto', egress_allowlist: [`POST:${mcp.origin}`] } },
+    ]);
+    v = await run(writeEgress.crew);
+    assert.equal(v.state, 'completed', JSON.stringify(v.error));
+    assert.deepEqual(
+      mcp.calls.map((c) => c.tool),
+      ['lookup', 'note'],
+    );
+    // An entry naming only POST does not cover reading: the read-only tool needs GET.
+    ask = 'lookup';
+    const postOnly = await team(api, 'sequential', [
+      { role: 'g', cap: { ...lookupOnly, permission_mode: 'auto', egress_allowlist: [`POST:${mcp.origin}`] } },
+    ]);
+    v = await run(postOnly.crew);
+    assert.equal(v.error?.reason, 'egress_denied');
+    assert.equal(v.error.details.method, undefined);
+    ask = 'note';
     // The server forgot its sessions (a restart): the cell opens a new one and the call goes through once.
     mcp.dropSessions();
     ask = 'lookup';
@@ -178,7 +205,7 @@ test('imported tools obey the floor: grant, egress, and approvals for tools not 
     assert.equal(v.state, 'completed', JSON.stringify(v.error));
     assert.deepEqual(
       mcp.calls.map((c) => c.tool),
-      ['lookup', 'lookup'],
+      ['lookup', 'note', 'lookup'],
     );
   } finally {
     await close();
@@ -277,7 +304,7 @@ test('an answer larger than the cell reads fails the call; a stdio source this c
   try {
     await ok(api, 'POST', S, { name: 'crm', url: mcp.url, timeout_ms: 60_000 }, [201]);
     const t0 = Date.now();
-    const big = await jobEnded(api, (await ok(api, 'POST', `${A}/jobs/runs`, single('mcp.crm.dump', mcp.origin))).run_id);
+    const big = await jobEnded(api, (await ok(api, 'POST', `${A}/jobs/runs`, single('mcp.crm.dump', `POST:${mcp.origin}`))).run_id);
     assert.equal(big.state, 'failed');
     assert.equal(big.error.reason, 'tool_result_too_large');
     assert.ok(Date.now() - t0 < 30_000, 'at once, not at the timeout');

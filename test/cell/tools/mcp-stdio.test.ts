@@ -89,6 +89,23 @@ test('a configured stdio source is imported at start and called; the API cannot 
     assert.equal(done.state, 'completed', JSON.stringify(done));
     assert.deepEqual(done.output.content, [{ type: 'text', text: 'echo: hi' }]);
     assert.deepEqual(done.output.identity, { kind: 'none' });
+    // A side-effecting tool of a stdio source: `mcp:<source>` reaches it (an entry only MCP reads, so it names no
+    // methods), and the call carries its effect key in _meta, the one its intent recorded.
+    const counted = await jobEnded(
+      api,
+      (
+        await ok(api, 'POST', `${A}/jobs/runs`, {
+          job_type: 'single',
+          workspace_id: 'w',
+          spec: { tool: 'mcp.files.counter', args: {}, authority: { egress_allowlist: ['mcp:files'] } },
+        })
+      ).run_id,
+    );
+    assert.equal(counted.state, 'completed', JSON.stringify(counted));
+    const j = await ok(api, 'GET', `${A}/jobs/runs/${counted.run_id}/journal`);
+    const intent = j.records.find((r: { kind: string }) => r.kind === 'intent');
+    assert.match(intent.data.effect_key, /^[0-9a-f-]{36}$/);
+    assert.deepEqual(JSON.parse(counted.output.content[0].text), { count: 1, effect_key: intent.data.effect_key });
   } finally {
     await t.close();
   }

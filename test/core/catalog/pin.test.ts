@@ -1,7 +1,7 @@
 // The pin of an imported tool (core/catalog/pin.ts) and the review's diff (core/catalog/diff.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { definitionPin, pinnedDefinition, sideEffecting, type PinnedDefinition } from '../../../core/catalog/pin.ts';
+import { declaredIdempotent, definitionPin, pinnedDefinition, sideEffecting, type PinnedDefinition } from '../../../core/catalog/pin.ts';
 import { definitionDiff } from '../../../core/catalog/diff.ts';
 import { canonicalJson, sha256Hex } from '../../../core/canonical.ts';
 
@@ -54,6 +54,20 @@ test('only readOnlyHint: true makes a tool read-only', () => {
   assert.equal(sideEffecting(def({ name: 'a', inputSchema: {}, annotations: { readOnlyHint: false } })), true);
   assert.equal(sideEffecting(def({ name: 'a', inputSchema: {}, annotations: { readOnlyHint: 'true' } })), true);
   assert.equal(sideEffecting(def({ name: 'a', inputSchema: {}, annotations: { readOnlyHint: true, destructiveHint: true } })), false);
+});
+
+test('only a side-effecting tool declared idempotentHint: true is idempotent, and the hint is pinned', () => {
+  const tool = (annotations?: Record<string, unknown>) => def({ name: 'a', inputSchema: {}, ...(annotations ? { annotations } : {}) });
+  assert.equal(declaredIdempotent(tool()), false, "MCP's default is false");
+  assert.equal(declaredIdempotent(tool({ idempotentHint: true })), true);
+  assert.equal(declaredIdempotent(tool({ readOnlyHint: false, idempotentHint: true, destructiveHint: true })), true);
+  assert.equal(declaredIdempotent(tool({ idempotentHint: 'true' })), false);
+  assert.equal(declaredIdempotent(tool({ idempotentHint: false })), false);
+  // Meaningful only when not read-only (a read-only tool has no effect to repeat).
+  assert.equal(declaredIdempotent(tool({ readOnlyHint: true, idempotentHint: true })), false);
+  // A server that turns the hint on (or off) after review changes the pin: the call is refused until re-pinned.
+  assert.notEqual(definitionPin(tool({ idempotentHint: true })), definitionPin(tool()));
+  assert.notEqual(definitionPin(tool({ idempotentHint: true })), definitionPin(tool({ idempotentHint: false })));
 });
 
 test('the diff names each change at its JSON Pointer, with both sides', () => {

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { runGraph } from '../../../core/engine/run.ts';
-import { effectKey } from '../../../core/engine/effect-key.ts';
+import { EFFECT_KEY_META, effectKey } from '../../../core/engine/effect-key.ts';
 import { memoryJournal, type MemoryJournal } from '../../../core/journal/memory.ts';
 import { signEd25519 } from '../../../core/crypto/ed25519.ts';
 import { verifyJournal } from '../../../core/journal/verify.ts';
@@ -26,6 +26,49 @@ test('effect key: a UUID version 8 made by name from SHA-256 (RFC 9562 §5.8, Ap
   assert.equal(effectKey('run_0123456789abcdef0123', 'agent:a/tool/0.0'), k);
   assert.notEqual(effectKey('run_0123456789abcdef0124', 'agent:a/tool/0.0'), k);
   assert.notEqual(effectKey('run_0123456789abcdef0123', 'agent:a/tool/0.1'), k);
+});
+
+/**
+ * Whether `key` is a valid `_meta` key an implementation may use, by the MCP specification's naming rules
+ * for `_meta` ("General fields", `_meta`): an optional prefix of dot-separated labels, each starting with a
+ * letter, ending with a letter or digit, with letters, digits or hyphens between, followed by a slash; then
+ * a name that, unless empty, begins and ends with an alphanumeric character, with hyphens, underscores, dots
+ * and alphanumerics between. Prefixes are reserved for MCP when a label `mcp` or `modelcontextprotocol` is
+ * followed by another label (revision 2025-06-18: `mcp.dev/`, `tools.mcp.com/`) or when the second label is
+ * one of them (the reverse-DNS wording of later revisions: `io.modelcontextprotocol/`, `dev.mcp/`).
+ */
+function validOwnMetaKey(key: string): boolean {
+  const m = /^(?:([^/]*)\/)?([^/]*)$/.exec(key);
+  if (m === null) return false;
+  const [, prefix, name] = m;
+  if (!/^(?:[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)?$/.test(name!)) return false;
+  if (prefix === undefined) return true;
+  const labels = prefix.split('.');
+  if (!labels.every((l) => /^[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?$/.test(l))) return false;
+  const mcp = (l: string | undefined) => l === 'mcp' || l === 'modelcontextprotocol';
+  if (labels.some((l, i) => mcp(l) && i < labels.length - 1)) return false;
+  return !mcp(labels[1]);
+}
+
+test('the effect key of an MCP call goes under a valid, unreserved _meta key (MCP specification, _meta naming)', () => {
+  assert.equal(EFFECT_KEY_META, 'dev.agent-cell/effect-key');
+  assert.equal(validOwnMetaKey(EFFECT_KEY_META), true);
+  // The check refuses what the rules refuse: reserved prefixes, bad labels, bad names.
+  for (const bad of [
+    'io.modelcontextprotocol/x',
+    'dev.mcp/x',
+    'mcp.dev/x',
+    'tools.mcp.com/x',
+    '1dev.agent-cell/x',
+    'dev.agent-/x',
+    'dev..x/y',
+    'dev.agent-cell/-x',
+    'dev.agent-cell/x-',
+    'a/b/c',
+  ])
+    assert.equal(validOwnMetaKey(bad), false, bad);
+  for (const good of ['com.example/x', 'com.example.mcp/x', 'progressToken', 'dev.agent-cell/a.b_c-d'])
+    assert.equal(validOwnMetaKey(good), true, good);
 });
 
 /** A tools port whose one tool `t` has the given descriptor fields, recording every call and its context. */

@@ -273,10 +273,12 @@ export function startWorkload(g: FaultGroup, clients = 2): Workload {
                     { sql: 'CREATE TABLE IF NOT EXISTS effects (id TEXT PRIMARY KEY)' },
                     { sql: `INSERT INTO effects (id) VALUES ('${marker}')` },
                   ],
+                  time_limit_ms: 10_000,
                 },
               },
             ]
-          : [JOB_RUNS, { job_type: 'compute', workspace_id: `ws${client}`, spec: { code: `return ${n}` } }];
+          : // A generous time cap: a loaded machine must not fail the trivial code the faults are about.
+            [JOB_RUNS, { job_type: 'compute', workspace_id: `ws${client}`, spec: { code: `return ${n}`, time_limit_ms: 10_000 } }];
     const at = Date.now();
     try {
       const r = await Promise.race([call(cell.url, 'POST', path, { token: g.token, body }), sleep(ANSWER_MS).then(() => null)]);

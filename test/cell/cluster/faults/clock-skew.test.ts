@@ -59,7 +59,7 @@ test('a cell 30 s ahead and one 30 s behind stand down and say so; the group jud
     }
 
     // The metric of the cell ahead.
-    const metricsUrl = /metrics on (http\S+)/.exec(b.output())?.[1];
+    const metricsUrl = /metrics on (http:\/\/[^\s"]+)/.exec(b.output())?.[1];
     assert.ok(metricsUrl, 'cell-b serves metrics');
     const text = await (await fetch(metricsUrl)).text();
     const v = Number(/^cell_clock_offset_seconds (\S+)$/m.exec(text)?.[1]);

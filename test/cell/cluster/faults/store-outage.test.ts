@@ -61,7 +61,8 @@ test('PostgreSQL away for 8 s: every cell keeps answering 503 envelopes, reports
       const out = c.output();
       const counts = new Map<string, number>();
       for (const l of out.split('\n')) {
-        const msg = /"level":"(?:warn|error)","msg":"([^"]{0,80})/.exec(l)?.[1];
+        const o = l.startsWith('{') ? (JSON.parse(l) as { level?: number; msg?: string }) : null;
+        const msg = o && (o.level ?? 0) >= 40 ? o.msg?.slice(0, 80) : undefined;
         if (msg) counts.set(msg, (counts.get(msg) ?? 0) + 1);
       }
       console.log(`# ${[...counts].map(([k, v]) => `${v}x ${k}`).join(' | ')}`);

@@ -1,0 +1,82 @@
+// scripts/test-times.mjs, the reporter the Makefile's suite runs beside the usual one: run by the real node:test
+// runner on three small files (a slow one, a quick one that fails, one that throws before any test), it lists the
+// files slowest first with their shares, marks the failed ones, honours TEST_TIMES_TOP and writes TEST_TIMES_FILE.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+
+const reporter = resolve('scripts/test-times.mjs');
+// Without the runner's mark of its own children (this file runs under it), so that the inner runner reports.
+const { NODE_TEST_CONTEXT: _, ...childEnv } = process.env;
+
+async function runSuite(env: Record<string, string>): Promise<{ stdout: string; dir: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'test-times-'));
+  writeFileSync(
+    join(dir, 'slow.test.mjs'),
+    "import { test } from 'node:test';\ntest('slow', () => new Promise((r) => setTimeout(r, 1000)));\n",
+  );
+  writeFileSync(join(dir, 'fails.test.mjs'), "import { test } from 'node:test';\ntest('fails', () => { throw new Error('no'); });\n");
+  writeFileSync(join(dir, 'throws.test.mjs'), "throw new Error('before any test');\n");
+  const args = ['--test', '--test-concurrency=3', '--test-reporter=dot', '--test-reporter-destination=stderr'];
+  args.push(`--test-reporter=${reporter}`, '--test-reporter-destination=stdout', 'slow.test.mjs', 'fails.test.mjs', 'throws.test.mjs');
+  // The suite fails (two files do): the runner exits 1, which is what the reporter must report through.
+  const err = await promisify(execFile)(process.execPath, args, { cwd: dir, env: { ...childEnv, ...env } }).then(
+    () => assert.fail('the suite has failing files: the runner must exit 1'),
+    (e: { code: number; stdout: string }) => e,
+  );
+  assert.equal(err.code, 1);
+  return { stdout: err.stdout, dir };
+}
+
+/** The table's rows: seconds, share (%) and file, in the order printed. */
+function rows(stdout: string): { s: number; share: number; file: string; failed: boolean }[] {
+  return [...stdout.matchAll(/^# +([\d.]+) s +([\d.]+) % \( *\d+ % so far\) {2}(\S+)( {2}FAILED)?$/gm)].map((m) => ({
+    s: Number(m[1]),
+    share: Number(m[2]),
+    file: m[3]!,
+    failed: m[4] !== undefined,
+  }));
+}
+
+test('the slowest files, their shares, the failed ones marked; every file in TEST_TIMES_FILE', async () => {
+  const out = join(mkdtempSync(join(tmpdir(), 'test-times-out-')), 'sub', 'times.tsv');
+  const { stdout, dir } = await runSuite({ TEST_TIMES_FILE: out, TEST_TIMES_TOP: '' });
+  try {
+    assert.match(stdout, /^# slowest test files \(of 3; their times add up to \d+ s, in \d+ s of wall time\)$/m);
+    const table = rows(stdout);
+    assert.deepEqual(table.map((r) => r.file).sort(), ['fails.test.mjs', 'slow.test.mjs', 'throws.test.mjs']);
+    for (let i = 1; i < table.length; i++) assert.ok(table[i - 1]!.s >= table[i]!.s, 'slowest first');
+    assert.ok(table.find((r) => r.file === 'slow.test.mjs')!.s >= 1, 'a file takes at least the time its tests wait');
+    assert.ok(Math.abs(table.reduce((a, r) => a + r.share, 0) - 100) < 0.5, 'the shares add up to the whole');
+    assert.deepEqual(
+      table
+        .filter((r) => r.failed)
+        .map((r) => r.file)
+        .sort(),
+      ['fails.test.mjs', 'throws.test.mjs'],
+    );
+    const tsv = readFileSync(out, 'utf8')
+      .trimEnd()
+      .split('\n')
+      .map((l) => l.split('\t'));
+    assert.deepEqual(
+      tsv.map(([, f]) => f),
+      table.map((r) => r.file),
+    );
+    for (const [s] of tsv) assert.match(s!, /^\d+\.\d\d$/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(join(out, '..', '..'), { recursive: true, force: true });
+  }
+});
+
+test('TEST_TIMES_TOP limits the table, not the file', async () => {
+  const { stdout, dir } = await runSuite({ TEST_TIMES_TOP: '1' });
+  rmSync(dir, { recursive: true, force: true });
+  assert.match(stdout, /\(of 3;/);
+  assert.equal(rows(stdout).length, 1);
+});
