@@ -4,7 +4,7 @@
  *
  * Payload (type `crew`):
  *   crew: { crew_id, name, formation_id, graph, graph_hash, agents, blueprints,
- *           skills, contracts, tool_grants, budgets }
+ *           skills, contracts, tool_grants, budgets, workspace_id? }
  *   model: { sha256, publisher_kid, name } | null   (the model manifest reference)
  * The bundle also carries the compiler's input (formation projection, billets,
  * seat bindings): a verifier recompiles it with the same pure compiler
@@ -33,6 +33,11 @@ export interface CrewContent {
   tool_grants: Record<string, string[]>;
   /** Budget ceilings by agent id (tokens). */
   budgets: Record<string, number>;
+  /**
+   * The crew's workspace: whose storage the kv tools use on the device (edge/tools.ts), as at the cell.
+   * Absent in bundles issued before devices ran tools: such a crew's kv tools are not honoured offline.
+   */
+  workspace_id?: string;
 }
 
 export interface ModelReference {
@@ -90,7 +95,8 @@ export async function openCrewBundle(
     !Array.isArray(c['agents']) ||
     !Array.isArray(c['contracts']) ||
     !isObject(c['tool_grants']) ||
-    !isObject(c['budgets'])
+    !isObject(c['budgets']) ||
+    !(c['workspace_id'] === undefined || (typeof c['workspace_id'] === 'string' && c['workspace_id'].length > 0))
   ) {
     throw refused('malformed', 'the crew bundle is malformed', 'invalid_request');
   }

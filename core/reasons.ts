@@ -138,6 +138,11 @@ export const REASONS = {
     codes: F,
     sentence: "The device's run log in the journal export does not hold the journal (checkpoint or inclusion).",
   },
+  device_tools_unavailable: {
+    codes: C,
+    sentence:
+      "The device cannot honour some of the crew's tools (not in its catalog, no workspace, or an approval it cannot take); the run was not started.",
+  },
   disk_full: { codes: S, sentence: "The store's disk is full; it accepts no writes until there is room." },
   dpop_ath_mismatch: { codes: U, sentence: 'The DPoP proof `ath` is not the hash of the access token.' },
   dpop_bad_alg: { codes: U, sentence: 'The DPoP proof uses an algorithm that is not accepted.' },
@@ -356,6 +361,11 @@ export const REASONS = {
   too_deep: { codes: I, sentence: 'The JSON body nests deeper than the limit.' },
   too_many_billets: { codes: I, sentence: 'The formation has more billets than the limit.' },
   tool_bad_arguments: { codes: I, sentence: 'The tool was called with arguments it does not take.' },
+  tool_choice_unavailable: {
+    codes: [],
+    runs: ['refused'],
+    sentence: "The seat's tool_choice makes its model call a tool the seat cannot offer it (none granted here, or not the named one).",
+  },
   tool_definition_changed: {
     codes: F,
     runs: ['refused', 'failed'],

@@ -32,6 +32,7 @@ import { newEdgeRun } from '../bundles/run-id.ts';
 import { mountRunEvents, RunStreams } from './run-events.ts';
 import { deviceBudget, interruptedRuns, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
 import { appendRunHead } from './run-log.ts';
+import { deviceToolsPort, unhonouredTools } from './tools.ts';
 
 const TERMINAL: readonly RunFile['state'][] = ['completed', 'failed', 'refused', 'cancelled'];
 
@@ -99,7 +100,9 @@ export async function prepareOffline(opts: {
 export const TEST_FAIL_MODEL_CALLS_ENV = 'AGENT_CELL_EDGE_TEST_FAIL_MODEL_CALLS';
 
 /**
- * The engine's model port over the local model: the chat flattened to a prompt, greedy, exact token usage.
+ * The engine's model port over the local model, greedy, exact token usage: a step offered tools is a chat
+ * turn with node-llama-cpp's function calling (its calls grammar-constrained, a forced tool_choice honoured:
+ * runtime/local-chat.ts); one without, the chat flattened to a prompt.
  * A step's `timeout_ms` stops the generation (before its next token; a call still queued is not started)
  * and fails the step `step_timeout`, as the cell's port cancels a provider call.
  */
@@ -112,9 +115,24 @@ function localModelPort(model: LocalModel | null): ModelPort {
         failures--;
         throw new Error('the local model call failed (test hook)');
       }
-      const prompt = req.messages.map((m) => `${m.role}: ${m.content}`).join('\n') + '\nassistant:';
       const onDelta = opts?.onDelta;
       const deadline = stepDeadline(req.timeout_ms);
+      // Offered tools: node-llama-cpp's function calling, grammar-constrained (runtime/local-chat.ts).
+      if (req.tools.length > 0 && req.tool_choice !== 'none') {
+        const a = await deadline.race(
+          model.chat(
+            { messages: req.messages, tools: req.tools, toolChoice: req.tool_choice, maxTokens: req.max_tokens },
+            onDelta,
+            deadline.signal,
+          ),
+        );
+        return {
+          content: a.text,
+          ...(a.toolCalls.length > 0 ? { tool_calls: a.toolCalls } : {}),
+          usage: { input_tokens: a.inputTokens, output_tokens: a.outputTokens },
+        };
+      }
+      const prompt = req.messages.map((m) => `${m.role}: ${m.content}`).join('\n') + '\nassistant:';
       const r = await deadline.race(
         model.complete(prompt, req.max_tokens, onDelta ? (text) => onDelta({ text }) : undefined, deadline.signal),
       );
@@ -133,6 +151,9 @@ export function mountOffline(
   const budget = deviceBudget(setup.dir, crew?.budgets ?? {});
   const signer = signerFromJwk(setup.device.device_id, setup.device.private_jwk);
   const modelPort = localModelPort(setup.model);
+  const workspaceId = crew?.workspace_id ?? null;
+  const deviceTools = deviceToolsPort(setup.dir, rt.clock, workspaceId);
+  const unhonoured = crew ? unhonouredTools(crew.graph as Graph, workspaceId) : [];
   const P = '/api/public/v1/admin/agent-teams/crews/:crew_id/runs';
   const streams = new RunStreams();
   mountRunEvents(app, guard, streams, (id) => readRun(setup.dir, id)?.journal.records);
@@ -167,6 +188,8 @@ export function mountOffline(
       model: modelPort,
       delta: (d) => streams.delta(run.run_id, d),
       budget,
+      // The device's catalog (edge/tools.ts), judged from the bundle's seats as at the cell.
+      tools: deviceTools,
       contracts: { get: async (id) => crew!.contracts.find((k) => k.id === id) },
       clock: rt.clock,
       journal: {
@@ -233,6 +256,12 @@ export function mountOffline(
     if (expiresAt !== null && rt.clock.now() >= expiresAt) {
       throw new ServiceError('forbidden', 'the crew bundle on this device has expired', {
         details: { reason: 'expired', expires_at: isoTime(expiresAt) },
+      });
+    }
+    // A crew whose tools the device cannot honour is refused before a run starts, naming them.
+    if (unhonoured.length > 0) {
+      throw new ServiceError('conflict', `this device cannot honour the crew's tools: ${unhonoured.map((u) => u.tool).join(', ')}`, {
+        details: { reason: 'device_tools_unavailable', tools: unhonoured.map((u) => ({ ...u })) },
       });
     }
     let body: { input?: unknown } = {};

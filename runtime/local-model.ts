@@ -27,6 +27,17 @@ import { MAX_MANIFEST_BYTES, readSignedArtifact } from './read-artifact.ts';
 import type { TrustedKey } from '../bundles/codec.ts';
 import { SetupError } from './setup-error.ts';
 import { privateCopy } from './model-file.ts';
+import type { ModelDelta } from '../core/engine/types.ts';
+import { toolChoiceForces } from '../core/engine/tool-choice.ts';
+import {
+  chatHistory,
+  chatWrapper,
+  engineCalls,
+  functionsOf,
+  paramsDelta,
+  type LocalChatAnswer,
+  type LocalChatRequest,
+} from './local-chat.ts';
 
 export interface LocalModel {
   manifest: ModelManifest;
@@ -43,6 +54,12 @@ export interface LocalModel {
     onText?: (piece: string) => void,
     signal?: AbortSignal,
   ): Promise<{ text: string; inputTokens: number; outputTokens: number }>;
+  /**
+   * One chat turn with tools (runtime/local-chat.ts): node-llama-cpp's function calling, grammar-constrained,
+   * greedy; a forced `toolChoice` makes the answer a call. `onDelta` receives the text and each call's
+   * parameters as they are generated; `signal` stops it as for `complete`.
+   */
+  chat(req: LocalChatRequest, onDelta?: (d: ModelDelta) => void, signal?: AbortSignal): Promise<LocalChatAnswer>;
   dispose(): Promise<void>;
 }
 
@@ -100,6 +117,13 @@ export function runtimeChildBridge(): boolean {
 // biome-ignore lint/suspicious/noExplicitAny: node-llama-cpp objects; its API is checked by the tests that load a real model.
 type Untyped = any;
 
+/**
+ * Tokens of context per model (a call takes at most half of it for new tokens). 4096: a turn that offers
+ * tools carries their documentation (names, descriptions, parameter schemas), which takes a model with
+ * byte-level tokens ~400 tokens a tool.
+ */
+export const DEFAULT_CONTEXT_SIZE = 4096;
+
 /** Verifies manifest and file, then loads the model. Refuses (ServiceError model_tampered / bad_signature / untrusted_issuer) before loading anything. */
 export async function loadLocalSignedModel(opts: {
   modelPath: string;
@@ -122,9 +146,10 @@ export async function loadLocalSignedModel(opts: {
   // One read of the file: copied into a private directory and measured as it is copied; the copy is loaded.
   const copy = await privateCopy(opts.modelPath, opts.scratchDir ?? tmpdir());
   let llama: Untyped;
+  let llamaCpp: Untyped;
   let model: Untyped;
   let context: Untyped;
-  const contextSize = opts.contextSize ?? 2048;
+  const contextSize = opts.contextSize ?? DEFAULT_CONTEXT_SIZE;
   try {
     checkModelFile(opened.payload, copy);
     await opts.afterVerify?.();
@@ -132,7 +157,7 @@ export async function loadLocalSignedModel(opts: {
     // node-llama-cpp lives beside the program (edge-runtime/), not in the build: it has no types here.
     // biome-ignore lint/suspicious/noExplicitAny: the runtime's API is checked by the tests that load a real model.
     const load = createRequire(join(runtime, 'load.cjs'))(join(runtime, 'load.cjs')) as () => Promise<any>;
-    const llamaCpp = await load();
+    llamaCpp = await load();
     llama = await llamaCpp.getLlama({ gpu: false, build: 'never', logLevel: 'error', progressLogs: false });
     model = await llama.loadModel({ modelPath: copy.path, gpuLayers: 0 });
     context = await model.createContext({ contextSize, threads: opts.threads ?? 1, sequences: 1 });
@@ -194,13 +219,78 @@ export async function loadLocalSignedModel(opts: {
     return { text: model.detokenize(out) as string, inputTokens: withBos.length, outputTokens: out.length };
   }
 
+  async function chatNow(req: LocalChatRequest, onDelta?: (d: ModelDelta) => void, signal?: AbortSignal): Promise<LocalChatAnswer> {
+    if (signal?.aborted) throw stopped();
+    const maxTokens = Math.max(1, Math.min(req.maxTokens, Math.floor(contextSize / 2)));
+    const functions = functionsOf(req.tools, req.toolChoice);
+    const offered = Object.keys(functions).length > 0;
+    const seq = context.getSequence();
+    // Exact token counts of this call: the sequence is fresh, so its meter counts this call alone.
+    const used = seq.tokenMeter as { usedInputTokens: number; usedOutputTokens: number };
+    const chat = new llamaCpp.LlamaChat({
+      contextSequence: seq,
+      chatWrapper: chatWrapper(llamaCpp, offered && toolChoiceForces(req.toolChoice)),
+    });
+    const listen =
+      <T>(f: (x: T) => void) =>
+      (x: T) => {
+        try {
+          f(x);
+        } catch {
+          // a listener's failure does not stop generation
+        }
+      };
+    let r: Untyped;
+    try {
+      r = await chat.generateResponse(chatHistory(req.messages), {
+        ...(offered ? { functions, documentFunctionParams: true, maxParallelFunctionCalls: 1 } : {}),
+        maxTokens,
+        temperature: 0,
+        ...(signal ? { signal } : {}),
+        ...(onDelta
+          ? {
+              onTextChunk: listen((text: string) => onDelta({ text })),
+              ...(offered ? { onFunctionCallParamsChunk: listen((c: Parameters<typeof paramsDelta>[0]) => onDelta(paramsDelta(c))) } : {}),
+            }
+          : {}),
+      });
+    } catch (e) {
+      if (signal?.aborted) throw stopped();
+      // The grammar bounds a number's digits, not its value: an exponent past the double range parses to a
+      // number no JSON holds, which node-llama-cpp's own check of the call refuses. The call failed, as a
+      // provider's malformed answer does (never a call with a value the tool's schema does not allow).
+      if (e instanceof llamaCpp.LlamaJsonSchemaValidationError)
+        throw new ServiceError('service_unavailable', "the local model's tool call does not fit the tool's schema", {
+          details: { reason: 'provider_bad_response' },
+        });
+      throw e;
+    } finally {
+      chat.dispose();
+      seq.dispose();
+    }
+    return {
+      text: typeof r.response === 'string' ? r.response : '',
+      toolCalls: engineCalls(req.messages, r.functionCalls),
+      inputTokens: used.usedInputTokens,
+      outputTokens: used.usedOutputTokens,
+    };
+  }
+
+  /** Calls are serialized: one context, one sequence at a time, so the same prompt gives the same answer. */
+  function queued<T>(f: () => Promise<T>): Promise<T> {
+    const p = queue.then(f);
+    queue = p.catch(() => undefined);
+    return p;
+  }
+
   return {
     manifest: opened.payload,
     publisherKid: opened.payload.kid,
     complete(prompt, maxTokens, onText, signal) {
-      const p = queue.then(() => completeNow(prompt, maxTokens, onText, signal));
-      queue = p.catch(() => undefined);
-      return p;
+      return queued(() => completeNow(prompt, maxTokens, onText, signal));
+    },
+    chat(req, onDelta, signal) {
+      return queued(() => chatNow(req, onDelta, signal));
     },
     async dispose() {
       await context.dispose();

@@ -20,7 +20,7 @@ import type { ModelCallOptions, ModelRequest, ModelResponse } from '../../core/e
 import { isServiceError } from '../../core/errors.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { relayedReason } from '../../core/reasons.ts';
-import { engineDeltas, engineResponse, wireMessages, wireTools } from './internal/engine-wire.ts';
+import { engineDeltas, engineResponse, wireMessages, wireToolChoice, wireTools } from './internal/engine-wire.ts';
 import type { ChatResult } from './openai-client.ts';
 import { callProvider, type AiContext, type CallOptions, type ProviderRequest } from './providers.ts';
 import { listProviders, type Provider } from './repository.ts';
@@ -88,6 +88,7 @@ async function completeOnce(
   }
   const messages = wireMessages(req.messages);
   const tools = wireTools(req.tools);
+  const toolChoice = wireToolChoice(req.tool_choice);
   // The step's timeout cancels the call in flight (the provider sees its connection closed).
   const driver = runId === undefined ? undefined : ctx.runs.driverSignal(runId);
   const deadline = req.timeout_ms !== undefined ? AbortSignal.timeout(req.timeout_ms) : undefined;
@@ -100,6 +101,7 @@ async function completeOnce(
         ...(req.agent.model ? { model: req.agent.model } : {}),
         messages,
         ...(tools.length ? { tools } : {}),
+        ...(toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
         max_tokens: req.max_tokens,
       },
       {

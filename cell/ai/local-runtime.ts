@@ -13,16 +13,77 @@
  * stay loaded; a model that fails verification is never loaded (403
  * model_tampered / bad_signature / untrusted_issuer). The file is read once
  * into a private copy in the data directory, verified, and the copy loaded.
+ * A request offering tools is answered with node-llama-cpp's function calling
+ * (grammar-constrained, `tool_choice` honoured: runtime/local-chat.ts), as at
+ * the edge; one without, from the chat flattened to one prompt.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ServiceError, invalid } from '../../core/errors.ts';
 import type { TrustedKey } from '../../bundles/codec.ts';
 import { findRuntime, loadLocalSignedModel, type LocalModel } from '../../runtime/local-model.ts';
-import type { ChatRequest, ChatResult } from './openai-client.ts';
+import type { ChatDelta, ChatRequest, ChatResult } from './openai-client.ts';
+import type { ChatMessage, ModelDelta } from '../../core/engine/types.ts';
+import type { JsonObject } from '../../core/journal/record.ts';
+import { fromWireName, toWireName } from '../../core/engine/wire-name.ts';
+import type { LocalChatRequest } from '../../runtime/local-chat.ts';
 import { LOCAL_MODEL_NAME, type CallOptions, type LocalModelRuntime, type Provider } from './providers.ts';
 
 const DEFAULT_MAX_TOKENS = 256;
+
+/** A piece of the answer as the call path streams it (a call's name in its wire spelling). */
+function wireDelta(d: ModelDelta): ChatDelta {
+  const c = d.tool_call;
+  return { text: d.text, ...(c ? { tool_call: { index: c.index, ...(c.name !== undefined ? { name: toWireName(c.name) } : {}) } } : {}) };
+}
+
+/**
+ * A request offering tools as the local runtime's chat (engine shapes: catalog names, parsed arguments);
+ * null when it offers none or says `none` (then the chat is one prompt, as before tools).
+ */
+function localChatOf(req: ChatRequest): Omit<LocalChatRequest, 'maxTokens'> | null {
+  const tools = req.tools ?? [];
+  if (tools.length === 0 || req.tool_choice === 'none') return null;
+  const messages: ChatMessage[] = req.messages.map((x) => ({
+    role: x.role,
+    content: x.content ?? '',
+    ...(x.tool_call_id !== undefined ? { tool_call_id: x.tool_call_id } : {}),
+    ...(x.tool_calls?.length
+      ? {
+          tool_calls: x.tool_calls.map((c) => ({
+            id: c.id,
+            name: fromWireName(c.function.name),
+            arguments: parsedArguments(c.function.arguments),
+          })),
+        }
+      : {}),
+  }));
+  const choice = req.tool_choice;
+  return {
+    messages,
+    tools: tools.map((t) => ({
+      name: fromWireName(t.function.name),
+      description: t.function.description,
+      parameters: t.function.parameters as JsonObject,
+    })),
+    toolChoice:
+      choice === undefined || choice === 'auto'
+        ? undefined
+        : typeof choice === 'string'
+          ? choice
+          : { name: fromWireName(choice.function.name) },
+  };
+}
+
+/** A call's arguments (JSON text on the wire) as an object; anything else as none. */
+function parsedArguments(text: string): JsonObject {
+  try {
+    const v = JSON.parse(text) as unknown;
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as JsonObject) : {};
+  } catch {
+    return {};
+  }
+}
 
 /** The runtime when node-llama-cpp is installed beside the program (edge-runtime/), else null. */
 export function localRuntime(dataDir: string): (LocalModelRuntime & { dispose(): Promise<void> }) | null {
@@ -81,15 +142,32 @@ export function localRuntime(dataDir: string): (LocalModelRuntime & { dispose():
     async complete(provider: Provider, req: ChatRequest, opts: CallOptions = {}): Promise<ChatResult> {
       const name = req.model || provider.default_model;
       const m = await model(name);
-      const prompt = req.messages.map((x) => `${x.role}: ${x.content ?? ''}`).join('\n') + '\nassistant:';
       const max = req.max_tokens ?? DEFAULT_MAX_TOKENS;
       const onDelta = opts.onDelta;
-      const r = await m.complete(prompt, max, onDelta ? (text) => onDelta({ text }) : undefined);
+      const usage = (i: number, o: number) => ({ prompt_tokens: i, completion_tokens: o, total_tokens: i + o });
+      // Offered tools: node-llama-cpp's function calling, grammar-constrained (runtime/local-chat.ts), as at the edge.
+      const chat = localChatOf(req);
+      if (chat !== null) {
+        const a = await m.chat({ ...chat, maxTokens: max }, onDelta ? (d) => onDelta(wireDelta(d)) : undefined, opts.signal);
+        return {
+          content: a.text,
+          tool_calls: a.toolCalls.map((c) => ({
+            id: c.id,
+            type: 'function' as const,
+            function: { name: toWireName(c.name), arguments: JSON.stringify(c.arguments) },
+          })),
+          finish_reason: a.toolCalls.length > 0 ? 'tool_calls' : a.outputTokens >= max ? 'length' : 'stop',
+          usage: usage(a.inputTokens, a.outputTokens),
+          model: name,
+        };
+      }
+      const prompt = req.messages.map((x) => `${x.role}: ${x.content ?? ''}`).join('\n') + '\nassistant:';
+      const r = await m.complete(prompt, max, onDelta ? (text) => onDelta({ text }) : undefined, opts.signal);
       return {
         content: r.text,
         tool_calls: [],
         finish_reason: r.outputTokens >= max ? 'length' : 'stop',
-        usage: { prompt_tokens: r.inputTokens, completion_tokens: r.outputTokens, total_tokens: r.inputTokens + r.outputTokens },
+        usage: usage(r.inputTokens, r.outputTokens),
         model: name,
       };
     },

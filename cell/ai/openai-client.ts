@@ -37,10 +37,14 @@ export interface ToolSpec {
   function: { name: string; description: string; parameters: Record<string, unknown> };
 }
 
+/** Whether the model may (`auto`), must (`required`, or the named function) or must not (`none`) call a function. */
+export type WireToolChoice = 'auto' | 'none' | 'required' | { type: 'function'; function: { name: string } };
+
 export interface ChatRequest {
   model: string;
   messages: ChatMessage[];
   tools?: ToolSpec[];
+  tool_choice?: WireToolChoice;
   temperature?: number;
   max_tokens?: number;
 }

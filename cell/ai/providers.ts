@@ -305,7 +305,12 @@ export interface AgentRuntime {
   available: boolean;
   protocol: string;
   streaming: boolean;
+  /** True when the runtime's models answer with tool calls. */
   tool_calls: boolean;
+  /** The `tool_choice` values it honours (`named`: one named tool): a billet's choice is sent as it is. */
+  tool_choice: ('auto' | 'none' | 'required' | 'named')[];
+  /** True when its tool calls always parse (generated under a grammar of the tool's schema). */
+  constrained_tool_calls: boolean;
 }
 
 /** Agent runtimes this cell can run (GET /admin/ai/agent-runtimes). */
@@ -318,6 +323,9 @@ export function agentRuntimes(ctx: AiContext): AgentRuntime[] {
       protocol: 'chat-completions',
       streaming: true,
       tool_calls: true,
+      // Sent as the protocol's tool_choice; whether a provider honours it is the provider's (the engine checks the answer).
+      tool_choice: ['auto', 'none', 'required', 'named'],
+      constrained_tool_calls: false,
     },
     {
       runtime: 'local-signed',
@@ -325,8 +333,11 @@ export function agentRuntimes(ctx: AiContext): AgentRuntime[] {
       available: ctx.localRuntime !== undefined,
       protocol: 'local',
       streaming: true,
-      // A local model answers in text only (cell/ai/local-runtime.ts): it never produces tool calls.
-      tool_calls: false,
+      // node-llama-cpp's function calling under a grammar of each tool's schema; a forced choice starts the answer
+      // inside a call (runtime/local-chat.ts), so required and named calls always come, and always parse.
+      tool_calls: true,
+      tool_choice: ['auto', 'none', 'required', 'named'],
+      constrained_tool_calls: true,
     },
   ];
 }

@@ -90,7 +90,13 @@ const Runtime = z
     available: z.boolean(),
     protocol: z.string(),
     streaming: z.boolean(),
-    tool_calls: z.boolean(),
+    tool_calls: z.boolean().openapi({ description: "True when the runtime's models answer with tool calls" }),
+    tool_choice: z
+      .array(z.enum(['auto', 'none', 'required', 'named']))
+      .openapi({ description: 'The billet tool_choice values it honours (named: one named tool)' }),
+    constrained_tool_calls: z
+      .boolean()
+      .openapi({ description: "True when its tool calls always parse: generated under a grammar of the tool's JSON schema" }),
   })
   .openapi('AgentRuntime');
 

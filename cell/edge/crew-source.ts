@@ -37,5 +37,7 @@ export async function crewForEdge(teams: Teams, crewId: string, check: (graph: G
     contracts: x.contracts.map((k) => ({ id: k.contract_id, rules: k.rules.map((r) => ({ name: r.name, expr: r.expr })) })),
     tool_grants: toolGrants,
     budgets,
+    // Whose storage the kv tools use on the device (edge/tools.ts), as a crew run at the cell does.
+    workspace_id: x.crew.workspace_id,
   };
 }

@@ -10,7 +10,7 @@
 import { request } from 'undici';
 import { ServiceError, invalid } from '../../core/errors.ts';
 import type { EgressMethod } from '../../core/authority/egress-entry.ts';
-import { egressAllowed } from './egress.ts';
+import { egressAllowed } from '../../core/authority/egress.ts';
 import { isPrivateRefusal, literalHostAllowed } from './ssrf.ts';
 import { stringArg, toolRefusal, type ToolCaller, type ToolsContext } from './tool-def.ts';
 

@@ -5,13 +5,7 @@
  */
 import { anyJson, json, num, stringArray } from '../store/decode.ts';
 import type { Reader, Tx } from '../store/types.ts';
-
-/** A stored kv entry: its value, classification and compartment labels. */
-export interface KvEntry {
-  value: unknown;
-  classification: number;
-  compartments: string[];
-}
+import type { KvEntry } from '../../core/catalog/builtin.ts';
 
 export async function kvEntry(db: Reader, workspaceId: string, key: string): Promise<KvEntry | undefined> {
   const r = await db.get('SELECT value, classification, compartments FROM tool_kv WHERE workspace_id = ? AND key = ?', [workspaceId, key]);

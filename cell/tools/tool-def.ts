@@ -7,22 +7,15 @@
  * their own (http-request.ts) import this, not the catalog.
  */
 import type { Dispatcher } from 'undici';
-import { ServiceError, invalid } from '../../core/errors.ts';
 import type { ArgumentIn } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
-import type { Reason } from '../../core/reasons.ts';
 import type { Clock } from '../context.ts';
 import type { ToolDelegation, ToolDelegationRequest } from '../oauth/api.ts';
 import type { Store } from '../store/types.ts';
+import type { ToolAuthority } from '../../core/catalog/builtin.ts';
 
-/** The slice of an authority envelope tools look at. */
-export interface ToolAuthority {
-  egress_allowlist?: string[] | undefined;
-  data_grant_ids?: string[] | undefined;
-  clearance_level?: number | undefined;
-  /** Compartments the seat holds (need-to-know labels); none when absent. */
-  compartments?: string[] | undefined;
-}
+// The floor's helpers and the authority slice are core's (core/catalog/builtin.ts), shared with a device's tools.
+export { stringArg, toolRefusal, type ToolAuthority } from '../../core/catalog/builtin.ts';
 
 /** What the tools module gives every tool: its store, the cell clock, and the network floor. */
 export interface ToolsContext {
@@ -71,17 +64,4 @@ export interface ToolDef {
    * on something outside (http.get) aborts it and fails with reason `cancelled`; the others are instant.
    */
   run(ctx: ToolsContext, caller: ToolCaller, args: Record<string, unknown>, signal?: AbortSignal): Promise<unknown>;
-}
-
-/** A refusal of the security floor inside a tool, with a machine reason. */
-export function toolRefusal(reason: Reason, message: string, extra: Record<string, unknown> = {}): ServiceError {
-  return new ServiceError('forbidden', message, { details: { reason, ...extra } });
-}
-
-/** A string argument of 1 to `max` characters, else invalid_request (`tool_bad_arguments`). */
-export function stringArg(args: Record<string, unknown>, k: string, max = 2048): string {
-  const v = args[k];
-  if (typeof v !== 'string' || v.length === 0 || v.length > max)
-    throw invalid(`argument '${k}' must be a string of 1 to ${max} characters`, { reason: 'tool_bad_arguments', argument: k });
-  return v;
 }

@@ -32,6 +32,7 @@ import { validateGraph } from '../engine/validate.ts';
 import { GRAPH_FORMAT_VERSION, type Graph, type GraphEdge, type GraphNode, type SeatAuthority, type SeatSpec } from '../engine/types.ts';
 import { CompileError, parseAuthority, project, seatOrder, type ProjectedBillet, type Projection } from './internal/projection.ts';
 import { graphToolPins } from './internal/tool-pins.ts';
+import { seatToolChoiceProblem } from '../engine/tool-choice.ts';
 import type { BilletInput, CompileResult, FormationInput, SeatBinding, StageSpec } from './types.ts';
 
 const REVIEW_PROMPT = 'Your report has returned the result below. Review it and give the final answer to the task.';
@@ -115,11 +116,12 @@ function build(
     ...(b.timeout_ms !== undefined ? { timeout_ms: b.timeout_ms } : {}),
     ...(b.retry !== undefined ? { retry: b.retry } : {}),
   });
+  // The billet's tool_choice binds its agent step's first model call (core/engine/tool-choice.ts); not a review's.
   const agentNode = (b: ProjectedBillet): GraphNode => ({
     id: `agent:${b.id}`,
     kind: 'agent',
     seat: b.id,
-    config: { ...agentConfig, ...policyOf(b) },
+    config: { ...agentConfig, ...policyOf(b), ...(b.tool_choice !== undefined ? { tool_choice: b.tool_choice } : {}) },
   });
   const order = seatOrder(p.billets);
   let entry: string;
@@ -219,6 +221,14 @@ function seats(p: Projection, agents: Record<string, SeatBinding> | undefined): 
       binding?.authority !== undefined
         ? intersectAuthority(parseAuthority(binding.authority, `agents.${b.id}.authority`), b.authority_cap)
         : b.authority_cap;
+    const seatAuth =
+      binding?.authority !== undefined
+        ? seatAuthority(auth)
+        : (unboundAuthority.get(auth) ?? unboundAuthority.set(auth, seatAuthority(auth)).get(auth)!);
+    // A bound agent may narrow the cap below what the billet's tool_choice needs.
+    const tp = binding !== undefined ? seatToolChoiceProblem(b.tool_choice, seatAuth) : null;
+    if (tp !== null)
+      throw new CompileError('invalid_formation', `seat ${b.id}: ${tp}`, { billet: b.id, field: 'tool_choice', problem: tp });
     out[b.id] = {
       billet_id: b.id,
       role_label: b.role_label,
@@ -227,10 +237,7 @@ function seats(p: Projection, agents: Record<string, SeatBinding> | undefined): 
       agent_id: binding?.agent_id ?? null,
       model: binding?.model ?? null,
       system_prompt: binding?.system_prompt ?? null,
-      authority:
-        binding?.authority !== undefined
-          ? seatAuthority(auth)
-          : (unboundAuthority.get(auth) ?? unboundAuthority.set(auth, seatAuthority(auth)).get(auth)!),
+      authority: seatAuth,
     };
   }
   return out;

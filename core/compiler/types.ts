@@ -8,6 +8,7 @@ import type { CoordinationPolicy, Graph, GraphLimits, LeafSpec } from '../engine
 import type { JsonObject } from '../journal/record.ts';
 import type { AuthorityEnvelope } from '../authority/envelope.ts';
 import type { RetryPolicy } from '../engine/policy.ts';
+import type { ToolChoice } from '../engine/tool-choice.ts';
 
 /** Authority envelope as authored (blueprint authority_template, billet authority_cap): core/authority/envelope.ts. */
 export type AuthorityInput = AuthorityEnvelope;
@@ -59,6 +60,11 @@ export interface BilletInput {
   timeout_ms?: number;
   /** Retry policy of the seat's calls (core/engine/policy.ts). Part of the hash when present. */
   retry?: RetryPolicy;
+  /**
+   * Whether the first model call of the seat's agent step may, must or must not call a tool
+   * (core/engine/tool-choice.ts). Part of the hash when present and not `auto`.
+   */
+  tool_choice?: ToolChoice;
 }
 
 /** The agent a crew binds to a billet. */

@@ -28,6 +28,7 @@
  */
 import type { JournalKind, JsonObject } from '../journal/record.ts';
 import type { StepPolicy } from './policy.ts';
+import type { ToolChoice } from './tool-choice.ts';
 import type { WireReason } from '../reasons.ts';
 
 // ---------------------------------------------------------------- graph
@@ -108,6 +109,8 @@ export interface AgentConfig extends StepPolicy {
   max_tokens?: number;
   /** Bound on model rounds that request tools (default limits.max_tool_rounds). */
   max_tool_rounds?: number;
+  /** Whether the step's first model call may, must or must not call a tool (tool-choice.ts); absent: auto. */
+  tool_choice?: Exclude<ToolChoice, 'auto'>;
 }
 export interface ToolConfig extends StepPolicy {
   tool: string;
@@ -296,6 +299,11 @@ export interface ModelRequest {
   max_tokens: number;
   /** The step's timeout: the port cancels the call after it and throws StepTimeout (core/engine/timeout.ts). */
   timeout_ms?: number;
+  /**
+   * Whether the model may (absent: auto), must (`required`, or one named tool: a catalog name of `tools`) or must
+   * not (`none`) answer with a tool call (tool-choice.ts). A port that cannot make its model honour it refuses.
+   */
+  tool_choice?: Exclude<ToolChoice, 'auto'>;
 }
 /** Tokens a model call consumed: the prompt's (input) and the answer's (output). */
 export interface ModelUsage {

@@ -7,6 +7,7 @@
 import { compileExpr } from '../expr/compile.ts';
 import { VARS } from './internal/context.ts';
 import { stepPolicyProblem } from './policy.ts';
+import { seatToolChoiceProblem, toolChoiceProblem } from './tool-choice.ts';
 import { EXECUTOR_KINDS, type Graph, type GraphNode, type LeafSpec } from './types.ts';
 
 export type GraphVerdict = { ok: true } | { ok: false; node: string | null; problem: string };
@@ -38,6 +39,10 @@ function configProblem(g: Graph, n: GraphNode): string | null {
     case 'agent':
     case 'delegate':
       if (typeof seat !== 'string') return 'seat required';
+      if (n.kind === 'agent' && n.config.tool_choice !== undefined) {
+        const tp = toolChoiceProblem(n.config.tool_choice) ?? seatToolChoiceProblem(n.config.tool_choice, g.seats[seat]!.authority);
+        if (tp !== null) return tp;
+      }
       if (n.kind === 'delegate' && (!Array.isArray(n.config.reports) || n.config.reports.length === 0)) return 'reports required';
       return null;
     case 'tool':

@@ -10,6 +10,11 @@ import { GENESIS_HASH, type JournalRecord, type JournalSigner, type JournalWrite
 import { isReusable } from './recorded.ts';
 import { sealRecord } from './seal.ts';
 
+/** A JSON value as it is now (values are plain JSON: content-addressed by their canonical text). */
+function snapshot(v: unknown): unknown {
+  return typeof v === 'object' && v !== null ? (JSON.parse(JSON.stringify(v)) as unknown) : v;
+}
+
 export interface MemoryJournal {
   records: JournalRecord[];
   blobs: Map<string, unknown>;
@@ -58,8 +63,10 @@ export function memoryJournal(
         const rec = await sealRecord({ run_id: runId, seq: records.length + 1, ...fields, ...writer }, head, signer);
         head = recordHash(rec);
         records.push(rec);
-        if (!blobs.has(fields.input_hash)) blobs.set(fields.input_hash, payload.input);
-        if (!blobs.has(fields.output_hash)) blobs.set(fields.output_hash, payload.output);
+        // A copy as the value was when hashed: the engine goes on with its objects (a step's conversation
+        // grows after its model call), and a kept reference would no longer match its hash.
+        if (!blobs.has(fields.input_hash)) blobs.set(fields.input_hash, snapshot(payload.input));
+        if (!blobs.has(fields.output_hash)) blobs.set(fields.output_hash, snapshot(payload.output));
         note(rec);
       });
       tail = p.catch(() => undefined);

@@ -8,7 +8,7 @@ import { newEdgeRun } from '../../bundles/run-id.ts';
 import type { Signer } from '../../bundles/codec.ts';
 import { contentHash } from '../../core/canonical.ts';
 import { runGraph } from '../../core/engine/run.ts';
-import type { EnginePorts, Graph, ModelPort, RunResult } from '../../core/engine/types.ts';
+import type { EnginePorts, Graph, ModelPort, RunResult, ToolsPort } from '../../core/engine/types.ts';
 import { recordHash } from '../../core/journal/hash.ts';
 import { memoryJournal } from '../../core/journal/memory.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
@@ -28,8 +28,8 @@ export async function crewOnDevice(
   t: InProcess,
   deviceId: string,
   trust: { kid: string; jwk: JsonWebKey }[],
-): Promise<{ crewId: string; graph: Graph; graphHash: string }> {
-  const cap = { allowed_tools: [], permission_mode: 'auto', clearance_level: 0 };
+  cap: Record<string, unknown> = { allowed_tools: [], permission_mode: 'auto', clearance_level: 0 },
+): Promise<{ crewId: string; graph: Graph; graphHash: string; workspaceId: string | null }> {
   const f = await must(t, 'POST', `${T}/formations`, { name: `field-${Math.random().toString(16).slice(2, 8)}` });
   const assignments: Record<string, string> = {};
   for (const role of ['inspector', 'reviewer']) {
@@ -48,7 +48,8 @@ export async function crewOnDevice(
   });
   assert.equal(bundle.status, 201, bundle.text);
   const opened = await openCrewBundle(bundle.text, trust);
-  return { crewId: crew.crew_id, graph: opened.payload.crew.graph as Graph, graphHash: opened.payload.crew.graph_hash };
+  const c = opened.payload.crew;
+  return { crewId: crew.crew_id, graph: c.graph as Graph, graphHash: c.graph_hash, workspaceId: c.workspace_id ?? null };
 }
 
 export interface DeviceRun {
@@ -77,6 +78,8 @@ export async function deviceRun(
   o: {
     input?: unknown;
     model?: ModelPort;
+    /** The device's tools (edge/tools.ts); none by default. */
+    tools?: ToolsPort;
     run?: { run_id: string; run_nonce: string };
     fork?: { parent: DeviceRun; at: number; hash?: string };
   } = {},
@@ -117,6 +120,7 @@ export async function deviceRun(
   }
   const ports: EnginePorts = {
     model: o.model ?? echoModel,
+    ...(o.tools ? { tools: o.tools } : {}),
     clock: { now: () => at },
     budget: {
       hasLedger: async () => true,

@@ -15,8 +15,8 @@ import { initialState, writeFileDurable, writeState, type DeviceFile, type Trust
 export const T0 = Date.UTC(2026, 0, 1);
 export const SECRET = 'svck_live_' + 'E'.repeat(43);
 
-/** A step policy of a billet (core/engine/policy.ts). */
-export type BilletPolicy = Pick<BilletInput, 'timeout_ms' | 'retry'>;
+/** A step policy of a billet (core/engine/policy.ts), its tool_choice, and its cap (default: none). */
+export type BilletPolicy = Pick<BilletInput, 'timeout_ms' | 'retry' | 'tool_choice'> & Partial<Pick<BilletInput, 'authority_cap'>>;
 
 /** A two-seat sequential crew compiled by core's compiler, with short answers; `policies` by billet id (a, b). */
 export function compiledCrew(maxTokens = 16, policies: { a?: BilletPolicy; b?: BilletPolicy } = {}) {
@@ -32,7 +32,13 @@ export function compiledCrew(maxTokens = 16, policies: { a?: BilletPolicy; b?: B
 }
 
 export async function edgeWorld(
-  opts: { budgets?: Record<string, number>; maxTokens?: number; policies?: { a?: BilletPolicy; b?: BilletPolicy } } = {},
+  opts: {
+    budgets?: Record<string, number>;
+    maxTokens?: number;
+    policies?: { a?: BilletPolicy; b?: BilletPolicy };
+    /** The crew's workspace (the kv tools' storage on the device); absent as in bundles before device tools. */
+    workspaceId?: string;
+  } = {},
 ) {
   const dir = mkdtempSync(join(tmpdir(), 'edge-dev-'));
   const cellKey = await generateEd25519();
@@ -75,6 +81,7 @@ export async function edgeWorld(
     contracts: [],
     tool_grants: {},
     budgets: opts.budgets ?? { agt_a: 100_000, agt_b: 100_000 },
+    ...(opts.workspaceId !== undefined ? { workspace_id: opts.workspaceId } : {}),
   };
   const crewPath = join(dir, 'crew.bundle.json');
   writeFileSync(

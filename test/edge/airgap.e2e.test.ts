@@ -81,8 +81,24 @@ test('air-gapped: keys and a crew run offline on the real dist/edge; the journal
     keys['wrong_region'] = (await post(`${A}/api-keys`, { name: 'region', scopes, allowed_regions: ['mars'] })).body.secret;
     keys['unknown'] = 'svck_live_' + 'Q'.repeat(43);
 
-    // A two-seat sequential crew, with short answers.
-    const t = await team(api, 'sequential', [{ role: 'inspector' }, { role: 'reviewer' }], { limits: { default_max_tokens: 48 } });
+    // A two-seat sequential crew, with short answers, granted the tools a device runs (edge/tools.ts: a crew
+    // granted one it cannot honour, http.get, is refused before the run starts).
+    const cap = {
+      allowed_tools: ['calc', 'clock.now', 'kv.get', 'kv.put'],
+      permission_mode: 'auto',
+      clearance_level: 0,
+      egress_allowlist: ['kv:*'],
+      data_grant_ids: ['kv:*'],
+    };
+    const t = await team(
+      api,
+      'sequential',
+      [
+        { role: 'inspector', cap },
+        { role: 'reviewer', cap },
+      ],
+      { limits: { default_max_tokens: 48 } },
+    );
 
     const kb = await post(`${A}/edge/key-bundles`, { device_id: init.device_id });
     writeFileSync(join(work, 'keys.bundle.json'), kb.text);

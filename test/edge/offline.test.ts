@@ -6,76 +6,18 @@ import { emptyDeviceState } from '../../bundles/accept.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
 import { edgeRunId } from '../../bundles/run-id.ts';
 import { findRuntime } from '../../runtime/local-model.ts';
-import { createEdgeApp, type EdgeRuntime } from '../../edge/gateway.ts';
-import { mountOffline, prepareOffline } from '../../edge/offline.ts';
-import { loadKeyBundle } from '../../edge/load.ts';
+import { prepareOffline } from '../../edge/offline.ts';
 import { journalCommand } from '../../edge/journal-cli.ts';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { edgeWorld, SECRET, T0 } from './_edge-fixtures.ts';
+import { edgeWorld, T0 } from './_edge-fixtures.ts';
+import { start } from './_offline-app.ts';
 
 let skip: string | false = false;
 try {
   findRuntime();
 } catch {
   skip = 'edge-runtime/ is not installed (npm install --prefix edge-runtime --omit=optional)';
-}
-
-async function start(w: Awaited<ReturnType<typeof edgeWorld>>) {
-  const clock = { now: () => T0 + 1000 };
-  let state = emptyDeviceState(w.device.device_id);
-  const k = await loadKeyBundle(w.keysPath, w.trust, state, clock.now());
-  state = k.state;
-  const setup = await prepareOffline({
-    dir: w.dir,
-    device: w.device,
-    trust: w.trust,
-    state,
-    clock,
-    crewBundle: w.crewPath,
-    model: w.modelPath,
-    modelManifest: w.manifestPath,
-  });
-  const rt: EdgeRuntime = {
-    deviceId: w.device.device_id,
-    cellId: 'cell-a',
-    region: 'local',
-    clock,
-    keys: k.keys,
-    state: setup.state,
-    rate: { capacity: 100, refillPerSecond: 10 },
-    info: setup.info,
-  };
-  const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, setup));
-  const req = async (method: string, path: string, body?: unknown) => {
-    const r = await app.request(
-      path,
-      {
-        method,
-        headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      },
-      { incoming: { socket: { remoteAddress: '127.0.0.1' } } },
-    );
-    return { status: r.status, body: (await r.json()) as any };
-  };
-  const runToEnd = async (input: unknown) => {
-    const p = await req('POST', '/api/public/v1/admin/agent-teams/crews/crw_1/runs', { input });
-    assert.equal(p.status, 202, JSON.stringify(p.body));
-    for (let i = 0; i < 200; i++) {
-      const g = await req('GET', `/api/public/v1/admin/agent-teams/crews/crw_1/runs/${p.body.run_id}`);
-      if (g.body.state !== 'running') return g.body;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    throw new Error('run did not finish');
-  };
-  const sse = (path: string, headers: Record<string, string> = {}) =>
-    app.request(
-      path,
-      { headers: { authorization: `Bearer ${SECRET}`, ...headers } },
-      { incoming: { socket: { remoteAddress: '127.0.0.1' } } },
-    );
-  return { setup, req, runToEnd, sse };
 }
 
 /** The frames of an SSE body until it ends: id (or undefined), event, data. */

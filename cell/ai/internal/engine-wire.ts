@@ -11,7 +11,7 @@
 import type { ChatMessage, ModelCallOptions, ModelRequest, ModelResponse } from '../../../core/engine/types.ts';
 import type { JsonObject } from '../../../core/journal/record.ts';
 import { fromWireName, toWireName } from '../../../core/engine/wire-name.ts';
-import type { ChatDelta, ChatResult, ChatMessage as WireMessage, ToolSpec } from '../openai-client.ts';
+import type { ChatDelta, ChatResult, ChatMessage as WireMessage, ToolSpec, WireToolChoice } from '../openai-client.ts';
 
 /** The conversation as the protocol's messages (tool calls' arguments as JSON text). */
 export function wireMessages(messages: ChatMessage[]): WireMessage[] {
@@ -35,6 +35,12 @@ export function wireTools(tools: ModelRequest['tools']): ToolSpec[] {
     type: 'function',
     function: { name: toWireName(t.name), description: t.description, parameters: t.parameters },
   }));
+}
+
+/** The step's tool_choice in the protocol's shape (a named tool as its function, `.` spelled `__`); undefined: auto. */
+export function wireToolChoice(choice: ModelRequest['tool_choice']): WireToolChoice | undefined {
+  if (choice === undefined) return undefined;
+  return typeof choice === 'string' ? choice : { type: 'function', function: { name: toWireName(choice.name) } };
 }
 
 /** The provider's answer as the engine's: text, tool calls (catalog names, parsed arguments), token usage. */

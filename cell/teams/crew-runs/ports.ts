@@ -6,10 +6,8 @@
  * runs module's driveRun.
  */
 import { EngineRefusal } from '../../../core/engine/refusal.ts';
+import { toolAuthorityOf, toolFailureAnswer } from '../../../core/catalog/builtin.ts';
 import type { BudgetPort, ContractsPort, ToolsPort } from '../../../core/engine/types.ts';
-import type { JsonObject } from '../../../core/journal/record.ts';
-import { isServiceError } from '../../../core/errors.ts';
-import { relayedReason } from '../../../core/reasons.ts';
 import { stepDeadline } from '../../../runtime/step-deadline.ts';
 import type { DrivePorts } from '../../runs/api.ts';
 import { hasLedger, reserveBudget, stageBudgetCommit } from '../resources/agents.ts';
@@ -46,12 +44,7 @@ export function toolsPort(
               agentId: call.agent_id ?? 'none',
               ...(onBehalf ? { onBehalf: { ...onBehalf, runId: call.run_id } } : {}),
               ...(call.effect_key !== undefined ? { effectKey: call.effect_key } : {}),
-              authority: {
-                egress_allowlist: a?.egress_allowlist ?? [],
-                data_grant_ids: a?.data_grant_ids ?? [],
-                clearance_level: a?.clearance_level ?? 0,
-                compartments: a?.compartments ?? [],
-              },
+              authority: toolAuthorityOf(a),
             },
             args,
             deadline.signal,
@@ -59,11 +52,8 @@ export function toolsPort(
           ),
         );
       } catch (e) {
-        if (isServiceError(e) && e.code === 'forbidden')
-          throw new EngineRefusal(relayedReason(e, 'tool_refused'), e.message, { ...(e.details ?? {}) } as JsonObject);
-        // Bad arguments go back to the model as the tool's answer, so it can correct itself.
-        if (isServiceError(e) && e.code === 'invalid_request') return { error: 'invalid_request', message: e.message };
-        throw e;
+        // A refusal is the engine's; bad arguments go back to the model as the tool's answer.
+        return toolFailureAnswer(e);
       }
     },
   };

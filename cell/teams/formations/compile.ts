@@ -103,6 +103,7 @@ export async function compilerInput(ctx: TeamsContext, f: Formation, crew?: Crew
     position: b.position,
     ...(b.timeout_ms !== undefined ? { timeout_ms: b.timeout_ms } : {}),
     ...(b.retry !== undefined ? { retry: b.retry } : {}),
+    ...(b.tool_choice !== undefined ? { tool_choice: b.tool_choice } : {}),
   }));
   let bindings: Record<string, SeatBinding> | undefined;
   if (crew) {

@@ -17,6 +17,7 @@
  */
 import { isSubset, type AuthorityEnvelope } from '../../../core/authority/envelope.ts';
 import { stepPolicyOf, stepPolicyProblem, type StepPolicy } from '../../../core/engine/policy.ts';
+import { canonicalToolChoice, seatToolChoiceProblem, toolChoiceProblem, type ToolChoice } from '../../../core/engine/tool-choice.ts';
 import { parseAuthority } from '../../../core/authority/schema.ts';
 import { ServiceError, invalid, notFound } from '../../../core/errors.ts';
 import type { AuthContext } from '../../context.ts';
@@ -86,6 +87,7 @@ export async function addBillet(
     authority_cap: unknown;
     timeout_ms?: number | undefined;
     retry?: unknown;
+    tool_choice?: unknown;
   },
 ): Promise<{ billet: Billet; version: number }> {
   const { core, iam } = ctx;
@@ -95,6 +97,7 @@ export async function addBillet(
   await resolveSkillRefs(ctx, input.required_skills, 'required_skills');
   const cap = parseAuthority(input.authority_cap);
   checkTools(ctx.tools, cap, 'authority_cap');
+  checkToolChoice(policy.tool_choice, cap);
   await checkContracts(ctx, cap, 'authority_cap');
   const actor = auth.principal.id;
   await iam.assertWithinCaller(auth, { envelope: cap }, { action: 'billet.create', target: formationId });
@@ -158,14 +161,30 @@ export async function addBillet(
   });
 }
 
-/** A billet's step policy as authored (timeout_ms, retry), validated: 400 invalid_step_policy naming the field. */
-export function billetPolicy(input: { timeout_ms?: unknown; retry?: unknown }): StepPolicy {
+/**
+ * A billet's step policy as authored (timeout_ms, retry, tool_choice), validated: 400 invalid_step_policy naming
+ * the field. `tool_choice` comes back in its canonical form (absent for `auto`: core/engine/tool-choice.ts).
+ */
+export function billetPolicy(input: { timeout_ms?: unknown; retry?: unknown; tool_choice?: unknown }): StepPolicy & {
+  tool_choice?: Exclude<ToolChoice, 'auto'>;
+} {
   const fields: Record<string, unknown> = {};
   if (input.timeout_ms !== undefined) fields['timeout_ms'] = input.timeout_ms;
   if (input.retry !== undefined) fields['retry'] = input.retry;
   const problem = stepPolicyProblem(fields);
   if (problem !== null) throw invalid(problem.problem, { reason: 'invalid_step_policy', field: problem.field });
-  return stepPolicyOf(fields);
+  if (input.tool_choice !== undefined) {
+    const tp = toolChoiceProblem(input.tool_choice);
+    if (tp !== null) throw invalid(tp, { reason: 'invalid_step_policy', field: 'tool_choice' });
+  }
+  const choice = canonicalToolChoice(input.tool_choice as ToolChoice | undefined);
+  return { ...stepPolicyOf(fields), ...(choice !== undefined ? { tool_choice: choice } : {}) };
+}
+
+/** 400 invalid_step_policy when the billet's cap cannot honour its tool_choice (a named tool it does not grant, a forced call with none). */
+export function checkToolChoice(choice: ToolChoice | undefined, cap: AuthorityEnvelope): void {
+  const p = seatToolChoiceProblem(choice, { allowed_tools: cap.allowed_tools ?? [], permission_mode: cap.permission_mode ?? 'ask' });
+  if (p !== null) throw invalid(p, { reason: 'invalid_step_policy', field: 'tool_choice' });
 }
 
 /** A formation holds at most this many billets in one version. */

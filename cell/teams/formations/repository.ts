@@ -195,6 +195,7 @@ export async function insertBillet(tx: Tx, b: Billet, versionFrom: number): Prom
     authority_cap: b.authority_cap,
     ...(b.timeout_ms !== undefined ? { timeout_ms: b.timeout_ms } : {}),
     ...(b.retry !== undefined ? { retry: b.retry } : {}),
+    ...(b.tool_choice !== undefined ? { tool_choice: b.tool_choice } : {}),
   };
   await tx.run(
     `INSERT INTO team_billet_versions (billet_id, formation_id, version_from, version_to, position, body, created_at, created_by, updated_at, updated_by)

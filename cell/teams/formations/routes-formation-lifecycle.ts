@@ -50,6 +50,7 @@ const BilletPatch = z
     authority_cap: billetFields.authority_cap.optional(),
     timeout_ms: billetFields.timeout_ms.nullable(),
     retry: billetFields.retry.nullable(),
+    tool_choice: billetFields.tool_choice.nullable(),
     formation_id: immutableField('a billet belongs to its formation; add one to the other formation'),
     position: immutableField('a billet keeps its seat order; remove it and add one to move it to the end'),
   })

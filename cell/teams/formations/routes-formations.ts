@@ -107,6 +107,13 @@ export const billetFields = {
     .strict()
     .optional()
     .openapi({ description: "Retry policy of the seat's calls: waits backoff_ms * 2^(n-1), at most max_backoff_ms (docs/agent-teams.md)" }),
+  tool_choice: z
+    .union([z.enum(['auto', 'none', 'required']), z.object({ name: z.string().min(1).max(200) }).strict()])
+    .optional()
+    .openapi({
+      description:
+        "Whether the first model call of the seat's agent step may (auto, the default), must (required, or { name } of a granted tool) or must not (none) call a tool; later rounds of the step are auto (docs/agent-teams.md)",
+    }),
 };
 
 const BilletIn = z
@@ -117,6 +124,7 @@ const BilletIn = z
     authority_cap: billetFields.authority_cap,
     timeout_ms: billetFields.timeout_ms,
     retry: billetFields.retry,
+    tool_choice: billetFields.tool_choice,
   })
   .strict()
   .openapi('CreateBillet');
@@ -132,6 +140,7 @@ export const BilletOut = z
     authority_cap: anyObject,
     timeout_ms: z.number().optional(),
     retry: billetFields.retry,
+    tool_choice: billetFields.tool_choice,
     created_at: IsoTime,
     created_by: z.string(),
     updated_at: IsoTime,

@@ -3,6 +3,7 @@
  */
 import type { AuthorityEnvelope } from '../../../core/authority/envelope.ts';
 import type { RetryPolicy } from '../../../core/engine/policy.ts';
+import type { ToolChoice } from '../../../core/engine/tool-choice.ts';
 
 export const POLICIES = ['sequential', 'parallel', 'consensus', 'manager-delegates'] as const;
 
@@ -39,6 +40,8 @@ export interface BilletBody {
   /** Step policy of the seat's calls (core/engine/policy.ts); absent when not authored. */
   timeout_ms?: number;
   retry?: RetryPolicy;
+  /** Whether the seat's first model call may, must or must not call a tool (core/engine/tool-choice.ts); absent: auto. */
+  tool_choice?: Exclude<ToolChoice, 'auto'>;
 }
 
 export interface Billet extends BilletBody {

@@ -28,7 +28,16 @@ import type { Tx } from '../../store/types.ts';
 import { checkFormationCompiles, compileFor, inlineStageSkills } from './compile.ts';
 import type { TeamsContext } from '../context.ts';
 import { POLICIES, type Billet, type Formation, type FormationBody, type Policy } from './types.ts';
-import { assertWithinManager, billetPolicy, bodyOf, getBillet, getFormation, listBillets, overAuthority } from './formations.ts';
+import {
+  assertWithinManager,
+  billetPolicy,
+  bodyOf,
+  checkToolChoice,
+  getBillet,
+  getFormation,
+  listBillets,
+  overAuthority,
+} from './formations.ts';
 import * as repo from './repository.ts';
 import { checkContracts, checkTools, resolveSkillRefs } from '../resources/resources.ts';
 import { formationReach } from '../reach.ts';
@@ -130,6 +139,7 @@ export interface BilletPatch {
   /** `null` removes the step policy field. */
   timeout_ms?: number | null | undefined;
   retry?: unknown;
+  tool_choice?: unknown;
 }
 
 /** The billet of the formation's latest version, or 404. */
@@ -155,6 +165,7 @@ export async function updateBillet(
   const policy = billetPolicy({
     ...(patch.timeout_ms !== undefined && patch.timeout_ms !== null ? { timeout_ms: patch.timeout_ms } : {}),
     ...(patch.retry !== undefined && patch.retry !== null ? { retry: patch.retry } : {}),
+    ...(patch.tool_choice !== undefined && patch.tool_choice !== null ? { tool_choice: patch.tool_choice } : {}),
   });
   const { f, b } = await currentBillet(ctx, formationId, billetId);
   await iam.assertMayChangeShared(auth, { kind: 'formation', id: formationId }, await formationReach(ctx, formationId), 'billet.update');
@@ -198,13 +209,17 @@ export async function updateBillet(
     });
   }
   const at = ctx.core.clock.now();
-  const { timeout_ms: oldTimeout, retry: oldRetry, ...rest } = b;
+  const { timeout_ms: oldTimeout, retry: oldRetry, tool_choice: oldChoice, ...rest } = b;
   const timeout = patch.timeout_ms === undefined ? oldTimeout : (policy.timeout_ms ?? undefined);
   const retry = patch.retry === undefined ? oldRetry : (policy.retry ?? undefined);
+  const toolChoice = patch.tool_choice === undefined ? oldChoice : (policy.tool_choice ?? undefined);
+  // The cap as it will be must honour the choice as it will be (either may change here).
+  checkToolChoice(toolChoice, cap);
   const next: Billet = {
     ...rest,
     ...(timeout !== undefined ? { timeout_ms: timeout } : {}),
     ...(retry !== undefined ? { retry } : {}),
+    ...(toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
     role_label: patch.role_label ?? b.role_label,
     required_skills: patch.required_skills ? [...patch.required_skills] : b.required_skills,
     reports_to: reportsTo,
@@ -219,6 +234,7 @@ export async function updateBillet(
     c: x.authority_cap,
     o: x.timeout_ms ?? null,
     y: x.retry ?? null,
+    k: x.tool_choice ?? null,
   });
   if (same(unchanged(next), unchanged(b))) return { billet: b, version: f.version, changed: false };
   const version = f.version + 1;

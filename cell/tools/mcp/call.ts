@@ -33,7 +33,7 @@ import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamable
 import { ServiceError, invalid } from '../../../core/errors.ts';
 import { EFFECT_KEY_META } from '../../../core/engine/effect-key.ts';
 import type { JsonObject } from '../../../core/journal/record.ts';
-import { egressAllowed } from '../egress.ts';
+import { egressAllowed } from '../../../core/authority/egress.ts';
 import { isPrivateRefusal } from '../ssrf.ts';
 import { toolRefusal, type ToolCaller } from '../catalog.ts';
 import { neverSent } from '../http-call.ts';

@@ -21,6 +21,7 @@ import type { JsonObject } from '../../journal/record.ts';
 import type { BilletInput, CompileErrorCode, FormationInput, StageSpec } from '../types.ts';
 import { sortedKeys } from '../../json-hash.ts';
 import { stepPolicyOf, stepPolicyProblem, type RetryPolicy } from '../../engine/policy.ts';
+import { canonicalToolChoice, seatToolChoiceProblem, toolChoiceProblem, type ToolChoice } from '../../engine/tool-choice.ts';
 
 export const FORMATION_FORMAT_VERSION = 1;
 export const MAX_BILLETS = 50_000;
@@ -48,6 +49,8 @@ export interface ProjectedBillet {
   /** Present only when authored (a formation without step policies hashes as before). */
   timeout_ms?: number;
   retry?: RetryPolicy;
+  /** Present only when authored and not `auto` (core/engine/tool-choice.ts). */
+  tool_choice?: Exclude<ToolChoice, 'auto'>;
 }
 export interface Projection {
   v: 1;
@@ -181,9 +184,18 @@ export function project(formation: FormationInput, billets: readonly BilletInput
     const pp = stepPolicyProblem(b as unknown as Record<string, unknown>, `billets.${b.id}`);
     if (pp !== null) throw bad(`billet ${b.id}: ${pp.problem}`, { billet: b.id, field: pp.field });
     const policy = stepPolicyOf(b as unknown as Record<string, unknown>);
+    if (b.tool_choice !== undefined) {
+      const tp = toolChoiceProblem(b.tool_choice);
+      if (tp !== null) throw bad(`billet ${b.id}: ${tp}`, { billet: b.id, field: 'tool_choice' });
+    }
+    const toolChoice = canonicalToolChoice(b.tool_choice as ToolChoice | undefined);
+    const cap = capOf(b.authority_cap, `billets.${b.id}.authority_cap`);
+    // What the cap lets no seat of this billet do: a named tool it does not grant, a forced call with none.
+    const cp = seatToolChoiceProblem(toolChoice, { allowed_tools: cap.allowed_tools ?? [], permission_mode: cap.permission_mode ?? 'ask' });
+    if (cp !== null) throw bad(`billet ${b.id}: ${cp}`, { billet: b.id, field: 'tool_choice' });
     // Keys in canonical order, so the formation hash takes hashJson's fast path.
     return {
-      authority_cap: capOf(b.authority_cap, `billets.${b.id}.authority_cap`),
+      authority_cap: cap,
       id: b.id,
       position: (b.position as number | null | undefined) ?? null,
       reports_to: b.reports_to ?? null,
@@ -191,6 +203,7 @@ export function project(formation: FormationInput, billets: readonly BilletInput
       ...(policy.retry !== undefined ? { retry: policy.retry } : {}),
       role_label: b.role_label,
       ...(policy.timeout_ms !== undefined ? { timeout_ms: policy.timeout_ms } : {}),
+      ...(toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
     };
   });
   out.sort((a, b) => cmp(a.id, b.id));

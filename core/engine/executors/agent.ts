@@ -27,7 +27,9 @@ export const agent: Executor = async (ctx, step, input) => {
     { role: 'user', content: (cfg.prompt !== undefined ? cfg.prompt + '\n\n' : '') + render(input) },
   ];
   for (let round = 0; ; round++) {
-    const resp = await modelCall(ctx, seatId, `${step.id}/model/${round}`, messages, tools, maxTokens, cfg);
+    // The step's tool_choice binds its first call only: later rounds may answer (tool-choice.ts).
+    const choice = round === 0 ? cfg.tool_choice : undefined;
+    const resp = await modelCall(ctx, seatId, `${step.id}/model/${round}`, messages, tools, maxTokens, cfg, choice);
     const calls = resp.tool_calls ?? [];
     if (calls.length === 0) return { output: resp.content, data: { seat: seatId, rounds: round + 1 } };
     if (round >= maxRounds) throw refuse('tool_rounds_exceeded', { seat: seatId, limit: maxRounds });

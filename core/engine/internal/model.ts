@@ -13,6 +13,7 @@ import type { StepPolicy } from '../policy.ts';
 import { consumedBy, failedCallTokens, grantTokens, tokenFloor, withConsumed } from '../budget.ts';
 import { deltaSink } from './delta.ts';
 import type { ChatMessage, ModelCallOptions, ModelResponse, ToolCall, ToolDescriptor } from '../types.ts';
+import { toolChoiceForces, type ToolChoice } from '../tool-choice.ts';
 
 /**
  * What the run may say of a failed model call (kept in the run's error and its
@@ -77,13 +78,23 @@ export async function modelCall(
   tools: ToolDescriptor[],
   maxTokens: number,
   policy: StepPolicy = {},
+  toolChoice?: Exclude<ToolChoice, 'auto'>,
 ): Promise<ModelResponse> {
   const seat = ctx.seat(seatId);
   const agentId = ctx.agentOf(seatId);
-  const input = { seat: seatId, messages, tools: tools.map((t) => t.name), max_tokens: maxTokens };
+  const input = {
+    seat: seatId,
+    messages,
+    tools: tools.map((t) => t.name),
+    max_tokens: maxTokens,
+    ...(toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
+  };
   const r = await ctx.memo(stepId, 'step', seatId, input, async () => {
     const model = ctx.ports.model;
     if (model === undefined) throw refuse('model_unavailable', { seat: seatId });
+    // A forced call needs what it forces on offer: a tool at all, or the named one (tool-choice.ts).
+    if (toolChoiceForces(toolChoice) && !tools.some((t) => toolChoice === 'required' || t.name === toolChoice.name))
+      throw refuse('tool_choice_unavailable', { seat: seatId, step_id: stepId, tool_choice: toolChoice });
     // Reserve min(max_tokens, what is left of the seat ceiling and of the ledger); refuse only below the floor.
     const floor = tokenFloor(maxTokens);
     const ceiling = seat.authority.budget_ceiling;
@@ -150,6 +161,7 @@ export async function modelCall(
             tools,
             max_tokens: reserved,
             ...(policy.timeout_ms !== undefined ? { timeout_ms: policy.timeout_ms } : {}),
+            ...(toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
           },
           opts,
         );
@@ -179,6 +191,8 @@ export async function modelCall(
       throw fail('model_error', { seat: seatId, step_id: stepId, ...(upstream ? { upstream } : {}) }, e);
     }
     const { resp, used, wasted, reserved, attempt } = r;
+    const unmet = toolChoiceUnmet(toolChoice, resp);
+    if (unmet !== null) throw fail('model_error', { seat: seatId, step_id: stepId, problem: 'tool_choice_unmet', expected: unmet });
     // The answer is the step's output (validResponse keeps only its own fields): what failed before it is charged, not recorded as it.
     return {
       output: resp,
@@ -196,6 +210,15 @@ export async function modelCall(
   const resp = r.output as ModelResponse;
   ctx.addSpend(seatId, resp.usage.input_tokens + resp.usage.output_tokens);
   return resp;
+}
+
+/** What a forced tool choice expected and the answer did not give ('a tool call', or the tool's name), or null. */
+function toolChoiceUnmet(choice: Exclude<ToolChoice, 'auto'> | undefined, resp: ModelResponse): string | null {
+  const calls = resp.tool_calls ?? [];
+  if (choice === 'required') return calls.length > 0 ? null : 'a tool call';
+  if (choice === 'none') return calls.length === 0 ? null : 'no tool call';
+  if (choice !== undefined) return calls.length > 0 && calls.every((c) => c.name === choice.name) ? null : choice.name;
+  return null;
 }
 
 /** The retry reason of a failed model call: the provider failure's reason (a cell ServiceError), else provider_error. */

@@ -55,6 +55,30 @@ test('a local-signed provider answers from a verified model; a tampered one is r
     assert.equal(streamed.content, a.content, 'the same answer, streamed');
     assert.equal(pieces.join(''), streamed.content);
     assert.ok(pieces.length > 1, `the answer came in pieces: ${JSON.stringify(pieces)}`);
+    // With tools: node-llama-cpp's function calling, as at the edge; a named tool_choice is honoured, on the wire's shape.
+    const tools = [
+      {
+        type: 'function' as const,
+        function: { name: 'clock__now', description: 'The time', parameters: { type: 'object', properties: {} } },
+      },
+      {
+        type: 'function' as const,
+        function: {
+          name: 'kv__get',
+          description: 'Read',
+          parameters: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] },
+        },
+      },
+    ];
+    const withTools = { ...req, max_tokens: 200, tools, tool_choice: { type: 'function' as const, function: { name: 'kv__get' } } };
+    const c = await t.modules.ai.ai.call(reg.body.provider_id, withTools);
+    assert.deepEqual(await t.modules.ai.ai.call(reg.body.provider_id, withTools), c, 'the same call every time');
+    assert.equal(c.finish_reason, 'tool_calls');
+    assert.equal(c.tool_calls.length, 1);
+    assert.equal(c.tool_calls[0]!.function.name, 'kv__get');
+    assert.equal(typeof JSON.parse(c.tool_calls[0]!.function.arguments).key, 'string');
+    const rts2 = (rts.body as { runtimes: { runtime: string; tool_calls: boolean }[] }).runtimes;
+    assert.equal(rts2.find((r) => r.runtime === 'local-signed')!.tool_calls, true);
     await assert.rejects(
       t.modules.ai.ai.call(reg.body.provider_id, { ...req, model: 'bad' }),
       (e) => (e as { details?: { reason?: string } }).details?.reason === 'model_tampered',

@@ -101,10 +101,17 @@ test('agent runtimes and the tool registry', async () => {
     rt.body.runtimes.map((x: { runtime: string }) => x.runtime),
     ['openai-compatible', 'local-signed'],
   );
-  // Only a provider speaking chat completions returns tool calls; a local model answers in text.
+  // Both answer with tool calls and take every tool_choice; only the local model's calls are grammar-constrained.
   assert.deepEqual(
-    rt.body.runtimes.map((x: { tool_calls: boolean }) => x.tool_calls),
-    [true, false],
+    rt.body.runtimes.map((x: { tool_calls: boolean; tool_choice: string[]; constrained_tool_calls: boolean }) => [
+      x.tool_calls,
+      x.tool_choice,
+      x.constrained_tool_calls,
+    ]),
+    [
+      [true, ['auto', 'none', 'required', 'named'], false],
+      [true, ['auto', 'none', 'required', 'named'], true],
+    ],
   );
   const tools = await t.request('GET', `${A}/ai/tool-registry`, { token: t.adminKey });
   assert.equal(tools.status, 200);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { evaluateArithmetic } from '../../../cell/tools/calc.ts';
-import { egressAllowed } from '../../../cell/tools/egress.ts';
+import { evaluateArithmetic } from '../../../core/catalog/calc.ts';
+import { egressAllowed } from '../../../core/authority/egress.ts';
 import { TOOLS, toolRegistryView } from '../../../cell/tools/catalog.ts';
 import { isServiceError } from '../../../core/errors.ts';
 

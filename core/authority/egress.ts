@@ -13,7 +13,7 @@
  * it allows GET and HEAD only, so a write method (POST, PUT, PATCH, DELETE)
  * needs an entry that names it. An empty list allows nothing (deny by default).
  */
-import { parseEgressEntry, type EgressMethod } from '../../core/authority/egress-entry.ts';
+import { parseEgressEntry, type EgressMethod } from './egress-entry.ts';
 
 /** Destinations that are not URLs: workspace storage and stdio catalog sources, by their prefix. */
 const NAMED = ['kv:', 'mcp:'];

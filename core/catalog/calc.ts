@@ -4,7 +4,7 @@
  * `eval`; input length and nesting depth are capped, and a result that is not
  * a finite number is refused.
  */
-import { invalid } from '../../core/errors.ts';
+import { invalid } from '../errors.ts';
 
 const MAX_LEN = 256;
 const MAX_DEPTH = 32;

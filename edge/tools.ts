@@ -1,0 +1,147 @@
+/**
+ * The device's tool catalog: the built-in tools a device can run offline
+ * (`calc`, `clock.now`, `kv.get`, `kv.put`), with the same definitions and the
+ * same floor as the cell's (core/catalog/builtin.ts), judged from what the
+ * crew bundle carries: each seat's authority in the graph (allowed_tools,
+ * data grants, egress allowlist, clearance, compartments) and the governing
+ * contracts (the engine's value gate, through the contracts port).
+ *
+ * Workspace storage is the device's own file `kv.json` in its data
+ * directory, for the crew bundle's `workspace_id`; it is written whole and
+ * durably on each `kv.put` (read, checked and written in one synchronous step,
+ * so two calls cannot interleave).
+ *
+ * `unhonouredTools` says which tools of a crew the device cannot honour
+ * (a tool outside this catalog, kv without a workspace in the bundle, a call
+ * that would wait for a human approval, which a device cannot take yet):
+ * the edge refuses such a crew's runs before they start, naming them.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BUILTIN_TOOLS, toolAuthorityOf, toolFailureAnswer, type KvEntry, type KvStorage } from '../core/catalog/builtin.ts';
+import { EngineRefusal } from '../core/engine/refusal.ts';
+import type { Graph, GraphNode, LeafSpec, SkillSpec, ToolsPort } from '../core/engine/types.ts';
+import { writeFileDurable } from './files.ts';
+
+export const KV_FILE = 'kv.json';
+
+interface StoredEntry extends KvEntry {
+  at: number;
+  by: string;
+}
+interface KvFile {
+  format_version: 1;
+  /** Entries by workspace id, then key. */
+  workspaces: Record<string, Record<string, StoredEntry>>;
+}
+
+function readKv(dir: string): KvFile {
+  const path = join(dir, KV_FILE);
+  if (!existsSync(path)) return { format_version: 1, workspaces: {} };
+  const f = JSON.parse(readFileSync(path, 'utf8')) as KvFile;
+  if (f.format_version !== 1 || typeof f.workspaces !== 'object' || f.workspaces === null)
+    throw new Error(`${KV_FILE} is not a device kv file of format 1`);
+  return f;
+}
+
+/** The device's workspace storage (its data directory's kv.json). */
+export function deviceKv(dir: string): KvStorage {
+  return {
+    async read(ws, key) {
+      const f = readKv(dir);
+      const e = Object.hasOwn(f.workspaces, ws) ? f.workspaces[ws]! : {};
+      if (!Object.hasOwn(e, key)) return undefined;
+      const x = e[key]!;
+      return { value: x.value, classification: x.classification, compartments: x.compartments };
+    },
+    async write(ws, key, check, entry) {
+      const f = readKv(dir);
+      const w = Object.hasOwn(f.workspaces, ws) ? f.workspaces[ws]! : {};
+      check(Object.hasOwn(w, key) ? w[key]!.compartments : undefined);
+      w[key] = { ...entry, value: JSON.parse(entry.value) as unknown };
+      f.workspaces[ws] = w;
+      writeFileDurable(join(dir, KV_FILE), JSON.stringify(f), 0o600);
+    },
+  };
+}
+
+/**
+ * The engine's tools port on a device: the built-in tools on the device's clock and storage. A refusal of
+ * the floor is the engine's refusal (as at the cell, crew-runs/ports.ts); bad arguments go back to the model.
+ */
+export function deviceToolsPort(dir: string, clock: { now(): number }, workspaceId: string | null): ToolsPort {
+  const kv = deviceKv(dir);
+  return {
+    describe(name) {
+      const t = BUILTIN_TOOLS.get(name);
+      if (t === undefined) return undefined;
+      const { run: _run, ...descriptor } = t;
+      return descriptor;
+    },
+    async call(name, args, call) {
+      const t = BUILTIN_TOOLS.get(name);
+      if (t === undefined) throw new EngineRefusal('tool_unknown', `no tool ${name} on this device`, { tool: name });
+      if (workspaceId === null && name.startsWith('kv.'))
+        throw new EngineRefusal('tool_unknown', `the crew bundle names no workspace for ${name}`, { tool: name });
+      const caller = { workspaceId: workspaceId ?? '', agentId: call.agent_id ?? 'none', authority: toolAuthorityOf(call.authority) };
+      try {
+        return await t.run({ clock, kv }, caller, args);
+      } catch (e) {
+        return toolFailureAnswer(e);
+      }
+    },
+  };
+}
+
+/** A tool of the crew the device cannot honour, and why. */
+export interface UnhonouredTool {
+  tool: string;
+  seat: string | null;
+  why: string;
+}
+
+/** The tools a skill calls (a tool skill, the steps of a chain). */
+function skillTools(spec: SkillSpec | undefined, depth = 0): string[] {
+  if (spec === undefined || depth > 16) return [];
+  const d = spec.definition ?? {};
+  if (spec.skill_kind === 'tool' && typeof d['tool'] === 'string') return [d['tool']];
+  const steps = d['steps'];
+  return Array.isArray(steps) ? steps.flatMap((x) => skillTools(x as unknown as SkillSpec, depth + 1)) : [];
+}
+
+/** The tools a step calls by itself (a tool step, a tool skill, the body of a map or a loop). */
+function nodeTools(n: GraphNode | LeafSpec): string[] {
+  const c = n.config as unknown as Record<string, unknown>;
+  if (n.kind === 'tool') return typeof c['tool'] === 'string' ? [c['tool']] : [];
+  if (n.kind === 'skill') return skillTools(c['skill'] as SkillSpec | undefined);
+  const body = c['body'];
+  return typeof body === 'object' && body !== null && 'kind' in body ? nodeTools(body as LeafSpec) : [];
+}
+
+/**
+ * The tools of a crew's graph the device cannot honour (by seat, then tool), empty when it can run every
+ * one: each seat's granted tools and every tool a step calls must be in the device's catalog; kv needs the
+ * bundle's workspace; a call that would wait for a human approval (`ask`, or `auto-read` for a tool with
+ * side effects) cannot be decided on a device yet.
+ */
+export function unhonouredTools(graph: Graph, workspaceId: string | null): UnhonouredTool[] {
+  const used = new Map<string, { tool: string; seat: string | null }>();
+  const use = (tool: string, seat: string | null) => used.set(`${seat ?? ''}\u0000${tool}`, { tool, seat });
+  for (const [id, s] of Object.entries(graph.seats)) for (const tool of s.authority.allowed_tools) use(tool, id);
+  for (const n of graph.nodes) for (const tool of nodeTools(n)) use(tool, 'seat' in n && typeof n.seat === 'string' ? n.seat : null);
+  const out: UnhonouredTool[] = [];
+  for (const [, { tool, seat }] of [...used].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    const t = BUILTIN_TOOLS.get(tool);
+    const mode = seat === null ? null : (graph.seats[seat]?.authority.permission_mode ?? null);
+    const why =
+      t === undefined
+        ? `not in the device catalog (${[...BUILTIN_TOOLS.keys()].join(', ')})`
+        : workspaceId === null && tool.startsWith('kv.')
+          ? 'the crew bundle names no workspace'
+          : mode === 'ask' || (mode === 'auto-read' && t.side_effects)
+            ? `a call waits for a human approval (mode ${mode}), which this device cannot take`
+            : null;
+    if (why !== null) out.push({ tool, seat, why });
+  }
+  return out;
+}
