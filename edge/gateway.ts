@@ -16,7 +16,7 @@ import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { ServiceError, isServiceError } from '../core/errors.ts';
 import { isoTimeOrNull } from '../core/iso-time.ts';
 import { VerifiedTokenCache } from '../core/tokens/cache.ts';
-import { DPOP_ALGS } from '../core/tokens/dpop.ts';
+import { DPOP_ALGS, DpopKeyCache } from '../core/tokens/dpop.ts';
 import { MemoryReplayCache, type ReplayCache } from '../core/tokens/replay.ts';
 import { dpopHeaderOf } from '../core/tokens/request.ts';
 import { checkClock, type DeviceState } from '../bundles/accept.ts';
@@ -135,6 +135,7 @@ export function createEdgeApp(
         audience: edgeAudience(rt.deviceId),
         replay: rt.replay ?? new MemoryReplayCache(),
         cache: new VerifiedTokenCache(),
+        dpopKeys: new DpopKeyCache(),
       })
     : null;
 

@@ -172,6 +172,13 @@ async function serveCommand(argv: string[]): Promise<void> {
   writeState(dir, state, device);
   // DPoP proofs seen before a restart stay refused after it, for as long as they could pass the freshness check.
   const replay = await DurableReplayCache.open(dir, clock.now());
+  // After a crash, proofs issued before the last horizon are refused: start once the clock has passed it.
+  const waited = await replay.untilFresh(clock);
+  if (waited > 0) log.info('waited for the DPoP replay horizon a crash left', { waited_ms: waited });
+  if (clock.now() < replay.freshFrom)
+    log.warn('the clock is behind the DPoP replay horizon: proofs issued before it are refused', {
+      fresh_from: new Date(replay.freshFrom).toISOString(),
+    });
   const rt: EdgeRuntime = {
     deviceId: device.device_id,
     cellId: trust.cell_id,
@@ -237,8 +244,16 @@ async function serveCommand(argv: string[]): Promise<void> {
   const shutdown = () => {
     clearInterval(timer);
     persist();
-    // Every line logged until the server closed is written before the process exits.
-    server.close(() => void log.close().then(() => process.exit(0)));
+    // Every line logged until the server closed is written before the process exits; the replay
+    // cache's live proofs too, so the next start refuses exactly those and need not wait.
+    server.close(
+      () =>
+        void replay
+          .close(clock.now())
+          .catch((e: unknown) => log.error('dpop replay log close failed', { error: String(e) }))
+          .then(() => log.close())
+          .then(() => process.exit(0)),
+    );
     (server as { closeAllConnections?: () => void }).closeAllConnections?.();
   };
   process.on('SIGINT', shutdown);
