@@ -6,11 +6,13 @@
  * each with its access log on (`--log-level info`, stdout a drained pipe), plus
  * raw node:http and bare Hono answering the cell's captured bytes, then
  * alternates rounds of the same autocannon load (50 connections, an
- * authenticated GET of the tool registry) over all of them, order flipped
- * each round, and prints each server's µs of CPU (user + system, /proc) per
- * answered request.
+ * authenticated GET) over all of them, order flipped each round, and prints
+ * each server's µs of CPU (user + system, /proc) per answered request. The
+ * GETs (BENCH_PATHS, comma-separated; default `registry`): `registry` the
+ * tool registry (static), `whoami` the caller (a light answer), `key` an API
+ * key by id (a stored record).
  *
- *   node --import tsx bench/gateway-cpu.ts [cell.mjs …]   (BENCH_SECONDS, BENCH_ROUNDS)
+ *   node --import tsx bench/gateway-cpu.ts [cell.mjs …]   (BENCH_SECONDS, BENCH_ROUNDS, BENCH_PATHS)
  *
  * Not a `*.bench.ts`: a tool for comparing builds, not one of make bench's figures.
  * The cell listed first has read 3–15 % more CPU per request than the same
@@ -23,20 +25,21 @@ import { cpuSeconds, fmt, load, spawnServer, startBenchCell, type BenchCell } fr
 
 const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 3);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 4);
-const PATH = '/api/public/v1/admin/ai/tool-registry';
+const NAMES = (process.env['BENCH_PATHS'] ?? 'registry').split(',');
+const ADMIN = '/api/public/v1/admin';
 
 const RAW_SERVER = `
 const http = require('node:http');
-const a = JSON.parse(process.env.ANSWER);
-http.createServer((req, res) => { res.writeHead(a.status, a.headers); res.end(a.body); })
+const answers = JSON.parse(process.env.ANSWERS);
+http.createServer((req, res) => { const a = answers[req.url]; res.writeHead(a.status, a.headers); res.end(a.body); })
   .listen(0, '127.0.0.1', function () { console.log('listening ' + this.address().port); });
 `;
 const HONO_SERVER = `
 import { Hono } from 'hono';
 import { serve } from '@hono/node-server';
-const a = JSON.parse(process.env.ANSWER);
+const answers = JSON.parse(process.env.ANSWERS);
 const app = new Hono();
-app.get('/:name', (c) => c.body(a.body, a.status, a.headers));
+app.get('/:name', (c) => { const a = answers['/' + c.req.param('name')]; return c.body(a.body, a.status, a.headers); });
 serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (i) => console.log('listening ' + i.port));
 `;
 
@@ -60,28 +63,40 @@ try {
       .join(' ')}`,
   );
   const targets: Target[] = [];
-  let answer: { status: number; headers: Record<string, string>; body: string } | undefined;
+  const answers: Record<string, { status: number; headers: Record<string, string>; body: string }> = {};
   for (const [i, build] of builds.entries()) {
     const cell = await startBenchCell({ cell: build, dataDir: join(root, `cell-${i}`), accessLog: true });
     cells.push(cell);
     const headers = { authorization: `Bearer ${cell.adminKey}` };
-    if (!answer) {
-      const res = await fetch(cell.url + PATH, { headers });
-      const out: Record<string, string> = {};
-      res.headers.forEach((v, k) => {
-        if (!['date', 'connection', 'keep-alive', 'transfer-encoding'].includes(k)) out[k] = v;
-      });
-      answer = { status: res.status, headers: out, body: await res.text() };
-      if (res.status !== 200) throw new Error(`the cell answered ${res.status}: ${answer.body}`);
+    const keys = (await (await fetch(`${cell.url}${ADMIN}/api-keys?limit=1`, { headers })).json()) as { keys: { key_id: string }[] };
+    const paths: Record<string, string> = {
+      registry: `${ADMIN}/ai/tool-registry`,
+      whoami: `${ADMIN}/whoami`,
+      key: `${ADMIN}/api-keys/${keys.keys[0]!.key_id}`,
+    };
+    for (const name of NAMES) {
+      const path = paths[name];
+      if (!path) throw new Error(`BENCH_PATHS: no GET named ${name} (registry, whoami, key)`);
+      if (!answers[`/${name}`]) {
+        const res = await fetch(cell.url + path, { headers });
+        const out: Record<string, string> = {};
+        res.headers.forEach((v, k) => {
+          if (!['date', 'connection', 'keep-alive', 'transfer-encoding'].includes(k)) out[k] = v;
+        });
+        answers[`/${name}`] = { status: res.status, headers: out, body: await res.text() };
+        if (res.status !== 200) throw new Error(`the cell answered ${res.status}: ${answers[`/${name}`]!.body}`);
+      }
+      targets.push({ name: `${name}: cell ${build}`, pid: cell.proc.pid!, url: cell.url + path, headers, cpu: 0, requests: 0 });
     }
-    targets.push({ name: `cell ${build}`, pid: cell.proc.pid!, url: cell.url + PATH, headers, cpu: 0, requests: 0 });
   }
-  const env = { ...process.env, ANSWER: JSON.stringify(answer) };
+  const env = { ...process.env, ANSWERS: JSON.stringify(answers) };
   const raw = await spawnServer(['-e', RAW_SERVER], undefined, env);
   const hono = await spawnServer(['--input-type=module', '-e', HONO_SERVER], undefined, env);
   others.push(raw, hono);
-  targets.push({ name: 'bare Hono', pid: hono.proc.pid!, url: `${hono.url}/registry`, headers: {}, cpu: 0, requests: 0 });
-  targets.push({ name: 'raw node:http', pid: raw.proc.pid!, url: `${raw.url}/registry`, headers: {}, cpu: 0, requests: 0 });
+  for (const name of NAMES) {
+    targets.push({ name: `${name}: bare Hono`, pid: hono.proc.pid!, url: `${hono.url}/${name}`, headers: {}, cpu: 0, requests: 0 });
+    targets.push({ name: `${name}: raw node:http`, pid: raw.proc.pid!, url: `${raw.url}/${name}`, headers: {}, cpu: 0, requests: 0 });
+  }
   for (const t of targets) await load({ url: t.url, connections: 10, seconds: 1, headers: t.headers }); // warm-up
   for (let r = 0; r < ROUNDS; r++) {
     const order = r % 2 === 0 ? targets : [...targets].reverse();
@@ -94,8 +109,9 @@ try {
     }
     console.log(`round ${r + 1}/${ROUNDS} done, load average ${fmt(loadavg()[0] ?? 0, 2)}`);
   }
-  const rawUs = (targets.at(-1)!.cpu * 1e6) / targets.at(-1)!.requests;
   for (const t of targets) {
+    const raw = targets.find((x) => x.name === `${t.name.split(':')[0]}: raw node:http`)!;
+    const rawUs = (raw.cpu * 1e6) / raw.requests;
     const us = (t.cpu * 1e6) / t.requests;
     console.log(
       `${t.name}: ${fmt(us, 1)} µs CPU/request (${t.requests} requests, ${fmt(t.cpu, 2)} CPU s) -> raw/this ${fmt(rawUs / us, 2)}`,

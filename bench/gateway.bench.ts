@@ -3,9 +3,9 @@
  * against a baseline measured in the same run, same load generator
  * (autocannon), same connections:
  *
- * - authenticated GET of a static admin resource (the tool registry) vs a raw
- *   node:http server answering the same bytes and the same headers (target
- *   >= 0.8);
+ * - authenticated GET of a light answer (`GET /admin/whoami`: the caller) and
+ *   of a static admin resource (the tool registry) vs a raw node:http server
+ *   answering the same bytes and the same headers (target >= 0.8);
  * - authenticated GET of a stored record (`GET /admin/api-keys/{id}`) vs raw
  *   node:http answering the same bytes and headers (target >= 0.5);
  * - durable writes over HTTP (POST api-keys: mint + audit row, one
@@ -153,18 +153,25 @@ async function engine(name: string, dataDir: string, extraArgs: string[], writeB
     };
     const keyUrl = `${cell.url}/api/public/v1/admin/api-keys/${list.keys[0]!.key_id}`;
     const registryUrl = `${cell.url}/api/public/v1/admin/ai/tool-registry`;
-    const answers = { '/key': await capture(keyUrl, auth), '/registry': await capture(registryUrl, auth) };
+    const whoamiUrl = `${cell.url}/api/public/v1/admin/whoami`;
+    const answers = {
+      '/key': await capture(keyUrl, auth),
+      '/registry': await capture(registryUrl, auth),
+      '/whoami': await capture(whoamiUrl, auth),
+    };
     const env = { ...process.env, ANSWERS: JSON.stringify(answers) };
     raw = await spawnServer(['-e', RAW_SERVER], undefined, env);
     if (name === 'embedded') hono = await spawnServer(['--input-type=module', '-e', HONO_SERVER], undefined, env);
     console.log(
-      `  answers: registry ${answers['/registry'].body.length} bytes, key ${answers['/key'].body.length} bytes, ${Object.keys(answers['/key'].headers).length} headers each (the raw servers send the same)`,
+      `  answers: whoami ${answers['/whoami'].body.length} bytes, registry ${answers['/registry'].body.length} bytes, key ${answers['/key'].body.length} bytes, ${Object.keys(answers['/key'].headers).length} headers each (the raw servers send the same)`,
     );
 
-    for (const u of [keyUrl, registryUrl]) await load({ url: u, connections: 10, seconds: 1, headers: auth }); // warm-up
+    for (const u of [keyUrl, registryUrl, whoamiUrl]) await load({ url: u, connections: 10, seconds: 1, headers: auth }); // warm-up
     await load({ url: `${raw.url}/key`, connections: 10, seconds: 1 });
     const cellPid = cell.proc.pid!;
     const rawPid = raw.proc.pid!;
+    const whoami = await pair(cellPid, whoamiUrl, auth, rawPid, `${raw.url}/whoami`);
+    console.log(`  ${describe('GET whoami (light answer)', whoami)} (target >= 0.8)`);
     const registry = await pair(cellPid, registryUrl, auth, rawPid, `${raw.url}/registry`);
     console.log(`  ${describe('GET tool registry (static)', registry)} (target >= 0.8)`);
     const stored = await pair(cellPid, keyUrl, auth, rawPid, `${raw.url}/key`);

@@ -1,7 +1,8 @@
 /**
  * Profiling harness for the run hot path (issue 21), not part of `make bench`:
- * one cell process (PostgreSQL, or embedded with --embedded) profiled (the
- * inspector's CPU profiler, started by a preload), a 20-seat sequential
+ * one cell process (PostgreSQL, or embedded with --embedded) profiled during
+ * the timed runs (the inspector's CPU profiler, loaded by a preload and
+ * started by SIGUSR2 right before them), a 20-seat sequential
  * crew, N runs one after another (K at once), then a
  * clean stop so the profile is written to PROFILE_DIR (default /tmp/perf).
  *
@@ -39,8 +40,9 @@ const runs = Number(arg('--runs', '10'));
 const conc = Number(arg('--concurrent', '1'));
 const dir = process.env['PROFILE_DIR'] ?? '/tmp/perf';
 mkdirSync(dir, { recursive: true });
-// --cpu-prof is not allowed in NODE_OPTIONS: a preload starts the inspector's profiler and writes the
-// profile when the cell exits (SIGTERM: a clean stop).
+// --cpu-prof is not allowed in NODE_OPTIONS: a preload starts the inspector's profiler when told
+// (SIGUSR2, sent right before the timed runs, so start-up and setup stay out of the profile), samples
+// every PROFILE_INTERVAL_US µs (default 250), and writes the profile when the cell exits (SIGTERM: a clean stop).
 writeFileSync(
   join(dir, 'prof.mjs'),
   `import { Session } from 'node:inspector';
@@ -48,7 +50,8 @@ import { writeFileSync } from 'node:fs';
 const s = new Session();
 s.connect();
 s.post('Profiler.enable');
-s.post('Profiler.start');
+s.post('Profiler.setSamplingInterval', { interval: ${Number(process.env['PROFILE_INTERVAL_US'] ?? 250)} });
+process.once('SIGUSR2', () => s.post('Profiler.start'));
 process.on('exit', () => {
   s.post('Profiler.stop', (err, r) => {
     if (!err) writeFileSync(${JSON.stringify(dir)} + '/cell-' + process.pid + '.cpuprofile', JSON.stringify(r.profile));
@@ -166,6 +169,7 @@ const each0 = cellsCpu();
 const st0 = await dbStat();
 const c0 = { cell: sum(each0), pg: pgCpu(), bench: process.cpuUsage() };
 const x0 = db ? Number((await adminQuery(db.url, 'SELECT txid_current() AS x')).rows[0].x) : 0;
+if (!process.argv.includes('--no-prof')) for (const pid of pids) process.kill(pid, 'SIGUSR2');
 const t0 = performance.now();
 for (let i = 0; i < runs; i++) await Promise.all(Array.from({ length: conc }, one));
 const ms = performance.now() - t0;

@@ -17,8 +17,9 @@
  *               the cell's token issuer, its published token signing keys, and the ids of revoked
  *               tokens that have not expired (exp in seconds); null: no token is honoured
  *               (format 3) also clients: [client_id, ...], sorted: the registered OAuth clients
- *               that exist at issue time; a token of any other registered client (`ocl_…`) is
- *               refused, as the cell refuses the tokens of a deleted client
+ *               that exist at issue time; a token of any other registered client (`ocl_…`, a
+ *               self-registered `dcl_…`, a metadata document's `https://…`: core/tokens/judge.ts
+ *               isRegisteredClientId) is refused, as the cell refuses the tokens of a deleted client
  *               (format 4) also max_act_depth: integer 1..16, the longest RFC 8693 `act` chain
  *               the cell honours; a device refuses longer ones (`delegation_too_deep`)
  *               (format 4, optional) issuers: [iss, ...], every issuer the cell's group accepts

@@ -16,12 +16,12 @@
  *              of a client deleted before the bundle is refused (`revoked`), as at the
  *              cell; a format 2 bundle cannot tell, and the check is not made
  *   maxActDepth (format 4) the longest delegation chain the cell honours; older bundles: core's default
- * The replay cache and the verified-token cache are the device's own.
+ * The replay cache, the verified-token cache and the cache of DPoP proof keys are the device's own.
  */
 import { createLocalJWKSet } from 'jose';
 import { effectiveAuthority } from '../core/authority/scopes.ts';
 import type { VerifiedTokenCache } from '../core/tokens/cache.ts';
-import type { DpopWindow } from '../core/tokens/dpop.ts';
+import type { DpopKeyCache, DpopWindow } from '../core/tokens/dpop.ts';
 import type { TokenJudgeConfig, TokenSubject } from '../core/tokens/judge.ts';
 import type { ReplayCache } from '../core/tokens/replay.ts';
 import type { KeyIndex } from './key-bundle.ts';
@@ -39,6 +39,8 @@ export function tokenJudgeFromBundle(
     replay: ReplayCache;
     cache?: VerifiedTokenCache;
     dpopWindow?: DpopWindow;
+    /** Public keys of proofs already verified (a client signs every proof with one key). */
+    dpopKeys?: DpopKeyCache;
   },
 ): TokenJudgeConfig<TokenSubject> | null {
   const t = index.tokens;
@@ -52,6 +54,7 @@ export function tokenJudgeFromBundle(
     replay: opts.replay,
     ...(opts.cache ? { cache: opts.cache } : {}),
     ...(opts.dpopWindow ? { dpopWindow: opts.dpopWindow } : {}),
+    ...(opts.dpopKeys ? { dpopKeys: opts.dpopKeys } : {}),
     isRevoked: (jti) => revoked.has(jti),
     subject(id) {
       const o = index.owner(id);

@@ -10,6 +10,7 @@
  * is refused with 400 before anything parses it.
  */
 import { OpenAPIHono } from '@hono/zod-openapi';
+import type { Context } from 'hono';
 import type { AppEnv, CellCore } from './context.ts';
 import type { CellModule } from './module.ts';
 import { CredentialLimits, type SharedBuckets } from '../runtime/gateway.ts';
@@ -24,15 +25,20 @@ import { installNativeSha256 } from '../runtime/native-hash.ts';
 /** Paths under /api/public/v1 that need no credential (discovery documents). */
 export const PUBLIC_API_PATHS: readonly string[] = ['/api/public/v1/openapi.json', '/api/public/v1/docs'];
 
+/** Paths outside /api/public/v1 that need a credential as the API does: the MCP endpoint (cell/mcp). */
+export const PROTECTED_PATHS: readonly string[] = ['/mcp'];
+
 /**
  * `sharedBuckets`: where the per-credential rpm buckets live when the cell
  * serves with a group (the IAM module's, in the store); absent: in memory.
  * `metrics`: the cell's metrics, which the access log records every request in.
+ * `challenge`: the WWW-Authenticate of a 401 for a request (the OAuth module's, naming the
+ * protected resource metadata of what was asked).
  */
 export function createApp(
   core: CellCore,
   modules: readonly CellModule[],
-  opts: { sharedBuckets?: SharedBuckets; metrics: CellMetrics },
+  opts: { sharedBuckets?: SharedBuckets; metrics: CellMetrics; challenge?: (c: Context<AppEnv>) => string },
 ): OpenAPIHono<AppEnv> {
   const { metrics } = opts;
   // Every hash of the cell (journal records, blobs, content hashes) through node:crypto: same bytes, less CPU.
@@ -50,8 +56,11 @@ export function createApp(
   // and metrics, request id, rate budget, body limit, authentication under the API prefix (but for
   // PUBLIC_API_PATHS), the JSON body gate (after authentication, so an anonymous caller learns
   // nothing but 401) and the unknown-query gate.
-  const onError = errorHandler(core.log);
-  app.use('*', cellGateway(core, { app, metrics, limits, authenticators, publicPaths: PUBLIC_API_PATHS, onError }));
+  const onError = errorHandler(core.log, opts.challenge);
+  app.use(
+    '*',
+    cellGateway(core, { app, metrics, limits, authenticators, publicPaths: PUBLIC_API_PATHS, protectedPaths: PROTECTED_PATHS, onError }),
+  );
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearerAuth', {
     type: 'http',

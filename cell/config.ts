@@ -3,6 +3,8 @@
  * Command-line flags (cell/main.ts) override these; tests pass their own.
  */
 
+import { MCP_TOOL_PERMISSIONS } from '../core/permissions.ts';
+
 export type Posture = 'single-cell' | 'multi-cell' | 'sovereign' | 'cloud-enabled';
 export const POSTURES: readonly Posture[] = ['single-cell', 'multi-cell', 'sovereign', 'cloud-enabled'];
 
@@ -70,6 +72,22 @@ export interface CellConfig {
    * the URL the metadata is fetched from; null: the spec's `service://<group id>` (cell/oauth/settings.ts).
    */
   oauthIssuer: string | null;
+  /**
+   * RFC 7591 dynamic client registration at `/oauth/register` (`--oauth-dynamic-registration`): a client
+   * registers itself, public or confidential, for the authorization code grant only; it holds nothing
+   * until a principal consents, then no more than that principal (docs/oauth.md).
+   */
+  dynamicRegistration: boolean;
+  /**
+   * The scopes a client that registered itself (dynamic registration) or describes itself (a client ID
+   * metadata document) may ever be given (`--oauth-registration-scope`).
+   */
+  registrationScope: string[];
+  /**
+   * Client ID Metadata Documents (`--oauth-client-id-metadata on|off`): an `https://` client_id whose
+   * document the cell fetches through the egress floor. Always off in the `sovereign` posture (air-gapped).
+   */
+  clientIdMetadataDocuments: boolean;
   /** Placement: this cell's clearance ceiling and topology labels. */
   clearance: number;
   topology: Record<string, string>;
@@ -194,6 +212,16 @@ export const DEFAULTS: CellConfig = {
   protectedResources: [],
   // The spec's `service://<group id>`: an operator opts in to a URL issuer for clients that need one.
   oauthIssuer: null,
+  // Off: a client that registers itself is named by nobody; an operator who wants MCP clients to
+  // register on their own turns it on (metadata documents, below, need no registration at all).
+  dynamicRegistration: false,
+  // What the MCP endpoint's tools need (core/permissions.ts MCP_TOOL_PERMISSIONS), and no more: such a
+  // client gets at most this, and only what a consenting principal holds of it.
+  registrationScope: [...MCP_TOOL_PERMISSIONS],
+  // On (but in the sovereign posture): MCP clients name themselves by URL; the document is fetched
+  // through the same network floor as tools (no private address unless --egress-allow-private), and
+  // the client still holds nothing until a principal consents.
+  clientIdMetadataDocuments: true,
   clearance: 0,
   topology: {},
   // None: no tool reaches loopback, private or link-local addresses (SSRF) unless an

@@ -8,7 +8,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { BOOTSTRAP_KEY_FILE } from './iam/bootstrap.ts';
-import { POSTURES, type CellConfig, type Posture } from './config.ts';
+import { DEFAULTS, POSTURES, type CellConfig, type Posture } from './config.ts';
 import { startCell } from './server.ts';
 import { ClusterRefusal } from './cluster/cluster.ts';
 import { BUNDLE_HELP, bundleCommand } from './edge/cli.ts';
@@ -56,6 +56,11 @@ const SERVE_HELP = `    --port N           port to listen on (0 picks a free one
     --protected-resource URL,..  external services (RFC 8707 resource URIs) the cell issues tokens for
     --oauth-issuer URL  publish and sign with this issuer instead of service://<group id>, for
                        RFC 8414 clients (https; http on loopback only); the group accepts both
+    --oauth-dynamic-registration  RFC 7591 registration at /oauth/register (default off)
+    --oauth-registration-scope S,..  the most a self-registered or metadata-document client may get
+                       (default: what the MCP tools need)
+    --oauth-client-id-metadata on|off  https client_ids described by a metadata document the cell
+                       fetches (default on; always off in the sovereign posture)
     --trusted-proxies A,B  socket addresses whose X-Forwarded-For is believed (default none)
     --clearance N      this cell's clearance ceiling (default 0)
     --topology k=v,..  this cell's topology labels (site, zone, network)
@@ -128,6 +133,9 @@ const SERVE_OPTIONS = {
   'cell-id': { type: 'string' },
   'public-url': { type: 'string' },
   'oauth-issuer': { type: 'string' },
+  'oauth-dynamic-registration': { type: 'boolean' },
+  'oauth-registration-scope': { type: 'string' },
+  'oauth-client-id-metadata': { type: 'string' },
   'rate-capacity': { type: 'string' },
   'rate-refill': { type: 'string' },
   'agent-quota': { type: 'string' },
@@ -158,8 +166,10 @@ const SERVE_OPTIONS = {
   'pg-bin-dir': { type: 'string' },
 } as const;
 
-/** The options of `serve` as given (all strings). */
-type ServeArgs = Partial<Record<keyof typeof SERVE_OPTIONS, string>>;
+/** The options of `serve` as given (strings, and the one boolean switch). */
+type ServeArgs = Partial<Record<Exclude<keyof typeof SERVE_OPTIONS, 'oauth-dynamic-registration'>, string>> & {
+  'oauth-dynamic-registration'?: boolean;
+};
 
 type RunningCell = Awaited<ReturnType<typeof startCell>>;
 
@@ -189,12 +199,33 @@ function placeConfig(values: ServeArgs): ServeConfig {
     if (!r.ok) fail(r.error);
     config.oauthIssuer = r.issuer;
   }
+  Object.assign(config, registrationConfig(values, config.posture ?? DEFAULTS.posture));
   if (values['rate-capacity'] !== undefined || values['rate-refill'] !== undefined) {
     config.rate = {
       capacity: intArg('rate-capacity', values['rate-capacity'] ?? '600'),
       refillPerSecond: intArg('rate-refill', values['rate-refill'] ?? '100'),
     };
   }
+  return config;
+}
+
+/** How OAuth clients may come without an operator: dynamic registration, metadata documents, their scope cap. */
+function registrationConfig(values: ServeArgs, posture: Posture): Partial<CellConfig> {
+  const config: Partial<CellConfig> = {};
+  if (values['oauth-dynamic-registration']) config.dynamicRegistration = true;
+  if (values['oauth-registration-scope'] !== undefined) {
+    const list = commaList(values['oauth-registration-scope']);
+    for (const sel of list)
+      if (sel === '*' || !/^[a-z_]+(\.[a-z_]+)*$/.test(sel))
+        fail(`--oauth-registration-scope: '${sel}' is not a permission selector (no '*')`);
+    config.registrationScope = list;
+  }
+  const cimd = values['oauth-client-id-metadata'];
+  if (cimd !== undefined && cimd !== 'on' && cimd !== 'off') fail('--oauth-client-id-metadata takes on or off');
+  // Air-gapped: the cell fetches nothing a client names.
+  if (cimd === 'on' && posture === 'sovereign')
+    fail('--oauth-client-id-metadata on: the sovereign posture is air-gapped; it fetches no client document');
+  if (cimd === 'off' || posture === 'sovereign') config.clientIdMetadataDocuments = false;
   return config;
 }
 

@@ -25,6 +25,7 @@ import { createIamModule } from './iam/module.ts';
 import { createClusterModule } from './cluster/module.ts';
 import { createOAuthModule } from './oauth/module.ts';
 import { createToolsModule } from './tools/module.ts';
+import { guardedDispatcher } from './tools/api.ts';
 import { createAiModule } from './ai/module.ts';
 import { secretWitnesses } from './ai/api.ts';
 import { signingKeyWitnesses } from './oauth/api.ts';
@@ -33,6 +34,7 @@ import { createTeamsModule } from './teams/module.ts';
 import { createJobsModule } from './jobs/module.ts';
 import { createEdgeModule } from './edge/module.ts';
 import { createReceiptsModule } from './receipts/module.ts';
+import { createMcpModule } from './mcp/module.ts';
 import { createDiscoveryModule } from './discovery/module.ts';
 import { createOpsModule } from './ops/module.ts';
 import { CellMetrics } from './ops/metrics.ts';
@@ -94,6 +96,7 @@ async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Bu
     custody: custody.custody,
     standing,
     deviceExists: (id) => devices.isActive(id),
+    egress: guardedDispatcher(core.config.egressAllowPrivate),
   });
   const tools = await createToolsModule(core, {
     iam: iam.iam,
@@ -125,11 +128,12 @@ async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Bu
   });
   const receipts = createReceiptsModule(core, { iam: iam.iam, runs: runs.runs, teams: teams.teams });
   const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices, runLog: receipts.log });
+  const mcp = createMcpModule(core, { iam: iam.iam, oauth: oauth.api, teams: teams.teams, endpoints: jobs.endpoints, runs: runs.runs });
   const console = createConsoleModule(core, { oauth: oauth.api });
   const discovery = createDiscoveryModule(core);
   // Last: it starts once every other module started (readiness) and stops first.
   const ops = createOpsModule(core, { metrics, member: () => cluster.cluster.health() });
-  return { custody, iam, cluster, oauth, tools, runs, ai, teams, jobs, receipts, edge, console, discovery, ops };
+  return { custody, iam, cluster, oauth, tools, runs, ai, teams, jobs, receipts, edge, mcp, console, discovery, ops };
 }
 
 export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
@@ -171,7 +175,12 @@ export async function startCell(opts: StartOptions = {}): Promise<RunningCell> {
     throw err;
   }
   const ordered: CellModule[] = Object.values(modules);
-  const app = createApp(core, ordered, { metrics, ...(modules.iam.sharedBuckets ? { sharedBuckets: modules.iam.sharedBuckets } : {}) });
+  const app = createApp(core, ordered, {
+    metrics,
+    // A 401 names the protected resource metadata of what was asked (RFC 9728 §5.1): MCP clients start there.
+    challenge: (c) => modules.oauth.api.challenge(c.req.path),
+    ...(modules.iam.sharedBuckets ? { sharedBuckets: modules.iam.sharedBuckets } : {}),
+  });
 
   let server: ServerType | null = null;
   let url: string | null = null;

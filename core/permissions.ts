@@ -43,6 +43,18 @@ export type Permission = (typeof PERMISSIONS)[keyof typeof PERMISSIONS];
 
 export const ALL_PERMISSIONS: readonly Permission[] = Object.values(PERMISSIONS);
 
+/**
+ * What the tools of the cell's MCP endpoint need: running crews and reading runs, approving steps,
+ * reading journals (docs/mcp.md). The scopes its protected resource metadata lists, and the default
+ * cap of clients that register themselves (docs/oauth.md).
+ */
+export const MCP_TOOL_PERMISSIONS: readonly Permission[] = [
+  PERMISSIONS.teamsRead,
+  PERMISSIONS.teamsWrite,
+  PERMISSIONS.teamsApprove,
+  PERMISSIONS.jobsRead,
+];
+
 /** Built-in roles. They cannot be changed or deleted; custom roles sit beside them. */
 export const BUILTIN_ROLES: Readonly<Record<string, readonly string[]>> = {
   owner: ['*'],

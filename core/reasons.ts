@@ -290,6 +290,10 @@ export const REASONS = {
   provider_unreachable: { codes: S, sentence: 'The model provider is unreachable.' },
   publisher_inactive: { codes: F, sentence: "The endpoint's publisher is no longer an active principal." },
   region_not_allowed: { codes: F, sentence: "The serving region is not in the key's allowed regions." },
+  registration_limit: {
+    codes: F,
+    sentence: 'The cell holds as many self-registered OAuth clients as it allows; an operator deletes stale ones.',
+  },
   replay_cache_unavailable: { codes: S, sentence: "The edge's DPoP replay cache cannot be written." },
   reports_to_cycle: { codes: I, sentence: 'The reports_to links form a cycle.' },
   requester_cannot_approve: {

@@ -6,8 +6,9 @@
  *                 the clock high-water mark (bundles/accept.ts), sealed with the device key
  *                 (a state written by anything but this device's program is refused)
  *   runs/         offline runs: journal records and values, by run id
- *   dpop-replay.log  DPoP proofs seen and not yet expired (edge/replay-log.ts: appended and
- *                 fdatasync'd per answer, rewritten by temp file, fsync, rename)
+ *   dpop-replay.log  the DPoP replay cache's horizon, and its live proofs after a clean stop
+ *                 (edge/replay-log.ts: a horizon appended and fdatasync'd about once a second,
+ *                 rewritten by temp file, fsync, rename)
  * Every other write is temp file, fsync, rename, so a crash leaves the old or the new file.
  */
 import { createPrivateKey, createPublicKey, sign, verify } from 'node:crypto';

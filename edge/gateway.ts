@@ -16,7 +16,7 @@ import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { ServiceError, isServiceError } from '../core/errors.ts';
 import { isoTimeOrNull } from '../core/iso-time.ts';
 import { VerifiedTokenCache } from '../core/tokens/cache.ts';
-import { DPOP_ALGS } from '../core/tokens/dpop.ts';
+import { DPOP_ALGS, DpopKeyCache } from '../core/tokens/dpop.ts';
 import { MemoryReplayCache, type ReplayCache } from '../core/tokens/replay.ts';
 import { dpopHeaderOf } from '../core/tokens/request.ts';
 import { checkClock, type DeviceState } from '../bundles/accept.ts';
@@ -112,12 +112,21 @@ export function ownRequestUri(c: Context<EdgeEnv>): string {
   return own.href;
 }
 
+/** The URL of this device's protected resource metadata as the request reached it; null when its Host is unusable. */
+function edgeResourceMetadata(c: Context<EdgeEnv>): string | null {
+  try {
+    return new URL(PROTECTED_RESOURCE_METADATA, ownRequestUri(c)).href;
+  } catch {
+    return null; // a bad Host is its own 400; the challenge then names no metadata
+  }
+}
+
 /** A Host header value: a DNS name or IPv4 address, or a bracketed IPv6 address, and an optional port. */
 const HOST = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/;
 
 export function createEdgeApp(
   rt: EdgeRuntime,
-  mount?: (app: Hono<EdgeEnv>, guard: (permission: string) => MiddlewareHandler<EdgeEnv>) => void,
+  mount?: (app: Hono<EdgeEnv>, guard: (permission: string | null) => MiddlewareHandler<EdgeEnv>) => void,
 ): Hono<EdgeEnv> {
   const app = new Hono<EdgeEnv>();
   const limits = new CredentialLimits(rt.clock);
@@ -126,6 +135,7 @@ export function createEdgeApp(
         audience: edgeAudience(rt.deviceId),
         replay: rt.replay ?? new MemoryReplayCache(),
         cache: new VerifiedTokenCache(),
+        dpopKeys: new DpopKeyCache(),
       })
     : null;
 
@@ -154,37 +164,40 @@ export function createEdgeApp(
     ),
   );
 
-  app.use('/api/public/v1/*', async function clockCheck(_c, next) {
+  const clockCheck: MiddlewareHandler<EdgeEnv> = async function clockCheck(_c, next) {
     const now = rt.clock.now();
     // Clock doubt fails closed: earlier than the last time this device trusted.
     checkClock(rt.state, now);
     if (now > rt.state.clock_high_water) rt.state = { ...rt.state, clock_high_water: now };
     await next();
+  };
+  // The API and the MCP endpoint (edge/mcp.ts) are protected alike.
+  for (const path of ['/api/public/v1/*', '/mcp']) app.use(path, clockCheck);
+  const authenticate = authGate<EdgeAuth, EdgeEnv>((cred, c) => {
+    // The request's own URI: scheme of this connection, its Host, the route (never an absolute-form target).
+    const uri = ownRequestUri(c);
+    return authenticateCredential(
+      rt.keys,
+      tokens,
+      cred,
+      { now: rt.clock.now(), ip: clientIp(c), region: rt.region },
+      {
+        method: c.req.method,
+        uri,
+        dpop: dpopHeaderOf(c.req.raw.headers),
+        certThumbprint: () => verifiedLeafThumbprint(c.env?.incoming?.socket),
+      },
+      () => ({ realm: 'edge', resourceMetadata: new URL(PROTECTED_RESOURCE_METADATA, uri).href }),
+    );
   });
-  app.use(
-    '/api/public/v1/*',
-    authGate<EdgeAuth, EdgeEnv>((cred, c) => {
-      // The request's own URI: scheme of this connection, its Host, the route (never an absolute-form target).
-      const uri = ownRequestUri(c);
-      return authenticateCredential(
-        rt.keys,
-        tokens,
-        cred,
-        { now: rt.clock.now(), ip: clientIp(c), region: rt.region },
-        {
-          method: c.req.method,
-          uri,
-          dpop: dpopHeaderOf(c.req.raw.headers),
-          certThumbprint: () => verifiedLeafThumbprint(c.env?.incoming?.socket),
-        },
-        () => ({ realm: 'edge', resourceMetadata: new URL(PROTECTED_RESOURCE_METADATA, uri).href }),
-      );
-    }),
-  );
-  // After authentication, as on the cell: a body nested too deep or with a key twice is 400 before any handler parses it.
-  app.use('/api/public/v1/*', jsonBodyGate<EdgeEnv>(JSON_MAX_DEPTH));
+  const bodyGate = jsonBodyGate<EdgeEnv>(JSON_MAX_DEPTH);
+  for (const path of ['/api/public/v1/*', '/mcp']) {
+    app.use(path, authenticate);
+    // After authentication, as on the cell: a body nested too deep or with a key twice is 400 before any handler parses it.
+    app.use(path, bodyGate);
+  }
 
-  const guard = (permission: string) =>
+  const guard = (permission: string | null) =>
     permissionGate<EdgeAuth, EdgeEnv>(
       permission,
       () => limits,
@@ -244,7 +257,11 @@ export function createEdgeApp(
           path: c.req.path,
           error: err,
         }),
-      challenge: authChallenge('edge'),
+      // As the cell: a 401 names the device's protected resource metadata (RFC 9728 §5.1).
+      challenge: (c) => {
+        const own = URL.parse(c.req.url) ? edgeResourceMetadata(c) : null;
+        return authChallenge('edge', own ?? undefined);
+      },
     }),
   );
   return app;

@@ -32,6 +32,7 @@ import { createEdgeApp, type EdgeRuntime } from './gateway.ts';
 import { DurableReplayCache } from './replay-log.ts';
 import { MODEL_HELP, modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
+import { mountMcp } from './mcp.ts';
 import { JOURNAL_HELP, journalCommand } from './journal-cli.ts';
 import { STATE_HELP, stateCommand } from './state-cli.ts';
 import { ATTESTATION_EDGE_HELP, attestationCommand } from './attestation-cli.ts';
@@ -189,6 +190,13 @@ async function serveCommand(argv: string[]): Promise<void> {
   writeState(dir, state, device);
   // DPoP proofs seen before a restart stay refused after it, for as long as they could pass the freshness check.
   const replay = await DurableReplayCache.open(dir, clock.now());
+  // After a crash, proofs issued before the last horizon are refused: start once the clock has passed it.
+  const waited = await replay.untilFresh(clock);
+  if (waited > 0) log.info('waited for the DPoP replay horizon a crash left', { waited_ms: waited });
+  if (clock.now() < replay.freshFrom)
+    log.warn('the clock is behind the DPoP replay horizon: proofs issued before it are refused', {
+      fresh_from: new Date(replay.freshFrom).toISOString(),
+    });
   const rt: EdgeRuntime = {
     deviceId: device.device_id,
     cellId: trust.cell_id,
@@ -205,7 +213,11 @@ async function serveCommand(argv: string[]): Promise<void> {
     clientCa: tls?.ca !== undefined,
     log,
   };
-  const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, offline));
+  const app = createEdgeApp(rt, (a, guard) => {
+    const runs = mountOffline(a, guard, rt, offline);
+    // The same /mcp as the cell's, for this device's crew (edge/mcp.ts).
+    mountMcp(a, guard, rt, runs, device.public_jwk);
+  });
   const host = values.host ?? '127.0.0.1';
   const port0 = values.port === undefined ? 8090 : Number(values.port);
   if (!Number.isInteger(port0) || port0 < 0 || port0 > 65535) fail('--port must be 0 to 65535');
@@ -250,8 +262,16 @@ async function serveCommand(argv: string[]): Promise<void> {
   const shutdown = () => {
     clearInterval(timer);
     persist();
-    // Every line logged until the server closed is written before the process exits.
-    server.close(() => void log.close().then(() => process.exit(0)));
+    // Every line logged until the server closed is written before the process exits; the replay
+    // cache's live proofs too, so the next start refuses exactly those and need not wait.
+    server.close(
+      () =>
+        void replay
+          .close(clock.now())
+          .catch((e: unknown) => log.error('dpop replay log close failed', { error: String(e) }))
+          .then(() => log.close())
+          .then(() => process.exit(0)),
+    );
     (server as { closeAllConnections?: () => void }).closeAllConnections?.();
   };
   process.on('SIGINT', shutdown);
@@ -323,7 +343,8 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
 }
 
 const SERVE_DETAILS = `    the offline gateway (port 0 picks a free one; default 8090); API keys and access tokens for
-    edge:<device_id>, DPoP-bound too; with --client-ca, certificate-bound tokens (mTLS)
+    edge:<device_id>, DPoP-bound too; with --client-ca, certificate-bound tokens (mTLS); the
+    crew as an MCP tool at /mcp (receipts signed by the device)
     --egress-allow-private: non-public ranges the crew's http.get and http.request may reach
     (default none: loopback, private and link-local addresses are refused whatever the bundle allows)
 `;

@@ -20,7 +20,7 @@ import { memoryJournal } from '../core/journal/memory.ts';
 import type { DeviceState } from '../bundles/accept.ts';
 import type { CrewBundle } from '../bundles/crew-bundle.ts';
 import type { OpenedEnvelope } from '../bundles/envelope.ts';
-import { signerFromJwk } from '../bundles/codec.ts';
+import { signerFromJwk, type Signer } from '../bundles/codec.ts';
 import type { EdgeClock } from './clock.ts';
 import { EdgeSetupError, type DeviceFile, type TrustFile } from './files.ts';
 import { edgeLog, type EdgeEnv, type EdgeRuntime } from './gateway.ts';
@@ -150,7 +150,7 @@ export function mountOffline(
   guard: (p: string) => MiddlewareHandler<EdgeEnv>,
   rt: EdgeRuntime,
   setup: OfflineSetup,
-): void {
+): OfflineRuns {
   const crew = setup.crew?.payload.crew ?? null;
   const budget = deviceBudget(setup.dir, crew?.budgets ?? {});
   const signer = signerFromJwk(setup.device.device_id, setup.device.private_jwk);
@@ -254,8 +254,9 @@ export function mountOffline(
     }
   }
 
-  app.post(P, guard(PERMISSIONS.teamsWrite), async (c) => {
-    if (!crew || crew.crew_id !== c.req.param('crew_id')) throw notFound('crew');
+  /** Refuses a run of `crewId` that cannot start now: not the bundle's crew, the bundle expired, tools this device cannot honour. */
+  function assertStartable(crewId: string): void {
+    if (!crew || crew.crew_id !== crewId) throw notFound('crew');
     const expiresAt = setup.crew!.payload.expires_at;
     if (expiresAt !== null && rt.clock.now() >= expiresAt) {
       throw new ServiceError('forbidden', 'the crew bundle on this device has expired', {
@@ -268,6 +269,35 @@ export function mountOffline(
         details: { reason: 'device_tools_unavailable', tools: unhonoured.map((u) => ({ ...u })) },
       });
     }
+  }
+
+  /** Starts an offline run of the bundle's crew for `requester` (the POST route and the MCP endpoint). */
+  async function start(crewId: string, requester: string, input: unknown): Promise<RunFile> {
+    assertStartable(crewId);
+    const now = rt.clock.now();
+    // The run id is derived from this device's id and a fresh nonce: the cell imports it from this device only.
+    const ids = await newEdgeRun(setup.device.device_id);
+    const run: RunFile = {
+      run_id: ids.run_id,
+      run_nonce: ids.run_nonce,
+      crew_id: crew!.crew_id,
+      graph_hash: crew!.graph_hash,
+      requester,
+      input,
+      state: 'running',
+      output: null,
+      reason: null,
+      steps: 0,
+      created_at: now,
+      updated_at: now,
+    };
+    writeRun(setup.dir, run);
+    void drive(run);
+    return run;
+  }
+
+  app.post(P, guard(PERMISSIONS.teamsWrite), async (c) => {
+    assertStartable(c.req.param('crew_id'));
     let body: { input?: unknown } = {};
     const raw = await c.req.text();
     if (raw.trim() !== '') {
@@ -278,25 +308,7 @@ export function mountOffline(
       }
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('the body must be an object');
     }
-    const now = rt.clock.now();
-    // The run id is derived from this device's id and a fresh nonce: the cell imports it from this device only.
-    const ids = await newEdgeRun(setup.device.device_id);
-    const run: RunFile = {
-      run_id: ids.run_id,
-      run_nonce: ids.run_nonce,
-      crew_id: crew.crew_id,
-      graph_hash: crew.graph_hash,
-      requester: c.get('auth').owner_id,
-      input: body.input ?? null,
-      state: 'running',
-      output: null,
-      reason: null,
-      steps: 0,
-      created_at: now,
-      updated_at: now,
-    };
-    writeRun(setup.dir, run);
-    void drive(run);
+    const run = await start(c.req.param('crew_id'), c.get('auth').owner_id, body.input ?? null);
     return c.json({ run_id: run.run_id, crew_id: run.crew_id, state: run.state, graph_hash: run.graph_hash }, 202);
   });
 
@@ -317,4 +329,23 @@ export function mountOffline(
     if (!r) throw notFound('run');
     return c.json({ run_id: r.run.run_id, records: r.journal.records });
   });
+
+  return {
+    crew: setup.crew?.payload ?? null,
+    signer,
+    start,
+    read: (runId) => readRun(setup.dir, runId),
+    streams,
+  };
+}
+
+/** The device's offline runs as the MCP endpoint (edge/mcp.ts) drives them: the same start, journal and events as the routes. */
+export interface OfflineRuns {
+  /** The crew bundle's payload, or null without one. */
+  crew: CrewBundle | null;
+  /** The device key: it signs the journals, and the MCP receipts. */
+  signer: Signer;
+  start(crewId: string, requester: string, input: unknown): Promise<RunFile>;
+  read(runId: string): { run: RunFile; journal: JournalFile } | null;
+  streams: RunStreams;
 }

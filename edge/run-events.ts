@@ -23,6 +23,15 @@ interface ActiveRun {
   records: readonly JournalRecord[];
   live: LiveAnswers;
   subs: Set<Sink>;
+  watchers: Set<Watcher>;
+}
+
+/** What follows a run's records as they are (the MCP endpoint, edge/mcp.ts): each record, each delta, and the drive's end. */
+export interface Watcher {
+  record(rec: JournalRecord): void;
+  delta?(d: StepDelta): void;
+  /** The drive ended (the run finished, or waits, or failed outside the engine). */
+  end(): void;
 }
 
 const recordFrame = (r: JournalRecord) => `event: ${r.kind}\ndata: ${JSON.stringify(r)}\nid: ${r.seq}\n\n`;
@@ -34,7 +43,7 @@ export class RunStreams {
 
   /** A drive starts: `records` is the run's journal as it grows. */
   begin(runId: string, records: readonly JournalRecord[]): void {
-    this.active.set(runId, { records, live: new LiveAnswers(), subs: new Set() });
+    this.active.set(runId, { records, live: new LiveAnswers(), subs: new Set(), watchers: new Set() });
   }
 
   /** A record was appended to the run's journal. */
@@ -43,6 +52,8 @@ export class RunStreams {
     if (a === undefined) return;
     if (rec.kind !== 'intent') a.live.end(rec.step_id);
     const last = rec.kind === 'run_finished';
+    for (const w of a.watchers) w.record(rec);
+    if (a.subs.size === 0) return;
     const frame = recordFrame(rec);
     for (const s of a.subs) s(frame, last);
   }
@@ -52,6 +63,7 @@ export class RunStreams {
     const a = this.active.get(runId);
     if (a === undefined) return;
     a.live.apply(d);
+    for (const w of a.watchers) w.delta?.(d);
     if (a.subs.size === 0) return;
     const frame = deltaFrame(d);
     for (const s of a.subs) s(frame, false);
@@ -63,6 +75,19 @@ export class RunStreams {
     if (a === undefined) return;
     this.active.delete(runId);
     for (const s of a.subs) s('', true);
+    for (const w of a.watchers) w.end();
+  }
+
+  /**
+   * Follows a run being driven: its records so far at once, then each new one, and the drive's end.
+   * Undefined when the run is not being driven here.
+   */
+  watch(runId: string, w: Watcher): (() => void) | undefined {
+    const a = this.active.get(runId);
+    if (a === undefined) return undefined;
+    for (const r of a.records) w.record(r);
+    a.watchers.add(w);
+    return () => a.watchers.delete(w);
   }
 
   /**

@@ -343,7 +343,8 @@ export function permissionGate<A extends GatewayAuth, E extends GatewayEnv<A>>(
 export function envelopeErrors<E extends GatewayEnv<GatewayAuth>>(o: {
   toServiceError?: (err: unknown) => unknown;
   logCause: (correlationId: string, err: unknown, c: Context<E>) => void;
-  challenge: string;
+  /** The challenge of a 401, or how to make it for the request (its protected resource's metadata). */
+  challenge: string | ((c: Context<E>) => string);
 }): ErrorHandler<E> {
   return (err, c) => {
     const e = o.toServiceError ? o.toServiceError(err) : err;
@@ -352,7 +353,8 @@ export function envelopeErrors<E extends GatewayEnv<GatewayAuth>>(o: {
     if (status >= 500 && !(isServiceError(e) && status === 503)) o.logCause(id, err, c);
     const headers: Record<string, string> = {};
     if (isServiceError(e) && e.headers) Object.assign(headers, e.headers);
-    if (status === 401 && !headers['WWW-Authenticate']) headers['WWW-Authenticate'] = o.challenge;
+    if (status === 401 && !headers['WWW-Authenticate'])
+      headers['WWW-Authenticate'] = typeof o.challenge === 'string' ? o.challenge : o.challenge(c);
     return c.json(body, status, headers);
   };
 }
@@ -391,10 +393,13 @@ export const notFoundAnswer: NotFoundHandler = (c) => c.json({ error: 'not_found
 /**
  * The `WWW-Authenticate` challenge of a 401 (`envelopeErrors`' `challenge`):
  * bearer, or a DPoP-bound token with a proof signed by one of the algorithms
- * both hosts accept (core's DPOP_ALGS). `realm` names the host.
+ * both hosts accept (core's DPOP_ALGS). `realm` names the host;
+ * `resourceMetadata` (RFC 9728 §5.1) is where the protected resource's
+ * metadata is, so a client that was refused finds its authorization server.
  */
-export function authChallenge(realm: string): string {
-  return `Bearer realm="${realm}", DPoP algs="${DPOP_ALGS.join(' ')}"`;
+export function authChallenge(realm: string, resourceMetadata?: string): string {
+  const meta = resourceMetadata ? `, resource_metadata="${resourceMetadata}"` : '';
+  return `Bearer realm="${realm}"${meta}, DPoP algs="${DPOP_ALGS.join(' ')}"`;
 }
 
 /** A client address as both hosts compare it: the IPv4-mapped IPv6 prefix stripped, so `::ffff:1.2.3.4` is `1.2.3.4`. */

@@ -3,7 +3,7 @@
  * framework errors (malformed JSON, bad body) as invalid_request, anything
  * else as internal_error with a correlation id (detail goes to the log only).
  */
-import type { ErrorHandler, NotFoundHandler } from 'hono';
+import type { Context, ErrorHandler, NotFoundHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ZodError } from 'zod';
 import { ServiceError, isServiceError } from '../../core/errors.ts';
@@ -25,11 +25,15 @@ export function frameworkError(err: unknown): unknown {
   return err;
 }
 
-/** The app's error handler (runtime/gateway.ts): the envelope on the wire, the cause (5xx) in `log` under the correlation id. */
-export const errorHandler = (log: Logger): ErrorHandler<AppEnv> =>
+/**
+ * The app's error handler (runtime/gateway.ts): the envelope on the wire, the cause (5xx) in `log`
+ * under the correlation id. `challenge` makes a 401's WWW-Authenticate for the request (the OAuth
+ * module's: naming the protected resource metadata of the path asked); default the bare one.
+ */
+export const errorHandler = (log: Logger, challenge: (c: Context<AppEnv>) => string = () => authChallenge('cell')): ErrorHandler<AppEnv> =>
   envelopeErrors<AppEnv>({
     toServiceError: frameworkError,
-    challenge: authChallenge('cell'),
+    challenge,
     logCause: (id, err, c) => log.error('request failed', { correlation_id: id, method: c.req.method, path: c.req.path, error: err }),
   });
 

@@ -48,10 +48,12 @@ export function cellGateway(
     authenticators: readonly Authenticator[];
     /** Paths under the prefix that need no credential (discovery documents). */
     publicPaths: readonly string[];
+    /** Paths outside the prefix that need a credential as the API does (`/mcp`). */
+    protectedPaths: readonly string[];
     onError: ErrorHandler<AppEnv>;
   },
 ): MiddlewareHandler<AppEnv> {
-  const { limits, publicPaths, onError } = o;
+  const { limits, publicPaths, protectedPaths, onError } = o;
   const { rate, trustedProxies, bodyLimitBytes } = core.config;
   const log = accessLog({ log: core.log, metrics: o.metrics, traces: core.traces });
   const takeRate = rateStep<AppEnv>({ ...rate, clock: core.clock, clientIp: (c) => clientIp(c, trustedProxies) });
@@ -79,7 +81,8 @@ export function cellGateway(
   const guard = (c: Context<AppEnv>, hasBody: boolean): void | Promise<void> => {
     const path = c.req.path;
     const api = path === API_PREFIX || path.startsWith(`${API_PREFIX}/`);
-    const authenticated = api && !publicPaths.some((p) => path === p || path.startsWith(p + '/')) ? authenticate(c) : undefined;
+    const guarded = api ? !publicPaths.some((p) => path === p || path.startsWith(p + '/')) : protectedPaths.includes(path);
+    const authenticated = guarded ? authenticate(c) : undefined;
     const afterAuth = () => {
       // After authentication, so an anonymous caller learns nothing but 401.
       const scanned = hasBody ? scanBody(c) : undefined;

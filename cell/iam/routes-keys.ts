@@ -9,6 +9,7 @@ import { invalid, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext, CellCore } from '../context.ts';
 import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
+import { SerializedViews } from '../http/serialized-views.ts';
 import type { CredentialFacts, Iam } from './iam.ts';
 import { keyView, mintKeyTx, revokeKeyTx, rotateKeyTx, type KeyRow } from './keys.ts';
 import { countKeys, listKeys } from './repository.ts';
@@ -128,6 +129,8 @@ async function visibleKey(iam: Iam, auth: AuthContext, id: string, fresh = false
 }
 
 export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): void {
+  // A key by id comes from iam's cache: its view's text is built once per cached row.
+  const keyViews = new SerializedViews((row: KeyRow) => keyView(row));
   const { store, clock } = core;
   app.openapi(
     createRoute({
@@ -245,7 +248,7 @@ export function keyRoutes(app: OpenAPIHono<AppEnv>, core: CellCore, iam: Iam): v
     }),
     async (c) => {
       const row = await visibleKey(iam, c.get('auth'), c.req.valid('param').key_id);
-      return c.json(keyView(row), 200);
+      return keyViews.answer(c, row, undefined, 200);
     },
   );
 

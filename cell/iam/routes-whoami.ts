@@ -12,10 +12,12 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { grants } from '../../core/authority/scopes.ts';
 import { unauthorized } from '../../core/errors.ts';
 import { ALL_PERMISSIONS } from '../../core/permissions.ts';
-import type { AppEnv } from '../context.ts';
+import type { AppEnv, AuthContext } from '../context.ts';
 import { isoTime } from '../../core/iso-time.ts';
 import { IsoTime, authenticatedOnly, errorResponses, json } from '../http/openapi.ts';
+import { SerializedViews } from '../http/serialized-views.ts';
 import type { Iam } from './iam.ts';
+import type { Principal } from './api.ts';
 
 const Whoami = z
   .object({
@@ -60,7 +62,36 @@ const Whoami = z
   })
   .openapi('Whoami');
 
+/** The caller as whoami shows it: a function of the (cached, frozen) authentication context and the principal's row. */
+function whoamiView(auth: AuthContext, p: Principal): z.infer<typeof Whoami> {
+  return {
+    principal: {
+      id: p.id,
+      kind: p.kind,
+      name: p.name,
+      status: p.status,
+      roles: p.roles,
+      created_at: isoTime(p.created_at),
+    },
+    credential: {
+      kind: auth.credential.type,
+      id: auth.credential.id,
+      root: auth.credential.root,
+      client_id: auth.credential.clientId ?? null,
+      rate_limit_rpm: auth.credential.rateLimitRpm ?? null,
+      actors: auth.credential.actors ?? [],
+    },
+    role_permissions: auth.permissions,
+    scopes: auth.scopes,
+    effective_permissions: auth.effective,
+    granted_permissions: ALL_PERMISSIONS.filter((x) => grants(auth.effective, x)),
+    authority: auth.envelope as z.infer<typeof Whoami>['authority'],
+  };
+}
+
 export function whoamiRoutes(app: OpenAPIHono<AppEnv>, iam: Iam): void {
+  // A key's context and its owner's row are cached objects: the answer's text is built once for the pair.
+  const views = new SerializedViews(whoamiView);
   app.openapi(
     createRoute({
       method: 'get',
@@ -78,32 +109,7 @@ export function whoamiRoutes(app: OpenAPIHono<AppEnv>, iam: Iam): void {
       const p = await iam.principal(auth.principal.id);
       // The gateway authenticated it a moment ago; only a purge racing this request removes it.
       if (!p) throw unauthorized('the calling principal no longer exists');
-      return c.json(
-        {
-          principal: {
-            id: p.id,
-            kind: p.kind,
-            name: p.name,
-            status: p.status,
-            roles: p.roles,
-            created_at: isoTime(p.created_at),
-          },
-          credential: {
-            kind: auth.credential.type,
-            id: auth.credential.id,
-            root: auth.credential.root,
-            client_id: auth.credential.clientId ?? null,
-            rate_limit_rpm: auth.credential.rateLimitRpm ?? null,
-            actors: auth.credential.actors ?? [],
-          },
-          role_permissions: auth.permissions,
-          scopes: auth.scopes,
-          effective_permissions: auth.effective,
-          granted_permissions: ALL_PERMISSIONS.filter((x) => grants(auth.effective, x)),
-          authority: auth.envelope as z.infer<typeof Whoami>['authority'],
-        },
-        200,
-      );
+      return views.answer(c, auth, p, 200);
     },
   );
 }

@@ -15,6 +15,7 @@ import type { CellModule } from '../module.ts';
 import type { Runs } from '../runs/api.ts';
 import type { Teams } from '../teams/api.ts';
 import type { Tools } from '../tools/api.ts';
+import { JobEndpoints } from './api.ts';
 import type { JobsContext } from './context.ts';
 import { authorityLapse, disableAuthoredTx, type AuthorityLapse } from './definition-authority.ts';
 import { mountDefinitionRoutes } from './routes-definitions.ts';
@@ -32,6 +33,8 @@ import { migrateLegacyWorkspaces } from './legacy-workspaces.ts';
 import { sealClearWorkspaceSecrets } from './workspace-secrets.ts';
 
 export interface JobsModule extends CellModule {
+  /** Published endpoints, for the MCP endpoint's tools (the face, api.ts). */
+  endpoints: JobEndpoints;
   /** The cron scheduler (tests call `tick()` after moving a manual clock). */
   scheduler: Scheduler;
   /** Whether a definition's author may still act through it: null when yes, else why (the check each fire makes). */
@@ -100,6 +103,7 @@ export function createJobsModule(
   return {
     name: 'jobs',
     scheduler,
+    endpoints: new JobEndpoints(ctx),
     authorityLapse: (d) => authorityLapse(ctx, d),
     routes(app) {
       mountRunRoutes(app, ctx);

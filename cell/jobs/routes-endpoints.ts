@@ -3,11 +3,10 @@
  * /api/public/v1/admin/jobs/endpoints (system.orchestration.admin.read/write),
  * and the invocation `POST /api/public/v1/jobs/endpoints/{endpoint_id}/invoke`
  * (any authenticated caller holding the endpoint's required_scopes; its own
- * rate_limit_rpm). See endpoints.ts for the gates.
+ * rate_limit_rpm). See invoke.ts for the gates.
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { grants } from '../../core/authority/scopes.ts';
-import { ServiceError, invalid, notFound } from '../../core/errors.ts';
+import { notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import type { JobsContext } from './context.ts';
@@ -15,16 +14,10 @@ import * as repo from './repository.ts';
 import { requires } from '../http/authorize.ts';
 import { malformedRequest } from '../../runtime/gateway.ts';
 import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
-import {
-  checkInputSchema,
-  endpointForbidden,
-  endpointView,
-  inputProblems,
-  missingScope,
-  newEndpointId,
-  takeEndpointBudget,
-} from './endpoints.ts';
-import { parseRunSpec, submitJobRun } from './runner.ts';
+import { checkInputSchema } from '../../core/input-schema/check.ts';
+import { endpointView, newEndpointId } from './endpoints.ts';
+import { endpointOr404, endpointRefusal, invokeEndpoint } from './invoke.ts';
+import { parseRunSpec } from './runner.ts';
 import { CreateEndpointSchema, EndpointSchema, RunErrorSchema } from './shapes.ts';
 
 const TAG = 'Job endpoints';
@@ -186,21 +179,12 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
   });
 
   app.openapi(invoke, async (c) => {
-    const e = await repo.endpointById(core.store, c.req.valid('param').endpoint_id);
-    if (!e) throw notFound('endpoint');
+    const e = await endpointOr404(ctx, c.req.valid('param').endpoint_id);
     const auth = c.get('auth');
-    // An endpoint acts on its publisher's authority: only while the publisher is active and may still run jobs.
-    const publisher = await iam.principal(e.created_by);
-    if (publisher?.status !== 'active' || !grants(await iam.permissionsOf(publisher), PERMISSIONS.jobsWrite)) {
-      throw new ServiceError('forbidden', "this endpoint's publisher may no longer run jobs; the endpoint is suspended", {
-        details: { reason: 'publisher_inactive' },
-      });
-    }
-    const lacking = missingScope(e.required_scopes, (s) => grants(auth.effective, s));
-    if (lacking !== undefined) throw endpointForbidden(lacking);
+    const refusal = await endpointRefusal(ctx, auth, e);
+    if (refusal) throw refusal;
     // The caller's own per-key rpm ceiling, as on every protected operation (the first scope is granted: checked above).
     await requires(e.required_scopes[0]!)(c, async () => {});
-    await takeEndpointBudget(c.get('credentialLimits'), e);
     const text = await c.req.text();
     let input: unknown = null;
     if (text.trim() !== '') {
@@ -210,22 +194,7 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
         throw malformedRequest('the body is not JSON');
       }
     }
-    if (e.input_schema) {
-      const problems = inputProblems(e.input_schema, input);
-      if (problems.length) throw invalid("the input does not match the endpoint's input_schema", { reason: 'invalid_input', problems });
-    }
-    const spec = parseRunSpec(ctx, e.job_type, { ...e.spec, input });
-    const {
-      run_id,
-      run: recorded,
-      done,
-    } = await submitJobRun(ctx, {
-      job_type: e.job_type,
-      workspace_id: e.workspace_id,
-      spec,
-      requester: auth.principal.id,
-      source: `endpoint:${e.endpoint_id}`,
-    });
+    const { run_id, run: recorded, done } = await invokeEndpoint(ctx, auth, c.get('credentialLimits'), e, input);
     if (e.mode === 'sync') {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const finished = await Promise.race([

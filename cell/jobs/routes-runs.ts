@@ -6,7 +6,7 @@
  * refused.
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { invalid, notFound } from '../../core/errors.ts';
+import { invalid } from '../../core/errors.ts';
 import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
@@ -23,7 +23,7 @@ import {
 } from '../runs/api.ts';
 import { decideJobApproval, jobPendingApprovals } from './approvals.ts';
 import type { JobsContext } from './context.ts';
-import { boundSingleSpec, parseRunSpec, submitJobRun } from './runner.ts';
+import { boundSingleSpec, cancelJobRun, parseRunSpec, submitJobRun } from './runner.ts';
 import { rerunJob } from './rerun.ts';
 import { CreateRunSchema, JobRunSchema, UnknownRunSchema, type SingleSpec } from './shapes.ts';
 
@@ -216,7 +216,7 @@ const approve = createRoute({
 });
 
 export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void {
-  const { core, iam, runs } = ctx;
+  const { core, runs } = ctx;
   app.openapi(approve, async (c) => {
     const { run_id, step_id } = c.req.valid('param');
     const body = c.req.valid('json');
@@ -277,16 +277,6 @@ export function mountRunRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext): void
 
   app.openapi(cancel, async (c) => {
     const { run_id } = c.req.valid('param');
-    const auth = c.get('auth');
-    const actor = auth.principal.id;
-    const before = await runs.getRun(run_id);
-    // A run acts as its requester: cancelling another's needs managing it (the shared-things rule).
-    if (before) await iam.assertMayActOnOwned(auth, { kind: 'run', id: run_id, ownerId: before.requester }, 'jobs.run.cancel');
-    const run = await runs.requestCancel(run_id, actor);
-    if (!run) throw notFound('run');
-    if (before && before.state !== run.state) {
-      await iam.auditNow({ actor, action: 'jobs.run.cancel', target: run_id, outcome: 'ok', details: { from: before.state } });
-    }
-    return c.json(await runView(ctx, run), 200);
+    return c.json(await runView(ctx, await cancelJobRun(ctx, c.get('auth'), run_id)), 200);
   });
 }

@@ -9,7 +9,7 @@
  * graph.ts to the sandboxed steps of steps.ts, and `single` to the governed
  * catalog (cell/tools).
  */
-import { invalid } from '../../core/errors.ts';
+import { invalid, notFound } from '../../core/errors.ts';
 import type { RunResult, ToolDescriptor, ToolsPort } from '../../core/engine/types.ts';
 import type { AuthContext } from '../context.ts';
 import type { DriveResult, Run, RunError } from '../runs/api.ts';
@@ -128,6 +128,23 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
     () => drove(startJobDrive(ctx, run)),
   );
   return { run_id: run.run_id, run, done };
+}
+
+/**
+ * Cancels a run as the caller (the cancel route's one implementation, and an MCP call the client
+ * cancelled): idempotent, audited `jobs.run.cancel` when it changed the run; 404 when unknown.
+ */
+export async function cancelJobRun(ctx: JobsContext, auth: AuthContext, runId: string): Promise<Run> {
+  const actor = auth.principal.id;
+  const before = await ctx.runs.getRun(runId);
+  // A run acts as its requester: cancelling another's needs managing it (the shared-things rule).
+  if (before) await ctx.iam.assertMayActOnOwned(auth, { kind: 'run', id: runId, ownerId: before.requester }, 'jobs.run.cancel');
+  const run = await ctx.runs.requestCancel(runId, actor);
+  if (!run) throw notFound('run');
+  if (before && before.state !== run.state) {
+    await ctx.iam.auditNow({ actor, action: 'jobs.run.cancel', target: runId, outcome: 'ok', details: { from: before.state } });
+  }
+  return run;
 }
 
 /** Drives a (new or recovered) job run in the background. */

@@ -33,6 +33,8 @@ export interface OAuthApi {
   audience(): string;
   /** The cell's public base URL, from configuration (settled once the cell listens), without a trailing slash. */
   publicBase(): string;
+  /** The WWW-Authenticate challenge of a 401 at `path`: bearer (naming the resource's RFC 9728 metadata) and DPoP. */
+  challenge(path: string): string;
   /** A token for an agent's tool call to a registered protected resource, on behalf of the run's requester (null: not such a URL). */
   delegateForTool(req: ToolDelegationRequest): Promise<ToolDelegation | null>;
   /** The registered protected resource (`--protected-resource`) a URL falls under (the resource itself, or below it), or null. */

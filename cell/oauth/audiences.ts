@@ -16,7 +16,9 @@
 import type { CellCore } from '../context.ts';
 import { SerialLoad } from './internal/serial.ts';
 import * as repo from './repository.ts';
-import { audienceOf } from './settings.ts';
+import { audienceOf, MCP_PATH, mcpAudienceOf } from './settings.ts';
+
+const API_PATH = '/api/public/v1';
 
 export class GroupAudiences {
   #members: ReadonlySet<string> = new Set();
@@ -32,6 +34,20 @@ export class GroupAudiences {
   /** Whether a token for `aud` is for this group's API. */
   accepts(aud: string): boolean {
     return aud === this.own() || this.#members.has(aud);
+  }
+
+  /** This cell's MCP endpoint as an audience (`<public URL>/mcp`). */
+  ownMcp(): string {
+    return mcpAudienceOf(this.core.config);
+  }
+
+  /**
+   * Whether a token for `aud` is for the MCP endpoint of a member (its `/mcp` beside its
+   * `/api/public/v1`): each member serves /mcp at the public URL whose API it recorded.
+   */
+  acceptsMcp(aud: string): boolean {
+    if (aud === this.ownMcp()) return true;
+    return aud.endsWith(MCP_PATH) && this.accepts(`${aud.slice(0, -MCP_PATH.length)}${API_PATH}`);
   }
 
   /** Records this cell's audience (at start, once its public URL is known), then reads the group's. */

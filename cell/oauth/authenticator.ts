@@ -39,7 +39,8 @@ import type { Principal } from '../iam/api.ts';
 import { getClient } from './clients.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { isDenied, TABLES } from './repository.ts';
-import { OAUTH, publicBase } from './settings.ts';
+import { MCP_PATH, OAUTH, publicBase } from './settings.ts';
+import { resourceMetadataUrl } from './protected-resource.ts';
 
 /** A token subject as the cell knows it: the judge's view plus the principal itself. */
 export interface CellTokenSubject extends TokenSubject {
@@ -55,6 +56,16 @@ export type CellTokenJudge = (token: string, facts: TokenRequestFacts | NoReques
 export function cellTokenJudge(ctx: OAuthContext): CellTokenJudge {
   const accepts = (aud: string) => ctx.audiences.accepts(aud);
   return judgeFor(ctx, () => accepts, ctx.verified);
+}
+
+/**
+ * The same judgement for a token presented at the cell's MCP endpoint: its audience must be the
+ * endpoint (RFC 8707, as MCP requires of a server: a token for the API is not one for /mcp, nor the
+ * reverse), with a verified-token cache of its own.
+ */
+export function cellMcpTokenJudge(ctx: OAuthContext): CellTokenJudge {
+  const accepts = (aud: string) => ctx.audiences.acceptsMcp(aud);
+  return judgeFor(ctx, () => accepts, ctx.verifiedMcp);
 }
 
 /**
@@ -148,15 +159,20 @@ function authOf(v: Extract<CellTokenVerdict, { ok: true }>): AuthContext {
 }
 
 export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
-  const judge = cellTokenJudge(ctx);
+  const judgeApi = cellTokenJudge(ctx);
+  const judgeMcp = cellMcpTokenJudge(ctx);
   // A stream's recheck (below): no verified-token cache, and the denylist asked of the store too, since
   // the mirror learns another cell's revocation only after the notification that prompts the recheck.
-  const rejudge = judgeFor(
-    ctx,
-    () => (aud: string) => ctx.audiences.accepts(aud),
-    undefined,
-    async (jti) => ctx.denylist.inMirror(jti) || (await isDenied(ctx.core.store, jti)),
-  );
+  // Its audience is the one of the path, as when the request was accepted.
+  const rejudgeFor = (accepts: (aud: string) => boolean) =>
+    judgeFor(
+      ctx,
+      () => accepts,
+      undefined,
+      async (jti) => ctx.denylist.inMirror(jti) || (await isDenied(ctx.core.store, jti)),
+    );
+  const rejudgeApi = rejudgeFor((aud) => ctx.audiences.accepts(aud));
+  const rejudgeMcp = rejudgeFor((aud) => ctx.audiences.acceptsMcp(aud));
   const { config, clock } = ctx.core;
   return {
     name: 'oauth_jwt',
@@ -164,6 +180,8 @@ export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
     tables: [TABLES.denylist, TABLES.clients, TABLES.signingKeys],
     async authenticate({ scheme, token }, c: Context<AppEnv>) {
       if (!looksLikeJwt(token)) return null;
+      const mcp = c.req.path === MCP_PATH;
+      const judge = mcp ? judgeMcp : judgeApi;
       const v = await judge(token, {
         scheme,
         method: c.req.method,
@@ -172,14 +190,14 @@ export function jwtAuthenticator(ctx: OAuthContext): Authenticator {
         certThumbprint: () => verifiedLeafThumbprint(c.env?.incoming?.socket),
         now: clock.now(),
       });
-      if (!v.ok) throw tokenRefusal(v, scheme, { realm: 'cell' });
+      if (!v.ok) throw tokenRefusal(v, scheme, { realm: 'cell', resourceMetadata: resourceMetadataUrl(config, c.req.path) });
       return authOf(v);
     },
     // The proof and the certificate were judged when the request was accepted (a proof is single-use).
-    async recheck({ scheme, token }) {
+    async recheck({ scheme, token }, c: Context<AppEnv>) {
       if (!looksLikeJwt(token)) return null;
-      const v = await rejudge(token, { now: clock.now() });
-      if (!v.ok) throw tokenRefusal(v, scheme, { realm: 'cell' });
+      const v = await (c.req.path === MCP_PATH ? rejudgeMcp : rejudgeApi)(token, { now: clock.now() });
+      if (!v.ok) throw tokenRefusal(v, scheme, { realm: 'cell', resourceMetadata: resourceMetadataUrl(config, c.req.path) });
       return authOf(v);
     },
   };

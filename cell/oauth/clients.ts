@@ -28,7 +28,15 @@ export const GRANT_CLIENT_CREDENTIALS = 'client_credentials';
 export const GRANT_AUTHORIZATION_CODE = 'authorization_code';
 export const GRANT_DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code';
 export const GRANT_TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
-export const GRANT_TYPES = [GRANT_CLIENT_CREDENTIALS, GRANT_AUTHORIZATION_CODE, GRANT_DEVICE_CODE, GRANT_TOKEN_EXCHANGE] as const;
+/** Refresh tokens (RFC 6749 §6) follow an authorization code, for clients registered with this grant too (refresh.ts). */
+export const GRANT_REFRESH_TOKEN = 'refresh_token';
+export const GRANT_TYPES = [
+  GRANT_CLIENT_CREDENTIALS,
+  GRANT_AUTHORIZATION_CODE,
+  GRANT_DEVICE_CODE,
+  GRANT_TOKEN_EXCHANGE,
+  GRANT_REFRESH_TOKEN,
+] as const;
 
 /** The client authentication methods this cell accepts: `tls_client_auth` only with a client CA (`serve --client-ca`). */
 export function clientAuthMethods(config: { clientCertificates: boolean }): repo.AuthMethod[] {
@@ -43,6 +51,12 @@ export async function getClient(ctx: OAuthContext, clientId: string): Promise<re
   const r = await repo.clientById(ctx.core.store, clientId);
   ctx.clients.set(clientId, r ?? null, gen);
   return r;
+}
+
+/** Whether `name` is a built-in client's (the console's), however spelled: case, spaces and punctuation ignored. */
+export async function takesBuiltInName(ctx: OAuthContext, name: string): Promise<boolean> {
+  const key = (n: string) => n.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, '');
+  return (await repo.builtInClientNames(ctx.core.store)).some((n) => key(n) === key(name));
 }
 
 /** Public view of a client (`OAuthClient`): never its hash, the secret only when just registered or rotated. */

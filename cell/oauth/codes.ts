@@ -17,6 +17,8 @@ export interface CodeGrant {
   redirectUri: string;
   scope: string[];
   codeChallenge: string;
+  /** The audience the authorization request named (RFC 8707), consented to with the scopes; null: none named. */
+  resource: string | null;
 }
 
 export async function createCode(ctx: OAuthContext, g: CodeGrant): Promise<string> {
@@ -30,6 +32,7 @@ export async function createCode(ctx: OAuthContext, g: CodeGrant): Promise<strin
       redirect_uri: g.redirectUri,
       scope: g.scope,
       code_challenge: g.codeChallenge,
+      resource: g.resource,
       created_at: now,
       expires_at: now + OAUTH.codeTtlSeconds * 1000,
     }),
@@ -48,7 +51,7 @@ export async function redeemCode(
   clientId: string,
   redirectUri: string | undefined,
   verifier: string | undefined,
-): Promise<{ grant: CodeGrant; recordIssued(jti: string, exp: number): Promise<void> }> {
+): Promise<{ grant: CodeGrant; recordIssued(jti: string, exp: number, family?: { jti: string; exp: number }): Promise<void> }> {
   const { core, iam, denylist } = ctx;
   if (!code || code.length > 200) throw new OAuthError('invalid_grant', 'unknown authorization code');
   const hash = hashSecret(code);
@@ -86,9 +89,11 @@ export async function redeemCode(
       redirectUri: row.redirect_uri,
       scope: row.scope,
       codeChallenge: row.code_challenge,
+      resource: row.resource,
     },
-    async recordIssued(jti, exp) {
-      await core.store.write((tx) => repo.setCodeIssued(tx, hash, [{ jti, exp }]));
+    async recordIssued(jti, exp, family) {
+      // A second redemption revokes these: the access token, and the refresh family (the root of what it gives).
+      await core.store.write((tx) => repo.setCodeIssued(tx, hash, family ? [{ jti, exp }, family] : [{ jti, exp }]));
     },
   };
 }

@@ -18,6 +18,7 @@
  * `may_act` binds every later hop (the issued token carries it on), and a
  * SAT's may_act names an active principal (cell/oauth/routes-admin.ts).
  */
+import { isRegisteredClientId } from '../../core/tokens/judge.ts';
 import type { Context } from 'hono';
 import { actClaimOf, actorsOf, linksOf, MAX_LINKS, mayActOf } from '../../core/tokens/delegation.ts';
 import { rootOf } from '../../core/tokens/judge.ts';
@@ -91,7 +92,7 @@ function linksFrom(claims: AccessTokenClaims): string[] {
   return [
     `token:${claims.jti}`,
     rootOf(claims),
-    ...(claims.client_id.startsWith('ocl_') ? [`client:${claims.client_id}`] : []),
+    ...(isRegisteredClientId(claims.client_id) ? [`client:${claims.client_id}`] : []),
     ...linksOf(claims.links),
   ];
 }

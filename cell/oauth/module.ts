@@ -18,7 +18,7 @@ import { GroupAudiences } from './audiences.ts';
 import { GroupIssuers } from './issuers.ts';
 import { GroupReplayCache } from './replay.ts';
 import type { GroupClock } from '../cluster/api.ts';
-import type { CellCore } from '../context.ts';
+import { sharedNow, type CellCore } from '../context.ts';
 import type { Custody } from '../custody/api.ts';
 import type { Iam } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
@@ -29,7 +29,7 @@ import { ensureBuiltInClient } from './builtin-clients.ts';
 import { getClient } from './clients.ts';
 import { Denylist } from './denylist.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { allClientIds, TABLES } from './repository.ts';
+import { allClientIds, deleteExpiredRefresh, TABLES } from './repository.ts';
 import { adminRoutes } from './routes-admin.ts';
 import { clientRoutes } from './routes-clients.ts';
 import { metadataRoutes } from './routes-metadata.ts';
@@ -37,8 +37,11 @@ import { pageRoutes } from './routes-pages.ts';
 import { protocolRoutes } from './routes-protocol.ts';
 import { audienceOf, issuerOf, OAUTH, publicBase } from './settings.ts';
 import { protectedResourceOf, toolDelegator } from './tool-delegation.ts';
+import { challengeFor } from './protected-resource.ts';
 import { SigningKeys } from './signing-keys.ts';
 import { reloadFollower, type ReloadFollower } from './internal/follower.ts';
+import { ClientDocuments } from './client-metadata.ts';
+import type { Dispatcher } from 'undici';
 
 export interface OAuthDeps {
   iam: Iam;
@@ -54,6 +57,11 @@ export interface OAuthDeps {
    * module built after this one.
    */
   deviceExists: (deviceId: string) => Promise<boolean>;
+  /**
+   * How the cell reaches a client's metadata document: the network floor the tools module's
+   * egress stands on (no private address unless allowed; cell/server.ts hands it over).
+   */
+  egress: Dispatcher;
 }
 
 export interface OAuthModule extends CellModule {
@@ -72,6 +80,7 @@ export async function createOAuthModule(core: CellCore, deps: OAuthDeps): Promis
   const unsubscribe = followChanges(ctx, follower);
   const close = () => {
     unsubscribe();
+    void ctx.documents.dispatcher.close();
     ctx.clients.close();
     ctx.denylist.close();
     follower.halt();
@@ -118,7 +127,10 @@ function oauthContext(core: CellCore, deps: OAuthDeps, groupReplay: GroupReplayC
     audiences: new GroupAudiences(core),
     issuers: new GroupIssuers(core),
     verified: new VerifiedTokenCache(OAUTH.verifiedCacheSize),
+    verifiedMcp: new VerifiedTokenCache(OAUTH.verifiedCacheSize),
     clients: new ChangeCache(core.store, [TABLES.clients], OAUTH.clientCacheSize),
+    // Client metadata documents come through the network floor tools use (no private address unless allowed).
+    documents: new ClientDocuments(deps.egress),
   };
 }
 
@@ -152,6 +164,7 @@ function oauthApi(ctx: OAuthContext): OAuthApi {
     acceptedIssuers: () => ctx.issuers.accepted(),
     audience: () => audienceOf(config),
     publicBase: () => publicBase(config),
+    challenge: (path) => challengeFor(config, path),
     keyring: () => ctx.keys.current(),
     refreshKeyring: () => ctx.keys.reload(),
     judgeToken: (token, facts) => judge(token, facts),
@@ -166,16 +179,19 @@ function oauthApi(ctx: OAuthContext): OAuthApi {
 }
 
 /**
- * The module's timers: the sweep (expired revocations dropped, then the keyring, denylist and
- * issuers read again, a safety net for whatever a notification missed) and, on PostgreSQL, the
- * pruning of the group's DPoP proofs. Both drop what the group shares, judged on the database's
+ * The module's timers: the sweep (expired revocations and refresh token families dropped, then
+ * the keyring, denylist and issuers read again, a safety net for whatever a notification missed)
+ * and, on PostgreSQL, the pruning of the group's DPoP proofs. Both drop what the group shares, judged on the database's
  * clock, and only while this cell stands: a member whose clock is beyond the bound writes nothing
  * in the background (issue 36, finding 13). Returns what stops them.
  */
 function startTimers(ctx: OAuthContext, groupReplay: GroupReplayCache | null, standing: Pick<GroupClock, 'trusted'>): () => void {
   const { core } = ctx;
   const sweep = async () => {
-    if (standing.trusted()) await ctx.denylist.sweep();
+    if (standing.trusted()) {
+      await ctx.denylist.sweep();
+      await core.store.write((tx) => deleteExpiredRefresh(tx, sharedNow(core)));
+    }
     await ctx.denylist.reload();
     await ctx.keys.reload();
     await ctx.issuers.reload();

@@ -13,6 +13,7 @@ import type { GroupAudiences } from './audiences.ts';
 import type { GroupIssuers } from './issuers.ts';
 import type { Denylist } from './denylist.ts';
 import type { ClientRecord } from './repository.ts';
+import type { ClientDocuments } from './client-metadata.ts';
 import type { SigningKeys } from './signing-keys.ts';
 
 export interface OAuthContext {
@@ -40,6 +41,10 @@ export interface OAuthContext {
   readonly issuers: GroupIssuers;
   /** Claims of tokens for the cell's own API whose signature and claims verified, by token, until their exp (tokens are immutable). */
   readonly verified: VerifiedTokenCache;
+  /** The same for tokens presented at the MCP endpoint (their audience is /mcp: one cache belongs to one audience). */
+  readonly verifiedMcp: VerifiedTokenCache;
   /** Registered clients by id (null: no such client); every write to oauth_clients, on any cell of the group, empties it. */
   readonly clients: ChangeCache<string, ClientRecord | null>;
+  /** Client ID Metadata Documents fetched lately (cell/oauth/client-metadata.ts), through the egress floor. */
+  readonly documents: ClientDocuments;
 }

@@ -20,7 +20,9 @@ export type OAuthErrorCode =
   | 'authorization_pending'
   | 'slow_down'
   | 'access_denied'
-  | 'expired_token';
+  | 'expired_token'
+  | 'invalid_redirect_uri'
+  | 'invalid_client_metadata';
 
 export class OAuthError extends Error {
   constructor(
@@ -60,8 +62,10 @@ export const OAuthErrorSchema = z
         'slow_down',
         'access_denied',
         'expired_token',
+        'invalid_redirect_uri',
+        'invalid_client_metadata',
       ])
-      .openapi({ description: 'RFC 6749 / 8628 / 8707 / 9449 error code: branch on this' }),
+      .openapi({ description: 'RFC 6749 / 7591 / 8628 / 8707 / 9449 error code: branch on this' }),
     error_description: z.string(),
     message: z.string().openapi({ description: 'Same text as error_description (the service envelope field)' }),
   })

@@ -19,6 +19,7 @@ export const TABLES = {
   audiences: 'oauth_audiences',
   issuers: 'oauth_issuers',
   dpopProofs: 'oauth_dpop_proofs',
+  refreshTokens: 'oauth_refresh_tokens',
 } as const;
 
 function oneOf<T extends string>(values: readonly T[], v: string, what: string): T {
@@ -129,6 +130,11 @@ export async function builtInClientNames(db: Reader): Promise<string[]> {
   return (await db.all("SELECT name FROM oauth_clients WHERE created_by = 'system' ORDER BY name")).map((r) => str(r, 'name'));
 }
 
+/** How many clients one registrant made (`created_by`: a principal, `system`, `dynamic-registration`, …). */
+export async function countClientsCreatedBy(db: Reader, createdBy: string): Promise<number> {
+  return count(await db.get('SELECT COUNT(*) AS n FROM oauth_clients WHERE created_by = ?', [createdBy]));
+}
+
 export async function countClients(db: Reader): Promise<number> {
   return count(await db.get('SELECT COUNT(*) AS n FROM oauth_clients'));
 }
@@ -150,6 +156,34 @@ export async function insertClient(tx: Tx, c: ClientRecord): Promise<void> {
   ]);
 }
 
+/**
+ * Writes (or rewrites) a client described by its own metadata document: `none` authentication, no
+ * subject, `created_by` = `createdBy`. A row of that id made otherwise is never touched; returns
+ * whether one was written.
+ */
+export async function upsertDocumentClient(
+  tx: Tx,
+  c: Pick<ClientRecord, 'client_id' | 'name' | 'redirect_uris' | 'grant_types' | 'scope' | 'created_at' | 'created_by'>,
+): Promise<boolean> {
+  const r = await tx.run(
+    `INSERT INTO oauth_clients (${CLIENT_COLUMNS})
+     VALUES (?, ?, NULL, 'none', ?, ?, ?, NULL, NULL, ?, ?, NULL)
+     ON CONFLICT (client_id) DO UPDATE SET name = excluded.name, redirect_uris = excluded.redirect_uris,
+       grant_types = excluded.grant_types, scope = excluded.scope
+     WHERE oauth_clients.created_by = excluded.created_by`,
+    [
+      c.client_id,
+      c.name,
+      JSON.stringify(c.redirect_uris),
+      JSON.stringify(c.grant_types),
+      JSON.stringify(c.scope),
+      c.created_at,
+      c.created_by,
+    ],
+  );
+  return r.changes > 0;
+}
+
 /** Replaces a client's secret hash (a rotation). */
 export async function setClientSecretHash(tx: Tx, clientId: string, secretHash: string): Promise<void> {
   await tx.run('UPDATE oauth_clients SET secret_hash = ? WHERE client_id = ?', [secretHash, clientId]);
@@ -158,6 +192,7 @@ export async function setClientSecretHash(tx: Tx, clientId: string, secretHash: 
 /** Deletes a client with its pending authorization codes and device codes; returns how many of each went. */
 export async function deleteClient(tx: Tx, clientId: string): Promise<{ codes: number; deviceCodes: number }> {
   const codes = (await tx.run('DELETE FROM oauth_codes WHERE client_id = ?', [clientId])).changes;
+  await tx.run('DELETE FROM oauth_refresh_tokens WHERE client_id = ?', [clientId]);
   const deviceCodes = (await tx.run('DELETE FROM oauth_device_codes WHERE client_id = ?', [clientId])).changes;
   await tx.run('DELETE FROM oauth_clients WHERE client_id = ?', [clientId]);
   return { codes, deviceCodes };
@@ -297,9 +332,12 @@ export interface CodeRow {
   expires_at: number;
   used_at: number | null;
   issued: IssuedToken[];
+  /** The audience the authorization request named (RFC 8707), as its canonical form; null: none named. */
+  resource: string | null;
 }
 
-const CODE_COLUMNS = 'code_hash, client_id, subject_id, redirect_uri, scope, code_challenge, created_at, expires_at, used_at, issued';
+const CODE_COLUMNS =
+  'code_hash, client_id, subject_id, redirect_uri, scope, code_challenge, created_at, expires_at, used_at, issued, resource';
 
 function issuedList(v: unknown): IssuedToken[] {
   if (!Array.isArray(v) || !v.every((t) => typeof t === 'object' && t !== null && typeof t.jti === 'string' && typeof t.exp === 'number')) {
@@ -320,11 +358,12 @@ function decodeCode(r: Row): CodeRow {
     expires_at: num(r, 'expires_at'),
     used_at: numOrNull(r, 'used_at'),
     issued: json(r, 'issued', issuedList),
+    resource: strOrNull(r, 'resource'),
   };
 }
 
 export async function insertCode(tx: Tx, c: Omit<CodeRow, 'used_at' | 'issued'>): Promise<void> {
-  await tx.run(`INSERT INTO oauth_codes (${CODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)`, [
+  await tx.run(`INSERT INTO oauth_codes (${CODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)`, [
     c.code_hash,
     c.client_id,
     c.subject_id,
@@ -334,6 +373,7 @@ export async function insertCode(tx: Tx, c: Omit<CodeRow, 'used_at' | 'issued'>)
     c.created_at,
     c.expires_at,
     '[]',
+    c.resource,
   ]);
 }
 
@@ -479,4 +519,76 @@ export async function sessionByHash(db: Reader, idHash: string): Promise<Session
 
 export async function deleteSession(tx: Tx, idHash: string): Promise<void> {
   await tx.run('DELETE FROM oauth_sessions WHERE id_hash = ?', [idHash]);
+}
+
+// ---------------------------------------------------------------- refresh tokens
+
+export interface RefreshRow {
+  token_hash: string;
+  /** The grant this token rotates within: one consent; the root (`token:<family>`) of the access tokens it gives. */
+  family: string;
+  client_id: string;
+  subject_id: string;
+  scope: string[];
+  audience: string;
+  /** RFC 9449 §5: the DPoP key the family is bound to (a public client's refresh tokens are). */
+  jkt: string | null;
+  created_at: number;
+  expires_at: number;
+  family_expires_at: number;
+  used_at: number | null;
+}
+
+const REFRESH_COLUMNS =
+  'token_hash, family, client_id, subject_id, scope, audience, jkt, created_at, expires_at, family_expires_at, used_at';
+
+function decodeRefresh(r: Row): RefreshRow {
+  return {
+    token_hash: str(r, 'token_hash'),
+    family: str(r, 'family'),
+    client_id: str(r, 'client_id'),
+    subject_id: str(r, 'subject_id'),
+    scope: json(r, 'scope', stringArray),
+    audience: str(r, 'audience'),
+    jkt: strOrNull(r, 'jkt'),
+    created_at: num(r, 'created_at'),
+    expires_at: num(r, 'expires_at'),
+    family_expires_at: num(r, 'family_expires_at'),
+    used_at: numOrNull(r, 'used_at'),
+  };
+}
+
+export async function insertRefresh(tx: Tx, r: Omit<RefreshRow, 'used_at'>): Promise<void> {
+  await tx.run(`INSERT INTO oauth_refresh_tokens (${REFRESH_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`, [
+    r.token_hash,
+    r.family,
+    r.client_id,
+    r.subject_id,
+    JSON.stringify(r.scope),
+    r.audience,
+    r.jkt,
+    r.created_at,
+    r.expires_at,
+    r.family_expires_at,
+  ]);
+}
+
+export async function refreshByHash(db: Reader, hash: string): Promise<RefreshRow | undefined> {
+  const r = await db.get(`SELECT ${REFRESH_COLUMNS} FROM oauth_refresh_tokens WHERE token_hash = ?`, [hash]);
+  return r ? decodeRefresh(r) : undefined;
+}
+
+/** Marks an unused refresh token used; false when it was used already (a reuse, or a race lost). */
+export async function claimRefresh(tx: Tx, hash: string, at: number): Promise<boolean> {
+  return (await tx.run('UPDATE oauth_refresh_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL', [at, hash])).changes === 1;
+}
+
+/** Ends a family: every token of it marked used (none refreshes again). */
+export async function endRefreshFamily(tx: Tx, family: string, at: number): Promise<void> {
+  await tx.run('UPDATE oauth_refresh_tokens SET used_at = ? WHERE family = ? AND used_at IS NULL', [at, family]);
+}
+
+/** Drops the tokens of families that expired before `now` (ms); returns how many. */
+export async function deleteExpiredRefresh(tx: Tx, now: DbNow): Promise<number> {
+  return (await tx.run(`DELETE FROM oauth_refresh_tokens WHERE family_expires_at < ${now.sql}`, now.params)).changes;
 }

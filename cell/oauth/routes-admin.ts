@@ -12,10 +12,19 @@ import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery,
 import { hashSecret } from '../../core/apikey/hash.ts';
 import type { Iam } from '../iam/api.ts';
 import { newId } from '../ids.ts';
-import { AUTH_METHODS, clientView, GRANT_CLIENT_CREDENTIALS, GRANT_TOKEN_EXCHANGE, GRANT_TYPES, type ClientRecord } from './clients.ts';
+import {
+  AUTH_METHODS,
+  clientView,
+  takesBuiltInName,
+  GRANT_CLIENT_CREDENTIALS,
+  GRANT_REFRESH_TOKEN,
+  GRANT_TOKEN_EXCHANGE,
+  GRANT_TYPES,
+  type ClientRecord,
+} from './clients.ts';
 import { issueAccessToken, randomToken } from './issue.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { builtInClientNames, countClients, insertClient, listClients } from './repository.ts';
+import { countClients, insertClient, listClients } from './repository.ts';
 import { audienceFor } from './resource.ts';
 import { OAUTH } from './settings.ts';
 
@@ -128,11 +137,12 @@ export function adminRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
       const b = c.req.valid('json');
       const scope = normalize(b.scope);
       // A client named like one of the cell's own (the console) would borrow its trust on the consent screen.
-      const nameKey = (n: string) => n.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, '');
-      if ((await builtInClientNames(core.store)).some((n) => nameKey(n) === nameKey(b.name))) {
+      if (await takesBuiltInName(ctx, b.name)) {
         throw conflict(`'${b.name}' is the name of a built-in client`, { reason: 'builtin_client_name' });
       }
       const needsRedirect = b.grant_types.includes('authorization_code');
+      if (b.grant_types.includes(GRANT_REFRESH_TOKEN) && !needsRedirect)
+        throw invalid('refresh_token follows an authorization code: register authorization_code too');
       if (needsRedirect && b.redirect_uris.length === 0) throw invalid('authorization_code clients need redirect_uris');
       for (const u of b.redirect_uris) {
         if (u.includes('#')) throw invalid('redirect_uris must not contain a fragment');

@@ -10,12 +10,12 @@
  * so a narrow credential can neither take over nor lock out a wider client.
  * Built-in clients (the console's) are the cell's own: 409 `builtin_client`.
  *
- * Deleting a client removes its pending authorization and device codes in
- * the same transaction; the tokens it was issued stop verifying at once, on
- * the bearer path and in introspection, because the one token judge asks
- * whether the client still exists (core/tokens/judge.ts `clientExists`,
- * through the client cache every write to oauth_clients empties). There are
- * no refresh tokens (docs/oauth.md).
+ * Deleting a client removes its pending authorization and device codes and
+ * its refresh tokens in the same transaction; the tokens it was issued stop
+ * verifying at once, on the bearer path and in introspection, because the
+ * one token judge asks whether the client still exists (core/tokens/judge.ts
+ * `clientExists`, through the client cache every write to oauth_clients
+ * empties).
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { hashSecret } from '../../core/apikey/hash.ts';
@@ -122,7 +122,7 @@ export function clientRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void 
       summary: 'Delete an OAuth client: its tokens stop verifying at once, its pending codes are gone',
       description:
         'Every access token issued to the client is refused from now on, on the bearer path (401 `revoked`) and in introspection (`{"active":false}`); ' +
-        "its unredeemed authorization codes and device codes are deleted. The caller must manage the client's subject and hold its whole scope " +
+        "its unredeemed authorization codes, device codes and refresh tokens are deleted. The caller must manage the client's subject and hold its whole scope " +
         '(403 `wider_than_caller`, audited); built-in clients cannot be deleted (409 `builtin_client`).',
       ...secured(PERMISSIONS.oauthClientsWrite),
       request: { params: ClientId },

@@ -1,5 +1,7 @@
 /**
- * RFC 8414 metadata and the published signing keys. Public: no credential.
+ * RFC 8414 metadata, RFC 9728 protected resource metadata of the API and of
+ * /mcp (protected-resource.ts), and the published signing keys. Public: no
+ * credential.
  * RFC 8705 (tls_client_auth, certificate-bound tokens, the mTLS endpoint
  * aliases) is advertised only by a cell that verifies client certificates
  * (`serve --client-ca`): elsewhere no client could use it.
@@ -10,9 +12,11 @@ import { ALL_PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import { errorResponses } from '../http/openapi.ts';
 import { clientAuthMethods, GRANT_TYPES } from './clients.ts';
+import { documentsEnabled } from './client-metadata.ts';
 import { mountRaw } from './form.ts';
 import type { OAuthContext } from './oauth-context.ts';
-import { issuerOf, publicBase } from './settings.ts';
+import { issuerOf, MCP_PATH, publicBase } from './settings.ts';
+import { PRM_PATH, protectedResourceMetadata } from './protected-resource.ts';
 
 export function metadata(ctx: OAuthContext) {
   const { config } = ctx.core;
@@ -47,6 +51,9 @@ export function metadata(ctx: OAuthContext) {
     revocation_endpoint_auth_methods_supported: methods,
     dpop_signing_alg_values_supported: [...DPOP_ALGS],
     authorization_response_iss_parameter_supported: true,
+    // MCP clients name themselves by URL (a metadata document), or register (RFC 7591) when the operator allows it.
+    client_id_metadata_document_supported: documentsEnabled(config),
+    ...(config.dynamicRegistration ? { registration_endpoint: `${base}/oauth/register` } : {}),
     ...mtls,
     scopes_supported: ['*', ...ALL_PERMISSIONS],
     service_documentation: `${base}/api/public/v1/docs`,
@@ -69,6 +76,27 @@ export function metadataRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
     }),
     (c) => c.json(metadata(ctx), 200, { 'Cache-Control': 'max-age=300' }),
   );
+
+  for (const which of ['api', 'mcp'] as const) {
+    mountRaw(
+      app,
+      createRoute({
+        method: 'get',
+        path: `${PRM_PATH}${which === 'mcp' ? MCP_PATH : '/api/public/v1'}`,
+        tags: ['OAuth'],
+        'x-status': 'Live',
+        summary:
+          which === 'mcp'
+            ? 'Protected resource metadata (RFC 9728) of the MCP endpoint /mcp: its resource, authorization server, scopes and bindings'
+            : 'Protected resource metadata (RFC 9728) of the API: its resource, authorization server, scopes and bindings',
+        responses: {
+          200: { description: 'Metadata', content: { 'application/json': { schema: { type: 'object' as const } } } },
+          ...errorResponses(),
+        },
+      }),
+      (c) => c.json(protectedResourceMetadata(ctx.core.config, which), 200, { 'Cache-Control': 'max-age=300' }),
+    );
+  }
 
   mountRaw(
     app,

@@ -9,6 +9,8 @@ import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { AppEnv } from '../context.ts';
 import { getClient, GRANT_AUTHORIZATION_CODE, type ClientRecord } from './clients.ts';
+import { DOCUMENT_CLIENT, resolveClient } from './client-metadata.ts';
+import { SELF_REGISTERED } from './registration.ts';
 import { createCode } from './codes.ts';
 import { decideUserCode, normalizeUserCode, pendingByUserCode } from './device.ts';
 import { formBody, readForm } from './form.ts';
@@ -16,6 +18,7 @@ import { esc, hidden, page, scopeList } from './html.ts';
 import { isOAuthError } from './oauth-error.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { narrowScope, parseScope } from './scope.ts';
+import { audienceFor } from './resource.ts';
 import { issuerOf } from './settings.ts';
 import { createSession, csrfMatches, currentSession, endSession, loginCsrf, LOGIN_CSRF_COOKIE } from './sessions.ts';
 import { getCookie } from 'hono/cookie';
@@ -48,6 +51,8 @@ interface AuthzRequest {
   state: string | undefined;
   codeChallenge: string;
   scope: string[];
+  /** The audience the request named (RFC 8707), canonical; null: none named (the cell's API). */
+  resource: string | null;
 }
 
 /** Errors the user sees on our page (the client or redirect_uri cannot be trusted) vs errors sent back to the client. */
@@ -61,7 +66,7 @@ function redirectWith(ctx: OAuthContext, redirectUri: string, params: Record<str
 }
 
 async function checkAuthorizationRequest(ctx: OAuthContext, q: Record<string, string | undefined>): Promise<Checked> {
-  const client = q['client_id'] ? await getClient(ctx, q['client_id']) : undefined;
+  const client = q['client_id'] ? await resolveClient(ctx, q['client_id']) : undefined;
   if (!client?.grant_types.includes(GRANT_AUTHORIZATION_CODE))
     return { ok: false, page: 'Unknown client, or a client that may not use the authorization code flow.' };
   const redirectUri = q['redirect_uri'];
@@ -84,10 +89,23 @@ async function checkAuthorizationRequest(ctx: OAuthContext, q: Record<string, st
     if (isOAuthError(e)) return back('invalid_scope', e.description);
     throw e;
   }
-  return { ok: true, req: { client, redirectUri, state, codeChallenge: challenge, scope } };
+  // RFC 8707 §2: the resource the token will be for is checked here and consented to with the scopes.
+  const resource = q['resource'] === undefined ? null : await audienceFor(ctx, q['resource']);
+  if (resource === null && q['resource'] !== undefined)
+    return back('invalid_target', "resource must be this cell's API or MCP endpoint, or a resource it issues tokens for");
+  return { ok: true, req: { client, redirectUri, state, codeChallenge: challenge, scope, resource } };
 }
 
-const AUTHZ_PARAMS = ['client_id', 'redirect_uri', 'response_type', 'scope', 'state', 'code_challenge', 'code_challenge_method'] as const;
+const AUTHZ_PARAMS = [
+  'client_id',
+  'redirect_uri',
+  'response_type',
+  'scope',
+  'state',
+  'code_challenge',
+  'code_challenge_method',
+  'resource',
+] as const;
 
 export function pageRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): void {
   const { iam } = ctx;
@@ -212,7 +230,9 @@ ${hidden({ csrf, return_to: returnTo })}
         page(
           'Approve access',
           `<p>Signed in as <b id="who">${esc(s.principal.name)}</b>.</p>
-<p><b id="client">${esc(req.client.name)}</b> asks for these permissions:</p>
+<p><b id="client">${esc(req.client.name)}</b> asks for these permissions${
+            req.resource ? ` at <b id="resource">${esc(req.resource)}</b>` : ''
+          }:</p>
 ${await clientOrigin(ctx, req.client, req.redirectUri)}
 ${scopeList(granted)}
 <form method="post" action="/oauth/authorize">
@@ -244,6 +264,7 @@ ${hidden({ ...q, csrf: s.csrf })}
             state: '',
             code_challenge: '',
             code_challenge_method: '',
+            resource: '',
           },
           ['decision', 'csrf'],
         ),
@@ -281,6 +302,7 @@ ${hidden({ ...q, csrf: s.csrf })}
         redirectUri: req.redirectUri,
         scope: granted,
         codeChallenge: req.codeChallenge,
+        resource: req.resource,
       });
       return c.redirect(redirectWith(ctx, req.redirectUri, { code, state: req.state }), 303);
     },
@@ -366,10 +388,6 @@ ${hidden({ csrf: s.csrf })}
  * cell" for a built-in client) and the host the answer goes back to.
  */
 async function clientOrigin(ctx: OAuthContext, client: ClientRecord, redirectUri: string | null): Promise<string> {
-  const registrant =
-    client.created_by === 'system'
-      ? 'this cell (built-in client)'
-      : ((await ctx.iam.principal(client.created_by))?.name ?? client.created_by);
   let host = '';
   if (redirectUri !== null) {
     try {
@@ -378,7 +396,18 @@ async function clientOrigin(ctx: OAuthContext, client: ClientRecord, redirectUri
       host = redirectUri;
     }
   }
-  return `<p class="origin">Registered by <b id="registrant">${esc(registrant)}</b>${
-    redirectUri !== null ? `; you will be sent back to <b id="redirect-host">${esc(host)}</b>` : ''
-  }.</p>`;
+  const back = redirectUri !== null ? `; you will be sent back to <b id="redirect-host">${esc(host)}</b>` : '';
+  // Clients nobody registered: their name is their own word.
+  if (client.created_by === SELF_REGISTERED || client.created_by === DOCUMENT_CLIENT) {
+    const how =
+      client.created_by === SELF_REGISTERED
+        ? 'registered itself (dynamic client registration)'
+        : `describes itself in a document at <b id="document-host">${esc(new URL(client.client_id).host)}</b>`;
+    return `<p class="origin err" id="unverified"><b>Unverified client</b>: it ${how}; no one here vouches for its name${back}.</p>`;
+  }
+  const registrant =
+    client.created_by === 'system'
+      ? 'this cell (built-in client)'
+      : ((await ctx.iam.principal(client.created_by))?.name ?? client.created_by);
+  return `<p class="origin">Registered by <b id="registrant">${esc(registrant)}</b>${back}.</p>`;
 }

@@ -18,21 +18,24 @@ import {
   GRANT_AUTHORIZATION_CODE,
   GRANT_CLIENT_CREDENTIALS,
   GRANT_DEVICE_CODE,
+  GRANT_REFRESH_TOKEN,
   GRANT_TOKEN_EXCHANGE,
   type AuthenticatedClient,
   type AuthMethod,
 } from './clients.ts';
 import { redeemCode } from './codes.ts';
+import { issueRefresh, newFamily, redeemRefresh, REFRESH_PREFIX, revokeRefresh } from './refresh.ts';
 import { tokenExchange } from './exchange.ts';
 import { pollDeviceCode, startDeviceAuthorization } from './device.ts';
 import { checkRequestProof, dpopHeader } from './dpop-check.ts';
 import { formBody, mountRaw, readForm } from './form.ts';
 import { issueAccessToken } from './issue.ts';
-import { isOAuthError, OAuthError, oauthErrorResponse, oauthErrorResponses } from './oauth-error.ts';
+import { isOAuthError, OAuthError, OAuthErrorSchema, oauthErrorResponse, oauthErrorResponses } from './oauth-error.ts';
+import { registerClient, registrationBuckets } from './registration.ts';
 import type { OAuthContext } from './oauth-context.ts';
 import { clientRootPermissions } from './root.ts';
 import { narrowScope, parseScope } from './scope.ts';
-import { edgeDeviceOf, isProtectedResource, requestedAudience } from './resource.ts';
+import { edgeDeviceOf, isProtectedResource, requestedResource } from './resource.ts';
 import { publicBase } from './settings.ts';
 import { cellTokenJudge, cellTokenJudgeFor } from './authenticator.ts';
 
@@ -99,32 +102,47 @@ async function bindingFor(ctx: OAuthContext, c: Context<AppEnv>, ac: Authenticat
   return cnf;
 }
 
-async function answerToken(
-  c: Context<AppEnv>,
-  ctx: OAuthContext,
-  subjectId: string,
-  clientId: string,
-  scope: string[],
-  cnf: { jkt?: string; 'x5t#S256'?: string },
-  audience: string,
-  root?: string,
-) {
+interface TokenAnswer {
+  subjectId: string;
+  clientId: string;
+  scope: string[];
+  cnf: { jkt?: string; 'x5t#S256'?: string };
+  audience: string;
+  root?: string | undefined;
+  /** Credentials the token also lives with (a refresh family, beside a key root). */
+  links?: string[] | undefined;
+  refreshToken?: string | undefined;
+}
+
+async function answerToken(c: Context<AppEnv>, ctx: OAuthContext, a: TokenAnswer) {
   const { token, claims, expiresIn } = await issueAccessToken(ctx, {
-    subject: subjectId,
-    clientId,
-    scope,
-    cnf,
-    audience,
-    ...(root ? { root } : {}),
+    subject: a.subjectId,
+    clientId: a.clientId,
+    scope: a.scope,
+    cnf: a.cnf,
+    audience: a.audience,
+    ...(a.root ? { root: a.root } : {}),
+    ...(a.links?.length ? { links: a.links } : {}),
   });
   return {
     claims,
     response: c.json(
-      { access_token: token, token_type: cnf.jkt ? 'DPoP' : 'Bearer', expires_in: expiresIn, scope: claims.scope },
+      {
+        access_token: token,
+        token_type: a.cnf.jkt ? 'DPoP' : 'Bearer',
+        expires_in: expiresIn,
+        scope: claims.scope,
+        ...(a.refreshToken ? { refresh_token: a.refreshToken } : {}),
+      },
       200,
       NO_STORE,
     ),
   };
+}
+
+/** The root and links of an access token of a refresh family: the family is its root, or (a key-rooted client) a link. */
+function familyCredentials(clientRoot: string | null, family: string): { root: string; links?: string[] } {
+  return clientRoot ? { root: clientRoot, links: [`token:${family}`] } : { root: `token:${family}` };
 }
 
 async function activeSubject(ctx: OAuthContext, id: string) {
@@ -143,20 +161,22 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       tags: [TAG],
       'x-status': 'Live',
       summary:
-        'Token endpoint: client_credentials, authorization_code (PKCE S256), device_code, token exchange (RFC 8693); DPoP and mTLS binding',
+        'Token endpoint: client_credentials, authorization_code (PKCE S256), refresh_token (rotated), device_code, token exchange (RFC 8693); DPoP and mTLS binding',
       ...clientAuthentication(ctx.core.config, { publicClients: true }),
       request: {
         body: formBody(
           {
             grant_type:
-              'client_credentials | authorization_code | urn:ietf:params:oauth:grant-type:device_code | urn:ietf:params:oauth:grant-type:token-exchange',
+              'client_credentials | authorization_code | refresh_token | urn:ietf:params:oauth:grant-type:device_code | urn:ietf:params:oauth:grant-type:token-exchange',
+            refresh_token: 'refresh_token: the refresh token (single use; the answer carries the next one)',
             scope: 'space-separated permission selectors',
             code: 'authorization code',
             redirect_uri: 'exact redirect URI',
             code_verifier: 'PKCE verifier',
             device_code: 'device code',
             ...CLIENT_FIELDS,
-            resource: "RFC 8707: edge:<device_id> for a token a device honours offline; default the cell's own API",
+            resource:
+              "RFC 8707: the cell's API (default), its MCP endpoint `<public URL>/mcp`, edge:<device_id> for a token a device honours offline, or a registered protected resource; authorization_code: the resource the authorization request named (default)",
             audience: 'token exchange (RFC 8693): the audience, like resource; one of the two is required',
             subject_token: 'token exchange: an access token (or SAT) of this cell for the subject',
             subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
@@ -179,12 +199,14 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
         const root = ac.client?.root ?? null;
         const rootCap = root === null ? [] : [await clientRootPermissions(ctx, root)];
         const requested = parseScope(form['scope']);
-        const audience = await requestedAudience(ctx, c);
+        const named = await requestedResource(ctx, c);
+        const audience = named ?? ctx.audiences.own();
         if (grant === GRANT_CLIENT_CREDENTIALS) {
           const { subject, cap } = await clientCredentialsSubject(ctx, ac);
           const cnf = await bindingFor(ctx, c, ac);
           const scope = narrowScope(requested, cap, await iam.permissionsOf(subject), ...rootCap);
-          return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, ac.apiKey?.credential.root ?? root ?? undefined))
+          const keyRoot = ac.apiKey?.credential.root ?? root ?? undefined;
+          return (await answerToken(c, ctx, { subjectId: subject.id, clientId: ac.clientId, scope, cnf, audience, root: keyRoot }))
             .response;
         }
         if (grant === GRANT_AUTHORIZATION_CODE) {
@@ -200,9 +222,68 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
           );
           const subject = await activeSubject(ctx, g.subjectId);
           const scope = narrowScope(requested ?? g.scope, g.scope, await iam.permissionsOf(subject), ...rootCap);
-          const { claims, response } = await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, root ?? undefined);
-          await recordIssued(claims.jti, claims.exp);
+          // RFC 8707 §2.2: the token is for the resource the user consented to; another one is refused.
+          if (named !== null && g.resource !== null && named !== g.resource)
+            throw new OAuthError('invalid_target', 'the resource differs from the one the authorization request named');
+          const aud = named ?? g.resource ?? audience;
+          // A client registered for refresh tokens starts a family; its access tokens live with it (root).
+          const family = newFamily(ctx, ac.client);
+          const lives = family ? familyCredentials(root, family.id) : { root: root ?? undefined };
+          const refresh = family
+            ? await issueRefresh(ctx, {
+                family: family.id,
+                familyExpiresAt: family.expiresAt,
+                clientId: ac.clientId,
+                subjectId: subject.id,
+                scope,
+                audience: aud,
+                jkt: cnf.jkt ?? null,
+              })
+            : undefined;
+          const { claims, response } = await answerToken(c, ctx, {
+            subjectId: subject.id,
+            clientId: ac.clientId,
+            scope,
+            cnf,
+            audience: aud,
+            ...lives,
+            refreshToken: refresh,
+          });
+          await recordIssued(claims.jti, claims.exp, family ? { jti: family.id, exp: Math.ceil(family.expiresAt / 1000) } : undefined);
           return response;
+        }
+        if (grant === GRANT_REFRESH_TOKEN) {
+          if (!ac.client?.grant_types.includes(GRANT_REFRESH_TOKEN))
+            throw new OAuthError('unauthorized_client', 'this client may not use refresh tokens');
+          const client = ac.client;
+          const cnf = await bindingFor(ctx, c, ac);
+          let scope: string[] = [];
+          const row = await redeemRefresh(ctx, form['refresh_token'] ?? '', ac.clientId, cnf.jkt, async (r) => {
+            if (named !== null && named !== r.audience)
+              throw new OAuthError('invalid_target', 'a refresh token is for the resource it was issued for');
+            const subject = await activeSubject(ctx, r.subject_id);
+            scope = narrowScope(requested ?? r.scope, r.scope, await iam.permissionsOf(subject), client.scope, ...rootCap);
+          });
+          const next = await issueRefresh(ctx, {
+            family: row.family,
+            familyExpiresAt: row.family_expires_at,
+            clientId: ac.clientId,
+            subjectId: row.subject_id,
+            scope: row.scope,
+            audience: row.audience,
+            jkt: row.jkt,
+          });
+          return (
+            await answerToken(c, ctx, {
+              subjectId: row.subject_id,
+              clientId: ac.clientId,
+              scope,
+              cnf,
+              audience: row.audience,
+              ...familyCredentials(root, row.family),
+              refreshToken: next,
+            })
+          ).response;
         }
         if (grant === GRANT_DEVICE_CODE) {
           if (!ac.client?.grant_types.includes(GRANT_DEVICE_CODE))
@@ -211,7 +292,9 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
           const g = await pollDeviceCode(ctx, form['device_code'] ?? '', ac.clientId);
           const subject = await activeSubject(ctx, g.subjectId);
           const scope = narrowScope(g.scope, await iam.permissionsOf(subject), ...rootCap);
-          return (await answerToken(c, ctx, subject.id, ac.clientId, scope, cnf, audience, root ?? undefined)).response;
+          return (
+            await answerToken(c, ctx, { subjectId: subject.id, clientId: ac.clientId, scope, cnf, audience, root: root ?? undefined })
+          ).response;
         }
         if (grant === GRANT_TOKEN_EXCHANGE) {
           const cnf = await bindingFor(ctx, c, ac);
@@ -219,6 +302,64 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
         }
         throw new OAuthError('unsupported_grant_type', 'grant_type not supported');
       }),
+  );
+
+  const registrations = registrationBuckets(ctx);
+  mountRaw(
+    app,
+    createRoute({
+      method: 'post',
+      path: '/oauth/register',
+      tags: [TAG],
+      'x-status': 'Live',
+      summary: 'Dynamic client registration (RFC 7591), on with serve --oauth-dynamic-registration; 404 when off',
+      description:
+        "No credential: the client registers itself, for the authorization code grant only (and refresh_token), with a scope within the cell's `--oauth-registration-scope`. It holds nothing until a principal consents on the consent page (which names it unverified), then no more than that principal. Redirect URIs are https, or http on a loopback host. Per client IP: a burst of 10, then 10 an hour (429). At most 1000 such clients (403 `registration_limit`). The answer is RFC 7591 §3.2.1, with `client_secret` once for a confidential client.",
+      security: [],
+      request: {
+        body: {
+          required: true,
+          content: {
+            'application/json': {
+              schema: {
+                type: 'object' as const,
+                properties: {
+                  redirect_uris: {
+                    type: 'array' as const,
+                    items: { type: 'string' as const },
+                    description: '1 to 10: https, or http on a loopback host',
+                  },
+                  client_name: { type: 'string' as const, description: 'shown on the consent page, marked unverified' },
+                  token_endpoint_auth_method: {
+                    type: 'string' as const,
+                    description: 'none (default), client_secret_basic, client_secret_post',
+                  },
+                  grant_types: {
+                    type: 'array' as const,
+                    items: { type: 'string' as const },
+                    description: 'authorization_code (default), refresh_token',
+                  },
+                  response_types: { type: 'array' as const, items: { type: 'string' as const }, description: 'code' },
+                  scope: { type: 'string' as const, description: 'space-separated; narrowed to --oauth-registration-scope' },
+                },
+                required: ['redirect_uris'],
+              },
+            },
+          },
+        },
+      },
+      responses: {
+        201: jsonResponse(
+          '{client_id, client_secret?, client_id_issued_at, client_secret_expires_at?, client_name, redirect_uris, grant_types, response_types, token_endpoint_auth_method, scope}',
+        ),
+        400: {
+          description: 'invalid_client_metadata or invalid_redirect_uri (RFC 7591 §3.2.2)',
+          content: { 'application/json': { schema: OAuthErrorSchema } },
+        },
+        ...errorResponses(403, 404),
+      },
+    }),
+    async (c) => protocol(c, () => registerClient(ctx, c, registrations)),
   );
 
   mountRaw(
@@ -299,7 +440,7 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       path: '/oauth/revoke',
       tags: [TAG],
       'x-status': 'Live',
-      summary: 'Token revocation (RFC 7009): always 200; the jti is denylisted until the token expires',
+      summary: 'Token revocation (RFC 7009): always 200; an access token is denylisted until it expires, a refresh token ends its grant',
       ...clientAuthentication(ctx.core.config, { publicClients: true }),
       request: { body: formBody({ token: 'the access token', token_type_hint: 'ignored', ...CLIENT_FIELDS }, ['token']) },
       responses: { 200: { description: 'Revoked, or nothing to revoke' }, ...oauthErrorResponses(), ...errorResponses() },
@@ -308,6 +449,11 @@ export function protocolRoutes(app: OpenAPIHono<AppEnv>, ctx: OAuthContext): voi
       protocol(c, async () => {
         const form = await readForm(c);
         const ac = await authenticateClient(ctx, c, form);
+        // A refresh token ends its family (and the access tokens it gave).
+        if ((form['token'] ?? '').startsWith(REFRESH_PREFIX)) {
+          await revokeRefresh(ctx, form['token']!, ac.clientId);
+          return c.body(null, 200, NO_STORE);
+        }
         const claims = await verifyOwnToken(ctx, form['token'] ?? '');
         // Only the client the token was issued to (or, for SATs, a client acting for the same subject) may revoke it.
         if (claims && (claims.client_id === ac.clientId || (claims.sat === true && ac.apiKey?.principal.id === claims.sub))) {
@@ -348,7 +494,8 @@ export async function verifyOwnToken(ctx: OAuthContext, token: string): Promise<
       // By form here (the check is synchronous); a device audience must then name a registered device.
       keys: ctx.keys.current().keySet,
       issuer: ctx.issuers.accepted(),
-      audience: (aud) => ctx.audiences.accepts(aud) || edgeDeviceOf(aud) !== null || isProtectedResource(ctx, aud),
+      audience: (aud) =>
+        ctx.audiences.accepts(aud) || ctx.audiences.acceptsMcp(aud) || edgeDeviceOf(aud) !== null || isProtectedResource(ctx, aud),
       now: clock.now(),
       isRevoked: (jti) => ctx.denylist.inMirror(jti),
     });
@@ -356,7 +503,7 @@ export async function verifyOwnToken(ctx: OAuthContext, token: string): Promise<
     if (isTokenError(e)) return null;
     throw e;
   }
-  if (ctx.audiences.accepts(claims.aud) || isProtectedResource(ctx, claims.aud)) return claims;
+  if (ctx.audiences.accepts(claims.aud) || ctx.audiences.acceptsMcp(claims.aud) || isProtectedResource(ctx, claims.aud)) return claims;
   const device = edgeDeviceOf(claims.aud);
   return device !== null && (await ctx.deviceExists(device)) ? claims : null;
 }

@@ -54,4 +54,25 @@ CREATE INDEX oauth_dpop_proofs_expiry ON oauth_dpop_proofs (expires_at)
     id: 'oauth-004-group-issuers',
     sql: 'CREATE TABLE oauth_issuers (cell_id TEXT PRIMARY KEY, issuer TEXT NOT NULL, updated_at INTEGER NOT NULL)',
   },
+  {
+    // RFC 8707 at the authorization endpoint: the resource an authorization request names (the MCP
+    // endpoint, the API) is consented to and kept with the code; the token is for it (cell/oauth/codes.ts).
+    id: 'oauth-005-code-resource',
+    sql: 'ALTER TABLE oauth_codes ADD COLUMN resource TEXT',
+  },
+  {
+    // Refresh tokens of the authorization code grant (cell/oauth/refresh.ts): stored hashed, single use,
+    // rotated within a family that one consent started and that dies as one (reuse, revocation, expiry).
+    id: 'oauth-006-refresh-tokens',
+    sql: `
+CREATE TABLE oauth_refresh_tokens (
+  token_hash TEXT PRIMARY KEY, family TEXT NOT NULL, client_id TEXT NOT NULL, subject_id TEXT NOT NULL,
+  scope TEXT NOT NULL, audience TEXT NOT NULL, jkt TEXT, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+  family_expires_at INTEGER NOT NULL, used_at INTEGER
+);
+CREATE INDEX oauth_refresh_tokens_family ON oauth_refresh_tokens (family);
+CREATE INDEX oauth_refresh_tokens_client ON oauth_refresh_tokens (client_id);
+CREATE INDEX oauth_refresh_tokens_expiry ON oauth_refresh_tokens (family_expires_at)
+`,
+  },
 ];

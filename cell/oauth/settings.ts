@@ -4,6 +4,7 @@
  */
 import type { DpopWindow } from '../../core/tokens/dpop.ts';
 import type { CellCore } from '../context.ts';
+import { MCP_TOOL_PERMISSIONS } from '../../core/permissions.ts';
 
 /** The configuration these are derived from (read on every call: the public URL is settled once the cell listens). */
 type Config = CellCore['config'];
@@ -29,6 +30,26 @@ export const OAUTH = {
   sweepIntervalMs: 10 * 60 * 1000,
   /** How often each cell of a group drops the DPoP proofs of the group's replay cache that expired (they live 65 s). */
   proofPruneIntervalMs: 60 * 1000,
+  /**
+   * Dynamic registrations per client IP: a burst of 10, then one every 6 minutes (10 an hour). A client
+   * registers once per installation; a loop registering clients is refused within seconds.
+   */
+  registrationBurst: 10,
+  registrationRefillPerSecond: 10 / 3600,
+  /** Most clients that registered themselves the cell keeps (an admin deletes stale ones); then registration is refused. */
+  maxSelfRegisteredClients: 1000,
+  /** Client ID Metadata Documents: fetched again after an hour; at most 16 KiB, 5 s, no redirects. */
+  clientDocumentTtlMs: 60 * 60 * 1000,
+  clientDocumentMaxBytes: 16 * 1024,
+  clientDocumentTimeoutMs: 5000,
+  /** A document that could not be fetched is not asked for again for a minute (no amplification). */
+  clientDocumentFailureTtlMs: 60 * 1000,
+  /**
+   * Refresh tokens: each one is good for 14 days unused (a client that sleeps longer signs in again),
+   * and the family one consent started for 30 days in all (then the user consents again).
+   */
+  refreshIdleTtlMs: 14 * 24 * 3600 * 1000,
+  refreshFamilyTtlMs: 30 * 24 * 3600 * 1000,
 } as const;
 
 /** The cell's public base URL, without a trailing slash: from configuration, never from request headers. */
@@ -80,6 +101,17 @@ export function parseOAuthIssuer(input: string): { ok: true; issuer: string } | 
 export function audienceOf(config: Config): string {
   return `${publicBase(config)}/api/public/v1`;
 }
+
+/** The path of the cell's MCP endpoint (cell/mcp), a protected resource of its own. */
+export const MCP_PATH = '/mcp';
+
+/** The audience of tokens for the cell's MCP endpoint: its URL (RFC 8707 resource of MCP clients). */
+export function mcpAudienceOf(config: Config): string {
+  return `${publicBase(config)}${MCP_PATH}`;
+}
+
+/** The scopes `/.well-known/oauth-protected-resource/mcp` lists: what the MCP endpoint's tools need. */
+export const MCP_SCOPES: readonly string[] = MCP_TOOL_PERMISSIONS;
 
 /** Longest lifetime of any token the cell signs, seconds: how long a retired signing key stays published. */
 export function maxTokenLifetimeSeconds(config: Config): number {

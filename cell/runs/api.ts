@@ -27,7 +27,7 @@ import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, pla
 import { beforeItLeaves, driveRun, recordedStep } from './drive.ts';
 import { lostOutcome, lostOutcomeView, resolveOutcome } from './outcomes.ts';
 import { subscribe, subscriberCount } from './events.ts';
-import { appendJournal, completeRefusal, finishRun, getBlob, journalClosed, readJournal, stageRunWrite } from './journal.ts';
+import { appendJournal, completeRefusal, finishRun, getBlob, journalClosed, journalHead, readJournal, stageRunWrite } from './journal.ts';
 import {
   activeRuns,
   createRunTx,
@@ -68,6 +68,7 @@ export type { DriverHandle } from './control.ts';
 export type { FinishHook, RunDeltaListener, RunEventListener } from './context.ts';
 export { nodeOfStep, type ForkFor, type ForkPoint } from './fork.ts';
 export type { StorageLimit, WorkspaceUsage } from './storage.ts';
+export { credentialWatch, type StreamCredential } from './sse.ts';
 
 /** The runs module's API: what another module holds of it (cell/server.ts builds it once per cell). */
 export type Runs = ReturnType<typeof runsApi>;
@@ -107,6 +108,7 @@ export function runsApi(ctx: RunsContext) {
     stageRunWrite: on(stageRunWrite),
     finishRun: on(finishRun),
     readJournal: on(readJournal),
+    journalHead: on(journalHead),
     /** A step value stored by content hash (journal.ts), or undefined. */
     getBlob: on(getBlob),
     /** The fork point at `at` of a run's journal, or null when `at` names no record a fork may start at (fork.ts). */

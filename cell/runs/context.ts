@@ -12,6 +12,7 @@ import type { Iam } from '../iam/api.ts';
 import type { Cluster } from '../cluster/api.ts';
 import type { CellMetrics } from '../ops/api.ts';
 import type { Tx } from '../store/types.ts';
+import type { AppendQueue } from './group-commit.ts';
 
 export interface JournalTail {
   seq: number;
@@ -89,6 +90,8 @@ export interface RunsContext {
   metrics: CellMetrics;
   /** Writes waiting for each run's next journal append (a budget reservation, its commit, the final output). */
   staged: Map<string, StagedWrite[]>;
+  /** Drivers' journal appends waiting to share a transaction, and the groups in flight (group-commit.ts). */
+  appends: AppendQueue;
   /** Runs this process has claimed since it started, with the epoch (a takeover of one of them would be a self-takeover). */
   claimedHere: Map<string, number>;
   /** Set when the module stops: a drive waiting out a store outage gives up (the run is recovered later). */
@@ -113,6 +116,7 @@ export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster, me
     meters: new Map(),
     leases: new Map(),
     staged: new Map(),
+    appends: { waiting: [], inflight: 0, scheduled: false },
     claimedHere: new Map(),
     catchingUp: null,
     catchUpPending: null,

@@ -29,57 +29,33 @@
  */
 import { contentHash } from '../../core/canonical.ts';
 import { recordHash } from '../../core/journal/hash.ts';
-import { GENESIS_HASH, type JournalRecord, type JsonObject } from '../../core/journal/record.ts';
-import { sealRecord } from '../../core/journal/seal.ts';
-import type { Tx } from '../store/types.ts';
-import type { JournalTail, RunsContext, StagedWrite } from './context.ts';
-import { assertFence, LeaseLostError, type Fence } from './lease.ts';
+import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
+import type { RunsContext, StagedWrite } from './context.ts';
+import { LeaseLostError, type Fence } from './lease.ts';
 import { publish } from './events.ts';
+import { commitAppend, type AppendOutcome } from './group-commit.ts';
+import {
+  EMPTY_HASH,
+  lockRun,
+  RunClosedError,
+  prepareEntry,
+  prepareValue,
+  sealAfter,
+  tailAt,
+  type AppendEntry,
+  type AppendFields,
+  type AppendBlobs,
+} from './internal/records.ts';
 import * as repo from './repository.ts';
 import { getRun, isTerminal, pendingRefusal, setRunStateTx, type RunError, type RunState } from './runs.ts';
-import {
-  byteSize,
-  forgetMeter,
-  measure,
-  meterTx,
-  prepareMeter,
-  storageRefusal,
-  usageRefusal,
-  type PreparedValue,
-  type RunStorageLimitError,
-} from './storage.ts';
+import { byteSize, forgetMeter, meterTx, prepareMeter, storageRefusal, type RunStorageLimitError } from './storage.ts';
 
 export type { JournalRecord } from '../../core/journal/record.ts';
+export type { AppendBlobs, AppendEntry, AppendFields } from './internal/records.ts';
+export { RunClosedError, stamped } from './internal/records.ts';
 
 /** Kind of the last record of every run. Its `data.outcome` is the terminal state. */
 export const TERMINAL_KIND = 'run_finished';
-
-/** Thrown by appendJournal when the run is already terminal (or unknown). */
-export class RunClosedError extends Error {
-  constructor(
-    readonly runId: string,
-    readonly state: string,
-  ) {
-    super(`run ${runId} is ${state}: its journal is closed`);
-    this.name = 'RunClosedError';
-  }
-}
-
-/** The fields a writer gives; run_id, seq and prev_hash are assigned here, `at` defaults to the clock. */
-export interface AppendFields {
-  step_id: string;
-  kind: string;
-  graph_hash?: string;
-  input_hash?: string;
-  output_hash?: string;
-  at?: number;
-  data?: JsonObject;
-}
-
-/** Values stored by content hash in the same transaction as the record (a step's input and output). */
-export type AppendBlobs = readonly unknown[];
-
-const EMPTY_HASH = contentHash(null);
 
 /** Runs `fn` after every earlier append of this run has settled. */
 function serialised<T>(ctx: RunsContext, runId: string, fn: () => Promise<T>): Promise<T> {
@@ -95,50 +71,6 @@ function serialised<T>(ctx: RunsContext, runId: string, fn: () => Promise<T>): P
     if (queues.get(runId) === settled) queues.delete(runId);
   });
   return next;
-}
-
-/**
- * The run's last record, read in the writing transaction: in a group other
- * cells append to the same journal (a cancel, a recovery note), so a cached
- * tail could be stale. The cache only saves re-hashing the record when it is
- * still the last one.
- */
-async function tailOf(ctx: RunsContext, tx: Tx, runId: string): Promise<JournalTail> {
-  const seq = await repo.lastSeq(tx, runId);
-  if (seq === 0) return { seq: 0, hash: GENESIS_HASH };
-  const t = ctx.tails.get(runId);
-  if (t && t.seq === seq) return t;
-  const rec = await repo.lastRecord(tx, runId);
-  return rec ? { seq: rec.seq, hash: recordHash(rec) } : { seq: 0, hash: GENESIS_HASH };
-}
-
-/** Seals the record that follows `tail`. */
-async function sealAfter(
-  ctx: RunsContext,
-  tail: JournalTail,
-  runId: string,
-  graphHash: string,
-  f: AppendFields,
-  epoch: number,
-): Promise<{ rec: JournalRecord; tail: JournalTail }> {
-  const rec = await sealRecord(
-    {
-      run_id: runId,
-      seq: tail.seq + 1,
-      step_id: f.step_id,
-      kind: f.kind,
-      graph_hash: f.graph_hash ?? graphHash,
-      input_hash: f.input_hash ?? EMPTY_HASH,
-      output_hash: f.output_hash ?? EMPTY_HASH,
-      at: f.at ?? ctx.core.clock.now(),
-      ...(f.data !== undefined ? { data: f.data } : {}),
-      cell_id: ctx.core.config.cellId,
-      epoch,
-    },
-    tail.hash,
-    ctx.iam.signer(),
-  );
-  return { rec, tail: { seq: rec.seq, hash: recordHash(rec) } };
 }
 
 /**
@@ -161,19 +93,6 @@ export async function appendJournal(
   return recs[0]!;
 }
 
-/** One record of appendJournalBatch: its fields and the values it stores by content hash. */
-export interface AppendEntry {
-  fields: AppendFields;
-  blobs: AppendBlobs;
-}
-
-interface PreparedEntry {
-  f: AppendFields;
-  values: PreparedValue[];
-  /** A record carrying a payload is refused past a limit; one carrying none (a refusal, a cancel, a wait) never is. */
-  enforce: boolean;
-}
-
 /**
  * Appends records to a run's journal in one transaction, in order, with
  * contiguous seqs (a step's records and the intent of the next call: the
@@ -193,67 +112,12 @@ export function appendJournalBatch(
     const items = entries.map((e) => prepareEntry(ctx, e));
     const meter = await prepareMeter(ctx, runId);
     const staged = takeStaged(ctx, runId);
-    let out: { recs: JournalRecord[]; tail: JournalTail; refused: RunStorageLimitError | null };
+    let out: AppendOutcome;
     try {
       // One transaction: the run's row (locked first, then stamped), the writes staged for it
-      // (budget), the records, their values and the run's storage share.
-      out = await ctx.core.store.write(
-        async (tx) => {
-          // Issued together (one round trip on PostgreSQL), run in this order: the lock comes first.
-          const [s, , head] = await Promise.all([
-            lockRun(ctx, tx, runId, items.at(-1)!.f.at!, fence),
-            Promise.all(staged.map((w) => w(tx))),
-            repo.appendRead(tx, runId, items.some((i) => i.enforce) ? { workspace: meter.workspace } : null),
-          ]);
-          let tail = await tailAt(ctx, tx, runId, head.last_seq);
-          const epoch = fence ? fence.epoch : s.lease_epoch;
-          const recs: JournalRecord[] = [];
-          const values = new Map<string, PreparedValue>();
-          const fresh = new Set<string>();
-          let adding = 0;
-          let refused: RunStorageLimitError | null = null;
-          for (const item of items) {
-            const sealed = await sealAfter(ctx, tail, runId, s.graph_hash ?? EMPTY_HASH, item.f, epoch);
-            const trial = new Set(fresh);
-            const add = measure(
-              { ...meter, spec: recs.length === 0 ? meter.spec : 0 },
-              byteSize(JSON.stringify(sealed.rec)),
-              item.values,
-              trial,
-            ).adding;
-            if (item.enforce && head.usage) {
-              refused = usageRefusal(ctx, meter, head.usage, adding + add);
-              if (refused) break;
-            }
-            for (const h of trial) fresh.add(h);
-            for (const v of item.values) values.set(v.hash, v);
-            adding += add;
-            recs.push(sealed.rec);
-            tail = sealed.tail;
-          }
-          // The first record refused: nothing is kept (the staged writes wait for the next append).
-          if (recs.length === 0) throw refused ?? new TypeError('appendJournalBatch: nothing to write');
-          // Not waited for: they travel with the COMMIT (store Tx.run), whose write fails with them.
-          Promise.all([
-            repo.addStorage(tx, runId, meter.workspace, adding),
-            repo.putBlobs(
-              tx,
-              [...values.values()].sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0)),
-            ),
-            repo.insertRecords(tx, recs),
-          ]).catch(() => undefined);
-          tx.afterCommit(() => {
-            meter.bytes += adding;
-            meter.spec = 0;
-            for (const h of fresh) meter.hashes.add(h);
-          });
-          return { recs, tail, refused };
-        },
-        // Other cells hear of journal appends in one notification shared by the appends of a short
-        // interval (store WriteOptions.notify), so concurrent runs' commits share their flushes.
-        // Its rows are the run's (the staged writes too): other cells re-read only the runs named (Change.subjects).
-        { isolation: 'row-locks', notify: 'batched', subjects: [runId] },
-      );
+      // (budget), the records, their values and the run's storage share; a driver's (fenced) append
+      // shares it with the appends other drivers make at the same moment (group-commit.ts).
+      out = await commitAppend(ctx, { runId, items, staged, fence, meter });
     } catch (e) {
       restage(ctx, runId, staged, e);
       if (e instanceof RunClosedError) forgetMeter(ctx, runId);
@@ -267,44 +131,6 @@ export function appendJournalBatch(
     if (out.refused) throw out.refused;
     return out.recs;
   });
-}
-
-function prepareEntry(ctx: RunsContext, e: AppendEntry): PreparedEntry {
-  // Stored in hash order: two appends storing the same values lock their rows in the same order.
-  const values = e.blobs.map(prepareValue).sort((a, b) => (a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0));
-  return {
-    f: stamped(ctx, e.fields),
-    values,
-    enforce: values.some((v) => v.body !== 'null'),
-  };
-}
-
-/** The run's tail given its last seq as the writing transaction read it (the cache saves re-hashing the record). */
-async function tailAt(ctx: RunsContext, tx: Tx, runId: string, seq: number): Promise<JournalTail> {
-  if (seq === 0) return { seq: 0, hash: GENESIS_HASH };
-  const t = ctx.tails.get(runId);
-  if (t && t.seq === seq) return t;
-  const rec = await repo.lastRecord(tx, runId);
-  return rec ? { seq: rec.seq, hash: recordHash(rec) } : { seq: 0, hash: GENESIS_HASH };
-}
-
-/**
- * The first statement of a run's journal write: locks the run's row and
- * stamps its progress (repo.lockRunHead), so that the transaction, running
- * with row locks rather than serializable, reads the run's tail after every
- * other writer of that run; returns the run's head.
- * @throws RunClosedError when the run is unknown or terminal.
- * @throws LeaseLostError when `fence` is no longer the run's lease.
- */
-async function lockRun(ctx: RunsContext, tx: Tx, runId: string, at: number, fence: Fence | undefined): Promise<repo.RunHead> {
-  const me = ctx.core.config.cellId;
-  const locked = await repo.lockRunHead(tx, runId, at, fence ? { owner: me, epoch: fence.epoch } : null);
-  if (locked) return locked;
-  // Nothing matched: say why (a terminal or unknown run, or a lease that is not this driver's).
-  const s = await repo.runHead(tx, runId);
-  if (!s || isTerminal(s.state)) throw new RunClosedError(runId, s?.state ?? 'unknown');
-  if (fence) assertFence(ctx, runId, s, fence);
-  throw new RunClosedError(runId, s.state);
 }
 
 /**
@@ -351,22 +177,6 @@ export async function flushStaged(ctx: RunsContext, runId: string): Promise<void
     },
     { isolation: 'row-locks' },
   );
-}
-
-/**
- * The fields as of now: their time, and `data.traceparent` when a trace is behind them. A driver that
- * holds a record back stamps it when the engine appends it, so the record keeps the time and the span
- * of its step, not those of the later write that carries it.
- */
-export function stamped(ctx: RunsContext, fields: AppendFields): AppendFields {
-  return { ...traced(ctx, fields), at: fields.at ?? ctx.core.clock.now() };
-}
-
-/** The fields with `data.traceparent` when a request's trace is behind this record (cell/http/trace.ts); one stamped already keeps its own. */
-function traced(ctx: RunsContext, fields: AppendFields): AppendFields {
-  if (typeof fields.data?.['traceparent'] === 'string') return fields;
-  const traceparent = ctx.core.traces.traceparent();
-  return traceparent ? { ...fields, data: { ...fields.data, traceparent } } : fields;
 }
 
 export interface FinishOptions {
@@ -442,7 +252,10 @@ export function finishRun(
             throw e;
           }
           // Issued together (one round trip on PostgreSQL), in this order.
-          let [, tail] = await Promise.all([Promise.all(staged.map((w) => w(tx))), tailOf(ctx, tx, runId)]);
+          let [, tail] = await Promise.all([
+            Promise.all(staged.map((w) => w(tx))),
+            repo.lastSeq(tx, runId).then((seq) => tailAt(ctx, tx, runId, seq)),
+          ]);
           const epoch = fence ? fence.epoch : s.lease_epoch;
           const graphHash = s.graph_hash ?? EMPTY_HASH;
           let beforeBytes = 0;
@@ -532,14 +345,14 @@ export function readJournal(ctx: RunsContext, runId: string, afterSeq = 0, limit
   return repo.records(ctx.core.store, runId, afterSeq, limit);
 }
 
+/** The last record of the run's journal (its head), or undefined before the first. */
+export function journalHead(ctx: RunsContext, runId: string): Promise<JournalRecord | undefined> {
+  return repo.lastRecord(ctx.core.store, runId);
+}
+
 /** Whether the run's journal already holds its terminal record. */
 export function journalClosed(ctx: RunsContext, runId: string): Promise<boolean> {
   return repo.hasRecordOfKind(ctx.core.store, runId, TERMINAL_KIND);
-}
-
-/** A value as journal_blobs stores it. */
-function prepareValue(value: unknown): PreparedValue {
-  return { hash: contentHash(value ?? null), body: JSON.stringify(value ?? null) };
 }
 
 /** The run's error when a storage limit ended it. */

@@ -250,6 +250,48 @@ export async function lockRunHead(
     : undefined;
 }
 
+/**
+ * The first statement of a group of journal appends (group-commit.ts): locks
+ * and stamps, in one statement, the row of every run of the group that is
+ * not terminal and still held by `owner` under the member's epoch. Returns the
+ * heads of the runs it locked; a run missing from the answer was not touched.
+ */
+export async function lockRunHeads(
+  tx: Tx,
+  members: readonly { runId: string; epoch: number }[],
+  owner: string,
+  at: number,
+): Promise<Map<string, RunHead>> {
+  const params: SqlValue[] = [at, at, owner];
+  for (const m of members) params.push(m.runId, m.epoch);
+  const rows = await tx.all(
+    `UPDATE runs SET updated_at = ?, progress_at = ? WHERE lease_owner = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')
+     AND (${members.map(() => '(run_id = ? AND lease_epoch = ?)').join(' OR ')}) RETURNING run_id, state, graph_hash, lease_owner, lease_epoch`,
+    params,
+  );
+  const out = new Map<string, RunHead>();
+  for (const r of rows)
+    out.set(str(r, 'run_id'), {
+      state: oneOf(RUN_STATES, str(r, 'state'), 'run state'),
+      graph_hash: strOrNull(r, 'graph_hash'),
+      lease_owner: strOrNull(r, 'lease_owner'),
+      lease_epoch: num(r, 'lease_epoch'),
+    });
+  return out;
+}
+
+/** The last seq of each of `runIds` (0 for a run without records), in one statement. */
+export async function lastSeqs(db: Reader, runIds: readonly string[]): Promise<Map<string, number>> {
+  // CAST(? AS TEXT): as lastSeq (SQLite compiles the statement once).
+  const rows = await db.all(
+    `SELECT run_id, MAX(seq) AS n FROM journal WHERE run_id IN (${runIds.map(() => 'CAST(? AS TEXT)').join(', ')}) GROUP BY run_id`,
+    runIds,
+  );
+  const out = new Map<string, number>(runIds.map((id) => [id, 0]));
+  for (const r of rows) out.set(str(r, 'run_id'), num(r, 'n'));
+  return out;
+}
+
 /** What a journal write reads after locking the run: its last seq and, for a write that may be refused, the storage in use. */
 export interface AppendRead {
   last_seq: number;
@@ -926,6 +968,18 @@ export async function addStorage(tx: Tx, runId: string, workspaceId: string | nu
     `INSERT INTO run_storage (run_id, workspace_id, bytes, unfolded) VALUES (?, ?, ?, ?)
      ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage.bytes + excluded.bytes, unfolded = run_storage.unfolded + excluded.unfolded`,
     [runId, workspaceId, bytes, bytes],
+  );
+}
+
+/** addStorage for several runs in one statement (one row each; give each run once). */
+export async function addStorages(tx: Tx, shares: readonly { runId: string; workspaceId: string | null; bytes: number }[]): Promise<void> {
+  if (shares.length === 0) return;
+  const params: SqlValue[] = [];
+  for (const x of shares) params.push(x.runId, x.workspaceId, x.bytes, x.bytes);
+  await tx.run(
+    `INSERT INTO run_storage (run_id, workspace_id, bytes, unfolded) VALUES ${shares.map(() => '(?, ?, ?, ?)').join(', ')}
+     ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage.bytes + excluded.bytes, unfolded = run_storage.unfolded + excluded.unfolded`,
+    params,
   );
 }
 

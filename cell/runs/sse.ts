@@ -148,8 +148,8 @@ export interface StreamCredential {
   recheck(): Promise<AuthContext>;
   /** Whether a change may have revoked or narrowed it. */
   concerns(change: Change): boolean;
-  /** The route's permission: the credential must still grant it. */
-  permission: string;
+  /** The route's permission: the credential must still grant it (absent: only that it is still honoured). */
+  permission?: string | undefined;
 }
 
 /** The last frame of a stream whose credential was refused: `event: closed`, the error envelope, no `id:`. */
@@ -161,10 +161,11 @@ export function closedFrame(error: { code: string; message: string; details?: Re
 /**
  * Judges `credential` again whenever `trigger()` is called (at most one judgement at a time; triggers
  * meanwhile make one more after it), and calls `refused` once with the refusal when it is refused or no
- * longer permitted. A judgement that fails for another reason (the store unavailable) refuses nothing:
+ * longer permitted (the run event stream here; an MCP call that follows a run, cell/mcp/follow.ts). A judgement
+ * that fails for another reason (the store unavailable) refuses nothing:
  * the next trigger judges again.
  */
-function credentialWatch(
+export function credentialWatch(
   credential: StreamCredential,
   refused: (e: { code: string; message: string; details?: Record<string, unknown> }) => void,
 ): { trigger(): void } {
@@ -177,7 +178,7 @@ function credentialWatch(
       again = false;
       try {
         const auth = await credential.recheck();
-        if (!grants(auth.effective, credential.permission)) {
+        if (credential.permission !== undefined && !grants(auth.effective, credential.permission)) {
           done = true;
           // As the route's gate refuses a credential without its permission.
           refused({

@@ -8,7 +8,10 @@
  * cell/ imports it only from here.
  */
 import type { Graph } from '../../core/engine/types.ts';
-import type { DrivePorts, Run } from '../runs/api.ts';
+import { grants } from '../../core/authority/scopes.ts';
+import { forbidden } from '../../core/errors.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
+import { deciderOf, type DrivePorts, type Run } from '../runs/api.ts';
 import { getLedger } from './resources/agents.ts';
 import type { Ledger } from './resources/types.ts';
 import type { TeamsContext } from './context.ts';
@@ -20,10 +23,15 @@ import { assertSeatsWithinCaller, compileFor } from './formations/compile.ts';
 import type { AuthContext } from '../context.ts';
 import { checkPlacement, type UnmetConstraint } from './crew-runs/placement.ts';
 import { crewPorts } from './crew-runs/ports.ts';
-import { settled, startCrewRun, sweepOnce } from './crew-runs/runs.ts';
+import { cancelCrewRun, decideApproval, loadCrew, settled, startCrewRun, startCrewRunAs, sweepOnce } from './crew-runs/runs.ts';
 import { executedGraph } from './crew-runs/run-graph.ts';
+import { runnableCrews, type RunnableCrew } from './crew-runs/runnable.ts';
+import { runView, type CrewRunView } from './crew-runs/run-view.ts';
+import type { Formation } from './formations/types.ts';
 import type { CrewRunInput } from './crew-runs/types.ts';
 import type { CrewUsersHook } from './types.ts';
+
+export type { CrewRunView, RunnableCrew };
 
 export class Teams {
   constructor(private readonly ctx: TeamsContext) {}
@@ -60,6 +68,54 @@ export class Teams {
   /** The crew whose current compiled graph has this hash, with the graph; undefined when no crew's does. */
   crewByGraph(graphHash: string): Promise<{ crew: Crew; graph: Graph; graphHash: string } | undefined> {
     return crewByGraph(this.ctx, graphHash);
+  }
+
+  /**
+   * Starts a crew run as the caller: the run route's one implementation (every seat within the
+   * caller's authority, audited refusal; the formation's input schema; then startCrewRun's checks).
+   */
+  startCrewRunAs(auth: AuthContext, crewId: string, input: CrewRunInput): Promise<Run> {
+    return startCrewRunAs(this.ctx, auth, crewId, input);
+  }
+
+  /** The crews the caller may run now (what the run route would start for it), oldest first. */
+  runnableCrews(auth: AuthContext, max?: number): Promise<RunnableCrew[]> {
+    return runnableCrews(this.ctx, auth, max);
+  }
+
+  /** The crew and the formation version it pins; not_found when either is gone. */
+  crewAndFormation(crewId: string): Promise<{ crew: Crew; formation: Formation }> {
+    return loadCrew(this.ctx, crewId);
+  }
+
+  /**
+   * An approval decision on a waiting step of a crew run by the caller (its principal and its
+   * token's actors): the approval route's one implementation (the runs module's rules, two-person
+   * included; the run is woken when it should be).
+   */
+  decideApproval(
+    auth: AuthContext,
+    crewId: string,
+    runId: string,
+    stepId: string,
+    decision: 'approve' | 'reject',
+    comment: string | undefined,
+  ): Promise<Run> {
+    // The approval route's permission (its gate judges it first; any other way in is judged the same, here).
+    if (!grants(auth.effective, PERMISSIONS.teamsApprove)) {
+      throw forbidden(`the credential lacks the permission ${PERMISSIONS.teamsApprove}`, { required_permission: PERMISSIONS.teamsApprove });
+    }
+    return decideApproval(this.ctx, deciderOf(auth), crewId, runId, stepId, decision, comment);
+  }
+
+  /** Cancels a run of the crew as the caller (the cancel route's one implementation): idempotent, audited when it changed the run. */
+  cancelCrewRun(auth: AuthContext, crewId: string, runId: string): Promise<Run> {
+    return cancelCrewRun(this.ctx, auth, crewId, runId);
+  }
+
+  /** A crew run as the run routes show it (pending approvals, investigate flag, forks). */
+  runView(run: Run): Promise<CrewRunView> {
+    return runView(this.ctx, run);
   }
 
   /** The graph a crew run executed and its formation version (kept when it started, or recompiled to the run's hash); undefined when it cannot be told. */

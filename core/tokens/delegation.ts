@@ -26,7 +26,8 @@ export const HARD_MAX_ACT_DEPTH = 16;
 /** Most links one token may name. */
 export const MAX_LINKS = 64;
 
-const LINK = /^(?:token:[A-Za-z0-9_-]{1,64}|api_key:key_[0-9a-f]{20}|client:ocl_[A-Za-z0-9_-]{1,64})$/;
+const LINK =
+  /^(?:token:[A-Za-z0-9_-]{1,64}|api_key:key_[0-9a-f]{20}|client:(?:ocl|dcl)_[A-Za-z0-9_-]{1,64}|client:https:\/\/[!-~]{1,2000})$/;
 const PRINCIPAL_ID = /^[A-Za-z0-9_.:-]{1,200}$/;
 
 /** True when `s` names a credential a token may derive from. */

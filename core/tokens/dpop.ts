@@ -133,6 +133,7 @@ export async function verifyDpopProof(proof: string, opts: VerifyDpopOptions): P
   }
   // The proof can only pass the iat check until iat + pastSeconds: remember it that long.
   const expiresAt = (iat + window.pastSeconds) * 1000 + 1000;
-  if (!(await opts.replay.remember(`${jkt}:${jti}`, expiresAt, opts.now))) throw new TokenError('dpop_replay', 'proof jti already used');
+  if (!(await opts.replay.remember(`${jkt}:${jti}`, expiresAt, opts.now, iat * 1000)))
+    throw new TokenError('dpop_replay', 'proof jti already used');
   return { jkt, jti, iat };
 }

@@ -140,6 +140,16 @@ const LEGACY_KEY_CLIENT = /^(?:sat:api_key:)?(key_[0-9a-f]{20})$/;
 const KEY_ID = /^key_[0-9a-f]{20}$/;
 
 /**
+ * Whether a token's `client_id` names a client the host keeps a registry of, whose tokens die with
+ * it: registered by an admin (`ocl_…`), registered by itself (RFC 7591, `dcl_…`), or described by its
+ * metadata document (an `https://` URL). Others (an API key acting as client, a SAT's
+ * `sat:…`, the console's built-in client) live and die with their own credential.
+ */
+export function isRegisteredClientId(clientId: string): boolean {
+  return clientId.startsWith('ocl_') || clientId.startsWith('dcl_') || clientId.startsWith('https://');
+}
+
+/**
  * The root credential of a token: its `root` claim, else (tokens minted before
  * the claim) what its client_id says (`key_…`, `sat:api_key:key_…`), else itself.
  */
@@ -217,7 +227,7 @@ async function judge<S extends TokenSubject>(
   } else {
     throw new TokenError('malformed_token', 'unknown root credential');
   }
-  if (config.clientExists && claims.client_id.startsWith('ocl_') && !(await config.clientExists(claims.client_id))) {
+  if (config.clientExists && isRegisteredClientId(claims.client_id) && !(await config.clientExists(claims.client_id))) {
     throw new TokenError('revoked', 'the client this token was issued to no longer exists');
   }
   // The delegation chain: each actor and each link must still stand, and each caps the token.

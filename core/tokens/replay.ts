@@ -4,12 +4,14 @@
  * proofs times the freshness window. An implementation must be atomic per
  * key: `remember` returns false when the key was already there. A durable
  * implementation (the edge's, which survives a restart) decides synchronously
- * and resolves once the entry is on disk; a failed write rejects, and the
- * request is refused (fail closed).
+ * and may resolve later, once what a restart needs is on disk; a failed
+ * write rejects, and the request is refused (fail closed). It is told when
+ * the proof was issued (`issuedAt`), so it may refuse every proof issued
+ * before a restart instead of remembering each one on disk.
  */
 export interface ReplayCache {
-  /** Records `key` until `expiresAt` (ms); false when it is already recorded (a replay). */
-  remember(key: string, expiresAt: number, now: number): boolean | Promise<boolean>;
+  /** Records `key` until `expiresAt` (ms) for a proof issued at `issuedAt` (ms); false when it is already recorded (a replay). */
+  remember(key: string, expiresAt: number, now: number, issuedAt: number): boolean | Promise<boolean>;
 }
 
 /**

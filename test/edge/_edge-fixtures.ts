@@ -11,6 +11,10 @@ import { compileFormation } from '../../core/compiler/compile.ts';
 import type { BilletInput } from '../../core/compiler/types.ts';
 import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 import { initialState, writeFileDurable, writeState, type DeviceFile, type TrustFile } from '../../edge/files.ts';
+import { emptyDeviceState } from '../../bundles/accept.ts';
+import type { EdgeRuntime } from '../../edge/gateway.ts';
+import { loadKeyBundle } from '../../edge/load.ts';
+import { prepareOffline } from '../../edge/offline.ts';
 
 export const T0 = Date.UTC(2026, 0, 1);
 export const SECRET = 'svck_live_' + 'E'.repeat(43);
@@ -31,11 +35,20 @@ export function compiledCrew(maxTokens = 16, policies: { a?: BilletPolicy; b?: B
   return { graph: r.graph, graph_hash: r.graphHash, compiler_input: { formation, billets, bindings } };
 }
 
+/** A second key of the bundle, narrowed to edge.read (edgeWorld's `narrowKey`). */
+export const NARROW_SECRET = 'svck_live_' + 'N'.repeat(43);
+/** The token issuer of the world's cell (its group id `cell-a`). */
+export const TOKEN_ISSUER = 'service://cell-a';
+
 export async function edgeWorld(
   opts: {
     budgets?: Record<string, number>;
     maxTokens?: number;
     policies?: { a?: BilletPolicy; b?: BilletPolicy };
+    /** Also bundle a key of the same owner scoped to edge.read only (NARROW_SECRET). */
+    narrowKey?: boolean;
+    /** The cell's token trust in the key bundle (issuer `service://cell-a`): the device honours its access tokens. */
+    tokens?: { keys: { kid: string; x: string }[]; revoked?: [string, number][] };
     /** The crew's workspace (the kv tools' storage on the device); absent as in bundles before device tools. */
     workspaceId?: string;
   } = {},
@@ -121,8 +134,34 @@ export async function edgeWorld(
           allowed_ips: [],
           allowed_regions: [],
         },
+        ...(opts.narrowKey
+          ? [
+              {
+                key_id: 'key_2',
+                owner_id: 'usr_1',
+                owner_status: 'active' as const,
+                status: 'active' as const,
+                hashes: [{ hash: hashSecret(NARROW_SECRET), not_after: null }],
+                expires_at: null,
+                owner_permissions: ['*'],
+                scopes: ['edge.read'],
+                rate_limit_rpm: null,
+                allowed_ips: [],
+                allowed_regions: [],
+              },
+            ]
+          : []),
       ],
       tombstones: [],
+      ...(opts.tokens
+        ? {
+            tokens: {
+              issuer: TOKEN_ISSUER,
+              keys: opts.tokens.keys.map((k) => ({ ...k, kty: 'OKP', crv: 'Ed25519', alg: 'EdDSA' })),
+              revoked: opts.tokens.revoked ?? [],
+            },
+          }
+        : {}),
     }),
   );
   return {
@@ -138,4 +177,34 @@ export async function edgeWorld(
     crew,
     devKid: dev.kid,
   };
+}
+
+/**
+ * What `edge serve` prepares over a world's bundles, at T0 + 1 s: the key bundle loaded, the crew and
+ * model accepted, and the runtime of the gateway (mount the offline routes with `setup`).
+ */
+export async function offlineRuntime(w: Awaited<ReturnType<typeof edgeWorld>>, rate: EdgeRuntime['rate']) {
+  const clock = { now: () => T0 + 1000 };
+  const k = await loadKeyBundle(w.keysPath, w.trust, emptyDeviceState(w.device.device_id), clock.now());
+  const setup = await prepareOffline({
+    dir: w.dir,
+    device: w.device,
+    trust: w.trust,
+    state: k.state,
+    clock,
+    crewBundle: w.crewPath,
+    model: w.modelPath,
+    modelManifest: w.manifestPath,
+  });
+  const rt: EdgeRuntime = {
+    deviceId: w.device.device_id,
+    cellId: 'cell-a',
+    region: 'local',
+    clock,
+    keys: k.keys,
+    state: setup.state,
+    rate,
+    info: setup.info,
+  };
+  return { rt, setup };
 }

@@ -1,38 +1,13 @@
 // The offline gateway of a device in process (edge/gateway.ts + edge/offline.ts) over an edgeWorld's files:
 // requests with the world's key, a run driven to its end, an SSE request.
 import assert from 'node:assert/strict';
-import { emptyDeviceState } from '../../bundles/accept.ts';
-import { createEdgeApp, type EdgeRuntime } from '../../edge/gateway.ts';
-import { mountOffline, prepareOffline } from '../../edge/offline.ts';
-import { loadKeyBundle } from '../../edge/load.ts';
-import { SECRET, T0, type edgeWorld } from './_edge-fixtures.ts';
+import { createEdgeApp } from '../../edge/gateway.ts';
+import { mountOffline } from '../../edge/offline.ts';
+import { offlineRuntime, SECRET, type edgeWorld } from './_edge-fixtures.ts';
 
 export async function start(w: Awaited<ReturnType<typeof edgeWorld>>) {
-  const clock = { now: () => T0 + 1000 };
-  let state = emptyDeviceState(w.device.device_id);
-  const k = await loadKeyBundle(w.keysPath, w.trust, state, clock.now());
-  state = k.state;
-  const setup = await prepareOffline({
-    dir: w.dir,
-    device: w.device,
-    trust: w.trust,
-    state,
-    clock,
-    crewBundle: w.crewPath,
-    model: w.modelPath,
-    modelManifest: w.manifestPath,
-  });
-  const rt: EdgeRuntime = {
-    deviceId: w.device.device_id,
-    cellId: 'cell-a',
-    region: 'local',
-    clock,
-    keys: k.keys,
-    state: setup.state,
-    // Ample: runToEnd polls a run until it ends (the gateway's rate limit has tests of its own).
-    rate: { capacity: 10_000, refillPerSecond: 1000 },
-    info: setup.info,
-  };
+  // Ample: runToEnd polls a run until it ends (the gateway's rate limit has tests of its own).
+  const { rt, setup } = await offlineRuntime(w, { capacity: 10_000, refillPerSecond: 1000 });
   const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, setup));
   const req = async (method: string, path: string, body?: unknown) => {
     const r = await app.request(

@@ -491,7 +491,7 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     assert.deepEqual(disagreements, [], 'cell and edge disagree');
     assert.deepEqual(wrong, [], 'unexpected answers');
 
-    // The refusal speaks the same challenge on both sides; the edge also points at its RFC 9728 metadata.
+    // The refusal speaks the same challenge on both sides, each pointing at its RFC 9728 metadata.
     const challenge = async (s: Side) => {
       const res =
         s === 'edge'
@@ -503,14 +503,20 @@ test('cell and edge agree on every access token: bindings, replay, expiry, revoc
     };
     const meta = 'resource_metadata="http://localhost/.well-known/oauth-protected-resource"';
     assert.equal(await challenge('edge'), `DPoP realm="edge", error="invalid_token", algs="EdDSA Ed25519 ES256 ES384 RS256", ${meta}`);
-    assert.equal(await challenge('cell'), 'DPoP realm="cell", error="invalid_token", algs="EdDSA Ed25519 ES256 ES384 RS256"');
+    assert.equal(
+      await challenge('cell'),
+      'DPoP realm="cell", error="invalid_token", algs="EdDSA Ed25519 ES256 ES384 RS256", resource_metadata="http://127.0.0.1:8080/.well-known/oauth-protected-resource/api/public/v1"',
+    );
     // A Bearer challenge carries no algs (a DPoP scheme parameter, RFC 9449 §7.1), on both sides.
     const bearer = await edge.request(sides.edge.path, { headers: { authorization: `Bearer ${tokens.plain.edge}` } });
     assert.equal(bearer.headers.get('www-authenticate'), `Bearer realm="edge", error="invalid_token", ${meta}`);
     const bearerCell = await t.app.request(sides.cell.path, { headers: { authorization: `Bearer ${tokens.plain.cell}` } }, {
       incoming: { socket: { remoteAddress: '127.0.0.1' } },
     } as never);
-    assert.equal(bearerCell.headers.get('www-authenticate'), 'Bearer realm="cell", error="invalid_token"');
+    assert.equal(
+      bearerCell.headers.get('www-authenticate'),
+      'Bearer realm="cell", error="invalid_token", resource_metadata="http://127.0.0.1:8080/.well-known/oauth-protected-resource/api/public/v1"',
+    );
     const stale = await edge.request(sides.edge.path, {
       headers: headersOf({ scheme: 'DPoP', token: await obtain({ dpop: true, resource: EDGE_AUD }) }),
     });

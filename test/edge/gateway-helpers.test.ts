@@ -63,11 +63,19 @@ test('cell and edge: malformed body, not found and the 401 challenge from one he
 
     const cellAnonymous = await t.request('GET', `${A}/principals`);
     assert.equal(cellAnonymous.status, 401);
-    assert.equal(cellAnonymous.headers.get('www-authenticate'), authChallenge('cell'));
+    assert.equal(
+      cellAnonymous.headers.get('www-authenticate'),
+      authChallenge('cell', `${t.modules.oauth.api.publicBase()}/.well-known/oauth-protected-resource/api/public/v1`),
+    );
     const edgeAnonymous = await e.request('/api/public/v1/edge/status');
     assert.equal(edgeAnonymous.status, 401);
-    assert.equal(edgeAnonymous.headers.get('www-authenticate'), authChallenge('edge'));
+    const edgeMeta = new URL('/.well-known/oauth-protected-resource', edgeAnonymous.url || 'http://localhost/').href;
+    assert.equal(edgeAnonymous.headers.get('www-authenticate'), authChallenge('edge', edgeMeta));
     assert.equal(authChallenge('edge'), `Bearer realm="edge", DPoP algs="${DPOP_ALGS.join(' ')}"`);
+    assert.equal(
+      authChallenge('edge', 'https://d/m'),
+      `Bearer realm="edge", resource_metadata="https://d/m", DPoP algs="${DPOP_ALGS.join(' ')}"`,
+    );
   } finally {
     await t.close();
   }

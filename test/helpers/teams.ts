@@ -94,6 +94,15 @@ export interface Seat {
   ledger?: number | null;
 }
 
+/** The authority of the test crews' seats when a seat names none: principals who run them hold it. */
+export const SEAT_ENVELOPE = {
+  allowed_tools: ['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get'],
+  permission_mode: 'auto',
+  clearance_level: 0,
+  egress_allowlist: ['kv:*'],
+  data_grant_ids: ['kv:*'],
+};
+
 /** Formation + billets + agents + crew. Returns ids by role. */
 export async function team(
   api: Api,
@@ -104,13 +113,7 @@ export async function team(
   const f = await ok(api, 'POST', `${T}/formations`, { name: `${policy}-team`, coordination_policy: policy, ...extra });
   const billets: Record<string, string> = {};
   const agents: Record<string, string> = {};
-  const defaultCap = {
-    allowed_tools: ['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get'],
-    permission_mode: 'auto',
-    clearance_level: 0,
-    egress_allowlist: ['kv:*'],
-    data_grant_ids: ['kv:*'],
-  };
+  const defaultCap = SEAT_ENVELOPE;
   for (const s of seats) {
     const b = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, {
       role_label: s.role,

@@ -8,12 +8,11 @@ import { ServiceError, notFound } from '../../../core/errors.ts';
 import type { AppEnv } from '../../context.ts';
 import { errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, securedEither } from '../../http/openapi.ts';
 import { ApprovalDecisionSchema, deciderOf, type Run, runFilterOf, runFilterQuery, runIdPath } from '../../runs/api.ts';
-import { assertSeatsWithinCaller } from '../formations/compile.ts';
 import type { TeamsContext } from '../context.ts';
 import { getCrew } from '../formations/formations.ts';
 import { executedGraph } from './run-graph.ts';
 import { forkCrewRun } from './fork.ts';
-import { decideApproval, recoverRun, startCrewRun } from './runs.ts';
+import { cancelCrewRun, decideApproval, recoverRun, startCrewRunAs } from './runs.ts';
 import { RunOut, runView, type CrewRunView } from './run-view.ts';
 
 const P = '/api/public/v1/admin/agent-teams';
@@ -96,13 +95,8 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
       responses: { 201: json(RunOut, 'The run (driven in the background)'), ...errorResponses(400, 401, 403, 404, 409) },
     }),
     async (c) => {
-      const auth = c.get('auth');
-      const crewId = c.req.valid('param').crew_id;
-      // One load and one compile: the caller's check runs on the graph startCrewRun compiled, before anything is written.
-      const run = await startCrewRun(ctx, auth.principal.id, crewId, c.req.valid('json'), {
-        check: (graph) => assertSeatsWithinCaller(ctx, auth, graph, { action: 'crew.run', target: crewId }),
-        requesterActors: auth.credential.actors,
-      });
+      // One load and one compile: the caller's check runs on the graph startCrewRunAs compiled, before anything is written.
+      const run = await startCrewRunAs(ctx, c.get('auth'), c.req.valid('param').crew_id, c.req.valid('json'));
       return c.json(await runView(ctx, run, { started: true }), 201);
     },
   );
@@ -310,18 +304,7 @@ export function runRoutes(app: OpenAPIHono<AppEnv>, ctx: TeamsContext): void {
     }),
     async (c) => {
       const { crew_id, run_id } = c.req.valid('param');
-      const auth = c.get('auth');
-      const actor = auth.principal.id;
-      const before = await runs.getRun(run_id);
-      if (before?.kind !== 'crew' || before.crew_id !== crew_id) throw notFound('run');
-      // A run acts as its requester: cancelling another's needs managing it (the shared-things rule).
-      await ctx.iam.assertMayActOnOwned(auth, { kind: 'run', id: run_id, ownerId: before.requester }, 'crew.run.cancel');
-      const run = await runs.requestCancel(run_id, actor);
-      if (!run) throw notFound('run');
-      if (before.state !== run.state) {
-        await ctx.iam.auditNow({ actor, action: 'crew.run.cancel', target: run_id, outcome: 'ok', details: { from: before.state } });
-      }
-      return c.json(await view(run), 200);
+      return c.json(await view(await cancelCrewRun(ctx, c.get('auth'), crew_id, run_id)), 200);
     },
   );
 }

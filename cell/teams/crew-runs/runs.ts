@@ -22,11 +22,15 @@
  */
 import type { Graph } from '../../../core/engine/types.ts';
 import type { JsonObject } from '../../../core/journal/record.ts';
-import { ServiceError, notFound } from '../../../core/errors.ts';
+import { ServiceError, forbidden, invalid, notFound } from '../../../core/errors.ts';
+import { grants } from '../../../core/authority/scopes.ts';
+import { PERMISSIONS } from '../../../core/permissions.ts';
+import { inputProblems } from '../../../core/input-schema/problems.ts';
 import type { Reason } from '../../../core/reasons.ts';
 import { RunClosedError, isTerminal, requesterOf, type Decider, type Run } from '../../runs/api.ts';
 import { foldLedgers, hasLedger, releaseOpenReservations } from '../resources/agents.ts';
-import { compileFor, type Compiled } from '../formations/compile.ts';
+import { assertSeatsWithinCaller, compileFor, type Compiled } from '../formations/compile.ts';
+import type { AuthContext } from '../../context.ts';
 import type { TeamsContext } from '../context.ts';
 import { crewFormation, getCrew } from '../formations/formations.ts';
 import type { Crew, Formation } from '../formations/types.ts';
@@ -169,6 +173,41 @@ function scheduleWake(ctx: TeamsContext, runId: string, wakeAt: number | null): 
   ctx.wakeTimers.add(t);
 }
 
+/**
+ * Starts a crew run as the caller, the one way every caller's run starts (the run route, MCP's crew
+ * tools): the caller holds agent_teams.write, its principal is the requester, and every seat of the
+ * compiled graph must lie within the caller's authority (403 wider_than_caller, audited) before
+ * anything is written.
+ */
+export async function startCrewRunAs(ctx: TeamsContext, auth: AuthContext, crewId: string, body: CrewRunInput): Promise<Run> {
+  // The run route's permission (its gate judges it first; any other way in is judged the same, here).
+  if (!grants(auth.effective, PERMISSIONS.teamsWrite)) {
+    throw forbidden(`the credential lacks the permission ${PERMISSIONS.teamsWrite}`, { required_permission: PERMISSIONS.teamsWrite });
+  }
+  return startCrewRun(ctx, auth.principal.id, crewId, body, {
+    check: (graph) => assertSeatsWithinCaller(ctx, auth, graph, { action: 'crew.run', target: crewId }),
+    requesterActors: auth.credential.actors,
+  });
+}
+
+/**
+ * Cancels a run of the crew as the caller (idempotent: an ended run is answered as it is), audited
+ * `crew.run.cancel` when it changed the run; 404 for a run of another crew.
+ */
+export async function cancelCrewRun(ctx: TeamsContext, auth: AuthContext, crewId: string, runId: string): Promise<Run> {
+  const actor = auth.principal.id;
+  const before = await ctx.runs.getRun(runId);
+  if (before?.kind !== 'crew' || before.crew_id !== crewId) throw notFound('run');
+  // A run acts as its requester: cancelling another's needs managing it (the shared-things rule).
+  await ctx.iam.assertMayActOnOwned(auth, { kind: 'run', id: runId, ownerId: before.requester }, 'crew.run.cancel');
+  const run = await ctx.runs.requestCancel(runId, actor);
+  if (!run) throw notFound('run');
+  if (before.state !== run.state) {
+    await ctx.iam.auditNow({ actor, action: 'crew.run.cancel', target: runId, outcome: 'ok', details: { from: before.state } });
+  }
+  return run;
+}
+
 /** Starts a crew run: compile, placement, ledgers, then drive in the background. */
 export async function startCrewRun(
   ctx: TeamsContext,
@@ -235,6 +274,11 @@ async function planCrewRun(
   const compiled = fork ? fork.compiled : await compileFor(ctx, formation, crew);
   // The caller's own check of the compiled graph (the route: every seat within the caller's authority).
   await opts.check?.(compiled.graph);
+  // The input the formation declares (its crews' MCP tool input schema too): checked before anything is written.
+  if (formation.input_schema) {
+    const problems = inputProblems(formation.input_schema, body.input ?? null);
+    if (problems.length) throw invalid("the input does not match the formation's input_schema", { reason: 'invalid_input', problems });
+  }
   const spec: CrewRunSpec = {
     input: body.input ?? null,
     max_duration_ms: body.max_duration_ms ?? DEFAULT_MAX_DURATION_MS,

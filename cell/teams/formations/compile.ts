@@ -188,6 +188,15 @@ export function seatEnvelope(a: SeatAuthority): AuthorityEnvelope {
 }
 
 /**
+ * Whether every seat of `graph` lies within the caller's envelope authority: the verdict
+ * assertSeatsWithinCaller refuses on (the same containment check), without its audit record, for
+ * what only shows what a caller could run (MCP's tools/list).
+ */
+export function seatsWithinCaller(ctx: TeamsContext, auth: AuthContext, graph: Graph): boolean {
+  return Object.values(graph.seats).every((seat) => ctx.iam.withinCaller(auth, { envelope: seatEnvelope(seat.authority) }).ok);
+}
+
+/**
  * Binding agents to seats and running them exercises each seat's authority
  * (agent ∩ billet cap): refused (audited, wider_than_caller) unless every
  * seat stays inside the caller's envelope authority.

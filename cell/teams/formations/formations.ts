@@ -15,6 +15,7 @@
  *   billet cap (the compiler intersects). A new version of the formation
  *   leaves the crew (and its runs) as they are until it is upgraded.
  */
+import { checkInputSchema } from '../../../core/input-schema/check.ts';
 import { isSubset, type AuthorityEnvelope } from '../../../core/authority/envelope.ts';
 import { stepPolicyOf, stepPolicyProblem, type StepPolicy } from '../../../core/engine/policy.ts';
 import { canonicalToolChoice, seatToolChoiceProblem, toolChoiceProblem, type ToolChoice } from '../../../core/engine/tool-choice.ts';
@@ -50,6 +51,7 @@ export async function createFormation(
   body: FormationBody,
   check?: (f: Formation) => Promise<void>,
 ): Promise<Formation> {
+  if (body.input_schema) checkInputSchema(body.input_schema);
   const now = ctx.core.clock.now();
   const f: Formation = { formation_id: newId('frm'), version: 1, ...body, created_at: now, created_by: actor, updated_at: now };
   await check?.(f);

@@ -36,6 +36,8 @@ const FormationPatch = z
     post: formationFields.post.nullable().optional(),
     prompt: formationFields.prompt.nullable().optional(),
     workspace_id: formationFields.workspace_id.nullable().optional(),
+    purpose: formationFields.purpose.nullable().optional(),
+    input_schema: formationFields.input_schema.nullable().optional(),
   })
   .strict()
   .openapi('UpdateFormation', {

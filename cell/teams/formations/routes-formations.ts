@@ -53,6 +53,15 @@ export const formationFields = {
   post: z.array(anyObject).max(32).openapi({ description: 'Stages after the team' }),
   prompt: z.string().max(20_000).openapi({ description: 'Instruction given to every seat' }),
   workspace_id: workspace,
+  purpose: z
+    .string()
+    .min(1)
+    .max(2_000)
+    .openapi({ description: "What the team is for: the description of its crews' MCP tools (docs/mcp.md); not part of the graph" }),
+  input_schema: anyObject.openapi({
+    description:
+      "The input a run takes, a JSON Schema subset (docs/jobs.md, input_schema): checked when a run starts (400 invalid_input) and published as the crews' MCP tool input schema; not part of the graph",
+  }),
 };
 
 const FormationIn = z
@@ -66,6 +75,8 @@ const FormationIn = z
     post: formationFields.post.optional(),
     prompt: formationFields.prompt.optional(),
     workspace_id: formationFields.workspace_id.optional(),
+    purpose: formationFields.purpose.optional(),
+    input_schema: formationFields.input_schema.optional(),
   })
   .strict()
   .openapi('CreateFormation');

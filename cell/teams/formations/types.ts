@@ -21,6 +21,13 @@ export interface FormationBody {
   prompt?: string;
   /** Workspace whose storage the crew's tools use by default. */
   workspace_id?: string;
+  /** What the team is for, in a sentence or two: the description of its crews' MCP tools (cell/mcp). */
+  purpose?: string;
+  /**
+   * The input its crews' runs take (core/input-schema: a JSON Schema subset), checked when a run starts
+   * (400 invalid_input) and published as the crews' MCP tool input schema. Not part of the graph.
+   */
+  input_schema?: Record<string, unknown>;
 }
 
 export interface Formation extends FormationBody {

@@ -19,6 +19,7 @@
  * Deleting a formation (every version) is refused while a crew uses it (409
  * in_use, naming the crews).
  */
+import { checkInputSchema } from '../../../core/input-schema/check.ts';
 import { isSubset } from '../../../core/authority/envelope.ts';
 import { parseAuthority } from '../../../core/authority/schema.ts';
 import { canonicalJson } from '../../../core/canonical.ts';
@@ -74,6 +75,8 @@ export interface FormationPatch {
   post?: unknown[] | null | undefined;
   prompt?: string | null | undefined;
   workspace_id?: string | null | undefined;
+  purpose?: string | null | undefined;
+  input_schema?: Record<string, unknown> | null | undefined;
 }
 
 /** Changes a formation: a new version unless nothing changed. */
@@ -85,6 +88,7 @@ export async function updateFormation(
 ): Promise<{ formation: Formation; changed: boolean }> {
   const f = await getFormation(ctx, formationId);
   if (!f) throw notFound('formation');
+  if (patch.input_schema) checkInputSchema(patch.input_schema);
   const merged: Record<string, unknown> = { ...bodyOf(f) };
   for (const [k, v] of Object.entries(await inlineStageSkills(ctx, patch))) {
     if (v === undefined) continue;

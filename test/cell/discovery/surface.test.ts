@@ -26,6 +26,9 @@ after(async () => {
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'ALL']);
 
+/** The MCP endpoint the cell serves and the metadata that describes it: the only paths that name MCP. */
+const SERVES_MCP = new Set(['POST /mcp', 'GET /mcp', 'DELETE /mcp', 'GET /.well-known/oauth-protected-resource/mcp']);
+
 test('no route of the app creates or uploads a graph, and none attaches an MCP server', () => {
   const routes = t.app.routes.map((r) => ({ method: r.method.toUpperCase(), path: r.path }));
   assert.ok(routes.length > 10, 'the real routes are walked');
@@ -39,11 +42,17 @@ test('no route of the app creates or uploads a graph, and none attaches an MCP s
     );
     assert.ok(r.method === 'GET' || r.method === 'HEAD', `${r.method} ${r.path}`);
   }
-  const mcp = routes.filter((r) => /mcp/i.test(r.path));
-  assert.deepEqual(mcp, [], 'no path names MCP');
+  // The cell serves MCP itself (docs/mcp.md): /mcp, and its protected resource metadata (RFC 9728).
+  // No other path names MCP: nothing attaches an MCP server to an agent (spec 1.4).
+  const mcp = routes.filter((r) => /mcp/i.test(r.path)).map((r) => `${r.method} ${r.path}`);
+  assert.deepEqual(
+    mcp.filter((r) => !SERVES_MCP.has(r)),
+    [],
+    'the only paths naming MCP are the endpoint the cell serves and its metadata',
+  );
   // The document agrees (it can only be narrower than the app).
   for (const o of operations(doc)) {
-    assert.ok(!/mcp/i.test(o.path), o.path);
+    assert.ok(!/mcp/i.test(o.path) || SERVES_MCP.has(`${o.method.toUpperCase()} ${o.path}`), o.path);
     if (/graph/i.test(o.path)) assert.equal(o.method, 'get', o.path);
   }
 });

@@ -19,6 +19,8 @@ const OAUTH_CODES = new Set([
   'slow_down',
   'access_denied',
   'expired_token',
+  'invalid_client_metadata',
+  'invalid_redirect_uri',
 ]);
 
 /** Routes that stream until a run ends; covered by their own tests. */
@@ -29,11 +31,13 @@ function assertEnvelope(r: TestResponse, what: string): void {
   if (r.status >= 400 && (r.headers.get('content-type') ?? '').includes('json')) {
     // OAuth protocol endpoints answer 400/401 with RFC 6749 §5.2 codes (docs/oauth.md).
     const oauthProtocol =
-      /^POST \/oauth\/(token|device_authorization|introspect|revoke)$/.test(what) &&
+      /^POST \/oauth\/(token|device_authorization|introspect|revoke|register)$/.test(what) &&
       (r.status === 400 || r.status === 401) &&
       OAUTH_CODES.has(r.body?.error);
-    assert.ok(CODES.has(r.body?.error) || oauthProtocol, `${what}: envelope error code, got ${r.text.slice(0, 200)}`);
-    assert.equal(typeof r.body.message, 'string', what);
+    // The MCP endpoint answers its transport's refusals as JSON-RPC errors (MCP Streamable HTTP), past the gateway's envelope.
+    const mcpProtocol = / \/mcp$/.test(what) && typeof r.body?.error?.code === 'number' && typeof r.body.error.message === 'string';
+    assert.ok(CODES.has(r.body?.error) || oauthProtocol || mcpProtocol, `${what}: envelope error code, got ${r.text.slice(0, 200)}`);
+    if (!mcpProtocol) assert.equal(typeof r.body.message, 'string', what);
     assert.ok(
       !/at .+\.(ts|js|mjs):\d+|TypeError|SyntaxError|SQLITE|sql\.js/i.test(r.text),
       `${what}: internal text leaked: ${r.text.slice(0, 300)}`,

@@ -130,7 +130,13 @@ test('deltas arrive in order without ids, before the step record that holds the 
 }, async () => {
   await streaming(true);
   const pieces = ['The ', 'answer ', 'is ', 'forty', '-two', '.'];
-  ai.setResponder((req) => {
+  // The first answer waits until the stream follows the run: deltas are live, a late subscriber gets none.
+  let open = () => {};
+  const following = new Promise<void>((r) => {
+    open = r;
+  });
+  ai.setResponder(async (req) => {
+    await following;
     // Round 0 asks for a tool; round 1 (after the tool's answer) streams the text in pieces.
     if (!req.messages.some((m) => m.role === 'tool')) return { tool_calls: [{ name: 'calc', arguments: { expression: '6*7' } }] };
     return { content: pieces.join(''), pieces };
@@ -138,6 +144,8 @@ test('deltas arrive in order without ids, before the step record that holds the 
   const tm = await team(api, 'sequential', [{ role: 'writer' }]);
   const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'what is six times seven?' });
   const s = follow(run.run_id);
+  await s.until((fs) => fs.length > 0, 'the stream to follow the run');
+  open();
   await s.done;
 
   const deltas = s.frames.filter((f) => f.event === 'delta');

@@ -130,4 +130,5 @@ export const NOT_STANDING = new Map<string, string>([
   ['POST /oauth/device_authorization', 'protocol: starts a grant the subject approves in a session'],
   ['POST /oauth/introspect', 'protocol: reads a verdict'],
   ['POST /oauth/revoke', 'protocol: revokes a token'],
+  ['POST /oauth/register', "protocol, no credential (RFC 7591): the client it registers is no one's authority until a principal consents"],
 ]);

@@ -18,6 +18,7 @@ import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { startOpenAIServer } from '../../fixtures/openai-server.ts';
 import { provider } from '../../helpers/teams.ts';
 import { basic, claimsOf, form } from '../../helpers/oauth.ts';
+import { inProcessFetch, mcpClient } from '../../helpers/mcp-endpoint.ts';
 import { startMcpServer } from '../../fixtures/mcp-server.ts';
 import { generateEd25519 } from '../../../bundles/codec.ts';
 import { openCrewBundle } from '../../../bundles/crew-bundle.ts';
@@ -676,6 +677,41 @@ test('containment sweep: no route hands out or exercises more than its caller ho
       ).billet_id;
       r = await call('POST', `${T}/crews/${crewId}/upgrade`, { assignments: { [seat2]: wideAgent } });
       if (r.status === 200) assertWithin(caller, { envelope: seatEnv }, 'crew upgrade');
+
+      // MCP (/mcp): the caller is shown only crews and endpoints it could run by the routes' own checks,
+      // and a call it is not refused runs within it. Listing compiles every crew, so every third caller lists.
+      const mc = await mcpClient(inProcessFetch(t), 'http://127.0.0.1/mcp', tok);
+      if (seq % 3 === 0) {
+        for (const tool of (await mc.listTools()).tools) {
+          if (tool.name.startsWith('crew_')) {
+            const id = tool.name.slice('crew_'.length);
+            const crewRow = await ok(t, 'GET', `${T}/crews/${id}`, undefined);
+            const g = await ok(t, 'GET', `${T}/formations/${crewRow.formation_id}/graph?crew_id=${id}`, undefined);
+            for (const seat of Object.values(
+              g.graph.seats as Record<string, { authority: AuthorityEnvelope & { budget_ceiling: number | null } }>,
+            )) {
+              const { budget_ceiling, ...env } = seat.authority;
+              assertWithin(
+                caller,
+                { permissions: ['agent_teams.write'], envelope: budget_ceiling === null ? env : { ...env, budget_ceiling } },
+                'mcp crew listed',
+              );
+            }
+          } else if (tool.name.startsWith('endpoint_')) {
+            const e = await ok(t, 'GET', `${A}/jobs/endpoints/${tool.name.slice('endpoint_'.length)}`, undefined);
+            assertWithin(caller, { permissions: e.required_scopes }, 'mcp endpoint listed');
+          }
+        }
+      }
+      const mcpCall = await mc.callTool({ name: `crew_${crewId}`, arguments: { input: 'x' } });
+      const refusal = mcpCall.isError ? JSON.parse((mcpCall.content as { text: string }[])[0]!.text) : null;
+      if (refusal?.error === 'forbidden') refused++;
+      else {
+        // Started (or refused by the run's own start checks, past the containment check): within the caller.
+        accepted++;
+        assertWithin(caller, { permissions: ['agent_teams.write'], envelope: seatEnv }, 'mcp crew call');
+      }
+      await mc.close();
     });
     const covered = () => exchanged > 5 && sourcesAccepted > 2 && accepted > 50 && refused > 50;
     for (let round = 0; round < 4 && !covered(); round++) await fc.assert(property, { numRuns: 40 });
@@ -797,6 +833,97 @@ test('every state-changing admin route is either in the containment sweep or say
     const undeclared = [...seen].map((id) => id.replace(/:([A-Za-z_]+)/g, '{$1}')).filter((id) => !STANDING[id] && !NOT_STANDING.has(id));
     assert.deepEqual(undeclared, [], 'say in _standing.ts whether a delegated token may call each new route (STANDING or NOT_STANDING)');
     for (const id of [...SWEPT, ...NOT_AUTHORITY.keys()]) assert.ok(seen.has(id), `${id} is listed but no longer exists`);
+  } finally {
+    await t.close();
+  }
+});
+
+/**
+ * State-changing routes outside the admin API, each classified: what the sweep above drives, and why
+ * the rest hand out no more than their caller holds.
+ */
+const OUTSIDE_ADMIN = new Map<string, string>([
+  ['POST /mcp', 'swept above: what tools/list shows and what a call runs are within the caller (the routes’ own checks)'],
+  ['DELETE /mcp', 'ends the caller’s own session'],
+  [
+    'POST /oauth/token',
+    'every grant narrows to the subject and client (test/cell/oauth/scope.test.ts, token-exchange-property.test.ts); client tokens swept above',
+  ],
+  [
+    'POST /oauth/register',
+    'a self-registered client holds nothing until a principal consents, then no more than that principal: the test below',
+  ],
+  ['POST /oauth/device_authorization', 'starts a device flow; the approving session decides (device.test.ts)'],
+  ['POST /oauth/introspect', 'reads a verdict'],
+  ['POST /oauth/revoke', 'ends a token'],
+  ['POST /oauth/login', 'a session of the user who proves the password'],
+  ['POST /oauth/logout', 'ends a session'],
+  ['POST /oauth/authorize', 'consent: the code carries the consenting principal’s scope ∩ the client’s (authorization-code.test.ts)'],
+  ['POST /oauth/device', 'approval by the session’s principal, never a form field (device.test.ts)'],
+  [
+    'POST /api/public/v1/jobs/endpoints/:endpoint_id/invoke',
+    'runs as its publisher allowed: required scopes within the caller (jobs/api.test.ts)',
+  ],
+]);
+
+test('every state-changing route outside the admin API is swept or says why it hands out no more than its caller', async () => {
+  const t = await inProcessCell();
+  try {
+    const seen = new Set<string>();
+    for (const r of t.app.routes) {
+      if (!['POST', 'PUT', 'PATCH', 'DELETE'].includes(r.method) || r.path.startsWith('/api/public/v1/admin/')) continue;
+      seen.add(`${r.method} ${r.path}`);
+    }
+    assert.deepEqual(
+      [...seen].filter((id) => !OUTSIDE_ADMIN.has(id)),
+      [],
+      'classify each new route outside the admin API in OUTSIDE_ADMIN, with why',
+    );
+    for (const id of OUTSIDE_ADMIN.keys()) assert.ok(seen.has(id), `${id} is listed but no longer exists`);
+  } finally {
+    await t.close();
+  }
+});
+
+test('a client that registered itself holds nothing until a principal consents, then no more than that principal', async () => {
+  const t = await inProcessCell({ config: { dynamicRegistration: true, rate: { capacity: 1e9, refillPerSecond: 1e9 } } });
+  try {
+    const reg = await t.request('POST', '/oauth/register', {
+      body: {
+        redirect_uris: ['http://127.0.0.1:9/cb'],
+        token_endpoint_auth_method: 'client_secret_basic',
+        grant_types: ['authorization_code'],
+      },
+    });
+    assert.equal(reg.status, 201, reg.text);
+    const auth = basic(reg.body.client_id, reg.body.client_secret);
+    // No grant gives it a token on its own.
+    for (const grant of ['client_credentials', 'urn:ietf:params:oauth:grant-type:device_code', 'refresh_token']) {
+      const r = await form(t, '/oauth/token', { grant_type: grant, device_code: 'x', refresh_token: 'ort_x' }, auth);
+      assert.equal(r.status, 400, `${grant}: ${r.text}`);
+      assert.equal(r.body.error, 'unauthorized_client', grant);
+    }
+    const device = await form(t, '/oauth/device_authorization', {}, auth);
+    assert.equal(device.body.error, 'unauthorized_client');
+    const owner = await ok(t, 'POST', `${A}/sats`, { scope: ['agent_teams.read'] });
+    const exchange = await form(
+      t,
+      '/oauth/token',
+      {
+        grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+        subject_token: owner.access_token,
+        subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+        audience: `${t.modules.oauth.api.publicBase()}/api/public/v1`,
+      },
+      auth,
+    );
+    assert.equal(exchange.status, 400);
+    assert.equal(exchange.body.error, 'unauthorized_client');
+    // With consent (test/cell/oauth/mcp-clients.test.ts drives the pages): the code carries the consenting
+    // principal's permissions ∩ the client's capped scope, never the client's own word.
+    const client = await t.request('GET', `${A}/oauth/clients/${reg.body.client_id}`, { token: t.adminKey });
+    assert.deepEqual(client.body.subject_id, null);
+    assert.ok(contains({ permissions: t.core.config.registrationScope, envelope: UNBOUNDED }, { permissions: client.body.scope }).ok);
   } finally {
     await t.close();
   }

@@ -295,6 +295,10 @@ const NOT_DRIVEN = new Map<string, string>([
   ['POST /oauth/device_authorization', 'protocol: starts a grant the subject approves'],
   ['POST /oauth/introspect', 'protocol: reads a verdict'],
   ['POST /oauth/revoke', "protocol: revokes the presenting client's own token"],
+  [
+    'POST /oauth/register',
+    'protocol (RFC 7591), no credential: a registered client holds nothing until a principal consents, then no more than that principal (driven by containment-sweep.test.ts and oauth/mcp-clients.test.ts)',
+  ],
   ['POST /api/public/v1/jobs/endpoints/{endpoint_id}/invoke', "runs a published endpoint within its publisher's authority"],
   ['POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/recover', 'resumes a run as it was authorised'],
   [
@@ -675,6 +679,11 @@ test('delegated-token pass: every mutating operation tried with an exchanged tok
       basic(ownerKeyId, t.adminKey),
     );
     assert.equal((await exchange(forDevice.body.access_token)).body.error, 'invalid_target');
+    // A published endpoint's run (the invoke route and MCP's endpoint tools share it) records the chain too.
+    const invoked = await t.request('POST', `/api/public/v1/jobs/endpoints/${w.ids['endpoint_id']}/invoke`, { token, body: {} });
+    assert.ok(invoked.status < 300, invoked.text);
+    const invokedRun = await t.modules.runs.runs.getRun(invoked.body.run_id);
+    assert.deepEqual(invokedRun?.flags?.['requester_actors'], [d.id]);
 
     const served = await servedMutations(t);
     const failures: string[] = [];

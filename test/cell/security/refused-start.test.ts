@@ -146,7 +146,7 @@ async function scenario(
     const said: [string, string][] = [];
     for (const [what, args] of refused) {
       const r = run(CELL_BIN, args);
-      assert.equal(r.status, 2, `${what}: refused (${r.out}${r.err})`);
+      assert.equal(r.status, 1, `${what}: refused, a key file it cannot use (exit 1, docs/operations.md) (${r.out}${r.err})`);
       assert.equal(existsSync(bundleOut), false, `${what}: no file written`);
       said.push([what, r.err]);
     }

@@ -1,0 +1,305 @@
+/**
+ * Group commit of run drivers' journal appends (issue 40). The steps that
+ * concurrent runs finish within a few milliseconds are written in one
+ * transaction and one round trip pair: one statement locks and stamps every
+ * run's row (fenced by each driver's lease), one reads every run's last seq,
+ * and the records, their values and the runs' storage shares go in one
+ * multi-row statement each, with one COMMIT. Each record is still sealed
+ * after its own run's tail: its own seq, its own chain, its own signature.
+ *
+ * Groups form on their own: a driver's append is queued, and a group starts
+ * (at the next check phase of the event loop, so the appends of one burst of
+ * answers join it) whenever fewer than MAX_INFLIGHT groups are in flight; the
+ * appends that arrive while groups are in flight make the next group. A lone
+ * run therefore waits for no one, and sixteen runs share their commits.
+ *
+ * A group never makes one run's failure another's:
+ * - a run whose lease was lost or which ended meanwhile (its row did not lock)
+ *   is told why, and the others are written again without it;
+ * - a storage limit refuses that run's records only (as one by one);
+ * - any other failure of the group's transaction writes each append again in
+ *   a transaction of its own, so each gets its own answer;
+ * - a store outage (connection lost, commit outcome unknown, conflicts past
+ *   retries) is every member's answer, as it would have been alone: each
+ *   driver then settles its own run from its journal (drive.ts).
+ * An append without a fence (a cancel, a note any cell may write) is written
+ * alone, as before.
+ */
+import { isServiceError } from '../../core/errors.ts';
+import type { JournalRecord } from '../../core/journal/record.ts';
+import type { Tx } from '../store/types.ts';
+import type { JournalTail, RunMeter, RunsContext, StagedWrite } from './context.ts';
+import { byHash, EMPTY_HASH, lockRun, RunClosedError, sealAfter, tailAt, type PreparedEntry } from './internal/records.ts';
+import { assertFence, type Fence } from './lease.ts';
+import * as repo from './repository.ts';
+import { isTerminal } from './runs.ts';
+import { byteSize, measure, usageRefusal, type PreparedValue, type RunStorageLimitError } from './storage.ts';
+
+/** Groups in flight at once (each holds one connection of the store's pool). */
+export const MAX_INFLIGHT = 2;
+/** Runs in one group at most (a notification names at most 100; statements stay well under parameter limits). */
+export const MAX_GROUP = 32;
+
+/** One run's append: its prepared records, the writes staged for it, its driver's fence, its meter. */
+export interface AppendMember {
+  runId: string;
+  items: PreparedEntry[];
+  staged: StagedWrite[];
+  fence?: Fence | undefined;
+  meter: RunMeter;
+}
+
+/** What an append kept: its sealed records, the run's new tail, and the refusal that stopped it short (a storage limit). */
+export interface AppendOutcome {
+  recs: JournalRecord[];
+  tail: JournalTail;
+  refused: RunStorageLimitError | null;
+}
+
+/** A member waiting for its group. */
+export interface QueuedAppend {
+  member: AppendMember;
+  resolve(o: AppendOutcome): void;
+  reject(e: unknown): void;
+}
+
+/** The appends waiting to be grouped and the groups in flight (RunsContext.appends). */
+export interface AppendQueue {
+  waiting: QueuedAppend[];
+  inflight: number;
+  scheduled: boolean;
+}
+
+/** Writes a run's append: alone without a fence, else with whatever other drivers' appends are waiting. */
+export function commitAppend(ctx: RunsContext, member: AppendMember): Promise<AppendOutcome> {
+  if (member.fence === undefined) return writeAlone(ctx, member);
+  return new Promise((resolve, reject) => {
+    ctx.appends.waiting.push({ member, resolve, reject });
+    schedule(ctx);
+  });
+}
+
+function schedule(ctx: RunsContext): void {
+  const q = ctx.appends;
+  if (q.scheduled || q.inflight >= MAX_INFLIGHT || q.waiting.length === 0) return;
+  q.scheduled = true;
+  // At the check phase: every answer the poll phase delivered has made its append by then.
+  setImmediate(() => {
+    q.scheduled = false;
+    while (q.inflight < MAX_INFLIGHT && q.waiting.length > 0) {
+      const group = q.waiting.splice(0, MAX_GROUP);
+      q.inflight++;
+      void runGroup(ctx, group).finally(() => {
+        q.inflight--;
+        schedule(ctx);
+      });
+    }
+  });
+}
+
+/** Why some members of a group could not be written: their own errors (lease lost, run closed, a storage limit on their first record). */
+class MembersRefused extends Error {
+  constructor(readonly errors: Map<string, unknown>) {
+    super(`${errors.size} runs of a journal group could not be written`);
+    this.name = 'MembersRefused';
+  }
+}
+
+/** A store outage: every member's answer as it would have been alone (drive.ts settles each run from its journal). */
+function outage(err: unknown): boolean {
+  if (!isServiceError(err) || err.code !== 'service_unavailable') return false;
+  const reason = (err.details as { reason?: unknown } | undefined)?.reason;
+  return reason === 'connection_lost' || reason === 'commit_unknown' || reason === 'write_conflict' || reason === 'store_closed';
+}
+
+async function runGroup(ctx: RunsContext, group: QueuedAppend[]): Promise<void> {
+  if (group.length === 1) {
+    const [one] = group;
+    await writeAlone(ctx, one!.member).then(one!.resolve, one!.reject);
+    return;
+  }
+  let outcomes: Map<string, AppendOutcome>;
+  try {
+    outcomes = await ctx.core.store.write(
+      (tx) =>
+        writeMembers(
+          ctx,
+          tx,
+          group.map((g) => g.member),
+        ),
+      {
+        isolation: 'row-locks',
+        notify: 'batched',
+        subjects: group.map((g) => g.member.runId),
+      },
+    );
+  } catch (err) {
+    if (err instanceof MembersRefused) {
+      const rest: QueuedAppend[] = [];
+      for (const g of group) {
+        const e = err.errors.get(g.member.runId);
+        if (e === undefined) rest.push(g);
+        else g.reject(e);
+      }
+      // The others again, without them: first in line.
+      if (rest.length > 0) await runGroup(ctx, rest);
+      return;
+    }
+    if (outage(err)) {
+      for (const g of group) g.reject(err);
+      return;
+    }
+    // Anything else: each append alone, so that each gets its own answer.
+    ctx.core.log.warn('a group of journal appends failed; writing them one by one', {
+      runs: group.length,
+      error: err instanceof Error ? err.message : String(err),
+    });
+    await Promise.all(group.map((g) => writeAlone(ctx, g.member).then(g.resolve, g.reject)));
+    return;
+  }
+  for (const g of group) g.resolve(outcomes.get(g.member.runId)!);
+}
+
+/** One run's append in a transaction of its own. */
+function writeAlone(ctx: RunsContext, m: AppendMember): Promise<AppendOutcome> {
+  return ctx.core.store
+    .write((tx) => writeMembers(ctx, tx, [m]), {
+      // Other cells hear of journal appends in one notification shared by the appends of a short
+      // interval (store WriteOptions.notify), so concurrent runs' commits share their flushes.
+      // Its rows are the run's (the staged writes too): other cells re-read only the runs named (Change.subjects).
+      isolation: 'row-locks',
+      notify: 'batched',
+      subjects: [m.runId],
+    })
+    .then((o) => o.get(m.runId)!);
+}
+
+/**
+ * The transaction of a group (or of one append): the runs' rows locked first (then stamped), the
+ * writes staged for them (budget), their last seqs read, in one round trip; then every record
+ * sealed after its run's tail and metered, and the records, their values and the runs' storage
+ * shares written with the COMMIT.
+ */
+async function writeMembers(ctx: RunsContext, tx: Tx, members: readonly AppendMember[]): Promise<Map<string, AppendOutcome>> {
+  const at = Math.max(...members.map((m) => m.items.at(-1)!.f.at!));
+  const ids = members.map((m) => m.runId);
+  const enforcing = members.filter((m) => m.items.some((i) => i.enforce));
+  const workspaces = [...new Set(enforcing.map((m) => m.meter.workspace))];
+  // Issued together (one round trip on PostgreSQL), run in this order: the locks come first.
+  const [heads, , seqs, usages] = await Promise.all([
+    members.length === 1
+      ? lockRun(ctx, tx, members[0]!.runId, at, members[0]!.fence).then((h) => new Map([[members[0]!.runId, h]]))
+      : repo.lockRunHeads(
+          tx,
+          members.map((m) => ({ runId: m.runId, epoch: m.fence!.epoch })),
+          ctx.core.config.cellId,
+          at,
+        ),
+    Promise.all(members.flatMap((m) => m.staged.map((w) => w(tx)))),
+    repo.lastSeqs(tx, ids),
+    Promise.all(workspaces.map((ws) => repo.storageUsage(tx, ws))),
+  ]);
+  if (heads.size < members.length) throw new MembersRefused(await whyNotLocked(ctx, tx, members, heads));
+  // The storage in use as read, plus what the members before in this group add.
+  const usage = new Map(workspaces.map((ws, i) => [ws, { ...usages[i]! }]));
+  const outcomes = new Map<string, AppendOutcome>();
+  const shares: { runId: string; workspaceId: string | null; bytes: number }[] = [];
+  const values = new Map<string, PreparedValue>();
+  const recs: JournalRecord[] = [];
+  const refusedFirst = new Map<string, unknown>();
+  for (const m of members) {
+    const head = heads.get(m.runId)!;
+    const o = await sealMember(ctx, tx, m, head, seqs.get(m.runId) ?? 0, usage.get(m.meter.workspace) ?? null);
+    if (o.recs.length === 0) {
+      // Its first record refused: nothing of it is kept, its staged writes neither (they wait for the next append).
+      refusedFirst.set(m.runId, o.refused ?? new TypeError('appendJournalBatch: nothing to write'));
+      continue;
+    }
+    outcomes.set(m.runId, o);
+    for (const u of usage.values()) {
+      u.cell += o.adding;
+    }
+    const ws = usage.get(m.meter.workspace);
+    if (ws && m.meter.workspace !== null) ws.workspace += o.adding;
+    shares.push({ runId: m.runId, workspaceId: m.meter.workspace, bytes: o.adding });
+    for (const v of o.values) values.set(v.hash, v);
+    recs.push(...o.recs);
+    tx.afterCommit(() => {
+      m.meter.bytes += o.adding;
+      m.meter.spec = 0;
+      for (const h of o.fresh) m.meter.hashes.add(h);
+    });
+  }
+  if (refusedFirst.size > 0) {
+    if (members.length === 1) throw refusedFirst.values().next().value;
+    throw new MembersRefused(refusedFirst);
+  }
+  // Not waited for: they travel with the COMMIT (store Tx.run), whose write fails with them.
+  Promise.all([repo.addStorages(tx, shares), repo.putBlobs(tx, [...values.values()].sort(byHash)), repo.insertRecords(tx, recs)]).catch(
+    () => undefined,
+  );
+  return outcomes;
+}
+
+/** A member's records sealed after its tail and metered; stops at the first a storage limit refuses. */
+async function sealMember(
+  ctx: RunsContext,
+  tx: Tx,
+  m: AppendMember,
+  head: repo.RunHead,
+  lastSeq: number,
+  usage: { cell: number; workspace: number } | null,
+): Promise<AppendOutcome & { adding: number; values: PreparedValue[]; fresh: Set<string> }> {
+  const { meter } = m;
+  let tail = await tailAt(ctx, tx, m.runId, lastSeq);
+  const epoch = m.fence ? m.fence.epoch : head.lease_epoch;
+  const recs: JournalRecord[] = [];
+  const values: PreparedValue[] = [];
+  const fresh = new Set<string>();
+  let adding = 0;
+  let refused: RunStorageLimitError | null = null;
+  for (const item of m.items) {
+    const sealed = await sealAfter(ctx, tail, m.runId, head.graph_hash ?? EMPTY_HASH, item.f, epoch);
+    const trial = new Set(fresh);
+    const add = measure(
+      { ...meter, spec: recs.length === 0 ? meter.spec : 0 },
+      byteSize(JSON.stringify(sealed.rec)),
+      item.values,
+      trial,
+    ).adding;
+    if (item.enforce && usage) {
+      refused = usageRefusal(ctx, meter, usage, adding + add);
+      if (refused) break;
+    }
+    for (const h of trial) fresh.add(h);
+    values.push(...item.values);
+    adding += add;
+    recs.push(sealed.rec);
+    tail = sealed.tail;
+  }
+  return { recs, tail, refused, adding, values, fresh };
+}
+
+/** For each member whose row did not lock: why, as a lone append would have said (RunClosedError, LeaseLostError). */
+async function whyNotLocked(
+  ctx: RunsContext,
+  tx: Tx,
+  members: readonly AppendMember[],
+  heads: ReadonlyMap<string, repo.RunHead>,
+): Promise<Map<string, unknown>> {
+  const out = new Map<string, unknown>();
+  for (const m of members) {
+    if (heads.has(m.runId)) continue;
+    const s = await repo.runHead(tx, m.runId);
+    let err: unknown = new RunClosedError(m.runId, s?.state ?? 'unknown');
+    if (s && !isTerminal(s.state) && m.fence) {
+      try {
+        assertFence(ctx, m.runId, s, m.fence);
+      } catch (e) {
+        err = e;
+      }
+    }
+    out.set(m.runId, err);
+  }
+  return out;
+}

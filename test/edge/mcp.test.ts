@@ -1,0 +1,144 @@
+// /mcp at the edge, in process: the reference SDK's client lists the device's crew as a tool for a key
+// of the bundle that may run it (and nothing for one that may not), calls it offline on the tiny local
+// model, and gets the output with a receipt signed by the device key, which verifies offline with the
+// key the device publishes and the run's journal. A 401 names the device's protected resource metadata.
+// The cell's access tokens for the device (aud edge:<device_id>) are judged offline against the key
+// bundle's token trust at /mcp as on the device's API: honoured within their scope, refused revoked
+// (the bundle's denylist) or addressed to another audience.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { verifyReceipt } from '../../core/mcp-receipts/verify.ts';
+import { findRuntime } from '../../runtime/local-model.ts';
+import { createEdgeApp } from '../../edge/gateway.ts';
+import { mountMcp } from '../../edge/mcp.ts';
+import { mountOffline } from '../../edge/offline.ts';
+import { importJWK, SignJWT } from 'jose';
+import { generateEd25519 } from '../../bundles/codec.ts';
+import { mcpClient, publishedKeys, type FetchLike } from '../helpers/mcp-endpoint.ts';
+import { edgeWorld, NARROW_SECRET, offlineRuntime, SECRET, T0, TOKEN_ISSUER } from './_edge-fixtures.ts';
+
+let skip: string | false = false;
+try {
+  findRuntime();
+} catch {
+  skip = 'edge-runtime/ is not installed (npm install --prefix edge-runtime --omit=optional)';
+}
+
+/** The device's gateway in process, with its crew, model and key bundle (`tokens`: also the cell's token trust). */
+async function edgeMcp(tokens?: NonNullable<Parameters<typeof edgeWorld>[0]>['tokens']) {
+  const w = await edgeWorld({ narrowKey: true, ...(tokens ? { tokens } : {}) });
+  const { rt, setup } = await offlineRuntime(w, { capacity: 1000, refillPerSecond: 100 });
+  const app = createEdgeApp(rt, (a, guard) => mountMcp(a, guard, rt, mountOffline(a, guard, rt, setup), w.device.public_jwk));
+  const fetchIn: FetchLike = async (url, init) =>
+    app.request(String(url), init, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
+  return { w, fetchIn, cleanup: () => rmSync(w.dir, { recursive: true, force: true }) };
+}
+
+const url = 'http://127.0.0.1/mcp';
+
+test('an MCP client runs the device crew offline and verifies the receipt with the device key', { skip, timeout: 120_000 }, async () => {
+  const { w, fetchIn, cleanup } = await edgeMcp();
+  try {
+    const anonymous = await fetchIn(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(anonymous.status, 401);
+    assert.match(
+      anonymous.headers.get('www-authenticate')!,
+      /resource_metadata="http:\/\/127\.0\.0\.1\/\.well-known\/oauth-protected-resource"/,
+    );
+
+    const narrow = await mcpClient(fetchIn, url, NARROW_SECRET);
+    assert.deepEqual((await narrow.listTools()).tools, [], 'a key that may not run the crew or read runs is shown nothing');
+    const denied = await narrow.callTool({ name: 'crew_crw_1', arguments: { input: 'x' } });
+    assert.equal(JSON.parse((denied.content as { text: string }[])[0]!.text).details.required_permission, 'agent_teams.write');
+
+    const c = await mcpClient(fetchIn, url, SECRET);
+    const names = (await c.listTools()).tools.map((t) => t.name).sort();
+    assert.deepEqual(names, ['crew_crw_1', 'journal_verify', 'run_status']);
+    const progress: string[] = [];
+    const r = await c.callTool({ name: 'crew_crw_1', arguments: { input: 'inspect the pump' } }, undefined, {
+      onprogress: (p) => progress.push(p.message ?? ''),
+    });
+    const s = r.structuredContent as { run_id: string; state: string; output: unknown; receipt: { issuer: string; kid: string } };
+    assert.equal(s.state, 'completed', JSON.stringify(s));
+    assert.ok(
+      progress.some((m) => m.startsWith('run_finished ')),
+      JSON.stringify(progress),
+    );
+    assert.equal(s.receipt.issuer, w.device.device_id);
+    assert.equal(s.receipt.kid, w.device.device_id);
+    const journal = (await (
+      await fetchIn(`http://127.0.0.1/api/public/v1/admin/jobs/runs/${s.run_id}/journal`, {
+        headers: { authorization: `Bearer ${SECRET}` },
+      })
+    ).json()) as {
+      records: never[];
+    };
+    const keys = await publishedKeys(fetchIn, 'http://127.0.0.1');
+    const v = await verifyReceipt(s.receipt, keys, { output: s.output, journal: journal.records });
+    assert.equal(v.ok, true, JSON.stringify(v));
+    const j = (await c.callTool({ name: 'journal_verify', arguments: { run_id: s.run_id } })).structuredContent as { ok: boolean };
+    assert.equal(j.ok, true);
+    const status = (await c.callTool({ name: 'run_status', arguments: { run_id: s.run_id } })).structuredContent as { state: string };
+    assert.equal(status.state, 'completed');
+    await c.close();
+  } finally {
+    cleanup();
+  }
+});
+
+test("the cell's access tokens for the device are judged offline at /mcp against the key bundle", { skip, timeout: 120_000 }, async () => {
+  const signing = await generateEd25519();
+  const key = await importJWK(signing.privateJwk as Parameters<typeof importJWK>[0], 'EdDSA');
+  const x = (signing.publicJwk as { x: string }).x;
+  const { w, fetchIn, cleanup } = await edgeMcp({ keys: [{ kid: signing.kid, x }], revoked: [['tok-revoked', T0 / 1000 + 3600]] });
+  const token = (jti: string, over: Record<string, unknown> = {}) =>
+    new SignJWT({
+      iss: TOKEN_ISSUER,
+      sub: 'usr_1',
+      aud: `edge:${w.device.device_id}`,
+      client_id: 'device-flow-client',
+      scope: 'agent_teams system.orchestration.admin.read',
+      jti,
+      iat: T0 / 1000,
+      exp: T0 / 1000 + 3600,
+      ...over,
+    })
+      .setProtectedHeader({ alg: 'EdDSA', typ: 'at+jwt', kid: signing.kid })
+      .sign(key);
+  try {
+    const c = await mcpClient(fetchIn, url, await token('tok-good'));
+    assert.deepEqual((await c.listTools()).tools.map((t) => t.name).sort(), ['crew_crw_1', 'journal_verify', 'run_status']);
+    const s = (await c.callTool({ name: 'crew_crw_1', arguments: { input: 'check the valve' } })).structuredContent as {
+      state: string;
+    };
+    assert.equal(s.state, 'completed', JSON.stringify(s));
+    await c.close();
+    // Within its scope only: a token for edge.read is shown nothing, and its call is refused.
+    const narrow = await mcpClient(fetchIn, url, await token('tok-narrow', { scope: 'edge.read' }));
+    assert.deepEqual((await narrow.listTools()).tools, []);
+    await narrow.close();
+    const init = (bearer: string) =>
+      fetchIn(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${bearer}` },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+        }),
+      });
+    for (const [what, bearer, reason] of [
+      ["revoked (on the bundle's denylist)", await token('tok-revoked'), 'revoked'],
+      ["for the cell's API", await token('tok-api', { aud: 'https://cell.example/api/public/v1' }), 'bad_audience'],
+      ['expired', await token('tok-old', { exp: T0 / 1000 - 60 }), 'expired'],
+    ] as const) {
+      const r = await init(bearer);
+      assert.equal(r.status, 401, what);
+      assert.equal(((await r.json()) as { details: { reason: string } }).details.reason, reason, what);
+    }
+  } finally {
+    cleanup();
+  }
+});
