@@ -91,7 +91,7 @@ export interface CellConfig {
   /** Placement: this cell's clearance ceiling and topology labels. */
   clearance: number;
   topology: Record<string, string>;
-  /** CIDR ranges (or addresses) of non-public networks tools may reach anyway (cell/tools/ssrf.ts). */
+  /** CIDR ranges (or addresses) of non-public networks tools may reach anyway (runtime/ssrf.ts). */
   egressAllowPrivate: string[];
   /** Group membership (docs/multi-cell.md): how often this cell writes its heartbeat, ms (`--heartbeat-ms`). */
   heartbeatMs: number;

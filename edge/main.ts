@@ -11,6 +11,7 @@ import { serve } from '@hono/node-server';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { isServiceError } from '../core/errors.ts';
+import { parseIpRule } from '../core/apikey/network.ts';
 import { generateEd25519 } from '../bundles/codec.ts';
 import {
   initialState,
@@ -92,6 +93,20 @@ async function trustCommand(argv: string[]): Promise<void> {
 const NOW_OPT = { 'now-offset-ms': { type: 'string' } } as const;
 const MAX_BYTES_OPT = { 'max-bundle-bytes': { type: 'string' } } as const;
 
+/**
+ * `--egress-allow-private CIDR,...`: the non-public ranges the device's HTTP tools may reach (runtime/ssrf.ts),
+ * as the cell's flag; none by default.
+ */
+function egressAllowPrivate(v: string | undefined): string[] {
+  if (v === undefined) return [];
+  const rules = v
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x.length > 0);
+  for (const r of rules) if (parseIpRule(r) === null) fail(`--egress-allow-private: '${r}' is not an address or CIDR range`);
+  return rules;
+}
+
 /** `--max-bundle-bytes`: the largest key or crew bundle file read (default 64 MiB), checked before it is read. */
 function maxBundleBytes(v: string | undefined): number {
   return v === undefined ? MAX_BUNDLE_BYTES : positiveInt('max-bundle-bytes', v);
@@ -116,12 +131,14 @@ async function serveCommand(argv: string[]): Promise<void> {
       'client-ca': { type: 'string' },
       'log-level': { type: 'string' },
       'log-format': { type: 'string' },
+      'egress-allow-private': { type: 'string' },
       ...NOW_OPT,
       ...MAX_BYTES_OPT,
     },
     strict: true,
   });
   if (!values.data) throw new UsageError('serve needs --data DIR');
+  const allowPrivate = egressAllowPrivate(values['egress-allow-private']);
   const maxBytes = maxBundleBytes(values['max-bundle-bytes']);
   const logLevel = (values['log-level'] ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
@@ -167,6 +184,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     maxBundleBytes: maxBytes,
     model: values.model,
     modelManifest: values['model-manifest'],
+    egressAllowPrivate: allowPrivate,
   });
   state = offline.state;
   writeState(dir, state, device);
@@ -327,6 +345,8 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
 const SERVE_DETAILS = `    the offline gateway (port 0 picks a free one; default 8090); API keys and access tokens for
     edge:<device_id>, DPoP-bound too; with --client-ca, certificate-bound tokens (mTLS); the
     crew as an MCP tool at /mcp (receipts signed by the device)
+    --egress-allow-private: non-public ranges the crew's http.get and http.request may reach
+    (default none: loopback, private and link-local addresses are refused whatever the bundle allows)
 `;
 
 /** The edge's commands: what each runs and what its `--help` says (test/e2e/cli-help.test.ts walks it). */
@@ -347,7 +367,8 @@ export const EDGE_PROGRAM: Program = {
       usage: `--data DIR --bundle FILE [--crew-bundle FILE] [--model FILE --model-manifest FILE]
         [--port N] [--host H] [--region R] [--rate-capacity N] [--rate-refill N]
         [--tls-cert PEM --tls-key PEM [--client-ca PEM]]
-        [--log-level ${LOG_LEVELS.join('|')}] [--log-format ${LOG_FORMATS.join('|')}] [--max-bundle-bytes N]`,
+        [--log-level ${LOG_LEVELS.join('|')}] [--log-format ${LOG_FORMATS.join('|')}] [--max-bundle-bytes N]
+        [--egress-allow-private CIDR,..]`,
       details: SERVE_DETAILS,
       run: serveCommand,
     },

@@ -44,6 +44,8 @@ export interface OfflineSetup {
   dir: string;
   device: DeviceFile;
   clock: EdgeClock;
+  /** Non-public ranges the device's HTTP tools may reach (`--egress-allow-private`; none by default). */
+  egressAllowPrivate: readonly string[];
 }
 
 export async function prepareOffline(opts: {
@@ -57,6 +59,7 @@ export async function prepareOffline(opts: {
   maxBundleBytes?: number;
   model: string | undefined;
   modelManifest: string | undefined;
+  egressAllowPrivate?: readonly string[];
 }): Promise<OfflineSetup> {
   let state = opts.state;
   let crew: OpenedEnvelope<CrewBundle> | null = null;
@@ -86,6 +89,7 @@ export async function prepareOffline(opts: {
     dir: opts.dir,
     device: opts.device,
     clock: opts.clock,
+    egressAllowPrivate: opts.egressAllowPrivate ?? [],
     info: {
       crew: crew ? { crew_id: crew.payload.crew.crew_id, version: crew.payload.version, graph_hash: crew.payload.crew.graph_hash } : null,
       model: model ? { name: model.manifest.model.name, sha256: model.manifest.model.sha256, publisher_kid: model.publisherKid } : null,
@@ -152,7 +156,7 @@ export function mountOffline(
   const signer = signerFromJwk(setup.device.device_id, setup.device.private_jwk);
   const modelPort = localModelPort(setup.model);
   const workspaceId = crew?.workspace_id ?? null;
-  const deviceTools = deviceToolsPort(setup.dir, rt.clock, workspaceId);
+  const deviceTools = deviceToolsPort(setup.dir, rt.clock, workspaceId, setup.egressAllowPrivate);
   const unhonoured = crew ? unhonouredTools(crew.graph as Graph, workspaceId) : [];
   const P = '/api/public/v1/admin/agent-teams/crews/:crew_id/runs';
   const streams = new RunStreams();

@@ -1,10 +1,19 @@
 /**
  * The device's tool catalog: the built-in tools a device can run offline
- * (`calc`, `clock.now`, `kv.get`, `kv.put`), with the same definitions and the
- * same floor as the cell's (core/catalog/builtin.ts), judged from what the
+ * (`calc`, `clock.now`, `kv.get`, `kv.put`, `http.get`, `http.request`), with
+ * the same definitions and the same floor as the cell's
+ * (core/catalog/builtin.ts, runtime/http-call.ts, runtime/http-request.ts),
+ * judged from what the
  * crew bundle carries: each seat's authority in the graph (allowed_tools,
  * data grants, egress allowlist, clearance, compartments) and the governing
  * contracts (the engine's value gate, through the contracts port).
+ *
+ * The HTTP tools reach only what the seat's egress allowlist names, with the
+ * method it names (core/authority/egress.ts), and never a loopback, private or
+ * link-local address unless `edge serve --egress-allow-private` names its
+ * range (runtime/ssrf.ts: judged at connect time, as at the cell); a write
+ * method carries the call's effect key as `Idempotency-Key`. A device has no
+ * OAuth server: its requests carry no delegated token.
  *
  * Workspace storage is the device's own file `kv.json` in its data
  * directory, for the crew bundle's `workspace_id`; it is written whole and
@@ -21,6 +30,10 @@ import { join } from 'node:path';
 import { BUILTIN_TOOLS, toolAuthorityOf, toolFailureAnswer, type KvEntry, type KvStorage } from '../core/catalog/builtin.ts';
 import { EngineRefusal } from '../core/engine/refusal.ts';
 import type { Graph, GraphNode, LeafSpec, SkillSpec, ToolsPort } from '../core/engine/types.ts';
+import { HTTP_GET, type HttpTool, type HttpToolsContext } from '../runtime/http-call.ts';
+import { HTTP_REQUEST } from '../runtime/http-request.ts';
+import { guardedDispatcher } from '../runtime/ssrf.ts';
+import { stepDeadline } from '../runtime/step-deadline.ts';
 import { writeFileDurable } from './files.ts';
 
 export const KV_FILE = 'kv.json';
@@ -44,6 +57,12 @@ function readKv(dir: string): KvFile {
   return f;
 }
 
+/** The device's HTTP tools (the cell's definitions and floor). */
+const HTTP_TOOLS: ReadonlyMap<string, HttpTool> = new Map([HTTP_GET, HTTP_REQUEST].map((t) => [t.name, t]));
+
+/** The names of every tool a device runs, sorted. */
+const DEVICE_TOOL_NAMES = [...BUILTIN_TOOLS.keys(), ...HTTP_TOOLS.keys()].sort();
+
 /** The device's workspace storage (its data directory's kv.json). */
 export function deviceKv(dir: string): KvStorage {
   return {
@@ -66,24 +85,48 @@ export function deviceKv(dir: string): KvStorage {
 }
 
 /**
- * The engine's tools port on a device: the built-in tools on the device's clock and storage. A refusal of
- * the floor is the engine's refusal (as at the cell, crew-runs/ports.ts); bad arguments go back to the model.
+ * The engine's tools port on a device: the built-in tools on the device's clock and storage, the HTTP tools
+ * through a dispatcher whose connections pass the floor (`allowPrivate`: `--egress-allow-private`). A refusal
+ * of the floor is the engine's refusal (as at the cell, crew-runs/ports.ts); bad arguments go back to the
+ * model. An HTTP call stops at its step's `timeout_ms` (its request is aborted) and fails `step_timeout`.
  */
-export function deviceToolsPort(dir: string, clock: { now(): number }, workspaceId: string | null): ToolsPort {
+export function deviceToolsPort(
+  dir: string,
+  clock: { now(): number },
+  workspaceId: string | null,
+  allowPrivate: readonly string[] = [],
+): ToolsPort {
   const kv = deviceKv(dir);
+  let http: HttpToolsContext | null = null;
+  // One pool of guarded connections for the device, made when a crew first calls an HTTP tool.
+  const httpContext = () => (http ??= { allowPrivate, dispatcher: guardedDispatcher(allowPrivate) });
   return {
     describe(name) {
-      const t = BUILTIN_TOOLS.get(name);
+      const t = BUILTIN_TOOLS.get(name) ?? HTTP_TOOLS.get(name);
       if (t === undefined) return undefined;
       const { run: _run, ...descriptor } = t;
       return descriptor;
     },
     async call(name, args, call) {
+      const caller = {
+        workspaceId: workspaceId ?? '',
+        agentId: call.agent_id ?? 'none',
+        authority: toolAuthorityOf(call.authority),
+        ...(call.effect_key !== undefined ? { effectKey: call.effect_key } : {}),
+      };
+      const h = HTTP_TOOLS.get(name);
+      if (h !== undefined) {
+        const deadline = stepDeadline(call.timeout_ms);
+        try {
+          return await deadline.race(h.run(httpContext(), caller, args, deadline.signal));
+        } catch (e) {
+          return toolFailureAnswer(e);
+        }
+      }
       const t = BUILTIN_TOOLS.get(name);
       if (t === undefined) throw new EngineRefusal('tool_unknown', `no tool ${name} on this device`, { tool: name });
       if (workspaceId === null && name.startsWith('kv.'))
         throw new EngineRefusal('tool_unknown', `the crew bundle names no workspace for ${name}`, { tool: name });
-      const caller = { workspaceId: workspaceId ?? '', agentId: call.agent_id ?? 'none', authority: toolAuthorityOf(call.authority) };
       try {
         return await t.run({ clock, kv }, caller, args);
       } catch (e) {
@@ -131,11 +174,11 @@ export function unhonouredTools(graph: Graph, workspaceId: string | null): Unhon
   for (const n of graph.nodes) for (const tool of nodeTools(n)) use(tool, 'seat' in n && typeof n.seat === 'string' ? n.seat : null);
   const out: UnhonouredTool[] = [];
   for (const [, { tool, seat }] of [...used].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-    const t = BUILTIN_TOOLS.get(tool);
+    const t = BUILTIN_TOOLS.get(tool) ?? HTTP_TOOLS.get(tool);
     const mode = seat === null ? null : (graph.seats[seat]?.authority.permission_mode ?? null);
     const why =
       t === undefined
-        ? `not in the device catalog (${[...BUILTIN_TOOLS.keys()].join(', ')})`
+        ? `not in the device catalog (${DEVICE_TOOL_NAMES.join(', ')})`
         : workspaceId === null && tool.startsWith('kv.')
           ? 'the crew bundle names no workspace'
           : mode === 'ask' || (mode === 'auto-read' && t.side_effects)

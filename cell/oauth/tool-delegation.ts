@@ -21,18 +21,10 @@ import { accessTokenHash } from '../../core/tokens/ath.ts';
 import { sha256Hex } from '../../core/canonical.ts';
 import { issueAccessToken } from './issue.ts';
 import type { OAuthContext } from './oauth-context.ts';
+import type { HttpDelegation, HttpDelegationRequest } from '../../runtime/http-call.ts';
 
 /** What the tools module asks for: the call, and who it is for. */
-export interface ToolDelegationRequest {
-  /** The URL the tool is about to call. */
-  url: string;
-  /** The tool, e.g. `http.get`: its grant is the token's scope (`tools.http.get`). */
-  tool: string;
-  requester: string;
-  /** The acting agent (`act.sub`); absent: the requester calls for itself (a `single` job, a catalog review) and there is no `act`. */
-  agentId?: string;
-  runId?: string;
-  crewId?: string;
+export interface ToolDelegationRequest extends HttpDelegationRequest {
   /**
    * The audience, when the tools module already knows it: an imported tool's source, whose server named
    * this cell as its authorization server (RFC 9728) or is a `--protected-resource`, checked when the
@@ -43,13 +35,9 @@ export interface ToolDelegationRequest {
   scope?: string;
 }
 
-/** A token for one call: the token, its id and SHA-256 (for the journal; never the token), and its proof maker. */
-export interface ToolDelegation {
-  token: string;
-  jti: string;
-  tokenSha256: string;
+/** A token for one call: the token, its id and SHA-256 (for the journal; never the token), its audience, and its proof maker. */
+export interface ToolDelegation extends HttpDelegation {
   audience: string;
-  proof(htm: string, htu: string): Promise<string>;
 }
 
 /** Lifetime of a tool call's token: the HTTP tool's 5 s budget, with room for clock drift at the service. */

@@ -21,11 +21,11 @@ import { sourcesUsingSecret } from './sources/repository.ts';
 export type { ImportedCallOptions, SourceSecrets, ToolCaller, ToolReachHook, ToolUsersHook };
 
 /**
- * The network floor of every fetch the cell makes for someone else (ssrf.ts): an undici dispatcher
+ * The network floor of every fetch the cell makes for someone else (runtime/ssrf.ts, shared with a device's HTTP tools): an undici dispatcher
  * whose connections refuse non-public addresses outside `--egress-allow-private`. The OAuth module
  * fetches client ID metadata documents through one of its own.
  */
-export { guardedDispatcher, PrivateDestinationError } from './ssrf.ts';
+export { guardedDispatcher, PrivateDestinationError } from '../../runtime/ssrf.ts';
 
 export class Tools {
   #registry: ToolRegistryEntry[] | undefined;

@@ -10,8 +10,8 @@
  * |-----------|--------------|----------------------------------------|
  * | calc      | no           | nothing                                |
  * | clock.now | no           | the cell clock (a device's own)      |
- * | http.get  | no           | a URL (aborted by the call's signal: a step timeout, a cancel); the URL must be on egress_allowlist, and resolve to a public address (cell/tools/ssrf.ts) |
- * | http.request | yes (idempotent for GET, HEAD, PUT, DELETE) | a URL with a method; the method must be allowed by egress_allowlist (http-request.ts) |
+ * | http.get  | no           | a URL (aborted by the call's signal: a step timeout, a cancel); the URL must be on egress_allowlist, and resolve to a public address (runtime/ssrf.ts) |
+ * | http.request | yes (idempotent for GET, HEAD, PUT, DELETE) | a URL with a method; the method must be allowed by egress_allowlist (runtime/http-request.ts) |
  * | kv.get    | no           | workspace storage; needs data grant `kv:<workspace>` or `kv:*`, clearance >= the entry's classification, and every compartment of the entry |
  * | kv.put    | yes (idempotent) | workspace storage; needs egress `kv:<workspace>` or `kv:*`; labels an entry only with compartments the writer holds |
  *
@@ -21,8 +21,8 @@
  * is refused with reason `compartment_not_granted`.
  */
 import { CALC, CLOCK_NOW, KV_GET, KV_PUT, type BuiltinTool, type KvStorage } from '../../core/catalog/builtin.ts';
-import { answerOf, assertEgress, delegationFor, requestFailure, send, urlArg } from './http-call.ts';
-import { HTTP_REQUEST } from './http-request.ts';
+import { HTTP_GET } from '../../runtime/http-call.ts';
+import { HTTP_REQUEST } from '../../runtime/http-request.ts';
 import { kvCompartments, kvEntry, upsertKv } from './repository.ts';
 import type { ToolDef, ToolsContext } from './tool-def.ts';
 
@@ -46,33 +46,7 @@ function builtin(t: BuiltinTool): ToolDef {
   return { ...def, run: (ctx, caller, args) => run({ clock: ctx.clock, kv: cellKv(ctx) }, caller, args) };
 }
 
-export const TOOLS: readonly ToolDef[] = [
-  builtin(CALC),
-  builtin(CLOCK_NOW),
-  {
-    name: 'http.get',
-    description: 'Fetch a URL on the egress allowlist (GET, no redirects, 64 KiB, 5 s).',
-    side_effects: false,
-    parameters: { type: 'object', properties: { url: { type: 'string' } }, required: ['url'] },
-    async run(ctx, caller, args, signal) {
-      const parsed = urlArg(args);
-      assertEgress(ctx, caller, parsed);
-      // A registered protected resource gets a token: the requester as subject, this agent as actor.
-      const d = await delegationFor(ctx, caller, parsed, 'http.get');
-      const headers = d
-        ? { authorization: `DPoP ${d.token}`, dpop: await d.proof('GET', `${parsed.origin}${parsed.pathname}`) }
-        : undefined;
-      try {
-        return answerOf(await send(ctx, parsed, { method: 'GET', ...(headers ? { headers } : {}), signal }), d);
-      } catch (e) {
-        throw requestFailure(e, signal, parsed, 'http.get');
-      }
-    },
-  },
-  builtin(KV_GET),
-  HTTP_REQUEST,
-  builtin(KV_PUT),
-];
+export const TOOLS: readonly ToolDef[] = [builtin(CALC), builtin(CLOCK_NOW), HTTP_GET, builtin(KV_GET), HTTP_REQUEST, builtin(KV_PUT)];
 
 const BY_NAME = new Map(TOOLS.map((t) => [t.name, t]));
 

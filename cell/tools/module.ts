@@ -9,7 +9,7 @@
 import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
-import { guardedDispatcher } from './ssrf.ts';
+import { guardedDispatcher } from '../../runtime/ssrf.ts';
 import type { ToolsContext } from './catalog.ts';
 import { Tools } from './api.ts';
 import { syncConfigSources } from './sources/config.ts';

@@ -6,7 +6,7 @@
  * arguments. The catalog (catalog.ts) lists the tools; tools with a file of
  * their own (http-request.ts) import this, not the catalog.
  */
-import type { Dispatcher } from 'undici';
+import type { HttpToolsContext } from '../../runtime/http-call.ts';
 import type { ArgumentIn } from '../../core/engine/types.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import type { Clock } from '../context.ts';
@@ -17,18 +17,10 @@ import type { ToolAuthority } from '../../core/catalog/builtin.ts';
 // The floor's helpers and the authority slice are core's (core/catalog/builtin.ts), shared with a device's tools.
 export { stringArg, toolRefusal, type ToolAuthority } from '../../core/catalog/builtin.ts';
 
-/** What the tools module gives every tool: its store, the cell clock, and the network floor. */
-export interface ToolsContext {
+/** What the tools module gives every tool: its store, the cell clock, and the network floor and delegation (runtime/http-call.ts). */
+export interface ToolsContext extends HttpToolsContext {
   store: Store;
   clock: Clock;
-  /** CIDR ranges the operator allow-listed for the whole cell (`--egress-allow-private`). */
-  allowPrivate: readonly string[];
-  /** The dispatcher whose connections pass the floor (cell/tools/ssrf.ts). */
-  dispatcher: Dispatcher;
-  /**
-   * A token for a call to a registered protected resource on behalf of the run's requester (the OAuth
-   * module's, cell/oauth/tool-delegation.ts); null when the URL is no such resource.
-   */
   delegation?: ((req: ToolDelegationRequest) => Promise<ToolDelegation | null>) | undefined;
 }
 

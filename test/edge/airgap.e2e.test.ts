@@ -82,7 +82,7 @@ test('air-gapped: keys and a crew run offline on the real dist/edge; the journal
     keys['unknown'] = 'svck_live_' + 'Q'.repeat(43);
 
     // A two-seat sequential crew, with short answers, granted the tools a device runs (edge/tools.ts: a crew
-    // granted one it cannot honour, http.get, is refused before the run starts).
+    // granted one it cannot honour, an imported MCP tool, is refused before the run starts).
     const cap = {
       allowed_tools: ['calc', 'clock.now', 'kv.get', 'kv.put'],
       permission_mode: 'auto',

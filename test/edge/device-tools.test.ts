@@ -89,7 +89,7 @@ test('calc, clock.now and kv on device storage, judged as at the cell: grants, c
     const over = await refusal(port.call('kv.put', { key: 'pump/7', value: 'erased' }, at({ ...FULL, compartments: [] })));
     assert.equal(over.reason, 'compartment_not_granted');
     assert.deepEqual(await again.call('kv.get', { key: 'pump/7' }, at(FULL)), { found: true, value: { bar: 3.2 } });
-    assert.equal((await refusal(port.call('http.get', { url: 'https://example.com' }, at(FULL)))).reason, 'tool_unknown');
+    assert.equal((await refusal(port.call('weather.forecast', { city: 'x' }, at(FULL)))).reason, 'tool_unknown');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -117,8 +117,8 @@ test("the device offers the cell's definitions of its tools, and nothing else", 
       },
     );
   }
-  assert.equal(port.describe('http.get'), undefined);
-  assert.equal(port.describe('http.request'), undefined);
+  // An imported (MCP) tool is not on a device yet.
+  assert.equal(port.describe('weather.forecast'), undefined);
 });
 
 test('the tools a device cannot honour are named: outside its catalog, kv without a workspace, an approval it cannot take', () => {
@@ -127,11 +127,14 @@ test('the tools a device cannot honour are named: outside its catalog, kv withou
   assert.deepEqual(unhonouredTools(graph({ allowed_tools: ['calc', 'kv.get'], permission_mode: 'auto' }), 'ws_1'), []);
   assert.deepEqual(
     unhonouredTools(
-      graph({ allowed_tools: ['calc', 'http.get'], permission_mode: 'auto' }, { allowed_tools: ['kv.put'], permission_mode: 'auto' }),
+      graph(
+        { allowed_tools: ['calc', 'weather.forecast'], permission_mode: 'auto' },
+        { allowed_tools: ['kv.put'], permission_mode: 'auto' },
+      ),
       null,
     ).map((u) => [u.seat, u.tool]),
     [
-      ['a', 'http.get'],
+      ['a', 'weather.forecast'],
       ['b', 'kv.put'],
     ],
   );
@@ -150,7 +153,9 @@ test('the tools a device cannot honour are named: outside its catalog, kv withou
 });
 
 test('a crew whose tools the device cannot honour is refused before its run starts, naming them', { skip, timeout: 60_000 }, async () => {
-  const w = await edgeWorld({ policies: { a: { authority_cap: { allowed_tools: ['http.get', 'calc'], permission_mode: 'auto' } } } });
+  const w = await edgeWorld({
+    policies: { a: { authority_cap: { allowed_tools: ['weather.forecast', 'calc'], permission_mode: 'auto' } } },
+  });
   try {
     const e = await start(w);
     const r = await e.req('POST', '/api/public/v1/admin/agent-teams/crews/crw_1/runs', { input: 'go' });
@@ -158,9 +163,9 @@ test('a crew whose tools the device cannot honour is refused before its run star
     assert.equal(r.body.details.reason, 'device_tools_unavailable');
     assert.deepEqual(
       r.body.details.tools.map((u: { tool: string; seat: string }) => [u.seat, u.tool]),
-      [['a', 'http.get']],
+      [['a', 'weather.forecast']],
     );
-    assert.match(r.body.message, /http\.get/);
+    assert.match(r.body.message, /weather\.forecast/);
     await e.setup.model?.dispose();
   } finally {
     rmSync(w.dir, { recursive: true, force: true });

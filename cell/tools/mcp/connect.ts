@@ -4,7 +4,7 @@
  * URL, stdio for the sources of the cell's configuration.
  *
  * - Every HTTP request leaves through the tools module's dispatcher (the
- *   network floor, cell/tools/ssrf.ts: the address dialled is the address
+ *   network floor, runtime/ssrf.ts: the address dialled is the address
  *   checked), with no redirect to another origin, and a response larger than
  *   MAX_RESPONSE_BYTES is cut off (`tool_result_too_large`).
  * - Each request carries the credential of the call it is part of

@@ -6,7 +6,7 @@
  * - an http(s) URL without credentials or a fragment; plain `http` only to
  *   loopback or a private address (a token or a tool's data never crosses
  *   a network the operator does not own in clear), else https;
- * - the network floor of every tool (cell/tools/ssrf.ts): a loopback,
+ * - the network floor of every tool (runtime/ssrf.ts): a loopback,
  *   private or link-local address only when the operator allowed its range
  *   (`--egress-allow-private`), names judged at connect time
  *   (`egress_private_address`);
@@ -18,7 +18,7 @@ import ipaddr from 'ipaddr.js';
 import { ServiceError, invalid } from '../../../core/errors.ts';
 import { ipAllowed } from '../../../core/apikey/network.ts';
 import type { CellConfig } from '../../config.ts';
-import { literalHostAllowed } from '../ssrf.ts';
+import { literalHostAllowed } from '../../../runtime/ssrf.ts';
 
 type HostClass = 'loopback' | 'private' | 'public';
 

@@ -7,7 +7,7 @@
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ServiceError } from '../../../core/errors.ts';
 import { toolRefusal } from '../catalog.ts';
-import { isPrivateRefusal } from '../ssrf.ts';
+import { isPrivateRefusal } from '../../../runtime/ssrf.ts';
 import { listTools, openClient, StdioNotConfigured, withCredentials, type Listing, type Session } from './connect.ts';
 import type { SourcesContext } from '../sources/context.ts';
 import { catalogIdentity } from './identity.ts';

@@ -1,4 +1,4 @@
-// http.request (cell/tools/http-request.ts), through a cell's tools module against a real HTTP server on
+// http.request (runtime/http-request.ts), through a cell's tools module against a real HTTP server on
 // loopback (the cell's operator allow-lists it): the method must be on the egress allowlist (entries without
 // methods allow reading only), headers and bodies are bounded and an agent may not set credentials,
 // hop-by-hop or framing headers, writes carry the call's effect key as Idempotency-Key, redirects are not
@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { createLocalJWKSet, EmbeddedJWK, jwtVerify } from 'jose';
 import type { ToolCaller } from '../../../cell/tools/catalog.ts';
-import { DENIED_HEADERS } from '../../../cell/tools/http-request.ts';
+import { DENIED_HEADERS } from '../../../runtime/http-request.ts';
 import { isServiceError } from '../../../core/errors.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 

@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import ipaddr from 'ipaddr.js';
-import { embeddedIPv4, isPublicAddress, literalHostAllowed } from '../../../cell/tools/ssrf.ts';
+import { embeddedIPv4, isPublicAddress, literalHostAllowed } from '../../../runtime/ssrf.ts';
 
 /** [IPv6 form, the IPv4 address it embeds], one row per form, private and public embedded addresses alike. */
 const FORMS: [string, string][] = [

@@ -1,18 +1,79 @@
 /**
- * The floor under every tool that sends an HTTP request (http.get,
- * http.request), in the order a request meets it: the URL argument (http or
- * https), the egress allowlist for the request's method (egress.ts), a literal
- * private address (ssrf.ts; names are judged when the connection is made, by
- * the module's dispatcher), the delegated token for a registered protected
- * resource (cell/oauth/tool-delegation.ts), the response read up to a limit,
- * and what a failed request becomes.
+ * The HTTP tools a cell and a device both run (`http.get` here,
+ * `http.request` in http-request.ts), and the floor under every tool that
+ * sends an HTTP request, in the order a request meets it: the URL argument
+ * (http or https), the egress allowlist for the request's method
+ * (core/authority/egress.ts), a literal private address (ssrf.ts; names are
+ * judged when the connection is made, by the caller's dispatcher), the
+ * delegated token for a registered protected resource (a cell's,
+ * cell/oauth/tool-delegation.ts; a device has none), the response read up to
+ * a limit, and what a failed request becomes.
+ *
+ * The cell's catalog (cell/tools/catalog.ts) and a device's (edge/tools.ts)
+ * list these same definitions; each gives its own `HttpToolsContext` (the
+ * private ranges its operator allowed, its dispatcher).
  */
 import { request } from 'undici';
-import { ServiceError, invalid } from '../../core/errors.ts';
-import type { EgressMethod } from '../../core/authority/egress-entry.ts';
-import { egressAllowed } from '../../core/authority/egress.ts';
+import { ServiceError, invalid } from '../core/errors.ts';
+import type { EgressMethod } from '../core/authority/egress-entry.ts';
+import { egressAllowed } from '../core/authority/egress.ts';
 import { isPrivateRefusal, literalHostAllowed } from './ssrf.ts';
-import { stringArg, toolRefusal, type ToolCaller, type ToolsContext } from './tool-def.ts';
+import { stringArg, toolRefusal, type ToolAuthority } from '../core/catalog/builtin.ts';
+import type { ArgumentIn } from '../core/engine/types.ts';
+import type { JsonObject } from '../core/journal/record.ts';
+import type { Dispatcher } from 'undici';
+
+export { stringArg, toolRefusal } from '../core/catalog/builtin.ts';
+
+/** A token for one call to a registered protected resource (a cell's OAuth server issues it): its id and SHA-256 go in the journal, never the token. */
+export interface HttpDelegation {
+  token: string;
+  jti: string;
+  tokenSha256: string;
+  proof(htm: string, htu: string): Promise<string>;
+}
+
+/** What a call to a protected resource asks the token for. */
+export interface HttpDelegationRequest {
+  /** The URL the tool is about to call. */
+  url: string;
+  /** The tool, e.g. `http.get`: its grant is the token's scope (`tools.http.get`). */
+  tool: string;
+  requester: string;
+  /** The acting agent (`act.sub`); absent: the requester calls for itself (a `single` job, a catalog review) and there is no `act`. */
+  agentId?: string;
+  runId?: string;
+  crewId?: string;
+}
+
+/** What an HTTP tool is given: the network floor, and a cell's delegation (a device has none). */
+export interface HttpToolsContext {
+  /** CIDR ranges the operator allow-listed (the cell's or `edge serve`'s `--egress-allow-private`). */
+  allowPrivate: readonly string[];
+  /** The dispatcher whose connections pass the floor (ssrf.ts guardedDispatcher). */
+  dispatcher: Dispatcher;
+  /** A token for a call to a registered protected resource on behalf of the run's requester; null when the URL is no such resource. */
+  delegation?: ((req: HttpDelegationRequest) => Promise<HttpDelegation | null>) | undefined;
+}
+
+/** Who calls an HTTP tool: its authority, the call's effect key, and whom it acts for. */
+export interface HttpCaller {
+  agentId: string;
+  authority: ToolAuthority;
+  onBehalf?: { requester: string; runId: string; crewId?: string };
+  /** The call's effect key (core/engine/effect-key.ts): a write method sends it as `Idempotency-Key`. */
+  effectKey?: string;
+}
+
+/** An HTTP tool: its definition and how it runs (the shape of a cell's ToolDef over HttpToolsContext). */
+export interface HttpTool {
+  name: string;
+  description: string;
+  side_effects: boolean;
+  idempotent?: boolean | ArgumentIn;
+  parameters: JsonObject;
+  run(ctx: HttpToolsContext, caller: HttpCaller, args: Record<string, unknown>, signal?: AbortSignal): Promise<unknown>;
+}
 
 /** The most of a response body an HTTP tool returns (bytes); the rest is dropped and the result says `truncated`. */
 export const HTTP_BODY_LIMIT = 64 * 1024;
@@ -45,7 +106,7 @@ function privateRefusal(url: URL): ServiceError {
  * Refuses a request the caller's egress allowlist does not allow with `method` (`egress_denied`, naming
  * the method when it is not GET), or one to a literal private address (`egress_private_address`).
  */
-export function assertEgress(ctx: ToolsContext, caller: ToolCaller, url: URL, method: EgressMethod = 'GET'): void {
+export function assertEgress(ctx: HttpToolsContext, caller: HttpCaller, url: URL, method: EgressMethod = 'GET'): void {
   if (!egressAllowed(caller.authority.egress_allowlist, url.href, method)) {
     const how = method === 'GET' ? '' : ` with ${method}`;
     throw toolRefusal('egress_denied', `egress to ${url.host}${how} is not on the allowlist`, {
@@ -57,7 +118,7 @@ export function assertEgress(ctx: ToolsContext, caller: ToolCaller, url: URL, me
 }
 
 /** A token for this call, when the URL is at or below a registered protected resource and the call acts for a run's requester. */
-export async function delegationFor(ctx: ToolsContext, caller: ToolCaller, url: URL, tool: string) {
+export async function delegationFor(ctx: HttpToolsContext, caller: HttpCaller, url: URL, tool: string) {
   if (!caller.onBehalf || !ctx.delegation) return null;
   return ctx.delegation({
     url: url.href,
@@ -84,7 +145,7 @@ export interface HttpAnswer {
  * connection closed.
  */
 export async function send(
-  ctx: ToolsContext,
+  ctx: HttpToolsContext,
   url: URL,
   o: { method: EgressMethod; headers?: Record<string, string>; body?: Buffer; signal?: AbortSignal | undefined },
 ): Promise<HttpAnswer> {
@@ -187,3 +248,23 @@ export function requestFailure(
     })
   );
 }
+
+/** `http.get`: a GET of a URL on the egress allowlist, under the floor above. */
+export const HTTP_GET: HttpTool = {
+  name: 'http.get',
+  description: 'Fetch a URL on the egress allowlist (GET, no redirects, 64 KiB, 5 s).',
+  side_effects: false,
+  parameters: { type: 'object', properties: { url: { type: 'string' } }, required: ['url'] },
+  async run(ctx, caller, args, signal) {
+    const parsed = urlArg(args);
+    assertEgress(ctx, caller, parsed);
+    // A registered protected resource gets a token: the requester as subject, this agent as actor.
+    const d = await delegationFor(ctx, caller, parsed, 'http.get');
+    const headers = d ? { authorization: `DPoP ${d.token}`, dpop: await d.proof('GET', `${parsed.origin}${parsed.pathname}`) } : undefined;
+    try {
+      return answerOf(await send(ctx, parsed, { method: 'GET', ...(headers ? { headers } : {}), signal }), d);
+    } catch (e) {
+      throw requestFailure(e, signal, parsed, 'http.get');
+    }
+  },
+};

@@ -21,7 +21,7 @@ import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { Agent } from 'undici';
-import { ipAllowed } from '../../core/apikey/network.ts';
+import { ipAllowed } from '../core/apikey/network.ts';
 
 /** The IPv4 address an IPv6 address carries in one of the forms that route to it, or null. */
 export function embeddedIPv4(a: ipaddr.IPv6): ipaddr.IPv4 | null {

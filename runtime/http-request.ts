@@ -8,7 +8,7 @@
  * - headers: at most 32, names RFC 9110 tokens of at most 128 characters,
  *   values of at most 4096 characters without control characters, 16 KiB in
  *   all; credentials, hop-by-hop, framing and routing headers, and
- *   `Idempotency-Key` (the cell's own) are refused (`header_not_allowed`): an
+ *   `Idempotency-Key` (the caller's own) are refused (`header_not_allowed`): an
  *   agent cannot present a credential, smuggle a request or pick its own key;
  * - body: a string, sent as it is, or any other JSON value, sent as JSON; at
  *   most 64 KiB; none with GET or HEAD;
@@ -30,10 +30,9 @@
  * with reason `outcome_unknown` instead of `tool_unreachable`, so no retry
  * policy sends it again unseen.
  */
-import { ServiceError, invalid } from '../../core/errors.ts';
-import { EGRESS_METHODS, type EgressMethod } from '../../core/authority/egress-entry.ts';
-import { answerOf, assertEgress, delegationFor, neverSent, requestFailure, send, urlArg } from './http-call.ts';
-import { toolRefusal, type ToolDef } from './tool-def.ts';
+import { ServiceError, invalid } from '../core/errors.ts';
+import { EGRESS_METHODS, type EgressMethod } from '../core/authority/egress-entry.ts';
+import { answerOf, assertEgress, delegationFor, neverSent, requestFailure, send, toolRefusal, urlArg, type HttpTool } from './http-call.ts';
 
 /** Methods whose calls may be issued again after a lost outcome (RFC 9110 §9.2.2). */
 const IDEMPOTENT_METHODS: EgressMethod[] = ['GET', 'HEAD', 'PUT', 'DELETE'];
@@ -125,7 +124,7 @@ function bodyArg(args: Record<string, unknown>, method: EgressMethod): { bytes: 
   return { bytes, json };
 }
 
-export const HTTP_REQUEST: ToolDef = {
+export const HTTP_REQUEST: HttpTool = {
   name: 'http.request',
   description:
     'Send an HTTP request (GET, HEAD, POST, PUT, PATCH, DELETE) to a URL on the egress allowlist for that method; no redirects, 64 KiB bodies, 5 s.',
