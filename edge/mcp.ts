@@ -16,8 +16,8 @@
  * the device key (the key of its journals; `GET /.well-known/cell-keys.json`
  * publishes it). Approvals at the edge are not this endpoint's: a crew with
  * an approval step is refused by the engine (`approval_unavailable`) as it
- * is on the route. A client's cancel stops the call; the edge has no run
- * cancel, so the run goes on (it is bounded by its own limits).
+ * is on the route. A client's cancel stops the call and cancels the run (the
+ * cancel route's function: the run ends `cancelled` before its next call).
  */
 import type { Hono, MiddlewareHandler } from 'hono';
 import { grants } from '../core/authority/scopes.ts';
@@ -142,7 +142,13 @@ async function callTool(
     if (name.startsWith('crew_') && name === `crew_${runs.crew?.crew.crew_id}`) {
       if (!grants(a.effective, PERMISSIONS.teamsWrite)) throw lacks(PERMISSIONS.teamsWrite);
       const run = await runs.start(name.slice(5), a.owner_id, args['input'] ?? null);
-      return await answer(rt, runs, await follow(runs, run.run_id, call));
+      try {
+        return await answer(rt, runs, await follow(runs, run.run_id, call));
+      } catch (e) {
+        // The client cancelled the call: the run is cancelled too, as the requester would with the route.
+        if (call.signal.aborted) runs.cancel(run.run_id, a.owner_id);
+        throw e;
+      }
     }
     if (name === 'run_status' || name === 'journal_verify') {
       const id = args['run_id'];

@@ -5,6 +5,7 @@
  * the cell:
  *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs         agent_teams.write
  *   GET  /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id} agent_teams.read
+ *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/cancel agent_teams.write (its requester only)
  *   GET  /api/public/v1/admin/jobs/runs/{run_id}/journal                system.orchestration.admin.read
  *   GET  /api/public/v1/admin/jobs/runs/{run_id}/events/sse             system.orchestration.admin.read (run-events.ts)
  * A run executes on core's engine (runGraph) with the local model, the
@@ -161,6 +162,8 @@ export function mountOffline(
   const P = '/api/public/v1/admin/agent-teams/crews/:crew_id/runs';
   const streams = new RunStreams();
   mountRunEvents(app, guard, streams, (id) => readRun(setup.dir, id)?.journal.records);
+  /** The runs being driven now, by id: a cancel marks the object the drive holds, so its last write keeps the mark. */
+  const driving = new Map<string, RunFile>();
 
   /** Drives a waiting run again at its wake-up time (a retry's backoff, a timer stage), from its journal. */
   function wakeAt(runId: string, at: number | null): void {
@@ -176,6 +179,7 @@ export function mountOffline(
   }
 
   async function drive(run: RunFile, existing?: JournalFile): Promise<void> {
+    driving.set(run.run_id, run);
     if (run.state === 'waiting') {
       run.state = 'running';
       writeRun(setup.dir, run);
@@ -196,6 +200,9 @@ export function mountOffline(
       tools: deviceTools,
       contracts: { get: async (id) => crew!.contracts.find((k) => k.id === id) },
       clock: rt.clock,
+      // A cancel asked for (by the route or a client of /mcp) stops the run before its next call; a local
+      // generation in flight runs to its end (bounded by the step's max_tokens and timeout_ms).
+      isCancelled: () => run.cancel_requested_by !== undefined,
       journal: {
         append: async (fields, payload) => {
           await journal.port.append(fields, payload);
@@ -228,6 +235,7 @@ export function mountOffline(
       Object.assign(run, { state: 'failed', reason: 'engine_error', updated_at: rt.clock.now() });
     }
     persist();
+    driving.delete(run.run_id);
     writeRun(setup.dir, run);
     // A finished run's head joins the device's own run log (edge/run-log.ts), before anyone can export it.
     if (TERMINAL.includes(run.state) && journal.records.length > 0) {
@@ -312,6 +320,42 @@ export function mountOffline(
     return c.json({ run_id: run.run_id, crew_id: run.crew_id, state: run.state, graph_hash: run.graph_hash }, 202);
   });
 
+  /**
+   * Cancels a run for `caller`: only its requester may (the device cannot judge offline whether a caller
+   * manages another principal, so it refuses as the cell refuses a caller without that reach). A run being
+   * driven stops before its next call; a waiting run is driven again to record its end; an ended run is
+   * answered as it is.
+   */
+  function cancel(crewId: string, runId: string, caller: string): RunFile {
+    const r = readRun(setup.dir, runId);
+    if (!r || r.run.crew_id !== crewId) throw notFound('run');
+    if (r.run.requester !== caller) {
+      throw new ServiceError('forbidden', "crew.run.cancel: the run is another principal's; only its requester cancels it on a device", {
+        details: { reason: 'shared_change_exceeds_caller' },
+      });
+    }
+    if (TERMINAL.includes(r.run.state)) return r.run;
+    const live = driving.get(runId);
+    if (live !== undefined) {
+      live.cancel_requested_by ??= caller;
+      writeRun(setup.dir, live);
+      return live;
+    }
+    const run: RunFile = { ...r.run, cancel_requested_by: caller, updated_at: rt.clock.now() };
+    writeRun(setup.dir, run);
+    void drive(run, r.journal);
+    return run;
+  }
+
+  app.post(`${P}/:run_id/cancel`, guard(PERMISSIONS.teamsWrite), (c) => {
+    const run = cancel(c.req.param('crew_id'), c.req.param('run_id'), c.get('auth').owner_id);
+    // 200 with the run after the cancel, as the cell answers (a driven run ends `cancelled` at its next call).
+    return c.json(
+      { run_id: run.run_id, crew_id: run.crew_id, state: run.state, cancel_requested: run.cancel_requested_by !== undefined },
+      200,
+    );
+  });
+
   app.get(`${P}/:run_id`, guard(PERMISSIONS.teamsRead), (c) => {
     const r = readRun(setup.dir, c.req.param('run_id'));
     if (!r || r.run.crew_id !== c.req.param('crew_id')) throw notFound('run');
@@ -334,6 +378,7 @@ export function mountOffline(
     crew: setup.crew?.payload ?? null,
     signer,
     start,
+    cancel: (runId, caller) => cancel(crew?.crew_id ?? '', runId, caller),
     read: (runId) => readRun(setup.dir, runId),
     streams,
   };
@@ -346,6 +391,8 @@ export interface OfflineRuns {
   /** The device key: it signs the journals, and the MCP receipts. */
   signer: Signer;
   start(crewId: string, requester: string, input: unknown): Promise<RunFile>;
+  /** Cancels a run of the bundle's crew for `caller` (its requester only), as the cancel route does. */
+  cancel(runId: string, caller: string): RunFile;
   read(runId: string): { run: RunFile; journal: JournalFile } | null;
   streams: RunStreams;
 }

@@ -30,6 +30,8 @@ export interface RunFile {
   steps: number;
   created_at: number;
   updated_at: number;
+  /** Who asked to cancel the run (its requester): the engine stops before its next call, and the run ends cancelled. */
+  cancel_requested_by?: string;
 }
 
 export interface JournalFile {

@@ -37,6 +37,8 @@ export function compiledCrew(maxTokens = 16, policies: { a?: BilletPolicy; b?: B
 
 /** A second key of the bundle, narrowed to edge.read (edgeWorld's `narrowKey`). */
 export const NARROW_SECRET = 'svck_live_' + 'N'.repeat(43);
+/** A key of another principal (usr_2), as wide as the first (edgeWorld's `otherOwnerKey`). */
+export const OTHER_SECRET = 'svck_live_' + 'O'.repeat(43);
 /** The token issuer of the world's cell (its group id `cell-a`). */
 export const TOKEN_ISSUER = 'service://cell-a';
 
@@ -47,6 +49,8 @@ export async function edgeWorld(
     policies?: { a?: BilletPolicy; b?: BilletPolicy };
     /** Also bundle a key of the same owner scoped to edge.read only (NARROW_SECRET). */
     narrowKey?: boolean;
+    /** Also bundle a key of another principal, usr_2, with the first key's scopes (OTHER_SECRET). */
+    otherOwnerKey?: boolean;
     /** The cell's token trust in the key bundle (issuer `service://cell-a`): the device honours its access tokens. */
     tokens?: { keys: { kid: string; x: string }[]; revoked?: [string, number][] };
     /** The crew's workspace (the kv tools' storage on the device); absent as in bundles before device tools. */
@@ -145,6 +149,23 @@ export async function edgeWorld(
                 expires_at: null,
                 owner_permissions: ['*'],
                 scopes: ['edge.read'],
+                rate_limit_rpm: null,
+                allowed_ips: [],
+                allowed_regions: [],
+              },
+            ]
+          : []),
+        ...(opts.otherOwnerKey
+          ? [
+              {
+                key_id: 'key_3',
+                owner_id: 'usr_2',
+                owner_status: 'active' as const,
+                status: 'active' as const,
+                hashes: [{ hash: hashSecret(OTHER_SECRET), not_after: null }],
+                expires_at: null,
+                owner_permissions: ['*'],
+                scopes: ['agent_teams', 'system.orchestration.admin.read', 'edge.read'],
                 rate_limit_rpm: null,
                 allowed_ips: [],
                 allowed_regions: [],

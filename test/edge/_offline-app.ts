@@ -9,12 +9,12 @@ export async function start(w: Awaited<ReturnType<typeof edgeWorld>>) {
   // Ample: runToEnd polls a run until it ends (the gateway's rate limit has tests of its own).
   const { rt, setup } = await offlineRuntime(w, { capacity: 10_000, refillPerSecond: 1000 });
   const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, setup));
-  const req = async (method: string, path: string, body?: unknown) => {
+  const req = async (method: string, path: string, body?: unknown, secret = SECRET) => {
     const r = await app.request(
       path,
       {
         method,
-        headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' },
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       },
       { incoming: { socket: { remoteAddress: '127.0.0.1' } } },

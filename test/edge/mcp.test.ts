@@ -13,6 +13,8 @@ import { findRuntime } from '../../runtime/local-model.ts';
 import { createEdgeApp } from '../../edge/gateway.ts';
 import { mountMcp } from '../../edge/mcp.ts';
 import { mountOffline } from '../../edge/offline.ts';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { importJWK, SignJWT } from 'jose';
 import { generateEd25519 } from '../../bundles/codec.ts';
 import { mcpClient, publishedKeys, type FetchLike } from '../helpers/mcp-endpoint.ts';
@@ -26,9 +28,22 @@ try {
 }
 
 /** The device's gateway in process, with its crew, model and key bundle (`tokens`: also the cell's token trust). */
-async function edgeMcp(tokens?: NonNullable<Parameters<typeof edgeWorld>[0]>['tokens']) {
+async function edgeMcp(tokens?: NonNullable<Parameters<typeof edgeWorld>[0]>['tokens'], hold?: Promise<void>) {
   const w = await edgeWorld({ narrowKey: true, ...(tokens ? { tokens } : {}) });
   const { rt, setup } = await offlineRuntime(w, { capacity: 1000, refillPerSecond: 100 });
+  if (hold !== undefined && setup.model) {
+    // Every local model call waits for `hold` first: a test holds the run mid-call.
+    const m = setup.model;
+    const [chat, complete] = [m.chat.bind(m), m.complete.bind(m)];
+    m.chat = async (...a: Parameters<typeof m.chat>) => {
+      await hold;
+      return chat(...a);
+    };
+    m.complete = async (...a: Parameters<typeof m.complete>) => {
+      await hold;
+      return complete(...a);
+    };
+  }
   const app = createEdgeApp(rt, (a, guard) => mountMcp(a, guard, rt, mountOffline(a, guard, rt, setup), w.device.public_jwk));
   const fetchIn: FetchLike = async (url, init) =>
     app.request(String(url), init, { incoming: { socket: { remoteAddress: '127.0.0.1' } } } as never);
@@ -139,6 +154,47 @@ test("the cell's access tokens for the device are judged offline at /mcp against
       assert.equal(((await r.json()) as { details: { reason: string } }).details.reason, reason, what);
     }
   } finally {
+    cleanup();
+  }
+});
+
+test("a client's cancel of the call cancels the device's run: it ends cancelled before its next call", {
+  skip,
+  timeout: 120_000,
+}, async () => {
+  // The local model's first call is held until the client has cancelled: the run is mid-call when it is cancelled.
+  let release = () => {};
+  const hold = new Promise<void>((r) => {
+    release = r;
+  });
+  const { w, fetchIn, cleanup } = await edgeMcp(undefined, hold);
+  const runFile = () => {
+    const ids = existsSync(join(w.dir, 'runs')) ? readdirSync(join(w.dir, 'runs')) : [];
+    return ids.length === 1 ? JSON.parse(readFileSync(join(w.dir, 'runs', ids[0]!, 'run.json'), 'utf8')) : null;
+  };
+  const until = async (what: string, cond: (r: any) => boolean) => {
+    for (let i = 0; i < 800; i++) {
+      const r = runFile();
+      if (r !== null && cond(r)) return r;
+      await new Promise((res) => setTimeout(res, 25));
+    }
+    throw new Error(`the run never ${what}: ${JSON.stringify(runFile())}`);
+  };
+  try {
+    const c = await mcpClient(fetchIn, url, SECRET);
+    const ac = new AbortController();
+    const call = c.callTool({ name: 'crew_crw_1', arguments: { input: 'inspect the pump' } }, undefined, { signal: ac.signal });
+    await until('started', (r) => r.state === 'running');
+    ac.abort();
+    await assert.rejects(call);
+    await until('had its cancel asked for', (r) => r.cancel_requested_by === 'usr_1');
+    release();
+    const r = await until('ended', (x) => x.state !== 'running');
+    assert.equal(r.state, 'cancelled', JSON.stringify(r));
+    assert.equal(r.steps, 1, 'the call in flight ends; no call starts after the cancel');
+    await c.close();
+  } finally {
+    release();
     cleanup();
   }
 });
