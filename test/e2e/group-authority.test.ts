@@ -247,9 +247,12 @@ describe('a group of three cells (each at its own URL)', { skip, timeout: 240_00
           )
         ).rows.map((r: { pid: number }) => Number(r.pid));
         last = now;
-        // One per cell: the cells whose probe gave up listen on a new connection, and the old ones are gone. A cell
-        // whose probe was answered once the backends resumed (within its deadline) keeps its connection.
-        return now.length === 3 && now.filter((pid) => !pids.includes(pid)).length >= 1;
+        // One per cell, and every cell ready (its readiness names `notifications_lost` while it has no LISTEN
+        // connection): the cells whose probe gave up listen on a new connection once the old one is gone; a cell
+        // whose probe was answered once the backends resumed keeps its own.
+        if (now.length !== 3) return false;
+        for (const u of cells) if ((await fetch(`${u}/readyz`)).status !== 200) return false;
+        return true;
       },
       30_000,
     ).catch((e: Error) => {
