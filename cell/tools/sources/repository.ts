@@ -135,6 +135,19 @@ export async function pinsOf(db: Reader, sourceId: string): Promise<PinRow[]> {
   return rows.map(pinOf);
 }
 
+/** The pins of the given sources, by source (one read for a page of sources). */
+export async function pinsBySource(db: Reader, sourceIds: readonly string[]): Promise<Map<string, PinRow[]>> {
+  const out = new Map<string, PinRow[]>(sourceIds.map((id) => [id, []]));
+  if (sourceIds.length === 0) return out;
+  const rows = await db.all(
+    `SELECT source_id, tool, name, definition, pin, pinned_at, pinned_by FROM tool_pins
+     WHERE source_id IN (${sourceIds.map(() => '?').join(', ')}) ORDER BY name`,
+    sourceIds,
+  );
+  for (const r of rows.map(pinOf)) out.get(r.source_id)?.push(r);
+  return out;
+}
+
 /** Inserts or replaces the pin of one tool of a source. */
 export async function upsertPin(tx: Tx, p: PinRow): Promise<void> {
   await tx.run(

@@ -14,7 +14,7 @@ import { errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured 
 import type { SourcesContext } from './context.ts';
 import { deleteSourceWith, repin, updateSourceWith } from './lifecycle.ts';
 import { registerSource } from './register.ts';
-import { countSources, listSources, pinsOf, sourceById } from './repository.ts';
+import { countSources, listSources, pinsBySource, pinsOf, sourceById } from './repository.ts';
 import { reviewSource } from './review.ts';
 import { CreateSource, IMMUTABLE, Repin, ReviewView, reviewView, SourceCreated, SourceView, sourceView, UpdateSource } from './views.ts';
 
@@ -67,8 +67,11 @@ export function sourceRoutes(app: OpenAPIHono<AppEnv>, ctx: SourcesContext): voi
     async (c) => {
       const q = c.req.valid('query');
       const rows = await listSources(store, q.limit, q.offset);
-      const sources = [];
-      for (const s of rows) sources.push(sourceView(s, await pinsOf(store, s.source_id)));
+      const pins = await pinsBySource(
+        store,
+        rows.map((s) => s.source_id),
+      );
+      const sources = rows.map((s) => sourceView(s, pins.get(s.source_id) ?? []));
       return c.json({ sources, ...pageOf(q, await countSources(store)) }, 200);
     },
   );
