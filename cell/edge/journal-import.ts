@@ -8,9 +8,11 @@
  *   3. the run ended, and its outcome is the one its records end with (`outcome_mismatch`);
  *   4. a fork's claimed parent is a journal imported here, and the lineage verifies against it
  *      (`parent_unknown`, `journal_invalid`);
- *   5. a `completed` journal replays to completion on the graph a crew bundle of this cell carried
+ *   5. every built-in tool call it records was one its seat was entitled to under the bundle the device
+ *      held (journal-acts.ts: 403 `journal_act_not_entitled`, naming the record);
+ *   6. a `completed` journal replays to completion on the graph a crew bundle of this cell carried
  *      under its graph hash (core/engine/replay.ts): one cut short and ended by hand does not;
- *   6. the same export again is idempotent; a longer journal of the same run that extends the stored
+ *   7. the same export again is idempotent; a longer journal of the same run that extends the stored
  *      one (same chain, more records: an older edge exported a run still waiting) replaces it; any
  *      other journal for the run is 409 `journal_exists`. A run stored (or completed) here joins the
  *      group's run log (cell/receipts).
@@ -20,6 +22,7 @@ import { ServiceError, conflict, notFound } from '../../core/errors.ts';
 import type { Reason } from '../../core/reasons.ts';
 import type { Graph } from '../../core/engine/types.ts';
 import { replaysToCompletion } from '../../core/engine/replay.ts';
+import { refuseUnentitledActs } from './journal-acts.ts';
 import { recordHash } from '../../core/journal/hash.ts';
 import { forkPointOf, type ParentJournal } from '../../core/journal/lineage.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
@@ -101,6 +104,12 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
   if (problem !== null)
     await refuse('outcome_mismatch', `the journal's outcome does not match its records: ${problem}`, 'forbidden', { run_id: runId });
   await checkLineage(ctx, device, p, refuse);
+  await refuseUnentitledActs(
+    p,
+    () => graphOf(ctx, p.run.graph_hash),
+    async (id) => (await ctx.teams.crew(id))?.workspace_id ?? null,
+    refuse,
+  );
   if (p.run.outcome === 'completed') {
     const graph = await graphOf(ctx, p.run.graph_hash);
     if (graph === undefined) {
