@@ -1,0 +1,173 @@
+/**
+ * Offline crews that act (issue 39, "Performance"), each beside a baseline measured in the same run:
+ *  1. a tool-calling step on the tiny signed model (runtime/local-model.ts `chat`: node-llama-cpp's function
+ *     calling, a named tool forced, the device catalog's `calc` and `kv.put` definitions) against a text-only
+ *     step of the same output length (`complete`, the same system and user text flattened to a prompt):
+ *     time per output token, target <= 1.3x; a warm step (the same seat's conversation again, as a crew's
+ *     next run or its next round asks it) and a cold one (another conversation) both;
+ *  2. cold start of `dist/edge serve` with a crew bundle whose seats hold the device's tools (its catalog
+ *     built, the crew judged honourable) to the first answered request, against a bare node:http server
+ *     spawned the same way: target <= 1.5x.
+ * Needs `make edge` (edge-runtime/, dist/edge). Reports; never fails.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { buildModelManifest } from '../bundles/model-manifest.ts';
+import { generateEd25519, sha256Hex, signerFromJwk } from '../bundles/codec.ts';
+import { CALC, KV_PUT } from '../core/catalog/builtin.ts';
+import type { ChatMessage } from '../core/engine/types.ts';
+import { findRuntime, loadLocalSignedModel } from '../runtime/local-model.ts';
+import { makeTinyGguf } from '../scripts/make-tiny-gguf.ts';
+import { edgeWorld, SECRET, T0 } from '../test/edge/_edge-fixtures.ts';
+
+const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const ROOT = resolve(import.meta.dirname, '..');
+const ROUNDS = 7;
+
+async function timed<T>(f: () => Promise<T>): Promise<{ ms: number; value: T }> {
+  const t0 = performance.now();
+  const value = await f();
+  return { ms: performance.now() - t0, value };
+}
+
+async function toolStep(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-edge-tools-'));
+  try {
+    const bytes = makeTinyGguf(42);
+    writeFileSync(join(dir, 'tiny.gguf'), bytes);
+    const pub = await generateEd25519();
+    writeFileSync(
+      join(dir, 'tiny.manifest'),
+      await buildModelManifest({
+        publisher: 'p',
+        signer: signerFromJwk(pub.kid, pub.privateJwk),
+        issuedAt: 0,
+        model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256: await sha256Hex(bytes) },
+      }),
+    );
+    const model = await loadLocalSignedModel({
+      modelPath: join(dir, 'tiny.gguf'),
+      manifestPath: join(dir, 'tiny.manifest'),
+      publishers: [{ kid: pub.kid, jwk: pub.publicJwk }],
+      scratchDir: dir,
+    });
+    try {
+      for (const tool of [CALC, KV_PUT]) {
+        const tools = [{ name: tool.name, description: tool.description, parameters: tool.parameters }];
+        const conversation = (n: number): ChatMessage[] => [
+          { role: 'system', content: 'You are the field recorder.' },
+          { role: 'user', content: `Record the pressure reading of pump ${n}.` },
+        ];
+        const req = (n: number) => ({ messages: conversation(n), tools, toolChoice: { name: tool.name }, maxTokens: 400 });
+        await model.chat(req(0)); // warm the runtime
+        const cold: number[] = [];
+        const warm: number[] = [];
+        const text: number[] = [];
+        let out = 0;
+        let input = 0;
+        for (let i = 1; i <= ROUNDS; i++) {
+          const c = await timed(() => model.chat(req(i)));
+          const w = await timed(() => model.chat(req(i)));
+          out = c.value.outputTokens;
+          input = c.value.inputTokens;
+          const prompt = `${conversation(i)
+            .map((m) => `${m.role}: ${m.content}`)
+            .join('\n')}\nassistant:`;
+          const t = await timed(() => model.complete(prompt, out));
+          cold.push(c.ms / out);
+          warm.push(w.ms / out);
+          text.push(t.ms / Math.max(1, t.value.outputTokens));
+        }
+        const [c, w, t] = [median(cold), median(warm), median(text)];
+        console.log(
+          `  ${tool.name} call (${out} output tokens, ${input} input), per output token: cold ${fmt(c * 1000)} µs (${fmt(c / t, 2)}x), ` +
+            `warm ${fmt(w * 1000)} µs (${fmt(w / t, 2)}x); text-only step ${fmt(t * 1000)} µs — target <= 1.3x`,
+        );
+      }
+    } finally {
+      await model.dispose();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Spawn to the first answered request, ms. */
+async function firstAnswer(cmd: string, args: string[], path: string, headers: Record<string, string>): Promise<number> {
+  const t0 = performance.now();
+  const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' } });
+  let out = '';
+  const port = await new Promise<string>((res, rej) => {
+    const t = setTimeout(() => rej(new Error('did not start')), 30_000);
+    proc.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /listening (?:on )?(?:http:\/\/[^:]+:)?(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(t);
+        res(m[1]!);
+      }
+    });
+  });
+  const r = await fetch(`http://127.0.0.1:${port}${path}`, { headers });
+  await r.arrayBuffer();
+  const ms = performance.now() - t0;
+  await new Promise<void>((res) => {
+    proc.once('exit', () => res());
+    proc.kill('SIGTERM');
+  });
+  if (r.status !== 200) throw new Error(`first request answered ${r.status}`);
+  return ms;
+}
+
+async function coldStartWithCrew(): Promise<void> {
+  const edge = join(ROOT, 'dist/edge');
+  const caps = { allowed_tools: ['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get', 'http.request'], permission_mode: 'auto' as const };
+  const w = await edgeWorld({ maxTokens: 16, workspaceId: 'ws_1', policies: { a: { authority_cap: caps }, b: { authority_cap: caps } } });
+  const bare = join(w.dir, 'bare.mjs');
+  writeFileSync(
+    bare,
+    "import { createServer } from 'node:http';\nconst s = createServer((q, r) => r.end('{}'));\ns.listen(0, '127.0.0.1', () => console.log('listening ' + s.address().port));\n",
+  );
+  try {
+    // The device's clock set to the world's (its bundles are issued at T0).
+    const args = [
+      'serve',
+      '--data',
+      w.dir,
+      '--bundle',
+      w.keysPath,
+      '--crew-bundle',
+      w.crewPath,
+      '--port',
+      '0',
+      `--now-offset-ms=${T0 + 1000 - Date.now()}`,
+    ];
+    const edgeMs: number[] = [];
+    const bareMs: number[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      bareMs.push(await firstAnswer(process.execPath, [bare], '/', {}));
+      edgeMs.push(await firstAnswer(edge, args, '/api/public/v1/edge/authz/edge.read', { authorization: `Bearer ${SECRET}` }));
+    }
+    const [e, b] = [median(edgeMs), median(bareMs)];
+    console.log(
+      `  edge serve with a crew bundle and its catalog (6 tools), spawn to its first answered request: ${fmt(e)} ms; ` +
+        `bare node:http ${fmt(b)} ms; ${fmt(e / b, 2)}x — target <= 1.5x`,
+    );
+  } finally {
+    rmSync(w.dir, { recursive: true, force: true });
+  }
+}
+
+export default async function edgeToolsBench(): Promise<void> {
+  try {
+    findRuntime();
+  } catch {
+    console.log('  skipped: edge-runtime/ is not installed (make edge)');
+    return;
+  }
+  await toolStep();
+  await coldStartWithCrew();
+}
