@@ -40,6 +40,15 @@ const SIDE_EFFECTS: ReadonlyMap<string, boolean> = new Map(
 /** A tool call's step id: an agent's (`N/tool/R.I`), a tool step's (`N/call`), a skill's (`N/tool`, `N/K/tool`). */
 const CALL_STEP = /\/(?:tool\/\d+\.\d+|call|tool)$/;
 
+/**
+ * Whether a record is a tool call's: a `step` under a call's step id, or one that names a tool and no executor
+ * (the console shows such a record as a call, so it is judged as one: under another step id it is refused).
+ */
+function isCallRecord(r: JournalRecord): boolean {
+  if (r.kind !== 'step') return false;
+  return CALL_STEP.test(r.step_id) || (typeof r.data?.['tool'] === 'string' && r.data['executor'] === undefined);
+}
+
 /** A recorded act the device was not entitled to: the record, the tool, the seat and why. */
 export interface UnentitledAct {
   seq: number;
@@ -172,7 +181,7 @@ function floorOf(
 export function unentitledAct(graph: Graph, ws: string | null, journal: JournalActs): UnentitledAct | null {
   const written: Written = new Map();
   for (const r of journal.records) {
-    if (r.kind !== 'step' || !CALL_STEP.test(r.step_id)) continue;
+    if (!isCallRecord(r)) continue;
     const input = journal.values[r.input_hash];
     const out = journal.values[r.output_hash];
     const named = typeof r.data?.['tool'] === 'string' ? (r.data['tool'] as string) : null;
@@ -189,7 +198,7 @@ export function unentitledAct(graph: Graph, ws: string | null, journal: JournalA
     });
     if (!isObject(input) || !isObject(input['args']) || named !== tool)
       return act('journal_invalid', 'the call record does not carry its tool and arguments');
-    if (caller === null) return act('journal_invalid', `no step of the graph runs ${r.step_id}`);
+    if (caller === null || !CALL_STEP.test(r.step_id)) return act('journal_invalid', `no step of the graph calls a tool at ${r.step_id}`);
     const seat = caller.seat === null ? null : graph.seats[caller.seat];
     if (caller.seat !== null && seat === undefined) return act('journal_invalid', `the graph has no seat ${caller.seat}`);
     const a = seat?.authority ?? null;
@@ -228,7 +237,7 @@ export async function refuseUnentitledActs(
   workspaceOf: (crewId: string) => Promise<string | null>,
   refuse: Refuse,
 ): Promise<void> {
-  if (!journal.records.some((r) => r.kind === 'step' && CALL_STEP.test(r.step_id))) return;
+  if (!journal.records.some(isCallRecord)) return;
   const g = await graph();
   const runId = journal.run.run_id;
   if (g === undefined)

@@ -11,7 +11,9 @@ import { join } from 'node:path';
 import { inProcessCell, type InProcess } from '../helpers/inproc.ts';
 import { generateEd25519, signerFromJwk, type Signer } from '../../bundles/codec.ts';
 import type { Graph, ModelPort, SeatAuthority, ToolsPort } from '../../core/engine/types.ts';
-import type { JsonObject } from '../../core/journal/record.ts';
+import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
+import { contentHash } from '../../core/canonical.ts';
+import { unentitledAct } from '../../cell/edge/journal-acts.ts';
 import { deviceToolsPort } from '../../edge/tools.ts';
 import { HTTP_REQUEST } from '../../runtime/http-request.ts';
 import { crewOnDevice, deviceRun, exportRun } from './_device-run.ts';
@@ -148,4 +150,52 @@ test('journal import re-judges the tool calls of a device run against the bundle
     rmSync(dir, { recursive: true, force: true });
     await t.close();
   }
+});
+
+test('the judge of recorded calls: what a call record must be, and the modes', () => {
+  const authority = (o: Partial<SeatAuthority> = {}): SeatAuthority => ({
+    allowed_tools: ['calc', 'kv.put'],
+    clearance_level: 0,
+    permission_mode: 'auto',
+    data_grant_ids: [],
+    egress_allowlist: ['kv:*'],
+    compartments: [],
+    governing_contract_ids: [],
+    budget_ceiling: null,
+    ...o,
+  });
+  const graph = (a: SeatAuthority) =>
+    ({ nodes: [{ id: 'n', kind: 'agent', seat: 's', config: {} }], seats: { s: { authority: a } } }) as unknown as Graph;
+  const journal = (stepId: string, input: unknown, data: JsonObject, out: unknown = { ok: true, key: 'k' }) => ({
+    records: [
+      { seq: 3, kind: 'step', step_id: stepId, input_hash: contentHash(input), output_hash: contentHash(out), data },
+    ] as unknown as JournalRecord[],
+    values: { [contentHash(input)]: input, [contentHash(out)]: out },
+  });
+  const put = { tool: 'kv.put', args: { key: 'k', value: 1 } };
+  const why = (g: Graph, j: ReturnType<typeof journal>) => unentitledAct(g, 'ws', j)?.why ?? null;
+  assert.equal(why(graph(authority()), journal('n/tool/0.0', put, { tool: 'kv.put' })), null);
+  // A record that names a tool is judged as a call wherever it is: under a step id no call has, it is refused.
+  assert.equal(why(graph(authority()), journal('n/model/0', put, { tool: 'kv.put' })), 'journal_invalid');
+  // Its tool is the one its input names; its arguments are there.
+  assert.equal(why(graph(authority()), journal('n/tool/0.0', put, { tool: 'calc' })), 'journal_invalid');
+  assert.equal(why(graph(authority()), journal('n/tool/0.0', { tool: 'kv.put' }, { tool: 'kv.put' })), 'journal_invalid');
+  // A step the graph does not have.
+  assert.equal(why(graph(authority()), journal('m/tool/0.0', put, { tool: 'kv.put' })), 'journal_invalid');
+  // Modes: plan runs nothing; ask (and auto-read for a side-effecting tool) only with recorded approvals.
+  assert.equal(
+    why(graph(authority({ permission_mode: 'plan' })), journal('n/tool/0.0', put, { tool: 'kv.put' })),
+    'tool_forbidden_by_mode',
+  );
+  for (const mode of ['ask', 'auto-read'] as const) {
+    assert.equal(why(graph(authority({ permission_mode: mode })), journal('n/tool/0.0', put, { tool: 'kv.put' })), 'approval_unavailable');
+    const approved = { tool: 'kv.put', approved_by: ['usr_b'], approvals: [{ principal: 'usr_b', decision: 'approve' }] };
+    assert.equal(why(graph(authority({ permission_mode: mode })), journal('n/tool/0.0', put, approved)), null);
+  }
+  const calc = { tool: 'calc', args: { expression: '1+1' } };
+  assert.equal(why(graph(authority({ permission_mode: 'auto-read' })), journal('n/tool/0.0', calc, { tool: 'calc' }, { value: 2 })), null);
+  // Arguments the tool would refuse as bad, with a result recorded: forged; with the bad-arguments answer: no act.
+  const bad = { tool: 'kv.put', args: { key: 'k', value: 1, classification: -1 } };
+  assert.equal(why(graph(authority()), journal('n/tool/0.0', bad, { tool: 'kv.put' })), 'tool_bad_arguments');
+  assert.equal(why(graph(authority()), journal('n/tool/0.0', bad, { tool: 'kv.put' }, { error: 'invalid_request', message: 'x' })), null);
 });
