@@ -7,7 +7,8 @@
  *     agent_teams.approve (the deciding permission);
  *   - the digest it approved (`data.input_hash`) is the input digest of the step it decided (the step's
  *     `step` or `decision` record), as the device asked for it;
- *   - the step's outcome follows from the recorded decisions by core's rule (core/engine/approval-rule.ts,
+ *   - the step's outcome follows from the recorded decisions by core's rule, for the run's requester (its
+ *     `run_started` record's, which the approval must name too) (core/engine/approval-rule.ts,
  *     the rule the device and the cell decide with): a human_approval step approved only when its
  *     decisions reach its quorum under its rule (two-person: never the requester; named approvers; one
  *     voice per person), approved by exactly those principals; a tool call under `ask` likewise (quorum 1).
@@ -53,6 +54,7 @@ export interface ApprovalProblem {
 }
 
 const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+const requesterKey = (r: { id: string; actors?: readonly string[] | undefined }) => [r.id, ...(r.actors ?? [])].join('\u0000');
 
 /** The decisions recorded for a step before `seq`, as core's rule reads them. */
 function decisionsBefore(records: readonly JournalRecord[], stepId: string, seq: number): DecisionFacts[] {
@@ -81,6 +83,9 @@ export async function approvalsProblem(
     }
     return bundles.get(version)!;
   };
+  // The run's requester, as its first record names it: the two-person rule is replayed against it.
+  const started = records.find((r) => r.kind === 'run_started');
+  const runRequester = recordedRequester(started?.data);
   /** The input digest the step was decided on: its completing record's. */
   const decidedOn = (stepId: string) =>
     records.find((r) => (r.kind === 'step' || r.kind === 'decision') && r.step_id === stepId)?.input_hash;
@@ -104,7 +109,8 @@ export async function approvalsProblem(
     if (!approved && !toolApproved) continue;
     const fail = (problem: string) => ({ seq: r.seq, step_id: r.step_id, problem });
     const requester = recordedRequester(r.data);
-    if (requester === null) return fail('the approval names no requester');
+    if (requester === null || runRequester === null) return fail('the approval names no requester');
+    if (requesterKey(requester) !== requesterKey(runRequester)) return fail('the approval names another requester than the run');
     let rule: { rule: string; approvers: string[]; quorum: number };
     if (approved) {
       const node = graph?.nodes.find((n) => n.id === r.step_id);

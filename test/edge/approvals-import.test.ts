@@ -164,15 +164,30 @@ test('an edge journal imports with its approvals; one the device was not entitle
       [
         // The run's requester is one of the two: under two_person it never counts, so one person approved.
         'the requester as its own second person',
-        (x) => (x.kind === 'decision' && x.step_id === STEP ? { ...x, data: { ...x.data, requester: ap2 } } : x),
+        (x) =>
+          (x.kind === 'decision' && x.step_id === STEP) || x.kind === 'run_started' ? { ...x, data: { ...x.data, requester: ap2 } } : x,
+        (x) => x.kind === 'decision' && x.step_id === STEP,
+      ],
+      [
+        'an approval for another requester than the run',
+        (x) => (x.kind === 'decision' && x.step_id === STEP ? { ...x, data: { ...x.data, requester: 'prn_someone' } } : x),
         (x) => x.kind === 'decision' && x.step_id === STEP,
       ],
     ];
+    const WHY: Record<string, RegExp> = {
+      'an approver the bundle did not carry': /prn_stranger is not a principal key bundle \d+ carried/,
+      'a principal the bundle carried without the permission to decide': /is not a principal key bundle \d+ carried with the permission/,
+      'a key bundle this cell never issued to the device': /issued no key bundle version/,
+      'another digest': /the digest it approved is not the input/,
+      'the requester as its own second person': /do not approve it under its rule \(two_person\): 1 of 2 count/,
+      'an approval for another requester than the run': /another requester than the run/,
+    };
     for (const [what, change, named] of forged) {
       const f = await rewritten(signer, honest, change);
       const r = await importOf(f);
       assert.equal(r.status, 403, `${what}: ${r.text}`);
       assert.equal(r.body.details.reason, 'approval_not_entitled', what);
+      assert.match(r.body.message, WHY[what]!, what);
       assert.equal(r.body.details.seq, seqOf(f, named), `${what}: ${r.text}`);
       assert.equal(r.body.details.step_id, STEP, what);
       assert.equal((await t.request('GET', `${A}/edge/journals/${f.run.run_id}`, { token: t.adminKey })).status, 404, what);

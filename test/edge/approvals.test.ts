@@ -268,6 +268,21 @@ test('approvals on the device: judged as at the cell, credentials from the key b
       await until(e1.url, c, ENDED);
       assert.equal(reasonOf(await approve(e1.url, c, 'pre:0', OTHER_SECRET)), '409 run_terminal');
 
+      // A counted rejection refuses the run, naming who rejected it and why.
+      const rj = (await call(e1.url, 'POST', RUNS, { body: { input: 'Inspect pump 11.' } })).body.run_id as string;
+      await until(e1.url, rj, (r) => r.state === 'waiting');
+      const no = await call(e1.url, 'POST', approvalPath(rj, 'pre:0'), {
+        secret: OTHER_SECRET,
+        body: { decision: 'reject', comment: 'pressure too high' },
+      });
+      assert.equal(no.status, 200, JSON.stringify(no.body));
+      const refused = await until(e1.url, rj, ENDED);
+      assert.deepEqual([refused.state, refused.reason], ['refused', 'approval_rejected']);
+      assert.deepEqual(
+        refused.decisions.map((d: any) => [d.principal, d.decision, d.comment]),
+        [['usr_2', 'reject', 'pressure too high']],
+      );
+
       // Two more runs wait on their first approval when the device is killed.
       waitingRun = (await call(e1.url, 'POST', RUNS, { body: { input: 'Inspect pump 9.' } })).body.run_id;
       timingOutRun = (await call(e1.url, 'POST', RUNS, { body: { input: 'Inspect pump 10.' } })).body.run_id;
