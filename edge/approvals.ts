@@ -25,18 +25,11 @@ import { runDir, type JournalFile, type RunFile } from './runs.ts';
 /** The journal record kind of a decision (the cell's, cell/runs/approvals.ts). */
 export const APPROVAL_RECORD = 'approval_received';
 
-/** An approval the engine asked for (the cell's `PendingApproval`, times in ms). */
-export interface ApprovalRequest {
-  step_id: string;
-  kind: string;
-  rule: string;
-  approvers: string[];
-  quorum: number;
-  prompt: string | null;
-  due: number | null;
-  input_hash: string | null;
-  requested_at: number;
-}
+/** What the engine asks for when a step waits on an approval (core's port). */
+type ApprovalAsk = Parameters<NonNullable<ApprovalsPort['request']>>[1];
+
+/** An approval the engine asked for, as kept (the cell's `PendingApproval`, times in ms). */
+export type ApprovalRequest = ApprovalAsk & { step_id: string; requested_at: number };
 
 /** Who decides: the principal and the actors of its token (current first). */
 export interface EdgeDecider {
@@ -84,17 +77,7 @@ export function deviceApprovalsPort(dir: string, runId: string, records: () => r
     async request(stepId, ask) {
       const all = readApprovalRequests(dir, runId);
       if (all[stepId]?.input_hash === ask.input_hash) return;
-      all[stepId] = {
-        step_id: stepId,
-        kind: ask.kind,
-        rule: ask.rule,
-        approvers: [...ask.approvers],
-        quorum: ask.quorum,
-        prompt: ask.prompt,
-        due: ask.due,
-        input_hash: ask.input_hash,
-        requested_at: now(),
-      };
+      all[stepId] = { step_id: stepId, ...ask, requested_at: now() };
       writeFileDurable(file(dir, runId), JSON.stringify(all) + '\n');
     },
   };
@@ -157,7 +140,7 @@ export function judgeDecision(
   if (!ask) throw notFound('approval step');
   if (TERMINAL.includes(run.state))
     throw new ServiceError('conflict', `the run is ${run.state}`, { details: { reason: 'run_terminal', state: run.state } });
-  const inputHash = ask.input_hash ?? '';
+  const inputHash = ask.input_hash;
   const refuse = (reason: Reason, message: string) => new ServiceError('forbidden', message, { details: { reason } });
   const verdict = decisionCounts(
     { principal: actor, chain, decision, input_hash: inputHash },

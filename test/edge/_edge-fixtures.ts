@@ -124,8 +124,26 @@ export async function edgeWorld(
     }),
   );
   const keysPath = join(dir, 'keys.bundle.json');
-  /** The key records of the bundle, for a test that issues a newer one (another status, a key revoked). */
-  const keyRecords: KeyRecord[] = [];
+  const WIDE = ['agent_teams', 'system.orchestration.admin.read', 'edge.read'];
+  /** The key records of the bundle (an active owner's key with its scopes), also for a test that issues a newer one. */
+  const keyRecords: KeyRecord[] = [
+    { key_id: 'key_1', owner_id: 'usr_1', secret: SECRET, scopes: WIDE },
+    ...(opts.narrowKey ? [{ key_id: 'key_2', owner_id: 'usr_1', secret: NARROW_SECRET, scopes: ['edge.read'] }] : []),
+    ...(opts.otherOwnerKey ? [{ key_id: 'key_3', owner_id: 'usr_2', secret: OTHER_SECRET, scopes: WIDE }] : []),
+    ...(opts.extraKeys ?? []),
+  ].map((k) => ({
+    key_id: k.key_id,
+    owner_id: k.owner_id,
+    owner_status: 'active',
+    status: 'active',
+    hashes: [{ hash: hashSecret(k.secret), not_after: null }],
+    expires_at: null,
+    owner_permissions: ['*'],
+    scopes: k.scopes,
+    rate_limit_rpm: null,
+    allowed_ips: [],
+    allowed_regions: [],
+  }));
   writeFileSync(
     keysPath,
     await buildKeyBundle({
@@ -135,75 +153,7 @@ export async function edgeWorld(
       version: 1,
       issuedAt: T0,
       expiresAt: T0 + 86_400_000,
-      records: [
-        ...(
-          [
-            {
-              key_id: 'key_1',
-              owner_id: 'usr_1',
-              owner_status: 'active',
-              status: 'active',
-              hashes: [{ hash: hashSecret(SECRET), not_after: null }],
-              expires_at: null,
-              owner_permissions: ['*'],
-              scopes: ['agent_teams', 'system.orchestration.admin.read', 'edge.read'],
-              rate_limit_rpm: null,
-              allowed_ips: [],
-              allowed_regions: [],
-            },
-            ...(opts.narrowKey
-              ? [
-                  {
-                    key_id: 'key_2',
-                    owner_id: 'usr_1',
-                    owner_status: 'active' as const,
-                    status: 'active' as const,
-                    hashes: [{ hash: hashSecret(NARROW_SECRET), not_after: null }],
-                    expires_at: null,
-                    owner_permissions: ['*'],
-                    scopes: ['edge.read'],
-                    rate_limit_rpm: null,
-                    allowed_ips: [],
-                    allowed_regions: [],
-                  },
-                ]
-              : []),
-            ...(opts.otherOwnerKey
-              ? [
-                  {
-                    key_id: 'key_3',
-                    owner_id: 'usr_2',
-                    owner_status: 'active' as const,
-                    status: 'active' as const,
-                    hashes: [{ hash: hashSecret(OTHER_SECRET), not_after: null }],
-                    expires_at: null,
-                    owner_permissions: ['*'],
-                    scopes: ['agent_teams', 'system.orchestration.admin.read', 'edge.read'],
-                    rate_limit_rpm: null,
-                    allowed_ips: [],
-                    allowed_regions: [],
-                  },
-                ]
-              : []),
-            ...(opts.extraKeys ?? []).map((k) => ({
-              key_id: k.key_id,
-              owner_id: k.owner_id,
-              owner_status: 'active' as const,
-              status: 'active' as const,
-              hashes: [{ hash: hashSecret(k.secret), not_after: null }],
-              expires_at: null,
-              owner_permissions: ['*'],
-              scopes: k.scopes,
-              rate_limit_rpm: null,
-              allowed_ips: [],
-              allowed_regions: [],
-            })),
-          ] satisfies KeyRecord[]
-        ).map((r) => {
-          keyRecords.push(r);
-          return r;
-        }),
-      ],
+      records: keyRecords,
       tombstones: [],
       ...(opts.tokens
         ? {

@@ -8,30 +8,18 @@
 // Needs `node scripts/build.mjs` (dist/edge.mjs) and edge-runtime/.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { execFile, type ChildProcess } from 'node:child_process';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, SignJWT, type JWK } from 'jose';
 import { generateEd25519 } from '../../bundles/codec.ts';
 import { buildKeyBundle } from '../../bundles/key-bundle.ts';
 import { verifyJournal } from '../../core/journal/verify.ts';
-import { findRuntime } from '../../runtime/local-model.ts';
 import { edgeWorld, OTHER_SECRET, SECRET, T0, TOKEN_ISSUER } from './_edge-fixtures.ts';
-import { edgeListening } from './_listening.ts';
+import { EDGE, edgeProgramMissing as why, serveWorld, stopEdge, untilRun } from './_edge-process.ts';
 
-const EDGE = resolve(import.meta.dirname, '../../dist/edge.mjs');
 const run = promisify(execFile);
-
-function why(): string | false {
-  if (!existsSync(EDGE)) return 'dist/edge.mjs missing: run node scripts/build.mjs';
-  try {
-    findRuntime();
-  } catch {
-    return 'edge-runtime/ is not installed (npm install --prefix edge-runtime --omit=optional)';
-  }
-  return false;
-}
 
 /** usr_3: an approver with agent_teams (approve included). */
 const APPROVER_SECRET = 'svck_live_' + 'A'.repeat(43);
@@ -45,38 +33,8 @@ const ENDED = (r: any) => ['completed', 'failed', 'refused', 'cancelled'].includ
 
 type World = Awaited<ReturnType<typeof edgeWorld>>;
 
-async function serve(w: World, keysPath: string, offsetMs: number): Promise<{ url: string; proc: ChildProcess }> {
-  const proc = spawn(
-    process.execPath,
-    [
-      EDGE,
-      'serve',
-      '--data',
-      w.dir,
-      '--bundle',
-      keysPath,
-      '--crew-bundle',
-      w.crewPath,
-      '--model',
-      w.modelPath,
-      '--model-manifest',
-      w.manifestPath,
-      '--port',
-      '0',
-      `--now-offset-ms=${offsetMs}`,
-    ],
-    { env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  const { url } = await edgeListening(proc, 60_000);
-  return { url, proc };
-}
-
-async function kill(p: ChildProcess): Promise<void> {
-  if (p.exitCode !== null || p.signalCode !== null) return;
-  const done = new Promise((r) => p.once('exit', r));
-  p.kill('SIGKILL');
-  await done;
-}
+const serve = (w: World, keysPath: string, offsetMs: number) => serveWorld(w, { offsetMs, keysPath });
+const kill = (p: ChildProcess) => stopEdge(p, 'SIGKILL');
 
 async function call(
   url: string,
@@ -92,15 +50,8 @@ async function call(
   return { status: r.status, body: await r.json() };
 }
 
-async function until(url: string, runId: string, pred: (r: any) => boolean): Promise<any> {
-  let last: any;
-  for (let i = 0; i < 1500; i++) {
-    last = (await call(url, 'GET', `${RUNS}/${runId}`)).body;
-    if (pred(last)) return last;
-    await new Promise((r) => setTimeout(r, 40));
-  }
-  assert.fail(`run ${runId} never reached the expected state: ${JSON.stringify(last)}`);
-}
+const until = (url: string, runId: string, pred: (r: any) => boolean) =>
+  untilRun(async () => (await call(url, 'GET', `${RUNS}/${runId}`)).body, pred);
 
 const approvalPath = (runId: string, step: string) => `${RUNS}/${runId}/approvals/${encodeURIComponent(step)}`;
 const reasonOf = (r: { status: number; body: any }) => `${r.status} ${r.body.details?.reason ?? r.body.error ?? 'ok'}`;
