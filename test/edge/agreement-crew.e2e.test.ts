@@ -5,7 +5,9 @@
 // Both runs have the same graph hash and the same step ids; each journal verifies with the keys its host
 // publishes (the cell's `/.well-known/cell-keys.json`, the device's own) and the edge's with the device key the
 // cell registered; the edge's journal imports (its calls re-judged against the bundle) and its tool calls show
-// at the cell. No approval gate: edge-approve's approvals at the edge are not on main yet.
+// at the cell. After the seats, an approval gate (a `human_approval` step naming one approver, a principal of
+// the cell whose key the device's key bundle carries) is decided at the cell by its route and at the device by
+// the same route of `edge serve`: the same step id, an `approval_received` record each, imported and re-judged.
 // Needs `make edge` (dist/cell.mjs, dist/edge, edge-runtime/).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,6 +20,7 @@ import { verifyJournal } from '../../core/journal/verify.ts';
 import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 import { startOpenAIServer, type ChatRequestBody } from '../fixtures/openai-server.ts';
 import { startCellProcess } from '../helpers/cell-process.ts';
+import { until } from '../helpers/until.ts';
 import { airgapSkip, EDGE, edge, runAirgapped } from './_airgapped.ts';
 
 const A = '/api/public/v1/admin';
@@ -77,9 +80,23 @@ test('the same crew with tool calls at the cell and at an air-gapped edge: same 
       max_retries: 0,
     });
 
-    // The formation: two seats, a tool each, the first call named (so the tiny model makes it too).
+    // The approver: another principal than the requester, with agent_teams.approve, and its key.
+    const lead = (await ok('POST', `${A}/principals`, { kind: 'service', name: 'team-lead', roles: ['operator'] })).body;
+    const leadKey = (await ok('POST', `${A}/api-keys`, { owner_id: lead.id, name: 'lead-key' })).body.secret as string;
+
+    // The formation: two seats, a tool each, the first call named (so the tiny model makes it too), then the gate.
     const f = (
-      await ok('POST', `${T}/formations`, { name: 'field-pair', coordination_policy: 'sequential', limits: { default_max_tokens: 600 } })
+      await ok('POST', `${T}/formations`, {
+        name: 'field-pair',
+        coordination_policy: 'sequential',
+        limits: { default_max_tokens: 600 },
+        post: [
+          {
+            kind: 'human_approval',
+            config: { rule: 'quorum', quorum: 1, approvers: [lead.id], timeout_ms: 3_600_000, prompt: 'Keep the finding?' },
+          },
+        ],
+      })
     ).body;
     const assignments: Record<string, string> = {};
     for (const [role, tool] of [
@@ -112,14 +129,18 @@ test('the same crew with tool calls at the cell and at an air-gapped edge: same 
 
     // At the cell.
     const started = (await ok('POST', `${T}/crews/${crew.crew_id}/runs`, { input: 'Inspect pump 7 and record the finding.' })).body;
-    let cellRun: any;
-    for (;;) {
-      cellRun = (await ok('GET', `${A}/jobs/runs/${started.run_id}`)).body;
-      if (!['queued', 'running', 'waiting'].includes(cellRun.state)) break;
-      await (
-        await fetch(`${cell.url}${A}/jobs/runs/${started.run_id}/events/sse`, { headers: { authorization: `Bearer ${cell.adminKey}` } })
-      ).text();
-    }
+    const view = `${T}/crews/${crew.crew_id}/runs/${started.run_id}`;
+    const pending = await until('the run to wait for its approval', async () => (await ok('GET', view)).body.pending_approvals?.[0]);
+    const decided = await fetch(`${cell.url}${view}/approvals/${encodeURIComponent(pending.step_id)}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${leadKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ decision: 'approve', comment: 'recorded as found' }),
+    });
+    assert.equal(decided.status, 200, await decided.text());
+    const cellRun = await until('the run to end', async () => {
+      const r = (await ok('GET', `${A}/jobs/runs/${started.run_id}`)).body;
+      return ['queued', 'running', 'waiting'].includes(r.state) ? null : r;
+    });
     assert.equal(cellRun.state, 'completed', JSON.stringify(cellRun));
     const cellRecords = (await ok('GET', `${A}/jobs/runs/${started.run_id}/journal`)).body.records as JournalRecord[];
     const cellKeys = (await (await fetch(`${cell.url}/.well-known/cell-keys.json`)).json()) as { keys: { kid: string; jwk: JsonWebKey }[] };
@@ -172,6 +193,7 @@ test('the same crew with tool calls at the cell and at an air-gapped edge: same 
         manifest: join(work, 'tiny.manifest.json'),
         crewId: crew.crew_id,
         key,
+        approverKey: leadKey,
         exportOut: join(work, 'journal.export'),
         cellUrl: cell.url,
       },
@@ -194,6 +216,13 @@ test('the same crew with tool calls at the cell and at an air-gapped edge: same 
     const calls = (records: JournalRecord[]) =>
       records.filter((r) => r.kind === 'step' && typeof r.data?.['tool'] === 'string').map((r) => [r.step_id, r.data!['tool']]);
     assert.deepEqual(calls(edgeRecords), calls(cellRecords));
+    // The gate: decided once at each host, by the approver, on the same step.
+    const approvals = (records: JournalRecord[]) =>
+      records.filter((r) => r.kind === 'approval_received').map((r) => [r.step_id, r.data?.['by'], r.data?.['decision']]);
+    assert.equal(o.approval_status, 200);
+    assert.equal(approvals(cellRecords).length, 1, JSON.stringify(cellRecords.map((r) => [r.kind, r.step_id, r.data])));
+    assert.deepEqual(approvals(edgeRecords), approvals(cellRecords));
+    assert.deepEqual(approvals(cellRecords)[0]!.slice(1), [lead.id, 'approve'], 'the lead approved');
     assert.deepEqual(
       calls(cellRecords).map(([, tool]) => tool),
       ['kv.put', 'calc'],
@@ -207,6 +236,7 @@ test('the same crew with tool calls at the cell and at an air-gapped edge: same 
     assert.equal(imp.status, 201, imp.text);
     const shown = (await ok('GET', `${A}/edge/journals/${o.run.run_id}`)).body;
     assert.deepEqual(calls(shown.records), calls(edgeRecords));
+    assert.deepEqual(approvals(shown.records), approvals(edgeRecords), "the device's approval shows with the run");
     for (const r of (shown.records as JournalRecord[]).filter((x) => x.kind === 'step' && typeof x.data?.['tool'] === 'string'))
       assert.equal((shown.values[r.input_hash] as { tool: string }).tool, r.data!['tool'], 'its arguments are shown with it');
     assert.ok(shown.graph?.seats, 'the graph the bundle carried names the seats');
