@@ -1,9 +1,10 @@
 // An edge run carried back shows at the cell like any run (issue 39 §4), in a real browser (Debian's chromium
 // driven by playwright-core) against the real cell process: a device registered, a crew with a tool grant
 // carried to it in a crew bundle, a run of it on the device's side (core's engine, the device's tool catalog
-// edge/tools.ts, a scripted model, the journal signed by the device key), the export imported; then the
-// console's Edge devices view lists the device, its page the run, and the run's page its journal verified
-// with the device's key and its tool calls, their arguments and results checked against the signed hashes.
+// edge/tools.ts, a scripted model, an approval step decided on the device by an approver its key bundle
+// carries, the journal signed by the device key), the export imported; then the console's Edge devices view
+// lists the device, its page the run, and the run's page its journal verified with the device's key, its tool
+// calls (their arguments and results checked against the signed hashes) and the approval decided there.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -15,7 +16,7 @@ import { generateEd25519, signerFromJwk } from '../../bundles/codec.ts';
 import type { Graph, ModelPort } from '../../core/engine/types.ts';
 import { deviceToolsPort } from '../../edge/tools.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
-import { deviceRun, exportRun } from '../edge/_device-run.ts';
+import { approvedRun, exportRun } from '../edge/_device-run.ts';
 import { A, ARGS, CHROMIUM, T, apiOf, axe, goTo, newContext, ok, pasteKey, type Watch } from './helpers.ts';
 
 /** Calls kv.put on its first round when offered it, then answers. */
@@ -44,7 +45,20 @@ test('the console shows an imported edge run and its tool calls, reached from th
     const key = await generateEd25519();
     const dev = await ok(api, 'POST', `${A}/edge/devices`, { name: 'pump house', public_jwk: key.publicJwk });
     const cap = { allowed_tools: ['kv.put'], egress_allowlist: ['kv:*'], permission_mode: 'auto', clearance_level: 0 };
-    const f = await ok(api, 'POST', `${T}/formations`, { name: 'field-recorder' });
+    // An approver the device's key bundle carries, and the bundle (its version names it in each decision).
+    await ok(api, 'POST', `${A}/roles`, { name: 'field-approver', permissions: ['agent_teams.approve', 'agent_teams.read'] });
+    const lead = await ok(api, 'POST', `${A}/principals`, { kind: 'service', name: 'team-lead', roles: ['field-approver'] });
+    const kb = await fetch(`${cell.url}${A}/edge/key-bundles`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${cell.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ device_id: dev.device_id }),
+    });
+    assert.equal(kb.status, 201);
+    const bundleVersion = Number(kb.headers.get('x-bundle-version'));
+    const f = await ok(api, 'POST', `${T}/formations`, {
+      name: 'field-recorder',
+      pre: [{ kind: 'human_approval', config: { rule: 'quorum', quorum: 1, approvers: [lead.id], timeout_ms: 3_600_000 } }],
+    });
     const b = await ok(api, 'POST', `${T}/formations/${f.formation_id}/billets`, {
       role_label: 'recorder',
       required_skills: [],
@@ -60,7 +74,8 @@ test('the console shows an imported edge run and its tool calls, reached from th
     assert.equal(bundle.status, 201);
     const c = (await openCrewBundle(await bundle.text(), dev.trust.keys)).payload.crew;
     const signer = signerFromJwk(key.kid, key.privateJwk);
-    const run = await deviceRun(signer, c.graph as Graph, c.graph_hash, {
+    // Held by its approval, decided on the device by the lead, then the seat records its finding.
+    const run = await approvedRun(signer, c.graph as Graph, c.graph_hash, 'prn_device_user', [lead.id], bundleVersion, {
       model: recorder,
       tools: deviceToolsPort(dir, { now: () => 1_767_225_600_000 }, c.workspace_id ?? null),
     });
@@ -106,6 +121,10 @@ test('the console shows an imported edge run and its tool calls, reached from th
     await call.getByRole('button', { name: 'Show arguments' }).click();
     await call.locator('.value .ok-text').first().waitFor();
     assert.match((await call.locator('.value').first().textContent()) ?? '', /pump-7[\s\S]*seal leaking/);
+    // The approval the lead gave on the device, with the run.
+    const decisions = page.locator('ul.decisions[aria-label="Decisions taken on the device"] li');
+    assert.equal(await decisions.count(), 1);
+    assert.match((await decisions.textContent()) ?? '', /team-lead[\s\S]*approved[\s\S]*pre:0/);
     await axe(page, 'edge run');
     // A run id the cell never imported is a 404, said as such.
     await goTo(page, '#/edge-runs/run_00000000000000000000');

@@ -4,7 +4,7 @@
  * and an imported run (`GET /admin/edge/journals/{run_id}`): its outcome, its records verified here, in this
  * browser, with the device's registered key (core/journal/verify.ts), and its tool calls as any run shows
  * them (tool-calls.tsx), their arguments and results from the export's own values, each checked against the
- * hash its signed record names.
+ * hash its signed record names, and the decisions approvers took on the device.
  */
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ADMIN, call, seg } from '../api.ts';
@@ -13,6 +13,7 @@ import { verifyJournal, type JournalVerdict } from '../../../core/journal/verify
 import { href } from '../router.ts';
 import type { GraphLike, RecordLike } from '../run-model.ts';
 import { ErrorNote, StateBadge, Time, useApp, useLoad } from '../ui.tsx';
+import { DecisionList, type DecisionLike } from './decision-list.tsx';
 import { ToolCalls, toolCallsOf } from './tool-calls.tsx';
 
 interface Device {
@@ -140,6 +141,24 @@ export function DevicesView({ deviceId }: { deviceId: string | null }) {
   );
 }
 
+/** The decisions approvers took on the device: its journal's `approval_received` records, oldest first. */
+function decisionsOf(records: readonly RecordLike[]): DecisionLike[] {
+  return records
+    .filter((r) => r.kind === 'approval_received')
+    .map((r) => {
+      const d = r.data ?? {};
+      const chain = Array.isArray(d['chain']) ? d['chain'].filter((x): x is string => typeof x === 'string') : undefined;
+      return {
+        step_id: r.step_id,
+        principal: typeof d['by'] === 'string' ? d['by'] : '?',
+        ...(chain ? { chain } : {}),
+        decision: typeof d['decision'] === 'string' ? d['decision'] : '?',
+        comment: typeof d['comment'] === 'string' ? d['comment'] : null,
+        at: new Date(r.at).toISOString(),
+      };
+    });
+}
+
 /** A run an edge device carried back: its journal verified with the device's key, and its tool calls. */
 export function EdgeRunView({ runId }: { runId: string }) {
   const { session } = useApp();
@@ -159,6 +178,7 @@ export function EdgeRunView({ runId }: { runId: string }) {
   }, [data, key]);
   const values = useMemo(() => new Map(Object.entries(data?.values ?? {})), [data]);
   const calls = useMemo(() => (data ? toolCallsOf(data.records, data.graph) : []), [data]);
+  const decisions = useMemo(() => (data ? decisionsOf(data.records) : []), [data]);
   return (
     <>
       <h1>
@@ -207,6 +227,12 @@ export function EdgeRunView({ runId }: { runId: string }) {
           </dl>
           <h2>Tool calls</h2>
           <ToolCalls runId={runId} calls={calls} graph={data.graph} values={values} />
+          <h2>Decisions</h2>
+          {decisions.length === 0 ? (
+            <p class="muted">No approval was decided on the device.</p>
+          ) : (
+            <DecisionList decisions={decisions} label="Decisions taken on the device" />
+          )}
         </>
       ) : j.error ? null : (
         <p role="status">Loading…</p>
