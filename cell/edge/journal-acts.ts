@@ -5,7 +5,8 @@
  * granted, a POST to an origin its allowlist names only for GET, or a kv.put above its clearance, and
  * still verify and replay. So each recorded tool call (a `step` record under a call's step id) is judged
  * again here against the bundle the device held, the graph of the journal's graph hash (each seat's
- * authority as the bundle carried it) and the crew's workspace, with the same rules the device's
+ * authority as the bundle carried it) and the crew's workspace (the named crew's, when it binds the graph's
+ * seats to the graph's agents), with the same rules the device's
  * catalog applies (edge/tools.ts: core/catalog/builtin.ts, runtime/http-*.ts, core/authority/egress.ts):
  *   - the seat's grant (`allowed_tools`; a seatless call only the tool its step names) and its
  *     permission mode (`plan` runs no tool; `ask`, or `auto-read` for a side-effecting tool, only
@@ -217,6 +218,17 @@ export function unentitledAct(graph: Graph, ws: string | null, journal: JournalA
   return null;
 }
 
+/**
+ * The workspace of the crew an export names, when that crew binds every seat of the graph to the agent the
+ * graph names (the export's `crew_id` is the device's word: a crew that does not run this graph says nothing
+ * of the bundle's workspace, and then only grants of every workspace, `kv:*`, hold).
+ */
+export function workspaceOf(graph: Graph, crew: { assignments: Record<string, string>; workspace_id: string } | undefined): string | null {
+  if (crew === undefined) return null;
+  const bound = Object.entries(graph.seats).every(([seat, s]) => s.agent_id === null || crew.assignments[seat] === s.agent_id);
+  return bound ? crew.workspace_id : null;
+}
+
 /** How journal-import.ts refuses: audited, with the reason and the details. */
 export type Refuse = (
   reason: Reason,
@@ -234,7 +246,7 @@ export type Refuse = (
 export async function refuseUnentitledActs(
   journal: JournalActs & { run: { run_id: string; graph_hash: string; crew_id: string } },
   graph: () => Promise<Graph | undefined>,
-  workspaceOf: (crewId: string) => Promise<string | null>,
+  crewOf: (crewId: string) => Promise<{ assignments: Record<string, string>; workspace_id: string } | undefined>,
   refuse: Refuse,
 ): Promise<void> {
   if (!journal.records.some(isCallRecord)) return;
@@ -250,7 +262,7 @@ export async function refuseUnentitledActs(
         graph_hash: journal.run.graph_hash,
       },
     );
-  const bad = unentitledAct(g, await workspaceOf(journal.run.crew_id), journal);
+  const bad = unentitledAct(g, workspaceOf(g, await crewOf(journal.run.crew_id)), journal);
   if (bad === null) return;
   await refuse(
     'journal_act_not_entitled',

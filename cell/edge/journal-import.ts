@@ -110,7 +110,7 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
   await refuseUnentitledActs(
     p,
     () => graphOf(ctx, p.run.graph_hash),
-    async (id) => (await ctx.teams.crew(id))?.workspace_id ?? null,
+    (id) => ctx.teams.crew(id),
     refuse,
   );
   if (p.run.outcome === 'completed') {

@@ -13,7 +13,7 @@ import { generateEd25519, signerFromJwk, type Signer } from '../../bundles/codec
 import type { Graph, ModelPort, SeatAuthority, ToolsPort } from '../../core/engine/types.ts';
 import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
 import { contentHash } from '../../core/canonical.ts';
-import { unentitledAct } from '../../cell/edge/journal-acts.ts';
+import { unentitledAct, workspaceOf } from '../../cell/edge/journal-acts.ts';
 import { deviceToolsPort } from '../../edge/tools.ts';
 import { HTTP_REQUEST } from '../../runtime/http-request.ts';
 import { crewOnDevice, deviceRun, exportRun } from './_device-run.ts';
@@ -77,6 +77,8 @@ test('journal import re-judges the tool calls of a device run against the bundle
       widen: (a: SeatAuthority) => SeatAuthority = (a) => a,
     ) => {
       const d = await crewOnDevice(t, dev.kid, dev.trust, { permission_mode: 'auto', clearance_level: 0, ...cap });
+      // The crew the export names runs the graph's agents: its workspace is the bundle's.
+      assert.equal(workspaceOf(d.graph, await t.modules.teams.teams.crew(d.crewId)), d.workspaceId);
       const r = await deviceRun(dev.signer, widened(d.graph, widen), d.graphHash, { model, tools: tools(d.workspaceId) });
       assert.equal(r.result.outcome, 'completed', JSON.stringify(r.result));
       const res = await t.request('POST', `${A}/edge/journals`, {
@@ -198,4 +200,46 @@ test('the judge of recorded calls: what a call record must be, and the modes', (
   const bad = { tool: 'kv.put', args: { key: 'k', value: 1, classification: -1 } };
   assert.equal(why(graph(authority()), journal('n/tool/0.0', bad, { tool: 'kv.put' })), 'tool_bad_arguments');
   assert.equal(why(graph(authority()), journal('n/tool/0.0', bad, { tool: 'kv.put' }, { error: 'invalid_request', message: 'x' })), null);
+});
+
+test("the workspace a kv call is judged in is the named crew's only when that crew runs the graph's agents", () => {
+  const graph = {
+    nodes: [{ id: 'n', kind: 'agent', seat: 's', config: {} }],
+    seats: {
+      s: {
+        agent_id: 'agt_1',
+        authority: {
+          allowed_tools: ['kv.get'],
+          clearance_level: 0,
+          permission_mode: 'auto',
+          data_grant_ids: ['kv:ws_a'],
+          egress_allowlist: [],
+          compartments: [],
+          governing_contract_ids: [],
+          budget_ceiling: null,
+        },
+      },
+    },
+  } as unknown as Graph;
+  assert.equal(workspaceOf(graph, { assignments: { s: 'agt_1' }, workspace_id: 'ws_a' }), 'ws_a');
+  // A crew the export names that does not bind the graph's seat to its agent: another crew, no workspace known.
+  assert.equal(workspaceOf(graph, { assignments: { s: 'agt_2' }, workspace_id: 'ws_a' }), null);
+  assert.equal(workspaceOf(graph, undefined), null);
+  const input = { tool: 'kv.get', args: { key: 'k' } };
+  const out = { found: false };
+  const journal = {
+    records: [
+      {
+        seq: 2,
+        kind: 'step',
+        step_id: 'n/tool/0.0',
+        input_hash: contentHash(input),
+        output_hash: contentHash(out),
+        data: { tool: 'kv.get' },
+      },
+    ] as unknown as JournalRecord[],
+    values: { [contentHash(input)]: input, [contentHash(out)]: out },
+  };
+  assert.equal(unentitledAct(graph, 'ws_a', journal), null);
+  assert.equal(unentitledAct(graph, null, journal)?.why, 'data_not_granted');
 });
