@@ -159,3 +159,78 @@ test('with a key cache: the cached key still checks every signature, and a key i
     'dpop_ath_mismatch',
   );
 });
+
+test('a proof whose header is cached gets the answer it gets without the cache, whatever its payload and signature', async () => {
+  for (const alg of ['EdDSA', 'ES256'] as const) {
+    const k = await keyPair(alg);
+    const other = await keyPair(alg);
+    const params = alg === 'EdDSA' ? { name: 'Ed25519' } : { name: 'ECDSA', hash: 'SHA-256' };
+    const b64 = (s: string | Uint8Array) => Buffer.from(s).toString('base64url');
+    const header = b64(JSON.stringify({ alg, typ: 'dpop+jwt', jwk: k.jwk }));
+    const signed = async (payload: string, key = k.privateKey) =>
+      `${header}.${payload}.${b64(new Uint8Array(await crypto.subtle.sign(params, key, new TextEncoder().encode(`${header}.${payload}`))))}`;
+    const claims = (over: Record<string, unknown>) =>
+      b64(JSON.stringify({ htm: 'GET', htu: HTU, iat: NOW / 1000, jti: crypto.randomUUID(), ...over }));
+    const valid = await signed(claims({}));
+    const [, vp, vs] = valid.split('.');
+    const variants: Record<string, string> = {
+      valid,
+      'iat a string': await signed(claims({ iat: String(NOW / 1000) })),
+      'iat missing': await signed(claims({ iat: undefined })),
+      'iat stale': await signed(claims({ iat: NOW / 1000 - 61 })),
+      'nbf ahead': await signed(claims({ nbf: NOW / 1000 + 1 })),
+      'nbf now': await signed(claims({ nbf: NOW / 1000 })),
+      'nbf a string': await signed(claims({ nbf: 'soon' })),
+      'exp past': await signed(claims({ exp: NOW / 1000 })),
+      'exp ahead': await signed(claims({ exp: NOW / 1000 + 1 })),
+      'exp null': await signed(claims({ exp: null })),
+      'jti short': await signed(claims({ jti: 'short' })),
+      'htm other': await signed(claims({ htm: 'POST' })),
+      'htu host in capitals': await signed(claims({ htu: HTU.replace('http://', 'HTTP://') })),
+      'htu elsewhere': await signed(claims({ htu: 'http://127.0.0.1:8081/api/public/v1/admin/audit' })),
+      'payload an array': await signed(b64('[1,2]')),
+      'payload null': await signed(b64('null')),
+      'payload not JSON': await signed(b64('{"htm":')),
+      'payload not UTF-8': await signed(b64(new Uint8Array([0x7b, 0xff, 0x7d]))),
+      'payload padded': await signed(`${claims({})}==`),
+      'payload with a non-ASCII character': await signed(`${claims({})}é`),
+      'signature by another key': await signed(claims({}), other.privateKey),
+      'signature padded': `${header}.${vp}.${vs}=`,
+      'signature cut': `${header}.${vp}.${vs!.slice(0, -4)}`,
+      'signature empty': `${header}.${vp}.`,
+      'signature not base64url': `${header}.${vp}.${vs!.slice(0, -2)}+/`,
+      'a fourth segment': `${valid}.${vs}`,
+      'two segments': `${header}.${vp}`,
+      'the header alone': header,
+    };
+    const keys = new DpopKeyCache();
+    await verifyDpopProof(await signed(claims({})), { ...opts(), keys });
+    assert.ok(keys.get(header), 'the header is cached');
+    const answers: Record<string, [string, string]> = {};
+    for (const [name, p] of Object.entries(variants)) {
+      const without = await code(verifyDpopProof(p, opts()));
+      const withCache = await code(verifyDpopProof(p, { ...opts(), keys }));
+      answers[name] = [without, withCache];
+    }
+    for (const [name, [without, withCache]] of Object.entries(answers)) assert.equal(withCache, without, `${alg}, ${name}`);
+    // The variants are refused for the reasons they should be (the cached path is not merely as lax as the other).
+    const expected: Record<string, string> = {
+      valid: 'accepted',
+      'iat a string': 'dpop_invalid',
+      'iat stale': 'dpop_stale',
+      'nbf ahead': 'dpop_invalid',
+      'nbf now': 'accepted',
+      'exp past': 'dpop_invalid',
+      'exp ahead': 'accepted',
+      'exp null': 'dpop_invalid',
+      'htu host in capitals': 'accepted',
+      'htu elsewhere': 'dpop_htu_mismatch',
+      'payload an array': 'dpop_invalid',
+      'payload not UTF-8': 'dpop_invalid',
+      'signature by another key': 'dpop_invalid',
+      'signature cut': 'dpop_invalid',
+      'a fourth segment': 'dpop_invalid',
+    };
+    for (const [name, want] of Object.entries(expected)) assert.equal(answers[name]![0], want, `${alg}, ${name}`);
+  }
+});
