@@ -48,11 +48,24 @@ const SIGNING: Record<string, Signing> = {
   RS256: { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' },
 };
 
+/**
+ * A host's own check of the signatures of one proof key, e.g. node:crypto's
+ * (runtime/proof-signature.ts), cheaper than Web Crypto's promise and job:
+ * given the alg and the embedded public JWK of a proof that verified, a check
+ * of a signature (its base64url text as sent) over a signing input (ASCII
+ * text); null when the host does not take that key (Web Crypto checks it).
+ * It must accept exactly the signatures Web Crypto accepts for that alg and
+ * key, and the texts jose's base64url decoding accepts.
+ */
+export type ProofSignatureCheck = (alg: string, jwk: Record<string, unknown>) => ((input: string, signature: string) => boolean) | null;
+
 /** A proof key already verified once: the imported key, its thumbprint and how its signatures are checked. */
 interface KnownProofKey {
   key: ProofKey;
   jkt: string;
   signing: Signing;
+  /** The host's own check of this key's signatures, when it gave one. */
+  check: ((input: string, signature: string) => boolean) | null;
 }
 
 /**
@@ -63,18 +76,24 @@ interface KnownProofKey {
  * base64url segment: alg, typ and the embedded JWK): a proof whose header is
  * byte for byte one that passed every header check skips decoding and
  * judging it again, and its signature and claims are checked directly (see
- * `verifyKnown`). An entry is added only after a proof with that header
- * verified. Bounded (emptied when full). One per verifier, never shared
- * between hosts.
+ * `verifyKnown`), with the host's `native` check when it has one. An entry
+ * is added only after a proof with that header verified. Bounded (emptied
+ * when full). One per verifier, never shared between hosts.
  */
 export class DpopKeyCache {
   readonly #map = new Map<string, KnownProofKey>();
-  constructor(private readonly max = 10_000) {}
+  readonly #max: number;
+  /** The host's own signature check (see ProofSignatureCheck), if any. */
+  readonly native: ProofSignatureCheck | undefined;
+  constructor(opts: { max?: number; native?: ProofSignatureCheck } = {}) {
+    this.#max = opts.max ?? 10_000;
+    this.native = opts.native;
+  }
   get(header: string): KnownProofKey | undefined {
     return this.#map.get(header);
   }
   set(header: string, entry: KnownProofKey): void {
-    if (this.#map.size >= this.max) this.#map.clear();
+    if (this.#map.size >= this.#max) this.#map.clear();
     this.#map.set(header, entry);
   }
 }
@@ -130,9 +149,13 @@ async function verifyKnown(proof: string, headerEnd: number, known: KnownProofKe
   const payloadPart = proof.slice(headerEnd + 1, payloadEnd);
   const signaturePart = proof.slice(payloadEnd + 1);
   if (!B64URL.test(payloadPart) || !B64URL.test(signaturePart)) return null;
-  const signature = base64url.decode(signaturePart);
-  const input = ascii.encode(proof.slice(0, payloadEnd));
-  if (!(await crypto.subtle.verify(known.signing, known.key, signature as Uint8Array<ArrayBuffer>, input))) throw new Error('signature');
+  if (known.check) {
+    if (!known.check(proof.slice(0, payloadEnd), signaturePart)) throw new Error('signature');
+  } else {
+    const signature = base64url.decode(signaturePart);
+    const input = ascii.encode(proof.slice(0, payloadEnd));
+    if (!(await crypto.subtle.verify(known.signing, known.key, signature as Uint8Array<ArrayBuffer>, input))) throw new Error('signature');
+  }
   const claims = JSON.parse(utf8.decode(base64url.decode(payloadPart))) as unknown;
   if (typeof claims !== 'object' || claims === null || Array.isArray(claims)) throw new Error('claims');
   const c = claims as Record<string, unknown>;
@@ -159,6 +182,7 @@ export async function verifyDpopProof(proof: string, opts: VerifyDpopOptions): P
   }
   let jwk: Record<string, unknown> | undefined;
   let signing: Signing | undefined;
+  let alg: string | undefined;
   let imported: ProofKey | undefined;
   if (payload === null) {
     let header;
@@ -174,7 +198,8 @@ export async function verifyDpopProof(proof: string, opts: VerifyDpopOptions): P
     if (jwk['kty'] === 'oct' || 'd' in jwk || 'p' in jwk || 'q' in jwk || 'k' in jwk) {
       throw new TokenError('dpop_bad_key', 'embedded jwk must be a public asymmetric key');
     }
-    signing = SIGNING[header.alg];
+    alg = header.alg;
+    signing = SIGNING[alg];
     const embedded: JWTVerifyGetKey = async (h, t) => {
       imported = await EmbeddedJWK(h, t);
       return imported;
@@ -208,7 +233,10 @@ export async function verifyDpopProof(proof: string, opts: VerifyDpopOptions): P
   let jkt = known?.jkt;
   if (jkt === undefined) {
     jkt = await calculateJwkThumbprint(jwk as Parameters<typeof calculateJwkThumbprint>[0], 'sha256');
-    if (opts.keys && imported && signing) opts.keys.set(headerPart, { key: imported, jkt, signing });
+    if (opts.keys && imported && signing) {
+      const check = opts.keys.native?.(alg!, jwk!) ?? null;
+      opts.keys.set(headerPart, { key: imported, jkt, signing, check });
+    }
   }
   // The proof can only pass the iat check until iat + pastSeconds: remember it that long.
   const expiresAt = (iat + window.pastSeconds) * 1000 + 1000;

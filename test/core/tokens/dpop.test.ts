@@ -7,11 +7,12 @@ import { accessTokenHash } from '../../../core/tokens/ath.ts';
 import { checkConfirmation } from '../../../core/tokens/cnf.ts';
 import { MemoryReplayCache } from '../../../core/tokens/replay.ts';
 import { isTokenError } from '../../../core/tokens/errors.ts';
+import { nodeProofSignatures } from '../../../runtime/proof-signature.ts';
 
 const NOW = Date.UTC(2026, 0, 1);
 const HTU = 'http://127.0.0.1:8080/api/public/v1/admin/audit';
 
-async function keyPair(alg: 'EdDSA' | 'ES256' = 'EdDSA') {
+async function keyPair(alg: 'EdDSA' | 'ES256' | 'ES384' | 'RS256' = 'EdDSA') {
   const kp = await generateKeyPair(alg, { extractable: true });
   const jwk = await exportJWK(kp.publicKey);
   return { ...kp, jwk, jkt: await calculateJwkThumbprint(jwk) };
@@ -161,10 +162,16 @@ test('with a key cache: the cached key still checks every signature, and a key i
 });
 
 test('a proof whose header is cached gets the answer it gets without the cache, whatever its payload and signature', async () => {
-  for (const alg of ['EdDSA', 'ES256'] as const) {
+  const PARAMS = {
+    EdDSA: { name: 'Ed25519' },
+    ES256: { name: 'ECDSA', hash: 'SHA-256' },
+    ES384: { name: 'ECDSA', hash: 'SHA-384' },
+    RS256: { name: 'RSASSA-PKCS1-v1_5' },
+  };
+  for (const alg of ['EdDSA', 'ES256', 'ES384', 'RS256'] as const) {
     const k = await keyPair(alg);
     const other = await keyPair(alg);
-    const params = alg === 'EdDSA' ? { name: 'Ed25519' } : { name: 'ECDSA', hash: 'SHA-256' };
+    const params = PARAMS[alg];
     const b64 = (s: string | Uint8Array) => Buffer.from(s).toString('base64url');
     const header = b64(JSON.stringify({ alg, typ: 'dpop+jwt', jwk: k.jwk }));
     const signed = async (payload: string, key = k.privateKey) =>
@@ -197,22 +204,34 @@ test('a proof whose header is cached gets the answer it gets without the cache, 
       'signature by another key': await signed(claims({}), other.privateKey),
       'signature padded': `${header}.${vp}.${vs}=`,
       'signature cut': `${header}.${vp}.${vs!.slice(0, -4)}`,
+      'signature a character short': `${header}.${vp}.${vs!.slice(0, -1)}`,
+      'signature a character long': `${header}.${vp}.${vs}A`,
+      'signature five characters long': `${header}.${vp}.${vs}AAAAA`,
       'signature empty': `${header}.${vp}.`,
       'signature not base64url': `${header}.${vp}.${vs!.slice(0, -2)}+/`,
       'a fourth segment': `${valid}.${vs}`,
       'two segments': `${header}.${vp}`,
       'the header alone': header,
     };
-    const keys = new DpopKeyCache();
-    await verifyDpopProof(await signed(claims({})), { ...opts(), keys });
-    assert.ok(keys.get(header), 'the header is cached');
-    const answers: Record<string, [string, string]> = {};
+    // Web Crypto's check of the cached key, and node:crypto's (runtime/proof-signature.ts), as both programs have it.
+    const webCrypto = new DpopKeyCache();
+    const native = new DpopKeyCache({ native: nodeProofSignatures });
+    for (const keys of [webCrypto, native]) await verifyDpopProof(await signed(claims({})), { ...opts(), keys });
+    assert.ok(webCrypto.get(header) && webCrypto.get(header)!.check === null, 'the header is cached, for Web Crypto');
+    assert.ok(native.get(header)?.check, 'the header is cached, with the native check');
+    const answers: Record<string, [string, string, string]> = {};
     for (const [name, p] of Object.entries(variants)) {
       const without = await code(verifyDpopProof(p, opts()));
-      const withCache = await code(verifyDpopProof(p, { ...opts(), keys }));
-      answers[name] = [without, withCache];
+      answers[name] = [
+        without,
+        await code(verifyDpopProof(p, { ...opts(), keys: webCrypto })),
+        await code(verifyDpopProof(p, { ...opts(), keys: native })),
+      ];
     }
-    for (const [name, [without, withCache]] of Object.entries(answers)) assert.equal(withCache, without, `${alg}, ${name}`);
+    for (const [name, [without, cached, nativeCached]] of Object.entries(answers)) {
+      assert.equal(cached, without, `${alg}, ${name}`);
+      assert.equal(nativeCached, without, `${alg}, ${name}, native check`);
+    }
     // The variants are refused for the reasons they should be (the cached path is not merely as lax as the other).
     const expected: Record<string, string> = {
       valid: 'accepted',
