@@ -11,13 +11,13 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import autocannon from 'autocannon';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { buildKeyBundle } from '../bundles/key-bundle.ts';
 import { edgeAudience } from '../bundles/token-trust.ts';
 import { generateEd25519, signerFromJwk } from '../bundles/codec.ts';
 import { initialState, writeFileDurable, writeState } from '../edge/files.ts';
-import { cpuSeconds, load, type LoadResult } from './_util.ts';
+import { cpuSeconds } from './_util.ts';
+import { rawGet, rawLoad, type RawLoadResult } from './_raw-client.ts';
 
 export const EDGE_TOKEN_PATH = '/api/public/v1/edge/authz/edge.read';
 const ISS = 'service://cell-bench';
@@ -74,10 +74,10 @@ export interface TokenEdge {
   bound: string;
   /** `n` fresh proofs for GET EDGE_TOKEN_PATH (iat now), signed in this process. */
   proofs(n: number): Promise<string[]>;
-  /** The bearer load for `seconds`, with the edge's CPU µs a request. */
-  bearerLoad(seconds: number, connections?: number): Promise<LoadResult & { rps: number; cpuUs: number }>;
-  /** One request per proof, each proof once, with the edge's CPU µs a request. */
-  dpopLoad(proofs: string[], connections?: number): Promise<{ rps: number; requests: number; p99: number; non2xx: number; cpuUs: number }>;
+  /** The bearer load for `seconds` (bench/_raw-client.ts), with the edge's CPU µs a request. */
+  bearerLoad(seconds: number, connections?: number): Promise<RawLoadResult & { cpuUs: number }>;
+  /** One request per proof, each proof once (the same client), with the edge's CPU µs a request. */
+  dpopLoad(proofs: string[], connections?: number): Promise<RawLoadResult & { cpuUs: number }>;
   stop(): Promise<void>;
 }
 
@@ -157,40 +157,19 @@ export async function startTokenEdge(
       return out;
     },
     async bearerLoad(seconds, connections = 20) {
+      const req = rawGet(new URL(base).host, EDGE_TOKEN_PATH, { authorization: `Bearer ${bearer}` });
       const cpu0 = cpuSeconds(proc.pid!);
-      const r = await load({ url, connections, seconds, headers: { authorization: `Bearer ${bearer}` } });
+      const r = await rawLoad({ url, connections, seconds, next: () => req });
       return { ...r, cpuUs: ((cpuSeconds(proc.pid!) - cpu0) * 1e6) / r.requests };
     },
     async dpopLoad(proofs, connections = 20) {
-      let next = 0;
+      const host = new URL(base).host;
       const authorization = `DPoP ${bound}`;
+      const reqs = proofs.map((dpop) => rawGet(host, EDGE_TOKEN_PATH, { authorization, dpop }));
+      let next = 0;
       const cpu0 = cpuSeconds(proc.pid!);
-      const started = performance.now();
-      const d = await (
-        autocannon as unknown as (o: unknown) => Promise<{ requests: { total: number }; non2xx: number; latency: { p99: number } }>
-      )({
-        url,
-        connections,
-        amount: proofs.length,
-        requests: [
-          {
-            method: 'GET',
-            path: EDGE_TOKEN_PATH,
-            setupRequest: (req: { headers: Record<string, string> }) => {
-              req.headers = { ...req.headers, authorization, dpop: proofs[next++ % proofs.length]! };
-              return req;
-            },
-          },
-        ],
-      });
-      const requests = d.requests.total;
-      return {
-        rps: requests / ((performance.now() - started) / 1000),
-        requests,
-        p99: d.latency.p99,
-        non2xx: d.non2xx,
-        cpuUs: ((cpuSeconds(proc.pid!) - cpu0) * 1e6) / requests,
-      };
+      const r = await rawLoad({ url, connections, next: () => reqs[next++] ?? null });
+      return { ...r, cpuUs: ((cpuSeconds(proc.pid!) - cpu0) * 1e6) / r.requests };
     },
     async stop() {
       if (proc.exitCode === null && proc.signalCode === null)
