@@ -131,6 +131,8 @@ export function normalizeHtu(uri: string): string | null {
 }
 
 const B64URL = /^[A-Za-z0-9_-]*$/;
+/** The longest protected header kept in a key cache (an RSA-4096 key's is about 1,100 characters): bounds its memory. */
+const MAX_CACHED_HEADER = 2048;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 const ascii = new TextEncoder();
 
@@ -233,7 +235,7 @@ export async function verifyDpopProof(proof: string, opts: VerifyDpopOptions): P
   let jkt = known?.jkt;
   if (jkt === undefined) {
     jkt = await calculateJwkThumbprint(jwk as Parameters<typeof calculateJwkThumbprint>[0], 'sha256');
-    if (opts.keys && imported && signing) {
+    if (opts.keys && imported && signing && headerPart.length <= MAX_CACHED_HEADER) {
       const check = opts.keys.native?.(alg!, jwk!) ?? null;
       opts.keys.set(headerPart, { key: imported, jkt, signing, check });
     }

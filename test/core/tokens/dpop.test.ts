@@ -253,3 +253,14 @@ test('a proof whose header is cached gets the answer it gets without the cache, 
     for (const [name, want] of Object.entries(expected)) assert.equal(answers[name]![0], want, `${alg}, ${name}`);
   }
 });
+
+test('a key cache keeps no header longer than 2,048 characters: such a proof still verifies, on the full path', async () => {
+  const k = await keyPair();
+  const keys = new DpopKeyCache();
+  const padded = () => proof(k, {}, { pad: 'x'.repeat(2000) });
+  const [header] = (await padded()).split('.');
+  assert.ok(header!.length > 2048);
+  assert.equal(await code(verifyDpopProof(await padded(), { ...opts(), keys })), 'accepted');
+  assert.equal(keys.get(header!), undefined);
+  assert.equal(await code(verifyDpopProof(await padded(), { ...opts(), keys })), 'accepted');
+});
