@@ -29,7 +29,12 @@ export function rawGet(host: string, path: string, headers: Record<string, strin
  * Sends `next()`'s requests over `connections` keep-alive connections until it
  * gives null or `seconds` have passed; resolves once every answer is read.
  */
-export async function rawLoad(o: { url: string; connections: number; next: () => Buffer | null; seconds?: number }): Promise<RawLoadResult> {
+export async function rawLoad(o: {
+  url: string;
+  connections: number;
+  next: () => Buffer | null;
+  seconds?: number;
+}): Promise<RawLoadResult> {
   const u = new URL(o.url);
   const deadline = o.seconds === undefined ? Number.POSITIVE_INFINITY : performance.now() + o.seconds * 1000;
   const latencies: number[] = [];
