@@ -3,7 +3,8 @@
 // dist/edge.mjs serve`, the signed tiny model): a run held by a two-person approval waits offline; the list
 // route answers it in the cell's list shape behind agent_teams.read; on `/approvals` (strict CSP, no inline
 // script, the key in sessionStorage only) a wrong key shows the 401, the requester's own approval the 403
-// `requester_cannot_approve`, and two other principals approve with comments until the run completes.
+// `requester_cannot_approve`, and two other principals approve with comments until the run completes; a
+// key that may read but not approve sees the 403 naming agent_teams.approve, and a rejection ends a run.
 // No cell: one edge process, one browser. Needs `node scripts/build.mjs` (dist/edge.mjs) and edge-runtime/.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +16,8 @@ import { ARGS, CHROMIUM, axe, newContext, type Watch } from './helpers.ts';
 
 /** usr_3: may read, run and approve crews. */
 const APPROVER_SECRET = 'svck_live_' + 'A'.repeat(43);
+/** usr_4: may read and run crews, not approve. */
+const READER_SECRET = 'svck_live_' + 'R'.repeat(43);
 /** A key no bundle carries. */
 const STRANGER_SECRET = 'svck_live_' + 'Z'.repeat(43);
 const TEAMS = '/api/public/v1/admin/agent-teams';
@@ -33,7 +36,10 @@ test('the edge approvals page: list, sign-in, refusals shown as answered, two ap
     maxTokens: 4,
     otherOwnerKey: true,
     narrowKey: true,
-    extraKeys: [{ key_id: 'key_4', owner_id: 'usr_3', secret: APPROVER_SECRET, scopes: ['agent_teams'] }],
+    extraKeys: [
+      { key_id: 'key_4', owner_id: 'usr_3', secret: APPROVER_SECRET, scopes: ['agent_teams'] },
+      { key_id: 'key_5', owner_id: 'usr_4', secret: READER_SECRET, scopes: ['agent_teams.read', 'agent_teams.write'] },
+    ],
     stages: { pre: [{ kind: 'human_approval', config: { rule: 'two_person', timeout_ms: 3_600_000, prompt: 'Open the valve?' } }] },
   });
   const edge = await serveWorld(w, { offsetMs: T0 + 1000 - Date.now() });
@@ -154,11 +160,36 @@ test('the edge approvals page: list, sign-in, refusals shown as answered, two ap
     );
     await page.getByRole('button', { name: 'Refresh' }).click();
     await page.getByText('Nothing waits for a decision.').waitFor();
+
+    // A reader that may not approve sees the list and the 403 naming the permission; a rejection ends the run.
+    const second = (await call('POST', RUNS, SECRET, { input: 'Drain tank 2.' })).body.run_id as string;
+    await untilRun(
+      async () => (await call('GET', `${RUNS}/${second}`)).body,
+      (r) => r.state === 'waiting' || ENDED(r),
+    );
+    const card2 = page.locator(`article[data-run="${second}"][data-step="pre:0"]`);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await signIn(READER_SECRET);
+    await card2.getByRole('button', { name: 'Reject' }).click();
+    await page.locator('#error').waitFor();
+    assert.match(await errorText(), /403 forbidden/);
+    assert.match(await errorText(), /agent_teams\.approve/);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await signIn(APPROVER_SECRET);
+    await card2.getByLabel('Comment').fill('not today');
+    await card2.getByRole('button', { name: 'Reject' }).click();
+    await page.getByText(`Recorded: reject on pre:0 of ${second}`).waitFor();
+    const rejected = await untilRun(async () => (await call('GET', `${RUNS}/${second}`)).body, ENDED);
+    assert.notEqual(rejected.state, 'completed', JSON.stringify(rejected));
+    assert.deepEqual(
+      rejected.decisions.map((d: any) => [d.principal, d.decision, d.comment]),
+      [['usr_3', 'reject', 'not today']],
+    );
     assert.deepEqual(watch.problems, []);
     // Everything came from the device, and no credential was ever in a URL.
     for (const u of watch.requested) {
       assert.equal(new URL(u).origin, edge.url, u);
-      for (const k of [SECRET, APPROVER_SECRET, OTHER_SECRET, STRANGER_SECRET]) assert.ok(!u.includes(k.slice(10)), u);
+      for (const k of [SECRET, APPROVER_SECRET, OTHER_SECRET, STRANGER_SECRET, READER_SECRET]) assert.ok(!u.includes(k.slice(10)), u);
     }
     await context.close();
   } finally {
