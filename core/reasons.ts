@@ -116,6 +116,11 @@ export const REASONS = {
   contract_error: { codes: [], runs: ['failed'], sentence: 'Loading a governing contract failed.' },
   contract_unavailable: { codes: [], runs: ['refused'], sentence: 'A step names a governing contract this host does not have.' },
   crew_changed: { codes: C, sentence: 'The crew changed since the version the request names.' },
+  crew_tools_unpinned: {
+    codes: C,
+    sentence:
+      "Some of the crew's MCP tools have no pin its graph carries (none in the catalog, or re-pinned since): a crew bundle carries none; review the source, and compile the crew again.",
+  },
   cron_too_frequent: { codes: I, sentence: 'The schedule fires more often than the cell allows.' },
   data_not_granted: { codes: F, runs: ['refused', 'failed'], sentence: 'No data grant covers the workspace storage the tool touches.' },
   definition_deleted: { codes: C, sentence: 'The job definition was deleted.' },

@@ -171,7 +171,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       if (!grants(auth.effective, PERMISSIONS.teamsWrite)) {
         throw forbidden(`the credential lacks the permission ${PERMISSIONS.teamsWrite}`, { required_permission: PERMISSIONS.teamsWrite });
       }
-      const crew = await crewForEdge(ctx.teams, body.crew_id, (graph) =>
+      const crew = await crewForEdge(ctx, body.crew_id, (graph) =>
         ctx.teams.assertSeatsWithinCaller(auth, graph, { action: 'edge.crew_bundle.issue', target: body.crew_id }),
       );
       const b = await issueCrewBundle(ctx, body.device_id, crew, modelReference(body.model_manifest), body.ttl_seconds);
