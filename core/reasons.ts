@@ -146,7 +146,7 @@ export const REASONS = {
   device_tools_unavailable: {
     codes: C,
     sentence:
-      "The device cannot honour some of the crew's tools (not in its catalog, no workspace, or an approval it cannot take); the run was not started.",
+      "The device cannot honour some of the crew's tools (not in its catalog, no workspace, an approval it cannot take, an MCP source it does not configure or whose server's definition is not the bundle's pin); the run was not started.",
   },
   disk_full: { codes: S, sentence: "The store's disk is full; it accepts no writes until there is room." },
   dpop_ath_mismatch: { codes: U, sentence: 'The DPoP proof `ath` is not the hash of the access token.' },
