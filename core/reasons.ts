@@ -227,6 +227,11 @@ export const REASONS = {
   journal_error: { codes: [], runs: ['failed'], sentence: "Writing the run's journal failed." },
   journal_exists: { codes: C, sentence: 'A journal for this run was already imported.' },
   journal_invalid: { codes: F, runs: ['failed'], sentence: 'The journal does not verify.' },
+  journal_tool_unpinned: {
+    codes: F,
+    sentence:
+      "A record of the device's journal calls an MCP tool the crew bundle did not carry, or under another pin than the bundle's; the journal is not imported.",
+  },
   key_expired: { codes: C, sentence: 'The key has expired and cannot be rotated.' },
   key_not_active: { codes: C, sentence: 'The key is not active.' },
   last_owner: { codes: C, sentence: 'The last active owner cannot be removed.' },
