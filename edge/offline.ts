@@ -221,6 +221,9 @@ export function mountOffline(
         },
       },
       recorded: journal.recorded,
+      // Each call's intent is journaled before it leaves: after a crash, a side-effecting call found in flight
+      // is issued again only when idempotent, else the run waits outcome_unknown (the crash rule, as at the cell).
+      intents: journal.intents,
       // A retry's backoff resumes at its recorded due time on a later drive (docs/engine.md, "Step policies").
       attempts: journal.attempts,
     };

@@ -20,6 +20,7 @@ import { findRuntime } from '../../runtime/local-model.ts';
 import { edgeListening } from './_listening.ts';
 import { edgeWorld, SECRET, T0 } from './_edge-fixtures.ts';
 import { start } from './_offline-app.ts';
+import { until } from '../helpers/until.ts';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const EDGE = join(ROOT, 'dist', 'edge.mjs');
@@ -228,6 +229,56 @@ test('a crew whose source the device does not configure, or whose server has ano
       await e.close();
       await e.setup.model?.dispose();
     }
+  }
+});
+
+test('a side-effecting call sent and not answered waits outcome_unknown; after a restart it is not issued again', {
+  skip,
+  timeout: 120_000,
+}, async () => {
+  const callsFile = join(world.dir, 'hanging-calls');
+  const calls = () => (existsSync(callsFile) ? readFileSync(callsFile, 'utf8').trim().split('\n').length : 0);
+  // The server counts the call of counter and never answers it: after the source's timeout its outcome is unknown.
+  const hanging = { ...source({ COUNTER_HANGS: '1', CALLS_FILE: callsFile }), timeout_ms: 1000 };
+  const waitingRun = async (e: Awaited<ReturnType<typeof start>>, id: string) => {
+    for (let i = 0; i < 400; i++) {
+      const g = await e.req('GET', `${RUNS}/${id}`);
+      if (g.body.state !== 'running') return g.body;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    throw new Error('the run did not stop');
+  };
+  const first = await start(world, [hanging]);
+  let id = '';
+  try {
+    const p = await first.req('POST', RUNS, { input: 'pump 10' });
+    assert.equal(p.status, 202, JSON.stringify(p.body));
+    id = p.body.run_id;
+    const run = await waitingRun(first, id);
+    assert.equal(run.state, 'waiting', JSON.stringify(run));
+    const j = (await first.req('GET', `/api/public/v1/admin/jobs/runs/${id}/journal`)).body.records as any[];
+    const wait = [...j].reverse().find((r) => r.kind === 'waiting');
+    assert.equal(wait.data.reason, 'outcome_unknown', JSON.stringify(wait));
+    assert.equal(wait.data.effect.tool, 'mcp.files.counter');
+    const intent = j.find((r) => r.kind === 'intent' && r.step_id === wait.step_id);
+    assert.equal(wait.data.effect.effect_key, intent.data.effect_key, 'the key its intent recorded');
+    assert.equal(calls(), 1);
+  } finally {
+    await first.close();
+    await first.setup.model?.dispose();
+  }
+  // The device starts again: the run is driven from its journal, and the lost call is not issued blindly again.
+  const again = await start(world, [hanging]);
+  try {
+    await until('the run driven again', async () => {
+      const j = (await again.req('GET', `/api/public/v1/admin/jobs/runs/${id}/journal`)).body.records as any[];
+      return j.filter((r) => r.kind === 'waiting').length >= 2;
+    });
+    assert.equal((await waitingRun(again, id)).state, 'waiting');
+    assert.equal(calls(), 1, 'the server saw the call once');
+  } finally {
+    await again.close();
+    await again.setup.model?.dispose();
   }
 });
 
