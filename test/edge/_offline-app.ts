@@ -13,7 +13,8 @@ export async function start(w: Awaited<ReturnType<typeof edgeWorld>>, toolSource
   const app = createEdgeApp(rt, (a, guard) => {
     close = mountOffline(a, guard, rt, setup).close;
   });
-  const req = async (method: string, path: string, body?: unknown, secret = SECRET) => {
+  /** A request with the world's key (or `secret`); `socket` adds to the connection's (a TLS client certificate). */
+  const req = async (method: string, path: string, body?: unknown, secret = SECRET, socket: Record<string, unknown> = {}) => {
     const r = await app.request(
       path,
       {
@@ -21,7 +22,7 @@ export async function start(w: Awaited<ReturnType<typeof edgeWorld>>, toolSource
         headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       },
-      { incoming: { socket: { remoteAddress: '127.0.0.1' } } },
+      { incoming: { socket: { remoteAddress: '127.0.0.1', ...socket } } },
     );
     return { status: r.status, body: (await r.json()) as any };
   };
