@@ -166,12 +166,13 @@ PG_SKIP_FILES = test/core/% test/bundles/% test/console/% test/layering.test.ts 
 	test/edge/gateway-uri.test.ts test/edge/load.test.ts test/edge/local-model.test.ts test/edge/log.e2e.test.ts \
 	test/edge/offline.test.ts test/edge/replay-log.test.ts test/edge/agreement.test.ts test/edge/tokens.e2e.test.ts \
 	test/edge/device-tools.test.ts test/edge/device-http.test.ts test/edge/cancel.test.ts test/edge/local-tool-calls.test.ts \
+	test/edge/mcp-stdio.test.ts \
 	test/browser/docs-page.test.ts test/cell/console/% test/cell/discovery/curate.test.ts \
 	test/cell/discovery/surface.test.ts test/cell/discovery/bundle-assets.test.ts test/cell/discovery/typed-client.test.ts \
 	test/cell/http/json-depth.test.ts test/cell/http/json-duplicate-keys.test.ts test/cell/http/deny-by-default.test.ts \
 	test/e2e/keep-alive.test.ts test/e2e/gateway-wire.test.ts test/edge/gateway-helpers.test.ts test/cell/http/route-shape.test.ts \
 	test/cell/discovery/reasons.test.ts \
-	test/edge/approvals.test.ts test/edge/approvals-tools.test.ts
+	test/edge/approvals.test.ts test/edge/approvals-tools.test.ts test/browser/edge-approvals-page.test.ts
 PG_TEST_FILES = $(filter-out $(PG_SKIP_FILES),$(TEST_FILES))
 
 # The files of the PostgreSQL run, one a line (test/test-engines.test.ts checks each can tell the engines apart).

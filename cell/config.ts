@@ -3,6 +3,7 @@
  * Command-line flags (cell/main.ts) override these; tests pass their own.
  */
 
+import type { StdioSourceConfig } from '../runtime/mcp-client/config.ts';
 import { MCP_TOOL_PERMISSIONS } from '../core/permissions.ts';
 
 export type Posture = 'single-cell' | 'multi-cell' | 'sovereign' | 'cloud-enabled';
@@ -126,17 +127,8 @@ export interface CellConfig {
   toolSources: StdioSourceConfig[];
 }
 
-/** One stdio source of `--tool-sources`: a name, the command that starts its server, and its settings. */
-export interface StdioSourceConfig {
-  name: string;
-  command: string;
-  args: string[];
-  env: Record<string, string>;
-  cwd: string | null;
-  description: string;
-  definition_max_age_ms: number;
-  timeout_ms: number;
-}
+/** One stdio source of `--tool-sources` (runtime/mcp-client/config.ts: the same file a device reads). */
+export type { StdioSourceConfig };
 
 /** Where spans go and what they may carry (cell/ops/traces-config.ts reads it from flags and OTEL_* variables). */
 export interface TracesConfig {

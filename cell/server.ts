@@ -127,7 +127,14 @@ async function buildModules(core: CellCore, metrics: CellMetrics, secretsKey: Bu
     groupClock: cluster.cluster,
   });
   const receipts = createReceiptsModule(core, { iam: iam.iam, runs: runs.runs, teams: teams.teams });
-  const edge = createEdgeModule(core, { iam: iam.iam, teams: teams.teams, oauth: oauth.api, devices, runLog: receipts.log });
+  const edge = createEdgeModule(core, {
+    iam: iam.iam,
+    teams: teams.teams,
+    tools: tools.tools,
+    oauth: oauth.api,
+    devices,
+    runLog: receipts.log,
+  });
   const mcp = createMcpModule(core, { iam: iam.iam, oauth: oauth.api, teams: teams.teams, endpoints: jobs.endpoints, runs: runs.runs });
   const console = createConsoleModule(core, { oauth: oauth.api });
   const discovery = createDiscoveryModule(core);

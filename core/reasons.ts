@@ -121,6 +121,11 @@ export const REASONS = {
   contract_error: { codes: [], runs: ['failed'], sentence: 'Loading a governing contract failed.' },
   contract_unavailable: { codes: [], runs: ['refused'], sentence: 'A step names a governing contract this host does not have.' },
   crew_changed: { codes: C, sentence: 'The crew changed since the version the request names.' },
+  crew_tools_unpinned: {
+    codes: C,
+    sentence:
+      "Some of the crew's MCP tools have no pin its graph carries (none in the catalog, or re-pinned since): a crew bundle carries none; review the source, and compile the crew again.",
+  },
   cron_too_frequent: { codes: I, sentence: 'The schedule fires more often than the cell allows.' },
   data_not_granted: { codes: F, runs: ['refused', 'failed'], sentence: 'No data grant covers the workspace storage the tool touches.' },
   definition_deleted: { codes: C, sentence: 'The job definition was deleted.' },
@@ -145,7 +150,8 @@ export const REASONS = {
   },
   device_tools_unavailable: {
     codes: C,
-    sentence: "The device cannot honour some of the crew's tools (not in its catalog, or kv with no workspace); the run was not started.",
+    sentence:
+      "The device cannot honour some of the crew's tools (not in its catalog, kv with no workspace, an MCP source it does not configure or whose server's definition is not the bundle's pin); the run was not started.",
   },
   disk_full: { codes: S, sentence: "The store's disk is full; it accepts no writes until there is room." },
   dpop_ath_mismatch: { codes: U, sentence: 'The DPoP proof `ath` is not the hash of the access token.' },
@@ -231,6 +237,11 @@ export const REASONS = {
   journal_error: { codes: [], runs: ['failed'], sentence: "Writing the run's journal failed." },
   journal_exists: { codes: C, sentence: 'A journal for this run was already imported.' },
   journal_invalid: { codes: F, runs: ['failed'], sentence: 'The journal does not verify.' },
+  journal_tool_unpinned: {
+    codes: F,
+    sentence:
+      "A record of the device's journal calls an MCP tool the crew bundle did not carry, or under another pin than the bundle's; the journal is not imported.",
+  },
   key_expired: { codes: C, sentence: 'The key has expired and cannot be rotated.' },
   key_not_active: { codes: C, sentence: 'The key is not active.' },
   last_owner: { codes: C, sentence: 'The last active owner cannot be removed.' },

@@ -27,12 +27,14 @@ import {
 import { edgeClock } from './clock.ts';
 import { loadKeyBundle } from './load.ts';
 import { MAX_BUNDLE_BYTES } from '../runtime/read-artifact.ts';
+import { readToolSources, type StdioSourceConfig } from '../runtime/mcp-client/config.ts';
 import { authenticateOffline, authorizeOffline, type LoadedKeys } from './decide.ts';
 import { createEdgeApp, type EdgeRuntime } from './gateway.ts';
 import { DurableReplayCache } from './replay-log.ts';
 import { MODEL_HELP, modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { mountMcp } from './mcp.ts';
+import { mountApprovalsPage } from './approvals-page.ts';
 import { JOURNAL_HELP, journalCommand } from './journal-cli.ts';
 import { APPROVALS_HELP, approvalsCommand } from './approvals-cli.ts';
 import { STATE_HELP, stateCommand } from './state-cli.ts';
@@ -108,6 +110,19 @@ function egressAllowPrivate(v: string | undefined): string[] {
   return rules;
 }
 
+/**
+ * `--tool-sources FILE`: the stdio MCP servers the device starts for the crew bundle's imported tools, in the
+ * cell's file format (runtime/mcp-client/config.ts); none by default.
+ */
+function readSources(path: string | undefined): StdioSourceConfig[] {
+  if (path === undefined) return [];
+  try {
+    return readToolSources(path);
+  } catch (e) {
+    return fail(e instanceof Error && e.message.startsWith('--tool-sources') ? e.message : `cannot read --tool-sources ${path}`);
+  }
+}
+
 /** `--max-bundle-bytes`: the largest key or crew bundle file read (default 64 MiB), checked before it is read. */
 function maxBundleBytes(v: string | undefined): number {
   return v === undefined ? MAX_BUNDLE_BYTES : positiveInt('max-bundle-bytes', v);
@@ -133,6 +148,7 @@ async function serveCommand(argv: string[]): Promise<void> {
       'log-level': { type: 'string' },
       'log-format': { type: 'string' },
       'egress-allow-private': { type: 'string' },
+      'tool-sources': { type: 'string' },
       ...NOW_OPT,
       ...MAX_BYTES_OPT,
     },
@@ -141,6 +157,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   if (!values.data) throw new UsageError('serve needs --data DIR');
   const allowPrivate = egressAllowPrivate(values['egress-allow-private']);
   const maxBytes = maxBundleBytes(values['max-bundle-bytes']);
+  const toolSources = readSources(values['tool-sources']);
   const logLevel = (values['log-level'] ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
   const logFormat = (values['log-format'] ?? 'json') as LogFormat;
@@ -186,6 +203,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     model: values.model,
     modelManifest: values['model-manifest'],
     egressAllowPrivate: allowPrivate,
+    toolSources,
   });
   state = offline.state;
   writeState(dir, state, device);
@@ -214,10 +232,14 @@ async function serveCommand(argv: string[]): Promise<void> {
     clientCa: tls?.ca !== undefined,
     log,
   };
+  let closeTools: () => Promise<void> = async () => undefined;
   const app = createEdgeApp(rt, (a, guard) => {
     const runs = mountOffline(a, guard, rt, offline);
+    closeTools = runs.close;
     // The same /mcp as the cell's, for this device's crew (edge/mcp.ts).
     mountMcp(a, guard, rt, runs, device.public_jwk);
+    // The approver's page (edge/approvals-page.ts): static, its data from the guarded routes above.
+    mountApprovalsPage(a);
   });
   const host = values.host ?? '127.0.0.1';
   const port0 = values.port === undefined ? 8090 : Number(values.port);
@@ -267,8 +289,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     // cache's live proofs too, so the next start refuses exactly those and need not wait.
     server.close(
       () =>
-        void replay
-          .close(clock.now())
+        void Promise.all([replay.close(clock.now()), closeTools().catch(() => undefined)])
           .catch((e: unknown) => log.error('dpop replay log close failed', { error: String(e) }))
           .then(() => log.close())
           .then(() => process.exit(0)),
@@ -348,6 +369,9 @@ const SERVE_DETAILS = `    the offline gateway (port 0 picks a free one; default
     crew as an MCP tool at /mcp (receipts signed by the device)
     --egress-allow-private: non-public ranges the crew's http.get and http.request may reach
     (default none: loopback, private and link-local addresses are refused whatever the bundle allows)
+    --tool-sources FILE: the stdio MCP servers the device starts for the crew bundle's MCP tools (the
+    cell's file format: { "sources": [ { "name", "command", "args"?, "env"?, "cwd"?, ... } ] }); a run
+    is refused (device_tools_unavailable) unless each server's definition hashes to the bundle's pin
 `;
 
 /** The edge's commands: what each runs and what its `--help` says (test/e2e/cli-help.test.ts walks it). */
@@ -369,7 +393,7 @@ export const EDGE_PROGRAM: Program = {
         [--port N] [--host H] [--region R] [--rate-capacity N] [--rate-refill N]
         [--tls-cert PEM --tls-key PEM [--client-ca PEM]]
         [--log-level ${LOG_LEVELS.join('|')}] [--log-format ${LOG_FORMATS.join('|')}] [--max-bundle-bytes N]
-        [--egress-allow-private CIDR,..]`,
+        [--egress-allow-private CIDR,..] [--tool-sources FILE]`,
       details: SERVE_DETAILS,
       run: serveCommand,
     },

@@ -4,6 +4,8 @@
  * model it names, and the run routes, with the same paths and permissions as
  * the cell:
  *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs         agent_teams.write
+ *   GET  /api/public/v1/admin/agent-teams/crews/{crew_id}/runs         agent_teams.read (the cell's list shape)
+ *   GET  /api/public/v1/admin/agent-teams/runs?state=waiting            agent_teams.read (what waits for a decision)
  *   GET  /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id} agent_teams.read
  *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/cancel agent_teams.write (its requester only)
  *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/approvals/{step_id} agent_teams.approve (edge/approvals.ts)
@@ -14,7 +16,7 @@
  * journal signed by the device key. Everything that writes a run's journal (a
  * drive, a decision) runs one at a time per run, each from the journal on disk.
  */
-import type { Hono, MiddlewareHandler } from 'hono';
+import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { notFound, invalid, ServiceError } from '../core/errors.ts';
 import { isoTime } from '../core/iso-time.ts';
 import { PERMISSIONS } from '../core/permissions.ts';
@@ -35,10 +37,13 @@ import { stepDeadline } from '../runtime/step-deadline.ts';
 import { malformedRequest } from '../runtime/gateway.ts';
 import { newEdgeRun } from '../bundles/run-id.ts';
 import { mountRunEvents, RunStreams } from './run-events.ts';
-import { deviceBudget, interruptedRuns, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
+import { deviceBudget, deviceRuns, interruptedRuns, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
 import { appendRunHead } from './run-log.ts';
+import { runListQuery } from './run-list.ts';
 import { approvalsView, decisionBody, deviceApprovalsPort, judgeDecision, type EdgeDecider } from './approvals.ts';
 import { deviceToolsPort, unhonouredTools } from './tools.ts';
+import { deviceMcpTools, type DeviceMcpTools } from './mcp-tools.ts';
+import type { StdioSourceConfig } from '../runtime/mcp-client/config.ts';
 
 const TERMINAL: readonly RunFile['state'][] = ['completed', 'failed', 'refused', 'cancelled'];
 
@@ -52,6 +57,8 @@ export interface OfflineSetup {
   clock: EdgeClock;
   /** Non-public ranges the device's HTTP tools may reach (`--egress-allow-private`; none by default). */
   egressAllowPrivate: readonly string[];
+  /** The stdio MCP servers the device's operator names (`--tool-sources`; none by default). */
+  toolSources: readonly StdioSourceConfig[];
 }
 
 export async function prepareOffline(opts: {
@@ -66,6 +73,7 @@ export async function prepareOffline(opts: {
   model: string | undefined;
   modelManifest: string | undefined;
   egressAllowPrivate?: readonly string[];
+  toolSources?: readonly StdioSourceConfig[];
 }): Promise<OfflineSetup> {
   let state = opts.state;
   let crew: OpenedEnvelope<CrewBundle> | null = null;
@@ -96,6 +104,7 @@ export async function prepareOffline(opts: {
     device: opts.device,
     clock: opts.clock,
     egressAllowPrivate: opts.egressAllowPrivate ?? [],
+    toolSources: opts.toolSources ?? [],
     info: {
       crew: crew ? { crew_id: crew.payload.crew.crew_id, version: crew.payload.version, graph_hash: crew.payload.crew.graph_hash } : null,
       model: model ? { name: model.manifest.model.name, sha256: model.manifest.model.sha256, publisher_kid: model.publisherKid } : null,
@@ -162,8 +171,11 @@ export function mountOffline(
   const signer = signerFromJwk(setup.device.device_id, setup.device.private_jwk);
   const modelPort = localModelPort(setup.model);
   const workspaceId = crew?.workspace_id ?? null;
-  const deviceTools = deviceToolsPort(setup.dir, rt.clock, workspaceId, setup.egressAllowPrivate);
-  const unhonoured = crew ? unhonouredTools(crew.graph as Graph, workspaceId) : [];
+  // The bundle's MCP tools on the device's stdio servers (edge/mcp-tools.ts), started now.
+  const imported = deviceMcpTools({ sources: setup.toolSources, tools: crew?.mcp_tools ?? [], clock: rt.clock, log: edgeLog(rt) });
+  if (crew?.mcp_tools !== undefined) imported.warm();
+  const deviceTools = deviceToolsPort(setup.dir, rt.clock, workspaceId, setup.egressAllowPrivate, imported);
+  const unhonoured = crew ? unhonouredTools(crew.graph as Graph, workspaceId, imported) : [];
   const P = '/api/public/v1/admin/agent-teams/crews/:crew_id/runs';
   const streams = new RunStreams();
   mountRunEvents(app, guard, streams, (id) => readRun(setup.dir, id)?.journal.records);
@@ -251,6 +263,9 @@ export function mountOffline(
         },
       },
       recorded: journal.recorded,
+      // Each call's intent is journaled before it leaves: after a crash, a side-effecting call found in flight
+      // is issued again only when idempotent, else the run waits outcome_unknown (the crash rule, as at the cell).
+      intents: journal.intents,
       // A retry's backoff resumes at its recorded due time on a later drive (docs/engine.md, "Step policies").
       attempts: journal.attempts,
     };
@@ -322,6 +337,7 @@ export function mountOffline(
   /** Starts an offline run of the bundle's crew for `requester` (the POST route and the MCP endpoint). */
   async function start(crewId: string, requester: string, input: unknown, actors?: readonly string[]): Promise<RunFile> {
     assertStartable(crewId);
+    await assertImportedHonoured(crew!.graph as Graph, imported);
     const now = rt.clock.now();
     // The run id is derived from this device's id and a fresh nonce: the cell imports it from this device only.
     const ids = await newEdgeRun(setup.device.device_id);
@@ -409,6 +425,25 @@ export function mountOffline(
     };
   }
 
+  /**
+   * The device's runs in the cell's list shape (`{runs, limit, offset, total}`, oldest first), each the run view
+   * with its `pending_approvals`: `state=waiting` is what waits for a decision. The cell's query (`state`,
+   * `crew_id`, `limit` 1..1000 default 100, `offset`); a value the cell would refuse is 400 as there.
+   */
+  function listRuns(c: Context<EdgeEnv>, crewId: string | undefined) {
+    const q = runListQuery(c.req.query());
+    const all = deviceRuns(setup.dir).filter(
+      (r) => (q.state === undefined || r.run.state === q.state) && (crewId === undefined || r.run.crew_id === crewId),
+    );
+    return c.json({ runs: all.slice(q.offset, q.offset + q.limit).map(runView), limit: q.limit, offset: q.offset, total: all.length }, 200);
+  }
+
+  app.get(P, guard(PERMISSIONS.teamsRead), (c) => {
+    if (c.req.param('crew_id') !== crew?.crew_id) throw notFound('crew');
+    return listRuns(c, c.req.param('crew_id'));
+  });
+  app.get('/api/public/v1/admin/agent-teams/runs', guard(PERMISSIONS.teamsRead), (c) => listRuns(c, c.req.query('crew_id')));
+
   app.get(`${P}/:run_id`, guard(PERMISSIONS.teamsRead), (c) => {
     const r = readRun(setup.dir, c.req.param('run_id'));
     if (!r || r.run.crew_id !== c.req.param('crew_id')) throw notFound('run');
@@ -467,7 +502,20 @@ export function mountOffline(
     cancel: (runId, caller) => cancel(crew?.crew_id ?? '', runId, caller),
     read: (runId) => readRun(setup.dir, runId),
     streams,
+    close: () => imported.close(),
   };
+}
+
+/**
+ * Refuses a run whose imported tools the device cannot honour now (a source not configured, a server whose
+ * definition does not hash to the bundle's pin: edge/mcp-tools.ts), 409 `device_tools_unavailable`, naming them.
+ */
+async function assertImportedHonoured(graph: Graph, imported: DeviceMcpTools): Promise<void> {
+  const u = await imported.unhonoured(graph);
+  if (u.length === 0) return;
+  throw new ServiceError('conflict', `this device cannot honour the crew's tools: ${u.map((x) => x.tool).join(', ')}`, {
+    details: { reason: 'device_tools_unavailable', tools: u.map((x) => ({ ...x })) },
+  });
 }
 
 /** The device's offline runs as the MCP endpoint (edge/mcp.ts) drives them: the same start, journal and events as the routes. */
@@ -481,4 +529,6 @@ export interface OfflineRuns {
   cancel(runId: string, caller: string): RunFile;
   read(runId: string): { run: RunFile; journal: JournalFile } | null;
   streams: RunStreams;
+  /** Stops the stdio MCP servers the device started. */
+  close(): Promise<void>;
 }

@@ -20,6 +20,9 @@
  * durably on each `kv.put` (read, checked and written in one synchronous step,
  * so two calls cannot interleave).
  *
+ * The imported (MCP) tools the crew bundle carries, on the stdio servers the
+ * device configures, are edge/mcp-tools.ts: the port hands them their calls.
+ *
  * `unhonouredTools` says which tools of a crew the device cannot honour
  * (a tool outside this catalog, kv without a workspace in the bundle): the
  * edge refuses such a crew's runs before they start, naming them. A call that
@@ -36,6 +39,7 @@ import { HTTP_REQUEST } from '../runtime/http-request.ts';
 import { guardedDispatcher } from '../runtime/ssrf.ts';
 import { stepDeadline } from '../runtime/step-deadline.ts';
 import { writeFileDurable } from './files.ts';
+import type { DeviceMcpTools } from './mcp-tools.ts';
 
 export const KV_FILE = 'kv.json';
 
@@ -90,12 +94,14 @@ export function deviceKv(dir: string): KvStorage {
  * through a dispatcher whose connections pass the floor (`allowPrivate`: `--egress-allow-private`). A refusal
  * of the floor is the engine's refusal (as at the cell, crew-runs/ports.ts); bad arguments go back to the
  * model. An HTTP call stops at its step's `timeout_ms` (its request is aborted) and fails `step_timeout`.
+ * `imported`: the crew bundle's MCP tools on the device's stdio servers (edge/mcp-tools.ts).
  */
 export function deviceToolsPort(
   dir: string,
   clock: { now(): number },
   workspaceId: string | null,
   allowPrivate: readonly string[] = [],
+  imported?: DeviceMcpTools,
 ): ToolsPort {
   const kv = deviceKv(dir);
   let http: HttpToolsContext | null = null;
@@ -104,7 +110,7 @@ export function deviceToolsPort(
   return {
     describe(name) {
       const t = BUILTIN_TOOLS.get(name) ?? HTTP_TOOLS.get(name);
-      if (t === undefined) return undefined;
+      if (t === undefined) return imported?.describe(name);
       const { run: _run, ...descriptor } = t;
       return descriptor;
     },
@@ -115,6 +121,7 @@ export function deviceToolsPort(
         authority: toolAuthorityOf(call.authority),
         ...(call.effect_key !== undefined ? { effectKey: call.effect_key } : {}),
       };
+      if (imported?.describe(name) !== undefined) return imported.call(name, args, call);
       const h = HTTP_TOOLS.get(name);
       if (h !== undefined) {
         const deadline = stepDeadline(call.timeout_ms);
@@ -166,15 +173,17 @@ function nodeTools(n: GraphNode | LeafSpec): string[] {
  * The tools of a crew's graph the device cannot honour (by seat, then tool), empty when it can run every
  * one: each seat's granted tools and every tool a step calls must be in the device's catalog; kv needs the
  * bundle's workspace. (A call that waits for a human approval is honoured: it waits on the device.)
+ * `imported` describes the crew bundle's MCP tools (whether their servers honour their pins is
+ * edge/mcp-tools.ts's question, asked before each run).
  */
-export function unhonouredTools(graph: Graph, workspaceId: string | null): UnhonouredTool[] {
+export function unhonouredTools(graph: Graph, workspaceId: string | null, imported?: Pick<DeviceMcpTools, 'describe'>): UnhonouredTool[] {
   const used = new Map<string, { tool: string; seat: string | null }>();
   const use = (tool: string, seat: string | null) => used.set(`${seat ?? ''}\u0000${tool}`, { tool, seat });
   for (const [id, s] of Object.entries(graph.seats)) for (const tool of s.authority.allowed_tools) use(tool, id);
   for (const n of graph.nodes) for (const tool of nodeTools(n)) use(tool, 'seat' in n && typeof n.seat === 'string' ? n.seat : null);
   const out: UnhonouredTool[] = [];
   for (const [, { tool, seat }] of [...used].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-    const t = BUILTIN_TOOLS.get(tool) ?? HTTP_TOOLS.get(tool);
+    const t = BUILTIN_TOOLS.get(tool) ?? HTTP_TOOLS.get(tool) ?? imported?.describe(tool);
     const why =
       t === undefined
         ? `not in the device catalog (${DEVICE_TOOL_NAMES.join(', ')})`

@@ -4,16 +4,26 @@
  * blueprints, skills, contracts, each agent's tool grants (its seat's
  * effective allowed_tools) and each agent's remaining budget (ledger limit
  * minus spent and reserved at issue time; no ledger, no entry: the edge then
- * refuses the run with no_budget_ledger, as the cell does).
+ * refuses the run with no_budget_ledger, as the cell does), and the catalog
+ * entries and pins of the imported (MCP) tools the crew can call
+ * (`mcpToolsForEdge`).
  */
-import type { CrewContent } from '../../bundles/crew-bundle.ts';
+import type { CrewContent, CrewMcpTool } from '../../bundles/crew-bundle.ts';
+import { graphToolUses } from '../../core/compiler/compile.ts';
 import type { Graph } from '../../core/engine/types.ts';
+import { ServiceError } from '../../core/errors.ts';
 import type { Teams } from '../teams/api.ts';
+import type { Tools } from '../tools/api.ts';
 
 /** The crew as a device carries it; `check` judges its compiled graph first (the caller may run it) and throws to refuse. */
-export async function crewForEdge(teams: Teams, crewId: string, check: (graph: Graph) => Promise<void>): Promise<CrewContent> {
-  const x = await teams.exportCrew(crewId);
+export async function crewForEdge(
+  ctx: { teams: Teams; tools: Tools },
+  crewId: string,
+  check: (graph: Graph) => Promise<void>,
+): Promise<CrewContent> {
+  const x = await ctx.teams.exportCrew(crewId);
   await check(x.graph);
+  const mcpTools = mcpToolsForEdge(ctx.tools, x.graph);
   const toolGrants: Record<string, string[]> = {};
   for (const seat of Object.values(x.graph.seats)) {
     if (seat.agent_id)
@@ -39,5 +49,38 @@ export async function crewForEdge(teams: Teams, crewId: string, check: (graph: G
     budgets,
     // Whose storage the kv tools use on the device (edge/tools.ts), as a crew run at the cell does.
     workspace_id: x.crew.workspace_id,
+    ...(mcpTools.length > 0 ? { mcp_tools: mcpTools } : {}),
   };
+}
+
+/**
+ * The catalog entries of the imported tools `graph` can call (a seat's grant or a step's tool named
+ * `mcp.…`), each under the pin the graph carries. A device holds each server to that pin, so a crew one of
+ * whose imported tools the graph does not pin (the catalog has no pin for it, or re-pinned it since the
+ * graph was compiled) is refused, 409 `crew_tools_unpinned`, naming each tool and seat.
+ */
+export function mcpToolsForEdge(tools: Tools, graph: Graph): CrewMcpTool[] {
+  const out = new Map<string, CrewMcpTool>();
+  const unpinned: { tool: string; seat: string | null; why: string }[] = [];
+  for (const { tool, seat } of graphToolUses(graph.nodes, graph.seats)) {
+    if (!tool.startsWith('mcp.')) continue;
+    const pin = graph.tool_pins?.[tool];
+    const entry = tools.pinnedTool(tool);
+    const why =
+      entry === undefined
+        ? 'the catalog has no pinned definition of it'
+        : pin === undefined
+          ? "the crew's graph carries no pin of it"
+          : entry.pin !== pin
+            ? "the catalog's pin is not the graph's (re-pinned since the graph was compiled)"
+            : null;
+    if (why !== null) unpinned.push({ tool, seat, why });
+    else out.set(tool, entry!);
+  }
+  if (unpinned.length > 0) {
+    throw new ServiceError('conflict', `the crew's MCP tools are not all pinned: ${[...new Set(unpinned.map((u) => u.tool))].join(', ')}`, {
+      details: { reason: 'crew_tools_unpinned', tools: unpinned },
+    });
+  }
+  return [...out.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
 }

@@ -9,7 +9,8 @@
  *   4. a fork's claimed parent is a journal imported here, and the lineage verifies against it
  *      (`parent_unknown`, `journal_invalid`);
  *   4b. every approval it records is one the device was entitled to take (import-approvals.ts);
- *   5. every built-in tool call it records was one its seat was entitled to under the bundle the device
+ *   5. every MCP tool call names a tool the crew bundle carried, under its pin (judge-mcp-calls.ts), and
+ *      every built-in tool call it records was one its seat was entitled to under the bundle the device
  *      held (journal-acts.ts: 403 `journal_act_not_entitled`, naming the record);
  *   6. a `completed` journal replays to completion on the graph a crew bundle of this cell carried
  *      under its graph hash (core/engine/replay.ts): one cut short and ended by hand does not;
@@ -34,6 +35,7 @@ import type { AuthContext } from '../context.ts';
 import type { EdgeContext } from './context.ts';
 import type { DeviceRow } from './devices.ts';
 import * as repo from './repository.ts';
+import { judgeMcpCalls } from './judge-mcp-calls.ts';
 import { checkApprovals } from './import-approvals.ts';
 
 /** Forks of forks followed at most this deep to a journal that is not a fork. */
@@ -106,6 +108,7 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
   if (problem !== null)
     await refuse('outcome_mismatch', `the journal's outcome does not match its records: ${problem}`, 'forbidden', { run_id: runId });
   await checkLineage(ctx, device, p, refuse);
+  await judgeMcpCalls(runId, p.records, () => graphOf(ctx, p.run.graph_hash), refuse);
   await checkApprovals(ctx, device.device_id, p, () => graphOf(ctx, p.run.graph_hash), refuse);
   await refuseUnentitledActs(
     p,

@@ -9,6 +9,7 @@ import type { Iam } from '../iam/api.ts';
 import type { CellModule } from '../module.ts';
 import type { OAuthApi } from '../oauth/api.ts';
 import type { Teams } from '../teams/api.ts';
+import type { Tools } from '../tools/api.ts';
 import type { EdgeContext } from './context.ts';
 import type { Devices } from './devices.ts';
 import type { RunLog } from '../receipts/api.ts';
@@ -24,7 +25,7 @@ export interface EdgeModule extends CellModule {
 
 export function createEdgeModule(
   core: CellCore,
-  deps: { iam: Iam; teams: Teams; oauth: OAuthApi; devices: Devices; runLog: RunLog },
+  deps: { iam: Iam; teams: Teams; tools: Tools; oauth: OAuthApi; devices: Devices; runLog: RunLog },
 ): EdgeModule {
   const ctx: EdgeContext = { core, ...deps };
   return {

@@ -174,7 +174,8 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       'x-status': 'Live',
       summary: 'Issue a signed crew bundle for a device',
       description:
-        "The crew's compiled graph and hash, agents, blueprints, skills, contracts, tool grants and remaining budgets, plus the model manifest reference, signed with the cell identity key for one device. " +
+        "The crew's compiled graph and hash, agents, blueprints, skills, contracts, tool grants and remaining budgets, the catalog entries and pins of its MCP tools (`mcp_tools`), plus the model manifest reference, signed with the cell identity key for one device. " +
+        'A crew whose MCP tools are not all pinned in its graph gets none (409 `crew_tools_unpinned`, `details.tools` naming each tool and seat). ' +
         'Exporting a crew needs the right to run it, as starting a run does: `agent_teams.write` too (403 with `required_permission`), and every seat within the caller (403 `wider_than_caller`). ' +
         'The device must be active (409 `device_disabled`, `device_deleted`), and the caller its registrant or one that manages the registrant (403 `wider_than_caller`).',
       ...secured(PERMISSIONS.edgeWrite),
@@ -190,7 +191,7 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       if (!grants(auth.effective, PERMISSIONS.teamsWrite)) {
         throw forbidden(`the credential lacks the permission ${PERMISSIONS.teamsWrite}`, { required_permission: PERMISSIONS.teamsWrite });
       }
-      const crew = await crewForEdge(ctx.teams, body.crew_id, (graph) =>
+      const crew = await crewForEdge(ctx, body.crew_id, (graph) =>
         ctx.teams.assertSeatsWithinCaller(auth, graph, { action: 'edge.crew_bundle.issue', target: body.crew_id }),
       );
       const b = await issueCrewBundle(ctx, body.device_id, crew, modelReference(body.model_manifest), body.ttl_seconds);
@@ -287,7 +288,8 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
         'no nonce and are refused (403 `run_unbound`). Only a run that ended is imported, and its outcome must be the one its records end ' +
         'with (403 `outcome_mismatch`); a `completed` journal must replay to completion on the graph a crew bundle of this cell carried ' +
         '(403 `outcome_mismatch`; 400 `unknown_graph` when no bundle carried it). A fork names a parent imported here (409 `parent_unknown`) ' +
-        'and its lineage must verify against it (403 `journal_invalid`). The same export again is idempotent; a longer journal of the run ' +
+        'and its lineage must verify against it (403 `journal_invalid`). Every MCP tool call must name a tool the crew bundle carried, under ' +
+        'its pin (403 `journal_tool_unpinned`, naming the record). The same export again is idempotent; a longer journal of the run ' +
         'that extends the imported one replaces it; any other export for an imported run is 409 `journal_exists`.',
       ...secured(PERMISSIONS.edgeWrite),
       request: {

@@ -11,6 +11,7 @@
  * cell/ imports it only from here.
  */
 import { invalid } from '../../core/errors.ts';
+import type { PinnedDefinition } from '../../core/catalog/pin.ts';
 import type { ToolDescriptor } from '../../core/engine/types.ts';
 import type { Reader } from '../store/types.ts';
 import { catalogEntry, toolRegistryView, type ToolCaller, type ToolRegistryEntry, type ToolsContext } from './catalog.ts';
@@ -78,6 +79,16 @@ export class Tools {
   /** `{ tool: pin }` of every imported tool: the compiler keeps those of the tools a graph calls. */
   pins(): Readonly<Record<string, string>> {
     return this.sources.imported.pins();
+  }
+
+  /**
+   * The catalog entry of an imported tool as a crew bundle carries it (bundles/crew-bundle.ts `CrewMcpTool`):
+   * its source's name, the server's name of the tool, the pin and the pinned definition; undefined when the
+   * catalog has no imported tool of that name.
+   */
+  pinnedTool(name: string): { name: string; source: string; tool: string; pin: string; definition: PinnedDefinition } | undefined {
+    const t = this.sources.imported.get(name);
+    return t && { name: t.name, source: t.source.name, tool: t.pin.tool, pin: t.pin.pin, definition: t.pin.definition };
   }
 
   /** The catalog's public view (GET /admin/ai/tool-registry), built again when the imported tools change. Never mutate it. */

@@ -13,7 +13,7 @@ import { guardedDispatcher } from '../../runtime/ssrf.ts';
 import type { ToolsContext } from './catalog.ts';
 import { Tools } from './api.ts';
 import { syncConfigSources } from './sources/config.ts';
-import { Connections } from './mcp/connect.ts';
+import { Connections } from '../../runtime/mcp-client/connect.ts';
 import type { SourcesContext } from './sources/context.ts';
 import { ImportedCatalog } from './sources/imported.ts';
 import { sourceRoutes } from './sources/routes.ts';

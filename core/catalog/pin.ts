@@ -20,6 +20,7 @@
  * @example definitionPin({ name: 'echo', inputSchema: { type: 'object' } }) // 'sha256:…'
  */
 import { contentHash } from '../canonical.ts';
+import type { ToolDescriptor } from '../engine/types.ts';
 import type { JsonObject } from '../journal/record.ts';
 
 /** A tool definition as pinned (MCP's field names). */
@@ -73,4 +74,19 @@ export function sideEffecting(d: PinnedDefinition): boolean {
  */
 export function declaredIdempotent(d: PinnedDefinition): boolean {
   return sideEffecting(d) && d.annotations?.['idempotentHint'] === true;
+}
+
+/**
+ * The engine's view of a pinned definition, under its catalog name: its description (or title), side
+ * effects and idempotency from its annotations, its input schema. The cell's catalog and a device's
+ * (the crew bundle's entries, edge/mcp-tools.ts) describe an imported tool by it.
+ */
+export function pinnedDescriptor(name: string, d: PinnedDefinition): ToolDescriptor {
+  return {
+    name,
+    description: d.description ?? d.title ?? '',
+    side_effects: sideEffecting(d),
+    ...(declaredIdempotent(d) ? { idempotent: true } : {}),
+    parameters: d.inputSchema,
+  };
 }

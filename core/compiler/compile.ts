@@ -32,6 +32,9 @@ import { validateGraph } from '../engine/validate.ts';
 import { GRAPH_FORMAT_VERSION, type Graph, type GraphEdge, type GraphNode, type SeatAuthority, type SeatSpec } from '../engine/types.ts';
 import { CompileError, parseAuthority, project, seatOrder, type ProjectedBillet, type Projection } from './internal/projection.ts';
 import { graphToolPins } from './internal/tool-pins.ts';
+
+/** Every tool a compiled graph can call, with its seat (a crew bundle's issuer and a device judge a crew's tools by it). */
+export { graphToolUses } from './internal/tool-pins.ts';
 import { seatToolChoiceProblem } from '../engine/tool-choice.ts';
 import type { BilletInput, CompileResult, FormationInput, SeatBinding, StageSpec } from './types.ts';
 

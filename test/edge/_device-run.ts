@@ -2,7 +2,7 @@
 // bundle, a run of its graph on core's engine with a scripted model (as the edge runs it), the journal
 // signed by the device key, and the export the device would write. For the cell's import tests.
 import assert from 'node:assert/strict';
-import { openCrewBundle } from '../../bundles/crew-bundle.ts';
+import { openCrewBundle, type CrewContent } from '../../bundles/crew-bundle.ts';
 import { buildJournalExport } from '../../bundles/journal-export.ts';
 import { newEdgeRun } from '../../bundles/run-id.ts';
 import type { Signer } from '../../bundles/codec.ts';
@@ -32,7 +32,7 @@ export async function crewOnDevice(
   cap: Record<string, unknown> = { allowed_tools: [], permission_mode: 'auto', clearance_level: 0 },
   /** More of the formation (its `pre` and `post` stages). */
   formation: Record<string, unknown> = {},
-): Promise<{ crewId: string; graph: Graph; graphHash: string; workspaceId: string | null }> {
+): Promise<{ crewId: string; graph: Graph; graphHash: string; workspaceId: string | null; crew: CrewContent }> {
   const f = await must(t, 'POST', `${T}/formations`, { name: `field-${Math.random().toString(16).slice(2, 8)}`, ...formation });
   const assignments: Record<string, string> = {};
   for (const role of ['inspector', 'reviewer']) {
@@ -52,7 +52,7 @@ export async function crewOnDevice(
   assert.equal(bundle.status, 201, bundle.text);
   const opened = await openCrewBundle(bundle.text, trust);
   const c = opened.payload.crew;
-  return { crewId: crew.crew_id, graph: c.graph as Graph, graphHash: c.graph_hash, workspaceId: c.workspace_id ?? null };
+  return { crewId: crew.crew_id, graph: c.graph as Graph, graphHash: c.graph_hash, workspaceId: c.workspace_id ?? null, crew: c };
 }
 
 export interface DeviceRun {

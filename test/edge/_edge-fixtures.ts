@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/codec.ts';
-import { buildCrewBundle, type CrewContent } from '../../bundles/crew-bundle.ts';
+import { buildCrewBundle, type CrewContent, type CrewMcpTool } from '../../bundles/crew-bundle.ts';
 import { buildModelManifest } from '../../bundles/model-manifest.ts';
 import { buildKeyBundle } from '../../bundles/key-bundle.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
@@ -16,6 +16,7 @@ import { emptyDeviceState } from '../../bundles/accept.ts';
 import type { EdgeRuntime } from '../../edge/gateway.ts';
 import { loadKeyBundle } from '../../edge/load.ts';
 import { prepareOffline } from '../../edge/offline.ts';
+import type { StdioSourceConfig } from '../../runtime/mcp-client/config.ts';
 
 export const T0 = Date.UTC(2026, 0, 1);
 export const SECRET = 'svck_live_' + 'E'.repeat(43);
@@ -23,11 +24,15 @@ export const SECRET = 'svck_live_' + 'E'.repeat(43);
 /** A step policy of a billet (core/engine/policy.ts), its tool_choice, and its cap (default: none). */
 export type BilletPolicy = Pick<BilletInput, 'timeout_ms' | 'retry' | 'tool_choice'> & Partial<Pick<BilletInput, 'authority_cap'>>;
 
-/** A two-seat sequential crew compiled by core's compiler, with short answers; `policies` by billet id (a, b). */
+/**
+ * A two-seat sequential crew compiled by core's compiler, with short answers; `policies` by billet id (a, b);
+ * `toolPins`: the catalog's pins of imported tools (the graph and its compiler input carry those it calls).
+ */
 export function compiledCrew(
   maxTokens = 16,
   policies: { a?: BilletPolicy; b?: BilletPolicy } = {},
   stages: { pre?: StageSpec[]; post?: StageSpec[] } = {},
+  toolPins?: Record<string, string>,
 ) {
   const formation = { name: 'field', coordination_policy: 'sequential' as const, limits: { default_max_tokens: maxTokens }, ...stages };
   const billets = [
@@ -35,9 +40,14 @@ export function compiledCrew(
     { id: 'b', role_label: 'reviewer', authority_cap: {}, position: 1, ...policies.b },
   ];
   const bindings = { a: { agent_id: 'agt_a', system_prompt: 'You inspect.' }, b: { agent_id: 'agt_b', system_prompt: 'You review.' } };
-  const r = compileFormation(formation, billets, bindings);
+  const r = compileFormation(formation, billets, bindings, toolPins ? { toolPins } : {});
   if (!r.ok) throw new Error(r.message);
-  return { graph: r.graph, graph_hash: r.graphHash, compiler_input: { formation, billets, bindings } };
+  const pins = r.graph.tool_pins;
+  return {
+    graph: r.graph,
+    graph_hash: r.graphHash,
+    compiler_input: { formation, billets, bindings, ...(pins ? { tool_pins: pins } : {}) },
+  };
 }
 
 /** A second key of the bundle, narrowed to edge.read (edgeWorld's `narrowKey`). */
@@ -60,6 +70,8 @@ export async function edgeWorld(
     tokens?: { keys: { kid: string; x: string }[]; revoked?: [string, number][] };
     /** The crew's workspace (the kv tools' storage on the device); absent as in bundles before device tools. */
     workspaceId?: string;
+    /** The catalog entries of imported tools the crew bundle carries (their pins go into the graph). */
+    mcpTools?: CrewMcpTool[];
     /** Stages around the team (a human_approval before it, ...). */
     stages?: { pre?: StageSpec[]; post?: StageSpec[] };
     /** More keys in the bundle: an owner's key with its scopes (all other fields as the first key's). */
@@ -95,7 +107,12 @@ export async function edgeWorld(
       model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256 },
     }),
   );
-  const compiled = compiledCrew(opts.maxTokens, opts.policies, opts.stages);
+  const compiled = compiledCrew(
+    opts.maxTokens,
+    opts.policies,
+    opts.stages,
+    opts.mcpTools && Object.fromEntries(opts.mcpTools.map((t) => [t.name, t.pin])),
+  );
   const crew: CrewContent = {
     crew_id: 'crw_1',
     name: 'field crew',
@@ -108,6 +125,7 @@ export async function edgeWorld(
     tool_grants: {},
     budgets: opts.budgets ?? { agt_a: 100_000, agt_b: 100_000 },
     ...(opts.workspaceId !== undefined ? { workspace_id: opts.workspaceId } : {}),
+    ...(opts.mcpTools !== undefined ? { mcp_tools: opts.mcpTools } : {}),
   };
   const crewPath = join(dir, 'crew.bundle.json');
   writeFileSync(
@@ -186,7 +204,11 @@ export async function edgeWorld(
  * What `edge serve` prepares over a world's bundles, at T0 + 1 s: the key bundle loaded, the crew and
  * model accepted, and the runtime of the gateway (mount the offline routes with `setup`).
  */
-export async function offlineRuntime(w: Awaited<ReturnType<typeof edgeWorld>>, rate: EdgeRuntime['rate']) {
+export async function offlineRuntime(
+  w: Awaited<ReturnType<typeof edgeWorld>>,
+  rate: EdgeRuntime['rate'],
+  toolSources: StdioSourceConfig[] = [],
+) {
   const clock = { now: () => T0 + 1000 };
   const k = await loadKeyBundle(w.keysPath, w.trust, emptyDeviceState(w.device.device_id), clock.now());
   const setup = await prepareOffline({
@@ -198,6 +220,7 @@ export async function offlineRuntime(w: Awaited<ReturnType<typeof edgeWorld>>, r
     crewBundle: w.crewPath,
     model: w.modelPath,
     modelManifest: w.manifestPath,
+    toolSources,
   });
   const rt: EdgeRuntime = {
     deviceId: w.device.device_id,

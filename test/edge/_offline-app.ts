@@ -4,11 +4,15 @@ import assert from 'node:assert/strict';
 import { createEdgeApp } from '../../edge/gateway.ts';
 import { mountOffline } from '../../edge/offline.ts';
 import { offlineRuntime, SECRET, type edgeWorld } from './_edge-fixtures.ts';
+import type { StdioSourceConfig } from '../../runtime/mcp-client/config.ts';
 
-export async function start(w: Awaited<ReturnType<typeof edgeWorld>>) {
+export async function start(w: Awaited<ReturnType<typeof edgeWorld>>, toolSources: StdioSourceConfig[] = []) {
   // Ample: runToEnd polls a run until it ends (the gateway's rate limit has tests of its own).
-  const { rt, setup } = await offlineRuntime(w, { capacity: 10_000, refillPerSecond: 1000 });
-  const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, setup));
+  const { rt, setup } = await offlineRuntime(w, { capacity: 10_000, refillPerSecond: 1000 }, toolSources);
+  let close: () => Promise<void> = async () => undefined;
+  const app = createEdgeApp(rt, (a, guard) => {
+    close = mountOffline(a, guard, rt, setup).close;
+  });
   /** A request with the world's key (or `secret`); `socket` adds to the connection's (a TLS client certificate). */
   const req = async (method: string, path: string, body?: unknown, secret = SECRET, socket: Record<string, unknown> = {}) => {
     const r = await app.request(
@@ -38,5 +42,5 @@ export async function start(w: Awaited<ReturnType<typeof edgeWorld>>) {
       { headers: { authorization: `Bearer ${SECRET}`, ...headers } },
       { incoming: { socket: { remoteAddress: '127.0.0.1' } } },
     );
-  return { setup, req, runToEnd, sse };
+  return { setup, req, runToEnd, sse, close: () => close() };
 }

@@ -193,7 +193,7 @@ test('a seat made to call a device tool calls it offline on the local model; the
     const one = await journalOf('pump 7 reads 3.2 bar');
     const steps = one.records.map((r) => [r.step_id, r.kind, r.data?.tool ?? null]);
     // The forced call is the seat's first act: its first model round answers with it, and the device runs it.
-    const first = one.records.find((r) => r.step_id.startsWith('agent:a/tool/'));
+    const first = one.records.find((r) => r.kind === 'step' && r.step_id.startsWith('agent:a/tool/'));
     assert.ok(first, `a tool step of seat a: ${JSON.stringify(steps)}`);
     assert.equal(first.step_id, 'agent:a/tool/0.0');
     assert.equal(first.data.tool, 'clock.now');

@@ -23,7 +23,7 @@ import { sha256Hex } from '../../../core/canonical.ts';
 import { ServiceError } from '../../../core/errors.ts';
 import type { JsonObject } from '../../../core/journal/record.ts';
 import type { ToolCaller } from '../catalog.ts';
-import type { RequestCredentials } from './connect.ts';
+import type { RequestCredentials } from '../../../runtime/mcp-client/connect.ts';
 import type { SourcesContext } from '../sources/context.ts';
 import { checkSourceUrl } from './floor.ts';
 import { smallRequest } from './small-request.ts';

@@ -8,7 +8,14 @@ import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamable
 import { ServiceError } from '../../../core/errors.ts';
 import { toolRefusal } from '../catalog.ts';
 import { isPrivateRefusal } from '../../../runtime/ssrf.ts';
-import { listTools, openClient, StdioNotConfigured, withCredentials, type Listing, type Session } from './connect.ts';
+import {
+  listTools,
+  openClient,
+  StdioNotConfigured,
+  withCredentials,
+  type Listing,
+  type Session,
+} from '../../../runtime/mcp-client/connect.ts';
 import type { SourcesContext } from '../sources/context.ts';
 import { catalogIdentity } from './identity.ts';
 import type { SourceRow } from '../sources/types.ts';

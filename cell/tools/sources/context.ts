@@ -12,7 +12,7 @@ import type { Iam, Reached } from '../../iam/api.ts';
 import type { ToolDelegation, ToolDelegationRequest } from '../../oauth/api.ts';
 import type { Reader } from '../../store/types.ts';
 import type { Dispatcher } from 'undici';
-import type { Connections, StdioSpec } from '../mcp/connect.ts';
+import type { Connections, StdioSpec } from '../../../runtime/mcp-client/connect.ts';
 import type { ImportedCatalog } from './imported.ts';
 
 /** The stored secrets, as the AI module (which owns them) lends them to the sources' client credentials. */

@@ -7,9 +7,8 @@
  * answers from this copy; what it answers for a tool is the pinned
  * definition, never what a server says now.
  */
-import { declaredIdempotent, sideEffecting } from '../../../core/catalog/pin.ts';
+import { pinnedDescriptor } from '../../../core/catalog/pin.ts';
 import type { ToolDescriptor } from '../../../core/engine/types.ts';
-import type { JsonObject } from '../../../core/journal/record.ts';
 import type { Logger } from '../../context.ts';
 import type { Store } from '../../store/types.ts';
 import { allSourcesAndPins } from './repository.ts';
@@ -25,19 +24,9 @@ export interface ImportedTool {
 
 const TABLES = ['tool_sources', 'tool_pins'];
 
-/**
- * The engine's view of a pinned definition: its description (or title), side effects and idempotency from
- * its annotations (`readOnlyHint`, `idempotentHint`: core/catalog/pin.ts), its input schema.
- */
+/** The engine's view of a pin (core/catalog/pin.ts `pinnedDescriptor`, shared with a device's catalog). */
 export function descriptorOf(p: PinRow): ToolDescriptor {
-  const d = p.definition;
-  return {
-    name: p.name,
-    description: d.description ?? d.title ?? '',
-    side_effects: sideEffecting(d),
-    ...(declaredIdempotent(d) ? { idempotent: true } : {}),
-    parameters: d.inputSchema as JsonObject,
-  };
+  return pinnedDescriptor(p.name, p.definition);
 }
 
 export class ImportedCatalog {

@@ -11,10 +11,9 @@
 import { canonicalJson } from '../../../core/canonical.ts';
 import type { Reason } from '../../../core/reasons.ts';
 import { wireNameOk } from '../../../core/engine/wire-name.ts';
-import type { Listing, LiveTool } from '../mcp/connect.ts';
+import type { Listing, LiveTool } from '../../../runtime/mcp-client/connect.ts';
 
-/** A source's name: lower-case letters, digits and `-`, a letter first, at most 24 characters. */
-export const SOURCE_NAME = /^[a-z][a-z0-9-]{0,23}$/;
+export { SOURCE_NAME } from '../../../runtime/mcp-client/config.ts';
 
 /** The largest definition imported (description and schemas included), in bytes of canonical JSON. */
 export const MAX_DEFINITION_BYTES = 64 * 1024;

@@ -31,9 +31,9 @@ import { readListing } from '../mcp/read.ts';
 import { insertSource, sourceByName, upsertPin } from './repository.ts';
 import type { PinRow, SourceAuth, SourceRow } from './types.ts';
 
-/** Defaults of a source: its tool list read again at most every second; 30 s per call. */
-export const DEFAULT_DEFINITION_MAX_AGE_MS = 1000;
-export const DEFAULT_TIMEOUT_MS = 30_000;
+import { DEFAULT_DEFINITION_MAX_AGE_MS, DEFAULT_TIMEOUT_MS } from '../../../runtime/mcp-client/config.ts';
+
+export { DEFAULT_DEFINITION_MAX_AGE_MS, DEFAULT_TIMEOUT_MS };
 
 /** The identity of a source as a request names it (the secret by reference only). */
 export type AuthInput =

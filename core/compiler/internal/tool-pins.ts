@@ -34,6 +34,26 @@ function leafTools(n: GraphNode | LeafSpec | undefined, out: Set<string>): void 
   }
 }
 
+/**
+ * Every tool the graph can call, with the seat that calls it (null for a seatless step), sorted by seat
+ * then tool: each seat's `allowed_tools`, and the tools its steps call by themselves. A crew bundle's
+ * issuer (cell/edge/crew-source.ts) and a device (edge/mcp-tools.ts) judge a crew's tools from it.
+ */
+export function graphToolUses(
+  nodes: readonly GraphNode[],
+  seats: Readonly<Record<string, SeatSpec>>,
+): { tool: string; seat: string | null }[] {
+  const used = new Map<string, { tool: string; seat: string | null }>();
+  const use = (tool: string, seat: string | null) => used.set(`${seat ?? ''}\u0000${tool}`, { tool, seat });
+  for (const [id, s] of Object.entries(seats)) for (const t of s.authority.allowed_tools) use(t, id);
+  for (const n of nodes) {
+    const out = new Set<string>();
+    leafTools(n, out);
+    for (const t of out) use(t, 'seat' in n && typeof n.seat === 'string' ? n.seat : null);
+  }
+  return [...used].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, u]) => u);
+}
+
 /** `{ tool: pin }` for the pinned tools the graph can call, keys sorted; undefined when it calls none. */
 export function graphToolPins(
   nodes: readonly GraphNode[],

@@ -104,6 +104,8 @@ export async function governedToolCall(
       ...(effect !== null ? { effect_key: effect.key } : {}),
       ...(ctx.graph.tool_pins && Object.hasOwn(ctx.graph.tool_pins, name) ? { tool_pin: ctx.graph.tool_pins[name]! } : {}),
     };
+    // The pin the call is held to (an imported tool): the journal says under which definition it acted.
+    if (callCtx.tool_pin !== undefined) data.pin = callCtx.tool_pin;
     const mark = effect !== null ? { key: effect.key, resolved: settled?.resolution !== undefined } : undefined;
     const once = async () => {
       Object.assign(data, await ctx.beginCall(stepId, 'tool', { tool: name, args }, mark));

@@ -1,7 +1,9 @@
 /**
- * Connections to the catalog's sources, with the reference SDK's client
- * (`@modelcontextprotocol/sdk`): Streamable HTTP for sources registered by
- * URL, stdio for the sources of the cell's configuration.
+ * Connections to MCP servers, with the reference SDK's client
+ * (`@modelcontextprotocol/sdk`): Streamable HTTP for the cell's sources
+ * registered by URL, stdio for the sources of a program's configuration
+ * (`--tool-sources`, ./config.ts: the cell's and a device's, edge/mcp-tools.ts).
+ * Shared by the cell's catalog (cell/tools/) and a device's (edge/).
  *
  * - Every HTTP request leaves through the tools module's dispatcher (the
  *   network floor, runtime/ssrf.ts: the address dialled is the address
@@ -26,9 +28,23 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ListToolsResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { fetch as undiciFetch, type Dispatcher } from 'undici';
-import { definitionPin, pinnedDefinition, type PinnedDefinition } from '../../../core/catalog/pin.ts';
-import type { Logger } from '../../context.ts';
-import type { SourceRow } from '../sources/types.ts';
+import { definitionPin, pinnedDefinition, type PinnedDefinition } from '../../core/catalog/pin.ts';
+import type { Logger } from '../log.ts';
+
+/**
+ * A source as a connection needs it: the cell's stored source row (cell/tools/sources/types.ts) has these
+ * and more; a device makes one for each stdio source of its configuration (edge/mcp-tools.ts).
+ */
+export interface SourceEndpoint {
+  source_id: string;
+  name: string;
+  transport: 'http' | 'stdio';
+  /** The server's URL; null for a stdio source, whose command only the program's configuration holds. */
+  url: string | null;
+  timeout_ms: number;
+  /** A new version of the source gets new sessions. */
+  updated_at: number;
+}
 
 /** The largest answer the cell reads from a source's server (one HTTP response, or one stdio message). */
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
@@ -50,7 +66,7 @@ export function withCredentials<T>(c: RequestCredentials | null, fn: () => Promi
   return current.run(c, fn);
 }
 
-/** How a stdio source's server is started: from the cell's configuration only (../sources/config.ts). */
+/** How a stdio source's server is started: from the program's configuration only (./config.ts). */
 export interface StdioSpec {
   command: string;
   args: string[];
@@ -194,7 +210,7 @@ export class Connections {
     private readonly deps: {
       dispatcher: Dispatcher;
       log: Logger;
-      /** The command of a stdio source, from the cell's configuration; undefined: not configured here. */
+      /** The command of a stdio source, from the program's configuration; undefined: not configured here. */
       stdio(name: string): StdioSpec | undefined;
     },
   ) {}
@@ -202,10 +218,10 @@ export class Connections {
   /**
    * The open session of `source` for `identity`, opened now (inside the caller's credentials, so its
    * `initialize` carries them) when there is none; calls that ask meanwhile share the opening (which
-   * takes no call's signal, only the source's timeout). A stdio source not in this cell's
+   * takes no call's signal, only the source's timeout). A stdio source not in this program's
    * configuration throws `StdioNotConfigured`.
    */
-  session(source: SourceRow, identity: string): Promise<Session> {
+  session(source: SourceEndpoint, identity: string): Promise<Session> {
     const key = `${source.source_id}\u0000${source.updated_at}\u0000${identity}`;
     let s = this.#sessions.get(key);
     if (s !== undefined) {
@@ -248,10 +264,10 @@ export class Connections {
   }
 }
 
-/** A stdio source this cell's configuration does not name. */
+/** A stdio source this program's configuration does not name. */
 export class StdioNotConfigured extends Error {
   constructor(readonly source: string) {
-    super(`the stdio source ${source} is not in this cell's configuration`);
+    super(`the stdio source ${source} is not in this program's configuration`);
     this.name = 'StdioNotConfigured';
   }
 }
@@ -261,7 +277,7 @@ export class StdioNotConfigured extends Error {
  * one-off sessions of a registration or a review.
  */
 export async function openClient(
-  source: Pick<SourceRow, 'source_id' | 'name' | 'transport' | 'url' | 'timeout_ms'>,
+  source: Omit<SourceEndpoint, 'updated_at'>,
   deps: { dispatcher: Dispatcher; log: Logger; stdio(name: string): StdioSpec | undefined },
   key = '',
 ): Promise<Session> {
