@@ -65,14 +65,20 @@ export function toolsPort(
  * run's previous step (reserveBudget), its commit a write that rides in the
  * next one; so a model step is one commit. The reservation is the call's
  * intent (core BudgetPort.reserve `issued`): the port counts the run's
- * reservations of each step, read once a port (a drive) and then kept as it
- * makes them, so a call found in flight by a later drive is known without an
- * `intent` record.
+ * reservations of each step, read at a drive's first reservation and then
+ * kept as it makes them, so a call found in flight by a later drive is known
+ * without an `intent` record. The engine asks hasLedger before every drive's
+ * first step (core/engine/run.ts preflightBudget): the count is read again
+ * then, so a drive of this port after another cell's never counts from an
+ * older read.
  */
 export function budgetPort(ctx: TeamsContext, runId: string): BudgetPort {
   let issued: Promise<Map<string, Set<string>>> | null = null;
   return {
-    hasLedger: (agentId) => hasLedger(ctx, agentId),
+    hasLedger(agentId) {
+      issued = null;
+      return hasLedger(ctx, agentId);
+    },
     async reserve(agentId, amount, ref, minimum) {
       issued ??= reservationsByStep(ctx.core.store, runId);
       const byStep = await issued;

@@ -313,24 +313,13 @@ export async function upsertLedger(tx: Tx, agentId: string, limit: number, at: n
   );
 }
 
-export async function insertReservation(
-  tx: Tx,
-  r: { id: string; agentId: string; amount: number; runId: string; stepId: string; at: number },
-): Promise<void> {
-  // The run's own row: the ledger is not written (ledgerOf counts it until foldLedger does). Idempotent: a
-  // write staged with a journal append whose COMMIT's outcome was unknown may be applied again (runs/journal.ts).
-  await tx.run(
-    'INSERT INTO team_reservations (reservation_id, agent_id, amount, actual, run_id, step_id, created_at, committed_at, folded) VALUES (?, ?, ?, NULL, ?, ?, ?, NULL, 0) ON CONFLICT (reservation_id) DO NOTHING',
-    [r.id, r.agentId, r.amount, r.runId, r.stepId, r.at],
-  );
-}
-
 /**
  * Reserves for a run's model call with the ledger's decision in the same statement: `amount`, or
  * what the ledger has left when that is less but at least `minimum` (core/engine/budget.ts
  * grantTokens: whole tokens, never 0), as the run's own row. Returns the amount reserved, or null
  * when the ledger (absent, or with too little left) refused. What is left is the ledger's columns
- * less the rows not folded into them yet (ledgerOf). Idempotent by id (a write applied again).
+ * less the rows not folded into them yet (ledgerOf). Applied once (the runs module's writeWithDriver
+ * settles a commit of unknown outcome from the journal before it would apply the write again).
  */
 export async function reserveFromLedger(
   tx: Tx,
