@@ -61,6 +61,11 @@ export const REASONS = {
     codes: C,
     sentence: 'The decision approved another input than the step has now; it does not count and the step asks again.',
   },
+  approval_not_entitled: {
+    codes: F,
+    sentence:
+      'A journal carried back from a device records an approval the device was not entitled to take (an approver its key bundle did not carry with the permission, another digest, or decisions that do not meet the rule); the record is named.',
+  },
   approval_pending: { codes: [], sentence: 'Not a refusal: the run waits for a human approval (the reason of a waiting run).' },
   approval_rejected: { codes: [], runs: ['refused'], sentence: 'A named approver rejected the step.' },
   approval_timeout: { codes: [], runs: ['refused'], sentence: 'The approval step timed out before its quorum approved it.' },
@@ -140,8 +145,7 @@ export const REASONS = {
   },
   device_tools_unavailable: {
     codes: C,
-    sentence:
-      "The device cannot honour some of the crew's tools (not in its catalog, no workspace, or an approval it cannot take); the run was not started.",
+    sentence: "The device cannot honour some of the crew's tools (not in its catalog, or kv with no workspace); the run was not started.",
   },
   disk_full: { codes: S, sentence: "The store's disk is full; it accepts no writes until there is room." },
   dpop_ath_mismatch: { codes: U, sentence: 'The DPoP proof `ath` is not the hash of the access token.' },

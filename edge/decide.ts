@@ -35,6 +35,8 @@ export interface EdgeAuth {
   scopes: string[];
   effective: string[];
   rate_limit_rpm: number | null;
+  /** The actors of an exchanged token (RFC 8693 `act`, current first); absent for API keys and plain tokens. */
+  actors?: string[];
   /** API keys: the key id and which of its secrets matched; null for tokens. */
   key_id: string | null;
   matched: 'current' | 'previous' | null;
@@ -118,6 +120,7 @@ export async function authenticateCredential(
     scopes: v.scopes,
     effective: v.effective,
     rate_limit_rpm: v.credential.rateLimitRpm,
+    ...(v.credential.actors.length > 0 ? { actors: v.credential.actors } : {}),
     key_id: null,
     matched: null,
   };

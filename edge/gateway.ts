@@ -22,6 +22,7 @@ import { dpopHeaderOf } from '../core/tokens/request.ts';
 import { checkClock, type DeviceState } from '../bundles/accept.ts';
 import { edgeAudience, tokenJudgeFromBundle } from '../bundles/token-trust.ts';
 import { verifiedLeafThumbprint } from '../runtime/peer-certificate.ts';
+import { nodeProofSignatures } from '../runtime/proof-signature.ts';
 import { authenticateCredential, type EdgeAuth, type LoadedKeys } from './decide.ts';
 import { jsonBodyGate } from '../runtime/json-body.ts';
 import {
@@ -135,7 +136,7 @@ export function createEdgeApp(
         audience: edgeAudience(rt.deviceId),
         replay: rt.replay ?? new MemoryReplayCache(),
         cache: new VerifiedTokenCache(),
-        dpopKeys: new DpopKeyCache(),
+        dpopKeys: new DpopKeyCache({ native: nodeProofSignatures }),
       })
     : null;
 

@@ -1,6 +1,6 @@
 /**
  * The edge program: `node dist/edge.mjs <command>` or the single executable `dist/edge <command>`.
- * Commands: init, trust, serve, verify-key, journal export, state adopt, attestation export|keys|verify, model keygen|sign.
+ * Commands: init, trust, serve, verify-key, journal export, approvals list, state adopt, attestation export|keys|verify, model keygen|sign.
  * EDGE_PROGRAM is the table `--help` is printed from (docs/edge.md); edge/bin.ts, the bundle's entry, runs it.
  * No top-level await: the same source is bundled as CommonJS for the Node SEA.
  */
@@ -34,6 +34,7 @@ import { MODEL_HELP, modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { mountMcp } from './mcp.ts';
 import { JOURNAL_HELP, journalCommand } from './journal-cli.ts';
+import { APPROVALS_HELP, approvalsCommand } from './approvals-cli.ts';
 import { STATE_HELP, stateCommand } from './state-cli.ts';
 import { ATTESTATION_EDGE_HELP, attestationCommand } from './attestation-cli.ts';
 import { EXIT, Refusal, UsageError, dispatch, fail, type Program } from '../runtime/cli.ts';
@@ -378,6 +379,7 @@ export const EDGE_PROGRAM: Program = {
       run: verifyKeyCommand,
     },
     journal: { summary: "a run's signed journal, for the cell", subcommands: JOURNAL_HELP, run: journalCommand },
+    approvals: { summary: 'the approvals waiting runs wait on', subcommands: APPROVALS_HELP, run: approvalsCommand },
     state: { summary: "the device's state file: seal the one an older release wrote", subcommands: STATE_HELP, run: stateCommand },
     attestation: {
       summary: "a device run's attestation: export, the device's keys, verify",

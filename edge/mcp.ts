@@ -14,9 +14,8 @@
  * the run as the route does, follows its journal (records and model
  * fragments as progress), and answers its output with a receipt signed by
  * the device key (the key of its journals; `GET /.well-known/cell-keys.json`
- * publishes it). Approvals at the edge are not this endpoint's: a crew with
- * an approval step is refused by the engine (`approval_unavailable`) as it
- * is on the route. A client's cancel stops the call and cancels the run (the
+ * publishes it). A run that waits on an approval ends the call `waiting`
+ * (approvers decide it at the approval route, edge/approvals.ts). A client's cancel stops the call and cancels the run (the
  * cancel route's function: the run ends `cancelled` before its next call).
  */
 import type { Hono, MiddlewareHandler } from 'hono';

@@ -6,10 +6,13 @@
  *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs         agent_teams.write
  *   GET  /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id} agent_teams.read
  *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/cancel agent_teams.write (its requester only)
+ *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/approvals/{step_id} agent_teams.approve (edge/approvals.ts)
  *   GET  /api/public/v1/admin/jobs/runs/{run_id}/journal                system.orchestration.admin.read
  *   GET  /api/public/v1/admin/jobs/runs/{run_id}/events/sse             system.orchestration.admin.read (run-events.ts)
  * A run executes on core's engine (runGraph) with the local model, the
- * device's budget ledgers, and a journal signed by the device key.
+ * device's budget ledgers, its approvals port (edge/approvals.ts) and a
+ * journal signed by the device key. Everything that writes a run's journal (a
+ * drive, a decision) runs one at a time per run, each from the journal on disk.
  */
 import type { Hono, MiddlewareHandler } from 'hono';
 import { notFound, invalid, ServiceError } from '../core/errors.ts';
@@ -18,6 +21,7 @@ import { PERMISSIONS } from '../core/permissions.ts';
 import { runGraph } from '../core/engine/run.ts';
 import type { EnginePorts, Graph, ModelPort } from '../core/engine/types.ts';
 import { memoryJournal } from '../core/journal/memory.ts';
+import type { JournalKind } from '../core/journal/record.ts';
 import type { DeviceState } from '../bundles/accept.ts';
 import type { CrewBundle } from '../bundles/crew-bundle.ts';
 import type { OpenedEnvelope } from '../bundles/envelope.ts';
@@ -33,6 +37,7 @@ import { newEdgeRun } from '../bundles/run-id.ts';
 import { mountRunEvents, RunStreams } from './run-events.ts';
 import { deviceBudget, interruptedRuns, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
 import { appendRunHead } from './run-log.ts';
+import { approvalsView, decisionBody, deviceApprovalsPort, judgeDecision, type EdgeDecider } from './approvals.ts';
 import { deviceToolsPort, unhonouredTools } from './tools.ts';
 
 const TERMINAL: readonly RunFile['state'][] = ['completed', 'failed', 'refused', 'cancelled'];
@@ -164,6 +169,20 @@ export function mountOffline(
   mountRunEvents(app, guard, streams, (id) => readRun(setup.dir, id)?.journal.records);
   /** The runs being driven now, by id: a cancel marks the object the drive holds, so its last write keeps the mark. */
   const driving = new Map<string, RunFile>();
+  /** Per run, the tail of its journal writers (drives and decisions): each starts when the one before has ended. */
+  const writers = new Map<string, Promise<void>>();
+  function serial<T>(runId: string, fn: () => Promise<T>): Promise<T> {
+    const p = (writers.get(runId) ?? Promise.resolve()).then(fn);
+    const tail = p.then(
+      () => undefined,
+      () => undefined,
+    );
+    writers.set(runId, tail);
+    void tail.then(() => {
+      if (writers.get(runId) === tail) writers.delete(runId);
+    });
+    return p;
+  }
 
   /** Drives a waiting run again at its wake-up time (a retry's backoff, a timer stage), from its journal. */
   function wakeAt(runId: string, at: number | null): void {
@@ -171,14 +190,27 @@ export function mountOffline(
     const timer = setTimeout(
       () => {
         const r = readRun(setup.dir, runId);
-        if (r?.run.state === 'waiting') void drive(r.run, r.journal);
+        if (r?.run.state === 'waiting') void drive(r.run);
       },
       Math.min(Math.max(0, at - rt.clock.now()), 2 ** 31 - 1),
     );
     timer.unref();
   }
 
-  async function drive(run: RunFile, existing?: JournalFile): Promise<void> {
+  /**
+   * Drives a run after its earlier writers, from its journal on disk (a decision recorded meanwhile is in it);
+   * a run that ended meanwhile is left as it is. `run` carries what the caller changed (a cancel's mark).
+   */
+  function drive(run: RunFile): Promise<void> {
+    return serial(run.run_id, async () => {
+      const cur = readRun(setup.dir, run.run_id);
+      if (cur === null || TERMINAL.includes(cur.run.state)) return;
+      const live = run.cancel_requested_by !== undefined ? { ...cur.run, cancel_requested_by: run.cancel_requested_by } : cur.run;
+      await driveNow(live, cur.journal.records.length > 0 ? cur.journal : undefined);
+    });
+  }
+
+  async function driveNow(run: RunFile, existing?: JournalFile): Promise<void> {
     driving.set(run.run_id, run);
     if (run.state === 'waiting') {
       run.state = 'running';
@@ -198,6 +230,13 @@ export function mountOffline(
       budget,
       // The device's catalog (edge/tools.ts), judged from the bundle's seats as at the cell.
       tools: deviceTools,
+      // Human approvals wait offline: requests on disk, decisions in this journal (edge/approvals.ts).
+      approvals: deviceApprovalsPort(
+        setup.dir,
+        run.run_id,
+        () => journal.records,
+        () => rt.clock.now(),
+      ),
       contracts: { get: async (id) => crew!.contracts.find((k) => k.id === id) },
       clock: rt.clock,
       // A cancel asked for (by the route or a client of /mcp) stops the run before its next call; a local
@@ -221,6 +260,7 @@ export function mountOffline(
         run_id: run.run_id,
         graph_hash: crew!.graph_hash,
         requester: run.requester,
+        ...(run.requester_actors !== undefined ? { requester_actors: run.requester_actors } : {}),
       });
       waitingUntil = r.waiting?.wake_at ?? null;
       Object.assign(run, {
@@ -258,7 +298,7 @@ export function mountOffline(
         writeRun(setup.dir, { ...r.run, state: 'refused', reason: 'graph_changed', updated_at: rt.clock.now() });
         continue;
       }
-      void drive(r.run, r.journal);
+      void drive(r.run);
     }
   }
 
@@ -280,7 +320,7 @@ export function mountOffline(
   }
 
   /** Starts an offline run of the bundle's crew for `requester` (the POST route and the MCP endpoint). */
-  async function start(crewId: string, requester: string, input: unknown): Promise<RunFile> {
+  async function start(crewId: string, requester: string, input: unknown, actors?: readonly string[]): Promise<RunFile> {
     assertStartable(crewId);
     const now = rt.clock.now();
     // The run id is derived from this device's id and a fresh nonce: the cell imports it from this device only.
@@ -291,6 +331,7 @@ export function mountOffline(
       crew_id: crew!.crew_id,
       graph_hash: crew!.graph_hash,
       requester,
+      ...(actors !== undefined && actors.length > 0 ? { requester_actors: [...actors] } : {}),
       input,
       state: 'running',
       output: null,
@@ -316,7 +357,8 @@ export function mountOffline(
       }
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('the body must be an object');
     }
-    const run = await start(c.req.param('crew_id'), c.get('auth').owner_id, body.input ?? null);
+    const auth = c.get('auth');
+    const run = await start(c.req.param('crew_id'), auth.owner_id, body.input ?? null, auth.actors);
     return c.json({ run_id: run.run_id, crew_id: run.crew_id, state: run.state, graph_hash: run.graph_hash }, 202);
   });
 
@@ -343,7 +385,7 @@ export function mountOffline(
     }
     const run: RunFile = { ...r.run, cancel_requested_by: caller, updated_at: rt.clock.now() };
     writeRun(setup.dir, run);
-    void drive(run, r.journal);
+    void drive(run);
     return run;
   }
 
@@ -356,16 +398,60 @@ export function mountOffline(
     );
   });
 
-  app.get(`${P}/:run_id`, guard(PERMISSIONS.teamsRead), (c) => {
-    const r = readRun(setup.dir, c.req.param('run_id'));
-    if (!r || r.run.crew_id !== c.req.param('crew_id')) throw notFound('run');
-    // Times as the cell answers them (ISO 8601 UTC); the run file keeps epoch milliseconds.
-    return c.json({
+  /** A run as the routes answer it: times as the cell answers them (ISO 8601 UTC), its approvals in the cell's shape. */
+  function runView(r: { run: RunFile; journal: JournalFile }) {
+    return {
       ...r.run,
       created_at: isoTime(r.run.created_at),
       updated_at: isoTime(r.run.updated_at),
       journal_records: r.journal.records.length,
+      ...approvalsView(setup.dir, r.run, r.journal),
+    };
+  }
+
+  app.get(`${P}/:run_id`, guard(PERMISSIONS.teamsRead), (c) => {
+    const r = readRun(setup.dir, c.req.param('run_id'));
+    if (!r || r.run.crew_id !== c.req.param('crew_id')) throw notFound('run');
+    return c.json(runView(r));
+  });
+
+  /**
+   * Records a decision on a waiting step, judged as the cell's approval route judges it (edge/approvals.ts):
+   * an `approval_received` record in the run's journal, signed by the device key, naming the approver, its
+   * chain, the digest it approved and the key bundle it was judged with. Then the waiting run is driven again.
+   */
+  function decide(crewId: string, runId: string, stepId: string, decider: EdgeDecider, body: ReturnType<typeof decisionBody>) {
+    return serial(runId, async () => {
+      const r = readRun(setup.dir, runId);
+      if (!r || r.run.crew_id !== crewId) throw notFound('run');
+      const fields = judgeDecision(setup.dir, r.run, r.journal, stepId, decider, body.decision, body.comment, rt.keys?.version ?? null);
+      const journal = memoryJournal(runId, signer, { records: r.journal.records, blobs: new Map(Object.entries(r.journal.values)) });
+      // Not a kind the engine writes (the port's type names those): the cell appends it beside them too.
+      await journal.port.append({ ...fields, kind: fields.kind as JournalKind, at: rt.clock.now() }, { input: null, output: null });
+      writeJournal(setup.dir, runId, { records: journal.records, values: Object.fromEntries(journal.blobs) });
+      return r.run;
     });
+  }
+
+  app.post(`${P}/:run_id/approvals/:step_id`, guard(PERMISSIONS.teamsApprove), async (c) => {
+    let body: unknown;
+    try {
+      body = JSON.parse(await c.req.text()) as unknown;
+    } catch {
+      throw malformedRequest('malformed JSON body');
+    }
+    const decision = decisionBody(body);
+    const auth = c.get('auth');
+    const runId = c.req.param('run_id');
+    const run = await decide(
+      c.req.param('crew_id'),
+      runId,
+      c.req.param('step_id'),
+      { principal: auth.owner_id, actors: auth.actors },
+      decision,
+    );
+    if (run.state === 'waiting') void drive(run);
+    return c.json(runView(readRun(setup.dir, runId)!), 200);
   });
 
   app.get('/api/public/v1/admin/jobs/runs/:run_id/journal', guard(PERMISSIONS.jobsRead), (c) => {
@@ -390,7 +476,7 @@ export interface OfflineRuns {
   crew: CrewBundle | null;
   /** The device key: it signs the journals, and the MCP receipts. */
   signer: Signer;
-  start(crewId: string, requester: string, input: unknown): Promise<RunFile>;
+  start(crewId: string, requester: string, input: unknown, actors?: readonly string[]): Promise<RunFile>;
   /** Cancels a run of the bundle's crew for `caller` (its requester only), as the cancel route does. */
   cancel(runId: string, caller: string): RunFile;
   read(runId: string): { run: RunFile; journal: JournalFile } | null;

@@ -22,6 +22,8 @@ export interface RunFile {
   crew_id: string;
   graph_hash: string;
   requester: string;
+  /** The actors of the token the run was requested with (RFC 8693 `act`, current first): two-person approvals exclude them too. */
+  requester_actors?: string[];
   /** The run's input, kept so a run interrupted by a crash is driven again from its journal. */
   input: unknown;
   state: 'running' | 'completed' | 'failed' | 'refused' | 'cancelled' | 'waiting';

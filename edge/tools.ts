@@ -21,9 +21,10 @@
  * so two calls cannot interleave).
  *
  * `unhonouredTools` says which tools of a crew the device cannot honour
- * (a tool outside this catalog, kv without a workspace in the bundle, a call
- * that would wait for a human approval, which a device cannot take yet):
- * the edge refuses such a crew's runs before they start, naming them.
+ * (a tool outside this catalog, kv without a workspace in the bundle): the
+ * edge refuses such a crew's runs before they start, naming them. A call that
+ * waits for a human approval (`ask`, or `auto-read` for a write) waits on the
+ * device's approvals port (edge/approvals.ts), as at the cell.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -164,8 +165,7 @@ function nodeTools(n: GraphNode | LeafSpec): string[] {
 /**
  * The tools of a crew's graph the device cannot honour (by seat, then tool), empty when it can run every
  * one: each seat's granted tools and every tool a step calls must be in the device's catalog; kv needs the
- * bundle's workspace; a call that would wait for a human approval (`ask`, or `auto-read` for a tool with
- * side effects) cannot be decided on a device yet.
+ * bundle's workspace. (A call that waits for a human approval is honoured: it waits on the device.)
  */
 export function unhonouredTools(graph: Graph, workspaceId: string | null): UnhonouredTool[] {
   const used = new Map<string, { tool: string; seat: string | null }>();
@@ -175,15 +175,12 @@ export function unhonouredTools(graph: Graph, workspaceId: string | null): Unhon
   const out: UnhonouredTool[] = [];
   for (const [, { tool, seat }] of [...used].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     const t = BUILTIN_TOOLS.get(tool) ?? HTTP_TOOLS.get(tool);
-    const mode = seat === null ? null : (graph.seats[seat]?.authority.permission_mode ?? null);
     const why =
       t === undefined
         ? `not in the device catalog (${DEVICE_TOOL_NAMES.join(', ')})`
         : workspaceId === null && tool.startsWith('kv.')
           ? 'the crew bundle names no workspace'
-          : mode === 'ask' || (mode === 'auto-read' && t.side_effects)
-            ? `a call waits for a human approval (mode ${mode}), which this device cannot take`
-            : null;
+          : null;
     if (why !== null) out.push({ tool, seat, why });
   }
   return out;

@@ -368,14 +368,22 @@ export function bodyTooLarge(limitBytes: number): ServiceError {
  * The body size gate both hosts put in front of their routes: a body past
  * `limitBytes` (declared or streamed) is refused with `bodyTooLarge`. The
  * cell also calls it as a step (`gate(c, rest)`) for a body of undeclared length.
+ * GET and HEAD pass without a look: @hono/node-server gives them no body, and
+ * asking for one (`c.req.raw.body`, which Hono's bodyLimit does first) builds
+ * a full Request object, about 6 µs of every GET at the edge (bench/RESULTS.md,
+ * "Issue 40: the edge's DPoP").
  */
 export function bodyLimitGate<E extends Env>(limitBytes: number): MiddlewareHandler<E> {
-  return bodyLimit({
+  const limit = bodyLimit({
     maxSize: limitBytes,
     onError: () => {
       throw bodyTooLarge(limitBytes);
     },
   });
+  return function bodyLimitOrGet(c, next) {
+    const method = c.req.method;
+    return method === 'GET' || method === 'HEAD' ? next() : limit(c, next);
+  };
 }
 
 /**

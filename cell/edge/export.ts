@@ -16,7 +16,9 @@ import { callerHolding } from '../iam/api.ts';
 import { buildKeyBundle, type BundleOwner, type TokenTrust } from '../../bundles/key-bundle.ts';
 import { buildCrewBundle, type CrewContent, type ModelReference } from '../../bundles/crew-bundle.ts';
 import type { EdgeContext } from './context.ts';
-import { insertCrewGraph, latestBundleVersion, nextBundleVersion } from './repository.ts';
+import { insertCrewGraph, insertKeyBundle, latestBundleVersion, nextBundleVersion } from './repository.ts';
+import { grants } from '../../core/authority/scopes.ts';
+import { PERMISSIONS } from '../../core/permissions.ts';
 
 /** Default lifetime of a key bundle: a week, long enough to carry it, short enough to bound stale keys. */
 export const DEFAULT_KEY_BUNDLE_TTL_SECONDS = 7 * 24 * 3600;
@@ -182,8 +184,26 @@ export async function issueKeyBundle(
       subjects,
       tokens,
     });
+    const approvers = bundleApprovers(records, subjects);
+    await store.write((tx) => insertKeyBundle(tx, { device_id: deviceId, version, issued_at: now, expires_at: now + ttl, approvers }));
     return { text, version, issued_at: now, expires_at: now + ttl };
   }
+}
+
+/**
+ * The principals a key bundle lets decide approvals on its device: those it carries active with
+ * agent_teams.approve, as the bundle lists its owners (a key's owner as its record says, then the
+ * other subjects). Kept per issued bundle, for re-judging the device's decisions on import.
+ */
+function bundleApprovers(records: readonly KeyRecord[], subjects: Record<string, BundleOwner>): string[] {
+  const owners = new Map<string, BundleOwner>();
+  for (const r of records)
+    if (!owners.has(r.owner_id)) owners.set(r.owner_id, { status: r.owner_status, permissions: [...r.owner_permissions] });
+  for (const [id, o] of Object.entries(subjects)) if (!owners.has(id)) owners.set(id, o);
+  return [...owners]
+    .filter(([, o]) => o.status === 'active' && grants(o.permissions, PERMISSIONS.teamsApprove))
+    .map(([id]) => id)
+    .sort();
 }
 
 export async function issueCrewBundle(

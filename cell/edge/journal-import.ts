@@ -8,6 +8,7 @@
  *   3. the run ended, and its outcome is the one its records end with (`outcome_mismatch`);
  *   4. a fork's claimed parent is a journal imported here, and the lineage verifies against it
  *      (`parent_unknown`, `journal_invalid`);
+ *   4b. every approval it records is one the device was entitled to take (import-approvals.ts);
  *   5. a `completed` journal replays to completion on the graph a crew bundle of this cell carried
  *      under its graph hash (core/engine/replay.ts): one cut short and ended by hand does not;
  *   6. the same export again is idempotent; a longer journal of the same run that extends the stored
@@ -30,6 +31,7 @@ import type { AuthContext } from '../context.ts';
 import type { EdgeContext } from './context.ts';
 import type { DeviceRow } from './devices.ts';
 import * as repo from './repository.ts';
+import { checkApprovals } from './import-approvals.ts';
 
 /** Forks of forks followed at most this deep to a journal that is not a fork. */
 const MAX_LINEAGE_DEPTH = 16;
@@ -101,6 +103,7 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
   if (problem !== null)
     await refuse('outcome_mismatch', `the journal's outcome does not match its records: ${problem}`, 'forbidden', { run_id: runId });
   await checkLineage(ctx, device, p, refuse);
+  await checkApprovals(ctx, device.device_id, p, () => graphOf(ctx, p.run.graph_hash), refuse);
   if (p.run.outcome === 'completed') {
     const graph = await graphOf(ctx, p.run.graph_hash);
     if (graph === undefined) {

@@ -150,6 +150,26 @@ export async function crewGraphByHash(db: Reader, graphHash: string): Promise<st
   return r ? str(r, 'graph') : undefined;
 }
 
+/** Records who a key bundle issued to a device let decide approvals. */
+export async function insertKeyBundle(
+  tx: Tx,
+  b: { device_id: string; version: number; issued_at: number; expires_at: number | null; approvers: readonly string[] },
+): Promise<void> {
+  await tx.run('INSERT INTO edge_key_bundles (device_id, version, issued_at, expires_at, approvers) VALUES (?, ?, ?, ?, ?)', [
+    b.device_id,
+    b.version,
+    b.issued_at,
+    b.expires_at,
+    JSON.stringify(b.approvers),
+  ]);
+}
+
+/** The approvers a key bundle of `version` issued to `deviceId` carried, or undefined when no such bundle was issued. */
+export async function keyBundleApprovers(db: Reader, deviceId: string, version: number): Promise<string[] | undefined> {
+  const r = await db.get('SELECT approvers FROM edge_key_bundles WHERE device_id = ? AND version = ?', [deviceId, version]);
+  return r ? (JSON.parse(str(r, 'approvers')) as string[]) : undefined;
+}
+
 export async function insertJournal(tx: Tx, j: JournalRow & { imported_by: string }): Promise<void> {
   await tx.run(
     'INSERT INTO edge_journals (run_id, device_id, crew_id, graph_hash, outcome, record_count, hash, export, imported_at, imported_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',

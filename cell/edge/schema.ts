@@ -49,4 +49,18 @@ export const EDGE_MIGRATIONS: readonly Migration[] = [
     ALTER TABLE edge_devices ADD COLUMN status_at INTEGER;
     ALTER TABLE edge_devices ADD COLUMN status_by TEXT`,
   },
+  {
+    // Who each key bundle issued to a device let decide approvals (active principals it carried with
+    // agent_teams.approve): a journal carried back is re-judged against the bundle its decisions name
+    // (cell/edge/import-approvals.ts).
+    id: 'edge-006-key-bundle-approvers',
+    sql: `CREATE TABLE edge_key_bundles (
+      device_id TEXT NOT NULL,
+      version INTEGER NOT NULL,
+      issued_at INTEGER NOT NULL,
+      expires_at INTEGER,
+      approvers TEXT NOT NULL,             -- JSON array of principal ids
+      PRIMARY KEY (device_id, version)
+    )`,
+  },
 ];

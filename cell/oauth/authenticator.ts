@@ -33,6 +33,7 @@ import {
 } from '../../core/tokens/judge.ts';
 import { tokenRefusal } from '../../core/tokens/refusal.ts';
 import { dpopHeaderOf } from '../../core/tokens/request.ts';
+import { nodeProofSignatures } from '../../runtime/proof-signature.ts';
 import { verifiedLeafThumbprint } from '../../runtime/peer-certificate.ts';
 import type { AppEnv, AuthContext, Authenticator } from '../context.ts';
 import type { Principal } from '../iam/api.ts';
@@ -87,7 +88,7 @@ function judgeFor(
   const lookups: Omit<TokenJudgeConfig<CellTokenSubject>, 'keys' | 'issuer' | 'audience'> = {
     replay: ctx.replay,
     dpopWindow: OAUTH.dpopWindow,
-    dpopKeys: new DpopKeyCache(),
+    dpopKeys: new DpopKeyCache({ native: nodeProofSignatures }),
     ...(cache ? { cache } : {}),
     isRevoked,
     async subject(id) {

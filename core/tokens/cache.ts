@@ -10,7 +10,7 @@
 import type { AccessTokenClaims } from './access-token.ts';
 
 export class VerifiedTokenCache {
-  readonly #entries = new Map<string, AccessTokenClaims>();
+  readonly #entries = new Map<string, { claims: AccessTokenClaims; ath?: string }>();
   constructor(private readonly maxEntries = 20_000) {}
 
   get size(): number {
@@ -18,13 +18,24 @@ export class VerifiedTokenCache {
   }
 
   get(token: string): AccessTokenClaims | undefined {
-    return this.#entries.get(token);
+    return this.#entries.get(token)?.claims;
   }
 
   /** Remembers verified claims; when full, starts over (cheaper than LRU; a miss only costs one verification). */
   set(token: string, claims: AccessTokenClaims): void {
     if (this.#entries.size >= this.maxEntries) this.#entries.clear();
-    this.#entries.set(token, claims);
+    this.#entries.set(token, { claims });
+  }
+
+  /** The DPoP `ath` of a cached token (core/tokens/ath.ts), once `setAth` kept it: a bound token is hashed once, not on every request. */
+  ath(token: string): string | undefined {
+    return this.#entries.get(token)?.ath;
+  }
+
+  /** Keeps the `ath` of a token already cached (nothing for another). */
+  setAth(token: string, ath: string): void {
+    const e = this.#entries.get(token);
+    if (e) e.ath = ath;
   }
 
   delete(token: string): void {

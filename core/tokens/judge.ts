@@ -40,6 +40,7 @@
 import type { JWTVerifyGetKey } from 'jose';
 import { intersectSelectors } from '../authority/scopes.ts';
 import { issuerAccepted, verifyAccessToken, type AccessTokenClaims } from './access-token.ts';
+import { accessTokenHash } from './ath.ts';
 import type { VerifiedTokenCache } from './cache.ts';
 import { checkConfirmation } from './cnf.ts';
 import { actorsOf, DEFAULT_MAX_ACT_DEPTH, linksOf } from './delegation.ts';
@@ -196,12 +197,18 @@ async function judge<S extends TokenSubject>(
     if (claims.cnf?.jkt !== undefined) {
       if (facts.scheme !== 'dpop') throw new TokenError('dpop_required', 'a DPoP-bound token is presented with the DPoP scheme');
       if (facts.dpop === null) throw new TokenError('dpop_required', 'a DPoP-bound token needs a DPoP proof');
+      let ath = config.cache?.ath(token);
+      if (ath === undefined) {
+        ath = await accessTokenHash(token);
+        config.cache?.setAth(token, ath);
+      }
       const proof = await verifyDpopProof(facts.dpop, {
         htm: facts.method,
         htu: facts.uri,
         now: facts.now,
         replay: config.replay,
         accessToken: token,
+        accessTokenHash: ath,
         ...(config.dpopWindow ? { window: config.dpopWindow } : {}),
         ...(config.dpopKeys ? { keys: config.dpopKeys } : {}),
       });

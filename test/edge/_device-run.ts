@@ -29,8 +29,10 @@ export async function crewOnDevice(
   deviceId: string,
   trust: { kid: string; jwk: JsonWebKey }[],
   cap: Record<string, unknown> = { allowed_tools: [], permission_mode: 'auto', clearance_level: 0 },
+  /** More of the formation (its `pre` and `post` stages). */
+  formation: Record<string, unknown> = {},
 ): Promise<{ crewId: string; graph: Graph; graphHash: string; workspaceId: string | null }> {
-  const f = await must(t, 'POST', `${T}/formations`, { name: `field-${Math.random().toString(16).slice(2, 8)}` });
+  const f = await must(t, 'POST', `${T}/formations`, { name: `field-${Math.random().toString(16).slice(2, 8)}`, ...formation });
   const assignments: Record<string, string> = {};
   for (const role of ['inspector', 'reviewer']) {
     const b = await must(t, 'POST', `${T}/formations/${f.formation_id}/billets`, {

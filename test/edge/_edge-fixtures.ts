@@ -8,7 +8,8 @@ import { buildModelManifest } from '../../bundles/model-manifest.ts';
 import { buildKeyBundle } from '../../bundles/key-bundle.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
 import { compileFormation } from '../../core/compiler/compile.ts';
-import type { BilletInput } from '../../core/compiler/types.ts';
+import type { BilletInput, StageSpec } from '../../core/compiler/types.ts';
+import type { KeyRecord } from '../../core/apikey/verify.ts';
 import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 import { initialState, writeFileDurable, writeState, type DeviceFile, type TrustFile } from '../../edge/files.ts';
 import { emptyDeviceState } from '../../bundles/accept.ts';
@@ -23,8 +24,12 @@ export const SECRET = 'svck_live_' + 'E'.repeat(43);
 export type BilletPolicy = Pick<BilletInput, 'timeout_ms' | 'retry' | 'tool_choice'> & Partial<Pick<BilletInput, 'authority_cap'>>;
 
 /** A two-seat sequential crew compiled by core's compiler, with short answers; `policies` by billet id (a, b). */
-export function compiledCrew(maxTokens = 16, policies: { a?: BilletPolicy; b?: BilletPolicy } = {}) {
-  const formation = { name: 'field', coordination_policy: 'sequential' as const, limits: { default_max_tokens: maxTokens } };
+export function compiledCrew(
+  maxTokens = 16,
+  policies: { a?: BilletPolicy; b?: BilletPolicy } = {},
+  stages: { pre?: StageSpec[]; post?: StageSpec[] } = {},
+) {
+  const formation = { name: 'field', coordination_policy: 'sequential' as const, limits: { default_max_tokens: maxTokens }, ...stages };
   const billets = [
     { id: 'a', role_label: 'inspector', authority_cap: {}, position: 0, ...policies.a },
     { id: 'b', role_label: 'reviewer', authority_cap: {}, position: 1, ...policies.b },
@@ -55,6 +60,10 @@ export async function edgeWorld(
     tokens?: { keys: { kid: string; x: string }[]; revoked?: [string, number][] };
     /** The crew's workspace (the kv tools' storage on the device); absent as in bundles before device tools. */
     workspaceId?: string;
+    /** Stages around the team (a human_approval before it, ...). */
+    stages?: { pre?: StageSpec[]; post?: StageSpec[] };
+    /** More keys in the bundle: an owner's key with its scopes (all other fields as the first key's). */
+    extraKeys?: { key_id: string; owner_id: string; secret: string; scopes: string[] }[];
   } = {},
 ) {
   const dir = mkdtempSync(join(tmpdir(), 'edge-dev-'));
@@ -86,7 +95,7 @@ export async function edgeWorld(
       model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256 },
     }),
   );
-  const compiled = compiledCrew(opts.maxTokens, opts.policies);
+  const compiled = compiledCrew(opts.maxTokens, opts.policies, opts.stages);
   const crew: CrewContent = {
     crew_id: 'crw_1',
     name: 'field crew',
@@ -115,6 +124,26 @@ export async function edgeWorld(
     }),
   );
   const keysPath = join(dir, 'keys.bundle.json');
+  const WIDE = ['agent_teams', 'system.orchestration.admin.read', 'edge.read'];
+  /** The key records of the bundle (an active owner's key with its scopes), also for a test that issues a newer one. */
+  const keyRecords: KeyRecord[] = [
+    { key_id: 'key_1', owner_id: 'usr_1', secret: SECRET, scopes: WIDE },
+    ...(opts.narrowKey ? [{ key_id: 'key_2', owner_id: 'usr_1', secret: NARROW_SECRET, scopes: ['edge.read'] }] : []),
+    ...(opts.otherOwnerKey ? [{ key_id: 'key_3', owner_id: 'usr_2', secret: OTHER_SECRET, scopes: WIDE }] : []),
+    ...(opts.extraKeys ?? []),
+  ].map((k) => ({
+    key_id: k.key_id,
+    owner_id: k.owner_id,
+    owner_status: 'active',
+    status: 'active',
+    hashes: [{ hash: hashSecret(k.secret), not_after: null }],
+    expires_at: null,
+    owner_permissions: ['*'],
+    scopes: k.scopes,
+    rate_limit_rpm: null,
+    allowed_ips: [],
+    allowed_regions: [],
+  }));
   writeFileSync(
     keysPath,
     await buildKeyBundle({
@@ -124,55 +153,7 @@ export async function edgeWorld(
       version: 1,
       issuedAt: T0,
       expiresAt: T0 + 86_400_000,
-      records: [
-        {
-          key_id: 'key_1',
-          owner_id: 'usr_1',
-          owner_status: 'active',
-          status: 'active',
-          hashes: [{ hash: hashSecret(SECRET), not_after: null }],
-          expires_at: null,
-          owner_permissions: ['*'],
-          scopes: ['agent_teams', 'system.orchestration.admin.read', 'edge.read'],
-          rate_limit_rpm: null,
-          allowed_ips: [],
-          allowed_regions: [],
-        },
-        ...(opts.narrowKey
-          ? [
-              {
-                key_id: 'key_2',
-                owner_id: 'usr_1',
-                owner_status: 'active' as const,
-                status: 'active' as const,
-                hashes: [{ hash: hashSecret(NARROW_SECRET), not_after: null }],
-                expires_at: null,
-                owner_permissions: ['*'],
-                scopes: ['edge.read'],
-                rate_limit_rpm: null,
-                allowed_ips: [],
-                allowed_regions: [],
-              },
-            ]
-          : []),
-        ...(opts.otherOwnerKey
-          ? [
-              {
-                key_id: 'key_3',
-                owner_id: 'usr_2',
-                owner_status: 'active' as const,
-                status: 'active' as const,
-                hashes: [{ hash: hashSecret(OTHER_SECRET), not_after: null }],
-                expires_at: null,
-                owner_permissions: ['*'],
-                scopes: ['agent_teams', 'system.orchestration.admin.read', 'edge.read'],
-                rate_limit_rpm: null,
-                allowed_ips: [],
-                allowed_regions: [],
-              },
-            ]
-          : []),
-      ],
+      records: keyRecords,
       tombstones: [],
       ...(opts.tokens
         ? {
@@ -197,6 +178,7 @@ export async function edgeWorld(
     keysPath,
     crew,
     devKid: dev.kid,
+    keyRecords,
   };
 }
 

@@ -9,7 +9,8 @@ export async function start(w: Awaited<ReturnType<typeof edgeWorld>>) {
   // Ample: runToEnd polls a run until it ends (the gateway's rate limit has tests of its own).
   const { rt, setup } = await offlineRuntime(w, { capacity: 10_000, refillPerSecond: 1000 });
   const app = createEdgeApp(rt, (a, guard) => mountOffline(a, guard, rt, setup));
-  const req = async (method: string, path: string, body?: unknown, secret = SECRET) => {
+  /** A request with the world's key (or `secret`); `socket` adds to the connection's (a TLS client certificate). */
+  const req = async (method: string, path: string, body?: unknown, secret = SECRET, socket: Record<string, unknown> = {}) => {
     const r = await app.request(
       path,
       {
@@ -17,7 +18,7 @@ export async function start(w: Awaited<ReturnType<typeof edgeWorld>>) {
         headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       },
-      { incoming: { socket: { remoteAddress: '127.0.0.1' } } },
+      { incoming: { socket: { remoteAddress: '127.0.0.1', ...socket } } },
     );
     return { status: r.status, body: (await r.json()) as any };
   };

@@ -6,62 +6,15 @@
 // Needs `node scripts/build.mjs` (dist/edge.mjs) and edge-runtime/.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { findRuntime } from '../../runtime/local-model.ts';
+import { rmSync } from 'node:fs';
 import { edgeWorld, SECRET, T0 } from './_edge-fixtures.ts';
-import { edgeListening } from './_listening.ts';
-
-const EDGE = resolve(import.meta.dirname, '../../dist/edge.mjs');
-
-function why(): string | false {
-  if (!existsSync(EDGE)) return 'dist/edge.mjs missing: run node scripts/build.mjs';
-  try {
-    findRuntime();
-  } catch {
-    return 'edge-runtime/ is not installed (npm install --prefix edge-runtime --omit=optional)';
-  }
-  return false;
-}
+import { edgeProgramMissing as why, serveWorld, stopEdge, untilRun } from './_edge-process.ts';
 
 type World = Awaited<ReturnType<typeof edgeWorld>>;
 
-async function serve(w: World, offsetMs: number, failModelCalls: number): Promise<{ url: string; proc: ChildProcess; out: () => string }> {
-  const proc = spawn(
-    process.execPath,
-    [
-      EDGE,
-      'serve',
-      '--data',
-      w.dir,
-      '--bundle',
-      w.keysPath,
-      '--crew-bundle',
-      w.crewPath,
-      '--model',
-      w.modelPath,
-      '--model-manifest',
-      w.manifestPath,
-      '--port',
-      '0',
-      `--now-offset-ms=${offsetMs}`,
-    ],
-    {
-      env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1', AGENT_CELL_EDGE_TEST_FAIL_MODEL_CALLS: String(failModelCalls) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  const { url, out } = await edgeListening(proc, 60_000);
-  return { url, proc, out };
-}
-
-async function kill(p: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-  if (p.exitCode !== null || p.signalCode !== null) return;
-  const done = new Promise((r) => p.once('exit', r));
-  p.kill(signal);
-  await done;
-}
+const serve = (w: World, offsetMs: number, failModelCalls: number) =>
+  serveWorld(w, { offsetMs, env: { AGENT_CELL_EDGE_TEST_FAIL_MODEL_CALLS: String(failModelCalls) } });
+const kill = stopEdge;
 
 async function call(url: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
   const r = await fetch(url + path, {
@@ -74,16 +27,8 @@ async function call(url: string, method: string, path: string, body?: unknown): 
 
 const RUNS = '/api/public/v1/admin/agent-teams/crews/crw_1/runs';
 
-/** Polls the run until `pred` holds (bounded generously: the machine may be busy). */
-async function until(url: string, runId: string, pred: (r: any) => boolean): Promise<any> {
-  let last: any;
-  for (let i = 0; i < 1500; i++) {
-    last = (await call(url, 'GET', `${RUNS}/${runId}`)).body;
-    if (pred(last)) return last;
-    await new Promise((r) => setTimeout(r, 40));
-  }
-  assert.fail(`run ${runId} never reached the expected state: ${JSON.stringify(last)}`);
-}
+const until = (url: string, runId: string, pred: (r: any) => boolean) =>
+  untilRun(async () => (await call(url, 'GET', `${RUNS}/${runId}`)).body, pred);
 
 const ENDED = (r: any) => ['completed', 'failed', 'refused', 'cancelled'].includes(r.state);
 

@@ -7,11 +7,12 @@ import { accessTokenHash } from '../../../core/tokens/ath.ts';
 import { checkConfirmation } from '../../../core/tokens/cnf.ts';
 import { MemoryReplayCache } from '../../../core/tokens/replay.ts';
 import { isTokenError } from '../../../core/tokens/errors.ts';
+import { nodeProofSignatures } from '../../../runtime/proof-signature.ts';
 
 const NOW = Date.UTC(2026, 0, 1);
 const HTU = 'http://127.0.0.1:8080/api/public/v1/admin/audit';
 
-async function keyPair(alg: 'EdDSA' | 'ES256' = 'EdDSA') {
+async function keyPair(alg: 'EdDSA' | 'ES256' | 'ES384' | 'RS256' = 'EdDSA') {
   const kp = await generateKeyPair(alg, { extractable: true });
   const jwk = await exportJWK(kp.publicKey);
   return { ...kp, jwk, jkt: await calculateJwkThumbprint(jwk) };
@@ -158,4 +159,108 @@ test('with a key cache: the cached key still checks every signature, and a key i
     await code(verifyDpopProof(await proof(victim, { ath }), { ...opts(replay), keys, accessToken: 'another-token' })),
     'dpop_ath_mismatch',
   );
+});
+
+test('a proof whose header is cached gets the answer it gets without the cache, whatever its payload and signature', async () => {
+  const PARAMS = {
+    EdDSA: { name: 'Ed25519' },
+    ES256: { name: 'ECDSA', hash: 'SHA-256' },
+    ES384: { name: 'ECDSA', hash: 'SHA-384' },
+    RS256: { name: 'RSASSA-PKCS1-v1_5' },
+  };
+  for (const alg of ['EdDSA', 'ES256', 'ES384', 'RS256'] as const) {
+    const k = await keyPair(alg);
+    const other = await keyPair(alg);
+    const params = PARAMS[alg];
+    const b64 = (s: string | Uint8Array) => Buffer.from(s).toString('base64url');
+    const header = b64(JSON.stringify({ alg, typ: 'dpop+jwt', jwk: k.jwk }));
+    const signed = async (payload: string, key = k.privateKey) =>
+      `${header}.${payload}.${b64(new Uint8Array(await crypto.subtle.sign(params, key, new TextEncoder().encode(`${header}.${payload}`))))}`;
+    const claims = (over: Record<string, unknown>) =>
+      b64(JSON.stringify({ htm: 'GET', htu: HTU, iat: NOW / 1000, jti: crypto.randomUUID(), ...over }));
+    const valid = await signed(claims({}));
+    const [, vp, vs] = valid.split('.');
+    const variants: Record<string, string> = {
+      valid,
+      'iat a string': await signed(claims({ iat: String(NOW / 1000) })),
+      'iat missing': await signed(claims({ iat: undefined })),
+      'iat stale': await signed(claims({ iat: NOW / 1000 - 61 })),
+      'nbf ahead': await signed(claims({ nbf: NOW / 1000 + 1 })),
+      'nbf now': await signed(claims({ nbf: NOW / 1000 })),
+      'nbf a string': await signed(claims({ nbf: 'soon' })),
+      'exp past': await signed(claims({ exp: NOW / 1000 })),
+      'exp ahead': await signed(claims({ exp: NOW / 1000 + 1 })),
+      'exp null': await signed(claims({ exp: null })),
+      'jti short': await signed(claims({ jti: 'short' })),
+      'htm other': await signed(claims({ htm: 'POST' })),
+      'htu host in capitals': await signed(claims({ htu: HTU.replace('http://', 'HTTP://') })),
+      'htu elsewhere': await signed(claims({ htu: 'http://127.0.0.1:8081/api/public/v1/admin/audit' })),
+      'payload an array': await signed(b64('[1,2]')),
+      'payload null': await signed(b64('null')),
+      'payload not JSON': await signed(b64('{"htm":')),
+      'payload not UTF-8': await signed(b64(new Uint8Array([0x7b, 0xff, 0x7d]))),
+      'payload padded': await signed(`${claims({})}==`),
+      'payload with a non-ASCII character': await signed(`${claims({})}é`),
+      'signature by another key': await signed(claims({}), other.privateKey),
+      'signature padded': `${header}.${vp}.${vs}=`,
+      'signature cut': `${header}.${vp}.${vs!.slice(0, -4)}`,
+      'signature a character short': `${header}.${vp}.${vs!.slice(0, -1)}`,
+      'signature a character long': `${header}.${vp}.${vs}A`,
+      'signature five characters long': `${header}.${vp}.${vs}AAAAA`,
+      'signature empty': `${header}.${vp}.`,
+      'signature not base64url': `${header}.${vp}.${vs!.slice(0, -2)}+/`,
+      'a fourth segment': `${valid}.${vs}`,
+      'two segments': `${header}.${vp}`,
+      'the header alone': header,
+    };
+    // Web Crypto's check of the cached key, and node:crypto's (runtime/proof-signature.ts), as both programs have it.
+    const webCrypto = new DpopKeyCache();
+    const native = new DpopKeyCache({ native: nodeProofSignatures });
+    for (const keys of [webCrypto, native]) await verifyDpopProof(await signed(claims({})), { ...opts(), keys });
+    assert.ok(webCrypto.get(header) && webCrypto.get(header)!.check === null, 'the header is cached, for Web Crypto');
+    assert.ok(native.get(header)?.check, 'the header is cached, with the native check');
+    const answers: Record<string, [string, string, string]> = {};
+    for (const [name, p] of Object.entries(variants)) {
+      const without = await code(verifyDpopProof(p, opts()));
+      answers[name] = [
+        without,
+        await code(verifyDpopProof(p, { ...opts(), keys: webCrypto })),
+        await code(verifyDpopProof(p, { ...opts(), keys: native })),
+      ];
+    }
+    for (const [name, [without, cached, nativeCached]] of Object.entries(answers)) {
+      assert.equal(cached, without, `${alg}, ${name}`);
+      assert.equal(nativeCached, without, `${alg}, ${name}, native check`);
+    }
+    // The variants are refused for the reasons they should be (the cached path is not merely as lax as the other).
+    const expected: Record<string, string> = {
+      valid: 'accepted',
+      'iat a string': 'dpop_invalid',
+      'iat stale': 'dpop_stale',
+      'nbf ahead': 'dpop_invalid',
+      'nbf now': 'accepted',
+      'exp past': 'dpop_invalid',
+      'exp ahead': 'accepted',
+      'exp null': 'dpop_invalid',
+      'htu host in capitals': 'accepted',
+      'htu elsewhere': 'dpop_htu_mismatch',
+      'payload an array': 'dpop_invalid',
+      'payload not UTF-8': 'dpop_invalid',
+      'signature by another key': 'dpop_invalid',
+      'signature cut': 'dpop_invalid',
+      'a fourth segment': 'dpop_invalid',
+    };
+    for (const [name, want] of Object.entries(expected)) assert.equal(answers[name]![0], want, `${alg}, ${name}`);
+  }
+});
+
+test('a key cache keeps no header longer than 2,048 characters: such a proof still verifies, on the full path', async () => {
+  const k = await keyPair();
+  const keys = new DpopKeyCache();
+  const padded = () => proof(k, {}, { pad: 'x'.repeat(2000) });
+  const [header] = (await padded()).split('.');
+  assert.ok(header!.length > 2048);
+  assert.equal(await code(verifyDpopProof(await padded(), { ...opts(), keys })), 'accepted');
+  assert.equal(keys.get(header!), undefined);
+  assert.equal(await code(verifyDpopProof(await padded(), { ...opts(), keys })), 'accepted');
 });

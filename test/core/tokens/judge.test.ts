@@ -8,6 +8,8 @@ import { VerifiedTokenCache } from '../../../core/tokens/cache.ts';
 import { MemoryReplayCache } from '../../../core/tokens/replay.ts';
 import { accessTokenHash } from '../../../core/tokens/ath.ts';
 import { verifyAccessToken } from '../../../core/tokens/access-token.ts';
+import { DpopKeyCache } from '../../../core/tokens/dpop.ts';
+import { nodeProofSignatures } from '../../../runtime/proof-signature.ts';
 
 const NOW = Date.UTC(2026, 0, 1);
 const ISS = 'service://cell-test';
@@ -226,6 +228,32 @@ test('DPoP: the scheme and the binding go together; the proof is checked against
   const p = await proof(bound);
   assert.equal(await code(bound, { scheme: 'dpop', dpop: p }), 'ok');
   assert.equal(await code(bound, { scheme: 'dpop', dpop: p }), 'dpop_replay');
+});
+
+test("DPoP: each token's ath is its own, with the verified-token cache keeping it and the proof keys cached", async () => {
+  const w = await world();
+  const config = { ...w.config, dpopKeys: new DpopKeyCache({ native: nodeProofSignatures }) };
+  const kp = await generateKeyPair('Ed25519', { extractable: true });
+  const jwk = await exportJWK(kp.publicKey);
+  const jkt = await calculateJwkThumbprint(jwk);
+  const [a, b] = [await w.sign({ cnf: { jkt } }), await w.sign({ cnf: { jkt } })];
+  const proof = async (athOf: string) =>
+    new SignJWT({ htm: 'GET', htu: URI, iat: NOW / 1000, jti: crypto.randomUUID(), ath: await accessTokenHash(athOf) })
+      .setProtectedHeader({ alg: 'EdDSA', typ: 'dpop+jwt', jwk })
+      .sign(kp.privateKey);
+  const code = async (tk: string, p: string) => {
+    const v = await judgeAccessToken(tk, facts({ scheme: 'dpop', dpop: p }), config);
+    return v.ok ? 'ok' : v.code;
+  };
+  // Twice each, so the second of each is judged with its token's ath and the proof key from the caches.
+  for (let i = 0; i < 2; i++) {
+    assert.equal(await code(a, await proof(a)), 'ok');
+    assert.equal(await code(b, await proof(b)), 'ok');
+    assert.equal(await code(a, await proof(b)), 'dpop_ath_mismatch');
+    assert.equal(await code(b, await proof(a)), 'dpop_ath_mismatch');
+  }
+  assert.equal(config.cache!.ath(a), await accessTokenHash(a));
+  assert.equal(config.cache!.ath(b), await accessTokenHash(b));
 });
 
 test('certificate binding asks the host for the leaf only when the token is bound', async () => {
