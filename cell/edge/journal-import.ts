@@ -9,7 +9,9 @@
  *   4. a fork's claimed parent is a journal imported here, and the lineage verifies against it
  *      (`parent_unknown`, `journal_invalid`);
  *   4b. every approval it records is one the device was entitled to take (import-approvals.ts);
- *   5. every MCP tool call names a tool the crew bundle carried, under its pin (judge-mcp-calls.ts);
+ *   5. every MCP tool call names a tool the crew bundle carried, under its pin (judge-mcp-calls.ts), and
+ *      every built-in tool call it records was one its seat was entitled to under the bundle the device
+ *      held (journal-acts.ts: 403 `journal_act_not_entitled`, naming the record);
  *   6. a `completed` journal replays to completion on the graph a crew bundle of this cell carried
  *      under its graph hash (core/engine/replay.ts): one cut short and ended by hand does not;
  *   7. the same export again is idempotent; a longer journal of the same run that extends the stored
@@ -22,6 +24,7 @@ import { ServiceError, conflict, notFound } from '../../core/errors.ts';
 import type { Reason } from '../../core/reasons.ts';
 import type { Graph } from '../../core/engine/types.ts';
 import { replaysToCompletion } from '../../core/engine/replay.ts';
+import { refuseUnentitledActs } from './journal-acts.ts';
 import { recordHash } from '../../core/journal/hash.ts';
 import { forkPointOf, type ParentJournal } from '../../core/journal/lineage.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
@@ -107,6 +110,12 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
   await checkLineage(ctx, device, p, refuse);
   await judgeMcpCalls(runId, p.records, () => graphOf(ctx, p.run.graph_hash), refuse);
   await checkApprovals(ctx, device.device_id, p, () => graphOf(ctx, p.run.graph_hash), refuse);
+  await refuseUnentitledActs(
+    p,
+    () => graphOf(ctx, p.run.graph_hash),
+    (id) => ctx.teams.crew(id),
+    refuse,
+  );
   if (p.run.outcome === 'completed') {
     const graph = await graphOf(ctx, p.run.graph_hash);
     if (graph === undefined) {
