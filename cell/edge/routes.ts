@@ -18,7 +18,7 @@ import { deviceFacts } from './devices.ts';
 import { DeviceId, deviceRoutes } from './routes-devices.ts';
 import { importJournal } from './journal-import.ts';
 import * as repo from './repository.ts';
-import { runIdPath } from '../runs/api.ts';
+import { mayReadRunWhole, runIdPath } from '../runs/api.ts';
 import { MAX_BUNDLE_TTL_SECONDS, issueCrewBundle, issueKeyBundle, issuerOf } from './export.ts';
 
 const TAG = 'Edge';
@@ -80,9 +80,10 @@ const ImportedJournal = z
     record_count: z.number().int(),
     imported_at: IsoTime,
     records: z.array(z.record(z.string(), z.unknown())),
-    values: z
-      .record(z.string(), z.unknown())
-      .openapi({ description: "The export's step inputs and outputs, by content hash (each checked at import)" }),
+    values: z.record(z.string(), z.unknown()).optional().openapi({
+      description:
+        "The export's step inputs and outputs, by content hash (each checked at import); only for a caller that may read a run's values (`system.orchestration.admin.read`, as the cell's run values route), absent otherwise",
+    }),
     graph: z
       .record(z.string(), z.unknown())
       .nullable()
@@ -267,7 +268,8 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
           record_count: row.record_count,
           imported_at: isoTime(row.imported_at),
           records: payload.records,
-          values: payload.values,
+          // The step values are a run's content (prompts, answers, tool arguments): the run values route's permission.
+          ...(mayReadRunWhole(c.get('auth')) ? { values: payload.values } : {}),
           graph: graph === undefined ? null : (JSON.parse(graph) as Record<string, unknown>),
         },
         200,

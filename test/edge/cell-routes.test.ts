@@ -138,6 +138,14 @@ test('import a journal exported by a registered device; refuse tampering and unk
     assert.equal(read.body.records.length, records.length);
     assert.equal(read.body.records[0].signer_kid, dev.kid);
     assert.equal(read.body.device_id, dev.kid);
+    assert.ok(read.body.values !== undefined && Object.keys(read.body.values).length > 0, 'the owner reads the values');
+    // The step values are the run's content: edge.read alone reads the records, not the values.
+    const reader = await t.request('POST', `${A}/api-keys`, { token: t.adminKey, body: { name: 'edge-reader', scopes: ['edge.read'] } });
+    assert.equal(reader.status, 201, reader.text);
+    const narrow = await t.request('GET', `${A}/edge/journals/${run.run_id}`, { token: reader.body.secret });
+    assert.equal(narrow.status, 200, narrow.text);
+    assert.equal(narrow.body.records.length, records.length);
+    assert.equal(narrow.body.values, undefined, 'no values without the run values permission');
     // Another export for the same run (by the same device; another input, so not an extension of it): 409.
     const other = await exportOf(d, { run, input: 'something else' });
     const dup = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: other.text, headers: SIGNED });
