@@ -9,6 +9,7 @@
  *   4. a fork's claimed parent is a journal imported here, and the lineage verifies against it
  *      (`parent_unknown`, `journal_invalid`);
  *   4b. every approval it records is one the device was entitled to take (import-approvals.ts);
+ *   4c. every resolution of a lost outcome it records names an operator its key bundle let resolve (same file);
  *   5. every MCP tool call names a tool the crew bundle carried, under its pin (judge-mcp-calls.ts);
  *   6. a `completed` journal replays to completion on the graph a crew bundle of this cell carried
  *      under its graph hash (core/engine/replay.ts): one cut short and ended by hand does not;
@@ -33,7 +34,7 @@ import type { EdgeContext } from './context.ts';
 import type { DeviceRow } from './devices.ts';
 import * as repo from './repository.ts';
 import { judgeMcpCalls } from './judge-mcp-calls.ts';
-import { checkApprovals } from './import-approvals.ts';
+import { checkApprovals, checkResolutions } from './import-approvals.ts';
 
 /** Forks of forks followed at most this deep to a journal that is not a fork. */
 const MAX_LINEAGE_DEPTH = 16;
@@ -107,6 +108,7 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
   await checkLineage(ctx, device, p, refuse);
   await judgeMcpCalls(runId, p.records, () => graphOf(ctx, p.run.graph_hash), refuse);
   await checkApprovals(ctx, device.device_id, p, () => graphOf(ctx, p.run.graph_hash), refuse);
+  await checkResolutions(ctx, device.device_id, p, refuse);
   if (p.run.outcome === 'completed') {
     const graph = await graphOf(ctx, p.run.graph_hash);
     if (graph === undefined) {
