@@ -240,8 +240,9 @@ async function firstDelta(c: RunningCell, key: string): Promise<{ lat: number[];
             `${c.url}/api/public/v1/admin/jobs/runs/${run.run_id}/events/sse`,
             { authorization: `Bearer ${key}` },
             (_id, event, now) => {
-              // The model call's intent record: this subscriber has its backlog and follows live.
-              if (event === 'intent') caughtUp.add(k);
+              // The run's start, committed with the model call's reservation just before the call leaves:
+              // this subscriber has its backlog and follows live.
+              if (event === 'run_started') caughtUp.add(k);
               if (event === 'delta' && !seen.has(k) && firstToken > 0) {
                 seen.add(k);
                 lat.push(now - firstToken);

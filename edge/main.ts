@@ -34,6 +34,7 @@ import { DurableReplayCache } from './replay-log.ts';
 import { MODEL_HELP, modelCommand } from './model-cli.ts';
 import { mountOffline, prepareOffline } from './offline.ts';
 import { mountMcp } from './mcp.ts';
+import { mountApprovalsPage } from './approvals-page.ts';
 import { JOURNAL_HELP, journalCommand } from './journal-cli.ts';
 import { APPROVALS_HELP, approvalsCommand } from './approvals-cli.ts';
 import { STATE_HELP, stateCommand } from './state-cli.ts';
@@ -237,6 +238,8 @@ async function serveCommand(argv: string[]): Promise<void> {
     closeTools = runs.close;
     // The same /mcp as the cell's, for this device's crew (edge/mcp.ts).
     mountMcp(a, guard, rt, runs, device.public_jwk);
+    // The approver's page (edge/approvals-page.ts): static, its data from the guarded routes above.
+    mountApprovalsPage(a);
   });
   const host = values.host ?? '127.0.0.1';
   const port0 = values.port === undefined ? 8090 : Number(values.port);

@@ -4,6 +4,8 @@
  * model it names, and the run routes, with the same paths and permissions as
  * the cell:
  *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs         agent_teams.write
+ *   GET  /api/public/v1/admin/agent-teams/crews/{crew_id}/runs         agent_teams.read (the cell's list shape)
+ *   GET  /api/public/v1/admin/agent-teams/runs?state=waiting            agent_teams.read (what waits for a decision)
  *   GET  /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id} agent_teams.read
  *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/cancel agent_teams.write (its requester only)
  *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/approvals/{step_id} agent_teams.approve (edge/approvals.ts)
@@ -15,7 +17,7 @@
  * journal signed by the device key. Everything that writes a run's journal (a
  * drive, a decision) runs one at a time per run, each from the journal on disk.
  */
-import type { Hono, MiddlewareHandler } from 'hono';
+import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { notFound, invalid, ServiceError } from '../core/errors.ts';
 import { isoTime } from '../core/iso-time.ts';
 import { contentHash } from '../core/canonical.ts';
@@ -37,8 +39,9 @@ import { stepDeadline } from '../runtime/step-deadline.ts';
 import { malformedRequest } from '../runtime/gateway.ts';
 import { newEdgeRun } from '../bundles/run-id.ts';
 import { mountRunEvents, RunStreams } from './run-events.ts';
-import { deviceBudget, interruptedRuns, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
+import { deviceBudget, deviceRuns, interruptedRuns, readRun, writeJournal, writeRun, type JournalFile, type RunFile } from './runs.ts';
 import { appendRunHead } from './run-log.ts';
+import { runListQuery } from './run-list.ts';
 import { approvalsView, decisionBody, deviceApprovalsPort, judgeDecision, type EdgeDecider } from './approvals.ts';
 import { deviceToolsPort, unhonouredTools } from './tools.ts';
 import { deviceOutcomesPort, judgeResolution, resolutionBody, unknownOutcomeView } from './outcomes.ts';
@@ -427,6 +430,25 @@ export function mountOffline(
       unknown_outcome: unknownOutcomeView(r.run, r.journal),
     };
   }
+
+  /**
+   * The device's runs in the cell's list shape (`{runs, limit, offset, total}`, oldest first), each the run view
+   * with its `pending_approvals`: `state=waiting` is what waits for a decision. The cell's query (`state`,
+   * `crew_id`, `limit` 1..1000 default 100, `offset`); a value the cell would refuse is 400 as there.
+   */
+  function listRuns(c: Context<EdgeEnv>, crewId: string | undefined) {
+    const q = runListQuery(c.req.query());
+    const all = deviceRuns(setup.dir).filter(
+      (r) => (q.state === undefined || r.run.state === q.state) && (crewId === undefined || r.run.crew_id === crewId),
+    );
+    return c.json({ runs: all.slice(q.offset, q.offset + q.limit).map(runView), limit: q.limit, offset: q.offset, total: all.length }, 200);
+  }
+
+  app.get(P, guard(PERMISSIONS.teamsRead), (c) => {
+    if (c.req.param('crew_id') !== crew?.crew_id) throw notFound('crew');
+    return listRuns(c, c.req.param('crew_id'));
+  });
+  app.get('/api/public/v1/admin/agent-teams/runs', guard(PERMISSIONS.teamsRead), (c) => listRuns(c, c.req.query('crew_id')));
 
   app.get(`${P}/:run_id`, guard(PERMISSIONS.teamsRead), (c) => {
     const r = readRun(setup.dir, c.req.param('run_id'));

@@ -51,15 +51,21 @@ export function writeJournal(dir: string, runId: string, j: JournalFile): void {
   writeFileDurable(join(runDir(dir, runId), 'journal.json'), JSON.stringify(j) + '\n');
 }
 
-/** Ids of runs still marked running (interrupted by a crash or a stop) or waiting (a backoff, a timer), oldest first. */
-export function interruptedRuns(dir: string): string[] {
+/** Every run on the device, oldest first (the run list route, and the runs a start continues). */
+export function deviceRuns(dir: string): { run: RunFile; journal: JournalFile }[] {
   const root = paths(dir).runs;
   if (!existsSync(root)) return [];
   return readdirSync(root)
     .filter((id) => RUN_ID_PATTERN.test(id))
     .map((id) => readRun(dir, id))
-    .filter((r): r is NonNullable<typeof r> => r !== null && (r.run.state === 'running' || r.run.state === 'waiting'))
-    .sort((a, b) => a.run.created_at - b.run.created_at)
+    .filter((r): r is NonNullable<typeof r> => r !== null)
+    .sort((a, b) => a.run.created_at - b.run.created_at || (a.run.run_id < b.run.run_id ? -1 : 1));
+}
+
+/** Ids of runs still marked running (interrupted by a crash or a stop) or waiting (a backoff, a timer), oldest first. */
+export function interruptedRuns(dir: string): string[] {
+  return deviceRuns(dir)
+    .filter((r) => r.run.state === 'running' || r.run.state === 'waiting')
     .map((r) => r.run.run_id);
 }
 

@@ -27,7 +27,17 @@ import { heldByLivePeer, markUnplaceable, orphanedRuns, orphanedWaitingRuns, pla
 import { beforeItLeaves, driveRun, recordedStep } from './drive.ts';
 import { lostOutcome, lostOutcomeView, resolveOutcome } from './outcomes.ts';
 import { subscribe, subscriberCount } from './events.ts';
-import { appendJournal, completeRefusal, finishRun, getBlob, journalClosed, journalHead, readJournal, stageRunWrite } from './journal.ts';
+import {
+  appendJournal,
+  completeRefusal,
+  finishRun,
+  getBlob,
+  journalClosed,
+  journalHead,
+  readJournal,
+  stageRunWrite,
+  writeWithDriver,
+} from './journal.ts';
 import {
   activeRuns,
   createRunTx,
@@ -106,6 +116,8 @@ export function runsApi(ctx: RunsContext) {
     // ---------------------------------------------------------- the journal (journal.ts, fork.ts, drive.ts)
     appendJournal: on(appendJournal),
     stageRunWrite: on(stageRunWrite),
+    /** A write committed now with the run's driver's held-back records, answering what it returned (a budget reservation). */
+    writeWithDriver: <T>(runId: string, write: (tx: Tx) => Promise<T>): Promise<T> => writeWithDriver(ctx, runId, write),
     finishRun: on(finishRun),
     readJournal: on(readJournal),
     journalHead: on(journalHead),

@@ -90,6 +90,11 @@ export interface RunsContext {
   metrics: CellMetrics;
   /** Writes waiting for each run's next journal append (a budget reservation, its commit, the final output). */
   staged: Map<string, StagedWrite[]>;
+  /**
+   * The driver of each run this process drives now: writes its held-back records and the writes staged
+   * for the run, in one transaction (drive.ts StepWriter.flush; journal.ts writeWithDriver).
+   */
+  writers: Map<string, () => Promise<void>>;
   /** Drivers' journal appends waiting to share a transaction, and the groups in flight (group-commit.ts). */
   appends: AppendQueue;
   /** Runs this process has claimed since it started, with the epoch (a takeover of one of them would be a self-takeover). */
@@ -116,6 +121,7 @@ export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster, me
     meters: new Map(),
     leases: new Map(),
     staged: new Map(),
+    writers: new Map(),
     appends: { waiting: [], inflight: 0, scheduled: false },
     claimedHere: new Map(),
     catchingUp: null,

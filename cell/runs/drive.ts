@@ -22,6 +22,7 @@ import {
   TERMINAL_KIND,
   appendJournal,
   appendJournalBatch,
+  commitStaged,
   completeRefusal,
   dropStaged,
   finishRun,
@@ -437,39 +438,44 @@ async function driveClaimed(
   const end = new DriveEnd(ctx, runId, fence);
   if (!(await takeClaim(ctx, runId, claim, opts, end))) return { state: await stateNow(), result: null };
   const writer = new StepWriter(ctx, runId, fence);
-  const recorded = await RecordedIndex.load(ctx, runId);
-  let result: RunResult;
+  ctx.writers.set(runId, writer.flush);
   try {
-    result = await runGraph(graph, input, writer.enginePorts(ports, handle, recorded), {
-      run_id: runId,
-      graph_hash: graphHash,
-      requester: opts.requester,
-      ...(opts.requesterActors?.length ? { requester_actors: [...opts.requesterActors] } : {}),
-      ...(opts.context !== undefined ? { context: opts.context } : {}),
-      ...(opts.replace !== undefined ? { replace: opts.replace } : {}),
-    });
-  } catch (err) {
+    const recorded = await RecordedIndex.load(ctx, runId);
+    let result: RunResult;
+    try {
+      result = await runGraph(graph, input, writer.enginePorts(ports, handle, recorded), {
+        run_id: runId,
+        graph_hash: graphHash,
+        requester: opts.requester,
+        ...(opts.requesterActors?.length ? { requester_actors: [...opts.requesterActors] } : {}),
+        ...(opts.context !== undefined ? { context: opts.context } : {}),
+        ...(opts.replace !== undefined ? { replace: opts.replace } : {}),
+      });
+    } catch (err) {
+      if (writer.lost) throw writer.lost;
+      // Not the run's failure: driven again (driveRun), from a journal that holds every answer already had.
+      if (isStoreOutage(err)) throw await keptBeforeRedrive(writer.flush, err);
+      // What the engine recorded before it broke is kept.
+      await writer.flush().catch(() => undefined);
+      ctx.core.log.error('run drive failed', { run_id: runId, error: err });
+      await end.finish('failed', { error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' } });
+      return { state: await stateNow(), result: null };
+    }
     if (writer.lost) throw writer.lost;
-    // Not the run's failure: driven again (driveRun), from a journal that holds every answer already had.
-    if (isStoreOutage(err)) throw await keptBeforeRedrive(writer.flush, err);
-    // What the engine recorded before it broke is kept.
-    await writer.flush().catch(() => undefined);
-    ctx.core.log.error('run drive failed', { run_id: runId, error: err });
-    await end.finish('failed', { error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' } });
-    return { state: await stateNow(), result: null };
+    if (result.cause !== undefined && result.outcome === 'failed') {
+      const c = result.cause;
+      ctx.core.log.warn('run step failed', { run_id: runId, reason: result.reason, error: c });
+    }
+    // A step or record refused by a store outage: not the run's failure (driveRun drives it again).
+    if (result.outcome === 'failed' && isStoreOutage(result.cause)) throw await keptBeforeRedrive(writer.flush, result.cause);
+    // Every path of endDrive ends the drive: what the engine held back is written with the run's end
+    // (finish), or before the run is left waiting or for recovery.
+    end.last = writer.takeDeferred();
+    await endDrive(ctx, runId, handle, result, opts, end, { ...(writer.engineFinal ?? {}), steps: result.steps });
+    return { state: await stateNow(), result };
+  } finally {
+    if (ctx.writers.get(runId) === writer.flush) ctx.writers.delete(runId);
   }
-  if (writer.lost) throw writer.lost;
-  if (result.cause !== undefined && result.outcome === 'failed') {
-    const c = result.cause;
-    ctx.core.log.warn('run step failed', { run_id: runId, reason: result.reason, error: c });
-  }
-  // A step or record refused by a store outage: not the run's failure (driveRun drives it again).
-  if (result.outcome === 'failed' && isStoreOutage(result.cause)) throw await keptBeforeRedrive(writer.flush, result.cause);
-  // Every path of endDrive ends the drive: what the engine held back is written with the run's end
-  // (finish), or before the run is left waiting or for recovery.
-  end.last = writer.takeDeferred();
-  await endDrive(ctx, runId, handle, result, opts, end, { ...(writer.engineFinal ?? {}), steps: result.steps });
-  return { state: await stateNow(), result };
 }
 
 /**
@@ -558,18 +564,27 @@ class StepWriter {
     const { ctx, runId, fence } = this;
     const entries = this.deferred.splice(0);
     if (then) entries.push(then);
-    if (entries.length === 0) return;
+    if (entries.length === 0) {
+      // Nothing held back: the writes staged for the run (a reservation: writeWithDriver) alone, fenced.
+      if (ctx.staged.has(runId)) await this.fenced(() => keptWrite(ctx, runId, () => commitStaged(ctx, runId, fence)));
+      return;
+    }
     const write = () => keptWrite(ctx, runId, () => appendJournalBatch(ctx, runId, entries, fence));
+    // A COMMIT cut off mid-way: the journal's last record says whether the batch was kept (keptIfUnknown).
+    await this.fenced(() =>
+      write().catch((e: unknown) => (commitUnknown(e) ? keptIfUnknown(ctx, runId, entries.at(-1)!.fields, write, e) : Promise.reject(e))),
+    );
+  };
+
+  /** Runs a write of the driver, keeping a lost lease (`lost`). */
+  private async fenced(write: () => Promise<unknown>): Promise<void> {
     try {
-      // A COMMIT cut off mid-way: the journal's last record says whether the batch was kept (keptIfUnknown).
-      await write().catch((e: unknown) =>
-        commitUnknown(e) ? keptIfUnknown(ctx, runId, entries.at(-1)!.fields, write, e) : Promise.reject(e),
-      );
+      await write();
     } catch (e) {
       if (e instanceof LeaseLostError) this.lost = e;
       throw e;
     }
-  };
+  }
 
   /** The records still held back, taken out of the writer (the run's end writes them). */
   takeDeferred(): AppendEntry[] {
@@ -683,9 +698,9 @@ const HELD_RECORD_BYTES = 2048;
 
 /**
  * Journal kinds the driver may hold back (a step's recorded result, the run's
- * start): written with the next record that must be durable at once (the
- * intent before a model or tool call, a wait, a refusal) or with the run's
- * end, in that record's transaction. Nothing leaves the process in between:
+ * start): written with the next write that must be durable at once (a model
+ * call's budget reservation: writeWithDriver; the intent before a tool call,
+ * a wait, a refusal) or with the run's end, in that write's transaction. Nothing leaves the process in between:
  * every port that acts outside it writes them first (flushedFirst).
  */
 const DEFERRED_KINDS: ReadonlySet<string> = new Set(['step', 'decision', 'run_started']);

@@ -30,6 +30,7 @@
 import { contentHash } from '../../core/canonical.ts';
 import { recordHash } from '../../core/journal/hash.ts';
 import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
+import type { Tx } from '../store/types.ts';
 import type { RunsContext, StagedWrite } from './context.ts';
 import { LeaseLostError, type Fence } from './lease.ts';
 import { publish } from './events.ts';
@@ -135,9 +136,9 @@ export function appendJournalBatch(
 
 /**
  * Stages a write of a run's driver to ride in the run's next journal append
- * (or its finish), in that append's transaction: a budget reservation made
- * before a model call commits with the call's `intent` record, the call's
- * budget commit with its step record. In this process only; one that was
+ * (or its finish), in that append's transaction: a call's budget commit
+ * rides with the driver's next commit (the next call's reservation,
+ * writeWithDriver, or the run's end). In this process only; one that was
  * never appended (the drive stopped) is flushed by flushStaged.
  */
 export function stageRunWrite(ctx: RunsContext, runId: string, write: StagedWrite): void {
@@ -165,6 +166,61 @@ function restage(ctx: RunsContext, runId: string, staged: StagedWrite[], err: un
  */
 export function dropStaged(ctx: RunsContext, runId: string): void {
   ctx.staged.delete(runId);
+}
+
+/**
+ * Runs `write` now, in the transaction of the run's driver's next commit: with the records the
+ * driver holds back (a step's result) and the writes staged for the run, in one transaction shared
+ * with other drivers' (group-commit.ts); without a driver in this process, with the staged writes in
+ * a transaction of their own. Resolves with what `write` returned in the transaction that committed.
+ * A write whose commit failed is abandoned: it does not ride in a later one.
+ */
+export async function writeWithDriver<T>(ctx: RunsContext, runId: string, write: (tx: Tx) => Promise<T>): Promise<T> {
+  let live = true;
+  let ran = false;
+  let out: T | undefined;
+  stageRunWrite(ctx, runId, async (tx) => {
+    if (!live) return;
+    out = await write(tx);
+    ran = true;
+  });
+  try {
+    const flush = ctx.writers.get(runId);
+    await (flush !== undefined ? flush() : flushStaged(ctx, runId));
+  } catch (e) {
+    live = false;
+    throw e;
+  }
+  if (!ran) {
+    live = false;
+    throw new TypeError('writeWithDriver: the write was not committed with the run');
+  }
+  return out as T;
+}
+
+/**
+ * Commits the writes staged for a run in a transaction of their own, fenced by its driver's lease
+ * (a driver's commit with no record held back: journal.ts writeWithDriver). Serialised with the
+ * run's appends; put back for the next append when the transaction fails (as an append's).
+ * @throws LeaseLostError when `fence` is no longer the run's lease; RunClosedError when the run ended.
+ */
+export function commitStaged(ctx: RunsContext, runId: string, fence: Fence): Promise<void> {
+  return serialised(ctx, runId, async () => {
+    const staged = takeStaged(ctx, runId);
+    if (staged.length === 0) return;
+    try {
+      await ctx.core.store.write(
+        async (tx) => {
+          await lockRun(ctx, tx, runId, ctx.core.clock.now(), fence);
+          for (const w of staged) await w(tx);
+        },
+        { isolation: 'row-locks', notify: 'batched', subjects: [runId] },
+      );
+    } catch (e) {
+      restage(ctx, runId, staged, e);
+      throw e;
+    }
+  });
 }
 
 /** Commits the writes still staged for a run in a transaction of their own (a drive that ends without appending them). */

@@ -20,7 +20,9 @@
  * `ports.recorded(stepId)`; a recorded output is reused and nothing is called
  * again (recovery never re-executes a completed step, never calls a model twice).
  * With `ports.intents`, each model and tool call is preceded by an `intent`
- * record under the call's step id, so a call that was in flight when a drive
+ * record under the call's step id (a model call's is its budget reservation
+ * instead when the budget port counts them: BudgetPort.reserve `issued`),
+ * so a call that was in flight when a drive
  * stopped is known, re-issued at most once, and flagged (`data.reissued`) —
  * unless it is a side-effecting tool call not declared idempotent: that one is
  * not issued blindly again, the run waits `outcome_unknown` until an operator
@@ -438,13 +440,20 @@ export interface BudgetPort {
    * Reserves budget units before a model call: `amount`, or (given `minimum`) as much as is left
    * when that is at least `minimum` (core/engine/budget.ts grantTokens); `amount` in the answer is
    * what was reserved (absent: all of it). `ok: false` stops the agent with a refusal (budget_exceeded).
+   *
+   * `issued` (optional): how many reservations of this run's `ref.step_id` the port had made before
+   * this one, in every drive so far, each made durable before its call could leave (a crash cannot
+   * lose one). A port that answers it makes the reservation the model call's intent: the engine writes
+   * no `intent` record before the call, and takes the call's earlier issues without a result
+   * (`issued` minus the step's `attempt` records) as the calls found in flight (re-issued once and
+   * flagged, never a third time, as with an intent). Absent: an `intent` record precedes the call.
    */
   reserve(
     agentId: string,
     amount: number,
     ref: { run_id: string; step_id: string },
     minimum?: number,
-  ): Promise<{ ok: true; reservation_id: string; amount?: number } | { ok: false; reason: string }>;
+  ): Promise<{ ok: true; reservation_id: string; amount?: number; issued?: number } | { ok: false; reason: string }>;
   /**
    * Commits the actual usage of a reservation, releasing the rest: the answer's usage, or what a failed
    * call consumed (0 when it consumed nothing: core/engine/budget.ts `failedCallTokens`).

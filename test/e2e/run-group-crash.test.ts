@@ -96,7 +96,7 @@ async function check(cell: CellProcess, adminKey: string, l: Awaited<ReturnType<
     for (let s = reached + 1; s <= SEATS; s++) assert.equal(asked(s), 1, `${tag}: seat s${s} asked once after the crash`);
     const again = reached > 0 ? asked(reached) - 1 : 0;
     assert.ok(again <= 1, `${tag}: the call in flight asked again at most once (${again})`);
-    // A call asked again is flagged; so is one whose intent was durable but which had not left yet.
+    // A call asked again is flagged; so is one whose intent (its reservation) was durable but which had not left yet.
     const flagged = records.filter((r) => r.data?.['reissued'] === true).length;
     assert.ok(flagged >= again && flagged <= 1, `${tag}: ${flagged} re-issues flagged, ${again} calls asked again`);
   }

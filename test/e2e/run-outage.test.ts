@@ -4,13 +4,14 @@
  * process. The test holds a table the next step reads in an exclusive lock and
  * ends the cell's connections that wait on it, so that read meets a lost
  * connection at a known point:
- * - after the next call's intent is journaled, before its request leaves (the
+ * - after the next call's reservation (its intent) is committed, before its request leaves (the
  *   secret read; the secret is rotated first, so that the cell's cache of it
  *   is empty and the call must read it): the call waits for the store; it was
  *   never in flight, so it is not re-issued;
- * - while the previous step's answer is held back, unwritten (the budget
- *   ledger read): the drive is driven again from the journal, and the answer
- *   is written first, so it is not asked again.
+ * - while the previous step's answer is held back, unwritten, and written with
+ *   the next call's reservation (whose statement reads the budget ledger):
+ *   the write is made again in place until the store answers, so the answer
+ *   is kept and not asked again, and the next call leaves once it is.
  * Needs `node scripts/build.mjs` first.
  */
 import assert from 'node:assert/strict';
@@ -94,8 +95,8 @@ describe('a store outage during a crew run', { skip, timeout: 120_000 }, () => {
     assert.doesNotMatch(cell.output(), /store unreachable during a run/);
   });
 
-  test('while an answer is held back (the next budget read): it is written before the drive starts again', async () => {
-    const cell = await runThroughOutage('team_ledgers', /store unreachable during a run; driving it again/);
-    assert.match(cell.output(), /store unreachable during a run; driving it again/);
+  test('while an answer is held back (written with the next reservation, which reads the ledger): it is kept', async () => {
+    const cell = await runThroughOutage('team_ledgers', /a run write was refused for now; writing it again/);
+    assert.match(cell.output(), /a run write was refused for now; writing it again/);
   });
 });

@@ -10,7 +10,7 @@ import { toolAuthorityOf, toolFailureAnswer } from '../../../core/catalog/builti
 import type { BudgetPort, ContractsPort, ToolsPort } from '../../../core/engine/types.ts';
 import { stepDeadline } from '../../../runtime/step-deadline.ts';
 import type { DrivePorts } from '../../runs/api.ts';
-import { hasLedger, reserveBudget, stageBudgetCommit } from '../resources/agents.ts';
+import { hasLedger, reservationsByStep, reserveBudget, stageBudgetCommit } from '../resources/agents.ts';
 import type { TeamsContext } from '../context.ts';
 import { getContract } from '../resources/resources.ts';
 import { tracedTools } from './tool-span.ts';
@@ -60,14 +60,35 @@ export function toolsPort(
 }
 
 /**
- * The budget port of a run: a reservation and its commit are rows of the run
- * that ride in its journal appends (the intent before the call, the step
- * record after it), so a model step is one commit after the call.
+ * The budget port of a run: a reservation is a row of the run's, decided
+ * and written in one statement that rides in the transaction committing the
+ * run's previous step (reserveBudget), its commit a write that rides in the
+ * next one; so a model step is one commit. The reservation is the call's
+ * intent (core BudgetPort.reserve `issued`): the port counts the run's
+ * reservations of each step, read at a drive's first reservation and then
+ * kept as it makes them, so a call found in flight by a later drive is known
+ * without an `intent` record. The engine asks hasLedger before every drive's
+ * first step (core/engine/run.ts preflightBudget): the count is read again
+ * then, so a drive of this port after another cell's never counts from an
+ * older read.
  */
 export function budgetPort(ctx: TeamsContext, runId: string): BudgetPort {
+  let issued: Promise<Map<string, Set<string>>> | null = null;
   return {
-    hasLedger: (agentId) => hasLedger(ctx, agentId),
-    reserve: (agentId, amount, ref, minimum) => reserveBudget(ctx, agentId, amount, { ...ref, run_id: runId }, minimum),
+    hasLedger(agentId) {
+      issued = null;
+      return hasLedger(ctx, agentId);
+    },
+    async reserve(agentId, amount, ref, minimum) {
+      issued ??= reservationsByStep(ctx.core.store, runId);
+      const byStep = await issued;
+      const before = byStep.get(ref.step_id)?.size ?? 0;
+      const r = await reserveBudget(ctx, agentId, amount, { ...ref, run_id: runId }, minimum);
+      if (!r.ok) return r;
+      const ids = byStep.get(ref.step_id) ?? new Set<string>();
+      byStep.set(ref.step_id, ids.add(r.reservation_id));
+      return { ...r, issued: before };
+    },
     async commit(id, actual) {
       stageBudgetCommit(ctx, runId, id, actual);
     },

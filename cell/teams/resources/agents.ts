@@ -17,11 +17,11 @@
  * after.
  */
 import { grants } from '../../../core/authority/scopes.ts';
-import { grantTokens } from '../../../core/engine/budget.ts';
 import { parseAuthority } from '../../../core/authority/schema.ts';
 import { PERMISSIONS } from '../../../core/permissions.ts';
 import { ServiceError, forbidden, invalid, notFound } from '../../../core/errors.ts';
 import type { AuthContext } from '../../context.ts';
+import type { Reader } from '../../store/types.ts';
 import { newId } from '../../ids.ts';
 import type { TeamsContext } from '../context.ts';
 import * as repo from './repository.ts';
@@ -234,12 +234,14 @@ export const ledgerView = (l: Ledger): BudgetLedgerView => ({
  * ledger has left when that is less but at least `minimum`
  * (core/engine/budget.ts); not ok when the ledger cannot cover that.
  *
- * The ledger is read, not written: the reservation is a row of the run's own,
- * staged to commit with the call's `intent` record (the runs module's
- * stageRunWrite), and the ledger's figures are its columns plus the rows not
- * folded into them yet (foldLedgers, off the runs' path). Runs of one agent
- * reserving at the same moment do not see each other's reservation in
- * flight, so a ledger may be passed by at most the calls reserved
+ * One statement decides and reserves (repository reserveFromLedger): the
+ * reservation is a row of the run's own, committed with the records the run's
+ * driver holds back (the previous step's) in that driver's next transaction
+ * (the runs module's writeWithDriver), before the call can leave. The ledger
+ * is not written: its figures are its columns plus the rows not folded into
+ * them yet (foldLedgers, off the runs' path). Runs of one agent reserving in
+ * transactions that commit at the same moment do not see each other's
+ * reservation, so a ledger may be passed by at most the calls reserved
  * concurrently (docs/agent-teams.md).
  */
 export async function reserveBudget(
@@ -251,14 +253,25 @@ export async function reserveBudget(
 ): Promise<{ ok: true; reservation_id: string; amount: number } | { ok: false; reason: string }> {
   const id = newId('rsv');
   const at = ctx.core.clock.now();
-  const l = await repo.ledgerOf(ctx.core.store, agentId);
-  if (!l) return { ok: false as const, reason: 'no_budget_ledger' };
-  const granted = grantTokens(amount, l.budget_limit - l.reserved - l.spent, minimum);
-  if (granted === null) return { ok: false as const, reason: 'budget_exceeded' };
-  ctx.runs.stageRunWrite(ref.run_id, (tx) =>
-    repo.insertReservation(tx, { id, agentId, amount: granted, runId: ref.run_id, stepId: ref.step_id, at }),
-  );
-  return { ok: true as const, reservation_id: id, amount: granted };
+  let granted: number | null;
+  try {
+    granted = await ctx.runs.writeWithDriver(ref.run_id, (tx) =>
+      repo.reserveFromLedger(tx, { id, agentId, amount, minimum, runId: ref.run_id, stepId: ref.step_id, at }),
+    );
+  } catch (e) {
+    // The commit failed, or failed after it kept the records before a refused one (a storage limit):
+    // a reservation kept without its call is released, charged nothing (a no-op when none was kept).
+    stageBudgetCommit(ctx, ref.run_id, id, 0);
+    throw e;
+  }
+  if (granted !== null) return { ok: true as const, reservation_id: id, amount: granted };
+  // Refused: whether for want of a ledger or of budget (read once, off the way of calls that go ahead).
+  return { ok: false as const, reason: (await repo.ledgerOf(ctx.core.store, agentId)) ? 'budget_exceeded' : 'no_budget_ledger' };
+}
+
+/** The reservations made for a run so far, by step id (the model calls it issued: crew-runs/ports.ts). */
+export function reservationsByStep(db: Reader, runId: string): Promise<Map<string, Set<string>>> {
+  return repo.reservationsByStep(db, runId);
 }
 
 /** Commits the actual usage of a run's reservation, staged to commit with the call's step record (idempotent). */

@@ -313,16 +313,45 @@ export async function upsertLedger(tx: Tx, agentId: string, limit: number, at: n
   );
 }
 
-export async function insertReservation(
+/**
+ * Reserves for a run's model call with the ledger's decision in the same statement: `amount`, or
+ * what the ledger has left when that is less but at least `minimum` (core/engine/budget.ts
+ * grantTokens: whole tokens, never 0), as the run's own row. Returns the amount reserved, or null
+ * when the ledger (absent, or with too little left) refused. What is left is the ledger's columns
+ * less the rows not folded into them yet (ledgerOf). Applied once (the runs module's writeWithDriver
+ * settles a commit of unknown outcome from the journal before it would apply the write again).
+ */
+export async function reserveFromLedger(
   tx: Tx,
-  r: { id: string; agentId: string; amount: number; runId: string; stepId: string; at: number },
-): Promise<void> {
-  // The run's own row: the ledger is not written (ledgerOf counts it until foldLedger does). Idempotent: a
-  // write staged with a journal append whose COMMIT's outcome was unknown may be applied again (runs/journal.ts).
-  await tx.run(
-    'INSERT INTO team_reservations (reservation_id, agent_id, amount, actual, run_id, step_id, created_at, committed_at, folded) VALUES (?, ?, ?, NULL, ?, ?, ?, NULL, 0) ON CONFLICT (reservation_id) DO NOTHING',
-    [r.id, r.agentId, r.amount, r.runId, r.stepId, r.at],
+  r: { id: string; agentId: string; amount: number; minimum: number; runId: string; stepId: string; at: number },
+): Promise<number | null> {
+  // floor(x) for x >= 0 on both engines: CAST truncates on SQLite and rounds on PostgreSQL. What is left
+  // is an aggregate in a subquery of its own, computed once (a scalar subquery there would be inlined by
+  // PostgreSQL into each of the expressions that use it, and summed again for each).
+  const row = await tx.get(
+    `INSERT INTO team_reservations (reservation_id, agent_id, amount, actual, run_id, step_id, created_at, committed_at, folded)
+     SELECT ?, g.agent_id, CASE WHEN g.left_tokens < ? THEN g.left_tokens ELSE ? END, NULL, ?, ?, ?, NULL, 0
+     FROM (SELECT f.agent_id, CAST(f.left_raw AS BIGINT) - CASE WHEN CAST(f.left_raw AS BIGINT) > f.left_raw THEN 1 ELSE 0 END AS left_tokens
+           FROM (SELECT l.agent_id,
+                   l.budget_limit - l.reserved - l.spent - COALESCE(SUM(CASE WHEN x.committed_at IS NULL THEN x.amount ELSE x.actual END), 0) AS left_raw
+                 FROM team_ledgers l LEFT JOIN team_reservations x ON x.agent_id = l.agent_id AND x.folded = 0
+                 WHERE l.agent_id = ?
+                 GROUP BY l.agent_id, l.budget_limit, l.reserved, l.spent) f) g
+     WHERE g.left_tokens >= ? AND g.left_tokens > 0
+     ON CONFLICT (reservation_id) DO NOTHING RETURNING amount`,
+    [r.id, r.amount, r.amount, r.runId, r.stepId, r.at, r.agentId, r.minimum],
   );
+  return row ? num(row, 'amount') : null;
+}
+
+/** The reservations made for a run so far (open or committed), by step id: the model calls it issued. */
+export async function reservationsByStep(db: Reader, runId: string): Promise<Map<string, Set<string>>> {
+  const out = new Map<string, Set<string>>();
+  for (const r of await db.all('SELECT reservation_id, step_id FROM team_reservations WHERE run_id = ?', [runId])) {
+    const step = str(r, 'step_id');
+    out.set(step, (out.get(step) ?? new Set<string>()).add(str(r, 'reservation_id')));
+  }
+  return out;
 }
 
 /**

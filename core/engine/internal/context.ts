@@ -167,6 +167,24 @@ export class RunContext {
     return prior > 0 ? { attempt, reissued: true } : {};
   }
 
+  /**
+   * Just before a model call leaves when its budget reservation is its intent (BudgetPort.reserve
+   * `issued`: the port made the reservation durable before answering, so it stands where an `intent`
+   * record would): no record is written. The call's earlier issues without a result are the larger of
+   * the journal's open intents (a journal written before reservations stood for intents) and the
+   * earlier reservations less the step's `attempt` records (each ends one attempt's reservation). As
+   * beginCall: a call found in flight once is re-issued (`{ attempt: 2, reissued: true }` for its step
+   * record), twice it fails `call_interrupted`.
+   */
+  async beginReservedCall(stepId: string, issued: number): Promise<JsonObject> {
+    if (this.ports.intents === undefined) return {};
+    const open = await this.ports.intents(stepId);
+    const ended = this.ports.attempts !== undefined ? (await this.ports.attempts(stepId)).count : 0;
+    const prior = Math.max(open, issued - ended);
+    if (prior >= MAX_CALL_ATTEMPTS) throw fail('call_interrupted', { step_id: stepId, call: 'model', attempts: prior });
+    return prior > 0 ? { attempt: prior + 1, reissued: true } : {};
+  }
+
   program(src: string, vars: readonly string[]): ExprProgram {
     const key = vars.join(',') + '\u0000' + src;
     let p = this.programs.get(key);

@@ -117,7 +117,7 @@ export async function modelCall(
     }
     const budget = ctx.ports.budget;
     if (budget === undefined) throw refuse('no_budget_ledger', { agent_id: agentId, seat: seatId });
-    // One attempt: reserve, journal the intent, call; a failed call commits nothing and leaves as it was thrown.
+    // One attempt: reserve, journal the intent (unless the reservation is it), call; a failed call commits what it consumed and leaves as it was thrown.
     const once = async () => {
       const res = await budget.reserve(agentId, want, { run_id: ctx.runId, step_id: stepId }, floor);
       if (!res.ok)
@@ -125,7 +125,8 @@ export async function modelCall(
       const reserved = res.amount ?? want;
       let attempt: JsonObject;
       try {
-        attempt = await ctx.beginCall(stepId, 'model', input);
+        // A reservation the port counts (`issued`) is the call's intent, durable before it leaves: no record.
+        attempt = res.issued !== undefined ? await ctx.beginReservedCall(stepId, res.issued) : await ctx.beginCall(stepId, 'model', input);
       } catch (e) {
         await budget.commit(res.reservation_id, 0);
         throw e;

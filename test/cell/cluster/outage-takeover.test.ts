@@ -91,7 +91,7 @@ test('PostgreSQL away for two leases with calls in flight: no peer takes a run o
     assert.equal(r.status, 201, r.text);
     runs.push({ runId: r.body.run_id, cell: i === 0 ? 'cell-a' : 'cell-b' });
   }
-  // Both first calls have left (their intents are journaled): the outage lands while they are in flight.
+  // Both first calls have left (their reservations, the calls' intents, are committed): the outage lands while they are in flight.
   await until('both first calls to be in flight', async () => ai.requests.length >= 2, 30_000);
   await server.stopImmediate();
   cells[1]!.proc.kill('SIGSTOP');

@@ -358,10 +358,11 @@ test('a credential revoked while its call follows a running run ends the call wi
   try {
     const c = await mcpClient(fetchIn, URL_, a.key);
     let revoking: Promise<void> | undefined;
-    // Once the run is under way (its first step started), the key is revoked; the model is still held.
+    // Once the run is under way (its start committed with its first call's reservation), the key is
+    // revoked; the model is still held.
     const r = await c.callTool({ name: `crew_${crews['plain']}`, arguments: { topic: 'revoked mid-run' } }, undefined, {
       onprogress: (p) => {
-        if (revoking || !p.message?.startsWith('intent ')) return;
+        if (revoking || !p.message?.startsWith('run_started ')) return;
         revoking = (async () => {
           const k = await t.request('POST', `${A}/api-keys/${a.keyId}/revoke`, { token: t.adminKey });
           assert.equal(k.status, 200, k.text);
@@ -391,7 +392,7 @@ test("the client's cancel cancels the run", async () => {
     const call = c.callTool({ name: `crew_${crews['plain']}`, arguments: { topic: 'stop' } }, undefined, {
       signal: abort.signal,
       onprogress: (p) => {
-        if (p.message?.startsWith('intent ')) abort.abort();
+        if (p.message?.startsWith('run_started ')) abort.abort();
       },
     });
     await assert.rejects(call);

@@ -86,9 +86,12 @@ test('a retry policy retries a 500 twice, then the call succeeds: 3 calls, 3 att
   assert.deepEqual([...new Set(waits.map((w) => (w.data as any).wake_at))], [a1.data.retry_at, a2.data.retry_at]);
   const step = j.find((r) => r.kind === 'step' && r.step_id.endsWith('/model/0'))!;
   assert.equal((step.data as any).attempts, 3);
-  // The second attempt came no sooner than its due time.
-  const third = j.filter((r) => r.kind === 'intent')[2]!;
-  assert.ok(third.at >= a2.data.retry_at);
+  // The third attempt came no sooner than its due time (a model call's intent is its reservation, not a
+  // record: the third attempt's reservation was made at or after the due time).
+  assert.ok(!j.some((r) => r.kind === 'intent'), 'no intent record before a model call');
+  const rsv = await t.rows('SELECT created_at FROM team_reservations WHERE run_id = ? ORDER BY created_at', [run.run_id]);
+  assert.equal(rsv.length, 3, 'one reservation an attempt');
+  assert.ok(Number(rsv[2]!['created_at']) >= a2.data.retry_at);
   ai.setResponder(() => ({ content: 'ok' }));
 });
 

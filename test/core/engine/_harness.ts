@@ -82,11 +82,17 @@ export function scriptedModel(script: Record<string, ModelResponse[]> | ((req: M
   };
 }
 
-export function budget(ledgers: string[], limit = Infinity) {
+/**
+ * A budget port over in-memory ledgers. `counted`: it answers each reservation's `issued` (the
+ * reservations of the step made before it, kept across drives as a store keeps them), so a model
+ * call's reservation is its intent (no `intent` record).
+ */
+export function budget(ledgers: string[], limit = Infinity, opts: { counted?: boolean } = {}) {
   const log: string[] = [];
   let used = 0;
   let n = 0;
   const reserved = new Map<string, number>();
+  const byStep = new Map<string, number>();
   return {
     log,
     get used() {
@@ -96,12 +102,15 @@ export function budget(ledgers: string[], limit = Infinity) {
       async hasLedger(a: string) {
         return ledgers.includes(a);
       },
-      async reserve(a: string, amount: number) {
+      async reserve(a: string, amount: number, ref?: { run_id: string; step_id: string }) {
         if (used + amount > limit) return { ok: false as const, reason: 'ledger exhausted' };
         const id = `r${n++}`;
         reserved.set(id, amount);
         log.push(`reserve ${a} ${amount}`);
-        return { ok: true as const, reservation_id: id };
+        if (!opts.counted || ref === undefined) return { ok: true as const, reservation_id: id };
+        const issued = byStep.get(ref.step_id) ?? 0;
+        byStep.set(ref.step_id, issued + 1);
+        return { ok: true as const, reservation_id: id, issued };
       },
       async commit(id: string, actual: number) {
         reserved.delete(id);

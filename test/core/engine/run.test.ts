@@ -290,6 +290,116 @@ test('with the intents port, a call in flight at a crash is re-issued once, flag
   assert.deepEqual(await verifyJournal(j3.records, keys), { ok: true });
 });
 
+test("a reservation that is its call's intent: no intent record; a call in flight is re-issued once, flagged, never a third time", async () => {
+  const j0 = await signedJournal();
+  const signer = { kid: j0.kp.kid, sign: (b: Uint8Array) => signEd25519(j0.kp.privateJwk, b) };
+  const keys = (kid: string) => (kid === j0.kp.kid ? j0.kp.publicJwk : undefined);
+  const { verifyJournal } = await import('../../../core/journal/verify.ts');
+  const { replaysToCompletion } = await import('../../../core/engine/replay.ts');
+  const clock = manualClock();
+  // The port's reservations outlive a drive, as the cell's table does: the durable intent of each call.
+  const b = budget(['agt_a', 'agt_b', 'agt_c'], Infinity, { counted: true });
+  const port = (m: ReturnType<typeof scriptedModel>, j: ReturnType<typeof memoryJournal>) => ({
+    model: m.port,
+    clock,
+    budget: b.port,
+    journal: j.port,
+    recorded: j.recorded,
+    intents: j.intents,
+  });
+  // Drive 1 completes seat a; seat b's call is cut off (the drive stops while it is out: its reservation is made).
+  const j1 = memoryJournal('run_test', signer, undefined, { cell_id: 'cell-a', epoch: 1 });
+  const m1 = scriptedModel((req) => {
+    if (req.agent.seat === 'b') throw new Error('the drive stopped');
+    return answer(`${req.agent.seat} done`);
+  });
+  const r1 = await runGraph(three(), 'go', port(m1, j1), OPTS);
+  assert.equal(r1.outcome, 'failed');
+  assert.deepEqual(
+    j1.records.slice(0, 3).map((x) => `${x.kind}:${x.step_id}`),
+    ['run_started:run', 'step:a/model/0', 'step:a'],
+    'one record a model call, after it: no intent before it',
+  );
+  // What a crash during b's call leaves: the records up to seat a.
+  const cut = j1.records.findIndex((x) => x.step_id === 'a');
+  const from = (cell: string, epoch: number) =>
+    memoryJournal(
+      'run_test',
+      signer,
+      { records: j1.records.slice(0, cut + 1).map((x) => structuredClone(x)), blobs: new Map(j1.blobs) },
+      { cell_id: cell, epoch },
+    );
+
+  // Drive 2 (a peer): a is reused, b's call is re-issued once and flagged, c asked once.
+  const j2 = from('cell-b', 2);
+  const m2 = scriptedModel((req) => answer(`${req.agent.seat} done (peer)`));
+  const r2 = await runGraph(three(), 'go', port(m2, j2), OPTS);
+  assert.equal(r2.outcome, 'completed');
+  assert.deepEqual(
+    m2.calls.map((c) => c.agent.seat),
+    ['b', 'c'],
+  );
+  const stepB = j2.records.find((x) => x.kind === 'step' && x.step_id === 'b/model/0');
+  assert.equal(stepB?.data?.['reissued'], true, 'the re-issue is on its step record');
+  assert.equal(stepB?.data?.['attempt'], 2);
+  assert.ok(!j2.records.some((x) => x.kind === 'intent'));
+  assert.equal(j2.records.find((x) => x.kind === 'step' && x.step_id === 'c/model/0')?.data?.['reissued'], undefined);
+  // Without an intent, the journal verifies and replays as any journal does.
+  assert.deepEqual(await verifyJournal(j2.records, keys), { ok: true });
+  assert.deepEqual(await replaysToCompletion(three(), j2.records, (h) => j2.blobs.get(h)), { ok: true });
+
+  // Drive 3 from the same cut (drive 2's records lost too): b was issued twice without a result: never a third time.
+  const j3 = from('cell-c', 3);
+  const m3 = scriptedModel((req) => answer(`${req.agent.seat} done (third)`));
+  const r3 = await runGraph(three(), 'go', port(m3, j3), OPTS);
+  assert.equal(r3.outcome, 'failed');
+  assert.equal(r3.reason, 'call_interrupted');
+  assert.deepEqual(r3.details, { step_id: 'b/model/0', call: 'model', attempts: 2 });
+  assert.equal(m3.calls.length, 0);
+  assert.ok(b.log.at(-1)!.endsWith(' 0'), 'the reservation of the call not made is released');
+});
+
+test("an older journal's intent before a model call still counts where reservations stand for intents", async () => {
+  const j0 = await signedJournal();
+  const signer = { kid: j0.kp.kid, sign: (b: Uint8Array) => signEd25519(j0.kp.privateJwk, b) };
+  const clock = manualClock();
+  // Written the old way (the port does not count): the journal ends with b's intent, a call in flight.
+  const old = budget(['agt_a', 'agt_b', 'agt_c']);
+  const j1 = memoryJournal('run_test', signer, undefined, { cell_id: 'cell-a', epoch: 1 });
+  const m1 = scriptedModel((req) => answer(`${req.agent.seat} done`));
+  await runGraph(
+    three(),
+    'go',
+    { model: m1.port, clock, budget: old.port, journal: j1.port, recorded: j1.recorded, intents: j1.intents },
+    OPTS,
+  );
+  const cut = j1.records.findIndex((x) => x.kind === 'intent' && x.step_id === 'b/model/0');
+  assert.ok(cut > 0);
+  // Resumed by a counting port that never saw b's reservation: the journal's intent says it was in flight.
+  const b = budget(['agt_a', 'agt_b', 'agt_c'], Infinity, { counted: true });
+  const j2 = memoryJournal(
+    'run_test',
+    signer,
+    { records: j1.records.slice(0, cut + 1).map((x) => structuredClone(x)), blobs: new Map(j1.blobs) },
+    { cell_id: 'cell-b', epoch: 2 },
+  );
+  const m2 = scriptedModel((req) => answer(`${req.agent.seat} done (peer)`));
+  const r2 = await runGraph(
+    three(),
+    'go',
+    { model: m2.port, clock, budget: b.port, journal: j2.port, recorded: j2.recorded, intents: j2.intents },
+    OPTS,
+  );
+  assert.equal(r2.outcome, 'completed');
+  assert.equal(j2.records.find((x) => x.kind === 'step' && x.step_id === 'b/model/0')?.data?.['reissued'], true);
+  assert.equal(j2.records.find((x) => x.kind === 'step' && x.step_id === 'c/model/0')?.data?.['reissued'], undefined);
+  assert.deepEqual(
+    j2.records.slice(cut + 1).map((x) => `${x.kind}:${x.step_id}`),
+    ['step:b/model/0', 'step:b', 'step:c/model/0', 'step:c', 'run_finished:run/end'],
+    'the old intent stays; the new drive adds none',
+  );
+});
+
 test('with the intents port, a tool call in flight is re-issued once and flagged', async () => {
   const j = await signedJournal();
   const signer = { kid: j.kp.kid, sign: (b: Uint8Array) => signEd25519(j.kp.privateJwk, b) };

@@ -1,4 +1,5 @@
-// Recorded journals (test/fixtures/journals/*.v1.json and *.v2.json, written by generate.ts) verified
+// Recorded journals (test/fixtures/journals/*.v1.json and *.v2.json, written by generate.ts; the
+// -reserved ones by `generate.ts --reserved`: no intent before a model call) verified
 // in CI: signatures and chain, the formation recompiles to the recorded graph hash, and
 // the run replays from its recorded outputs through today's engine without calling any
 // port. A change that breaks old journals fails here.
@@ -40,6 +41,26 @@ interface Fixture {
 test('there are recorded journal fixtures', () => {
   assert.ok(files.filter((f) => f.endsWith('.v1.json')).length >= 2, files.join(','));
   assert.ok(files.filter((f) => f.endsWith('.v2.json')).length >= 2, files.join(','));
+});
+
+test('the -reserved fixtures have no intent before a model call (its reservation is its intent), a tool call keeps its own', () => {
+  const reserved = files.filter((f) => f.endsWith('-reserved.v2.json'));
+  assert.ok(reserved.length >= 2, files.join(','));
+  let tools = 0;
+  for (const file of reserved) {
+    const fx = JSON.parse(readFileSync(join(DIR, file), 'utf8')) as Fixture;
+    const intents = fx.records.filter((r) => r.kind === 'intent');
+    assert.ok(
+      intents.every((r) => r.data?.['call'] === 'tool' && r.step_id.includes('/tool/')),
+      `${file}: ${intents.map((r) => r.step_id)}`,
+    );
+    assert.ok(
+      fx.records.some((r) => r.kind === 'step' && r.step_id.includes('/model/')),
+      file,
+    );
+    tools += intents.length;
+  }
+  assert.ok(tools > 0, 'a tool call is preceded by its intent');
 });
 
 for (const file of files) {
