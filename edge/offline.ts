@@ -475,13 +475,7 @@ export function mountOffline(
   }
 
   app.post(`${P}/:run_id/approvals/:step_id`, guard(PERMISSIONS.teamsApprove), async (c) => {
-    let body: unknown;
-    try {
-      body = JSON.parse(await c.req.text()) as unknown;
-    } catch {
-      throw malformedRequest('malformed JSON body');
-    }
-    const decision = decisionBody(body);
+    const decision = decisionBody(await jsonBody(c));
     const auth = c.get('auth');
     const runId = c.req.param('run_id');
     const run = await decide(
@@ -498,13 +492,7 @@ export function mountOffline(
   // A lost outcome resolved as at the cell (edge/outcomes.ts): an `outcome_resolved` record signed by the device,
   // appended after the run's earlier writers; then the run is driven again and the engine follows it.
   app.post(`${P}/:run_id/outcomes/:step_id`, guard(PERMISSIONS.teamsWrite), async (c) => {
-    let body: unknown;
-    try {
-      body = JSON.parse(await c.req.text()) as unknown;
-    } catch {
-      throw malformedRequest('malformed JSON body');
-    }
-    const ask = resolutionBody(body);
+    const ask = resolutionBody(await jsonBody(c));
     const runId = c.req.param('run_id');
     const run = await serial(runId, async () => {
       const r = readRun(setup.dir, runId);
@@ -543,6 +531,15 @@ export function mountOffline(
     streams,
     close: () => imported.close(),
   };
+}
+
+/** A request's JSON body (400 `malformed JSON body` when it does not parse). */
+async function jsonBody(c: Context<EdgeEnv>): Promise<unknown> {
+  try {
+    return JSON.parse(await c.req.text()) as unknown;
+  } catch {
+    throw malformedRequest('malformed JSON body');
+  }
 }
 
 /**
