@@ -229,6 +229,11 @@ export const REASONS = {
   invalid_timezone: { codes: I, sentence: 'The time zone is not an IANA time zone name.' },
   invalid_transition: { codes: C, sentence: "The principal's lifecycle state does not allow this transition." },
   ip_not_allowed: { codes: F, sentence: "The caller's IP address is not in the key's allowed ranges." },
+  journal_act_not_entitled: {
+    codes: F,
+    sentence:
+      "An imported journal records a tool call the device was not entitled to under the bundle it held (the seat's grant, mode, egress, data grants, clearance or compartments).",
+  },
   journal_error: { codes: [], runs: ['failed'], sentence: "Writing the run's journal failed." },
   journal_exists: { codes: C, sentence: 'A journal for this run was already imported.' },
   journal_invalid: { codes: F, runs: ['failed'], sentence: 'The journal does not verify.' },

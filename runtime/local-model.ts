@@ -14,8 +14,10 @@
  * script and one level up, then `./edge-runtime`.
  *
  * Decoding is greedy (temperature 0), `gpu: false`, `threads: 1` by default
- * (two threads contend on two cores); each call uses a fresh context sequence
- * and calls are serialized, so the same prompt gives the same output.
+ * (two threads contend on two cores); calls are serialized on the context's
+ * one sequence, kept between them: a call evaluates only what it does not share
+ * with what the sequence holds (a tool-calling prompt's function documentation,
+ * a conversation it continues), and the same prompt gives the same output.
  */
 import { createRequire } from 'node:module';
 import { existsSync, realpathSync } from 'node:fs';
@@ -170,6 +172,10 @@ export async function loadLocalSignedModel(opts: {
     await copy.remove();
   }
   let queue: Promise<unknown> = Promise.resolve();
+  // The context's one sequence, kept between calls: a chat turn that continues a conversation already in it
+  // (the same system prompt, tools and history) evaluates only what is new.
+  let kept: Untyped = null;
+  const sequence = (): Untyped => (kept ??= context.getSequence());
   const stopped = () =>
     new ServiceError('service_unavailable', 'the local model call was stopped', { details: { reason: 'cancelled' }, retryable: false });
 
@@ -181,7 +187,13 @@ export async function loadLocalSignedModel(opts: {
     const budget = Math.max(1, contextSize - maxTokens - 1);
     const input = all.length > budget ? all.slice(all.length - budget) : all;
     const withBos = model.tokens?.bos != null ? [model.tokens.bos, ...input] : input;
-    const seq = context.getSequence();
+    // The one sequence, kept: what it holds of this prompt's start is not evaluated again (at least the last
+    // prompt token is, for its next-token scores); the rest is erased.
+    const seq = sequence();
+    const held = seq.contextTokens as number[];
+    let same = 0;
+    while (same < held.length && same < withBos.length - 1 && held[same] === withBos[same]) same++;
+    if (same < seq.nextTokenIndex) await seq.eraseContextTokenRanges([{ start: same, end: seq.nextTokenIndex }]);
     const out: number[] = [];
     // The token callback: the text decoded so far, handed on as it grows; a piece that ends inside a
     // multi-byte character (U+FFFD at the end) waits for the next token.
@@ -200,19 +212,16 @@ export async function loadLocalSignedModel(opts: {
         }
       }
     };
-    try {
-      if (maxTokens > 0) {
-        for await (const token of seq.evaluate(withBos, { temperature: 0 })) {
-          // Leaving the loop ends the evaluation: a stopped call generates nothing more.
-          if (signal?.aborted) break;
-          if (model.isEogToken?.(token)) break;
-          out.push(token);
-          flush(false);
-          if (out.length >= maxTokens) break;
-        }
+    // The sequence stays with this prompt in it when the loop ends (the next call keeps what it shares).
+    if (maxTokens > 0) {
+      for await (const token of seq.evaluate(withBos.slice(same), { temperature: 0 })) {
+        // Leaving the loop ends the evaluation: a stopped call generates nothing more.
+        if (signal?.aborted) break;
+        if (model.isEogToken?.(token)) break;
+        out.push(token);
+        flush(false);
+        if (out.length >= maxTokens) break;
       }
-    } finally {
-      seq.dispose();
     }
     if (signal?.aborted) throw stopped();
     flush(true);
@@ -224,12 +233,13 @@ export async function loadLocalSignedModel(opts: {
     const maxTokens = Math.max(1, Math.min(req.maxTokens, Math.floor(contextSize / 2)));
     const functions = functionsOf(req.tools, req.toolChoice);
     const offered = Object.keys(functions).length > 0;
-    const seq = context.getSequence();
-    // Exact token counts of this call: the sequence is fresh, so its meter counts this call alone.
-    const used = seq.tokenMeter as { usedInputTokens: number; usedOutputTokens: number };
+    const seq = sequence();
+    const meter = seq.tokenMeter as { usedOutputTokens: number };
+    const before = meter.usedOutputTokens;
     const chat = new llamaCpp.LlamaChat({
       contextSequence: seq,
       chatWrapper: chatWrapper(llamaCpp, offered && toolChoiceForces(req.toolChoice)),
+      autoDisposeSequence: false,
     });
     const listen =
       <T>(f: (x: T) => void) =>
@@ -265,14 +275,16 @@ export async function loadLocalSignedModel(opts: {
         });
       throw e;
     } finally {
-      chat.dispose();
-      seq.dispose();
+      chat.dispose({ disposeSequence: false });
     }
+    // Exact token counts of this call: the tokens it generated, and its whole prompt (what the sequence holds
+    // now, less them), whether or not the start of the prompt was already evaluated.
+    const outputTokens = meter.usedOutputTokens - before;
     return {
       text: typeof r.response === 'string' ? r.response : '',
       toolCalls: engineCalls(req.messages, r.functionCalls),
-      inputTokens: used.usedInputTokens,
-      outputTokens: used.usedOutputTokens,
+      inputTokens: (seq.contextTokens as unknown[]).length - outputTokens,
+      outputTokens,
     };
   }
 
@@ -293,6 +305,7 @@ export async function loadLocalSignedModel(opts: {
       return queued(() => chatNow(req, onDelta, signal));
     },
     async dispose() {
+      kept?.dispose();
       await context.dispose();
       await model.dispose();
       await llama.dispose();

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the single-file edge program as a Node single executable application (SEA):
+# Builds the single-file edge program as a Node single executable application (SEA), with V8's code
+# cache of the program (useCodeCache: no compile at start; the cache is the building node's, which it embeds):
 #   dist/edge.cjs  edge/bin.ts (edge/main.ts) bundled as CommonJS (SEA runs CommonJS), core and bundles included
 #   dist/edge      a copy of this node binary (stripped when `strip` exists) with the blob injected
 # The local model runtime (edge-runtime/node_modules/node-llama-cpp) is the only part loaded from
@@ -11,7 +12,7 @@ mkdir -p dist
 node scripts/build.mjs --edge-sea
 
 cat > dist/sea-config.json <<JSON
-{ "main": "dist/edge.cjs", "output": "dist/edge.blob", "disableExperimentalSEAWarning": true }
+{ "main": "dist/edge.cjs", "output": "dist/edge.blob", "disableExperimentalSEAWarning": true, "useCodeCache": true }
 JSON
 node --experimental-sea-config dist/sea-config.json
 

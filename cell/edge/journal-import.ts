@@ -10,7 +10,9 @@
  *      (`parent_unknown`, `journal_invalid`);
  *   4b. every approval it records is one the device was entitled to take (import-approvals.ts);
  *   4c. every resolution of a lost outcome it records names an operator its key bundle let resolve (same file);
- *   5. every MCP tool call names a tool the crew bundle carried, under its pin (judge-mcp-calls.ts);
+ *   5. every MCP tool call names a tool the crew bundle carried, under its pin (judge-mcp-calls.ts), and
+ *      every built-in tool call it records was one its seat was entitled to under the bundle the device
+ *      held (journal-acts.ts: 403 `journal_act_not_entitled`, naming the record);
  *   6. a `completed` journal replays to completion on the graph a crew bundle of this cell carried
  *      under its graph hash (core/engine/replay.ts): one cut short and ended by hand does not;
  *   7. the same export again is idempotent; a longer journal of the same run that extends the stored
@@ -23,6 +25,7 @@ import { ServiceError, conflict, notFound } from '../../core/errors.ts';
 import type { Reason } from '../../core/reasons.ts';
 import type { Graph } from '../../core/engine/types.ts';
 import { replaysToCompletion } from '../../core/engine/replay.ts';
+import { refuseUnentitledActs } from './journal-acts.ts';
 import { recordHash } from '../../core/journal/hash.ts';
 import { forkPointOf, type ParentJournal } from '../../core/journal/lineage.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
@@ -109,6 +112,12 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
   await judgeMcpCalls(runId, p.records, () => graphOf(ctx, p.run.graph_hash), refuse);
   await checkApprovals(ctx, device.device_id, p, () => graphOf(ctx, p.run.graph_hash), refuse);
   await checkResolutions(ctx, device.device_id, p, refuse);
+  await refuseUnentitledActs(
+    p,
+    () => graphOf(ctx, p.run.graph_hash),
+    (id) => ctx.teams.crew(id),
+    refuse,
+  );
   if (p.run.outcome === 'completed') {
     const graph = await graphOf(ctx, p.run.graph_hash);
     if (graph === undefined) {

@@ -127,6 +127,32 @@ export async function journalByRun(db: Reader, runId: string): Promise<JournalRo
     : undefined;
 }
 
+/** A stored journal's summary, without its export. */
+export type JournalSummaryRow = Omit<JournalRow, 'hash' | 'export'>;
+
+/** The journals runs carried back (a device's, or every device's for null), newest import first. */
+export async function journalsOfDevice(db: Reader, deviceId: string | null, limit: number, offset: number): Promise<JournalSummaryRow[]> {
+  const rows = await db.all(
+    'SELECT run_id, device_id, crew_id, graph_hash, outcome, record_count, imported_at FROM edge_journals WHERE device_id = ? OR ? = 1 ORDER BY imported_at DESC, run_id LIMIT ? OFFSET ?',
+    [deviceId ?? '', deviceId === null ? 1 : 0, limit, offset],
+  );
+  return rows.map((r) => ({
+    run_id: str(r, 'run_id'),
+    device_id: str(r, 'device_id'),
+    crew_id: str(r, 'crew_id'),
+    graph_hash: str(r, 'graph_hash'),
+    outcome: str(r, 'outcome'),
+    record_count: num(r, 'record_count'),
+    imported_at: num(r, 'imported_at'),
+  }));
+}
+
+export async function countJournalsOfDevice(db: Reader, deviceId: string | null): Promise<number> {
+  return count(
+    await db.get('SELECT COUNT(*) AS n FROM edge_journals WHERE device_id = ? OR ? = 1', [deviceId ?? '', deviceId === null ? 1 : 0]),
+  );
+}
+
 /** Replaces a stored journal with a longer one of the same run that extends it (only while it is still `prevHash`). */
 export async function replaceJournal(tx: Tx, prevHash: string, j: JournalRow & { imported_by: string }): Promise<void> {
   await tx.run(

@@ -12,7 +12,7 @@ import type { ModelReference } from '../../bundles/crew-bundle.ts';
 import { crewForEdge } from './crew-source.ts';
 import type { AppEnv } from '../context.ts';
 import { isoTime } from '../../core/iso-time.ts';
-import { IsoTime, errorResponses, json, jsonBody, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import type { EdgeContext } from './context.ts';
 import { deviceFacts } from './devices.ts';
 import { DeviceId, deviceRoutes } from './routes-devices.ts';
@@ -80,8 +80,27 @@ const ImportedJournal = z
     record_count: z.number().int(),
     imported_at: IsoTime,
     records: z.array(z.record(z.string(), z.unknown())),
+    values: z
+      .record(z.string(), z.unknown())
+      .openapi({ description: "The export's step inputs and outputs, by content hash (each checked at import)" }),
+    graph: z
+      .record(z.string(), z.unknown())
+      .nullable()
+      .openapi({ description: 'The graph a crew bundle of this cell carried under the graph hash (its seats and steps), or null' }),
   })
   .openapi('EdgeImportedJournal');
+
+const JournalSummary = z
+  .object({
+    run_id: z.string(),
+    device_id: z.string(),
+    crew_id: z.string(),
+    graph_hash: z.string(),
+    outcome: z.string(),
+    record_count: z.number().int(),
+    imported_at: IsoTime,
+  })
+  .openapi('EdgeJournalSummary');
 
 function bundleResponse(text: string, version: number) {
   return new Response(text, { status: 201, headers: { 'content-type': SIGNED_MEDIA_TYPE, 'x-bundle-version': String(version) } });
@@ -191,6 +210,33 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
   app.openapi(
     createRoute({
       method: 'get',
+      path: `${P}/journals`,
+      tags: [TAG],
+      'x-status': 'Live',
+      summary: 'Imported device journals (of one device with `device_id`), newest import first',
+      ...secured(PERMISSIONS.edgeRead),
+      request: { query: pageQuery(100, 1000).extend({ device_id: DeviceId.optional() }) },
+      responses: {
+        200: json(listSchema('journals', JournalSummary, 'EdgeJournalList'), 'Summaries, newest import first'),
+        ...errorResponses(400, 401, 403),
+      },
+    }),
+    async (c) => {
+      const q = c.req.valid('query');
+      const rows = await repo.journalsOfDevice(core.store, q.device_id ?? null, q.limit, q.offset);
+      return c.json(
+        {
+          journals: rows.map((r) => ({ ...r, imported_at: isoTime(r.imported_at) })),
+          ...pageOf(q, await repo.countJournalsOfDevice(core.store, q.device_id ?? null)),
+        },
+        200,
+      );
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get',
       path: `${P}/journals/{run_id}`,
       tags: [TAG],
       'x-status': 'Live',
@@ -206,7 +252,11 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
     async (c) => {
       const row = await repo.journalByRun(core.store, c.req.valid('param').run_id);
       if (!row) throw notFound('journal');
-      const payload = JSON.parse(splitEnvelope(row.export)!.payload) as { records: Record<string, unknown>[] };
+      const payload = JSON.parse(splitEnvelope(row.export)!.payload) as {
+        records: Record<string, unknown>[];
+        values: Record<string, unknown>;
+      };
+      const graph = await repo.crewGraphByHash(core.store, row.graph_hash);
       return c.json(
         {
           run_id: row.run_id,
@@ -217,6 +267,8 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
           record_count: row.record_count,
           imported_at: isoTime(row.imported_at),
           records: payload.records,
+          values: payload.values,
+          graph: graph === undefined ? null : (JSON.parse(graph) as Record<string, unknown>),
         },
         200,
       );

@@ -17,6 +17,7 @@ import { ApprovalsView } from './views/approvals.tsx';
 import { AuditView } from './views/audit.tsx';
 import { CatalogView } from './views/catalog.tsx';
 import { CellsView } from './views/cells.tsx';
+import { DevicesView, EdgeRunView } from './views/devices.tsx';
 import { FormationsView } from './views/formations.tsx';
 import { KeysView } from './views/keys.tsx';
 import { RunView } from './views/run.tsx';
@@ -135,6 +136,7 @@ const NAV: { view: Route['view']; label: string; id: string }[] = [
   { view: 'keys', label: 'API keys', id: 'nav-keys' },
   { view: 'audit', label: 'Audit trail', id: 'nav-audit' },
   { view: 'cells', label: 'Cells', id: 'nav-cells' },
+  { view: 'devices', label: 'Edge devices', id: 'nav-devices' },
   { view: 'verify', label: 'Verify a journal', id: 'nav-verify' },
 ];
 
@@ -153,6 +155,10 @@ function View({ route }: { route: Route }) {
       return <AuditView />;
     case 'cells':
       return <CellsView />;
+    case 'devices':
+      return <DevicesView key={route.deviceId ?? ''} deviceId={route.deviceId} />;
+    case 'edge-run':
+      return <EdgeRunView key={route.runId} runId={route.runId} />;
     case 'verify':
       return <VerifyView />;
     case 'principals':

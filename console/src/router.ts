@@ -16,7 +16,9 @@ export type Route =
   | { view: 'schedules'; scheduleId: string | null }
   | { view: 'principals' }
   | { view: 'catalog' }
-  | { view: 'verify' };
+  | { view: 'verify' }
+  | { view: 'devices'; deviceId: string | null }
+  | { view: 'edge-run'; runId: string };
 
 const ID = /^[A-Za-z0-9_.:-]{1,100}$/;
 
@@ -45,6 +47,8 @@ export function parseRoute(hash: string): Route {
   if (first === 'principals') return { view: 'principals' };
   if (first === 'catalog') return { view: 'catalog' };
   if (first === 'verify') return { view: 'verify' };
+  if (first === 'devices') return { view: 'devices', deviceId: second && ID.test(second) ? second : null };
+  if (first === 'edge-runs' && second && ID.test(second)) return { view: 'edge-run', runId: second };
   return { view: 'runs', query: new URLSearchParams(qs) };
 }
 

@@ -11,7 +11,8 @@ import { runGraph } from '../../core/engine/run.ts';
 import type { EnginePorts, Graph, ModelPort, RunResult, ToolsPort } from '../../core/engine/types.ts';
 import { recordHash } from '../../core/journal/hash.ts';
 import { memoryJournal } from '../../core/journal/memory.ts';
-import type { JournalRecord } from '../../core/journal/record.ts';
+import { journalDecisions } from '../../edge/approvals.ts';
+import type { JournalKind, JournalRecord } from '../../core/journal/record.ts';
 import type { InProcess } from '../helpers/inproc.ts';
 
 const A = '/api/public/v1/admin';
@@ -157,4 +158,64 @@ export function exportRun(
     records,
     values: r.values,
   });
+}
+
+/**
+ * A device run of `graph` requested by `requester`: it waits on its approval, `deciders` decide it (each an
+ * `approval_received` record as edge serve writes it, judged with key bundle `bundle`), and it runs on.
+ * (`o.step`: the approval's step id, default `pre:0`; `o.model`, `o.tools`: the device's, as deviceRun takes them.)
+ */
+export async function approvedRun(
+  signer: Signer,
+  graph: Graph,
+  graphHash: string,
+  requester: string,
+  deciders: string[],
+  bundle: number,
+  o: { model?: ModelPort; tools?: ToolsPort; step?: string; input?: unknown } = {},
+): Promise<DeviceRun> {
+  const STEP = o.step ?? 'pre:0';
+  const AT = 1_767_225_600_000;
+  const run = await newEdgeRun(signer.kid);
+  const j = memoryJournal(run.run_id, signer);
+  let asked: string | null = null;
+  const ports: EnginePorts = {
+    model: o.model ?? echoModel,
+    ...(o.tools ? { tools: o.tools } : {}),
+    clock: { now: () => AT },
+    budget: {
+      hasLedger: async () => true,
+      reserve: async (_a, amount) => ({ ok: true, reservation_id: 'r', amount }),
+      commit: async () => {},
+    },
+    approvals: {
+      decisions: async (stepId) => journalDecisions(j.records, stepId),
+      request: async (_s, ask) => {
+        asked = ask.input_hash;
+      },
+    },
+    journal: j.port,
+    recorded: j.recorded,
+    attempts: j.attempts,
+  };
+  const opts = { run_id: run.run_id, graph_hash: graphHash, requester };
+  const first = await runGraph(graph, o.input ?? 'open valve 3', ports, opts);
+  assert.equal(first.outcome, 'waiting', JSON.stringify(first));
+  const none = contentHash(null);
+  for (const by of deciders) {
+    await j.port.append(
+      {
+        step_id: STEP,
+        kind: 'approval_received' as JournalKind,
+        graph_hash: graphHash,
+        input_hash: none,
+        output_hash: none,
+        at: AT,
+        data: { by, chain: [by], decision: 'approve', comment: null, input_hash: asked!, key_bundle: bundle },
+      },
+      { input: null, output: null },
+    );
+  }
+  const result = await runGraph(graph, o.input ?? 'open valve 3', ports, opts);
+  return { run, records: j.records, values: Object.fromEntries(j.blobs), result } satisfies DeviceRun;
 }

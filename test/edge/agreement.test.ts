@@ -1,5 +1,7 @@
 // The cell and the edge judge the same key the same way: a table of keys x operations x client IPs,
 // answered by the real cell routes (in-process) and by the edge gateway from the signed bundle alone.
+// And the same tool call the same way: a table of calls x authorities answered by the cell's catalog (its
+// crew runs' tools port), the device's (edge/tools.ts) and the journal import's re-judging of the recorded act.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -13,6 +15,14 @@ import { openKeyBundle } from '../../bundles/key-bundle.ts';
 import { acceptArtifact, emptyDeviceState } from '../../bundles/accept.ts';
 import { generateEd25519 } from '../../bundles/codec.ts';
 import { createEdgeApp, type EdgeRuntime } from '../../edge/gateway.ts';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { contentHash } from '../../core/canonical.ts';
+import { isEngineRefusal } from '../../core/engine/refusal.ts';
+import type { Graph, SeatAuthority } from '../../core/engine/types.ts';
+import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
+import { deviceToolsPort } from '../../edge/tools.ts';
+import { unentitledAct } from '../../cell/edge/journal-acts.ts';
 
 const A = '/api/public/v1/admin';
 
@@ -600,4 +610,197 @@ function claims(token: string): Record<string, any> {
 }
 function b64j(v: unknown): string {
   return Buffer.from(JSON.stringify(v)).toString('base64url');
+}
+
+// ---------------------------------------------------------------- tool calls
+
+/** What a tools port said of one call: its answer, or its refusal's reason. */
+type Verdict = { ok: unknown } | { refused: string };
+
+async function verdictOf(p: Promise<unknown>): Promise<Verdict> {
+  try {
+    return { ok: await p };
+  } catch (e) {
+    if (isEngineRefusal(e)) return { refused: e.reason };
+    throw e;
+  }
+}
+
+test("cell and edge judge the same tool call the same way: the cell's catalog, the device's, and the journal import", async () => {
+  // Two HTTP services on loopback, which both the cell and the device were told they may reach
+  // (--egress-allow-private): the allowlist names one for GET, the other for POST.
+  const services = [0, 1].map(() =>
+    createServer((req, res) => {
+      res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'text/plain' });
+      res.end(`${req.method} ${req.url}`);
+    }),
+  );
+  for (const svc of services) await new Promise<void>((r) => svc.listen(0, '127.0.0.1', r));
+  const [origin, reports] = services.map((svc) => `http://127.0.0.1:${(svc.address() as AddressInfo).port}`) as [string, string];
+  const loopback = ['127.0.0.1/32'];
+  const t = await inProcessCell({ config: { egressAllowPrivate: loopback } });
+  const dir = mkdtempSync(join(tmpdir(), 'edge-agree-tools-'));
+  try {
+    const ws = 'ws_agree';
+    const cell = t.modules.teams.teams.crewPorts('run_agree', ws).tools!;
+    const device = deviceToolsPort(dir, { now: () => t.clock.now() }, ws, loopback);
+    const base: SeatAuthority = {
+      allowed_tools: ['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get', 'http.request'],
+      clearance_level: 1,
+      permission_mode: 'auto',
+      data_grant_ids: [`kv:${ws}`],
+      egress_allowlist: [`kv:${ws}`, origin, `POST:${reports}`],
+      compartments: ['ops'],
+      governing_contract_ids: [],
+      budget_ceiling: null,
+    };
+    const rows: { name: string; tool: string; args: JsonObject; authority?: Partial<SeatAuthority>; expect: string }[] = [
+      { name: 'calc', tool: 'calc', args: { expression: '6*7' }, expect: 'allowed' },
+      { name: 'calc, bad arguments', tool: 'calc', args: { expression: '6*' }, expect: 'bad_arguments' },
+      {
+        name: 'kv.put within clearance',
+        tool: 'kv.put',
+        args: { key: 'pump-7', value: 'leak', classification: 1, compartments: ['ops'] },
+        expect: 'allowed',
+      },
+      { name: 'kv.get of it', tool: 'kv.get', args: { key: 'pump-7' }, expect: 'allowed' },
+      {
+        name: 'kv.put, no egress to storage',
+        tool: 'kv.put',
+        args: { key: 'k', value: 1 },
+        authority: { egress_allowlist: [origin] },
+        expect: 'egress_denied',
+      },
+      { name: 'kv.put above clearance', tool: 'kv.put', args: { key: 'k', value: 1, classification: 2 }, expect: 'clearance_insufficient' },
+      {
+        name: 'kv.put, a compartment not held',
+        tool: 'kv.put',
+        args: { key: 'k', value: 1, compartments: ['hr'] },
+        expect: 'compartment_not_granted',
+      },
+      {
+        name: 'kv.get, no data grant',
+        tool: 'kv.get',
+        args: { key: 'pump-7' },
+        authority: { data_grant_ids: [] },
+        expect: 'data_not_granted',
+      },
+      {
+        name: 'kv.get, the entry above clearance',
+        tool: 'kv.get',
+        args: { key: 'pump-7' },
+        authority: { clearance_level: 0 },
+        expect: 'clearance_insufficient',
+      },
+      {
+        name: 'kv.get, its compartment not held',
+        tool: 'kv.get',
+        args: { key: 'pump-7' },
+        authority: { compartments: [] },
+        expect: 'compartment_not_granted',
+      },
+      { name: 'http.get on the allowlist', tool: 'http.get', args: { url: `${origin}/pumps` }, expect: 'allowed' },
+      { name: 'http.get off the allowlist', tool: 'http.get', args: { url: 'http://127.0.0.2:9/x' }, expect: 'egress_denied' },
+      { name: 'http.request GET', tool: 'http.request', args: { method: 'GET', url: `${origin}/pumps` }, expect: 'allowed' },
+      {
+        name: 'http.request POST where the allowlist names POST',
+        tool: 'http.request',
+        args: { method: 'POST', url: `${reports}/reports`, body: { ok: true } },
+        expect: 'allowed',
+      },
+      {
+        name: 'http.request POST to an origin named for GET only',
+        tool: 'http.request',
+        args: { method: 'POST', url: `${origin}/pumps`, body: { ok: true } },
+        expect: 'egress_denied',
+      },
+      {
+        name: 'http.request with a credential header',
+        tool: 'http.request',
+        args: { method: 'GET', url: `${origin}/pumps`, headers: { Authorization: 'Bearer x' } },
+        expect: 'header_not_allowed',
+      },
+      {
+        name: 'http.get to a private range the operator did not allow',
+        tool: 'http.get',
+        args: { url: 'http://10.9.9.9/x' },
+        authority: { egress_allowlist: ['10.9.9.9'] },
+        expect: 'egress_private_address',
+      },
+      { name: 'a tool neither catalog has', tool: 'weather.forecast', args: {}, expect: 'tool_unknown' },
+    ];
+    const summary = (v: Verdict) =>
+      'refused' in v ? v.refused : (v.ok as { error?: unknown } | null)?.error === 'invalid_request' ? 'bad_arguments' : 'allowed';
+    let seq = 0;
+    for (const row of rows) {
+      const authority = { ...base, ...row.authority };
+      const ctx = { run_id: 'run_agree', step_id: `n/tool/0.${seq}`, seat: 'a', agent_id: 'agt_a', authority, effect_key: `ek_${seq}` };
+      const atCell = await verdictOf(cell.call(row.tool, row.args, ctx));
+      const atEdge = await verdictOf(device.call(row.tool, row.args, ctx));
+      assert.equal(summary(atCell), row.expect, `${row.name}: the cell says ${JSON.stringify(atCell)}`);
+      assert.equal(summary(atEdge), row.expect, `${row.name}: the edge says ${JSON.stringify(atEdge)}`);
+      if ('ok' in atCell && 'ok' in atEdge && row.tool !== 'clock.now' && !row.tool.startsWith('http.'))
+        assert.deepEqual(atEdge.ok, atCell.ok, `${row.name}: the same answer`);
+      // The import judges the call as a record of a journal (cell/edge/journal-acts.ts): an act both catalogs
+      // allowed is entitled; one they refused for a rule the cell can judge from the bundle is refused for it.
+      seq++;
+      if (!BUILTIN.has(row.tool)) continue;
+      // A refused call recorded as done anyway (what a forged journal says): its result as the tool gives it.
+      const out = 'ok' in atEdge ? atEdge.ok : row.tool === 'kv.get' ? { found: true, value: 'leak' } : { ok: true };
+      const input = { tool: row.tool, args: row.args };
+      const graph = {
+        nodes: [
+          { id: 'n', kind: 'agent', seat: 'a', config: {} },
+          { id: 'w', kind: 'tool', seat: 'w', config: { tool: 'kv.put' } },
+        ],
+        seats: { a: { authority }, w: { authority: base } },
+      } as unknown as Graph;
+      const earlier = row.tool === 'kv.get' ? [kvPutRecord()] : [];
+      const journal = {
+        records: [
+          ...earlier.map((e) => e.record),
+          {
+            seq: 9,
+            kind: 'step',
+            step_id: 'n/tool/0.9',
+            input_hash: contentHash(input),
+            output_hash: contentHash(out),
+            data: { tool: row.tool },
+          },
+        ] as unknown as JournalRecord[],
+        values: Object.fromEntries([...earlier.flatMap((e) => e.values), [contentHash(input), input], [contentHash(out), out]]),
+      };
+      const judged = unentitledAct(graph, ws, journal);
+      const want = JUDGED_AT_IMPORT.has(row.expect) ? row.expect : null;
+      assert.equal(judged?.why ?? null, want, `${row.name}: the import says ${JSON.stringify(judged)}`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    await t.close();
+    for (const svc of services) await new Promise((r) => svc.close(r));
+  }
+});
+
+/** The built-in tools the import re-judges, and the refusals it can judge from the bundle alone. */
+const BUILTIN = new Set(['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get', 'http.request']);
+const JUDGED_AT_IMPORT = new Set(['egress_denied', 'clearance_insufficient', 'compartment_not_granted', 'data_not_granted']);
+
+/** The record of the kv.put (by a seat that could) that wrote `pump-7` earlier in the journal. */
+function kvPutRecord(): { record: unknown; values: [string, unknown][] } {
+  const input = { tool: 'kv.put', args: { key: 'pump-7', value: 'leak', classification: 1, compartments: ['ops'] } };
+  const out = { ok: true, key: 'pump-7', compartments: ['ops'] };
+  return {
+    record: {
+      seq: 1,
+      kind: 'step',
+      step_id: 'w/call',
+      input_hash: contentHash(input),
+      output_hash: contentHash(out),
+      data: { tool: 'kv.put' },
+    },
+    values: [
+      [contentHash(input), input],
+      [contentHash(out), out],
+    ],
+  };
 }

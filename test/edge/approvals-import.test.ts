@@ -10,69 +10,17 @@ import { inProcessCell, type InProcess } from '../helpers/inproc.ts';
 import { generateEd25519, signerFromJwk, type Signer } from '../../bundles/codec.ts';
 import { newEdgeRun } from '../../bundles/run-id.ts';
 import { contentHash } from '../../core/canonical.ts';
-import { runGraph } from '../../core/engine/run.ts';
-import type { EnginePorts, Graph } from '../../core/engine/types.ts';
 import { memoryJournal } from '../../core/journal/memory.ts';
 import type { JournalKind, JournalRecord } from '../../core/journal/record.ts';
-import { journalDecisions } from '../../edge/approvals.ts';
-import { crewOnDevice, echoModel, exportRun, type DeviceRun } from './_device-run.ts';
+import { approvedRun, crewOnDevice, exportRun, type DeviceRun } from './_device-run.ts';
 
 const A = '/api/public/v1/admin';
-const AT = 1_767_225_600_000;
 const STEP = 'pre:0';
 
 async function must(t: InProcess, method: string, path: string, body?: unknown): Promise<any> {
   const r = await t.request(method, path, { token: t.adminKey, ...(body !== undefined ? { body } : {}) });
   assert.ok(r.status >= 200 && r.status < 300, `${method} ${path} -> ${r.status} ${r.text}`);
   return r.body;
-}
-
-/**
- * A device run of `graph` requested by `requester`: it waits on its approval, `deciders` decide it (each an
- * `approval_received` record as edge serve writes it, judged with key bundle `bundle`), and it runs on.
- */
-async function approvedRun(signer: Signer, graph: Graph, graphHash: string, requester: string, deciders: string[], bundle: number) {
-  const run = await newEdgeRun(signer.kid);
-  const j = memoryJournal(run.run_id, signer);
-  let asked: string | null = null;
-  const ports: EnginePorts = {
-    model: echoModel,
-    clock: { now: () => AT },
-    budget: {
-      hasLedger: async () => true,
-      reserve: async (_a, amount) => ({ ok: true, reservation_id: 'r', amount }),
-      commit: async () => {},
-    },
-    approvals: {
-      decisions: async (stepId) => journalDecisions(j.records, stepId),
-      request: async (_s, ask) => {
-        asked = ask.input_hash;
-      },
-    },
-    journal: j.port,
-    recorded: j.recorded,
-    attempts: j.attempts,
-  };
-  const opts = { run_id: run.run_id, graph_hash: graphHash, requester };
-  const first = await runGraph(graph, 'open valve 3', ports, opts);
-  assert.equal(first.outcome, 'waiting', JSON.stringify(first));
-  const none = contentHash(null);
-  for (const by of deciders) {
-    await j.port.append(
-      {
-        step_id: STEP,
-        kind: 'approval_received' as JournalKind,
-        graph_hash: graphHash,
-        input_hash: none,
-        output_hash: none,
-        at: AT,
-        data: { by, chain: [by], decision: 'approve', comment: null, input_hash: asked!, key_bundle: bundle },
-      },
-      { input: null, output: null },
-    );
-  }
-  const result = await runGraph(graph, 'open valve 3', ports, opts);
-  return { run, records: j.records, values: Object.fromEntries(j.blobs), result } satisfies DeviceRun;
 }
 
 /** The same journal under a new run id, every record signed again by the device, `change` applied to each. */

@@ -156,3 +156,19 @@ test('a signal stops a chat turn, and a queued one is never started', { skip, ti
   const after = await model.chat({ messages: MESSAGES, tools: TOOLS, toolChoice: { name: 'clock.now' }, maxTokens: 100 });
   assert.equal(after.toolCalls[0]!.name, 'clock.now', 'the model is free again');
 });
+
+test('what the kept sequence already holds changes neither an answer nor its token counts', { skip, timeout: 120_000 }, async () => {
+  // The one context sequence is kept between calls (runtime/local-model.ts): a call evaluates only what it does not
+  // share with the call before. The same turn after another conversation, after a text prompt, and twice in a row.
+  const req = { messages: MESSAGES, tools: TOOLS, toolChoice: { name: 'kv.put' }, maxTokens: 400 };
+  const first = await model.chat(req);
+  const other = await model.chat({ messages: [MESSAGES[0]!, { role: 'user', content: 'Something else.' }], tools: TOOLS, maxTokens: 16 });
+  assert.notDeepEqual(other, first);
+  const afterOther = await model.chat(req);
+  const text = await model.complete('system: You are the field recorder.\nuser: Record it.\nassistant:', 24);
+  const afterText = await model.chat(req);
+  const again = await model.chat(req);
+  for (const x of [afterOther, afterText, again]) assert.deepEqual(x, first);
+  // A text prompt's counts are its whole prompt, whatever the sequence held.
+  assert.deepEqual(await model.complete('system: You are the field recorder.\nuser: Record it.\nassistant:', 24), text);
+});

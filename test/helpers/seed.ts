@@ -3,10 +3,11 @@
  * every list and every timestamp (paging.test.ts, times.test.ts): principals,
  * keys, OAuth clients, providers, skills, blueprints, agents, contracts, two
  * formations (one with three billets), two crews with finished runs, job runs,
- * definitions, endpoints, edge devices, cells of the group, catalog sources (on a real MCP server). Path parameters of nested lists are
+ * definitions, endpoints, edge devices and journals imported from them, cells of the group, catalog sources (on a real MCP server). Path parameters of nested lists are
  * filled from `ids`.
  */
-import { generateEd25519 } from '../../bundles/codec.ts';
+import { generateEd25519, signerFromJwk } from '../../bundles/codec.ts';
+import { crewOnDevice, deviceRun, exportRun } from '../edge/_device-run.ts';
 import { dbNow, upsertCell } from '../../cell/cluster/repository.ts';
 import { waitFinished } from '../cell/jobs/_wait.ts';
 import type { FakeOpenAI } from '../fixtures/openai-server.ts';
@@ -65,8 +66,22 @@ export async function seededCell(): Promise<Seeded> {
       await ok(api, 'POST', `${A}/jobs/definitions`, { name: n, job_type: 'compute', spec: { code: 'return 1' }, cron: '*/5 * * * *' });
     for (const n of ['e1', 'e2'])
       await ok(api, 'POST', `${A}/jobs/endpoints`, { name: n, job_type: 'compute', spec: { code: 'return 1' } });
-    for (const n of ['dev-1', 'dev-2'])
-      await ok(api, 'POST', `${A}/edge/devices`, { name: n, public_jwk: (await generateEd25519()).publicJwk });
+    for (const n of ['dev-1', 'dev-2']) {
+      const k = await generateEd25519();
+      const dev = await ok(api, 'POST', `${A}/edge/devices`, { name: n, public_jwk: k.publicJwk });
+      // Two runs of a crew the device carried, imported back.
+      const signer = signerFromJwk(k.kid, k.privateJwk);
+      const d = await crewOnDevice(t, k.kid, dev.trust.keys);
+      for (let i = 0; i < 2 && n === 'dev-1'; i++) {
+        const r = await deviceRun(signer, d.graph, d.graphHash);
+        const res = await t.request('POST', `${A}/edge/journals`, {
+          token: t.adminKey,
+          rawBody: await exportRun(signer, r, { crewId: d.crewId, audience: t.core.config.groupId }),
+          headers: { 'content-type': 'application/vnd.agent-cell.signed' },
+        });
+        if (res.status !== 201) throw new Error(`seed: edge journal import ${res.status} ${res.text}`);
+      }
+    }
     // A second member of the group: a cell that ran on this store once and stopped.
     const at = Date.UTC(2026, 0, 1);
     await t.core.store.write((tx) =>

@@ -155,13 +155,19 @@ export function JournalTable({ records, badSeq, graph }: { records: FullRecord[]
   );
 }
 
-export function ValueButton({ runId, hash, what }: { runId: string; hash: string; what: string }) {
+/** A run's values by content hash, when the view already holds them (an imported edge journal carries its own). */
+export type ValuesByHash = ReadonlyMap<string, unknown>;
+
+export function ValueButton({ runId, hash, what, values }: { runId: string; hash: string; what: string; values?: ValuesByHash }) {
   const { session } = useApp();
   const [state, setState] = useState<{ value: unknown; ok: boolean } | { error: string } | null>(null);
   const show = async () => {
     try {
-      const r = await call<{ value: unknown }>(session, 'GET', `${ADMIN}/jobs/runs/${seg(runId)}/values/${seg(hash)}`);
-      setState({ value: r.value, ok: valueMatches(r.value, hash) });
+      const value =
+        values !== undefined
+          ? values.get(hash)
+          : (await call<{ value: unknown }>(session, 'GET', `${ADMIN}/jobs/runs/${seg(runId)}/values/${seg(hash)}`)).value;
+      setState({ value, ok: valueMatches(value, hash) });
     } catch (e) {
       setState({ error: describeError(e) });
     }

@@ -8,7 +8,7 @@
  */
 import { nodeOfStep, type GraphLike, type RecordLike } from '../run-model.ts';
 import { Time, Who, WhoList } from '../ui.tsx';
-import { ValueButton } from './run-parts.tsx';
+import { ValueButton, type ValuesByHash } from './run-parts.tsx';
 
 /** A tool call as its step record tells it. */
 export interface ToolCallRecord {
@@ -92,7 +92,18 @@ function IdentityLine({ id }: { id: Record<string, unknown> }) {
 }
 
 /** The run's tool calls, with what each one carried and answered. */
-export function ToolCalls({ runId, calls, graph }: { runId: string; calls: ToolCallRecord[]; graph: GraphLike | null }) {
+export function ToolCalls({
+  runId,
+  calls,
+  graph,
+  values,
+}: {
+  runId: string;
+  calls: ToolCallRecord[];
+  graph: GraphLike | null;
+  /** The run's values, when the view holds them (an imported edge journal); else read from the cell. */
+  values?: ValuesByHash;
+}) {
   if (calls.length === 0) return <p class="muted">No tool call.</p>;
   return (
     <ol class="plain tool-calls" id="tool-calls">
@@ -155,8 +166,8 @@ export function ToolCalls({ runId, calls, graph }: { runId: string; calls: ToolC
               ) : null}
             </dl>
             <div class="io">
-              <ValueButton runId={runId} hash={c.input_hash} what="arguments" />
-              <ValueButton runId={runId} hash={c.output_hash} what="result" />
+              <ValueButton runId={runId} hash={c.input_hash} what="arguments" {...(values ? { values } : {})} />
+              <ValueButton runId={runId} hash={c.output_hash} what="result" {...(values ? { values } : {})} />
             </div>
           </li>
         );

@@ -1,0 +1,242 @@
+/**
+ * Edge devices and the runs they carried back (docs/edge.md, "Cell side"): the registered devices
+ * (`GET /admin/edge/devices`), a device's page with its imported journals (`GET /admin/edge/journals?device_id=`),
+ * and an imported run (`GET /admin/edge/journals/{run_id}`): its outcome, its records verified here, in this
+ * browser, with the device's registered key (core/journal/verify.ts), and its tool calls as any run shows
+ * them (tool-calls.tsx), their arguments and results from the export's own values, each checked against the
+ * hash its signed record names, and the decisions approvers took on the device.
+ */
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { ADMIN, call, seg } from '../api.ts';
+import type { JournalRecord } from '../../../core/journal/record.ts';
+import { verifyJournal, type JournalVerdict } from '../../../core/journal/verify.ts';
+import { href } from '../router.ts';
+import type { GraphLike, RecordLike } from '../run-model.ts';
+import { ErrorNote, StateBadge, Time, useApp, useLoad } from '../ui.tsx';
+import { DecisionList, type DecisionLike } from './decision-list.tsx';
+import { ToolCalls, toolCallsOf } from './tool-calls.tsx';
+
+interface Device {
+  device_id: string;
+  name: string;
+  status: string;
+  public_jwk: JsonWebKey;
+  created_at?: string;
+}
+
+interface JournalSummary {
+  run_id: string;
+  device_id: string;
+  crew_id: string;
+  graph_hash: string;
+  outcome: string;
+  record_count: number;
+  imported_at: string;
+}
+
+interface ImportedJournal extends JournalSummary {
+  records: (RecordLike & { signer_kid?: string })[];
+  values: Record<string, unknown>;
+  graph: GraphLike | null;
+}
+
+async function devicesOf(session: ReturnType<typeof useApp>['session'], signal: AbortSignal): Promise<Device[]> {
+  return (await call<{ devices: Device[] }>(session, 'GET', `${ADMIN}/edge/devices?limit=1000&include_deleted=true`, { signal })).devices;
+}
+
+/** The devices, or one device's page with the journals its runs carried back. */
+export function DevicesView({ deviceId }: { deviceId: string | null }) {
+  const { session } = useApp();
+  const devices = useLoad((signal) => devicesOf(session, signal), [session]);
+  const journals = useLoad(
+    async (signal) =>
+      deviceId === null
+        ? null
+        : (
+            await call<{ journals: JournalSummary[] }>(session, 'GET', `${ADMIN}/edge/journals?device_id=${seg(deviceId)}&limit=1000`, {
+              signal,
+            })
+          ).journals,
+    [session, deviceId],
+  );
+  if (deviceId === null)
+    return (
+      <>
+        <h1>Edge devices</h1>
+        <ErrorNote error={devices.error} prefix="The devices could not be loaded" />
+        {devices.data ? (
+          devices.data.length === 0 ? (
+            <p id="devices-none">No edge device is registered on this cell.</p>
+          ) : (
+            <ul class="plain" id="devices-list">
+              {devices.data.map((d) => (
+                <li key={d.device_id} data-device={d.device_id}>
+                  <a href={href('devices', d.device_id)}>
+                    <bdi>{d.name}</bdi>
+                  </a>{' '}
+                  <StateBadge state={d.status} /> <code class="hash">{d.device_id}</code>
+                </li>
+              ))}
+            </ul>
+          )
+        ) : (
+          <p role="status">Loading…</p>
+        )}
+      </>
+    );
+  const device = devices.data?.find((d) => d.device_id === deviceId);
+  return (
+    <>
+      <p>
+        <a href={href('devices')}>All edge devices</a>
+      </p>
+      <h1>
+        Edge device <bdi>{device?.name ?? deviceId}</bdi>
+      </h1>
+      <p>
+        <code class="hash">{deviceId}</code> {device ? <StateBadge state={device.status} /> : null}
+      </p>
+      <h2>Runs carried back</h2>
+      <ErrorNote error={journals.error} prefix="The device's journals could not be loaded" />
+      {journals.data ? (
+        journals.data.length === 0 ? (
+          <p id="device-journals-none">No journal of this device was imported.</p>
+        ) : (
+          <div class="table-wrap">
+            <table id="device-journals">
+              <caption class="sr-only">Journals imported from this device</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Run</th>
+                  <th scope="col">Outcome</th>
+                  <th scope="col">Records</th>
+                  <th scope="col">Imported</th>
+                </tr>
+              </thead>
+              <tbody>
+                {journals.data.map((j) => (
+                  <tr key={j.run_id} data-run={j.run_id}>
+                    <th scope="row" data-label="Run">
+                      <a href={href('edge-runs', j.run_id)}>
+                        <code>{j.run_id}</code>
+                      </a>
+                    </th>
+                    <td data-label="Outcome">
+                      <StateBadge state={j.outcome} />
+                    </td>
+                    <td data-label="Records">{j.record_count}</td>
+                    <td data-label="Imported">
+                      <Time at={j.imported_at} />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )
+      ) : journals.error ? null : (
+        <p role="status">Loading…</p>
+      )}
+    </>
+  );
+}
+
+/** The decisions approvers took on the device: its journal's `approval_received` records, oldest first. */
+function decisionsOf(records: readonly RecordLike[]): DecisionLike[] {
+  return records
+    .filter((r) => r.kind === 'approval_received')
+    .map((r) => {
+      const d = r.data ?? {};
+      const chain = Array.isArray(d['chain']) ? d['chain'].filter((x): x is string => typeof x === 'string') : undefined;
+      return {
+        step_id: r.step_id,
+        principal: typeof d['by'] === 'string' ? d['by'] : '?',
+        ...(chain ? { chain } : {}),
+        decision: typeof d['decision'] === 'string' ? d['decision'] : '?',
+        comment: typeof d['comment'] === 'string' ? d['comment'] : null,
+        at: new Date(r.at).toISOString(),
+      };
+    });
+}
+
+/** A run an edge device carried back: its journal verified with the device's key, and its tool calls. */
+export function EdgeRunView({ runId }: { runId: string }) {
+  const { session } = useApp();
+  const j = useLoad(
+    (signal) => call<ImportedJournal>(session, 'GET', `${ADMIN}/edge/journals/${seg(runId)}`, { signal }),
+    [session, runId],
+  );
+  const devices = useLoad((signal) => devicesOf(session, signal), [session]);
+  const [verdict, setVerdict] = useState<JournalVerdict | { error: string } | null>(null);
+  const data = j.data;
+  const key = data ? devices.data?.find((d) => d.device_id === data.device_id)?.public_jwk : undefined;
+  useEffect(() => {
+    if (!data || !key) return;
+    verifyJournal(data.records as unknown as JournalRecord[], (kid) => (kid === data.device_id ? key : undefined)).then(setVerdict, (e) =>
+      setVerdict({ error: String(e) }),
+    );
+  }, [data, key]);
+  const values = useMemo(() => new Map(Object.entries(data?.values ?? {})), [data]);
+  const calls = useMemo(() => (data ? toolCallsOf(data.records, data.graph) : []), [data]);
+  const decisions = useMemo(() => (data ? decisionsOf(data.records) : []), [data]);
+  return (
+    <>
+      <h1>
+        Edge run <code>{runId}</code>
+      </h1>
+      <ErrorNote error={j.error} prefix="The imported journal could not be loaded" />
+      {data ? (
+        <>
+          <dl class="facts" id="edge-run-facts">
+            <dt>Device</dt>
+            <dd>
+              <a href={href('devices', data.device_id)}>
+                <code class="hash">{data.device_id}</code>
+              </a>
+            </dd>
+            <dt>Outcome</dt>
+            <dd>
+              <StateBadge state={data.outcome} />
+            </dd>
+            <dt>Crew</dt>
+            <dd>
+              <code>{data.crew_id}</code>
+            </dd>
+            <dt>Graph</dt>
+            <dd>
+              <code class="hash">{data.graph_hash}</code>
+            </dd>
+            <dt>Imported</dt>
+            <dd>
+              <Time at={data.imported_at} />
+            </dd>
+            <dt>Journal</dt>
+            <dd id="edge-run-verdict">
+              {verdict === null ? (
+                <span role="status">checking {data.records.length} records…</span>
+              ) : 'error' in verdict ? (
+                <span class="bad-text">{verdict.error}</span>
+              ) : verdict.ok ? (
+                <span class="ok-text">{data.records.length} records verify with the device's registered key</span>
+              ) : (
+                <span class="bad-text">
+                  does NOT verify at record {verdict.seq}: {verdict.reason}
+                </span>
+              )}
+            </dd>
+          </dl>
+          <h2>Tool calls</h2>
+          <ToolCalls runId={runId} calls={calls} graph={data.graph} values={values} />
+          <h2>Decisions</h2>
+          {decisions.length === 0 ? (
+            <p class="muted">No approval was decided on the device.</p>
+          ) : (
+            <DecisionList decisions={decisions} label="Decisions taken on the device" />
+          )}
+        </>
+      ) : j.error ? null : (
+        <p role="status">Loading…</p>
+      )}
+    </>
+  );
+}
