@@ -2,7 +2,8 @@
 // device (an `outcome_resolved` record written by edge/outcomes.ts, as edge serve appends it) imports and replays
 // to completion; one whose resolution names an operator the cell's key bundle did not carry with
 // agent_teams.write, or a bundle it never issued, or a call that followed a resolution no record holds, is
-// refused naming the record. The device's judge refuses a second resolution of the same attempt.
+// refused naming the record. The device's judge refuses a second resolution of the same attempt, and one of a run
+// that waits on no lost outcome.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { resolve } from 'node:path';
@@ -84,7 +85,11 @@ async function resolvedRun(signer: Signer, graph: Graph, graphHash: string, by: 
     { ...rec.fields, kind: rec.fields.kind as JournalKind, graph_hash: graphHash, input_hash: contentHash(null), at: AT },
     { input: null, output: rec.value },
   );
-  // One resolution per attempt, as at the cell.
+  // A run not waiting on a lost outcome has none to resolve; one resolution per attempt, as at the cell.
+  assert.throws(
+    () => judgeResolution({ ...runFile, reason: 'approval_pending' }, file(), stepId, by, ask, bundle),
+    (e: ServiceError) => e.details?.['reason'] === 'no_unknown_outcome',
+  );
   assert.throws(
     () => judgeResolution(runFile, file(), stepId, by, ask, bundle),
     (e: ServiceError) => e.details?.['reason'] === 'already_resolved',
