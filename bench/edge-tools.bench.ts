@@ -62,7 +62,14 @@ async function toolStep(): Promise<void> {
           { role: 'system', content: 'You are the field recorder.' },
           { role: 'user', content: `Record the pressure reading of pump ${n}.` },
         ];
-        const req = (n: number) => ({ messages: conversation(n), tools, toolChoice: { name: tool.name }, maxTokens: 400 });
+        // One run's calls (a partition): what they share of a prompt's start is evaluated once (runtime/local-model.ts).
+        const req = (n: number) => ({
+          messages: conversation(n),
+          tools,
+          toolChoice: { name: tool.name },
+          maxTokens: 400,
+          partition: 'run',
+        });
         await model.chat(req(0)); // warm the runtime
         const first: number[] = [];
         const seat: number[] = [];
@@ -77,13 +84,13 @@ async function toolStep(): Promise<void> {
         for (let i = 1; i <= ROUNDS; i++) {
           // After a text prompt (nothing shared), then the same seat's next conversation (its system prompt and
           // function documentation shared), then that conversation again (all of it shared).
-          await model.complete(prompt(100 + i), 4);
+          await model.complete(prompt(100 + i), 4, undefined, undefined, 'run');
           const f = await timed(() => model.chat(req(i)));
           const c = await timed(() => model.chat(req(1000 + i)));
           const w = await timed(() => model.chat(req(1000 + i)));
           out = f.value.outputTokens;
           input = f.value.inputTokens;
-          const t = await timed(() => model.complete(prompt(i), out));
+          const t = await timed(() => model.complete(prompt(i), out, undefined, undefined, 'run'));
           first.push(f.ms / out);
           seat.push(c.ms / c.value.outputTokens);
           warm.push(w.ms / w.value.outputTokens);

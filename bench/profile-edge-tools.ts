@@ -34,6 +34,7 @@ const req = {
   tools,
   toolChoice: { name: 'calc' },
   maxTokens: 400,
+  partition: 'run',
 };
 await model.chat(req);
 const t0 = performance.now();

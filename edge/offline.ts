@@ -128,9 +128,10 @@ export const TEST_FAIL_MODEL_CALLS_ENV = 'AGENT_CELL_EDGE_TEST_FAIL_MODEL_CALLS'
  * A step's `timeout_ms` stops the generation (before its next token; a call still queued is not started)
  * and fails the step `step_timeout`, as the cell's port cancels a provider call.
  */
-function localModelPort(model: LocalModel | null): ModelPort {
+function localModelPort(model: LocalModel | null): (runId: string) => ModelPort {
   let failures = Number(process.env[TEST_FAIL_MODEL_CALLS_ENV] ?? 0) || 0;
-  return {
+  // One port a run: the run's calls reuse what the model evaluated of their shared prompt start (runtime/local-model.ts).
+  return (runId) => ({
     async complete(req, opts) {
       if (!model) throw new ServiceError('forbidden', 'no local model is loaded on this device', { details: { reason: 'no_local_model' } });
       if (failures > 0) {
@@ -143,7 +144,7 @@ function localModelPort(model: LocalModel | null): ModelPort {
       if (req.tools.length > 0 && req.tool_choice !== 'none') {
         const a = await deadline.race(
           model.chat(
-            { messages: req.messages, tools: req.tools, toolChoice: req.tool_choice, maxTokens: req.max_tokens },
+            { messages: req.messages, tools: req.tools, toolChoice: req.tool_choice, maxTokens: req.max_tokens, partition: runId },
             onDelta,
             deadline.signal,
           ),
@@ -156,11 +157,11 @@ function localModelPort(model: LocalModel | null): ModelPort {
       }
       const prompt = req.messages.map((m) => `${m.role}: ${m.content}`).join('\n') + '\nassistant:';
       const r = await deadline.race(
-        model.complete(prompt, req.max_tokens, onDelta ? (text) => onDelta({ text }) : undefined, deadline.signal),
+        model.complete(prompt, req.max_tokens, onDelta ? (text) => onDelta({ text }) : undefined, deadline.signal, runId),
       );
       return { content: r.text, usage: { input_tokens: r.inputTokens, output_tokens: r.outputTokens } };
     },
-  };
+  });
 }
 
 export function mountOffline(
@@ -240,7 +241,7 @@ export function mountOffline(
     const persist = () => writeJournal(setup.dir, run.run_id, { records: journal.records, values: Object.fromEntries(journal.blobs) });
     streams.begin(run.run_id, journal.records);
     const ports: EnginePorts = {
-      model: modelPort,
+      model: modelPort(run.run_id),
       delta: (d) => streams.delta(run.run_id, d),
       budget,
       // The device's catalog (edge/tools.ts), judged from the bundle's seats as at the cell.

@@ -46,6 +46,8 @@ export interface LocalChatRequest {
   /** Absent: auto. */
   toolChoice?: Exclude<ToolChoice, 'auto'> | undefined;
   maxTokens: number;
+  /** Calls of one partition (a run) reuse what the model evaluated of a shared prompt start; others never. */
+  partition?: string | undefined;
 }
 
 /** The local model's answer: text, tool calls (catalog names, parsed arguments), exact token counts. */

@@ -15,9 +15,11 @@
  *
  * Decoding is greedy (temperature 0), `gpu: false`, `threads: 1` by default
  * (two threads contend on two cores); calls are serialized on the context's
- * one sequence, kept between them: a call evaluates only what it does not share
- * with what the sequence holds (a tool-calling prompt's function documentation,
- * a conversation it continues), and the same prompt gives the same output.
+ * one sequence, kept between the calls of one partition (a run): a call
+ * evaluates only what it does not share with what the sequence holds (a
+ * tool-calling prompt's function documentation, a conversation it continues);
+ * a call of another partition, or of none, starts empty. The same prompt gives
+ * the same output.
  */
 import { createRequire } from 'node:module';
 import { existsSync, realpathSync } from 'node:fs';
@@ -55,6 +57,8 @@ export interface LocalModel {
     maxTokens: number,
     onText?: (piece: string) => void,
     signal?: AbortSignal,
+    /** Calls of one partition (a run) reuse what the model evaluated of a shared prompt start; others never. */
+    partition?: string,
   ): Promise<{ text: string; inputTokens: number; outputTokens: number }>;
   /**
    * One chat turn with tools (runtime/local-chat.ts): node-llama-cpp's function calling, grammar-constrained,
@@ -172,14 +176,30 @@ export async function loadLocalSignedModel(opts: {
     await copy.remove();
   }
   let queue: Promise<unknown> = Promise.resolve();
-  // The context's one sequence, kept between calls: a chat turn that continues a conversation already in it
-  // (the same system prompt, tools and history) evaluates only what is new.
+  // The context's one sequence, kept between calls of one partition (a run): a chat turn that continues a
+  // conversation already in it (the same system prompt, tools and history) evaluates only what is new. A call
+  // of another partition, or of none, starts from an empty sequence: how fast a call answers must not tell
+  // one caller what another's prompt began with (a prefix cache's timing channel).
   let kept: Untyped = null;
-  const sequence = (): Untyped => (kept ??= context.getSequence());
+  let keptFor: string | undefined;
+  const sequence = async (partition: string | undefined): Promise<Untyped> => {
+    kept ??= context.getSequence();
+    if (partition === undefined || partition !== keptFor) {
+      if (kept.nextTokenIndex > 0) await kept.clearHistory();
+      keptFor = partition;
+    }
+    return kept;
+  };
   const stopped = () =>
     new ServiceError('service_unavailable', 'the local model call was stopped', { details: { reason: 'cancelled' }, retryable: false });
 
-  async function completeNow(prompt: string, requested: number, onText?: (piece: string) => void, signal?: AbortSignal) {
+  async function completeNow(
+    prompt: string,
+    requested: number,
+    onText?: (piece: string) => void,
+    signal?: AbortSignal,
+    partition?: string,
+  ) {
     if (signal?.aborted) throw stopped();
     // At most half the context for new tokens; the prompt keeps its most recent tokens in the rest.
     const maxTokens = Math.min(requested, Math.floor(contextSize / 2));
@@ -189,7 +209,7 @@ export async function loadLocalSignedModel(opts: {
     const withBos = model.tokens?.bos != null ? [model.tokens.bos, ...input] : input;
     // The one sequence, kept: what it holds of this prompt's start is not evaluated again (at least the last
     // prompt token is, for its next-token scores); the rest is erased.
-    const seq = sequence();
+    const seq = await sequence(partition);
     const held = seq.contextTokens as number[];
     let same = 0;
     while (same < held.length && same < withBos.length - 1 && held[same] === withBos[same]) same++;
@@ -233,7 +253,7 @@ export async function loadLocalSignedModel(opts: {
     const maxTokens = Math.max(1, Math.min(req.maxTokens, Math.floor(contextSize / 2)));
     const functions = functionsOf(req.tools, req.toolChoice);
     const offered = Object.keys(functions).length > 0;
-    const seq = sequence();
+    const seq = await sequence(req.partition);
     const meter = seq.tokenMeter as { usedOutputTokens: number };
     const before = meter.usedOutputTokens;
     const chat = new llamaCpp.LlamaChat({
@@ -298,8 +318,8 @@ export async function loadLocalSignedModel(opts: {
   return {
     manifest: opened.payload,
     publisherKid: opened.payload.kid,
-    complete(prompt, maxTokens, onText, signal) {
-      return queued(() => completeNow(prompt, maxTokens, onText, signal));
+    complete(prompt, maxTokens, onText, signal, partition) {
+      return queued(() => completeNow(prompt, maxTokens, onText, signal, partition));
     },
     chat(req, onDelta, signal) {
       return queued(() => chatNow(req, onDelta, signal));

@@ -158,17 +158,28 @@ test('a signal stops a chat turn, and a queued one is never started', { skip, ti
 });
 
 test('what the kept sequence already holds changes neither an answer nor its token counts', { skip, timeout: 120_000 }, async () => {
-  // The one context sequence is kept between calls (runtime/local-model.ts): a call evaluates only what it does not
-  // share with the call before. The same turn after another conversation, after a text prompt, and twice in a row.
-  const req = { messages: MESSAGES, tools: TOOLS, toolChoice: { name: 'kv.put' }, maxTokens: 400 };
+  // The one context sequence is kept between the calls of one run (runtime/local-model.ts): a call evaluates only
+  // what it does not share with the call before. The same turn after another conversation, after a text prompt,
+  // and twice in a row; then in another run, and in none, which start from an empty sequence.
+  const partition = 'run_a';
+  const req = { messages: MESSAGES, tools: TOOLS, toolChoice: { name: 'kv.put' }, maxTokens: 400, partition };
   const first = await model.chat(req);
-  const other = await model.chat({ messages: [MESSAGES[0]!, { role: 'user', content: 'Something else.' }], tools: TOOLS, maxTokens: 16 });
+  const other = await model.chat({
+    messages: [MESSAGES[0]!, { role: 'user', content: 'Something else.' }],
+    tools: TOOLS,
+    maxTokens: 16,
+    partition,
+  });
   assert.notDeepEqual(other, first);
   const afterOther = await model.chat(req);
-  const text = await model.complete('system: You are the field recorder.\nuser: Record it.\nassistant:', 24);
+  const prompt = 'system: You are the field recorder.\nuser: Record it.\nassistant:';
+  const text = await model.complete(prompt, 24, undefined, undefined, partition);
   const afterText = await model.chat(req);
   const again = await model.chat(req);
-  for (const x of [afterOther, afterText, again]) assert.deepEqual(x, first);
+  const otherRun = await model.chat({ ...req, partition: 'run_b' });
+  const noRun = await model.chat({ ...req, partition: undefined });
+  for (const x of [afterOther, afterText, again, otherRun, noRun]) assert.deepEqual(x, first);
   // A text prompt's counts are its whole prompt, whatever the sequence held.
-  assert.deepEqual(await model.complete('system: You are the field recorder.\nuser: Record it.\nassistant:', 24), text);
+  assert.deepEqual(await model.complete(prompt, 24, undefined, undefined, partition), text);
+  assert.deepEqual(await model.complete(prompt, 24), text);
 });
