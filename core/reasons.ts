@@ -324,6 +324,11 @@ export const REASONS = {
   requester_from_session: { codes: I, sentence: 'The requester comes from the session, never from the body.' },
   requester_inactive: { codes: F, runs: ['failed'], sentence: "The run's requester is no longer an active principal." },
   rerun_unsupported: { codes: C, sentence: 'This kind of run cannot be re-run.' },
+  resolution_not_entitled: {
+    codes: F,
+    sentence:
+      'A journal carried back from a device records a resolution of a lost outcome the device was not entitled to take (an operator its key bundle did not carry with agent_teams.write, or a resolved call with no resolution record); the record is named.',
+  },
   retention_elapsed: { codes: C, sentence: 'The retention window has passed; the principal can only be purged.' },
   retry_backoff: {
     codes: [],

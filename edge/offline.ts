@@ -9,6 +9,7 @@
  *   GET  /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id} agent_teams.read
  *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/cancel agent_teams.write (its requester only)
  *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/approvals/{step_id} agent_teams.approve (edge/approvals.ts)
+ *   POST /api/public/v1/admin/agent-teams/crews/{crew_id}/runs/{run_id}/outcomes/{step_id} agent_teams.write (edge/outcomes.ts)
  *   GET  /api/public/v1/admin/jobs/runs/{run_id}/journal                system.orchestration.admin.read
  *   GET  /api/public/v1/admin/jobs/runs/{run_id}/events/sse             system.orchestration.admin.read (run-events.ts)
  * A run executes on core's engine (runGraph) with the local model, the
@@ -19,6 +20,7 @@
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { notFound, invalid, ServiceError } from '../core/errors.ts';
 import { isoTime } from '../core/iso-time.ts';
+import { contentHash } from '../core/canonical.ts';
 import { PERMISSIONS } from '../core/permissions.ts';
 import { runGraph } from '../core/engine/run.ts';
 import type { EnginePorts, Graph, ModelPort } from '../core/engine/types.ts';
@@ -42,6 +44,7 @@ import { appendRunHead } from './run-log.ts';
 import { runListQuery } from './run-list.ts';
 import { approvalsView, decisionBody, deviceApprovalsPort, judgeDecision, type EdgeDecider } from './approvals.ts';
 import { deviceToolsPort, unhonouredTools } from './tools.ts';
+import { deviceOutcomesPort, judgeResolution, resolutionBody, unknownOutcomeView } from './outcomes.ts';
 import { deviceMcpTools, type DeviceMcpTools } from './mcp-tools.ts';
 import type { StdioSourceConfig } from '../runtime/mcp-client/config.ts';
 
@@ -269,6 +272,8 @@ export function mountOffline(
       intents: journal.intents,
       // A retry's backoff resumes at its recorded due time on a later drive (docs/engine.md, "Step policies").
       attempts: journal.attempts,
+      // An operator's resolution of a lost outcome, read from this journal (edge/outcomes.ts).
+      outcomes: deviceOutcomesPort(() => ({ records: journal.records, values: Object.fromEntries(journal.blobs) })),
     };
     let waitingUntil: number | null = null;
     try {
@@ -423,6 +428,7 @@ export function mountOffline(
       updated_at: isoTime(r.run.updated_at),
       journal_records: r.journal.records.length,
       ...approvalsView(setup.dir, r.run, r.journal),
+      unknown_outcome: unknownOutcomeView(r.run, r.journal),
     };
   }
 
@@ -470,13 +476,7 @@ export function mountOffline(
   }
 
   app.post(`${P}/:run_id/approvals/:step_id`, guard(PERMISSIONS.teamsApprove), async (c) => {
-    let body: unknown;
-    try {
-      body = JSON.parse(await c.req.text()) as unknown;
-    } catch {
-      throw malformedRequest('malformed JSON body');
-    }
-    const decision = decisionBody(body);
+    const decision = decisionBody(await jsonBody(c));
     const auth = c.get('auth');
     const runId = c.req.param('run_id');
     const run = await decide(
@@ -487,6 +487,33 @@ export function mountOffline(
       decision,
     );
     if (run.state === 'waiting') void drive(run);
+    return c.json(runView(readRun(setup.dir, runId)!), 200);
+  });
+
+  // A lost outcome resolved as at the cell (edge/outcomes.ts): an `outcome_resolved` record signed by the device,
+  // appended after the run's earlier writers; then the run is driven again and the engine follows it.
+  app.post(`${P}/:run_id/outcomes/:step_id`, guard(PERMISSIONS.teamsWrite), async (c) => {
+    const ask = resolutionBody(await jsonBody(c));
+    const runId = c.req.param('run_id');
+    const run = await serial(runId, async () => {
+      const r = readRun(setup.dir, runId);
+      if (!r || r.run.crew_id !== c.req.param('crew_id')) throw notFound('run');
+      const rec = judgeResolution(r.run, r.journal, c.req.param('step_id'), c.get('auth').owner_id, ask, rt.keys?.version ?? null);
+      const journal = memoryJournal(runId, signer, { records: r.journal.records, blobs: new Map(Object.entries(r.journal.values)) });
+      await journal.port.append(
+        {
+          ...rec.fields,
+          kind: rec.fields.kind as JournalKind,
+          graph_hash: r.run.graph_hash,
+          input_hash: contentHash(null),
+          at: rt.clock.now(),
+        },
+        { input: null, output: rec.value },
+      );
+      writeJournal(setup.dir, runId, { records: journal.records, values: Object.fromEntries(journal.blobs) });
+      return r.run;
+    });
+    void drive(run);
     return c.json(runView(readRun(setup.dir, runId)!), 200);
   });
 
@@ -505,6 +532,15 @@ export function mountOffline(
     streams,
     close: () => imported.close(),
   };
+}
+
+/** A request's JSON body (400 `malformed JSON body` when it does not parse). */
+async function jsonBody(c: Context<EdgeEnv>): Promise<unknown> {
+  try {
+    return JSON.parse(await c.req.text()) as unknown;
+  } catch {
+    throw malformedRequest('malformed JSON body');
+  }
 }
 
 /**

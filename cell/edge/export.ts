@@ -184,24 +184,27 @@ export async function issueKeyBundle(
       subjects,
       tokens,
     });
-    const approvers = bundleApprovers(records, subjects);
-    await store.write((tx) => insertKeyBundle(tx, { device_id: deviceId, version, issued_at: now, expires_at: now + ttl, approvers }));
+    const approvers = bundleHolders(records, subjects, PERMISSIONS.teamsApprove);
+    const resolvers = bundleHolders(records, subjects, PERMISSIONS.teamsWrite);
+    await store.write((tx) =>
+      insertKeyBundle(tx, { device_id: deviceId, version, issued_at: now, expires_at: now + ttl, approvers, resolvers }),
+    );
     return { text, version, issued_at: now, expires_at: now + ttl };
   }
 }
 
 /**
- * The principals a key bundle lets decide approvals on its device: those it carries active with
- * agent_teams.approve, as the bundle lists its owners (a key's owner as its record says, then the
- * other subjects). Kept per issued bundle, for re-judging the device's decisions on import.
+ * The principals a key bundle lets act with `permission` on its device (agent_teams.approve: decide approvals;
+ * agent_teams.write: resolve lost outcomes): those it carries active with it, as the bundle lists its owners (a
+ * key's owner as its record says, then the other subjects). Kept per issued bundle, for re-judging on import.
  */
-function bundleApprovers(records: readonly KeyRecord[], subjects: Record<string, BundleOwner>): string[] {
+function bundleHolders(records: readonly KeyRecord[], subjects: Record<string, BundleOwner>, permission: string): string[] {
   const owners = new Map<string, BundleOwner>();
   for (const r of records)
     if (!owners.has(r.owner_id)) owners.set(r.owner_id, { status: r.owner_status, permissions: [...r.owner_permissions] });
   for (const [id, o] of Object.entries(subjects)) if (!owners.has(id)) owners.set(id, o);
   return [...owners]
-    .filter(([, o]) => o.status === 'active' && grants(o.permissions, PERMISSIONS.teamsApprove))
+    .filter(([, o]) => o.status === 'active' && grants(o.permissions, permission))
     .map(([id]) => id)
     .sort();
 }

@@ -19,7 +19,8 @@ import type { Graph, HumanApprovalConfig } from '../../core/engine/types.ts';
 import { recordedRequester, tallyApproval, type DecisionFacts } from '../../core/engine/approval-rule.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { EdgeContext } from './context.ts';
-import { keyBundleApprovers } from './repository.ts';
+import { OUTCOME_RESOLVED } from '../../core/engine/outcome-resolution.ts';
+import { keyBundleApprovers, keyBundleResolvers } from './repository.ts';
 
 /**
  * Refuses (403 `approval_not_entitled`, naming the record's seq and step) a journal with an approval
@@ -123,6 +124,56 @@ export async function approvalsProblem(
     const counted = t.approvals.map((a) => a.principal).sort();
     if (!t.approved || claimed.join('\u0000') !== counted.join('\u0000'))
       return fail(`its recorded decisions do not approve it under its rule (${rule.rule}): ${counted.length} of ${t.need} count`);
+  }
+  return null;
+}
+
+/**
+ * Refuses (403 `resolution_not_entitled`, naming the record's seq and step) a journal whose resolution of a
+ * lost outcome (an `outcome_resolved` record, core/engine/outcome-resolution.ts) names an operator the key
+ * bundle it names did not carry with agent_teams.write (the resolving permission, as at the cell), or whose
+ * call followed a resolution (`data.resolution` of its step) no such record holds.
+ */
+export async function checkResolutions(
+  ctx: EdgeContext,
+  deviceId: string,
+  p: { run: { run_id: string }; records: readonly JournalRecord[] },
+  refuse: (reason: Reason, message: string, code: 'forbidden', extra?: Record<string, unknown>) => Promise<never>,
+): Promise<void> {
+  const problem = await resolutionsProblem(ctx, deviceId, p.records);
+  if (problem === null) return;
+  await refuse(
+    'resolution_not_entitled',
+    `the resolution at seq ${problem.seq} (step ${problem.step_id}) does not hold: ${problem.problem}`,
+    'forbidden',
+    {
+      run_id: p.run.run_id,
+      seq: problem.seq,
+      step_id: problem.step_id,
+    },
+  );
+}
+
+async function resolutionsProblem(ctx: EdgeContext, deviceId: string, records: readonly JournalRecord[]): Promise<ApprovalProblem | null> {
+  const held = new Set<string>();
+  for (const r of records) {
+    const fail = (problem: string) => ({ seq: r.seq, step_id: r.step_id, problem });
+    if (r.kind === OUTCOME_RESOLVED) {
+      const by = str(r.data?.['by']);
+      const version = r.data?.['key_bundle'];
+      if (by === null) return fail('it names no operator');
+      if (typeof version !== 'number' || !Number.isInteger(version)) return fail('it names no key bundle the operator was judged with');
+      const resolvers = await keyBundleResolvers(ctx.core.store, deviceId, version);
+      if (resolvers === undefined) return fail(`this cell issued no key bundle version ${version} to the device`);
+      if (!resolvers.includes(by)) return fail(`${by} is not a principal key bundle ${version} carried with agent_teams.write`);
+      held.add(`${r.step_id}\u0000${by}\u0000${String(r.data?.['attempt'])}`);
+      continue;
+    }
+    const res = r.data?.['resolution'];
+    if (r.kind !== 'step' || typeof res !== 'object' || res === null) continue;
+    const x = res as Record<string, unknown>;
+    if (!held.has(`${r.step_id}\u0000${String(x['by'])}\u0000${String(x['attempt'])}`))
+      return fail('the call followed a resolution no outcome_resolved record before it holds');
   }
   return null;
 }

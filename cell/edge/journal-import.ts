@@ -9,6 +9,7 @@
  *   4. a fork's claimed parent is a journal imported here, and the lineage verifies against it
  *      (`parent_unknown`, `journal_invalid`);
  *   4b. every approval it records is one the device was entitled to take (import-approvals.ts);
+ *   4c. every resolution of a lost outcome it records names an operator its key bundle let resolve (same file);
  *   5. every MCP tool call names a tool the crew bundle carried, under its pin (judge-mcp-calls.ts), and
  *      every built-in tool call it records was one its seat was entitled to under the bundle the device
  *      held (journal-acts.ts: 403 `journal_act_not_entitled`, naming the record);
@@ -36,7 +37,7 @@ import type { EdgeContext } from './context.ts';
 import type { DeviceRow } from './devices.ts';
 import * as repo from './repository.ts';
 import { judgeMcpCalls } from './judge-mcp-calls.ts';
-import { checkApprovals } from './import-approvals.ts';
+import { checkApprovals, checkResolutions } from './import-approvals.ts';
 
 /** Forks of forks followed at most this deep to a journal that is not a fork. */
 const MAX_LINEAGE_DEPTH = 16;
@@ -110,6 +111,7 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
   await checkLineage(ctx, device, p, refuse);
   await judgeMcpCalls(runId, p.records, () => graphOf(ctx, p.run.graph_hash), refuse);
   await checkApprovals(ctx, device.device_id, p, () => graphOf(ctx, p.run.graph_hash), refuse);
+  await checkResolutions(ctx, device.device_id, p, refuse);
   await refuseUnentitledActs(
     p,
     () => graphOf(ctx, p.run.graph_hash),

@@ -176,18 +176,36 @@ export async function crewGraphByHash(db: Reader, graphHash: string): Promise<st
   return r ? str(r, 'graph') : undefined;
 }
 
-/** Records who a key bundle issued to a device let decide approvals. */
+/** Records who a key bundle issued to a device let decide approvals, and resolve lost outcomes. */
 export async function insertKeyBundle(
   tx: Tx,
-  b: { device_id: string; version: number; issued_at: number; expires_at: number | null; approvers: readonly string[] },
+  b: {
+    device_id: string;
+    version: number;
+    issued_at: number;
+    expires_at: number | null;
+    approvers: readonly string[];
+    resolvers: readonly string[];
+  },
 ): Promise<void> {
-  await tx.run('INSERT INTO edge_key_bundles (device_id, version, issued_at, expires_at, approvers) VALUES (?, ?, ?, ?, ?)', [
+  await tx.run('INSERT INTO edge_key_bundles (device_id, version, issued_at, expires_at, approvers, resolvers) VALUES (?, ?, ?, ?, ?, ?)', [
     b.device_id,
     b.version,
     b.issued_at,
     b.expires_at,
     JSON.stringify(b.approvers),
+    JSON.stringify(b.resolvers),
   ]);
+}
+
+/**
+ * The principals a key bundle of `version` issued to `deviceId` carried with agent_teams.write (who may resolve a
+ * lost outcome), or undefined when no such bundle was issued; empty for a bundle issued before they were kept.
+ */
+export async function keyBundleResolvers(db: Reader, deviceId: string, version: number): Promise<string[] | undefined> {
+  const r = await db.get('SELECT resolvers FROM edge_key_bundles WHERE device_id = ? AND version = ?', [deviceId, version]);
+  if (!r) return undefined;
+  return r['resolvers'] === null ? [] : (JSON.parse(str(r, 'resolvers')) as string[]);
 }
 
 /** The approvers a key bundle of `version` issued to `deviceId` carried, or undefined when no such bundle was issued. */

@@ -63,4 +63,11 @@ export const EDGE_MIGRATIONS: readonly Migration[] = [
       PRIMARY KEY (device_id, version)
     )`,
   },
+  {
+    // Who each key bundle let resolve a lost outcome on the device (active principals it carried with
+    // agent_teams.write): a resolution carried back in a journal is re-judged against the bundle it names
+    // (cell/edge/import-approvals.ts). Null for bundles issued before: none of their resolutions holds.
+    id: 'edge-007-key-bundle-resolvers',
+    sql: `ALTER TABLE edge_key_bundles ADD COLUMN resolvers TEXT`,
+  },
 ];

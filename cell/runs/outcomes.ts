@@ -19,34 +19,17 @@
  * driven again. Who may resolve is the caller's route's business (the crew and
  * job routes: the run's authority within the caller).
  */
-import { contentHash } from '../../core/canonical.ts';
 import type { OutcomeResolution } from '../../core/engine/types.ts';
+import { lastLost as lastLostOf, resolutionRecord, type LostOutcome, type ResolutionAsk } from '../../core/engine/outcome-resolution.ts';
 import { ServiceError, notFound } from '../../core/errors.ts';
 import { isoTime } from '../../core/iso-time.ts';
-import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
+import type { JsonObject } from '../../core/journal/record.ts';
 import type { RunsContext } from './context.ts';
 import { appendJournal, RunClosedError } from './journal.ts';
 import * as repo from './repository.ts';
 import { getRun, isTerminal, setRunStateTx, type Run } from './runs.ts';
 
-/** The call a run waiting `outcome_unknown` waits on. */
-export interface LostOutcome {
-  step_id: string;
-  tool: string | null;
-  seat: string | null;
-  effect_key: string;
-  /** The issue of the call whose outcome is lost (1 for the first). */
-  attempt: number;
-  /** When the run began to wait on it (its `waiting` record). */
-  since: number;
-}
-
-/** What an operator asks: the resolution, `result` for `record`, and a comment kept with it. */
-export interface ResolutionAsk {
-  resolution: repo.Resolution;
-  result?: unknown;
-  comment?: string | undefined;
-}
+export type { LostOutcome, ResolutionAsk };
 
 /** The engine's outcomes port of one run: the latest resolution of a step's lost outcome. */
 export function outcomesPort(ctx: RunsContext, runId: string): (stepId: string) => Promise<OutcomeResolution | undefined> {
@@ -63,27 +46,9 @@ export function outcomesPort(ctx: RunsContext, runId: string): (stepId: string) 
   };
 }
 
-/** The lost outcome a `waiting` record names (engine: run.ts finish, `data.effect`), or null. */
-function lostOf(rec: JournalRecord | undefined): LostOutcome | null {
-  const d = rec?.data;
-  if (!rec || d?.['reason'] !== 'outcome_unknown') return null;
-  const e = d['effect'];
-  if (typeof e !== 'object' || e === null || Array.isArray(e)) return null;
-  const x = e as JsonObject;
-  if (typeof x['effect_key'] !== 'string' || typeof x['attempt'] !== 'number') return null;
-  return {
-    step_id: rec.step_id,
-    tool: typeof x['tool'] === 'string' ? x['tool'] : null,
-    seat: typeof x['seat'] === 'string' ? x['seat'] : null,
-    effect_key: x['effect_key'],
-    attempt: x['attempt'],
-    since: rec.at,
-  };
-}
-
 /** The call the run last waited on for a lost outcome (whatever its state now), or null. */
 async function lastLost(ctx: RunsContext, runId: string): Promise<LostOutcome | null> {
-  return lostOf((await repo.recordsOfKinds(ctx.core.store, runId, ['waiting'])).at(-1));
+  return lastLostOf(await repo.recordsOfKinds(ctx.core.store, runId, ['waiting']));
 }
 
 /** The call a run in state `outcome_unknown` waits on; null for a run in any other state. */
@@ -120,7 +85,8 @@ export async function resolveOutcome(
   if (lost === null) throw conflict('no_unknown_outcome', 'the run does not wait on the lost outcome of a call', { state: run.state });
   if (lost.step_id !== stepId) throw notFound('lost outcome of that step');
   const at = ctx.core.clock.now();
-  const details = { resolution: ask.resolution, attempt: lost.attempt, effect_key: lost.effect_key, tool: lost.tool };
+  const rec = resolutionRecord(actor, lost, ask);
+  const details = rec.details;
   await ctx.core.store.write(async (tx) => {
     if (await repo.hasResolution(tx, runId, stepId, lost.attempt))
       throw conflict('already_resolved', 'this lost outcome was resolved already', { attempt: lost.attempt });
@@ -141,19 +107,8 @@ export async function resolveOutcome(
     await setRunStateTx(tx, runId, 'waiting', at, { coordinator: ctx.core.config.cellId });
     await ctx.iam.audit(tx, { at, actor, action, target: `${runId}:${stepId}`, outcome: 'ok', details });
   });
-  const recorded = ask.resolution === 'record' ? (ask.result ?? null) : null;
   try {
-    await appendJournal(
-      ctx,
-      runId,
-      {
-        step_id: stepId,
-        kind: 'outcome_resolved',
-        output_hash: contentHash(recorded),
-        data: { by: actor, ...details, ...(ask.comment !== undefined ? { comment: ask.comment } : {}) },
-      },
-      [recorded],
-    );
+    await appendJournal(ctx, runId, rec.fields, [rec.value]);
   } catch (e) {
     if (!(e instanceof RunClosedError)) throw e;
     return false; // cancelled meanwhile; the resolution stays recorded (audit)

@@ -18,7 +18,7 @@ import { guardedDispatcher } from '../../runtime/ssrf.ts';
 import { createLogger } from '../../runtime/log.ts';
 import { findRuntime } from '../../runtime/local-model.ts';
 import { edgeListening } from './_listening.ts';
-import { edgeWorld, SECRET, T0 } from './_edge-fixtures.ts';
+import { edgeWorld, NARROW_SECRET, SECRET, T0 } from './_edge-fixtures.ts';
 import { start } from './_offline-app.ts';
 import { until } from '../helpers/until.ts';
 
@@ -85,7 +85,7 @@ let world: Awaited<ReturnType<typeof edgeWorld>>;
 before(async () => {
   if (skip) return;
   tools = await catalogEntries();
-  world = await edgeWorld({ maxTokens: 400, policies, mcpTools: tools });
+  world = await edgeWorld({ maxTokens: 400, policies, mcpTools: tools, narrowKey: true });
 });
 after(() => {
   if (world) rmSync(world.dir, { recursive: true, force: true });
@@ -279,6 +279,92 @@ test('a side-effecting call sent and not answered waits outcome_unknown; after a
   } finally {
     await again.close();
     await again.setup.model?.dispose();
+  }
+});
+
+test('a lost outcome is resolved on the device as at the cell: retry with the same effect key, record a result, fail', {
+  skip,
+  timeout: 120_000,
+}, async () => {
+  const callsFile = join(world.dir, 'resolved-calls');
+  const calls = () =>
+    existsSync(callsFile)
+      ? readFileSync(callsFile, 'utf8')
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as { effect_key: string })
+      : [];
+  // Every call of counter is counted and never answered: each issue of it is lost after the source's timeout.
+  const e = await start(world, [{ ...source({ COUNTER_HANGS: '1', CALLS_FILE: callsFile }), timeout_ms: 1000 }]);
+  const view = (id: string) => e.req('GET', `${RUNS}/${id}`).then((r) => r.body);
+  /** The run once it waits on the lost outcome of `attempt` (or has ended). */
+  const lost = (id: string, attempt: number) =>
+    until(`attempt ${attempt} lost`, async () => {
+      const v = await view(id);
+      return v.unknown_outcome?.attempt === attempt || ['completed', 'failed', 'refused'].includes(v.state) ? v : undefined;
+    });
+  const ended = (id: string) =>
+    until('the run ended', async () => {
+      const v = await view(id);
+      return v.state === 'waiting' || v.state === 'running' ? undefined : v;
+    });
+  const resolve = (id: string, stepId: string, body: unknown, secret = SECRET) =>
+    e.req('POST', `${RUNS}/${id}/outcomes/${encodeURIComponent(stepId)}`, body, secret);
+  try {
+    const id = (await e.req('POST', RUNS, { input: 'pump 11' })).body.run_id as string;
+    const first = await lost(id, 1);
+    assert.equal(first.state, 'waiting', JSON.stringify(first));
+    const u = first.unknown_outcome;
+    assert.equal(u.tool, 'mcp.files.counter');
+    assert.equal(u.effect_key, calls()[0]!.effect_key);
+    // A caller without agent_teams.write is refused by the gateway's guard; bad bodies and other steps as at the cell.
+    const narrow = await resolve(id, u.step_id, { resolution: 'retry' }, NARROW_SECRET);
+    assert.equal(narrow.status, 403, JSON.stringify(narrow.body));
+    assert.equal((await resolve(id, u.step_id, { resolution: 'record' })).status, 400);
+    assert.equal((await resolve(id, 'agent:a/nope', { resolution: 'retry' })).status, 404);
+
+    // retry: the server sees the call again, under the same effect key (lost again: attempt 2).
+    const retried = await resolve(id, u.step_id, { resolution: 'retry', comment: 'checked the pump log' });
+    assert.equal(retried.status, 200, JSON.stringify(retried.body));
+    assert.equal(retried.body.unknown_outcome, null);
+    assert.equal((await lost(id, 2)).unknown_outcome.attempt, 2);
+    assert.deepEqual(
+      calls().map((c) => c.effect_key),
+      [u.effect_key, u.effect_key],
+    );
+    assert.equal((await resolve(id, u.step_id, { resolution: 'retry' }, SECRET)).status, 200);
+    await lost(id, 3);
+    // record: the operator's value is the call's result; the call is not issued again and the run goes on.
+    const recorded = await resolve(id, u.step_id, { resolution: 'record', result: { count: 3, effect_key: u.effect_key } });
+    assert.equal(recorded.status, 200, JSON.stringify(recorded.body));
+    const done = await ended(id);
+    assert.equal(done.state, 'completed', JSON.stringify(done));
+    assert.equal(calls().length, 3, 'the recorded call was not issued');
+    const j = (await e.req('GET', `/api/public/v1/admin/jobs/runs/${id}/journal`)).body.records as any[];
+    const resolutions = j.filter((r) => r.kind === 'outcome_resolved');
+    assert.deepEqual(
+      resolutions.map((r) => [r.data.by, r.data.resolution, r.data.attempt, r.data.effect_key, typeof r.data.key_bundle]),
+      [
+        ['usr_1', 'retry', 1, u.effect_key, 'number'],
+        ['usr_1', 'retry', 2, u.effect_key, 'number'],
+        ['usr_1', 'record', 3, u.effect_key, 'number'],
+      ],
+    );
+    assert.equal(resolutions[0].data.comment, 'checked the pump log');
+    const step = j.find((r) => r.kind === 'step' && r.step_id === u.step_id);
+    assert.deepEqual(step.data.resolution, { resolution: 'record', by: 'usr_1', attempt: 3 });
+    assert.equal((await resolve(id, u.step_id, { resolution: 'fail' })).body.details.reason, 'run_terminal');
+
+    // fail: the run fails outcome_unknown, naming who resolved it.
+    const other = (await e.req('POST', RUNS, { input: 'pump 12' })).body.run_id as string;
+    const w = (await lost(other, 1)).unknown_outcome;
+    assert.equal((await resolve(other, w.step_id, { resolution: 'fail' })).status, 200);
+    const failed = await ended(other);
+    assert.equal(failed.state, 'failed', JSON.stringify(failed));
+    assert.equal(failed.reason, 'outcome_unknown');
+  } finally {
+    await e.close();
+    await e.setup.model?.dispose();
   }
 });
 

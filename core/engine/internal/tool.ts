@@ -90,6 +90,10 @@ export async function governedToolCall(
     // A side-effecting call's effect key, the same on every issue; one lost in a crash waits for an operator.
     const effect = callEffect(ctx, desc, stepId, args);
     if (effect !== null) data.effect_key = effect.key;
+    // The pin the call is held to (an imported tool): the journal says under which definition it acted, a
+    // result recorded by an operator included (it is the result of a call issued under that pin).
+    const pin = ctx.graph.tool_pins && Object.hasOwn(ctx.graph.tool_pins, name) ? ctx.graph.tool_pins[name]! : undefined;
+    if (pin !== undefined) data.pin = pin;
     const settled =
       effect !== null && !effect.idempotent ? await settleLostOutcome(ctx, stepId, effect, { tool: name, seat: seatId }) : null;
     if (settled?.resolution !== undefined) data.resolution = settled.resolution;
@@ -102,10 +106,8 @@ export async function governedToolCall(
       authority,
       ...(policy.timeout_ms !== undefined ? { timeout_ms: policy.timeout_ms } : {}),
       ...(effect !== null ? { effect_key: effect.key } : {}),
-      ...(ctx.graph.tool_pins && Object.hasOwn(ctx.graph.tool_pins, name) ? { tool_pin: ctx.graph.tool_pins[name]! } : {}),
+      ...(pin !== undefined ? { tool_pin: pin } : {}),
     };
-    // The pin the call is held to (an imported tool): the journal says under which definition it acted.
-    if (callCtx.tool_pin !== undefined) data.pin = callCtx.tool_pin;
     const mark = effect !== null ? { key: effect.key, resolved: settled?.resolution !== undefined } : undefined;
     const once = async () => {
       Object.assign(data, await ctx.beginCall(stepId, 'tool', { tool: name, args }, mark));
