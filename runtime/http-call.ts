@@ -103,18 +103,30 @@ function privateRefusal(url: URL): ServiceError {
 }
 
 /**
- * Refuses a request the caller's egress allowlist does not allow with `method` (`egress_denied`, naming
- * the method when it is not GET), or one to a literal private address (`egress_private_address`).
+ * Refuses a request `authority`'s egress allowlist does not allow with `method` (`egress_denied`, naming
+ * the method when it is not GET). The seat's part of the egress check: what a journal carried back from a
+ * device is judged by again (cell/edge/journal-acts.ts).
  */
-export function assertEgress(ctx: HttpToolsContext, caller: HttpCaller, url: URL, method: EgressMethod = 'GET'): void {
-  if (!egressAllowed(caller.authority.egress_allowlist, url.href, method)) {
+export function assertAllowlisted(authority: ToolAuthority, url: URL, method: EgressMethod = 'GET'): void {
+  if (!egressAllowed(authority.egress_allowlist, url.href, method)) {
     const how = method === 'GET' ? '' : ` with ${method}`;
     throw toolRefusal('egress_denied', `egress to ${url.host}${how} is not on the allowlist`, {
       destination: url.origin,
       ...(method === 'GET' ? {} : { method }),
     });
   }
+}
+
+/** Refuses a literal private address the host's configuration does not allow (`egress_private_address`). */
+export function assertHostFloor(ctx: HttpToolsContext, url: URL): void {
   if (!literalHostAllowed(url.hostname, ctx.allowPrivate)) throw privateRefusal(url);
+}
+
+/** What http.get judges before it sends, of the seat alone: its argument and the allowlist (not the host's floor). */
+export function judgeHttpGet(authority: ToolAuthority, args: Record<string, unknown>): URL {
+  const url = urlArg(args);
+  assertAllowlisted(authority, url);
+  return url;
 }
 
 /** A token for this call, when the URL is at or below a registered protected resource and the call acts for a run's requester. */
@@ -256,8 +268,8 @@ export const HTTP_GET: HttpTool = {
   side_effects: false,
   parameters: { type: 'object', properties: { url: { type: 'string' } }, required: ['url'] },
   async run(ctx, caller, args, signal) {
-    const parsed = urlArg(args);
-    assertEgress(ctx, caller, parsed);
+    const parsed = judgeHttpGet(caller.authority, args);
+    assertHostFloor(ctx, parsed);
     // A registered protected resource gets a token: the requester as subject, this agent as actor.
     const d = await delegationFor(ctx, caller, parsed, 'http.get');
     const headers = d ? { authorization: `DPoP ${d.token}`, dpop: await d.proof('GET', `${parsed.origin}${parsed.pathname}`) } : undefined;

@@ -32,7 +32,19 @@
  */
 import { ServiceError, invalid } from '../core/errors.ts';
 import { EGRESS_METHODS, type EgressMethod } from '../core/authority/egress-entry.ts';
-import { answerOf, assertEgress, delegationFor, neverSent, requestFailure, send, toolRefusal, urlArg, type HttpTool } from './http-call.ts';
+import type { ToolAuthority } from '../core/catalog/builtin.ts';
+import {
+  answerOf,
+  assertAllowlisted,
+  assertHostFloor,
+  delegationFor,
+  neverSent,
+  requestFailure,
+  send,
+  toolRefusal,
+  urlArg,
+  type HttpTool,
+} from './http-call.ts';
 
 /** Methods whose calls may be issued again after a lost outcome (RFC 9110 §9.2.2). */
 const IDEMPOTENT_METHODS: EgressMethod[] = ['GET', 'HEAD', 'PUT', 'DELETE'];
@@ -124,6 +136,23 @@ function bodyArg(args: Record<string, unknown>, method: EgressMethod): { bytes: 
   return { bytes, json };
 }
 
+/**
+ * What http.request judges before it sends, of the seat alone: its arguments (method, URL, headers, body) and
+ * the allowlist for the method, not the host's floor; what a journal carried back from a device is judged by
+ * again (cell/edge/journal-acts.ts).
+ */
+export function judgeHttpRequest(
+  authority: ToolAuthority,
+  args: Record<string, unknown>,
+): { method: EgressMethod; url: URL; headers: Map<string, string>; body: { bytes: Buffer; json: boolean } | null } {
+  const method = methodArg(args);
+  const url = urlArg(args);
+  const headers = headersArg(args);
+  const body = bodyArg(args, method);
+  assertAllowlisted(authority, url, method);
+  return { method, url, headers, body };
+}
+
 export const HTTP_REQUEST: HttpTool = {
   name: 'http.request',
   description:
@@ -146,11 +175,8 @@ export const HTTP_REQUEST: HttpTool = {
     required: ['method', 'url'],
   },
   async run(ctx, caller, args, signal) {
-    const method = methodArg(args);
-    const url = urlArg(args);
-    const headers = headersArg(args);
-    const body = bodyArg(args, method);
-    assertEgress(ctx, caller, url, method);
+    const { method, url, headers, body } = judgeHttpRequest(caller.authority, args);
+    assertHostFloor(ctx, url);
     if (body?.json && !headers.has('content-type')) headers.set('content-type', 'application/json');
     if (!SAFE_METHODS.has(method) && caller.effectKey) headers.set('idempotency-key', `"${caller.effectKey}"`);
     // A registered protected resource gets a token: the requester as subject, this agent as actor.

@@ -6,12 +6,14 @@
  * still verify and replay. So each recorded tool call (a `step` record under a call's step id) is judged
  * again here against the bundle the device held, the graph of the journal's graph hash (each seat's
  * authority as the bundle carried it) and the crew's workspace (the named crew's, when it binds the graph's
- * seats to the graph's agents), with the same rules the device's
- * catalog applies (edge/tools.ts: core/catalog/builtin.ts, runtime/http-*.ts, core/authority/egress.ts):
+ * seats to the graph's agents), with the device's catalog's own code (core/catalog/builtin.ts's kv tools
+ * over the journal's own storage; runtime/http-*.ts's judgeHttpGet and judgeHttpRequest, everything the
+ * HTTP tools check before they send):
  *   - the seat's grant (`allowed_tools`; a seatless call only the tool its step names) and its
  *     permission mode (`plan` runs no tool; `ask`, or `auto-read` for a side-effecting tool, only
  *     with recorded approvals, which the approvals re-judging checks);
- *   - `http.get` and `http.request`: the URL on the seat's egress allowlist with the method;
+ *   - `http.get` and `http.request`: their arguments (headers included) and the URL on the seat's egress
+ *     allowlist with the method;
  *   - `kv.get`: a data grant for the workspace, and, for an entry this journal wrote, the clearance
  *     and compartments it needs; `kv.put`: egress to the workspace's storage, a classification not
  *     above the seat's clearance, compartments the seat holds (an overwrite of an entry this journal
@@ -23,15 +25,13 @@
  * journal's refused call is not judged again. Tools outside the built-in catalog are left to their
  * own re-judging (MCP pins).
  */
-import type { EgressMethod } from '../../core/authority/egress-entry.ts';
-import { EGRESS_METHODS } from '../../core/authority/egress-entry.ts';
-import { egressAllowed } from '../../core/authority/egress.ts';
-import { BUILTIN_TOOLS } from '../../core/catalog/builtin.ts';
+import { BUILTIN_TOOLS, toolAuthorityOf, type KvStorage } from '../../core/catalog/builtin.ts';
+import { ServiceError } from '../../core/errors.ts';
 import type { Graph, GraphNode, LeafSpec, SeatAuthority } from '../../core/engine/types.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { Reason } from '../../core/reasons.ts';
-import { HTTP_GET } from '../../runtime/http-call.ts';
-import { HTTP_REQUEST } from '../../runtime/http-request.ts';
+import { HTTP_GET, judgeHttpGet } from '../../runtime/http-call.ts';
+import { HTTP_REQUEST, judgeHttpRequest } from '../../runtime/http-request.ts';
 
 /** The built-in tools a device runs, by name: whether each has side effects. */
 const SIDE_EFFECTS: ReadonlyMap<string, boolean> = new Map(
@@ -94,92 +94,73 @@ function badArgumentsAnswer(out: unknown): boolean {
   return isObject(out) && out['error'] === 'invalid_request';
 }
 
-function validUrl(v: unknown): URL | null {
-  if (typeof v !== 'string' || v.length === 0 || v.length > 2048) return null;
-  try {
-    const u = new URL(v);
-    return u.protocol === 'http:' || u.protocol === 'https:' ? u : null;
-  } catch {
-    return null;
-  }
-}
+/** A workspace no grant names: the kv tools' workspace when the crew's is unknown (only `kv:*` and `*` reach it). */
+const UNKNOWN_WORKSPACE = '\u0000unknown';
 
-function compartmentsOf(v: unknown): string[] | null {
-  if (v === undefined || v === null) return [];
-  return Array.isArray(v) && v.every((x) => typeof x === 'string') ? [...new Set(v as string[])].sort() : null;
-}
-
-function dataGranted(grants: readonly string[], ws: string | null): boolean {
-  return grants.some((g) => g === '*' || g === 'kv:*' || (ws !== null && g === `kv:${ws}`));
-}
-
-/** Whether `authority` held `labels` (the missing ones, sorted). */
-function missing(labels: readonly string[], held: readonly string[]): string[] {
-  const have = new Set(held);
-  return labels.filter((l) => !have.has(l));
+/**
+ * The journal's own kv storage, as the kv tools see it when they are run again: an entry this journal wrote
+ * (its labels), found only when the call recorded it found; the entries of other runs the cell cannot know.
+ */
+function journalKv(written: Written, found: boolean): KvStorage {
+  return {
+    async read(_ws, key) {
+      const e = written.get(key);
+      return e !== undefined && found ? { value: null, ...e } : undefined;
+    },
+    async write(_ws, key, check, entry) {
+      check(written.get(key)?.compartments);
+      written.set(key, { classification: entry.classification, compartments: entry.compartments });
+    },
+  };
 }
 
 /**
- * The floor of one built-in call (what the device's port judges), or null when it holds. `args` are the
- * recorded arguments, `out` the recorded result; `written` the kv entries earlier calls of this journal wrote.
+ * The floor of one built-in call, or null when it holds: the tool's own checks (core/catalog/builtin.ts,
+ * runtime/http-*.ts: the code the device ran) run again on the recorded arguments, the kv tools over the
+ * journal's own storage, the HTTP tools up to the request they would send (the seat's allowlist; the
+ * device's private ranges are its own configuration). `out` is the recorded result; `written` the kv
+ * entries earlier calls of this journal wrote.
  */
-function floorOf(
+async function floorOf(
   tool: string,
   args: Record<string, unknown>,
   out: unknown,
   a: SeatAuthority | null,
   ws: string | null,
+  agentId: string,
   written: Written,
-): { why: Reason; problem: string } | null {
-  const egress = a?.egress_allowlist ?? [];
-  const clearance = a?.clearance_level ?? 0;
-  const held = a?.compartments ?? [];
+): Promise<{ why: Reason; problem: string } | null> {
   // A call the tool answered as bad arguments did not act (each tool checks its arguments before its floor).
   if (badArgumentsAnswer(out)) return null;
-  const bad = (what: string) => ({ why: 'tool_bad_arguments' as Reason, problem: `${what}, yet the call records a result` });
-  if (tool === 'http.get' || tool === 'http.request') {
-    const method = tool === 'http.get' ? 'GET' : args['method'];
-    if (typeof method !== 'string' || !(EGRESS_METHODS as readonly string[]).includes(method))
-      return bad('the method is not one the tool takes');
-    const url = validUrl(args['url']);
-    if (url === null) return bad('the URL is not an http or https URL');
-    if (!egressAllowed(egress, url.href, method as EgressMethod))
-      return { why: 'egress_denied', problem: `${method} to ${url.origin} is not on the seat's egress allowlist` };
-    return null;
-  }
-  if (tool === 'kv.get' || tool === 'kv.put') {
-    const key = args['key'];
-    if (typeof key !== 'string' || key.length === 0 || key.length > 200) return bad('the key is not a key');
-    if (tool === 'kv.get') {
-      if (!dataGranted(a?.data_grant_ids ?? [], ws)) return { why: 'data_not_granted', problem: `no data grant covers kv:${ws ?? '?'}` };
-      const e = written.get(key);
-      if (e === undefined || !isObject(out) || out['found'] !== true) return null;
-      if (e.classification > clearance)
-        return { why: 'clearance_insufficient', problem: `it read ${key}, classified ${e.classification}, above clearance ${clearance}` };
-      const lacking = missing(e.compartments, held);
-      if (lacking.length) return { why: 'compartment_not_granted', problem: `it read ${key}, labelled ${lacking.join(', ')}, not held` };
-      return null;
+  const authority = toolAuthorityOf(a);
+  try {
+    if (tool === 'http.get') judgeHttpGet(authority, args);
+    else if (tool === 'http.request') judgeHttpRequest(authority, args);
+    else {
+      const kv = BUILTIN_TOOLS.get(tool);
+      if (kv === undefined) return null;
+      const found = isObject(out) && out['found'] === true;
+      await kv.run(
+        { clock: { now: () => 0 }, kv: journalKv(written, found) },
+        { workspaceId: ws ?? UNKNOWN_WORKSPACE, agentId, authority },
+        args,
+      );
     }
-    if (ws === null || !egressAllowed(egress, `kv:${ws}`))
-      return { why: 'egress_denied', problem: `egress to kv:${ws ?? '?'} is not on the seat's allowlist` };
-    const cls = args['classification'] ?? 0;
-    const labels = compartmentsOf(args['compartments']);
-    if (typeof cls !== 'number' || !Number.isInteger(cls) || cls < 0 || labels === null) return bad('the arguments are not a kv.put');
-    if (cls > clearance) return { why: 'clearance_insufficient', problem: `it wrote classification ${cls} above clearance ${clearance}` };
-    const lacking = missing([...labels, ...(written.get(key)?.compartments ?? [])], held);
-    if (lacking.length)
-      return { why: 'compartment_not_granted', problem: `it wrote ${key} needing ${[...new Set(lacking)].join(', ')}, not held` };
-    written.set(key, { classification: cls, compartments: labels });
     return null;
+  } catch (e) {
+    const reason = e instanceof ServiceError ? (e.details?.['reason'] as Reason | undefined) : undefined;
+    const message = e instanceof Error ? e.message : String(e);
+    if (reason === undefined || reason === 'tool_bad_arguments')
+      return { why: 'tool_bad_arguments', problem: `${message}, yet the call records a result` };
+    return { why: reason, problem: message };
   }
-  return null;
 }
 
 /**
  * The first recorded tool call of `journal` its seat was not entitled to under `graph` (the bundle's) and the
  * crew's workspace `ws` (null: unknown), or null when every one holds.
  */
-export function unentitledAct(graph: Graph, ws: string | null, journal: JournalActs): UnentitledAct | null {
+export async function unentitledAct(graph: Graph, ws: string | null, journal: JournalActs): Promise<UnentitledAct | null> {
   const written: Written = new Map();
   for (const r of journal.records) {
     if (!isCallRecord(r)) continue;
@@ -212,7 +193,7 @@ export function unentitledAct(graph: Graph, ws: string | null, journal: JournalA
     if ((mode === 'ask' || (mode === 'auto-read' && sideEffects === true)) && !approved)
       return act('approval_unavailable', `the seat's mode ${mode} needs a human approval of the call, and none is recorded`);
     if (sideEffects === undefined) continue;
-    const f = floorOf(tool, input['args'], out, a, ws, written);
+    const f = await floorOf(tool, input['args'], out, a, ws, seat?.agent_id ?? 'cell', written);
     if (f !== null) return act(f.why, f.problem);
   }
   return null;
@@ -262,7 +243,7 @@ export async function refuseUnentitledActs(
         graph_hash: journal.run.graph_hash,
       },
     );
-  const bad = unentitledAct(g, workspaceOf(g, await crewOf(journal.run.crew_id)), journal);
+  const bad = await unentitledAct(g, workspaceOf(g, await crewOf(journal.run.crew_id)), journal);
   if (bad === null) return;
   await refuse(
     'journal_act_not_entitled',

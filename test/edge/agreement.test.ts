@@ -770,7 +770,7 @@ test("cell and edge judge the same tool call the same way: the cell's catalog, t
         ] as unknown as JournalRecord[],
         values: Object.fromEntries([...earlier.flatMap((e) => e.values), [contentHash(input), input], [contentHash(out), out]]),
       };
-      const judged = unentitledAct(graph, ws, journal);
+      const judged = await unentitledAct(graph, ws, journal);
       const want = JUDGED_AT_IMPORT.has(row.expect) ? row.expect : null;
       assert.equal(judged?.why ?? null, want, `${row.name}: the import says ${JSON.stringify(judged)}`);
     }
@@ -783,7 +783,13 @@ test("cell and edge judge the same tool call the same way: the cell's catalog, t
 
 /** The built-in tools the import re-judges, and the refusals it can judge from the bundle alone. */
 const BUILTIN = new Set(['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get', 'http.request']);
-const JUDGED_AT_IMPORT = new Set(['egress_denied', 'clearance_insufficient', 'compartment_not_granted', 'data_not_granted']);
+const JUDGED_AT_IMPORT = new Set([
+  'egress_denied',
+  'clearance_insufficient',
+  'compartment_not_granted',
+  'data_not_granted',
+  'header_not_allowed',
+]);
 
 /** The record of the kv.put (by a seat that could) that wrote `pump-7` earlier in the journal. */
 function kvPutRecord(): { record: unknown; values: [string, unknown][] } {

@@ -154,7 +154,7 @@ test('journal import re-judges the tool calls of a device run against the bundle
   }
 });
 
-test('the judge of recorded calls: what a call record must be, and the modes', () => {
+test('the judge of recorded calls: what a call record must be, and the modes', async () => {
   const authority = (o: Partial<SeatAuthority> = {}): SeatAuthority => ({
     allowed_tools: ['calc', 'kv.put'],
     clearance_level: 0,
@@ -175,34 +175,43 @@ test('the judge of recorded calls: what a call record must be, and the modes', (
     values: { [contentHash(input)]: input, [contentHash(out)]: out },
   });
   const put = { tool: 'kv.put', args: { key: 'k', value: 1 } };
-  const why = (g: Graph, j: ReturnType<typeof journal>) => unentitledAct(g, 'ws', j)?.why ?? null;
-  assert.equal(why(graph(authority()), journal('n/tool/0.0', put, { tool: 'kv.put' })), null);
+  const why = async (g: Graph, j: ReturnType<typeof journal>) => (await unentitledAct(g, 'ws', j))?.why ?? null;
+  assert.equal(await why(graph(authority()), journal('n/tool/0.0', put, { tool: 'kv.put' })), null);
   // A record that names a tool is judged as a call wherever it is: under a step id no call has, it is refused.
-  assert.equal(why(graph(authority()), journal('n/model/0', put, { tool: 'kv.put' })), 'journal_invalid');
+  assert.equal(await why(graph(authority()), journal('n/model/0', put, { tool: 'kv.put' })), 'journal_invalid');
   // Its tool is the one its input names; its arguments are there.
-  assert.equal(why(graph(authority()), journal('n/tool/0.0', put, { tool: 'calc' })), 'journal_invalid');
-  assert.equal(why(graph(authority()), journal('n/tool/0.0', { tool: 'kv.put' }, { tool: 'kv.put' })), 'journal_invalid');
+  assert.equal(await why(graph(authority()), journal('n/tool/0.0', put, { tool: 'calc' })), 'journal_invalid');
+  assert.equal(await why(graph(authority()), journal('n/tool/0.0', { tool: 'kv.put' }, { tool: 'kv.put' })), 'journal_invalid');
   // A step the graph does not have.
-  assert.equal(why(graph(authority()), journal('m/tool/0.0', put, { tool: 'kv.put' })), 'journal_invalid');
+  assert.equal(await why(graph(authority()), journal('m/tool/0.0', put, { tool: 'kv.put' })), 'journal_invalid');
   // Modes: plan runs nothing; ask (and auto-read for a side-effecting tool) only with recorded approvals.
   assert.equal(
-    why(graph(authority({ permission_mode: 'plan' })), journal('n/tool/0.0', put, { tool: 'kv.put' })),
+    await why(graph(authority({ permission_mode: 'plan' })), journal('n/tool/0.0', put, { tool: 'kv.put' })),
     'tool_forbidden_by_mode',
   );
   for (const mode of ['ask', 'auto-read'] as const) {
-    assert.equal(why(graph(authority({ permission_mode: mode })), journal('n/tool/0.0', put, { tool: 'kv.put' })), 'approval_unavailable');
+    assert.equal(
+      await why(graph(authority({ permission_mode: mode })), journal('n/tool/0.0', put, { tool: 'kv.put' })),
+      'approval_unavailable',
+    );
     const approved = { tool: 'kv.put', approved_by: ['usr_b'], approvals: [{ principal: 'usr_b', decision: 'approve' }] };
-    assert.equal(why(graph(authority({ permission_mode: mode })), journal('n/tool/0.0', put, approved)), null);
+    assert.equal(await why(graph(authority({ permission_mode: mode })), journal('n/tool/0.0', put, approved)), null);
   }
   const calc = { tool: 'calc', args: { expression: '1+1' } };
-  assert.equal(why(graph(authority({ permission_mode: 'auto-read' })), journal('n/tool/0.0', calc, { tool: 'calc' }, { value: 2 })), null);
+  assert.equal(
+    await why(graph(authority({ permission_mode: 'auto-read' })), journal('n/tool/0.0', calc, { tool: 'calc' }, { value: 2 })),
+    null,
+  );
   // Arguments the tool would refuse as bad, with a result recorded: forged; with the bad-arguments answer: no act.
   const bad = { tool: 'kv.put', args: { key: 'k', value: 1, classification: -1 } };
-  assert.equal(why(graph(authority()), journal('n/tool/0.0', bad, { tool: 'kv.put' })), 'tool_bad_arguments');
-  assert.equal(why(graph(authority()), journal('n/tool/0.0', bad, { tool: 'kv.put' }, { error: 'invalid_request', message: 'x' })), null);
+  assert.equal(await why(graph(authority()), journal('n/tool/0.0', bad, { tool: 'kv.put' })), 'tool_bad_arguments');
+  assert.equal(
+    await why(graph(authority()), journal('n/tool/0.0', bad, { tool: 'kv.put' }, { error: 'invalid_request', message: 'x' })),
+    null,
+  );
 });
 
-test("the workspace a kv call is judged in is the named crew's only when that crew runs the graph's agents", () => {
+test("the workspace a kv call is judged in is the named crew's only when that crew runs the graph's agents", async () => {
   const graph = {
     nodes: [{ id: 'n', kind: 'agent', seat: 's', config: {} }],
     seats: {
@@ -240,6 +249,6 @@ test("the workspace a kv call is judged in is the named crew's only when that cr
     ] as unknown as JournalRecord[],
     values: { [contentHash(input)]: input, [contentHash(out)]: out },
   };
-  assert.equal(unentitledAct(graph, 'ws_a', journal), null);
-  assert.equal(unentitledAct(graph, null, journal)?.why, 'data_not_granted');
+  assert.equal(await unentitledAct(graph, 'ws_a', journal), null);
+  assert.equal((await unentitledAct(graph, null, journal))?.why, 'data_not_granted');
 });
