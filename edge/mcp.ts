@@ -140,7 +140,7 @@ async function callTool(
   try {
     if (name.startsWith('crew_') && name === `crew_${runs.crew?.crew.crew_id}`) {
       if (!grants(a.effective, PERMISSIONS.teamsWrite)) throw lacks(PERMISSIONS.teamsWrite);
-      const run = await runs.start(name.slice(5), a.owner_id, args['input'] ?? null);
+      const run = await runs.start(name.slice(5), a.owner_id, args['input'] ?? null, a.actors);
       try {
         return await answer(rt, runs, await follow(runs, run.run_id, call));
       } catch (e) {

@@ -33,7 +33,7 @@ async function edgeMcp(
   hold?: Promise<void>,
   calls: { n: number } = { n: 0 },
 ) {
-  const w = await edgeWorld({ narrowKey: true, ...(tokens ? { tokens } : {}) });
+  const w = await edgeWorld({ narrowKey: true, otherOwnerKey: true, ...(tokens ? { tokens } : {}) });
   const { rt, setup } = await offlineRuntime(w, { capacity: 1000, refillPerSecond: 100 });
   if (hold !== undefined && setup.model) {
     // Every local model call waits for `hold` first: a test holds the run mid-call.
@@ -135,6 +135,19 @@ test("the cell's access tokens for the device are judged offline at /mcp against
     };
     assert.equal(s.state, 'completed', JSON.stringify(s));
     await c.close();
+    // A delegated token (an `act` chain) starts the run with its actors, as the run route does: the two-person
+    // rule then keeps every one of them from approving what the run asks (edge/approvals.ts).
+    const delegated = await mcpClient(fetchIn, url, await token('tok-act', { act: { sub: 'usr_2' } }));
+    const d = (await delegated.callTool({ name: 'crew_crw_1', arguments: { input: 'check the valve again' } })).structuredContent as {
+      run_id: string;
+    };
+    await delegated.close();
+    const file = JSON.parse(readFileSync(join(w.dir, 'runs', d.run_id, 'run.json'), 'utf8')) as {
+      requester: string;
+      requester_actors?: string[];
+    };
+    assert.equal(file.requester, 'usr_1');
+    assert.deepEqual(file.requester_actors, ['usr_2']);
     // Within its scope only: a token for edge.read is shown nothing, and its call is refused.
     const narrow = await mcpClient(fetchIn, url, await token('tok-narrow', { scope: 'edge.read' }));
     assert.deepEqual((await narrow.listTools()).tools, []);
