@@ -86,9 +86,12 @@ export function finishedRecord(records: readonly RecordLike[]): RecordLike | und
   return undefined;
 }
 
-/** The step a run failed or was refused at: the error's `step_id`, else its last refusal record's, else the call it ended in. */
+/**
+ * The step a run failed or was refused at: the error's `step_id` (or its end record's), else its last refusal
+ * record's, else the call it ended in.
+ */
 export function failingStep(records: readonly RecordLike[], details: Record<string, unknown> = {}): string | null {
-  const named = details['step_id'];
+  const named = details['step_id'] ?? finishedRecord(records)?.data?.['step_id'];
   if (typeof named === 'string' && named) return named;
   for (let i = records.length - 1; i >= 0; i--) {
     const r = records[i]!;
@@ -152,7 +155,7 @@ export function nodeStates(graph: GraphLike, records: readonly RecordLike[], run
     else if (refused.has(id)) s = 'refused';
     else if (terminal) {
       if (outcome === 'failed' && (failedNode === id || (failedNode === null && touched.has(id)))) s = 'failed';
-      else if (outcome === 'cancelled' && touched.has(id)) s = 'cancelled';
+      else if (outcome === 'cancelled' && (failedNode === id || touched.has(id))) s = 'cancelled';
       else if (outcome === 'refused' && touched.has(id)) s = 'refused';
       else s = 'skipped';
     } else if (waiting.has(id)) s = 'waiting';
@@ -300,6 +303,8 @@ export function timelineOf(
   records: readonly RecordLike[],
   states: ReadonlyMap<string, NodeState>,
   now: number,
+  /** The step the run ended in and when its call started, when the failure names it (a model call writes no intent record). */
+  endedIn?: { step_id: string; started_at: number } | null,
 ): { t0: number; span: number; bars: TimelineBar[] } {
   const ids = graph.nodes.map((n) => n.id);
   const t0 = records[0]?.at ?? now;
@@ -310,6 +315,12 @@ export function timelineOf(
   }
   const ended = finishedRecord(records);
   const bars: TimelineBar[] = [];
+  // The call the run ended in, named by the failure: it may have left no record of its own.
+  const endedNode = endedIn ? nodeOfStep(endedIn.step_id, ids) : null;
+  if (endedIn && endedNode !== null && !by.get(endedNode)?.length && ended)
+    by.set(endedNode, [
+      { seq: ended.seq, step_id: endedIn.step_id, kind: 'call_started', at: endedIn.started_at, input_hash: '', output_hash: '' },
+    ]);
   for (const id of ids) {
     const rs = by.get(id);
     if (!rs?.length) continue;

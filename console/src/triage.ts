@@ -173,7 +173,8 @@ export function triage(
   let deadline: Triage['deadline'] = null;
   const timeoutMs = num(details['timeout_ms']);
   if (kind === 'timeout' && timeoutMs !== null) {
-    const started = [...mine].reverse().find((r) => r.kind === 'intent')?.at ?? null;
+    // The call's start: the failure names it (a model call writes no intent); an older journal's intent record.
+    const started = num(details['started_at']) ?? [...mine].reverse().find((r) => r.kind === 'intent')?.at ?? null;
     deadline = {
       timeout_ms: timeoutMs,
       started_at: started,

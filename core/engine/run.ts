@@ -111,7 +111,13 @@ async function finish(ctx: RunContext, e: unknown, current: string): Promise<Run
       });
     } else {
       if (stop.outcome === 'refused') await ctx.append('refusal', stepId, null, null, { ...details, reason: stop.reason });
-      await ctx.append('run_finished', 'run/end', null, null, { outcome: stop.outcome, reason: stop.reason });
+      // The step the run ended in: a model call leaves no record before its answer (its reservation is its intent),
+      // so a run failed or cancelled inside one names it here (the console shows where it stopped).
+      await ctx.append('run_finished', 'run/end', null, null, {
+        outcome: stop.outcome,
+        reason: stop.reason,
+        ...(stepId !== 'run' && stop.outcome !== 'refused' ? { step_id: stepId } : {}),
+      });
     }
   } catch (journalError) {
     return {

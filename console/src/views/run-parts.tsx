@@ -667,15 +667,18 @@ export function Timeline({
   records,
   states,
   live,
+  endedIn,
   onSelect,
 }: {
   graph: GraphLike;
   records: FullRecord[];
   states: ReadonlyMap<string, NodeState>;
   live: boolean;
+  /** The step the run ended in and its call's start, when the failure names them (triage.ts `deadline`). */
+  endedIn?: { step_id: string; started_at: number } | null;
   onSelect(id: string): void;
 }) {
-  const t = timelineOf(graph, records, states, live ? Date.now() : (records[records.length - 1]?.at ?? Date.now()));
+  const t = timelineOf(graph, records, states, live ? Date.now() : (records[records.length - 1]?.at ?? Date.now()), endedIn);
   if (t.bars.length === 0) return <p class="muted">No step has started.</p>;
   const pct = (ms: number) => `${((ms / t.span) * 100).toFixed(2)}%`;
   // The decisions a step received (its `approval_received` records), shown on its row with their comments.

@@ -698,7 +698,18 @@ export function RunView({ runId }: { runId: string }) {
 
       {graph ? (
         <Section title="Timeline" id="timeline-section">
-          <Timeline graph={graph} records={journal.records} states={states} live={!terminal} onSelect={(id) => setPicked(id)} />
+          <Timeline
+            graph={graph}
+            records={journal.records}
+            states={states}
+            live={!terminal}
+            endedIn={
+              failure?.step_id && failure.deadline?.started_at != null
+                ? { step_id: failure.step_id, started_at: failure.deadline.started_at }
+                : null
+            }
+            onSelect={(id) => setPicked(id)}
+          />
         </Section>
       ) : null}
 

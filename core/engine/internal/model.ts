@@ -118,6 +118,7 @@ export async function modelCall(
     const budget = ctx.ports.budget;
     if (budget === undefined) throw refuse('no_budget_ledger', { agent_id: agentId, seat: seatId });
     // One attempt: reserve, journal the intent (unless the reservation is it), call; a failed call commits what it consumed and leaves as it was thrown.
+    let startedAt: number | null = null;
     const once = async () => {
       const res = await budget.reserve(agentId, want, { run_id: ctx.runId, step_id: stepId }, floor);
       if (!res.ok)
@@ -154,6 +155,9 @@ export async function modelCall(
         }
         throw e;
       };
+      // When this attempt's call started: a model call writes no intent record (its reservation is its intent),
+      // so a step timeout names its start itself (the console shows the deadline from it).
+      startedAt = ctx.ports.clock.now();
       try {
         raw = await model.complete(
           {
@@ -187,7 +191,12 @@ export async function modelCall(
     } catch (e) {
       if (e instanceof Stop) throw e;
       if (isEngineRefusal(e)) throw refuse(e.reason, { ...e.details, seat: seatId });
-      if (isStepTimeout(e)) throw fail('step_timeout', { seat: seatId, step_id: stepId, timeout_ms: e.timeout_ms }, e);
+      if (isStepTimeout(e))
+        throw fail(
+          'step_timeout',
+          { seat: seatId, step_id: stepId, timeout_ms: e.timeout_ms, ...(startedAt !== null ? { started_at: startedAt } : {}) },
+          e,
+        );
       const upstream = upstreamOf(e);
       throw fail('model_error', { seat: seatId, step_id: stepId, ...(upstream ? { upstream } : {}) }, e);
     }
