@@ -9,7 +9,7 @@ endif
 export PATH := $(patsubst %/,%,$(dir $(NODE))):$(PATH)
 CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
-NODE_TEST := node --import tsx --test --test-concurrency=3
+NODE_TEST := node --import tsx --test --test-concurrency=2
 # The suite's runs: the usual report, then the slowest files and their share of the time (scripts/test-times.mjs;
 # every file's time also in test/artifacts/test-times-<run>.tsv).
 NODE_TEST_TIMED = $(NODE_TEST) --test-reporter=spec --test-reporter-destination=stdout \
