@@ -57,14 +57,19 @@ const CrewBundleRequest = z
   .strict()
   .openapi('IssueCrewBundle');
 
+/** What every view of an imported journal says of it (the import's answer, the list, the journal itself). */
+const journalFacts = {
+  run_id: z.string(),
+  device_id: z.string(),
+  crew_id: z.string(),
+  graph_hash: z.string(),
+  outcome: z.string(),
+  record_count: z.number().int(),
+};
+
 const JournalImported = z
   .object({
-    run_id: z.string(),
-    device_id: z.string(),
-    crew_id: z.string(),
-    graph_hash: z.string(),
-    outcome: z.string(),
-    record_count: z.number().int(),
+    ...journalFacts,
     verified: z.literal(true),
     imported_at: IsoTime,
   })
@@ -72,12 +77,7 @@ const JournalImported = z
 
 const ImportedJournal = z
   .object({
-    run_id: z.string(),
-    device_id: z.string(),
-    crew_id: z.string(),
-    graph_hash: z.string(),
-    outcome: z.string(),
-    record_count: z.number().int(),
+    ...journalFacts,
     imported_at: IsoTime,
     records: z.array(z.record(z.string(), z.unknown())),
     values: z.record(z.string(), z.unknown()).optional().openapi({
@@ -93,12 +93,7 @@ const ImportedJournal = z
 
 const JournalSummary = z
   .object({
-    run_id: z.string(),
-    device_id: z.string(),
-    crew_id: z.string(),
-    graph_hash: z.string(),
-    outcome: z.string(),
-    record_count: z.number().int(),
+    ...journalFacts,
     imported_at: IsoTime,
   })
   .openapi('EdgeJournalSummary');
