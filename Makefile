@@ -9,11 +9,12 @@ endif
 export PATH := $(patsubst %/,%,$(dir $(NODE))):$(PATH)
 CELL_PORT ?= 8080
 CELL_DATA ?= ./.cell
-NODE_TEST := node --import tsx --test --test-concurrency=2
+# The suite's runner (scripts/run-tests.mjs): node:test over the files, two at once, each file's process ending
+# with its tests and hooks rather than with its fixtures' idle sockets and timers.
+NODE_TEST := node --import tsx scripts/run-tests.mjs --concurrency 2
 # The suite's runs: the usual report, then the slowest files and their share of the time (scripts/test-times.mjs;
 # every file's time also in test/artifacts/test-times-<run>.tsv).
-NODE_TEST_TIMED = $(NODE_TEST) --test-reporter=spec --test-reporter-destination=stdout \
-	--test-reporter=./scripts/test-times.mjs --test-reporter-destination=stdout
+NODE_TEST_TIMED = $(NODE_TEST) --timed
 
 .PHONY: node install build edge edge-runtime typecheck lint fmt check unit test test-embedded test-postgres pg-test-files test-compat run bench demo browser-deps metrics-deps promtool-deps readme-deps faketime-deps attest-deps clean
 

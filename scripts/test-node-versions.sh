@@ -20,6 +20,6 @@ for v in "${versions[@]}"; do
   fi
   echo "== node $("$dir/bin/node" --version)"
   # shellcheck disable=SC2086
-  if ! PATH="$PWD/$dir/bin:$PATH" node --import tsx --test --test-concurrency=2 $files; then status=1; fi
+  if ! PATH="$PWD/$dir/bin:$PATH" node --import tsx scripts/run-tests.mjs --concurrency 2 $files; then status=1; fi
 done
 exit $status

@@ -1,6 +1,7 @@
-// scripts/test-times.mjs, the reporter the Makefile's suite runs beside the usual one: run by the real node:test
-// runner on three small files (a slow one, a quick one that fails, one that throws before any test), it lists the
-// files slowest first with their shares, marks the failed ones, honours TEST_TIMES_TOP and writes TEST_TIMES_FILE.
+// scripts/run-tests.mjs, the suite's runner, with scripts/test-times.mjs, the reporter it runs beside the usual one
+// (--timed): on four small files (a slow one, a quick one that fails, one that throws before any test, one whose
+// test leaves a timer behind), the runner exits 1, ends the lingering file with its test, and the reporter lists
+// the files slowest first with their shares, marks the failed ones, honours TEST_TIMES_TOP and writes TEST_TIMES_FILE.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -9,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 
-const reporter = resolve('scripts/test-times.mjs');
+const runner = resolve('scripts/run-tests.mjs');
 // Without the runner's mark of its own children (this file runs under it), so that the inner runner reports.
 const { NODE_TEST_CONTEXT: _, ...childEnv } = process.env;
 
@@ -21,8 +22,11 @@ async function runSuite(env: Record<string, string>): Promise<{ stdout: string; 
   );
   writeFileSync(join(dir, 'fails.test.mjs'), "import { test } from 'node:test';\ntest('fails', () => { throw new Error('no'); });\n");
   writeFileSync(join(dir, 'throws.test.mjs'), "throw new Error('before any test');\n");
-  const args = ['--test', '--test-concurrency=3', '--test-reporter=dot', '--test-reporter-destination=stderr'];
-  args.push(`--test-reporter=${reporter}`, '--test-reporter-destination=stdout', 'slow.test.mjs', 'fails.test.mjs', 'throws.test.mjs');
+  writeFileSync(
+    join(dir, 'lingers.test.mjs'),
+    "import { test } from 'node:test';\ntest('lingers', () => { setTimeout(() => {}, 60_000); });\n",
+  );
+  const args = [runner, '--concurrency', '3', '--timed', 'slow.test.mjs', 'fails.test.mjs', 'throws.test.mjs', 'lingers.test.mjs'];
   // The suite fails (two files do): the runner exits 1, which is what the reporter must report through.
   const err = await promisify(execFile)(process.execPath, args, { cwd: dir, env: { ...childEnv, ...env } }).then(
     () => assert.fail('the suite has failing files: the runner must exit 1'),
@@ -46,9 +50,10 @@ test('the slowest files, their shares, the failed ones marked; every file in TES
   const out = join(mkdtempSync(join(tmpdir(), 'test-times-out-')), 'sub', 'times.tsv');
   const { stdout, dir } = await runSuite({ TEST_TIMES_FILE: out, TEST_TIMES_TOP: '' });
   try {
-    assert.match(stdout, /^# slowest test files \(of 3; their times add up to \d+ s, in \d+ s of wall time\)$/m);
+    assert.match(stdout, /^# slowest test files \(of 4; their times add up to \d+ s, in \d+ s of wall time\)$/m);
     const table = rows(stdout);
-    assert.deepEqual(table.map((r) => r.file).sort(), ['fails.test.mjs', 'slow.test.mjs', 'throws.test.mjs']);
+    assert.deepEqual(table.map((r) => r.file).sort(), ['fails.test.mjs', 'lingers.test.mjs', 'slow.test.mjs', 'throws.test.mjs']);
+    assert.ok(table.find((r) => r.file === 'lingers.test.mjs')!.s < 30, 'a file ends with its tests, not with its last timer');
     for (let i = 1; i < table.length; i++) assert.ok(table[i - 1]!.s >= table[i]!.s, 'slowest first');
     assert.ok(table.find((r) => r.file === 'slow.test.mjs')!.s >= 1, 'a file takes at least the time its tests wait');
     assert.ok(Math.abs(table.reduce((a, r) => a + r.share, 0) - 100) < 0.5, 'the shares add up to the whole');
@@ -77,6 +82,6 @@ test('the slowest files, their shares, the failed ones marked; every file in TES
 test('TEST_TIMES_TOP limits the table, not the file', async () => {
   const { stdout, dir } = await runSuite({ TEST_TIMES_TOP: '1' });
   rmSync(dir, { recursive: true, force: true });
-  assert.match(stdout, /\(of 3;/);
+  assert.match(stdout, /\(of 4;/);
   assert.equal(rows(stdout).length, 1);
 });

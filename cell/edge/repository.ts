@@ -132,10 +132,12 @@ export type JournalSummaryRow = Omit<JournalRow, 'hash' | 'export'>;
 
 /** The journals runs carried back (a device's, or every device's for null), newest import first. */
 export async function journalsOfDevice(db: Reader, deviceId: string | null, limit: number, offset: number): Promise<JournalSummaryRow[]> {
-  const rows = await db.all(
-    'SELECT run_id, device_id, crew_id, graph_hash, outcome, record_count, imported_at FROM edge_journals WHERE device_id = ? OR ? = 1 ORDER BY imported_at DESC, run_id LIMIT ? OFFSET ?',
-    [deviceId ?? '', deviceId === null ? 1 : 0, limit, offset],
-  );
+  const cols = 'SELECT run_id, device_id, crew_id, graph_hash, outcome, record_count, imported_at FROM edge_journals';
+  // Two statements rather than `device_id = ? OR ? = 1`, which no plan can answer from the device index.
+  const rows =
+    deviceId === null
+      ? await db.all(`${cols} ORDER BY imported_at DESC, run_id LIMIT ? OFFSET ?`, [limit, offset])
+      : await db.all(`${cols} WHERE device_id = ? ORDER BY imported_at DESC, run_id LIMIT ? OFFSET ?`, [deviceId, limit, offset]);
   return rows.map((r) => ({
     run_id: str(r, 'run_id'),
     device_id: str(r, 'device_id'),
@@ -149,7 +151,9 @@ export async function journalsOfDevice(db: Reader, deviceId: string | null, limi
 
 export async function countJournalsOfDevice(db: Reader, deviceId: string | null): Promise<number> {
   return count(
-    await db.get('SELECT COUNT(*) AS n FROM edge_journals WHERE device_id = ? OR ? = 1', [deviceId ?? '', deviceId === null ? 1 : 0]),
+    deviceId === null
+      ? await db.get('SELECT COUNT(*) AS n FROM edge_journals')
+      : await db.get('SELECT COUNT(*) AS n FROM edge_journals WHERE device_id = ?', [deviceId]),
   );
 }
 

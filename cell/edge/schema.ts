@@ -70,4 +70,10 @@ export const EDGE_MIGRATIONS: readonly Migration[] = [
     id: 'edge-007-key-bundle-resolvers',
     sql: `ALTER TABLE edge_key_bundles ADD COLUMN resolvers TEXT`,
   },
+  {
+    // A device's carried journals, newest import first (the device view and its count): read by this
+    // index instead of the whole table.
+    id: 'edge-008-journals-by-device',
+    sql: 'CREATE INDEX edge_journals_by_device ON edge_journals (device_id, imported_at DESC, run_id)',
+  },
 ];

@@ -219,6 +219,27 @@ test('a run id is bound to the device that ran it: another registered device can
     assert.equal(read.body.device_id, victim.kid);
     assert.equal(read.body.record_count, real.records.length);
 
+    // The list of carried journals: by device (each its own only, with its count), and every device's.
+    const own = await exportOf(attackerDevice);
+    assert.equal((await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: own.text, headers: SIGNED })).status, 201);
+    const list = async (q: string) => (await t.request('GET', `${A}/edge/journals${q}`, { token: t.adminKey })).body;
+    for (const [dev, run] of [
+      [victim.kid, real.run.run_id],
+      [attacker.kid, own.run.run_id],
+    ] as const) {
+      const l = await list(`?device_id=${encodeURIComponent(dev)}`);
+      assert.deepEqual(
+        l.journals.map((j: { run_id: string }) => j.run_id),
+        [run],
+      );
+      assert.equal(l.total, 1);
+    }
+    const all = await list('');
+    assert.deepEqual(all.journals.map((j: { run_id: string }) => j.run_id).sort(), [real.run.run_id, own.run.run_id].sort());
+    assert.equal(all.total, 2);
+    assert.equal((await list(`?device_id=${'A'.repeat(43)}`)).total, 0, 'a device with no journal');
+    assert.equal((await t.request('GET', `${A}/edge/journals?device_id=nobody`, { token: t.adminKey })).status, 400);
+
     // A format 1 export (no nonce: its run id is bound to nothing) is refused.
     const j = await journal(attacker, 'run_00000000000000000042', 1);
     const v1 = await sealEnvelope(

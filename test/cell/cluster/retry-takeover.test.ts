@@ -50,6 +50,10 @@ test('a peer takes over a run waiting to retry and resumes the wait at its recor
   const { crew, run, failed } = await runWaitingToRetry(api, 'taken-over-backoff', BACKOFF_MS);
   const retryAt = failed.data.retry_at as number;
   assert.equal(failed.cell_id, 'cell-a');
+  // Half the backoff passes on cell-a before it dies. A peer that started the backoff again would
+  // call at least a whole backoff after the kill; one that resumes the wait calls at the recorded due
+  // time, half a backoff after the kill: a gap wide enough for a slow takeover on a loaded machine.
+  await new Promise((r) => setTimeout(r, Math.max(0, retryAt - BACKOFF_MS / 2 - Date.now())));
   await a.kill('SIGKILL');
   const killedAt = Date.now();
 
