@@ -148,7 +148,9 @@ UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' 
 # PostgreSQL in test/cell; and what a cell answers before or without the store: static pages and
 # assets (docs page, console), the gateway's body gates and headers (gateway-wire, gateway-helpers), the
 # route layer's 405 and undeclared-query refusals (route-shape), the OpenAPI surface (its reasons too) and the
-# client generated from it. A new file that starts a cell runs here unless it fits one of these.
+# client generated from it; and the browser tests (test/browser/): what a page shows is the API's answers,
+# and each route a page calls is tested on PostgreSQL in test/cell, so the pages run once, on the embedded
+# store. A new file that starts a cell runs here unless it fits one of these.
 # A file that reaches neither test/helpers/inproc.ts nor cell-process.ts nor CELL_TEST_STORE runs the same on
 # both engines and is left out too (test/test-engines.test.ts names any such file still in the run): the
 # custody seals, the lean validation and request metrics (pure code), traces-off (its fixture starts an
@@ -168,12 +170,12 @@ PG_SKIP_FILES = test/core/% test/bundles/% test/console/% test/layering.test.ts 
 	test/edge/offline.test.ts test/edge/replay-log.test.ts test/edge/agreement.test.ts test/edge/tokens.e2e.test.ts \
 	test/edge/device-tools.test.ts test/edge/device-http.test.ts test/edge/cancel.test.ts test/edge/local-tool-calls.test.ts \
 	test/edge/mcp-stdio.test.ts \
-	test/browser/docs-page.test.ts test/cell/console/% test/cell/discovery/curate.test.ts \
+	test/browser/% test/cell/console/% test/cell/discovery/curate.test.ts \
 	test/cell/discovery/surface.test.ts test/cell/discovery/bundle-assets.test.ts test/cell/discovery/typed-client.test.ts \
 	test/cell/http/json-depth.test.ts test/cell/http/json-duplicate-keys.test.ts test/cell/http/deny-by-default.test.ts \
 	test/e2e/keep-alive.test.ts test/e2e/gateway-wire.test.ts test/edge/gateway-helpers.test.ts test/cell/http/route-shape.test.ts \
 	test/cell/discovery/reasons.test.ts \
-	test/edge/approvals.test.ts test/edge/approvals-tools.test.ts test/browser/edge-approvals-page.test.ts \
+	test/edge/approvals.test.ts test/edge/approvals-tools.test.ts \
 	test/edge/agreement-crew.e2e.test.ts
 PG_TEST_FILES = $(filter-out $(PG_SKIP_FILES),$(TEST_FILES))
 
