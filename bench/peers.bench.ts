@@ -11,7 +11,10 @@
  * | the same, 16 runs at once | the same crew, embedded store | LangGraph + MemorySaver |
  * | 3 cells vs 1 cell on PostgreSQL, 16 runs at once | runs spread over 3 cells | all on 1 cell |
  *
- * A step is a model call (one seat, one workflow step, one graph node). Each
+ * A step is a model call (one seat, one workflow step, one graph node), the
+ * same request from each side (the seats' tools and max_tokens: the peers ask
+ * what the cell's first request asked). Every system is warmed up alike
+ * before the rows (`warm`). Each
  * system runs in a process of its own (the cell: dist/cell.mjs; the peers:
  * bench/peers/peer.mjs, installed by `npm ci --prefix bench/peers`, which
  * `make bench` and `make bench-peers` run). The PostgreSQL rows also give the
@@ -193,6 +196,32 @@ function wanted(group: 'dbos' | 'langgraph' | 'group'): boolean {
   return only < 0 || process.argv[only + 1] === group;
 }
 
+/**
+ * Before the rows, each system runs WARM rounds of MANY runs at once and one run: a process's hot path is
+ * compiled by then. Measured cold, after two runs, a cell spent ~1.6× its warm CPU a step at 1 run (its
+ * steps' code still interpreted or being compiled, on V8's helper threads too: bench/RESULTS.md stop 30),
+ * which the peers' smaller processes pay less of.
+ */
+const WARM = 3;
+async function warm(one: () => Promise<unknown>, many: () => Promise<unknown>): Promise<void> {
+  for (let i = 0; i < WARM; i++) {
+    await many();
+    await one();
+  }
+}
+
+/**
+ * The 1-run rows run ONE_BY_ONE runs a round, one after another (each alone): 200 steps a round rather
+ * than 20, so that a round's CPU time (read in 10 ms ticks) and throughput are more than a few ticks' worth.
+ */
+const ONE_BY_ONE = 10;
+/** The wall time of `n` runs one after another, ms (each `one` resolving with its own). */
+async function oneByOne(one: () => Promise<number>, n = ONE_BY_ONE): Promise<number> {
+  let ms = 0;
+  for (let i = 0; i < n; i++) ms += await one();
+  return ms;
+}
+
 /** A busy machine starts a cell slowly. */
 const START_MS = 120_000;
 
@@ -264,9 +293,20 @@ export default async function main(): Promise<void> {
   writeFileSync(keyFile, randomBytes(32), { mode: 0o600 });
   const server = await startPgServer({ durable: true });
   pgDataDir = join(server.dir, 'data');
+  // What a seat asks besides its messages (its tools, max_tokens), kept from the cell's first request: the
+  // peers ask the same (peer.mjs), so the model server parses the same request from each side.
+  let cellAsk: Record<string, unknown> | null = null;
   const ai = await startOpenAIServer({
     apiKey: 'sk-fake',
-    respond: () => ({ content: 'ok', usage: { prompt_tokens: 3, completion_tokens: 2 } }),
+    // No request kept: the server would hold every body, and collect more garbage the longer the bench ran.
+    record: false,
+    respond: (req) => {
+      if (cellAsk === null && /^ROLE:s\d+$/.test(req.messages[0]?.content ?? '')) {
+        const { model: _m, messages: _ms, ...rest } = req;
+        cellAsk = rest;
+      }
+      return { content: 'ok', usage: { prompt_tokens: 3, completion_tokens: 2 } };
+    },
   });
   const dbCell = await pgDatabase(server.url);
   const dbDbos = await pgDatabase(server.url);
@@ -284,26 +324,48 @@ export default async function main(): Promise<void> {
     const embedded = wanted('langgraph') ? await startBenchCell({ timeoutMs: START_MS }) : null;
     if (embedded) cells.push(embedded);
     const onEmbedded = embedded ? await crewOn(embedded, ai) : onPg;
-    const dbos = wanted('dbos') ? await Peer.start(['dbos', ai.url, String(STEPS), dbDbos.url]) : null;
+    // Warm-up: every system the same, before the rows (the cells first: their first request says what the peers ask).
+    await warm(
+      () => cellRuns(onPg, 1),
+      () => cellRuns(onPg, MANY),
+    );
+    if (embedded)
+      await warm(
+        () => cellRuns(onEmbedded, 1),
+        () => cellRuns(onEmbedded, MANY),
+      );
+    if (cellAsk === null) throw new Error('the cell asked the model server nothing');
+    const askFile = join(keyDir, 'ask.json');
+    writeFileSync(askFile, JSON.stringify(cellAsk));
+    const dbos = wanted('dbos') ? await Peer.start(['dbos', ai.url, String(STEPS), dbDbos.url, askFile]) : null;
     if (dbos) peers.push(dbos);
-    const graph = wanted('langgraph') ? await Peer.start(['langgraph', ai.url, String(STEPS), dbGraph.url]) : null;
+    const graph = wanted('langgraph') ? await Peer.start(['langgraph', ai.url, String(STEPS), dbGraph.url, askFile]) : null;
     if (graph) peers.push(graph);
-    // Warm-up: every system once.
-    await cellRuns(onPg, 2);
-    if (embedded) await cellRuns(onEmbedded, 2);
-    await dbos?.run(2);
-    await graph?.run(2, 'postgres');
-    await graph?.run(2, 'memory');
+    if (dbos)
+      await warm(
+        () => dbos.run(1),
+        () => dbos.run(MANY),
+      );
+    if (graph) {
+      await warm(
+        () => graph.run(1, 'postgres'),
+        () => graph.run(MANY, 'postgres'),
+      );
+      await warm(
+        () => graph.run(1, 'memory'),
+        () => graph.run(MANY, 'memory'),
+      );
+    }
 
     console.log('  | workload | peer | cell | cell / peer |');
     console.log('  |---|---|---|---|');
     await measure(
       {
-        name: `${STEPS}-step durable workflow on PostgreSQL, 1 run`,
+        name: `${STEPS}-step durable workflow on PostgreSQL, 1 run (${ONE_BY_ONE} one after another a round)`,
         peer: 'DBOS',
-        runs: 1,
-        cell: () => cellRuns(onPg, 1),
-        other: () => dbos!.run(1),
+        runs: ONE_BY_ONE,
+        cell: () => oneByOne(() => cellRuns(onPg, 1)),
+        other: () => oneByOne(() => dbos!.run(1)),
         txUrl: dbCell.url,
         cellPids: [a.proc.pid!],
         otherPids: dbos ? [dbos.pid] : [],
@@ -325,11 +387,11 @@ export default async function main(): Promise<void> {
     );
     await measure(
       {
-        name: `${STEPS}-node sequential agent graph, 1 run, embedded store`,
+        name: `${STEPS}-node sequential agent graph, 1 run (${ONE_BY_ONE} one after another a round), embedded store`,
         peer: 'LangGraph+PostgresSaver',
-        runs: 1,
-        cell: () => cellRuns(onEmbedded, 1),
-        other: () => graph!.run(1, 'postgres'),
+        runs: ONE_BY_ONE,
+        cell: () => oneByOne(() => cellRuns(onEmbedded, 1)),
+        other: () => oneByOne(() => graph!.run(1, 'postgres')),
         cellPids: embedded ? [embedded.proc.pid!] : [],
         otherPids: graph ? [graph.pid] : [],
       },
@@ -352,7 +414,10 @@ export default async function main(): Promise<void> {
       const b = await pgCell('cell-b');
       const c = await pgCell('cell-c');
       const group: CellSide = { ...onPg, cells: [a, b, c] };
-      await cellRuns(group, 3);
+      await warm(
+        () => cellRuns(group, 3),
+        () => cellRuns(group, MANY),
+      );
       await measure(
         {
           name: `${MANY} crew runs at once on PostgreSQL, 3 cells vs 1`,

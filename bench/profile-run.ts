@@ -63,6 +63,7 @@ const server = embedded ? null : await startPgServer({ durable: true });
 const db = server ? await pgDatabase(server.url) : null;
 const ai = await startOpenAIServer({
   apiKey: 'sk-fake',
+  record: false,
   respond: () => ({ content: 'ok', usage: { prompt_tokens: 3, completion_tokens: 2 } }),
 });
 const nCells = embedded ? 1 : Number(arg('--cells', '1'));

@@ -4,8 +4,12 @@
  * `ready`, then for each line `run <runs> [memory|postgres]` starts that many
  * runs at once, waits for all of them and prints `done <ms>`; `quit` stops it.
  *
- *   node bench/peers/peer.mjs dbos <model-url> <steps> <postgres-url>
- *   node bench/peers/peer.mjs langgraph <model-url> <steps> <postgres-url>
+ *   node bench/peers/peer.mjs dbos <model-url> <steps> <postgres-url> [<ask.json>]
+ *   node bench/peers/peer.mjs langgraph <model-url> <steps> <postgres-url> [<ask.json>]
+ *
+ * <ask.json>: fields every model request carries besides model and messages
+ * (peers.bench.ts writes the cell's: the seats' tools and max_tokens), so
+ * that the model server parses the same request from each side.
  *
  * dbos: a workflow of <steps> steps, each one model call (DBOS.runStep,
  * checkpointed in DBOS's system database on PostgreSQL). langgraph: a
@@ -15,12 +19,15 @@
  * these packages (they are installed by `make bench` only).
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
-const [kind, modelUrl, stepsArg, pgUrl] = process.argv.slice(2);
+const [kind, modelUrl, stepsArg, pgUrl, askFile] = process.argv.slice(2);
 const STEPS = Number(stepsArg);
+/** What the cell's seats ask besides their messages (the tools they may call, max_tokens), from askFile: the same request. */
+const ask = askFile ? JSON.parse(readFileSync(askFile, 'utf8')) : {};
 
-/** One chat completion on the fake model server (the same server the cell calls). */
+/** One chat completion on the fake model server (the same server the cell calls, asked the same: `ask`). */
 async function callModel(i) {
   const r = await fetch(`${modelUrl}/v1/chat/completions`, {
     method: 'POST',
@@ -31,6 +38,8 @@ async function callModel(i) {
         { role: 'system', content: `ROLE:peer${i}` },
         { role: 'user', content: 'go' },
       ],
+      ...ask,
+      stream: false,
     }),
   });
   if (!r.ok) throw new Error(`model answered ${r.status}`);
