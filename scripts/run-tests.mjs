@@ -30,10 +30,21 @@ if (!(Number.isInteger(concurrency) && concurrency > 0) || files.length === 0) {
   process.exit(2);
 }
 
+// Ctrl-C or a TERM stops the files' processes too, and the reports end with what had finished (exit 130/143).
+const stop = new AbortController();
+for (const [sig, code] of [
+  ['SIGINT', 130],
+  ['SIGTERM', 143],
+]) {
+  process.once(sig, () => {
+    process.exitCode = code;
+    stop.abort();
+  });
+}
 // The files' processes get this process's --import tsx (run() passes its exec arguments on).
-const stream = run({ files, concurrency, forceExit: true });
+const stream = run({ files, concurrency, forceExit: true, signal: stop.signal });
 stream.on('test:fail', () => {
-  process.exitCode = 1;
+  if (!stop.signal.aborted) process.exitCode = 1;
 });
 stream.compose(spec).pipe(process.stdout);
 if (timed) stream.compose(testTimes).pipe(process.stdout);
