@@ -109,20 +109,29 @@ export async function provisionWorkspace(
   try {
     await ensureRole(admin, names.role, password);
     const legacy = ((await admin.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [names.schema])).rowCount ?? 0) > 0;
-    let exists = ((await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [names.database])).rowCount ?? 0) > 0;
-    if (legacy && exists && !(await isReady(opts.url, names.database))) {
+    const found = (await admin.query('SELECT datallowconn FROM pg_database WHERE datname = $1', [names.database])).rows[0] as
+      | { datallowconn: boolean }
+      | undefined;
+    let exists = found !== undefined;
+    // Not open yet: made by a cell that died before it could set it up (nothing was moved into it).
+    if (legacy && exists && (!found!.datallowconn || !(await isReady(opts.url, names.database)))) {
       // A move that did not finish: made again from the old schema, which is still whole.
       await admin.query(`DROP DATABASE ${id(names.database)} WITH (FORCE)`);
       exists = false;
     }
     if (!exists) {
+      // A new database lets PUBLIC connect until that is revoked: any role of the server (another workspace's)
+      // could connect in between. It is made refusing every connection, and opened once PUBLIC's grant is gone.
       await admin.query(
-        `CREATE DATABASE ${id(names.database)} TEMPLATE template0 ENCODING ${lit(info.enc)} LC_COLLATE ${lit(info.datcollate)} LC_CTYPE ${lit(info.datctype)}`,
+        `CREATE DATABASE ${id(names.database)} TEMPLATE template0 ENCODING ${lit(info.enc)} LC_COLLATE ${lit(info.datcollate)} LC_CTYPE ${lit(info.datctype)} ALLOW_CONNECTIONS false`,
       );
       // Named at once: a database left half made (a cell that died here) still says whose it is.
       await admin.query(`COMMENT ON DATABASE ${id(names.database)} IS ${lit(workspaceDbComment(info.db, workspaceId))}`);
-      if (legacy) await moveLegacySchema(info.db, names, opts);
     }
+    // Also for one made by a cell that died before opening it.
+    await admin.query(`REVOKE ALL ON DATABASE ${id(names.database)} FROM PUBLIC`);
+    await admin.query(`ALTER DATABASE ${id(names.database)} ALLOW_CONNECTIONS true`);
+    if (!exists && legacy) await moveLegacySchema(info.db, names, opts);
     await setUp(opts.url, names, workspaceDbComment(info.db, workspaceId));
     if (legacy) {
       await admin.query(`DROP SCHEMA ${id(names.schema)} CASCADE`);

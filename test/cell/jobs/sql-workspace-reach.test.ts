@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { openSecret, readSecretsKeyFile } from '../../../cell/custody/api.ts';
+import { provisionWorkspace, workspaceDbComment } from '../../../cell/jobs/sandbox/pg-provision.ts';
 import { wsNames } from '../../../cell/jobs/sandbox/pg-workspace.ts';
 import { CHANGE_CHANNEL, MIGRATION_LOCK_KEY } from '../../../cell/store/postgres.ts';
 import { groupSecretsKeyFile } from '../../helpers/cell-process.ts';
@@ -313,7 +314,8 @@ test('a cell sets the sealed password on a workspace role again when it starts; 
   await conn.connect();
   try {
     const grants = await conn.query(
-      "SELECT datname FROM pg_database WHERE datname LIKE 'cellws\\_%' AND has_database_privilege($1, datname, 'CONNECT')",
+      // Reaching a database: the right to connect, on one that admits connections (one being made admits none).
+      "SELECT datname FROM pg_database WHERE datname LIKE 'cellws\\_%' AND datallowconn AND has_database_privilege($1, datname, 'CONNECT')",
       [role],
     );
     assert.deepEqual(
@@ -323,5 +325,57 @@ test('a cell sets the sealed password on a workspace role again when it starts; 
     );
   } finally {
     await conn.end();
+  }
+});
+
+test('a new workspace database admits no other role at any moment of its making; one a cell left unopened is opened', {
+  skip,
+}, async () => {
+  const probe = `reach_probe_${process.pid}`;
+  await adminQuery(url, `DROP ROLE IF EXISTS ${probe}`);
+  await adminQuery(url, `CREATE ROLE ${probe} NOLOGIN`);
+  const admin = new pg.Client({ connectionString: url });
+  const eyes = new pg.Client({ connectionString: url });
+  await admin.connect();
+  await eyes.connect();
+  const log = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never;
+  try {
+    // After each statement the provisioner sends: could a role of the server other than the workspace's connect now?
+    const open: string[] = [];
+    const watched = new Proxy(admin, {
+      get(target, key) {
+        if (key !== 'query') return Reflect.get(target, key);
+        return async (...args: unknown[]) => {
+          const r = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
+          const { database } = wsNames(db, 'made-closed');
+          const now = await eyes.query(
+            `SELECT datallowconn AND has_database_privilege($1, datname, 'CONNECT') AS open FROM pg_database WHERE datname = $2`,
+            [probe, database],
+          );
+          if (now.rows[0]?.open === true) open.push(String(args[0]).slice(0, 60));
+          return r;
+        };
+      },
+    });
+    const names = await provisionWorkspace(watched as pg.Client, 'made-closed', 'p'.repeat(48), { url, log, pgBinDir: null });
+    assert.deepEqual(open, [], 'no statement left the new database open to every role');
+    const done = await eyes.query('SELECT datallowconn FROM pg_database WHERE datname = $1', [names.database]);
+    assert.equal(done.rows[0].datallowconn, true, 'opened for its own role once made');
+
+    // A cell that died between making the database and opening it: the next provisioning opens it.
+    const left = wsNames(db, 'left-closed').database;
+    await adminQuery(url, `CREATE DATABASE ${left} ALLOW_CONNECTIONS false`);
+    await adminQuery(url, `COMMENT ON DATABASE ${left} IS '${workspaceDbComment(db, 'left-closed')}'`);
+    const r = await sql(a, 'left-closed', { sql: 'SELECT 1' });
+    assert.equal(r.state, 'completed', JSON.stringify(r.error));
+    const grants = await eyes.query(
+      "SELECT datname FROM pg_database WHERE datname LIKE 'cellws\\_%' AND datallowconn AND has_database_privilege($1, datname, 'CONNECT')",
+      [probe],
+    );
+    assert.deepEqual(grants.rows, [], 'no workspace database lets any other role connect');
+  } finally {
+    await admin.end();
+    await eyes.end();
+    await adminQuery(url, `DROP ROLE IF EXISTS ${probe}`).catch(() => undefined);
   }
 });
