@@ -12,16 +12,13 @@
  * Needs `make edge` (edge-runtime/, dist/edge). Reports; never fails.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { buildModelManifest } from '../bundles/model-manifest.ts';
-import { generateEd25519, sha256Hex, signerFromJwk } from '../bundles/codec.ts';
 import { CALC, KV_PUT } from '../core/catalog/builtin.ts';
 import type { ChatMessage } from '../core/engine/types.ts';
 import { findRuntime, loadLocalSignedModel } from '../runtime/local-model.ts';
-import { makeTinyGguf } from '../scripts/make-tiny-gguf.ts';
 import { edgeWorld, SECRET, T0 } from '../test/edge/_edge-fixtures.ts';
+import { signedTinyModel } from '../test/fixtures/tiny-model.ts';
 
 const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -35,24 +32,13 @@ async function timed<T>(f: () => Promise<T>): Promise<{ ms: number; value: T }> 
 }
 
 async function toolStep(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-edge-tools-'));
+  const f = await signedTinyModel('bench-edge-tools-');
+  const dir = f.dir;
   try {
-    const bytes = makeTinyGguf(42);
-    writeFileSync(join(dir, 'tiny.gguf'), bytes);
-    const pub = await generateEd25519();
-    writeFileSync(
-      join(dir, 'tiny.manifest'),
-      await buildModelManifest({
-        publisher: 'p',
-        signer: signerFromJwk(pub.kid, pub.privateJwk),
-        issuedAt: 0,
-        model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256: await sha256Hex(bytes) },
-      }),
-    );
     const model = await loadLocalSignedModel({
-      modelPath: join(dir, 'tiny.gguf'),
-      manifestPath: join(dir, 'tiny.manifest'),
-      publishers: [{ kid: pub.kid, jwk: pub.publicJwk }],
+      modelPath: f.modelPath,
+      manifestPath: f.manifestPath,
+      publishers: f.publishers,
       scratchDir: dir,
     });
     try {

@@ -8,6 +8,7 @@ import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 import { buildModelManifest } from '../../bundles/model-manifest.ts';
 import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/codec.ts';
 import { findRuntime, loadLocalSignedModel } from '../../runtime/local-model.ts';
+import { signedTinyModel } from '../fixtures/tiny-model.ts';
 
 let runtime: string | null = null;
 try {
@@ -17,22 +18,7 @@ try {
 }
 const skip = runtime ? false : 'edge-runtime/ is not installed (npm install --prefix edge-runtime --omit=optional)';
 
-async function fixture() {
-  const dir = mkdtempSync(join(tmpdir(), 'edge-model-'));
-  const bytes = makeTinyGguf(42);
-  const modelPath = join(dir, 'tiny.gguf');
-  writeFileSync(modelPath, bytes);
-  const pub = await generateEd25519();
-  const manifest = await buildModelManifest({
-    publisher: 'test-publisher',
-    signer: signerFromJwk(pub.kid, pub.privateJwk),
-    issuedAt: Date.UTC(2026, 0, 1),
-    model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256: await sha256Hex(bytes) },
-  });
-  const manifestPath = join(dir, 'tiny.manifest.json');
-  writeFileSync(manifestPath, manifest);
-  return { dir, bytes, modelPath, manifestPath, publishers: [{ kid: pub.kid, jwk: pub.publicJwk }], privateJwk: pub.privateJwk };
-}
+const fixture = () => signedTinyModel('edge-model-');
 
 test('the tiny GGUF is byte-identical for a seed and different across seeds', () => {
   const a = makeTinyGguf(42);

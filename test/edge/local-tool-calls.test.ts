@@ -4,14 +4,10 @@
 // meaningful: these assert structure and determinism, never meaning.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
-import { buildModelManifest } from '../../bundles/model-manifest.ts';
-import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/codec.ts';
+import { rmSync } from 'node:fs';
 import { findRuntime, loadLocalSignedModel, type LocalModel } from '../../runtime/local-model.ts';
 import type { ChatMessage, ModelDelta } from '../../core/engine/types.ts';
+import { signedTinyModel } from '../fixtures/tiny-model.ts';
 
 let skip: string | false = false;
 try {
@@ -51,25 +47,9 @@ let model: LocalModel;
 
 before(async () => {
   if (skip) return;
-  dir = mkdtempSync(join(tmpdir(), 'edge-tools-'));
-  const bytes = makeTinyGguf(42);
-  writeFileSync(join(dir, 'tiny.gguf'), bytes);
-  const pub = await generateEd25519();
-  writeFileSync(
-    join(dir, 'tiny.manifest'),
-    await buildModelManifest({
-      publisher: 'p',
-      signer: signerFromJwk(pub.kid, pub.privateJwk),
-      issuedAt: 0,
-      model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256: await sha256Hex(bytes) },
-    }),
-  );
-  model = await loadLocalSignedModel({
-    modelPath: join(dir, 'tiny.gguf'),
-    manifestPath: join(dir, 'tiny.manifest'),
-    publishers: [{ kid: pub.kid, jwk: pub.publicJwk }],
-    scratchDir: dir,
-  });
+  const f = await signedTinyModel('edge-tools-');
+  dir = f.dir;
+  model = await loadLocalSignedModel({ modelPath: f.modelPath, manifestPath: f.manifestPath, publishers: f.publishers, scratchDir: dir });
 });
 
 after(async () => {
