@@ -21,6 +21,8 @@
  * members); the CPU of each cell is printed apart, and the rollbacks
  * and commits (pg_stat_database: xact_rollback, xact_commit, reads included)
  * of the timed runs (the notifications sent: pg_notify in --statements).
+ * PROFILE_CELL names another build to start, e.g. dist/test/cell-crash-after-sql-effect.mjs
+ * (not minified: the profile's function names are the source's).
  */
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -79,6 +81,7 @@ for (let i = 0; i < nCells; i++)
         'warn',
       ],
       env: process.argv.includes('--no-prof') ? {} : { NODE_OPTIONS: `--import=${dir}/prof.mjs` },
+      ...(process.env['PROFILE_CELL'] ? { bin: process.env['PROFILE_CELL'] } : {}),
     }),
   );
 const cell = cells[0]!;

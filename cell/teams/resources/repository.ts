@@ -326,17 +326,20 @@ export async function reserveFromLedger(
   r: { id: string; agentId: string; amount: number; minimum: number; runId: string; stepId: string; at: number },
 ): Promise<number | null> {
   // floor(x) for x >= 0 on both engines: CAST truncates on SQLite and rounds on PostgreSQL. What is left
-  // is an aggregate in a subquery of its own, computed once (a scalar subquery there would be inlined by
-  // PostgreSQL into each of the expressions that use it, and summed again for each).
+  // is computed once, in a subquery of its own kept apart by its LIMIT (the ledger row is one at most):
+  // without it both engines flatten it into the expressions that use it and sum the rows again for each.
+  // The sum is a scalar subquery read from team_reservations_open alone (no GROUP BY: on SQLite a
+  // grouped join costs a sorter, ~100 µs a call, more than the rest of the step's statements together).
   const row = await tx.get(
     `INSERT INTO team_reservations (reservation_id, agent_id, amount, actual, run_id, step_id, created_at, committed_at, folded)
      SELECT ?, g.agent_id, CASE WHEN g.left_tokens < ? THEN g.left_tokens ELSE ? END, NULL, ?, ?, ?, NULL, 0
      FROM (SELECT f.agent_id, CAST(f.left_raw AS BIGINT) - CASE WHEN CAST(f.left_raw AS BIGINT) > f.left_raw THEN 1 ELSE 0 END AS left_tokens
            FROM (SELECT l.agent_id,
-                   l.budget_limit - l.reserved - l.spent - COALESCE(SUM(CASE WHEN x.committed_at IS NULL THEN x.amount ELSE x.actual END), 0) AS left_raw
-                 FROM team_ledgers l LEFT JOIN team_reservations x ON x.agent_id = l.agent_id AND x.folded = 0
+                   l.budget_limit - l.reserved - l.spent - COALESCE((SELECT SUM(CASE WHEN x.committed_at IS NULL THEN x.amount ELSE x.actual END)
+                     FROM team_reservations x WHERE x.agent_id = l.agent_id AND x.folded = 0), 0) AS left_raw
+                 FROM team_ledgers l
                  WHERE l.agent_id = ?
-                 GROUP BY l.agent_id, l.budget_limit, l.reserved, l.spent) f) g
+                 LIMIT 1) f) g
      WHERE g.left_tokens >= ? AND g.left_tokens > 0
      ON CONFLICT (reservation_id) DO NOTHING RETURNING amount`,
     [r.id, r.amount, r.amount, r.runId, r.stepId, r.at, r.agentId, r.minimum],
