@@ -94,6 +94,19 @@ export function canonicalJson(value: unknown): string {
   return out;
 }
 
+/**
+ * Whether `canonicalJson(value)` would succeed, without serializing: the same checks, no text.
+ * @example isPlainJson({ a: [1, null] }) // true; isPlainJson(new Date()) // false
+ */
+export function isPlainJson(value: unknown): boolean {
+  try {
+    check(value, '$', [], false);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const encoder = new TextEncoder();
 
 /** UTF-8 bytes of a string. */

@@ -619,10 +619,16 @@ class StepWriter {
       if (await heldBackRefused(ctx, runId, this.deferred)) await this.flush();
       // Rides in finishRun's transaction (unless a held-back record stores it already: counted once).
       const out = contentHash(payload.output ?? null);
-      if (!this.deferred.some((e) => e.blobs.some((b) => contentHash(b ?? null) === out))) await stageRunBlob(ctx, runId, payload.output);
+      if (!this.deferred.some((e) => e.blobs.some((b, i) => (e.blobHashes?.[i] ?? contentHash(b ?? null)) === out)))
+        await stageRunBlob(ctx, runId, payload.output);
       return;
     }
-    const entry: AppendEntry = { fields: { ...fields }, blobs: [payload.input, payload.output] };
+    // The engine hashed these very values for the record (JournalPort): they are stored under those hashes.
+    const entry: AppendEntry = {
+      fields: { ...fields },
+      blobs: [payload.input, payload.output],
+      blobHashes: [fields.input_hash, fields.output_hash],
+    };
     if (DEFERRED_KINDS.has(fields.kind)) this.deferred.push({ ...entry, fields: stamped(ctx, entry.fields) });
     else await this.flush(entry);
     recorded.noteAppend(fields.kind, fields.step_id, fields.input_hash, payload.output, fields.data);

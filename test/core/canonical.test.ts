@@ -2,7 +2,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { MAX_DEPTH, b64url, canonicalJson, contentHash, fromB64url, inCanonicalOrder, sha256Hex, utf8 } from '../../core/canonical.ts';
+import {
+  MAX_DEPTH,
+  b64url,
+  canonicalJson,
+  contentHash,
+  fromB64url,
+  inCanonicalOrder,
+  isPlainJson,
+  sha256Hex,
+  utf8,
+} from '../../core/canonical.ts';
 
 // RFC 8785 test data: the RFC's examples (section 3.2.2 "values", section
 // 3.2.3 sorting "weird") and the rest of the author's reference test data
@@ -133,6 +143,10 @@ test('non-JSON values throw TypeError (a programming mistake, not input)', () =>
     ['toJSON is not consulted', { toJSON: () => 'x' }],
   ];
   for (const [name, v] of bad) assert.throws(() => canonicalJson(v), TypeError, name);
+  // isPlainJson answers what canonicalJson would do, without serializing.
+  for (const [name, v] of bad) assert.equal(isPlainJson(v), false, name);
+  for (const v of [null, 0, 'a', [1, null, { b: [true] }], { z: 1, a: { undef: undefined } }, Object.create(null)])
+    assert.equal(isPlainJson(v), true, JSON.stringify(v));
 });
 
 test('nesting is bounded by MAX_DEPTH, deterministically (not by the stack size)', () => {

@@ -35,6 +35,11 @@ export type AppendBlobs = readonly unknown[];
 export interface AppendEntry {
   fields: AppendFields;
   blobs: AppendBlobs;
+  /**
+   * The content hashes of `blobs`, in order, when the writer has them already (the engine's
+   * `input_hash` and `output_hash`, computed from the same values: core/engine JournalPort).
+   */
+  blobHashes?: readonly string[];
 }
 
 export interface PreparedEntry {
@@ -45,8 +50,8 @@ export interface PreparedEntry {
 }
 
 /** A value as journal_blobs stores it. */
-export function prepareValue(value: unknown): PreparedValue {
-  return { hash: contentHash(value ?? null), body: JSON.stringify(value ?? null) };
+export function prepareValue(value: unknown, hash?: string): PreparedValue {
+  return { hash: hash ?? contentHash(value ?? null), body: JSON.stringify(value ?? null) };
 }
 
 /** Values in hash order: two appends storing the same values lock their rows in the same order. */
@@ -55,7 +60,7 @@ export function byHash(a: PreparedValue, b: PreparedValue): number {
 }
 
 export function prepareEntry(ctx: RunsContext, e: AppendEntry): PreparedEntry {
-  const values = e.blobs.map(prepareValue).sort(byHash);
+  const values = e.blobs.map((b, i) => prepareValue(b, e.blobHashes?.[i])).sort(byHash);
   return {
     f: stamped(ctx, e.fields),
     values,

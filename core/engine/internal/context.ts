@@ -2,7 +2,7 @@
  * The per-drive state of a run: memoized steps (journal + recorded outputs),
  * step limits, seat spending, compiled expressions. Internal to the engine.
  */
-import { canonicalJson, contentHash } from '../../canonical.ts';
+import { contentHash, isPlainJson } from '../../canonical.ts';
 import { compileExpr } from '../../expr/compile.ts';
 import { evalBool, evalExpr } from '../../expr/evaluate.ts';
 import type { ExprProgram } from '../../expr/program.ts';
@@ -21,15 +21,11 @@ export const VARS = {
 /** Makes a port's answer plain JSON (undefined -> null; Dates, class instances via JSON). */
 export function asJson(v: unknown): unknown {
   if (v === undefined) return null;
+  if (isPlainJson(v)) return v;
   try {
-    canonicalJson(v);
-    return v;
+    return JSON.parse(JSON.stringify(v)) ?? null;
   } catch {
-    try {
-      return JSON.parse(JSON.stringify(v)) ?? null;
-    } catch {
-      return null;
-    }
+    return null;
   }
 }
 
