@@ -27,6 +27,10 @@ export interface TeamsContext {
   inflight: Map<string, Promise<unknown>>;
   /** The investigate sweep in progress (one at a time), if any. */
   sweeping: Promise<void> | null;
+  /** The ledger fold in progress in this process (one at a time), if any (resources/agents.ts foldLedgers). */
+  folding: Promise<number> | null;
+  /** Reservations this process made since its last fold began: past FOLD_AFTER the next fold starts at once. */
+  reservedSinceFold: number;
   /** The periodic investigate sweep, while the module runs. */
   sweepTimer: ReturnType<typeof setInterval> | null;
   /** Pending wake-ups of waiting runs. */
@@ -55,6 +59,8 @@ export function createTeamsContext(
     ...deps,
     inflight: new Map(),
     sweeping: null,
+    folding: null,
+    reservedSinceFold: 0,
     sweepTimer: null,
     wakeTimers: new Set(),
     stopped: false,

@@ -107,6 +107,7 @@ export async function stopSweep(ctx: TeamsContext): Promise<void> {
   for (const t of ctx.wakeTimers) clearTimeout(t);
   ctx.wakeTimers.clear();
   await ctx.sweeping?.catch(() => undefined);
+  await ctx.folding?.catch(() => undefined);
 }
 
 /** Resolves when this process is no longer driving the run (tests, shutdown). */

@@ -264,7 +264,10 @@ export async function reserveBudget(
     stageBudgetCommit(ctx, ref.run_id, id, 0);
     throw e;
   }
-  if (granted !== null) return { ok: true as const, reservation_id: id, amount: granted };
+  if (granted !== null) {
+    foldWhenDue(ctx);
+    return { ok: true as const, reservation_id: id, amount: granted };
+  }
   // Refused: whether for want of a ledger or of budget (read once, off the way of calls that go ahead).
   return { ok: false as const, reason: (await repo.ledgerOf(ctx.core.store, agentId)) ? 'budget_exceeded' : 'no_budget_ledger' };
 }
@@ -296,7 +299,17 @@ export async function commitBudget(ctx: TeamsContext, reservationId: string, act
  * agent's fold locks its ledger row, in agent order, so folds of several
  * cells take turns.
  */
-export async function foldLedgers(ctx: TeamsContext): Promise<number> {
+export function foldLedgers(ctx: TeamsContext): Promise<number> {
+  if (ctx.folding) return ctx.folding;
+  ctx.reservedSinceFold = 0;
+  const p = foldOnce(ctx).finally(() => {
+    ctx.folding = null;
+  });
+  ctx.folding = p;
+  return p;
+}
+
+async function foldOnce(ctx: TeamsContext): Promise<number> {
   const agents = await repo.agentsToFold(ctx.core.store);
   if (agents.length === 0) return 0;
   return ctx.core.store.write(
@@ -307,6 +320,20 @@ export async function foldLedgers(ctx: TeamsContext): Promise<number> {
     },
     { notify: false, isolation: 'row-locks' },
   );
+}
+
+/**
+ * Reservations a process makes before it folds without waiting for the sweep. Every reservation
+ * sums its agent's unfolded rows (reserveFromLedger), so under load the sweep's 5 s let them pile
+ * up to hundreds an agent; a fold every FOLD_AFTER reservations keeps them to a few dozen, for
+ * a handful of statements each time.
+ */
+export const FOLD_AFTER = 256;
+
+/** Counts a reservation; past FOLD_AFTER, folds now (not awaited: off the runs' path), as the sweep would. */
+function foldWhenDue(ctx: TeamsContext): void {
+  if (++ctx.reservedSinceFold < FOLD_AFTER || ctx.folding || ctx.stopped || !ctx.standing.trusted()) return;
+  void foldLedgers(ctx).catch((e: unknown) => ctx.core.log.warn('ledger fold failed', { error: e }));
 }
 
 /** Releases reservations left open by a coordinator that died (recovery). */
