@@ -159,7 +159,7 @@ UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' 
 PG_SKIP_FILES = test/core/% test/bundles/% test/console/% test/layering.test.ts test/test-times.test.ts test/test-engines.test.ts \
 	test/runtime/% test/cell/custody/seal.test.ts test/cell/custody/sealed-jwk.test.ts test/cell/http/lean-validation.test.ts \
 	test/cell/ops/request-metrics.test.ts test/cell/ops/traces-off.test.ts test/e2e/demo.test.ts test/e2e/cli-help.test.ts \
-	test/edge/bundle-size.test.ts test/edge/graph-matches.test.ts test/edge/state.test.ts test/edge/step-policy.e2e.test.ts \
+	test/edge/bundle-size.test.ts test/edge/graph-matches.test.ts test/edge/state.test.ts test/edge/spending.test.ts test/edge/step-policy.e2e.test.ts \
 	test/cell/store/% test/e2e/group-% test/cell/cluster/faults/% test/cell/ai/group-secrets.test.ts \
 	test/e2e/run-conflicts.test.ts test/e2e/run-outage.test.ts test/e2e/run-start-outage.test.ts \
 	test/e2e/sql-step-outage.test.ts test/e2e/oauth-issuer.test.ts \

@@ -31,6 +31,11 @@ export interface DeviceState {
   clock_high_water: number;
   /** Keyed `${type}:${issuer}`. */
   seen: Record<string, SeenArtifact>;
+  /**
+   * Tokens each agent has spent on this device's offline runs, by agent id (its budget ledgers:
+   * edge/runs.ts). Absent in a state written before the device kept its spending here.
+   */
+  spent?: Record<string, number>;
 }
 
 export function emptyDeviceState(deviceId: string): DeviceState {
@@ -108,9 +113,16 @@ export function parseDeviceState(v: unknown): DeviceState {
     typeof s.device_id !== 'string' ||
     !Number.isFinite(s.clock_high_water) ||
     typeof s.seen !== 'object' ||
-    s.seen === null
+    s.seen === null ||
+    (s.spent !== undefined && !isSpending(s.spent))
   ) {
     throw new TypeError('not a device state');
   }
   return s;
+}
+
+/** A plain object of token counts (finite, not negative) by agent id. */
+export function isSpending(v: unknown): v is Record<string, number> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  return Object.values(v).every((n) => typeof n === 'number' && Number.isFinite(n) && n >= 0);
 }

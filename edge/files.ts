@@ -3,8 +3,9 @@
  *   device.json   the device key pair (mode 0600), written by `edge init`
  *   trust.json    the pinned cell (id + public keys) and model publishers, by `edge trust`
  *   state.json    what the device has seen: highest bundle versions and hashes,
- *                 the clock high-water mark (bundles/accept.ts), sealed with the device key
- *                 (a state written by anything but this device's program is refused)
+ *                 the clock high-water mark (bundles/accept.ts), and what each agent has
+ *                 spent on offline runs, sealed with the device key (a state written by
+ *                 anything but this device's program is refused)
  *   runs/         offline runs: journal records and values, by run id
  *   dpop-replay.log  the DPoP replay cache's horizon, and its live proofs after a clean stop
  *                 (edge/replay-log.ts: a horizon appended and fdatasync'd about once a second,
@@ -12,9 +13,9 @@
  * Every other write is temp file, fsync, rename, so a crash leaves the old or the new file.
  */
 import { createPrivateKey, createPublicKey, sign, verify } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { emptyDeviceState, parseDeviceState, type DeviceState } from '../bundles/accept.ts';
+import { emptyDeviceState, isSpending, parseDeviceState, type DeviceState } from '../bundles/accept.ts';
 import { canonicalJson } from '../core/canonical.ts';
 import type { TrustedKey } from '../bundles/codec.ts';
 import { SetupError } from '../runtime/setup-error.ts';
@@ -171,4 +172,33 @@ export function initialState(deviceId: string): DeviceState {
 
 export function writeState(dir: string, s: DeviceState, device: DeviceFile): void {
   writeFileDurable(paths(dir).state, sealState(s, device), 0o600);
+}
+
+/** Where releases before the sealed spending kept what each agent spent on the device: unsealed. */
+export const LEGACY_BUDGETS_FILE = 'budgets.json';
+
+/**
+ * The spending an older release kept in budgets.json, taken into the sealed state once (the state
+ * written first, then the file removed: a crash in between leaves the state holding it and the file
+ * to remove). A state that holds its spending already keeps it: a budgets.json put back beside it is
+ * removed unread. An unreadable one stops the device (it must not forget what its agents spent).
+ */
+export function takeLegacySpending(dir: string, s: DeviceState, device: DeviceFile): DeviceState {
+  const file = join(dir, LEGACY_BUDGETS_FILE);
+  if (!existsSync(file)) return s;
+  let next = s;
+  if (s.spent === undefined) {
+    let old: unknown;
+    try {
+      old = JSON.parse(readFileSync(file, 'utf8'));
+    } catch {
+      old = undefined;
+    }
+    if (!isSpending(old))
+      throw new EdgeSetupError(`${file} is unreadable: refusing to start rather than forget what the device's agents spent`);
+    next = { ...s, spent: { ...old } };
+    writeState(dir, next, device);
+  }
+  rmSync(file, { force: true });
+  return next;
 }

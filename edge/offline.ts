@@ -31,7 +31,7 @@ import type { CrewBundle } from '../bundles/crew-bundle.ts';
 import type { OpenedEnvelope } from '../bundles/envelope.ts';
 import { signerFromJwk, type Signer } from '../bundles/codec.ts';
 import type { EdgeClock } from './clock.ts';
-import { EdgeSetupError, type DeviceFile, type TrustFile } from './files.ts';
+import { EdgeSetupError, takeLegacySpending, writeState, type DeviceFile, type TrustFile } from './files.ts';
 import { edgeLog, type EdgeEnv, type EdgeRuntime } from './gateway.ts';
 import { loadCrewBundle } from './load.ts';
 import { loadLocalSignedModel, type LocalModel } from '../runtime/local-model.ts';
@@ -171,7 +171,16 @@ export function mountOffline(
   setup: OfflineSetup,
 ): OfflineRuns {
   const crew = setup.crew?.payload.crew ?? null;
-  const budget = deviceBudget(setup.dir, crew?.budgets ?? {});
+  // What the agents spend is kept in the sealed state (edge/files.ts), written with each model call's commit.
+  rt.state = takeLegacySpending(setup.dir, rt.state, setup.device);
+  const budget = deviceBudget(crew?.budgets ?? {}, {
+    of: (agent) => rt.state.spent?.[agent] ?? 0,
+    add(agent, tokens) {
+      const spent = rt.state.spent ?? {};
+      rt.state = { ...rt.state, spent: { ...spent, [agent]: (spent[agent] ?? 0) + tokens } };
+      writeState(setup.dir, rt.state, setup.device);
+    },
+  });
   const signer = signerFromJwk(setup.device.device_id, setup.device.private_jwk);
   const modelPort = localModelPort(setup.model);
   const workspaceId = crew?.workspace_id ?? null;

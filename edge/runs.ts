@@ -80,15 +80,19 @@ export function readRun(dir: string, runId: string): { run: RunFile; journal: Jo
   return { run, journal };
 }
 
-/** The device's budget ledgers: ceilings from the crew bundle, spending persisted in budgets.json. */
-export function deviceBudget(dir: string, ceilings: Record<string, number>): BudgetPort & { spent(agentId: string): number } {
-  const file = join(dir, 'budgets.json');
-  const spent: Record<string, number> = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>) : {};
+/** What each agent has spent on the device: read, and added to durably (edge/offline.ts keeps it in the sealed state). */
+export interface SpentBook {
+  of(agentId: string): number;
+  /** Adds `tokens` to what the agent has spent; durable when it returns. */
+  add(agentId: string, tokens: number): void;
+}
+
+/** The device's budget ledgers: ceilings from the crew bundle, spending in `book`. */
+export function deviceBudget(ceilings: Record<string, number>, book: SpentBook): BudgetPort {
   const open = new Map<string, { agent: string; amount: number }>();
   let n = 0;
   const reservedFor = (agent: string) => [...open.values()].filter((r) => r.agent === agent).reduce((a, r) => a + r.amount, 0);
   return {
-    spent: (agent) => spent[agent] ?? 0,
     async hasLedger(agentId) {
       return Object.hasOwn(ceilings, agentId);
     },
@@ -96,7 +100,7 @@ export function deviceBudget(dir: string, ceilings: Record<string, number>): Bud
       const ceiling = ceilings[agentId];
       if (ceiling === undefined) return { ok: false, reason: 'no_budget_ledger' };
       // As the cell's ledger: max_tokens, or what is left down to the floor (core/engine/budget.ts).
-      const granted = grantTokens(amount, ceiling - (spent[agentId] ?? 0) - reservedFor(agentId), minimum);
+      const granted = grantTokens(amount, ceiling - book.of(agentId) - reservedFor(agentId), minimum);
       if (granted === null) return { ok: false, reason: 'budget_exceeded' };
       const id = `res_${++n}`;
       open.set(id, { agent: agentId, amount: granted });
@@ -106,8 +110,7 @@ export function deviceBudget(dir: string, ceilings: Record<string, number>): Bud
       const r = open.get(reservationId);
       if (!r) return;
       open.delete(reservationId);
-      spent[r.agent] = (spent[r.agent] ?? 0) + actual;
-      writeFileDurable(file, JSON.stringify(spent) + '\n');
+      book.add(r.agent, actual);
     },
   };
 }

@@ -8,7 +8,8 @@ import { edgeRunId } from '../../bundles/run-id.ts';
 import { findRuntime } from '../../runtime/local-model.ts';
 import { prepareOffline } from '../../edge/offline.ts';
 import { journalCommand } from '../../edge/journal-cli.ts';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { readState } from '../../edge/files.ts';
 import { join } from 'node:path';
 import { edgeWorld, T0 } from './_edge-fixtures.ts';
 import { start } from './_offline-app.ts';
@@ -116,7 +117,9 @@ test('a bundled crew runs offline on the local model, deterministically, with a 
     const usage = j.body.records
       .filter((r: { data?: { usage?: number } }) => typeof r.data?.usage === 'number')
       .reduce((a: number, r: { data: { usage: number } }) => a + r.data.usage, 0);
-    const spent = JSON.parse(readFileSync(join(w.dir, 'budgets.json'), 'utf8')) as Record<string, number>;
+    // Kept in the sealed state (edge/files.ts), no file of its own.
+    const spent = readState(w.dir, w.device).spent ?? {};
+    assert.equal(existsSync(join(w.dir, 'budgets.json')), false);
     assert.ok(usage > 0);
     assert.equal((spent['agt_a'] ?? 0) + (spent['agt_b'] ?? 0), 2 * usage, 'two identical runs charged exactly their recorded usage');
     // Export and verify the journal exactly as the cell does.
