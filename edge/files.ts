@@ -92,24 +92,32 @@ export interface StateFile {
 /** What a state signature covers before the state: the device key signs journals and exports too. */
 const STATE_DOMAIN = 'agent-cell/device-state/2\n';
 
-const stateBytes = (s: DeviceState) => Buffer.from(STATE_DOMAIN + canonicalJson(s), 'utf8');
+/** The device key's signature (unpadded base64url) over `domain` and the RFC 8785 canonical JSON of `body`. */
+export function deviceSeal(domain: string, body: unknown, device: DeviceFile): string {
+  const key = createPrivateKey({ key: device.private_jwk as import('node:crypto').JsonWebKey, format: 'jwk' });
+  return sign(null, Buffer.from(domain + canonicalJson(body), 'utf8'), key).toString('base64url');
+}
+
+/** True when `sig` is this device's seal over `domain` and `body` (deviceSeal); anything that cannot be checked is not believed. */
+export function sealedByDevice(domain: string, body: unknown, sig: unknown, device: DeviceFile): boolean {
+  if (typeof sig !== 'string' || !/^[A-Za-z0-9_-]{86}$/.test(sig)) return false;
+  try {
+    const key = createPublicKey({ key: device.public_jwk as import('node:crypto').JsonWebKey, format: 'jwk' });
+    return verify(null, Buffer.from(domain + canonicalJson(body), 'utf8'), key, Buffer.from(sig, 'base64url'));
+  } catch {
+    return false;
+  }
+}
 
 /** The state file's text: the state sealed with the device key. */
 export function sealState(s: DeviceState, device: DeviceFile): string {
-  const sig = sign(null, stateBytes(s), createPrivateKey({ key: device.private_jwk as import('node:crypto').JsonWebKey, format: 'jwk' }));
-  const file: StateFile = { format_version: 2, state: s, sig: sig.toString('base64url') };
+  const file: StateFile = { format_version: 2, state: s, sig: deviceSeal(STATE_DOMAIN, s, device) };
   return JSON.stringify(file, null, 1) + '\n';
 }
 
 /** True when `sig` is this device's signature over `s`. */
 function sealedBy(s: DeviceState, sig: unknown, device: DeviceFile): boolean {
-  if (typeof sig !== 'string' || !/^[A-Za-z0-9_-]{86}$/.test(sig)) return false;
-  try {
-    const key = createPublicKey({ key: device.public_jwk as import('node:crypto').JsonWebKey, format: 'jwk' });
-    return verify(null, stateBytes(s), key, Buffer.from(sig, 'base64url'));
-  } catch {
-    return false; // a state that cannot be checked is not believed
-  }
+  return sealedByDevice(STATE_DOMAIN, s, sig, device);
 }
 
 /** How to start over deliberately (the message of every refusal of the state). */

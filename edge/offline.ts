@@ -43,7 +43,7 @@ import { deviceBudget, deviceRuns, interruptedRuns, readRun, writeJournal, write
 import { appendRunHead } from './run-log.ts';
 import { runListQuery } from './run-list.ts';
 import { approvalsView, decisionBody, deviceApprovalsPort, judgeDecision, type EdgeDecider } from './approvals.ts';
-import { deviceToolsPort, unhonouredTools } from './tools.ts';
+import { deviceToolsPort, KvNotSealed, readKv, unhonouredTools } from './tools.ts';
 import { deviceOutcomesPort, judgeResolution, resolutionBody, unknownOutcomeView } from './outcomes.ts';
 import { deviceMcpTools, type DeviceMcpTools } from './mcp-tools.ts';
 import type { StdioSourceConfig } from '../runtime/mcp-client/config.ts';
@@ -187,7 +187,14 @@ export function mountOffline(
   // The bundle's MCP tools on the device's stdio servers (edge/mcp-tools.ts), started now.
   const imported = deviceMcpTools({ sources: setup.toolSources, tools: crew?.mcp_tools ?? [], clock: rt.clock, log: edgeLog(rt) });
   if (crew?.mcp_tools !== undefined) imported.warm();
-  const deviceTools = deviceToolsPort(setup.dir, rt.clock, workspaceId, setup.egressAllowPrivate, imported);
+  const deviceTools = deviceToolsPort(setup.dir, setup.device, rt.clock, workspaceId, setup.egressAllowPrivate, imported);
+  // A kv file the device did not seal fails every kv call (edge/tools.ts): said once at the start, with what to do.
+  try {
+    if (workspaceId !== null) readKv(setup.dir, setup.device);
+  } catch (e) {
+    if (e instanceof KvNotSealed) edgeLog(rt).warn('kv calls will fail', { reason: e.message });
+    else throw e;
+  }
   const unhonoured = crew ? unhonouredTools(crew.graph as Graph, workspaceId, imported) : [];
   const P = '/api/public/v1/admin/agent-teams/crews/:crew_id/runs';
   const streams = new RunStreams();

@@ -38,28 +38,91 @@ import { HTTP_GET, type HttpTool, type HttpToolsContext } from '../runtime/http-
 import { HTTP_REQUEST } from '../runtime/http-request.ts';
 import { guardedDispatcher } from '../runtime/ssrf.ts';
 import { stepDeadline } from '../runtime/step-deadline.ts';
-import { writeFileDurable } from './files.ts';
+import { deviceSeal, sealedByDevice, writeFileDurable, type DeviceFile } from './files.ts';
 import type { DeviceMcpTools } from './mcp-tools.ts';
 
 export const KV_FILE = 'kv.json';
+
+/** What the kv file's seal covers before its entries (the device key signs its state, journals and exports too). */
+const KV_DOMAIN = 'agent-cell/device-kv/2\n';
 
 interface StoredEntry extends KvEntry {
   at: number;
   by: string;
 }
+/** Entries by workspace id, then key. */
+type KvWorkspaces = Record<string, Record<string, StoredEntry>>;
+/** The kv file: its entries sealed with the device key, over the device id and the entries. */
 interface KvFile {
-  format_version: 1;
-  /** Entries by workspace id, then key. */
-  workspaces: Record<string, Record<string, StoredEntry>>;
+  format_version: 2;
+  device_id: string;
+  workspaces: KvWorkspaces;
+  sig: string;
 }
 
-function readKv(dir: string): KvFile {
+/** The device's kv file is not one this device sealed: every kv call fails until it is (what to do is in the message). */
+export class KvNotSealed extends Error {
+  override name = 'KvNotSealed';
+}
+
+const sealedBody = (deviceId: string, workspaces: KvWorkspaces) => ({ device_id: deviceId, workspaces });
+
+/**
+ * The entries of the device's kv file, or none when there is no file. A file this device did not seal
+ * (written by hand, edited, another device's, or by a release before the seal) is not believed: an
+ * entry's classification or compartments lowered by hand would hand it to a seat that may not read it.
+ */
+export function readKv(dir: string, device: DeviceFile): KvWorkspaces {
   const path = join(dir, KV_FILE);
-  if (!existsSync(path)) return { format_version: 1, workspaces: {} };
-  const f = JSON.parse(readFileSync(path, 'utf8')) as KvFile;
-  if (f.format_version !== 1 || typeof f.workspaces !== 'object' || f.workspaces === null)
-    throw new Error(`${KV_FILE} is not a device kv file of format 1`);
-  return f;
+  if (!existsSync(path)) return {};
+  let f: Omit<Partial<KvFile>, 'format_version'> & { format_version?: unknown };
+  try {
+    f = JSON.parse(readFileSync(path, 'utf8')) as typeof f;
+  } catch {
+    throw new KvNotSealed(`${path} is not JSON: the device's kv entries cannot be read`);
+  }
+  if (f?.format_version === 1)
+    throw new KvNotSealed(
+      `${path} was written by an older release of the edge and is not sealed: seal it as it is with \`edge state adopt --data DIR\``,
+    );
+  if (
+    f?.format_version !== 2 ||
+    f.device_id !== device.device_id ||
+    typeof f.workspaces !== 'object' ||
+    f.workspaces === null ||
+    !sealedByDevice(KV_DOMAIN, sealedBody(f.device_id, f.workspaces), f.sig, device)
+  )
+    throw new KvNotSealed(
+      `${path} is not sealed by this device's key: it was changed or replaced. Restore it from a backup, or move it away ` +
+        '(its entries are then gone).',
+    );
+  return f.workspaces;
+}
+
+/** Writes the kv file whole, sealed, durably (mode 0600). */
+function writeKv(dir: string, device: DeviceFile, workspaces: KvWorkspaces): void {
+  const file: KvFile = {
+    format_version: 2,
+    device_id: device.device_id,
+    workspaces,
+    sig: deviceSeal(KV_DOMAIN, sealedBody(device.device_id, workspaces), device),
+  };
+  writeFileDurable(join(dir, KV_FILE), JSON.stringify(file), 0o600);
+}
+
+/**
+ * `edge state adopt`: seals, as it is, a kv file an older release wrote (format 1). Returns how many
+ * entries it holds, or null when there is nothing to adopt (no file, or one sealed already).
+ */
+export function adoptKv(dir: string, device: DeviceFile): number | null {
+  const path = join(dir, KV_FILE);
+  if (!existsSync(path)) return null;
+  const f = JSON.parse(readFileSync(path, 'utf8')) as { format_version?: unknown; workspaces?: unknown };
+  if (f?.format_version !== 1) return null;
+  if (typeof f.workspaces !== 'object' || f.workspaces === null) throw new Error(`${path} is not a device kv file of format 1`);
+  const ws = f.workspaces as KvWorkspaces;
+  writeKv(dir, device, ws);
+  return Object.values(ws).reduce((n, w) => n + Object.keys(w).length, 0);
 }
 
 /** The device's HTTP tools (the cell's definitions and floor). */
@@ -68,23 +131,23 @@ const HTTP_TOOLS: ReadonlyMap<string, HttpTool> = new Map([HTTP_GET, HTTP_REQUES
 /** The names of every tool a device runs, sorted. */
 const DEVICE_TOOL_NAMES = [...BUILTIN_TOOLS.keys(), ...HTTP_TOOLS.keys()].sort();
 
-/** The device's workspace storage (its data directory's kv.json). */
-export function deviceKv(dir: string): KvStorage {
+/** The device's workspace storage (its data directory's kv.json, sealed with the device key). */
+export function deviceKv(dir: string, device: DeviceFile): KvStorage {
   return {
     async read(ws, key) {
-      const f = readKv(dir);
-      const e = Object.hasOwn(f.workspaces, ws) ? f.workspaces[ws]! : {};
+      const f = readKv(dir, device);
+      const e = Object.hasOwn(f, ws) ? f[ws]! : {};
       if (!Object.hasOwn(e, key)) return undefined;
       const x = e[key]!;
       return { value: x.value, classification: x.classification, compartments: x.compartments };
     },
     async write(ws, key, check, entry) {
-      const f = readKv(dir);
-      const w = Object.hasOwn(f.workspaces, ws) ? f.workspaces[ws]! : {};
+      const f = readKv(dir, device);
+      const w = Object.hasOwn(f, ws) ? f[ws]! : {};
       check(Object.hasOwn(w, key) ? w[key]!.compartments : undefined);
       w[key] = { ...entry, value: JSON.parse(entry.value) as unknown };
-      f.workspaces[ws] = w;
-      writeFileDurable(join(dir, KV_FILE), JSON.stringify(f), 0o600);
+      f[ws] = w;
+      writeKv(dir, device, f);
     },
   };
 }
@@ -98,12 +161,13 @@ export function deviceKv(dir: string): KvStorage {
  */
 export function deviceToolsPort(
   dir: string,
+  device: DeviceFile,
   clock: { now(): number },
   workspaceId: string | null,
   allowPrivate: readonly string[] = [],
   imported?: DeviceMcpTools,
 ): ToolsPort {
-  const kv = deviceKv(dir);
+  const kv = deviceKv(dir, device);
   let http: HttpToolsContext | null = null;
   // One pool of guarded connections for the device, made when a crew first calls an HTTP tool.
   const httpContext = () => (http ??= { allowPrivate, dispatcher: guardedDispatcher(allowPrivate) });

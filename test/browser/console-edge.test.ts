@@ -17,6 +17,7 @@ import type { Graph, ModelPort } from '../../core/engine/types.ts';
 import { deviceToolsPort } from '../../edge/tools.ts';
 import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { approvedRun, exportRun } from '../edge/_device-run.ts';
+import { testDevice } from '../edge/_edge-fixtures.ts';
 import { A, ARGS, CHROMIUM, T, apiOf, axe, goTo, newContext, ok, pasteKey, type Watch } from './helpers.ts';
 
 /** Calls kv.put on its first round when offered it, then answers. */
@@ -77,7 +78,7 @@ test('the console shows an imported edge run and its tool calls, reached from th
     // Held by its approval, decided on the device by the lead, then the seat records its finding.
     const run = await approvedRun(signer, c.graph as Graph, c.graph_hash, 'prn_device_user', [lead.id], bundleVersion, {
       model: recorder,
-      tools: deviceToolsPort(dir, { now: () => 1_767_225_600_000 }, c.workspace_id ?? null),
+      tools: deviceToolsPort(dir, await testDevice(), { now: () => 1_767_225_600_000 }, c.workspace_id ?? null),
     });
     assert.equal(run.result.outcome, 'completed', JSON.stringify(run.result));
     const imported = await fetch(`${cell.url}${A}/edge/journals`, {

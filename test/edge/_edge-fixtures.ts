@@ -57,6 +57,12 @@ export const OTHER_SECRET = 'svck_live_' + 'O'.repeat(43);
 /** The token issuer of the world's cell (its group id `cell-a`). */
 export const TOKEN_ISSUER = 'service://cell-a';
 
+/** A device key pair as `edge init` makes it (no data directory): for the device's files that are sealed with it. */
+export async function testDevice(): Promise<DeviceFile> {
+  const k = await generateEd25519();
+  return { format_version: 1, device_id: k.kid, public_jwk: k.publicJwk, private_jwk: k.privateJwk };
+}
+
 export async function edgeWorld(
   opts: {
     budgets?: Record<string, number>;

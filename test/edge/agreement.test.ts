@@ -23,6 +23,9 @@ import type { Graph, SeatAuthority } from '../../core/engine/types.ts';
 import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
 import { deviceToolsPort } from '../../edge/tools.ts';
 import { unentitledAct } from '../../cell/edge/journal-acts.ts';
+import { testDevice } from './_edge-fixtures.ts';
+
+const DEVICE = await testDevice();
 
 const A = '/api/public/v1/admin';
 
@@ -643,7 +646,7 @@ test("cell and edge judge the same tool call the same way: the cell's catalog, t
   try {
     const ws = 'ws_agree';
     const cell = t.modules.teams.teams.crewPorts('run_agree', ws).tools!;
-    const device = deviceToolsPort(dir, { now: () => t.clock.now() }, ws, loopback);
+    const device = deviceToolsPort(dir, DEVICE, { now: () => t.clock.now() }, ws, loopback);
     const base: SeatAuthority = {
       allowed_tools: ['calc', 'clock.now', 'kv.get', 'kv.put', 'http.get', 'http.request'],
       clearance_level: 1,

@@ -18,6 +18,9 @@ import { toolRegistryView } from '../../cell/tools/catalog.ts';
 import { deviceToolsPort, unhonouredTools } from '../../edge/tools.ts';
 import { budget, graph, manualClock, seat, signedJournal, OPTS } from '../core/engine/_harness.ts';
 import { compiledCrew } from './_edge-fixtures.ts';
+import { testDevice } from './_edge-fixtures.ts';
+
+const DEVICE = await testDevice();
 
 const T = Date.UTC(2026, 5, 1, 12);
 const LOOPBACK = ['127.0.0.1/32'];
@@ -80,7 +83,7 @@ async function refusal(p: Promise<unknown>): Promise<{ reason: string; details: 
 }
 
 test('http.get and http.request reach what the egress allowlist names, with the methods it names', async () => {
-  const port = deviceToolsPort(dir, { now: () => T }, null, LOOPBACK);
+  const port = deviceToolsPort(dir, DEVICE, { now: () => T }, null, LOOPBACK);
   const before = seen.length;
   assert.deepEqual(await port.call('http.get', { url: `${origin}/pumps/7` }, at(authority([origin]))), {
     status: 200,
@@ -127,7 +130,7 @@ test('http.get and http.request reach what the egress allowlist names, with the 
 
 test("a loopback or private address is refused unless the device's --egress-allow-private names its range", async () => {
   const before = seen.length;
-  const bare = deviceToolsPort(dir, { now: () => T }, null);
+  const bare = deviceToolsPort(dir, DEVICE, { now: () => T }, null);
   const lit = await refusal(bare.call('http.get', { url: `${origin}/x` }, at(authority([origin]))));
   assert.equal(lit.reason, 'egress_private_address');
   // A name is judged at connect time (the address dialled is the address judged): localhost is refused too.
@@ -135,10 +138,10 @@ test("a loopback or private address is refused unless the device's --egress-allo
   const named = await refusal(bare.call('http.get', { url: `http://localhost:${port}/x` }, at(authority(['localhost']))));
   assert.equal(named.reason, 'egress_private_address');
   // Another range allowed does not open this one.
-  const ten = deviceToolsPort(dir, { now: () => T }, null, ['10.0.0.0/8']);
+  const ten = deviceToolsPort(dir, DEVICE, { now: () => T }, null, ['10.0.0.0/8']);
   assert.equal((await refusal(ten.call('http.get', { url: `${origin}/x` }, at(authority(['*']))))).reason, 'egress_private_address');
   assert.equal(seen.length, before, 'nothing reached the server');
-  const allowed = deviceToolsPort(dir, { now: () => T }, null, LOOPBACK);
+  const allowed = deviceToolsPort(dir, DEVICE, { now: () => T }, null, LOOPBACK);
   assert.equal(
     ((await allowed.call('http.get', { url: `http://localhost:${port}/y` }, at(authority(['localhost'])))) as { status: number }).status,
     200,
@@ -146,7 +149,7 @@ test("a loopback or private address is refused unless the device's --egress-allo
 });
 
 test("the device offers the cell's definitions of http.get and http.request, and honours crews that use them", () => {
-  const port = deviceToolsPort(dir, { now: () => T }, null);
+  const port = deviceToolsPort(dir, DEVICE, { now: () => T }, null);
   for (const name of ['http.get', 'http.request']) {
     const cell = toolRegistryView().find((t) => t.name === name)!;
     const d = port.describe(name)!;
@@ -172,7 +175,7 @@ async function postRun(egress: string[]) {
     [seat('a', {}, { allowed_tools: ['http.request'], egress_allowlist: egress })],
   );
   const ports = {
-    tools: deviceToolsPort(dir, { now: () => T }, null, LOOPBACK),
+    tools: deviceToolsPort(dir, DEVICE, { now: () => T }, null, LOOPBACK),
     clock: manualClock(),
     budget: budget(['agt_a']).port,
     journal: j.port,

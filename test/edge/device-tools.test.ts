@@ -4,16 +4,18 @@
 // offline on the local model and its call is journaled.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isEngineRefusal } from '../../core/engine/refusal.ts';
 import type { Graph, SeatAuthority, ToolCallContext } from '../../core/engine/types.ts';
 import { toolRegistryView } from '../../cell/tools/catalog.ts';
 import { findRuntime } from '../../runtime/local-model.ts';
-import { deviceToolsPort, unhonouredTools } from '../../edge/tools.ts';
-import { compiledCrew, edgeWorld } from './_edge-fixtures.ts';
+import { adoptKv, deviceToolsPort, KV_FILE, KvNotSealed, unhonouredTools } from '../../edge/tools.ts';
+import { compiledCrew, edgeWorld, testDevice } from './_edge-fixtures.ts';
 import { start } from './_offline-app.ts';
+
+const DEVICE = await testDevice();
 
 let skip: string | false = false;
 try {
@@ -47,7 +49,7 @@ async function refusal(p: Promise<unknown>): Promise<{ reason: string; details: 
 test('calc, clock.now and kv on device storage, judged as at the cell: grants, clearance, compartments', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'edge-tools-'));
   try {
-    const port = deviceToolsPort(dir, { now: () => T }, 'ws_1');
+    const port = deviceToolsPort(dir, DEVICE, { now: () => T }, 'ws_1');
     assert.deepEqual(await port.call('calc', { expression: '(2+3)*4' }, at(FULL)), { value: 20 });
     assert.deepEqual(await port.call('clock.now', {}, at(FULL)), { epoch_ms: T, iso: new Date(T).toISOString() });
     // Bad arguments go back to the model, as at the cell.
@@ -62,11 +64,11 @@ test('calc, clock.now and kv on device storage, judged as at the cell: grants, c
       },
     );
     // Device-local storage: another port on the same directory (a restart) reads it back.
-    const again = deviceToolsPort(dir, { now: () => T }, 'ws_1');
+    const again = deviceToolsPort(dir, DEVICE, { now: () => T }, 'ws_1');
     assert.deepEqual(await again.call('kv.get', { key: 'pump/7' }, at(FULL)), { found: true, value: { bar: 3.2 } });
     assert.deepEqual(await again.call('kv.get', { key: 'nothing' }, at(FULL)), { found: false });
     // Another workspace's crew does not see it.
-    const other = deviceToolsPort(dir, { now: () => T }, 'ws_2');
+    const other = deviceToolsPort(dir, DEVICE, { now: () => T }, 'ws_2');
     assert.deepEqual(await other.call('kv.get', { key: 'pump/7' }, at({ ...FULL, data_grant_ids: ['kv:*'] })), { found: false });
 
     assert.equal((await refusal(port.call('kv.get', { key: 'pump/7' }, at({ ...FULL, data_grant_ids: [] })))).reason, 'data_not_granted');
@@ -95,8 +97,41 @@ test('calc, clock.now and kv on device storage, judged as at the cell: grants, c
   }
 });
 
+test("the kv file is sealed with the device key: an entry relabelled by hand, another device's file or an unsealed one is not read", async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'edge-kv-seal-'));
+  try {
+    const port = deviceToolsPort(dir, DEVICE, { now: () => T }, 'ws_1');
+    await port.call('kv.put', { key: 'pump/7', value: 'secret', classification: 2, compartments: ['ops'] }, at(FULL));
+    const path = join(dir, KV_FILE);
+    const sealed = readFileSync(path, 'utf8');
+    const file = JSON.parse(sealed);
+    assert.equal(file.format_version, 2);
+    assert.equal(file.device_id, DEVICE.device_id);
+    // Lowered by hand to the clearance and compartments of a seat that may not read it: not believed.
+    const low = { ...FULL, clearance_level: 0, compartments: [] };
+    file.workspaces.ws_1['pump/7'].classification = 0;
+    file.workspaces.ws_1['pump/7'].compartments = [];
+    writeFileSync(path, JSON.stringify(file));
+    await assert.rejects(port.call('kv.get', { key: 'pump/7' }, at(low)), KvNotSealed);
+    await assert.rejects(port.call('kv.put', { key: 'other', value: 1 }, at(FULL)), KvNotSealed, 'nor written over');
+    // Another device's port on the same file does not believe this device's seal.
+    writeFileSync(path, sealed);
+    const stranger = deviceToolsPort(dir, await testDevice(), { now: () => T }, 'ws_1');
+    await assert.rejects(stranger.call('kv.get', { key: 'pump/7' }, at(FULL)), /not sealed by this device's key/);
+    assert.deepEqual(await port.call('kv.get', { key: 'pump/7' }, at(FULL)), { found: true, value: 'secret' });
+    // What an older release wrote (format 1, unsealed) is read only once adopted (`edge state adopt`), as it is.
+    writeFileSync(path, JSON.stringify({ format_version: 1, workspaces: JSON.parse(sealed).workspaces }));
+    await assert.rejects(port.call('kv.get', { key: 'pump/7' }, at(FULL)), /edge state adopt/);
+    assert.equal(adoptKv(dir, DEVICE), 1);
+    assert.equal(adoptKv(dir, DEVICE), null, 'a sealed file is not adopted again');
+    assert.deepEqual(await port.call('kv.get', { key: 'pump/7' }, at(FULL)), { found: true, value: 'secret' });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("the device offers the cell's definitions of its tools, and nothing else", () => {
-  const port = deviceToolsPort(tmpdir(), { now: () => T }, 'ws_1');
+  const port = deviceToolsPort(tmpdir(), DEVICE, { now: () => T }, 'ws_1');
   for (const name of ['calc', 'clock.now', 'kv.get', 'kv.put']) {
     const cell = toolRegistryView().find((t) => t.name === name)!;
     const d = port.describe(name)!;

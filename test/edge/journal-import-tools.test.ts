@@ -17,6 +17,9 @@ import { unentitledAct, workspaceOf } from '../../cell/edge/journal-acts.ts';
 import { deviceToolsPort } from '../../edge/tools.ts';
 import { HTTP_REQUEST } from '../../runtime/http-request.ts';
 import { crewOnDevice, deviceRun, exportRun } from './_device-run.ts';
+import { testDevice } from './_edge-fixtures.ts';
+
+const DEVICE = await testDevice();
 
 const A = '/api/public/v1/admin';
 const SIGNED = { 'content-type': 'application/vnd.agent-cell.signed' };
@@ -88,7 +91,7 @@ test('journal import re-judges the tool calls of a device run against the bundle
       });
       return { r, res };
     };
-    const kvTools = (ws: string | null) => deviceToolsPort(dir, { now: () => NOW }, ws);
+    const kvTools = (ws: string | null) => deviceToolsPort(dir, DEVICE, { now: () => NOW }, ws);
     const refusedAt = (x: Awaited<ReturnType<typeof runAndImport>>, tool: string, why: string) => {
       assert.equal(x.res.status, 403, x.res.text);
       assert.equal(x.res.body.details.reason, 'journal_act_not_entitled');

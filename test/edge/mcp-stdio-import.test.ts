@@ -18,6 +18,9 @@ import { createLogger } from '../../runtime/log.ts';
 import { inProcessCell, type InProcess } from '../helpers/inproc.ts';
 import { until } from '../helpers/until.ts';
 import { crewOnDevice, deviceRun, exportRun } from './_device-run.ts';
+import { testDevice } from './_edge-fixtures.ts';
+
+const DEVICE = await testDevice();
 
 const A = '/api/public/v1/admin';
 const SERVER = resolve(import.meta.dirname, '../fixtures/mcp-stdio-server.mjs');
@@ -118,7 +121,7 @@ test('a device run that called the stdio server imports; an MCP call the bundle 
     log: createLogger({ level: 'error', format: 'json' }),
   });
   try {
-    const tools = deviceToolsPort('/nonexistent', { now: () => 0 }, null, [], imported);
+    const tools = deviceToolsPort('/nonexistent', DEVICE, { now: () => 0 }, null, [], imported);
     const r = await deviceRun(signer, d.graph, d.graphHash, { model: calling('mcp.files.echo', { text: 'hi' }), tools });
     assert.equal(r.result.outcome, 'completed', JSON.stringify(r.result));
     const call = r.records.find((x) => x.kind === 'step' && x.data?.['tool'] === 'mcp.files.echo')!;

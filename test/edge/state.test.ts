@@ -108,6 +108,16 @@ test("a state written by an older release is adopted explicitly, as it is; anoth
     assert.deepEqual(readState(d.dir, dev).seen, seen.seen);
     assert.equal(verify(d.dir, d.v1).out?.reason, 'version_rollback', 'what it had seen still holds');
     assert.equal(edge(['state', 'adopt', '--data', d.dir]).status, 3, 'a sealed state is not adopted again (refused: exit status 3)');
+    // The kv entries an older release wrote are sealed by the same command, beside a sealed state.
+    writeFileSync(
+      join(d.dir, 'kv.json'),
+      JSON.stringify({ format_version: 1, workspaces: { ws: { k: { value: 1, classification: 0, compartments: [], at: 0, by: 'a' } } } }),
+    );
+    const kv = edge(['state', 'adopt', '--data', d.dir]);
+    assert.equal(kv.status, 0, kv.stderr);
+    assert.match(kv.stdout, /sealed the kv entries of .*: 1 entry/);
+    assert.equal(JSON.parse(readFileSync(join(d.dir, 'kv.json'), 'utf8')).format_version, 2);
+    assert.equal(edge(['state', 'adopt', '--data', d.dir]).status, 3, 'nothing left to adopt');
 
     // Another device's state (sealed by that device) is not this device's.
     const other = await device();
