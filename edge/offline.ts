@@ -546,7 +546,9 @@ export function mountOffline(
     cancel: (runId, caller) => cancel(crew?.crew_id ?? '', runId, caller),
     read: (runId) => readRun(setup.dir, runId),
     streams,
-    close: () => imported.close(),
+    close: async () => {
+      await Promise.all([imported.close(), deviceTools.close()]);
+    },
   };
 }
 
@@ -582,6 +584,6 @@ export interface OfflineRuns {
   cancel(runId: string, caller: string): RunFile;
   read(runId: string): { run: RunFile; journal: JournalFile } | null;
   streams: RunStreams;
-  /** Stops the stdio MCP servers the device started. */
+  /** Stops the stdio MCP servers the device started and closes the HTTP tools' connections. */
   close(): Promise<void>;
 }

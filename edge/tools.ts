@@ -166,12 +166,18 @@ export function deviceToolsPort(
   workspaceId: string | null,
   allowPrivate: readonly string[] = [],
   imported?: DeviceMcpTools,
-): ToolsPort {
+): ToolsPort & { close(): Promise<void> } {
   const kv = deviceKv(dir, device);
   let http: HttpToolsContext | null = null;
   // One pool of guarded connections for the device, made when a crew first calls an HTTP tool.
   const httpContext = () => (http ??= { allowPrivate, dispatcher: guardedDispatcher(allowPrivate) });
   return {
+    /** Closes the HTTP tools' connections (edge serve's stop), if a crew ever called one. */
+    async close() {
+      const h = http;
+      http = null;
+      await h?.dispatcher.close();
+    },
     describe(name) {
       const t = BUILTIN_TOOLS.get(name) ?? HTTP_TOOLS.get(name);
       if (t === undefined) return imported?.describe(name);

@@ -126,6 +126,12 @@ test('http.get and http.request reach what the egress allowlist names, with the 
   // Bad arguments go back to the model.
   assert.equal(((await port.call('http.get', { url: 'ftp://x' }, at(authority(['*'])))) as { error: string }).error, 'invalid_request');
   assert.equal(seen.length, before + 2, 'no refused call reached the server');
+  // edge serve's stop closes the HTTP tools' kept-alive connections: the server has none left open.
+  const open = () => new Promise<number>((r) => server.getConnections((_e, n) => r(n)));
+  assert.ok((await open()) > 0, 'a connection is kept alive between calls');
+  await port.close();
+  for (let i = 0; i < 50 && (await open()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(await open(), 0);
 });
 
 test("a loopback or private address is refused unless the device's --egress-allow-private names its range", async () => {
