@@ -29,6 +29,7 @@ import { isServiceError } from '../../core/errors.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import type { Tx } from '../store/types.ts';
 import type { JournalTail, RunMeter, RunsContext, StagedWrite } from './context.ts';
+import { recordText } from './internal/record-text.ts';
 import { byHash, EMPTY_HASH, lockRun, RunClosedError, sealAfter, tailAt, type PreparedEntry } from './internal/records.ts';
 import { assertFence, type Fence } from './lease.ts';
 import * as repo from './repository.ts';
@@ -263,7 +264,7 @@ async function sealMember(
     const trial = new Set(fresh);
     const add = measure(
       { ...meter, spec: recs.length === 0 ? meter.spec : 0 },
-      byteSize(JSON.stringify(sealed.rec)),
+      byteSize(recordText(sealed.rec)),
       item.values,
       trial,
     ).adding;

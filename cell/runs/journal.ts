@@ -47,6 +47,7 @@ import {
   type AppendFields,
   type AppendBlobs,
 } from './internal/records.ts';
+import { recordText } from './internal/record-text.ts';
 import * as repo from './repository.ts';
 import { getRun, isTerminal, pendingRefusal, setRunStateTx, type RunError, type RunState } from './runs.ts';
 import { byteSize, forgetMeter, meterTx, prepareMeter, storageRefusal, type RunStorageLimitError } from './storage.ts';
@@ -318,7 +319,7 @@ export function finishRun(
           for (const b of before) {
             const sealed = await sealAfter(ctx, tail, runId, graphHash, b.f, epoch);
             beforeRecs.push(sealed.rec);
-            beforeBytes += byteSize(JSON.stringify(sealed.rec));
+            beforeBytes += byteSize(recordText(sealed.rec));
             tail = sealed.tail;
           }
           const { rec } = await sealAfter(
@@ -333,7 +334,7 @@ export function finishRun(
           if ('output' in o) patch.output = o.output;
           if (o.error !== undefined) patch.error = o.error;
           if (!(await setRunStateTx(tx, runId, outcome, at, patch))) return null;
-          const text = JSON.stringify(rec);
+          const text = recordText(rec);
           const values = [...new Map(before.flatMap((b) => b.values).map((v) => [v.hash, v] as const)).values()].sort((a, b) =>
             a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0,
           );

@@ -9,6 +9,7 @@ import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
 import type { RunErrorCode, WireReason } from '../../core/reasons.ts';
 import { anyJson, count, json, jsonOrNull, num, numOrNull, object, str, strOrNull } from '../store/decode.ts';
 import type { Reader, Row, SqlValue, Store, Tx } from '../store/types.ts';
+import { recordText } from './internal/record-text.ts';
 
 export type RunKind = 'crew' | 'job';
 /**
@@ -713,14 +714,14 @@ function journalRecord(v: unknown): JournalRecord {
 const decodeRecord = (r: Row): JournalRecord => json(r, 'record', journalRecord);
 
 export async function insertRecord(tx: Tx, rec: JournalRecord): Promise<void> {
-  await tx.run('INSERT INTO journal (run_id, seq, kind, record) VALUES (?, ?, ?, ?)', [rec.run_id, rec.seq, rec.kind, JSON.stringify(rec)]);
+  await tx.run('INSERT INTO journal (run_id, seq, kind, record) VALUES (?, ?, ?, ?)', [rec.run_id, rec.seq, rec.kind, recordText(rec)]);
 }
 
 /** Inserts records in one statement (a step's records written together: journal.ts appendJournalBatch). */
 export async function insertRecords(tx: Tx, recs: readonly JournalRecord[]): Promise<void> {
   if (recs.length === 0) return;
   const params: SqlValue[] = [];
-  for (const rec of recs) params.push(rec.run_id, rec.seq, rec.kind, JSON.stringify(rec));
+  for (const rec of recs) params.push(rec.run_id, rec.seq, rec.kind, recordText(rec));
   await tx.run(`INSERT INTO journal (run_id, seq, kind, record) VALUES ${recs.map(() => '(?, ?, ?, ?)').join(', ')}`, params);
 }
 

@@ -30,6 +30,7 @@ import type { AuthContext } from '../context.ts';
 import type { Change } from '../store/types.ts';
 import type { DeltaEvent, RunsContext } from './context.ts';
 import { subscribe } from './events.ts';
+import { recordText } from './internal/record-text.ts';
 
 /** Kind of the last record of a run: the stream closes after it. */
 const TERMINAL_KIND = 'run_finished';
@@ -47,7 +48,7 @@ export function recordFrame(rec: JournalRecord): Uint8Array {
   let f = frames.get(rec);
   if (f === undefined) {
     if (/[\r\n]/.test(rec.kind)) throw new Error('event must not contain "\\r" or "\\n"');
-    f = encoder.encode(`${rec.kind ? `event: ${rec.kind}\n` : ''}data: ${JSON.stringify(rec)}\nid: ${rec.seq}\n\n`);
+    f = encoder.encode(`${rec.kind ? `event: ${rec.kind}\n` : ''}data: ${recordText(rec)}\nid: ${rec.seq}\n\n`);
     frames.set(rec, f);
   }
   return f;
