@@ -2,15 +2,14 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generateEd25519, sha256Hex, signerFromJwk } from '../../bundles/codec.ts';
+import { generateEd25519, signerFromJwk } from '../../bundles/codec.ts';
 import { buildCrewBundle, type CrewContent, type CrewMcpTool } from '../../bundles/crew-bundle.ts';
-import { buildModelManifest } from '../../bundles/model-manifest.ts';
 import { buildKeyBundle } from '../../bundles/key-bundle.ts';
 import { hashSecret } from '../../core/apikey/hash.ts';
 import { compileFormation } from '../../core/compiler/compile.ts';
 import type { BilletInput, StageSpec } from '../../core/compiler/types.ts';
 import type { KeyRecord } from '../../core/apikey/verify.ts';
-import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
+import { signedTinyModel } from '../fixtures/tiny-model.ts';
 import { initialState, writeFileDurable, writeState, type DeviceFile, type TrustFile } from '../../edge/files.ts';
 import { emptyDeviceState } from '../../bundles/accept.ts';
 import type { EdgeRuntime } from '../../edge/gateway.ts';
@@ -87,32 +86,18 @@ export async function edgeWorld(
   const dir = mkdtempSync(join(tmpdir(), 'edge-dev-'));
   const cellKey = await generateEd25519();
   const cellSigner = signerFromJwk(cellKey.kid, cellKey.privateJwk);
-  const dev = await generateEd25519();
-  const device: DeviceFile = { format_version: 1, device_id: dev.kid, public_jwk: dev.publicJwk, private_jwk: dev.privateJwk };
+  const device = await testDevice();
   writeState(dir, initialState(device.device_id), device);
   writeFileDurable(join(dir, 'device.json'), JSON.stringify(device), 0o600);
-  const pub = await generateEd25519();
+  const { modelPath, manifestPath, sha256, publishers, privateJwk } = await signedTinyModel('', { dir, publisher: 'pub', issuedAt: T0 });
+  const pub = { kid: publishers[0]!.kid, privateJwk };
   const trust: TrustFile = {
     format_version: 1,
     cell_id: 'cell-a',
     keys: [{ kid: cellKey.kid, jwk: cellKey.publicJwk }],
-    publishers: [{ kid: pub.kid, jwk: pub.publicJwk }],
+    publishers,
   };
   writeFileDurable(join(dir, 'trust.json'), JSON.stringify(trust));
-  const bytes = makeTinyGguf(42);
-  const modelPath = join(dir, 'tiny.gguf');
-  writeFileSync(modelPath, bytes);
-  const sha256 = await sha256Hex(bytes);
-  const manifestPath = join(dir, 'tiny.manifest.json');
-  writeFileSync(
-    manifestPath,
-    await buildModelManifest({
-      publisher: 'pub',
-      signer: signerFromJwk(pub.kid, pub.privateJwk),
-      issuedAt: T0,
-      model: { name: 'tiny', format: 'gguf', size: bytes.length, sha256 },
-    }),
-  );
   const compiled = compiledCrew(
     opts.maxTokens,
     opts.policies,
@@ -139,7 +124,7 @@ export async function edgeWorld(
     await buildCrewBundle({
       issuer: 'cell-a',
       signer: cellSigner,
-      audience: dev.kid,
+      audience: device.device_id,
       version: 1,
       issuedAt: T0,
       expiresAt: null,
@@ -173,7 +158,7 @@ export async function edgeWorld(
     await buildKeyBundle({
       issuer: 'cell-a',
       signer: cellSigner,
-      audience: dev.kid,
+      audience: device.device_id,
       version: 1,
       issuedAt: T0,
       expiresAt: T0 + 86_400_000,
@@ -201,7 +186,7 @@ export async function edgeWorld(
     crewPath,
     keysPath,
     crew,
-    devKid: dev.kid,
+    devKid: device.device_id,
     keyRecords,
   };
 }

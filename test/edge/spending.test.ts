@@ -7,14 +7,13 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { emptyDeviceState } from '../../bundles/accept.ts';
-import { generateEd25519 } from '../../bundles/codec.ts';
 import { EdgeSetupError, LEGACY_BUDGETS_FILE, readState, takeLegacySpending, writeState, type DeviceFile } from '../../edge/files.ts';
 import { deviceBudget } from '../../edge/runs.ts';
+import { testDevice } from './_edge-fixtures.ts';
 
 async function deviceDir(): Promise<{ dir: string; device: DeviceFile }> {
   const dir = mkdtempSync(join(tmpdir(), 'edge-spending-'));
-  const k = await generateEd25519();
-  const device: DeviceFile = { format_version: 1, device_id: k.kid, public_jwk: k.publicJwk, private_jwk: k.privateJwk };
+  const device = await testDevice();
   writeState(dir, emptyDeviceState(device.device_id), device);
   return { dir, device };
 }
