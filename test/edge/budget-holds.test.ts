@@ -270,4 +270,23 @@ test('release: refused while a bundle of the device lives, then the ledger has i
   // Released already: a second release gives nothing more.
   assert.equal((await release()).status, 200);
   assert.equal((await ledger(c.agentId)).held, 0);
+
+  // The device's journal carried back after the release is charged all the same (beyond what is held: spent).
+  const carried = await budgetsOf(r.text, d.trust);
+  const run = await deviceRun(d.signer, carried.graph as Graph, carried.graph_hash);
+  const imported = await t.request('POST', `${A}/edge/journals`, {
+    token: t.adminKey,
+    rawBody: await exportRun(d.signer, run, { crewId: c.crewId }),
+    headers: SIGNED,
+  });
+  assert.equal(imported.status, 201, imported.text);
+  assert.deepEqual([(await ledger(c.agentId)).spent, (await ledger(c.agentId)).held], [7, 0]);
+  // Handed 50 more, the device may spend 250 + 50 - 250 released - 7 spent = 43: the ledger holds that, not 50.
+  const more = await issue(d.id, c.crewId, { ttl_seconds: 1, budgets: { [c.agentId]: 50 } });
+  assert.equal(more.status, 201, more.text);
+  assert.deepEqual((await budgetsOf(more.text, d.trust)).budgets, { [c.agentId]: 50 });
+  assert.deepEqual([(await ledger(c.agentId)).held, (await ledger(c.agentId)).available], [43, 950]);
+  t.clock.advance(1000);
+  assert.equal((await release()).status, 200);
+  assert.deepEqual([(await ledger(c.agentId)).held, (await ledger(c.agentId)).available], [0, 993]);
 });

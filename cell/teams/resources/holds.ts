@@ -50,6 +50,7 @@ export async function holdForDevice(
       throw invalid(`budgets names ${a}, which is not an agent of the crew`, { reason: 'share_agent_unbudgeted', agent_id: a });
   }
   const out: Record<string, HeldGrant> = {};
+  const before = new Map((await repo.holdsOfDevice(tx, deviceId)).map((h) => [h.agent_id, h]));
   for (const a of agents) {
     const share = shares?.[a];
     const l = await repo.ledgerOf(tx, a);
@@ -68,11 +69,14 @@ export async function holdForDevice(
         left,
       });
     if (grant > left) throw refuse();
-    if (grant > 0 && !(await repo.holdOnLedger(tx, a, grant))) throw refuse();
+    // The ledger holds what the device may still spend: the outstanding hold. After a journal charged beyond
+    // a released hold, part of the grant covers what was spent already (charged to spent then), so the ledger's
+    // `held` grows by what the outstanding hold grows, and stays the sum of the outstanding holds.
+    const h0 = before.get(a) ?? { allotted: 0, charged: 0, released: 0 };
+    const grows = outstanding({ ...h0, allotted: h0.allotted + grant }) - outstanding(h0);
+    if (grant > 0 && !(await repo.holdOnLedger(tx, a, grows, grant))) throw refuse();
     await repo.addToHold(tx, deviceId, a, grant, until, at);
-    const h = (await repo.holdsOfDevice(tx, deviceId)).find((x) => x.agent_id === a);
-    if (!h) throw new TypeError('holdForDevice: the hold just written is not there');
-    out[a] = { granted: grant, ceiling: ceilingOf(h) };
+    out[a] = { granted: grant, ceiling: ceilingOf({ allotted: h0.allotted + grant, released: h0.released }) };
   }
   return out;
 }

@@ -379,15 +379,15 @@ export async function holdsOfDevice(db: Reader, deviceId: string): Promise<Ledge
 }
 
 /**
- * Moves `grant` tokens of what the agent's ledger has left into its `held` column, only while it still has
- * `grant` left (the ledger's columns, its unfolded reservations and what devices hold): false when it has not.
+ * Adds `held` tokens to the ledger's `held` column, only while it still has `grant` left (its columns, its
+ * unfolded reservations and what devices hold already): false when it has not.
  */
-export async function holdOnLedger(tx: Tx, agentId: string, grant: number): Promise<boolean> {
+export async function holdOnLedger(tx: Tx, agentId: string, held: number, grant: number): Promise<boolean> {
   const r = await tx.run(
     `UPDATE team_ledgers SET held = held + ?
       WHERE agent_id = ? AND budget_limit - reserved - held - spent - COALESCE((SELECT SUM(CASE WHEN x.committed_at IS NULL THEN x.amount ELSE x.actual END)
         FROM team_reservations x WHERE x.agent_id = team_ledgers.agent_id AND x.folded = 0), 0) >= ?`,
-    [grant, agentId, grant],
+    [held, agentId, grant],
   );
   return r.changes === 1;
 }
