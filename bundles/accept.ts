@@ -103,6 +103,26 @@ export function seenKey(type: BundleType, issuer: string): string {
   return `${type}:${issuer}`;
 }
 
+/**
+ * Two states of one device joined: every field only grows (the later clock high-water mark, per bundle
+ * type the higher version seen, per agent the larger spending), so a writer holding a copy read before
+ * another process wrote cannot lower what that process recorded. `a` wins a tie (the same version seen
+ * with another hash is not this join's to judge: the copy already on disk stands).
+ */
+export function joinStates(a: DeviceState, b: DeviceState): DeviceState {
+  const seen = { ...a.seen };
+  for (const [k, v] of Object.entries(b.seen)) {
+    const x = seen[k];
+    if (x === undefined || v.version > x.version) seen[k] = v;
+  }
+  let spent = a.spent;
+  if (b.spent !== undefined) {
+    spent = { ...(a.spent ?? {}) };
+    for (const [agent, n] of Object.entries(b.spent)) spent[agent] = Math.max(spent[agent] ?? 0, n);
+  }
+  return { ...a, clock_high_water: Math.max(a.clock_high_water, b.clock_high_water), seen, ...(spent !== undefined ? { spent } : {}) };
+}
+
 /** Validates a parsed state file; throws TypeError when it is not one (the caller decides). */
 export function parseDeviceState(v: unknown): DeviceState {
   const s = v as DeviceState;

@@ -5,7 +5,8 @@
  *   state.json    what the device has seen: highest bundle versions and hashes,
  *                 the clock high-water mark (bundles/accept.ts), and what each agent has
  *                 spent on offline runs, sealed with the device key (a state written by
- *                 anything but this device's program is refused)
+ *                 anything but this device's program is refused); every write joins what is on
+ *                 disk, holding `state.lock` (the holder's pid) meanwhile (updateState)
  *   runs/         offline runs: journal records and values, by run id
  *   dpop-replay.log  the DPoP replay cache's horizon, and its live proofs after a clean stop
  *                 (edge/replay-log.ts: a horizon appended and fdatasync'd about once a second,
@@ -13,9 +14,9 @@
  * Every other write is temp file, fsync, rename, so a crash leaves the old or the new file.
  */
 import { createPrivateKey, createPublicKey, sign, verify } from 'node:crypto';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { emptyDeviceState, isSpending, parseDeviceState, type DeviceState } from '../bundles/accept.ts';
+import { emptyDeviceState, isSpending, joinStates, parseDeviceState, type DeviceState } from '../bundles/accept.ts';
 import { canonicalJson } from '../core/canonical.ts';
 import type { TrustedKey } from '../bundles/codec.ts';
 import { SetupError } from '../runtime/setup-error.ts';
@@ -178,8 +179,113 @@ export function initialState(deviceId: string): DeviceState {
   return emptyDeviceState(deviceId);
 }
 
-export function writeState(dir: string, s: DeviceState, device: DeviceFile): void {
-  writeFileDurable(paths(dir).state, sealState(s, device), 0o600);
+/**
+ * Writes `s` joined with the state on disk (bundles/accept.ts joinStates) and returns what was written:
+ * `edge serve` keeps its state in memory while other commands (`verify-key` accepting a newer bundle) write
+ * the file, and a plain overwrite by either would lower what the other recorded (a bundle version seen,
+ * what an agent spent). `replace`: write `s` as it is, whatever is on disk (`edge init` starting afresh,
+ * `edge state adopt` sealing an older release's unsealed file).
+ */
+export function writeState(dir: string, s: DeviceState, device: DeviceFile, opts: { replace?: boolean } = {}): DeviceState {
+  return updateState(dir, device, (current) => (current === null || opts.replace === true ? s : joinStates(current, s)), opts);
+}
+
+/**
+ * Reads the state, changes it and writes it back, holding the data directory's state lock throughout,
+ * so two processes' changes never overwrite each other (what `edge serve` adds to an agent's spending is
+ * added to the file's, not to its own older copy). `change` gets null when there is no state yet; with
+ * `replace` it gets null whatever is on disk (unread: it may be unsealed). Returns the state written.
+ */
+export function updateState(
+  dir: string,
+  device: DeviceFile,
+  change: (current: DeviceState | null) => DeviceState,
+  opts: { replace?: boolean; lockWaitMs?: number } = {},
+): DeviceState {
+  return withStateLock(
+    dir,
+    () => {
+      const current = opts.replace === true || !existsSync(paths(dir).state) ? null : readState(dir, device);
+      const next = change(current);
+      writeFileDurable(paths(dir).state, sealState(next, device), 0o600);
+      return next;
+    },
+    opts.lockWaitMs,
+  );
+}
+
+/** How long a write of the state waits for another process's hold on it before it fails. */
+export const STATE_LOCK_WAIT_MS = 10_000;
+
+/**
+ * Runs `fn` holding `state.lock` (created exclusively, holding the holder's pid). A lock whose holder is
+ * gone (a process killed while it held it) is taken over: renamed aside, and put back if what was renamed
+ * is not the dead holder's (another process took it over first).
+ */
+function withStateLock<T>(dir: string, fn: () => T, waitMs = STATE_LOCK_WAIT_MS): T {
+  const lock = join(dir, 'state.lock');
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    try {
+      const fd = openSync(lock, 'wx', 0o600);
+      try {
+        writeSync(fd, String(process.pid));
+      } finally {
+        closeSync(fd);
+      }
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    const holder = lockHolder(lock);
+    if (holder === null ? createdBefore(lock, Date.now() - 2000) : !alive(holder)) {
+      const aside = `${lock}.stale-${process.pid}`;
+      try {
+        renameSync(lock, aside);
+        if (lockHolder(aside) === holder && (holder !== null || createdBefore(aside, Date.now() - 2000))) rmSync(aside, { force: true });
+        else renameSync(aside, lock);
+      } catch {
+        // Another process moved it first: try again.
+      }
+      continue;
+    }
+    if (Date.now() >= deadline)
+      throw new EdgeSetupError(`state.json is held by another process (${lock}${holder !== null ? `, pid ${holder}` : ''}); try again`);
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+  }
+  try {
+    return fn();
+  } finally {
+    rmSync(lock, { force: true });
+  }
+}
+
+/** True when `path` was last written before `at` (a lock left empty by a holder killed as it created it). */
+function createdBefore(path: string, at: number): boolean {
+  try {
+    return statSync(path).mtimeMs < at;
+  } catch {
+    return false;
+  }
+}
+
+/** The pid a lock file names, or null while it is being written (or unreadable): then it is held. */
+function lockHolder(path: string): number | null {
+  try {
+    const pid = Number(readFileSync(path, 'utf8'));
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** Where releases before the sealed spending kept what each agent spent on the device: unsealed. */
@@ -204,8 +310,7 @@ export function takeLegacySpending(dir: string, s: DeviceState, device: DeviceFi
     }
     if (!isSpending(old))
       throw new EdgeSetupError(`${file} is unreadable: refusing to start rather than forget what the device's agents spent`);
-    next = { ...s, spent: { ...old } };
-    writeState(dir, next, device);
+    next = writeState(dir, { ...s, spent: { ...old } }, device);
   }
   rmSync(file, { force: true });
   return next;

@@ -51,7 +51,7 @@ async function initCommand(argv: string[]): Promise<void> {
   const k = await generateEd25519();
   const device: DeviceFile = { format_version: 1, device_id: k.kid, public_jwk: k.publicJwk, private_jwk: k.privateJwk };
   // State first: a crash in between leaves no device.json, and init runs again from scratch.
-  writeState(dir, initialState(device.device_id), device);
+  writeState(dir, initialState(device.device_id), device, { replace: true });
   writeFileDurable(p.device, JSON.stringify(device, null, 1) + '\n', 0o600);
   process.stdout.write(JSON.stringify({ device_id: k.kid, public_jwk: k.publicJwk }) + '\n');
 }
@@ -205,8 +205,7 @@ async function serveCommand(argv: string[]): Promise<void> {
     egressAllowPrivate: allowPrivate,
     toolSources,
   });
-  state = offline.state;
-  writeState(dir, state, device);
+  state = writeState(dir, offline.state, device);
   // DPoP proofs seen before a restart stay refused after it, for as long as they could pass the freshness check.
   const replay = await DurableReplayCache.open(dir, clock.now());
   // After a crash, proofs issued before the last horizon are refused: start once the clock has passed it.
@@ -275,7 +274,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   // Persist the clock high-water mark now and then, and on the way out.
   const persist = () => {
     try {
-      writeState(dir, rt.state, device);
+      rt.state = writeState(dir, rt.state, device);
     } catch (e) {
       log.error('state write failed', { error: e });
     }
@@ -340,8 +339,7 @@ async function verifyKeyCommand(argv: string[]): Promise<void> {
     if (values.bundle) {
       const loaded = await loadKeyBundle(values.bundle, trust, state, now, maxBytes);
       keys = loaded.keys;
-      state = loaded.state;
-      writeState(dir, state, device);
+      state = writeState(dir, loaded.state, device);
     }
     const auth = authenticateOffline(keys, secret, { now, ip: values.ip ?? null, region: values.region ?? 'local' });
     if (values.permission) authorizeOffline(auth, values.permission);

@@ -26,12 +26,12 @@ import { runGraph } from '../core/engine/run.ts';
 import type { EnginePorts, Graph, ModelPort } from '../core/engine/types.ts';
 import { memoryJournal } from '../core/journal/memory.ts';
 import type { JournalKind } from '../core/journal/record.ts';
-import type { DeviceState } from '../bundles/accept.ts';
+import { joinStates, type DeviceState } from '../bundles/accept.ts';
 import type { CrewBundle } from '../bundles/crew-bundle.ts';
 import type { OpenedEnvelope } from '../bundles/envelope.ts';
 import { signerFromJwk, type Signer } from '../bundles/codec.ts';
 import type { EdgeClock } from './clock.ts';
-import { EdgeSetupError, takeLegacySpending, writeState, type DeviceFile, type TrustFile } from './files.ts';
+import { EdgeSetupError, takeLegacySpending, updateState, type DeviceFile, type TrustFile } from './files.ts';
 import { edgeLog, type EdgeEnv, type EdgeRuntime } from './gateway.ts';
 import { loadCrewBundle } from './load.ts';
 import { loadLocalSignedModel, type LocalModel } from '../runtime/local-model.ts';
@@ -176,9 +176,13 @@ export function mountOffline(
   const budget = deviceBudget(crew?.budgets ?? {}, {
     of: (agent) => rt.state.spent?.[agent] ?? 0,
     add(agent, tokens) {
-      const spent = rt.state.spent ?? {};
-      rt.state = { ...rt.state, spent: { ...spent, [agent]: (spent[agent] ?? 0) + tokens } };
-      writeState(setup.dir, rt.state, setup.device);
+      // Added to the file's figure under the state lock, not to this process's copy (edge/files.ts updateState).
+      const next = updateState(setup.dir, setup.device, (current) => {
+        const s = current === null ? rt.state : joinStates(current, rt.state);
+        const spent = s.spent ?? {};
+        return { ...s, spent: { ...spent, [agent]: (spent[agent] ?? 0) + tokens } };
+      });
+      rt.state = joinStates(rt.state, next);
     },
   });
   const signer = signerFromJwk(setup.device.device_id, setup.device.private_jwk);

@@ -42,7 +42,7 @@ export async function stateCommand(argv: string[]): Promise<void> {
   if (!stateSealed) {
     const state = parseDeviceState(raw);
     if (state.device_id !== device.device_id) throw new Refusal(`${p} is the state of device ${state.device_id}, not of this device`);
-    writeState(dir, state, device);
+    writeState(dir, state, device, { replace: true });
     const seen = Object.entries(state.seen).map(([k, v]) => `${k} v${v.version}`);
     process.stdout.write(
       `sealed the state of ${device.device_id}: ${seen.length ? seen.join(', ') : 'no bundle seen'}; clock high-water ${

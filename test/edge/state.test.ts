@@ -4,14 +4,17 @@
 // a state written by an older release is adopted explicitly (`edge state adopt`).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { emptyDeviceState } from '../../bundles/accept.ts';
 import { generateEd25519, signerFromJwk } from '../../bundles/codec.ts';
 import { buildKeyBundle } from '../../bundles/key-bundle.ts';
-import { readDevice, readState, sealState } from '../../edge/files.ts';
+import { readDevice, readState, sealState, updateState, writeState } from '../../edge/files.ts';
+import { testDevice } from './_edge-fixtures.ts';
+import { stopEdge } from './_edge-process.ts';
+import { edgeListening } from './_listening.ts';
 
 const EDGE = 'dist/edge.mjs';
 const skip = existsSync(EDGE) ? false : 'dist/edge.mjs missing: run node scripts/build.mjs';
@@ -129,5 +132,119 @@ test("a state written by an older release is adopted explicitly, as it is; anoth
     }
   } finally {
     rmSync(d.dir, { recursive: true, force: true });
+  }
+});
+
+test('a bundle verify-key accepts while edge serve runs stays seen when serve writes its own copy of the state', { skip }, async () => {
+  const d = await device();
+  const serve = spawn(process.execPath, [EDGE, 'serve', '--data', d.dir, '--bundle', d.v1, '--port', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  try {
+    await edgeListening(serve, 60_000);
+    // Another command accepts v2 meanwhile; serve's copy of the state has seen v1 only.
+    assert.equal(verify(d.dir, d.v2).out?.reason, 'unknown_key', 'v2 is accepted');
+  } finally {
+    // Its stop writes its state: joined with the file's, not over it.
+    await stopEdge(serve, 'SIGTERM');
+  }
+  try {
+    assert.deepEqual(
+      Object.values(readState(d.dir, readDevice(d.dir)).seen).map((s) => s.version),
+      [2],
+    );
+    assert.equal(verify(d.dir, d.v1).out?.reason, 'version_rollback', 'v1 stays refused after serve wrote');
+  } finally {
+    rmSync(d.dir, { recursive: true, force: true });
+  }
+});
+
+/** A data directory with a device key and its initial state, for the state lock's tests (no program needed). */
+async function stateDir() {
+  const dir = mkdtempSync(join(tmpdir(), 'edge-lock-'));
+  const dev = await testDevice();
+  writeFileSync(join(dir, 'device.json'), JSON.stringify(dev));
+  writeState(dir, emptyDeviceState(dev.device_id), dev, { replace: true });
+  return { dir, dev };
+}
+
+const addOne = (agent: string) => (s: ReturnType<typeof emptyDeviceState> | null) => ({
+  ...s!,
+  spent: { ...s!.spent, [agent]: (s!.spent?.[agent] ?? 0) + 1 },
+});
+
+test("two processes adding to an agent's spending at once lose none of it (the state lock)", async () => {
+  const { dir, dev } = await stateDir();
+  try {
+    const adder = () =>
+      new Promise<number | null>((res) =>
+        spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, '_state-adder.ts'), dir, 'agt_a', '40'], {
+          stdio: 'inherit',
+        }).once('exit', res),
+      );
+    assert.deepEqual(await Promise.all([adder(), adder()]), [0, 0]);
+    assert.equal(readState(dir, dev).spent?.['agt_a'], 80);
+    assert.equal(existsSync(join(dir, 'state.lock')), false, 'the lock is gone once the writers are');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a lock held by a live process makes a write wait and then fail; one left by a dead process is taken over', async () => {
+  const { dir, dev } = await stateDir();
+  const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { stdio: 'ignore' });
+  try {
+    writeFileSync(join(dir, 'state.lock'), String(holder.pid));
+    assert.throws(() => updateState(dir, dev, addOne('agt_a'), { lockWaitMs: 100 }), /held by another process .*pid \d+/);
+    assert.equal(readState(dir, dev).spent, undefined, 'nothing was written');
+    await stopEdge(holder, 'SIGKILL');
+    updateState(dir, dev, addOne('agt_a'));
+    assert.equal(readState(dir, dev).spent?.['agt_a'], 1, "the dead holder's lock was taken over");
+    assert.equal(existsSync(join(dir, 'state.lock')), false);
+    // A lock left empty (its holder killed as it created it) counts as held until it is two seconds old.
+    writeFileSync(join(dir, 'state.lock'), '');
+    assert.throws(() => updateState(dir, dev, addOne('agt_a'), { lockWaitMs: 100 }), /held by another process/);
+    const past = new Date(Date.now() - 3000);
+    utimesSync(join(dir, 'state.lock'), past, past);
+    updateState(dir, dev, addOne('agt_a'));
+    assert.equal(readState(dir, dev).spent?.['agt_a'], 2);
+  } finally {
+    holder.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a writer holding an older copy of the state joins it with the file instead of lowering it', async () => {
+  const { dir, dev } = await stateDir();
+  try {
+    const old = readState(dir, dev);
+    updateState(dir, dev, (s) => ({
+      ...s!,
+      clock_high_water: 500,
+      spent: { agt_a: 7 },
+      seen: { 'crew:cell-a': { version: 3, hash: 'h3', issued_at: 1, accepted_at: 2 } },
+    }));
+    const written = writeState(
+      dir,
+      {
+        ...old,
+        clock_high_water: 100,
+        spent: { agt_a: 2, agt_b: 1 },
+        seen: {
+          'crew:cell-a': { version: 2, hash: 'h2', issued_at: 1, accepted_at: 1 },
+          'api-key-records:cell-a': { version: 1, hash: 'k1', issued_at: 1, accepted_at: 1 },
+        },
+      },
+      dev,
+    );
+    assert.deepEqual(readState(dir, dev), written);
+    assert.equal(written.clock_high_water, 500);
+    assert.deepEqual(written.spent, { agt_a: 7, agt_b: 1 });
+    assert.deepEqual(Object.fromEntries(Object.entries(written.seen).map(([k, v]) => [k, v.version])), {
+      'crew:cell-a': 3,
+      'api-key-records:cell-a': 1,
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
