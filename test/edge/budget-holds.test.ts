@@ -289,4 +289,9 @@ test('release: refused while a bundle of the device lives, then the ledger has i
   t.clock.advance(1000);
   assert.equal((await release()).status, 200);
   assert.deepEqual([(await ledger(c.agentId)).held, (await ledger(c.agentId)).available], [0, 993]);
+  // A deleted device's holds are released all the same; an unknown device is 404.
+  await ok(api, 'DELETE', `${A}/edge/devices/${d.id}`);
+  assert.equal((await release()).status, 200);
+  const unknown = await t.request('POST', `${A}/edge/devices/${'A'.repeat(43)}/budget-release`, { token: t.adminKey });
+  assert.equal(unknown.status, 404, unknown.text);
 });
