@@ -135,7 +135,8 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
     const replay = await replaysToCompletion(graph!, p.records, (h) => (values.has(h) ? values.get(h) : undefined));
     if (!replay.ok) await refuse('outcome_mismatch', `the journal says completed, but ${replay.problem}`, 'forbidden', { run_id: runId });
   }
-  // Whose ledger each seat's spending is charged to: the graph a bundle carried (the records name the agent too).
+  // Whose ledger each seat's spending is charged to: the seat's agent in the graph a bundle carried (not the agent a
+  // record names: the device's word could name any agent of the cell). An unknown graph charges nobody.
   const seats = (await graphOf(ctx, p.run.graph_hash))?.seats ?? {};
   const usageOf = (records: readonly JournalRecord[]) =>
     modelUsageByAgent(
@@ -168,14 +169,14 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
       extended = true;
     }
     if (!existing) await repo.insertJournal(tx, row);
-    // The device's run joins the run log, as a run of the group does when it ends (once: an extended prefix
-    // was not a finished run, so it is logged now).
     // The device's spending, charged once: all of a new journal's; of a longer one, the records the stored one had
     // not charged (all of them when it was stored before imports charged). The same export again charges nothing.
     const charged =
       !existing || extended
         ? await ctx.teams.chargeDevice(tx, device.device_id, usageOf(p.records.slice(existing?.charged_records ?? 0)))
         : {};
+    // The device's run joins the run log, as a run of the group does when it ends (once: an extended prefix
+    // was not a finished run, so it is logged now).
     if (!existing || extended) {
       await ctx.runLog.queueTx(
         tx,

@@ -7,8 +7,10 @@
  * journal to the ledgers with this sum (cell/edge/journal-import.ts).
  *
  * A fork's records copied from its parent (`data.reused`) were spent by the parent's run, so they count
- * nothing here. The records' agent is the one the record names (`data.agent_id`), else the seat's agent;
- * an attempt record names no seat, so its seat is its input's (`inputOf`, the journal's values).
+ * nothing here. A record's agent is its seat's (`agentOfSeat`, from the graph the run ran), never the
+ * agent the record names (`data.agent_id`: a device's word could name any agent of the cell); a record
+ * whose seat the graph does not know is nobody's. An attempt record names no seat, so its seat is its
+ * input's (`inputOf`, the journal's values).
  */
 import type { JournalRecord } from './record.ts';
 
@@ -30,7 +32,7 @@ export function modelUsageByAgent(
     if (d === undefined || d['reused'] !== undefined) continue;
     if (r.kind === 'step' && r.step_id.includes('/model/')) {
       const seat = strOrNull(d['seat']);
-      add(strOrNull(d['agent_id']) ?? (seat !== null ? agentOfSeat(seat) : null), num(d['usage']) + num(d['failed_usage']));
+      add(seat !== null ? agentOfSeat(seat) : null, num(d['usage']) + num(d['failed_usage']));
     } else if (r.kind === 'attempt' && d['call'] === 'model' && num(d['usage']) > 0) {
       const input = inputOf(r.input_hash);
       const seat = typeof input === 'object' && input !== null ? strOrNull((input as Record<string, unknown>)['seat']) : null;

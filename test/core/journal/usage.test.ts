@@ -23,15 +23,16 @@ const rec = (kind: string, step_id: string, data?: Record<string, unknown>, inpu
 const seats: Record<string, string> = { s1: 'agt_a', s2: 'agt_b' };
 const agentOf = (seat: string) => seats[seat] ?? null;
 
-test('an answer counts its usage and failed_usage, under the agent it names or its seat', () => {
+test("an answer counts its usage and failed_usage under its seat's agent, never the agent the record names", () => {
   const records = [
     rec('run_started', 'run'),
     rec('step', 'agent:s1/model/0', { seat: 's1', agent_id: 'agt_a', usage: 7, failed_usage: 3 }),
+    rec('step', 'agent:s1/model/1', { seat: 's1', agent_id: 'agt_victim', usage: 2 }),
     rec('step', 'agent:s1', { seat: 's1' }),
     rec('step', 'agent:s2/model/0', { seat: 's2', usage: 5 }),
-    rec('step', 'agent:s2/model/1', { seat: 'nobody', usage: 9 }),
+    rec('step', 'agent:s2/model/1', { seat: 'nobody', agent_id: 'agt_b', usage: 9 }),
   ];
-  assert.deepEqual(modelUsageByAgent(records, agentOf), { agt_a: 10, agt_b: 5 });
+  assert.deepEqual(modelUsageByAgent(records, agentOf), { agt_a: 12, agt_b: 5 });
 });
 
 test("a failed attempt's usage counts under its input's seat; an ok attempt or a tool attempt counts nothing", () => {
