@@ -10,7 +10,7 @@ import { notFound } from '../../core/errors.ts';
 import { isoTime } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
-import { IsoTime, errorResponses, json, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, listSchema, pageOf, pageQuery, secured, slicePage } from '../http/openapi.ts';
 import type { LedgerHold } from '../teams/api.ts';
 import type { EdgeContext } from './context.ts';
 import { deviceFacts } from './devices.ts';
@@ -57,13 +57,19 @@ export function holdRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       summary: "What a device holds of the agents' budget ledgers",
       description: 'One row per agent a crew bundle handed the device budget of, by agent id.',
       ...secured(PERMISSIONS.edgeRead),
-      request: { params: DeviceParam },
-      responses: { 200: json(Holds, "The device's holds"), ...errorResponses(400, 401, 403, 404) },
+      request: { params: DeviceParam, query: pageQuery(100, 1000) },
+      responses: {
+        200: json(listSchema('holds', Hold, 'EdgeBudgetHoldList'), "The device's holds, by agent id"),
+        ...errorResponses(400, 401, 403, 404),
+      },
     }),
     async (c) => {
       const deviceId = c.req.valid('param').device_id;
+      const q = c.req.valid('query');
       if (!(await devices.get(deviceId))) throw notFound('device');
-      return c.json({ device_id: deviceId, holds: (await teams.deviceHolds(deviceId)).map(holdView) }, 200);
+      // A device holds one row per agent it was handed budget of: read whole, served a page at a time.
+      const { items, total } = slicePage((await teams.deviceHolds(deviceId)).map(holdView), q);
+      return c.json({ holds: items, ...pageOf(q, total) }, 200);
     },
   );
 

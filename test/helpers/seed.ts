@@ -81,6 +81,12 @@ export async function seededCell(): Promise<Seeded> {
         });
         if (res.status !== 201) throw new Error(`seed: edge journal import ${res.status} ${res.text}`);
       }
+      if (n !== 'dev-1') continue;
+      // The crew again, its two agents now with ledgers: the device holds budget of both (its budget holds).
+      ids['device_id'] = dev.device_id;
+      for (const a of d.crew.agents as { agent_id: string }[])
+        await ok(api, 'POST', `${A}/agent-teams/agents/${a.agent_id}/budget-ledger`, { budget_limit: 1000 });
+      await ok(api, 'POST', `${A}/edge/crew-bundles`, { device_id: dev.device_id, crew_id: d.crewId, budgets: {} });
     }
     // A second member of the group: a cell that ran on this store once and stopped.
     const at = Date.UTC(2026, 0, 1);
