@@ -1,5 +1,5 @@
 // Fixtures for edge tests: a simulated issuing cell (key pair), a device data dir, bundles, the tiny model.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateEd25519, signerFromJwk } from '../../bundles/codec.ts';
@@ -10,7 +10,7 @@ import { compileFormation } from '../../core/compiler/compile.ts';
 import type { BilletInput, StageSpec } from '../../core/compiler/types.ts';
 import type { KeyRecord } from '../../core/apikey/verify.ts';
 import { signedTinyModel } from '../fixtures/tiny-model.ts';
-import { initialState, writeFileDurable, writeState, type DeviceFile, type TrustFile } from '../../edge/files.ts';
+import { initialState, readState, writeFileDurable, writeState, type DeviceFile, type TrustFile } from '../../edge/files.ts';
 import { emptyDeviceState } from '../../bundles/accept.ts';
 import type { EdgeRuntime } from '../../edge/gateway.ts';
 import { loadKeyBundle } from '../../edge/load.ts';
@@ -193,14 +193,19 @@ export async function edgeWorld(
 
 /**
  * What `edge serve` prepares over a world's bundles, at T0 + 1 s: the key bundle loaded, the crew and
- * model accepted, and the runtime of the gateway (mount the offline routes with `setup`).
+ * model accepted, and the runtime of the gateway (mount the offline routes with `setup`). The clock stands
+ * still there, or at the time the world's state last saw when a real `edge serve` of the same world ran
+ * past T0 + 1 s before (its writes of the state join the file's, clock high-water mark included: a
+ * device's clock never reads earlier than that).
  */
 export async function offlineRuntime(
   w: Awaited<ReturnType<typeof edgeWorld>>,
   rate: EdgeRuntime['rate'],
   toolSources: StdioSourceConfig[] = [],
 ) {
-  const clock = { now: () => T0 + 1000 };
+  const seen = existsSync(join(w.dir, 'state.json')) ? readState(w.dir, w.device).clock_high_water : 0;
+  const at = Math.max(T0 + 1000, seen);
+  const clock = { now: () => at };
   const k = await loadKeyBundle(w.keysPath, w.trust, emptyDeviceState(w.device.device_id), clock.now());
   const setup = await prepareOffline({
     dir: w.dir,
