@@ -227,6 +227,21 @@ export function queryTime(description: string) {
     .openapi({ description, format: 'date-time', example: '2026-01-01T00:00:00Z' });
 }
 
+/**
+ * A `{name}` path parameter holding an id of 1 to 200 characters (looked up as given: one the cell does
+ * not know is simply not found), with an example id for the document.
+ *
+ * @example
+ * const IdParam = z.object({ schedule_id: idPath('schedule_id', 'sch_0123456789abcdef0123') });
+ */
+export function idPath(name: string, example: string) {
+  return z
+    .string()
+    .min(1)
+    .max(200)
+    .openapi({ param: { name, in: 'path' }, example });
+}
+
 /** The paging fields of every list answer, beside its own array. */
 export const pageFields = {
   limit: z.number().int().openapi({ description: 'The limit this page was read with' }),
