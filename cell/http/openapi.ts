@@ -264,6 +264,23 @@ export function slicePage<T>(all: readonly T[], q: Page): { items: T[]; total: n
   return { items: all.slice(q.offset, q.offset + q.limit), total: all.length };
 }
 
+/**
+ * The views of one page of rows that each carry a list of their own (a secret's providers, a source's
+ * pins): what the rows carry is read in one batch for the page (never one read a row), keyed by `key`.
+ *
+ * @example
+ * const secrets = await viewsWithMany(page, (s) => s.secret_id, (ids) => providersBySecret(store, ids), secretView);
+ */
+export async function viewsWithMany<R, M, V>(
+  rows: readonly R[],
+  key: (r: R) => string,
+  many: (keys: string[]) => Promise<Map<string, M[]>>,
+  view: (r: R, many: M[]) => V,
+): Promise<V[]> {
+  const byKey = await many(rows.map(key));
+  return rows.map((r) => view(r, byKey.get(key(r)) ?? []));
+}
+
 // ---- times: every timestamp in an answer is ISO 8601 UTC (core/iso-time.ts converts, in the views).
 
 /** A timestamp in an answer: `isoTime(ms)` from core/iso-time.ts. `.nullable()` for one that may not have happened. */
