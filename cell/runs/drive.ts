@@ -336,49 +336,38 @@ export async function driveRun(
   opts: DriveOptions,
 ): Promise<DriveResult> {
   try {
-    return await driveLoop(ctx, runId, graph, ports, input, opts);
+    let outages = 0;
+    for (;;) {
+      const handle = registerDriver(ctx, runId);
+      let r: DriveResult;
+      let decisions: number;
+      try {
+        // A decision recorded on another cell while this one drives cannot wake this drive
+        // (requestWake is per process): a count that grew meanwhile makes it look again.
+        decisions = await decisionCount(ctx.core.store, runId);
+        r = await driveOnce(ctx, handle, runId, graph, ports, input, opts);
+      } catch (err) {
+        handle.release();
+        // The store went away under the drive (a database restart, a network cut): the run is left as
+        // its journal says, under this cell's lease, and driven again from the journal once the store
+        // answers; no finished step runs again. A peer may take it over meanwhile: then the claim fails.
+        if (!isStoreOutage(err) || ctx.stopping) throw err;
+        const wait = OUTAGE_RETRY_MS[Math.min(outages++, OUTAGE_RETRY_MS.length - 1)]!;
+        ctx.core.log.warn('store unreachable during a run; driving it again from its journal', { run_id: runId, retry_ms: wait });
+        await new Promise((res) => setTimeout(res, wait));
+        if (ctx.stopping) throw err;
+        continue;
+      }
+      const wake = handle.release();
+      if (r.state !== 'waiting') return r;
+      if (!wake && (await decisionCount(ctx.core.store, runId)) === decisions) return r;
+    }
   } finally {
     // The lease is kept from one drive to the next of this loop (an outage's re-drive is no takeover).
     dropLease(ctx, runId);
     await flushStaged(ctx, runId).catch((e: unknown) =>
       ctx.core.log.warn('writes staged for a run were not kept', { run_id: runId, error: e }),
     );
-  }
-}
-
-async function driveLoop(
-  ctx: RunsContext,
-  runId: string,
-  graph: Graph,
-  ports: DrivePorts,
-  input: unknown,
-  opts: DriveOptions,
-): Promise<DriveResult> {
-  let outages = 0;
-  for (;;) {
-    const handle = registerDriver(ctx, runId);
-    let r: DriveResult;
-    let decisions: number;
-    try {
-      // A decision recorded on another cell while this one drives cannot wake this drive
-      // (requestWake is per process): a count that grew meanwhile makes it look again.
-      decisions = await decisionCount(ctx.core.store, runId);
-      r = await driveOnce(ctx, handle, runId, graph, ports, input, opts);
-    } catch (err) {
-      handle.release();
-      // The store went away under the drive (a database restart, a network cut): the run is left as
-      // its journal says, under this cell's lease, and driven again from the journal once the store
-      // answers; no finished step runs again. A peer may take it over meanwhile: then the claim fails.
-      if (!isStoreOutage(err) || ctx.stopping) throw err;
-      const wait = OUTAGE_RETRY_MS[Math.min(outages++, OUTAGE_RETRY_MS.length - 1)]!;
-      ctx.core.log.warn('store unreachable during a run; driving it again from its journal', { run_id: runId, retry_ms: wait });
-      await new Promise((res) => setTimeout(res, wait));
-      if (ctx.stopping) throw err;
-      continue;
-    }
-    const wake = handle.release();
-    if (r.state !== 'waiting') return r;
-    if (!wake && (await decisionCount(ctx.core.store, runId)) === decisions) return r;
   }
 }
 
