@@ -41,7 +41,7 @@ export interface CrewContent {
   contracts: { id: string; rules: { name: string; expr: string }[] }[];
   /** Tool grants by agent id. */
   tool_grants: Record<string, string[]>;
-  /** Budget ceilings by agent id (tokens). */
+  /** Budget ceilings by agent id (tokens): what the device may spend in all, across bundles, held for it on the cell's ledger. */
   budgets: Record<string, number>;
   /**
    * The crew's workspace: whose storage the kv tools use on the device (edge/tools.ts), as at the cell.

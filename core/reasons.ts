@@ -91,6 +91,11 @@ export const REASONS = {
   builtin_client_name: { codes: C, sentence: 'The client name is reserved for a built-in OAuth client.' },
   builtin_role: { codes: C, sentence: 'A built-in role cannot be changed or deleted.' },
   bundle_expired: { codes: U, sentence: "The edge's key bundle has expired; carry a fresh one to the device." },
+  bundle_live: {
+    codes: C,
+    sentence:
+      'A crew bundle issued to the device has not expired: it may still spend the budget it holds, so the hold is not released until then.',
+  },
   calc_invalid: { codes: I, sentence: 'The calc tool was given an expression it cannot evaluate.' },
   call_interrupted: {
     codes: [],
@@ -356,6 +361,11 @@ export const REASONS = {
   secret_unreadable: { codes: S, runs: ['failed'], sentence: 'A stored secret cannot be opened with the sealing key.' },
   secrets_key_mismatch: { codes: S, sentence: 'The secrets sealing key is not the one the store was sealed with.' },
   self: { codes: C, sentence: 'The caller cannot do this to itself.' },
+  share_agent_unbudgeted: { codes: I, sentence: 'A budget share names an agent that is not in the crew or has no budget ledger.' },
+  share_exceeds_budget: {
+    codes: C,
+    sentence: "The budget share asked for a device is more than the agent's ledger has left; nothing was held.",
+  },
   shared_change_exceeds_caller: { codes: F, sentence: "The change reaches seats or agents with authority beyond the caller's." },
   source_config_managed: {
     codes: C,

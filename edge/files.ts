@@ -14,7 +14,7 @@
  * Every other write is temp file, fsync, rename, so a crash leaves the old or the new file.
  */
 import { createPrivateKey, createPublicKey, sign, verify } from 'node:crypto';
-import { closeSync, existsSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { emptyDeviceState, isSpending, joinStates, parseDeviceState, type DeviceState } from '../bundles/accept.ts';
 import { canonicalJson } from '../core/canonical.ts';
@@ -224,6 +224,8 @@ export const STATE_LOCK_WAIT_MS = 10_000;
  */
 function withStateLock<T>(dir: string, fn: () => T, waitMs = STATE_LOCK_WAIT_MS): T {
   const lock = join(dir, 'state.lock');
+  // `edge init` may name a directory that does not exist yet (the state is its first file).
+  mkdirSync(dir, { recursive: true });
   const deadline = Date.now() + waitMs;
   for (;;) {
     try {

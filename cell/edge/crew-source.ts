@@ -2,9 +2,8 @@
  * A crew as the edge carries it, from the teams module's export
  * (`teams.exportCrew`): compiled graph and hash, agents,
  * blueprints, skills, contracts, each agent's tool grants (its seat's
- * effective allowed_tools) and each agent's remaining budget (ledger limit
- * minus spent and reserved at issue time; no ledger, no entry: the edge then
- * refuses the run with no_budget_ledger, as the cell does), and the catalog
+ * effective allowed_tools), no budgets yet (issueCrewBundle holds them on the
+ * ledgers in its transaction and fills them in: export.ts), and the catalog
  * entries and pins of the imported (MCP) tools the crew can call
  * (`mcpToolsForEdge`).
  */
@@ -29,11 +28,6 @@ export async function crewForEdge(
     if (seat.agent_id)
       toolGrants[seat.agent_id] = [...new Set([...(toolGrants[seat.agent_id] ?? []), ...seat.authority.allowed_tools])].sort();
   }
-  const budgets: Record<string, number> = {};
-  for (const a of x.agents) {
-    const l = x.ledgers[a.agent_id];
-    if (l) budgets[a.agent_id] = Math.max(0, l.budget_limit - l.spent - l.reserved);
-  }
   return {
     crew_id: x.crew.crew_id,
     name: x.crew.name,
@@ -46,7 +40,8 @@ export async function crewForEdge(
     skills: x.skills,
     contracts: x.contracts.map((k) => ({ id: k.contract_id, rules: k.rules.map((r) => ({ name: r.name, expr: r.expr })) })),
     tool_grants: toolGrants,
-    budgets,
+    // Filled in by issueCrewBundle from what it holds for the device (budgets a device holds: docs/edge.md).
+    budgets: {},
     // Whose storage the kv tools use on the device (edge/tools.ts), as a crew run at the cell does.
     workspace_id: x.crew.workspace_id,
     ...(mcpTools.length > 0 ? { mcp_tools: mcpTools } : {}),

@@ -19,6 +19,7 @@ import type { EdgeContext } from './context.ts';
 import { insertCrewGraph, insertKeyBundle, latestBundleVersion, nextBundleVersion } from './repository.ts';
 import { grants } from '../../core/authority/scopes.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
+import type { HeldGrant } from '../teams/api.ts';
 
 /** Default lifetime of a key bundle: a week, long enough to carry it, short enough to bound stale keys. */
 export const DEFAULT_KEY_BUNDLE_TTL_SECONDS = 7 * 24 * 3600;
@@ -34,6 +35,11 @@ export interface IssuedBundle {
   version: number;
   issued_at: number;
   expires_at: number | null;
+}
+
+/** A crew bundle as issued: the bundle, and what it held of each agent's ledger (teams `holdForDevice`). */
+export interface IssuedCrewBundle extends IssuedBundle {
+  held: Record<string, HeldGrant>;
 }
 
 function ttlMs(ttlSeconds: number | undefined, dflt: number, max = MAX_BUNDLE_TTL_SECONDS): number {
@@ -209,21 +215,34 @@ function bundleHolders(records: readonly KeyRecord[], subjects: Record<string, B
     .sort();
 }
 
+/**
+ * A crew bundle for `deviceId`. Its `budgets` are held on the ledgers for the device in the transaction that
+ * takes the bundle's version (teams `holdForDevice`: `shares[agent]`, by default all that is left), so a
+ * refused share or a failed issue holds nothing; each agent's entry is the device's cumulative ceiling
+ * (what it was handed in all, less what was released), since the device counts its spending across
+ * bundles (edge/runs.ts deviceBudget). Agents without a ledger get no entry.
+ */
 export async function issueCrewBundle(
   ctx: EdgeContext,
   deviceId: string,
   crew: CrewContent,
   model: ModelReference | null,
-  ttlSeconds?: number,
-): Promise<IssuedBundle> {
+  opts: { ttlSeconds?: number | undefined; shares?: Readonly<Record<string, number>> | undefined } = {},
+): Promise<IssuedCrewBundle> {
   await ctx.devices.requireActive(deviceId);
-  const ttl = ttlMs(ttlSeconds, DEFAULT_CREW_BUNDLE_TTL_SECONDS);
+  const ttl = ttlMs(opts.ttlSeconds, DEFAULT_CREW_BUNDLE_TTL_SECONDS);
   const now = ctx.core.clock.now();
   // The graph is kept by its hash: a journal carried back from a device is replayed on it (journal-import.ts).
-  const version = await ctx.core.store.write(async (tx) => {
+  const { version, held } = await ctx.core.store.write(async (tx) => {
     await insertCrewGraph(tx, crew.graph_hash, JSON.stringify(crew.graph), now);
-    return nextBundleVersion(tx, 'crew');
+    const agentIds = crew.agents.flatMap((a) => {
+      const id = (a as { agent_id?: unknown }).agent_id;
+      return typeof id === 'string' ? [id] : [];
+    });
+    const held = await ctx.teams.holdForDevice(tx, deviceId, agentIds, opts.shares, now + ttl);
+    return { version: await nextBundleVersion(tx, 'crew'), held };
   });
+  const budgets = Object.fromEntries(Object.entries(held).map(([a, h]) => [a, h.ceiling]));
   const text = await buildCrewBundle({
     issuer: ctx.core.config.groupId,
     signer: ctx.iam.signer(),
@@ -231,10 +250,10 @@ export async function issueCrewBundle(
     version,
     issuedAt: now,
     expiresAt: now + ttl,
-    crew,
+    crew: { ...crew, budgets },
     model,
   });
-  return { text, version, issued_at: now, expires_at: now + ttl };
+  return { text, version, issued_at: now, expires_at: now + ttl, held };
 }
 
 /**

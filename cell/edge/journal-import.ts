@@ -18,7 +18,9 @@
  *   7. the same export again is idempotent; a longer journal of the same run that extends the stored
  *      one (same chain, more records: an older edge exported a run still waiting) replaces it; any
  *      other journal for the run is 409 `journal_exists`. A run stored (or completed) here joins the
- *      group's run log (cell/receipts).
+ *      group's run log (cell/receipts), and its model spending is charged to the agents' ledgers (out of what
+ *      the device holds: teams `chargeDevice`): once, the records a longer journal adds only, a fork's own
+ *      records only (core/journal/usage.ts).
  * Every refusal is on the audit trail (`edge.journal.import`, outcome refused, its reason).
  */
 import { ServiceError, conflict, notFound } from '../../core/errors.ts';
@@ -30,6 +32,7 @@ import { recordHash } from '../../core/journal/hash.ts';
 import { forkPointOf, type ParentJournal } from '../../core/journal/lineage.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import { verifyJournal } from '../../core/journal/verify.ts';
+import { modelUsageByAgent } from '../../core/journal/usage.ts';
 import { splitEnvelope } from '../../bundles/envelope.ts';
 import { openJournalExport, outcomeProblem, type JournalExport } from '../../bundles/journal-export.ts';
 import type { AuthContext } from '../context.ts';
@@ -43,7 +46,7 @@ import { checkApprovals, checkResolutions } from './import-approvals.ts';
 const MAX_LINEAGE_DEPTH = 16;
 
 /** What the import answers with: the stored row but the export itself. */
-export type ImportedJournal = Omit<repo.JournalRow, 'hash' | 'export'>;
+export type ImportedJournal = Omit<repo.JournalRow, 'hash' | 'export' | 'charged_records'>;
 
 /** The records of a stored export. */
 function recordsOf(row: repo.JournalRow): JournalRecord[] {
@@ -132,6 +135,15 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
     const replay = await replaysToCompletion(graph!, p.records, (h) => (values.has(h) ? values.get(h) : undefined));
     if (!replay.ok) await refuse('outcome_mismatch', `the journal says completed, but ${replay.problem}`, 'forbidden', { run_id: runId });
   }
+  // Whose ledger each seat's spending is charged to: the seat's agent in the graph a bundle carried (not the agent a
+  // record names: the device's word could name any agent of the cell). An unknown graph charges nobody.
+  const seats = (await graphOf(ctx, p.run.graph_hash))?.seats ?? {};
+  const usageOf = (records: readonly JournalRecord[]) =>
+    modelUsageByAgent(
+      records,
+      (seat) => (Object.hasOwn(seats, seat) ? (seats[seat]?.agent_id ?? null) : null),
+      (h) => p.values[h],
+    );
   const now = core.clock.now();
   const row = {
     run_id: runId,
@@ -144,6 +156,7 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
     export: text,
     imported_at: now,
     imported_by: auth.principal.id,
+    charged_records: p.records.length,
   };
   await core.store.write(async (tx) => {
     const existing = await repo.journalByRun(tx, runId);
@@ -156,6 +169,12 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
       extended = true;
     }
     if (!existing) await repo.insertJournal(tx, row);
+    // The device's spending, charged once: all of a new journal's; of a longer one, the records the stored one had
+    // not charged (all of them when it was stored before imports charged). The same export again charges nothing.
+    const charged =
+      !existing || extended
+        ? await ctx.teams.chargeDevice(tx, device.device_id, usageOf(p.records.slice(existing?.charged_records ?? 0)))
+        : {};
     // The device's run joins the run log, as a run of the group does when it ends (once: an extended prefix
     // was not a finished run, so it is logged now).
     if (!existing || extended) {
@@ -171,10 +190,14 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
       action: 'edge.journal.import',
       target: device.device_id,
       outcome: 'ok',
-      details: { run_id: runId, ...(extended ? { extends: existing!.record_count } : {}) },
+      details: {
+        run_id: runId,
+        ...(extended ? { extends: existing!.record_count } : {}),
+        ...(Object.keys(charged).length > 0 ? { charged } : {}),
+      },
     });
   });
-  const { hash: _hash, export: _export, imported_by: _by, ...view } = row;
+  const { hash: _hash, export: _export, imported_by: _by, charged_records: _charged, ...view } = row;
   return view;
 }
 

@@ -105,11 +105,13 @@ export interface JournalRow {
   hash: string;
   export: string;
   imported_at: number;
+  /** How many of its records were charged to the ledgers (null: stored before imports charged, none was). */
+  charged_records: number | null;
 }
 
 export async function journalByRun(db: Reader, runId: string): Promise<JournalRow | undefined> {
   const r = await db.get(
-    'SELECT run_id, device_id, crew_id, graph_hash, outcome, record_count, hash, export, imported_at FROM edge_journals WHERE run_id = ?',
+    'SELECT run_id, device_id, crew_id, graph_hash, outcome, record_count, hash, export, imported_at, charged_records FROM edge_journals WHERE run_id = ?',
     [runId],
   );
   return r
@@ -123,12 +125,13 @@ export async function journalByRun(db: Reader, runId: string): Promise<JournalRo
         hash: str(r, 'hash'),
         export: str(r, 'export'),
         imported_at: num(r, 'imported_at'),
+        charged_records: numOrNull(r, 'charged_records'),
       }
     : undefined;
 }
 
 /** A stored journal's summary, without its export. */
-export type JournalSummaryRow = Omit<JournalRow, 'hash' | 'export'>;
+export type JournalSummaryRow = Omit<JournalRow, 'hash' | 'export' | 'charged_records'>;
 
 /** The journals runs carried back (a device's, or every device's for null), newest import first. */
 export async function journalsOfDevice(db: Reader, deviceId: string | null, limit: number, offset: number): Promise<JournalSummaryRow[]> {
@@ -160,8 +163,8 @@ export async function countJournalsOfDevice(db: Reader, deviceId: string | null)
 /** Replaces a stored journal with a longer one of the same run that extends it (only while it is still `prevHash`). */
 export async function replaceJournal(tx: Tx, prevHash: string, j: JournalRow & { imported_by: string }): Promise<void> {
   await tx.run(
-    'UPDATE edge_journals SET outcome = ?, record_count = ?, hash = ?, export = ?, imported_at = ?, imported_by = ? WHERE run_id = ? AND hash = ?',
-    [j.outcome, j.record_count, j.hash, j.export, j.imported_at, j.imported_by, j.run_id, prevHash],
+    'UPDATE edge_journals SET outcome = ?, record_count = ?, hash = ?, export = ?, imported_at = ?, imported_by = ?, charged_records = ? WHERE run_id = ? AND hash = ?',
+    [j.outcome, j.record_count, j.hash, j.export, j.imported_at, j.imported_by, j.charged_records, j.run_id, prevHash],
   );
 }
 
@@ -220,7 +223,19 @@ export async function keyBundleApprovers(db: Reader, deviceId: string, version: 
 
 export async function insertJournal(tx: Tx, j: JournalRow & { imported_by: string }): Promise<void> {
   await tx.run(
-    'INSERT INTO edge_journals (run_id, device_id, crew_id, graph_hash, outcome, record_count, hash, export, imported_at, imported_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
-    [j.run_id, j.device_id, j.crew_id, j.graph_hash, j.outcome, j.record_count, j.hash, j.export, j.imported_at, j.imported_by],
+    'INSERT INTO edge_journals (run_id, device_id, crew_id, graph_hash, outcome, record_count, hash, export, imported_at, imported_by, charged_records) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    [
+      j.run_id,
+      j.device_id,
+      j.crew_id,
+      j.graph_hash,
+      j.outcome,
+      j.record_count,
+      j.hash,
+      j.export,
+      j.imported_at,
+      j.imported_by,
+      j.charged_records,
+    ],
   );
 }

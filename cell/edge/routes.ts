@@ -16,6 +16,7 @@ import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery,
 import type { EdgeContext } from './context.ts';
 import { deviceFacts } from './devices.ts';
 import { DeviceId, deviceRoutes } from './routes-devices.ts';
+import { holdRoutes } from './routes-holds.ts';
 import { importJournal } from './journal-import.ts';
 import * as repo from './repository.ts';
 import { mayReadRunWhole, runIdPath } from '../runs/api.ts';
@@ -53,6 +54,14 @@ const CrewBundleRequest = z
       description: 'The signed model manifest file (text) the crew runs on at the edge; referenced by model hash and publisher key',
     }),
     ttl_seconds: Ttl.optional().openapi({ description: 'Lifetime; default 30 days' }),
+    budgets: z
+      .record(z.string().min(1).max(64), z.number().int().min(0).max(1e15))
+      .optional()
+      .openapi({
+        description:
+          "Tokens of each agent's budget ledger to hand the device now (held on the ledger for it); an agent not named gets all its ledger has left. " +
+          'An agent not in the crew or without a ledger: 400 `share_agent_unbudgeted`; more than its ledger has left: 409 `share_exceeds_budget` (nothing held)',
+      }),
   })
   .strict()
   .openapi('IssueCrewBundle');
@@ -128,6 +137,7 @@ function modelReference(manifest: string | undefined): ModelReference | null {
 export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
   const { core, iam, devices } = ctx;
   deviceRoutes(app, ctx);
+  holdRoutes(app, ctx);
 
   app.openapi(
     createRoute({
@@ -170,7 +180,10 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       'x-status': 'Live',
       summary: 'Issue a signed crew bundle for a device',
       description:
-        "The crew's compiled graph and hash, agents, blueprints, skills, contracts, tool grants and remaining budgets, the catalog entries and pins of its MCP tools (`mcp_tools`), plus the model manifest reference, signed with the cell identity key for one device. " +
+        "The crew's compiled graph and hash, agents, blueprints, skills, contracts, tool grants and budgets, the catalog entries and pins of its MCP tools (`mcp_tools`), plus the model manifest reference, signed with the cell identity key for one device. " +
+        "Issuing holds each agent's share on its budget ledger for the device (`budgets`, by default all the ledger has left), so the cell cannot spend it too: the ledger's `held`. " +
+        "The bundle's `budgets[agent]` is the device's cumulative ceiling (all it was handed, less what was released: `POST /admin/edge/devices/{device_id}/budget-release`); the device's journals are charged to the ledger on import. " +
+        'A share larger than what a ledger has left is 409 `share_exceeds_budget` (`details.agent_id`, `requested`, `left`), and nothing is held. ' +
         'A crew whose MCP tools are not all pinned in its graph gets none (409 `crew_tools_unpinned`, `details.tools` naming each tool and seat). ' +
         'Exporting a crew needs the right to run it, as starting a run does: `agent_teams.write` too (403 with `required_permission`), and every seat within the caller (403 `wider_than_caller`). ' +
         'The device must be active (409 `device_disabled`, `device_deleted`), and the caller its registrant or one that manages the registrant (403 `wider_than_caller`).',
@@ -190,14 +203,17 @@ export function edgeRoutes(app: OpenAPIHono<AppEnv>, ctx: EdgeContext): void {
       const crew = await crewForEdge(ctx, body.crew_id, (graph) =>
         ctx.teams.assertSeatsWithinCaller(auth, graph, { action: 'edge.crew_bundle.issue', target: body.crew_id }),
       );
-      const b = await issueCrewBundle(ctx, body.device_id, crew, modelReference(body.model_manifest), body.ttl_seconds);
+      const b = await issueCrewBundle(ctx, body.device_id, crew, modelReference(body.model_manifest), {
+        ttlSeconds: body.ttl_seconds,
+        shares: body.budgets,
+      });
       await iam.auditNow({
         at: b.issued_at,
         actor: auth.principal.id,
         action: 'edge.crew_bundle.issue',
         target: body.device_id,
         outcome: 'ok',
-        details: { version: b.version, crew_id: body.crew_id },
+        details: { version: b.version, crew_id: body.crew_id, held: b.held },
       });
       return bundleResponse(b.text, b.version) as never;
     },

@@ -76,4 +76,10 @@ export const EDGE_MIGRATIONS: readonly Migration[] = [
     id: 'edge-008-journals-by-device',
     sql: 'CREATE INDEX edge_journals_by_device ON edge_journals (device_id, imported_at DESC, run_id)',
   },
+  {
+    // How many of a stored journal's records were charged to the agents' ledgers (journal-import.ts): a longer
+    // journal that extends it is charged the rest. Null for journals stored before imports charged: none was.
+    id: 'edge-009-journals-charged',
+    sql: 'ALTER TABLE edge_journals ADD COLUMN charged_records INTEGER',
+  },
 ];

@@ -14,6 +14,8 @@ import { PERMISSIONS } from '../../core/permissions.ts';
 import { deciderOf, type DrivePorts, type Run } from '../runs/api.ts';
 import { getLedger } from './resources/agents.ts';
 import type { Ledger } from './resources/types.ts';
+import { chargeDevice, deviceHolds, holdForDevice, releaseDevice, type HeldGrant, type LedgerHold } from './resources/holds.ts';
+import type { Tx } from '../store/types.ts';
 import type { TeamsContext } from './context.ts';
 import { crewByGraph } from './formations/crew-graph.ts';
 import { loadCrewForExport, type CrewExport } from './formations/export.ts';
@@ -31,7 +33,7 @@ import type { Formation } from './formations/types.ts';
 import type { CrewRunInput } from './crew-runs/types.ts';
 import type { CrewUsersHook } from './types.ts';
 
-export type { CrewRunView, RunnableCrew };
+export type { CrewRunView, RunnableCrew, HeldGrant, LedgerHold };
 
 export class Teams {
   constructor(private readonly ctx: TeamsContext) {}
@@ -151,7 +153,7 @@ export class Teams {
     return crewPorts(this.ctx, runId, workspaceId, onBehalf);
   }
 
-  /** Everything a crew bundle carries: crew, formation, billets, graph, compiler input, agents, blueprints, skills, contracts, grants, ledgers. */
+  /** Everything a crew bundle carries: crew, formation, billets, graph, compiler input, agents, blueprints, skills, contracts, grants (budgets: `holdForDevice`). */
   exportCrew(crewId: string): Promise<CrewExport> {
     return loadCrewForExport(this.ctx, crewId);
   }
@@ -159,6 +161,36 @@ export class Teams {
   /** An agent's budget ledger, or undefined. */
   ledger(agentId: string): Promise<Ledger | undefined> {
     return getLedger(this.ctx, agentId);
+  }
+
+  /**
+   * Holds, in the caller's transaction, a share of each agent's ledger for a crew bundle to a device that lives
+   * until `until` (resources/holds.ts: `shares[agent]`, by default all that is left; 400 `share_agent_unbudgeted`,
+   * 409 `share_exceeds_budget`). By agent with a ledger: what was granted and the device's ceiling after.
+   */
+  holdForDevice(
+    tx: Tx,
+    deviceId: string,
+    agentIds: readonly string[],
+    shares: Readonly<Record<string, number>> | undefined,
+    until: number,
+  ): Promise<Record<string, HeldGrant>> {
+    return holdForDevice(tx, deviceId, agentIds, shares, until, this.ctx.core.clock.now());
+  }
+
+  /** Charges a device's spending (tokens by agent) to the ledgers, in the caller's transaction, out of its holds first. */
+  chargeDevice(tx: Tx, deviceId: string, usage: Readonly<Record<string, number>>): Promise<Record<string, number>> {
+    return chargeDevice(tx, deviceId, usage, this.ctx.core.clock.now());
+  }
+
+  /** Gives a device's outstanding holds back to the ledgers, in the caller's transaction (409 `bundle_live` before its bundles expire). */
+  releaseDeviceHolds(tx: Tx, deviceId: string): Promise<{ holds: LedgerHold[]; released: Record<string, number> }> {
+    return releaseDevice(tx, deviceId, this.ctx.core.clock.now());
+  }
+
+  /** A device's holds, by agent id. */
+  deviceHolds(deviceId: string): Promise<LedgerHold[]> {
+    return deviceHolds(this.ctx.core.store, deviceId);
   }
 
   /** Registers another module's users of crews: a crew they name is not deleted, nor its graph changed under them (409 in_use). */

@@ -101,6 +101,17 @@ export const TEAMS_MIGRATIONS: readonly Migration[] = [
     sql: `CREATE INDEX team_reservations_open ON team_reservations (agent_id, committed_at, amount, actual) WHERE folded = 0;
     DROP INDEX team_reservations_unfolded;`,
   },
+  {
+    // Budgets a device holds (resources/holds.ts): a crew bundle hands a device part of an agent's ledger,
+    // taken out of what the ledger has left until the device's journals charge it or an operator releases
+    // it. `held` on the ledger is the sum of the outstanding holds (allotted - charged - released), kept
+    // apart from `reserved` (whose legacy commits clamp at 0 and could eat a hold).
+    id: 'teams-016-ledger-holds',
+    sql: `CREATE TABLE team_ledger_holds (device_id TEXT NOT NULL, agent_id TEXT NOT NULL, allotted INTEGER NOT NULL DEFAULT 0,
+      charged INTEGER NOT NULL DEFAULT 0, released INTEGER NOT NULL DEFAULT 0, until_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+      PRIMARY KEY (device_id, agent_id));
+    ALTER TABLE team_ledgers ADD COLUMN held INTEGER NOT NULL DEFAULT 0;`,
+  },
 ];
 
 /** The kinds of a skill (`team_skills.skill_kind`). */

@@ -248,3 +248,17 @@ test('a writer holding an older copy of the state joins it with the file instead
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('edge init makes the data directory it is given, the state its first file', { skip }, () => {
+  const root = mkdtempSync(join(tmpdir(), 'edge-init-'));
+  try {
+    const dir = join(root, 'a', 'device');
+    const init = edge(['init', '--data', dir]);
+    assert.equal(init.status, 0, init.stderr);
+    const dev = readDevice(dir);
+    assert.equal(readState(dir, dev).device_id, dev.device_id);
+    assert.equal(existsSync(join(dir, 'state.lock')), false);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});

@@ -1,14 +1,15 @@
 /**
  * Everything a crew bundle for the edge needs, read in one place: the crew,
  * its formation and billets, the compiled graph and hashes with the
- * compiler's input, the bound agents, their blueprints and budget ledgers,
+ * compiler's input, the bound agents, their blueprints (their budgets are held
+ * for the device when the bundle is issued: resources/holds.ts),
  * the skills they reference, the governing contracts they name, and each
  * seat's effective grants (from the compiled graph).
  */
 import type { Graph } from '../../../core/engine/types.ts';
 import { notFound } from '../../../core/errors.ts';
-import { getAgent, getLedger } from '../resources/agents.ts';
-import type { Agent, Ledger } from '../resources/types.ts';
+import { getAgent } from '../resources/agents.ts';
+import type { Agent } from '../resources/types.ts';
 import { compileFor, compilerInput, type CompilerInput } from './compile.ts';
 import type { TeamsContext } from '../context.ts';
 import { crewFormation, getCrew, listBillets } from './formations.ts';
@@ -31,8 +32,6 @@ export interface CrewExport {
   contracts: Contract[];
   /** billet id -> the seat's effective authority (agent authority ∩ billet cap), as compiled. */
   grants: Record<string, unknown>;
-  /** agent id -> its budget ledger now (agents without one are absent). */
-  ledgers: Record<string, Ledger>;
 }
 
 /** Defined items of `ids` in order, each read by `get`. */
@@ -70,11 +69,6 @@ export async function loadCrewForExport(ctx: TeamsContext, crewId: string): Prom
     for (const id of seat.authority.governing_contract_ids) contractIds.add(id);
   }
   const contracts = await each([...contractIds].sort(), (id) => getContract(ctx, id));
-  const ledgers: Record<string, Ledger> = {};
-  for (const a of agents) {
-    const l = await getLedger(ctx, a.agent_id);
-    if (l) ledgers[a.agent_id] = l;
-  }
   return {
     crew,
     formation,
@@ -92,6 +86,5 @@ export async function loadCrewForExport(ctx: TeamsContext, crewId: string): Prom
     skills,
     contracts,
     grants,
-    ledgers,
   };
 }

@@ -253,6 +253,7 @@ function decodeLedger(r: Row): Ledger {
     agent_id: str(r, 'agent_id'),
     budget_limit: num(r, 'budget_limit'),
     reserved: num(r, 'reserved'),
+    held: num(r, 'held'),
     spent: num(r, 'spent'),
     created_at: num(r, 'created_at'),
     updated_at: num(r, 'updated_at'),
@@ -266,7 +267,7 @@ function decodeLedger(r: Row): Ledger {
  */
 export async function ledgerOf(db: Reader, agentId: string): Promise<Ledger | undefined> {
   const r = await db.get(
-    `SELECT l.agent_id, l.budget_limit, l.created_at, l.updated_at, l.updated_by,
+    `SELECT l.agent_id, l.budget_limit, l.created_at, l.updated_at, l.updated_by, l.held,
        l.reserved + COALESCE((SELECT SUM(x.amount) FROM team_reservations x WHERE x.agent_id = l.agent_id AND x.folded = 0 AND x.committed_at IS NULL), 0) AS reserved,
        l.spent + COALESCE((SELECT SUM(x.actual) FROM team_reservations x WHERE x.agent_id = l.agent_id AND x.folded = 0 AND x.committed_at IS NOT NULL), 0) AS spent
      FROM team_ledgers l WHERE l.agent_id = ?`,
@@ -318,7 +319,7 @@ export async function upsertLedger(tx: Tx, agentId: string, limit: number, at: n
  * what the ledger has left when that is less but at least `minimum` (core/engine/budget.ts
  * grantTokens: whole tokens, never 0), as the run's own row. Returns the amount reserved, or null
  * when the ledger (absent, or with too little left) refused. What is left is the ledger's columns
- * less the rows not folded into them yet (ledgerOf). Applied once (the runs module's writeWithDriver
+ * less the rows not folded into them yet (ledgerOf) and what devices hold (`held`). Applied once (the runs module's writeWithDriver
  * settles a commit of unknown outcome from the journal before it would apply the write again).
  */
 export async function reserveFromLedger(
@@ -335,7 +336,7 @@ export async function reserveFromLedger(
      SELECT ?, g.agent_id, CASE WHEN g.left_tokens < ? THEN g.left_tokens ELSE ? END, NULL, ?, ?, ?, NULL, 0
      FROM (SELECT f.agent_id, CAST(f.left_raw AS BIGINT) - CASE WHEN CAST(f.left_raw AS BIGINT) > f.left_raw THEN 1 ELSE 0 END AS left_tokens
            FROM (SELECT l.agent_id,
-                   l.budget_limit - l.reserved - l.spent - COALESCE((SELECT SUM(CASE WHEN x.committed_at IS NULL THEN x.amount ELSE x.actual END)
+                   l.budget_limit - l.reserved - l.held - l.spent - COALESCE((SELECT SUM(CASE WHEN x.committed_at IS NULL THEN x.amount ELSE x.actual END)
                      FROM team_reservations x WHERE x.agent_id = l.agent_id AND x.folded = 0), 0) AS left_raw
                  FROM team_ledgers l
                  WHERE l.agent_id = ?
@@ -345,6 +346,82 @@ export async function reserveFromLedger(
     [r.id, r.amount, r.amount, r.runId, r.stepId, r.at, r.agentId, r.minimum],
   );
   return row ? num(row, 'amount') : null;
+}
+
+// ---------------------------------------------------------------- budgets devices hold (holds.ts)
+
+/** What a device holds of an agent's ledger: handed out (allotted), charged by its journals, released by an operator. */
+export interface LedgerHold {
+  device_id: string;
+  agent_id: string;
+  allotted: number;
+  charged: number;
+  released: number;
+  until_at: number;
+  updated_at: number;
+}
+
+const HOLD_COLUMNS = 'device_id, agent_id, allotted, charged, released, until_at, updated_at';
+
+const decodeHold = (r: Row): LedgerHold => ({
+  device_id: str(r, 'device_id'),
+  agent_id: str(r, 'agent_id'),
+  allotted: num(r, 'allotted'),
+  charged: num(r, 'charged'),
+  released: num(r, 'released'),
+  until_at: num(r, 'until_at'),
+  updated_at: num(r, 'updated_at'),
+});
+
+/** A device's holds, by agent id. */
+export async function holdsOfDevice(db: Reader, deviceId: string): Promise<LedgerHold[]> {
+  return (await db.all(`SELECT ${HOLD_COLUMNS} FROM team_ledger_holds WHERE device_id = ? ORDER BY agent_id`, [deviceId])).map(decodeHold);
+}
+
+/**
+ * Adds `held` tokens to the ledger's `held` column, only while it still has `grant` left (its columns, its
+ * unfolded reservations and what devices hold already): false when it has not.
+ */
+export async function holdOnLedger(tx: Tx, agentId: string, held: number, grant: number): Promise<boolean> {
+  const r = await tx.run(
+    `UPDATE team_ledgers SET held = held + ?
+      WHERE agent_id = ? AND budget_limit - reserved - held - spent - COALESCE((SELECT SUM(CASE WHEN x.committed_at IS NULL THEN x.amount ELSE x.actual END)
+        FROM team_reservations x WHERE x.agent_id = team_ledgers.agent_id AND x.folded = 0), 0) >= ?`,
+    [held, agentId, grant],
+  );
+  return r.changes === 1;
+}
+
+/** Adds `grant` to a device's hold of an agent (a row when it has none), its end at least `until`. */
+export async function addToHold(tx: Tx, deviceId: string, agentId: string, grant: number, until: number, at: number): Promise<void> {
+  await tx.run(
+    `INSERT INTO team_ledger_holds (${HOLD_COLUMNS}) VALUES (?, ?, ?, 0, 0, ?, ?)
+      ON CONFLICT (device_id, agent_id) DO UPDATE SET allotted = team_ledger_holds.allotted + excluded.allotted,
+        until_at = CASE WHEN excluded.until_at > team_ledger_holds.until_at THEN excluded.until_at ELSE team_ledger_holds.until_at END,
+        updated_at = excluded.updated_at`,
+    [deviceId, agentId, grant, until, at],
+  );
+}
+
+/** Rewrites what a hold was charged and released (the caller computed them from the row it read in this transaction). */
+export async function setHold(tx: Tx, h: LedgerHold): Promise<void> {
+  await tx.run('UPDATE team_ledger_holds SET charged = ?, released = ?, updated_at = ? WHERE device_id = ? AND agent_id = ?', [
+    h.charged,
+    h.released,
+    h.updated_at,
+    h.device_id,
+    h.agent_id,
+  ]);
+}
+
+/** Takes `unheld` out of the ledger's `held` (never below 0) and adds `spent` to its spent. */
+export async function settleOnLedger(tx: Tx, agentId: string, unheld: number, spent: number): Promise<void> {
+  await tx.run('UPDATE team_ledgers SET held = CASE WHEN held - ? < 0 THEN 0 ELSE held - ? END, spent = spent + ? WHERE agent_id = ?', [
+    unheld,
+    unheld,
+    spent,
+    agentId,
+  ]);
 }
 
 /** The reservations made for a run so far (open or committed), by step id: the model calls it issued. */

@@ -148,8 +148,12 @@ const LedgerOut = z
     agent_id: z.string(),
     budget_limit: z.number(),
     reserved: z.number(),
+    held: z.number().openapi({
+      description:
+        'What edge devices hold of it: handed out in crew bundles and not yet charged by their journals or released (docs/edge.md "Budgets a device holds")',
+    }),
     spent: z.number(),
-    available: z.number(),
+    available: z.number().openapi({ description: 'budget_limit − reserved − held − spent, never below 0' }),
     unit: z.string(),
     created_at: IsoTime,
     updated_at: IsoTime,

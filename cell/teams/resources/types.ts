@@ -66,6 +66,8 @@ export interface Ledger {
   agent_id: string;
   budget_limit: number;
   reserved: number;
+  /** What devices hold of it (the outstanding holds: resources/holds.ts), out of what is left. */
+  held: number;
   spent: number;
   created_at: number;
   updated_at: number;

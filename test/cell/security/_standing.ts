@@ -29,6 +29,8 @@ export const STANDING: Record<string, (w: { ids: Record<string, string> }) => { 
   'POST /api/public/v1/admin/edge/devices': (w) => ({ body: { name: 'standing', public_jwk: JSON.parse(w.ids['spare_jwk']!) } }),
   'POST /api/public/v1/admin/edge/key-bundles': (w) => ({ body: { device_id: w.ids['device_id'] } }),
   'POST /api/public/v1/admin/edge/crew-bundles': (w) => ({ body: { device_id: w.ids['device_id'], crew_id: w.ids['crew_id'] } }),
+  // Releasing what a device holds puts it back in the ledgers for any run to spend, as issuing a crew bundle takes it out.
+  'POST /api/public/v1/admin/edge/devices/{device_id}/budget-release': (w) => ({ params: { device_id: w.ids['device_id']! } }),
   // Enabling a device gives it bundles and tokens again.
   'POST /api/public/v1/admin/edge/devices/{device_id}/enable': (w) => ({ params: { device_id: w.ids['disabled_device_id']! } }),
   'POST /api/public/v1/admin/principals': () => ({ body: { kind: 'service', name: 'standing', roles: ['viewer'] } }),

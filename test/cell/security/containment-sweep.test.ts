@@ -787,6 +787,10 @@ const NOT_AUTHORITY = new Map<string, string>([
   ],
   ['POST /api/public/v1/admin/edge/devices/:device_id/enable', 'as disable: bundles for it are judged when issued (swept here)'],
   ['DELETE /api/public/v1/admin/edge/devices/:device_id', 'as disable'],
+  [
+    'POST /api/public/v1/admin/edge/devices/:device_id/budget-release',
+    'gives what a device holds back to the ledgers, hands it nothing; acting on the device: the credential check, mutation-sweep.test.ts drives it',
+  ],
   ['POST /api/public/v1/admin/edge/journals', 'imports a record'],
   ['DELETE /api/public/v1/admin/ai/model-providers/:provider_id', 'removes a provider (refused while an agent names it)'],
   ['PATCH /api/public/v1/admin/agent-teams/skills/:skill_id', 'a skill carries no authority; who may change one: mutation-sweep.test.ts'],

@@ -238,6 +238,13 @@ const DRIVERS: Record<string, Driver> = {
     state: deviceState('disabled_device_id'),
   },
   'DELETE /api/public/v1/admin/edge/devices/{device_id}': { params: (w) => w.ids, state: deviceState('device_id') },
+  'POST /api/public/v1/admin/edge/devices/{device_id}/budget-release': {
+    params: (w) => w.ids,
+    state: async (t, w) => ({
+      holds: await t.rows('SELECT * FROM team_ledger_holds WHERE device_id = ?', [w.ids['device_id']!]),
+      ledger: await row(t, 'SELECT held FROM team_ledgers WHERE agent_id = ?', w.ids['agent_id']!),
+    }),
+  },
   'POST /api/public/v1/admin/edge/key-bundles': {
     params: () => ({}),
     bodyOf: (w) => ({ device_id: w.ids['device_id'] }),
@@ -395,6 +402,14 @@ async function ownersWorld(t: InProcess, mcp: McpFixture): Promise<World> {
     devices.push((await must(t, 'POST', `${A}/edge/devices`, { name, public_jwk: k.publicJwk })).device_id);
   }
   await must(t, 'POST', `${A}/edge/devices/${devices[1]}/disable`);
+  // A budget the owner's device holds of the wide agent, its bundle expired: releasing it is acting on the device.
+  await must(t, 'POST', `${A}/edge/crew-bundles`, {
+    device_id: devices[0],
+    crew_id: crew.crew_id,
+    ttl_seconds: 1,
+    budgets: { [agent]: 100 },
+  });
+  t.clock.advance(1000);
   // A newer version for upgrade to reach (the owner's own change).
   await must(t, 'PATCH', `${T}/formations/${f.formation_id}`, { prompt: 'owner prompt, v2' });
   const pay = await payWorld(t);
