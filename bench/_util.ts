@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { request } from 'undici';
 import type { CellProcess } from '../test/helpers/cell-process.ts';
+import { bootstrapKeyOf, cellSignals } from '../test/helpers/cell-signals.ts';
 
 export interface LoadResult {
   rps: number;
@@ -36,22 +37,22 @@ export async function load(opts: {
   return { rps: r.requests.average, requests: r.requests.total, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors };
 }
 
-/** Spawns a node script that prints `listening <port>` and returns its URL. */
-export async function spawnServer(
-  args: string[],
-  match = /listening (?:on )?(?:http:\/\/[^:]+:)?(\d+)/,
-  env: NodeJS.ProcessEnv = process.env,
-): Promise<{ url: string; proc: ChildProcess; stop(): Promise<void> }> {
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env });
+/** A server's `listening <port>` line (also `listening on http://host:<port>`). */
+const LISTENING = /listening (?:on )?(?:http:\/\/[^:]+:)?(\d+)/;
+
+/**
+ * The port of the first line of `proc`'s stdout that `match` finds, `listening <port>`; after it the output (a
+ * cell's access log) is drained unread: kept, it would grow with every request. Rejects after `timeoutMs`.
+ */
+export function listeningPort(proc: ChildProcess, timeoutMs = 20_000, match = LISTENING): Promise<string> {
   let out = '';
-  const port = await new Promise<string>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error('server did not start')), 20_000);
+  return new Promise<string>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('server did not start')), timeoutMs);
     const onData = (d: Buffer) => {
       out += d.toString();
       const m = match.exec(out);
       if (m) {
         clearTimeout(t);
-        // From now on the output (a cell's access log) is drained unread: kept, it would grow with every request.
         proc.stdout!.off('data', onData);
         proc.stdout!.resume();
         resolve(m[1]!);
@@ -59,6 +60,16 @@ export async function spawnServer(
     };
     proc.stdout!.on('data', onData);
   });
+}
+
+/** Spawns a node script that prints `listening <port>` and returns its URL. */
+export async function spawnServer(
+  args: string[],
+  match = LISTENING,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ url: string; proc: ChildProcess; stop(): Promise<void> }> {
+  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env });
+  const port = await listeningPort(proc, 20_000, match);
   return {
     url: `http://127.0.0.1:${port}`,
     proc,
@@ -71,6 +82,11 @@ export async function spawnServer(
 }
 
 export const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
+/** The `p`th percentile of `xs` (nearest rank; NaN for none). */
+export const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN;
+};
 
 /** pgbench's simple-update transaction (`-N`) rate on the database at `url`: the server's own baseline for durable writes. */
 export async function pgbenchTps(url: string, clients: number, seconds: number): Promise<number> {
@@ -164,7 +180,7 @@ export async function startBenchCell(
     ...(opts.args ?? []),
   ];
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  const signals = cellSignals(proc);
   let out = '';
   // stdout alone, until the cell listens (then dropped, as the rest is).
   let stdout = '';
@@ -198,22 +214,15 @@ export async function startBenchCell(
     };
     proc.stdout!.on('data', starting);
   });
-  const keyFile = join(dataDir, 'bootstrap-admin.key');
-  const adminKey = existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : '';
-  const signal = async (s: NodeJS.Signals) => {
-    if (proc.exitCode === null && proc.signalCode === null) proc.kill(s);
-    await exited;
-  };
   return {
     url,
-    adminKey,
+    adminKey: bootstrapKeyOf(dataDir),
     dataDir,
     proc,
     output: () => out,
     stdout: () => stdout,
     lines: () => lines,
-    stop: () => signal('SIGTERM'),
-    kill: (s = 'SIGKILL') => signal(s),
+    ...signals,
     cleanup: () => rmSync(dataDir, { recursive: true, force: true }),
   };
 }

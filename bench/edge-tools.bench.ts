@@ -19,6 +19,7 @@ import type { ChatMessage } from '../core/engine/types.ts';
 import { findRuntime, loadLocalSignedModel } from '../runtime/local-model.ts';
 import { edgeWorld, SECRET, T0 } from '../test/edge/_edge-fixtures.ts';
 import { signedTinyModel } from '../test/fixtures/tiny-model.ts';
+import { listeningPort } from './_util.ts';
 
 const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -112,18 +113,7 @@ async function firstAnswer(
 ): Promise<{ ms: number; cpu: number }> {
   const t0 = performance.now();
   const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' } });
-  let out = '';
-  const port = await new Promise<string>((res, rej) => {
-    const t = setTimeout(() => rej(new Error('did not start')), 30_000);
-    proc.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /listening (?:on )?(?:http:\/\/[^:]+:)?(\d+)/.exec(out);
-      if (m) {
-        clearTimeout(t);
-        res(m[1]!);
-      }
-    });
-  });
+  const port = await listeningPort(proc, 30_000);
   const r = await fetch(`http://127.0.0.1:${port}${path}`, { headers });
   await r.arrayBuffer();
   const ms = performance.now() - t0;

@@ -34,6 +34,7 @@ import { hashSecret } from '../core/apikey/hash.ts';
 import type { KeyRecord } from '../core/apikey/verify.ts';
 import { initialState, writeFileDurable, writeState } from '../edge/files.ts';
 import { nativeSha256Hex as nodeSha256Hex } from '../runtime/native-hash.ts';
+import { listeningPort } from './_util.ts';
 
 const fmt = (n: number, d = 0) => n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -72,18 +73,7 @@ function records(n: number, now: number): KeyRecord[] {
 async function coldStart(cmd: string, args: string[], url: (port: string) => string, headers: Record<string, string>): Promise<number> {
   const t0 = performance.now();
   const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  const port = await new Promise<string>((res, rej) => {
-    const t = setTimeout(() => rej(new Error('did not start')), 20_000);
-    proc.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /listening (?:on )?(?:http:\/\/[^:]+:)?(\d+)/.exec(out);
-      if (m) {
-        clearTimeout(t);
-        res(m[1]!);
-      }
-    });
-  });
+  const port = await listeningPort(proc, 20_000);
   const r = await fetch(url(port), { headers });
   await r.arrayBuffer();
   const ms = performance.now() - t0;

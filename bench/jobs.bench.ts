@@ -9,39 +9,14 @@
  *    against the same window with no definitions; the timer must not tick.
  * The client shares the 2 cores with the cell: latencies include that.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { EventSource } from 'eventsource';
-import { startCell, type RunningCell } from '../cell/server.ts';
+import type { RunningCell } from '../cell/server.ts';
 import { nextFireAfter } from '../cell/jobs/definitions.ts';
-import { fmt } from './_util.ts';
+import { bootInProcessCell } from './_inproc.ts';
+import { fmt, pct } from './_util.ts';
 
-const quiet = { info() {}, warn() {}, error() {} };
-
-async function boot(): Promise<{ c: RunningCell; key: string; dir: string }> {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-jobs-'));
-  const origWrite = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((chunk: unknown, ...r: unknown[]) =>
-    typeof chunk === 'string' && /bootstrap|svck_live_/.test(chunk)
-      ? true
-      : origWrite(chunk as string, ...(r as []))) as typeof process.stdout.write;
-  try {
-    const c = await startCell({
-      config: { dataDir: dir, port: 0, cellId: 'bench-jobs', rate: { capacity: 100_000, refillPerSecond: 100_000 } },
-      log: quiet,
-    });
-    if (!c.bootstrapSecret) throw new Error('the cell did not bootstrap an owner key');
-    return { c, key: c.bootstrapSecret, dir };
-  } finally {
-    process.stdout.write = origWrite;
-  }
-}
-
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
-};
+const boot = () => bootInProcessCell('bench-jobs', { port: 0, rate: { capacity: 100_000, refillPerSecond: 100_000 } });
 
 async function fanOut(
   c: RunningCell,

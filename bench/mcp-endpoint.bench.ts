@@ -26,16 +26,11 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
 import { httpApi, ok, T } from '../test/helpers/teams.ts';
-import { cpuSeconds, fmt, runEnded, startBenchCell } from './_util.ts';
+import { cpuSeconds, fmt, pct, runEnded, startBenchCell } from './_util.ts';
 
 const CLIENTS = 16;
 const CALLS = 4;
 const ROUNDS = 9;
-
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN;
-};
 
 export default async function bench(): Promise<void> {
   const ai = await startOpenAIServer({ apiKey: 'sk-fake', respond: () => ({ content: 'done' }) });

@@ -25,17 +25,12 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { ToolCallContext } from '../core/engine/types.ts';
 import { startCell } from '../cell/server.ts';
-import { fmt, spawnServer } from './_util.ts';
+import { fmt, pct, spawnServer } from './_util.ts';
 
 const CONCURRENCY = 16;
 const CALLS = Number(process.env['BENCH_MCP_CALLS'] ?? 320);
 const ROUNDS = Number(process.env['BENCH_MCP_ROUNDS'] ?? 16);
 const quiet = { info() {}, warn() {}, error() {} };
-
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN;
-};
 
 /**
  * `calls` calls of `fn`, `CONCURRENCY` at a time: each call's latency (ms), the calls per second, and

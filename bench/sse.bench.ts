@@ -17,47 +17,25 @@
  *
  * Clients, cell and floor share the process and the machine's 2 cores.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { startCell, type RunningCell } from '../cell/server.ts';
+import { loadavg } from 'node:os';
+import type { RunningCell } from '../cell/server.ts';
 import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
 import { T, ok, provider, team, type Api } from '../test/helpers/teams.ts';
-import { fmt } from './_util.ts';
+import { bootInProcessCell } from './_inproc.ts';
+import { fmt, pct } from './_util.ts';
 
-const quiet = { info() {}, warn() {}, error() {} };
 const SUBS = 500;
 const EVENTS = 40;
 const ROUNDS = 3;
 const FIRST_SUBS = 50;
 const FIRST_RUNS = 12;
 
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN;
-};
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function boot(): Promise<{ c: RunningCell; key: string; dir: string }> {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-sse-'));
-  const origWrite = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((chunk: unknown, ...r: unknown[]) =>
-    typeof chunk === 'string' && /bootstrap|svck_live_/.test(chunk)
-      ? true
-      : origWrite(chunk as string, ...(r as []))) as typeof process.stdout.write;
-  try {
-    const c = await startCell({
-      config: { dataDir: dir, port: 0, cellId: 'bench-sse', rate: { capacity: 100_000, refillPerSecond: 100_000 } },
-      log: quiet,
-    });
-    if (!c.bootstrapSecret) throw new Error('the cell did not bootstrap an owner key');
-    return { c, key: c.bootstrapSecret, dir };
-  } finally {
-    process.stdout.write = origWrite;
-  }
-}
+const boot = () => bootInProcessCell('bench-sse', { port: 0, rate: { capacity: 100_000, refillPerSecond: 100_000 } });
 
 /** One SSE client: calls `onFrame(id, event, now)` for each frame with an id or an event, as it arrives. */
 function client(

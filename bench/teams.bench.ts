@@ -26,10 +26,8 @@
  * The figure checked against the target is 1. Every journal written by 1 and 5
  * is verified against the cell's published keys afterwards.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { startCell, type RunningCell } from '../cell/server.ts';
+import { rmSync } from 'node:fs';
+import type { RunningCell } from '../cell/server.ts';
 import { compileFormation } from '../core/compiler/compile.ts';
 import type { BilletInput } from '../core/compiler/types.ts';
 import { generateEd25519, signEd25519 } from '../core/crypto/ed25519.ts';
@@ -38,31 +36,13 @@ import type { EnginePorts, Graph } from '../core/engine/types.ts';
 import { memoryJournal } from '../core/journal/memory.ts';
 import { verifyJournal } from '../core/journal/verify.ts';
 import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
+import { bootInProcessCell } from './_inproc.ts';
 import { fmt } from './_util.ts';
 
-const quiet = { info() {}, warn() {}, error() {} };
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const SEATS = 250;
 
-async function boot(): Promise<{ c: RunningCell; key: string; dir: string }> {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-teams-'));
-  const origWrite = process.stdout.write.bind(process.stdout);
-  process.stdout.write = ((chunk: unknown, ...r: unknown[]) =>
-    typeof chunk === 'string' && /bootstrap|svck_live_/.test(chunk)
-      ? true
-      : origWrite(chunk as string, ...(r as []))) as typeof process.stdout.write;
-  try {
-    const c = await startCell({
-      config: { dataDir: dir, cellId: 'bench-teams', rate: { capacity: 1_000_000, refillPerSecond: 1_000_000 } },
-      log: quiet,
-      listen: false,
-    });
-    if (!c.bootstrapSecret) throw new Error('the cell did not bootstrap an owner key');
-    return { c, key: c.bootstrapSecret, dir };
-  } finally {
-    process.stdout.write = origWrite;
-  }
-}
+const boot = () => bootInProcessCell('bench-teams', { rate: { capacity: 1_000_000, refillPerSecond: 1_000_000 } }, { listen: false });
 
 function pipeline(seats: number): { graph: Graph; graphHash: string } {
   const billets: BilletInput[] = Array.from({ length: seats }, (_, i) => ({

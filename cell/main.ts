@@ -4,7 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { BOOTSTRAP_KEY_FILE } from './iam/bootstrap.ts';
@@ -17,17 +17,8 @@ import { BACKUP_HELP, RESTORE_HELP, backupCommand, restoreCommand } from './ops/
 import { ADMIN_HELP, adminCommand } from './iam/admin-cli.ts';
 import { EXIT, dispatch, fail, type Program } from '../runtime/cli.ts';
 import { ATTESTATION_HELP, verifyAttestationFile } from '../runtime/attestation-cli.ts';
-import {
-  LOG_FORMATS,
-  LOG_LEVELS,
-  createLogger,
-  exitOnFatalError,
-  type LogFormat,
-  type BannerLine,
-  type LogLevel,
-  type ProcessLogger,
-} from '../runtime/log.ts';
-import { parseIpRule } from '../core/apikey/network.ts';
+import { LOG_FORMATS, LOG_LEVELS, type BannerLine, type ProcessLogger } from '../runtime/log.ts';
+import { SHARED_SERVE_OPTIONS, egressAllowPrivateRules, serveLogger, tlsFiles } from '../runtime/serve-flags.ts';
 import { tracesConfig } from './ops/traces-config.ts';
 import { parseOAuthIssuer } from './oauth/settings.ts';
 import { readToolSources } from './tools/sources/config.ts';
@@ -100,7 +91,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   const log = serveLogger(values);
   if (values['secrets-key-file'] !== undefined) config.secretsKeyFile = resolve(values['secrets-key-file']);
   if (values['pg-bin-dir'] !== undefined) config.pgBinDir = resolve(values['pg-bin-dir']);
-  const tls = tlsOptions(values);
+  const tls = tlsFiles(values);
   // The last guard, not the design: every background loop catches and retries its own errors. A rejection
   // none handled is a bug to report, not a reason to stop serving (a cell that exits on a store outage
   // leaves its group a member short; the outage itself is answered with 503s and not-ready).
@@ -123,12 +114,10 @@ async function serveCommand(argv: string[]): Promise<void> {
 
 /** The options of `serve` (SERVE_HELP says what each means). */
 const SERVE_OPTIONS = {
-  port: { type: 'string' },
-  host: { type: 'string' },
+  ...SHARED_SERVE_OPTIONS,
   data: { type: 'string' },
   store: { type: 'string' },
   'store-pool': { type: 'string' },
-  region: { type: 'string' },
   posture: { type: 'string' },
   'cell-id': { type: 'string' },
   'public-url': { type: 'string' },
@@ -136,8 +125,6 @@ const SERVE_OPTIONS = {
   'oauth-dynamic-registration': { type: 'boolean' },
   'oauth-registration-scope': { type: 'string' },
   'oauth-client-id-metadata': { type: 'string' },
-  'rate-capacity': { type: 'string' },
-  'rate-refill': { type: 'string' },
   'agent-quota': { type: 'string' },
   'schedule-min-interval': { type: 'string' },
   'definition-quota': { type: 'string' },
@@ -150,18 +137,11 @@ const SERVE_OPTIONS = {
   'trusted-proxies': { type: 'string' },
   clearance: { type: 'string' },
   topology: { type: 'string' },
-  'tls-cert': { type: 'string' },
-  'tls-key': { type: 'string' },
-  'client-ca': { type: 'string' },
-  'egress-allow-private': { type: 'string' },
-  'tool-sources': { type: 'string' },
   'heartbeat-ms': { type: 'string' },
   'lease-ms': { type: 'string' },
   'max-clock-skew-ms': { type: 'string' },
   'metrics-port': { type: 'string' },
   'otlp-endpoint': { type: 'string' },
-  'log-level': { type: 'string' },
-  'log-format': { type: 'string' },
   'secrets-key-file': { type: 'string' },
   'pg-bin-dir': { type: 'string' },
 } as const;
@@ -272,11 +252,7 @@ function trustConfig(values: ServeArgs): Partial<CellConfig> {
         }),
     );
   }
-  if (values['egress-allow-private'] !== undefined) {
-    const rules = commaList(values['egress-allow-private']);
-    for (const r of rules) if (parseIpRule(r) === null) fail(`--egress-allow-private: '${r}' is not an address or CIDR range`);
-    config.egressAllowPrivate = rules;
-  }
+  if (values['egress-allow-private'] !== undefined) config.egressAllowPrivate = egressAllowPrivateRules(values['egress-allow-private']);
   if (values['tool-sources'] !== undefined) {
     try {
       config.toolSources = readToolSources(resolve(values['tool-sources']));
@@ -300,30 +276,6 @@ function groupConfig(values: ServeArgs): Partial<CellConfig> {
     fail((e as Error).message);
   }
   return config;
-}
-
-/** The operator log of `--log-level` and `--log-format`; a fatal error is logged before the process exits. */
-function serveLogger(values: ServeArgs): ProcessLogger {
-  const logLevel = (values['log-level'] ?? 'info') as LogLevel;
-  if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
-  const logFormat = (values['log-format'] ?? 'json') as LogFormat;
-  if (!LOG_FORMATS.includes(logFormat)) fail(`--log-format must be one of ${LOG_FORMATS.join(', ')}`);
-  const log = createLogger({ level: logLevel, format: logFormat });
-  exitOnFatalError(log);
-  return log;
-}
-
-/** The certificate, key and client CA of `--tls-cert`, `--tls-key` and `--client-ca`, read; undefined: plain http. */
-function tlsOptions(values: ServeArgs): { cert: Buffer; key: Buffer; ca?: Buffer } | undefined {
-  if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
-  if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
-  return values['tls-cert'] !== undefined && values['tls-key'] !== undefined
-    ? {
-        cert: readFileSync(values['tls-cert']),
-        key: readFileSync(values['tls-key']),
-        ...(values['client-ca'] !== undefined ? { ca: readFileSync(values['client-ca']) } : {}),
-      }
-    : undefined;
 }
 
 /** A comma-separated option as its trimmed, non-empty items. */

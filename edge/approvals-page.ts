@@ -8,8 +8,8 @@
  * Its Content-Security-Policy is the cell console's (cell/console/page.ts): this origin only, no inline script
  * or style, no framing, Trusted Types required (the script builds its DOM with textContent, never HTML strings).
  */
-import { createHash } from 'node:crypto';
 import type { Hono } from 'hono';
+import { etagOf, NO_FRAMING_HEADERS, pageHeaders } from '../runtime/page-headers.ts';
 import type { EdgeEnv } from './gateway.ts';
 
 export const APPROVALS_PAGE_PATH = '/approvals';
@@ -30,15 +30,7 @@ export const APPROVALS_PAGE_CSP = [
   "require-trusted-types-for 'script'",
 ].join('; ');
 
-const HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  'Content-Security-Policy': APPROVALS_PAGE_CSP,
-  'X-Content-Type-Options': 'nosniff',
-  'Referrer-Policy': 'no-referrer',
-  'Cross-Origin-Resource-Policy': 'same-origin',
-  'X-Frame-Options': 'DENY',
-  'Permissions-Policy': 'camera=(), microphone=(), geolocation=(), payment=(), usb=()',
-  'Cache-Control': 'no-cache',
-});
+const HEADERS = pageHeaders(APPROVALS_PAGE_CSP, { ...NO_FRAMING_HEADERS, 'Cache-Control': 'no-cache' });
 
 const HTML = `<!doctype html>
 <html lang="en">
@@ -219,12 +211,10 @@ $('refresh').addEventListener('click', () => { clearError(); void load(); });
 if (key()) void load();
 `;
 
-const etag = (body: string) => `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
-
 /** Mounts the page and its two assets: public, static, the same bytes for everyone. */
 export function mountApprovalsPage(app: Hono<EdgeEnv>): void {
   const serve = (path: string, body: string, type: string) => {
-    const tag = etag(body);
+    const tag = etagOf(body);
     app.get(path, (c) => {
       if (c.req.header('if-none-match') === tag) return c.body(null, 304, { ...HEADERS, ETag: tag });
       return c.body(body, 200, { ...HEADERS, 'Content-Type': type, ETag: tag });

@@ -11,7 +11,6 @@ import { serve } from '@hono/node-server';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { isServiceError } from '../core/errors.ts';
-import { parseIpRule } from '../core/apikey/network.ts';
 import { generateEd25519 } from '../bundles/codec.ts';
 import {
   initialState,
@@ -40,7 +39,8 @@ import { APPROVALS_HELP, approvalsCommand } from './approvals-cli.ts';
 import { STATE_HELP, stateCommand } from './state-cli.ts';
 import { ATTESTATION_EDGE_HELP, attestationCommand } from './attestation-cli.ts';
 import { EXIT, Refusal, UsageError, dispatch, fail, type Program } from '../runtime/cli.ts';
-import { LOG_FORMATS, LOG_LEVELS, createLogger, exitOnFatalError, type LogFormat, type LogLevel } from '../runtime/log.ts';
+import { LOG_FORMATS, LOG_LEVELS } from '../runtime/log.ts';
+import { SHARED_SERVE_OPTIONS, egressAllowPrivateRules, serveLogger, tlsFiles } from '../runtime/serve-flags.ts';
 
 async function initCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { data: { type: 'string' } }, strict: true });
@@ -101,13 +101,7 @@ const MAX_BYTES_OPT = { 'max-bundle-bytes': { type: 'string' } } as const;
  * as the cell's flag; none by default.
  */
 function egressAllowPrivate(v: string | undefined): string[] {
-  if (v === undefined) return [];
-  const rules = v
-    .split(',')
-    .map((x) => x.trim())
-    .filter((x) => x.length > 0);
-  for (const r of rules) if (parseIpRule(r) === null) fail(`--egress-allow-private: '${r}' is not an address or CIDR range`);
-  return rules;
+  return v === undefined ? [] : egressAllowPrivateRules(v);
 }
 
 /**
@@ -137,18 +131,7 @@ async function serveCommand(argv: string[]): Promise<void> {
       'crew-bundle': { type: 'string' },
       model: { type: 'string' },
       'model-manifest': { type: 'string' },
-      port: { type: 'string' },
-      host: { type: 'string' },
-      region: { type: 'string' },
-      'rate-capacity': { type: 'string' },
-      'rate-refill': { type: 'string' },
-      'tls-cert': { type: 'string' },
-      'tls-key': { type: 'string' },
-      'client-ca': { type: 'string' },
-      'log-level': { type: 'string' },
-      'log-format': { type: 'string' },
-      'egress-allow-private': { type: 'string' },
-      'tool-sources': { type: 'string' },
+      ...SHARED_SERVE_OPTIONS,
       ...NOW_OPT,
       ...MAX_BYTES_OPT,
     },
@@ -158,14 +141,7 @@ async function serveCommand(argv: string[]): Promise<void> {
   const allowPrivate = egressAllowPrivate(values['egress-allow-private']);
   const maxBytes = maxBundleBytes(values['max-bundle-bytes']);
   const toolSources = readSources(values['tool-sources']);
-  const logLevel = (values['log-level'] ?? 'info') as LogLevel;
-  if (!LOG_LEVELS.includes(logLevel)) fail(`--log-level must be one of ${LOG_LEVELS.join(', ')}`);
-  const logFormat = (values['log-format'] ?? 'json') as LogFormat;
-  if (!LOG_FORMATS.includes(logFormat)) fail(`--log-format must be one of ${LOG_FORMATS.join(', ')}`);
-  const log = createLogger({ level: logLevel, format: logFormat });
-  exitOnFatalError(log);
-  if ((values['tls-cert'] === undefined) !== (values['tls-key'] === undefined)) fail('--tls-cert and --tls-key go together');
-  if (values['client-ca'] !== undefined && values['tls-cert'] === undefined) fail('--client-ca needs --tls-cert and --tls-key');
+  const log = serveLogger(values);
   const readPem = (flag: string, f: string) => {
     try {
       return readFileSync(f);
@@ -173,14 +149,7 @@ async function serveCommand(argv: string[]): Promise<void> {
       return fail(`cannot read --${flag} ${f}`, EXIT.failure);
     }
   };
-  const tls =
-    values['tls-cert'] !== undefined && values['tls-key'] !== undefined
-      ? {
-          cert: readPem('tls-cert', values['tls-cert']),
-          key: readPem('tls-key', values['tls-key']),
-          ...(values['client-ca'] !== undefined ? { ca: readPem('client-ca', values['client-ca']) } : {}),
-        }
-      : null;
+  const tls = tlsFiles(values, readPem) ?? null;
   const dir = resolve(values.data);
   const clock = edgeClock(values['now-offset-ms']);
   const device = readDevice(dir);

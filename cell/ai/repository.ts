@@ -73,21 +73,29 @@ function decodeSecretMeta(r: Row): SecretMeta {
   };
 }
 
-export async function secretMeta(db: Reader, secretId: string): Promise<SecretMeta | undefined> {
-  const r = await db.get(`SELECT ${SECRET_META_COLUMNS} FROM ai_secrets WHERE secret_id = ?`, [secretId]);
-  return r ? decodeSecretMeta(r) : undefined;
+/**
+ * A table of this module read as its admin routes read it: one row by its id, a page oldest first
+ * (created_at, then the id: a page read stays the same page), and how many rows the pages go through.
+ */
+function listedTable<T>(table: string, idColumn: string, columns: string, decode: (r: Row) => T) {
+  return {
+    byId: async (db: Reader, id: string): Promise<T | undefined> => {
+      const r = await db.get(`SELECT ${columns} FROM ${table} WHERE ${idColumn} = ?`, [id]);
+      return r ? decode(r) : undefined;
+    },
+    page: async (db: Reader, limit: number, offset: number): Promise<T[]> =>
+      (await db.all(`SELECT ${columns} FROM ${table} ORDER BY created_at, ${idColumn} LIMIT ? OFFSET ?`, [limit, offset])).map(decode),
+    count: async (db: Reader): Promise<number> => count(await db.get(`SELECT COUNT(*) AS n FROM ${table}`)),
+  };
 }
 
+const secrets = listedTable('ai_secrets', 'secret_id', SECRET_META_COLUMNS, decodeSecretMeta);
+
+/** A secret's metadata (never its value). */
+export const secretMeta = secrets.byId;
 /** Oldest first. */
-export async function listSecretMeta(db: Reader, limit: number, offset: number): Promise<SecretMeta[]> {
-  return (
-    await db.all(`SELECT ${SECRET_META_COLUMNS} FROM ai_secrets ORDER BY created_at, secret_id LIMIT ? OFFSET ?`, [limit, offset])
-  ).map(decodeSecretMeta);
-}
-
-export async function countSecrets(db: Reader): Promise<number> {
-  return count(await db.get('SELECT COUNT(*) AS n FROM ai_secrets'));
-}
+export const listSecretMeta = secrets.page;
+export const countSecrets = secrets.count;
 
 /** Replaces the sealed value (a rotation). */
 export async function resealSecret(tx: Tx, secretId: string, sealed: Uint8Array, at: number): Promise<void> {
@@ -218,19 +226,10 @@ export async function deleteProvider(tx: Tx, id: string): Promise<void> {
   await tx.run('DELETE FROM ai_providers WHERE provider_id = ?', [id]);
 }
 
-export async function providerById(db: Reader, id: string): Promise<Provider | undefined> {
-  const r = await db.get(`SELECT ${PROVIDER_COLUMNS} FROM ai_providers WHERE provider_id = ?`, [id]);
-  return r ? decodeProvider(r) : undefined;
-}
+const providers = listedTable('ai_providers', 'provider_id', PROVIDER_COLUMNS, decodeProvider);
 
+export const providerById = providers.byId;
 /** Oldest first. */
-export async function listProviders(db: Reader, limit: number, offset: number): Promise<Provider[]> {
-  return (
-    await db.all(`SELECT ${PROVIDER_COLUMNS} FROM ai_providers ORDER BY created_at, provider_id LIMIT ? OFFSET ?`, [limit, offset])
-  ).map(decodeProvider);
-}
-
+export const listProviders = providers.page;
 /** How many providers listProviders pages through. */
-export async function countProviders(db: Reader): Promise<number> {
-  return count(await db.get('SELECT COUNT(*) AS n FROM ai_providers'));
-}
+export const countProviders = providers.count;

@@ -17,7 +17,7 @@ import { conflict, notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
 import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
-import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
+import { IsoTime, errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, viewsWithMany } from '../http/openapi.ts';
 import type { Tools } from '../tools/api.ts';
 import type { AiContext } from './providers.ts';
 import {
@@ -109,11 +109,12 @@ export function secretRoutes(app: OpenAPIHono<AppEnv>, ctx: AiContext, tools: To
     async (c) => {
       const q = c.req.valid('query');
       const page = await listSecretMeta(store, q.limit, q.offset);
-      const using = await providersBySecret(
-        store,
-        page.map((s) => s.secret_id),
+      const secrets = await viewsWithMany(
+        page,
+        (s) => s.secret_id,
+        (ids) => providersBySecret(store, ids),
+        secretView,
       );
-      const secrets = page.map((s) => secretView(s, using.get(s.secret_id) ?? []));
       return c.json({ secrets, ...pageOf(q, await countSecrets(store)) }, 200);
     },
   );

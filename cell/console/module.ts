@@ -31,8 +31,8 @@ import {
   CONSOLE_HEADERS,
   CONSOLE_HTML,
   CONSOLE_PATH,
-  etagOf,
 } from './page.ts';
+import { etagOf } from '../../runtime/page-headers.ts';
 
 interface Served extends ConsoleFile {
   etag: string;

@@ -6,7 +6,7 @@
  * cell's own origin, no inline script or style, no framing, no plug-ins, and
  * requires Trusted Types for script sinks (no string becomes HTML or code).
  */
-import { createHash } from 'node:crypto';
+import { NO_FRAMING_HEADERS, pageHeaders, SELF_ONLY_CSP_DIRECTIVES } from '../../runtime/page-headers.ts';
 
 export const CONSOLE_PATH = '/console';
 export const CONSOLE_ASSETS_PATH = `${CONSOLE_PATH}/assets`;
@@ -15,32 +15,15 @@ export const CONSOLE_CONFIG_PATH = `${CONSOLE_PATH}/config.json`;
 
 /** The console's policy: its own origin only (connect-src included: no request leaves the cell). */
 export const CONSOLE_CSP = [
-  "default-src 'self'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "connect-src 'self'",
-  "font-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "frame-ancestors 'none'",
-  "form-action 'self'",
+  ...SELF_ONLY_CSP_DIRECTIVES,
   "worker-src 'none'",
   "manifest-src 'none'",
   // No string reaches an HTML or script sink (innerHTML, eval, script src): the console builds its DOM with Preact.
   "require-trusted-types-for 'script'",
 ].join('; ');
 
-/** Headers every /console response carries. */
-export const CONSOLE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  'Content-Security-Policy': CONSOLE_CSP,
-  'X-Content-Type-Options': 'nosniff',
-  // The return page's URL carries an authorization code: never send it onwards.
-  'Referrer-Policy': 'no-referrer',
-  'Cross-Origin-Resource-Policy': 'same-origin',
-  'X-Frame-Options': 'DENY',
-  'Permissions-Policy': 'camera=(), microphone=(), geolocation=(), payment=(), usb=()',
-});
+/** Headers every /console response carries (the return page's URL carries an authorization code: no referrer). */
+export const CONSOLE_HEADERS = pageHeaders(CONSOLE_CSP, NO_FRAMING_HEADERS);
 
 export const CONSOLE_HTML = `<!doctype html>
 <html lang="en">
@@ -73,8 +56,3 @@ export const CALLBACK_HTML = `<!doctype html>
 </body>
 </html>
 `;
-
-/** A strong ETag of a body. */
-export function etagOf(body: string): string {
-  return `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
-}

@@ -4,7 +4,7 @@
  * under a Content-Security-Policy that allows only the cell's own origin.
  * No inline script or style: the page loads its init script as a file.
  */
-import { createHash } from 'node:crypto';
+import { etagOf, pageHeaders, SELF_ONLY_CSP_DIRECTIVES } from '../../runtime/page-headers.ts';
 import { swaggerFile } from './internal/swagger-files.ts';
 
 export const DOCS_PATH = '/api/public/v1/docs';
@@ -12,26 +12,10 @@ export const DOCS_ASSETS_PATH = `${DOCS_PATH}/assets`;
 export const OPENAPI_PATH = '/api/public/v1/openapi.json';
 
 /** The page's policy: its own origin only, no inline code, no framing. */
-export const DOCS_CSP = [
-  "default-src 'self'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "connect-src 'self'",
-  "font-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "frame-ancestors 'none'",
-  "form-action 'self'",
-].join('; ');
+export const DOCS_CSP = SELF_ONLY_CSP_DIRECTIVES.join('; ');
 
 /** Headers every docs response carries. */
-export const DOCS_HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  'Content-Security-Policy': DOCS_CSP,
-  'X-Content-Type-Options': 'nosniff',
-  'Referrer-Policy': 'no-referrer',
-  'Cross-Origin-Resource-Policy': 'same-origin',
-});
+export const DOCS_HEADERS = pageHeaders(DOCS_CSP);
 
 export const DOCS_HTML = `<!doctype html>
 <html lang="en">
@@ -79,7 +63,7 @@ function stripSourceMap(text: string): string {
 }
 
 function asset(body: string, contentType: string): DocsAsset {
-  return { body, contentType, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"` };
+  return { body, contentType, etag: etagOf(body) };
 }
 
 let cache: Map<string, DocsAsset> | null = null;

@@ -6,7 +6,7 @@
  * (cell/modules.ts) and builds the document on first request, when every
  * route is registered.
  */
-import { createHash } from 'node:crypto';
+import { etagOf } from '../../runtime/page-headers.ts';
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import type { AppEnv, Logger } from '../context.ts';
 import type { CellModule } from '../module.ts';
@@ -72,7 +72,7 @@ export function mountDiscovery(app: OpenAPIHono<AppEnv>, log?: Logger): void {
         });
       }
       const text = JSON.stringify(curated.document);
-      served = { text, etag: `"${createHash('sha256').update(text).digest('base64url').slice(0, 27)}"` };
+      served = { text, etag: etagOf(text) };
     }
     return served;
   };

@@ -227,6 +227,21 @@ export function queryTime(description: string) {
     .openapi({ description, format: 'date-time', example: '2026-01-01T00:00:00Z' });
 }
 
+/**
+ * A `{name}` path parameter holding an id of 1 to 200 characters (looked up as given: one the cell does
+ * not know is simply not found), with an example id for the document.
+ *
+ * @example
+ * const IdParam = z.object({ schedule_id: idPath('schedule_id', 'sch_0123456789abcdef0123') });
+ */
+export function idPath(name: string, example: string) {
+  return z
+    .string()
+    .min(1)
+    .max(200)
+    .openapi({ param: { name, in: 'path' }, example });
+}
+
 /** The paging fields of every list answer, beside its own array. */
 export const pageFields = {
   limit: z.number().int().openapi({ description: 'The limit this page was read with' }),
@@ -247,6 +262,23 @@ export function pageOf(q: Page, total: number): { limit: number; offset: number;
 /** One page of a list held in memory, and its total. */
 export function slicePage<T>(all: readonly T[], q: Page): { items: T[]; total: number } {
   return { items: all.slice(q.offset, q.offset + q.limit), total: all.length };
+}
+
+/**
+ * The views of one page of rows that each carry a list of their own (a secret's providers, a source's
+ * pins): what the rows carry is read in one batch for the page (never one read a row), keyed by `key`.
+ *
+ * @example
+ * const secrets = await viewsWithMany(page, (s) => s.secret_id, (ids) => providersBySecret(store, ids), secretView);
+ */
+export async function viewsWithMany<R, M, V>(
+  rows: readonly R[],
+  key: (r: R) => string,
+  many: (keys: string[]) => Promise<Map<string, M[]>>,
+  view: (r: R, many: M[]) => V,
+): Promise<V[]> {
+  const byKey = await many(rows.map(key));
+  return rows.map((r) => view(r, byKey.get(key(r)) ?? []));
 }
 
 // ---- times: every timestamp in an answer is ISO 8601 UTC (core/iso-time.ts converts, in the views).

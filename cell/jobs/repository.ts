@@ -129,20 +129,22 @@ export async function definitionsUsingCrew(
   return out;
 }
 
-export interface NewDefinition {
-  schedule_id: string;
-  name: string;
-  job_type: DefinitionJobType;
-  workspace_id: string;
-  spec: unknown;
-  cron: string;
-  timezone: string;
-  catch_up: 'once' | 'skip';
-  enabled: boolean;
-  next_fire_at: number | null;
-  created_by: string;
-  created_at: number;
-}
+/** What a new definition is written with (insertDefinition): the rest starts empty, its author set after. */
+export type NewDefinition = Pick<
+  Definition,
+  | 'schedule_id'
+  | 'name'
+  | 'job_type'
+  | 'workspace_id'
+  | 'spec'
+  | 'cron'
+  | 'timezone'
+  | 'catch_up'
+  | 'enabled'
+  | 'next_fire_at'
+  | 'created_by'
+  | 'created_at'
+>;
 
 export async function insertDefinition(tx: Tx, d: NewDefinition): Promise<void> {
   await tx.run(

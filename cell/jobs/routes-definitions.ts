@@ -13,7 +13,7 @@ import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
 import { notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv, AuthContext } from '../context.ts';
-import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
+import { errorResponses, idPath, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import type { JobsContext } from './context.ts';
 import { assertDefinitionSeats, assertMayAuthor, assertWithinQuota, authorRoot } from './definition-authority.ts';
 import { assertNotDeleted, definitionView, newScheduleId, nextFireAfter, parseCron, validateTemplate } from './definitions.ts';
@@ -24,13 +24,7 @@ import { CreateDefinitionSchema, DefinitionSchema, PatchDefinitionSchema } from 
 
 const TAG = 'Job definitions';
 const BASE = '/api/public/v1/admin/jobs/definitions';
-const IdParam = z.object({
-  schedule_id: z
-    .string()
-    .min(1)
-    .max(200)
-    .openapi({ param: { name: 'schedule_id', in: 'path' }, example: 'sch_0123456789abcdef0123' }),
-});
+const IdParam = z.object({ schedule_id: idPath('schedule_id', 'sch_0123456789abcdef0123') });
 
 const create = createRoute({
   method: 'post',
@@ -54,7 +48,7 @@ const list = createRoute({
   description: 'In creation order. Soft-deleted definitions only with `include_deleted=true`. `limit` 1 to 1000 (default 100).',
   request: { query: pageQuery(100, 1000).extend({ include_deleted: z.enum(['true', 'false']).default('false') }) },
   responses: {
-    200: json(z.object({ items: z.array(DefinitionSchema), ...pageFields }).openapi('JobDefinitionList'), 'A page of definitions'),
+    200: json(listSchema('items', DefinitionSchema, 'JobDefinitionList'), 'A page of definitions'),
     ...errorResponses(400, 401, 403),
   },
 });

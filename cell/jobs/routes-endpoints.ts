@@ -6,14 +6,13 @@
  * rate_limit_rpm). See invoke.ts for the gates.
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { notFound } from '../../core/errors.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import type { JobsContext } from './context.ts';
 import * as repo from './repository.ts';
 import { requires } from '../http/authorize.ts';
 import { malformedRequest } from '../../runtime/gateway.ts';
-import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
+import { errorResponses, idPath, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import { checkInputSchema } from '../../core/input-schema/check.ts';
 import { endpointView, newEndpointId } from './endpoints.ts';
 import { endpointOr404, endpointRefusal, invokeEndpoint } from './invoke.ts';
@@ -22,13 +21,7 @@ import { CreateEndpointSchema, EndpointSchema, RunErrorSchema } from './shapes.t
 
 const TAG = 'Job endpoints';
 const BASE = '/api/public/v1/admin/jobs/endpoints';
-const IdParam = z.object({
-  endpoint_id: z
-    .string()
-    .min(1)
-    .max(200)
-    .openapi({ param: { name: 'endpoint_id', in: 'path' }, example: 'jep_0123456789abcdef0123' }),
-});
+const IdParam = z.object({ endpoint_id: idPath('endpoint_id', 'jep_0123456789abcdef0123') });
 
 const publish = createRoute({
   method: 'post',
@@ -52,7 +45,7 @@ const list = createRoute({
   description: 'In creation order; `limit` 1 to 1000 (default 100).',
   request: { query: pageQuery(100, 1000) },
   responses: {
-    200: json(z.object({ items: z.array(EndpointSchema), ...pageFields }).openapi('JobEndpointList'), 'A page of endpoints'),
+    200: json(listSchema('items', EndpointSchema, 'JobEndpointList'), 'A page of endpoints'),
     ...errorResponses(400, 401, 403),
   },
 });
@@ -157,15 +150,10 @@ export function mountEndpointRoutes(app: OpenAPIHono<AppEnv>, ctx: JobsContext):
     return c.json({ items: items.map(endpointView), ...pageOf(q, total) }, 200);
   });
 
-  app.openapi(get, async (c) => {
-    const e = await repo.endpointById(core.store, c.req.valid('param').endpoint_id);
-    if (!e) throw notFound('endpoint');
-    return c.json(endpointView(e), 200);
-  });
+  app.openapi(get, async (c) => c.json(endpointView(await endpointOr404(ctx, c.req.valid('param').endpoint_id)), 200));
 
   app.openapi(unpublish, async (c) => {
-    const e = await repo.endpointById(core.store, c.req.valid('param').endpoint_id);
-    if (!e) throw notFound('endpoint');
+    const e = await endpointOr404(ctx, c.req.valid('param').endpoint_id);
     const auth = c.get('auth');
     // An endpoint acts as its publisher: unpublishing another's needs managing it (the shared-things rule).
     await iam.assertMayActOnOwned(auth, { kind: 'endpoint', id: e.endpoint_id, ownerId: e.created_by }, 'jobs.endpoint.unpublish');

@@ -10,7 +10,7 @@ import { invalid } from '../../core/errors.ts';
 import { isoTime, isoTimeOrNull } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
-import { errorResponses, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
+import { errorResponses, idPath, json, jsonBody, pageFields, pageOf, pageQuery, secured } from '../http/openapi.ts';
 import {
   ApprovalDecisionSchema,
   deciderOf,
@@ -122,13 +122,7 @@ const list = createRoute({
  * `checked_cell_id`, whatever was asked, so any id of 1 to 200 characters is looked up; one that is not a
  * run id is simply not found.
  */
-const StatusIdParam = z.object({
-  run_id: z
-    .string()
-    .min(1)
-    .max(200)
-    .openapi({ param: { name: 'run_id', in: 'path' }, example: 'run_0123456789abcdef0123' }),
-});
+const StatusIdParam = z.object({ run_id: idPath('run_id', 'run_0123456789abcdef0123') });
 
 const status = createRoute({
   method: 'get',

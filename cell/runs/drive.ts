@@ -336,7 +336,32 @@ export async function driveRun(
   opts: DriveOptions,
 ): Promise<DriveResult> {
   try {
-    return await driveLoop(ctx, runId, graph, ports, input, opts);
+    let outages = 0;
+    for (;;) {
+      const handle = registerDriver(ctx, runId);
+      let r: DriveResult;
+      let decisions: number;
+      try {
+        // A decision recorded on another cell while this one drives cannot wake this drive
+        // (requestWake is per process): a count that grew meanwhile makes it look again.
+        decisions = await decisionCount(ctx.core.store, runId);
+        r = await driveOnce({ ctx, handle, runId, graph, ports, input, opts });
+      } catch (err) {
+        handle.release();
+        // The store went away under the drive (a database restart, a network cut): the run is left as
+        // its journal says, under this cell's lease, and driven again from the journal once the store
+        // answers; no finished step runs again. A peer may take it over meanwhile: then the claim fails.
+        if (!isStoreOutage(err) || ctx.stopping) throw err;
+        const wait = OUTAGE_RETRY_MS[Math.min(outages++, OUTAGE_RETRY_MS.length - 1)]!;
+        ctx.core.log.warn('store unreachable during a run; driving it again from its journal', { run_id: runId, retry_ms: wait });
+        await new Promise((res) => setTimeout(res, wait));
+        if (ctx.stopping) throw err;
+        continue;
+      }
+      const wake = handle.release();
+      if (r.state !== 'waiting') return r;
+      if (!wake && (await decisionCount(ctx.core.store, runId)) === decisions) return r;
+    }
   } finally {
     // The lease is kept from one drive to the next of this loop (an outage's re-drive is no takeover).
     dropLease(ctx, runId);
@@ -346,51 +371,19 @@ export async function driveRun(
   }
 }
 
-async function driveLoop(
-  ctx: RunsContext,
-  runId: string,
-  graph: Graph,
-  ports: DrivePorts,
-  input: unknown,
-  opts: DriveOptions,
-): Promise<DriveResult> {
-  let outages = 0;
-  for (;;) {
-    const handle = registerDriver(ctx, runId);
-    let r: DriveResult;
-    let decisions: number;
-    try {
-      // A decision recorded on another cell while this one drives cannot wake this drive
-      // (requestWake is per process): a count that grew meanwhile makes it look again.
-      decisions = await decisionCount(ctx.core.store, runId);
-      r = await driveOnce(ctx, handle, runId, graph, ports, input, opts);
-    } catch (err) {
-      handle.release();
-      // The store went away under the drive (a database restart, a network cut): the run is left as
-      // its journal says, under this cell's lease, and driven again from the journal once the store
-      // answers; no finished step runs again. A peer may take it over meanwhile: then the claim fails.
-      if (!isStoreOutage(err) || ctx.stopping) throw err;
-      const wait = OUTAGE_RETRY_MS[Math.min(outages++, OUTAGE_RETRY_MS.length - 1)]!;
-      ctx.core.log.warn('store unreachable during a run; driving it again from its journal', { run_id: runId, retry_ms: wait });
-      await new Promise((res) => setTimeout(res, wait));
-      if (ctx.stopping) throw err;
-      continue;
-    }
-    const wake = handle.release();
-    if (r.state !== 'waiting') return r;
-    if (!wake && (await decisionCount(ctx.core.store, runId)) === decisions) return r;
-  }
+/** One drive of driveRun's loop: what driveOnce and driveClaimed drive, and with what. */
+interface Drive {
+  ctx: RunsContext;
+  handle: DriverHandle;
+  runId: string;
+  graph: Graph;
+  ports: DrivePorts;
+  input: unknown;
+  opts: DriveOptions;
 }
 
-async function driveOnce(
-  ctx: RunsContext,
-  handle: DriverHandle,
-  runId: string,
-  graph: Graph,
-  ports: DrivePorts,
-  input: unknown,
-  opts: DriveOptions,
-): Promise<DriveResult> {
+async function driveOnce(d: Drive): Promise<DriveResult> {
+  const { ctx, runId, graph, ports, opts } = d;
   const { log } = ctx.core;
   const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
   const graphHash = opts.graphHash ?? contentHash(graph);
@@ -403,9 +396,9 @@ async function driveOnce(
     // With spans exported, the drive runs in the run's span (runs/trace.ts) and the engine opens one per step.
     if (ctx.core.traces.spans)
       return await inRunSpan(ctx, runId, graph, claim.takeover, opts.agentName, (tracer) =>
-        driveClaimed(ctx, handle, runId, graph, { ...ports, tracer }, input, opts, graphHash, claim),
+        driveClaimed({ ...d, ports: { ...ports, tracer } }, graphHash, claim),
       );
-    return await driveClaimed(ctx, handle, runId, graph, ports, input, opts, graphHash, claim);
+    return await driveClaimed(d, graphHash, claim);
   } catch (err) {
     if (err instanceof RunClosedError) {
       // Ended elsewhere (cancelled on another cell, or finished by a driver that took it over): nothing more to write.
@@ -421,17 +414,8 @@ async function driveOnce(
   }
 }
 
-async function driveClaimed(
-  ctx: RunsContext,
-  handle: DriverHandle,
-  runId: string,
-  graph: Graph,
-  ports: DrivePorts,
-  input: unknown,
-  opts: DriveOptions,
-  graphHash: string,
-  claim: Extract<Claim, { ok: true }>,
-): Promise<DriveResult> {
+async function driveClaimed(d: Drive, graphHash: string, claim: Extract<Claim, { ok: true }>): Promise<DriveResult> {
+  const { ctx, handle, runId, graph, ports, input, opts } = d;
   const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
   const fence = claim.fence;
   // The records the engine held back when it ended are written with the run's end (DriveEnd).

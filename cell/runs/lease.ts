@@ -123,7 +123,7 @@ async function claimOwn(
   const ok = await ctx.core.store
     .write(
       async (tx) => {
-        if (!(await repo.retakeOwnLease(tx, runId, me, epoch, s.lease_epoch, at, graphHash))) return false;
+        if (!(await repo.takeLease(tx, runId, me, epoch, s.lease_epoch, at, graphHash, 'self'))) return false;
         const flags = await repo.runFlags(tx, runId);
         // Let the slow path clear it, or refuse the claim (nothing to keep: this transaction rolls back).
         if (flags && ('unplaceable' in flags || refusalOf(flags))) throw new SlowPath();

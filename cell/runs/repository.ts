@@ -382,6 +382,11 @@ export async function runLease(db: Reader, runId: string): Promise<RunLease | un
 /**
  * Gives the run's lease to `owner` with epoch `epoch`, if nobody claimed it
  * since `prevEpoch` was read; the run is `running` under it. False otherwise.
+ *
+ * `from: 'self'` retakes a lease this cell holds already (the cell that created
+ * the run, or drove it, claims it again): the same change, only while the owner
+ * is still `owner` at `prevEpoch`. Run as the first statement of a `row-locks`
+ * transaction, it locks the row and is its own compare-and-set.
  */
 export async function takeLease(
   tx: Tx,
@@ -391,34 +396,13 @@ export async function takeLease(
   prevEpoch: number,
   at: number,
   graphHash: string | null,
+  from: 'anyone' | 'self' = 'anyone',
 ): Promise<boolean> {
+  const self = from === 'self';
   const r = await tx.run(
     `UPDATE runs SET lease_owner = ?, lease_epoch = ?, coordinator = ?, state = 'running', updated_at = ?, graph_hash = COALESCE(CAST(? AS TEXT), graph_hash)
-     WHERE run_id = ? AND lease_epoch = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')`,
-    [owner, epoch, owner, at, graphHash, runId, prevEpoch],
-  );
-  return r.changes === 1;
-}
-
-/**
- * takeLease for a lease this cell holds already (the cell that created the
- * run, or drove it, claims it again): the same change, only while the owner is
- * still `owner` at `prevEpoch`. Run as the first statement of a `row-locks`
- * transaction, it locks the row and is its own compare-and-set.
- */
-export async function retakeOwnLease(
-  tx: Tx,
-  runId: string,
-  owner: string,
-  epoch: number,
-  prevEpoch: number,
-  at: number,
-  graphHash: string | null,
-): Promise<boolean> {
-  const r = await tx.run(
-    `UPDATE runs SET lease_epoch = ?, coordinator = ?, state = 'running', updated_at = ?, graph_hash = COALESCE(CAST(? AS TEXT), graph_hash)
-     WHERE run_id = ? AND lease_owner = ? AND lease_epoch = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')`,
-    [epoch, owner, at, graphHash, runId, owner, prevEpoch],
+     WHERE run_id = ?${self ? ' AND lease_owner = ?' : ''} AND lease_epoch = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')`,
+    [owner, epoch, owner, at, graphHash, runId, ...(self ? [owner] : []), prevEpoch],
   );
   return r.changes === 1;
 }
@@ -485,18 +469,19 @@ export async function waitingElsewhere(db: Reader, kind: RunKind, excluded: read
   return rows.map(decodeRun);
 }
 
+/** Which runs a list or count reads (runs.ts `ListRunsOptions` adds the page). */
 export interface RunFilter {
   kind?: RunKind | undefined;
   crewId?: string | undefined;
   state?: RunState | undefined;
+  /** Only runs flagged for investigation. */
   investigate?: boolean | undefined;
   jobType?: string | undefined;
   source?: string | undefined;
-  /** Epoch ms, exclusive. */
+  /** Only runs created after / before these epoch ms (exclusive). */
   createdAfter?: number | undefined;
-  /** Epoch ms, exclusive. */
   createdBefore?: number | undefined;
-  /** The reason it ended with (`errorReasonOf`). */
+  /** Only runs that ended with this reason (the error's reason, else its code: `errorReasonOf`). */
   errorReason?: string | undefined;
 }
 

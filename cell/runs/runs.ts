@@ -140,21 +140,10 @@ export function getRun(ctx: RunsContext, runId: string, db: Reader = ctx.core.st
   return repo.runById(db, runId);
 }
 
-export interface ListRunsOptions {
+/** A page of the runs a filter selects. */
+export interface ListRunsOptions extends repo.RunFilter {
   limit: number;
   offset: number;
-  kind?: RunKind | undefined;
-  crewId?: string | undefined;
-  state?: RunState | undefined;
-  /** Only runs flagged for investigation. */
-  investigate?: boolean | undefined;
-  jobType?: string | undefined;
-  source?: string | undefined;
-  /** Only runs created after / before these epoch ms (exclusive). */
-  createdAfter?: number | undefined;
-  createdBefore?: number | undefined;
-  /** Only runs that ended with this reason (the error's reason, else its code). */
-  errorReason?: string | undefined;
 }
 
 /**
@@ -162,19 +151,9 @@ export interface ListRunsOptions {
  * runs only ever append, so a page that was read stays the same page.
  */
 export async function listRuns(ctx: RunsContext, o: ListRunsOptions): Promise<{ items: Run[]; total: number }> {
-  const f = {
-    kind: o.kind,
-    crewId: o.crewId,
-    state: o.state,
-    investigate: o.investigate,
-    jobType: o.jobType,
-    source: o.source,
-    createdAfter: o.createdAfter,
-    createdBefore: o.createdBefore,
-    errorReason: o.errorReason,
-  };
+  const { limit, offset, ...f } = o;
   const total = await repo.countRuns(ctx.core.store, f);
-  const items = await repo.listRuns(ctx.core.store, f, o.limit, o.offset);
+  const items = await repo.listRuns(ctx.core.store, f, limit, offset);
   return { items, total };
 }
 

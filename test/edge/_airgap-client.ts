@@ -1,57 +1,19 @@
 // Runs INSIDE a network namespace with only loopback (spawned by airgap.e2e.test.ts under `unshare -n`):
 // starts the real dist/edge, presents keys, runs the bundled crew on the tiny model, exports the
 // journal, and prints every observation as one JSON line for the outer test to assert on.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { networkInterfaces } from 'node:os';
-import { edgeListening } from './_listening.ts';
+import { spawnSync, type ChildProcess } from 'node:child_process';
+import { clientConfig, observe, serveCrewDevice, type CrewDeviceConfig } from './_crew-device-client.ts';
+import { stopEdge } from './_listening.ts';
 
-interface Config {
-  edge: string;
-  data: string;
-  keyBundle: string;
-  crewBundle: string;
-  model: string;
-  manifest: string;
-  crewId: string;
+interface Config extends CrewDeviceConfig {
   keys: Record<string, string>;
-  exportOut: string;
-  cellUrl: string;
 }
-const cfg = JSON.parse(readFileSync(process.argv[2]!, 'utf8')) as Config;
-const out: Record<string, unknown> = { interfaces: Object.keys(networkInterfaces()) };
+const cfg = clientConfig<Config>();
 
 async function startEdge(extra: string[]): Promise<{ url: string; proc: ChildProcess; startMs: number }> {
   const t0 = performance.now();
-  const proc = spawn(
-    cfg.edge,
-    [
-      'serve',
-      '--data',
-      cfg.data,
-      '--bundle',
-      cfg.keyBundle,
-      '--crew-bundle',
-      cfg.crewBundle,
-      '--model',
-      cfg.model,
-      '--model-manifest',
-      cfg.manifest,
-      '--port',
-      '0',
-      ...extra,
-    ],
-    { env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  const { url } = await edgeListening(proc, 30_000);
+  const { url, proc } = await serveCrewDevice(cfg, extra, { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' });
   return { url, proc, startMs: performance.now() - t0 };
-}
-
-async function stop(p: ChildProcess): Promise<void> {
-  if (p.exitCode !== null) return;
-  const done = new Promise((r) => p.once('exit', r));
-  p.kill('SIGTERM');
-  await done;
 }
 
 async function call(url: string, method: string, path: string, key: string, body?: unknown) {
@@ -73,13 +35,8 @@ const keyCheck = async (url: string) => {
   return res;
 };
 
-try {
-  // The cell is unreachable from here: there is no network but loopback.
-  out['cell_reachable'] = await fetch(cfg.cellUrl, { signal: AbortSignal.timeout(2000) }).then(
-    () => true,
-    () => false,
-  );
-
+// The cell is unreachable from here: there is no network but loopback (observe checks it).
+await observe(cfg, async (out) => {
   const e1 = await startEdge([]);
   out['cold_start_ms'] = e1.startMs;
   out['keys_now'] = await keyCheck(e1.url);
@@ -98,12 +55,12 @@ try {
   }
   out['runs'] = runs;
   out['run_denied'] = (await call(e1.url, 'POST', crewPath, cfg.keys['wrong_region']!, { input: 'x' })).status;
-  await stop(e1.proc);
+  await stopEdge(e1.proc);
 
   // Two hours later (test clock): the rotated secret's one-hour grace has elapsed.
   const e2 = await startEdge(['--now-offset-ms', String(2 * 3600_000)]);
   out['keys_later'] = await keyCheck(e2.url);
-  await stop(e2.proc);
+  await stopEdge(e2.proc);
 
   // The clock set back before the last accepted moment: refused, fail closed.
   const back = spawnSync(cfg.edge, ['verify-key', '--data', cfg.data, '--bundle', cfg.keyBundle, `--now-offset-ms=${-3600_000}`], {
@@ -123,7 +80,4 @@ try {
   const firstRun = (runs[0] as { run_id?: string }).run_id ?? 'none';
   const ex = spawnSync(cfg.edge, ['journal', 'export', firstRun, '--data', cfg.data, '--out', cfg.exportOut], { encoding: 'utf8' });
   out['export'] = { status: ex.status, stdout: ex.stdout, stderr: ex.stderr };
-} catch (e) {
-  out['error'] = e instanceof Error ? e.stack : String(e);
-}
-process.stdout.write(JSON.stringify(out) + '\n');
+});

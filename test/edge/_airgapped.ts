@@ -1,11 +1,12 @@
 // What the air-gapped end-to-end tests (airgap, delegation, tokens .e2e.test.ts) share: where the real
 // single executable dist/edge is, why such a test cannot run on this machine (its skip reason), a
-// one-shot call of the edge CLI, and the run of a test/edge/_*-client.ts inside a network namespace
+// one-shot call of the edge CLI, a device prepared for a crew on the tiny model, and the run of a test/edge/_*-client.ts inside a network namespace
 // with only loopback (`unshare -n`, root), which must see no network and no cell.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const EDGE = join(ROOT, 'dist/edge');
@@ -27,6 +28,37 @@ export function edge(args: string[], input?: string): string {
   const r = spawnSync(EDGE, args, { encoding: 'utf8', ...(input !== undefined ? { input } : {}) });
   assert.equal(r.status, 0, `edge ${args.join(' ')}: ${r.stderr}`);
   return r.stdout;
+}
+
+/**
+ * A device in `dev` ready for a crew bundle: initialised, registered at the cell (`post`: an admin POST
+ * that must succeed) and trusting it, with the tiny model (work/tiny.gguf) signed by a publisher it pins
+ * (work/publisher.json, work/tiny.manifest.json). Returns what `edge init` printed.
+ */
+export async function deviceWithTinyModel(
+  work: string,
+  dev: string,
+  post: (path: string, body: unknown) => Promise<{ text: string }>,
+): Promise<{ device_id: string; public_jwk: JsonWebKey }> {
+  const init = JSON.parse(edge(['init', '--data', dev]));
+  const reg = await post('/api/public/v1/admin/edge/devices', { name: 'pump-house', public_jwk: init.public_jwk });
+  writeFileSync(join(work, 'trust.json'), reg.text);
+  edge(['model', 'keygen', '--out', join(work, 'publisher.json')]);
+  writeFileSync(join(work, 'tiny.gguf'), makeTinyGguf(42));
+  edge([
+    'model',
+    'sign',
+    '--model',
+    join(work, 'tiny.gguf'),
+    '--key',
+    join(work, 'publisher.json'),
+    '--name',
+    'tiny',
+    '--out',
+    join(work, 'tiny.manifest.json'),
+  ]);
+  edge(['trust', '--data', dev, '--file', join(work, 'trust.json'), '--publisher', join(work, 'publisher.json')]);
+  return init;
 }
 
 /**

@@ -2,7 +2,7 @@
 // starts the real dist/edge with mTLS, answers the token rows for the device's tokens, puts reverse
 // proxies in front of it, replays a proof across a kill -9 and restart, steps the device clock past
 // expiry, and prints every observation as one JSON line for the outer test.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { Agent, fetch as ufetch } from 'undici';
 import * as oauth from 'oauth4webapi';
 import { answerOf, oauth4webapiRequest, proof, runRows, type RowEnv, type TokenName, type Who } from './_token-rows.ts';
-import { edgeListening } from './_listening.ts';
+import { serveEdge, stopEdge } from './_listening.ts';
 
 interface Config {
   edge: string;
@@ -39,36 +39,12 @@ const fetchAs = (who: Who) =>
   ((url: string, init?: RequestInit) => ufetch(url, { ...(init as object), dispatcher: agents[who] })) as unknown as typeof fetch;
 const PATH = '/api/public/v1/edge/authz/edge.read';
 
-async function startEdge(extra: string[] = [], port = '0'): Promise<{ url: string; proc: ChildProcess }> {
-  const proc = spawn(
-    cfg.edge,
-    [
-      'serve',
-      '--data',
-      cfg.data,
-      '--bundle',
-      cfg.keyBundle,
-      '--port',
-      port,
-      '--tls-cert',
-      join(cfg.certDir, 'server.pem'),
-      '--tls-key',
-      join(cfg.certDir, 'server.key'),
-      '--client-ca',
-      join(cfg.certDir, 'ca.pem'),
-      ...extra,
-    ],
-    { env: { ...process.env, AGENT_CELL_EDGE_TEST_CLOCK: '1' }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  const { url } = await edgeListening(proc, 30_000);
-  return { url, proc };
-}
-
-async function stop(p: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  if (p.exitCode !== null || p.signalCode !== null) return;
-  const done = new Promise((r) => p.once('exit', r));
-  p.kill(signal);
-  await done;
+function startEdge(extra: string[] = [], port = '0'): Promise<{ url: string; proc: ChildProcess }> {
+  const tls = ['--tls-cert', join(cfg.certDir, 'server.pem'), '--tls-key', join(cfg.certDir, 'server.key')];
+  return serveEdge(cfg, ['--port', port, ...tls, '--client-ca', join(cfg.certDir, 'ca.pem'), ...extra], {
+    ...process.env,
+    AGENT_CELL_EDGE_TEST_CLOCK: '1',
+  });
 }
 
 /** A tiny reverse proxy (plain http) in front of the edge: `rewrite` strips a path prefix; else the path is kept. */
@@ -176,17 +152,17 @@ try {
   const send = (url: string, dpop: string) =>
     fetchAs('none')(url + PATH, { headers: { authorization: `DPoP ${cfg.tokens.dpop}`, dpop } }).then(answerOf);
   const before = await send(e.url, p);
-  await stop(e.proc, 'SIGKILL');
+  await stopEdge(e.proc, 'SIGKILL');
   e = await startEdge([], new URL(e.url).port);
   const after = await send(e.url, p);
   const fresh = await send(e.url, await proof({ ...env, origin: e.url }, cfg.tokens.dpop));
   out['replay_restart'] = { before, after_restart: after, fresh_after_restart: fresh };
-  await stop(e.proc);
+  await stopEdge(e.proc);
 
   // Ten minutes and a second later on the device clock, the plain token has expired.
   e = await startEdge(['--now-offset-ms', String(601_000)]);
   out['expired'] = await fetchAs('none')(e.url + PATH, { headers: { authorization: `Bearer ${cfg.tokens.plain}` } }).then(answerOf);
-  await stop(e.proc);
+  await stopEdge(e.proc);
 } catch (err) {
   out['error'] = err instanceof Error ? err.stack : String(err);
 }

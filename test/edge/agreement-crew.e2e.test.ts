@@ -17,11 +17,10 @@ import { join } from 'node:path';
 import { splitEnvelope } from '../../bundles/envelope.ts';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import { verifyJournal } from '../../core/journal/verify.ts';
-import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 import { startOpenAIServer, type ChatRequestBody } from '../fixtures/openai-server.ts';
 import { startCellProcess } from '../helpers/cell-process.ts';
 import { until } from '../helpers/until.ts';
-import { airgapSkip, EDGE, edge, runAirgapped } from './_airgapped.ts';
+import { airgapSkip, deviceWithTinyModel, EDGE, runAirgapped } from './_airgapped.ts';
 
 const A = '/api/public/v1/admin';
 const T = `${A}/agent-teams`;
@@ -152,24 +151,7 @@ test('the same crew with tool calls at the cell and at an air-gapped edge: same 
     );
 
     // The device: its key, trust, the tiny model signed by a publisher it pins, its bundles.
-    const init = JSON.parse(edge(['init', '--data', dev]));
-    const reg = await ok('POST', `${A}/edge/devices`, { name: 'pump-house', public_jwk: init.public_jwk });
-    writeFileSync(join(work, 'trust.json'), reg.text);
-    edge(['model', 'keygen', '--out', join(work, 'publisher.json')]);
-    writeFileSync(join(work, 'tiny.gguf'), makeTinyGguf(42));
-    edge([
-      'model',
-      'sign',
-      '--model',
-      join(work, 'tiny.gguf'),
-      '--key',
-      join(work, 'publisher.json'),
-      '--name',
-      'tiny',
-      '--out',
-      join(work, 'tiny.manifest.json'),
-    ]);
-    edge(['trust', '--data', dev, '--file', join(work, 'trust.json'), '--publisher', join(work, 'publisher.json')]);
+    const init = await deviceWithTinyModel(work, dev, (path, body) => ok('POST', path, body));
     const key = (await ok('POST', `${A}/api-keys`, { name: 'field', scopes: ['agent_teams', 'system.orchestration.admin.read'] })).body
       .secret;
     writeFileSync(join(work, 'keys.bundle.json'), (await ok('POST', `${A}/edge/key-bundles`, { device_id: init.device_id })).text);

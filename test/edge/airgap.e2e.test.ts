@@ -8,10 +8,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { airgapSkip, EDGE, edge, runAirgapped } from './_airgapped.ts';
+import { airgapSkip, deviceWithTinyModel, EDGE, runAirgapped } from './_airgapped.ts';
 import { startCellProcess } from '../helpers/cell-process.ts';
 import { team } from '../helpers/teams.ts';
-import { makeTinyGguf } from '../../scripts/make-tiny-gguf.ts';
 
 const A = '/api/public/v1/admin';
 
@@ -48,24 +47,7 @@ test('air-gapped: keys and a crew run offline on the real dist/edge; the journal
     };
 
     // Device, trust, model publisher, the tiny model and its signed manifest.
-    const init = JSON.parse(edge(['init', '--data', dev]));
-    const reg = await post(`${A}/edge/devices`, { name: 'pump-house', public_jwk: init.public_jwk });
-    writeFileSync(join(work, 'trust.json'), reg.text);
-    edge(['model', 'keygen', '--out', join(work, 'publisher.json')]);
-    writeFileSync(join(work, 'tiny.gguf'), makeTinyGguf(42));
-    edge([
-      'model',
-      'sign',
-      '--model',
-      join(work, 'tiny.gguf'),
-      '--key',
-      join(work, 'publisher.json'),
-      '--name',
-      'tiny',
-      '--out',
-      join(work, 'tiny.manifest.json'),
-    ]);
-    edge(['trust', '--data', dev, '--file', join(work, 'trust.json'), '--publisher', join(work, 'publisher.json')]);
+    const init = await deviceWithTinyModel(work, dev, post);
 
     // Keys of every kind the edge must judge.
     const scopes = ['agent_teams', 'system.orchestration.admin.read', 'edge.read'];

@@ -5,11 +5,12 @@
  * single test by hand.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { testStore } from './inproc.ts';
+import { bootstrapKeyOf, cellSignals } from './cell-signals.ts';
 
 export const CELL_BIN = resolve(import.meta.dirname, '../../dist/cell.mjs');
 /**
@@ -89,7 +90,7 @@ export async function startCellProcess(
   proc.stderr!.on('data', (d: Buffer) => {
     out += d.toString();
   });
-  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  const signals = cellSignals(proc);
   const url = await new Promise<string>((resolveUrl, reject) => {
     const timer = setTimeout(() => {
       proc.kill('SIGKILL');
@@ -109,21 +110,14 @@ export async function startCellProcess(
       reject(new Error(`cell exited with ${code} before listening:\n${out}`));
     });
   });
-  const keyFile = join(dataDir, 'bootstrap-admin.key');
-  const adminKey = existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : '';
-  const signal = async (s: NodeJS.Signals) => {
-    if (proc.exitCode === null && proc.signalCode === null) proc.kill(s);
-    await exited;
-  };
   return {
     url,
-    adminKey,
+    adminKey: bootstrapKeyOf(dataDir),
     dataDir,
     proc,
     output: () => out,
     stdout: () => stdout,
-    stop: () => signal('SIGTERM'),
-    kill: (s = 'SIGKILL') => signal(s),
+    ...signals,
     cleanup: () => {
       rmSync(dataDir, { recursive: true, force: true });
       const d = databases.get(dataDir);

@@ -66,7 +66,8 @@ async function assertMayChange(ctx: SourcesContext, auth: AuthContext, source: S
   await ctx.iam.assertMayChangeShared(auth, { kind: 'source', id: source.source_id }, reached, action);
 }
 
-async function sourceOr404(db: Reader, id: string): Promise<SourceRow> {
+/** The source, or 404 `catalog source`. */
+export async function sourceOr404(db: Reader, id: string): Promise<SourceRow> {
   const s = await sourceById(db, id);
   if (!s) throw notFound('catalog source');
   return s;

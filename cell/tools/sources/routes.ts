@@ -6,15 +6,14 @@
  * (and, for a change reaching agents, authority covering them: lifecycle.ts).
  */
 import { createRoute, z, type OpenAPIHono } from '@hono/zod-openapi';
-import { notFound } from '../../../core/errors.ts';
 import { PERMISSIONS } from '../../../core/permissions.ts';
 import type { AppEnv } from '../../context.ts';
 import { refuseImmutable } from '../../http/immutable.ts';
-import { errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured } from '../../http/openapi.ts';
+import { errorResponses, json, jsonBody, listSchema, pageOf, pageQuery, secured, viewsWithMany } from '../../http/openapi.ts';
 import type { SourcesContext } from './context.ts';
-import { deleteSourceWith, repin, updateSourceWith } from './lifecycle.ts';
+import { deleteSourceWith, repin, sourceOr404, updateSourceWith } from './lifecycle.ts';
 import { registerSource } from './register.ts';
-import { countSources, listSources, pinsBySource, pinsOf, sourceById } from './repository.ts';
+import { countSources, listSources, pinsBySource, pinsOf } from './repository.ts';
 import { reviewSource } from './review.ts';
 import { CreateSource, IMMUTABLE, Repin, ReviewView, reviewView, SourceCreated, SourceView, sourceView, UpdateSource } from './views.ts';
 
@@ -67,11 +66,12 @@ export function sourceRoutes(app: OpenAPIHono<AppEnv>, ctx: SourcesContext): voi
     async (c) => {
       const q = c.req.valid('query');
       const rows = await listSources(store, q.limit, q.offset);
-      const pins = await pinsBySource(
-        store,
-        rows.map((s) => s.source_id),
+      const sources = await viewsWithMany(
+        rows,
+        (s) => s.source_id,
+        (ids) => pinsBySource(store, ids),
+        sourceView,
       );
-      const sources = rows.map((s) => sourceView(s, pins.get(s.source_id) ?? []));
       return c.json({ sources, ...pageOf(q, await countSources(store)) }, 200);
     },
   );
@@ -89,9 +89,7 @@ export function sourceRoutes(app: OpenAPIHono<AppEnv>, ctx: SourcesContext): voi
     }),
     async (c) => {
       const id = c.req.valid('param').source_id;
-      const s = await sourceById(store, id);
-      if (!s) throw notFound('catalog source');
-      return c.json(sourceView(s, await pinsOf(store, id)), 200);
+      return c.json(sourceView(await sourceOr404(store, id), await pinsOf(store, id)), 200);
     },
   );
 
