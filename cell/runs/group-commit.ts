@@ -204,7 +204,7 @@ async function writeMembers(ctx: RunsContext, tx: Tx, members: readonly AppendMe
   const enforcing = members.filter((m) => m.items.some((i) => i.enforce));
   const workspaces = [...new Set(enforcing.map((m) => m.meter.workspace))];
   // Issued together (one round trip on PostgreSQL), run in this order: the locks come first.
-  const [heads, , { seqs, usages }] = await Promise.all([
+  const [heads, , seqs, usages] = await Promise.all([
     members.length === 1
       ? lockRun(ctx, tx, members[0]!.runId, at, members[0]!.fence).then((h) => new Map([[members[0]!.runId, h]]))
       : repo.lockRunHeads(
@@ -214,7 +214,8 @@ async function writeMembers(ctx: RunsContext, tx: Tx, members: readonly AppendMe
           at,
         ),
     Promise.all(members.flatMap((m) => m.staged.map((w) => w(tx)))),
-    repo.appendReads(tx, ids, workspaces),
+    repo.lastSeqs(tx, ids),
+    Promise.all(workspaces.map((ws) => repo.storageUsage(tx, ws))),
   ]);
   if (heads.size < members.length) throw new MembersRefused(await whyNotLocked(ctx, tx, members, heads));
   // The storage in use as read, plus what the members before in this group add.

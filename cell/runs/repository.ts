@@ -221,7 +221,7 @@ export async function touchRun(tx: Tx, runId: string, at: number, lease: { owner
  * progress and returns its head, when the run is not terminal and (with
  * `lease`) still held under it; undefined when nothing matched (read runHead
  * to tell why). The journal's tail is read by a statement of its own after
- * this one (appendRead): on PostgreSQL a statement that waited for the row
+ * this one (lastSeqs): on PostgreSQL a statement that waited for the row
  * lock still reads with the snapshot it started with.
  */
 export async function lockRunHead(
@@ -281,6 +281,18 @@ export async function lockRunHeads(
   return out;
 }
 
+/** The last seq of each of `runIds` (0 for a run without records), in one statement. */
+export async function lastSeqs(db: Reader, runIds: readonly string[]): Promise<Map<string, number>> {
+  // CAST(? AS TEXT): as lastSeq (SQLite compiles the statement once).
+  const rows = await db.all(
+    `SELECT run_id, MAX(seq) AS n FROM journal WHERE run_id IN (${runIds.map(() => 'CAST(? AS TEXT)').join(', ')}) GROUP BY run_id`,
+    runIds,
+  );
+  const out = new Map<string, number>(runIds.map((id) => [id, 0]));
+  for (const r of rows) out.set(str(r, 'run_id'), num(r, 'n'));
+  return out;
+}
+
 /** The storage in use, as four sub-selects: every run's bytes (folded total plus unfolded shares), and a workspace's runs'. */
 const USAGE_COLUMNS = `(SELECT COALESCE(SUM(bytes), 0) FROM storage_totals WHERE scope = 'cell') AS cell_total,
        (SELECT COALESCE(SUM(unfolded), 0) FROM run_storage WHERE unfolded > 0) AS cell_unfolded,
@@ -293,40 +305,6 @@ const usageOf = (r: Row | undefined, ws: string | null): { cell: number; workspa
   cell: count(r, 'cell_total') + count(r, 'cell_unfolded'),
   workspace: ws === null ? 0 : count(r, 'ws_total') + count(r, 'ws_unfolded'),
 });
-
-/** What a group of journal appends reads once its runs are locked (group-commit.ts). */
-export interface AppendReads {
-  /** The last seq of each run (0 for a run without records). */
-  seqs: Map<string, number>;
-  /** The storage in use for each of the workspaces asked, in their order (storage.ts usageRefusal). */
-  usages: { cell: number; workspace: number }[];
-}
-
-/**
- * The last seq of each of `runIds` and the storage in use for each of `workspaces`, in one statement
- * (a row per run with records, then a row per workspace, told apart by `k`): a statement fewer in
- * each append's transaction than reading them apart. It runs after the statement that locks the runs,
- * so on PostgreSQL (read committed) it reads what was committed before the locks were had.
- */
-export async function appendReads(db: Reader, runIds: readonly string[], workspaces: readonly (string | null)[]): Promise<AppendReads> {
-  // CAST(? AS TEXT): as lastSeq (SQLite compiles the statement once).
-  const rows = await db.all(
-    `SELECT run_id, MAX(seq) AS n, -1 AS k, 0 AS cell_total, 0 AS cell_unfolded, 0 AS ws_total, 0 AS ws_unfolded FROM journal
-     WHERE run_id IN (${runIds.map(() => 'CAST(? AS TEXT)').join(', ')}) GROUP BY run_id` +
-      workspaces.map((_, i) => `\n     UNION ALL SELECT NULL, NULL, ${i}, ${USAGE_COLUMNS}`).join(''),
-    [...runIds, ...workspaces.flatMap(usageParams)],
-  );
-  const seqs = new Map<string, number>(runIds.map((id) => [id, 0]));
-  const usages: ({ cell: number; workspace: number } | undefined)[] = workspaces.map(() => undefined);
-  for (const r of rows) {
-    const k = num(r, 'k');
-    if (k < 0) seqs.set(str(r, 'run_id'), num(r, 'n'));
-    else usages[k] = usageOf(r, workspaces[k]!);
-  }
-  // Fail closed: a limit is never checked against storage that was not read.
-  if (usages.some((u) => u === undefined)) throw new TypeError('appendReads: a workspace row is missing');
-  return { seqs, usages: usages as { cell: number; workspace: number }[] };
-}
 
 /** The storage in use by every run and (with a workspace) by the workspace's runs, in one statement. */
 export async function storageUsage(db: Reader, workspaceId: string | null): Promise<{ cell: number; workspace: number }> {
@@ -769,7 +747,7 @@ export async function hasRecordOfKind(db: Reader, runId: string, kind: string): 
  * CAST(? AS TEXT): with a bare `?` compared to the key column of a MAX(),
  * a call on the embedded engine (SQLite) costs about what compiling the
  * statement again costs (measured: 11.5 µs against 2.5 µs at 63 records; for
- * appendRead 70 µs against 12 µs); PostgreSQL plans both spellings alike.
+ * a statement reading it with the storage in use, 70 µs against 12 µs); PostgreSQL plans both spellings alike.
  */
 export async function lastSeq(db: Reader, runId: string): Promise<number> {
   return count(await db.get('SELECT COALESCE(MAX(seq), 0) AS n FROM journal WHERE run_id = CAST(? AS TEXT)', [runId]));

@@ -222,7 +222,7 @@ export function measure(
 
 /**
  * The limit that `adding` more bytes for the run would pass, given the
- * storage in use as one statement read it (repository appendReads), or null.
+ * storage in use as one statement read it (repository storageUsage), or null.
  */
 export function usageRefusal(
   ctx: RunsContext,
