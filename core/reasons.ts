@@ -447,6 +447,10 @@ export const REASONS = {
   unsupported_format: { codes: I, sentence: 'The artifact format or format version is not supported.' },
   unsupported_media_type: { codes: I, sentence: 'The request body has a media type the route does not take.' },
   untrusted_issuer: { codes: F, sentence: 'The artifact is signed by a key this verifier does not trust.' },
+  usage_beyond_allotment: {
+    codes: F,
+    sentence: "A device's journal records more model spending for an agent than the device was ever handed of its budget.",
+  },
   values_not_readable: {
     codes: F,
     sentence: "Step values in an attestation need system.orchestration.admin.read (the run values' read permission); ask without values.",

@@ -16,7 +16,7 @@ import { callerHolding } from '../iam/api.ts';
 import { buildKeyBundle, type BundleOwner, type TokenTrust } from '../../bundles/key-bundle.ts';
 import { buildCrewBundle, type CrewContent, type ModelReference } from '../../bundles/crew-bundle.ts';
 import type { EdgeContext } from './context.ts';
-import { insertCrewGraph, insertKeyBundle, latestBundleVersion, nextBundleVersion } from './repository.ts';
+import { insertCrewGraph, insertCrewIssue, insertKeyBundle, latestBundleVersion, nextBundleVersion } from './repository.ts';
 import { grants } from '../../core/authority/scopes.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { HeldGrant } from '../teams/api.ts';
@@ -235,6 +235,8 @@ export async function issueCrewBundle(
   // The graph is kept by its hash: a journal carried back from a device is replayed on it (journal-import.ts).
   const { version, held } = await ctx.core.store.write(async (tx) => {
     await insertCrewGraph(tx, crew.graph_hash, JSON.stringify(crew.graph), now);
+    // To whom: the device's journals of this graph are charged to the ledgers it holds budget of (journal-import.ts).
+    await insertCrewIssue(tx, deviceId, crew.graph_hash, now);
     const agentIds = crew.agents.flatMap((a) => {
       const id = (a as { agent_id?: unknown }).agent_id;
       return typeof id === 'string' ? [id] : [];

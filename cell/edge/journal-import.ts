@@ -37,6 +37,7 @@ import { splitEnvelope } from '../../bundles/envelope.ts';
 import { openJournalExport, outcomeProblem, type JournalExport } from '../../bundles/journal-export.ts';
 import type { AuthContext } from '../context.ts';
 import type { EdgeContext } from './context.ts';
+import { beyondAllotment } from '../teams/api.ts';
 import type { DeviceRow } from './devices.ts';
 import * as repo from './repository.ts';
 import { judgeMcpCalls } from './judge-mcp-calls.ts';
@@ -136,14 +137,33 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
     if (!replay.ok) await refuse('outcome_mismatch', `the journal says completed, but ${replay.problem}`, 'forbidden', { run_id: runId });
   }
   // Whose ledger each seat's spending is charged to: the seat's agent in the graph a bundle carried (not the agent a
-  // record names: the device's word could name any agent of the cell). An unknown graph charges nobody.
-  const seats = (await graphOf(ctx, p.run.graph_hash))?.seats ?? {};
+  // record names: the device's word could name any agent of the cell), and only for a graph issued to this device.
+  // A journal of any other graph (another device's, a crew's no bundle carried, one issued before the cell kept
+  // who got which) charges nobody: the device holds no budget of it.
+  const issued = await repo.crewIssued(core.store, device.device_id, p.run.graph_hash);
+  const seats = issued ? ((await graphOf(ctx, p.run.graph_hash))?.seats ?? {}) : {};
   const usageOf = (records: readonly JournalRecord[]) =>
     modelUsageByAgent(
       records,
       (seat) => (Object.hasOwn(seats, seat) ? (seats[seat]?.agent_id ?? null) : null),
       (h) => p.values[h],
     );
+  // What a device spent never passes what it was handed (its bundles' ceilings never do): a journal that says
+  // otherwise is not believed, and nothing of it is stored or charged. (Checked again where it is charged.)
+  const stored = await repo.journalByRun(core.store, runId);
+  if (stored?.hash !== opened.hash) {
+    const over = beyondAllotment(
+      await ctx.teams.deviceHolds(device.device_id),
+      usageOf(p.records.slice(stored ? (stored.charged_records ?? 0) : 0)),
+    );
+    if (over !== null)
+      await refuse(
+        'usage_beyond_allotment',
+        `the journal records more model spending for ${over.agent_id} than the device was ever handed of its budget`,
+        'forbidden',
+        { run_id: runId, ...over },
+      );
+  }
   const now = core.clock.now();
   const row = {
     run_id: runId,

@@ -177,6 +177,19 @@ export async function insertCrewGraph(tx: Tx, graphHash: string, graph: string, 
   ]);
 }
 
+/** Records that a crew bundle of `graphHash` was issued to `deviceId` (once per pair). */
+export async function insertCrewIssue(tx: Tx, deviceId: string, graphHash: string, at: number): Promise<void> {
+  await tx.run(
+    'INSERT INTO edge_crew_issues (device_id, graph_hash, first_issued_at) VALUES (?, ?, ?) ON CONFLICT (device_id, graph_hash) DO NOTHING',
+    [deviceId, graphHash, at],
+  );
+}
+
+/** Whether a crew bundle of `graphHash` was issued to `deviceId` (by a cell of this release or later). */
+export async function crewIssued(db: Reader, deviceId: string, graphHash: string): Promise<boolean> {
+  return (await db.get('SELECT 1 AS x FROM edge_crew_issues WHERE device_id = ? AND graph_hash = ?', [deviceId, graphHash])) !== undefined;
+}
+
 /** The graph (JSON text) a crew bundle of this cell carried under `graphHash`, or undefined. */
 export async function crewGraphByHash(db: Reader, graphHash: string): Promise<string | undefined> {
   const r = await db.get('SELECT graph FROM edge_crew_graphs WHERE graph_hash = ?', [graphHash]);

@@ -82,4 +82,15 @@ export const EDGE_MIGRATIONS: readonly Migration[] = [
     id: 'edge-009-journals-charged',
     sql: 'ALTER TABLE edge_journals ADD COLUMN charged_records INTEGER',
   },
+  {
+    // Which device each crew graph was issued to (export.ts issueCrewBundle): a device's journal is charged to
+    // the agents' ledgers only for a graph issued to that device (journal-import.ts), out of what it holds.
+    id: 'edge-010-crew-issues',
+    sql: `CREATE TABLE edge_crew_issues (
+      device_id TEXT NOT NULL,
+      graph_hash TEXT NOT NULL,
+      first_issued_at INTEGER NOT NULL,
+      PRIMARY KEY (device_id, graph_hash)
+    )`,
+  },
 ];

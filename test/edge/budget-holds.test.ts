@@ -295,3 +295,49 @@ test('release: refused while a bundle of the device lives, then the ledger has i
   const unknown = await t.request('POST', `${A}/edge/devices/${'A'.repeat(43)}/budget-release`, { token: t.adminKey });
   assert.equal(unknown.status, 404, unknown.text);
 });
+
+test("a device's journal is charged only out of what it was handed: another device's graph charges nothing, more than handed is refused", async () => {
+  const c = await crew(1000);
+  const [d1, d2, d3] = [await device(), await device(), await device()];
+  const r = await issue(d1.id, c.crewId, { budgets: { [c.agentId]: 100 } });
+  assert.equal(r.status, 201, r.text);
+  const carried = await budgetsOf(r.text, d1.trust);
+  const post = async (d: Awaited<ReturnType<typeof device>>) => {
+    const run = await deviceRun(d.signer, carried.graph as Graph, carried.graph_hash);
+    const body = await exportRun(d.signer, run, { crewId: c.crewId });
+    return { run, res: await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: body, headers: SIGNED }) };
+  };
+  const figures = async () => {
+    const l = await ledger(c.agentId);
+    return [l.spent, l.held];
+  };
+  // d2 was never issued the graph: its journal is stored (as before), and charges nobody (d1's hold is d1's).
+  const other = await post(d2);
+  assert.equal(other.res.status, 201, other.res.text);
+  assert.deepEqual(await figures(), [0, 100]);
+  assert.deepEqual((await ok(api, 'GET', `${A}/edge/devices/${d2.id}/budget-holds`)).holds, []);
+  // d1's own journal is charged out of its hold.
+  assert.equal((await post(d1)).res.status, 201);
+  assert.deepEqual(await figures(), [7, 93]);
+
+  // d3 was handed 5 tokens: a journal that says it spent 7 is not believed; nothing of it is stored or charged.
+  const five = await issue(d3.id, c.crewId, { budgets: { [c.agentId]: 5 } });
+  assert.equal(five.status, 201, five.text);
+  const over = await post(d3);
+  assert.equal(over.res.status, 403, over.res.text);
+  assert.deepEqual(over.res.body.details, {
+    reason: 'usage_beyond_allotment',
+    run_id: over.run.run.run_id,
+    agent_id: c.agentId,
+    usage: 7,
+    allotted: 5,
+    charged: 0,
+  });
+  assert.deepEqual(await figures(), [7, 98]);
+  const stored = await t.request('GET', `${A}/edge/journals?device_id=${d3.id}`, { token: t.adminKey });
+  assert.equal(stored.body.total, 0, stored.text);
+  const audit = await t.row("SELECT details FROM audit WHERE action = 'edge.journal.import' AND outcome = 'refused' AND target = ?", [
+    d3.id,
+  ]);
+  assert.equal(JSON.parse(String(audit!['details'])).reason, 'usage_beyond_allotment');
+});

@@ -8,7 +8,7 @@
  * edge module issues a bundle, stores a journal or releases holds in one transaction with it, so a
  * failed write holds, charges or releases nothing.
  */
-import { conflict, invalid } from '../../../core/errors.ts';
+import { conflict, forbidden, invalid } from '../../../core/errors.ts';
 import { isoTime } from '../../../core/iso-time.ts';
 import type { Reader, Tx } from '../../store/types.ts';
 import * as repo from './repository.ts';
@@ -81,11 +81,36 @@ export async function holdForDevice(
   return out;
 }
 
+/** What the device was handed of an agent's budget in all. */
+export interface Allotment {
+  agent_id: string;
+  usage: number;
+  allotted: number;
+  charged: number;
+}
+
+/**
+ * The first agent (in id order) the device holds budget of whose `usage` would take what the device was
+ * charged past what it was ever handed (its hold's `allotted`), or null. A device cannot spend more than
+ * its bundles' ceilings, which never pass what was handed, so a journal that says so is not believed.
+ * An agent the device holds nothing of is not judged here: it is charged nothing (chargeDevice).
+ */
+export function beyondAllotment(holds: readonly LedgerHold[], usage: Readonly<Record<string, number>>): Allotment | null {
+  for (const h of holds) {
+    const tokens = usage[h.agent_id] ?? 0;
+    if (tokens > 0 && h.charged + tokens > h.allotted)
+      return { agent_id: h.agent_id, usage: tokens, allotted: h.allotted, charged: h.charged };
+  }
+  return null;
+}
+
 /**
  * Charges a device's journal: `usage` tokens by agent go to each ledger's spent, and out of the device's
- * outstanding hold as far as it reaches (the rest was spent beyond it: only possible after an early
- * release; the ledger may then pass its limit). A device with no hold (a bundle of an older release) is
- * charged all the same. Agents without a ledger are charged nothing. Returns what was charged, by agent.
+ * outstanding hold as far as it reaches (the rest was spent beyond it: only after a release; the ledger
+ * may then pass its limit). Only agents the device holds budget of are charged (it was handed nothing of
+ * the others, so nothing of theirs is its to spend), and usage beyond what it was ever handed
+ * (beyondAllotment) is refused, 403 `usage_beyond_allotment`: the caller's transaction then charges
+ * nothing. Agents without a ledger are charged nothing. Returns what was charged, by agent.
  */
 export async function chargeDevice(
   tx: Tx,
@@ -93,14 +118,20 @@ export async function chargeDevice(
   usage: Readonly<Record<string, number>>,
   at: number,
 ): Promise<Record<string, number>> {
-  const holds = new Map((await repo.holdsOfDevice(tx, deviceId)).map((h) => [h.agent_id, h]));
+  const rows = await repo.holdsOfDevice(tx, deviceId);
+  const over = beyondAllotment(rows, usage);
+  if (over !== null)
+    throw forbidden(`the journal records more spending for ${over.agent_id} than the device was handed`, {
+      reason: 'usage_beyond_allotment',
+      ...over,
+    });
+  const holds = new Map(rows.map((h) => [h.agent_id, h]));
   const out: Record<string, number> = {};
   for (const [a, tokens] of Object.entries(usage).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0))) {
-    if (!(tokens > 0) || !(await repo.ledgerOf(tx, a))) continue;
     const h = holds.get(a);
-    const unheld = h ? Math.min(tokens, outstanding(h)) : 0;
-    if (h) await repo.setHold(tx, { ...h, charged: h.charged + tokens, updated_at: at });
-    await repo.settleOnLedger(tx, a, unheld, tokens);
+    if (h === undefined || !(tokens > 0) || !(await repo.ledgerOf(tx, a))) continue;
+    await repo.setHold(tx, { ...h, charged: h.charged + tokens, updated_at: at });
+    await repo.settleOnLedger(tx, a, Math.min(tokens, outstanding(h)), tokens);
     out[a] = tokens;
   }
   return out;
