@@ -5,6 +5,7 @@
  * approver types, kept in sessionStorage only (never in a URL, never in a cookie):
  *   GET  /api/public/v1/admin/agent-teams/runs?state=waiting   agent_teams.read: what waits for a decision
  *   POST …/crews/{crew_id}/runs/{run_id}/approvals/{step_id}  agent_teams.approve: the decision and its comment
+ *   GET  …/crews/{crew_id}/runs/{run_id}                      agent_teams.read: the run, until the decision's drive settles
  * Its Content-Security-Policy is the cell console's (cell/console/page.ts): this origin only, no inline script
  * or style, no framing, Trusted Types required (the script builds its DOM with textContent, never HTML strings).
  */
@@ -175,6 +176,7 @@ async function decide(run, stepId, decision, comment) {
   try {
     const path = A + '/crews/' + encodeURIComponent(run.crew_id) + '/runs/' + encodeURIComponent(run.run_id) + '/approvals/' + encodeURIComponent(stepId);
     const after = await api('POST', path, { decision, ...(comment.trim() ? { comment: comment.trim() } : {}) });
+    await settled(path.slice(0, path.lastIndexOf('/approvals/')), stepId);
     await load();
     $('notice').textContent = 'Recorded: ' + decision + ' on ' + stepId + ' of ' + run.run_id + ' (run ' + after.state + ').';
   } catch (e) {
@@ -183,6 +185,24 @@ async function decide(run, stepId, decision, comment) {
   }
 }
 
+/**
+ * A decision wakes its run, which is driven again: one that goes on waiting (for the next approver) is running
+ * for that moment, and a list read then would leave it out. Waits, 2 s at most, while the run is running with
+ * the step still pending; a run the decision let go on no longer has it pending, and is not waited for.
+ */
+async function settled(runPath, stepId) {
+  try {
+    for (let i = 0; i < 20; i++) {
+      const now = await api('GET', runPath);
+      if (now.state !== 'running' || !(now.pending_approvals || []).some((p) => p.step_id === stepId)) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } catch {
+    // The run could not be read: list as it is.
+  }
+}
+
+/** Lists what waits for a decision. */
 async function load() {
   try {
     const page = await api('GET', A + '/runs?state=waiting&limit=1000');
