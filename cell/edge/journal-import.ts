@@ -142,9 +142,10 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
   // who got which) charges nobody: the device holds no budget of it.
   const issued = await repo.crewIssued(core.store, device.device_id, p.run.graph_hash);
   const seats = issued ? ((await graphOf(ctx, p.run.graph_hash))?.seats ?? {}) : {};
-  const usageOf = (records: readonly JournalRecord[]) =>
+  // The spending of the records a stored journal of the run has not charged (all of them when there is none).
+  const unchargedUsage = (stored: repo.JournalRow | undefined) =>
     modelUsageByAgent(
-      records,
+      p.records.slice(stored?.charged_records ?? 0),
       (seat) => (Object.hasOwn(seats, seat) ? (seats[seat]?.agent_id ?? null) : null),
       (h) => p.values[h],
     );
@@ -152,10 +153,7 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
   // otherwise is not believed, and nothing of it is stored or charged. (Checked again where it is charged.)
   const stored = await repo.journalByRun(core.store, runId);
   if (stored?.hash !== opened.hash) {
-    const over = beyondAllotment(
-      await ctx.teams.deviceHolds(device.device_id),
-      usageOf(p.records.slice(stored ? (stored.charged_records ?? 0) : 0)),
-    );
+    const over = beyondAllotment(await ctx.teams.deviceHolds(device.device_id), unchargedUsage(stored));
     if (over !== null)
       await refuse(
         'usage_beyond_allotment',
@@ -191,10 +189,7 @@ export async function importJournal(ctx: EdgeContext, auth: AuthContext, text: s
     if (!existing) await repo.insertJournal(tx, row);
     // The device's spending, charged once: all of a new journal's; of a longer one, the records the stored one had
     // not charged (all of them when it was stored before imports charged). The same export again charges nothing.
-    const charged =
-      !existing || extended
-        ? await ctx.teams.chargeDevice(tx, device.device_id, usageOf(p.records.slice(existing?.charged_records ?? 0)))
-        : {};
+    const charged = !existing || extended ? await ctx.teams.chargeDevice(tx, device.device_id, unchargedUsage(existing)) : {};
     // The device's run joins the run log, as a run of the group does when it ends (once: an extended prefix
     // was not a finished run, so it is logged now).
     if (!existing || extended) {

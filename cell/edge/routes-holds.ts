@@ -11,7 +11,7 @@ import { isoTime } from '../../core/iso-time.ts';
 import { PERMISSIONS } from '../../core/permissions.ts';
 import type { AppEnv } from '../context.ts';
 import { IsoTime, errorResponses, json, listSchema, pageOf, pageQuery, secured, slicePage } from '../http/openapi.ts';
-import type { LedgerHold } from '../teams/api.ts';
+import { outstanding, type LedgerHold } from '../teams/api.ts';
 import type { EdgeContext } from './context.ts';
 import { deviceFacts } from './devices.ts';
 import { DeviceId } from './routes-devices.ts';
@@ -41,7 +41,7 @@ const holdView = (h: LedgerHold) => ({
   allotted: h.allotted,
   charged: h.charged,
   released: h.released,
-  outstanding: Math.max(0, h.allotted - h.charged - h.released),
+  outstanding: outstanding(h),
   until: isoTime(h.until_at),
 });
 

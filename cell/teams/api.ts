@@ -16,7 +16,7 @@ import { getLedger } from './resources/agents.ts';
 import type { Ledger } from './resources/types.ts';
 import { chargeDevice, deviceHolds, holdForDevice, releaseDevice, type HeldGrant, type LedgerHold } from './resources/holds.ts';
 
-export { beyondAllotment } from './resources/holds.ts';
+export { beyondAllotment, outstanding } from './resources/holds.ts';
 import type { Tx } from '../store/types.ts';
 import type { TeamsContext } from './context.ts';
 import { crewByGraph } from './formations/crew-graph.ts';
