@@ -6,7 +6,7 @@
  * crew, N runs one after another (K at once), then a
  * clean stop so the profile is written to PROFILE_DIR (default /tmp/perf).
  *
- *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof] [--statements] [--cells C] [--launch-on K]
+ *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof] [--statements] [--cells C] [--launch-on K] [--pg-delay-ms N]
  *
  * Prints steps/s, write transactions per step (PostgreSQL) and the CPU time
  * a step costs the cell, the PostgreSQL server (all its processes) and this
@@ -25,6 +25,7 @@
  * (not minified: the profile's function names are the source's).
  */
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, connect, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
 import { type CellProcess, startCellProcess } from '../test/helpers/cell-process.ts';
@@ -63,6 +64,30 @@ process.on('exit', () => {
 );
 const server = embedded ? null : await startPgServer({ durable: true });
 const db = server ? await pgDatabase(server.url) : null;
+// --pg-delay-ms N: the cells reach PostgreSQL through a proxy in this process that holds each chunk
+// the server sends for N ms, as a database on another host would (a round trip N ms longer).
+const pgDelay = Number(arg('--pg-delay-ms', '0'));
+const cellDbUrl = db && pgDelay > 0 ? await delayingProxy(db.url, pgDelay) : db?.url;
+
+async function delayingProxy(url: string, ms: number): Promise<string> {
+  const target = new URL(url);
+  const proxy = createServer((c) => {
+    const s = connect(Number(target.port), target.hostname);
+    c.setNoDelay(true);
+    s.setNoDelay(true);
+    c.pipe(s);
+    s.on('data', (chunk: Buffer) => setTimeout(() => c.write(chunk), ms));
+    s.on('close', () => setTimeout(() => c.destroy(), ms));
+    c.on('close', () => s.destroy());
+    s.on('error', () => c.destroy());
+    c.on('error', () => s.destroy());
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  proxy.unref();
+  const u = new URL(url);
+  u.port = String((proxy.address() as AddressInfo).port);
+  return u.toString();
+}
 const ai = await startOpenAIServer({
   apiKey: 'sk-fake',
   record: false,
@@ -75,7 +100,7 @@ for (let i = 0; i < nCells; i++)
     await startCellProcess({
       timeoutMs: 120_000,
       args: [
-        ...(db ? ['--store', db.url, '--posture', 'multi-cell'] : []),
+        ...(cellDbUrl ? ['--store', cellDbUrl, '--posture', 'multi-cell'] : []),
         ...(nCells > 1 ? ['--cell-id', `cell-${i}`] : []),
         '--log-level',
         'warn',

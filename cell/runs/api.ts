@@ -12,7 +12,7 @@
 import { RUN_ID_PATTERN } from '../../core/run-id.ts';
 import { copyReused, forkPoint, openFork, standingApprovals } from './fork.ts';
 import { afterCommit } from './opening.ts';
-import type { Tx } from '../store/types.ts';
+import type { Reader, Tx } from '../store/types.ts';
 import { assertStorageRoom, cellRunBytes, storageLeft, storageRoomRefusal, workspaceUsage } from './storage.ts';
 import { approvalsPort, pendingApprovals, pendingApprovalsView, recordApproval, runDecisions, stepDecisions } from './approvals.ts';
 import type { FinishHook, RunsContext } from './context.ts';
@@ -117,7 +117,8 @@ export function runsApi(ctx: RunsContext) {
     appendJournal: on(appendJournal),
     stageRunWrite: on(stageRunWrite),
     /** A write committed now with the run's driver's held-back records, answering what it returned (a budget reservation). */
-    writeWithDriver: <T>(runId: string, write: (tx: Tx) => Promise<T>): Promise<T> => writeWithDriver(ctx, runId, write),
+    writeWithDriver: <T>(runId: string, write: (tx: Tx) => Promise<T>, opts?: { readBack?: (db: Reader) => Promise<T> }): Promise<T> =>
+      writeWithDriver(ctx, runId, write, opts),
     finishRun: on(finishRun),
     readJournal: on(readJournal),
     journalHead: on(journalHead),

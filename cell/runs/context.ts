@@ -17,6 +17,8 @@ import type { AppendQueue } from './group-commit.ts';
 export interface JournalTail {
   seq: number;
   hash: string;
+  /** The run's graph hash as the append that left this tail read it under the run's lock (null: none); unset when not read. */
+  graph?: string | null;
 }
 
 export type RunEventListener = (rec: JournalRecord) => void;
@@ -60,8 +62,18 @@ export interface RunMeter {
   spec: number;
 }
 
-/** A write of a run's driver that rides in the run's next journal append (journal.ts stageRunWrite). */
-export type StagedWrite = (tx: Tx) => Promise<void>;
+/**
+ * A write of a run's driver that rides in the run's next journal append (journal.ts stageRunWrite).
+ * `atOnce`: it issues every statement it will ever issue before its first await (one statement, its
+ * answer only read), and nothing it does after that can fail once they succeeded, so it may be sent
+ * together with the append's COMMIT (group-commit.ts, one round trip). Its answer may then be lost
+ * with the connection although the transaction committed (journal.ts writeWithDriver `readBack`). A
+ * write without it may read an answer before it decides what to write next.
+ */
+export interface StagedWrite {
+  (tx: Tx): Promise<void>;
+  atOnce?: true;
+}
 
 export interface RunsContext {
   core: CellCore;

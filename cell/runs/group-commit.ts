@@ -35,7 +35,7 @@ import { byHash, EMPTY_HASH, lockRun, RunClosedError, sealAfter, tailAt, type Pr
 import { assertFence, type Fence } from './lease.ts';
 import * as repo from './repository.ts';
 import { isTerminal } from './runs.ts';
-import { byteSize, measure, usageRefusal, type PreparedValue, type RunStorageLimitError } from './storage.ts';
+import { byteSize, measure, usageRefusal, workspaceFileBytes, type PreparedValue, type RunStorageLimitError } from './storage.ts';
 
 /** Groups in flight at once on PostgreSQL (each holds one connection of the store's pool); one on the embedded store. */
 export const MAX_INFLIGHT = 2;
@@ -137,6 +137,7 @@ async function runGroup(ctx: RunsContext, group: QueuedAppend[]): Promise<void> 
     return;
   }
   let outcomes: Map<string, AppendOutcome>;
+  ctx.metrics.journalAppends.inc({ path: 'locked' });
   try {
     outcomes = await ctx.core.store.write(
       (tx) =>
@@ -145,11 +146,7 @@ async function runGroup(ctx: RunsContext, group: QueuedAppend[]): Promise<void> 
           tx,
           group.map((g) => g.member),
         ),
-      {
-        isolation: 'row-locks',
-        notify: 'batched',
-        subjects: group.map((g) => g.member.runId),
-      },
+      appendOptions(group.map((g) => g.member.runId)),
     );
   } catch (err) {
     if (err instanceof MembersRefused) {
@@ -178,18 +175,113 @@ async function runGroup(ctx: RunsContext, group: QueuedAppend[]): Promise<void> 
   for (const g of group) g.resolve(outcomes.get(g.member.runId)!);
 }
 
-/** One run's append in a transaction of its own. */
-function writeAlone(ctx: RunsContext, m: AppendMember): Promise<AppendOutcome> {
-  return ctx.core.store
-    .write((tx) => writeMembers(ctx, tx, [m]), {
-      // Other cells hear of journal appends in one notification shared by the appends of a short
-      // interval (store WriteOptions.notify), so concurrent runs' commits share their flushes.
-      // Its rows are the run's (the staged writes too): other cells re-read only the runs named (Change.subjects).
-      isolation: 'row-locks',
-      notify: 'batched',
-      subjects: [m.runId],
-    })
-    .then((o) => o.get(m.runId)!);
+/** The options of every append's transaction. */
+const appendOptions = (runIds: string[]) =>
+  ({
+    // Other cells hear of journal appends in one notification shared by the appends of a short
+    // interval (store WriteOptions.notify), so concurrent runs' commits share their flushes.
+    // Its rows are the runs' (the staged writes too): other cells re-read only the runs named (Change.subjects).
+    isolation: 'row-locks',
+    notify: 'batched',
+    subjects: runIds,
+  }) as const;
+
+/** One run's append in a transaction of its own: in one round trip when it can be (writeAtOnce), else its row locked first. */
+async function writeAlone(ctx: RunsContext, m: AppendMember): Promise<AppendOutcome> {
+  const tail = atOnceTail(ctx, m);
+  if (tail !== null) {
+    try {
+      const o = await writeAtOnce(ctx, m, tail);
+      if (o !== null) {
+        ctx.metrics.journalAppends.inc({ path: 'one_round_trip' });
+        return o;
+      }
+    } catch (err) {
+      // A store outage is the append's answer, as it is the locked write's (the COMMIT may have been kept:
+      // drive.ts settles the run from its journal). Anything else (the guard's refusal: a lost lease, an
+      // ended run, a tail this process did not write, a storage limit) is said by the locked write.
+      if (outage(err)) throw err;
+      ctx.metrics.journalAppends.inc({ path: 'one_round_trip_refused' });
+    }
+  }
+  ctx.metrics.journalAppends.inc({ path: 'locked' });
+  const o = await ctx.core.store.write((tx) => writeMembers(ctx, tx, [m]), appendOptions([m.runId]));
+  return o.get(m.runId)!;
+}
+
+/**
+ * The run's tail as this process left it, when a lone append may be sent in one round trip: on
+ * PostgreSQL (the embedded store has no round trips), by the run's driver (fenced), after an append
+ * of this process read the run's graph hash under its lock, with only writes staged that issue their
+ * statements at once. Null: write it locked first.
+ */
+function atOnceTail(ctx: RunsContext, m: AppendMember): JournalTail | null {
+  if (ctx.core.store.engine === 'embedded' || m.fence === undefined) return null;
+  const tail = ctx.tails.get(m.runId);
+  if (tail?.graph === undefined) return null;
+  return m.staged.every((w) => w.atOnce === true) ? tail : null;
+}
+
+/**
+ * A lone driver's append in one round trip (issue 40): its records sealed after the tail this
+ * process left, then BEGIN, the lock of the run's row, a guard (repository guardAppend: the lease,
+ * the run not ended, the graph hash, the last seq, the storage limits), the staged writes, the
+ * records, their values and the run's storage share, and COMMIT, sent together. A guard that fails
+ * aborts the transaction, so nothing of it is kept; the caller then writes it locked first, which
+ * says why. Null when the run's own cap would be passed (the locked write refuses it record by record).
+ */
+async function writeAtOnce(ctx: RunsContext, m: AppendMember, tail: JournalTail): Promise<AppendOutcome | null> {
+  const config = ctx.core.config;
+  const fence = m.fence!;
+  const graph = tail.graph ?? null;
+  const head: repo.RunHead = { state: 'running', graph_hash: graph, lease_owner: config.cellId, lease_epoch: fence.epoch };
+  const o = await sealMember(ctx, m, head, tail, null);
+  const enforcing = m.items.some((i) => i.enforce);
+  if (enforcing && m.meter.bytes + o.adding > config.runStorageCapBytes) return null;
+  let staged: Promise<void>[] = [];
+  await ctx.core.store.write(
+    async (tx) => {
+      // Issued in this order, none awaited: they leave with the COMMIT, which the server answers with
+      // ROLLBACK when any of them failed (store Tx.run).
+      const sent: Promise<unknown>[] = [
+        repo.lockRunHead(tx, m.runId, m.items.at(-1)!.f.at!, { owner: config.cellId, epoch: fence.epoch }),
+        repo.guardAppend(tx, {
+          runId: m.runId,
+          owner: config.cellId,
+          epoch: fence.epoch,
+          graph,
+          lastSeq: tail.seq,
+          quota: enforcing
+            ? {
+                workspaceId: m.meter.workspace,
+                adding: o.adding,
+                cellLimit: config.runStorageQuotaBytes,
+                workspaceLimit: config.workspaceQuotaBytes - workspaceFileBytes(ctx, m.meter.workspace),
+              }
+            : null,
+        }),
+      ];
+      staged = m.staged.map((w) => w(tx));
+      sent.push(
+        repo.addStorages(tx, [{ runId: m.runId, workspaceId: m.meter.workspace, bytes: o.adding }]),
+        repo.putBlobs(tx, [...o.values].sort(byHash)),
+        repo.insertRecords(tx, o.recs),
+      );
+      for (const p of [...sent, ...staged]) p.catch(() => undefined);
+      tx.afterCommit(() => {
+        m.meter.bytes += o.adding;
+        m.meter.spec = 0;
+        for (const h of o.fresh) m.meter.hashes.add(h);
+      });
+    },
+    appendOptions([m.runId]),
+  );
+  // Settled with the transaction: their answers (a reservation's amount) are read before the caller goes
+  // on. One that failed did so with the connection after the COMMIT left, and the server then said the
+  // transaction committed (a failed statement would have aborted it): its answer is lost, not its write
+  // (journal.ts writeWithDriver reads it back).
+  await Promise.allSettled(staged);
+  return { recs: o.recs, tail: o.tail, refused: null };
 }
 
 /**
@@ -227,7 +319,8 @@ async function writeMembers(ctx: RunsContext, tx: Tx, members: readonly AppendMe
   const refusedFirst = new Map<string, unknown>();
   for (const m of members) {
     const head = heads.get(m.runId)!;
-    const o = await sealMember(ctx, tx, m, head, seqs.get(m.runId) ?? 0, usage.get(m.meter.workspace) ?? null);
+    const tail = await tailAt(ctx, tx, m.runId, seqs.get(m.runId) ?? 0);
+    const o = await sealMember(ctx, m, head, tail, usage.get(m.meter.workspace) ?? null);
     if (o.recs.length === 0) {
       // Its first record refused: nothing of it is kept, its staged writes neither (they wait for the next append).
       refusedFirst.set(m.runId, o.refused ?? new TypeError('appendJournalBatch: nothing to write'));
@@ -259,17 +352,19 @@ async function writeMembers(ctx: RunsContext, tx: Tx, members: readonly AppendMe
   return outcomes;
 }
 
-/** A member's records sealed after its tail and metered; stops at the first a storage limit refuses. */
+/**
+ * A member's records sealed after `tail` and metered; with `usage`, stops at the first a storage limit
+ * refuses. The tail it leaves carries the graph hash of `head`.
+ */
 async function sealMember(
   ctx: RunsContext,
-  tx: Tx,
   m: AppendMember,
   head: repo.RunHead,
-  lastSeq: number,
+  after: JournalTail,
   usage: { cell: number; workspace: number } | null,
 ): Promise<AppendOutcome & { adding: number; values: PreparedValue[]; fresh: Set<string> }> {
   const { meter } = m;
-  let tail = await tailAt(ctx, tx, m.runId, lastSeq);
+  let tail: JournalTail = after;
   const epoch = m.fence ? m.fence.epoch : head.lease_epoch;
   const recs: JournalRecord[] = [];
   const values: PreparedValue[] = [];
@@ -295,7 +390,7 @@ async function sealMember(
     recs.push(sealed.rec);
     tail = sealed.tail;
   }
-  return { recs, tail, refused, adding, values, fresh };
+  return { recs, tail: { seq: tail.seq, hash: tail.hash, graph: head.graph_hash }, refused, adding, values, fresh };
 }
 
 /** For each member whose row did not lock: why, as a lone append would have said (RunClosedError, LeaseLostError). */

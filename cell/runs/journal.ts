@@ -30,7 +30,7 @@
 import { contentHash } from '../../core/canonical.ts';
 import { recordHash } from '../../core/journal/hash.ts';
 import type { JournalRecord, JsonObject } from '../../core/journal/record.ts';
-import type { Tx } from '../store/types.ts';
+import type { Reader, Tx } from '../store/types.ts';
 import type { RunsContext, StagedWrite } from './context.ts';
 import { LeaseLostError, type Fence } from './lease.ts';
 import { publish } from './events.ts';
@@ -175,16 +175,30 @@ export function dropStaged(ctx: RunsContext, runId: string): void {
  * with other drivers' (group-commit.ts); without a driver in this process, with the staged writes in
  * a transaction of their own. Resolves with what `write` returned in the transaction that committed.
  * A write whose commit failed is abandoned: it does not ride in a later one.
+ *
+ * `readBack`: `write` issues all its statements before its first await (StagedWrite.atOnce), so it
+ * may leave with the COMMIT in one round trip (group-commit.ts); should the connection be lost then
+ * and the server say the transaction committed, its answer is lost with it, and `readBack` reads
+ * what it wrote from the store instead.
  */
-export async function writeWithDriver<T>(ctx: RunsContext, runId: string, write: (tx: Tx) => Promise<T>): Promise<T> {
+export async function writeWithDriver<T>(
+  ctx: RunsContext,
+  runId: string,
+  write: (tx: Tx) => Promise<T>,
+  opts: { readBack?: (db: Reader) => Promise<T> } = {},
+): Promise<T> {
   let live = true;
+  let began = false;
   let ran = false;
   let out: T | undefined;
-  stageRunWrite(ctx, runId, async (tx) => {
+  const staged: StagedWrite = async (tx) => {
     if (!live) return;
+    began = true;
     out = await write(tx);
     ran = true;
-  });
+  };
+  if (opts.readBack !== undefined) staged.atOnce = true;
+  stageRunWrite(ctx, runId, staged);
   try {
     const flush = ctx.writers.get(runId);
     await (flush !== undefined ? flush() : flushStaged(ctx, runId));
@@ -192,11 +206,11 @@ export async function writeWithDriver<T>(ctx: RunsContext, runId: string, write:
     live = false;
     throw e;
   }
-  if (!ran) {
-    live = false;
-    throw new TypeError('writeWithDriver: the write was not committed with the run');
-  }
-  return out as T;
+  live = false;
+  if (ran) return out as T;
+  // Committed, its answer lost with the connection (StagedWrite.atOnce): what it wrote is in the store.
+  if (began && opts.readBack !== undefined) return opts.readBack(ctx.core.store);
+  throw new TypeError('writeWithDriver: the write was not committed with the run');
 }
 
 /**

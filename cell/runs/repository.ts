@@ -306,6 +306,47 @@ const usageOf = (r: Row | undefined, ws: string | null): { cell: number; workspa
   workspace: ws === null ? 0 : count(r, 'ws_total') + count(r, 'ws_unfolded'),
 });
 
+/**
+ * The guard of a journal append sent in one round trip (group-commit.ts): after the statement that
+ * locks the run's row (lockRunHead), it fails (division by zero: PostgreSQL aborts the transaction,
+ * and the statements sent behind it and the COMMIT with it) unless the run is still held by `owner`
+ * under `epoch`, not terminal, with the graph hash the records were sealed with, its journal's last
+ * seq is `lastSeq`, and (with `quota`) the storage in use plus `adding` stays within the limits.
+ * Read after the lock, so as current as lastSeqs and storageUsage would have been. Only on
+ * PostgreSQL: the embedded engine answers a division by zero with NULL.
+ */
+export async function guardAppend(
+  tx: Tx,
+  g: {
+    runId: string;
+    owner: string;
+    epoch: number;
+    graph: string | null;
+    lastSeq: number;
+    quota: { workspaceId: string | null; adding: number; cellLimit: number; workspaceLimit: number } | null;
+  },
+): Promise<void> {
+  const params: SqlValue[] = [g.runId, g.owner, g.epoch, g.graph ?? '', g.runId, g.lastSeq];
+  let quota = '';
+  let from = '';
+  if (g.quota) {
+    quota = ' AND u.cell_total + u.cell_unfolded + CAST(? AS BIGINT) <= CAST(? AS BIGINT)';
+    params.push(g.quota.adding, g.quota.cellLimit);
+    if (g.quota.workspaceId !== null) {
+      quota += ' AND u.ws_total + u.ws_unfolded + CAST(? AS BIGINT) <= CAST(? AS BIGINT)';
+      params.push(g.quota.adding, g.quota.workspaceLimit);
+    }
+    from = ` FROM (SELECT ${USAGE_COLUMNS}) u`;
+    params.push(...usageParams(g.quota.workspaceId));
+  }
+  await tx.get(
+    `SELECT 1 / (CASE WHEN EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND lease_owner = ? AND lease_epoch = ? AND COALESCE(graph_hash, '') = ?
+       AND state NOT IN ('completed', 'failed', 'refused', 'cancelled'))
+       AND (SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run_id = ?) = ?${quota} THEN 1 ELSE 0 END) AS ok${from}`,
+    params,
+  );
+}
+
 /** The storage in use by every run and (with a workspace) by the workspace's runs, in one statement. */
 export async function storageUsage(db: Reader, workspaceId: string | null): Promise<{ cell: number; workspace: number }> {
   return usageOf(await db.get(`SELECT ${USAGE_COLUMNS}`, usageParams(workspaceId)), workspaceId);

@@ -76,7 +76,8 @@ export function byteSize(s: string): number {
   return Buffer.byteLength(s, 'utf8');
 }
 
-function fileBytes(ctx: RunsContext, workspaceId: string | null): number {
+/** How big the workspace's files are (its SQL databases: RunsContext.workspaceFiles); 0 without a workspace. */
+export function workspaceFileBytes(ctx: RunsContext, workspaceId: string | null): number {
   if (workspaceId === null || !ctx.workspaceFiles) return 0;
   return ctx.workspaceFiles(workspaceId);
 }
@@ -95,7 +96,7 @@ export interface WorkspaceUsage {
 export async function workspaceUsage(ctx: RunsContext, workspaceId: string, db: Reader = ctx.core.store): Promise<WorkspaceUsage> {
   return {
     run_bytes: (await repo.storageTotal(db, `workspace:${workspaceId}`)) + (await repo.unfoldedStorage(db, workspaceId)),
-    file_bytes: fileBytes(ctx, workspaceId),
+    file_bytes: workspaceFileBytes(ctx, workspaceId),
     quota_bytes: ctx.core.config.workspaceQuotaBytes,
   };
 }
@@ -120,7 +121,7 @@ export async function storageRoomRefusal(
     return { reason: 'run_storage_cap', used_bytes: specBytes, quota_bytes: config.runStorageCapBytes };
   // One statement for both scopes (it was four round trips, and a launch pays it).
   const usage = await repo.storageUsage(db, workspaceId);
-  const wsUsed = usage.workspace + fileBytes(ctx, workspaceId);
+  const wsUsed = usage.workspace + workspaceFileBytes(ctx, workspaceId);
   if (wsUsed + specBytes + MIN_RUN_ROOM_BYTES > config.workspaceQuotaBytes)
     return { reason: 'workspace_quota', used_bytes: wsUsed, quota_bytes: config.workspaceQuotaBytes };
   const used = usage.cell;
@@ -234,7 +235,7 @@ export function usageRefusal(
   if (m.bytes + adding > config.runStorageCapBytes)
     return new RunStorageLimitError('run_storage_cap', config.runStorageCapBytes, m.bytes, adding);
   if (m.workspace !== null) {
-    const used = usage.workspace + fileBytes(ctx, m.workspace);
+    const used = usage.workspace + workspaceFileBytes(ctx, m.workspace);
     if (used + adding > config.workspaceQuotaBytes)
       return new RunStorageLimitError('workspace_quota', config.workspaceQuotaBytes, used, adding);
   }

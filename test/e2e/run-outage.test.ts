@@ -71,7 +71,9 @@ describe('a store outage during a crew run', { skip, timeout: 120_000 }, () => {
     const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'task' });
     const done = await crewRunEnded(api, tm.crew, run.run_id, 90_000);
     await outage;
-    assert.ok(ended >= 2, `the cell's waiting connections were ended (${ended})`);
+    // At least once; a write whose statements left with their COMMIT (one round trip) is not tried again
+    // by the store on a fresh connection (it asks the server whether it committed) but by the drive.
+    assert.ok(ended >= 1, `the cell's waiting connections were ended (${ended})`);
     assert.equal(done.state, 'completed', JSON.stringify(done.error));
     assert.equal(done.output, 's2 done');
     assert.equal(done.flags.reissued, undefined, 'no call flagged re-issued');

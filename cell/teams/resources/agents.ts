@@ -21,7 +21,7 @@ import { parseAuthority } from '../../../core/authority/schema.ts';
 import { PERMISSIONS } from '../../../core/permissions.ts';
 import { ServiceError, forbidden, invalid, notFound } from '../../../core/errors.ts';
 import type { AuthContext } from '../../context.ts';
-import type { Reader } from '../../store/types.ts';
+import type { Reader, Tx } from '../../store/types.ts';
 import { newId } from '../../ids.ts';
 import type { TeamsContext } from '../context.ts';
 import * as repo from './repository.ts';
@@ -256,8 +256,12 @@ export async function reserveBudget(
   const at = ctx.core.clock.now();
   let granted: number | null;
   try {
-    granted = await ctx.runs.writeWithDriver(ref.run_id, (tx) =>
-      repo.reserveFromLedger(tx, { id, agentId, amount, minimum, runId: ref.run_id, stepId: ref.step_id, at }),
+    // One statement, issued at once: it may ride with the driver's COMMIT in one round trip, and what
+    // it reserved can be read back by its id should its answer be lost after the commit.
+    granted = await ctx.runs.writeWithDriver(
+      ref.run_id,
+      (tx) => repo.reserveFromLedger(tx, { id, agentId, amount, minimum, runId: ref.run_id, stepId: ref.step_id, at }),
+      { readBack: (db) => repo.reservedAmount(db, id) },
     );
   } catch (e) {
     // The commit failed, or failed after it kept the records before a refused one (a storage limit):
@@ -278,12 +282,22 @@ export function reservationsByStep(db: Reader, runId: string): Promise<Map<strin
   return repo.reservationsByStep(db, runId);
 }
 
-/** Commits the actual usage of a run's reservation, staged to commit with the call's step record (idempotent). */
+/**
+ * Commits the actual usage of a reservation reserveBudget made in this process, staged to commit
+ * with the call's step record (idempotent). Such a reservation is a row of its own (reserveFromLedger
+ * writes it unfolded), so its commit is one statement, issued at once (StagedWrite.atOnce).
+ */
 export function stageBudgetCommit(ctx: TeamsContext, runId: string, reservationId: string, actual: number): void {
   const at = ctx.core.clock.now();
-  ctx.runs.stageRunWrite(runId, async (tx) => {
-    await repo.commitReservation(tx, reservationId, actual, at);
-  });
+  ctx.runs.stageRunWrite(
+    runId,
+    Object.assign(
+      async (tx: Tx) => {
+        await repo.commitOwnReservation(tx, reservationId, actual, at);
+      },
+      { atOnce: true as const },
+    ),
+  );
 }
 
 /** Commits actual usage of a reservation, releasing the rest (idempotent), in a transaction of its own. */

@@ -457,6 +457,26 @@ export async function commitReservation(tx: Tx, id: string, actual: number, at: 
   return true;
 }
 
+/** The amount reservation `id` holds, or null when there is none (reserveFromLedger refused it). */
+export async function reservedAmount(db: Reader, id: string): Promise<number | null> {
+  const r = await db.get('SELECT amount FROM team_reservations WHERE reservation_id = ?', [id]);
+  return r ? num(r, 'amount') : null;
+}
+
+/**
+ * commitReservation for a reservation reserveFromLedger made (a row of its own, never folded while
+ * open: foldLedgers folds committed rows only), in its one statement and nothing after it: the
+ * runs' journal append sends it together with its COMMIT (StagedWrite.atOnce). False when it was
+ * committed already or is unknown.
+ */
+export async function commitOwnReservation(tx: Tx, id: string, actual: number, at: number): Promise<boolean> {
+  const r = await tx.get(
+    'UPDATE team_reservations SET actual = ?, committed_at = ? WHERE reservation_id = ? AND committed_at IS NULL AND folded = 0 RETURNING reservation_id',
+    [actual, at, id],
+  );
+  return r !== undefined;
+}
+
 /** Reservations of a run not committed yet. */
 export async function openReservations(db: Reader, runId: string): Promise<string[]> {
   return (
