@@ -10,7 +10,8 @@ import { A, T, crewFixture, ok, team, type Api } from '../helpers/teams.ts';
 import { actor } from '../helpers/actors.ts';
 import { generateEd25519, signerFromJwk } from '../../bundles/codec.ts';
 import { openCrewBundle } from '../../bundles/crew-bundle.ts';
-import type { Graph } from '../../core/engine/types.ts';
+import type { Graph, ModelPort } from '../../core/engine/types.ts';
+import { withConsumed } from '../../core/engine/budget.ts';
 import { openJournalExport } from '../../bundles/journal-export.ts';
 import { deviceRun, exportRun } from './_device-run.ts';
 
@@ -340,4 +341,28 @@ test("a device's journal is charged only out of what it was handed: another devi
     d3.id,
   ]);
   assert.equal(JSON.parse(String(audit!['details'])).reason, 'usage_beyond_allotment');
+});
+
+test('a model call that failed on the device having consumed tokens is charged too (no retry policy)', async () => {
+  const c = await crew(1000);
+  const d = await device();
+  const r = await issue(d.id, c.crewId, { budgets: { [c.agentId]: 100 } });
+  assert.equal(r.status, 201, r.text);
+  const carried = await budgetsOf(r.text, d.trust);
+  // The device's model failed after it consumed 20 + 6 tokens (the device counted them against its ceiling).
+  const failing: ModelPort = {
+    async complete() {
+      throw withConsumed(Object.assign(new Error('the local model stopped'), { reason: 'provider_error' }), {
+        input_tokens: 20,
+        output_tokens: 6,
+      });
+    },
+  };
+  const run = await deviceRun(d.signer, carried.graph as Graph, carried.graph_hash, { model: failing });
+  assert.equal(run.result.outcome, 'failed');
+  const body = await exportRun(d.signer, run, { crewId: c.crewId });
+  const res = await t.request('POST', `${A}/edge/journals`, { token: t.adminKey, rawBody: body, headers: SIGNED });
+  assert.equal(res.status, 201, res.text);
+  const l = await ledger(c.agentId);
+  assert.deepEqual([l.spent, l.held], [26, 74], 'the failed call is charged out of the hold, not given back on release');
 });

@@ -69,7 +69,7 @@ test('edge: a retry waits out its backoff, across a restart, and a timeout stops
       const records: any[] = (await call(e2.url, 'GET', `/api/public/v1/admin/jobs/runs/${runId}/journal`)).body.records;
 
       // The inspector: two attempts, the first failed with provider_error and a due time, the second no sooner.
-      const attempts = records.filter((r) => r.kind === 'attempt');
+      const attempts = records.filter((r) => r.kind === 'attempt' && String(r.step_id).startsWith('agent:a'));
       assert.deepEqual(
         attempts.map((r) => [r.data.attempt, r.data.outcome, r.data.reason ?? null]),
         [
@@ -95,6 +95,11 @@ test('edge: a retry waits out its backoff, across a restart, and a timeout stops
       assert.equal(finished.kind, 'run_finished');
       assert.equal(finished.data.outcome, 'failed');
       assert.ok(!records.some((r) => r.kind === 'step' && String(r.step_id).startsWith('agent:b')), 'the reviewer never answered');
+      // What the stopped call consumed (the tokens it generated) is recorded, though no retry policy asked for attempts.
+      const stopped = records.filter((r) => r.kind === 'attempt' && String(r.step_id).startsWith('agent:b'));
+      assert.equal(stopped.length, 1, JSON.stringify(stopped));
+      assert.equal(stopped[0].data.outcome, 'failed');
+      assert.ok(stopped[0].data.usage > 0, JSON.stringify(stopped[0].data));
     } finally {
       await kill(e2.proc, 'SIGTERM');
     }

@@ -1,6 +1,9 @@
 /**
  * Attempts of one call under a step's retry policy (../policy.ts). Without a
- * retry policy the call is made once and nothing is added to the journal.
+ * retry policy the call is made once and nothing is added to the journal,
+ * unless it fails having consumed tokens: then one failed `attempt` record
+ * says how many (`usage`), so that a journal shows all a run spent (a
+ * device's journal is charged from its records: core/journal/usage.ts).
  * With one, every attempt ends with an `attempt` record under the call's step
  * id (data: call, attempt, outcome ok | failed, reason, retry_at, and `usage`: the tokens a failed
  * model attempt consumed and was charged, when any); a failure
@@ -26,7 +29,16 @@ export async function withAttempts<T>(
   reasonOf: (e: unknown) => string | null,
 ): Promise<{ value: T; data: JsonObject }> {
   const retry = policy.retry;
-  if (retry === undefined) return { value: await once(), data: {} };
+  if (retry === undefined) {
+    try {
+      return { value: await once(), data: {} };
+    } catch (e) {
+      const usage = consumedUsage(e);
+      if (usage !== null && !(e instanceof Stop) && !isLostOutcome(e))
+        await ctx.append('attempt', stepId, input, null, { call, attempt: 1, outcome: 'failed', reason: reasonOf(e) ?? 'error', usage });
+      throw e;
+    }
+  }
   const prior = ctx.ports.attempts !== undefined ? await ctx.ports.attempts(stepId) : { count: 0, retry_at: null };
   const wait = (at: number, attempt: number) =>
     new Stop('waiting', 'retry_backoff', { step_id: stepId, attempt, retry_at: at }, { step_id: stepId, for: 'timer', wake_at: at });
@@ -41,9 +53,8 @@ export async function withAttempts<T>(
       if (isLostOutcome(e)) throw e; // the call may have acted: its intent stays open for the crash rule (effects.ts)
       const reason = reasonOf(e);
       const again = reason !== null && (retry.on as readonly string[]).includes(reason) && n < retry.max_attempts;
-      // What the failed attempt consumed (and was charged: ../budget.ts), when it consumed anything.
-      const c = consumedBy(e);
-      const usage = c !== null && c.input_tokens + c.output_tokens > 0 ? { usage: c.input_tokens + c.output_tokens } : {};
+      const consumed = consumedUsage(e);
+      const usage = consumed !== null ? { usage: consumed } : {};
       if (!again) {
         await ctx.append('attempt', stepId, input, null, { call, attempt: n, outcome: 'failed', reason: reason ?? 'error', ...usage });
         throw e;
@@ -54,4 +65,10 @@ export async function withAttempts<T>(
       if (backoff > 0) throw wait(at, n);
     }
   }
+}
+
+/** What a failed attempt consumed (and was charged: ../budget.ts) in tokens, or null when nothing. */
+function consumedUsage(e: unknown): number | null {
+  const c = consumedBy(e);
+  return c !== null && c.input_tokens + c.output_tokens > 0 ? c.input_tokens + c.output_tokens : null;
 }

@@ -36,6 +36,7 @@ import { runGraph } from '../../../core/engine/run.ts';
 import { consumedBy, estimateTokens, failedCallTokens, withConsumed } from '../../../core/engine/budget.ts';
 import type { ModelPort } from '../../../core/engine/types.ts';
 import { OPTS, answer, graph, ports, seat } from './_harness.ts';
+import { modelUsageByAgent } from '../../../core/journal/usage.ts';
 
 const providerError = () =>
   Object.assign(new Error('the model provider failed'), {
@@ -103,6 +104,7 @@ test('a call that fails before anything streamed is charged nothing; one the por
   );
   assert.equal(r1.outcome, 'failed');
   assert.equal(quiet.b.used, 0);
+  assert.equal(quiet.j.records.filter((x) => x.kind === 'attempt').length, 0, 'nothing consumed, nothing recorded');
   const told = await ports({}, ['agt_a']);
   const r2 = await runGraph(
     g,
@@ -117,6 +119,19 @@ test('a call that fails before anything streamed is charged nothing; one the por
   );
   assert.equal(r2.outcome, 'failed');
   assert.equal(told.b.used, 49);
+  // With no retry policy, one failed attempt record says what was consumed: the journal shows all the run spent.
+  const attempts = told.j.records.filter((x) => x.kind === 'attempt');
+  assert.equal(attempts.length, 1);
+  assert.deepEqual({ ...attempts[0]!.data }, { call: 'model', attempt: 1, outcome: 'failed', reason: 'provider_error', usage: 49 });
+  assert.deepEqual(
+    modelUsageByAgent(
+      told.j.records,
+      (s) => (s === 'a' ? 'agt_a' : null),
+      (h) => told.j.blobs.get(h),
+    ),
+    { agt_a: 49 },
+    'a journal import charges it',
+  );
 });
 
 test("an answer is charged its usage and what the port's own failed attempts consumed before it", async () => {
