@@ -3,8 +3,9 @@
 // carried to it in a crew bundle, a run of it on the device's side (core's engine, the device's tool catalog
 // edge/tools.ts, a scripted model, an approval step decided on the device by an approver its key bundle
 // carries, the journal signed by the device key), the export imported; then the console's Edge devices view
-// lists the device, its page the run, and the run's page its journal verified with the device's key, its tool
-// calls (their arguments and results checked against the signed hashes) and the approval decided there.
+// lists the device, its page the budget it holds (a release refused while its bundle lives; another device's,
+// expired, released from its page) and the run, and the run's page its journal verified with the device's key,
+// its tool calls (their arguments and results checked against the signed hashes) and the approval decided there.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -67,6 +68,17 @@ test('the console shows an imported edge run and its tool calls, reached from th
     });
     const a = await ok(api, 'POST', `${T}/agents`, { source: 'scratch', role_label: 'recorder', authority_template: cap });
     const crew = await ok(api, 'POST', `${T}/crews`, { formation_id: f.formation_id, assignments: { [b.billet_id]: a.agent_id } });
+    // The agent's ledger: a second device is handed 100 of it in a bundle that lives 1 s (released on its page
+    // below, once expired); the first device holds the rest while its bundle lives (its release is refused).
+    await ok(api, 'POST', `${T}/agents/${a.agent_id}/budget-ledger`, { budget_limit: 1000 });
+    const key2 = await generateEd25519();
+    const dev2 = await ok(api, 'POST', `${A}/edge/devices`, { name: 'pump shed', public_jwk: key2.publicJwk });
+    const short = await fetch(`${cell.url}${A}/edge/crew-bundles`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${cell.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ device_id: dev2.device_id, crew_id: crew.crew_id, ttl_seconds: 1, budgets: { [a.agent_id]: 100 } }),
+    });
+    assert.equal(short.status, 201, await short.text());
     const bundle = await fetch(`${cell.url}${A}/edge/crew-bundles`, {
       method: 'POST',
       headers: { authorization: `Bearer ${cell.adminKey}`, 'content-type': 'application/json' },
@@ -107,6 +119,15 @@ test('the console shows an imported edge run and its tool calls, reached from th
     const journalRow = page.locator(`#device-journals tr[data-run="${runId}"]`);
     await journalRow.waitFor();
     assert.match((await journalRow.textContent()) ?? '', /completed/);
+    // What the device holds: the 900 tokens its bundle handed, less its run's two calls (7 tokens each) charged on import.
+    const hold = page.locator(`#device-holds tr[data-agent="${a.agent_id}"]`);
+    await hold.waitFor();
+    assert.deepEqual((await hold.locator('td').allTextContents()).slice(0, 4), ['900', '14', '0', '886']);
+    // Its bundle lives: the release is refused, and says why.
+    await page.locator('#holds-release').click();
+    await page.locator('#holds-release-confirm').click();
+    await page.locator('#holds-release-error').waitFor();
+    assert.match((await page.locator('#holds-release-error').textContent()) ?? '', /bundle_live/);
     await axe(page, 'edge device');
     await journalRow.locator('a').click();
     await page.locator('#edge-run-verdict .ok-text').waitFor();
@@ -127,6 +148,18 @@ test('the console shows an imported edge run and its tool calls, reached from th
     assert.equal(await decisions.count(), 1);
     assert.match((await decisions.textContent()) ?? '', /team-lead[\s\S]*approved[\s\S]*pre:0/);
     await axe(page, 'edge run');
+    // The second device's bundle has expired: its release gives the 100 tokens back, and the page says so.
+    await goTo(page, `#/devices/${encodeURIComponent(dev2.device_id)}`);
+    const hold2 = page.locator(`#device-holds tr[data-agent="${a.agent_id}"]`);
+    await hold2.waitFor();
+    assert.equal(await hold2.locator('td.outstanding').textContent(), '100');
+    await page.locator('#holds-release').click();
+    await page.locator('#holds-release-confirm').click();
+    await page.locator(`#device-holds tr[data-agent="${a.agent_id}"] td.outstanding:text-is("0")`).waitFor();
+    assert.deepEqual((await hold2.locator('td').allTextContents()).slice(0, 4), ['100', '0', '100', '0']);
+    assert.equal(await page.locator('#holds-release').count(), 0, 'nothing left to release');
+    const ledger = await ok(api, 'GET', `${T}/agents/${a.agent_id}/budget-ledger`);
+    assert.deepEqual([ledger.held, ledger.spent], [886, 14]);
     // A run id the cell never imported is a 404, said as such.
     await goTo(page, '#/edge-runs/run_00000000000000000000');
     await page.locator('[role="alert"]').first().waitFor();

@@ -1,13 +1,15 @@
 /**
  * Edge devices and the runs they carried back (docs/edge.md, "Cell side"): the registered devices
- * (`GET /admin/edge/devices`), a device's page with its imported journals (`GET /admin/edge/journals?device_id=`),
+ * (`GET /admin/edge/devices`), a device's page with the budgets it holds (`GET …/budget-holds`, released
+ * by `POST …/budget-release` once its crew bundles expired) and its imported journals (`GET /admin/edge/journals?device_id=`),
  * and an imported run (`GET /admin/edge/journals/{run_id}`): its outcome, its records verified here, in this
  * browser, with the device's registered key (core/journal/verify.ts), and its tool calls as any run shows
  * them (tool-calls.tsx), their arguments and results from the export's own values, each checked against the
  * hash its signed record names, and the decisions approvers took on the device.
  */
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { ADMIN, call, seg } from '../api.ts';
+import { ADMIN, call, describeError, seg } from '../api.ts';
+import { can } from '../auth/session.ts';
 import type { JournalRecord } from '../../../core/journal/record.ts';
 import { verifyJournal, type JournalVerdict } from '../../../core/journal/verify.ts';
 import { href } from '../router.ts';
@@ -32,6 +34,15 @@ interface JournalSummary {
   outcome: string;
   record_count: number;
   imported_at: string;
+}
+
+interface Hold {
+  agent_id: string;
+  allotted: number;
+  charged: number;
+  released: number;
+  outstanding: number;
+  until: string;
 }
 
 interface ImportedJournal extends JournalSummary {
@@ -96,6 +107,7 @@ export function DevicesView({ deviceId }: { deviceId: string | null }) {
       <p>
         <code class="hash">{deviceId}</code> {device ? <StateBadge state={device.status} /> : null}
       </p>
+      <Holds deviceId={deviceId} />
       <h2>Runs carried back</h2>
       <ErrorNote error={journals.error} prefix="The device's journals could not be loaded" />
       {journals.data ? (
@@ -135,6 +147,113 @@ export function DevicesView({ deviceId }: { deviceId: string | null }) {
           </div>
         )
       ) : journals.error ? null : (
+        <p role="status">Loading…</p>
+      )}
+    </>
+  );
+}
+
+/**
+ * What the device holds of the agents' budget ledgers (docs/edge.md, "Budgets a device holds"), and the
+ * release that gives the outstanding part back: the cell refuses it (`bundle_live`) until every crew
+ * bundle of the device has expired, and says until when.
+ */
+function Holds({ deviceId }: { deviceId: string }) {
+  const { session } = useApp();
+  const holds = useLoad(
+    async (signal) =>
+      (await call<{ holds: Hold[] }>(session, 'GET', `${ADMIN}/edge/devices/${seg(deviceId)}/budget-holds?limit=1000`, { signal })).holds,
+    [session, deviceId],
+  );
+  const [ask, setAsk] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const release = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      await call(session, 'POST', `${ADMIN}/edge/devices/${seg(deviceId)}/budget-release`, { body: {} });
+      setAsk(false);
+      holds.reload();
+    } catch (e) {
+      setError(describeError(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  const outstanding = (holds.data ?? []).reduce((n, h) => n + h.outstanding, 0);
+  return (
+    <>
+      <h2>Budgets held</h2>
+      <ErrorNote error={holds.error} prefix="The device's budget holds could not be loaded" />
+      {holds.data ? (
+        holds.data.length === 0 ? (
+          <p id="device-holds-none">No crew bundle handed this device any budget.</p>
+        ) : (
+          <>
+            <div class="table-wrap">
+              <table id="device-holds">
+                <caption class="sr-only">What the device holds of each agent's budget ledger, in tokens</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Agent</th>
+                    <th scope="col">Handed out</th>
+                    <th scope="col">Charged</th>
+                    <th scope="col">Released</th>
+                    <th scope="col">Outstanding</th>
+                    <th scope="col">Bundles live until</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {holds.data.map((h) => (
+                    <tr key={h.agent_id} data-agent={h.agent_id}>
+                      <th scope="row" data-label="Agent">
+                        <code>{h.agent_id}</code>
+                      </th>
+                      <td data-label="Handed out">{h.allotted}</td>
+                      <td data-label="Charged">{h.charged}</td>
+                      <td data-label="Released">{h.released}</td>
+                      <td data-label="Outstanding" class="outstanding">
+                        {h.outstanding}
+                      </td>
+                      <td data-label="Bundles live until">
+                        <Time at={h.until} />
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+            {outstanding > 0 && can(session, 'edge.write') ? (
+              <div class="buttons">
+                {ask ? (
+                  <>
+                    <span>
+                      Give {outstanding} tokens back to the ledgers? Carry the device's journals back first: what it spent and was not
+                      imported is charged beyond the limit later.
+                    </span>
+                    <button type="button" class="small primary" id="holds-release-confirm" disabled={busy} onClick={release}>
+                      Release
+                    </button>
+                    <button type="button" class="small" onClick={() => setAsk(false)}>
+                      Cancel
+                    </button>
+                  </>
+                ) : (
+                  <button type="button" class="small" id="holds-release" onClick={() => setAsk(true)}>
+                    Release what the device holds
+                  </button>
+                )}
+              </div>
+            ) : null}
+            {error ? (
+              <p class="error" role="alert" id="holds-release-error">
+                {error}
+              </p>
+            ) : null}
+          </>
+        )
+      ) : holds.error ? null : (
         <p role="status">Loading…</p>
       )}
     </>
