@@ -222,7 +222,8 @@ if (statements) {
   let total = 0;
   for (const [, n] of counts) total += n;
   console.log(`statements per step: ${(total / steps).toFixed(2)}`);
-  for (const [k, n] of [...counts].sort((a, b) => b[1] - a[1]).slice(0, 40)) console.log(`  ${(n / steps).toFixed(2)}  ${k}`);
+  for (const [k, n] of [...counts].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.STMT_TOP ?? 40)))
+    console.log(`  ${(n / steps).toFixed(2)}  ${k}`);
 }
 console.log(
   `${runs * conc * 20} steps in ${ms.toFixed(0)} ms: ${((runs * conc * 20) / (ms / 1000)).toFixed(1)} steps/s; tx/step ${((x1 - x0 - 1) / (runs * conc * 20)).toFixed(2)}`,

@@ -148,7 +148,10 @@ test('the console shows an imported edge run and its tool calls, reached from th
     assert.equal(await decisions.count(), 1);
     assert.match((await decisions.textContent()) ?? '', /team-lead[\s\S]*approved[\s\S]*pre:0/);
     await axe(page, 'edge run');
-    // The second device's bundle has expired: its release gives the 100 tokens back, and the page says so.
+    // The second device's bundle has expired (waited for, should the machine be that fast): its release gives
+    // the 100 tokens back, and the page says so.
+    const until = Date.parse((await ok(api, 'GET', `${A}/edge/devices/${encodeURIComponent(dev2.device_id)}/budget-holds`)).holds[0].until);
+    await new Promise((r) => setTimeout(r, Math.max(0, until - Date.now() + 200)));
     await goTo(page, `#/devices/${encodeURIComponent(dev2.device_id)}`);
     const hold2 = page.locator(`#device-holds tr[data-agent="${a.agent_id}"]`);
     await hold2.waitFor();
