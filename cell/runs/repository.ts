@@ -306,14 +306,18 @@ const usageOf = (r: Row | undefined, ws: string | null): { cell: number; workspa
   workspace: ws === null ? 0 : count(r, 'ws_total') + count(r, 'ws_unfolded'),
 });
 
+/** What PostgreSQL's log quotes when the guard of a one-round-trip append refuses it (docs/storage.md). */
+const GUARD_REFUSED = 'journal append guard refused: written again locked first';
+
 /**
  * The guard of a journal append sent in one round trip (group-commit.ts): after the statement that
- * locks the run's row (lockRunHead), it fails (division by zero: PostgreSQL aborts the transaction,
- * and the statements sent behind it and the COMMIT with it) unless the run is still held by `owner`
+ * locks the run's row (lockRunHead), it fails (its answer cast to a number is GUARD_REFUSED, which is
+ * not one: PostgreSQL aborts the transaction, and the statements sent behind it and the COMMIT with
+ * it, and its log names the guard) unless the run is still held by `owner`
  * under `epoch`, not terminal, with the graph hash the records were sealed with, its journal's last
  * seq is `lastSeq`, and (with `quota`) the storage in use plus `adding` stays within the limits.
  * Read after the lock, so as current as lastSeqs and storageUsage would have been. Only on
- * PostgreSQL: the embedded engine answers a division by zero with NULL.
+ * PostgreSQL: the embedded engine casts a text that is not a number to 0.
  */
 export async function guardAppend(
   tx: Tx,
@@ -340,9 +344,9 @@ export async function guardAppend(
     params.push(...usageParams(g.quota.workspaceId));
   }
   await tx.get(
-    `SELECT 1 / (CASE WHEN EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND lease_owner = ? AND lease_epoch = ? AND COALESCE(graph_hash, '') = ?
+    `SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND lease_owner = ? AND lease_epoch = ? AND COALESCE(graph_hash, '') = ?
        AND state NOT IN ('completed', 'failed', 'refused', 'cancelled'))
-       AND (SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run_id = ?) = ?${quota} THEN 1 ELSE 0 END) AS ok${from}`,
+       AND (SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run_id = ?) = ?${quota} THEN '1' ELSE '${GUARD_REFUSED}' END AS BIGINT) AS ok${from}`,
     params,
   );
 }
