@@ -262,17 +262,8 @@ async function writeAtOnce(ctx: RunsContext, m: AppendMember, tail: JournalTail)
         }),
       ];
       staged = m.staged.map((w) => w(tx));
-      sent.push(
-        repo.addStorages(tx, [{ runId: m.runId, workspaceId: m.meter.workspace, bytes: o.adding }]),
-        repo.putBlobs(tx, [...o.values].sort(byHash)),
-        repo.insertRecords(tx, o.recs),
-      );
+      sent.push(writeSealed(tx, [{ m, o }]));
       for (const p of [...sent, ...staged]) p.catch(() => undefined);
-      tx.afterCommit(() => {
-        m.meter.bytes += o.adding;
-        m.meter.spec = 0;
-        for (const h of o.fresh) m.meter.hashes.add(h);
-      });
     },
     appendOptions([m.runId]),
   );
@@ -313,9 +304,7 @@ async function writeMembers(ctx: RunsContext, tx: Tx, members: readonly AppendMe
   // The storage in use as read, plus what the members before in this group add.
   const usage = new Map(workspaces.map((ws, i) => [ws, { ...usages[i]! }]));
   const outcomes = new Map<string, AppendOutcome>();
-  const shares: { runId: string; workspaceId: string | null; bytes: number }[] = [];
-  const values = new Map<string, PreparedValue>();
-  const recs: JournalRecord[] = [];
+  const kept: { m: AppendMember; o: SealedMember }[] = [];
   const refusedFirst = new Map<string, unknown>();
   for (const m of members) {
     const head = heads.get(m.runId)!;
@@ -332,24 +321,47 @@ async function writeMembers(ctx: RunsContext, tx: Tx, members: readonly AppendMe
     }
     const ws = usage.get(m.meter.workspace);
     if (ws && m.meter.workspace !== null) ws.workspace += o.adding;
-    shares.push({ runId: m.runId, workspaceId: m.meter.workspace, bytes: o.adding });
-    for (const v of o.values) values.set(v.hash, v);
-    recs.push(...o.recs);
-    tx.afterCommit(() => {
-      m.meter.bytes += o.adding;
-      m.meter.spec = 0;
-      for (const h of o.fresh) m.meter.hashes.add(h);
-    });
+    kept.push({ m, o });
   }
   if (refusedFirst.size > 0) {
     if (members.length === 1) throw refusedFirst.values().next().value;
     throw new MembersRefused(refusedFirst);
   }
   // Not waited for: they travel with the COMMIT (store Tx.run), whose write fails with them.
-  Promise.all([repo.addStorages(tx, shares), repo.putBlobs(tx, [...values.values()].sort(byHash)), repo.insertRecords(tx, recs)]).catch(
-    () => undefined,
-  );
+  writeSealed(tx, kept).catch(() => undefined);
   return outcomes;
+}
+
+/** What sealMember answers: the member's outcome, what it adds to storage, its values and the hashes new to its meter. */
+type SealedMember = Awaited<ReturnType<typeof sealMember>>;
+
+/**
+ * Issues the members' storage shares, their values and their records (one statement each, in that
+ * order) and moves their meters once the transaction commits. Not awaited by the callers: they leave
+ * with the COMMIT, whose write fails with them.
+ */
+function writeSealed(tx: Tx, kept: readonly { m: AppendMember; o: SealedMember }[]): Promise<unknown> {
+  const values = new Map<string, PreparedValue>();
+  for (const { o } of kept) for (const v of o.values) values.set(v.hash, v);
+  const sent = Promise.all([
+    repo.addStorages(
+      tx,
+      kept.map(({ m, o }) => ({ runId: m.runId, workspaceId: m.meter.workspace, bytes: o.adding })),
+    ),
+    repo.putBlobs(tx, [...values.values()].sort(byHash)),
+    repo.insertRecords(
+      tx,
+      kept.flatMap(({ o }) => o.recs),
+    ),
+  ]);
+  tx.afterCommit(() => {
+    for (const { m, o } of kept) {
+      m.meter.bytes += o.adding;
+      m.meter.spec = 0;
+      for (const h of o.fresh) m.meter.hashes.add(h);
+    }
+  });
+  return sent;
 }
 
 /**
