@@ -331,25 +331,40 @@ export async function guardAppend(
   },
 ): Promise<void> {
   const params: SqlValue[] = [g.runId, g.owner, g.epoch, g.graph ?? '', g.runId, g.lastSeq];
-  let quota = '';
-  let from = '';
   if (g.quota) {
-    quota = ' AND u.cell_total + u.cell_unfolded + CAST(? AS BIGINT) <= CAST(? AS BIGINT)';
     params.push(g.quota.adding, g.quota.cellLimit);
-    if (g.quota.workspaceId !== null) {
-      quota += ' AND u.ws_total + u.ws_unfolded + CAST(? AS BIGINT) <= CAST(? AS BIGINT)';
-      params.push(g.quota.adding, g.quota.workspaceLimit);
-    }
-    from = ` FROM (SELECT ${USAGE_COLUMNS}) u`;
+    if (g.quota.workspaceId !== null) params.push(g.quota.adding, g.quota.workspaceLimit);
     params.push(...usageParams(g.quota.workspaceId));
   }
-  await tx.get(
+  await tx.get(!g.quota ? GUARD_SQL.plain : g.quota.workspaceId === null ? GUARD_SQL.cell : GUARD_SQL.workspace, params);
+}
+
+/** guardAppend's three texts (no quota; the cell's; the cell's and a workspace's), built once. */
+const GUARD_SQL = (() => {
+  const text = (quota: string, from: string) =>
     `SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND lease_owner = ? AND lease_epoch = ? AND COALESCE(graph_hash, '') = ?
        AND state NOT IN ('completed', 'failed', 'refused', 'cancelled'))
-       AND (SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run_id = ?) = ?${quota} THEN '1' ELSE '${GUARD_REFUSED}' END AS BIGINT) AS ok${from}`,
-    params,
-  );
+       AND (SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run_id = ?) = ?${quota} THEN '1' ELSE '${GUARD_REFUSED}' END AS BIGINT) AS ok${from}`;
+  const cell = ' AND u.cell_total + u.cell_unfolded + CAST(? AS BIGINT) <= CAST(? AS BIGINT)';
+  const workspace = ' AND u.ws_total + u.ws_unfolded + CAST(? AS BIGINT) <= CAST(? AS BIGINT)';
+  const from = ` FROM (SELECT ${USAGE_COLUMNS}) u`;
+  return { plain: text('', ''), cell: text(cell, from), workspace: text(cell + workspace, from) };
+})();
+
+/**
+ * A multi-row statement's text for `n` rows, built once per `n` up to 64 (a step writes the same few
+ * shapes again and again, and the store reads a text's facts once per text; a text built anew each
+ * time is hashed anew), built each time past that.
+ */
+function rowsText(cache: string[], n: number, build: (n: number) => string): string {
+  if (n > 64) return build(n);
+  cache[n] ??= build(n);
+  return cache[n];
 }
+
+const insertRecordsTexts: string[] = [];
+const putBlobsTexts: string[] = [];
+const addStoragesTexts: string[] = [];
 
 /** The storage in use by every run and (with a workspace) by the workspace's runs, in one statement. */
 export async function storageUsage(db: Reader, workspaceId: string | null): Promise<{ cell: number; workspace: number }> {
@@ -729,7 +744,14 @@ export async function insertRecords(tx: Tx, recs: readonly JournalRecord[]): Pro
   if (recs.length === 0) return;
   const params: SqlValue[] = [];
   for (const rec of recs) params.push(rec.run_id, rec.seq, rec.kind, recordText(rec));
-  await tx.run(`INSERT INTO journal (run_id, seq, kind, record) VALUES ${recs.map(() => '(?, ?, ?, ?)').join(', ')}`, params);
+  await tx.run(
+    rowsText(
+      insertRecordsTexts,
+      recs.length,
+      (n) => `INSERT INTO journal (run_id, seq, kind, record) VALUES ${Array(n).fill('(?, ?, ?, ?)').join(', ')}`,
+    ),
+    params,
+  );
 }
 
 /** Stores blobs by hash (idempotent) in one statement; give them in hash order (two writers lock rows in the same order). */
@@ -738,7 +760,11 @@ export async function putBlobs(tx: Tx, values: readonly { hash: string; body: st
   const params: SqlValue[] = [];
   for (const v of values) params.push(v.hash, v.body);
   await tx.run(
-    `INSERT INTO journal_blobs (hash, body) VALUES ${values.map(() => '(?, ?)').join(', ')} ON CONFLICT (hash) DO NOTHING`,
+    rowsText(
+      putBlobsTexts,
+      values.length,
+      (n) => `INSERT INTO journal_blobs (hash, body) VALUES ${Array(n).fill('(?, ?)').join(', ')} ON CONFLICT (hash) DO NOTHING`,
+    ),
     params,
   );
 }
@@ -985,8 +1011,12 @@ export async function addStorages(tx: Tx, shares: readonly { runId: string; work
   const params: SqlValue[] = [];
   for (const x of shares) params.push(x.runId, x.workspaceId, x.bytes, x.bytes);
   await tx.run(
-    `INSERT INTO run_storage (run_id, workspace_id, bytes, unfolded) VALUES ${shares.map(() => '(?, ?, ?, ?)').join(', ')}
+    rowsText(
+      addStoragesTexts,
+      shares.length,
+      (n) => `INSERT INTO run_storage (run_id, workspace_id, bytes, unfolded) VALUES ${Array(n).fill('(?, ?, ?, ?)').join(', ')}
      ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage.bytes + excluded.bytes, unfolded = run_storage.unfolded + excluded.unfolded`,
+    ),
     params,
   );
 }
