@@ -252,6 +252,23 @@ export async function lockRunHead(
 }
 
 /**
+ * A multi-row statement's text for `n` rows, built once per `n` up to 64 (a step writes the same few
+ * shapes again and again, and the store reads a text's facts once per text; a text built anew each
+ * time is hashed anew), built each time past that.
+ */
+function rowsText(cache: string[], n: number, build: (n: number) => string): string {
+  if (n > 64) return build(n);
+  cache[n] ??= build(n);
+  return cache[n];
+}
+
+const insertRecordsTexts: string[] = [];
+const putBlobsTexts: string[] = [];
+const addStoragesTexts: string[] = [];
+const lockRunHeadsTexts: string[] = [];
+const lastSeqsTexts: string[] = [];
+
+/**
  * The first statement of a group of journal appends (group-commit.ts): locks
  * and stamps, in one statement, the row of every run of the group that is
  * not terminal and still held by `owner` under the member's epoch. Returns the
@@ -266,8 +283,14 @@ export async function lockRunHeads(
   const params: SqlValue[] = [at, at, owner];
   for (const m of members) params.push(m.runId, m.epoch);
   const rows = await tx.all(
-    `UPDATE runs SET updated_at = ?, progress_at = ? WHERE lease_owner = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')
-     AND (${members.map(() => '(run_id = ? AND lease_epoch = ?)').join(' OR ')}) RETURNING run_id, state, graph_hash, lease_owner, lease_epoch`,
+    rowsText(
+      lockRunHeadsTexts,
+      members.length,
+      (
+        n,
+      ) => `UPDATE runs SET updated_at = ?, progress_at = ? WHERE lease_owner = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')
+     AND (${Array(n).fill('(run_id = ? AND lease_epoch = ?)').join(' OR ')}) RETURNING run_id, state, graph_hash, lease_owner, lease_epoch`,
+    ),
     params,
   );
   const out = new Map<string, RunHead>();
@@ -285,7 +308,11 @@ export async function lockRunHeads(
 export async function lastSeqs(db: Reader, runIds: readonly string[]): Promise<Map<string, number>> {
   // CAST(? AS TEXT): as lastSeq (SQLite compiles the statement once).
   const rows = await db.all(
-    `SELECT run_id, MAX(seq) AS n FROM journal WHERE run_id IN (${runIds.map(() => 'CAST(? AS TEXT)').join(', ')}) GROUP BY run_id`,
+    rowsText(
+      lastSeqsTexts,
+      runIds.length,
+      (n) => `SELECT run_id, MAX(seq) AS n FROM journal WHERE run_id IN (${Array(n).fill('CAST(? AS TEXT)').join(', ')}) GROUP BY run_id`,
+    ),
     runIds,
   );
   const out = new Map<string, number>(runIds.map((id) => [id, 0]));
@@ -350,21 +377,6 @@ const GUARD_SQL = (() => {
   const from = ` FROM (SELECT ${USAGE_COLUMNS}) u`;
   return { plain: text('', ''), cell: text(cell, from), workspace: text(cell + workspace, from) };
 })();
-
-/**
- * A multi-row statement's text for `n` rows, built once per `n` up to 64 (a step writes the same few
- * shapes again and again, and the store reads a text's facts once per text; a text built anew each
- * time is hashed anew), built each time past that.
- */
-function rowsText(cache: string[], n: number, build: (n: number) => string): string {
-  if (n > 64) return build(n);
-  cache[n] ??= build(n);
-  return cache[n];
-}
-
-const insertRecordsTexts: string[] = [];
-const putBlobsTexts: string[] = [];
-const addStoragesTexts: string[] = [];
 
 /** The storage in use by every run and (with a workspace) by the workspace's runs, in one statement. */
 export async function storageUsage(db: Reader, workspaceId: string | null): Promise<{ cell: number; workspace: number }> {
