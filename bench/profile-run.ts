@@ -5,8 +5,9 @@
  * started by SIGUSR2 right before them), a 20-seat sequential
  * crew, N runs one after another (K at once), then a
  * clean stop so the profile is written to PROFILE_DIR (default /tmp/perf).
+ * --warm N runs N rounds of K runs first, unmeasured (the hot path compiled).
  *
- *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof] [--statements] [--cells C] [--launch-on K] [--pg-delay-ms N]
+ *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof] [--statements] [--cells C] [--launch-on K] [--pg-delay-ms N] [--warm N]
  *
  * Prints steps/s, write transactions per step (PostgreSQL) and the CPU time
  * a step costs the cell, the PostgreSQL server (all its processes) and this
@@ -137,6 +138,8 @@ const one = async () => {
   const end = await runEnded(on.url, cell.adminKey, r.body.run_id);
   if (end.outcome !== 'completed') throw new Error(`${end.outcome} ${end.reason ?? ''}`);
 };
+// --warm N: N runs (K at once) before anything is measured, so that the cell's hot path is compiled.
+for (let i = 0; i < Number(arg('--warm', '0')); i++) await Promise.all(Array.from({ length: conc }, one));
 const statements = server !== null && process.argv.includes('--statements');
 const setLog = async (v: string) => {
   await adminQuery(server!.url, `ALTER SYSTEM SET log_statement = '${v}'`);
