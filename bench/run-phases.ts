@@ -1,0 +1,78 @@
+/**
+ * Where a lone crew run's wall time goes (issue 40), not part of `make bench`:
+ * one cell (PostgreSQL, durable, or embedded with EMB=1), a 20-seat
+ * sequential crew, RUNS runs one after another, each awaited on its event
+ * stream as a client would; the fake model server notes when each call
+ * arrives. Prints, as medians of the runs after the first WARM: the launch's
+ * answer (POST), the first model call, a step (one call to the next), the
+ * last call to `run_finished`, and the whole run, in ms from the POST.
+ *
+ *   node scripts/build.mjs && node --import tsx bench/run-phases.ts   (BIN: another build; RUNS, default 120; WARM, default 40; EMB=1)
+ */
+import { request } from 'undici';
+import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
+import { startCellProcess } from '../test/helpers/cell-process.ts';
+import { pgDatabase, startPgServer } from '../test/helpers/postgres.ts';
+import { provider, T, team, type Api } from '../test/helpers/teams.ts';
+import { runEnded } from './_util.ts';
+
+const RUNS = Number(process.env['RUNS'] ?? 120);
+const WARM = Number(process.env['WARM'] ?? 40);
+const calls: number[] = [];
+const ai = await startOpenAIServer({
+  apiKey: 'sk-fake',
+  record: false,
+  respond: () => {
+    calls.push(performance.now());
+    return { content: 'ok', usage: { prompt_tokens: 3, completion_tokens: 2 } };
+  },
+});
+const pg = process.env['EMB'] ? null : await startPgServer({ durable: true });
+const db = pg ? await pgDatabase(pg.url) : null;
+const cell = await startCellProcess({
+  args: [...(db ? ['--store', db.url, '--posture', 'multi-cell'] : []), '--log-level', 'warn'],
+  ...(process.env['BIN'] ? { bin: process.env['BIN'] } : {}),
+});
+const call = async (method: string, path: string, body?: unknown) => {
+  const r = await request(cell.url + path, {
+    method: method as 'GET',
+    headers: { authorization: `Bearer ${cell.adminKey}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await r.body.text();
+  return { status: r.statusCode, body: text ? JSON.parse(text) : undefined, text };
+};
+const api: Api = { token: cell.adminKey, request: (m, p, o = {}) => call(m, p, o.body) };
+await provider(api, ai);
+const tm = await team(
+  api,
+  'sequential',
+  Array.from({ length: 20 }, (_, i) => ({ role: `s${i}` })),
+);
+type Phases = { launch: number; first: number; step: number; end: number; run: number };
+const seen: Phases[] = [];
+for (let k = 0; k < RUNS; k++) {
+  calls.length = 0;
+  const t0 = performance.now();
+  const r = await call('POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
+  if (r.status !== 201 && r.status !== 202) throw new Error(`launch ${r.status} ${r.text}`);
+  const t1 = performance.now();
+  const end = await runEnded(cell.url, cell.adminKey, r.body.run_id);
+  if (end.outcome !== 'completed' || calls.length !== 20) throw new Error(`${end.outcome} after ${calls.length} calls`);
+  const t2 = performance.now();
+  seen.push({ launch: t1 - t0, first: calls[0]! - t0, step: (calls[19]! - calls[0]!) / 19, end: t2 - calls[19]!, run: t2 - t0 });
+}
+const median = (k: keyof Phases) => {
+  const xs = seen
+    .slice(WARM)
+    .map((x) => x[k])
+    .sort((a, b) => a - b);
+  return xs[Math.floor(xs.length / 2)]!.toFixed(2);
+};
+console.log(
+  `ms, medians of ${RUNS - WARM} runs (${db ? 'PostgreSQL' : 'embedded'}): POST answered ${median('launch')}, first model call ${median('first')}, a step ${median('step')}, last call to run_finished ${median('end')}, the run ${median('run')}`,
+);
+await cell.kill('SIGTERM');
+cell.cleanup();
+await ai.close();
+process.exit(0);
