@@ -8,6 +8,8 @@ import { promisify } from 'node:util';
 import { request } from 'undici';
 import type { CellProcess } from '../test/helpers/cell-process.ts';
 import { bootstrapKeyOf, cellSignals } from '../test/helpers/cell-signals.ts';
+import type { FakeOpenAI } from '../test/fixtures/openai-server.ts';
+import { provider, team, type Api } from '../test/helpers/teams.ts';
 
 export interface LoadResult {
   rps: number;
@@ -261,4 +263,42 @@ export async function runEnded(base: string, token: string, runId: string): Prom
   const s = await request(`${base}/api/public/v1/admin/jobs/runs/${runId}`, { headers: { authorization: `Bearer ${token}` } });
   const run = (await s.body.json()) as { state: string; error?: { reason?: string } | null };
   return { outcome: run.state, reason: run.error?.reason ?? null };
+}
+
+/** A JSON answer of the cell: its status, its body parsed, and its text. */
+export interface CellAnswer {
+  status: number;
+  body: any;
+  text: string;
+}
+
+/** A call of the cell's HTTP API with `token` (a JSON body when given), answered parsed. */
+export async function callCell(base: string, token: string, method: string, path: string, body?: unknown): Promise<CellAnswer> {
+  const r = await request(base + path, {
+    method: method as 'GET',
+    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await r.body.text();
+  return { status: r.statusCode, body: text ? JSON.parse(text) : undefined, text };
+}
+
+/**
+ * The run benches' crew (profile-run, run-phases): the fake model server registered as the provider, and a
+ * formation of `seats` sequential seats, one agent each, instantiated; `call` talks to the cell with `token`.
+ */
+export async function sequentialCrew(
+  ai: FakeOpenAI,
+  token: string,
+  call: (method: string, path: string, body?: unknown) => Promise<CellAnswer>,
+  seats = 20,
+): Promise<string> {
+  const api: Api = { token, request: (m, p, o = {}) => call(m, p, o.body) };
+  await provider(api, ai);
+  const tm = await team(
+    api,
+    'sequential',
+    Array.from({ length: seats }, (_, i) => ({ role: `s${i}` })),
+  );
+  return tm.crew;
 }

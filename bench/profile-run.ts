@@ -31,9 +31,8 @@ import { join } from 'node:path';
 import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
 import { type CellProcess, startCellProcess } from '../test/helpers/cell-process.ts';
 import { adminQuery, pgDatabase, startPgServer } from '../test/helpers/postgres.ts';
-import { provider, team, T, type Api } from '../test/helpers/teams.ts';
-import { request } from 'undici';
-import { cpuSeconds, pgServerCpuSeconds, runEnded } from './_util.ts';
+import { T } from '../test/helpers/teams.ts';
+import { callCell, cpuSeconds, pgServerCpuSeconds, runEnded, sequentialCrew } from './_util.ts';
 
 const arg = (n: string, d: string) => {
   const i = process.argv.indexOf(n);
@@ -111,28 +110,14 @@ for (let i = 0; i < nCells; i++)
     }),
   );
 const cell = cells[0]!;
-const call = async (method: string, path: string, body?: unknown, on = cell) => {
-  const r = await request(on.url + path, {
-    method: method as 'GET',
-    headers: { authorization: `Bearer ${cell.adminKey}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await r.body.text();
-  return { status: r.statusCode, body: text ? JSON.parse(text) : undefined, text };
-};
-const api: Api = { token: cell.adminKey, request: (m, p, o = {}) => call(m, p, o.body) };
-await provider(api, ai);
-const tm = await team(
-  api,
-  'sequential',
-  Array.from({ length: 20 }, (_, i) => ({ role: `s${i}` })),
-);
+const call = (method: string, path: string, body?: unknown, on = cell) => callCell(on.url, cell.adminKey, method, path, body);
+const crew = await sequentialCrew(ai, cell.adminKey, call);
 let launched = 0;
 /** --launch-on K: the launches go to the first K cells only (the others are idle members of the group). */
 const spread = Math.min(cells.length, Number(arg('--launch-on', String(cells.length))));
 const one = async () => {
   const on = cells[launched++ % spread]!;
-  const r = await call('POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' }, on);
+  const r = await call('POST', `${T}/crews/${crew}/runs`, { input: 'go' }, on);
   if (r.status !== 201 && r.status !== 202) throw new Error(`launch ${r.status} ${r.text}`);
   // Awaited on the run's event stream, as a client would (no polling in the profile).
   const end = await runEnded(on.url, cell.adminKey, r.body.run_id);

@@ -9,12 +9,11 @@
  *
  *   node scripts/build.mjs && node --import tsx bench/run-phases.ts   (BIN: another build; RUNS, default 120; WARM, default 40; EMB=1)
  */
-import { request } from 'undici';
 import { startOpenAIServer } from '../test/fixtures/openai-server.ts';
 import { startCellProcess } from '../test/helpers/cell-process.ts';
 import { pgDatabase, startPgServer } from '../test/helpers/postgres.ts';
-import { provider, T, team, type Api } from '../test/helpers/teams.ts';
-import { runEnded } from './_util.ts';
+import { T } from '../test/helpers/teams.ts';
+import { callCell, runEnded, sequentialCrew } from './_util.ts';
 
 const RUNS = Number(process.env['RUNS'] ?? 120);
 const WARM = Number(process.env['WARM'] ?? 40);
@@ -33,28 +32,14 @@ const cell = await startCellProcess({
   args: [...(db ? ['--store', db.url, '--posture', 'multi-cell'] : []), '--log-level', 'warn'],
   ...(process.env['BIN'] ? { bin: process.env['BIN'] } : {}),
 });
-const call = async (method: string, path: string, body?: unknown) => {
-  const r = await request(cell.url + path, {
-    method: method as 'GET',
-    headers: { authorization: `Bearer ${cell.adminKey}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await r.body.text();
-  return { status: r.statusCode, body: text ? JSON.parse(text) : undefined, text };
-};
-const api: Api = { token: cell.adminKey, request: (m, p, o = {}) => call(m, p, o.body) };
-await provider(api, ai);
-const tm = await team(
-  api,
-  'sequential',
-  Array.from({ length: 20 }, (_, i) => ({ role: `s${i}` })),
-);
+const call = (method: string, path: string, body?: unknown) => callCell(cell.url, cell.adminKey, method, path, body);
+const crew = await sequentialCrew(ai, cell.adminKey, call);
 type Phases = { launch: number; first: number; step: number; end: number; run: number };
 const seen: Phases[] = [];
 for (let k = 0; k < RUNS; k++) {
   calls.length = 0;
   const t0 = performance.now();
-  const r = await call('POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
+  const r = await call('POST', `${T}/crews/${crew}/runs`, { input: 'go' });
   if (r.status !== 201 && r.status !== 202) throw new Error(`launch ${r.status} ${r.text}`);
   const t1 = performance.now();
   const end = await runEnded(cell.url, cell.adminKey, r.body.run_id);
