@@ -2,7 +2,8 @@
  * Small shared pieces of the console's views: state badges (colour and text,
  * never colour alone), error notes, JSON blocks, times, a copy button, the
  * hooks that load data (with reload and polling that pauses while the tab is
- * hidden), and the app-wide context (configuration, session, principal names).
+ * hidden), the second step of an action that asks first (`Confirm`), and the
+ * app-wide context (configuration, session, principal names).
  */
 import { createContext } from 'preact';
 import { useCallback, useContext, useEffect, useRef, useState } from 'preact/hooks';
@@ -51,6 +52,57 @@ export function Who({ id }: { id: string | null | undefined }) {
  */
 export function isolated(s: string, max = 40): string {
   return `\u2068${s.length > max ? `${s.slice(0, max - 1)}…` : s}\u2069`;
+}
+
+/**
+ * The second step of an action that asks before it acts (a key's rotate or revoke, a principal's archive, a
+ * schedule's delete, a device's release): the question, the button that acts (`cls` gives its weight,
+ * `danger` or `primary`; it carries the class `confirm`), and the one that takes the question back. The view shows it
+ * in place of the button that asked, and keeps the answer's error beside it.
+ */
+export function Confirm({
+  question,
+  act,
+  cls,
+  id,
+  label,
+  keep = 'Cancel',
+  small = false,
+  busy = false,
+  onConfirm,
+  onKeep,
+}: {
+  question?: ComponentChildren;
+  /** The acting button's text. */
+  act: string;
+  /** Its weight: `danger` or `primary`. */
+  cls: 'danger' | 'primary';
+  id?: string;
+  /** Its accessible name, when its text alone does not say what it acts on. */
+  label?: string;
+  /** The text of the button that takes the question back. */
+  keep?: string;
+  small?: boolean;
+  busy?: boolean;
+  onConfirm(): void;
+  onKeep(): void;
+}) {
+  const size = small ? 'small ' : '';
+  return (
+    <>
+      {question !== undefined ? (
+        <>
+          <span>{question}</span>{' '}
+        </>
+      ) : null}
+      <button type="button" class={`${size}${cls} confirm`} id={id} disabled={busy} onClick={onConfirm} aria-label={label}>
+        {act}
+      </button>{' '}
+      <button type="button" class={small ? 'small' : undefined} onClick={onKeep}>
+        {keep}
+      </button>
+    </>
+  );
 }
 
 /** Principals, comma-separated, each as `Who` shows it. */

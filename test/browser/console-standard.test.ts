@@ -244,6 +244,15 @@ test('the console by the same standard in dark and at 390 px, hostile names, sch
     await sq.locator('button.enable').click();
     await page.locator(`article[data-schedule="${squares.schedule_id}"][data-enabled="true"]`).waitFor();
     assert.equal((await api('GET', `${A}/jobs/definitions/${squares.schedule_id}`)).body.enabled, true, 'resumed');
+    // Delete asks first: kept once, then confirmed; the list no longer shows it.
+    await sq.locator('button.delete').click();
+    assert.match((await sq.locator('.buttons').textContent()) ?? '', /Delete .*\?/);
+    await sq.locator('button', { hasText: 'Keep it' }).click();
+    assert.equal((await api('GET', `${A}/jobs/definitions/${squares.schedule_id}`)).body.deleted, false, 'kept');
+    await sq.locator('button.delete').click();
+    await sq.locator('button.confirm').click();
+    await until('the deleted schedule to leave the list', async () => (await sq.count()) === 0);
+    assert.equal((await api('GET', `${A}/jobs/definitions/${squares.schedule_id}`)).body.deleted, true, 'deleted');
 
     // ------------------------------------------------------------ the cell stops: approvals are unknown, never "(0)"
     await goTo(page, '#/approvals', '#approvals-mine');

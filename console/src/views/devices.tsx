@@ -14,7 +14,7 @@ import type { JournalRecord } from '../../../core/journal/record.ts';
 import { verifyJournal, type JournalVerdict } from '../../../core/journal/verify.ts';
 import { href } from '../router.ts';
 import type { GraphLike, RecordLike } from '../run-model.ts';
-import { ErrorNote, StateBadge, Time, useApp, useLoad } from '../ui.tsx';
+import { Confirm, ErrorNote, StateBadge, Time, useApp, useLoad } from '../ui.tsx';
 import { DecisionList, type DecisionLike } from './decision-list.tsx';
 import { ToolCalls, toolCallsOf } from './tool-calls.tsx';
 
@@ -227,18 +227,16 @@ function Holds({ deviceId }: { deviceId: string }) {
             {outstanding > 0 && can(session, 'edge.write') ? (
               <div class="buttons">
                 {ask ? (
-                  <>
-                    <span>
-                      Give {outstanding} tokens back to the ledgers? Carry the device's journals back first: what it spent and was not
-                      imported is charged beyond the limit later.
-                    </span>
-                    <button type="button" class="small primary" id="holds-release-confirm" disabled={busy} onClick={release}>
-                      Release
-                    </button>
-                    <button type="button" class="small" onClick={() => setAsk(false)}>
-                      Cancel
-                    </button>
-                  </>
+                  <Confirm
+                    question={`Give ${outstanding} tokens back to the ledgers? Carry the device's journals back first: what it spent and was not imported is charged beyond the limit later.`}
+                    act="Release"
+                    cls="primary"
+                    id="holds-release-confirm"
+                    small
+                    busy={busy}
+                    onConfirm={release}
+                    onKeep={() => setAsk(false)}
+                  />
                 ) : (
                   <button type="button" class="small" id="holds-release" onClick={() => setAsk(true)}>
                     Release what the device holds

@@ -8,7 +8,7 @@
 import { useState } from 'preact/hooks';
 import { ADMIN, call, describeError, seg } from '../api.ts';
 import { can } from '../auth/session.ts';
-import { CopyButton, ErrorNote, Section, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
+import { Confirm, CopyButton, ErrorNote, Section, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
 
 interface Key {
   key_id: string;
@@ -184,20 +184,15 @@ function KeyActions({ k, onShown, onChanged }: { k: Key; onShown(s: Shown): void
           </button>
         </>
       ) : (
-        <>
-          <span>{ask === 'rotate' ? 'Issue a new secret?' : 'Revoke: both secrets stop working now.'}</span>
-          <button
-            type="button"
-            class={`small ${ask === 'revoke' ? 'danger' : 'primary'} confirm`}
-            onClick={() => act(ask)}
-            aria-label={`Confirm ${ask} of ${k.name}`}
-          >
-            Confirm
-          </button>
-          <button type="button" class="small" onClick={() => setAsk(null)}>
-            Cancel
-          </button>
-        </>
+        <Confirm
+          question={ask === 'rotate' ? 'Issue a new secret?' : 'Revoke: both secrets stop working now.'}
+          act="Confirm"
+          cls={ask === 'revoke' ? 'danger' : 'primary'}
+          label={`Confirm ${ask} of ${k.name}`}
+          small
+          onConfirm={() => act(ask)}
+          onKeep={() => setAsk(null)}
+        />
       )}
       {error ? (
         <p class="error" role="alert">

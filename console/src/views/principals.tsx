@@ -7,7 +7,7 @@
 import { useState } from 'preact/hooks';
 import { ADMIN, call, describeError, seg } from '../api.ts';
 import { can, knowsPermissions } from '../auth/session.ts';
-import { ErrorNote, StateBadge, Time, useApp, useLoad } from '../ui.tsx';
+import { Confirm, ErrorNote, StateBadge, Time, useApp, useLoad } from '../ui.tsx';
 
 interface Principal {
   id: string;
@@ -46,14 +46,14 @@ function Lifecycle({ p, onDone }: { p: Principal; onDone(): void }) {
     <span class="buttons">
       {p.status === 'active' ? (
         ask ? (
-          <>
-            <button type="button" class="danger confirm" disabled={busy} onClick={() => act('archive')}>
-              Confirm archive
-            </button>{' '}
-            <button type="button" onClick={() => setAsk(false)}>
-              Keep
-            </button>
-          </>
+          <Confirm
+            act="Confirm archive"
+            cls="danger"
+            keep="Keep"
+            busy={busy}
+            onConfirm={() => act('archive')}
+            onKeep={() => setAsk(false)}
+          />
         ) : (
           <button type="button" class="archive" onClick={() => setAsk(true)} aria-label={`Archive ${p.name}`}>
             Archive

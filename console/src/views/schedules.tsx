@@ -12,7 +12,7 @@ import { useState } from 'preact/hooks';
 import { ADMIN, ApiError, call, describeError, seg } from '../api.ts';
 import { can } from '../auth/session.ts';
 import { href } from '../router.ts';
-import { ErrorNote, isolated, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
+import { Confirm, ErrorNote, isolated, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
 import { loadNewestRuns, type RunRow } from './runs.tsx';
 
 export interface Definition {
@@ -107,17 +107,19 @@ function Actions({ d, onDone }: { d: Definition; onDone(): void }) {
         </button>
       )}{' '}
       {ask ? (
-        <>
-          <span>
-            Delete <bdi>{d.name}</bdi>?
-          </span>{' '}
-          <button type="button" class="danger confirm" disabled={busy} onClick={() => act('DELETE', base)}>
-            Confirm delete
-          </button>{' '}
-          <button type="button" onClick={() => setAsk(false)}>
-            Keep it
-          </button>
-        </>
+        <Confirm
+          question={
+            <>
+              Delete <bdi>{d.name}</bdi>?
+            </>
+          }
+          act="Confirm delete"
+          cls="danger"
+          keep="Keep it"
+          busy={busy}
+          onConfirm={() => act('DELETE', base)}
+          onKeep={() => setAsk(false)}
+        />
       ) : (
         <button type="button" class="delete" disabled={busy} onClick={() => setAsk(true)} aria-label={`Delete ${named}`}>
           Delete
