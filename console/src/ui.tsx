@@ -56,7 +56,7 @@ export function isolated(s: string, max = 40): string {
 
 /**
  * The second step of an action that asks before it acts (a key's rotate or revoke, a principal's archive, a
- * schedule's delete, a device's release): the question, the button that acts (`cls` gives its weight,
+ * schedule's delete, a run's cancel, a device's release): the question, the button that acts (`cls` gives its weight,
  * `danger` or `primary`; it carries the class `confirm`), and the one that takes the question back. The view shows it
  * in place of the button that asked, and keeps the answer's error beside it.
  */

@@ -7,7 +7,8 @@
 //   principals, approval prompts and comments; wherever such a name is shown it is bidi-isolated;
 // - at 390 px the header and navigation take less than a fifth of the screen, and the row actions
 //   (Rotate, Revoke, Archive) are on screen, not past its edge;
-// - schedules: searched, run now (the run says who fired it), paused and resumed;
+// - schedules: searched, run now (the run says who fired it), paused and resumed, and deleted, which asks
+//   first (kept once, then confirmed); a run's cancel asks the same way;
 // - approval cards show the crew, the run's input and what the step will do: a tool call's tool and its
 //   exact arguments, checked against the digest a decision approves;
 // - the page is sent with `require-trusted-types-for 'script'`, the console works under it, and a string
@@ -253,6 +254,18 @@ test('the console by the same standard in dark and at 390 px, hostile names, sch
     await sq.locator('button.confirm').click();
     await until('the deleted schedule to leave the list', async () => (await sq.count()) === 0);
     assert.equal((await api('GET', `${A}/jobs/definitions/${squares.schedule_id}`)).body.deleted, true, 'deleted');
+
+    // ------------------------------------------------------------ a run's cancel asks first: kept once, then confirmed
+    const doomed = (await ok(api, 'POST', `${T}/crews/${crew.crew_id}/runs`, { input })).run_id as string;
+    await until('the second run to wait', async () => (await api('GET', `${A}/jobs/runs/${doomed}`)).body.state === 'waiting');
+    await goTo(page, `#/runs/${doomed}`, '#cancel-run');
+    await page.locator('#cancel-run').click();
+    await page.locator('button', { hasText: 'Keep running' }).click();
+    await page.locator('#cancel-run').waitFor();
+    assert.equal((await api('GET', `${A}/jobs/runs/${doomed}`)).body.state, 'waiting', 'kept running');
+    await page.locator('#cancel-run').click();
+    await page.locator('#cancel-confirm.confirm').click();
+    await until('the run to be cancelled', async () => (await api('GET', `${A}/jobs/runs/${doomed}`)).body.state === 'cancelled');
 
     // ------------------------------------------------------------ the cell stops: approvals are unknown, never "(0)"
     await goTo(page, '#/approvals', '#approvals-mine');

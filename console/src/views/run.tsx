@@ -30,7 +30,7 @@ import { href } from '../router.ts';
 import { follow } from '../sse.ts';
 import { LiveAnswers } from '../../../core/engine/live-answers.ts';
 import type { StepDelta } from '../../../core/engine/types.ts';
-import { ErrorNote, Json, Section, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
+import { Confirm, ErrorNote, Json, Section, StateBadge, Time, useApp, useLoad, Who } from '../ui.tsx';
 import { buildExport, type CarriedParent } from '../carry.ts';
 import { cellKeys, checkAttestation, verifyRunJournal, type AttestationCheck, type Verification } from '../verify.ts';
 import type { PendingApproval } from '../approval-model.ts';
@@ -595,15 +595,15 @@ export function RunView({ runId }: { runId: string }) {
       {run && !terminal && can(session, 'system.orchestration.admin.write') ? (
         <div class="buttons">
           {cancelAsk ? (
-            <>
-              <span>Cancel this run?</span>{' '}
-              <button type="button" class="danger" id="cancel-confirm" onClick={cancel}>
-                Confirm cancel
-              </button>{' '}
-              <button type="button" onClick={() => setCancelAsk(false)}>
-                Keep running
-              </button>
-            </>
+            <Confirm
+              question="Cancel this run?"
+              act="Confirm cancel"
+              cls="danger"
+              id="cancel-confirm"
+              keep="Keep running"
+              onConfirm={cancel}
+              onKeep={() => setCancelAsk(false)}
+            />
           ) : (
             <button type="button" id="cancel-run" onClick={() => setCancelAsk(true)}>
               Cancel run
