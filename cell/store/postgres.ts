@@ -168,12 +168,12 @@ function checkStatement(st: PgStatement): void {
  * bytes a statement, a dozen statements a step); the Query and what goes on the wire are the same.
  */
 function submit(client: pg.PoolClient, st: PgStatement, params: readonly SqlValue[] | undefined): Promise<pg.QueryResult> {
+  const { text, values, name } = pgQuery(st, params);
   // `name` and `callback` are pg's Query fields (lib/query.js); @types/pg leaves them out.
-  const q = new pg.Query(st.text, toPgParams(params)) as pg.Query & {
+  const q = new pg.Query(text, values) as pg.Query & {
     name?: string;
     callback?: (err: Error | null, res: pg.QueryResult) => void;
   };
-  const name = statementNames.of(st);
   if (name !== undefined) q.name = name;
   return new Promise((resolve, reject) => {
     q.callback = (err: Error | null, res: pg.QueryResult) => (err ? reject(err) : resolve(res));
