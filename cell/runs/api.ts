@@ -11,7 +11,7 @@
  */
 import { RUN_ID_PATTERN } from '../../core/run-id.ts';
 import { copyReused, forkPoint, openFork, standingApprovals } from './fork.ts';
-import { afterCommit } from './opening.ts';
+import { afterCommit, recordDrivenRunTx, type DrivenRun } from './opening.ts';
 import type { Reader, Tx } from '../store/types.ts';
 import { assertStorageRoom, cellRunBytes, storageLeft, storageRoomRefusal, workspaceUsage } from './storage.ts';
 import { approvalsPort, pendingApprovals, pendingApprovalsView, recordApproval, runDecisions, stepDecisions } from './approvals.ts';
@@ -37,6 +37,7 @@ import {
   readJournal,
   stageRunWrite,
   writeWithDriver,
+  type AppendFields,
 } from './journal.ts';
 import {
   activeRuns,
@@ -71,6 +72,7 @@ export {
   type RunState,
 } from './runs.ts';
 export { RunClosedError, type AppendBlobs, type AppendFields, type FinishOptions } from './journal.ts';
+export type { DrivenRun } from './opening.ts';
 export { outageWait, type DriveOptions, type DrivePorts, type DriveResult } from './drive.ts';
 export type { Decider, DecisionView, PendingApproval } from './approvals.ts';
 export type { LostOutcome, ResolutionAsk } from './outcomes.ts';
@@ -100,6 +102,11 @@ export function runsApi(ctx: RunsContext) {
      * a read of the runs table there makes runs created at once conflict on PostgreSQL).
      */
     recordRunTx: (tx: Tx, r: NewRun): Promise<Run> => recordRunTx(tx, { ...r, coordinator: r.coordinator ?? ctx.core.config.cellId }),
+    /**
+     * Records, inside the caller's transaction, a run this cell drives at once: claimed (epoch 1, `running`)
+     * with its first record (opening.ts). Hand the answer's `fence` to driveRun (DriveOptions.claimed).
+     */
+    recordDrivenRunTx: (tx: Tx, r: NewRun, opening: AppendFields): Promise<DrivenRun> => recordDrivenRunTx(ctx, tx, r, opening),
     /** A fresh run id, for a run whose id must be known before it is created (a scheduled team fire). */
     newRunId,
     getRun: on(getRun),

@@ -201,6 +201,12 @@ export interface DriveOptions {
   onTakeover?(previousOwner: string | null): Promise<void>;
   /** The name a crew run's span gives its agent (the crew's name: `invoke_agent {name}`, `gen_ai.agent.name`). */
   agentName?: string;
+  /**
+   * The run was recorded claimed by this cell with its first record only, in its creating transaction
+   * (opening.ts recordDrivenRunTx): the first drive takes this as its claim and reads neither the journal
+   * nor the decisions of a run that has none. A drive again (after a store outage) claims as any.
+   */
+  claimed?: Fence;
 }
 
 export interface DriveResult {
@@ -245,6 +251,11 @@ class RecordedIndex {
   /** Attempts recorded per call step id, and the due time of the next one. */
   readonly #attempts = new Map<string, { count: number; retry_at: number | null }>();
   private constructor(private readonly ctx: RunsContext) {}
+
+  /** The index of a run whose journal holds none of the kinds it follows. */
+  static empty(ctx: RunsContext): RecordedIndex {
+    return new RecordedIndex(ctx);
+  }
 
   static async load(ctx: RunsContext, runId: string): Promise<RecordedIndex> {
     const idx = new RecordedIndex(ctx);
@@ -337,15 +348,18 @@ export async function driveRun(
 ): Promise<DriveResult> {
   try {
     let outages = 0;
+    let claimed = opts.claimed;
     for (;;) {
       const handle = registerDriver(ctx, runId);
       let r: DriveResult;
       let decisions: number;
+      const fresh = claimed;
+      claimed = undefined;
       try {
         // A decision recorded on another cell while this one drives cannot wake this drive
         // (requestWake is per process): a count that grew meanwhile makes it look again.
-        decisions = await decisionCount(ctx.core.store, runId);
-        r = await driveOnce({ ctx, handle, runId, graph, ports, input, opts });
+        decisions = fresh ? 0 : await decisionCount(ctx.core.store, runId);
+        r = await driveOnce({ ctx, handle, runId, graph, ports, input, opts, fresh });
       } catch (err) {
         handle.release();
         // The store went away under the drive (a database restart, a network cut): the run is left as
@@ -380,6 +394,8 @@ interface Drive {
   ports: DrivePorts;
   input: unknown;
   opts: DriveOptions;
+  /** The claim the run was recorded with, for the first drive of a run recorded claimed (DriveOptions.claimed). */
+  fresh: Fence | undefined;
 }
 
 async function driveOnce(d: Drive): Promise<DriveResult> {
@@ -387,7 +403,9 @@ async function driveOnce(d: Drive): Promise<DriveResult> {
   const { log } = ctx.core;
   const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
   const graphHash = opts.graphHash ?? contentHash(graph);
-  const claim = await claimRun(ctx, runId, graphHash, opts.forceClaim === true);
+  const claim: Claim = d.fresh
+    ? { ok: true, fence: d.fresh, takeover: false, previousOwner: null }
+    : await claimRun(ctx, runId, graphHash, opts.forceClaim === true);
   // A run recorded refused at its start is never driven: it ends as its start decided.
   if (!claim.ok && claim.reason === 'refused_at_start') await completeRefusal(ctx, runId);
   if (!claim.ok) return { state: await stateNow(), result: null };
@@ -424,7 +442,8 @@ async function driveClaimed(d: Drive, graphHash: string, claim: Extract<Claim, {
   const writer = new StepWriter(ctx, runId, fence);
   ctx.writers.set(runId, writer.flush);
   try {
-    const recorded = await RecordedIndex.load(ctx, runId);
+    // A run recorded claimed has only its opening record: nothing recorded to load.
+    const recorded = d.fresh ? RecordedIndex.empty(ctx) : await RecordedIndex.load(ctx, runId);
     let result: RunResult;
     try {
       result = await runGraph(graph, input, writer.enginePorts(ports, handle, recorded), {

@@ -140,6 +140,8 @@ export interface RunInsert {
   coordinator: string | null;
   source: string;
   at: number;
+  /** The lease's epoch: 0 (the coordinator holds it until it claims the run), 1 for a run recorded claimed (runs/opening.ts). */
+  lease_epoch: number;
   /** What the cell that executes the run must meet (placement; every claim enforces it). */
   need_clearance: number;
   need_topology: Record<string, string>;
@@ -156,7 +158,7 @@ export interface RunInsert {
 export async function insertRun(tx: Tx, r: RunInsert): Promise<Run> {
   const row = await tx.get(
     `INSERT INTO runs (run_id, kind, job_type, crew_id, workspace_id, requester, state, graph_hash, spec, output, error, flags, investigate, coordinator, source, created_at, updated_at, finished_at, lease_owner, lease_epoch, need_clearance, need_topology)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, NULL, ?, 0, ?, ?)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)
      RETURNING ${RUN_COLUMN_NAMES}`,
     [
       r.run_id,
@@ -175,6 +177,7 @@ export async function insertRun(tx: Tx, r: RunInsert): Promise<Run> {
       r.at,
       r.at,
       r.coordinator,
+      r.lease_epoch,
       r.need_clearance,
       JSON.stringify(r.need_topology),
     ],

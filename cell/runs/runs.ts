@@ -109,8 +109,9 @@ export async function createRunTx(tx: Tx, r: NewRun): Promise<string> {
  * Inserts a run inside the caller's transaction and answers it as inserted,
  * without reading it back (a read of the runs table in the creating
  * transaction makes runs created at once conflict: repo.insertRun).
+ * `leaseEpoch` 1: the run is recorded claimed by its coordinator (opening.ts recordDrivenRunTx).
  */
-export function recordRunTx(tx: Tx, r: NewRun): Promise<Run> {
+export function recordRunTx(tx: Tx, r: NewRun, leaseEpoch = 0): Promise<Run> {
   const id = r.run_id ?? newRunId();
   return repo.insertRun(tx, {
     run_id: id,
@@ -130,6 +131,7 @@ export function recordRunTx(tx: Tx, r: NewRun): Promise<Run> {
     coordinator: r.coordinator ?? null,
     source: r.source ?? 'api',
     at: r.at,
+    lease_epoch: leaseEpoch,
     need_clearance: r.placement?.clearance ?? 0,
     need_topology: r.placement?.topology ?? {},
   });

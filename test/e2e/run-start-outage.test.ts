@@ -5,10 +5,13 @@
  * exists, and one before it leaves nothing behind. The test holds a table in
  * an exclusive lock and ends the cell's connections that wait on it while the
  * request is in flight:
- * - `journal` (a crew run's `run_requested`, written right after its commit)
- *   and `journal_blobs` (read to copy the steps a rerun reuses): the request
- *   answers with the run, whose opening is written once the store is back,
- *   before it is driven; nothing is written twice;
+ * - `journal` while a crew run the cell drives is recorded (its `run_requested`
+ *   is written in its creating transaction): a 503 and no run recorded;
+ * - `journal` after a crew run refused at its start commits (its refusal's
+ *   records follow the commit) and `journal_blobs` (read to copy the steps a
+ *   rerun reuses): the request answers as the run was recorded (409 with the
+ *   run, 201), and its opening is written once the store is back, before
+ *   anything else of it; nothing is written twice;
  * - `team_ledgers` (read to decide a crew run's refusal, no_budget_ledger):
  *   the request is refused with a 503 and no run is recorded.
  * Needs `node scripts/build.mjs` first.
@@ -73,21 +76,59 @@ describe('a store outage while a run is started', { skip, timeout: 180_000 }, ()
 
   const finished = (runId: string) => jobRunEnded(api, runId);
 
-  test('the journal goes away after a crew run commits: 201, and the run opens and runs once the store is back', async () => {
+  test('the journal goes away while a crew run is recorded: a 503 and nothing recorded, then the same request runs', async () => {
     const asked = ai.requests.length;
+    const before = await runIds();
     const { reply, ended } = await throughOutage('journal', () =>
       api.request('POST', `${T}/crews/${crew}/runs`, { body: { input: 'task' } }),
     );
     assert.ok(ended >= 1, 'a connection of the cell was ended');
-    assert.equal(reply.status, 201, `a recorded run is never refused: ${reply.text}`);
-    assert.equal(reply.body.state, 'queued');
-    const done = await finished(reply.body.run_id);
+    assert.equal(reply.status, 503, reply.text);
+    assert.equal(reply.body.error, 'service_unavailable');
+    assert.notEqual(reply.body.details?.reason, 'commit_unknown');
+    assert.deepEqual(
+      [...(await runIds())].filter((id) => !before.has(id)),
+      [],
+      'the run and its opening are one transaction: none of it is kept',
+    );
+    assert.equal(ai.requests.length, asked, 'no model asked');
+    // The store back, the same request: recorded with its opening, claimed, driven.
+    const again = await api.request('POST', `${T}/crews/${crew}/runs`, { body: { input: 'task' } });
+    assert.equal(again.status, 201, again.text);
+    assert.equal(again.body.state, 'running', 'recorded claimed by the cell that drives it');
+    const done = await finished(again.body.run_id);
     assert.equal(done.state, 'completed', JSON.stringify(done.error));
     assert.equal(ai.requests.length - asked, 2, 'each model asked once');
-    const { records, verdict } = await verifiedJournal(api, g.cells[0]!.url, reply.body.run_id);
+    const { records, verdict } = await verifiedJournal(api, g.cells[0]!.url, again.body.run_id);
     assert.deepEqual(verdict, { ok: true });
-    assert.equal(records[0]!.kind, 'run_requested', 'the journal opens with the request, before the drive');
+    assert.equal(records[0]!.kind, 'run_requested', 'the journal opens with the request');
     assert.equal(records.filter((r: JournalRecord) => r.kind === 'run_requested').length, 1, 'run_requested written once');
+    assert.ok(
+      records.every((r: JournalRecord) => (r as { epoch?: number }).epoch === 1),
+      'one drive, under the claim the run was recorded with',
+    );
+  });
+
+  test('the journal goes away after a refused crew run commits: 409 with the run, ended refused once the store is back', async () => {
+    const broke = (await team(api, 'sequential', [{ role: 'broke', ledger: null }])).crew;
+    const asked = ai.requests.length;
+    const { reply, ended } = await throughOutage('journal', () =>
+      api.request('POST', `${T}/crews/${broke}/runs`, { body: { input: 'task' } }),
+    );
+    assert.ok(ended >= 1, 'a connection of the cell was ended');
+    assert.equal(reply.status, 409, `a recorded run answers with its refusal: ${reply.text}`);
+    assert.equal(reply.body.details.reason, 'no_budget_ledger');
+    const runId = reply.body.details.run_id as string;
+    const done = await finished(runId);
+    assert.equal(done.state, 'refused', JSON.stringify(done));
+    assert.equal(ai.requests.length, asked, 'no model asked');
+    const { records, verdict } = await verifiedJournal(api, g.cells[0]!.url, runId);
+    assert.deepEqual(verdict, { ok: true });
+    assert.deepEqual(
+      records.map((r: JournalRecord) => r.kind),
+      ['run_requested', 'refusal', 'run_finished'],
+      'the opening first, each record once',
+    );
     assert.match(g.cells[0]!.output(), /the store went away after a run was recorded/);
   });
 

@@ -27,7 +27,17 @@ import { grants } from '../../../core/authority/scopes.ts';
 import { PERMISSIONS } from '../../../core/permissions.ts';
 import { inputProblems } from '../../../core/input-schema/problems.ts';
 import type { Reason } from '../../../core/reasons.ts';
-import { RunClosedError, isTerminal, requesterOf, type Decider, type Run } from '../../runs/api.ts';
+import {
+  RunClosedError,
+  isTerminal,
+  requesterOf,
+  type AppendFields,
+  type Decider,
+  type DrivenRun,
+  type NewRun,
+  type Run,
+} from '../../runs/api.ts';
+import type { Tx } from '../../store/types.ts';
 import { foldLedgers, hasLedger, releaseOpenReservations } from '../resources/agents.ts';
 import { assertSeatsWithinCaller, compileFor, type Compiled } from '../formations/compile.ts';
 import type { AuthContext } from '../../context.ts';
@@ -134,7 +144,15 @@ async function refuseRun(ctx: TeamsContext, runId: string, reason: Reason, messa
   throw new ServiceError('conflict', message, { details: { reason, run_id: runId, ...details } });
 }
 
-function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash: string, crew: Crew, forceClaim = false): void {
+function driveInBackground(
+  ctx: TeamsContext,
+  run: Run,
+  graph: Graph,
+  graphHash: string,
+  crew: Crew,
+  forceClaim = false,
+  claimed?: DrivenRun['fence'],
+): void {
   const spec = crewSpec(run);
   const workspaceId = run.workspace_id ?? crew.workspace_id;
   const p = ctx.runs
@@ -153,6 +171,7 @@ function driveInBackground(ctx: TeamsContext, run: Run, graph: Graph, graphHash:
         // Budget reservations the previous driver left open are released once this cell holds the run.
         onTakeover: () => releaseOpenReservations(ctx, run.run_id),
         agentName: crew.name,
+        ...(claimed ? { claimed } : {}),
       },
     )
     .then((r) => {
@@ -232,7 +251,15 @@ export async function startCrewRun(
   await runs.assertStorageRoom(plan.workspaceId, Buffer.byteLength(JSON.stringify(plan.spec), 'utf8'));
   await keepGraph(ctx, plan.compiled, at);
   const { peer, refusal } = await decideStart(ctx, plan);
-  const run = await recordCrewRun(ctx, plan, { requester, actors, at, refusal, runId: opts.runId, source: opts.source ?? 'api' });
+  const source = opts.source ?? 'api';
+  if (!refusal && !peer && !plan.fork) {
+    // Driven here at once: recorded claimed, with its `run_requested`, in its creating transaction; nothing
+    // is written between its commit and its drive (cell/runs/opening.ts recordDrivenRunTx).
+    const { run, fence } = await recordDrivenCrewRun(ctx, plan, { requester, actors, at, runId: opts.runId, source });
+    driveInBackground(ctx, run, plan.compiled.graph, plan.compiled.graphHash, plan.crew, false, fence);
+    return run;
+  }
+  const run = await recordCrewRun(ctx, plan, { requester, actors, at, refusal, runId: opts.runId, source });
   const runId = run.run_id;
   // The journal's opening records, then the refusal or the placement: written now, or (the store gone
   // after the commit) in the background once it is back, before the drive starts (opening.ts).
@@ -319,52 +346,102 @@ async function decideStart(
   return { peer, refusal };
 }
 
+/** What recording a crew run needs besides its plan. */
+interface RecordAs {
+  requester: string;
+  actors: readonly string[];
+  at: number;
+  runId: string | undefined;
+  source: string;
+}
+
 /** Records the run (refused, if so) and its audit record in one transaction; the answer is the run as inserted. */
-async function recordCrewRun(
+function recordCrewRun(ctx: TeamsContext, plan: CrewRunPlan, o: RecordAs & { refusal: StartRefusal | null }): Promise<Run> {
+  return ctx.core.store.write((tx) => recordInTx(ctx, tx, plan, o, (r) => ctx.runs.recordRunTx(tx, r)));
+}
+
+/**
+ * Records a run this cell drives at once: claimed, with its `run_requested` record and its audit record, in
+ * one transaction that names the run to the other cells (its journal has a record).
+ */
+async function recordDrivenCrewRun(ctx: TeamsContext, plan: CrewRunPlan, o: RecordAs): Promise<DrivenRun> {
+  const runId = o.runId ?? ctx.runs.newRunId();
+  return ctx.core.store.write(
+    async (tx) => {
+      let driven: DrivenRun | undefined;
+      await recordInTx(ctx, tx, plan, { ...o, runId, refusal: null }, async (r) => {
+        driven = await ctx.runs.recordDrivenRunTx(tx, r, runRequested(plan, o.requester, o.actors));
+        return driven.run;
+      });
+      return driven!;
+    },
+    { subjects: [runId] },
+  );
+}
+
+/** The creating transaction of a crew run: the crew read (a delete's race), the run inserted by `insert`, the audit record. */
+async function recordInTx(
   ctx: TeamsContext,
+  tx: Tx,
   plan: CrewRunPlan,
-  o: { requester: string; actors: readonly string[]; at: number; refusal: StartRefusal | null; runId: string | undefined; source: string },
+  o: RecordAs & { refusal: StartRefusal | null },
+  insert: (r: NewRun) => Promise<Run>,
 ): Promise<Run> {
-  const { core, runs } = ctx;
+  const { core } = ctx;
   const { crew, formation, compiled, fork } = plan;
-  return core.store.write(async (tx) => {
-    // The crew is read in this transaction, so a concurrent delete either sees this run (409 in_use) or happens first (404).
-    if (!(await formationsRepo.crewById(tx, crew.crew_id))) throw notFound('crew');
-    // The answer is the run as this transaction inserted it (RETURNING): nothing after the commit can
-    // refuse it, and no read of the runs table here makes runs started at once conflict (issue 21).
-    const r = await runs.recordRunTx(tx, {
-      ...(o.runId ? { run_id: o.runId } : {}),
-      kind: 'crew',
-      crew_id: crew.crew_id,
-      workspace_id: plan.workspaceId,
-      requester: o.requester,
-      requesterActors: o.actors,
-      graph_hash: compiled.graphHash,
-      spec: plan.spec,
-      coordinator: core.config.cellId,
-      source: o.source,
-      at: o.at,
-      // Every claim of the run (a takeover included) enforces the graph's placement needs.
-      placement: compiled.graph.placement,
-      // Refused: recorded so in this commit, so no restart or takeover ever drives the run.
-      ...(o.refusal ? { refusal: o.refusal } : {}),
-    });
-    await ctx.iam.audit(tx, {
-      at: o.at,
-      actor: o.requester,
-      action: 'crew.run',
-      target: r.run_id,
-      outcome: 'ok',
-      details: {
-        crew_id: crew.crew_id,
-        formation_version: formation.version,
-        graph_hash: compiled.graphHash,
-        ...(o.actors.length ? { actors: [...o.actors] } : {}),
-        ...(fork ? { forked_from: fork.point.from } : {}),
-      },
-    });
-    return r;
+  // The crew is read in this transaction, so a concurrent delete either sees this run (409 in_use) or happens first (404).
+  if (!(await formationsRepo.crewById(tx, crew.crew_id))) throw notFound('crew');
+  // The answer is the run as this transaction inserted it (RETURNING): nothing after the commit can
+  // refuse it, and no read of the runs table here makes runs started at once conflict (issue 21).
+  const r = await insert({
+    ...(o.runId ? { run_id: o.runId } : {}),
+    kind: 'crew',
+    crew_id: crew.crew_id,
+    workspace_id: plan.workspaceId,
+    requester: o.requester,
+    requesterActors: o.actors,
+    graph_hash: compiled.graphHash,
+    spec: plan.spec,
+    coordinator: core.config.cellId,
+    source: o.source,
+    at: o.at,
+    // Every claim of the run (a takeover included) enforces the graph's placement needs.
+    placement: compiled.graph.placement,
+    // Refused: recorded so in this commit, so no restart or takeover ever drives the run.
+    ...(o.refusal ? { refusal: o.refusal } : {}),
   });
+  await ctx.iam.audit(tx, {
+    at: o.at,
+    actor: o.requester,
+    action: 'crew.run',
+    target: r.run_id,
+    outcome: 'ok',
+    details: {
+      crew_id: crew.crew_id,
+      formation_version: formation.version,
+      graph_hash: compiled.graphHash,
+      ...(o.actors.length ? { actors: [...o.actors] } : {}),
+      ...(fork ? { forked_from: fork.point.from } : {}),
+    },
+  });
+  return r;
+}
+
+/** A crew run's `run_requested` record: what it runs (crew, formation and its hash) and who asked. */
+function runRequested(plan: CrewRunPlan, requester: string, actors: readonly string[]): AppendFields {
+  const { crew, formation, compiled } = plan;
+  return {
+    step_id: 'run',
+    kind: 'run_requested',
+    data: {
+      crew_id: crew.crew_id,
+      formation_id: formation.formation_id,
+      formation_version: formation.version,
+      formation_hash: compiled.formationHash,
+      requester,
+      ...(actors.length ? { requester_actors: [...actors] } : {}),
+    },
+  };
 }
 
 /**
@@ -379,25 +456,13 @@ async function writeOpening(
   o: { requester: string; actors: readonly string[]; refusal: StartRefusal | null; peer: QualifyingPeer | undefined; again: boolean },
 ): Promise<void> {
   const { runs } = ctx;
-  const { crew, formation, compiled, fork } = plan;
+  const { fork } = plan;
   const kept = o.again ? await runs.readJournal(runId) : [];
   const has = (kind: string) => kept.some((r) => r.kind === kind);
   // A fork's journal opens with its lineage (core/journal/lineage.ts).
   if (fork && !has('forked'))
     await runs.openFork(runId, fork.point, fork.askedAgain.length > 0 ? { approvals_asked_again: fork.askedAgain } : {});
-  if (!has('run_requested'))
-    await runs.appendJournal(runId, {
-      step_id: 'run',
-      kind: 'run_requested',
-      data: {
-        crew_id: crew.crew_id,
-        formation_id: formation.formation_id,
-        formation_version: formation.version,
-        formation_hash: compiled.formationHash,
-        requester: o.requester,
-        ...(o.actors.length ? { requester_actors: [...o.actors] } : {}),
-      },
-    });
+  if (!has('run_requested')) await runs.appendJournal(runId, runRequested(plan, o.requester, o.actors));
   if (fork) {
     const copied = new Set(kept.map((r) => (r.data as { reused?: { seq?: unknown } } | null)?.reused?.seq));
     await runs.copyReused(runId, { ...fork.point, copies: fork.point.copies.filter((c) => !copied.has(c.seq)) });

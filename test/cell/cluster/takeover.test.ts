@@ -213,14 +213,14 @@ test('SIGKILL of the coordinator during a model call: a peer completes the run, 
   assert.ok(takeover.v === 2 && ['cell-b', 'cell-c'].includes(takeover.cell_id), 'by a peer');
   assert.equal((takeover.data as { previous_owner: string }).previous_owner, 'cell-a');
   assert.ok(takeover.at - killedAt < LEASE_MS + HEARTBEAT_MS + 5_000, `taken over ${takeover.at - killedAt} ms after the kill`);
-  // Writers: cell-a before its claim (epoch 0: the request) and under epoch 1, then the peer
-  // under epoch 2; seqs contiguous, no duplicate.
+  // Writers: cell-a under epoch 1 (the run was recorded claimed, its request with it), then the
+  // peer under epoch 2; seqs contiguous, no duplicate.
   assert.deepEqual(
     records.map((r) => r.seq),
     records.map((_, i) => i + 1),
   );
   const writers = [...new Set(records.map((r) => (r.v === 2 ? `${r.cell_id}@${r.epoch}` : 'v1')))];
-  assert.deepEqual(writers, ['cell-a@0', 'cell-a@1', `${takeover.v === 2 ? takeover.cell_id : ''}@2`]);
+  assert.deepEqual(writers, ['cell-a@1', `${takeover.v === 2 ? takeover.cell_id : ''}@2`]);
   // Model calls: three steps, plus the one in flight re-issued once.
   assert.equal(calls('k'), 4, 'k1 once, k2 twice (the re-issue), k3 once');
   const k2Steps = records.filter((r) => r.kind === 'step' && r.data?.['reissued'] === true);
