@@ -12,7 +12,7 @@
 import { invalid, notFound } from '../../core/errors.ts';
 import type { RunResult, ToolDescriptor, ToolsPort } from '../../core/engine/types.ts';
 import type { AuthContext } from '../context.ts';
-import type { DriveResult, Run, RunError } from '../runs/api.ts';
+import type { DrivenRun, DriveResult, NewRun, Run, RunError } from '../runs/api.ts';
 import type { Tx } from '../store/types.ts';
 import { validationError } from '../http/errors.ts';
 import { stepDeadline } from '../../runtime/step-deadline.ts';
@@ -81,10 +81,15 @@ export interface SubmitJob {
 export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ run_id: string; run: Run; done: Promise<DriveResult> }> {
   await ctx.runs.assertStorageRoom(j.workspace_id, Buffer.byteLength(JSON.stringify(j.spec ?? null), 'utf8'));
   const at = ctx.core.clock.now();
+  // Driven here at once with nothing written before: recorded claimed (cell/runs/opening.ts recordDrivenRunTx),
+  // so the drive starts without a claim of its own. An agent run's drive decides its graph (and may refuse it)
+  // when it starts; a rerun's opening follows the commit.
+  const drivenNow = !j.opening && j.job_type !== 'agent';
+  let claimed: DrivenRun['fence'] | undefined;
   const run = await ctx.core.store.write(async (tx) => {
     // Answered as inserted (RETURNING): a read of the runs table here would make job runs submitted at
     // once fail each other's serializable commits (issue 21).
-    const r = await ctx.runs.recordRunTx(tx, {
+    const newRun: NewRun = {
       ...(j.run_id ? { run_id: j.run_id } : {}),
       kind: 'job',
       job_type: j.job_type,
@@ -98,7 +103,13 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
       // included (a rerun's lineage and reused records), so the journal verifies as one graph's.
       graph_hash: jobGraphHash(j.job_type, j.spec),
       ...(j.flags ? { flags: j.flags } : {}),
-    });
+    };
+    let r: Run;
+    if (drivenNow) {
+      const d = await ctx.runs.recordDrivenRunTx(tx, newRun);
+      claimed = d.fence;
+      r = d.run;
+    } else r = await ctx.runs.recordRunTx(tx, newRun);
     const id = r.run_id;
     await ctx.iam.audit(tx, {
       at,
@@ -116,7 +127,7 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
     await j.inTx?.(tx, id);
     return r;
   });
-  if (!j.opening) return { run_id: run.run_id, run, done: startJobDrive(ctx, run) };
+  if (!j.opening) return { run_id: run.run_id, run, done: startJobDrive(ctx, run, claimed) };
   const opening = j.opening;
   let drove: (d: Promise<DriveResult>) => void = () => undefined;
   const done = new Promise<DriveResult>((res) => {
@@ -147,8 +158,8 @@ export async function cancelJobRun(ctx: JobsContext, auth: AuthContext, runId: s
   return run;
 }
 
-/** Drives a (new or recovered) job run in the background. */
-export function startJobDrive(ctx: JobsContext, run: Run): Promise<DriveResult> {
+/** Drives a (new or recovered) job run in the background; `claimed`: the claim it was recorded with (submitJobRun). */
+export function startJobDrive(ctx: JobsContext, run: Run, claimed?: DrivenRun['fence']): Promise<DriveResult> {
   const outputs = new Map<number, unknown>();
   const drive =
     run.job_type === 'agent'
@@ -161,6 +172,7 @@ export function startJobDrive(ctx: JobsContext, run: Run): Promise<DriveResult> 
           context: { job_type: run.job_type, workspace_id: run.workspace_id },
           describeError,
           finalOutput: (r) => finalOutput(ctx, run, r, outputs),
+          ...(claimed ? { claimed } : {}),
         });
   const p = drive.catch((err: unknown): DriveResult => {
     ctx.core.log.error('job run drive failed', { run_id: run.run_id, error: err });

@@ -103,10 +103,10 @@ export function runsApi(ctx: RunsContext) {
      */
     recordRunTx: (tx: Tx, r: NewRun): Promise<Run> => recordRunTx(tx, { ...r, coordinator: r.coordinator ?? ctx.core.config.cellId }),
     /**
-     * Records, inside the caller's transaction, a run this cell drives at once: claimed (epoch 1, `running`)
-     * with its first record (opening.ts). Hand the answer's `fence` to driveRun (DriveOptions.claimed).
+     * Records, inside the caller's transaction, a run this cell drives at once: claimed (epoch 1, `running`),
+     * with its first record if given (opening.ts). Hand the answer's `fence` to driveRun (DriveOptions.claimed).
      */
-    recordDrivenRunTx: (tx: Tx, r: NewRun, opening: AppendFields): Promise<DrivenRun> => recordDrivenRunTx(ctx, tx, r, opening),
+    recordDrivenRunTx: (tx: Tx, r: NewRun, opening?: AppendFields): Promise<DrivenRun> => recordDrivenRunTx(ctx, tx, r, opening),
     /** A fresh run id, for a run whose id must be known before it is created (a scheduled team fire). */
     newRunId,
     getRun: on(getRun),

@@ -12,15 +12,16 @@
  * if these writes never happen (the cell died), whoever picks the run up ends
  * it refused instead of driving it (journal.ts completeRefusal).
  *
- * A run its creating cell drives at once, with nothing to write but its first
- * record (a crew run neither refused, nor placed on a peer, nor forked), is
- * recorded with that record and claimed by the cell, in its creating
- * transaction (`recordDrivenRunTx`): no write follows the commit before the
- * drive, which starts under that claim.
+ * A run its creating cell drives at once, with nothing to write before it but
+ * its first record (a crew run neither refused, nor placed on a peer, nor
+ * forked; a job run other than an agent's or a rerun), is recorded with that
+ * record, if any, and claimed by the cell, in its creating transaction
+ * (`recordDrivenRunTx`): no write follows the commit before the drive, which
+ * starts under that claim.
  */
 import { GENESIS_HASH, type JournalRecord } from '../../core/journal/record.ts';
 import type { Tx } from '../store/types.ts';
-import type { RunMeter, RunsContext } from './context.ts';
+import type { JournalTail, RunMeter, RunsContext } from './context.ts';
 import { isStoreOutage, outageWait } from './drive.ts';
 import { publish } from './events.ts';
 import { EMPTY_HASH, sealAfter, stamped, type AppendFields } from './internal/records.ts';
@@ -30,32 +31,32 @@ import * as repo from './repository.ts';
 import { newRunId, recordRunTx, type NewRun, type Run } from './runs.ts';
 import { byteSize, meterTx } from './storage.ts';
 
-/** A run recorded claimed, with its first record: what its drive starts from (DriveOptions.claimed). */
+/** A run recorded claimed, with its first record if it has one: what its drive starts from (DriveOptions.claimed). */
 export interface DrivenRun {
   run: Run;
   /** The claim the run was recorded with (epoch 1): the drive's first claim. */
   fence: Fence;
-  /** The run's first record, as its creating transaction wrote it. */
-  opening: JournalRecord;
+  /** The run's first record, as its creating transaction wrote it; null for a run recorded without one. */
+  opening: JournalRecord | null;
 }
 
 /**
  * Records a run that this cell drives at once, inside the caller's (creating)
  * transaction: the run `running` under this cell's lease at epoch 1 (the claim
- * a drive would make first, made here), and its journal's first record
- * (`opening`, e.g. `run_requested`) sealed at seq 1 under that epoch and
- * metered with the run's spec, as an append would. Two commits fewer before
+ * a drive would make first, made here), and, if given, its journal's first
+ * record (`opening`, e.g. `run_requested`) sealed at seq 1 under that epoch
+ * and metered with the run's spec, as an append would. Fewer commits before
  * the run's first step than a run recorded `queued` then opened and claimed,
  * and nothing to write again after a commit whose store went away: the run
  * exists with its opening or not at all. Once the transaction commits this
  * process knows the run's tail, meter and lease as if it had appended and
- * claimed (so the drive reads neither), and publishes the record. The
- * caller must hand `fence` to the drive (DriveOptions.claimed) and may name
- * the run in the transaction's `subjects`. If this cell dies before it
- * drives the run, its restart (or a peer) claims it as any run it held: a
- * takeover at epoch 2, after the journal verifies.
+ * claimed (so the drive reads none of them), and publishes the record. The
+ * caller must hand `fence` to the drive (DriveOptions.claimed), and name the
+ * run in the transaction's `subjects` when it writes an opening. If this cell
+ * dies before it drives the run, its restart (or a peer) claims it as any run
+ * it held: a takeover at epoch 2, after the journal verifies.
  */
-export async function recordDrivenRunTx(ctx: RunsContext, tx: Tx, r: NewRun, opening: AppendFields): Promise<DrivenRun> {
+export async function recordDrivenRunTx(ctx: RunsContext, tx: Tx, r: NewRun, opening?: AppendFields): Promise<DrivenRun> {
   const runId = r.run_id ?? newRunId();
   const fence: Fence = { epoch: 1 };
   const run = await recordRunTx(
@@ -63,27 +64,28 @@ export async function recordDrivenRunTx(ctx: RunsContext, tx: Tx, r: NewRun, ope
     { ...r, run_id: runId, state: 'running', coordinator: r.coordinator ?? ctx.core.config.cellId },
     fence.epoch,
   );
-  const sealed = await sealAfter(
-    ctx,
-    { seq: 0, hash: GENESIS_HASH },
-    runId,
-    run.graph_hash ?? EMPTY_HASH,
-    stamped(ctx, opening),
-    fence.epoch,
-  );
   // The meter meterOf would load for a run without records: nothing stored yet, the spec counted with the first write.
   const meter: RunMeter = { workspace: run.workspace_id, bytes: 0, hashes: new Set(), spec: byteSize(JSON.stringify(r.spec ?? null)) };
-  await meterTx(ctx, tx, meter, runId, byteSize(recordText(sealed.rec)), [], false);
-  await repo.insertRecords(tx, [sealed.rec]);
+  let tail: JournalTail = { seq: 0, hash: GENESIS_HASH };
+  let rec: JournalRecord | null = null;
+  if (opening) {
+    const sealed = await sealAfter(ctx, tail, runId, run.graph_hash ?? EMPTY_HASH, stamped(ctx, opening), fence.epoch);
+    rec = sealed.rec;
+    tail = sealed.tail;
+    await meterTx(ctx, tx, meter, runId, byteSize(recordText(rec)), [], false);
+    await repo.insertRecords(tx, [rec]);
+  }
   tx.afterCommit(() => {
     ctx.meters.set(runId, meter);
     // The graph hash as this transaction wrote it: the drive's first append may go in one round trip (group-commit.ts).
-    ctx.tails.set(runId, { ...sealed.tail, graph: run.graph_hash });
+    ctx.tails.set(runId, { ...tail, graph: run.graph_hash });
     ctx.leases.set(runId, fence.epoch);
-    ctx.metrics.journalRecords.inc({ kind: sealed.rec.kind });
-    publish(ctx, sealed.rec);
+    if (rec) {
+      ctx.metrics.journalRecords.inc({ kind: rec.kind });
+      publish(ctx, rec);
+    }
   });
-  return { run, fence, opening: sealed.rec };
+  return { run, fence, opening: rec };
 }
 
 /**
