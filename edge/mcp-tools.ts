@@ -149,6 +149,9 @@ export function deviceMcpTools(opts: {
         return out;
       } catch (e) {
         return toolFailureAnswer(e);
+      } finally {
+        // The egress check may refuse the call before the race (which releases it) began.
+        deadline.release();
       }
     },
 

@@ -9,6 +9,7 @@
  * interrupted at once, so the run never waits past its `timeout_ms`.
  */
 import { StepTimeout } from '../core/engine/timeout.ts';
+import { timedSignal } from './timed-signal.ts';
 
 export interface StepDeadline {
   /** Aborts at the deadline or with the other signal; undefined when there is neither. */
@@ -18,34 +19,41 @@ export interface StepDeadline {
   /**
    * Settles as `call`, except: at the deadline it rejects with StepTimeout at once, and a
    * failure of `call` after the deadline is the StepTimeout (the call failed because it was stopped).
+   * Releases the deadline once settled.
    */
   race<T>(call: Promise<T>): Promise<T>;
+  /**
+   * Lets go of the deadline's timer and its listener on the other signal (runtime/timed-signal.ts): once the
+   * call has ended, by a caller that does not `race` it, or that may end before it does. Idempotent.
+   */
+  release(): void;
 }
 
 /** The deadline of a call of a step with `timeoutMs` (none when undefined), joined with `other`. */
 export function stepDeadline(timeoutMs: number | undefined, other?: AbortSignal): StepDeadline {
-  const deadline = timeoutMs !== undefined ? AbortSignal.timeout(timeoutMs) : undefined;
-  const signal = deadline && other ? AbortSignal.any([other, deadline]) : (deadline ?? other);
-  const timedOut = () => deadline?.aborted === true && other?.aborted !== true;
+  if (timeoutMs === undefined) return { signal: other, timedOut: () => false, race: (call) => call, release: () => undefined };
+  const ms = timeoutMs;
+  const bound = timedSignal(ms, other);
+  const { signal, timedOut } = bound;
   return {
     signal,
     timedOut,
+    release: bound.release,
     race<T>(call: Promise<T>): Promise<T> {
-      if (deadline === undefined) return call;
-      const ms = timeoutMs!;
       let onAbort: (() => void) | undefined;
       const late = new Promise<never>((_, reject) => {
         onAbort = () => {
           if (timedOut()) reject(new StepTimeout(ms));
         };
-        if (deadline.aborted) onAbort();
-        else deadline.addEventListener('abort', onAbort, { once: true });
+        if (signal.aborted) onAbort();
+        else signal.addEventListener('abort', onAbort, { once: true });
       });
       const settled = call.catch((e: unknown) => {
         throw timedOut() ? new StepTimeout(ms) : e;
       });
       return Promise.race([settled, late]).finally(() => {
-        if (onAbort) deadline.removeEventListener('abort', onAbort);
+        if (onAbort) signal.removeEventListener('abort', onAbort);
+        bound.release();
       });
     },
   };

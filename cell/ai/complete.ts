@@ -20,6 +20,7 @@ import type { ModelCallOptions, ModelRequest, ModelResponse } from '../../core/e
 import { isServiceError } from '../../core/errors.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { relayedReason } from '../../core/reasons.ts';
+import { stepDeadline } from '../../runtime/step-deadline.ts';
 import { engineDeltas, engineResponse, wireMessages, wireToolChoice, wireTools } from './internal/engine-wire.ts';
 import type { ChatResult } from './openai-client.ts';
 import { callProvider, type AiContext, type CallOptions, type ProviderRequest } from './providers.ts';
@@ -90,9 +91,8 @@ async function completeOnce(
   const tools = wireTools(req.tools);
   const toolChoice = wireToolChoice(req.tool_choice);
   // The step's timeout cancels the call in flight (the provider sees its connection closed).
-  const driver = runId === undefined ? undefined : ctx.runs.driverSignal(runId);
-  const deadline = req.timeout_ms !== undefined ? AbortSignal.timeout(req.timeout_ms) : undefined;
-  const signal = deadline && driver ? AbortSignal.any([driver, deadline]) : (deadline ?? driver);
+  const deadline = stepDeadline(req.timeout_ms, runId === undefined ? undefined : ctx.runs.driverSignal(runId));
+  const signal = deadline.signal;
   try {
     const r = await meteredCall(
       ctx,
@@ -113,10 +113,12 @@ async function completeOnce(
     );
     return engineResponse(r);
   } catch (e) {
-    if (deadline?.aborted && !driver?.aborted) throw new StepTimeout(req.timeout_ms!);
+    if (deadline.timedOut()) throw new StepTimeout(req.timeout_ms!);
     if (isServiceError(e) && e.code === 'forbidden')
       throw new EngineRefusal(relayedReason(e, 'posture_forbidden'), e.message, { ...(e.details ?? {}) } as JsonObject);
     throw e;
+  } finally {
+    deadline.release();
   }
 }
 

@@ -17,6 +17,7 @@ import { request } from 'undici';
 import { promptTokens, withConsumed } from '../../core/engine/budget.ts';
 import { ServiceError } from '../../core/errors.ts';
 import type { Reason } from '../../core/reasons.ts';
+import { timedSignal, type TimedSignal } from '../../runtime/timed-signal.ts';
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';
@@ -120,36 +121,6 @@ function cancelledError(): ServiceError {
   return new ServiceError('service_unavailable', 'the model call was cancelled', { details: { reason: 'cancelled' } });
 }
 
-/** An attempt's signal: aborts after `ms` or with `parent`; `release` drops its timer and its listener on `parent`. */
-interface CallSignal {
-  readonly signal: AbortSignal;
-  release(): void;
-}
-
-/**
- * The signal of one HTTP attempt. Not `AbortSignal.any([parent, AbortSignal.timeout(ms)])`: that one's timer
- * stays armed for the whole `ms` after the call (minutes), and every call's signal stays registered on the
- * run's, so a long run at hundreds of calls a second keeps tens of thousands of both alive for the GC to trace.
- */
-function callSignal(ms: number, parent: AbortSignal | undefined): CallSignal {
-  const c = new AbortController();
-  if (parent?.aborted) {
-    c.abort(parent.reason);
-    return { signal: c.signal, release: () => undefined };
-  }
-  const timer = setTimeout(() => c.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), ms);
-  timer.unref?.();
-  const onAbort = () => c.abort(parent!.reason);
-  parent?.addEventListener('abort', onAbort, { once: true });
-  return {
-    signal: c.signal,
-    release: () => {
-      clearTimeout(timer);
-      parent?.removeEventListener('abort', onAbort);
-    },
-  };
-}
-
 /** URL of the chat completions endpoint under a base URL ending in /v1 or not. */
 export function completionsUrl(baseUrl: string): string {
   const b = baseUrl.replace(/\/+$/, '');
@@ -202,14 +173,14 @@ export async function chatCompletion(opts: ClientOptions, body: ChatRequest): Pr
     let waitMs = (opts.backoffMs ?? 250) * 2 ** attempt;
     let assembler: StreamAssembler | undefined;
     let fragments = 0;
-    let bound: CallSignal | undefined;
+    let bound: TimedSignal | undefined;
     try {
       const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
       if (opts.apiKey) headers['authorization'] = `Bearer ${opts.apiKey}`;
       if (opts.traceparent) headers['traceparent'] = opts.traceparent;
       // undici's own timers are coarse (about a second); the signal bounds the whole call exactly,
       // and the caller's cancellation interrupts it at once. Released when the attempt ends.
-      bound = callSignal((opts.headersTimeoutMs ?? 30_000) + (opts.bodyTimeoutMs ?? 120_000), cancel);
+      bound = timedSignal((opts.headersTimeoutMs ?? 30_000) + (opts.bodyTimeoutMs ?? 120_000), cancel);
       const res = await request(completionsUrl(opts.baseUrl), {
         method: 'POST',
         headers,

@@ -14,16 +14,21 @@
  *   anything else of it; nothing is written twice;
  * - `team_ledgers` (read to decide a crew run's refusal, no_budget_ledger):
  *   the request is refused with a 503 and no run is recorded.
+ * And a crash in the window a run recorded claimed opens (runs/opening.ts
+ * recordDrivenRunTx): the cell is SIGKILLed after the run's commit, before
+ * its drive wrote anything (held on `team_reservations`); restarted, it takes
+ * the run back at epoch 2 and drives it once.
  * Needs `node scripts/build.mjs` first.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { JournalRecord } from '../../core/journal/record.ts';
 import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts';
+import { startCellProcess, type CellProcess } from '../helpers/cell-process.ts';
 import { startGroup, type Group } from '../helpers/group.ts';
-import { adminQuery, lockTable, pgUnavailable } from '../helpers/postgres.ts';
-import { A, T, ok, provider, team, type Api } from '../helpers/teams.ts';
-import { httpApi, jobRunEnded, until, verifiedJournal } from './_runs.ts';
+import { adminQuery, lockTable, pgDatabase, pgUnavailable, type PgDatabase } from '../helpers/postgres.ts';
+import { A, T, ok, provider, roleOf, team, type Api } from '../helpers/teams.ts';
+import { httpApi, jobRunEnded, metric, metricsUrl, until, verifiedJournal } from './_runs.ts';
 
 const skip = pgUnavailable() ?? false;
 
@@ -182,5 +187,93 @@ describe('a store outage while a run is started', { skip, timeout: 180_000 }, ()
       [reply.body.run_id],
       'the parent lists its rerun once',
     );
+  });
+});
+
+describe("the cell dies between a run's commit and its first step", { skip, timeout: 180_000 }, () => {
+  let ai: FakeOpenAI;
+  let db: PgDatabase;
+  const procs: CellProcess[] = [];
+  before(async () => {
+    ai = await startOpenAIServer({ apiKey: 'sk-fake' });
+    ai.setResponder((req) => ({ content: `${roleOf(req)} done` }));
+    db = await pgDatabase();
+  });
+  after(async () => {
+    for (const p of procs) await p.kill().catch(() => undefined);
+    procs[0]?.cleanup();
+    await db?.drop();
+    await ai?.close();
+  });
+
+  test('restarted, the cell takes the run it recorded claimed back at epoch 2 and drives it once', async () => {
+    const args = ['--store', db.url, '--posture', 'multi-cell', '--cell-id', 'cell-s', '--metrics-port', '0'];
+    const a = await startCellProcess({ args });
+    procs.push(a);
+    const apiA = httpApi(a.url, a.adminKey);
+    await provider(apiA, ai);
+    const tm = await team(apiA, 'sequential', [{ role: 'c1' }, { role: 'c2' }]);
+    // A first run: the cell has seen the agents' ledgers (a run's start reads them once, then keeps them).
+    const first = await ok(apiA, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'warm' });
+    await until('the first run to finish', async () => {
+      const s = await ok(apiA, 'GET', `${T}/crews/${tm.crew}/runs/${first.run_id}`);
+      return s.state === 'completed' ? s : undefined;
+    });
+    // The drive's first read (the run's budget reservations) waits on the lock: nothing of it is written.
+    const lock = await lockTable(db.url, 'team_reservations');
+    const asked = ai.requests.length;
+    let reply;
+    try {
+      reply = await apiA.request('POST', `${T}/crews/${tm.crew}/runs`, { body: { input: 'task' } });
+      assert.equal(reply.status, 201, reply.text);
+      assert.equal(reply.body.state, 'running');
+      await until('the drive to wait on the lock', async () => {
+        const r = await adminQuery(
+          db.url,
+          "SELECT 1 FROM pg_stat_activity WHERE application_name = 'agent-cell' AND wait_event_type = 'Lock' AND query LIKE '%team_reservations%'",
+        );
+        return r.rows.length > 0 ? true : undefined;
+      });
+      await a.kill('SIGKILL');
+    } finally {
+      await lock.release();
+    }
+    const runId = reply.body.run_id as string;
+    const kept = await adminQuery(db.url, `SELECT kind FROM journal WHERE run_id = '${runId}' ORDER BY seq`);
+    assert.deepEqual(
+      kept.rows.map((r) => (r as { kind: string }).kind),
+      ['run_requested'],
+      'the run was recorded with its opening, and nothing after',
+    );
+    assert.equal(ai.requests.length, asked, 'no model was asked before the kill');
+
+    const b = await startCellProcess({ dataDir: a.dataDir, args });
+    procs.push(b);
+    const apiB = httpApi(b.url, a.adminKey);
+    const done = await until('the run to finish after the restart', async () => {
+      const s = await ok(apiB, 'GET', `${T}/crews/${tm.crew}/runs/${runId}`);
+      return ['completed', 'failed', 'refused', 'cancelled'].includes(s.state) ? s : undefined;
+    });
+    assert.equal(done.state, 'completed', JSON.stringify(done.error));
+    assert.equal(done.output, 'c2 done');
+    for (const role of ['c1', 'c2'])
+      assert.equal(ai.requests.slice(asked).filter((r) => roleOf(r.body) === role).length, 1, `${role} asked once`);
+    const { records, verdict } = await verifiedJournal(apiB, b.url, runId);
+    assert.deepEqual(verdict, { ok: true });
+    assert.deepEqual(
+      records.slice(0, 3).map((r: JournalRecord) => [r.kind, r.v === 2 ? r.epoch : null]),
+      [
+        ['run_requested', 1],
+        ['taken_over', 2],
+        ['run_started', 2],
+      ],
+      'recorded claimed at epoch 1, taken back at epoch 2 before anything else',
+    );
+    assert.ok(
+      records.slice(1).every((r: JournalRecord) => r.v === 2 && r.epoch === 2),
+      'every record after the opening is the restarted drive',
+    );
+    assert.equal(await metric(metricsUrl(b), 'cell_run_takeovers_total', { previous: 'restart' }), 1);
+    await b.stop();
   });
 });
