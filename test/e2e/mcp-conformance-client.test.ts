@@ -68,7 +68,17 @@ test('the conformance suite: the cell as a client-credentials client (auth/clien
   // initializing, timing permitting) or a DELETE on /mcp is logged but not routed, so it has no token check.
   const mcp = r.checks.filter((c) => c.id === 'incoming-request' && c.details?.path === '/mcp' && c.details?.method === 'POST');
   assert.ok(mcp.length > 0);
-  assert.equal(status('valid-bearer-token').length, mcp.length, 'a valid bearer token on every MCP request');
+  // On a mismatch, what the server saw, in order (a request without a token is answered 401 with no token check).
+  const seen = r.checks
+    .filter(
+      (c) => c.id === 'valid-bearer-token' || (c.details?.path === '/mcp' && ['incoming-request', 'outgoing-response'].includes(c.id)),
+    )
+    .map((c) =>
+      c.id === 'valid-bearer-token'
+        ? 'token'
+        : `${c.id === 'incoming-request' ? '>' : '<'} ${c.details?.method} ${c.details?.mcpMethod ?? ''} ${(c.details as { statusCode?: number }).statusCode ?? ''}`,
+    );
+  assert.equal(status('valid-bearer-token').length, mcp.length, `a valid bearer token on every MCP request:\n${seen.join('\n')}`);
   const methods = new Set(mcp.map((c) => c.details?.mcpMethod));
   assert.ok(methods.has('tools/list') && methods.has('tools/call'), [...methods].join(', '));
   assert.match(r.stdout, /called test-tool: .*"kind":"client","client_id":"conformance-test-client"/);
