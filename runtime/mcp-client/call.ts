@@ -34,7 +34,7 @@ import { ServiceError, invalid } from '../../core/errors.ts';
 import type { JsonObject } from '../../core/journal/record.ts';
 import { neverSent } from '../http-call.ts';
 import { isPrivateRefusal } from '../ssrf.ts';
-import { StdioNotConfigured, type Session, type SourceEndpoint } from './connect.ts';
+import { requestSignal, StdioNotConfigured, type Session, type SourceEndpoint } from './connect.ts';
 
 /** Where a call of the source goes, as an egress allowlist names it: the server's URL, or `mcp:<source>` for stdio. */
 export function egressDestination(source: Pick<SourceEndpoint, 'transport' | 'name' | 'url'>): string {
@@ -118,11 +118,13 @@ export async function callPinned(session: Session, c: PinnedCall): Promise<JsonO
     });
   }
   let result;
+  // Not the caller's signal itself: the SDK would keep its listener on it after the call (requestSignal).
+  const bound = requestSignal(c.signal);
   try {
     result = await session.client.callTool(
       { name: c.tool, arguments: c.args, ...(c.meta !== undefined ? { _meta: c.meta } : {}) },
       undefined,
-      { timeout: c.source.timeout_ms, ...(c.signal ? { signal: c.signal } : {}) },
+      { timeout: c.source.timeout_ms, ...(bound.signal ? { signal: bound.signal } : {}) },
     );
   } catch (e) {
     if (!c.lossy || c.signal?.aborted || !mayHaveActed(e, session)) throw e;
@@ -130,6 +132,8 @@ export async function callPinned(session: Session, c: PinnedCall): Promise<JsonO
     throw new ServiceError('service_unavailable', `the call of ${c.name} was sent and got no answer: its outcome is unknown`, {
       details: { reason: 'outcome_unknown', source: c.source.name, tool: c.name },
     });
+  } finally {
+    bound.release();
   }
   // The SDK validated the result's shape (CallToolResultSchema): JSON as the server sent it.
   const out: JsonObject = { content: (result.content ?? []) as JsonObject['content'] };

@@ -66,6 +66,28 @@ export function withCredentials<T>(c: RequestCredentials | null, fn: () => Promi
   return current.run(c, fn);
 }
 
+/**
+ * The signal one request of a session is given, following `signal` (a step's deadline, the run driver's)
+ * while the request is in flight. The SDK keeps the abort listener it adds to the signal it is given after
+ * the request has ended, and when that signal aborts it sends the server a cancellation of the request: a
+ * run cancelled steps later would cancel every call it had made (its listeners piling up on the run's
+ * signal meanwhile), and each cancellation would leave in the aborting code's async context, without the
+ * credentials of the call (`withCredentials`). This signal is let go of when the request ends (`release`),
+ * and its abort runs with the credentials of the call that made it.
+ */
+export function requestSignal(signal: AbortSignal | undefined): { signal: AbortSignal | undefined; release(): void } {
+  if (signal === undefined) return { signal: undefined, release: () => undefined };
+  const c = new AbortController();
+  if (signal.aborted) {
+    c.abort(signal.reason);
+    return { signal: c.signal, release: () => undefined };
+  }
+  const credentials = current.getStore() ?? null;
+  const onAbort = () => current.run(credentials, () => c.abort(signal.reason));
+  signal.addEventListener('abort', onAbort, { once: true });
+  return { signal: c.signal, release: () => signal.removeEventListener('abort', onAbort) };
+}
+
 /** How a stdio source's server is started: from the program's configuration only (./config.ts). */
 export interface StdioSpec {
   command: string;

@@ -9,6 +9,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { getEventListeners } from 'node:events';
 import { manualClock } from '../../../cell/context.ts';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
 import { A, ok, provider, team, T, type Api } from '../../helpers/teams.ts';
@@ -200,6 +201,46 @@ test('a crew calls two tools of a server that trusts the cell, with a token per 
   } finally {
     await t.close();
     await ai.close();
+    await mcp.close();
+  }
+});
+
+test('a call that ended lets go of its signal: a later abort (the run cancelled steps after) sends the server nothing', {
+  timeout: 120_000,
+}, async () => {
+  const t = await inProcessCell({ config: { egressAllowPrivate: ['127.0.0.1/32'] }, clock: manualClock(Date.now()) });
+  const mcp = await startMcpServer({
+    auth: {
+      kind: 'cell',
+      issuer: t.modules.oauth.api.issuer(),
+      jwks: async () => (await t.app.request('/oauth/jwks.json')).json(),
+    },
+  });
+  const api: Api = { request: t.request, token: t.adminKey };
+  try {
+    await ok(api, 'POST', S, { name: 'crm', url: mcp.url, auth: { type: 'cell' } }, [201]);
+    const me = (await ok(api, 'GET', `${A}/whoami`)).principal.id as string;
+    // The run driver's signal, as a crew run's tool calls are given it.
+    const driver = new AbortController();
+    const caller = {
+      workspaceId: 'w',
+      agentId: me,
+      authority: { egress_allowlist: [`GET,POST:${mcp.origin}`], data_grant_ids: [], clearance_level: 0, compartments: [] },
+    };
+    for (const id of ['1', '2']) await t.modules.tools.tools.run('mcp.crm.lookup', caller, { id }, driver.signal);
+    assert.equal(mcp.calls.length, 2);
+    assert.equal(getEventListeners(driver.signal, 'abort').length, 0, 'no listener left on the run driver');
+    const before = mcp.requests.length;
+    driver.abort(new Error('the run was cancelled'));
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual(
+      mcp.requests.slice(before).map((r) => r.rpc),
+      [],
+      'no cancellation of calls that had ended',
+    );
+    for (const r of mcp.requests) assert.match(r.authorization ?? '', /^DPoP ey/, `${r.rpc}: the call's token`);
+  } finally {
+    await t.close();
     await mcp.close();
   }
 });
