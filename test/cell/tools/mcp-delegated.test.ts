@@ -22,12 +22,12 @@ const settled = async (t: InProcess, runId: string) => {
   return ok({ request: t.request, token: t.adminKey }, 'GET', `${A}/jobs/runs/${runId}`);
 };
 
-test('a crew calls two tools of a server that trusts the cell, with a token per call; a changed definition is refused until re-pinned', {
-  timeout: 300_000,
-}, async () => {
-  // The cell's clock runs from now: the server checks the tokens' times against its own.
+/**
+ * An in-process cell, its clock running from now (the server checks the tokens' times against its own), and a
+ * server that trusts it (the cell's issuer and JWKS).
+ */
+async function cellAndTrustingServer() {
   const t = await inProcessCell({ config: { egressAllowPrivate: ['127.0.0.1/32'] }, clock: manualClock(Date.now()) });
-  const ai = await startOpenAIServer({ apiKey: 'sk-fake' });
   const mcp = await startMcpServer({
     auth: {
       kind: 'cell',
@@ -36,6 +36,14 @@ test('a crew calls two tools of a server that trusts the cell, with a token per 
     },
   });
   const api: Api = { request: t.request, token: t.adminKey };
+  return { t, mcp, api };
+}
+
+test('a crew calls two tools of a server that trusts the cell, with a token per call; a changed definition is refused until re-pinned', {
+  timeout: 300_000,
+}, async () => {
+  const { t, mcp, api } = await cellAndTrustingServer();
+  const ai = await startOpenAIServer({ apiKey: 'sk-fake' });
   try {
     await provider(api, ai);
     // Registration reads the server's list with the registrant's token and pins each tool.
@@ -208,15 +216,7 @@ test('a crew calls two tools of a server that trusts the cell, with a token per 
 test('a call that ended lets go of its signal: a later abort (the run cancelled steps after) sends the server nothing', {
   timeout: 120_000,
 }, async () => {
-  const t = await inProcessCell({ config: { egressAllowPrivate: ['127.0.0.1/32'] }, clock: manualClock(Date.now()) });
-  const mcp = await startMcpServer({
-    auth: {
-      kind: 'cell',
-      issuer: t.modules.oauth.api.issuer(),
-      jwks: async () => (await t.app.request('/oauth/jwks.json')).json(),
-    },
-  });
-  const api: Api = { request: t.request, token: t.adminKey };
+  const { t, mcp, api } = await cellAndTrustingServer();
   try {
     await ok(api, 'POST', S, { name: 'crm', url: mcp.url, auth: { type: 'cell' } }, [201]);
     const me = (await ok(api, 'GET', `${A}/whoami`)).principal.id as string;
