@@ -535,7 +535,12 @@ export async function check(g: FaultGroup, w: Workload, o: CheckOptions): Promis
       // A request is answered within ANSWER_MS or counted as unanswered: one sent that long before the fault was
       // still in flight when the cell went down, and its connection dies with it.
       const allowed = (o.silent ?? []).includes(r.cell) && r.at >= o.fault.from - ANSWER_MS && r.at <= o.fault.to + ANSWER_MS;
-      assert.ok(allowed, `no answer from ${r.cell} at ${r.at - o.fault.from} ms into the fault: ${r.text}`);
+      if (!allowed) {
+        // Whether the cell is still there, and what it said last: a refused connection may be a cell that died.
+        const c = g.cells[CELL_IDS.indexOf(r.cell)];
+        const state = c ? `exit ${c.proc.exitCode ?? '-'} signal ${c.proc.signalCode ?? '-'}\n${c.output().slice(-3000)}` : 'unknown cell';
+        assert.fail(`no answer from ${r.cell} at ${r.at - o.fault.from} ms into the fault: ${r.text}\n${r.cell}: ${state}`);
+      }
     } else {
       assert.equal(r.status, 503, `a refusal is a 503 envelope: ${r.status} ${r.text}`);
       assert.equal(r.error, 'service_unavailable', r.text);
