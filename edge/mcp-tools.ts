@@ -91,7 +91,8 @@ export function deviceMcpTools(opts: {
       if (session.closed) throw new Error('the session closed');
       return await fn(session);
     } catch (e) {
-      if (session !== undefined && !(e instanceof ServiceError)) connections.discard(session);
+      // A call the caller stopped leaves a working session (the SDK told the server of the cancellation on it).
+      if (session !== undefined && !(e instanceof ServiceError) && !signal?.aborted) connections.discard(session);
       throw callFailure(e, s.endpoint, session, signal);
     }
   }

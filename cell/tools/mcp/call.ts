@@ -91,7 +91,9 @@ export async function withSession<T>(
       if (session.closed) throw new StreamableHTTPError(404, 'session closed');
       return await fn(session);
     } catch (e) {
-      if (session !== undefined && !(e instanceof ServiceError)) ctx.connections.discard(session);
+      // A call the caller stopped (its deadline, the run's cancel) leaves a working session: the SDK told the
+      // server of the cancellation on it (notifications/cancelled), and the next call may use it.
+      if (session !== undefined && !(e instanceof ServiceError) && !signal?.aborted) ctx.connections.discard(session);
       const lost = e instanceof StreamableHTTPError && e.code === 404;
       if (lost && attempt === 0 && !signal?.aborted) continue;
       throw callFailure(e, source, session, signal);

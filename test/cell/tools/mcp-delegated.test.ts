@@ -26,9 +26,10 @@ const settled = async (t: InProcess, runId: string) => {
  * An in-process cell, its clock running from now (the server checks the tokens' times against its own), and a
  * server that trusts it (the cell's issuer and JWKS).
  */
-async function cellAndTrustingServer() {
+async function cellAndTrustingServer(server: { effects?: boolean } = {}) {
   const t = await inProcessCell({ config: { egressAllowPrivate: ['127.0.0.1/32'] }, clock: manualClock(Date.now()) });
   const mcp = await startMcpServer({
+    ...server,
     auth: {
       kind: 'cell',
       issuer: t.modules.oauth.api.issuer(),
@@ -240,6 +241,50 @@ test('a call that ended lets go of its signal: a later abort (the run cancelled 
     );
     for (const r of mcp.requests) assert.match(r.authorization ?? '', /^DPoP ey/, `${r.rpc}: the call's token`);
   } finally {
+    await t.close();
+    await mcp.close();
+  }
+});
+
+test("a call stopped while in flight (its deadline, a cancel): the server is told, with the call's token, and the session stays", {
+  timeout: 120_000,
+}, async () => {
+  const { t, mcp, api } = await cellAndTrustingServer({ effects: true });
+  try {
+    await ok(api, 'POST', S, { name: 'pay', url: mcp.url, auth: { type: 'cell' } }, [201]);
+    const me = (await ok(api, 'GET', `${A}/whoami`)).principal.id as string;
+    const caller = {
+      workspaceId: 'w',
+      agentId: me,
+      authority: { egress_allowlist: [`GET,POST:${mcp.origin}`], data_grant_ids: [], clearance_level: 0, compartments: [] },
+    };
+    mcp.hold();
+    // Aborted by a timer set here, outside the call, as a step's deadline or a run's cancel is.
+    const stop = new AbortController();
+    const timer = setTimeout(() => stop.abort(new Error('deadline')), 300);
+    const stopped = await t.modules.tools.tools
+      .run('mcp.pay.refund', { ...caller, effectKey: 'k-stop' }, { id: 'o-stop', amount: 1 }, stop.signal)
+      .then(
+        () => null,
+        (e: { details?: { reason?: string } }) => e,
+      );
+    clearTimeout(timer);
+    assert.equal(stopped?.details?.reason, 'cancelled', 'the step stopped, a plain failure');
+    const deadline = Date.now() + 10_000;
+    while (!mcp.requests.some((r) => r.rpc === 'notifications/cancelled') && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    const cancelled = mcp.requests.filter((r) => r.rpc === 'notifications/cancelled');
+    assert.equal(cancelled.length, 1, 'the SDK told the server the call was cancelled');
+    assert.match(cancelled[0]!.authorization ?? '', /^DPoP ey/, "with the call's token");
+    assert.ok(cancelled[0]!.claims !== null, 'which the server verified');
+    mcp.release();
+    // The session was kept: the next call is sent on it, no new initialize.
+    const initializes = mcp.requests.filter((r) => r.rpc === 'initialize').length;
+    await t.modules.tools.tools.run('mcp.pay.lookup', caller, { id: '7' });
+    assert.equal(mcp.requests.filter((r) => r.rpc === 'initialize').length, initializes);
+    for (const r of mcp.requests) assert.match(r.authorization ?? '', /^DPoP ey/, `${r.rpc}: a call's token`);
+  } finally {
+    mcp.release();
     await t.close();
     await mcp.close();
   }
