@@ -9,7 +9,6 @@
 import { lex } from './lex.ts';
 import { describeStatement, type StatementInfo } from './tables.ts';
 
-const placeholderCache = new Map<string, { text: string; count: number }>();
 const CACHE_MAX = 2000;
 
 /** A statement of the shared dialect as PostgreSQL runs it: numbered (toNumbered) and what its text does (describeStatement). */
@@ -24,7 +23,7 @@ const statementCache = new Map<string, PgStatement>();
 /**
  * The statement's numbered text and its facts, read once per text: a step sends the same few texts
  * again and again, and reading each with regular expressions every time was ~3 % of a lone run's CPU.
- * Bounded as toNumbered's cache is (texts built from data, a list of n placeholders, come and go).
+ * Bounded (texts built from data, a list of n placeholders, come and go): cleared past CACHE_MAX texts.
  */
 export function pgStatement(sql: string): PgStatement {
   const hit = statementCache.get(sql);
@@ -35,10 +34,8 @@ export function pgStatement(sql: string): PgStatement {
   return out;
 }
 
-/** `?` → `$n` outside literals and comments; the number of placeholders is returned too. Cached by text. */
+/** `?` → `$n` outside literals and comments; the number of placeholders is returned too (pgStatement caches it by text). */
 export function toNumbered(sql: string): { text: string; count: number } {
-  const hit = placeholderCache.get(sql);
-  if (hit) return hit;
   let n = 0;
   let text: string;
   if (!sql.includes('?')) {
@@ -48,10 +45,7 @@ export function toNumbered(sql: string): { text: string; count: number } {
       .map((p) => (p.code ? p.text.replace(/\?/g, () => `$${++n}`) : p.text))
       .join('');
   }
-  const out = { text, count: n };
-  if (placeholderCache.size >= CACHE_MAX) placeholderCache.clear();
-  placeholderCache.set(sql, out);
-  return out;
+  return { text, count: n };
 }
 
 /** How many statement texts get a name (a server-side prepared statement on each connection that runs them). */
