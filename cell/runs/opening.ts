@@ -59,22 +59,33 @@ export interface DrivenRun {
 export async function recordDrivenRunTx(ctx: RunsContext, tx: Tx, r: NewRun, opening?: AppendFields): Promise<DrivenRun> {
   const runId = r.run_id ?? newRunId();
   const fence: Fence = { epoch: 1 };
-  const run = await recordRunTx(
+  // Every statement is issued before any answer is awaited (one round trip on PostgreSQL): the run is
+  // recorded as given (its insert answers what it was given), so the record is sealed from `r`.
+  const inserted = recordRunTx(
     tx,
     { ...r, run_id: runId, state: 'running', coordinator: r.coordinator ?? ctx.core.config.cellId },
     fence.epoch,
   );
+  // Its failure is the transaction's (awaited below); handled here too, should sealing throw first.
+  inserted.catch(() => undefined);
+  const graphHash = r.graph_hash ?? null;
   // The meter meterOf would load for a run without records: nothing stored yet, the spec counted with the first write.
-  const meter: RunMeter = { workspace: run.workspace_id, bytes: 0, hashes: new Set(), spec: byteSize(JSON.stringify(r.spec ?? null)) };
+  const meter: RunMeter = {
+    workspace: r.workspace_id ?? null,
+    bytes: 0,
+    hashes: new Set(),
+    spec: byteSize(JSON.stringify(r.spec ?? null)),
+  };
   let tail: JournalTail = { seq: 0, hash: GENESIS_HASH };
   let rec: JournalRecord | null = null;
+  const writes: Promise<unknown>[] = [inserted];
   if (opening) {
-    const sealed = await sealAfter(ctx, tail, runId, run.graph_hash ?? EMPTY_HASH, stamped(ctx, opening), fence.epoch);
+    const sealed = await sealAfter(ctx, tail, runId, graphHash ?? EMPTY_HASH, stamped(ctx, opening), fence.epoch);
     rec = sealed.rec;
     tail = sealed.tail;
-    await meterTx(ctx, tx, meter, runId, byteSize(recordText(rec)), [], false);
-    await repo.insertRecords(tx, [rec]);
+    writes.push(meterTx(ctx, tx, meter, runId, byteSize(recordText(rec)), [], false), repo.insertRecords(tx, [rec]));
   }
+  const [run] = (await Promise.all(writes)) as [Run, ...unknown[]];
   tx.afterCommit(() => {
     ctx.meters.set(runId, meter);
     // The graph hash as this transaction wrote it: the drive's first append may go in one round trip (group-commit.ts).

@@ -156,7 +156,8 @@ export interface RunInsert {
  * other's commits with serialization failures).
  */
 export async function insertRun(tx: Tx, r: RunInsert): Promise<Run> {
-  const row = await tx.get(
+  // Both statements issued before either answer is awaited: one round trip on PostgreSQL.
+  const inserted = tx.get(
     `INSERT INTO runs (run_id, kind, job_type, crew_id, workspace_id, requester, state, graph_hash, spec, output, error, flags, investigate, coordinator, source, created_at, updated_at, finished_at, lease_owner, lease_epoch, need_clearance, need_topology)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)
      RETURNING ${RUN_COLUMN_NAMES}`,
@@ -182,7 +183,7 @@ export async function insertRun(tx: Tx, r: RunInsert): Promise<Run> {
       JSON.stringify(r.need_topology),
     ],
   );
-  await tx.run('INSERT INTO run_order (run_id) VALUES (?)', [r.run_id]);
+  const [row] = await Promise.all([inserted, tx.run('INSERT INTO run_order (run_id) VALUES (?)', [r.run_id])]);
   if (!row) throw new TypeError(`insertRun: the insert of run ${r.run_id} returned no row`);
   return decodeRun(row);
 }

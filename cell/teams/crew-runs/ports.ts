@@ -72,14 +72,17 @@ export function toolsPort(
  * then, so a drive of this port after another cell's never counts from an
  * older read.
  */
-export function budgetPort(ctx: TeamsContext, runId: string): BudgetPort {
-  let issued: Promise<Map<string, Set<string>>> | null = null;
+export function budgetPort(ctx: TeamsContext, runId: string, fresh = false): BudgetPort {
+  // `fresh`: the first drive of a run this cell recorded claimed a moment ago (runs/opening.ts
+  // recordDrivenRunTx), which has no reservation yet: its count starts empty, without a read.
+  let issued: Promise<Map<string, Set<string>>> | null = fresh ? Promise.resolve(new Map()) : null;
   return {
     hasLedger(agentId) {
-      issued = null;
+      if (!fresh) issued = null;
       return hasLedger(ctx, agentId);
     },
     async reserve(agentId, amount, ref, minimum) {
+      fresh = false;
       issued ??= reservationsByStep(ctx.core.store, runId);
       const byStep = await issued;
       const before = byStep.get(ref.step_id)?.size ?? 0;
@@ -110,12 +113,13 @@ export function crewPorts(
   runId: string,
   workspaceId: string,
   onBehalf?: { requester: string; crewId?: string },
+  fresh = false,
 ): DrivePorts {
   return {
     model: ctx.ai.modelPort(runId),
     tools: tracedTools(ctx.core.traces, toolsPort(ctx, workspaceId, onBehalf, runId)),
     approvals: ctx.runs.approvalsPort(runId),
-    budget: budgetPort(ctx, runId),
+    budget: budgetPort(ctx, runId, fresh),
     contracts: contractsPort(ctx),
   };
 }

@@ -159,7 +159,7 @@ function driveInBackground(
     .driveRun(
       run.run_id,
       graph,
-      crewPorts(ctx, run.run_id, workspaceId, { requester: run.requester, crewId: crew.crew_id }),
+      crewPorts(ctx, run.run_id, workspaceId, { requester: run.requester, crewId: crew.crew_id }, claimed !== undefined),
       spec.input ?? null,
       {
         requester: run.requester,
@@ -247,10 +247,17 @@ export async function startCrewRun(
   const plan = await planCrewRun(ctx, crewId, body, opts);
   const actors = opts.requesterActors ?? [];
   const at = ctx.core.clock.now();
-  // No room for the run in its workspace (or the cell): refused before anything is written.
-  await runs.assertStorageRoom(plan.workspaceId, Buffer.byteLength(JSON.stringify(plan.spec), 'utf8'));
-  await keepGraph(ctx, plan.compiled, at);
-  const { peer, refusal } = await decideStart(ctx, plan);
+  // Read together (one round trip's wait, not three): the room for the run, whether its graph is
+  // kept, and where and whether it runs. No room in its workspace (or the cell): refused before
+  // anything is written.
+  const [room, graphKept, decided] = await Promise.allSettled([
+    runs.assertStorageRoom(plan.workspaceId, Buffer.byteLength(JSON.stringify(plan.spec), 'utf8')),
+    runsRepo.hasGraph(ctx.core.store, plan.compiled.graphHash),
+    decideStart(ctx, plan),
+  ]);
+  for (const s of [room, graphKept, decided]) if (s.status === 'rejected') throw s.reason;
+  if (!(graphKept as PromiseFulfilledResult<boolean>).value) await keepGraph(ctx, plan.compiled, at);
+  const { peer, refusal } = (decided as PromiseFulfilledResult<Awaited<ReturnType<typeof decideStart>>>).value;
   const source = opts.source ?? 'api';
   if (!refusal && !peer && !plan.fork) {
     // Driven here at once: recorded claimed, with its `run_requested`, in its creating transaction; nothing
@@ -320,13 +327,12 @@ async function planCrewRun(
 }
 
 /**
- * Keeps the graph once, content-addressed, before the run that names it: runs of a crew started at
- * once do not contend on its row in their serializable transactions.
+ * Keeps the graph, content-addressed, before the run that names it, once (startCrewRun reads first
+ * whether it is kept): runs of a crew started at once do not contend on its row in their serializable
+ * transactions.
  */
 async function keepGraph(ctx: TeamsContext, compiled: Compiled, at: number): Promise<void> {
-  const { store } = ctx.core;
-  if (!(await runsRepo.hasGraph(store, compiled.graphHash)))
-    await store.write((tx) => runsRepo.insertGraph(tx, compiled.graphHash, compiled.graph, at), { isolation: 'row-locks' });
+  await ctx.core.store.write((tx) => runsRepo.insertGraph(tx, compiled.graphHash, compiled.graph, at), { isolation: 'row-locks' });
 }
 
 /**
@@ -389,12 +395,14 @@ async function recordInTx(
 ): Promise<Run> {
   const { core } = ctx;
   const { crew, formation, compiled, fork } = plan;
+  const runId = o.runId ?? ctx.runs.newRunId();
+  // Every statement is issued before any answer is awaited: one round trip on PostgreSQL.
   // The crew is read in this transaction, so a concurrent delete either sees this run (409 in_use) or happens first (404).
-  if (!(await formationsRepo.crewById(tx, crew.crew_id))) throw notFound('crew');
+  const crewRead = formationsRepo.crewById(tx, crew.crew_id);
   // The answer is the run as this transaction inserted it (RETURNING): nothing after the commit can
   // refuse it, and no read of the runs table here makes runs started at once conflict (issue 21).
-  const r = await insert({
-    ...(o.runId ? { run_id: o.runId } : {}),
+  const inserted = insert({
+    run_id: runId,
     kind: 'crew',
     crew_id: crew.crew_id,
     workspace_id: plan.workspaceId,
@@ -410,11 +418,11 @@ async function recordInTx(
     // Refused: recorded so in this commit, so no restart or takeover ever drives the run.
     ...(o.refusal ? { refusal: o.refusal } : {}),
   });
-  await ctx.iam.audit(tx, {
+  const audited = ctx.iam.audit(tx, {
     at: o.at,
     actor: o.requester,
     action: 'crew.run',
-    target: r.run_id,
+    target: runId,
     outcome: 'ok',
     details: {
       crew_id: crew.crew_id,
@@ -424,7 +432,11 @@ async function recordInTx(
       ...(fork ? { forked_from: fork.point.from } : {}),
     },
   });
-  return r;
+  const [found, run, audit] = await Promise.allSettled([crewRead, inserted, audited]);
+  // The crew's absence first: the writes issued behind its read are rolled back with the transaction.
+  if (found.status === 'fulfilled' && !found.value) throw notFound('crew');
+  for (const s of [found, run, audit]) if (s.status === 'rejected') throw s.reason;
+  return (run as PromiseFulfilledResult<Run>).value;
 }
 
 /** A crew run's `run_requested` record: what it runs (crew, formation and its hash) and who asked. */
