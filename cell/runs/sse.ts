@@ -76,8 +76,29 @@ export interface SseSink {
   readonly isClosed: () => boolean;
 }
 
-/** A sink on node:http's response: the SSE head, then one write per frame. */
+/**
+ * A sink on node:http's response: the SSE head, then the frames, written together once per turn of
+ * the event loop, after the I/O that turn started. A run's driver publishes a record and goes on to
+ * its next model call or append, which node's HTTP client and the journal's group commit send from
+ * the check phase (setImmediate); the frames are written after them, while that call is in flight,
+ * rather than on the path that decides when it starts. Closing writes what is pending first.
+ */
 export function nodeSink(out: ServerResponse): SseSink {
+  let pending: (Uint8Array | string)[] = [];
+  let pendingBytes = 0;
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    if (pending.length === 0) return;
+    const chunks = pending;
+    pending = [];
+    pendingBytes = 0;
+    if (out.writableEnded || out.destroyed) return;
+    // One write: one chunk of the response, one system call.
+    out.write(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks.map((c) => (typeof c === 'string' ? Buffer.from(c) : c))));
+  };
+  // Scheduled once the turn's microtasks have run (process.nextTick), so after the immediates they scheduled.
+  const later = () => setImmediate(flush);
   let closed = false;
   let done!: () => void;
   const ended = new Promise<void>((r) => {
@@ -97,11 +118,18 @@ export function nodeSink(out: ServerResponse): SseSink {
   out.on('error', finish);
   return {
     write(chunk) {
-      if (!closed) out.write(chunk);
+      if (closed) return;
+      pending.push(chunk);
+      pendingBytes += chunk.length;
+      if (!scheduled) {
+        scheduled = true;
+        process.nextTick(later);
+      }
     },
-    behind: () => out.writableLength > MAX_PENDING_BYTES,
+    behind: () => out.writableLength + pendingBytes > MAX_PENDING_BYTES,
     close() {
       if (closed) return;
+      flush();
       out.end();
       finish();
     },
