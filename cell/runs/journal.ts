@@ -50,7 +50,7 @@ import {
 import { recordText } from './internal/record-text.ts';
 import * as repo from './repository.ts';
 import { getRun, isTerminal, pendingRefusal, setRunStateTx, type RunError, type RunState } from './runs.ts';
-import { byteSize, forgetMeter, meterTx, prepareMeter, storageRefusal, type RunStorageLimitError } from './storage.ts';
+import { byteSize, forgetMeter, meterTx, prepareMeter, measure, type RunStorageLimitError, usageRefusal } from './storage.ts';
 
 export type { JournalRecord } from '../../core/journal/record.ts';
 export type { AppendBlobs, AppendEntry, AppendFields } from './internal/records.ts';
@@ -276,57 +276,69 @@ export function finishRun(
   opts: FinishOptions = {},
 ): Promise<boolean> {
   return serialised(ctx, runId, async () => {
-    const run = await repo.runHead(ctx.core.store, runId);
-    if (!run || isTerminal(run.state)) {
-      ctx.staged.delete(runId);
-      return false;
-    }
-    let outcome = requested;
-    let o = opts;
-    // The run row keeps its output (a second copy of the last step's): it counts in full.
-    let outputBytes = 'output' in o ? byteSize(JSON.stringify(o.output ?? null)) : 0;
-    if (outcome === 'completed' && outputBytes > 0) {
-      // With the records written before the terminal one (each counted as a terminal record's room).
-      const held = (opts.before ?? []).map((e) => prepareEntry(ctx, e));
-      const refused = await storageRefusal(
-        ctx,
-        runId,
-        TERMINAL_RECORD_ALLOWANCE * (1 + held.length) + outputBytes,
-        held.flatMap((h) => h.values),
-      );
-      if (refused) {
-        // The run did its work but its output does not fit: it ends failed, without it.
-        const error = storageRunError(refused);
-        outcome = 'failed';
-        o = { error, data: { ...o.data, reason: refused.reason } };
-        outputBytes = 0;
+    // A driver's finish (fenced) is judged in its transaction, under the run's lock: nothing read first.
+    if (!opts.fence) {
+      const run = await repo.runHead(ctx.core.store, runId);
+      if (!run || isTerminal(run.state)) {
+        ctx.staged.delete(runId);
+        return false;
       }
     }
-    const traceparent = ctx.core.traces.traceparent();
-    const data: JsonObject = { ...o.data, outcome, ...(o.error ? { error: { ...o.error } } : {}), ...(traceparent ? { traceparent } : {}) };
-    const at = ctx.core.clock.now();
+    // The run row keeps its output (a second copy of the last step's): it counts in full.
+    const fullOutputBytes = 'output' in opts ? byteSize(JSON.stringify(opts.output ?? null)) : 0;
     const fence = opts.fence;
     const meter = await prepareMeter(ctx, runId);
     const staged = takeStaged(ctx, runId);
     const before = (opts.before ?? []).map((e) => prepareEntry(ctx, e));
+    // A completed run's output must fit the limits, with the records written before the terminal one
+    // (each counted as a terminal record's room): judged against the storage in use read in the transaction.
+    const room =
+      requested === 'completed' && fullOutputBytes > 0
+        ? measure(
+            meter,
+            TERMINAL_RECORD_ALLOWANCE * (1 + before.length) + fullOutputBytes,
+            before.flatMap((h) => h.values),
+          ).adding
+        : null;
+    const traceparent = ctx.core.traces.traceparent();
+    const at = ctx.core.clock.now();
     let beforeRecs: JournalRecord[] = [];
-    let rec: JournalRecord | null;
+    let outcome: typeof requested = requested;
+    let o: FinishOptions = opts;
+    let data: JsonObject = {};
+    let changed: Promise<boolean> = Promise.resolve(true);
+    let rec: JournalRecord;
     try {
       rec = await ctx.core.store.write(
         async (tx) => {
           beforeRecs = [];
-          let s: repo.RunHead;
-          try {
-            s = await lockRun(ctx, tx, runId, at, fence);
-          } catch (e) {
-            if (e instanceof RunClosedError) return null;
-            throw e;
-          }
-          // Issued together (one round trip on PostgreSQL), in this order.
-          let [, tail] = await Promise.all([
+          // Issued together (one round trip on PostgreSQL), in this order: the lock first, so the
+          // staged writes, the last seq and the storage in use are read under it. A run that ended
+          // or a lease that was lost rolls the transaction back (lockRun throws).
+          const [s, , seq, usage] = await Promise.all([
+            lockRun(ctx, tx, runId, at, fence),
             Promise.all(staged.map((w) => w(tx))),
-            repo.lastSeq(tx, runId).then((seq) => tailAt(ctx, tx, runId, seq)),
+            repo.lastSeq(tx, runId),
+            room === null ? null : repo.storageUsage(tx, meter.workspace),
           ]);
+          let tail = await tailAt(ctx, tx, runId, seq);
+          outcome = requested;
+          o = opts;
+          let outputBytes = fullOutputBytes;
+          const refused = usage === null || room === null ? null : usageRefusal(ctx, meter, usage, room);
+          if (refused) {
+            // The run did its work but its output does not fit: it ends failed, without it.
+            const error = storageRunError(refused);
+            outcome = 'failed';
+            o = { error, data: { ...o.data, reason: refused.reason } };
+            outputBytes = 0;
+          }
+          data = {
+            ...o.data,
+            outcome,
+            ...(o.error ? { error: { ...o.error } } : {}),
+            ...(traceparent ? { traceparent } : {}),
+          };
           const epoch = fence ? fence.epoch : s.lease_epoch;
           const graphHash = s.graph_hash ?? EMPTY_HASH;
           let beforeBytes = 0;
@@ -347,15 +359,17 @@ export function finishRun(
           const patch: { output?: unknown; error?: RunError | null } = {};
           if ('output' in o) patch.output = o.output;
           if (o.error !== undefined) patch.error = o.error;
-          if (!(await setRunStateTx(tx, runId, outcome, at, patch))) return null;
           const text = recordText(rec);
           const values = [...new Map(before.flatMap((b) => b.values).map((v) => [v.hash, v] as const)).values()].sort((a, b) =>
             a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0,
           );
           const recordBytes = beforeBytes + byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0);
-          // Not waited for: they travel with the COMMIT (store Tx.run), whose write fails with them.
           const head = { run_id: runId, journal_head: recordHash(rec), graph_hash: graphHash };
+          // Not waited for: they travel with the COMMIT (store Tx.run), whose write fails with them. The
+          // state change matches: the run's row is locked by this transaction and was not terminal.
+          changed = setRunStateTx(tx, runId, outcome, at, patch);
           Promise.all([
+            changed,
             meterTx(ctx, tx, meter, runId, recordBytes, values, false),
             repo.putBlobs(tx, values),
             repo.insertRecords(tx, [...beforeRecs, rec]),
@@ -366,10 +380,11 @@ export function finishRun(
         { isolation: 'row-locks', subjects: [runId] },
       );
     } catch (e) {
+      if (e instanceof RunClosedError) return false;
       restage(ctx, runId, staged, e);
       throw e;
     }
-    if (rec === null) return false;
+    if (!(await changed)) ctx.core.log.error('a finished run kept its state', { run_id: runId });
     for (const b of beforeRecs) {
       ctx.metrics.journalRecords.inc({ kind: b.kind });
       publish(ctx, b);
