@@ -12,6 +12,7 @@ import type { Iam, Lifecycle } from '../iam/api.ts';
 import type { Runs } from '../runs/api.ts';
 import { ChangeCache } from '../store/change-cache.ts';
 import type { Tools } from '../tools/api.ts';
+import type { Billet, Crew, Formation } from './formations/types.ts';
 import type { Agent } from './resources/types.ts';
 import type { CrewUsersHook } from './types.ts';
 
@@ -46,8 +47,21 @@ export interface TeamsContext {
    * store says `team_agents` did not change (store/change-cache.ts).
    */
   agents: ChangeCache<string, Agent | null>;
+  /**
+   * What a run of a crew compiles, by crew id: the crew, the formation version it pins and that
+   * version's billets (undefined: gone), read by every run's start, kept while the store says none of
+   * their tables changed (store/change-cache.ts). Frozen: shared by every start that reads it.
+   */
+  crewInputs: ChangeCache<string, CrewInputs>;
   /** Whether this cell stands as a member (its clock within the bound): a member that stood down makes no background writes. */
   standing: Pick<GroupClock, 'trusted'>;
+}
+
+/** A crew, the formation version it pins and its billets, as one read found them (undefined: gone). */
+export interface CrewInputs {
+  crew: Crew | undefined;
+  formation: Formation | undefined;
+  billets: readonly Billet[];
 }
 
 export function createTeamsContext(
@@ -67,5 +81,6 @@ export function createTeamsContext(
     crewUserHooks: [],
     ledgersSeen: new Set(),
     agents: new ChangeCache(core.store, ['team_agents'], 10_000),
+    crewInputs: new ChangeCache(core.store, ['team_crews', 'team_formations', 'team_formation_versions', 'team_billet_versions'], 1_000),
   };
 }

@@ -42,8 +42,8 @@ import { foldLedgers, hasLedger, releaseOpenReservations } from '../resources/ag
 import { assertSeatsWithinCaller, compileFor, type Compiled } from '../formations/compile.ts';
 import type { AuthContext } from '../../context.ts';
 import type { TeamsContext } from '../context.ts';
-import { crewFormation, getCrew } from '../formations/formations.ts';
-import type { Crew, Formation } from '../formations/types.ts';
+import { crewInputs } from '../formations/formations.ts';
+import type { Billet, Crew, Formation } from '../formations/types.ts';
 import { checkPlacement, placementFix, placementMessage } from './placement.ts';
 import { crewPorts } from './ports.ts';
 import * as runsRepo from './repository.ts';
@@ -125,12 +125,15 @@ export async function settled(ctx: TeamsContext, runId: string): Promise<void> {
   await ctx.inflight.get(runId);
 }
 
-export async function loadCrew(ctx: TeamsContext, crewId: string): Promise<{ crew: Crew; formation: Formation }> {
-  const crew = await getCrew(ctx, crewId);
+/** The crew, its formation version and that version's billets, as a run compiles them; not_found when either is gone. */
+export async function loadCrew(
+  ctx: TeamsContext,
+  crewId: string,
+): Promise<{ crew: Crew; formation: Formation; billets: readonly Billet[] }> {
+  const { crew, formation, billets } = await crewInputs(ctx, crewId);
   if (!crew) throw notFound('crew');
-  const formation = await crewFormation(ctx, crew);
   if (!formation) throw notFound('formation');
-  return { crew, formation };
+  return { crew, formation, billets };
 }
 
 /** Ends a run refused before (or instead of) driving it, with a journal record; throws the 409. */
@@ -305,8 +308,10 @@ async function planCrewRun(
   opts: { check?: (graph: Graph) => Promise<void>; fork?: ForkPlan },
 ): Promise<CrewRunPlan> {
   const fork = opts.fork;
-  const { crew, formation } = fork ? { crew: fork.crew, formation: fork.formation } : await loadCrew(ctx, crewId);
-  const compiled = fork ? fork.compiled : await compileFor(ctx, formation, crew);
+  const { crew, formation, billets } = fork
+    ? { crew: fork.crew, formation: fork.formation, billets: undefined }
+    : await loadCrew(ctx, crewId);
+  const compiled = fork ? fork.compiled : await compileFor(ctx, formation, crew, billets);
   // The caller's own check of the compiled graph (the route: every seat within the caller's authority).
   await opts.check?.(compiled.graph);
   // The input the formation declares (its crews' MCP tool input schema too): checked before anything is written.

@@ -14,7 +14,7 @@ import type { AuthContext } from '../../context.ts';
 import { getAgent } from '../resources/agents.ts';
 import type { TeamsContext } from '../context.ts';
 import { listBillets } from './formations.ts';
-import type { Crew, Formation } from './types.ts';
+import type { Billet, Crew, Formation } from './types.ts';
 import { getSkillByName } from '../resources/resources.ts';
 
 /** node:crypto's SHA-256 for the compiler (same hashes as core's pure-JS default, faster). */
@@ -80,8 +80,8 @@ export async function inlineStageSkills<B extends { pre?: unknown[] | null | und
   return out;
 }
 
-/** The compiler's input for a formation (bound to a crew when given), from the stored resources. */
-export async function compilerInput(ctx: TeamsContext, f: Formation, crew?: Crew): Promise<CompilerInput> {
+/** The compiler's input for a formation (bound to a crew when given), from the stored resources (its billets as given, else read). */
+export async function compilerInput(ctx: TeamsContext, f: Formation, crew?: Crew, billetsOf?: readonly Billet[]): Promise<CompilerInput> {
   const formation: FormationInput = JSON.parse(
     JSON.stringify({
       name: f.name,
@@ -94,7 +94,7 @@ export async function compilerInput(ctx: TeamsContext, f: Formation, crew?: Crew
       prompt: f.prompt,
     }),
   ) as FormationInput;
-  const billets: BilletInput[] = (await listBillets(ctx, f)).map((b) => ({
+  const billets: BilletInput[] = (billetsOf ?? (await listBillets(ctx, f))).map((b) => ({
     id: b.billet_id,
     role_label: b.role_label,
     required_skills: b.required_skills,
@@ -130,8 +130,8 @@ export interface Compiled {
 }
 
 /** Compiles a formation (bound to a crew when given); throws invalid_request on a compile error. */
-export async function compileFor(ctx: TeamsContext, f: Formation, crew?: Crew): Promise<Compiled> {
-  const i = await compilerInput(ctx, f, crew);
+export async function compileFor(ctx: TeamsContext, f: Formation, crew?: Crew, billets?: readonly Billet[]): Promise<Compiled> {
+  const i = await compilerInput(ctx, f, crew, billets);
   const r = compileFormation(i.formation, i.billets, i.bindings, { ...NATIVE, toolPins: ctx.tools.pins() });
   if (!r.ok) {
     throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, {

@@ -24,7 +24,7 @@ import { ServiceError, invalid, notFound } from '../../../core/errors.ts';
 import type { AuthContext } from '../../context.ts';
 import { newId } from '../../ids.ts';
 import { agentActive, getAgent } from '../resources/agents.ts';
-import type { TeamsContext } from '../context.ts';
+import type { CrewInputs, TeamsContext } from '../context.ts';
 import { formationReach } from '../reach.ts';
 import * as repo from './repository.ts';
 import { checkContracts, checkTools, resolveSkillRefs } from '../resources/resources.ts';
@@ -36,6 +36,32 @@ import type { BilletView, CrewView, FormationView } from './routes-formations.ts
 export function getFormation(ctx: TeamsContext, id: string, version?: number): Promise<Formation | undefined> {
   return version === undefined ? repo.formationById(ctx.core.store, id) : repo.formationAt(ctx.core.store, id, version);
 }
+/**
+ * The crew, the formation version it pins and that version's billets (the formation and the billets
+ * read together), through the cache of the crews runs start from (TeamsContext.crewInputs): frozen,
+ * shared by every caller.
+ */
+export function crewInputs(ctx: TeamsContext, crewId: string): Promise<CrewInputs> {
+  return ctx.crewInputs.read(crewId, async () => {
+    const crew = await repo.crewById(ctx.core.store, crewId);
+    if (!crew) return frozen({ crew: undefined, formation: undefined, billets: [] });
+    const [formation, billets] = await Promise.all([
+      repo.formationAt(ctx.core.store, crew.formation_id, crew.formation_version),
+      repo.listBillets(ctx.core.store, crew.formation_id, crew.formation_version),
+    ]);
+    return frozen({ crew, formation, billets });
+  });
+}
+
+/** `x` frozen to its leaves (a cached value: a caller that would change it throws instead). */
+function frozen<T>(x: T): T {
+  if (x !== null && typeof x === 'object' && !Object.isFrozen(x)) {
+    Object.freeze(x);
+    for (const v of Object.values(x)) frozen(v);
+  }
+  return x;
+}
+
 /** The formation at the version a crew pins. */
 export function crewFormation(ctx: TeamsContext, crew: Crew): Promise<Formation | undefined> {
   return repo.formationAt(ctx.core.store, crew.formation_id, crew.formation_version);
