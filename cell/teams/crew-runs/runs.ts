@@ -386,7 +386,9 @@ async function recordDrivenCrewRun(ctx: TeamsContext, plan: CrewRunPlan, o: Reco
       });
       return driven!;
     },
-    { subjects: [runId] },
+    // Told to the other cells with the journal's appends (batched): no other cell acts on a run its
+    // creating cell holds, and its commit does not wait on the notification lock other commits hold.
+    { subjects: [runId], notify: 'batched' },
   );
 }
 
