@@ -53,6 +53,8 @@ export interface TeamsContext {
    * their tables changed (store/change-cache.ts). Frozen: shared by every start that reads it.
    */
   crewInputs: ChangeCache<string, CrewInputs>;
+  /** Graph hashes this process found kept in team_graphs (a kept graph is never deleted): a start reads each once. */
+  graphsKept: Set<string>;
   /** Whether this cell stands as a member (its clock within the bound): a member that stood down makes no background writes. */
   standing: Pick<GroupClock, 'trusted'>;
 }
@@ -81,6 +83,7 @@ export function createTeamsContext(
     crewUserHooks: [],
     ledgersSeen: new Set(),
     agents: new ChangeCache(core.store, ['team_agents'], 10_000),
+    graphsKept: new Set(),
     crewInputs: new ChangeCache(core.store, ['team_crews', 'team_formations', 'team_formation_versions', 'team_billet_versions'], 1_000),
   };
 }

@@ -38,7 +38,7 @@ import {
   type Run,
 } from '../../runs/api.ts';
 import type { Tx } from '../../store/types.ts';
-import { foldLedgers, hasLedger, releaseOpenReservations } from '../resources/agents.ts';
+import { foldLedgers, getAgent, hasLedger, releaseOpenReservations } from '../resources/agents.ts';
 import { assertSeatsWithinCaller, compileFor, type Compiled } from '../formations/compile.ts';
 import type { AuthContext } from '../../context.ts';
 import type { TeamsContext } from '../context.ts';
@@ -255,11 +255,13 @@ export async function startCrewRun(
   // anything is written.
   const [room, graphKept, decided] = await Promise.allSettled([
     runs.assertStorageRoom(plan.workspaceId, Buffer.byteLength(JSON.stringify(plan.spec), 'utf8')),
-    runsRepo.hasGraph(ctx.core.store, plan.compiled.graphHash),
+    ctx.graphsKept.has(plan.compiled.graphHash) || runsRepo.hasGraph(ctx.core.store, plan.compiled.graphHash),
     decideStart(ctx, plan),
   ]);
   for (const s of [room, graphKept, decided]) if (s.status === 'rejected') throw s.reason;
   if (!(graphKept as PromiseFulfilledResult<boolean>).value) await keepGraph(ctx, plan.compiled, at);
+  if (ctx.graphsKept.size >= 10_000) ctx.graphsKept.clear();
+  ctx.graphsKept.add(plan.compiled.graphHash);
   const { peer, refusal } = (decided as PromiseFulfilledResult<Awaited<ReturnType<typeof decideStart>>>).value;
   const source = opts.source ?? 'api';
   if (!refusal && !peer && !plan.fork) {
@@ -511,9 +513,11 @@ async function crewRefusal(
     };
   }
   const agents = [...new Set(Object.values(crew.assignments))];
-  const inactive: string[] = [];
-  const present = await resourcesRepo.agentIdsIn(core.store, agents);
-  for (const a of agents) if (!present.has(a) || (await ctx.iam.principal(a))?.status !== 'active') inactive.push(a);
+  // Through the agents' cache (the compile bound every one of them a moment ago) and the principals' cache.
+  const standing = await Promise.all(
+    agents.map(async (a) => (await getAgent(ctx, a)) !== undefined && (await ctx.iam.principal(a))?.status === 'active'),
+  );
+  const inactive = agents.filter((_, i) => !standing[i]);
   if (inactive.length) {
     return {
       reason: 'agent_inactive',
@@ -521,8 +525,8 @@ async function crewRefusal(
       details: { agents: inactive.sort() },
     };
   }
-  const missing: string[] = [];
-  for (const a of agents) if (!(await hasLedger(ctx, a))) missing.push(a);
+  const ledgers = await Promise.all(agents.map((a) => hasLedger(ctx, a)));
+  const missing = agents.filter((_, i) => !ledgers[i]);
   if (missing.length) {
     return {
       reason: 'no_budget_ledger',

@@ -205,13 +205,6 @@ export async function agentById(db: Reader, id: string): Promise<Agent | undefin
   return r ? decodeAgent(r) : undefined;
 }
 
-/** Of `ids`, those naming an agent (one statement: a crew run's start checks every agent of the crew). */
-export async function agentIdsIn(db: Reader, ids: readonly string[]): Promise<Set<string>> {
-  if (ids.length === 0) return new Set();
-  const rows = await db.all(`SELECT agent_id FROM team_agents WHERE agent_id IN (${ids.map(() => '?').join(', ')})`, [...ids]);
-  return new Set(rows.map((r) => str(r, 'agent_id')));
-}
-
 export async function listAgents(db: Reader, limit: number, offset: number): Promise<Agent[]> {
   return (
     await db.all('SELECT agent_id, name, body, created_at, created_by FROM team_agents ORDER BY created_at, agent_id LIMIT ? OFFSET ?', [
