@@ -13,4 +13,6 @@ export interface ReceiptsContext {
   integrating: Promise<number> | null;
   /** Set when more heads were queued while a sequencing ran. */
   again: boolean;
+  /** The sequencing due after run ends queued heads (log.ts scheduleSoon), if one is. */
+  soon: ReturnType<typeof setTimeout> | null;
 }

@@ -7,8 +7,9 @@
  * all runs share); the sequencer (`integrate`) then appends the queued heads
  * in one transaction that first locks the log's head row, so appends from
  * every cell of the group are serialized and leaf indexes never collide. It
- * runs after each queuing commit, on each heartbeat sweep (heads a stopped cell
- * left queued) and before any proof is answered for a run still queued.
+ * runs 100 ms after a queuing commit (the ends of that interval together), on
+ * each heartbeat sweep (heads a stopped cell left queued), at the module's
+ * stop, and before any checkpoint or proof is answered for a run still queued.
  * Each append stores the leaf and every perfect subtree it completes, so a
  * proof is a handful of reads (`inclusion`, `consistency`).
  *
@@ -54,7 +55,25 @@ export async function queueTx(
   source: string,
 ): Promise<void> {
   await repo.insertPending(tx, { ...h, source, at: ctx.core.clock.now() });
-  tx.afterCommit(() => schedule(ctx));
+  tx.afterCommit(() => scheduleSoon(ctx));
+}
+
+/**
+ * How long after a run's end its head waits to be appended (ms): the ends of that interval share one
+ * sequencing transaction (one lock of the log's head row for the group, one set of reads), and the
+ * run's own end and the next run's start do not wait on it. A checkpoint or a proof asked for
+ * meanwhile appends what is queued first (settledHead, proofFor).
+ */
+const SEQUENCE_AFTER_MS = 100;
+
+/** A sequencing SEQUENCE_AFTER_MS from now, unless one is due already. */
+function scheduleSoon(ctx: ReceiptsContext): void {
+  if (ctx.soon) return;
+  ctx.soon = setTimeout(() => {
+    ctx.soon = null;
+    schedule(ctx);
+  }, SEQUENCE_AFTER_MS);
+  ctx.soon.unref?.();
 }
 
 /** Starts a sequencing soon (one at a time; another after it when more was queued meanwhile). */

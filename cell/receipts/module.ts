@@ -21,7 +21,7 @@ export interface ReceiptsModule extends CellModule {
 }
 
 export function createReceiptsModule(core: CellCore, deps: { iam: Iam; runs: Runs; teams: Teams }): ReceiptsModule {
-  const ctx: ReceiptsContext = { core, ...deps, integrating: null, again: false };
+  const ctx: ReceiptsContext = { core, ...deps, integrating: null, again: false, soon: null };
   deps.runs.onRunFinishedTx((tx, head) => queueTx(ctx, tx, head, `cell:${core.config.cellId}`));
   // Heads queued by a cell that stopped before its sequencing ran are appended by the next heartbeat of any cell.
   deps.runs.onHeartbeat(async () => schedule(ctx));
@@ -35,6 +35,12 @@ export function createReceiptsModule(core: CellCore, deps: { iam: Iam; runs: Run
       schedule(ctx);
     },
     async stop() {
+      // Heads queued by the last runs' ends are appended before the cell stops (else by the next heartbeat).
+      if (ctx.soon) {
+        clearTimeout(ctx.soon);
+        ctx.soon = null;
+        schedule(ctx);
+      }
       await ctx.integrating;
     },
   };
