@@ -12,6 +12,7 @@ import type { Iam, Lifecycle } from '../iam/api.ts';
 import type { Runs } from '../runs/api.ts';
 import { ChangeCache } from '../store/change-cache.ts';
 import type { Tools } from '../tools/api.ts';
+import type { Compiled } from './formations/compile.ts';
 import type { Billet, Crew, Formation } from './formations/types.ts';
 import type { Agent } from './resources/types.ts';
 import type { CrewUsersHook } from './types.ts';
@@ -53,6 +54,11 @@ export interface TeamsContext {
    * their tables changed (store/change-cache.ts). Frozen: shared by every start that reads it.
    */
   crewInputs: ChangeCache<string, CrewInputs>;
+  /**
+   * The graphs crew runs' starts compiled, by the catalog's pins (replaced whole when they change) and
+   * the compiler's input as text (formations/compile.ts compileForRun).
+   */
+  compiledRuns: WeakMap<object, Map<string, Compiled>>;
   /** Graph hashes this process found kept in team_graphs (a kept graph is never deleted): a start reads each once. */
   graphsKept: Set<string>;
   /** Whether this cell stands as a member (its clock within the bound): a member that stood down makes no background writes. */
@@ -83,6 +89,7 @@ export function createTeamsContext(
     crewUserHooks: [],
     ledgersSeen: new Set(),
     agents: new ChangeCache(core.store, ['team_agents'], 10_000),
+    compiledRuns: new WeakMap(),
     graphsKept: new Set(),
     crewInputs: new ChangeCache(core.store, ['team_crews', 'team_formations', 'team_formation_versions', 'team_billet_versions'], 1_000),
   };

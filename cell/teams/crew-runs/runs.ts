@@ -39,7 +39,7 @@ import {
 } from '../../runs/api.ts';
 import type { Tx } from '../../store/types.ts';
 import { foldLedgers, getAgent, hasLedger, releaseOpenReservations } from '../resources/agents.ts';
-import { assertSeatsWithinCaller, compileFor, type Compiled } from '../formations/compile.ts';
+import { assertSeatsWithinCaller, compileForRun, type Compiled } from '../formations/compile.ts';
 import type { AuthContext } from '../../context.ts';
 import type { TeamsContext } from '../context.ts';
 import { crewInputs } from '../formations/formations.ts';
@@ -310,10 +310,9 @@ async function planCrewRun(
   opts: { check?: (graph: Graph) => Promise<void>; fork?: ForkPlan },
 ): Promise<CrewRunPlan> {
   const fork = opts.fork;
-  const { crew, formation, billets } = fork
-    ? { crew: fork.crew, formation: fork.formation, billets: undefined }
-    : await loadCrew(ctx, crewId);
-  const compiled = fork ? fork.compiled : await compileFor(ctx, formation, crew, billets);
+  const { crew, formation, compiled } = fork
+    ? fork
+    : await loadCrew(ctx, crewId).then(async (c) => ({ ...c, compiled: await compileForRun(ctx, c.formation, c.crew, c.billets) }));
   // The caller's own check of the compiled graph (the route: every seat within the caller's authority).
   await opts.check?.(compiled.graph);
   // The input the formation declares (its crews' MCP tool input schema too): checked before anything is written.

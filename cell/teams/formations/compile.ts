@@ -13,7 +13,7 @@ import { ServiceError, invalid } from '../../../core/errors.ts';
 import type { AuthContext } from '../../context.ts';
 import { getAgent } from '../resources/agents.ts';
 import type { TeamsContext } from '../context.ts';
-import { listBillets } from './formations.ts';
+import { frozen, listBillets } from './formations.ts';
 import type { Billet, Crew, Formation } from './types.ts';
 import { getSkillByName } from '../resources/resources.ts';
 
@@ -131,8 +131,37 @@ export interface Compiled {
 
 /** Compiles a formation (bound to a crew when given); throws invalid_request on a compile error. */
 export async function compileFor(ctx: TeamsContext, f: Formation, crew?: Crew, billets?: readonly Billet[]): Promise<Compiled> {
+  return compiled(await compilerInput(ctx, f, crew, billets), ctx.tools.pins());
+}
+
+/**
+ * compileFor of a crew run's start: the compiler is pure, so the same input (the formation, its
+ * billets, the agents bound to them as they stand now, read through their caches, and the catalog's
+ * pins) gives the same graph; it is compiled once and kept under that input's text (TeamsContext.
+ * compiledRuns), frozen, shared by every start that asks for it. A change of any input is a new key.
+ */
+export async function compileForRun(ctx: TeamsContext, f: Formation, crew: Crew, billets: readonly Billet[]): Promise<Compiled> {
   const i = await compilerInput(ctx, f, crew, billets);
-  const r = compileFormation(i.formation, i.billets, i.bindings, { ...NATIVE, toolPins: ctx.tools.pins() });
+  const pins = ctx.tools.pins();
+  let byInput = ctx.compiledRuns.get(pins);
+  if (byInput === undefined) {
+    byInput = new Map();
+    ctx.compiledRuns.set(pins, byInput);
+  }
+  const key = JSON.stringify([i.formation, i.billets, i.bindings ?? null]);
+  const kept = byInput.get(key);
+  if (kept !== undefined) return kept;
+  const c = frozen(compiled(i, pins));
+  if (byInput.size >= COMPILED_KEPT) byInput.clear();
+  byInput.set(key, c);
+  return c;
+}
+
+/** Compiled inputs a cell keeps for its runs' starts (per set of pins). */
+const COMPILED_KEPT = 256;
+
+function compiled(i: CompilerInput, toolPins: Readonly<Record<string, string>>): Compiled {
+  const r = compileFormation(i.formation, i.billets, i.bindings, { ...NATIVE, toolPins });
   if (!r.ok) {
     throw new ServiceError('invalid_request', `the formation does not compile: ${r.message}`, {
       details: { reason: r.code, ...r.details },

@@ -54,7 +54,7 @@ export function crewInputs(ctx: TeamsContext, crewId: string): Promise<CrewInput
 }
 
 /** `x` frozen to its leaves (a cached value: a caller that would change it throws instead). */
-function frozen<T>(x: T): T {
+export function frozen<T>(x: T): T {
   if (x !== null && typeof x === 'object' && !Object.isFrozen(x)) {
     Object.freeze(x);
     for (const v of Object.values(x)) frozen(v);
