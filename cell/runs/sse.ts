@@ -81,7 +81,10 @@ export interface SseSink {
  * the event loop, after the I/O that turn started. A run's driver publishes a record and goes on to
  * its next model call or append, which node's HTTP client and the journal's group commit send from
  * the check phase (setImmediate); the frames are written after them, while that call is in flight,
- * rather than on the path that decides when it starts. Closing writes what is pending first.
+ * rather than on the path that decides when it starts: from an immediate that the first frame's
+ * immediate schedules, so in the loop's next check phase, after every immediate the publishing turn
+ * scheduled, whether it published from a callback or a promise's continuation. Closing writes what
+ * is pending first.
  */
 export function nodeSink(out: ServerResponse): SseSink {
   let pending: (Uint8Array | string)[] = [];
@@ -97,7 +100,7 @@ export function nodeSink(out: ServerResponse): SseSink {
     // One write: one chunk of the response, one system call.
     out.write(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks.map((c) => (typeof c === 'string' ? Buffer.from(c) : c))));
   };
-  // Scheduled once the turn's microtasks have run (process.nextTick), so after the immediates they scheduled.
+  // An immediate scheduled from an immediate runs in the loop's next check phase.
   const later = () => setImmediate(flush);
   let closed = false;
   let done!: () => void;
@@ -123,7 +126,7 @@ export function nodeSink(out: ServerResponse): SseSink {
       pendingBytes += chunk.length;
       if (!scheduled) {
         scheduled = true;
-        process.nextTick(later);
+        setImmediate(later);
       }
     },
     behind: () => out.writableLength + pendingBytes > MAX_PENDING_BYTES,
