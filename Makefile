@@ -176,7 +176,7 @@ PG_SKIP_FILES = test/core/% test/bundles/% test/console/% test/layering.test.ts 
 	test/e2e/keep-alive.test.ts test/e2e/gateway-wire.test.ts test/edge/gateway-helpers.test.ts test/cell/http/route-shape.test.ts \
 	test/cell/discovery/reasons.test.ts \
 	test/edge/approvals.test.ts test/edge/approvals-tools.test.ts \
-	test/edge/agreement-crew.e2e.test.ts
+	test/edge/agreement-crew.e2e.test.ts test/cell/runs/sse-sink.test.ts
 PG_TEST_FILES = $(filter-out $(PG_SKIP_FILES),$(TEST_FILES))
 
 # The files of the PostgreSQL run, one a line (test/test-engines.test.ts checks each can tell the engines apart).
