@@ -68,7 +68,6 @@ export async function recordDrivenRunTx(ctx: RunsContext, tx: Tx, r: NewRun, ope
   );
   // Its failure is the transaction's (awaited below); handled here too, should sealing throw first.
   inserted.catch(() => undefined);
-  const graphHash = r.graph_hash ?? null;
   // The meter meterOf would load for a run without records: nothing stored yet, the spec counted with the first write.
   const meter: RunMeter = {
     workspace: r.workspace_id ?? null,
@@ -80,7 +79,7 @@ export async function recordDrivenRunTx(ctx: RunsContext, tx: Tx, r: NewRun, ope
   let rec: JournalRecord | null = null;
   const writes: Promise<unknown>[] = [inserted];
   if (opening) {
-    const sealed = await sealAfter(ctx, tail, runId, graphHash ?? EMPTY_HASH, stamped(ctx, opening), fence.epoch);
+    const sealed = await sealAfter(ctx, tail, runId, r.graph_hash ?? EMPTY_HASH, stamped(ctx, opening), fence.epoch);
     rec = sealed.rec;
     tail = sealed.tail;
     writes.push(meterTx(ctx, tx, meter, runId, byteSize(recordText(rec)), [], false), repo.insertRecords(tx, [rec]));

@@ -43,11 +43,11 @@ export function getFormation(ctx: TeamsContext, id: string, version?: number): P
  */
 export function crewInputs(ctx: TeamsContext, crewId: string): Promise<CrewInputs> {
   return ctx.crewInputs.read(crewId, async () => {
-    const crew = await repo.crewById(ctx.core.store, crewId);
+    const crew = await getCrew(ctx, crewId);
     if (!crew) return frozen({ crew: undefined, formation: undefined, billets: [] });
     const [formation, billets] = await Promise.all([
-      repo.formationAt(ctx.core.store, crew.formation_id, crew.formation_version),
-      repo.listBillets(ctx.core.store, crew.formation_id, crew.formation_version),
+      crewFormation(ctx, crew),
+      listBillets(ctx, { formation_id: crew.formation_id, version: crew.formation_version }),
     ]);
     return frozen({ crew, formation, billets });
   });
