@@ -4,6 +4,8 @@
 // process of its own; its time is that process's, from its start to its end (the runner's file-level test).
 // TEST_TIMES_TOP: how many files to list (default 20); TEST_TIMES_FILE: also write every file's time there, as
 // tab-separated `seconds<TAB>file` lines, slowest first (test/artifacts/ is ignored by git).
+// After the table, each failed test's error, in brief (its first lines): a CI log that keeps only its tail still
+// says why a test failed, not only which.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, relative } from 'node:path';
 
@@ -16,7 +18,9 @@ export default async function* testTimes(source) {
   const started = Date.now();
   const times = new Map();
   const failed = new Set();
+  const errors = [];
   for await (const ev of source) {
+    if (ev.type === 'test:fail' && !isFileTest(ev.data) && errors.length < 10) errors.push(brief(ev.data));
     if (ev.type !== 'test:complete' || !isFileTest(ev.data)) continue;
     const d = ev.data;
     times.set(d.name, (times.get(d.name) ?? 0) + (d.details?.duration_ms ?? 0) / 1000);
@@ -33,10 +37,24 @@ export default async function* testTimes(source) {
     cumulative += s;
     out += `# ${s.toFixed(1).padStart(7)} s ${((100 * s) / sum).toFixed(1).padStart(5)} % (${((100 * cumulative) / sum).toFixed(0).padStart(3)} % so far)  ${file}${failed.has(file) ? '  FAILED' : ''}\n`;
   }
+  if (errors.length > 0) out += `\n# why the failed tests failed (first lines of each error)\n${errors.join('')}`;
   yield out;
   const file = process.env.TEST_TIMES_FILE;
   if (file) {
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, rows.map(([f, s]) => `${s.toFixed(2)}\t${f}`).join('\n') + '\n');
   }
+}
+
+/** A failed test's name, file and error, cut to its first lines, each line commented. */
+function brief(d) {
+  const err = d.details?.error;
+  // node:test wraps what the test threw (its `cause`): that is the message worth reading.
+  const cause = err?.cause ?? err;
+  const text = String(cause?.stack ?? cause?.message ?? cause ?? 'no error given');
+  const lines = text
+    .split('\n')
+    .slice(0, 12)
+    .map((l) => `#   ${l.slice(0, 300)}`);
+  return `# ${d.name}${d.file ? ` (${relative(process.cwd(), d.file)})` : ''}\n${lines.join('\n')}\n`;
 }

@@ -1,7 +1,7 @@
 // scripts/run-tests.mjs, the suite's runner, with scripts/test-times.mjs, the reporter it runs beside the usual one
 // (--timed): on four small files (a slow one, a quick one that fails, one that throws before any test, one whose
 // test leaves a timer behind), the runner exits 1, ends the lingering file with its test, and the reporter lists
-// the files slowest first with their shares, marks the failed ones, honours TEST_TIMES_TOP and writes TEST_TIMES_FILE.
+// the files slowest first with their shares, marks the failed ones, says why they failed, honours TEST_TIMES_TOP and writes TEST_TIMES_FILE.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -64,6 +64,10 @@ test('the slowest files, their shares, the failed ones marked; every file in TES
         .sort(),
       ['fails.test.mjs', 'throws.test.mjs'],
     );
+    // Last, why: the failed test's error, so that a log cut to its tail still says it.
+    const why = stdout.slice(stdout.indexOf('# why the failed tests failed'));
+    assert.ok(stdout.indexOf('# why the failed tests failed') > stdout.indexOf('# slowest test files'), 'after the table');
+    assert.match(why, /^# fails \(fails\.test\.mjs\)\n# {3}Error: no$/m);
     const tsv = readFileSync(out, 'utf8')
       .trimEnd()
       .split('\n')
