@@ -30,6 +30,11 @@ export interface JobsContext {
   custody: Custody;
   /** Per-workspace queue: SQL jobs of one workspace run one at a time (single writer per database file). */
   workspaceQueues: Map<string, Promise<unknown>>;
+  /**
+   * The embedded engine's workspace SQL files, their sizes as last measured (the runs' storage quota reads
+   * them at every append); a size is forgotten when a SQL step on its workspace starts and when it ends.
+   */
+  workspaceFileSizes: Map<string, number>;
   /** Wake-up timers of waiting agent job runs (cleared on stop). */
   wakeTimers: Set<NodeJS.Timeout>;
   stopped: boolean;

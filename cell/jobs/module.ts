@@ -69,6 +69,7 @@ export function createJobsModule(
     pool: new SandboxPool(),
     inflight: new Set(),
     workspaceQueues: new Map(),
+    workspaceFileSizes: new Map(),
     wakeTimers: new Set(),
     stopped: false,
     metrics: deps.metrics,
@@ -81,12 +82,19 @@ export function createJobsModule(
   };
   const scheduler = new Scheduler(ctx);
   let unfollow: (() => void) | undefined;
-  // A workspace's storage quota counts its SQL database too (its file; on PostgreSQL its database as last measured here).
-  deps.runs.registerWorkspaceFiles((ws) =>
-    ctx.pgWorkspaces
-      ? (ctx.pgWorkspaces.sizes.get(ws) ?? 0)
-      : (statSync(workspaceDbPath(core.config.dataDir, ws), { throwIfNoEntry: false })?.size ?? 0),
-  );
+  // A workspace's storage quota counts its SQL database too: its file, measured once and again after each
+  // SQL step on it (the only writer of the file: steps.ts), not at every append; on PostgreSQL its database
+  // as last measured here.
+  deps.runs.registerWorkspaceFiles((ws) => {
+    if (ctx.pgWorkspaces) return ctx.pgWorkspaces.sizes.get(ws) ?? 0;
+    let size = ctx.workspaceFileSizes.get(ws);
+    if (size === undefined) {
+      size = statSync(workspaceDbPath(core.config.dataDir, ws), { throwIfNoEntry: false })?.size ?? 0;
+      if (ctx.workspaceFileSizes.size >= 10_000) ctx.workspaceFileSizes.clear();
+      ctx.workspaceFileSizes.set(ws, size);
+    }
+    return size;
+  });
   // A crew a live definition names (or whose graph it pins) is not deleted or changed under it.
   deps.teams.onCrewUsers((crew, db) => definitionsUsingCrew(db, crew.crew_id, crew.graph_hash));
   // A definition acts as its author: deactivating the author disables what it authored, in the same transaction.

@@ -49,6 +49,16 @@ export function workspaceDbPath(dataDir: string, workspaceId: string): string {
   return join(dataDir, 'workspaces', workspaceId, 'sql.sqlite');
 }
 
+/** A SQL step on the workspace's file: its size as last measured is forgotten when the step starts and when it ends. */
+async function sqlOnFile<T>(ctx: JobsContext, ws: string, fn: () => Promise<T>): Promise<T> {
+  ctx.workspaceFileSizes.delete(ws);
+  try {
+    return await fn();
+  } finally {
+    ctx.workspaceFileSizes.delete(ws);
+  }
+}
+
 /** Runs `fn` after the workspace's earlier SQL steps (single writer per database file). */
 function inWorkspaceQueue<T>(ctx: JobsContext, ws: string, fn: () => Promise<T>): Promise<T> {
   const m = ctx.workspaceQueues;
@@ -149,7 +159,9 @@ export async function runSqlStep(
     inWorkspaceQueue(ctx, workspaceId, () =>
       pgw
         ? pgw.run({ ...common, workspaceId, rolePassword: secrets.rolePassword, timeLimitMs: spec.time_limit_ms }, signal)
-        : ctx.pool.sql({ ...common, dbPath: workspaceDbPath(ctx.core.config.dataDir, workspaceId) }, spec.time_limit_ms, signal),
+        : sqlOnFile(ctx, workspaceId, () =>
+            ctx.pool.sql({ ...common, dbPath: workspaceDbPath(ctx.core.config.dataDir, workspaceId) }, spec.time_limit_ms, signal),
+          ),
     );
   let r = await once();
   // The workspace database went away (a PostgreSQL outage): the task is run again once it answers, while the

@@ -46,6 +46,7 @@ test('re-arm: a read that completes after a newer one does not arm the timer', a
     pool: new SandboxPool(),
     inflight: new Set(),
     workspaceQueues: new Map(),
+    workspaceFileSizes: new Map(),
     wakeTimers: new Set(),
     custody: t.modules.custody.custody,
     stopped: false,

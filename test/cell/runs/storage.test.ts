@@ -310,3 +310,36 @@ test('crew runs are metered too: a model answer past the run cap fails the run r
     await ai.close();
   }
 });
+
+test("a workspace's SQL file counts as a SQL step leaves it: its size is measured again after each step, not at every append", {
+  skip: SQLITE_ONLY,
+}, async () => {
+  const t = await inProcessCell({ config: { workspaceQuotaBytes: 512 * KiB } });
+  try {
+    // Measured (and kept) before the workspace has a SQL file.
+    assert.equal((await t.modules.runs.runs.workspaceUsage('ws-file')).file_bytes, 0);
+    const grow = await runToEnd(
+      t,
+      'sql',
+      {
+        statements: [
+          { sql: 'CREATE TABLE pad (b BLOB)' },
+          {
+            sql: 'INSERT INTO pad WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 200) SELECT randomblob(1000) FROM c',
+          },
+        ],
+      },
+      'ws-file',
+    );
+    assert.equal(grow.state, 'completed', JSON.stringify(grow.error));
+    const onDisk = statSync(workspaceDbPath(t.core.config.dataDir, 'ws-file')).size;
+    assert.ok(onDisk > 200_000, `the file grew: ${onDisk}`);
+    assert.equal(
+      (await t.modules.runs.runs.workspaceUsage('ws-file')).file_bytes,
+      onDisk,
+      'the size after the step, not the one kept before it',
+    );
+  } finally {
+    await t.close();
+  }
+});
