@@ -78,7 +78,7 @@ h2{font-size:1.05rem;margin:.2rem 0}
 `;
 
 /** The page's script: plain browser JavaScript, DOM by createElement and textContent only. */
-const SCRIPT = String.raw`const KEY = 'agent-cell-edge-approvals-key';
+const SCRIPT = `const KEY = 'agent-cell-edge-approvals-key';
 const A = '/api/public/v1/admin/agent-teams';
 const $ = (id) => document.getElementById(id);
 const el = (tag, attrs, ...kids) => {
