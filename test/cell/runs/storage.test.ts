@@ -343,3 +343,41 @@ test("a workspace's SQL file counts as a SQL step leaves it: its size is measure
     await t.close();
   }
 });
+
+test('a crew run into a full workspace: 409 workspace_quota at its POST, and its creating transaction leaves nothing behind', async () => {
+  const { t, ai, api } = await crewFixture({ workspaceQuotaBytes: 48 * KiB });
+  try {
+    const tm = await team(api, 'sequential', [{ role: 'talker' }]);
+    const crew = (await ok(api, 'GET', `${T}/crews/${tm.crew}`)) as { workspace_id: string };
+    // A first run while there is room: the graph is kept, the path warm.
+    const first = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
+    await t.modules.teams.teams.settled(first.run_id);
+    for (let i = 0; i < 40; i++) {
+      const r = await submit(t, 'compute', { code: `return "z".repeat(6000) + ${i};` }, crew.workspace_id);
+      if (r.status === 409) break;
+      assert.equal(r.status, 202, r.text);
+      await waitFinished(t, r.body.run_id);
+    }
+    const count = async (sql: string) => Number((await t.row(sql))!['n']);
+    const before = {
+      runs: await runCount(t),
+      journal: await count('SELECT COUNT(*) AS n FROM journal'),
+      audit: await count("SELECT COUNT(*) AS n FROM audit WHERE action = 'crew.run'"),
+    };
+    const refused = await t.request('POST', `${T}/crews/${tm.crew}/runs`, { token: t.adminKey, body: { input: 'go' } });
+    assert.equal(refused.status, 409, refused.text);
+    assert.equal(refused.body.details.reason, 'workspace_quota');
+    assert.deepEqual(
+      {
+        runs: await runCount(t),
+        journal: await count('SELECT COUNT(*) AS n FROM journal'),
+        audit: await count("SELECT COUNT(*) AS n FROM audit WHERE action = 'crew.run'"),
+      },
+      before,
+      'no run, no record, no audit entry',
+    );
+  } finally {
+    await t.close();
+    await ai.close();
+  }
+});
