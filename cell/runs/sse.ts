@@ -35,6 +35,15 @@ import { recordText } from './internal/record-text.ts';
 /** Kind of the last record of a run: the stream closes after it. */
 const TERMINAL_KIND = 'run_finished';
 
+/**
+ * The least time between two writes of one stream served by node:http (ms), one frame of a 60 Hz
+ * display: a run's steps (and a streamed answer's deltas) that come faster than that reach the
+ * client in one write, and wake it once, rather than a write and a wake-up each (bench/RESULTS.md
+ * stop 37: the peers bench's lone run and its 16 runs at once both went faster). A run's last
+ * frames are not held: the stream's close writes them at once.
+ */
+export const MIN_WRITE_GAP_MS = 16;
+
 /** Bytes buffered for one slow client (node:http) before its stream is closed (it resumes with Last-Event-ID). */
 export const MAX_PENDING_BYTES = 16 * 1024 * 1024;
 /** Frames buffered for one slow client (in process) before its stream is closed. */
@@ -83,16 +92,22 @@ export interface SseSink {
  * the check phase (setImmediate); the frames are written after them, while that call is in flight,
  * rather than on the path that decides when it starts: from an immediate that the first frame's
  * immediate schedules, so in the loop's next check phase, after every immediate the publishing turn
- * scheduled, whether it published from a callback or a promise's continuation. Closing writes what
- * is pending first.
+ * scheduled, whether it published from a callback or a promise's continuation. At most one write
+ * every MIN_WRITE_GAP_MS: frames published sooner after the last write wait for the rest of that
+ * interval and leave together. Closing writes what is pending first, at once.
  */
 export function nodeSink(out: ServerResponse): SseSink {
   let pending: (Uint8Array | string)[] = [];
   let pendingBytes = 0;
   let scheduled = false;
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  let lastWrite = Number.NEGATIVE_INFINITY;
   const flush = () => {
     scheduled = false;
+    if (timer) clearTimeout(timer);
+    timer = null;
     if (pending.length === 0) return;
+    lastWrite = performance.now();
     const chunks = pending;
     pending = [];
     pendingBytes = 0;
@@ -110,6 +125,9 @@ export function nodeSink(out: ServerResponse): SseSink {
   const finish = () => {
     if (closed) return;
     closed = true;
+    // A client gone: nothing held is written any more.
+    if (timer) clearTimeout(timer);
+    timer = null;
     done();
   };
   out.statusCode = 200;
@@ -126,7 +144,9 @@ export function nodeSink(out: ServerResponse): SseSink {
       pendingBytes += chunk.length;
       if (!scheduled) {
         scheduled = true;
-        setImmediate(later);
+        const wait = lastWrite + MIN_WRITE_GAP_MS - performance.now();
+        if (wait <= 0) setImmediate(later);
+        else timer = setTimeout(flush, wait);
       }
     },
     behind: () => out.writableLength + pendingBytes > MAX_PENDING_BYTES,

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { createServer, get, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
-import { MAX_PENDING_BYTES, nodeSink, type SseSink } from '../../../cell/runs/sse.ts';
+import { MAX_PENDING_BYTES, MIN_WRITE_GAP_MS, nodeSink, type SseSink } from '../../../cell/runs/sse.ts';
 
 /** A server whose one response is a sink handed to `use`; the client's body, read to its end. */
 async function withSink(
@@ -85,4 +85,54 @@ test('a client falls behind on what is pending in the process, before anything i
   assert.equal(seen[0], false);
   assert.equal(seen.at(-1), true, 'past MAX_PENDING_BYTES pending: behind');
   seen = [];
+});
+
+test('at most one write every MIN_WRITE_GAP_MS: frames that come sooner leave together once it has passed; the close does not wait', async () => {
+  const stamps: number[] = [];
+  let third = 0;
+  let afterClose = -1;
+  const { writes, body } = await withSink((sink, w) => {
+    // When each write is made.
+    const push = w.push.bind(w);
+    w.push = (...x: string[]) => {
+      stamps.push(performance.now());
+      return push(...x);
+    };
+    const whenWritten = (n: number, then: () => void) => {
+      const look = () => (w.length >= n ? then() : setImmediate(look));
+      look();
+    };
+    sink.write('event: step\ndata: {"seq":1}\nid: 1\n\n');
+    whenWritten(1, () => {
+      // Two more turns' frames right after that write: within the interval, held.
+      sink.write('event: step\ndata: {"seq":2}\nid: 2\n\n');
+      setImmediate(() => {
+        sink.write('event: step\ndata: {"seq":3}\nid: 3\n\n');
+        third = performance.now();
+        whenWritten(2, () => {
+          // Within the interval of that write again: held, until the close writes it at once.
+          sink.write('event: step\ndata: {"seq":4}\nid: 4\n\n');
+          sink.write('event: run_finished\ndata: {"seq":5}\nid: 5\n\n');
+          sink.close();
+          afterClose = w.length;
+        });
+      });
+    });
+  });
+  assert.equal(afterClose, 3, 'the close wrote what was pending at once');
+  assert.equal(body, writes.join(''), 'the client read every frame, in order, then the end');
+  // Judged only when this machine made the frames within the interval (a loaded one may not). The
+  // event loop's timers keep milliseconds from the start of a turn: the hold is the interval to ~2 ms.
+  if (third - stamps[0]! < MIN_WRITE_GAP_MS - 3) {
+    assert.deepEqual(
+      [...writes],
+      [
+        'event: step\ndata: {"seq":1}\nid: 1\n\n',
+        'event: step\ndata: {"seq":2}\nid: 2\n\nevent: step\ndata: {"seq":3}\nid: 3\n\n',
+        'event: step\ndata: {"seq":4}\nid: 4\n\nevent: run_finished\ndata: {"seq":5}\nid: 5\n\n',
+      ],
+    );
+    const waited = stamps[1]! - stamps[0]!;
+    assert.ok(waited >= MIN_WRITE_GAP_MS - 3, `the held frames waited for the interval: ${waited} ms`);
+  }
 });
