@@ -104,6 +104,12 @@ for (let i = 0; i < nCells; i++)
         ...(nCells > 1 ? ['--cell-id', `cell-${i}`] : []),
         '--log-level',
         'warn',
+        // As the peers bench's cells (bench/_util.ts startBenchCell): the gateway's per-client budget
+        // would answer 429 to 16 event streams and launches a second, and end the measurement.
+        '--rate-capacity',
+        '100000000',
+        '--rate-refill',
+        '100000000',
       ],
       env: process.argv.includes('--no-prof') ? {} : { NODE_OPTIONS: `--import=${dir}/prof.mjs` },
       ...(process.env['PROFILE_CELL'] ? { bin: process.env['PROFILE_CELL'] } : {}),
