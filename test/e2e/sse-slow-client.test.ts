@@ -10,6 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { get, type IncomingMessage } from 'node:http';
+import { text } from 'node:stream/consumers';
 import { after, before, test } from 'node:test';
 import { startOpenAIServer, type FakeOpenAI } from '../fixtures/openai-server.ts';
 import { type CellProcess, startCellProcess } from '../helpers/cell-process.ts';
@@ -49,20 +50,6 @@ function open(runId: string, lastId?: string): Promise<IncomingMessage> {
   });
 }
 
-/** Reads a response to its end. */
-function readAll(res: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let text = '';
-    res.setEncoding('utf8');
-    res.on('data', (c: string) => {
-      text += c;
-    });
-    res.on('end', () => resolve(text));
-    res.on('error', reject);
-    res.resume();
-  });
-}
-
 test('a client that stops reading is cut off past what the cell may hold for it; it resumes with Last-Event-ID', {
   timeout: 180_000,
 }, async () => {
@@ -81,16 +68,16 @@ test('a client that stops reading is cut off past what the cell may hold for it;
   const ended = await jobRunEnded(api, run.run_id, 150_000);
   assert.equal(ended.state, 'completed', JSON.stringify(ended.error));
 
-  const text = await readAll(res);
-  const ids = [...text.matchAll(/^id: (\d+)$/gm)].map((m) => m[1]!);
-  assert.doesNotMatch(text, /event: run_finished/, 'cut off before the end of the run');
-  assert.ok(text.length < (SEATS - 4) * MiB, `cut off well before the whole run's frames: ${text.length} bytes read`);
+  const body = await text(res);
+  const ids = [...body.matchAll(/^id: (\d+)$/gm)].map((m) => m[1]!);
+  assert.doesNotMatch(body, /event: run_finished/, 'cut off before the end of the run');
+  assert.ok(body.length < (SEATS - 4) * MiB, `cut off well before the whole run's frames: ${body.length} bytes read`);
   assert.ok(ids.length > 0, 'the records written before the cut-off were delivered');
 
   // The client resumes where it was cut off: the rest of the records, the run's end last, none twice.
   const again = await open(run.run_id, ids.at(-1));
   assert.equal(again.statusCode, 200);
-  const rest = await readAll(again);
+  const rest = await text(again);
   const restIds = [...rest.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
   assert.ok(restIds.length > 0);
   assert.equal(restIds[0], Number(ids.at(-1)) + 1, 'resumed right after the last record seen');

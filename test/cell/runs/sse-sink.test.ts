@@ -6,8 +6,9 @@
  * is pending before the end.
  */
 import assert from 'node:assert/strict';
-import { createServer, get, type ServerResponse } from 'node:http';
+import { createServer, get, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { text } from 'node:stream/consumers';
 import { test } from 'node:test';
 import { MAX_PENDING_BYTES, MIN_WRITE_GAP_MS, nodeSink, type SseSink } from '../../../cell/runs/sse.ts';
 
@@ -21,9 +22,9 @@ async function withSink(
     const write = res.write.bind(res) as (chunk: unknown) => boolean;
     // Every write the sink makes on the response, as text.
     (res as unknown as { write: (chunk: unknown) => boolean }).write = (chunk: unknown) => {
-      const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('utf8');
-      writes.push(text);
-      order.push(`write:${text.length}`);
+      const written = typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('utf8');
+      writes.push(written);
+      order.push(`write:${written.length}`);
       return write(chunk);
     };
     use(nodeSink(res), writes, order);
@@ -31,17 +32,10 @@ async function withSink(
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   try {
     const { port } = server.address() as AddressInfo;
-    const body = await new Promise<string>((resolve, reject) => {
-      get({ host: '127.0.0.1', port, path: '/' }, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => {
-          text += c;
-        });
-        res.on('end', () => resolve(text));
-        res.on('error', reject);
-      }).on('error', reject);
+    const res = await new Promise<IncomingMessage>((resolve, reject) => {
+      get({ host: '127.0.0.1', port, path: '/' }, resolve).on('error', reject);
     });
+    const body = await text(res);
     return { body, writes, order };
   } finally {
     await new Promise<void>((r) => server.close(() => r()));
