@@ -224,8 +224,8 @@ function atOnceTail(ctx: RunsContext, m: AppendMember): JournalTail | null {
 
 /**
  * A lone driver's append in one round trip (issue 40): its records sealed after the tail this
- * process left, then BEGIN, the lock of the run's row, a guard (repository guardAppend: the lease,
- * the run not ended, the graph hash, the last seq, the storage limits), the staged writes, the
+ * process left, then BEGIN, the lock of the run's row with its guard in one statement (repository
+ * lockAndGuardAppend: the lease, the run not ended, the graph hash, the last seq, the storage limits), the staged writes, the
  * records, their values and the run's storage share, and COMMIT, sent together. A guard that fails
  * aborts the transaction, so nothing of it is kept; the caller then writes it locked first, which
  * says why. Null when the run's own cap would be passed (the locked write refuses it record by record).
@@ -244,9 +244,9 @@ async function writeAtOnce(ctx: RunsContext, m: AppendMember, tail: JournalTail)
       // Issued in this order, none awaited: they leave with the COMMIT, which the server answers with
       // ROLLBACK when any of them failed (store Tx.run).
       const sent: Promise<unknown>[] = [
-        repo.lockRunHead(tx, m.runId, m.items.at(-1)!.f.at!, { owner: config.cellId, epoch: fence.epoch }),
-        repo.guardAppend(tx, {
+        repo.lockAndGuardAppend(tx, {
           runId: m.runId,
+          at: m.items.at(-1)!.f.at!,
           owner: config.cellId,
           epoch: fence.epoch,
           graph,

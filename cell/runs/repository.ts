@@ -341,19 +341,24 @@ const usageOf = (r: Row | undefined, ws: string | null): { cell: number; workspa
 const GUARD_REFUSED = 'journal append guard refused: written again locked first';
 
 /**
- * The guard of a journal append sent in one round trip (group-commit.ts): after the statement that
- * locks the run's row (lockRunHead), it fails (its answer cast to a number is GUARD_REFUSED, which is
- * not one: PostgreSQL aborts the transaction, and the statements sent behind it and the COMMIT with
- * it, and its log names the guard) unless the run is still held by `owner`
- * under `epoch`, not terminal, with the graph hash the records were sealed with, its journal's last
- * seq is `lastSeq`, and (with `quota`) the storage in use plus `adding` stays within the limits.
- * Read after the lock, so as current as lastSeqs and storageUsage would have been. Only on
- * PostgreSQL: the embedded engine casts a text that is not a number to 0.
+ * The lock and guard of a journal append sent in one round trip (group-commit.ts writeAtOnce), one
+ * statement: it locks the run's row and stamps its progress (as lockRunHead) when the run is still
+ * held by `owner` under `epoch`, not terminal, with the graph hash the records were sealed with, and
+ * it fails (its answer cast to a number is GUARD_REFUSED, which is not one: PostgreSQL aborts the
+ * transaction, and the statements sent behind it and the COMMIT with it, and its log names the
+ * guard) unless it locked the row, the journal's last seq is `lastSeq`, and (with `quota`) the
+ * storage in use plus `adding` stays within the limits. The lock's conditions are judged on the
+ * row's latest version (READ COMMITTED re-checks a row it waited for); the seq and the storage in use
+ * are read with the statement's snapshot, which does not see what a writer it waited for committed.
+ * That writer ended the run or took its lease (the lock then refuses), or it added a record, whose
+ * seq the append's own record then takes again: the journal's key refuses it, which aborts the
+ * transaction as the guard would. Only on PostgreSQL (the embedded engine has no statement of this shape).
  */
-export async function guardAppend(
+export async function lockAndGuardAppend(
   tx: Tx,
   g: {
     runId: string;
+    at: number;
     owner: string;
     epoch: number;
     graph: string | null;
@@ -361,7 +366,7 @@ export async function guardAppend(
     quota: { workspaceId: string | null; adding: number; cellLimit: number; workspaceLimit: number } | null;
   },
 ): Promise<void> {
-  const params: SqlValue[] = [g.runId, g.owner, g.epoch, g.graph ?? '', g.runId, g.lastSeq];
+  const params: SqlValue[] = [g.at, g.at, g.runId, g.owner, g.epoch, g.graph ?? '', g.runId, g.lastSeq];
   if (g.quota) {
     params.push(g.quota.adding, g.quota.cellLimit);
     if (g.quota.workspaceId !== null) params.push(g.quota.adding, g.quota.workspaceLimit);
@@ -370,11 +375,12 @@ export async function guardAppend(
   await tx.get(!g.quota ? GUARD_SQL.plain : g.quota.workspaceId === null ? GUARD_SQL.cell : GUARD_SQL.workspace, params);
 }
 
-/** guardAppend's three texts (no quota; the cell's; the cell's and a workspace's), built once. */
+/** lockAndGuardAppend's three texts (no quota; the cell's; the cell's and a workspace's), built once. */
 const GUARD_SQL = (() => {
   const text = (quota: string, from: string) =>
-    `SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND lease_owner = ? AND lease_epoch = ? AND COALESCE(graph_hash, '') = ?
-       AND state NOT IN ('completed', 'failed', 'refused', 'cancelled'))
+    `WITH locked AS (UPDATE runs SET updated_at = ?, progress_at = ? WHERE run_id = ? AND state NOT IN ('completed', 'failed', 'refused', 'cancelled')
+       AND lease_owner = ? AND lease_epoch = ? AND COALESCE(graph_hash, '') = ? RETURNING run_id)
+     SELECT CAST(CASE WHEN EXISTS (SELECT 1 FROM locked)
        AND (SELECT COALESCE(MAX(seq), 0) FROM journal WHERE run_id = ?) = ?${quota} THEN '1' ELSE '${GUARD_REFUSED}' END AS BIGINT) AS ok${from}`;
   const cell = ' AND u.cell_total + u.cell_unfolded + CAST(? AS BIGINT) <= CAST(? AS BIGINT)';
   const workspace = ' AND u.ws_total + u.ws_unfolded + CAST(? AS BIGINT) <= CAST(? AS BIGINT)';

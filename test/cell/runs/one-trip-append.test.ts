@@ -7,6 +7,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pgLib from 'pg';
 import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
 import { pgDatabase } from '../../helpers/postgres.ts';
 import { parseExposition } from '../../helpers/prometheus.ts';
@@ -217,6 +219,43 @@ test('a record another writer appended meanwhile: the append is sealed after it,
     if (pg(t)) assert.equal(next.moved['one_round_trip'], 1);
   } finally {
     await t.close();
+  }
+});
+
+test("a record appended by a writer the append's lock waited for: the journal's key aborts it, sealed after it locked first", {
+  skip: TEST_ENGINE !== 'postgres' && 'PostgreSQL only (the embedded store has one connection)',
+}, async () => {
+  const db = await pgDatabase();
+  const t = await inProcessCell({ config: { storeUrl: db.url } });
+  const other = new pgLib.Client({ connectionString: db.url });
+  await other.connect();
+  try {
+    const runs = t.modules.runs.runs;
+    const id = await heldRun(t);
+    // Another writer holds the run's row and adds a record: the append's lock and guard, one statement,
+    // waits for it and reads the journal's last seq with the snapshot it started with (before that record).
+    const [first] = await runs.readJournal(id);
+    const rec = { ...first!, seq: 2, step_id: 'other' };
+    await other.query('BEGIN');
+    await other.query('SELECT run_id FROM runs WHERE run_id = $1 FOR UPDATE', [id]);
+    await other.query('INSERT INTO journal (run_id, seq, kind, record) VALUES ($1, $2, $3, $4)', [id, 2, rec.kind, JSON.stringify(rec)]);
+    const appended = movedPaths(t, () => runs.appendJournal(id, step(3), [], { epoch: 1 }));
+    for (let i = 0; ; i++) {
+      const waiting = await other.query('SELECT COUNT(*) AS n FROM pg_locks WHERE NOT granted');
+      if (Number(waiting.rows[0].n) > 0) break;
+      assert.ok(i < 1000, 'the append waits for the run');
+      await sleep(10);
+    }
+    await other.query('COMMIT');
+    const { out, moved } = await appended;
+    assert.deepEqual(moved, { one_round_trip: 0, one_round_trip_refused: 1, locked: 1 }, 'aborted whole, then written locked first');
+    assert.equal(out.seq, 3, 'after the record it did not write');
+    assert.equal(out.prev_hash, recordHash(rec as typeof first & object), 'chained to it');
+    assert.deepEqual(await seqs(t, id), [1, 2, 3]);
+  } finally {
+    await other.end();
+    await t.close();
+    await db.drop();
   }
 });
 
