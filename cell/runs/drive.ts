@@ -617,9 +617,11 @@ class StepWriter {
     // The run's last record is written by finishRun together with the state change.
     if (fields.kind === TERMINAL_KIND) {
       this.engineFinal = fields.data ?? {};
-      // The held-back records ride in finishRun's transaction when they fit the storage limits;
-      // otherwise they are written now, and the refusal ends the run as for any step.
-      if (await heldBackRefused(ctx, runId, this.deferred)) await this.flush();
+      // The held-back records ride in finishRun's transaction. A completed run's are judged there, with
+      // its output, against the storage in use read in that transaction (finishRun: they do not fit, the
+      // run ends failed without them, as a refused step's would). Another end's are judged here: they do
+      // not fit, they are written now, and the refusal ends the run as for any step.
+      if (fields.data?.['outcome'] !== 'completed' && (await heldBackRefused(ctx, runId, this.deferred))) await this.flush();
       // Rides in finishRun's transaction (unless a held-back record stores it already: counted once).
       const out = contentHash(payload.output ?? null);
       if (!this.deferred.some((e) => e.blobs.some((b, i) => (e.blobHashes?.[i] ?? contentHash(b ?? null)) === out)))

@@ -259,8 +259,11 @@ export interface FinishOptions {
   fence?: Fence;
   /**
    * Records of the driver written before the terminal record, in the same
-   * transaction (its last step's: drive.ts). Metered, not refused: the
-   * driver checked they fit (storageRefusal) before handing them over.
+   * transaction (its last step's: drive.ts). A completed run's are judged
+   * here with its output: when the two do not fit the limits, the run ends
+   * failed without its output, and without these from the first that alone
+   * does not fit on. Another end's are metered, not refused: the driver checked they fit
+   * (storageRefusal) before handing them over.
    */
   before?: readonly AppendEntry[];
 }
@@ -325,7 +328,23 @@ export function finishRun(
           outcome = requested;
           o = opts;
           let outputBytes = fullOutputBytes;
-          const refused = usage === null || room === null ? null : usageRefusal(ctx, meter, usage, room);
+          let refused = usage === null || room === null ? null : usageRefusal(ctx, meter, usage, room);
+          let written = before;
+          if (refused && usage !== null) {
+            // The records held back judged one by one, as a step's append would: those from the first that
+            // does not fit on are not written either, and that record's limit is the run's error.
+            const fresh = new Set<string>();
+            let adding = 0;
+            for (let k = 0; k < before.length; k++) {
+              adding += measure(meter, TERMINAL_RECORD_ALLOWANCE, before[k]!.values, fresh).adding - (k > 0 ? meter.spec : 0);
+              const beforeRefused = usageRefusal(ctx, meter, usage, adding);
+              if (beforeRefused) {
+                refused = beforeRefused;
+                written = before.slice(0, k);
+                break;
+              }
+            }
+          }
           if (refused) {
             // The run did its work but its output does not fit: it ends failed, without it.
             const error = storageRunError(refused);
@@ -342,7 +361,7 @@ export function finishRun(
           const epoch = fence ? fence.epoch : s.lease_epoch;
           const graphHash = s.graph_hash ?? EMPTY_HASH;
           let beforeBytes = 0;
-          for (const b of before) {
+          for (const b of written) {
             const sealed = await sealAfter(ctx, tail, runId, graphHash, b.f, epoch);
             beforeRecs.push(sealed.rec);
             beforeBytes += byteSize(recordText(sealed.rec));
@@ -360,7 +379,7 @@ export function finishRun(
           if ('output' in o) patch.output = o.output;
           if (o.error !== undefined) patch.error = o.error;
           const text = recordText(rec);
-          const values = [...new Map(before.flatMap((b) => b.values).map((v) => [v.hash, v] as const)).values()].sort((a, b) =>
+          const values = [...new Map(written.flatMap((b) => b.values).map((v) => [v.hash, v] as const)).values()].sort((a, b) =>
             a.hash < b.hash ? -1 : a.hash > b.hash ? 1 : 0,
           );
           const recordBytes = beforeBytes + byteSize(text) + outputBytes + (o.error ? byteSize(JSON.stringify(o.error)) : 0);

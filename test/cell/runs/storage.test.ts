@@ -311,6 +311,29 @@ test('crew runs are metered too: a model answer past the run cap fails the run r
   }
 });
 
+test("a crew run whose last answer fits but not with the run's copy of it: failed run_storage_cap, the answer's step kept, no output", async () => {
+  const { t, ai, api } = await crewFixture({ runStorageCapBytes: 256 * KiB });
+  try {
+    const tm = await team(api, 'sequential', [{ role: 'talker' }]);
+    // ~150 KiB: the step's record and value fit the cap, but not with the run row's second copy of it as its output.
+    ai.setResponder(() => ({ content: 'y'.repeat(150 * KiB) }));
+    const run = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
+    await t.modules.teams.teams.settled(run.run_id);
+    const s = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${run.run_id}`);
+    assert.equal(s.state, 'failed', JSON.stringify(s).slice(0, 300));
+    assert.equal(s.error.reason, 'run_storage_cap');
+    assert.equal(s.output ?? null, null, 'no output kept');
+    const kinds = (await t.modules.runs.runs.readJournal(run.run_id)).map((r) => r.kind);
+    assert.ok(kinds.includes('step'), `the answer's step is kept: ${kinds.join(', ')}`);
+    assert.equal(kinds.at(-1), 'run_finished');
+    assert.ok((await biggestBlob(t)) >= 150 * KiB, 'the answer was written');
+    assert.ok((await runBytes(t, run.run_id)) <= 256 * KiB);
+  } finally {
+    await t.close();
+    await ai.close();
+  }
+});
+
 test("a workspace's SQL file counts as a SQL step leaves it: its size is measured again after each step, not at every append", {
   skip: SQLITE_ONLY,
 }, async () => {
