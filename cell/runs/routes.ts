@@ -196,8 +196,10 @@ export function mountRunEventRoutes(app: OpenAPIHono<AppEnv>, ctx: RunsContext):
     const check = c.get('credentialCheck');
     const opts = {
       heartbeatMs: sseHeartbeatMs(),
-      // Already finished and nothing left to send after Last-Event-ID: close at once.
-      isExhausted: async () => exhausted(ctx, run_id, (await getRun(ctx, run_id))?.state ?? 'completed', after),
+      // Already finished and nothing left to send after Last-Event-ID: close at once. Judged again once the
+      // stream is subscribed only for a run that was finished here; a running run's end reaches the stream
+      // as its `run_finished` record (the run is not read a second time: each client of a run pays it).
+      isExhausted: async () => isTerminal(run.state) && exhausted(ctx, run_id, (await getRun(ctx, run_id))?.state ?? 'completed', after),
       // The credential that opened the stream, judged again while it is open (revoked: the stream ends).
       credential: {
         recheck: () => check.recheck(c),
