@@ -21,6 +21,11 @@ export interface CellConfig {
   /** Connections of the PostgreSQL pool (`--store-pool`). */
   storePoolSize: number;
   /**
+   * How long a group of journal appends may wait for more to join it (PostgreSQL; cell/runs/group-commit.ts):
+   * while this cell drives more runs than are waiting, each of whose steps took five times this at least. 0: never.
+   */
+  appendLingerMs: number;
+  /**
    * Where `pg_dump` and `pg_restore` are (`--pg-bin-dir`); null: the PATH, then the usual install
    * directories. Used once per SQL workspace an earlier version kept in the cells' database, to move it
    * into a database of its own (cell/jobs/legacy-workspaces.ts).
@@ -152,6 +157,9 @@ export const DEFAULTS: CellConfig = {
   // 10 connections: enough for a cell's concurrent transactions on 2-8 cores;
   // a group of N cells uses N x this many server connections (default max 100).
   storePoolSize: 10,
+  // One timer tick: a run whose step takes 5 ms or more waits at most a fifth of it, and one whose model
+  // answers in seconds nothing it would notice (docs/storage.md "Group commit").
+  appendLingerMs: 1,
   host: '127.0.0.1',
   port: 8080,
   publicUrl: null,

@@ -29,6 +29,9 @@ const SERVE_HELP = `    --port N           port to listen on (0 picks a free one
     --store URL        postgres://user@host:port/db: keep the store in PostgreSQL (also $CELL_STORE_URL);
                        default: the embedded store in DIR
     --store-pool N     PostgreSQL connections of this cell (default 10)
+    --append-linger-ms N  PostgreSQL: how long a group of journal appends may wait for more runs'
+                       appends to join it, when each waiting run's step took 5 times that at least
+                       (default 1; 0: never)
     --region R         region this cell serves from (default local)
     --posture P        ${POSTURES.join(' | ')} (default single-cell)
     --cell-id ID       cell id (default: generated once and kept in DIR)
@@ -118,6 +121,7 @@ const SERVE_OPTIONS = {
   data: { type: 'string' },
   store: { type: 'string' },
   'store-pool': { type: 'string' },
+  'append-linger-ms': { type: 'string' },
   posture: { type: 'string' },
   'cell-id': { type: 'string' },
   'public-url': { type: 'string' },
@@ -167,6 +171,10 @@ function placeConfig(values: ServeArgs): ServeConfig {
     config.storeUrl = storeUrl;
   }
   if (values['store-pool'] !== undefined) config.storePoolSize = Math.max(1, intArg('store-pool', values['store-pool']));
+  if (values['append-linger-ms'] !== undefined) {
+    config.appendLingerMs = intArg('append-linger-ms', values['append-linger-ms']);
+    if (config.appendLingerMs > 1000) fail('--append-linger-ms must be at most 1000');
+  }
   if (values.region !== undefined) config.region = values.region;
   if (values.posture !== undefined) {
     if (!POSTURES.includes(values.posture as Posture)) fail(`--posture must be one of ${POSTURES.join(', ')}`);

@@ -14,6 +14,16 @@
  * while a group is in flight make the next group. A lone run therefore waits
  * for no one, and sixteen runs share their commits.
  *
+ * On PostgreSQL a group about to go out with nothing in flight may linger
+ * (config appendLingerMs, `--append-linger-ms`, 1 ms) for more appends to join
+ * it, as PostgreSQL's own commit_delay does: only while this process drives
+ * more runs than are waiting, and only when each waiting run's own step took
+ * LINGER_STEP_RATIO lingers at least (its last append was that long ago), so
+ * the wait costs a run at most a fifth of its step. It ends as soon as every run driven here waits, or a run
+ * whose steps come faster joins. What it buys is fewer transactions a step
+ * where a process drives a few runs whose steps come slowly (a loaded group of
+ * cells, slow models: bench/RESULTS.md, stop 38); a lone run never lingers.
+ *
  * A group never makes one run's failure another's:
  * - a run whose lease was lost or which ended meanwhile (its row did not lock)
  *   is told why, and the others are written again without it;
@@ -47,6 +57,10 @@ export const MAX_INFLIGHT = 2;
 export const MIN_SECOND_GROUP = 8;
 /** Runs in one group at most (a notification names at most 100; statements stay well under parameter limits). */
 export const MAX_GROUP = 32;
+/** A waiting run's own step must have taken this many lingers (config appendLingerMs) for its group to linger: the wait is at most a fifth of it. */
+export const LINGER_STEP_RATIO = 5;
+/** Runs whose last append's time is kept (their own step's length) before the oldest are forgotten. */
+const PACE_RUNS = 4096;
 
 /** One run's append: its prepared records, the writes staged for it, its driver's fence, its meter. */
 export interface AppendMember {
@@ -69,6 +83,8 @@ export interface QueuedAppend {
   member: AppendMember;
   resolve(o: AppendOutcome): void;
   reject(e: unknown): void;
+  /** How long ago its run's previous append came (ms; 0 for its first): its own step's length. */
+  stepMs?: number;
 }
 
 /** The appends waiting to be grouped and the groups in flight (RunsContext.appends). */
@@ -76,15 +92,51 @@ export interface AppendQueue {
   waiting: QueuedAppend[];
   inflight: number;
   scheduled: boolean;
+  /** The linger's timer while a group waits for more appends (null: none). */
+  lingering?: NodeJS.Timeout | null;
+  /** When each driven run's last append came (performance.now ms). */
+  lastAppend?: Map<string, number>;
 }
 
 /** Writes a run's append: alone without a fence, else with whatever other drivers' appends are waiting. */
 export function commitAppend(ctx: RunsContext, member: AppendMember): Promise<AppendOutcome> {
   if (member.fence === undefined) return writeAlone(ctx, member);
   return new Promise((resolve, reject) => {
-    ctx.appends.waiting.push({ member, resolve, reject });
+    const q = ctx.appends;
+    const stepMs = ownStep(q, member.runId);
+    q.waiting.push({ member, resolve, reject, stepMs });
+    if (q.lingering && (q.waiting.length >= ctx.writers.size || stepMs < LINGER_STEP_RATIO * ctx.core.config.appendLingerMs)) {
+      // Every run driven here waits, or one whose steps come fast joined: no more waiting.
+      clearTimeout(q.lingering);
+      q.lingering = null;
+      q.scheduled = false;
+    }
     schedule(ctx);
   });
+}
+
+/** How long ago the run's previous append came (0 for its first: a step of unknown length never lingers), noting this one's time. */
+function ownStep(q: AppendQueue, runId: string): number {
+  const now = performance.now();
+  q.lastAppend ??= new Map();
+  const last = q.lastAppend.get(runId);
+  q.lastAppend.delete(runId);
+  // Oldest first (a Map keeps insertion order): a run that stopped appending is forgotten first.
+  if (q.lastAppend.size >= PACE_RUNS) q.lastAppend.delete(q.lastAppend.keys().next().value!);
+  q.lastAppend.set(runId, now);
+  return last === undefined ? 0 : now - last;
+}
+
+/**
+ * Whether a group about to go out with nothing in flight lingers (appendLingerMs) for more appends: on
+ * PostgreSQL, while this process drives more runs than wait, each waiting run's own step having taken
+ * LINGER_STEP_RATIO lingers at least.
+ */
+function shouldLinger(ctx: RunsContext): boolean {
+  const q = ctx.appends;
+  const linger = ctx.core.config.appendLingerMs;
+  if (linger <= 0 || ctx.core.store.engine === 'embedded' || q.inflight > 0 || q.waiting.length >= ctx.writers.size) return false;
+  return q.waiting.every((w) => (w.stepMs ?? 0) >= LINGER_STEP_RATIO * linger);
 }
 
 /** Whether another group may go out now, with `inflight` groups in flight. */
@@ -101,9 +153,9 @@ function schedule(ctx: RunsContext): void {
   const q = ctx.appends;
   if (q.scheduled || !mayStart(ctx, q.inflight, q.waiting.length)) return;
   q.scheduled = true;
-  // At the check phase: every answer the poll phase delivered has made its append by then.
-  setImmediate(() => {
+  const start = () => {
     q.scheduled = false;
+    q.lingering = null;
     while (mayStart(ctx, q.inflight, q.waiting.length)) {
       const group = q.waiting.splice(0, MAX_GROUP);
       q.inflight++;
@@ -112,7 +164,13 @@ function schedule(ctx: RunsContext): void {
         schedule(ctx);
       });
     }
-  });
+  };
+  if (shouldLinger(ctx)) {
+    q.lingering = setTimeout(start, ctx.core.config.appendLingerMs);
+    return;
+  }
+  // At the check phase: every answer the poll phase delivered has made its append by then.
+  setImmediate(start);
 }
 
 /** Why some members of a group could not be written: their own errors (lease lost, run closed, a storage limit on their first record). */

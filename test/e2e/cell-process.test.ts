@@ -42,6 +42,26 @@ test('serve --help prints the serve options and starts nothing', () => {
   for (const flag of ['--port', '--data', '--store', '--rate-capacity', '--tls-cert']) assert.ok(out.includes(flag), flag);
 });
 
+test('--append-linger-ms past 1000 or not a whole number: one line on stderr, exit code 2 (usage), nothing started', () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'cell-linger-'));
+  try {
+    for (const [v, why] of [
+      ['1001', '--append-linger-ms must be at most 1000'],
+      ['0.5', '--append-linger-ms must be a non-negative integer'],
+    ] as const) {
+      const r = spawnSync(process.execPath, [CELL_BIN, 'serve', '--port', '0', '--data', dataDir, '--append-linger-ms', v], {
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
+      assert.equal(r.status, 2, r.stderr);
+      assert.equal(r.stderr, `error: ${why}\n`);
+      assert.doesNotMatch(r.stdout, /listening/);
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
 test('a port in use: one line on stderr, exit code 1, no stack', async () => {
   const taken = createServer();
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));

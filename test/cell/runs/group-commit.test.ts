@@ -1,10 +1,12 @@
 // Group commit of drivers' journal appends (cell/runs/group-commit.ts), in process, both engines:
 // the appends that drivers of many runs make at one moment share one transaction, each run keeping
 // its own seq, chain and signatures; and one run's failure (a lost lease, an ended run, a write that
-// fails, a storage limit) is that run's answer only.
+// fails, a storage limit) is that run's answer only; and on PostgreSQL a group lingers for runs whose
+// steps come apart, never for a lone run.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { inProcessCell, type InProcess } from '../../helpers/inproc.ts';
+import { crewFixture, ok, roleOf, T, team } from '../../helpers/teams.ts';
 import { LeaseLostError } from '../../../cell/runs/lease.ts';
 import { RunClosedError } from '../../../cell/runs/journal.ts';
 import { RunStorageLimitError } from '../../../cell/runs/storage.ts';
@@ -158,5 +160,82 @@ test('a storage limit refuses one run of a group, not the others', async () => {
     );
   } finally {
     await t.close();
+  }
+});
+
+/**
+ * Two crew runs of three seats at once whose model answers come 5 ms apart, every call answered 150 ms
+ * after both runs asked (a step of a run takes more than five lingers of 25 ms): the transactions
+ * that wrote the two runs' appends together.
+ */
+async function twoRunsApart(appendLingerMs: number): Promise<{ shared: number; engine: string }> {
+  const { t, ai, api } = await crewFixture({ appendLingerMs });
+  try {
+    const waiting = new Map<string, Map<string, () => void>>();
+    let counting = false;
+    ai.setResponder(async (req) => {
+      const tag = JSON.stringify(req.messages).includes('run-B') ? 'B' : 'A';
+      const seat = roleOf(req);
+      await new Promise<void>((answer) => {
+        const both = waiting.get(seat) ?? new Map<string, () => void>();
+        waiting.set(seat, both);
+        both.set(tag, answer);
+        if (both.size < 2) return;
+        setTimeout(() => {
+          // From here on: the appends of the steps (the runs' first appends, before their first calls, are left out).
+          counting = true;
+          both.get('A')!();
+          setTimeout(() => both.get('B')!(), 5);
+        }, 150);
+      });
+      return { content: `run-${tag} ${seat} done`, usage: { prompt_tokens: 3, completion_tokens: 2 } };
+    });
+    const tm = await team(api, 'sequential', [{ role: 'a' }, { role: 'b' }, { role: 'c' }]);
+    const store = t.core.store as Store;
+    const write = store.write.bind(store);
+    const named: (readonly string[])[] = [];
+    (store as { write: Store['write'] }).write = (fn, o) => {
+      if (counting && o?.subjects) named.push(o.subjects);
+      return write(fn, o);
+    };
+    const [a, b] = await Promise.all(['run-A', 'run-B'].map((input) => ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input })));
+    await Promise.all([a, b].map((r) => t.modules.teams.teams.settled(r.run_id)));
+    for (const r of [a, b]) {
+      const run = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${r.run_id}`);
+      assert.equal(run.state, 'completed', JSON.stringify(run.error));
+    }
+    return { shared: named.filter((s) => s.includes(a.run_id) && s.includes(b.run_id)).length, engine: t.engine };
+  } finally {
+    await t.close();
+    await ai.close();
+  }
+}
+
+test('runs whose steps come apart: on PostgreSQL a group lingers for the other run, and goes once every run driven here waits', async () => {
+  const lingering = await twoRunsApart(25);
+  if (lingering.engine === 'postgres') assert.ok(lingering.shared >= 1, 'the run 5 ms behind joined the group of the first');
+  // The embedded store writes one transaction at a time and never lingers.
+  else assert.equal(lingering.shared, 0);
+  const never = await twoRunsApart(0);
+  assert.equal(never.shared, 0, 'without a linger, each run commits its own step');
+});
+
+test('a run alone never lingers, whatever its pace: each of its appends goes at once', async () => {
+  // A linger of 10 s would hold a lone run's appends past the test's end: it finishes at once.
+  const { t, ai, api } = await crewFixture({ appendLingerMs: 10_000 });
+  try {
+    ai.setResponder(async (req) => {
+      await new Promise((r) => setTimeout(r, 100));
+      return { content: `${roleOf(req)} done`, usage: { prompt_tokens: 3, completion_tokens: 2 } };
+    });
+    const tm = await team(api, 'sequential', [{ role: 'a' }, { role: 'b' }, { role: 'c' }]);
+    const started = performance.now();
+    const r = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
+    await t.modules.teams.teams.settled(r.run_id);
+    assert.equal((await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${r.run_id}`)).state, 'completed');
+    assert.ok(performance.now() - started < 10_000, 'no append waited for a linger');
+  } finally {
+    await t.close();
+    await ai.close();
   }
 });
