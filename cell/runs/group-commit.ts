@@ -19,10 +19,11 @@
  * it, as PostgreSQL's own commit_delay does: only while this process drives
  * more runs than are waiting, and only when each waiting run's own step took
  * LINGER_STEP_RATIO lingers at least (its last append was that long ago), so
- * the wait costs a run at most a fifth of its step. It ends as soon as every run driven here waits, or a run
- * whose steps come faster joins. What it buys is fewer transactions a step
- * where a process drives a few runs whose steps come slowly (a loaded group of
- * cells, slow models: bench/RESULTS.md, stop 38); a lone run never lingers.
+ * the wait costs a run at most a fifth of its step. It ends as soon as every
+ * run driven here waits, or a run whose steps come faster joins. What it buys
+ * is fewer transactions a step where a process drives a few runs whose steps
+ * come slowly (a loaded group of cells, slow models: bench/RESULTS.md, stop
+ * 38); a lone run never lingers.
  *
  * A group never makes one run's failure another's:
  * - a run whose lease was lost or which ended meanwhile (its row did not lock)
@@ -283,8 +284,9 @@ function atOnceTail(ctx: RunsContext, m: AppendMember): JournalTail | null {
 /**
  * A lone driver's append in one round trip (issue 40): its records sealed after the tail this
  * process left, then BEGIN, the lock of the run's row with its guard in one statement (repository
- * lockAndGuardAppend: the lease, the run not ended, the graph hash, the last seq, the storage limits), the staged writes, the
- * records, their values and the run's storage share, and COMMIT, sent together. A guard that fails
+ * lockAndGuardAppend: the lease, the run not ended, the graph hash, the last seq, the storage
+ * limits), the staged writes, the records, their values and the run's storage share, and COMMIT,
+ * sent together. A guard that fails
  * aborts the transaction, so nothing of it is kept; the caller then writes it locked first, which
  * says why. Null when the run's own cap would be passed (the locked write refuses it record by record).
  */

@@ -262,8 +262,8 @@ export interface FinishOptions {
    * transaction (its last step's: drive.ts). A completed run's are judged
    * here with its output: when the two do not fit the limits, the run ends
    * failed without its output, and without these from the first that alone
-   * does not fit on. Another end's are metered, not refused: the driver checked they fit
-   * (storageRefusal) before handing them over.
+   * does not fit on. Another end's are metered, not refused: the driver
+   * checked they fit (storageRefusal) before handing them over.
    */
   before?: readonly AppendEntry[];
 }
