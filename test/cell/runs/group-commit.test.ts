@@ -164,15 +164,16 @@ test('a storage limit refuses one run of a group, not the others', async () => {
 });
 
 /**
- * Two crew runs of three seats at once whose model answers come 5 ms apart, every call answered 150 ms
- * after both runs asked (a step of a run takes more than five lingers of 25 ms): the transactions
- * that wrote the two runs' appends together.
+ * Two crew runs of two seats at once whose model answers come 5 ms apart, every call answered `stepMs`
+ * after both runs asked: the transactions that wrote the two runs' appends together, and how long after
+ * the second run's answer each of them started.
  */
-async function twoRunsApart(appendLingerMs: number): Promise<{ shared: number; engine: string }> {
+async function twoRunsApart(appendLingerMs: number, stepMs: number): Promise<{ shared: number; after: number[]; engine: string }> {
   const { t, ai, api } = await crewFixture({ appendLingerMs });
   try {
     const waiting = new Map<string, Map<string, () => void>>();
     let counting = false;
+    let answeredB = 0;
     ai.setResponder(async (req) => {
       const tag = JSON.stringify(req.messages).includes('run-B') ? 'B' : 'A';
       const seat = roleOf(req);
@@ -185,17 +186,20 @@ async function twoRunsApart(appendLingerMs: number): Promise<{ shared: number; e
           // From here on: the appends of the steps (the runs' first appends, before their first calls, are left out).
           counting = true;
           both.get('A')!();
-          setTimeout(() => both.get('B')!(), 5);
-        }, 150);
+          setTimeout(() => {
+            answeredB = performance.now();
+            both.get('B')!();
+          }, 5);
+        }, stepMs);
       });
       return { content: `run-${tag} ${seat} done`, usage: { prompt_tokens: 3, completion_tokens: 2 } };
     });
-    const tm = await team(api, 'sequential', [{ role: 'a' }, { role: 'b' }, { role: 'c' }]);
+    const tm = await team(api, 'sequential', [{ role: 'a' }, { role: 'b' }]);
     const store = t.core.store as Store;
     const write = store.write.bind(store);
-    const named: (readonly string[])[] = [];
+    const named: { subjects: readonly string[]; after: number }[] = [];
     (store as { write: Store['write'] }).write = (fn, o) => {
-      if (counting && o?.subjects) named.push(o.subjects);
+      if (counting && o?.subjects) named.push({ subjects: o.subjects, after: performance.now() - answeredB });
       return write(fn, o);
     };
     const [a, b] = await Promise.all(['run-A', 'run-B'].map((input) => ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input })));
@@ -204,7 +208,8 @@ async function twoRunsApart(appendLingerMs: number): Promise<{ shared: number; e
       const run = await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${r.run_id}`);
       assert.equal(run.state, 'completed', JSON.stringify(run.error));
     }
-    return { shared: named.filter((s) => s.includes(a.run_id) && s.includes(b.run_id)).length, engine: t.engine };
+    const both = named.filter((n) => n.subjects.includes(a.run_id) && n.subjects.includes(b.run_id));
+    return { shared: both.length, after: both.map((n) => n.after), engine: t.engine };
   } finally {
     await t.close();
     await ai.close();
@@ -212,28 +217,43 @@ async function twoRunsApart(appendLingerMs: number): Promise<{ shared: number; e
 }
 
 test('runs whose steps come apart: on PostgreSQL a group lingers for the other run, and goes once every run driven here waits', async () => {
-  const lingering = await twoRunsApart(25);
-  if (lingering.engine === 'postgres') assert.ok(lingering.shared >= 1, 'the run 5 ms behind joined the group of the first');
+  // A linger of 400 ms; each step takes 2.1 s, more than five lingers.
+  const lingering = await twoRunsApart(400, 2100);
+  if (lingering.engine === 'postgres') {
+    assert.ok(lingering.shared >= 1, 'the run 5 ms behind joined the group of the first');
+    // Both runs driven here wait once the second has appended: the group goes then, not when the linger ends
+    // (~395 ms after the second run's answer).
+    for (const after of lingering.after) assert.ok(after < 200, `the group went ${after.toFixed(0)} ms after the second run's answer`);
+  }
   // The embedded store writes one transaction at a time and never lingers.
   else assert.equal(lingering.shared, 0);
-  const never = await twoRunsApart(0);
+  const never = await twoRunsApart(0, 150);
   assert.equal(never.shared, 0, 'without a linger, each run commits its own step');
 });
 
 test('a run alone never lingers, whatever its pace: each of its appends goes at once', async () => {
-  // A linger of 10 s would hold a lone run's appends past the test's end: it finishes at once.
-  const { t, ai, api } = await crewFixture({ appendLingerMs: 10_000 });
+  // A linger of 400 ms and steps of 2.1 s (more than five lingers): only its being alone keeps it from waiting.
+  const { t, ai, api } = await crewFixture({ appendLingerMs: 400 });
   try {
+    let answered = 0;
     ai.setResponder(async (req) => {
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, 2100));
+      answered = performance.now();
       return { content: `${roleOf(req)} done`, usage: { prompt_tokens: 3, completion_tokens: 2 } };
     });
-    const tm = await team(api, 'sequential', [{ role: 'a' }, { role: 'b' }, { role: 'c' }]);
-    const started = performance.now();
+    const tm = await team(api, 'sequential', [{ role: 'a' }, { role: 'b' }]);
+    const store = t.core.store as Store;
+    const write = store.write.bind(store);
+    const after: number[] = [];
+    (store as { write: Store['write'] }).write = (fn, o) => {
+      if (answered > 0 && o?.subjects) after.push(performance.now() - answered);
+      return write(fn, o);
+    };
     const r = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' });
     await t.modules.teams.teams.settled(r.run_id);
     assert.equal((await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${r.run_id}`)).state, 'completed');
-    assert.ok(performance.now() - started < 10_000, 'no append waited for a linger');
+    assert.ok(after.length >= 2, 'its steps were written');
+    for (const ms of after) assert.ok(ms < 200, `a write went ${ms.toFixed(0)} ms after the model's answer`);
   } finally {
     await t.close();
     await ai.close();
