@@ -134,7 +134,7 @@ export function createRunsContext(core: CellCore, iam: Iam, cluster: Cluster, me
     leases: new Map(),
     staged: new Map(),
     writers: new Map(),
-    appends: { waiting: [], inflight: 0, scheduled: false },
+    appends: { waiting: [], inflight: 0, scheduled: false, lingering: null, lastAppend: new Map() },
     claimedHere: new Map(),
     catchingUp: null,
     catchUpPending: null,

@@ -85,7 +85,7 @@ export interface QueuedAppend {
   resolve(o: AppendOutcome): void;
   reject(e: unknown): void;
   /** How long ago its run's previous append came (ms; 0 for its first): its own step's length. */
-  stepMs?: number;
+  stepMs: number;
 }
 
 /** The appends waiting to be grouped and the groups in flight (RunsContext.appends). */
@@ -94,9 +94,9 @@ export interface AppendQueue {
   inflight: number;
   scheduled: boolean;
   /** The linger's timer while a group waits for more appends (null: none). */
-  lingering?: NodeJS.Timeout | null;
+  lingering: NodeJS.Timeout | null;
   /** When each driven run's last append came (performance.now ms). */
-  lastAppend?: Map<string, number>;
+  lastAppend: Map<string, number>;
 }
 
 /** Writes a run's append: alone without a fence, else with whatever other drivers' appends are waiting. */
@@ -119,7 +119,6 @@ export function commitAppend(ctx: RunsContext, member: AppendMember): Promise<Ap
 /** How long ago the run's previous append came (0 for its first: a step of unknown length never lingers), noting this one's time. */
 function ownStep(q: AppendQueue, runId: string): number {
   const now = performance.now();
-  q.lastAppend ??= new Map();
   const last = q.lastAppend.get(runId);
   q.lastAppend.delete(runId);
   // Oldest first (a Map keeps insertion order): a run that stopped appending is forgotten first.
@@ -137,7 +136,7 @@ function shouldLinger(ctx: RunsContext): boolean {
   const q = ctx.appends;
   const linger = ctx.core.config.appendLingerMs;
   if (linger <= 0 || ctx.core.store.engine === 'embedded' || q.inflight > 0 || q.waiting.length >= ctx.writers.size) return false;
-  return q.waiting.every((w) => (w.stepMs ?? 0) >= LINGER_STEP_RATIO * linger);
+  return q.waiting.every((w) => w.stepMs >= LINGER_STEP_RATIO * linger);
 }
 
 /** Whether another group may go out now, with `inflight` groups in flight. */

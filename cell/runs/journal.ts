@@ -336,7 +336,8 @@ export function finishRun(
             const fresh = new Set<string>();
             let adding = 0;
             for (let k = 0; k < before.length; k++) {
-              adding += measure(meter, TERMINAL_RECORD_ALLOWANCE, before[k]!.values, fresh).adding - (k > 0 ? meter.spec : 0);
+              // The run's spec counts once, with the first (as group-commit.ts sealMember measures a batch).
+              adding += measure({ ...meter, spec: k === 0 ? meter.spec : 0 }, TERMINAL_RECORD_ALLOWANCE, before[k]!.values, fresh).adding;
               const beforeRefused = usageRefusal(ctx, meter, usage, adding);
               if (beforeRefused) {
                 refused = beforeRefused;
