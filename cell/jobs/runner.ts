@@ -72,14 +72,18 @@ export interface SubmitJob {
 
 /**
  * Records a job run and starts driving it. A workspace (or a cell) whose runs
- * already keep as much as its storage quota allows is refused first (409,
- * cell/runs/storage.ts); nothing is written. The run is answered as its
+ * already keep as much as its storage quota allows is refused (409,
+ * cell/runs/storage.ts); nothing is kept. The run is answered as its
  * creating transaction read it: once it commits, nothing refuses it (issue
  * 22); its opening, if any, and its drive follow, now or once the store is
  * back (cell/runs/opening.ts).
  */
 export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ run_id: string; run: Run; done: Promise<DriveResult> }> {
-  await ctx.runs.assertStorageRoom(j.workspace_id, Buffer.byteLength(JSON.stringify(j.spec ?? null), 'utf8'));
+  // On PostgreSQL the room is judged beside the creating transaction, which awaits it before its COMMIT
+  // (a refusal rolls it back: nothing is kept); the embedded store judges it first.
+  const room = ctx.runs.assertStorageRoom(j.workspace_id, Buffer.byteLength(JSON.stringify(j.spec ?? null), 'utf8'));
+  room.catch(() => undefined);
+  if (ctx.core.store.engine === 'embedded') await room;
   const at = ctx.core.clock.now();
   // Driven here at once with nothing written before: recorded claimed (cell/runs/opening.ts recordDrivenRunTx),
   // so the drive starts without a claim of its own. An agent run's drive decides its graph (and may refuse it)
@@ -125,6 +129,7 @@ export async function submitJobRun(ctx: JobsContext, j: SubmitJob): Promise<{ ru
       },
     });
     await j.inTx?.(tx, id);
+    await room;
     return r;
   });
   if (!j.opening) return { run_id: run.run_id, run, done: startJobDrive(ctx, run, claimed) };

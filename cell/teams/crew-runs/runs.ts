@@ -251,23 +251,34 @@ export async function startCrewRun(
   const actors = opts.requesterActors ?? [];
   const at = ctx.core.clock.now();
   // Read together (one round trip's wait, not three): the room for the run, whether its graph is
-  // kept, and where and whether it runs. No room in its workspace (or the cell): refused before
-  // anything is written.
-  const [room, graphKept, decided] = await Promise.allSettled([
-    runs.assertStorageRoom(plan.workspaceId, Buffer.byteLength(JSON.stringify(plan.spec), 'utf8')),
+  // kept, and where and whether it runs. No room in its workspace (or the cell): refused, and
+  // nothing of the run kept. A run driven here at once on PostgreSQL does not wait for the room
+  // before its creating transaction: the transaction awaits it beside its own statements, before its
+  // COMMIT, and a refusal rolls it back (a round trip less before a run's first call).
+  const room = runs.assertStorageRoom(plan.workspaceId, Buffer.byteLength(JSON.stringify(plan.spec), 'utf8'));
+  room.catch(() => undefined);
+  const [graphKept, decided] = await Promise.allSettled([
     ctx.graphsKept.has(plan.compiled.graphHash) || runsRepo.hasGraph(ctx.core.store, plan.compiled.graphHash),
     decideStart(ctx, plan),
   ]);
-  for (const s of [room, graphKept, decided]) if (s.status === 'rejected') throw s.reason;
-  if (!(graphKept as PromiseFulfilledResult<boolean>).value) await keepGraph(ctx, plan.compiled, at);
+  for (const s of [graphKept, decided])
+    if (s.status === 'rejected') {
+      await room;
+      throw s.reason;
+    }
+  const { peer, refusal } = (decided as PromiseFulfilledResult<Awaited<ReturnType<typeof decideStart>>>).value;
+  const drivenNow = !refusal && !peer && !plan.fork;
+  // The graph is kept only for a run that has room; so is every run recorded otherwise than driven at once.
+  const keptGraph = (graphKept as PromiseFulfilledResult<boolean>).value;
+  if (!keptGraph || !drivenNow || ctx.core.store.engine === 'embedded') await room;
+  if (!keptGraph) await keepGraph(ctx, plan.compiled, at);
   if (ctx.graphsKept.size >= 10_000) ctx.graphsKept.clear();
   ctx.graphsKept.add(plan.compiled.graphHash);
-  const { peer, refusal } = (decided as PromiseFulfilledResult<Awaited<ReturnType<typeof decideStart>>>).value;
   const source = opts.source ?? 'api';
-  if (!refusal && !peer && !plan.fork) {
+  if (drivenNow) {
     // Driven here at once: recorded claimed, with its `run_requested`, in its creating transaction; nothing
     // is written between its commit and its drive (cell/runs/opening.ts recordDrivenRunTx).
-    const { run, fence } = await recordDrivenCrewRun(ctx, plan, { requester, actors, at, runId: opts.runId, source });
+    const { run, fence } = await recordDrivenCrewRun(ctx, plan, { requester, actors, at, runId: opts.runId, source, room });
     driveInBackground(ctx, run, plan.compiled.graph, plan.compiled.graphHash, plan.crew, false, fence);
     return run;
   }
@@ -365,6 +376,8 @@ interface RecordAs {
   at: number;
   runId: string | undefined;
   source: string;
+  /** The room for the run, judged beside the creating transaction's statements (before its COMMIT): its refusal rolls the transaction back. */
+  room?: Promise<void>;
 }
 
 /** Records the run (refused, if so) and its audit record in one transaction; the answer is the run as inserted. */
@@ -440,8 +453,10 @@ async function recordInTx(
       ...(fork ? { forked_from: fork.point.from } : {}),
     },
   });
-  const [found, run, audit] = await Promise.allSettled([crewRead, inserted, audited]);
-  // The crew's absence first: the writes issued behind its read are rolled back with the transaction.
+  const [found, run, audit, room] = await Promise.allSettled([crewRead, inserted, audited, o.room]);
+  // No room first (it is judged before anything else when not beside the transaction), then the crew's
+  // absence: the writes issued are rolled back with the transaction.
+  if (room.status === 'rejected') throw room.reason;
   if (found.status === 'fulfilled' && !found.value) throw notFound('crew');
   for (const s of [found, run, audit]) if (s.status === 'rejected') throw s.reason;
   return (run as PromiseFulfilledResult<Run>).value;
