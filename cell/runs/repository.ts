@@ -326,9 +326,9 @@ export async function lastSeqs(db: Reader, runIds: readonly string[]): Promise<M
 
 /** The storage in use, as four sub-selects: every run's bytes (folded total plus unfolded shares), and a workspace's runs'. */
 const USAGE_COLUMNS = `(SELECT COALESCE(SUM(bytes), 0) FROM storage_totals WHERE scope = 'cell') AS cell_total,
-       (SELECT COALESCE(SUM(unfolded), 0) FROM run_storage WHERE unfolded > 0) AS cell_unfolded,
+       (SELECT COALESCE(SUM(bytes), 0) FROM run_storage_unfolded) AS cell_unfolded,
        (SELECT COALESCE(SUM(bytes), 0) FROM storage_totals WHERE scope = CAST(? AS TEXT)) AS ws_total,
-       (SELECT COALESCE(SUM(unfolded), 0) FROM run_storage WHERE unfolded > 0 AND workspace_id = CAST(? AS TEXT)) AS ws_unfolded`;
+       (SELECT COALESCE(SUM(bytes), 0) FROM run_storage_unfolded WHERE workspace_id = CAST(? AS TEXT)) AS ws_unfolded`;
 
 const usageParams = (ws: string | null): SqlValue[] => [ws === null ? '' : `workspace:${ws}`, ws ?? ''];
 
@@ -1003,10 +1003,16 @@ export async function storageTotal(db: Reader, scope: string): Promise<number> {
   return r ? num(r, 'bytes') : 0;
 }
 
-/** Bytes counted for a run, or null when it was never metered. */
+/** Bytes counted for a run (folded, plus its share not yet folded), or null when it was never metered. */
 export async function runStorageBytes(db: Reader, runId: string): Promise<number | null> {
-  const r = await db.get('SELECT bytes FROM run_storage WHERE run_id = ?', [runId]);
-  return r ? num(r, 'bytes') : null;
+  const r = await db.get(
+    `SELECT (SELECT bytes FROM run_storage WHERE run_id = CAST(? AS TEXT)) AS folded,
+       (SELECT bytes FROM run_storage_unfolded WHERE run_id = CAST(? AS TEXT)) AS unfolded`,
+    [runId, runId],
+  );
+  const folded = r === undefined ? null : numOrNull(r, 'folded');
+  const unfolded = r === undefined ? null : numOrNull(r, 'unfolded');
+  return folded === null && unfolded === null ? null : (folded ?? 0) + (unfolded ?? 0);
 }
 
 /** A run's workspace and spec text (what its first metered write counts). */
@@ -1016,14 +1022,15 @@ export async function runWorkspaceAndSpec(db: Reader, runId: string): Promise<{ 
 }
 
 /**
- * Adds `bytes` to a run's count and to its share not yet summed into the
- * scopes' totals (`unfolded`): the run's own row only (foldStorage sums it).
+ * Adds `bytes` to a run's share not yet summed into its count and the scopes' totals
+ * (`run_storage_unfolded`): the run's own row only (foldStorage sums it). The row's one indexed
+ * column never changes, so PostgreSQL updates it in place (HOT) and prunes what it replaced.
  */
 export async function addStorage(tx: Tx, runId: string, workspaceId: string | null, bytes: number): Promise<void> {
   await tx.run(
-    `INSERT INTO run_storage (run_id, workspace_id, bytes, unfolded) VALUES (?, ?, ?, ?)
-     ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage.bytes + excluded.bytes, unfolded = run_storage.unfolded + excluded.unfolded`,
-    [runId, workspaceId, bytes, bytes],
+    `INSERT INTO run_storage_unfolded (run_id, workspace_id, bytes) VALUES (?, ?, ?)
+     ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage_unfolded.bytes + excluded.bytes`,
+    [runId, workspaceId, bytes],
   );
 }
 
@@ -1031,13 +1038,13 @@ export async function addStorage(tx: Tx, runId: string, workspaceId: string | nu
 export async function addStorages(tx: Tx, shares: readonly { runId: string; workspaceId: string | null; bytes: number }[]): Promise<void> {
   if (shares.length === 0) return;
   const params: SqlValue[] = [];
-  for (const x of shares) params.push(x.runId, x.workspaceId, x.bytes, x.bytes);
+  for (const x of shares) params.push(x.runId, x.workspaceId, x.bytes);
   await tx.run(
     rowsText(
       addStoragesTexts,
       shares.length,
-      (n) => `INSERT INTO run_storage (run_id, workspace_id, bytes, unfolded) VALUES ${Array(n).fill('(?, ?, ?, ?)').join(', ')}
-     ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage.bytes + excluded.bytes, unfolded = run_storage.unfolded + excluded.unfolded`,
+      (n) => `INSERT INTO run_storage_unfolded (run_id, workspace_id, bytes) VALUES ${Array(n).fill('(?, ?, ?)').join(', ')}
+     ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage_unfolded.bytes + excluded.bytes`,
     ),
     params,
   );
@@ -1047,46 +1054,58 @@ export async function addStorages(tx: Tx, shares: readonly { runId: string; work
 export async function unfoldedStorage(db: Reader, workspaceId?: string): Promise<number> {
   const r =
     workspaceId === undefined
-      ? await db.get('SELECT COALESCE(SUM(unfolded), 0) AS n FROM run_storage WHERE unfolded > 0')
-      : await db.get('SELECT COALESCE(SUM(unfolded), 0) AS n FROM run_storage WHERE unfolded > 0 AND workspace_id = ?', [workspaceId]);
+      ? await db.get('SELECT COALESCE(SUM(bytes), 0) AS n FROM run_storage_unfolded')
+      : await db.get('SELECT COALESCE(SUM(bytes), 0) AS n FROM run_storage_unfolded WHERE workspace_id = ?', [workspaceId]);
   return count(r);
 }
 
 /**
- * Sums the runs' unfolded shares into storage_totals, in a `row-locks`
- * transaction: the cell total's row is locked first, so folds of several
- * cells take turns, and each share is read after that lock and subtracted
- * as read (an append adding to it meanwhile keeps what it added). Returns the
- * bytes folded.
+ * Sums the runs' unfolded shares (run_storage_unfolded) into their runs' counts (run_storage) and
+ * the scopes' totals (storage_totals), in a `row-locks` transaction: the cell total's row is locked
+ * first, so folds of several cells take turns, and each share is read after that lock and subtracted
+ * as read (an append adding to it meanwhile keeps what it added); a share left at nothing is removed,
+ * so the table holds the runs that wrote since the last fold. Returns the bytes folded.
  */
 export async function foldStorage(tx: Tx): Promise<number> {
   await tx.run(
     "INSERT INTO storage_totals (scope, bytes) VALUES ('cell', 0) ON CONFLICT (scope) DO UPDATE SET bytes = storage_totals.bytes",
   );
-  const rows = await tx.all('SELECT run_id, workspace_id, unfolded FROM run_storage WHERE unfolded > 0 ORDER BY run_id LIMIT 500');
+  const rows = await tx.all('SELECT run_id, workspace_id, bytes FROM run_storage_unfolded ORDER BY run_id LIMIT 500');
+  if (rows.length === 0) return 0;
   let total = 0;
   const byWorkspace = new Map<string, number>();
   const shares: SqlValue[] = [];
+  const counts: SqlValue[] = [];
   for (const r of rows) {
-    const n = num(r, 'unfolded');
-    shares.push(str(r, 'run_id'), n);
-    total += n;
+    const n = num(r, 'bytes');
     const ws = strOrNull(r, 'workspace_id');
+    shares.push(str(r, 'run_id'), n);
+    counts.push(str(r, 'run_id'), ws, n);
+    total += n;
     if (ws !== null) byWorkspace.set(ws, (byWorkspace.get(ws) ?? 0) + n);
   }
-  if (total === 0) return 0;
-  // One statement for every share: the rows are locked (and run appends wait) for one round trip,
-  // not one per run, so a fold never holds the runs' path up on a busy machine.
+  // One statement for every share, each issued before any answer is awaited (one round trip on
+  // PostgreSQL): the shares are locked (and their runs' appends wait) for that long, not a round trip
+  // per run, so a fold never holds the runs' path up on a busy machine.
   const ids = rows.map((r) => str(r, 'run_id'));
-  await tx.run(
-    `UPDATE run_storage SET unfolded = unfolded - CASE run_id ${rows.map(() => 'WHEN ? THEN CAST(? AS BIGINT)').join(' ')} ELSE 0 END
-     WHERE run_id IN (${ids.map(() => '?').join(', ')})`,
-    [...shares, ...ids],
-  );
+  const inIds = ids.map(() => '?').join(', ');
   const add =
     'INSERT INTO storage_totals (scope, bytes) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET bytes = storage_totals.bytes + excluded.bytes';
-  await tx.run(add, ['cell', total]);
-  for (const [ws, n] of [...byWorkspace].sort(([a], [b]) => (a < b ? -1 : 1))) await tx.run(add, [`workspace:${ws}`, n]);
+  await Promise.all([
+    tx.run(
+      `UPDATE run_storage_unfolded SET bytes = bytes - CASE run_id ${rows.map(() => 'WHEN ? THEN CAST(? AS BIGINT)').join(' ')} ELSE 0 END
+       WHERE run_id IN (${inIds})`,
+      [...shares, ...ids],
+    ),
+    tx.run(`DELETE FROM run_storage_unfolded WHERE run_id IN (${inIds}) AND bytes = 0`, ids),
+    tx.run(
+      `INSERT INTO run_storage (run_id, workspace_id, bytes) VALUES ${rows.map(() => '(?, ?, ?)').join(', ')}
+       ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage.bytes + excluded.bytes`,
+      counts,
+    ),
+    tx.run(add, ['cell', total]),
+    ...[...byWorkspace].sort(([a], [b]) => (a < b ? -1 : 1)).map(([ws, n]) => tx.run(add, [`workspace:${ws}`, n])),
+  ]);
   return total;
 }
 

@@ -16,9 +16,11 @@
  *   (workspace ids are the caller's choice, so only a cell-wide limit bounds
  *   the store).
  *
- * A write adds to its run's own row only (`run_storage`: bytes, and the share
- * not yet summed into the totals); `foldStorage` sums the shares into
- * `storage_totals` off the path. A limit is checked against what is committed
+ * A write adds to its run's own share only (`run_storage_unfolded`: the bytes
+ * not yet summed into its count and the totals); `foldStorage` sums the shares
+ * into `run_storage` (each run's count) and `storage_totals` off the path, and
+ * removes them, so the shares a limit reads are those of the runs that wrote
+ * since the last fold. A limit is checked against what is committed
  * when the write reads it, outside any lock: writes of other runs in flight at
  * that moment are not seen, so a quota may be passed by at most those writes.
  *

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { CellConfig } from '../../../cell/config.ts';
 import { LOGS_MAX_BYTES } from '../../../cell/jobs/sandbox/compute.ts';
 import { workspaceDbPath } from '../../../cell/jobs/steps.ts';
+import { runStorageBytes } from '../../../cell/runs/repository.ts';
 import { inProcessCell, TEST_ENGINE, type InProcess } from '../../helpers/inproc.ts';
 
 const SQLITE_ONLY =
@@ -57,8 +58,7 @@ async function runToEnd(t: InProcess, job_type: string, spec: unknown, workspace
   return (await t.request('GET', `${RUNS}/${r.body.run_id}`, { token: t.adminKey })).body;
 }
 
-const runBytes = async (t: InProcess, runId: string) =>
-  Number((await t.row('SELECT bytes FROM run_storage WHERE run_id = ?', [runId]))?.['bytes'] ?? 0);
+const runBytes = async (t: InProcess, runId: string) => (await runStorageBytes(t.core.store, runId)) ?? 0;
 const biggestBlob = async (t: InProcess) => Number((await t.row('SELECT max(length(body)) AS n FROM journal_blobs'))?.['n'] ?? 0);
 const runCount = async (t: InProcess) => Number((await t.row('SELECT COUNT(*) AS n FROM runs'))!['n']);
 /** Bytes the store takes: the embedded engine's files on disk, or the PostgreSQL database's size. */
