@@ -1038,7 +1038,9 @@ export async function addStorage(tx: Tx, runId: string, workspaceId: string | nu
 export async function addStorages(tx: Tx, shares: readonly { runId: string; workspaceId: string | null; bytes: number }[]): Promise<void> {
   if (shares.length === 0) return;
   const params: SqlValue[] = [];
-  for (const x of shares) params.push(x.runId, x.workspaceId, x.bytes);
+  // In run id order, as the fold takes them (foldStorage): two writers of these rows lock them in one order.
+  for (const x of [...shares].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0)))
+    params.push(x.runId, x.workspaceId, x.bytes);
   await tx.run(
     rowsText(
       addStoragesTexts,
@@ -1059,6 +1061,13 @@ export async function unfoldedStorage(db: Reader, workspaceId?: string): Promise
   return count(r);
 }
 
+/** Rows in run id order as JavaScript compares strings (the database's collation may order them otherwise). */
+const byRunId = (a: Row, b: Row): number => {
+  const x = str(a, 'run_id');
+  const y = str(b, 'run_id');
+  return x < y ? -1 : x > y ? 1 : 0;
+};
+
 /**
  * Sums the runs' unfolded shares (run_storage_unfolded) into their runs' counts (run_storage) and
  * the scopes' totals (storage_totals), in a `row-locks` transaction: the cell total's row is locked
@@ -1070,34 +1079,30 @@ export async function foldStorage(tx: Tx): Promise<number> {
   await tx.run(
     "INSERT INTO storage_totals (scope, bytes) VALUES ('cell', 0) ON CONFLICT (scope) DO UPDATE SET bytes = storage_totals.bytes",
   );
-  const rows = await tx.all('SELECT run_id, workspace_id, bytes FROM run_storage_unfolded ORDER BY run_id LIMIT 500');
+  const rows = (await tx.all('SELECT run_id, workspace_id, bytes FROM run_storage_unfolded ORDER BY run_id LIMIT 500')).sort(byRunId);
   if (rows.length === 0) return 0;
   let total = 0;
   const byWorkspace = new Map<string, number>();
-  const shares: SqlValue[] = [];
   const counts: SqlValue[] = [];
   for (const r of rows) {
     const n = num(r, 'bytes');
     const ws = strOrNull(r, 'workspace_id');
-    shares.push(str(r, 'run_id'), n);
     counts.push(str(r, 'run_id'), ws, n);
     total += n;
     if (ws !== null) byWorkspace.set(ws, (byWorkspace.get(ws) ?? 0) + n);
   }
-  // One statement for every share, each issued before any answer is awaited (one round trip on
-  // PostgreSQL): the shares are locked (and their runs' appends wait) for that long, not a round trip
-  // per run, so a fold never holds the runs' path up on a busy machine.
+  // Every statement issued before any answer is awaited (one round trip on PostgreSQL): the shares
+  // are locked (and their runs' appends wait) for that long, not a round trip per run, so a fold never
+  // holds the runs' path up on a busy machine. Each share is taken by a statement of its own, in run
+  // id order, the order a group of appends adds to them (addStorages): a statement over them all would
+  // lock them in the order its plan reads the table, and a group adding to two of them in the other
+  // order would deadlock with it (PostgreSQL breaks that after its deadlock_timeout, a second).
   const ids = rows.map((r) => str(r, 'run_id'));
-  const inIds = ids.map(() => '?').join(', ');
   const add =
     'INSERT INTO storage_totals (scope, bytes) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE SET bytes = storage_totals.bytes + excluded.bytes';
   await Promise.all([
-    tx.run(
-      `UPDATE run_storage_unfolded SET bytes = bytes - CASE run_id ${rows.map(() => 'WHEN ? THEN CAST(? AS BIGINT)').join(' ')} ELSE 0 END
-       WHERE run_id IN (${inIds})`,
-      [...shares, ...ids],
-    ),
-    tx.run(`DELETE FROM run_storage_unfolded WHERE run_id IN (${inIds}) AND bytes = 0`, ids),
+    ...rows.map((r) => tx.run('UPDATE run_storage_unfolded SET bytes = bytes - ? WHERE run_id = ?', [num(r, 'bytes'), str(r, 'run_id')])),
+    tx.run(`DELETE FROM run_storage_unfolded WHERE run_id IN (${ids.map(() => '?').join(', ')}) AND bytes = 0`, ids),
     tx.run(
       `INSERT INTO run_storage (run_id, workspace_id, bytes) VALUES ${rows.map(() => '(?, ?, ?)').join(', ')}
        ON CONFLICT (run_id) DO UPDATE SET bytes = run_storage.bytes + excluded.bytes`,

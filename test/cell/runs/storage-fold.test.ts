@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
 import { MIGRATIONS } from '../../../cell/migrations.ts';
-import { addStorage, foldStorage, runStorageBytes, storageUsage } from '../../../cell/runs/repository.ts';
+import pg from 'pg';
+import { addStorage, addStorages, foldStorage, runStorageBytes, storageUsage } from '../../../cell/runs/repository.ts';
 import { openStore } from '../../../cell/store/open.ts';
 import { inProcessCell } from '../../helpers/inproc.ts';
 import { ENGINES } from '../store/_util.ts';
@@ -119,5 +120,68 @@ for (const engine of ENGINES) {
     assert.equal(folded, 350);
     assert.deepEqual(await storageUsage(store, 'ws-m'), { cell: 350, workspace: 300 });
     assert.equal(await runStorageBytes(store, 'run_m_a'), 900);
+  });
+}
+
+const postgres = ENGINES.find((e) => e.name === 'postgres')!;
+
+/**
+ * Lock order (PostgreSQL): the fold and a group of appends both take the shares' rows in run id order,
+ * so neither holds one the other waits for while it waits for another (a deadlock, which PostgreSQL
+ * breaks only after its deadlock_timeout). Another connection holds run_lock_a's share; the writer
+ * under test must then wait there before it takes run_lock_b's, which a third connection can
+ * still lock at once. The rows are inserted b first, so a plan reading the table in order would
+ * take b first (as the fold's single UPDATE over every share did).
+ */
+for (const writer of ['the fold', 'a group of appends'] as const) {
+  test(`${writer} takes the shares' rows in run id order (postgres)`, { skip: postgres.skip }, async () => {
+    const place = await postgres.fresh();
+    cleanups.push(() => place.cleanup());
+    const store = await openStore(place.config, { migrations: MIGRATIONS, log: () => undefined });
+    cleanups.push(() => store.close());
+    await store.write(async (tx) => {
+      await addStorage(tx, 'run_lock_b', 'ws', 20);
+      await addStorage(tx, 'run_lock_a', 'ws', 10);
+    });
+    const url = (place.config as { url: string }).url;
+    const holder = new pg.Client({ connectionString: url });
+    const other = new pg.Client({ connectionString: url });
+    await holder.connect();
+    await other.connect();
+    cleanups.push(async () => {
+      await holder.end().catch(() => undefined);
+      await other.end().catch(() => undefined);
+    });
+    await holder.query('BEGIN');
+    await holder.query("UPDATE run_storage_unfolded SET bytes = bytes WHERE run_id = 'run_lock_a'");
+    const written =
+      writer === 'the fold'
+        ? store.write((tx) => foldStorage(tx), { isolation: 'row-locks' })
+        : store.write(
+            (tx) =>
+              addStorages(tx, [
+                { runId: 'run_lock_b', workspaceId: 'ws', bytes: 2 },
+                { runId: 'run_lock_a', workspaceId: 'ws', bytes: 1 },
+              ]),
+            { isolation: 'row-locks' },
+          );
+    // The writer is waiting for run_lock_a (held above) when run_lock_b is still free.
+    for (let i = 0; i < 100; i++) {
+      const w = await other.query(
+        "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+      );
+      if (Number(w.rows[0].n) > 0) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await other.query('BEGIN');
+    await other.query("SET LOCAL lock_timeout = '2s'");
+    await other.query("UPDATE run_storage_unfolded SET bytes = bytes WHERE run_id = 'run_lock_b'");
+    await other.query('ROLLBACK');
+    await holder.query('ROLLBACK');
+    await written;
+    if (writer === 'the fold') {
+      assert.deepEqual(await store.all('SELECT run_id FROM run_storage_unfolded'), [], 'both shares folded');
+      assert.equal(await runStorageBytes(store, 'run_lock_b'), 20);
+    } else assert.equal(await runStorageBytes(store, 'run_lock_b'), 22);
   });
 }
