@@ -7,14 +7,17 @@
  * clean stop so the profile is written to PROFILE_DIR (default /tmp/perf).
  * --warm N runs N rounds of K runs first, unmeasured (the hot path compiled).
  *
- *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof] [--statements] [--cells C] [--launch-on K] [--pg-delay-ms N] [--warm N]
+ *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof] [--statements] [--statement-times] [--cells C] [--launch-on K] [--pg-delay-ms N] [--warm N]
  *
  * Prints steps/s, write transactions per step (PostgreSQL) and the CPU time
  * a step costs the cell, the PostgreSQL server (all its processes) and this
  * process (the fake model server and the client): CPU time, unlike steps/s,
  * can be compared between runs on a loaded machine. With
  * --statements (PostgreSQL), the statements the cell sent per step, counted
- * from the server's log (log_statement = all during the timed runs). Read the
+ * from the server's log (log_statement = all during the timed runs); with
+ * --statement-times (PostgreSQL), what each statement cost the server during
+ * the timed runs (pg_stat_statements: calls a step, µs a call, execution time
+ * a step, waits for locks included), the costliest first. Read the
  * profile with Chrome's DevTools or any .cpuprofile viewer. --cells C
  * (PostgreSQL): a group of C cell processes on the one database, the
  * launches spread over them round-robin (each run awaited on the cell that
@@ -62,7 +65,14 @@ process.on('exit', () => {
 });
 `,
 );
-const server = embedded ? null : await startPgServer({ durable: true });
+const statementTimes = !embedded && process.argv.includes('--statement-times');
+const server = embedded
+  ? null
+  : await startPgServer({
+      durable: true,
+      ...(statementTimes ? { settings: ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all'] } : {}),
+    });
+if (statementTimes) await adminQuery(server!.url, 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
 const db = server ? await pgDatabase(server.url) : null;
 // --pg-delay-ms N: the cells reach PostgreSQL through a proxy in this process that holds each chunk
 // the server sends for N ms, as a database on another host would (a round trip N ms longer).
@@ -94,6 +104,9 @@ const ai = await startOpenAIServer({
   respond: () => ({ content: 'ok', usage: { prompt_tokens: 3, completion_tokens: 2 } }),
 });
 const nCells = embedded ? 1 : Number(arg('--cells', '1'));
+const nodeOptions = [process.argv.includes('--no-prof') ? '' : `--import=${dir}/prof.mjs`, process.env['CELL_NODE_OPTIONS'] ?? '']
+  .join(' ')
+  .trim();
 const cells: CellProcess[] = [];
 for (let i = 0; i < nCells; i++)
   cells.push(
@@ -111,7 +124,8 @@ for (let i = 0; i < nCells; i++)
         '--rate-refill',
         '100000000',
       ],
-      env: process.argv.includes('--no-prof') ? {} : { NODE_OPTIONS: `--import=${dir}/prof.mjs` },
+      // CELL_NODE_OPTIONS: more options for the cells' node (e.g. --perf-basic-prof, for `perf record` of a cell).
+      env: nodeOptions ? { NODE_OPTIONS: nodeOptions } : {},
       ...(process.env['PROFILE_CELL'] ? { bin: process.env['PROFILE_CELL'] } : {}),
     }),
   );
@@ -192,6 +206,7 @@ const each0 = cellsCpu();
 const st0 = await dbStat();
 const c0 = { cell: sum(each0), pg: pgCpu(), bench: process.cpuUsage() };
 const x0 = db ? Number((await adminQuery(db.url, 'SELECT txid_current() AS x')).rows[0].x) : 0;
+if (statementTimes) await adminQuery(server!.url, 'SELECT pg_stat_statements_reset()');
 if (!process.argv.includes('--no-prof')) for (const pid of pids) process.kill(pid, 'SIGUSR2');
 const t0 = performance.now();
 for (let i = 0; i < runs; i++) await Promise.all(Array.from({ length: conc }, one));
@@ -218,6 +233,23 @@ if (statements) {
   console.log(`statements per step: ${(total / steps).toFixed(2)}`);
   for (const [k, n] of [...counts].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.STMT_TOP ?? 40)))
     console.log(`  ${(n / steps).toFixed(2)}  ${k}`);
+}
+if (statementTimes) {
+  // The cells' statements only (the bench's own go to database postgres).
+  const r = await adminQuery(
+    server!.url,
+    `SELECT s.calls AS calls, s.total_exec_time AS ms, s.query AS q FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+     WHERE d.datname = '${new URL(db!.url).pathname.slice(1)}' ORDER BY s.total_exec_time DESC LIMIT ${Number(process.env.STMT_TOP ?? 15)}`,
+  );
+  const steps = runs * conc * 20;
+  console.log('statement times (pg_stat_statements): calls a step, µs a call, µs a step');
+  for (const x of r.rows as { calls: string; ms: number; q: string }[]) {
+    const calls = Number(x.calls);
+    const q = x.q.replace(/\s+/g, ' ').slice(0, Number(process.env.STMT_WIDTH ?? 100));
+    console.log(
+      `  ${(calls / steps).toFixed(2)}  ${((x.ms * 1000) / calls).toFixed(1).padStart(7)}  ${((x.ms * 1000) / steps).toFixed(1).padStart(6)}  ${q}`,
+    );
+  }
 }
 console.log(
   `${runs * conc * 20} steps in ${ms.toFixed(0)} ms: ${((runs * conc * 20) / (ms / 1000)).toFixed(1)} steps/s; tx/step ${((x1 - x0 - 1) / (runs * conc * 20)).toFixed(2)}`,

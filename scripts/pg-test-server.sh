@@ -70,7 +70,9 @@ cmd_start() {
   cd "$dir"
   as_owner "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 --locale=C >"$dir/initdb.log" 2>&1 \
     || { cat "$dir/initdb.log" >&2; rm -rf "$dir"; die "initdb failed"; }
-  local settings=(-c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_buffers=64MB)
+  # PG_EXTRA_SETTINGS: more "-c name=value" settings (test/helpers/postgres.ts startPgServer `settings`).
+  # shellcheck disable=SC2206
+  local settings=(-c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_buffers=64MB ${PG_EXTRA_SETTINGS:-})
   if [[ "$durable" == "0" ]]; then
     settings+=(-c fsync=off -c synchronous_commit=off -c full_page_writes=off)
   fi

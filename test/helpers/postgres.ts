@@ -35,8 +35,10 @@ export interface PgServer {
 }
 
 /** Starts a server of this process's own (installed with apt when missing and root). */
-export async function startPgServer(opts: { durable?: boolean } = {}): Promise<PgServer> {
-  const { stdout } = await run(SCRIPT, ['start', ...(opts.durable ? ['--durable'] : [])], { maxBuffer: 1 << 20 });
+export async function startPgServer(opts: { durable?: boolean; settings?: readonly string[] } = {}): Promise<PgServer> {
+  // `settings`: more server settings (`name=value`, e.g. a preloaded library for a bench), kept for restarts.
+  const env = opts.settings?.length ? { ...process.env, PG_EXTRA_SETTINGS: opts.settings.map((x) => `-c ${x}`).join(' ') } : process.env;
+  const { stdout } = await run(SCRIPT, ['start', ...(opts.durable ? ['--durable'] : [])], { maxBuffer: 1 << 20, env });
   const url = /^CELL_TEST_PG_URL=(.+)$/m.exec(stdout)?.[1];
   const dir = /^CELL_TEST_PG_DIR=(.+)$/m.exec(stdout)?.[1];
   if (!url || !dir) throw new Error(`pg-test-server.sh start printed no URL: ${stdout}`);
