@@ -158,7 +158,12 @@ test('the operator console: sign in, run, watch live, two approvers, verify, tam
     );
     assert.match((await pageA.locator('#run-approvals .needed').textContent()) ?? '', /1 more/);
     assert.match((await pageA.locator('#run-approvals .blocked').textContent()) ?? '', /You have decided/);
-    assert.equal((await api('GET', `${A}/jobs/runs/${run1}`)).body.state, 'waiting', 'one of two approvals: the run still waits');
+    // The decision wakes the run: its drive reads the decisions, finds one of two, and leaves it waiting
+    // (running meanwhile: on a loaded machine the read below can come before that drive ends).
+    await until(
+      'one of two approvals: the run still waits',
+      async () => (await api('GET', `${A}/jobs/runs/${run1}`)).body.state === 'waiting',
+    );
     assert.equal(await pageA.locator('#graph [data-node="pre:0"]').getAttribute('data-state'), 'waiting');
     await shot(pageA, 'console-run-waiting.png', false);
 
