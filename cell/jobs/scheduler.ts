@@ -86,8 +86,12 @@ const BATCH = 200;
 export class Scheduler {
   #timer: ReturnType<typeof setTimeout> | null = null;
   #armedFor: number | null = null;
-  #running = false;
+  /** The tick under way, if any. */
+  #inFlight: Promise<number> | null = null;
+  /** Times a tick has read the clock (to tell whether a tick read it after a request for one). */
+  #clockReads = 0;
   #stopped = false;
+  /** Asked for a tick while one was under way: it looks at the clock again before it ends. */
   #again = false;
   /** Re-arms started so far; only the latest one's read arms the timer. */
   #rearms = 0;
@@ -208,13 +212,32 @@ export class Scheduler {
     return this.#armedFor;
   }
 
-  /** Fires every due definition (and dispatches pending fires left behind); returns how many fired. */
+  /**
+   * Fires every due definition (and dispatches pending fires left behind); returns how many fired.
+   * Asked while a tick is under way (its timer, a re-arm's, a retry's), it waits for that tick, which
+   * looks at the clock again before it ends; or, should that tick have ended its loop already, ticks
+   * again. Either way what is due when it is asked has been fired (or skipped) when it resolves, and
+   * it answers with the count of the tick that did it.
+   */
   async tick(): Promise<number> {
-    if (this.#running) {
+    const asked = this.#clockReads;
+    for (let running = this.#inFlight; running !== null; running = this.#inFlight) {
       this.#again = true;
-      return 0;
+      const n = await running;
+      // A tick that read the clock after this request has ended: what was due then was its.
+      if (this.#clockReads > asked && this.#inFlight === null) return n;
     }
-    this.#running = true;
+    const p = this.#tickOnce();
+    this.#inFlight = p;
+    try {
+      return await p;
+    } finally {
+      this.#inFlight = null;
+    }
+  }
+
+  async #tickOnce(): Promise<number> {
+    this.#again = false;
     this.ticks++;
     let n = 0;
     let rearm = true;
@@ -229,6 +252,7 @@ export class Scheduler {
       // meanwhile is the next tick's. Chasing the clock instead never ends when one fire takes a second (a loaded
       // machine), and the first tick holds up the cell's start.
       let now = this.ctx.groupClock.now();
+      this.#clockReads++;
       for (let guard = 0; guard < 1000; guard++) {
         let due: Awaited<ReturnType<typeof repo.dueDefinitions>>;
         try {
@@ -257,11 +281,13 @@ export class Scheduler {
         }
         // Catching up (a store outage, a pause): the next due times are fired in this tick, not one per timer hop.
         if (due.length < BATCH && !this.#again && !progressed) break;
-        if (this.#again) now = this.ctx.groupClock.now();
+        if (this.#again) {
+          now = this.ctx.groupClock.now();
+          this.#clockReads++;
+        }
         this.#again = false;
       }
     } finally {
-      this.#running = false;
       if (rearm) void this.rearm();
     }
     return n;

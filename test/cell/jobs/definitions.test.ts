@@ -259,6 +259,29 @@ test('scheduler: a time fired late within the misfire grace fires as scheduled; 
   }
 });
 
+test('scheduler: a tick asked while another is under way resolves once what was due when asked is done', async () => {
+  const home = await place('jobs-tick-');
+  const clock = manualClock(T0);
+  const c = await boot(home, clock);
+  const req = client(() => c, ownerKey(c));
+  try {
+    const id = (await req('POST', DEFS, { name: 't', job_type: 'sql', spec: { sql: 'SELECT 1' }, cron: '* * * * *', catch_up: 'skip' }))
+      .body.schedule_id as string;
+    await c.modules.jobs.scheduler.rearmed();
+    // A tick under way (its timer's, say) that has not read the clock yet; then the clock moves past the
+    // grace and a tick is asked for: it waits for that one, which reads the moved clock.
+    const underWay = c.modules.jobs.scheduler.tick();
+    clock.set(T0 + 3 * MIN + 30_000);
+    assert.equal(await c.modules.jobs.scheduler.tick(), 0, 'missed: catch_up skip runs nothing');
+    assert.equal((await req('GET', `${DEFS}/${id}`)).body.next_fire_at, isoTime(T0 + 4 * MIN), 'moved past now when the tick resolved');
+    assert.equal(await underWay, 0);
+    assert.equal(await scheduledRuns(c, id), 0);
+  } finally {
+    await c.stop();
+    await home.remove();
+  }
+});
+
 test('scheduler: a live lease held by another cell blocks the fire until it expires', async () => {
   const home = await place('jobs-lease-');
   const clock = manualClock(T0);
