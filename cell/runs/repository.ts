@@ -1022,6 +1022,12 @@ export async function runWorkspaceAndSpec(db: Reader, runId: string): Promise<{ 
 }
 
 /**
+ * The one order every writer of several storage shares takes their rows in (addStorages, foldStorage):
+ * run ids as JavaScript compares strings, which the database's collation may not.
+ */
+const shareOrder = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
  * Adds `bytes` to a run's share not yet summed into its count and the scopes' totals
  * (`run_storage_unfolded`): the run's own row only (foldStorage sums it). The row's one indexed
  * column never changes, so PostgreSQL updates it in place (HOT) and prunes what it replaced.
@@ -1039,8 +1045,7 @@ export async function addStorages(tx: Tx, shares: readonly { runId: string; work
   if (shares.length === 0) return;
   const params: SqlValue[] = [];
   // In run id order, as the fold takes them (foldStorage): two writers of these rows lock them in one order.
-  for (const x of [...shares].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0)))
-    params.push(x.runId, x.workspaceId, x.bytes);
+  for (const x of [...shares].sort((a, b) => shareOrder(a.runId, b.runId))) params.push(x.runId, x.workspaceId, x.bytes);
   await tx.run(
     rowsText(
       addStoragesTexts,
@@ -1061,13 +1066,6 @@ export async function unfoldedStorage(db: Reader, workspaceId?: string): Promise
   return count(r);
 }
 
-/** Rows in run id order as JavaScript compares strings (the database's collation may order them otherwise). */
-const byRunId = (a: Row, b: Row): number => {
-  const x = str(a, 'run_id');
-  const y = str(b, 'run_id');
-  return x < y ? -1 : x > y ? 1 : 0;
-};
-
 /**
  * Sums the runs' unfolded shares (run_storage_unfolded) into their runs' counts (run_storage) and
  * the scopes' totals (storage_totals), in a `row-locks` transaction: the cell total's row is locked
@@ -1079,7 +1077,9 @@ export async function foldStorage(tx: Tx): Promise<number> {
   await tx.run(
     "INSERT INTO storage_totals (scope, bytes) VALUES ('cell', 0) ON CONFLICT (scope) DO UPDATE SET bytes = storage_totals.bytes",
   );
-  const rows = (await tx.all('SELECT run_id, workspace_id, bytes FROM run_storage_unfolded ORDER BY run_id LIMIT 500')).sort(byRunId);
+  const rows = (await tx.all('SELECT run_id, workspace_id, bytes FROM run_storage_unfolded ORDER BY run_id LIMIT 500')).sort((a, b) =>
+    shareOrder(str(a, 'run_id'), str(b, 'run_id')),
+  );
   if (rows.length === 0) return 0;
   let total = 0;
   const byWorkspace = new Map<string, number>();
