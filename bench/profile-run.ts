@@ -7,7 +7,7 @@
  * clean stop so the profile is written to PROFILE_DIR (default /tmp/perf).
  * --warm N runs N rounds of K runs first, unmeasured (the hot path compiled).
  *
- *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof] [--statements] [--statement-times] [--cells C] [--launch-on K] [--pg-delay-ms N] [--warm N]
+ *   node --import tsx bench/profile-run.ts [--embedded] [--runs N] [--concurrent K] [--no-prof] [--statements] [--statement-times] [--table-stats] [--cells C] [--launch-on K] [--pg-delay-ms N] [--warm N]
  *
  * Prints steps/s, write transactions per step (PostgreSQL) and the CPU time
  * a step costs the cell, the PostgreSQL server (all its processes) and this
@@ -17,7 +17,9 @@
  * from the server's log (log_statement = all during the timed runs); with
  * --statement-times (PostgreSQL), what each statement cost the server during
  * the timed runs (pg_stat_statements: calls a step, µs a call, execution time
- * a step, waits for locks included), the costliest first. Read the
+ * a step, waits for locks included), the costliest first; with --table-stats
+ * (PostgreSQL), each table's rows inserted, updated (HOT ones apart) and
+ * deleted a step, and its dead rows at the end (pg_stat_user_tables). Read the
  * profile with Chrome's DevTools or any .cpuprofile viewer. --cells C
  * (PostgreSQL): a group of C cell processes on the one database, the
  * launches spread over them round-robin (each run awaited on the cell that
@@ -66,6 +68,7 @@ process.on('exit', () => {
 `,
 );
 const statementTimes = !embedded && process.argv.includes('--statement-times');
+const tableStats = !embedded && process.argv.includes('--table-stats');
 const server = embedded
   ? null
   : await startPgServer({
@@ -175,6 +178,25 @@ const dbStat = async (): Promise<{ rollback: number; commit: number }> => {
   );
   return { rollback: Number(r.rows[0].r), commit: Number(r.rows[0].c) };
 };
+/** Each table's inserted, updated (HOT apart), deleted and dead rows so far (--table-stats). */
+async function tableCounts(): Promise<Map<string, { ins: number; upd: number; hot: number; del: number; dead: number }>> {
+  const r = await adminQuery(
+    db!.url,
+    'SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_dead_tup FROM pg_stat_user_tables ORDER BY relname',
+  );
+  return new Map(
+    (r.rows as Record<string, string>[]).map((x) => [
+      x['relname']!,
+      {
+        ins: Number(x['n_tup_ins']),
+        upd: Number(x['n_tup_upd']),
+        hot: Number(x['n_tup_hot_upd']),
+        del: Number(x['n_tup_del']),
+        dead: Number(x['n_dead_tup']),
+      },
+    ]),
+  );
+}
 /** User and system CPU seconds of a process apart. */
 const userSys = (pid: number): [number, number] => {
   const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -207,6 +229,7 @@ const st0 = await dbStat();
 const c0 = { cell: sum(each0), pg: pgCpu(), bench: process.cpuUsage() };
 const x0 = db ? Number((await adminQuery(db.url, 'SELECT txid_current() AS x')).rows[0].x) : 0;
 if (statementTimes) await adminQuery(server!.url, 'SELECT pg_stat_statements_reset()');
+const tables0 = tableStats ? await tableCounts() : null;
 if (!process.argv.includes('--no-prof')) for (const pid of pids) process.kill(pid, 'SIGUSR2');
 const t0 = performance.now();
 for (let i = 0; i < runs; i++) await Promise.all(Array.from({ length: conc }, one));
@@ -218,6 +241,20 @@ const each1 = cellsCpu();
 const cpu = { cell: sum(each1) - c0.cell, pg: pgCpu() - c0.pg, bench: (benchCpu.user + benchCpu.system) / 1e6 };
 const st1 = await dbStat();
 const x1 = db ? Number((await adminQuery(db.url, 'SELECT txid_current() AS x')).rows[0].x) : 0;
+if (tables0) {
+  // A backend reports its counts at most once a second: wait that out before reading them.
+  await new Promise((r) => setTimeout(r, 1500));
+  const tables1 = await tableCounts();
+  const steps = runs * conc * 20;
+  console.log('table writes (pg_stat_user_tables): a step inserted, updated (of which HOT), deleted; dead rows at the end');
+  for (const [name, t] of tables1) {
+    const b = tables0.get(name) ?? { ins: 0, upd: 0, hot: 0, del: 0, dead: 0 };
+    const d = { ins: t.ins - b.ins, upd: t.upd - b.upd, hot: t.hot - b.hot, del: t.del - b.del };
+    if (d.ins + d.upd + d.del === 0) continue;
+    const f = (n: number) => (n / steps).toFixed(2).padStart(6);
+    console.log(`  ${name.padEnd(28)} ins ${f(d.ins)}  upd ${f(d.upd)} (HOT ${f(d.hot)})  del ${f(d.del)}  dead ${t.dead}`);
+  }
+}
 if (statements) {
   await setLog('none');
   // Statements of the cell's connections only (the bench's own go through adminQuery to database postgres).
