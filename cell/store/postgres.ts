@@ -34,6 +34,7 @@ import { connectionLost, isConnectionLost, isRetryable, sqlState } from './inter
 /** Whether an error of the `pg` driver means the server was not reached or the connection was lost (SQL job steps). */
 export { isConnectionLost };
 import { migratePostgres } from './internal/pg-migrate.ts';
+import { type BatchStatement, batchable, StatementBatch } from './internal/pg-batch.ts';
 import { type PgStatement, pgStatement, StatementNames } from './internal/pg-sql.ts';
 import { PG_TYPES, toPgParams } from './internal/pg-types.ts';
 import { checkMigrations } from './internal/migrations.ts';
@@ -100,6 +101,8 @@ export interface PostgresStats {
   commitChecks: number;
   /** Notifications received from other cells. */
   remoteChanges: number;
+  /** Statements sent in batches of two or more (one Sync a batch: internal/pg-batch.ts). */
+  batched: number;
 }
 
 /** The Store contract plus what operators, tests and benchmarks look at. */
@@ -119,13 +122,15 @@ interface TxState {
   firstError: unknown;
   /** Tables the transaction's statements write (lower case), for change notifications. */
   written: Set<string>;
+  /** Statements issued in this tick, sent together at its end (pg-batch.ts), or null. */
+  batch: StatementBatch | null;
 }
 
 const inTx = new TxContext<TxState>();
 
 /** The transaction's id and the server's start time, to ask about its outcome should COMMIT be cut off. */
-/** Sockets corked until the end of the current tick (sendTogether). */
-const corkedThisTick = new WeakSet<object>();
+/** Sockets corked until the end of the current tick (sendTogether), with what is sent into them before they are uncorked. */
+const corkedThisTick = new WeakMap<object, (() => void)[]>();
 
 /**
  * Issues `send` (a `client.query`) so that what it writes on the connection
@@ -133,17 +138,25 @@ const corkedThisTick = new WeakSet<object>();
  * corked until the tick ends, so a transaction's pipelined statements (BEGIN
  * with the first ones, a batch, COMMIT) leave in one write instead of one
  * each. pg corks each query itself; nested corks only flush at the outer uncork.
+ * `atTickEnd` runs at the end of the tick, before the socket is uncorked (a batch sent then).
  */
-function sendTogether<T>(client: pg.PoolClient, send: () => T): T {
+function sendTogether<T>(client: pg.PoolClient, send: () => T, atTickEnd?: () => void): T {
   const stream = (client as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
-  if (stream?.cork && stream.uncork && !corkedThisTick.has(stream)) {
-    corkedThisTick.add(stream);
-    stream.cork();
-    process.nextTick(() => {
-      corkedThisTick.delete(stream);
-      stream.uncork!();
-    });
-  }
+  if (stream?.cork && stream.uncork) {
+    let ends = corkedThisTick.get(stream);
+    if (ends === undefined) {
+      const these: (() => void)[] = [];
+      ends = these;
+      corkedThisTick.set(stream, these);
+      stream.cork();
+      process.nextTick(() => {
+        for (const end of these) end();
+        corkedThisTick.delete(stream);
+        stream.uncork!();
+      });
+    }
+    if (atTickEnd) ends.push(atTickEnd);
+  } else if (atTickEnd) process.nextTick(atTickEnd);
   return send();
 }
 
@@ -151,10 +164,8 @@ function sendTogether<T>(client: pg.PoolClient, send: () => T): T {
 const statementNames = new StatementNames();
 
 /** A statement of the shared dialect as the driver sends it: numbered placeholders, its values, its prepared name (pg-sql.ts). */
-function pgQuery(st: PgStatement, params: readonly SqlValue[] | undefined): pg.QueryConfig {
-  const name = statementNames.of(st);
-  const values = toPgParams(params);
-  return name === undefined ? { text: st.text, values } : { text: st.text, values, name };
+function pgQuery(st: PgStatement, params: readonly SqlValue[] | undefined): BatchStatement {
+  return { text: st.text, values: toPgParams(params), name: statementNames.of(st) };
 }
 
 /** Throws the text's dialect refusal (a TypeError, as checkPortable throws it). */
@@ -167,18 +178,26 @@ function checkStatement(st: PgStatement): void {
  * config object: pg copies a config object property by property into a slow-mode object (~3 µs and ~700
  * bytes a statement, a dozen statements a step); the Query and what goes on the wire are the same.
  */
-function submit(client: pg.PoolClient, st: PgStatement, params: readonly SqlValue[] | undefined): Promise<pg.QueryResult> {
-  const { text, values, name } = pgQuery(st, params);
+function submit(client: pg.PoolClient, q: BatchStatement): Promise<pg.QueryResult> {
   // `name` and `callback` are pg's Query fields (lib/query.js); @types/pg leaves them out.
-  const q = new pg.Query(text, values) as pg.Query & {
+  const query = new pg.Query(q.text, q.values) as pg.Query & {
     name?: string;
     callback?: (err: Error | null, res: pg.QueryResult) => void;
   };
-  if (name !== undefined) q.name = name;
+  if (q.name !== undefined) query.name = q.name;
   return new Promise((resolve, reject) => {
-    q.callback = (err: Error | null, res: pg.QueryResult) => (err ? reject(err) : resolve(res));
-    client.query(q);
+    query.callback = (err: Error | null, res: pg.QueryResult) => (err ? reject(err) : resolve(res));
+    client.query(query);
   });
+}
+
+/** Sends the transaction's batch of this tick, if it has one (before anything else goes on its connection). */
+function flushBatch(state: TxState): void {
+  const b = state.batch;
+  if (b === null) return;
+  state.batch = null;
+  if (b.size > 1) state.store.stats.batched += b.size;
+  state.client.query(b);
 }
 
 const BEGIN_SQL = 'BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT txid_current() AS xid, pg_postmaster_start_time() AS started';
@@ -261,7 +280,7 @@ export async function openPostgresStore(opts: PostgresStoreOptions): Promise<Pos
 class PgStore implements PostgresStore {
   readonly engine = 'postgres' as const;
   readonly instanceId = randomBytes(8).toString('hex');
-  readonly stats: PostgresStats = { commits: 0, retries: 0, connectionErrors: 0, commitChecks: 0, remoteChanges: 0 };
+  readonly stats: PostgresStats = { commits: 0, retries: 0, connectionErrors: 0, commitChecks: 0, remoteChanges: 0, batched: 0 };
   readonly #listeners = new Set<(c: Change) => void>();
   readonly #listener: ChangeListener;
   readonly #maxAttempts: number;
@@ -398,7 +417,15 @@ class PgStore implements PostgresStore {
         client.off('error', onError);
         client.release(err);
       };
-      const state: TxState = { store: this, client, live: true, chain: Promise.resolve(), firstError: undefined, written: new Set() };
+      const state: TxState = {
+        store: this,
+        client,
+        live: true,
+        chain: Promise.resolve(),
+        firstError: undefined,
+        written: new Set(),
+        batch: null,
+      };
       const effects: (() => void)[] = [];
       let xid: number | undefined;
       let started: SqlValue | undefined;
@@ -442,6 +469,7 @@ class PgStore implements PostgresStore {
             : null;
         // Sent behind the statements fn left in flight (Tx: their failure aborts the transaction), in their
         // round trip; the server answers ROLLBACK for it when one of them failed.
+        flushBatch(state);
         const commit = sendTogether(client, () => client.query(notify && this.#notifyInTx ? `${notify}; COMMIT` : 'COMMIT'));
         commit.catch(() => undefined);
         await begin;
@@ -460,6 +488,8 @@ class PgStore implements PostgresStore {
         if (tables.size > 0 && notifyOthers === 'batched') this.#notifySoon(tables, subjectSet(subjects));
       } catch (err) {
         state.live = false;
+        // Statements fn issued in this tick before it threw go before the ROLLBACK, inside the transaction.
+        flushBatch(state);
         const lost = isConnectionLost(err);
         if (lost) {
           release(true);
@@ -529,8 +559,27 @@ class PgStore implements PostgresStore {
       return Promise.reject(err);
     }
     if (st.info.write) for (const t of st.info.tables) state.written.add(t);
-    // Sent now, behind the statements before it (the connection is pipelined: answers come in order).
-    const p = sendTogether(state.client, () => submit(state.client, st, params));
+    // Sent behind the statements before it (the connection is pipelined: answers come in order): in this
+    // tick's batch when it can be (pg-batch.ts), else alone, after that batch.
+    const q = pgQuery(st, params);
+    let p: Promise<pg.QueryResult>;
+    if (batchable(state.client, q)) {
+      if (state.batch === null) {
+        const b = new StatementBatch();
+        state.batch = b;
+        sendTogether(
+          state.client,
+          () => undefined,
+          () => {
+            if (state.batch === b) flushBatch(state);
+          },
+        );
+      }
+      p = state.batch.add(q);
+    } else {
+      flushBatch(state);
+      p = sendTogether(state.client, () => submit(state.client, q));
+    }
     const before = state.chain;
     state.chain = p.then(
       () => before,

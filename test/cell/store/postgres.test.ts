@@ -175,6 +175,102 @@ describe('PostgreSQL engine', { skip }, () => {
     assert.deepEqual(await store.all('SELECT k FROM p WHERE n > ? ORDER BY k', [1]), [{ k: 'b' }, { k: 'c' }, { k: 'd' }]);
   });
 
+  it('statements issued in one tick go in one batch: each its own answer, the first failure aborts the transaction and skips the rest', async () => {
+    const db = await database();
+    const store = await open(db.url, [{ id: 'b-001', sql: 'CREATE TABLE q (k TEXT PRIMARY KEY, n INTEGER NOT NULL)' }], {
+      poolSize: 1,
+    });
+    const INSERT = 'INSERT INTO q (k, n) VALUES (?, ?) RETURNING n';
+    const COUNT = 'SELECT COUNT(*) AS c FROM q WHERE n >= ?';
+    const BUMP = 'UPDATE q SET n = n + ? WHERE k = ?';
+    // Each text's first use on the connection goes alone (it is parsed then); later ones can go in a batch.
+    await store.write(async (tx) => {
+      await tx.get(INSERT, ['w', 0]);
+      await tx.get(COUNT, [0]);
+      await tx.run(BUMP, [1, 'w']);
+    });
+    const before = store.stats.batched;
+    const [a, b, c, d, e] = await store.write((tx) =>
+      Promise.all([
+        tx.get(INSERT, ['a', 1]),
+        tx.get(INSERT, ['b', 2]),
+        tx.run(BUMP, [10, 'a']),
+        tx.get(COUNT, [2]),
+        // Unnamed (a text built from data past no bound here, but without a name it is parsed each time): also batched.
+        tx.all(`SELECT k FROM q WHERE k IN (${['a', 'b', 'zz'].map(() => '?').join(', ')}) ORDER BY k`, ['a', 'b', 'zz']),
+      ]),
+    );
+    assert.deepEqual([a, b, c, d], [{ n: 1 }, { n: 2 }, { changes: 1 }, { c: 2 }], 'each statement its own answer, in order');
+    assert.deepEqual(e, [{ k: 'a' }, { k: 'b' }]);
+    assert.ok(store.stats.batched - before >= 4, `batched: ${store.stats.batched - before}`);
+
+    // A duplicate key in the middle: the statements before it ran, it failed, the ones after it were skipped,
+    // and the transaction kept nothing.
+    const settled: PromiseSettledResult<unknown>[] = [];
+    await assert.rejects(
+      store.write(async (tx) => {
+        settled.push(
+          ...(await Promise.allSettled([tx.get(INSERT, ['x', 5]), tx.get(INSERT, ['a', 6]), tx.get(INSERT, ['y', 7]), tx.get(COUNT, [0])])),
+        );
+      }),
+      (err: Error & { code?: string }) => err.code === '23505',
+    );
+    assert.deepEqual(
+      settled.map((r) => r.status),
+      ['fulfilled', 'rejected', 'rejected', 'rejected'],
+    );
+    assert.equal((settled[1] as PromiseRejectedResult).reason.code, '23505');
+    assert.equal((settled[2] as PromiseRejectedResult).reason.name, 'StatementSkipped');
+    assert.equal((settled[3] as PromiseRejectedResult).reason.name, 'StatementSkipped');
+    assert.deepEqual(await store.all("SELECT k FROM q WHERE k IN ('x', 'y')"), [], 'nothing of the aborted transaction kept');
+
+    // A write function that throws right after issuing statements: they run inside its transaction and roll back.
+    await assert.rejects(
+      store.write(async (tx) => {
+        void tx.get(INSERT, ['p', 8]).catch(() => undefined);
+        void tx.get(INSERT, ['r', 9]).catch(() => undefined);
+        throw new Error('changed my mind');
+      }),
+      /changed my mind/,
+    );
+    // The one connection goes on: the same statements, in a batch again, commit.
+    await store.write((tx) => Promise.all([tx.get(INSERT, ['x', 5]), tx.get(INSERT, ['y', 7])]));
+    assert.deepEqual(await store.all('SELECT k, n FROM q ORDER BY k'), [
+      { k: 'a', n: 11 },
+      { k: 'b', n: 2 },
+      { k: 'w', n: 1 },
+      { k: 'x', n: 5 },
+      { k: 'y', n: 7 },
+    ]);
+  });
+
+  it('a connection that dies in the middle of a batch: nothing half-kept, the write runs again on a fresh connection', async () => {
+    const db = await database();
+    const store = await open(db.url, T_MIGRATIONS, { poolSize: 2 });
+    const INSERT = 'INSERT INTO t (id) VALUES (?)';
+    // The server ends the session running it (57P01), in the middle of the batch, on the first run only.
+    const DIE = 'SELECT pg_terminate_backend(pg_backend_pid()) WHERE ? = 1';
+    await store.write(async (tx) => {
+      await tx.run(INSERT, [0]);
+      await tx.get(DIE, [0]);
+    });
+    let calls = 0;
+    const settled: PromiseSettledResult<unknown>[][] = [];
+    await store.write(async (tx) => {
+      calls++;
+      const all = await Promise.allSettled([tx.run(INSERT, [calls]), tx.get(DIE, [calls]), tx.run(INSERT, [calls * 10])]);
+      settled.push(all);
+      const failed = all.find((r) => r.status === 'rejected');
+      if (failed) throw failed.reason;
+    });
+    assert.equal(calls, 2);
+    assert.deepEqual(
+      settled[0]!.map((r) => r.status),
+      ['fulfilled', 'rejected', 'rejected'],
+    );
+    assert.deepEqual(await store.all('SELECT id FROM t ORDER BY id'), [{ id: 0 }, { id: 2 }, { id: 20 }]);
+  });
+
   it('gives up a write that keeps conflicting with 503 write_conflict (retryable)', async () => {
     const db = await database();
     const m = [{ id: 'c-001', sql: "CREATE TABLE c (k TEXT PRIMARY KEY, n INTEGER NOT NULL); INSERT INTO c (k, n) VALUES ('x', 0)" }];
