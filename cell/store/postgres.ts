@@ -200,9 +200,29 @@ function flushBatch(state: TxState): void {
   state.client.query(b);
 }
 
-const BEGIN_SQL = 'BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT txid_current() AS xid, pg_postmaster_start_time() AS started';
+/**
+ * A transaction's start, the first two statements of its first batch: BEGIN, then its id and the server's
+ * start time (to ask about its outcome should COMMIT be cut off).
+ */
+const BEGIN: BatchStatement = { text: 'BEGIN ISOLATION LEVEL SERIALIZABLE', name: undefined, values: [] };
 /** The same for a `row-locks` write (WriteOptions.isolation): READ COMMITTED, the writer locks the rows it relies on. */
-const BEGIN_ROW_LOCKS_SQL = 'BEGIN ISOLATION LEVEL READ COMMITTED; SELECT txid_current() AS xid, pg_postmaster_start_time() AS started';
+const BEGIN_ROW_LOCKS: BatchStatement = { text: 'BEGIN ISOLATION LEVEL READ COMMITTED', name: undefined, values: [] };
+const BEGUN: BatchStatement = { text: 'SELECT txid_current() AS xid, pg_postmaster_start_time() AS started', name: undefined, values: [] };
+
+/** The transaction's batch for this tick, opened when it has none (sent at the tick's end, or before anything else goes). */
+function batchOf(state: TxState): StatementBatch {
+  if (state.batch !== null) return state.batch;
+  const b = new StatementBatch();
+  state.batch = b;
+  sendTogether(
+    state.client,
+    () => undefined,
+    () => {
+      if (state.batch === b) flushBatch(state);
+    },
+  );
+  return b;
+}
 
 function closed(): ServiceError {
   return new ServiceError('service_unavailable', 'The store is closed.', { details: { reason: 'store_closed' }, retryable: true });
@@ -432,13 +452,15 @@ class PgStore implements PostgresStore {
       let committing = false;
       let result!: T;
       let tables = new Set<string>();
-      // Not awaited: the function's first statements follow BEGIN on the wire (pipelined). A BEGIN that
+      // Not awaited: the function's first statements follow BEGIN in its batch (pg-batch.ts). A BEGIN that
       // fails aborts the transaction for them as any failed statement does (state.firstError).
-      const begin = sendTogether(client, () => client.query(rowLocks ? BEGIN_ROW_LOCKS_SQL : BEGIN_SQL)).then(
-        (res) => {
-          const begun = results(res)[1]?.rows[0];
-          xid = Number(begun?.['xid']);
-          started = begun?.['started'];
+      const opening = batchOf(state);
+      const begun = opening.add(rowLocks ? BEGIN_ROW_LOCKS : BEGIN);
+      const begin = Promise.all([begun, opening.add(BEGUN)]).then(
+        ([, res]) => {
+          const row = res.rows[0];
+          xid = Number(row?.['xid']);
+          started = row?.['started'];
         },
         (err: unknown) => {
           state.firstError ??= err;
@@ -564,18 +586,7 @@ class PgStore implements PostgresStore {
     const q = pgQuery(st, params);
     let p: Promise<pg.QueryResult>;
     if (batchable(state.client, q)) {
-      if (state.batch === null) {
-        const b = new StatementBatch();
-        state.batch = b;
-        sendTogether(
-          state.client,
-          () => undefined,
-          () => {
-            if (state.batch === b) flushBatch(state);
-          },
-        );
-      }
-      p = state.batch.add(q);
+      p = batchOf(state).add(q);
     } else {
       flushBatch(state);
       p = sendTogether(state.client, () => submit(state.client, q));
