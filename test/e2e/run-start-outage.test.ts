@@ -219,7 +219,8 @@ describe("the cell dies between a run's commit and its first step", { skip, time
       const s = await ok(apiA, 'GET', `${T}/crews/${tm.crew}/runs/${first.run_id}`);
       return s.state === 'completed' ? s : undefined;
     });
-    // The drive's first read (the run's budget reservations) waits on the lock: nothing of it is written.
+    // The drive's first write (the run's opening records with its first budget reservation) waits on the
+    // lock: nothing of it is written.
     const lock = await lockTable(db.url, 'team_reservations');
     const asked = ai.requests.length;
     let reply;
@@ -235,6 +236,11 @@ describe("the cell dies between a run's commit and its first step", { skip, time
         return r.rows.length > 0 ? true : undefined;
       });
       await a.kill('SIGKILL');
+      // The cell sent that transaction's COMMIT with its statements (one Sync a batch: docs/storage.md). The
+      // server, waiting on the lock, would run it once the lock goes, after the cell's death: a commit the cell
+      // never saw, which a restart takes as a crash during the model call (re-issued once, flagged). This
+      // test is the crash before the first step: it ends that session, so the transaction cannot commit.
+      assert.equal(await lock.endWaiters(), 1);
     } finally {
       await lock.release();
     }
