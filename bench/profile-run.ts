@@ -19,7 +19,8 @@
  * the timed runs (pg_stat_statements: calls a step, µs a call, execution time
  * a step, waits for locks included), the costliest first; with --table-stats
  * (PostgreSQL), each table's rows inserted, updated (HOT ones apart) and
- * deleted a step, and its dead rows at the end (pg_stat_user_tables). Read the
+ * deleted a step, its sequential and index scans a step, and its dead rows
+ * at the end (pg_stat_user_tables). Read the
  * profile with Chrome's DevTools or any .cpuprofile viewer. --cells C
  * (PostgreSQL): a group of C cell processes on the one database, the
  * launches spread over them round-robin (each run awaited on the cell that
@@ -179,10 +180,12 @@ const dbStat = async (): Promise<{ rollback: number; commit: number }> => {
   return { rollback: Number(r.rows[0].r), commit: Number(r.rows[0].c) };
 };
 /** Each table's inserted, updated (HOT apart), deleted and dead rows so far (--table-stats). */
-async function tableCounts(): Promise<Map<string, { ins: number; upd: number; hot: number; del: number; dead: number }>> {
+async function tableCounts(): Promise<
+  Map<string, { ins: number; upd: number; hot: number; del: number; dead: number; seq: number; idx: number }>
+> {
   const r = await adminQuery(
     db!.url,
-    'SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_dead_tup FROM pg_stat_user_tables ORDER BY relname',
+    'SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_dead_tup, seq_scan, COALESCE(idx_scan, 0) AS idx_scan FROM pg_stat_user_tables ORDER BY relname',
   );
   return new Map(
     (r.rows as Record<string, string>[]).map((x) => [
@@ -193,6 +196,8 @@ async function tableCounts(): Promise<Map<string, { ins: number; upd: number; ho
         hot: Number(x['n_tup_hot_upd']),
         del: Number(x['n_tup_del']),
         dead: Number(x['n_dead_tup']),
+        seq: Number(x['seq_scan']),
+        idx: Number(x['idx_scan']),
       },
     ]),
   );
@@ -246,13 +251,17 @@ if (tables0) {
   await new Promise((r) => setTimeout(r, 1500));
   const tables1 = await tableCounts();
   const steps = runs * conc * 20;
-  console.log('table writes (pg_stat_user_tables): a step inserted, updated (of which HOT), deleted; dead rows at the end');
+  console.log(
+    'table writes (pg_stat_user_tables): a step inserted, updated (of which HOT), deleted, scans sequential and by index; dead rows at the end',
+  );
   for (const [name, t] of tables1) {
-    const b = tables0.get(name) ?? { ins: 0, upd: 0, hot: 0, del: 0, dead: 0 };
-    const d = { ins: t.ins - b.ins, upd: t.upd - b.upd, hot: t.hot - b.hot, del: t.del - b.del };
+    const b = tables0.get(name) ?? { ins: 0, upd: 0, hot: 0, del: 0, dead: 0, seq: 0, idx: 0 };
+    const d = { ins: t.ins - b.ins, upd: t.upd - b.upd, hot: t.hot - b.hot, del: t.del - b.del, seq: t.seq - b.seq, idx: t.idx - b.idx };
     if (d.ins + d.upd + d.del === 0) continue;
     const f = (n: number) => (n / steps).toFixed(2).padStart(6);
-    console.log(`  ${name.padEnd(28)} ins ${f(d.ins)}  upd ${f(d.upd)} (HOT ${f(d.hot)})  del ${f(d.del)}  dead ${t.dead}`);
+    console.log(
+      `  ${name.padEnd(28)} ins ${f(d.ins)}  upd ${f(d.upd)} (HOT ${f(d.hot)})  del ${f(d.del)}  scans: seq ${f(d.seq)} index ${f(d.idx)}  dead ${t.dead}`,
+    );
   }
 }
 if (statements) {
