@@ -276,7 +276,10 @@ export async function openPostgresStore(opts: PostgresStoreOptions): Promise<Pos
     keepAlive: true,
     application_name: 'agent-cell',
     // Durable means the commit record is flushed before COMMIT returns, whatever the server's default.
-    options: '-c synchronous_commit=on',
+    // A session whose cell is gone ends within a second even while a statement runs or waits for a
+    // lock (client_connection_check_interval): it does not go on holding the rows it locked (a run's,
+    // which a peer taking the run over waits for), nor run the COMMIT it was sent once its wait ends.
+    options: '-c synchronous_commit=on -c client_connection_check_interval=1000',
   };
   // Pipelined: the statements of a transaction go to the server as they are issued, without waiting
   // for the answer of the one before (answers come back in order), so a transaction's BEGIN rides
