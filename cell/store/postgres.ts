@@ -128,7 +128,6 @@ interface TxState {
 
 const inTx = new TxContext<TxState>();
 
-/** The transaction's id and the server's start time, to ask about its outcome should COMMIT be cut off. */
 /** Sockets corked until the end of the current tick (sendTogether), with what is sent into them before they are uncorked. */
 const corkedThisTick = new WeakMap<object, (() => void)[]>();
 

@@ -196,7 +196,7 @@ describe('PostgreSQL engine', { skip }, () => {
         tx.get(INSERT, ['b', 2]),
         tx.run(BUMP, [10, 'a']),
         tx.get(COUNT, [2]),
-        // Unnamed (a text built from data past no bound here, but without a name it is parsed each time): also batched.
+        // A text the connection has not parsed yet goes alone, behind the batch before it: answers still in order.
         tx.all(`SELECT k FROM q WHERE k IN (${['a', 'b', 'zz'].map(() => '?').join(', ')}) ORDER BY k`, ['a', 'b', 'zz']),
       ]),
     );
