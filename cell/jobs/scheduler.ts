@@ -236,6 +236,12 @@ export class Scheduler {
     }
   }
 
+  /** The group's clock, as a tick reads it (counted: tick() tells a read after its request by it). */
+  #readClock(): number {
+    this.#clockReads++;
+    return this.ctx.groupClock.now();
+  }
+
   async #tickOnce(): Promise<number> {
     this.#again = false;
     this.ticks++;
@@ -251,8 +257,7 @@ export class Scheduler {
       // What was due when the tick began (or was asked again) is fired here, backlog included; a second falling due
       // meanwhile is the next tick's. Chasing the clock instead never ends when one fire takes a second (a loaded
       // machine), and the first tick holds up the cell's start.
-      let now = this.ctx.groupClock.now();
-      this.#clockReads++;
+      let now = this.#readClock();
       for (let guard = 0; guard < 1000; guard++) {
         let due: Awaited<ReturnType<typeof repo.dueDefinitions>>;
         try {
@@ -281,10 +286,7 @@ export class Scheduler {
         }
         // Catching up (a store outage, a pause): the next due times are fired in this tick, not one per timer hop.
         if (due.length < BATCH && !this.#again && !progressed) break;
-        if (this.#again) {
-          now = this.ctx.groupClock.now();
-          this.#clockReads++;
-        }
+        if (this.#again) now = this.#readClock();
         this.#again = false;
       }
     } finally {

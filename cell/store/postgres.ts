@@ -128,18 +128,17 @@ interface TxState {
 
 const inTx = new TxContext<TxState>();
 
-/** Sockets corked until the end of the current tick (sendTogether), with what is sent into them before they are uncorked. */
+/** Sockets corked until the end of the current tick (corkForTick), with what is sent into them before they are uncorked. */
 const corkedThisTick = new WeakMap<object, (() => void)[]>();
 
 /**
- * Issues `send` (a `client.query`) so that what it writes on the connection
- * goes out with every statement issued on it in the same tick: the socket is
- * corked until the tick ends, so a transaction's pipelined statements (BEGIN
- * with the first ones, a batch, COMMIT) leave in one write instead of one
- * each. pg corks each query itself; nested corks only flush at the outer uncork.
- * `atTickEnd` runs at the end of the tick, before the socket is uncorked (a batch sent then).
+ * Corks the connection's socket until the end of the current tick (once a tick), so what the
+ * transaction's statements write on it in that tick (BEGIN with the first ones, a batch, COMMIT)
+ * leaves in one write instead of one each. pg corks each query itself; nested corks only flush at
+ * the outer uncork. `atTickEnd` runs at the end of the tick, before the socket is uncorked (a batch
+ * sent then).
  */
-function sendTogether<T>(client: pg.PoolClient, send: () => T, atTickEnd?: () => void): T {
+function corkForTick(client: pg.PoolClient, atTickEnd?: () => void): void {
   const stream = (client as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
   if (stream?.cork && stream.uncork) {
     let ends = corkedThisTick.get(stream);
@@ -156,6 +155,11 @@ function sendTogether<T>(client: pg.PoolClient, send: () => T, atTickEnd?: () =>
     }
     if (atTickEnd) ends.push(atTickEnd);
   } else if (atTickEnd) process.nextTick(atTickEnd);
+}
+
+/** Issues `send` (a `client.query`) into the socket corked for this tick (corkForTick). */
+function sendTogether<T>(client: pg.PoolClient, send: () => T): T {
+  corkForTick(client);
   return send();
 }
 
@@ -213,13 +217,9 @@ function batchOf(state: TxState): StatementBatch {
   if (state.batch !== null) return state.batch;
   const b = new StatementBatch();
   state.batch = b;
-  sendTogether(
-    state.client,
-    () => undefined,
-    () => {
-      if (state.batch === b) flushBatch(state);
-    },
-  );
+  corkForTick(state.client, () => {
+    if (state.batch === b) flushBatch(state);
+  });
   return b;
 }
 

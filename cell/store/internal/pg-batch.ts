@@ -87,7 +87,6 @@ export class StatementBatch extends QueryBase implements pg.Submittable {
   readonly #items: Item[] = [];
   /** The statement whose answers come now. */
   #at = 0;
-  #sent = 0;
 
   constructor() {
     super('');
@@ -111,6 +110,7 @@ export class StatementBatch extends QueryBase implements pg.Submittable {
     const Result = self._result.constructor as ResultCtor;
     const types = self._result._types;
     connection.stream.cork?.();
+    let sent = 0;
     try {
       for (const it of this.#items) {
         it.result = new Result(undefined, types);
@@ -120,12 +120,12 @@ export class StatementBatch extends QueryBase implements pg.Submittable {
         } catch (err) {
           // A value pg cannot send (never one of the store's: pg-types.ts). The statements before it
           // are on the wire and run; this one and those after it are not sent.
-          this.#fail(this.#sent, err, false);
+          this.#fail(sent, err, false);
           break;
         }
         connection.describe({ type: 'P', name: '' });
         connection.execute({ portal: '' });
-        this.#sent++;
+        sent++;
       }
       connection.sync();
     } finally {
