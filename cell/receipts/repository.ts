@@ -60,14 +60,16 @@ export async function isPending(db: Reader, runId: string): Promise<boolean> {
   return (await db.get('SELECT run_id FROM run_log_pending WHERE run_id = ?', [runId])) !== undefined;
 }
 
+/** Takes runs off the queue: one statement a run, all sent at once. */
 export async function deletePending(tx: Tx, runIds: readonly string[]): Promise<void> {
-  for (const id of runIds) await tx.run('DELETE FROM run_log_pending WHERE run_id = ?', [id]);
+  await Promise.all(runIds.map((id) => tx.run('DELETE FROM run_log_pending WHERE run_id = ?', [id])));
 }
 
 /** Locks the head row (the sequencer's first statement: appends of every cell serialize on it). */
 export async function lockHead(tx: Tx, at: number): Promise<LogHead> {
-  await tx.run('UPDATE run_log_head SET updated_at = ? WHERE id = 1', [at]);
-  return head(tx);
+  // Both sent at once: the read runs after the lock, in the same round trip.
+  const [, h] = await Promise.all([tx.run('UPDATE run_log_head SET updated_at = ? WHERE id = 1', [at]), head(tx)]);
+  return h;
 }
 
 export async function head(db: Reader): Promise<LogHead> {
@@ -80,11 +82,10 @@ export async function setHead(tx: Tx, h: LogHead, at: number): Promise<void> {
   await tx.run('UPDATE run_log_head SET size = ?, root = ?, updated_at = ? WHERE id = 1', [h.size, h.root, at]);
 }
 
-/** Run ids among `runIds` the log holds already. */
-export async function logged(db: Reader, runIds: readonly string[]): Promise<Set<string>> {
-  const out = new Set<string>();
-  for (const id of runIds) if (await db.get('SELECT idx FROM run_log_leaves WHERE run_id = ?', [id])) out.add(id);
-  return out;
+/** Run ids among `runIds` the log holds already (in a transaction: one statement a run, all sent at once). */
+export async function logged(tx: Tx, runIds: readonly string[]): Promise<Set<string>> {
+  const found = await Promise.all(runIds.map((id) => tx.get('SELECT idx FROM run_log_leaves WHERE run_id = ?', [id])));
+  return new Set(runIds.filter((_, i) => found[i] !== undefined));
 }
 
 export async function insertLeaf(tx: Tx, l: LeafRow): Promise<void> {
@@ -103,22 +104,37 @@ export async function insertNode(tx: Tx, level: number, idx: number, hash: strin
   await tx.run('INSERT INTO run_log_nodes (level, idx, hash) VALUES (?, ?, ?)', [level, idx, hash]);
 }
 
-/** The hashes of perfect nodes, by `level:idx`. */
-export async function nodes(db: Reader, ids: readonly { level: number; index: number }[]): Promise<Map<string, string>> {
+/**
+ * The hashes of perfect nodes, by `level:idx`: a statement a level (200 nodes at most each). In a
+ * transaction (`tx`) they are sent at once, on its one connection; from the pool, one after another,
+ * so that one reader holds one connection at a time.
+ */
+export async function nodes(
+  db: Reader,
+  ids: readonly { level: number; index: number }[],
+  opts: { together?: boolean } = {},
+): Promise<Map<string, string>> {
   const byLevel = new Map<number, number[]>();
   for (const n of ids) byLevel.set(n.level, [...(byLevel.get(n.level) ?? []), n.index]);
-  const out = new Map<string, string>();
+  const reads: (() => Promise<Row[]>)[] = [];
   for (const [level, idxs] of byLevel) {
     const unique = [...new Set(idxs)];
     for (let i = 0; i < unique.length; i += 200) {
       const part = unique.slice(i, i + 200);
-      const rows = await db.all(
-        `SELECT level, idx, hash FROM run_log_nodes WHERE level = ? AND idx IN (${part.map(() => '?').join(', ')})`,
-        [level, ...part],
+      reads.push(() =>
+        db.all(`SELECT level, idx, hash FROM run_log_nodes WHERE level = ? AND idx IN (${part.map(() => '?').join(', ')})`, [
+          level,
+          ...part,
+        ]),
       );
-      for (const r of rows) out.set(`${num(r, 'level')}:${num(r, 'idx')}`, str(r, 'hash'));
     }
   }
+  const out = new Map<string, string>();
+  const add = (rows: Row[]) => {
+    for (const r of rows) out.set(`${num(r, 'level')}:${num(r, 'idx')}`, str(r, 'hash'));
+  };
+  if (opts.together) for (const rows of await Promise.all(reads.map((read) => read()))) add(rows);
+  else for (const read of reads) add(await read());
   return out;
 }
 

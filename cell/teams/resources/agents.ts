@@ -327,14 +327,7 @@ export function foldLedgers(ctx: TeamsContext): Promise<number> {
 async function foldOnce(ctx: TeamsContext): Promise<number> {
   const agents = await repo.agentsToFold(ctx.core.store);
   if (agents.length === 0) return 0;
-  return ctx.core.store.write(
-    async (tx) => {
-      let n = 0;
-      for (const agentId of agents) n += await repo.foldLedger(tx, agentId);
-      return n;
-    },
-    { notify: false, isolation: 'row-locks' },
-  );
+  return ctx.core.store.write((tx) => repo.foldLedgers(tx, agents), { notify: false, isolation: 'row-locks' });
 }
 
 /**

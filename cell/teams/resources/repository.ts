@@ -278,24 +278,42 @@ export async function agentsToFold(db: Reader): Promise<string[]> {
 }
 
 /**
- * Adds an agent's committed, unfolded reservations to its ledger's spent and
- * marks them folded (a `row-locks` transaction: the ledger's row is locked
- * first, so folds take turns and a reservation is folded once). Returns how
+ * Adds each agent's committed, unfolded reservations to its ledger's spent
+ * and marks them folded (a `row-locks` transaction). For each agent, in the
+ * order given: its ledger row locked, so folds take turns; then its rows
+ * claimed (`folded = 1`) with what they spent returned, so what is added is
+ * exactly what was marked and a reservation is folded once. Every agent's two
+ * statements go in one round trip, the ledgers' updates in a second one.
+ * An agent without a ledger row keeps its reservations unfolded. Returns how
  * many were folded.
  */
-export async function foldLedger(tx: Tx, agentId: string): Promise<number> {
-  if ((await tx.run('UPDATE team_ledgers SET updated_at = updated_at WHERE agent_id = ?', [agentId])).changes === 0) return 0;
-  const rows = await tx.all(
-    'SELECT reservation_id, actual FROM team_reservations WHERE agent_id = ? AND folded = 0 AND committed_at IS NOT NULL ORDER BY reservation_id LIMIT 1000',
-    [agentId],
-  );
-  if (rows.length === 0) return 0;
-  let spent = 0;
-  for (const r of rows) spent += numOrNull(r, 'actual') ?? 0;
-  const ids = rows.map((r) => str(r, 'reservation_id'));
-  await tx.run(`UPDATE team_reservations SET folded = 1 WHERE reservation_id IN (${ids.map(() => '?').join(', ')})`, ids);
-  await tx.run('UPDATE team_ledgers SET spent = spent + ? WHERE agent_id = ?', [spent, agentId]);
-  return rows.length;
+export async function foldLedgers(tx: Tx, agentIds: readonly string[]): Promise<number> {
+  const locks: Promise<{ changes: number }>[] = [];
+  const claims: Promise<Row[]>[] = [];
+  for (const agentId of agentIds) {
+    locks.push(tx.run('UPDATE team_ledgers SET updated_at = updated_at WHERE agent_id = ?', [agentId]));
+    claims.push(
+      tx.all(
+        `UPDATE team_reservations SET folded = 1
+          WHERE agent_id = ? AND folded = 0 AND committed_at IS NOT NULL
+            AND EXISTS (SELECT 1 FROM team_ledgers l WHERE l.agent_id = ?)
+          RETURNING actual`,
+        [agentId, agentId],
+      ),
+    );
+  }
+  const [, claimed] = await Promise.all([Promise.all(locks), Promise.all(claims)]);
+  let folded = 0;
+  const adds: Promise<unknown>[] = [];
+  for (const [i, rows] of claimed.entries()) {
+    if (rows.length === 0) continue;
+    let spent = 0;
+    for (const r of rows) spent += numOrNull(r, 'actual') ?? 0;
+    adds.push(tx.run('UPDATE team_ledgers SET spent = spent + ? WHERE agent_id = ?', [spent, agentIds[i]!]));
+    folded += rows.length;
+  }
+  await Promise.all(adds);
+  return folded;
 }
 
 /** Registers a ledger, or resets the limit of an existing one (reserved and spent stay). */
