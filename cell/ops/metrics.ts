@@ -88,7 +88,7 @@ export class CellMetrics {
   });
   readonly journalAppends = new Counter({
     name: 'cell_run_journal_append_transactions_total',
-    help: 'Transactions of run journal appends by how they were sent: "one_round_trip" (a lone driver\'s append sent whole with its COMMIT, PostgreSQL: committed), "one_round_trip_refused" (sent whole and aborted by its guard or a failure, then sent locked), "locked" (the runs\' rows locked and read before the records were sealed, whatever the outcome).',
+    help: 'Transactions of run journal appends by how they were sent: "one_round_trip" (a lone driver\'s append, or a group of drivers\' appends, sent whole with its COMMIT, PostgreSQL: committed), "one_round_trip_refused" (sent whole and aborted by its guard or a failure, then sent locked), "locked" (the runs\' rows locked and read before the records were sealed, whatever the outcome).',
     labelNames: ['path'] as const,
     registers: [this.registry],
   });

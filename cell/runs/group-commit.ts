@@ -195,6 +195,21 @@ async function runGroup(ctx: RunsContext, group: QueuedAppend[]): Promise<void> 
     return;
   }
   let outcomes: Map<string, AppendOutcome>;
+  try {
+    const atOnce = await writeGroupAtOnce(ctx, group);
+    if (atOnce !== null) {
+      ctx.metrics.journalAppends.inc({ path: 'one_round_trip' });
+      for (const g of group) g.resolve(atOnce.get(g.member.runId)!);
+      return;
+    }
+  } catch (err) {
+    // As a lone append's: an outage is every member's answer; anything else is said by the locked write.
+    if (outage(err)) {
+      for (const g of group) g.reject(err);
+      return;
+    }
+    ctx.metrics.journalAppends.inc({ path: 'one_round_trip_refused' });
+  }
   ctx.metrics.journalAppends.inc({ path: 'locked' });
   try {
     outcomes = await ctx.core.store.write(
@@ -332,6 +347,81 @@ async function writeAtOnce(ctx: RunsContext, m: AppendMember, tail: JournalTail)
   // (journal.ts writeWithDriver reads it back).
   await Promise.allSettled(staged);
   return { recs: o.recs, tail: o.tail, refused: null };
+}
+
+/**
+ * A group's appends in one round trip (issue 40), when each member could go alone that way
+ * (atOnceTail, its own cap not passed): every member's records sealed after the tail this process
+ * left, then BEGIN, each run's lock with its guard (in run id order, as every writer of several
+ * runs' rows takes them), the staged writes, the records, their values and the storage shares, and
+ * COMMIT, sent together. A storage quota's guard counts what the members before it in that order
+ * add (to the cell; to its workspace), as the locked write does.
+ * Any guard that fails aborts the whole transaction (nothing of it is kept): the caller then writes
+ * the group locked, which says which member was refused and why. Null when a member may not go at once.
+ */
+async function writeGroupAtOnce(ctx: RunsContext, group: readonly QueuedAppend[]): Promise<Map<string, AppendOutcome> | null> {
+  const config = ctx.core.config;
+  const members = group.map((g) => g.member).sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
+  const tails: JournalTail[] = [];
+  for (const m of members) {
+    const tail = atOnceTail(ctx, m);
+    if (tail === null) return null;
+    tails.push(tail);
+  }
+  const sealed: { m: AppendMember; o: SealedMember; tail: JournalTail; enforcing: boolean }[] = [];
+  for (const [i, m] of members.entries()) {
+    const tail = tails[i]!;
+    const head: repo.RunHead = {
+      state: 'running',
+      graph_hash: tail.graph ?? null,
+      lease_owner: config.cellId,
+      lease_epoch: m.fence!.epoch,
+    };
+    const o = await sealMember(ctx, m, head, tail, null);
+    const enforcing = m.items.some((item) => item.enforce);
+    if (enforcing && m.meter.bytes + o.adding > config.runStorageCapBytes) return null;
+    sealed.push({ m, o, tail, enforcing });
+  }
+  let staged: Promise<void>[] = [];
+  await ctx.core.store.write(
+    async (tx) => {
+      // Issued in this order, none awaited: they leave with the COMMIT (writeAtOnce).
+      const sent: Promise<unknown>[] = [];
+      let adding = 0;
+      const byWorkspace = new Map<string | null, number>();
+      for (const { m, o, tail, enforcing } of sealed) {
+        adding += o.adding;
+        const workspaceAdding = (byWorkspace.get(m.meter.workspace) ?? 0) + o.adding;
+        byWorkspace.set(m.meter.workspace, workspaceAdding);
+        sent.push(
+          repo.lockAndGuardAppend(tx, {
+            runId: m.runId,
+            at: m.items.at(-1)!.f.at!,
+            owner: config.cellId,
+            epoch: m.fence!.epoch,
+            graph: tail.graph ?? null,
+            lastSeq: tail.seq,
+            quota: enforcing
+              ? {
+                  workspaceId: m.meter.workspace,
+                  adding,
+                  workspaceAdding,
+                  cellLimit: config.runStorageQuotaBytes,
+                  workspaceLimit: config.workspaceQuotaBytes - workspaceFileBytes(ctx, m.meter.workspace),
+                }
+              : null,
+          }),
+        );
+      }
+      staged = sealed.flatMap(({ m }) => m.staged.map((w) => w(tx)));
+      sent.push(writeSealed(tx, sealed));
+      for (const p of [...sent, ...staged]) p.catch(() => undefined);
+    },
+    appendOptions(members.map((m) => m.runId)),
+  );
+  // Settled with the transaction, as writeAtOnce's.
+  await Promise.allSettled(staged);
+  return new Map(sealed.map(({ m, o }) => [m.runId, { recs: o.recs, tail: o.tail, refused: null }]));
 }
 
 /**

@@ -363,13 +363,14 @@ export async function lockAndGuardAppend(
     epoch: number;
     graph: string | null;
     lastSeq: number;
-    quota: { workspaceId: string | null; adding: number; cellLimit: number; workspaceLimit: number } | null;
+    /** `adding` counts against the cell's limit, `workspaceAdding` (default: `adding`) against the workspace's. */
+    quota: { workspaceId: string | null; adding: number; workspaceAdding?: number; cellLimit: number; workspaceLimit: number } | null;
   },
 ): Promise<void> {
   const params: SqlValue[] = [g.at, g.at, g.runId, g.owner, g.epoch, g.graph ?? '', g.runId, g.lastSeq];
   if (g.quota) {
     params.push(g.quota.adding, g.quota.cellLimit);
-    if (g.quota.workspaceId !== null) params.push(g.quota.adding, g.quota.workspaceLimit);
+    if (g.quota.workspaceId !== null) params.push(g.quota.workspaceAdding ?? g.quota.adding, g.quota.workspaceLimit);
     params.push(...usageParams(g.quota.workspaceId));
   }
   await tx.get(!g.quota ? GUARD_SQL.plain : g.quota.workspaceId === null ? GUARD_SQL.cell : GUARD_SQL.workspace, params);

@@ -90,8 +90,10 @@ test('a run whose lease was lost, or that ended, is told so; the others of its g
     assert.equal(r[2]!.status, 'fulfilled');
     assert.ok(r[1]!.status === 'rejected' && r[1]!.reason instanceof LeaseLostError, "the lost lease is that run's answer");
     assert.ok(r[3]!.status === 'rejected' && r[3]!.reason instanceof RunClosedError, 'so is the ended run');
-    // The group, refused for two of its runs, then the two others together (the ended run's meter was reloaded: alone).
-    assert.ok(writes.count <= 3, `${writes.count} transactions`);
+    // The group, refused for two of its runs, then the two others together (the ended run's meter was reloaded: alone);
+    // on PostgreSQL the group is first sent whole, in one round trip, and its guard aborts it.
+    const most = t.engine === 'postgres' ? 4 : 3;
+    assert.ok(writes.count <= most, `${writes.count} transactions`);
     assert.deepEqual(
       (await runs.readJournal(lost!)).map((x) => x.seq),
       [1],

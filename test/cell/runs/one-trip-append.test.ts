@@ -135,6 +135,56 @@ test("a driver's appends after its first leave whole with their COMMIT, with the
   }
 });
 
+test("a group of drivers' appends after their first leave whole too: one transaction, one round trip, each run its own chain", async () => {
+  const t = await inProcessCell();
+  try {
+    const runs = t.modules.runs.runs;
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push(await heldRun(t));
+    const late = watchTrips(t, ids[0]!);
+    const { out, moved } = await movedPaths(t, () =>
+      Promise.all(ids.map((id) => runs.appendJournal(id, step(2), [{ of: id }], { epoch: 1 }))),
+    );
+    for (const [i, id] of ids.entries()) {
+      assert.equal(out[i]!.seq, 2);
+      assert.deepEqual(await seqs(t, id), [1, 2]);
+      assert.ok(await verifies(t, id), 'its own chain and signatures');
+    }
+    if (pg(t)) {
+      assert.deepEqual(moved, { one_round_trip: 1, one_round_trip_refused: 0, locked: 0 }, 'the six in one transaction, sent whole');
+      assert.deepEqual(late, [0], 'nothing sent after an answer came back');
+    } else assert.deepEqual(moved, { one_round_trip: 0, one_round_trip_refused: 0, locked: 1 });
+  } finally {
+    await t.close();
+  }
+});
+
+test('a group that passes the storage quota only together: sent whole and aborted, the locked write refuses the run past it', async () => {
+  const t = await inProcessCell({ config: { runStorageQuotaBytes: 48 * 1024 } });
+  try {
+    const runs = t.modules.runs.runs;
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push(await heldRun(t));
+    // Each alone within the quota (~20 KiB), two together too, the three not.
+    const { out, moved } = await movedPaths(t, () =>
+      Promise.allSettled(ids.map((id, i) => runs.appendJournal(id, step(2), ['abc'[i]!.repeat(20 * 1024)], { epoch: 1 }))),
+    );
+    assert.deepEqual(
+      out.map((o) => o.status),
+      ['fulfilled', 'fulfilled', 'rejected'],
+    );
+    const refused = out[2]!;
+    assert.ok(refused.status === 'rejected' && refused.reason instanceof RunStorageLimitError, 'refused for storage');
+    assert.equal((refused.reason as RunStorageLimitError).reason, 'cell_storage_quota');
+    assert.deepEqual(await seqs(t, ids[2]!), [1], 'nothing of the refused run kept');
+    for (const id of ids.slice(0, 2)) assert.deepEqual(await seqs(t, id), [1, 2]);
+    // The group whole (aborted by the third run's guard), locked (which refuses it), then the two again, whole.
+    if (pg(t)) assert.deepEqual(moved, { one_round_trip: 1, one_round_trip_refused: 1, locked: 1 });
+  } finally {
+    await t.close();
+  }
+});
+
 test('a staged write that reads before it writes makes the append lock first', async () => {
   const t = await inProcessCell();
   try {
