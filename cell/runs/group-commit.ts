@@ -195,20 +195,19 @@ async function runGroup(ctx: RunsContext, group: QueuedAppend[]): Promise<void> 
     return;
   }
   let outcomes: Map<string, AppendOutcome>;
+  let whole: Map<string, AppendOutcome> | null;
   try {
-    const atOnce = await writeGroupAtOnce(ctx, group);
-    if (atOnce !== null) {
-      ctx.metrics.journalAppends.inc({ path: 'one_round_trip' });
-      for (const g of group) g.resolve(atOnce.get(g.member.runId)!);
-      return;
-    }
+    whole = await sentWhole(
+      ctx,
+      group.map((g) => g.member),
+    );
   } catch (err) {
-    // As a lone append's: an outage is every member's answer; anything else is said by the locked write.
-    if (outage(err)) {
-      for (const g of group) g.reject(err);
-      return;
-    }
-    ctx.metrics.journalAppends.inc({ path: 'one_round_trip_refused' });
+    for (const g of group) g.reject(err);
+    return;
+  }
+  if (whole !== null) {
+    for (const g of group) g.resolve(whole.get(g.member.runId)!);
+    return;
   }
   ctx.metrics.journalAppends.inc({ path: 'locked' });
   try {
@@ -261,29 +260,34 @@ const appendOptions = (runIds: string[]) =>
 
 /** One run's append in a transaction of its own: in one round trip when it can be (writeAtOnce), else its row locked first. */
 async function writeAlone(ctx: RunsContext, m: AppendMember): Promise<AppendOutcome> {
-  const tail = atOnceTail(ctx, m);
-  if (tail !== null) {
-    try {
-      const o = await writeAtOnce(ctx, m, tail);
-      if (o !== null) {
-        ctx.metrics.journalAppends.inc({ path: 'one_round_trip' });
-        return o;
-      }
-    } catch (err) {
-      // A store outage is the append's answer, as it is the locked write's (the COMMIT may have been kept:
-      // drive.ts settles the run from its journal). Anything else (the guard's refusal: a lost lease, an
-      // ended run, a tail this process did not write, a storage limit) is said by the locked write.
-      if (outage(err)) throw err;
-      ctx.metrics.journalAppends.inc({ path: 'one_round_trip_refused' });
-    }
-  }
+  const whole = await sentWhole(ctx, [m]);
+  if (whole !== null) return whole.get(m.runId)!;
   ctx.metrics.journalAppends.inc({ path: 'locked' });
   const o = await ctx.core.store.write((tx) => writeMembers(ctx, tx, [m]), appendOptions([m.runId]));
   return o.get(m.runId)!;
 }
 
 /**
- * The run's tail as this process left it, when a lone append may be sent in one round trip: on
+ * The members' appends sent whole (writeAtOnce), counted by how they went: their outcomes, or null
+ * when they are to be written locked first (a member may not go at once, or a guard refused them).
+ * A store outage is thrown: it is every member's answer, as it is the locked write's (the COMMIT may
+ * have been kept: drive.ts settles each run from its journal). Anything else (a guard's refusal: a
+ * lost lease, an ended run, a tail this process did not write, a storage limit) is said by the locked write.
+ */
+async function sentWhole(ctx: RunsContext, members: readonly AppendMember[]): Promise<Map<string, AppendOutcome> | null> {
+  try {
+    const whole = await writeAtOnce(ctx, members);
+    if (whole !== null) ctx.metrics.journalAppends.inc({ path: 'one_round_trip' });
+    return whole;
+  } catch (err) {
+    if (outage(err)) throw err;
+    ctx.metrics.journalAppends.inc({ path: 'one_round_trip_refused' });
+    return null;
+  }
+}
+
+/**
+ * The run's tail as this process left it, when its append may be sent in one round trip: on
  * PostgreSQL (the embedded store has no round trips), by the run's driver (fenced), after an append
  * of this process read the run's graph hash under its lock, with only writes staged that issue their
  * statements at once. Null: write it locked first.
@@ -296,72 +300,20 @@ function atOnceTail(ctx: RunsContext, m: AppendMember): JournalTail | null {
 }
 
 /**
- * A lone driver's append in one round trip (issue 40): its records sealed after the tail this
- * process left, then BEGIN, the lock of the run's row with its guard in one statement (repository
- * lockAndGuardAppend: the lease, the run not ended, the graph hash, the last seq, the storage
- * limits), the staged writes, the records, their values and the run's storage share, and COMMIT,
- * sent together. A guard that fails
- * aborts the transaction, so nothing of it is kept; the caller then writes it locked first, which
- * says why. Null when the run's own cap would be passed (the locked write refuses it record by record).
- */
-async function writeAtOnce(ctx: RunsContext, m: AppendMember, tail: JournalTail): Promise<AppendOutcome | null> {
-  const config = ctx.core.config;
-  const fence = m.fence!;
-  const graph = tail.graph ?? null;
-  const head: repo.RunHead = { state: 'running', graph_hash: graph, lease_owner: config.cellId, lease_epoch: fence.epoch };
-  const o = await sealMember(ctx, m, head, tail, null);
-  const enforcing = m.items.some((i) => i.enforce);
-  if (enforcing && m.meter.bytes + o.adding > config.runStorageCapBytes) return null;
-  let staged: Promise<void>[] = [];
-  await ctx.core.store.write(
-    async (tx) => {
-      // Issued in this order, none awaited: they leave with the COMMIT, which the server answers with
-      // ROLLBACK when any of them failed (store Tx.run).
-      const sent: Promise<unknown>[] = [
-        repo.lockAndGuardAppend(tx, {
-          runId: m.runId,
-          at: m.items.at(-1)!.f.at!,
-          owner: config.cellId,
-          epoch: fence.epoch,
-          graph,
-          lastSeq: tail.seq,
-          quota: enforcing
-            ? {
-                workspaceId: m.meter.workspace,
-                adding: o.adding,
-                cellLimit: config.runStorageQuotaBytes,
-                workspaceLimit: config.workspaceQuotaBytes - workspaceFileBytes(ctx, m.meter.workspace),
-              }
-            : null,
-        }),
-      ];
-      staged = m.staged.map((w) => w(tx));
-      sent.push(writeSealed(tx, [{ m, o }]));
-      for (const p of [...sent, ...staged]) p.catch(() => undefined);
-    },
-    appendOptions([m.runId]),
-  );
-  // Settled with the transaction: their answers (a reservation's amount) are read before the caller goes
-  // on. One that failed did so with the connection after the COMMIT left, and the server then said the
-  // transaction committed (a failed statement would have aborted it): its answer is lost, not its write
-  // (journal.ts writeWithDriver reads it back).
-  await Promise.allSettled(staged);
-  return { recs: o.recs, tail: o.tail, refused: null };
-}
-
-/**
- * A group's appends in one round trip (issue 40), when each member could go alone that way
+ * Appends in one round trip (issue 40), a lone driver's or a group's, when each member could go so
  * (atOnceTail, its own cap not passed): every member's records sealed after the tail this process
- * left, then BEGIN, each run's lock with its guard (in run id order, as every writer of several
- * runs' rows takes them), the staged writes, the records, their values and the storage shares, and
- * COMMIT, sent together. A storage quota's guard counts what the members before it in that order
- * add (to the cell; to its workspace), as the locked write does.
- * Any guard that fails aborts the whole transaction (nothing of it is kept): the caller then writes
- * the group locked, which says which member was refused and why. Null when a member may not go at once.
+ * left, then BEGIN, each run's lock with its guard in one statement (repository lockAndGuardAppend:
+ * the lease, the run not ended, the graph hash, the last seq, the storage limits; in run id order, as
+ * every writer of several runs' rows takes them), the staged writes, the records, their values and
+ * the runs' storage shares, and COMMIT, sent together. A storage quota's guard counts what the
+ * members before it add (to the cell; to its workspace), as the locked write does. A guard that
+ * fails aborts the transaction, so nothing of it is kept; the caller then writes the members locked
+ * first, which says which was refused and why. Null when a member may not go at once (its own cap
+ * would be passed: the locked write refuses it record by record).
  */
-async function writeGroupAtOnce(ctx: RunsContext, group: readonly QueuedAppend[]): Promise<Map<string, AppendOutcome> | null> {
+async function writeAtOnce(ctx: RunsContext, unordered: readonly AppendMember[]): Promise<Map<string, AppendOutcome> | null> {
   const config = ctx.core.config;
-  const members = group.map((g) => g.member).sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
+  const members = [...unordered].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
   const tails: JournalTail[] = [];
   for (const m of members) {
     const tail = atOnceTail(ctx, m);
@@ -385,7 +337,8 @@ async function writeGroupAtOnce(ctx: RunsContext, group: readonly QueuedAppend[]
   let staged: Promise<void>[] = [];
   await ctx.core.store.write(
     async (tx) => {
-      // Issued in this order, none awaited: they leave with the COMMIT (writeAtOnce).
+      // Issued in this order, none awaited: they leave with the COMMIT, which the server answers with
+      // ROLLBACK when any of them failed (store Tx.run).
       const sent: Promise<unknown>[] = [];
       let adding = 0;
       const byWorkspace = new Map<string | null, number>();
@@ -419,7 +372,10 @@ async function writeGroupAtOnce(ctx: RunsContext, group: readonly QueuedAppend[]
     },
     appendOptions(members.map((m) => m.runId)),
   );
-  // Settled with the transaction, as writeAtOnce's.
+  // Settled with the transaction: their answers (a reservation's amount) are read before the caller goes
+  // on. One that failed did so with the connection after the COMMIT left, and the server then said the
+  // transaction committed (a failed statement would have aborted it): its answer is lost, not its write
+  // (journal.ts writeWithDriver reads it back).
   await Promise.allSettled(staged);
   return new Map(sealed.map(({ m, o }) => [m.runId, { recs: o.recs, tail: o.tail, refused: null }]));
 }
