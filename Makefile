@@ -135,6 +135,17 @@ fmt: install
 
 # Node 20's test runner does not expand globs: list the files.
 TEST_FILES = $(shell find test -name '*.test.ts' -not -path '*/node_modules/*' | sort)
+# Files that spend their time waiting on the clock, not on a core: each run alone used 0.1-0.4 of one core's
+# CPU over its wall time (the whole machine's, /proc/stat: PostgreSQL and the cells included), where the rest of
+# the suite keeps both cores busy. Each takes a lane of its own beside the two others (scripts/run-tests.mjs
+# --beside), one such file at a time, rather than holding one of the two while it waits: dpop-prune ages proofs
+# 50 s, pg-stop and store-outage hold PostgreSQL down, group-runs waits twice for PostgreSQL's statistics,
+# group-schedules and step-policy wait on cron times and backoffs, the MCP conformance suite on its own timers.
+WAITING_FILES = test/cell/cluster/faults/dpop-prune.test.ts test/cell/cluster/faults/pg-stop.test.ts \
+	test/e2e/group-runs.test.ts test/e2e/mcp-conformance.test.ts test/e2e/group-schedules.test.ts \
+	test/cell/cluster/faults/store-outage.test.ts test/edge/step-policy.e2e.test.ts
+# $(call beside,FILES): FILES as the runner's arguments, the waiting ones in the lane beside the others.
+beside = $(foreach f,$(filter $(WAITING_FILES),$(1)),--beside $(f)) $(filter-out $(WAITING_FILES),$(1))
 # Pure code: the core, the bundle formats, the console's models, the layering, the suite's timing reporter and
 # its choice of files for PostgreSQL.
 UNIT_FILES = $(shell find test/core test/bundles test/console -name '*.test.ts' | sort) test/layering.test.ts test/test-times.test.ts test/test-engines.test.ts
@@ -197,11 +208,11 @@ test: install typecheck lint build edge-runtime browser-deps metrics-deps promto
 
 # The store's own tests use PostgreSQL in this run too (one server for all of them).
 test-embedded:
-	scripts/pg-test-server.sh run -- env TEST_TIMES_FILE=test/artifacts/test-times-embedded.tsv $(NODE_TEST_TIMED) $(TEST_FILES)
+	scripts/pg-test-server.sh run -- env TEST_TIMES_FILE=test/artifacts/test-times-embedded.tsv $(NODE_TEST_TIMED) $(call beside,$(TEST_FILES))
 
 test-postgres:
 	scripts/pg-test-server.sh run -- env CELL_TEST_STORE=postgres TEST_TIMES_FILE=test/artifacts/test-times-postgres.tsv \
-	  $(NODE_TEST_TIMED) $(PG_TEST_FILES)
+	  $(NODE_TEST_TIMED) $(call beside,$(PG_TEST_FILES))
 
 # The same suite on Node 22 and 26, the supported majors beside the pinned 24 (binaries from the npm registry;
 # not part of `make test`). TEST_FILES="…" runs some files only.

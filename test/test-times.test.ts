@@ -1,7 +1,8 @@
 // scripts/run-tests.mjs, the suite's runner, with scripts/test-times.mjs, the reporter it runs beside the usual one
 // (--timed): on four small files (a slow one, a quick one that fails, one that throws before any test, one whose
 // test leaves a timer behind), the runner exits 1, ends the lingering file with its test, and the reporter lists
-// the files slowest first with their shares, marks the failed ones, says why they failed, honours TEST_TIMES_TOP and writes TEST_TIMES_FILE.
+// the files slowest first with their shares, marks the failed ones, says why they failed, honours TEST_TIMES_TOP and writes TEST_TIMES_FILE;
+// with --beside, a file runs in a lane of its own at the same time, reported after the others, its counts summed with theirs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -88,4 +89,47 @@ test('TEST_TIMES_TOP limits the table, not the file', async () => {
   rmSync(dir, { recursive: true, force: true });
   assert.match(stdout, /\(of 4;/);
   assert.equal(rows(stdout).length, 1);
+});
+
+test('--beside: a waiting file runs in a lane of its own at once with the others; its report follows theirs, the counts are summed', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'test-times-beside-'));
+  try {
+    // Two files that each wait for the other to have started (a meeting, up to 20 s), and one that fails: with
+    // one lane for the others, both pass only if the file beside them runs at the same time.
+    const meet = (name: string, other: string) =>
+      `import { test } from 'node:test';\nimport { existsSync, writeFileSync } from 'node:fs';\n` +
+      `test('${name}', async () => {\n  writeFileSync('${name}.started', '');\n` +
+      `  for (let i = 0; i < 400 && !existsSync('${other}.started'); i++) await new Promise((r) => setTimeout(r, 50));\n` +
+      `  if (!existsSync('${other}.started')) throw new Error('${other} did not run meanwhile');\n});\n`;
+    writeFileSync(join(dir, 'waits.test.mjs'), meet('waits beside', 'works in a lane'));
+    writeFileSync(join(dir, 'works.test.mjs'), meet('works in a lane', 'waits beside'));
+    writeFileSync(
+      join(dir, 'fails.test.mjs'),
+      "import { test } from 'node:test';\ntest('fails beside', () => { throw new Error('no'); });\n",
+    );
+    const args = [runner, '--concurrency', '1', '--timed', '--beside', 'waits.test.mjs', '--beside', 'fails.test.mjs', 'works.test.mjs'];
+    const err = await promisify(execFile)(process.execPath, args, { cwd: dir, env: childEnv }).then(
+      () => assert.fail('a file beside the others failed: the runner must exit 1'),
+      (e: { code: number; stdout: string }) => e,
+    );
+    assert.equal(err.code, 1);
+    const out = err.stdout;
+    // Not interleaved: the lane's test first, then the files beside it, in the order given.
+    const at = (s: string) => out.indexOf(s);
+    assert.ok(at('✔ works in a lane') >= 0 && at('✔ works in a lane') < at('✔ waits beside'), out);
+    assert.ok(at('✔ waits beside') < at('✖ fails beside'), out);
+    // One set of closing counts, both lanes' together.
+    assert.equal(out.match(/^ℹ tests \d+$/gm)?.length, 1, out);
+    assert.match(out, /^ℹ tests 3$/m);
+    assert.match(out, /^ℹ pass 2$/m);
+    assert.match(out, /^ℹ fail 1$/m);
+    assert.deepEqual(
+      rows(out)
+        .map((r) => r.file)
+        .sort(),
+      ['fails.test.mjs', 'waits.test.mjs', 'works.test.mjs'],
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -97,21 +97,19 @@ test('the docs page renders the curated document offline, from the cell only', {
       'document title shown',
     );
 
-    // Try one operation from the page: the request goes to the cell and succeeds.
+    // Try one operation from the page: the request goes to the cell and succeeds. A small answer (the cell's
+    // keys): the page highlights what it shows, and the whole document took it 6 s.
     const op = page
-      .locator('.opblock-get', { has: page.locator('.opblock-summary-path[data-path="/api/public/v1/openapi.json"]') })
+      .locator('.opblock-get', { has: page.locator('.opblock-summary-path[data-path="/.well-known/cell-keys.json"]') })
       .first();
     await op.locator('.opblock-summary').first().click();
     await op.getByRole('button', { name: 'Try it out' }).click();
     await op.getByRole('button', { name: 'Execute' }).click();
-    // The answer is the whole document, which the page highlights before it shows the status: slow on a busy machine.
     await op.locator('.live-responses-table tr.response .response-col_status').first().waitFor({ timeout: 120_000 });
     const status = (await op.locator('.live-responses-table tr.response .response-col_status').first().textContent())?.trim();
     assert.equal(status, '200', 'the tried operation answered 200');
-    assert.ok(
-      requested.filter((u) => u === `${origin}/api/public/v1/openapi.json`).length >= 2,
-      'the document was fetched by the page and by the tried request',
-    );
+    assert.ok(requested.includes(`${origin}/api/public/v1/openapi.json`), 'the page fetched the document');
+    assert.ok(requested.includes(`${origin}/.well-known/cell-keys.json`), 'the tried request went to the cell');
 
     mkdirSync(ARTIFACTS, { recursive: true });
     await op.locator('.opblock-summary').first().click();

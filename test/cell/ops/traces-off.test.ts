@@ -37,7 +37,9 @@ describe('trace export off by default', () => {
   });
 
   test('with an endpoint the SDK and the OTLP exporter are loaded (the control)', { timeout: 150_000 }, () => {
-    const pkgs = loadedPackages({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' });
+    // Nothing listens there: the exporter's flush at the cell's stop fails, and without a short timeout its
+    // retries would hold the process ~9 s.
+    const pkgs = loadedPackages({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_EXPORTER_OTLP_TIMEOUT: '300' });
     assert.ok(pkgs.includes('@opentelemetry/sdk-trace-base'), pkgs.join());
     assert.ok(pkgs.includes('@opentelemetry/exporter-trace-otlp-proto'), pkgs.join());
   });
