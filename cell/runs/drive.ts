@@ -25,7 +25,7 @@ import {
   commitStaged,
   completeRefusal,
   dropStaged,
-  finishRun,
+  endRun,
   flushStaged,
   getBlob,
   readJournal,
@@ -34,6 +34,7 @@ import {
   stamped,
   storageRunError,
   type AppendEntry,
+  type EndState,
   type FinishOptions,
 } from './journal.ts';
 import { claimRun, dropLease, LeaseLostError, releaseToWaiting, type Claim, type Fence } from './lease.ts';
@@ -438,7 +439,7 @@ async function driveClaimed(d: Drive, graphHash: string, claim: Extract<Claim, {
   const fence = claim.fence;
   // The records the engine held back when it ended are written with the run's end (DriveEnd).
   const end = new DriveEnd(ctx, runId, fence);
-  if (!(await takeClaim(ctx, runId, claim, opts, end))) return { state: await stateNow(), result: null };
+  if (!(await takeClaim(ctx, runId, claim, opts, end))) return { state: end.ended ?? (await stateNow()), result: null };
   const writer = new StepWriter(ctx, runId, fence);
   ctx.writers.set(runId, writer.flush);
   try {
@@ -462,7 +463,7 @@ async function driveClaimed(d: Drive, graphHash: string, claim: Extract<Claim, {
       await writer.flush().catch(() => undefined);
       ctx.core.log.error('run drive failed', { run_id: runId, error: err });
       await end.finish('failed', { error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' } });
-      return { state: await stateNow(), result: null };
+      return { state: end.ended ?? (await stateNow()), result: null };
     }
     if (writer.lost) throw writer.lost;
     if (result.cause !== undefined && result.outcome === 'failed') {
@@ -475,26 +476,31 @@ async function driveClaimed(d: Drive, graphHash: string, claim: Extract<Claim, {
     // (finish), or before the run is left waiting or for recovery.
     end.last = writer.takeDeferred();
     await endDrive(ctx, runId, handle, result, opts, end, { ...(writer.engineFinal ?? {}), steps: result.steps });
-    return { state: await stateNow(), result };
+    return { state: end.ended ?? (await stateNow()), result };
   } finally {
     if (ctx.writers.get(runId) === writer.flush) ctx.writers.delete(runId);
   }
 }
 
 /**
- * How a drive ends the run: `finish` writes the run's last record and state (finishRun), with the
- * records the engine held back (`last`, set once the engine has returned) in the same transaction.
+ * How a drive ends the run: `finish` writes the run's last record and state (endRun), with the
+ * records the engine held back (`last`, set once the engine has returned) in the same transaction,
+ * and keeps the state it left the run in (`ended`: a terminal state is final, so the drive answers
+ * it without reading the run back).
  */
 class DriveEnd {
   last: AppendEntry[] = [];
+  ended: EndState | null = null;
   constructor(
     private readonly ctx: RunsContext,
     private readonly runId: string,
     readonly fence: Fence,
   ) {}
 
-  finish(outcome: Parameters<typeof finishRun>[2], o: Omit<FinishOptions, 'fence' | 'before'>): Promise<unknown> {
-    return keptWrite(this.ctx, this.runId, () => finishRun(this.ctx, this.runId, outcome, { ...o, fence: this.fence, before: this.last }));
+  async finish(outcome: EndState, o: Omit<FinishOptions, 'fence' | 'before'>): Promise<void> {
+    this.ended = await keptWrite(this.ctx, this.runId, () =>
+      endRun(this.ctx, this.runId, outcome, { ...o, fence: this.fence, before: this.last }),
+    );
   }
 }
 

@@ -268,23 +268,31 @@ export interface FinishOptions {
   before?: readonly AppendEntry[];
 }
 
+/** The states a run ends in. */
+export type EndState = Extract<RunState, 'completed' | 'failed' | 'refused' | 'cancelled'>;
+
 /**
  * Moves a run to a terminal state and writes its `run_finished` record in one
  * transaction. Returns false (changing nothing) when it is already terminal.
  */
-export function finishRun(
-  ctx: RunsContext,
-  runId: string,
-  requested: Extract<RunState, 'completed' | 'failed' | 'refused' | 'cancelled'>,
-  opts: FinishOptions = {},
-): Promise<boolean> {
+export async function finishRun(ctx: RunsContext, runId: string, requested: EndState, opts: FinishOptions = {}): Promise<boolean> {
+  return (await endRun(ctx, runId, requested, opts)) !== null;
+}
+
+/**
+ * finishRun, answering the state the run was left in: the one requested, or
+ * `failed` for a completed run whose output does not fit its storage limits;
+ * null (changing nothing) when it had ended already. A driver's end takes its
+ * run's state from here rather than reading it back.
+ */
+export function endRun(ctx: RunsContext, runId: string, requested: EndState, opts: FinishOptions = {}): Promise<EndState | null> {
   return serialised(ctx, runId, async () => {
     // A driver's finish (fenced) is judged in its transaction, under the run's lock: nothing read first.
     if (!opts.fence) {
       const run = await repo.runHead(ctx.core.store, runId);
       if (!run || isTerminal(run.state)) {
         ctx.staged.delete(runId);
-        return false;
+        return null;
       }
     }
     // The run row keeps its output (a second copy of the last step's): it counts in full.
@@ -400,7 +408,7 @@ export function finishRun(
         { isolation: 'row-locks', subjects: [runId] },
       );
     } catch (e) {
-      if (e instanceof RunClosedError) return false;
+      if (e instanceof RunClosedError) return null;
       restage(ctx, runId, staged, e);
       throw e;
     }
@@ -415,7 +423,7 @@ export function finishRun(
     forgetMeter(ctx, runId);
     ctx.tails.delete(runId);
     publish(ctx, rec);
-    return true;
+    return outcome;
   });
 }
 

@@ -359,6 +359,45 @@ test("a crew run's steps with budget ledgers: reservations ride at once, every o
   }
 });
 
+test("a drive that ends its run answers the state it wrote: the run's row is not read back", async () => {
+  const { t, ai, api } = await crewFixture();
+  try {
+    ai.setResponder((req) => ({ content: `${roleOf(req)} done` }));
+    const tm = await team(api, 'sequential', [{ role: 'a' }, { role: 'b' }]);
+    // The reads of the runs table naming a run, and when its last write naming it (its finish) settled.
+    const store = t.core.store as Store;
+    const reads: { at: number; sql: string; params: readonly unknown[] }[] = [];
+    const lastWrite = new Map<string, number>();
+    let tick = 0;
+    const { get, all, write } = { get: store.get.bind(store), all: store.all.bind(store), write: store.write.bind(store) };
+    const s = store as { get: Store['get']; all: Store['all']; write: Store['write'] };
+    s.get = (sql, params) => {
+      if (/\bFROM runs\b/.test(sql)) reads.push({ at: ++tick, sql, params: params ?? [] });
+      return get(sql, params);
+    };
+    s.all = (sql, params) => {
+      if (/\bFROM runs\b/.test(sql)) reads.push({ at: ++tick, sql, params: params ?? [] });
+      return all(sql, params);
+    };
+    s.write = async (fn, o) => {
+      const out = await write(fn, o);
+      for (const k of o?.subjects ?? []) lastWrite.set(k, ++tick);
+      return out;
+    };
+    const r = await ok(api, 'POST', `${T}/crews/${tm.crew}/runs`, { input: 'go' }, [201]);
+    await t.modules.teams.teams.settled(r.run_id);
+    const settledAt = ++tick;
+    assert.equal((await ok(api, 'GET', `${T}/crews/${tm.crew}/runs/${r.run_id}`)).state, 'completed');
+    const finishedAt = lastWrite.get(r.run_id);
+    assert.ok(finishedAt !== undefined, 'the run was written');
+    const readBack = reads.filter((x) => x.at > finishedAt && x.at < settledAt && x.params.includes(r.run_id));
+    assert.deepEqual(readBack, [], 'nothing read of the run between its finish and the drive’s answer');
+  } finally {
+    await t.close();
+    await ai.close();
+  }
+});
+
 /**
  * A TCP proxy to the database that, once armed, cuts the connection of the first transaction sent
  * whole (BEGIN and COMMIT in one write from the cell: writeAtOnce) right after the server committed
