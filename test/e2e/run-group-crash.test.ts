@@ -130,6 +130,9 @@ test('the PostgreSQL server crashes during sixteen runs whose steps share commit
     const cell = await startCellProcess({ args: ['--store', db.url] });
     procs.push(cell);
     const l = await launch(cell);
+    // The answers from here on take 200 ms: on a quiet machine the runs' last two thirds took less than
+    // the server's stop, and the crash then landed after they had ended.
+    ai.setResponder((req) => ({ content: `${roleOf(req)} of ${tagOf(req)}`, delayMs: 200 }));
     await server.stopImmediate();
     down = true;
     const before = ai.requests.length;
