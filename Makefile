@@ -135,7 +135,7 @@ fmt: install
 
 # Node 20's test runner does not expand globs: list the files.
 TEST_FILES = $(shell find test -name '*.test.ts' -not -path '*/node_modules/*' | sort)
-# Files that spend their time waiting on the clock, not on a core: each run alone used 0.1-0.4 of one core's
+# Files that spend their time waiting on the clock, not on a core: each run alone used 0.1-0.45 of one core's
 # CPU over its wall time (the whole machine's, /proc/stat: PostgreSQL and the cells included), where the rest of
 # the suite keeps both cores busy. Each takes a lane of its own beside the two others (scripts/run-tests.mjs
 # --beside), one such file at a time, rather than holding one of the two while it waits: dpop-prune ages proofs
