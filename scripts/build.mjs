@@ -66,9 +66,12 @@ const otelApart = {
   },
 };
 
-// The shipped cell is minified (a third smaller, parsed faster at every start); names are kept (`keepNames`), so
-// stack traces and logged errors still name their functions and classes.
-const shipped = { minify: true, keepNames: true };
+// The shipped cell has its whitespace and syntax minified, not its identifiers: function and class names stay as
+// they are (a name esbuild had to rename in the bundle gets a digit, e.g. `dispatch2`), so stack traces and logged
+// errors still name them. Not `keepNames`: it keeps minified names readable by redefining `name` on every function
+// as it is created (`Object.defineProperty`), and closures are created on every request and step; that turned
+// their objects' shapes slow and cost a quarter of an authenticated GET's CPU (bench/RESULTS.md "Stop 43").
+const shipped = { minifyWhitespace: true, minifySyntax: true };
 
 // Build-time constants of builds that are not shipped (runtime/log.ts, cell/jobs/steps.ts test for them): false in
 // the shipped bundle, so esbuild drops the code they guard and the program has no such switch or hook.
