@@ -142,13 +142,16 @@ class Fragments {
   private kept = new Map<string | null, Map<string | null, Map<string | null, Uint8Array | null>>>();
   private size = 0;
 
-  /** The keys and bytes of the last lookup: a line is most often about the same route, or caller, as the one before. */
-  private last: [string | null, string | null, string | null, Uint8Array | null] = ['', '', '', null];
+  /**
+   * The keys and bytes of the last lookup: a line is most often about the same route, or caller, as the one before.
+   * None before the first (a placeholder there once answered the keys ('', '', '') with its null: refused).
+   */
+  private last: [string | null, string | null, string | null, Uint8Array | null] | null = null;
 
   /** The bytes kept for (a, b, c); undefined when none are. */
   get(a: string | null, b: string | null, c: string | null): Uint8Array | null | undefined {
     const last = this.last;
-    if (a === last[0] && b === last[1] && c === last[2]) return last[3];
+    if (last !== null && a === last[0] && b === last[1] && c === last[2]) return last[3];
     const bytes = this.kept.get(a)?.get(b)?.get(c);
     if (bytes !== undefined) this.last = [a, b, c, bytes];
     return bytes;

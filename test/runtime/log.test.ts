@@ -384,6 +384,25 @@ describe('runtime/log: the access line, serialised by a fixed shape', () => {
     assert.ok(encoded > 1000, `encoded ${encoded}`);
   });
 
+  it("the encoder's first line may name the empty principal, credential kind and key (its cache starts empty)", () => {
+    // Its last-lookup cache once started as the keys ('', '', '') with no bytes, so such a first line was refused.
+    const f: AccessFields = {
+      request_id: null,
+      route: '',
+      method: 'GET',
+      status: 200,
+      duration_ms: 0.005,
+      principal_id: '',
+      credential_kind: '',
+      key_id: '',
+    };
+    const t = isoTime()(1764128834000);
+    const buf = Buffer.alloc(ENCODE_ROOM + 16);
+    const end = new AccessLineEncoder().encode(buf, 0, t, f);
+    assert.ok(end > 0, 'written by the encoder');
+    assert.equal(buf.subarray(0, end).toString('latin1'), accessLine(t, f));
+  });
+
   it('time: the ISO instant of Date#toISOString, to the millisecond, across seconds', () => {
     const time = isoTime();
     const instants = [Date.UTC(2026, 10, 26, 3, 47, 14, 7), 1764128834000, 1764128834050, 1764128834999, 1764128835000, 1764128835123, 0];
