@@ -7,10 +7,10 @@
  * API key by id, `registry`: the tool registry), one profile a GET, written
  * to PROFILE_DIR (default /tmp/perf-gateway) as 1.cpuprofile, 2.cpuprofile, …
  * in that order. Prints the cell's CPU µs a request and the functions with
- * the most self time, in µs a request. PROFILE_CELL names another build: the
- * shipped one is minified, so its functions are hard to tell apart in a
- * profile; dist/test/cell-crash-after-sql-effect.mjs is the same cell
- * unminified (its one difference is in SQL steps, not on a GET's path).
+ * the most self time, in µs a request. PROFILE_CELL names another build
+ * (e.g. an older main's dist/cell.mjs). Profile the shipped build: its names
+ * are the source's, and a cost of its build alone (esbuild's keepNames, stop
+ * 43) never showed in profiles of the unminified fault build.
  *
  *   node scripts/build.mjs && node --import tsx bench/profile-gateway.ts   (PROFILE_DIR, PROFILE_CELL, SECONDS, BENCH_PATHS, TOP)
  */

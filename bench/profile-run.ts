@@ -28,8 +28,8 @@
  * members); the CPU of each cell is printed apart, and the rollbacks
  * and commits (pg_stat_database: xact_rollback, xact_commit, reads included)
  * of the timed runs (the notifications sent: pg_notify in --statements).
- * PROFILE_CELL names another build to start, e.g. dist/test/cell-crash-after-sql-effect.mjs
- * (not minified: the profile's function names are the source's).
+ * PROFILE_CELL names another build to start (e.g. an older main's dist/cell.mjs); the
+ * shipped build's function names are the source's (scripts/build.mjs), so profile that one.
  */
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, connect, type AddressInfo } from 'node:net';
