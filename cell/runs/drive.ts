@@ -435,11 +435,12 @@ async function driveOnce(d: Drive): Promise<DriveResult> {
 
 async function driveClaimed(d: Drive, graphHash: string, claim: Extract<Claim, { ok: true }>): Promise<DriveResult> {
   const { ctx, handle, runId, graph, ports, input, opts } = d;
-  const stateNow = async (): Promise<RunState> => (await getRun(ctx, runId))?.state ?? 'failed';
   const fence = claim.fence;
   // The records the engine held back when it ended are written with the run's end (DriveEnd).
   const end = new DriveEnd(ctx, runId, fence);
-  if (!(await takeClaim(ctx, runId, claim, opts, end))) return { state: end.ended ?? (await stateNow()), result: null };
+  // The state this drive's finish left the run in; read only when no finish of its own ended it.
+  const stateNow = async (): Promise<RunState> => end.ended ?? (await getRun(ctx, runId))?.state ?? 'failed';
+  if (!(await takeClaim(ctx, runId, claim, opts, end))) return { state: await stateNow(), result: null };
   const writer = new StepWriter(ctx, runId, fence);
   ctx.writers.set(runId, writer.flush);
   try {
@@ -463,7 +464,7 @@ async function driveClaimed(d: Drive, graphHash: string, claim: Extract<Claim, {
       await writer.flush().catch(() => undefined);
       ctx.core.log.error('run drive failed', { run_id: runId, error: err });
       await end.finish('failed', { error: { code: 'internal_error', message: 'the run failed unexpectedly', reason: 'engine_error' } });
-      return { state: end.ended ?? (await stateNow()), result: null };
+      return { state: await stateNow(), result: null };
     }
     if (writer.lost) throw writer.lost;
     if (result.cause !== undefined && result.outcome === 'failed') {
@@ -476,7 +477,7 @@ async function driveClaimed(d: Drive, graphHash: string, claim: Extract<Claim, {
     // (finish), or before the run is left waiting or for recovery.
     end.last = writer.takeDeferred();
     await endDrive(ctx, runId, handle, result, opts, end, { ...(writer.engineFinal ?? {}), steps: result.steps });
-    return { state: end.ended ?? (await stateNow()), result };
+    return { state: await stateNow(), result };
   } finally {
     if (ctx.writers.get(runId) === writer.flush) ctx.writers.delete(runId);
   }
