@@ -11,7 +11,7 @@ import type { CellCore } from '../context.ts';
 import type { Iam } from '../iam/api.ts';
 import type { Cluster } from '../cluster/api.ts';
 import type { CellMetrics } from '../ops/api.ts';
-import type { Tx } from '../store/types.ts';
+import type { Reader, Tx } from '../store/types.ts';
 import type { AppendQueue } from './group-commit.ts';
 
 export interface JournalTail {
@@ -73,6 +73,12 @@ export interface RunMeter {
 export interface StagedWrite {
   (tx: Tx): Promise<void>;
   atOnce?: true;
+  /**
+   * Whether this write was kept by a transaction whose COMMIT's outcome is unknown, read once the
+   * store answers (journal.ts writeWithDriver `readBack`): a driver's commit of staged writes alone,
+   * with no record to look for in the journal, is then known kept or written again (drive.ts).
+   */
+  kept?: (db: Reader) => Promise<boolean>;
 }
 
 export interface RunsContext {

@@ -145,16 +145,18 @@ function commitUnknown(err: unknown): boolean {
 }
 
 /**
- * An append whose COMMIT's outcome is unknown (the connection was cut during
- * it): once the store answers, the run's last record says whether it was
- * kept (only this driver appends to the run under its lease); if not, it is
- * written again. So the answer the drive holds (a model's) is kept, and the
- * call is not issued again as it would be by a re-drive from the journal.
+ * A write of the driver whose COMMIT's outcome is unknown (the connection was cut during it, and the
+ * store could not ask afterwards): once the store answers, `kept` says whether it was kept (only this
+ * driver writes the run under its lease); if not, it is written again. So the answer the drive holds
+ * (a model's) is kept, and a call is neither issued again nor counted as in flight, as it would be by
+ * a re-drive from the journal. `kept` reads, for an append, the run's last record (appendKept); for
+ * writes staged alone, what they wrote (StagedWrite.kept); null for a write that finds it out itself
+ * (a run's end: endRun ends a run once, and answers null when it had ended).
  */
 async function keptIfUnknown(
   ctx: RunsContext,
   runId: string,
-  fields: { kind: string; step_id: string },
+  kept: (() => Promise<boolean>) | null,
   write: () => Promise<unknown>,
   first: unknown,
 ): Promise<void> {
@@ -163,8 +165,7 @@ async function keptIfUnknown(
     const base = OUTAGE_RETRY_MS[Math.min(attempt, OUTAGE_RETRY_MS.length - 1)]!;
     await new Promise((res) => setTimeout(res, base));
     try {
-      const last = (await readJournal(ctx, runId, 0, 10_000_000)).at(-1);
-      if (last?.kind === fields.kind && last.step_id === fields.step_id) {
+      if (kept !== null && (await kept())) {
         // Kept, with the writes staged for the run: the drive stages nothing while it waits here.
         dropStaged(ctx, runId);
         return;
@@ -177,6 +178,26 @@ async function keptIfUnknown(
     }
   }
   throw err;
+}
+
+/** Whether an append ending with `fields` was kept: the run's last record is its last. */
+function appendKept(ctx: RunsContext, runId: string, fields: { kind: string; step_id: string }): () => Promise<boolean> {
+  return async () => {
+    const last = (await readJournal(ctx, runId, 0, 10_000_000)).at(-1);
+    return last?.kind === fields.kind && last.step_id === fields.step_id;
+  };
+}
+
+/**
+ * A driver's append of `entries` (held-back records, with the writes staged for the run): written
+ * again while the store is unreachable before the COMMIT, and, when the COMMIT's outcome is unknown,
+ * once the journal says whether it was kept.
+ */
+function appendHeld(ctx: RunsContext, runId: string, entries: AppendEntry[], fence: Fence): Promise<unknown> {
+  const write = () => keptWrite(ctx, runId, () => appendJournalBatch(ctx, runId, entries, fence));
+  return write().catch((e: unknown) =>
+    commitUnknown(e) ? keptIfUnknown(ctx, runId, appendKept(ctx, runId, entries.at(-1)!.fields), write, e) : Promise.reject(e),
+  );
 }
 
 export type DrivePorts = Omit<EnginePorts, 'journal' | 'clock' | 'isCancelled' | 'recorded'>;
@@ -499,9 +520,14 @@ class DriveEnd {
   ) {}
 
   async finish(outcome: EndState, o: Omit<FinishOptions, 'fence' | 'before'>): Promise<void> {
-    this.ended = await keptWrite(this.ctx, this.runId, () =>
-      endRun(this.ctx, this.runId, outcome, { ...o, fence: this.fence, before: this.last }),
-    );
+    const { ctx, runId } = this;
+    const write = async () => {
+      this.ended = await keptWrite(ctx, runId, () => endRun(ctx, runId, outcome, { ...o, fence: this.fence, before: this.last }));
+    };
+    // A COMMIT whose outcome is unknown: written again once the store answers. Not kept, the run ends
+    // with its held-back records (lost, a re-drive would issue the last call again); kept, the second
+    // write finds the run ended and changes nothing (`ended` null: the drive reads the state back).
+    await write().catch((e: unknown) => (commitUnknown(e) ? keptIfUnknown(ctx, runId, null, write, e) : Promise.reject(e)));
   }
 }
 
@@ -574,15 +600,17 @@ class StepWriter {
     const { ctx, runId, fence } = this;
     const entries = this.deferred.splice(0);
     if (then) entries.push(then);
-    if (entries.length === 0) {
-      // Nothing held back: the writes staged for the run (a reservation: writeWithDriver) alone, fenced.
-      if (ctx.staged.has(runId)) await this.fenced(() => keptWrite(ctx, runId, () => commitStaged(ctx, runId, fence)));
-      return;
-    }
-    const write = () => keptWrite(ctx, runId, () => appendJournalBatch(ctx, runId, entries, fence));
-    // A COMMIT cut off mid-way: the journal's last record says whether the batch was kept (keptIfUnknown).
+    if (entries.length > 0) return this.fenced(() => appendHeld(ctx, runId, entries, fence));
+    // Nothing held back: the writes staged for the run (a reservation: writeWithDriver) alone, fenced. A
+    // COMMIT cut off mid-way: a write that can tell whether it was kept (StagedWrite.kept) says so.
+    const staged = ctx.staged.get(runId);
+    if (staged === undefined) return;
+    const probe = staged.find((w) => w.kept !== undefined)?.kept;
+    const write = () => keptWrite(ctx, runId, () => commitStaged(ctx, runId, fence));
     await this.fenced(() =>
-      write().catch((e: unknown) => (commitUnknown(e) ? keptIfUnknown(ctx, runId, entries.at(-1)!.fields, write, e) : Promise.reject(e))),
+      write().catch((e: unknown) =>
+        commitUnknown(e) && probe !== undefined ? keptIfUnknown(ctx, runId, () => probe(ctx.core.store), write, e) : Promise.reject(e),
+      ),
     );
   };
 
@@ -701,7 +729,7 @@ async function keptBeforeRedrive(flush: () => Promise<void>, cause: unknown): Pr
 
 /** Writes the records a drive held back, when it ends without ending the run. */
 async function writeLast(ctx: RunsContext, runId: string, entries: AppendEntry[], fence: Fence): Promise<void> {
-  if (entries.length > 0) await keptWrite(ctx, runId, () => appendJournalBatch(ctx, runId, entries, fence));
+  if (entries.length > 0) await appendHeld(ctx, runId, entries, fence);
 }
 
 /** Whether storing the held-back records would pass a storage limit (reads only; their record bytes estimated). */

@@ -179,7 +179,9 @@ export function dropStaged(ctx: RunsContext, runId: string): void {
  * `readBack`: `write` issues all its statements before its first await (StagedWrite.atOnce), so it
  * may leave with the COMMIT in one round trip (group-commit.ts); should the connection be lost then
  * and the server say the transaction committed, its answer is lost with it, and `readBack` reads
- * what it wrote from the store instead.
+ * what it wrote from the store instead. It answers null when nothing of the write is there: so
+ * when the COMMIT's outcome is unknown, the driver reads it back to learn whether the write was
+ * kept, and writes it again if not (StagedWrite.kept; drive.ts StepWriter.flush).
  */
 export async function writeWithDriver<T>(
   ctx: RunsContext,
@@ -197,7 +199,11 @@ export async function writeWithDriver<T>(
     out = await write(tx);
     ran = true;
   };
-  if (opts.readBack !== undefined) staged.atOnce = true;
+  const readBack = opts.readBack;
+  if (readBack !== undefined) {
+    staged.atOnce = true;
+    staged.kept = async (db) => (await readBack(db)) !== null;
+  }
   stageRunWrite(ctx, runId, staged);
   try {
     const flush = ctx.writers.get(runId);
@@ -209,7 +215,7 @@ export async function writeWithDriver<T>(
   live = false;
   if (ran) return out as T;
   // Committed, its answer lost with the connection (StagedWrite.atOnce): what it wrote is in the store.
-  if (began && opts.readBack !== undefined) return opts.readBack(ctx.core.store);
+  if (began && readBack !== undefined) return readBack(ctx.core.store);
   throw new TypeError('writeWithDriver: the write was not committed with the run');
 }
 
