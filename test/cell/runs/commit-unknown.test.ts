@@ -185,14 +185,6 @@ for (const kept of [false, true]) {
       assert.equal(state, 'completed');
       assert.equal(ai.requests.length - asked, 2, 'the failed call and its retry, nothing more');
       const j = await noReissue(r.run_id);
-      if (process.env.DBG)
-        console.log(
-          JSON.stringify(
-            j.map((x) => [x.seq, x.kind, x.step_id, x.data]),
-            null,
-            0,
-          ),
-        );
       const attempts = j.filter((x) => x.kind === 'attempt').map((x) => [(x.data as any).attempt, (x.data as any).outcome]);
       assert.deepEqual(attempts, [
         [1, 'failed'],
