@@ -145,9 +145,9 @@ function commitUnknown(err: unknown): boolean {
 }
 
 /**
- * A write of the driver whose COMMIT's outcome is unknown (the connection was cut during it, and the
- * store could not ask afterwards): once the store answers, `kept` says whether it was kept (only this
- * driver writes the run under its lease); if not, it is written again. So the answer the drive holds
+ * Runs a write of the driver; if its COMMIT's outcome is unknown (the connection was cut during it, and
+ * the store could not ask afterwards), once the store answers `kept` says whether it was kept (only this
+ * driver writes the run under its lease), and if not it is written again. So the answer the drive holds
  * (a model's) is kept, and a call is neither issued again nor counted as in flight, as it would be by
  * a re-drive from the journal. `kept` reads, for an append, the run's last record (appendKept); for
  * writes staged alone, what they wrote (StagedWrite.kept); null for a write that finds it out itself
@@ -156,11 +156,17 @@ function commitUnknown(err: unknown): boolean {
 async function keptIfUnknown(
   ctx: RunsContext,
   runId: string,
-  kept: (() => Promise<boolean>) | null,
   write: () => Promise<unknown>,
-  first: unknown,
+  kept: (() => Promise<boolean>) | null,
 ): Promise<void> {
-  let err = first;
+  let err: unknown;
+  try {
+    await write();
+    return;
+  } catch (e) {
+    if (!commitUnknown(e)) throw e;
+    err = e;
+  }
   for (let attempt = 0; attempt < 20 && !ctx.stopping; attempt++) {
     const base = OUTAGE_RETRY_MS[Math.min(attempt, OUTAGE_RETRY_MS.length - 1)]!;
     await new Promise((res) => setTimeout(res, base));
@@ -193,11 +199,9 @@ function appendKept(ctx: RunsContext, runId: string, fields: { kind: string; ste
  * again while the store is unreachable before the COMMIT, and, when the COMMIT's outcome is unknown,
  * once the journal says whether it was kept.
  */
-function appendHeld(ctx: RunsContext, runId: string, entries: AppendEntry[], fence: Fence): Promise<unknown> {
+function appendHeld(ctx: RunsContext, runId: string, entries: AppendEntry[], fence: Fence): Promise<void> {
   const write = () => keptWrite(ctx, runId, () => appendJournalBatch(ctx, runId, entries, fence));
-  return write().catch((e: unknown) =>
-    commitUnknown(e) ? keptIfUnknown(ctx, runId, appendKept(ctx, runId, entries.at(-1)!.fields), write, e) : Promise.reject(e),
-  );
+  return keptIfUnknown(ctx, runId, write, appendKept(ctx, runId, entries.at(-1)!.fields));
 }
 
 export type DrivePorts = Omit<EnginePorts, 'journal' | 'clock' | 'isCancelled' | 'recorded'>;
@@ -527,7 +531,7 @@ class DriveEnd {
     // A COMMIT whose outcome is unknown: written again once the store answers. Not kept, the run ends
     // with its held-back records (lost, a re-drive would issue the last call again); kept, the second
     // write finds the run ended and changes nothing (`ended` null: the drive reads the state back).
-    await write().catch((e: unknown) => (commitUnknown(e) ? keptIfUnknown(ctx, runId, null, write, e) : Promise.reject(e)));
+    await keptIfUnknown(ctx, runId, write, null);
   }
 }
 
@@ -607,11 +611,7 @@ class StepWriter {
     if (staged === undefined) return;
     const probe = staged.find((w) => w.kept !== undefined)?.kept;
     const write = () => keptWrite(ctx, runId, () => commitStaged(ctx, runId, fence));
-    await this.fenced(() =>
-      write().catch((e: unknown) =>
-        commitUnknown(e) && probe !== undefined ? keptIfUnknown(ctx, runId, () => probe(ctx.core.store), write, e) : Promise.reject(e),
-      ),
-    );
+    await this.fenced(() => (probe === undefined ? write() : keptIfUnknown(ctx, runId, write, () => probe(ctx.core.store))));
   };
 
   /** Runs a write of the driver, keeping a lost lease (`lost`). */
